@@ -1,0 +1,150 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"time"
+)
+
+// RunnerConfig tunes a stage runner. The zero value of every field means its
+// documented default; WithDefaults fills them and Validate checks the result.
+type RunnerConfig struct {
+	// Group is the consumer group. Default: the stage name.
+	Group string
+	// Consumer names this copy within the group; it must be unique among
+	// live copies. Default: "<hostname>-<pid>-<random>".
+	Consumer string
+	// BatchSize is the XREADGROUP COUNT. Default 256.
+	BatchSize int
+	// Block is how long one read waits for new entries. Default 1s; it also
+	// bounds how long shutdown waits for an idle read.
+	Block time.Duration
+	// ClaimInterval is how often stale pending entries are claimed. Default 5s.
+	ClaimInterval time.Duration
+	// ClaimIdle is how long an entry must stay pending, unacknowledged, before
+	// it is redelivered (to this copy or another). Default 30s. It must exceed
+	// HandlerTimeout, or a slow but live handler has its work taken over.
+	ClaimIdle time.Duration
+	// MaxDeliveries is how many deliveries a message gets before it is
+	// dead-lettered. Default 5.
+	MaxDeliveries int
+	// HandlerTimeout bounds one handler call. Default 10s.
+	HandlerTimeout time.Duration
+	// Retry configures in-process retries before a message is left pending.
+	Retry RetryConfig
+	// Partitions restricts this copy to some partitions. Default: all.
+	Partitions []int
+	// StatsInterval is how often lag, pending and dead-letter sizes are
+	// sampled for metrics. Default 2s.
+	StatsInterval time.Duration
+	// ErrorBackoff is the longest pause after a Redis error before the
+	// loop tries again; pauses grow from 50ms up to it. Default 2s.
+	ErrorBackoff time.Duration
+}
+
+// RetryConfig configures in-process retries of a failing handler. Retries
+// happen within one delivery; Attempt does not change.
+type RetryConfig struct {
+	// MaxRetries is the number of retries after the first call. Default 2;
+	// set Disabled to turn retries off.
+	MaxRetries int
+	// InitialInterval is the pause before the first retry. Default 50ms.
+	InitialInterval time.Duration
+	// MaxInterval caps the doubling pause. Default 1s.
+	MaxInterval time.Duration
+	// Disabled turns in-process retries off.
+	Disabled bool
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c RunnerConfig) WithDefaults(stage string) RunnerConfig {
+	if c.Group == "" {
+		c.Group = stage
+	}
+	if c.Consumer == "" {
+		c.Consumer = DefaultConsumerName()
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 256
+	}
+	if c.Block == 0 {
+		c.Block = time.Second
+	}
+	if c.ClaimInterval == 0 {
+		c.ClaimInterval = 5 * time.Second
+	}
+	if c.ClaimIdle == 0 {
+		c.ClaimIdle = 30 * time.Second
+	}
+	if c.MaxDeliveries == 0 {
+		c.MaxDeliveries = 5
+	}
+	if c.HandlerTimeout == 0 {
+		c.HandlerTimeout = 10 * time.Second
+	}
+	if c.StatsInterval == 0 {
+		c.StatsInterval = 2 * time.Second
+	}
+	if c.ErrorBackoff == 0 {
+		c.ErrorBackoff = 2 * time.Second
+	}
+	c.Retry = c.Retry.withDefaults()
+	return c
+}
+
+func (c RetryConfig) withDefaults() RetryConfig {
+	if c.MaxRetries == 0 {
+		c.MaxRetries = 2
+	}
+	if c.InitialInterval == 0 {
+		c.InitialInterval = 50 * time.Millisecond
+	}
+	if c.MaxInterval == 0 {
+		c.MaxInterval = time.Second
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c RunnerConfig) Validate() error {
+	var errs []error
+	if c.Group == "" || c.Consumer == "" {
+		errs = append(errs, errors.New("group and consumer must be set"))
+	}
+	if c.BatchSize < 1 || c.BatchSize > 10000 {
+		errs = append(errs, fmt.Errorf("batch size %d out of range 1..10000", c.BatchSize))
+	}
+	if c.Block < time.Millisecond {
+		errs = append(errs, fmt.Errorf("block %s below 1ms", c.Block))
+	}
+	if c.ClaimInterval <= 0 {
+		errs = append(errs, fmt.Errorf("claim interval %s must be positive", c.ClaimInterval))
+	}
+	if c.ClaimIdle <= c.HandlerTimeout {
+		errs = append(errs, fmt.Errorf("claim idle %s must exceed handler timeout %s", c.ClaimIdle, c.HandlerTimeout))
+	}
+	if c.MaxDeliveries < 1 {
+		errs = append(errs, fmt.Errorf("max deliveries %d must be at least 1", c.MaxDeliveries))
+	}
+	if c.HandlerTimeout <= 0 {
+		errs = append(errs, fmt.Errorf("handler timeout %s must be positive", c.HandlerTimeout))
+	}
+	if c.StatsInterval <= 0 || c.ErrorBackoff <= 0 {
+		errs = append(errs, errors.New("stats interval and error backoff must be positive"))
+	}
+	if !c.Retry.Disabled && (c.Retry.MaxRetries < 0 || c.Retry.InitialInterval <= 0 || c.Retry.MaxInterval < c.Retry.InitialInterval) {
+		errs = append(errs, fmt.Errorf("retry config %+v is inconsistent", c.Retry))
+	}
+	return errors.Join(errs...)
+}
+
+// DefaultConsumerName returns "<hostname>-<pid>-<random>", unique per copy.
+func DefaultConsumerName() string {
+	host, err := os.Hostname()
+	if err != nil || host == "" {
+		host = "dropstream"
+	}
+	return host + "-" + strconv.Itoa(os.Getpid()) + "-" + randomSuffix()
+}

@@ -1,0 +1,209 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Dead-letter entry fields, beside the original message's fields.
+const (
+	dlqReason   = "dlq.reason"
+	dlqStage    = "dlq.stage"
+	dlqGroup    = "dlq.group"
+	dlqAttempts = "dlq.attempts"
+	dlqOrigin   = "dlq.origin_id"
+	dlqAt       = "dlq.at"
+	// maxReasonLen bounds the stored reason.
+	maxReasonLen = 2048
+)
+
+// moveToDeadLetter appends the message with its reason to the partition's
+// dead-letter stream and acknowledges it, atomically (both keys share the
+// partition's hash tag).
+func (r *Runner) moveToDeadLetter(ctx context.Context, p int, m *Message, reason error) error {
+	why := reason.Error()
+	if len(why) > maxReasonLen {
+		why = why[:maxReasonLen]
+	}
+	values := append(m.values(),
+		dlqReason, why,
+		dlqStage, r.stage.Name,
+		dlqGroup, r.cfg.Group,
+		dlqAttempts, strconv.Itoa(m.Attempt),
+		dlqOrigin, m.ID,
+		dlqAt, time.Now().UTC().Format(time.RFC3339Nano))
+	_, err := r.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: r.stage.Topic.DeadLetterStream(p), Values: values})
+		pipe.XAck(ctx, m.Stream, r.cfg.Group, m.ID)
+		return nil
+	})
+	return err
+}
+
+// DeadLetter is one entry of a dead-letter stream.
+type DeadLetter struct {
+	// ID is the entry's ID in the dead-letter stream.
+	ID string
+	// Partition is the partition the message came from.
+	Partition int
+	// OriginID is the message's ID in its original stream.
+	OriginID string
+	Reason   string
+	Stage    string
+	Group    string
+	Attempts int
+	At       time.Time
+	Message  *Message
+}
+
+// DeadLetters administers the dead-letter streams of topics.
+type DeadLetters struct {
+	rdb redis.UniversalClient
+}
+
+// NewDeadLetters returns the dead-letter administration over rdb.
+func NewDeadLetters(rdb redis.UniversalClient) *DeadLetters { return &DeadLetters{rdb: rdb} }
+
+// Count returns the number of dead letters of a topic, over all partitions.
+func (d *DeadLetters) Count(ctx context.Context, topic Topic) (int64, error) {
+	var total int64
+	for p := 0; p < topic.Partitions; p++ {
+		n, err := d.rdb.XLen(ctx, topic.DeadLetterStream(p)).Result()
+		if err != nil {
+			return 0, fmt.Errorf("dead letters of %s: %w", topic, err)
+		}
+		total += n
+	}
+	return total, nil
+}
+
+// List returns up to limit dead letters of a topic, oldest first within
+// each partition, partitions in order.
+func (d *DeadLetters) List(ctx context.Context, topic Topic, limit int) ([]DeadLetter, error) {
+	var out []DeadLetter
+	for p := 0; p < topic.Partitions && len(out) < limit; p++ {
+		xs, err := d.rdb.XRangeN(ctx, topic.DeadLetterStream(p), "-", "+", int64(limit-len(out))).Result()
+		if err != nil {
+			return nil, fmt.Errorf("dead letters of %s: %w", topic, err)
+		}
+		for _, x := range xs {
+			out = append(out, decodeDeadLetter(topic, p, x))
+		}
+	}
+	return out, nil
+}
+
+func decodeDeadLetter(topic Topic, p int, x redis.XMessage) DeadLetter {
+	dl := DeadLetter{ID: x.ID, Partition: p}
+	orig := make(map[string]any, len(x.Values))
+	for k, v := range x.Values {
+		s, _ := v.(string)
+		switch k {
+		case dlqReason:
+			dl.Reason = s
+		case dlqStage:
+			dl.Stage = s
+		case dlqGroup:
+			dl.Group = s
+		case dlqAttempts:
+			dl.Attempts, _ = strconv.Atoi(s)
+		case dlqOrigin:
+			dl.OriginID = s
+		case dlqAt:
+			dl.At, _ = time.Parse(time.RFC3339Nano, s)
+		default:
+			orig[k] = v
+		}
+	}
+	dl.Message = decodeMessage(topic.Stream(p), p, dl.OriginID, orig)
+	return dl
+}
+
+// Replay appends dead letters back to their original streams as new
+// messages (first delivery again) and removes them from the dead-letter
+// stream, atomically per entry. With no ids it replays every dead letter of
+// the topic. It returns how many were replayed. Handlers guard their effects
+// with the Ledger, so a replay never applies an effect twice.
+func (d *DeadLetters) Replay(ctx context.Context, topic Topic, ids ...string) (int, error) {
+	return d.each(ctx, topic, ids, func(pipe redis.Pipeliner, dl DeadLetter) {
+		dl.Message.Metadata = withoutDLQ(dl.Message.Metadata)
+		pipe.XAdd(ctx, &redis.XAddArgs{Stream: topic.Stream(dl.Partition), Values: dl.Message.values()})
+		pipe.XDel(ctx, topic.DeadLetterStream(dl.Partition), dl.ID)
+	})
+}
+
+// Purge deletes dead letters (all of the topic's when ids is empty) and
+// returns how many were deleted.
+func (d *DeadLetters) Purge(ctx context.Context, topic Topic, ids ...string) (int, error) {
+	if len(ids) == 0 {
+		total := 0
+		for p := 0; p < topic.Partitions; p++ {
+			n, err := d.rdb.XLen(ctx, topic.DeadLetterStream(p)).Result()
+			if err != nil {
+				return total, err
+			}
+			if err := d.rdb.Del(ctx, topic.DeadLetterStream(p)).Err(); err != nil {
+				return total, err
+			}
+			total += int(n)
+		}
+		return total, nil
+	}
+	return d.each(ctx, topic, ids, func(pipe redis.Pipeliner, dl DeadLetter) {
+		pipe.XDel(ctx, topic.DeadLetterStream(dl.Partition), dl.ID)
+	})
+}
+
+// each applies fn in one MULTI per dead letter named by ids (all when empty).
+func (d *DeadLetters) each(ctx context.Context, topic Topic, ids []string, fn func(redis.Pipeliner, DeadLetter)) (int, error) {
+	want := make(map[string]bool, len(ids))
+	for _, id := range ids {
+		want[id] = true
+	}
+	done := 0
+	for p := 0; p < topic.Partitions; p++ {
+		start := "-"
+		for {
+			xs, err := d.rdb.XRangeN(ctx, topic.DeadLetterStream(p), start, "+", 500).Result()
+			if err != nil {
+				return done, fmt.Errorf("dead letters of %s: %w", topic, err)
+			}
+			for _, x := range xs {
+				if len(ids) > 0 && !want[x.ID] {
+					continue
+				}
+				dl := decodeDeadLetter(topic, p, x)
+				if _, err := d.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error { fn(pipe, dl); return nil }); err != nil {
+					return done, fmt.Errorf("dead letter %s: %w", x.ID, err)
+				}
+				done++
+			}
+			if len(xs) < 500 {
+				break
+			}
+			start = "(" + xs[len(xs)-1].ID
+		}
+	}
+	if len(ids) > 0 && done < len(ids) {
+		return done, fmt.Errorf("%w: %d of %d ids", ErrNotFound, len(ids)-done, len(ids))
+	}
+	return done, nil
+}
+
+// ErrNotFound reports dead letters that do not exist.
+var ErrNotFound = errors.New("stream: not found")
+
+func withoutDLQ(md map[string]string) map[string]string {
+	for k := range md {
+		if strings.HasPrefix(k, "dlq.") {
+			delete(md, k)
+		}
+	}
+	return md
+}

@@ -1,0 +1,19 @@
+// Package stream is dropstream's runtime: messages on Redis Streams, a
+// consumer-group stage runner, retry and dead-letter semantics, an
+// idempotency ledger, safe trimming and trace propagation.
+//
+// A stage is a Handler over messages of one Topic. The Runner reads the
+// topic's partitions through a consumer group in batches, runs every message
+// through the middleware chain (tracing, metrics, logging, dead-letter,
+// retry, timeout, recovery) and then settles it:
+//
+//   - nil: the message is acknowledged;
+//   - an error wrapping ErrDrop: acknowledged and counted as dropped;
+//   - a Permanent error, or any error at the last allowed delivery: moved
+//     to the partition's dead-letter stream with its reason, then acknowledged;
+//   - any other error: left pending, and delivered again once it has been
+//     idle for ClaimIdle (to this consumer or another copy).
+//
+// Delivery is at least once. Effects that must happen once are guarded by a
+// business key in the Ledger.
+package stream

@@ -1,0 +1,136 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// LedgerConfig configures an idempotency ledger.
+type LedgerConfig struct {
+	// Name scopes the ledger's keys (for example the stage that applies the
+	// effects). Required.
+	Name string
+	// TTL is how long a recorded key is remembered. It must outlive every
+	// possible redelivery or replay of the message. Default 7 days.
+	TTL time.Duration
+}
+
+// Validate checks the config after defaults.
+func (c LedgerConfig) Validate() error {
+	if !validName(c.Name) {
+		return fmt.Errorf("ledger name %q: want 1-64 characters of [a-z0-9_-]", c.Name)
+	}
+	if c.TTL < time.Second {
+		return fmt.Errorf("ledger ttl %s below 1s", c.TTL)
+	}
+	return nil
+}
+
+// Ledger remembers which effects were applied, keyed by business key (never
+// by payload hash), so a redelivered or replayed message applies its effect
+// once. Keys carry a hash tag, so an Effect can update the ledger and the
+// data of the same partition in one script, also on Redis Cluster.
+type Ledger struct {
+	rdb redis.UniversalClient
+	cfg LedgerConfig
+	ttl string
+}
+
+// NewLedger returns a ledger; TTL defaults to 7 days.
+func NewLedger(rdb redis.UniversalClient, cfg LedgerConfig) (*Ledger, error) {
+	if cfg.TTL == 0 {
+		cfg.TTL = 7 * 24 * time.Hour
+	}
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Ledger{rdb: rdb, cfg: cfg, ttl: strconv.FormatInt(cfg.TTL.Milliseconds(), 10)}, nil
+}
+
+// Key returns the Redis key recording businessKey. hashTag places it in a
+// partition's slot (see Topic.HashTag); use the tag of the keys the effect
+// touches.
+func (l *Ledger) Key(hashTag, businessKey string) string {
+	return "ds:" + hashTag + ":ledger:" + l.cfg.Name + ":" + businessKey
+}
+
+// Mark records key with SET NX PX and reports whether this call recorded it
+// first. Use it when the effect itself is outside Redis: mark, apply, and
+// Forget if applying fails so a retry may apply it.
+func (l *Ledger) Mark(ctx context.Context, key string) (bool, error) {
+	ok, err := l.rdb.SetNX(ctx, key, "1", l.cfg.TTL).Result()
+	if err != nil {
+		return false, fmt.Errorf("ledger mark %s: %w", key, err)
+	}
+	return ok, nil
+}
+
+// Seen reports whether key is recorded.
+func (l *Ledger) Seen(ctx context.Context, key string) (bool, error) {
+	n, err := l.rdb.Exists(ctx, key).Result()
+	if err != nil {
+		return false, fmt.Errorf("ledger seen %s: %w", key, err)
+	}
+	return n == 1, nil
+}
+
+// Forget removes key, so the effect may be applied again.
+func (l *Ledger) Forget(ctx context.Context, key string) error {
+	if err := l.rdb.Del(ctx, key).Err(); err != nil {
+		return fmt.Errorf("ledger forget %s: %w", key, err)
+	}
+	return nil
+}
+
+// Effect is a Lua script applied at most once per ledger key. The body is
+// the script of a function called with (KEYS, ARGV) holding only the
+// caller's keys and arguments; its return value is Apply's result. The body
+// must check its inputs before it writes: Redis does not roll a failed
+// script back. The ledger key is recorded only after the body returns
+// normally; a body that raises or returns redis.error_reply records nothing.
+type Effect struct{ script *redis.Script }
+
+// NewEffect wraps a Lua body into a ledger-guarded script.
+func NewEffect(body string) *Effect {
+	src := `local function effect(KEYS, ARGV)
+` + body + `
+end
+if redis.call('EXISTS', KEYS[1]) == 1 then return {0} end
+local k = {}
+for i = 2, #KEYS do k[#k + 1] = KEYS[i] end
+local a = {}
+for i = 2, #ARGV do a[#a + 1] = ARGV[i] end
+local r = effect(k, a)
+if type(r) == 'table' and r.err then return r end
+redis.call('SET', KEYS[1], '1', 'PX', ARGV[1])
+return {1, r}`
+	return &Effect{script: redis.NewScript(src)}
+}
+
+// Apply runs the effect unless ledgerKey is recorded, and records it in the
+// same atomic step. applied is false when the effect had already been
+// applied; result is the body's return value. All keys, ledgerKey included,
+// must share one hash tag.
+func (l *Ledger) Apply(ctx context.Context, e *Effect, ledgerKey string, keys []string, args ...any) (applied bool, result any, err error) {
+	allKeys := append([]string{ledgerKey}, keys...)
+	allArgs := append([]any{l.ttl}, args...)
+	res, err := e.script.Run(ctx, l.rdb, allKeys, allArgs...).Slice()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return false, nil, fmt.Errorf("ledger apply %s: %w", ledgerKey, err)
+	}
+	if len(res) == 0 {
+		return false, nil, fmt.Errorf("ledger apply %s: empty reply", ledgerKey)
+	}
+	if n, _ := res[0].(int64); n != 1 {
+		return false, nil, nil
+	}
+	if len(res) > 1 {
+		result = res[1]
+	}
+	return true, result, nil
+}

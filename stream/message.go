@@ -1,0 +1,146 @@
+package stream
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Reserved entry field names. Every other field of a stream entry is metadata.
+const (
+	fieldKey     = "key"
+	fieldType    = "type"
+	fieldPayload = "payload"
+)
+
+// Well-known metadata names.
+const (
+	// MetaTraceParent is the W3C trace context of the message's producer.
+	MetaTraceParent = "traceparent"
+	// MetaTraceState is the W3C trace state that goes with MetaTraceParent.
+	MetaTraceState = "tracestate"
+)
+
+// Message is one entry of a stream.
+//
+// Key selects the partition and is the business key the message is about;
+// Type names the payload's schema; Metadata carries transport facts such as
+// the trace context. ID, Stream, Partition and Attempt are set by the runtime
+// when a message is published or delivered.
+type Message struct {
+	ID        string
+	Stream    string
+	Partition int
+	Key       string
+	Type      string
+	Payload   []byte
+	Metadata  map[string]string
+	// Attempt is the delivery number of this message, starting at 1.
+	Attempt int
+
+	ctx     context.Context
+	deleted bool // the entry was removed from the stream while pending
+}
+
+// NewMessage returns a message with the given key, type and payload.
+func NewMessage(key, typ string, payload []byte) *Message {
+	return &Message{Key: key, Type: typ, Payload: payload}
+}
+
+// Context returns the context the message was delivered with (carrying its
+// processing span), or context.Background when none was set.
+func (m *Message) Context() context.Context {
+	if m.ctx == nil {
+		return context.Background()
+	}
+	return m.ctx
+}
+
+// SetContext sets the context whose trace the message continues when it is
+// published. Handlers that publish a message derived from another one set it
+// to the input's context so the trace follows the data.
+func (m *Message) SetContext(ctx context.Context) { m.ctx = ctx }
+
+// PublishedAt is the time the entry was added to its stream, read from its
+// ID; zero when the message has no ID yet.
+func (m *Message) PublishedAt() time.Time {
+	ms, ok := idMillis(m.ID)
+	if !ok {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms)
+}
+
+// values encodes the message as XADD field/value pairs.
+func (m *Message) values() []any {
+	v := make([]any, 0, 6+2*len(m.Metadata))
+	v = append(v, fieldKey, m.Key, fieldType, m.Type, fieldPayload, m.Payload)
+	for k, val := range m.Metadata {
+		if k == fieldKey || k == fieldType || k == fieldPayload {
+			continue
+		}
+		v = append(v, k, val)
+	}
+	return v
+}
+
+// decodeMessage builds a message from a stream entry's fields.
+func decodeMessage(stream string, partition int, id string, fields map[string]any) *Message {
+	m := &Message{ID: id, Stream: stream, Partition: partition, Attempt: 1, deleted: len(fields) == 0}
+	for k, raw := range fields {
+		s, _ := raw.(string)
+		switch k {
+		case fieldKey:
+			m.Key = s
+		case fieldType:
+			m.Type = s
+		case fieldPayload:
+			m.Payload = []byte(s)
+		default:
+			if m.Metadata == nil {
+				m.Metadata = make(map[string]string, len(fields)-3)
+			}
+			m.Metadata[k] = s
+		}
+	}
+	return m
+}
+
+// idMillis returns the millisecond part of a stream entry ID.
+func idMillis(id string) (int64, bool) {
+	i := strings.IndexByte(id, '-')
+	if i <= 0 {
+		return 0, false
+	}
+	ms, err := strconv.ParseInt(id[:i], 10, 64)
+	return ms, err == nil
+}
+
+// parseID splits a stream ID into its millisecond and sequence parts.
+func parseID(id string) (ms, seq uint64, ok bool) {
+	i := strings.IndexByte(id, '-')
+	if i <= 0 {
+		return 0, 0, false
+	}
+	ms, err1 := strconv.ParseUint(id[:i], 10, 64)
+	seq, err2 := strconv.ParseUint(id[i+1:], 10, 64)
+	return ms, seq, err1 == nil && err2 == nil
+}
+
+// compareIDs orders two stream IDs; malformed IDs sort first.
+func compareIDs(a, b string) int {
+	am, as, _ := parseID(a)
+	bm, bs, _ := parseID(b)
+	switch {
+	case am < bm:
+		return -1
+	case am > bm:
+		return 1
+	case as < bs:
+		return -1
+	case as > bs:
+		return 1
+	}
+	return 0
+}

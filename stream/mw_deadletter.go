@@ -1,0 +1,31 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+)
+
+// ErrMaxDeliveries is the reason given to a message that arrives after its
+// last allowed delivery (for example one whose handling crashed the process
+// every time).
+var ErrMaxDeliveries = fmt.Errorf("max deliveries exceeded")
+
+// GiveUp gives up on a message at its last allowed delivery: a failure on
+// delivery maxDeliveries becomes Permanent, and a message delivered more
+// often than that is not handled at all but dead-lettered with
+// ErrMaxDeliveries. The runner moves Permanent failures to the dead-letter
+// stream.
+func GiveUp(maxDeliveries int) Middleware {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, msg *Message) error {
+			if msg.Attempt > maxDeliveries {
+				return Permanent(fmt.Errorf("%w: delivery %d of %d", ErrMaxDeliveries, msg.Attempt, maxDeliveries))
+			}
+			err := next(ctx, msg)
+			if Classify(err) == OutcomeFailed && msg.Attempt >= maxDeliveries {
+				return Permanent(fmt.Errorf("gave up after %d deliveries: %w", msg.Attempt, err))
+			}
+			return err
+		}
+	}
+}

@@ -1,0 +1,31 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"runtime/debug"
+)
+
+// PanicError is the error a recovered handler panic becomes.
+type PanicError struct {
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.Value) }
+
+// Recovery turns a panic in the handler into a *PanicError, which is retried
+// and dead-lettered like any other failure, so one bad message cannot stop
+// the stage.
+func Recovery() Middleware {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, msg *Message) (err error) {
+			defer func() {
+				if r := recover(); r != nil {
+					err = &PanicError{Value: r, Stack: debug.Stack()}
+				}
+			}()
+			return next(ctx, msg)
+		}
+	}
+}

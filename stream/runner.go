@@ -1,0 +1,210 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Stage is a named handler over one topic.
+type Stage struct {
+	// Name identifies the stage in telemetry and is its default group.
+	Name string
+	// Topic is the stream the stage consumes.
+	Topic Topic
+	// Handler processes each message.
+	Handler Handler
+	// Middleware wraps Handler inside the runtime's own middlewares, which
+	// are, outermost first: tracing, metrics, logging, dead-letter, retry,
+	// timeout, recovery.
+	Middleware []Middleware
+	// Config tunes the runner; zero fields take their defaults.
+	Config RunnerConfig
+}
+
+// Runner runs one copy of a stage: it consumes the stage's partitions
+// through its consumer group until its context ends. Any number of copies,
+// in one process or many, may run the same stage; each message goes to one
+// of them.
+type Runner struct {
+	rdb     redis.UniversalClient
+	stage   Stage
+	cfg     RunnerConfig
+	tel     Telemetry
+	info    StageInfo
+	handler Handler
+	stats   *stageStats
+}
+
+// NewRunner checks the stage and builds its middleware chain.
+func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, error) {
+	if stage.Name == "" || stage.Handler == nil {
+		return nil, errors.New("stream: stage needs a name and a handler")
+	}
+	if err := stage.Topic.Validate(); err != nil {
+		return nil, fmt.Errorf("stage %s: %w", stage.Name, err)
+	}
+	cfg := stage.Config.WithDefaults(stage.Name)
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("stage %s: %w", stage.Name, err)
+	}
+	if len(cfg.Partitions) == 0 {
+		for p := 0; p < stage.Topic.Partitions; p++ {
+			cfg.Partitions = append(cfg.Partitions, p)
+		}
+	}
+	for _, p := range cfg.Partitions {
+		if p < 0 || p >= stage.Topic.Partitions {
+			return nil, fmt.Errorf("stage %s: partition %d not in topic %s", stage.Name, p, stage.Topic)
+		}
+	}
+	tel = tel.withDefaults()
+	info := StageInfo{Stage: stage.Name, Topic: stage.Topic, Group: cfg.Group, Consumer: cfg.Consumer}
+	runtime := []Middleware{
+		Tracing(tel.TracerProvider, tel.Propagator, info),
+		Metrics(tel.MeterProvider, info),
+		Logging(tel.Logger, info),
+		GiveUp(cfg.MaxDeliveries),
+		Retry(cfg.Retry),
+		Timeout(cfg.HandlerTimeout),
+		Recovery(),
+	}
+	h := Chain(stage.Handler, append(runtime, stage.Middleware...)...)
+	return &Runner{rdb: rdb, stage: stage, cfg: cfg, tel: tel, info: info, handler: h}, nil
+}
+
+// Info returns the stage's identity, including its consumer name.
+func (r *Runner) Info() StageInfo { return r.info }
+
+// Run consumes until ctx ends, then finishes and acknowledges the batch in
+// hand and returns nil. Redis errors are logged and retried with backoff;
+// Run returns an error only if it cannot start.
+func (r *Runner) Run(ctx context.Context) error {
+	for _, p := range r.cfg.Partitions {
+		if err := r.ensureGroup(ctx, r.stage.Topic.Stream(p)); err != nil {
+			return err
+		}
+	}
+	stats, err := newStageStats(r)
+	if err != nil {
+		return err
+	}
+	r.stats = stats
+	defer stats.close()
+	r.tel.Logger.InfoContext(ctx, "stage started", "stage", r.stage.Name, "stream", r.stage.Topic.String(),
+		"group", r.cfg.Group, "consumer", r.cfg.Consumer, "partitions", len(r.cfg.Partitions))
+	var wg sync.WaitGroup
+	wg.Go(func() { stats.run(ctx) })
+	for _, p := range r.cfg.Partitions {
+		wg.Go(func() { r.consume(ctx, p) })
+	}
+	wg.Wait()
+	r.tel.Logger.Info("stage stopped", "stage", r.stage.Name, "consumer", r.cfg.Consumer)
+	return nil
+}
+
+func (r *Runner) ensureGroup(ctx context.Context, stream string) error {
+	err := r.rdb.XGroupCreateMkStream(ctx, stream, r.cfg.Group, "0").Err()
+	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+		return fmt.Errorf("create group %s on %s: %w", r.cfg.Group, stream, err)
+	}
+	return nil
+}
+
+// partitionState is one partition's reading position.
+type partitionState struct {
+	p           int
+	stream      string
+	pendingFrom string // own pending entries after this ID; "" once drained
+	claimFrom   string // XAUTOCLAIM cursor
+	nextClaim   time.Time
+}
+
+// consume is the loop of one partition: own pending entries first, then
+// stale entries of any consumer every ClaimInterval, then new entries.
+func (r *Runner) consume(stop context.Context, p int) {
+	// Work in hand is finished after stop; reads end within Block.
+	ctx := context.WithoutCancel(stop)
+	st := &partitionState{p: p, stream: r.stage.Topic.Stream(p), pendingFrom: "0", claimFrom: "0-0", nextClaim: time.Now()}
+	pause := time.Duration(0)
+	for stop.Err() == nil {
+		msgs, err := r.next(ctx, st)
+		if err != nil {
+			if isNoGroup(err) {
+				err = errors.Join(err, r.ensureGroup(ctx, st.stream))
+			}
+			pause = min(max(2*pause, 50*time.Millisecond), r.cfg.ErrorBackoff)
+			r.tel.Logger.WarnContext(ctx, "stream read failed", "stage", r.stage.Name, "stream", st.stream, "error", err, "retry_in", pause)
+			select {
+			case <-stop.Done():
+			case <-time.After(pause):
+			}
+			continue
+		}
+		pause = 0
+		r.process(ctx, st, msgs)
+	}
+}
+
+// next returns the next batch of this partition.
+func (r *Runner) next(ctx context.Context, st *partitionState) ([]*Message, error) {
+	if !time.Now().Before(st.nextClaim) {
+		msgs, err := r.claim(ctx, st)
+		if err != nil || len(msgs) > 0 {
+			return msgs, err
+		}
+	}
+	if st.pendingFrom != "" {
+		msgs, err := r.read(ctx, st, st.pendingFrom, -1)
+		if err != nil {
+			return nil, err
+		}
+		if len(msgs) == 0 {
+			st.pendingFrom = ""
+			return nil, nil
+		}
+		st.pendingFrom = msgs[len(msgs)-1].ID
+		return msgs, r.loadAttempts(ctx, st.stream, msgs)
+	}
+	return r.read(ctx, st, ">", r.cfg.Block)
+}
+
+// process runs each message through the chain and settles it.
+func (r *Runner) process(ctx context.Context, st *partitionState, msgs []*Message) {
+	if len(msgs) == 0 {
+		return
+	}
+	acks := make([]string, 0, len(msgs))
+	for _, m := range msgs {
+		if m.deleted {
+			acks = append(acks, m.ID) // entry deleted from the stream: nothing to handle
+			continue
+		}
+		err := r.handler(ctx, m)
+		switch Classify(err) {
+		case OutcomeAcked, OutcomeDropped:
+			acks = append(acks, m.ID)
+		case OutcomeDeadLettered:
+			if dlqErr := r.moveToDeadLetter(ctx, st.p, m, err); dlqErr != nil {
+				r.tel.Logger.ErrorContext(ctx, "dead-letter move failed; message stays pending",
+					"stage", r.stage.Name, "id", m.ID, "error", dlqErr)
+			}
+		}
+	}
+	if len(acks) == 0 {
+		return
+	}
+	if err := r.rdb.XAck(ctx, st.stream, r.cfg.Group, acks...).Err(); err != nil {
+		r.tel.Logger.WarnContext(ctx, "ack failed; messages will be redelivered", "stage", r.stage.Name,
+			"stream", st.stream, "count", len(acks), "error", err)
+	}
+}
+
+func isNoGroup(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOGROUP")
+}

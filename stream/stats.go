@@ -1,0 +1,109 @@
+package stream
+
+import (
+	"context"
+	"sync/atomic"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// stageStats samples a stage's consumer lag, pending entries and
+// dead-letter length every StatsInterval and reports them as gauges:
+// dropstream.stage.lag, dropstream.stage.pending and dropstream.dlq.length.
+type stageStats struct {
+	r       *Runner
+	lag     atomic.Int64
+	pending atomic.Int64
+	dlq     atomic.Int64
+	reg     metric.Registration
+}
+
+func newStageStats(r *Runner) (*stageStats, error) {
+	s := &stageStats{r: r}
+	s.lag.Store(-1)
+	meter := r.tel.MeterProvider.Meter(instrumentationScope)
+	lag, err1 := meter.Int64ObservableGauge("dropstream.stage.lag",
+		metric.WithDescription("Entries in the stage's streams not yet delivered to its group."), metric.WithUnit("{message}"))
+	pending, err2 := meter.Int64ObservableGauge("dropstream.stage.pending",
+		metric.WithDescription("Entries delivered to the stage's group and not yet acknowledged."), metric.WithUnit("{message}"))
+	dlq, err3 := meter.Int64ObservableGauge("dropstream.dlq.length",
+		metric.WithDescription("Entries in the stage's dead-letter streams."), metric.WithUnit("{message}"))
+	for _, err := range []error{err1, err2, err3} {
+		if err != nil {
+			return nil, err
+		}
+	}
+	attrs := metric.WithAttributeSet(attribute.NewSet(keyStage.String(r.stage.Name),
+		keyStream.String(r.stage.Topic.String()), keyGroup.String(r.cfg.Group)))
+	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		if v := s.lag.Load(); v >= 0 {
+			o.ObserveInt64(lag, v, attrs)
+		}
+		o.ObserveInt64(pending, s.pending.Load(), attrs)
+		o.ObserveInt64(dlq, s.dlq.Load(), attrs)
+		return nil
+	}, lag, pending, dlq)
+	if err != nil {
+		return nil, err
+	}
+	s.reg = reg
+	return s, nil
+}
+
+// Lag returns the last sampled lag, or -1 before the first sample.
+func (r *Runner) Lag() int64 {
+	if r.stats == nil {
+		return -1
+	}
+	return r.stats.lag.Load()
+}
+
+func (s *stageStats) run(ctx context.Context) {
+	t := time.NewTicker(s.r.cfg.StatsInterval)
+	defer t.Stop()
+	for {
+		s.sample(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// sample reads XINFO GROUPS and XLEN of every partition of this copy.
+func (s *stageStats) sample(ctx context.Context) {
+	var lag, pending, dlq int64
+	lagKnown := true
+	for _, p := range s.r.cfg.Partitions {
+		groups, err := s.r.rdb.XInfoGroups(ctx, s.r.stage.Topic.Stream(p)).Result()
+		if err != nil {
+			return
+		}
+		for _, g := range groups {
+			if g.Name != s.r.cfg.Group {
+				continue
+			}
+			pending += g.Pending
+			if g.Lag < 0 {
+				lagKnown = false
+			}
+			lag += g.Lag
+		}
+		n, err := s.r.rdb.XLen(ctx, s.r.stage.Topic.DeadLetterStream(p)).Result()
+		if err != nil {
+			return
+		}
+		dlq += n
+	}
+	if !lagKnown {
+		lag = -1
+	}
+	s.lag.Store(lag)
+	s.pending.Store(pending)
+	s.dlq.Store(dlq)
+}
+
+func (s *stageStats) close() { _ = s.reg.Unregister() }

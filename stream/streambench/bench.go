@@ -1,0 +1,269 @@
+// Package streambench measures the stream runtime on a real Redis: the
+// throughput of one stage with a trivial handler, and per-hop latency at a
+// fixed publish rate. Both `go test -bench` and `dropstream bench stream`
+// use it.
+package streambench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/binary"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Config describes one run. Zero fields take their defaults.
+type Config struct {
+	// Messages is the number of messages of a throughput run. Default 200000.
+	Messages int
+	// Partitions of the benchmark topic. Default 4.
+	Partitions int
+	// BatchSize is the stage's XREADGROUP COUNT. Default 500.
+	BatchSize int
+	// PayloadSize is the payload length in bytes. Default 200.
+	PayloadSize int
+	// Rate is the publish rate of a latency run, in messages/s. Default 10000.
+	Rate int
+	// Duration of a latency run. Default 10s.
+	Duration time.Duration
+	// Telemetry instruments the stage (pass real providers to measure
+	// the runtime with tracing and metrics on).
+	Telemetry stream.Telemetry
+	// Progress, when set, is called about once a second with a line of
+	// progress.
+	Progress func(line string)
+}
+
+// Validate checks a defaulted config.
+func (c Config) Validate() error {
+	if c.Messages < 1 || c.Partitions < 1 || c.BatchSize < 1 || c.PayloadSize < 8 || c.Rate < 1 || c.Duration <= 0 {
+		return fmt.Errorf("streambench: invalid config %+v", c)
+	}
+	return nil
+}
+
+// WithDefaults fills zero fields.
+func (c Config) WithDefaults() Config {
+	if c.Messages == 0 {
+		c.Messages = 200000
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 4
+	}
+	if c.BatchSize == 0 {
+		c.BatchSize = 500
+	}
+	if c.PayloadSize == 0 {
+		c.PayloadSize = 200
+	}
+	if c.Rate == 0 {
+		c.Rate = 10000
+	}
+	if c.Duration == 0 {
+		c.Duration = 10 * time.Second
+	}
+	return c
+}
+
+// Result is what a run measured.
+type Result struct {
+	Messages   int
+	Elapsed    time.Duration
+	PerSecond  float64
+	P50, P99   time.Duration
+	Max        time.Duration
+	Duplicates int
+}
+
+// Throughput publishes cfg.Messages, then measures how fast one stage copy
+// consumes and acknowledges them all.
+func Throughput(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	topic := benchTopic(cfg.Partitions)
+	defer cleanup(rdb, topic)
+	pub := stream.NewPublisher(rdb, stream.Telemetry{})
+	payload := make([]byte, cfg.PayloadSize)
+	batch := make([]*stream.Message, 0, 5000)
+	for i := 0; i < cfg.Messages; i++ {
+		batch = append(batch, stream.NewMessage(fmt.Sprint(i%1024), "bench", payload))
+		if len(batch) == cap(batch) || i == cfg.Messages-1 {
+			if err := pub.Publish(ctx, topic, batch...); err != nil {
+				return Result{}, err
+			}
+			batch = batch[:0]
+			report(cfg, "published %d/%d", i+1, cfg.Messages)
+		}
+	}
+	var handled atomic.Int64
+	done := make(chan struct{})
+	total := int64(cfg.Messages)
+	stage := stream.Stage{Name: "bench", Topic: topic,
+		Config: stream.RunnerConfig{BatchSize: cfg.BatchSize, Block: 100 * time.Millisecond},
+		Handler: func(context.Context, *stream.Message) error {
+			if handled.Add(1) == total {
+				close(done)
+			}
+			return nil
+		}}
+	begin := time.Now()
+	stop, err := runStage(ctx, rdb, stage, cfg.Telemetry)
+	if err != nil {
+		return Result{}, err
+	}
+	ticker := time.NewTicker(time.Second)
+	defer ticker.Stop()
+wait:
+	for {
+		select {
+		case <-done:
+			break wait
+		case <-ctx.Done():
+			stop()
+			return Result{}, ctx.Err()
+		case <-ticker.C:
+			report(cfg, "consumed %d/%d", handled.Load(), total)
+		}
+	}
+	elapsed := time.Since(begin)
+	stop()
+	return Result{Messages: cfg.Messages, Elapsed: elapsed, PerSecond: float64(cfg.Messages) / elapsed.Seconds()}, nil
+}
+
+// Latency publishes at cfg.Rate for cfg.Duration while one stage consumes,
+// and measures each message's time from just before XADD to its handler.
+func Latency(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	topic := benchTopic(cfg.Partitions)
+	defer cleanup(rdb, topic)
+	var mu sync.Mutex
+	lat := make([]time.Duration, 0, int(float64(cfg.Rate)*cfg.Duration.Seconds())+1)
+	seen := make(map[uint64]bool, cap(lat))
+	dups := 0
+	stage := stream.Stage{Name: "bench", Topic: topic,
+		Config: stream.RunnerConfig{BatchSize: cfg.BatchSize, Block: 100 * time.Millisecond},
+		Handler: func(_ context.Context, m *stream.Message) error {
+			now := time.Now().UnixNano()
+			sent := int64(binary.LittleEndian.Uint64(m.Payload))
+			seq := binary.LittleEndian.Uint64(m.Payload[8:])
+			mu.Lock()
+			if seen[seq] {
+				dups++
+			}
+			seen[seq] = true
+			lat = append(lat, time.Duration(now-sent))
+			mu.Unlock()
+			return nil
+		}}
+	stop, err := runStage(ctx, rdb, stage, cfg.Telemetry)
+	if err != nil {
+		return Result{}, err
+	}
+	defer stop()
+	pub := stream.NewPublisher(rdb, stream.Telemetry{})
+	// Publish in ticks of 1ms: Rate/1000 messages per tick, one pipeline.
+	perTick := max(1, cfg.Rate/1000)
+	interval := time.Duration(float64(time.Second) * float64(perTick) / float64(cfg.Rate))
+	total := int(float64(cfg.Rate) * cfg.Duration.Seconds())
+	next := time.Now()
+	lastReport := time.Now()
+	for sent := 0; sent < total; {
+		if d := time.Until(next); d > 0 {
+			time.Sleep(d) // pacing the load generator, not synchronizing
+		}
+		next = next.Add(interval)
+		n := min(perTick, total-sent)
+		msgs := make([]*stream.Message, n)
+		for i := range msgs {
+			p := make([]byte, max(16, cfg.PayloadSize))
+			binary.LittleEndian.PutUint64(p, uint64(time.Now().UnixNano()))
+			binary.LittleEndian.PutUint64(p[8:], uint64(sent+i))
+			msgs[i] = stream.NewMessage(fmt.Sprint((sent+i)%1024), "bench", p)
+		}
+		if err := pub.Publish(ctx, topic, msgs...); err != nil {
+			return Result{}, err
+		}
+		sent += n
+		if time.Since(lastReport) > time.Second {
+			lastReport = time.Now()
+			report(cfg, "published %d/%d at %d msg/s", sent, total, cfg.Rate)
+		}
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		mu.Lock()
+		got := len(seen)
+		mu.Unlock()
+		if got >= total {
+			break
+		}
+		if time.Now().After(deadline) {
+			return Result{}, fmt.Errorf("streambench: only %d of %d messages arrived", got, total)
+		}
+		time.Sleep(10 * time.Millisecond) // polling the count
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	slices.Sort(lat)
+	return Result{Messages: total, Elapsed: cfg.Duration, PerSecond: float64(cfg.Rate),
+		P50: quantile(lat, 0.50), P99: quantile(lat, 0.99), Max: lat[len(lat)-1], Duplicates: dups}, nil
+}
+
+func quantile(sorted []time.Duration, q float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
+func runStage(ctx context.Context, rdb redis.UniversalClient, stage stream.Stage, tel stream.Telemetry) (stop func(), err error) {
+	r, err := stream.NewRunner(rdb, stage, tel)
+	if err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			cancel()
+			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
+				report(Config{}, "stage: %v", err)
+			}
+		})
+	}, nil
+}
+
+func benchTopic(partitions int) stream.Topic {
+	var b [4]byte
+	_, _ = rand.Read(b[:])
+	return stream.NewTopic("bench"+hex.EncodeToString(b[:]), "load", partitions)
+}
+
+func cleanup(rdb redis.UniversalClient, topic stream.Topic) {
+	ctx := context.Background()
+	for p := 0; p < topic.Partitions; p++ {
+		rdb.Del(ctx, topic.Stream(p), topic.DeadLetterStream(p))
+	}
+}
+
+func report(cfg Config, format string, args ...any) {
+	if cfg.Progress != nil {
+		cfg.Progress(fmt.Sprintf(format, args...))
+	}
+}

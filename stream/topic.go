@@ -1,0 +1,104 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"hash/fnv"
+	"strconv"
+	"strings"
+)
+
+// MaxPartitions bounds the partitions of a topic.
+const MaxPartitions = 1024
+
+// Topic is a logical stream split into Partitions physical streams.
+//
+// Every key of partition p of a flow carries the hash tag "{flow.p}", so
+// streams, projections and ledgers of one partition live in one Redis
+// Cluster slot and a Lua script may touch them together. The partition count
+// is fixed for a deployment: changing it moves keys to other partitions.
+type Topic struct {
+	// Flow names the domain (for example "avail"); it is part of the hash tag.
+	Flow string
+	// Name names the stream within the flow (for example "raw").
+	Name string
+	// Partitions is the number of physical streams, 1 to MaxPartitions.
+	Partitions int
+}
+
+// NewTopic returns a Topic; call Validate before use with outside input.
+func NewTopic(flow, name string, partitions int) Topic {
+	return Topic{Flow: flow, Name: name, Partitions: partitions}
+}
+
+// Validate reports whether the topic can name streams.
+func (t Topic) Validate() error {
+	var errs []error
+	if !validName(t.Flow) {
+		errs = append(errs, fmt.Errorf("topic flow %q: want 1-64 characters of [a-z0-9_-]", t.Flow))
+	}
+	if !validName(t.Name) {
+		errs = append(errs, fmt.Errorf("topic name %q: want 1-64 characters of [a-z0-9_-]", t.Name))
+	}
+	if t.Partitions < 1 || t.Partitions > MaxPartitions {
+		errs = append(errs, fmt.Errorf("topic %s: partitions %d out of range 1..%d", t, t.Partitions, MaxPartitions))
+	}
+	return errors.Join(errs...)
+}
+
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// String returns "flow.name", the topic's name in telemetry.
+func (t Topic) String() string { return t.Flow + "." + t.Name }
+
+// HashTag returns the hash tag shared by every key of partition p.
+func (t Topic) HashTag(p int) string { return HashTag(t.Flow, p) }
+
+// HashTag returns the hash tag of partition p of a flow: "{flow.p}".
+func HashTag(flow string, p int) string {
+	return "{" + flow + "." + strconv.Itoa(p) + "}"
+}
+
+// Stream returns the Redis key of partition p.
+func (t Topic) Stream(p int) string {
+	return "ds:" + t.HashTag(p) + ":" + t.Name
+}
+
+// DeadLetterStream returns the dead-letter stream of partition p.
+func (t Topic) DeadLetterStream(p int) string { return t.Stream(p) + ":dlq" }
+
+// Partition returns the partition of a business key (FNV-1a modulo the
+// partition count), so a key always lands in the same stream.
+func (t Topic) Partition(key string) int {
+	if t.Partitions <= 1 {
+		return 0
+	}
+	h := fnv.New32a()
+	_, _ = h.Write([]byte(key))
+	return int(h.Sum32() % uint32(t.Partitions))
+}
+
+// PartitionOfStream returns the partition a stream key of this topic names,
+// or -1 when the key is not one of the topic's streams.
+func (t Topic) PartitionOfStream(stream string) int {
+	prefix := "ds:{" + t.Flow + "."
+	suffix := "}:" + t.Name
+	if !strings.HasPrefix(stream, prefix) || !strings.HasSuffix(stream, suffix) {
+		return -1
+	}
+	p, err := strconv.Atoi(stream[len(prefix) : len(stream)-len(suffix)])
+	if err != nil || p < 0 || p >= t.Partitions {
+		return -1
+	}
+	return p
+}

@@ -1,0 +1,123 @@
+package stream
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TrimConfig configures a Trimmer.
+type TrimConfig struct {
+	// MinAge keeps entries younger than this even when every group has
+	// acknowledged them, for inspection and replay. Default 1h.
+	MinAge time.Duration
+	// Interval is how often the Trimmer runs. Default 1m.
+	Interval time.Duration
+}
+
+// Trimmer removes stream entries that every consumer group has received
+// and acknowledged and that are older than MinAge. It never removes an
+// entry that is pending or not yet delivered to some group: on Redis, a
+// trimmed pending entry is silently lost. Streams without any group are left
+// alone.
+type Trimmer struct {
+	rdb    redis.UniversalClient
+	cfg    TrimConfig
+	topics []Topic
+	log    *slog.Logger
+}
+
+// NewTrimmer returns a trimmer of the given topics' streams.
+func NewTrimmer(rdb redis.UniversalClient, cfg TrimConfig, logger *slog.Logger, topics ...Topic) *Trimmer {
+	if cfg.MinAge == 0 {
+		cfg.MinAge = time.Hour
+	}
+	if cfg.Interval == 0 {
+		cfg.Interval = time.Minute
+	}
+	if logger == nil {
+		logger = slog.Default()
+	}
+	return &Trimmer{rdb: rdb, cfg: cfg, topics: topics, log: logger}
+}
+
+// Run trims every Interval until ctx ends.
+func (t *Trimmer) Run(ctx context.Context) {
+	tick := time.NewTicker(t.cfg.Interval)
+	defer tick.Stop()
+	for {
+		for _, topic := range t.topics {
+			for p := 0; p < topic.Partitions; p++ {
+				if n, err := t.TrimStream(ctx, topic.Stream(p)); err != nil {
+					t.log.WarnContext(ctx, "trim failed", "stream", topic.Stream(p), "error", err)
+				} else if n > 0 {
+					t.log.DebugContext(ctx, "trimmed", "stream", topic.Stream(p), "entries", n)
+				}
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-tick.C:
+		}
+	}
+}
+
+// TrimStream trims one stream now and returns the number of entries removed.
+func (t *Trimmer) TrimStream(ctx context.Context, stream string) (int64, error) {
+	boundary, ok, err := SafeTrimID(ctx, t.rdb, stream)
+	if err != nil || !ok {
+		return 0, err
+	}
+	byAge := strconv.FormatInt(time.Now().Add(-t.cfg.MinAge).UnixMilli(), 10) + "-0"
+	if compareIDs(byAge, boundary) < 0 {
+		boundary = byAge
+	}
+	n, err := t.rdb.XTrimMinID(ctx, stream, boundary).Result()
+	if err != nil {
+		return 0, fmt.Errorf("trim %s: %w", stream, err)
+	}
+	return n, nil
+}
+
+// SafeTrimID returns the lowest ID that must be kept in stream: entries
+// below it were delivered to and acknowledged by every group. ok is false
+// when the stream has no group or does not exist.
+func SafeTrimID(ctx context.Context, rdb redis.UniversalClient, stream string) (id string, ok bool, err error) {
+	groups, err := rdb.XInfoGroups(ctx, stream).Result()
+	if err != nil || len(groups) == 0 {
+		if err != nil && err.Error() == "ERR no such key" {
+			err = nil
+		}
+		return "", false, err
+	}
+	for _, g := range groups {
+		keep := nextID(g.LastDeliveredID)
+		if g.Pending > 0 {
+			sum, err := rdb.XPending(ctx, stream, g.Name).Result()
+			if err != nil {
+				return "", false, fmt.Errorf("pending of %s/%s: %w", stream, g.Name, err)
+			}
+			if sum.Count > 0 && compareIDs(sum.Lower, keep) < 0 {
+				keep = sum.Lower
+			}
+		}
+		if !ok || compareIDs(keep, id) < 0 {
+			id, ok = keep, true
+		}
+	}
+	return id, ok, nil
+}
+
+// nextID returns the smallest ID after id.
+func nextID(id string) string {
+	ms, seq, ok := parseID(id)
+	if !ok {
+		return "0-0"
+	}
+	return strconv.FormatUint(ms, 10) + "-" + strconv.FormatUint(seq+1, 10)
+}
