@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"strconv"
 
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -24,20 +23,20 @@ type StageInfo struct {
 func Tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info StageInfo) Middleware {
 	tracer := tp.Tracer(instrumentationScope)
 	name := "process " + info.Topic.String()
+	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrSystem,
+		keyOperation.String("process"), keyDestination.String(info.Topic.String()), keyGroup.String(info.Group))}
 	return func(next Handler) Handler {
 		return func(ctx context.Context, msg *Message) error {
 			ctx = ExtractTrace(ctx, prop, msg)
-			ctx, span := tracer.Start(ctx, name,
-				trace.WithSpanKind(trace.SpanKindConsumer),
-				trace.WithAttributes(attrSystem,
-					keyOperation.String("process"),
-					keyDestination.String(info.Topic.String()),
-					keyPartition.String(strconv.Itoa(msg.Partition)),
-					keyGroup.String(info.Group),
-					keyConsumerName.String(info.Consumer),
-					keyMessageID.String(msg.ID),
-					keyMessageKey.String(msg.Key),
-					keyDeliveries.Int(msg.Attempt)))
+			// Few attributes per span, and options built once: this runs
+			// for every message. Redeliveries add their attempt.
+			ctx, span := tracer.Start(ctx, name, opts...)
+			if span.IsRecording() {
+				span.SetAttributes(keyMessageID.String(msg.ID))
+			}
+			if msg.Attempt > 1 {
+				span.SetAttributes(keyDeliveries.Int(msg.Attempt), keyConsumerName.String(info.Consumer))
+			}
 			msg.ctx = ctx
 			err := next(ctx, msg)
 			if err != nil {

@@ -3,18 +3,43 @@ package stream
 import (
 	"context"
 	"errors"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// read runs XREADGROUP from id (">" for new entries, an ID for this
-// consumer's own pending entries after it). block < 0 means no BLOCK.
-func (r *Runner) read(ctx context.Context, st *partitionState, id string, block time.Duration) ([]*Message, error) {
+// Redelivery. A message delivered before (this copy's own pending entries
+// after a restart, or entries of any copy left unacknowledged for
+// ClaimIdle) is handed to the handler one at a time: the candidates are
+// listed with XPENDING, and only the message about to be handled is claimed,
+// its delivery counted, with XCLAIM. So when a message crashes the process
+// every time, only its own count grows and it alone reaches the dead-letter
+// stream; its batch-mates are not punished for its crashes. (XAUTOCLAIM
+// would count a delivery for every entry it moves.) Copies race fairly: a
+// stale entry claimed by one copy is no longer idle, so the other's XCLAIM
+// returns nothing.
+//
+// Redeliveries are also serialized across every runner of the process: a
+// crash then catches at most one redelivered message in flight, so a
+// message that crashes the process does not raise the delivery count of
+// another redelivered message each time it crashes.
+var redeliveryMu sync.Mutex
+
+// pendingEntry is an entry to redeliver with its delivery count so far and
+// the idle time it must still have when it is claimed.
+type pendingEntry struct {
+	id      string
+	count   int64
+	minIdle time.Duration
+}
+
+// read runs XREADGROUP for new entries, waiting up to block.
+func (r *Runner) read(ctx context.Context, st *partitionState, block time.Duration) ([]*Message, error) {
 	res, err := r.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
 		Group:    r.cfg.Group,
 		Consumer: r.cfg.Consumer,
-		Streams:  []string{st.stream, id},
+		Streams:  []string{st.stream, ">"},
 		Count:    int64(r.cfg.BatchSize),
 		Block:    block,
 	}).Result()
@@ -34,58 +59,84 @@ func (r *Runner) read(ctx context.Context, st *partitionState, id string, block 
 	return msgs, nil
 }
 
-// claim takes over one page of entries idle for ClaimIdle, from any
-// consumer of the group, including this one.
-func (r *Runner) claim(ctx context.Context, st *partitionState) ([]*Message, error) {
-	xs, cursor, err := r.rdb.XAutoClaim(ctx, &redis.XAutoClaimArgs{
-		Stream:   st.stream,
-		Group:    r.cfg.Group,
-		Consumer: r.cfg.Consumer,
-		MinIdle:  r.cfg.ClaimIdle,
-		Start:    st.claimFrom,
-		Count:    int64(r.cfg.BatchSize),
-	}).Result()
-	if err != nil {
-		return nil, err
-	}
-	st.claimFrom = cursor
-	if cursor == "0-0" || cursor == "" {
-		st.claimFrom = "0-0"
-		st.nextClaim = time.Now().Add(r.cfg.ClaimInterval)
-	}
-	msgs := make([]*Message, 0, len(xs))
-	for _, x := range xs {
-		msgs = append(msgs, decodeMessage(st.stream, st.p, x.ID, x.Values))
-	}
-	if len(msgs) == 0 {
-		return nil, nil
-	}
-	r.tel.Logger.InfoContext(ctx, "claimed stale messages", "stage", r.stage.Name, "stream", st.stream, "count", len(msgs))
-	return msgs, r.loadAttempts(ctx, st.stream, msgs)
-}
-
-// loadAttempts sets Attempt of redelivered messages from the group's
-// delivery counters.
-func (r *Runner) loadAttempts(ctx context.Context, stream string, msgs []*Message) error {
+// ownPending queues the next page of this consumer's own pending entries
+// for redelivery; it clears st.ownFrom when there are no more.
+func (r *Runner) ownPending(ctx context.Context, st *partitionState) error {
 	pend, err := r.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream:   stream,
-		Group:    r.cfg.Group,
-		Start:    msgs[0].ID,
-		End:      msgs[len(msgs)-1].ID,
-		Count:    int64(len(msgs)),
-		Consumer: r.cfg.Consumer,
+		Stream: st.stream, Group: r.cfg.Group, Consumer: r.cfg.Consumer,
+		Start: st.ownFrom, End: "+", Count: int64(r.cfg.BatchSize),
 	}).Result()
 	if err != nil {
 		return err
 	}
-	counts := make(map[string]int64, len(pend))
-	for _, p := range pend {
-		counts[p.ID] = p.RetryCount
+	if len(pend) == 0 {
+		st.ownFrom = ""
+		return nil
 	}
-	for _, m := range msgs {
-		if n := counts[m.ID]; n > 0 {
-			m.Attempt = int(n)
-		}
+	for _, p := range pend {
+		st.redeliver = append(st.redeliver, pendingEntry{id: p.ID, count: p.RetryCount})
+	}
+	st.ownFrom = nextID(pend[len(pend)-1].ID)
+	return nil
+}
+
+// claim queues one page of entries idle for ClaimIdle, of any consumer of
+// the group including this one.
+func (r *Runner) claim(ctx context.Context, st *partitionState) error {
+	pend, err := r.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: st.stream, Group: r.cfg.Group, Idle: r.cfg.ClaimIdle,
+		Start: st.claimFrom, End: "+", Count: int64(r.cfg.BatchSize),
+	}).Result()
+	if err != nil {
+		return err
+	}
+	if len(pend) < r.cfg.BatchSize {
+		st.claimFrom = "-"
+		st.nextClaim = time.Now().Add(r.cfg.ClaimInterval)
+	} else {
+		st.claimFrom = nextID(pend[len(pend)-1].ID)
+	}
+	if len(pend) == 0 {
+		return nil
+	}
+	r.tel.Logger.InfoContext(ctx, "claiming stale messages", "stage", r.stage.Name, "stream", st.stream, "count", len(pend))
+	for _, p := range pend {
+		st.redeliver = append(st.redeliver, pendingEntry{id: p.ID, count: p.RetryCount, minIdle: r.cfg.ClaimIdle})
 	}
 	return nil
+}
+
+// redeliverOne claims the first queued entry, counting its delivery, and
+// handles it, holding redeliveryMu throughout.
+func (r *Runner) redeliverOne(ctx context.Context, st *partitionState) error {
+	redeliveryMu.Lock()
+	defer redeliveryMu.Unlock()
+	msgs, err := r.redeliverNext(ctx, st)
+	if err == nil {
+		r.process(ctx, st, msgs)
+	}
+	return err
+}
+
+// redeliverNext claims the first queued entry with its delivery counted and
+// returns it as a batch of one (none when the entry is gone).
+func (r *Runner) redeliverNext(ctx context.Context, st *partitionState) ([]*Message, error) {
+	e := st.redeliver[0]
+	xs, err := r.rdb.XClaim(ctx, &redis.XClaimArgs{
+		Stream: st.stream, Group: r.cfg.Group, Consumer: r.cfg.Consumer, Messages: []string{e.id}, MinIdle: e.minIdle,
+	}).Result()
+	if err != nil {
+		return nil, err
+	}
+	st.redeliver = st.redeliver[1:]
+	if len(xs) == 0 {
+		return nil, nil // acknowledged or claimed by another copy meanwhile
+	}
+	if len(xs[0].Values) == 0 {
+		// Deleted from the stream while pending: nothing left to handle.
+		return nil, r.rdb.XAck(ctx, st.stream, r.cfg.Group, e.id).Err()
+	}
+	m := decodeMessage(st.stream, st.p, xs[0].ID, xs[0].Values)
+	m.Attempt = int(e.count) + 1
+	return []*Message{m}, nil
 }

@@ -118,11 +118,12 @@ func (r *Runner) ensureGroup(ctx context.Context, stream string) error {
 
 // partitionState is one partition's reading position.
 type partitionState struct {
-	p           int
-	stream      string
-	pendingFrom string // own pending entries after this ID; "" once drained
-	claimFrom   string // XAUTOCLAIM cursor
-	nextClaim   time.Time
+	p         int
+	stream    string
+	ownFrom   string // next own pending entry to look at; "" once drained
+	claimFrom string // next stale entry to look at
+	nextClaim time.Time
+	redeliver []pendingEntry
 }
 
 // consume is the loop of one partition: own pending entries first, then
@@ -130,10 +131,18 @@ type partitionState struct {
 func (r *Runner) consume(stop context.Context, p int) {
 	// Work in hand is finished after stop; reads end within Block.
 	ctx := context.WithoutCancel(stop)
-	st := &partitionState{p: p, stream: r.stage.Topic.Stream(p), pendingFrom: "0", claimFrom: "0-0", nextClaim: time.Now()}
+	st := &partitionState{p: p, stream: r.stage.Topic.Stream(p), ownFrom: "-", claimFrom: "-", nextClaim: time.Now()}
 	pause := time.Duration(0)
 	for stop.Err() == nil {
-		msgs, err := r.next(ctx, st)
+		var err error
+		if len(st.redeliver) > 0 {
+			err = r.redeliverOne(ctx, st)
+		} else {
+			var msgs []*Message
+			if msgs, err = r.next(ctx, st); err == nil {
+				r.process(ctx, st, msgs)
+			}
+		}
 		if err != nil {
 			if isNoGroup(err) {
 				err = errors.Join(err, r.ensureGroup(ctx, st.stream))
@@ -147,31 +156,21 @@ func (r *Runner) consume(stop context.Context, p int) {
 			continue
 		}
 		pause = 0
-		r.process(ctx, st, msgs)
 	}
 }
 
-// next returns the next batch of this partition.
+// next returns the next batch of new entries, once this copy's own pending
+// entries and due claims are queued for redelivery.
 func (r *Runner) next(ctx context.Context, st *partitionState) ([]*Message, error) {
-	if !time.Now().Before(st.nextClaim) {
-		msgs, err := r.claim(ctx, st)
-		if err != nil || len(msgs) > 0 {
-			return msgs, err
-		}
-	}
-	if st.pendingFrom != "" {
-		msgs, err := r.read(ctx, st, st.pendingFrom, -1)
-		if err != nil {
+	switch {
+	case st.ownFrom != "":
+		return nil, r.ownPending(ctx, st)
+	case !time.Now().Before(st.nextClaim):
+		if err := r.claim(ctx, st); err != nil || len(st.redeliver) > 0 {
 			return nil, err
 		}
-		if len(msgs) == 0 {
-			st.pendingFrom = ""
-			return nil, nil
-		}
-		st.pendingFrom = msgs[len(msgs)-1].ID
-		return msgs, r.loadAttempts(ctx, st.stream, msgs)
 	}
-	return r.read(ctx, st, ">", r.cfg.Block)
+	return r.read(ctx, st, r.cfg.Block)
 }
 
 // process runs each message through the chain and settles it.

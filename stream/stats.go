@@ -87,10 +87,16 @@ func (s *stageStats) sample(ctx context.Context) {
 				continue
 			}
 			pending += g.Pending
-			if g.Lag < 0 {
+			n := g.Lag
+			if n < 0 || (g.EntriesRead == 0 && g.LastDeliveredID != "0-0") {
+				// Redis cannot tell after deletions, and miniredis does not
+				// track entries-read: count what follows the group's position.
+				n = s.countAfter(ctx, s.r.stage.Topic.Stream(p), g.LastDeliveredID)
+			}
+			if n < 0 {
 				lagKnown = false
 			}
-			lag += g.Lag
+			lag += n
 		}
 		n, err := s.r.rdb.XLen(ctx, s.r.stage.Topic.DeadLetterStream(p)).Result()
 		if err != nil {
@@ -104,6 +110,18 @@ func (s *stageStats) sample(ctx context.Context) {
 	s.lag.Store(lag)
 	s.pending.Store(pending)
 	s.dlq.Store(dlq)
+}
+
+// lagCountCap bounds the fallback count of undelivered entries.
+const lagCountCap = 10000
+
+// countAfter counts up to lagCountCap entries after id, or -1 on error.
+func (s *stageStats) countAfter(ctx context.Context, stream, id string) int64 {
+	xs, err := s.r.rdb.XRangeN(ctx, stream, "("+id, "+", lagCountCap).Result()
+	if err != nil {
+		return -1
+	}
+	return int64(len(xs))
 }
 
 func (s *stageStats) close() { _ = s.reg.Unregister() }

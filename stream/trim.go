@@ -17,6 +17,8 @@ type TrimConfig struct {
 	MinAge time.Duration
 	// Interval is how often the Trimmer runs. Default 1m.
 	Interval time.Duration
+	// Now is the clock that ages entries. Default time.Now.
+	Now func() time.Time
 }
 
 // Trimmer removes stream entries that every consumer group has received
@@ -38,6 +40,9 @@ func NewTrimmer(rdb redis.UniversalClient, cfg TrimConfig, logger *slog.Logger, 
 	}
 	if cfg.Interval == 0 {
 		cfg.Interval = time.Minute
+	}
+	if cfg.Now == nil {
+		cfg.Now = time.Now
 	}
 	if logger == nil {
 		logger = slog.Default()
@@ -73,7 +78,7 @@ func (t *Trimmer) TrimStream(ctx context.Context, stream string) (int64, error) 
 	if err != nil || !ok {
 		return 0, err
 	}
-	byAge := strconv.FormatInt(time.Now().Add(-t.cfg.MinAge).UnixMilli(), 10) + "-0"
+	byAge := strconv.FormatInt(t.cfg.Now().Add(-t.cfg.MinAge).UnixMilli(), 10) + "-0"
 	if compareIDs(byAge, boundary) < 0 {
 		boundary = byAge
 	}

@@ -93,7 +93,7 @@ func Throughput(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Res
 	}
 	topic := benchTopic(cfg.Partitions)
 	defer cleanup(rdb, topic)
-	pub := stream.NewPublisher(rdb, stream.Telemetry{})
+	pub := stream.NewPublisher(rdb, cfg.Telemetry)
 	payload := make([]byte, cfg.PayloadSize)
 	batch := make([]*stream.Message, 0, 5000)
 	for i := 0; i < cfg.Messages; i++ {
@@ -174,7 +174,7 @@ func Latency(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result
 		return Result{}, err
 	}
 	defer stop()
-	pub := stream.NewPublisher(rdb, stream.Telemetry{})
+	pub := stream.NewPublisher(rdb, cfg.Telemetry)
 	// Publish in ticks of 1ms: Rate/1000 messages per tick, one pipeline.
 	perTick := max(1, cfg.Rate/1000)
 	interval := time.Duration(float64(time.Second) * float64(perTick) / float64(cfg.Rate))

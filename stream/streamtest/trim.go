@@ -16,7 +16,8 @@ func testTrimKeepsUnacknowledged(t *testing.T, b Backend) {
 	topic := newTopic(1)
 	s := topic.Stream(0)
 	msgs := publishN(t, rdb, topic, 0, 10, 1)
-	trimmer := stream.NewTrimmer(rdb, stream.TrimConfig{MinAge: time.Nanosecond}, nil, topic)
+	later := func() time.Time { return time.Now().Add(2 * time.Hour) }
+	trimmer := stream.NewTrimmer(rdb, stream.TrimConfig{MinAge: time.Hour, Now: later}, nil, topic)
 	trim := func() int64 {
 		t.Helper()
 		n, err := trimmer.TrimStream(ctx, s)

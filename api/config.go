@@ -1,0 +1,185 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/http"
+	"time"
+
+	"go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Defaults applied by [New] to zero-valued [Config] fields.
+const (
+	DefaultAddr            = ":8080"
+	DefaultBodyLimit       = 1 << 20 // 1 MiB
+	DefaultReadTimeout     = 10 * time.Second
+	DefaultWriteTimeout    = 10 * time.Second
+	DefaultIdleTimeout     = 60 * time.Second
+	DefaultReadyTimeout    = 2 * time.Second
+	DefaultShutdownTimeout = 10 * time.Second
+)
+
+// ErrInvalidConfig is wrapped by every error returned by [Config.Validate]
+// and by [New] for a bad configuration.
+var ErrInvalidConfig = errors.New("api: invalid config")
+
+// ReadinessCheck is one dependency probed by GET /readyz.
+type ReadinessCheck struct {
+	// Name identifies the dependency in the /readyz response ("redis",
+	// "clickhouse"). Required and unique within Config.Checks.
+	Name string
+	// Check returns nil when the dependency is usable. It must honour ctx,
+	// which carries the readiness timeout; a check still running when the
+	// timeout expires is reported as failed and its result discarded. A
+	// panicking check is reported as failed. The error text is shown in the
+	// unauthenticated /readyz response: keep secrets (DSNs, passwords) out
+	// of it.
+	Check func(ctx context.Context) error
+}
+
+// Config configures a [Server]. The zero value is valid: every field has a
+// default, and an empty APIKeys leaves the API open (warned at start).
+type Config struct {
+	// Addr is the TCP listen address of [Server.Listen]. Default ":8080".
+	Addr string
+	// BodyLimit is the maximum request body size in bytes; larger bodies
+	// are rejected with 413. Default 1 MiB. Must not be negative.
+	BodyLimit int
+	// ReadTimeout bounds reading a whole request. Default 10s.
+	ReadTimeout time.Duration
+	// WriteTimeout bounds writing a response. Default 10s.
+	WriteTimeout time.Duration
+	// IdleTimeout bounds how long a keep-alive connection waits for the next
+	// request. Default 60s.
+	IdleTimeout time.Duration
+	// ReadyTimeout bounds GET /readyz: every check runs concurrently under
+	// this deadline. Default 2s.
+	ReadyTimeout time.Duration
+	// ShutdownTimeout bounds the graceful shutdown done by [Server.Listen]
+	// and [Server.Serve] when their context is cancelled. Default 10s.
+	ShutdownTimeout time.Duration
+
+	// APIKeys lists the accepted API keys and their scopes, in the format of
+	// DROPSTREAM_API_KEYS: "key:scope,scope;key2:scope". Scopes are read,
+	// write and admin; admin implies write, write implies read. Whitespace
+	// around entries, keys and scopes is ignored, and so are empty entries.
+	// Empty: the API is open and every route accepts unauthenticated
+	// requests.
+	APIKeys string
+
+	// Logger receives the access log, errors and panics. Default
+	// slog.Default().
+	Logger *slog.Logger
+	// TracerProvider creates the server spans. Default otel.GetTracerProvider().
+	TracerProvider trace.TracerProvider
+	// MeterProvider records the HTTP server metrics. Default
+	// otel.GetMeterProvider().
+	MeterProvider metric.MeterProvider
+	// Propagator extracts the incoming trace context and injects it into
+	// responses. Default W3C Trace Context plus Baggage (not the otel global
+	// propagator, which propagates nothing until it is set).
+	Propagator propagation.TextMapPropagator
+
+	// MetricsHandler serves GET /metrics, unauthenticated (typically the
+	// Prometheus exporter's handler). Nil: no /metrics route.
+	MetricsHandler http.Handler
+
+	// Checks are run by GET /readyz. None: /readyz always reports ready.
+	Checks []ReadinessCheck
+}
+
+// Validate reports the first problem of c, wrapped around [ErrInvalidConfig].
+// Zero values are valid (they select the defaults). It parses APIKeys and
+// names the faulty entry by position, never by key.
+func (c Config) Validate() error {
+	_, err := c.validate()
+	return err
+}
+
+// validate checks c and returns the parsed API keys.
+func (c Config) validate() (keyring, error) {
+	if c.Addr != "" {
+		if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+			return keyring{}, fmt.Errorf("%w: Addr %q: %w", ErrInvalidConfig, c.Addr, err)
+		}
+	}
+	if c.BodyLimit < 0 {
+		return keyring{}, fmt.Errorf("%w: BodyLimit %d is negative", ErrInvalidConfig, c.BodyLimit)
+	}
+	for _, d := range []struct {
+		name string
+		v    time.Duration
+	}{
+		{"ReadTimeout", c.ReadTimeout},
+		{"WriteTimeout", c.WriteTimeout},
+		{"IdleTimeout", c.IdleTimeout},
+		{"ReadyTimeout", c.ReadyTimeout},
+		{"ShutdownTimeout", c.ShutdownTimeout},
+	} {
+		if d.v < 0 {
+			return keyring{}, fmt.Errorf("%w: %s %v is negative", ErrInvalidConfig, d.name, d.v)
+		}
+	}
+	seen := make(map[string]bool, len(c.Checks))
+	for i, chk := range c.Checks {
+		switch {
+		case chk.Name == "":
+			return keyring{}, fmt.Errorf("%w: Checks[%d] has no name", ErrInvalidConfig, i)
+		case seen[chk.Name]:
+			return keyring{}, fmt.Errorf("%w: Checks[%d]: duplicate name %q", ErrInvalidConfig, i, chk.Name)
+		case chk.Check == nil:
+			return keyring{}, fmt.Errorf("%w: Checks[%d] %q has a nil Check", ErrInvalidConfig, i, chk.Name)
+		}
+		seen[chk.Name] = true
+	}
+	keys, err := parseAPIKeys(c.APIKeys)
+	if err != nil {
+		return keyring{}, fmt.Errorf("%w: APIKeys: %w", ErrInvalidConfig, err)
+	}
+	return keys, nil
+}
+
+// withDefaults returns c with every zero field set to its default.
+func (c Config) withDefaults() Config {
+	if c.Addr == "" {
+		c.Addr = DefaultAddr
+	}
+	if c.BodyLimit == 0 {
+		c.BodyLimit = DefaultBodyLimit
+	}
+	if c.ReadTimeout == 0 {
+		c.ReadTimeout = DefaultReadTimeout
+	}
+	if c.WriteTimeout == 0 {
+		c.WriteTimeout = DefaultWriteTimeout
+	}
+	if c.IdleTimeout == 0 {
+		c.IdleTimeout = DefaultIdleTimeout
+	}
+	if c.ReadyTimeout == 0 {
+		c.ReadyTimeout = DefaultReadyTimeout
+	}
+	if c.ShutdownTimeout == 0 {
+		c.ShutdownTimeout = DefaultShutdownTimeout
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.TracerProvider == nil {
+		c.TracerProvider = otel.GetTracerProvider()
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = otel.GetMeterProvider()
+	}
+	if c.Propagator == nil {
+		c.Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+	}
+	return c
+}

@@ -1,0 +1,134 @@
+package api
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"mime"
+	"reflect"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// CodeInvalidJSON is the envelope code of every [DecodeJSON] body error.
+const CodeInvalidJSON = "invalid_json"
+
+// DecodeJSON decodes the request body of c into v (a non-nil pointer)
+// strictly. It returns an [*Error] for the client's mistakes:
+//
+//   - 415 "unsupported_media_type" unless Content-Type is application/json
+//     or application/*+json (parameters such as charset are allowed);
+//   - 400 "invalid_json" for an empty body, a syntax error (with its byte
+//     offset), a value of the wrong type (with the field path and offset),
+//     an unknown object field, or data after the JSON value.
+//
+// Any other error (v not a pointer, ...) is a programming error, returned as
+// is (rendered as 500). Handlers return the error unchanged:
+//
+//	var in createThing
+//	if err := api.DecodeJSON(c, &in); err != nil {
+//		return err
+//	}
+func DecodeJSON(c *fiber.Ctx, v any) error {
+	if ct := c.Get(fiber.HeaderContentType); !isJSONMediaType(ct) {
+		got := ct
+		if got == "" {
+			got = "none"
+		}
+		return UnsupportedMediaType("unsupported_media_type",
+			fmt.Sprintf("Content-Type must be application/json, got %s", got))
+	}
+	body := c.Body()
+	if len(bytes.TrimSpace(body)) == 0 {
+		return BadRequest(CodeInvalidJSON, "request body is empty")
+	}
+	dec := json.NewDecoder(bytes.NewReader(body))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil {
+		return jsonError(err)
+	}
+	end := dec.InputOffset()
+	var extra json.RawMessage
+	if err := dec.Decode(&extra); !errors.Is(err, io.EOF) {
+		return BadRequest(CodeInvalidJSON,
+			fmt.Sprintf("unexpected data after the JSON value at offset %d", end))
+	}
+	return nil
+}
+
+// isJSONMediaType reports whether ct is application/json or
+// application/<something>+json.
+func isJSONMediaType(ct string) bool {
+	if ct == "" {
+		return false
+	}
+	mt, _, err := mime.ParseMediaType(ct)
+	if err != nil {
+		return false
+	}
+	return mt == fiber.MIMEApplicationJSON ||
+		(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
+}
+
+// jsonError translates an encoding/json decoding error into an *Error, or
+// returns it unchanged if it is not the client's fault.
+func jsonError(err error) error {
+	var (
+		syntaxErr *json.SyntaxError
+		typeErr   *json.UnmarshalTypeError
+		invalid   *json.InvalidUnmarshalError
+	)
+	switch {
+	case errors.As(err, &syntaxErr):
+		return BadRequest(CodeInvalidJSON,
+			fmt.Sprintf("malformed JSON at offset %d: %s", syntaxErr.Offset, trimJSONPrefix(syntaxErr.Error())))
+	case errors.As(err, &typeErr):
+		want := jsonKind(typeErr.Type)
+		if typeErr.Field == "" {
+			return BadRequest(CodeInvalidJSON,
+				fmt.Sprintf("the request body must be a JSON %s, not %s", want, typeErr.Value))
+		}
+		return BadRequest(CodeInvalidJSON,
+			fmt.Sprintf("field %q must be a JSON %s, not %s (offset %d)", typeErr.Field, want, typeErr.Value, typeErr.Offset))
+	case errors.As(err, &invalid):
+		return fmt.Errorf("api: DecodeJSON: %w", err)
+	case errors.Is(err, io.ErrUnexpectedEOF):
+		return BadRequest(CodeInvalidJSON, "malformed JSON: unexpected end of input")
+	case strings.HasPrefix(err.Error(), "json: unknown field "):
+		// encoding/json has no typed error for unknown fields.
+		return BadRequest(CodeInvalidJSON, trimJSONPrefix(err.Error()))
+	}
+	return BadRequest(CodeInvalidJSON, "malformed JSON: "+trimJSONPrefix(err.Error()))
+}
+
+// jsonKind names the JSON type a Go type decodes from, without revealing
+// Go type names to the client.
+func jsonKind(t reflect.Type) string {
+	if t == nil {
+		return "value"
+	}
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	switch t.Kind() {
+	case reflect.Struct, reflect.Map:
+		return "object"
+	case reflect.Slice, reflect.Array:
+		return "array"
+	case reflect.String:
+		return "string"
+	case reflect.Bool:
+		return "boolean"
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
+		return "integer"
+	case reflect.Float32, reflect.Float64:
+		return "number"
+	}
+	return "value"
+}
+
+func trimJSONPrefix(s string) string { return strings.TrimPrefix(s, "json: ") }

@@ -1,0 +1,190 @@
+package api
+
+import (
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/http"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Error is an error with an HTTP status, a stable machine-readable code and
+// a message safe to show to the client. Handlers return it (possibly
+// wrapped) to choose the error response; it is rendered as
+//
+//	{"error":{"code":Code,"message":Message}}
+//
+// with status Status.
+type Error struct {
+	// Status is the HTTP status code (4xx or 5xx).
+	Status int
+	// Code is a stable snake_case identifier clients can switch on, e.g.
+	// "not_found" or "invalid_json".
+	Code string
+	// Message is a human-readable explanation. It is sent to the client, so
+	// it must not contain secrets or internal details.
+	Message string
+}
+
+// Error implements error as "<status> <code>: <message>".
+func (e *Error) Error() string {
+	return fmt.Sprintf("%d %s: %s", e.Status, e.Code, e.Message)
+}
+
+// NewError returns an *Error with the given status, code and message.
+func NewError(status int, code, msg string) *Error {
+	return &Error{Status: status, Code: code, Message: msg}
+}
+
+// BadRequest returns a 400 *Error.
+func BadRequest(code, msg string) *Error { return NewError(http.StatusBadRequest, code, msg) }
+
+// Unauthorized returns a 401 *Error (the client is not authenticated).
+func Unauthorized(code, msg string) *Error { return NewError(http.StatusUnauthorized, code, msg) }
+
+// Forbidden returns a 403 *Error (authenticated but not allowed).
+func Forbidden(code, msg string) *Error { return NewError(http.StatusForbidden, code, msg) }
+
+// NotFound returns a 404 *Error.
+func NotFound(code, msg string) *Error { return NewError(http.StatusNotFound, code, msg) }
+
+// Conflict returns a 409 *Error.
+func Conflict(code, msg string) *Error { return NewError(http.StatusConflict, code, msg) }
+
+// UnprocessableEntity returns a 422 *Error (well-formed but invalid input).
+func UnprocessableEntity(code, msg string) *Error {
+	return NewError(http.StatusUnprocessableEntity, code, msg)
+}
+
+// UnsupportedMediaType returns a 415 *Error.
+func UnsupportedMediaType(code, msg string) *Error {
+	return NewError(http.StatusUnsupportedMediaType, code, msg)
+}
+
+// errInternal is the response for any error that is not an *Error or a
+// *fiber.Error: the cause is logged, never sent.
+var errInternal = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
+
+// envelope is the JSON body of every error response.
+type envelope struct {
+	Error envelopeError `json:"error"`
+}
+
+type envelopeError struct {
+	Code    string `json:"code"`
+	Message string `json:"message"`
+}
+
+// handleError is the Fiber ErrorHandler: it renders err as the JSON envelope.
+// *Error is rendered as is, *fiber.Error (Fiber's routing, body limit and
+// protocol errors) gets a code derived from its status, and anything else is
+// logged and rendered as a 500 "internal error".
+func (s *Server) handleError(c *fiber.Ctx, err error) error {
+	// Errors the HTTP server raises before routing (413 body too large, 431,
+	// malformed requests) reach this handler without the middleware chain:
+	// no request id yet, no access log.
+	outsideChain := RequestID(c) == ""
+	requestID := ensureRequestID(c)
+	var (
+		apiErr   *Error
+		fiberErr *fiber.Error
+		out      *Error
+	)
+	switch {
+	case errors.As(err, &apiErr):
+		out = normalize(apiErr)
+	case errors.As(err, &fiberErr):
+		out = s.fromFiberError(fiberErr)
+		if out.Status == fiber.StatusNotFound && isRoutingError(err) {
+			out.Message = "no route for " + c.Method() + " " + string(c.Request().URI().Path())
+		}
+	default:
+		out = errInternal
+		ctx := c.UserContext()
+		s.log.LogAttrs(ctx, slog.LevelError, "api: request failed",
+			slog.String("method", c.Method()),
+			slog.String("path", string(c.Request().URI().Path())),
+			slog.String("request_id", requestID),
+			slog.Any("error", err))
+		span := trace.SpanFromContext(ctx)
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	if err := c.Status(out.Status).JSON(envelope{Error: envelopeError{Code: out.Code, Message: out.Message}}); err != nil {
+		return fmt.Errorf("api: write error response: %w", err)
+	}
+	if outsideChain {
+		s.logAccess(c, "", 0)
+	}
+	return nil
+}
+
+// normalize fills in what a handler left out of e: a status outside 400-599
+// becomes 500, an empty code is derived from the status and an empty
+// message is the status text.
+func normalize(e *Error) *Error {
+	if e.Status >= 400 && e.Status <= 599 && e.Code != "" && e.Message != "" {
+		return e
+	}
+	out := *e
+	if out.Status < 400 || out.Status > 599 {
+		out.Status = http.StatusInternalServerError
+	}
+	if out.Code == "" {
+		out.Code = codeForStatus(out.Status)
+	}
+	if out.Message == "" {
+		out.Message = strings.ToLower(http.StatusText(out.Status))
+	}
+	return &out
+}
+
+// fromFiberError maps a *fiber.Error to an *Error.
+func (s *Server) fromFiberError(e *fiber.Error) *Error {
+	msg := e.Message
+	switch e.Code {
+	case fiber.StatusRequestEntityTooLarge:
+		msg = fmt.Sprintf("request body exceeds the limit of %d bytes", s.cfg.BodyLimit)
+	case fiber.StatusMethodNotAllowed:
+		msg = "method not allowed on this route"
+	}
+	return &Error{Status: e.Code, Code: codeForStatus(e.Code), Message: msg}
+}
+
+// statusCodes are the envelope codes of the statuses Fiber itself produces
+// or that have a conventional name; others are derived from the status text.
+var statusCodes = map[int]string{
+	http.StatusBadRequest:                  "bad_request",
+	http.StatusUnauthorized:                "unauthenticated",
+	http.StatusForbidden:                   "forbidden",
+	http.StatusNotFound:                    "not_found",
+	http.StatusMethodNotAllowed:            "method_not_allowed",
+	http.StatusRequestTimeout:              "request_timeout",
+	http.StatusConflict:                    "conflict",
+	http.StatusRequestEntityTooLarge:       "payload_too_large",
+	http.StatusUnsupportedMediaType:        "unsupported_media_type",
+	http.StatusUnprocessableEntity:         "unprocessable_entity",
+	http.StatusTooManyRequests:             "rate_limited",
+	http.StatusRequestHeaderFieldsTooLarge: "headers_too_large",
+	http.StatusInternalServerError:         "internal",
+	http.StatusServiceUnavailable:          "unavailable",
+}
+
+// codeForStatus returns the envelope code for an HTTP status.
+func codeForStatus(status int) string {
+	if code, ok := statusCodes[status]; ok {
+		return code
+	}
+	text := http.StatusText(status)
+	if text == "" {
+		if status >= 500 {
+			return "internal"
+		}
+		return "error"
+	}
+	return strings.NewReplacer(" ", "_", "-", "_", "'", "").Replace(strings.ToLower(text))
+}

@@ -1,0 +1,95 @@
+package main
+
+import (
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"strconv"
+	"strings"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Config is the process configuration: each field comes from a DROPSTREAM_*
+// variable and is overridden by the flag of the same meaning.
+type Config struct {
+	// RedisURL is a redis:// or rediss:// URL, or host:port,... for
+	// Redis Cluster. Empty: an embedded in-process Redis.
+	RedisURL string
+	// ClickHouseDSN is clickhouse://user:pass@host:9000/db. Empty: no
+	// analytics; /readyz does not check it.
+	ClickHouseDSN string
+	// APIAddr is the API's listen address; empty disables the API. Default ":8080".
+	APIAddr string
+	// APIKeys is "key:scope,scope;key2:scope"; empty leaves the API open.
+	APIKeys string
+	// Partitions per flow, fixed for a deployment. Default 8.
+	Partitions int
+	// LogFormat is json or text. Default json (text in demo).
+	LogFormat string
+	// LogLevel is debug, info, warn or error. Default info.
+	LogLevel string
+}
+
+// flagSet binds the common configuration to a new flag set whose usage
+// lists every flag with its variable.
+func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string) *flag.FlagSet {
+	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	fs.SetOutput(stderr)
+	fs.Usage = func() {
+		fmt.Fprintf(stderr, "Usage: dropstream %s [flags]\n\n%s\n\nFlags (each also set by the variable in brackets):\n", name, summary)
+		fs.PrintDefaults()
+	}
+	envString(fs, &c.RedisURL, "redis-url", "DROPSTREAM_REDIS_URL", "", "Redis URL (redis://, rediss://) or host:port,... for Redis Cluster; empty starts an embedded Redis")
+	envString(fs, &c.ClickHouseDSN, "clickhouse-dsn", "DROPSTREAM_CLICKHOUSE_DSN", "", "ClickHouse DSN clickhouse://user:pass@host:9000/db; empty disables analytics")
+	envString(fs, &c.APIAddr, "api-addr", "DROPSTREAM_API_ADDR", ":8080", "API listen address; empty disables the API")
+	envString(fs, &c.APIKeys, "api-keys", "DROPSTREAM_API_KEYS", "", "API keys as key:scope,scope;key2:scope (scopes read, write, admin); empty leaves the API open")
+	envInt(fs, &c.Partitions, "partitions", "DROPSTREAM_PARTITIONS", 8, "stream partitions per flow, fixed for a deployment")
+	envString(fs, &c.LogFormat, "log-format", "DROPSTREAM_LOG_FORMAT", logFormat, "log format: json or text")
+	envString(fs, &c.LogLevel, "log-level", "DROPSTREAM_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	return fs
+}
+
+// Validate checks the configuration.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
+		errs = append(errs, fmt.Errorf("partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
+	}
+	if c.LogFormat != "json" && c.LogFormat != "text" {
+		errs = append(errs, fmt.Errorf("log format %q: want json or text", c.LogFormat))
+	}
+	if _, err := parseLevel(c.LogLevel); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+func parseLevel(s string) (slog.Level, error) {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("log level %q: want debug, info, warn or error", s)
+	}
+	return l, nil
+}
+
+func envString(fs *flag.FlagSet, p *string, name, env, def, usage string) {
+	if v, ok := os.LookupEnv(env); ok {
+		def = v
+	}
+	fs.StringVar(p, name, def, usage+" ["+env+"]")
+}
+
+func envInt(fs *flag.FlagSet, p *int, name, env string, def int, usage string) {
+	if v, ok := os.LookupEnv(env); ok {
+		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
+			def = n
+		} else {
+			def = -1 // reported by Validate
+		}
+	}
+	fs.IntVar(p, name, def, usage+" ["+env+"]")
+}

@@ -1,0 +1,107 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || (args[0] != "list" && args[0] != "replay" && args[0] != "purge") {
+		fmt.Fprintln(stderr, "Usage: dropstream dlq list|replay|purge --topic FLOW.NAME [flags] [ids...]\n\n"+
+			"  list    prints dead letters as JSON lines (reason, stage, attempts, original message)\n"+
+			"  replay  sends dead letters back to their stream as new messages (all, or the ids given)\n"+
+			"  purge   deletes dead letters (the ids given, or all with --all)")
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return nil
+		}
+		return errors.New("dlq needs list, replay or purge")
+	}
+	verb := args[0]
+	var cfg Config
+	var topicName string
+	var limit int
+	var all bool
+	fs := flagSet("dlq "+verb, "Administers dead-letter streams.", stderr, &cfg, "json")
+	fs.StringVar(&topicName, "topic", "", "topic as flow.name (required)")
+	fs.IntVar(&limit, "limit", 100, "list: at most this many")
+	fs.BoolVar(&all, "all", false, "purge: every dead letter of the topic")
+	if err := fs.Parse(args[1:]); err != nil {
+		return err
+	}
+	cfg.APIAddr = ""
+	a, err := newApp(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	topics, err := a.topics()
+	if err != nil {
+		return err
+	}
+	var topic stream.Topic
+	var names []string
+	for _, t := range topics {
+		names = append(names, t.String())
+		if t.String() == topicName {
+			topic = t
+		}
+	}
+	if topic.Partitions == 0 {
+		return fmt.Errorf("--topic %q: want one of %s", topicName, strings.Join(names, ", "))
+	}
+	dlq := stream.NewDeadLetters(a.rdb)
+	ids := fs.Args()
+	switch verb {
+	case "list":
+		if limit < 1 || limit > 100000 {
+			return fmt.Errorf("--limit %d out of range 1..100000", limit)
+		}
+		list, err := dlq.List(ctx, topic, limit)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		for _, dl := range list {
+			_ = enc.Encode(deadLetterJSON(dl))
+		}
+		return nil
+	case "replay":
+		n, err := dlq.Replay(ctx, topic, ids...)
+		fmt.Fprintf(stdout, "replayed %d\n", n)
+		return err
+	default:
+		if len(ids) == 0 && !all {
+			return errors.New("purge needs ids or --all")
+		}
+		n, err := dlq.Purge(ctx, topic, ids...)
+		fmt.Fprintf(stdout, "purged %d\n", n)
+		return err
+	}
+}
+
+type deadLetterOut struct {
+	ID        string            `json:"id"`
+	Partition int               `json:"partition"`
+	OriginID  string            `json:"origin_id"`
+	Stage     string            `json:"stage"`
+	Group     string            `json:"group"`
+	Attempts  int               `json:"attempts"`
+	Reason    string            `json:"reason"`
+	At        string            `json:"at"`
+	Key       string            `json:"key"`
+	Type      string            `json:"type"`
+	Payload   string            `json:"payload"`
+	Metadata  map[string]string `json:"metadata,omitempty"`
+}
+
+func deadLetterJSON(dl stream.DeadLetter) deadLetterOut {
+	return deadLetterOut{ID: dl.ID, Partition: dl.Partition, OriginID: dl.OriginID, Stage: dl.Stage, Group: dl.Group,
+		Attempts: dl.Attempts, Reason: dl.Reason, At: dl.At.Format("2006-01-02T15:04:05.000Z07:00"),
+		Key: dl.Message.Key, Type: dl.Message.Type, Payload: string(dl.Message.Payload), Metadata: dl.Message.Metadata}
+}

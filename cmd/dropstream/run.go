@@ -1,0 +1,67 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"sync"
+	"time"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg Config
+	var stages string
+	var copies int
+	var trimAge time.Duration
+	fs := flagSet("run", "Runs stages, any number of copies at once in one or many processes, and the API.", stderr, &cfg, "json")
+	envString(fs, &stages, "stages", "DROPSTREAM_STAGES", "all", "comma list of stages to run, or all")
+	envInt(fs, &copies, "copies", "DROPSTREAM_COPIES", 1, "copies of each stage in this process")
+	fs.DurationVar(&trimAge, "trim-min-age", time.Hour, "keep acknowledged stream entries at least this long before trimming")
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	if copies < 1 || copies > 64 {
+		return fmt.Errorf("copies %d out of range 1..64", copies)
+	}
+	a, err := newApp(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	all, err := a.stages()
+	if err != nil {
+		return err
+	}
+	chosen, err := pick(all, stages)
+	if err != nil {
+		return err
+	}
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	if _, err := a.runStages(ctx, &wg, chosen, copies); err != nil {
+		return err
+	}
+	topics := make([]stream.Topic, 0, len(chosen))
+	for _, s := range chosen {
+		topics = append(topics, s.Topic)
+	}
+	trimmer := stream.NewTrimmer(a.rdb, stream.TrimConfig{MinAge: trimAge}, a.log, topics...)
+	wg.Go(func() { trimmer.Run(ctx) })
+	if cfg.APIAddr == "" {
+		<-ctx.Done()
+		return nil
+	}
+	srv, err := a.apiServer()
+	if err != nil {
+		return err
+	}
+	a.log.Info("api listening", "addr", cfg.APIAddr)
+	if err := srv.Listen(ctx); err != nil {
+		return fmt.Errorf("api: %w", err)
+	}
+	return nil
+}

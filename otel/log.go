@@ -1,0 +1,171 @@
+package otel
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strings"
+
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Log attribute keys added by the handler of [NewLogHandler].
+const (
+	// LogTraceIDKey holds the 32-hex-digit trace id.
+	LogTraceIDKey = "trace_id"
+	// LogSpanIDKey holds the 16-hex-digit span id.
+	LogSpanIDKey = "span_id"
+)
+
+// Log formats accepted by [LogConfig].
+const (
+	LogFormatJSON = "json"
+	LogFormatText = "text"
+)
+
+// LogConfig configures [NewLogger]. The zero value is valid: JSON at Info.
+type LogConfig struct {
+	// Format is "json" (default when empty) or "text".
+	Format string
+	// Level is the minimum level logged. Default slog.LevelInfo (the zero
+	// value).
+	Level slog.Level
+}
+
+// Validate reports whether Format is "", "json" or "text".
+func (c LogConfig) Validate() error {
+	switch c.Format {
+	case "", LogFormatJSON, LogFormatText:
+		return nil
+	}
+	return fmt.Errorf("otel: log format %q: want %q or %q", c.Format, LogFormatJSON, LogFormatText)
+}
+
+// NewLogger returns a logger writing to w in cfg.Format at cfg.Level or
+// above, with trace_id and span_id added as by [NewLogHandler]. An invalid
+// Format falls back to JSON; call [LogConfig.Validate] first to reject it.
+func NewLogger(w io.Writer, cfg LogConfig) *slog.Logger {
+	opts := &slog.HandlerOptions{Level: cfg.Level}
+	var h slog.Handler
+	if cfg.Format == LogFormatText {
+		h = slog.NewTextHandler(w, opts)
+	} else {
+		h = slog.NewJSONHandler(w, opts)
+	}
+	return slog.New(NewLogHandler(h))
+}
+
+// ParseLevel parses a level name as slog.Level.UnmarshalText does, case
+// insensitively and ignoring surrounding white space: "debug", "info",
+// "warn", "error", optionally with an offset ("debug-2", "info+1"). It also
+// accepts "warning". The empty string gives slog.LevelInfo.
+func ParseLevel(s string) (slog.Level, error) {
+	s = strings.TrimSpace(s)
+	switch strings.ToLower(s) {
+	case "":
+		return slog.LevelInfo, nil
+	case "warning":
+		return slog.LevelWarn, nil
+	}
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(s)); err != nil {
+		return 0, fmt.Errorf("otel: parse log level: %w", err)
+	}
+	return l, nil
+}
+
+// NewLogHandler wraps inner so that every record whose context carries a
+// valid span context (trace.SpanContextFromContext) gets the attributes
+// trace_id and span_id, at the top level of the record even under
+// WithGroup. Records without a valid span context pass through unchanged.
+// Use the context-taking logger methods (InfoContext, Log, ...) for the
+// span to be seen. inner must not be nil.
+func NewLogHandler(inner slog.Handler) slog.Handler {
+	return &logHandler{base: inner, full: inner}
+}
+
+// logHandler keeps two views of the wrapped handler:
+//   - full has every WithAttrs/WithGroup applied and serves records without
+//     a span, so inner handlers keep their pre-formatting;
+//   - base has only the attributes added before the first group, and groups
+//     holds the rest; records with a span are rebuilt on base so that
+//     trace_id and span_id stay outside the groups.
+type logHandler struct {
+	base   slog.Handler
+	full   slog.Handler
+	groups []logGroup
+}
+
+// logGroup is a WithGroup name with the attributes added inside it.
+type logGroup struct {
+	name  string
+	attrs []slog.Attr
+}
+
+func (h *logHandler) Enabled(ctx context.Context, level slog.Level) bool {
+	return h.full.Enabled(ctx, level)
+}
+
+func (h *logHandler) Handle(ctx context.Context, r slog.Record) error {
+	sc := trace.SpanContextFromContext(ctx)
+	if !sc.IsValid() {
+		return h.full.Handle(ctx, r)
+	}
+	ids := [2]slog.Attr{
+		slog.String(LogTraceIDKey, sc.TraceID().String()),
+		slog.String(LogSpanIDKey, sc.SpanID().String()),
+	}
+	if len(h.groups) == 0 {
+		// Clone so that appending cannot write into an array shared with
+		// the caller's Record.
+		r = r.Clone()
+		r.AddAttrs(ids[:]...)
+		return h.full.Handle(ctx, r)
+	}
+
+	// Rebuild the record: ids at the top, then the open groups with
+	// their attributes, the record's own attributes innermost.
+	nested := make([]slog.Attr, 0, r.NumAttrs())
+	r.Attrs(func(a slog.Attr) bool {
+		nested = append(nested, a)
+		return true
+	})
+	for i := len(h.groups) - 1; i >= 0; i-- {
+		g := h.groups[i]
+		as := make([]slog.Attr, 0, len(g.attrs)+len(nested))
+		as = append(append(as, g.attrs...), nested...)
+		nested = []slog.Attr{{Key: g.name, Value: slog.GroupValue(as...)}}
+	}
+	nr := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
+	nr.AddAttrs(ids[:]...)
+	nr.AddAttrs(nested...)
+	return h.base.Handle(ctx, nr)
+}
+
+func (h *logHandler) WithAttrs(attrs []slog.Attr) slog.Handler {
+	if len(attrs) == 0 {
+		return h
+	}
+	n := &logHandler{base: h.base, full: h.full.WithAttrs(attrs)}
+	if len(h.groups) == 0 {
+		n.base = n.full
+		return n
+	}
+	n.groups = slices.Clone(h.groups)
+	last := &n.groups[len(n.groups)-1]
+	last.attrs = append(slices.Clip(last.attrs), attrs...)
+	return n
+}
+
+func (h *logHandler) WithGroup(name string) slog.Handler {
+	if name == "" {
+		return h
+	}
+	return &logHandler{
+		base:   h.base,
+		full:   h.full.WithGroup(name),
+		groups: append(slices.Clip(h.groups), logGroup{name: name}),
+	}
+}

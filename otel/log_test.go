@@ -1,0 +1,294 @@
+package otel
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"log/slog"
+	"reflect"
+	"strings"
+	"testing"
+	"testing/slogtest"
+
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// decodeLines parses JSON log lines, dropping time, level and msg.
+func decodeLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
+	t.Helper()
+	var out []map[string]any
+	for line := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {
+		if line == "" {
+			continue
+		}
+		var m map[string]any
+		if err := json.Unmarshal([]byte(line), &m); err != nil {
+			t.Fatalf("log line %q: %v", line, err)
+		}
+		delete(m, slog.TimeKey)
+		delete(m, slog.LevelKey)
+		delete(m, slog.MessageKey)
+		out = append(out, m)
+	}
+	return out
+}
+
+func TestLogHandler_addsIDsOfRealSpan(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	ctx, span := tp.Tracer(ScopeName).Start(context.Background(), "op")
+	defer span.End()
+
+	var buf bytes.Buffer
+	log := NewLogger(&buf, LogConfig{})
+	log.InfoContext(ctx, "with span")
+	log.InfoContext(context.Background(), "without span")
+	log.Info("no context")
+
+	lines := decodeLines(t, &buf)
+	if len(lines) != 3 {
+		t.Fatalf("got %d lines, want 3", len(lines))
+	}
+	want := map[string]any{
+		LogTraceIDKey: span.SpanContext().TraceID().String(),
+		LogSpanIDKey:  span.SpanContext().SpanID().String(),
+	}
+	if !reflect.DeepEqual(lines[0], want) {
+		t.Errorf("with span: %v, want %v", lines[0], want)
+	}
+	for _, l := range lines[1:] {
+		if len(l) != 0 {
+			t.Errorf("without span: unexpected attributes %v", l)
+		}
+	}
+}
+
+func TestLogHandler_withAttrsAndGroups(t *testing.T) {
+	sc := mustSpanContext(t, trace.FlagsSampled, "")
+	traced := trace.ContextWithSpanContext(context.Background(), sc)
+	ids := map[string]any{LogTraceIDKey: sc.TraceID().String(), LogSpanIDKey: sc.SpanID().String()}
+	withIDs := func(m map[string]any) map[string]any {
+		out := map[string]any{}
+		for k, v := range m {
+			out[k] = v
+		}
+		for k, v := range ids {
+			out[k] = v
+		}
+		return out
+	}
+
+	tests := []struct {
+		name   string
+		derive func(*slog.Logger) *slog.Logger
+		want   map[string]any // without ids
+	}{
+		{
+			name:   "plain",
+			derive: func(l *slog.Logger) *slog.Logger { return l },
+			want:   map[string]any{"k": "v"},
+		},
+		{
+			name:   "with attrs",
+			derive: func(l *slog.Logger) *slog.Logger { return l.With("stage", "enrich") },
+			want:   map[string]any{"stage": "enrich", "k": "v"},
+		},
+		{
+			name:   "group",
+			derive: func(l *slog.Logger) *slog.Logger { return l.WithGroup("req") },
+			want:   map[string]any{"req": map[string]any{"k": "v"}},
+		},
+		{
+			name: "attrs, group, attrs",
+			derive: func(l *slog.Logger) *slog.Logger {
+				return l.With("stage", "enrich").WithGroup("req").With("id", "42")
+			},
+			want: map[string]any{"stage": "enrich", "req": map[string]any{"id": "42", "k": "v"}},
+		},
+		{
+			name: "nested groups",
+			derive: func(l *slog.Logger) *slog.Logger {
+				return l.WithGroup("a").With("x", "1").WithGroup("b").With("y", "2")
+			},
+			want: map[string]any{"a": map[string]any{"x": "1", "b": map[string]any{"y": "2", "k": "v"}}},
+		},
+		{
+			name:   "empty group name is ignored",
+			derive: func(l *slog.Logger) *slog.Logger { return l.WithGroup("") },
+			want:   map[string]any{"k": "v"},
+		},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := tt.derive(NewLogger(&buf, LogConfig{}))
+			log.InfoContext(traced, "m", "k", "v")
+			log.InfoContext(context.Background(), "m", "k", "v")
+
+			lines := decodeLines(t, &buf)
+			if len(lines) != 2 {
+				t.Fatalf("got %d lines, want 2", len(lines))
+			}
+			if want := withIDs(tt.want); !reflect.DeepEqual(lines[0], want) {
+				t.Errorf("with span:\n got %v\nwant %v", lines[0], want)
+			}
+			if !reflect.DeepEqual(lines[1], tt.want) {
+				t.Errorf("without span:\n got %v\nwant %v", lines[1], tt.want)
+			}
+		})
+	}
+}
+
+func TestLogHandler_siblingsDoNotShareAttrs(t *testing.T) {
+	var buf bytes.Buffer
+	ctx := trace.ContextWithSpanContext(context.Background(), mustSpanContext(t, trace.FlagsSampled, ""))
+	parent := NewLogger(&buf, LogConfig{}).WithGroup("g").With("p", "1")
+	a := parent.With("a", "1")
+	b := parent.With("b", "1")
+	a.InfoContext(ctx, "m")
+	b.InfoContext(ctx, "m")
+
+	lines := decodeLines(t, &buf)
+	if len(lines) != 2 {
+		t.Fatalf("got %d lines, want 2", len(lines))
+	}
+	if g := lines[0]["g"]; !reflect.DeepEqual(g, map[string]any{"p": "1", "a": "1"}) {
+		t.Errorf("a: g = %v", g)
+	}
+	if g := lines[1]["g"]; !reflect.DeepEqual(g, map[string]any{"p": "1", "b": "1"}) {
+		t.Errorf("b: g = %v", g)
+	}
+}
+
+func TestNewLogger_formatAndLevel(t *testing.T) {
+	ctx := trace.ContextWithSpanContext(context.Background(), mustSpanContext(t, trace.FlagsSampled, ""))
+	tests := []struct {
+		name      string
+		cfg       LogConfig
+		wantLines int
+		wantSub   string
+	}{
+		{"json default at info", LogConfig{}, 2, `"trace_id":"4bf92f3577b34da6a3ce929d0e0e4736"`},
+		{"text", LogConfig{Format: LogFormatText}, 2, "trace_id=4bf92f3577b34da6a3ce929d0e0e4736 span_id=00f067aa0ba902b7"},
+		{"debug level", LogConfig{Level: slog.LevelDebug}, 3, `"span_id":"00f067aa0ba902b7"`},
+		{"error level", LogConfig{Level: slog.LevelError}, 1, `"level":"ERROR"`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			var buf bytes.Buffer
+			log := NewLogger(&buf, tt.cfg)
+			log.DebugContext(ctx, "d")
+			log.InfoContext(ctx, "i")
+			log.ErrorContext(ctx, "e")
+			out := strings.TrimSpace(buf.String())
+			if n := len(strings.Split(out, "\n")); n != tt.wantLines {
+				t.Errorf("got %d lines, want %d:\n%s", n, tt.wantLines, out)
+			}
+			if !strings.Contains(out, tt.wantSub) {
+				t.Errorf("output lacks %q:\n%s", tt.wantSub, out)
+			}
+		})
+	}
+}
+
+func TestParseLevel_names(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    slog.Level
+		wantErr bool
+	}{
+		{"", slog.LevelInfo, false},
+		{"debug", slog.LevelDebug, false},
+		{" INFO ", slog.LevelInfo, false},
+		{"warn", slog.LevelWarn, false},
+		{"Warning", slog.LevelWarn, false},
+		{"error", slog.LevelError, false},
+		{"debug-2", slog.LevelDebug - 2, false},
+		{"info+1", slog.LevelInfo + 1, false},
+		{"verbose", 0, true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			got, err := ParseLevel(tt.in)
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("ParseLevel(%q) error = %v, wantErr %v", tt.in, err, tt.wantErr)
+			}
+			if !tt.wantErr && got != tt.want {
+				t.Errorf("ParseLevel(%q) = %v, want %v", tt.in, got, tt.want)
+			}
+		})
+	}
+}
+
+func TestLogConfig_Validate(t *testing.T) {
+	tests := []struct {
+		format  string
+		wantErr bool
+	}{
+		{"", false},
+		{LogFormatJSON, false},
+		{LogFormatText, false},
+		{"logfmt", true},
+	}
+	for _, tt := range tests {
+		t.Run(tt.format, func(t *testing.T) {
+			if err := (LogConfig{Format: tt.format}).Validate(); (err != nil) != tt.wantErr {
+				t.Errorf("Validate() = %v, wantErr %v", err, tt.wantErr)
+			}
+		})
+	}
+}
+
+// TestLogHandler_slogtestConformance runs the standard handler checks with a
+// span in every record's context (via a context-injecting wrapper), so the
+// grouped slow path is exercised too.
+func TestLogHandler_slogtestConformance(t *testing.T) {
+	sc := mustSpanContext(t, trace.FlagsSampled, "")
+	for _, withSpan := range []bool{false, true} {
+		t.Run(map[bool]string{false: "without span", true: "with span"}[withSpan], func(t *testing.T) {
+			var buf bytes.Buffer
+			var h slog.Handler = NewLogHandler(slog.NewJSONHandler(&buf, nil))
+			if withSpan {
+				h = spanCtxHandler{h, sc}
+			}
+			results := func() []map[string]any {
+				var out []map[string]any
+				for line := range strings.SplitSeq(strings.TrimSpace(buf.String()), "\n") {
+					var m map[string]any
+					if err := json.Unmarshal([]byte(line), &m); err != nil {
+						t.Fatalf("log line %q: %v", line, err)
+					}
+					if withSpan && m[LogTraceIDKey] != sc.TraceID().String() {
+						t.Errorf("line without trace_id: %s", line)
+					}
+					delete(m, LogTraceIDKey)
+					delete(m, LogSpanIDKey)
+					out = append(out, m)
+				}
+				return out
+			}
+			if err := slogtest.TestHandler(h, results); err != nil {
+				t.Error(err)
+			}
+		})
+	}
+}
+
+// spanCtxHandler puts sc into the context of every record it handles.
+type spanCtxHandler struct {
+	slog.Handler
+	sc trace.SpanContext
+}
+
+func (h spanCtxHandler) Handle(ctx context.Context, r slog.Record) error {
+	return h.Handler.Handle(trace.ContextWithSpanContext(ctx, h.sc), r)
+}
+
+func (h spanCtxHandler) WithAttrs(as []slog.Attr) slog.Handler {
+	return spanCtxHandler{h.Handler.WithAttrs(as), h.sc}
+}
+
+func (h spanCtxHandler) WithGroup(name string) slog.Handler {
+	return spanCtxHandler{h.Handler.WithGroup(name), h.sc}
+}

@@ -1,0 +1,134 @@
+package otel
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net/http"
+	"os"
+	"strings"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+	"github.com/prometheus/otlptranslator"
+	"go.opentelemetry.io/contrib/exporters/autoexport"
+	promexporter "go.opentelemetry.io/otel/exporters/prometheus"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/resource"
+)
+
+// latencyBuckets are bucket boundaries in seconds, 50µs to 10s, roughly
+// 1-2.5-5 per decade: fine enough for sub-millisecond stream hops and still
+// covering slow handlers.
+var latencyBuckets = []float64{
+	0.00005, 0.0001, 0.00025, 0.0005,
+	0.001, 0.0025, 0.005,
+	0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5,
+	1, 2.5, 5, 10,
+}
+
+// LatencyBuckets returns a fresh copy of the explicit histogram bucket
+// boundaries, in seconds, that [Setup] applies to latency histograms:
+// 0.00005 (50µs) up to 10, 17 boundaries.
+func LatencyBuckets() []float64 {
+	return append([]float64(nil), latencyBuckets...)
+}
+
+// latencySuffixes are the instrument name endings that select LatencyBuckets.
+var latencySuffixes = []string{".duration", ".latency", ".age"}
+
+// latencyView gives LatencyBuckets to histograms whose name ends in one of
+// latencySuffixes and whose unit is seconds (or unset). Other units, e.g. a
+// "ms" histogram, keep their own or the default buckets. A view takes
+// precedence over metric.WithExplicitBucketBoundaries advice.
+func latencyView(inst sdkmetric.Instrument) (sdkmetric.Stream, bool) {
+	if inst.Kind != sdkmetric.InstrumentKindHistogram {
+		return sdkmetric.Stream{}, false
+	}
+	if inst.Unit != "" && inst.Unit != UnitSeconds {
+		return sdkmetric.Stream{}, false
+	}
+	name := strings.ToLower(inst.Name)
+	for _, suffix := range latencySuffixes {
+		if strings.HasSuffix(name, suffix) {
+			return sdkmetric.Stream{
+				Name:        inst.Name,
+				Description: inst.Description,
+				Unit:        inst.Unit,
+				Aggregation: sdkmetric.AggregationExplicitBucketHistogram{
+					Boundaries: LatencyBuckets(),
+				},
+			}, true
+		}
+	}
+	return sdkmetric.Stream{}, false
+}
+
+// meterSetup is what newMeterProvider builds.
+type meterSetup struct {
+	provider *sdkmetric.MeterProvider
+	registry *prometheus.Registry
+	handler  http.Handler
+	extra    sdkmetric.Reader // from OTEL_METRICS_EXPORTER; nil if none
+}
+
+// newMeterProvider builds the meter provider with the Prometheus reader on a
+// new registry, plus the reader selected by OTEL_METRICS_EXPORTER.
+func newMeterProvider(ctx context.Context, res *resource.Resource) (meterSetup, error) {
+	reg := prometheus.NewRegistry()
+	for _, c := range []prometheus.Collector{
+		collectors.NewGoCollector(),
+		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
+	} {
+		if err := reg.Register(c); err != nil {
+			return meterSetup{}, fmt.Errorf("otel: register runtime collector: %w", err)
+		}
+	}
+
+	promReader, err := promexporter.New(
+		promexporter.WithRegisterer(reg),
+		// Explicit, so a future change of the exporter's default cannot
+		// rename every series: dots become underscores, units and _total
+		// suffixes are added.
+		promexporter.WithTranslationStrategy(otlptranslator.UnderscoreEscapingWithSuffixes),
+	)
+	if err != nil {
+		return meterSetup{}, fmt.Errorf("otel: prometheus exporter: %w", err)
+	}
+
+	extra, err := newMetricReader(ctx)
+	if err != nil {
+		return meterSetup{}, errors.Join(err, promReader.Shutdown(ctx))
+	}
+
+	opts := []sdkmetric.Option{
+		sdkmetric.WithResource(res),
+		sdkmetric.WithReader(promReader),
+		sdkmetric.WithView(latencyView),
+	}
+	if extra != nil {
+		opts = append(opts, sdkmetric.WithReader(extra))
+	}
+	mp := sdkmetric.NewMeterProvider(opts...)
+
+	handler := promhttp.InstrumentMetricHandler(reg,
+		promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
+	return meterSetup{provider: mp, registry: reg, handler: handler, extra: extra}, nil
+}
+
+// newMetricReader returns the autoexport reader selected by
+// OTEL_METRICS_EXPORTER, or nil when only Prometheus is wanted.
+func newMetricReader(ctx context.Context) (sdkmetric.Reader, error) {
+	v := os.Getenv(envMetricsExporter)
+	switch v {
+	case "", "none", "prometheus":
+		return nil, nil
+	}
+	r, err := autoexport.NewMetricReader(ctx)
+	if err != nil {
+		return nil, fmt.Errorf("otel: %s=%q: %w", envMetricsExporter, v, err)
+	}
+	return r, nil
+}

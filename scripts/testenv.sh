@@ -1,0 +1,245 @@
+#!/usr/bin/env bash
+# testenv.sh — run a command with a private redis-server and clickhouse-server.
+#
+# Usage: scripts/testenv.sh <command...>
+#
+# Installs Debian's redis-server / clickhouse-server / clickhouse-client when
+# missing, starts one redis-server and one clickhouse-server on free loopback
+# ports inside a temporary directory, waits until both answer, exports
+#
+#   DROPSTREAM_TEST_REDIS_URL       redis://127.0.0.1:PORT/0
+#   DROPSTREAM_TEST_CLICKHOUSE_DSN  clickhouse://default:@127.0.0.1:PORT/default
+#   DROPSTREAM_TEST_REDIS_SERVER    absolute path of the redis-server binary
+#   DROPSTREAM_TEST_REQUIRE         1 (tests must not skip for lack of servers)
+#
+# runs the command, then stops both servers and removes the temporary
+# directory (also on failure, Ctrl-C or SIGTERM). Exits with the command's
+# status. Tunables: TESTENV_READY_TIMEOUT (seconds to wait for each server,
+# default 60). All diagnostics go to stderr so the command's stdout stays clean.
+set -euo pipefail
+
+log() { printf 'testenv: %s\n' "$*" >&2; }
+die() { log "error: $*"; exit 1; }
+
+if [ "$#" -eq 0 ]; then
+	echo "usage: $0 <command...>" >&2
+	exit 2
+fi
+
+READY_TIMEOUT="${TESTENV_READY_TIMEOUT:-60}"
+
+# --- installation -----------------------------------------------------------
+
+as_root() {
+	if [ "$(id -u)" -eq 0 ]; then
+		"$@"
+	elif command -v sudo >/dev/null 2>&1; then
+		sudo -n "$@"
+	else
+		die "need root or sudo to run: $*"
+	fi
+}
+
+install_missing() {
+	local pkgs=()
+	command -v redis-server >/dev/null 2>&1 || pkgs+=(redis-server)
+	command -v redis-cli >/dev/null 2>&1 || pkgs+=(redis-tools)
+	command -v clickhouse-server >/dev/null 2>&1 || pkgs+=(clickhouse-server)
+	command -v clickhouse-client >/dev/null 2>&1 || pkgs+=(clickhouse-client)
+	[ "${#pkgs[@]}" -eq 0 ] && return 0
+	log "installing ${pkgs[*]} (apt-get)"
+	# RUNLEVEL=1 keeps invoke-rc.d from starting the packaged services.
+	as_root env DEBIAN_FRONTEND=noninteractive apt-get update -qq >/dev/null ||
+		die "apt-get update failed"
+	as_root env DEBIAN_FRONTEND=noninteractive RUNLEVEL=1 \
+		apt-get install -y -qq --no-install-recommends "${pkgs[@]}" >/dev/null ||
+		die "apt-get install ${pkgs[*]} failed"
+}
+
+install_missing
+REDIS_SERVER="$(command -v redis-server)"
+CLICKHOUSE_SERVER="$(command -v clickhouse-server)"
+[ -f /etc/clickhouse-server/config.xml ] || die "/etc/clickhouse-server/config.xml not found"
+
+# --- temp dir and cleanup ---------------------------------------------------
+
+TMP="$(mktemp -d "${TMPDIR:-/tmp}/dropstream-testenv.XXXXXX")"
+REDIS_PID=""
+CH_PID=""
+
+stop_pid() { # stop_pid PID...: SIGTERM, wait up to 15 s, then SIGKILL.
+	local pid i alive
+	for pid in "$@"; do kill -TERM "$pid" 2>/dev/null || true; done
+	for i in $(seq 1 150); do
+		alive=0
+		for pid in "$@"; do kill -0 "$pid" 2>/dev/null && alive=1; done
+		[ "$alive" -eq 0 ] && break
+		sleep 0.1
+	done
+	for pid in "$@"; do
+		if kill -0 "$pid" 2>/dev/null; then
+			log "pid $pid did not stop on SIGTERM; killing"
+			kill -KILL "$pid" 2>/dev/null || true
+		fi
+		wait "$pid" 2>/dev/null || true
+	done
+}
+
+cleanup() {
+	local rc=$?
+	trap - EXIT INT TERM
+	local pids=()
+	[ -n "$REDIS_PID" ] && pids+=("$REDIS_PID")
+	[ -n "$CH_PID" ] && pids+=("$CH_PID")
+	[ "${#pids[@]}" -gt 0 ] && stop_pid "${pids[@]}"
+	rm -rf "$TMP"
+	exit "$rc"
+}
+
+CMD_PID=""
+
+# on_signal SIG STATUS: passes SIG on to the command's process group (if it
+# runs yet), gives it 30 s to finish, then exits with STATUS (cleanup runs).
+on_signal() {
+	local killer
+	if [ -n "$CMD_PID" ]; then
+		kill -"$1" -- "-$CMD_PID" 2>/dev/null || true
+		(sleep 30 && kill -KILL -- "-$CMD_PID") >/dev/null 2>&1 &
+		killer=$!
+		wait "$CMD_PID" 2>/dev/null || true
+		kill "$killer" 2>/dev/null || true
+	fi
+	exit "$2"
+}
+trap cleanup EXIT
+trap 'on_signal INT 130' INT
+trap 'on_signal TERM 143' TERM
+
+# --- free ports -------------------------------------------------------------
+
+USED_PORTS=" "
+PORT=""
+
+port_busy() {
+	if command -v ss >/dev/null 2>&1; then
+		[ -n "$(ss -Htan "( sport = :$1 )" 2>/dev/null)" ] && return 0
+	fi
+	(exec 3<>"/dev/tcp/127.0.0.1/$1") 2>/dev/null
+}
+
+# pick_port sets PORT to a free loopback port below the ephemeral range.
+pick_port() {
+	local p i
+	for i in $(seq 1 500); do
+		p=$((20000 + (RANDOM * 32768 + RANDOM) % 12000))
+		case "$USED_PORTS" in *" $p "*) continue ;; esac
+		port_busy "$p" && continue
+		USED_PORTS+="$p "
+		PORT="$p"
+		return 0
+	done
+	die "no free port found"
+}
+
+pick_port; REDIS_PORT=$PORT
+pick_port; CH_TCP_PORT=$PORT
+pick_port; CH_HTTP_PORT=$PORT
+pick_port; CH_INTER_PORT=$PORT
+
+# --- start servers ----------------------------------------------------------
+
+mkdir -p "$TMP/redis" "$TMP/clickhouse/data" "$TMP/clickhouse/log"
+
+# 1024 databases: internal/testenv gives every test a database of its own.
+"$REDIS_SERVER" --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
+	--dir "$TMP/redis" --daemonize no --databases 1024 >"$TMP/redis/redis.log" 2>&1 &
+REDIS_PID=$!
+
+CH_DIR="$TMP/clickhouse"
+cp /etc/clickhouse-server/config.xml /etc/clickhouse-server/users.xml "$CH_DIR/"
+sed -i \
+	-e "s#/var/lib/clickhouse/#$CH_DIR/data/#g" \
+	-e "s#/var/log/clickhouse-server/#$CH_DIR/log/#g" \
+	-e "s#<tcp_port>[0-9]*</tcp_port>#<tcp_port>$CH_TCP_PORT</tcp_port><listen_host>127.0.0.1</listen_host>#" \
+	-e "s#<http_port>[0-9]*</http_port>#<http_port>$CH_HTTP_PORT</http_port>#" \
+	-e "s#<interserver_http_port>[0-9]*</interserver_http_port>#<interserver_http_port>$CH_INTER_PORT</interserver_http_port>#" \
+	-e "\#<tcp_port_secure>#d" \
+	-e "\#<https_port>#d" \
+	-e "\#^[[:space:]]*<listen_host>[^<]*</listen_host>[[:space:]]*\$#d" \
+	"$CH_DIR/config.xml"
+grep -q "<tcp_port>$CH_TCP_PORT</tcp_port>" "$CH_DIR/config.xml" ||
+	die "could not set tcp_port in $CH_DIR/config.xml"
+# No ZooKeeper, clusters or macros are configured: the Debian config marks them
+# optional includes from /etc/metrika.xml, which does not exist.
+(cd "$CH_DIR" && exec "$CLICKHOUSE_SERVER" --config-file="$CH_DIR/config.xml" \
+	>"$CH_DIR/log/stdout.log" 2>&1) &
+CH_PID=$!
+
+show_logs() { # show_logs FILE...: last lines of each existing file.
+	local f
+	for f in "$@"; do
+		[ -s "$f" ] || continue
+		log "last lines of $f:"
+		tail -n 40 "$f" >&2 || true
+	done
+}
+
+# wait_ready NAME PID "LOGFILE..." CMD...: polls CMD until it succeeds, for at
+# most READY_TIMEOUT seconds; fails early when PID exits.
+wait_ready() {
+	local name=$1 pid=$2 logs=$3 start=$SECONDS
+	shift 3
+	until "$@" >/dev/null 2>&1; do
+		if ! kill -0 "$pid" 2>/dev/null; then
+			log "$name exited before answering"
+			# shellcheck disable=SC2086 # logs is a space-separated list
+			show_logs $logs
+			exit 1
+		fi
+		if [ $((SECONDS - start)) -ge "$READY_TIMEOUT" ]; then
+			log "$name not ready after ${READY_TIMEOUT}s"
+			# shellcheck disable=SC2086
+			show_logs $logs
+			exit 1
+		fi
+		sleep 0.1
+	done
+}
+
+redis_ping() { [ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" = "PONG" ]; }
+ch_ping() { clickhouse-client --host 127.0.0.1 --port "$CH_TCP_PORT" --query 'select 1'; }
+
+started=$(date +%s%N)
+wait_ready redis-server "$REDIS_PID" "$TMP/redis/redis.log" redis_ping
+wait_ready clickhouse-server "$CH_PID" \
+	"$CH_DIR/log/clickhouse-server.err.log $CH_DIR/log/stdout.log" ch_ping
+log "redis on 127.0.0.1:$REDIS_PORT, clickhouse on 127.0.0.1:$CH_TCP_PORT," \
+	"ready in $((($(date +%s%N) - started) / 1000000)) ms"
+
+export DROPSTREAM_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
+export DROPSTREAM_TEST_CLICKHOUSE_DSN="clickhouse://default:@127.0.0.1:$CH_TCP_PORT/default"
+export DROPSTREAM_TEST_REDIS_SERVER="$REDIS_SERVER"
+export DROPSTREAM_TEST_REQUIRE=1
+
+# --- run --------------------------------------------------------------------
+
+set +e
+if [ -t 0 ]; then
+	# Interactive: run in the foreground so it owns the terminal; Ctrl-C
+	# reaches it directly and cleanup runs when it returns.
+	"$@"
+	status=$?
+else
+	# Non-interactive (CI, make): run in its own process group so that a
+	# SIGINT/SIGTERM sent to this script is passed on to the whole command
+	# tree at once instead of waiting for the command to finish.
+	set -m
+	"$@" <&0 &
+	CMD_PID=$!
+	set +m
+	wait "$CMD_PID"
+	status=$?
+	CMD_PID=""
+fi
+set -e
+exit "$status"
