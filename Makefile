@@ -16,7 +16,7 @@ GO_BENCH_FLAGS ?= -run '^$$' -bench . -benchtime 3s ./...
 all: lint build
 
 test:
-	$(TESTENV) sh -c '$(GO) vet ./... && $(GO) test $(GO_TEST_FLAGS)'
+	$(TESTENV) sh -c '$(GO) vet ./... && $(GO) tool staticcheck ./... && $(GO) test $(GO_TEST_FLAGS)'
 
 vet:
 	$(GO) vet ./...

@@ -62,6 +62,28 @@ type DeadLetter struct {
 	Message  *Message
 }
 
+// Ref names a dead letter across a topic's partitions: "partition/ID".
+// Entry IDs alone are ambiguous: two partitions' dead-letter streams can
+// hold the same ID.
+func (d DeadLetter) Ref() string { return strconv.Itoa(d.Partition) + "/" + d.ID }
+
+// parseRefs turns refs into a set per partition.
+func parseRefs(topic Topic, refs []string) (map[int]map[string]bool, error) {
+	out := map[int]map[string]bool{}
+	for _, ref := range refs {
+		ps, id, ok := strings.Cut(ref, "/")
+		p, err := strconv.Atoi(ps)
+		if _, _, idOK := parseID(id); !ok || err != nil || p < 0 || p >= topic.Partitions || !idOK {
+			return nil, fmt.Errorf("dead letter ref %q: want partition/entry-id, partition in 0..%d", ref, topic.Partitions-1)
+		}
+		if out[p] == nil {
+			out[p] = map[string]bool{}
+		}
+		out[p][id] = true
+	}
+	return out, nil
+}
+
 // DeadLetters administers the dead-letter streams of topics.
 type DeadLetters struct {
 	rdb redis.UniversalClient
@@ -127,21 +149,21 @@ func decodeDeadLetter(topic Topic, p int, x redis.XMessage) DeadLetter {
 
 // Replay appends dead letters back to their original streams as new
 // messages (first delivery again) and removes them from the dead-letter
-// stream, atomically per entry. With no ids it replays every dead letter of
-// the topic. It returns how many were replayed. Handlers guard their effects
+// stream, atomically per entry. refs are DeadLetter.Ref values; with none it
+// replays every dead letter of the topic. It returns how many were replayed. Handlers guard their effects
 // with the Ledger, so a replay never applies an effect twice.
-func (d *DeadLetters) Replay(ctx context.Context, topic Topic, ids ...string) (int, error) {
-	return d.each(ctx, topic, ids, func(pipe redis.Pipeliner, dl DeadLetter) {
+func (d *DeadLetters) Replay(ctx context.Context, topic Topic, refs ...string) (int, error) {
+	return d.each(ctx, topic, refs, func(pipe redis.Pipeliner, dl DeadLetter) {
 		dl.Message.Metadata = withoutDLQ(dl.Message.Metadata)
 		pipe.XAdd(ctx, &redis.XAddArgs{Stream: topic.Stream(dl.Partition), Values: dl.Message.values()})
 		pipe.XDel(ctx, topic.DeadLetterStream(dl.Partition), dl.ID)
 	})
 }
 
-// Purge deletes dead letters (all of the topic's when ids is empty) and
-// returns how many were deleted.
-func (d *DeadLetters) Purge(ctx context.Context, topic Topic, ids ...string) (int, error) {
-	if len(ids) == 0 {
+// Purge deletes dead letters named by refs (DeadLetter.Ref values; all of
+// the topic's when refs is empty) and returns how many were deleted.
+func (d *DeadLetters) Purge(ctx context.Context, topic Topic, refs ...string) (int, error) {
+	if len(refs) == 0 {
 		total := 0
 		for p := 0; p < topic.Partitions; p++ {
 			n, err := d.rdb.XLen(ctx, topic.DeadLetterStream(p)).Result()
@@ -155,19 +177,23 @@ func (d *DeadLetters) Purge(ctx context.Context, topic Topic, ids ...string) (in
 		}
 		return total, nil
 	}
-	return d.each(ctx, topic, ids, func(pipe redis.Pipeliner, dl DeadLetter) {
+	return d.each(ctx, topic, refs, func(pipe redis.Pipeliner, dl DeadLetter) {
 		pipe.XDel(ctx, topic.DeadLetterStream(dl.Partition), dl.ID)
 	})
 }
 
-// each applies fn in one MULTI per dead letter named by ids (all when empty).
-func (d *DeadLetters) each(ctx context.Context, topic Topic, ids []string, fn func(redis.Pipeliner, DeadLetter)) (int, error) {
-	want := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		want[id] = true
+// each applies fn in one MULTI per dead letter named by refs (all when
+// empty).
+func (d *DeadLetters) each(ctx context.Context, topic Topic, refs []string, fn func(redis.Pipeliner, DeadLetter)) (int, error) {
+	want, err := parseRefs(topic, refs)
+	if err != nil {
+		return 0, err
 	}
 	done := 0
 	for p := 0; p < topic.Partitions; p++ {
+		if len(refs) > 0 && want[p] == nil {
+			continue
+		}
 		start := "-"
 		for {
 			xs, err := d.rdb.XRangeN(ctx, topic.DeadLetterStream(p), start, "+", 500).Result()
@@ -175,12 +201,12 @@ func (d *DeadLetters) each(ctx context.Context, topic Topic, ids []string, fn fu
 				return done, fmt.Errorf("dead letters of %s: %w", topic, err)
 			}
 			for _, x := range xs {
-				if len(ids) > 0 && !want[x.ID] {
+				if len(refs) > 0 && !want[p][x.ID] {
 					continue
 				}
 				dl := decodeDeadLetter(topic, p, x)
 				if _, err := d.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error { fn(pipe, dl); return nil }); err != nil {
-					return done, fmt.Errorf("dead letter %s: %w", x.ID, err)
+					return done, fmt.Errorf("dead letter %s: %w", dl.Ref(), err)
 				}
 				done++
 			}
@@ -190,8 +216,8 @@ func (d *DeadLetters) each(ctx context.Context, topic Topic, ids []string, fn fu
 			start = "(" + xs[len(xs)-1].ID
 		}
 	}
-	if len(ids) > 0 && done < len(ids) {
-		return done, fmt.Errorf("%w: %d of %d ids", ErrNotFound, len(ids)-done, len(ids))
+	if len(refs) > 0 && done < len(refs) {
+		return done, fmt.Errorf("%w: %d of %d dead letters", ErrNotFound, len(refs)-done, len(refs))
 	}
 	return done, nil
 }

@@ -34,15 +34,32 @@ type pendingEntry struct {
 	minIdle time.Duration
 }
 
-// read runs XREADGROUP for new entries, waiting up to block.
+// maxPipelinedBlock is the longest BLOCK sent in one pipeline with the
+// acks: pipelines read under the client's ReadTimeout (3s by default).
+const maxPipelinedBlock = 2 * time.Second
+
+// read acknowledges the queued acks and runs XREADGROUP for new entries,
+// waiting up to block, in one round trip.
 func (r *Runner) read(ctx context.Context, st *partitionState, block time.Duration) ([]*Message, error) {
-	res, err := r.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{
+	args := &redis.XReadGroupArgs{
 		Group:    r.cfg.Group,
 		Consumer: r.cfg.Consumer,
 		Streams:  []string{st.stream, ">"},
 		Count:    int64(r.cfg.BatchSize),
 		Block:    block,
-	}).Result()
+	}
+	var cmd *redis.XStreamSliceCmd
+	if len(st.acks) > 0 && block <= maxPipelinedBlock {
+		pipe := r.rdb.Pipeline()
+		ack := pipe.XAck(ctx, st.stream, r.cfg.Group, st.acks...)
+		cmd = pipe.XReadGroup(ctx, args)
+		_, _ = pipe.Exec(ctx)
+		r.ackFailed(ctx, st, ack.Err())
+	} else {
+		r.flushAcks(ctx, st)
+		cmd = r.rdb.XReadGroup(ctx, args)
+	}
+	res, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}
@@ -114,6 +131,7 @@ func (r *Runner) redeliverOne(ctx context.Context, st *partitionState) error {
 	msgs, err := r.redeliverNext(ctx, st)
 	if err == nil {
 		r.process(ctx, st, msgs)
+		r.flushAcks(ctx, st)
 	}
 	return err
 }
@@ -134,7 +152,8 @@ func (r *Runner) redeliverNext(ctx context.Context, st *partitionState) ([]*Mess
 	}
 	if len(xs[0].Values) == 0 {
 		// Deleted from the stream while pending: nothing left to handle.
-		return nil, r.rdb.XAck(ctx, st.stream, r.cfg.Group, e.id).Err()
+		st.acks = append(st.acks, e.id)
+		return nil, nil
 	}
 	m := decodeMessage(st.stream, st.p, xs[0].ID, xs[0].Values)
 	m.Attempt = int(e.count) + 1

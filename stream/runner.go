@@ -17,8 +17,12 @@ type Stage struct {
 	Name string
 	// Topic is the stream the stage consumes.
 	Topic Topic
-	// Handler processes each message.
+	// Handler processes each message. Exactly one of Handler and
+	// BatchHandler is set.
 	Handler Handler
+	// BatchHandler processes each batch read from a partition, with one
+	// span per batch linked to every message's producer.
+	BatchHandler BatchHandler
 	// Middleware wraps Handler inside the runtime's own middlewares, which
 	// are, outermost first: tracing, metrics, logging, dead-letter, retry,
 	// timeout, recovery.
@@ -38,13 +42,15 @@ type Runner struct {
 	tel     Telemetry
 	info    StageInfo
 	handler Handler
+	batch   *batchRunner
 	stats   *stageStats
+	settled *outcomeCounter
 }
 
 // NewRunner checks the stage and builds its middleware chain.
 func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, error) {
-	if stage.Name == "" || stage.Handler == nil {
-		return nil, errors.New("stream: stage needs a name and a handler")
+	if stage.Name == "" || (stage.Handler == nil) == (stage.BatchHandler == nil) {
+		return nil, errors.New("stream: stage needs a name and exactly one of Handler and BatchHandler")
 	}
 	if err := stage.Topic.Validate(); err != nil {
 		return nil, fmt.Errorf("stage %s: %w", stage.Name, err)
@@ -74,8 +80,13 @@ func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, 
 		Timeout(cfg.HandlerTimeout),
 		Recovery(),
 	}
-	h := Chain(stage.Handler, append(runtime, stage.Middleware...)...)
-	return &Runner{rdb: rdb, stage: stage, cfg: cfg, tel: tel, info: info, handler: h}, nil
+	r := &Runner{rdb: rdb, stage: stage, cfg: cfg, tel: tel, info: info, settled: newOutcomeCounter(tel.MeterProvider, info)}
+	if stage.BatchHandler != nil {
+		r.batch = newBatchRunner(stage.BatchHandler, cfg, tel, info)
+	} else {
+		r.handler = Chain(stage.Handler, append(runtime, stage.Middleware...)...)
+	}
+	return r, nil
 }
 
 // Info returns the stage's identity, including its consumer name.
@@ -124,6 +135,7 @@ type partitionState struct {
 	claimFrom string // next stale entry to look at
 	nextClaim time.Time
 	redeliver []pendingEntry
+	acks      []string // handled, to acknowledge with the next read
 }
 
 // consume is the loop of one partition: own pending entries first, then
@@ -157,11 +169,15 @@ func (r *Runner) consume(stop context.Context, p int) {
 		}
 		pause = 0
 	}
+	r.flushAcks(ctx, st)
 }
 
 // next returns the next batch of new entries, once this copy's own pending
 // entries and due claims are queued for redelivery.
 func (r *Runner) next(ctx context.Context, st *partitionState) ([]*Message, error) {
+	if st.ownFrom != "" || !time.Now().Before(st.nextClaim) {
+		r.flushAcks(ctx, st)
+	}
 	switch {
 	case st.ownFrom != "":
 		return nil, r.ownPending(ctx, st)
@@ -173,21 +189,39 @@ func (r *Runner) next(ctx context.Context, st *partitionState) ([]*Message, erro
 	return r.read(ctx, st, r.cfg.Block)
 }
 
-// process runs each message through the chain and settles it.
+// process runs each message through the chain and settles it; acks are
+// queued in st.acks and sent with the next read.
 func (r *Runner) process(ctx context.Context, st *partitionState, msgs []*Message) {
-	if len(msgs) == 0 {
-		return
+	var counts outcomeCounts
+	defer r.settled.add(&counts)
+	var batchErrs []error
+	if r.batch != nil {
+		live := make([]*Message, 0, len(msgs))
+		for _, m := range msgs {
+			if !m.deleted {
+				live = append(live, m)
+			}
+		}
+		batchErrs = r.batch.handle(ctx, live)
 	}
-	acks := make([]string, 0, len(msgs))
+	next := 0
 	for _, m := range msgs {
 		if m.deleted {
-			acks = append(acks, m.ID) // entry deleted from the stream: nothing to handle
+			st.acks = append(st.acks, m.ID) // entry deleted from the stream: nothing to handle
 			continue
 		}
-		err := r.handler(ctx, m)
-		switch Classify(err) {
+		var err error
+		if r.batch != nil {
+			err = batchErrs[next]
+			next++
+		} else {
+			err = r.handler(ctx, m)
+		}
+		outcome := Classify(err)
+		counts.count(outcome)
+		switch outcome {
 		case OutcomeAcked, OutcomeDropped:
-			acks = append(acks, m.ID)
+			st.acks = append(st.acks, m.ID)
 		case OutcomeDeadLettered:
 			if dlqErr := r.moveToDeadLetter(ctx, st.p, m, err); dlqErr != nil {
 				r.tel.Logger.ErrorContext(ctx, "dead-letter move failed; message stays pending",
@@ -195,13 +229,24 @@ func (r *Runner) process(ctx context.Context, st *partitionState, msgs []*Messag
 			}
 		}
 	}
-	if len(acks) == 0 {
+}
+
+// flushAcks acknowledges the queued acks now.
+func (r *Runner) flushAcks(ctx context.Context, st *partitionState) {
+	if len(st.acks) == 0 {
 		return
 	}
-	if err := r.rdb.XAck(ctx, st.stream, r.cfg.Group, acks...).Err(); err != nil {
+	r.ackFailed(ctx, st, r.rdb.XAck(ctx, st.stream, r.cfg.Group, st.acks...).Err())
+}
+
+// ackFailed logs a failed XACK and forgets the acks: the messages stay
+// pending and are delivered again, which is what at-least-once allows.
+func (r *Runner) ackFailed(ctx context.Context, st *partitionState, err error) {
+	if err != nil {
 		r.tel.Logger.WarnContext(ctx, "ack failed; messages will be redelivered", "stage", r.stage.Name,
-			"stream", st.stream, "count", len(acks), "error", err)
+			"stream", st.stream, "count", len(st.acks), "error", err)
 	}
+	st.acks = st.acks[:0]
 }
 
 func isNoGroup(err error) bool {

@@ -49,7 +49,6 @@ var (
 	keyBatchCount   = attribute.Key("messaging.batch.message_count")
 	keyPartition    = attribute.Key("messaging.destination.partition.id")
 	keyDeliveries   = attribute.Key("dropstream.message.attempt")
-	keyMessageKey   = attribute.Key("dropstream.message.key")
 	keyStage        = attribute.Key("stage")
 	keyStream       = attribute.Key("stream")
 	keyOutcome      = attribute.Key("outcome")

@@ -96,8 +96,9 @@ func (t Topic) PartitionOfStream(stream string) int {
 	if !strings.HasPrefix(stream, prefix) || !strings.HasSuffix(stream, suffix) {
 		return -1
 	}
-	p, err := strconv.Atoi(stream[len(prefix) : len(stream)-len(suffix)])
-	if err != nil || p < 0 || p >= t.Partitions {
+	digits := stream[len(prefix) : len(stream)-len(suffix)]
+	p, err := strconv.Atoi(digits)
+	if err != nil || p < 0 || p >= t.Partitions || strconv.Itoa(p) != digits {
 		return -1
 	}
 	return p

@@ -170,32 +170,27 @@ func pick(all map[string]stream.Stage, names string) ([]stream.Stage, error) {
 	return out, nil
 }
 
-// runStages runs copies of each stage until ctx ends and returns the
-// runners once they are all built.
-func (a *app) runStages(ctx context.Context, wg *sync.WaitGroup, stages []stream.Stage, copies int) ([]*stream.Runner, error) {
+// runStages starts copies of each stage, each until ctx ends. A copy that
+// fails (it cannot create its consumer groups, say) sends its error on the
+// returned channel; callers stop the process with it.
+func (a *app) runStages(ctx context.Context, wg *sync.WaitGroup, stages []stream.Stage, copies int) ([]*stream.Runner, <-chan error, error) {
 	var runners []*stream.Runner
 	for _, s := range stages {
 		for i := 0; i < copies; i++ {
 			r, err := stream.NewRunner(a.rdb, s, a.tel)
 			if err != nil {
-				return nil, err
+				return nil, nil, err
 			}
 			runners = append(runners, r)
 		}
 	}
-	errs := make(chan error, len(runners))
+	failed := make(chan error, len(runners))
 	for _, r := range runners {
 		wg.Go(func() {
 			if err := r.Run(ctx); err != nil {
-				a.log.Error("stage failed", "stage", r.Info().Stage, "error", err)
-				errs <- err
+				failed <- fmt.Errorf("stage %s: %w", r.Info().Stage, err)
 			}
 		})
 	}
-	select {
-	case err := <-errs:
-		return runners, err
-	default:
-	}
-	return runners, nil
+	return runners, failed, nil
 }

@@ -37,7 +37,7 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	fs.DurationVar(&bc.Duration, "duration", 10*time.Second, "length of the latency run")
 	fs.BoolVar(&telemetry, "telemetry", true, "run with tracing (every span processed and discarded) and metrics on")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.parse(args[1:]); err != nil {
 		return err
 	}
 	if *cpuProfile != "" {

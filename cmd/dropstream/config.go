@@ -34,10 +34,29 @@ type Config struct {
 	LogLevel string
 }
 
+// flags is a flag set whose defaults may come from DROPSTREAM_* variables.
+type flags struct {
+	*flag.FlagSet
+	envErrs map[string]error // by flag name: malformed variables
+}
+
+// parse parses args and reports malformed variables of flags not given.
+func (f *flags) parse(args []string) error {
+	if err := f.Parse(args); err != nil {
+		return err
+	}
+	f.Visit(func(fl *flag.Flag) { delete(f.envErrs, fl.Name) })
+	var errs []error
+	for _, err := range f.envErrs {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
 // flagSet binds the common configuration to a new flag set whose usage
 // lists every flag with its variable.
-func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string) *flag.FlagSet {
-	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string) *flags {
+	fs := &flags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), envErrs: map[string]error{}}
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: dropstream %s [flags]\n\n%s\n\nFlags (each also set by the variable in brackets):\n", name, summary)
@@ -76,20 +95,22 @@ func parseLevel(s string) (slog.Level, error) {
 	return l, nil
 }
 
-func envString(fs *flag.FlagSet, p *string, name, env, def, usage string) {
+func envString(fs *flags, p *string, name, env, def, usage string) {
 	if v, ok := os.LookupEnv(env); ok {
 		def = v
 	}
 	fs.StringVar(p, name, def, usage+" ["+env+"]")
 }
 
-func envInt(fs *flag.FlagSet, p *int, name, env string, def int, usage string) {
+// envInt binds an int flag whose default comes from env. A value of env
+// that is not a whole number fails parse unless the flag is given.
+func envInt(fs *flags, p *int, name, env string, def int, usage string) {
 	if v, ok := os.LookupEnv(env); ok {
-		if n, err := strconv.Atoi(strings.TrimSpace(v)); err == nil {
-			def = n
-		} else {
-			def = -1 // reported by Validate
+		n, err := strconv.Atoi(strings.TrimSpace(v))
+		if err != nil {
+			fs.envErrs[name] = fmt.Errorf("%s=%q is not a whole number", env, v)
 		}
+		def = n
 	}
 	fs.IntVar(p, name, def, usage+" ["+env+"]")
 }

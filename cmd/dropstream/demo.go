@@ -22,7 +22,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	envInt(fs, &rate, "rate", "DROPSTREAM_DEMO_RATE", 200, "simulated observations per second")
 	envInt(fs, &sensors, "sensors", "DROPSTREAM_DEMO_SENSORS", 50, "simulated sources")
 	fs.DurationVar(&every, "status-every", time.Second, "how often the status line is refreshed")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if rate < 1 || rate > 1_000_000 || sensors < 1 || sensors > 100_000 || every <= 0 {
@@ -42,7 +42,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	defer cancel()
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	runners, err := a.runStages(ctx, &wg, stages, 1)
+	runners, failed, err := a.runStages(ctx, &wg, stages, 1)
 	if err != nil {
 		return err
 	}
@@ -67,8 +67,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		fmt.Fprintf(stdout, "dropstream demo: API on %s — try /healthz, /readyz, /metrics; Ctrl-C stops\n", cfg.APIAddr)
 	}
 	wg.Go(func() { a.status(ctx, stdout, &published, runners, every) })
-	<-ctx.Done()
-	return nil
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-failed:
+		return err
+	}
 }
 
 // status prints a live status line: on a terminal it rewrites one line,

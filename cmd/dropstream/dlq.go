@@ -13,10 +13,11 @@ import (
 
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) == 0 || (args[0] != "list" && args[0] != "replay" && args[0] != "purge") {
-		fmt.Fprintln(stderr, "Usage: dropstream dlq list|replay|purge --topic FLOW.NAME [flags] [ids...]\n\n"+
+		fmt.Fprintln(stderr, "Usage: dropstream dlq list|replay|purge --topic FLOW.NAME [flags] [refs...]\n\n"+
 			"  list    prints dead letters as JSON lines (reason, stage, attempts, original message)\n"+
-			"  replay  sends dead letters back to their stream as new messages (all, or the ids given)\n"+
-			"  purge   deletes dead letters (the ids given, or all with --all)")
+			"  replay  sends dead letters back to their stream as new messages (all, or the refs given)\n"+
+			"  purge   deletes dead letters (the refs given, or all with --all)\n\n"+
+			"A ref is partition/entry-id, as printed by list.")
 		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 			return nil
 		}
@@ -31,7 +32,7 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs.StringVar(&topicName, "topic", "", "topic as flow.name (required)")
 	fs.IntVar(&limit, "limit", 100, "list: at most this many")
 	fs.BoolVar(&all, "all", false, "purge: every dead letter of the topic")
-	if err := fs.Parse(args[1:]); err != nil {
+	if err := fs.parse(args[1:]); err != nil {
 		return err
 	}
 	cfg.APIAddr = ""
@@ -77,7 +78,7 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	default:
 		if len(ids) == 0 && !all {
-			return errors.New("purge needs ids or --all")
+			return errors.New("purge needs refs or --all")
 		}
 		n, err := dlq.Purge(ctx, topic, ids...)
 		fmt.Fprintf(stdout, "purged %d\n", n)
@@ -86,6 +87,7 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 type deadLetterOut struct {
+	Ref       string            `json:"ref"`
 	ID        string            `json:"id"`
 	Partition int               `json:"partition"`
 	OriginID  string            `json:"origin_id"`
@@ -101,7 +103,7 @@ type deadLetterOut struct {
 }
 
 func deadLetterJSON(dl stream.DeadLetter) deadLetterOut {
-	return deadLetterOut{ID: dl.ID, Partition: dl.Partition, OriginID: dl.OriginID, Stage: dl.Stage, Group: dl.Group,
+	return deadLetterOut{Ref: dl.Ref(), ID: dl.ID, Partition: dl.Partition, OriginID: dl.OriginID, Stage: dl.Stage, Group: dl.Group,
 		Attempts: dl.Attempts, Reason: dl.Reason, At: dl.At.Format("2006-01-02T15:04:05.000Z07:00"),
 		Key: dl.Message.Key, Type: dl.Message.Type, Payload: string(dl.Message.Payload), Metadata: dl.Message.Metadata}
 }

@@ -19,7 +19,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	envString(fs, &stages, "stages", "DROPSTREAM_STAGES", "all", "comma list of stages to run, or all")
 	envInt(fs, &copies, "copies", "DROPSTREAM_COPIES", 1, "copies of each stage in this process")
 	fs.DurationVar(&trimAge, "trim-min-age", time.Hour, "keep acknowledged stream entries at least this long before trimming")
-	if err := fs.Parse(args); err != nil {
+	if err := fs.parse(args); err != nil {
 		return err
 	}
 	if copies < 1 || copies > 64 {
@@ -42,7 +42,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if _, err := a.runStages(ctx, &wg, chosen, copies); err != nil {
+	_, failed, err := a.runStages(ctx, &wg, chosen, copies)
+	if err != nil {
 		return err
 	}
 	topics := make([]stream.Topic, 0, len(chosen))
@@ -51,17 +52,25 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	}
 	trimmer := stream.NewTrimmer(a.rdb, stream.TrimConfig{MinAge: trimAge}, a.log, topics...)
 	wg.Go(func() { trimmer.Run(ctx) })
-	if cfg.APIAddr == "" {
-		<-ctx.Done()
-		return nil
+	apiFailed := make(chan error, 1)
+	if cfg.APIAddr != "" {
+		srv, err := a.apiServer()
+		if err != nil {
+			return err
+		}
+		a.log.Info("api listening", "addr", cfg.APIAddr)
+		wg.Go(func() {
+			if err := srv.Listen(ctx); err != nil {
+				apiFailed <- fmt.Errorf("api: %w", err)
+			}
+		})
 	}
-	srv, err := a.apiServer()
-	if err != nil {
+	select {
+	case <-ctx.Done():
+		return nil
+	case err := <-failed:
+		return err
+	case err := <-apiFailed:
 		return err
 	}
-	a.log.Info("api listening", "addr", cfg.APIAddr)
-	if err := srv.Listen(ctx); err != nil {
-		return fmt.Errorf("api: %w", err)
-	}
-	return nil
 }

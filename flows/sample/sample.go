@@ -22,6 +22,8 @@ const Flow = "sample"
 
 // Tick is what the generator publishes.
 type Tick struct {
+	// Run identifies the generator run; Run and Seq identify the tick.
+	Run    string    `json:"run"`
 	Seq    int64     `json:"seq"`
 	Sensor string    `json:"sensor"`
 	At     time.Time `json:"at"`
@@ -29,6 +31,7 @@ type Tick struct {
 
 // Reading is what sample-enrich publishes for each tick.
 type Reading struct {
+	Run    string  `json:"run"`
 	Seq    int64   `json:"seq"`
 	Sensor string  `json:"sensor"`
 	Value  float64 `json:"value"`
@@ -52,7 +55,7 @@ func Stages(rdb redis.UniversalClient, pub *stream.Publisher, partitions int) ([
 		if err := json.Unmarshal(m.Payload, &t); err != nil {
 			return stream.Permanentf("decode tick: %w", err)
 		}
-		r := Reading{Seq: t.Seq, Sensor: t.Sensor, Value: float64(t.Seq%100) / 10}
+		r := Reading{Run: t.Run, Seq: t.Seq, Sensor: t.Sensor, Value: float64(t.Seq%100) / 10}
 		body, _ := json.Marshal(r)
 		return pub.Publish(ctx, readings, stream.NewMessage(t.Sensor, "sample.reading", body))
 	}
@@ -62,7 +65,7 @@ func Stages(rdb redis.UniversalClient, pub *stream.Publisher, partitions int) ([
 			return stream.Permanentf("decode reading: %w", err)
 		}
 		tag := readings.HashTag(m.Partition)
-		_, _, err := ledger.Apply(ctx, count, ledger.Key(tag, strconv.FormatInt(r.Seq, 10)),
+		_, _, err := ledger.Apply(ctx, count, ledger.Key(tag, r.Run+":"+strconv.FormatInt(r.Seq, 10)),
 			[]string{CountsKey(tag)}, r.Sensor)
 		return err
 	}
@@ -94,6 +97,8 @@ func Counts(ctx context.Context, rdb redis.UniversalClient, partitions int) (map
 
 // Generate publishes rate ticks per second over sensors until ctx ends or
 // limit ticks (when limit > 0) are out, and returns how many it published.
+// Each call is a new run: its ticks are counted even when an earlier run
+// used the same sequence numbers.
 // progress, when not nil, is called with the running total after each
 // publish.
 func Generate(ctx context.Context, pub *stream.Publisher, partitions, rate, sensors int, limit int64, progress func(int64)) (int64, error) {
@@ -106,11 +111,12 @@ func Generate(ctx context.Context, pub *stream.Publisher, partitions, rate, sens
 	t := time.NewTicker(interval)
 	defer t.Stop()
 	var seq int64
+	run := strconv.FormatInt(time.Now().UnixNano(), 36)
 	for {
 		msgs := make([]*stream.Message, 0, perTick)
 		for i := 0; i < perTick && (limit <= 0 || seq < limit); i++ {
 			sensor := "sensor-" + strconv.Itoa(int(seq)%sensors)
-			body, _ := json.Marshal(Tick{Seq: seq, Sensor: sensor, At: time.Now().UTC()})
+			body, _ := json.Marshal(Tick{Run: run, Seq: seq, Sensor: sensor, At: time.Now().UTC()})
 			msgs = append(msgs, stream.NewMessage(sensor, "sample.tick", body))
 			seq++
 		}

@@ -130,10 +130,10 @@ func testDeadLetterReplayAndPurge(t *testing.T, b Backend) {
 		t.Fatal(err)
 	}
 	// Purge one by id, replay the rest after the handler is fixed.
-	if got, err := dlq.Purge(ctx, topic, list[0].ID); err != nil || got != 1 {
+	if got, err := dlq.Purge(ctx, topic, list[0].Ref()); err != nil || got != 1 {
 		t.Fatalf("purge one: %d, %v", got, err)
 	}
-	if _, err := dlq.Purge(ctx, topic, list[0].ID); !errors.Is(err, stream.ErrNotFound) {
+	if _, err := dlq.Purge(ctx, topic, list[0].Ref()); !errors.Is(err, stream.ErrNotFound) {
 		t.Errorf("purge of a purged id: %v, want ErrNotFound", err)
 	}
 	healed.Store(true)

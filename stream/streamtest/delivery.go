@@ -44,9 +44,7 @@ func testPublishConsumeManyConsumers(t *testing.T, b Backend) {
 	if total != n {
 		t.Errorf("copies handled %d messages in all, want %d", total, n)
 	}
-	if got := pendingCount(t, rdb, topic, "many"); got != 0 {
-		t.Errorf("pending after all handled: %d, want 0", got)
-	}
+	waitPending(t, rdb, topic, "many", 0)
 }
 
 func testRedeliveryAfterError(t *testing.T, b Backend) {

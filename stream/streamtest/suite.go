@@ -60,6 +60,7 @@ func Run(t *testing.T, b Backend) {
 		{"Trace_propagation", testTracePropagation},
 		{"Ledger_onceByKey", testLedgerOnceByKey},
 		{"Trim_keepsUnacknowledged", testTrimKeepsUnacknowledged},
+		{"BatchHandler_settlesPerMessage", testBatchHandler},
 	}
 	for _, tc := range tests {
 		t.Run(b.Name+"/"+tc.name, func(t *testing.T) { tc.fn(t, b) })

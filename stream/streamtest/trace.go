@@ -67,7 +67,7 @@ func testTracePropagation(t *testing.T, b Backend) {
 	if s := spans["process "+second.String()]; s != nil {
 		attrs := map[string]string{}
 		for _, kv := range s.Attributes() {
-			attrs[string(kv.Key)] = kv.Value.Emit()
+			attrs[string(kv.Key)] = kv.Value.String()
 		}
 		for k, v := range map[string]string{"messaging.system": "redis", "messaging.operation.type": "process",
 			"messaging.consumer.group.name": "hop2", "messaging.destination.name": second.String()} {

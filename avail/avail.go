@@ -1,0 +1,171 @@
+// Package avail holds the message types and topics shared by the stages of
+// the availability pipeline (collector → normalizer → diff → writer →
+// notifier). Stages never import each other; they exchange these types as
+// JSON payloads on the topics named here.
+package avail
+
+import (
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Flow is the flow name of every availability topic; its partitions share
+// the hash tag "{avail.p}" with the diff state, projections and ledgers.
+const Flow = "avail"
+
+// Message types, the Type of each stream message.
+const (
+	TypeRawRun     = "avail.raw_run"
+	TypeSnapshot   = "avail.snapshot"
+	TypeTransition = "avail.transition"
+	TypeRun        = "avail.run"
+)
+
+// Topics are the availability streams.
+type Topics struct {
+	// Raw carries provider responses (RawRun), keyed by scope key.
+	Raw stream.Topic
+	// Snapshots carries normalized observations (Snapshot), keyed by scope key.
+	Snapshots stream.Topic
+	// Transitions carries flips (Transition), keyed by scope key.
+	Transitions stream.Topic
+	// Runs carries the outcome of every run (RunRecord), keyed by scope key.
+	Runs stream.Topic
+}
+
+// NewTopics returns the topics with the given partition count.
+func NewTopics(partitions int) Topics {
+	return Topics{
+		Raw:         stream.NewTopic(Flow, "raw", partitions),
+		Snapshots:   stream.NewTopic(Flow, "snapshots", partitions),
+		Transitions: stream.NewTopic(Flow, "transitions", partitions),
+		Runs:        stream.NewTopic(Flow, "runs", partitions),
+	}
+}
+
+// Run statuses.
+const (
+	StatusOK     = "ok"
+	StatusFailed = "failed"
+)
+
+// Transition kinds.
+const (
+	KindOpen  = "open"
+	KindClose = "close"
+)
+
+// Entity kinds.
+const (
+	EntitySlot       = "slot"
+	EntityRestaurant = "restaurant"
+	EntitySource     = "source"
+)
+
+// Limits on outside input.
+const (
+	MaxIDLen       = 64
+	MaxFieldLen    = 128
+	MaxEntities    = 100000 // per snapshot
+	MaxScopes      = 1000   // per source
+	MaxRawBodySize = 8 << 20
+)
+
+// Entity is one observed thing: a slot (provider + venue + date + time +
+// party size) or, with restaurant-level keys, a venue on a date for a party.
+type Entity struct {
+	Key       string            `json:"key"`
+	Kind      string            `json:"kind"`
+	Provider  string            `json:"provider"`
+	Venue     string            `json:"venue"`
+	VenueName string            `json:"venue_name,omitempty"`
+	Date      string            `json:"date,omitempty"`
+	Time      string            `json:"time,omitempty"`
+	PartySize int               `json:"party_size,omitempty"`
+	Attrs     map[string]string `json:"attrs,omitempty"`
+}
+
+// keySep separates the parts of an entity key; parts never contain it.
+const keySep = "|"
+
+// SlotKey is the canonical key of a slot.
+func SlotKey(provider, venue, date, hhmm string, party int) string {
+	return strings.Join([]string{provider, venue, date, hhmm, strconv.Itoa(party)}, keySep)
+}
+
+// RestaurantKey is the canonical key of a venue on a date for a party size.
+func RestaurantKey(provider, venue, date string, party int) string {
+	return strings.Join([]string{provider, venue, date, "*", strconv.Itoa(party)}, keySep)
+}
+
+// SourceKey is the key of a source's health entity.
+func SourceKey(sourceID string) string { return "source" + keySep + sourceID }
+
+// ParseKey rebuilds an entity's identity from its key.
+func ParseKey(key string) (Entity, error) {
+	parts := strings.Split(key, keySep)
+	if len(parts) == 2 && parts[0] == "source" {
+		return Entity{Key: key, Kind: EntitySource, Venue: parts[1]}, nil
+	}
+	if len(parts) != 5 {
+		return Entity{}, fmt.Errorf("entity key %q: want provider|venue|date|time|party", key)
+	}
+	party, err := strconv.Atoi(parts[4])
+	if err != nil {
+		return Entity{}, fmt.Errorf("entity key %q: party size: %w", key, err)
+	}
+	e := Entity{Key: key, Kind: EntitySlot, Provider: parts[0], Venue: parts[1], Date: parts[2], Time: parts[3], PartySize: party}
+	if e.Time == "*" {
+		e.Kind, e.Time = EntityRestaurant, ""
+	}
+	return e, nil
+}
+
+// CleanPart checks one part of a key from outside input.
+func CleanPart(name, v string) error {
+	switch {
+	case v == "":
+		return fmt.Errorf("%s is empty", name)
+	case len(v) > MaxFieldLen:
+		return fmt.Errorf("%s is longer than %d bytes", name, MaxFieldLen)
+	case strings.ContainsAny(v, keySep+"{}\n\r"):
+		return fmt.Errorf("%s %q contains one of | { } or a newline", name, v)
+	}
+	return nil
+}
+
+// Scope is what one poll asks a provider for.
+type Scope struct {
+	Venue     string `json:"venue,omitempty"`
+	Date      string `json:"date"`
+	PartySize int    `json:"party_size"`
+	Query     string `json:"query,omitempty"`
+}
+
+// Key is the scope's canonical key within a source.
+func (s Scope) Key(sourceID string) string {
+	return strings.Join([]string{sourceID, s.Venue, s.Date, strconv.Itoa(s.PartySize), s.Query}, keySep)
+}
+
+// Validate checks a scope from outside input.
+func (s Scope) Validate() error {
+	var errs []error
+	if _, err := time.Parse("2006-01-02", s.Date); err != nil {
+		errs = append(errs, fmt.Errorf("date %q: want YYYY-MM-DD", s.Date))
+	}
+	if s.PartySize < 1 || s.PartySize > 50 {
+		errs = append(errs, fmt.Errorf("party_size %d out of range 1..50", s.PartySize))
+	}
+	if s.Venue != "" {
+		errs = append(errs, CleanPart("venue", s.Venue))
+	}
+	if len(s.Query) > MaxFieldLen || strings.ContainsAny(s.Query, keySep) {
+		errs = append(errs, fmt.Errorf("query longer than %d bytes or contains |", MaxFieldLen))
+	}
+	return errors.Join(errs...)
+}

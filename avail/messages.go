@@ -1,0 +1,102 @@
+package avail
+
+import (
+	"crypto/sha1" // an id, not a secret: matches redis.sha1hex in the diff script
+	"encoding/hex"
+	"time"
+)
+
+// RawRun is one poll of one (source, scope): what the collector fetched,
+// or why it failed. A failed fetch is a failed run, never an empty snapshot.
+type RawRun struct {
+	RunID      string    `json:"run_id"`
+	SourceID   string    `json:"source_id"`
+	Provider   string    `json:"provider"`
+	Scope      Scope     `json:"scope"`
+	ScopeKey   string    `json:"scope_key"`
+	StartedAt  time.Time `json:"started_at"`
+	FinishedAt time.Time `json:"finished_at"`
+	Status     string    `json:"status"`
+	Error      string    `json:"error,omitempty"`
+	HTTPStatus int       `json:"http_status,omitempty"`
+	// Body is the provider's response body (at most MaxRawBodySize).
+	Body []byte `json:"body,omitempty"`
+	// Options copied from the source, so later stages need no lookup.
+	Stabilization    int  `json:"stabilization"`
+	NotifyFirstSight bool `json:"notify_first_sight,omitempty"`
+	RestaurantLevel  bool `json:"restaurant_level,omitempty"`
+}
+
+// Snapshot is the normalized set of entities a run observed in a scope.
+// When OK is false the run failed and Entities says nothing.
+type Snapshot struct {
+	RunID            string    `json:"run_id"`
+	SourceID         string    `json:"source_id"`
+	Provider         string    `json:"provider"`
+	ScopeKey         string    `json:"scope_key"`
+	RunAt            time.Time `json:"run_at"`
+	StartedAt        time.Time `json:"started_at"`
+	OK               bool      `json:"ok"`
+	Error            string    `json:"error,omitempty"`
+	Entities         []Entity  `json:"entities,omitempty"`
+	Stabilization    int       `json:"stabilization"`
+	NotifyFirstSight bool      `json:"notify_first_sight,omitempty"`
+}
+
+// Transition is a flip of one entity seen by one run. Raw flips have Stable
+// false; a flip confirmed by Stabilization consecutive runs is emitted again
+// with Stable true. Baseline marks flips of a scope's first run, which
+// notify nobody unless the source asks for first sight.
+type Transition struct {
+	EventID  string    `json:"event_id"`
+	Entity   Entity    `json:"entity"`
+	ScopeKey string    `json:"scope_key"`
+	SourceID string    `json:"source_id"`
+	Kind     string    `json:"kind"`
+	Stable   bool      `json:"stable"`
+	Baseline bool      `json:"baseline,omitempty"`
+	Notify   bool      `json:"notify"`
+	RunID    string    `json:"run_id"`
+	RunAt    time.Time `json:"run_at"`
+	LastSeen time.Time `json:"last_seen,omitempty"`
+	TraceID  string    `json:"trace_id,omitempty"`
+}
+
+// RunRecord is the outcome of a run, for the runs table.
+type RunRecord struct {
+	RunID     string    `json:"run_id"`
+	SourceID  string    `json:"source_id"`
+	Provider  string    `json:"provider"`
+	ScopeKey  string    `json:"scope_key"`
+	StartedAt time.Time `json:"started_at"`
+	RunAt     time.Time `json:"run_at"`
+	Status    string    `json:"status"`
+	Error     string    `json:"error,omitempty"`
+	Observed  int       `json:"observed"`
+	Opened    int       `json:"opened"`
+	Closed    int       `json:"closed"`
+	// Applied is false for a replayed run or one older than the last
+	// applied run of its scope: it changed nothing.
+	Applied bool   `json:"applied"`
+	TraceID string `json:"trace_id,omitempty"`
+}
+
+// EventID is the deterministic id of a transition: SHA-1 (hex) of
+// "run_id\nentity_key\nkind\nstable|raw". The same run, entity, kind and
+// stability always give the same id, so a reprocessed run appends nothing
+// new. The diff script computes it with redis.sha1hex over the same string.
+func EventID(runID, entityKey, kind string, stable bool) string {
+	phase := "raw"
+	if stable {
+		phase = "stable"
+	}
+	sum := sha1.Sum([]byte(runID + "\n" + entityKey + "\n" + kind + "\n" + phase))
+	return hex.EncodeToString(sum[:])
+}
+
+// SessionID is the deterministic id of the availability session an entity
+// opened in a run: SHA-1 (hex) of "entity_key\nopen_run_id\nsession".
+func SessionID(entityKey, openRunID string) string {
+	sum := sha1.Sum([]byte(entityKey + "\n" + openRunID + "\nsession"))
+	return hex.EncodeToString(sum[:])
+}

@@ -1,0 +1,200 @@
+package main
+
+import (
+	"io"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/dropstream/dropstream/flows/sample"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// parseConfig binds a Config the way every command does and parses args.
+func parseConfig(t *testing.T, logFormat string, args ...string) (Config, error) {
+	t.Helper()
+	var c Config
+	fs := flagSet("test", "test", io.Discard, &c, logFormat)
+	err := fs.Parse(args)
+	return c, err
+}
+
+func TestConfig_envSetsDefaultsAndFlagsOverride(t *testing.T) {
+	defaults := Config{APIAddr: ":8080", Partitions: 8, LogFormat: "json", LogLevel: "info"}
+	fullEnv := map[string]string{
+		"DROPSTREAM_REDIS_URL":      "redis://env:6379/0",
+		"DROPSTREAM_CLICKHOUSE_DSN": "clickhouse://u:p@env:9000/db",
+		"DROPSTREAM_API_ADDR":       "127.0.0.1:9999",
+		"DROPSTREAM_API_KEYS":       "k1:read;k2:admin",
+		"DROPSTREAM_PARTITIONS":     "16",
+		"DROPSTREAM_LOG_FORMAT":     "text",
+		"DROPSTREAM_LOG_LEVEL":      "debug",
+	}
+	fromEnv := Config{RedisURL: "redis://env:6379/0", ClickHouseDSN: "clickhouse://u:p@env:9000/db", APIAddr: "127.0.0.1:9999",
+		APIKeys: "k1:read;k2:admin", Partitions: 16, LogFormat: "text", LogLevel: "debug"}
+	tests := []struct {
+		name      string
+		env       map[string]string
+		args      []string
+		logFormat string
+		want      Config
+	}{
+		{"defaults", nil, nil, "json", defaults},
+		{"demo default log format", nil, nil, "text", Config{APIAddr: ":8080", Partitions: 8, LogFormat: "text", LogLevel: "info"}},
+		{"env", fullEnv, nil, "json", fromEnv},
+		{"flags without env", nil, []string{"--redis-url", "redis://flag:1/0", "--partitions", "4", "--log-level", "warn"}, "json",
+			Config{RedisURL: "redis://flag:1/0", APIAddr: ":8080", Partitions: 4, LogFormat: "json", LogLevel: "warn"}},
+		{"flags override env", fullEnv, []string{
+			"--redis-url", "redis://flag:1/0", "--clickhouse-dsn", "clickhouse://flag:9000/x", "--api-addr", ":7000",
+			"--api-keys", "k:write", "--partitions", "2", "--log-format", "json", "--log-level", "error"}, "text",
+			Config{RedisURL: "redis://flag:1/0", ClickHouseDSN: "clickhouse://flag:9000/x", APIAddr: ":7000",
+				APIKeys: "k:write", Partitions: 2, LogFormat: "json", LogLevel: "error"}},
+		{"flag overrides env partially", fullEnv, []string{"--partitions", "3"}, "json",
+			func() Config { c := fromEnv; c.Partitions = 3; return c }()},
+		{"empty env var disables the API", map[string]string{"DROPSTREAM_API_ADDR": ""}, nil, "json",
+			Config{Partitions: 8, LogFormat: "json", LogLevel: "info"}},
+		{"empty flag disables the API", nil, []string{"--api-addr", ""}, "json",
+			Config{Partitions: 8, LogFormat: "json", LogLevel: "info"}},
+		{"partitions env with spaces", map[string]string{"DROPSTREAM_PARTITIONS": " 32 "}, nil, "json",
+			Config{APIAddr: ":8080", Partitions: 32, LogFormat: "json", LogLevel: "info"}},
+		{"flag fixes a bad env value", map[string]string{"DROPSTREAM_PARTITIONS": "abc"}, []string{"--partitions", "4"}, "json",
+			Config{APIAddr: ":8080", Partitions: 4, LogFormat: "json", LogLevel: "info"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			got, err := parseConfig(t, tt.logFormat, tt.args...)
+			if err != nil {
+				t.Fatalf("parse %q: %v", tt.args, err)
+			}
+			if got != tt.want {
+				t.Errorf("config = %+v\nwant     %+v", got, tt.want)
+			}
+			if err := got.Validate(); err != nil {
+				t.Errorf("Validate() = %v, want nil", err)
+			}
+		})
+	}
+}
+
+func TestConfig_validateRejectsBadValues(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want []string // substrings of the error
+	}{
+		{"partitions not a number", map[string]string{"DROPSTREAM_PARTITIONS": "abc"}, nil, []string{"partitions", "out of range 1..1024"}},
+		{"partitions zero", map[string]string{"DROPSTREAM_PARTITIONS": "0"}, nil, []string{"partitions 0 out of range 1..1024"}},
+		{"partitions too many", map[string]string{"DROPSTREAM_PARTITIONS": "5000"}, nil, []string{"partitions 5000 out of range 1..1024"}},
+		{"partitions negative flag", nil, []string{"--partitions", "-1"}, []string{"partitions -1 out of range"}},
+		{"log level", map[string]string{"DROPSTREAM_LOG_LEVEL": "verbose"}, nil, []string{`log level "verbose"`, "debug, info, warn or error"}},
+		{"empty log level", nil, []string{"--log-level", ""}, []string{`log level ""`}},
+		{"log format", map[string]string{"DROPSTREAM_LOG_FORMAT": "yaml"}, nil, []string{`log format "yaml"`, "json or text"}},
+		{"log format is case sensitive", nil, []string{"--log-format", "JSON"}, []string{`log format "JSON"`}},
+		{"every error reported", map[string]string{"DROPSTREAM_PARTITIONS": "0", "DROPSTREAM_LOG_FORMAT": "yaml", "DROPSTREAM_LOG_LEVEL": "loud"}, nil,
+			[]string{"partitions 0", `log format "yaml"`, `log level "loud"`}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			c, err := parseConfig(t, "json", tt.args...)
+			if err != nil {
+				t.Fatalf("parse %q: %v", tt.args, err)
+			}
+			err = c.Validate()
+			if err == nil {
+				t.Fatalf("Validate(%+v) = nil, want an error", c)
+			}
+			for _, w := range tt.want {
+				if !strings.Contains(err.Error(), w) {
+					t.Errorf("Validate() = %q, want it to contain %q", err, w)
+				}
+			}
+		})
+	}
+}
+
+func TestConfig_validateAcceptsEveryLevel(t *testing.T) {
+	for _, level := range []string{"debug", "info", "warn", "error", "WARN"} {
+		c := Config{Partitions: 1, LogFormat: "text", LogLevel: level}
+		if err := c.Validate(); err != nil {
+			t.Errorf("Validate(level %q) = %v, want nil", level, err)
+		}
+	}
+	if err := (Config{Partitions: stream.MaxPartitions, LogFormat: "json", LogLevel: "info"}).Validate(); err != nil {
+		t.Errorf("Validate(MaxPartitions) = %v, want nil", err)
+	}
+}
+
+func sampleStages(t *testing.T) map[string]stream.Stage {
+	t.Helper()
+	stages, err := sample.Stages(nil, nil, 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	all := map[string]stream.Stage{}
+	for _, s := range stages {
+		all[s.Name] = s
+	}
+	return all
+}
+
+func stageNames(stages []stream.Stage) []string {
+	out := make([]string, 0, len(stages))
+	for _, s := range stages {
+		out = append(out, s.Name)
+	}
+	return out
+}
+
+func TestPick_selectsStagesByName(t *testing.T) {
+	all := sampleStages(t)
+	tests := []struct {
+		names string
+		want  []string
+	}{
+		{"", []string{"sample-enrich", "sample-sink"}},
+		{"all", []string{"sample-enrich", "sample-sink"}},
+		{"sample-sink", []string{"sample-sink"}},
+		{"sample-sink,sample-enrich", []string{"sample-sink", "sample-enrich"}},
+		{" sample-enrich , sample-sink ", []string{"sample-enrich", "sample-sink"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.names, func(t *testing.T) {
+			got, err := pick(all, tt.names)
+			if err != nil {
+				t.Fatalf("pick(%q) = %v", tt.names, err)
+			}
+			if names := stageNames(got); !reflect.DeepEqual(names, tt.want) {
+				t.Errorf("pick(%q) = %v, want %v", tt.names, names, tt.want)
+			}
+			for _, s := range got {
+				if s.Handler == nil || s.Topic.Partitions != 2 {
+					t.Errorf("stage %s not the registered one: %+v", s.Name, s.Topic)
+				}
+			}
+		})
+	}
+}
+
+func TestPick_unknownStageListsKnownOnes(t *testing.T) {
+	all := sampleStages(t)
+	for _, names := range []string{"nope", "sample-enrich,nope", "sample-sink,", "ALL"} {
+		t.Run(names, func(t *testing.T) {
+			got, err := pick(all, names)
+			if err == nil {
+				t.Fatalf("pick(%q) = %v, want an error", names, stageNames(got))
+			}
+			if !strings.Contains(err.Error(), "unknown stage") || !strings.Contains(err.Error(), "known: sample-enrich, sample-sink") {
+				t.Errorf("pick(%q) error = %q, want it to name the unknown stage and list the known ones", names, err)
+			}
+		})
+	}
+}

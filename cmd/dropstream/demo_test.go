@@ -1,0 +1,115 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	dto "github.com/prometheus/client_model/go"
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+
+	"github.com/dropstream/dropstream/internal/testenv"
+)
+
+// get returns the status and body of GET url, or status 0 on a transport
+// error (the server may not listen yet).
+func get(t *testing.T, url string) (int, []byte) {
+	t.Helper()
+	c := &http.Client{Timeout: 3 * time.Second}
+	resp, err := c.Get(url)
+	if err != nil {
+		return 0, nil
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(resp.Body)
+	if err != nil {
+		return 0, nil
+	}
+	return resp.StatusCode, body
+}
+
+// series returns the metrics of a family whose labels include every label of
+// want.
+func series(families map[string]*dto.MetricFamily, name string, want map[string]string) []*dto.Metric {
+	f := families[name]
+	if f == nil {
+		return nil
+	}
+	var out []*dto.Metric
+	for _, m := range f.GetMetric() {
+		have := map[string]string{}
+		for _, l := range m.GetLabel() {
+			have[l.GetName()] = l.GetValue()
+		}
+		ok := true
+		for k, v := range want {
+			if have[k] != v {
+				ok = false
+			}
+		}
+		if ok {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+func TestDemo_servesAPIMetricsAndStatusUntilCancelled(t *testing.T) {
+	clearEnv(t) // DROPSTREAM_REDIS_URL unset: embedded Redis
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	base := "http://" + addr
+	demo := startDispatch(t, "demo", "--api-addr", addr, "--rate", "500", "--status-every", "100ms")
+
+	demo.waitFor(t, 20*time.Second, func() bool {
+		status, body := get(t, base+"/readyz")
+		if status != http.StatusOK {
+			return false
+		}
+		var r struct {
+			Status string `json:"status"`
+		}
+		return json.Unmarshal(body, &r) == nil && r.Status == "ready"
+	}, "/readyz to answer 200 ready")
+
+	demo.waitFor(t, 30*time.Second, func() bool {
+		status, body := get(t, base+"/metrics")
+		if status != http.StatusOK {
+			return false
+		}
+		parser := expfmt.NewTextParser(model.UTF8Validation)
+		families, err := parser.TextToMetricFamilies(strings.NewReader(string(body)))
+		if err != nil {
+			t.Fatalf("/metrics is not Prometheus text: %v", err)
+		}
+		acked := series(families, "dropstream_stage_messages_total", map[string]string{"stage": "sample-sink", "outcome": "acked"})
+		if len(acked) != 1 || acked[0].GetCounter().GetValue() <= 100 {
+			return false
+		}
+		return len(series(families, "dropstream_stage_lag", map[string]string{"stage": "sample-enrich"})) == 1
+	}, "/metrics to show >100 acked sample-sink messages and a sample-enrich lag")
+
+	demo.waitFor(t, 10*time.Second, func() bool {
+		out := demo.stdout.String()
+		return strings.Contains(out, "observations ") && strings.Contains(out, "sample-sink lag ") &&
+			strings.Contains(out, "sample-enrich lag ") && strings.Contains(out, "| counted ")
+	}, "a status line on stdout")
+
+	out := demo.stdout.String()
+	if !strings.Contains(out, "API on "+addr) {
+		t.Errorf("stdout does not announce the API address:\n%s", out)
+	}
+	if !strings.Contains(demo.stderr.String(), "embedded in-process Redis") {
+		t.Errorf("stderr does not warn about the embedded Redis:\n%s", demo.stderr.String())
+	}
+	if err := demo.stop(t); err != nil {
+		t.Fatalf("demo returned %v after cancellation, want nil\nstderr:\n%s", err, demo.stderr)
+	}
+	if status, _ := get(t, base+"/healthz"); status != 0 {
+		t.Errorf("API still answers (%d) after demo returned", status)
+	}
+}

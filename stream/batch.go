@@ -1,0 +1,171 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// BatchHandler processes a whole batch at once, for stages whose effect is
+// cheaper in bulk (an insert into ClickHouse, a pipeline of scripts).
+//
+// A nil error settles every message as acknowledged; a *BatchError settles
+// each message by its own error (nil entries are acknowledged); any other
+// error applies to every message. Errors are classified as for Handler:
+// ErrDrop, Permanent, or retryable.
+type BatchHandler func(ctx context.Context, msgs []*Message) error
+
+// BatchError carries one error per message of a batch, by index.
+type BatchError struct {
+	Errs []error
+}
+
+func (e *BatchError) Error() string {
+	n := 0
+	var first error
+	for _, err := range e.Errs {
+		if err != nil {
+			if first == nil {
+				first = err
+			}
+			n++
+		}
+	}
+	return fmt.Sprintf("%d of %d messages failed, first: %v", n, len(e.Errs), first)
+}
+
+// maxBatchLinks caps the span links of a batch span (the SDK's default
+// link limit is 128).
+const maxBatchLinks = 128
+
+// batchRunner runs a BatchHandler with the runtime's concerns: one
+// "process" span per batch linked to every message's producer, metrics,
+// logging, retries of the failed subset, a timeout, panic recovery, and the
+// give-up rule per message.
+type batchRunner struct {
+	h        BatchHandler
+	cfg      RunnerConfig
+	tel      Telemetry
+	info     StageInfo
+	tracer   trace.Tracer
+	duration metric.Float64Histogram
+	age      metric.Float64Histogram
+	opts     []metric.RecordOption
+	spanOpts []trace.SpanStartOption
+}
+
+func newBatchRunner(h BatchHandler, cfg RunnerConfig, tel Telemetry, info StageInfo) *batchRunner {
+	meter := tel.MeterProvider.Meter(instrumentationScope)
+	duration, _ := meter.Float64Histogram("dropstream.stage.handler.duration",
+		metric.WithDescription("Time spent in a stage's handler per call."), metric.WithUnit("s"))
+	age, _ := meter.Float64Histogram("dropstream.stage.message.age",
+		metric.WithDescription("Time from a message's publication to the start of its processing."), metric.WithUnit("s"))
+	return &batchRunner{h: h, cfg: cfg, tel: tel, info: info, tracer: tel.TracerProvider.Tracer(instrumentationScope),
+		duration: duration, age: age,
+		opts: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(keyStage.String(info.Stage), keyStream.String(info.Topic.String())))},
+		spanOpts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrSystem,
+			keyOperation.String("process"), keyDestination.String(info.Topic.String()), keyGroup.String(info.Group))}}
+}
+
+// handle runs the batch and returns one error per message.
+func (b *batchRunner) handle(ctx context.Context, msgs []*Message) []error {
+	errs := make([]error, len(msgs))
+	start := time.Now()
+	links := make([]trace.Link, 0, min(len(msgs), maxBatchLinks))
+	var run []int // indices handed to the handler
+	for i, m := range msgs {
+		m.ctx = ExtractTrace(ctx, b.tel.Propagator, m)
+		if sc := trace.SpanContextFromContext(m.ctx); sc.IsValid() && len(links) < maxBatchLinks {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+		if ms, ok := idMillis(m.ID); ok && m.Attempt == 1 {
+			b.age.Record(context.Background(), max(0, float64(start.UnixMilli()-ms)/1e3), b.opts...)
+		}
+		if m.Attempt > b.cfg.MaxDeliveries {
+			errs[i] = Permanent(fmt.Errorf("%w: delivery %d of %d", ErrMaxDeliveries, m.Attempt, b.cfg.MaxDeliveries))
+			continue
+		}
+		run = append(run, i)
+	}
+	ctx, span := b.tracer.Start(ctx, "process "+b.info.Topic.String(),
+		append(b.spanOpts, trace.WithLinks(links...), trace.WithAttributes(keyBatchCount.Int(len(msgs))))...)
+	defer span.End()
+	pause := b.cfg.Retry.InitialInterval
+	for try := 0; len(run) > 0; try++ {
+		b.call(ctx, msgs, run, errs)
+		run = retryable(run, errs)
+		if b.cfg.Retry.Disabled || try >= b.cfg.Retry.MaxRetries || len(run) == 0 {
+			break
+		}
+		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			run = nil
+		case <-t.C:
+		}
+		pause = min(2*pause, b.cfg.Retry.MaxInterval)
+	}
+	b.duration.Record(context.Background(), time.Since(start).Seconds(), b.opts...)
+	failed := 0
+	for i, m := range msgs {
+		if Classify(errs[i]) == OutcomeFailed && m.Attempt >= b.cfg.MaxDeliveries {
+			errs[i] = Permanent(fmt.Errorf("gave up after %d deliveries: %w", m.Attempt, errs[i]))
+		}
+		switch Classify(errs[i]) {
+		case OutcomeFailed:
+			failed++
+			b.tel.Logger.WarnContext(m.ctx, "message failed", append(attrsOf(m, OutcomeFailed, errs[i]), "stage", b.info.Stage)...)
+		case OutcomeDeadLettered:
+			failed++
+			b.tel.Logger.ErrorContext(m.ctx, "message dead-lettered", append(attrsOf(m, OutcomeDeadLettered, errs[i]), "stage", b.info.Stage)...)
+		}
+	}
+	if failed > 0 {
+		span.SetStatus(codes.Error, fmt.Sprintf("%d of %d messages failed", failed, len(msgs)))
+	}
+	return errs
+}
+
+// call invokes the handler on the messages at idx, with the timeout and
+// panic recovery, and spreads its result over errs.
+func (b *batchRunner) call(ctx context.Context, msgs []*Message, idx []int, errs []error) {
+	sub := make([]*Message, len(idx))
+	for j, i := range idx {
+		sub[j] = msgs[i]
+	}
+	ctx, cancel := context.WithTimeout(ctx, b.cfg.HandlerTimeout)
+	defer cancel()
+	err := Recovery()(func(ctx context.Context, _ *Message) error { return b.h(ctx, sub) })(ctx, nil)
+	var be *BatchError
+	if errors.As(err, &be) && len(be.Errs) == len(sub) {
+		for j, i := range idx {
+			errs[i] = be.Errs[j]
+		}
+		return
+	}
+	if be != nil {
+		err = fmt.Errorf("batch handler returned %d errors for %d messages: %w", len(be.Errs), len(sub), err)
+	}
+	for _, i := range idx {
+		errs[i] = err
+	}
+}
+
+// retryable keeps the indices whose error may succeed on a retry.
+func retryable(idx []int, errs []error) []int {
+	out := idx[:0]
+	for _, i := range idx {
+		if Classify(errs[i]) == OutcomeFailed {
+			out = append(out, i)
+		}
+	}
+	return out
+}

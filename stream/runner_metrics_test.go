@@ -1,0 +1,134 @@
+package stream_test
+
+import (
+	"context"
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// TestRunner_metrics checks that a stage is visible in metrics from the
+// runtime alone: throughput by outcome, handler latency, lag, pending and
+// dead-letter length, with no instrumentation in the handler.
+func TestRunner_metrics(t *testing.T) {
+	rdb, err := stream.Dial(context.Background(), testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	topic := stream.NewTopic("metrics"+strconv.FormatInt(time.Now().UnixNano(), 36), "in", 2)
+	release := make(chan struct{})
+	var bad = errors.New("bad")
+	runner, err := stream.NewRunner(rdb, stream.Stage{Name: "observed", Topic: topic,
+		Config: stream.RunnerConfig{Block: 20 * time.Millisecond, StatsInterval: 20 * time.Millisecond, BatchSize: 10,
+			Retry: stream.RetryConfig{Disabled: true}},
+		Handler: func(ctx context.Context, m *stream.Message) error {
+			switch string(m.Payload) {
+			case "poison":
+				return stream.Permanent(bad)
+			case "block":
+				<-release
+			}
+			return nil
+		}}, stream.Telemetry{MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runner.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	pub := stream.NewPublisher(rdb, stream.Telemetry{MeterProvider: mp})
+	msgs := []*stream.Message{stream.NewMessage("a", "t", []byte("poison"))}
+	for i := 0; i < 20; i++ {
+		msgs = append(msgs, stream.NewMessage("a", "t", []byte("ok")))
+	}
+	// One partition stalls on "block" so lag and pending build up behind it.
+	msgs = append(msgs, stream.NewMessage("a", "t", []byte("block")))
+	for i := 0; i < 30; i++ {
+		msgs = append(msgs, stream.NewMessage("a", "t", []byte("ok")))
+	}
+	if err := pub.Publish(ctx, topic, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	collect := func() map[string]map[string]int64 {
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatal(err)
+		}
+		return flatten(rm)
+	}
+	testenv.WaitFor(t, 10*time.Second, func() bool {
+		m := collect()
+		return m["dropstream.stage.pending"]["observed"] >= 1 && m["dropstream.stage.lag"]["observed"] >= 1 &&
+			m["dropstream.dlq.length"]["observed"] == 1
+	}, "lag, pending and dlq gauges never showed the stalled partition")
+	close(release)
+	testenv.WaitFor(t, 10*time.Second, func() bool {
+		m := collect()
+		return m["dropstream.stage.messages"]["observed/acked"] == 51 && m["dropstream.stage.lag"]["observed"] == 0 &&
+			m["dropstream.stage.pending"]["observed"] == 0
+	}, "counts never settled")
+	m := collect()
+	for name, want := range map[string]int64{
+		"dropstream.stage.messages|observed/dead_lettered": 1,
+		"dropstream.stage.handler.duration|observed":       52,
+		"dropstream.stage.message.age|observed":            52,
+		"dropstream.stream.published|" + topic.String():    52,
+		"dropstream.dlq.length|observed":                   1,
+	} {
+		metricName, key, _ := strings.Cut(name, "|")
+		if got := m[metricName][key]; got != want {
+			t.Errorf("%s{%s} = %d, want %d", metricName, key, got, want)
+		}
+	}
+}
+
+// flatten maps metric name -> "stage[/outcome]" (or stream) -> value, with
+// histograms as their count.
+func flatten(rm metricdata.ResourceMetrics) map[string]map[string]int64 {
+	out := map[string]map[string]int64{}
+	key := func(set attribute.Set) string {
+		k := ""
+		if v, ok := set.Value("stage"); ok {
+			k = v.AsString()
+		} else if v, ok := set.Value("stream"); ok {
+			k = v.AsString()
+		}
+		if v, ok := set.Value("outcome"); ok {
+			k += "/" + v.AsString()
+		}
+		return k
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, mt := range sm.Metrics {
+			vals := map[string]int64{}
+			switch d := mt.Data.(type) {
+			case metricdata.Sum[int64]:
+				for _, p := range d.DataPoints {
+					vals[key(p.Attributes)] += p.Value
+				}
+			case metricdata.Gauge[int64]:
+				for _, p := range d.DataPoints {
+					vals[key(p.Attributes)] += p.Value
+				}
+			case metricdata.Histogram[float64]:
+				for _, p := range d.DataPoints {
+					vals[key(p.Attributes)] += int64(p.Count)
+				}
+			}
+			out[mt.Name] = vals
+		}
+	}
+	return out
+}
