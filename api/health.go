@@ -38,6 +38,7 @@ func (s *Server) registerOperationalRoutes() {
 		return c.JSON(healthBody{Status: "ok"})
 	})
 	s.app.Get(PathReadyz, s.handleReadyz)
+	s.app.Get(PathOpenAPI, func(c *fiber.Ctx) error { return c.JSON(s.OpenAPI()) })
 	if s.cfg.MetricsHandler != nil {
 		s.app.Get(PathMetrics, adaptor.HTTPHandler(s.cfg.MetricsHandler))
 	}

@@ -26,6 +26,7 @@ type Server struct {
 	app  *fiber.App
 
 	listening chan struct{} // closed once bound to a listener
+	spec      openAPI       // operations registered with Handle
 
 	mu      sync.Mutex
 	started bool         // Serve was called

@@ -1,0 +1,147 @@
+package api
+
+import (
+	"net/http"
+	"regexp"
+	"sort"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// PathOpenAPI serves the OpenAPI 3 document of every route.
+const PathOpenAPI = "/openapi.json"
+
+// Param documents a path or query parameter.
+type Param struct {
+	Name string
+	// In is "path" or "query"; path parameters are found from the route.
+	In          string
+	Description string
+	// Type is the schema type: "string" (default), "integer" or "boolean".
+	Type     string
+	Required bool
+}
+
+// Operation is a documented route. Register it with Server.Handle so the
+// route and its entry in /openapi.json cannot drift apart.
+type Operation struct {
+	// Method and Path as Fiber takes them ("/v1/things/:id").
+	Method string
+	Path   string
+	// Summary and Tag group the operation in the document.
+	Summary string
+	Tag     string
+	// Scope is the API key scope the route requires.
+	Scope Scope
+	// Query documents query parameters.
+	Query []Param
+	// Body is a value of the request body's type, or nil.
+	Body any
+	// Response is a value of the success response's type, or nil.
+	Response any
+	// Status is the success status. Default 200.
+	Status  int
+	Handler fiber.Handler
+}
+
+// openAPI accumulates documented operations.
+type openAPI struct {
+	mu  sync.Mutex
+	ops []Operation
+}
+
+// Handle registers op's route under its scope and documents it.
+func (s *Server) Handle(op Operation) {
+	if op.Status == 0 {
+		op.Status = http.StatusOK
+	}
+	s.Group("", op.Scope).Add(op.Method, op.Path, op.Handler)
+	s.spec.mu.Lock()
+	s.spec.ops = append(s.spec.ops, op)
+	s.spec.mu.Unlock()
+}
+
+var pathParam = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
+
+// OpenAPI returns the OpenAPI 3.0 document of the operational routes and
+// every route registered with Handle.
+func (s *Server) OpenAPI() map[string]any {
+	s.spec.mu.Lock()
+	ops := append([]Operation(nil), s.spec.ops...)
+	s.spec.mu.Unlock()
+	schemas := &schemaSet{components: map[string]any{}}
+	schemas.of(envelope{})
+	schemas.components["Error"] = schemas.components["envelope"]
+	delete(schemas.components, "envelope")
+	errRef := map[string]any{"$ref": "#/components/schemas/Error"}
+	paths := map[string]any{}
+	add := func(path, method string, op map[string]any) {
+		item, _ := paths[path].(map[string]any)
+		if item == nil {
+			item = map[string]any{}
+			paths[path] = item
+		}
+		item[method] = op
+	}
+	plain := func(summary string, status int) map[string]any {
+		return map[string]any{"summary": summary, "tags": []string{"operations"},
+			"responses": map[string]any{strconv.Itoa(status): map[string]any{"description": http.StatusText(status)}}}
+	}
+	add(PathHealthz, "get", plain("Liveness", 200))
+	add(PathReadyz, "get", plain("Readiness of Redis (and ClickHouse when configured)", 200))
+	add(PathMetrics, "get", plain("Prometheus metrics", 200))
+	add(PathOpenAPI, "get", plain("This document", 200))
+	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
+	for _, op := range ops {
+		path := pathParam.ReplaceAllString(op.Path, "{$1}")
+		var params []any
+		for _, m := range pathParam.FindAllStringSubmatch(op.Path, -1) {
+			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+		}
+		for _, q := range op.Query {
+			typ := q.Type
+			if typ == "" {
+				typ = "string"
+			}
+			params = append(params, map[string]any{"name": q.Name, "in": "query", "required": q.Required,
+				"description": q.Description, "schema": map[string]any{"type": typ}})
+		}
+		success := map[string]any{"description": http.StatusText(op.Status)}
+		if sch := schemas.of(op.Response); sch != nil {
+			success["content"] = map[string]any{"application/json": map[string]any{"schema": sch}}
+		}
+		o := map[string]any{
+			"summary": op.Summary,
+			"responses": map[string]any{
+				strconv.Itoa(op.Status): success,
+				"default":               map[string]any{"description": "Error", "content": map[string]any{"application/json": map[string]any{"schema": errRef}}},
+			},
+			"security": []any{map[string]any{"bearer": []string{op.Scope.String()}}, map[string]any{"apiKey": []string{op.Scope.String()}}},
+		}
+		if op.Tag != "" {
+			o["tags"] = []string{op.Tag}
+		}
+		if len(params) > 0 {
+			o["parameters"] = params
+		}
+		if sch := schemas.of(op.Body); sch != nil {
+			o["requestBody"] = map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{"schema": sch}}}
+		}
+		add(path, strings.ToLower(op.Method), o)
+	}
+	return map[string]any{
+		"openapi": "3.0.3",
+		"info":    map[string]any{"title": "dropstream API", "version": "1"},
+		"paths":   paths,
+		"components": map[string]any{
+			"schemas": schemas.components,
+			"securitySchemes": map[string]any{
+				"bearer": map[string]any{"type": "http", "scheme": "bearer"},
+				"apiKey": map[string]any{"type": "apiKey", "in": "header", "name": HeaderAPIKey},
+			},
+		},
+	}
+}
