@@ -24,13 +24,16 @@ type RunnerConfig struct {
 	// ClaimInterval is how often stale pending entries are claimed. Default 5s.
 	ClaimInterval time.Duration
 	// ClaimIdle is how long an entry must stay pending, unacknowledged, before
-	// it is redelivered (to this copy or another). Default 30s. It must exceed
-	// HandlerTimeout, or a slow but live handler has its work taken over.
+	// it is redelivered (to this copy or another). Default 30s. It must
+	// exceed the longest a delivery can take — (Retry.MaxRetries+1) ×
+	// HandlerTimeout plus the retry pauses — or a slow but live handler has
+	// its work taken over; a batch that takes longer than ClaimIdle/2 is
+	// logged as a warning.
 	ClaimIdle time.Duration
 	// MaxDeliveries is how many deliveries a message gets before it is
 	// dead-lettered. Default 5.
 	MaxDeliveries int
-	// HandlerTimeout bounds one handler call. Default 10s.
+	// HandlerTimeout bounds one handler call. Default 5s.
 	HandlerTimeout time.Duration
 	// Retry configures in-process retries before a message is left pending.
 	Retry RetryConfig
@@ -82,7 +85,7 @@ func (c RunnerConfig) WithDefaults(stage string) RunnerConfig {
 		c.MaxDeliveries = 5
 	}
 	if c.HandlerTimeout == 0 {
-		c.HandlerTimeout = 10 * time.Second
+		c.HandlerTimeout = 5 * time.Second
 	}
 	if c.StatsInterval == 0 {
 		c.StatsInterval = 2 * time.Second
@@ -98,11 +101,11 @@ func (c RetryConfig) withDefaults() RetryConfig {
 	if c.MaxRetries == 0 {
 		c.MaxRetries = 2
 	}
-	if c.InitialInterval == 0 {
+	if c.InitialInterval <= 0 {
 		c.InitialInterval = 50 * time.Millisecond
 	}
-	if c.MaxInterval == 0 {
-		c.MaxInterval = time.Second
+	if c.MaxInterval < c.InitialInterval {
+		c.MaxInterval = max(time.Second, c.InitialInterval)
 	}
 	return c
 }
@@ -122,8 +125,9 @@ func (c RunnerConfig) Validate() error {
 	if c.ClaimInterval <= 0 {
 		errs = append(errs, fmt.Errorf("claim interval %s must be positive", c.ClaimInterval))
 	}
-	if c.ClaimIdle <= c.HandlerTimeout {
-		errs = append(errs, fmt.Errorf("claim idle %s must exceed handler timeout %s", c.ClaimIdle, c.HandlerTimeout))
+	if worst := c.worstDelivery(); c.ClaimIdle <= worst {
+		errs = append(errs, fmt.Errorf("claim idle %s must exceed the longest delivery %s (handler timeout %s × %d tries, plus retry pauses)",
+			c.ClaimIdle, worst, c.HandlerTimeout, c.tries()))
 	}
 	if c.MaxDeliveries < 1 {
 		errs = append(errs, fmt.Errorf("max deliveries %d must be at least 1", c.MaxDeliveries))
@@ -138,6 +142,19 @@ func (c RunnerConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("retry config %+v is inconsistent", c.Retry))
 	}
 	return errors.Join(errs...)
+}
+
+// tries is how many handler calls one delivery may make.
+func (c RunnerConfig) tries() int {
+	if c.Retry.Disabled {
+		return 1
+	}
+	return max(1, c.Retry.MaxRetries+1)
+}
+
+// worstDelivery is the longest one delivery may take.
+func (c RunnerConfig) worstDelivery() time.Duration {
+	return time.Duration(c.tries())*c.HandlerTimeout + time.Duration(c.tries()-1)*c.Retry.MaxInterval
 }
 
 // DefaultConsumerName returns "<hostname>-<pid>-<random>", unique per copy.

@@ -54,7 +54,7 @@ func runFaultConsumer(name string) int {
 	r, err := stream.NewRunner(rdb, stream.Stage{Name: "work", Topic: topic,
 		Config: stream.RunnerConfig{Consumer: name, BatchSize: 50, Block: 100 * time.Millisecond,
 			ClaimInterval: 100 * time.Millisecond, ClaimIdle: time.Second, HandlerTimeout: 500 * time.Millisecond,
-			MaxDeliveries: 3, ErrorBackoff: 200 * time.Millisecond},
+			MaxDeliveries: 3, ErrorBackoff: 200 * time.Millisecond, Retry: stream.RetryConfig{Disabled: true}},
 		Handler: func(ctx context.Context, m *stream.Message) error {
 			p := string(m.Payload)
 			tag := topic.HashTag(m.Partition)

@@ -130,9 +130,15 @@ func parseID(id string) (ms, seq uint64, ok bool) {
 
 // compareIDs orders two stream IDs; malformed IDs sort first.
 func compareIDs(a, b string) int {
-	am, as, _ := parseID(a)
-	bm, bs, _ := parseID(b)
+	am, as, aok := parseID(a)
+	bm, bs, bok := parseID(b)
 	switch {
+	case !aok && !bok:
+		return 0
+	case !aok:
+		return -1
+	case !bok:
+		return 1
 	case am < bm:
 		return -1
 	case am > bm:

@@ -17,20 +17,24 @@ func Logging(logger *slog.Logger, info StageInfo) Middleware {
 			outcome := Classify(err)
 			switch {
 			case outcome == OutcomeDeadLettered:
-				logger.ErrorContext(ctx, "message dead-lettered", attrsOf(msg, outcome, err)...)
+				logger.ErrorContext(ctx, "message dead-lettered", withStack(attrsOf(msg, outcome, err), err)...)
 			case outcome == OutcomeFailed:
-				args := attrsOf(msg, outcome, err)
-				var pe *PanicError
-				if errors.As(err, &pe) {
-					args = append(args, "stack", string(pe.Stack))
-				}
-				logger.WarnContext(ctx, "message failed", args...)
+				logger.WarnContext(ctx, "message failed", withStack(attrsOf(msg, outcome, err), err)...)
 			case logger.Enabled(ctx, slog.LevelDebug):
 				logger.DebugContext(ctx, "message handled", attrsOf(msg, outcome, err)...)
 			}
 			return err
 		}
 	}
+}
+
+// withStack adds the stack of a recovered panic to log arguments.
+func withStack(args []any, err error) []any {
+	var pe *PanicError
+	if errors.As(err, &pe) {
+		args = append(args, "stack", string(pe.Stack))
+	}
+	return args
 }
 
 func attrsOf(msg *Message, outcome Outcome, err error) []any {

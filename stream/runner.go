@@ -194,6 +194,13 @@ func (r *Runner) next(ctx context.Context, st *partitionState) ([]*Message, erro
 func (r *Runner) process(ctx context.Context, st *partitionState, msgs []*Message) {
 	var counts outcomeCounts
 	defer r.settled.add(&counts)
+	began := time.Now()
+	defer func() {
+		if took := time.Since(began); took > r.cfg.ClaimIdle/2 {
+			r.tel.Logger.WarnContext(ctx, "slow batch: messages near its end risk being claimed by another copy",
+				"stage", r.stage.Name, "stream", st.stream, "messages", len(msgs), "took", took, "claim_idle", r.cfg.ClaimIdle)
+		}
+	}()
 	var batchErrs []error
 	if r.batch != nil {
 		live := make([]*Message, 0, len(msgs))

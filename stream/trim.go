@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"math"
 	"strconv"
 	"time"
 
@@ -123,6 +124,9 @@ func nextID(id string) string {
 	ms, seq, ok := parseID(id)
 	if !ok {
 		return "0-0"
+	}
+	if seq == math.MaxUint64 {
+		return strconv.FormatUint(ms+1, 10) + "-0"
 	}
 	return strconv.FormatUint(ms, 10) + "-" + strconv.FormatUint(seq+1, 10)
 }

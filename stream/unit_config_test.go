@@ -21,7 +21,7 @@ func TestRunnerConfig_withDefaults(t *testing.T) {
 		ClaimInterval:  5 * time.Second,
 		ClaimIdle:      30 * time.Second,
 		MaxDeliveries:  5,
-		HandlerTimeout: 10 * time.Second,
+		HandlerTimeout: 5 * time.Second,
 		StatsInterval:  2 * time.Second,
 		ErrorBackoff:   2 * time.Second,
 		Retry:          RetryConfig{MaxRetries: 2, InitialInterval: 50 * time.Millisecond, MaxInterval: time.Second},
@@ -100,7 +100,11 @@ func TestRunnerConfig_validateRejectsEachBadField(t *testing.T) {
 		{"claim interval negative", func(c *RunnerConfig) { c.ClaimInterval = -time.Second }, "claim interval"},
 		{"claim idle equals handler timeout", func(c *RunnerConfig) { c.ClaimIdle = c.HandlerTimeout }, "claim idle"},
 		{"claim idle below handler timeout", func(c *RunnerConfig) { c.ClaimIdle = time.Second }, "claim idle"},
-		{"claim idle just above handler timeout", func(c *RunnerConfig) { c.ClaimIdle = c.HandlerTimeout + 1 }, ""},
+		{"claim idle below the longest delivery", func(c *RunnerConfig) { c.ClaimIdle = 2 * c.HandlerTimeout }, "longest delivery"},
+		{"claim idle just above the longest delivery", func(c *RunnerConfig) {
+			tries := time.Duration(c.Retry.MaxRetries + 1)
+			c.ClaimIdle = tries*c.HandlerTimeout + (tries-1)*c.Retry.MaxInterval + 1
+		}, ""},
 		{"max deliveries 0", func(c *RunnerConfig) { c.MaxDeliveries = 0 }, "max deliveries 0"},
 		{"max deliveries negative", func(c *RunnerConfig) { c.MaxDeliveries = -1 }, "max deliveries -1"},
 		{"max deliveries 1", func(c *RunnerConfig) { c.MaxDeliveries = 1 }, ""},

@@ -192,34 +192,41 @@ func TestRetry_callCounts(t *testing.T) {
 func TestRetry_stopsWhenContextEnds(t *testing.T) {
 	base := errors.New("fail")
 	slow := RetryConfig{MaxRetries: 5, InitialInterval: time.Hour, MaxInterval: time.Hour}
-
-	t.Run("already cancelled", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		cancel()
-		calls := 0
-		err := Chain(func(context.Context, *Message) error { calls++; return base }, Retry(slow))(ctx, nil)
-		if calls != 1 || err != base {
-			t.Errorf("calls %d, err %v; want 1 call returning the handler's error", calls, err)
-		}
-	})
-
-	t.Run("cancelled during the handler", func(t *testing.T) {
-		ctx, cancel := context.WithCancel(context.Background())
-		defer cancel()
-		calls := 0
-		done := make(chan error, 1)
-		go func() {
-			done <- Chain(func(context.Context, *Message) error { calls++; cancel(); return base }, Retry(slow))(ctx, nil)
-		}()
-		select {
-		case err := <-done:
-			if calls != 1 || err != base {
-				t.Errorf("calls %d, err %v; want 1 call returning the handler's error", calls, err)
+	tests := []struct {
+		name          string
+		cancelBefore  bool // cancel before the call
+		cancelInCall1 bool // the handler cancels during its first call
+	}{
+		{"already cancelled", true, false},
+		{"cancelled during the handler", false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			ctx, cancel := context.WithCancel(context.Background())
+			defer cancel()
+			if tc.cancelBefore {
+				cancel()
 			}
-		case <-time.After(30 * time.Second): // a safety net only: the pause is an hour
-			t.Fatal("Retry kept waiting for its backoff after the context ended")
-		}
-	})
+			calls := 0
+			h := Chain(func(context.Context, *Message) error {
+				calls++
+				if tc.cancelInCall1 {
+					cancel()
+				}
+				return base
+			}, Retry(slow))
+			done := make(chan error, 1)
+			go func() { done <- h(ctx, NewMessage("k", "t", nil)) }()
+			select {
+			case err := <-done:
+				if calls != 1 || err != base {
+					t.Errorf("calls %d, err %v; want 1 call returning the handler's error", calls, err)
+				}
+			case <-time.After(30 * time.Second): // a safety net only: the pause is an hour
+				t.Fatal("Retry kept waiting for its backoff after the context ended")
+			}
+		})
+	}
 }
 
 func TestGiveUp_attempts(t *testing.T) {
