@@ -2,6 +2,8 @@ package streambench_test
 
 import (
 	"context"
+	"io"
+	"log/slog"
 	"testing"
 	"time"
 
@@ -22,13 +24,14 @@ func (discard) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { ret
 func (discard) Shutdown(context.Context) error                             { return nil }
 
 func telemetry(b *testing.B, on bool) stream.Telemetry {
+	quiet := slog.New(slog.NewTextHandler(io.Discard, nil))
 	if !on {
-		return stream.Telemetry{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: noop.NewMeterProvider()}
+		return stream.Telemetry{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: noop.NewMeterProvider(), Logger: quiet}
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discard{}))
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 	b.Cleanup(func() { _ = tp.Shutdown(context.Background()); _ = mp.Shutdown(context.Background()) })
-	return stream.Telemetry{TracerProvider: tp, MeterProvider: mp, Propagator: propagation.TraceContext{}}
+	return stream.Telemetry{TracerProvider: tp, MeterProvider: mp, Propagator: propagation.TraceContext{}, Logger: quiet}
 }
 
 // BenchmarkStage_throughput consumes b.N pre-published messages with one
