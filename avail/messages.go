@@ -48,11 +48,17 @@ type Snapshot struct {
 // with Stable true. Baseline marks flips of a scope's first run, which
 // notify nobody unless the source asks for first sight.
 type Transition struct {
-	EventID  string    `json:"event_id"`
-	Entity   Entity    `json:"entity"`
-	ScopeKey string    `json:"scope_key"`
-	SourceID string    `json:"source_id"`
-	Kind     string    `json:"kind"`
+	EventID  string `json:"event_id"`
+	Entity   Entity `json:"entity"`
+	ScopeKey string `json:"scope_key"`
+	SourceID string `json:"source_id"`
+	Kind     string `json:"kind"`
+	// Raw is set on the run where the raw state flipped; the projection
+	// and sessions follow raw flips.
+	Raw bool `json:"raw,omitempty"`
+	// Stable is set once the flip held for Stabilization consecutive runs
+	// (on the flip itself when Stabilization is 1); notifications follow
+	// stable transitions.
 	Stable   bool      `json:"stable"`
 	Baseline bool      `json:"baseline,omitempty"`
 	Notify   bool      `json:"notify"`

@@ -25,6 +25,7 @@ func commands() []command {
 	return []command{
 		{"demo", "everything in one process: embedded Redis, sample sources, API on :8080", runDemo},
 		{"run", "run stages (and the API) against the configured Redis", runRun},
+		{"migrate", "create or upgrade the ClickHouse schema", runMigrate},
 		{"dlq", "dead letters: list, replay, purge", runDLQ},
 		{"bench", "benchmarks: bench stream", runBench},
 	}

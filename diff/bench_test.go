@@ -1,0 +1,132 @@
+package diff
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/testenv"
+)
+
+// churnFleet is a set of scopes of perScope entities each, where every run
+// of a scope slides its window over a ring of 2×perScope entities by one:
+// one entity closes and one opens, 1% churn at 100 entities.
+type churnFleet struct {
+	scopes []string
+	ring   [][]avail.Entity
+	runs   []int
+	perSc  int
+}
+
+func newChurnFleet(scopes, perScope int) *churnFleet {
+	f := &churnFleet{perSc: perScope, runs: make([]int, scopes)}
+	for s := range scopes {
+		venue := fmt.Sprintf("venue-%06d", s)
+		f.scopes = append(f.scopes, "src-resy-1|"+venue+"|2025-07-04|2|")
+		ring := make([]avail.Entity, 2*perScope)
+		for i := range ring {
+			hhmm := fmt.Sprintf("%02d:%02d", 10+i/12%12, i%12*5)
+			ring[i] = avail.Entity{Key: avail.SlotKey("resy", venue, "2025-07-04", hhmm, 2+i/144), Kind: avail.EntitySlot,
+				Provider: "resy", Venue: venue, VenueName: "Restaurant " + venue, Date: "2025-07-04", Time: hhmm,
+				PartySize: 2 + i/144, Attrs: map[string]string{"type": "Dining Room"}}
+		}
+		f.ring = append(f.ring, ring)
+	}
+	return f
+}
+
+// next returns the next snapshot of scope s.
+func (f *churnFleet) next(s int) avail.Snapshot {
+	r := f.runs[s]
+	f.runs[s]++
+	ents := make([]avail.Entity, f.perSc)
+	for i := range ents {
+		ents[i] = f.ring[s][(r+i)%len(f.ring[s])]
+	}
+	return avail.Snapshot{RunID: fmt.Sprintf("run-%09d", r), SourceID: "src-resy-1", Provider: "resy",
+		ScopeKey: f.scopes[s], RunAt: t0.Add(time.Duration(r) * time.Minute), StartedAt: t0, OK: true, Entities: ents}
+}
+
+// BenchmarkApply measures observations per second through the diff script
+// on a real redis-server: scopes of 100 entities, 1% churn per run, one
+// script per round trip (Apply) or 100 per pipeline (ApplyBatch). One op
+// is one snapshot.
+func BenchmarkApply(b *testing.B) {
+	const scopes, perScope = 1000, 100
+	for _, batch := range []int{1, 100} {
+		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+			rdb := dial(b, testenv.RedisURL(b))
+			ctx := context.Background()
+			topics := avail.NewTopics(8)
+			fleet := newChurnFleet(scopes, perScope)
+			warm := make([]Input, 0, scopes)
+			for range 2 { // baseline, then its confirmation: steady state
+				warm = warm[:0]
+				for s := range scopes {
+					warm = append(warm, Input{Snapshot: fleet.next(s), TraceParent: testTraceParent})
+				}
+				if _, err := ApplyBatch(ctx, rdb, topics, warm); err != nil {
+					b.Fatal(err)
+				}
+			}
+			inputs := make([]Input, batch)
+			next := 0
+			calls0, usec0 := evalshaStats(b, rdb)
+			b.ResetTimer()
+			for i := 0; i < b.N; i += batch {
+				n := min(batch, b.N-i)
+				for j := range n {
+					inputs[j] = Input{Snapshot: fleet.next(next), TraceParent: testTraceParent}
+					next = (next + 1) % scopes
+				}
+				var err error
+				if batch == 1 {
+					_, err = Apply(ctx, rdb, topics, inputs[0].Snapshot, inputs[0].TraceParent)
+				} else {
+					_, err = ApplyBatch(ctx, rdb, topics, inputs[:n])
+				}
+				if err != nil {
+					b.Fatal(err)
+				}
+			}
+			b.StopTimer()
+			b.ReportMetric(float64(b.N*perScope)/b.Elapsed().Seconds(), "observations/s")
+			if calls, usec := evalshaStats(b, rdb); calls > calls0 {
+				b.ReportMetric(float64(usec-usec0)/float64(calls-calls0), "redis-µs/script")
+			}
+		})
+	}
+}
+
+// evalshaStats returns the server's EVALSHA calls and microseconds so far
+// (INFO commandstats), or zeros when they cannot be read.
+func evalshaStats(b *testing.B, rdb redis.UniversalClient) (calls, usec int64) {
+	info, err := rdb.Info(context.Background(), "commandstats").Result()
+	if err != nil {
+		b.Logf("info commandstats: %v", err)
+		return 0, 0
+	}
+	for _, line := range strings.Split(info, "\n") {
+		rest, ok := strings.CutPrefix(strings.TrimSpace(line), "cmdstat_evalsha:")
+		if !ok {
+			continue
+		}
+		for _, kv := range strings.Split(rest, ",") {
+			k, v, _ := strings.Cut(kv, "=")
+			n, _ := strconv.ParseInt(v, 10, 64)
+			switch k {
+			case "calls":
+				calls = n
+			case "usec":
+				usec = n
+			}
+		}
+	}
+	return calls, usec
+}

@@ -1,0 +1,174 @@
+-- diff.lua applies one snapshot of one scope atomically; see script.go for
+-- KEYS and ARGV and the package documentation for the semantics. Every read
+-- and check comes before the first write: Redis does not roll a script back.
+local open_key, scope_hash, pend_key, tr_stream, run_stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local run_id, run_at_ms, run_at, started_at = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
+local scope, source_id, provider = ARGV[5], ARGV[6], ARGV[7]
+local ok, err_msg, k, nfs = ARGV[8] == '1', ARGV[9], tonumber(ARGV[10]), ARGV[11] == '1'
+local traceparent, trace_id, ttl = ARGV[12], ARGV[13], ARGV[14]
+local FIRST = 15 -- ARGV[FIRST..] are (entity key, entity JSON) pairs
+local nobs = (#ARGV - FIRST + 1) / 2
+
+-- newer reports whether (at, id) orders after (last_at, last_id): run_at
+-- first, then run_id byte by byte (Lua's < on strings follows the locale).
+local function newer(at, id, last_at, last_id)
+  if at ~= last_at then return at > last_at end
+  if id == last_id then return false end
+  for i = 1, math.min(#id, #last_id) do
+    local a, b = string.byte(id, i), string.byte(last_id, i)
+    if a ~= b then return a > b end
+  end
+  return #id > #last_id
+end
+
+local function emit(stream, typ, payload)
+  if traceparent ~= '' then
+    redis.call('XADD', stream, '*', 'key', scope, 'type', typ, 'payload', payload, 'traceparent', traceparent)
+  else
+    redis.call('XADD', stream, '*', 'key', scope, 'type', typ, 'payload', payload)
+  end
+end
+
+local function run_record(status, observed, opened, closed, applied)
+  local r = {run_id = run_id, source_id = source_id, provider = provider, scope_key = scope,
+    started_at = started_at, run_at = run_at, status = status, observed = observed,
+    opened = opened, closed = closed, applied = applied}
+  if err_msg ~= '' then r.error = err_msg end
+  if trace_id ~= '' then r.trace_id = trace_id end
+  emit(run_stream, 'avail.run', cjson.encode(r))
+end
+
+local last = redis.call('HMGET', scope_hash, 'at', 'id', 'ok')
+if last[1] and not newer(run_at_ms, run_id, tonumber(last[1]), last[2]) then
+  run_record(ok and 'ok' or 'failed', nobs, 0, 0, false)
+  return {0, 0, 0, 0, 0}
+end
+if not ok then
+  redis.call('HSET', scope_hash, 'at', ARGV[2], 'id', run_id)
+  for _, key in ipairs({open_key, scope_hash, pend_key}) do redis.call('PEXPIRE', key, ttl) end
+  run_record('failed', 0, 0, 0, true)
+  return {1, 0, 0, 0, 0}
+end
+
+local baseline = not last[3]
+local prev_ok = last[3] or ''
+
+-- Set diff against the raw open set.
+local obs = {} -- entity key -> ARGV index of its JSON
+for i = FIRST, #ARGV, 2 do obs[ARGV[i]] = i + 1 end
+local isopen, to_close, to_open = {}, {}, {}
+for _, key in ipairs(redis.call('SMEMBERS', open_key)) do
+  isopen[key] = true
+  if not obs[key] then to_close[#to_close + 1] = key end
+end
+for i = FIRST, #ARGV, 2 do
+  local key = ARGV[i]
+  if not isopen[key] then
+    to_open[#to_open + 1] = key
+    isopen[key] = true
+  end
+end
+
+-- Entities pending before this run: flipped back, or one run closer.
+local pend = redis.call('HGETALL', pend_key)
+local back, confirmed, hset, hdel = {}, {}, {}, {}
+for i = 1, #pend, 2 do
+  local key = pend[i]
+  local kc, count, b, seen = string.match(pend[i + 1], '^([oc])(%d+)(b?):?(.*)$')
+  if not kc then return redis.error_reply('diff: corrupt pending entry of ' .. key .. ' in ' .. pend_key) end
+  if (kc == 'o') ~= (obs[key] ~= nil) then
+    back[key] = true
+    hdel[#hdel + 1] = key
+  else
+    count = tonumber(count) + 1
+    if count >= k then
+      confirmed[#confirmed + 1] = {key, kc == 'o' and 'open' or 'close', b == 'b', seen}
+      hdel[#hdel + 1] = key
+    else
+      hset[#hset + 1] = key
+      hset[#hset + 1] = kc .. count .. b .. (seen ~= '' and (':' .. seen) or '')
+    end
+  end
+end
+
+-- entity rebuilds a closed entity from its key, as avail.ParseKey does.
+local function entity(key)
+  local p, from = {}, 1
+  while true do
+    local i = string.find(key, '|', from, true)
+    if not i then
+      p[#p + 1] = string.sub(key, from)
+      break
+    end
+    p[#p + 1] = string.sub(key, from, i - 1)
+    from = i + 1
+  end
+  if #p == 2 and p[1] == 'source' then
+    return {key = key, kind = 'source', provider = '', venue = p[2]}
+  end
+  local e = {key = key, kind = 'slot', provider = p[1], venue = p[2], date = p[3], time = p[4], party_size = tonumber(p[5])}
+  if e.time == '*' then
+    e.kind, e.time = 'restaurant', nil
+  end
+  return e
+end
+
+local out = {}
+local function transition(key, kind, stable, raw, base, last_seen)
+  local t = {event_id = redis.sha1hex(run_id .. '\n' .. key .. '\n' .. kind .. '\n' .. (stable and 'stable' or 'raw')),
+    scope_key = scope, source_id = source_id, kind = kind, stable = stable,
+    notify = stable and (nfs or not base), run_id = run_id, run_at = run_at}
+  if base then t.baseline = true end
+  if raw then t.raw = true end
+  if last_seen ~= '' then t.last_seen = last_seen end
+  if trace_id ~= '' then t.trace_id = trace_id end
+  local ent
+  if kind == 'open' then ent = ARGV[obs[key]] else ent = cjson.encode(entity(key)) end
+  out[#out + 1] = '{"entity":' .. ent .. ',' .. string.sub(cjson.encode(t), 2)
+end
+
+local opened, closed, s_opened, s_closed = #to_open, #to_close, 0, 0
+for _, key in ipairs(to_close) do
+  if back[key] then
+    transition(key, 'close', false, true, false, prev_ok)
+  elseif k == 1 then
+    s_closed = s_closed + 1
+    transition(key, 'close', true, true, false, prev_ok)
+  else
+    hset[#hset + 1] = key
+    hset[#hset + 1] = 'c1:' .. prev_ok
+    transition(key, 'close', false, true, false, prev_ok)
+  end
+end
+for _, key in ipairs(to_open) do
+  if back[key] then
+    transition(key, 'open', false, true, baseline, '')
+  elseif k == 1 then
+    s_opened = s_opened + 1
+    transition(key, 'open', true, true, baseline, '')
+  else
+    hset[#hset + 1] = key
+    hset[#hset + 1] = baseline and 'o1b' or 'o1'
+    transition(key, 'open', false, true, baseline, '')
+  end
+end
+for _, c in ipairs(confirmed) do
+  if c[2] == 'open' then s_opened = s_opened + 1 else s_closed = s_closed + 1 end
+  transition(c[1], c[2], true, false, c[3], c[4])
+end
+
+-- Writes. Commands take at most 1000 arguments of a list at a time.
+local function chunked(cmd, key, list)
+  for i = 1, #list, 1000 do
+    redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
+  end
+end
+chunked('SADD', open_key, to_open)
+chunked('SREM', open_key, to_close)
+chunked('HDEL', pend_key, hdel)
+chunked('HSET', pend_key, hset)
+redis.call('HSET', scope_hash, 'at', ARGV[2], 'id', run_id, 'ok', run_at)
+for _, key in ipairs({open_key, scope_hash, pend_key}) do redis.call('PEXPIRE', key, ttl) end
+for _, payload in ipairs(out) do emit(tr_stream, 'avail.transition', payload) end
+run_record('ok', nobs, opened, closed, true)
+return {1, opened, closed, s_opened, s_closed}

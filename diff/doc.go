@@ -1,0 +1,66 @@
+// Package diff is the diff stage of the availability pipeline: it turns
+// snapshots (avail.Snapshot on avail.Topics.Snapshots) into transitions
+// (on avail.Topics.Transitions) and run records (on avail.Topics.Runs).
+//
+// # Semantics
+//
+// Per scope, each snapshot is applied by one Lua script, atomically:
+//
+//   - Ordering. A scope remembers the last applied run as (run_at in
+//     milliseconds, run_id). A snapshot whose (run_at, run_id) is not greater
+//     (run_at first, then run_id compared byte-wise) changes nothing: a
+//     replay or a late run. Its run record says Applied false. Failed runs
+//     (OK false) are applied too — they advance the last run, so a replay of
+//     a failed run is not applied twice and a late OK run older than a newer
+//     failed one is ignored — but they never touch the open set or the
+//     stabilization counters.
+//   - Set diff. For an applied OK run, to_open = observed − open and
+//     to_close = open − observed, against the scope's raw open set. Every
+//     raw flip is emitted as a raw transition (Raw true).
+//   - Stabilization, k = Snapshot.Stabilization (0 means 2, valid 1..10).
+//     Each entity has a stable state (closed until first confirmed open). A
+//     raw flip away from the stable state records a pending entry with
+//     count 1; every later applied OK run in which the raw state still
+//     differs from the stable state increments it, and at count k a stable
+//     transition (Stable true) is emitted and the entry dropped. A raw flip
+//     back to the stable state before that drops the entry: flapping
+//     notifies nobody, though its raw flips are emitted. With k == 1 a flip
+//     away from the stable state is emitted once, with Raw and Stable true.
+//   - Baseline. The opens of a scope's first applied OK run carry Baseline
+//     true, as do the stable confirmations of those same pending entries.
+//     Notify = Stable && (!Baseline || Snapshot.NotifyFirstSight).
+//   - LastSeen. A close carries the run_at of the scope's previous applied
+//     OK run: the last run in which the entity was observed. Opens carry
+//     the entity as the snapshot gave it; closes carry avail.ParseKey of
+//     the entity key (the open set stores keys only).
+//   - Event ids are avail.EventID(run_id, entity key, kind, stable), computed
+//     in Lua with redis.sha1hex over the same string.
+//
+// Because the transitions and the run record are appended by the same
+// script that changes the state, a crash between the script and the
+// acknowledgement only replays the snapshot, which is then a no-op: nothing
+// is lost and nothing is emitted twice.
+//
+// # Redis layout
+//
+// For scope key s in partition p = Snapshots.Partition(s), with tag
+// "{avail.p}" (see Keys):
+//
+//	ds:{avail.p}:diff:open:<s>   SET of the raw open entity keys
+//	ds:{avail.p}:diff:scope:<s>  HASH at (last run_at ms), id (last run_id),
+//	                             ok (run_at of the last applied OK run, as JSON text)
+//	ds:{avail.p}:diff:pend:<s>   HASH entity key → pending entry, only for
+//	                             entities whose raw state differs from their
+//	                             stable state: "<o|c><count>[b][:<last seen>]"
+//	ds:{avail.p}:transitions     stream of transitions (avail.TypeTransition)
+//	ds:{avail.p}:runs            stream of run records (avail.TypeRun)
+//
+// All five keys share the partition's hash tag, so the script touches one
+// slot, also on Redis Cluster. The three state keys expire StateTTL after
+// the scope's last applied run, so scopes that are no longer polled (past
+// dates) do not keep memory forever; a scope polled again after that starts
+// over with a baseline run.
+//
+// Model is a pure-Go reference implementation of the same semantics, used by
+// the tests to check the script.
+package diff

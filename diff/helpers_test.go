@@ -1,0 +1,232 @@
+package diff
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// backend is a Redis the script suite runs against; client returns a
+// client on an empty database of the test's own.
+type backend struct {
+	name   string
+	client func(t *testing.T) redis.UniversalClient
+}
+
+func backends() []backend {
+	return []backend{
+		{"miniredis", func(t *testing.T) redis.UniversalClient {
+			return dial(t, "redis://"+miniredis.RunT(t).Addr())
+		}},
+		{"redis-server", func(t *testing.T) redis.UniversalClient {
+			return dial(t, testenv.RedisURL(t))
+		}},
+	}
+}
+
+func dial(t testing.TB, url string) redis.UniversalClient {
+	t.Helper()
+	rdb, err := stream.Dial(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+// waitTimeout bounds every wait of the tests.
+const waitTimeout = 20 * time.Second
+
+// Test fixtures: a traceparent, its trace id, a base time.
+const (
+	testTraceParent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+	testTraceID     = "0af7651916cd43dd8448eb211c80319c"
+)
+
+var t0 = time.Date(2025, 7, 1, 18, 0, 0, 123456789, time.UTC)
+
+// slot returns a slot entity with a venue name and attributes.
+func slot(venue, hhmm string) avail.Entity {
+	return avail.Entity{Key: avail.SlotKey("resy", venue, "2025-07-04", hhmm, 2), Kind: avail.EntitySlot,
+		Provider: "resy", Venue: venue, VenueName: "Chez " + venue, Date: "2025-07-04", Time: hhmm, PartySize: 2,
+		Attrs: map[string]string{"table": "patio", "note": "<b>&amp; \"quoted\"</b>"}}
+}
+
+// snapOf returns an OK snapshot of scope with run i at t0+i minutes.
+func snapOf(scope string, i int, k int, entities ...avail.Entity) avail.Snapshot {
+	return avail.Snapshot{RunID: fmt.Sprintf("run-%04d", i), SourceID: "src-1", Provider: "resy", ScopeKey: scope,
+		RunAt: t0.Add(time.Duration(i) * time.Minute), StartedAt: t0.Add(time.Duration(i)*time.Minute - time.Second),
+		OK: true, Entities: entities, Stabilization: k}
+}
+
+// entry is one decoded stream entry.
+type entry struct {
+	fields map[string]string
+}
+
+// readStream returns every entry of a stream, oldest first.
+func readStream(t testing.TB, rdb redis.UniversalClient, key string) []entry {
+	t.Helper()
+	xs, err := rdb.XRange(context.Background(), key, "-", "+").Result()
+	if err != nil {
+		t.Fatalf("xrange %s: %v", key, err)
+	}
+	out := make([]entry, len(xs))
+	for i, x := range xs {
+		out[i].fields = map[string]string{}
+		for k, v := range x.Values {
+			out[i].fields[k], _ = v.(string)
+		}
+	}
+	return out
+}
+
+// transitionsOf decodes the transitions stream of a scope's partition,
+// checking every entry's stream fields.
+func transitionsOf(t testing.TB, rdb redis.UniversalClient, topics avail.Topics, scope string) []Transition {
+	t.Helper()
+	keys, err := KeysOf(topics, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []Transition
+	for _, e := range readStream(t, rdb, keys.Transitions) {
+		if e.fields["key"] != scope {
+			continue
+		}
+		if e.fields["type"] != avail.TypeTransition {
+			t.Errorf("transition entry type %q, want %q", e.fields["type"], avail.TypeTransition)
+		}
+		var tr Transition
+		if err := json.Unmarshal([]byte(e.fields["payload"]), &tr); err != nil {
+			t.Fatalf("decode transition %s: %v", e.fields["payload"], err)
+		}
+		out = append(out, tr)
+	}
+	return out
+}
+
+// runsOf decodes the run records of a scope.
+func runsOf(t testing.TB, rdb redis.UniversalClient, topics avail.Topics, scope string) []avail.RunRecord {
+	t.Helper()
+	keys, err := KeysOf(topics, scope)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []avail.RunRecord
+	for _, e := range readStream(t, rdb, keys.Runs) {
+		if e.fields["key"] != scope {
+			continue
+		}
+		if e.fields["type"] != avail.TypeRun {
+			t.Errorf("run entry type %q, want %q", e.fields["type"], avail.TypeRun)
+		}
+		var r avail.RunRecord
+		if err := json.Unmarshal([]byte(e.fields["payload"]), &r); err != nil {
+			t.Fatalf("decode run record %s: %v", e.fields["payload"], err)
+		}
+		out = append(out, r)
+	}
+	return out
+}
+
+// normTime returns tm in UTC (zero stays zero), so times decoded from JSON
+// compare equal with reflect.DeepEqual; normTransition, normRun and
+// normState apply it to every time of a value.
+func normTime(tm time.Time) time.Time {
+	if tm.IsZero() {
+		return time.Time{}
+	}
+	return tm.UTC()
+}
+
+func normTransition(tr Transition) Transition {
+	tr.RunAt, tr.LastSeen = normTime(tr.RunAt), normTime(tr.LastSeen)
+	return tr
+}
+
+func normRun(r avail.RunRecord) avail.RunRecord {
+	r.RunAt, r.StartedAt = normTime(r.RunAt), normTime(r.StartedAt)
+	return r
+}
+
+func normState(s State) State {
+	s.LastRunAt, s.LastOKRunAt = normTime(s.LastRunAt), normTime(s.LastOKRunAt)
+	if len(s.Open) == 0 {
+		s.Open = nil
+	}
+	if len(s.Pending) == 0 {
+		s.Pending = nil
+	}
+	for k, p := range s.Pending {
+		p.LastSeen = normTime(p.LastSeen)
+		s.Pending[k] = p
+	}
+	return s
+}
+
+// sameTransitions compares two lists as multisets by event id and fields.
+func sameTransitions(t testing.TB, what string, got, want []Transition) {
+	t.Helper()
+	index := func(ts []Transition) map[string][]Transition {
+		m := map[string][]Transition{}
+		for _, tr := range ts {
+			m[tr.EventID] = append(m[tr.EventID], normTransition(tr))
+		}
+		return m
+	}
+	g, w := index(got), index(want)
+	for id, ws := range w {
+		if !reflect.DeepEqual(g[id], ws) {
+			t.Errorf("%s: event %s:\n got %+v\nwant %+v", what, id, g[id], ws)
+		}
+	}
+	for id, gs := range g {
+		if _, ok := w[id]; !ok {
+			t.Errorf("%s: unexpected event %s: %+v", what, id, gs)
+		}
+	}
+}
+
+// describe is a short, readable form of a transition for table tests:
+// "<kind> <venue> raw|stable|raw+stable [baseline] [notify]".
+func describe(tr Transition) string {
+	var b strings.Builder
+	b.WriteString(tr.Kind + " " + tr.Entity.Venue + " ")
+	switch {
+	case tr.Raw && tr.Stable:
+		b.WriteString("raw+stable")
+	case tr.Stable:
+		b.WriteString("stable")
+	default:
+		b.WriteString("raw")
+	}
+	if tr.Baseline {
+		b.WriteString(" baseline")
+	}
+	if tr.Notify {
+		b.WriteString(" notify")
+	}
+	return b.String()
+}
+
+func describeAll(ts []Transition) []string {
+	out := make([]string, 0, len(ts))
+	for _, tr := range ts {
+		out = append(out, describe(tr))
+	}
+	slices.Sort(out)
+	return out
+}

@@ -1,0 +1,179 @@
+package diff
+
+import (
+	"context"
+	"encoding/json"
+	"reflect"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/avail"
+)
+
+// testPayloadsDecode checks, field by field, that the script's entries
+// decode with encoding/json into avail.Transition and avail.RunRecord.
+func testPayloadsDecode(t *testing.T, rdb redis.UniversalClient) {
+	ctx := context.Background()
+	topics := avail.NewTopics(4)
+	const scope = "src-1|v1|2025-07-04|2|"
+	a := slot("a", "19:00")
+	rest := avail.Entity{Key: avail.RestaurantKey("resy", "r1", "2025-07-04", 4), Kind: avail.EntityRestaurant,
+		Provider: "resy", Venue: "r1", Date: "2025-07-04", PartySize: 4}
+	src := avail.Entity{Key: avail.SourceKey("src-1"), Kind: avail.EntitySource, Venue: "src-1"}
+	snaps := []avail.Snapshot{
+		snapOf(scope, 1, 2, a, rest, src),
+		snapOf(scope, 2, 2, a, rest, src),
+		snapOf(scope, 3, 2),
+		snapOf(scope, 4, 2),
+	}
+	snaps[0].Error = "" // ok runs carry no error
+	for _, s := range snaps {
+		if _, err := Apply(ctx, rdb, topics, s, testTraceParent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys, _ := KeysOf(topics, scope)
+	entries := readStream(t, rdb, keys.Transitions)
+	if len(entries) != 12 {
+		t.Fatalf("%d transition entries, want 12", len(entries))
+	}
+	type want struct {
+		run                           int
+		entity                        avail.Entity
+		kind                          string
+		raw, stable, baseline, notify bool
+		lastSeen                      time.Time
+	}
+	closed := func(e avail.Entity) avail.Entity { p, _ := avail.ParseKey(e.Key); return p }
+	seen2 := snaps[1].RunAt
+	wants := map[string]want{}
+	add := func(w want) {
+		wants[avail.EventID(snaps[w.run-1].RunID, w.entity.Key, w.kind, w.stable)] = w
+	}
+	for _, e := range []avail.Entity{a, rest, src} {
+		add(want{run: 1, entity: e, kind: avail.KindOpen, raw: true, baseline: true})
+		add(want{run: 2, entity: e, kind: avail.KindOpen, stable: true, baseline: true})
+		add(want{run: 3, entity: closed(e), kind: avail.KindClose, raw: true, lastSeen: seen2})
+		add(want{run: 4, entity: closed(e), kind: avail.KindClose, stable: true, notify: true, lastSeen: seen2})
+	}
+	for _, e := range entries {
+		if e.fields["key"] != scope || e.fields["type"] != avail.TypeTransition || e.fields["traceparent"] != testTraceParent {
+			t.Errorf("entry fields %v: want key %q, type %q, traceparent %q", e.fields, scope, avail.TypeTransition, testTraceParent)
+		}
+		var tr avail.Transition
+		if err := json.Unmarshal([]byte(e.fields["payload"]), &tr); err != nil {
+			t.Fatalf("decode %s: %v", e.fields["payload"], err)
+		}
+		var raw struct {
+			Raw bool `json:"raw"`
+		}
+		_ = json.Unmarshal([]byte(e.fields["payload"]), &raw)
+		w, ok := wants[tr.EventID]
+		if !ok {
+			t.Errorf("unexpected event id %s in %s", tr.EventID, e.fields["payload"])
+			continue
+		}
+		delete(wants, tr.EventID)
+		snap := snaps[w.run-1]
+		if !reflect.DeepEqual(tr.Entity, w.entity) {
+			t.Errorf("%s %s entity %+v, want %+v", tr.Kind, tr.EventID, tr.Entity, w.entity)
+		}
+		if tr.ScopeKey != scope || tr.SourceID != "src-1" || tr.Kind != w.kind || tr.RunID != snap.RunID ||
+			tr.TraceID != testTraceID || raw.Raw != w.raw || tr.Stable != w.stable || tr.Baseline != w.baseline ||
+			tr.Notify != w.notify {
+			t.Errorf("transition %s:\n got %+v raw=%v\nwant %+v", e.fields["payload"], tr, raw.Raw, w)
+		}
+		if !tr.RunAt.Equal(snap.RunAt) || !tr.LastSeen.Equal(w.lastSeen) {
+			t.Errorf("transition %s: run_at %v last_seen %v, want %v and %v", tr.EventID, tr.RunAt, tr.LastSeen, snap.RunAt, w.lastSeen)
+		}
+	}
+	if len(wants) > 0 {
+		t.Errorf("missing transitions: %+v", wants)
+	}
+
+	runs := readStream(t, rdb, keys.Runs)
+	if len(runs) != len(snaps) {
+		t.Fatalf("%d run records, want %d", len(runs), len(snaps))
+	}
+	for i, e := range runs {
+		var r avail.RunRecord
+		if err := json.Unmarshal([]byte(e.fields["payload"]), &r); err != nil {
+			t.Fatal(err)
+		}
+		s := snaps[i]
+		want := avail.RunRecord{RunID: s.RunID, SourceID: s.SourceID, Provider: s.Provider, ScopeKey: scope,
+			StartedAt: s.StartedAt, RunAt: s.RunAt, Status: avail.StatusOK, Observed: len(s.Entities),
+			Opened: []int{3, 0, 0, 0}[i], Closed: []int{0, 0, 3, 0}[i], Applied: true, TraceID: testTraceID}
+		if !reflect.DeepEqual(normRun(r), normRun(want)) || e.fields["type"] != avail.TypeRun || e.fields["traceparent"] != testTraceParent {
+			t.Errorf("run record %d %v:\n got %+v\nwant %+v", i, e.fields, r, want)
+		}
+	}
+	// A failed run and its replay: status, error, applied.
+	failed := snapOf(scope, 5, 2)
+	failed.OK, failed.Error = false, "HTTP 429: slow down"
+	for range 2 {
+		if _, err := Apply(ctx, rdb, topics, failed, testTraceParent); err != nil {
+			t.Fatal(err)
+		}
+	}
+	recs := runsOf(t, rdb, topics, scope)
+	for i, r := range recs[len(recs)-2:] {
+		if r.Status != avail.StatusFailed || r.Error != failed.Error || r.Applied != (i == 0) || r.Observed != 0 {
+			t.Errorf("failed run record %d: %+v", i, r)
+		}
+	}
+}
+
+// testEventIDsMatchGo checks that redis.sha1hex in the script and
+// avail.EventID agree, also on multi-byte keys and ids.
+func testEventIDsMatchGo(t *testing.T, rdb redis.UniversalClient) {
+	topics := avail.NewTopics(3)
+	ents := []avail.Entity{slot("café", "19:00"), slot("日本-料理", "07:15"), slot("🍣", "23:59")}
+	for i, id := range []string{"run-ascii", "rün-ütf8-€", "1700000000000-0"} {
+		snap := snapOf("ids", 1, 1, ents...)
+		if i == 1 {
+			snap.Entities = nil // close them all, to reopen them next
+		}
+		snap.RunID = id
+		snap.RunAt = snap.RunAt.Add(time.Duration(len(id)) * time.Hour) // each run newer
+		if _, err := Apply(context.Background(), rdb, topics, snap, ""); err != nil {
+			t.Fatal(err)
+		}
+	}
+	ts := transitionsOf(t, rdb, topics, "ids")
+	if len(ts) != 9 {
+		t.Fatalf("%d transitions, want 9 (opens, closes, opens)", len(ts))
+	}
+	for _, tr := range ts {
+		if want := avail.EventID(tr.RunID, tr.Entity.Key, tr.Kind, tr.Stable); tr.EventID != want {
+			t.Errorf("event id of %s %s in %s: script %s, Go %s", tr.Kind, tr.Entity.Key, tr.RunID, tr.EventID, want)
+		}
+	}
+}
+
+// testWithoutTraceparent checks that an empty or malformed traceparent
+// writes no traceparent field and no trace_id.
+func testWithoutTraceparent(t *testing.T, rdb redis.UniversalClient) {
+	topics := avail.NewTopics(1)
+	for i, tp := range []string{"", "garbage", "00-00000000000000000000000000000000-b7ad6b7169203331-01"} {
+		if _, err := Apply(context.Background(), rdb, topics, snapOf("nt", i+1, 1, slot(string(rune('a'+i)), "19:00")), tp); err != nil {
+			t.Fatal(err)
+		}
+	}
+	keys, _ := KeysOf(topics, "nt")
+	for _, k := range []string{keys.Transitions, keys.Runs} {
+		for _, e := range readStream(t, rdb, k) {
+			if _, ok := e.fields["traceparent"]; ok {
+				t.Errorf("%s entry has traceparent: %v", k, e.fields)
+			}
+			var v struct {
+				TraceID *string `json:"trace_id"`
+			}
+			if err := json.Unmarshal([]byte(e.fields["payload"]), &v); err != nil || v.TraceID != nil {
+				t.Errorf("%s payload %s has a trace_id (%v)", k, e.fields["payload"], err)
+			}
+		}
+	}
+}

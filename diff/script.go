@@ -1,0 +1,201 @@
+package diff
+
+import (
+	"context"
+	_ "embed"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/avail"
+)
+
+// luaSource is the diff script. KEYS: open set, scope hash, pending hash,
+// transitions stream, runs stream (see Keys). ARGV: run_id, run_at (ms),
+// run_at (JSON text), started_at (JSON text), scope key, source id,
+// provider, ok ("1"/"0"), error, k, notify_first_sight ("1"/"0"),
+// traceparent, trace id, state TTL (ms), then one (entity key, entity JSON)
+// pair per observed entity. It returns {applied, opened, closed,
+// stable opened, stable closed}.
+//
+//go:embed diff.lua
+var luaSource string
+
+var script = redis.NewScript(luaSource)
+
+// Input is one snapshot to apply with the W3C traceparent of the span that
+// processes it.
+type Input struct {
+	Snapshot    avail.Snapshot
+	TraceParent string
+}
+
+// Apply applies one snapshot to its scope's diff state and appends its
+// transitions and run record to the partition's output streams, in one
+// atomic script (see the package documentation for the semantics).
+// traceparent, a W3C traceparent or "", is stored on every appended entry
+// so the trace continues into the stages that read them; its trace id goes
+// into the payloads' trace_id. The snapshot must pass Validate, otherwise
+// the error wraps ErrInvalidSnapshot and nothing is written. Apply is
+// idempotent: applying a snapshot again changes nothing and only appends a
+// run record with Applied false. So Result.Applied false may also mean that
+// an earlier attempt applied it: the Redis client retries a script whose
+// reply timed out (a snapshot near avail.MaxEntities can run for seconds).
+func Apply(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, snap avail.Snapshot, traceparent string) (Result, error) {
+	keys, args, err := prepare(topics, Input{Snapshot: snap, TraceParent: traceparent})
+	if err != nil {
+		return Result{}, err
+	}
+	reply, err := script.Run(ctx, rdb, keys, args...).Int64Slice()
+	if err != nil {
+		return Result{}, fmt.Errorf("diff: apply run %q of scope %q: %w", snap.RunID, snap.ScopeKey, err)
+	}
+	return parseReply(reply)
+}
+
+// ApplyBatch applies the snapshots in order, pipelining their scripts in
+// one round trip (per cluster node). Results are by index. Every input is
+// validated first; if one is invalid nothing is applied and the error wraps
+// ErrInvalidSnapshot. On a Redis error some snapshots may have been applied
+// and others not (their Result is zero); since applying is idempotent,
+// retrying the whole batch is safe. Snapshots of one scope in one batch are
+// applied in the batch's order, with one exception: a snapshot whose script
+// was missing from the server's cache (NOSCRIPT) is retried after the
+// others, so if the cache was loaded by another client in the middle of
+// the pipeline it may follow a newer snapshot of its scope and be ignored
+// as a late run.
+func ApplyBatch(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, inputs []Input) ([]Result, error) {
+	type call struct {
+		keys []string
+		args []any
+	}
+	calls := make([]call, len(inputs))
+	for i, in := range inputs {
+		keys, args, err := prepare(topics, in)
+		if err != nil {
+			return nil, fmt.Errorf("diff: batch input %d: %w", i, err)
+		}
+		calls[i] = call{keys, args}
+	}
+	results := make([]Result, len(inputs))
+	todo := make([]int, len(inputs))
+	for i := range todo {
+		todo[i] = i
+	}
+	for attempt := 0; len(todo) > 0; attempt++ {
+		pipe := rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(todo))
+		for j, i := range todo {
+			cmds[j] = script.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
+		}
+		_, _ = pipe.Exec(ctx) // errors are read per command
+		var errs []error
+		var missing []int
+		for j, i := range todo {
+			reply, err := cmds[j].Int64Slice()
+			if err == nil {
+				results[i], err = parseReply(reply)
+			}
+			switch {
+			case err == nil:
+			case attempt == 0 && isNoScript(err):
+				missing = append(missing, i)
+			default:
+				errs = append(errs, fmt.Errorf("run %q of scope %q: %w", inputs[i].Snapshot.RunID, inputs[i].Snapshot.ScopeKey, err))
+			}
+		}
+		if len(errs) > 0 {
+			return results, fmt.Errorf("diff: apply batch: %w", errors.Join(errs...))
+		}
+		if len(missing) > 0 {
+			if err := script.Load(ctx, rdb).Err(); err != nil {
+				return results, fmt.Errorf("diff: load script: %w", err)
+			}
+		}
+		todo = missing
+	}
+	return results, nil
+}
+
+// isNoScript reports whether err means the script is not cached.
+func isNoScript(err error) bool {
+	return errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// prepare validates an input and builds the script's keys and arguments.
+func prepare(topics avail.Topics, in Input) ([]string, []any, error) {
+	snap := in.Snapshot
+	if err := Validate(snap); err != nil {
+		return nil, nil, err
+	}
+	keys, err := KeysOf(topics, snap.ScopeKey)
+	if err != nil {
+		return nil, nil, err
+	}
+	obs := observed(snap)
+	tp, traceID := traceParent(in.TraceParent)
+	args := make([]any, 0, 14+2*len(obs))
+	args = append(args, snap.RunID, strconv.FormatInt(snap.RunAt.UnixMilli(), 10),
+		timeText(snap.RunAt), timeText(snap.StartedAt), snap.ScopeKey, snap.SourceID, snap.Provider,
+		flag(snap.OK), runError(snap), strconv.Itoa(stabilization(snap)), flag(snap.NotifyFirstSight),
+		tp, traceID, strconv.FormatInt(StateTTL.Milliseconds(), 10))
+	for _, e := range obs {
+		b, err := json.Marshal(e)
+		if err != nil {
+			return nil, nil, fmt.Errorf("%w: entity %q: %w", ErrInvalidSnapshot, e.Key, err)
+		}
+		args = append(args, e.Key, b)
+	}
+	return keys.list(), args, nil
+}
+
+// parseReply reads the script's {applied, opened, closed, stable opened,
+// stable closed}.
+func parseReply(r []int64) (Result, error) {
+	if len(r) != 5 {
+		return Result{}, fmt.Errorf("diff: script replied %v, want 5 integers", r)
+	}
+	return Result{Applied: r[0] == 1, Opened: int(r[1]), Closed: int(r[2]),
+		StableOpened: int(r[3]), StableClosed: int(r[4])}, nil
+}
+
+// traceParent returns a well-formed W3C traceparent (version 00) and its
+// trace id, or two empty strings.
+func traceParent(tp string) (string, string) {
+	parts := strings.Split(tp, "-")
+	if len(parts) != 4 || parts[0] != "00" || len(parts[1]) != 32 || len(parts[2]) != 16 || len(parts[3]) != 2 {
+		return "", ""
+	}
+	for _, p := range parts[1:] {
+		if _, err := hex.DecodeString(p); err != nil || strings.ToLower(p) != p {
+			return "", ""
+		}
+	}
+	if strings.Trim(parts[1], "0") == "" || strings.Trim(parts[2], "0") == "" {
+		return "", ""
+	}
+	return tp, parts[1]
+}
+
+// timeText is t's JSON encoding without the quotes (RFC 3339 with
+// nanoseconds); Validate has checked that it encodes.
+func timeText(t time.Time) string {
+	b, _ := t.MarshalJSON()
+	if len(b) < 2 {
+		return ""
+	}
+	return string(b[1 : len(b)-1])
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
