@@ -11,7 +11,7 @@ import (
 	"github.com/dropstream/dropstream/internal/testenv"
 )
 
-func open(t *testing.T) *clickhouse.Client {
+func open(t testing.TB) *clickhouse.Client {
 	t.Helper()
 	dsn := testenv.ClickHouseDSN(t)
 	c, err := clickhouse.Open(t.Context(), clickhouse.Config{DSN: dsn})

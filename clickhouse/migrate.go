@@ -1,0 +1,198 @@
+package clickhouse
+
+import (
+	"context"
+	"embed"
+	"fmt"
+	"io/fs"
+	"path"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// schemaFS holds the versioned schema, one file per migration.
+//
+//go:embed schema/*.sql
+var schemaFS embed.FS
+
+// MigrationsTable records the applied migrations: one row (version, name,
+// applied_at) per migration. It is a ReplacingMergeTree keyed by version, so
+// two processes migrating at once leave one row per version after merges.
+const MigrationsTable = "schema_migrations"
+
+const createMigrationsTable = `CREATE TABLE IF NOT EXISTS ` + MigrationsTable + ` (
+    version    UInt32,
+    name       String,
+    applied_at DateTime
+) ENGINE = ReplacingMergeTree()
+ORDER BY version`
+
+// Migration is one embedded schema file, schema/NNNN_name.sql.
+type Migration struct {
+	// Version is the file's number prefix, unique and increasing.
+	Version int
+	// Name is the file name without ".sql", e.g. "0001_availability".
+	Name string
+	// Statements are the file's statements in order, without the
+	// separating ";" and without comment lines.
+	Statements []string
+}
+
+// Migrations returns the embedded migrations ordered by version. It fails if
+// a file is misnamed, two files share a version, or a file is empty.
+func Migrations() ([]Migration, error) {
+	files, err := fs.Glob(schemaFS, "schema/*.sql")
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: list schema: %w", err)
+	}
+	var out []Migration
+	for _, f := range files {
+		name := strings.TrimSuffix(path.Base(f), ".sql")
+		num, _, ok := strings.Cut(name, "_")
+		v, err := strconv.Atoi(num)
+		if !ok || err != nil || v < 1 {
+			return nil, fmt.Errorf("clickhouse: schema file %s: want NNNN_name.sql", f)
+		}
+		body, err := schemaFS.ReadFile(f)
+		if err != nil {
+			return nil, fmt.Errorf("clickhouse: read %s: %w", f, err)
+		}
+		stmts := splitStatements(string(body))
+		if len(stmts) == 0 {
+			return nil, fmt.Errorf("clickhouse: schema file %s has no statement", f)
+		}
+		out = append(out, Migration{Version: v, Name: name, Statements: stmts})
+	}
+	slices.SortFunc(out, func(a, b Migration) int { return a.Version - b.Version })
+	for i := 1; i < len(out); i++ {
+		if out[i].Version == out[i-1].Version {
+			return nil, fmt.Errorf("clickhouse: migrations %s and %s share version %d", out[i-1].Name, out[i].Name, out[i].Version)
+		}
+	}
+	return out, nil
+}
+
+// splitStatements drops comment lines ("--" after optional blanks) and
+// splits the rest at ";" ending a line. Statements must therefore not hold
+// a line ending in ";" inside a string literal.
+func splitStatements(sql string) []string {
+	var stmts []string
+	var cur strings.Builder
+	flush := func() {
+		if s := strings.TrimSpace(cur.String()); s != "" {
+			stmts = append(stmts, s)
+		}
+		cur.Reset()
+	}
+	for line := range strings.SplitSeq(sql, "\n") {
+		trimmed := strings.TrimSpace(line)
+		if strings.HasPrefix(trimmed, "--") {
+			continue
+		}
+		if body, ok := strings.CutSuffix(strings.TrimRight(line, " \t\r"), ";"); ok {
+			cur.WriteString(body)
+			flush()
+			continue
+		}
+		cur.WriteString(line)
+		cur.WriteByte('\n')
+	}
+	flush()
+	return stmts
+}
+
+// Migrate brings the database of c up to the embedded schema: it creates
+// MigrationsTable if needed, then applies, in version order, every migration
+// not recorded there, recording each one after its statements succeed. It
+// returns the names of the migrations it applied (none when the schema is
+// up to date), so running it again is harmless.
+//
+// Statements are written to be re-runnable (CREATE ... IF NOT EXISTS), so a
+// migration interrupted before it was recorded is simply applied again.
+// ClickHouse has no transactions: a failing statement leaves the earlier
+// ones of its migration in place, and Migrate returns the error wrapped with
+// the migration's name. progress, when not nil, is called with a line of
+// text before and after each migration and once at the end.
+func Migrate(ctx context.Context, c *Client, progress func(string)) (applied []string, err error) {
+	say := func(format string, args ...any) {
+		if progress != nil {
+			progress(fmt.Sprintf(format, args...))
+		}
+	}
+	migrations, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	if err := c.conn.Exec(ctx, createMigrationsTable); err != nil {
+		return nil, fmt.Errorf("clickhouse: create %s: %w", MigrationsTable, err)
+	}
+	done, err := appliedVersions(ctx, c)
+	if err != nil {
+		return nil, err
+	}
+	for _, m := range migrations {
+		if done[m.Version] {
+			continue
+		}
+		start := time.Now()
+		say("applying %s (%d statements)", m.Name, len(m.Statements))
+		for i, stmt := range m.Statements {
+			if err := c.conn.Exec(ctx, stmt); err != nil {
+				return applied, fmt.Errorf("clickhouse: migration %s, statement %d: %w", m.Name, i+1, err)
+			}
+		}
+		if err := recordMigration(ctx, c, m); err != nil {
+			return applied, err
+		}
+		applied = append(applied, m.Name)
+		say("applied %s in %s", m.Name, time.Since(start).Round(time.Millisecond))
+	}
+	latest := 0
+	for v := range done {
+		latest = max(latest, v)
+	}
+	if n := len(migrations); n > 0 {
+		latest = max(latest, migrations[n-1].Version)
+	}
+	say("schema at version %04d (%d migrations applied now)", latest, len(applied))
+	return applied, nil
+}
+
+// appliedVersions returns the versions recorded in MigrationsTable.
+func appliedVersions(ctx context.Context, c *Client) (map[int]bool, error) {
+	rows, err := c.conn.Query(ctx, "SELECT DISTINCT version FROM "+MigrationsTable)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: read %s: %w", MigrationsTable, err)
+	}
+	defer rows.Close()
+	done := map[int]bool{}
+	for rows.Next() {
+		var v uint32
+		if err := rows.Scan(&v); err != nil {
+			return nil, fmt.Errorf("clickhouse: read %s: %w", MigrationsTable, err)
+		}
+		done[int(v)] = true
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("clickhouse: read %s: %w", MigrationsTable, err)
+	}
+	return done, nil
+}
+
+// recordMigration inserts m's row into MigrationsTable.
+func recordMigration(ctx context.Context, c *Client, m Migration) error {
+	batch, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+MigrationsTable+" (version, name, applied_at)")
+	if err != nil {
+		return fmt.Errorf("clickhouse: record migration %s: %w", m.Name, err)
+	}
+	if err := batch.Append(uint32(m.Version), m.Name, time.Now().UTC().Truncate(time.Second)); err != nil {
+		_ = batch.Abort()
+		return fmt.Errorf("clickhouse: record migration %s: %w", m.Name, err)
+	}
+	if err := batch.Send(); err != nil {
+		return fmt.Errorf("clickhouse: record migration %s: %w", m.Name, err)
+	}
+	return nil
+}
