@@ -100,18 +100,21 @@ const (
 	EmbeddedKey = attribute.Key("dropstream.embedded")
 )
 
-// Values of [OutcomeKey].
+// Values of [OutcomeKey] for stage metrics: the stream runtime's outcomes
+// (stream.OutcomeAcked and the rest), repeated here for packages that
+// report outcomes of their own, such as the notifier's duplicates.
 const (
-	// OutcomeOK means the handler succeeded and the message was acknowledged.
-	OutcomeOK = "ok"
-	// OutcomeRetry means the handler failed and the message stays pending for
-	// another delivery.
-	OutcomeRetry = "retry"
-	// OutcomeDeadLetter means the message was moved to "<stream>:dlq"
-	// (permanent error or too many deliveries).
-	OutcomeDeadLetter = "dlq"
+	// OutcomeAcked means the handler succeeded and the message was acknowledged.
+	OutcomeAcked = "acked"
+	// OutcomeFailed means the handler failed and the message stays pending for
+	// redelivery.
+	OutcomeFailed = "failed"
+	// OutcomeDeadLettered means the message was moved to "<stream>:dlq".
+	OutcomeDeadLettered = "dead_lettered"
+	// OutcomeDropped means the handler skipped the message on purpose.
+	OutcomeDropped = "dropped"
 	// OutcomeDuplicate means the idempotency ledger already held the business
-	// key and the effect was skipped.
+	// key, so the effect was not applied again.
 	OutcomeDuplicate = "duplicate"
 )
 

@@ -145,7 +145,7 @@ func TestSetup_metricsHandlerServesCounter(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	c.Add(ctx, 3, metric.WithAttributes(StageKey.String("enrich"), StreamKey.String("obs"), OutcomeKey.String(OutcomeOK)))
+	c.Add(ctx, 3, metric.WithAttributes(StageKey.String("enrich"), StreamKey.String("obs"), OutcomeKey.String(OutcomeAcked)))
 
 	fams := scrape(t, p)
 	fam := fams["dropstream_stage_messages_total"]
@@ -156,7 +156,7 @@ func TestSetup_metricsHandlerServesCounter(t *testing.T) {
 	if got := m.GetCounter().GetValue(); got != 3 {
 		t.Errorf("counter value = %v, want 3", got)
 	}
-	want := map[string]string{"stage": "enrich", "stream": "obs", "outcome": "ok", "otel_scope_name": ScopeName}
+	want := map[string]string{"stage": "enrich", "stream": "obs", "outcome": "acked", "otel_scope_name": ScopeName}
 	got := labels(m)
 	for k, v := range want {
 		if got[k] != v {
