@@ -1,0 +1,97 @@
+package notifier
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Defaults of Config.
+const (
+	DefaultWindowTTL       = 35 * 24 * time.Hour
+	DefaultMaxWindowFlips  = 16
+	DefaultMaxPayloadBytes = 64 << 10
+	DefaultConcurrency     = 8
+	// DefaultHandlerTimeout is the stage's handler timeout: one message
+	// may fan out to many watchers.
+	DefaultHandlerTimeout = 30 * time.Second
+	// DefaultClaimIdle is the stage's ClaimIdle; it exceeds three handler
+	// calls and the retry pauses, and the default send lease.
+	DefaultClaimIdle = 2 * time.Minute
+)
+
+// Config configures the notifier stage. Zero fields take their defaults.
+type Config struct {
+	// Ledger configures the delivery ledger (TTL of delivery records, send
+	// lease). Its Lease must stay below Runner.ClaimIdle.
+	Ledger DeliveryLedgerConfig
+	// WindowTTL is how long an entity's recent raw flips are remembered
+	// after its last one, to name the session of a stable open. Default 35
+	// days, the diff's state TTL.
+	WindowTTL time.Duration
+	// MaxWindowFlips is how many raw flips are remembered per entity.
+	// Default 16, range 2..1000.
+	MaxWindowFlips int
+	// MaxPayloadBytes bounds a transition message; larger ones are
+	// dead-lettered. Default 64 KiB.
+	MaxPayloadBytes int
+	// Concurrency bounds the sends in flight for one message. Default 8,
+	// range 1..256.
+	Concurrency int
+	// Runner tunes the stage's runner. Zero HandlerTimeout and ClaimIdle
+	// take DefaultHandlerTimeout and DefaultClaimIdle; other zero fields
+	// take the stream defaults.
+	Runner stream.RunnerConfig
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	c.Ledger = c.Ledger.WithDefaults()
+	if c.WindowTTL == 0 {
+		c.WindowTTL = DefaultWindowTTL
+	}
+	if c.MaxWindowFlips == 0 {
+		c.MaxWindowFlips = DefaultMaxWindowFlips
+	}
+	if c.MaxPayloadBytes == 0 {
+		c.MaxPayloadBytes = DefaultMaxPayloadBytes
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	if c.Runner.HandlerTimeout == 0 {
+		c.Runner.HandlerTimeout = DefaultHandlerTimeout
+	}
+	if c.Runner.ClaimIdle == 0 {
+		c.Runner.ClaimIdle = DefaultClaimIdle
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c Config) Validate() error {
+	errs := []error{c.Ledger.Validate()}
+	if c.WindowTTL < time.Minute {
+		errs = append(errs, fmt.Errorf("notifier: window ttl %s below 1m", c.WindowTTL))
+	}
+	if c.MaxWindowFlips < 2 || c.MaxWindowFlips > 1000 {
+		errs = append(errs, fmt.Errorf("notifier: max window flips %d out of range 2..1000", c.MaxWindowFlips))
+	}
+	if c.MaxPayloadBytes < 1<<10 || c.MaxPayloadBytes > 8<<20 {
+		errs = append(errs, fmt.Errorf("notifier: max payload bytes %d out of range 1KiB..8MiB", c.MaxPayloadBytes))
+	}
+	if c.Concurrency < 1 || c.Concurrency > 256 {
+		errs = append(errs, fmt.Errorf("notifier: concurrency %d out of range 1..256", c.Concurrency))
+	}
+	runner := c.Runner.WithDefaults(StageName)
+	if err := runner.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("notifier: runner: %w", err))
+	}
+	if c.Ledger.Lease >= runner.ClaimIdle {
+		errs = append(errs, fmt.Errorf("notifier: send lease %s must stay below claim idle %s, or a message redelivered after a crash finds its lease still held",
+			c.Ledger.Lease, runner.ClaimIdle))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,263 @@
+package notifier
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// DeliveryState is the state of a delivery record.
+type DeliveryState string
+
+// Delivery states.
+const (
+	// DeliverySending: a copy holds the lease and is sending. The record
+	// expires after the lease, so a crash mid-send frees it for a retry.
+	DeliverySending DeliveryState = "sending"
+	// DeliverySent: the channel accepted the notification; it is never
+	// sent again while the record lives (DeliveryLedgerConfig.TTL).
+	DeliverySent DeliveryState = "sent"
+	// DeliveryRejected: the channel refused it permanently for the stream
+	// message in MessageID. Redeliveries of that message skip it; another
+	// message (a dead letter replayed after a fix, say) tries again.
+	DeliveryRejected DeliveryState = "rejected"
+)
+
+// ErrNoDelivery: the ledger holds no record under the key.
+var ErrNoDelivery = errors.New("notifier: no delivery record")
+
+// DeliveryRecord is what the delivery ledger keeps per business key: the
+// state of the one delivery of a notification and how it came about.
+type DeliveryRecord struct {
+	State       DeliveryState `json:"state"`
+	Flow        string        `json:"flow"`
+	Channel     string        `json:"channel"`
+	RecipientID string        `json:"recipient_id"`
+	EventID     string        `json:"event_id"`
+	SessionID   string        `json:"session_id,omitempty"`
+	Subject     string        `json:"subject,omitempty"`
+	TraceID     string        `json:"trace_id,omitempty"`
+	// MessageID and Attempt name the stream message and delivery attempt
+	// that wrote the record.
+	MessageID string `json:"message_id"`
+	Attempt   int    `json:"attempt"`
+	// Token is random per claim: only its holder may release the lease.
+	Token     string    `json:"token"`
+	StartedAt time.Time `json:"started_at"`
+	SentAt    time.Time `json:"sent_at,omitzero"`
+	// Error is the reason of a rejection.
+	Error string `json:"error,omitempty"`
+}
+
+// Defaults of DeliveryLedgerConfig.
+const (
+	DefaultDeliveryTTL = 30 * 24 * time.Hour
+	DefaultSendLease   = time.Minute
+	DefaultLedgerName  = "notifier"
+)
+
+// maxDeliveryKeyBytes bounds a ledger key.
+const maxDeliveryKeyBytes = 512
+
+// DeliveryLedgerConfig configures a DeliveryLedger. Zero fields take their
+// defaults.
+type DeliveryLedgerConfig struct {
+	// Name scopes the ledger keys (stream.LedgerConfig.Name). Default
+	// "notifier".
+	Name string
+	// TTL is how long sent and rejected records are kept. It must outlive
+	// every redelivery and dead-letter replay of the message: a replay
+	// after it sends again. Default 30 days.
+	TTL time.Duration
+	// Lease is how long a "sending" claim lasts. It must exceed the
+	// longest send (the channel's timeout) and should stay below the
+	// runner's ClaimIdle, so a message redelivered after a crash finds the
+	// lease expired. Default 1 minute.
+	Lease time.Duration
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c DeliveryLedgerConfig) WithDefaults() DeliveryLedgerConfig {
+	if c.Name == "" {
+		c.Name = DefaultLedgerName
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultDeliveryTTL
+	}
+	if c.Lease == 0 {
+		c.Lease = DefaultSendLease
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c DeliveryLedgerConfig) Validate() error {
+	var errs []error
+	if err := (stream.LedgerConfig{Name: c.Name, TTL: c.TTL}).Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("notifier: delivery ledger: %w", err))
+	}
+	if c.Lease < time.Second || c.Lease >= c.TTL {
+		errs = append(errs, fmt.Errorf("notifier: send lease %s: want at least 1s and below the ttl %s", c.Lease, c.TTL))
+	}
+	return errors.Join(errs...)
+}
+
+// DeliveryLedger records deliveries in two phases, so a notification is
+// sent once per business key although messages are delivered at least
+// once: a claim writes a "sending" record with a lease (SET with expiry,
+// only when no live record forbids it), a successful send turns it into
+// "sent" kept for TTL, and a failed send releases it for a retry. Keys are
+// stream.Ledger keys, so they carry the partition's hash tag. Every flow
+// that notifies shares it.
+type DeliveryLedger struct {
+	rdb    redis.UniversalClient
+	ledger *stream.Ledger
+	cfg    DeliveryLedgerConfig
+}
+
+// NewDeliveryLedger returns a delivery ledger over rdb.
+func NewDeliveryLedger(rdb redis.UniversalClient, cfg DeliveryLedgerConfig) (*DeliveryLedger, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	l, err := stream.NewLedger(rdb, stream.LedgerConfig{Name: cfg.Name, TTL: cfg.TTL})
+	if err != nil {
+		return nil, fmt.Errorf("notifier: delivery ledger: %w", err)
+	}
+	return &DeliveryLedger{rdb: rdb, ledger: l, cfg: cfg}, nil
+}
+
+// Key returns the Redis key of a business key in the slot of hashTag.
+func (l *DeliveryLedger) Key(hashTag, businessKey string) string {
+	return l.ledger.Key(hashTag, businessKey)
+}
+
+// Get returns the record under key; the error wraps ErrNoDelivery when
+// there is none.
+func (l *DeliveryLedger) Get(ctx context.Context, key string) (DeliveryRecord, error) {
+	raw, err := l.rdb.Get(ctx, key).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return DeliveryRecord{}, fmt.Errorf("%w: %s", ErrNoDelivery, key)
+	}
+	if err != nil {
+		return DeliveryRecord{}, fmt.Errorf("notifier: delivery record %s: %w", key, err)
+	}
+	var r DeliveryRecord
+	if err := json.Unmarshal(raw, &r); err != nil {
+		return DeliveryRecord{}, fmt.Errorf("notifier: decode delivery record %s: %w", key, err)
+	}
+	return r, nil
+}
+
+// claimResult says what a claim found.
+type claimResult string
+
+const (
+	claimed       claimResult = "claimed"  // the caller holds the lease and sends
+	claimSent     claimResult = "sent"     // already delivered
+	claimBusy     claimResult = "busy"     // another holder's lease is live
+	claimRejected claimResult = "rejected" // refused for this very message
+)
+
+// claimScript takes the lease unless a record forbids it. A value that is
+// not a record (a plain stream.Ledger mark) counts as sent: never send
+// twice. KEYS: record; ARGV: new record, lease ms, message id.
+var claimScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if v then
+  local ok, r = pcall(cjson.decode, v)
+  if not ok or type(r) ~= 'table' or r.state == 'sent' then return 'sent' end
+  if r.state == 'sending' then return 'busy' end
+  if r.state == 'rejected' and r.message_id == ARGV[3] then return 'rejected' end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 'claimed'`)
+
+// settleScript replaces (ARGV[2] non-empty, for ARGV[3] ms) or deletes the
+// record, only while it still holds the caller's token. KEYS: record;
+// ARGV: token, new record or an empty string, ttl ms.
+var settleScript = redis.NewScript(`
+local v = redis.call('GET', KEYS[1])
+if not v then return 0 end
+local ok, r = pcall(cjson.decode, v)
+if not ok or type(r) ~= 'table' or r.token ~= ARGV[1] then return 0 end
+if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
+return 1`)
+
+// claim fills rec's token, state and start and tries to take the lease.
+func (l *DeliveryLedger) claim(ctx context.Context, key string, rec *DeliveryRecord) (claimResult, error) {
+	if len(key) > maxDeliveryKeyBytes {
+		return "", fmt.Errorf("notifier: delivery key longer than %d bytes", maxDeliveryKeyBytes)
+	}
+	var tok [12]byte
+	if _, err := rand.Read(tok[:]); err != nil {
+		return "", fmt.Errorf("notifier: delivery token: %w", err)
+	}
+	rec.Token, rec.State, rec.StartedAt = hex.EncodeToString(tok[:]), DeliverySending, time.Now().UTC()
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return "", fmt.Errorf("notifier: encode delivery record: %w", err)
+	}
+	res, err := claimScript.Run(ctx, l.rdb, []string{key}, body, l.cfg.Lease.Milliseconds(), rec.MessageID).Text()
+	if err != nil {
+		return "", fmt.Errorf("notifier: claim delivery %s: %w", key, err)
+	}
+	return claimResult(res), nil
+}
+
+// sent records the delivery for TTL, whoever holds the lease: the effect
+// happened.
+func (l *DeliveryLedger) sent(ctx context.Context, key string, rec DeliveryRecord) error {
+	rec.State, rec.SentAt = DeliverySent, time.Now().UTC()
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("notifier: encode delivery record: %w", err)
+	}
+	if err := l.rdb.Set(ctx, key, body, l.cfg.TTL).Err(); err != nil {
+		return fmt.Errorf("notifier: record delivery %s: %w", key, err)
+	}
+	return nil
+}
+
+// release deletes the caller's claim so a retry may send.
+func (l *DeliveryLedger) release(ctx context.Context, key string, rec DeliveryRecord) error {
+	return l.settle(ctx, key, rec.Token, nil)
+}
+
+// reject records a permanent refusal for rec.MessageID, under the caller's
+// claim.
+func (l *DeliveryLedger) reject(ctx context.Context, key string, rec DeliveryRecord, reason error) error {
+	rec.State, rec.Error = DeliveryRejected, clipReason(reason.Error())
+	body, err := json.Marshal(rec)
+	if err != nil {
+		return fmt.Errorf("notifier: encode delivery record: %w", err)
+	}
+	return l.settle(ctx, key, rec.Token, body)
+}
+
+func (l *DeliveryLedger) settle(ctx context.Context, key, token string, body []byte) error {
+	err := settleScript.Run(ctx, l.rdb, []string{key}, token, body, strconv.FormatInt(l.cfg.TTL.Milliseconds(), 10)).Err()
+	if err != nil {
+		return fmt.Errorf("notifier: settle delivery %s: %w", key, err)
+	}
+	return nil
+}
+
+// clipReason bounds an error text kept in a record.
+func clipReason(s string) string {
+	const n = 512
+	if len(s) <= n {
+		return s
+	}
+	return s[:n]
+}

@@ -1,0 +1,92 @@
+package notifier
+
+import (
+	"errors"
+	"fmt"
+
+	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	dsotel "github.com/dropstream/dropstream/otel"
+)
+
+// instrumentationScope names the tracer and meter of this package.
+const instrumentationScope = "github.com/dropstream/dropstream/notifier"
+
+// Metric (instrument) names of the notifier. Prometheus exposes them with
+// dots as underscores, plus _total for counters and _seconds for
+// histograms.
+const (
+	// MetricNotifications counts notifications by flow, channel and
+	// outcome: sent, duplicate (already delivered: a redelivery or replay)
+	// or failed (with error.type retryable, permanent or in_flight).
+	// Int64Counter, unit {notification}.
+	MetricNotifications = "dropstream.notifier.notifications"
+	// MetricDeliveryDuration is the time of one send, by flow, channel and
+	// outcome (sent or failed). Float64Histogram, unit s.
+	MetricDeliveryDuration = "dropstream.notifier.delivery.duration"
+	// MetricEndToEndLatency is the time from the observation of a change
+	// (the transition's run_at) to its delivery, by flow (and channel).
+	// Float64Histogram, unit s.
+	MetricEndToEndLatency = dsotel.MetricEndToEndLatency
+	// MetricUnresolvedSessions counts stable opens notified without a
+	// session id because the raw open of their window was not seen.
+	// Int64Counter, unit {transition}.
+	MetricUnresolvedSessions = "dropstream.notifier.sessions.unresolved"
+)
+
+// Values of the outcome attribute of MetricNotifications.
+const (
+	OutcomeSent      = "sent"
+	OutcomeDuplicate = dsotel.OutcomeDuplicate
+	OutcomeFailed    = "failed"
+)
+
+// Values of the error.type attribute of failed notifications.
+const (
+	errorRetryable = "retryable"
+	errorPermanent = "permanent"
+	errorInFlight  = "in_flight"
+)
+
+var (
+	keyChannel   = attribute.Key("channel")
+	keyErrorType = attribute.Key("error.type")
+)
+
+// instruments are the notifier's metrics.
+type instruments struct {
+	notifications metric.Int64Counter
+	duration      metric.Float64Histogram
+	e2e           metric.Float64Histogram
+	unresolved    metric.Int64Counter
+}
+
+func newInstruments(mp metric.MeterProvider) (*instruments, error) {
+	if mp == nil {
+		mp = gotel.GetMeterProvider()
+	}
+	m := mp.Meter(instrumentationScope)
+	var in instruments
+	var errs [4]error
+	in.notifications, errs[0] = m.Int64Counter(MetricNotifications,
+		metric.WithDescription("Notifications by flow, channel and outcome (sent, duplicate, failed)."),
+		metric.WithUnit("{notification}"))
+	in.duration, errs[1] = m.Float64Histogram(MetricDeliveryDuration,
+		metric.WithDescription("Time of one send of a notification over its channel."), metric.WithUnit(dsotel.UnitSeconds))
+	in.e2e, errs[2] = m.Float64Histogram(MetricEndToEndLatency,
+		metric.WithDescription("Time from a change being observed to its delivery."), metric.WithUnit(dsotel.UnitSeconds))
+	in.unresolved, errs[3] = m.Int64Counter(MetricUnresolvedSessions,
+		metric.WithDescription("Stable opens notified without a session id: the raw open of their window was not seen."),
+		metric.WithUnit("{transition}"))
+	if err := errors.Join(errs[:]...); err != nil {
+		return nil, fmt.Errorf("notifier: metrics: %w", err)
+	}
+	return &in, nil
+}
+
+// attrs returns the flow and channel attributes, plus extra.
+func attrs(flow, channel string, extra ...attribute.KeyValue) metric.MeasurementOption {
+	return metric.WithAttributes(append([]attribute.KeyValue{dsotel.FlowKey.String(flow), keyChannel.String(channel)}, extra...)...)
+}

@@ -1,0 +1,82 @@
+package notifier
+
+import (
+	"errors"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestSignature_roundTrip(t *testing.T) {
+	secret, body := "whsec_test-secret-0123", []byte(`{"event":"availability.open"}`)
+	at := time.Unix(1_750_000_000, 0)
+	header := Sign(secret, body, at)
+	if !strings.HasPrefix(header, "t=1750000000,v1=") || len(header) != len("t=1750000000,v1=")+64 {
+		t.Fatalf("Sign = %q", header)
+	}
+	for _, now := range []time.Time{at, at.Add(4 * time.Minute), at.Add(-4 * time.Minute)} {
+		if err := VerifySignature(secret, header, body, now, 0); err != nil {
+			t.Errorf("VerifySignature at %v: %v", now.Sub(at), err)
+		}
+	}
+	// Several v1 values (secret rotation): one matching is enough.
+	rotated := "t=1750000000,v1=" + strings.Repeat("ab", 32) + "," + strings.TrimPrefix(header, "t=1750000000,")
+	if err := VerifySignature(secret, rotated, body, at, time.Minute); err != nil {
+		t.Errorf("VerifySignature with two v1: %v", err)
+	}
+}
+
+func TestVerifySignature_rejects(t *testing.T) {
+	secret, body := "whsec_test-secret-0123", []byte(`{"a":1}`)
+	at := time.Unix(1_750_000_000, 0)
+	good := Sign(secret, body, at)
+	sig := strings.TrimPrefix(good, "t=1750000000,v1=")
+	tests := []struct {
+		name      string
+		secret    string
+		header    string
+		body      []byte
+		now       time.Time
+		tolerance time.Duration
+		want      error
+	}{
+		{"other secret", "whsec_other-secret-0123", good, body, at, 0, ErrSignatureMismatch},
+		{"tampered body", secret, good, []byte(`{"a":2}`), at, 0, ErrSignatureMismatch},
+		{"other timestamp", secret, "t=1750000001,v1=" + sig, body, at, 0, ErrSignatureMismatch},
+		{"flipped signature", secret, "t=1750000000,v1=" + strings.Repeat("0", 64), body, at, 0, ErrSignatureMismatch},
+		{"stale", secret, good, body, at.Add(6 * time.Minute), 0, ErrSignatureStale},
+		{"from the future", secret, good, body, at.Add(-2 * time.Minute), time.Minute, ErrSignatureStale},
+		{"empty header", secret, "", body, at, 0, ErrSignatureMalformed},
+		{"no v1", secret, "t=1750000000", body, at, 0, ErrSignatureMalformed},
+		{"no t", secret, "v1=" + sig, body, at, 0, ErrSignatureMalformed},
+		{"t twice", secret, "t=1750000000,t=1750000000,v1=" + sig, body, at, 0, ErrSignatureMalformed},
+		{"t not a number", secret, "t=yesterday,v1=" + sig, body, at, 0, ErrSignatureMalformed},
+		{"negative t", secret, "t=-5,v1=" + sig, body, at, 0, ErrSignatureMalformed},
+		{"v1 not hex", secret, "t=1750000000,v1=" + strings.Repeat("z", 64), body, at, 0, ErrSignatureMalformed},
+		{"v1 short", secret, "t=1750000000,v1=abcd", body, at, 0, ErrSignatureMalformed},
+		{"element without =", secret, "t=1750000000,v1", body, at, 0, ErrSignatureMalformed},
+		{"huge header", secret, good + strings.Repeat(",x=1", 300), body, at, 0, ErrSignatureMalformed},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			err := VerifySignature(tt.secret, tt.header, tt.body, tt.now, tt.tolerance)
+			if !errors.Is(err, tt.want) {
+				t.Errorf("VerifySignature = %v, want %v", err, tt.want)
+			}
+		})
+	}
+}
+
+func FuzzVerifySignature(f *testing.F) {
+	at := time.Unix(1_750_000_000, 0)
+	f.Add(Sign("secret-secret-secret", []byte("{}"), at), []byte("{}"))
+	f.Add("t=1,v1=", []byte(nil))
+	f.Add("t="+strconv.Itoa(1<<62)+",v1=00", []byte("x"))
+	f.Fuzz(func(t *testing.T, header string, body []byte) {
+		err := VerifySignature("secret-secret-secret", header, body, at, time.Minute)
+		if err != nil && !errors.Is(err, ErrSignatureMalformed) && !errors.Is(err, ErrSignatureStale) && !errors.Is(err, ErrSignatureMismatch) {
+			t.Errorf("unclassified error %v", err)
+		}
+	})
+}

@@ -1,0 +1,203 @@
+package notifier
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strings"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// StageName is the notifier stage's name, and its default consumer group.
+const StageName = "avail-notifier"
+
+// NewStage returns the "avail-notifier" stage: its own consumer group on
+// topics.Transitions, notifying the matching watchers of every stable open
+// once per open window (see the package documentation).
+//
+// For each transition message it:
+//   - dead-letters messages that are not avail.TypeTransition, exceed
+//     cfg.MaxPayloadBytes, do not decode or lack an entity key, run id,
+//     kind or run_at (stream.Permanent);
+//   - records raw flips (raw true, or stable false) of the entity, to name
+//     sessions;
+//   - acknowledges every transition but stable, notifying opens;
+//   - for those, matches watchers (WatcherStore.Match) and delivers an
+//     OpenEvent to each on its channel through the Dispatcher, under the
+//     business key "avail:<watcher id>:<stable open event id>".
+//
+// If any delivery fails retryably the message fails and is redelivered;
+// watchers already served are skipped then. If the only failures are
+// permanent (a 4xx answer, an unknown channel) the message is
+// dead-lettered with their reasons. Nil fields of tel default to the
+// OpenTelemetry globals and slog.Default.
+func NewStage(rdb redis.UniversalClient, topics avail.Topics, store *WatcherStore, channels map[string]Channel, cfg Config, tel stream.Telemetry) (stream.Stage, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return stream.Stage{}, err
+	}
+	if rdb == nil || store == nil {
+		return stream.Stage{}, errors.New("notifier: stage needs a Redis client and a watcher store")
+	}
+	if err := topics.Transitions.Validate(); err != nil {
+		return stream.Stage{}, fmt.Errorf("notifier: %w", err)
+	}
+	ledger, err := NewDeliveryLedger(rdb, cfg.Ledger)
+	if err != nil {
+		return stream.Stage{}, err
+	}
+	dispatch, err := NewDispatcher(ledger, channels, tel)
+	if err != nil {
+		return stream.Stage{}, err
+	}
+	logger := tel.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	h := &handler{cfg: cfg, topic: topics.Transitions, store: store, dispatch: dispatch, logger: logger,
+		windows: &windows{rdb: rdb, topic: topics.Transitions, ttl: cfg.WindowTTL, max: cfg.MaxWindowFlips}}
+	return stream.Stage{Name: StageName, Topic: topics.Transitions, Handler: h.handle, Config: cfg.Runner}, nil
+}
+
+// handler is the notifier stage's message handler.
+type handler struct {
+	cfg      Config
+	topic    stream.Topic
+	store    *WatcherStore
+	dispatch *Dispatcher
+	windows  *windows
+	logger   *slog.Logger
+}
+
+// transition is a transition as the diff writes it: avail.Transition plus
+// its raw flag.
+type transition struct {
+	avail.Transition
+	Raw bool `json:"raw,omitempty"`
+}
+
+func (h *handler) handle(ctx context.Context, m *stream.Message) error {
+	if m.Type != avail.TypeTransition {
+		return stream.Permanentf("notifier: message %s has type %q, want %q", m.ID, clip(m.Type), avail.TypeTransition)
+	}
+	if len(m.Payload) > h.cfg.MaxPayloadBytes {
+		return stream.Permanentf("notifier: transition %s of %d bytes exceeds %d", m.ID, len(m.Payload), h.cfg.MaxPayloadBytes)
+	}
+	var t transition
+	if err := json.Unmarshal(m.Payload, &t); err != nil {
+		return stream.Permanentf("notifier: decode transition %s: %w", m.ID, err)
+	}
+	if err := checkTransition(t); err != nil {
+		return stream.Permanent(fmt.Errorf("notifier: transition %s: %w", m.ID, err))
+	}
+	if t.Raw || !t.Stable {
+		if err := h.windows.record(ctx, m.Partition, t.Entity.Key, t.Kind, t.RunID, t.RunAt); err != nil {
+			return err
+		}
+	}
+	if !t.Stable || !t.Notify || t.Kind != avail.KindOpen {
+		return nil
+	}
+	return h.notify(ctx, m, t)
+}
+
+// checkTransition reports why a transition cannot be handled.
+func checkTransition(t transition) error {
+	switch {
+	case t.Entity.Key == "" || len(t.Entity.Key) > maxSlotLen || hasControl(t.Entity.Key):
+		return fmt.Errorf("entity key: want 1-%d bytes without control characters", maxSlotLen)
+	case t.RunID == "" || len(t.RunID) > avail.MaxIDLen || hasControl(t.RunID):
+		return fmt.Errorf("run id: want 1-%d bytes without control characters", avail.MaxIDLen)
+	case t.Kind != avail.KindOpen && t.Kind != avail.KindClose:
+		return fmt.Errorf("kind %q: want open or close", clip(t.Kind))
+	case t.RunAt.IsZero():
+		return errors.New("run_at is missing")
+	case len(t.TraceID) > 64 || len(t.EventID) > 64:
+		return errors.New("trace id or event id longer than 64 bytes")
+	}
+	return nil
+}
+
+func hasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f })
+}
+
+// notify delivers a stable open to every matching watcher.
+func (h *handler) notify(ctx context.Context, m *stream.Message, t transition) error {
+	entity := withIdentity(t.Entity)
+	watchers, err := h.store.Match(ctx, entity)
+	if err != nil || len(watchers) == 0 {
+		return err
+	}
+	session, ok, err := h.windows.session(ctx, m.Partition, entity.Key, t.RunID, t.RunAt)
+	if err != nil {
+		return err
+	}
+	if !ok {
+		h.dispatch.in.unresolved.Add(context.Background(), 1)
+		h.logger.WarnContext(ctx, "notifier: raw open of a stable open not seen; notifying without session id",
+			"entity", entity.Key, "run_id", t.RunID, "message_id", m.ID)
+	}
+	eventID := avail.EventID(t.RunID, entity.Key, avail.KindOpen, true)
+	traceID := t.TraceID
+	if sc := trace.SpanContextFromContext(ctx); traceID == "" && sc.IsValid() {
+		traceID = sc.TraceID().String()
+	}
+	errs := make([]error, len(watchers))
+	sem := make(chan struct{}, h.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, w := range watchers {
+		body, err := json.Marshal(OpenEvent{Event: EventAvailabilityOpen, WatcherID: w.ID, Entity: entity, RunAt: t.RunAt,
+			EventID: eventID, SessionID: session, TraceID: traceID})
+		if err != nil {
+			errs[i] = stream.Permanent(fmt.Errorf("notifier: encode event for %s: %w", w.ID, err))
+			continue
+		}
+		del := Delivery{HashTag: h.topic.HashTag(m.Partition), Key: avail.Flow + ":" + w.ID + ":" + eventID,
+			Channel: w.Channel, MessageID: m.ID, Attempt: m.Attempt,
+			Notification: Notification{Flow: avail.Flow, Event: EventAvailabilityOpen,
+				Recipient: Recipient{ID: w.ID, Address: w.WebhookURL, Secret: w.Secret},
+				EventID:   eventID, SessionID: session, Subject: entity.Key, TraceID: traceID, ObservedAt: t.RunAt, Body: body}}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			_, errs[i] = h.dispatch.Deliver(ctx, del)
+		})
+	}
+	wg.Wait()
+	return settle(errs)
+}
+
+// settle turns the deliveries' errors into the message's: retryable if any
+// is (the permanent ones are named but not wrapped, so the message is
+// retried), permanent if all failures are, nil if none failed.
+func settle(errs []error) error {
+	var retry, perm []error
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case stream.IsPermanent(err):
+			perm = append(perm, err)
+		default:
+			retry = append(retry, err)
+		}
+	}
+	switch {
+	case len(retry) > 0 && len(perm) > 0:
+		return fmt.Errorf("notifier: %d of %d deliveries failed: %w (and %d refused: %s)",
+			len(retry), len(errs), errors.Join(retry...), len(perm), errors.Join(perm...).Error())
+	case len(retry) > 0:
+		return fmt.Errorf("notifier: %d of %d deliveries failed: %w", len(retry), len(errs), errors.Join(retry...))
+	case len(perm) > 0:
+		return stream.Permanent(fmt.Errorf("notifier: %d of %d deliveries refused: %w", len(perm), len(errs), errors.Join(perm...)))
+	}
+	return nil
+}

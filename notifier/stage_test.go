@@ -1,0 +1,269 @@
+package notifier
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
+)
+
+func TestStage_deliversOncePerSession(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			p := startPipeline(t, b.client(t), testRunner())
+			e := slot("v1", "2025-07-04", "19:00", 2)
+			other := slot("v2", "2025-07-04", "19:00", 2)
+			venue := p.webhookWatcher("venue", func(w *Watcher) { w.Provider, w.Venue = "resy", "v1" })
+			exact := p.webhookWatcher("slot", func(w *Watcher) { w.Slot = e.Key; w.PartySizes = []int{2} })
+			p.webhookWatcher("party4", func(w *Watcher) { w.Provider, w.Venue, w.PartySizes = "resy", "v1", []int{4} })
+			p.webhookWatcher("tock", func(w *Watcher) { w.Provider = "tock" })
+			logW, err := p.store.Create(context.Background(), Watcher{Name: "log", Provider: "resy", Channel: ChannelLog})
+			if err != nil {
+				t.Fatal(err)
+			}
+
+			// Window 1: raw open in run 1, confirmed in run 2. Around it,
+			// transitions that notify nobody: a flapping raw open of another
+			// entity, a baseline stable open, a stable close.
+			p.publish(rawFlip(e, avail.KindOpen, 1), rawFlip(other, avail.KindOpen, 1),
+				rawFlip(other, avail.KindClose, 2), stableFlip(e, avail.KindOpen, 2, true),
+				stableFlip(other, avail.KindOpen, 2, false))
+			p.settled(5)
+			testenv.WaitFor(t, waitTimeout, func() bool { return p.notifications(OutcomeSent) == 3 }, "three deliveries")
+
+			// The same stable open published again: no new delivery.
+			p.publish(stableFlip(e, avail.KindOpen, 2, true), rawFlip(e, avail.KindOpen, 1))
+			p.settled(7)
+			testenv.WaitFor(t, waitTimeout, func() bool { return p.notifications(OutcomeDuplicate) == 3 }, "three duplicates")
+
+			// Window 2: closed (raw, stable) and opened again (raw, stable).
+			p.publish(rawFlip(e, avail.KindClose, 3), stableFlip(e, avail.KindClose, 4, true),
+				rawFlip(e, avail.KindOpen, 5), stableFlip(e, avail.KindOpen, 6, true))
+			p.settled(11)
+			testenv.WaitFor(t, waitTimeout, func() bool { return p.notifications(OutcomeSent) == 6 }, "six deliveries")
+
+			for _, name := range []string{"venue", "slot"} {
+				evs := p.recv.events(name)
+				if len(evs) != 2 {
+					t.Fatalf("%s got %d events, want 2", name, len(evs))
+				}
+				for i, open := range []struct{ raw, stable int }{{1, 2}, {5, 6}} {
+					ev := evs[i]
+					want := OpenEvent{Event: EventAvailabilityOpen, EventID: avail.EventID(runID(open.stable), e.Key, avail.KindOpen, true),
+						SessionID: avail.SessionID(e.Key, runID(open.raw)), RunAt: t0.Add(time.Duration(open.stable) * time.Minute)}
+					if ev.Event != want.Event || ev.EventID != want.EventID || ev.SessionID != want.SessionID ||
+						!ev.RunAt.Equal(want.RunAt) || ev.Entity.Key != e.Key || ev.Entity.VenueName != e.VenueName || ev.TraceID == "" {
+						t.Errorf("%s event %d = %+v, want %+v", name, i, ev, want)
+					}
+				}
+			}
+			if ev := p.recv.events("venue")[0]; ev.WatcherID != venue.ID {
+				t.Errorf("watcher id %q, want %q", ev.WatcherID, venue.ID)
+			}
+			if ev := p.recv.events("slot")[0]; ev.WatcherID != exact.ID {
+				t.Errorf("watcher id %q, want %q", ev.WatcherID, exact.ID)
+			}
+			for _, name := range []string{"party4", "tock"} {
+				if hits, _ := p.recv.counts(name); hits != 0 {
+					t.Errorf("%s was called %d times, want 0", name, hits)
+				}
+			}
+			if n := p.logged.sends(logW.ID); n != 2 {
+				t.Errorf("log watcher notified %d times, want 2", n)
+			}
+			rm := p.collect()
+			if n := histogramCount(rm, MetricEndToEndLatency, map[string]string{"flow": "avail"}); n != 6 {
+				t.Errorf("%s has %d observations, want 6", MetricEndToEndLatency, n)
+			}
+			if n := histogramCount(rm, MetricDeliveryDuration, map[string]string{"channel": ChannelWebhook, "outcome": OutcomeSent}); n != 4 {
+				t.Errorf("%s has %d webhook observations, want 4", MetricDeliveryDuration, n)
+			}
+			if n := counterValue(rm, MetricNotifications, map[string]string{"channel": ChannelLog, "outcome": OutcomeSent}); n != 2 {
+				t.Errorf("log notifications sent = %d, want 2", n)
+			}
+			if dls := p.deadLetters(); len(dls) != 0 {
+				t.Errorf("dead letters: %+v", dls)
+			}
+		})
+	}
+}
+
+func TestStage_retriesUntilDelivered(t *testing.T) {
+	noInProcessRetry := testRunner()
+	noInProcessRetry.Retry = stream.RetryConfig{Disabled: true}
+	noInProcessRetry.ClaimIdle = 1500 * time.Millisecond
+	for _, b := range backends() {
+		for _, rc := range []struct {
+			name   string
+			runner stream.RunnerConfig
+		}{{"in-process retries", testRunner()}, {"redelivery", noInProcessRetry}} {
+			t.Run(b.name+"/"+rc.name, func(t *testing.T) {
+				p := startPipeline(t, b.client(t), rc.runner)
+				p.recv.setStatus(func(_ string, hit int) int {
+					if hit <= 2 {
+						return http.StatusInternalServerError
+					}
+					return http.StatusOK
+				})
+				p.webhookWatcher("flaky", func(w *Watcher) { w.Provider = "resy" })
+				e := slot("v1", "2025-07-04", "19:00", 2)
+				p.publish(rawFlip(e, avail.KindOpen, 1), stableFlip(e, avail.KindOpen, 2, true))
+				p.settled(2)
+				hits, accepted := p.recv.counts("flaky")
+				if hits != 3 || accepted != 1 {
+					t.Errorf("receiver: %d requests, %d accepted; want 3 and 1", hits, accepted)
+				}
+				if n := p.notifications(OutcomeFailed); n != 2 {
+					t.Errorf("failed notifications = %d, want 2", n)
+				}
+				if dls := p.deadLetters(); len(dls) != 0 {
+					t.Errorf("dead-lettered: %+v", dls)
+				}
+			})
+		}
+	}
+}
+
+func TestStage_refusedIsDeadLettered(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			p := startPipeline(t, b.client(t), testRunner())
+			p.recv.setStatus(func(path string, _ int) int {
+				if path == "refusing" {
+					return http.StatusBadRequest
+				}
+				return http.StatusOK
+			})
+			p.webhookWatcher("refusing", func(w *Watcher) { w.Provider = "resy" })
+			p.webhookWatcher("fine", func(w *Watcher) { w.Provider = "resy" })
+			e := slot("v1", "2025-07-04", "19:00", 2)
+			p.publish(rawFlip(e, avail.KindOpen, 1), stableFlip(e, avail.KindOpen, 2, true))
+			p.settled(2)
+			dls := p.deadLetters()
+			if len(dls) != 1 || !strings.Contains(dls[0].Reason, "status 400") || !strings.Contains(dls[0].Reason, "answer 400") ||
+				dls[0].Attempts != 1 || dls[0].Stage != StageName {
+				t.Fatalf("dead letters %+v: want one after 1 attempt, with the 400 and its answer as reason", dls)
+			}
+			if hits, _ := p.recv.counts("refusing"); hits != 1 {
+				t.Errorf("refusing receiver called %d times, want 1: no retry", hits)
+			}
+			if _, accepted := p.recv.counts("fine"); accepted != 1 {
+				t.Errorf("fine receiver got %d, want 1", accepted)
+			}
+
+			// Fixed, then replayed: the refusing one gets it, the fine one
+			// not again.
+			p.recv.setStatus(func(string, int) int { return http.StatusOK })
+			if n, err := stream.NewDeadLetters(p.rdb).Replay(context.Background(), p.topics.Transitions); err != nil || n != 1 {
+				t.Fatalf("Replay = %d, %v", n, err)
+			}
+			p.settled(3)
+			for name, want := range map[string]int{"refusing": 1, "fine": 1} {
+				if _, accepted := p.recv.counts(name); accepted != want {
+					t.Errorf("%s accepted %d after the replay, want %d", name, accepted, want)
+				}
+			}
+			if n := p.notifications(OutcomeDuplicate); n != 1 {
+				t.Errorf("duplicates = %d, want 1 (the fine watcher on replay)", n)
+			}
+			if dls := p.deadLetters(); len(dls) != 0 {
+				t.Errorf("dead letters after the replay: %+v", dls)
+			}
+		})
+	}
+}
+
+func TestStage_oneWatcherFailing(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			runner := testRunner()
+			p := startPipeline(t, b.client(t), runner)
+			p.recv.setStatus(func(path string, _ int) int {
+				if path == "down" {
+					return http.StatusServiceUnavailable
+				}
+				return http.StatusOK
+			})
+			p.webhookWatcher("down", func(w *Watcher) { w.Provider, w.Venue = "resy", "v1" })
+			p.webhookWatcher("up", func(w *Watcher) { w.Provider, w.Venue = "resy", "v1" })
+			e := slot("v1", "2025-07-04", "19:00", 2)
+			p.publish(rawFlip(e, avail.KindOpen, 1), stableFlip(e, avail.KindOpen, 2, true))
+			p.settled(2)
+			dls := p.deadLetters()
+			if len(dls) != 1 || dls[0].Attempts != runner.MaxDeliveries || !strings.Contains(dls[0].Reason, "status 503") {
+				t.Fatalf("dead letters %+v: want one after %d deliveries with the 503 as reason", dls, runner.MaxDeliveries)
+			}
+			if hits, accepted := p.recv.counts("up"); hits != 1 || accepted != 1 {
+				t.Errorf("up receiver: %d requests, %d accepted; want exactly 1", hits, accepted)
+			}
+			tries := runner.MaxDeliveries * (runner.Retry.MaxRetries + 1)
+			if hits, _ := p.recv.counts("down"); hits != tries {
+				t.Errorf("down receiver called %d times, want %d", hits, tries)
+			}
+		})
+	}
+}
+
+func TestStage_badMessages(t *testing.T) {
+	p := startPipeline(t, mini(t), testRunner())
+	p.webhookWatcher("any", func(w *Watcher) { w.Provider = "resy" })
+	good, _ := json.Marshal(stableFlip(slot("v1", "2025-07-04", "19:00", 2), avail.KindOpen, 2, true))
+	noRun := stableFlip(slot("v1", "2025-07-04", "19:00", 2), avail.KindOpen, 2, true)
+	noRun.RunID = ""
+	noRunBody, _ := json.Marshal(noRun)
+	msgs := []*stream.Message{
+		stream.NewMessage("s", "avail.run", good),
+		stream.NewMessage("s", avail.TypeTransition, []byte("{not json")),
+		stream.NewMessage("s", avail.TypeTransition, noRunBody),
+		stream.NewMessage("s", avail.TypeTransition, []byte(`{"entity":{"key":"`+strings.Repeat("k", 70<<10)+`"}}`)),
+	}
+	if err := p.pub.Publish(context.Background(), p.topics.Transitions, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	p.settled(4)
+	dls := p.deadLetters()
+	if len(dls) != 4 {
+		t.Fatalf("%d dead letters, want 4", len(dls))
+	}
+	for _, want := range []string{"type", "decode", "run id", "exceeds"} {
+		found := false
+		for _, dl := range dls {
+			found = found || strings.Contains(dl.Reason, want)
+		}
+		if !found {
+			t.Errorf("no dead letter mentions %q", want)
+		}
+	}
+	if hits, _ := p.recv.counts("any"); hits != 0 {
+		t.Errorf("receiver called %d times", hits)
+	}
+}
+
+func TestStage_sessionIDs(t *testing.T) {
+	p := startPipeline(t, mini(t), testRunner())
+	p.webhookWatcher("v1", func(w *Watcher) { w.Provider, w.Venue = "resy", "v1" })
+	p.webhookWatcher("v2", func(w *Watcher) { w.Provider, w.Venue = "resy", "v2" })
+	// Stabilization 1: one event, raw and stable at once.
+	one := slot("v1", "2025-07-04", "19:00", 2)
+	both := stableFlip(one, avail.KindOpen, 7, true)
+	both.Raw = true
+	// A stable open whose raw open the notifier never saw.
+	unseen := slot("v2", "2025-07-04", "19:00", 2)
+	p.publish(both, stableFlip(unseen, avail.KindOpen, 3, true))
+	p.settled(2)
+	if evs := p.recv.events("v1"); len(evs) != 1 || evs[0].SessionID != avail.SessionID(one.Key, runID(7)) {
+		t.Errorf("stabilization-1 events %+v: want one with the session of run 7", evs)
+	}
+	if evs := p.recv.events("v2"); len(evs) != 1 || evs[0].SessionID != "" {
+		t.Errorf("events %+v: want one without a session id", evs)
+	}
+	if n := counterValue(p.collect(), MetricUnresolvedSessions, nil); n != 1 {
+		t.Errorf("%s = %d, want 1", MetricUnresolvedSessions, n)
+	}
+}

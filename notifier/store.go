@@ -1,0 +1,237 @@
+package notifier
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Defaults and limits of the watcher store.
+const (
+	DefaultMaxWatchers = 100_000
+	DefaultPageSize    = 100
+	MaxPageSize        = 1000
+)
+
+// Errors of the watcher store, for errors.Is.
+var (
+	// ErrNotFound: no watcher has the id.
+	ErrNotFound = errors.New("notifier: watcher not found")
+	// ErrTooManyWatchers: the store holds StoreConfig.MaxWatchers watchers.
+	ErrTooManyWatchers = errors.New("notifier: too many watchers")
+)
+
+// StoreConfig configures a WatcherStore. Zero fields take their defaults.
+type StoreConfig struct {
+	// MaxWatchers bounds the number of watchers; Create fails with
+	// ErrTooManyWatchers beyond it. Default 100,000.
+	MaxWatchers int
+	// Logger reports stored watchers that cannot be decoded (they are
+	// skipped). Default slog.Default().
+	Logger *slog.Logger
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c StoreConfig) WithDefaults() StoreConfig {
+	if c.MaxWatchers == 0 {
+		c.MaxWatchers = DefaultMaxWatchers
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c StoreConfig) Validate() error {
+	if c.MaxWatchers < 1 || c.MaxWatchers > 100_000_000 {
+		return fmt.Errorf("notifier: max watchers %d out of range 1..100000000", c.MaxWatchers)
+	}
+	return nil
+}
+
+// WatcherStore keeps watchers in Redis with a match index, so matching an
+// entity costs one set union and one MGET of the candidates, whatever the
+// number of watchers. See the package documentation for the key layout.
+// It is safe for concurrent use.
+type WatcherStore struct {
+	rdb redis.UniversalClient
+	cfg StoreConfig
+}
+
+// NewWatcherStore returns a store over rdb.
+func NewWatcherStore(rdb redis.UniversalClient, cfg StoreConfig) (*WatcherStore, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &WatcherStore{rdb: rdb, cfg: cfg}, nil
+}
+
+// createScript stores a watcher, lists it and indexes it, unless the store
+// is full. KEYS: watcher, watchers, index set; ARGV: id, JSON, max.
+var createScript = redis.NewScript(`
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], 0, ARGV[1])
+redis.call('SADD', KEYS[3], ARGV[1])
+return 1`)
+
+// Create validates w, gives it an ID, a CreatedAt and (when empty) a
+// generated Secret, stores and indexes it in one atomic step, and returns
+// it with its Secret: the only time the secret is shown. Errors wrap
+// ErrInvalidWatcher or ErrTooManyWatchers, or are Redis errors.
+func (s *WatcherStore) Create(ctx context.Context, w Watcher) (Watcher, error) {
+	if err := w.Validate(); err != nil {
+		return Watcher{}, err
+	}
+	now := time.Now().UTC()
+	id, err := newWatcherID(now)
+	if err != nil {
+		return Watcher{}, err
+	}
+	w.ID, w.CreatedAt = id, now
+	if w.Secret == "" {
+		if w.Secret, err = newSecret(); err != nil {
+			return Watcher{}, err
+		}
+	}
+	w.PartySizes = append([]int(nil), w.PartySizes...)
+	body, err := json.Marshal(w)
+	if err != nil {
+		return Watcher{}, fmt.Errorf("notifier: encode watcher: %w", err)
+	}
+	n, err := createScript.Run(ctx, s.rdb, []string{watcherKey(id), watchersKey, indexKey(w)}, id, body, s.cfg.MaxWatchers).Int()
+	if err != nil {
+		return Watcher{}, fmt.Errorf("notifier: create watcher: %w", err)
+	}
+	if n == 0 {
+		return Watcher{}, fmt.Errorf("%w: the store holds %d", ErrTooManyWatchers, s.cfg.MaxWatchers)
+	}
+	return w, nil
+}
+
+// Get returns the watcher with the given id, without its Secret. Errors
+// wrap ErrInvalidWatcher (malformed id) or ErrNotFound, or are Redis errors.
+func (s *WatcherStore) Get(ctx context.Context, id string) (Watcher, error) {
+	w, err := s.get(ctx, id)
+	w.Secret = ""
+	return w, err
+}
+
+func (s *WatcherStore) get(ctx context.Context, id string) (Watcher, error) {
+	if !validID(id) {
+		return Watcher{}, fmt.Errorf("%w: id %q", ErrInvalidWatcher, clip(id))
+	}
+	raw, err := s.rdb.Get(ctx, watcherKey(id)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return Watcher{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return Watcher{}, fmt.Errorf("notifier: get watcher %s: %w", id, err)
+	}
+	var w Watcher
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return Watcher{}, fmt.Errorf("notifier: decode watcher %s: %w", id, err)
+	}
+	return w, nil
+}
+
+// List returns up to limit watchers (without their Secret) in id order,
+// which is creation order, after cursor ("" for the first page), and the
+// cursor of the next page ("" when there is none). A limit below 1 means
+// DefaultPageSize; above MaxPageSize it is MaxPageSize. A malformed cursor
+// is an error wrapping ErrInvalidWatcher.
+func (s *WatcherStore) List(ctx context.Context, cursor string, limit int) ([]Watcher, string, error) {
+	if cursor != "" && !validID(cursor) {
+		return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalidWatcher, clip(cursor))
+	}
+	if limit < 1 {
+		limit = DefaultPageSize
+	}
+	limit = min(limit, MaxPageSize)
+	start := "-"
+	if cursor != "" {
+		start = "(" + cursor
+	}
+	ids, err := s.rdb.ZRangeByLex(ctx, watchersKey, &redis.ZRangeBy{Min: start, Max: "+", Count: int64(limit) + 1}).Result()
+	if err != nil {
+		return nil, "", fmt.Errorf("notifier: list watchers: %w", err)
+	}
+	next := ""
+	if len(ids) > limit {
+		ids = ids[:limit]
+		next = ids[limit-1]
+	}
+	ws, err := s.load(ctx, ids)
+	if err != nil {
+		return nil, "", err
+	}
+	for i := range ws {
+		ws[i].Secret = ""
+	}
+	return ws, next, nil
+}
+
+// Delete removes a watcher and its index entry atomically; it no longer
+// matches anything. Errors wrap ErrInvalidWatcher or ErrNotFound, or are
+// Redis errors.
+func (s *WatcherStore) Delete(ctx context.Context, id string) error {
+	w, err := s.get(ctx, id)
+	if err != nil {
+		return err
+	}
+	var del *redis.IntCmd
+	_, err = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		del = pipe.Del(ctx, watcherKey(id))
+		pipe.ZRem(ctx, watchersKey, id)
+		pipe.SRem(ctx, indexKey(w), id)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("notifier: delete watcher %s: %w", id, err)
+	}
+	if del.Val() == 0 {
+		return fmt.Errorf("%w: %s", ErrNotFound, id) // deleted concurrently
+	}
+	return nil
+}
+
+// loadChunk is how many watchers one MGET reads.
+const loadChunk = 500
+
+// load reads the watchers of ids, in order, with their secrets; ids whose
+// record is gone (deleted meanwhile) or undecodable are skipped.
+func (s *WatcherStore) load(ctx context.Context, ids []string) ([]Watcher, error) {
+	out := make([]Watcher, 0, len(ids))
+	keys := make([]string, 0, min(len(ids), loadChunk))
+	for start := 0; start < len(ids); start += loadChunk {
+		chunk := ids[start:min(start+loadChunk, len(ids))]
+		keys = keys[:0]
+		for _, id := range chunk {
+			keys = append(keys, watcherKey(id))
+		}
+		vals, err := s.rdb.MGet(ctx, keys...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("notifier: load watchers: %w", err)
+		}
+		for i, v := range vals {
+			raw, ok := v.(string)
+			if !ok {
+				continue
+			}
+			var w Watcher
+			if err := json.Unmarshal([]byte(raw), &w); err != nil || w.ID != chunk[i] {
+				s.cfg.Logger.WarnContext(ctx, "notifier: skipping undecodable watcher", "watcher_id", chunk[i], "error", err)
+				continue
+			}
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}

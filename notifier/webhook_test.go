@@ -1,0 +1,233 @@
+package notifier
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+func testNotification(url string) Notification {
+	return Notification{Flow: "avail", Event: EventAvailabilityOpen,
+		Recipient: Recipient{ID: "w_1", Address: url, Secret: "whsec_test-secret-0123"},
+		EventID:   "ev-1", SessionID: "s-1", Subject: "resy|v1|2025-07-04|19:00|2", TraceID: "0af7651916cd43dd8448eb211c80319c",
+		ObservedAt: time.Now(), Body: []byte(`{"event":"availability.open","watcher_id":"w_1"}`)}
+}
+
+func newWebhook(t *testing.T, cfg WebhookConfig) *WebhookChannel {
+	t.Helper()
+	w, err := NewWebhookChannel(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return w
+}
+
+func TestWebhookChannel_send(t *testing.T) {
+	type request struct {
+		method string
+		header http.Header
+		body   []byte
+	}
+	got := make(chan request, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- request{r.Method, r.Header.Clone(), body}
+		w.WriteHeader(http.StatusNoContent)
+	}))
+	defer srv.Close()
+	n := testNotification(srv.URL + "/hook")
+	sc := trace.NewSpanContext(trace.SpanContextConfig{TraceID: trace.TraceID{1}, SpanID: trace.SpanID{2}, TraceFlags: trace.FlagsSampled})
+	ctx := trace.ContextWithSpanContext(context.Background(), sc)
+	if err := newWebhook(t, WebhookConfig{}).Send(ctx, n); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	r := <-got
+	if r.method != http.MethodPost || !bytes.Equal(r.body, n.Body) {
+		t.Errorf("got %s %s", r.method, r.body)
+	}
+	for k, want := range map[string]string{"Content-Type": "application/json", HeaderEventID: "ev-1", "User-Agent": DefaultUserAgent} {
+		if v := r.header.Get(k); v != want {
+			t.Errorf("header %s = %q, want %q", k, v, want)
+		}
+	}
+	if err := VerifySignature(n.Recipient.Secret, r.header.Get(HeaderSignature), r.body, time.Now(), time.Minute); err != nil {
+		t.Errorf("signature does not verify: %v", err)
+	}
+	if tp := r.header.Get("traceparent"); !strings.Contains(tp, sc.TraceID().String()) {
+		t.Errorf("traceparent %q does not carry the trace", tp)
+	}
+}
+
+func TestWebhookChannel_classify(t *testing.T) {
+	tests := []struct {
+		name      string
+		status    int
+		body      string
+		wantErr   bool
+		permanent bool
+	}{
+		{"200", 200, "ok", false, false},
+		{"202", 202, "", false, false},
+		{"204", 204, "", false, false},
+		{"301 not followed", 301, "", true, true},
+		{"400", 400, `{"error":"bad watcher"}`, true, true},
+		{"401", 401, "", true, true},
+		{"404", 404, "", true, true},
+		{"410", 410, "", true, true},
+		{"408", 408, "", true, false},
+		{"429", 429, "slow down", true, false},
+		{"500", 500, "boom", true, false},
+		{"503", 503, "", true, false},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			redirected := false
+			mux := http.NewServeMux()
+			mux.HandleFunc("/elsewhere", func(w http.ResponseWriter, _ *http.Request) { redirected = true })
+			mux.HandleFunc("/hook", func(w http.ResponseWriter, _ *http.Request) {
+				if tt.status == 301 {
+					w.Header().Set("Location", "/elsewhere")
+				}
+				w.WriteHeader(tt.status)
+				_, _ = io.WriteString(w, tt.body)
+			})
+			srv := httptest.NewServer(mux)
+			defer srv.Close()
+			err := newWebhook(t, WebhookConfig{}).Send(context.Background(), testNotification(srv.URL+"/hook"))
+			if (err != nil) != tt.wantErr {
+				t.Fatalf("Send = %v, want error %v", err, tt.wantErr)
+			}
+			if redirected {
+				t.Error("redirect followed")
+			}
+			if err == nil {
+				return
+			}
+			if stream.IsPermanent(err) != tt.permanent {
+				t.Errorf("permanent = %v, want %v (%v)", !tt.permanent, tt.permanent, err)
+			}
+			var de *DeliveryError
+			if !errors.As(err, &de) || de.StatusCode != tt.status || de.Retryable == tt.permanent {
+				t.Fatalf("error %v: want a *DeliveryError with status %d", err, tt.status)
+			}
+			if tt.body != "" && !strings.Contains(err.Error(), tt.body) {
+				t.Errorf("error %q does not quote the answer %q", err, tt.body)
+			}
+		})
+	}
+}
+
+func TestWebhookChannel_failures(t *testing.T) {
+	t.Run("network error is retryable", func(t *testing.T) {
+		srv := httptest.NewServer(http.NotFoundHandler())
+		url := srv.URL
+		srv.Close()
+		err := newWebhook(t, WebhookConfig{}).Send(context.Background(), testNotification(url))
+		var de *DeliveryError
+		if err == nil || stream.IsPermanent(err) || !errors.As(err, &de) || !de.Retryable {
+			t.Errorf("Send to a closed server = %v, want a retryable *DeliveryError", err)
+		}
+	})
+	t.Run("timeout is retryable", func(t *testing.T) {
+		release := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		}))
+		defer srv.Close()
+		defer close(release)
+		start := time.Now()
+		err := newWebhook(t, WebhookConfig{Timeout: 100 * time.Millisecond}).Send(context.Background(), testNotification(srv.URL))
+		if err == nil || stream.IsPermanent(err) {
+			t.Errorf("Send to a stuck server = %v, want a retryable error", err)
+		}
+		if took := time.Since(start); took > 5*time.Second {
+			t.Errorf("Send took %v with a 100ms timeout", took)
+		}
+	})
+	t.Run("response body is read bounded", func(t *testing.T) {
+		written := make(chan int64, 1)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusInternalServerError)
+			n, _ := io.Copy(w, io.LimitReader(zeros{}, 64<<20))
+			written <- n
+		}))
+		defer srv.Close()
+		err := newWebhook(t, WebhookConfig{MaxResponseBytes: 1024}).Send(context.Background(), testNotification(srv.URL))
+		var de *DeliveryError
+		if !errors.As(err, &de) || len(de.Detail) > maxDetail {
+			t.Fatalf("Send = %v, want a *DeliveryError with a short detail", err)
+		}
+		if n := <-written; n >= 64<<20 {
+			t.Errorf("server wrote its whole %d-byte body: the response was read to the end", n)
+		}
+	})
+	t.Run("recipient without url is permanent", func(t *testing.T) {
+		err := newWebhook(t, WebhookConfig{}).Send(context.Background(), testNotification(""))
+		if !stream.IsPermanent(err) {
+			t.Errorf("Send = %v, want permanent", err)
+		}
+	})
+}
+
+// zeros is an endless reader of zero bytes.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
+}
+
+func TestWebhookConfig_validate(t *testing.T) {
+	for _, tt := range []struct {
+		name string
+		cfg  WebhookConfig
+		ok   bool
+	}{
+		{"defaults", WebhookConfig{}, true},
+		{"negative timeout", WebhookConfig{Timeout: -time.Second}, false},
+		{"huge timeout", WebhookConfig{Timeout: time.Hour}, false},
+		{"negative response bound", WebhookConfig{MaxResponseBytes: -1}, false},
+	} {
+		t.Run(tt.name, func(t *testing.T) {
+			_, err := NewWebhookChannel(tt.cfg)
+			if (err == nil) != tt.ok {
+				t.Errorf("NewWebhookChannel = %v, want ok %v", err, tt.ok)
+			}
+		})
+	}
+}
+
+func TestLogChannel_send(t *testing.T) {
+	var buf bytes.Buffer
+	ch := NewLogChannel(slog.New(slog.NewJSONHandler(&buf, nil)))
+	if ch.Name() != ChannelLog {
+		t.Errorf("Name = %q", ch.Name())
+	}
+	if err := ch.Send(context.Background(), testNotification("")); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	line := buf.String()
+	if strings.Count(line, "\n") != 1 {
+		t.Errorf("want one log line, got %q", line)
+	}
+	for _, want := range []string{`"msg":"notification"`, `"recipient_id":"w_1"`, `"event_id":"ev-1"`, `"session_id":"s-1"`,
+		`"flow":"avail"`, `"subject":"resy|v1|2025-07-04|19:00|2"`, `"origin_trace_id":"0af7651916cd43dd8448eb211c80319c"`} {
+		if !strings.Contains(line, want) {
+			t.Errorf("log line %s lacks %s", line, want)
+		}
+	}
+}

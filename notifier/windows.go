@@ -1,0 +1,75 @@
+package notifier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// windows remembers, per entity, its recent raw flips (opens and closes),
+// so that a stable open, which carries only its own run id, can be given
+// the id of its open window: avail.SessionID(entity key, run id of the raw
+// open that began it).
+//
+// Each entity has a sorted set in the partition of its transitions, scored
+// by run_at in milliseconds, with members "<run id>\x00open" or
+// "<run id>\x00close". Redis orders equal scores by member bytes, and
+// control characters cannot occur in run ids, so the set is in the diff's
+// run order: run_at, then run id byte-wise. Adding a flip again (a
+// redelivery or replay) changes nothing.
+type windows struct {
+	rdb   redis.UniversalClient
+	topic stream.Topic
+	ttl   time.Duration
+	max   int
+}
+
+const memberSep = "\x00"
+
+// record adds a raw flip of an entity, keeps the newest w.max flips and
+// renews the set's expiry.
+func (w *windows) record(ctx context.Context, partition int, entityKey, kind, runID string, runAt time.Time) error {
+	key := eventsKey(w.topic, partition, entityKey)
+	_, err := w.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.ZAdd(ctx, key, redis.Z{Score: float64(runAt.UnixMilli()), Member: runID + memberSep + kind})
+		pipe.ZRemRangeByRank(ctx, key, 0, int64(-w.max-1))
+		pipe.PExpire(ctx, key, w.ttl)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("notifier: record %s of %s: %w", kind, clip(entityKey), err)
+	}
+	return nil
+}
+
+// session returns the session id of the open window a stable open of run
+// (runAt, runID) confirms: that of the newest raw flip at or before the
+// run, if it is an open. ok is false when that flip is a close or none is
+// remembered (its raw open was not seen, or is older than what is kept).
+func (w *windows) session(ctx context.Context, partition int, entityKey, runID string, runAt time.Time) (id string, ok bool, err error) {
+	ms := runAt.UnixMilli()
+	zs, err := w.rdb.ZRevRangeByScoreWithScores(ctx, eventsKey(w.topic, partition, entityKey), &redis.ZRangeBy{
+		Max: fmt.Sprint(ms), Min: "-inf", Count: int64(w.max)}).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return "", false, fmt.Errorf("notifier: session of %s: %w", clip(entityKey), err)
+	}
+	for _, z := range zs {
+		member, _ := z.Member.(string)
+		run, kind, found := strings.Cut(member, memberSep)
+		if !found || int64(z.Score) == ms && run > runID {
+			continue // a later run of the same millisecond
+		}
+		if kind != avail.KindOpen {
+			return "", false, nil
+		}
+		return avail.SessionID(entityKey, run), true, nil
+	}
+	return "", false, nil
+}
