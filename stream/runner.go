@@ -259,3 +259,17 @@ func (r *Runner) ackFailed(ctx context.Context, st *partitionState, err error) {
 func isNoGroup(err error) bool {
 	return err != nil && strings.HasPrefix(err.Error(), "NOGROUP")
 }
+
+// EnsureGroups creates group on every partition of topic if it is missing,
+// reading from the start of the stream. Creating a stage's group before the
+// stage runs makes its backlog wait in the stream: the Trimmer keeps every
+// entry the group has not acknowledged.
+func EnsureGroups(ctx context.Context, rdb redis.UniversalClient, topic Topic, group string) error {
+	for p := 0; p < topic.Partitions; p++ {
+		err := rdb.XGroupCreateMkStream(ctx, topic.Stream(p), group, "0").Err()
+		if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
+			return fmt.Errorf("create group %s on %s: %w", group, topic.Stream(p), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,166 @@
+package api
+
+import (
+	"errors"
+	"net/url"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/writer"
+)
+
+// AvailabilityRoutes are the read routes over the availability projection.
+type AvailabilityRoutes struct {
+	Projection *writer.Projection
+}
+
+// availabilityPage is one page of GET /v1/availability.
+type availabilityPage struct {
+	Items      []writer.EntityState `json:"items"`
+	NextCursor string               `json:"next_cursor,omitempty"`
+}
+
+// entityTransition is one raw flip of an entity, derived from its sessions.
+type entityTransition struct {
+	Kind      string `json:"kind"`
+	At        string `json:"at"`
+	RunID     string `json:"run_id"`
+	SessionID string `json:"session_id"`
+}
+
+// entityDetail is GET /v1/availability/{key}.
+type entityDetail struct {
+	Entity      writer.EntityState `json:"entity"`
+	Transitions []entityTransition `json:"recent_transitions"`
+}
+
+// sessionsPage is GET /v1/availability/{key}/sessions.
+type sessionsPage struct {
+	Items []writer.Session `json:"items"`
+}
+
+// recentTransitions bounds the transitions shown with an entity.
+const recentTransitions = 20
+
+// Register adds the routes to srv.
+func (a AvailabilityRoutes) Register(srv *Server) {
+	limitParam := Param{Name: "limit", Type: "integer", Description: "page size, 1..1000 (default 100)"}
+	srv.Handle(Operation{Method: "GET", Path: "/v1/availability", Tag: "availability", Scope: ScopeRead,
+		Summary: "List entities of the projection, filtered and paged",
+		Query: []Param{{Name: "provider"}, {Name: "venue"}, {Name: "date", Description: "YYYY-MM-DD"},
+			{Name: "party_size", Type: "integer"}, {Name: "state", Description: "open or closed"},
+			{Name: "cursor", Description: "next_cursor of the previous page"}, limitParam},
+		Response: availabilityPage{}, Handler: a.list})
+	srv.Handle(Operation{Method: "GET", Path: "/v1/availability/:key", Tag: "availability", Scope: ScopeRead,
+		Summary: "One entity's projection and its recent transitions (key URL-escaped)",
+		Response: entityDetail{}, Handler: a.get})
+	srv.Handle(Operation{Method: "GET", Path: "/v1/availability/:key/sessions", Tag: "availability", Scope: ScopeRead,
+		Summary: "One entity's availability sessions, newest first", Query: []Param{limitParam},
+		Response: sessionsPage{}, Handler: a.sessions})
+}
+
+func (a AvailabilityRoutes) list(c *fiber.Ctx) error {
+	party, err := intQuery(c, "party_size", 0, 0, 50)
+	if err != nil {
+		return err
+	}
+	limit, err := intQuery(c, "limit", writer.DefaultListLimit, 1, writer.MaxListLimit)
+	if err != nil {
+		return err
+	}
+	f := writer.Filter{Provider: c.Query("provider"), Venue: c.Query("venue"), Date: c.Query("date"),
+		PartySize: party, State: c.Query("state")}
+	if err := f.Validate(); err != nil {
+		return BadRequest("invalid_filter", err.Error())
+	}
+	items, next, err := a.Projection.List(c.UserContext(), f, c.Query("cursor"), limit)
+	if errors.Is(err, writer.ErrBadCursor) {
+		return BadRequest("invalid_cursor", err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	if items == nil {
+		items = []writer.EntityState{}
+	}
+	return c.JSON(availabilityPage{Items: items, NextCursor: next})
+}
+
+func (a AvailabilityRoutes) get(c *fiber.Ctx) error {
+	key, err := entityKeyParam(c)
+	if err != nil {
+		return err
+	}
+	e, err := a.Projection.Get(c.UserContext(), key)
+	if errors.Is(err, writer.ErrNotFound) {
+		return NotFound("entity_not_found", "no entity with key "+strconv.Quote(key))
+	}
+	if err != nil {
+		return err
+	}
+	sessions, err := a.Projection.Sessions(c.UserContext(), key, recentTransitions/2)
+	if err != nil {
+		return err
+	}
+	out := entityDetail{Entity: e, Transitions: []entityTransition{}}
+	for _, s := range sessions {
+		if !s.ClosedAt.IsZero() {
+			out.Transitions = append(out.Transitions, entityTransition{Kind: "close", At: s.ClosedAt.UTC().Format(timeFormat), RunID: s.CloseRun, SessionID: s.ID})
+		}
+		out.Transitions = append(out.Transitions, entityTransition{Kind: "open", At: s.OpenedAt.UTC().Format(timeFormat), RunID: s.OpenRun, SessionID: s.ID})
+	}
+	return c.JSON(out)
+}
+
+func (a AvailabilityRoutes) sessions(c *fiber.Ctx) error {
+	key, err := entityKeyParam(c)
+	if err != nil {
+		return err
+	}
+	limit, err := intQuery(c, "limit", 100, 1, 100)
+	if err != nil {
+		return err
+	}
+	if _, err := a.Projection.Get(c.UserContext(), key); errors.Is(err, writer.ErrNotFound) {
+		return NotFound("entity_not_found", "no entity with key "+strconv.Quote(key))
+	} else if err != nil {
+		return err
+	}
+	items, err := a.Projection.Sessions(c.UserContext(), key, limit)
+	if err != nil {
+		return err
+	}
+	if items == nil {
+		items = []writer.Session{}
+	}
+	return c.JSON(sessionsPage{Items: items})
+}
+
+const timeFormat = "2006-01-02T15:04:05.000Z07:00"
+
+// maxKeyLen bounds entity keys taken from a path.
+const maxKeyLen = 1024
+
+// entityKeyParam returns the unescaped :key path parameter.
+func entityKeyParam(c *fiber.Ctx) (string, error) {
+	raw := c.Params("key")
+	key, err := url.PathUnescape(raw)
+	if err != nil || key == "" || len(key) > maxKeyLen {
+		return "", BadRequest("invalid_key", "entity key must be a URL-escaped string of 1.."+strconv.Itoa(maxKeyLen)+" bytes")
+	}
+	return key, nil
+}
+
+// intQuery parses an optional integer query parameter within [lo, hi].
+func intQuery(c *fiber.Ctx, name string, def, lo, hi int) (int, error) {
+	s := c.Query(name)
+	if s == "" {
+		return def, nil
+	}
+	n, err := strconv.Atoi(s)
+	if err != nil || n < lo || n > hi {
+		return 0, BadRequest("invalid_"+name, name+" must be a whole number in "+strconv.Itoa(lo)+".."+strconv.Itoa(hi))
+	}
+	return n, nil
+}

@@ -1,0 +1,105 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/collector"
+)
+
+// SourceRoutes manage the collector's sources.
+type SourceRoutes struct {
+	Store *collector.Store
+	// Collector, when set, applies a change at once; otherwise running
+	// collectors pick it up at their next sync.
+	Collector *collector.Collector
+}
+
+// sourcePage is GET /v1/sources.
+type sourcePage struct {
+	Items []collector.Source `json:"items"`
+}
+
+// sourceDetail is a source with its health, when this process polls it.
+type sourceDetail struct {
+	Source collector.Source        `json:"source"`
+	Health *collector.SourceHealth `json:"health,omitempty"`
+}
+
+// Register adds the routes to srv.
+func (r SourceRoutes) Register(srv *Server) {
+	srv.Handle(Operation{Method: "POST", Path: "/v1/sources", Tag: "sources", Scope: ScopeWrite,
+		Summary: "Create or replace a source (provider, base URL, scopes, interval)",
+		Body:    collector.Source{}, Response: collector.Source{}, Status: http.StatusCreated, Handler: r.put})
+	srv.Handle(Operation{Method: "GET", Path: "/v1/sources", Tag: "sources", Scope: ScopeRead,
+		Summary: "List sources (auth tokens redacted)", Response: sourcePage{}, Handler: r.list})
+	srv.Handle(Operation{Method: "GET", Path: "/v1/sources/:id", Tag: "sources", Scope: ScopeRead,
+		Summary: "One source and its health", Response: sourceDetail{}, Handler: r.get})
+	srv.Handle(Operation{Method: "DELETE", Path: "/v1/sources/:id", Tag: "sources", Scope: ScopeWrite,
+		Summary: "Delete a source; its history stays", Status: http.StatusNoContent, Handler: r.delete})
+}
+
+func (r SourceRoutes) put(c *fiber.Ctx) error {
+	var src collector.Source
+	if err := DecodeJSON(c, &src); err != nil {
+		return err
+	}
+	if err := src.Validate(); err != nil {
+		return UnprocessableEntity("invalid_source", err.Error())
+	}
+	if err := r.Store.Put(c.UserContext(), src); err != nil {
+		return err
+	}
+	if r.Collector != nil {
+		if err := r.Collector.Upsert(src); err != nil {
+			return err
+		}
+	}
+	return c.Status(http.StatusCreated).JSON(src.Redacted())
+}
+
+func (r SourceRoutes) list(c *fiber.Ctx) error {
+	srcs, err := r.Store.List(c.UserContext())
+	if err != nil {
+		return err
+	}
+	out := sourcePage{Items: make([]collector.Source, 0, len(srcs))}
+	for _, s := range srcs {
+		out.Items = append(out.Items, s.Redacted())
+	}
+	return c.JSON(out)
+}
+
+func (r SourceRoutes) get(c *fiber.Ctx) error {
+	src, err := r.Store.Get(c.UserContext(), c.Params("id"))
+	if errors.Is(err, collector.ErrSourceNotFound) {
+		return NotFound("source_not_found", err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	out := sourceDetail{Source: src.Redacted()}
+	if r.Collector != nil {
+		if h, err := r.Collector.Health(src.ID); err == nil {
+			out.Health = &h
+		}
+	}
+	return c.JSON(out)
+}
+
+func (r SourceRoutes) delete(c *fiber.Ctx) error {
+	id := c.Params("id")
+	if err := r.Store.Delete(c.UserContext(), id); errors.Is(err, collector.ErrSourceNotFound) {
+		return NotFound("source_not_found", err.Error())
+	} else if err != nil {
+		return err
+	}
+	if r.Collector != nil {
+		if err := r.Collector.Remove(id); err != nil && !errors.Is(err, collector.ErrSourceNotFound) {
+			return err
+		}
+	}
+	return c.SendStatus(http.StatusNoContent)
+}

@@ -1,0 +1,90 @@
+package api
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/notifier"
+)
+
+// WatcherRoutes manage who is told about availability.
+type WatcherRoutes struct {
+	Store *notifier.WatcherStore
+}
+
+// watcherPage is GET /v1/watchers.
+type watcherPage struct {
+	Items      []notifier.Watcher `json:"items"`
+	NextCursor string             `json:"next_cursor,omitempty"`
+}
+
+// Register adds the routes to srv.
+func (r WatcherRoutes) Register(srv *Server) {
+	srv.Handle(Operation{Method: "POST", Path: "/v1/watchers", Tag: "watchers", Scope: ScopeWrite,
+		Summary: "Watch a venue, a date range, party sizes or a slot; the webhook secret is shown only here",
+		Body:    notifier.Watcher{}, Response: notifier.Watcher{}, Status: http.StatusCreated, Handler: r.create})
+	srv.Handle(Operation{Method: "GET", Path: "/v1/watchers", Tag: "watchers", Scope: ScopeRead,
+		Summary: "List watchers", Query: []Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
+		Response: watcherPage{}, Handler: r.list})
+	srv.Handle(Operation{Method: "GET", Path: "/v1/watchers/:id", Tag: "watchers", Scope: ScopeRead,
+		Summary: "One watcher", Response: notifier.Watcher{}, Handler: r.get})
+	srv.Handle(Operation{Method: "DELETE", Path: "/v1/watchers/:id", Tag: "watchers", Scope: ScopeWrite,
+		Summary: "Stop watching", Status: http.StatusNoContent, Handler: r.delete})
+}
+
+func (r WatcherRoutes) create(c *fiber.Ctx) error {
+	var w notifier.Watcher
+	if err := DecodeJSON(c, &w); err != nil {
+		return err
+	}
+	created, err := r.Store.Create(c.UserContext(), w)
+	if errors.Is(err, notifier.ErrInvalidWatcher) {
+		return UnprocessableEntity("invalid_watcher", err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	return c.Status(http.StatusCreated).JSON(created)
+}
+
+func (r WatcherRoutes) list(c *fiber.Ctx) error {
+	limit, err := intQuery(c, "limit", 100, 1, 1000)
+	if err != nil {
+		return err
+	}
+	items, next, err := r.Store.List(c.UserContext(), c.Query("cursor"), limit)
+	if errors.Is(err, notifier.ErrInvalidWatcher) {
+		return BadRequest("invalid_cursor", err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	if items == nil {
+		items = []notifier.Watcher{}
+	}
+	return c.JSON(watcherPage{Items: items, NextCursor: next})
+}
+
+func (r WatcherRoutes) get(c *fiber.Ctx) error {
+	w, err := r.Store.Get(c.UserContext(), c.Params("id"))
+	switch {
+	case errors.Is(err, notifier.ErrNotFound), errors.Is(err, notifier.ErrInvalidWatcher):
+		return NotFound("watcher_not_found", "no watcher "+c.Params("id"))
+	case err != nil:
+		return err
+	}
+	return c.JSON(w)
+}
+
+func (r WatcherRoutes) delete(c *fiber.Ctx) error {
+	err := r.Store.Delete(c.UserContext(), c.Params("id"))
+	switch {
+	case errors.Is(err, notifier.ErrNotFound), errors.Is(err, notifier.ErrInvalidWatcher):
+		return NotFound("watcher_not_found", "no watcher "+c.Params("id"))
+	case err != nil:
+		return err
+	}
+	return c.SendStatus(http.StatusNoContent)
+}

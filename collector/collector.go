@@ -1,0 +1,316 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"slices"
+	"strings"
+	"sync"
+
+	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/avail"
+	dsotel "github.com/dropstream/dropstream/otel"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Collector polls sources and publishes every poll as an avail.RawRun to
+// the raw topic. Sources come from Upsert and Remove, or from a Store
+// through Sync (and periodically in Run when CollectorConfig.Store is set).
+// Run schedules polls; PollOnce polls one source now. All methods are safe
+// for concurrent use.
+type Collector struct {
+	topics avail.Topics
+	pub    *stream.Publisher
+	cfg    CollectorConfig
+	log    *slog.Logger
+	tracer trace.Tracer
+	met    *metrics
+
+	// healthMu serializes health updates with the publication of the
+	// source transitions they cause, so transitions go out in order.
+	healthMu sync.Mutex
+
+	mu      sync.Mutex
+	sources map[string]*sourceState
+	buckets map[string]*bucket
+	jobs    jobHeap
+	wake    chan struct{}
+	running bool
+}
+
+// sourceState is the collector's view of one source.
+type sourceState struct {
+	src Source // with defaults applied
+	fp  string
+	// gen changes with every configuration change; polls and scheduled
+	// jobs of an older generation leave no trace on the new one.
+	gen    uint64
+	health SourceHealth
+	bucket *bucket
+}
+
+// NewCollector returns a collector publishing raw runs to topics.Raw and
+// source transitions to topics.Transitions through pub.
+func NewCollector(topics avail.Topics, pub *stream.Publisher, cfg CollectorConfig) (*Collector, error) {
+	if pub == nil {
+		return nil, errors.New("collector: publisher is nil")
+	}
+	if err := errors.Join(topics.Raw.Validate(), topics.Transitions.Validate()); err != nil {
+		return nil, fmt.Errorf("collector: %w", err)
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("collector: %w", err)
+	}
+	tel := cfg.Telemetry
+	if tel.TracerProvider == nil {
+		tel.TracerProvider = gotel.GetTracerProvider()
+	}
+	if tel.MeterProvider == nil {
+		tel.MeterProvider = gotel.GetMeterProvider()
+	}
+	if tel.Propagator == nil {
+		tel.Propagator = gotel.GetTextMapPropagator()
+	}
+	if tel.Logger == nil {
+		tel.Logger = slog.Default()
+	}
+	cfg.Telemetry = tel
+	c := &Collector{topics: topics, pub: pub, cfg: cfg, log: tel.Logger,
+		tracer:  tel.TracerProvider.Tracer(dsotel.ScopeName, trace.WithSchemaURL(dsotel.SchemaURL)),
+		sources: map[string]*sourceState{}, buckets: map[string]*bucket{}, wake: make(chan struct{}, 1)}
+	met, err := newMetrics(tel.MeterProvider, c.failureCounts)
+	if err != nil {
+		return nil, fmt.Errorf("collector: %w", err)
+	}
+	c.met = met
+	return c, nil
+}
+
+// Close releases the collector's metric callback. The collector must not be
+// used afterwards.
+func (c *Collector) Close() error { return c.met.close() }
+
+// Upsert adds a source or replaces its configuration. An invalid source
+// returns an error wrapping ErrInvalidSource. A changed configuration (any
+// field, see Source.Fingerprint) lifts an auth-expired pause and schedules
+// every scope afresh; an unchanged one changes nothing. Health counters
+// survive changes.
+func (c *Collector) Upsert(src Source) error {
+	if err := src.Validate(); err != nil {
+		return err
+	}
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.upsertLocked(src.WithDefaults()) {
+		c.rebucketLocked()
+		c.signal()
+	}
+	return nil
+}
+
+// upsertLocked applies a valid, defaulted source and reports whether
+// anything changed.
+func (c *Collector) upsertLocked(src Source) bool {
+	fp := src.Fingerprint()
+	st, ok := c.sources[src.ID]
+	if ok && st.fp == fp {
+		return false
+	}
+	if !ok {
+		st = &sourceState{health: SourceHealth{SourceID: src.ID, Status: StatusUp}}
+		c.sources[src.ID] = st
+	}
+	st.src, st.fp = src, fp
+	st.gen++
+	st.health.Paused = false
+	st.health.Status = st.health.status()
+	now := c.cfg.Clock.Now()
+	for i := range src.Scopes {
+		c.jobs.push(&job{due: now.Add(c.firstDelay(src.Interval)), source: src.ID, gen: st.gen, scope: i})
+	}
+	return true
+}
+
+// Remove forgets a source; its scheduled polls are dropped. An unknown id
+// returns an error wrapping ErrSourceNotFound.
+func (c *Collector) Remove(id string) error {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if _, ok := c.sources[id]; !ok {
+		return fmt.Errorf("%w: %q", ErrSourceNotFound, clipText(id))
+	}
+	delete(c.sources, id)
+	c.rebucketLocked()
+	return nil
+}
+
+// Sync makes the collector's sources those of CollectorConfig.Store: new and
+// changed ones are upserted, missing ones removed. When the store reports
+// unreadable entries, the readable ones are applied but nothing is removed
+// (an unreadable source keeps its last good configuration), and the store's
+// error is returned.
+func (c *Collector) Sync(ctx context.Context) error {
+	if c.cfg.Store == nil {
+		return errors.New("collector: sync needs CollectorConfig.Store")
+	}
+	srcs, err := c.cfg.Store.List(ctx)
+	if srcs == nil && err != nil {
+		return err
+	}
+	keep := make(map[string]bool, len(srcs))
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	changed := false
+	for _, src := range srcs {
+		keep[src.ID] = true
+		changed = c.upsertLocked(src) || changed
+	}
+	if err == nil {
+		for id := range c.sources {
+			if !keep[id] {
+				delete(c.sources, id)
+				changed = true
+			}
+		}
+	}
+	if changed {
+		c.rebucketLocked()
+		c.signal()
+	}
+	return err
+}
+
+// rebucketLocked gives every source the bucket of its provider host, at the
+// smallest rate of the sources sharing it, and drops unused buckets.
+func (c *Collector) rebucketLocked() {
+	rates := map[string]float64{}
+	for _, st := range c.sources {
+		k := bucketKey(st.src)
+		if r, ok := rates[k]; !ok || st.src.RateLimit < r {
+			rates[k] = st.src.RateLimit
+		}
+	}
+	for k, r := range rates {
+		if b, ok := c.buckets[k]; ok {
+			b.setRate(r)
+		} else {
+			c.buckets[k] = newBucket(r, c.cfg.Burst)
+		}
+	}
+	for k := range c.buckets {
+		if _, ok := rates[k]; !ok {
+			delete(c.buckets, k)
+		}
+	}
+	for _, st := range c.sources {
+		st.bucket = c.buckets[bucketKey(st.src)]
+	}
+}
+
+// signal wakes Run's scheduling loop.
+func (c *Collector) signal() {
+	select {
+	case c.wake <- struct{}{}:
+	default:
+	}
+}
+
+// Sources returns the collector's sources, with defaults applied, sorted by
+// id. They include auth tokens: use Source.Redacted before showing them.
+func (c *Collector) Sources() []Source {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]Source, 0, len(c.sources))
+	for _, st := range c.sources {
+		out = append(out, st.src)
+	}
+	slices.SortFunc(out, func(a, b Source) int { return strings.Compare(a.ID, b.ID) })
+	return out
+}
+
+// Health returns a source's health, or an error wrapping ErrSourceNotFound.
+func (c *Collector) Health(id string) (SourceHealth, error) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	st, ok := c.sources[id]
+	if !ok {
+		return SourceHealth{}, fmt.Errorf("%w: %q", ErrSourceNotFound, clipText(id))
+	}
+	return st.health, nil
+}
+
+// Healths returns the health of every source, sorted by source id.
+func (c *Collector) Healths() []SourceHealth {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	out := make([]SourceHealth, 0, len(c.sources))
+	for _, st := range c.sources {
+		out = append(out, st.health)
+	}
+	slices.SortFunc(out, func(a, b SourceHealth) int { return strings.Compare(a.SourceID, b.SourceID) })
+	return out
+}
+
+// failureCounts reports the consecutive failures of every source, for the
+// metrics callback.
+func (c *Collector) failureCounts(yield func(sourceID, provider string, failures int)) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	for id, st := range c.sources {
+		yield(id, st.src.Provider, st.health.ConsecutiveFailures)
+	}
+}
+
+// PollOnce polls every scope of a source once, in order, each as a run
+// published to the raw topic, waiting for its turn in the provider's rate
+// limit (on the collector's clock). Failed fetches are failed runs, not
+// errors. It returns an error wrapping ErrSourceNotFound for an unknown
+// source, ErrAuthExpired when the source is paused or becomes paused (the
+// remaining scopes are then not polled), the context's error, or a publish
+// failure.
+func (c *Collector) PollOnce(ctx context.Context, sourceID string) error {
+	c.mu.Lock()
+	st, ok := c.sources[sourceID]
+	if !ok {
+		c.mu.Unlock()
+		return fmt.Errorf("%w: %q", ErrSourceNotFound, clipText(sourceID))
+	}
+	src, gen, b, paused := st.src, st.gen, st.bucket, st.health.Paused
+	c.mu.Unlock()
+	if paused {
+		return fmt.Errorf("source %s: %w", sourceID, ErrAuthExpired)
+	}
+	for i := range src.Scopes {
+		if err := c.waitTurn(ctx, b); err != nil {
+			return err
+		}
+		res, err := c.poll(ctx, src, gen, i)
+		if err != nil {
+			return err
+		}
+		if res.outcome == OutcomeAuthExpired {
+			return fmt.Errorf("source %s: %w", sourceID, ErrAuthExpired)
+		}
+	}
+	return nil
+}
+
+// waitTurn reserves a request in b and waits for its time on the clock.
+func (c *Collector) waitTurn(ctx context.Context, b *bucket) error {
+	now := c.cfg.Clock.Now()
+	at := b.reserve(now)
+	if !at.After(now) {
+		return ctx.Err()
+	}
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-c.cfg.Clock.Alarm(at):
+		return nil
+	}
+}

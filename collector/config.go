@@ -1,0 +1,151 @@
+package collector
+
+import (
+	"errors"
+	"fmt"
+	"net/http"
+	"time"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// CollectorConfig tunes a Collector. The zero value of every field means its
+// documented default; WithDefaults fills them and Validate checks the result.
+type CollectorConfig struct {
+	// Jitter spreads polls: each interval is scaled by a random factor in
+	// [1-Jitter, 1+Jitter], 0 < Jitter ≤ 0.5. Default 0.1 (±10%); set
+	// NoJitter for exact intervals.
+	Jitter float64
+	// NoJitter turns jitter off.
+	NoJitter bool
+	// Timeout bounds one request, response body included. Default 10s.
+	Timeout time.Duration
+	// DownAfter is the number of consecutive failed runs after which a
+	// source is down. Default 3.
+	DownAfter int
+	// MaxBackoff caps the delay before polling a failing scope again: the
+	// interval doubles per consecutive failure of the source up to it (or
+	// up to the interval, if longer). Default 10m.
+	MaxBackoff time.Duration
+	// MaxRetryAfter caps the pause a Retry-After can impose. Default 1h.
+	MaxRetryAfter time.Duration
+	// DefaultRetryAfter is the pause after a 429 without a readable
+	// Retry-After. Default 30s.
+	DefaultRetryAfter time.Duration
+	// Burst is the token-bucket size per provider host: how many requests
+	// may go back to back. Default 1: requests are evenly spaced.
+	Burst int
+	// Concurrency is the number of polls in flight at once in Run.
+	// Default 4.
+	Concurrency int
+	// RefreshInterval is how often Run reloads sources from Store, when
+	// Store is set. Default 15s.
+	RefreshInterval time.Duration
+	// Store, when set, is the source of truth Run reloads sources from.
+	// Default nil: sources come from Upsert and Remove only.
+	Store *Store
+	// UserAgent is sent with every request. Default
+	// "dropstream-collector/1 (+https://github.com/dropstream/dropstream)".
+	UserAgent string
+	// HTTPClient sends the requests. Default: a client of its own over a
+	// clone of http.DefaultTransport, without redirects to other hosts.
+	HTTPClient *http.Client
+	// Clock is the source of time. Default SystemClock.
+	Clock Clock
+	// Telemetry supplies the tracer, meter and propagator providers and
+	// the logger. Nil fields default to the OpenTelemetry globals and
+	// slog.Default.
+	Telemetry stream.Telemetry
+}
+
+// DefaultUserAgent is the default CollectorConfig.UserAgent.
+const DefaultUserAgent = "dropstream-collector/1 (+https://github.com/dropstream/dropstream)"
+
+// WithDefaults returns c with every zero field set to its default.
+func (c CollectorConfig) WithDefaults() CollectorConfig {
+	if c.Jitter == 0 {
+		c.Jitter = 0.1
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	if c.DownAfter == 0 {
+		c.DownAfter = 3
+	}
+	if c.MaxBackoff == 0 {
+		c.MaxBackoff = 10 * time.Minute
+	}
+	if c.MaxRetryAfter == 0 {
+		c.MaxRetryAfter = time.Hour
+	}
+	if c.DefaultRetryAfter == 0 {
+		c.DefaultRetryAfter = 30 * time.Second
+	}
+	if c.Burst == 0 {
+		c.Burst = 1
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = 4
+	}
+	if c.RefreshInterval == 0 {
+		c.RefreshInterval = 15 * time.Second
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = DefaultUserAgent
+	}
+	if c.HTTPClient == nil {
+		c.HTTPClient = defaultHTTPClient()
+	}
+	if c.Clock == nil {
+		c.Clock = SystemClock{}
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c CollectorConfig) Validate() error {
+	var errs []error
+	if !(c.Jitter > 0 && c.Jitter <= 0.5) {
+		errs = append(errs, fmt.Errorf("jitter %v out of range (0, 0.5]", c.Jitter))
+	}
+	if c.Timeout <= 0 || c.MaxBackoff <= 0 || c.MaxRetryAfter <= 0 || c.DefaultRetryAfter <= 0 || c.RefreshInterval <= 0 {
+		errs = append(errs, errors.New("timeout, max backoff, retry-after and refresh interval must be positive"))
+	}
+	if c.DefaultRetryAfter > c.MaxRetryAfter {
+		errs = append(errs, fmt.Errorf("default retry-after %s exceeds max retry-after %s", c.DefaultRetryAfter, c.MaxRetryAfter))
+	}
+	if c.DownAfter < 1 || c.DownAfter > 1000 {
+		errs = append(errs, fmt.Errorf("down after %d out of range 1..1000", c.DownAfter))
+	}
+	if c.Burst < 1 || c.Burst > 1000 {
+		errs = append(errs, fmt.Errorf("burst %d out of range 1..1000", c.Burst))
+	}
+	if c.Concurrency < 1 || c.Concurrency > 1024 {
+		errs = append(errs, fmt.Errorf("concurrency %d out of range 1..1024", c.Concurrency))
+	}
+	if len(c.UserAgent) > 256 {
+		errs = append(errs, errors.New("user agent longer than 256 bytes"))
+	}
+	if c.HTTPClient == nil || c.Clock == nil {
+		errs = append(errs, errors.New("HTTP client and clock must be set"))
+	}
+	return errors.Join(errs...)
+}
+
+// defaultHTTPClient returns a client that follows redirects only within the
+// original host, at most 3: a provider's redirect must not send the bearer
+// token elsewhere.
+func defaultHTTPClient() *http.Client {
+	return &http.Client{
+		Transport: http.DefaultTransport.(*http.Transport).Clone(),
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 3 {
+				return errors.New("stopped after 3 redirects")
+			}
+			if req.URL.Host != via[0].URL.Host {
+				return fmt.Errorf("redirect to another host %q refused", req.URL.Host)
+			}
+			return nil
+		},
+	}
+}

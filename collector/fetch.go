@@ -1,0 +1,110 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"strings"
+	"time"
+	"unicode"
+
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/collector/provider"
+)
+
+// Poll outcomes, the "outcome" attribute of the polls metric.
+const (
+	// OutcomeOK: the provider answered 2xx with a body within bounds.
+	OutcomeOK = "ok"
+	// OutcomeFailed: a network error, an unexpected HTTP status or a body
+	// too large.
+	OutcomeFailed = "failed"
+	// OutcomeTimeout: no complete answer within the timeout.
+	OutcomeTimeout = "timeout"
+	// OutcomeThrottled: HTTP 429.
+	OutcomeThrottled = "throttled"
+	// OutcomeAuthExpired: HTTP 401 or 403; the source is paused.
+	OutcomeAuthExpired = "auth_expired"
+)
+
+// errorSnippetLen bounds the part of an error response quoted in a run.
+const errorSnippetLen = 256
+
+// fetchResult is the outcome of one request.
+type fetchResult struct {
+	body    []byte
+	status  int // HTTP status, 0 when no answer
+	err     error
+	outcome string
+	// retryAfter is the pause a 429 asked for (or the default one).
+	retryAfter time.Duration
+}
+
+// fetch sends one poll request for scope and reads the answer, within the
+// configured timeout.
+func (c *Collector) fetch(ctx context.Context, src Source, ad provider.Adapter, scope avail.Scope) fetchResult {
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	req, err := ad.NewRequest(ctx, src.BaseURL, scope)
+	if err != nil {
+		return fetchResult{err: fmt.Errorf("build request: %w", err), outcome: OutcomeFailed}
+	}
+	req.Header.Set("User-Agent", c.cfg.UserAgent)
+	if src.AuthToken != "" {
+		req.Header.Set("Authorization", "Bearer "+src.AuthToken)
+	}
+	resp, err := c.cfg.HTTPClient.Do(req)
+	if err != nil {
+		return c.transportError(ctx, err, 0)
+	}
+	defer resp.Body.Close()
+	res := fetchResult{status: resp.StatusCode}
+	switch {
+	case resp.StatusCode >= 200 && resp.StatusCode < 300:
+		body, err := io.ReadAll(io.LimitReader(resp.Body, avail.MaxRawBodySize+1))
+		if err != nil {
+			return c.transportError(ctx, fmt.Errorf("read body: %w", err), resp.StatusCode)
+		}
+		if len(body) > avail.MaxRawBodySize {
+			res.err, res.outcome = fmt.Errorf("response body exceeds %d bytes", avail.MaxRawBodySize), OutcomeFailed
+			return res
+		}
+		res.body, res.outcome = body, OutcomeOK
+	case resp.StatusCode == http.StatusTooManyRequests:
+		d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), c.cfg.Clock.Now(), c.cfg.MaxRetryAfter)
+		if !ok {
+			d = c.cfg.DefaultRetryAfter
+		}
+		res.retryAfter, res.outcome = d, OutcomeThrottled
+		res.err = fmt.Errorf("throttled: HTTP 429, retry after %s", d)
+	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
+		res.outcome = OutcomeAuthExpired
+		res.err = fmt.Errorf("%w: HTTP %d", ErrAuthExpired, resp.StatusCode)
+	default:
+		res.outcome = OutcomeFailed
+		res.err = fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(resp.Body))
+	}
+	return res
+}
+
+// transportError classifies a failed exchange: a timeout or another failure.
+func (c *Collector) transportError(ctx context.Context, err error, status int) fetchResult {
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return fetchResult{status: status, outcome: OutcomeTimeout, err: fmt.Errorf("timeout after %s: %w", c.cfg.Timeout, err)}
+	}
+	return fetchResult{status: status, outcome: OutcomeFailed, err: err}
+}
+
+// snippet returns the start of an error body, printable and bounded.
+func snippet(r io.Reader) string {
+	b, _ := io.ReadAll(io.LimitReader(r, errorSnippetLen))
+	s := strings.Map(func(r rune) rune {
+		if unicode.IsPrint(r) {
+			return r
+		}
+		return ' '
+	}, strings.ToValidUTF8(string(b), ""))
+	return strings.TrimSpace(s)
+}

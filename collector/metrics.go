@@ -1,0 +1,91 @@
+package collector
+
+import (
+	"context"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	dsotel "github.com/dropstream/dropstream/otel"
+)
+
+// Metric (instrument) names of the collector.
+const (
+	// MetricPolls counts polls. Int64Counter, unit {poll}, attributes
+	// source, provider, outcome (see the Outcome* values). Prometheus:
+	// dropstream_collector_polls_total.
+	MetricPolls = "dropstream.collector.polls"
+	// MetricFetchDuration is the wall time of one request, body included.
+	// Float64Histogram, unit s, attributes source, provider, outcome.
+	// Prometheus: dropstream_collector_fetch_duration_seconds.
+	MetricFetchDuration = "dropstream.collector.fetch.duration"
+	// MetricConsecutiveFailures is the number of failed runs of a source
+	// since its last successful one. Int64ObservableGauge, unit {run},
+	// attributes source, provider. Prometheus:
+	// dropstream_collector_consecutive_failures.
+	MetricConsecutiveFailures = "dropstream.collector.consecutive_failures"
+)
+
+// Metric attribute keys of the collector.
+var (
+	attrSource   = attribute.Key("source")
+	attrProvider = attribute.Key("provider")
+)
+
+type metrics struct {
+	polls    metric.Int64Counter
+	duration metric.Float64Histogram
+	reg      metric.Registration
+}
+
+// newMetrics creates the instruments; failures reports the consecutive
+// failures of every source when the gauge is observed.
+func newMetrics(mp metric.MeterProvider, failures func(yield func(sourceID, provider string, n int))) (*metrics, error) {
+	meter := mp.Meter(dsotel.ScopeName, metric.WithSchemaURL(dsotel.SchemaURL))
+	polls, err1 := meter.Int64Counter(MetricPolls,
+		metric.WithDescription("Polls of a source's scopes, by outcome."), metric.WithUnit("{poll}"))
+	duration, err2 := meter.Float64Histogram(MetricFetchDuration,
+		metric.WithDescription("Time to fetch one provider response, body included."), metric.WithUnit(dsotel.UnitSeconds),
+		metric.WithExplicitBucketBoundaries(0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30))
+	gauge, err3 := meter.Int64ObservableGauge(MetricConsecutiveFailures,
+		metric.WithDescription("Failed runs of a source since its last successful one."), metric.WithUnit("{run}"))
+	m := &metrics{polls: polls, duration: duration}
+	if err := firstErr(err1, err2, err3); err != nil {
+		return nil, err
+	}
+	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		failures(func(id, provider string, n int) {
+			o.ObserveInt64(gauge, int64(n), metric.WithAttributes(attrSource.String(id), attrProvider.String(provider)))
+		})
+		return nil
+	}, gauge)
+	if err != nil {
+		return nil, err
+	}
+	m.reg = reg
+	return m, nil
+}
+
+func firstErr(errs ...error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// recordPoll counts a poll and records its fetch latency.
+func (m *metrics) recordPoll(ctx context.Context, src Source, outcome string, latency time.Duration) {
+	attrs := metric.WithAttributes(attrSource.String(src.ID), attrProvider.String(src.Provider), dsotel.OutcomeKey.String(outcome))
+	m.polls.Add(ctx, 1, attrs)
+	m.duration.Record(ctx, latency.Seconds(), attrs)
+}
+
+func (m *metrics) close() error {
+	if m.reg == nil {
+		return nil
+	}
+	return m.reg.Unregister()
+}

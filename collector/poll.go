@@ -1,0 +1,169 @@
+package collector
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/collector/provider"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Span attribute keys of a poll.
+var (
+	keySource     = attribute.Key("dropstream.source.id")
+	keyProvider   = attribute.Key("dropstream.source.provider")
+	keyScope      = attribute.Key("dropstream.scope.key")
+	keyRunID      = attribute.Key("dropstream.run.id")
+	keyOutcome    = attribute.Key("dropstream.poll.outcome")
+	keyHTTPStatus = attribute.Key("http.response.status_code")
+)
+
+// pollResult is what the scheduler needs of a finished poll.
+type pollResult struct {
+	outcome    string
+	retryAfter time.Duration
+	failures   int // consecutive failures of the source after this run
+}
+
+// poll polls scope number i of src (of generation gen) once: it fetches,
+// publishes the run to the raw topic, updates the source's health (and
+// publishes a source transition when it goes down or up), and holds the
+// provider's bucket after a 429. Only a publish failure is an error.
+func (c *Collector) poll(ctx context.Context, src Source, gen uint64, i int) (pollResult, error) {
+	scope := src.Scopes[i]
+	scopeKey := scope.Key(src.ID)
+	adapter, err := provider.For(src.Provider)
+	if err != nil { // Validate guarantees a known provider
+		return pollResult{}, err
+	}
+	started := c.cfg.Clock.Now()
+	runID := NewRunID(started)
+	ctx, span := c.tracer.Start(ctx, "poll "+src.Provider, trace.WithSpanKind(trace.SpanKindClient),
+		trace.WithAttributes(keySource.String(src.ID), keyProvider.String(src.Provider),
+			keyScope.String(scopeKey), keyRunID.String(runID)))
+	defer span.End()
+
+	wall := time.Now()
+	res := c.fetch(ctx, src, adapter, scope)
+	latency := time.Since(wall)
+	finished := c.cfg.Clock.Now()
+	if ctx.Err() != nil {
+		// Shutting down: the provider did not fail, we left. No run.
+		return pollResult{}, fmt.Errorf("poll of %s abandoned: %w", scopeKey, context.Cause(ctx))
+	}
+	// A finished fetch is recorded even if shutdown starts now.
+	ctx = context.WithoutCancel(ctx)
+
+	run := avail.RawRun{RunID: runID, SourceID: src.ID, Provider: src.Provider, Scope: scope, ScopeKey: scopeKey,
+		StartedAt: started.UTC(), FinishedAt: finished.UTC(), Status: avail.StatusOK, HTTPStatus: res.status,
+		Stabilization: src.Stabilization, NotifyFirstSight: src.NotifyFirstSight, RestaurantLevel: src.RestaurantLevel}
+	if res.err != nil {
+		run.Status, run.Error = avail.StatusFailed, clipError(res.err.Error())
+		span.SetStatus(codes.Error, run.Error)
+	} else {
+		run.Body = res.body
+	}
+	span.SetAttributes(keyOutcome.String(res.outcome))
+	if res.status != 0 {
+		span.SetAttributes(keyHTTPStatus.Int(res.status))
+	}
+	c.met.recordPoll(ctx, src, res.outcome, latency)
+	if res.outcome == OutcomeThrottled {
+		c.holdBucket(src.ID, finished.Add(res.retryAfter))
+	}
+
+	payload, err := json.Marshal(run)
+	if err != nil {
+		return pollResult{}, fmt.Errorf("encode run %s: %w", runID, err)
+	}
+	msg := stream.NewMessage(scopeKey, avail.TypeRawRun, payload)
+	msg.SetContext(ctx)
+	if err := c.pub.Publish(ctx, c.topics.Raw, msg); err != nil {
+		span.RecordError(err)
+		return pollResult{}, fmt.Errorf("publish run %s of %s: %w", runID, scopeKey, err)
+	}
+	if res.err != nil {
+		c.log.WarnContext(ctx, "poll failed", "source", src.ID, "scope", scopeKey, "run_id", runID,
+			"outcome", res.outcome, "http_status", res.status, "error", run.Error)
+	}
+	failures, err := c.recordHealth(ctx, src, gen, run, res.outcome == OutcomeAuthExpired)
+	if err != nil {
+		return pollResult{}, err
+	}
+	return pollResult{outcome: res.outcome, retryAfter: res.retryAfter, failures: failures}, nil
+}
+
+// maxRunError bounds the error text of a failed run.
+const maxRunError = 1024
+
+// clipError bounds a run's error text.
+func clipError(s string) string {
+	if len(s) <= maxRunError {
+		return s
+	}
+	return strings.ToValidUTF8(s[:maxRunError], "") + "…"
+}
+
+// holdBucket pauses the bucket of a source until a Retry-After ends.
+func (c *Collector) holdBucket(sourceID string, until time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.sources[sourceID]; ok && st.bucket != nil {
+		st.bucket.pause(until)
+	}
+}
+
+// recordHealth folds a run into its source's health, if the source still
+// has the configuration the run was made with, and publishes the source
+// transition it causes. It returns the source's consecutive failures.
+func (c *Collector) recordHealth(ctx context.Context, src Source, gen uint64, run avail.RawRun, authExpired bool) (int, error) {
+	c.healthMu.Lock()
+	defer c.healthMu.Unlock()
+	c.mu.Lock()
+	st, ok := c.sources[src.ID]
+	if !ok || st.gen != gen {
+		c.mu.Unlock()
+		return 0, nil
+	}
+	kind := st.health.record(run.Status == avail.StatusOK, run.RunID, run.FinishedAt, run.Error, authExpired, c.cfg.DownAfter)
+	h := st.health
+	c.mu.Unlock()
+	if kind == "" {
+		return h.ConsecutiveFailures, nil
+	}
+	traceID := ""
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		traceID = sc.TraceID().String()
+	}
+	tr := sourceTransition(src, h, kind, run.RunID, run.FinishedAt, traceID)
+	payload, err := json.Marshal(tr)
+	if err != nil {
+		return 0, fmt.Errorf("encode source transition: %w", err)
+	}
+	msg := stream.NewMessage(tr.ScopeKey, avail.TypeTransition, payload)
+	msg.SetContext(ctx)
+	if err := c.pub.Publish(ctx, c.topics.Transitions, msg); err != nil {
+		// Undo the flip so that the next run tries the transition again.
+		c.mu.Lock()
+		if st, ok := c.sources[src.ID]; ok && st.gen == gen {
+			st.health.Down = kind == avail.KindOpen
+			st.health.Status = st.health.status()
+		}
+		c.mu.Unlock()
+		return 0, fmt.Errorf("publish source transition of %s: %w", src.ID, err)
+	}
+	if kind == avail.KindClose {
+		c.log.WarnContext(ctx, "source down", "source", src.ID, "consecutive_failures", h.ConsecutiveFailures, "error", h.LastError)
+	} else {
+		c.log.InfoContext(ctx, "source up", "source", src.ID, "run_id", run.RunID)
+	}
+	return h.ConsecutiveFailures, nil
+}

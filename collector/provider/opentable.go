@@ -1,0 +1,161 @@
+package provider
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"net/url"
+	"strconv"
+
+	"github.com/dropstream/dropstream/avail"
+)
+
+// OpenTableOperation is the GraphQL operation the OpenTable adapter sends.
+const OpenTableOperation = "RestaurantsAvailability"
+
+// openTableQuery is the GraphQL document sent with every request.
+const openTableQuery = `query RestaurantsAvailability($restaurantIds: [Int!], $date: String!, $time: String!, $partySize: Int!, $term: String) {
+  restaurantSearchV2(restaurantIds: $restaurantIds, date: $date, time: $time, partySize: $partySize, term: $term) {
+    totalRestaurantCount
+    searchResults { restaurants { restaurantId name availability { times } } }
+  }
+}`
+
+// openTableSearchTime is the time of day the search is centred on; the
+// provider answers with the times around it.
+const openTableSearchTime = "19:00"
+
+// openTableAdapter speaks the OpenTable-style GraphQL API:
+//
+//	POST {base}/dapi/fe/gql?optype=query&opname=RestaurantsAvailability
+//	{"operationName": "RestaurantsAvailability",
+//	 "variables": {"restaurantIds": [123], "date": "2026-11-22", "time": "19:00", "partySize": 2, "term": ""},
+//	 "query": "query RestaurantsAvailability(...) {...}"}
+//
+// answered by
+//
+//	{"data": {"restaurantSearchV2": {"totalRestaurantCount": 1, "searchResults": {"restaurants": [
+//	   {"restaurantId": 123, "name": "...", "availability": {"times": ["19:30", "20:00"]}}]}}}}
+//
+// Required: data.restaurantSearchV2.searchResults.restaurants (possibly
+// empty), each restaurant's restaurantId, and times as "HH:MM" when
+// availability is present (null availability means no times). Slots take the
+// scope's date. A response carrying GraphQL "errors" is malformed: it
+// describes no availability.
+type openTableAdapter struct{}
+
+func (openTableAdapter) Name() string { return OpenTable }
+
+func (openTableAdapter) ValidateScope(scope avail.Scope) error { return numericVenue(OpenTable, scope) }
+
+type openTableRequest struct {
+	OperationName string             `json:"operationName"`
+	Variables     openTableVariables `json:"variables"`
+	Query         string             `json:"query"`
+}
+
+type openTableVariables struct {
+	RestaurantIDs []int64 `json:"restaurantIds,omitempty"`
+	Date          string  `json:"date"`
+	Time          string  `json:"time"`
+	PartySize     int     `json:"partySize"`
+	Term          string  `json:"term,omitempty"`
+}
+
+func (a openTableAdapter) NewRequest(ctx context.Context, base string, scope avail.Scope) (*http.Request, error) {
+	u, err := url.Parse(base)
+	if err != nil {
+		return nil, fmt.Errorf("%s: base URL: %w", OpenTable, err)
+	}
+	u = u.JoinPath("dapi", "fe", "gql")
+	u.RawQuery = url.Values{"optype": {"query"}, "opname": {OpenTableOperation}}.Encode()
+	vars := openTableVariables{Date: scope.Date, Time: openTableSearchTime, PartySize: scope.PartySize, Term: scope.Query}
+	if scope.Venue != "" {
+		id, err := strconv.ParseInt(scope.Venue, 10, 64)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", OpenTable, a.ValidateScope(scope))
+		}
+		vars.RestaurantIDs = []int64{id}
+	}
+	body, err := json.Marshal(openTableRequest{OperationName: OpenTableOperation, Variables: vars, Query: openTableQuery})
+	if err != nil {
+		return nil, fmt.Errorf("%s: encode request: %w", OpenTable, err)
+	}
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, u.String(), bytes.NewReader(body))
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", OpenTable, err)
+	}
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set("Accept", "application/json")
+	return req, nil
+}
+
+type openTableResponse struct {
+	Data *struct {
+		Search *struct {
+			Results *struct {
+				Restaurants *[]openTableRestaurant `json:"restaurants"`
+			} `json:"searchResults"`
+		} `json:"restaurantSearchV2"`
+	} `json:"data"`
+	Errors []struct {
+		Message string `json:"message"`
+	} `json:"errors"`
+}
+
+type openTableRestaurant struct {
+	RestaurantID *int64 `json:"restaurantId"`
+	Name         string `json:"name"`
+	Availability *struct {
+		Times *[]string `json:"times"`
+	} `json:"availability"`
+}
+
+func (openTableAdapter) Parse(body []byte, scope avail.Scope, restaurantLevel bool) ([]avail.Entity, error) {
+	var r openTableResponse
+	if err := decodeJSON(OpenTable, body, &r); err != nil {
+		return nil, err
+	}
+	if len(r.Errors) > 0 {
+		return nil, malformed(OpenTable, "GraphQL errors (%d), first: %q", len(r.Errors), clip(r.Errors[0].Message))
+	}
+	if r.Data == nil || r.Data.Search == nil || r.Data.Search.Results == nil || r.Data.Search.Results.Restaurants == nil {
+		return nil, malformed(OpenTable, "data.restaurantSearchV2.searchResults.restaurants is missing")
+	}
+	restaurants := *r.Data.Search.Results.Restaurants
+	if len(restaurants) > MaxVenues {
+		return nil, malformed(OpenTable, "%d restaurants exceed %d", len(restaurants), MaxVenues)
+	}
+	ents := newEntities(OpenTable, scope, restaurantLevel)
+	for i, rest := range restaurants {
+		at := fmt.Sprintf("restaurants[%d]", i)
+		venue, err := venueID(OpenTable, at+".restaurantId", rest.RestaurantID)
+		if err != nil {
+			return nil, err
+		}
+		if err := checkText(OpenTable, at+".name", rest.Name, avail.MaxFieldLen); err != nil {
+			return nil, err
+		}
+		if rest.Availability == nil {
+			continue
+		}
+		if rest.Availability.Times == nil {
+			return nil, malformed(OpenTable, "%s.availability.times is missing", at)
+		}
+		times := *rest.Availability.Times
+		if len(times) > MaxSlotsPerVenue {
+			return nil, malformed(OpenTable, "%s has %d times, more than %d", at, len(times), MaxSlotsPerVenue)
+		}
+		for j, t := range times {
+			if !parseHHMM(t) {
+				return nil, malformed(OpenTable, "%s.availability.times[%d] %q: want HH:MM", at, j, clip(t))
+			}
+			if err := ents.add(venue, rest.Name, scope.Date, t, ""); err != nil {
+				return nil, err
+			}
+		}
+	}
+	return ents.result(), nil
+}

@@ -1,0 +1,242 @@
+package collector
+
+import (
+	"cmp"
+	"container/heap"
+	"context"
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// job is one scheduled poll of scope number scope of a source's
+// configuration of generation gen.
+type job struct {
+	due    time.Time
+	source string
+	gen    uint64
+	scope  int
+	// reserved: the job holds a rate-limit turn at due.
+	reserved bool
+}
+
+// jobHeap orders jobs by due time.
+type jobHeap []*job
+
+func (h jobHeap) Len() int           { return len(h) }
+func (h jobHeap) Less(i, j int) bool { return h[i].due.Before(h[j].due) }
+func (h jobHeap) Swap(i, j int)      { h[i], h[j] = h[j], h[i] }
+func (h *jobHeap) Push(x any)        { *h = append(*h, x.(*job)) }
+func (h *jobHeap) Pop() any {
+	old := *h
+	j := old[len(old)-1]
+	old[len(old)-1] = nil
+	*h = old[:len(old)-1]
+	return j
+}
+func (h *jobHeap) push(j *job) { heap.Push(h, j) }
+
+// Run schedules polls until ctx ends, then waits for the polls in flight
+// and returns nil. Every scope of every source is polled every Interval,
+// scaled by the jitter; after a failed run the delay doubles per
+// consecutive failure of the source, up to MaxBackoff; after a 429 it is at
+// least the Retry-After, and every request to that provider host waits it
+// out; a source paused for expired credentials is not polled until its
+// configuration changes. Requests to one provider host go no faster than
+// its rate limit. With CollectorConfig.Store set, Run first syncs sources
+// from it and again every RefreshInterval. Only one Run may be active.
+func (c *Collector) Run(ctx context.Context) error {
+	c.mu.Lock()
+	if c.running {
+		c.mu.Unlock()
+		return errors.New("collector: already running")
+	}
+	c.running = true
+	c.mu.Unlock()
+	defer func() {
+		c.mu.Lock()
+		c.running = false
+		c.mu.Unlock()
+	}()
+
+	work := make(chan *job)
+	var wg sync.WaitGroup
+	for range c.cfg.Concurrency {
+		wg.Go(func() {
+			for j := range work {
+				c.runJob(ctx, j)
+			}
+		})
+	}
+	defer func() {
+		close(work)
+		wg.Wait()
+	}()
+
+	var refresh <-chan time.Time
+	if c.cfg.Store != nil {
+		c.sync(ctx)
+		refresh = c.cfg.Clock.Alarm(c.cfg.Clock.Now().Add(c.cfg.RefreshInterval))
+	}
+	for {
+		ready, next := c.due()
+		for _, j := range ready {
+			select {
+			case work <- j:
+			case <-ctx.Done():
+				return nil
+			}
+		}
+		if len(ready) > 0 {
+			continue // time has moved while dispatching
+		}
+		var alarm <-chan time.Time
+		if !next.IsZero() {
+			alarm = c.cfg.Clock.Alarm(next)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-c.wake:
+		case <-alarm:
+		case <-refresh:
+			c.sync(ctx)
+			refresh = c.cfg.Clock.Alarm(c.cfg.Clock.Now().Add(c.cfg.RefreshInterval))
+		}
+	}
+}
+
+// sync reloads sources from the store, logging failures.
+func (c *Collector) sync(ctx context.Context) {
+	if err := c.Sync(ctx); err != nil && ctx.Err() == nil {
+		c.log.WarnContext(ctx, "source refresh failed", "error", err)
+	}
+}
+
+// due pops the jobs ready to run now and returns them with the due time of
+// the next job (zero when none). Jobs of removed or changed sources are
+// dropped, so are those of paused sources (a configuration change schedules
+// new ones). A due job without a rate-limit turn reserves one and waits for
+// it; a turn falling inside a 429 pause is taken again after it.
+func (c *Collector) due() ([]*job, time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	now := c.cfg.Clock.Now()
+	var ready []*job
+	for c.jobs.Len() > 0 && !c.jobs[0].due.After(now) {
+		j := heap.Pop(&c.jobs).(*job)
+		st, ok := c.sources[j.source]
+		if !ok || st.gen != j.gen || st.health.Paused || j.scope >= len(st.src.Scopes) {
+			continue
+		}
+		if _, held := st.bucket.paused(now); held || !j.reserved {
+			j.due, j.reserved = st.bucket.reserve(now), true
+			if j.due.After(now) {
+				c.jobs.push(j)
+				continue
+			}
+		}
+		ready = append(ready, j)
+	}
+	var next time.Time
+	if c.jobs.Len() > 0 {
+		next = c.jobs[0].due
+	}
+	return ready, next
+}
+
+// runJob polls one scheduled scope and schedules its next poll.
+func (c *Collector) runJob(ctx context.Context, j *job) {
+	c.mu.Lock()
+	st, ok := c.sources[j.source]
+	if !ok || st.gen != j.gen || st.health.Paused {
+		c.mu.Unlock()
+		return
+	}
+	src := st.src
+	c.mu.Unlock()
+	res, err := c.poll(ctx, src, j.gen, j.scope)
+	if err != nil {
+		if ctx.Err() != nil {
+			return // shutting down: nothing to schedule
+		}
+		c.log.ErrorContext(ctx, "poll not recorded", "source", src.ID, "error", err)
+		res.outcome = OutcomeFailed
+		res.failures = 1
+	}
+	if res.outcome == OutcomeAuthExpired {
+		return // paused until the configuration changes
+	}
+	delay := c.nextDelay(src.Interval, res)
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if st, ok := c.sources[j.source]; ok && st.gen == j.gen && !st.health.Paused {
+		c.jobs.push(&job{due: c.cfg.Clock.Now().Add(delay), source: j.source, gen: j.gen, scope: j.scope})
+		c.signal()
+	}
+}
+
+// nextDelay is the delay before polling a scope again after res.
+func (c *Collector) nextDelay(interval time.Duration, res pollResult) time.Duration {
+	d := interval
+	if res.outcome != OutcomeOK && res.failures > 1 {
+		limit := max(c.cfg.MaxBackoff, interval)
+		for i := 1; i < res.failures && d < limit; i++ {
+			d *= 2
+		}
+		d = min(d, limit)
+	}
+	d = c.jitter(d)
+	if res.outcome == OutcomeThrottled {
+		d = max(d, res.retryAfter)
+	}
+	return d
+}
+
+// jitter scales d by a random factor in [1-Jitter, 1+Jitter].
+func (c *Collector) jitter(d time.Duration) time.Duration {
+	if c.cfg.NoJitter {
+		return d
+	}
+	return time.Duration(float64(d) * (1 + c.cfg.Jitter*(2*rand.Float64()-1)))
+}
+
+// firstDelay is the delay before the first poll of a new or changed scope:
+// a random part of one jitter window, so many scopes do not start at once.
+func (c *Collector) firstDelay(interval time.Duration) time.Duration {
+	if c.cfg.NoJitter {
+		return 0
+	}
+	return time.Duration(float64(interval) * c.cfg.Jitter * rand.Float64())
+}
+
+// ScheduledPoll is a poll waiting in the schedule.
+type ScheduledPoll struct {
+	SourceID string
+	ScopeKey string
+	// Due is when the poll runs (a rate-limit turn may push it later).
+	Due time.Time
+}
+
+// Schedule returns the polls scheduled for the sources' current
+// configurations, by due time then source and scope. Polls in flight are
+// not in it; they schedule their next poll when they finish.
+func (c *Collector) Schedule() []ScheduledPoll {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	var out []ScheduledPoll
+	for _, j := range c.jobs {
+		st, ok := c.sources[j.source]
+		if !ok || st.gen != j.gen || st.health.Paused || j.scope >= len(st.src.Scopes) {
+			continue
+		}
+		out = append(out, ScheduledPoll{SourceID: j.source, ScopeKey: st.src.Scopes[j.scope].Key(j.source), Due: j.due})
+	}
+	slices.SortFunc(out, func(a, b ScheduledPoll) int {
+		return cmp.Or(a.Due.Compare(b.Due), strings.Compare(a.SourceID, b.SourceID), strings.Compare(a.ScopeKey, b.ScopeKey))
+	})
+	return out
+}

@@ -1,0 +1,130 @@
+package simulator
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Limits of a simulator's configuration.
+const (
+	// MaxVenues bounds Config.Venues.
+	MaxVenues = 1000
+	// MaxSlotsPerVenue bounds Config.SlotsPerVenue: slots start at 17:00
+	// every 15 minutes, the last at 23:45.
+	MaxSlotsPerVenue = 28
+	// MaxSlots bounds the model: venues × dates × party sizes × slots.
+	MaxSlots = 1 << 20
+)
+
+// Config describes the simulated world. The zero value is valid: every zero
+// field takes its documented default.
+type Config struct {
+	// Seed makes the model deterministic: the same Config gives the same
+	// open slots after the same number of ticks. Default 0 (a valid seed).
+	Seed uint64
+	// Venues is the number of venues, 1..MaxVenues. Default 4. Venue i has
+	// the numeric id 1001+i, served as the Resy venue id and the OpenTable
+	// restaurantId alike.
+	Venues int
+	// Dates are the days with availability, as YYYY-MM-DD. Default
+	// 2026-11-20, 2026-11-21 and 2026-11-22. Other days have no slots.
+	Dates []string
+	// PartySizes are the party sizes with availability, each 1..50.
+	// Default 2 and 4. Other sizes have no slots.
+	PartySizes []int
+	// SlotsPerVenue is the number of times per venue, date and party size,
+	// 1..MaxSlotsPerVenue: 17:00, 17:15, and so on. Default 8.
+	SlotsPerVenue int
+	// OpenFraction is the fraction of slots open at tick 0, in (0, 1].
+	// Default 0.5.
+	OpenFraction float64
+	// Churn is the fraction of the slots that are not flapping which flip
+	// (open ↔ closed) at each tick, chosen at random, 0..1. Default 0.
+	Churn float64
+	// Flap is the fraction of all slots, chosen once at the start, that
+	// toggle at every tick, 0..1. Default 0.
+	Flap float64
+	// AutoTick, when positive, makes Start tick the model at that interval
+	// (for the demo). Default 0: the model changes only on Tick or Advance.
+	AutoTick time.Duration
+	// Token, when set, is the bearer token every request must carry
+	// ("Authorization: Bearer <token>"); others get 401. Default empty: no
+	// authentication. SetToken changes it, as a provider expiring a token.
+	Token string
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Venues == 0 {
+		c.Venues = 4
+	}
+	if len(c.Dates) == 0 {
+		c.Dates = []string{"2026-11-20", "2026-11-21", "2026-11-22"}
+	}
+	if len(c.PartySizes) == 0 {
+		c.PartySizes = []int{2, 4}
+	}
+	if c.SlotsPerVenue == 0 {
+		c.SlotsPerVenue = 8
+	}
+	if c.OpenFraction == 0 {
+		c.OpenFraction = 0.5
+	}
+	return c
+}
+
+// Validate reports every invalid field of c once defaults are applied.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	var errs []error
+	if c.Venues < 1 || c.Venues > MaxVenues {
+		errs = append(errs, fmt.Errorf("venues %d out of range 1..%d", c.Venues, MaxVenues))
+	}
+	for _, d := range c.Dates {
+		if _, err := time.Parse(time.DateOnly, d); err != nil || len(d) != 10 {
+			errs = append(errs, fmt.Errorf("date %q: want YYYY-MM-DD", d))
+		}
+	}
+	if hasDuplicates(c.Dates) {
+		errs = append(errs, errors.New("dates contain duplicates"))
+	}
+	for _, p := range c.PartySizes {
+		if p < 1 || p > 50 {
+			errs = append(errs, fmt.Errorf("party size %d out of range 1..50", p))
+		}
+	}
+	if hasDuplicates(c.PartySizes) {
+		errs = append(errs, errors.New("party sizes contain duplicates"))
+	}
+	if c.SlotsPerVenue < 1 || c.SlotsPerVenue > MaxSlotsPerVenue {
+		errs = append(errs, fmt.Errorf("slots per venue %d out of range 1..%d", c.SlotsPerVenue, MaxSlotsPerVenue))
+	}
+	if n := c.Venues * len(c.Dates) * len(c.PartySizes) * c.SlotsPerVenue; n > MaxSlots {
+		errs = append(errs, fmt.Errorf("%d slots exceed %d", n, MaxSlots))
+	}
+	if !(c.OpenFraction > 0 && c.OpenFraction <= 1) {
+		errs = append(errs, fmt.Errorf("open fraction %v out of range (0, 1]", c.OpenFraction))
+	}
+	if !(c.Churn >= 0 && c.Churn <= 1) || !(c.Flap >= 0 && c.Flap <= 1) {
+		errs = append(errs, fmt.Errorf("churn %v and flap %v must be within 0..1", c.Churn, c.Flap))
+	}
+	if c.AutoTick < 0 {
+		errs = append(errs, fmt.Errorf("auto tick %s is negative", c.AutoTick))
+	}
+	if len(c.Token) > 4096 {
+		errs = append(errs, errors.New("token longer than 4096 bytes"))
+	}
+	return errors.Join(errs...)
+}
+
+func hasDuplicates[T comparable](xs []T) bool {
+	seen := make(map[T]bool, len(xs))
+	for _, x := range xs {
+		if seen[x] {
+			return true
+		}
+		seen[x] = true
+	}
+	return false
+}

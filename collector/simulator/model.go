@@ -1,0 +1,240 @@
+// Package simulator is a built-in reservation provider for tests and the
+// demo. One seeded, deterministic model of venues and slots is served over
+// both the Resy-style find API (GET /4/find) and the OpenTable-style GraphQL
+// API (POST /dapi/fe/gql, operation RestaurantsAvailability), so the
+// collector's adapters can be exercised over real HTTP.
+//
+// Time is explicit: the model changes only on Tick or Advance (or every
+// Config.AutoTick once started, for the demo), and Open tells the truth of
+// the current tick, so tests can compute exact expectations. Failures (500,
+// 429 with Retry-After, 401, 403, malformed bodies) can be injected for
+// chosen requests, and every request is recorded.
+package simulator
+
+import (
+	"fmt"
+	"math"
+	"math/rand/v2"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+
+	"github.com/dropstream/dropstream/avail"
+)
+
+// Venue is one simulated venue.
+type Venue struct {
+	// ID is the venue's numeric provider id, 1001 + its index.
+	ID int64
+	// Name is the venue's display name.
+	Name string
+}
+
+// Slot is one open slot of the model.
+type Slot struct {
+	Venue     Venue
+	Date      string // YYYY-MM-DD
+	Time      string // HH:MM
+	PartySize int
+	// Type is the seating type served as the Resy config.type.
+	Type string
+}
+
+var venueNames = []string{"Harbor & Vine", "Copper Lantern", "Saltgrass", "Little Orchard",
+	"Blue Fennel", "Maison Ardoise", "Ember Room", "Juniper Hall", "The Quiet Fig", "Olive & Ash"}
+
+var seatingTypes = []string{"Dining Room", "Bar", "Patio"}
+
+// Simulator is the model and its HTTP handler. Its methods are safe for
+// concurrent use.
+type Simulator struct {
+	cfg    Config
+	venues []Venue
+	dates  map[string]int
+	sizes  map[int]int
+
+	mu       sync.Mutex
+	rng      *rand.Rand
+	open     []bool
+	stable   []int // indices of slots that are not flapping, shuffled by churn
+	flapping []int // indices of slots that toggle every tick
+	ticks    int
+	token    string
+	failures []*Failure
+	requests []Request
+}
+
+// New builds the model at tick 0.
+func New(cfg Config) (*Simulator, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, fmt.Errorf("simulator: %w", err)
+	}
+	cfg = cfg.WithDefaults()
+	s := &Simulator{cfg: cfg, dates: map[string]int{}, sizes: map[int]int{}, token: cfg.Token,
+		rng: rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))}
+	for i := range cfg.Venues {
+		name := venueNames[i%len(venueNames)]
+		if i >= len(venueNames) {
+			name += " " + strconv.Itoa(i/len(venueNames)+1)
+		}
+		s.venues = append(s.venues, Venue{ID: 1001 + int64(i), Name: name})
+	}
+	for i, d := range cfg.Dates {
+		s.dates[d] = i
+	}
+	for i, p := range cfg.PartySizes {
+		s.sizes[p] = i
+	}
+	n := cfg.Venues * len(cfg.Dates) * len(cfg.PartySizes) * cfg.SlotsPerVenue
+	s.open = make([]bool, n)
+	for i := range s.open {
+		s.open[i] = s.rng.Float64() < cfg.OpenFraction
+	}
+	order := s.rng.Perm(n)
+	nFlap := int(math.Round(cfg.Flap * float64(n)))
+	s.flapping = slices.Clone(order[:nFlap])
+	slices.Sort(s.flapping)
+	s.stable = slices.Clone(order[nFlap:])
+	slices.Sort(s.stable)
+	return s, nil
+}
+
+// Config returns the configuration with defaults applied.
+func (s *Simulator) Config() Config { return s.cfg }
+
+// Venues returns the simulated venues.
+func (s *Simulator) Venues() []Venue { return slices.Clone(s.venues) }
+
+// Tick advances the model by one tick: every flapping slot toggles, and
+// round(Churn × stable slots) slots that are not flapping, chosen at random,
+// flip.
+func (s *Simulator) Tick() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.tickLocked()
+}
+
+// Advance ticks the model n times.
+func (s *Simulator) Advance(n int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	for range n {
+		s.tickLocked()
+	}
+}
+
+func (s *Simulator) tickLocked() {
+	s.ticks++
+	for _, i := range s.flapping {
+		s.open[i] = !s.open[i]
+	}
+	k := int(math.Round(s.cfg.Churn * float64(len(s.stable))))
+	// Partial Fisher–Yates: the first k entries become a random sample.
+	for j := range k {
+		r := j + s.rng.IntN(len(s.stable)-j)
+		s.stable[j], s.stable[r] = s.stable[r], s.stable[j]
+		s.open[s.stable[j]] = !s.open[s.stable[j]]
+	}
+}
+
+// Ticks returns the number of ticks so far.
+func (s *Simulator) Ticks() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.ticks
+}
+
+// index returns the position of a slot in the model.
+func (s *Simulator) index(venue, date, size, slot int) int {
+	return ((venue*len(s.cfg.Dates)+date)*len(s.cfg.PartySizes)+size)*s.cfg.SlotsPerVenue + slot
+}
+
+// slotTime returns the time of day of slot t: 17:00 + 15 min × t.
+func slotTime(t int) string {
+	m := 17*60 + 15*t
+	return fmt.Sprintf("%02d:%02d", m/60, m%60)
+}
+
+// matches reports whether a venue is asked for by a venue id ("" for any)
+// and a name query ("" for any; case-insensitive substring).
+func matches(v Venue, venueID, query string) bool {
+	if venueID != "" && venueID != strconv.FormatInt(v.ID, 10) {
+		return false
+	}
+	return query == "" || strings.Contains(strings.ToLower(v.Name), strings.ToLower(query))
+}
+
+// venueSlots is the answer for one venue: the venue and its open slots.
+type venueSlots struct {
+	venue Venue
+	slots []Slot
+}
+
+// lookup returns the venues matching the request, each with its open slots
+// on date for party, in venue order and time order. Unknown dates and party
+// sizes give venues without slots.
+func (s *Simulator) lookup(venueID, query, date string, party int) []venueSlots {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	di, okDate := s.dates[date]
+	pi, okSize := s.sizes[party]
+	var out []venueSlots
+	for vi, v := range s.venues {
+		if !matches(v, venueID, query) {
+			continue
+		}
+		vs := venueSlots{venue: v}
+		for t := 0; okDate && okSize && t < s.cfg.SlotsPerVenue; t++ {
+			if s.open[s.index(vi, di, pi, t)] {
+				vs.slots = append(vs.slots, Slot{Venue: v, Date: date, Time: slotTime(t), PartySize: party,
+					Type: seatingTypes[(vi+t)%len(seatingTypes)]})
+			}
+		}
+		out = append(out, vs)
+	}
+	return out
+}
+
+// OpenSlots returns the slots open now in scope (venue, date, party size and
+// name query), in venue and time order.
+func (s *Simulator) OpenSlots(scope avail.Scope) []Slot {
+	var out []Slot
+	for _, vs := range s.lookup(scope.Venue, scope.Query, scope.Date, scope.PartySize) {
+		out = append(out, vs.slots...)
+	}
+	return out
+}
+
+// Open returns the canonical keys (avail.SlotKey) of the slots open now in
+// scope, as an adapter for provider would build them, sorted.
+func (s *Simulator) Open(provider string, scope avail.Scope) []string {
+	keys := []string{}
+	for _, sl := range s.OpenSlots(scope) {
+		keys = append(keys, avail.SlotKey(provider, strconv.FormatInt(sl.Venue.ID, 10), sl.Date, sl.Time, sl.PartySize))
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// OpenRestaurants returns the restaurant-level keys (avail.RestaurantKey) of
+// the venues with at least one slot open now in scope, sorted.
+func (s *Simulator) OpenRestaurants(provider string, scope avail.Scope) []string {
+	keys := []string{}
+	for _, vs := range s.lookup(scope.Venue, scope.Query, scope.Date, scope.PartySize) {
+		if len(vs.slots) > 0 {
+			keys = append(keys, avail.RestaurantKey(provider, strconv.FormatInt(vs.venue.ID, 10), scope.Date, scope.PartySize))
+		}
+	}
+	slices.Sort(keys)
+	return keys
+}
+
+// SetToken changes the bearer token requests must carry; "" turns
+// authentication off. Clients holding the old token now get 401, as when a
+// provider expires a token.
+func (s *Simulator) SetToken(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.token = token
+}

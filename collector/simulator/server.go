@@ -1,0 +1,52 @@
+package simulator
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"time"
+)
+
+// Start serves the simulator on addr (for example "127.0.0.1:0") until ctx
+// ends, and returns its base URL ("http://127.0.0.1:PORT"). With
+// Config.AutoTick set, it also ticks the model at that interval until ctx
+// ends. It returns once the listener is open.
+func (s *Simulator) Start(ctx context.Context, addr string) (string, error) {
+	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("simulator: listen on %s: %w", addr, err)
+	}
+	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
+		WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			_ = ln.Close()
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+		defer cancel()
+		_ = srv.Shutdown(shutdown)
+	}()
+	if s.cfg.AutoTick > 0 {
+		go s.autoTick(ctx, s.cfg.AutoTick)
+	}
+	return "http://" + ln.Addr().String(), nil
+}
+
+// autoTick ticks the model every interval until ctx ends.
+func (s *Simulator) autoTick(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			s.Tick()
+		}
+	}
+}

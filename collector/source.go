@@ -1,0 +1,247 @@
+package collector
+
+import (
+	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/collector/provider"
+)
+
+// Source defaults and bounds.
+const (
+	DefaultInterval      = 60 * time.Second
+	MinInterval          = time.Second
+	MaxInterval          = 24 * time.Hour
+	DefaultStabilization = 2
+	MaxStabilization     = 10
+	// DefaultRateLimit is the default request rate per provider host, in
+	// requests per second.
+	DefaultRateLimit = 5.0
+	// MaxRateLimit bounds RateLimit.
+	MaxRateLimit = 1000.0
+	// MaxBaseURLLen bounds BaseURL.
+	MaxBaseURLLen = 2048
+	// MaxAuthTokenLen bounds AuthToken.
+	MaxAuthTokenLen = 4096
+)
+
+// Source is one thing to poll: a provider at a base URL, asked for each of
+// its scopes every Interval. The zero values of Interval, Stabilization and
+// RateLimit mean their defaults (WithDefaults). In JSON, Interval is a Go
+// duration string such as "90s".
+type Source struct {
+	// ID names the source: 1-64 characters of [a-z0-9_-].
+	ID string `json:"id"`
+	// Provider is the adapter: "resy", "opentable" or "simulator".
+	Provider string `json:"provider"`
+	// BaseURL is the provider's http or https URL, with a host and possibly
+	// a path prefix, without credentials, query or fragment.
+	BaseURL string `json:"base_url"`
+	// Scopes are what each poll asks for: 1..avail.MaxScopes distinct valid
+	// scopes the provider accepts.
+	Scopes []avail.Scope `json:"scopes"`
+	// Interval between polls of one scope, MinInterval..MaxInterval.
+	// Default 60s.
+	Interval time.Duration `json:"-"`
+	// Stabilization is the number of consecutive runs that confirm a flip,
+	// 1..10. Default 2.
+	Stabilization int `json:"stabilization,omitempty"`
+	// NotifyFirstSight makes the first run of a scope notify.
+	NotifyFirstSight bool `json:"notify_first_sight,omitempty"`
+	// RestaurantLevel keys entities by venue (avail.RestaurantKey) instead
+	// of by slot (avail.SlotKey).
+	RestaurantLevel bool `json:"restaurant_level,omitempty"`
+	// AuthToken, when set, is sent as "Authorization: Bearer <token>". It
+	// is a secret: use Redacted before showing a source.
+	AuthToken string `json:"auth_token,omitempty"`
+	// RateLimit is the most requests per second this source allows its
+	// provider host, (0, MaxRateLimit]. Sources sharing a provider and host
+	// share one bucket at the smallest of their rates. Default 5.
+	RateLimit float64 `json:"rate_limit,omitempty"`
+}
+
+// sourceJSON is Source on the wire: Interval as a duration string.
+type sourceJSON struct {
+	sourceFields
+	Interval string `json:"interval,omitempty"`
+}
+
+// sourceFields has Source's fields without its methods.
+type sourceFields Source
+
+// MarshalJSON encodes the source with Interval as a duration string.
+func (s Source) MarshalJSON() ([]byte, error) {
+	out := sourceJSON{sourceFields: sourceFields(s)}
+	if s.Interval != 0 {
+		out.Interval = s.Interval.String()
+	}
+	return json.Marshal(out)
+}
+
+// UnmarshalJSON decodes a source strictly: unknown fields, a malformed
+// interval or data after the object are errors wrapping ErrInvalidSource.
+// It does not validate the values; call Validate.
+func (s *Source) UnmarshalJSON(b []byte) error {
+	var in sourceJSON
+	dec := json.NewDecoder(bytes.NewReader(b))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(&in); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidSource, err)
+	}
+	if dec.More() {
+		return fmt.Errorf("%w: data after the source object", ErrInvalidSource)
+	}
+	out := Source(in.sourceFields)
+	if in.Interval != "" {
+		d, err := time.ParseDuration(in.Interval)
+		if err != nil {
+			return fmt.Errorf("%w: interval %q: want a duration such as \"60s\"", ErrInvalidSource, in.Interval)
+		}
+		out.Interval = d
+	}
+	*s = out
+	return nil
+}
+
+// WithDefaults returns s with zero Interval, Stabilization and RateLimit set
+// to their defaults.
+func (s Source) WithDefaults() Source {
+	if s.Interval == 0 {
+		s.Interval = DefaultInterval
+	}
+	if s.Stabilization == 0 {
+		s.Stabilization = DefaultStabilization
+	}
+	if s.RateLimit == 0 {
+		s.RateLimit = DefaultRateLimit
+	}
+	return s
+}
+
+// Validate reports every problem of the source once defaults are applied,
+// in one error wrapping ErrInvalidSource.
+func (s Source) Validate() error {
+	s = s.WithDefaults()
+	var errs []error
+	if !validID(s.ID) {
+		errs = append(errs, fmt.Errorf("id %q: want 1-64 characters of [a-z0-9_-]", clipText(s.ID)))
+	}
+	adapter, err := provider.For(s.Provider)
+	if err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateBaseURL(s.BaseURL); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, validateScopes(s.Scopes, s.ID, adapter)...)
+	if s.Interval < MinInterval || s.Interval > MaxInterval {
+		errs = append(errs, fmt.Errorf("interval %s out of range %s..%s", s.Interval, MinInterval, MaxInterval))
+	}
+	if s.Stabilization < 1 || s.Stabilization > MaxStabilization {
+		errs = append(errs, fmt.Errorf("stabilization %d out of range 1..%d", s.Stabilization, MaxStabilization))
+	}
+	if !(s.RateLimit > 0 && s.RateLimit <= MaxRateLimit) {
+		errs = append(errs, fmt.Errorf("rate limit %v out of range (0, %v] requests/s", s.RateLimit, MaxRateLimit))
+	}
+	if len(s.AuthToken) > MaxAuthTokenLen || strings.ContainsFunc(s.AuthToken, isControl) {
+		errs = append(errs, fmt.Errorf("auth token longer than %d bytes or with control characters", MaxAuthTokenLen))
+	}
+	if len(errs) > 0 {
+		return fmt.Errorf("%w %q: %w", ErrInvalidSource, clipText(s.ID), errors.Join(errs...))
+	}
+	return nil
+}
+
+func validateScopes(scopes []avail.Scope, id string, adapter provider.Adapter) []error {
+	var errs []error
+	if len(scopes) == 0 || len(scopes) > avail.MaxScopes {
+		return []error{fmt.Errorf("%d scopes: want 1..%d", len(scopes), avail.MaxScopes)}
+	}
+	seen := make(map[string]bool, len(scopes))
+	for i, sc := range scopes {
+		if err := sc.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("scope %d: %w", i, err))
+			continue
+		}
+		if adapter != nil {
+			if err := adapter.ValidateScope(sc); err != nil {
+				errs = append(errs, fmt.Errorf("scope %d: %w", i, err))
+			}
+		}
+		if k := sc.Key(id); seen[k] {
+			errs = append(errs, fmt.Errorf("scope %d duplicates an earlier scope", i))
+		} else {
+			seen[k] = true
+		}
+	}
+	return errs
+}
+
+func validateBaseURL(raw string) error {
+	if len(raw) > MaxBaseURLLen {
+		return fmt.Errorf("base URL longer than %d bytes", MaxBaseURLLen)
+	}
+	u, err := url.Parse(raw)
+	switch {
+	case err != nil:
+		return fmt.Errorf("base URL: %w", err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return fmt.Errorf("base URL %q: want http or https", clipText(raw))
+	case u.Host == "" || u.Hostname() == "":
+		return fmt.Errorf("base URL %q has no host", clipText(raw))
+	case u.User != nil:
+		return errors.New("base URL must not carry credentials; use auth_token")
+	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
+		return fmt.Errorf("base URL %q must not have a query or fragment", clipText(raw))
+	}
+	return nil
+}
+
+func validID(s string) bool {
+	if len(s) == 0 || len(s) > avail.MaxIDLen {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
+
+// clipText bounds outside input quoted in an error message.
+func clipText(s string) string {
+	if len(s) <= 80 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:80], "") + "…"
+}
+
+// Redacted returns a copy of s safe to show: a set AuthToken becomes
+// "redacted".
+func (s Source) Redacted() Source {
+	if s.AuthToken != "" {
+		s.AuthToken = "redacted"
+	}
+	s.Scopes = append([]avail.Scope(nil), s.Scopes...)
+	return s
+}
+
+// Fingerprint identifies the source's configuration once defaults are
+// applied: any change of any field, the token included, changes it. It is
+// the hex SHA-256 of the source's JSON.
+func (s Source) Fingerprint() string {
+	b, _ := json.Marshal(s.WithDefaults())
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:])
+}
