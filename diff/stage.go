@@ -31,6 +31,9 @@ const (
 	// MetricRuns counts snapshots handled, by status (ok, failed) and
 	// applied (true, false). Int64Counter, unit {run}.
 	MetricRuns = "dropstream.diff.runs"
+	// MetricObservations counts the entities observed by applied OK runs.
+	// Int64Counter, unit {observation}.
+	MetricObservations = "dropstream.diff.observations"
 )
 
 // NewStage returns the "avail-diff" stage: it consumes topics.Snapshots and
@@ -53,10 +56,11 @@ func NewStage(rdb redis.UniversalClient, topics avail.Topics, tel stream.Telemet
 
 // handler is the diff stage's message handler.
 type handler struct {
-	rdb         redis.UniversalClient
-	topics      avail.Topics
-	transitions metric.Int64Counter
-	runs        metric.Int64Counter
+	rdb          redis.UniversalClient
+	topics       avail.Topics
+	transitions  metric.Int64Counter
+	runs         metric.Int64Counter
+	observations metric.Int64Counter
 	// Option slices built once: [kind open/close][phase raw/stable].
 	transOpts [2][2][]metric.AddOption
 	runOpts   [2][2][]metric.AddOption // [ok][applied]
@@ -65,6 +69,8 @@ type handler struct {
 func (h *handler) counters(meter metric.Meter) {
 	h.transitions, _ = meter.Int64Counter(MetricTransitions,
 		metric.WithDescription("Transitions appended by the diff stage, by kind and phase."), metric.WithUnit("{transition}"))
+	h.observations, _ = meter.Int64Counter(MetricObservations,
+		metric.WithDescription("Entities observed by applied runs."), metric.WithUnit("{observation}"))
 	h.runs, _ = meter.Int64Counter(MetricRuns,
 		metric.WithDescription("Snapshots handled by the diff stage, by status and whether they were applied."), metric.WithUnit("{run}"))
 	for i, kind := range []string{avail.KindOpen, avail.KindClose} {
@@ -111,6 +117,9 @@ func (h *handler) record(ctx context.Context, snap avail.Snapshot, res Result) {
 		applied = 1
 	}
 	h.runs.Add(bg, 1, h.runOpts[ok][applied]...)
+	if snap.OK && res.Applied {
+		h.observations.Add(bg, int64(len(snap.Entities)))
+	}
 	for i, n := range [2][2]int{{res.Opened, res.StableOpened}, {res.Closed, res.StableClosed}} {
 		for j, c := range n {
 			if c > 0 {

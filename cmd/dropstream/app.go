@@ -31,6 +31,7 @@ type app struct {
 	embedded *stream.Embedded
 	ch       *clickhouse.Client
 	pub      *stream.Publisher
+	av       *availability
 	closers  []func()
 }
 
@@ -103,7 +104,7 @@ func (a *app) apiServer() (*api.Server, error) {
 	if a.ch != nil {
 		checks = append(checks, api.ReadinessCheck{Name: "clickhouse", Check: a.ch.Ping})
 	}
-	return api.New(api.Config{
+	srv, err := api.New(api.Config{
 		Addr:           a.cfg.APIAddr,
 		APIKeys:        a.cfg.APIKeys,
 		Logger:         a.log,
@@ -112,6 +113,13 @@ func (a *app) apiServer() (*api.Server, error) {
 		MetricsHandler: a.otel.MetricsHandler(),
 		Checks:         checks,
 	})
+	if err != nil {
+		return nil, err
+	}
+	if a.av != nil {
+		a.av.routes(srv)
+	}
+	return srv, nil
 }
 
 // stages returns every stage the binary knows, by name.
@@ -124,7 +132,22 @@ func (a *app) stages() (map[string]stream.Stage, error) {
 	for _, s := range sampleStages {
 		all[s.Name] = s
 	}
+	if a.av == nil {
+		av, err := a.newAvailability()
+		if err != nil {
+			return nil, err
+		}
+		a.av = av
+	}
+	for _, s := range a.av.stages {
+		all[s.Name] = s
+	}
 	return all, nil
+}
+
+// services are the named loops that run beside the stages.
+func (a *app) services() map[string]func(context.Context) error {
+	return map[string]func(context.Context) error{collectorStage: a.av.collector.Run}
 }
 
 // topics returns every topic consumed by a known stage.
@@ -145,35 +168,42 @@ func (a *app) topics() ([]stream.Topic, error) {
 	return out, nil
 }
 
-// pick selects stages by a comma list of names; empty or "all" is every one.
-func pick(all map[string]stream.Stage, names string) ([]stream.Stage, error) {
-	known := make([]string, 0, len(all))
+// pick selects stages and services by a comma list of names; empty or
+// "all" is every one.
+func pick(all map[string]stream.Stage, services map[string]func(context.Context) error, names string) ([]stream.Stage, []string, error) {
+	known := make([]string, 0, len(all)+len(services))
 	for n := range all {
 		known = append(known, n)
 	}
+	for n := range services {
+		known = append(known, n)
+	}
 	slices.Sort(known)
-	if names == "" || names == "all" {
-		out := make([]stream.Stage, 0, len(all))
-		for _, n := range known {
-			out = append(out, all[n])
+	var stages []stream.Stage
+	var svcs []string
+	want := known
+	if names != "" && names != "all" {
+		want = nil
+		for _, n := range strings.Split(names, ",") {
+			want = append(want, strings.TrimSpace(n))
 		}
-		return out, nil
 	}
-	var out []stream.Stage
-	for _, n := range strings.Split(names, ",") {
-		s, ok := all[strings.TrimSpace(n)]
-		if !ok {
-			return nil, fmt.Errorf("unknown stage %q; known: %s", n, strings.Join(known, ", "))
+	for _, n := range want {
+		if s, ok := all[n]; ok {
+			stages = append(stages, s)
+		} else if _, ok := services[n]; ok {
+			svcs = append(svcs, n)
+		} else {
+			return nil, nil, fmt.Errorf("unknown stage %q; known: %s", n, strings.Join(known, ", "))
 		}
-		out = append(out, s)
 	}
-	return out, nil
+	return stages, svcs, nil
 }
 
 // runStages starts copies of each stage, each until ctx ends. A copy that
 // fails (it cannot create its consumer groups, say) sends its error on the
 // returned channel; callers stop the process with it.
-func (a *app) runStages(ctx context.Context, wg *sync.WaitGroup, stages []stream.Stage, copies int) ([]*stream.Runner, <-chan error, error) {
+func (a *app) runStages(ctx context.Context, wg *sync.WaitGroup, stages []stream.Stage, copies int) ([]*stream.Runner, chan error, error) {
 	var runners []*stream.Runner
 	for _, s := range stages {
 		for i := 0; i < copies; i++ {
@@ -184,7 +214,7 @@ func (a *app) runStages(ctx context.Context, wg *sync.WaitGroup, stages []stream
 			runners = append(runners, r)
 		}
 	}
-	failed := make(chan error, len(runners))
+	failed := make(chan error, len(runners)+8)
 	for _, r := range runners {
 		wg.Go(func() {
 			if err := r.Run(ctx); err != nil {
@@ -193,4 +223,18 @@ func (a *app) runStages(ctx context.Context, wg *sync.WaitGroup, stages []stream
 		})
 	}
 	return runners, failed, nil
+}
+
+// runServices starts the named services; one that fails sends its error on
+// failed.
+func (a *app) runServices(ctx context.Context, wg *sync.WaitGroup, names []string, failed chan<- error) {
+	all := a.services()
+	for _, n := range names {
+		run := all[n]
+		wg.Go(func() {
+			if err := run(ctx); err != nil && ctx.Err() == nil {
+				failed <- fmt.Errorf("%s: %w", n, err)
+			}
+		})
+	}
 }

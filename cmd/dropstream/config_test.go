@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"io"
 	"reflect"
 	"strings"
@@ -154,6 +155,9 @@ func stageNames(stages []stream.Stage) []string {
 	return out
 }
 
+// services is a service registry for pick.
+var services = map[string]func(context.Context) error{"svc": func(context.Context) error { return nil }}
+
 func TestPick_selectsStagesByName(t *testing.T) {
 	all := sampleStages(t)
 	tests := []struct {
@@ -162,15 +166,19 @@ func TestPick_selectsStagesByName(t *testing.T) {
 	}{
 		{"", []string{"sample-enrich", "sample-sink"}},
 		{"all", []string{"sample-enrich", "sample-sink"}},
+		{"svc,sample-sink", []string{"sample-sink"}},
 		{"sample-sink", []string{"sample-sink"}},
 		{"sample-sink,sample-enrich", []string{"sample-sink", "sample-enrich"}},
 		{" sample-enrich , sample-sink ", []string{"sample-enrich", "sample-sink"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.names, func(t *testing.T) {
-			got, err := pick(all, tt.names)
+			got, svcs, err := pick(all, services, tt.names)
 			if err != nil {
 				t.Fatalf("pick(%q) = %v", tt.names, err)
+			}
+			if wantSvc := tt.names == "" || tt.names == "all" || strings.HasPrefix(tt.names, "svc"); (len(svcs) == 1) != wantSvc {
+				t.Errorf("pick(%q) services = %v, want svc: %v", tt.names, svcs, wantSvc)
 			}
 			if names := stageNames(got); !reflect.DeepEqual(names, tt.want) {
 				t.Errorf("pick(%q) = %v, want %v", tt.names, names, tt.want)
@@ -188,11 +196,11 @@ func TestPick_unknownStageListsKnownOnes(t *testing.T) {
 	all := sampleStages(t)
 	for _, names := range []string{"nope", "sample-enrich,nope", "sample-sink,", "ALL"} {
 		t.Run(names, func(t *testing.T) {
-			got, err := pick(all, names)
+			got, _, err := pick(all, services, names)
 			if err == nil {
 				t.Fatalf("pick(%q) = %v, want an error", names, stageNames(got))
 			}
-			if !strings.Contains(err.Error(), "unknown stage") || !strings.Contains(err.Error(), "known: sample-enrich, sample-sink") {
+			if !strings.Contains(err.Error(), "unknown stage") || !strings.Contains(err.Error(), "known: sample-enrich, sample-sink, svc") {
 				t.Errorf("pick(%q) error = %q, want it to name the unknown stage and list the known ones", names, err)
 			}
 		})

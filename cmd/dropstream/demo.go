@@ -5,28 +5,38 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"strings"
+	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
-	"github.com/dropstream/dropstream/flows/sample"
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/collector"
+	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
 
+// demoSource is the simulated source the demo polls.
+const demoSource = "demo-sim"
+
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg Config
-	var rate, sensors int
-	var every time.Duration
-	fs := flagSet("demo", "Runs everything in one process: an embedded Redis (unless DROPSTREAM_REDIS_URL is set),\nthe simulated sources, every stage and the API, with a live status line.", stderr, &cfg, "text")
-	envInt(fs, &rate, "rate", "DROPSTREAM_DEMO_RATE", 200, "simulated observations per second")
-	envInt(fs, &sensors, "sensors", "DROPSTREAM_DEMO_SENSORS", 50, "simulated sources")
+	var venues int
+	var tick, interval, every time.Duration
+	var churn, flap float64
+	fs := flagSet("demo", "Runs everything in one process: an embedded Redis (unless DROPSTREAM_REDIS_URL is set),\n"+
+		"a simulated reservation provider, the availability pipeline, a log watcher and the API,\nwith a live status line.", stderr, &cfg, "text")
+	envInt(fs, &venues, "venues", "DROPSTREAM_DEMO_VENUES", 6, "simulated venues")
+	fs.DurationVar(&tick, "tick", 2*time.Second, "how often the simulated world changes")
+	fs.DurationVar(&interval, "interval", 2*time.Second, "poll interval of the simulated source")
+	fs.Float64Var(&churn, "churn", 0.05, "fraction of slots that flip per tick")
+	fs.Float64Var(&flap, "flap", 0.02, "fraction of slots that toggle every tick")
 	fs.DurationVar(&every, "status-every", time.Second, "how often the status line is refreshed")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if rate < 1 || rate > 1_000_000 || sensors < 1 || sensors > 100_000 || every <= 0 {
-		return fmt.Errorf("rate %d (1..1000000), sensors %d (1..100000) or status-every %s out of range", rate, sensors, every)
+	if venues < 1 || venues > 100 || tick <= 0 || interval < time.Second || every <= 0 {
+		return fmt.Errorf("venues %d (1..100), tick %s, interval %s (≥1s) or status-every %s out of range", venues, tick, interval, every)
 	}
 	a, err := newApp(ctx, cfg, stderr)
 	if err != nil {
@@ -37,22 +47,35 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	stages, _ := pick(all, "all")
+	var stages []stream.Stage
+	for _, s := range all {
+		if s.Topic.Flow == avail.Flow {
+			stages = append(stages, s)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	sim, err := simulator.New(simulator.Config{Seed: 1, Venues: venues, Churn: churn, Flap: flap, AutoTick: tick})
+	if err != nil {
+		return err
+	}
+	simURL, err := sim.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	if err := a.demoSetup(ctx, sim, simURL, interval); err != nil {
+		return err
+	}
+	if err := a.av.keepBacklogs(ctx, a); err != nil {
+		return err
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	runners, failed, err := a.runStages(ctx, &wg, stages, 1)
 	if err != nil {
 		return err
 	}
-	var published atomic.Int64
-	wg.Go(func() {
-		_, err := sample.Generate(ctx, a.pub, cfg.Partitions, rate, sensors, 0, published.Store)
-		if err != nil {
-			a.log.Error("generator stopped", "error", err)
-		}
-	})
+	a.runServices(ctx, &wg, []string{collectorStage}, failed)
 	if cfg.APIAddr != "" {
 		srv, err := a.apiServer()
 		if err != nil {
@@ -60,13 +83,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		}
 		wg.Go(func() {
 			if err := srv.Listen(ctx); err != nil {
-				a.log.Error("api stopped", "error", err)
-				cancel()
+				failed <- fmt.Errorf("api: %w", err)
 			}
 		})
-		fmt.Fprintf(stdout, "dropstream demo: API on %s — try /healthz, /readyz, /metrics; Ctrl-C stops\n", cfg.APIAddr)
+		fmt.Fprintf(stdout, "dropstream demo: simulator at %s, API on %s — try /v1/availability?state=open, /v1/sources, /v1/watchers, /metrics, /openapi.json; Ctrl-C stops\n", simURL, cfg.APIAddr)
 	}
-	wg.Go(func() { a.status(ctx, stdout, &published, runners, every) })
+	wg.Go(func() { a.status(ctx, stdout, runners, every) })
 	select {
 	case <-ctx.Done():
 		return nil
@@ -75,12 +97,40 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 }
 
+// demoSetup registers the simulated source (every venue, date and party
+// size) and a watcher that logs every stable opening.
+func (a *app) demoSetup(ctx context.Context, sim *simulator.Simulator, url string, interval time.Duration) error {
+	simCfg := sim.Config()
+	src := collector.Source{ID: demoSource, Provider: "simulator", BaseURL: url, Interval: interval, Stabilization: 2, RateLimit: 100}
+	for _, v := range sim.Venues() {
+		for _, d := range simCfg.Dates {
+			for _, p := range simCfg.PartySizes {
+				src.Scopes = append(src.Scopes, avail.Scope{Venue: strconv.FormatInt(v.ID, 10), Date: d, PartySize: p})
+			}
+		}
+	}
+	if err := src.Validate(); err != nil {
+		return fmt.Errorf("demo source: %w", err)
+	}
+	if err := a.av.sources.Put(ctx, src); err != nil {
+		return err
+	}
+	if err := a.av.collector.Upsert(src); err != nil {
+		return err
+	}
+	watchers, _, err := a.av.watchers.List(ctx, "", 1)
+	if err != nil || len(watchers) > 0 {
+		return err
+	}
+	_, err = a.av.watchers.Create(ctx, notifier.Watcher{Name: "demo: every simulated opening", Provider: "simulator", Channel: "log"})
+	return err
+}
+
 // status prints a live status line: on a terminal it rewrites one line,
-// otherwise it prints a line each period.
-func (a *app) status(ctx context.Context, w io.Writer, published *atomic.Int64, runners []*stream.Runner, every time.Duration) {
+// otherwise it prints a line each period. The figures are the process's own
+// metrics, as /metrics shows them.
+func (a *app) status(ctx context.Context, w io.Writer, runners []*stream.Runner, every time.Duration) {
 	tty := isTerminal(w)
-	dlq := stream.NewDeadLetters(a.rdb)
-	topics, _ := a.topics()
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
@@ -92,38 +142,43 @@ func (a *app) status(ctx context.Context, w io.Writer, published *atomic.Int64, 
 			return
 		case <-t.C:
 		}
-		var b strings.Builder
-		counts, err := sample.Counts(ctx, a.rdb, a.cfg.Partitions)
-		var counted int64
-		for _, n := range counts {
-			counted += n
-		}
-		fmt.Fprintf(&b, "observations %d", published.Load())
+		m := a.metricTotals()
+		var lag int64
 		for _, r := range runners {
-			fmt.Fprintf(&b, " | %s lag %s", r.Info().Stage, lagText(r.Lag()))
+			lag += max(0, r.Lag())
 		}
-		var dead int64
-		for _, tp := range topics {
-			n, _ := dlq.Count(ctx, tp)
-			dead += n
-		}
-		fmt.Fprintf(&b, " | counted %d | dlq %d", counted, dead)
-		if err != nil && ctx.Err() == nil {
-			fmt.Fprintf(&b, " | error %v", err)
-		}
+		line := fmt.Sprintf("runs %d | observations %d | transitions %d | notifications %d | lag %d | dlq %d",
+			int64(m["dropstream_diff_runs_total"]), int64(m["dropstream_diff_observations_total"]),
+			int64(m["dropstream_diff_transitions_total"]), int64(m[`dropstream_notifier_notifications_total{outcome="sent"}`]),
+			lag, int64(m["dropstream_dlq_length"]))
 		if tty {
-			fmt.Fprintf(w, "\r\033[K%s", b.String())
+			fmt.Fprintf(w, "\r\033[K%s", line)
 		} else {
-			fmt.Fprintln(w, b.String())
+			fmt.Fprintln(w, line)
 		}
 	}
 }
 
-func lagText(n int64) string {
-	if n < 0 {
-		return "?"
+// metricTotals sums the process's metrics by name, and by name with an
+// outcome label, from the Prometheus registry.
+func (a *app) metricTotals() map[string]float64 {
+	out := map[string]float64{}
+	fams, err := a.otel.Registry().Gather()
+	if err != nil {
+		return out
 	}
-	return fmt.Sprint(n)
+	for _, f := range fams {
+		for _, m := range f.GetMetric() {
+			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
+			out[f.GetName()] += v
+			for _, l := range m.GetLabel() {
+				if l.GetName() == "outcome" {
+					out[f.GetName()+"{outcome="+strconv.Quote(l.GetValue())+"}"] += v
+				}
+			}
+		}
+	}
+	return out
 }
 
 func isTerminal(w io.Writer) bool {

@@ -63,7 +63,7 @@ func TestDemo_servesAPIMetricsAndStatusUntilCancelled(t *testing.T) {
 	clearEnv(t) // DROPSTREAM_REDIS_URL unset: embedded Redis
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	base := "http://" + addr
-	demo := startDispatch(t, "demo", "--api-addr", addr, "--rate", "500", "--status-every", "100ms")
+	demo := startDispatch(t, "demo", "--api-addr", addr, "--tick", "200ms", "--interval", "1s", "--churn", "0.2", "--status-every", "100ms")
 
 	demo.waitFor(t, 20*time.Second, func() bool {
 		status, body := get(t, base+"/readyz")
@@ -86,17 +86,33 @@ func TestDemo_servesAPIMetricsAndStatusUntilCancelled(t *testing.T) {
 		if err != nil {
 			t.Fatalf("/metrics is not Prometheus text: %v", err)
 		}
-		acked := series(families, "dropstream_stage_messages_total", map[string]string{"stage": "sample-sink", "outcome": "acked"})
-		if len(acked) != 1 || acked[0].GetCounter().GetValue() <= 100 {
-			return false
+		for _, stage := range []string{"avail-normalizer", "avail-diff", "avail-projection", "avail-notifier"} {
+			acked := series(families, "dropstream_stage_messages_total", map[string]string{"stage": stage, "outcome": "acked"})
+			if len(acked) != 1 || acked[0].GetCounter().GetValue() < 20 {
+				return false
+			}
+			if len(series(families, "dropstream_stage_lag", map[string]string{"stage": stage})) != 1 {
+				return false
+			}
 		}
-		return len(series(families, "dropstream_stage_lag", map[string]string{"stage": "sample-enrich"})) == 1
-	}, "/metrics to show >100 acked sample-sink messages and a sample-enrich lag")
+		sent := series(families, "dropstream_notifier_notifications_total", map[string]string{"outcome": "sent"})
+		return len(sent) == 1 && sent[0].GetCounter().GetValue() >= 1
+	}, "/metrics to show every availability stage's throughput and lag, and notifications sent")
+
+	status, body := get(t, base+"/v1/availability?state=open&limit=5")
+	var page struct {
+		Items []struct {
+			Key, State string
+		} `json:"items"`
+	}
+	if status != http.StatusOK || json.Unmarshal(body, &page) != nil || len(page.Items) == 0 || page.Items[0].State != "open" {
+		t.Errorf("GET /v1/availability?state=open = %d %s, want open entities", status, body)
+	}
 
 	demo.waitFor(t, 10*time.Second, func() bool {
 		out := demo.stdout.String()
-		return strings.Contains(out, "observations ") && strings.Contains(out, "sample-sink lag ") &&
-			strings.Contains(out, "sample-enrich lag ") && strings.Contains(out, "| counted ")
+		return strings.Contains(out, "runs ") && strings.Contains(out, "| observations ") &&
+			strings.Contains(out, "| transitions ") && strings.Contains(out, "| notifications ") && strings.Contains(out, "| lag ")
 	}, "a status line on stdout")
 
 	out := demo.stdout.String()

@@ -195,7 +195,7 @@ func TestDispatch_commandHelpListsFlagsWithVariables(t *testing.T) {
 		extra map[string]string
 	}{
 		{[]string{"run", "--help"}, "dropstream run", map[string]string{"stages": "DROPSTREAM_STAGES", "copies": "DROPSTREAM_COPIES"}},
-		{[]string{"demo", "--help"}, "dropstream demo", map[string]string{"rate": "DROPSTREAM_DEMO_RATE", "sensors": "DROPSTREAM_DEMO_SENSORS"}},
+		{[]string{"demo", "--help"}, "dropstream demo", map[string]string{"venues": "DROPSTREAM_DEMO_VENUES"}},
 		{[]string{"dlq", "list", "--help"}, "dropstream dlq list", nil},
 		{[]string{"dlq", "replay", "-h"}, "dropstream dlq replay", nil},
 		{[]string{"dlq", "purge", "--help"}, "dropstream dlq purge", nil},
@@ -284,7 +284,7 @@ func TestDispatch_invalidConfigFailsBeforeStarting(t *testing.T) {
 		{"run partitions env", map[string]string{"DROPSTREAM_PARTITIONS": "5000"}, []string{"run"}, "partitions 5000 out of range"},
 		{"run copies", nil, []string{"run", "--copies", "0"}, "copies 0 out of range 1..64"},
 		{"run log level", nil, []string{"run", "--log-level", "loud"}, `log level "loud"`},
-		{"demo rate", nil, []string{"demo", "--rate", "0"}, "rate 0"},
+		{"demo venues", nil, []string{"demo", "--venues", "0"}, "venues 0"},
 		{"demo status-every", nil, []string{"demo", "--status-every", "0s"}, "status-every 0s"},
 		{"demo log format", map[string]string{"DROPSTREAM_LOG_FORMAT": "xml"}, []string{"demo"}, `log format "xml"`},
 		{"dlq partitions", nil, []string{"dlq", "list", "--topic", "sample.ticks", "--partitions", "-2"}, "partitions -2 out of range"},

@@ -34,7 +34,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	chosen, err := pick(all, stages)
+	chosen, services, err := pick(all, a.services(), stages)
 	if err != nil {
 		return err
 	}
@@ -42,10 +42,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
+	if err := a.av.keepBacklogs(ctx, a); err != nil {
+		return err
+	}
 	_, failed, err := a.runStages(ctx, &wg, chosen, copies)
 	if err != nil {
 		return err
 	}
+	a.runServices(ctx, &wg, services, failed)
 	topics := make([]stream.Topic, 0, len(chosen))
 	for _, s := range chosen {
 		topics = append(topics, s.Topic)

@@ -1,0 +1,275 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// ErrClosed is returned (wrapped) by handlers of a closed Analytics: their
+// rows were not written and their messages stay pending.
+var ErrClosed = errors.New("writer: analytics closed")
+
+// maxLinks caps the span links of one flush span.
+const maxLinks = 128
+
+// batcher gathers the items of waiting handlers and flushes them together:
+// at cfg.BatchRows rows, after cfg.FlushInterval, or after cfg.Linger without
+// a new item. A failed flush is retried with backoff for the handlers still
+// waiting; a handler whose context ends stops waiting and its item is
+// dropped from the next attempt (its message will be delivered again).
+type batcher[E any] struct {
+	stage  string
+	cfg    AnalyticsConfig
+	flush  func(ctx context.Context, items []E) error
+	met    *analyticsMetrics
+	log    *slog.Logger
+	tracer trace.Tracer
+	attrs  metric.MeasurementOption
+
+	mu       sync.Mutex
+	queue    []*waiter[E]
+	queued   int // rows in queue
+	buffered int // rows in queue or in the batch being flushed
+	last     time.Time
+	lastErr  error
+	closed   bool
+
+	wake   chan struct{}
+	cancel context.CancelFunc
+	done   chan struct{}
+}
+
+type waiter[E any] struct {
+	item E
+	rows int
+	at   time.Time
+	ctx  context.Context
+	res  chan error // receives the outcome once
+}
+
+// newBatcher starts the batcher's flush loop; close stops it.
+func newBatcher[E any](stage string, cfg AnalyticsConfig, met *analyticsMetrics, log *slog.Logger,
+	tracer trace.Tracer, flush func(context.Context, []E) error) *batcher[E] {
+	ctx, cancel := context.WithCancel(context.Background())
+	b := &batcher[E]{stage: stage, cfg: cfg, flush: flush, met: met, log: log, tracer: tracer,
+		attrs: metric.WithAttributeSet(attribute.NewSet(keyStage.String(stage))),
+		wake:  make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
+	go b.run(ctx)
+	return b
+}
+
+func (b *batcher[E]) stageName() string { return b.stage }
+
+func (b *batcher[E]) bufferedRows() int {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buffered
+}
+
+// add queues item (rows rows) and waits until it is flushed, ctx ends or the
+// batcher closes.
+func (b *batcher[E]) add(ctx context.Context, item E, rows int) error {
+	w := &waiter[E]{item: item, rows: rows, at: time.Now(), ctx: ctx, res: make(chan error, 1)}
+	b.mu.Lock()
+	if b.closed {
+		b.mu.Unlock()
+		return fmt.Errorf("%s: %w", b.stage, ErrClosed)
+	}
+	b.queue = append(b.queue, w)
+	b.queued += rows
+	b.buffered += rows
+	b.last = w.at
+	b.mu.Unlock()
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+	select {
+	case err := <-w.res:
+		return err
+	case <-ctx.Done():
+		b.mu.Lock()
+		last := b.lastErr
+		b.mu.Unlock()
+		if last != nil {
+			return fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w (last flush: %w)",
+				b.stage, ctx.Err(), last)
+		}
+		return fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w", b.stage, ctx.Err())
+	}
+}
+
+// close stops the loop after the flush in progress, if any, and fails every
+// queued waiter with ErrClosed.
+func (b *batcher[E]) close() {
+	b.cancel()
+	<-b.done
+}
+
+func (b *batcher[E]) run(ctx context.Context) {
+	defer close(b.done)
+	defer b.failAll()
+	timer := time.NewTimer(time.Hour)
+	timer.Stop()
+	backoff := time.Duration(0)
+	for {
+		due, ok := b.due()
+		if !ok {
+			select {
+			case <-ctx.Done():
+				return
+			case <-b.wake:
+			}
+			continue
+		}
+		if wait := time.Until(due); wait > 0 {
+			timer.Reset(wait)
+			select {
+			case <-ctx.Done():
+				timer.Stop()
+				return
+			case <-b.wake:
+				timer.Stop()
+			case <-timer.C:
+			}
+			continue
+		}
+		if err := b.flushOnce(ctx); err == nil {
+			backoff = 0
+			continue
+		}
+		backoff = min(max(2*backoff, 50*time.Millisecond), b.cfg.MaxBackoff)
+		timer.Reset(backoff)
+		select {
+		case <-ctx.Done():
+			timer.Stop()
+			return
+		case <-timer.C:
+		}
+	}
+}
+
+// due returns when the queue must be flushed; ok is false when it is empty.
+func (b *batcher[E]) due() (time.Time, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if len(b.queue) == 0 {
+		return time.Time{}, false
+	}
+	if b.queued >= b.cfg.BatchRows {
+		return time.Now(), true
+	}
+	due := b.queue[0].at.Add(b.cfg.FlushInterval)
+	if l := b.last.Add(b.cfg.Linger); b.cfg.Linger > 0 && l.Before(due) {
+		due = l
+	}
+	return due, true
+}
+
+// take removes up to BatchRows rows of live waiters from the queue head,
+// dropping waiters that stopped waiting.
+func (b *batcher[E]) take() []*waiter[E] {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	var batch []*waiter[E]
+	rows, i := 0, 0
+	for ; i < len(b.queue) && (rows == 0 || rows+b.queue[i].rows <= b.cfg.BatchRows); i++ {
+		w := b.queue[i]
+		b.queued -= w.rows
+		if w.ctx.Err() != nil {
+			b.buffered -= w.rows
+			continue
+		}
+		batch = append(batch, w)
+		rows += w.rows
+	}
+	b.queue = append(b.queue[:0:0], b.queue[i:]...)
+	return batch
+}
+
+// flushOnce flushes one batch from the queue head. On failure the waiters
+// still waiting go back to the head of the queue.
+func (b *batcher[E]) flushOnce(ctx context.Context) error {
+	batch := b.take()
+	if len(batch) == 0 {
+		return nil
+	}
+	items := make([]E, len(batch))
+	links := make([]trace.Link, 0, min(len(batch), maxLinks))
+	rows := 0
+	for i, w := range batch {
+		items[i] = w.item
+		rows += w.rows
+		if sc := trace.SpanContextFromContext(w.ctx); sc.IsValid() && len(links) < maxLinks {
+			links = append(links, trace.Link{SpanContext: sc})
+		}
+	}
+	// A flush under way finishes on close, within FlushTimeout.
+	fctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), b.cfg.FlushTimeout)
+	defer cancel()
+	fctx, span := b.tracer.Start(fctx, "flush "+b.stage, trace.WithLinks(links...),
+		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
+			attribute.String("db.system", "clickhouse"), attribute.Int("dropstream.writer.rows", rows),
+			attribute.Int("messaging.batch.message_count", len(batch))))
+	defer span.End()
+	start := time.Now()
+	err := b.flush(fctx, items)
+	outcome := "ok"
+	if err != nil {
+		outcome = "error"
+		span.RecordError(err)
+		span.SetStatus(codes.Error, err.Error())
+	}
+	bg := context.Background() // no exemplars from the flush span
+	b.met.duration.Record(bg, time.Since(start).Seconds(), b.attrs,
+		metric.WithAttributes(keyOutcome.String(outcome)))
+	b.mu.Lock()
+	if err == nil {
+		b.buffered -= rows
+		b.lastErr = nil
+		b.mu.Unlock()
+		for _, w := range batch {
+			w.res <- nil
+		}
+		return nil
+	}
+	b.lastErr = err
+	live := batch[:0]
+	liveRows := 0
+	for _, w := range batch {
+		if w.ctx.Err() != nil {
+			b.buffered -= w.rows
+			continue
+		}
+		live = append(live, w)
+		liveRows += w.rows
+	}
+	b.queue = append(live, b.queue...)
+	b.queued += liveRows
+	b.mu.Unlock()
+	b.met.errors.Add(bg, 1, b.attrs)
+	b.log.Warn("clickhouse flush failed; retrying", "stage", b.stage, "rows", rows,
+		"messages", len(batch), "waiting", len(live), "error", err)
+	return err
+}
+
+// failAll closes the batcher: queued waiters get ErrClosed, later adds too.
+func (b *batcher[E]) failAll() {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	b.closed = true
+	for _, w := range b.queue {
+		w.res <- fmt.Errorf("%s: %w", b.stage, ErrClosed)
+	}
+	b.queue = nil
+	b.queued, b.buffered = 0, 0
+}

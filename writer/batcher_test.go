@@ -1,0 +1,148 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/metric/noop"
+	tnoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/dropstream/dropstream/internal/testenv"
+)
+
+// fakeSink records flushes and fails the first failures of them.
+type fakeSink struct {
+	mu       sync.Mutex
+	failures int
+	calls    int
+	batches  [][]int
+}
+
+func (s *fakeSink) flush(_ context.Context, items []int) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.calls++
+	if s.failures != 0 {
+		s.failures--
+		return errors.New("clickhouse down")
+	}
+	s.batches = append(s.batches, append([]int(nil), items...))
+	return nil
+}
+
+func (s *fakeSink) state() (calls int, batches [][]int) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls, append([][]int(nil), s.batches...)
+}
+
+func testBatcher(t *testing.T, cfg AnalyticsConfig, sink *fakeSink) *batcher[int] {
+	t.Helper()
+	met, err := newAnalyticsMetrics(noop.NewMeterProvider())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if cfg.MaxBackoff == 0 {
+		cfg.MaxBackoff = 10 * time.Millisecond
+	}
+	if cfg.FlushTimeout == 0 {
+		cfg.FlushTimeout = time.Second
+	}
+	b := newBatcher("test", cfg, met, slog.New(slog.DiscardHandler), tnoop.NewTracerProvider().Tracer(""), sink.flush)
+	t.Cleanup(b.close)
+	return b
+}
+
+// addAll adds items concurrently and returns their errors.
+func addAll(ctx context.Context, b *batcher[int], items ...int) []error {
+	errs := make([]error, len(items))
+	var wg sync.WaitGroup
+	for i, it := range items {
+		wg.Go(func() { errs[i] = b.add(ctx, it, 1) })
+	}
+	wg.Wait()
+	return errs
+}
+
+func TestBatcher_flushTriggers(t *testing.T) {
+	tests := []struct {
+		name      string
+		cfg       AnalyticsConfig
+		items     int
+		failures  int
+		maxBatch  int // every flushed batch holds at most this many items
+		wantCalls int // 0: do not check
+	}{
+		// FlushInterval and Linger are an hour: only BatchRows can flush.
+		{name: "batch rows", cfg: AnalyticsConfig{BatchRows: 3, FlushInterval: time.Hour, Linger: -1}, items: 6, maxBatch: 3, wantCalls: 2},
+		// Only the interval can flush.
+		{name: "flush interval", cfg: AnalyticsConfig{BatchRows: 1000, FlushInterval: 20 * time.Millisecond, Linger: -1}, items: 5, maxBatch: 5},
+		// Only the linger can flush within the test's lifetime.
+		{name: "linger", cfg: AnalyticsConfig{BatchRows: 1000, FlushInterval: time.Hour, Linger: 5 * time.Millisecond}, items: 5, maxBatch: 5},
+		{name: "failed flushes are retried", cfg: AnalyticsConfig{BatchRows: 4, FlushInterval: time.Hour, Linger: -1}, items: 4, failures: 2, maxBatch: 4, wantCalls: 3},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			sink := &fakeSink{failures: tt.failures}
+			b := testBatcher(t, tt.cfg, sink)
+			items := make([]int, tt.items)
+			for i := range items {
+				items[i] = i
+			}
+			for i, err := range addAll(t.Context(), b, items...) {
+				if err != nil {
+					t.Fatalf("add %d: %v", i, err)
+				}
+			}
+			calls, batches := sink.state()
+			seen := map[int]bool{}
+			for _, batch := range batches {
+				if len(batch) > tt.maxBatch {
+					t.Fatalf("batch %v exceeds %d items", batch, tt.maxBatch)
+				}
+				for _, it := range batch {
+					seen[it] = true
+				}
+			}
+			if len(seen) != tt.items || (tt.wantCalls > 0 && calls != tt.wantCalls) {
+				t.Fatalf("flushed %v in %d calls, want %d items in %d calls", batches, calls, tt.items, tt.wantCalls)
+			}
+			if n := b.bufferedRows(); n != 0 {
+				t.Fatalf("buffered rows = %d after the flush, want 0", n)
+			}
+		})
+	}
+}
+
+func TestBatcher_waiterDeadlineDropsItsRow(t *testing.T) {
+	sink := &fakeSink{failures: -1} // always fails
+	b := testBatcher(t, AnalyticsConfig{BatchRows: 10, FlushInterval: time.Millisecond, Linger: -1}, sink)
+	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
+	defer cancel()
+	err := b.add(ctx, 1, 1)
+	if !errors.Is(err, context.DeadlineExceeded) || err == nil || !strings.Contains(err.Error(), "clickhouse down") {
+		t.Fatalf("add = %v, want the deadline and the last flush error", err)
+	}
+	testenv.WaitFor(t, 5*time.Second, func() bool { return b.bufferedRows() == 0 },
+		"the abandoned row leaves the buffer")
+}
+
+func TestBatcher_closeFailsWaiters(t *testing.T) {
+	sink := &fakeSink{failures: -1}
+	b := testBatcher(t, AnalyticsConfig{BatchRows: 10, FlushInterval: time.Millisecond, Linger: -1}, sink)
+	res := make(chan error, 1)
+	go func() { res <- b.add(context.Background(), 1, 1) }()
+	testenv.WaitFor(t, 5*time.Second, func() bool { c, _ := sink.state(); return c > 0 }, "a flush attempt")
+	b.close()
+	if err := <-res; !errors.Is(err, ErrClosed) {
+		t.Fatalf("waiting add after close = %v, want ErrClosed", err)
+	}
+	if err := b.add(context.Background(), 2, 1); !errors.Is(err, ErrClosed) {
+		t.Fatalf("add after close = %v, want ErrClosed", err)
+	}
+}

@@ -1,0 +1,80 @@
+package writer_test
+
+import (
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
+)
+
+func TestProjectionConfig_validate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     writer.ProjectionConfig
+		wantErr string // "" means valid
+	}{
+		{name: "zero value takes defaults", cfg: writer.ProjectionConfig{}},
+		{name: "explicit", cfg: writer.ProjectionConfig{Partitions: 16, MaxSessions: 5, MaxScan: 100}},
+		{name: "too many partitions", cfg: writer.ProjectionConfig{Partitions: stream.MaxPartitions + 1}, wantErr: "partitions"},
+		{name: "negative sessions", cfg: writer.ProjectionConfig{MaxSessions: -1}, wantErr: "max sessions"},
+		{name: "negative scan", cfg: writer.ProjectionConfig{MaxScan: -1}, wantErr: "max scan"},
+		{name: "bad runner", cfg: writer.ProjectionConfig{Runner: stream.RunnerConfig{BatchSize: -1}}, wantErr: "runner"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkErr(t, tt.cfg.WithDefaults().Validate(), tt.wantErr)
+		})
+	}
+	d := writer.ProjectionConfig{}.WithDefaults()
+	if d.Partitions != writer.DefaultPartitions || d.MaxSessions != writer.DefaultMaxSessions || d.MaxScan != writer.DefaultMaxScan {
+		t.Fatalf("defaults = %+v", d)
+	}
+}
+
+func TestAnalyticsConfig_validate(t *testing.T) {
+	tests := []struct {
+		name    string
+		cfg     writer.AnalyticsConfig
+		wantErr string
+	}{
+		{name: "zero value takes defaults", cfg: writer.AnalyticsConfig{}},
+		{name: "linger off", cfg: writer.AnalyticsConfig{Linger: -1}},
+		{name: "short test timings", cfg: writer.AnalyticsConfig{FlushInterval: 50 * time.Millisecond,
+			FlushTimeout: 500 * time.Millisecond, Runner: stream.RunnerConfig{HandlerTimeout: time.Second}}},
+		{name: "batch rows too large", cfg: writer.AnalyticsConfig{BatchRows: 2_000_000}, wantErr: "batch rows"},
+		{name: "negative interval", cfg: writer.AnalyticsConfig{FlushInterval: -time.Second}, wantErr: "must be positive"},
+		{name: "linger above interval", cfg: writer.AnalyticsConfig{Linger: 2 * time.Second}, wantErr: "linger"},
+		{name: "handler timeout below a flush", cfg: writer.AnalyticsConfig{Runner: stream.RunnerConfig{HandlerTimeout: 5 * time.Second}},
+			wantErr: "handler timeout"},
+		{name: "claim idle below handler timeout", cfg: writer.AnalyticsConfig{Runner: stream.RunnerConfig{ClaimIdle: 20 * time.Second}},
+			wantErr: "claim idle"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			checkErr(t, tt.cfg.WithDefaults().Validate(), tt.wantErr)
+		})
+	}
+	d := writer.AnalyticsConfig{Runner: stream.RunnerConfig{Retry: stream.RetryConfig{MaxRetries: 3}}}.WithDefaults()
+	if d.BatchRows != writer.DefaultBatchRows || d.FlushInterval != writer.DefaultFlushInterval ||
+		d.Linger != writer.DefaultLinger || d.Runner.HandlerTimeout != writer.DefaultAnalyticsHandlerTimeout ||
+		d.Runner.ClaimIdle != 2*writer.DefaultAnalyticsHandlerTimeout ||
+		d.Runner.MaxDeliveries != writer.DefaultAnalyticsMaxDeliveries || !d.Runner.Retry.Disabled ||
+		d.Runner.BatchSize != writer.DefaultAnalyticsBatchSize {
+		t.Fatalf("defaults = %+v", d)
+	}
+}
+
+func checkErr(t *testing.T, err error, want string) {
+	t.Helper()
+	if want == "" {
+		if err != nil {
+			t.Fatalf("Validate() = %v, want nil", err)
+		}
+		return
+	}
+	if err == nil || !strings.Contains(err.Error(), want) {
+		t.Fatalf("Validate() = %v, want an error containing %q", err, want)
+	}
+}

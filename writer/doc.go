@@ -1,0 +1,80 @@
+// Package writer is the writer of the availability pipeline (seed 003, step
+// 4). It reads the transition and run streams as three independent consumer
+// groups:
+//
+//   - "avail-projection" (Projection) keeps the soft state of every entity in
+//     Redis: open or closed with its timestamps, its availability sessions,
+//     and indexes to list entities by provider, venue, date, party size and
+//     state. Nothing is deleted when an entity closes.
+//   - "avail-analytics-transitions" and "avail-analytics-runs" (Analytics)
+//     append transitions, sessions and runs to ClickHouse in batches.
+//
+// Because the groups are separate, a ClickHouse outage stalls only the
+// analytics groups: their backlog waits in the streams while the projection
+// stays current.
+//
+// # Redis key layout
+//
+// Every key of partition p carries the hash tag {avail.p} of the transition
+// stream it is written from (p is the message's partition, that of its scope
+// key), so one Lua script updates an entity's hash, sessions and indexes
+// atomically, also on Redis Cluster. Times are Unix milliseconds.
+//
+//	ds:{avail.p}:entity:<entity key>    hash: the entity's projection
+//	    state           open | closed (raw transitions only)
+//	    first_seen_at   first time the entity was seen open
+//	    opened_at       start of the current (or last) open window
+//	    closed_at       end of the last open window
+//	    last_seen_at    last time a run saw it open
+//	    last_run        run id of the last applied raw transition
+//	    last_run_at     that run's time: the last-writer-wins clock
+//	    last_event      event id of the last applied raw transition
+//	    session_id      current (or last) session, avail.SessionID
+//	    open_run        run id that opened that session
+//	    kind provider venue venue_name date time party_size scope_key
+//	    source_id       the entity's attributes
+//	    trace_id        trace of the last applied raw transition
+//	    stable_state    open | closed, from stable transitions
+//	    stable_at, stable_run, stable_event   the last applied stable one
+//	ds:{avail.p}:sessions:<entity key>  list: the entity's sessions, newest
+//	    first, at most ProjectionConfig.MaxSessions (100), each a JSON object
+//	    of strings (session_id, state, open_run, opened_at, close_run,
+//	    closed_at, duration_ms, trace_id). The open session is the head and is
+//	    rewritten in place when it closes.
+//	ds:{avail.p}:entities:all           sorted set, every entity key
+//	ds:{avail.p}:entities:open          sorted set, entities now open
+//	ds:{avail.p}:entities:closed        sorted set, entities now closed
+//	ds:{avail.p}:analytics:entity:<entity key>   hash, the analytics
+//	    stage's pairing state: "events", the entity's last 16 raw transitions
+//	    ("<ms> <kind> <run id>" lines, newest first), used to pair opens and
+//	    closes into session rows whatever order the stage's copies process
+//	    them in; "name", the venue name, which closes do not carry
+//
+// Keys of entities with a date expire RetainAfterDate (7 days) after the end
+// of that date; their index entries are removed by List and Sweep.
+//
+// The index sets hold members with score 0, so they are ordered by entity key
+// (provider|venue|date|time|party) and ZRANGEBYLEX reads a provider, a venue
+// or a venue's date as one contiguous range in O(log n + page). List merges
+// the P partitions' ranges in key order (one pipelined round trip per page
+// step), checks the remaining filters (party size, or fields that do not form
+// a key prefix) on the key itself, and reads the hashes of the page only. A
+// page therefore costs O(P × page) index entries, whatever the number of
+// entities; a filter that is not a key prefix scans at most
+// ProjectionConfig.MaxScan entries per call and may return a short page with
+// a cursor to continue.
+//
+// Memory, measured on Redis 7.0: about 1.4 KB per entity with one session
+// (hash 600 B, session list 380 B, the rest index entries and key overhead),
+// and about 200 B per further session, so at most about 20 KB per entity
+// with the default 100 sessions.
+//
+// # Idempotence
+//
+// The projection applies each transition in one script that compares the
+// transition's (run time, run id) with the entity's last applied one: a
+// duplicate or replay changes nothing, an older run is ignored (last writer
+// wins). ClickHouse rows carry deterministic ids (event id, run id, session id
+// with a version) in ReplacingMergeTree tables, so redelivered batches collapse;
+// exact counts use clickhouse.CountTransitions, CountRuns and CountSessions.
+package writer

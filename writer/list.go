@@ -1,0 +1,247 @@
+package writer
+
+import (
+	"cmp"
+	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/avail"
+)
+
+// ErrBadCursor is returned (wrapped) by List for a cursor it did not make.
+var ErrBadCursor = errors.New("writer: invalid cursor")
+
+// Page sizes of List.
+const (
+	DefaultListLimit = 100
+	MaxListLimit     = 1000
+)
+
+// Filter selects entities for List. Zero fields match everything.
+type Filter struct {
+	Provider string
+	// Venue is a venue id of the provider. With Provider (and Date with
+	// both) it narrows the index range read; alone it is checked per entry.
+	Venue string
+	// Date is "YYYY-MM-DD".
+	Date string
+	// PartySize, when positive, keeps entities for that party size.
+	PartySize int
+	// State is "", StateOpen or StateClosed.
+	State string
+}
+
+// Validate reports whether f can be used.
+func (f Filter) Validate() error {
+	var errs []error
+	if f.State != "" && f.State != StateOpen && f.State != StateClosed {
+		errs = append(errs, fmt.Errorf("state %q: want open, closed or empty", f.State))
+	}
+	for name, v := range map[string]string{"provider": f.Provider, "venue": f.Venue, "date": f.Date} {
+		if v != "" {
+			errs = append(errs, avail.CleanPart(name, v))
+		}
+	}
+	if f.PartySize < 0 {
+		errs = append(errs, fmt.Errorf("party size %d is negative", f.PartySize))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("writer: filter: %w", err)
+	}
+	return nil
+}
+
+// prefix is the entity key prefix the filter pins down: provider, then venue,
+// then date, as far as they are given in that order.
+func (f Filter) prefix() string {
+	var parts []string
+	for _, v := range []string{f.Provider, f.Venue, f.Date} {
+		if v == "" {
+			break
+		}
+		parts = append(parts, v)
+	}
+	if len(parts) == 0 {
+		return ""
+	}
+	return strings.Join(parts, "|") + "|"
+}
+
+// match reports whether an entity key passes the filter's key fields.
+func (f Filter) match(key string) bool {
+	e, err := avail.ParseKey(key)
+	if err != nil {
+		return f.Provider == "" && f.Venue == "" && f.Date == "" && f.PartySize == 0
+	}
+	return (f.Provider == "" || e.Provider == f.Provider) && (f.Venue == "" || e.Venue == f.Venue) &&
+		(f.Date == "" || e.Date == f.Date) && (f.PartySize <= 0 || e.PartySize == f.PartySize)
+}
+
+// position is an entry of the merged index order: by key, then partition.
+type position struct {
+	key  string
+	part int
+}
+
+func (a position) compare(b position) int {
+	return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.part, b.part))
+}
+
+// List returns one page of entities matching f in entity key order, and the
+// cursor of the next page ("" after the last page). Pass "" to start.
+// limit < 1 means DefaultListLimit; it is capped at MaxListLimit.
+//
+// Each step reads the P partitions' index ranges in one pipelined round trip
+// and merges them (see the package doc). A filter that is not a key prefix
+// (party size, a venue without its provider, ...) examines at most MaxScan
+// entries per call, so a page may hold fewer than limit entities while the
+// cursor is not empty; so may a page whose entities changed state meanwhile.
+func (p *Projection) List(ctx context.Context, f Filter, cursor string, limit int) ([]EntityState, string, error) {
+	if err := f.Validate(); err != nil {
+		return nil, "", err
+	}
+	if limit < 1 {
+		limit = DefaultListLimit
+	}
+	limit = min(limit, MaxListLimit)
+	pos, started, err := p.decodeCursor(cursor)
+	if err != nil {
+		return nil, "", err
+	}
+	prefix := f.prefix()
+	hi := "+"
+	if prefix != "" {
+		hi = "[" + prefix + "\xff" // UTF-8 text never holds the byte 0xff
+	}
+	chunk := int64(min(max(limit, 64), MaxListLimit))
+	var picked []position
+	scanned, exhausted := 0, false
+	for len(picked) < limit && scanned < p.cfg.MaxScan && !exhausted {
+		cmds := make([]*redis.StringSliceCmd, p.cfg.Partitions)
+		_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			for q := range cmds {
+				lo := lowBound(prefix, pos, started, q)
+				cmds[q] = pipe.ZRangeByLex(ctx, indexKey(p.topic.HashTag(q), f.State),
+					&redis.ZRangeBy{Min: lo, Max: hi, Count: chunk})
+			}
+			return nil
+		})
+		if err != nil {
+			return nil, "", fmt.Errorf("writer: list: %w", err)
+		}
+		var cands []position
+		var bound *position // entries after it may be missing from this round
+		for q, c := range cmds {
+			vals := c.Val()
+			for _, k := range vals {
+				cands = append(cands, position{k, q})
+			}
+			if int64(len(vals)) == chunk {
+				last := position{vals[len(vals)-1], q}
+				if bound == nil || last.compare(*bound) < 0 {
+					bound = &last
+				}
+			}
+		}
+		slices.SortFunc(cands, position.compare)
+		i := 0
+		for ; i < len(cands) && len(picked) < limit && scanned < p.cfg.MaxScan; i++ {
+			if bound != nil && cands[i].compare(*bound) > 0 {
+				break
+			}
+			pos, started = cands[i], true
+			scanned++
+			if f.match(cands[i].key) {
+				picked = append(picked, cands[i])
+			}
+		}
+		exhausted = bound == nil && i == len(cands)
+	}
+	items, err := p.load(ctx, picked, f.State)
+	if err != nil {
+		return nil, "", err
+	}
+	if exhausted {
+		return items, "", nil
+	}
+	return items, encodeCursor(pos), nil
+}
+
+// lowBound is partition q's ZRANGEBYLEX start: after pos in the merged order,
+// and not before prefix.
+func lowBound(prefix string, pos position, started bool, q int) string {
+	if !started || pos.key < prefix {
+		if prefix == "" {
+			return "-"
+		}
+		return "[" + prefix
+	}
+	if q <= pos.part {
+		return "(" + pos.key
+	}
+	return "[" + pos.key
+}
+
+// load reads the hashes of the picked entities in one round trip, dropping
+// any that left the wanted state since the index was read, and removing
+// from the indexes those whose hash expired.
+func (p *Projection) load(ctx context.Context, picked []position, state string) ([]EntityState, error) {
+	if len(picked) == 0 {
+		return nil, nil
+	}
+	cmds := make([]*redis.MapStringStringCmd, len(picked))
+	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for i, c := range picked {
+			cmds[i] = pipe.HGetAll(ctx, keysOf(p.topic.HashTag(c.part), c.key).entity)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, fmt.Errorf("writer: list: %w", err)
+	}
+	items := make([]EntityState, 0, len(picked))
+	var gone []position
+	for i, c := range cmds {
+		if len(c.Val()) == 0 {
+			gone = append(gone, picked[i])
+			continue
+		}
+		e := entityFromHash(picked[i].key, picked[i].part, c.Val())
+		if state != "" && e.State != state {
+			continue
+		}
+		items = append(items, e)
+	}
+	if err := p.unindex(ctx, gone); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+func encodeCursor(pos position) string {
+	return base64.RawURLEncoding.EncodeToString([]byte(strconv.Itoa(pos.part) + "|" + pos.key))
+}
+
+// decodeCursor returns the position a cursor names; started is false for "".
+func (p *Projection) decodeCursor(cursor string) (pos position, started bool, err error) {
+	if cursor == "" {
+		return position{}, false, nil
+	}
+	raw, err := base64.RawURLEncoding.DecodeString(cursor)
+	if err != nil {
+		return position{}, false, ErrBadCursor
+	}
+	num, key, ok := strings.Cut(string(raw), "|")
+	part, err := strconv.Atoi(num)
+	if !ok || err != nil || part < 0 || part >= p.cfg.Partitions || key == "" {
+		return position{}, false, ErrBadCursor
+	}
+	return position{key, part}, true, nil
+}

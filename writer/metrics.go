@@ -1,0 +1,101 @@
+package writer
+
+import (
+	"context"
+	"fmt"
+
+	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Metric (instrument) names of the analytics stages. Prometheus exposes them
+// with dots as underscores, plus _total for counters and _seconds for the
+// histogram.
+const (
+	// MetricRowsWritten counts rows sent to ClickHouse in successful
+	// inserts. Int64Counter, unit {row}, attribute table.
+	MetricRowsWritten = "dropstream.writer.rows"
+	// MetricFlushDuration is the wall time of one flush attempt (every
+	// table of the batch). Float64Histogram, unit s, attributes stage,
+	// outcome (ok or error).
+	MetricFlushDuration = "dropstream.writer.flush.duration"
+	// MetricFlushErrors counts failed flush attempts. Int64Counter, unit
+	// {flush}, attribute stage.
+	MetricFlushErrors = "dropstream.writer.flush.errors"
+	// MetricBufferedRows is the number of rows waiting in a stage's batcher
+	// (including a batch being flushed). Int64ObservableGauge, unit {row},
+	// attribute stage.
+	MetricBufferedRows = "dropstream.writer.buffered"
+	// MetricUnmatchedCloses counts raw closes for which the analytics stage
+	// knew no open, so no session row was written. Int64Counter, unit
+	// {transition}.
+	MetricUnmatchedCloses = "dropstream.writer.sessions.unmatched"
+)
+
+// Attribute keys of the writer's metrics.
+var (
+	keyTable   = attribute.Key("table")
+	keyStage   = attribute.Key("stage")
+	keyOutcome = attribute.Key("outcome")
+)
+
+func meter(mp metric.MeterProvider) metric.Meter {
+	if mp == nil {
+		mp = gotel.GetMeterProvider()
+	}
+	return mp.Meter(instrumentationScope)
+}
+
+// analyticsMetrics are the instruments of the analytics stages.
+type analyticsMetrics struct {
+	rows      metric.Int64Counter
+	duration  metric.Float64Histogram
+	errors    metric.Int64Counter
+	unmatched metric.Int64Counter
+	buffered  metric.Int64ObservableGauge
+	meter     metric.Meter
+}
+
+func newAnalyticsMetrics(mp metric.MeterProvider) (*analyticsMetrics, error) {
+	m := &analyticsMetrics{meter: meter(mp)}
+	var errs [5]error
+	m.rows, errs[0] = m.meter.Int64Counter(MetricRowsWritten,
+		metric.WithDescription("Rows written to ClickHouse, by table."), metric.WithUnit("{row}"))
+	m.duration, errs[1] = m.meter.Float64Histogram(MetricFlushDuration,
+		metric.WithDescription("Duration of one flush of a batch to ClickHouse."), metric.WithUnit("s"))
+	m.errors, errs[2] = m.meter.Int64Counter(MetricFlushErrors,
+		metric.WithDescription("Failed flushes to ClickHouse; the batch is retried."), metric.WithUnit("{flush}"))
+	m.unmatched, errs[3] = m.meter.Int64Counter(MetricUnmatchedCloses,
+		metric.WithDescription("Raw closes with no known open: no session row."), metric.WithUnit("{transition}"))
+	m.buffered, errs[4] = m.meter.Int64ObservableGauge(MetricBufferedRows,
+		metric.WithDescription("Rows waiting in the batcher to be written to ClickHouse."), metric.WithUnit("{row}"))
+	for _, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("writer: analytics metrics: %w", err)
+		}
+	}
+	return m, nil
+}
+
+// observeBuffered registers the buffered-rows callback for the batchers; the
+// returned registration must be unregistered on close.
+func (m *analyticsMetrics) observeBuffered(bs ...interface {
+	stageName() string
+	bufferedRows() int
+}) (metric.Registration, error) {
+	sets := make([]metric.ObserveOption, len(bs))
+	for i, b := range bs {
+		sets[i] = metric.WithAttributeSet(attribute.NewSet(keyStage.String(b.stageName())))
+	}
+	reg, err := m.meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		for i, b := range bs {
+			o.ObserveInt64(m.buffered, int64(b.bufferedRows()), sets[i])
+		}
+		return nil
+	}, m.buffered)
+	if err != nil {
+		return nil, fmt.Errorf("writer: analytics metrics: %w", err)
+	}
+	return reg, nil
+}

@@ -1,0 +1,174 @@
+package writer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ErrNotFound is returned (wrapped) for an entity the projection never saw.
+var ErrNotFound = errors.New("writer: entity not found")
+
+// EntityState is the projection of one entity.
+type EntityState struct {
+	// Key is the canonical entity key (avail.SlotKey and friends).
+	Key string `json:"key"`
+	// Partition is the transition partition the entity lives in (that of its
+	// scope key).
+	Partition int `json:"partition"`
+	// State is StateOpen or StateClosed, from raw transitions; empty when
+	// only stable transitions were seen.
+	State string `json:"state,omitempty"`
+	// StableState is StateOpen or StateClosed from stable transitions;
+	// empty until the first one.
+	StableState string    `json:"stable_state,omitempty"`
+	StableAt    time.Time `json:"stable_at,omitzero"`
+	Kind        string    `json:"kind,omitempty"`
+	Provider    string    `json:"provider,omitempty"`
+	Venue       string    `json:"venue,omitempty"`
+	VenueName   string    `json:"venue_name,omitempty"`
+	Date        string    `json:"date,omitempty"`
+	Time        string    `json:"time,omitempty"`
+	PartySize   int       `json:"party_size,omitempty"`
+	ScopeKey    string    `json:"scope_key,omitempty"`
+	SourceID    string    `json:"source_id,omitempty"`
+	FirstSeenAt time.Time `json:"first_seen_at,omitzero"`
+	OpenedAt    time.Time `json:"opened_at,omitzero"`
+	ClosedAt    time.Time `json:"closed_at,omitzero"`
+	LastSeenAt  time.Time `json:"last_seen_at,omitzero"`
+	// LastRun and LastRunAt identify the last applied raw transition's run.
+	LastRun   string    `json:"last_run,omitempty"`
+	LastRunAt time.Time `json:"last_run_at,omitzero"`
+	LastEvent string    `json:"last_event,omitempty"`
+	// SessionID is the current session when open, else the last one.
+	SessionID string `json:"session_id,omitempty"`
+	TraceID   string `json:"trace_id,omitempty"`
+}
+
+// Session is one availability session (open window) of an entity.
+type Session struct {
+	ID       string    `json:"id"`
+	State    string    `json:"state"` // StateOpen or StateClosed
+	OpenRun  string    `json:"open_run"`
+	OpenedAt time.Time `json:"opened_at"`
+	CloseRun string    `json:"close_run,omitempty"`
+	ClosedAt time.Time `json:"closed_at,omitzero"`
+	// Duration is ClosedAt − OpenedAt; zero while open.
+	Duration time.Duration `json:"duration"`
+	// TraceID is the trace of the transition that last changed the session.
+	TraceID string `json:"trace_id,omitempty"`
+}
+
+// Get returns the projection of the entity with the given key. An entity
+// lives in the partition of its scope key, which the key does not tell, so
+// Get reads every partition in one pipelined round trip; when an entity was
+// seen under several scopes the most recently updated copy wins. It returns
+// an error wrapping ErrNotFound for an unknown key.
+func (p *Projection) Get(ctx context.Context, key string) (EntityState, error) {
+	cmds := make([]*redis.MapStringStringCmd, p.cfg.Partitions)
+	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for part := range cmds {
+			cmds[part] = pipe.HGetAll(ctx, keysOf(p.topic.HashTag(part), key).entity)
+		}
+		return nil
+	})
+	if err != nil {
+		return EntityState{}, fmt.Errorf("writer: get %q: %w", key, err)
+	}
+	found := false
+	var best EntityState
+	for part, c := range cmds {
+		if len(c.Val()) == 0 {
+			continue
+		}
+		e := entityFromHash(key, part, c.Val())
+		newer := e.LastRunAt.After(best.LastRunAt) ||
+			e.LastRunAt.Equal(best.LastRunAt) && e.StableAt.After(best.StableAt)
+		if !found || newer {
+			best, found = e, true
+		}
+	}
+	if !found {
+		return EntityState{}, fmt.Errorf("writer: get %q: %w", key, ErrNotFound)
+	}
+	return best, nil
+}
+
+// Sessions returns up to limit (1..MaxSessions; out of range: MaxSessions)
+// sessions of the entity, newest first; the open one, if any, comes first.
+// It returns an error wrapping ErrNotFound for an unknown key.
+func (p *Projection) Sessions(ctx context.Context, key string, limit int) ([]Session, error) {
+	if limit < 1 || limit > p.cfg.MaxSessions {
+		limit = p.cfg.MaxSessions
+	}
+	e, err := p.Get(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	raw, err := p.rdb.LRange(ctx, keysOf(p.topic.HashTag(e.Partition), key).sessions, 0, int64(limit-1)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("writer: sessions of %q: %w", key, err)
+	}
+	out := make([]Session, 0, len(raw))
+	for _, r := range raw {
+		s, err := decodeSession(r)
+		if err != nil {
+			return nil, fmt.Errorf("writer: sessions of %q: %w", key, err)
+		}
+		out = append(out, s)
+	}
+	return out, nil
+}
+
+// decodeSession decodes a session record written by the raw script: a JSON
+// object whose values are all strings.
+func decodeSession(raw string) (Session, error) {
+	var r struct {
+		SessionID  string `json:"session_id"`
+		State      string `json:"state"`
+		OpenRun    string `json:"open_run"`
+		OpenedAt   string `json:"opened_at"`
+		CloseRun   string `json:"close_run"`
+		ClosedAt   string `json:"closed_at"`
+		DurationMs string `json:"duration_ms"`
+		TraceID    string `json:"trace_id"`
+	}
+	if err := json.Unmarshal([]byte(raw), &r); err != nil {
+		return Session{}, fmt.Errorf("decode session record: %w", err)
+	}
+	return Session{ID: r.SessionID, State: r.State, OpenRun: r.OpenRun, OpenedAt: msTime(r.OpenedAt),
+		CloseRun: r.CloseRun, ClosedAt: msTime(r.ClosedAt),
+		Duration: time.Duration(msInt(r.DurationMs)) * time.Millisecond, TraceID: r.TraceID}, nil
+}
+
+// entityFromHash builds an EntityState from the entity hash's fields.
+func entityFromHash(key string, partition int, h map[string]string) EntityState {
+	return EntityState{
+		Key: key, Partition: partition, State: h["state"], StableState: h["stable_state"],
+		StableAt: msTime(h["stable_at"]), Kind: h["kind"], Provider: h["provider"], Venue: h["venue"],
+		VenueName: h["venue_name"], Date: h["date"], Time: h["time"], PartySize: int(msInt(h["party_size"])),
+		ScopeKey: h["scope_key"], SourceID: h["source_id"], FirstSeenAt: msTime(h["first_seen_at"]),
+		OpenedAt: msTime(h["opened_at"]), ClosedAt: msTime(h["closed_at"]),
+		LastSeenAt: msTime(h["last_seen_at"]), LastRun: h["last_run"], LastRunAt: msTime(h["last_run_at"]),
+		LastEvent: h["last_event"], SessionID: h["session_id"], TraceID: h["trace_id"],
+	}
+}
+
+// msTime parses Unix milliseconds; empty or invalid gives the zero time.
+func msTime(s string) time.Time {
+	ms := msInt(s)
+	if ms == 0 {
+		return time.Time{}
+	}
+	return time.UnixMilli(ms).UTC()
+}
+
+func msInt(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
