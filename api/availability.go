@@ -53,7 +53,7 @@ func (a AvailabilityRoutes) Register(srv *Server) {
 			{Name: "cursor", Description: "next_cursor of the previous page"}, limitParam},
 		Response: availabilityPage{}, Handler: a.list})
 	srv.Handle(Operation{Method: "GET", Path: "/v1/availability/:key", Tag: "availability", Scope: ScopeRead,
-		Summary: "One entity's projection and its recent transitions (key URL-escaped)",
+		Summary:  "One entity's projection and its recent transitions (key URL-escaped)",
 		Response: entityDetail{}, Handler: a.get})
 	srv.Handle(Operation{Method: "GET", Path: "/v1/availability/:key/sessions", Tag: "availability", Scope: ScopeRead,
 		Summary: "One entity's availability sessions, newest first", Query: []Param{limitParam},
