@@ -44,10 +44,12 @@ type RunRow struct {
 // transition: rows with the same EventID (and so the same RunAt and entity)
 // are duplicates and collapse into one.
 type TransitionRow struct {
-	EventID    string
-	RunID      string
-	RunAt      time.Time
-	Kind       string // "open" or "close"
+	EventID string
+	RunID   string
+	RunAt   time.Time
+	Kind    string // "open" or "close"
+	// Raw marks a raw flip, Stable a stable one; a flip may be both.
+	Raw        bool
 	Stable     bool
 	Baseline   bool
 	Notify     bool
@@ -66,8 +68,8 @@ type TransitionRow struct {
 }
 
 // SessionRow is one version of an availability session. The open version
-// (Closed false) has ClosedAt zero and Duration 0; the closed version
-// replaces it in the table. Both must carry the same OpenedAt.
+// (Closed false) has ClosedAt zero and Duration 0; a closed version replaces
+// it in the table (see Version). All versions must carry the same OpenedAt.
 type SessionRow struct {
 	SessionID  string
 	EntityKey  string
@@ -89,12 +91,22 @@ type SessionRow struct {
 	TraceID    string
 }
 
-// Version is the row's ReplacingMergeTree version: 1 open, 2 closed.
-func (r SessionRow) Version() uint8 {
-	if r.Closed {
-		return 2
+// closedVersionBase is above every open version and every close time in
+// milliseconds until the year 10889.
+const closedVersionBase = 1 << 48
+
+// Version is the row's ReplacingMergeTree version: 1 for the open row, and
+// for a closed row 2^48 minus ClosedAt in Unix milliseconds. So a closed row
+// replaces the open row, and of two closed rows of one session the earlier
+// close wins: a session ends at the first close after its open, and a writer
+// that paired the open with a later close before it knew the first one is
+// corrected when it learns it.
+func (r SessionRow) Version() uint64 {
+	if !r.Closed {
+		return 1
 	}
-	return 1
+	ms := min(max(r.ClosedAt.UnixMilli(), 0), closedVersionBase-2)
+	return uint64(closedVersionBase - ms)
 }
 
 // State is SessionOpen or SessionClosed.
@@ -109,7 +121,7 @@ const (
 	insertRuns = "INSERT INTO " + TableRuns + ` (run_id, source_id, provider, scope_key,
 	started_at, started_at_ms, run_at, run_at_ms, status, error, observed, opened, closed, applied, trace_id)`
 	insertTransitions = "INSERT INTO " + TableTransitions + ` (event_id, run_id, run_at, run_at_ms,
-	kind, stable, baseline, notify, entity_key, entity_kind, provider, venue, venue_name, date,
+	kind, raw, stable, baseline, notify, entity_key, entity_kind, provider, venue, venue_name, date,
 	slot_time, party_size, scope_key, source_id, last_seen, trace_id)`
 	insertSessions = "INSERT INTO " + TableSessions + ` (session_id, entity_key, entity_kind,
 	provider, venue, venue_name, date, slot_time, party_size, scope_key, source_id, open_run_id,
@@ -136,7 +148,7 @@ func InsertTransitions(ctx context.Context, c *Client, rows []TransitionRow) err
 		r := &rows[i]
 		at, atMs := splitTime(r.RunAt)
 		seen, _ := splitTime(r.LastSeen)
-		return b.Append(r.EventID, r.RunID, at, atMs, r.Kind, flag(r.Stable), flag(r.Baseline),
+		return b.Append(r.EventID, r.RunID, at, atMs, r.Kind, flag(r.Raw), flag(r.Stable), flag(r.Baseline),
 			flag(r.Notify), r.EntityKey, r.EntityKind, r.Provider, r.Venue, r.VenueName, r.Date,
 			r.SlotTime, r.PartySize, r.ScopeKey, r.SourceID, seen, r.TraceID)
 	})

@@ -121,7 +121,7 @@ func TestInsertRuns_appliedRowWinsAndPartitionsAreDaily(t *testing.T) {
 	}
 }
 
-func TestInsertSessions_closedVersionReplacesOpen(t *testing.T) {
+func TestInsertSessions_earliestClosedVersionWins(t *testing.T) {
 	c := migrated(t)
 	ctx := t.Context()
 	open := clickhouse.SessionRow{SessionID: "s1", EntityKey: "resy|v|2024-02-01|19:00|2", EntityKind: "slot",
@@ -130,10 +130,14 @@ func TestInsertSessions_closedVersionReplacesOpen(t *testing.T) {
 	closed := open
 	closed.Closed, closed.CloseRunID, closed.ClosedAt, closed.Duration, closed.TraceID =
 		true, "r2", day0.Add(90*time.Second+500*time.Millisecond), 90*time.Second+500*time.Millisecond, "t2"
+	// A writer that paired the open with a later close: the earlier close
+	// must win, whatever the insert order.
+	paired := closed
+	paired.CloseRunID, paired.ClosedAt, paired.Duration = "r9", day0.Add(time.Hour), time.Hour
 	other := open
 	other.SessionID, other.OpenRunID = "s2", "r3"
 	// The closed row may arrive first; version decides, not order.
-	for _, batch := range [][]clickhouse.SessionRow{{closed}, {open, other}, {open}} {
+	for _, batch := range [][]clickhouse.SessionRow{{closed}, {open, other}, {paired}, {open}} {
 		if err := clickhouse.InsertSessions(ctx, c, batch); err != nil {
 			t.Fatalf("InsertSessions: %v", err)
 		}

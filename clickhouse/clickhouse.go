@@ -5,6 +5,12 @@
 // With 18.16 every INSERT must name its columns (`INSERT INTO t (a, b)`), and
 // the HTTP protocol does not work at all, so only clickhouse:// (or tcp://)
 // DSNs are accepted.
+//
+// The schema is embedded as versioned files, schema/NNNN_name.sql, applied
+// by Migrate and recorded in MigrationsTable. InsertRuns, InsertTransitions
+// and InsertSessions append batches with named columns; CountRuns,
+// CountTransitions and CountSessions are exact before merges (uniqExact,
+// argMax), since duplicates only collapse when ReplacingMergeTree merges.
 package clickhouse
 
 import (

@@ -32,14 +32,16 @@ CREATE TABLE IF NOT EXISTS runs (
 PARTITION BY toYYYYMMDD(run_at)
 ORDER BY (source_id, scope_key, run_at, run_id);
 
--- One row per transition (avail.Transition), raw and stable, keyed by its
--- deterministic event_id.
+-- One row per transition (avail.Transition), keyed by its deterministic
+-- event_id: raw flips (raw = 1), stable confirmations (stable = 1), or both
+-- at once when stabilization is 1.
 CREATE TABLE IF NOT EXISTS transitions (
     event_id    String,
     run_id      String,
     run_at      DateTime,
     run_at_ms   UInt16,
     kind        String,
+    raw         UInt8,
     stable      UInt8,
     baseline    UInt8,
     notify      UInt8,
@@ -61,8 +63,10 @@ ORDER BY (provider, venue, entity_key, run_at, event_id);
 
 -- One row per availability session (open window), keyed by session_id =
 -- avail.SessionID(entity_key, open_run_id). The open row has version 1 and
--- state 'open'; the closed row has version 2, closed_at and duration_ms, and
--- replaces it. Both rows carry the same opened_at, so they share a partition.
+-- state 'open'; a closed row has closed_at, duration_ms and version
+-- 2^48 - closed_at in ms, so it replaces the open row and, of two closed rows,
+-- the earlier close wins. All rows of a session carry the same opened_at, so
+-- they share a partition.
 CREATE TABLE IF NOT EXISTS sessions (
     session_id   String,
     entity_key   String,
@@ -83,7 +87,7 @@ CREATE TABLE IF NOT EXISTS sessions (
     closed_at_ms UInt16,
     duration_ms  UInt64,
     state        String,
-    version      UInt8,
+    version      UInt64,
     trace_id     String
 ) ENGINE = ReplacingMergeTree(version)
 PARTITION BY toYYYYMM(opened_at)
