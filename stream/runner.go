@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -43,7 +44,7 @@ type Runner struct {
 	info    StageInfo
 	handler Handler
 	batch   *batchRunner
-	stats   *stageStats
+	stats   atomic.Pointer[stageStats] // set while Run runs
 	settled *outcomeCounter
 }
 
@@ -105,7 +106,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	r.stats = stats
+	r.stats.Store(stats)
 	defer stats.close()
 	r.tel.Logger.InfoContext(ctx, "stage started", "stage", r.stage.Name, "stream", r.stage.Topic.String(),
 		"group", r.cfg.Group, "consumer", r.cfg.Consumer, "partitions", len(r.cfg.Partitions))

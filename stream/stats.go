@@ -54,10 +54,11 @@ func newStageStats(r *Runner) (*stageStats, error) {
 
 // Lag returns the last sampled lag, or -1 before the first sample.
 func (r *Runner) Lag() int64 {
-	if r.stats == nil {
+	s := r.stats.Load()
+	if s == nil {
 		return -1
 	}
-	return r.stats.lag.Load()
+	return s.lag.Load()
 }
 
 func (s *stageStats) run(ctx context.Context) {
