@@ -96,3 +96,20 @@ func (av *availability) routes(srv *api.Server) {
 	api.SourceRoutes{Store: av.sources, Collector: av.collector}.Register(srv)
 	api.WatcherRoutes{Store: av.watchers}.Register(srv)
 }
+
+// loadSources creates or replaces the sources of a JSON file.
+func (av *availability) loadSources(ctx context.Context, path string) error {
+	srcs, err := collector.LoadFile(path)
+	if err != nil {
+		return fmt.Errorf("sources file: %w", err)
+	}
+	for _, src := range srcs {
+		if err := av.sources.Put(ctx, src); err != nil {
+			return fmt.Errorf("sources file: %s: %w", src.ID, err)
+		}
+		if err := av.collector.Upsert(src); err != nil {
+			return fmt.Errorf("sources file: %s: %w", src.ID, err)
+		}
+	}
+	return nil
+}

@@ -16,7 +16,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var copies int
 	var trimAge time.Duration
 	fs := flagSet("run", "Runs stages, any number of copies at once in one or many processes, and the API.", stderr, &cfg, "json")
+	var sourcesFile string
 	envString(fs, &stages, "stages", "DROPSTREAM_STAGES", "all", "comma list of stages to run, or all")
+	envString(fs, &sourcesFile, "sources-file", "DROPSTREAM_SOURCES_FILE", "", "JSON file of availability sources to create or replace at start")
 	envInt(fs, &copies, "copies", "DROPSTREAM_COPIES", 1, "copies of each stage in this process")
 	fs.DurationVar(&trimAge, "trim-min-age", time.Hour, "keep acknowledged stream entries at least this long before trimming")
 	if err := fs.parse(args); err != nil {
@@ -44,6 +46,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer cancel()
 	if err := a.av.keepBacklogs(ctx, a); err != nil {
 		return err
+	}
+	if sourcesFile != "" {
+		if err := a.av.loadSources(ctx, sourcesFile); err != nil {
+			return err
+		}
 	}
 	_, failed, err := a.runStages(ctx, &wg, chosen, copies)
 	if err != nil {

@@ -4,12 +4,18 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/collector"
+	"github.com/dropstream/dropstream/collector/simulator"
 	"github.com/dropstream/dropstream/flows/sample"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
@@ -210,5 +216,60 @@ func TestRun_stageThatCannotStartFailsTheCommand(t *testing.T) {
 		err := run.stop(t)
 		t.Errorf("run still running 5s after its only stage failed to start (logged %q: %v); after cancellation it returned %v",
 			"stage failed", failed, err)
+	}
+}
+
+// TestRun_sourcesFilePollsTheSimulator starts run with a sources file that
+// points at a simulator and only the collector and normalizer stages, and
+// checks that the sources are stored and that snapshots of the simulator's
+// open slots arrive.
+func TestRun_sourcesFilePollsTheSimulator(t *testing.T) {
+	clearEnv(t)
+	url := testenv.RedisURL(t)
+	rdb := redisClient(t, url)
+	sim, err := simulator.New(simulator.Config{Seed: 7, Venues: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	simURL, err := sim.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	scope := avail.Scope{Venue: "1001", Date: sim.Config().Dates[0], PartySize: 2}
+	file := filepath.Join(t.TempDir(), "sources.json")
+	body := fmt.Sprintf(`[{"id":"sim","provider":"simulator","base_url":%q,"interval":"1s","rate_limit":50,
+		"scopes":[{"venue":"1001","date":%q,"party_size":2}]}]`, simURL, scope.Date)
+	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	run := startDispatch(t, "run", "--redis-url", url, "--api-addr", "", "--partitions", "2",
+		"--stages", "avail-collector,avail-normalizer", "--sources-file", file)
+	topics := avail.NewTopics(2)
+	want := sim.Open("simulator", scope)
+	run.waitFor(t, 30*time.Second, func() bool {
+		xs, err := rdb.XRange(context.Background(), topics.Snapshots.Stream(topics.Snapshots.Partition(scope.Key("sim"))), "-", "+").Result()
+		if err != nil || len(xs) == 0 {
+			return false
+		}
+		var snap avail.Snapshot
+		payload, _ := xs[0].Values["payload"].(string)
+		if json.Unmarshal([]byte(payload), &snap) != nil || !snap.OK || len(snap.Entities) != len(want) {
+			return false
+		}
+		for i, e := range snap.Entities {
+			if !slices.Contains(want, e.Key) {
+				t.Errorf("snapshot entity %d %s is not open in the simulator", i, e.Key)
+			}
+		}
+		return true
+	}, "a snapshot of the simulator's open slots")
+	srcs, err := collector.NewStore(rdb).List(context.Background())
+	if err != nil || len(srcs) != 1 || srcs[0].ID != "sim" {
+		t.Errorf("stored sources = %v, %v; want the file's source", srcs, err)
+	}
+	if err := run.stop(t); err != nil {
+		t.Fatalf("run returned %v", err)
 	}
 }
