@@ -21,6 +21,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	envString(fs, &sourcesFile, "sources-file", "DROPSTREAM_SOURCES_FILE", "", "JSON file of availability sources to create or replace at start")
 	envInt(fs, &copies, "copies", "DROPSTREAM_COPIES", 1, "copies of each stage in this process")
 	fs.DurationVar(&trimAge, "trim-min-age", time.Hour, "keep acknowledged stream entries at least this long before trimming")
+	var claimIdle, handlerTimeout time.Duration
+	fs.DurationVar(&claimIdle, "claim-idle", 0, "override every stage's ClaimIdle: how long an unacknowledged message waits before another copy takes it (0: each stage's default)")
+	fs.DurationVar(&handlerTimeout, "handler-timeout", 0, "override every stage's handler timeout (0: each stage's default)")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -39,6 +42,15 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	chosen, services, err := pick(all, a.services(), stages)
 	if err != nil {
 		return err
+	}
+	for i := range chosen {
+		if claimIdle > 0 {
+			chosen[i].Config.ClaimIdle = claimIdle
+			chosen[i].Config.ClaimInterval = max(100*time.Millisecond, claimIdle/4)
+		}
+		if handlerTimeout > 0 {
+			chosen[i].Config.HandlerTimeout = handlerTimeout
+		}
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()

@@ -1,0 +1,18 @@
+// Package e2e holds the end-to-end tests of the availability pipeline:
+// simulator → collector → normalizer → diff → projection, notifier and
+// ClickHouse analytics, against a real redis-server and clickhouse-server
+// (scripts/testenv.sh provides them).
+//
+//   - TestAvailability_simulatorToWebhook runs every stage in process and
+//     checks, round after round, the projection, the webhook deliveries and
+//     the ClickHouse counts against expectations computed from the
+//     simulator's truth alone.
+//   - TestAvailability_killStagesAndRestartRedis runs the stages as
+//     dropstream processes, kills the diff and writer process with work in
+//     hand, kills redis-server with work in hand (AOF, fsync always), and
+//     checks that nothing was lost and nothing delivered twice.
+//   - TestProjection_sessionsAfterRedelivery applies one entity's flips to
+//     the projection in the orders such a kill produces.
+//
+// The package has no non-test code besides this comment.
+package e2e
