@@ -23,23 +23,29 @@ type ApplyResult string
 
 // Results of Projection.Apply.
 const (
-	// ResultOpened: a raw open of a closed (or new) entity; a session opened.
+	// ResultOpened: a raw open, the entity's newest raw flip, of a closed
+	// (or new) entity; a session opened.
 	ResultOpened ApplyResult = "opened"
-	// ResultClosed: a raw close of an open entity; its session closed.
+	// ResultClosed: a raw close, the entity's newest raw flip, of an open
+	// entity; its session closed.
 	ResultClosed ApplyResult = "closed"
-	// ResultAlreadyOpen: a raw open of an open entity (a close was missed);
-	// the session goes on, only last_run and last_seen_at move.
+	// ResultAlreadyOpen: a raw open, the entity's newest raw flip, of an
+	// open entity: the close between them was lost or is still to come. The
+	// open starts a session of its own, as in ClickHouse; the earlier one
+	// stays open unless that close arrives.
 	ResultAlreadyOpen ApplyResult = "already_open"
-	// ResultAlreadyClosed: a raw close of a closed or unknown entity; no
-	// session changes.
+	// ResultAlreadyClosed: a raw close, the entity's newest raw flip, of a
+	// closed or unknown entity; it closes no session.
 	ResultAlreadyClosed ApplyResult = "already_closed"
 	// ResultStable: a stable transition set stable_state.
 	ResultStable ApplyResult = "stable"
-	// ResultDuplicate: the run was already applied to the entity; nothing
-	// changed.
+	// ResultDuplicate: the raw flip is already in the entity's history, or
+	// the stable transition is the last applied one; nothing changed.
 	ResultDuplicate ApplyResult = "duplicate"
-	// ResultStale: the run is older than the entity's last applied run;
-	// nothing changed (last writer wins).
+	// ResultStale: the transition is older than the entity's newest one of
+	// its phase (raw or stable), which keeps the state (last writer wins). A
+	// raw flip still joins the entity's history, where it may open, close or
+	// split a session (a redelivery after a crash).
 	ResultStale ApplyResult = "stale"
 	// ResultExpired: the entity's date is past ProjectionConfig.RetainAfterDate;
 	// nothing is stored.
@@ -56,11 +62,13 @@ const instrumentationScope = "github.com/dropstream/dropstream/writer"
 // Projection keeps the soft state of availability entities in Redis: the
 // "avail-projection" stage. It is safe for concurrent use.
 //
-// The final state is right whatever the order transitions are applied in
-// (last writer wins), but a session window is recorded only when its open is
-// applied before its close. Copies of the stage that share a partition may
-// apply its transitions out of order; for an exact session history give
-// each copy its own partitions (stream.RunnerConfig.Partitions).
+// The projection of an entity (its hash, its sessions, its index entries) is
+// the same whatever order its transitions are applied in, and applying one
+// again changes nothing: copies of the stage that share a partition, and
+// redeliveries after a crash, may apply an entity's transitions out of
+// order. Every field of the hash is a last-writer-wins value (the newest
+// run wins), a minimum or a maximum, and the sessions are derived from the
+// entity's history of raw flips, kept in time order (see rawScript).
 type Projection struct {
 	rdb     redis.UniversalClient
 	cfg     ProjectionConfig
@@ -121,8 +129,10 @@ func checkTransition(t avail.Transition) error {
 	switch {
 	case t.Entity.Key == "":
 		return errors.New("entity key is empty")
-	case t.RunID == "" || strings.ContainsAny(t.RunID, "\n"):
-		return fmt.Errorf("run id %q is empty or holds a newline", t.RunID)
+	case t.RunID == "" || strings.ContainsFunc(t.RunID, func(r rune) bool { return r < 0x20 }):
+		// Control characters would sort a run id differently in the
+		// history's members (run id, newline, kind) than on its own.
+		return fmt.Errorf("run id %q is empty or holds a control character", t.RunID)
 	case t.Kind != avail.KindOpen && t.Kind != avail.KindClose:
 		return fmt.Errorf("kind %q: want open or close", t.Kind)
 	case t.RunAt.IsZero():
@@ -133,9 +143,10 @@ func checkTransition(t avail.Transition) error {
 
 // Apply applies t to the entity's projection in partition (the partition of
 // the transition's stream, i.e. of its scope key) in one atomic script, and
-// reports what it did. Applying the same transition again, or one of a run
-// older than the entity's last applied run, changes nothing (ResultDuplicate,
-// ResultStale). Raw transitions move state and sessions; stable ones only
+// reports what it did. Applying the same transition again changes nothing
+// (ResultDuplicate); one of a run older than the entity's newest leaves the
+// state as it is (ResultStale) but, when raw, joins the entity's history and
+// its sessions. Raw transitions move state and sessions; stable ones only
 // stable_state; one that is both (stabilization 1) does both, and Apply
 // reports the raw result.
 func (p *Projection) Apply(ctx context.Context, partition int, t avail.Transition) (ApplyResult, error) {
@@ -186,7 +197,7 @@ func (p *Projection) Apply(ctx context.Context, partition int, t avail.Transitio
 			lastSeen = t.LastSeen.UnixMilli()
 		}
 		args := append([]any{t.Kind, t.RunID, runAt, t.EventID, avail.SessionID(e.Key, t.RunID),
-			strconv.FormatInt(lastSeen, 10), t.TraceID, e.Key, p.cfg.MaxSessions, exp}, attrs...)
+			strconv.FormatInt(lastSeen, 10), t.TraceID, e.Key, maxFlips(p.cfg.MaxSessions), exp}, attrs...)
 		res, err := rawScript.Run(ctx, p.rdb, []string{k.entity, k.sessions, k.all, k.open, k.closed}, args...).Text()
 		if err != nil {
 			return "", fmt.Errorf("writer: apply %s to %s: %w", t.EventID, e.Key, err)
@@ -227,7 +238,14 @@ func entityOf(e avail.Entity) avail.Entity {
 	return parsed
 }
 
-// keys are the Redis keys of one entity in one partition.
+// maxFlips is how many raw flips an entity's history keeps: enough for
+// maxSessions sessions of an open and a close each.
+func maxFlips(maxSessions int) int { return 2 * maxSessions }
+
+// keys are the Redis keys of one entity in one partition. sessions holds the
+// entity's history of raw flips, from which its sessions are derived (see
+// rawScript); entities last written before the history existed hold a list
+// of session records there until their next raw transition converts it.
 type keys struct{ entity, sessions, all, open, closed string }
 
 func keysOf(tag, entityKey string) keys {
@@ -255,95 +273,184 @@ const (
 	StateClosed = "closed"
 )
 
-// rawScript applies a raw transition. KEYS: entity hash, sessions list,
-// index all, index open, index closed. ARGV: kind, run id, run_at ms, event
-// id, session id, last_seen ms (0: unknown), trace id, entity key, max
-// sessions, expiry (Unix ms, "0": none), then attribute field/value pairs.
-var rawScript = redis.NewScript(`
-local h = KEYS[1]
-local kind, run, atS = ARGV[1], ARGV[2], ARGV[3]
-local at = tonumber(atS)
-local cur = redis.call('HMGET', h, 'last_run_at', 'last_run', 'state', 'session_id', 'last_seen_at')
-local lastAt = tonumber(cur[1])
-if lastAt then
-  local lastRun = cur[2] or ''
-  if at == lastAt and run == lastRun then return 'duplicate' end
-  if at < lastAt or (at == lastAt and run < lastRun) then return 'stale' end
+// luaClock holds the functions both scripts share. Transitions are ordered
+// by (run_at ms, run id, kind), run ids compared byte by byte (Lua's < on
+// strings follows the server's locale) as the history's members are.
+// setAttrs merges the attribute field/value pairs ARGV[first], ARGV[first+1],
+// … of a transition of run run at ms (msS as sent) into the hash h: when the
+// transition is newer than every raw and stable one applied (newest) its
+// values go into f, the fields the script sets; otherwise only the fields
+// the hash lacks are filled, so the newest transition's values win in any
+// order. venue_name, which closes lack, has a clock of its own (name_at,
+// "<ms> <run id>"): the newest transition that carries a name wins.
+const luaClock = `
+local function lt(a, b)
+  if a == b then return false end
+  for i = 1, math.min(#a, #b) do
+    local x, y = string.byte(a, i), string.byte(b, i)
+    if x ~= y then return x < y end
+  end
+  return #a < #b
 end
-local f = {'last_run', run, 'last_run_at', atS, 'last_event', ARGV[4], 'trace_id', ARGV[7]}
-for i = 11, #ARGV, 2 do f[#f + 1] = ARGV[i]; f[#f + 1] = ARGV[i + 1] end
-local state, key = cur[3], ARGV[8]
-local seen = tonumber(cur[5]) or 0
-local result
-redis.call('ZADD', KEYS[3], 0, key)
-if kind == 'open' then
-  if at > seen then seen = at end
-  redis.call('HSETNX', h, 'first_seen_at', atS)
-  if state == 'open' then
-    result = 'already_open'
-  else
-    for _, v in ipairs({'state', 'open', 'opened_at', atS, 'session_id', ARGV[5], 'open_run', run}) do f[#f + 1] = v end
-    redis.call('LPUSH', KEYS[2], cjson.encode({session_id = ARGV[5], state = 'open', open_run = run,
-      opened_at = atS, trace_id = ARGV[7]}))
-    redis.call('LTRIM', KEYS[2], 0, tonumber(ARGV[9]) - 1)
+local function after(ms, run, ms2, run2)
+  if ms ~= ms2 then return ms > ms2 end
+  return lt(run2, run)
+end
+local function setAttrs(h, f, first, newest, ms, msS, run)
+  for i = first, #ARGV, 2 do
+    local name, v = ARGV[i], ARGV[i + 1]
+    if name == 'venue_name' then
+      local c = redis.call('HGET', h, 'name_at')
+      local sp = c and string.find(c, ' ', 1, true)
+      if not sp or after(ms, run, tonumber(string.sub(c, 1, sp - 1)), string.sub(c, sp + 1)) then
+        for _, x in ipairs({'venue_name', v, 'name_at', msS .. ' ' .. run}) do f[#f + 1] = x end
+      end
+    elseif newest then
+      f[#f + 1] = name; f[#f + 1] = v
+    else
+      redis.call('HSETNX', h, name, v)
+    end
+  end
+end
+`
+
+// rawScript applies a raw transition. KEYS: entity hash, history, index all,
+// index open, index closed. ARGV: kind, run id, run_at ms, event id, session
+// id, last_seen ms (0: unknown), trace id, entity key, history size
+// (maxFlips), expiry (Unix ms, "0": none), then attribute field/value pairs.
+//
+// The history is a sorted set of the entity's newest raw flips, scored by
+// run_at ms, each member "<run id>\n<o|c>\n<trace id>" (open or close), so
+// that ties sort by run id, then kind. A flip is added once, by run id and
+// kind (what its event id hashes, for one entity), whatever trace a
+// redelivery carries, and the history keeps the newest ones: it is the same
+// set of flips in any order of arrival. Sessions are derived from it as the
+// analytics stage pairs them for ClickHouse (sessions.go), by Sessions: each
+// open starts a session, closed by the flip that follows it when that is a
+// close; an open followed by an open stays open (a close was lost; it
+// closes if the close arrives); a close not preceded by an open closes
+// nothing.
+//
+// The hash follows the newest flip — state, last_run, last_run_at,
+// last_event, trace_id, and the open and closed indexes — and the newest
+// open (opened_at, session_id, open_run, ordered like the history), so the
+// current session is the newest one; first_seen_at is the earliest open,
+// closed_at the latest close and last_seen_at the latest time a run saw the
+// entity open. Each is the same in any order of arrival.
+//
+// A list in place of the history holds the session records of the script
+// before it (JSON objects of strings: session_id, state, open_run,
+// opened_at, close_run, closed_at, trace_id); it is converted to the flips
+// it records, plus the hash's last flip, which becomes the current session
+// when it was an open of an open entity.
+var rawScript = redis.NewScript(luaClock + `
+local h, hist = KEYS[1], KEYS[2]
+local kind, run, atS, trace = ARGV[1], ARGV[2], ARGV[3], ARGV[7]
+local at = tonumber(atS)
+local k = string.sub(kind, 1, 1)
+local cur = redis.call('HMGET', h, 'last_run_at', 'last_run', 'state', 'opened_at', 'open_run',
+  'first_seen_at', 'last_seen_at', 'closed_at', 'stable_at', 'stable_run', 'trace_id')
+local function add(msS, r, kk, tr)
+  local p = r .. '\n' .. kk .. '\n'
+  for _, m in ipairs(redis.call('ZRANGEBYSCORE', hist, msS, msS)) do
+    if string.sub(m, 1, #p) == p then return false end
+  end
+  redis.call('ZADD', hist, msS, p .. tr)
+  return true
+end
+local typ = redis.call('TYPE', hist).ok
+if typ ~= 'zset' then
+  local recs = {}
+  if typ == 'list' then recs = redis.call('LRANGE', hist, 0, -1) end
+  if typ ~= 'none' then redis.call('DEL', hist) end
+  for _, r in ipairs(recs) do
+    local s = cjson.decode(r)
+    if s.opened_at and s.open_run then add(s.opened_at, s.open_run, 'o', s.trace_id or '') end
+    if s.state == 'closed' and s.closed_at and s.close_run then add(s.closed_at, s.close_run, 'c', s.trace_id or '') end
+  end
+  if cur[1] and cur[2] then add(cur[1], cur[2], string.sub(cur[3] or 'closed', 1, 1), cur[11] or '') end
+  if cur[3] == 'open' and cur[2] and cur[5] and cur[2] ~= cur[5] then
+    -- An open of an open entity did not start a session then; it does now.
+    cur[4], cur[5] = cur[1], cur[2]
+    redis.call('HSET', h, 'opened_at', cur[4], 'open_run', cur[5],
+      'session_id', redis.sha1hex(ARGV[8] .. '\n' .. cur[5] .. '\nsession'))
+  end
+end
+if not add(atS, run, k, trace) then return 'duplicate' end
+redis.call('ZREMRANGEBYRANK', hist, 0, -(tonumber(ARGV[9]) + 1))
+local lastAt, lastRun = tonumber(cur[1]), cur[2] or ''
+local stAt = tonumber(cur[9])
+local newerRun = (not lastAt or after(at, run, lastAt, lastRun))
+local newest = newerRun or (at == lastAt and run == lastRun and lt(string.sub(cur[3] or '', 1, 1), k))
+local key = ARGV[8]
+local f = {}
+local result = 'stale'
+if newest then
+  local st = 'closed'
+  if kind == 'open' then
+    st = 'open'
+    result = cur[3] == 'open' and 'already_open' or 'opened'
     redis.call('ZADD', KEYS[4], 0, key)
     redis.call('ZREM', KEYS[5], key)
-    result = 'opened'
-  end
-else
-  local ls = tonumber(ARGV[6]) or 0
-  if ls > seen then seen = ls end
-  if state == 'open' then
-    for _, v in ipairs({'state', 'closed', 'closed_at', atS}) do f[#f + 1] = v end
-    local head = redis.call('LINDEX', KEYS[2], 0)
-    if head then
-      local s = cjson.decode(head)
-      if s.session_id == cur[4] and s.state == 'open' then
-        s.state, s.close_run, s.closed_at = 'closed', run, atS
-        s.duration_ms = string.format('%d', at - tonumber(s.opened_at))
-        s.trace_id = ARGV[7]
-        redis.call('LSET', KEYS[2], 0, cjson.encode(s))
-      end
-    end
-    result = 'closed'
   else
-    if state ~= 'closed' then
-      for _, v in ipairs({'state', 'closed', 'closed_at', atS}) do f[#f + 1] = v end
-    end
-    result = 'already_closed'
+    result = cur[3] == 'open' and 'closed' or 'already_closed'
+    redis.call('ZADD', KEYS[5], 0, key)
+    redis.call('ZREM', KEYS[4], key)
   end
-  redis.call('ZADD', KEYS[5], 0, key)
-  redis.call('ZREM', KEYS[4], key)
+  for _, v in ipairs({'state', st, 'last_run', run, 'last_run_at', atS, 'last_event', ARGV[4], 'trace_id', trace}) do
+    f[#f + 1] = v
+  end
 end
-if seen > 0 then f[#f + 1] = 'last_seen_at'; f[#f + 1] = string.format('%d', seen) end
-redis.call('HSET', h, unpack(f))
+redis.call('ZADD', KEYS[3], 0, key)
+local seen
+if kind == 'open' then
+  seen = at
+  local openedAt = tonumber(cur[4])
+  if not openedAt or after(at, run, openedAt, cur[5] or '') then
+    for _, v in ipairs({'opened_at', atS, 'session_id', ARGV[5], 'open_run', run}) do f[#f + 1] = v end
+  end
+  local first = tonumber(cur[6])
+  if not first or at < first then f[#f + 1] = 'first_seen_at'; f[#f + 1] = atS end
+else
+  seen = tonumber(ARGV[6]) or 0
+  local closedAt = tonumber(cur[8])
+  if not closedAt or at > closedAt then f[#f + 1] = 'closed_at'; f[#f + 1] = atS end
+end
+if seen > (tonumber(cur[7]) or 0) then f[#f + 1] = 'last_seen_at'; f[#f + 1] = string.format('%d', seen) end
+setAttrs(h, f, 11, newerRun and (not stAt or after(at, run, stAt, cur[10] or '')), at, atS, run)
+if #f > 0 then redis.call('HSET', h, unpack(f)) end
 if ARGV[10] ~= '0' then
   redis.call('PEXPIREAT', h, ARGV[10])
-  redis.call('PEXPIREAT', KEYS[2], ARGV[10])
+  redis.call('PEXPIREAT', hist, ARGV[10])
 end
 return result
 `)
 
-// stableScript applies a stable transition. KEYS: entity hash, index all.
-// ARGV: kind, run id, run_at ms, event id, entity key, expiry (Unix ms,
-// "0": none), then attribute field/value pairs.
-var stableScript = redis.NewScript(`
+// stableScript applies a stable transition: the newest one, ordered by
+// (run_at, run id, kind) like raw flips, sets stable_state; the attributes
+// merge as setAttrs says. KEYS: entity hash, index all. ARGV: kind, run id,
+// run_at ms, event id, entity key, expiry (Unix ms, "0": none), then
+// attribute field/value pairs.
+var stableScript = redis.NewScript(luaClock + `
 local h = KEYS[1]
 local run, atS = ARGV[2], ARGV[3]
 local at = tonumber(atS)
-local cur = redis.call('HMGET', h, 'stable_at', 'stable_run')
-local lastAt = tonumber(cur[1])
-if lastAt then
-  local lastRun = cur[2] or ''
-  if at == lastAt and run == lastRun then return 'duplicate' end
-  if at < lastAt or (at == lastAt and run < lastRun) then return 'stale' end
-end
 local st = 'closed'
 if ARGV[1] == 'open' then st = 'open' end
-local f = {'stable_state', st, 'stable_at', atS, 'stable_run', run, 'stable_event', ARGV[4]}
-for i = 7, #ARGV, 2 do f[#f + 1] = ARGV[i]; f[#f + 1] = ARGV[i + 1] end
-redis.call('HSET', h, unpack(f))
+local cur = redis.call('HMGET', h, 'stable_at', 'stable_run', 'stable_state', 'last_run_at', 'last_run')
+local lastAt, lastRun, lastSt = tonumber(cur[1]), cur[2] or '', cur[3] or ''
+if lastAt and at == lastAt and run == lastRun and st == lastSt then return 'duplicate' end
+local newerRun = not lastAt or after(at, run, lastAt, lastRun)
+local f = {}
+local result = 'stale'
+if newerRun or (at == lastAt and run == lastRun and lt(lastSt, st)) then
+  f = {'stable_state', st, 'stable_at', atS, 'stable_run', run, 'stable_event', ARGV[4]}
+  result = 'stable'
+end
+local rawAt = tonumber(cur[4])
+setAttrs(h, f, 7, newerRun and (not rawAt or after(at, run, rawAt, cur[5] or '')), at, atS, run)
+if #f > 0 then redis.call('HSET', h, unpack(f)) end
 if ARGV[6] ~= '0' then redis.call('PEXPIREAT', h, ARGV[6]) end
 redis.call('ZADD', KEYS[2], 0, ARGV[5])
-return 'stable'
+return result
 `)

@@ -6,9 +6,12 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/avail"
 )
 
 // ErrNotFound is returned (wrapped) for an entity the projection never saw.
@@ -100,8 +103,14 @@ func (p *Projection) Get(ctx context.Context, key string) (EntityState, error) {
 }
 
 // Sessions returns up to limit (1..MaxSessions; out of range: MaxSessions)
-// sessions of the entity, newest first; the open one, if any, comes first.
-// It returns an error wrapping ErrNotFound for an unknown key.
+// sessions of the entity, newest first. They are derived from the entity's
+// history of raw flips (its last 2×MaxSessions, see rawScript) as the
+// analytics stage derives ClickHouse's: each raw open starts a session,
+// closed by the flip right after it when that is a close, else open; a
+// close right after a close closes nothing. The current session, open or
+// not, comes first; an earlier one is open only when the close after it was
+// lost or is still to come. It returns an error wrapping ErrNotFound for an
+// unknown key.
 func (p *Projection) Sessions(ctx context.Context, key string, limit int) ([]Session, error) {
 	if limit < 1 || limit > p.cfg.MaxSessions {
 		limit = p.cfg.MaxSessions
@@ -110,7 +119,71 @@ func (p *Projection) Sessions(ctx context.Context, key string, limit int) ([]Ses
 	if err != nil {
 		return nil, err
 	}
-	raw, err := p.rdb.LRange(ctx, keysOf(p.topic.HashTag(e.Partition), key).sessions, 0, int64(limit-1)).Result()
+	k := keysOf(p.topic.HashTag(e.Partition), key).sessions
+	hist, err := p.rdb.ZRangeWithScores(ctx, k, 0, -1).Result()
+	if err != nil && strings.HasPrefix(err.Error(), "WRONGTYPE") {
+		return p.legacySessions(ctx, k, key, limit)
+	}
+	if err != nil {
+		return nil, fmt.Errorf("writer: sessions of %q: %w", key, err)
+	}
+	flips := make([]flip, len(hist))
+	for i, z := range hist {
+		if flips[i], err = parseFlip(z); err != nil {
+			return nil, fmt.Errorf("writer: sessions of %q: %w", key, err)
+		}
+	}
+	out := sessionsOf(key, flips)
+	return out[:min(len(out), limit)], nil
+}
+
+// flip is a raw transition in an entity's history.
+type flip struct {
+	at    int64 // run_at, Unix ms
+	run   string
+	open  bool
+	trace string
+}
+
+// parseFlip reads a member of an entity's history: "<run id>\n<o|c>\n<trace
+// id>", scored by run_at in Unix milliseconds.
+func parseFlip(z redis.Z) (flip, error) {
+	m, _ := z.Member.(string)
+	run, rest, ok := strings.Cut(m, "\n")
+	if !ok || len(rest) < 2 || rest[1] != '\n' || rest[0] != 'o' && rest[0] != 'c' {
+		return flip{}, fmt.Errorf("bad history entry %q", m)
+	}
+	return flip{at: int64(z.Score), run: run, open: rest[0] == 'o', trace: rest[2:]}, nil
+}
+
+// sessionsOf pairs an entity's raw flips, oldest first, into its sessions,
+// newest first: each open starts a session, closed by the next flip when
+// that is a close (writer/sessions.go pairs ClickHouse's alike). A session
+// carries the trace of the flip that last changed it.
+func sessionsOf(key string, flips []flip) []Session {
+	var out []Session
+	for i := len(flips) - 1; i >= 0; i-- {
+		o := flips[i]
+		if !o.open {
+			continue
+		}
+		s := Session{ID: avail.SessionID(key, o.run), State: StateOpen, OpenRun: o.run,
+			OpenedAt: time.UnixMilli(o.at).UTC(), TraceID: o.trace}
+		if i+1 < len(flips) && !flips[i+1].open {
+			c := flips[i+1]
+			s.State, s.CloseRun, s.ClosedAt, s.TraceID = StateClosed, c.run, time.UnixMilli(c.at).UTC(), c.trace
+			s.Duration = time.Duration(c.at-o.at) * time.Millisecond
+		}
+		out = append(out, s)
+	}
+	return out
+}
+
+// legacySessions reads the list of session records, newest first, that the
+// history key of an entity holds when no raw transition reached the entity
+// since the projection kept histories (its next one converts the list).
+func (p *Projection) legacySessions(ctx context.Context, k, key string, limit int) ([]Session, error) {
+	raw, err := p.rdb.LRange(ctx, k, 0, int64(limit-1)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("writer: sessions of %q: %w", key, err)
 	}
@@ -125,8 +198,8 @@ func (p *Projection) Sessions(ctx context.Context, key string, limit int) ([]Ses
 	return out, nil
 }
 
-// decodeSession decodes a session record written by the raw script: a JSON
-// object whose values are all strings.
+// decodeSession decodes a session record of the list the raw script kept
+// before histories: a JSON object whose values are all strings.
 func decodeSession(raw string) (Session, error) {
 	var r struct {
 		SessionID  string `json:"session_id"`
