@@ -36,11 +36,13 @@
 //	    trace_id        trace of the last applied raw transition
 //	    stable_state    open | closed, from stable transitions
 //	    stable_at, stable_run, stable_event   the last applied stable one
-//	ds:{avail.p}:sessions:<entity key>  list: the entity's sessions, newest
-//	    first, at most ProjectionConfig.MaxSessions (100), each a JSON object
-//	    of strings (session_id, state, open_run, opened_at, close_run,
-//	    closed_at, duration_ms, trace_id). The open session is the head and is
-//	    rewritten in place when it closes.
+//	ds:{avail.p}:sessions:<entity key>  sorted set: the entity's raw flips
+//	    scored by run time in ms, each "run id, open|close, trace id", added
+//	    once per (run, kind), the newest 2 × ProjectionConfig.MaxSessions
+//	    kept. Sessions are paired from it when read, with the rule of
+//	    sessions.go (an open starts a session, the flip right after it closes
+//	    it if it is a close), so they are the same whatever order the flips
+//	    arrived in.
 //	ds:{avail.p}:entities:all           sorted set, every entity key
 //	ds:{avail.p}:entities:open          sorted set, entities now open
 //	ds:{avail.p}:entities:closed        sorted set, entities now closed
@@ -64,17 +66,18 @@
 // ProjectionConfig.MaxScan entries per call and may return a short page with
 // a cursor to continue.
 //
-// Memory, measured on Redis 7.0: about 1.4 KB per entity with one session
-// (hash 600 B, session list 380 B, the rest index entries and key overhead),
-// and about 200 B per further session, so at most about 20 KB per entity
-// with the default 100 sessions.
+// Memory, measured on Redis 7.0 (hash and flip history, without index
+// entries): about 1.0 KB per entity with one session, 2.4 KB with 10, and
+// about 34 KB at the cap of 100 sessions.
 //
 // # Idempotence
 //
-// The projection applies each transition in one script that compares the
-// transition's (run time, run id) with the entity's last applied one: a
-// duplicate or replay changes nothing, an older run is ignored (last writer
-// wins). ClickHouse rows carry deterministic ids (event id, run id, session id
+// The projection applies each transition in one script. A flip already in
+// the entity's history (same run and kind) changes nothing. Every field of
+// the entity's hash is newest-wins, earliest or latest by (run time, run id),
+// and sessions are derived from the history, so the projection ends the same
+// whatever order redeliveries bring the transitions in; a flip older than the
+// newest joins the history without changing the current state. ClickHouse rows carry deterministic ids (event id, run id, session id
 // with a version) in ReplacingMergeTree tables, so redelivered batches collapse;
 // exact counts use clickhouse.CountTransitions, CountRuns and CountSessions.
 package writer
