@@ -36,14 +36,19 @@ const (
 	MetricObservations = "dropstream.diff.observations"
 )
 
-// NewStage returns the "avail-diff" stage: it consumes topics.Snapshots and
-// applies each snapshot with Apply, passing the traceparent of the message's
-// processing span so the trace continues into the transitions and run
-// records. A message that is not an avail.TypeSnapshot, is not valid JSON,
-// has a scope key other than its message key, or fails Validate returns a
-// stream.Permanent error naming the reason, so it goes to the dead-letter
-// stream; Redis errors are returned as they are and retried. Nil fields of
-// tel default to the OpenTelemetry globals.
+// NewStage returns the "avail-diff" stage, a batch stage: it consumes
+// topics.Snapshots and applies each batch read from a partition with
+// ApplyBatch, one pipeline of scripts per batch, in the batch's order. Each
+// snapshot is applied with the W3C traceparent of the message's producer
+// (the span that published it), so its trace continues into the
+// transitions and run records; the runtime's batch span links to every
+// message's trace. A message that is not an avail.TypeSnapshot, is not
+// valid JSON, has a scope key other than its message key, or fails Validate
+// gets a stream.Permanent error naming the reason in a *stream.BatchError,
+// so it goes to the dead-letter stream while the rest of the batch is
+// applied. A Redis error fails the whole batch retryably: applying is
+// idempotent, so the snapshots that were applied are no-ops when it comes
+// again. Nil fields of tel default to the OpenTelemetry globals.
 func NewStage(rdb redis.UniversalClient, topics avail.Topics, tel stream.Telemetry) stream.Stage {
 	mp := tel.MeterProvider
 	if mp == nil {
@@ -51,10 +56,10 @@ func NewStage(rdb redis.UniversalClient, topics avail.Topics, tel stream.Telemet
 	}
 	h := &handler{rdb: rdb, topics: topics}
 	h.counters(mp.Meter(instrumentationScope))
-	return stream.Stage{Name: StageName, Topic: topics.Snapshots, Handler: h.handle}
+	return stream.Stage{Name: StageName, Topic: topics.Snapshots, BatchHandler: h.handleBatch}
 }
 
-// handler is the diff stage's message handler.
+// handler is the diff stage's batch handler.
 type handler struct {
 	rdb          redis.UniversalClient
 	topics       avail.Topics
@@ -87,27 +92,90 @@ func (h *handler) counters(meter metric.Meter) {
 	}
 }
 
-func (h *handler) handle(ctx context.Context, m *stream.Message) error {
+// decode returns the snapshot of a message, or the permanent error that
+// dead-letters it.
+func decode(m *stream.Message) (avail.Snapshot, error) {
 	if m.Type != avail.TypeSnapshot {
-		return stream.Permanentf("diff: message type %q, want %q", m.Type, avail.TypeSnapshot)
+		return avail.Snapshot{}, stream.Permanentf("diff: message type %q, want %q", m.Type, avail.TypeSnapshot)
 	}
 	snap, err := DecodeSnapshot(m.Key, m.Payload)
 	if err != nil {
-		return stream.Permanent(err)
+		return avail.Snapshot{}, stream.Permanent(err)
 	}
-	res, err := Apply(ctx, h.rdb, h.topics, snap, traceparentOf(ctx))
-	if err != nil {
-		if errors.Is(err, ErrInvalidSnapshot) {
-			return stream.Permanent(err)
+	return snap, nil
+}
+
+func (h *handler) handleBatch(ctx context.Context, msgs []*stream.Message) error {
+	errs := make([]error, len(msgs))
+	inputs := make([]Input, 0, len(msgs))
+	idx := make([]int, 0, len(msgs)) // message of each input
+	for i, m := range msgs {
+		snap, err := decode(m)
+		if err != nil {
+			errs[i] = err
+			continue
 		}
+		inputs = append(inputs, Input{Snapshot: snap, TraceParent: traceparentOf(m.Context())})
+		idx = append(idx, i)
+	}
+	results, err := ApplyBatch(ctx, h.rdb, h.topics, inputs)
+	if errors.Is(err, ErrInvalidSnapshot) {
+		// Not expected after decode (which validates); find the culprits.
+		results, err = h.applyEach(ctx, inputs, idx, errs)
+	}
+	if err != nil {
 		return err
 	}
-	h.record(ctx, snap, res)
+	var total Result
+	observed := 0
+	for j, res := range results {
+		if errs[idx[j]] != nil {
+			continue // invalid after all: not applied
+		}
+		h.record(inputs[j].Snapshot, res)
+		total.Opened += res.Opened
+		total.Closed += res.Closed
+		total.StableOpened += res.StableOpened
+		total.StableClosed += res.StableClosed
+		if res.Applied && inputs[j].Snapshot.OK {
+			observed += len(inputs[j].Snapshot.Entities)
+		}
+	}
+	if span := trace.SpanFromContext(ctx); span.IsRecording() {
+		span.SetAttributes(attribute.Int("dropstream.diff.snapshots", len(inputs)),
+			attribute.Int("dropstream.diff.observations", observed),
+			attribute.Int("dropstream.diff.opened", total.Opened), attribute.Int("dropstream.diff.closed", total.Closed),
+			attribute.Int("dropstream.diff.stable_opened", total.StableOpened),
+			attribute.Int("dropstream.diff.stable_closed", total.StableClosed))
+	}
+	for _, e := range errs {
+		if e != nil {
+			return &stream.BatchError{Errs: errs}
+		}
+	}
 	return nil
 }
 
-// record reports a handled snapshot in metrics and on the processing span.
-func (h *handler) record(ctx context.Context, snap avail.Snapshot, res Result) {
+// applyEach applies the inputs one by one, giving the invalid ones a
+// permanent error in errs (at the index of their message, idx). The results
+// of the invalid ones are zero.
+func (h *handler) applyEach(ctx context.Context, inputs []Input, idx []int, errs []error) ([]Result, error) {
+	results := make([]Result, len(inputs))
+	for j, in := range inputs {
+		res, err := Apply(ctx, h.rdb, h.topics, in.Snapshot, in.TraceParent)
+		switch {
+		case errors.Is(err, ErrInvalidSnapshot):
+			errs[idx[j]] = stream.Permanent(err)
+		case err != nil:
+			return nil, err
+		}
+		results[j] = res
+	}
+	return results, nil
+}
+
+// record reports a handled snapshot in metrics.
+func (h *handler) record(snap avail.Snapshot, res Result) {
 	bg := context.Background() // no exemplar per measurement
 	ok, applied := 0, 0
 	if snap.OK {
@@ -126,12 +194,6 @@ func (h *handler) record(ctx context.Context, snap avail.Snapshot, res Result) {
 				h.transitions.Add(bg, int64(c), h.transOpts[i][j]...)
 			}
 		}
-	}
-	if span := trace.SpanFromContext(ctx); span.IsRecording() {
-		span.SetAttributes(attribute.Bool("dropstream.diff.applied", res.Applied),
-			attribute.Int("dropstream.diff.opened", res.Opened), attribute.Int("dropstream.diff.closed", res.Closed),
-			attribute.Int("dropstream.diff.stable_opened", res.StableOpened),
-			attribute.Int("dropstream.diff.stable_closed", res.StableClosed))
 	}
 }
 

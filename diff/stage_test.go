@@ -205,18 +205,21 @@ func testStageRedeliveryEmitsNothingTwice(t *testing.T, rdb redis.UniversalClien
 	stage.Config = fastConfig()
 	var mu sync.Mutex
 	attempts := map[string]int{}
-	stage.Middleware = []stream.Middleware{func(next stream.Handler) stream.Handler {
-		return func(ctx context.Context, m *stream.Message) error {
-			err := next(ctx, m)
-			mu.Lock()
-			defer mu.Unlock()
+	apply := stage.BatchHandler
+	stage.BatchHandler = func(ctx context.Context, msgs []*stream.Message) error {
+		err := apply(ctx, msgs)
+		mu.Lock()
+		defer mu.Unlock()
+		errs := make([]error, len(msgs))
+		for i, m := range msgs {
 			attempts[m.ID]++
+			errs[i] = err
 			if err == nil && m.Attempt == 1 {
-				return errors.New("crash before the ack")
+				errs[i] = errors.New("crash before the ack")
 			}
-			return err
 		}
-	}}
+		return &stream.BatchError{Errs: errs}
+	}
 	startStage(t, rdb, stage, tel)
 	m := NewModel()
 	var want []Transition

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	gotel "go.opentelemetry.io/otel"
@@ -18,14 +19,21 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Analytics appends transitions, sessions and runs to ClickHouse: the stages
-// "avail-analytics-transitions" and "avail-analytics-runs", each its own
-// consumer group, independent of the projection. A message is acknowledged
-// only once its rows are in ClickHouse (see AnalyticsConfig for batching and
-// outages). Sessions are derived from raw transitions: a raw open writes the
-// session's open row (version 1), a raw close its closed row (version 2, with
-// closed_at and duration); opens and closes are paired through the Redis hash
-// ds:{avail.p}:analytics:events, in whatever order they are processed.
+// firstBackoff is the pause after the first failed pairing of a batch.
+const firstBackoff = 50 * time.Millisecond
+
+// Analytics appends transitions, sessions and runs to ClickHouse: the batch
+// stages "avail-analytics-transitions" and "avail-analytics-runs", each its
+// own consumer group, independent of the projection. The batches the
+// stages' handlers get, from every partition and copy in the process, are
+// merged by a batcher per stage into one INSERT per table, and a batch's
+// messages are acknowledged only once its rows are in ClickHouse (see
+// AnalyticsConfig for flushing and outages). Sessions are derived from raw
+// transitions: a raw open writes the session's open row (version 1), a raw
+// close its closed row (version 2, with closed_at and duration); opens and
+// closes are paired through the Redis hash
+// ds:{avail.p}:analytics:entity:<entity key>, in whatever order they are
+// processed, with one pipeline of scripts per batch.
 //
 // NewAnalytics starts one flush loop per stage; call Close when the stages'
 // runners have stopped. It is safe for concurrent use.
@@ -36,20 +44,23 @@ type Analytics struct {
 	topics      avail.Topics
 	met         *analyticsMetrics
 	reg         metric.Registration
-	transitions *batcher[transitionItem]
-	runs        *batcher[clickhouse.RunRow]
+	log         *slog.Logger
+	transitions *batcher[transitionBatch]
+	runs        *batcher[[]clickhouse.RunRow]
+	closed      chan struct{}
+	closeOnce   sync.Once
 }
 
-// transitionItem is what one transition message writes.
-type transitionItem struct {
-	transition clickhouse.TransitionRow
-	session    *clickhouse.SessionRow
+// transitionBatch is what one batch of transition messages writes.
+type transitionBatch struct {
+	transitions []clickhouse.TransitionRow
+	sessions    []clickhouse.SessionRow
 }
 
 // NewAnalytics validates cfg (after defaults) and starts the flush loops.
-// tel provides metrics, traces (a span per flush, linked to the messages'
-// spans) and the logger; nil fields take the OpenTelemetry globals and
-// slog.Default.
+// tel provides metrics, traces (a span per flush, linked to the batch spans
+// of the handlers waiting for it) and the logger; nil fields take the
+// OpenTelemetry globals and slog.Default.
 func NewAnalytics(rdb redis.UniversalClient, ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemetry) (*Analytics, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -69,8 +80,9 @@ func NewAnalytics(rdb redis.UniversalClient, ch *clickhouse.Client, cfg Analytic
 	if log == nil {
 		log = slog.Default()
 	}
+	a := &Analytics{rdb: rdb, ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, log: log,
+		closed: make(chan struct{})}
 	tracer := tp.Tracer(instrumentationScope)
-	a := &Analytics{rdb: rdb, ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met}
 	a.transitions = newBatcher(StageAnalyticsTransitions, cfg, met, log, tracer, a.flushTransitions)
 	a.runs = newBatcher(StageAnalyticsRuns, cfg, met, log, tracer, a.flushRuns)
 	if a.reg, err = met.observeBuffered(a.transitions, a.runs); err != nil {
@@ -81,18 +93,24 @@ func NewAnalytics(rdb redis.UniversalClient, ch *clickhouse.Client, cfg Analytic
 	return a, nil
 }
 
-// Stages returns the two stages: "avail-analytics-transitions" over the
-// transition topic and "avail-analytics-runs" over the run topic.
+// Stages returns the two batch stages: "avail-analytics-transitions" over
+// the transition topic and "avail-analytics-runs" over the run topic.
 func (a *Analytics) Stages() []stream.Stage {
 	return []stream.Stage{
-		{Name: StageAnalyticsTransitions, Topic: a.topics.Transitions, Handler: a.HandleTransition, Config: a.cfg.Runner},
-		{Name: StageAnalyticsRuns, Topic: a.topics.Runs, Handler: a.HandleRun, Config: a.cfg.Runner},
+		{Name: StageAnalyticsTransitions, Topic: a.topics.Transitions, BatchHandler: a.HandleTransitions, Config: a.cfg.Runner},
+		{Name: StageAnalyticsRuns, Topic: a.topics.Runs, BatchHandler: a.HandleRuns, Config: a.cfg.Runner},
 	}
 }
 
 // Close stops the flush loops after the flush in progress. Handlers still
 // waiting, and later ones, fail with ErrClosed; their messages stay pending.
+// Close is idempotent.
 func (a *Analytics) Close() error {
+	first := false
+	a.closeOnce.Do(func() { close(a.closed); first = true })
+	if !first {
+		return nil
+	}
 	a.transitions.close()
 	a.runs.close()
 	if err := a.reg.Unregister(); err != nil {
@@ -101,76 +119,149 @@ func (a *Analytics) Close() error {
 	return nil
 }
 
-// HandleTransition is the handler of "avail-analytics-transitions": it
-// writes the transition's row (and, for a raw open or close, its session's
-// row) and returns once they are in ClickHouse.
-func (a *Analytics) HandleTransition(ctx context.Context, m *stream.Message) error {
-	t, err := decodeTransition(m)
-	if err != nil {
+// HandleTransitions is the batch handler of "avail-analytics-transitions".
+// It decodes every message (one that does not decode, or lacks an entity
+// key, run id, kind or run_at, gets a stream.Permanent error in the
+// returned *stream.BatchError), pairs the raw ones into session rows in one
+// Redis pipeline (retried with backoff while Redis fails), hands the
+// transition and session rows to the stage's batcher and returns nil
+// (every message acknowledged) once they are in ClickHouse. At its
+// deadline, or when the Analytics closes, it returns a retryable error for
+// every decoded message, which stays pending. Pairing and rows are
+// deterministic, so a batch written twice changes nothing once ClickHouse
+// deduplicates.
+func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Message) error {
+	a.transitions.begin()
+	var once sync.Once
+	end := func() { once.Do(a.transitions.end) }
+	defer end() // also on a panic
+	errs := make([]error, len(msgs))
+	b := transitionBatch{transitions: make([]clickhouse.TransitionRow, 0, len(msgs))}
+	parts := make([]int, 0, len(msgs))
+	for i, m := range msgs {
+		row, err := transitionRow(m)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		b.transitions = append(b.transitions, row)
+		parts = append(parts, m.Partition)
+	}
+	err := a.retry(ctx, StageAnalyticsTransitions, func(ctx context.Context) error {
+		var err error
+		b.sessions, err = a.pairSessions(ctx, b.transitions, parts)
+		return err
+	})
+	end()
+	if err == nil && len(b.transitions) > 0 {
+		err = a.transitions.add(ctx, b, len(b.transitions)+len(b.sessions), a.urgent(msgs))
+	}
+	return settle(errs, err)
+}
+
+// HandleRuns is the batch handler of "avail-analytics-runs": it hands the
+// runs' rows to the stage's batcher like HandleTransitions (a message that
+// does not decode, or lacks a run id or run_at, is dead-lettered).
+func (a *Analytics) HandleRuns(ctx context.Context, msgs []*stream.Message) error {
+	a.runs.begin()
+	errs := make([]error, len(msgs))
+	rows := make([]clickhouse.RunRow, 0, len(msgs))
+	for i, m := range msgs {
+		row, err := runRow(m)
+		if err != nil {
+			errs[i] = err
+			continue
+		}
+		rows = append(rows, row)
+	}
+	a.runs.end()
+	var err error
+	if len(rows) > 0 {
+		err = a.runs.add(ctx, rows, len(rows), a.urgent(msgs))
+	}
+	return settle(errs, err)
+}
+
+// urgent reports whether a batch is to be flushed without waiting for
+// FlushInterval: it is full (its partition holds more messages) or
+// redelivered (redeliveries come one at a time).
+func (a *Analytics) urgent(msgs []*stream.Message) bool {
+	return len(msgs) >= a.cfg.Runner.BatchSize || len(msgs) > 0 && msgs[0].Attempt > 1
+}
+
+// settle returns a batch's outcome: errs (permanent) for the messages that
+// did not decode, writeErr for the others; nil when every one is written.
+func settle(errs []error, writeErr error) error {
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
+	switch {
+	case failed == 0:
+		return writeErr // nil, or the same for every message
+	case writeErr != nil:
+		for i, err := range errs {
+			if err == nil {
+				errs[i] = writeErr
+			}
+		}
+	}
+	return &stream.BatchError{Errs: errs}
+}
+
+// retry runs f until it succeeds, with backoff from firstBackoff up to
+// MaxBackoff, until ctx ends or the Analytics closes.
+func (a *Analytics) retry(ctx context.Context, stage string, f func(context.Context) error) error {
+	pause := firstBackoff
+	for {
+		err := f(ctx)
+		if err == nil {
+			return nil
+		}
+		a.log.WarnContext(ctx, "analytics: session pairing failed; retrying", "stage", stage, "retry_in", pause, "error", err)
+		t := time.NewTimer(pause)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return fmt.Errorf("writer: %s: %w (last attempt: %w)", stage, ctx.Err(), err)
+		case <-a.closed:
+			t.Stop()
+			return fmt.Errorf("writer: %s: %w (last attempt: %w)", stage, ErrClosed, err)
+		case <-t.C:
+		}
+		pause = min(2*pause, a.cfg.MaxBackoff)
+	}
+}
+
+// flushTransitions inserts the batches' transitions and sessions, each
+// table in one INSERT, both at once: a flush costs one round of latency.
+func (a *Analytics) flushTransitions(ctx context.Context, batches []transitionBatch) error {
+	var trs []clickhouse.TransitionRow
+	var sess []clickhouse.SessionRow
+	for _, b := range batches {
+		trs = append(trs, b.transitions...)
+		sess = append(sess, b.sessions...)
+	}
+	return a.insertTransitions(ctx, trs, sess)
+}
+
+// flushRuns inserts the batches' runs in one INSERT.
+func (a *Analytics) flushRuns(ctx context.Context, batches [][]clickhouse.RunRow) error {
+	var rows []clickhouse.RunRow
+	for _, b := range batches {
+		rows = append(rows, b...)
+	}
+	if err := clickhouse.InsertRuns(ctx, a.ch, rows); err != nil {
 		return err
 	}
-	e := entityOf(t.Entity)
-	traceID := t.TraceID
-	if traceID == "" {
-		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-			traceID = sc.TraceID().String()
-		}
-	}
-	item := transitionItem{transition: clickhouse.TransitionRow{
-		EventID: t.EventID, RunID: t.RunID, RunAt: t.RunAt, Kind: t.Kind, Raw: isRaw(t), Stable: t.Stable,
-		Baseline: t.Baseline, Notify: t.Notify, EntityKey: e.Key, EntityKind: e.Kind,
-		Provider: e.Provider, Venue: e.Venue, VenueName: e.VenueName, Date: e.Date, SlotTime: e.Time,
-		PartySize: clampU16(e.PartySize), ScopeKey: t.ScopeKey, SourceID: t.SourceID,
-		LastSeen: t.LastSeen, TraceID: traceID,
-	}}
-	if item.transition.EventID == "" {
-		item.transition.EventID = avail.EventID(t.RunID, e.Key, t.Kind, t.Stable)
-	}
-	if isRaw(t) {
-		if item.session, err = a.session(ctx, m.Partition, item.transition); err != nil {
-			return err
-		}
-	}
-	rows := 1
-	if item.session != nil {
-		rows = 2
-	}
-	return a.transitions.add(ctx, item, rows)
+	a.countRows(clickhouse.TableRuns, len(rows))
+	return nil
 }
 
-// HandleRun is the handler of "avail-analytics-runs": it writes the run's
-// row and returns once it is in ClickHouse.
-func (a *Analytics) HandleRun(ctx context.Context, m *stream.Message) error {
-	var r avail.RunRecord
-	if err := json.Unmarshal(m.Payload, &r); err != nil {
-		return stream.Permanentf("writer: decode run %s: %w", m.ID, err)
-	}
-	if r.RunID == "" || r.RunAt.IsZero() {
-		return stream.Permanentf("writer: run %s: run id or run_at missing", m.ID)
-	}
-	traceID := r.TraceID
-	if traceID == "" {
-		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-			traceID = sc.TraceID().String()
-		}
-	}
-	row := clickhouse.RunRow{RunID: r.RunID, SourceID: r.SourceID, Provider: r.Provider, ScopeKey: r.ScopeKey,
-		StartedAt: r.StartedAt, RunAt: r.RunAt, Status: r.Status, Error: r.Error,
-		Observed: clampU32(r.Observed), Opened: clampU32(r.Opened), Closed: clampU32(r.Closed),
-		Applied: r.Applied, TraceID: traceID}
-	return a.runs.add(ctx, row, 1)
-}
-
-func (a *Analytics) flushTransitions(ctx context.Context, items []transitionItem) error {
-	trs := make([]clickhouse.TransitionRow, 0, len(items))
-	var sess []clickhouse.SessionRow
-	for _, it := range items {
-		trs = append(trs, it.transition)
-		if it.session != nil {
-			sess = append(sess, *it.session)
-		}
-	}
-	// The two inserts go out together: a flush costs one round of latency.
+// insertTransitions inserts both tables' rows at once.
+func (a *Analytics) insertTransitions(ctx context.Context, trs []clickhouse.TransitionRow, sess []clickhouse.SessionRow) error {
 	var sessErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { sessErr = clickhouse.InsertSessions(ctx, a.ch, sess) })
@@ -185,12 +276,84 @@ func (a *Analytics) flushTransitions(ctx context.Context, items []transitionItem
 	return errors.Join(trErr, sessErr)
 }
 
-func (a *Analytics) flushRuns(ctx context.Context, rows []clickhouse.RunRow) error {
-	if err := clickhouse.InsertRuns(ctx, a.ch, rows); err != nil {
-		return err
+// sessionOf reads sessionScript's reply for transition t: the session row
+// it implies, or nil.
+func (a *Analytics) sessionOf(t clickhouse.TransitionRow, res []string) (*clickhouse.SessionRow, error) {
+	if len(res) < 2 {
+		return nil, fmt.Errorf("writer: pair session of %s: bad reply %q", t.EntityKey, res)
 	}
-	a.countRows(clickhouse.TableRuns, len(rows))
-	return nil
+	// The last element is the venue name last seen, which closes lack.
+	name := res[len(res)-1]
+	res = res[:len(res)-1]
+	s := &clickhouse.SessionRow{EntityKey: t.EntityKey, EntityKind: t.EntityKind, Provider: t.Provider,
+		Venue: t.Venue, VenueName: name, Date: t.Date, SlotTime: t.SlotTime, PartySize: t.PartySize,
+		ScopeKey: t.ScopeKey, SourceID: t.SourceID, TraceID: t.TraceID}
+	switch {
+	case len(res) == 3 && res[0] == "open":
+		s.OpenRunID, s.OpenedAt = res[2], msTime(res[1])
+	case len(res) == 5 && res[0] == "closed":
+		s.OpenRunID, s.OpenedAt = res[2], msTime(res[1])
+		s.Closed, s.CloseRunID, s.ClosedAt = true, res[4], msTime(res[3])
+		s.Duration = s.ClosedAt.Sub(s.OpenedAt)
+	default:
+		if t.Kind == avail.KindClose {
+			a.met.unmatched.Add(context.Background(), 1)
+		}
+		return nil, nil
+	}
+	if s.OpenedAt.IsZero() || s.Closed && s.ClosedAt.IsZero() {
+		return nil, fmt.Errorf("writer: pair session of %s: bad reply %q", t.EntityKey, res)
+	}
+	s.SessionID = avail.SessionID(t.EntityKey, s.OpenRunID)
+	s.Duration = max(s.Duration, 0)
+	return s, nil
+}
+
+// transitionRow decodes a transition message into its row.
+func transitionRow(m *stream.Message) (clickhouse.TransitionRow, error) {
+	t, err := decodeTransition(m)
+	if err != nil {
+		return clickhouse.TransitionRow{}, err
+	}
+	e := entityOf(t.Entity)
+	row := clickhouse.TransitionRow{
+		EventID: t.EventID, RunID: t.RunID, RunAt: t.RunAt, Kind: t.Kind, Raw: isRaw(t), Stable: t.Stable,
+		Baseline: t.Baseline, Notify: t.Notify, EntityKey: e.Key, EntityKind: e.Kind,
+		Provider: e.Provider, Venue: e.Venue, VenueName: e.VenueName, Date: e.Date, SlotTime: e.Time,
+		PartySize: clampU16(e.PartySize), ScopeKey: t.ScopeKey, SourceID: t.SourceID,
+		LastSeen: t.LastSeen, TraceID: traceIDOf(m, t.TraceID),
+	}
+	if row.EventID == "" {
+		row.EventID = avail.EventID(t.RunID, e.Key, t.Kind, t.Stable)
+	}
+	return row, nil
+}
+
+// runRow decodes a run message into its row.
+func runRow(m *stream.Message) (clickhouse.RunRow, error) {
+	var r avail.RunRecord
+	if err := json.Unmarshal(m.Payload, &r); err != nil {
+		return clickhouse.RunRow{}, stream.Permanentf("writer: decode run %s: %w", m.ID, err)
+	}
+	if r.RunID == "" || r.RunAt.IsZero() {
+		return clickhouse.RunRow{}, stream.Permanentf("writer: run %s: run id or run_at missing", m.ID)
+	}
+	return clickhouse.RunRow{RunID: r.RunID, SourceID: r.SourceID, Provider: r.Provider, ScopeKey: r.ScopeKey,
+		StartedAt: r.StartedAt, RunAt: r.RunAt, Status: r.Status, Error: r.Error,
+		Observed: clampU32(r.Observed), Opened: clampU32(r.Opened), Closed: clampU32(r.Closed),
+		Applied: r.Applied, TraceID: traceIDOf(m, r.TraceID)}, nil
+}
+
+// traceIDOf returns id, or when it is empty the trace id the message was
+// published in.
+func traceIDOf(m *stream.Message, id string) string {
+	if id != "" {
+		return id
+	}
+	if sc := trace.SpanContextFromContext(m.Context()); sc.IsValid() {
+		return sc.TraceID().String()
+	}
+	return ""
 }
 
 func (a *Analytics) countRows(table string, n int) {

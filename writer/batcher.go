@@ -5,13 +5,18 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/clickhouse"
 )
 
 // ErrClosed is returned (wrapped) by handlers of a closed Analytics: their
@@ -21,11 +26,22 @@ var ErrClosed = errors.New("writer: analytics closed")
 // maxLinks caps the span links of one flush span.
 const maxLinks = 128
 
-// batcher gathers the items of waiting handlers and flushes them together:
-// at cfg.BatchRows rows, after cfg.FlushInterval, or after cfg.Linger without
-// a new item. A failed flush is retried with backoff for the handlers still
-// waiting; a handler whose context ends stops waiting and its item is
-// dropped from the next attempt (its message will be delivered again).
+// batcher gathers the items of waiting handlers — for the analytics stages,
+// each item is the rows of one batch read from one partition — and flushes
+// them together, an item never split:
+//
+//   - at once when the queue holds cfg.BatchRows rows;
+//   - when an urgent item is queued (a full batch: its partition holds more
+//     messages; or a redelivery), or the previous flush held one, after
+//     cfg.Linger without a new item once no handler is preparing one
+//     (between begin and end: decoding, pairing sessions), so that the
+//     batches of every partition read at once share a flush;
+//   - otherwise when the oldest item has waited cfg.FlushInterval, so that
+//     at low rates a stage inserts about once per FlushInterval.
+//
+// A failed flush is retried with backoff for the handlers still waiting; a
+// handler whose context ends stops waiting and its item is dropped from the
+// next attempt (its messages will be delivered again).
 type batcher[E any] struct {
 	stage  string
 	cfg    AnalyticsConfig
@@ -42,6 +58,8 @@ type batcher[E any] struct {
 	last     time.Time
 	lastErr  error
 	closed   bool
+	active   int  // handlers between begin and end
+	urgent   bool // the last successful flush held an urgent item
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -49,11 +67,12 @@ type batcher[E any] struct {
 }
 
 type waiter[E any] struct {
-	item E
-	rows int
-	at   time.Time
-	ctx  context.Context
-	res  chan error // receives the outcome once
+	item   E
+	rows   int
+	urgent bool
+	at     time.Time
+	ctx    context.Context
+	res    chan error // receives the outcome once
 }
 
 // newBatcher starts the batcher's flush loop; close stops it.
@@ -75,10 +94,34 @@ func (b *batcher[E]) bufferedRows() int {
 	return b.buffered
 }
 
+// begin tells the batcher that a handler is preparing an item: Linger
+// does not flush until it calls end.
+func (b *batcher[E]) begin() {
+	b.mu.Lock()
+	b.active++
+	b.mu.Unlock()
+}
+
+// end undoes begin, before the handler's add (or instead of it).
+func (b *batcher[E]) end() {
+	b.mu.Lock()
+	b.active--
+	b.mu.Unlock()
+	b.signal()
+}
+
+func (b *batcher[E]) signal() {
+	select {
+	case b.wake <- struct{}{}:
+	default:
+	}
+}
+
 // add queues item (rows rows) and waits until it is flushed, ctx ends or the
-// batcher closes.
-func (b *batcher[E]) add(ctx context.Context, item E, rows int) error {
-	w := &waiter[E]{item: item, rows: rows, at: time.Now(), ctx: ctx, res: make(chan error, 1)}
+// batcher closes. urgent asks for a flush after Linger rather than
+// FlushInterval (see batcher).
+func (b *batcher[E]) add(ctx context.Context, item E, rows int, urgent bool) error {
+	w := &waiter[E]{item: item, rows: rows, urgent: urgent, at: time.Now(), ctx: ctx, res: make(chan error, 1)}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -89,10 +132,7 @@ func (b *batcher[E]) add(ctx context.Context, item E, rows int) error {
 	b.buffered += rows
 	b.last = w.at
 	b.mu.Unlock()
-	select {
-	case b.wake <- struct{}{}:
-	default:
-	}
+	b.signal()
 	select {
 	case err := <-w.res:
 		return err
@@ -169,10 +209,24 @@ func (b *batcher[E]) due() (time.Time, bool) {
 		return time.Now(), true
 	}
 	due := b.queue[0].at.Add(b.cfg.FlushInterval)
-	if l := b.last.Add(b.cfg.Linger); b.cfg.Linger > 0 && l.Before(due) {
+	if l := b.last.Add(b.cfg.Linger); b.cfg.Linger > 0 && b.active == 0 && l.Before(due) && b.hurry() {
 		due = l
 	}
 	return due, true
+}
+
+// hurry reports whether the queue is to be flushed after Linger: it holds
+// an urgent item, or the previous flush held one. b.mu is held.
+func (b *batcher[E]) hurry() bool {
+	if b.urgent {
+		return true
+	}
+	for _, w := range b.queue {
+		if w.urgent {
+			return true
+		}
+	}
+	return false
 }
 
 // take removes up to BatchRows rows of live waiters from the queue head,
@@ -236,6 +290,10 @@ func (b *batcher[E]) flushOnce(ctx context.Context) error {
 	if err == nil {
 		b.buffered -= rows
 		b.lastErr = nil
+		b.urgent = false
+		for _, w := range batch {
+			b.urgent = b.urgent || w.urgent
+		}
 		b.mu.Unlock()
 		for _, w := range batch {
 			w.res <- nil
@@ -272,4 +330,79 @@ func (b *batcher[E]) failAll() {
 	}
 	b.queue = nil
 	b.queued, b.buffered = 0, 0
+}
+
+// pairSessions records the raw transitions among rows (parts[i] is the
+// partition of rows[i]) in their entities' pairing state and returns the
+// session rows they imply, as session does for one transition, with one
+// pipeline of scripts for the whole batch (per cluster node). Transitions
+// of one entity are paired in the batch's order, except after a NOSCRIPT
+// reply (the script was not cached): those run again after the others,
+// which pairing tolerates (its rows do not depend on the order). On error
+// nothing is returned; pairing the batch again is harmless, since recording
+// a transition twice changes nothing.
+func (a *Analytics) pairSessions(ctx context.Context, rows []clickhouse.TransitionRow, parts []int) ([]clickhouse.SessionRow, error) {
+	type call struct {
+		row  int
+		keys []string
+		args []any
+	}
+	var calls []call
+	for i := range rows {
+		t := &rows[i]
+		if !t.Raw {
+			continue
+		}
+		expireAt, _ := expiry(t.Date, a.cfg.RetainAfterDate)
+		calls = append(calls, call{row: i,
+			keys: []string{"ds:" + a.topics.Transitions.HashTag(parts[i]) + ":analytics:entity:" + t.EntityKey},
+			args: []any{t.RunAt.UnixMilli(), t.Kind, t.RunID, maxEvents, t.VenueName, expireAt}})
+	}
+	replies := make([][]string, len(calls))
+	todo := make([]int, len(calls))
+	for i := range todo {
+		todo[i] = i
+	}
+	for attempt := 0; len(todo) > 0; attempt++ {
+		pipe := a.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(todo))
+		for j, c := range todo {
+			cmds[j] = sessionScript.EvalSha(ctx, pipe, calls[c].keys, calls[c].args...)
+		}
+		_, _ = pipe.Exec(ctx) // errors are read per command
+		var missing []int
+		for j, c := range todo {
+			res, err := cmds[j].StringSlice()
+			switch {
+			case err == nil:
+				replies[c] = res
+			case attempt == 0 && isNoScript(err):
+				missing = append(missing, c)
+			default:
+				return nil, fmt.Errorf("writer: pair session of %s: %w", rows[calls[c].row].EntityKey, err)
+			}
+		}
+		if len(missing) > 0 {
+			if err := sessionScript.Load(ctx, a.rdb).Err(); err != nil {
+				return nil, fmt.Errorf("writer: load session script: %w", err)
+			}
+		}
+		todo = missing
+	}
+	var out []clickhouse.SessionRow
+	for i, c := range calls {
+		s, err := a.sessionOf(rows[c.row], replies[i])
+		if err != nil {
+			return nil, err
+		}
+		if s != nil {
+			out = append(out, *s)
+		}
+	}
+	return out, nil
+}
+
+// isNoScript reports whether err means the script is not cached.
+func isNoScript(err error) bool {
+	return errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")
 }

@@ -59,11 +59,11 @@ func testBatcher(t *testing.T, cfg AnalyticsConfig, sink *fakeSink) *batcher[int
 }
 
 // addAll adds items concurrently and returns their errors.
-func addAll(ctx context.Context, b *batcher[int], items ...int) []error {
+func addAll(ctx context.Context, b *batcher[int], urgent bool, items ...int) []error {
 	errs := make([]error, len(items))
 	var wg sync.WaitGroup
 	for i, it := range items {
-		wg.Go(func() { errs[i] = b.add(ctx, it, 1) })
+		wg.Go(func() { errs[i] = b.add(ctx, it, 1, urgent) })
 	}
 	wg.Wait()
 	return errs
@@ -73,6 +73,7 @@ func TestBatcher_flushTriggers(t *testing.T) {
 	tests := []struct {
 		name      string
 		cfg       AnalyticsConfig
+		urgent    bool // full batches or redeliveries
 		items     int
 		failures  int
 		maxBatch  int // every flushed batch holds at most this many items
@@ -83,7 +84,7 @@ func TestBatcher_flushTriggers(t *testing.T) {
 		// Only the interval can flush.
 		{name: "flush interval", cfg: AnalyticsConfig{BatchRows: 1000, FlushInterval: 20 * time.Millisecond, Linger: -1}, items: 5, maxBatch: 5},
 		// Only the linger can flush within the test's lifetime.
-		{name: "linger", cfg: AnalyticsConfig{BatchRows: 1000, FlushInterval: time.Hour, Linger: 5 * time.Millisecond}, items: 5, maxBatch: 5},
+		{name: "linger", cfg: AnalyticsConfig{BatchRows: 1000, FlushInterval: time.Hour, Linger: 5 * time.Millisecond}, urgent: true, items: 5, maxBatch: 5},
 		{name: "failed flushes are retried", cfg: AnalyticsConfig{BatchRows: 4, FlushInterval: time.Hour, Linger: -1}, items: 4, failures: 2, maxBatch: 4, wantCalls: 3},
 	}
 	for _, tt := range tests {
@@ -94,7 +95,7 @@ func TestBatcher_flushTriggers(t *testing.T) {
 			for i := range items {
 				items[i] = i
 			}
-			for i, err := range addAll(t.Context(), b, items...) {
+			for i, err := range addAll(t.Context(), b, tt.urgent, items...) {
 				if err != nil {
 					t.Fatalf("add %d: %v", i, err)
 				}
@@ -124,7 +125,7 @@ func TestBatcher_waiterDeadlineDropsItsRow(t *testing.T) {
 	b := testBatcher(t, AnalyticsConfig{BatchRows: 10, FlushInterval: time.Millisecond, Linger: -1}, sink)
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	err := b.add(ctx, 1, 1)
+	err := b.add(ctx, 1, 1, true)
 	if !errors.Is(err, context.DeadlineExceeded) || err == nil || !strings.Contains(err.Error(), "clickhouse down") {
 		t.Fatalf("add = %v, want the deadline and the last flush error", err)
 	}
@@ -136,13 +137,61 @@ func TestBatcher_closeFailsWaiters(t *testing.T) {
 	sink := &fakeSink{failures: -1}
 	b := testBatcher(t, AnalyticsConfig{BatchRows: 10, FlushInterval: time.Millisecond, Linger: -1}, sink)
 	res := make(chan error, 1)
-	go func() { res <- b.add(context.Background(), 1, 1) }()
+	go func() { res <- b.add(context.Background(), 1, 1, true) }()
 	testenv.WaitFor(t, 5*time.Second, func() bool { c, _ := sink.state(); return c > 0 }, "a flush attempt")
 	b.close()
 	if err := <-res; !errors.Is(err, ErrClosed) {
 		t.Fatalf("waiting add after close = %v, want ErrClosed", err)
 	}
-	if err := b.add(context.Background(), 2, 1); !errors.Is(err, ErrClosed) {
+	if err := b.add(context.Background(), 2, 1, true); !errors.Is(err, ErrClosed) {
 		t.Fatalf("add after close = %v, want ErrClosed", err)
+	}
+}
+
+// TestBatcher_lingerWaitsForHandlersInProgress: an item queued while
+// another handler is between begin and end is not flushed by Linger alone,
+// so both share a flush.
+func TestBatcher_lingerWaitsForHandlersInProgress(t *testing.T) {
+	sink := &fakeSink{}
+	b := testBatcher(t, AnalyticsConfig{BatchRows: 1000, FlushInterval: time.Hour, Linger: time.Millisecond}, sink)
+	b.begin()
+	b.begin()
+	first := make(chan error, 1)
+	go func() {
+		b.end()
+		first <- b.add(t.Context(), 1, 1, true)
+	}()
+	testenv.WaitFor(t, 5*time.Second, func() bool { return b.bufferedRows() == 1 }, "the first item queued")
+	b.end()
+	if err := b.add(t.Context(), 2, 1, true); err != nil {
+		t.Fatalf("add 2: %v", err)
+	}
+	if err := <-first; err != nil {
+		t.Fatalf("add 1: %v", err)
+	}
+	if _, batches := sink.state(); len(batches) != 1 || len(batches[0]) != 2 {
+		t.Fatalf("flushed %v, want both items in one flush", batches)
+	}
+}
+
+// TestBatcher_lingerWaitsForAnUrgentItem: items of partial batches wait
+// for FlushInterval (an hour here), not Linger; an urgent one (a full
+// batch) makes Linger flush them all.
+func TestBatcher_lingerWaitsForAnUrgentItem(t *testing.T) {
+	sink := &fakeSink{}
+	b := testBatcher(t, AnalyticsConfig{BatchRows: 1000, FlushInterval: time.Hour, Linger: time.Millisecond}, sink)
+	partial := make(chan []error, 1)
+	go func() { partial <- addAll(t.Context(), b, false, 1, 2, 3) }()
+	testenv.WaitFor(t, 5*time.Second, func() bool { return b.bufferedRows() == 3 }, "three partial batches queued")
+	if err := b.add(t.Context(), 4, 1, true); err != nil {
+		t.Fatalf("urgent add: %v", err)
+	}
+	for i, err := range <-partial {
+		if err != nil {
+			t.Fatalf("partial add %d: %v", i, err)
+		}
+	}
+	if _, batches := sink.state(); len(batches) != 1 || len(batches[0]) != 4 {
+		t.Fatalf("flushed %v, want the four items in one flush", batches)
 	}
 }

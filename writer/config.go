@@ -24,11 +24,11 @@ const (
 	DefaultRetainAfterDate = 7 * 24 * time.Hour
 	DefaultBatchRows       = 10_000
 	DefaultFlushInterval   = time.Second
-	DefaultLinger          = 2 * time.Millisecond
+	DefaultLinger          = 5 * time.Millisecond
 	DefaultFlushTimeout    = 10 * time.Second
 	DefaultMaxBackoff      = 5 * time.Second
 	// DefaultAnalyticsHandlerTimeout is the analytics stages' handler
-	// timeout: how long a handler waits for its row to reach ClickHouse.
+	// timeout: how long a handler waits for its rows to reach ClickHouse.
 	DefaultAnalyticsHandlerTimeout = 30 * time.Second
 	// DefaultAnalyticsMaxDeliveries is the analytics stages' MaxDeliveries.
 	// A delivery fails only when ClickHouse stays down for a whole handler
@@ -37,10 +37,9 @@ const (
 	// nothing. Undecodable messages are dead-lettered at once anyway.
 	DefaultAnalyticsMaxDeliveries = 1000
 	// DefaultAnalyticsBatchSize is the analytics stages' read batch
-	// (XREADGROUP COUNT). It is small so that copies of a stage share a
-	// partition's backlog: each copy adds one waiting handler per partition,
-	// and so rows to every flush.
-	DefaultAnalyticsBatchSize = 16
+	// (XREADGROUP COUNT): the messages of one partition one handler call
+	// gets, and so the rows it adds to a flush.
+	DefaultAnalyticsBatchSize = 500
 )
 
 // ProjectionConfig configures the projection. Zero fields take the defaults.
@@ -103,38 +102,62 @@ func (c ProjectionConfig) Validate() error {
 // AnalyticsConfig configures the ClickHouse appends. Zero fields take the
 // defaults.
 //
-// Each stage's handler hands its rows to the stage's batcher and waits until
-// the batch holding them is in ClickHouse; only then is the message
-// acknowledged. A batch is flushed when it holds BatchRows rows, when its
-// oldest row has waited FlushInterval, or when no row has arrived for Linger,
-// whichever comes first. The runtime runs one handler at a time per partition
-// and copy, so a batch holds at most partitions × copies messages; Linger
-// flushes as soon as they have all arrived instead of holding them for
-// FlushInterval.
+// Both analytics stages are batch stages (stream.BatchHandler): a handler
+// gets the batch the runner read from one partition (XREADGROUP COUNT
+// Runner.BatchSize, default 500), decodes it, pairs its raw transitions
+// into session rows in one Redis pipeline, hands its rows to the stage's
+// batcher and waits until the flush holding them is in ClickHouse; only
+// then are the batch's messages acknowledged. The batcher merges the
+// batches of every partition and copy of the stage in the process into one
+// INSERT per table, a batch never split. It flushes:
 //
-// Throughput is therefore about copies × partitions / flush latency: run the
-// analytics stages with many copies (for example 16 to 32 per process, with a
-// Redis pool of at least copies × partitions connections for the blocking
-// reads); the small default read batch lets copies share a partition's
-// backlog. A runtime batch or deferred-ack handler would remove this limit.
+//   - at once when it holds BatchRows rows (N);
+//   - when a full batch is queued (the read returned Runner.BatchSize
+//     messages, so its partition holds more and waiting for rows is
+//     pointless), or a redelivered one, or the previous flush held one:
+//     after Linger without a new batch once no handler is still decoding
+//     or pairing its batch, so the batches of every partition read at once
+//     share a flush, back to back while a backlog lasts;
+//   - otherwise when its oldest batch has waited FlushInterval (T): at low
+//     rates a stage inserts about once per FlushInterval, and rows wait at
+//     most about that long. Meanwhile the waiting partitions read nothing,
+//     so a rate above partitions × copies × BatchSize per FlushInterval
+//     fills the next batches and switches to the previous rule.
+//
+// With the defaults and one copy, a flush holds up to partitions × 500
+// messages (8 × 500 = 4,000 transitions plus up to as many session rows);
+// raise Runner.BatchSize for larger inserts, or run copies (each copy's
+// batches count towards N, so one copy's batches are inserted while
+// another's are read and paired).
+//
+// Why merge: an INSERT into a MergeTree table writes a part, a file per
+// column, and costs tens of milliseconds of ClickHouse time whatever its
+// size (about 25 ms for the transitions table on the project's machine;
+// concurrent inserts queue behind each other), so throughput comes from
+// rows per insert, and small frequent inserts take CPU from everything
+// else on the machine.
 //
 // While ClickHouse fails, the batcher retries the flush with backoff and the
 // handlers keep waiting, up to their handler timeout; then their messages
-// stay pending and are redelivered later. The backlog waits in the streams.
+// stay pending and are redelivered later. Meanwhile each partition's loop is
+// busy, so the rest of the backlog waits in the streams, unread. A message
+// that cannot be decoded is dead-lettered (stream.Permanent in a
+// *stream.BatchError) and the rest of its batch is written.
 type AnalyticsConfig struct {
 	// Partitions of the availability topics; it must match the deployment.
 	// Default 8.
 	Partitions int
-	// BatchRows flushes a batch once it holds this many rows. Default 10,000.
+	// BatchRows (N) flushes once the queued batches hold this many rows.
+	// Default 10,000.
 	BatchRows int
-	// FlushInterval flushes a batch once its oldest row has waited this
-	// long. Default 1s.
+	// FlushInterval (T) flushes once the oldest queued batch has waited
+	// this long. Default 1s.
 	FlushInterval time.Duration
-	// Linger flushes a batch once no row has arrived for this long. Default
-	// 2ms; a negative value turns it off (then only BatchRows and
-	// FlushInterval flush).
+	// Linger flushes full or redelivered batches once no batch has arrived
+	// for this long (see above). Default 5ms; a negative value turns it off
+	// (then only BatchRows and FlushInterval flush).
 	Linger time.Duration
-	// FlushTimeout bounds one insert attempt. Default 10s.
+	// FlushTimeout bounds one flush attempt (every table). Default 10s.
 	FlushTimeout time.Duration
 	// MaxBackoff caps the pause between failed flush attempts, which starts
 	// at 50ms and doubles. Default 5s.
@@ -148,7 +171,7 @@ type AnalyticsConfig struct {
 	// defaults, except HandlerTimeout (default 30s, and at least
 	// FlushInterval + FlushTimeout), ClaimIdle (default twice
 	// HandlerTimeout), MaxDeliveries (default 1000, see
-	// DefaultAnalyticsMaxDeliveries) and BatchSize (default 16). In-process
+	// DefaultAnalyticsMaxDeliveries) and BatchSize (default 500). In-process
 	// retries are always off: the batcher retries flushes itself.
 	Runner stream.RunnerConfig
 }

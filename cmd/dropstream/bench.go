@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"net/url"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -14,18 +15,36 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/dropstream/dropstream/avail/availbench"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/stream/streambench"
 )
 
+// benchUsage lists the bench targets.
+const benchUsage = `Usage: dropstream bench <target> [flags]
+
+  stream        one stage with a trivial handler: throughput, then per-hop latency at a fixed rate
+  availability  the availability pipeline on real Redis and ClickHouse: observations/s through diff,
+                transitions/s into ClickHouse, end-to-end latency to a webhook, Redis memory per entity`
+
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "stream" {
-		fmt.Fprintln(stderr, "Usage: dropstream bench stream [flags]\n\n  stream  one stage with a trivial handler: throughput, then per-hop latency at a fixed rate")
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return nil
+	if len(args) > 0 {
+		switch args[0] {
+		case "stream":
+			return runBenchStream(ctx, args, stdout, stderr)
+		case "availability":
+			return runBenchAvailability(ctx, args, stdout, stderr)
 		}
-		return errors.New("bench needs a target: stream")
 	}
+	fmt.Fprintln(stderr, benchUsage)
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		return nil
+	}
+	return errors.New("bench needs a target: stream or availability")
+}
+
+// runBenchStream is `dropstream bench stream`.
+func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg Config
 	var bc streambench.Config
 	var telemetry bool
@@ -93,3 +112,98 @@ type discardExporter struct{}
 
 func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (discardExporter) Shutdown(context.Context) error                             { return nil }
+
+// runBenchAvailability is `dropstream bench availability`.
+func runBenchAvailability(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg Config
+	var bc availbench.Config
+	fs := flagSet("bench availability", "Measures the availability pipeline against the configured Redis (an empty database)\n"+
+		"and ClickHouse (in a database of its own): observations/s through diff, transitions/s into\n"+
+		"ClickHouse, end-to-end latency from observation to webhook, Redis memory per entity.", stderr, &cfg, "json")
+	fs.IntVar(&bc.Scopes, "scopes", availbench.DefaultScopes, "scopes (venues), one webhook watcher each")
+	fs.IntVar(&bc.PerScope, "per-scope", availbench.DefaultPerScope, "entities observed per run of a scope")
+	fs.Float64Var(&bc.Churn, "churn", availbench.DefaultChurn, "fraction of a scope's entities replaced per run")
+	fs.IntVar(&bc.Runs, "runs", availbench.DefaultRuns, "measured churn runs of every scope")
+	fs.IntVar(&bc.Rate, "rate", availbench.DefaultRate, "observations/s of the latency run")
+	fs.DurationVar(&bc.LatencyDuration, "latency-duration", availbench.DefaultLatencyDuration, "length of the latency run")
+	fs.IntVar(&bc.DiffCopies, "diff-copies", 1, "copies of the diff stage")
+	fs.IntVar(&bc.AnalyticsCopies, "analytics-copies", 1, "copies of each analytics stage")
+	fs.IntVar(&bc.DiffBatch, "diff-batch", 0, "XREADGROUP COUNT of the diff stage (0: the stage's default)")
+	fs.BoolVar(&bc.Keep, "keep", false, "keep the Redis keys and the ClickHouse database")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench to this file")
+	if err := fs.parse(args[1:]); err != nil {
+		return err
+	}
+	if cfg.RedisURL == "" || cfg.ClickHouseDSN == "" {
+		return errors.New("bench availability needs a real Redis and ClickHouse: set --redis-url and --clickhouse-dsn")
+	}
+	bc.ClickHouseDSN, cfg.ClickHouseDSN = cfg.ClickHouseDSN, "" // the bench opens its own database
+	bc.Partitions = cfg.Partitions
+	bc = bc.WithDefaults()
+	if err := bc.Validate(); err != nil {
+		return err
+	}
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
+	cfg.APIAddr = ""
+	cfg.LogLevel = "warn"
+	a, err := newApp(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	bc.Telemetry = a.tel
+	bc.Progress = func(line string) { fmt.Fprintln(stderr, "  ", line) }
+	fmt.Fprintf(stdout, "bench availability: redis %s, %d scopes × %d entities = %d, churn %g, %d runs, %d partitions, GOMAXPROCS %d\n",
+		redacted(cfg.RedisURL), bc.Scopes, bc.PerScope, bc.Scopes*bc.PerScope, bc.Churn, bc.Runs, bc.Partitions, runtime.GOMAXPROCS(0))
+	res, err := availbench.Run(ctx, a.rdb, bc)
+	if err != nil {
+		return err
+	}
+	printAvailability(stdout, bc, res)
+	return nil
+}
+
+// printAvailability writes the bench's figures and how they compare with
+// the targets.
+func printAvailability(w io.Writer, bc availbench.Config, r availbench.Result) {
+	verdict := func(ok bool) string {
+		if ok {
+			return "met"
+		}
+		return "NOT met"
+	}
+	rate := func(x availbench.Rate) string {
+		return fmt.Sprintf("%d in %s = %.0f/s", x.Count, x.Elapsed.Round(time.Millisecond), x.PerSecond())
+	}
+	fmt.Fprintf(w, "setup: baseline run %s observations, stabilization run %s observations\n", rate(r.Baseline), rate(r.Stabilization))
+	fmt.Fprintf(w, "(a) diff: %s observations (%d churn runs) [target ≥ %d/s: %s]\n", rate(r.Diff), bc.Runs,
+		availbench.TargetObservationsPerSecond, verdict(r.Diff.PerSecond() >= availbench.TargetObservationsPerSecond))
+	fmt.Fprintf(w, "(b) clickhouse: %s transitions [target ≥ %d/s: %s]\n", rate(r.Analytics),
+		availbench.TargetTransitionsPerSecond, verdict(r.Analytics.PerSecond() >= availbench.TargetTransitionsPerSecond))
+	l := r.Latency
+	fmt.Fprintf(w, "(c) end to end at %d observations/s for %s: %d of %d notifications, %d duplicates, p50 %s, p99 %s, max %s [target p99 ≤ %dms: %s]\n",
+		l.Rate, l.Elapsed.Round(time.Millisecond), l.Received, l.Expected, l.Duplicates, l.P50.Round(10*time.Microsecond),
+		l.P99.Round(10*time.Microsecond), l.Max.Round(10*time.Microsecond), availbench.TargetP99Millis,
+		verdict(l.Received == l.Expected && l.P99 <= availbench.TargetP99Millis*time.Millisecond))
+	fmt.Fprintf(w, "(d) redis memory: %.1f bytes/entity after the baseline run (%d bytes for %d entities), %.1f after stabilization [target ≤ %d: %s]\n",
+		r.MemoryAfterBaseline.PerEntity(), r.MemoryAfterBaseline.Bytes, r.MemoryAfterBaseline.Entities, r.MemorySteady.PerEntity(),
+		availbench.TargetBytesPerEntity, verdict(r.MemoryAfterBaseline.PerEntity() <= availbench.TargetBytesPerEntity))
+}
+
+// redacted is a URL with its password masked; other strings as they are.
+func redacted(s string) string {
+	if u, err := url.Parse(s); err == nil && u.User != nil {
+		return u.Redacted()
+	}
+	return s
+}

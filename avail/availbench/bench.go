@@ -1,0 +1,455 @@
+package availbench
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net/url"
+	"slices"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/diff"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
+)
+
+// pollEvery is how often completion is checked in Redis, and
+// pollClickHouse in ClickHouse (whose exact counts cost more); they bound
+// the error of the measured times.
+const (
+	pollEvery      = 10 * time.Millisecond
+	pollClickHouse = 100 * time.Millisecond
+)
+
+// stageBlock is the stages' XREADGROUP BLOCK: it bounds how long stopping
+// them takes.
+const stageBlock = 100 * time.Millisecond
+
+// Bench is one bench's state: the Redis database, the ClickHouse database
+// and the fleet's progress. Its phases run in order: Setup, Diff, Analytics,
+// Latency (Run runs them all). It is not safe for concurrent use.
+type Bench struct {
+	cfg      Config
+	rdb      redis.UniversalClient
+	ch       *clickhouse.Client // nil without a DSN
+	admin    *clickhouse.Client
+	db       string
+	topics   avail.Topics
+	fleet    *fleet
+	pub      *stream.Publisher
+	log      *slog.Logger
+	baseMem  int64
+	setupRun bool
+	cursor   int // next scope to run
+}
+
+// Open checks cfg, that rdb's database is empty, and, when
+// cfg.ClickHouseDSN is set, creates and migrates the bench's ClickHouse
+// database. Call Close when done.
+func Open(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Bench, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	n, err := rdb.DBSize(ctx).Result()
+	if err != nil {
+		return nil, fmt.Errorf("availbench: redis: %w", err)
+	}
+	if n != 0 {
+		return nil, fmt.Errorf("availbench: the Redis database holds %d keys; the bench needs an empty one (pick another database number in the URL)", n)
+	}
+	log := cfg.Telemetry.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	b := &Bench{cfg: cfg, rdb: rdb, topics: avail.NewTopics(cfg.Partitions),
+		fleet: newFleet(cfg.Scopes, cfg.PerScope, cfg.churned()), pub: stream.NewPublisher(rdb, cfg.Telemetry), log: log}
+	if b.baseMem, err = usedMemory(ctx, rdb); err != nil {
+		return nil, err
+	}
+	if cfg.ClickHouseDSN != "" {
+		if err := b.openClickHouse(ctx); err != nil {
+			_ = b.Close()
+			return nil, err
+		}
+	}
+	return b, nil
+}
+
+// openClickHouse creates the database dsbench_<hex> on the DSN's server and
+// migrates it.
+func (b *Bench) openClickHouse(ctx context.Context) error {
+	u, err := url.Parse(b.cfg.ClickHouseDSN)
+	if err != nil {
+		return fmt.Errorf("availbench: clickhouse dsn: %w", err)
+	}
+	if b.admin, err = clickhouse.Open(ctx, clickhouse.Config{DSN: b.cfg.ClickHouseDSN}); err != nil {
+		return err
+	}
+	var r [6]byte
+	_, _ = rand.Read(r[:])
+	name := "dsbench_" + hex.EncodeToString(r[:])
+	if err := b.admin.Conn().Exec(ctx, "CREATE DATABASE "+name); err != nil {
+		return fmt.Errorf("availbench: create database %s: %w", name, err)
+	}
+	b.db = name
+	u.Path = "/" + name
+	// Every partition of both analytics stages may insert at once.
+	conns := 3*b.cfg.Partitions*b.cfg.AnalyticsCopies + 2
+	if b.ch, err = clickhouse.Open(ctx, clickhouse.Config{DSN: u.String(), MaxOpenConns: conns}); err != nil {
+		return err
+	}
+	if _, err := clickhouse.Migrate(ctx, b.ch, nil); err != nil {
+		return fmt.Errorf("availbench: migrate %s: %w", name, err)
+	}
+	b.progress("clickhouse database %s created and migrated", name)
+	return nil
+}
+
+// Close empties the Redis database and drops the ClickHouse database,
+// unless Config.Keep, and closes the ClickHouse clients (not rdb).
+func (b *Bench) Close() error {
+	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
+	defer cancel()
+	var errs []error
+	if !b.cfg.Keep {
+		errs = append(errs, b.rdb.FlushDB(ctx).Err())
+	}
+	if b.ch != nil {
+		errs = append(errs, b.ch.Close())
+	}
+	if b.admin != nil {
+		if b.db != "" && !b.cfg.Keep {
+			errs = append(errs, b.admin.Conn().Exec(ctx, "DROP DATABASE IF EXISTS "+b.db))
+		}
+		errs = append(errs, b.admin.Close())
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("availbench: close: %w", err)
+	}
+	return nil
+}
+
+// Database is the bench's ClickHouse database ("" without a DSN).
+func (b *Bench) Database() string { return b.db }
+
+// Entities is the number of entities observed per run of every scope.
+func (b *Bench) Entities() int { return b.cfg.Scopes * b.cfg.PerScope }
+
+// Setup applies the baseline run and its stabilization run of every scope
+// through the diff stage, and measures Redis memory per entity after each
+// with the output streams trimmed. The groups of the analytics stages, the
+// projection and the notifier are then created, so that their backlog is
+// what later runs produce.
+func (b *Bench) Setup(ctx context.Context) (baseline, stabilization Rate, afterBaseline, steady Memory, err error) {
+	if b.setupRun {
+		return Rate{}, Rate{}, Memory{}, Memory{}, errors.New("availbench: Setup runs once")
+	}
+	b.setupRun = true
+	steps := []struct {
+		name string
+		rate *Rate
+		mem  *Memory
+	}{{"baseline run", &baseline, &afterBaseline}, {"stabilization run", &stabilization, &steady}}
+	for _, s := range steps {
+		if *s.rate, err = b.diffRound(ctx, s.name, b.cfg.Scopes); err != nil {
+			return
+		}
+		if err = b.trim(ctx); err != nil {
+			return
+		}
+		used, merr := usedMemory(ctx, b.rdb)
+		if merr != nil {
+			err = merr
+			return
+		}
+		*s.mem = Memory{Bytes: used - b.baseMem, Entities: b.Entities()}
+		b.progress("%s: redis used_memory +%d bytes = %.1f bytes per entity", s.name, s.mem.Bytes, s.mem.PerEntity())
+	}
+	for _, g := range []struct {
+		topic stream.Topic
+		group string
+	}{{b.topics.Transitions, writer.StageAnalyticsTransitions}, {b.topics.Runs, writer.StageAnalyticsRuns},
+		{b.topics.Transitions, writer.StageProjection}, {b.topics.Transitions, notifier.StageName}} {
+		if err = stream.EnsureGroups(ctx, b.rdb, g.topic, g.group); err != nil {
+			return
+		}
+	}
+	return
+}
+
+// Diff applies runs churn runs of every scope through the diff stage and
+// returns the observations and the time the stage took to apply them (the
+// snapshots of each run are published first, then consumed).
+func (b *Bench) Diff(ctx context.Context, runs int) (Rate, error) {
+	var total Rate
+	for r := 1; r <= runs; r++ {
+		rate, err := b.diffRound(ctx, fmt.Sprintf("churn run %d/%d", r, runs), b.cfg.Scopes)
+		if err != nil {
+			return total, err
+		}
+		total.Count += rate.Count
+		total.Elapsed += rate.Elapsed
+	}
+	return total, nil
+}
+
+// DiffSnapshots publishes the next snapshot of n scopes (round robin over
+// the fleet, which Setup must have baselined) and measures the diff stage
+// applying them.
+func (b *Bench) DiffSnapshots(ctx context.Context, n int) (Rate, error) {
+	return b.diffRound(ctx, "snapshots", n)
+}
+
+// diffRound publishes the next snapshot of n scopes, then runs the diff
+// stage until every one is applied (each appends one run record).
+func (b *Bench) diffRound(ctx context.Context, name string, n int) (Rate, error) {
+	before, err := b.streamLen(ctx, b.topics.Runs)
+	if err != nil {
+		return Rate{}, err
+	}
+	pubStart := time.Now()
+	msgs := make([]*stream.Message, 0, 500)
+	for i := 0; i < n; i++ {
+		s := b.nextScope()
+		m, err := message(b.fleet.next(s, time.Now()))
+		if err != nil {
+			return Rate{}, err
+		}
+		if msgs = append(msgs, m); len(msgs) == cap(msgs) || i == n-1 {
+			if err := b.pub.Publish(ctx, b.topics.Snapshots, msgs...); err != nil {
+				return Rate{}, err
+			}
+			msgs = msgs[:0]
+		}
+	}
+	b.progress("%s: %d snapshots published in %s", name, n, time.Since(pubStart).Round(time.Millisecond))
+	stage := diff.NewStage(b.rdb, b.topics, b.cfg.Telemetry)
+	stage.Config.Block = stageBlock
+	stage.Config.BatchSize = b.cfg.DiffBatch
+	start := time.Now()
+	stop, err := b.run(ctx, b.cfg.DiffCopies, stage)
+	if err != nil {
+		return Rate{}, err
+	}
+	defer stop()
+	want := before + int64(n)
+	err = b.await(ctx, name+": applied", pollEvery, want, func() (int64, error) { return b.streamLen(ctx, b.topics.Runs) })
+	elapsed := time.Since(start)
+	if err != nil {
+		return Rate{}, err
+	}
+	r := Rate{Count: int64(n * b.cfg.PerScope), Elapsed: elapsed}
+	b.progress("%s: %d observations applied in %s = %.0f observations/s", name, r.Count,
+		elapsed.Round(time.Millisecond), r.PerSecond())
+	return r, nil
+}
+
+// nextScope returns the scopes round robin.
+func (b *Bench) nextScope() int {
+	s := b.cursor
+	b.cursor = (b.cursor + 1) % b.cfg.Scopes
+	return s
+}
+
+// Analytics runs the analytics stages on the backlog of transitions and run
+// records produced since Setup, and returns the transitions and the time
+// until clickhouse.CountTransitions counted them all.
+func (b *Bench) Analytics(ctx context.Context) (Rate, error) {
+	if b.ch == nil {
+		return Rate{}, errors.New("availbench: Analytics needs a ClickHouse DSN")
+	}
+	want, err := b.streamLen(ctx, b.topics.Transitions)
+	if err != nil {
+		return Rate{}, err
+	}
+	wantRuns, err := b.streamLen(ctx, b.topics.Runs)
+	if err != nil {
+		return Rate{}, err
+	}
+	a, err := writer.NewAnalytics(b.rdb, b.ch, writer.AnalyticsConfig{Partitions: b.cfg.Partitions,
+		Runner: stream.RunnerConfig{Block: stageBlock}}, b.cfg.Telemetry)
+	if err != nil {
+		return Rate{}, err
+	}
+	defer func() { _ = a.Close() }()
+	b.progress("analytics: backlog of %d transitions and %d run records", want, wantRuns)
+	start := time.Now()
+	stop, err := b.run(ctx, b.cfg.AnalyticsCopies, a.Stages()...)
+	if err != nil {
+		return Rate{}, err
+	}
+	defer stop()
+	count := func(f func(context.Context, *clickhouse.Client, clickhouse.Filter) (uint64, error)) func() (int64, error) {
+		return func() (int64, error) {
+			n, err := f(ctx, b.ch, clickhouse.Filter{})
+			return int64(n), err
+		}
+	}
+	if err := b.await(ctx, "analytics: transitions in clickhouse", pollClickHouse, want, count(clickhouse.CountTransitions)); err != nil {
+		return Rate{}, err
+	}
+	r := Rate{Count: want, Elapsed: time.Since(start)}
+	b.progress("analytics: %d transitions in clickhouse in %s = %.0f transitions/s", want,
+		r.Elapsed.Round(time.Millisecond), r.PerSecond())
+	if err := b.await(ctx, "analytics: runs in clickhouse", pollClickHouse, wantRuns, count(clickhouse.CountRuns)); err != nil {
+		return r, err
+	}
+	return r, nil
+}
+
+// await polls count every so often until it reaches want, reporting
+// progress every second.
+func (b *Bench) await(ctx context.Context, what string, every time.Duration, want int64, count func() (int64, error)) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		n, err := count()
+		if err != nil {
+			b.log.Warn("availbench: count failed; retrying", "what", what, "error", err)
+		}
+		if n >= want {
+			return nil
+		}
+		if time.Since(last) >= time.Second {
+			last = time.Now()
+			b.progress("%s %d/%d", what, n, want)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("availbench: %s: %d of %d: %w", what, n, want, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// run starts copies of each stage; stop cancels them and waits.
+func (b *Bench) run(ctx context.Context, copies int, stages ...stream.Stage) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	for _, s := range stages {
+		for range copies {
+			r, err := stream.NewRunner(b.rdb, s, b.cfg.Telemetry)
+			if err != nil {
+				cancel()
+				wg.Wait()
+				return nil, err
+			}
+			wg.Go(func() {
+				if err := r.Run(ctx); err != nil {
+					b.log.Error("availbench: stage failed", "stage", s.Name, "error", err)
+				}
+			})
+		}
+	}
+	var once sync.Once
+	return func() { once.Do(func() { cancel(); wg.Wait() }) }, nil
+}
+
+// streamLen is the total length of a topic's partitions.
+func (b *Bench) streamLen(ctx context.Context, topic stream.Topic) (int64, error) {
+	pipe := b.rdb.Pipeline()
+	cmds := make([]*redis.IntCmd, topic.Partitions)
+	for p := range cmds {
+		cmds[p] = pipe.XLen(ctx, topic.Stream(p))
+	}
+	_, _ = pipe.Exec(ctx)
+	var n int64
+	for _, c := range cmds {
+		if err := c.Err(); err != nil && !errors.Is(err, redis.Nil) {
+			return 0, fmt.Errorf("availbench: xlen: %w", err)
+		}
+		n += c.Val()
+	}
+	return n, nil
+}
+
+// drain waits until groups have handled every entry of topic.
+func (b *Bench) drain(ctx context.Context, what string, topic stream.Topic, groups ...string) error {
+	t := time.NewTicker(pollEvery)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		n, err := b.unhandled(ctx, topic, groups...)
+		if err != nil {
+			return err
+		}
+		if n == 0 {
+			return nil
+		}
+		if time.Since(last) >= time.Second {
+			last = time.Now()
+			b.progress("%s: %d entries to go", what, n)
+		}
+		select {
+		case <-ctx.Done():
+			return fmt.Errorf("availbench: %s: %w", what, ctx.Err())
+		case <-t.C:
+		}
+	}
+}
+
+// unhandled is the number of entries of topic that the groups have not
+// read or not acknowledged yet (XINFO GROUPS lag + pending).
+func (b *Bench) unhandled(ctx context.Context, topic stream.Topic, groups ...string) (int64, error) {
+	var n int64
+	for p := range topic.Partitions {
+		infos, err := b.rdb.XInfoGroups(ctx, topic.Stream(p)).Result()
+		if err != nil {
+			return 0, fmt.Errorf("availbench: xinfo groups: %w", err)
+		}
+		for _, g := range infos {
+			if slices.Contains(groups, g.Name) {
+				n += max(g.Lag, 0) + g.Pending
+			}
+		}
+	}
+	return n, nil
+}
+
+// trim empties the snapshot, transition and run streams, whose entries the
+// stages have all acknowledged (or that no group reads yet).
+func (b *Bench) trim(ctx context.Context) error {
+	pipe := b.rdb.Pipeline()
+	for _, t := range []stream.Topic{b.topics.Snapshots, b.topics.Transitions, b.topics.Runs} {
+		for p := range t.Partitions {
+			pipe.XTrimMaxLen(ctx, t.Stream(p), 0)
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("availbench: trim: %w", err)
+	}
+	return nil
+}
+
+func (b *Bench) progress(format string, args ...any) {
+	if b.cfg.Progress != nil {
+		b.cfg.Progress(fmt.Sprintf(format, args...))
+	}
+}
+
+// usedMemory returns INFO memory's used_memory.
+func usedMemory(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
+	info, err := rdb.Info(ctx, "memory").Result()
+	if err != nil {
+		return 0, fmt.Errorf("availbench: info memory: %w", err)
+	}
+	for _, line := range strings.Split(info, "\n") {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			return strconv.ParseInt(v, 10, 64)
+		}
+	}
+	return 0, errors.New("availbench: no used_memory in INFO memory")
+}

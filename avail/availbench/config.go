@@ -1,0 +1,194 @@
+// Package availbench measures the availability pipeline on a real Redis and
+// ClickHouse (issue 4, item 9): observations per second through the diff
+// stage, transitions per second into ClickHouse through the analytics
+// stages, end-to-end latency from observation to webhook at a fixed
+// observation rate, and Redis memory per entity. `dropstream bench
+// availability` and the Go benchmarks of this package use it.
+//
+// The bench drives the real stages (diff.NewStage, writer.Analytics,
+// writer.Projection, notifier.NewStage) on the real topics (avail.Flow), so
+// it needs a Redis database of its own: Open refuses a non-empty one, and
+// Close empties it again (FLUSHDB) unless Config.Keep is set. In ClickHouse
+// it creates a database of its own, dsbench_<hex>, next to the DSN's, and
+// drops it on Close unless Keep.
+//
+// The workload is a fleet of Scopes scopes of PerScope entities each. Every
+// scope slides a window of PerScope entities over a ring of 2×PerScope:
+// the first two runs observe the same window (the baseline, which notifies
+// nobody, and its stabilization), and every later run slides it by
+// Churn×PerScope entities, which close, while as many new ones open.
+package availbench
+
+import (
+	"errors"
+	"fmt"
+	"math"
+	"time"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Defaults of Config.
+const (
+	DefaultScopes          = 10_000
+	DefaultPerScope        = 100
+	DefaultChurn           = 0.01
+	DefaultRuns            = 3
+	DefaultPartitions      = 8
+	DefaultRate            = 10_000
+	DefaultLatencyDuration = 15 * time.Second
+	// MaxPerScope bounds PerScope: ring entities need distinct keys with
+	// party sizes of at most 50.
+	MaxPerScope = 3000
+)
+
+// Config describes one bench. Zero fields take their defaults.
+type Config struct {
+	// ClickHouseDSN is the native-protocol DSN of the server to write to;
+	// the bench creates a database of its own there. Required by Run and
+	// Analytics; without it Open connects no ClickHouse.
+	ClickHouseDSN string
+	// Scopes is the number of scopes (venues, one watcher each). Default
+	// 10,000.
+	Scopes int
+	// PerScope is the number of entities a scope's run observes. Default
+	// 100, at most MaxPerScope.
+	PerScope int
+	// Churn is the fraction of a scope's entities replaced per run, at
+	// least one entity. Default 0.01.
+	Churn float64
+	// Runs is the number of churn runs of every scope whose diff is
+	// measured; their transitions are the analytics backlog. Default 3.
+	Runs int
+	// Partitions of the availability topics. Default 8.
+	Partitions int
+	// DiffCopies and AnalyticsCopies are the copies of the diff stage and
+	// of each analytics stage. Default 1.
+	DiffCopies, AnalyticsCopies int
+	// DiffBatch is the diff stage's XREADGROUP COUNT; 0 keeps the stage's
+	// own default.
+	DiffBatch int
+	// Rate is the observation rate of the latency run, per second. Default
+	// 10,000 (Rate/PerScope snapshots per second).
+	Rate int
+	// LatencyDuration is how long the latency run publishes. Default 15s.
+	LatencyDuration time.Duration
+	// Keep leaves the Redis keys and the ClickHouse database in place.
+	Keep bool
+	// Telemetry instruments the stages and publishers.
+	Telemetry stream.Telemetry
+	// Progress, when set, receives a line of progress about once a second
+	// and at each step.
+	Progress func(line string)
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Scopes == 0 {
+		c.Scopes = DefaultScopes
+	}
+	if c.PerScope == 0 {
+		c.PerScope = DefaultPerScope
+	}
+	if c.Churn == 0 {
+		c.Churn = DefaultChurn
+	}
+	if c.Runs == 0 {
+		c.Runs = DefaultRuns
+	}
+	if c.Partitions == 0 {
+		c.Partitions = DefaultPartitions
+	}
+	if c.DiffCopies == 0 {
+		c.DiffCopies = 1
+	}
+	if c.AnalyticsCopies == 0 {
+		c.AnalyticsCopies = 1
+	}
+	if c.Rate == 0 {
+		c.Rate = DefaultRate
+	}
+	if c.LatencyDuration == 0 {
+		c.LatencyDuration = DefaultLatencyDuration
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Scopes < 1 || c.Scopes > 1_000_000 {
+		errs = append(errs, fmt.Errorf("availbench: scopes %d out of range 1..1000000", c.Scopes))
+	}
+	if c.PerScope < 1 || c.PerScope > MaxPerScope {
+		errs = append(errs, fmt.Errorf("availbench: per scope %d out of range 1..%d", c.PerScope, MaxPerScope))
+	}
+	if c.Churn <= 0 || c.Churn > 1 || math.IsNaN(c.Churn) {
+		errs = append(errs, fmt.Errorf("availbench: churn %v out of range (0, 1]", c.Churn))
+	}
+	if c.Runs < 1 || c.Runs > 1000 {
+		errs = append(errs, fmt.Errorf("availbench: runs %d out of range 1..1000", c.Runs))
+	}
+	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
+		errs = append(errs, fmt.Errorf("availbench: partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
+	}
+	if c.DiffCopies < 1 || c.DiffCopies > 64 || c.AnalyticsCopies < 1 || c.AnalyticsCopies > 64 {
+		errs = append(errs, fmt.Errorf("availbench: copies %d and %d out of range 1..64", c.DiffCopies, c.AnalyticsCopies))
+	}
+	if c.DiffBatch < 0 || c.DiffBatch > 10_000 {
+		errs = append(errs, fmt.Errorf("availbench: diff batch %d out of range 0..10000", c.DiffBatch))
+	}
+	if c.Rate < 1 || c.LatencyDuration <= 0 {
+		errs = append(errs, fmt.Errorf("availbench: rate %d and latency duration %s must be positive", c.Rate, c.LatencyDuration))
+	}
+	return errors.Join(errs...)
+}
+
+// churned is the number of entities a scope's run replaces.
+func (c Config) churned() int {
+	return min(c.PerScope, max(1, int(math.Round(c.Churn*float64(c.PerScope)))))
+}
+
+// Rate is a count over a duration.
+type Rate struct {
+	Count   int64
+	Elapsed time.Duration
+}
+
+// PerSecond is Count / Elapsed in seconds (0 for no time).
+func (r Rate) PerSecond() float64 {
+	if r.Elapsed <= 0 {
+		return 0
+	}
+	return float64(r.Count) / r.Elapsed.Seconds()
+}
+
+// Memory is Redis's used_memory (INFO memory) growth over the entities.
+type Memory struct {
+	// Bytes is the growth of used_memory since the bench started, with the
+	// output streams trimmed: the diff state of every scope.
+	Bytes int64
+	// Entities is the number of entities the state holds.
+	Entities int
+}
+
+// PerEntity is Bytes / Entities.
+func (m Memory) PerEntity() float64 {
+	if m.Entities == 0 {
+		return 0
+	}
+	return float64(m.Bytes) / float64(m.Entities)
+}
+
+// Latency summarizes the end-to-end latencies of the latency run.
+type Latency struct {
+	// Rate is the observation rate and Elapsed how long it was published.
+	Rate    int
+	Elapsed time.Duration
+	// Expected is the number of notifications the run must deliver,
+	// Received how many distinct ones arrived, Duplicates how many arrived
+	// again.
+	Expected, Received, Duplicates int
+	// P50, P99 and Max are quantiles of receive time − transition run_at.
+	P50, P99, Max time.Duration
+}

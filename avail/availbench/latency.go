@@ -1,0 +1,225 @@
+package availbench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"sync"
+	"time"
+
+	"github.com/dropstream/dropstream/diff"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
+)
+
+// drainTimeout bounds the wait for the last notifications after the
+// latency run stops publishing.
+const drainTimeout = time.Minute
+
+// Latency measures end-to-end latency: it runs the pipeline after the
+// collector (diff, projection, notifier and, with ClickHouse, both
+// analytics stages), lets the projection and the notifier catch up with
+// the transitions of the earlier runs, creates one webhook watcher per
+// venue posting to a local receiver, publishes snapshots at cfg.Rate
+// observations per second for cfg.LatencyDuration with run_at = now, and
+// records for every notification its receive time − run_at. Setup and at
+// least one churn run (Diff) must have run, so that each snapshot confirms
+// the opens of its scope's previous run and notifies.
+func (b *Bench) Latency(ctx context.Context) (Latency, error) {
+	recv := &receiver{seen: map[string]bool{}, from: time.Now()}
+	srv := httptest.NewServer(recv)
+	defer srv.Close()
+	store, stages, closeStages, err := b.pipeline()
+	if err != nil {
+		return Latency{}, err
+	}
+	defer closeStages()
+	stop, err := b.run(ctx, 1, stages...)
+	if err != nil {
+		return Latency{}, err
+	}
+	defer stop()
+	if err := b.drain(ctx, "latency: projection and notifier catching up", b.topics.Transitions,
+		writer.StageProjection, notifier.StageName); err != nil {
+		return Latency{}, err
+	}
+	if err := b.createWatchers(ctx, store, srv.URL+"/hook"); err != nil {
+		return Latency{}, err
+	}
+
+	res := Latency{Rate: b.cfg.Rate}
+	perSecond := float64(b.cfg.Rate) / float64(b.cfg.PerScope)
+	total := max(1, int(perSecond*b.cfg.LatencyDuration.Seconds()))
+	b.progress("latency: publishing %d snapshots at %.0f/s (%d observations/s) for %s", total, perSecond,
+		b.cfg.Rate, b.cfg.LatencyDuration)
+	tick := time.NewTicker(time.Millisecond)
+	defer tick.Stop()
+	start, last := time.Now(), time.Now()
+	for sent := 0; sent < total; {
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-tick.C:
+		}
+		due := min(total, int(time.Since(start).Seconds()*perSecond)+1) - sent
+		for range due {
+			s := b.nextScope()
+			res.Expected += b.fleet.opensNext(s)
+			m, err := message(b.fleet.next(s, time.Now()))
+			if err != nil {
+				return res, err
+			}
+			if err := b.pub.Publish(ctx, b.topics.Snapshots, m); err != nil {
+				return res, err
+			}
+			sent++
+		}
+		if time.Since(last) >= time.Second {
+			last = time.Now()
+			b.progress("latency: published %d/%d, notifications %d", sent, total, recv.count())
+		}
+	}
+	res.Elapsed = time.Since(start)
+	wait, cancel := context.WithTimeout(ctx, drainTimeout)
+	defer cancel()
+	if err := b.await(wait, "latency: notifications", pollEvery, int64(res.Expected), func() (int64, error) {
+		return int64(recv.count()), nil
+	}); err != nil && !errors.Is(err, context.DeadlineExceeded) {
+		return res, err
+	}
+	res.Received, res.Duplicates, res.P50, res.P99, res.Max = recv.summary()
+	return res, nil
+}
+
+// pipeline returns the watcher store and the stages of the pipeline after
+// the collector, and a function releasing them.
+func (b *Bench) pipeline() (*notifier.WatcherStore, []stream.Stage, func(), error) {
+	store, err := notifier.NewWatcherStore(b.rdb, notifier.StoreConfig{MaxWatchers: max(notifier.DefaultMaxWatchers, b.cfg.Scopes), Logger: b.log})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	channels, err := notifier.NewChannels(notifier.WebhookConfig{}, b.log)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	notify, err := notifier.NewStage(b.rdb, b.topics, store, channels,
+		notifier.Config{Runner: stream.RunnerConfig{Block: stageBlock}}, b.cfg.Telemetry)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	proj, err := writer.NewProjection(b.rdb, writer.ProjectionConfig{Partitions: b.cfg.Partitions,
+		Runner: stream.RunnerConfig{Block: stageBlock}}, b.cfg.Telemetry)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	d := diff.NewStage(b.rdb, b.topics, b.cfg.Telemetry)
+	d.Config.Block, d.Config.BatchSize = stageBlock, b.cfg.DiffBatch
+	stages := []stream.Stage{d, proj.Stage(), notify}
+	release := func() {}
+	if b.ch != nil {
+		a, err := writer.NewAnalytics(b.rdb, b.ch, writer.AnalyticsConfig{Partitions: b.cfg.Partitions,
+			Runner: stream.RunnerConfig{Block: stageBlock}}, b.cfg.Telemetry)
+		if err != nil {
+			return nil, nil, nil, err
+		}
+		stages = append(stages, a.Stages()...)
+		release = func() { _ = a.Close() }
+	}
+	return store, stages, release, nil
+}
+
+// createWatchers creates a venue watcher for every scope, 16 at a time.
+func (b *Bench) createWatchers(ctx context.Context, store *notifier.WatcherStore, hook string) error {
+	start := time.Now()
+	errs := make(chan error, 16)
+	next := make(chan int)
+	var wg sync.WaitGroup
+	for range 16 {
+		wg.Go(func() {
+			for s := range next {
+				_, err := store.Create(ctx, notifier.Watcher{Name: "bench " + venue(s), Provider: benchProvider,
+					Venue: venue(s), Channel: notifier.ChannelWebhook, WebhookURL: hook})
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	var err error
+feed:
+	for s := range b.cfg.Scopes {
+		select {
+		case next <- s:
+		case err = <-errs:
+			break feed
+		}
+	}
+	close(next)
+	wg.Wait()
+	if err == nil && len(errs) > 0 {
+		err = <-errs
+	}
+	if err != nil {
+		return fmt.Errorf("availbench: create watchers: %w", err)
+	}
+	b.progress("latency: %d webhook watchers created in %s", b.cfg.Scopes, time.Since(start).Round(time.Millisecond))
+	return nil
+}
+
+// receiver is the webhook endpoint: it records each notification's latency
+// once, by watcher and event.
+type receiver struct {
+	mu   sync.Mutex
+	from time.Time
+	seen map[string]bool
+	lat  []time.Duration
+	dups int
+}
+
+func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	now := time.Now()
+	var ev notifier.OpenEvent
+	if err := json.NewDecoder(req.Body).Decode(&ev); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+	if ev.RunAt.Before(r.from) {
+		return // not of this run
+	}
+	key := ev.WatcherID + "/" + ev.EventID
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if r.seen[key] {
+		r.dups++
+		return
+	}
+	r.seen[key] = true
+	r.lat = append(r.lat, now.Sub(ev.RunAt))
+}
+
+func (r *receiver) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.lat)
+}
+
+// summary returns the distinct notifications, the duplicates and the
+// latency quantiles.
+func (r *receiver) summary() (n, dups int, p50, p99, maxLat time.Duration) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	lat := slices.Clone(r.lat)
+	slices.Sort(lat)
+	if len(lat) == 0 {
+		return 0, r.dups, 0, 0, 0
+	}
+	q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
+	return len(lat), r.dups, q(0.50), q(0.99), lat[len(lat)-1]
+}

@@ -1,0 +1,67 @@
+package availbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Targets of issue 4 on the project's 2-core machine.
+const (
+	TargetObservationsPerSecond = 200_000
+	TargetTransitionsPerSecond  = 100_000
+	TargetP99Millis             = 50
+	TargetBytesPerEntity        = 250
+)
+
+// Result is what Run measured.
+type Result struct {
+	// Entities is Scopes × PerScope.
+	Entities int
+	// Database is the ClickHouse database the bench wrote to.
+	Database string
+	// Baseline and Stabilization are the setup runs through the diff stage.
+	Baseline, Stabilization Rate
+	// MemoryAfterBaseline is Redis memory after the baseline run (every
+	// entity open and pending stabilization), MemorySteady after the
+	// stabilization run (every entity open and stable).
+	MemoryAfterBaseline, MemorySteady Memory
+	// Diff is the observations of the churn runs and the time the diff
+	// stage took to apply them: (a).
+	Diff Rate
+	// Analytics is the churn runs' transitions and the time until they
+	// were all counted in ClickHouse: (b).
+	Analytics Rate
+	// Latency is the end-to-end latency run: (c).
+	Latency Latency
+}
+
+// Run runs every phase on rdb (an empty database) and the ClickHouse server
+// of cfg.ClickHouseDSN: Setup, Diff of cfg.Runs churn runs, Analytics and
+// Latency, then cleans up (unless cfg.Keep).
+func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (res Result, err error) {
+	if cfg.ClickHouseDSN == "" {
+		return res, errors.New("availbench: Run needs a ClickHouse DSN")
+	}
+	b, err := Open(ctx, rdb, cfg)
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, b.Close()) }()
+	res.Entities, res.Database = b.Entities(), b.Database()
+	if res.Baseline, res.Stabilization, res.MemoryAfterBaseline, res.MemorySteady, err = b.Setup(ctx); err != nil {
+		return res, fmt.Errorf("availbench: setup: %w", err)
+	}
+	if res.Diff, err = b.Diff(ctx, b.cfg.Runs); err != nil {
+		return res, fmt.Errorf("availbench: diff: %w", err)
+	}
+	if res.Analytics, err = b.Analytics(ctx); err != nil {
+		return res, fmt.Errorf("availbench: analytics: %w", err)
+	}
+	if res.Latency, err = b.Latency(ctx); err != nil {
+		return res, fmt.Errorf("availbench: latency: %w", err)
+	}
+	return res, nil
+}

@@ -1,0 +1,128 @@
+package writer_test
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/url"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
+)
+
+// delivered returns transition messages as the runtime hands them to a
+// batch handler: with ids, partition 0 and attempt.
+func delivered(attempt int, trs ...avail.Transition) []*stream.Message {
+	msgs := make([]*stream.Message, len(trs))
+	for i, tr := range trs {
+		body, _ := json.Marshal(tr)
+		msgs[i] = stream.NewMessage(tr.ScopeKey, avail.TypeTransition, body)
+		msgs[i].ID, msgs[i].Attempt = fmt.Sprintf("%d-0", i+1), attempt
+	}
+	return msgs
+}
+
+// migrated returns a client of a fresh, migrated ClickHouse database.
+func migrated(t *testing.T) *clickhouse.Client {
+	t.Helper()
+	ch := openClickHouse(t, testenv.ClickHouseDSN(t), "")
+	if _, err := clickhouse.Migrate(t.Context(), ch, nil); err != nil {
+		t.Fatalf("Migrate: %v", err)
+	}
+	return ch
+}
+
+func TestAnalytics_undecodableMessageIsDeadLetteredAndTheRestWritten(t *testing.T) {
+	ch := migrated(t)
+	a := newAnalytics(t, realRedis(t), ch, writer.AnalyticsConfig{Partitions: 1, FlushInterval: 10 * time.Millisecond}, nil)
+	e := slot("bad-batch")
+	msgs := delivered(1, scoped(e, "open", 1, false), scoped(e, "open", 2, true), scoped(e, "close", 3, false))
+	msgs = append(msgs[:1], append([]*stream.Message{{ID: "9-0", Key: "x", Type: avail.TypeTransition,
+		Payload: []byte(`{"entity":`), Attempt: 1}}, msgs[1:]...)...)
+
+	err := a.HandleTransitions(t.Context(), msgs)
+	var be *stream.BatchError
+	if !errors.As(err, &be) || len(be.Errs) != len(msgs) {
+		t.Fatalf("HandleTransitions = %v, want a *stream.BatchError with %d errors", err, len(msgs))
+	}
+	for i, err := range be.Errs {
+		if wantPermanent := i == 1; stream.IsPermanent(err) != wantPermanent || (!wantPermanent && err != nil) {
+			t.Fatalf("message %d settled with %v, want only message 1 permanent and the others nil", i, err)
+		}
+	}
+	got, ok := counts(t, ch)
+	want := clickhouse.SessionCounts{Total: 1, Closed: 1}
+	if !ok || got.transitions != 3 || got.sessions != want {
+		t.Fatalf("ClickHouse holds %+v (ok %v), want 3 transitions and one closed session", got, ok)
+	}
+}
+
+func TestAnalytics_clickHouseDownFailsTheBatchRetryably(t *testing.T) {
+	dsn := testenv.ClickHouseDSN(t)
+	u, _ := url.Parse(dsn)
+	proxy := startProxy(t, u.Host)
+	ch := openClickHouse(t, dsn, proxy.Addr())
+	proxy.Stop()
+	a := newAnalytics(t, realRedis(t), ch, writer.AnalyticsConfig{Partitions: 1, FlushInterval: 10 * time.Millisecond,
+		FlushTimeout: 100 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}, nil)
+	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
+	defer cancel()
+	msgs := delivered(1, scoped(slot("down"), "open", 1, false))
+	msgs = append(msgs, &stream.Message{ID: "9-0", Type: avail.TypeTransition, Payload: []byte(`[]`), Attempt: 1})
+	err := a.HandleTransitions(ctx, msgs)
+	var be *stream.BatchError
+	if !errors.As(err, &be) || len(be.Errs) != 2 {
+		t.Fatalf("HandleTransitions = %v, want a *stream.BatchError", err)
+	}
+	if got := stream.Classify(be.Errs[0]); got != stream.OutcomeFailed || !errors.Is(be.Errs[0], context.DeadlineExceeded) {
+		t.Fatalf("decoded message settled %s (%v), want failed at the handler's deadline", got, be.Errs[0])
+	}
+	if !stream.IsPermanent(be.Errs[1]) {
+		t.Fatalf("undecodable message settled with %v, want permanent", be.Errs[1])
+	}
+}
+
+// TestAnalytics_batchesShareAFlush checks that the batches of concurrent
+// handlers (partitions, copies) go into one INSERT: only BatchRows can
+// flush (no linger, a FlushInterval of an hour), and it is reached only by
+// the four batches together.
+func TestAnalytics_batchesShareAFlush(t *testing.T) {
+	ch := migrated(t)
+	mp, collect := metricsReader(t)
+	a := newAnalytics(t, realRedis(t), ch, writer.AnalyticsConfig{Partitions: 1, BatchRows: 8, Linger: -1,
+		FlushInterval: time.Hour, Runner: stream.RunnerConfig{HandlerTimeout: 2 * time.Hour}}, mp)
+	errs := make(chan error, 4)
+	for i := range 4 {
+		e := slot(fmt.Sprintf("shared-%d", i))
+		// Stable transitions only: no session rows, two rows per batch.
+		msgs := delivered(1, scoped(e, "open", 2, true), scoped(e, "close", 4, true))
+		go func() { errs <- a.HandleTransitions(t.Context(), msgs) }()
+	}
+	for range 4 {
+		if err := <-errs; err != nil {
+			t.Fatalf("HandleTransitions: %v", err)
+		}
+	}
+	if n, err := clickhouse.CountTransitions(t.Context(), ch, clickhouse.Filter{}); err != nil || n != 8 {
+		t.Fatalf("CountTransitions = %d, %v; want 8", n, err)
+	}
+	dur, ok := findMetric(collect(), writer.MetricFlushDuration)
+	if !ok {
+		t.Fatal("no flush duration metric")
+	}
+	var flushes uint64
+	for _, dp := range dur.Data.(metricdata.Histogram[float64]).DataPoints {
+		flushes += dp.Count
+	}
+	if flushes != 1 {
+		t.Fatalf("%d flushes, want the four batches in one", flushes)
+	}
+}
