@@ -59,24 +59,11 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err := fs.parse(args[1:]); err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
-	cfg.APIAddr = ""
-	cfg.LogLevel = "warn"
-	a, err := newApp(ctx, cfg, stderr)
+	a, stop, err := benchApp(ctx, cfg, *cpuProfile, stderr)
 	if err != nil {
 		return err
 	}
-	defer a.close()
+	defer stop()
 	bc.Partitions = cfg.Partitions
 	if telemetry {
 		tp := sdktrace.NewTracerProvider(sdktrace.WithBatcher(discardExporter{}))
@@ -143,24 +130,11 @@ func runBenchAvailability(ctx context.Context, args []string, stdout, stderr io.
 	if err := bc.Validate(); err != nil {
 		return err
 	}
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
-	}
-	cfg.APIAddr = ""
-	cfg.LogLevel = "warn"
-	a, err := newApp(ctx, cfg, stderr)
+	a, stop, err := benchApp(ctx, cfg, *cpuProfile, stderr)
 	if err != nil {
 		return err
 	}
-	defer a.close()
+	defer stop()
 	bc.Telemetry = a.tel
 	bc.Progress = func(line string) { fmt.Fprintln(stderr, "  ", line) }
 	fmt.Fprintf(stdout, "bench availability: redis %s, %d scopes × %d entities = %d, churn %g, %d runs, %d partitions, GOMAXPROCS %d\n",
@@ -206,4 +180,29 @@ func redacted(s string) string {
 		return u.Redacted()
 	}
 	return s
+}
+
+// benchApp starts the app of a benchmark (no API, warnings only) and, with
+// a profile path, a CPU profile; stop ends both.
+func benchApp(ctx context.Context, cfg Config, cpuProfile string, stderr io.Writer) (*app, func(), error) {
+	stopProfile := func() {}
+	if cpuProfile != "" {
+		f, err := os.Create(cpuProfile)
+		if err != nil {
+			return nil, nil, err
+		}
+		if err := pprof.StartCPUProfile(f); err != nil {
+			f.Close()
+			return nil, nil, err
+		}
+		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+	}
+	cfg.APIAddr = ""
+	cfg.LogLevel = "warn"
+	a, err := newApp(ctx, cfg, stderr)
+	if err != nil {
+		stopProfile()
+		return nil, nil, err
+	}
+	return a, func() { a.close(); stopProfile() }, nil
 }
