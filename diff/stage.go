@@ -38,7 +38,9 @@ const (
 
 // NewStage returns the "avail-diff" stage, a batch stage: it consumes
 // topics.Snapshots and applies each batch read from a partition with
-// ApplyBatch, one pipeline of scripts per batch, in the batch's order. Each
+// ApplyBatch, one pipeline of scripts per batch (one per snapshot of a scope
+// when a batch holds several of one scope), each scope's snapshots in the
+// batch's order. Each
 // snapshot is applied with the W3C traceparent of the message's producer
 // (the span that published it), so its trace continues into the
 // transitions and run records; the runtime's batch span links to every
@@ -118,13 +120,13 @@ func (h *handler) handleBatch(ctx context.Context, msgs []*stream.Message) error
 		inputs = append(inputs, Input{Snapshot: snap, TraceParent: traceparentOf(m.Context())})
 		idx = append(idx, i)
 	}
-	results, err := ApplyBatch(ctx, h.rdb, h.topics, inputs)
+	results, err := h.apply(ctx, inputs)
 	if errors.Is(err, ErrInvalidSnapshot) {
 		// Not expected after decode (which validates); find the culprits.
 		results, err = h.applyEach(ctx, inputs, idx, errs)
 	}
 	if err != nil {
-		return err
+		return failed(errs, err)
 	}
 	var total Result
 	observed := 0
@@ -154,6 +156,61 @@ func (h *handler) handleBatch(ctx context.Context, msgs []*stream.Message) error
 		}
 	}
 	return nil
+}
+
+// apply applies the inputs with ApplyBatch, in rounds that hold at most one
+// snapshot per scope: ApplyBatch runs a snapshot whose script was not
+// cached (NOSCRIPT, after a restart or when another client loads it in the
+// middle of the pipeline) after the others, which would let a newer
+// snapshot of its scope go first and make it a late run. Across rounds,
+// each scope's snapshots keep the batch's order. Usually a batch holds one
+// snapshot per scope: one round, one pipeline.
+func (h *handler) apply(ctx context.Context, inputs []Input) ([]Result, error) {
+	var rounds [][]int // indices into inputs
+	seen := make(map[string]int, len(inputs))
+	for i, in := range inputs {
+		r := seen[in.Snapshot.ScopeKey]
+		seen[in.Snapshot.ScopeKey] = r + 1
+		if r == len(rounds) {
+			rounds = append(rounds, make([]int, 0, len(inputs)-i))
+		}
+		rounds[r] = append(rounds[r], i)
+	}
+	if len(rounds) == 1 {
+		return ApplyBatch(ctx, h.rdb, h.topics, inputs)
+	}
+	results := make([]Result, len(inputs))
+	for _, round := range rounds {
+		batch := make([]Input, len(round))
+		for j, i := range round {
+			batch[j] = inputs[i]
+		}
+		res, err := ApplyBatch(ctx, h.rdb, h.topics, batch)
+		if err != nil {
+			return nil, err
+		}
+		for j, i := range round {
+			results[i] = res[j]
+		}
+	}
+	return results, nil
+}
+
+// failed settles a batch that Redis failed: err (retryable) for every
+// message but the invalid ones, which keep their permanent errors.
+func failed(errs []error, err error) error {
+	invalid := false
+	for i, e := range errs {
+		if e != nil {
+			invalid = true
+			continue
+		}
+		errs[i] = err
+	}
+	if !invalid {
+		return err
+	}
+	return &stream.BatchError{Errs: errs}
 }
 
 // applyEach applies the inputs one by one, giving the invalid ones a

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
@@ -267,6 +268,97 @@ func testStageRedeliveryEmitsNothingTwice(t *testing.T, rdb redis.UniversalClien
 	for id, n := range attempts {
 		if n != 2 {
 			t.Errorf("message %s handled %d times, want 2", id, n)
+		}
+	}
+}
+
+// TestStage_redisErrorFailsTheBatchRetryably calls the batch handler with
+// Redis gone: the valid snapshots fail retryably (they stay pending), the
+// invalid one is still dead-lettered.
+func TestStage_redisErrorFailsTheBatchRetryably(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr(), MaxRetries: -1})
+	t.Cleanup(func() { rdb.Close() })
+	mr.Close()
+	stage := NewStage(rdb, avail.NewTopics(1), stream.Telemetry{Logger: quiet})
+	enc := func(s avail.Snapshot) []byte { b, _ := json.Marshal(s); return b }
+	msgs := []*stream.Message{
+		stream.NewMessage("s", avail.TypeSnapshot, enc(snapOf("s", 1, 2, slot("a", "19:00")))),
+		stream.NewMessage("s", avail.TypeSnapshot, []byte(`{"run_id":`)),
+		stream.NewMessage("s", avail.TypeSnapshot, enc(snapOf("s", 2, 2))),
+	}
+	err := stage.BatchHandler(context.Background(), msgs)
+	var be *stream.BatchError
+	if !errors.As(err, &be) || len(be.Errs) != len(msgs) {
+		t.Fatalf("handler = %v, want a *stream.BatchError for %d messages", err, len(msgs))
+	}
+	for i, want := range []stream.Outcome{stream.OutcomeFailed, stream.OutcomeDeadLettered, stream.OutcomeFailed} {
+		if got := stream.Classify(be.Errs[i]); got != want {
+			t.Errorf("message %d: %s (%v), want %s", i, got, be.Errs[i], want)
+		}
+	}
+}
+
+// loadMidPipeline makes the server cache the diff script in the middle of
+// the first pipeline of several commands, as another client loading it
+// concurrently would: the commands before it get NOSCRIPT, those after it
+// run.
+type loadMidPipeline struct {
+	once sync.Once
+}
+
+func (h *loadMidPipeline) DialHook(next redis.DialHook) redis.DialHook { return next }
+
+func (h *loadMidPipeline) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (h *loadMidPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if len(cmds) < 2 {
+			return next(ctx, cmds)
+		}
+		injected := false
+		h.once.Do(func() { injected = true })
+		if !injected {
+			return next(ctx, cmds)
+		}
+		with := append([]redis.Cmder{cmds[0], redis.NewStringCmd(ctx, "script", "load", luaSource)}, cmds[1:]...)
+		return next(ctx, with)
+	}
+}
+
+// TestStage_keepsEachScopesOrderWhenTheScriptIsLoadedMidPipeline: a batch
+// holding several snapshots of a scope must apply them in order even when
+// some of its scripts get NOSCRIPT and others run.
+func TestStage_keepsEachScopesOrderWhenTheScriptIsLoadedMidPipeline(t *testing.T) {
+	rdb := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
+	t.Cleanup(func() { rdb.Close() })
+	rdb.AddHook(&loadMidPipeline{})
+	topics := avail.NewTopics(1)
+	stage := NewStage(rdb, topics, stream.Telemetry{Logger: quiet})
+	a, b := slot("a", "19:00"), slot("b", "19:30")
+	snaps := []avail.Snapshot{snapOf("s", 1, 1, a), snapOf("other", 1, 1, b), snapOf("s", 2, 1, a, b), snapOf("s", 3, 1, b)}
+	m := NewModel()
+	var want []Transition
+	var msgs []*stream.Message
+	for _, s := range snaps {
+		body, _ := json.Marshal(s)
+		msgs = append(msgs, stream.NewMessage(s.ScopeKey, avail.TypeSnapshot, body))
+		if s.ScopeKey == "s" {
+			_, ts, _ := m.Apply(s, "")
+			want = append(want, ts...)
+		}
+	}
+	if err := stage.BatchHandler(context.Background(), msgs); err != nil {
+		t.Fatalf("handler: %v", err)
+	}
+	got := transitionsOf(t, rdb, topics, "s")
+	for i := range got {
+		got[i].TraceID = ""
+	}
+	sameTransitions(t, "scope s", got, want)
+	for _, r := range runsOf(t, rdb, topics, "s") {
+		if !r.Applied {
+			t.Errorf("run %s of scope s not applied: applied out of order", r.RunID)
 		}
 	}
 }

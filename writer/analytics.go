@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -131,10 +132,19 @@ func (a *Analytics) Close() error {
 // deterministic, so a batch written twice changes nothing once ClickHouse
 // deduplicates.
 func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Message) error {
+	b, errs, err := a.prepareTransitions(ctx, msgs)
+	if err == nil && len(b.transitions) > 0 {
+		err = a.transitions.add(ctx, b, len(b.transitions)+len(b.sessions), a.urgent(msgs))
+	}
+	return settle(errs, err)
+}
+
+// prepareTransitions decodes msgs into rows (errs holds the permanent
+// error of each message that does not decode) and pairs the raw ones into
+// session rows, while the batcher knows that a batch is coming.
+func (a *Analytics) prepareTransitions(ctx context.Context, msgs []*stream.Message) (transitionBatch, []error, error) {
 	a.transitions.begin()
-	var once sync.Once
-	end := func() { once.Do(a.transitions.end) }
-	defer end() // also on a panic
+	defer a.transitions.end()
 	errs := make([]error, len(msgs))
 	b := transitionBatch{transitions: make([]clickhouse.TransitionRow, 0, len(msgs))}
 	parts := make([]int, 0, len(msgs))
@@ -152,18 +162,25 @@ func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Messag
 		b.sessions, err = a.pairSessions(ctx, b.transitions, parts)
 		return err
 	})
-	end()
-	if err == nil && len(b.transitions) > 0 {
-		err = a.transitions.add(ctx, b, len(b.transitions)+len(b.sessions), a.urgent(msgs))
-	}
-	return settle(errs, err)
+	return b, errs, err
 }
 
 // HandleRuns is the batch handler of "avail-analytics-runs": it hands the
 // runs' rows to the stage's batcher like HandleTransitions (a message that
 // does not decode, or lacks a run id or run_at, is dead-lettered).
 func (a *Analytics) HandleRuns(ctx context.Context, msgs []*stream.Message) error {
+	rows, errs := a.decodeRuns(msgs)
+	var err error
+	if len(rows) > 0 {
+		err = a.runs.add(ctx, rows, len(rows), a.urgent(msgs))
+	}
+	return settle(errs, err)
+}
+
+// decodeRuns decodes msgs into rows, like prepareTransitions.
+func (a *Analytics) decodeRuns(msgs []*stream.Message) ([]clickhouse.RunRow, []error) {
 	a.runs.begin()
+	defer a.runs.end()
 	errs := make([]error, len(msgs))
 	rows := make([]clickhouse.RunRow, 0, len(msgs))
 	for i, m := range msgs {
@@ -174,12 +191,7 @@ func (a *Analytics) HandleRuns(ctx context.Context, msgs []*stream.Message) erro
 		}
 		rows = append(rows, row)
 	}
-	a.runs.end()
-	var err error
-	if len(rows) > 0 {
-		err = a.runs.add(ctx, rows, len(rows), a.urgent(msgs))
-	}
-	return settle(errs, err)
+	return rows, errs
 }
 
 // urgent reports whether a batch is to be flushed without waiting for
@@ -364,3 +376,8 @@ func (a *Analytics) countRows(table string, n int) {
 
 func clampU16(n int) uint16 { return uint16(min(max(n, 0), 1<<16-1)) }
 func clampU32(n int) uint32 { return uint32(min(max(n, 0), 1<<32-1)) }
+
+// isNoScript reports whether err means the script is not cached.
+func isNoScript(err error) bool {
+	return errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")
+}

@@ -5,12 +5,10 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
@@ -400,9 +398,4 @@ func (a *Analytics) pairSessions(ctx context.Context, rows []clickhouse.Transiti
 		}
 	}
 	return out, nil
-}
-
-// isNoScript reports whether err means the script is not cached.
-func isNoScript(err error) bool {
-	return errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")
 }

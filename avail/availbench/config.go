@@ -33,7 +33,7 @@ const (
 	DefaultScopes          = 10_000
 	DefaultPerScope        = 100
 	DefaultChurn           = 0.01
-	DefaultRuns            = 3
+	DefaultRuns            = 5
 	DefaultPartitions      = 8
 	DefaultRate            = 10_000
 	DefaultLatencyDuration = 15 * time.Second
@@ -58,7 +58,7 @@ type Config struct {
 	// least one entity. Default 0.01.
 	Churn float64
 	// Runs is the number of churn runs of every scope whose diff is
-	// measured; their transitions are the analytics backlog. Default 3.
+	// measured; their transitions are the analytics backlog. Default 5.
 	Runs int
 	// Partitions of the availability topics. Default 8.
 	Partitions int
