@@ -32,7 +32,10 @@ type app struct {
 	ch       *clickhouse.Client
 	pub      *stream.Publisher
 	av       *availability
-	closers  []func()
+	// flows are the domain flows of flowBuilders, built by stages().
+	flows      []*flow
+	flowsBuilt bool
+	closers    []func()
 }
 
 // newApp connects everything the configuration names. With no Redis URL it
@@ -119,6 +122,11 @@ func (a *app) apiServer() (*api.Server, error) {
 	if a.av != nil {
 		a.av.routes(srv)
 	}
+	for _, f := range a.flows {
+		if f.routes != nil {
+			f.routes(srv)
+		}
+	}
 	return srv, nil
 }
 
@@ -142,12 +150,29 @@ func (a *app) stages() (map[string]stream.Stage, error) {
 	for _, s := range a.av.stages {
 		all[s.Name] = s
 	}
+	if err := a.buildFlows(context.Background()); err != nil {
+		return nil, err
+	}
+	for _, f := range a.flows {
+		for _, s := range f.stages {
+			if _, dup := all[s.Name]; dup {
+				return nil, fmt.Errorf("flow %s: stage %q defined twice", f.name, s.Name)
+			}
+			all[s.Name] = s
+		}
+	}
 	return all, nil
 }
 
 // services are the named loops that run beside the stages.
 func (a *app) services() map[string]func(context.Context) error {
-	return map[string]func(context.Context) error{collectorStage: a.av.collector.Run}
+	all := map[string]func(context.Context) error{collectorStage: a.av.collector.Run}
+	for _, f := range a.flows {
+		for n, run := range f.services {
+			all[n] = run
+		}
+	}
+	return all
 }
 
 // topics returns every topic consumed by a known stage.

@@ -53,6 +53,13 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			stages = append(stages, s)
 		}
 	}
+	services := []string{collectorStage}
+	for _, f := range a.flows {
+		stages = append(stages, f.stages...)
+		for n := range f.services {
+			services = append(services, n)
+		}
+	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	sim, err := simulator.New(simulator.Config{Seed: 1, Venues: venues, Churn: churn, Flap: flap, AutoTick: tick})
@@ -75,7 +82,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	a.runServices(ctx, &wg, []string{collectorStage}, failed)
+	a.runServices(ctx, &wg, services, failed)
+	for _, f := range a.flows {
+		if f.demo != nil {
+			if err := f.demo(ctx); err != nil {
+				return fmt.Errorf("demo of %s: %w", f.name, err)
+			}
+		}
+	}
 	if cfg.APIAddr != "" {
 		srv, err := a.apiServer()
 		if err != nil {
