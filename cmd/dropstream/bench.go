@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"strings"
 	"time"
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -20,27 +21,57 @@ import (
 	"github.com/dropstream/dropstream/stream/streambench"
 )
 
-// benchUsage lists the bench targets.
-const benchUsage = `Usage: dropstream bench <target> [flags]
+// benchTarget is one `dropstream bench <name>` target.
+type benchTarget struct {
+	name    string
+	summary string
+	// run gets the arguments after the target's name.
+	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
+}
 
-  stream        one stage with a trivial handler: throughput, then per-hop latency at a fixed rate
-  availability  the availability pipeline on real Redis and ClickHouse: observations/s through diff,
-                transitions/s into ClickHouse, end-to-end latency to a webhook, Redis memory per entity`
+// benchTargets are the bench targets; bench_*.go files of other flows add
+// theirs with registerBench from an init function.
+var benchTargets = []benchTarget{
+	{"stream", "one stage with a trivial handler: throughput, then per-hop latency at a fixed rate",
+		func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return runBenchStream(ctx, append([]string{"stream"}, args...), stdout, stderr)
+		}},
+	{"availability", "the availability pipeline on real Redis and ClickHouse: observations/s through diff,\n" +
+		"transitions/s into ClickHouse, end-to-end latency to a webhook, Redis memory per entity",
+		func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+			return runBenchAvailability(ctx, append([]string{"availability"}, args...), stdout, stderr)
+		}},
+}
+
+// registerBench adds a bench target; it is called from init functions.
+func registerBench(t benchTarget) { benchTargets = append(benchTargets, t) }
+
+func benchUsage() string {
+	var b strings.Builder
+	b.WriteString("Usage: dropstream bench <target> [flags]\n")
+	for _, t := range benchTargets {
+		b.WriteString(fmt.Sprintf("\n  %-13s %s", t.name, strings.ReplaceAll(t.summary, "\n", "\n                ")))
+	}
+	return b.String()
+}
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	if len(args) > 0 {
-		switch args[0] {
-		case "stream":
-			return runBenchStream(ctx, args, stdout, stderr)
-		case "availability":
-			return runBenchAvailability(ctx, args, stdout, stderr)
+		for _, t := range benchTargets {
+			if t.name == args[0] {
+				return t.run(ctx, args[1:], stdout, stderr)
+			}
 		}
 	}
-	fmt.Fprintln(stderr, benchUsage)
+	fmt.Fprintln(stderr, benchUsage())
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 		return nil
 	}
-	return errors.New("bench needs a target: stream or availability")
+	names := make([]string, len(benchTargets))
+	for i, t := range benchTargets {
+		names[i] = t.name
+	}
+	return fmt.Errorf("bench needs a target: %s", strings.Join(names, ", "))
 }
 
 // runBenchStream is `dropstream bench stream`.

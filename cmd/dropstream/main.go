@@ -27,7 +27,7 @@ func commands() []command {
 		{"run", "run stages (and the API) against the configured Redis", runRun},
 		{"migrate", "create or upgrade the ClickHouse schema", runMigrate},
 		{"dlq", "dead letters: list, replay, purge", runDLQ},
-		{"bench", "benchmarks: bench stream", runBench},
+		{"bench", "benchmarks: bench stream|availability|... (bench --help lists them)", runBench},
 	}
 }
 
