@@ -116,14 +116,20 @@ func splitStatements(sql string) []string {
 // the migration's name. progress, when not nil, is called with a line of
 // text before and after each migration and once at the end.
 func Migrate(ctx context.Context, c *Client, progress func(string)) (applied []string, err error) {
+	migrations, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	return migrate(ctx, c, migrations, progress)
+}
+
+// migrate applies the migrations not recorded in MigrationsTable, as
+// Migrate describes; the statements may have been rewritten (cluster mode).
+func migrate(ctx context.Context, c *Client, migrations []Migration, progress func(string)) (applied []string, err error) {
 	say := func(format string, args ...any) {
 		if progress != nil {
 			progress(fmt.Sprintf(format, args...))
 		}
-	}
-	migrations, err := Migrations()
-	if err != nil {
-		return nil, err
 	}
 	if err := c.conn.Exec(ctx, createMigrationsTable); err != nil {
 		return nil, fmt.Errorf("clickhouse: create %s: %w", MigrationsTable, err)

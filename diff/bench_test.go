@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -78,6 +79,7 @@ func BenchmarkApply(b *testing.B) {
 			inputs := make([]Input, batch)
 			next := 0
 			calls0, usec0 := evalshaStats(b, rdb)
+			rcpu0, cpu0 := redisCPU(b, rdb), processCPU()
 			b.ResetTimer()
 			for i := 0; i < b.N; i += batch {
 				n := min(batch, b.N-i)
@@ -97,11 +99,44 @@ func BenchmarkApply(b *testing.B) {
 			}
 			b.StopTimer()
 			b.ReportMetric(float64(b.N*perScope)/b.Elapsed().Seconds(), "observations/s")
+			// CPU per snapshot, which unlike wall time holds on a loaded machine.
+			b.ReportMetric(float64((processCPU()-cpu0).Microseconds())/float64(b.N), "go-cpu-µs/op")
+			if rcpu := redisCPU(b, rdb); rcpu0 > 0 && rcpu > 0 {
+				b.ReportMetric(float64((rcpu-rcpu0).Microseconds())/float64(b.N), "redis-cpu-µs/op")
+			}
 			if calls, usec := evalshaStats(b, rdb); calls > calls0 {
 				b.ReportMetric(float64(usec-usec0)/float64(calls-calls0), "redis-µs/script")
 			}
 		})
 	}
+}
+
+// processCPU is the CPU time (user + system) this process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPU is the CPU time (used_cpu_user + used_cpu_sys of INFO cpu) the
+// server used so far, or 0 when it cannot be read.
+func redisCPU(b *testing.B, rdb redis.UniversalClient) time.Duration {
+	info, err := rdb.Info(context.Background(), "cpu").Result()
+	if err != nil {
+		b.Logf("info cpu: %v", err)
+		return 0
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if k == "used_cpu_user" || k == "used_cpu_sys" {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
 }
 
 // evalshaStats returns the server's EVALSHA calls and microseconds so far

@@ -6,7 +6,7 @@ local run_id, run_at_ms, run_at, started_at = ARGV[1], tonumber(ARGV[2]), ARGV[3
 local scope, source_id, provider = ARGV[5], ARGV[6], ARGV[7]
 local ok, err_msg, k, nfs = ARGV[8] == '1', ARGV[9], tonumber(ARGV[10]), ARGV[11] == '1'
 local traceparent, trace_id, ttl = ARGV[12], ARGV[13], ARGV[14]
-local FIRST = 15 -- ARGV[FIRST..] are (entity key, entity JSON) pairs
+local FIRST = 15 -- ARGV[FIRST..] are (entity key, entity) pairs: see entity_json
 local nobs = (#ARGV - FIRST + 1) / 2
 
 -- newer reports whether (at, id) orders after (last_at, last_id): run_at
@@ -113,6 +113,22 @@ local function entity(key)
   return e
 end
 
+-- entity_json returns the JSON of the observed entity whose key is
+-- ARGV[i - 1], from its argument ARGV[i]: its own JSON ("{..."), or the
+-- entity its key gives with the venue name and attrs of "+{...}", of
+-- ARGV[n] for "=n", or none for "" (see entityArg in script.go).
+local function entity_json(i)
+  local a = ARGV[i]
+  local c = string.byte(a, 1)
+  if c == 123 then return a end
+  if c == 61 then a = ARGV[tonumber(string.sub(a, 2))] end
+  local base = cjson.encode(entity(ARGV[i - 1]))
+  if a == '' then return base end
+  -- Merge the two objects' members (their names differ): drop base's "}"
+  -- and the extras' "+{".
+  return string.sub(base, 1, -2) .. ',' .. string.sub(a, 3)
+end
+
 local out = {}
 local function transition(key, kind, stable, raw, base, last_seen)
   local t = {event_id = redis.sha1hex(run_id .. '\n' .. key .. '\n' .. kind .. '\n' .. (stable and 'stable' or 'raw')),
@@ -123,7 +139,7 @@ local function transition(key, kind, stable, raw, base, last_seen)
   if last_seen ~= '' then t.last_seen = last_seen end
   if trace_id ~= '' then t.trace_id = trace_id end
   local ent
-  if kind == 'open' then ent = ARGV[obs[key]] else ent = cjson.encode(entity(key)) end
+  if kind == 'open' then ent = entity_json(obs[key]) else ent = cjson.encode(entity(key)) end
   out[#out + 1] = '{"entity":' .. ent .. ',' .. string.sub(cjson.encode(t), 2)
 end
 

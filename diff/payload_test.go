@@ -177,3 +177,50 @@ func testWithoutTraceparent(t *testing.T, rdb redis.UniversalClient) {
 		}
 	}
 }
+
+// testEntityArgumentForms checks that an opened entity's payload decodes to
+// the entity as observed whichever form entityArg sends it in: rebuilt from
+// the key alone, from the key and extras, from the key and an earlier
+// entity's extras, or its own JSON when its fields differ from its key.
+func testEntityArgumentForms(t *testing.T, rdb redis.UniversalClient) {
+	ctx := context.Background()
+	topics := avail.NewTopics(2)
+	const scope = "src-1|forms|2025-07-04|2|"
+	bare := avail.Entity{Key: avail.SlotKey("resy", "v1", "2025-07-04", "18:00", 2), Kind: avail.EntitySlot,
+		Provider: "resy", Venue: "v1", Date: "2025-07-04", Time: "18:00", PartySize: 2}
+	extra := slot("v1", "19:00")
+	same := slot("v1", "20:00") // same venue name and attrs as extra
+	odd := slot("v1", "21:00")
+	odd.Venue = "not the key's venue"
+	rest := avail.Entity{Key: avail.RestaurantKey("resy", "v1", "2025-07-04", 4), Kind: avail.EntityRestaurant,
+		Provider: "resy", Venue: "v1", Date: "2025-07-04", PartySize: 4, VenueName: "Chez v1"}
+	ents := []avail.Entity{bare, extra, same, odd, rest}
+	_, args, err := prepare(topics, Input{Snapshot: snapOf(scope, 1, 1, ents...)}, false)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var forms []string
+	for i := 15; i < len(args); i += 2 {
+		forms = append(forms, string(args[i].([]byte)[:min(1, len(args[i].([]byte)))]))
+	}
+	if want := []string{"", "+", "=", "{", "+"}; !reflect.DeepEqual(forms, want) {
+		t.Fatalf("argument forms %q, want %q", forms, want)
+	}
+	if _, err := Apply(ctx, rdb, topics, snapOf(scope, 1, 1, ents...), ""); err != nil {
+		t.Fatal(err)
+	}
+	keys, _ := KeysOf(topics, scope)
+	got := map[string]avail.Entity{}
+	for _, e := range readStream(t, rdb, keys.Transitions) {
+		var tr avail.Transition
+		if err := json.Unmarshal([]byte(e.fields["payload"]), &tr); err != nil {
+			t.Fatal(err)
+		}
+		got[tr.Entity.Key] = tr.Entity
+	}
+	for _, e := range ents {
+		if !reflect.DeepEqual(got[e.Key], e) {
+			t.Errorf("opened %+v, want %+v", got[e.Key], e)
+		}
+	}
+}

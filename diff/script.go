@@ -4,7 +4,6 @@ import (
 	"context"
 	_ "embed"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -14,14 +13,15 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/avail/availjson"
 )
 
 // luaSource is the diff script. KEYS: open set, scope hash, pending hash,
 // transitions stream, runs stream (see Keys). ARGV: run_id, run_at (ms),
 // run_at (JSON text), started_at (JSON text), scope key, source id,
 // provider, ok ("1"/"0"), error, k, notify_first_sight ("1"/"0"),
-// traceparent, trace id, state TTL (ms), then one (entity key, entity JSON)
-// pair per observed entity. It returns {applied, opened, closed,
+// traceparent, trace id, state TTL (ms), then one (entity key, entity)
+// pair per observed entity, the entity as entityArg gives it. It returns {applied, opened, closed,
 // stable opened, stable closed}.
 //
 //go:embed diff.lua
@@ -48,7 +48,7 @@ type Input struct {
 // an earlier attempt applied it: the Redis client retries a script whose
 // reply timed out (a snapshot near avail.MaxEntities can run for seconds).
 func Apply(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, snap avail.Snapshot, traceparent string) (Result, error) {
-	keys, args, err := prepare(topics, Input{Snapshot: snap, TraceParent: traceparent})
+	keys, args, err := prepare(topics, Input{Snapshot: snap, TraceParent: traceparent}, false)
 	if err != nil {
 		return Result{}, err
 	}
@@ -71,13 +71,19 @@ func Apply(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, 
 // the pipeline it may follow a newer snapshot of its scope and be ignored
 // as a late run.
 func ApplyBatch(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, inputs []Input) ([]Result, error) {
+	return applyBatch(ctx, rdb, topics, inputs, false)
+}
+
+// applyBatch is ApplyBatch; validated says that every input passed Validate
+// already (the stage's decode validates), which prepare then skips.
+func applyBatch(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, inputs []Input, validated bool) ([]Result, error) {
 	type call struct {
 		keys []string
 		args []any
 	}
 	calls := make([]call, len(inputs))
 	for i, in := range inputs {
-		keys, args, err := prepare(topics, in)
+		keys, args, err := prepare(topics, in, validated)
 		if err != nil {
 			return nil, fmt.Errorf("diff: batch input %d: %w", i, err)
 		}
@@ -128,11 +134,14 @@ func isNoScript(err error) bool {
 	return errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
-// prepare validates an input and builds the script's keys and arguments.
-func prepare(topics avail.Topics, in Input) ([]string, []any, error) {
+// prepare validates an input, unless validated says it passed Validate
+// already, and builds the script's keys and arguments.
+func prepare(topics avail.Topics, in Input, validated bool) ([]string, []any, error) {
 	snap := in.Snapshot
-	if err := Validate(snap); err != nil {
-		return nil, nil, err
+	if !validated {
+		if err := Validate(snap); err != nil {
+			return nil, nil, err
+		}
 	}
 	keys, err := KeysOf(topics, snap.ScopeKey)
 	if err != nil {
@@ -145,14 +154,46 @@ func prepare(topics avail.Topics, in Input) ([]string, []any, error) {
 		timeText(snap.RunAt), timeText(snap.StartedAt), snap.ScopeKey, snap.SourceID, snap.Provider,
 		flag(snap.OK), runError(snap), strconv.Itoa(stabilization(snap)), flag(snap.NotifyFirstSight),
 		tp, traceID, strconv.FormatInt(StateTTL.Milliseconds(), 10))
-	for _, e := range obs {
-		b, err := json.Marshal(e)
-		if err != nil {
-			return nil, nil, fmt.Errorf("%w: entity %q: %w", ErrInvalidSnapshot, e.Key, err)
-		}
-		args = append(args, e.Key, b)
+	// Each entity's argument, all in one buffer: see entityArg.
+	buf := make([]byte, 0, 32*len(obs))
+	ends := make([]int, len(obs))
+	extras := map[string]int{} // extras → ARGV index (1-based) of the first entity with them
+	for i, e := range obs {
+		buf = entityArg(buf, e, len(args)+2*i+2, extras)
+		ends[i] = len(buf)
+	}
+	start := 0
+	for i, e := range obs {
+		args = append(args, e.Key, buf[start:ends[i]:ends[i]])
+		start = ends[i]
 	}
 	return keys.list(), args, nil
+}
+
+// entityArg appends the script argument that gives the JSON of entity e,
+// whose argument is ARGV[at]: when e is what avail.ParseKey rebuilds from
+// its key plus a venue name and attributes (the usual case), "" if it has
+// neither, "+" and the JSON object of the two
+// (availjson.AppendEntityExtras), or "=<i>" when ARGV[i] holds the same
+// (extras remembers them); otherwise e's whole JSON encoding, which starts
+// with "{". The script rebuilds the entity from its key like a closed one
+// and adds the extras, so the JSON of the entities that stay open, which
+// the script does not need, costs little to send.
+func entityArg(dst []byte, e avail.Entity, at int, extras map[string]int) []byte {
+	if p, err := avail.ParseKey(e.Key); err != nil || p.Kind != e.Kind || p.Provider != e.Provider ||
+		p.Venue != e.Venue || p.Date != e.Date || p.Time != e.Time || p.PartySize != e.PartySize {
+		return availjson.AppendEntity(dst, e)
+	}
+	if e.VenueName == "" && len(e.Attrs) == 0 {
+		return dst
+	}
+	start := len(dst)
+	dst = availjson.AppendEntityExtras(append(dst, '+'), e)
+	if i, ok := extras[string(dst[start:])]; ok {
+		return strconv.AppendInt(append(dst[:start], '='), int64(i), 10)
+	}
+	extras[string(dst[start:])] = at
+	return dst
 }
 
 // parseReply reads the script's {applied, opened, closed, stable opened,

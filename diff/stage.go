@@ -177,7 +177,7 @@ func (h *handler) apply(ctx context.Context, inputs []Input) ([]Result, error) {
 		rounds[r] = append(rounds[r], i)
 	}
 	if len(rounds) == 1 {
-		return ApplyBatch(ctx, h.rdb, h.topics, inputs)
+		return applyBatch(ctx, h.rdb, h.topics, inputs, true)
 	}
 	results := make([]Result, len(inputs))
 	for _, round := range rounds {
@@ -185,7 +185,7 @@ func (h *handler) apply(ctx context.Context, inputs []Input) ([]Result, error) {
 		for j, i := range round {
 			batch[j] = inputs[i]
 		}
-		res, err := ApplyBatch(ctx, h.rdb, h.topics, batch)
+		res, err := applyBatch(ctx, h.rdb, h.topics, batch, true)
 		if err != nil {
 			return nil, err
 		}

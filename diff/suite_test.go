@@ -23,6 +23,7 @@ func TestScript_sameOnEveryRedis(t *testing.T) {
 	}{
 		{"Apply_scenarios", testScenarios},
 		{"Apply_payloadsDecode", testPayloadsDecode},
+		{"Apply_entityArgumentForms", testEntityArgumentForms},
 		{"Apply_eventIDsMatchGo", testEventIDsMatchGo},
 		{"Apply_withoutTraceparent", testWithoutTraceparent},
 		{"Apply_matchesModelOnRandomSequences", testMatchesModel},

@@ -1,7 +1,6 @@
 package diff
 
 import (
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -10,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/avail/availjson"
 )
 
 // ErrInvalidSnapshot is wrapped by every error about a snapshot that no
@@ -31,7 +31,7 @@ const maxListedEntityErrors = 3
 // ErrInvalidSnapshot.
 func DecodeSnapshot(msgKey string, payload []byte) (avail.Snapshot, error) {
 	var snap avail.Snapshot
-	if err := json.Unmarshal(payload, &snap); err != nil {
+	if err := availjson.UnmarshalSnapshot(payload, &snap); err != nil {
 		return avail.Snapshot{}, fmt.Errorf("%w: decode: %w", ErrInvalidSnapshot, err)
 	}
 	if snap.ScopeKey != msgKey {
@@ -117,6 +117,14 @@ func validateEntities(entities []avail.Entity) error {
 // for slots and restaurants a party size written in canonical decimal in
 // 1..50. The diff script rebuilds closed entities from such keys.
 func ValidateEntityKey(key string) error {
+	if plainEntityKey(key) {
+		return nil
+	}
+	return checkEntityKey(key)
+}
+
+// checkEntityKey is ValidateEntityKey without the fast path.
+func checkEntityKey(key string) error {
 	if !utf8.ValidString(key) {
 		return fmt.Errorf("entity key %.100q is not valid UTF-8", key)
 	}
@@ -141,6 +149,40 @@ func ValidateEntityKey(key string) error {
 		return fmt.Errorf("entity key %.100q: %w", key, err)
 	}
 	return nil
+}
+
+// plainEntityKey reports, without allocating, that key is valid: a slot or
+// restaurant key whose parts pass avail.CleanPart with a party size of
+// 1..50 in canonical decimal, or a source key whose id passes it. False
+// means ValidateEntityKey must look closer (it may still be valid).
+func plainEntityKey(key string) bool {
+	if !utf8.ValidString(key) {
+		return false
+	}
+	if id, ok := strings.CutPrefix(key, "source|"); ok && !strings.Contains(id, "|") {
+		return cleanPart(id)
+	}
+	rest := key
+	for range 4 {
+		i := strings.IndexByte(rest, '|')
+		if i < 0 || !cleanPart(rest[:i]) {
+			return false
+		}
+		rest = rest[i+1:]
+	}
+	switch {
+	case len(rest) == 1:
+		return rest[0] >= '1' && rest[0] <= '9'
+	case len(rest) == 2:
+		n := int(rest[0]-'0')*10 + int(rest[1]-'0')
+		return rest[0] >= '1' && rest[0] <= '9' && rest[1] >= '0' && rest[1] <= '9' && n <= maxPartySize
+	}
+	return false
+}
+
+// cleanPart is avail.CleanPart(name, v) == nil.
+func cleanPart(v string) bool {
+	return v != "" && len(v) <= avail.MaxFieldLen && !strings.ContainsAny(v, "|{}\n\r")
 }
 
 // encodableTime reports whether t has a JSON encoding (years 0..9999, a

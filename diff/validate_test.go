@@ -138,9 +138,35 @@ func FuzzDecodeSnapshot(f *testing.F) {
 				t.Fatalf("accepted entity key %q: %v", e.Key, err)
 			}
 		}
-		if _, _, err := prepare(topics, Input{Snapshot: snap}); err != nil {
+		if _, _, err := prepare(topics, Input{Snapshot: snap}, false); err != nil {
 			t.Fatalf("accepted snapshot does not prepare: %v", err)
 		}
 		NewModel().Apply(snap, "")
 	})
+}
+
+// TestValidateEntityKey_fastPathAgrees checks that the allocation-free
+// check accepts the common keys and nothing the full check rejects.
+func TestValidateEntityKey_fastPathAgrees(t *testing.T) {
+	for _, key := range []string{
+		avail.SlotKey("resy", "v1", "2025-07-04", "19:00", 2), avail.RestaurantKey("ot", "日本", "2025-07-04", 50),
+		avail.SourceKey("src-1"), avail.SlotKey("resy", "v1", "2025-07-04", "19:00", 10),
+	} {
+		if !plainEntityKey(key) || checkEntityKey(key) != nil {
+			t.Errorf("%q: fast %v, full %v; want both to accept", key, plainEntityKey(key), checkEntityKey(key))
+		}
+	}
+	for _, key := range []string{
+		"", "|", "a|b|c|d|0", "a|b|c|d|51", "a|b|c|d|05", "a|b|c|d|+5", "a|b|c|d|-1", "a|b|c|d|2x", "a|b|c|d|",
+		"a|b|c|d|100", "a|b||d|2", "|b|c|d|2", "a|b|c|d|e|2", "a|b{|c|d|2", "a|b|c\n|d|2", "a|b|c|d\r|2", "a}|b|c|d|2",
+		"a|\xff|c|d|2", "source|", "source|a|b", "source|{x}", "source", "x|y", "a|b|c|d|5|",
+		"a|" + strings.Repeat("v", avail.MaxFieldLen+1) + "|c|d|2", "source|" + strings.Repeat("s", avail.MaxFieldLen+1),
+	} {
+		if plainEntityKey(key) && checkEntityKey(key) != nil {
+			t.Errorf("%q: the fast path accepts what the full check rejects: %v", key, checkEntityKey(key))
+		}
+		if (ValidateEntityKey(key) == nil) != (checkEntityKey(key) == nil) {
+			t.Errorf("%q: ValidateEntityKey %v, full check %v", key, ValidateEntityKey(key), checkEntityKey(key))
+		}
+	}
 }

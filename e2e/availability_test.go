@@ -31,10 +31,16 @@ const idleTimeout = 30 * time.Second
 // window, with the trace of the confirming poll) and the ClickHouse counts
 // against the simulator's truth.
 func TestAvailability_simulatorToWebhook(t *testing.T) {
+	simulatorToWebhook(t, testenv.RedisURL(t))
+}
+
+// simulatorToWebhook is TestAvailability_simulatorToWebhook on the Redis of
+// redisURL (a URL, or the node list of a Redis Cluster).
+func simulatorToWebhook(t *testing.T, redisURL string) {
 	const rounds = 8 // after the baseline poll
 	ctx := context.Background()
 	topics := avail.NewTopics(partitions)
-	rdb := dial(t, testenv.RedisURL(t))
+	rdb := dial(t, redisURL)
 	ch := openClickHouse(t, testenv.ClickHouseDSN(t))
 	tel := telemetry(t)
 

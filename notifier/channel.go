@@ -63,6 +63,13 @@ type Notification struct {
 	ObservedAt time.Time
 	// Body is the JSON document the channel sends (the webhook body).
 	Body []byte
+	// Title is a one-line human summary (the email subject, the Slack
+	// text); empty for availability notifications.
+	Title string
+	// Text is a short human text (the email body's first paragraph).
+	Text string
+	// UnsubscribeURL is the recipient's unsubscribe link, when it has one.
+	UnsubscribeURL string
 }
 
 // DeliveryError is the error of a failed send, for errors.As. Channels wrap
@@ -76,6 +83,9 @@ type DeliveryError struct {
 	Retryable bool
 	// Detail is a bounded excerpt of the answer or a reason.
 	Detail string
+	// RetryAfter is the receiver's Retry-After (on 429 or 503); 0 when it
+	// gave none.
+	RetryAfter time.Duration
 	// Err is the underlying error, if any.
 	Err error
 }

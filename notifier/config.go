@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dropstream/dropstream/notifier/history"
+	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -40,6 +42,14 @@ type Config struct {
 	// Concurrency bounds the sends in flight for one message. Default 8,
 	// range 1..256.
 	Concurrency int
+	// History, when set, records every watcher delivery (sent, failed,
+	// rejected), so GET /v1/notifications?subscriber=<watcher id> and its
+	// /why chain cover availability. Default none.
+	History *history.Recorder
+	// Throttle, when set, paces watcher sends (per destination and
+	// channel) and blocks a destination for its 429's Retry-After. Default
+	// none.
+	Throttle *throttle.Throttle
 	// Runner tunes the stage's runner. Zero HandlerTimeout and ClaimIdle
 	// take DefaultHandlerTimeout and DefaultClaimIdle; other zero fields
 	// take the stream defaults.

@@ -44,6 +44,10 @@ type Delivery struct {
 	Attempt   int
 	// Notification is what to send.
 	Notification Notification
+	// Before, when set, runs once the lease is taken and before the send
+	// (a throttle's wait); its error releases the lease and fails the
+	// delivery retryably, so duplicates never spend it.
+	Before func(ctx context.Context) error
 }
 
 // Dispatcher sends notifications on their channels, once per business key,
@@ -147,6 +151,16 @@ func (d *Dispatcher) deliver(ctx context.Context, del Delivery) (outcome, errTyp
 		return OutcomeFailed, "", stream.Permanent(fmt.Errorf("notifier: %s refused %s earlier for message %s", del.Channel, n.Recipient.ID, del.MessageID))
 	case res != claimed:
 		return OutcomeFailed, errorRetryable, fmt.Errorf("notifier: claim %s: unexpected answer %q", key, res)
+	}
+	if del.Before != nil {
+		if err := del.Before(ctx); err != nil {
+			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+			defer cancel()
+			if rerr := d.ledger.release(sctx, key, rec); rerr != nil {
+				d.logger.WarnContext(ctx, "notifier: delivery lease not released", "key", key, "error", rerr)
+			}
+			return OutcomeFailed, errorRetryable, err
+		}
 	}
 	start := time.Now()
 	sendErr := ch.Send(ctx, n)

@@ -1,9 +1,45 @@
-// Package notifier is the notifier of the availability pipeline (seed 003,
-// step 5): watchers (subscriptions) with a match index in Redis, the
-// "avail-notifier" stage that consumes stable transitions and delivers each
-// opening once per open window, and the channels that deliver (webhook,
-// log). Later flows and channels reuse its Channel interface, Notification,
-// DeliveryLedger and Dispatcher.
+// Package notifier is dropstream's notifier: the part trusted with users'
+// inboxes. It holds
+//
+//   - the generic delivery: every flow publishes Request messages to
+//     RequestTopic (notify.requests) with PublishRequests, and the
+//     "notifier-deliver" stage (Deliverer) delivers each once per
+//     (subscriber, destination, subject, window) through the shared
+//     DeliveryLedger, on the subscriber's preferences (package subscriber:
+//     include/exclude lists, channel switches, quiet hours in their time
+//     zone), throttled per destination and channel (package throttle, which
+//     also honours 429 Retry-After), batched into digests (package digest:
+//     each, every n, hourly, daily, weekly; quiet hours hold into a digest
+//     too; Critical bypasses both), retried with exponential backoff and
+//     jitter by the runtime, then dead-lettered (`dropstream dlq replay`
+//     sends again; the ledger skips what was sent), and recorded in the
+//     history (package history: Redis recent history, ClickHouse via
+//     notify.history and the "notifier-history" stage);
+//   - the channels: webhook (HMAC-SHA256 signature with a timestamp, per
+//     destination secret), Slack-style webhook, log, and email over SMTP
+//     (package email);
+//   - the availability pipeline's notifier (seed 003, step 5): watchers
+//     with a match index in Redis and the "avail-notifier" stage, which
+//     matches stable transitions against watchers and is one producer of
+//     deliveries: it goes through the same Dispatcher and ledger, and
+//     records its deliveries in the same history (Config.History) with the
+//     transition and run that caused them, for GET
+//     /v1/notifications/{id}/why.
+//
+// The availability stage delivers in process instead of publishing to
+// notify.requests: its business key and signed OpenEvent body are a
+// contract with its receivers (see below), and one hop fewer keeps its
+// end-to-end latency.
+//
+// # Generic delivery keys
+//
+// The business key of a request to one destination is
+// "<flow>:<subscriber id>:<destination id>:<subject>:<window>" (subject
+// and window hashed when longer than the ledger allows), in the slot of
+// the request's partition; requests are partitioned by subscriber, so
+// every request of a subscriber, from any flow, shares one ledger slot. A
+// digest's key is "digest:<subscriber>:<destination>:<window id>". The
+// notification id receivers and the history see is NotificationID(key).
 //
 // # Once per open window
 //

@@ -8,11 +8,13 @@ import (
 	"log/slog"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -166,10 +168,16 @@ func (h *handler) notify(ctx context.Context, m *stream.Message, t transition) e
 			Notification: Notification{Flow: avail.Flow, Event: EventAvailabilityOpen,
 				Recipient: Recipient{ID: w.ID, Address: w.WebhookURL, Secret: w.Secret},
 				EventID:   eventID, SessionID: session, Subject: entity.Key, TraceID: traceID, ObservedAt: t.RunAt, Body: body}}
+		if h.cfg.Throttle != nil {
+			dest, channel := w.ID, w.Channel
+			del.Before = func(ctx context.Context) error { return h.waitThrottle(ctx, dest, channel) }
+		}
 		sem <- struct{}{}
 		wg.Go(func() {
 			defer func() { <-sem }()
-			_, errs[i] = h.dispatch.Deliver(ctx, del)
+			var outcome string
+			outcome, errs[i] = h.dispatch.Deliver(ctx, del)
+			h.recordWatcher(ctx, del, t.RunID, outcome, errs[i])
 		})
 	}
 	wg.Wait()
@@ -200,4 +208,58 @@ func settle(errs []error) error {
 		return stream.Permanent(fmt.Errorf("notifier: %d of %d deliveries refused: %w", len(perm), len(errs), errors.Join(perm...)))
 	}
 	return nil
+}
+
+// waitThrottle waits for the watcher's throttle, up to DefaultMaxThrottleWait.
+func (h *handler) waitThrottle(ctx context.Context, dest, channel string) error {
+	deadline := time.Now().Add(DefaultMaxThrottleWait)
+	for {
+		wait, err := h.cfg.Throttle.Take(ctx, dest, channel)
+		if err != nil || wait == 0 {
+			return err
+		}
+		if time.Now().Add(wait).After(deadline) {
+			return fmt.Errorf("%w: watcher %s for %s", ErrThrottled, dest, wait)
+		}
+		t := time.NewTimer(wait)
+		select {
+		case <-ctx.Done():
+			t.Stop()
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// recordWatcher records a watcher delivery's outcome in the history (when
+// configured) and blocks the watcher's destination for a Retry-After.
+func (h *handler) recordWatcher(ctx context.Context, del Delivery, runID, outcome string, err error) {
+	var de *DeliveryError
+	if h.cfg.Throttle != nil && errors.As(err, &de) && de.RetryAfter > 0 {
+		if berr := h.cfg.Throttle.Block(ctx, del.Notification.Recipient.ID, time.Now().Add(de.RetryAfter)); berr != nil {
+			h.logger.WarnContext(ctx, "notifier: retry-after not recorded", "error", berr)
+		}
+	}
+	if h.cfg.History == nil || outcome == OutcomeDuplicate || errors.Is(err, ErrInFlight) {
+		return
+	}
+	n := del.Notification
+	rec := history.Record{ID: NotificationID(del.Key), Flow: n.Flow, Event: n.Event, SubscriberID: n.Recipient.ID, Channel: del.Channel,
+		Subject: n.Subject, Window: n.EventID, Status: history.StatusSent, Attempts: del.Attempt, ObservedAt: n.ObservedAt,
+		At: time.Now().UTC(), TraceID: n.TraceID, EventID: n.EventID, RunID: runID, MessageID: del.MessageID}
+	switch {
+	case err == nil:
+		if !n.ObservedAt.IsZero() {
+			rec.LatencyMs = max(rec.At.Sub(n.ObservedAt).Milliseconds(), 0)
+		}
+	case stream.IsPermanent(err):
+		rec.Status, rec.Error = history.StatusRejected, clipReason(err.Error())
+	default:
+		rec.Status, rec.Error = history.StatusFailed, clipReason(err.Error())
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if rerr := h.cfg.History.Record(hctx, rec); rerr != nil {
+		h.logger.WarnContext(ctx, "notifier: history not recorded", "notification_id", rec.ID, "error", rerr)
+	}
 }

@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -37,7 +38,7 @@ type WebhookConfig struct {
 	// UserAgent is the User-Agent header. Default "dropstream-webhook/1".
 	UserAgent string
 	// Transport sends the requests. Default: a clone of
-	// http.DefaultTransport.
+	// http.DefaultTransport keeping up to 256 idle connections per host.
 	Transport http.RoundTripper
 	// Propagator writes the trace context into the request headers.
 	// Default propagation.TraceContext{}.
@@ -58,7 +59,11 @@ func (c WebhookConfig) WithDefaults() WebhookConfig {
 		c.UserAgent = DefaultUserAgent
 	}
 	if c.Transport == nil {
-		c.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		t := http.DefaultTransport.(*http.Transport).Clone()
+		// Many sends in flight to one receiver reuse their connections
+		// instead of opening (and leaving in TIME_WAIT) one per send.
+		t.MaxIdleConnsPerHost = 256
+		c.Transport = t
 	}
 	if c.Propagator == nil {
 		c.Propagator = propagation.TraceContext{}
@@ -140,10 +145,12 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 	case code >= 200 && code < 300:
 		return nil // delivered, even if the body could not be read to its end
 	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
+		var after time.Duration
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
 			detail = strings.TrimSpace("retry-after " + clip(ra) + " " + detail)
+			after, _ = throttle.ParseRetryAfter(ra, w.cfg.Now())
 		}
-		return &DeliveryError{Channel: ChannelWebhook, StatusCode: code, Retryable: true, Detail: detail, Err: readErr}
+		return &DeliveryError{Channel: ChannelWebhook, StatusCode: code, Retryable: true, Detail: detail, Err: readErr, RetryAfter: after}
 	default:
 		return stream.Permanent(&DeliveryError{Channel: ChannelWebhook, StatusCode: code, Detail: detail, Err: readErr})
 	}

@@ -4,15 +4,18 @@
 # Usage: scripts/testenv.sh <command...>
 #
 # Installs Debian's redis-server / clickhouse-server / clickhouse-client when
-# missing, starts one redis-server and one clickhouse-server on free loopback
-# ports inside a temporary directory, waits until both answer, exports
+# missing, starts one redis-server, a 3-master Redis Cluster (redis-server
+# --cluster-enabled yes, joined by `redis-cli --cluster create`, no replicas)
+# and one clickhouse-server on free loopback ports inside a temporary
+# directory, waits until all answer, exports
 #
 #   DROPSTREAM_TEST_REDIS_URL       redis://127.0.0.1:PORT/0
+#   DROPSTREAM_TEST_REDIS_CLUSTER   127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
 #   DROPSTREAM_TEST_CLICKHOUSE_DSN  clickhouse://default:@127.0.0.1:PORT/default
 #   DROPSTREAM_TEST_REDIS_SERVER    absolute path of the redis-server binary
 #   DROPSTREAM_TEST_REQUIRE         1 (tests must not skip for lack of servers)
 #
-# runs the command, then stops both servers and removes the temporary
+# runs the command, then stops the servers and removes the temporary
 # directory (also on failure, Ctrl-C or SIGTERM). Exits with the command's
 # status. Tunables: TESTENV_READY_TIMEOUT (seconds to wait for each server,
 # default 60). All diagnostics go to stderr so the command's stdout stays clean.
@@ -66,6 +69,7 @@ CLICKHOUSE_SERVER="$(command -v clickhouse-server)"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/dropstream-testenv.XXXXXX")"
 REDIS_PID=""
 CH_PID=""
+CLUSTER_PIDS=()
 
 stop_pid() { # stop_pid PID...: SIGTERM, wait up to 15 s, then SIGKILL.
 	local pid i alive
@@ -91,6 +95,7 @@ cleanup() {
 	local pids=()
 	[ -n "$REDIS_PID" ] && pids+=("$REDIS_PID")
 	[ -n "$CH_PID" ] && pids+=("$CH_PID")
+	pids+=("${CLUSTER_PIDS[@]}")
 	[ "${#pids[@]}" -gt 0 ] && stop_pid "${pids[@]}"
 	rm -rf "$TMP"
 	exit "$rc"
@@ -145,6 +150,14 @@ pick_port; REDIS_PORT=$PORT
 pick_port; CH_TCP_PORT=$PORT
 pick_port; CH_HTTP_PORT=$PORT
 pick_port; CH_INTER_PORT=$PORT
+# Redis Cluster nodes: a client port and a cluster bus port each.
+CLUSTER_NODES=3
+CLUSTER_PORTS=()
+CLUSTER_BUS_PORTS=()
+for _ in $(seq 1 "$CLUSTER_NODES"); do
+	pick_port; CLUSTER_PORTS+=("$PORT")
+	pick_port; CLUSTER_BUS_PORTS+=("$PORT")
+done
 
 # --- start servers ----------------------------------------------------------
 
@@ -154,6 +167,20 @@ mkdir -p "$TMP/redis" "$TMP/clickhouse/data" "$TMP/clickhouse/log"
 "$REDIS_SERVER" --port "$REDIS_PORT" --bind 127.0.0.1 --save "" --appendonly no \
 	--dir "$TMP/redis" --daemonize no --databases 1024 >"$TMP/redis/redis.log" 2>&1 &
 REDIS_PID=$!
+
+# Redis Cluster: 3 masters, no replicas, no persistence. Without replicas a
+# failed master would otherwise stop the whole cluster; tests of that case
+# start clusters of their own (internal/testenv.StartRedisCluster).
+for i in $(seq 0 $((CLUSTER_NODES - 1))); do
+	d="$TMP/cluster/$i"
+	mkdir -p "$d"
+	(cd "$d" && exec "$REDIS_SERVER" --port "${CLUSTER_PORTS[$i]}" --bind 127.0.0.1 \
+		--cluster-enabled yes --cluster-config-file nodes.conf \
+		--cluster-port "${CLUSTER_BUS_PORTS[$i]}" --cluster-node-timeout 5000 \
+		--cluster-require-full-coverage no --save "" --appendonly no \
+		--dir "$d" --daemonize no >"$d/redis.log" 2>&1) &
+	CLUSTER_PIDS+=($!)
+done
 
 CH_DIR="$TMP/clickhouse"
 cp /etc/clickhouse-server/config.xml /etc/clickhouse-server/users.xml "$CH_DIR/"
@@ -206,17 +233,45 @@ wait_ready() {
 	done
 }
 
-redis_ping() { [ "$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" ping 2>/dev/null)" = "PONG" ]; }
+redis_ping() { [ "$(redis-cli -h 127.0.0.1 -p "${1:-$REDIS_PORT}" ping 2>/dev/null)" = "PONG" ]; }
+cluster_ok() { # cluster_ok PORT: the node serves every slot of the cluster.
+	local info
+	info="$(redis-cli -h 127.0.0.1 -p "$1" cluster info 2>/dev/null)" || return 1
+	case "$info" in *cluster_state:ok*) ;; *) return 1 ;; esac
+	case "$info" in *cluster_slots_ok:16384*) return 0 ;; *) return 1 ;; esac
+}
 ch_ping() { clickhouse-client --host 127.0.0.1 --port "$CH_TCP_PORT" --query 'select 1'; }
 
 started=$(date +%s%N)
 wait_ready redis-server "$REDIS_PID" "$TMP/redis/redis.log" redis_ping
+CLUSTER_ADDRS=()
+for i in $(seq 0 $((CLUSTER_NODES - 1))); do
+	wait_ready "redis cluster node $i" "${CLUSTER_PIDS[$i]}" "$TMP/cluster/$i/redis.log" \
+		redis_ping "${CLUSTER_PORTS[$i]}"
+	CLUSTER_ADDRS+=("127.0.0.1:${CLUSTER_PORTS[$i]}")
+done
+# The cluster forms (about 2 s: a new master waits before it serves) while
+# clickhouse-server starts.
+redis-cli --cluster create "${CLUSTER_ADDRS[@]}" --cluster-replicas 0 --cluster-yes \
+	>"$TMP/cluster/create.log" 2>&1 &
+CREATE_PID=$!
 wait_ready clickhouse-server "$CH_PID" \
 	"$CH_DIR/log/clickhouse-server.err.log $CH_DIR/log/stdout.log" ch_ping
-log "redis on 127.0.0.1:$REDIS_PORT, clickhouse on 127.0.0.1:$CH_TCP_PORT," \
-	"ready in $((($(date +%s%N) - started) / 1000000)) ms"
+if ! wait "$CREATE_PID"; then
+	log "redis-cli --cluster create failed"
+	show_logs "$TMP/cluster/create.log"
+	exit 1
+fi
+for i in $(seq 0 $((CLUSTER_NODES - 1))); do
+	wait_ready "redis cluster node $i (cluster_state:ok)" "${CLUSTER_PIDS[$i]}" \
+		"$TMP/cluster/$i/redis.log $TMP/cluster/create.log" cluster_ok "${CLUSTER_PORTS[$i]}"
+done
+REDIS_CLUSTER="$(IFS=,; echo "${CLUSTER_ADDRS[*]}")"
+log "redis on 127.0.0.1:$REDIS_PORT, redis cluster on $REDIS_CLUSTER," \
+	"clickhouse on 127.0.0.1:$CH_TCP_PORT, ready in $((($(date +%s%N) - started) / 1000000)) ms"
 
 export DROPSTREAM_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
+export DROPSTREAM_TEST_REDIS_CLUSTER="$REDIS_CLUSTER"
 export DROPSTREAM_TEST_CLICKHOUSE_DSN="clickhouse://default:@127.0.0.1:$CH_TCP_PORT/default"
 export DROPSTREAM_TEST_REDIS_SERVER="$REDIS_SERVER"
 export DROPSTREAM_TEST_REQUIRE=1

@@ -112,6 +112,10 @@ return {1, r}`
 	return &Effect{script: redis.NewScript(src)}
 }
 
+// Hash returns the SHA1 of the effect's script (what EVALSHA names), so a
+// test can tell which effects ran on a server.
+func (e *Effect) Hash() string { return e.script.Hash() }
+
 // Apply runs the effect unless ledgerKey is recorded, and records it in the
 // same atomic step. applied is false when the effect had already been
 // applied; result is the body's return value. All keys, ledgerKey included,

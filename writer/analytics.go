@@ -36,18 +36,22 @@ const firstBackoff = 50 * time.Millisecond
 // ds:{avail.p}:analytics:entity:<entity key>, in whatever order they are
 // processed, with one pipeline of scripts per batch.
 //
-// NewAnalytics starts one flush loop per stage; call Close when the stages'
-// runners have stopped. It is safe for concurrent use.
+// NewAnalytics starts one flush loop per copy of each stage (ReadAhead);
+// call Close when the stages' runners have stopped. It is safe for
+// concurrent use.
 type Analytics struct {
-	rdb         redis.UniversalClient
-	ch          *clickhouse.Client
-	cfg         AnalyticsConfig
-	topics      avail.Topics
-	met         *analyticsMetrics
-	reg         metric.Registration
-	log         *slog.Logger
-	transitions *batcher[transitionBatch]
-	runs        *batcher[[]clickhouse.RunRow]
+	rdb    redis.UniversalClient
+	ch     *clickhouse.Client
+	cfg    AnalyticsConfig
+	topics avail.Topics
+	met    *analyticsMetrics
+	reg    metric.Registration
+	log    *slog.Logger
+	// One batcher per copy of each stage (AnalyticsConfig.ReadAhead), so
+	// that one copy's batches are read, decoded and paired while another's
+	// are being inserted.
+	transitions batchers[transitionBatch]
+	runs        batchers[[]clickhouse.RunRow]
 	closed      chan struct{}
 	closeOnce   sync.Once
 }
@@ -84,8 +88,10 @@ func NewAnalytics(rdb redis.UniversalClient, ch *clickhouse.Client, cfg Analytic
 	a := &Analytics{rdb: rdb, ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, log: log,
 		closed: make(chan struct{})}
 	tracer := tp.Tracer(instrumentationScope)
-	a.transitions = newBatcher(StageAnalyticsTransitions, cfg, met, log, tracer, a.flushTransitions)
-	a.runs = newBatcher(StageAnalyticsRuns, cfg, met, log, tracer, a.flushRuns)
+	for range cfg.ReadAhead {
+		a.transitions = append(a.transitions, newBatcher(StageAnalyticsTransitions, cfg, met, log, tracer, a.flushTransitions))
+		a.runs = append(a.runs, newBatcher(StageAnalyticsRuns, cfg, met, log, tracer, a.flushRuns))
+	}
 	if a.reg, err = met.observeBuffered(a.transitions, a.runs); err != nil {
 		a.transitions.close()
 		a.runs.close()
@@ -94,13 +100,28 @@ func NewAnalytics(rdb redis.UniversalClient, ch *clickhouse.Client, cfg Analytic
 	return a, nil
 }
 
-// Stages returns the two batch stages: "avail-analytics-transitions" over
-// the transition topic and "avail-analytics-runs" over the run topic.
+// Stages returns the two batch stages, "avail-analytics-transitions" over
+// the transition topic and "avail-analytics-runs" over the run topic,
+// AnalyticsConfig.ReadAhead copies of each: run them all. Each copy is a
+// consumer of the stage's group with a batcher of its own, so while one
+// copy's batches wait for their INSERT, the next batches of the same
+// partitions are read, decoded and paired by another. When Runner.Consumer
+// is set, copies after the first append "-<copy>" to it.
 func (a *Analytics) Stages() []stream.Stage {
-	return []stream.Stage{
-		{Name: StageAnalyticsTransitions, Topic: a.topics.Transitions, BatchHandler: a.HandleTransitions, Config: a.cfg.Runner},
-		{Name: StageAnalyticsRuns, Topic: a.topics.Runs, BatchHandler: a.HandleRuns, Config: a.cfg.Runner},
+	var out []stream.Stage
+	for i := range a.cfg.ReadAhead {
+		cfg := a.cfg.Runner
+		if cfg.Consumer != "" && i > 0 {
+			cfg.Consumer = fmt.Sprintf("%s-%d", cfg.Consumer, i)
+		}
+		tr, runs := a.transitions[i], a.runs[i]
+		out = append(out,
+			stream.Stage{Name: StageAnalyticsTransitions, Topic: a.topics.Transitions, Config: cfg,
+				BatchHandler: func(ctx context.Context, msgs []*stream.Message) error { return a.handleTransitions(ctx, tr, msgs) }},
+			stream.Stage{Name: StageAnalyticsRuns, Topic: a.topics.Runs, Config: cfg,
+				BatchHandler: func(ctx context.Context, msgs []*stream.Message) error { return a.handleRuns(ctx, runs, msgs) }})
 	}
+	return out
 }
 
 // Close stops the flush loops after the flush in progress. Handlers still
@@ -131,10 +152,16 @@ func (a *Analytics) Close() error {
 // every decoded message, which stays pending. Pairing and rows are
 // deterministic, so a batch written twice changes nothing once ClickHouse
 // deduplicates.
+// It uses the batcher of the stage's first copy.
 func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Message) error {
-	b, errs, err := a.prepareTransitions(ctx, msgs)
+	return a.handleTransitions(ctx, a.transitions[0], msgs)
+}
+
+// handleTransitions is HandleTransitions with the batcher of one copy.
+func (a *Analytics) handleTransitions(ctx context.Context, bt *batcher[transitionBatch], msgs []*stream.Message) error {
+	b, errs, err := a.prepareTransitions(ctx, bt, msgs)
 	if err == nil && len(b.transitions) > 0 {
-		err = a.transitions.add(ctx, b, len(b.transitions)+len(b.sessions), a.urgent(msgs))
+		err = bt.add(ctx, b, len(b.transitions)+len(b.sessions), a.urgent(msgs))
 	}
 	return settle(errs, err)
 }
@@ -142,9 +169,9 @@ func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Messag
 // prepareTransitions decodes msgs into rows (errs holds the permanent
 // error of each message that does not decode) and pairs the raw ones into
 // session rows, while the batcher knows that a batch is coming.
-func (a *Analytics) prepareTransitions(ctx context.Context, msgs []*stream.Message) (transitionBatch, []error, error) {
-	a.transitions.begin()
-	defer a.transitions.end()
+func (a *Analytics) prepareTransitions(ctx context.Context, bt *batcher[transitionBatch], msgs []*stream.Message) (transitionBatch, []error, error) {
+	bt.begin()
+	defer bt.end()
 	errs := make([]error, len(msgs))
 	b := transitionBatch{transitions: make([]clickhouse.TransitionRow, 0, len(msgs))}
 	parts := make([]int, 0, len(msgs))
@@ -167,20 +194,26 @@ func (a *Analytics) prepareTransitions(ctx context.Context, msgs []*stream.Messa
 
 // HandleRuns is the batch handler of "avail-analytics-runs": it hands the
 // runs' rows to the stage's batcher like HandleTransitions (a message that
-// does not decode, or lacks a run id or run_at, is dead-lettered).
+// does not decode, or lacks a run id or run_at, is dead-lettered), with
+// the batcher of the stage's first copy.
 func (a *Analytics) HandleRuns(ctx context.Context, msgs []*stream.Message) error {
-	rows, errs := a.decodeRuns(msgs)
+	return a.handleRuns(ctx, a.runs[0], msgs)
+}
+
+// handleRuns is HandleRuns with the batcher of one copy.
+func (a *Analytics) handleRuns(ctx context.Context, br *batcher[[]clickhouse.RunRow], msgs []*stream.Message) error {
+	rows, errs := decodeRuns(br, msgs)
 	var err error
 	if len(rows) > 0 {
-		err = a.runs.add(ctx, rows, len(rows), a.urgent(msgs))
+		err = br.add(ctx, rows, len(rows), a.urgent(msgs))
 	}
 	return settle(errs, err)
 }
 
 // decodeRuns decodes msgs into rows, like prepareTransitions.
-func (a *Analytics) decodeRuns(msgs []*stream.Message) ([]clickhouse.RunRow, []error) {
-	a.runs.begin()
-	defer a.runs.end()
+func decodeRuns(br *batcher[[]clickhouse.RunRow], msgs []*stream.Message) ([]clickhouse.RunRow, []error) {
+	br.begin()
+	defer br.end()
 	errs := make([]error, len(msgs))
 	rows := make([]clickhouse.RunRow, 0, len(msgs))
 	for i, m := range msgs {

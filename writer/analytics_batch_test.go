@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
+	"slices"
 	"testing"
 	"time"
 
@@ -124,5 +125,54 @@ func TestAnalytics_batchesShareAFlush(t *testing.T) {
 	}
 	if flushes != 1 {
 		t.Fatalf("%d flushes, want the four batches in one", flushes)
+	}
+}
+
+// TestAnalytics_readAheadCopiesFlushIndependently checks that Stages
+// returns ReadAhead copies of each stage, with consumer names of their own,
+// and that one copy's batch is written and acknowledged while another
+// copy's batch still waits for its flush: the next batches of a partition
+// are not held up by the INSERT of the previous ones.
+func TestAnalytics_readAheadCopiesFlushIndependently(t *testing.T) {
+	ch := migrated(t)
+	a := newAnalytics(t, realRedis(t), ch, writer.AnalyticsConfig{Partitions: 1, ReadAhead: 2, BatchRows: 1000,
+		Linger: time.Millisecond, FlushInterval: time.Hour, Runner: stream.RunnerConfig{Consumer: "c",
+			HandlerTimeout: 2 * time.Hour}}, nil)
+	stages := a.Stages()
+	var names []string
+	for _, s := range stages {
+		names = append(names, s.Name+"/"+s.Config.Consumer)
+	}
+	want := []string{writer.StageAnalyticsTransitions + "/c", writer.StageAnalyticsRuns + "/c",
+		writer.StageAnalyticsTransitions + "/c-1", writer.StageAnalyticsRuns + "/c-1"}
+	if !slices.Equal(names, want) {
+		t.Fatalf("stages %v, want %v", names, want)
+	}
+	// Copy 0 gets a partial batch: it waits for FlushInterval (an hour).
+	e0, e1 := slot("copy-0"), slot("copy-1")
+	waiting := make(chan error, 1)
+	go func() {
+		waiting <- stages[0].BatchHandler(t.Context(), delivered(1, scoped(e0, "open", 2, true)))
+	}()
+	// Copy 1 gets a redelivered batch, flushed after Linger by its own
+	// batcher, while copy 0's row is still buffered.
+	if err := stages[2].BatchHandler(t.Context(), delivered(2, scoped(e1, "open", 2, true))); err != nil {
+		t.Fatalf("copy 1: %v", err)
+	}
+	n, err := clickhouse.CountTransitions(t.Context(), ch, clickhouse.Filter{})
+	if err != nil || n != 1 {
+		t.Fatalf("CountTransitions = %d, %v; want copy 1's row alone", n, err)
+	}
+	select {
+	case err := <-waiting:
+		t.Fatalf("copy 0's partial batch returned %v before its flush was due", err)
+	default:
+	}
+	// Closing fails copy 0's waiting batch retryably: it stays pending.
+	if err := a.Close(); err != nil {
+		t.Fatal(err)
+	}
+	if err := <-waiting; !errors.Is(err, writer.ErrClosed) {
+		t.Fatalf("copy 0 after Close = %v, want ErrClosed", err)
 	}
 }

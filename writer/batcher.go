@@ -318,6 +318,29 @@ func (b *batcher[E]) flushOnce(ctx context.Context) error {
 	return err
 }
 
+// batchers are the batchers of a stage's copies; as one, they report the
+// stage's buffered rows and close together.
+type batchers[E any] []*batcher[E]
+
+func (bs batchers[E]) stageName() string { return bs[0].stage }
+
+func (bs batchers[E]) bufferedRows() int {
+	n := 0
+	for _, b := range bs {
+		n += b.bufferedRows()
+	}
+	return n
+}
+
+// close closes every batcher, at once.
+func (bs batchers[E]) close() {
+	var wg sync.WaitGroup
+	for _, b := range bs {
+		wg.Go(b.close)
+	}
+	wg.Wait()
+}
+
 // failAll closes the batcher: queued waiters get ErrClosed, later adds too.
 func (b *batcher[E]) failAll() {
 	b.mu.Lock()

@@ -153,7 +153,9 @@ func TestBatcher_closeFailsWaiters(t *testing.T) {
 // so both share a flush.
 func TestBatcher_lingerWaitsForHandlersInProgress(t *testing.T) {
 	sink := &fakeSink{}
-	b := testBatcher(t, AnalyticsConfig{BatchRows: 1000, FlushInterval: time.Hour, Linger: time.Millisecond}, sink)
+	// Linger must outlast the gap between the second end and add below,
+	// even on a loaded machine.
+	b := testBatcher(t, AnalyticsConfig{BatchRows: 1000, FlushInterval: time.Hour, Linger: 200 * time.Millisecond}, sink)
 	b.begin()
 	b.begin()
 	first := make(chan error, 1)

@@ -40,6 +40,11 @@ const (
 	// (XREADGROUP COUNT): the messages of one partition one handler call
 	// gets, and so the rows it adds to a flush.
 	DefaultAnalyticsBatchSize = 500
+	// DefaultReadAhead is the copies of each analytics stage that
+	// Analytics.Stages returns.
+	DefaultReadAhead = 2
+	// MaxReadAhead bounds AnalyticsConfig.ReadAhead.
+	MaxReadAhead = 16
 )
 
 // ProjectionConfig configures the projection. Zero fields take the defaults.
@@ -107,9 +112,12 @@ func (c ProjectionConfig) Validate() error {
 // Runner.BatchSize, default 500), decodes it, pairs its raw transitions
 // into session rows in one Redis pipeline, hands its rows to the stage's
 // batcher and waits until the flush holding them is in ClickHouse; only
-// then are the batch's messages acknowledged. The batcher merges the
-// batches of every partition and copy of the stage in the process into one
-// INSERT per table, a batch never split. It flushes:
+// then are the batch's messages acknowledged. Stages returns ReadAhead
+// copies of each stage, each with a batcher of its own, so that while one
+// copy's batches wait for their INSERT, another copy reads, decodes and
+// pairs the next batches of the same partitions. A batcher merges the
+// batches of every partition of its copy (and of every runner of that
+// stage value) into one INSERT per table, a batch never split. It flushes:
 //
 //   - at once when it holds BatchRows rows (N);
 //   - when a full batch is queued (the read returned Runner.BatchSize
@@ -124,11 +132,9 @@ func (c ProjectionConfig) Validate() error {
 //     so a rate above partitions × copies × BatchSize per FlushInterval
 //     fills the next batches and switches to the previous rule.
 //
-// With the defaults and one copy, a flush holds up to partitions × 500
-// messages (8 × 500 = 4,000 transitions plus up to as many session rows);
-// raise Runner.BatchSize for larger inserts, or run copies (each copy's
-// batches count towards N, so one copy's batches are inserted while
-// another's are read and paired).
+// With the defaults, a flush holds up to partitions × 500 messages (8 ×
+// 500 = 4,000 transitions plus up to as many session rows); raise
+// Runner.BatchSize for larger inserts.
 //
 // Why merge: an INSERT into a MergeTree table writes a part, a file per
 // column, and costs tens of milliseconds of ClickHouse time whatever its
@@ -167,6 +173,12 @@ type AnalyticsConfig struct {
 	// negative keeps it forever. Rows are written to ClickHouse whatever
 	// their date.
 	RetainAfterDate time.Duration
+	// ReadAhead is how many batches of each partition a stage handles at
+	// once: Stages returns this many copies of each stage, each a consumer
+	// of the stage's group with a batcher of its own, so that while one
+	// copy's batches wait for their INSERT another's are read, decoded and
+	// paired. Default 2 (DefaultReadAhead), at most MaxReadAhead.
+	ReadAhead int
 	// Runner tunes both stages' runners. Zero fields take the stream
 	// defaults, except HandlerTimeout (default 30s, and at least
 	// FlushInterval + FlushTimeout), ClaimIdle (default twice
@@ -183,6 +195,9 @@ func (c AnalyticsConfig) WithDefaults() AnalyticsConfig {
 	}
 	if c.BatchRows == 0 {
 		c.BatchRows = DefaultBatchRows
+	}
+	if c.ReadAhead == 0 {
+		c.ReadAhead = DefaultReadAhead
 	}
 	if c.FlushInterval == 0 {
 		c.FlushInterval = DefaultFlushInterval
@@ -223,6 +238,9 @@ func (c AnalyticsConfig) Validate() error {
 	}
 	if c.BatchRows < 1 || c.BatchRows > 1_000_000 {
 		errs = append(errs, fmt.Errorf("writer: batch rows %d out of range 1..1000000", c.BatchRows))
+	}
+	if c.ReadAhead < 1 || c.ReadAhead > MaxReadAhead {
+		errs = append(errs, fmt.Errorf("writer: read ahead %d out of range 1..%d", c.ReadAhead, MaxReadAhead))
 	}
 	if c.FlushInterval <= 0 || c.FlushTimeout <= 0 || c.MaxBackoff <= 0 {
 		errs = append(errs, fmt.Errorf("writer: flush interval %s, flush timeout %s and max backoff %s must be positive",

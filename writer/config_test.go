@@ -44,6 +44,8 @@ func TestAnalyticsConfig_validate(t *testing.T) {
 		{name: "short test timings", cfg: writer.AnalyticsConfig{FlushInterval: 50 * time.Millisecond,
 			FlushTimeout: 500 * time.Millisecond, Runner: stream.RunnerConfig{HandlerTimeout: time.Second}}},
 		{name: "batch rows too large", cfg: writer.AnalyticsConfig{BatchRows: 2_000_000}, wantErr: "batch rows"},
+		{name: "read ahead too large", cfg: writer.AnalyticsConfig{ReadAhead: writer.MaxReadAhead + 1}, wantErr: "read ahead"},
+		{name: "negative read ahead", cfg: writer.AnalyticsConfig{ReadAhead: -1}, wantErr: "read ahead"},
 		{name: "negative interval", cfg: writer.AnalyticsConfig{FlushInterval: -time.Second}, wantErr: "must be positive"},
 		{name: "linger above interval", cfg: writer.AnalyticsConfig{Linger: 2 * time.Second}, wantErr: "linger"},
 		{name: "handler timeout below a flush", cfg: writer.AnalyticsConfig{Runner: stream.RunnerConfig{HandlerTimeout: 5 * time.Second}},

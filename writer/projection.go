@@ -2,7 +2,6 @@ package writer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -15,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -115,7 +115,7 @@ func (p *Projection) Handle(ctx context.Context, m *stream.Message) error {
 // decodeTransition decodes and checks a transition message.
 func decodeTransition(m *stream.Message) (avail.Transition, error) {
 	var t avail.Transition
-	if err := json.Unmarshal(m.Payload, &t); err != nil {
+	if err := availjson.UnmarshalTransition(m.Payload, &t); err != nil {
 		return t, stream.Permanentf("writer: decode transition %s: %w", m.ID, err)
 	}
 	if err := checkTransition(t); err != nil {

@@ -9,6 +9,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/diff"
 	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
 )
@@ -57,7 +58,17 @@ func (a *app) newAvailability() (*availability, error) {
 	if err != nil {
 		return nil, err
 	}
-	notify, err := notifier.NewStage(a.rdb, topics, av.watchers, channels, notifier.Config{}, a.tel)
+	hist, err := newHistoryRecorder(a)
+	if err != nil {
+		return nil, fmt.Errorf("notifier history: %w", err)
+	}
+	// Watcher sends are not rate limited (a venue's openings arrive in
+	// bursts), but a receiver's 429 Retry-After blocks its watcher.
+	retryAfter, err := throttle.New(a.rdb, throttle.Config{Disabled: true})
+	if err != nil {
+		return nil, err
+	}
+	notify, err := notifier.NewStage(a.rdb, topics, av.watchers, channels, notifier.Config{History: hist, Throttle: retryAfter}, a.tel)
 	if err != nil {
 		return nil, fmt.Errorf("notifier: %w", err)
 	}

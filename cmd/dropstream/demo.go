@@ -83,11 +83,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	a.runServices(ctx, &wg, services, failed)
+	// The flows' demo data is seeded beside the running API, so the API
+	// answers at once (seeding on the embedded Redis takes seconds).
 	for _, f := range a.flows {
 		if f.demo != nil {
-			if err := f.demo(ctx); err != nil {
-				return fmt.Errorf("demo of %s: %w", f.name, err)
-			}
+			wg.Go(func() {
+				if err := f.demo(ctx); err != nil && ctx.Err() == nil {
+					failed <- fmt.Errorf("demo of %s: %w", f.name, err)
+				}
+			})
 		}
 	}
 	if cfg.APIAddr != "" {

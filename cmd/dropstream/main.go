@@ -27,6 +27,8 @@ func commands() []command {
 		{"run", "run stages (and the API) against the configured Redis", runRun},
 		{"migrate", "create or upgrade the ClickHouse schema", runMigrate},
 		{"dlq", "dead letters: list, replay, purge", runDLQ},
+		{"rollups", "rollups rebuild: recompute the ClickHouse rollups from the raw tables", runRollups},
+		{"retention", "drop ClickHouse partitions past their retention period", runRetention},
 		{"bench", "benchmarks: bench stream|availability|... (bench --help lists them)", runBench},
 	}
 }

@@ -5,13 +5,20 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/dropstream/dropstream/clickhouse"
 )
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg Config
-	fs := flagSet("migrate", "Creates or upgrades the ClickHouse schema (embedded, versioned .sql files), showing progress.", stderr, &cfg, "json")
+	var cluster, shards string
+	fs := flagSet("migrate", "Creates or upgrades the ClickHouse schema (embedded, versioned .sql files), showing progress.\n"+
+		"With --cluster NAME it creates, on every server of that cluster (remote_servers), local tables\n"+
+		"plus Distributed tables of the plain names over them, sharded by entity; no ON CLUSTER DDL or\n"+
+		"ZooKeeper is needed. Writers should add insert_distributed_sync=1 to their DSN.", stderr, &cfg, "json")
+	envString(fs, &cluster, "cluster", "DROPSTREAM_CLICKHOUSE_CLUSTER", "", "ClickHouse cluster name (remote_servers) to create the schema on; empty: the server of the DSN alone")
+	envString(fs, &shards, "shard-dsns", "DROPSTREAM_CLICKHOUSE_SHARD_DSNS", "", "comma-separated DSNs of every server of the cluster; empty: the hosts system.clusters lists, with the DSN's credentials and database")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -20,6 +27,12 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	}
 	if err := cfg.Validate(); err != nil {
 		return err
+	}
+	if cluster != "" {
+		return migrateCluster(ctx, cfg.ClickHouseDSN, cluster, shards, stdout)
+	}
+	if shards != "" {
+		return errors.New("migrate: --shard-dsns needs --cluster")
 	}
 	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: cfg.ClickHouseDSN})
 	if err != nil {
@@ -31,5 +44,24 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	fmt.Fprintf(stdout, "schema up to date: %d migration(s) applied\n", len(applied))
+	return nil
+}
+
+func migrateCluster(ctx context.Context, dsn, cluster, shards string, stdout io.Writer) error {
+	cfg := clickhouse.ClusterConfig{Name: cluster}
+	for s := range strings.SplitSeq(shards, ",") {
+		if s = strings.TrimSpace(s); s != "" {
+			cfg.Shards = append(cfg.Shards, s)
+		}
+	}
+	res, err := clickhouse.MigrateCluster(ctx, dsn, cfg, func(line string) { fmt.Fprintln(stdout, line) })
+	if err != nil {
+		return err
+	}
+	n := 0
+	for _, r := range res {
+		n += len(r.Applied)
+	}
+	fmt.Fprintf(stdout, "schema up to date on %d server(s) of cluster %s: %d migration(s) applied\n", len(res), cluster, n)
 	return nil
 }

@@ -1,0 +1,119 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/notifier/history"
+)
+
+// NotificationRoutes serve the notifier's history and provenance.
+type NotificationRoutes struct {
+	History *history.Recorder
+	// Cause, when set (ClickHouse configured), finds a notification's
+	// transition and run.
+	Cause func(ctx context.Context, eventID, runID string) (clickhouse.Cause, error)
+}
+
+// notificationPage is GET /v1/notifications.
+type notificationPage struct {
+	Items []history.Record `json:"items"`
+}
+
+// whyChain is GET /v1/notifications/{id}/why: notification → transition →
+// run → trace id.
+type whyChain struct {
+	Notification history.Record `json:"notification"`
+	Transition   *whyTransition `json:"transition,omitempty"`
+	Run          *whyRun        `json:"run,omitempty"`
+	// TraceID is the trace to open: the run's, else the notification's.
+	TraceID string `json:"trace_id,omitempty"`
+	// Complete is false when a link of the chain is not known (no
+	// ClickHouse, or the rows are not written yet).
+	Complete bool `json:"complete"`
+}
+
+type whyTransition struct {
+	EventID   string    `json:"event_id"`
+	RunID     string    `json:"run_id"`
+	Kind      string    `json:"kind,omitempty"`
+	Stable    bool      `json:"stable"`
+	EntityKey string    `json:"entity_key,omitempty"`
+	RunAt     time.Time `json:"run_at,omitzero"`
+	TraceID   string    `json:"trace_id,omitempty"`
+}
+
+type whyRun struct {
+	RunID    string    `json:"run_id"`
+	SourceID string    `json:"source_id,omitempty"`
+	Status   string    `json:"status,omitempty"`
+	RunAt    time.Time `json:"run_at,omitzero"`
+	TraceID  string    `json:"trace_id,omitempty"`
+}
+
+// Register adds the routes to srv.
+func (r NotificationRoutes) Register(srv *Server) {
+	srv.Handle(Operation{Method: "GET", Path: "/v1/notifications", Tag: "notifications", Scope: ScopeRead,
+		Summary:  "Recent notifications of a subscriber (or watcher), newest first",
+		Query:    []Param{{Name: "subscriber", Required: true}, {Name: "limit", Type: "integer"}},
+		Response: notificationPage{}, Handler: r.list})
+	srv.Handle(Operation{Method: "GET", Path: "/v1/notifications/:id/why", Tag: "notifications", Scope: ScopeRead,
+		Summary:  "Why a notification was sent: notification → transition → run → trace id",
+		Response: whyChain{}, Handler: r.why})
+}
+
+func (r NotificationRoutes) list(c *fiber.Ctx) error {
+	sub := c.Query("subscriber")
+	if sub == "" || len(sub) > 64 {
+		return BadRequest("invalid_subscriber", "subscriber: want a subscriber or watcher id")
+	}
+	limit, err := intQuery(c, "limit", 50, 1, 200)
+	if err != nil {
+		return err
+	}
+	items, err := r.History.Recent(c.UserContext(), sub, limit)
+	if err != nil {
+		return err
+	}
+	return c.JSON(notificationPage{Items: items})
+}
+
+func (r NotificationRoutes) why(c *fiber.Ctx) error {
+	ctx := c.UserContext()
+	rec, err := r.History.Get(ctx, c.Params("id"))
+	if errors.Is(err, history.ErrNotFound) {
+		return NotFound("notification_not_found", "no recent notification "+c.Params("id"))
+	}
+	if err != nil {
+		return err
+	}
+	out := whyChain{Notification: rec, TraceID: rec.TraceID}
+	if rec.EventID != "" {
+		out.Transition = &whyTransition{EventID: rec.EventID, RunID: rec.RunID}
+	}
+	if rec.RunID != "" {
+		out.Run = &whyRun{RunID: rec.RunID}
+	}
+	if r.Cause != nil && (rec.EventID != "" || rec.RunID != "") {
+		cause, err := r.Cause(ctx, rec.EventID, rec.RunID)
+		if err != nil {
+			return err
+		}
+		if t := cause.Transition; t != nil {
+			out.Transition = &whyTransition{EventID: t.EventID, RunID: t.RunID, Kind: t.Kind, Stable: t.Stable,
+				EntityKey: t.EntityKey, RunAt: t.RunAt, TraceID: t.TraceID}
+		}
+		if run := cause.Run; run != nil {
+			out.Run = &whyRun{RunID: run.RunID, SourceID: run.SourceID, Status: run.Status, RunAt: run.RunAt, TraceID: run.TraceID}
+			if run.TraceID != "" {
+				out.TraceID = run.TraceID
+			}
+		}
+		out.Complete = cause.Transition != nil && cause.Run != nil
+	}
+	return c.JSON(out)
+}

@@ -1,0 +1,183 @@
+package api
+
+import (
+	"context"
+	"encoding/json"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dropstream/dropstream/flows/offer"
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// offerServer serves the offer routes over a real Redis with the handler
+// stages running unless stopped is set; read key "r", write key "w".
+func offerServer(t *testing.T, maxWait time.Duration, running bool) *Server {
+	t.Helper()
+	rdb, err := stream.Dial(context.Background(), testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	tel := stream.Telemetry{Logger: slog.New(slog.DiscardHandler)}
+	svc, err := offer.New(context.Background(), rdb, offer.Config{Partitions: 2, MaxWait: maxWait,
+		Runner: stream.RunnerConfig{Block: 20 * time.Millisecond}}, tel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(svc.Close)
+	if running {
+		ctx, cancel := context.WithCancel(context.Background())
+		var wg sync.WaitGroup
+		t.Cleanup(func() { cancel(); wg.Wait() })
+		for _, st := range svc.Stages() {
+			r, err := stream.NewRunner(rdb, st, tel)
+			if err != nil {
+				t.Fatal(err)
+			}
+			wg.Go(func() { _ = r.Run(ctx) })
+		}
+	}
+	srv, err := New(Config{APIKeys: "r:read;w:write"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	OfferRoutes{Service: svc}.Register(srv)
+	return srv
+}
+
+const offerJSON = `{"offerId":"o1","handler":"standard","productId":"p1","sellerId":"s1","quantity":10,
+	"pricePlans":[{"planId":"a","minQuantity":1,"unitPrice":500},{"planId":"b","minQuantity":5,"unitPrice":400}],
+	"deliveryMethods":[{"id":"post","cost":50}],"paymentMethods":[{"id":"card","cost":7},{"id":"cash","cost":0}],
+	"locations":["l1","l2"]}`
+
+const searchJSON = `{"requestId":"req-1","filter":{"filterType":"sellOffer","type":"group","elements":[
+	{"type":"logical","logicalTag":"product","productIds":["p1"]},
+	{"type":"complexFilter","complexFilter":{"filterType":"orderPrice","type":"group","elements":[
+		{"type":"logical","logicalTag":"aggregatedSellOfferPrices","orderQuantity":5,"deliverToLocationIds":["l1","l9"],
+		 "paymentMethodIds":["card","cash"],"deliveryMethodIds":["post"],"aggregate":"minPrice"}]}}]}}`
+
+func TestOfferRoutes_offersSearchResultsAndOrderPrice(t *testing.T) {
+	srv := offerServer(t, 10*time.Second, true)
+	var o offer.Offer
+	if code := call(t, srv, "POST", "/v1/offers", "w", offerJSON, &o); code != http.StatusCreated || o.ID != "o1" {
+		t.Fatalf("create = %d %+v", code, o)
+	}
+	if code := call(t, srv, "POST", "/v1/offers", "w", offerJSON, &o); code != http.StatusOK {
+		t.Fatalf("replace = %d, want 200", code)
+	}
+	auction := strings.NewReplacer(`"o1"`, `"o2"`, `"standard"`, `"auction"`).Replace(offerJSON)
+	if code := call(t, srv, "POST", "/v1/offers", "w", auction, &o); code != http.StatusCreated {
+		t.Fatalf("create o2 = %d", code)
+	}
+	for _, tc := range []struct {
+		name, method, path, key, body string
+		want                          int
+		code                          string
+	}{
+		{"read key cannot write", "POST", "/v1/offers", "r", offerJSON, http.StatusForbidden, "forbidden"},
+		{"unknown handler", "POST", "/v1/offers", "w", strings.Replace(offerJSON, `"standard"`, `"barter"`, 1), 422, "invalid_offer"},
+		{"no plans", "POST", "/v1/offers", "w", strings.Replace(offerJSON, `"pricePlans":[`, `"pricePlans":[],"x":[`, 1), 400, "invalid_json"},
+		{"negative cost", "POST", "/v1/offers", "w", strings.Replace(offerJSON, `"cost":50`, `"cost":-1`, 1), 422, "invalid_offer"},
+		{"bad filter", "POST", "/v1/offers/search", "r", `{"filter":{"type":"group","filterType":"sellOffer","elements":[]}}`, 422, "invalid_filter"},
+		{"bad aggregate", "POST", "/v1/offers/search", "r", strings.Replace(searchJSON, "minPrice", "median", 1), 422, "invalid_filter"},
+		{"unknown result", "GET", "/v1/offers/results/00000000000000000000000000000000", "r", "", 404, "result_not_found"},
+		{"bad limit", "GET", "/v1/offers/results/00000000000000000000000000000000?limit=5000", "r", "", 400, "invalid_limit"},
+		{"unknown offer", "GET", "/v1/offers/nope", "r", "", 404, "offer_not_found"},
+		{"bad order", "POST", "/v1/offers/order-price", "r", `{"sellOfferQuantities":[]}`, 422, "invalid_order"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e envelopeOut
+			if code := call(t, srv, tc.method, tc.path, tc.key, tc.body, &e); code != tc.want || e.Error.Code != tc.code {
+				t.Errorf("%s %s = %d %+v, want %d %s", tc.method, tc.path, code, e, tc.want, tc.code)
+			}
+		})
+	}
+
+	var first, second offer.SearchResponse
+	if code := call(t, srv, "POST", "/v1/offers/search", "r", searchJSON, &first); code != 200 || first.Outcome != "miss" || first.Status != "complete" {
+		t.Fatalf("search = %d %+v", code, first)
+	}
+	// o1 (standard): 5 × 400 + 50 + cash 0 = 2050 at the cheapest; o2
+	// (auction, highest bid 500): 5 × 500 + 50 = 2550. l9 is not served.
+	if first.Total != 2 || first.Matches[0].OfferID != "o1" || first.Matches[0].Prices.Min != 2050 || first.Matches[0].Prices.Max != 2057 ||
+		first.Matches[1].OfferID != "o2" || first.Matches[1].Prices.Min != 2550 || first.Matches[1].Prices.Combinations != 2 {
+		raw, _ := json.Marshal(first)
+		t.Fatalf("search matches %s", raw)
+	}
+	other := strings.Replace(searchJSON, "req-1", "req-2", 1)
+	if code := call(t, srv, "POST", "/v1/offers/search", "r", other, &second); code != 200 || second.Outcome != "hit" || second.ResultID != first.ResultID {
+		t.Fatalf("second search = %d %+v, want a hit on %s", code, second, first.ResultID)
+	}
+	var res offer.Result
+	if code := call(t, srv, "GET", "/v1/offers/results/"+first.ResultID+"?offset=1&limit=1", "r", "", &res); code != 200 ||
+		res.Status != "complete" || len(res.Matches) != 1 || res.Matches[0].OfferID != "o2" {
+		t.Fatalf("result page = %d %+v", code, res)
+	}
+	var op offer.OrderPrice
+	order := `{"sellOfferQuantities":[{"offerId":"o1","quantity":2}],"deliverToLocationId":"l2","deliveryMethodId":"post","paymentMethodId":"card"}`
+	if code := call(t, srv, "POST", "/v1/offers/order-price", "r", order, &op); code != 200 || op.Status != "complete" || op.Price != 1057 || op.Cached {
+		t.Fatalf("order price = %d %+v", code, op)
+	}
+	if code := call(t, srv, "POST", "/v1/offers/order-price", "r", strings.Replace(order, "l2", "l7", 1), &op); code != 200 ||
+		op.Status != "error" || op.Error != "location_not_served" {
+		t.Fatalf("order price elsewhere = %d %+v", code, op)
+	}
+	var page struct {
+		Items  []offer.Offer
+		Cached bool
+	}
+	if code := call(t, srv, "GET", "/v1/offers?productId=p1", "r", "", &page); code != 200 || len(page.Items) != 2 || page.Cached {
+		t.Fatalf("offers of p1 = %d %+v", code, page)
+	}
+	if code := call(t, srv, "GET", "/v1/offers?productId=p1", "r", "", &page); code != 200 || len(page.Items) != 2 || !page.Cached {
+		t.Fatalf("offers of p1 again = %d %+v, want from the TranslateIds cache", code, page)
+	}
+	if code := call(t, srv, "DELETE", "/v1/offers/o2", "w", "", nil); code != http.StatusNoContent {
+		t.Fatalf("delete = %d", code)
+	}
+	if code := call(t, srv, "GET", "/v1/offers", "r", "", &page); code != 200 || len(page.Items) != 1 || page.Items[0].ID != "o1" {
+		t.Fatalf("list after delete = %d %+v", code, page)
+	}
+}
+
+func TestOfferRoutes_searchAnswers202WhenHandlersAreSlow(t *testing.T) {
+	srv := offerServer(t, 30*time.Millisecond, false)
+	var resp offer.SearchResponse
+	req := httptest.NewRequest("POST", "/v1/offers/search", strings.NewReader(searchJSON))
+	req.Header.Set("Content-Type", "application/json")
+	req.Header.Set(HeaderAPIKey, "r")
+	res, err := srv.App().Test(req, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer res.Body.Close()
+	if err := json.NewDecoder(res.Body).Decode(&resp); err != nil {
+		t.Fatal(err)
+	}
+	if res.StatusCode != http.StatusAccepted || resp.Status != "processing" || resp.ResultID == "" ||
+		res.Header.Get("Location") != "/v1/offers/results/"+resp.ResultID {
+		t.Fatalf("search without handlers = %d %+v location %q; want 202 processing with the result's location",
+			res.StatusCode, resp, res.Header.Get("Location"))
+	}
+	var r offer.Result
+	if code := call(t, srv, "GET", "/v1/offers/results/"+resp.ResultID, "r", "", &r); code != 200 || r.Status != "processing" || r.Waiting != 3 {
+		t.Errorf("result = %d %+v, want processing with 3 waiting handlers", code, r)
+	}
+	var doc map[string]any
+	if code := call(t, srv, "GET", "/openapi.json", "", "", &doc); code != 200 {
+		t.Fatalf("openapi = %d", code)
+	}
+	paths, _ := doc["paths"].(map[string]any)
+	for _, p := range []string{"/v1/offers", "/v1/offers/{id}", "/v1/offers/search", "/v1/offers/results/{id}", "/v1/offers/order-price"} {
+		if _, ok := paths[p]; !ok {
+			t.Errorf("/openapi.json lacks %s", p)
+		}
+	}
+}

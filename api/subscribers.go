@@ -1,0 +1,223 @@
+package api
+
+import (
+	"context"
+	"errors"
+	"html/template"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/subscriber"
+)
+
+// SubscriberRoutes manage the notifier's subscribers, and serve the
+// opt-in and unsubscribe links, which need no API key.
+type SubscriberRoutes struct {
+	Store *subscriber.Store
+	// Notify publishes notification requests (confirmation requests,
+	// removal notices) to the notifier.
+	Notify func(ctx context.Context, reqs ...notifier.Request) error
+	// PublicURL is the base of the links sent to subscribers.
+	PublicURL string
+}
+
+// subscriberPage is GET /v1/subscribers.
+type subscriberPage struct {
+	Items      []subscriber.Subscriber `json:"items"`
+	NextCursor string                  `json:"next_cursor,omitempty"`
+}
+
+// preferencesBody is PUT /v1/subscribers/{id}/preferences.
+type preferencesBody struct {
+	TimeZone    string                 `json:"time_zone"`
+	Preferences subscriber.Preferences `json:"preferences"`
+}
+
+// Register adds the routes to srv.
+func (r SubscriberRoutes) Register(srv *Server) {
+	srv.Handle(Operation{Method: "POST", Path: "/v1/subscribers", Tag: "subscribers", Scope: ScopeWrite,
+		Summary: "Subscribe someone: each destination gets an opt-in link and receives nothing else until it is confirmed; webhook secrets are shown only here",
+		Body:    subscriber.Subscriber{}, Response: subscriber.Subscriber{}, Status: http.StatusCreated, Handler: r.create})
+	srv.Handle(Operation{Method: "GET", Path: "/v1/subscribers", Tag: "subscribers", Scope: ScopeRead,
+		Summary: "List subscribers", Query: []Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
+		Response: subscriberPage{}, Handler: r.list})
+	srv.Handle(Operation{Method: "GET", Path: "/v1/subscribers/:id", Tag: "subscribers", Scope: ScopeRead,
+		Summary: "One subscriber", Response: subscriber.Subscriber{}, Handler: r.get})
+	srv.Handle(Operation{Method: "PUT", Path: "/v1/subscribers/:id/preferences", Tag: "subscribers", Scope: ScopeWrite,
+		Summary: "Replace a subscriber's preferences (include/exclude, quiet hours, channel switches, digest) and time zone",
+		Body:    preferencesBody{}, Response: subscriber.Subscriber{}, Handler: r.preferences})
+	srv.Handle(Operation{Method: "DELETE", Path: "/v1/subscribers/:id", Tag: "subscribers", Scope: ScopeWrite,
+		Summary: "Remove a subscriber and every destination", Status: http.StatusNoContent, Handler: r.delete})
+	app := srv.App()
+	app.Get(notifier.ConfirmPath+":token", r.confirmPage)
+	app.Post(notifier.ConfirmPath+":token", r.confirm)
+	app.Get(notifier.UnsubscribePath+":token", r.unsubscribePage)
+	app.Post(notifier.UnsubscribePath+":token", r.unsubscribe)
+}
+
+func (r SubscriberRoutes) create(c *fiber.Ctx) error {
+	var in subscriber.Subscriber
+	if err := DecodeJSON(c, &in); err != nil {
+		return err
+	}
+	ctx := c.UserContext()
+	created, err := r.Store.Create(ctx, in)
+	switch {
+	case errors.Is(err, subscriber.ErrInvalid):
+		return UnprocessableEntity("invalid_subscriber", err.Error())
+	case errors.Is(err, subscriber.ErrDuplicate):
+		return Conflict("already_subscribed", err.Error())
+	case errors.Is(err, subscriber.ErrTooMany):
+		return Conflict("too_many_subscribers", err.Error())
+	case err != nil:
+		return err
+	}
+	s := created.Subscriber
+	reqs := make([]notifier.Request, 0, len(s.Destinations))
+	for _, d := range s.Destinations {
+		link := r.PublicURL + notifier.ConfirmPath + created.ConfirmTokens[d.ID]
+		dest := d
+		reqs = append(reqs, notifier.Request{Flow: "notifier", Event: "subscription.confirm", Subject: "subscription",
+			SubscriberID: s.ID, Destination: &dest, Window: "confirm:" + d.ID, Critical: true,
+			Title: "Please confirm your subscription", Text: "Confirm that you want these notifications: " + link})
+	}
+	if err := r.Notify(ctx, reqs...); err != nil {
+		// The subscriber stays pending and expires unconfirmed.
+		return err
+	}
+	return c.Status(http.StatusCreated).JSON(s)
+}
+
+func (r SubscriberRoutes) list(c *fiber.Ctx) error {
+	limit, err := intQuery(c, "limit", 100, 1, 1000)
+	if err != nil {
+		return err
+	}
+	items, next, err := r.Store.List(c.UserContext(), c.Query("cursor"), limit)
+	if errors.Is(err, subscriber.ErrInvalid) {
+		return BadRequest("invalid_cursor", err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(subscriberPage{Items: items, NextCursor: next})
+}
+
+func (r SubscriberRoutes) get(c *fiber.Ctx) error {
+	s, err := r.Store.Get(c.UserContext(), c.Params("id"))
+	if errors.Is(err, subscriber.ErrNotFound) {
+		return NotFound("subscriber_not_found", "no subscriber "+c.Params("id"))
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(s)
+}
+
+func (r SubscriberRoutes) preferences(c *fiber.Ctx) error {
+	var in preferencesBody
+	if err := DecodeJSON(c, &in); err != nil {
+		return err
+	}
+	s, err := r.Store.SetPreferences(c.UserContext(), c.Params("id"), in.TimeZone, in.Preferences)
+	switch {
+	case errors.Is(err, subscriber.ErrInvalid):
+		return UnprocessableEntity("invalid_preferences", err.Error())
+	case errors.Is(err, subscriber.ErrNotFound):
+		return NotFound("subscriber_not_found", "no subscriber "+c.Params("id"))
+	case err != nil:
+		return err
+	}
+	return c.JSON(s)
+}
+
+func (r SubscriberRoutes) delete(c *fiber.Ctx) error {
+	err := r.Store.Delete(c.UserContext(), c.Params("id"))
+	if errors.Is(err, subscriber.ErrNotFound) {
+		return NotFound("subscriber_not_found", "no subscriber "+c.Params("id"))
+	}
+	if err != nil {
+		return err
+	}
+	return c.SendStatus(http.StatusNoContent)
+}
+
+// page is the HTML of the link pages. A GET only shows a form; the POST
+// acts, so link prefetchers and scanners, which only GET, change nothing.
+var page = template.Must(template.New("page").Parse(`<!doctype html>
+<html><head><meta charset="utf-8"><meta name="robots" content="noindex"><title>{{.Heading}}</title></head>
+<body><h1>{{.Heading}}</h1><p>{{.Text}}</p>
+{{if .Action}}<form method="post" action="{{.Action}}"><button type="submit">{{.Button}}</button></form>{{end}}
+</body></html>`))
+
+type pageData struct{ Heading, Text, Action, Button string }
+
+func renderPage(c *fiber.Ctx, status int, d pageData) error {
+	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
+	c.Set("Cache-Control", "no-store")
+	c.Set("Referrer-Policy", "no-referrer")
+	c.Status(status)
+	return page.Execute(c.Response().BodyWriter(), d)
+}
+
+var goneLink = pageData{Heading: "Link expired", Text: "This link is unknown, already used or expired."}
+
+func (r SubscriberRoutes) confirmPage(c *fiber.Ctx) error {
+	info, err := r.Store.Peek(c.UserContext(), c.Params("token"))
+	if errors.Is(err, subscriber.ErrTokenNotFound) || err == nil && info.Purpose != subscriber.PurposeConfirm {
+		return renderPage(c, http.StatusNotFound, goneLink)
+	}
+	if err != nil {
+		return err
+	}
+	return renderPage(c, http.StatusOK, pageData{Heading: "Confirm your subscription",
+		Text:   "Send notifications to " + info.Destination.Address + "?",
+		Action: notifier.ConfirmPath + c.Params("token"), Button: "Confirm"})
+}
+
+func (r SubscriberRoutes) confirm(c *fiber.Ctx) error {
+	_, d, err := r.Store.Confirm(c.UserContext(), c.Params("token"))
+	if errors.Is(err, subscriber.ErrTokenNotFound) {
+		return renderPage(c, http.StatusNotFound, goneLink)
+	}
+	if err != nil {
+		return err
+	}
+	return renderPage(c, http.StatusOK, pageData{Heading: "Subscribed", Text: d.Address + " will receive notifications."})
+}
+
+func (r SubscriberRoutes) unsubscribePage(c *fiber.Ctx) error {
+	info, err := r.Store.Peek(c.UserContext(), c.Params("token"))
+	if errors.Is(err, subscriber.ErrTokenNotFound) || err == nil && info.Purpose != subscriber.PurposeUnsubscribe {
+		return renderPage(c, http.StatusNotFound, goneLink)
+	}
+	if err != nil {
+		return err
+	}
+	return renderPage(c, http.StatusOK, pageData{Heading: "Unsubscribe",
+		Text:   "Stop sending notifications to " + info.Destination.Address + "?",
+		Action: notifier.UnsubscribePath + c.Params("token"), Button: "Unsubscribe"})
+}
+
+// unsubscribe removes the destination and sends it a removal notice. It
+// also serves the one-click POST of RFC 8058 (List-Unsubscribe-Post).
+func (r SubscriberRoutes) unsubscribe(c *fiber.Ctx) error {
+	ctx := c.UserContext()
+	s, d, err := r.Store.Unsubscribe(ctx, c.Params("token"))
+	if errors.Is(err, subscriber.ErrTokenNotFound) {
+		return renderPage(c, http.StatusNotFound, goneLink)
+	}
+	if err != nil {
+		return err
+	}
+	d.UnsubscribeToken = ""
+	notice := notifier.Request{Flow: "notifier", Event: "subscription.removed", Subject: "subscription", SubscriberID: s.ID,
+		Destination: &d, Window: "removed:" + d.ID, Critical: true,
+		Title: "You are unsubscribed", Text: d.Address + " will receive no more notifications."}
+	if err := r.Notify(ctx, notice); err != nil {
+		return err
+	}
+	return renderPage(c, http.StatusOK, pageData{Heading: "Unsubscribed", Text: d.Address + " will receive no more notifications."})
+}

@@ -1,0 +1,219 @@
+package api
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/history"
+	"github.com/dropstream/dropstream/notifier/subscriber"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// outbox keeps the notification requests the routes publish.
+type outbox struct {
+	mu   sync.Mutex
+	reqs []notifier.Request
+}
+
+func (o *outbox) notify(_ context.Context, reqs ...notifier.Request) error {
+	for _, r := range reqs {
+		if err := r.Validate(); err != nil {
+			return err
+		}
+	}
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	o.reqs = append(o.reqs, reqs...)
+	return nil
+}
+
+func (o *outbox) take() []notifier.Request {
+	o.mu.Lock()
+	defer o.mu.Unlock()
+	out := o.reqs
+	o.reqs = nil
+	return out
+}
+
+func sendJSON(t *testing.T, s *Server, method, path string, body any) response {
+	t.Helper()
+	b, _ := json.Marshal(body)
+	req, _ := http.NewRequest(method, path, bytes.NewReader(b))
+	req.Header.Set("Content-Type", "application/json")
+	return do(t, s, req)
+}
+
+func post(t *testing.T, s *Server, path string) response {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, path, strings.NewReader("List-Unsubscribe=One-Click"))
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	return do(t, s, req)
+}
+
+// linkPath returns the path of the first link in a request's text.
+func linkPath(t *testing.T, r notifier.Request) string {
+	t.Helper()
+	i := strings.Index(r.Text, "http://ds.test")
+	if i < 0 {
+		t.Fatalf("no link in %q", r.Text)
+	}
+	return strings.Fields(r.Text[i+len("http://ds.test"):])[0]
+}
+
+func TestSubscriberRoutes_optInAndPrefetchSafeUnsubscribe(t *testing.T) {
+	ctx := context.Background()
+	rdb, err := stream.Dial(ctx, "redis://"+miniredis.RunT(t).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := subscriber.NewStore(rdb, subscriber.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := &outbox{}
+	srv, _ := newTestServer(t, Config{})
+	SubscriberRoutes{Store: store, Notify: box.notify, PublicURL: "http://ds.test"}.Register(srv)
+
+	in := subscriber.Subscriber{Name: "Ann", TimeZone: "Europe/Paris", Destinations: []subscriber.Destination{
+		{Kind: subscriber.KindEmail, Address: "ann@example.com"}, {Kind: subscriber.KindSlack, Address: "https://hooks.slack.test/T1"}}}
+	r := sendJSON(t, srv, "POST", "/v1/subscribers", in)
+	if r.status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.status, r.body)
+	}
+	var s subscriber.Subscriber
+	_ = json.Unmarshal(r.body, &s)
+	if s.Destinations[1].Secret == "" || s.Destinations[0].Status != subscriber.StatusPending {
+		t.Fatalf("created %s", r.body)
+	}
+	confirms := box.take()
+	if len(confirms) != 2 || !confirms[0].Critical || confirms[0].Destination == nil || confirms[0].Destination.Address != "ann@example.com" {
+		t.Fatalf("confirmation requests %+v", confirms)
+	}
+	// The same address again, spelled otherwise: 409.
+	dup := subscriber.Subscriber{Name: "Eve", Destinations: []subscriber.Destination{{Kind: subscriber.KindEmail, Address: "ANN@example.com"}}}
+	wantEnvelope(t, sendJSON(t, srv, "POST", "/v1/subscribers", dup), http.StatusConflict, "already_subscribed")
+	wantEnvelope(t, sendJSON(t, srv, "POST", "/v1/subscribers", subscriber.Subscriber{Name: "x"}), http.StatusUnprocessableEntity, "invalid_subscriber")
+
+	// A GET of the opt-in link (a prefetcher) shows a form and confirms nothing.
+	confirmPath := linkPath(t, confirms[0])
+	if r := get(t, srv, confirmPath); r.status != http.StatusOK || !strings.Contains(string(r.body), `method="post"`) {
+		t.Fatalf("GET confirm: %d %s", r.status, r.body)
+	}
+	stored, _ := store.Get(ctx, s.ID)
+	if stored.Destinations[0].Status != subscriber.StatusPending {
+		t.Fatal("a GET confirmed the destination")
+	}
+	if r := post(t, srv, confirmPath); r.status != http.StatusOK {
+		t.Fatalf("POST confirm: %d %s", r.status, r.body)
+	}
+	if r := post(t, srv, confirmPath); r.status != http.StatusNotFound {
+		t.Fatalf("second POST confirm: %d", r.status)
+	}
+	full, _ := store.Resolve(ctx, s.ID)
+	if full.Destinations[0].Status != subscriber.StatusActive {
+		t.Fatalf("after POST: %+v", full.Destinations[0])
+	}
+
+	// Unsubscribe: GET shows a page, POST removes and sends a notice.
+	unsubPath := notifier.UnsubscribePath + full.Destinations[0].UnsubscribeToken
+	if r := get(t, srv, unsubPath); r.status != http.StatusOK || !strings.Contains(string(r.body), "ann@example.com") {
+		t.Fatalf("GET unsubscribe: %d %s", r.status, r.body)
+	}
+	if still, _ := store.Get(ctx, s.ID); len(still.Destinations) != 2 {
+		t.Fatal("a GET unsubscribed")
+	}
+	if r := post(t, srv, unsubPath); r.status != http.StatusOK {
+		t.Fatalf("POST unsubscribe: %d %s", r.status, r.body)
+	}
+	notices := box.take()
+	if len(notices) != 1 || notices[0].Event != "subscription.removed" || notices[0].Destination.Address != "ann@example.com" || !notices[0].Critical {
+		t.Fatalf("removal notice %+v", notices)
+	}
+	left, _ := store.Get(ctx, s.ID)
+	if len(left.Destinations) != 1 || left.Destinations[0].Kind != subscriber.KindSlack {
+		t.Fatalf("after unsubscribe: %+v", left.Destinations)
+	}
+	if r := post(t, srv, unsubPath); r.status != http.StatusNotFound {
+		t.Fatalf("second unsubscribe: %d", r.status)
+	}
+
+	// Preferences.
+	bad := preferencesBody{TimeZone: "Nowhere/Land"}
+	wantEnvelope(t, sendJSON(t, srv, "PUT", "/v1/subscribers/"+s.ID+"/preferences", bad), http.StatusUnprocessableEntity, "invalid_preferences")
+	good := preferencesBody{TimeZone: "Asia/Tokyo", Preferences: subscriber.Preferences{QuietHours: &subscriber.QuietHours{Start: "22:00", End: "07:00"}}}
+	if r := sendJSON(t, srv, "PUT", "/v1/subscribers/"+s.ID+"/preferences", good); r.status != http.StatusOK || !strings.Contains(string(r.body), "Asia/Tokyo") {
+		t.Fatalf("preferences: %d %s", r.status, r.body)
+	}
+	wantEnvelope(t, get(t, srv, "/v1/subscribers/s_nope"), http.StatusNotFound, "subscriber_not_found")
+}
+
+func TestNotificationRoutes_historyAndWhy(t *testing.T) {
+	ctx := context.Background()
+	rdb, err := stream.Dial(ctx, "redis://"+miniredis.RunT(t).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := history.NewRecorder(rdb, nil, history.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	n := history.Record{ID: "n_1", Flow: "avail", Event: "availability.open", SubscriberID: "w_1", Channel: "webhook",
+		Subject: "resy|v|2026-12-01|19:00|2", Window: "ev-1", Status: history.StatusSent, Attempts: 1, At: at,
+		TraceID: "0af7651916cd43dd8448eb211c80319c", EventID: "ev-1", RunID: "run-1"}
+	if err := rec.Record(ctx, n); err != nil {
+		t.Fatal(err)
+	}
+	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ch.Close() })
+	if _, err := clickhouse.Migrate(ctx, ch, nil); err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := newTestServer(t, Config{})
+	NotificationRoutes{History: rec, Cause: func(ctx context.Context, e, r string) (clickhouse.Cause, error) {
+		return clickhouse.NotificationCause(ctx, ch, e, r)
+	}}.Register(srv)
+
+	r := get(t, srv, "/v1/notifications?subscriber=w_1")
+	var page notificationPage
+	if err := json.Unmarshal(r.body, &page); err != nil || r.status != http.StatusOK || len(page.Items) != 1 || page.Items[0].ID != "n_1" {
+		t.Fatalf("list: %d %s", r.status, r.body)
+	}
+	wantEnvelope(t, get(t, srv, "/v1/notifications"), http.StatusBadRequest, "invalid_subscriber")
+	wantEnvelope(t, get(t, srv, "/v1/notifications/n_2/why"), http.StatusNotFound, "notification_not_found")
+
+	// Before the analytics rows exist the chain is partial.
+	var why whyChain
+	r = get(t, srv, "/v1/notifications/n_1/why")
+	if err := json.Unmarshal(r.body, &why); err != nil || why.Complete || why.Transition == nil || why.Transition.EventID != "ev-1" {
+		t.Fatalf("partial why: %d %s", r.status, r.body)
+	}
+	if err := clickhouse.InsertTransitions(ctx, ch, []clickhouse.TransitionRow{{EventID: "ev-1", RunID: "run-1", RunAt: at, Kind: "open",
+		Stable: true, EntityKey: n.Subject, TraceID: "1af7651916cd43dd8448eb211c80319c"}}); err != nil {
+		t.Fatal(err)
+	}
+	if err := clickhouse.InsertRuns(ctx, ch, []clickhouse.RunRow{{RunID: "run-1", SourceID: "src", RunAt: at, Status: "ok",
+		Applied: true, TraceID: "2af7651916cd43dd8448eb211c80319c"}}); err != nil {
+		t.Fatal(err)
+	}
+	r = get(t, srv, "/v1/notifications/n_1/why")
+	why = whyChain{}
+	if err := json.Unmarshal(r.body, &why); err != nil || !why.Complete || why.Run == nil || why.Run.SourceID != "src" ||
+		why.TraceID != "2af7651916cd43dd8448eb211c80319c" || why.Transition.EntityKey != n.Subject {
+		t.Fatalf("why: %d %s", r.status, r.body)
+	}
+}

@@ -1,0 +1,262 @@
+package availjson
+
+import (
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dropstream/dropstream/avail"
+)
+
+var t0 = time.Date(2025, 7, 4, 18, 30, 0, 123456789, time.UTC)
+
+func entities() []avail.Entity {
+	return []avail.Entity{
+		{Key: "resy|v1|2025-07-04|19:00|2", Kind: avail.EntitySlot, Provider: "resy", Venue: "v1",
+			VenueName: "Café <Ω> & \"bar\"", Date: "2025-07-04", Time: "19:00", PartySize: 2,
+			Attrs: map[string]string{"type": "Dining Room", "b": "x\ny", "a": "\u2028"}},
+		{Key: "resy|v1|2025-07-04|*|4", Kind: avail.EntityRestaurant, Provider: "resy", Venue: "v1", Date: "2025-07-04", PartySize: 4},
+		{Key: "source|s1", Kind: avail.EntitySource, Venue: "s1", Attrs: map[string]string{}},
+		{Key: "ot|日本|2025-07-04|20:15|50", Kind: avail.EntitySlot, Provider: "ot", Venue: "日本", VenueName: "\x7f tab\t",
+			Date: "2025-07-04", Time: "20:15", PartySize: -3},
+	}
+}
+
+func snapshots() []avail.Snapshot {
+	return []avail.Snapshot{
+		{RunID: "run-1", SourceID: "src", Provider: "resy", ScopeKey: "src|v1|2025-07-04|2|", RunAt: t0,
+			StartedAt: t0.Add(-time.Second), OK: true, Entities: entities(), Stabilization: 2, NotifyFirstSight: true},
+		{RunID: "run-2", ScopeKey: "s", RunAt: t0.In(time.FixedZone("x", 3600)), Error: "boom", Entities: []avail.Entity{}},
+		{},
+	}
+}
+
+func transitions() []avail.Transition {
+	var out []avail.Transition
+	for i, e := range entities() {
+		out = append(out, avail.Transition{EventID: fmt.Sprint("ev", i), Entity: e, ScopeKey: "sc", SourceID: "src",
+			Kind: avail.KindOpen, Raw: i%2 == 0, Stable: i > 1, Baseline: i == 3, Notify: i == 2, RunID: "run-1",
+			RunAt: t0, LastSeen: t0.Add(-time.Minute), TraceID: "0af7651916cd43dd8448eb211c80319c"})
+	}
+	return append(out, avail.Transition{})
+}
+
+// payloads returns json.Marshal's encodings of the sample values.
+func payloads(t *testing.T) (snaps, trs [][]byte) {
+	t.Helper()
+	for _, s := range snapshots() {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snaps = append(snaps, b)
+	}
+	for _, tr := range transitions() {
+		b, err := json.Marshal(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs = append(trs, b)
+	}
+	return snaps, trs
+}
+
+// same checks that UnmarshalSnapshot and UnmarshalTransition agree with
+// json.Unmarshal on data, value and error.
+func same(t *testing.T, data []byte) {
+	t.Helper()
+	var want, got avail.Snapshot
+	wantErr, gotErr := json.Unmarshal(data, &want), UnmarshalSnapshot(data, &got)
+	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) || !reflect.DeepEqual(want, got) {
+		t.Fatalf("snapshot %q:\njson: %+v, %v\nfast: %+v, %v", data, want, wantErr, got, gotErr)
+	}
+	var wantT, gotT avail.Transition
+	wantErr, gotErr = json.Unmarshal(data, &wantT), UnmarshalTransition(data, &gotT)
+	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) || !reflect.DeepEqual(wantT, gotT) {
+		t.Fatalf("transition %q:\njson: %+v, %v\nfast: %+v, %v", data, wantT, wantErr, gotT, gotErr)
+	}
+}
+
+// plainPayloads returns json.Marshal's encodings of values whose strings
+// need no escapes: the fast path must decode them by itself.
+func plainPayloads(t *testing.T) (snaps, trs [][]byte) {
+	t.Helper()
+	e := avail.Entity{Key: "ot|日本|2025-07-04|20:15|50", Kind: avail.EntitySlot, Provider: "ot", Venue: "日本",
+		VenueName: "Café Ω \x7f", Date: "2025-07-04", Time: "20:15", PartySize: -3,
+		Attrs: map[string]string{"type": "Dining Room", "b": "", "a": "1"}}
+	for _, s := range []avail.Snapshot{snapshots()[2], {RunID: "r", RunAt: t0.In(time.FixedZone("x", 3600)),
+		StartedAt: t0, OK: true, Error: "e", Entities: []avail.Entity{e, {Key: "source|s", Attrs: map[string]string{}}},
+		Stabilization: 10, NotifyFirstSight: true}} {
+		b, err := json.Marshal(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		snaps = append(snaps, b)
+	}
+	for _, tr := range []avail.Transition{{}, {EventID: "ev", Entity: e, ScopeKey: "sc", SourceID: "src",
+		Kind: avail.KindClose, Raw: true, Stable: true, Baseline: true, Notify: true, RunID: "run-1", RunAt: t0,
+		LastSeen: t0.Add(-time.Minute), TraceID: "0af7651916cd43dd8448eb211c80319c"}} {
+		b, err := json.Marshal(tr)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs = append(trs, b)
+	}
+	return snaps, trs
+}
+
+func TestUnmarshal_fastPathDecodesMarshalOutput(t *testing.T) {
+	snaps, trs := plainPayloads(t)
+	for i, b := range snaps {
+		var got avail.Snapshot
+		sc := scanner{b: b}
+		if !sc.snapshot(&got) || !sc.end() {
+			t.Fatalf("snapshot %d %s: fast path refused json.Marshal's output", i, b)
+		}
+		same(t, b)
+	}
+	for i, b := range trs {
+		var got avail.Transition
+		sc := scanner{b: b}
+		if !sc.transition(&got) || !sc.end() {
+			t.Fatalf("transition %d %s: fast path refused json.Marshal's output", i, b)
+		}
+		same(t, b)
+	}
+}
+
+func TestUnmarshal_matchesEncodingJSON(t *testing.T) {
+	cases := []string{
+		``, `null`, `[]`, `{}`, ` { } `, `{}x`, `{"run_id":"a"} {}`, `{"run_id":null}`, `{"RUN_ID":"a"}`,
+		`{"run_id":"a","run_id":"b"}`, `{"run_id":"a\u0062"}`, `{"run_id":"a\nb"}`, "{\"run_id\":\"a\xffb\"}",
+		`{"unknown":1}`, `{"stabilization":2.0}`, `{"stabilization":1e2}`, `{"stabilization":-0}`,
+		`{"stabilization":01}`, `{"stabilization":99999999999999999999}`, `{"stabilization":"2"}`,
+		`{"ok":truex}`, `{"ok":tru}`, `{"ok":1}`, `{"run_at":"2025-07-04"}`, `{"run_at":"2025-07-04T10:00:00Z"}`,
+		`{"run_at":"2025-07-04T10:00:00+25:00"}`, `{"entities":null}`, `{"entities":[]}`, `{"entities":[{}]}`,
+		`{"entities":[{"attrs":{}}]}`, `{"entities":[{"attrs":{"a":"1","a":"2"}}]}`, `{"entities":[{"attrs":null}]}`,
+		`{"entities":[{"attrs":{"a":1}}]}`, `{"entities":[{},]}`, `{"entities":[{"key":"k"}`, `{"entity":{"key":"k"}}`,
+		`{"entity":{"party_size":-7}}`, `{"entity":null}`, `{"raw":false,"stable":true,"notify":true}`,
+		`{"last_seen":"0001-01-01T00:00:00Z","trace_id":""}`, "\t{\n\"kind\" :\r\"open\" }\n",
+	}
+	for _, c := range cases {
+		same(t, []byte(c))
+	}
+}
+
+// TestUnmarshal_matchesEncodingJSONOnMutations compares every prefix and
+// many one-byte changes of payloads with encoding/json.
+func TestUnmarshal_matchesEncodingJSONOnMutations(t *testing.T) {
+	snaps, trs := plainPayloads(t) // inputs of the fast path, which matter most
+	repl := []byte(`"\{}],:0-.ex` + "\xff")
+	for _, b := range [][]byte{snaps[1], trs[1]} {
+		for i := range len(b) {
+			same(t, b[:i])
+			for _, c := range repl {
+				m := append([]byte(nil), b...)
+				m[i] = c
+				same(t, m)
+			}
+		}
+	}
+}
+
+func FuzzUnmarshal(f *testing.F) {
+	snaps, trs := payloads(&testing.T{})
+	for _, b := range append(snaps, trs...) {
+		f.Add(b)
+	}
+	f.Fuzz(func(t *testing.T, data []byte) { same(t, data) })
+}
+
+func TestAppendEntity_matchesMarshal(t *testing.T) {
+	es := entities()
+	es = append(es, avail.Entity{}, avail.Entity{Key: "bad\xffutf8", VenueName: strings.Repeat("ä", 20),
+		Attrs: map[string]string{"z": "1", "y": "", "x\x01": "<"}})
+	for _, e := range es {
+		want, err := json.Marshal(e)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := AppendEntity([]byte("prefix"), e); string(got) != "prefix"+string(want) {
+			t.Errorf("AppendEntity(%+v) = %s, want %s", e, got[len("prefix"):], want)
+		}
+	}
+}
+
+func BenchmarkUnmarshalSnapshot(b *testing.B) {
+	s := avail.Snapshot{RunID: "v0000001-r000003", SourceID: "bench-src", Provider: "resy",
+		ScopeKey: "bench-src|v0000001|2099-07-04|2|", RunAt: t0, StartedAt: t0, OK: true, Stabilization: 2}
+	for i := range 100 {
+		hhmm := fmt.Sprintf("%02d:%02d", i/12%24, i%12*5)
+		s.Entities = append(s.Entities, avail.Entity{Key: avail.SlotKey("resy", "v0000001", "2099-07-04", hhmm, 2),
+			Kind: avail.EntitySlot, Provider: "resy", Venue: "v0000001", VenueName: "Restaurant v0000001",
+			Date: "2099-07-04", Time: hhmm, PartySize: 2, Attrs: map[string]string{"type": "Dining Room"}})
+	}
+	data, _ := json.Marshal(s)
+	for _, bc := range []struct {
+		name string
+		f    func([]byte, *avail.Snapshot) error
+	}{{"encoding-json", func(d []byte, v *avail.Snapshot) error { return json.Unmarshal(d, v) }}, {"availjson", UnmarshalSnapshot}} {
+		b.Run(bc.name, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				var v avail.Snapshot
+				if err := bc.f(data, &v); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}
+
+func BenchmarkAppendEntity(b *testing.B) {
+	e := avail.Entity{Key: "resy|v0000001|2099-07-04|10:05|2", Kind: avail.EntitySlot, Provider: "resy", Venue: "v0000001",
+		VenueName: "Restaurant v0000001", Date: "2099-07-04", Time: "10:05", PartySize: 2,
+		Attrs: map[string]string{"type": "Dining Room"}}
+	b.Run("encoding-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := json.Marshal(e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("availjson", func(b *testing.B) {
+		b.ReportAllocs()
+		buf := make([]byte, 0, 512)
+		for b.Loop() {
+			buf = AppendEntity(buf[:0], e)
+		}
+	})
+}
+
+func TestAppendEntityExtras_holdsWhatTheKeyLacks(t *testing.T) {
+	for _, e := range entities() {
+		var got struct {
+			VenueName string            `json:"venue_name"`
+			Attrs     map[string]string `json:"attrs"`
+			Other     map[string]any    `json:"-"`
+		}
+		b := AppendEntityExtras(nil, e)
+		if err := json.Unmarshal(b, &got); err != nil {
+			t.Fatalf("%s: %v", b, err)
+		}
+		var all map[string]json.RawMessage
+		_ = json.Unmarshal(b, &all)
+		for k := range all {
+			if k != "venue_name" && k != "attrs" {
+				t.Errorf("%s: member %q", b, k)
+			}
+		}
+		wantAttrs := e.Attrs
+		if len(wantAttrs) == 0 {
+			wantAttrs = nil
+		}
+		if got.VenueName != e.VenueName || !reflect.DeepEqual(got.Attrs, wantAttrs) {
+			t.Errorf("%s decodes to %q %v, want %q %v", b, got.VenueName, got.Attrs, e.VenueName, e.Attrs)
+		}
+	}
+}

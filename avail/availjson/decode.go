@@ -1,0 +1,212 @@
+// Package availjson decodes and encodes the availability pipeline's hot
+// messages (avail.Snapshot, avail.Transition, avail.Entity) faster than
+// encoding/json, with exactly its results: a hand-written scanner handles
+// the plain encoding that json.Marshal produces (known field names, strings
+// without escapes, integers, booleans, RFC 3339 times), and any input it
+// does not recognise — escapes, unknown or repeated fields, nulls, other
+// spellings, invalid UTF-8, malformed JSON — is decoded by encoding/json
+// instead, so the outcome, value and error alike, is always what
+// json.Unmarshal gives.
+package availjson
+
+import (
+	"encoding/json"
+	"unicode/utf8"
+
+	"github.com/dropstream/dropstream/avail"
+)
+
+// UnmarshalSnapshot decodes data into *s as json.Unmarshal(data, s) does.
+func UnmarshalSnapshot(data []byte, s *avail.Snapshot) error {
+	var v avail.Snapshot
+	sc := scanner{b: data}
+	if sc.snapshot(&v) && sc.end() {
+		*s = v
+		return nil
+	}
+	return json.Unmarshal(data, s)
+}
+
+// UnmarshalTransition decodes data into *t as json.Unmarshal(data, t) does.
+func UnmarshalTransition(data []byte, t *avail.Transition) error {
+	var v avail.Transition
+	sc := scanner{b: data}
+	if sc.transition(&v) && sc.end() {
+		*t = v
+		return nil
+	}
+	return json.Unmarshal(data, t)
+}
+
+// scanner reads b from i. Every method returns false when the input is not
+// in the plain form it handles; the caller then falls back to
+// encoding/json, so a false never needs a reason.
+type scanner struct {
+	b []byte
+	i int
+	// text is b as a string, made on the first string value: every string
+	// decoded is a substring of it, one allocation for all of them.
+	text string
+	// name is the offsets in b of the member name object passes to field.
+	name [2]int
+}
+
+func (s *scanner) ws() {
+	for s.i < len(s.b) {
+		switch s.b[s.i] {
+		case ' ', '\t', '\n', '\r':
+			s.i++
+		default:
+			return
+		}
+	}
+}
+
+// end reports whether only white space is left.
+func (s *scanner) end() bool {
+	s.ws()
+	return s.i == len(s.b)
+}
+
+// next skips white space and consumes c.
+func (s *scanner) next(c byte) bool {
+	s.ws()
+	if s.i < len(s.b) && s.b[s.i] == c {
+		s.i++
+		return true
+	}
+	return false
+}
+
+// quoted returns the bytes of a string without escapes or control
+// characters, in valid UTF-8, quotes included.
+func (s *scanner) quoted() ([]byte, bool) {
+	s.ws()
+	if s.i >= len(s.b) || s.b[s.i] != '"' {
+		return nil, false
+	}
+	start := s.i
+	ascii := true
+	for j := s.i + 1; j < len(s.b); j++ {
+		switch c := s.b[j]; {
+		case c == '"':
+			s.i = j + 1
+			q := s.b[start:s.i]
+			if !ascii && !utf8.Valid(q) {
+				return nil, false // encoding/json replaces invalid bytes
+			}
+			return q, true
+		case c == '\\' || c < 0x20:
+			return nil, false
+		case c >= utf8.RuneSelf:
+			ascii = false
+		}
+	}
+	return nil, false
+}
+
+// str returns a string value.
+func (s *scanner) str() (string, bool) {
+	q, ok := s.quoted()
+	if !ok {
+		return "", false
+	}
+	return s.substring(s.i-len(q)+1, s.i-1), true
+}
+
+// substring returns b[from:to] as a substring of s.text.
+func (s *scanner) substring(from, to int) string {
+	if s.text == "" {
+		s.text = string(s.b)
+	}
+	return s.text[from:to]
+}
+
+// integer returns an integer literal of at most 18 digits (no fraction or
+// exponent, which encoding/json rejects for an int).
+func (s *scanner) integer() (int, bool) {
+	s.ws()
+	j, neg := s.i, false
+	if j < len(s.b) && s.b[j] == '-' {
+		neg = true
+		j++
+	}
+	start, n := j, 0
+	for ; j < len(s.b) && s.b[j] >= '0' && s.b[j] <= '9'; j++ {
+		n = n*10 + int(s.b[j]-'0')
+	}
+	digits := j - start
+	if digits == 0 || digits > 18 || digits > 1 && s.b[start] == '0' {
+		return 0, false
+	}
+	if j < len(s.b) && (s.b[j] == '.' || s.b[j] == 'e' || s.b[j] == 'E') {
+		return 0, false
+	}
+	s.i = j
+	if neg {
+		n = -n
+	}
+	return n, true
+}
+
+// boolean returns a true or false literal.
+func (s *scanner) boolean() (bool, bool) {
+	s.ws()
+	rest := s.b[s.i:]
+	switch {
+	case len(rest) >= 4 && string(rest[:4]) == "true":
+		s.i += 4
+		return true, s.delimited()
+	case len(rest) >= 5 && string(rest[:5]) == "false":
+		s.i += 5
+		return false, s.delimited()
+	}
+	return false, false
+}
+
+// delimited reports whether a literal ends at i (not "truex").
+func (s *scanner) delimited() bool {
+	if s.i == len(s.b) {
+		return true
+	}
+	switch s.b[s.i] {
+	case ' ', '\t', '\n', '\r', ',', '}', ']':
+		return true
+	}
+	return false
+}
+
+// object reads an object, calling field for each member with the scanner
+// at its value; field returns false for an unknown or repeated name or a
+// value it cannot read.
+func (s *scanner) object(field func(name []byte) bool) bool {
+	if !s.next('{') {
+		return false
+	}
+	if s.next('}') {
+		return true
+	}
+	for {
+		q, ok := s.quoted()
+		if !ok {
+			return false
+		}
+		s.name = [2]int{s.i - len(q) + 1, s.i - 1}
+		if !s.next(':') || !field(q[1:len(q)-1]) {
+			return false
+		}
+		if s.next(',') {
+			continue
+		}
+		return s.next('}')
+	}
+}
+
+// seen records a field name in *mask (bit) and reports whether it was new.
+func seen(mask *uint32, bit uint32) bool {
+	if *mask&bit != 0 {
+		return false
+	}
+	*mask |= bit
+	return true
+}

@@ -1,0 +1,175 @@
+package availjson
+
+import (
+	"time"
+
+	"github.com/dropstream/dropstream/avail"
+)
+
+// snapshot reads an avail.Snapshot object.
+func (s *scanner) snapshot(v *avail.Snapshot) bool {
+	var mask uint32
+	return s.object(func(name []byte) bool {
+		ok := false
+		switch string(name) {
+		case "run_id":
+			ok = seen(&mask, 1<<0) && s.into(&v.RunID)
+		case "source_id":
+			ok = seen(&mask, 1<<1) && s.into(&v.SourceID)
+		case "provider":
+			ok = seen(&mask, 1<<2) && s.into(&v.Provider)
+		case "scope_key":
+			ok = seen(&mask, 1<<3) && s.into(&v.ScopeKey)
+		case "run_at":
+			ok = seen(&mask, 1<<4) && s.time(&v.RunAt)
+		case "started_at":
+			ok = seen(&mask, 1<<5) && s.time(&v.StartedAt)
+		case "ok":
+			ok = seen(&mask, 1<<6) && s.boolInto(&v.OK)
+		case "error":
+			ok = seen(&mask, 1<<7) && s.into(&v.Error)
+		case "entities":
+			ok = seen(&mask, 1<<8) && s.entities(&v.Entities)
+		case "stabilization":
+			ok = seen(&mask, 1<<9) && s.intInto(&v.Stabilization)
+		case "notify_first_sight":
+			ok = seen(&mask, 1<<10) && s.boolInto(&v.NotifyFirstSight)
+		}
+		return ok
+	})
+}
+
+// transition reads an avail.Transition object.
+func (s *scanner) transition(v *avail.Transition) bool {
+	var mask uint32
+	return s.object(func(name []byte) bool {
+		ok := false
+		switch string(name) {
+		case "event_id":
+			ok = seen(&mask, 1<<0) && s.into(&v.EventID)
+		case "entity":
+			ok = seen(&mask, 1<<1) && s.entity(&v.Entity)
+		case "scope_key":
+			ok = seen(&mask, 1<<2) && s.into(&v.ScopeKey)
+		case "source_id":
+			ok = seen(&mask, 1<<3) && s.into(&v.SourceID)
+		case "kind":
+			ok = seen(&mask, 1<<4) && s.into(&v.Kind)
+		case "raw":
+			ok = seen(&mask, 1<<5) && s.boolInto(&v.Raw)
+		case "stable":
+			ok = seen(&mask, 1<<6) && s.boolInto(&v.Stable)
+		case "baseline":
+			ok = seen(&mask, 1<<7) && s.boolInto(&v.Baseline)
+		case "notify":
+			ok = seen(&mask, 1<<8) && s.boolInto(&v.Notify)
+		case "run_id":
+			ok = seen(&mask, 1<<9) && s.into(&v.RunID)
+		case "run_at":
+			ok = seen(&mask, 1<<10) && s.time(&v.RunAt)
+		case "last_seen":
+			ok = seen(&mask, 1<<11) && s.time(&v.LastSeen)
+		case "trace_id":
+			ok = seen(&mask, 1<<12) && s.into(&v.TraceID)
+		}
+		return ok
+	})
+}
+
+// entity reads an avail.Entity object into a zero *v.
+func (s *scanner) entity(v *avail.Entity) bool {
+	var mask uint32
+	return s.object(func(name []byte) bool {
+		ok := false
+		switch string(name) {
+		case "key":
+			ok = seen(&mask, 1<<0) && s.into(&v.Key)
+		case "kind":
+			ok = seen(&mask, 1<<1) && s.into(&v.Kind)
+		case "provider":
+			ok = seen(&mask, 1<<2) && s.into(&v.Provider)
+		case "venue":
+			ok = seen(&mask, 1<<3) && s.into(&v.Venue)
+		case "venue_name":
+			ok = seen(&mask, 1<<4) && s.into(&v.VenueName)
+		case "date":
+			ok = seen(&mask, 1<<5) && s.into(&v.Date)
+		case "time":
+			ok = seen(&mask, 1<<6) && s.into(&v.Time)
+		case "party_size":
+			ok = seen(&mask, 1<<7) && s.intInto(&v.PartySize)
+		case "attrs":
+			ok = seen(&mask, 1<<8) && s.attrs(&v.Attrs)
+		}
+		return ok
+	})
+}
+
+// entities reads an array of entities; [] gives an empty, non-nil slice,
+// as encoding/json does.
+func (s *scanner) entities(v *[]avail.Entity) bool {
+	if !s.next('[') {
+		return false
+	}
+	out := make([]avail.Entity, 0, 16)
+	if s.next(']') {
+		*v = out
+		return true
+	}
+	for {
+		out = append(out, avail.Entity{})
+		if !s.entity(&out[len(out)-1]) {
+			return false
+		}
+		if s.next(',') {
+			continue
+		}
+		if !s.next(']') {
+			return false
+		}
+		*v = out
+		return true
+	}
+}
+
+// attrs reads an object of strings; {} gives an empty, non-nil map, as
+// encoding/json does.
+func (s *scanner) attrs(v *map[string]string) bool {
+	m := map[string]string{}
+	ok := s.object(func([]byte) bool {
+		name := s.substring(s.name[0], s.name[1])
+		val, ok := s.str()
+		if ok {
+			m[name] = val
+		}
+		return ok
+	})
+	if ok {
+		*v = m
+	}
+	return ok
+}
+
+func (s *scanner) into(v *string) bool {
+	var ok bool
+	*v, ok = s.str()
+	return ok
+}
+
+func (s *scanner) intInto(v *int) bool {
+	var ok bool
+	*v, ok = s.integer()
+	return ok
+}
+
+func (s *scanner) boolInto(v *bool) bool {
+	var ok bool
+	*v, ok = s.boolean()
+	return ok
+}
+
+// time reads a string as time.Time's UnmarshalJSON does.
+func (s *scanner) time(v *time.Time) bool {
+	q, ok := s.quoted()
+	return ok && v.UnmarshalJSON(q) == nil
+}

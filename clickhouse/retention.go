@@ -1,0 +1,151 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Default retention periods of RetentionConfig.
+const (
+	DefaultRetainRuns        = 7 * 24 * time.Hour
+	DefaultRetainTransitions = 30 * 24 * time.Hour
+	DefaultRetainSessions    = 2 * 365 * 24 * time.Hour
+	DefaultRetainRollups     = 2 * 365 * 24 * time.Hour
+)
+
+// RetentionConfig says how long each table keeps its rows. Retention drops
+// whole partitions, never single rows: a partition goes when all of its span
+// (a day for runs, a month for the other tables) is older than the table's
+// period. Zero fields take the defaults; a negative period keeps the table
+// forever.
+type RetentionConfig struct {
+	// Runs is the period of the raw runs table. Default 7 days.
+	Runs time.Duration
+	// Transitions is the period of the raw transitions table. Default 30
+	// days.
+	Transitions time.Duration
+	// Sessions is the period of the sessions table. Default 2 years.
+	Sessions time.Duration
+	// Rollups is the period of every rollup table (RollupTables). Default 2
+	// years.
+	Rollups time.Duration
+	// Tables sets the period of other tables by name (e.g. a flow's own
+	// history table), or overrides one of the above. Only tables
+	// partitioned by toYYYYMM or toYYYYMMDD can be listed.
+	Tables map[string]time.Duration
+	// DryRun lists the partitions that would go without dropping them.
+	DryRun bool
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c RetentionConfig) WithDefaults() RetentionConfig {
+	def := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	def(&c.Runs, DefaultRetainRuns)
+	def(&c.Transitions, DefaultRetainTransitions)
+	def(&c.Sessions, DefaultRetainSessions)
+	def(&c.Rollups, DefaultRetainRollups)
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate checks the table names of Tables.
+func (c RetentionConfig) Validate() error {
+	var errs []error
+	for t := range c.Tables {
+		if !identRe.MatchString(t) {
+			errs = append(errs, fmt.Errorf("clickhouse: retention: table name %q is not an identifier", t))
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// periods returns the period of every table retention covers.
+func (c RetentionConfig) periods() (map[string]time.Duration, error) {
+	p := map[string]time.Duration{TableRuns: c.Runs, TableTransitions: c.Transitions, TableSessions: c.Sessions}
+	rollups, err := RollupTables()
+	if err != nil {
+		return nil, err
+	}
+	for _, t := range rollups {
+		p[t] = c.Rollups
+	}
+	for t, d := range c.Tables {
+		p[t] = d
+	}
+	return p, nil
+}
+
+// DroppedPartition is one partition removed (or, in a dry run, that would
+// be removed) by EnforceRetention.
+type DroppedPartition struct {
+	Table       string
+	PartitionID string
+	// End is the end of the partition's span (UTC); every row is older.
+	End time.Time
+}
+
+// EnforceRetention drops, in every table covered by cfg, the partitions
+// whose whole span ended before now minus the table's period, and returns
+// them ordered by table and partition. Tables that do not exist have no
+// partitions; partitions whose id is not a day or month (an unpartitioned
+// table's "all") are kept. Dropping a partition is atomic per partition; on
+// an error, the partitions dropped so far are returned with it.
+//
+// In cluster mode (MigrateCluster), where t is a Distributed table over
+// t_local, it drops the partitions of t_local on the server c is connected
+// to: run it against every shard.
+func EnforceRetention(ctx context.Context, c *Client, cfg RetentionConfig) ([]DroppedPartition, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	periods, err := cfg.periods()
+	if err != nil {
+		return nil, err
+	}
+	tables := make([]string, 0, len(periods))
+	for t := range periods {
+		tables = append(tables, t)
+	}
+	slices.Sort(tables)
+	now := cfg.Now().UTC()
+	var dropped []DroppedPartition
+	for _, t := range tables {
+		if periods[t] < 0 {
+			continue
+		}
+		cutoff := now.Add(-periods[t])
+		local, err := localName(ctx, c, t)
+		if err != nil {
+			return dropped, err
+		}
+		ids, err := partitionIDs(ctx, c, local)
+		if err != nil {
+			return dropped, err
+		}
+		for _, id := range ids {
+			_, end, err := partitionSpan(id)
+			if err != nil || end.After(cutoff) {
+				continue
+			}
+			if !cfg.DryRun {
+				if err := c.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", local, id)); err != nil {
+					return dropped, fmt.Errorf("clickhouse: retention: drop %s partition %s: %w", local, id, err)
+				}
+			}
+			dropped = append(dropped, DroppedPartition{Table: local, PartitionID: id, End: end})
+		}
+	}
+	return dropped, nil
+}

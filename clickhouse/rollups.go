@@ -1,0 +1,389 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Rollup tables of schema/0005_rollups.sql. Dashboards and the stats API
+// read these only.
+const (
+	// TableFlowHourly holds, per flow, hour, scope (provider, venue):
+	// opens, closes, stable opens and closes, notifications sent.
+	TableFlowHourly = "rollup_flow_hourly"
+	// TableSessionsDaily holds, per day of opening, provider and venue:
+	// sessions, closed sessions, and duration sum and quantiles.
+	TableSessionsDaily = "rollup_sessions_daily"
+	// TableSourceHourly holds, per hour and source: runs and failed runs.
+	TableSourceHourly = "rollup_source_hourly"
+)
+
+// View is one materialized view of the embedded schema that fills a rollup
+// table from a raw table.
+type View struct {
+	// Name is the view's name.
+	Name string
+	// Target is the rollup table it inserts into.
+	Target string
+	// Source is the raw table it reads.
+	Source string
+	// SourceTime is the source's time column, the argument of its
+	// PARTITION BY toYYYYMM(...) or toYYYYMMDD(...).
+	SourceTime string
+	// Columns are the target columns the view's SELECT produces, in order.
+	Columns []string
+	// Select is the view's SELECT statement.
+	Select string
+}
+
+var (
+	viewRe      = regexp.MustCompile(`(?is)^CREATE\s+MATERIALIZED\s+VIEW\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)\s+TO\s+(\w+)\s+AS\s+(SELECT\s.*)$`)
+	tableRe     = regexp.MustCompile(`(?is)^CREATE\s+TABLE\s+(?:IF\s+NOT\s+EXISTS\s+)?(\w+)\s*\(.*\bPARTITION\s+BY\s+(toYYYYMM|toYYYYMMDD)\((\w+)\)`)
+	fromRe      = regexp.MustCompile(`(?is)\bFROM\s+(\w+)\s+GROUP\s+BY\s`)
+	groupByRe   = regexp.MustCompile(`(?is)\sGROUP\s+BY\s`)
+	aliasRe     = regexp.MustCompile(`(?is)\bAS\s+(\w+)\s*$`)
+	identRe     = regexp.MustCompile(`^\w+$`)
+	errNotMonth = errors.New("not a month partition")
+)
+
+// Views returns the materialized views of the embedded schema, in migration
+// order. Each view must read one table (`FROM t GROUP BY ...`) partitioned by
+// toYYYYMM or toYYYYMMDD of a column, so a month of it can be rebuilt.
+func Views() ([]View, error) {
+	migrations, err := Migrations()
+	if err != nil {
+		return nil, err
+	}
+	timeOf := map[string]string{}
+	var views []View
+	for _, m := range migrations {
+		for _, stmt := range m.Statements {
+			if t := tableRe.FindStringSubmatch(stmt); t != nil {
+				timeOf[t[1]] = t[3]
+				continue
+			}
+			v := viewRe.FindStringSubmatch(stmt)
+			if v == nil {
+				continue
+			}
+			view := View{Name: v[1], Target: v[2], Select: strings.TrimSpace(v[3])}
+			from := fromRe.FindStringSubmatch(view.Select)
+			if from == nil {
+				return nil, fmt.Errorf("clickhouse: view %s in %s: want SELECT ... FROM table GROUP BY columns", view.Name, m.Name)
+			}
+			view.Source = from[1]
+			view.SourceTime = timeOf[view.Source]
+			if view.SourceTime == "" {
+				return nil, fmt.Errorf("clickhouse: view %s reads %s, which is not partitioned by month or day in the schema", view.Name, view.Source)
+			}
+			if view.Columns, err = selectColumns(view.Select); err != nil {
+				return nil, fmt.Errorf("clickhouse: view %s: %w", view.Name, err)
+			}
+			views = append(views, view)
+		}
+	}
+	return views, nil
+}
+
+// RollupTables returns the target tables of Views, sorted.
+func RollupTables() ([]string, error) {
+	views, err := Views()
+	if err != nil {
+		return nil, err
+	}
+	var out []string
+	for _, v := range views {
+		if !slices.Contains(out, v.Target) {
+			out = append(out, v.Target)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// selectColumns returns the output names of a SELECT list: each item's alias
+// ("... AS name") or the item itself when it is a bare column.
+func selectColumns(sel string) ([]string, error) {
+	body := strings.TrimSpace(sel[len("SELECT"):])
+	var items []string
+	depth, start := 0, 0
+	inQuote := false
+	for i := 0; i < len(body); i++ {
+		switch ch := body[i]; {
+		case ch == '\'':
+			inQuote = !inQuote
+		case inQuote:
+		case ch == '(':
+			depth++
+		case ch == ')':
+			depth--
+		case ch == ',' && depth == 0:
+			items = append(items, body[start:i])
+			start = i + 1
+		case depth == 0 && i > 0 && isSpace(body[i-1]) && isKeyword(body[i:], "FROM"):
+			items = append(items, body[start:i])
+			start = -1
+			i = len(body)
+		}
+	}
+	if start != -1 {
+		return nil, errors.New("select list without FROM")
+	}
+	cols := make([]string, 0, len(items))
+	for _, it := range items {
+		it = strings.TrimSpace(it)
+		if m := aliasRe.FindStringSubmatch(it); m != nil {
+			cols = append(cols, m[1])
+		} else if identRe.MatchString(it) {
+			cols = append(cols, it)
+		} else {
+			return nil, fmt.Errorf("select item %q has no alias", it)
+		}
+	}
+	return cols, nil
+}
+
+// isKeyword reports whether s starts with the keyword kw followed by a blank.
+func isKeyword(s, kw string) bool {
+	return len(s) > len(kw) && strings.EqualFold(s[:len(kw)], kw) && isSpace(s[len(kw)])
+}
+
+func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\r' }
+
+// historySources are raw tables whose rows are each a record that counts
+// (a notification's failed try, then its send), although they collapse into
+// one on merge: Rebuild reads them without FINAL, as the views saw them.
+var historySources = map[string]bool{TableNotifications: true}
+
+// monthSelect is v's SELECT over the source rows of one month, read with
+// FINAL (but for historySources) so duplicates and superseded versions are
+// counted once.
+func (v View) monthSelect(month int, source string) string {
+	loc := fromRe.FindStringIndex(v.Select)
+	g := groupByRe.FindStringIndex(v.Select[loc[0]:])
+	final := " FINAL"
+	if historySources[v.Source] {
+		final = ""
+	}
+	return v.Select[:loc[0]] + fmt.Sprintf("FROM %s%s WHERE toYYYYMM(%s) = %d", source, final, v.SourceTime, month) +
+		v.Select[loc[0]+g[0]:]
+}
+
+// RebuildConfig selects what Rebuild recomputes. The zero value rebuilds
+// every month of every rollup.
+type RebuildConfig struct {
+	// From is the first month rebuilt (only its year and month count).
+	// Zero: the oldest month of the source tables.
+	From time.Time
+	// To is the last month rebuilt, inclusive. Zero: the newest.
+	To time.Time
+	// Tables restricts the rebuild to these rollup tables. Empty: all.
+	Tables []string
+	// Progress, when not nil, is called before each month and after the
+	// last one.
+	Progress func(RebuildStep)
+}
+
+// RebuildStep reports the progress of Rebuild.
+type RebuildStep struct {
+	// Table is the rollup table, Month its partition (YYYYMM).
+	Table string
+	Month int
+	// Done of Total months of all tables are rebuilt.
+	Done, Total int
+	// Elapsed is the time since Rebuild started.
+	Elapsed time.Duration
+}
+
+// Rebuild recomputes rollup tables from their raw tables, one monthly
+// partition at a time: it drops the rollup's partition and re-runs every
+// view into that table restricted to the month (INSERT ... SELECT). The raw
+// rows are read with FINAL (but the notifier's history, whose every record
+// counts), so a rebuild backfills rows inserted before the
+// views existed and makes duration sums exact again after duplicate inserts
+// (which the views count as inserted).
+//
+// In cluster mode (MigrateCluster) it works on the local tables of the
+// server c is connected to: run it against every shard.
+//
+// Rows inserted into a raw table of the month while its partition is being
+// rebuilt may be counted by the view and by the rebuild; the counts are
+// uniqExact states and stay exact, duration sums may count such a row twice.
+// Rebuild months that are no longer written for exact sums.
+func Rebuild(ctx context.Context, c *Client, cfg RebuildConfig) error {
+	start := time.Now()
+	views, err := Views()
+	if err != nil {
+		return err
+	}
+	byTable := map[string][]View{}
+	var tables []string
+	for _, v := range views {
+		if len(cfg.Tables) > 0 && !slices.Contains(cfg.Tables, v.Target) {
+			continue
+		}
+		if _, ok := byTable[v.Target]; !ok {
+			tables = append(tables, v.Target)
+		}
+		byTable[v.Target] = append(byTable[v.Target], v)
+	}
+	for _, t := range cfg.Tables {
+		if _, ok := byTable[t]; !ok {
+			return fmt.Errorf("clickhouse: rebuild: %q is not a rollup table", t)
+		}
+	}
+	slices.Sort(tables)
+	type job struct {
+		table string
+		month int
+	}
+	var jobs []job
+	for _, t := range tables {
+		months := map[int]bool{}
+		for _, v := range byTable[t] {
+			ms, err := partitionMonths(ctx, c, v.Source)
+			if err != nil {
+				return err
+			}
+			for _, m := range ms {
+				months[m] = true
+			}
+		}
+		for m := range months {
+			if (cfg.From.IsZero() || m >= yyyymm(cfg.From)) && (cfg.To.IsZero() || m <= yyyymm(cfg.To)) {
+				jobs = append(jobs, job{t, m})
+			}
+		}
+		slices.SortFunc(jobs, func(a, b job) int {
+			if a.table != b.table {
+				return strings.Compare(a.table, b.table)
+			}
+			return a.month - b.month
+		})
+	}
+	say := func(s RebuildStep) {
+		if cfg.Progress != nil {
+			s.Total, s.Elapsed = len(jobs), time.Since(start)
+			cfg.Progress(s)
+		}
+	}
+	for i, j := range jobs {
+		say(RebuildStep{Table: j.table, Month: j.month, Done: i})
+		target, err := localName(ctx, c, j.table)
+		if err != nil {
+			return err
+		}
+		drop := fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%d'", target, j.month)
+		if err := c.conn.Exec(ctx, drop); err != nil {
+			return fmt.Errorf("clickhouse: rebuild %s %d: %w", j.table, j.month, err)
+		}
+		for _, v := range byTable[j.table] {
+			source, err := localName(ctx, c, v.Source)
+			if err != nil {
+				return err
+			}
+			q := "INSERT INTO " + target + " (" + strings.Join(v.Columns, ", ") + ") " + v.monthSelect(j.month, source)
+			if err := c.conn.Exec(ctx, q); err != nil {
+				return fmt.Errorf("clickhouse: rebuild %s %d from %s: %w", j.table, j.month, v.Source, err)
+			}
+		}
+	}
+	say(RebuildStep{Done: len(jobs)})
+	return nil
+}
+
+func yyyymm(t time.Time) int { return t.Year()*100 + int(t.Month()) }
+
+// partitionMonths returns the months (YYYYMM) of table's active parts.
+func partitionMonths(ctx context.Context, c *Client, table string) ([]int, error) {
+	local, err := localName(ctx, c, table)
+	if err != nil {
+		return nil, err
+	}
+	ids, err := partitionIDs(ctx, c, local)
+	if err != nil {
+		return nil, err
+	}
+	seen := map[int]bool{}
+	var out []int
+	for _, id := range ids {
+		start, _, err := partitionSpan(id)
+		if err != nil {
+			return nil, fmt.Errorf("clickhouse: %s partition %q: %w", table, id, err)
+		}
+		if m := yyyymm(start); !seen[m] {
+			seen[m] = true
+			out = append(out, m)
+		}
+	}
+	slices.Sort(out)
+	return out, nil
+}
+
+// localName returns table+LocalSuffix when that table exists in the current
+// database (cluster mode: table is Distributed over it, and the parts are
+// there), else table.
+func localName(ctx context.Context, c *Client, table string) (string, error) {
+	var n uint64
+	err := c.conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = ?",
+		table+LocalSuffix).Scan(&n)
+	if err != nil {
+		return "", fmt.Errorf("clickhouse: look up %s%s: %w", table, LocalSuffix, err)
+	}
+	if n > 0 {
+		return table + LocalSuffix, nil
+	}
+	return table, nil
+}
+
+// partitionIDs returns the distinct partition ids of table's active parts in
+// the current database.
+func partitionIDs(ctx context.Context, c *Client, table string) ([]string, error) {
+	rows, err := c.conn.Query(ctx, `SELECT DISTINCT partition_id FROM system.parts
+WHERE database = currentDatabase() AND table = ? AND active ORDER BY partition_id`, table)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: partitions of %s: %w", table, err)
+	}
+	defer rows.Close()
+	var out []string
+	for rows.Next() {
+		var id string
+		if err := rows.Scan(&id); err != nil {
+			return nil, fmt.Errorf("clickhouse: partitions of %s: %w", table, err)
+		}
+		out = append(out, id)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("clickhouse: partitions of %s: %w", table, err)
+	}
+	return out, nil
+}
+
+// partitionSpan returns the time span [start, end) of a partition id made
+// by toYYYYMM (YYYYMM) or toYYYYMMDD (YYYYMMDD), read as UTC.
+func partitionSpan(id string) (start, end time.Time, err error) {
+	n, perr := strconv.Atoi(id)
+	if perr != nil || (len(id) != 6 && len(id) != 8) {
+		return time.Time{}, time.Time{}, errNotMonth
+	}
+	if len(id) == 6 {
+		y, m := n/100, time.Month(n%100)
+		if m < 1 || m > 12 {
+			return time.Time{}, time.Time{}, errNotMonth
+		}
+		start = time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
+		return start, start.AddDate(0, 1, 0), nil
+	}
+	y, m, d := n/10000, time.Month(n/100%100), n%100
+	start = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
+	if start.Month() != m || start.Day() != d {
+		return time.Time{}, time.Time{}, errNotMonth
+	}
+	return start, start.AddDate(0, 0, 1), nil
+}

@@ -1,0 +1,279 @@
+package clickhouse
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"time"
+)
+
+// Group-by keys of StatsQuery. Time groupings produce one row per hour or
+// day (UTC); the others one row per value.
+const (
+	GroupHour     = "hour"
+	GroupDay      = "day"
+	GroupFlow     = "flow"
+	GroupScope    = "scope"
+	GroupProvider = "provider"
+	GroupVenue    = "venue"
+	GroupSource   = "source"
+	GroupChannel  = "channel"
+	GroupEvent    = "event"
+)
+
+// Bounds of StatsQuery.
+const (
+	// MaxStatsRange is the longest time range of one query.
+	MaxStatsRange = 2 * 366 * 24 * time.Hour
+	// MaxStatsRows caps the rows of one query (DefaultStatsRows when 0).
+	MaxStatsRows     = 5000
+	DefaultStatsRows = 1000
+	// maxFilterLen bounds filter values.
+	maxFilterLen = 256
+)
+
+// StatsQuery selects rollup rows: a time range [From, To), a grouping and
+// optional equality filters. Filters that the rollup does not have are
+// rejected by the query functions.
+type StatsQuery struct {
+	From, To time.Time
+	// GroupBy is one of the Group* keys each query function accepts.
+	GroupBy string
+	// Flow, Provider, Venue, SourceID and Channel keep rows with that
+	// value.
+	Flow, Provider, Venue, SourceID, Channel string
+	// Limit caps the rows returned, 1..MaxStatsRows. Default
+	// DefaultStatsRows. Rows are ordered by key.
+	Limit int
+}
+
+// ErrBadStatsQuery is wrapped by the errors of an invalid StatsQuery.
+var ErrBadStatsQuery = errors.New("invalid stats query")
+
+// validate checks q against the groupings a rollup allows.
+func (q *StatsQuery) validate(groups []string) error {
+	bad := func(format string, args ...any) error {
+		return fmt.Errorf("clickhouse: %w: %s", ErrBadStatsQuery, fmt.Sprintf(format, args...))
+	}
+	if q.From.IsZero() || q.To.IsZero() || !q.From.Before(q.To) {
+		return bad("want from < to")
+	}
+	if q.To.Sub(q.From) > MaxStatsRange {
+		return bad("range longer than %s", MaxStatsRange)
+	}
+	if !slices.Contains(groups, q.GroupBy) {
+		return bad("group_by %q: want one of %v", q.GroupBy, groups)
+	}
+	for _, v := range []string{q.Flow, q.Provider, q.Venue, q.SourceID, q.Channel} {
+		if len(v) > maxFilterLen {
+			return bad("filter longer than %d bytes", maxFilterLen)
+		}
+	}
+	if q.Limit == 0 {
+		q.Limit = DefaultStatsRows
+	}
+	if q.Limit < 1 || q.Limit > MaxStatsRows {
+		return bad("limit %d out of 1..%d", q.Limit, MaxStatsRows)
+	}
+	return nil
+}
+
+// keyExpr is the SQL expression of a grouping over a rollup whose time
+// column is timeCol; time keys are Unix seconds (as a string).
+func keyExpr(group, timeCol string) string {
+	switch group {
+	case GroupHour:
+		return "toString(toUInt32(toStartOfHour(" + timeCol + ")))"
+	case GroupDay:
+		return "toString(toUInt32(toDateTime(toDate(" + timeCol + "))))"
+	case GroupScope:
+		return "scope_key"
+	case GroupSource:
+		return "source_id"
+	}
+	return group
+}
+
+// where builds the WHERE clause of q over timeCol with the filters that are
+// set; cols says which filter columns the rollup has.
+func (q StatsQuery) where(timeCol string, cols map[string]string) (string, []any, error) {
+	s := " WHERE " + timeCol + " >= toDateTime(?) AND " + timeCol + " < toDateTime(?)"
+	args := []any{q.From.Unix(), q.To.Unix()}
+	for name, v := range map[string]string{"flow": q.Flow, "provider": q.Provider, "venue": q.Venue, "source_id": q.SourceID, "channel": q.Channel} {
+		if v == "" {
+			continue
+		}
+		col, ok := cols[name]
+		if !ok {
+			return "", nil, fmt.Errorf("clickhouse: %w: filter %s does not apply here", ErrBadStatsQuery, name)
+		}
+		s += " AND " + col + " = ?"
+		args = append(args, v)
+	}
+	return s, args, nil
+}
+
+// StatKey is the group of a stats row: Time for hour and day groupings,
+// Value for the others.
+type StatKey struct {
+	Time  time.Time
+	Value string
+}
+
+func parseKey(group, k string) StatKey {
+	if group == GroupHour || group == GroupDay {
+		n, _ := strconv.ParseInt(k, 10, 64)
+		return StatKey{Time: time.Unix(n, 0).UTC()}
+	}
+	return StatKey{Value: k}
+}
+
+// FlowStat is one row of FlowStats.
+type FlowStat struct {
+	Key               StatKey
+	Opens             uint64
+	Closes            uint64
+	StableOpens       uint64
+	StableCloses      uint64
+	NotificationsSent uint64
+}
+
+// FlowGroups are the groupings FlowStats accepts.
+var FlowGroups = []string{GroupHour, GroupDay, GroupFlow, GroupScope, GroupProvider, GroupVenue}
+
+// FlowStats reads rollup_flow_hourly: opens, closes, stable opens and
+// closes and notifications sent (distinct ids, exact) per group. Filters:
+// Flow, Provider, Venue. The time range applies to whole hours.
+func FlowStats(ctx context.Context, c *Client, q StatsQuery) ([]FlowStat, error) {
+	if err := q.validate(FlowGroups); err != nil {
+		return nil, err
+	}
+	where, args, err := q.where("hour", map[string]string{"flow": "flow", "provider": "provider", "venue": "venue"})
+	if err != nil {
+		return nil, err
+	}
+	sql := `SELECT ` + keyExpr(q.GroupBy, "hour") + ` AS k, uniqExactIfMerge(opens), uniqExactIfMerge(closes),
+	uniqExactIfMerge(stable_opens), uniqExactIfMerge(stable_closes), uniqExactIfMerge(notifications_sent)
+FROM ` + TableFlowHourly + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.Itoa(q.Limit)
+	rows, err := c.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: flow stats: %w", err)
+	}
+	defer rows.Close()
+	var out []FlowStat
+	for rows.Next() {
+		var s FlowStat
+		var k string
+		if err := rows.Scan(&k, &s.Opens, &s.Closes, &s.StableOpens, &s.StableCloses, &s.NotificationsSent); err != nil {
+			return nil, fmt.Errorf("clickhouse: flow stats: %w", err)
+		}
+		s.Key = parseKey(q.GroupBy, k)
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("clickhouse: flow stats: %w", err)
+	}
+	return out, nil
+}
+
+// SessionStat is one row of SessionStats.
+type SessionStat struct {
+	Key StatKey
+	// Sessions opened in the group, and how many of them are closed.
+	Sessions, Closed uint64
+	// TotalDuration and MeanDuration are over closed session rows;
+	// P50, P90 and P99 are approximate quantiles of the same.
+	TotalDuration, MeanDuration time.Duration
+	P50, P90, P99               time.Duration
+}
+
+// SessionGroups are the groupings SessionStats accepts.
+var SessionGroups = []string{GroupDay, GroupProvider, GroupVenue}
+
+// SessionStats reads rollup_sessions_daily: sessions by day of opening.
+// Filters: Provider, Venue. The time range applies to whole days.
+func SessionStats(ctx context.Context, c *Client, q StatsQuery) ([]SessionStat, error) {
+	if err := q.validate(SessionGroups); err != nil {
+		return nil, err
+	}
+	where, args, err := q.where("toDateTime(day)", map[string]string{"provider": "provider", "venue": "venue"})
+	if err != nil {
+		return nil, err
+	}
+	sql := `SELECT ` + keyExpr(q.GroupBy, "day") + ` AS k, uniqExactMerge(sessions), uniqExactIfMerge(closed_sessions),
+	countIfMerge(closed_rows), sumIfMerge(duration_ms_sum), quantilesIfMerge(0.5, 0.9, 0.99)(duration_ms_q)
+FROM ` + TableSessionsDaily + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.Itoa(q.Limit)
+	rows, err := c.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: session stats: %w", err)
+	}
+	defer rows.Close()
+	var out []SessionStat
+	for rows.Next() {
+		var s SessionStat
+		var k string
+		var closedRows, sumMs uint64
+		var q3 []float64
+		if err := rows.Scan(&k, &s.Sessions, &s.Closed, &closedRows, &sumMs, &q3); err != nil {
+			return nil, fmt.Errorf("clickhouse: session stats: %w", err)
+		}
+		s.Key = parseKey(q.GroupBy, k)
+		s.TotalDuration = time.Duration(sumMs) * time.Millisecond
+		if closedRows > 0 {
+			s.MeanDuration = time.Duration(sumMs/closedRows) * time.Millisecond
+			if len(q3) == 3 {
+				ms := func(f float64) time.Duration { return time.Duration(f) * time.Millisecond }
+				s.P50, s.P90, s.P99 = ms(q3[0]), ms(q3[1]), ms(q3[2])
+			}
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("clickhouse: session stats: %w", err)
+	}
+	return out, nil
+}
+
+// SourceStat is one row of SourceStats.
+type SourceStat struct {
+	Key            StatKey
+	Runs, Failures uint64
+}
+
+// SourceGroups are the groupings SourceStats accepts.
+var SourceGroups = []string{GroupHour, GroupDay, GroupSource, GroupProvider}
+
+// SourceStats reads rollup_source_hourly: poll runs and failed runs
+// (distinct run ids). Filters: Provider, SourceID.
+func SourceStats(ctx context.Context, c *Client, q StatsQuery) ([]SourceStat, error) {
+	if err := q.validate(SourceGroups); err != nil {
+		return nil, err
+	}
+	where, args, err := q.where("hour", map[string]string{"provider": "provider", "source_id": "source_id"})
+	if err != nil {
+		return nil, err
+	}
+	sql := `SELECT ` + keyExpr(q.GroupBy, "hour") + ` AS k, uniqExactMerge(runs), uniqExactIfMerge(failures)
+FROM ` + TableSourceHourly + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.Itoa(q.Limit)
+	rows, err := c.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: source stats: %w", err)
+	}
+	defer rows.Close()
+	var out []SourceStat
+	for rows.Next() {
+		var s SourceStat
+		var k string
+		if err := rows.Scan(&k, &s.Runs, &s.Failures); err != nil {
+			return nil, fmt.Errorf("clickhouse: source stats: %w", err)
+		}
+		s.Key = parseKey(q.GroupBy, k)
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("clickhouse: source stats: %w", err)
+	}
+	return out, nil
+}

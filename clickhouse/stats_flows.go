@@ -1,0 +1,132 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"time"
+)
+
+// Rollup tables of the notifier's and the checkout's history
+// (schema/0005_rollups.sql over 0002_notifications.sql and
+// 0003_checkout.sql).
+const (
+	// TableNotificationsHourly holds, per hour, flow, channel and event:
+	// distinct notifications by status and sent latency quantiles.
+	TableNotificationsHourly = "rollup_notifications_hourly"
+	// TableCheckoutHourly holds, per hour of start: checkout attempts,
+	// orders, outcomes, revenue and time quantiles.
+	TableCheckoutHourly = "rollup_checkout_hourly"
+)
+
+// NotificationStat is one row of NotificationStats. A notification counts
+// once in Notifications, and once in each status it had a record of.
+type NotificationStat struct {
+	Key                                               StatKey
+	Notifications                                     uint64
+	Sent, Failed, Rejected, Held, Batched, Suppressed uint64
+	LatencyP50, LatencyP90, LatencyP99                time.Duration
+}
+
+// NotificationGroups are the groupings NotificationStats accepts.
+var NotificationGroups = []string{GroupHour, GroupDay, GroupFlow, GroupChannel, GroupEvent}
+
+// NotificationStats reads rollup_notifications_hourly. Filters: Flow,
+// Channel.
+func NotificationStats(ctx context.Context, c *Client, q StatsQuery) ([]NotificationStat, error) {
+	if err := q.validate(NotificationGroups); err != nil {
+		return nil, err
+	}
+	where, args, err := q.where("hour", map[string]string{"flow": "flow", "channel": "channel"})
+	if err != nil {
+		return nil, err
+	}
+	sql := `SELECT ` + keyExpr(q.GroupBy, "hour") + ` AS k, uniqExactMerge(notifications), uniqExactIfMerge(sent),
+	uniqExactIfMerge(failed), uniqExactIfMerge(rejected), uniqExactIfMerge(held), uniqExactIfMerge(batched),
+	uniqExactIfMerge(suppressed), quantilesIfMerge(0.5, 0.9, 0.99)(latency_ms_q)
+FROM ` + TableNotificationsHourly + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.Itoa(q.Limit)
+	rows, err := c.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: notification stats: %w", err)
+	}
+	defer rows.Close()
+	var out []NotificationStat
+	for rows.Next() {
+		var s NotificationStat
+		var k string
+		var lat []float64
+		if err := rows.Scan(&k, &s.Notifications, &s.Sent, &s.Failed, &s.Rejected, &s.Held, &s.Batched, &s.Suppressed, &lat); err != nil {
+			return nil, fmt.Errorf("clickhouse: notification stats: %w", err)
+		}
+		s.Key = parseKey(q.GroupBy, k)
+		if s.Sent > 0 && len(lat) == 3 {
+			s.LatencyP50, s.LatencyP90, s.LatencyP99 = msDuration(lat[0]), msDuration(lat[1]), msDuration(lat[2])
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("clickhouse: notification stats: %w", err)
+	}
+	return out, nil
+}
+
+func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }
+
+// CheckoutHourStat is one row of CheckoutHourly.
+type CheckoutHourStat struct {
+	Key StatKey
+	// Attempts (order, tr_num) started in the group, the orders they
+	// belong to, and how the attempts ended.
+	Attempts, Orders, Succeeded, Failed uint64
+	// Compensated attempts had a participant's effect undone; Retries are
+	// attempts with tr_num > 1.
+	Compensated, Retries uint64
+	// Revenue is the total cost of succeeded attempts.
+	Revenue int64
+	// DecideP50..P99 and DurationP50..P99 are quantiles of the time to the
+	// decision and to the final status.
+	DecideP50, DecideP90, DecideP99       time.Duration
+	DurationP50, DurationP90, DurationP99 time.Duration
+}
+
+// CheckoutGroups are the groupings CheckoutHourly accepts.
+var CheckoutGroups = []string{GroupHour, GroupDay}
+
+// CheckoutHourly reads rollup_checkout_hourly by hour or day.
+func CheckoutHourly(ctx context.Context, c *Client, q StatsQuery) ([]CheckoutHourStat, error) {
+	if err := q.validate(CheckoutGroups); err != nil {
+		return nil, err
+	}
+	where, args, err := q.where("hour", nil)
+	if err != nil {
+		return nil, err
+	}
+	sql := `SELECT ` + keyExpr(q.GroupBy, "hour") + ` AS k, uniqExactMerge(attempts), uniqExactMerge(orders),
+	uniqExactIfMerge(succeeded), uniqExactIfMerge(failed), uniqExactIfMerge(compensated), uniqExactIfMerge(retries),
+	sumIfMerge(revenue), quantilesMerge(0.5, 0.9, 0.99)(decide_ms_q), quantilesMerge(0.5, 0.9, 0.99)(duration_ms_q)
+FROM ` + TableCheckoutHourly + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.Itoa(q.Limit)
+	rows, err := c.conn.Query(ctx, sql, args...)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: checkout stats: %w", err)
+	}
+	defer rows.Close()
+	var out []CheckoutHourStat
+	for rows.Next() {
+		var s CheckoutHourStat
+		var k string
+		var dec, dur []float64
+		if err := rows.Scan(&k, &s.Attempts, &s.Orders, &s.Succeeded, &s.Failed, &s.Compensated, &s.Retries, &s.Revenue, &dec, &dur); err != nil {
+			return nil, fmt.Errorf("clickhouse: checkout stats: %w", err)
+		}
+		s.Key = parseKey(q.GroupBy, k)
+		if len(dec) == 3 && len(dur) == 3 {
+			s.DecideP50, s.DecideP90, s.DecideP99 = msDuration(dec[0]), msDuration(dec[1]), msDuration(dec[2])
+			s.DurationP50, s.DurationP90, s.DurationP99 = msDuration(dur[0]), msDuration(dur[1]), msDuration(dur[2])
+		}
+		out = append(out, s)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("clickhouse: checkout stats: %w", err)
+	}
+	return out, nil
+}

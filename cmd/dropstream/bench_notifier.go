@@ -1,0 +1,255 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"runtime"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/history"
+	"github.com/dropstream/dropstream/notifier/subscriber"
+	"github.com/dropstream/dropstream/notifier/throttle"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Targets of issue 5.
+const (
+	targetDeliveriesPerSecond = 20000
+	targetNotifierP99         = 10 * time.Millisecond
+)
+
+func init() {
+	registerBench(benchTarget{"notifier", "the generic notifier with its ledger on: deliveries/s to a local webhook sink,\n" +
+		"then the latency it adds (publish → received) at a fixed rate", runBenchNotifier})
+}
+
+// runBenchNotifier is `dropstream bench notifier`.
+func runBenchNotifier(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg Config
+	var subs, messages, rate, copies int
+	var dur time.Duration
+	var withHistory bool
+	fs := flagSet("bench notifier", "Measures the notifier-deliver stage against the configured Redis (an empty database):\n"+
+		"deliveries/s to a local webhook sink with the delivery ledger on, and the latency it adds at a fixed rate.", stderr, &cfg, "json")
+	fs.IntVar(&subs, "subscribers", 1000, "subscribers, one webhook destination each")
+	fs.IntVar(&messages, "messages", 100000, "requests of the throughput run")
+	fs.IntVar(&rate, "rate", 1000, "requests/s of the latency run")
+	fs.DurationVar(&dur, "duration", 10*time.Second, "length of the latency run")
+	fs.IntVar(&copies, "copies", 1, "copies of the notifier-deliver stage")
+	fs.BoolVar(&withHistory, "history", true, "record every delivery in the history (Redis and notify.history)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench to this file")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if subs < 1 || messages < 1 || rate < 1 || copies < 1 || dur <= 0 {
+		return errors.New("bench notifier: subscribers, messages, rate, copies and duration must be positive")
+	}
+	a, stop, err := benchApp(ctx, cfg, *cpuProfile, stderr)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	sink, err := newBenchSink()
+	if err != nil {
+		return err
+	}
+	defer sink.close()
+	topic := notifier.RequestTopic(cfg.Partitions)
+	store, err := subscriber.NewStore(a.rdb, subscriber.StoreConfig{MaxSubscribers: subs + 10})
+	if err != nil {
+		return err
+	}
+	ids := make([]string, subs)
+	for i := range ids {
+		c, err := store.Create(ctx, subscriber.Subscriber{Name: "bench " + strconv.Itoa(i),
+			Destinations: []subscriber.Destination{{Kind: subscriber.KindWebhook, Address: sink.url + "/s/" + strconv.Itoa(i)}}})
+		if err != nil {
+			return fmt.Errorf("bench notifier: subscribe: %w", err)
+		}
+		d := c.Subscriber.Destinations[0]
+		if _, _, err := store.Confirm(ctx, c.ConfirmTokens[d.ID]); err != nil {
+			return err
+		}
+		ids[i] = c.Subscriber.ID
+	}
+	var hist *history.Recorder
+	if withHistory {
+		if hist, err = history.NewRecorder(a.rdb, a.pub, history.Config{Partitions: cfg.Partitions}); err != nil {
+			return err
+		}
+	}
+	th, err := throttle.New(a.rdb, throttle.Config{Disabled: true})
+	if err != nil {
+		return err
+	}
+	wh, err := notifier.NewWebhookChannel(notifier.WebhookConfig{})
+	if err != nil {
+		return err
+	}
+	d, err := notifier.NewDeliverer(a.rdb, topic, notifier.DeliverDeps{Subscribers: store, Throttle: th, History: hist, Publisher: a.pub,
+		Channels: map[string]notifier.Channel{notifier.ChannelWebhook: wh}}, notifier.DeliverConfig{}, a.tel)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "bench notifier: redis %s, %d partitions, %d subscribers, %d stage copies, history %v, GOMAXPROCS %d\n",
+		redacted(cfg.RedisURL), cfg.Partitions, subs, copies, withHistory, runtime.GOMAXPROCS(0))
+
+	// Throughput: a backlog of requests, then the stage drains it.
+	reqs := make([]notifier.Request, 0, 500)
+	for i := 0; i < messages; i++ {
+		reqs = append(reqs, notifier.Request{Flow: "bench", Event: "bench.tput", Subject: "item:" + strconv.Itoa(i),
+			SubscriberID: ids[i%subs], Window: "w", Critical: true, Payload: json.RawMessage(`{"i":` + strconv.Itoa(i) + `}`)})
+		if len(reqs) == cap(reqs) || i == messages-1 {
+			if err := notifier.PublishRequests(ctx, a.pub, topic, reqs...); err != nil {
+				return err
+			}
+			reqs = reqs[:0]
+		}
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	start := time.Now()
+	for range copies {
+		r, err := stream.NewRunner(a.rdb, d.Stage(), a.tel)
+		if err != nil {
+			return err
+		}
+		wg.Go(func() { _ = r.Run(runCtx) })
+	}
+	if err := sink.waitFor(ctx, int64(messages), 10*time.Minute); err != nil {
+		return err
+	}
+	elapsed := time.Since(start)
+	perSec := float64(messages) / elapsed.Seconds()
+	fmt.Fprintf(stdout, "throughput: %d deliveries in %s = %.0f deliveries/s, %d duplicates [target ≥ %d/s: %s]\n",
+		messages, elapsed.Round(time.Millisecond), perSec, sink.duplicates.Load(), targetDeliveriesPerSecond, verdictOf(perSec >= targetDeliveriesPerSecond))
+
+	// Latency at a fixed rate: publish → received by the sink.
+	sink.reset()
+	total := int(float64(rate) * dur.Seconds())
+	tick := time.Millisecond * 10
+	perTick := max(1, rate/100)
+	t := time.NewTicker(tick)
+	sent := 0
+	for sent < total {
+		<-t.C
+		batch := make([]notifier.Request, 0, perTick)
+		now := time.Now()
+		for j := 0; j < perTick && sent < total; j++ {
+			batch = append(batch, notifier.Request{Flow: "bench", Event: "bench.lat", Subject: "lat:" + strconv.Itoa(sent),
+				SubscriberID: ids[sent%subs], Window: "w", Critical: true, ObservedAt: now})
+			sent++
+		}
+		if err := notifier.PublishRequests(ctx, a.pub, topic, batch...); err != nil {
+			t.Stop()
+			return err
+		}
+	}
+	t.Stop()
+	if err := sink.waitFor(ctx, int64(total), time.Minute); err != nil {
+		return err
+	}
+	lat := sink.latencies()
+	fmt.Fprintf(stdout, "latency at %d requests/s for %s: %d delivered, p50 %s, p99 %s, max %s [target p99 ≤ %s: %s]\n",
+		rate, dur, len(lat), pct(lat, 0.50), pct(lat, 0.99), pct(lat, 1), targetNotifierP99, verdictOf(pct(lat, 0.99) <= targetNotifierP99))
+	return nil
+}
+
+func verdictOf(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	if len(d) == 0 {
+		return 0
+	}
+	i := min(int(p*float64(len(d))), len(d)-1)
+	return d[i].Round(10 * time.Microsecond)
+}
+
+// benchSink is the local webhook receiver of the bench: it counts
+// deliveries and duplicates (by notification id) and, for requests with
+// an observed_at, the latency from it.
+type benchSink struct {
+	srv        *http.Server
+	url        string
+	received   atomic.Int64
+	duplicates atomic.Int64
+	mu         sync.Mutex
+	seen       map[string]bool
+	lat        []time.Duration
+}
+
+func newBenchSink() (*benchSink, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return nil, err
+	}
+	s := &benchSink{url: "http://" + ln.Addr().String(), seen: map[string]bool{}}
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 5 * time.Second}
+	go func() { _ = s.srv.Serve(ln) }()
+	return s, nil
+}
+
+func (s *benchSink) serve(w http.ResponseWriter, r *http.Request) {
+	now := time.Now()
+	var m struct {
+		ID         string    `json:"id"`
+		ObservedAt time.Time `json:"observed_at"`
+	}
+	body, _ := io.ReadAll(io.LimitReader(r.Body, 1<<20))
+	_ = json.Unmarshal(body, &m)
+	s.mu.Lock()
+	if s.seen[m.ID] {
+		s.duplicates.Add(1)
+	}
+	s.seen[m.ID] = true
+	if !m.ObservedAt.IsZero() {
+		s.lat = append(s.lat, now.Sub(m.ObservedAt))
+	}
+	s.mu.Unlock()
+	s.received.Add(1)
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *benchSink) reset() {
+	s.mu.Lock()
+	s.lat = nil
+	s.mu.Unlock()
+	s.received.Store(0)
+}
+
+func (s *benchSink) latencies() []time.Duration {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	out := slices.Clone(s.lat)
+	slices.Sort(out)
+	return out
+}
+
+func (s *benchSink) waitFor(ctx context.Context, n int64, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for s.received.Load() < n {
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return fmt.Errorf("bench notifier: %d of %d deliveries received before the deadline", s.received.Load(), n)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	return nil
+}
+
+func (s *benchSink) close() { _ = s.srv.Close() }

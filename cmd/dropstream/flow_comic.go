@@ -1,0 +1,85 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/flows/comic"
+	"github.com/dropstream/dropstream/flows/comic/comicapi"
+	"github.com/dropstream/dropstream/flows/comic/comiccheckout"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/stream"
+)
+
+func init() { registerFlow(buildComic) }
+
+// comicStatsService names the loop that snapshots the subscription
+// statistics into ClickHouse every minute.
+const comicStatsService = "comic-stats-snapshot"
+
+// buildComic wires the comic flow (seed 000): the matching and delivery
+// stages, the ClickHouse history stage and statistics snapshots (with
+// ClickHouse), the comic API and two demo subscriptions.
+//
+// DROPSTREAM_COMIC_NOTIFY_URL and DROPSTREAM_COMIC_NOTIFY_SECRET name the
+// flow's POST /notify destination for subscriptions without their own;
+// when unset, those notifications go to the log channel. Notifications with
+// a destination are handed to the notifier's request topic.
+func buildComic(ctx context.Context, a *app) (*flow, error) {
+	requests := notifier.RequestTopic(a.cfg.Partitions)
+	cfg := comic.Config{Partitions: a.cfg.Partitions, Delivery: comic.DeliveryConfig{
+		NotifyURL: os.Getenv("DROPSTREAM_COMIC_NOTIFY_URL"), NotifySecret: os.Getenv("DROPSTREAM_COMIC_NOTIFY_SECRET"),
+		// Notifications with a destination go through the notifier's
+		// generic request path ("notifier-deliver", flow_notifier.go).
+		Relay: func(ctx context.Context, r notifier.Request) error {
+			return notifier.PublishRequests(ctx, a.pub, requests, r)
+		}}}
+	// Purchases are charged through the checkout saga, whose stages the
+	// checkout flow runs (flow_checkout.go); this process only needs a
+	// waiter of its own for the checkout calls it makes.
+	co, err := checkout.NewService(a.rdb, a.pub, checkout.Config{Partitions: a.cfg.Partitions}, a.tel)
+	if err != nil {
+		return nil, fmt.Errorf("comic: checkout: %w", err)
+	}
+	svc, err := comic.New(a.rdb, cfg, comiccheckout.New(a.rdb, co), a.tel)
+	if err != nil {
+		return nil, fmt.Errorf("comic: %w", err)
+	}
+	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		if err := co.Run(wctx); err != nil {
+			a.log.Error("comic: checkout waiter stopped", "error", err)
+		}
+	}()
+	f := &flow{
+		name:   "comic",
+		stages: svc.Stages(),
+		routes: func(srv *api.Server) { comicapi.Routes{Flow: svc}.Register(srv) },
+		demo:   svc.SeedDemo,
+		close:  func() { cancel(); <-done },
+	}
+	if a.ch == nil {
+		// The events topic feeds the ClickHouse history; keep its backlog
+		// until ClickHouse is configured.
+		if err := stream.EnsureGroups(ctx, a.rdb, svc.Topics.Events, comic.GroupHistory); err != nil {
+			return nil, fmt.Errorf("comic: %w", err)
+		}
+		return f, nil
+	}
+	hist := comic.NewHistory(a.ch, svc.Topics, svc.Subscriptions)
+	f.stages = append(f.stages, hist.Stage())
+	f.services = map[string]func(context.Context) error{
+		comicStatsService: func(ctx context.Context) error {
+			return hist.RunSnapshots(ctx, time.Minute, func(err error) {
+				a.log.Warn("comic: statistics snapshot failed; retrying in a minute", "error", err)
+			})
+		},
+	}
+	return f, nil
+}

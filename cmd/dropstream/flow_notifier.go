@@ -1,0 +1,136 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/email"
+	"github.com/dropstream/dropstream/notifier/history"
+	"github.com/dropstream/dropstream/notifier/subscriber"
+	"github.com/dropstream/dropstream/notifier/throttle"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// expiryService names the loop that removes unconfirmed destinations.
+const expiryService = "notifier-expiry"
+
+func init() { registerFlow(buildNotifier) }
+
+// buildNotifier wires the generic notifier: the "notifier-deliver" stage
+// over notify.requests (every flow publishes notifier.Request there), the
+// "notifier-history" stage into ClickHouse (idle without it: its backlog
+// waits in notify.history), the digest flusher and the expiry of
+// unconfirmed destinations as services, and the subscriber and
+// notification routes.
+//
+// Environment: DROPSTREAM_PUBLIC_URL (base of the links in messages,
+// default http://localhost:8080); DROPSTREAM_SMTP_ADDR, _FROM, _USERNAME,
+// _PASSWORD (the email channel, off when DROPSTREAM_SMTP_ADDR is empty).
+func buildNotifier(ctx context.Context, a *app) (*flow, error) {
+	f := &flow{name: "notifier"}
+	topic := notifier.RequestTopic(a.cfg.Partitions)
+	subs, err := subscriber.NewStore(a.rdb, subscriber.StoreConfig{Logger: a.log})
+	if err != nil {
+		return nil, err
+	}
+	hist, err := newHistoryRecorder(a)
+	if err != nil {
+		return nil, err
+	}
+	th, err := throttle.New(a.rdb, throttle.Config{})
+	if err != nil {
+		return nil, err
+	}
+	channels, err := notifierChannels(a)
+	if err != nil {
+		return nil, err
+	}
+	publicURL := os.Getenv("DROPSTREAM_PUBLIC_URL")
+	if publicURL == "" {
+		publicURL = notifier.DefaultPublicURL
+	}
+	d, err := notifier.NewDeliverer(a.rdb, topic, notifier.DeliverDeps{Subscribers: subs, Channels: channels, Throttle: th,
+		History: hist, Publisher: a.pub}, notifier.DeliverConfig{PublicURL: publicURL}, a.tel)
+	if err != nil {
+		return nil, fmt.Errorf("notifier: %w", err)
+	}
+	f.stages = []stream.Stage{d.Stage()}
+	htopic := history.Topic(a.cfg.Partitions)
+	if a.ch != nil {
+		hs, err := history.Stage(a.ch, a.cfg.Partitions, stream.RunnerConfig{})
+		if err != nil {
+			return nil, err
+		}
+		f.stages = append(f.stages, hs)
+	} else if err := stream.EnsureGroups(ctx, a.rdb, htopic, history.StageName); err != nil {
+		return nil, err
+	}
+	f.services = map[string]func(context.Context) error{
+		notifier.DigestService: d.RunDigests,
+		expiryService:          func(ctx context.Context) error { return expiryLoop(ctx, a, subs) },
+	}
+	notify := func(ctx context.Context, reqs ...notifier.Request) error {
+		return notifier.PublishRequests(ctx, a.pub, topic, reqs...)
+	}
+	ch := a.ch
+	f.routes = func(srv *api.Server) {
+		api.SubscriberRoutes{Store: subs, Notify: notify, PublicURL: publicURL}.Register(srv)
+		nr := api.NotificationRoutes{History: hist}
+		if ch != nil {
+			nr.Cause = func(ctx context.Context, eventID, runID string) (clickhouse.Cause, error) {
+				return clickhouse.NotificationCause(ctx, ch, eventID, runID)
+			}
+		}
+		nr.Register(srv)
+	}
+	return f, nil
+}
+
+// newHistoryRecorder is the history every notifier stage writes: recent
+// records in Redis, every record on notify.history.
+func newHistoryRecorder(a *app) (*history.Recorder, error) {
+	return history.NewRecorder(a.rdb, a.pub, history.Config{Partitions: a.cfg.Partitions})
+}
+
+// notifierChannels are the channels of the generic notifier: webhook,
+// slack, log, and email when DROPSTREAM_SMTP_ADDR is set.
+func notifierChannels(a *app) (map[string]notifier.Channel, error) {
+	channels, err := notifier.NewChannels(notifier.WebhookConfig{}, a.log)
+	if err != nil {
+		return nil, err
+	}
+	channels[notifier.ChannelSlack] = notifier.NewSlackChannel(channels[notifier.ChannelWebhook].(*notifier.WebhookChannel))
+	if addr := os.Getenv("DROPSTREAM_SMTP_ADDR"); addr != "" {
+		mail, err := email.New(email.Config{Addr: addr, From: os.Getenv("DROPSTREAM_SMTP_FROM"),
+			Username: os.Getenv("DROPSTREAM_SMTP_USERNAME"), Password: os.Getenv("DROPSTREAM_SMTP_PASSWORD")})
+		if err != nil {
+			return nil, fmt.Errorf("notifier: DROPSTREAM_SMTP_*: %w", err)
+		}
+		channels[email.ChannelName] = mail
+	}
+	return channels, nil
+}
+
+// expiryLoop removes expired unconfirmed destinations every minute.
+func expiryLoop(ctx context.Context, a *app, subs *subscriber.Store) error {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		n, err := subs.ExpireUnconfirmed(ctx, time.Now(), 1000)
+		if err != nil && ctx.Err() == nil {
+			a.log.Warn("notifier: expiring unconfirmed destinations failed", "error", err)
+		} else if n > 0 {
+			a.log.Info("notifier: unconfirmed destinations expired", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flows/offer"
+	"github.com/dropstream/dropstream/stream"
+)
+
+func init() { registerFlow(buildOffer) }
+
+// demoOffers is how many sample offers the demo seeds.
+const demoOffers = 60
+
+// buildOffer wires the sell-offer flow (seed 002): one stage per handler
+// (standard, auction, wholesale), the history stage into ClickHouse when it
+// is configured (else its group keeps the history), the offer routes, and
+// demo offers.
+func buildOffer(ctx context.Context, a *app) (*flow, error) {
+	svc, err := offer.New(ctx, a.rdb, offer.Config{Partitions: a.cfg.Partitions}, a.tel)
+	if err != nil {
+		return nil, fmt.Errorf("offer: %w", err)
+	}
+	stages := svc.Stages()
+	if a.ch != nil {
+		stages = append(stages, svc.HistoryStage(a.ch))
+	} else if err := stream.EnsureGroups(ctx, a.rdb, svc.Config().HistoryTopic(), offer.StageHistory); err != nil {
+		svc.Close()
+		return nil, fmt.Errorf("offer: %w", err)
+	}
+	return &flow{
+		name:   "offer",
+		stages: stages,
+		routes: func(srv *api.Server) { api.OfferRoutes{Service: svc}.Register(srv) },
+		demo: func(ctx context.Context) error {
+			// Sample offers over every handler, created once.
+			if _, err := svc.Catalog().Get(ctx, "o0"); !errors.Is(err, offer.ErrNotFound) {
+				return err
+			}
+			_, err := svc.Catalog().Put(ctx, offer.SampleOffers(1, demoOffers, 5, svc.Config().Handlers)...)
+			return err
+		},
+		close: svc.Close,
+	}, nil
+}

@@ -1,0 +1,69 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/dropstream/dropstream/clickhouse"
+)
+
+func runRollups(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	if len(args) == 0 || args[0] != "rebuild" {
+		fmt.Fprintln(stderr, "Usage: dropstream rollups rebuild [--from YYYY-MM] [--to YYYY-MM] [--tables t1,t2] [flags]\n\n"+
+			"  rebuild  recomputes the rollup tables from the raw tables, a month at a time,\n"+
+			"           showing progress: a backfill after the rollups are first created,\n"+
+			"           or a repair after duplicate inserts.")
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return nil
+		}
+		return errors.New("rollups needs rebuild")
+	}
+	var cfg Config
+	fs := flagSet("rollups rebuild", "Recomputes rollups from the raw tables, a month at a time, showing progress.", stderr, &cfg, "json")
+	from := fs.String("from", "", "first month to rebuild, YYYY-MM (default: the oldest)")
+	to := fs.String("to", "", "last month to rebuild, YYYY-MM (default: the newest)")
+	tables := fs.String("tables", "", "comma list of rollup tables (default: all)")
+	if err := fs.parse(args[1:]); err != nil {
+		return err
+	}
+	if cfg.ClickHouseDSN == "" {
+		return errors.New("rollups rebuild needs DROPSTREAM_CLICKHOUSE_DSN or --clickhouse-dsn")
+	}
+	rc := clickhouse.RebuildConfig{}
+	for _, m := range []struct {
+		s   string
+		dst *time.Time
+		n   string
+	}{{*from, &rc.From, "from"}, {*to, &rc.To, "to"}} {
+		if m.s == "" {
+			continue
+		}
+		t, err := time.Parse("2006-01", m.s)
+		if err != nil {
+			return fmt.Errorf("--%s %q: want YYYY-MM", m.n, m.s)
+		}
+		*m.dst = t
+	}
+	if *tables != "" {
+		for t := range strings.SplitSeq(*tables, ",") {
+			rc.Tables = append(rc.Tables, strings.TrimSpace(t))
+		}
+	}
+	rc.Progress = func(s clickhouse.RebuildStep) {
+		if s.Table == "" {
+			fmt.Fprintf(stdout, "rebuilt %d month(s) in %s\n", s.Total, s.Elapsed.Round(time.Millisecond))
+			return
+		}
+		fmt.Fprintf(stdout, "[%d/%d] %s %d (%s)\n", s.Done+1, s.Total, s.Table, s.Month, s.Elapsed.Round(time.Millisecond))
+	}
+	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: cfg.ClickHouseDSN})
+	if err != nil {
+		return err
+	}
+	defer ch.Close()
+	return clickhouse.Rebuild(ctx, ch, rc)
+}

@@ -1,0 +1,307 @@
+package deploy
+
+import (
+	"bufio"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+)
+
+// repoRoot is the repository root, relative to this package.
+const repoRoot = ".."
+
+// loadCompose parses compose.yaml and returns its services.
+func loadCompose(t *testing.T) (doc map[string]any, services map[string]map[string]any) {
+	t.Helper()
+	b, err := os.ReadFile(filepath.Join(repoRoot, "compose.yaml"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	v, err := parseYAML(string(b))
+	if err != nil {
+		t.Fatalf("compose.yaml: %v", err)
+	}
+	doc = v.(map[string]any)
+	services = map[string]map[string]any{}
+	for name, s := range doc["services"].(map[string]any) {
+		services[name] = s.(map[string]any)
+	}
+	return doc, services
+}
+
+// isDropstream reports whether a service runs the dropstream image.
+func isDropstream(s map[string]any) bool {
+	_, build := s["build"]
+	return build || s["image"] == "dropstream:local"
+}
+
+func strs(v any) []string {
+	var out []string
+	switch v := v.(type) {
+	case []any:
+		for _, x := range v {
+			out = append(out, x.(string))
+		}
+	case string:
+		out = append(out, v)
+	}
+	return out
+}
+
+func TestCompose_servicesOfTheStack(t *testing.T) {
+	doc, services := loadCompose(t)
+	for _, want := range []string{"redis", "clickhouse", "jaeger", "prometheus", "grafana", "migrate", "api"} {
+		if _, ok := services[want]; !ok {
+			t.Errorf("service %s missing", want)
+		}
+	}
+	if cmd := strings.Join(strs(services["redis"]["command"]), " "); !strings.Contains(cmd, "--appendonly yes") ||
+		!strings.HasPrefix(services["redis"]["image"].(string), "redis:7") {
+		t.Errorf("redis: %v %q, want Redis 7 with --appendonly yes", services["redis"]["image"], cmd)
+	}
+	volumes, _ := doc["volumes"].(map[string]any)
+	var stageServices int
+	for name, s := range services {
+		for _, dep := range dependsOn(s) {
+			if _, ok := services[dep]; !ok {
+				t.Errorf("%s depends on unknown service %s", name, dep)
+			}
+		}
+		for _, v := range strs(s["volumes"]) {
+			src, _, _ := strings.Cut(v, ":")
+			if strings.HasPrefix(src, ".") || strings.HasPrefix(src, "/") {
+				if _, err := os.Stat(filepath.Join(repoRoot, src)); err != nil {
+					t.Errorf("%s mounts %s: %v", name, src, err)
+				}
+			} else if _, ok := volumes[src]; !ok {
+				t.Errorf("%s mounts named volume %s, not declared under volumes", name, src)
+			}
+		}
+		if isDropstream(s) && strs(s["command"])[0] == "run" {
+			stageServices++
+		}
+	}
+	if stageServices < 4 {
+		t.Errorf("%d dropstream run services, want the stages as separate services", stageServices)
+	}
+}
+
+func dependsOn(s map[string]any) []string {
+	switch d := s["depends_on"].(type) {
+	case []any:
+		return strs(d)
+	case map[string]any:
+		var out []string
+		for k := range d {
+			out = append(out, k)
+		}
+		return out
+	}
+	return nil
+}
+
+var (
+	dropstreamVarRe = regexp.MustCompile(`"(DROPSTREAM_[A-Z0-9_]+)"`)
+	otelVarRe       = regexp.MustCompile(`\bOTEL_[A-Z0-9_]+`)
+	commandRe       = regexp.MustCompile(`\{"([a-z]+)", "`)
+)
+
+// TestCompose_dropstreamServicesSetOnlyVariablesItReads checks the
+// environment, command and stages of every dropstream service against the
+// code: DROPSTREAM_* variables named in the binary, OTEL_* variables that
+// the otel package documents it honours, commands of cmd/dropstream and
+// stage or service names that exist as string literals.
+func TestCompose_dropstreamServicesSetOnlyVariablesItReads(t *testing.T) {
+	_, services := loadCompose(t)
+	src := goSource(t)
+	read := map[string]bool{}
+	for _, m := range dropstreamVarRe.FindAllStringSubmatch(src, -1) {
+		if !strings.HasPrefix(m[1], "DROPSTREAM_TEST_") {
+			read[m[1]] = true
+		}
+	}
+	otelSrc := readFiles(t, filepath.Join(repoRoot, "otel", "*.go"))
+	for _, v := range otelVarRe.FindAllString(otelSrc, -1) {
+		read[v] = true
+	}
+	mainSrc := readFiles(t, filepath.Join(repoRoot, "cmd", "dropstream", "main.go"))
+	var commands []string
+	for _, m := range commandRe.FindAllStringSubmatch(mainSrc, -1) {
+		commands = append(commands, m[1])
+	}
+	n := 0
+	for name, s := range services {
+		if !isDropstream(s) {
+			continue
+		}
+		n++
+		env, _ := s["environment"].(map[string]any)
+		for k := range env {
+			if !read[k] {
+				t.Errorf("service %s sets %s, which dropstream does not read", name, k)
+			}
+		}
+		cmd := strs(s["command"])
+		if len(cmd) == 0 || !slices.Contains(commands, cmd[0]) {
+			t.Errorf("service %s: command %v is not one of %v", name, cmd, commands)
+		}
+		stages, _ := env["DROPSTREAM_STAGES"].(string)
+		for st := range strings.SplitSeq(stages, ",") {
+			if st != "" && !strings.Contains(src, `"`+st+`"`) {
+				t.Errorf("service %s runs stage %q, which the code does not define", name, st)
+			}
+		}
+		if cmd[0] == "run" && stages == "" {
+			t.Errorf("service %s runs every stage: name them in DROPSTREAM_STAGES", name)
+		}
+	}
+	if n == 0 {
+		t.Fatal("no dropstream service")
+	}
+}
+
+func readFiles(t *testing.T, glob string) string {
+	t.Helper()
+	files, err := filepath.Glob(glob)
+	if err != nil || len(files) == 0 {
+		t.Fatalf("%s: no files (%v)", glob, err)
+	}
+	var b strings.Builder
+	for _, f := range files {
+		src, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		b.Write(src)
+	}
+	return b.String()
+}
+
+func TestCompose_prometheusScrapesEveryDropstreamService(t *testing.T) {
+	_, services := loadCompose(t)
+	b, err := os.ReadFile("prometheus/prometheus.yml")
+	if err != nil {
+		t.Fatal(err)
+	}
+	doc, err := parseYAML(string(b))
+	if err != nil {
+		t.Fatalf("prometheus.yml: %v", err)
+	}
+	var targets []string
+	for _, sc := range doc.(map[string]any)["scrape_configs"].([]any) {
+		sc := sc.(map[string]any)
+		if sc["metrics_path"] != "/metrics" {
+			t.Errorf("scrape config %v: want metrics_path /metrics", sc["job_name"])
+		}
+		for _, st := range sc["static_configs"].([]any) {
+			targets = append(targets, strs(st.(map[string]any)["targets"])...)
+		}
+	}
+	for name, s := range services {
+		if isDropstream(s) && strs(s["command"])[0] == "run" && !slices.Contains(targets, name+":8080") {
+			t.Errorf("Prometheus does not scrape %s:8080", name)
+		}
+	}
+	for _, tg := range targets {
+		host, _, _ := strings.Cut(tg, ":")
+		if s, ok := services[host]; !ok || !isDropstream(s) {
+			t.Errorf("Prometheus scrapes %s, which is not a dropstream service", tg)
+		}
+	}
+	if g := strings.Join(strs(services["grafana"]["volumes"]), " "); !strings.Contains(g, "./deploy/grafana/provisioning:/etc/grafana/provisioning") ||
+		!strings.Contains(g, "./deploy/grafana/dashboards:/var/lib/grafana/dashboards") {
+		t.Errorf("grafana volumes %q: want the provisioning and the dashboards", g)
+	}
+}
+
+var goBuildRe = regexp.MustCompile(`\bgo build\b.*\s(\./\S+)\s*$`)
+
+// TestDockerfile_buildsTheBinaryAsNonRoot checks the Dockerfile statically
+// (multi-stage, non-root final stage), that its go build names the
+// binary's main package, and that the package graph of that build
+// (CGO_ENABLED=0) resolves.
+func TestDockerfile_buildsTheBinaryAsNonRoot(t *testing.T) {
+	_, services := loadCompose(t)
+	for name, s := range services {
+		if b, ok := s["build"].(map[string]any); ok {
+			if _, err := os.Stat(filepath.Join(repoRoot, b["context"].(string), b["dockerfile"].(string))); err != nil {
+				t.Errorf("service %s builds from a missing Dockerfile: %v", name, err)
+			}
+		}
+	}
+	f, err := os.Open(filepath.Join(repoRoot, "Dockerfile"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var froms int
+	var user, pkg string
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		line := strings.TrimSpace(sc.Text())
+		switch {
+		case strings.HasPrefix(line, "FROM "):
+			froms++
+			user = ""
+		case strings.HasPrefix(line, "USER "):
+			user = strings.TrimSpace(strings.TrimPrefix(line, "USER "))
+		case strings.HasPrefix(line, "RUN ") && goBuildRe.MatchString(line):
+			pkg = goBuildRe.FindStringSubmatch(line)[1]
+		}
+	}
+	if froms < 2 {
+		t.Errorf("%d FROM lines, want a multi-stage build", froms)
+	}
+	if u, _, _ := strings.Cut(user, ":"); u == "" || u == "root" || u == "0" {
+		t.Errorf("final stage USER %q, want a non-root user", user)
+	}
+	if pkg == "" {
+		t.Fatal("no RUN go build ... ./pkg line")
+	}
+	out, err := exec.Command("go", "list", "-C", repoRoot, "-f", "{{.Name}} {{.ImportPath}}", pkg).CombinedOutput()
+	if err != nil || !strings.HasPrefix(string(out), "main ") {
+		t.Fatalf("go list %s: %s %v, want a main package", pkg, out, err)
+	}
+	// Every package the build needs must resolve with cgo off, as the
+	// Dockerfile builds (a full build would take minutes on a loaded CI
+	// machine; go list checks the same graph).
+	cmd := exec.Command("go", "list", "-C", repoRoot, "-deps", "-f", "{{if .Error}}{{.ImportPath}}: {{.Error}}{{end}}", pkg)
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if out, err := cmd.CombinedOutput(); err != nil || strings.TrimSpace(string(out)) != "" {
+		t.Errorf("CGO_ENABLED=0 go list -deps %s: %v\n%s", pkg, err, out)
+	}
+}
+
+func TestParseYAML_subset(t *testing.T) {
+	doc, err := parseYAML(`
+a: 1 # comment
+b:
+  - x
+  - "y # not a comment"
+  - k: v
+    l: [p, "q, r", 's''t']
+c:
+- z
+d: 'http://h:1'
+`)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := doc.(map[string]any)
+	b := m["b"].([]any)
+	if m["a"] != "1" || b[0] != "x" || b[1] != "y # not a comment" || m["d"] != "http://h:1" || m["c"].([]any)[0] != "z" {
+		t.Errorf("parsed %#v", doc)
+	}
+	if l := strs(b[2].(map[string]any)["l"]); !slices.Equal(l, []string{"p", "q, r", "s't"}) {
+		t.Errorf("flow sequence = %q", l)
+	}
+	for _, bad := range []string{"a: &x 1", "a: |\n  text", "a: {b: c}", "a: 1\na: 2", "a:\n\tb: 1"} {
+		if _, err := parseYAML(bad); err == nil {
+			t.Errorf("parseYAML(%q) accepted YAML outside the subset", bad)
+		}
+	}
+}

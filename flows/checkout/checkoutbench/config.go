@@ -1,0 +1,105 @@
+// Package checkoutbench measures the checkout saga end to end over its
+// HTTP contract: it serves the contract on a loopback port with the
+// flow's stages in the same process, batch_inits items, users and orders,
+// checks random orders out — as fast as a fixed number of clients can
+// (checkouts/s), then at a fixed rate (latency) — and finally verifies that
+// stock, credit and paid flags agree with the answers.
+package checkoutbench
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Targets of issue 6 on the project's machine.
+const (
+	TargetCheckoutsPerSecond = 3000
+	TargetP99Millis          = 50
+	TargetRate               = 1000
+)
+
+// Config configures a run; zero fields take the documented defaults.
+type Config struct {
+	// Items, Users and Orders are the batch_init sizes. Default 100,000
+	// each.
+	Items, Users, Orders int
+	// Stock and Credit are every item's and user's starting amounts.
+	// Default 1,000,000 each, so checkouts do not run short unless told.
+	Stock, Credit int64
+	// Price is every item's price. Default 1.
+	Price int64
+	// Clients is the number of concurrent clients of the throughput run.
+	// Default 64.
+	Clients int
+	// Duration is the length of the throughput run. Default 10s.
+	Duration time.Duration
+	// Rate is the checkouts/s of the latency run. Default 1000.
+	Rate int
+	// LatencyDuration is the length of the latency run. Default 10s.
+	LatencyDuration time.Duration
+	// Copies is the number of copies of each stage. Default 1.
+	Copies int
+	// Partitions of the flow. Default 8.
+	Partitions int
+	// Telemetry instruments the stages and the API.
+	Telemetry stream.Telemetry
+	// Progress, when set, receives progress lines.
+	Progress func(string)
+}
+
+// WithDefaults returns c with zero fields set.
+func (c Config) WithDefaults() Config {
+	for _, f := range []*int{&c.Items, &c.Users, &c.Orders} {
+		if *f == 0 {
+			*f = 100_000
+		}
+	}
+	if c.Stock == 0 {
+		c.Stock = 1_000_000
+	}
+	if c.Credit == 0 {
+		c.Credit = 1_000_000
+	}
+	if c.Price == 0 {
+		c.Price = 1
+	}
+	if c.Clients == 0 {
+		c.Clients = 64
+	}
+	if c.Duration == 0 {
+		c.Duration = 10 * time.Second
+	}
+	if c.Rate == 0 {
+		c.Rate = TargetRate
+	}
+	if c.LatencyDuration == 0 {
+		c.LatencyDuration = 10 * time.Second
+	}
+	if c.Copies == 0 {
+		c.Copies = 1
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 8
+	}
+	return c
+}
+
+// Validate checks a defaulted config.
+func (c Config) Validate() error {
+	var errs []error
+	for name, v := range map[string]int{"items": c.Items, "users": c.Users, "orders": c.Orders} {
+		if v < 1 || v > 1_000_000 {
+			errs = append(errs, fmt.Errorf("checkoutbench: %s %d out of range 1..1000000", name, v))
+		}
+	}
+	if c.Clients < 1 || c.Clients > 4096 || c.Rate < 1 || c.Rate > 100_000 || c.Copies < 1 || c.Copies > 64 {
+		errs = append(errs, fmt.Errorf("checkoutbench: clients %d (1..4096), rate %d (1..100000) or copies %d (1..64) out of range", c.Clients, c.Rate, c.Copies))
+	}
+	if c.Duration <= 0 || c.LatencyDuration <= 0 || c.Stock < 0 || c.Credit < 0 || c.Price < 0 {
+		errs = append(errs, errors.New("checkoutbench: durations must be positive, amounts not negative"))
+	}
+	return errors.Join(errs...)
+}

@@ -1,0 +1,64 @@
+package checkout
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Config configures the flow. Zero fields take their documented defaults
+// (WithDefaults); Validate checks the result.
+type Config struct {
+	// Partitions is the partition count of every topic and key of the flow,
+	// fixed for a deployment. Default 8.
+	Partitions int
+	// Timeout bounds how long a checkout call waits for its saga's outcome;
+	// the saga goes on after it. Default 30s.
+	Timeout time.Duration
+	// Recheck is how often a waiting checkout reads its saga's status in
+	// case a notification was lost (a Pub/Sub reconnect). Default 1s.
+	Recheck time.Duration
+	// StateTTL is how long ledger entries and finished sagas are kept. It
+	// must outlive every redelivery of a command. Default 7 days.
+	StateTTL time.Duration
+	// Stage tunes the runners of the flow's stages; zero fields take the
+	// runtime's defaults.
+	Stage stream.RunnerConfig
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Partitions == 0 {
+		c.Partitions = 8
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 30 * time.Second
+	}
+	if c.Recheck == 0 {
+		c.Recheck = time.Second
+	}
+	if c.StateTTL == 0 {
+		c.StateTTL = 7 * 24 * time.Hour
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
+		errs = append(errs, fmt.Errorf("checkout: partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
+	}
+	if c.Timeout < time.Millisecond || c.Timeout > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("checkout: timeout %s out of range 1ms..10m", c.Timeout))
+	}
+	if c.Recheck < time.Millisecond {
+		errs = append(errs, fmt.Errorf("checkout: recheck %s below 1ms", c.Recheck))
+	}
+	if c.StateTTL < time.Minute {
+		errs = append(errs, fmt.Errorf("checkout: state ttl %s below 1m", c.StateTTL))
+	}
+	return errors.Join(errs...)
+}

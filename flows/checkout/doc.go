@@ -1,0 +1,92 @@
+// Package checkout is the checkout saga of seed 004 on Redis Streams: an
+// order is paid and its stock taken by stock and payment stages that apply
+// their effects exactly once, an order stage that decides and compensates,
+// and the well-known order/stock/payment HTTP contract (package httpapi).
+//
+// # Data
+//
+// Items ({stock, price}), users ({credit}) and orders ({user_id, items,
+// total_cost, paid, tr, status, ver}) are Redis hashes, each in the
+// partition of its id: its keys carry the hash tag "{checkout.p}" (see
+// Keys), so every Lua script below touches one slot, also on Redis Cluster.
+//
+// # The saga
+//
+//  1. Checkout (HTTP) reads the order and runs the begin script on the
+//     order's slot. It numbers the attempt (tr_num, the seed's tr#), marks
+//     the order pending, records the attempt's saga hash (its parts and
+//     their commands) and appends the attempt's intent (TypeBegin) to the
+//     outcomes stream of the order's partition — all in one step, so an
+//     attempt is never started without being certain to be dispatched, and
+//     never dispatched twice under two numbers. An order already paid
+//     answers at once without charging; an order whose attempt is running
+//     joins it; an order changed since it was read is read again.
+//  2. The order stage ("checkout-order") turns the intent into commands:
+//     one payment command ("pay", keyed by the user, in the user's
+//     partition) and one stock command per partition of the order's items
+//     ("sub", keyed by an item of that partition).
+//  3. The stock and payment stages apply a command with the effect script:
+//     the ledger key (order_id, tr_num, is_rollback) — the seed's table with
+//     its three-part primary key — is checked and recorded by the same
+//     script as the effect, in the slot of the keys the effect changes. A
+//     stock command checks every item of its partition before it changes
+//     any, so it is all or nothing. The ledger keeps the result ("ok",
+//     "fail:<reason>"), and the stage publishes it as an outcome (keyed by
+//     the order) every time, so an outcome lost between the effect and its
+//     publication comes again with the redelivery.
+//  4. The order stage records each outcome in the saga hash once per part
+//     (HSETNX), then decides when every part has answered: all ok → the
+//     order is paid; otherwise every part that succeeded gets its
+//     compensation ("add", "can"), and the attempt fails once each has
+//     confirmed. A compensation undoes the effect only if the forward
+//     effect was applied; if the forward command has not arrived yet, it
+//     records it "cancelled" so it never applies. The step that reaches a
+//     final status also appends the saga record to the sagas stream (for
+//     ClickHouse), in the same script; the stage then announces the
+//     outcome on the Pub/Sub channel DoneChannel.
+//  5. The HTTP call, registered with the process's Waiter before the
+//     attempt begins, wakes on the announcement (or on reading the saga's
+//     status, when it starts waiting and every Config.Recheck), and answers
+//     200 for a succeeded attempt, 400 with the reason for a failed one —
+//     whose compensations are then all applied — or 503 after
+//     Config.Timeout. The saga does not depend on the caller: a timed-out
+//     checkout completes or compensates all the same, and checking out again
+//     waits for that attempt.
+//
+// # Splitting stock by partition
+//
+// The seed sends one stock message per transaction for all of its items.
+// Items live in the partitions of their ids, so one script cannot change
+// them all on Redis Cluster. The choice here: one command per partition of
+// the order's items, each all-or-nothing in its slot and idempotent under
+// its own ledger key (the key of partition p lives in p's slot, so
+// (order_id, tr_num, is_rollback) is unique there), and compensated per
+// partition like any other participant. Putting every item in one slot
+// would make a single stock partition the bottleneck of the flow.
+//
+// # Recovery
+//
+// Every message is delivered at least once by the runtime (pending entries
+// of a dead copy are redelivered; a restarted copy drains its own first).
+// Every step is idempotent: the begin script by the order's state, effects
+// by the ledger, outcomes by HSETNX on the saga, compensations by the
+// ledger, the saga record by being appended only on the transition to a
+// final status, the announcement by being harmless to repeat. A message is
+// never lost between steps, because each step's output is either written
+// by the step's script itself (the intent, the saga record) or published
+// before its input is acknowledged. With Redis persisted (AOF, fsync
+// always), a restart at any point is a pause. The order's seed-era offset
+// topic ("Outc-offs-topic") is not needed: the saga hash is the order
+// stage's durable state, and the consumer group is its offset.
+//
+// # Observability
+//
+// Each message of the stages gets a span ("checkout.stock",
+// "checkout.payment", "checkout.order dispatch|record") that is a child of
+// its producer's, and the messages it causes carry it on: the trace of a
+// checkout runs from the HTTP span through the intent, the commands, the
+// outcomes and the compensations to the saga record. The
+// "checkout-analytics" stage writes one row per finished attempt to
+// ClickHouse (checkout_sagas: status, failure reason, parts, compensations,
+// time to decide and to finish, trace id).
+package checkout

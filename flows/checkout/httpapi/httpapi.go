@@ -1,0 +1,292 @@
+// Package httpapi serves the checkout flow's order/stock/payment HTTP
+// contract on the API server: plain paths with the /stock, /payment and
+// /orders prefixes, ids as strings, amounts as integers, every body JSON
+// (application/json, errors included). Success is 200; every failure the
+// contract names — an unknown id, short stock or credit, a failed
+// checkout, malformed input — is 400 with the JSON error envelope
+// {"error":{"code","message"}}. Two answers are outside the contract: 503
+// "checkout_pending" when a checkout's saga has not finished within the
+// flow's timeout (it goes on; checking out again waits for it), and 500
+// when Redis fails.
+package httpapi
+
+import (
+	"context"
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flows/checkout"
+)
+
+// Routes are the contract's routes over a checkout service.
+type Routes struct {
+	Service *checkout.Service
+}
+
+// Response bodies.
+type (
+	itemID struct {
+		ItemID string `json:"item_id"`
+	}
+	itemOut struct {
+		Stock int64 `json:"stock"`
+		Price int64 `json:"price"`
+	}
+	stockOut struct {
+		ItemID string `json:"item_id"`
+		Stock  int64  `json:"stock"`
+	}
+	userID struct {
+		UserID string `json:"user_id"`
+	}
+	userOut struct {
+		UserID string `json:"user_id"`
+		Credit int64  `json:"credit"`
+	}
+	orderID struct {
+		OrderID string `json:"order_id"`
+	}
+	orderOut struct {
+		OrderID   string  `json:"order_id"`
+		Paid      bool    `json:"paid"`
+		Items     [][]any `json:"items"`
+		UserID    string  `json:"user_id"`
+		TotalCost int64   `json:"total_cost"`
+	}
+	addItemOut struct {
+		OrderID   string `json:"order_id"`
+		TotalCost int64  `json:"total_cost"`
+	}
+	checkoutOut struct {
+		OrderID     string `json:"order_id"`
+		Paid        bool   `json:"paid"`
+		TrNum       int64  `json:"tr_num"`
+		AlreadyPaid bool   `json:"already_paid"`
+	}
+	message struct {
+		Msg string `json:"msg"`
+	}
+)
+
+// Register adds the routes to srv.
+func (r Routes) Register(srv *api.Server) {
+	op := func(method, path, summary string, scope api.Scope, resp any, h fiber.Handler) {
+		srv.Handle(api.Operation{Method: method, Path: path, Summary: summary, Tag: "checkout", Scope: scope, Response: resp, Handler: h})
+	}
+	w, rd, adm := api.ScopeWrite, api.ScopeRead, api.ScopeAdmin
+	op("POST", "/stock/item/create/:price", "Create an item with stock 0", w, itemID{}, r.createItem)
+	op("GET", "/stock/find/:item_id", "An item's stock and price", rd, itemOut{}, r.findItem)
+	op("POST", "/stock/add/:item_id/:amount", "Add stock", w, stockOut{}, r.addStock)
+	op("POST", "/stock/subtract/:item_id/:amount", "Take stock; 400 if it would go below 0", w, stockOut{}, r.subtractStock)
+	op("POST", "/stock/batch_init/:n/:starting_stock/:item_price", "Create or reset items \"0\"..\"n-1\"", adm, message{}, r.batchItems)
+	op("POST", "/payment/create_user", "Create a user with credit 0", w, userID{}, r.createUser)
+	op("GET", "/payment/find_user/:user_id", "A user's credit", rd, userOut{}, r.findUser)
+	op("POST", "/payment/add_funds/:user_id/:amount", "Add credit", w, userOut{}, r.addFunds)
+	op("POST", "/payment/pay/:user_id/:amount", "Take credit; 400 if it would go below 0", w, userOut{}, r.pay)
+	op("POST", "/payment/batch_init/:n/:starting_money", "Create or reset users \"0\"..\"n-1\"", adm, message{}, r.batchUsers)
+	op("POST", "/orders/create/:user_id", "Create an empty order of a user", w, orderID{}, r.createOrder)
+	op("GET", "/orders/find/:order_id", "An order", rd, orderOut{}, r.findOrder)
+	op("POST", "/orders/addItem/:order_id/:item_id", "Add one of an item to an order", w, addItemOut{}, r.addItem)
+	op("POST", "/orders/addItem/:order_id/:item_id/:quantity", "Add quantity of an item to an order", w, addItemOut{}, r.addItem)
+	op("POST", "/orders/checkout/:order_id", "Check an order out: 200 when paid and the stock taken, 400 once a failed attempt is compensated",
+		w, checkoutOut{}, r.checkout)
+	op("POST", "/orders/batch_init/:n/:n_items/:n_users/:item_price", "Create or reset orders \"0\"..\"n-1\" of two random items each", adm,
+		message{}, r.batchOrders)
+}
+
+// fail maps the flow's errors to the contract's 400 (or 503 for a pending
+// checkout); other errors are returned as they are (500).
+func fail(err error) error {
+	code := ""
+	switch {
+	case errors.Is(err, checkout.ErrNotFound):
+		code = "not_found"
+	case errors.Is(err, checkout.ErrInsufficient):
+		code = "insufficient"
+	case errors.Is(err, checkout.ErrInvalid):
+		code = "invalid"
+	case errors.Is(err, checkout.ErrConflict):
+		code = "conflict"
+	case errors.Is(err, checkout.ErrCheckoutFailed):
+		code = "checkout_failed"
+	case errors.Is(err, checkout.ErrPending):
+		return api.NewError(http.StatusServiceUnavailable, "checkout_pending", err.Error()+"; check out again to wait for it")
+	default:
+		return err
+	}
+	return api.BadRequest(code, err.Error())
+}
+
+// intParam parses an integer path parameter; 400 if it is not one.
+func intParam(c *fiber.Ctx, name string) (int64, error) {
+	s := c.Params(name)
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return 0, api.BadRequest("invalid", name+" must be an integer, got "+strconv.Quote(s))
+	}
+	return n, nil
+}
+
+// intParams parses several integer path parameters.
+func intParams(c *fiber.Ctx, names ...string) ([]int64, error) {
+	out := make([]int64, len(names))
+	for i, n := range names {
+		v, err := intParam(c, n)
+		if err != nil {
+			return nil, err
+		}
+		out[i] = v
+	}
+	return out, nil
+}
+
+func (r Routes) createItem(c *fiber.Ctx) error {
+	price, err := intParam(c, "price")
+	if err != nil {
+		return err
+	}
+	id, err := r.Service.Store().CreateItem(c.UserContext(), price)
+	if err != nil {
+		return fail(err)
+	}
+	return c.JSON(itemID{ItemID: id})
+}
+
+func (r Routes) findItem(c *fiber.Ctx) error {
+	stock, price, err := r.Service.Store().FindItem(c.UserContext(), c.Params("item_id"))
+	if err != nil {
+		return fail(err)
+	}
+	return c.JSON(itemOut{Stock: stock, Price: price})
+}
+
+func (r Routes) addStock(c *fiber.Ctx) error      { return r.stock(c, r.Service.Store().AddStock) }
+func (r Routes) subtractStock(c *fiber.Ctx) error { return r.stock(c, r.Service.Store().SubtractStock) }
+
+func (r Routes) stock(c *fiber.Ctx, change func(ctx context.Context, id string, amount int64) (int64, error)) error {
+	amount, err := intParam(c, "amount")
+	if err != nil {
+		return err
+	}
+	id := c.Params("item_id")
+	n, err := change(c.UserContext(), id, amount)
+	if err != nil {
+		return fail(err)
+	}
+	return c.JSON(stockOut{ItemID: id, Stock: n})
+}
+
+func (r Routes) batchItems(c *fiber.Ctx) error {
+	v, err := intParams(c, "n", "starting_stock", "item_price")
+	if err != nil {
+		return err
+	}
+	if err := r.Service.Store().BatchInitItems(c.UserContext(), v[0], v[1], v[2]); err != nil {
+		return fail(err)
+	}
+	return c.JSON(message{Msg: "Batch init for stock successful"})
+}
+
+func (r Routes) createUser(c *fiber.Ctx) error {
+	id, err := r.Service.Store().CreateUser(c.UserContext())
+	if err != nil {
+		return fail(err)
+	}
+	return c.JSON(userID{UserID: id})
+}
+
+func (r Routes) findUser(c *fiber.Ctx) error {
+	id := c.Params("user_id")
+	credit, err := r.Service.Store().FindUser(c.UserContext(), id)
+	if err != nil {
+		return fail(err)
+	}
+	return c.JSON(userOut{UserID: id, Credit: credit})
+}
+
+func (r Routes) addFunds(c *fiber.Ctx) error { return r.credit(c, r.Service.Store().AddFunds) }
+func (r Routes) pay(c *fiber.Ctx) error      { return r.credit(c, r.Service.Store().Pay) }
+
+func (r Routes) credit(c *fiber.Ctx, change func(ctx context.Context, id string, amount int64) (int64, error)) error {
+	amount, err := intParam(c, "amount")
+	if err != nil {
+		return err
+	}
+	id := c.Params("user_id")
+	n, err := change(c.UserContext(), id, amount)
+	if err != nil {
+		return fail(err)
+	}
+	return c.JSON(userOut{UserID: id, Credit: n})
+}
+
+func (r Routes) batchUsers(c *fiber.Ctx) error {
+	v, err := intParams(c, "n", "starting_money")
+	if err != nil {
+		return err
+	}
+	if err := r.Service.Store().BatchInitUsers(c.UserContext(), v[0], v[1]); err != nil {
+		return fail(err)
+	}
+	return c.JSON(message{Msg: "Batch init for users successful"})
+}
+
+func (r Routes) createOrder(c *fiber.Ctx) error {
+	id, err := r.Service.Store().CreateOrder(c.UserContext(), c.Params("user_id"))
+	if err != nil {
+		return fail(err)
+	}
+	return c.JSON(orderID{OrderID: id})
+}
+
+func (r Routes) findOrder(c *fiber.Ctx) error {
+	o, err := r.Service.Store().FindOrder(c.UserContext(), c.Params("order_id"))
+	if err != nil {
+		return fail(err)
+	}
+	items := make([][]any, len(o.Lines))
+	for i, l := range o.Lines {
+		items[i] = []any{l.ID, l.Amount}
+	}
+	return c.JSON(orderOut{OrderID: o.ID, Paid: o.Paid, Items: items, UserID: o.UserID, TotalCost: o.TotalCost})
+}
+
+func (r Routes) addItem(c *fiber.Ctx) error {
+	qty := int64(1)
+	if c.Params("quantity") != "" {
+		q, err := intParam(c, "quantity")
+		if err != nil {
+			return err
+		}
+		qty = q
+	}
+	id := c.Params("order_id")
+	total, err := r.Service.Store().AddItem(c.UserContext(), id, c.Params("item_id"), qty)
+	if err != nil {
+		return fail(err)
+	}
+	return c.JSON(addItemOut{OrderID: id, TotalCost: total})
+}
+
+func (r Routes) checkout(c *fiber.Ctx) error {
+	res, err := r.Service.Checkout(c.UserContext(), c.Params("order_id"))
+	if err != nil {
+		return fail(err)
+	}
+	return c.JSON(checkoutOut{OrderID: res.OrderID, Paid: true, TrNum: res.TrNum, AlreadyPaid: res.AlreadyPaid})
+}
+
+func (r Routes) batchOrders(c *fiber.Ctx) error {
+	v, err := intParams(c, "n", "n_items", "n_users", "item_price")
+	if err != nil {
+		return err
+	}
+	if err := r.Service.Store().BatchInitOrders(c.UserContext(), v[0], v[1], v[2], v[3]); err != nil {
+		return fail(err)
+	}
+	return c.JSON(message{Msg: "Batch init for orders successful"})
+}

@@ -1,0 +1,101 @@
+package checkout
+
+import (
+	"strconv"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Flow is the flow name: the "{checkout.p}" hash tags and the topics'
+// prefix.
+const Flow = "checkout"
+
+// Message types of the flow's streams.
+const (
+	// TypeBegin is the intent of a checkout attempt, appended to the
+	// outcomes topic by the script that starts the attempt.
+	TypeBegin = "checkout.begin"
+	// TypeCommand is a stock or payment command (effect or compensation).
+	TypeCommand = "checkout.command"
+	// TypeOutcome is a stock or payment stage's answer to a command.
+	TypeOutcome = "checkout.outcome"
+	// TypeSaga is the record of a finished attempt, for analytics.
+	TypeSaga = "checkout.saga"
+)
+
+// Topics are the flow's streams. They share one partition count, so the
+// partition of an id is the same whichever topic computes it, and every
+// key of an entity carries the hash tag of its partition.
+type Topics struct {
+	// Stock carries stock commands, in the partition of their items.
+	Stock stream.Topic
+	// Payment carries payment commands, in the partition of their user.
+	Payment stream.Topic
+	// Outcomes carries, in the partition of the order, the begin record of
+	// every attempt and the answers of the stock and payment stages.
+	Outcomes stream.Topic
+	// Sagas carries one record per finished attempt, in the partition of
+	// the order; the analytics stage writes them to ClickHouse.
+	Sagas stream.Topic
+}
+
+// NewTopics returns the flow's topics with the given partition count.
+func NewTopics(partitions int) Topics {
+	return Topics{
+		Stock:    stream.NewTopic(Flow, "stock", partitions),
+		Payment:  stream.NewTopic(Flow, "payment", partitions),
+		Outcomes: stream.NewTopic(Flow, "outcomes", partitions),
+		Sagas:    stream.NewTopic(Flow, "sagas", partitions),
+	}
+}
+
+// Keys names the flow's Redis keys. Every entity lives in the partition of
+// its id: an item's hash, its stock ledger entries and the stock stream
+// that changes it share a slot; so do a user's hash, its payment ledger
+// entries and the payment stream; and an order's hash, its saga hashes and
+// the outcomes and sagas streams of its partition.
+type Keys struct{ t stream.Topic }
+
+// NewKeys returns the key names for a partition count.
+func NewKeys(partitions int) Keys { return Keys{t: stream.NewTopic(Flow, "keys", partitions)} }
+
+// Partition returns the partition of an id (item, user or order).
+func (k Keys) Partition(id string) int { return k.t.Partition(id) }
+
+// Tag returns the hash tag of partition p.
+func (k Keys) Tag(p int) string { return k.t.HashTag(p) }
+
+// Item is the hash {stock, price} of an item.
+func (k Keys) Item(id string) string { return "ds:" + k.t.HashTag(k.Partition(id)) + ":co:item:" + id }
+
+// User is the hash {credit} of a user.
+func (k Keys) User(id string) string { return "ds:" + k.t.HashTag(k.Partition(id)) + ":co:user:" + id }
+
+// Order is the hash of an order: user_id, items, total_cost, paid, tr
+// (the last attempt number), status (of the last attempt) and ver (bumped
+// by every change of its items).
+func (k Keys) Order(id string) string {
+	return "ds:" + k.t.HashTag(k.Partition(id)) + ":co:order:" + id
+}
+
+// Saga is the hash of one checkout attempt of an order.
+func (k Keys) Saga(orderID string, tr int64) string {
+	return "ds:" + k.t.HashTag(k.Partition(orderID)) + ":co:saga:" + orderID + ":" + strconv.FormatInt(tr, 10)
+}
+
+// Ledger is the ledger entry of (order, tr_num, is_rollback) of one side
+// ("stock" or "payment") in partition p, the partition of the keys the
+// effect changes. Its value is the effect's result ("ok", "fail:<reason>",
+// "noop" or "cancelled").
+func (k Keys) Ledger(p int, side, orderID string, tr int64, rollback bool) string {
+	rb := "0"
+	if rollback {
+		rb = "1"
+	}
+	return "ds:" + k.t.HashTag(p) + ":ledger:checkout-" + side + ":" + orderID + ":" + strconv.FormatInt(tr, 10) + ":" + rb
+}
+
+// DoneChannel is the Pub/Sub channel on which the order stage announces
+// decided attempts ("<order>|<tr>|<status>"), so waiting HTTP calls wake
+// up.
+const DoneChannel = "ds:checkout:done"

@@ -1,0 +1,143 @@
+package checkout
+
+import (
+	"fmt"
+	"strconv"
+	"strings"
+)
+
+// Command types, as in the seed: "sub"/"add" on the stock topic,
+// "pay"/"can" on the payment topic. "add" and "can" are compensations.
+const (
+	CmdSubtract = "sub"
+	CmdAdd      = "add"
+	CmdPay      = "pay"
+	CmdCancel   = "can"
+)
+
+// Saga statuses (saga and order hashes, sagas stream, ClickHouse).
+const (
+	StatusPending      = "pending"
+	StatusCompensating = "compensating"
+	StatusSucceeded    = "succeeded"
+	StatusFailed       = "failed"
+)
+
+// Line is an item and a quantity.
+type Line struct {
+	ID     string `json:"id"`
+	Amount int64  `json:"amnt"`
+}
+
+// Command is a stock or payment command of one attempt. Part names the
+// participant: "pay", or "stock.<p>" for the items of stock partition p —
+// an order's items are split by partition, one command per partition, so
+// each command's effect is one all-or-nothing script in one slot.
+type Command struct {
+	OrderID string `json:"order_id"`
+	TrNum   int64  `json:"tr_num"`
+	Type    string `json:"type"`
+	Part    string `json:"part"`
+	UserID  string `json:"user_id,omitempty"`
+	Amount  int64  `json:"amnt,omitempty"`
+	Items   []Line `json:"items,omitempty"`
+}
+
+// Rollback reports whether the command is a compensation.
+func (c Command) Rollback() bool { return c.Type == CmdAdd || c.Type == CmdCancel }
+
+// Compensation returns the command that undoes c.
+func (c Command) Compensation() Command {
+	out := c
+	switch c.Type {
+	case CmdSubtract:
+		out.Type = CmdAdd
+	case CmdPay:
+		out.Type = CmdCancel
+	}
+	return out
+}
+
+// Outcome is a stage's answer to a command: OK with Result "ok" (or "noop"
+// for a compensation with nothing to undo), or not OK with the reason.
+type Outcome struct {
+	OrderID  string `json:"order_id"`
+	TrNum    int64  `json:"tr_num"`
+	Part     string `json:"part"`
+	Rollback bool   `json:"rollback,omitempty"`
+	OK       bool   `json:"ok"`
+	Result   string `json:"result"`
+}
+
+// Begin is the intent of one attempt: the commands to send.
+type Begin struct {
+	OrderID  string    `json:"order_id"`
+	TrNum    int64     `json:"tr_num"`
+	Commands []Command `json:"commands"`
+}
+
+// Saga is the record of a finished attempt (the sagas topic and the
+// checkout_sagas table).
+type Saga struct {
+	OrderID     string `json:"order_id"`
+	TrNum       int64  `json:"tr_num"`
+	UserID      string `json:"user_id"`
+	Status      string `json:"status"`
+	Reason      string `json:"reason"`
+	TotalCost   int64  `json:"total_cost"`
+	Parts       int    `json:"parts"`
+	Compensated int    `json:"compensated"`
+	StartedMs   int64  `json:"started_ms"`
+	DecidedMs   int64  `json:"decided_ms"`
+	FinishedMs  int64  `json:"finished_ms"`
+	TraceParent string `json:"traceparent"`
+}
+
+// Limits on outside input.
+const (
+	// MaxIDLen bounds ids; ids are [A-Za-z0-9_-].
+	MaxIDLen = 64
+	// MaxLines bounds the item lines of an order.
+	MaxLines = 100
+	// MaxQuantity bounds one line's quantity.
+	MaxQuantity = 10_000
+	// MaxPrice bounds an item's price.
+	MaxPrice = 1_000_000_000
+	// MaxAmount bounds stock and credit, and one change of either, so sums
+	// stay exact in Lua's doubles (below 2^53).
+	MaxAmount = 1_000_000_000_000_000
+	// MaxBatch bounds the n of a batch_init.
+	MaxBatch = 1_000_000
+)
+
+// ValidID reports whether s is a well-formed id.
+func ValidID(s string) bool {
+	if len(s) == 0 || len(s) > MaxIDLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		c := s[i]
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// ParseLines parses the order hash's items field, "id:qty,id:qty".
+func ParseLines(s string) ([]Line, error) {
+	if s == "" {
+		return nil, nil
+	}
+	parts := strings.Split(s, ",")
+	out := make([]Line, 0, len(parts))
+	for _, p := range parts {
+		id, qty, ok := strings.Cut(p, ":")
+		n, err := strconv.ParseInt(qty, 10, 64)
+		if !ok || err != nil || !ValidID(id) {
+			return nil, fmt.Errorf("checkout: malformed item line %q", p)
+		}
+		out = append(out, Line{ID: id, Amount: n})
+	}
+	return out, nil
+}

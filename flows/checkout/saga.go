@@ -1,0 +1,189 @@
+package checkout
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/propagation"
+)
+
+// ErrPending: the saga did not finish within Config.Timeout. It goes on;
+// checking the order out again waits for the same attempt.
+var ErrPending = errors.New("checkout still in progress")
+
+// Result is the outcome of one checkout attempt.
+type Result struct {
+	OrderID string
+	// TrNum is the attempt number.
+	TrNum int64
+	// Status is StatusSucceeded or StatusFailed (StatusPending with
+	// ErrPending).
+	Status string
+	// Reason says why the attempt failed.
+	Reason string
+	// AlreadyPaid is set when the order was paid before this call: nothing
+	// was charged.
+	AlreadyPaid bool
+}
+
+// beginRetries bounds the optimistic retries of a checkout whose order
+// changes between the read and the begin script.
+const beginRetries = 8
+
+// Checkout checks an order out: it starts an attempt (or joins the running
+// one) and waits up to Config.Timeout for its outcome. It returns the
+// result of a succeeded attempt, or of an order already paid; an error
+// wrapping ErrCheckoutFailed once a failed attempt is fully compensated;
+// ErrNotFound for an unknown order; ErrPending when the wait timed out.
+func (s *Service) Checkout(ctx context.Context, orderID string) (Result, error) {
+	tp := traceparent(ctx)
+	for range beginRetries {
+		o, err := s.store.FindOrder(ctx, orderID)
+		if err != nil {
+			return Result{}, err
+		}
+		if o.Paid {
+			return Result{OrderID: orderID, TrNum: o.TrNum, Status: StatusSucceeded, AlreadyPaid: true}, nil
+		}
+		if o.Status == StatusPending || o.Status == StatusCompensating {
+			return s.wait(ctx, orderID, o.TrNum)
+		}
+		c, done := s.waiter.register(orderID, o.TrNum+1)
+		status, tr, err := s.begin(ctx, o, tp)
+		if err != nil {
+			done()
+			return Result{}, err
+		}
+		if status == "started" {
+			r, err := s.waiter.await(ctx, s.keys, orderID, tr, c, false, s.cfg.Timeout, s.cfg.Recheck)
+			done()
+			return s.result(r, err)
+		}
+		done()
+		switch status {
+		case "inflight":
+			return s.wait(ctx, orderID, tr)
+		case "paid":
+			return Result{OrderID: orderID, TrNum: tr, Status: StatusSucceeded, AlreadyPaid: true}, nil
+		case "missing":
+			return Result{}, fmt.Errorf("%w: order %s", ErrNotFound, orderID)
+		}
+	}
+	return Result{}, fmt.Errorf("checkout: order %s kept changing during %d tries", orderID, beginRetries)
+}
+
+// Commands returns the forward commands of attempt tr of o: one stock
+// command per partition of its items (quantities of repeated items summed)
+// and one payment command.
+func (s *Service) Commands(o Order, tr int64) ([]Command, error) {
+	perItem := map[string]int64{}
+	for _, l := range o.Lines {
+		perItem[l.ID] += l.Amount
+	}
+	ids := make([]string, 0, len(perItem))
+	for id := range perItem {
+		ids = append(ids, id)
+	}
+	slices.Sort(ids)
+	byPart := map[int][]Line{}
+	for _, id := range ids {
+		p := s.keys.Partition(id)
+		byPart[p] = append(byPart[p], Line{ID: id, Amount: perItem[id]})
+	}
+	parts := make([]int, 0, len(byPart))
+	for p := range byPart {
+		parts = append(parts, p)
+	}
+	slices.Sort(parts)
+	cmds := make([]Command, 0, len(parts)+1)
+	for _, p := range parts {
+		cmds = append(cmds, Command{OrderID: o.ID, TrNum: tr, Type: CmdSubtract, Part: "stock." + strconv.Itoa(p), Items: byPart[p]})
+	}
+	if !ValidID(o.UserID) {
+		return nil, fmt.Errorf("%w: order %s has user %q", ErrInvalid, o.ID, o.UserID)
+	}
+	return append(cmds, Command{OrderID: o.ID, TrNum: tr, Type: CmdPay, Part: "pay", UserID: o.UserID, Amount: o.TotalCost}), nil
+}
+
+// begin runs the begin script for the next attempt of o.
+func (s *Service) begin(ctx context.Context, o Order, tp string) (string, int64, error) {
+	tr := o.TrNum + 1
+	cmds, err := s.Commands(o, tr)
+	if err != nil {
+		return "", 0, err
+	}
+	payload, err := json.Marshal(Begin{OrderID: o.ID, TrNum: tr, Commands: cmds})
+	if err != nil {
+		return "", 0, err
+	}
+	parts := make([]string, len(cmds))
+	args := []any{o.ID, strconv.FormatInt(o.TrNum, 10), strconv.FormatInt(o.Ver, 10), strconv.FormatInt(tr, 10),
+		payload, tp, strconv.FormatInt(time.Now().UnixMilli(), 10), "", strconv.FormatInt(s.cfg.StateTTL.Milliseconds(), 10),
+		o.UserID, strconv.FormatInt(o.TotalCost, 10)}
+	for i, c := range cmds {
+		parts[i] = c.Part
+		b, _ := json.Marshal(c)
+		args = append(args, c.Part, b)
+	}
+	args[7] = strings.Join(parts, ",")
+	p := s.keys.Partition(o.ID)
+	keys := []string{s.keys.Order(o.ID), s.keys.Saga(o.ID, tr), s.topics.Outcomes.Stream(p)}
+	res, err := beginScript.Run(ctx, s.rdb, keys, args...).StringSlice()
+	if err != nil {
+		return "", 0, fmt.Errorf("checkout: begin attempt %d of order %s: %w", tr, o.ID, err)
+	}
+	if len(res) != 2 {
+		return "", 0, fmt.Errorf("checkout: begin script replied %v", res)
+	}
+	n, _ := strconv.ParseInt(res[1], 10, 64)
+	return res[0], n, nil
+}
+
+// wait waits for attempt tr of an order.
+func (s *Service) wait(ctx context.Context, orderID string, tr int64) (Result, error) {
+	return s.result(s.waiter.Wait(ctx, s.keys, orderID, tr, s.cfg.Timeout, s.cfg.Recheck))
+}
+
+// result turns a waiter's answer into Checkout's.
+func (s *Service) result(r Result, err error) (Result, error) {
+	if err != nil {
+		return r, err
+	}
+	switch r.Status {
+	case StatusSucceeded:
+		return r, nil
+	case StatusFailed:
+		return r, fmt.Errorf("%w: %s", ErrCheckoutFailed, r.Reason)
+	}
+	return r, fmt.Errorf("%w: attempt %d of order %s", ErrPending, r.TrNum, r.OrderID)
+}
+
+// SagaStatus reads the status and failure reason of attempt tr of an order
+// ("" when there is no such attempt).
+func (s *Service) SagaStatus(ctx context.Context, orderID string, tr int64) (status, reason string, err error) {
+	return sagaStatus(ctx, s.rdb, s.keys, orderID, tr)
+}
+
+func sagaStatus(ctx context.Context, rdb redis.UniversalClient, keys Keys, orderID string, tr int64) (string, string, error) {
+	v, err := rdb.HMGet(ctx, keys.Saga(orderID, tr), "status", "reason").Result()
+	if err != nil {
+		return "", "", fmt.Errorf("checkout: saga %s/%d: %w", orderID, tr, err)
+	}
+	st, _ := v[0].(string)
+	reason, _ := v[1].(string)
+	return st, reason, nil
+}
+
+// traceparent is the W3C traceparent of ctx's span, or "".
+func traceparent(ctx context.Context) string {
+	c := propagation.MapCarrier{}
+	propagation.TraceContext{}.Inject(ctx, c)
+	return c["traceparent"]
+}

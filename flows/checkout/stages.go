@@ -1,0 +1,378 @@
+package checkout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Stage names, also their consumer groups.
+const (
+	StageStock     = "checkout-stock"
+	StagePayment   = "checkout-payment"
+	StageOrder     = "checkout-order"
+	StageAnalytics = "checkout-analytics"
+)
+
+// instrumentationScope names the tracer of this package.
+const instrumentationScope = "github.com/dropstream/dropstream/flows/checkout"
+
+// Service is the checkout flow: its store, its stages and the checkout
+// call with its waiter.
+type Service struct {
+	rdb    redis.UniversalClient
+	cfg    Config
+	store  *Store
+	keys   Keys
+	topics Topics
+	pub    *stream.Publisher
+	waiter *Waiter
+	log    *slog.Logger
+	tracer trace.Tracer
+}
+
+// NewService returns the flow over rdb; pub publishes its commands and
+// outcomes. Run the waiter (Service.Run) in processes that serve
+// checkouts. Nil fields of tel default to the OpenTelemetry globals and
+// slog.Default.
+func NewService(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel stream.Telemetry) (*Service, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := tel.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	tp := tel.TracerProvider
+	if tp == nil {
+		tp = gotel.GetTracerProvider()
+	}
+	return &Service{rdb: rdb, cfg: cfg, store: NewStore(rdb, cfg.Partitions), keys: NewKeys(cfg.Partitions),
+		topics: NewTopics(cfg.Partitions), pub: pub, waiter: NewWaiter(rdb, log), log: log,
+		tracer: tp.Tracer(instrumentationScope)}, nil
+}
+
+// Store returns the items, users and orders.
+func (s *Service) Store() *Store { return s.store }
+
+// Topics returns the flow's topics.
+func (s *Service) Topics() Topics { return s.topics }
+
+// Config returns the defaulted configuration.
+func (s *Service) Config() Config { return s.cfg }
+
+// Run runs the waiter that wakes checkout calls, until ctx ends.
+func (s *Service) Run(ctx context.Context) error { return s.waiter.Run(ctx) }
+
+// Ready is closed once the waiter listens for outcomes.
+func (s *Service) Ready() <-chan struct{} { return s.waiter.Ready() }
+
+// Stages returns the stock, payment and order stages. Each is a batch
+// stage: the scripts of a batch go in one pipeline and its output messages
+// in another, and each message gets a span of its own ("checkout.stock",
+// "checkout.payment", "checkout.order"), a child of its producer's, which
+// the messages it causes continue — so one trace covers a whole saga, from
+// the HTTP call to the saga record.
+func (s *Service) Stages() []stream.Stage {
+	return []stream.Stage{
+		{Name: StageStock, Topic: s.topics.Stock, BatchHandler: s.effectBatch("stock", s.stockCall), Config: s.cfg.Stage},
+		{Name: StagePayment, Topic: s.topics.Payment, BatchHandler: s.effectBatch("payment", s.paymentCall), Config: s.cfg.Stage},
+		{Name: StageOrder, Topic: s.topics.Outcomes, BatchHandler: s.orderBatch, Config: s.cfg.Stage},
+	}
+}
+
+func decodeCommand(m *stream.Message, types ...string) (Command, error) {
+	if m.Type != TypeCommand {
+		return Command{}, stream.Permanentf("checkout: message type %q, want %q", m.Type, TypeCommand)
+	}
+	var c Command
+	if err := json.Unmarshal(m.Payload, &c); err != nil {
+		return Command{}, stream.Permanentf("checkout: decode command: %w", err)
+	}
+	ok := false
+	for _, t := range types {
+		ok = ok || c.Type == t
+	}
+	if !ok || !ValidID(c.OrderID) || c.TrNum < 1 {
+		return Command{}, stream.Permanentf("checkout: command %q of order %q attempt %d not for this stage", c.Type, c.OrderID, c.TrNum)
+	}
+	return c, nil
+}
+
+// stockCall builds the effect script call of a stock command: all its items
+// are in one partition, the partition of the ledger keys.
+func (s *Service) stockCall(m *stream.Message) (Command, call, error) {
+	c, err := decodeCommand(m, CmdSubtract, CmdAdd)
+	if err != nil {
+		return c, call{}, err
+	}
+	if len(c.Items) == 0 || len(c.Items) > MaxLines {
+		return c, call{}, stream.Permanentf("checkout: stock command with %d items", len(c.Items))
+	}
+	p := s.keys.Partition(c.Items[0].ID)
+	keys := []string{s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, false), s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, true)}
+	args := []any{flag(c.Rollback()), s.cfg.StateTTL.Milliseconds(), "stock", "item"}
+	for _, l := range c.Items {
+		if !ValidID(l.ID) || s.keys.Partition(l.ID) != p || l.Amount < 1 || l.Amount > MaxAmount {
+			return c, call{}, stream.Permanentf("checkout: stock command item %q amount %d not valid in partition %d", l.ID, l.Amount, p)
+		}
+		keys = append(keys, s.keys.Item(l.ID))
+		args = append(args, l.ID, strconv.FormatInt(l.Amount, 10))
+	}
+	return c, call{keys, args}, nil
+}
+
+// paymentCall builds the effect script call of a payment command.
+func (s *Service) paymentCall(m *stream.Message) (Command, call, error) {
+	c, err := decodeCommand(m, CmdPay, CmdCancel)
+	if err != nil {
+		return c, call{}, err
+	}
+	if !ValidID(c.UserID) || c.Amount < 0 || c.Amount > MaxAmount {
+		return c, call{}, stream.Permanentf("checkout: payment command user %q amount %d not valid", c.UserID, c.Amount)
+	}
+	p := s.keys.Partition(c.UserID)
+	keys := []string{s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, false), s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, true),
+		s.keys.User(c.UserID)}
+	args := []any{flag(c.Rollback()), s.cfg.StateTTL.Milliseconds(), "credit", "user", c.UserID, strconv.FormatInt(c.Amount, 10)}
+	return c, call{keys, args}, nil
+}
+
+// effectBatch applies a batch of stock or payment commands with the effect
+// script and publishes each recorded result as an outcome — also when the
+// effect was applied by an earlier delivery, whose outcome may not have
+// been published. A Redis error fails the messages it concerns retryably.
+func (s *Service) effectBatch(side string, build func(*stream.Message) (Command, call, error)) stream.BatchHandler {
+	spanName := "checkout." + side
+	return func(ctx context.Context, msgs []*stream.Message) error {
+		errs := make([]error, len(msgs))
+		cmds := make([]Command, len(msgs))
+		calls := make([]call, 0, len(msgs))
+		idx := make([]int, 0, len(msgs))
+		for i, m := range msgs {
+			c, cl, err := build(m)
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			cmds[i] = c
+			calls = append(calls, cl)
+			idx = append(idx, i)
+		}
+		replies := runPipelined(ctx, s.rdb, effectScript, calls)
+		outs := make([]*stream.Message, 0, len(idx))
+		sent := make([]int, 0, len(idx))
+		for j, i := range idx {
+			c := cmds[i]
+			_, span := s.tracer.Start(msgs[i].Context(), spanName, trace.WithAttributes(
+				attribute.String("checkout.order_id", c.OrderID), attribute.Int64("checkout.tr_num", c.TrNum),
+				attribute.String("checkout.part", c.Part), attribute.String("checkout.command", c.Type)))
+			res, err := replies[j].Text()
+			if err != nil {
+				errs[i] = fmt.Errorf("checkout: apply %s of order %s attempt %d: %w", c.Type, c.OrderID, c.TrNum, err)
+				span.SetStatus(codes.Error, err.Error())
+				span.End()
+				continue
+			}
+			span.SetAttributes(attribute.String("checkout.result", res))
+			out := Outcome{OrderID: c.OrderID, TrNum: c.TrNum, Part: c.Part, Rollback: c.Rollback(), Result: res,
+				OK: res == "ok" || (c.Rollback() && res == "noop")}
+			body, _ := json.Marshal(out)
+			msg := stream.NewMessage(c.OrderID, TypeOutcome, body)
+			msg.SetContext(trace.ContextWithSpan(msgs[i].Context(), span))
+			span.End()
+			outs = append(outs, msg)
+			sent = append(sent, i)
+		}
+		if err := s.pub.Publish(ctx, s.topics.Outcomes, outs...); err != nil {
+			for _, i := range sent {
+				errs[i] = err
+			}
+		}
+		return &stream.BatchError{Errs: errs}
+	}
+}
+
+// orderBatch dispatches the commands of begun attempts, and records the
+// stages' outcomes in their sagas, publishing the compensations a failed
+// attempt needs and announcing final outcomes on DoneChannel.
+func (s *Service) orderBatch(ctx context.Context, msgs []*stream.Message) error {
+	errs := make([]error, len(msgs))
+	var sends []send
+	var calls []call
+	var outcomes []Outcome
+	var idx []int
+	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
+	ttl := s.cfg.StateTTL.Milliseconds()
+	for i, m := range msgs {
+		switch m.Type {
+		case TypeBegin:
+			var b Begin
+			if err := json.Unmarshal(m.Payload, &b); err != nil {
+				errs[i] = stream.Permanentf("checkout: decode begin: %w", err)
+				continue
+			}
+			sctx, span := s.tracer.Start(m.Context(), "checkout.order dispatch", trace.WithAttributes(
+				attribute.String("checkout.order_id", b.OrderID), attribute.Int64("checkout.tr_num", b.TrNum),
+				attribute.Int("checkout.commands", len(b.Commands))))
+			span.End()
+			for _, c := range b.Commands {
+				sends = append(sends, send{c, sctx, i})
+			}
+		case TypeOutcome:
+			var o Outcome
+			if err := json.Unmarshal(m.Payload, &o); err != nil || !ValidID(o.OrderID) || o.Part == "" || o.TrNum < 1 {
+				errs[i] = stream.Permanentf("checkout: decode outcome %q: %v", m.Payload, err)
+				continue
+			}
+			result := o.Result
+			if !o.OK && result == "" {
+				result = "fail:unknown"
+			}
+			p := s.keys.Partition(o.OrderID)
+			calls = append(calls, call{keys: []string{s.keys.Order(o.OrderID), s.keys.Saga(o.OrderID, o.TrNum), s.topics.Sagas.Stream(p)},
+				args: []any{o.OrderID, strconv.FormatInt(o.TrNum, 10), o.Part, flag(o.Rollback), result, now, ttl}})
+			outcomes = append(outcomes, o)
+			idx = append(idx, i)
+		default:
+			errs[i] = stream.Permanentf("checkout: message type %q on the outcomes topic", m.Type)
+		}
+	}
+	replies := runPipelined(ctx, s.rdb, outcomeScript, calls)
+	var notes []string
+	for j, i := range idx {
+		o := outcomes[j]
+		res, err := replies[j].StringSlice()
+		if err == nil && len(res) == 0 {
+			err = fmt.Errorf("empty reply")
+		}
+		if err != nil {
+			errs[i] = fmt.Errorf("checkout: record outcome of %s for order %s attempt %d: %w", o.Part, o.OrderID, o.TrNum, err)
+			// The script may have run (a reply lost to a timeout): the
+			// retry within this delivery must send what it decided.
+			msgs[i].Metadata = withRetry(msgs[i].Metadata)
+			continue
+		}
+		sctx, span := s.tracer.Start(msgs[i].Context(), "checkout.order record", trace.WithAttributes(
+			attribute.String("checkout.order_id", o.OrderID), attribute.Int64("checkout.tr_num", o.TrNum),
+			attribute.String("checkout.part", o.Part), attribute.Bool("checkout.rollback", o.Rollback),
+			attribute.String("checkout.result", o.Result), attribute.String("checkout.saga_status", res[0])))
+		switch res[0] {
+		case StatusCompensating:
+			// The compensations go out once, when the attempt starts
+			// compensating — and again whenever the message comes again,
+			// since the first sending may have failed.
+			if res[1] != "new" && !again(msgs[i]) {
+				break
+			}
+			for k := 3; k < len(res); k += 2 {
+				var c Command
+				if err := json.Unmarshal([]byte(res[k]), &c); err != nil {
+					errs[i] = stream.Permanentf("checkout: saga command of %s: %w", res[k-1], err)
+					break
+				}
+				sends = append(sends, send{c.Compensation(), sctx, i})
+			}
+		case StatusSucceeded, StatusFailed:
+			if len(res) == 3 && (res[1] == "new" || again(msgs[i])) {
+				notes = append(notes, notification(o.OrderID, o.TrNum, res[0], res[2]))
+			}
+		case "unknown":
+			s.log.WarnContext(sctx, "checkout: outcome of an unknown attempt", "order_id", o.OrderID, "tr_num", o.TrNum, "part", o.Part)
+		}
+		span.End()
+	}
+	if err := s.send(ctx, sends); err != nil {
+		for _, sd := range sends {
+			errs[sd.msg] = err
+			// The runtime retries within this delivery: mark the message
+			// so that the retry sends what this call could not.
+			msgs[sd.msg].Metadata = withRetry(msgs[sd.msg].Metadata)
+		}
+	}
+	if len(notes) > 0 {
+		pipe := s.rdb.Pipeline()
+		for _, n := range notes {
+			pipe.Publish(ctx, DoneChannel, n)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			// Waiting calls read the saga's status on their own.
+			s.log.WarnContext(ctx, "checkout: announce outcomes", "error", err, "count", len(notes))
+		}
+	}
+	return &stream.BatchError{Errs: errs}
+}
+
+// send is a command to publish, the context its message continues, and
+// the index of the message that caused it.
+type send struct {
+	cmd Command
+	ctx context.Context
+	msg int
+}
+
+// send publishes commands to the stock and payment topics: a payment
+// command keyed by its user, a stock command by its first item, so each
+// lands in the partition of the keys it changes.
+func (s *Service) send(ctx context.Context, sends []send) error {
+	var stock, pay []*stream.Message
+	for _, sd := range sends {
+		c := sd.cmd
+		body, _ := json.Marshal(c)
+		key, pay1 := c.UserID, c.Type == CmdPay || c.Type == CmdCancel
+		if !pay1 {
+			if len(c.Items) == 0 {
+				continue // a begin without items cannot be built by Commands
+			}
+			key = c.Items[0].ID
+		}
+		msg := stream.NewMessage(key, TypeCommand, body)
+		msg.SetContext(sd.ctx)
+		if pay1 {
+			pay = append(pay, msg)
+		} else {
+			stock = append(stock, msg)
+		}
+	}
+	if err := s.pub.Publish(ctx, s.topics.Stock, stock...); err != nil {
+		return err
+	}
+	return s.pub.Publish(ctx, s.topics.Payment, pay...)
+}
+
+// metaResend marks, in a message's metadata, that an earlier call may have
+// recorded the message and failed to send what it causes. The runtime
+// retries a failed message within its delivery with the same *Message, so
+// the mark reaches the retry; a redelivery has Attempt > 1 instead.
+const metaResend = "checkout-resend"
+
+func withRetry(md map[string]string) map[string]string {
+	if md == nil {
+		md = map[string]string{}
+	}
+	md[metaResend] = "1"
+	return md
+}
+
+// again reports whether a message was handled before: redelivered, or
+// retried after its outputs failed to go out.
+func again(m *stream.Message) bool { return m.Attempt > 1 || m.Metadata[metaResend] == "1" }
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}

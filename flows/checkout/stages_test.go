@@ -1,0 +1,149 @@
+package checkout_test
+
+import (
+	"context"
+	"encoding/json"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// stage returns the named stage of svc.
+func stage(t *testing.T, svc *checkout.Service, name string) stream.Stage {
+	t.Helper()
+	for _, s := range svc.Stages() {
+		if s.Name == name {
+			return s
+		}
+	}
+	t.Fatalf("no stage %s", name)
+	return stream.Stage{}
+}
+
+func commandMsg(t *testing.T, c checkout.Command, attempt int) *stream.Message {
+	t.Helper()
+	body, err := json.Marshal(c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := stream.NewMessage(c.OrderID, checkout.TypeCommand, body)
+	m.ID, m.Attempt = "1-1", attempt
+	return m
+}
+
+// outcomes returns the outcomes published to every partition.
+func outcomes(t *testing.T, rdb redis.UniversalClient, svc *checkout.Service) []checkout.Outcome {
+	t.Helper()
+	var out []checkout.Outcome
+	topic := svc.Topics().Outcomes
+	for p := 0; p < topic.Partitions; p++ {
+		xs, err := rdb.XRange(context.Background(), topic.Stream(p), "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range xs {
+			var o checkout.Outcome
+			if s, _ := x.Values["payload"].(string); json.Unmarshal([]byte(s), &o) == nil && x.Values["type"] == checkout.TypeOutcome {
+				out = append(out, o)
+			}
+		}
+	}
+	return out
+}
+
+func TestStages_effectsApplyOncePerLedgerKey(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			rdb, err := stream.Dial(ctx, b.url(t))
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer rdb.Close()
+			svc, err := checkout.NewService(rdb, stream.NewPublisher(rdb, stream.Telemetry{}), checkout.Config{Partitions: partitions}, stream.Telemetry{Logger: quiet()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			st := svc.Store()
+			if err := st.BatchInitItems(ctx, 1, 10, 1); err != nil {
+				t.Fatal(err)
+			}
+			if err := st.BatchInitUsers(ctx, 1, 10); err != nil {
+				t.Fatal(err)
+			}
+			stock, pay := stage(t, svc, checkout.StageStock).BatchHandler, stage(t, svc, checkout.StagePayment).BatchHandler
+			sub := checkout.Command{OrderID: "o1", TrNum: 1, Type: checkout.CmdSubtract, Part: "stock.x", Items: []checkout.Line{{ID: "0", Amount: 3}}}
+			charge := checkout.Command{OrderID: "o1", TrNum: 1, Type: checkout.CmdPay, Part: "pay", UserID: "0", Amount: 4}
+			late := checkout.Command{OrderID: "o2", TrNum: 1, Type: checkout.CmdSubtract, Part: "stock.x", Items: []checkout.Line{{ID: "0", Amount: 5}}}
+			steps := []struct {
+				name    string
+				h       stream.BatchHandler
+				cmd     checkout.Command
+				stock   int64
+				credit  int64
+				outcome string
+			}{
+				{"subtract", stock, sub, 7, 10, "ok"},
+				{"subtract redelivered", stock, sub, 7, 10, "ok"},
+				{"pay", pay, charge, 7, 6, "ok"},
+				{"pay redelivered", pay, charge, 7, 6, "ok"},
+				{"cancel payment", pay, charge.Compensation(), 7, 10, "ok"},
+				{"cancel payment redelivered", pay, charge.Compensation(), 7, 10, "ok"},
+				{"add back", stock, sub.Compensation(), 10, 10, "ok"},
+				{"compensation before its command", stock, late.Compensation(), 10, 10, "noop"},
+				{"command after its compensation", stock, late, 10, 10, "cancelled"},
+				{"attempt 2 is a new key", stock, checkout.Command{OrderID: "o1", TrNum: 2, Type: checkout.CmdSubtract, Part: "stock.x",
+					Items: []checkout.Line{{ID: "0", Amount: 11}}}, 10, 10, "fail:insufficient stock for item 0"},
+			}
+			for i, s := range steps {
+				err := s.h(ctx, []*stream.Message{commandMsg(t, s.cmd, 1)})
+				var be *stream.BatchError
+				if !isNilBatch(err, &be) {
+					t.Fatalf("%s: %v", s.name, err)
+				}
+				gotStock, _, _ := st.FindItem(ctx, "0")
+				gotCredit, _ := st.FindUser(ctx, "0")
+				if gotStock != s.stock || gotCredit != s.credit {
+					t.Errorf("%s: stock %d credit %d, want %d %d", s.name, gotStock, gotCredit, s.stock, s.credit)
+				}
+				outs := outcomes(t, rdb, svc)
+				if len(outs) != i+1 || outs[len(outs)-1].Result != s.outcome && !containsResult(outs, s.cmd, s.outcome) {
+					t.Errorf("%s: %d outcomes, want %d, the last with %q: %+v", s.name, len(outs), i+1, s.outcome, outs)
+				}
+			}
+		})
+	}
+}
+
+// isNilBatch reports whether err is nil or a BatchError of nil errors.
+func isNilBatch(err error, be **stream.BatchError) bool {
+	if err == nil {
+		return true
+	}
+	e, ok := err.(*stream.BatchError)
+	if !ok {
+		return false
+	}
+	*be = e
+	for _, x := range e.Errs {
+		if x != nil {
+			return false
+		}
+	}
+	return true
+}
+
+// containsResult reports whether an outcome of c's order, attempt and
+// direction carries result (outcomes of several partitions are not in
+// publication order).
+func containsResult(outs []checkout.Outcome, c checkout.Command, result string) bool {
+	for _, o := range outs {
+		if o.OrderID == c.OrderID && o.TrNum == c.TrNum && o.Rollback == c.Rollback() && o.Result == result {
+			return true
+		}
+	}
+	return false
+}

@@ -1,0 +1,325 @@
+package checkout
+
+import (
+	"context"
+	crand "crypto/rand"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors of the store and of checkouts. The HTTP API answers every one of
+// them with 400 and the error's message.
+var (
+	// ErrNotFound: no item, user or order with that id.
+	ErrNotFound = errors.New("not found")
+	// ErrInsufficient: stock or credit would go below zero.
+	ErrInsufficient = errors.New("insufficient")
+	// ErrInvalid: a malformed id or an amount out of range.
+	ErrInvalid = errors.New("invalid")
+	// ErrConflict: the order is paid, or a checkout of it is running.
+	ErrConflict = errors.New("conflict")
+	// ErrCheckoutFailed: the checkout's saga failed (short stock or
+	// credit, an unknown item) and was compensated.
+	ErrCheckoutFailed = errors.New("checkout failed")
+)
+
+// Store keeps items, users and orders in Redis hashes, each in the
+// partition of its id.
+type Store struct {
+	rdb  redis.UniversalClient
+	keys Keys
+}
+
+// NewStore returns a store over rdb with the given partition count.
+func NewStore(rdb redis.UniversalClient, partitions int) *Store {
+	return &Store{rdb: rdb, keys: NewKeys(partitions)}
+}
+
+// Keys returns the store's key names.
+func (s *Store) Keys() Keys { return s.keys }
+
+// Order is an order as the API shows it.
+type Order struct {
+	ID        string
+	UserID    string
+	Paid      bool
+	Lines     []Line
+	TotalCost int64
+	// TrNum is the number of the last checkout attempt (0: none) and
+	// Status that attempt's status.
+	TrNum  int64
+	Status string
+	// Ver counts the changes of the order's items.
+	Ver int64
+}
+
+func newID() string {
+	var b [12]byte
+	_, _ = crand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func checkID(kind, id string) error {
+	if !ValidID(id) {
+		return fmt.Errorf("%w: %s id %q: want 1-%d characters of [A-Za-z0-9_-]", ErrInvalid, kind, id, MaxIDLen)
+	}
+	return nil
+}
+
+func checkRange(what string, v, lo, hi int64) error {
+	if v < lo || v > hi {
+		return fmt.Errorf("%w: %s %d out of range %d..%d", ErrInvalid, what, v, lo, hi)
+	}
+	return nil
+}
+
+// CreateItem creates an item with stock 0 and returns its id.
+func (s *Store) CreateItem(ctx context.Context, price int64) (string, error) {
+	if err := checkRange("price", price, 0, MaxPrice); err != nil {
+		return "", err
+	}
+	id := newID()
+	if err := s.rdb.HSet(ctx, s.keys.Item(id), "stock", 0, "price", price).Err(); err != nil {
+		return "", fmt.Errorf("checkout: create item: %w", err)
+	}
+	return id, nil
+}
+
+// FindItem returns an item's stock and price.
+func (s *Store) FindItem(ctx context.Context, id string) (stock, price int64, err error) {
+	if err := checkID("item", id); err != nil {
+		return 0, 0, err
+	}
+	v, err := s.rdb.HMGet(ctx, s.keys.Item(id), "stock", "price").Result()
+	if err != nil {
+		return 0, 0, fmt.Errorf("checkout: find item: %w", err)
+	}
+	if v[0] == nil || v[1] == nil {
+		return 0, 0, fmt.Errorf("%w: item %s", ErrNotFound, id)
+	}
+	stock, _ = strconv.ParseInt(v[0].(string), 10, 64)
+	price, _ = strconv.ParseInt(v[1].(string), 10, 64)
+	return stock, price, nil
+}
+
+// AddStock adds amount to an item's stock and returns the new stock.
+func (s *Store) AddStock(ctx context.Context, id string, amount int64) (int64, error) {
+	if err := checkRange("amount", amount, 0, MaxAmount); err != nil {
+		return 0, err
+	}
+	return s.adjust(ctx, "item", id, "stock", amount)
+}
+
+// SubtractStock takes amount from an item's stock; ErrInsufficient if the
+// stock would go below zero.
+func (s *Store) SubtractStock(ctx context.Context, id string, amount int64) (int64, error) {
+	if err := checkRange("amount", amount, 0, MaxAmount); err != nil {
+		return 0, err
+	}
+	return s.adjust(ctx, "item", id, "stock", -amount)
+}
+
+// CreateUser creates a user with credit 0 and returns its id.
+func (s *Store) CreateUser(ctx context.Context) (string, error) {
+	id := newID()
+	if err := s.rdb.HSet(ctx, s.keys.User(id), "credit", 0).Err(); err != nil {
+		return "", fmt.Errorf("checkout: create user: %w", err)
+	}
+	return id, nil
+}
+
+// FindUser returns a user's credit.
+func (s *Store) FindUser(ctx context.Context, id string) (int64, error) {
+	if err := checkID("user", id); err != nil {
+		return 0, err
+	}
+	v, err := s.rdb.HGet(ctx, s.keys.User(id), "credit").Result()
+	if errors.Is(err, redis.Nil) {
+		return 0, fmt.Errorf("%w: user %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return 0, fmt.Errorf("checkout: find user: %w", err)
+	}
+	n, _ := strconv.ParseInt(v, 10, 64)
+	return n, nil
+}
+
+// AddFunds adds amount to a user's credit and returns the new credit.
+func (s *Store) AddFunds(ctx context.Context, id string, amount int64) (int64, error) {
+	if err := checkRange("amount", amount, 0, MaxAmount); err != nil {
+		return 0, err
+	}
+	return s.adjust(ctx, "user", id, "credit", amount)
+}
+
+// Pay takes amount from a user's credit; ErrInsufficient if the credit
+// would go below zero.
+func (s *Store) Pay(ctx context.Context, id string, amount int64) (int64, error) {
+	if err := checkRange("amount", amount, 0, MaxAmount); err != nil {
+		return 0, err
+	}
+	return s.adjust(ctx, "user", id, "credit", -amount)
+}
+
+func (s *Store) adjust(ctx context.Context, kind, id, field string, delta int64) (int64, error) {
+	if err := checkID(kind, id); err != nil {
+		return 0, err
+	}
+	if err := checkRange("amount", delta, -MaxAmount, MaxAmount); err != nil {
+		return 0, err
+	}
+	key := s.keys.Item(id)
+	if kind == "user" {
+		key = s.keys.User(id)
+	}
+	res, err := adjustScript.Run(ctx, s.rdb, []string{key}, field, strconv.FormatInt(delta, 10), strconv.FormatInt(MaxAmount, 10)).Int64Slice()
+	if err != nil {
+		return 0, fmt.Errorf("checkout: change %s of %s %s: %w", field, kind, id, err)
+	}
+	switch res[0] {
+	case 1:
+		return 0, fmt.Errorf("%w: %s %s", ErrNotFound, kind, id)
+	case 2:
+		return 0, fmt.Errorf("%w %s for %s %s", ErrInsufficient, field, kind, id)
+	case 3:
+		return 0, fmt.Errorf("%w: %s of %s %s would exceed %d", ErrInvalid, field, kind, id, int64(MaxAmount))
+	}
+	return res[1], nil
+}
+
+// CreateOrder creates an empty order of an existing user.
+func (s *Store) CreateOrder(ctx context.Context, userID string) (string, error) {
+	if _, err := s.FindUser(ctx, userID); err != nil {
+		return "", err
+	}
+	id := newID()
+	if err := s.rdb.HSet(ctx, s.keys.Order(id), "user_id", userID, "paid", 0, "total_cost", 0, "items", "").Err(); err != nil {
+		return "", fmt.Errorf("checkout: create order: %w", err)
+	}
+	return id, nil
+}
+
+// FindOrder returns an order.
+func (s *Store) FindOrder(ctx context.Context, id string) (Order, error) {
+	if err := checkID("order", id); err != nil {
+		return Order{}, err
+	}
+	m, err := s.rdb.HGetAll(ctx, s.keys.Order(id)).Result()
+	if err != nil {
+		return Order{}, fmt.Errorf("checkout: find order: %w", err)
+	}
+	if m["user_id"] == "" {
+		return Order{}, fmt.Errorf("%w: order %s", ErrNotFound, id)
+	}
+	lines, err := ParseLines(m["items"])
+	if err != nil {
+		return Order{}, err
+	}
+	o := Order{ID: id, UserID: m["user_id"], Paid: m["paid"] == "1", Lines: lines, Status: m["status"]}
+	o.TotalCost, _ = strconv.ParseInt(m["total_cost"], 10, 64)
+	o.TrNum, _ = strconv.ParseInt(m["tr"], 10, 64)
+	o.Ver, _ = strconv.ParseInt(m["ver"], 10, 64)
+	return o, nil
+}
+
+// AddItem adds quantity of an existing item to an order, and quantity ×
+// price to its total cost. A paid order, or one being checked out, cannot
+// change (ErrConflict).
+func (s *Store) AddItem(ctx context.Context, orderID, itemID string, quantity int64) (int64, error) {
+	if err := checkID("order", orderID); err != nil {
+		return 0, err
+	}
+	if err := checkRange("quantity", quantity, 1, MaxQuantity); err != nil {
+		return 0, err
+	}
+	_, price, err := s.FindItem(ctx, itemID)
+	if err != nil {
+		return 0, err
+	}
+	res, err := addLineScript.Run(ctx, s.rdb, []string{s.keys.Order(orderID)}, itemID, quantity, quantity*price, MaxLines).Int64Slice()
+	if err != nil {
+		return 0, fmt.Errorf("checkout: add item: %w", err)
+	}
+	switch res[0] {
+	case 1:
+		return 0, fmt.Errorf("%w: order %s", ErrNotFound, orderID)
+	case 2:
+		return 0, fmt.Errorf("%w: order %s is paid", ErrConflict, orderID)
+	case 3:
+		return 0, fmt.Errorf("%w: order %s is being checked out", ErrConflict, orderID)
+	case 4:
+		return 0, fmt.Errorf("%w: order %s has %d item lines already", ErrInvalid, orderID, MaxLines)
+	}
+	return res[1], nil
+}
+
+// batchChunk is how many writes go in one pipeline of a batch_init.
+const batchChunk = 1000
+
+// batch writes n entities with set(pipe, i) in pipelined chunks.
+func (s *Store) batch(ctx context.Context, what string, n int64, set func(redis.Pipeliner, int64)) error {
+	if err := checkRange("n", n, 0, MaxBatch); err != nil {
+		return err
+	}
+	for start := int64(0); start < n; start += batchChunk {
+		pipe := s.rdb.Pipeline()
+		for i := start; i < min(n, start+batchChunk); i++ {
+			set(pipe, i)
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("checkout: batch init %s: %w", what, err)
+		}
+	}
+	return nil
+}
+
+// BatchInitItems creates (or resets) items "0".."n-1" with the given stock
+// and price.
+func (s *Store) BatchInitItems(ctx context.Context, n, stock, price int64) error {
+	if err := errors.Join(checkRange("starting stock", stock, 0, MaxAmount), checkRange("price", price, 0, MaxPrice)); err != nil {
+		return err
+	}
+	return s.batch(ctx, "items", n, func(p redis.Pipeliner, i int64) {
+		p.HSet(ctx, s.keys.Item(strconv.FormatInt(i, 10)), "stock", stock, "price", price)
+	})
+}
+
+// BatchInitUsers creates (or resets) users "0".."n-1" with the given
+// credit.
+func (s *Store) BatchInitUsers(ctx context.Context, n, money int64) error {
+	if err := checkRange("starting money", money, 0, MaxAmount); err != nil {
+		return err
+	}
+	return s.batch(ctx, "users", n, func(p redis.Pipeliner, i int64) {
+		p.HSet(ctx, s.keys.User(strconv.FormatInt(i, 10)), "credit", money)
+	})
+}
+
+// BatchInitOrders creates (or resets) orders "0".."n-1", each of a random
+// user of "0".."nUsers-1" with two random items of "0".."nItems-1",
+// quantity 1 each, and total cost 2 × price — the well-known contract's
+// batch_init. The choice is a fixed function of the order id. An existing
+// order is reset to unpaid but keeps its attempt number. Resetting an order
+// whose checkout is running is not supported.
+func (s *Store) BatchInitOrders(ctx context.Context, n, nItems, nUsers, price int64) error {
+	if err := errors.Join(checkRange("n_items", nItems, 1, MaxBatch), checkRange("n_users", nUsers, 1, MaxBatch),
+		checkRange("item_price", price, 0, MaxPrice)); err != nil {
+		return err
+	}
+	return s.batch(ctx, "orders", n, func(p redis.Pipeliner, i int64) {
+		r := rand.New(rand.NewPCG(uint64(i), 0x0c0ffee))
+		user := strconv.FormatInt(r.Int64N(nUsers), 10)
+		a, b := strconv.FormatInt(r.Int64N(nItems), 10), strconv.FormatInt(r.Int64N(nItems), 10)
+		key := s.keys.Order(strconv.FormatInt(i, 10))
+		// The attempt number is kept: ledger entries of earlier attempts
+		// must never match a new one.
+		p.HDel(ctx, key, "status")
+		p.HSet(ctx, key, "user_id", user, "paid", 0, "total_cost", 2*price, "items", a+":1,"+b+":1")
+		p.HIncrBy(ctx, key, "ver", 1)
+	})
+}

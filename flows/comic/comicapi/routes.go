@@ -1,0 +1,301 @@
+// Package comicapi serves the comic flow over the API: the published comic
+// schema, comics (intake and status), subscriptions, pattern statistics
+// and purchases, under /v1 and under the seed's own paths (POST /comics,
+// POST /subscriptions, POST /completetransaction) with the same behaviour.
+package comicapi
+
+import (
+	"encoding/json"
+	"errors"
+	"net/http"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flows/comic"
+)
+
+// Routes are the comic flow's routes.
+type Routes struct {
+	Flow *comic.Service
+}
+
+// createdComic is the answer of POST /v1/comics.
+type createdComic struct {
+	comic.Listing
+	// Created is false when the comic was already in inventory (nothing
+	// was written, no new notification job).
+	Created bool `json:"created"`
+}
+
+// comicDetail is GET /v1/comics/{id}.
+type comicDetail struct {
+	Listing *comic.Listing `json:"listing,omitempty"`
+	Status  comic.Status   `json:"status"`
+	Sales   []comic.Sale   `json:"sales"`
+}
+
+// subscriptionIn is the body of POST /v1/subscriptions.
+type subscriptionIn struct {
+	Email string `json:"email"`
+	// Body is a partial comic (see /v1/schemas/comic.json; no field required).
+	Body json.RawMessage `json:"body"`
+	// NotifyURL is the subscriber's own POST /notify destination.
+	NotifyURL string `json:"notify_url,omitempty"`
+}
+
+type subscriptionPage struct {
+	Items []comic.Subscription `json:"items"`
+}
+
+// transactionIn is the body of POST /v1/completetransaction.
+type transactionIn struct {
+	Email string `json:"email"`
+	// Comic is the comic's id, or the comic itself (its canonical form
+	// gives the id).
+	Comic json.RawMessage `json:"comic"`
+	// Payment is the buyer's payment reference, passed to the payments.
+	Payment string `json:"payment"`
+	// TxnID makes the purchase idempotent; default: derived from (email,
+	// comic id), so a retried request buys once.
+	TxnID string `json:"txn_id,omitempty"`
+}
+
+// Register adds the routes to srv.
+func (r Routes) Register(srv *api.Server) {
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/schemas/comic.json", Tag: "comics", Scope: api.ScopeRead,
+		Summary: "The comic JSON Schema (a subscription body is a partial comic)", Handler: r.schema})
+	for _, p := range []string{"/v1/comics", "/comics"} {
+		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite,
+			Summary: "List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)",
+			Body:    comic.Comic{}, Response: createdComic{}, Status: http.StatusCreated, Handler: r.createComic})
+	}
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/patterns/stats", Tag: "comics", Scope: api.ScopeRead,
+		Summary:  "Subscriptions per SearchPattern (with shards) and the diversity of each field",
+		Response: comic.Stats{}, Handler: r.stats})
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/:id", Tag: "comics", Scope: api.ScopeRead,
+		Summary:  "A comic's listing, notification job status and sales",
+		Response: comicDetail{}, Handler: r.getComic})
+	for _, p := range []string{"/v1/subscriptions", "/subscriptions"} {
+		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite,
+			Summary: "Subscribe an email to comics matching a partial comic; 409 for a duplicate (email, body)",
+			Body:    subscriptionIn{}, Response: comic.Subscription{}, Status: http.StatusCreated, Handler: r.subscribe})
+	}
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscriptions", Tag: "comics", Scope: api.ScopeRead,
+		Summary: "The subscriptions of an email", Query: []api.Param{{Name: "email", Required: true}},
+		Response: subscriptionPage{}, Handler: r.listSubscriptions})
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/subscriptions/:id", Tag: "comics", Scope: api.ScopeWrite,
+		Summary: "Unsubscribe", Status: http.StatusNoContent, Handler: r.deleteSubscription})
+	for _, p := range []string{"/v1/completetransaction", "/completetransaction"} {
+		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite,
+			Summary: "Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out",
+			Body:    transactionIn{}, Response: comic.Receipt{}, Handler: r.purchase})
+	}
+}
+
+func (r Routes) schema(c *fiber.Ctx) error {
+	c.Set(fiber.HeaderContentType, "application/schema+json")
+	return c.Send(comic.JSONSchema())
+}
+
+// invalid maps a validation error to 422 naming the field.
+func invalid(code string, err error) error {
+	var fe *comic.FieldError
+	if errors.As(err, &fe) {
+		return api.UnprocessableEntity(code, fe.Error())
+	}
+	return api.UnprocessableEntity(code, err.Error())
+}
+
+func (r Routes) createComic(c *fiber.Ctx) error {
+	var raw json.RawMessage
+	if err := api.DecodeJSON(c, &raw); err != nil {
+		return err
+	}
+	parsed, err := comic.ParseComic(raw)
+	if err != nil {
+		return invalid("invalid_comic", err)
+	}
+	l, created, err := r.Flow.Inventory.Add(c.UserContext(), parsed)
+	if err != nil {
+		return err // the store failed; nothing was written
+	}
+	status := http.StatusOK
+	if created {
+		status = http.StatusCreated
+	}
+	return c.Status(status).JSON(createdComic{Listing: l, Created: created})
+}
+
+func (r Routes) getComic(c *fiber.Ctx) error {
+	id := c.Params("id")
+	if !validComicID(id) {
+		return api.NotFound("comic_not_found", "no comic "+clip(id))
+	}
+	st, err := r.Flow.Inventory.Status(c.UserContext(), id)
+	if errors.Is(err, comic.ErrNotFound) {
+		return api.NotFound("comic_not_found", "no comic "+id)
+	}
+	if err != nil {
+		return err
+	}
+	out := comicDetail{Status: st, Sales: []comic.Sale{}}
+	if st.InInventory {
+		l, err := r.Flow.Inventory.Get(c.UserContext(), id)
+		if err != nil && !errors.Is(err, comic.ErrNotFound) {
+			return err
+		}
+		if err == nil {
+			out.Listing = &l
+		}
+	}
+	if r.Flow.Sales != nil {
+		sales, err := r.Flow.Sales.Sales(c.UserContext(), id)
+		if err != nil {
+			return err
+		}
+		out.Sales = append(out.Sales, sales...)
+	}
+	return c.JSON(out)
+}
+
+func (r Routes) stats(c *fiber.Ctx) error {
+	st, err := r.Flow.Subscriptions.Stats(c.UserContext())
+	if err != nil {
+		return err
+	}
+	return c.JSON(st)
+}
+
+func (r Routes) subscribe(c *fiber.Ctx) error {
+	var in subscriptionIn
+	if err := api.DecodeJSON(c, &in); err != nil {
+		return err
+	}
+	if len(in.Body) == 0 {
+		return api.UnprocessableEntity("invalid_subscription", "field body: required (use {} for every comic)")
+	}
+	sub, err := r.Flow.Subscriptions.Create(c.UserContext(), in.Email, in.Body, in.NotifyURL)
+	switch {
+	case errors.Is(err, comic.ErrInvalid):
+		return invalid("invalid_subscription", err)
+	case errors.Is(err, comic.ErrDuplicate):
+		return api.Conflict("duplicate_subscription", "this email is already subscribed to this body")
+	case errors.Is(err, comic.ErrTooMany):
+		return api.Conflict("too_many_subscriptions", err.Error())
+	case err != nil:
+		return err
+	}
+	return c.Status(http.StatusCreated).JSON(sub)
+}
+
+func (r Routes) listSubscriptions(c *fiber.Ctx) error {
+	subs, err := r.Flow.Subscriptions.ByEmail(c.UserContext(), c.Query("email"))
+	if errors.Is(err, comic.ErrInvalid) {
+		return api.BadRequest("invalid_email", err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	if subs == nil {
+		subs = []comic.Subscription{}
+	}
+	return c.JSON(subscriptionPage{Items: subs})
+}
+
+func (r Routes) deleteSubscription(c *fiber.Ctx) error {
+	id := c.Params("id")
+	if !validComicID(id) {
+		return api.NotFound("subscription_not_found", "no subscription "+clip(id))
+	}
+	err := r.Flow.Subscriptions.Delete(c.UserContext(), id)
+	if errors.Is(err, comic.ErrNotFound) {
+		return api.NotFound("subscription_not_found", "no subscription "+id)
+	}
+	if err != nil {
+		return err
+	}
+	return c.SendStatus(http.StatusNoContent)
+}
+
+func (r Routes) purchase(c *fiber.Ctx) error {
+	if r.Flow.Sales == nil {
+		return api.NewError(http.StatusNotImplemented, "purchase_unavailable", "purchases need the checkout saga, which is not configured")
+	}
+	var in transactionIn
+	if err := api.DecodeJSON(c, &in); err != nil {
+		return err
+	}
+	id, err := comicRef(in.Comic)
+	if err != nil {
+		return invalid("invalid_transaction", err)
+	}
+	if in.Payment == "" || len(in.Payment) > 256 {
+		return api.UnprocessableEntity("invalid_transaction", "field payment: want 1..256 characters")
+	}
+	email, err := comic.NormalizeEmail(in.Email)
+	if err != nil {
+		return invalid("invalid_transaction", err)
+	}
+	txn := in.TxnID
+	if txn == "" {
+		txn = comic.DefaultTxnID(email, id)
+	}
+	rec, err := r.Flow.Sales.Purchase(c.UserContext(), email, id, in.Payment, txn)
+	switch {
+	case errors.Is(err, comic.ErrInvalid):
+		return invalid("invalid_transaction", err)
+	case errors.Is(err, comic.ErrSoldOut):
+		return api.Conflict("sold_out", comic.SorryMessage)
+	case errors.Is(err, comic.ErrPayment):
+		return api.NewError(http.StatusPaymentRequired, "payment_refused", "the payment was refused")
+	case err != nil:
+		return err
+	}
+	return c.JSON(rec)
+}
+
+// comicRef returns the id a transaction names: a string id, or the id of
+// a full comic object.
+func comicRef(raw json.RawMessage) (string, error) {
+	s := strings.TrimSpace(string(raw))
+	if strings.HasPrefix(s, `"`) {
+		var id string
+		if err := json.Unmarshal(raw, &id); err != nil || !validComicID(id) {
+			return "", &comic.FieldError{Field: "comic", Reason: "want a comic id (32 hex digits) or a comic"}
+		}
+		return id, nil
+	}
+	if s == "" || s == "null" {
+		return "", &comic.FieldError{Field: "comic", Reason: "required"}
+	}
+	c, err := comic.ParseComic(raw)
+	if err != nil {
+		var fe *comic.FieldError
+		if errors.As(err, &fe) {
+			fe.Field = strings.TrimSuffix("comic."+fe.Field, ".")
+		}
+		return "", err
+	}
+	return c.ID(), nil
+}
+
+func validComicID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func clip(s string) string {
+	if len(s) > 64 {
+		return s[:64]
+	}
+	return s
+}

@@ -1,0 +1,179 @@
+package comicapi_test
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flows/comic"
+	"github.com/dropstream/dropstream/flows/comic/comicapi"
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// payments accepts every charge and records refunds.
+type payments struct {
+	mu       sync.Mutex
+	refunded []string
+}
+
+func (p *payments) Charge(context.Context, string, string, int64) error { return nil }
+func (p *payments) Refund(_ context.Context, txn, _ string, _ int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refunded = append(p.refunded, txn)
+	return nil
+}
+
+func newServer(t *testing.T, withSales bool) (*api.Server, *comic.Service) {
+	t.Helper()
+	rdb, err := stream.Dial(context.Background(), testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	var p comic.Payments
+	if withSales {
+		p = &payments{}
+	}
+	svc, err := comic.New(rdb, comic.Config{Partitions: 2}, p, stream.Telemetry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := api.New(api.Config{APIKeys: "r:read;w:write"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	comicapi.Routes{Flow: svc}.Register(srv)
+	return srv, svc
+}
+
+func call(t *testing.T, srv *api.Server, method, path, body string, out any) int {
+	t.Helper()
+	req := httptest.NewRequest(method, path, strings.NewReader(body))
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	req.Header.Set(api.HeaderAPIKey, "w")
+	if method == http.MethodGet {
+		req.Header.Set(api.HeaderAPIKey, "r")
+	}
+	resp, err := srv.App().Test(req, 10000)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	raw, _ := io.ReadAll(resp.Body)
+	if out != nil {
+		if err := json.Unmarshal(raw, out); err != nil {
+			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, raw, err)
+		}
+	}
+	return resp.StatusCode
+}
+
+type errBody struct {
+	Error struct{ Code, Message string } `json:"error"`
+}
+
+const spidey = `{"publisher":"Marvel","series":"The Amazing Spider-Man","title":"The Night Gwen Stacy Died",
+"issue":"121","year":1973,"grade":9.4,"key_issue":true,"price_cents":250000}`
+
+func TestRoutes_comicsAndSubscriptionsOnBothPaths(t *testing.T) {
+	srv, svc := newServer(t, true)
+	var schema map[string]any
+	if code := call(t, srv, "GET", "/v1/schemas/comic.json", "", &schema); code != 200 || schema["$id"] != comic.SchemaID {
+		t.Fatalf("schema: %d %v", code, schema["$id"])
+	}
+	for _, path := range []string{"/v1/comics", "/comics"} {
+		var e errBody
+		code := call(t, srv, "POST", path, strings.Replace(spidey, `"grade":9.4`, `"grade":9.3`, 1), &e)
+		if code != 422 || e.Error.Code != "invalid_comic" || !strings.Contains(e.Error.Message, "grade") {
+			t.Errorf("POST %s with a bad grade: %d %+v, want 422 naming grade", path, code, e)
+		}
+		code = call(t, srv, "POST", path, strings.Replace(spidey, `"year"`, `"yr"`, 1), &e)
+		if code != 422 || !strings.Contains(e.Error.Message, "yr") {
+			t.Errorf("POST %s with an unknown field: %d %+v, want 422 naming yr", path, code, e)
+		}
+	}
+	var created struct {
+		ID      string `json:"id"`
+		Created bool   `json:"created"`
+	}
+	if code := call(t, srv, "POST", "/comics", spidey, &created); code != 201 || !created.Created || len(created.ID) != 32 {
+		t.Fatalf("POST /comics: %d %+v", code, created)
+	}
+	if code := call(t, srv, "POST", "/v1/comics", spidey, &created); code != 200 || created.Created {
+		t.Errorf("POST /v1/comics again: %d %+v, want 200 and created false", code, created)
+	}
+	var detail struct {
+		Status comic.Status `json:"status"`
+	}
+	if code := call(t, srv, "GET", "/v1/comics/"+created.ID, "", &detail); code != 200 || !detail.Status.InInventory || detail.Status.Gen != 1 {
+		t.Errorf("GET comic: %d %+v", code, detail)
+	}
+
+	sub := `{"email":"mj@example.com","body":{"series":"The Amazing Spider-Man"}}`
+	var s comic.Subscription
+	if code := call(t, srv, "POST", "/subscriptions", sub, &s); code != 201 || s.Pattern != "series" {
+		t.Fatalf("POST /subscriptions: %d %+v", code, s)
+	}
+	var e errBody
+	if code := call(t, srv, "POST", "/v1/subscriptions", sub, &e); code != 409 || e.Error.Code != "duplicate_subscription" {
+		t.Errorf("duplicate POST /v1/subscriptions: %d %+v, want 409", code, e)
+	}
+	if code := call(t, srv, "POST", "/v1/subscriptions", `{"email":"mj@example.com","body":{"grade":"mint"}}`, &e); code != 422 ||
+		!strings.Contains(e.Error.Message, "body.grade") {
+		t.Errorf("invalid body: %d %+v, want 422 naming body.grade", code, e)
+	}
+	var page struct{ Items []comic.Subscription }
+	if code := call(t, srv, "GET", "/v1/subscriptions?email=MJ@example.com", "", &page); code != 200 || len(page.Items) != 1 {
+		t.Errorf("GET subscriptions: %d %+v", code, page)
+	}
+	var stats comic.Stats
+	if code := call(t, srv, "GET", "/v1/comics/patterns/stats", "", &stats); code != 200 || stats.Subscriptions != 1 {
+		t.Errorf("stats: %d %+v", code, stats)
+	}
+	if code := call(t, srv, "DELETE", "/v1/subscriptions/"+s.ID, "", nil); code != 204 {
+		t.Errorf("DELETE: %d", code)
+	}
+	if code := call(t, srv, "DELETE", "/v1/subscriptions/"+s.ID, "", nil); code != 404 {
+		t.Errorf("DELETE again: %d, want 404", code)
+	}
+
+	// Purchase on both paths: the first buys, the second finds it gone.
+	var receipt comic.Receipt
+	buy := `{"email":"peter@example.com","comic":"` + created.ID + `","payment":"card-1"}`
+	if code := call(t, srv, "POST", "/completetransaction", buy, &receipt); code != 200 || receipt.PriceCents != 250000 {
+		t.Fatalf("POST /completetransaction: %d %+v", code, receipt)
+	}
+	other := `{"email":"gwen@example.com","comic":` + spidey + `,"payment":"card-2"}`
+	if code := call(t, srv, "POST", "/v1/completetransaction", other, &e); code != 409 || e.Error.Code != "sold_out" || e.Error.Message != comic.SorryMessage {
+		t.Errorf("second buyer: %d %+v, want 409 sold_out with the seed's message", code, e)
+	}
+	if _, err := svc.Inventory.Get(context.Background(), created.ID); err == nil {
+		t.Error("sold comic still in inventory")
+	}
+}
+
+func TestRoutes_everyRouteIsInTheOpenAPIDocument(t *testing.T) {
+	srv, _ := newServer(t, false)
+	doc := srv.OpenAPI()
+	paths, _ := doc["paths"].(map[string]any)
+	for _, p := range []string{"/v1/schemas/comic.json", "/v1/comics", "/comics", "/v1/comics/{id}", "/v1/comics/patterns/stats",
+		"/v1/subscriptions", "/subscriptions", "/v1/subscriptions/{id}", "/v1/completetransaction", "/completetransaction"} {
+		if paths[p] == nil {
+			t.Errorf("%s missing from /openapi.json", p)
+		}
+	}
+	var e errBody
+	if code := call(t, srv, "POST", "/completetransaction", `{"email":"a@example.com","comic":"x","payment":"p"}`, &e); code != 501 {
+		t.Errorf("purchase without payments: %d %+v, want 501", code, e)
+	}
+}

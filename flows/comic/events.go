@@ -1,0 +1,99 @@
+package comic
+
+import (
+	"context"
+	"encoding/json"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// Event kinds on the events topic.
+const (
+	// EventListed: a comic entered inventory (an availability session
+	// opens).
+	EventListed = "listed"
+	// EventNotified: a subscriber was notified of a comic.
+	EventNotified = "notified"
+	// EventSold: a comic was sold and left inventory (the session closes).
+	EventSold = "sold"
+	// EventForgotten: a notification was removed from the history after a
+	// refund, so the subscriber is notified again if the comic comes back.
+	EventForgotten = "forgotten"
+)
+
+// Event is the payload of a TypeEvent message: the history of inventory,
+// notifications and sales, in the order of the comic's partition.
+type Event struct {
+	Kind    string          `json:"kind"`
+	ComicID string          `json:"comic_id"`
+	Gen     int64           `json:"gen"`
+	AtMs    int64           `json:"at_ms"`
+	Comic   json.RawMessage `json:"comic,omitempty"`
+	// Email and SubscriptionID are set for notified, sold and forgotten.
+	Email          string `json:"email,omitempty"`
+	SubscriptionID string `json:"subscription_id,omitempty"`
+	// TxnID and PriceCents are set for sold.
+	TxnID      string `json:"txn_id,omitempty"`
+	PriceCents int64  `json:"price_cents,omitempty"`
+	TraceID    string `json:"trace_id,omitempty"`
+	// ListedAtMs is set for sold: when the session began.
+	ListedAtMs int64 `json:"listed_at_ms,omitempty"`
+}
+
+// traceIDOf returns the trace id of ctx's span, or "".
+func traceIDOf(ctx context.Context) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		return sc.TraceID().String()
+	}
+	return ""
+}
+
+// Sale is the record of a sold comic.
+type Sale struct {
+	ComicID    string `json:"comic_id"`
+	Gen        int64  `json:"gen"`
+	Email      string `json:"email"`
+	TxnID      string `json:"txn_id"`
+	PriceCents int64  `json:"price_cents"`
+	AtMs       int64  `json:"at_ms"`
+}
+
+// sellScript: KEYS inv, sale, inventory zset, events stream, txn; ARGV
+// comic id, sale JSON (without gen), email, txn id, price, now ms, trace id.
+// Returns {1, gen} when this call sold it, {0} when it is not in inventory
+// (sold to someone else, or never listed), {2, gen} when this transaction
+// sold it before (a retry).
+var sellScript = redis.NewScript(`
+local prev = redis.call('GET', KEYS[5])
+if prev then return {2, tonumber(prev)} end
+local cur = redis.call('HMGET', KEYS[1], 'gen', 'added_at_ms', 'comic')
+local gen = cur[1]
+if not gen then return {0} end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('SET', KEYS[5], gen)
+redis.call('RPUSH', KEYS[2], '{"gen":' .. gen .. ',' .. string.sub(ARGV[2], 2))
+local ev = '{"kind":"sold","comic_id":"' .. ARGV[1] .. '","gen":' .. gen .. ',"at_ms":' .. ARGV[6] ..
+  ',"email":' .. ARGV[3] .. ',"txn_id":' .. ARGV[4] .. ',"price_cents":' .. ARGV[5] .. ',"trace_id":"' .. ARGV[7] ..
+  '","listed_at_ms":' .. cur[2] .. ',"comic":' .. cur[3] .. '}'
+redis.call('XADD', KEYS[4], '*', 'key', ARGV[1], 'type', 'comic.event', 'payload', ev)
+return {1, tonumber(gen)}`)
+
+// forgetScript: KEYS notified, delivery ledger key, events stream; ARGV
+// email, event JSON, comic id.
+var forgetScript = redis.NewScript(`
+local n = redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('DEL', KEYS[2])
+if n == 1 then redis.call('XADD', KEYS[3], '*', 'key', ARGV[3], 'type', 'comic.event', 'payload', ARGV[2]) end
+return n`)
+
+// jsonString encodes s as a JSON string.
+func jsonString(s string) string {
+	b, _ := json.Marshal(s)
+	return string(b)
+}
+
+// GroupHistory is the consumer group (and stage name) that writes the
+// events topic to ClickHouse.
+const GroupHistory = "comic-history"

@@ -1,0 +1,280 @@
+package comic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/redis/go-redis/v9"
+	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// streamLen sums the entries of every partition of a topic.
+func streamLen(t *testing.T, rdb redis.UniversalClient, topic stream.Topic) int64 {
+	t.Helper()
+	var n int64
+	for p := 0; p < topic.Partitions; p++ {
+		l, err := rdb.XLen(context.Background(), topic.Stream(p)).Result()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			t.Fatal(err)
+		}
+		n += l
+	}
+	return n
+}
+
+func TestFlow_notifiesEachMatchingSubscriberOnce(t *testing.T) {
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := be.client(t)
+			rcv := newReceiver(t)
+			svc := newService(t, rdb, rcv, nil, StoreConfig{})
+			// peter matches by two subscriptions: notified once.
+			mustSubscribe(t, svc.Subscriptions, "peter@example.com", `{"publisher":"Marvel"}`)
+			mustSubscribe(t, svc.Subscriptions, "peter@example.com", `{"series":"X-Men"}`)
+			mustSubscribe(t, svc.Subscriptions, "logan@example.com", `{"series":"X-Men","key_issue":true}`)
+			mustSubscribe(t, svc.Subscriptions, "bruce@example.com", `{"publisher":"DC"}`)
+			mustSubscribe(t, svc.Subscriptions, "all@example.com", `{}`)
+			run(t, rdb, svc.Stages()...)
+
+			xmen, dc := comicN("X-Men", 1, "Marvel", true), comicN("Batman", 1, "DC", true)
+			for _, c := range []Comic{xmen, dc} {
+				if _, created, err := svc.Inventory.Add(ctx, c); err != nil || !created {
+					t.Fatalf("Add = %v, %v; want created", created, err)
+				}
+			}
+			// Listing the same comic again writes nothing and queues no job.
+			if l, created, err := svc.Inventory.Add(ctx, xmen); err != nil || created || l.Gen != 1 {
+				t.Fatalf("second Add = %+v, %v, %v; want the existing listing", l, created, err)
+			}
+			want := map[[2]string]int{
+				{xmen.ID(), "peter@example.com"}: 1, {xmen.ID(), "logan@example.com"}: 1, {xmen.ID(), "all@example.com"}: 1,
+				{dc.ID(), "bruce@example.com"}: 1, {dc.ID(), "all@example.com"}: 1,
+			}
+			testenv.WaitFor(t, waitTimeout, func() bool { return rcv.count() >= len(want) }, "notifications")
+			waitDone(t, svc, xmen.ID(), dc.ID())
+			if got := rcv.received(); fmt.Sprint(got) != fmt.Sprint(want) {
+				t.Errorf("received %v\nwant     %v", got, want)
+			}
+			if n := streamLen(t, rdb, svc.Topics.Jobs); n != 2 {
+				t.Errorf("%d jobs, want 2", n)
+			}
+			hist, err := svc.Delivery.History(ctx, xmen.ID())
+			if err != nil || len(hist) != 3 {
+				t.Errorf("history of x-men = %v, %v; want 3 emails", hist, err)
+			}
+			if rcv.count() != len(want) {
+				t.Errorf("%d notifications, want %d", rcv.count(), len(want))
+			}
+		})
+	}
+}
+
+// waitDone waits until the comics' jobs are matched and delivered.
+func waitDone(t *testing.T, svc *Service, ids ...string) {
+	t.Helper()
+	for _, id := range ids {
+		testenv.WaitFor(t, waitTimeout, func() bool {
+			st, err := svc.Inventory.Status(context.Background(), id)
+			return err == nil && st.Done
+		}, "job of "+id+" done")
+	}
+}
+
+// crashingHandoff hands off the first chunk only, then "dies": it returns
+// an error and stops its runner, leaving the job pending with part of its
+// notifications handed off.
+type crashingHandoff struct {
+	real *streamHandoff
+	stop context.CancelFunc
+	once sync.Once
+	died chan struct{}
+}
+
+func (c *crashingHandoff) Handoff(ctx context.Context, job Job, reqs []Request) (int, error) {
+	n, err := c.real.Handoff(ctx, job, reqs[:c.real.chunk])
+	if err != nil {
+		return n, err
+	}
+	// Undo the job mark the short handoff wrote: this copy dies before
+	// the rest.
+	if err := c.real.rdb.Del(ctx, jobDoneKey(c.real.topics.tag(job.ComicID), job.ComicID)).Err(); err != nil {
+		return n, err
+	}
+	c.once.Do(func() { c.stop(); close(c.died) })
+	return n, errors.New("killed mid-job")
+}
+
+// TestMatcher_killedMidJobIsFinishedByAnotherCopy kills a matcher copy
+// after it handed off the first 3 of 7 notifications of a job: another
+// copy claims the job and hands off exactly the other 4; every subscriber
+// is notified exactly once.
+func TestMatcher_killedMidJobIsFinishedByAnotherCopy(t *testing.T) {
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := be.client(t)
+			rcv := newReceiver(t)
+			svc := newService(t, rdb, rcv, nil, StoreConfig{})
+			for i := range 7 {
+				mustSubscribe(t, svc.Subscriptions, fmt.Sprintf("fan%d@example.com", i), `{"series":"Saga"}`)
+			}
+			c := comicN("Saga", 1, "Image", true)
+			if _, _, err := svc.Inventory.Add(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			// Copy A dies mid-job.
+			actx, stopA := context.WithCancel(ctx)
+			crash := &crashingHandoff{real: &streamHandoff{rdb: rdb, topics: svc.Topics, chunk: 3}, stop: stopA, died: make(chan struct{})}
+			a := NewMatcher(rdb, svc.Topics, crash, nil).Stage()
+			a.Config = fastConfig("copy-a")
+			ra, err := stream.NewRunner(rdb, a, stream.Telemetry{Logger: quietLogger()})
+			if err != nil {
+				t.Fatal(err)
+			}
+			doneA := make(chan struct{})
+			go func() { _ = ra.Run(actx); close(doneA) }()
+			<-crash.died
+			<-doneA
+			if n := streamLen(t, rdb, svc.Topics.Notify); n != 3 {
+				t.Fatalf("%d requests handed off before the crash, want 3", n)
+			}
+			// Copy B (another consumer) and the delivery stage finish it.
+			b := NewMatcher(rdb, svc.Topics, &streamHandoff{rdb: rdb, topics: svc.Topics, chunk: 3}, nil).Stage()
+			b.Config = fastConfig("copy-b")
+			run(t, rdb, b, svc.Delivery.Stage())
+			waitDone(t, svc, c.ID())
+			if n := streamLen(t, rdb, svc.Topics.Notify); n != 7 {
+				t.Errorf("%d requests handed off in all, want 7", n)
+			}
+			got := rcv.received()
+			if len(got) != 7 || rcv.count() != 7 {
+				t.Errorf("received %v (%d), want 7 emails once each", got, rcv.count())
+			}
+		})
+	}
+}
+
+// TestDelivery_retriesAFailingDestinationAndSendsOnce: the /notify
+// endpoint answers 503 twice; the delivery is retried and arrives once.
+func TestDelivery_retriesAFailingDestinationAndSendsOnce(t *testing.T) {
+	rdb := backends()[1].client(t)
+	rcv := newReceiver(t)
+	rcv.fail = 2
+	svc := newService(t, rdb, rcv, nil, StoreConfig{})
+	mustSubscribe(t, svc.Subscriptions, "a@example.com", `{"year":1990}`)
+	run(t, rdb, svc.Stages()...)
+	c := comicN("Sandman", 1, "Vertigo", true)
+	if _, _, err := svc.Inventory.Add(context.Background(), c); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, svc, c.ID())
+	if got := rcv.received(); rcv.count() != 1 || got[[2]string{c.ID(), "a@example.com"}] != 1 {
+		t.Errorf("received %v, want one notification", got)
+	}
+}
+
+// TestDelivery_relaysToTheNotifierRequestPath: with a Relay, each
+// notification becomes one valid notifier.Request with an inline
+// comic_notify destination and a window per (comic, gen, email); the
+// history records it and nothing is sent directly.
+func TestDelivery_relaysToTheNotifierRequestPath(t *testing.T) {
+	ctx := context.Background()
+	rdb := backends()[0].client(t)
+	rcv := newReceiver(t)
+	var mu sync.Mutex
+	var got []notifier.Request
+	cfg := Config{Partitions: 2, Delivery: DeliveryConfig{NotifyURL: rcv.URL(), NotifySecret: testSecret,
+		Relay: func(_ context.Context, r notifier.Request) error {
+			if err := r.Validate(); err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			got = append(got, r)
+			return nil
+		}}}
+	svc, err := New(rdb, cfg, nil, stream.Telemetry{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSubscribe(t, svc.Subscriptions, "a@example.com", `{"series":"Bone"}`)
+	mustSubscribe(t, svc.Subscriptions, "b@example.com", `{"publisher":"Cartoon Books"}`)
+	run(t, rdb, svc.Stages()...)
+	c := comicN("Bone", 1, "Cartoon Books", true)
+	if _, _, err := svc.Inventory.Add(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	waitDone(t, svc, c.ID())
+	mu.Lock()
+	defer mu.Unlock()
+	if len(got) != 2 || got[0].Window == got[1].Window || rcv.count() != 0 {
+		t.Fatalf("relayed %+v, sent directly %d; want 2 requests with distinct windows and no direct send", got, rcv.count())
+	}
+	for _, r := range got {
+		if r.Flow != Flow || r.Subject != c.ID() || r.Destination == nil || r.Destination.Address != rcv.URL() {
+			t.Errorf("request %+v: want the comic's subject and the flow's /notify destination", r)
+		}
+	}
+	hist, err := svc.Delivery.History(ctx, c.ID())
+	if err != nil || len(hist) != 2 || hist["a@example.com"].Channel != ChannelNotifier {
+		t.Errorf("history %v, %v; want both emails via the notifier", hist, err)
+	}
+}
+
+// TestFlow_traceTravelsFromIntakeToTheNotifyStream: the intake's trace
+// continues on the job and on the notification request (with no
+// propagator configured: the global one is used).
+func TestFlow_traceTravelsFromIntakeToTheNotifyStream(t *testing.T) {
+	ctx := context.Background()
+	rdb := backends()[0].client(t)
+	tp := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { _ = tp.Shutdown(ctx) })
+	prev := gotel.GetTextMapPropagator()
+	gotel.SetTextMapPropagator(propagation.TraceContext{})
+	t.Cleanup(func() { gotel.SetTextMapPropagator(prev) })
+	svc, err := New(rdb, Config{Partitions: 2}, nil, stream.Telemetry{TracerProvider: tp, Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	mustSubscribe(t, svc.Subscriptions, "a@example.com", `{}`)
+	sctx, span := tp.Tracer("test").Start(ctx, "intake")
+	c := comicN("Maus", 1, "Pantheon", true)
+	if _, _, err := svc.Inventory.Add(sctx, c); err != nil {
+		t.Fatal(err)
+	}
+	span.End()
+	want := span.SpanContext().TraceID().String()
+	for _, s := range svc.Stages() {
+		s.Config = fastConfig(s.Name)
+		r, err := stream.NewRunner(rdb, s, stream.Telemetry{TracerProvider: tp, Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		rctx, cancel := context.WithCancel(ctx)
+		done := make(chan struct{})
+		go func() { _ = r.Run(rctx); close(done) }()
+		t.Cleanup(func() { cancel(); <-done })
+	}
+	waitDone(t, svc, c.ID())
+	for _, topic := range []stream.Topic{svc.Topics.Jobs, svc.Topics.Notify} {
+		p := topic.Partition(c.ID())
+		xs, err := rdb.XRange(ctx, topic.Stream(p), "-", "+").Result()
+		if err != nil || len(xs) != 1 {
+			t.Fatalf("%s: %d entries, %v; want 1", topic, len(xs), err)
+		}
+		tp, _ := xs[0].Values["traceparent"].(string)
+		if len(tp) < 36 || tp[3:35] != want {
+			t.Errorf("%s traceparent %q, want trace %s", topic, tp, want)
+		}
+	}
+}

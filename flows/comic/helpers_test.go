@@ -1,0 +1,202 @@
+package comic
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"log/slog"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// backend is a Redis the tests run against; client returns a client on an
+// empty database of the test's own.
+type backend struct {
+	name   string
+	client func(t *testing.T) redis.UniversalClient
+}
+
+func backends() []backend {
+	return []backend{
+		{"miniredis", func(t *testing.T) redis.UniversalClient {
+			return dial(t, "redis://"+miniredis.RunT(t).Addr())
+		}},
+		{"redis-server", func(t *testing.T) redis.UniversalClient {
+			return dial(t, testenv.RedisURL(t))
+		}},
+	}
+}
+
+func dial(t testing.TB, url string) redis.UniversalClient {
+	t.Helper()
+	rdb, err := stream.Dial(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+const waitTimeout = 20 * time.Second
+
+const testSecret = "0123456789abcdef0123456789abcdef"
+
+// receiver is a POST /notify endpoint that records what it receives.
+type receiver struct {
+	srv  *httptest.Server
+	mu   sync.Mutex
+	got  []NotifyBody
+	fail int // answer 503 to this many requests first
+}
+
+func newReceiver(t *testing.T) *receiver {
+	r := &receiver{}
+	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
+		body, _ := io.ReadAll(req.Body)
+		if err := notifier.VerifySignature(testSecret, req.Header.Get(notifier.HeaderSignature), body, time.Now(), time.Minute); err != nil {
+			http.Error(w, "bad signature", http.StatusUnauthorized)
+			return
+		}
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if r.fail > 0 {
+			r.fail--
+			http.Error(w, "busy", http.StatusServiceUnavailable)
+			return
+		}
+		var n NotifyBody
+		_ = json.Unmarshal(body, &n)
+		r.got = append(r.got, n)
+	}))
+	t.Cleanup(r.srv.Close)
+	return r
+}
+
+func (r *receiver) URL() string { return r.srv.URL + "/notify" }
+
+// received returns (comic id, email) → deliveries.
+func (r *receiver) received() map[[2]string]int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	out := map[[2]string]int{}
+	for _, n := range r.got {
+		out[[2]string{n.ComicID, n.Email}]++
+	}
+	return out
+}
+
+func (r *receiver) count() int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.got)
+}
+
+// testPayments records charges and refunds, refusing the payment "bad".
+type testPayments struct {
+	mu       sync.Mutex
+	charged  map[string]int64
+	refunded map[string]int64
+	// onCharge, when set, runs at the start of every charge.
+	onCharge func(txn string)
+}
+
+func newTestPayments() *testPayments {
+	return &testPayments{charged: map[string]int64{}, refunded: map[string]int64{}}
+}
+
+func (p *testPayments) Charge(_ context.Context, txn, payment string, cents int64) error {
+	if payment == "bad" {
+		return io.ErrUnexpectedEOF
+	}
+	if p.onCharge != nil {
+		p.onCharge(txn)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.charged[txn] = cents
+	return nil
+}
+
+func (p *testPayments) Refund(_ context.Context, txn, _ string, cents int64) error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.refunded[txn] = cents
+	return nil
+}
+
+// newService returns the flow over rdb with the receiver as its /notify
+// destination, 2 partitions.
+func newService(t *testing.T, rdb redis.UniversalClient, r *receiver, p Payments, store StoreConfig) *Service {
+	t.Helper()
+	cfg := Config{Partitions: 2, Store: store}
+	if r != nil {
+		cfg.Delivery = DeliveryConfig{NotifyURL: r.URL(), NotifySecret: testSecret}
+	}
+	svc, err := New(rdb, cfg, p, stream.Telemetry{Logger: quietLogger()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return svc
+}
+
+func quietLogger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(io.Discard, nil))
+}
+
+// fastConfig makes a crashed copy's messages claimable within a second.
+func fastConfig(consumer string) stream.RunnerConfig {
+	return stream.RunnerConfig{Consumer: consumer, Block: 50 * time.Millisecond, ClaimInterval: 100 * time.Millisecond,
+		ClaimIdle: time.Second, HandlerTimeout: 400 * time.Millisecond, Retry: stream.RetryConfig{Disabled: true},
+		MaxDeliveries: 20, StatsInterval: time.Second}
+}
+
+// run runs stages until the test ends.
+func run(t *testing.T, rdb redis.UniversalClient, stages ...stream.Stage) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	for _, s := range stages {
+		if s.Config.Consumer == "" {
+			s.Config = fastConfig(s.Name + "-main")
+		}
+		r, err := stream.NewRunner(rdb, s, stream.Telemetry{Logger: quietLogger()})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { _ = r.Run(ctx) })
+	}
+	t.Cleanup(func() {
+		cancel()
+		wg.Wait()
+	})
+}
+
+// comicN returns a valid comic of a series and issue.
+func comicN(series string, issue int, publisher string, key bool) Comic {
+	return Comic{Grade: 9.8, Issue: itoa(issue), KeyIssue: key, PriceCents: 10000 + int64(issue), Printing: 1,
+		Publisher: publisher, Series: series, Title: "Title " + itoa(issue), Year: 1990}
+}
+
+func itoa(n int) string {
+	b, _ := json.Marshal(n)
+	return string(b)
+}
+
+func mustSubscribe(t *testing.T, s *Store, email, body string) Subscription {
+	t.Helper()
+	sub, err := s.Create(context.Background(), email, json.RawMessage(body), "")
+	if err != nil {
+		t.Fatalf("subscribe %s to %s: %v", email, body, err)
+	}
+	return sub
+}

@@ -1,0 +1,184 @@
+package comic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Job is a notification job: the payload of a TypeJob message, one per
+// intake of a comic into inventory.
+type Job struct {
+	ComicID string `json:"comic_id"`
+	// Gen counts the intakes of this comic (1 for the first); a comic sold
+	// and listed again gets a new job.
+	Gen       int64           `json:"gen"`
+	AddedAtMs int64           `json:"added_at_ms"`
+	Comic     json.RawMessage `json:"comic"`
+}
+
+// Listing is a comic in inventory.
+type Listing struct {
+	ID      string    `json:"id"`
+	Comic   Comic     `json:"comic"`
+	Gen     int64     `json:"gen"`
+	AddedAt time.Time `json:"added_at"`
+}
+
+// Inventory records comics for sale. Intake is one script per comic that
+// writes the inventory hash, its generation, the notification job on the
+// jobs stream and the "listed" event on the events stream together: a
+// comic is never notified without being in inventory nor stored without
+// its job, and a failed intake writes nothing.
+//
+// Per comic, in the slot {comic.p} of its partition:
+//
+//	ds:{comic.p}:comic:inv:<id>        hash: comic (canonical), gen, added_at_ms
+//	ds:{comic.p}:comic:gen:<id>        counter: intakes of the comic
+//	ds:{comic.p}:comic:inventory       zset: ids in inventory by added_at_ms
+type Inventory struct {
+	rdb    redis.UniversalClient
+	topics Topics
+	prop   propagation.TextMapPropagator
+	now    func() time.Time
+}
+
+// NewInventory returns the inventory over rdb; prop defaults to the global
+// propagator.
+func NewInventory(rdb redis.UniversalClient, topics Topics, prop propagation.TextMapPropagator) *Inventory {
+	if prop == nil {
+		prop = gotel.GetTextMapPropagator()
+	}
+	return &Inventory{rdb: rdb, topics: topics, prop: prop, now: time.Now}
+}
+
+// intakeScript: KEYS inv, gen, jobs stream, events stream, inventory zset;
+// ARGV id, canonical comic, now ms, then metadata name/value pairs.
+var intakeScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], 'gen')
+if cur then return {0, tonumber(cur), ''} end
+if redis.call('TYPE', KEYS[3]).ok ~= 'stream' and redis.call('EXISTS', KEYS[3]) == 1 then return redis.error_reply('jobs key is not a stream') end
+if redis.call('TYPE', KEYS[4]).ok ~= 'stream' and redis.call('EXISTS', KEYS[4]) == 1 then return redis.error_reply('events key is not a stream') end
+local gen = redis.call('INCR', KEYS[2])
+redis.call('HSET', KEYS[1], 'comic', ARGV[2], 'gen', gen, 'added_at_ms', ARGV[3])
+redis.call('ZADD', KEYS[5], ARGV[3], ARGV[1])
+local job = '{"comic_id":"' .. ARGV[1] .. '","gen":' .. gen .. ',"added_at_ms":' .. ARGV[3] .. ',"comic":' .. ARGV[2] .. '}'
+local f = {'key', ARGV[1], 'type', 'comic.job', 'payload', job}
+for i = 4, #ARGV do f[#f + 1] = ARGV[i] end
+local id = redis.call('XADD', KEYS[3], '*', unpack(f))
+local ev = '{"kind":"listed","comic_id":"' .. ARGV[1] .. '","gen":' .. gen .. ',"at_ms":' .. ARGV[3] .. ',"comic":' .. ARGV[2] .. '}'
+local e = {'key', ARGV[1], 'type', 'comic.event', 'payload', ev}
+for i = 4, #ARGV do e[#e + 1] = ARGV[i] end
+redis.call('XADD', KEYS[4], '*', unpack(e))
+return {1, gen, id}`)
+
+// traceArgs returns the trace context of ctx as stream metadata pairs.
+func traceArgs(ctx context.Context, prop propagation.TextMapPropagator) []any {
+	if !trace.SpanContextFromContext(ctx).IsValid() {
+		return nil
+	}
+	if prop == nil {
+		prop = gotel.GetTextMapPropagator()
+	}
+	m := &stream.Message{}
+	stream.InjectTrace(ctx, prop, m)
+	out := make([]any, 0, 2*len(m.Metadata))
+	for k, v := range m.Metadata {
+		out = append(out, k, v)
+	}
+	return out
+}
+
+// Add lists c: created is true when it was recorded now with a new job,
+// false when it was already in inventory (nothing written). An error means
+// nothing was written.
+func (inv *Inventory) Add(ctx context.Context, c Comic) (Listing, bool, error) {
+	if err := ValidateComic(c); err != nil {
+		return Listing{}, false, err
+	}
+	id, canonical := c.ID(), c.Canonical()
+	tag := inv.topics.tag(id)
+	now := inv.now()
+	args := append([]any{id, canonical, now.UnixMilli()}, traceArgs(ctx, inv.prop)...)
+	res, err := intakeScript.Run(ctx, inv.rdb,
+		[]string{inventoryKey(tag, id), genKey(tag, id), inv.topics.Jobs.Stream(inv.topics.Jobs.Partition(id)),
+			eventsStream(inv.topics, id), inventoryIndex(tag)}, args...).Slice()
+	if err != nil {
+		return Listing{}, false, fmt.Errorf("comic: intake %s: %w", id, err)
+	}
+	created, _ := res[0].(int64)
+	gen, _ := res[1].(int64)
+	if created == 0 {
+		l, err := inv.Get(ctx, id)
+		return l, false, err
+	}
+	return Listing{ID: id, Comic: c, Gen: gen, AddedAt: time.UnixMilli(now.UnixMilli()).UTC()}, true, nil
+}
+
+// Get returns the listing of a comic in inventory; the error wraps
+// ErrNotFound when it is not there.
+func (inv *Inventory) Get(ctx context.Context, id string) (Listing, error) {
+	m, err := inv.rdb.HGetAll(ctx, inventoryKey(inv.topics.tag(id), id)).Result()
+	if err != nil {
+		return Listing{}, fmt.Errorf("comic: inventory %s: %w", id, err)
+	}
+	if len(m) == 0 {
+		return Listing{}, fmt.Errorf("%w: comic %s not in inventory", ErrNotFound, clipName(id))
+	}
+	var c Comic
+	if err := json.Unmarshal([]byte(m["comic"]), &c); err != nil {
+		return Listing{}, fmt.Errorf("comic: decode inventory %s: %w", id, err)
+	}
+	gen, _ := strconv.ParseInt(m["gen"], 10, 64)
+	at, _ := strconv.ParseInt(m["added_at_ms"], 10, 64)
+	return Listing{ID: id, Comic: c, Gen: gen, AddedAt: time.UnixMilli(at).UTC()}, nil
+}
+
+// Status is the state of a comic's notification job.
+type Status struct {
+	ID          string `json:"id"`
+	InInventory bool   `json:"in_inventory"`
+	// Gen is the comic's latest intake; MatchedGen the latest whose job
+	// has been matched.
+	Gen        int64 `json:"gen"`
+	MatchedGen int64 `json:"matched_gen"`
+	// Pending notifications are handed to the notifier and not yet
+	// delivered; Notified are delivered (the history).
+	Pending  int64 `json:"pending"`
+	Notified int64 `json:"notified"`
+	// Done is true when the latest job is matched and nothing is pending.
+	Done bool `json:"done"`
+}
+
+// Status returns the notification state of a comic.
+func (inv *Inventory) Status(ctx context.Context, id string) (Status, error) {
+	tag := inv.topics.tag(id)
+	pipe := inv.rdb.Pipeline()
+	exists := pipe.Exists(ctx, inventoryKey(tag, id))
+	gen := pipe.Get(ctx, genKey(tag, id))
+	done := pipe.Get(ctx, jobDoneKey(tag, id))
+	pending := pipe.HLen(ctx, pendingKey(tag, id))
+	notified := pipe.HLen(ctx, notifiedKey(tag, id))
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return Status{}, fmt.Errorf("comic: status %s: %w", id, err)
+	}
+	st := Status{ID: id, InInventory: exists.Val() == 1, Pending: pending.Val(), Notified: notified.Val()}
+	st.Gen, _ = strconv.ParseInt(gen.Val(), 10, 64)
+	st.MatchedGen, _ = strconv.ParseInt(done.Val(), 10, 64)
+	if st.Gen == 0 {
+		return Status{}, fmt.Errorf("%w: comic %s never listed", ErrNotFound, clipName(id))
+	}
+	st.Done = st.MatchedGen >= st.Gen && st.Pending == 0
+	return st, nil
+}

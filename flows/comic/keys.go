@@ -1,0 +1,83 @@
+package comic
+
+import (
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Flow is the flow name of the comic topics and keys.
+const Flow = "comic"
+
+// Message types of the flow.
+const (
+	// TypeJob is a notification job on the jobs topic (payload: Job).
+	TypeJob = "comic.job"
+	// TypeNotify is a notification request on the notify topic (payload:
+	// Request).
+	TypeNotify = "comic.notify"
+	// TypeEvent is an inventory or sale event on the events topic
+	// (payload: Event).
+	TypeEvent = "comic.event"
+)
+
+// Topics are the flow's streams. Every topic is keyed by comic id and has
+// the same partition count, so everything about one comic (inventory,
+// jobs, pending notifications, history, sales) lives in the slot of the
+// hash tag {comic.p}.
+type Topics struct {
+	// Jobs carries one notification job per intake of a comic.
+	Jobs stream.Topic
+	// Notify carries one notification request per (subscriber, comic).
+	Notify stream.Topic
+	// Events carries inventory and sale events, for the history.
+	Events stream.Topic
+}
+
+// NewTopics returns the flow's topics with the given partition count.
+func NewTopics(partitions int) Topics {
+	return Topics{
+		Jobs:   stream.NewTopic(Flow, "jobs", partitions),
+		Notify: stream.NewTopic(Flow, "notify", partitions),
+		Events: stream.NewTopic(Flow, "events", partitions),
+	}
+}
+
+// tag returns the hash tag of a comic's partition.
+func (t Topics) tag(comicID string) string {
+	return t.Jobs.HashTag(t.Jobs.Partition(comicID))
+}
+
+// Per-comic keys, in the comic's partition slot.
+func inventoryKey(tag, id string) string { return "ds:" + tag + ":comic:inv:" + id }
+func genKey(tag, id string) string       { return "ds:" + tag + ":comic:gen:" + id }
+func jobDoneKey(tag, id string) string   { return "ds:" + tag + ":comic:jobdone:" + id }
+func pendingKey(tag, id string) string   { return "ds:" + tag + ":comic:pending:" + id }
+func notifiedKey(tag, id string) string  { return "ds:" + tag + ":comic:notified:" + id }
+func saleKey(tag, id string) string      { return "ds:" + tag + ":comic:sale:" + id }
+func inventoryIndex(tag string) string   { return "ds:" + tag + ":comic:inventory" }
+func purchaseKey(tag, txn string) string { return "ds:" + tag + ":comic:txn:" + txn }
+func eventsStream(t Topics, id string) string {
+	return t.Events.Stream(t.Events.Partition(id))
+}
+
+// Subscription keys share the hash tag {comic-subs}, so one script creates
+// a subscription with all its index entries atomically. (On Redis Cluster
+// they live in one slot; see the package doc.)
+const subsTag = "{comic-subs}"
+
+const (
+	subsKey       = "ds:" + subsTag + ":comic:subs"       // hash: id → Subscription JSON
+	patternsKey   = "ds:" + subsTag + ":comic:patterns"   // zset: pattern shard → subscriptions
+	patCountKey   = "ds:" + subsTag + ":comic:patcount"   // hash: pattern → subscriptions
+	fieldTotalKey = "ds:" + subsTag + ":comic:fieldtotal" // hash: field → subscriptions constraining it
+	emailPrefix   = "ds:" + subsTag + ":comic:email:"     // set per email: subscription ids
+	indexPrefix   = "ds:" + subsTag + ":comic:idx:"       // set per (pattern shard, values): ids
+	fieldStatsPfx = "ds:" + subsTag + ":comic:field:"     // zset per field: index value → subscriptions
+)
+
+func emailKey(email string) string { return emailPrefix + email }
+
+// indexKey is the set of subscription ids of one pattern shard whose
+// values hash to vh.
+func indexKey(shard, vh string) string { return indexPrefix + shard + ":" + vh }
+
+func fieldStatsKey(field string) string { return fieldStatsPfx + field }

@@ -1,0 +1,154 @@
+package comic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/dropstream/dropstream/internal/testenv"
+)
+
+// TestSales_concurrentBuyersExactlyOneWins: 12 buyers of one comic at
+// once; one gets it, the 11 others are charged and refunded.
+func TestSales_concurrentBuyersExactlyOneWins(t *testing.T) {
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := be.client(t)
+			pay := newTestPayments()
+			svc := newService(t, rdb, nil, pay, StoreConfig{})
+			c := comicN("Action Comics", 1, "DC", true)
+			if _, _, err := svc.Inventory.Add(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			const buyers = 12
+			var wg sync.WaitGroup
+			errs := make([]error, buyers)
+			receipts := make([]Receipt, buyers)
+			start := make(chan struct{})
+			for i := range buyers {
+				wg.Go(func() {
+					<-start
+					email := fmt.Sprintf("buyer%d@example.com", i)
+					receipts[i], errs[i] = svc.Sales.Purchase(ctx, email, c.ID(), "card", DefaultTxnID(email, c.ID()))
+				})
+			}
+			close(start)
+			wg.Wait()
+			won, lost := 0, 0
+			var winner Receipt
+			for i, err := range errs {
+				switch {
+				case err == nil:
+					won++
+					winner = receipts[i]
+				case errors.Is(err, ErrSoldOut):
+					lost++
+				default:
+					t.Errorf("buyer %d: %v", i, err)
+				}
+			}
+			if won != 1 || lost != buyers-1 {
+				t.Fatalf("%d won, %d sold out; want 1 and %d", won, lost, buyers-1)
+			}
+			// Every charged loser is refunded; the winner is not.
+			for txn := range pay.charged {
+				if _, refunded := pay.refunded[txn]; refunded == (txn == winner.TxnID) {
+					t.Errorf("txn %s: refunded %v", txn, refunded)
+				}
+			}
+			if len(pay.refunded) != len(pay.charged)-1 {
+				t.Errorf("%d charged, %d refunded; want all but the winner refunded", len(pay.charged), len(pay.refunded))
+			}
+			if _, err := svc.Inventory.Get(ctx, c.ID()); !errors.Is(err, ErrNotFound) {
+				t.Errorf("comic still in inventory: %v", err)
+			}
+			sales, err := svc.Sales.Sales(ctx, c.ID())
+			if err != nil || len(sales) != 1 || sales[0].Email != winner.Email || sales[0].PriceCents != c.PriceCents {
+				t.Errorf("sales = %+v, %v; want the winner's at the comic's price", sales, err)
+			}
+			// The winner retrying the same transaction buys nothing more.
+			again, err := svc.Sales.Purchase(ctx, winner.Email, c.ID(), "card", winner.TxnID)
+			if err != nil || !again.Repeated {
+				t.Errorf("retried purchase = %+v, %v; want the repeated receipt", again, err)
+			}
+		})
+	}
+}
+
+// TestSales_refundPathForgetsTheNotification: a subscriber notified of a
+// comic loses it to another buyer, is refunded, and is notified again when
+// the comic comes back; the winner, notified already, is not.
+func TestSales_refundPathForgetsTheNotification(t *testing.T) {
+	for _, be := range backends() {
+		t.Run(be.name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := be.client(t)
+			rcv := newReceiver(t)
+			pay := newTestPayments()
+			svc := newService(t, rdb, rcv, pay, StoreConfig{})
+			mustSubscribe(t, svc.Subscriptions, "late@example.com", `{"series":"Watchmen"}`)
+			mustSubscribe(t, svc.Subscriptions, "fast@example.com", `{"publisher":"DC"}`)
+			run(t, rdb, svc.Stages()...)
+			c := comicN("Watchmen", 1, "DC", true)
+			if _, _, err := svc.Inventory.Add(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			waitDone(t, svc, c.ID())
+			if rcv.count() != 2 {
+				t.Fatalf("%d notifications, want 2", rcv.count())
+			}
+			// late is charged, but fast buys the comic meanwhile.
+			pay.onCharge = func(txn string) {
+				if txn == "txn-late" {
+					if _, err := svc.Sales.Purchase(ctx, "fast@example.com", c.ID(), "card", "txn-fast"); err != nil {
+						t.Errorf("fast purchase: %v", err)
+					}
+				}
+			}
+			_, err := svc.Sales.Purchase(ctx, "late@example.com", c.ID(), "card", "txn-late")
+			if !errors.Is(err, ErrSoldOut) {
+				t.Fatalf("late purchase = %v, want ErrSoldOut", err)
+			}
+			if pay.charged["txn-late"] != c.PriceCents || pay.refunded["txn-late"] != c.PriceCents || len(pay.refunded) != 1 {
+				t.Errorf("charged %v, refunded %v: want late charged and refunded the price, fast not refunded", pay.charged, pay.refunded)
+			}
+			hist, _ := svc.Delivery.History(ctx, c.ID())
+			if _, ok := hist["late@example.com"]; ok || len(hist) != 1 {
+				t.Fatalf("history %v: want only fast@example.com", hist)
+			}
+			// The comic comes back (the buyer returned it): late is told
+			// again, fast is not.
+			l, created, err := svc.Inventory.Add(ctx, c)
+			if err != nil || !created || l.Gen != 2 {
+				t.Fatalf("relist = %+v, %v, %v; want generation 2", l, created, err)
+			}
+			waitDone(t, svc, c.ID())
+			testenv.WaitFor(t, waitTimeout, func() bool { return rcv.count() >= 3 }, "renotification")
+			got := rcv.received()
+			if rcv.count() != 3 || got[[2]string{c.ID(), "late@example.com"}] != 2 || got[[2]string{c.ID(), "fast@example.com"}] != 1 {
+				t.Errorf("received %v, want late twice and fast once", got)
+			}
+		})
+	}
+}
+
+// TestSales_refusedPaymentSellsNothing: a refused charge leaves the comic
+// in inventory.
+func TestSales_refusedPaymentSellsNothing(t *testing.T) {
+	ctx := context.Background()
+	rdb := backends()[0].client(t)
+	svc := newService(t, rdb, nil, newTestPayments(), StoreConfig{})
+	c := comicN("Spawn", 1, "Image", true)
+	if _, _, err := svc.Inventory.Add(ctx, c); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Sales.Purchase(ctx, "a@example.com", c.ID(), "bad", "txn-1"); !errors.Is(err, ErrPayment) {
+		t.Fatalf("Purchase = %v, want ErrPayment", err)
+	}
+	if _, err := svc.Inventory.Get(ctx, c.ID()); err != nil {
+		t.Errorf("comic left inventory after a refused payment: %v", err)
+	}
+}

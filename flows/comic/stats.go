@@ -1,0 +1,96 @@
+package comic
+
+import (
+	"context"
+	"fmt"
+	"sort"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// PatternStat is the subscription count of one SearchPattern and its shards.
+type PatternStat struct {
+	Pattern       string         `json:"pattern"`
+	Subscriptions int64          `json:"subscriptions"`
+	Shards        map[string]int `json:"shards"`
+}
+
+// FieldStat is the diversity of one field over the subscriptions that
+// constrain it: Diversity is the frequency of its most frequent value
+// divided by the number of those subscriptions (lower is more diverse; 1
+// means everyone asks for the same value).
+type FieldStat struct {
+	Field         string  `json:"field"`
+	Subscriptions int64   `json:"subscriptions"`
+	Distinct      int64   `json:"distinct_values"`
+	TopValue      string  `json:"top_value"`
+	TopCount      int64   `json:"top_count"`
+	Diversity     float64 `json:"diversity"`
+}
+
+// Stats is GET /v1/comics/patterns/stats.
+type Stats struct {
+	Subscriptions  int64         `json:"subscriptions"`
+	Patterns       []PatternStat `json:"patterns"`
+	Fields         []FieldStat   `json:"fields"`
+	BloatThreshold int           `json:"bloat_threshold"`
+}
+
+// Stats returns subscriptions per pattern (with their shards) and the
+// diversity of every field. It reads at most 2^n patterns and two values
+// per field, whatever the number of subscriptions.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	pipe := s.rdb.Pipeline()
+	counts := pipe.HGetAll(ctx, patCountKey)
+	shards := pipe.ZRangeWithScores(ctx, patternsKey, 0, -1)
+	totals := pipe.HGetAll(ctx, fieldTotalKey)
+	total := pipe.HLen(ctx, subsKey)
+	tops := make([]*redis.ZSliceCmd, len(fields))
+	cards := make([]*redis.IntCmd, len(fields))
+	for i, f := range fields {
+		tops[i] = pipe.ZRevRangeWithScores(ctx, fieldStatsKey(f.name), 0, 0)
+		cards[i] = pipe.ZCard(ctx, fieldStatsKey(f.name))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Stats{}, fmt.Errorf("comic: stats: %w", err)
+	}
+	out := Stats{Subscriptions: total.Val(), BloatThreshold: s.cfg.BloatThreshold}
+	byPattern := map[string]*PatternStat{}
+	for p, c := range counts.Val() {
+		n, _ := strconv.ParseInt(c, 10, 64)
+		byPattern[p] = &PatternStat{Pattern: p, Subscriptions: n, Shards: map[string]int{}}
+	}
+	for _, z := range shards.Val() {
+		name, _ := z.Member.(string)
+		if ps := byPattern[patternOfShard(name)]; ps != nil {
+			ps.Shards[name] = int(z.Score)
+		}
+	}
+	for _, ps := range byPattern {
+		out.Patterns = append(out.Patterns, *ps)
+	}
+	sort.Slice(out.Patterns, func(i, j int) bool {
+		a, b := out.Patterns[i], out.Patterns[j]
+		if a.Subscriptions != b.Subscriptions {
+			return a.Subscriptions > b.Subscriptions
+		}
+		return a.Pattern < b.Pattern
+	})
+	for i, f := range fields {
+		fs := FieldStat{Field: f.name, Distinct: cards[i].Val()}
+		fs.Subscriptions, _ = strconv.ParseInt(totals.Val()[f.name], 10, 64)
+		if top := tops[i].Val(); len(top) == 1 {
+			fs.TopValue, _ = top[0].Member.(string)
+			fs.TopCount = int64(top[0].Score)
+		}
+		if fs.Subscriptions > 0 {
+			fs.Diversity = float64(fs.TopCount) / float64(fs.Subscriptions)
+		}
+		out.Fields = append(out.Fields, fs)
+	}
+	if out.Patterns == nil {
+		out.Patterns = []PatternStat{}
+	}
+	return out, nil
+}

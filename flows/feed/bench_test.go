@@ -1,0 +1,158 @@
+package feed
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// countChannel counts what it is asked to send.
+type countChannel struct{ n atomic.Int64 }
+
+func (c *countChannel) Name() string { return notifier.ChannelLog }
+func (c *countChannel) Send(context.Context, notifier.Notification) error {
+	c.n.Add(1)
+	return nil
+}
+
+// benchFeed is an RSS document of 50 items unique to feed n.
+func benchFeed(n string) []byte {
+	var b strings.Builder
+	b.WriteString(`<?xml version="1.0"?><rss version="2.0"><channel><title>bench ` + n + `</title>`)
+	for i := 0; i < 50; i++ {
+		id := n + "-" + strconv.Itoa(i)
+		fmt.Fprintf(&b, `<item><guid>urn:bench:%s</guid><title>Item %s</title><link>https://example.org/%s</link><description>Body of item %s, a few words long.</description><pubDate>Mon, 02 Mar 2026 09:00:00 +0000</pubDate></item>`, id, id, id, id)
+	}
+	b.WriteString(`</channel></rss>`)
+	return []byte(b.String())
+}
+
+func usedMemory(ctx context.Context, rdb redis.UniversalClient) int64 {
+	info, _ := rdb.Info(ctx, "memory").Result()
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// BenchmarkFlow_feeds polls DROPSTREAM_BENCH_FEEDS feeds (default 10,000)
+// of 50 items each from a local HTTP server through the whole flow (poll,
+// observe, assign, complete every 10 items, deliver, clear) on redis-server,
+// and reports items/s and Redis memory per feed. Run it alone:
+//
+//	scripts/testenv.sh sh -c 'go test -run ^$ -bench Flow_feeds -benchtime 1x ./flows/feed/'
+func BenchmarkFlow_feeds(b *testing.B) {
+	feeds := 10000
+	if s := os.Getenv("DROPSTREAM_BENCH_FEEDS"); s != "" {
+		feeds, _ = strconv.Atoi(s)
+	}
+	docs := make(map[string][]byte, feeds)
+	for i := range feeds {
+		docs["/f/"+strconv.Itoa(i)] = benchFeed(strconv.Itoa(i))
+	}
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(docs[r.URL.Path]) }))
+	defer srv.Close()
+	ctx := context.Background()
+	for b.Loop() {
+		rdb := dial(b, testenv.RedisURL(b))
+		ch := &countChannel{}
+		ledger, _ := notifier.NewDeliveryLedger(rdb, notifier.DeliveryLedgerConfig{})
+		disp, _ := notifier.NewDispatcher(ledger, map[string]notifier.Channel{notifier.ChannelLog: ch}, stream.Telemetry{})
+		fl, err := New(rdb, stream.NewPublisher(rdb, stream.Telemetry{}), disp, Config{Partitions: 8})
+		if err != nil {
+			b.Fatal(err)
+		}
+		poller, err := fl.NewPoller(PollerConfig{Fetch: poll.Config{RatePerHost: 1e6, Burst: 1000}})
+		if err != nil {
+			b.Fatal(err)
+		}
+		base := usedMemory(ctx, rdb)
+		list := make([]Feed, feeds)
+		for i := range feeds {
+			list[i], _, err = fl.store.PutFeed(ctx, Feed{URL: srv.URL + "/f/" + strconv.Itoa(i), IncludeExisting: true})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, _, err := fl.store.PutSubscribable(ctx, Subscribable{FeedID: list[i].ID, Name: "tens", Manager: Manager{Kind: EveryN, N: 10}}); err != nil {
+				b.Fatal(err)
+			}
+			sub, _, err := fl.store.CreateSubscription(ctx, list[i].ID, "tens", Destination{Kind: DestLog, Name: "bench"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := fl.store.Confirm(ctx, sub.ConfirmToken); err != nil {
+				b.Fatal(err)
+			}
+		}
+		defs := usedMemory(ctx, rdb) - base
+		runCtx, cancel := context.WithCancel(ctx)
+		var wg sync.WaitGroup
+		for _, s := range fl.Stages() {
+			for range 2 {
+				r, err := stream.NewRunner(rdb, s, stream.Telemetry{})
+				if err != nil {
+					b.Fatal(err)
+				}
+				wg.Go(func() { _ = r.Run(runCtx) })
+			}
+		}
+		start := time.Now()
+		var next atomic.Int64
+		var pollers sync.WaitGroup
+		for range 32 {
+			pollers.Go(func() {
+				for i := next.Add(1) - 1; i < int64(feeds); i = next.Add(1) - 1 {
+					if _, err := poller.PollOnce(ctx, list[i]); err != nil {
+						b.Error(err)
+					}
+				}
+			})
+		}
+		pollers.Wait()
+		polled := time.Since(start)
+		want := int64(feeds * 5)
+		testenv.WaitFor(b, 10*time.Minute, func() bool { return ch.n.Load() >= want }, "deliveries")
+		testenv.WaitFor(b, time.Minute, func() bool {
+			return drained(ctx, rdb, fl.topics.Polls, StageAssign) && drained(ctx, rdb, fl.topics.Collections, StageDeliver)
+		})
+		elapsed := time.Since(start)
+		cancel()
+		wg.Wait()
+		if got := ch.n.Load(); got != want {
+			b.Fatalf("%d deliveries, want %d", got, want)
+		}
+		all := usedMemory(ctx, rdb) - base
+		// Everything is acknowledged: drop the stream entries (the Trimmer's
+		// job in production) to see the state that stays.
+		for _, tp := range []stream.Topic{fl.topics.Polls, fl.topics.Collections, fl.topics.History} {
+			for p := 0; p < tp.Partitions; p++ {
+				_ = rdb.XTrimMaxLen(ctx, tp.Stream(p), 0).Err()
+			}
+		}
+		state := usedMemory(ctx, rdb) - base
+		items := float64(feeds * 50)
+		b.ReportMetric(items/elapsed.Seconds(), "items/s")
+		b.ReportMetric(float64(feeds)/polled.Seconds(), "polls/s")
+		b.ReportMetric(float64(all)/float64(feeds), "bytes/feed-with-streams")
+		b.ReportMetric(float64(state)/float64(feeds), "bytes/feed-state")
+		b.ReportMetric(float64(defs)/float64(feeds), "bytes/feed-definitions")
+	}
+}

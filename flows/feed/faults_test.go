@@ -1,0 +1,172 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"reflect"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	"github.com/dropstream/dropstream/flows/feed/feedsim"
+)
+
+// historyKinds counts the history events of the feed by kind.
+func (h *harness) historyKinds() map[string]int {
+	h.t.Helper()
+	out := map[string]int{}
+	for p := 0; p < h.flow.topics.History.Partitions; p++ {
+		entries, err := h.rdb.XRange(h.ctx, h.flow.topics.History.Stream(p), "-", "+").Result()
+		if err != nil {
+			h.t.Fatal(err)
+		}
+		for _, e := range entries {
+			payload, _ := e.Values["payload"].(string)
+			for _, kind := range []string{EventFirstSeen, EventEdited, EventExcluded, EventAssigned, EventDelivered, EventCleared} {
+				if strings.Contains(payload, `"kind":"`+kind+`"`) {
+					out[kind]++
+				}
+			}
+		}
+	}
+	return out
+}
+
+func TestFlow_crashMidAssignmentAssignsAndSendsOnce(t *testing.T) {
+	for _, point := range []string{"observed", "assigned"} {
+		for _, b := range backends() {
+			t.Run(point+"/"+b.name, func(t *testing.T) {
+				var mu sync.Mutex
+				crashed := map[int64]bool{}
+				crashes := 0
+				crash := func(f *Flow) {
+					f.crashPoint = func(at string, p Poll) error {
+						mu.Lock()
+						defer mu.Unlock()
+						if at != point || crashed[p.PolledAtMs] {
+							return nil
+						}
+						crashed[p.PolledAtMs] = true
+						crashes++
+						return errors.New("injected crash at " + at)
+					}
+				}
+				sim := feedsim.New(feedsim.RSS, item("1", "one"), item("2", "two"), item("3", "three"))
+				h := newHarness(t, b, sim, Feed{IncludeExisting: true}, crash)
+				h.subscribe("each", Manager{Kind: EachItem})
+				h.subscribe("pairs", Manager{Kind: EveryN, N: 2})
+				h.pollAt(t0)
+				sim.Add(item("4", "four"))
+				h.pollAt(t0.Add(time.Minute))
+
+				want := map[string][][]string{"each": {{"1"}, {"2"}, {"3"}, {"4"}}, "pairs": {{"1", "2"}, {"3", "4"}}}
+				if got := h.delivered(); !reflect.DeepEqual(got, want) {
+					t.Fatalf("delivered %v, want %v", got, want)
+				}
+				mu.Lock()
+				if crashes != 2 {
+					t.Errorf("%d crashes injected, want 2", crashes)
+				}
+				mu.Unlock()
+				wantKinds := map[string]int{EventFirstSeen: 4, EventAssigned: 4, EventDelivered: 8, EventCleared: 4}
+				if got := h.historyKinds(); !reflect.DeepEqual(got, wantKinds) {
+					t.Errorf("history %v, want %v", got, wantKinds)
+				}
+			})
+		}
+	}
+}
+
+func TestFlow_aFailedFetchObservesNothingButTimeStillAssigns(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			sim := feedsim.New(feedsim.RSS, item("a", "A"))
+			h := newHarness(t, b, sim, Feed{AwaitStabilizationMinutes: 10, MaxDelayMinutes: 60, IncludeExisting: true})
+			h.subscribe("each", Manager{Kind: EachItem})
+			h.pollAt(t0)
+			for i, mode := range []string{"malformed", "huge", "slow", "loop"} {
+				h.mode.Store(mode)
+				p := h.pollAt(t0.Add(time.Duration(i+1) * time.Minute))
+				if p.OK || p.Error == "" {
+					t.Fatalf("%s: poll %+v, want a failed poll with its error", mode, p)
+				}
+				st, ok := h.flow.store.Status(h.ctx, h.feed.ID)
+				if !ok || st.OK || st.Failures != i+1 {
+					t.Errorf("%s: status %+v, want a failure, %d in a row", mode, st, i+1)
+				}
+			}
+			if got := len(h.sink.messages("collection")); got != 0 {
+				t.Fatalf("%d deliveries before the item was stable", got)
+			}
+			// Only failed polls since t0: a is still stable since t0.
+			h.mode.Store("malformed")
+			h.pollAt(t0.Add(10 * time.Minute))
+			if got, want := h.delivered(), map[string][][]string{"each": {{"a"}}}; !reflect.DeepEqual(got, want) {
+				t.Fatalf("delivered %v, want %v", got, want)
+			}
+			h.mode.Store("")
+			h.pollAt(t0.Add(11 * time.Minute))
+			if st, _ := h.flow.store.Status(h.ctx, h.feed.ID); !st.OK || st.Failures != 0 {
+				t.Errorf("status after a good poll %+v", st)
+			}
+		})
+	}
+}
+
+// counter returns the value of an int counter with the given attribute.
+func (h *harness) counter(name, key, value string) int64 {
+	h.t.Helper()
+	var rm metricdata.ResourceMetrics
+	if err := h.reader.Collect(context.Background(), &rm); err != nil {
+		h.t.Fatal(err)
+	}
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name != name {
+				continue
+			}
+			sum, _ := m.Data.(metricdata.Sum[int64])
+			for _, dp := range sum.DataPoints {
+				if v, ok := dp.Attributes.Value(attribute.Key(key)); ok && v.AsString() == value {
+					return dp.Value
+				}
+			}
+		}
+	}
+	return 0
+}
+
+func TestFlow_missingAndDuplicateGUIDs(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			noGUID := item("", "no guid")
+			noGUID.Link = "https://example.org/no-guid"
+			sim := feedsim.New(feedsim.RSS, noGUID, item("d", "first d"), item("d", "second d"))
+			h := newHarness(t, b, sim, Feed{IncludeExisting: true})
+			h.subscribe("each", Manager{Kind: EachItem})
+			h.pollAt(t0)
+			if p := h.pollAt(t0.Add(time.Minute)); !p.OK || !p.NotModified {
+				t.Fatalf("second poll %+v, want 304 not modified", p)
+			}
+			sim.Add(item("e", "e"))
+			h.pollAt(t0.Add(2 * time.Minute)) // parsed again: warned again
+			got := h.delivered()["each"]
+			if len(got) != 3 || !strings.HasPrefix(got[0][0], "synth:") || got[1][0] != "d" || got[2][0] != "e" {
+				t.Fatalf("delivered %v, want the synthesized guid once, d once, e once", got)
+			}
+			if got := h.sink.messages("collection")[1].Items[0].Title; got != "first d" {
+				t.Errorf("of duplicate guids %q was kept, want the first", got)
+			}
+			if n := h.counter("dropstream.feed.guid_warnings", "reason", "missing"); n != 2 {
+				t.Errorf("missing guid warnings %d, want 2 (one per parsed poll)", n)
+			}
+			if n := h.counter("dropstream.feed.guid_warnings", "reason", "duplicate"); n != 2 {
+				t.Errorf("duplicate guid warnings %d, want 2", n)
+			}
+		})
+	}
+}

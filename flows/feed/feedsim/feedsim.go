@@ -1,0 +1,177 @@
+// Package feedsim serves feeds that change, for tests and the demo: RSS 2.0
+// or Atom documents built from a mutable list of items, with ETag and
+// Last-Modified validators (answering 304 to a matching conditional GET)
+// and gzip when the client accepts it.
+package feedsim
+
+import (
+	"compress/gzip"
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/xml"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Item is one item of a simulated feed. An empty GUID is left out of the
+// document (a feed with missing guids).
+type Item struct {
+	GUID        string
+	Title       string
+	Link        string
+	Description string
+	Published   time.Time
+}
+
+// Format of the served document.
+const (
+	RSS  = "rss"
+	Atom = "atom"
+)
+
+// Feed is a simulated feed, safe for concurrent use. Its zero value serves
+// an empty RSS feed.
+type Feed struct {
+	mu       sync.Mutex
+	format   string
+	items    []Item
+	modified time.Time
+	requests atomic.Int64
+	notMod   atomic.Int64
+}
+
+// New returns a feed in the given format (RSS or Atom) with items.
+func New(format string, items ...Item) *Feed {
+	return &Feed{format: format, items: items, modified: time.Unix(1_700_000_000, 0)}
+}
+
+// Set replaces the items, so the next poll sees new, edited and vanished
+// items.
+func (f *Feed) Set(items ...Item) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.items = append([]Item(nil), items...)
+	f.modified = f.modified.Add(time.Second)
+}
+
+// Add appends items.
+func (f *Feed) Add(items ...Item) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.items = append(f.items, items...)
+	f.modified = f.modified.Add(time.Second)
+}
+
+// Requests returns how many requests were served, and how many of them
+// were answered 304.
+func (f *Feed) Requests() (all, notModified int64) { return f.requests.Load(), f.notMod.Load() }
+
+// Document returns the current document and its ETag.
+func (f *Feed) Document() ([]byte, string, time.Time) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var doc []byte
+	if f.format == Atom {
+		doc = atomDoc(f.items)
+	} else {
+		doc = rssDoc(f.items)
+	}
+	h := sha256.Sum256(doc)
+	return doc, `"` + hex.EncodeToString(h[:8]) + `"`, f.modified
+}
+
+// ServeHTTP serves the document.
+func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
+	f.requests.Add(1)
+	doc, etag, mod := f.Document()
+	if inm := r.Header.Get("If-None-Match"); inm != "" && inm == etag {
+		f.notMod.Add(1)
+		w.WriteHeader(http.StatusNotModified)
+		return
+	}
+	w.Header().Set("ETag", etag)
+	w.Header().Set("Last-Modified", mod.UTC().Format(http.TimeFormat))
+	if f.format == Atom {
+		w.Header().Set("Content-Type", "application/atom+xml")
+	} else {
+		w.Header().Set("Content-Type", "application/rss+xml")
+	}
+	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
+		w.Header().Set("Content-Encoding", "gzip")
+		gz := gzip.NewWriter(w)
+		_, _ = gz.Write(doc)
+		_ = gz.Close()
+		return
+	}
+	_, _ = w.Write(doc)
+}
+
+func esc(s string) string {
+	var b strings.Builder
+	_ = xml.EscapeText(&b, []byte(s))
+	return b.String()
+}
+
+func rssDoc(items []Item) []byte {
+	var b strings.Builder
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><rss version="2.0"><channel><title>feedsim</title><link>http://feedsim.invalid/</link><description>simulated</description>`)
+	for _, it := range items {
+		b.WriteString("<item>")
+		if it.GUID != "" {
+			fmt.Fprintf(&b, "<guid isPermaLink=\"false\">%s</guid>", esc(it.GUID))
+		}
+		fmt.Fprintf(&b, "<title>%s</title><link>%s</link><description>%s</description>", esc(it.Title), esc(it.Link), esc(it.Description))
+		if !it.Published.IsZero() {
+			fmt.Fprintf(&b, "<pubDate>%s</pubDate>", it.Published.UTC().Format(time.RFC1123Z))
+		}
+		b.WriteString("</item>")
+	}
+	b.WriteString("</channel></rss>")
+	return []byte(b.String())
+}
+
+func atomDoc(items []Item) []byte {
+	var b strings.Builder
+	b.WriteString(`<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom"><title>feedsim</title><id>urn:feedsim</id><updated>2026-01-01T00:00:00Z</updated>`)
+	for _, it := range items {
+		b.WriteString("<entry>")
+		if it.GUID != "" {
+			fmt.Fprintf(&b, "<id>%s</id>", esc(it.GUID))
+		}
+		fmt.Fprintf(&b, `<title>%s</title><link href="%s"/><summary>%s</summary>`, esc(it.Title), esc(it.Link), esc(it.Description))
+		if !it.Published.IsZero() {
+			fmt.Fprintf(&b, "<updated>%s</updated>", it.Published.UTC().Format(time.RFC3339))
+		}
+		b.WriteString("</entry>")
+	}
+	b.WriteString("</feed>")
+	return []byte(b.String())
+}
+
+// Serve serves h on addr until ctx ends and returns the base URL.
+func Serve(ctx context.Context, addr string, h http.Handler) (string, error) {
+	ln, err := net.Listen("tcp", addr)
+	if err != nil {
+		return "", fmt.Errorf("feedsim: listen: %w", err)
+	}
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
+	go func() {
+		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
+			return
+		}
+	}()
+	go func() {
+		<-ctx.Done()
+		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		_ = srv.Shutdown(sctx)
+	}()
+	return "http://" + ln.Addr().String(), nil
+}

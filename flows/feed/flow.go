@@ -1,0 +1,255 @@
+package feed
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Stage names.
+const (
+	StageAssign  = "feed-assign"
+	StageDeliver = "feed-deliver"
+	StageHistory = "feed-history"
+)
+
+// Sender delivers one notification once per business key: a
+// notifier.Dispatcher (over the notifier's channels and DeliveryLedger).
+type Sender interface {
+	Deliver(ctx context.Context, d notifier.Delivery) (string, error)
+}
+
+// Config configures the flow. Zero fields take their defaults.
+type Config struct {
+	// Partitions of the feed topics. Default 8.
+	Partitions int
+	// PublicURL is the API's public base URL, for the confirm and
+	// unsubscribe links. Default "http://localhost:8080".
+	PublicURL string
+	// AssignLimit bounds the items one poll message assigns. Default 1000.
+	AssignLimit int
+	// Relay, when set, hands e-mail and webhook deliveries to the
+	// notifier's generic request path (notifier.PublishRequests to
+	// notify.requests): the "notifier-deliver" stage then sends them once
+	// per (destination, subject, window) on its channels, SMTP e-mail
+	// included. Log destinations, and every destination when Relay is nil,
+	// go through the Sender.
+	Relay func(ctx context.Context, r notifier.Request) error
+	// Logger defaults to slog.Default.
+	Logger *slog.Logger
+	// MeterProvider defaults to the global one.
+	MeterProvider metric.MeterProvider
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Partitions == 0 {
+		c.Partitions = 8
+	}
+	if c.PublicURL == "" {
+		c.PublicURL = "http://localhost:8080"
+	}
+	if c.AssignLimit == 0 {
+		c.AssignLimit = 1000
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.MeterProvider == nil {
+		c.MeterProvider = gotel.GetMeterProvider()
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
+		errs = append(errs, fmt.Errorf("feed: partitions %d out of range", c.Partitions))
+	}
+	if c.AssignLimit < 1 || c.AssignLimit > 100000 {
+		errs = append(errs, fmt.Errorf("feed: assign limit %d out of range 1..100000", c.AssignLimit))
+	}
+	if len(c.PublicURL) > 512 {
+		errs = append(errs, errors.New("feed: public URL too long"))
+	}
+	return errors.Join(errs...)
+}
+
+// Flow is the feed flow: its store and its stages.
+type Flow struct {
+	rdb    redis.UniversalClient
+	topics Topics
+	store  *Store
+	pub    *stream.Publisher
+	sender Sender
+	cfg    Config
+	log    *slog.Logger
+
+	guidWarnings metric.Int64Counter
+	items        metric.Int64Counter
+	collections  metric.Int64Counter
+
+	// crashPoint, when set (tests), runs after observing ("observed") and
+	// after assigning ("assigned"); an error fails the message there, as
+	// a crash at that point would.
+	crashPoint func(point string, p Poll) error
+}
+
+// New returns the flow over rdb. sender delivers the collections and
+// confirmations (a notifier.Dispatcher).
+func New(rdb redis.UniversalClient, pub *stream.Publisher, sender Sender, cfg Config) (*Flow, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if sender == nil {
+		return nil, errors.New("feed: a sender is required")
+	}
+	topics := NewTopics(cfg.Partitions)
+	meter := cfg.MeterProvider.Meter("github.com/dropstream/dropstream/flows/feed")
+	f := &Flow{rdb: rdb, topics: topics, store: NewStore(rdb, topics), pub: pub, sender: sender, cfg: cfg, log: cfg.Logger}
+	var err1, err2, err3 error
+	f.guidWarnings, err1 = meter.Int64Counter("dropstream.feed.guid_warnings",
+		metric.WithDescription("Feed items with a missing guid (synthesized from link and title) or a duplicate guid (dropped)."),
+		metric.WithUnit("{item}"))
+	f.items, err2 = meter.Int64Counter("dropstream.feed.items",
+		metric.WithDescription("Feed item steps: new, edited, assigned."), metric.WithUnit("{item}"))
+	f.collections, err3 = meter.Int64Counter("dropstream.feed.collections",
+		metric.WithDescription("Collections completed and forwarded, and delivered."), metric.WithUnit("{collection}"))
+	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// Store returns the flow's definitions store.
+func (f *Flow) Store() *Store { return f.store }
+
+// Topics returns the flow's topics.
+func (f *Flow) Topics() Topics { return f.topics }
+
+// Stages returns the assignment and delivery stages (the history stage
+// needs ClickHouse: HistoryStage).
+func (f *Flow) Stages() []stream.Stage {
+	return []stream.Stage{
+		{Name: StageAssign, Topic: f.topics.Polls, Handler: f.handlePoll},
+		{Name: StageDeliver, Topic: f.topics.Collections, Handler: f.handleCollection},
+	}
+}
+
+// handlePoll applies a poll: observe its items, then assign and complete.
+func (f *Flow) handlePoll(ctx context.Context, m *stream.Message) error {
+	p, err := decode[Poll](m, TypePoll)
+	if err != nil {
+		return err
+	}
+	if !validID(p.FeedID) || p.PolledAtMs <= 0 {
+		return stream.Permanentf("feed: poll with feed id %q and time %d", clip(p.FeedID, 64), p.PolledAtMs)
+	}
+	if len(p.Items) > poll.MaxItems {
+		return stream.Permanentf("feed: poll of %s with %d items, above %d", p.FeedID, len(p.Items), poll.MaxItems)
+	}
+	for _, it := range p.Items {
+		if it.GUID == "" || len(it.GUID) > poll.MaxGUIDBytes+80 || it.Hash == "" || len(it.Hash) > 64 {
+			return stream.Permanentf("feed: poll of %s has an item without a bounded guid and hash", p.FeedID)
+		}
+	}
+	fd, err := f.store.Feed(ctx, p.FeedID)
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("feed %s was deleted: %w", p.FeedID, stream.ErrDrop)
+	}
+	if err != nil {
+		return err
+	}
+	if p.MissingGUIDs > 0 {
+		f.guidWarnings.Add(ctx, int64(p.MissingGUIDs), metric.WithAttributes(attribute.String("reason", "missing")))
+	}
+	if p.DuplicateGUIDs > 0 {
+		f.guidWarnings.Add(ctx, int64(p.DuplicateGUIDs), metric.WithAttributes(attribute.String("reason", "duplicate")))
+	}
+	prefix := f.topics.feedPrefix(p.FeedID)
+	part := f.topics.Polls.Partition(p.FeedID)
+	tp := m.Metadata[stream.MetaTraceParent]
+	now := strconv.FormatInt(p.PolledAtMs, 10)
+	if p.OK && !p.NotModified {
+		args := make([]any, 0, 6+5*len(p.Items))
+		args = append(args, prefix, now, flag(fd.IncludeExisting), f.topics.History.Stream(part), tp, p.FeedID)
+		for i, it := range p.Items {
+			content, _ := jsonMarshal(it)
+			args = append(args, IID(it.GUID), it.GUID, it.Hash, content, strconv.FormatInt(p.PolledAtMs*1000+int64(i), 10))
+		}
+		res, err := observeScript.Run(ctx, f.rdb, []string{prefix + "meta"}, args...).Int64Slice()
+		if err != nil {
+			return fmt.Errorf("feed: observe %s: %w", p.FeedID, err)
+		}
+		if res[0] < 0 {
+			return fmt.Errorf("feed: poll of %s at %d is older than the newest applied: %w", p.FeedID, p.PolledAtMs, stream.ErrDrop)
+		}
+		f.items.Add(ctx, res[1], metric.WithAttributes(attribute.String("step", "new")))
+		f.items.Add(ctx, res[2], metric.WithAttributes(attribute.String("step", "edited")))
+	}
+	if f.crashPoint != nil {
+		if err := f.crashPoint("observed", p); err != nil {
+			return err
+		}
+	}
+	subs, err := f.store.Subscribables(ctx, p.FeedID)
+	if err != nil {
+		return err
+	}
+	args := []any{prefix, now, minutes(fd.MinDelayMinutes).Milliseconds(), minutes(fd.AwaitStabilizationMinutes).Milliseconds(),
+		minutes(fd.MaxDelayMinutes).Milliseconds(), f.topics.Collections.Stream(part), f.topics.History.Stream(part), tp, p.FeedID, f.cfg.AssignLimit}
+	for _, sb := range subs {
+		within, due := "", "9000000000000000"
+		if w, d, ok := sb.Manager.Window(p.PolledAt()); ok {
+			within, due = w, strconv.FormatInt(d.UnixMilli(), 10)
+		}
+		args = append(args, sb.Name, sb.Manager.Kind, within, due, max(sb.Manager.N, 1))
+	}
+	res, err := assignScript.Run(ctx, f.rdb, []string{prefix + "meta"}, args...).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("feed: assign %s: %w", p.FeedID, err)
+	}
+	f.items.Add(ctx, res[0], metric.WithAttributes(attribute.String("step", "assigned")))
+	f.collections.Add(ctx, res[1], metric.WithAttributes(attribute.String("step", "completed")))
+	if f.crashPoint != nil {
+		return f.crashPoint("assigned", p)
+	}
+	return nil
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// Exclude marks an Unassigned item Excluded and returns its state before
+// ("" when there is no such item).
+func (f *Flow) Exclude(ctx context.Context, feedID, iid string) (string, error) {
+	if !validID(feedID) || !validID(iid) {
+		return "", ErrNotFound
+	}
+	prefix := f.topics.feedPrefix(feedID)
+	part := f.topics.Polls.Partition(feedID)
+	st, err := excludeScript.Run(ctx, f.rdb, []string{prefix + "meta"}, prefix, time.Now().UnixMilli(),
+		f.topics.History.Stream(part), "", feedID, iid).Text()
+	if err != nil {
+		return "", fmt.Errorf("feed: exclude: %w", err)
+	}
+	return stateNames[st], nil
+}

@@ -1,0 +1,301 @@
+package feed
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/http/httptest"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+
+	"github.com/dropstream/dropstream/flows/feed/feedsim"
+	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// backend is a Redis the flow runs against.
+type backend struct {
+	name   string
+	client func(t *testing.T) redis.UniversalClient
+}
+
+func backends() []backend {
+	return []backend{
+		{"miniredis", func(t *testing.T) redis.UniversalClient { return dial(t, "redis://"+miniredis.RunT(t).Addr()) }},
+		{"redis-server", func(t *testing.T) redis.UniversalClient { return dial(t, testenv.RedisURL(t)) }},
+	}
+}
+
+func dial(t testing.TB, url string) redis.UniversalClient {
+	t.Helper()
+	rdb, err := stream.Dial(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+const waitTimeout = 20 * time.Second
+
+// t0 is a Monday, 09:00 UTC.
+var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
+
+// clock is a settable clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) Set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = t
+}
+
+// sink is a notifier channel recording what it is asked to send; fail,
+// when set, makes sends to a recipient fail (retryably) n times.
+type sink struct {
+	name string
+	mu   sync.Mutex
+	got  []Message
+	fail map[string]int
+}
+
+func (s *sink) Name() string { return s.name }
+
+func (s *sink) Send(_ context.Context, n notifier.Notification) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.fail[n.Recipient.ID] > 0 {
+		s.fail[n.Recipient.ID]--
+		return &notifier.DeliveryError{Channel: s.name, Retryable: true, Detail: "injected"}
+	}
+	var m Message
+	if err := json.Unmarshal(n.Body, &m); err != nil {
+		return err
+	}
+	s.got = append(s.got, m)
+	return nil
+}
+
+// messages returns what was sent of a kind ("collection", "confirm").
+func (s *sink) messages(kind string) []Message {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	var out []Message
+	for _, m := range s.got {
+		if m.Kind == kind {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// harness runs the flow's stages over a backend, a poller with a settable
+// clock and a simulated feed served over HTTP.
+type harness struct {
+	t      *testing.T
+	ctx    context.Context
+	rdb    redis.UniversalClient
+	flow   *Flow
+	poller *Poller
+	clock  *clock
+	sink   *sink
+	sim    *feedsim.Feed
+	srv    *httptest.Server
+	feed   Feed
+	reader *sdkmetric.ManualReader
+	// mode makes the server misbehave: "malformed", "huge", "slow", "loop".
+	mode atomic.Value
+}
+
+// newHarness starts the stages and registers fd (its URL replaced by the
+// simulated feed's).
+func newHarness(t *testing.T, b backend, sim *feedsim.Feed, fd Feed, opts ...func(*Flow)) *harness {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	rdb := b.client(t)
+	h := &harness{t: t, ctx: ctx, rdb: rdb, clock: &clock{now: t0}, sink: &sink{name: notifier.ChannelLog, fail: map[string]int{}}, sim: sim}
+	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mode, _ := h.mode.Load().(string)
+		switch mode {
+		case "malformed":
+			_, _ = w.Write([]byte(`<?xml version="1.0"?><rss version="2.0"><channel><item><title>broken`))
+		case "huge":
+			w.Header().Set("Content-Type", "application/rss+xml")
+			_, _ = w.Write([]byte(`<?xml version="1.0"?><rss version="2.0"><channel><title>`))
+			_, _ = w.Write(bytes.Repeat([]byte("x"), 200<<10))
+			_, _ = w.Write([]byte(`</title></channel></rss>`))
+		case "slow":
+			select { // a server slower than the fetch timeout
+			case <-r.Context().Done():
+			case <-time.After(3 * time.Second):
+			}
+		case "loop":
+			http.Redirect(w, r, r.URL.Path, http.StatusFound)
+		default:
+			sim.ServeHTTP(w, r)
+		}
+	}))
+	t.Cleanup(h.srv.Close)
+	ledger, err := notifier.NewDeliveryLedger(rdb, notifier.DeliveryLedgerConfig{Lease: time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	disp, err := notifier.NewDispatcher(ledger, map[string]notifier.Channel{notifier.ChannelLog: h.sink}, stream.Telemetry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	pub := stream.NewPublisher(rdb, stream.Telemetry{})
+	h.reader = sdkmetric.NewManualReader()
+	h.flow, err = New(rdb, pub, disp, Config{Partitions: 4, PublicURL: "http://api.test",
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader))})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, o := range opts {
+		o(h.flow)
+	}
+	h.poller, err = h.flow.NewPoller(PollerConfig{Now: h.clock.Now, Fetch: pollFetchConfig()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	var wg sync.WaitGroup
+	for _, s := range h.flow.Stages() {
+		s.Config = stream.RunnerConfig{Block: 20 * time.Millisecond, ClaimInterval: 200 * time.Millisecond, ClaimIdle: 10 * time.Second, HandlerTimeout: 2 * time.Second,
+			Retry: stream.RetryConfig{InitialInterval: 5 * time.Millisecond}}
+		r, err := stream.NewRunner(rdb, s, stream.Telemetry{})
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() { _ = r.Run(ctx) })
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	fd.URL = h.srv.URL + "/feed.xml"
+	h.feed, _, err = h.flow.store.PutFeed(ctx, fd)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return h
+}
+
+// pollAt polls the feed at the given time and waits until the stages
+// have handled everything it caused.
+func (h *harness) pollAt(at time.Time) Poll {
+	h.t.Helper()
+	h.clock.Set(at)
+	p, err := h.poller.PollOnce(h.ctx, h.feed)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	h.settle()
+	return p
+}
+
+// settle waits until the polls and collections groups have read and
+// acknowledged every entry.
+func (h *harness) settle() {
+	h.t.Helper()
+	testenv.WaitFor(h.t, waitTimeout, func() bool {
+		return drained(h.ctx, h.rdb, h.flow.topics.Polls, StageAssign) && drained(h.ctx, h.rdb, h.flow.topics.Collections, StageDeliver)
+	}, "feed stages did not drain")
+}
+
+// drained reports whether group has read and acknowledged every entry of
+// every partition of topic.
+func drained(ctx context.Context, rdb redis.UniversalClient, topic stream.Topic, group string) bool {
+	for p := 0; p < topic.Partitions; p++ {
+		key := topic.Stream(p)
+		last, err := rdb.XRevRangeN(ctx, key, "+", "-", 1).Result()
+		if err != nil {
+			return false
+		}
+		if len(last) == 0 {
+			continue
+		}
+		groups, err := rdb.XInfoGroups(ctx, key).Result()
+		if err != nil {
+			return false
+		}
+		found := false
+		for _, g := range groups {
+			if g.Name == group {
+				found = true
+				if g.Pending != 0 || g.LastDeliveredID != last[0].ID {
+					return false
+				}
+			}
+		}
+		if !found {
+			return false
+		}
+	}
+	return true
+}
+
+// subscribe adds a subscribable and a confirmed log subscription to it.
+func (h *harness) subscribe(name string, m Manager) Subscription {
+	h.t.Helper()
+	if _, _, err := h.flow.store.PutSubscribable(h.ctx, Subscribable{FeedID: h.feed.ID, Name: name, Manager: m}); err != nil {
+		h.t.Fatal(err)
+	}
+	sub, _, err := h.flow.store.CreateSubscription(h.ctx, h.feed.ID, name, Destination{Kind: DestLog, Name: "reader-" + name})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	if _, err := h.flow.store.Confirm(h.ctx, sub.ConfirmToken); err != nil {
+		h.t.Fatal(err)
+	}
+	return sub
+}
+
+// delivered returns, per subscribable, the guids of each collection sent.
+func (h *harness) delivered() map[string][][]string {
+	out := map[string][][]string{}
+	for _, m := range h.sink.messages("collection") {
+		var guids []string
+		for _, it := range m.Items {
+			guids = append(guids, it.GUID)
+		}
+		out[m.Subscribable] = append(out[m.Subscribable], guids)
+	}
+	return out
+}
+
+// states returns the state of every item by guid.
+func (h *harness) states() map[string]string {
+	h.t.Helper()
+	items, err := h.flow.Items(h.ctx, h.feed.ID, 0, 1000)
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	out := map[string]string{}
+	for _, it := range items {
+		out[it.GUID] = it.State
+	}
+	return out
+}
+
+func item(guid, title string) feedsim.Item {
+	return feedsim.Item{GUID: guid, Title: title, Link: "https://example.org/" + guid, Description: "about " + title}
+}
+
+func pollFetchConfig() poll.Config {
+	return poll.Config{RatePerHost: 1000, Burst: 100, Timeout: 500 * time.Millisecond, MaxBodyBytes: 64 << 10}
+}

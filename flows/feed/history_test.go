@@ -1,0 +1,73 @@
+package feed
+
+import (
+	"context"
+	"reflect"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/flows/feed/feedsim"
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
+)
+
+func TestHistoryStage_writesItemHistoryToClickHouseOnce(t *testing.T) {
+	ch, err := clickhouse.Open(t.Context(), clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ch.Close() })
+	if _, err := clickhouse.Migrate(t.Context(), ch, nil); err != nil {
+		t.Fatal(err)
+	}
+	sim := feedsim.New(feedsim.RSS, item("1", "one"), item("2", "two"))
+	h := newHarness(t, backends()[1], sim, Feed{AwaitStabilizationMinutes: 5, MaxDelayMinutes: 60, IncludeExisting: true})
+	h.subscribe("each", Manager{Kind: EachItem})
+	h.pollAt(t0)
+	sim.Set(item("1", "one, edited"), item("2", "two"))
+	h.pollAt(t0.Add(time.Minute))
+	h.pollAt(t0.Add(10 * time.Minute))
+
+	stage := h.flow.HistoryStage(ch)
+	stage.Config = stream.RunnerConfig{Block: 20 * time.Millisecond}
+	r, err := stream.NewRunner(h.rdb, stage, stream.Telemetry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = r.Run(ctx) })
+	defer func() { cancel(); wg.Wait() }()
+
+	want := map[string]uint64{EventFirstSeen: 2, EventEdited: 1, EventAssigned: 2, EventDelivered: 2, EventCleared: 2}
+	var got map[string]uint64
+	testenv.WaitFor(t, waitTimeout, func() bool {
+		got, err = clickhouse.FeedItemEventCounts(t.Context(), ch, h.feed.ID)
+		return err == nil && reflect.DeepEqual(got, want)
+	}, "feed_item_events never matched")
+	testenv.WaitFor(t, waitTimeout, func() bool { return drained(ctx, h.rdb, h.flow.topics.History, StageHistory) })
+	// A replay of the whole history stream collapses into the same events.
+	var rows []clickhouse.FeedItemEventRow
+	for p := 0; p < h.flow.topics.History.Partitions; p++ {
+		entries, err := h.rdb.XRange(ctx, h.flow.topics.History.Stream(p), "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, e := range entries {
+			payload, _ := e.Values["payload"].(string)
+			row, err := historyRow(&stream.Message{Type: TypeItemEvent, Payload: []byte(payload)})
+			if err != nil {
+				t.Fatal(err)
+			}
+			rows = append(rows, row)
+		}
+	}
+	if err := clickhouse.InsertFeedItemEvents(t.Context(), ch, rows); err != nil {
+		t.Fatal(err)
+	}
+	if got, err = clickhouse.FeedItemEventCounts(t.Context(), ch, h.feed.ID); err != nil || !reflect.DeepEqual(got, want) {
+		t.Fatalf("after a replay: %v %v, want %v", got, err, want)
+	}
+}

@@ -1,0 +1,68 @@
+package feed
+
+import (
+	"github.com/dropstream/dropstream/stream"
+)
+
+// FlowName is the flow name of the feed topics and keys.
+const FlowName = "feed"
+
+// Redis layout. Definitions share the hash tag {feeds}, so one script
+// creates a subscription and its uniqueness entry atomically:
+//
+//	ds:{feeds}:feeds                         hash: feed id → Feed JSON
+//	ds:{feeds}:subscribables:<feed id>       hash: name → Subscribable JSON
+//	ds:{feeds}:subscription:<id>             string: Subscription JSON
+//	ds:{feeds}:subscriptions:<feed>/<name>   sorted set, score 0: subscription ids
+//	ds:{feeds}:unique:<feed>/<name>          hash: destination core → subscription id
+//	ds:{feeds}:token:<token>                 string: "confirm:<id>" or "unsubscribe:<id>"
+//	ds:{feeds}:validators                    hash: feed id → poll.Validators JSON
+//
+// Item state lives in the partition of the feed (tag {feed.p}, p the
+// partition of the feed id in every feed topic), with the streams the
+// scripts append to, so observing, assigning and completing each are one
+// atomic script:
+//
+//	ds:{feed.p}:feed:<id>:item:<iid>         hash: hash, first, checked, stable (ms), state (u|a|c|x),
+//	                                         refs (collections still to deliver); small, so a listpack
+//	ds:{feed.p}:feed:<id>:guids              hash: iid → guid (kept forever, like the item)
+//	ds:{feed.p}:feed:<id>:content            hash: iid → item JSON (only while unassigned or assigned)
+//	ds:{feed.p}:feed:<id>:items              sorted set: every iid by first seen
+//	ds:{feed.p}:feed:<id>:unassigned         sorted set: iids in state u, by first seen
+//	ds:{feed.p}:feed:<id>:meta               hash: last (ms of the newest poll applied), polls
+//	ds:{feed.p}:feed:<id>:coll:<sub>:<w>     hash: opened, due, completed (ms)
+//	ds:{feed.p}:feed:<id>:coll:<sub>:<w>:i   list: the iids assigned to the collection
+//	ds:{feed.p}:feed:<id>:open               sorted set: "<sub>\x00<w>" of open collections by due (ms)
+//	ds:{feed.p}:feed:<id>:seq:<sub>          string: the open EveryN collection's number
+//	ds:{feed.p}:collections                  stream: completed collections (Topics.Collections)
+//	ds:{feed.p}:history                      stream: item history (Topics.History)
+const defsTag = "{feeds}"
+
+func defsKey(suffix string) string { return "ds:" + defsTag + ":" + suffix }
+
+// Topics are the feed flow's streams.
+type Topics struct {
+	// Polls carries one Poll per fetch of a feed (or a tick when the fetch
+	// failed), keyed by feed id.
+	Polls stream.Topic
+	// Collections carries completed collections and confirmation requests,
+	// keyed by feed id.
+	Collections stream.Topic
+	// History carries item history events for ClickHouse.
+	History stream.Topic
+}
+
+// NewTopics returns the topics with the given partition count.
+func NewTopics(partitions int) Topics {
+	return Topics{
+		Polls:       stream.NewTopic(FlowName, "polls", partitions),
+		Collections: stream.NewTopic(FlowName, "collections", partitions),
+		History:     stream.NewTopic(FlowName, "history", partitions),
+	}
+}
+
+// feedPrefix is the prefix of a feed's item keys in its partition.
+func (t Topics) feedPrefix(feedID string) string {
+	p := t.Polls.Partition(feedID)
+	return "ds:" + t.Polls.HashTag(p) + ":feed:" + feedID + ":"
+}

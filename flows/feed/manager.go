@@ -1,0 +1,139 @@
+package feed
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// Manager kinds: how a subscribable gathers items into collections.
+const (
+	// EachItem: every item is a collection of one, completed at once.
+	EachItem = "each"
+	// Daily: the items assigned from Hour one day until Hour the next, in
+	// TimeZone, form one collection, completed at its end.
+	Daily = "daily"
+	// Weekly: the items assigned from Weekday at Hour until the same time
+	// a week later, in TimeZone.
+	Weekly = "weekly"
+	// EveryN: every N items form a collection, completed at the Nth.
+	EveryN = "every_n"
+)
+
+// MaxEveryN bounds EveryN's N.
+const MaxEveryN = 1000
+
+// Manager is a subscription manager (the seed's SubscriptionManager): it
+// names the collection (within_type_id) an item assigned at a given time
+// goes to and says when that collection is complete.
+type Manager struct {
+	Kind string `json:"kind"`
+	// Hour (0..23) starts a Daily or Weekly window, in TimeZone.
+	Hour int `json:"hour,omitempty"`
+	// Weekday starts a Weekly window: "monday" .. "sunday".
+	Weekday string `json:"weekday,omitempty"`
+	// TimeZone is an IANA name; default "UTC".
+	TimeZone string `json:"time_zone,omitempty"`
+	// N is EveryN's collection size, 1..MaxEveryN.
+	N int `json:"n,omitempty"`
+}
+
+var weekdays = map[string]time.Weekday{"sunday": time.Sunday, "monday": time.Monday, "tuesday": time.Tuesday,
+	"wednesday": time.Wednesday, "thursday": time.Thursday, "friday": time.Friday, "saturday": time.Saturday}
+
+// Validate checks the manager's fields for its kind.
+func (m Manager) Validate() error {
+	var errs []error
+	switch m.Kind {
+	case EachItem:
+	case EveryN:
+		if m.N < 1 || m.N > MaxEveryN {
+			errs = append(errs, fmt.Errorf("n: want 1..%d", MaxEveryN))
+		}
+	case Daily, Weekly:
+		if m.Hour < 0 || m.Hour > 23 {
+			errs = append(errs, errors.New("hour: want 0..23"))
+		}
+		if _, err := m.location(); err != nil {
+			errs = append(errs, fmt.Errorf("time_zone: unknown %q", clip(m.TimeZone, 64)))
+		}
+		if _, ok := weekdays[strings.ToLower(m.Weekday)]; m.Kind == Weekly && !ok {
+			errs = append(errs, errors.New("weekday: want monday..sunday"))
+		}
+	default:
+		errs = append(errs, fmt.Errorf("kind: want %s, %s, %s or %s", EachItem, Daily, Weekly, EveryN))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w manager: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+func (m Manager) location() (*time.Location, error) {
+	if m.TimeZone == "" {
+		return time.UTC, nil
+	}
+	if len(m.TimeZone) > 64 {
+		return nil, errors.New("time zone too long")
+	}
+	return time.LoadLocation(m.TimeZone)
+}
+
+// Window returns, for a time-window manager (Daily, Weekly), the
+// collection an item assigned at now joins, and when that collection is
+// complete. within is the window's start date in the time zone
+// ("2026-11-22", "w2026-11-16"). ok is false for the other kinds.
+func (m Manager) Window(now time.Time) (within string, due time.Time, ok bool) {
+	if m.Kind != Daily && m.Kind != Weekly {
+		return "", time.Time{}, false
+	}
+	loc, err := m.location()
+	if err != nil {
+		loc = time.UTC
+	}
+	t := now.In(loc)
+	start := time.Date(t.Year(), t.Month(), t.Day(), m.Hour, 0, 0, 0, loc)
+	if start.After(t) {
+		start = start.AddDate(0, 0, -1)
+	}
+	if m.Kind == Daily {
+		return start.Format("2006-01-02"), start.AddDate(0, 0, 1), true
+	}
+	wd := weekdays[strings.ToLower(m.Weekday)]
+	back := (int(start.Weekday()) - int(wd) + 7) % 7
+	start = start.AddDate(0, 0, -back)
+	return "w" + start.Format("2006-01-02"), start.AddDate(0, 0, 7), true
+}
+
+// Subscribable is a subscription definition over a feed: a name (unique
+// within its feed) and a manager.
+type Subscribable struct {
+	FeedID  string    `json:"feed_id"`
+	Name    string    `json:"name"`
+	Manager Manager   `json:"manager"`
+	Added   time.Time `json:"added"`
+}
+
+// Validate checks a subscribable as given by a client.
+func (s Subscribable) Validate() error {
+	if !validName(s.Name) {
+		return fmt.Errorf("%w subscribable: name: want 1-64 characters of [a-z0-9_-]", ErrInvalid)
+	}
+	if !validID(s.FeedID) {
+		return fmt.Errorf("%w subscribable: feed_id", ErrInvalid)
+	}
+	return s.Manager.Validate()
+}
+
+// clip returns at most n bytes of s, cut at a rune boundary.
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	for n > 0 && !utf8.RuneStart(s[n]) {
+		n--
+	}
+	return s[:n]
+}

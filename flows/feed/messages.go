@@ -1,0 +1,97 @@
+package feed
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"time"
+
+	"github.com/dropstream/dropstream/flows/feed/poll"
+)
+
+// Message types of the feed topics.
+const (
+	TypePoll       = "feed.poll"
+	TypeCollection = "feed.collection"
+	TypeConfirm    = "feed.confirm"
+	TypeItemEvent  = "feed.item_event"
+)
+
+// Poll is one poll of a feed, on Topics.Polls. A failed fetch is a Poll
+// with OK false: it observes nothing (items are never taken for gone) but
+// still lets time-based assignment and completion proceed.
+type Poll struct {
+	FeedID     string `json:"feed_id"`
+	PolledAtMs int64  `json:"polled_at_ms"`
+	OK         bool   `json:"ok"`
+	// NotModified: the server answered 304; nothing to observe.
+	NotModified bool        `json:"not_modified,omitempty"`
+	Error       string      `json:"error,omitempty"`
+	Items       []poll.Item `json:"items,omitempty"`
+	// MissingGUIDs and DuplicateGUIDs are the parser's warnings.
+	MissingGUIDs   int `json:"missing_guids,omitempty"`
+	DuplicateGUIDs int `json:"duplicate_guids,omitempty"`
+}
+
+// PolledAt returns the poll's time.
+func (p Poll) PolledAt() time.Time { return time.UnixMilli(p.PolledAtMs) }
+
+// Collection is a completed collection, on Topics.Collections, written by
+// the assignment script in the step that completes it. It carries the
+// items' content, so delivery needs nothing that may be cleared meanwhile.
+type Collection struct {
+	FeedID       string      `json:"feed_id"`
+	Subscribable string      `json:"subscribable"`
+	Within       string      `json:"within"`
+	OpenedMs     int64       `json:"opened_ms"`
+	CompletedMs  int64       `json:"completed_ms"`
+	IIDs         []string    `json:"iids"`
+	Items        []poll.Item `json:"items"`
+}
+
+// ConfirmRequest asks the delivery stage to send a subscription its
+// confirmation message, on Topics.Collections.
+type ConfirmRequest struct {
+	FeedID         string `json:"feed_id"`
+	SubscriptionID string `json:"subscription_id"`
+}
+
+// Item event kinds, the kind column of feed_item_events.
+const (
+	EventFirstSeen = "first_seen"
+	EventEdited    = "edited"
+	EventExcluded  = "excluded"
+	EventAssigned  = "assigned"
+	EventDelivered = "delivered"
+	EventCleared   = "cleared"
+)
+
+// ItemEvent is one step of an item's history, on Topics.History. EventID
+// is deterministic: the same step gives the same id.
+type ItemEvent struct {
+	EventID      string `json:"event_id"`
+	FeedID       string `json:"feed_id"`
+	IID          string `json:"iid"`
+	GUID         string `json:"guid"`
+	Kind         string `json:"kind"`
+	AtMs         string `json:"at_ms"`
+	Hash         string `json:"hash"`
+	Subscribable string `json:"subscribable"`
+	Within       string `json:"within"`
+}
+
+// IID is the item id within a feed: 24 hex digits of the guid's hash, so
+// keys stay short whatever the guid.
+func IID(guid string) string {
+	h := sha256.Sum256([]byte(guid))
+	return hex.EncodeToString(h[:12])
+}
+
+// Item states (the seed's assignability), as the API shows them.
+const (
+	StateUnassigned = "unassigned"
+	StateAssigned   = "assigned"
+	StateCleared    = "cleared"
+	StateExcluded   = "excluded"
+)
+
+var stateNames = map[string]string{"u": StateUnassigned, "a": StateAssigned, "c": StateCleared, "x": StateExcluded}

@@ -1,0 +1,151 @@
+package feed
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/url"
+	"strings"
+	"time"
+	"unicode/utf8"
+)
+
+// ErrInvalid wraps every validation error of outside input.
+var ErrInvalid = errors.New("feed: invalid")
+
+// ErrNotFound: no such feed, subscribable, subscription or token.
+var ErrNotFound = errors.New("feed: not found")
+
+// ErrConflict: the request contradicts what exists (a feed with other
+// settings at the same URL, a feed that still has subscribables).
+var ErrConflict = errors.New("feed: conflict")
+
+// Bounds of feed settings.
+const (
+	MaxURLBytes      = 1024
+	MaxDelayMinutes  = 60 * 24 * 365
+	MinPollEvery     = time.Second
+	MaxPollEvery     = 7 * 24 * time.Hour
+	DefaultPollEvery = 15 * time.Minute
+)
+
+// Feed is a feed to poll and what it means for its items to be ready
+// (seed 001, table feed). Its ID is derived from its URL, so adding the
+// same URL twice names the same feed.
+type Feed struct {
+	ID  string `json:"id"`
+	URL string `json:"url"`
+	// MinDelayMinutes: an item is not assigned before it is this old.
+	MinDelayMinutes int `json:"min_delay_minutes"`
+	// AwaitStabilizationMinutes: an item is assigned once its content has
+	// not changed for this long (and it is MinDelay old).
+	AwaitStabilizationMinutes int `json:"await_stabilization_minutes"`
+	// MaxDelayMinutes: an item is assigned once it is this old, stable or
+	// not.
+	MaxDelayMinutes int `json:"max_delay_minutes"`
+	// PollEvery is the polling period, a Go duration ("15m"). Default 15m.
+	PollEvery string `json:"poll_every,omitempty"`
+	// IncludeExisting makes the items present at the first successful poll
+	// eligible for notification. By default they are Excluded: adding a
+	// feed does not mail its whole archive (the seed leaves this open).
+	IncludeExisting bool      `json:"include_existing,omitempty"`
+	Added           time.Time `json:"added"`
+}
+
+// Poll returns the polling period.
+func (f Feed) Poll() time.Duration {
+	d, err := time.ParseDuration(f.PollEvery)
+	if err != nil || d == 0 {
+		return DefaultPollEvery
+	}
+	return d
+}
+
+// FeedID is the id of the feed at rawURL: 16 hex digits of its hash.
+func FeedID(rawURL string) string {
+	h := sha256.Sum256([]byte(strings.TrimSpace(rawURL)))
+	return hex.EncodeToString(h[:8])
+}
+
+// Validate checks a feed as given by a client, ID and Added ignored.
+func (f Feed) Validate() error {
+	var errs []error
+	u, err := url.Parse(f.URL)
+	if err != nil || len(f.URL) > MaxURLBytes || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" || !printable(f.URL) {
+		errs = append(errs, fmt.Errorf("url: want an http(s) URL of at most %d bytes", MaxURLBytes))
+	}
+	for name, v := range map[string]int{"min_delay_minutes": f.MinDelayMinutes, "await_stabilization_minutes": f.AwaitStabilizationMinutes, "max_delay_minutes": f.MaxDelayMinutes} {
+		if v < 0 || v > MaxDelayMinutes {
+			errs = append(errs, fmt.Errorf("%s: want 0..%d", name, MaxDelayMinutes))
+		}
+	}
+	if f.MaxDelayMinutes < f.MinDelayMinutes {
+		errs = append(errs, errors.New("max_delay_minutes: must not be below min_delay_minutes"))
+	}
+	if f.PollEvery != "" {
+		d, err := time.ParseDuration(f.PollEvery)
+		if err != nil || d < MinPollEvery || d > MaxPollEvery {
+			errs = append(errs, fmt.Errorf("poll_every: want a duration of %s..%s", MinPollEvery, MaxPollEvery))
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w feed: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// sameSettings reports whether two feeds at one URL agree.
+func (f Feed) sameSettings(g Feed) bool {
+	return f.URL == g.URL && f.MinDelayMinutes == g.MinDelayMinutes && f.AwaitStabilizationMinutes == g.AwaitStabilizationMinutes &&
+		f.MaxDelayMinutes == g.MaxDelayMinutes && f.Poll() == g.Poll() && f.IncludeExisting == g.IncludeExisting
+}
+
+// Assignable reports whether an item first seen at first and unchanged
+// since stable may be assigned at now: stable for AwaitStabilization and at
+// least MinDelay old, or MaxDelay old. (The Lua script applies the same
+// rule; this is its reference.)
+func (f Feed) Assignable(first, stable, now time.Time) bool {
+	age, calm := now.Sub(first), now.Sub(stable)
+	return (calm >= minutes(f.AwaitStabilizationMinutes) && age >= minutes(f.MinDelayMinutes)) || age >= minutes(f.MaxDelayMinutes)
+}
+
+func minutes(n int) time.Duration { return time.Duration(n) * time.Minute }
+
+// validName reports 1..64 characters of [a-z0-9_-].
+func validName(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// validID reports 1..64 lowercase hex digits.
+func validID(s string) bool {
+	if len(s) == 0 || len(s) > 64 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if r < 0x20 || r == 0x7f {
+			return false
+		}
+	}
+	return true
+}

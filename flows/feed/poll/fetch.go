@@ -1,0 +1,248 @@
+package poll
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Errors of Fetch, for errors.Is.
+var (
+	// ErrTooLarge: the body, decompressed, exceeds Config.MaxBodyBytes.
+	ErrTooLarge = errors.New("poll: feed body too large")
+	// ErrTimeout: no complete answer within Config.Timeout.
+	ErrTimeout = errors.New("poll: feed fetch timed out")
+	// ErrTooManyRedirects: more than Config.MaxRedirects redirects.
+	ErrTooManyRedirects = errors.New("poll: too many redirects")
+	// ErrThrottled: the server answered 429 or 503; see Throttled.
+	ErrThrottled = errors.New("poll: throttled by the server")
+	// ErrStatus: the server answered another non-2xx status.
+	ErrStatus = errors.New("poll: unexpected HTTP status")
+)
+
+// Config configures a Fetcher. Zero fields take their defaults.
+type Config struct {
+	// Timeout bounds one fetch, redirects and body included. Default 15s.
+	Timeout time.Duration
+	// MaxBodyBytes bounds the decompressed body. Default 4 MiB.
+	MaxBodyBytes int64
+	// MaxRedirects bounds the redirects followed. Default 5.
+	MaxRedirects int
+	// UserAgent is sent with every request. Default "dropstream-feed/1".
+	UserAgent string
+	// RatePerHost is the requests per second allowed to one host. Default 5.
+	RatePerHost float64
+	// Burst is how many requests to one host may go at once. Default 5.
+	Burst int
+	// DefaultRetryAfter is the pause after a 429/503 without a readable
+	// Retry-After. Default 60s.
+	DefaultRetryAfter time.Duration
+	// MaxRetryAfter caps the pause a server may ask for. Default 1h.
+	MaxRetryAfter time.Duration
+	// Transport sends the requests. Default: a clone of
+	// http.DefaultTransport (gzip is negotiated and decoded by it).
+	Transport http.RoundTripper
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = 15 * time.Second
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 4 << 20
+	}
+	if c.MaxRedirects == 0 {
+		c.MaxRedirects = 5
+	}
+	if c.UserAgent == "" {
+		c.UserAgent = "dropstream-feed/1"
+	}
+	if c.RatePerHost == 0 {
+		c.RatePerHost = 5
+	}
+	if c.Burst == 0 {
+		c.Burst = 5
+	}
+	if c.DefaultRetryAfter == 0 {
+		c.DefaultRetryAfter = time.Minute
+	}
+	if c.MaxRetryAfter == 0 {
+		c.MaxRetryAfter = time.Hour
+	}
+	if c.Transport == nil {
+		c.Transport = http.DefaultTransport.(*http.Transport).Clone()
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Timeout < 10*time.Millisecond || c.Timeout > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("poll: timeout %s out of range 10ms..10m", c.Timeout))
+	}
+	if c.MaxBodyBytes < 1<<10 || c.MaxBodyBytes > 64<<20 {
+		errs = append(errs, fmt.Errorf("poll: max body %d out of range 1KiB..64MiB", c.MaxBodyBytes))
+	}
+	if c.MaxRedirects < 0 || c.MaxRedirects > 20 {
+		errs = append(errs, fmt.Errorf("poll: max redirects %d out of range 0..20", c.MaxRedirects))
+	}
+	if c.RatePerHost <= 0 || c.Burst < 1 {
+		errs = append(errs, fmt.Errorf("poll: rate %g and burst %d must be positive", c.RatePerHost, c.Burst))
+	}
+	if c.DefaultRetryAfter <= 0 || c.MaxRetryAfter < c.DefaultRetryAfter {
+		errs = append(errs, fmt.Errorf("poll: retry-after default %s and cap %s", c.DefaultRetryAfter, c.MaxRetryAfter))
+	}
+	return errors.Join(errs...)
+}
+
+// Validators are the cache validators of a previous answer, sent back as
+// If-None-Match and If-Modified-Since.
+type Validators struct {
+	ETag         string `json:"etag,omitempty"`
+	LastModified string `json:"last_modified,omitempty"`
+}
+
+// Response is a successful fetch.
+type Response struct {
+	// NotModified is true for a 304: Body is empty and the feed unchanged.
+	NotModified bool
+	Body        []byte
+	// Validators are those of this answer (those sent, on a 304 without
+	// its own).
+	Validators Validators
+	// FinalURL is the URL after redirects.
+	FinalURL string
+}
+
+// Throttled is the error of a 429 or 503: the host is paused for RetryAfter.
+type Throttled struct {
+	Status     int
+	RetryAfter time.Duration
+}
+
+func (e *Throttled) Error() string {
+	return fmt.Sprintf("poll: HTTP %d, retry after %s", e.Status, e.RetryAfter)
+}
+
+// Unwrap makes errors.Is(err, ErrThrottled) true.
+func (e *Throttled) Unwrap() error { return ErrThrottled }
+
+// Fetcher fetches feeds. It is safe for concurrent use.
+type Fetcher struct {
+	cfg    Config
+	client *http.Client
+	mu     sync.Mutex
+	hosts  map[string]*bucket
+}
+
+// NewFetcher returns a fetcher; cfg is defaulted and validated.
+func NewFetcher(cfg Config) (*Fetcher, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	f := &Fetcher{cfg: cfg, hosts: map[string]*bucket{}}
+	f.client = &http.Client{Transport: cfg.Transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
+		if len(via) > cfg.MaxRedirects {
+			return fmt.Errorf("%w: more than %d", ErrTooManyRedirects, cfg.MaxRedirects)
+		}
+		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
+			return fmt.Errorf("poll: redirect to scheme %q refused", req.URL.Scheme)
+		}
+		return nil
+	}}
+	return f, nil
+}
+
+// Fetch waits for the host's turn, then GETs rawURL conditionally on v.
+// It fails with ErrTimeout, ErrTooLarge, ErrTooManyRedirects, a *Throttled
+// (the host is then paused for every caller), ErrStatus or a transport
+// error; a failure never looks like an empty feed.
+func (f *Fetcher) Fetch(ctx context.Context, rawURL string, v Validators) (Response, error) {
+	u, err := url.Parse(rawURL)
+	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		return Response{}, fmt.Errorf("poll: bad feed URL %q", clip(rawURL, 200))
+	}
+	b := f.bucket(u.Host)
+	if err := b.wait(ctx); err != nil {
+		return Response{}, err
+	}
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
+	if err != nil {
+		return Response{}, fmt.Errorf("poll: %w", err)
+	}
+	req.Header.Set("User-Agent", f.cfg.UserAgent)
+	req.Header.Set("Accept", "application/rss+xml, application/atom+xml, application/xml;q=0.9, text/xml;q=0.8, */*;q=0.5")
+	if v.ETag != "" {
+		req.Header.Set("If-None-Match", v.ETag)
+	}
+	if v.LastModified != "" {
+		req.Header.Set("If-Modified-Since", v.LastModified)
+	}
+	resp, err := f.client.Do(req)
+	if err != nil {
+		return Response{}, f.transportError(ctx, err)
+	}
+	defer resp.Body.Close()
+	out := Response{FinalURL: resp.Request.URL.String(), Validators: Validators{
+		ETag: clip(resp.Header.Get("ETag"), 256), LastModified: clip(resp.Header.Get("Last-Modified"), 64)}}
+	switch {
+	case resp.StatusCode == http.StatusNotModified:
+		out.NotModified = true
+		if out.Validators == (Validators{}) {
+			out.Validators = v
+		}
+		return out, nil
+	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
+		d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now(), f.cfg.MaxRetryAfter)
+		if !ok {
+			d = f.cfg.DefaultRetryAfter
+		}
+		b.pause(time.Now().Add(d))
+		return Response{}, &Throttled{Status: resp.StatusCode, RetryAfter: d}
+	case resp.StatusCode < 200 || resp.StatusCode > 299:
+		return Response{}, fmt.Errorf("%w: %d", ErrStatus, resp.StatusCode)
+	}
+	body, err := io.ReadAll(io.LimitReader(resp.Body, f.cfg.MaxBodyBytes+1))
+	if err != nil {
+		return Response{}, f.transportError(ctx, fmt.Errorf("read body: %w", err))
+	}
+	if int64(len(body)) > f.cfg.MaxBodyBytes {
+		return Response{}, fmt.Errorf("%w: over %d bytes", ErrTooLarge, f.cfg.MaxBodyBytes)
+	}
+	out.Body = body
+	return out, nil
+}
+
+func (f *Fetcher) transportError(ctx context.Context, err error) error {
+	if errors.Is(err, ErrTooManyRedirects) {
+		return err
+	}
+	if errors.Is(ctx.Err(), context.DeadlineExceeded) || errors.Is(err, context.DeadlineExceeded) {
+		return fmt.Errorf("%w after %s: %w", ErrTimeout, f.cfg.Timeout, err)
+	}
+	return fmt.Errorf("poll: %w", err)
+}
+
+// bucket returns the politeness bucket of a host.
+func (f *Fetcher) bucket(host string) *bucket {
+	host = strings.ToLower(host)
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	b, ok := f.hosts[host]
+	if !ok {
+		b = &bucket{rate: f.cfg.RatePerHost, burst: float64(f.cfg.Burst), tokens: float64(f.cfg.Burst)}
+		f.hosts[host] = b
+	}
+	return b
+}

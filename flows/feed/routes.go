@@ -1,0 +1,273 @@
+package feed
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/api"
+)
+
+// FeedView is a feed with its latest poll.
+type FeedView struct {
+	Feed
+	LastPoll *PollStatus `json:"last_poll,omitempty"`
+}
+
+type feedPage struct {
+	Items []FeedView `json:"items"`
+}
+
+type itemPage struct {
+	Items []ItemView `json:"items"`
+}
+
+type subscribablePage struct {
+	Items []Subscribable `json:"items"`
+}
+
+type subscriptionPage struct {
+	Items []Subscription `json:"items"`
+}
+
+// subscribeBody is the body of POST .../subscriptions.
+type subscribeBody struct {
+	Destination Destination `json:"destination"`
+}
+
+// linkResult is the answer of the confirm and unsubscribe links.
+type linkResult struct {
+	Subscription string `json:"subscription"`
+	Subscribable string `json:"subscribable"`
+	Status       string `json:"status"`
+}
+
+// Register adds the feed API to srv. The confirm and unsubscribe links
+// (GET /v1/feed-links/confirm|unsubscribe?token=) need no API key: their
+// random token is the credential, and recipients click them in mail.
+func (f *Flow) Register(srv *api.Server) {
+	tag := "feeds"
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusCreated,
+		Summary: "Add a feed (its id derives from its URL; adding it again returns it with 200)", Body: Feed{}, Response: Feed{}, Handler: f.postFeed})
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeRead,
+		Summary: "List feeds with their latest poll", Response: feedPage{}, Handler: f.listFeeds})
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id", Tag: tag, Scope: api.ScopeRead,
+		Summary: "One feed with its latest poll", Response: FeedView{}, Handler: f.getFeed})
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
+		Summary: "Remove a feed and its items (409 while it has subscribables)", Handler: f.deleteFeed})
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/items", Tag: tag, Scope: api.ScopeRead,
+		Summary: "A feed's items by first seen, with state and timestamps", Response: itemPage{},
+		Query: []api.Param{{Name: "offset", Type: "integer"}, {Name: "limit", Type: "integer"}}, Handler: f.listItems})
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/items/:iid/exclude", Tag: tag, Scope: api.ScopeWrite,
+		Summary: "Exclude an unassigned item: it is never sent", Response: ItemView{}, Handler: f.excludeItem})
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusCreated,
+		Summary: "Define a subscription (each item, daily, weekly, every n)", Body: Subscribable{}, Response: Subscribable{}, Handler: f.postSubscribable})
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeRead,
+		Summary: "A feed's subscribables", Response: subscribablePage{}, Handler: f.listSubscribables})
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeRead,
+		Summary: "One subscribable", Response: Subscribable{}, Handler: f.getSubscribable})
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
+		Summary: "Remove a subscribable and its subscriptions", Handler: f.deleteSubscribable})
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeWrite,
+		Status: http.StatusCreated, Body: subscribeBody{}, Response: Subscription{},
+		Summary: "Subscribe a destination (unconfirmed until its confirm link is followed; a webhook secret is shown only here)", Handler: f.postSubscription})
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeRead,
+		Summary: "A subscribable's subscriptions", Response: subscriptionPage{}, Handler: f.listSubscriptions})
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feed-subscriptions/:sid", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
+		Summary: "Remove a subscription", Handler: f.deleteSubscription})
+	srv.App().Get("/v1/feed-links/confirm", f.confirmLink)
+	srv.App().Get("/v1/feed-links/unsubscribe", f.unsubscribeLink)
+	srv.App().Post("/v1/feed-links/unsubscribe", f.unsubscribeLink)
+}
+
+// apiError maps the package's errors to API errors.
+func apiError(err error, what string) error {
+	switch {
+	case errors.Is(err, ErrInvalid):
+		return api.UnprocessableEntity("invalid_"+what, err.Error())
+	case errors.Is(err, ErrNotFound):
+		return api.NotFound(what+"_not_found", "no such "+what)
+	case errors.Is(err, ErrConflict):
+		return api.Conflict(what+"_conflict", err.Error())
+	}
+	return err
+}
+
+func (f *Flow) postFeed(c *fiber.Ctx) error {
+	var in Feed
+	if err := api.DecodeJSON(c, &in); err != nil {
+		return err
+	}
+	out, created, err := f.store.PutFeed(c.UserContext(), in)
+	if err != nil {
+		return apiError(err, "feed")
+	}
+	if created {
+		c.Status(http.StatusCreated)
+	}
+	return c.JSON(out)
+}
+
+func (f *Flow) view(c *fiber.Ctx, fd Feed) FeedView {
+	v := FeedView{Feed: fd}
+	if st, ok := f.store.Status(c.UserContext(), fd.ID); ok {
+		v.LastPoll = &st
+	}
+	return v
+}
+
+func (f *Flow) listFeeds(c *fiber.Ctx) error {
+	feeds, err := f.store.Feeds(c.UserContext())
+	if err != nil {
+		return err
+	}
+	out := feedPage{Items: make([]FeedView, 0, min(len(feeds), MaxListed))}
+	for _, fd := range feeds[:min(len(feeds), MaxListed)] {
+		out.Items = append(out.Items, f.view(c, fd))
+	}
+	return c.JSON(out)
+}
+
+func (f *Flow) getFeed(c *fiber.Ctx) error {
+	fd, err := f.store.Feed(c.UserContext(), c.Params("id"))
+	if err != nil {
+		return apiError(err, "feed")
+	}
+	return c.JSON(f.view(c, fd))
+}
+
+func (f *Flow) deleteFeed(c *fiber.Ctx) error {
+	if err := f.store.DeleteFeed(c.UserContext(), c.Params("id")); err != nil {
+		return apiError(err, "feed")
+	}
+	return c.SendStatus(http.StatusNoContent)
+}
+
+func (f *Flow) listItems(c *fiber.Ctx) error {
+	if _, err := f.store.Feed(c.UserContext(), c.Params("id")); err != nil {
+		return apiError(err, "feed")
+	}
+	offset, limit := c.QueryInt("offset", 0), c.QueryInt("limit", 100)
+	if offset < 0 || offset > 1_000_000 || limit < 1 || limit > 1000 {
+		return api.BadRequest("invalid_page", "offset must be 0..1000000 and limit 1..1000")
+	}
+	items, err := f.Items(c.UserContext(), c.Params("id"), offset, limit)
+	if err != nil {
+		return apiError(err, "feed")
+	}
+	return c.JSON(itemPage{Items: items})
+}
+
+func (f *Flow) excludeItem(c *fiber.Ctx) error {
+	before, err := f.Exclude(c.UserContext(), c.Params("id"), c.Params("iid"))
+	if err != nil {
+		return apiError(err, "item")
+	}
+	switch before {
+	case "":
+		return api.NotFound("item_not_found", "no such item")
+	case StateUnassigned, StateExcluded:
+		return c.JSON(fiber.Map{"iid": c.Params("iid"), "state": StateExcluded})
+	}
+	return api.Conflict("item_not_unassigned", "the item is "+before+"; only unassigned items can be excluded")
+}
+
+func (f *Flow) postSubscribable(c *fiber.Ctx) error {
+	var in Subscribable
+	if err := api.DecodeJSON(c, &in); err != nil {
+		return err
+	}
+	in.FeedID = c.Params("id")
+	out, created, err := f.store.PutSubscribable(c.UserContext(), in)
+	if err != nil {
+		return apiError(err, "subscribable")
+	}
+	if created {
+		c.Status(http.StatusCreated)
+	}
+	return c.JSON(out)
+}
+
+func (f *Flow) listSubscribables(c *fiber.Ctx) error {
+	if _, err := f.store.Feed(c.UserContext(), c.Params("id")); err != nil {
+		return apiError(err, "feed")
+	}
+	subs, err := f.store.Subscribables(c.UserContext(), c.Params("id"))
+	if err != nil {
+		return err
+	}
+	if subs == nil {
+		subs = []Subscribable{}
+	}
+	return c.JSON(subscribablePage{Items: subs})
+}
+
+func (f *Flow) getSubscribable(c *fiber.Ctx) error {
+	sb, err := f.store.Subscribable(c.UserContext(), c.Params("id"), c.Params("name"))
+	if err != nil {
+		return apiError(err, "subscribable")
+	}
+	return c.JSON(sb)
+}
+
+func (f *Flow) deleteSubscribable(c *fiber.Ctx) error {
+	if err := f.store.DeleteSubscribable(c.UserContext(), c.Params("id"), c.Params("name")); err != nil {
+		return apiError(err, "subscribable")
+	}
+	return c.SendStatus(http.StatusNoContent)
+}
+
+func (f *Flow) postSubscription(c *fiber.Ctx) error {
+	var in subscribeBody
+	if err := api.DecodeJSON(c, &in); err != nil {
+		return err
+	}
+	sub, created, err := f.Subscribe(c.UserContext(), c.Params("id"), c.Params("name"), in.Destination)
+	if err != nil {
+		return apiError(err, "subscription")
+	}
+	sub.ConfirmToken, sub.UnsubscribeToken = "", ""
+	if created {
+		c.Status(http.StatusCreated)
+	}
+	return c.JSON(sub)
+}
+
+func (f *Flow) listSubscriptions(c *fiber.Ctx) error {
+	if _, err := f.store.Subscribable(c.UserContext(), c.Params("id"), c.Params("name")); err != nil {
+		return apiError(err, "subscribable")
+	}
+	subs, err := f.store.Subscriptions(c.UserContext(), c.Params("id"), c.Params("name"), false)
+	if err != nil {
+		return err
+	}
+	out := subscriptionPage{Items: make([]Subscription, 0, len(subs))}
+	for _, s := range subs {
+		out.Items = append(out.Items, s.public())
+	}
+	return c.JSON(out)
+}
+
+func (f *Flow) deleteSubscription(c *fiber.Ctx) error {
+	if err := f.store.DeleteSubscription(c.UserContext(), c.Params("sid")); err != nil {
+		return apiError(err, "subscription")
+	}
+	return c.SendStatus(http.StatusNoContent)
+}
+
+func (f *Flow) confirmLink(c *fiber.Ctx) error {
+	sub, err := f.store.Confirm(c.UserContext(), c.Query("token"))
+	if err != nil {
+		return apiError(err, "token")
+	}
+	return c.JSON(linkResult{Subscription: sub.ID, Subscribable: sub.Subscribable, Status: "confirmed"})
+}
+
+func (f *Flow) unsubscribeLink(c *fiber.Ctx) error {
+	sub, err := f.store.Unsubscribe(c.UserContext(), c.Query("token"))
+	if err != nil {
+		return apiError(err, "token")
+	}
+	return c.JSON(linkResult{Subscription: sub.ID, Subscribable: sub.Subscribable, Status: "unsubscribed"})
+}

@@ -1,0 +1,201 @@
+package feed
+
+import "github.com/redis/go-redis/v9"
+
+// luaHistory appends an item event to the history stream (ARGV of the
+// caller: hist, tp, feed). Event ids are deterministic, so redelivered
+// events collapse in ClickHouse.
+const luaHistory = `
+local function history(hist, tp, feed, now, kind, iid, guid, hash, sub, within)
+  local id = feed .. ':' .. iid .. ':' .. kind
+  if kind == 'edited' then id = id .. ':' .. hash end
+  if sub ~= '' then id = id .. ':' .. sub .. ':' .. within end
+  local p = cjson.encode({event_id = id, feed_id = feed, iid = iid, guid = guid or '', kind = kind,
+    at_ms = tostring(now), hash = hash or '', subscribable = sub, within = within})
+  if tp ~= '' then
+    redis.call('XADD', hist, '*', 'key', feed, 'type', 'feed.item_event', 'payload', p, 'traceparent', tp)
+  else
+    redis.call('XADD', hist, '*', 'key', feed, 'type', 'feed.item_event', 'payload', p)
+  end
+end
+`
+
+// observeScript applies one successful poll to a feed's items.
+// KEYS[1] meta. ARGV: prefix, now ms, include_existing (0|1), hist, tp,
+// feed, then (iid, guid, hash, content, order) per item; order is the
+// item's score in the items and unassigned sets: first seen (ms) × 1000
+// plus its position in the document, so items are assigned in first-seen,
+// then document, order.
+// Returns {-1,0,0} for a poll older than the newest applied, else
+// {0, new, edited}.
+var observeScript = redis.NewScript(luaHistory + `
+local prefix, now, include = ARGV[1], tonumber(ARGV[2]), ARGV[3]
+local hist, tp, feed = ARGV[4], ARGV[5], ARGV[6]
+local meta = KEYS[1]
+local last = tonumber(redis.call('HGET', meta, 'last') or '-1')
+if now < last then return {-1, 0, 0} end
+local first = redis.call('HGET', meta, 'first')
+if not first then
+  redis.call('HSET', meta, 'first', ARGV[2])
+  first = ARGV[2]
+end
+local initial = (tonumber(first) == now) and include == '0'
+redis.call('HSET', meta, 'last', ARGV[2])
+local new, edited = 0, 0
+for i = 7, #ARGV, 5 do
+  local iid, guid, hash, content, order = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4]
+  local k = prefix .. 'item:' .. iid
+  local st = redis.call('HGET', k, 'state')
+  if not st then
+    local state = 'u'
+    if initial then state = 'x' end
+    redis.call('HSET', k, 'hash', hash, 'first', ARGV[2], 'checked', ARGV[2], 'stable', ARGV[2], 'state', state, 'refs', '0')
+    redis.call('HSET', prefix .. 'guids', iid, guid)
+    if state == 'u' then redis.call('HSET', prefix .. 'content', iid, content) end
+    redis.call('ZADD', prefix .. 'items', order, iid)
+    if state == 'u' then
+      redis.call('ZADD', prefix .. 'unassigned', order, iid)
+      history(hist, tp, feed, now, 'first_seen', iid, guid, hash, '', '')
+    else
+      history(hist, tp, feed, now, 'excluded', iid, guid, hash, '', '')
+    end
+    new = new + 1
+  else
+    redis.call('HSET', k, 'checked', ARGV[2])
+    if st == 'u' and redis.call('HGET', k, 'hash') ~= hash then
+      redis.call('HSET', k, 'hash', hash, 'stable', ARGV[2])
+      redis.call('HSET', prefix .. 'content', iid, content)
+      history(hist, tp, feed, now, 'edited', iid, guid, hash, '', '')
+      edited = edited + 1
+    end
+  end
+end
+return {0, new, edited}`)
+
+// assignScript assigns every assignable item of a feed to all the
+// collections of the feed's subscribables, each item in this one atomic
+// step, then completes the collections that are due and forwards each to
+// the collections stream in the same step.
+// KEYS[1] meta. ARGV: prefix, now, min ms, await ms, max ms, colls, hist,
+// tp, feed, limit, then (name, kind, within, due, n) per subscribable.
+// Returns {assigned, completed}.
+var assignScript = redis.NewScript(luaHistory + `
+local prefix, now = ARGV[1], tonumber(ARGV[2])
+local mind, await, maxd = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
+local colls, hist, tp, feed, limit = ARGV[6], ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10])
+local subs = {}
+for i = 11, #ARGV, 5 do
+  subs[#subs + 1] = {name = ARGV[i], kind = ARGV[i+1], within = ARGV[i+2], due = ARGV[i+3], n = tonumber(ARGV[i+4])}
+end
+local completed = 0
+local function complete(name, within)
+  local ck = prefix .. 'coll:' .. name .. ':' .. within
+  local c = redis.call('HMGET', ck, 'opened', 'completed')
+  redis.call('ZREM', prefix .. 'open', name .. '\0' .. within)
+  if not c[1] or c[2] then return end
+  redis.call('HSET', ck, 'completed', ARGV[2])
+  local iids = redis.call('LRANGE', ck .. ':i', 0, -1)
+  local parts = {}
+  for _, iid in ipairs(iids) do
+    local content = redis.call('HGET', prefix .. 'content', iid)
+    if content then parts[#parts + 1] = content end
+  end
+  local p = '{"feed_id":"' .. feed .. '","subscribable":"' .. name .. '","within":"' .. within ..
+    '","opened_ms":' .. c[1] .. ',"completed_ms":' .. ARGV[2] .. ',"iids":["' .. table.concat(iids, '","') ..
+    '"],"items":[' .. table.concat(parts, ',') .. ']}'
+  if tp ~= '' then
+    redis.call('XADD', colls, '*', 'key', feed, 'type', 'feed.collection', 'payload', p, 'traceparent', tp)
+  else
+    redis.call('XADD', colls, '*', 'key', feed, 'type', 'feed.collection', 'payload', p)
+  end
+  completed = completed + 1
+end
+local assigned = 0
+local cands = redis.call('ZRANGE', prefix .. 'unassigned', 0, limit - 1)
+for _, iid in ipairs(cands) do
+  local k = prefix .. 'item:' .. iid
+  local h = redis.call('HMGET', k, 'first', 'stable', 'state', 'hash')
+  local first, stable = tonumber(h[1]), tonumber(h[2])
+  local guid = redis.call('HGET', prefix .. 'guids', iid)
+  if h[3] ~= 'u' then
+    redis.call('ZREM', prefix .. 'unassigned', iid)
+  elseif first and ((now - stable >= await and now - first >= mind) or now - first >= maxd) then
+    for _, s in ipairs(subs) do
+      local within, due = s.within, s.due
+      if s.kind == 'each' then
+        within, due = iid, ARGV[2]
+      elseif s.kind == 'every_n' then
+        within = redis.call('GET', prefix .. 'seq:' .. s.name) or '1'
+      end
+      local ck = prefix .. 'coll:' .. s.name .. ':' .. within
+      if redis.call('EXISTS', ck) == 0 then
+        redis.call('HSET', ck, 'opened', ARGV[2], 'due', due)
+        redis.call('ZADD', prefix .. 'open', due, s.name .. '\0' .. within)
+      end
+      local n = redis.call('RPUSH', ck .. ':i', iid)
+      if s.kind == 'each' then
+        complete(s.name, within)
+      elseif s.kind == 'every_n' and n >= s.n then
+        redis.call('SET', prefix .. 'seq:' .. s.name, tostring(tonumber(within) + 1))
+        complete(s.name, within)
+      end
+    end
+    redis.call('ZREM', prefix .. 'unassigned', iid)
+    redis.call('HSET', k, 'state', 'a', 'refs', #subs)
+    history(hist, tp, feed, now, 'assigned', iid, guid, h[4], '', '')
+    if #subs == 0 then
+      redis.call('HSET', k, 'state', 'c')
+      redis.call('HDEL', prefix .. 'content', iid)
+      history(hist, tp, feed, now, 'cleared', iid, guid, h[4], '', '')
+    end
+    assigned = assigned + 1
+  end
+end
+local due = redis.call('ZRANGEBYSCORE', prefix .. 'open', '-inf', ARGV[2])
+for _, m in ipairs(due) do
+  local sep = string.find(m, '\0', 1, true)
+  complete(string.sub(m, 1, sep - 1), string.sub(m, sep + 1))
+end
+return {assigned, completed}`)
+
+// cleanupScript runs once a completed collection was delivered: it records
+// the delivery of each item, releases the item (an item no collection
+// waits for any more is Cleared: its content dropped, its guid and hash
+// kept) and deletes the collection. A second run finds nothing to do.
+// KEYS[1] meta. ARGV: prefix, now, hist, tp, feed, name, within.
+var cleanupScript = redis.NewScript(luaHistory + `
+local prefix, now, hist, tp, feed, name, within = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
+local ck = prefix .. 'coll:' .. name .. ':' .. within
+if redis.call('EXISTS', ck) == 0 then return 0 end
+local iids = redis.call('LRANGE', ck .. ':i', 0, -1)
+for _, iid in ipairs(iids) do
+  local k = prefix .. 'item:' .. iid
+  local h = redis.call('HMGET', k, 'hash', 'state')
+  if h[2] then
+    local guid = redis.call('HGET', prefix .. 'guids', iid)
+    history(hist, tp, feed, now, 'delivered', iid, guid, h[1], name, within)
+    local refs = redis.call('HINCRBY', k, 'refs', -1)
+    if refs <= 0 and h[2] == 'a' then
+      redis.call('HSET', k, 'state', 'c')
+      redis.call('HDEL', prefix .. 'content', iid)
+      history(hist, tp, feed, now, 'cleared', iid, guid, h[1], '', '')
+    end
+  end
+end
+redis.call('DEL', ck, ck .. ':i')
+redis.call('ZREM', prefix .. 'open', name .. '\0' .. within)
+return #iids`)
+
+// excludeScript marks an Unassigned item Excluded. KEYS[1] meta. ARGV:
+// prefix, now, hist, tp, feed, iid. Returns the state before.
+var excludeScript = redis.NewScript(luaHistory + `
+local prefix, now, hist, tp, feed, iid = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+local k = prefix .. 'item:' .. iid
+local h = redis.call('HMGET', k, 'state', 'hash')
+if h[1] == 'u' then
+  redis.call('HSET', k, 'state', 'x')
+  redis.call('ZREM', prefix .. 'unassigned', iid)
+  redis.call('HDEL', prefix .. 'content', iid)
+  history(hist, tp, feed, now, 'excluded', iid, redis.call('HGET', prefix .. 'guids', iid), h[2], '', '')
+end
+return h[1] or ''`)

@@ -1,0 +1,223 @@
+package feed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// MaxListed bounds the definitions one list call returns.
+const MaxListed = 10000
+
+// Store keeps feeds, subscribables and subscriptions in Redis (see the
+// layout in keys.go). It is safe for concurrent use.
+type Store struct {
+	rdb    redis.UniversalClient
+	topics Topics
+	now    func() time.Time
+}
+
+// NewStore returns a store over rdb for the flow's topics.
+func NewStore(rdb redis.UniversalClient, topics Topics) *Store {
+	return &Store{rdb: rdb, topics: topics, now: time.Now}
+}
+
+// PutFeed adds f (its ID derived from its URL) and returns it with created
+// true, or returns the feed already at that URL when its settings agree,
+// and ErrConflict when they do not.
+func (s *Store) PutFeed(ctx context.Context, f Feed) (Feed, bool, error) {
+	if err := f.Validate(); err != nil {
+		return Feed{}, false, err
+	}
+	f.ID, f.Added = FeedID(f.URL), s.now().UTC().Truncate(time.Millisecond)
+	if f.PollEvery == "" {
+		f.PollEvery = DefaultPollEvery.String()
+	}
+	body, _ := json.Marshal(f)
+	ok, err := s.rdb.HSetNX(ctx, defsKey("feeds"), f.ID, body).Result()
+	if err != nil {
+		return Feed{}, false, fmt.Errorf("feed: put: %w", err)
+	}
+	if ok {
+		return f, true, nil
+	}
+	old, err := s.Feed(ctx, f.ID)
+	if err != nil {
+		return Feed{}, false, err
+	}
+	if !old.sameSettings(f) {
+		return old, false, fmt.Errorf("%w: feed %s exists at that URL with other settings", ErrConflict, old.ID)
+	}
+	return old, false, nil
+}
+
+// Feed returns one feed, or ErrNotFound.
+func (s *Store) Feed(ctx context.Context, id string) (Feed, error) {
+	if !validID(id) {
+		return Feed{}, ErrNotFound
+	}
+	raw, err := s.rdb.HGet(ctx, defsKey("feeds"), id).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return Feed{}, ErrNotFound
+	}
+	if err != nil {
+		return Feed{}, fmt.Errorf("feed: get %s: %w", id, err)
+	}
+	var f Feed
+	if err := json.Unmarshal(raw, &f); err != nil {
+		return Feed{}, fmt.Errorf("feed: decode %s: %w", id, err)
+	}
+	return f, nil
+}
+
+// Feeds returns every feed, by id.
+func (s *Store) Feeds(ctx context.Context) ([]Feed, error) {
+	all, err := s.rdb.HGetAll(ctx, defsKey("feeds")).Result()
+	if err != nil {
+		return nil, fmt.Errorf("feed: list: %w", err)
+	}
+	out := make([]Feed, 0, len(all))
+	for _, raw := range all {
+		var f Feed
+		if json.Unmarshal([]byte(raw), &f) == nil {
+			out = append(out, f)
+		}
+	}
+	slices.SortFunc(out, func(a, b Feed) int { return strings.Compare(a.ID, b.ID) })
+	return out, nil
+}
+
+// DeleteFeed removes a feed and its items; ErrConflict while it has
+// subscribables, ErrNotFound when there is no such feed. Cleared items go
+// too: re-adding the feed later starts afresh (its first poll's items are
+// then Excluded unless IncludeExisting).
+func (s *Store) DeleteFeed(ctx context.Context, id string) error {
+	if _, err := s.Feed(ctx, id); err != nil {
+		return err
+	}
+	subs, err := s.Subscribables(ctx, id)
+	if err != nil {
+		return err
+	}
+	if len(subs) > 0 {
+		return fmt.Errorf("%w: feed %s still has %d subscribables", ErrConflict, id, len(subs))
+	}
+	if err := s.rdb.HDel(ctx, defsKey("feeds"), id).Err(); err != nil {
+		return fmt.Errorf("feed: delete %s: %w", id, err)
+	}
+	_ = s.rdb.HDel(ctx, defsKey("validators"), id).Err()
+	prefix := s.topics.feedPrefix(id)
+	for {
+		iids, err := s.rdb.ZRange(ctx, prefix+"items", 0, 499).Result()
+		if err != nil {
+			return fmt.Errorf("feed: delete items of %s: %w", id, err)
+		}
+		if len(iids) == 0 {
+			break
+		}
+		keys := make([]string, len(iids))
+		members := make([]any, len(iids))
+		for i, iid := range iids {
+			keys[i], members[i] = prefix+"item:"+iid, iid
+		}
+		pipe := s.rdb.Pipeline()
+		pipe.Del(ctx, keys...)
+		pipe.ZRem(ctx, prefix+"items", members...)
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("feed: delete items of %s: %w", id, err)
+		}
+	}
+	return s.rdb.Del(ctx, prefix+"unassigned", prefix+"meta", prefix+"open", prefix+"guids", prefix+"content").Err()
+}
+
+func subKey(feedID, name string) string { return feedID + "/" + name }
+
+// PutSubscribable adds a subscribable to an existing feed; adding the same
+// definition again returns it, another one under the same name is
+// ErrConflict.
+func (s *Store) PutSubscribable(ctx context.Context, sb Subscribable) (Subscribable, bool, error) {
+	if err := sb.Validate(); err != nil {
+		return Subscribable{}, false, err
+	}
+	if _, err := s.Feed(ctx, sb.FeedID); err != nil {
+		return Subscribable{}, false, err
+	}
+	sb.Added = s.now().UTC().Truncate(time.Millisecond)
+	body, _ := json.Marshal(sb)
+	ok, err := s.rdb.HSetNX(ctx, defsKey("subscribables:"+sb.FeedID), sb.Name, body).Result()
+	if err != nil {
+		return Subscribable{}, false, fmt.Errorf("feed: put subscribable: %w", err)
+	}
+	if ok {
+		return sb, true, nil
+	}
+	old, err := s.Subscribable(ctx, sb.FeedID, sb.Name)
+	if err != nil {
+		return Subscribable{}, false, err
+	}
+	if old.Manager != sb.Manager {
+		return old, false, fmt.Errorf("%w: subscribable %s exists with another manager", ErrConflict, sb.Name)
+	}
+	return old, false, nil
+}
+
+// Subscribable returns one subscribable, or ErrNotFound.
+func (s *Store) Subscribable(ctx context.Context, feedID, name string) (Subscribable, error) {
+	if !validID(feedID) || !validName(name) {
+		return Subscribable{}, ErrNotFound
+	}
+	raw, err := s.rdb.HGet(ctx, defsKey("subscribables:"+feedID), name).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return Subscribable{}, ErrNotFound
+	}
+	if err != nil {
+		return Subscribable{}, fmt.Errorf("feed: get subscribable: %w", err)
+	}
+	var sb Subscribable
+	if err := json.Unmarshal(raw, &sb); err != nil {
+		return Subscribable{}, fmt.Errorf("feed: decode subscribable: %w", err)
+	}
+	return sb, nil
+}
+
+// Subscribables returns the subscribables of a feed, by name.
+func (s *Store) Subscribables(ctx context.Context, feedID string) ([]Subscribable, error) {
+	all, err := s.rdb.HGetAll(ctx, defsKey("subscribables:"+feedID)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("feed: list subscribables: %w", err)
+	}
+	out := make([]Subscribable, 0, len(all))
+	for _, raw := range all {
+		var sb Subscribable
+		if json.Unmarshal([]byte(raw), &sb) == nil {
+			out = append(out, sb)
+		}
+	}
+	slices.SortFunc(out, func(a, b Subscribable) int { return strings.Compare(a.Name, b.Name) })
+	return out, nil
+}
+
+// DeleteSubscribable removes a subscribable and its subscriptions. Its
+// open collections are not completed: their items are released when the
+// collections' keys are next visited (see the completion script).
+func (s *Store) DeleteSubscribable(ctx context.Context, feedID, name string) error {
+	if _, err := s.Subscribable(ctx, feedID, name); err != nil {
+		return err
+	}
+	subs, err := s.Subscriptions(ctx, feedID, name, false)
+	if err != nil {
+		return err
+	}
+	for _, sub := range subs {
+		if err := s.DeleteSubscription(ctx, sub.ID); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
+		}
+	}
+	return s.rdb.HDel(ctx, defsKey("subscribables:"+feedID), name).Err()
+}

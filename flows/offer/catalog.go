@@ -1,0 +1,245 @@
+package offer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// catalogTag is the hash tag of every catalog key: the SellOffers index,
+// each handler's offers, change stream and version, and the TranslateIds
+// cache, so one script updates the index and a handler's offers together.
+const catalogTag = "{" + Flow + ".catalog}"
+
+func catalogKey(parts ...string) string {
+	k := "ds:" + catalogTag + ":offer"
+	for _, p := range parts {
+		k += ":" + p
+	}
+	return k
+}
+
+// Catalog is the store of sell offers: the SellOffers index (offer id →
+// handler tag), each handler's offers, a change stream and version per
+// handler that handler views follow, and the TranslateIds cache. It is safe
+// for concurrent use.
+type Catalog struct {
+	rdb redis.UniversalClient
+	cfg Config
+}
+
+// NewCatalog returns the catalog of cfg's handlers.
+func NewCatalog(rdb redis.UniversalClient, cfg Config) (*Catalog, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Catalog{rdb: rdb, cfg: cfg}, nil
+}
+
+var (
+	indexKey = catalogKey("index")
+	epochKey = catalogKey("epoch")
+)
+
+func offersKey(h string) string  { return catalogKey("offers", h) }
+func changesKey(h string) string { return catalogKey("changes", h) }
+func versionKey(h string) string { return catalogKey("version", h) }
+
+// putScript moves or writes an offer if the index still holds the handler
+// the caller read (ARGV[3], "" for none): returns 1 created, 0 replaced,
+// -1 when the index changed in between.
+var putScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], ARGV[1]) or ''
+if cur ~= ARGV[3] then return -1 end
+if cur ~= '' and cur ~= ARGV[2] then
+  redis.call('HDEL', KEYS[6], ARGV[1])
+  local v = redis.call('INCR', KEYS[8])
+  redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[5], '*', 'id', ARGV[1], 'op', 'del', 'v', v)
+end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
+local v = redis.call('INCR', KEYS[4])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'id', ARGV[1], 'op', 'put', 'v', v)
+redis.call('INCR', KEYS[5])
+if cur == '' then return 1 end
+return 0`)
+
+// deleteScript removes an offer held by handler ARGV[2]: 1 removed, 0 not
+// there, -1 when the index changed.
+var deleteScript = redis.NewScript(`
+local cur = redis.call('HGET', KEYS[1], ARGV[1])
+if not cur then return 0 end
+if cur ~= ARGV[2] then return -1 end
+redis.call('HDEL', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+local v = redis.call('INCR', KEYS[4])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'id', ARGV[1], 'op', 'del', 'v', v)
+redis.call('INCR', KEYS[5])
+return 1`)
+
+// ErrConflict is returned when an offer changed handler while it was
+// written; retrying is safe.
+var ErrConflict = errors.New("offer changed concurrently")
+
+// Put creates or replaces offers, each with its handler recorded in the
+// SellOffers index; an offer moved to another handler leaves the old one.
+// created says, per offer, whether it was new. Offers are validated first:
+// one invalid offer fails the call before anything is written.
+func (c *Catalog) Put(ctx context.Context, offers ...Offer) (created []bool, err error) {
+	bodies := make([][]byte, len(offers))
+	ids := make([]string, len(offers))
+	for i, o := range offers {
+		if err := o.Validate(); err != nil {
+			return nil, fmt.Errorf("offer %d: %w", i, err)
+		}
+		if _, ok := c.cfg.kindOf(o.Handler); !ok {
+			return nil, fmt.Errorf("offer %d: %w: handler %q is not one of the configured handlers", i, ErrInvalidOffer, o.Handler)
+		}
+		bodies[i], _ = json.Marshal(o)
+		ids[i] = o.ID
+	}
+	created = make([]bool, len(offers))
+	if err := putScript.Load(ctx, c.rdb).Err(); err != nil {
+		return nil, fmt.Errorf("offer: load script: %w", err)
+	}
+	const chunk = 500
+	for start := 0; start < len(offers); start += chunk {
+		end := min(start+chunk, len(offers))
+		cur, err := c.rdb.HMGet(ctx, indexKey, ids[start:end]...).Result()
+		if err != nil {
+			return nil, fmt.Errorf("offer index: %w", err)
+		}
+		pipe := c.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, end-start)
+		for i := start; i < end; i++ {
+			old, _ := cur[i-start].(string)
+			oldH := old
+			if oldH == "" {
+				oldH = offers[i].Handler
+			}
+			h := offers[i].Handler
+			cmds[i-start] = putScript.EvalSha(ctx, pipe, []string{indexKey, offersKey(h), changesKey(h), versionKey(h), epochKey,
+				offersKey(oldH), changesKey(oldH), versionKey(oldH)}, ids[i], h, old, bodies[i], c.cfg.ChangeLogLength)
+		}
+		_, _ = pipe.Exec(ctx)
+		for i, cmd := range cmds {
+			n, err := cmd.Int64()
+			switch {
+			case err != nil:
+				return nil, fmt.Errorf("put offer %s: %w", ids[start+i], err)
+			case n < 0:
+				return nil, fmt.Errorf("put offer %s: %w", ids[start+i], ErrConflict)
+			}
+			created[start+i] = n == 1
+		}
+	}
+	return created, nil
+}
+
+// Get returns an offer, or ErrNotFound.
+func (c *Catalog) Get(ctx context.Context, id string) (Offer, error) {
+	h, err := c.rdb.HGet(ctx, indexKey, id).Result()
+	if errors.Is(err, redis.Nil) {
+		return Offer{}, ErrNotFound
+	}
+	if err != nil {
+		return Offer{}, fmt.Errorf("offer index: %w", err)
+	}
+	body, err := c.rdb.HGet(ctx, offersKey(h), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return Offer{}, ErrNotFound
+	}
+	if err != nil {
+		return Offer{}, fmt.Errorf("get offer %s: %w", id, err)
+	}
+	var o Offer
+	if err := json.Unmarshal([]byte(body), &o); err != nil {
+		return Offer{}, fmt.Errorf("decode offer %s: %w", id, err)
+	}
+	return o, nil
+}
+
+// Handler returns the handler tag the SellOffers index records for an
+// offer, or ErrNotFound.
+func (c *Catalog) Handler(ctx context.Context, id string) (string, error) {
+	h, err := c.rdb.HGet(ctx, indexKey, id).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", ErrNotFound
+	}
+	if err != nil {
+		return "", fmt.Errorf("offer index: %w", err)
+	}
+	return h, nil
+}
+
+// Delete removes an offer from its handler and the index, or returns
+// ErrNotFound.
+func (c *Catalog) Delete(ctx context.Context, id string) error {
+	for try := 0; try < 3; try++ {
+		h, err := c.Handler(ctx, id)
+		if err != nil {
+			return err
+		}
+		n, err := deleteScript.Run(ctx, c.rdb, []string{indexKey, offersKey(h), changesKey(h), versionKey(h), epochKey},
+			id, h, c.cfg.ChangeLogLength).Int64()
+		if err != nil {
+			return fmt.Errorf("delete offer %s: %w", id, err)
+		}
+		switch n {
+		case 1:
+			return nil
+		case 0:
+			return ErrNotFound
+		}
+	}
+	return fmt.Errorf("delete offer %s: %w", id, ErrConflict)
+}
+
+// List returns up to limit offers from cursor ("" or "0" to start) and the
+// next cursor ("" at the end). Like HSCAN, it may return a few more than
+// limit.
+func (c *Catalog) List(ctx context.Context, cursor string, limit int) ([]Offer, string, error) {
+	cur := uint64(0)
+	if cursor != "" {
+		n, err := strconv.ParseUint(cursor, 10, 64)
+		if err != nil {
+			return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalidOffer, clip(cursor))
+		}
+		cur = n
+	}
+	kv, next, err := c.rdb.HScan(ctx, indexKey, cur, "", int64(limit)).Result()
+	if err != nil {
+		return nil, "", fmt.Errorf("offer index: %w", err)
+	}
+	pipe := c.rdb.Pipeline()
+	cmds := make([]*redis.StringCmd, 0, len(kv)/2)
+	for i := 0; i+1 < len(kv); i += 2 {
+		cmds = append(cmds, pipe.HGet(ctx, offersKey(kv[i+1]), kv[i]))
+	}
+	_, _ = pipe.Exec(ctx)
+	out := make([]Offer, 0, len(cmds))
+	for _, cmd := range cmds {
+		body, err := cmd.Result()
+		if errors.Is(err, redis.Nil) {
+			continue // deleted meanwhile
+		}
+		if err != nil {
+			return nil, "", fmt.Errorf("list offers: %w", err)
+		}
+		var o Offer
+		if err := json.Unmarshal([]byte(body), &o); err != nil {
+			return nil, "", fmt.Errorf("decode offer: %w", err)
+		}
+		out = append(out, o)
+	}
+	nextCursor := ""
+	if next != 0 {
+		nextCursor = strconv.FormatUint(next, 10)
+	}
+	return out, nextCursor, nil
+}

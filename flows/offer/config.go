@@ -1,0 +1,180 @@
+package offer
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Flow is the flow name of the offer topics and keys.
+const Flow = "offer"
+
+// HandlerSpec is one handler service: its tag (what each offer records in
+// the SellOffers index) and its pricing kind.
+type HandlerSpec struct {
+	// Tag names the handler: 1-32 characters of [a-z0-9_-].
+	Tag  string
+	Kind Kind
+}
+
+// DefaultHandlers are three handlers of the two kinds.
+var DefaultHandlers = []HandlerSpec{{"standard", KindStandard}, {"auction", KindAuction}, {"wholesale", KindStandard}}
+
+// Config configures the offer flow. The zero value of every field means its
+// documented default; WithDefaults fills them and Validate checks them.
+type Config struct {
+	// Partitions of the fan-out topics and of the result keys. Default 8.
+	Partitions int
+	// Handlers are the handler services. Default DefaultHandlers.
+	Handlers []HandlerSpec
+	// ResultTTL is how long a complete logical result is served from the
+	// cache. Default 5m.
+	ResultTTL time.Duration
+	// ResultGrace is how long an expired result's keys are kept, so
+	// GET /v1/offers/results/{id} can still show it. Default 1m.
+	ResultGrace time.Duration
+	// ProcessingTimeout is how long a result may stay processing before a
+	// new request computes it again (a fan-out message dead-lettered, say).
+	// Default 60s.
+	ProcessingTimeout time.Duration
+	// MaxWait is how long a search waits for its result before answering
+	// 202 with the result id. Default 2s.
+	MaxWait time.Duration
+	// TranslateTTL is how long a TranslateIds cache record lives. Default 1h.
+	TranslateTTL time.Duration
+	// OrderPriceTTL is how long an orderPrice record is served. Default 10m.
+	OrderPriceTTL time.Duration
+	// ChangeLogLength caps each handler's change stream (approximately);
+	// a handler view that falls further behind reloads. Default 100000.
+	ChangeLogLength int64
+	// Runner tunes the handler stages. Its HandlerTimeout defaults to 30s
+	// and its ClaimIdle to 2m: the first message a handler copy handles
+	// loads the handler's whole view of its offers.
+	Runner stream.RunnerConfig
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Partitions == 0 {
+		c.Partitions = 8
+	}
+	if len(c.Handlers) == 0 {
+		c.Handlers = DefaultHandlers
+	}
+	if c.ResultTTL == 0 {
+		c.ResultTTL = 5 * time.Minute
+	}
+	if c.ResultGrace == 0 {
+		c.ResultGrace = time.Minute
+	}
+	if c.ProcessingTimeout == 0 {
+		c.ProcessingTimeout = time.Minute
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = 2 * time.Second
+	}
+	if c.TranslateTTL == 0 {
+		c.TranslateTTL = time.Hour
+	}
+	if c.OrderPriceTTL == 0 {
+		c.OrderPriceTTL = 10 * time.Minute
+	}
+	if c.ChangeLogLength == 0 {
+		c.ChangeLogLength = 100000
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	if c.Runner.HandlerTimeout == 0 {
+		c.Runner.HandlerTimeout = 30 * time.Second
+	}
+	if c.Runner.ClaimIdle == 0 {
+		c.Runner.ClaimIdle = 2 * time.Minute
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
+		errs = append(errs, fmt.Errorf("partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
+	}
+	seen := map[string]bool{}
+	for _, h := range c.Handlers {
+		if !validTag(h.Tag) || seen[h.Tag] || !h.Kind.Valid() {
+			errs = append(errs, fmt.Errorf("handler %q (kind %q): want a unique tag of 1-32 [a-z0-9_-] and kind standard or auction", h.Tag, h.Kind))
+		}
+		seen[h.Tag] = true
+	}
+	if len(c.Handlers) > 16 {
+		errs = append(errs, fmt.Errorf("%d handlers, at most 16", len(c.Handlers)))
+	}
+	for name, d := range map[string]time.Duration{"result ttl": c.ResultTTL, "result grace": c.ResultGrace,
+		"processing timeout": c.ProcessingTimeout, "max wait": c.MaxWait, "translate ttl": c.TranslateTTL, "order price ttl": c.OrderPriceTTL} {
+		if d < time.Millisecond {
+			errs = append(errs, fmt.Errorf("%s %s below 1ms", name, d))
+		}
+	}
+	if c.ChangeLogLength < 100 {
+		errs = append(errs, fmt.Errorf("change log length %d below 100", c.ChangeLogLength))
+	}
+	if c.Now == nil {
+		errs = append(errs, errors.New("clock is nil"))
+	}
+	return errors.Join(errs...)
+}
+
+func validTag(s string) bool {
+	if len(s) == 0 || len(s) > 32 {
+		return false
+	}
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
+			return false
+		}
+	}
+	return true
+}
+
+// kindOf returns the kind of handler tag, or false when it is not configured.
+func (c Config) kindOf(tag string) (Kind, bool) {
+	for _, h := range c.Handlers {
+		if h.Tag == tag {
+			return h.Kind, true
+		}
+	}
+	return "", false
+}
+
+// EvalTopic is the fan-out topic of one handler: a search publishes one
+// message per handler, keyed by the result id, so the message's partition
+// (and hash tag) is the result's.
+func (c Config) EvalTopic(handler string) stream.Topic {
+	return stream.NewTopic(Flow, "eval-"+handler, c.Partitions)
+}
+
+// HistoryTopic carries one entry per search, for ClickHouse.
+func (c Config) HistoryTopic() stream.Topic {
+	return stream.NewTopic(Flow, "history", c.Partitions)
+}
+
+// resultTag returns the hash tag of a result's keys: that of its partition.
+func (c Config) resultTag(resultID string) (int, string) {
+	t := c.EvalTopic(c.Handlers[0].Tag)
+	p := t.Partition(resultID)
+	return p, t.HashTag(p)
+}
+
+// Stage names.
+const (
+	// StageHistory writes the search history to ClickHouse.
+	StageHistory = "offer-history"
+)
+
+// StageHandler is the name of a handler's stage.
+func StageHandler(tag string) string { return "offer-handler-" + tag }

@@ -1,0 +1,256 @@
+package offer
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strings"
+)
+
+// Bounds on a filter, checked by Element.Validate.
+const (
+	MaxDepth        = 4
+	MaxElements     = 32 // per group
+	MaxListLength   = 64 // ids in one list
+	MaxCombinations = 1024
+	MaxFilterBytes  = 64 << 10
+)
+
+// ErrInvalidFilter is wrapped by every validation error of a filter.
+var ErrInvalidFilter = errors.New("invalid filter")
+
+// Element types.
+const (
+	TypeGroup         = "group"
+	TypeComplexFilter = "complexFilter"
+	TypeLogical       = "logical"
+)
+
+// Logical tags: what a logical element tests.
+const (
+	// TagProduct keeps offers of one of ProductIDs.
+	TagProduct = "product"
+	// TagSeller keeps offers of one of SellerIDs.
+	TagSeller = "seller"
+	// TagCombinations keeps the offer SellOfferID when at least one
+	// combination of the lists prices OrderQuantity units; its result
+	// carries the price aggregates.
+	TagCombinations = "sellOfferQuantityLocationIdCombinations"
+	// TagAggregated keeps every offer with at least one priced combination
+	// whose Aggregate price is within [MinPrice, MaxPrice] (when set); its
+	// result carries the aggregates and is ordered by Aggregate.
+	TagAggregated = "aggregatedSellOfferPrices"
+)
+
+// Aggregates of TagAggregated.
+const (
+	AggMin     = "minPrice"
+	AggMax     = "maxPrice"
+	AggAverage = "averagePrice"
+)
+
+// complexFilterTypes are the filterType values a complexFilter may carry.
+var complexFilterTypes = []string{"sellOffer", "sellOfferPlan", "planDeliveryPaymentCombination", "orderPrice"}
+
+// Element is one node of a complex filter request, as in seed 002: a group
+// of elements (all must hold), a complexFilter wrapping a group of another
+// filterType, or a logical element identified by LogicalTag. Which of the
+// logical fields apply depends on the tag (see the Tag* constants).
+type Element struct {
+	Type          string    `json:"type"`
+	FilterType    string    `json:"filterType,omitempty"`
+	Elements      []Element `json:"elements,omitempty"`
+	ComplexFilter *Element  `json:"complexFilter,omitempty"`
+	LogicalTag    string    `json:"logicalTag,omitempty"`
+
+	SellOfferID          string   `json:"sellOfferId,omitempty"`
+	ProductIDs           []string `json:"productIds,omitempty"`
+	SellerIDs            []string `json:"sellerIds,omitempty"`
+	OrderQuantity        int64    `json:"orderQuantity,omitempty"`
+	DeliverToLocationIDs []string `json:"deliverToLocationIds,omitempty"`
+	PaymentMethodIDs     []string `json:"paymentMethodIds,omitempty"`
+	DeliveryMethodIDs    []string `json:"deliveryMethodIds,omitempty"`
+	Aggregate            string   `json:"aggregate,omitempty"`
+	MinPrice             *int64   `json:"minPrice,omitempty"`
+	MaxPrice             *int64   `json:"maxPrice,omitempty"`
+}
+
+// Validate checks e as the root of a search: a group of filterType
+// "sellOffer" within every bound, with at most one price element
+// (TagCombinations or TagAggregated).
+func (e Element) Validate() error {
+	if e.Type != TypeGroup || e.FilterType != "sellOffer" {
+		return fmt.Errorf("%w: the root must be a group of filterType sellOffer", ErrInvalidFilter)
+	}
+	prices := 0
+	if err := e.validate(1, &prices); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidFilter, err)
+	}
+	if prices > 1 {
+		return fmt.Errorf("%w: %d price elements (%s, %s), at most one allowed", ErrInvalidFilter, prices, TagCombinations, TagAggregated)
+	}
+	return nil
+}
+
+func (e Element) validate(depth int, prices *int) error {
+	if depth > MaxDepth {
+		return fmt.Errorf("nested deeper than %d", MaxDepth)
+	}
+	switch e.Type {
+	case TypeGroup:
+		if len(e.Elements) == 0 || len(e.Elements) > MaxElements {
+			return fmt.Errorf("group of %d elements, want 1..%d", len(e.Elements), MaxElements)
+		}
+		if e.ComplexFilter != nil || e.LogicalTag != "" || e.hasLogicalFields() {
+			return errors.New("a group holds only filterType and elements")
+		}
+		for i, c := range e.Elements {
+			if err := c.validate(depth+1, prices); err != nil {
+				return fmt.Errorf("elements[%d]: %w", i, err)
+			}
+		}
+		return nil
+	case TypeComplexFilter:
+		c := e.ComplexFilter
+		if c == nil || c.Type != TypeGroup || !slices.Contains(complexFilterTypes, c.FilterType) {
+			return fmt.Errorf("a complexFilter holds a group of filterType %s", strings.Join(complexFilterTypes, ", "))
+		}
+		if len(e.Elements) > 0 || e.LogicalTag != "" || e.FilterType != "" || e.hasLogicalFields() {
+			return errors.New("a complexFilter element holds only complexFilter")
+		}
+		if err := c.validate(depth+1, prices); err != nil {
+			return fmt.Errorf("complexFilter: %w", err)
+		}
+		return nil
+	case TypeLogical:
+		if len(e.Elements) > 0 || e.ComplexFilter != nil || e.FilterType != "" {
+			return errors.New("a logical element holds no elements")
+		}
+		return e.validateLogical(prices)
+	}
+	return fmt.Errorf("type %q: want group, complexFilter or logical", clip(e.Type))
+}
+
+func (e Element) hasLogicalFields() bool {
+	return e.SellOfferID != "" || len(e.ProductIDs)+len(e.SellerIDs)+len(e.DeliverToLocationIDs)+len(e.PaymentMethodIDs)+len(e.DeliveryMethodIDs) > 0 ||
+		e.OrderQuantity != 0 || e.Aggregate != "" || e.MinPrice != nil || e.MaxPrice != nil
+}
+
+func (e Element) validateLogical(prices *int) error {
+	lists := func(names []string, ls ...[]string) error {
+		for i, l := range ls {
+			if len(l) == 0 || len(l) > MaxListLength {
+				return fmt.Errorf("%s: %d ids, want 1..%d", names[i], len(l), MaxListLength)
+			}
+			for _, id := range l {
+				if !validID(id) {
+					return fmt.Errorf("%s: id %q empty, too long or with control characters", names[i], clip(id))
+				}
+			}
+		}
+		return nil
+	}
+	price := e.SellOfferID != "" || e.OrderQuantity != 0 || len(e.DeliverToLocationIDs)+len(e.PaymentMethodIDs)+len(e.DeliveryMethodIDs) > 0 ||
+		e.Aggregate != "" || e.MinPrice != nil || e.MaxPrice != nil
+	switch e.LogicalTag {
+	case TagProduct:
+		if price || len(e.SellerIDs) > 0 {
+			return errors.New("a product element holds only productIds")
+		}
+		return lists([]string{"productIds"}, e.ProductIDs)
+	case TagSeller:
+		if price || len(e.ProductIDs) > 0 {
+			return errors.New("a seller element holds only sellerIds")
+		}
+		return lists([]string{"sellerIds"}, e.SellerIDs)
+	case TagCombinations, TagAggregated:
+		*prices++
+		if len(e.ProductIDs)+len(e.SellerIDs) > 0 {
+			return errors.New("a price element holds no productIds or sellerIds")
+		}
+		if e.OrderQuantity < 1 || e.OrderQuantity > MaxQuantity {
+			return fmt.Errorf("orderQuantity %d out of range 1..%d", e.OrderQuantity, MaxQuantity)
+		}
+		if err := lists([]string{"deliverToLocationIds", "paymentMethodIds", "deliveryMethodIds"},
+			e.DeliverToLocationIDs, e.PaymentMethodIDs, e.DeliveryMethodIDs); err != nil {
+			return err
+		}
+		if n := len(e.DeliverToLocationIDs) * len(e.PaymentMethodIDs) * len(e.DeliveryMethodIDs); n > MaxCombinations {
+			return fmt.Errorf("%d combinations of locations, payment and delivery methods, at most %d", n, MaxCombinations)
+		}
+		if e.LogicalTag == TagCombinations {
+			if !validID(e.SellOfferID) || e.Aggregate != "" || e.MinPrice != nil || e.MaxPrice != nil {
+				return fmt.Errorf("%s needs a sellOfferId and takes no aggregate or price bounds", TagCombinations)
+			}
+			return nil
+		}
+		if e.SellOfferID != "" {
+			return fmt.Errorf("%s takes no sellOfferId", TagAggregated)
+		}
+		if e.Aggregate != AggMin && e.Aggregate != AggMax && e.Aggregate != AggAverage {
+			return fmt.Errorf("aggregate %q: want %s, %s or %s", clip(e.Aggregate), AggMin, AggMax, AggAverage)
+		}
+		if e.MinPrice != nil && e.MaxPrice != nil && *e.MinPrice > *e.MaxPrice {
+			return fmt.Errorf("minPrice %d above maxPrice %d", *e.MinPrice, *e.MaxPrice)
+		}
+		return nil
+	}
+	return fmt.Errorf("logicalTag %q: want %s, %s, %s or %s", clip(e.LogicalTag), TagProduct, TagSeller, TagCombinations, TagAggregated)
+}
+
+// Canonical returns e with every id list sorted and deduplicated and every
+// group's elements sorted by their canonical encoding: two filters that
+// mean the same have the same canonical form (groups are conjunctions).
+func (e Element) Canonical() Element {
+	c := e
+	for _, l := range []*[]string{&c.ProductIDs, &c.SellerIDs, &c.DeliverToLocationIDs, &c.PaymentMethodIDs, &c.DeliveryMethodIDs} {
+		if len(*l) > 0 {
+			s := slices.Clone(*l)
+			slices.Sort(s)
+			*l = slices.Compact(s)
+		}
+	}
+	if e.ComplexFilter != nil {
+		inner := e.ComplexFilter.Canonical()
+		c.ComplexFilter = &inner
+	}
+	if len(e.Elements) > 0 {
+		type keyed struct {
+			el  Element
+			key string
+		}
+		ks := make([]keyed, len(e.Elements))
+		for i, el := range e.Elements {
+			ce := el.Canonical()
+			b, _ := json.Marshal(ce)
+			ks[i] = keyed{ce, string(b)}
+		}
+		slices.SortFunc(ks, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
+		ks = slices.CompactFunc(ks, func(a, b keyed) bool { return a.key == b.key })
+		c.Elements = make([]Element, len(ks))
+		for i, k := range ks {
+			c.Elements[i] = k.el
+		}
+	}
+	return c
+}
+
+// ResultID returns the logical result id of a filter: the first 128 bits,
+// in hex, of the SHA-256 of its canonical JSON, and that JSON.
+func ResultID(e Element) (id string, canonical []byte) {
+	canonical, _ = json.Marshal(e.Canonical())
+	sum := sha256.Sum256(canonical)
+	return hex.EncodeToString(sum[:16]), canonical
+}
+
+// validResultID reports whether s looks like a ResultID.
+func validResultID(s string) bool {
+	if len(s) != 32 {
+		return false
+	}
+	_, err := hex.DecodeString(s)
+	return err == nil && strings.ToLower(s) == s
+}

@@ -1,0 +1,262 @@
+package offer
+
+import (
+	"context"
+	"log/slog"
+	"math"
+	"slices"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// backend is a Redis the flow tests run against.
+type backend struct {
+	name   string
+	client func(t *testing.T) redis.UniversalClient
+}
+
+func backends() []backend {
+	return []backend{
+		{"miniredis", func(t *testing.T) redis.UniversalClient { return dial(t, "redis://"+miniredis.RunT(t).Addr()) }},
+		{"redis-server", func(t *testing.T) redis.UniversalClient { return dial(t, testenv.RedisURL(t)) }},
+	}
+}
+
+// withCluster adds a private Redis Cluster (the flow's key names are
+// fixed) to the backends, for the tests that prove the keys of a script
+// share a slot. Each cluster takes seconds to start, so only a few tests
+// use it.
+func withCluster() []backend {
+	return append(backends(), backend{"redis-cluster", func(t *testing.T) redis.UniversalClient {
+		return dial(t, testenv.StartRedisCluster(t, testenv.RedisClusterConfig{}).URL())
+	}})
+}
+
+func dial(t testing.TB, url string) redis.UniversalClient {
+	t.Helper()
+	rdb, err := stream.Dial(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+const waitTimeout = 20 * time.Second
+
+// clock is a settable test clock.
+type clock struct {
+	mu  sync.Mutex
+	now time.Time
+}
+
+func newClock() *clock { return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func (c *clock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.now
+}
+
+func (c *clock) advance(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.now = c.now.Add(d)
+}
+
+var quiet = stream.Telemetry{Logger: slog.New(slog.DiscardHandler)}
+
+// testConfig is a small, fast config on a test clock.
+func testConfig(clk *clock) Config {
+	return Config{Partitions: 4, Now: clk.Now, ResultTTL: time.Minute, ResultGrace: time.Hour, MaxWait: 10 * time.Second,
+		Runner: stream.RunnerConfig{Block: 20 * time.Millisecond}}
+}
+
+func newService(t *testing.T, rdb redis.UniversalClient, cfg Config) *Service {
+	t.Helper()
+	s, err := New(context.Background(), rdb, cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(s.Close)
+	return s
+}
+
+// runStages runs one copy of each stage until the test ends.
+func runStages(t *testing.T, rdb redis.UniversalClient, stages ...stream.Stage) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	for _, st := range stages {
+		r, err := stream.NewRunner(rdb, st, quiet)
+		if err != nil {
+			t.Fatal(err)
+		}
+		wg.Go(func() {
+			if err := r.Run(ctx); err != nil {
+				t.Errorf("runner %s: %v", st.Name, err)
+			}
+		})
+	}
+}
+
+// brutePrice prices q units of o for one combination, written apart from
+// Kind.Price: standard takes the plan of largest minimum quantity ≤ q
+// (cheapest on ties), auction the highest bid of those plans.
+func brutePrice(kind Kind, o Offer, q int64, loc, del, pay string) (int64, bool) {
+	if q < 1 || q > o.Quantity || !slices.Contains(o.Locations, loc) {
+		return 0, false
+	}
+	var dc, pc int64 = -1, -1
+	for _, m := range o.Delivery {
+		if m.ID == del {
+			dc = m.Cost
+		}
+	}
+	for _, m := range o.Payment {
+		if m.ID == pay {
+			pc = m.Cost
+		}
+	}
+	if dc < 0 || pc < 0 {
+		return 0, false
+	}
+	var eligible []PricePlan
+	for _, p := range o.Plans {
+		if p.MinQuantity <= q {
+			eligible = append(eligible, p)
+		}
+	}
+	if len(eligible) == 0 {
+		return 0, false
+	}
+	slices.SortFunc(eligible, func(a, b PricePlan) int {
+		if kind == KindAuction {
+			return int(b.UnitPrice - a.UnitPrice)
+		}
+		if a.MinQuantity != b.MinQuantity {
+			return int(b.MinQuantity - a.MinQuantity)
+		}
+		return int(a.UnitPrice - b.UnitPrice)
+	})
+	return q*eligible[0].UnitPrice + dc + pc, true
+}
+
+// bruteSearch evaluates a flat filter (product/seller lists and one
+// aggregatedSellOfferPrices element) over offers by brute force.
+func bruteSearch(offers []Offer, handlers []HandlerSpec, products, sellers []string, agg *Element) map[string]Match {
+	kinds := map[string]Kind{}
+	for _, h := range handlers {
+		kinds[h.Tag] = h.Kind
+	}
+	out := map[string]Match{}
+	for _, o := range offers {
+		if products != nil && !slices.Contains(products, o.ProductID) || sellers != nil && !slices.Contains(sellers, o.SellerID) {
+			continue
+		}
+		m := Match{OfferID: o.ID, Handler: o.Handler}
+		if agg != nil {
+			var prices []int64
+			for _, l := range agg.DeliverToLocationIDs {
+				for _, d := range agg.DeliveryMethodIDs {
+					for _, p := range agg.PaymentMethodIDs {
+						if price, ok := brutePrice(kinds[o.Handler], o, agg.OrderQuantity, l, d, p); ok {
+							prices = append(prices, price)
+						}
+					}
+				}
+			}
+			if len(prices) == 0 {
+				continue
+			}
+			var sum int64
+			for _, p := range prices {
+				sum += p
+			}
+			st := Stats{Min: slices.Min(prices), Max: slices.Max(prices), Average: float64(sum) / float64(len(prices)), Combinations: len(prices)}
+			v := map[string]float64{AggMin: float64(st.Min), AggMax: float64(st.Max), AggAverage: st.Average}[agg.Aggregate]
+			if agg.MinPrice != nil && v < float64(*agg.MinPrice) || agg.MaxPrice != nil && v > float64(*agg.MaxPrice) {
+				continue
+			}
+			m.Prices = &st
+		}
+		out[o.ID] = m
+	}
+	return out
+}
+
+// sameMatches compares a result's matches with the brute-force ones.
+func sameMatches(t *testing.T, got []Match, want map[string]Match) {
+	t.Helper()
+	if len(got) != len(want) {
+		t.Fatalf("%d matches, brute force finds %d", len(got), len(want))
+	}
+	for _, g := range got {
+		w, ok := want[g.OfferID]
+		if !ok {
+			t.Fatalf("match %s not found by brute force", g.OfferID)
+		}
+		if g.Handler != w.Handler || (g.Prices == nil) != (w.Prices == nil) {
+			t.Fatalf("match %s = %+v, brute force %+v", g.OfferID, g, w)
+		}
+		if g.Prices != nil && (g.Prices.Min != w.Prices.Min || g.Prices.Max != w.Prices.Max ||
+			g.Prices.Combinations != w.Prices.Combinations || math.Abs(g.Prices.Average-w.Prices.Average) > 1e-9) {
+			t.Fatalf("match %s prices %+v, brute force %+v", g.OfferID, *g.Prices, *w.Prices)
+		}
+	}
+}
+
+func ptr[T any](v T) *T { return &v }
+
+// aggFilter is a search over products with an aggregatedSellOfferPrices
+// element.
+func aggFilter(products []string, agg Element) Element {
+	agg.Type, agg.LogicalTag = TypeLogical, TagAggregated
+	return Element{Type: TypeGroup, FilterType: "sellOffer", Elements: []Element{
+		{Type: TypeLogical, LogicalTag: TagProduct, ProductIDs: products},
+		{Type: TypeComplexFilter, ComplexFilter: &Element{Type: TypeGroup, FilterType: "orderPrice", Elements: []Element{agg}}},
+	}}
+}
+
+// fanouts counts the fan-out messages of every handler for a result.
+func fanouts(t *testing.T, rdb redis.UniversalClient, cfg Config, id string) []int64 {
+	t.Helper()
+	p, _ := cfg.resultTag(id)
+	var out []int64
+	for _, h := range cfg.Handlers {
+		xs, err := rdb.XRange(context.Background(), cfg.EvalTopic(h.Tag).Stream(p), "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := int64(0)
+		for _, x := range xs {
+			if x.Values["key"] == id {
+				n++
+			}
+		}
+		out = append(out, n)
+	}
+	return out
+}
+
+func allEqual(xs []int64, v int64) bool {
+	for _, x := range xs {
+		if x != v {
+			return false
+		}
+	}
+	return true
+}
+
+func waitFor(t *testing.T, cond func() bool) {
+	t.Helper()
+	testenv.WaitFor(t, waitTimeout, cond)
+}

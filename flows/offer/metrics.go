@@ -1,0 +1,78 @@
+package offer
+
+import (
+	"context"
+
+	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// instrumentationScope names the flow's tracer and meter.
+const instrumentationScope = "github.com/dropstream/dropstream/flows/offer"
+
+// Metric names of the flow (Prometheus names in parentheses).
+const (
+	// MetricSearches counts searches by outcome: hit, join, miss, seen,
+	// gone. The cache hit rate is hit / all.
+	// (dropstream_offer_search_requests_total)
+	MetricSearches = "dropstream.offer.search.requests"
+	// MetricSearchDuration is a search's time in the manager, by outcome
+	// and status (complete, processing: answered 202).
+	// (dropstream_offer_search_duration_seconds)
+	MetricSearchDuration = "dropstream.offer.search.duration"
+	// MetricResultAge is the age of a result served from the cache.
+	// (dropstream_offer_result_age_seconds)
+	MetricResultAge = "dropstream.offer.result.age"
+	// MetricFanoutLatency is the time from a miss's fan-out to the last
+	// handler's answer. (dropstream_offer_fanout_latency_seconds)
+	MetricFanoutLatency = "dropstream.offer.fanout.latency"
+	// MetricHandlerAnswers counts handler answers by handler and outcome:
+	// partial, complete, duplicate, stale.
+	// (dropstream_offer_handler_answers_total)
+	MetricHandlerAnswers = "dropstream.offer.handler.answers"
+	// MetricOrderPrices counts orderPrice lookups by outcome: hit, miss,
+	// processing. (dropstream_offer_order_price_requests_total)
+	MetricOrderPrices = "dropstream.offer.order_price.requests"
+	// MetricHistoryDropped counts history events dropped because the
+	// recorder's buffer was full. (dropstream_offer_history_dropped_total)
+	MetricHistoryDropped = "dropstream.offer.history.dropped"
+)
+
+var (
+	keyOutcome = attribute.Key("outcome")
+	keyStatus  = attribute.Key("status")
+	keyHandler = attribute.Key("handler")
+)
+
+type metrics struct {
+	searches    metric.Int64Counter
+	duration    metric.Float64Histogram
+	age         metric.Float64Histogram
+	fanout      metric.Float64Histogram
+	answers     metric.Int64Counter
+	orderPrices metric.Int64Counter
+	dropped     metric.Int64Counter
+}
+
+func newMetrics(mp metric.MeterProvider) *metrics {
+	if mp == nil {
+		mp = gotel.GetMeterProvider()
+	}
+	m := mp.Meter(instrumentationScope)
+	var met metrics
+	met.searches, _ = m.Int64Counter(MetricSearches, metric.WithDescription("Sell-offer searches by outcome (hit, join, miss, seen, gone)."), metric.WithUnit("{request}"))
+	met.duration, _ = m.Float64Histogram(MetricSearchDuration, metric.WithDescription("Time a search spent in the manager."), metric.WithUnit("s"))
+	met.age, _ = m.Float64Histogram(MetricResultAge, metric.WithDescription("Age of a logical result served from the cache."), metric.WithUnit("s"))
+	met.fanout, _ = m.Float64Histogram(MetricFanoutLatency, metric.WithDescription("Time from a search's fan-out to the last handler's answer."), metric.WithUnit("s"))
+	met.answers, _ = m.Int64Counter(MetricHandlerAnswers, metric.WithDescription("Handler answers by outcome (partial, complete, duplicate, stale)."), metric.WithUnit("{message}"))
+	met.orderPrices, _ = m.Int64Counter(MetricOrderPrices, metric.WithDescription("orderPrice lookups by outcome (hit, miss, processing)."), metric.WithUnit("{request}"))
+	met.dropped, _ = m.Int64Counter(MetricHistoryDropped, metric.WithDescription("Search history events dropped: recorder buffer full."), metric.WithUnit("{event}"))
+	return &met
+}
+
+func (m *metrics) search(outcome, status string, seconds float64) {
+	ctx := context.Background()
+	m.searches.Add(ctx, 1, metric.WithAttributes(keyOutcome.String(outcome)))
+	m.duration.Record(ctx, seconds, metric.WithAttributes(keyOutcome.String(outcome), keyStatus.String(status)))
+}

@@ -1,0 +1,237 @@
+// Package offerbench measures the sell-offer search (issue 9): offers spread
+// over the handlers, then searches that miss (fanned out to every handler
+// stage and back) and searches answered from the logical result cache.
+// `dropstream bench offers` and BenchmarkSearch run it.
+package offerbench
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/flows/offer"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Targets of issue 9.
+const (
+	TargetHitP99  = 2 * time.Millisecond
+	TargetMissP99 = 50 * time.Millisecond
+)
+
+// Config sizes a bench. Zero fields take the documented defaults.
+type Config struct {
+	// Offers spread round robin over the handlers. Default 100,000.
+	Offers int
+	// Products the offers are spread over. Default 2,000.
+	Products int
+	// Misses is the number of distinct searches, each a miss. Default 200.
+	Misses int
+	// Hits is the number of cached searches. Default 5,000.
+	Hits int
+	// Broad adds that many misses without a product element: every
+	// handler prices all its offers. Default 0.
+	Broad int
+	// Partitions of the flow. Default 8.
+	Partitions int
+	// Telemetry of the service and stages.
+	Telemetry stream.Telemetry
+	// Progress, when set, gets a line per phase.
+	Progress func(string)
+}
+
+// WithDefaults fills the zero fields.
+func (c Config) WithDefaults() Config {
+	if c.Offers == 0 {
+		c.Offers = 100_000
+	}
+	if c.Products == 0 {
+		c.Products = 2000
+	}
+	if c.Misses == 0 {
+		c.Misses = 200
+	}
+	if c.Hits == 0 {
+		c.Hits = 5000
+	}
+	if c.Partitions == 0 {
+		c.Partitions = 8
+	}
+	if c.Progress == nil {
+		c.Progress = func(string) {}
+	}
+	return c
+}
+
+// Validate checks a defaulted config.
+func (c Config) Validate() error {
+	if c.Offers < 1 || c.Offers > 10_000_000 || c.Products < 1 || c.Misses < 1 || c.Hits < 1 || c.Broad < 0 {
+		return fmt.Errorf("offerbench: offers %d (1..10M), products %d, misses %d, hits %d must be positive, broad %d not negative",
+			c.Offers, c.Products, c.Misses, c.Hits, c.Broad)
+	}
+	return nil
+}
+
+// Latencies summarizes one kind of search.
+type Latencies struct {
+	Count         int
+	P50, P99, Max time.Duration
+	// Matches is the mean number of matching offers per search.
+	Matches float64
+}
+
+func summarize(ds []time.Duration, matches int) Latencies {
+	slices.Sort(ds)
+	at := func(q float64) time.Duration { return ds[min(len(ds)-1, int(q*float64(len(ds))))] }
+	return Latencies{Count: len(ds), P50: at(0.50), P99: at(0.99), Max: ds[len(ds)-1], Matches: float64(matches) / float64(len(ds))}
+}
+
+// Result are the bench's figures.
+type Result struct {
+	Seed time.Duration
+	// Warm is the time to load every handler's view of its offers.
+	Warm time.Duration
+	// First is the first search.
+	First time.Duration
+	Miss  Latencies
+	Broad Latencies
+	Hit   Latencies
+}
+
+// Run seeds the offers in rdb's (empty) database, runs the handler stages
+// and measures the searches.
+func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	if n, err := rdb.DBSize(ctx).Result(); err != nil || n > 0 {
+		return Result{}, fmt.Errorf("offerbench: want an empty Redis database (%d keys, %v)", n, err)
+	}
+	svc, err := offer.New(ctx, rdb, offer.Config{Partitions: cfg.Partitions, MaxWait: 10 * time.Second,
+		Runner: stream.RunnerConfig{Block: 100 * time.Millisecond}}, cfg.Telemetry)
+	if err != nil {
+		return Result{}, err
+	}
+	defer svc.Close()
+	var res Result
+	start := time.Now()
+	offers := offer.SampleOffers(1, cfg.Offers, cfg.Products, svc.Config().Handlers)
+	for i := 0; i < len(offers); i += 5000 {
+		if _, err := svc.Catalog().Put(ctx, offers[i:min(i+5000, len(offers))]...); err != nil {
+			return Result{}, err
+		}
+	}
+	res.Seed = time.Since(start)
+	cfg.Progress(fmt.Sprintf("seeded %d offers over %d handlers in %s", cfg.Offers, len(svc.Config().Handlers), res.Seed.Round(time.Millisecond)))
+
+	start = time.Now()
+	if err := svc.Warm(ctx); err != nil {
+		return Result{}, err
+	}
+	res.Warm = time.Since(start)
+	cfg.Progress(fmt.Sprintf("handler views loaded in %s", res.Warm.Round(time.Millisecond)))
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for _, st := range svc.Stages() {
+		r, err := stream.NewRunner(rdb, st, cfg.Telemetry)
+		if err != nil {
+			return Result{}, err
+		}
+		wg.Go(func() { _ = r.Run(runCtx) })
+	}
+
+	search := func(req offer.SearchRequest) (time.Duration, offer.SearchResponse, error) {
+		t0 := time.Now()
+		resp, err := svc.Search(ctx, req, "")
+		took := time.Since(t0)
+		if err == nil && resp.Status != offer.StatusComplete {
+			err = fmt.Errorf("offerbench: search answered %s after %s", resp.Status, took)
+		}
+		return took, resp, err
+	}
+	if res.First, _, err = search(request(-1, 1)); err != nil {
+		return Result{}, err
+	}
+	cfg.Progress(fmt.Sprintf("first search in %s", res.First.Round(time.Millisecond)))
+
+	var reqs []offer.SearchRequest
+	var times []time.Duration
+	matches := 0
+	for i := range cfg.Misses {
+		req := request(i, cfg.Products)
+		took, resp, err := search(req)
+		if err != nil {
+			return Result{}, err
+		}
+		if resp.Outcome != offer.OutcomeMiss {
+			return Result{}, fmt.Errorf("offerbench: search %d was a %s, want a miss", i, resp.Outcome)
+		}
+		reqs, times, matches = append(reqs, req), append(times, took), matches+resp.Total
+	}
+	res.Miss = summarize(times, matches)
+	cfg.Progress(fmt.Sprintf("%d misses: p50 %s p99 %s", res.Miss.Count, res.Miss.P50, res.Miss.P99))
+
+	if cfg.Broad > 0 {
+		times, matches = nil, 0
+		for i := range cfg.Broad {
+			took, resp, err := search(broad(i))
+			if err != nil {
+				return Result{}, err
+			}
+			times, matches = append(times, took), matches+resp.Total
+		}
+		res.Broad = summarize(times, matches)
+		cfg.Progress(fmt.Sprintf("%d broad misses: p50 %s p99 %s", res.Broad.Count, res.Broad.P50, res.Broad.P99))
+	}
+
+	times, matches = nil, 0
+	for i := range cfg.Hits {
+		took, resp, err := search(reqs[i%len(reqs)])
+		if err != nil {
+			return Result{}, err
+		}
+		if resp.Outcome != offer.OutcomeHit {
+			return Result{}, errors.New("offerbench: a repeated search was not a hit: " + resp.Outcome)
+		}
+		times, matches = append(times, took), matches+resp.Total
+	}
+	res.Hit = summarize(times, matches)
+	cfg.Progress(fmt.Sprintf("%d hits: p50 %s p99 %s", res.Hit.Count, res.Hit.P50, res.Hit.P99))
+	return res, nil
+}
+
+// request is distinct search i: three products and the average price over
+// 2 locations × 2 payment × 2 delivery methods.
+func request(i, products int) offer.SearchRequest {
+	var ps []string
+	for j := range 3 {
+		ps = append(ps, "p"+strconv.Itoa((i*3+j+3*products)%products))
+	}
+	q := int64(1)
+	if i >= 0 {
+		q += int64(i/max(1, products/3)) % 5
+	}
+	return offer.SearchRequest{Filter: offer.Element{Type: offer.TypeGroup, FilterType: "sellOffer", Elements: []offer.Element{
+		{Type: offer.TypeLogical, LogicalTag: offer.TagProduct, ProductIDs: ps},
+		{Type: offer.TypeComplexFilter, ComplexFilter: &offer.Element{Type: offer.TypeGroup, FilterType: "orderPrice", Elements: []offer.Element{
+			{Type: offer.TypeLogical, LogicalTag: offer.TagAggregated, OrderQuantity: q, DeliverToLocationIDs: []string{"loc1", "loc2"},
+				PaymentMethodIDs: []string{"card", "cash"}, DeliveryMethodIDs: []string{"post", "courier"}, Aggregate: offer.AggAverage}}}}}}}
+}
+
+// broad is distinct search i over every offer: the minimum price over 2 × 2
+// × 2 combinations, bounded so about 1% of the offers match.
+func broad(i int) offer.SearchRequest {
+	maxPrice := int64(400 + i)
+	return offer.SearchRequest{Filter: offer.Element{Type: offer.TypeGroup, FilterType: "sellOffer", Elements: []offer.Element{
+		{Type: offer.TypeLogical, LogicalTag: offer.TagAggregated, OrderQuantity: 1, DeliverToLocationIDs: []string{"loc3", "loc4"},
+			PaymentMethodIDs: []string{"card", "transfer"}, DeliveryMethodIDs: []string{"post", "pickup"}, Aggregate: offer.AggMin,
+			MaxPrice: &maxPrice}}}}
+}

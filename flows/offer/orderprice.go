@@ -1,0 +1,196 @@
+package offer
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// MaxOrderOffers bounds the offers of one order price.
+const MaxOrderOffers = 16
+
+// OfferQuantity is one line of an order.
+type OfferQuantity struct {
+	OfferID  string `json:"offerId"`
+	Quantity int64  `json:"quantity"`
+}
+
+// OrderPriceRequest asks for the total of an order of several offers for
+// one combination of location, delivery and payment method.
+type OrderPriceRequest struct {
+	Quantities []OfferQuantity `json:"sellOfferQuantities"`
+	Location   string          `json:"deliverToLocationId"`
+	Delivery   string          `json:"deliveryMethodId"`
+	Payment    string          `json:"paymentMethodId"`
+}
+
+// canonical validates r and returns it with its lines sorted by offer id.
+func (r OrderPriceRequest) canonical() (OrderPriceRequest, error) {
+	if len(r.Quantities) == 0 || len(r.Quantities) > MaxOrderOffers {
+		return r, fmt.Errorf("%w: %d order lines, want 1..%d", ErrInvalidFilter, len(r.Quantities), MaxOrderOffers)
+	}
+	if !validID(r.Location) || !validID(r.Delivery) || !validID(r.Payment) {
+		return r, fmt.Errorf("%w: deliverToLocationId, deliveryMethodId and paymentMethodId are required ids", ErrInvalidFilter)
+	}
+	c := r
+	c.Quantities = slices.Clone(r.Quantities)
+	slices.SortFunc(c.Quantities, func(a, b OfferQuantity) int { return strings.Compare(a.OfferID, b.OfferID) })
+	for i, q := range c.Quantities {
+		if !validID(q.OfferID) || q.Quantity < 1 || q.Quantity > MaxQuantity {
+			return r, fmt.Errorf("%w: order line %q: want an offer id and a quantity of 1..%d", ErrInvalidFilter, clip(q.OfferID), MaxQuantity)
+		}
+		if i > 0 && c.Quantities[i-1].OfferID == q.OfferID {
+			return r, fmt.Errorf("%w: offer %q appears twice", ErrInvalidFilter, clip(q.OfferID))
+		}
+	}
+	return c, nil
+}
+
+// OrderPriceID is the orderPrice id of a request: a hash of its offer
+// quantities, location, delivery method and payment method.
+func OrderPriceID(r OrderPriceRequest) (string, error) {
+	c, err := r.canonical()
+	if err != nil {
+		return "", err
+	}
+	b, _ := json.Marshal(c)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16]), nil
+}
+
+// Order price statuses.
+const (
+	PriceProcessing = "processing"
+	PriceComplete   = "complete"
+	PriceError      = "error"
+)
+
+// OrderPrice is an orderPrice record.
+type OrderPrice struct {
+	OrderPriceID string `json:"orderPriceId"`
+	Status       string `json:"status"`
+	// Price is the total in minor units when Status is complete.
+	Price int64 `json:"price"`
+	// Error is the reason when Status is error (for example
+	// payment_method_not_offered).
+	Error     string     `json:"error,omitempty"`
+	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
+	// Cached says the record was served from the cache.
+	Cached bool `json:"cached"`
+}
+
+// beginPriceScript: a complete or error record that has not expired is
+// served; a processing one started less than ProcessingTimeout ago is
+// reported; otherwise the record becomes processing with a new
+// uniqueRequestId. KEYS: the record; ARGV: now, uid, processing timeout,
+// key lifetime, request.
+var beginPriceScript = redis.NewScript(`
+local st = redis.call('HMGET', KEYS[1], 'status', 'expiry', 'startedAt', 'price', 'error')
+local now = tonumber(ARGV[1])
+if (st[1] == 'complete' or st[1] == 'error') and tonumber(st[2]) > now then
+  return {'hit', st[1], st[4] or '0', st[5] or '', st[2]}
+end
+if st[1] == 'processing' and tonumber(st[3]) + tonumber(ARGV[3]) > now then
+  return {'processing', 'processing', '0', '', '0'}
+end
+redis.call('DEL', KEYS[1])
+redis.call('HSET', KEYS[1], 'status', 'processing', 'uniqueRequestId', ARGV[2], 'startedAt', ARGV[1], 'request', ARGV[5])
+redis.call('PEXPIRE', KEYS[1], ARGV[4])
+return {'miss', 'processing', '0', '', '0'}`)
+
+// finishPriceScript records the outcome if the record is still this
+// computation's. KEYS: the record; ARGV: uid, status, price, error,
+// expiry, key lifetime.
+var finishPriceScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'uniqueRequestId') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'status', ARGV[2], 'price', ARGV[3], 'error', ARGV[4], 'expiry', ARGV[5])
+redis.call('HDEL', KEYS[1], 'uniqueRequestId')
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+return 1`)
+
+// ErrOfferNotFound is the error reason of an order line whose offer does
+// not exist.
+var ErrOfferNotFound = errors.New("offer_not_found")
+
+// OrderPrice returns the price of an order from the orderPrice cache, or
+// computes and caches it (complete with the price, or error with the
+// reason) for OrderPriceTTL. Status processing means another call is
+// computing it right now.
+func (s *Service) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPrice, error) {
+	c, err := req.canonical()
+	if err != nil {
+		return OrderPrice{}, err
+	}
+	id, _ := OrderPriceID(c)
+	_, tag := s.cfg.resultTag(id)
+	key := "ds:" + tag + ":offer:price:" + id
+	uid := randomID()
+	now := s.cfg.Now()
+	keep := (s.cfg.ProcessingTimeout + s.cfg.OrderPriceTTL).Milliseconds()
+	body, _ := json.Marshal(c)
+	raw, err := beginPriceScript.Run(ctx, s.rdb, []string{key}, now.UnixMilli(), uid,
+		s.cfg.ProcessingTimeout.Milliseconds(), keep, body).StringSlice()
+	if err != nil || len(raw) != 5 {
+		return OrderPrice{}, fmt.Errorf("offer: order price %s: %v %w", id, raw, err)
+	}
+	op := OrderPrice{OrderPriceID: id, Status: raw[1], Error: raw[3]}
+	op.Price, _ = strconv.ParseInt(raw[2], 10, 64)
+	if exp, _ := strconv.ParseInt(raw[4], 10, 64); exp > 0 {
+		t := time.UnixMilli(exp).UTC()
+		op.ExpiresAt = &t
+	}
+	s.met.orderPrices.Add(ctx, 1, metric.WithAttributes(keyOutcome.String(raw[0])))
+	if raw[0] != "miss" {
+		op.Cached = raw[0] == "hit"
+		return op, nil
+	}
+	price, reason, err := s.computePrice(ctx, c)
+	if err != nil {
+		return OrderPrice{}, err
+	}
+	op.Status, op.Price, op.Error = PriceComplete, price, ""
+	if reason != nil {
+		op.Status, op.Price, op.Error = PriceError, 0, reason.Error()
+	}
+	expiry := s.cfg.Now().Add(s.cfg.OrderPriceTTL)
+	op.ExpiresAt = &expiry
+	if err := finishPriceScript.Run(ctx, s.rdb, []string{key}, uid, op.Status, op.Price, op.Error,
+		expiry.UnixMilli(), keep).Err(); err != nil {
+		return OrderPrice{}, fmt.Errorf("offer: order price %s: %w", id, err)
+	}
+	return op, nil
+}
+
+// computePrice sums the order's lines; reason is set when the order has no
+// price (an offer missing, a method not offered, ...).
+func (s *Service) computePrice(ctx context.Context, r OrderPriceRequest) (price int64, reason, err error) {
+	for _, q := range r.Quantities {
+		o, err := s.catalog.Get(ctx, q.OfferID)
+		if errors.Is(err, ErrNotFound) {
+			return 0, ErrOfferNotFound, nil
+		}
+		if err != nil {
+			return 0, nil, err
+		}
+		kind, ok := s.cfg.kindOf(o.Handler)
+		if !ok {
+			return 0, nil, fmt.Errorf("offer %s: handler %q not configured", o.ID, o.Handler)
+		}
+		p, perr := kind.Price(&o, q.Quantity, Combination{Location: r.Location, Delivery: r.Delivery, Payment: r.Payment})
+		if perr != nil {
+			return 0, perr, nil
+		}
+		price += p
+	}
+	return price, nil, nil
+}

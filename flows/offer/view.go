@@ -1,0 +1,244 @@
+package offer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// view is a handler's in-memory copy of its own offers, kept in step with
+// the catalog through the handler's version counter and change stream: a
+// sync costs one GET when nothing changed, reads only the changes
+// otherwise, and reloads everything when the change stream was trimmed past
+// its position.
+type view struct {
+	rdb     redis.UniversalClient
+	handler string
+
+	mu      sync.Mutex
+	loaded  bool
+	version int64
+	lastID  string
+	offers  []*Offer
+	pos     map[string]int
+	// byProduct indexes the offers by product id.
+	byProduct map[string]map[string]*Offer
+}
+
+func newView(rdb redis.UniversalClient, handler string) *view {
+	return &view{rdb: rdb, handler: handler, pos: map[string]int{}, byProduct: map[string]map[string]*Offer{}}
+}
+
+// maxChangesPerRead bounds one XRANGE of the change stream.
+const maxChangesPerRead = 10000
+
+// sync brings the view up to date; the caller holds v.mu.
+func (v *view) sync(ctx context.Context) error {
+	for range 100 {
+		cur, err := v.rdb.Get(ctx, versionKey(v.handler)).Int64()
+		if errors.Is(err, redis.Nil) {
+			cur, err = 0, nil
+		}
+		if err != nil {
+			return fmt.Errorf("offer view %s: version: %w", v.handler, err)
+		}
+		if !v.loaded {
+			return v.reload(ctx)
+		}
+		if cur == v.version {
+			return nil
+		}
+		start := v.lastID
+		if start == "" {
+			start = "-"
+		}
+		xs, err := v.rdb.XRangeN(ctx, changesKey(v.handler), start, "+", maxChangesPerRead+1).Result()
+		if err != nil {
+			return fmt.Errorf("offer view %s: changes: %w", v.handler, err)
+		}
+		if len(xs) > 0 && xs[0].ID == v.lastID {
+			xs = xs[1:]
+		}
+		if len(xs) == 0 || changeVersion(xs[0]) != v.version+1 {
+			return v.reload(ctx) // trimmed past our position
+		}
+		if err := v.apply(ctx, xs); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func changeVersion(x redis.XMessage) int64 {
+	s, _ := x.Values["v"].(string)
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+// apply applies changes in order, reading the current body of every offer
+// they put.
+func (v *view) apply(ctx context.Context, xs []redis.XMessage) error {
+	ids := make([]string, 0, len(xs))
+	for _, x := range xs {
+		if id, _ := x.Values["id"].(string); id != "" {
+			ids = append(ids, id)
+		}
+	}
+	bodies, err := v.rdb.HMGet(ctx, offersKey(v.handler), ids...).Result()
+	if err != nil {
+		return fmt.Errorf("offer view %s: read changed offers: %w", v.handler, err)
+	}
+	current := make(map[string]string, len(ids))
+	for i, id := range ids {
+		if s, ok := bodies[i].(string); ok {
+			current[id] = s
+		}
+	}
+	for id := range current {
+		var o Offer
+		if err := json.Unmarshal([]byte(current[id]), &o); err != nil {
+			return fmt.Errorf("offer view %s: decode %s: %w", v.handler, id, err)
+		}
+		v.put(&o)
+	}
+	for _, id := range ids {
+		if _, ok := current[id]; !ok {
+			v.remove(id)
+		}
+	}
+	last := xs[len(xs)-1]
+	v.version, v.lastID = changeVersion(last), last.ID
+	return nil
+}
+
+func (v *view) put(o *Offer) {
+	if i, ok := v.pos[o.ID]; ok {
+		v.unindex(v.offers[i])
+		v.offers[i] = o
+	} else {
+		v.pos[o.ID] = len(v.offers)
+		v.offers = append(v.offers, o)
+	}
+	v.index(o)
+}
+
+func (v *view) index(o *Offer) {
+	m := v.byProduct[o.ProductID]
+	if m == nil {
+		m = map[string]*Offer{}
+		v.byProduct[o.ProductID] = m
+	}
+	m[o.ID] = o
+}
+
+func (v *view) unindex(o *Offer) {
+	if m := v.byProduct[o.ProductID]; m != nil {
+		delete(m, o.ID)
+		if len(m) == 0 {
+			delete(v.byProduct, o.ProductID)
+		}
+	}
+}
+
+func (v *view) remove(id string) {
+	i, ok := v.pos[id]
+	if !ok {
+		return
+	}
+	v.unindex(v.offers[i])
+	last := len(v.offers) - 1
+	v.offers[i] = v.offers[last]
+	v.pos[v.offers[i].ID] = i
+	v.offers = v.offers[:last]
+	delete(v.pos, id)
+}
+
+// reload reads every offer of the handler. The version and the last change
+// are read first, atomically, so changes made during the scan are applied
+// again by the next sync.
+func (v *view) reload(ctx context.Context) error {
+	tx := v.rdb.TxPipeline()
+	ver := tx.Get(ctx, versionKey(v.handler))
+	last := tx.XRevRangeN(ctx, changesKey(v.handler), "+", "-", 1)
+	_, _ = tx.Exec(ctx)
+	version, err := ver.Int64()
+	if errors.Is(err, redis.Nil) {
+		version, err = 0, nil
+	}
+	if err != nil {
+		return fmt.Errorf("offer view %s: version: %w", v.handler, err)
+	}
+	if err := last.Err(); err != nil {
+		return fmt.Errorf("offer view %s: last change: %w", v.handler, err)
+	}
+	lastID := "0-0"
+	if xs := last.Val(); len(xs) > 0 {
+		lastID = xs[0].ID
+	}
+	offers := make([]*Offer, 0, len(v.offers))
+	pos := make(map[string]int, len(v.offers))
+	cursor := uint64(0)
+	for {
+		kv, next, err := v.rdb.HScan(ctx, offersKey(v.handler), cursor, "", 1000).Result()
+		if err != nil {
+			return fmt.Errorf("offer view %s: scan: %w", v.handler, err)
+		}
+		for i := 0; i+1 < len(kv); i += 2 {
+			if _, dup := pos[kv[i]]; dup {
+				continue // HSCAN may return an entry twice
+			}
+			o := new(Offer)
+			if err := json.Unmarshal([]byte(kv[i+1]), o); err != nil {
+				return fmt.Errorf("offer view %s: decode %s: %w", v.handler, kv[i], err)
+			}
+			pos[o.ID] = len(offers)
+			offers = append(offers, o)
+		}
+		if cursor = next; cursor == 0 {
+			break
+		}
+	}
+	v.offers, v.pos, v.version, v.lastID, v.loaded = offers, pos, version, lastID, true
+	v.byProduct = make(map[string]map[string]*Offer, len(v.byProduct))
+	for _, o := range offers {
+		v.index(o)
+	}
+	return nil
+}
+
+// scored is a match with its ordering score.
+type scored struct {
+	match Match
+	score float64
+}
+
+// evaluate syncs the view and runs the program over every offer.
+func (v *view) evaluate(ctx context.Context, p *program, kind Kind) ([]scored, int, error) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if err := v.sync(ctx); err != nil {
+		return nil, 0, err
+	}
+	var out []scored
+	if p.products != nil {
+		for _, id := range p.products {
+			for _, o := range v.byProduct[id] {
+				if m, s, ok := p.eval(o, kind); ok {
+					out = append(out, scored{m, s})
+				}
+			}
+		}
+		return out, len(v.offers), nil
+	}
+	for _, o := range v.offers {
+		if m, s, ok := p.eval(o, kind); ok {
+			out = append(out, scored{m, s})
+		}
+	}
+	return out, len(v.offers), nil
+}

@@ -1,0 +1,211 @@
+package notifier
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier/history"
+	"github.com/dropstream/dropstream/notifier/subscriber"
+	"github.com/dropstream/dropstream/notifier/throttle"
+	"github.com/dropstream/dropstream/stream"
+)
+
+func TestDeliver_exactlyOncePerSubjectAndWindow(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			w := newWorld(t, b.client(t), throttle.Config{Disabled: true})
+			sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
+			w.run(t)
+			// The same (subject, window) published three times (a producer's
+			// retries, a replay), another subject, and another window.
+			w.publish(t, req(sub, "comic:1", "w1"), req(sub, "comic:1", "w1"), req(sub, "comic:2", "w1"), req(sub, "comic:1", "w1"), req(sub, "comic:1", "w2"))
+			w.waitSettled(t, 5)
+			got := w.hook.messages()
+			var keys []string
+			for _, m := range got {
+				keys = append(keys, m.Subject+"/"+m.Window)
+			}
+			slices.Sort(keys)
+			if !slices.Equal(keys, []string{"comic:1/w1", "comic:1/w2", "comic:2/w1"}) || len(w.hook.bad) > 0 {
+				t.Fatalf("received %v (bad: %v), want each (subject, window) once", keys, w.hook.bad)
+			}
+			if m := got[0]; m.SubscriberID != sub || m.TraceID == "" || m.UnsubscribeURL == "" || string(m.Payload) == "" {
+				t.Fatalf("message %+v lacks subscriber, trace, unsubscribe link or payload", m)
+			}
+			if st := w.statuses(t, sub); !slices.Equal(st, []string{"sent", "sent", "sent"}) {
+				t.Fatalf("history %v, want 3 sent", st)
+			}
+			rec, err := w.hist.Get(context.Background(), got[0].ID)
+			if err != nil || rec.Status != history.StatusSent || rec.TraceID != got[0].TraceID || rec.LatencyMs < 1000 {
+				t.Fatalf("record %+v, %v: want sent, with the trace and latency from observation", rec, err)
+			}
+		})
+	}
+}
+
+// A copy that sent a notification and died before acknowledging the
+// message leaves it pending; the copy that claims it finds the ledger's
+// "sent" record and does not send again.
+func TestDeliver_crashBetweenSendAndAck(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newWorld(t, b.client(t), throttle.Config{Disabled: true})
+			sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
+			w.publish(t, req(sub, "comic:1", "w1"))
+			p := w.topic.Partition(sub)
+			if err := stream.EnsureGroups(ctx, w.rdb, w.topic, DeliverStageName); err != nil {
+				t.Fatal(err)
+			}
+			// The doomed copy reads the message and sends it, but never acks.
+			xs, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: DeliverStageName, Consumer: "doomed",
+				Streams: []string{w.topic.Stream(p), ">"}, Count: 1}).Result()
+			if err != nil || len(xs) != 1 || len(xs[0].Messages) != 1 {
+				t.Fatalf("read: %v %v", xs, err)
+			}
+			m := &stream.Message{ID: xs[0].Messages[0].ID, Stream: w.topic.Stream(p), Partition: p, Type: TypeRequest, Attempt: 1,
+				Payload: []byte(xs[0].Messages[0].Values["payload"].(string))}
+			if err := w.d.handle(ctx, m); err != nil {
+				t.Fatal(err)
+			}
+			// A live copy claims it once idle, and the ledger decides.
+			w.run(t)
+			w.waitSettled(t, 1)
+			if n := len(w.hook.messages()); n != 1 {
+				t.Fatalf("received %d notifications, want 1", n)
+			}
+			testenv.WaitFor(t, waitTimeout, func() bool {
+				pending, err := w.rdb.XPending(ctx, w.topic.Stream(p), DeliverStageName).Result()
+				return err == nil && pending.Count == 0
+			}, "the claimed message is acknowledged")
+		})
+	}
+}
+
+func TestDeliver_webhookFailuresRetryThenDeadLetterThenReplay(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newWorld(t, b.client(t), throttle.Config{Disabled: true})
+			sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
+			w.run(t)
+			// Two 503s: retried with backoff within the delivery, then sent.
+			w.hook.answer("", 503, 503)
+			w.publish(t, req(sub, "comic:1", "w1"))
+			w.waitSettled(t, 1)
+			if n := len(w.hook.messages()); n != 1 {
+				t.Fatalf("after two 503s: %d received, want 1", n)
+			}
+			if st := w.statuses(t, sub); !slices.Equal(st, []string{"failed", "failed", "sent"}) {
+				t.Fatalf("history %v, want failed, failed, sent", st)
+			}
+			// A 400 is permanent: dead-lettered at once, never sent.
+			w.hook.answer("", 400)
+			w.publish(t, req(sub, "comic:2", "w1"))
+			w.waitSettled(t, 2)
+			w.waitDeadLetters(t, 1)
+			dlq := stream.NewDeadLetters(w.rdb)
+			// The receiver is fixed: a replay sends it once; replaying the
+			// already-sent message again sends nothing.
+			if n, err := dlq.Replay(ctx, w.topic); err != nil || n != 1 {
+				t.Fatalf("replay %d, %v", n, err)
+			}
+			w.waitSettled(t, 3)
+			w.publish(t, req(sub, "comic:2", "w1"), req(sub, "comic:1", "w1"))
+			w.waitSettled(t, 5)
+			var subjects []string
+			for _, m := range w.hook.messages() {
+				subjects = append(subjects, m.Subject)
+			}
+			if !slices.Equal(subjects, []string{"comic:1", "comic:2"}) {
+				t.Fatalf("received %v, want comic:1 then comic:2, once each", subjects)
+			}
+			if st := w.statuses(t, sub); !slices.Equal(st, []string{"failed", "failed", "sent", "rejected", "sent"}) {
+				t.Fatalf("history %v", st)
+			}
+		})
+	}
+}
+
+// Retryable failures that never end are dead-lettered after
+// MaxDeliveries, with exact counts of attempts.
+func TestDeliver_retriesRunOutIntoDeadLetter(t *testing.T) {
+	w := newWorld(t, mini(t), throttle.Config{Disabled: true})
+	sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
+	w.hook.answer("", 500, 500, 500, 500, 500, 500)
+	w.run(t)
+	w.publish(t, req(sub, "comic:1", "w1"))
+	w.waitDeadLetters(t, 1)
+	// MaxDeliveries 3 × (1 call + 1 retry) = 6 sends, all refused.
+	w.hook.mu.Lock()
+	calls := w.hook.calls
+	w.hook.mu.Unlock()
+	if calls != 6 || len(w.hook.messages()) != 0 {
+		t.Fatalf("%d calls, %d accepted; want 6 and 0", calls, len(w.hook.messages()))
+	}
+}
+
+func TestDeliver_throttleHonoursRetryAfter(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, mini(t), throttle.Config{Destination: throttle.Limit{Rate: 1000, Burst: 1000}})
+	sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
+	w.hook.answer("120", 429)
+	m := &stream.Message{ID: "1-1", Partition: w.topic.Partition(sub), Type: TypeRequest, Attempt: 1}
+	err := w.d.Deliver(ctx, m, req(sub, "comic:1", "w1"))
+	if err == nil || stream.IsPermanent(err) {
+		t.Fatalf("429: %v, want a retryable error", err)
+	}
+	// The destination is blocked for Retry-After: the next try does not
+	// reach the receiver.
+	err = w.d.Deliver(ctx, m, req(sub, "comic:1", "w1"))
+	if !errors.Is(err, ErrThrottled) {
+		t.Fatalf("within Retry-After: %v, want ErrThrottled", err)
+	}
+	w.hook.mu.Lock()
+	calls := w.hook.calls
+	w.hook.mu.Unlock()
+	if calls != 1 {
+		t.Fatalf("receiver called %d times, want 1", calls)
+	}
+	w.setNow(w.clock().Add(121 * time.Second))
+	if err := w.d.Deliver(ctx, m, req(sub, "comic:1", "w1")); err != nil {
+		t.Fatalf("after Retry-After: %v", err)
+	}
+	if n := len(w.hook.messages()); n != 1 {
+		t.Fatalf("received %d", n)
+	}
+}
+
+func TestDeliver_throttleBucketPerDestination(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, mini(t), throttle.Config{Destination: throttle.Limit{Rate: 1, Burst: 2}})
+	a := w.subscribe(t, "/a", "", subscriber.Preferences{})
+	bb := w.subscribe(t, "/b", "", subscriber.Preferences{})
+	send := func(sub, subject string) error {
+		return w.d.Deliver(ctx, &stream.Message{ID: "1-1", Partition: w.topic.Partition(sub), Type: TypeRequest, Attempt: 1}, req(sub, subject, "w"))
+	}
+	for i, s := range []string{"x1", "x2"} {
+		if err := send(a, s); err != nil {
+			t.Fatalf("send %d: %v", i, err)
+		}
+	}
+	if err := send(a, "x3"); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("third send in the same second: %v, want ErrThrottled", err)
+	}
+	if err := send(bb, "x3"); err != nil {
+		t.Fatalf("another destination: %v", err)
+	}
+	w.setNow(w.clock().Add(time.Second))
+	if err := send(a, "x3"); err != nil {
+		t.Fatalf("a second later: %v", err)
+	}
+	if n := len(w.hook.messages()); n != 4 {
+		t.Fatalf("received %d, want 4", n)
+	}
+}

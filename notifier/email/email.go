@@ -1,0 +1,256 @@
+// Package email is the notifier's email channel: one message per
+// notification over SMTP with STARTTLS (required by default) and
+// authentication (PLAIN), with a text and an HTML body rendered from
+// templates, a List-Unsubscribe header (RFC 2369 and the one-click POST of
+// RFC 8058, which the unsubscribe endpoint accepts) and the notification's
+// id as Message-ID.
+//
+// Errors: an SMTP 4xx answer, a network error or a timeout is retryable;
+// a 5xx answer (unknown mailbox, rejected) is permanent (stream.Permanent).
+// Errors wrap a *notifier.DeliveryError.
+package email
+
+import (
+	"bytes"
+	"context"
+	"crypto/tls"
+	"errors"
+	"fmt"
+	htmltemplate "html/template"
+	"net"
+	"strings"
+	texttemplate "text/template"
+	"time"
+
+	"github.com/emersion/go-sasl"
+	"github.com/emersion/go-smtp"
+
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// ChannelName is the email channel's name.
+const ChannelName = "email"
+
+// Defaults of Config.
+const (
+	DefaultTimeout = 10 * time.Second
+)
+
+// Config configures the email channel. Zero fields take their defaults.
+type Config struct {
+	// Addr is the SMTP server, host:port (submission, usually :587).
+	// Required.
+	Addr string
+	// From is the sender address. Required.
+	From string
+	// Username and Password authenticate with AUTH PLAIN; empty Username
+	// skips authentication.
+	Username string
+	Password string
+	// InsecureNoTLS sends without STARTTLS (local relays only). Default
+	// false: a server without STARTTLS fails every send (retryably: it is a
+	// misconfiguration or a downgrade in the path, the operator must act).
+	InsecureNoTLS bool
+	// TLS configures STARTTLS. Default: ServerName from Addr, system roots.
+	TLS *tls.Config
+	// Timeout bounds one send, connection included. Default 10s.
+	Timeout time.Duration
+	// TextTemplate and HTMLTemplate override the bodies' templates (see
+	// Data for what they get). Default: DefaultTextTemplate and
+	// DefaultHTMLTemplate.
+	TextTemplate string
+	HTMLTemplate string
+}
+
+// Data is what the templates get.
+type Data struct {
+	ID             string
+	Flow           string
+	Event          string
+	Subject        string
+	Title          string
+	Text           string
+	ObservedAt     time.Time
+	UnsubscribeURL string
+}
+
+// DefaultTextTemplate is the text body's template.
+const DefaultTextTemplate = `{{.Title}}
+
+{{if .Text}}{{.Text}}
+
+{{end}}About: {{.Subject}} ({{.Event}})
+{{if .UnsubscribeURL}}
+To stop these messages: {{.UnsubscribeURL}}
+{{end}}`
+
+// DefaultHTMLTemplate is the HTML body's template.
+const DefaultHTMLTemplate = `<!doctype html>
+<html><body>
+<h1>{{.Title}}</h1>
+{{if .Text}}<p>{{.Text}}</p>{{end}}
+<p>About: {{.Subject}} ({{.Event}})</p>
+{{if .UnsubscribeURL}}<p><a href="{{.UnsubscribeURL}}">Unsubscribe</a></p>{{end}}
+</body></html>`
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Timeout == 0 {
+		c.Timeout = DefaultTimeout
+	}
+	if c.TextTemplate == "" {
+		c.TextTemplate = DefaultTextTemplate
+	}
+	if c.HTMLTemplate == "" {
+		c.HTMLTemplate = DefaultHTMLTemplate
+	}
+	if c.TLS == nil {
+		host, _, _ := net.SplitHostPort(c.Addr)
+		c.TLS = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c Config) Validate() error {
+	var errs []error
+	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+		errs = append(errs, fmt.Errorf("email: addr %q: want host:port", c.Addr))
+	}
+	if !strings.Contains(c.From, "@") || strings.ContainsAny(c.From, "\r\n<> ") || len(c.From) > 254 {
+		errs = append(errs, fmt.Errorf("email: from %q: want an address", c.From))
+	}
+	if c.Timeout < time.Millisecond || c.Timeout > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("email: timeout %s out of range 1ms..5m", c.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// Channel sends notifications as email. It is safe for concurrent use.
+type Channel struct {
+	cfg  Config
+	text *texttemplate.Template
+	html *htmltemplate.Template
+}
+
+// New returns the email channel.
+func New(cfg Config) (*Channel, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	text, err := texttemplate.New("text").Parse(cfg.TextTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("email: text template: %w", err)
+	}
+	html, err := htmltemplate.New("html").Parse(cfg.HTMLTemplate)
+	if err != nil {
+		return nil, fmt.Errorf("email: html template: %w", err)
+	}
+	return &Channel{cfg: cfg, text: text, html: html}, nil
+}
+
+// Name returns ChannelName.
+func (c *Channel) Name() string { return ChannelName }
+
+// Send mails n to n.Recipient.Address; see the package documentation.
+func (c *Channel) Send(ctx context.Context, n notifier.Notification) error {
+	to := n.Recipient.Address
+	if to == "" || strings.ContainsAny(to, "\r\n<> ") {
+		return stream.Permanent(&notifier.DeliveryError{Channel: ChannelName, Detail: "recipient has no valid address"})
+	}
+	msg, err := c.compose(n)
+	if err != nil {
+		return stream.Permanent(&notifier.DeliveryError{Channel: ChannelName, Detail: "compose", Err: err})
+	}
+	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
+	defer cancel()
+	if err := c.send(ctx, to, msg); err != nil {
+		return classify(err)
+	}
+	return nil
+}
+
+// send runs one SMTP session; the connection's deadline follows ctx.
+func (c *Channel) send(ctx context.Context, to string, msg []byte) error {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "tcp", c.cfg.Addr)
+	if err != nil {
+		return err
+	}
+	if dl, ok := ctx.Deadline(); ok {
+		_ = conn.SetDeadline(dl)
+	}
+	stop := context.AfterFunc(ctx, func() { _ = conn.SetDeadline(time.Unix(1, 0)) })
+	defer stop()
+	var cl *smtp.Client
+	if c.cfg.InsecureNoTLS {
+		cl = smtp.NewClient(conn)
+	} else if cl, err = smtp.NewClientStartTLS(conn, c.cfg.TLS); err != nil {
+		_ = conn.Close()
+		return err
+	}
+	defer cl.Close()
+	if c.cfg.Username != "" {
+		if err := cl.Auth(sasl.NewPlainClient("", c.cfg.Username, c.cfg.Password)); err != nil {
+			return err
+		}
+	}
+	if err := cl.Mail(c.cfg.From, nil); err != nil {
+		return err
+	}
+	if err := cl.Rcpt(to, nil); err != nil {
+		return err
+	}
+	w, err := cl.Data()
+	if err != nil {
+		return err
+	}
+	if _, err := w.Write(msg); err != nil {
+		return err
+	}
+	if err := w.Close(); err != nil {
+		return err
+	}
+	return cl.Quit()
+}
+
+// classify turns an SMTP session's error into a delivery error.
+func classify(err error) error {
+	var se *smtp.SMTPError
+	if errors.As(err, &se) {
+		de := &notifier.DeliveryError{Channel: ChannelName, StatusCode: se.Code, Detail: clip(se.Message), Err: err,
+			Retryable: se.Code < 500}
+		if !de.Retryable {
+			return stream.Permanent(de)
+		}
+		return de
+	}
+	return &notifier.DeliveryError{Channel: ChannelName, Retryable: true, Err: err}
+}
+
+func clip(s string) string {
+	if len(s) <= 256 {
+		return s
+	}
+	return strings.ToValidUTF8(s[:256], "")
+}
+
+// compose builds the MIME message.
+func (c *Channel) compose(n notifier.Notification) ([]byte, error) {
+	title := n.Title
+	if title == "" {
+		title = n.Event + ": " + n.Subject
+	}
+	data := Data{ID: n.EventID, Flow: n.Flow, Event: n.Event, Subject: n.Subject, Title: title, Text: n.Text,
+		ObservedAt: n.ObservedAt, UnsubscribeURL: n.UnsubscribeURL}
+	var text, html bytes.Buffer
+	if err := c.text.Execute(&text, data); err != nil {
+		return nil, err
+	}
+	if err := c.html.Execute(&html, data); err != nil {
+		return nil, err
+	}
+	return buildMIME(c.cfg.From, n.Recipient.Address, title, n.EventID, n.UnsubscribeURL, text.Bytes(), html.Bytes())
+}

@@ -1,0 +1,213 @@
+// Package history records what the notifier did with every notification:
+// recent history in Redis (per subscriber, and per notification id for
+// GET /v1/notifications/{id}/why), and every record on the stream
+// notify.history, from which the "notifier-history" stage appends it to
+// ClickHouse (table notifications).
+//
+// # Redis layout
+//
+//	ds:{notifier}:history:sub:<subscriber id>  list: the newest records as JSON, newest first,
+//	    at most Config.Recent, expiring Config.TTL after the last one
+//	ds:{notifier}:history:n:<notification id>  string: the newest record of that notification, TTL Config.TTL
+package history
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Statuses of a record.
+const (
+	// StatusSent: the channel accepted it.
+	StatusSent = "sent"
+	// StatusFailed: a send failed and will be retried.
+	StatusFailed = "failed"
+	// StatusRejected: the channel refused it, or the retries ran out; it
+	// is dead-lettered.
+	StatusRejected = "rejected"
+	// StatusHeld: held during quiet hours; sent in the digest at their end.
+	StatusHeld = "held"
+	// StatusBatched: added to a digest window.
+	StatusBatched = "batched"
+	// StatusSuppressed: the subscriber's preferences drop it (channel off,
+	// subject excluded), or the destination is not active.
+	StatusSuppressed = "suppressed"
+)
+
+// TypeRecord is the stream message type of a record on notify.history.
+const TypeRecord = "notifier.history"
+
+// Topic returns the history topic, notify.history.
+func Topic(partitions int) stream.Topic { return stream.NewTopic("notify", "history", partitions) }
+
+// Record is one thing that happened to one notification for one
+// destination. ID is the notification's id: the same for every record of
+// that notification (its failures, then its send).
+type Record struct {
+	ID            string    `json:"id"`
+	Flow          string    `json:"flow"`
+	Event         string    `json:"event"`
+	SubscriberID  string    `json:"subscriber_id"`
+	DestinationID string    `json:"destination_id,omitempty"`
+	Channel       string    `json:"channel"`
+	Subject       string    `json:"subject"`
+	Window        string    `json:"window"`
+	Status        string    `json:"status"`
+	Attempts      int       `json:"attempts"`
+	Critical      bool      `json:"critical,omitempty"`
+	ObservedAt    time.Time `json:"observed_at,omitzero"`
+	At            time.Time `json:"at"`
+	// LatencyMs is from ObservedAt to At, for sends; 0 when unknown.
+	LatencyMs int64 `json:"latency_ms"`
+	// TraceID is the trace of the request's producer (for availability,
+	// the run that confirmed the opening).
+	TraceID string `json:"trace_id,omitempty"`
+	// EventID and RunID name the cause: the transition and the run.
+	EventID string `json:"event_id,omitempty"`
+	RunID   string `json:"run_id,omitempty"`
+	// MessageID is the stream message that carried the request.
+	MessageID string `json:"message_id,omitempty"`
+	Error     string `json:"error,omitempty"`
+}
+
+// Defaults of Config.
+const (
+	DefaultRecent = 200
+	DefaultTTL    = 7 * 24 * time.Hour
+)
+
+// Config configures a Recorder. Zero fields take their defaults.
+type Config struct {
+	// Recent is how many records are kept per subscriber. Default 200.
+	Recent int
+	// TTL is how long recent records are kept. Default 7 days.
+	TTL time.Duration
+	// Partitions of the history topic; 0 publishes nothing (no ClickHouse
+	// history).
+	Partitions int
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Recent == 0 {
+		c.Recent = DefaultRecent
+	}
+	if c.TTL == 0 {
+		c.TTL = DefaultTTL
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Recent < 1 || c.Recent > 10000 {
+		errs = append(errs, fmt.Errorf("history: recent %d out of range 1..10000", c.Recent))
+	}
+	if c.TTL < time.Minute {
+		errs = append(errs, fmt.Errorf("history: ttl %s below 1m", c.TTL))
+	}
+	if c.Partitions < 0 || c.Partitions > stream.MaxPartitions {
+		errs = append(errs, fmt.Errorf("history: partitions %d out of range", c.Partitions))
+	}
+	return errors.Join(errs...)
+}
+
+// Recorder writes records to Redis and the history stream. It is safe for
+// concurrent use.
+type Recorder struct {
+	rdb   redis.UniversalClient
+	pub   *stream.Publisher
+	topic stream.Topic
+	cfg   Config
+}
+
+// NewRecorder returns a recorder; pub publishes to the history topic (nil
+// or cfg.Partitions 0: Redis only).
+func NewRecorder(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config) (*Recorder, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Recorder{rdb: rdb, pub: pub, topic: Topic(max(cfg.Partitions, 1)), cfg: cfg}, nil
+}
+
+const prefix = "ds:{notifier}:history:"
+
+func subscriberKey(id string) string   { return prefix + "sub:" + id }
+func notificationKey(id string) string { return prefix + "n:" + id }
+
+// Record writes recs: one pipeline to Redis, one publish to the stream.
+func (r *Recorder) Record(ctx context.Context, recs ...Record) error {
+	if len(recs) == 0 {
+		return nil
+	}
+	msgs := make([]*stream.Message, 0, len(recs))
+	pipe := r.rdb.Pipeline()
+	for _, rec := range recs {
+		body, err := json.Marshal(rec)
+		if err != nil {
+			return fmt.Errorf("history: encode: %w", err)
+		}
+		sk := subscriberKey(rec.SubscriberID)
+		pipe.LPush(ctx, sk, body)
+		pipe.LTrim(ctx, sk, 0, int64(r.cfg.Recent-1))
+		pipe.PExpire(ctx, sk, r.cfg.TTL)
+		pipe.Set(ctx, notificationKey(rec.ID), body, r.cfg.TTL)
+		msgs = append(msgs, stream.NewMessage(rec.ID, TypeRecord, body))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("history: record: %w", err)
+	}
+	if r.pub == nil || r.cfg.Partitions == 0 {
+		return nil
+	}
+	return r.pub.Publish(ctx, r.topic, msgs...)
+}
+
+// ErrNotFound: no recent record has the id.
+var ErrNotFound = errors.New("history: notification not found")
+
+// Recent returns up to limit newest records of a subscriber, newest first.
+func (r *Recorder) Recent(ctx context.Context, subscriberID string, limit int) ([]Record, error) {
+	limit = min(max(limit, 1), r.cfg.Recent)
+	vals, err := r.rdb.LRange(ctx, subscriberKey(subscriberID), 0, int64(limit-1)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("history: recent of %s: %w", subscriberID, err)
+	}
+	out := make([]Record, 0, len(vals))
+	for _, v := range vals {
+		var rec Record
+		if json.Unmarshal([]byte(v), &rec) == nil {
+			out = append(out, rec)
+		}
+	}
+	return out, nil
+}
+
+// Get returns the newest record of a notification. Errors wrap
+// ErrNotFound.
+func (r *Recorder) Get(ctx context.Context, id string) (Record, error) {
+	if id == "" || len(id) > 64 {
+		return Record{}, ErrNotFound
+	}
+	raw, err := r.rdb.Get(ctx, notificationKey(id)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return Record{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return Record{}, fmt.Errorf("history: get %s: %w", id, err)
+	}
+	var rec Record
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return Record{}, fmt.Errorf("history: decode %s: %w", id, err)
+	}
+	return rec, nil
+}

@@ -1,0 +1,77 @@
+package history
+
+import (
+	"context"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Records go to Redis (recent, by id) and, through notify.history and the
+// "notifier-history" stage, into ClickHouse, once per notification even
+// when a record is published twice.
+func TestRecorder_redisAndClickHouse(t *testing.T) {
+	ctx := context.Background()
+	rdb, err := stream.Dial(ctx, "redis://"+miniredis.RunT(t).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ch.Close() })
+	if _, err := clickhouse.Migrate(ctx, ch, nil); err != nil {
+		t.Fatal(err)
+	}
+	rec, err := NewRecorder(rdb, stream.NewPublisher(rdb, stream.Telemetry{}), Config{Partitions: 2, Recent: 3})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	r := func(id, status string, d time.Duration) Record {
+		return Record{ID: id, Flow: "comic", Event: "comic.match", SubscriberID: "s_1", Channel: "email", Subject: "comic:" + id,
+			Window: "w", Status: status, Attempts: 1, ObservedAt: at, At: at.Add(d), TraceID: "t"}
+	}
+	all := []Record{r("n1", StatusFailed, time.Second), r("n1", StatusSent, 2*time.Second), r("n2", StatusHeld, time.Second),
+		r("n3", StatusSent, time.Second), r("n3", StatusSent, time.Second), r("n4", StatusSuppressed, time.Second)}
+	if err := rec.Record(ctx, all...); err != nil {
+		t.Fatal(err)
+	}
+	recent, err := rec.Recent(ctx, "s_1", 10)
+	if err != nil || len(recent) != 3 || recent[0].ID != "n4" {
+		t.Fatalf("recent %+v, %v: want the newest 3", recent, err)
+	}
+	if got, err := rec.Get(ctx, "n1"); err != nil || got.Status != StatusSent {
+		t.Fatalf("get n1 = %+v, %v", got, err)
+	}
+	st, err := Stage(ch, 2, stream.RunnerConfig{Block: 50 * time.Millisecond, StatsInterval: time.Minute})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner, err := stream.NewRunner(rdb, st, stream.Telemetry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); _ = runner.Run(runCtx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	var rows []clickhouse.NotificationRow
+	testenv.WaitFor(t, 20*time.Second, func() bool {
+		rows, err = clickhouse.SubscriberNotifications(ctx, ch, "s_1", 10)
+		return err == nil && len(rows) == 4 && rows[0].NotificationID == "n1"
+	}, "four notifications in ClickHouse, n1 last recorded")
+	want := map[string]string{"n1": StatusSent, "n2": StatusHeld, "n3": StatusSent, "n4": StatusSuppressed}
+	for _, row := range rows {
+		if want[row.NotificationID] != row.Status {
+			t.Errorf("%s: status %s, want %s", row.NotificationID, row.Status, want[row.NotificationID])
+		}
+	}
+}

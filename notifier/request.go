@@ -1,0 +1,177 @@
+package notifier
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dropstream/dropstream/notifier/subscriber"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// TypeRequest is the stream message type of a notification request.
+const TypeRequest = "notifier.request"
+
+// RequestFlow and RequestTopicName name the topic every flow publishes its
+// notification requests to: notify.requests.
+const (
+	RequestFlow      = "notify"
+	RequestTopicName = "requests"
+)
+
+// RequestTopic returns the notification request topic.
+func RequestTopic(partitions int) stream.Topic {
+	return stream.NewTopic(RequestFlow, RequestTopicName, partitions)
+}
+
+// Limits of a Request.
+const (
+	MaxSubjectLen   = 512
+	MaxWindowLen    = 128
+	MaxTextLen      = 2048
+	MaxRequestBytes = 64 << 10
+)
+
+// ErrInvalidRequest is wrapped by Request.Validate's errors.
+var ErrInvalidRequest = errors.New("notifier: invalid request")
+
+// Request asks the notifier to tell a subscriber (or one inline
+// destination) about a subject. Every flow publishes requests to
+// RequestTopic with PublishRequests; the "notifier-deliver" stage delivers
+// each once per (subscriber, destination, subject, window), on the
+// subscriber's preferences, throttled, retried and recorded in the history.
+type Request struct {
+	// Flow is the producing flow ("comic", "feed", "checkout", ...).
+	Flow string `json:"flow"`
+	// Event names what happened ("comic.match").
+	Event string `json:"event"`
+	// Subject is what the notification is about; preferences' include and
+	// exclude lists match it. 1..MaxSubjectLen bytes.
+	Subject string `json:"subject"`
+	// SubscriberID is who is told; the request goes to each of their
+	// active destinations whose channel is on (only DestinationID's when
+	// set).
+	SubscriberID  string `json:"subscriber_id,omitempty"`
+	DestinationID string `json:"destination_id,omitempty"`
+	// Destination is an inline destination instead (confirmation requests
+	// to pending destinations, removal notices): no preferences apply.
+	Destination *subscriber.Destination `json:"destination,omitempty"`
+	// Window is the window key: a request is delivered once per
+	// (subscriber, destination, subject, window). E.g. a stable open's
+	// event id, a comic's id, a feed item's guid. 1..MaxWindowLen bytes.
+	Window string `json:"window"`
+	// Critical bypasses quiet hours and digests.
+	Critical bool `json:"critical,omitempty"`
+	// Title and Text are human texts for email and Slack.
+	Title string `json:"title,omitempty"`
+	Text  string `json:"text,omitempty"`
+	// Payload is the flow's JSON document, sent as the webhook body's
+	// "payload".
+	Payload json.RawMessage `json:"payload,omitempty"`
+	// ObservedAt is when the change was observed; latency is measured
+	// from it.
+	ObservedAt time.Time `json:"observed_at,omitzero"`
+	// TraceID is the producer's trace; empty takes the message's.
+	TraceID string `json:"trace_id,omitempty"`
+	// EventID and RunID name the cause (a transition and its run), for
+	// GET /v1/notifications/{id}/why.
+	EventID string `json:"event_id,omitempty"`
+	RunID   string `json:"run_id,omitempty"`
+	// Digest marks a digest built by the digest flusher.
+	Digest bool `json:"digest,omitempty"`
+}
+
+// Validate reports why r cannot be delivered; errors wrap
+// ErrInvalidRequest.
+func (r Request) Validate() error {
+	var errs []error
+	for _, f := range []struct {
+		name, v string
+		max     int
+	}{{"flow", r.Flow, 64}, {"event", r.Event, 128}, {"subject", r.Subject, MaxSubjectLen}, {"window", r.Window, MaxWindowLen}} {
+		if f.v == "" || len(f.v) > f.max || hasControl(f.v) {
+			errs = append(errs, fmt.Errorf("%s: want 1-%d bytes without control characters", f.name, f.max))
+		}
+	}
+	switch {
+	case r.SubscriberID == "" && r.Destination == nil:
+		errs = append(errs, errors.New("set subscriber_id or destination"))
+	case r.Destination == nil && !subscriber.ValidSubscriberID(r.SubscriberID):
+		errs = append(errs, errors.New("subscriber_id is not a subscriber id"))
+	}
+	if r.Destination != nil {
+		if _, err := r.Destination.Core(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if len(r.Title) > MaxTextLen || len(r.Text) > MaxTextLen || len(r.TraceID) > 64 || len(r.EventID) > 128 || len(r.RunID) > 128 ||
+		len(r.SubscriberID) > 64 || len(r.DestinationID) > 64 {
+		errs = append(errs, errors.New("title, text, trace, event, run, subscriber or destination id too long"))
+	}
+	if len(r.Payload) > 0 && !json.Valid(r.Payload) {
+		errs = append(errs, errors.New("payload is not JSON"))
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalidRequest, err)
+	}
+	return nil
+}
+
+// recipientKey is the request's partition key: the subscriber, or the
+// inline destination's core, so one recipient's requests stay in order in
+// one partition.
+func (r Request) recipientKey() string {
+	if r.SubscriberID != "" {
+		return r.SubscriberID
+	}
+	core, _ := r.Destination.Core()
+	return subscriber.CoreHash(core)
+}
+
+// PublishRequests validates and publishes requests to topic (RequestTopic),
+// each keyed by its recipient. Each message continues the trace of ctx.
+func PublishRequests(ctx context.Context, pub *stream.Publisher, topic stream.Topic, reqs ...Request) error {
+	msgs := make([]*stream.Message, 0, len(reqs))
+	for _, r := range reqs {
+		if err := r.Validate(); err != nil {
+			return err
+		}
+		body, err := json.Marshal(r)
+		if err != nil {
+			return fmt.Errorf("notifier: encode request: %w", err)
+		}
+		if len(body) > MaxRequestBytes {
+			return fmt.Errorf("%w: %d bytes, limit %d", ErrInvalidRequest, len(body), MaxRequestBytes)
+		}
+		m := stream.NewMessage(r.recipientKey(), TypeRequest, body)
+		m.SetContext(ctx)
+		msgs = append(msgs, m)
+	}
+	return pub.Publish(ctx, topic, msgs...)
+}
+
+// NotificationID is the id of the notification a business key names:
+// "n_" + 24 hex digits of its SHA-256. Records and receivers see it.
+func NotificationID(businessKey string) string {
+	sum := sha256.Sum256([]byte(businessKey))
+	return "n_" + hex.EncodeToString(sum[:12])
+}
+
+// requestKey is the business key of a request's delivery to one
+// destination: flow, subscriber, destination, subject and window; subject
+// and window are hashed when the key would exceed the ledger's bound.
+func requestKey(r Request, subscriberID, destID string) string {
+	k := r.Flow + ":" + subscriberID + ":" + destID + ":" + r.Subject + ":" + r.Window
+	if r.Digest {
+		k = "digest:" + subscriberID + ":" + destID + ":" + r.Window
+	}
+	if len(k) <= 256 {
+		return k
+	}
+	sum := sha256.Sum256([]byte(r.Subject + "\x00" + r.Window))
+	return r.Flow + ":" + subscriberID + ":" + destID + ":h" + hex.EncodeToString(sum[:16])
+}

@@ -1,0 +1,43 @@
+package notifier
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+)
+
+// ChannelSlack is the Slack-style webhook channel's name.
+const ChannelSlack = "slack"
+
+// SlackChannel posts {"text": …} to Slack-style incoming webhooks: the
+// notification's title, text and unsubscribe link, over the webhook
+// channel (same timeouts, signature and error classification).
+type SlackChannel struct{ wh *WebhookChannel }
+
+// NewSlackChannel returns the "slack" channel over a webhook channel.
+func NewSlackChannel(wh *WebhookChannel) *SlackChannel { return &SlackChannel{wh: wh} }
+
+// Name returns ChannelSlack.
+func (s *SlackChannel) Name() string { return ChannelSlack }
+
+// Send posts n's text; see SlackChannel.
+func (s *SlackChannel) Send(ctx context.Context, n Notification) error {
+	lines := []string{}
+	for _, l := range []string{n.Title, n.Text} {
+		if l != "" {
+			lines = append(lines, l)
+		}
+	}
+	if len(lines) == 0 {
+		lines = append(lines, n.Event+": "+n.Subject)
+	}
+	if n.UnsubscribeURL != "" {
+		lines = append(lines, "<"+n.UnsubscribeURL+"|Unsubscribe>")
+	}
+	body, err := json.Marshal(map[string]string{"text": strings.Join(lines, "\n")})
+	if err != nil {
+		return err
+	}
+	n.Body = body
+	return s.wh.Send(ctx, n)
+}

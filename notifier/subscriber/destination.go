@@ -1,0 +1,208 @@
+package subscriber
+
+import (
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/hex"
+	"errors"
+	"fmt"
+	"net/mail"
+	"net/url"
+	"strings"
+	"time"
+)
+
+// Destination kinds. Each maps to the channel that delivers to it
+// (Kind.Channel).
+const (
+	// KindEmail is an email address, delivered over SMTP.
+	KindEmail = "email"
+	// KindWebhook is an http(s) URL receiving signed JSON.
+	KindWebhook = "webhook"
+	// KindSlack is a Slack-style incoming webhook URL receiving {"text": …}.
+	KindSlack = "slack"
+	// KindComic is the comic flow's POST /notify endpoint (signed JSON,
+	// like a webhook).
+	KindComic = "comic_notify"
+)
+
+// Destination statuses.
+const (
+	// StatusPending: created, waiting for its opt-in confirmation; it
+	// receives nothing but its confirmation request and is removed once
+	// ExpiresAt passes.
+	StatusPending = "pending"
+	// StatusActive: confirmed; it receives notifications.
+	StatusActive = "active"
+)
+
+// Limits on outside input.
+const (
+	MaxAddressLen     = 2048
+	MaxDestinations   = 8
+	MinSecretLen      = 16
+	MaxSecretLen      = 256
+	maxEmailLocalPart = 64
+)
+
+// ErrInvalid is wrapped by every validation error of a subscriber, a
+// destination, preferences, an id or a token.
+var ErrInvalid = errors.New("subscriber: invalid")
+
+// Destination is where a subscriber is reached: an email address, a
+// webhook, a Slack-style webhook or the comic flow's /notify endpoint.
+type Destination struct {
+	// ID is set by the store: "d" + 16 hex digits.
+	ID string `json:"id"`
+	// Kind is KindEmail, KindWebhook, KindSlack or KindComic.
+	Kind string `json:"kind"`
+	// Address is the email address or the URL.
+	Address string `json:"address"`
+	// Secret signs webhook and comic deliveries (HMAC-SHA256); generated
+	// when empty and shown only when the subscriber is created.
+	Secret string `json:"secret,omitempty"`
+	// UnsubscribeToken is the destination's unsubscribe link token, set
+	// when it is confirmed; channels put the link in every message. Never
+	// shown by Get or List.
+	UnsubscribeToken string `json:"unsubscribe_token,omitempty"`
+	// Status is StatusPending or StatusActive.
+	Status string `json:"status"`
+	// CreatedAt, ConfirmedAt and ExpiresAt (pending only) are set by the
+	// store.
+	CreatedAt   time.Time `json:"created_at"`
+	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
+	ExpiresAt   time.Time `json:"expires_at,omitzero"`
+}
+
+// Channel returns the name of the channel that delivers to d: "email",
+// "webhook" (webhook and comic_notify) or "slack".
+func (d Destination) Channel() string {
+	switch d.Kind {
+	case KindEmail:
+		return "email"
+	case KindSlack:
+		return "slack"
+	}
+	return "webhook"
+}
+
+// Core returns the destination's identity, which is unique across all
+// subscribers: "email:" + the address with its domain lower-cased (and the
+// local part too: providers treat it case-insensitively in practice), or
+// "<kind>:" + the URL with scheme and host lower-cased, default ports,
+// fragment and a trailing slash dropped. Both a webhook and a comic
+// endpoint count as "url:".
+func (d Destination) Core() (string, error) {
+	switch d.Kind {
+	case KindEmail:
+		addr, err := normalizeEmail(d.Address)
+		if err != nil {
+			return "", err
+		}
+		return "email:" + addr, nil
+	case KindWebhook, KindSlack, KindComic:
+		u, err := normalizeURL(d.Address)
+		if err != nil {
+			return "", err
+		}
+		return "url:" + u, nil
+	}
+	return "", fmt.Errorf("%w: destination kind %q: want %s, %s, %s or %s", ErrInvalid, clip(d.Kind), KindEmail, KindWebhook, KindSlack, KindComic)
+}
+
+// CoreHash is the hex SHA-256 of the core, as keys and history name it.
+func CoreHash(core string) string {
+	sum := sha256.Sum256([]byte(core))
+	return hex.EncodeToString(sum[:16])
+}
+
+// Validate reports why d cannot be created (ID, Status and times are set by
+// the store and ignored).
+func (d Destination) Validate() error {
+	if _, err := d.Core(); err != nil {
+		return err
+	}
+	if d.Secret != "" && !validSecret(d.Secret) {
+		return fmt.Errorf("%w: secret: want %d-%d printable ASCII characters without spaces", ErrInvalid, MinSecretLen, MaxSecretLen)
+	}
+	if d.Kind == KindEmail && d.Secret != "" {
+		return fmt.Errorf("%w: an email destination takes no secret", ErrInvalid)
+	}
+	return nil
+}
+
+func normalizeEmail(s string) (string, error) {
+	if len(s) == 0 || len(s) > 254 {
+		return "", fmt.Errorf("%w: email address: want 1-254 bytes", ErrInvalid)
+	}
+	a, err := mail.ParseAddress(s)
+	if err != nil || a.Name != "" || a.Address != strings.TrimSpace(s) {
+		return "", fmt.Errorf("%w: email address %q: want a bare address like name@example.com", ErrInvalid, clip(s))
+	}
+	local, domain, ok := strings.Cut(a.Address, "@")
+	if !ok || local == "" || len(local) > maxEmailLocalPart || !strings.Contains(domain, ".") || strings.ContainsAny(a.Address, " \t\r\n<>") {
+		return "", fmt.Errorf("%w: email address %q: want name@domain.tld", ErrInvalid, clip(s))
+	}
+	return strings.ToLower(local) + "@" + strings.ToLower(domain), nil
+}
+
+func normalizeURL(s string) (string, error) {
+	if s == "" || len(s) > MaxAddressLen {
+		return "", fmt.Errorf("%w: url: want 1-%d bytes", ErrInvalid, MaxAddressLen)
+	}
+	u, err := url.Parse(s)
+	switch {
+	case err != nil:
+		return "", fmt.Errorf("%w: url: %w", ErrInvalid, err)
+	case u.Scheme != "http" && u.Scheme != "https":
+		return "", fmt.Errorf("%w: url scheme %q: want http or https", ErrInvalid, clip(u.Scheme))
+	case u.Hostname() == "":
+		return "", fmt.Errorf("%w: url has no host", ErrInvalid)
+	case u.User != nil:
+		return "", fmt.Errorf("%w: url must not carry credentials", ErrInvalid)
+	case strings.ContainsAny(s, " \t\r\n"):
+		return "", fmt.Errorf("%w: url must not contain white space", ErrInvalid)
+	}
+	scheme, host := strings.ToLower(u.Scheme), strings.ToLower(u.Hostname())
+	if p := u.Port(); p != "" && !(scheme == "http" && p == "80" || scheme == "https" && p == "443") {
+		host += ":" + p
+	} else if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	path := strings.TrimSuffix(u.EscapedPath(), "/")
+	out := scheme + "://" + host + path
+	if u.RawQuery != "" {
+		out += "?" + u.RawQuery
+	}
+	return out, nil
+}
+
+func validSecret(s string) bool {
+	if len(s) < MinSecretLen || len(s) > MaxSecretLen {
+		return false
+	}
+	for i := 0; i < len(s); i++ {
+		if s[i] <= ' ' || s[i] > '~' {
+			return false
+		}
+	}
+	return true
+}
+
+// randomHex returns n random bytes as hex.
+func randomHex(n int) (string, error) {
+	b := make([]byte, n)
+	if _, err := rand.Read(b); err != nil {
+		return "", fmt.Errorf("subscriber: random: %w", err)
+	}
+	return hex.EncodeToString(b), nil
+}
+
+// clip shortens outside input quoted in an error.
+func clip(s string) string {
+	const n = 64
+	if len(s) <= n {
+		return s
+	}
+	return strings.ToValidUTF8(s[:n], "") + "…"
+}

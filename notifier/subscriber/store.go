@@ -1,0 +1,394 @@
+package subscriber
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Errors of the store, for errors.Is.
+var (
+	// ErrNotFound: no subscriber (or destination) has the id.
+	ErrNotFound = errors.New("subscriber: not found")
+	// ErrDuplicate: a destination's core is already subscribed.
+	ErrDuplicate = errors.New("subscriber: destination already subscribed")
+	// ErrTooMany: the store holds StoreConfig.MaxSubscribers.
+	ErrTooMany = errors.New("subscriber: too many subscribers")
+	// ErrTokenNotFound: the token is unknown, used or expired.
+	ErrTokenNotFound = errors.New("subscriber: token not found or expired")
+)
+
+// Token purposes.
+const (
+	PurposeConfirm     = "confirm"
+	PurposeUnsubscribe = "unsub"
+)
+
+// Defaults of StoreConfig.
+const (
+	DefaultConfirmTTL     = 48 * time.Hour
+	DefaultMaxSubscribers = 1_000_000
+	DefaultPageSize       = 100
+	MaxPageSize           = 1000
+)
+
+const (
+	tag         = "{notifier}"
+	subPrefix   = "ds:" + tag + ":sub:"
+	subsKey     = "ds:" + tag + ":subs"
+	corePrefix  = "ds:" + tag + ":core:"
+	tokenPrefix = "ds:" + tag + ":token:"
+	pendingKey  = "ds:" + tag + ":pending"
+)
+
+func subKey(id string) string           { return subPrefix + id }
+func coreKey(core string) string        { return corePrefix + CoreHash(core) }
+func tokenKey(tok string) string        { return tokenPrefix + hashToken(tok) }
+func pendingMember(id, d string) string { return id + "|" + d }
+
+func hashToken(tok string) string {
+	sum := sha256.Sum256([]byte(tok))
+	return hex.EncodeToString(sum[:])
+}
+
+// StoreConfig configures a Store. Zero fields take their defaults.
+type StoreConfig struct {
+	// ConfirmTTL is how long a destination may stay unconfirmed; its
+	// confirmation token expires then and ExpireUnconfirmed removes it.
+	// Default 48h, range 1m..30 days.
+	ConfirmTTL time.Duration
+	// MaxSubscribers bounds the store. Default 1,000,000.
+	MaxSubscribers int
+	// Logger reports undecodable records. Default slog.Default().
+	Logger *slog.Logger
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c StoreConfig) WithDefaults() StoreConfig {
+	if c.ConfirmTTL == 0 {
+		c.ConfirmTTL = DefaultConfirmTTL
+	}
+	if c.MaxSubscribers == 0 {
+		c.MaxSubscribers = DefaultMaxSubscribers
+	}
+	if c.Logger == nil {
+		c.Logger = slog.Default()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c StoreConfig) Validate() error {
+	var errs []error
+	if c.ConfirmTTL < time.Minute || c.ConfirmTTL > 30*24*time.Hour {
+		errs = append(errs, fmt.Errorf("subscriber: confirm ttl %s out of range 1m..720h", c.ConfirmTTL))
+	}
+	if c.MaxSubscribers < 1 || c.MaxSubscribers > 100_000_000 {
+		errs = append(errs, fmt.Errorf("subscriber: max subscribers %d out of range 1..100000000", c.MaxSubscribers))
+	}
+	return errors.Join(errs...)
+}
+
+// Store keeps subscribers; see the package documentation. It is safe for
+// concurrent use.
+type Store struct {
+	rdb redis.UniversalClient
+	cfg StoreConfig
+}
+
+// NewStore returns a store over rdb.
+func NewStore(rdb redis.UniversalClient, cfg StoreConfig) (*Store, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Store{rdb: rdb, cfg: cfg}, nil
+}
+
+// Created is what Create returns: the subscriber with its destinations'
+// secrets (the only time they are shown) and the opt-in token of each
+// destination, by destination id, to be sent to that destination only.
+type Created struct {
+	Subscriber    Subscriber
+	ConfirmTokens map[string]string
+}
+
+// createScript stores a subscriber, its cores, tokens and pending entries,
+// unless a core is taken or the store is full.
+// KEYS: sub, subs, pending, n cores, n tokens. ARGV: id, json, max, n,
+// confirm ttl ms, expiry ms, n core values, n token values, n pending members.
+var createScript = redis.NewScript(`
+local n = tonumber(ARGV[4])
+for i = 1, n do
+  if redis.call('EXISTS', KEYS[3 + i]) == 1 then return -i end
+end
+if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], 0, ARGV[1])
+for i = 1, n do
+  redis.call('SET', KEYS[3 + i], ARGV[6 + i])
+  redis.call('SET', KEYS[3 + n + i], ARGV[6 + n + i], 'PX', ARGV[5])
+  redis.call('ZADD', KEYS[3], ARGV[6], ARGV[6 + 2 * n + i])
+end
+return 1`)
+
+// Create validates s, gives it and its destinations ids, times, pending
+// status and (for webhook kinds, when empty) secrets, and stores it with
+// one opt-in token per destination, atomically. Errors wrap ErrInvalid,
+// ErrDuplicate (naming the destination, not who holds it) or ErrTooMany.
+func (st *Store) Create(ctx context.Context, s Subscriber) (Created, error) {
+	if err := s.Validate(); err != nil {
+		return Created{}, err
+	}
+	now := st.cfg.Now().UTC()
+	r, err := randomHex(8)
+	if err != nil {
+		return Created{}, err
+	}
+	s.ID, s.CreatedAt = fmt.Sprintf("s_%012x%s", now.UnixMilli(), r), now
+	s.Destinations = append([]Destination(nil), s.Destinations...)
+	expires := now.Add(st.cfg.ConfirmTTL)
+	n := len(s.Destinations)
+	keys := []string{subKey(s.ID), subsKey, pendingKey}
+	var cores, tokKeys, coreVals, tokVals, members []string
+	out := Created{ConfirmTokens: map[string]string{}}
+	for i := range s.Destinations {
+		d := &s.Destinations[i]
+		if d.ID, err = randomHex(8); err != nil {
+			return Created{}, err
+		}
+		d.ID = "d" + d.ID
+		if d.Kind != KindEmail && d.Secret == "" {
+			if d.Secret, err = randomHex(32); err != nil {
+				return Created{}, err
+			}
+			d.Secret = "whsec_" + d.Secret
+		}
+		d.Status, d.CreatedAt, d.ExpiresAt, d.ConfirmedAt, d.UnsubscribeToken = StatusPending, now, expires, time.Time{}, ""
+		core, _ := d.Core()
+		tok, err := randomHex(32)
+		if err != nil {
+			return Created{}, err
+		}
+		out.ConfirmTokens[d.ID] = tok
+		cores, coreVals = append(cores, coreKey(core)), append(coreVals, s.ID+"|"+d.ID)
+		tokKeys, tokVals = append(tokKeys, tokenKey(tok)), append(tokVals, PurposeConfirm+"|"+s.ID+"|"+d.ID)
+		members = append(members, pendingMember(s.ID, d.ID))
+	}
+	body, err := json.Marshal(s)
+	if err != nil {
+		return Created{}, fmt.Errorf("subscriber: encode: %w", err)
+	}
+	keys = append(append(keys, cores...), tokKeys...)
+	args := []any{s.ID, body, st.cfg.MaxSubscribers, n, st.cfg.ConfirmTTL.Milliseconds(), expires.UnixMilli()}
+	for _, l := range [][]string{coreVals, tokVals, members} {
+		for _, v := range l {
+			args = append(args, v)
+		}
+	}
+	res, err := createScript.Run(ctx, st.rdb, keys, args...).Int()
+	switch {
+	case err != nil:
+		return Created{}, fmt.Errorf("subscriber: create: %w", err)
+	case res == 0:
+		return Created{}, fmt.Errorf("%w: the store holds %d", ErrTooMany, st.cfg.MaxSubscribers)
+	case res < 0:
+		d := s.Destinations[-res-1]
+		return Created{}, fmt.Errorf("%w: %s %s", ErrDuplicate, d.Kind, clip(d.Address))
+	}
+	out.Subscriber = s
+	return out, nil
+}
+
+// Get returns the subscriber without secrets or tokens. Errors wrap
+// ErrNotFound (also for a malformed id) or are Redis errors.
+func (st *Store) Get(ctx context.Context, id string) (Subscriber, error) {
+	s, err := st.Resolve(ctx, id)
+	return s.public(), err
+}
+
+// Resolve returns the subscriber with its secrets and unsubscribe tokens,
+// for delivery. Errors wrap ErrNotFound or are Redis errors.
+func (st *Store) Resolve(ctx context.Context, id string) (Subscriber, error) {
+	if !ValidSubscriberID(id) {
+		return Subscriber{}, fmt.Errorf("%w: subscriber %q", ErrNotFound, clip(id))
+	}
+	raw, err := st.rdb.Get(ctx, subKey(id)).Bytes()
+	if errors.Is(err, redis.Nil) {
+		return Subscriber{}, fmt.Errorf("%w: subscriber %s", ErrNotFound, id)
+	}
+	if err != nil {
+		return Subscriber{}, fmt.Errorf("subscriber: get %s: %w", id, err)
+	}
+	var s Subscriber
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return Subscriber{}, fmt.Errorf("subscriber: decode %s: %w", id, err)
+	}
+	return s, nil
+}
+
+// List returns up to limit subscribers (without secrets) in id order after
+// cursor ("" for the first page), and the next cursor ("" at the end). A
+// malformed cursor wraps ErrInvalid.
+func (st *Store) List(ctx context.Context, cursor string, limit int) ([]Subscriber, string, error) {
+	if cursor != "" && !ValidSubscriberID(cursor) {
+		return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalid, clip(cursor))
+	}
+	if limit < 1 {
+		limit = DefaultPageSize
+	}
+	limit = min(limit, MaxPageSize)
+	start := "-"
+	if cursor != "" {
+		start = "(" + cursor
+	}
+	ids, err := st.rdb.ZRangeByLex(ctx, subsKey, &redis.ZRangeBy{Min: start, Max: "+", Count: int64(limit) + 1}).Result()
+	if err != nil {
+		return nil, "", fmt.Errorf("subscriber: list: %w", err)
+	}
+	next := ""
+	if len(ids) > limit {
+		ids, next = ids[:limit], ids[limit-1]
+	}
+	out := make([]Subscriber, 0, len(ids))
+	if len(ids) == 0 {
+		return out, next, nil
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = subKey(id)
+	}
+	vals, err := st.rdb.MGet(ctx, keys...).Result()
+	if err != nil {
+		return nil, "", fmt.Errorf("subscriber: list: %w", err)
+	}
+	for i, v := range vals {
+		raw, ok := v.(string)
+		if !ok {
+			continue
+		}
+		var s Subscriber
+		if err := json.Unmarshal([]byte(raw), &s); err != nil {
+			st.cfg.Logger.WarnContext(ctx, "subscriber: skipping undecodable record", "subscriber_id", ids[i], "error", err)
+			continue
+		}
+		out = append(out, s.public())
+	}
+	return out, next, nil
+}
+
+// Delete removes a subscriber and every destination core and token.
+// Errors wrap ErrNotFound.
+func (st *Store) Delete(ctx context.Context, id string) error {
+	for range maxTxTries {
+		err := st.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			s, err := st.Resolve(ctx, id)
+			if err != nil {
+				return err
+			}
+			_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+				for _, d := range append([]Destination(nil), s.Destinations...) {
+					st.removeDestination(ctx, pipe, &s, d)
+				}
+				return nil
+			})
+			return err
+		}, subKey(id))
+		if errors.Is(err, redis.TxFailedErr) {
+			continue
+		}
+		return err
+	}
+	return fmt.Errorf("subscriber: delete %s: too much contention", id)
+}
+
+// SetPreferences replaces a subscriber's preferences and time zone.
+// Errors wrap ErrInvalid or ErrNotFound.
+func (st *Store) SetPreferences(ctx context.Context, id, timeZone string, p Preferences) (Subscriber, error) {
+	if err := p.Validate(); err != nil {
+		return Subscriber{}, err
+	}
+	if _, err := LoadLocation(timeZone); err != nil {
+		return Subscriber{}, err
+	}
+	var out Subscriber
+	for range maxTxTries {
+		err := st.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			s, err := st.Resolve(ctx, id)
+			if err != nil {
+				return err
+			}
+			s.Preferences, s.TimeZone = p, timeZone
+			body, err := json.Marshal(s)
+			if err != nil {
+				return err
+			}
+			_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+				pipe.Set(ctx, subKey(id), body, 0)
+				return nil
+			})
+			out = s.public()
+			return err
+		}, subKey(id))
+		if errors.Is(err, redis.TxFailedErr) {
+			continue
+		}
+		return out, err
+	}
+	return Subscriber{}, fmt.Errorf("subscriber: preferences of %s: too much contention", id)
+}
+
+// ExpireUnconfirmed removes the destinations whose opt-in expired before
+// now and were never confirmed (and subscribers left without any), at most
+// limit of them, and returns how many it removed. Their cores may be
+// subscribed again.
+func (st *Store) ExpireUnconfirmed(ctx context.Context, now time.Time, limit int) (int, error) {
+	members, err := st.rdb.ZRangeByScore(ctx, pendingKey, &redis.ZRangeBy{Min: "-inf",
+		Max: strconv.FormatInt(now.UnixMilli(), 10), Count: int64(max(limit, 1))}).Result()
+	if err != nil {
+		return 0, fmt.Errorf("subscriber: expire: %w", err)
+	}
+	removed := 0
+	for _, m := range members {
+		id, did, _ := strings.Cut(m, "|")
+		err := st.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			s, err := st.Resolve(ctx, id)
+			if errors.Is(err, ErrNotFound) {
+				return tx.ZRem(ctx, pendingKey, m).Err()
+			}
+			if err != nil {
+				return err
+			}
+			d, ok := s.Destination(did)
+			if !ok || d.Status != StatusPending || d.ExpiresAt.After(now) {
+				return tx.ZRem(ctx, pendingKey, m).Err()
+			}
+			_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+				st.removeDestination(ctx, pipe, &s, d)
+				return nil
+			})
+			if err == nil {
+				removed++
+			}
+			return err
+		}, subKey(id))
+		if err != nil && !errors.Is(err, redis.TxFailedErr) {
+			return removed, fmt.Errorf("subscriber: expire %s: %w", m, err)
+		}
+	}
+	return removed, nil
+}

@@ -1,0 +1,140 @@
+package subscriber
+
+import (
+	"context"
+	"errors"
+	"testing"
+	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
+)
+
+func backends() map[string]func(t *testing.T) redis.UniversalClient {
+	return map[string]func(t *testing.T) redis.UniversalClient{
+		"miniredis":    func(t *testing.T) redis.UniversalClient { return dial(t, "redis://"+miniredis.RunT(t).Addr()) },
+		"redis-server": func(t *testing.T) redis.UniversalClient { return dial(t, testenv.RedisURL(t)) },
+	}
+}
+
+func dial(t *testing.T, url string) redis.UniversalClient {
+	t.Helper()
+	rdb, err := stream.Dial(context.Background(), url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	return rdb
+}
+
+func newStore(t *testing.T, rdb redis.UniversalClient, now *time.Time) *Store {
+	t.Helper()
+	st, err := NewStore(rdb, StoreConfig{ConfirmTTL: time.Hour, Now: func() time.Time { return *now }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return st
+}
+
+func alice() Subscriber {
+	return Subscriber{Name: "Alice", TimeZone: "Europe/Paris", Destinations: []Destination{
+		{Kind: KindEmail, Address: "Alice@Example.COM"},
+		{Kind: KindWebhook, Address: "https://hooks.example.com:443/a/"},
+	}}
+}
+
+func TestStore_lifecycle(t *testing.T) {
+	for name, client := range backends() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+			st := newStore(t, client(t), &now)
+			c, err := st.Create(ctx, alice())
+			if err != nil {
+				t.Fatal(err)
+			}
+			s := c.Subscriber
+			if len(c.ConfirmTokens) != 2 || s.Destinations[1].Secret == "" || s.Destinations[0].Status != StatusPending {
+				t.Fatalf("created %+v tokens %v", s, c.ConfirmTokens)
+			}
+			// The same address, spelled otherwise, is the same core.
+			dup := Subscriber{Name: "Mallory", Destinations: []Destination{{Kind: KindEmail, Address: "alice@example.com"}}}
+			if _, err := st.Create(ctx, dup); !errors.Is(err, ErrDuplicate) {
+				t.Fatalf("duplicate email: %v, want ErrDuplicate", err)
+			}
+			dupURL := Subscriber{Name: "Mallory", Destinations: []Destination{{Kind: KindComic, Address: "HTTPS://HOOKS.example.com/a"}}}
+			if _, err := st.Create(ctx, dupURL); !errors.Is(err, ErrDuplicate) {
+				t.Fatalf("duplicate url: %v, want ErrDuplicate", err)
+			}
+			// Peek does not confirm (a GET of the link).
+			emailID := s.Destinations[0].ID
+			info, err := st.Peek(ctx, c.ConfirmTokens[emailID])
+			if err != nil || info.Purpose != PurposeConfirm || info.Destination.ID != emailID || info.Destination.Status != StatusPending {
+				t.Fatalf("peek = %+v, %v", info, err)
+			}
+			got, d, err := st.Confirm(ctx, c.ConfirmTokens[emailID])
+			if err != nil || d.Status != StatusActive || d.UnsubscribeToken == "" {
+				t.Fatalf("confirm = %+v, %v", d, err)
+			}
+			if _, _, err := st.Confirm(ctx, c.ConfirmTokens[emailID]); !errors.Is(err, ErrTokenNotFound) {
+				t.Fatalf("second confirm: %v, want ErrTokenNotFound", err)
+			}
+			pub, err := st.Get(ctx, s.ID)
+			if err != nil || pub.Destinations[0].Status != StatusActive || pub.Destinations[0].UnsubscribeToken != "" || pub.Destinations[1].Secret != "" {
+				t.Fatalf("get = %+v, %v", pub, err)
+			}
+			// The webhook is never confirmed: it expires, the email stays.
+			now = now.Add(2 * time.Hour)
+			n, err := st.ExpireUnconfirmed(ctx, now, 100)
+			if err != nil || n != 1 {
+				t.Fatalf("expire = %d, %v; want 1", n, err)
+			}
+			if _, err := st.Create(ctx, dupURL); err != nil {
+				t.Fatalf("the expired core is free again: %v", err)
+			}
+			// Unsubscribe removes the last destination and the subscriber.
+			_, removed, err := st.Unsubscribe(ctx, got.Destinations[0].UnsubscribeToken)
+			if err != nil || removed.ID != emailID {
+				t.Fatalf("unsubscribe = %+v, %v", removed, err)
+			}
+			if _, err := st.Get(ctx, s.ID); !errors.Is(err, ErrNotFound) {
+				t.Fatalf("get after unsubscribe: %v", err)
+			}
+			if _, _, err := st.Unsubscribe(ctx, got.Destinations[0].UnsubscribeToken); !errors.Is(err, ErrTokenNotFound) {
+				t.Fatalf("second unsubscribe: %v", err)
+			}
+			if _, err := st.Create(ctx, dup); err != nil {
+				t.Fatalf("the unsubscribed core is free again: %v", err)
+			}
+			list, next, err := st.List(ctx, "", 10)
+			if err != nil || len(list) != 2 || next != "" {
+				t.Fatalf("list = %d items, next %q, %v", len(list), next, err)
+			}
+		})
+	}
+}
+
+func TestStore_invalidInput(t *testing.T) {
+	now := time.Now()
+	st := newStore(t, dial(t, "redis://"+miniredis.RunT(t).Addr()), &now)
+	cases := map[string]Subscriber{
+		"no destination":  {Name: "x"},
+		"bad email":       {Name: "x", Destinations: []Destination{{Kind: KindEmail, Address: "Bob <bob@example.com>"}}},
+		"ftp url":         {Name: "x", Destinations: []Destination{{Kind: KindWebhook, Address: "ftp://example.com"}}},
+		"unknown kind":    {Name: "x", Destinations: []Destination{{Kind: "pigeon", Address: "x"}}},
+		"twice":           {Name: "x", Destinations: []Destination{{Kind: KindEmail, Address: "a@b.co"}, {Kind: KindEmail, Address: "A@B.CO"}}},
+		"bad zone":        {Name: "x", TimeZone: "Mars/Olympus", Destinations: []Destination{{Kind: KindEmail, Address: "a@b.co"}}},
+		"bad quiet hours": {Name: "x", Preferences: Preferences{QuietHours: &QuietHours{Start: "25:00", End: "07:00"}}, Destinations: []Destination{{Kind: KindEmail, Address: "a@b.co"}}},
+	}
+	for name, s := range cases {
+		if _, err := st.Create(context.Background(), s); !errors.Is(err, ErrInvalid) {
+			t.Errorf("%s: %v, want ErrInvalid", name, err)
+		}
+	}
+	if _, err := st.Peek(context.Background(), "nope"); !errors.Is(err, ErrTokenNotFound) {
+		t.Errorf("peek of a malformed token: %v", err)
+	}
+}

@@ -1,0 +1,147 @@
+// Package subscriber keeps the notifier's subscribers in Redis: people with
+// up to MaxDestinations destinations (email, webhook, Slack-style webhook,
+// the comic flow's /notify endpoint), each with a unique core so the same
+// address is never subscribed twice, double opt-in with expiry of
+// unconfirmed destinations, prefetch-safe unsubscribe tokens, and the
+// subscriber's preferences (include/exclude, quiet hours, channel switches,
+// digests).
+//
+// # Redis layout
+//
+// Every key shares the hash tag {notifier}, so the scripts and
+// transactions touch one Redis Cluster slot:
+//
+//	ds:{notifier}:sub:<id>              string: the subscriber as JSON (secrets and tokens included)
+//	ds:{notifier}:subs                  sorted set, score 0: every id (paging by id)
+//	ds:{notifier}:core:<core hash>      string: "<subscriber id>|<destination id>"; the uniqueness of a core
+//	ds:{notifier}:token:<token hash>    string: "confirm|<id>|<dest>" (expires with the opt-in) or "unsub|<id>|<dest>"
+//	ds:{notifier}:pending               sorted set: "<id>|<dest>" scored by the opt-in's expiry (Unix ms)
+//
+// Tokens are 32 random bytes (64 hex digits); only their SHA-256 names a
+// key, so a dump of the keys does not reveal a working link.
+package subscriber
+
+import (
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+	"unicode/utf8"
+)
+
+// MaxNameLen bounds Subscriber.Name.
+const MaxNameLen = 128
+
+// Subscriber is someone who receives notifications at their destinations,
+// on their preferences.
+type Subscriber struct {
+	// ID is set by the store: "s_" + 12 hex digits of creation time in
+	// Unix ms + 16 random hex digits, so ids sort by age.
+	ID string `json:"id"`
+	// Name is a label: 1..MaxNameLen bytes of printable UTF-8.
+	Name string `json:"name"`
+	// TimeZone is the IANA zone quiet hours and digests are computed in;
+	// empty is UTC.
+	TimeZone string `json:"time_zone,omitempty"`
+	// Preferences filter and batch what reaches the subscriber.
+	Preferences Preferences `json:"preferences"`
+	// Destinations are where the subscriber is reached, 1..MaxDestinations.
+	Destinations []Destination `json:"destinations"`
+	// CreatedAt is set by the store.
+	CreatedAt time.Time `json:"created_at"`
+}
+
+// Validate reports every invalid field of a subscriber given for creation
+// (ids, statuses and times are set by the store and ignored). Errors wrap
+// ErrInvalid.
+func (s Subscriber) Validate() error {
+	var errs []error
+	if s.Name == "" || len(s.Name) > MaxNameLen || !printable(s.Name) {
+		errs = append(errs, fmt.Errorf("name: want 1-%d bytes of printable UTF-8", MaxNameLen))
+	}
+	if _, err := LoadLocation(s.TimeZone); err != nil {
+		errs = append(errs, err)
+	}
+	errs = append(errs, s.Preferences.Validate())
+	if len(s.Destinations) == 0 || len(s.Destinations) > MaxDestinations {
+		errs = append(errs, fmt.Errorf("destinations: want 1-%d", MaxDestinations))
+	}
+	cores := map[string]bool{}
+	for i, d := range s.Destinations {
+		if err := d.Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("destination %d: %w", i, err))
+			continue
+		}
+		core, _ := d.Core()
+		if cores[core] {
+			errs = append(errs, fmt.Errorf("destination %d: given twice", i))
+		}
+		cores[core] = true
+	}
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w: %w", ErrInvalid, err)
+	}
+	return nil
+}
+
+// Location returns the subscriber's time zone (UTC when unknown).
+func (s Subscriber) Location() *time.Location {
+	loc, err := LoadLocation(s.TimeZone)
+	if err != nil {
+		return time.UTC
+	}
+	return loc
+}
+
+// Destination returns the destination with the id.
+func (s Subscriber) Destination(id string) (Destination, bool) {
+	for _, d := range s.Destinations {
+		if d.ID == id {
+			return d, true
+		}
+	}
+	return Destination{}, false
+}
+
+// public returns s without secrets.
+func (s Subscriber) public() Subscriber {
+	s.Destinations = append([]Destination(nil), s.Destinations...)
+	for i := range s.Destinations {
+		s.Destinations[i].Secret = ""
+		s.Destinations[i].UnsubscribeToken = ""
+	}
+	return s
+}
+
+func printable(s string) bool {
+	if !utf8.ValidString(s) {
+		return false
+	}
+	for _, r := range s {
+		if !unicode.IsPrint(r) {
+			return false
+		}
+	}
+	return true
+}
+
+// validID reports whether s has the form of a generated id with the prefix.
+func validID(prefix, s string, hexLen int) bool {
+	if len(s) != len(prefix)+hexLen || !strings.HasPrefix(s, prefix) {
+		return false
+	}
+	return isHex(s[len(prefix):])
+}
+
+func isHex(s string) bool {
+	for i := 0; i < len(s); i++ {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}
+
+// ValidSubscriberID reports whether s has the form of a subscriber id.
+func ValidSubscriberID(s string) bool { return validID("s_", s, 28) }

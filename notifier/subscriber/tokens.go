@@ -1,0 +1,170 @@
+package subscriber
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// TokenInfo is what a token names.
+type TokenInfo struct {
+	Purpose     string
+	Subscriber  Subscriber
+	Destination Destination
+}
+
+// Peek returns what a token names without using it: the GET of a link
+// shows a page, and only a POST acts (link prefetchers issue GETs). The
+// subscriber comes without secrets. Errors wrap ErrTokenNotFound.
+func (st *Store) Peek(ctx context.Context, token string) (TokenInfo, error) {
+	info, err := st.lookup(ctx, token)
+	info.Subscriber = info.Subscriber.public()
+	info.Destination.Secret, info.Destination.UnsubscribeToken = "", ""
+	return info, err
+}
+
+func (st *Store) lookup(ctx context.Context, token string) (TokenInfo, error) {
+	if len(token) != 64 || !isHex(token) {
+		return TokenInfo{}, ErrTokenNotFound
+	}
+	v, err := st.rdb.Get(ctx, tokenKey(token)).Result()
+	if errors.Is(err, redis.Nil) {
+		return TokenInfo{}, ErrTokenNotFound
+	}
+	if err != nil {
+		return TokenInfo{}, fmt.Errorf("subscriber: token: %w", err)
+	}
+	parts := strings.Split(v, "|")
+	if len(parts) != 3 {
+		return TokenInfo{}, ErrTokenNotFound
+	}
+	s, err := st.Resolve(ctx, parts[1])
+	if errors.Is(err, ErrNotFound) {
+		return TokenInfo{}, ErrTokenNotFound
+	}
+	if err != nil {
+		return TokenInfo{}, err
+	}
+	d, ok := s.Destination(parts[2])
+	if !ok {
+		return TokenInfo{}, ErrTokenNotFound
+	}
+	return TokenInfo{Purpose: parts[0], Subscriber: s, Destination: d}, nil
+}
+
+// Confirm uses an opt-in token: its destination becomes active, with an
+// unsubscribe token of its own. It returns the subscriber (with secrets,
+// to send the welcome notice) and the destination. Errors wrap
+// ErrTokenNotFound (unknown, used, expired or not an opt-in token).
+func (st *Store) Confirm(ctx context.Context, token string) (Subscriber, Destination, error) {
+	unsub, err := randomHex(32)
+	if err != nil {
+		return Subscriber{}, Destination{}, err
+	}
+	var s Subscriber
+	var d Destination
+	err = st.update(ctx, token, PurposeConfirm, func(pipe redis.Pipeliner, info TokenInfo) error {
+		s = info.Subscriber
+		for i := range s.Destinations {
+			if s.Destinations[i].ID == info.Destination.ID {
+				x := &s.Destinations[i]
+				x.Status, x.ConfirmedAt, x.ExpiresAt, x.UnsubscribeToken = StatusActive, st.cfg.Now().UTC(), time.Time{}, unsub
+				d = *x
+			}
+		}
+		body, err := json.Marshal(s)
+		if err != nil {
+			return err
+		}
+		pipe.Set(ctx, subKey(s.ID), body, 0)
+		pipe.Del(ctx, tokenKey(token))
+		pipe.ZRem(ctx, pendingKey, pendingMember(s.ID, d.ID))
+		pipe.Set(ctx, tokenKey(unsub), PurposeUnsubscribe+"|"+s.ID+"|"+d.ID, 0)
+		return nil
+	})
+	return s, d, err
+}
+
+// Unsubscribe uses an unsubscribe token: its destination is removed (its
+// core may be subscribed again), and the subscriber too when it was the
+// last one. It returns the removed destination with its secret, so the
+// caller can send the removal notice. Errors wrap ErrTokenNotFound.
+func (st *Store) Unsubscribe(ctx context.Context, token string) (Subscriber, Destination, error) {
+	var s Subscriber
+	var d Destination
+	err := st.update(ctx, token, PurposeUnsubscribe, func(pipe redis.Pipeliner, info TokenInfo) error {
+		s, d = info.Subscriber, info.Destination
+		st.removeDestination(ctx, pipe, &s, d)
+		return nil
+	})
+	return s, d, err
+}
+
+// removeDestination queues the removal of d from s (and of s when it was
+// its last destination); s is updated in place.
+func (st *Store) removeDestination(ctx context.Context, pipe redis.Pipeliner, s *Subscriber, d Destination) {
+	kept := s.Destinations[:0:0]
+	for _, x := range s.Destinations {
+		if x.ID != d.ID {
+			kept = append(kept, x)
+		}
+	}
+	s.Destinations = kept
+	core, _ := d.Core()
+	pipe.Del(ctx, coreKey(core))
+	pipe.ZRem(ctx, pendingKey, pendingMember(s.ID, d.ID))
+	if d.UnsubscribeToken != "" {
+		pipe.Del(ctx, tokenKey(d.UnsubscribeToken))
+	}
+	if len(kept) == 0 {
+		pipe.Del(ctx, subKey(s.ID))
+		pipe.ZRem(ctx, subsKey, s.ID)
+		return
+	}
+	body, _ := json.Marshal(s)
+	pipe.Set(ctx, subKey(s.ID), body, 0)
+}
+
+// maxTxTries bounds optimistic transaction retries.
+const maxTxTries = 8
+
+// update runs fn in a transaction over the subscriber a token of purpose
+// names, retried when the subscriber changed meanwhile.
+func (st *Store) update(ctx context.Context, token, purpose string, fn func(redis.Pipeliner, TokenInfo) error) error {
+	for range maxTxTries {
+		var id string
+		if len(token) == 64 && isHex(token) {
+			v, err := st.rdb.Get(ctx, tokenKey(token)).Result()
+			if err != nil && !errors.Is(err, redis.Nil) {
+				return fmt.Errorf("subscriber: token: %w", err)
+			}
+			if p := strings.Split(v, "|"); len(p) == 3 {
+				id = p[1]
+			}
+		}
+		if id == "" {
+			return ErrTokenNotFound
+		}
+		err := st.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			info, err := st.lookup(ctx, token)
+			if err != nil {
+				return err
+			}
+			if info.Purpose != purpose || info.Subscriber.ID != id {
+				return ErrTokenNotFound
+			}
+			_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error { return fn(pipe, info) })
+			return err
+		}, subKey(id), tokenKey(token))
+		if errors.Is(err, redis.TxFailedErr) {
+			continue
+		}
+		return err
+	}
+	return fmt.Errorf("subscriber: token update: too much contention")
+}

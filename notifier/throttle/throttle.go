@@ -1,0 +1,205 @@
+// Package throttle limits the notifier's send rate with token buckets in
+// Redis, one per destination and one per channel, shared by every copy of
+// every stage, and honours a receiver's 429 and Retry-After by blocking its
+// destination until then.
+//
+// A bucket is a Redis hash ds:{notifier}:throttle:<name> with fields
+// tokens, ts (last refill, Unix ms) and blocked (Unix ms until which it
+// sends nothing). One script takes a token from every bucket of a send or
+// from none, so a send refused by its channel's bucket does not spend its
+// destination's token. The keys share the {notifier} hash tag (one Redis
+// Cluster slot).
+package throttle
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Limit is a token bucket's rate and burst. The zero Limit is unlimited.
+type Limit struct {
+	// Rate is the sustained sends per second; 0 is unlimited.
+	Rate float64 `json:"rate"`
+	// Burst is how many sends may go at once after a pause; default
+	// max(1, Rate).
+	Burst int `json:"burst"`
+}
+
+// Unlimited reports whether the limit never refuses.
+func (l Limit) Unlimited() bool { return l.Rate <= 0 }
+
+func (l Limit) burst() int {
+	if l.Burst > 0 {
+		return l.Burst
+	}
+	return max(1, int(l.Rate))
+}
+
+// Config configures a Throttle. Zero fields take their defaults.
+type Config struct {
+	// Destination is the limit of each destination. Default 10/s, burst 20.
+	Destination Limit
+	// Channels are the limits of each channel by name; a channel not
+	// listed is unlimited.
+	Channels map[string]Limit
+	// Disabled turns every bucket off (Retry-After blocks still apply).
+	Disabled bool
+	// IdleTTL is how long an untouched bucket is kept. Default 1h.
+	IdleTTL time.Duration
+	// Now is the clock. Default time.Now.
+	Now func() time.Time
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Destination == (Limit{}) {
+		c.Destination = Limit{Rate: 10, Burst: 20}
+	}
+	if c.IdleTTL == 0 {
+		c.IdleTTL = time.Hour
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c Config) Validate() error {
+	var errs []error
+	check := func(name string, l Limit) {
+		if l.Rate < 0 || l.Rate > 1e6 || l.Burst < 0 || l.Burst > 1e6 {
+			errs = append(errs, fmt.Errorf("throttle: %s limit %+v: want rate 0..1e6 and burst 0..1e6", name, l))
+		}
+	}
+	check("destination", c.Destination)
+	for name, l := range c.Channels {
+		check("channel "+name, l)
+	}
+	if c.IdleTTL < time.Second {
+		errs = append(errs, fmt.Errorf("throttle: idle ttl %s below 1s", c.IdleTTL))
+	}
+	return errors.Join(errs...)
+}
+
+// Throttle hands out send permissions. It is safe for concurrent use.
+type Throttle struct {
+	rdb redis.UniversalClient
+	cfg Config
+}
+
+// New returns a throttle over rdb.
+func New(rdb redis.UniversalClient, cfg Config) (*Throttle, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Throttle{rdb: rdb, cfg: cfg}, nil
+}
+
+const keyPrefix = "ds:{notifier}:throttle:"
+
+// DestinationKey is the bucket key of a destination (its core hash or
+// recipient id).
+func DestinationKey(dest string) string { return keyPrefix + "dest:" + dest }
+
+// ChannelKey is the bucket key of a channel.
+func ChannelKey(channel string) string { return keyPrefix + "channel:" + channel }
+
+// takeScript takes one token from each bucket, or none. KEYS: buckets.
+// ARGV: now ms, idle ttl ms, then per bucket rate/s, burst (rate 0: only the
+// block is checked). Returns 0 when taken, else the wait in ms.
+var takeScript = redis.NewScript(`
+local now = tonumber(ARGV[1])
+local wait = 0
+local state = {}
+for i = 1, #KEYS do
+  local rate, burst = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
+  local v = redis.call('HMGET', KEYS[i], 'tokens', 'ts', 'blocked')
+  local blocked = tonumber(v[3]) or 0
+  if blocked > now then wait = math.max(wait, blocked - now) end
+  local tokens = burst
+  if rate > 0 then
+    tokens = tonumber(v[1]) or burst
+    local ts = tonumber(v[2]) or now
+    tokens = math.min(burst, tokens + math.max(0, now - ts) * rate / 1000)
+    if tokens < 1 then wait = math.max(wait, math.ceil((1 - tokens) * 1000 / rate)) end
+  end
+  state[i] = {rate, tokens}
+end
+if wait > 0 then return wait end
+for i = 1, #KEYS do
+  if state[i][1] > 0 then
+    redis.call('HSET', KEYS[i], 'tokens', tostring(state[i][2] - 1), 'ts', ARGV[1])
+    redis.call('PEXPIRE', KEYS[i], ARGV[2])
+  end
+end
+return 0`)
+
+// Take takes one send permission for dest on channel. It returns 0 when the
+// send may go now, or how long to wait before asking again (nothing was
+// taken then).
+func (t *Throttle) Take(ctx context.Context, dest, channel string) (time.Duration, error) {
+	keys := []string{DestinationKey(dest), ChannelKey(channel)}
+	limits := []Limit{t.cfg.Destination, t.cfg.Channels[channel]}
+	if t.cfg.Disabled {
+		limits = []Limit{{}, {}}
+	}
+	args := []any{t.cfg.Now().UnixMilli(), t.cfg.IdleTTL.Milliseconds()}
+	for _, l := range limits {
+		if l.Unlimited() {
+			args = append(args, 0, 0)
+		} else {
+			args = append(args, strconv.FormatFloat(l.Rate, 'f', -1, 64), l.burst())
+		}
+	}
+	ms, err := takeScript.Run(ctx, t.rdb, keys, args...).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("throttle: take %s: %w", dest, err)
+	}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// Block stops sends to dest until the time given (a receiver's
+// Retry-After), unless it is already blocked longer.
+func (t *Throttle) Block(ctx context.Context, dest string, until time.Time) error {
+	key := DestinationKey(dest)
+	ms := until.UnixMilli()
+	err := blockScript.Run(ctx, t.rdb, []string{key}, ms, max(until.Sub(t.cfg.Now()), 0).Milliseconds()+t.cfg.IdleTTL.Milliseconds()).Err()
+	if err != nil {
+		return fmt.Errorf("throttle: block %s: %w", dest, err)
+	}
+	return nil
+}
+
+var blockScript = redis.NewScript(`
+local b = tonumber(redis.call('HGET', KEYS[1], 'blocked')) or 0
+if tonumber(ARGV[1]) > b then redis.call('HSET', KEYS[1], 'blocked', ARGV[1]) end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1`)
+
+// ParseRetryAfter reads a Retry-After header (delay seconds or an HTTP
+// date) relative to now; ok is false when it is absent or malformed. The
+// delay is capped at one day.
+func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
+	if v == "" || len(v) > 64 {
+		return 0, false
+	}
+	var d time.Duration
+	if s, err := strconv.Atoi(v); err == nil {
+		if s < 0 {
+			return 0, false
+		}
+		d = time.Duration(s) * time.Second
+	} else if at, err := time.Parse(time.RFC1123, v); err == nil {
+		d = max(at.Sub(now), 0)
+	} else {
+		return 0, false
+	}
+	return min(d, 24*time.Hour), true
+}
