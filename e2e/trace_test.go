@@ -312,9 +312,7 @@ func checkBatchLinks(t *testing.T, ix spanIndex, spans []*tracepb.Span, name, gr
 		}
 		n := attr(s, "messaging.batch.message_count")
 		if n == "0" {
-			// The ClickHouse writers' flush ticks run the handler with no
-			// message: a span without links, not a merge.
-			empty++
+			empty++ // an empty read must not produce a batch span
 			continue
 		}
 		batches++
@@ -332,6 +330,9 @@ func checkBatchLinks(t *testing.T, ix spanIndex, spans []*tracepb.Span, name, gr
 		}
 	}
 	t.Logf("%s of %s: %d batch spans, %d linked to the delivery's trace, %d empty", name, group, batches, linked, empty)
+	if empty > 0 {
+		t.Errorf("%d batch spans %q of %s with no message: an empty read must not be traced", empty, name, group)
+	}
 	if batches == 0 || linked == 0 {
 		t.Errorf("%d batch spans %q of %s, %d linked to the delivery's trace at process avail.raw; want some of each", batches, name, group, linked)
 	}

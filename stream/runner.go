@@ -210,7 +210,9 @@ func (r *Runner) process(ctx context.Context, st *partitionState, msgs []*Messag
 				live = append(live, m)
 			}
 		}
-		batchErrs = r.batch.handle(ctx, live)
+		if len(live) > 0 { // an empty read is no batch: no span, no handler call
+			batchErrs = r.batch.handle(ctx, live)
+		}
 	}
 	next := 0
 	for _, m := range msgs {
