@@ -6,7 +6,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/clickhouse"
 )
 
@@ -39,34 +38,7 @@ func (a *Analytics) session(ctx context.Context, partition int, t clickhouse.Tra
 	if err != nil {
 		return nil, fmt.Errorf("writer: pair session of %s: %w", t.EntityKey, err)
 	}
-	if len(res) < 2 {
-		return nil, fmt.Errorf("writer: pair session of %s: bad reply %q", t.EntityKey, res)
-	}
-	// The last element is the venue name last seen, which closes lack.
-	name := res[len(res)-1]
-	res = res[:len(res)-1]
-	s := &clickhouse.SessionRow{EntityKey: t.EntityKey, EntityKind: t.EntityKind, Provider: t.Provider,
-		Venue: t.Venue, VenueName: name, Date: t.Date, SlotTime: t.SlotTime, PartySize: t.PartySize,
-		ScopeKey: t.ScopeKey, SourceID: t.SourceID, TraceID: t.TraceID}
-	switch {
-	case len(res) == 3 && res[0] == "open":
-		s.OpenRunID, s.OpenedAt = res[2], msTime(res[1])
-	case len(res) == 5 && res[0] == "closed":
-		s.OpenRunID, s.OpenedAt = res[2], msTime(res[1])
-		s.Closed, s.CloseRunID, s.ClosedAt = true, res[4], msTime(res[3])
-		s.Duration = s.ClosedAt.Sub(s.OpenedAt)
-	default:
-		if t.Kind == avail.KindClose {
-			a.met.unmatched.Add(ctx, 1)
-		}
-		return nil, nil
-	}
-	if s.OpenedAt.IsZero() || s.Closed && s.ClosedAt.IsZero() {
-		return nil, fmt.Errorf("writer: pair session of %s: bad reply %q", t.EntityKey, res)
-	}
-	s.SessionID = avail.SessionID(t.EntityKey, s.OpenRunID)
-	s.Duration = max(s.Duration, 0)
-	return s, nil
+	return a.sessionOf(t, res)
 }
 
 // sessionScript records a raw transition in an entity's recent events (the
