@@ -76,7 +76,10 @@ func TestDemo_servesAPIMetricsAndStatusUntilCancelled(t *testing.T) {
 		return json.Unmarshal(body, &r) == nil && r.Status == "ready"
 	}, "/readyz to answer 200 ready")
 
-	demo.waitFor(t, 30*time.Second, func() bool {
+	// Every flow runs and seeds its demo data on the embedded Redis beside the
+	// availability pipeline; under -race on 2 loaded cores the first
+	// notification can take most of a minute.
+	demo.waitFor(t, 90*time.Second, func() bool {
 		status, body := get(t, base+"/metrics")
 		if status != http.StatusOK {
 			return false
