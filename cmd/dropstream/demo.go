@@ -83,6 +83,14 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	a.runServices(ctx, &wg, services, failed)
+	// A demo left running keeps the embedded Redis bounded: acknowledged
+	// entries older than ten minutes are trimmed, as `run` does after an hour.
+	topics := make([]stream.Topic, 0, len(stages))
+	for _, s := range stages {
+		topics = append(topics, s.Topic)
+	}
+	trimmer := stream.NewTrimmer(a.rdb, stream.TrimConfig{MinAge: 10 * time.Minute}, a.log, topics...)
+	wg.Go(func() { trimmer.Run(ctx) })
 	// The flows' demo data is seeded beside the running API, so the API
 	// answers at once (seeding on the embedded Redis takes seconds).
 	for _, f := range a.flows {

@@ -6,13 +6,15 @@ import (
 	"slices"
 	"testing"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/testenv"
 )
 
 func TestCatalog_putMoveDeleteKeepIndexAndViewsInStep(t *testing.T) {
-	for _, b := range withCluster() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.WithCluster() {
+		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			rdb := b.client(t)
+			rdb := b.Client(t)
 			s := newService(t, rdb, testConfig(newClock()))
 			c := s.Catalog()
 			offers := SampleOffers(5, 50, 5, s.cfg.Handlers)
@@ -117,7 +119,7 @@ func TestCatalog_putMoveDeleteKeepIndexAndViewsInStep(t *testing.T) {
 
 func TestView_reloadsWhenTheChangeStreamWasTrimmed(t *testing.T) {
 	ctx := context.Background()
-	rdb := backends()[0].client(t)
+	rdb := testenv.Backends()[0].Client(t)
 	cfg := testConfig(newClock())
 	cfg.ChangeLogLength = 100
 	s := newService(t, rdb, cfg)
@@ -148,10 +150,10 @@ func TestView_reloadsWhenTheChangeStreamWasTrimmed(t *testing.T) {
 }
 
 func TestCatalog_translateIdsCacheHitMissAndInvalidation(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			rdb := b.client(t)
+			rdb := b.Client(t)
 			s := newService(t, rdb, testConfig(newClock()))
 			c := s.Catalog()
 			offers := SampleOffers(2, 200, 10, s.cfg.Handlers)
@@ -192,11 +194,11 @@ func TestCatalog_translateIdsCacheHitMissAndInvalidation(t *testing.T) {
 }
 
 func TestOrderPrice_completeErrorAndCache(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			clk := newClock()
-			rdb := b.client(t)
+			rdb := b.Client(t)
 			cfg := testConfig(clk)
 			cfg.OrderPriceTTL = time.Minute
 			s := newService(t, rdb, cfg)

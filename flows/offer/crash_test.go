@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/testenv"
+
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -18,10 +20,10 @@ import (
 // every result completes with exactly the brute-force matches, each
 // handler's answer applied once.
 func TestHandler_copyDiesMidBatchAnotherCopyCompletes(t *testing.T) {
-	for _, b := range withCluster() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.WithCluster() {
+		t.Run(b.Name, func(t *testing.T) {
 			clk := newClock()
-			rdb := b.client(t)
+			rdb := b.Client(t)
 			cfg := testConfig(clk)
 			cfg.Partitions = 1 // every fan-out message in one stream: one batch
 			cfg.Runner = stream.RunnerConfig{Block: 20 * time.Millisecond, BatchSize: 100, HandlerTimeout: time.Second,
@@ -110,7 +112,7 @@ func TestHandler_copyDiesMidBatchAnotherCopyCompletes(t *testing.T) {
 
 func TestHandler_repeatedAndStaleMessagesChangeNothing(t *testing.T) {
 	clk := newClock()
-	rdb := backends()[0].client(t)
+	rdb := testenv.Backends()[0].Client(t)
 	cfg := testConfig(clk)
 	cfg.MaxWait = time.Millisecond
 	s := newService(t, rdb, cfg)

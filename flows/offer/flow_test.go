@@ -8,12 +8,14 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/testenv"
 )
 
 // seeded returns a service over rdb with offers put in the catalog.
-func seeded(t *testing.T, b backend, clk *clock, n int) (*Service, []Offer) {
+func seeded(t *testing.T, b testenv.Backend, clk *clock, n int) (*Service, []Offer) {
 	t.Helper()
-	rdb := b.client(t)
+	rdb := b.Client(t)
 	s := newService(t, rdb, testConfig(clk))
 	offers := SampleOffers(1, n, 20, s.cfg.Handlers)
 	if _, err := s.Catalog().Put(context.Background(), offers...); err != nil {
@@ -26,8 +28,8 @@ var testAgg = Element{OrderQuantity: 3, DeliverToLocationIDs: []string{"loc1", "
 	PaymentMethodIDs: []string{"card", "cash"}, DeliveryMethodIDs: []string{"post", "courier"}, Aggregate: AggAverage}
 
 func TestSearch_missHitExpiryMatchBruteForce(t *testing.T) {
-	for _, b := range withCluster() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.WithCluster() {
+		t.Run(b.Name, func(t *testing.T) {
 			clk := newClock()
 			s, offers := seeded(t, b, clk, 600)
 			runStages(t, s.rdb, s.Stages()...)
@@ -85,7 +87,7 @@ func TestSearch_missHitExpiryMatchBruteForce(t *testing.T) {
 
 func TestSearch_pagesAndFiltersWithoutPrices(t *testing.T) {
 	clk := newClock()
-	s, offers := seeded(t, backends()[0], clk, 300)
+	s, offers := seeded(t, testenv.Backends()[0], clk, 300)
 	runStages(t, s.rdb, s.Stages()...)
 	filter := Element{Type: TypeGroup, FilterType: "sellOffer", Elements: []Element{
 		{Type: TypeLogical, LogicalTag: TagSeller, SellerIDs: []string{"s1", "s2", "s3", "s4", "s5", "s6"}}}}
@@ -108,8 +110,8 @@ func TestSearch_pagesAndFiltersWithoutPrices(t *testing.T) {
 }
 
 func TestSearch_concurrentIdenticalRequestsComputeOnce(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			clk := newClock()
 			s, offers := seeded(t, b, clk, 300)
 			req := SearchRequest{Filter: aggFilter([]string{"p5", "p6"}, testAgg), Limit: MaxPageSize}
@@ -151,8 +153,8 @@ func TestSearch_concurrentIdenticalRequestsComputeOnce(t *testing.T) {
 }
 
 func TestSearch_repeatedRequestIDNeverStartsASecondComputation(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			clk := newClock()
 			s, _ := seeded(t, b, clk, 100)
 			runStages(t, s.rdb, s.Stages()...)
@@ -194,7 +196,7 @@ func TestSearch_repeatedRequestIDNeverStartsASecondComputation(t *testing.T) {
 
 func TestSearch_boundedWaitAnswersProcessing(t *testing.T) {
 	clk := newClock()
-	rdb := backends()[0].client(t)
+	rdb := testenv.Backends()[0].Client(t)
 	cfg := testConfig(clk)
 	cfg.MaxWait = 50 * time.Millisecond
 	s := newService(t, rdb, cfg)

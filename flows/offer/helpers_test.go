@@ -9,45 +9,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
-
-// backend is a Redis the flow tests run against.
-type backend struct {
-	name   string
-	client func(t *testing.T) redis.UniversalClient
-}
-
-func backends() []backend {
-	return []backend{
-		{"miniredis", func(t *testing.T) redis.UniversalClient { return dial(t, "redis://"+miniredis.RunT(t).Addr()) }},
-		{"redis-server", func(t *testing.T) redis.UniversalClient { return dial(t, testenv.RedisURL(t)) }},
-	}
-}
-
-// withCluster adds a private Redis Cluster (the flow's key names are
-// fixed) to the backends, for the tests that prove the keys of a script
-// share a slot. Each cluster takes seconds to start, so only a few tests
-// use it.
-func withCluster() []backend {
-	return append(backends(), backend{"redis-cluster", func(t *testing.T) redis.UniversalClient {
-		return dial(t, testenv.StartRedisCluster(t, testenv.RedisClusterConfig{}).URL())
-	}})
-}
-
-func dial(t testing.TB, url string) redis.UniversalClient {
-	t.Helper()
-	rdb, err := stream.Dial(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
 
 const waitTimeout = 20 * time.Second
 

@@ -22,7 +22,7 @@ func TestHistoryStage_writesEverySearchToClickHouseOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	clk := newClock()
-	rdb := backends()[1].client(t)
+	rdb := testenv.Backends()[1].Client(t)
 	tp := sdktrace.NewTracerProvider()
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	tel := quiet

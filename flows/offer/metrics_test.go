@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/testenv"
+
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 )
@@ -14,7 +16,7 @@ func TestMetrics_hitRateResultAgeAndFanoutLatency(t *testing.T) {
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	clk := newClock()
-	rdb := backends()[0].client(t)
+	rdb := testenv.Backends()[0].Client(t)
 	tel := quiet
 	tel.MeterProvider = mp
 	s, err := New(ctx, rdb, testConfig(clk), tel)
