@@ -36,6 +36,12 @@ type Operation struct {
 	Tag     string
 	// Scope is the API key scope the route requires.
 	Scope Scope
+	// Public routes need no API key (links people follow from messages);
+	// Scope is ignored.
+	Public bool
+	// ContentType is the success response's media type. Default
+	// application/json.
+	ContentType string
 	// Query documents query parameters.
 	Query []Param
 	// Body is a value of the request body's type, or nil.
@@ -58,7 +64,11 @@ func (s *Server) Handle(op Operation) {
 	if op.Status == 0 {
 		op.Status = http.StatusOK
 	}
-	s.Group("", op.Scope).Add(op.Method, op.Path, op.Handler)
+	if op.Public {
+		s.App().Add(op.Method, op.Path, op.Handler)
+	} else {
+		s.Group("", op.Scope).Add(op.Method, op.Path, op.Handler)
+	}
 	s.spec.mu.Lock()
 	s.spec.ops = append(s.spec.ops, op)
 	s.spec.mu.Unlock()
@@ -113,6 +123,9 @@ func (s *Server) OpenAPI() map[string]any {
 		if sch := schemas.of(op.Response); sch != nil {
 			success["content"] = map[string]any{"application/json": map[string]any{"schema": sch}}
 		}
+		if op.ContentType != "" {
+			success["content"] = map[string]any{op.ContentType: map[string]any{"schema": map[string]any{"type": "string"}}}
+		}
 		o := map[string]any{
 			"summary": op.Summary,
 			"responses": map[string]any{
@@ -120,6 +133,9 @@ func (s *Server) OpenAPI() map[string]any {
 				"default":               map[string]any{"description": "Error", "content": map[string]any{"application/json": map[string]any{"schema": errRef}}},
 			},
 			"security": []any{map[string]any{"bearer": []string{op.Scope.String()}}, map[string]any{"apiKey": []string{op.Scope.String()}}},
+		}
+		if op.Public {
+			o["security"] = []any{}
 		}
 		if op.Tag != "" {
 			o["tags"] = []string{op.Tag}

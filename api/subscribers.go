@@ -50,11 +50,19 @@ func (r SubscriberRoutes) Register(srv *Server) {
 		Body:    preferencesBody{}, Response: subscriber.Subscriber{}, Handler: r.preferences})
 	srv.Handle(Operation{Method: "DELETE", Path: "/v1/subscribers/:id", Tag: "subscribers", Scope: ScopeWrite,
 		Summary: "Remove a subscriber and every destination", Status: http.StatusNoContent, Handler: r.delete})
-	app := srv.App()
-	app.Get(notifier.ConfirmPath+":token", r.confirmPage)
-	app.Post(notifier.ConfirmPath+":token", r.confirm)
-	app.Get(notifier.UnsubscribePath+":token", r.unsubscribePage)
-	app.Post(notifier.UnsubscribePath+":token", r.unsubscribe)
+	for _, op := range []Operation{
+		{Method: "GET", Path: notifier.ConfirmPath + ":token", Handler: r.confirmPage,
+			Summary: "Opt-in link: a page asking to confirm the destination (a link prefetcher confirms nothing)"},
+		{Method: "POST", Path: notifier.ConfirmPath + ":token", Handler: r.confirm,
+			Summary: "Confirm the destination of the opt-in token; it receives notifications from then on"},
+		{Method: "GET", Path: notifier.UnsubscribePath + ":token", Handler: r.unsubscribePage,
+			Summary: "Unsubscribe link: a page asking to confirm (a link prefetcher unsubscribes nothing)"},
+		{Method: "POST", Path: notifier.UnsubscribePath + ":token", Handler: r.unsubscribe,
+			Summary: "Unsubscribe the destination of the token and send it a removal notice (also RFC 8058 one-click)"},
+	} {
+		op.Tag, op.Public, op.ContentType = "subscribers", true, "text/html"
+		srv.Handle(op)
+	}
 }
 
 func (r SubscriberRoutes) create(c *fiber.Ctx) error {

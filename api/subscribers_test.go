@@ -217,3 +217,52 @@ func TestNotificationRoutes_historyAndWhy(t *testing.T) {
 		t.Fatalf("why: %d %s", r.status, r.body)
 	}
 }
+
+// The opt-in and unsubscribe links need no API key and are documented in
+// /openapi.json as public HTML pages.
+func TestSubscriberRoutes_linksArePublicAndDocumented(t *testing.T) {
+	rdb, err := stream.Dial(context.Background(), "redis://"+miniredis.RunT(t).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := subscriber.NewStore(rdb, subscriber.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, err := New(Config{APIKeys: "r:read"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	SubscriberRoutes{Store: store, Notify: (&outbox{}).notify, PublicURL: "http://ds.test"}.Register(srv)
+	for _, path := range []string{notifier.ConfirmPath + "nope", notifier.UnsubscribePath + "nope"} {
+		for _, method := range []string{"GET", "POST"} {
+			req, _ := http.NewRequest(method, path, nil)
+			if r := do(t, srv, req); r.status != http.StatusNotFound || !strings.Contains(string(r.body), "Link expired") {
+				t.Errorf("%s %s without a key: %d %s, want the expired-link page", method, path, r.status, r.body)
+			}
+		}
+	}
+	req, _ := http.NewRequest("GET", "/openapi.json", nil)
+	r := do(t, srv, req)
+	var doc struct {
+		Paths map[string]map[string]struct {
+			Security  []any                      `json:"security"`
+			Responses map[string]json.RawMessage `json:"responses"`
+		} `json:"paths"`
+	}
+	if err := json.Unmarshal(r.body, &doc); err != nil {
+		t.Fatalf("openapi.json: %v", err)
+	}
+	for _, path := range []string{"/v1/confirm/{token}", "/v1/unsubscribe/{token}"} {
+		for _, method := range []string{"get", "post"} {
+			op, ok := doc.Paths[path][method]
+			if !ok {
+				t.Errorf("%s %s missing from openapi.json", method, path)
+				continue
+			}
+			if op.Security == nil || len(op.Security) != 0 || !strings.Contains(string(op.Responses["200"]), "text/html") {
+				t.Errorf("%s %s: security %v, 200 %s; want public, text/html", method, path, op.Security, op.Responses["200"])
+			}
+		}
+	}
+}

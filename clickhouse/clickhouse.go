@@ -49,6 +49,13 @@ type Config struct {
 	MaxOpenConns int
 }
 
+// SettingInsertDistributedSync is set to 1 on every connection unless the
+// DSN sets it: an insert through a Distributed table (cluster mode, see
+// MigrateCluster) returns once every shard has its rows, so an
+// acknowledged batch is durable on its shard and counts read right after
+// it are exact. It has no effect on a single server's tables.
+const SettingInsertDistributedSync = "insert_distributed_sync"
+
 // Validate reports whether cfg can be used by Open: the DSN is present,
 // parses, and uses the native protocol; the durations and counts are not
 // negative.
@@ -92,6 +99,12 @@ func (c Config) options() (*ch.Options, error) {
 	if opts.Protocol != ch.Native {
 		return nil, fmt.Errorf("clickhouse: DSN protocol %s: %w", opts.Protocol, ErrUnsupportedProtocol)
 	}
+	if opts.Settings == nil {
+		opts.Settings = ch.Settings{}
+	}
+	if _, ok := opts.Settings[SettingInsertDistributedSync]; !ok {
+		opts.Settings[SettingInsertDistributedSync] = 1 // settings must be int or bool on 18.16
+	}
 	opts.DialTimeout = c.DialTimeout
 	if opts.DialTimeout == 0 {
 		opts.DialTimeout = DefaultDialTimeout
@@ -110,6 +123,7 @@ func (c Config) options() (*ch.Options, error) {
 // It is safe for concurrent use.
 type Client struct {
 	conn driver.Conn
+	dsn  string // reaches the other servers of a cluster (credentials, database)
 }
 
 // Open validates cfg, connects, and pings the server once; it returns an error
@@ -123,7 +137,7 @@ func Open(ctx context.Context, cfg Config) (*Client, error) {
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: open %v: %w", opts.Addr, err)
 	}
-	c := &Client{conn: conn}
+	c := &Client{conn: conn, dsn: cfg.DSN}
 	if err := c.Ping(ctx); err != nil {
 		_ = conn.Close()
 		return nil, err

@@ -22,7 +22,7 @@ import (
 type clusterWorld struct {
 	cluster  *testenv.ClickHouseCluster
 	shards   []*clickhouse.Client // one per shard, its own database
-	dist     *clickhouse.Client   // shard 0, inserting synchronously through Distributed tables
+	dist     *clickhouse.Client   // shard 0, inserting through Distributed tables (synchronously: Open's default)
 	single   *clickhouse.Client
 	from, to time.Time
 	rows     struct{ runs, transitions, sessions int } // rows inserted, duplicates included
@@ -74,7 +74,8 @@ func newClusterWorld(t *testing.T) *clusterWorld {
 	for _, dsn := range dsns {
 		w.shards = append(w.shards, openCluster(t, dsn))
 	}
-	w.dist = openCluster(t, dsns[0]+"&insert_distributed_sync=1")
+	// No insert_distributed_sync in the DSN: Open sets it.
+	w.dist = openCluster(t, dsns[0])
 	w.single = migrated(t)
 	return w
 }
@@ -154,6 +155,8 @@ func TestMigrateCluster_twoShards(t *testing.T) {
 	w.load(t)
 	t.Run("rows on every shard, exact counts", w.testRowsAndCounts)
 	t.Run("rollups and dashboards match a single server", w.testRollups)
+	t.Run("rebuild on every shard gives exact rollups", w.testRebuild)
+	t.Run("retention drops partitions on every shard", w.testRetention)
 }
 
 func (w *clusterWorld) testRowsAndCounts(t *testing.T) {
@@ -328,4 +331,108 @@ func queryStrings(c *clickhouse.Client, sql string) ([]string, error) {
 		out = append(out, b.String())
 	}
 	return out, rows.Err()
+}
+
+// testRebuild empties the rollups of every shard (as when they are created
+// after the rows), rebuilds them through the client of one server, and
+// reads exact figures through the Distributed tables: every row counted
+// once although every batch was inserted twice.
+func (w *clusterWorld) testRebuild(t *testing.T) {
+	ctx := context.Background()
+	rollups, err := clickhouse.RollupTables()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, sc := range w.shards {
+		for _, r := range rollups {
+			if err := sc.Conn().Exec(ctx, "TRUNCATE TABLE "+r+clickhouse.LocalSuffix); err != nil {
+				t.Fatalf("shard %d: truncate %s: %v", i, r, err)
+			}
+		}
+	}
+	q := clickhouse.StatsQuery{From: w.from, To: w.to, GroupBy: clickhouse.GroupProvider}
+	if got, err := clickhouse.SessionStats(ctx, w.dist, q); err != nil || len(got) != 0 {
+		t.Fatalf("session stats of emptied rollups: %+v, %v", got, err)
+	}
+	shards := map[string]bool{}
+	err = clickhouse.Rebuild(ctx, w.dist, clickhouse.RebuildConfig{Progress: func(s clickhouse.RebuildStep) { shards[s.Shard] = true }})
+	if err != nil {
+		t.Fatalf("Rebuild: %v", err)
+	}
+	if len(shards) != 2 || !shards[w.cluster.Addr(0)] || !shards[w.cluster.Addr(1)] {
+		t.Errorf("rebuild progress came from %v, want both shards %s and %s", shards, w.cluster.Addr(0), w.cluster.Addr(1))
+	}
+	stats, err := clickhouse.SessionStats(ctx, w.dist, q)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var sessions, closed uint64
+	var total time.Duration
+	for _, s := range stats {
+		sessions, closed, total = sessions+s.Sessions, closed+s.Closed, total+s.TotalDuration
+	}
+	// Entity e of each of the 12 scopes has one session closed after
+	// (e+1) × 17 minutes and one open.
+	wantTotal := 12 * 55 * 17 * time.Minute
+	if sessions != uint64(2*w.entities) || closed != uint64(w.entities) || total != wantTotal {
+		t.Errorf("after rebuild: %d sessions, %d closed, %s in all; want %d, %d, %s", sessions, closed, total, 2*w.entities, w.entities, wantTotal)
+	}
+	for i := range w.shards {
+		if n := w.localCount(t, i, clickhouse.TableSessionsDaily); n == 0 {
+			t.Errorf("shard %d: rebuilt %s holds no row", i, clickhouse.TableSessionsDaily)
+		}
+	}
+	if _, err := clickhouse.FlowStats(ctx, w.dist, clickhouse.StatsQuery{From: w.from, To: w.to, GroupBy: clickhouse.FlowGroups[0]}); err != nil {
+		t.Errorf("flow stats after rebuild: %v", err)
+	}
+}
+
+// testRetention enforces retention through the client of one server, in
+// June 2026: the January runs and transitions go on both shards, the
+// sessions and rollups stay. A dry run first drops nothing.
+func (w *clusterWorld) testRetention(t *testing.T) {
+	ctx := context.Background()
+	june := func() time.Time { return time.Date(2026, 6, 1, 0, 0, 0, 0, time.UTC) }
+	before := map[string][2]uint64{}
+	for _, table := range []string{clickhouse.TableRuns, clickhouse.TableTransitions, clickhouse.TableSessions} {
+		before[table] = [2]uint64{w.localCount(t, 0, table), w.localCount(t, 1, table)}
+	}
+	planned, err := clickhouse.EnforceRetention(ctx, w.dist, clickhouse.RetentionConfig{Now: june, DryRun: true})
+	if err != nil {
+		t.Fatalf("dry run: %v", err)
+	}
+	if n := w.localCount(t, 0, clickhouse.TableRuns) + w.localCount(t, 1, clickhouse.TableRuns); n != before[clickhouse.TableRuns][0]+before[clickhouse.TableRuns][1] {
+		t.Fatalf("the dry run dropped runs: %d left", n)
+	}
+	dropped, err := clickhouse.EnforceRetention(ctx, w.dist, clickhouse.RetentionConfig{Now: june})
+	if err != nil {
+		t.Fatalf("EnforceRetention: %v", err)
+	}
+	if !slices.Equal(dropped, planned) {
+		t.Errorf("dropped %v, the dry run planned %v", dropped, planned)
+	}
+	perShard := map[string]map[string]bool{}
+	for _, d := range dropped {
+		if perShard[d.Shard] == nil {
+			perShard[d.Shard] = map[string]bool{}
+		}
+		perShard[d.Shard][d.Table] = true
+	}
+	for i := range w.shards {
+		got := perShard[w.cluster.Addr(i)]
+		if !got[clickhouse.TableRuns+clickhouse.LocalSuffix] || !got[clickhouse.TableTransitions+clickhouse.LocalSuffix] || len(got) != 2 {
+			t.Errorf("shard %d (%s): dropped partitions of %v, want runs_local and transitions_local", i, w.cluster.Addr(i), got)
+		}
+		for table, want := range map[string]uint64{clickhouse.TableRuns: 0, clickhouse.TableTransitions: 0, clickhouse.TableSessions: before[clickhouse.TableSessions][i]} {
+			if n := w.localCount(t, i, table); n != want {
+				t.Errorf("shard %d: %s holds %d rows after retention, want %d", i, table, n, want)
+			}
+		}
+	}
+	if n, err := clickhouse.CountTransitions(ctx, w.dist, clickhouse.Filter{}); err != nil || n != 0 {
+		t.Errorf("transitions through the Distributed table: %d, %v; want 0", n, err)
+	}
+	if again, err := clickhouse.EnforceRetention(ctx, w.dist, clickhouse.RetentionConfig{Now: june}); err != nil || len(again) != 0 {
+		t.Errorf("second retention: %v, %v; want nothing dropped", again, err)
+	}
 }

@@ -38,6 +38,10 @@ type RetentionConfig struct {
 	Tables map[string]time.Duration
 	// DryRun lists the partitions that would go without dropping them.
 	DryRun bool
+	// Shards are the DSNs of every server of the cluster in cluster mode
+	// (see EnforceRetention). Default: the hosts system.clusters lists,
+	// reached with the client's DSN credentials and database.
+	Shards []string
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -62,6 +66,9 @@ func (c RetentionConfig) WithDefaults() RetentionConfig {
 // Validate checks the table names of Tables.
 func (c RetentionConfig) Validate() error {
 	var errs []error
+	if len(c.Shards) > 256 {
+		errs = append(errs, fmt.Errorf("clickhouse: retention: %d shard DSNs, at most 256", len(c.Shards)))
+	}
 	for t := range c.Tables {
 		if !identRe.MatchString(t) {
 			errs = append(errs, fmt.Errorf("clickhouse: retention: table name %q is not an identifier", t))
@@ -89,6 +96,8 @@ func (c RetentionConfig) periods() (map[string]time.Duration, error) {
 // DroppedPartition is one partition removed (or, in a dry run, that would
 // be removed) by EnforceRetention.
 type DroppedPartition struct {
+	// Shard is the server's host:port in cluster mode, else "".
+	Shard       string
 	Table       string
 	PartitionID string
 	// End is the end of the partition's span (UTC); every row is older.
@@ -103,8 +112,10 @@ type DroppedPartition struct {
 // an error, the partitions dropped so far are returned with it.
 //
 // In cluster mode (MigrateCluster), where t is a Distributed table over
-// t_local, it drops the partitions of t_local on the server c is connected
-// to: run it against every shard.
+// t_local on every shard, it drops the partitions of t_local on every
+// server of the cluster (cfg.Shards, else those system.clusters lists), one
+// server after the other; partitions of a table that exists only as t_local
+// (no Distributed t) are dropped there too.
 func EnforceRetention(ctx context.Context, c *Client, cfg RetentionConfig) ([]DroppedPartition, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -114,6 +125,17 @@ func EnforceRetention(ctx context.Context, c *Client, cfg RetentionConfig) ([]Dr
 	if err != nil {
 		return nil, err
 	}
+	var dropped []DroppedPartition
+	err = onEveryShard(ctx, c, cfg.Shards, func(shard string, sc *Client) error {
+		d, err := enforceRetention(ctx, sc, cfg, periods, shard)
+		dropped = append(dropped, d...)
+		return err
+	})
+	return dropped, err
+}
+
+// enforceRetention is EnforceRetention on the server of c.
+func enforceRetention(ctx context.Context, c *Client, cfg RetentionConfig, periods map[string]time.Duration, shard string) ([]DroppedPartition, error) {
 	tables := make([]string, 0, len(periods))
 	for t := range periods {
 		tables = append(tables, t)
@@ -144,7 +166,7 @@ func EnforceRetention(ctx context.Context, c *Client, cfg RetentionConfig) ([]Dr
 					return dropped, fmt.Errorf("clickhouse: retention: drop %s partition %s: %w", local, id, err)
 				}
 			}
-			dropped = append(dropped, DroppedPartition{Table: local, PartitionID: id, End: end})
+			dropped = append(dropped, DroppedPartition{Shard: shard, Table: local, PartitionID: id, End: end})
 		}
 	}
 	return dropped, nil

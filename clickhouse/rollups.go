@@ -186,12 +186,18 @@ type RebuildConfig struct {
 	// Tables restricts the rebuild to these rollup tables. Empty: all.
 	Tables []string
 	// Progress, when not nil, is called before each month and after the
-	// last one.
+	// last one (of each server, in cluster mode).
 	Progress func(RebuildStep)
+	// Shards are the DSNs of every server of the cluster in cluster mode
+	// (see Rebuild). Default: the hosts system.clusters lists, reached with
+	// the client's DSN credentials and database.
+	Shards []string
 }
 
 // RebuildStep reports the progress of Rebuild.
 type RebuildStep struct {
+	// Shard is the server's host:port in cluster mode, else "".
+	Shard string
 	// Table is the rollup table, Month its partition (YYYYMM).
 	Table string
 	Month int
@@ -209,14 +215,24 @@ type RebuildStep struct {
 // views existed and makes duration sums exact again after duplicate inserts
 // (which the views count as inserted).
 //
-// In cluster mode (MigrateCluster) it works on the local tables of the
-// server c is connected to: run it against every shard.
+// In cluster mode (MigrateCluster) it rebuilds, on every server of the
+// cluster (cfg.Shards, else those system.clusters lists) in turn, the local
+// rollup tables from the local raw tables: each shard rolls up its own
+// rows, as its views do, and reads through the Distributed rollup tables
+// merge the shards. A server whose rebuild fails stops it; run it again.
 //
 // Rows inserted into a raw table of the month while its partition is being
 // rebuilt may be counted by the view and by the rebuild; the counts are
 // uniqExact states and stay exact, duration sums may count such a row twice.
 // Rebuild months that are no longer written for exact sums.
 func Rebuild(ctx context.Context, c *Client, cfg RebuildConfig) error {
+	return onEveryShard(ctx, c, cfg.Shards, func(shard string, sc *Client) error {
+		return rebuild(ctx, sc, cfg, shard)
+	})
+}
+
+// rebuild is Rebuild on the server of c.
+func rebuild(ctx context.Context, c *Client, cfg RebuildConfig, shard string) error {
 	start := time.Now()
 	views, err := Views()
 	if err != nil {
@@ -269,7 +285,7 @@ func Rebuild(ctx context.Context, c *Client, cfg RebuildConfig) error {
 	}
 	say := func(s RebuildStep) {
 		if cfg.Progress != nil {
-			s.Total, s.Elapsed = len(jobs), time.Since(start)
+			s.Shard, s.Total, s.Elapsed = shard, len(jobs), time.Since(start)
 			cfg.Progress(s)
 		}
 	}

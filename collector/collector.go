@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/ratelimit"
 	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -36,7 +37,7 @@ type Collector struct {
 
 	mu      sync.Mutex
 	sources map[string]*sourceState
-	buckets map[string]*bucket
+	buckets map[string]*ratelimit.Bucket
 	jobs    jobHeap
 	wake    chan struct{}
 	running bool
@@ -50,7 +51,7 @@ type sourceState struct {
 	// jobs of an older generation leave no trace on the new one.
 	gen    uint64
 	health SourceHealth
-	bucket *bucket
+	bucket *ratelimit.Bucket
 }
 
 // NewCollector returns a collector publishing raw runs to topics.Raw and
@@ -82,7 +83,7 @@ func NewCollector(topics avail.Topics, pub *stream.Publisher, cfg CollectorConfi
 	cfg.Telemetry = tel
 	c := &Collector{topics: topics, pub: pub, cfg: cfg, log: tel.Logger,
 		tracer:  tel.TracerProvider.Tracer(dsotel.ScopeName, trace.WithSchemaURL(dsotel.SchemaURL)),
-		sources: map[string]*sourceState{}, buckets: map[string]*bucket{}, wake: make(chan struct{}, 1)}
+		sources: map[string]*sourceState{}, buckets: map[string]*ratelimit.Bucket{}, wake: make(chan struct{}, 1)}
 	met, err := newMetrics(tel.MeterProvider, c.failureCounts)
 	if err != nil {
 		return nil, fmt.Errorf("collector: %w", err)
@@ -197,9 +198,9 @@ func (c *Collector) rebucketLocked() {
 	}
 	for k, r := range rates {
 		if b, ok := c.buckets[k]; ok {
-			b.setRate(r)
+			b.SetRate(r)
 		} else {
-			c.buckets[k] = newBucket(r, c.cfg.Burst)
+			c.buckets[k] = ratelimit.NewBucket(r, c.cfg.Burst)
 		}
 	}
 	for k := range c.buckets {
@@ -301,9 +302,9 @@ func (c *Collector) PollOnce(ctx context.Context, sourceID string) error {
 }
 
 // waitTurn reserves a request in b and waits for its time on the clock.
-func (c *Collector) waitTurn(ctx context.Context, b *bucket) error {
+func (c *Collector) waitTurn(ctx context.Context, b *ratelimit.Bucket) error {
 	now := c.cfg.Clock.Now()
-	at := b.reserve(now)
+	at := b.Reserve(now)
 	if !at.After(now) {
 		return ctx.Err()
 	}

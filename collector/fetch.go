@@ -12,6 +12,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector/provider"
+	"github.com/dropstream/dropstream/internal/ratelimit"
 )
 
 // Poll outcomes, the "outcome" attribute of the polls metric.
@@ -73,7 +74,7 @@ func (c *Collector) fetch(ctx context.Context, src Source, ad provider.Adapter, 
 		}
 		res.body, res.outcome = body, OutcomeOK
 	case resp.StatusCode == http.StatusTooManyRequests:
-		d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), c.cfg.Clock.Now(), c.cfg.MaxRetryAfter)
+		d, ok := ratelimit.ParseRetryAfter(resp.Header.Get("Retry-After"), c.cfg.Clock.Now(), c.cfg.MaxRetryAfter)
 		if !ok {
 			d = c.cfg.DefaultRetryAfter
 		}

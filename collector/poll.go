@@ -117,7 +117,7 @@ func (c *Collector) holdBucket(sourceID string, until time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.sources[sourceID]; ok && st.bucket != nil {
-		st.bucket.pause(until)
+		st.bucket.Pause(until)
 	}
 }
 

@@ -132,8 +132,8 @@ func (c *Collector) due() ([]*job, time.Time) {
 		if !ok || st.gen != j.gen || st.health.Paused || j.scope >= len(st.src.Scopes) {
 			continue
 		}
-		if _, held := st.bucket.paused(now); held || !j.reserved {
-			j.due, j.reserved = st.bucket.reserve(now), true
+		if _, held := st.bucket.Paused(now); held || !j.reserved {
+			j.due, j.reserved = st.bucket.Reserve(now), true
 			if j.due.After(now) {
 				c.jobs.push(j)
 				continue

@@ -1,7 +1,6 @@
 package collector
 
 import (
-	"net/http"
 	"sort"
 	"strings"
 	"testing"
@@ -9,67 +8,6 @@ import (
 )
 
 var epoch = time.Date(2026, 11, 20, 12, 0, 0, 0, time.UTC)
-
-func TestBucket_reserveSpacesTurnsAndHonoursPauses(t *testing.T) {
-	ms := time.Millisecond
-	tests := []struct {
-		name  string
-		rate  float64
-		burst int
-		steps []struct {
-			at    time.Duration // reserve at epoch+at; negative: pause until epoch-at
-			going time.Duration // expected turn, relative to epoch
-		}
-	}{
-		{"burst 1 at 2/s", 2, 1, []struct{ at, going time.Duration }{{0, 0}, {0, 500 * ms}, {0, 1000 * ms}, {3000 * ms, 3000 * ms}}},
-		{"burst 3 then spacing", 1, 3, []struct{ at, going time.Duration }{{0, 0}, {0, 0}, {0, 0}, {0, 1000 * ms}, {10 * time.Second, 10 * time.Second}}},
-		{"refill is capped by the burst", 10, 2, []struct{ at, going time.Duration }{{0, 0}, {time.Hour, time.Hour}, {time.Hour, time.Hour}, {time.Hour, time.Hour + 100*ms}}},
-		{"a pause holds turns", 1, 5, []struct{ at, going time.Duration }{{0, 0}, {-30 * time.Second, 0}, {time.Second, 30 * time.Second}, {time.Second, 31 * time.Second}}},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			b := newBucket(tt.rate, tt.burst)
-			for i, s := range tt.steps {
-				if s.at < 0 {
-					b.pause(epoch.Add(-s.at))
-					continue
-				}
-				if got := b.reserve(epoch.Add(s.at)); !got.Equal(epoch.Add(s.going)) {
-					t.Errorf("step %d: turn at %v, want epoch+%v", i, got.Sub(epoch), s.going)
-				}
-			}
-		})
-	}
-}
-
-func TestParseRetryAfter_secondsAndDates(t *testing.T) {
-	limit := time.Hour
-	tests := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"0", 0, true},
-		{"120", 2 * time.Minute, true},
-		{" 5 ", 5 * time.Second, true},
-		{"7200", time.Hour, true},
-		{"99999999999999999999999", time.Hour, true},
-		{epoch.Add(90 * time.Second).Format(http.TimeFormat), 90 * time.Second, true},
-		{epoch.Add(-time.Minute).Format(http.TimeFormat), 0, true},
-		{"Fri, 20 Nov 2026 12:00:30 GMT", 30 * time.Second, true},
-		{"", 0, false},
-		{"-5", 0, false},
-		{"1.5", 0, false},
-		{"soon", 0, false},
-		{strings.Repeat("9", 100), 0, false},
-	}
-	for _, tt := range tests {
-		got, ok := parseRetryAfter(tt.in, epoch, limit)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("parseRetryAfter(%q) = %v, %v; want %v, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
-	}
-}
 
 func TestNewRunID_isAUniqueTimeOrderedULID(t *testing.T) {
 	seen := map[string]bool{}

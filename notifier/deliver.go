@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,8 +40,8 @@ const (
 type DeliverConfig struct {
 	// Ledger configures the delivery ledger shared with every flow.
 	Ledger DeliveryLedgerConfig
-	// Concurrency bounds the requests of a batch handled at once.
-	// Default 64, range 1..1024.
+	// Concurrency bounds the sends (and digest filings) of a batch in
+	// flight at once. Default 64, range 1..1024.
 	Concurrency int
 	// MaxThrottleWait is how long a send waits for its throttle in the
 	// handler; longer waits fail the message retryably. Default 2s.
@@ -53,9 +52,14 @@ type DeliverConfig struct {
 	// DigestInterval is how often RunDigests looks for due windows.
 	// Default 5s.
 	DigestInterval time.Duration
+	// Retry configures the retries of failed sends (exponential backoff
+	// with jitter, then the dead-letter stream). See RetryConfig.
+	Retry RetryConfig
 	// Runner tunes the stage. Zero fields take: HandlerTimeout 20s,
-	// ClaimIdle 2m, Retry 3 retries from 200ms doubling to 5s with jitter,
-	// MaxDeliveries 5; the rest the stream defaults.
+	// ClaimIdle 2m, Retry disabled (the notifier schedules its own
+	// retries; the runtime redelivers only what a crashed copy or a Redis
+	// failure left pending, after ClaimIdle), MaxDeliveries 5; the rest the
+	// stream defaults.
 	Runner stream.RunnerConfig
 	// Now is the clock of preferences and digests. Default time.Now.
 	Now func() time.Time
@@ -83,8 +87,9 @@ func (c DeliverConfig) WithDefaults() DeliverConfig {
 		c.Runner.ClaimIdle = DefaultClaimIdle
 	}
 	if c.Runner.Retry == (stream.RetryConfig{}) {
-		c.Runner.Retry = stream.RetryConfig{MaxRetries: 3, InitialInterval: 200 * time.Millisecond, MaxInterval: 5 * time.Second}
+		c.Runner.Retry = stream.RetryConfig{Disabled: true}
 	}
+	c.Retry = c.Retry.WithDefaults()
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -93,7 +98,7 @@ func (c DeliverConfig) WithDefaults() DeliverConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c DeliverConfig) Validate() error {
-	errs := []error{c.Ledger.Validate()}
+	errs := []error{c.Ledger.Validate(), c.Retry.Validate()}
 	if c.Concurrency < 1 || c.Concurrency > 1024 {
 		errs = append(errs, fmt.Errorf("notifier: deliver concurrency %d out of range 1..1024", c.Concurrency))
 	}
@@ -114,6 +119,7 @@ func (c DeliverConfig) Validate() error {
 // "notifier-deliver" stage over RequestTopic and the digest flusher. See
 // Request and the package documentation.
 type Deliverer struct {
+	rdb      redis.UniversalClient
 	topic    stream.Topic
 	subs     *subscriber.Store
 	dispatch *Dispatcher
@@ -161,89 +167,85 @@ func NewDeliverer(rdb redis.UniversalClient, topic stream.Topic, deps DeliverDep
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Deliverer{topic: topic, subs: deps.Subscribers, dispatch: dispatch, throttle: deps.Throttle, digests: digest.NewStore(rdb, 0),
+	return &Deliverer{rdb: rdb, topic: topic, subs: deps.Subscribers, dispatch: dispatch, throttle: deps.Throttle, digests: digest.NewStore(rdb, 0),
 		history: deps.History, pub: deps.Publisher, cfg: cfg, logger: logger}, nil
 }
 
-// Stage returns the "notifier-deliver" stage: a batch handler delivering up
-// to Concurrency requests of a batch at once. A request whose sends fail
-// retryably fails alone and is retried (backoff with jitter within the
-// delivery, then redelivered) and dead-lettered after MaxDeliveries;
-// `dropstream dlq replay` sends it again, and the ledger skips what was
-// already sent.
+// Stage returns the "notifier-deliver" stage: a batch handler sending up
+// to Concurrency notifications of a batch at once, in a constant number of
+// Redis round trips per batch (see deliverAll). A request whose sends fail
+// retryably is acknowledged and filed in the retry schedule, which
+// RunRetries (the RetryService) sends back to the stream when due, with
+// exponential backoff and jitter (RetryConfig); after Retry.MaxAttempts it
+// is dead-lettered. `dropstream dlq replay` sends it again from attempt 1,
+// and the ledger skips what was already sent. A request whose retry
+// cannot be filed stays pending and is redelivered after ClaimIdle.
 func (d *Deliverer) Stage() stream.Stage {
 	return stream.Stage{Name: DeliverStageName, Topic: d.topic, BatchHandler: d.handleBatch, Config: d.cfg.Runner}
 }
 
-// recordBuffer collects a batch's history records, written in one round
-// trip once the batch is handled.
-type recordBuffer struct {
-	mu   sync.Mutex
-	recs []history.Record
-}
-
-type recordBufferKey struct{}
-
-func (b *recordBuffer) add(r history.Record) {
-	b.mu.Lock()
-	b.recs = append(b.recs, r)
-	b.mu.Unlock()
-}
-
 func (d *Deliverer) handleBatch(ctx context.Context, msgs []*stream.Message) error {
-	if d.history != nil {
-		buf := &recordBuffer{}
-		ctx = context.WithValue(ctx, recordBufferKey{}, buf)
-		defer func() {
-			// Written even when the batch's deadline has passed: the
-			// sends happened.
-			hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-			defer cancel()
-			if err := d.history.Record(hctx, buf.recs...); err != nil {
-				d.logger.WarnContext(ctx, "notifier: history not recorded", "records", len(buf.recs), "error", err)
-			}
-		}()
-	}
-	errs := make([]error, len(msgs))
-	sem := make(chan struct{}, d.cfg.Concurrency)
-	var wg sync.WaitGroup
-	for i, m := range msgs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			// Each send continues its producer's trace, under the
-			// batch's deadline.
-			mctx := ctx
-			if sc := trace.SpanContextFromContext(m.Context()); sc.IsValid() {
-				mctx = trace.ContextWithSpanContext(ctx, sc)
-			}
-			errs[i] = d.handle(mctx, m)
-		})
-	}
-	wg.Wait()
+	errs, recs := d.process(ctx, msgs)
+	d.scheduleRetries(ctx, msgs, errs, recs)
+	d.recordAll(ctx, recs)
 	return &stream.BatchError{Errs: errs}
 }
 
+// handle decodes and delivers one message (a batch of one) and records
+// the outcome; it schedules no retry.
 func (d *Deliverer) handle(ctx context.Context, m *stream.Message) error {
+	errs, recs := d.process(ctx, []*stream.Message{m})
+	d.recordAll(ctx, recs)
+	return errs[0]
+}
+
+// process decodes the batch's requests and delivers them, and returns
+// each message's error and the history records to write.
+func (d *Deliverer) process(ctx context.Context, msgs []*stream.Message) ([]error, []history.Record) {
+	errs := make([]error, len(msgs))
+	reqs := make([]Request, len(msgs))
+	for i, m := range msgs {
+		errs[i] = decodeRequest(m, &reqs[i])
+	}
+	recs := d.deliverAll(ctx, msgs, reqs, errs)
+	return errs, recs
+}
+
+// recordAll writes the history records in one round trip (logging a
+// failure: history must not fail a delivery), even when the batch's
+// deadline has passed: the sends happened.
+func (d *Deliverer) recordAll(ctx context.Context, recs []history.Record) {
+	if d.history == nil || len(recs) == 0 {
+		return
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if err := d.history.Record(hctx, recs...); err != nil {
+		d.logger.WarnContext(ctx, "notifier: history not recorded", "records", len(recs), "error", err)
+	}
+}
+
+// decodeRequest decodes and checks m's request into r; its errors are
+// permanent.
+func decodeRequest(m *stream.Message, r *Request) error {
 	if m.Type != TypeRequest {
 		return stream.Permanentf("notifier: message %s has type %q, want %q", m.ID, clip(m.Type), TypeRequest)
 	}
 	if len(m.Payload) > MaxRequestBytes {
 		return stream.Permanentf("notifier: request %s of %d bytes exceeds %d", m.ID, len(m.Payload), MaxRequestBytes)
 	}
-	var r Request
-	if err := json.Unmarshal(m.Payload, &r); err != nil {
+	if err := json.Unmarshal(m.Payload, r); err != nil {
 		return stream.Permanentf("notifier: decode request %s: %w", m.ID, err)
 	}
 	if err := r.Validate(); err != nil {
 		return stream.Permanent(fmt.Errorf("notifier: request %s: %w", m.ID, err))
 	}
 	if r.TraceID == "" {
-		if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
+		if sc := trace.SpanContextFromContext(m.Context()); sc.IsValid() {
 			r.TraceID = sc.TraceID().String()
 		}
 	}
-	return d.Deliver(ctx, m, r)
+	return nil
 }
 
 // target is one destination a request goes to.
@@ -257,19 +259,28 @@ type target struct {
 // Deliver delivers one request carried by m to each of its targets and
 // returns the message's error (see settle).
 func (d *Deliverer) Deliver(ctx context.Context, m *stream.Message, r Request) error {
-	targets, err := d.targets(ctx, r)
-	if err != nil || len(targets) == 0 {
-		return err
-	}
-	errs := make([]error, len(targets))
-	for i, t := range targets {
-		errs[i] = d.deliverTo(ctx, m, r, t)
-	}
-	return settle(errs)
+	errs := []error{nil}
+	d.recordAll(ctx, d.deliverAll(ctx, []*stream.Message{m}, []Request{r}, errs))
+	return errs[0]
 }
 
-// targets resolves the request's destinations.
-func (d *Deliverer) targets(ctx context.Context, r Request) ([]target, error) {
+// resolveAll returns the subscribers the requests name (those without an
+// error), by id, in one round trip.
+func (d *Deliverer) resolveAll(ctx context.Context, reqs []Request, errs []error) (map[string]subscriber.Subscriber, error) {
+	var ids []string
+	for i, r := range reqs {
+		if errs[i] == nil && r.Destination == nil {
+			ids = append(ids, r.SubscriberID)
+		}
+	}
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	return d.subs.ResolveMany(ctx, ids)
+}
+
+// targets resolves the request's destinations among subs.
+func (d *Deliverer) targets(ctx context.Context, r Request, subs map[string]subscriber.Subscriber) []target {
 	if r.Destination != nil {
 		dest := *r.Destination
 		if dest.ID == "" {
@@ -280,15 +291,12 @@ func (d *Deliverer) targets(ctx context.Context, r Request) ([]target, error) {
 		if sid == "" {
 			sid = dest.ID
 		}
-		return []target{{subscriberID: sid, dest: dest}}, nil
+		return []target{{subscriberID: sid, dest: dest}}
 	}
-	s, err := d.subs.Resolve(ctx, r.SubscriberID)
-	if errors.Is(err, subscriber.ErrNotFound) {
+	s, ok := subs[r.SubscriberID]
+	if !ok {
 		d.logger.InfoContext(ctx, "notifier: request for an unknown subscriber dropped", "subscriber_id", r.SubscriberID)
-		return nil, nil
-	}
-	if err != nil {
-		return nil, err
+		return nil
 	}
 	loc := s.Location()
 	var out []target
@@ -298,5 +306,5 @@ func (d *Deliverer) targets(ctx context.Context, r Request) ([]target, error) {
 		}
 		out = append(out, target{subscriberID: s.ID, dest: dest, prefs: &s.Preferences, loc: loc})
 	}
-	return out, nil
+	return out
 }

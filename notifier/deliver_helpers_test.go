@@ -77,6 +77,12 @@ func (s *sink) messages() []Message {
 	return append([]Message(nil), s.got...)
 }
 
+func (s *sink) callCount() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.calls
+}
+
 func (s *sink) answer(after string, codes ...int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -116,6 +122,9 @@ var fastRunner = stream.RunnerConfig{Block: 50 * time.Millisecond, ClaimInterval
 	HandlerTimeout: 500 * time.Millisecond, MaxDeliveries: 3, StatsInterval: time.Minute,
 	Retry: stream.RetryConfig{MaxRetries: 1, InitialInterval: 20 * time.Millisecond, MaxInterval: 40 * time.Millisecond}}
 
+// fastRetry makes the notifier's retries quick in tests.
+var fastRetry = RetryConfig{MaxAttempts: 3, Initial: time.Millisecond, Max: 2 * time.Millisecond, PollInterval: 10 * time.Millisecond}
+
 func newWorld(t *testing.T, rdb redis.UniversalClient, th throttle.Config) *world {
 	t.Helper()
 	w := &world{rdb: rdb, topic: RequestTopic(2), now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), hook: newSink(t)}
@@ -140,7 +149,8 @@ func newWorld(t *testing.T, rdb redis.UniversalClient, th throttle.Config) *worl
 	}
 	w.d, err = NewDeliverer(rdb, w.topic, DeliverDeps{Subscribers: w.subs, Throttle: w.throttle, History: w.hist, Publisher: w.pub,
 		Channels: map[string]Channel{ChannelWebhook: wh, ChannelSlack: NewSlackChannel(wh), ChannelLog: NewLogChannel(quiet)}},
-		DeliverConfig{Runner: fastRunner, Ledger: DeliveryLedgerConfig{Lease: time.Second}, MaxThrottleWait: 100 * time.Millisecond, Now: w.clock},
+		DeliverConfig{Runner: fastRunner, Ledger: DeliveryLedgerConfig{Lease: time.Second}, MaxThrottleWait: 100 * time.Millisecond, Now: w.clock,
+			Retry: fastRetry},
 		w.tel)
 	if err != nil {
 		t.Fatal(err)
@@ -191,8 +201,10 @@ func (w *world) run(t *testing.T) {
 	}
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan struct{})
+	retries := make(chan struct{})
 	go func() { defer close(done); _ = r.Run(ctx) }()
-	t.Cleanup(func() { cancel(); <-done })
+	go func() { defer close(retries); _ = w.d.RunRetries(ctx) }()
+	t.Cleanup(func() { cancel(); <-done; <-retries })
 }
 
 func (w *world) publish(t *testing.T, reqs ...Request) {

@@ -5,75 +5,202 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
+
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/notifier/digest"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
+	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
 )
 
-// deliverTo applies the target's preferences to the request and either
-// drops it (suppressed), files it in a digest window (quiet hours, digest
-// policy) or sends it through the ledger, throttled, and records the
-// outcome in the history.
-func (d *Deliverer) deliverTo(ctx context.Context, m *stream.Message, r Request, t target) error {
-	channel := t.dest.Channel()
-	key := requestKey(r, t.subscriberID, t.dest.ID)
-	rec := history.Record{ID: NotificationID(key), Flow: r.Flow, Event: r.Event, SubscriberID: t.subscriberID, DestinationID: t.dest.ID,
-		Channel: channel, Subject: r.Subject, Window: r.Window, Attempts: m.Attempt, Critical: r.Critical, ObservedAt: r.ObservedAt,
-		TraceID: r.TraceID, EventID: r.EventID, RunID: r.RunID, MessageID: m.ID}
-	tag := d.topic.HashTag(m.Partition)
-	if t.prefs != nil {
-		if t.dest.Status != subscriber.StatusActive || !t.prefs.ChannelOn(channel) || (!r.Digest && !t.prefs.Wants(r.Subject)) {
-			return d.record(ctx, rec, history.StatusSuppressed, nil)
-		}
-		if !r.Critical && !r.Digest {
-			held, err := d.hold(ctx, m, r, t, key, tag)
-			if err != nil || held != "" {
-				if err != nil {
-					return err
-				}
-				return d.record(ctx, rec, held, nil)
+// job is one request to one target.
+type job struct {
+	msg     int // index of the message in the batch
+	t       target
+	key     string // business key
+	channel string
+	rec     history.Record
+	err     error
+}
+
+// deliverAll delivers the batch's requests (those whose errs entry is nil),
+// sets each message's error and returns the history records of every
+// outcome, for the caller to write in one round trip. It applies each
+// target's preferences and either drops a request (suppressed), files it
+// in a digest window (quiet hours, digest policy) or sends it through the
+// ledger, throttled. Whatever the batch's size, it costs a constant number
+// of Redis round trips: one to resolve the subscribers, then
+// Dispatcher.DeliverBatch's (claims, throttle takes, settles); only digest
+// filings, throttle waits and Retry-After blocks cost one each.
+func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs []Request, errs []error) []history.Record {
+	subs, err := d.resolveAll(ctx, reqs, errs)
+	if err != nil {
+		for i := range errs {
+			if errs[i] == nil && reqs[i].Destination == nil {
+				errs[i] = err
 			}
 		}
 	}
-	body, err := d.render(r, t, rec.ID)
-	if err != nil {
-		return stream.Permanent(err)
-	}
-	throttleKey := t.dest.ID
-	if core, err := t.dest.Core(); err == nil {
-		throttleKey = subscriber.CoreHash(core)
-	}
-	del := Delivery{HashTag: tag, Key: key, Channel: channel, MessageID: m.ID, Attempt: m.Attempt,
-		Notification: Notification{Flow: r.Flow, Event: r.Event,
-			Recipient: Recipient{ID: t.subscriberID, Address: t.dest.Address, Secret: t.dest.Secret},
-			EventID:   rec.ID, Subject: r.Subject, TraceID: r.TraceID, ObservedAt: r.ObservedAt, Body: body,
-			Title: r.Title, Text: r.Text, UnsubscribeURL: d.unsubscribeURL(t.dest)},
-		Before: func(ctx context.Context) error { return d.waitThrottle(ctx, throttleKey, channel) }}
-	outcome, err := d.dispatch.Deliver(ctx, del)
-	switch {
-	case err == nil && outcome == OutcomeDuplicate:
-		return nil // recorded when it was sent
-	case err == nil:
-		return d.record(ctx, rec, history.StatusSent, nil)
-	}
-	var de *DeliveryError
-	if errors.As(err, &de) && de.RetryAfter > 0 && d.throttle != nil {
-		if berr := d.throttle.Block(ctx, throttleKey, d.cfg.Now().Add(de.RetryAfter)); berr != nil {
-			d.logger.WarnContext(ctx, "notifier: retry-after not recorded", "error", berr)
+	var recs []history.Record
+	var holds, sends []*job
+	var jobs []*job
+	for i, m := range msgs {
+		if errs[i] != nil {
+			continue
+		}
+		r := &reqs[i]
+		for _, t := range d.targets(ctx, *r, subs) {
+			key := requestKey(*r, t.subscriberID, t.dest.ID)
+			j := &job{msg: i, t: t, key: key, channel: t.dest.Channel(),
+				rec: history.Record{ID: NotificationID(key), Flow: r.Flow, Event: r.Event, SubscriberID: t.subscriberID,
+					DestinationID: t.dest.ID, Channel: t.dest.Channel(), Subject: r.Subject, Window: r.Window, Attempts: attemptOf(m),
+					Critical: r.Critical, ObservedAt: r.ObservedAt, TraceID: r.TraceID, EventID: r.EventID, RunID: r.RunID, MessageID: m.ID}}
+			jobs = append(jobs, j)
+			switch {
+			case t.prefs == nil:
+				sends = append(sends, j)
+			case t.dest.Status != subscriber.StatusActive || !t.prefs.ChannelOn(j.channel) || (!r.Digest && !t.prefs.Wants(r.Subject)):
+				recs = append(recs, d.finish(j.rec, history.StatusSuppressed, nil))
+			case !r.Critical && !r.Digest:
+				holds = append(holds, j)
+			default:
+				sends = append(sends, j)
+			}
 		}
 	}
-	status := history.StatusFailed
-	if stream.IsPermanent(err) {
-		status = history.StatusRejected
+	recs = append(recs, d.holdAll(ctx, msgs, reqs, holds, &sends)...)
+	recs = append(recs, d.sendAll(ctx, msgs, reqs, sends)...)
+	perMsg := make([][]error, len(msgs))
+	for _, j := range jobs {
+		perMsg[j.msg] = append(perMsg[j.msg], j.err)
 	}
-	if errors.Is(err, ErrInFlight) {
-		return err // another copy is sending it; it records the outcome
+	for i := range msgs {
+		if errs[i] == nil {
+			errs[i] = settle(perMsg[i])
+		}
 	}
-	_ = d.record(ctx, rec, status, err)
-	return err
+	return recs
+}
+
+// holdAll files the jobs in quiet-hours holds or digest windows, up to
+// Concurrency at once, appends those to be sent now to sends, and returns
+// the history records of the others.
+func (d *Deliverer) holdAll(ctx context.Context, msgs []*stream.Message, reqs []Request, holds []*job, sends *[]*job) []history.Record {
+	status := make([]string, len(holds))
+	sem := make(chan struct{}, d.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for k, j := range holds {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			m := msgs[j.msg]
+			status[k], j.err = d.hold(ctx, m, reqs[j.msg], j.t, j.key, d.topic.HashTag(m.Partition))
+		})
+	}
+	wg.Wait()
+	var recs []history.Record
+	for k, j := range holds {
+		switch {
+		case j.err != nil:
+		case status[k] == "":
+			*sends = append(*sends, j)
+		default:
+			recs = append(recs, d.finish(j.rec, status[k], nil))
+		}
+	}
+	return recs
+}
+
+// sendAll sends the jobs through the dispatcher in one batch, throttled,
+// and returns their history records.
+func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []Request, sends []*job) []history.Record {
+	if len(sends) == 0 {
+		return nil
+	}
+	dels := make([]Delivery, 0, len(sends))
+	var recs []history.Record
+	var live []*job
+	for _, j := range sends {
+		m, r := msgs[j.msg], reqs[j.msg]
+		body, err := d.render(r, j.t, j.rec.ID)
+		if err != nil {
+			j.err = stream.Permanent(err)
+			recs = append(recs, d.finish(j.rec, history.StatusRejected, j.err))
+			continue
+		}
+		live = append(live, j)
+		dels = append(dels, Delivery{HashTag: d.topic.HashTag(m.Partition), Key: j.key, Channel: j.channel, MessageID: m.ID,
+			Attempt: attemptOf(m), parent: trace.SpanContextFromContext(m.Context()),
+			Notification: Notification{Flow: r.Flow, Event: r.Event,
+				Recipient: Recipient{ID: j.t.subscriberID, Address: j.t.dest.Address, Secret: j.t.dest.Secret},
+				EventID:   j.rec.ID, Subject: r.Subject, TraceID: r.TraceID, ObservedAt: r.ObservedAt, Body: body,
+				Title: r.Title, Text: r.Text, UnsubscribeURL: d.unsubscribeURL(j.t.dest)}})
+	}
+	opts := BatchOptions{Concurrency: d.cfg.Concurrency}
+	if d.throttle != nil {
+		opts.Before = func(ctx context.Context, idx []int) []func(context.Context) error {
+			return d.throttleAll(ctx, live, idx)
+		}
+	}
+	outcomes, errs := d.dispatch.DeliverBatch(ctx, dels, opts)
+	for k, j := range live {
+		outcome, err := outcomes[k], errs[k]
+		j.err = err
+		switch {
+		case err == nil && outcome == OutcomeDuplicate:
+			continue // recorded when it was sent
+		case err == nil:
+			recs = append(recs, d.finish(j.rec, history.StatusSent, nil))
+			continue
+		case errors.Is(err, ErrInFlight):
+			continue // another copy is sending it; it records the outcome
+		}
+		var de *DeliveryError
+		if errors.As(err, &de) && de.RetryAfter > 0 && d.throttle != nil {
+			if berr := d.throttle.Block(ctx, throttleKey(j.t.dest), d.cfg.Now().Add(de.RetryAfter)); berr != nil {
+				d.logger.WarnContext(ctx, "notifier: retry-after not recorded", "error", berr)
+			}
+		}
+		status := history.StatusFailed
+		if stream.IsPermanent(err) {
+			status = history.StatusRejected
+		}
+		recs = append(recs, d.finish(j.rec, status, err))
+	}
+	return recs
+}
+
+// throttleKey is the throttle bucket of a destination: its core's hash.
+func throttleKey(dest subscriber.Destination) string {
+	if core, err := dest.Core(); err == nil {
+		return subscriber.CoreHash(core)
+	}
+	return dest.ID
+}
+
+// throttleAll takes the throttle's permissions of the claimed sends at idx
+// (indices into jobs) in one round trip. A send refused for now waits (up
+// to MaxThrottleWait) in its own send, not holding up the batch's others.
+func (d *Deliverer) throttleAll(ctx context.Context, jobs []*job, idx []int) []func(context.Context) error {
+	asks := make([]throttle.Ask, len(idx))
+	for k, i := range idx {
+		asks[k] = throttle.Ask{Dest: throttleKey(jobs[i].t.dest), Channel: jobs[i].channel}
+	}
+	waits, errs := d.throttle.TakeMany(ctx, asks)
+	out := make([]func(context.Context) error, len(idx))
+	for k := range idx {
+		switch {
+		case errs[k] != nil:
+			out[k] = func(context.Context) error { return errs[k] }
+		case waits[k] > 0:
+			out[k] = func(ctx context.Context) error { return d.waitThrottle(ctx, asks[k].Dest, asks[k].Channel, waits[k]) }
+		}
+	}
+	return out
 }
 
 // hold files a non-critical request in a quiet-hours hold or a digest
@@ -109,19 +236,13 @@ func (d *Deliverer) hold(ctx context.Context, m *stream.Message, r Request, t ta
 	return history.StatusBatched, d.digests.AddTimed(ctx, tag, batch, key, item, w)
 }
 
-// waitThrottle waits for the throttle's permission up to MaxThrottleWait.
-func (d *Deliverer) waitThrottle(ctx context.Context, dest, channel string) error {
-	if d.throttle == nil {
-		return nil
-	}
+// waitThrottle waits out a first refusal (wait) and asks the throttle
+// again until it permits, up to MaxThrottleWait in all.
+func (d *Deliverer) waitThrottle(ctx context.Context, dest, channel string, wait time.Duration) error {
 	deadline := time.Now().Add(d.cfg.MaxThrottleWait)
-	for {
-		wait, err := d.throttle.Take(ctx, dest, channel)
-		if err != nil || wait == 0 {
-			return err
-		}
+	for wait > 0 {
 		if time.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("%w: %s on %s for %s", ErrThrottled, dest, channel, wait)
+			return &throttledError{dest: dest, channel: channel, wait: wait}
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -130,15 +251,30 @@ func (d *Deliverer) waitThrottle(ctx context.Context, dest, channel string) erro
 			return ctx.Err()
 		case <-t.C:
 		}
+		var err error
+		if wait, err = d.throttle.Take(ctx, dest, channel); err != nil {
+			return err
+		}
 	}
+	return nil
 }
 
-// record writes a history record (logging a failure: history must not fail
-// a delivery).
-func (d *Deliverer) record(ctx context.Context, rec history.Record, status string, cause error) error {
-	if d.history == nil {
-		return nil
-	}
+// throttledError is ErrThrottled with the wait the throttle asked for: a
+// retry is not scheduled before it.
+type throttledError struct {
+	dest, channel string
+	wait          time.Duration
+}
+
+func (e *throttledError) Error() string {
+	return fmt.Sprintf("%v: %s on %s for %s", ErrThrottled, e.dest, e.channel, e.wait)
+}
+
+func (e *throttledError) Unwrap() error { return ErrThrottled }
+
+// finish completes a history record with its status, time, latency and
+// cause.
+func (d *Deliverer) finish(rec history.Record, status string, cause error) history.Record {
 	rec.Status, rec.At = status, time.Now().UTC()
 	if status == history.StatusSent && !rec.ObservedAt.IsZero() {
 		rec.LatencyMs = max(rec.At.Sub(rec.ObservedAt).Milliseconds(), 0)
@@ -146,18 +282,7 @@ func (d *Deliverer) record(ctx context.Context, rec history.Record, status strin
 	if cause != nil {
 		rec.Error = clipReason(cause.Error())
 	}
-	if buf, ok := ctx.Value(recordBufferKey{}).(*recordBuffer); ok {
-		buf.add(rec)
-		return nil
-	}
-	// Recorded even when the handler's deadline has passed: the send
-	// happened.
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	if err := d.history.Record(hctx, rec); err != nil {
-		d.logger.WarnContext(ctx, "notifier: history not recorded", "notification_id", rec.ID, "error", err)
-	}
-	return nil
+	return rec
 }
 
 // Message is the JSON body a webhook or comic endpoint receives for a

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -95,20 +96,28 @@ func TestDeliver_webhookFailuresRetryThenDeadLetterThenReplay(t *testing.T) {
 			w := newWorld(t, b.client(t), throttle.Config{Disabled: true})
 			sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
 			w.run(t)
-			// Two 503s: retried with backoff within the delivery, then sent.
+			// Two 503s: each attempt is acknowledged and comes back from the
+			// retry schedule; the third is sent.
 			w.hook.answer("", 503, 503)
 			w.publish(t, req(sub, "comic:1", "w1"))
-			w.waitSettled(t, 1)
-			if n := len(w.hook.messages()); n != 1 {
-				t.Fatalf("after two 503s: %d received, want 1", n)
+			w.waitSettled(t, 3)
+			testenv.WaitFor(t, waitTimeout, func() bool { return len(w.statuses(t, sub)) == 3 }, "3 history records")
+			recs, err := w.hist.Recent(ctx, sub, 10)
+			if err != nil || len(recs) != 3 {
+				t.Fatalf("history %+v, %v: want 3 records", recs, err)
 			}
-			if st := w.statuses(t, sub); !slices.Equal(st, []string{"failed", "failed", "sent"}) {
-				t.Fatalf("history %v, want failed, failed, sent", st)
+			for i, want := range []struct {
+				status   string
+				attempts int
+			}{{"sent", 3}, {"failed", 2}, {"failed", 1}} {
+				if recs[i].Status != want.status || recs[i].Attempts != want.attempts {
+					t.Fatalf("record %d: %s after %d attempts, want %s after %d", i, recs[i].Status, recs[i].Attempts, want.status, want.attempts)
+				}
 			}
 			// A 400 is permanent: dead-lettered at once, never sent.
 			w.hook.answer("", 400)
 			w.publish(t, req(sub, "comic:2", "w1"))
-			w.waitSettled(t, 2)
+			w.waitSettled(t, 4)
 			w.waitDeadLetters(t, 1)
 			dlq := stream.NewDeadLetters(w.rdb)
 			// The receiver is fixed: a replay sends it once; replaying the
@@ -116,9 +125,9 @@ func TestDeliver_webhookFailuresRetryThenDeadLetterThenReplay(t *testing.T) {
 			if n, err := dlq.Replay(ctx, w.topic); err != nil || n != 1 {
 				t.Fatalf("replay %d, %v", n, err)
 			}
-			w.waitSettled(t, 3)
-			w.publish(t, req(sub, "comic:2", "w1"), req(sub, "comic:1", "w1"))
 			w.waitSettled(t, 5)
+			w.publish(t, req(sub, "comic:2", "w1"), req(sub, "comic:1", "w1"))
+			w.waitSettled(t, 7)
 			var subjects []string
 			for _, m := range w.hook.messages() {
 				subjects = append(subjects, m.Subject)
@@ -133,21 +142,55 @@ func TestDeliver_webhookFailuresRetryThenDeadLetterThenReplay(t *testing.T) {
 	}
 }
 
-// Retryable failures that never end are dead-lettered after
-// MaxDeliveries, with exact counts of attempts.
+// Retryable failures that never end are retried MaxAttempts times in
+// all, then dead-lettered with the count; a replay starts again from the
+// first attempt and sends once. Also on Redis Cluster: the ledger, retry
+// schedule and dead-letter keys of a partition share its slot.
 func TestDeliver_retriesRunOutIntoDeadLetter(t *testing.T) {
-	w := newWorld(t, mini(t), throttle.Config{Disabled: true})
-	sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
-	w.hook.answer("", 500, 500, 500, 500, 500, 500)
-	w.run(t)
-	w.publish(t, req(sub, "comic:1", "w1"))
-	w.waitDeadLetters(t, 1)
-	// MaxDeliveries 3 × (1 call + 1 retry) = 6 sends, all refused.
-	w.hook.mu.Lock()
-	calls := w.hook.calls
-	w.hook.mu.Unlock()
-	if calls != 6 || len(w.hook.messages()) != 0 {
-		t.Fatalf("%d calls, %d accepted; want 6 and 0", calls, len(w.hook.messages()))
+	for _, b := range testenv.WithCluster() {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newWorld(t, b.Client(t), throttle.Config{Disabled: true})
+			sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
+			w.hook.answer("", 500, 500, 500, 500)
+			w.run(t)
+			w.publish(t, req(sub, "comic:1", "w1"))
+			w.waitDeadLetters(t, 1)
+			// MaxAttempts 3: three sends, all refused.
+			if calls := w.hook.callCount(); calls != 3 || len(w.hook.messages()) != 0 {
+				t.Fatalf("%d calls, %d accepted; want 3 and 0", calls, len(w.hook.messages()))
+			}
+			if st := w.statuses(t, sub); !slices.Equal(st, []string{"failed", "failed", "rejected"}) {
+				t.Fatalf("history %v, want failed, failed, rejected", st)
+			}
+			dlq := stream.NewDeadLetters(w.rdb)
+			dls, err := dlq.List(ctx, w.topic, 10)
+			if err != nil || len(dls) != 1 {
+				t.Fatalf("dead letters %+v, %v", dls, err)
+			}
+			if dl := dls[0]; !strings.Contains(dl.Reason, "gave up after 3 attempts") || dl.Message.Metadata[MetaAttempt] != "" {
+				t.Fatalf("dead letter reason %q, attempt %q: want the count, and no attempt left on the message", dl.Reason, dl.Message.Metadata[MetaAttempt])
+			}
+			schedule, entries := w.d.retryKeys(w.topic.Partition(sub))
+			if n, err := w.rdb.Exists(ctx, schedule, entries).Result(); err != nil || n != 0 {
+				t.Fatalf("retry schedule keys left: %d, %v", n, err)
+			}
+			// The receiver recovers (one more 500 first): the replay is
+			// retried from attempt 1 and sent once.
+			w.hook.answer("", 500)
+			if n, err := dlq.Replay(ctx, w.topic); err != nil || n != 1 {
+				t.Fatalf("replay %d, %v", n, err)
+			}
+			want := []string{"failed", "failed", "rejected", "failed", "sent"}
+			testenv.WaitFor(t, waitTimeout, func() bool { return slices.Equal(w.statuses(t, sub), want) },
+				"history %v, want the replay failed once, then sent", w.statuses(t, sub))
+			if n := len(w.hook.messages()); n != 1 {
+				t.Fatalf("received %d, want 1", n)
+			}
+			if calls := w.hook.callCount(); calls != 5 {
+				t.Fatalf("%d calls, want 5", calls)
+			}
+		})
 	}
 }
 

@@ -2,12 +2,9 @@ package notifier
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -196,61 +193,13 @@ return 1`)
 
 // claim fills rec's token, state and start and tries to take the lease.
 func (l *DeliveryLedger) claim(ctx context.Context, key string, rec *DeliveryRecord) (claimResult, error) {
-	if len(key) > maxDeliveryKeyBytes {
-		return "", fmt.Errorf("notifier: delivery key longer than %d bytes", maxDeliveryKeyBytes)
-	}
-	var tok [12]byte
-	if _, err := rand.Read(tok[:]); err != nil {
-		return "", fmt.Errorf("notifier: delivery token: %w", err)
-	}
-	rec.Token, rec.State, rec.StartedAt = hex.EncodeToString(tok[:]), DeliverySending, time.Now().UTC()
-	body, err := json.Marshal(rec)
-	if err != nil {
-		return "", fmt.Errorf("notifier: encode delivery record: %w", err)
-	}
-	res, err := claimScript.Run(ctx, l.rdb, []string{key}, body, l.cfg.Lease.Milliseconds(), rec.MessageID).Text()
-	if err != nil {
-		return "", fmt.Errorf("notifier: claim delivery %s: %w", key, err)
-	}
-	return claimResult(res), nil
-}
-
-// sent records the delivery for TTL, whoever holds the lease: the effect
-// happened.
-func (l *DeliveryLedger) sent(ctx context.Context, key string, rec DeliveryRecord) error {
-	rec.State, rec.SentAt = DeliverySent, time.Now().UTC()
-	body, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("notifier: encode delivery record: %w", err)
-	}
-	if err := l.rdb.Set(ctx, key, body, l.cfg.TTL).Err(); err != nil {
-		return fmt.Errorf("notifier: record delivery %s: %w", key, err)
-	}
-	return nil
+	res, errs := l.claimAll(ctx, []string{key}, []*DeliveryRecord{rec})
+	return res[0], errs[0]
 }
 
 // release deletes the caller's claim so a retry may send.
 func (l *DeliveryLedger) release(ctx context.Context, key string, rec DeliveryRecord) error {
-	return l.settle(ctx, key, rec.Token, nil)
-}
-
-// reject records a permanent refusal for rec.MessageID, under the caller's
-// claim.
-func (l *DeliveryLedger) reject(ctx context.Context, key string, rec DeliveryRecord, reason error) error {
-	rec.State, rec.Error = DeliveryRejected, clipReason(reason.Error())
-	body, err := json.Marshal(rec)
-	if err != nil {
-		return fmt.Errorf("notifier: encode delivery record: %w", err)
-	}
-	return l.settle(ctx, key, rec.Token, body)
-}
-
-func (l *DeliveryLedger) settle(ctx context.Context, key, token string, body []byte) error {
-	err := settleScript.Run(ctx, l.rdb, []string{key}, token, body, strconv.FormatInt(l.cfg.TTL.Milliseconds(), 10)).Err()
-	if err != nil {
-		return fmt.Errorf("notifier: settle delivery %s: %w", key, err)
-	}
-	return nil
+	return l.settleAll(ctx, []settleOp{{key: key, rec: rec, kind: settleRelease}})[0]
 }
 
 // clipReason bounds an error text kept in a record.

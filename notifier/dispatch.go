@@ -8,12 +8,8 @@ import (
 	"time"
 
 	gotel "go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -48,6 +44,9 @@ type Delivery struct {
 	// (a throttle's wait); its error releases the lease and fails the
 	// delivery retryably, so duplicates never spend it.
 	Before func(ctx context.Context) error
+	// parent is the trace the send continues (a batch's message's
+	// producer); the batch's context's when invalid.
+	parent trace.SpanContext
 }
 
 // Dispatcher sends notifications on their channels, once per business key,
@@ -57,6 +56,7 @@ type Dispatcher struct {
 	ledger   *DeliveryLedger
 	channels map[string]Channel
 	in       *instruments
+	attrs    outcomeAttrs
 	tracer   trace.Tracer
 	logger   *slog.Logger
 }
@@ -105,92 +105,6 @@ func (d *Dispatcher) Ledger() *DeliveryLedger { return d.ledger }
 //   - OutcomeFailed, another error: a retry may succeed (the channel
 //     failed, Redis failed, or ErrInFlight).
 func (d *Dispatcher) Deliver(ctx context.Context, del Delivery) (string, error) {
-	n := del.Notification
-	if del.Key == "" || len(del.Key) > 256 {
-		return OutcomeFailed, stream.Permanentf("notifier: business key of %d bytes: want 1..256", len(del.Key))
-	}
-	ctx, span := d.tracer.Start(ctx, "notify "+del.Channel, trace.WithAttributes(
-		attribute.String("dropstream.notifier.flow", n.Flow), attribute.String("dropstream.notifier.channel", del.Channel),
-		attribute.String("dropstream.notifier.recipient_id", n.Recipient.ID), attribute.String("dropstream.notifier.event_id", n.EventID),
-		attribute.String("dropstream.notifier.session_id", n.SessionID)))
-	defer span.End()
-	outcome, errType, err := d.deliver(ctx, del)
-	span.SetAttributes(attribute.String("dropstream.notifier.outcome", outcome))
-	opts := []attribute.KeyValue{dsotel.OutcomeKey.String(outcome)}
-	if err != nil {
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
-		opts = append(opts, keyErrorType.String(errType))
-	}
-	if errType != "" || outcome != OutcomeFailed {
-		d.in.notifications.Add(context.Background(), 1, attrs(n.Flow, del.Channel, opts...))
-	}
-	return outcome, err
-}
-
-// deliver returns the outcome and, for failures, the error and its type
-// ("" when it must not be counted again).
-func (d *Dispatcher) deliver(ctx context.Context, del Delivery) (outcome, errType string, err error) {
-	n := del.Notification
-	ch, ok := d.channels[del.Channel]
-	if !ok {
-		return OutcomeFailed, errorPermanent, stream.Permanent(fmt.Errorf("%w %q", ErrUnknownChannel, clip(del.Channel)))
-	}
-	key := d.ledger.Key(del.HashTag, del.Key)
-	rec := DeliveryRecord{Flow: n.Flow, Channel: del.Channel, RecipientID: n.Recipient.ID, EventID: n.EventID,
-		SessionID: n.SessionID, Subject: n.Subject, TraceID: n.TraceID, MessageID: del.MessageID, Attempt: del.Attempt}
-	res, err := d.ledger.claim(ctx, key, &rec)
-	switch {
-	case err != nil:
-		return OutcomeFailed, errorRetryable, err
-	case res == claimSent:
-		return OutcomeDuplicate, "", nil
-	case res == claimBusy:
-		return OutcomeFailed, errorInFlight, fmt.Errorf("%w: %s", ErrInFlight, key)
-	case res == claimRejected:
-		return OutcomeFailed, "", stream.Permanent(fmt.Errorf("notifier: %s refused %s earlier for message %s", del.Channel, n.Recipient.ID, del.MessageID))
-	case res != claimed:
-		return OutcomeFailed, errorRetryable, fmt.Errorf("notifier: claim %s: unexpected answer %q", key, res)
-	}
-	if del.Before != nil {
-		if err := del.Before(ctx); err != nil {
-			sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-			defer cancel()
-			if rerr := d.ledger.release(sctx, key, rec); rerr != nil {
-				d.logger.WarnContext(ctx, "notifier: delivery lease not released", "key", key, "error", rerr)
-			}
-			return OutcomeFailed, errorRetryable, err
-		}
-	}
-	start := time.Now()
-	sendErr := ch.Send(ctx, n)
-	took := time.Since(start).Seconds()
-	// The ledger is settled even when ctx has ended.
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	if sendErr == nil {
-		d.in.duration.Record(context.Background(), took, attrs(n.Flow, del.Channel, dsotel.OutcomeKey.String(OutcomeSent)))
-		if !n.ObservedAt.IsZero() {
-			d.in.e2e.Record(context.Background(), max(0, time.Since(n.ObservedAt).Seconds()),
-				metric.WithAttributes(dsotel.FlowKey.String(n.Flow)))
-		}
-		if err := d.ledger.sent(sctx, key, rec); err != nil {
-			// Sent but not recorded: the lease still guards it until it
-			// expires; only a redelivery after that could send it again.
-			d.logger.ErrorContext(ctx, "notifier: delivery sent but not recorded", "key", key, "error", err)
-		}
-		return OutcomeSent, "", nil
-	}
-	d.in.duration.Record(context.Background(), took, attrs(n.Flow, del.Channel, dsotel.OutcomeKey.String(OutcomeFailed)))
-	if stream.IsPermanent(sendErr) {
-		if err := d.ledger.reject(sctx, key, rec, sendErr); err != nil {
-			d.logger.WarnContext(ctx, "notifier: rejection not recorded", "key", key, "error", err)
-		}
-		return OutcomeFailed, errorPermanent, fmt.Errorf("notifier: %s to %s: %w", del.Channel, n.Recipient.ID, sendErr)
-	}
-	if err := d.ledger.release(sctx, key, rec); err != nil {
-		// The lease expires by itself; a retry meanwhile finds it in flight.
-		d.logger.WarnContext(ctx, "notifier: delivery lease not released", "key", key, "error", err)
-	}
-	return OutcomeFailed, errorRetryable, fmt.Errorf("notifier: %s to %s: %w", del.Channel, n.Recipient.ID, sendErr)
+	outcomes, errs := d.DeliverBatch(ctx, []Delivery{del}, BatchOptions{})
+	return outcomes[0], errs[0]
 }

@@ -11,8 +11,11 @@
 //     also honours 429 Retry-After), batched into digests (package digest:
 //     each, every n, hourly, daily, weekly; quiet hours hold into a digest
 //     too; Critical bypasses both), retried with exponential backoff and
-//     jitter by the runtime, then dead-lettered (`dropstream dlq replay`
-//     sends again; the ledger skips what was sent), and recorded in the
+//     jitter (RetryConfig: a failed request is filed in a retry schedule
+//     in Redis and acknowledged; the "notifier-retries" service appends it
+//     back to its stream when due, with its attempt number), then
+//     dead-lettered after MaxAttempts (`dropstream dlq replay` sends again,
+//     from attempt 1; the ledger skips what was sent), and recorded in the
 //     history (package history: Redis recent history, ClickHouse via
 //     notify.history and the "notifier-history" stage);
 //   - the channels: webhook (HMAC-SHA256 signature with a timestamp, per
@@ -103,6 +106,12 @@
 // A watcher is filed under its most specific constraint only, so matching
 // an entity is one SUNION of its three sets, then one MGET of the
 // candidates, whose date range and party sizes are checked in Go.
+//
+// Per partition p of notify.requests (tag {notify.p}), the retry
+// schedule (see Deliverer.MoveDueRetries):
+//
+//	ds:{notify.p}:notifier:retry       sorted set: ids of failed request entries, scored by due time (Unix ms)
+//	ds:{notify.p}:notifier:retry:msgs  hash: entry id → the entry's fields as a JSON array, notify.attempt raised
 //
 // Per partition p of the transitions topic (tag {avail.p}, that of the
 // transition's scope key):

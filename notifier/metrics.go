@@ -3,6 +3,7 @@ package notifier
 import (
 	"errors"
 	"fmt"
+	"sync"
 
 	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
@@ -86,7 +87,28 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	return &in, nil
 }
 
-// attrs returns the flow and channel attributes, plus extra.
-func attrs(flow, channel string, extra ...attribute.KeyValue) metric.MeasurementOption {
-	return metric.WithAttributes(append([]attribute.KeyValue{dsotel.FlowKey.String(flow), keyChannel.String(channel)}, extra...)...)
+// outcomeAttrs caches the attribute sets of the notifier's metrics (flow,
+// channel, outcome and error.type): building a set sorts and hashes it, on
+// every send otherwise.
+type outcomeAttrs struct {
+	m sync.Map // outcomeKey → metric.MeasurementOption
+}
+
+type outcomeKey struct{ flow, channel, outcome, errType string }
+
+// get returns the attributes flow, channel, outcome and, when errType is
+// not empty, error.type. The cache is bounded by the flows, channels and
+// outcomes there are.
+func (a *outcomeAttrs) get(flow, channel, outcome, errType string) metric.MeasurementOption {
+	k := outcomeKey{flow, channel, outcome, errType}
+	if v, ok := a.m.Load(k); ok {
+		return v.(metric.MeasurementOption)
+	}
+	extra := []attribute.KeyValue{dsotel.OutcomeKey.String(outcome)}
+	if errType != "" {
+		extra = append(extra, keyErrorType.String(errType))
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{dsotel.FlowKey.String(flow), keyChannel.String(channel)}, extra...)...))
+	a.m.Store(k, opt)
+	return opt
 }

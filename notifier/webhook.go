@@ -23,6 +23,9 @@ const (
 	DefaultUserAgent        = "dropstream-webhook/1"
 )
 
+// maxIdleConns is the default transport's idle pool, in all and per host.
+const maxIdleConns = 4096
+
 // maxDetail bounds the excerpt of a response kept in a DeliveryError.
 const maxDetail = 256
 
@@ -38,7 +41,8 @@ type WebhookConfig struct {
 	// UserAgent is the User-Agent header. Default "dropstream-webhook/1".
 	UserAgent string
 	// Transport sends the requests. Default: a clone of
-	// http.DefaultTransport keeping up to 256 idle connections per host.
+	// http.DefaultTransport keeping up to 4096 idle connections, all of
+	// them to one host if need be.
 	Transport http.RoundTripper
 	// Propagator writes the trace context into the request headers.
 	// Default propagation.TraceContext{}.
@@ -61,8 +65,13 @@ func (c WebhookConfig) WithDefaults() WebhookConfig {
 	if c.Transport == nil {
 		t := http.DefaultTransport.(*http.Transport).Clone()
 		// Many sends in flight to one receiver reuse their connections
-		// instead of opening (and leaving in TIME_WAIT) one per send.
-		t.MaxIdleConnsPerHost = 256
+		// instead of opening (and leaving in TIME_WAIT) one per send. The
+		// pool must hold every send in flight (the stages' partitions ×
+		// their concurrency): past MaxIdleConns, Go's transport may fail a
+		// request the receiver did get ("putIdleConn: too many idle
+		// connections"), and its retry is a duplicate.
+		t.MaxIdleConns = maxIdleConns
+		t.MaxIdleConnsPerHost = maxIdleConns
 		c.Transport = t
 	}
 	if c.Propagator == nil {

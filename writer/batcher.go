@@ -8,13 +8,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
-
-	"github.com/dropstream/dropstream/clickhouse"
 )
 
 // ErrClosed is returned (wrapped) by handlers of a closed Analytics: their
@@ -351,74 +348,4 @@ func (b *batcher[E]) failAll() {
 	}
 	b.queue = nil
 	b.queued, b.buffered = 0, 0
-}
-
-// pairSessions records the raw transitions among rows (parts[i] is the
-// partition of rows[i]) in their entities' pairing state and returns the
-// session rows they imply, as session does for one transition, with one
-// pipeline of scripts for the whole batch (per cluster node). Transitions
-// of one entity are paired in the batch's order, except after a NOSCRIPT
-// reply (the script was not cached): those run again after the others,
-// which pairing tolerates (its rows do not depend on the order). On error
-// nothing is returned; pairing the batch again is harmless, since recording
-// a transition twice changes nothing.
-func (a *Analytics) pairSessions(ctx context.Context, rows []clickhouse.TransitionRow, parts []int) ([]clickhouse.SessionRow, error) {
-	type call struct {
-		row  int
-		keys []string
-		args []any
-	}
-	var calls []call
-	for i := range rows {
-		t := &rows[i]
-		if !t.Raw {
-			continue
-		}
-		expireAt, _ := expiry(t.Date, a.cfg.RetainAfterDate)
-		calls = append(calls, call{row: i,
-			keys: []string{"ds:" + a.topics.Transitions.HashTag(parts[i]) + ":analytics:entity:" + t.EntityKey},
-			args: []any{t.RunAt.UnixMilli(), t.Kind, t.RunID, maxEvents, t.VenueName, expireAt}})
-	}
-	replies := make([][]string, len(calls))
-	todo := make([]int, len(calls))
-	for i := range todo {
-		todo[i] = i
-	}
-	for attempt := 0; len(todo) > 0; attempt++ {
-		pipe := a.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(todo))
-		for j, c := range todo {
-			cmds[j] = sessionScript.EvalSha(ctx, pipe, calls[c].keys, calls[c].args...)
-		}
-		_, _ = pipe.Exec(ctx) // errors are read per command
-		var missing []int
-		for j, c := range todo {
-			res, err := cmds[j].StringSlice()
-			switch {
-			case err == nil:
-				replies[c] = res
-			case attempt == 0 && isNoScript(err):
-				missing = append(missing, c)
-			default:
-				return nil, fmt.Errorf("writer: pair session of %s: %w", rows[calls[c].row].EntityKey, err)
-			}
-		}
-		if len(missing) > 0 {
-			if err := sessionScript.Load(ctx, a.rdb).Err(); err != nil {
-				return nil, fmt.Errorf("writer: load session script: %w", err)
-			}
-		}
-		todo = missing
-	}
-	var out []clickhouse.SessionRow
-	for i, c := range calls {
-		s, err := a.sessionOf(rows[c.row], replies[i])
-		if err != nil {
-			return nil, err
-		}
-		if s != nil {
-			out = append(out, *s)
-		}
-	}
-	return out, nil
 }

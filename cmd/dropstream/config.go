@@ -72,6 +72,36 @@ func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string
 	return fs
 }
 
+// envVar documents an environment variable read by a flow rather than
+// bound to a flag; `dropstream --help` lists them.
+type envVar struct {
+	name, def, usage string
+}
+
+// flowVariables are the environment variables flows read, listed by
+// `dropstream --help`.
+var flowVariables = []envVar{
+	{"DROPSTREAM_PUBLIC_URL", "http://localhost:8080", "base URL of the links in notifications (opt-in, unsubscribe)"},
+	{"DROPSTREAM_SMTP_ADDR", "", "SMTP server host:port of the notifier's email channel (STARTTLS required); empty: no email channel"},
+	{"DROPSTREAM_SMTP_FROM", "", "sender address of notification emails (required with DROPSTREAM_SMTP_ADDR)"},
+	{"DROPSTREAM_SMTP_USERNAME", "", "SMTP AUTH PLAIN user name; empty: no authentication"},
+	{"DROPSTREAM_SMTP_PASSWORD", "", "SMTP AUTH password"},
+	{"DROPSTREAM_COMIC_NOTIFY_URL", "", "comic flow: POST /notify URL for subscriptions without their own; empty: such notifications go to the log channel"},
+	{"DROPSTREAM_COMIC_NOTIFY_SECRET", "", "comic flow: HMAC secret (at least 16 bytes) signing requests to DROPSTREAM_COMIC_NOTIFY_URL"},
+}
+
+// printFlowVariables writes the flows' environment variables to w.
+func printFlowVariables(w io.Writer) {
+	fmt.Fprintln(w, "\nEnvironment variables read by the flows (in `run` and `demo`):")
+	for _, v := range flowVariables {
+		def := ""
+		if v.def != "" {
+			def = " (default " + v.def + ")"
+		}
+		fmt.Fprintf(w, "  %s\n    \t%s%s\n", v.name, v.usage, def)
+	}
+}
+
 // Validate checks the configuration.
 func (c Config) Validate() error {
 	var errs []error

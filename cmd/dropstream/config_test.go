@@ -206,3 +206,17 @@ func TestPick_unknownStageListsKnownOnes(t *testing.T) {
 		})
 	}
 }
+
+// Every environment variable the notifier reads is listed by
+// `dropstream --help`.
+func TestUsage_listsNotifierVariables(t *testing.T) {
+	var out strings.Builder
+	if err := dispatch(context.Background(), []string{"--help"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range []string{"DROPSTREAM_PUBLIC_URL", "DROPSTREAM_SMTP_ADDR", "DROPSTREAM_SMTP_FROM", "DROPSTREAM_SMTP_USERNAME", "DROPSTREAM_SMTP_PASSWORD"} {
+		if !strings.Contains(out.String(), "  "+v+"\n") {
+			t.Errorf("--help does not list %s:\n%s", v, out.String())
+		}
+	}
+}

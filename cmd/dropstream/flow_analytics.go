@@ -57,7 +57,7 @@ func retentionLoop(ctx context.Context, a *app, ch *clickhouse.Client, cfg click
 	for {
 		dropped, err := clickhouse.EnforceRetention(ctx, ch, cfg)
 		for _, d := range dropped {
-			a.log.Info("retention dropped a partition", "table", d.Table, "partition", d.PartitionID, "rows_before", d.End)
+			a.log.Info("retention dropped a partition", "shard", d.Shard, "table", d.Table, "partition", d.PartitionID, "rows_before", d.End)
 		}
 		if err != nil && ctx.Err() == nil {
 			a.log.Error("retention failed; retrying at the next interval", "err", err, "interval", interval)

@@ -17,6 +17,16 @@ import (
 
 func init() { registerFlow(buildComic) }
 
+// comicRecoveryService names the loop that settles purchases left in
+// doubt (a crash between charge and sale): every comicRecoveryInterval it
+// settles those older than comicRecoverAfter, which stays above the
+// checkout saga's wait so a purchase still running is not raced.
+const (
+	comicRecoveryService  = "comic-purchase-recovery"
+	comicRecoveryInterval = 30 * time.Second
+	comicRecoverAfter     = 2 * time.Minute
+)
+
 // comicStatsService names the loop that snapshots the subscription
 // statistics into ClickHouse every minute.
 const comicStatsService = "comic-stats-snapshot"
@@ -25,7 +35,8 @@ const comicStatsService = "comic-stats-snapshot"
 // stages, the ClickHouse history stage and statistics snapshots (with
 // ClickHouse), the comic API and two demo subscriptions.
 //
-// DROPSTREAM_COMIC_NOTIFY_URL and DROPSTREAM_COMIC_NOTIFY_SECRET name the
+// DROPSTREAM_COMIC_NOTIFY_URL and DROPSTREAM_COMIC_NOTIFY_SECRET (listed by
+// --help, config.go) name the
 // flow's POST /notify destination for subscriptions without their own;
 // when unset, those notifications go to the log channel. Notifications with
 // a destination are handed to the notifier's request topic.
@@ -63,6 +74,9 @@ func buildComic(ctx context.Context, a *app) (*flow, error) {
 		routes: func(srv *api.Server) { comicapi.Routes{Flow: svc}.Register(srv) },
 		demo:   svc.SeedDemo,
 		close:  func() { cancel(); <-done },
+		services: map[string]func(context.Context) error{
+			comicRecoveryService: func(ctx context.Context) error { return recoverPurchases(ctx, a, svc.Sales) },
+		},
 	}
 	if a.ch == nil {
 		// The events topic feeds the ClickHouse history; keep its backlog
@@ -74,12 +88,28 @@ func buildComic(ctx context.Context, a *app) (*flow, error) {
 	}
 	hist := comic.NewHistory(a.ch, svc.Topics, svc.Subscriptions)
 	f.stages = append(f.stages, hist.Stage())
-	f.services = map[string]func(context.Context) error{
-		comicStatsService: func(ctx context.Context) error {
-			return hist.RunSnapshots(ctx, time.Minute, func(err error) {
-				a.log.Warn("comic: statistics snapshot failed; retrying in a minute", "error", err)
-			})
-		},
+	f.services[comicStatsService] = func(ctx context.Context) error {
+		return hist.RunSnapshots(ctx, time.Minute, func(err error) {
+			a.log.Warn("comic: statistics snapshot failed; retrying in a minute", "error", err)
+		})
 	}
 	return f, nil
+}
+
+// recoverPurchases settles purchases in doubt until ctx ends.
+func recoverPurchases(ctx context.Context, a *app, sales *comic.Sales) error {
+	tick := time.NewTicker(comicRecoveryInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if n, err := sales.Recover(ctx, comicRecoverAfter); err != nil {
+			a.log.Warn("comic: settling purchases in doubt failed; retrying", "settled", n, "error", err)
+		} else if n > 0 {
+			a.log.Info("comic: purchases in doubt settled", "settled", n)
+		}
+	}
 }

@@ -13,6 +13,7 @@ import (
 	"github.com/dropstream/dropstream/flows/feed"
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
 	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -50,15 +51,21 @@ func buildFeedFlow(ctx context.Context, a *app) (*flow, error) {
 	if u := os.Getenv("DROPSTREAM_PUBLIC_URL"); u != "" {
 		public = strings.TrimRight(u, "/")
 	}
-	// E-mail and webhook deliveries (and confirmation requests) go through
-	// the notifier's generic request path ("notifier-deliver",
-	// flow_notifier.go); log destinations through the dispatcher.
-	requests := notifier.RequestTopic(a.cfg.Partitions)
-	relay := func(ctx context.Context, r notifier.Request) error {
-		return notifier.PublishRequests(ctx, a.pub, requests, r)
+	// E-mail and webhook subscriptions are the notifier's subscribers:
+	// their confirmation requests and collections go through its generic
+	// request path ("notifier-deliver", flow_notifier.go), its opt-in and
+	// unsubscribe links and its expiry of unconfirmed destinations; log
+	// destinations through the dispatcher.
+	subs, err := subscriber.NewStore(a.rdb, subscriber.StoreConfig{Logger: a.log})
+	if err != nil {
+		return nil, err
 	}
-	fl, err := feed.New(a.rdb, a.pub, dispatcher, feed.Config{Partitions: a.cfg.Partitions, PublicURL: public,
-		Relay: relay, Logger: a.log, MeterProvider: a.tel.MeterProvider})
+	requests := notifier.RequestTopic(a.cfg.Partitions)
+	notify := func(ctx context.Context, reqs ...notifier.Request) error {
+		return notifier.PublishRequests(ctx, a.pub, requests, reqs...)
+	}
+	fl, err := feed.New(a.rdb, a.pub, feed.Deps{Subscribers: subs, Notify: notify, Sender: dispatcher},
+		feed.Config{Partitions: a.cfg.Partitions, PublicURL: public, Logger: a.log, MeterProvider: a.tel.MeterProvider})
 	if err != nil {
 		return nil, fmt.Errorf("feed: %w", err)
 	}
@@ -80,8 +87,8 @@ func buildFeedFlow(ctx context.Context, a *app) (*flow, error) {
 }
 
 // feedDemo serves a feed in-process that gains an item every 10 seconds,
-// and subscribes a confirmed log destination to each item and to every 3
-// items. Demo feeds of earlier runs are removed first, so it is idempotent.
+// and subscribes a log destination (confirmed at once) to each item and to
+// every 3 items. Demo feeds of earlier runs are removed first, so it is idempotent.
 func feedDemo(ctx context.Context, fl *feed.Flow) error {
 	st := fl.Store()
 	feeds, err := st.Feeds(ctx)
@@ -130,11 +137,7 @@ func feedDemo(ctx context.Context, fl *feed.Flow) error {
 		if _, _, err := st.PutSubscribable(ctx, feed.Subscribable{FeedID: fd.ID, Name: name, Manager: m}); err != nil {
 			return err
 		}
-		sub, _, err := st.CreateSubscription(ctx, fd.ID, name, feed.Destination{Kind: feed.DestLog, Name: "demo"})
-		if err != nil {
-			return err
-		}
-		if _, err := st.Confirm(ctx, sub.ConfirmToken); err != nil {
+		if _, _, err := fl.Subscribe(ctx, fd.ID, name, feed.Destination{Kind: feed.DestLog, Name: "demo"}); err != nil {
 			return err
 		}
 	}

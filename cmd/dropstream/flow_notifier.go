@@ -24,9 +24,9 @@ func init() { registerFlow(buildNotifier) }
 // buildNotifier wires the generic notifier: the "notifier-deliver" stage
 // over notify.requests (every flow publishes notifier.Request there), the
 // "notifier-history" stage into ClickHouse (idle without it: its backlog
-// waits in notify.history), the digest flusher and the expiry of
-// unconfirmed destinations as services, and the subscriber and
-// notification routes.
+// waits in notify.history), the digest flusher, the retry scheduler and
+// the expiry of unconfirmed destinations as services, and the subscriber
+// and notification routes.
 //
 // Environment: DROPSTREAM_PUBLIC_URL (base of the links in messages,
 // default http://localhost:8080); DROPSTREAM_SMTP_ADDR, _FROM, _USERNAME,
@@ -72,6 +72,7 @@ func buildNotifier(ctx context.Context, a *app) (*flow, error) {
 	}
 	f.services = map[string]func(context.Context) error{
 		notifier.DigestService: d.RunDigests,
+		notifier.RetryService:  d.RunRetries,
 		expiryService:          func(ctx context.Context) error { return expiryLoop(ctx, a, subs) },
 	}
 	notify := func(ctx context.Context, reqs ...notifier.Request) error {

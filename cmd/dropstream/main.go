@@ -78,4 +78,5 @@ func usage(w io.Writer) {
 		fmt.Fprintf(w, "  %-8s %s\n", c.name, c.summary)
 	}
 	fmt.Fprintln(w, "\nRun 'dropstream <command> --help' for its flags; a flag whose help ends in [DROPSTREAM_*]\ncan also be set by that variable.")
+	printFlowVariables(w)
 }

@@ -18,7 +18,7 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		"plus Distributed tables of the plain names over them, sharded by entity; no ON CLUSTER DDL or\n"+
 		"ZooKeeper is needed. Writers should add insert_distributed_sync=1 to their DSN.", stderr, &cfg, "json")
 	envString(fs, &cluster, "cluster", "DROPSTREAM_CLICKHOUSE_CLUSTER", "", "ClickHouse cluster name (remote_servers) to create the schema on; empty: the server of the DSN alone")
-	envString(fs, &shards, "shard-dsns", "DROPSTREAM_CLICKHOUSE_SHARD_DSNS", "", "comma-separated DSNs of every server of the cluster; empty: the hosts system.clusters lists, with the DSN's credentials and database")
+	shardDSNsFlag(fs, &shards)
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -47,13 +47,26 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	return nil
 }
 
-func migrateCluster(ctx context.Context, dsn, cluster, shards string, stdout io.Writer) error {
-	cfg := clickhouse.ClusterConfig{Name: cluster}
-	for s := range strings.SplitSeq(shards, ",") {
-		if s = strings.TrimSpace(s); s != "" {
-			cfg.Shards = append(cfg.Shards, s)
+// shardDSNsFlag declares --shard-dsns (DROPSTREAM_CLICKHOUSE_SHARD_DSNS),
+// read by migrate --cluster, retention and rollups rebuild.
+func shardDSNsFlag(fs *flags, dst *string) {
+	envString(fs, dst, "shard-dsns", "DROPSTREAM_CLICKHOUSE_SHARD_DSNS", "",
+		"cluster mode: comma-separated DSNs of every server of the cluster; empty: the hosts system.clusters lists, with the DSN's credentials and database")
+}
+
+// splitDSNs splits a comma-separated list of DSNs.
+func splitDSNs(s string) []string {
+	var out []string
+	for d := range strings.SplitSeq(s, ",") {
+		if d = strings.TrimSpace(d); d != "" {
+			out = append(out, d)
 		}
 	}
+	return out
+}
+
+func migrateCluster(ctx context.Context, dsn, cluster, shards string, stdout io.Writer) error {
+	cfg := clickhouse.ClusterConfig{Name: cluster, Shards: splitDSNs(shards)}
 	res, err := clickhouse.MigrateCluster(ctx, dsn, cfg, func(line string) { fmt.Fprintln(stdout, line) })
 	if err != nil {
 		return err

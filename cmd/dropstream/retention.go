@@ -94,6 +94,8 @@ func runRetention(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		envString(fs, vals[r.flag], r.flag, r.env, r.def, r.usage)
 	}
 	dryRun := fs.Bool("dry-run", false, "list the partitions that would be dropped, drop nothing")
+	var shards string
+	shardDSNsFlag(fs, &shards)
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -109,6 +111,7 @@ func runRetention(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	rc.DryRun = *dryRun
+	rc.Shards = splitDSNs(shards)
 	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: cfg.ClickHouseDSN})
 	if err != nil {
 		return err
@@ -120,7 +123,11 @@ func runRetention(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		verb = "would drop"
 	}
 	for _, d := range dropped {
-		fmt.Fprintf(stdout, "%s %s partition %s (rows before %s)\n", verb, d.Table, d.PartitionID, d.End.Format(time.DateOnly))
+		on := ""
+		if d.Shard != "" {
+			on = " on " + d.Shard
+		}
+		fmt.Fprintf(stdout, "%s %s partition %s%s (rows before %s)\n", verb, d.Table, d.PartitionID, on, d.End.Format(time.DateOnly))
 	}
 	if err != nil {
 		return err

@@ -27,13 +27,15 @@ func runRollups(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	from := fs.String("from", "", "first month to rebuild, YYYY-MM (default: the oldest)")
 	to := fs.String("to", "", "last month to rebuild, YYYY-MM (default: the newest)")
 	tables := fs.String("tables", "", "comma list of rollup tables (default: all)")
+	var shards string
+	shardDSNsFlag(fs, &shards)
 	if err := fs.parse(args[1:]); err != nil {
 		return err
 	}
 	if cfg.ClickHouseDSN == "" {
 		return errors.New("rollups rebuild needs DROPSTREAM_CLICKHOUSE_DSN or --clickhouse-dsn")
 	}
-	rc := clickhouse.RebuildConfig{}
+	rc := clickhouse.RebuildConfig{Shards: splitDSNs(shards)}
 	for _, m := range []struct {
 		s   string
 		dst *time.Time
@@ -54,11 +56,15 @@ func runRollups(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		}
 	}
 	rc.Progress = func(s clickhouse.RebuildStep) {
+		on := ""
+		if s.Shard != "" {
+			on = s.Shard + ": "
+		}
 		if s.Table == "" {
-			fmt.Fprintf(stdout, "rebuilt %d month(s) in %s\n", s.Total, s.Elapsed.Round(time.Millisecond))
+			fmt.Fprintf(stdout, "%srebuilt %d month(s) in %s\n", on, s.Total, s.Elapsed.Round(time.Millisecond))
 			return
 		}
-		fmt.Fprintf(stdout, "[%d/%d] %s %d (%s)\n", s.Done+1, s.Total, s.Table, s.Month, s.Elapsed.Round(time.Millisecond))
+		fmt.Fprintf(stdout, "%s[%d/%d] %s %d (%s)\n", on, s.Done+1, s.Total, s.Table, s.Month, s.Elapsed.Round(time.Millisecond))
 	}
 	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: cfg.ClickHouseDSN})
 	if err != nil {

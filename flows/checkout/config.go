@@ -23,6 +23,16 @@ type Config struct {
 	// StateTTL is how long ledger entries and finished sagas are kept. It
 	// must outlive every redelivery of a command. Default 7 days.
 	StateTTL time.Duration
+	// SweepInterval is how often Service.Run sweeps attempts left open
+	// (see Service.Sweep). Default 10s.
+	SweepInterval time.Duration
+	// SweepAge is how long an attempt stays open before the sweeper sends
+	// its missing commands again. Default 30s.
+	SweepAge time.Duration
+	// AbandonAge is how long a pending attempt waits for its parts before
+	// the sweeper gives up the silent ones and compensates the attempt.
+	// Default 5m; it must exceed SweepAge.
+	AbandonAge time.Duration
 	// Stage tunes the runners of the flow's stages; zero fields take the
 	// runtime's defaults.
 	Stage stream.RunnerConfig
@@ -38,6 +48,15 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Recheck == 0 {
 		c.Recheck = time.Second
+	}
+	if c.SweepInterval == 0 {
+		c.SweepInterval = 10 * time.Second
+	}
+	if c.SweepAge == 0 {
+		c.SweepAge = 30 * time.Second
+	}
+	if c.AbandonAge == 0 {
+		c.AbandonAge = 5 * time.Minute
 	}
 	if c.StateTTL == 0 {
 		c.StateTTL = 7 * 24 * time.Hour
@@ -56,6 +75,12 @@ func (c Config) Validate() error {
 	}
 	if c.Recheck < time.Millisecond {
 		errs = append(errs, fmt.Errorf("checkout: recheck %s below 1ms", c.Recheck))
+	}
+	if c.SweepInterval < time.Millisecond || c.SweepAge < time.Millisecond {
+		errs = append(errs, fmt.Errorf("checkout: sweep interval %s and sweep age %s must be at least 1ms", c.SweepInterval, c.SweepAge))
+	}
+	if c.AbandonAge <= c.SweepAge || c.AbandonAge >= c.StateTTL {
+		errs = append(errs, fmt.Errorf("checkout: abandon age %s must exceed sweep age %s and stay below state ttl %s", c.AbandonAge, c.SweepAge, c.StateTTL))
 	}
 	if c.StateTTL < time.Minute {
 		errs = append(errs, fmt.Errorf("checkout: state ttl %s below 1m", c.StateTTL))

@@ -33,7 +33,9 @@
 //     any, so it is all or nothing. The ledger keeps the result ("ok",
 //     "fail:<reason>"), and the stage publishes it as an outcome (keyed by
 //     the order) every time, so an outcome lost between the effect and its
-//     publication comes again with the redelivery.
+//     publication comes again with the redelivery. A batch of commands
+//     read from one partition goes to Redis as one script call, each
+//     command still checked and recorded under its own ledger key.
 //  4. The order stage records each outcome in the saga hash once per part
 //     (HSETNX), then decides when every part has answered: all ok → the
 //     order is paid; otherwise every part that succeeded gets its
@@ -42,16 +44,18 @@
 //     effect was applied; if the forward command has not arrived yet, it
 //     records it "cancelled" so it never applies. The step that reaches a
 //     final status also appends the saga record to the sagas stream (for
-//     ClickHouse), in the same script; the stage then announces the
-//     outcome on the Pub/Sub channel DoneChannel.
+//     ClickHouse), removes the attempt from the open index and announces
+//     the outcome on the Pub/Sub channel DoneChannel, in the same script.
+//     A batch of outcomes of one partition is one script call too.
 //  5. The HTTP call, registered with the process's Waiter before the
 //     attempt begins, wakes on the announcement (or on reading the saga's
 //     status, when it starts waiting and every Config.Recheck), and answers
 //     200 for a succeeded attempt, 400 with the reason for a failed one —
-//     whose compensations are then all applied — or 503 after
-//     Config.Timeout. The saga does not depend on the caller: a timed-out
-//     checkout completes or compensates all the same, and checking out again
-//     waits for that attempt.
+//     whose compensations are then all applied — or, after Config.Timeout,
+//     400 "checkout_pending" (the contract knows only 200 and 400). The
+//     saga does not depend on the caller: a timed-out checkout completes or
+//     compensates all the same, and checking out again waits for that
+//     attempt and answers its outcome.
 //
 // # Splitting stock by partition
 //
@@ -78,6 +82,17 @@
 // always), a restart at any point is a pause. The order's seed-era offset
 // topic ("Outc-offs-topic") is not needed: the saga hash is the order
 // stage's durable state, and the consumer group is its offset.
+//
+// A message can still go missing for good: dead-lettered after too many
+// deliveries, or trimmed. The begin script indexes every attempt in the
+// open set of its order's partition (Keys.Open) until the script that
+// finishes it removes it, and the sweeper (Service.Sweep, run by
+// Service.Run) takes attempts open longer than Config.SweepAge: it sends
+// the commands of their silent parts or their unconfirmed compensations
+// again (idempotent by the ledger), and after Config.AbandonAge records
+// the parts still silent as "abandoned", which makes the attempt
+// compensate them — undoing an effect that was applied, cancelling one
+// that was not — and fail. So every attempt ends paid or compensated.
 //
 // # Observability
 //

@@ -138,7 +138,7 @@ func newEnv(t *testing.T, url string, opt envOptions) *env {
 	t.Cleanup(func() { _ = rdb.Close() })
 	tel := stream.Telemetry{Logger: quiet(), TracerProvider: opt.tracer, Propagator: propagation.TraceContext{}}
 	svc, err := checkout.NewService(rdb, stream.NewPublisher(rdb, tel), checkout.Config{Partitions: partitions,
-		Timeout: opt.timeout, Recheck: 200 * time.Millisecond, Stage: stageConfig()}, tel)
+		Timeout: opt.timeout, Recheck: 200 * time.Millisecond, SweepInterval: time.Hour, Stage: stageConfig()}, tel)
 	if err != nil {
 		t.Fatal(err)
 	}

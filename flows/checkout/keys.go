@@ -83,6 +83,11 @@ func (k Keys) Saga(orderID string, tr int64) string {
 	return "ds:" + k.t.HashTag(k.Partition(orderID)) + ":co:saga:" + orderID + ":" + strconv.FormatInt(tr, 10)
 }
 
+// Open is the sorted set of the attempts of partition p's orders that have
+// not reached a final status ("<order>|<tr>", scored by their start in
+// Unix ms): the Sweeper's work list.
+func (k Keys) Open(p int) string { return "ds:" + k.t.HashTag(p) + ":co:open" }
+
 // Ledger is the ledger entry of (order, tr_num, is_rollback) of one side
 // ("stock" or "payment") in partition p, the partition of the keys the
 // effect changes. Its value is the effect's result ("ok", "fail:<reason>",
@@ -95,7 +100,7 @@ func (k Keys) Ledger(p int, side, orderID string, tr int64, rollback bool) strin
 	return "ds:" + k.t.HashTag(p) + ":ledger:checkout-" + side + ":" + orderID + ":" + strconv.FormatInt(tr, 10) + ":" + rb
 }
 
-// DoneChannel is the Pub/Sub channel on which the order stage announces
-// decided attempts ("<order>|<tr>|<status>"), so waiting HTTP calls wake
-// up.
+// DoneChannel is the Pub/Sub channel on which the script that finishes an
+// attempt announces it ("<order>|<tr>|<status>|<reason>"), so waiting HTTP
+// calls wake up.
 const DoneChannel = "ds:checkout:done"

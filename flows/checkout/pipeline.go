@@ -3,15 +3,59 @@ package checkout
 import (
 	"context"
 	"errors"
+	"fmt"
+	"strconv"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// call is one script call of a pipeline.
+// call is one script call of a pipeline, or one command's part of a
+// batched call (p is then the partition of its keys).
 type call struct {
 	keys []string
 	args []any
+	p    int
+}
+
+// applyEffects runs effectScript once per partition for the commands of
+// parts (KEYS and ARGV of one command each), all calls in one pipeline,
+// and returns each command's result or error by index.
+func (s *Service) applyEffects(ctx context.Context, header []any, parts []call) ([]string, []error) {
+	results := make([]string, len(parts))
+	errs := make([]error, len(parts))
+	byPart := map[int][]int{}
+	var order []int
+	for i, c := range parts {
+		if _, ok := byPart[c.p]; !ok {
+			order = append(order, c.p)
+		}
+		byPart[c.p] = append(byPart[c.p], i)
+	}
+	calls := make([]call, len(order))
+	for j, p := range order {
+		cl := call{args: append([]any(nil), header...)}
+		for _, i := range byPart[p] {
+			cl.keys = append(cl.keys, parts[i].keys...)
+			cl.args = append(cl.args, parts[i].args...)
+		}
+		calls[j] = cl
+	}
+	for j, reply := range runPipelined(ctx, s.rdb, effectScript, calls) {
+		members := byPart[order[j]]
+		res, err := reply.StringSlice()
+		if err == nil && len(res) != len(members) {
+			err = fmt.Errorf("effect script replied %d results for %d commands", len(res), len(members))
+		}
+		for k, i := range members {
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			results[i] = res[k]
+		}
+	}
+	return results, errs
 }
 
 // runPipelined runs script once per call in one pipeline round trip (per
@@ -48,4 +92,64 @@ func runPipelined(ctx context.Context, rdb redis.UniversalClient, script *redis.
 
 func isNoScript(err error) bool {
 	return errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// outcomeRec is one outcome to record in its attempt's saga.
+type outcomeRec struct {
+	orderID  string
+	tr       int64
+	part     string
+	rollback bool
+	result   string
+}
+
+// recordOutcomes records recs with outcomeScript, one call per partition
+// of their orders, all calls in one pipeline, and returns each outcome's
+// reply or error by index.
+func (s *Service) recordOutcomes(ctx context.Context, recs []outcomeRec, nowMs int64) ([][]string, []error) {
+	out := make([][]string, len(recs))
+	errs := make([]error, len(recs))
+	byPart := map[int][]int{}
+	var order []int
+	for i, r := range recs {
+		p := s.keys.Partition(r.orderID)
+		if _, ok := byPart[p]; !ok {
+			order = append(order, p)
+		}
+		byPart[p] = append(byPart[p], i)
+	}
+	calls := make([]call, len(order))
+	for j, p := range order {
+		cl := call{keys: []string{s.topics.Sagas.Stream(p), s.keys.Open(p)},
+			args: []any{strconv.FormatInt(nowMs, 10), s.cfg.StateTTL.Milliseconds(), DoneChannel}}
+		for _, i := range byPart[p] {
+			r := recs[i]
+			cl.keys = append(cl.keys, s.keys.Order(r.orderID), s.keys.Saga(r.orderID, r.tr))
+			cl.args = append(cl.args, r.orderID, strconv.FormatInt(r.tr, 10), r.part, flag(r.rollback), r.result)
+		}
+		calls[j] = cl
+	}
+	for j, reply := range runPipelined(ctx, s.rdb, outcomeScript, calls) {
+		members := byPart[order[j]]
+		res, err := reply.Slice()
+		if err == nil && len(res) != len(members) {
+			err = fmt.Errorf("outcome script replied %d results for %d outcomes", len(res), len(members))
+		}
+		for k, i := range members {
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			items, _ := res[k].([]any)
+			ss := make([]string, len(items))
+			for n, x := range items {
+				ss[n], _ = x.(string)
+			}
+			if len(ss) == 0 {
+				errs[i] = fmt.Errorf("outcome script replied %v", res[k])
+			}
+			out[i] = ss
+		}
+	}
+	return out, errs
 }

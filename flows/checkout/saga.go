@@ -55,14 +55,14 @@ func (s *Service) Checkout(ctx context.Context, orderID string) (Result, error) 
 		if o.Status == StatusPending || o.Status == StatusCompensating {
 			return s.wait(ctx, orderID, o.TrNum)
 		}
-		c, done := s.waiter.register(orderID, o.TrNum+1)
+		c, done := s.waiter.register(s.keys, orderID, o.TrNum+1, s.cfg.Recheck)
 		status, tr, err := s.begin(ctx, o, tp)
 		if err != nil {
 			done()
 			return Result{}, err
 		}
 		if status == "started" {
-			r, err := s.waiter.await(ctx, s.keys, orderID, tr, c, false, s.cfg.Timeout, s.cfg.Recheck)
+			r, err := s.waiter.await(ctx, s.keys, orderID, tr, c, false, s.cfg.Timeout)
 			done()
 			return s.result(r, err)
 		}
@@ -112,29 +112,38 @@ func (s *Service) Commands(o Order, tr int64) ([]Command, error) {
 	return append(cmds, Command{OrderID: o.ID, TrNum: tr, Type: CmdPay, Part: "pay", UserID: o.UserID, Amount: o.TotalCost}), nil
 }
 
-// begin runs the begin script for the next attempt of o.
+// begin runs the begin script for the next attempt of o. Each command is
+// encoded once: the begin payload embeds the same JSON as the saga's
+// command fields.
 func (s *Service) begin(ctx context.Context, o Order, tp string) (string, int64, error) {
 	tr := o.TrNum + 1
 	cmds, err := s.Commands(o, tr)
 	if err != nil {
 		return "", 0, err
 	}
-	payload, err := json.Marshal(Begin{OrderID: o.ID, TrNum: tr, Commands: cmds})
+	trs := strconv.FormatInt(tr, 10)
+	raw := make([]json.RawMessage, len(cmds))
+	for i, c := range cmds {
+		if raw[i], err = json.Marshal(c); err != nil {
+			return "", 0, err
+		}
+	}
+	payload, err := json.Marshal(beginPayload{OrderID: o.ID, TrNum: tr, Commands: raw})
 	if err != nil {
 		return "", 0, err
 	}
 	parts := make([]string, len(cmds))
-	args := []any{o.ID, strconv.FormatInt(o.TrNum, 10), strconv.FormatInt(o.Ver, 10), strconv.FormatInt(tr, 10),
+	args := make([]any, 0, 11+2*len(cmds))
+	args = append(args, o.ID, strconv.FormatInt(o.TrNum, 10), strconv.FormatInt(o.Ver, 10), trs,
 		payload, tp, strconv.FormatInt(time.Now().UnixMilli(), 10), "", strconv.FormatInt(s.cfg.StateTTL.Milliseconds(), 10),
-		o.UserID, strconv.FormatInt(o.TotalCost, 10)}
+		o.UserID, strconv.FormatInt(o.TotalCost, 10))
 	for i, c := range cmds {
 		parts[i] = c.Part
-		b, _ := json.Marshal(c)
-		args = append(args, c.Part, b)
+		args = append(args, c.Part, []byte(raw[i]))
 	}
 	args[7] = strings.Join(parts, ",")
 	p := s.keys.Partition(o.ID)
-	keys := []string{s.keys.Order(o.ID), s.keys.Saga(o.ID, tr), s.topics.Outcomes.Stream(p)}
+	keys := []string{s.keys.Order(o.ID), s.keys.Saga(o.ID, tr), s.topics.Outcomes.Stream(p), s.keys.Open(p)}
 	res, err := beginScript.Run(ctx, s.rdb, keys, args...).StringSlice()
 	if err != nil {
 		return "", 0, fmt.Errorf("checkout: begin attempt %d of order %s: %w", tr, o.ID, err)
@@ -144,6 +153,13 @@ func (s *Service) begin(ctx context.Context, o Order, tp string) (string, int64,
 	}
 	n, _ := strconv.ParseInt(res[1], 10, 64)
 	return res[0], n, nil
+}
+
+// beginPayload encodes a Begin whose commands are already encoded.
+type beginPayload struct {
+	OrderID  string            `json:"order_id"`
+	TrNum    int64             `json:"tr_num"`
+	Commands []json.RawMessage `json:"commands"`
 }
 
 // wait waits for attempt tr of an order.

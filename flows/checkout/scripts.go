@@ -36,28 +36,34 @@ redis.call('HSET', KEYS[1], 'items', items .. line)
 redis.call('HINCRBY', KEYS[1], 'ver', 1)
 return {0, redis.call('HINCRBY', KEYS[1], 'total_cost', ARGV[3])}`)
 
-// beginScript starts an attempt: it numbers it, records its saga and
+// beginScript starts an attempt: it numbers it, records its saga, indexes
+// it among the open attempts of the order's partition (for the Sweeper) and
 // appends its intent (TypeBegin) to the order's outcomes stream, in one
 // step, so an attempt is either not started or certain to be dispatched.
-// KEYS: order, saga, outcomes stream. ARGV: 1 order id, 2 expected tr,
-// 3 expected ver, 4 new tr, 5 begin payload, 6 traceparent, 7 now ms,
-// 8 parts (comma list), 9 saga ttl ms, 10 user id, 11 total cost, then
-// pairs (part, command JSON).
+// KEYS: order, saga, outcomes stream, open index. ARGV: 1 order id,
+// 2 expected tr, 3 expected ver, 4 new tr, 5 begin payload, 6 traceparent,
+// 7 now ms, 8 parts (comma list), 9 saga ttl ms, 10 user id, 11 total cost,
+// then pairs (part, command JSON).
 // Returns {status, tr}: started, paid, inflight (an attempt is running),
 // missing, or retry (the order changed since it was read).
 var beginScript = redis.NewScript(`
 local o = KEYS[1]
-if redis.call('EXISTS', o) == 0 then return {'missing', '0'} end
-local f = redis.call('HMGET', o, 'paid', 'status', 'tr', 'ver')
+local f = redis.call('HMGET', o, 'paid', 'status', 'tr', 'ver', 'user_id')
+if not f[5] then return {'missing', '0'} end
 local tr = f[3] or '0'
 if f[1] == '1' then return {'paid', tr} end
 if f[2] == 'pending' or f[2] == 'compensating' then return {'inflight', tr} end
 if tr ~= ARGV[2] or (f[4] or '0') ~= ARGV[3] then return {'retry', tr} end
 redis.call('HSET', o, 'tr', ARGV[4], 'status', 'pending')
-redis.call('HSET', KEYS[2], 'status', 'pending', 'parts', ARGV[8], 'started_ms', ARGV[7],
-  'user', ARGV[10], 'total', ARGV[11], 'tp', ARGV[6])
-for i = 12, #ARGV, 2 do redis.call('HSET', KEYS[2], 'cmd:' .. ARGV[i], ARGV[i + 1]) end
+local h = {'status', 'pending', 'parts', ARGV[8], 'answered', '0', 'started_ms', ARGV[7],
+  'user', ARGV[10], 'total', ARGV[11], 'tp', ARGV[6]}
+for i = 12, #ARGV, 2 do
+  h[#h + 1] = 'cmd:' .. ARGV[i]
+  h[#h + 1] = ARGV[i + 1]
+end
+redis.call('HSET', KEYS[2], unpack(h))
 redis.call('PEXPIRE', KEYS[2], ARGV[9])
+redis.call('ZADD', KEYS[4], ARGV[7], ARGV[1] .. '|' .. ARGV[4])
 if ARGV[6] ~= '' then
   redis.call('XADD', KEYS[3], '*', 'key', ARGV[1], 'type', 'checkout.begin', 'payload', ARGV[5], 'traceparent', ARGV[6])
 else
@@ -65,134 +71,175 @@ else
 end
 return {'started', ARGV[4]}`)
 
-// effectScript applies a stock or payment command exactly once per ledger
-// key (order, tr_num, is_rollback), checking and recording the key with
-// the effect. A forward command changes every hash or none: all are checked
-// before any is written. A compensation undoes the forward effect only if it
-// was applied ("ok"); if the forward command has not come yet, it records
-// it as "cancelled" so that it never applies.
-// KEYS: 1 forward ledger key, 2 rollback ledger key, 3.. hashes.
-// ARGV: 1 '0' forward / '1' rollback, 2 ledger ttl ms, 3 field ('stock' or
-// 'credit'), 4 noun ('item' or 'user'), then per hash: id, amount.
-// Returns the recorded result: "ok", "fail:<reason>", "noop" or
-// "cancelled" (for a late forward command).
+// effectScript applies a batch of stock or payment commands, each exactly
+// once per ledger key (order, tr_num, is_rollback), checking and recording
+// the key with the effect, in one call for the whole batch (every key of
+// the call is in one partition). A forward command changes every hash or
+// none: all are checked before any is written. A compensation undoes the
+// forward effect only if it was applied ("ok"); if the forward command has
+// not come yet, it records it as "cancelled" so that it never applies.
+// KEYS: per command, its forward ledger key, its rollback ledger key and
+// its hashes. ARGV: 1 ledger ttl ms, 2 field ('stock' or 'credit'), 3 noun
+// ('item' or 'user'), then per command: '0' forward / '1' rollback, the
+// number of hashes n, and n pairs id, amount.
+// Returns the recorded result of each command, in order: "ok",
+// "fail:<reason>", "noop" or "cancelled" (for a late forward command).
 var effectScript = redis.NewScript(`
-local ttl, field, noun = ARGV[2], ARGV[3], ARGV[4]
-if ARGV[1] == '0' then
-  local prev = redis.call('GET', KEYS[1])
+local ttl, field, noun = ARGV[1], ARGV[2], ARGV[3]
+local function forward(k, a, n)
+  local prev = redis.call('GET', KEYS[k])
   if prev then return prev end
-  for i = 3, #KEYS do
-    local id, amt = ARGV[2 * i - 1], ARGV[2 * i]
-    local v = redis.call('HGET', KEYS[i], field)
+  for i = 0, n - 1 do
+    local id, amt = ARGV[a + 2 * i], ARGV[a + 2 * i + 1]
+    local v = redis.call('HGET', KEYS[k + 2 + i], field)
     local r = nil
     if not v then r = 'fail:' .. noun .. ' ' .. id .. ' not found'
     elseif tonumber(v) < tonumber(amt) then r = 'fail:insufficient ' .. field .. ' for ' .. noun .. ' ' .. id end
     if r then
-      redis.call('SET', KEYS[1], r, 'PX', ttl)
+      redis.call('SET', KEYS[k], r, 'PX', ttl)
       return r
     end
   end
-  for i = 3, #KEYS do redis.call('HINCRBY', KEYS[i], field, '-' .. ARGV[2 * i]) end
-  redis.call('SET', KEYS[1], 'ok', 'PX', ttl)
+  for i = 0, n - 1 do redis.call('HINCRBY', KEYS[k + 2 + i], field, '-' .. ARGV[a + 2 * i + 1]) end
+  redis.call('SET', KEYS[k], 'ok', 'PX', ttl)
   return 'ok'
 end
-local prev = redis.call('GET', KEYS[2])
-if prev then return prev end
-local fwd = redis.call('GET', KEYS[1])
-local r = 'noop'
-if not fwd then
-  redis.call('SET', KEYS[1], 'cancelled', 'PX', ttl)
-elseif fwd == 'ok' then
-  for i = 3, #KEYS do redis.call('HINCRBY', KEYS[i], field, ARGV[2 * i]) end
-  r = 'ok'
+local function rollback(k, a, n)
+  local prev = redis.call('GET', KEYS[k + 1])
+  if prev then return prev end
+  local fwd = redis.call('GET', KEYS[k])
+  local r = 'noop'
+  if not fwd then
+    redis.call('SET', KEYS[k], 'cancelled', 'PX', ttl)
+  elseif fwd == 'ok' then
+    for i = 0, n - 1 do redis.call('HINCRBY', KEYS[k + 2 + i], field, ARGV[a + 2 * i + 1]) end
+    r = 'ok'
+  end
+  redis.call('SET', KEYS[k + 1], r, 'PX', ttl)
+  return r
 end
-redis.call('SET', KEYS[2], r, 'PX', ttl)
-return r`)
+local out = {}
+local k, a = 1, 4
+while a <= #ARGV do
+  local rb, n = ARGV[a], tonumber(ARGV[a + 1])
+  if rb == '0' then out[#out + 1] = forward(k, a + 2, n) else out[#out + 1] = rollback(k, a + 2, n) end
+  k = k + 2 + n
+  a = a + 2 + 2 * n
+end
+return out`)
 
-// outcomeScript records a stage's outcome in the attempt's saga and
-// decides. Outcomes are recorded once per part (HSETNX), so a redelivered
-// outcome changes nothing. Once every part has answered: all ok → the
-// order is paid and the attempt succeeded; otherwise the attempt
-// compensates every part that succeeded, and fails once each has confirmed
-// its compensation. The transition to a final status appends the saga
-// record to the sagas stream, in the same step.
-// KEYS: order, saga, sagas stream. ARGV: 1 order id, 2 tr, 3 part,
-// 4 '0' forward / '1' rollback, 5 result, 6 now ms, 7 saga ttl ms.
-// Returns {'pending'}, {'unknown'} (no such saga), {status, 'new'|'old',
-// reason} for a final status (new when this call decided it), or
-// {'compensating', 'new'|'old', part, command JSON, ...} listing the
+// outcomeScript records stages' outcomes in their attempts' sagas and
+// decides, in one call for a batch of outcomes of one partition's orders.
+// Outcomes are recorded once per part (HSETNX), so a redelivered outcome
+// changes nothing; the saga counts the parts that have answered, so an
+// attempt still waiting costs no scan of its parts. Once every part has
+// answered: all ok → the order is paid and the attempt succeeded;
+// otherwise the attempt compensates every part that succeeded — and every
+// part abandoned by the sweeper (result "abandoned"), whose effect may or
+// may not have been applied — and fails once each has confirmed its
+// compensation. The transition to a final status appends the saga record
+// to the sagas stream, removes the attempt from the open index and
+// announces "<order>|<tr>|<status>|<reason>" on the done channel, in the
+// same step.
+// KEYS: 1 sagas stream, 2 open index, then per outcome: order, saga.
+// ARGV: 1 now ms, 2 saga ttl ms, 3 done channel, then per outcome: order
+// id, tr, part, '0' forward / '1' rollback, result.
+// Returns, per outcome: {'pending'}, {'unknown'} (no such saga), {status,
+// 'new'|'old', reason} for a final status (new when this call decided it),
+// or {'compensating', 'new'|'old', part, command JSON, ...} listing the
 // compensations still unconfirmed (new when this call decided to
 // compensate).
 var outcomeScript = redis.NewScript(`
-local saga = KEYS[2]
-local st = redis.call('HGET', saga, 'status')
-if not st then return {'unknown'} end
-if ARGV[4] == '0' then
-  redis.call('HSETNX', saga, 'r:' .. ARGV[3], ARGV[5])
-else
-  redis.call('HSETNX', saga, 'c:' .. ARGV[3], ARGV[5])
-end
-local parts = {}
-for p in string.gmatch(redis.call('HGET', saga, 'parts') or '', '[^,]+') do parts[#parts + 1] = p end
-local function finish(status, reason, comp)
-  local f = redis.call('HMGET', saga, 'started_ms', 'decided_ms', 'user', 'total', 'tp')
-  redis.call('HSET', saga, 'status', status, 'reason', reason, 'finished_ms', ARGV[6])
-  if redis.call('HGET', KEYS[1], 'tr') == ARGV[2] then
-    if status == 'succeeded' then
-      redis.call('HSET', KEYS[1], 'status', status, 'paid', '1')
-    else
-      redis.call('HSET', KEYS[1], 'status', status)
+local now, ttl, channel = ARGV[1], ARGV[2], ARGV[3]
+local function comp(r) return r == 'ok' or r == 'abandoned' end
+local function record(okey, saga, id, tr, part, rb, result)
+  local h = redis.call('HMGET', saga, 'status', 'parts', 'answered')
+  local st = h[1]
+  if not st then return {'unknown'} end
+  local parts = {}
+  for p in string.gmatch(h[2] or '', '[^,]+') do parts[#parts + 1] = p end
+  if rb == '0' then
+    local fresh = redis.call('HSETNX', saga, 'r:' .. part, result)
+    if st == 'pending' and h[3] then
+      local n = tonumber(h[3])
+      if fresh == 1 then n = redis.call('HINCRBY', saga, 'answered', 1) end
+      if n < #parts then return {'pending'} end
     end
-  end
-  local tp = f[5] or ''
-  local rec = '{"order_id":"' .. ARGV[1] .. '","tr_num":' .. ARGV[2] .. ',"user_id":"' .. (f[3] or '') ..
-    '","status":"' .. status .. '","reason":"' .. reason .. '","total_cost":' .. (f[4] or '0') ..
-    ',"parts":' .. #parts .. ',"compensated":' .. comp .. ',"started_ms":' .. (f[1] or '0') ..
-    ',"decided_ms":' .. (f[2] or ARGV[6]) .. ',"finished_ms":' .. ARGV[6] .. ',"traceparent":"' .. tp .. '"}'
-  if tp ~= '' then
-    redis.call('XADD', KEYS[3], '*', 'key', ARGV[1], 'type', 'checkout.saga', 'payload', rec, 'traceparent', tp)
   else
-    redis.call('XADD', KEYS[3], '*', 'key', ARGV[1], 'type', 'checkout.saga', 'payload', rec)
+    redis.call('HSETNX', saga, 'c:' .. part, result)
   end
-  redis.call('PEXPIRE', saga, ARGV[7])
-end
-local fresh = 'old'
-if st == 'pending' then
-  local reason = nil
-  for _, p in ipairs(parts) do
-    local r = redis.call('HGET', saga, 'r:' .. p)
-    if not r then return {'pending'} end
-    if r ~= 'ok' and not reason then
-      if string.sub(r, 1, 5) == 'fail:' then reason = string.sub(r, 6) else reason = r end
-    end
-  end
-  redis.call('HSET', saga, 'decided_ms', ARGV[6])
-  if not reason then
-    finish('succeeded', '', 0)
-    return {'succeeded', 'new', ''}
-  end
-  redis.call('HSET', saga, 'status', 'compensating', 'reason', reason)
-  if redis.call('HGET', KEYS[1], 'tr') == ARGV[2] then redis.call('HSET', KEYS[1], 'status', 'compensating') end
-  st = 'compensating'
-  fresh = 'new'
-end
-if st == 'compensating' then
-  local out = {'compensating', fresh}
-  local n = 0
-  for _, p in ipairs(parts) do
-    if redis.call('HGET', saga, 'r:' .. p) == 'ok' then
-      n = n + 1
-      if not redis.call('HGET', saga, 'c:' .. p) then
-        out[#out + 1] = p
-        out[#out + 1] = redis.call('HGET', saga, 'cmd:' .. p)
+  local function finish(status, reason, ncomp)
+    local f = redis.call('HMGET', saga, 'started_ms', 'decided_ms', 'user', 'total', 'tp')
+    redis.call('HSET', saga, 'status', status, 'reason', reason, 'finished_ms', now)
+    if redis.call('HGET', okey, 'tr') == tr then
+      if status == 'succeeded' then
+        redis.call('HSET', okey, 'status', status, 'paid', '1')
+      else
+        redis.call('HSET', okey, 'status', status)
       end
     end
+    local tp = f[5] or ''
+    local rec = '{"order_id":"' .. id .. '","tr_num":' .. tr .. ',"user_id":"' .. (f[3] or '') ..
+      '","status":"' .. status .. '","reason":"' .. reason .. '","total_cost":' .. (f[4] or '0') ..
+      ',"parts":' .. #parts .. ',"compensated":' .. ncomp .. ',"started_ms":' .. (f[1] or '0') ..
+      ',"decided_ms":' .. (f[2] or now) .. ',"finished_ms":' .. now .. ',"traceparent":"' .. tp .. '"}'
+    if tp ~= '' then
+      redis.call('XADD', KEYS[1], '*', 'key', id, 'type', 'checkout.saga', 'payload', rec, 'traceparent', tp)
+    else
+      redis.call('XADD', KEYS[1], '*', 'key', id, 'type', 'checkout.saga', 'payload', rec)
+    end
+    redis.call('PEXPIRE', saga, ttl)
+    redis.call('ZREM', KEYS[2], id .. '|' .. tr)
+    redis.call('PUBLISH', channel, id .. '|' .. tr .. '|' .. status .. '|' .. reason)
   end
-  if #out == 2 then
-    local reason = redis.call('HGET', saga, 'reason') or ''
-    finish('failed', reason, n)
-    return {'failed', 'new', reason}
+  local fresh = 'old'
+  if st == 'pending' then
+    local reason = nil
+    for _, p in ipairs(parts) do
+      local r = redis.call('HGET', saga, 'r:' .. p)
+      if not r then return {'pending'} end
+      if r ~= 'ok' and not reason then
+        if string.sub(r, 1, 5) == 'fail:' then reason = string.sub(r, 6)
+        elseif r == 'abandoned' then reason = 'no answer from ' .. p .. ' in time'
+        else reason = r end
+      end
+    end
+    redis.call('HSET', saga, 'decided_ms', now)
+    if not reason then
+      finish('succeeded', '', 0)
+      return {'succeeded', 'new', ''}
+    end
+    redis.call('HSET', saga, 'status', 'compensating', 'reason', reason)
+    if redis.call('HGET', okey, 'tr') == tr then redis.call('HSET', okey, 'status', 'compensating') end
+    st = 'compensating'
+    fresh = 'new'
   end
-  return out
+  if st == 'compensating' then
+    local out = {'compensating', fresh}
+    local n = 0
+    for _, p in ipairs(parts) do
+      if comp(redis.call('HGET', saga, 'r:' .. p)) then
+        n = n + 1
+        if not redis.call('HGET', saga, 'c:' .. p) then
+          out[#out + 1] = p
+          out[#out + 1] = redis.call('HGET', saga, 'cmd:' .. p)
+        end
+      end
+    end
+    if #out == 2 then
+      local reason = redis.call('HGET', saga, 'reason') or ''
+      finish('failed', reason, n)
+      return {'failed', 'new', reason}
+    end
+    return out
+  end
+  return {st, 'old', redis.call('HGET', saga, 'reason') or ''}
 end
-return {st, 'old', redis.call('HGET', saga, 'reason') or ''}`)
+local out = {}
+local k, a = 3, 4
+while a + 4 <= #ARGV do
+  out[#out + 1] = record(KEYS[k], KEYS[k + 1], ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4])
+  k = k + 2
+  a = a + 5
+end
+return out`)

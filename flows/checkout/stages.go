@@ -3,6 +3,7 @@ package checkout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -59,8 +60,10 @@ func NewService(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, te
 	if tp == nil {
 		tp = gotel.GetTracerProvider()
 	}
+	w := NewWaiter(rdb, log)
+	w.recheck = cfg.Recheck
 	return &Service{rdb: rdb, cfg: cfg, store: NewStore(rdb, cfg.Partitions), keys: NewKeys(cfg.Partitions),
-		topics: NewTopics(cfg.Partitions), pub: pub, waiter: NewWaiter(rdb, log), log: log,
+		topics: NewTopics(cfg.Partitions), pub: pub, waiter: w, log: log,
 		tracer: tp.Tracer(instrumentationScope)}, nil
 }
 
@@ -73,8 +76,17 @@ func (s *Service) Topics() Topics { return s.topics }
 // Config returns the defaulted configuration.
 func (s *Service) Config() Config { return s.cfg }
 
-// Run runs the waiter that wakes checkout calls, until ctx ends.
-func (s *Service) Run(ctx context.Context) error { return s.waiter.Run(ctx) }
+// Run runs, until ctx ends, the waiter that wakes checkout calls and the
+// sweeper that finishes attempts left open (Sweep, every
+// Config.SweepInterval). It returns an error only if the waiter cannot
+// subscribe at first.
+func (s *Service) Run(ctx context.Context) error {
+	ctx, cancel := context.WithCancel(ctx)
+	done := make(chan struct{})
+	go func() { defer close(done); s.runSweeper(ctx) }()
+	defer func() { cancel(); <-done }()
+	return s.waiter.Run(ctx)
+}
 
 // Ready is closed once the waiter listens for outcomes.
 func (s *Service) Ready() <-chan struct{} { return s.waiter.Ready() }
@@ -111,7 +123,7 @@ func decodeCommand(m *stream.Message, types ...string) (Command, error) {
 	return c, nil
 }
 
-// stockCall builds the effect script call of a stock command: all its items
+// stockCall builds the effect script part of a stock command: all its items
 // are in one partition, the partition of the ledger keys.
 func (s *Service) stockCall(m *stream.Message) (Command, call, error) {
 	c, err := decodeCommand(m, CmdSubtract, CmdAdd)
@@ -123,7 +135,7 @@ func (s *Service) stockCall(m *stream.Message) (Command, call, error) {
 	}
 	p := s.keys.Partition(c.Items[0].ID)
 	keys := []string{s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, false), s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, true)}
-	args := []any{flag(c.Rollback()), s.cfg.StateTTL.Milliseconds(), "stock", "item"}
+	args := []any{flag(c.Rollback()), len(c.Items)}
 	for _, l := range c.Items {
 		if !ValidID(l.ID) || s.keys.Partition(l.ID) != p || l.Amount < 1 || l.Amount > MaxAmount {
 			return c, call{}, stream.Permanentf("checkout: stock command item %q amount %d not valid in partition %d", l.ID, l.Amount, p)
@@ -131,10 +143,10 @@ func (s *Service) stockCall(m *stream.Message) (Command, call, error) {
 		keys = append(keys, s.keys.Item(l.ID))
 		args = append(args, l.ID, strconv.FormatInt(l.Amount, 10))
 	}
-	return c, call{keys, args}, nil
+	return c, call{keys, args, p}, nil
 }
 
-// paymentCall builds the effect script call of a payment command.
+// paymentCall builds the effect script part of a payment command.
 func (s *Service) paymentCall(m *stream.Message) (Command, call, error) {
 	c, err := decodeCommand(m, CmdPay, CmdCancel)
 	if err != nil {
@@ -146,20 +158,26 @@ func (s *Service) paymentCall(m *stream.Message) (Command, call, error) {
 	p := s.keys.Partition(c.UserID)
 	keys := []string{s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, false), s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, true),
 		s.keys.User(c.UserID)}
-	args := []any{flag(c.Rollback()), s.cfg.StateTTL.Milliseconds(), "credit", "user", c.UserID, strconv.FormatInt(c.Amount, 10)}
-	return c, call{keys, args}, nil
+	args := []any{flag(c.Rollback()), 1, c.UserID, strconv.FormatInt(c.Amount, 10)}
+	return c, call{keys, args, p}, nil
 }
 
 // effectBatch applies a batch of stock or payment commands with the effect
-// script and publishes each recorded result as an outcome — also when the
-// effect was applied by an earlier delivery, whose outcome may not have
-// been published. A Redis error fails the messages it concerns retryably.
+// script — one call per partition of the batch, which is one partition
+// unless a command was misrouted — and publishes each recorded result as
+// an outcome — also when the effect was applied by an earlier delivery,
+// whose outcome may not have been published. A Redis error fails the
+// messages it concerns retryably.
 func (s *Service) effectBatch(side string, build func(*stream.Message) (Command, call, error)) stream.BatchHandler {
 	spanName := "checkout." + side
+	header := []any{s.cfg.StateTTL.Milliseconds(), "stock", "item"}
+	if side == "payment" {
+		header = []any{s.cfg.StateTTL.Milliseconds(), "credit", "user"}
+	}
 	return func(ctx context.Context, msgs []*stream.Message) error {
 		errs := make([]error, len(msgs))
 		cmds := make([]Command, len(msgs))
-		calls := make([]call, 0, len(msgs))
+		parts := make([]call, 0, len(msgs))
 		idx := make([]int, 0, len(msgs))
 		for i, m := range msgs {
 			c, cl, err := build(m)
@@ -168,10 +186,10 @@ func (s *Service) effectBatch(side string, build func(*stream.Message) (Command,
 				continue
 			}
 			cmds[i] = c
-			calls = append(calls, cl)
+			parts = append(parts, cl)
 			idx = append(idx, i)
 		}
-		replies := runPipelined(ctx, s.rdb, effectScript, calls)
+		results, rerrs := s.applyEffects(ctx, header, parts)
 		outs := make([]*stream.Message, 0, len(idx))
 		sent := make([]int, 0, len(idx))
 		for j, i := range idx {
@@ -179,7 +197,7 @@ func (s *Service) effectBatch(side string, build func(*stream.Message) (Command,
 			_, span := s.tracer.Start(msgs[i].Context(), spanName, trace.WithAttributes(
 				attribute.String("checkout.order_id", c.OrderID), attribute.Int64("checkout.tr_num", c.TrNum),
 				attribute.String("checkout.part", c.Part), attribute.String("checkout.command", c.Type)))
-			res, err := replies[j].Text()
+			res, err := results[j], rerrs[j]
 			if err != nil {
 				errs[i] = fmt.Errorf("checkout: apply %s of order %s attempt %d: %w", c.Type, c.OrderID, c.TrNum, err)
 				span.SetStatus(codes.Error, err.Error())
@@ -207,15 +225,15 @@ func (s *Service) effectBatch(side string, build func(*stream.Message) (Command,
 
 // orderBatch dispatches the commands of begun attempts, and records the
 // stages' outcomes in their sagas, publishing the compensations a failed
-// attempt needs and announcing final outcomes on DoneChannel.
+// attempt needs. The script that finishes an attempt announces it on
+// DoneChannel itself.
 func (s *Service) orderBatch(ctx context.Context, msgs []*stream.Message) error {
 	errs := make([]error, len(msgs))
 	var sends []send
-	var calls []call
+	var recs []outcomeRec
 	var outcomes []Outcome
 	var idx []int
-	now := strconv.FormatInt(time.Now().UnixMilli(), 10)
-	ttl := s.cfg.StateTTL.Milliseconds()
+	now := time.Now().UnixMilli()
 	for i, m := range msgs {
 		switch m.Type {
 		case TypeBegin:
@@ -241,23 +259,17 @@ func (s *Service) orderBatch(ctx context.Context, msgs []*stream.Message) error 
 			if !o.OK && result == "" {
 				result = "fail:unknown"
 			}
-			p := s.keys.Partition(o.OrderID)
-			calls = append(calls, call{keys: []string{s.keys.Order(o.OrderID), s.keys.Saga(o.OrderID, o.TrNum), s.topics.Sagas.Stream(p)},
-				args: []any{o.OrderID, strconv.FormatInt(o.TrNum, 10), o.Part, flag(o.Rollback), result, now, ttl}})
+			recs = append(recs, outcomeRec{o.OrderID, o.TrNum, o.Part, o.Rollback, result})
 			outcomes = append(outcomes, o)
 			idx = append(idx, i)
 		default:
 			errs[i] = stream.Permanentf("checkout: message type %q on the outcomes topic", m.Type)
 		}
 	}
-	replies := runPipelined(ctx, s.rdb, outcomeScript, calls)
-	var notes []string
+	replies, rerrs := s.recordOutcomes(ctx, recs, now)
 	for j, i := range idx {
 		o := outcomes[j]
-		res, err := replies[j].StringSlice()
-		if err == nil && len(res) == 0 {
-			err = fmt.Errorf("empty reply")
-		}
+		res, err := replies[j], rerrs[j]
 		if err != nil {
 			errs[i] = fmt.Errorf("checkout: record outcome of %s for order %s attempt %d: %w", o.Part, o.OrderID, o.TrNum, err)
 			// The script may have run (a reply lost to a timeout): the
@@ -277,17 +289,13 @@ func (s *Service) orderBatch(ctx context.Context, msgs []*stream.Message) error 
 			if res[1] != "new" && !again(msgs[i]) {
 				break
 			}
-			for k := 3; k < len(res); k += 2 {
-				var c Command
-				if err := json.Unmarshal([]byte(res[k]), &c); err != nil {
-					errs[i] = stream.Permanentf("checkout: saga command of %s: %w", res[k-1], err)
-					break
-				}
-				sends = append(sends, send{c.Compensation(), sctx, i})
+			comps, err := compensations(res)
+			if err != nil {
+				errs[i] = stream.Permanentf("checkout: %w", err)
+				break
 			}
-		case StatusSucceeded, StatusFailed:
-			if len(res) == 3 && (res[1] == "new" || again(msgs[i])) {
-				notes = append(notes, notification(o.OrderID, o.TrNum, res[0], res[2]))
+			for _, c := range comps {
+				sends = append(sends, send{c, sctx, i})
 			}
 		case "unknown":
 			s.log.WarnContext(sctx, "checkout: outcome of an unknown attempt", "order_id", o.OrderID, "tr_num", o.TrNum, "part", o.Part)
@@ -302,17 +310,21 @@ func (s *Service) orderBatch(ctx context.Context, msgs []*stream.Message) error 
 			msgs[sd.msg].Metadata = withRetry(msgs[sd.msg].Metadata)
 		}
 	}
-	if len(notes) > 0 {
-		pipe := s.rdb.Pipeline()
-		for _, n := range notes {
-			pipe.Publish(ctx, DoneChannel, n)
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
-			// Waiting calls read the saga's status on their own.
-			s.log.WarnContext(ctx, "checkout: announce outcomes", "error", err, "count", len(notes))
-		}
-	}
 	return &stream.BatchError{Errs: errs}
+}
+
+// compensations decodes the compensations listed by an outcome script
+// reply {'compensating', new|old, part, command JSON, ...}.
+func compensations(res []string) ([]Command, error) {
+	var out []Command
+	for k := 3; k < len(res); k += 2 {
+		var c Command
+		if err := json.Unmarshal([]byte(res[k]), &c); err != nil {
+			return nil, fmt.Errorf("saga command of %s: %w", res[k-1], err)
+		}
+		out = append(out, c.Compensation())
+	}
+	return out, nil
 }
 
 // send is a command to publish, the context its message continues, and
@@ -323,9 +335,10 @@ type send struct {
 	msg int
 }
 
-// send publishes commands to the stock and payment topics: a payment
+// send publishes commands to the stock and payment topics — a payment
 // command keyed by its user, a stock command by its first item, so each
-// lands in the partition of the keys it changes.
+// lands in the partition of the keys it changes — the two topics in
+// parallel round trips.
 func (s *Service) send(ctx context.Context, sends []send) error {
 	var stock, pay []*stream.Message
 	for _, sd := range sends {
@@ -346,10 +359,18 @@ func (s *Service) send(ctx context.Context, sends []send) error {
 			stock = append(stock, msg)
 		}
 	}
-	if err := s.pub.Publish(ctx, s.topics.Stock, stock...); err != nil {
-		return err
+	if len(stock) == 0 || len(pay) == 0 {
+		return errors.Join(s.pub.Publish(ctx, s.topics.Stock, stock...), s.pub.Publish(ctx, s.topics.Payment, pay...))
 	}
-	return s.pub.Publish(ctx, s.topics.Payment, pay...)
+	var payErr error
+	done := make(chan struct{})
+	go func() {
+		defer close(done)
+		payErr = s.pub.Publish(ctx, s.topics.Payment, pay...)
+	}()
+	stockErr := s.pub.Publish(ctx, s.topics.Stock, stock...)
+	<-done
+	return errors.Join(stockErr, payErr)
 }
 
 // metaResend marks, in a message's metadata, that an earlier call may have

@@ -15,17 +15,29 @@ import (
 // Waiter wakes checkout calls when the order stage announces their
 // attempt's outcome on DoneChannel. One Pub/Sub connection serves every
 // waiting call of the process. Notifications are a shortcut, not the
-// record: a waiting call reads the saga's status when it starts waiting
-// and every recheck interval, so a notification lost (Pub/Sub drops
-// messages while it reconnects) only delays the answer.
+// record: a call that joins a running attempt reads the saga's status when
+// it starts waiting, and one shared loop reads, in one pipeline, the status
+// of every call that has waited longer than its recheck interval, so a
+// notification lost (Pub/Sub drops messages while it reconnects) only
+// delays the answer — without a status read per waiting call and second.
 type Waiter struct {
-	rdb   redis.UniversalClient
-	log   *slog.Logger
-	ready chan struct{}
-	once  sync.Once
+	rdb     redis.UniversalClient
+	log     *slog.Logger
+	ready   chan struct{}
+	once    sync.Once
+	recheck time.Duration // period of the shared status loop
 
 	mu    sync.Mutex
-	waits map[string]map[chan Result]struct{}
+	waits map[string]*waitSet
+}
+
+// waitSet is the calls waiting for one attempt.
+type waitSet struct {
+	order string
+	tr    int64
+	saga  string
+	due   time.Time // when the shared loop first reads the saga's status
+	chans map[chan Result]struct{}
 }
 
 // NewWaiter returns a waiter; Run must run for notifications to arrive.
@@ -33,14 +45,15 @@ func NewWaiter(rdb redis.UniversalClient, log *slog.Logger) *Waiter {
 	if log == nil {
 		log = slog.Default()
 	}
-	return &Waiter{rdb: rdb, log: log, ready: make(chan struct{}), waits: map[string]map[chan Result]struct{}{}}
+	return &Waiter{rdb: rdb, log: log, ready: make(chan struct{}), recheck: time.Second, waits: map[string]*waitSet{}}
 }
 
 // Ready is closed once Run has subscribed.
 func (w *Waiter) Ready() <-chan struct{} { return w.ready }
 
 // Run subscribes to DoneChannel and dispatches notifications until ctx
-// ends. It returns an error only if it cannot subscribe at first.
+// ends, and runs the shared status loop. It returns an error only if it
+// cannot subscribe at first.
 func (w *Waiter) Run(ctx context.Context) error {
 	ps := w.rdb.Subscribe(ctx, DoneChannel)
 	defer ps.Close()
@@ -52,6 +65,8 @@ func (w *Waiter) Run(ctx context.Context) error {
 	}
 	w.once.Do(func() { close(w.ready) })
 	ch := ps.Channel()
+	tick := time.NewTicker(w.recheck)
+	defer tick.Stop()
 	for {
 		select {
 		case <-ctx.Done():
@@ -61,15 +76,55 @@ func (w *Waiter) Run(ctx context.Context) error {
 				return nil
 			}
 			w.dispatch(m.Payload)
+		case now := <-tick.C:
+			w.recheckDue(ctx, now)
 		}
 	}
 }
 
-// notification is DoneChannel's payload: "<order>|<tr>|<status>|<reason>".
-func notification(orderID string, tr int64, status, reason string) string {
-	return orderID + "|" + strconv.FormatInt(tr, 10) + "|" + status + "|" + reason
+// recheckDue reads, in one pipeline, the status of every attempt whose
+// calls have waited past their recheck interval, and wakes the calls of
+// those that have finished.
+func (w *Waiter) recheckDue(ctx context.Context, now time.Time) {
+	type due struct {
+		key string
+		ws  *waitSet
+		cmd *redis.SliceCmd
+	}
+	var list []due
+	w.mu.Lock()
+	for key, ws := range w.waits {
+		if !now.Before(ws.due) {
+			list = append(list, due{key: key, ws: ws})
+		}
+	}
+	w.mu.Unlock()
+	if len(list) == 0 {
+		return
+	}
+	pipe := w.rdb.Pipeline()
+	for i := range list {
+		list[i].cmd = pipe.HMGet(ctx, list[i].ws.saga, "status", "reason")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && ctx.Err() == nil {
+		// Not final: the next tick reads again.
+		w.log.WarnContext(ctx, "checkout: recheck waiting checkouts", "error", err, "count", len(list))
+	}
+	for _, d := range list {
+		v := d.cmd.Val()
+		if len(v) != 2 {
+			continue
+		}
+		st, _ := v[0].(string)
+		reason, _ := v[1].(string)
+		if st == StatusSucceeded || st == StatusFailed {
+			w.wake(d.key, Result{OrderID: d.ws.order, TrNum: d.ws.tr, Status: st, Reason: reason})
+		}
+	}
 }
 
+// dispatch wakes the calls of a DoneChannel payload,
+// "<order>|<tr>|<status>|<reason>".
 func (w *Waiter) dispatch(payload string) {
 	parts := strings.SplitN(payload, "|", 4)
 	if len(parts) != 4 {
@@ -77,41 +132,53 @@ func (w *Waiter) dispatch(payload string) {
 		return
 	}
 	tr, _ := strconv.ParseInt(parts[1], 10, 64)
-	r := Result{OrderID: parts[0], TrNum: tr, Status: parts[2], Reason: parts[3]}
+	w.wake(parts[0]+"|"+parts[1], Result{OrderID: parts[0], TrNum: tr, Status: parts[2], Reason: parts[3]})
+}
+
+// wake hands r to every call waiting on key.
+func (w *Waiter) wake(key string, r Result) {
 	w.mu.Lock()
-	for c := range w.waits[parts[0]+"|"+parts[1]] {
+	defer w.mu.Unlock()
+	ws := w.waits[key]
+	if ws == nil {
+		return
+	}
+	for c := range ws.chans {
 		select {
 		case c <- r:
 		default:
 		}
 	}
-	w.mu.Unlock()
 }
 
 // Wait waits up to timeout for attempt tr of an order to reach a final
-// status and returns it; on timeout the Result has StatusPending.
+// status and returns it; on timeout the Result has StatusPending. It reads
+// the saga's status first, and the shared loop reads it again once the call
+// has waited recheck.
 func (w *Waiter) Wait(ctx context.Context, keys Keys, orderID string, tr int64, timeout, recheck time.Duration) (Result, error) {
-	c, done := w.register(orderID, tr)
+	c, done := w.register(keys, orderID, tr, recheck)
 	defer done()
-	return w.await(ctx, keys, orderID, tr, c, true, timeout, recheck)
+	return w.await(ctx, keys, orderID, tr, c, true, timeout)
 }
 
 // register adds a waiter of attempt tr of an order; done removes it.
 // Registering before the attempt starts means its notification cannot be
 // missed, so the first status read can be skipped.
-func (w *Waiter) register(orderID string, tr int64) (c chan Result, done func()) {
+func (w *Waiter) register(keys Keys, orderID string, tr int64, recheck time.Duration) (c chan Result, done func()) {
 	key := orderID + "|" + strconv.FormatInt(tr, 10)
 	c = make(chan Result, 1)
 	w.mu.Lock()
-	if w.waits[key] == nil {
-		w.waits[key] = map[chan Result]struct{}{}
+	ws := w.waits[key]
+	if ws == nil {
+		ws = &waitSet{order: orderID, tr: tr, saga: keys.Saga(orderID, tr), due: time.Now().Add(recheck), chans: map[chan Result]struct{}{}}
+		w.waits[key] = ws
 	}
-	w.waits[key][c] = struct{}{}
+	ws.chans[c] = struct{}{}
 	w.mu.Unlock()
 	return c, func() {
 		w.mu.Lock()
-		delete(w.waits[key], c)
-		if len(w.waits[key]) == 0 {
+		delete(ws.chans, c)
+		if len(ws.chans) == 0 && w.waits[key] == ws {
 			delete(w.waits, key)
 		}
 		w.mu.Unlock()
@@ -119,38 +186,25 @@ func (w *Waiter) register(orderID string, tr int64) (c chan Result, done func())
 }
 
 // await waits on a registered channel, reading the saga's status first
-// when checkFirst is set and every recheck interval.
-func (w *Waiter) await(ctx context.Context, keys Keys, orderID string, tr int64, c chan Result, checkFirst bool, timeout, recheck time.Duration) (Result, error) {
-	check := func() (Result, bool, error) {
+// when checkFirst is set.
+func (w *Waiter) await(ctx context.Context, keys Keys, orderID string, tr int64, c chan Result, checkFirst bool, timeout time.Duration) (Result, error) {
+	if checkFirst {
 		st, reason, err := sagaStatus(ctx, w.rdb, keys, orderID, tr)
 		if err != nil {
-			return Result{}, false, err
+			return Result{}, err
 		}
-		r := Result{OrderID: orderID, TrNum: tr, Status: st, Reason: reason}
-		return r, st == StatusSucceeded || st == StatusFailed, nil
-	}
-	if checkFirst {
-		if r, done, err := check(); err != nil || done {
-			return r, err
+		if st == StatusSucceeded || st == StatusFailed {
+			return Result{OrderID: orderID, TrNum: tr, Status: st, Reason: reason}, nil
 		}
 	}
 	deadline := time.NewTimer(timeout)
 	defer deadline.Stop()
-	tick := time.NewTicker(recheck)
-	defer tick.Stop()
-	for {
-		select {
-		case r := <-c:
-			return r, nil
-		case <-tick.C:
-			// A Redis error here is not final: the saga may still finish.
-			if r, done, err := check(); err == nil && done {
-				return r, nil
-			}
-		case <-deadline.C:
-			return Result{OrderID: orderID, TrNum: tr, Status: StatusPending}, nil
-		case <-ctx.Done():
-			return Result{OrderID: orderID, TrNum: tr, Status: StatusPending}, ctx.Err()
-		}
+	select {
+	case r := <-c:
+		return r, nil
+	case <-deadline.C:
+		return Result{OrderID: orderID, TrNum: tr, Status: StatusPending}, nil
+	case <-ctx.Done():
+		return Result{OrderID: orderID, TrNum: tr, Status: StatusPending}, ctx.Err()
 	}
 }

@@ -177,6 +177,30 @@ func (d *Delivery) handle(ctx context.Context, m *stream.Message) error {
 	return nil
 }
 
+// DiscardStage returns a stage in consumer group group that acknowledges
+// notification requests without delivering them and drops them from their
+// comic's pending notifications; it records no history. It is the null
+// delivery of benchmarks that measure matching alone: with it, the notify
+// streams are acknowledged and can be trimmed.
+func (d *Delivery) DiscardStage(group string) stream.Stage {
+	return stream.Stage{Name: group, Topic: d.topics.Notify, BatchHandler: func(ctx context.Context, msgs []*stream.Message) error {
+		pipe := d.rdb.Pipeline()
+		for _, m := range msgs {
+			var r Request
+			if json.Unmarshal(m.Payload, &r) == nil && r.ComicID != "" && r.Email != "" {
+				pipe.HDel(ctx, pendingKey(d.topics.tag(r.ComicID), r.ComicID), r.Email)
+			}
+		}
+		if pipe.Len() == 0 {
+			return nil
+		}
+		if _, err := pipe.Exec(ctx); err != nil {
+			return fmt.Errorf("comic: discard pending: %w", err)
+		}
+		return nil
+	}}
+}
+
 // forget drops a pending request that needs no delivery.
 func (d *Delivery) forget(ctx context.Context, tag string, r Request) error {
 	if err := d.rdb.HDel(ctx, pendingKey(tag, r.ComicID), r.Email).Err(); err != nil {

@@ -17,11 +17,15 @@
 // A SearchPattern is the sorted, comma-joined field names of a
 // subscription body. Each subscription is filed in exactly one index set,
 // keyed by its pattern (shard) and the hash of its values, strings
-// case-folded. Matching a comic reads the patterns that have at least one
-// subscription (a sorted set scored by count, so the 2^n possible patterns
-// are never enumerated), then one SMEMBERS per active pattern shard, all in
-// one pipeline: the cost is one lookup per active pattern plus the size of
-// the answer, whatever the number of subscriptions.
+// case-folded. Matching a comic expands only the patterns that have at
+// least one subscription (a sorted set scored by count, so the 2^n
+// possible patterns are never enumerated): the matcher caches that list
+// with the version counter the subscription scripts bump when a shard
+// appears or disappears, and in the steady state one pipeline reads the
+// version and does one SMEMBERS per active pattern shard; a moved version
+// rereads the list. The cost is one lookup per active pattern plus the
+// size of the answer, whatever the number of subscriptions. The matcher
+// stage matches the jobs of a batch concurrently.
 //
 // # Improvements on the seed
 //
@@ -46,10 +50,15 @@
 //     slot; the history keeps later jobs of the same comic (after a sale
 //     and a relisting) from notifying anyone twice. A subscriber with
 //     several matching subscriptions is notified once.
-//   - Purchase: the sale is one script (remove from inventory, record the
-//     sale, emit "sold"), so of concurrent buyers exactly one wins; losers
-//     are refunded and their notification record (history entry and ledger
-//     record) is removed, so they are told again if the comic comes back.
+//   - Purchase: a saga of idempotent steps keyed by the transaction id: a
+//     purchase record before the charge, the charge (through the checkout
+//     saga), then one script that removes the comic from inventory, records
+//     the sale and emits "sold" — so of concurrent buyers exactly one wins
+//     — or marks the purchase refunding; losers are refunded and their
+//     notification record (history entry and ledger record) is removed, so
+//     they are told again if the comic comes back. A purchase interrupted
+//     between charge and sale is settled by a retry of the transaction or
+//     by Sales.Recover (the "comic-purchase-recovery" service).
 //   - Bloated patterns: past StoreConfig.BloatThreshold subscriptions, a
 //     pattern's new subscriptions go to shard "pattern#k"; no index set
 //     grows much past the threshold, so no single SMEMBERS blocks Redis for

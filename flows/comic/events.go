@@ -59,27 +59,6 @@ type Sale struct {
 	AtMs       int64  `json:"at_ms"`
 }
 
-// sellScript: KEYS inv, sale, inventory zset, events stream, txn; ARGV
-// comic id, sale JSON (without gen), email, txn id, price, now ms, trace id.
-// Returns {1, gen} when this call sold it, {0} when it is not in inventory
-// (sold to someone else, or never listed), {2, gen} when this transaction
-// sold it before (a retry).
-var sellScript = redis.NewScript(`
-local prev = redis.call('GET', KEYS[5])
-if prev then return {2, tonumber(prev)} end
-local cur = redis.call('HMGET', KEYS[1], 'gen', 'added_at_ms', 'comic')
-local gen = cur[1]
-if not gen then return {0} end
-redis.call('DEL', KEYS[1])
-redis.call('ZREM', KEYS[3], ARGV[1])
-redis.call('SET', KEYS[5], gen)
-redis.call('RPUSH', KEYS[2], '{"gen":' .. gen .. ',' .. string.sub(ARGV[2], 2))
-local ev = '{"kind":"sold","comic_id":"' .. ARGV[1] .. '","gen":' .. gen .. ',"at_ms":' .. ARGV[6] ..
-  ',"email":' .. ARGV[3] .. ',"txn_id":' .. ARGV[4] .. ',"price_cents":' .. ARGV[5] .. ',"trace_id":"' .. ARGV[7] ..
-  '","listed_at_ms":' .. cur[2] .. ',"comic":' .. cur[3] .. '}'
-redis.call('XADD', KEYS[4], '*', 'key', ARGV[1], 'type', 'comic.event', 'payload', ev)
-return {1, tonumber(gen)}`)
-
 // forgetScript: KEYS notified, delivery ledger key, events stream; ARGV
 // email, event JSON, comic id.
 var forgetScript = redis.NewScript(`

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	gotel "go.opentelemetry.io/otel"
@@ -75,6 +76,19 @@ func TestFlow_notifiesEachMatchingSubscriberOnce(t *testing.T) {
 			if rcv.count() != len(want) {
 				t.Errorf("%d notifications, want %d", rcv.count(), len(want))
 			}
+			// The jobs and notify streams stay bounded: once acknowledged,
+			// the runtime's trimmer (run by `dropstream run`) removes them.
+			trim := stream.NewTrimmer(rdb, stream.TrimConfig{MinAge: time.Nanosecond}, quietLogger(), svc.Topics.Jobs, svc.Topics.Notify)
+			testenv.WaitFor(t, waitTimeout, func() bool {
+				for _, topic := range []stream.Topic{svc.Topics.Jobs, svc.Topics.Notify} {
+					for p := 0; p < topic.Partitions; p++ {
+						if _, err := trim.TrimStream(ctx, topic.Stream(p)); err != nil {
+							t.Fatal(err)
+						}
+					}
+				}
+				return streamLen(t, rdb, svc.Topics.Jobs) == 0 && streamLen(t, rdb, svc.Topics.Notify) == 0
+			}, "jobs and notify streams trimmed")
 		})
 	}
 }

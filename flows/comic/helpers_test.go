@@ -3,6 +3,8 @@ package comic
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -106,31 +108,50 @@ type testPayments struct {
 	mu       sync.Mutex
 	charged  map[string]int64
 	refunded map[string]int64
+	// charges and refunds count the calls that moved money, per txn.
+	charges, refunds map[string]int
+	// crashAfterCharge: the next charge of these txns charges, then fails
+	// as if the process died before the sale.
+	crashAfterCharge map[string]bool
 	// onCharge, when set, runs at the start of every charge.
 	onCharge func(txn string)
 }
 
 func newTestPayments() *testPayments {
-	return &testPayments{charged: map[string]int64{}, refunded: map[string]int64{}}
+	return &testPayments{charged: map[string]int64{}, refunded: map[string]int64{}, charges: map[string]int{},
+		refunds: map[string]int{}, crashAfterCharge: map[string]bool{}}
 }
 
 func (p *testPayments) Charge(_ context.Context, txn, payment string, cents int64) error {
 	if payment == "bad" {
-		return io.ErrUnexpectedEOF
+		return fmt.Errorf("%w: bad card", ErrDeclined)
 	}
 	if p.onCharge != nil {
 		p.onCharge(txn)
 	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.charged[txn] = cents
+	if _, done := p.charged[txn]; !done { // idempotent by txn
+		p.charged[txn] = cents
+		p.charges[txn]++
+	}
+	if p.crashAfterCharge[txn] {
+		delete(p.crashAfterCharge, txn)
+		return errCrash
+	}
 	return nil
 }
+
+// errCrash is the failure of a charge whose process died after charging.
+var errCrash = errors.New("connection lost after the charge")
 
 func (p *testPayments) Refund(_ context.Context, txn, _ string, cents int64) error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.refunded[txn] = cents
+	if _, done := p.refunded[txn]; !done {
+		p.refunded[txn] = cents
+		p.refunds[txn]++
+	}
 	return nil
 }
 

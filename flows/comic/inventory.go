@@ -107,23 +107,67 @@ func (inv *Inventory) Add(ctx context.Context, c Comic) (Listing, bool, error) {
 	if err := ValidateComic(c); err != nil {
 		return Listing{}, false, err
 	}
-	id, canonical := c.ID(), c.Canonical()
-	tag := inv.topics.tag(id)
 	now := inv.now()
-	args := append([]any{id, canonical, now.UnixMilli()}, traceArgs(ctx, inv.prop)...)
-	res, err := intakeScript.Run(ctx, inv.rdb,
-		[]string{inventoryKey(tag, id), genKey(tag, id), inv.topics.Jobs.Stream(inv.topics.Jobs.Partition(id)),
-			eventsStream(inv.topics, id), inventoryIndex(tag)}, args...).Slice()
+	keys, args := inv.intakeArgs(ctx, c, now)
+	res, err := intakeScript.Run(ctx, inv.rdb, keys, args...).Slice()
 	if err != nil {
-		return Listing{}, false, fmt.Errorf("comic: intake %s: %w", id, err)
+		return Listing{}, false, fmt.Errorf("comic: intake %s: %w", c.ID(), err)
 	}
 	created, _ := res[0].(int64)
 	gen, _ := res[1].(int64)
 	if created == 0 {
-		l, err := inv.Get(ctx, id)
+		l, err := inv.Get(ctx, c.ID())
 		return l, false, err
 	}
-	return Listing{ID: id, Comic: c, Gen: gen, AddedAt: time.UnixMilli(now.UnixMilli()).UTC()}, true, nil
+	return Listing{ID: c.ID(), Comic: c, Gen: gen, AddedAt: time.UnixMilli(now.UnixMilli()).UTC()}, true, nil
+}
+
+// intakeArgs returns the keys and arguments of the intake script for c.
+func (inv *Inventory) intakeArgs(ctx context.Context, c Comic, now time.Time) ([]string, []any) {
+	id, canonical := c.ID(), c.Canonical()
+	tag := inv.topics.tag(id)
+	args := append([]any{id, canonical, now.UnixMilli()}, traceArgs(ctx, inv.prop)...)
+	return []string{inventoryKey(tag, id), genKey(tag, id), inv.topics.Jobs.Stream(inv.topics.Jobs.Partition(id)),
+		eventsStream(inv.topics, id), inventoryIndex(tag)}, args
+}
+
+// AddMany lists comics in one pipeline of intake scripts (a bulk intake):
+// each comic is validated and recorded by the same script as Add, so the
+// result is the same as calling Add for each. created[i] reports whether
+// comics[i] was recorded now. An invalid comic fails the call before
+// anything is written; a Redis error may leave a prefix of the comics
+// listed (each one whole), and calling again lists the rest.
+func (inv *Inventory) AddMany(ctx context.Context, comics []Comic) ([]bool, error) {
+	for i, c := range comics {
+		if err := ValidateComic(c); err != nil {
+			return nil, fmt.Errorf("comic %d: %w", i, err)
+		}
+	}
+	now := inv.now()
+	pipe := inv.rdb.Pipeline()
+	cmds := make([]*redis.Cmd, len(comics))
+	for i, c := range comics {
+		keys, args := inv.intakeArgs(ctx, c, now)
+		cmds[i] = intakeScript.EvalSha(ctx, pipe, keys, args...)
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+		return nil, fmt.Errorf("comic: intake: %w", err)
+	}
+	created := make([]bool, len(comics))
+	for i, cmd := range cmds {
+		res, err := cmd.Slice()
+		if isNoScript(err) {
+			// The script was not loaded yet: Run loads it.
+			keys, args := inv.intakeArgs(ctx, comics[i], now)
+			res, err = intakeScript.Run(ctx, inv.rdb, keys, args...).Slice()
+		}
+		if err != nil {
+			return nil, fmt.Errorf("comic: intake %s: %w", comics[i].ID(), err)
+		}
+		n, _ := res[0].(int64)
+		created[i] = n == 1
+	}
+	return created, nil
 }
 
 // Get returns the listing of a comic in inventory; the error wraps

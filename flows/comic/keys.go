@@ -55,6 +55,7 @@ func notifiedKey(tag, id string) string  { return "ds:" + tag + ":comic:notified
 func saleKey(tag, id string) string      { return "ds:" + tag + ":comic:sale:" + id }
 func inventoryIndex(tag string) string   { return "ds:" + tag + ":comic:inventory" }
 func purchaseKey(tag, txn string) string { return "ds:" + tag + ":comic:txn:" + txn }
+func purchasesKey(tag string) string     { return "ds:" + tag + ":comic:purchases" }
 func eventsStream(t Topics, id string) string {
 	return t.Events.Stream(t.Events.Partition(id))
 }
@@ -68,6 +69,7 @@ const (
 	subsKey       = "ds:" + subsTag + ":comic:subs"       // hash: id → Subscription JSON
 	patternsKey   = "ds:" + subsTag + ":comic:patterns"   // zset: pattern shard → subscriptions
 	patCountKey   = "ds:" + subsTag + ":comic:patcount"   // hash: pattern → subscriptions
+	patVersionKey = "ds:" + subsTag + ":comic:patver"     // counter: bumped when a pattern shard appears or disappears
 	fieldTotalKey = "ds:" + subsTag + ":comic:fieldtotal" // hash: field → subscriptions constraining it
 	emailPrefix   = "ds:" + subsTag + ":comic:email:"     // set per email: subscription ids
 	indexPrefix   = "ds:" + subsTag + ":comic:idx:"       // set per (pattern shard, values): ids

@@ -5,9 +5,13 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sort"
+	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/dropstream/dropstream/stream"
@@ -135,7 +139,13 @@ type Matcher struct {
 	rdb     redis.UniversalClient
 	topics  Topics
 	handoff Handoff
+	prop    propagation.TextMapPropagator
+	shards  shardCache
 }
+
+// matchConcurrency bounds the jobs of one batch matched at once: each job
+// waits on a few Redis round trips, so a batch is matched concurrently.
+const matchConcurrency = 32
 
 // NewMatcher returns a matcher handing off to h; nil h publishes on the
 // flow's notify topic.
@@ -143,12 +153,37 @@ func NewMatcher(rdb redis.UniversalClient, topics Topics, h Handoff, prop propag
 	if h == nil {
 		h = &streamHandoff{rdb: rdb, topics: topics, prop: prop}
 	}
-	return &Matcher{rdb: rdb, topics: topics, handoff: h}
+	if prop == nil {
+		prop = gotel.GetTextMapPropagator()
+	}
+	return &Matcher{rdb: rdb, topics: topics, handoff: h, prop: prop}
 }
 
-// Stage returns the matching stage over the jobs topic.
+// Stage returns the matching stage over the jobs topic. The jobs of a
+// batch are matched concurrently (matchConcurrency at a time), each in its
+// producer's trace, and settled one by one: a failed job is retried alone.
 func (m *Matcher) Stage() stream.Stage {
-	return stream.Stage{Name: StageMatcher, Topic: m.topics.Jobs, Handler: m.handle}
+	return stream.Stage{Name: StageMatcher, Topic: m.topics.Jobs, BatchHandler: m.handleBatch}
+}
+
+func (m *Matcher) handleBatch(ctx context.Context, msgs []*stream.Message) error {
+	errs := make([]error, len(msgs))
+	sem := make(chan struct{}, matchConcurrency)
+	var wg sync.WaitGroup
+	for i, msg := range msgs {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = m.handle(stream.ExtractTrace(ctx, m.prop, msg), msg)
+		})
+	}
+	wg.Wait()
+	for _, err := range errs {
+		if err != nil {
+			return &stream.BatchError{Errs: errs}
+		}
+	}
+	return nil
 }
 
 func (m *Matcher) handle(ctx context.Context, msg *stream.Message) error {
@@ -160,14 +195,8 @@ func (m *Matcher) handle(ctx context.Context, msg *stream.Message) error {
 	if err != nil || c.ID() != job.ComicID || job.Gen < 1 {
 		return stream.Permanentf("comic: job %s/%d carries an invalid comic: %v", clipName(job.ComicID), job.Gen, err)
 	}
-	tag := m.topics.tag(job.ComicID)
-	done, err := m.rdb.Get(ctx, jobDoneKey(tag, job.ComicID)).Int64()
-	if err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("comic: job state: %w", err)
-	}
-	if done >= job.Gen {
-		return nil // matched before this redelivery
-	}
+	// A redelivered job that was matched before is matched again, and the
+	// handoff script, which checks the job mark, writes nothing.
 	reqs, err := m.Match(ctx, c, job)
 	if err != nil {
 		return err
@@ -206,19 +235,69 @@ func (m *Matcher) Match(ctx context.Context, c Comic, job Job) ([]Request, error
 	return out, nil
 }
 
-// MatchIDs returns the ids of the subscriptions matching c, sorted: one
-// read of the active pattern shards, then one pipeline of index lookups,
-// one per active shard.
+// shardCacheMaxAge bounds how long the matcher trusts its list of active
+// pattern shards without rereading it, even when the version counter says
+// nothing changed (a guard against writers that do not bump it).
+const shardCacheMaxAge = 10 * time.Second
+
+// shardCache is the matcher's copy of the active pattern shards and the
+// version counter (patVersionKey) it was read at.
+type shardCache struct {
+	mu      sync.Mutex
+	version string
+	shards  []string
+	readAt  time.Time
+}
+
+func (c *shardCache) get(now time.Time) (shards []string, version string, ok bool) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.readAt.IsZero() || now.Sub(c.readAt) > shardCacheMaxAge {
+		return nil, "", false
+	}
+	return c.shards, c.version, true
+}
+
+func (c *shardCache) set(shards []string, version string, now time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.shards, c.version, c.readAt = shards, version, now
+}
+
+// MatchIDs returns the ids of the subscriptions matching c, sorted. It
+// expands only the pattern shards that have at least one subscription.
+// In the steady state it is one pipeline: the version of the set of
+// active shards, and one index lookup per active shard (from the
+// matcher's cached list); when the version moved, the list is read again
+// and the lookups redone.
 func (m *Matcher) MatchIDs(ctx context.Context, c Comic) ([]string, error) {
-	shards, err := m.rdb.ZRangeByScore(ctx, patternsKey, &redis.ZRangeBy{Min: "1", Max: "+inf"}).Result()
-	if err != nil {
+	b := c.Body()
+	if shards, version, ok := m.shards.get(time.Now()); ok {
+		ids, current, err := m.lookup(ctx, b, shards)
+		if err != nil {
+			return nil, err
+		}
+		if current == version {
+			return ids, nil
+		}
+	}
+	pipe := m.rdb.Pipeline()
+	ver := pipe.Get(ctx, patVersionKey)
+	active := pipe.ZRangeByScore(ctx, patternsKey, &redis.ZRangeBy{Min: "1", Max: "+inf"})
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("comic: active patterns: %w", err)
 	}
-	if len(shards) == 0 {
-		return nil, nil
-	}
-	b := c.Body()
+	m.shards.set(active.Val(), ver.Val(), time.Now())
+	ids, _, err := m.lookup(ctx, b, active.Val())
+	return ids, err
+}
+
+// lookup reads the version of the active shards and the index set of b's
+// values in each of shards, in one pipeline, and returns the distinct ids
+// sorted.
+func (m *Matcher) lookup(ctx context.Context, b Body, shards []string) ([]string, string, error) {
 	pipe := m.rdb.Pipeline()
+	ver := pipe.Get(ctx, patVersionKey)
 	cmds := make([]*redis.StringSliceCmd, 0, len(shards))
 	hashes := map[string]string{}
 	for _, shard := range shards {
@@ -230,19 +309,13 @@ func (m *Matcher) MatchIDs(ctx context.Context, c Comic) ([]string, error) {
 		}
 		cmds = append(cmds, pipe.SMembers(ctx, indexKey(shard, vh)))
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return nil, fmt.Errorf("comic: index lookups: %w", err)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, "", fmt.Errorf("comic: index lookups: %w", err)
 	}
-	seen := map[string]struct{}{}
 	var ids []string
 	for _, cmd := range cmds {
-		for _, id := range cmd.Val() {
-			if _, dup := seen[id]; !dup {
-				seen[id] = struct{}{}
-				ids = append(ids, id)
-			}
-		}
+		ids = append(ids, cmd.Val()...)
 	}
 	sort.Strings(ids)
-	return ids, nil
+	return slices.Compact(ids), ver.Val(), nil
 }

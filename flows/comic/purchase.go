@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,21 +17,44 @@ const SorryMessage = "We're sorry, but we cannot complete this transaction. We'l
 // ErrSoldOut: the comic was not in inventory; the buyer was refunded.
 var ErrSoldOut = errors.New("comic: not in inventory")
 
-// ErrPayment: the charge was refused; nothing was sold.
+// ErrPayment: the charge was declined; nothing was sold.
 var ErrPayment = errors.New("comic: payment refused")
 
+// ErrDeclined is what Payments.Charge wraps when the charge certainly did
+// not happen (refused card, not enough credit). Any other error leaves the
+// purchase in doubt: a retry of the transaction, or Sales.Recover,
+// charges again (idempotently) and settles it.
+var ErrDeclined = errors.New("comic: charge declined")
+
 // Payments charges and refunds buyers. Both calls are idempotent by txnID:
-// a retried purchase charges once.
+// a retried purchase charges once and refunds once.
 type Payments interface {
+	// Charge charges cents for txnID; an error wrapping ErrDeclined means
+	// nothing was charged, any other error that it is unknown.
 	Charge(ctx context.Context, txnID, payment string, cents int64) error
 	Refund(ctx context.Context, txnID, payment string, cents int64) error
 }
 
-// Sales sells comics out of inventory: the sale itself (remove from
-// inventory, record the sale, emit the "sold" event) is one script, so of
-// concurrent buyers of one comic exactly one wins. Losers are refunded and
-// their notification record is removed, so they are notified again if the
-// comic comes back.
+// Sales sells comics out of inventory as a saga whose every step is
+// idempotent by the transaction id:
+//
+//  1. a purchase record (state charging) is written before the charge;
+//  2. the charge goes through Payments;
+//  3. one script removes the comic from inventory, records the sale, emits
+//     the "sold" event and marks the record sold — or, when the comic is
+//     gone, marks it refunding; of concurrent buyers exactly one wins;
+//  4. a refunding purchase is refunded through Payments, then one script
+//     marks it refunded and removes the buyer's notification record, so
+//     they are notified again if the comic comes back.
+//
+// A purchase interrupted anywhere (a crash between charge and sale, a
+// charge whose outcome is unknown) stays in the partition's purchases
+// zset; Purchase with the same transaction id, or Recover, resumes it from
+// its recorded state, so it converges to sold, or to charged and
+// refunded, never to charged and not sold.
+//
+//	ds:{comic.p}:comic:txn:<txn>   hash: state, comic, email, payment, price, gen, at_ms
+//	ds:{comic.p}:comic:purchases   zset: txn ids in doubt by start ms
 type Sales struct {
 	rdb      redis.UniversalClient
 	topics   Topics
@@ -59,22 +83,39 @@ type Receipt struct {
 	Repeated bool `json:"repeated"`
 }
 
-// Purchase buys comic id for email with payment, once per txnID: it reads
-// the listing, charges its price, then sells it atomically. When the comic
-// is gone (sold to a concurrent buyer, or never listed) the charge is
-// refunded, the buyer's notification for it is forgotten, and the error
-// wraps ErrSoldOut. A refused charge wraps ErrPayment.
+// purchase is a purchase record.
+type purchase struct {
+	txn, id, email, payment, state string
+	price                          int64
+}
+
+// Purchase buys comic id for email with payment, once per txnID (empty:
+// DefaultTxnID of the comic's current listing). It charges the price, then
+// sells the comic atomically. When the comic is gone (sold to a concurrent
+// buyer, or never listed) the charge is refunded, the buyer's notification
+// for it is forgotten, and the error wraps ErrSoldOut. A declined charge
+// wraps ErrPayment. Any other error leaves the purchase in doubt; calling
+// again with the same txnID (or Recover) settles it.
 func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID string) (Receipt, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
 		return Receipt{}, err
 	}
+	tag := s.topics.tag(id)
+	if txnID == "" {
+		gen, err := s.rdb.Get(ctx, genKey(tag, id)).Int64()
+		if err != nil && !errors.Is(err, redis.Nil) {
+			return Receipt{}, fmt.Errorf("comic: generation of %s: %w", id, err)
+		}
+		txnID = DefaultTxnID(email, id, gen)
+	}
 	if !validTxn(txnID) {
 		return Receipt{}, &FieldError{Field: "txn_id", Reason: "want 1-64 characters of [A-Za-z0-9_-]"}
 	}
-	tag := s.topics.tag(id)
-	if gen, err := s.rdb.Get(ctx, purchaseKey(tag, txnID)).Int64(); err == nil {
-		return Receipt{TxnID: txnID, ComicID: id, Email: email, Gen: gen, Repeated: true}, nil
+	if p, ok, err := s.record(ctx, tag, txnID); err != nil {
+		return Receipt{}, err
+	} else if ok {
+		return s.settle(ctx, p, false)
 	}
 	l, err := s.inv.Get(ctx, id)
 	if errors.Is(err, ErrNotFound) {
@@ -87,32 +128,129 @@ func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID string) 
 	if err != nil {
 		return Receipt{}, err
 	}
-	price := l.Comic.PriceCents
-	if err := s.payments.Charge(ctx, txnID, payment, price); err != nil {
-		return Receipt{}, fmt.Errorf("%w: %w", ErrPayment, err)
-	}
-	now := s.now().UnixMilli()
-	sale, _ := json.Marshal(Sale{ComicID: id, Email: email, TxnID: txnID, PriceCents: price, AtMs: now})
-	res, err := sellScript.Run(ctx, s.rdb, []string{inventoryKey(tag, id), saleKey(tag, id), inventoryIndex(tag),
-		eventsStream(s.topics, id), purchaseKey(tag, txnID)},
-		id, sale, jsonString(email), jsonString(txnID), price, now, traceIDOf(ctx)).Slice()
+	p := purchase{txn: txnID, id: id, email: email, payment: payment, state: txnCharging, price: l.Comic.PriceCents}
+	st, err := beginPurchaseScript.Run(ctx, s.rdb, []string{purchaseKey(tag, txnID), purchasesKey(tag)},
+		txnID, id, email, payment, p.price, s.now().UnixMilli()).Text()
 	if err != nil {
-		// Unknown whether it sold: the charge stands and a retry of the
-		// same transaction settles it (sold → receipt, gone → refund).
-		return Receipt{}, fmt.Errorf("comic: sell %s: %w", id, err)
+		return Receipt{}, fmt.Errorf("comic: begin purchase %s: %w", txnID, err)
 	}
-	code, _ := res[0].(int64)
-	if code == 0 {
-		if err := s.payments.Refund(ctx, txnID, payment, price); err != nil {
-			return Receipt{}, fmt.Errorf("comic: refund %s: %w", txnID, err)
-		}
-		if err := s.Forget(ctx, id, email); err != nil {
+	if st != "new" {
+		// A concurrent call of the same transaction began it: settle
+		// what it recorded.
+		if p, _, err = s.record(ctx, tag, txnID); err != nil {
 			return Receipt{}, err
 		}
-		return Receipt{}, fmt.Errorf("%w: %s", ErrSoldOut, id)
+		return s.settle(ctx, p, false)
 	}
-	gen, _ := res[1].(int64)
-	return Receipt{TxnID: txnID, ComicID: id, Email: email, PriceCents: price, Gen: gen, Repeated: code == 2}, nil
+	return s.settle(ctx, p, true)
+}
+
+// record reads a purchase record; ok is false when there is none.
+func (s *Sales) record(ctx context.Context, tag, txn string) (purchase, bool, error) {
+	m, err := s.rdb.HGetAll(ctx, purchaseKey(tag, txn)).Result()
+	if err != nil {
+		return purchase{}, false, fmt.Errorf("comic: purchase %s: %w", txn, err)
+	}
+	if len(m) == 0 {
+		return purchase{}, false, nil
+	}
+	price, _ := strconv.ParseInt(m["price"], 10, 64)
+	return purchase{txn: txn, id: m["comic"], email: m["email"], payment: m["payment"], state: m["state"], price: price}, true, nil
+}
+
+// settle drives a purchase from its recorded state to the end. fresh is
+// true for the call that began it (its receipt is not Repeated).
+func (s *Sales) settle(ctx context.Context, p purchase, fresh bool) (Receipt, error) {
+	tag := s.topics.tag(p.id)
+	rec := Receipt{TxnID: p.txn, ComicID: p.id, Email: p.email, PriceCents: p.price}
+	switch p.state {
+	case txnCharging:
+		err := s.payments.Charge(ctx, p.txn, p.payment, p.price)
+		if errors.Is(err, ErrDeclined) {
+			if derr := declinedScript.Run(ctx, s.rdb, []string{purchaseKey(tag, p.txn), purchasesKey(tag)}, p.txn).Err(); derr != nil {
+				return Receipt{}, fmt.Errorf("comic: close declined purchase %s: %w", p.txn, derr)
+			}
+			return Receipt{}, fmt.Errorf("%w: %w", ErrPayment, err)
+		}
+		if err != nil {
+			return Receipt{}, fmt.Errorf("comic: charge %s (in doubt; retry the transaction): %w", p.txn, err)
+		}
+		now := s.now().UnixMilli()
+		sale, _ := json.Marshal(Sale{ComicID: p.id, Email: p.email, TxnID: p.txn, PriceCents: p.price, AtMs: now})
+		res, err := sellScript.Run(ctx, s.rdb, []string{inventoryKey(tag, p.id), saleKey(tag, p.id), inventoryIndex(tag),
+			eventsStream(s.topics, p.id), purchaseKey(tag, p.txn), purchasesKey(tag)},
+			p.id, sale, jsonString(p.email), jsonString(p.txn), p.price, now, traceIDOf(ctx), p.txn).Slice()
+		if err != nil {
+			return Receipt{}, fmt.Errorf("comic: sell %s (in doubt; retry the transaction): %w", p.id, err)
+		}
+		state, _ := res[0].(string)
+		rec.Gen, _ = res[1].(int64)
+		p.state = state
+		return s.settle(ctx, p, fresh && state == txnSold)
+	case txnSold:
+		if rec.Gen == 0 {
+			rec.Gen, _ = s.rdb.HGet(ctx, purchaseKey(tag, p.txn), "gen").Int64()
+		}
+		rec.Repeated = !fresh
+		return rec, nil
+	case txnRefunding:
+		if err := s.payments.Refund(ctx, p.txn, p.payment, p.price); err != nil {
+			return Receipt{}, fmt.Errorf("comic: refund %s (in doubt; retry the transaction): %w", p.txn, err)
+		}
+		ev, _ := json.Marshal(Event{Kind: EventForgotten, ComicID: p.id, AtMs: s.now().UnixMilli(), Email: p.email, TraceID: traceIDOf(ctx)})
+		err := refundedScript.Run(ctx, s.rdb, []string{purchaseKey(tag, p.txn), purchasesKey(tag), notifiedKey(tag, p.id),
+			s.ledgerRecord(tag, p.id, p.email), eventsStream(s.topics, p.id)}, p.txn, p.email, ev, p.id).Err()
+		if err != nil {
+			return Receipt{}, fmt.Errorf("comic: close refunded purchase %s: %w", p.txn, err)
+		}
+		return Receipt{}, fmt.Errorf("%w: %s", ErrSoldOut, p.id)
+	case txnRefunded:
+		return Receipt{}, fmt.Errorf("%w: %s", ErrSoldOut, p.id)
+	case txnDeclined:
+		return Receipt{}, fmt.Errorf("%w: transaction %s was declined", ErrPayment, p.txn)
+	}
+	return Receipt{}, fmt.Errorf("comic: purchase %s in unknown state %q", p.txn, p.state)
+}
+
+// Recover settles every purchase that has been in doubt for longer than
+// olderThan (a process that crashed between charge and sale, or a charge
+// whose outcome was unknown): it charges again (idempotently) and sells, or
+// refunds. It returns how many it settled; the others stay for the next
+// call.
+func (s *Sales) Recover(ctx context.Context, olderThan time.Duration) (int, error) {
+	settled := 0
+	var errs []error
+	maxScore := strconv.FormatInt(s.now().Add(-olderThan).UnixMilli(), 10)
+	for p := 0; p < s.topics.Jobs.Partitions; p++ {
+		tag := s.topics.Jobs.HashTag(p)
+		txns, err := s.rdb.ZRangeByScore(ctx, purchasesKey(tag), &redis.ZRangeBy{Min: "-inf", Max: maxScore, Count: 100}).Result()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("comic: purchases in doubt: %w", err))
+			continue
+		}
+		for _, txn := range txns {
+			rec, ok, err := s.record(ctx, tag, txn)
+			if err == nil && !ok {
+				err = s.rdb.ZRem(ctx, purchasesKey(tag), txn).Err() // expired record
+			} else if err == nil {
+				_, err = s.settle(ctx, rec, false)
+			}
+			if err != nil && !errors.Is(err, ErrSoldOut) && !errors.Is(err, ErrPayment) {
+				errs = append(errs, err)
+				continue
+			}
+			settled++
+		}
+	}
+	return settled, errors.Join(errs...)
+}
+
+// ledgerRecord is the delivery ledger key of email's notification of id.
+func (s *Sales) ledgerRecord(tag, id, email string) string {
+	if s.ledgerKey == nil {
+		return "ds:" + tag + ":comic:noledger"
+	}
+	return s.ledgerKey(tag, "comic:"+id+":"+hashHex([]byte(email)))
 }
 
 // Forget removes email's notification record of comic id (the history
@@ -120,11 +258,7 @@ func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID string) 
 // comic notifies them again.
 func (s *Sales) Forget(ctx context.Context, id, email string) error {
 	tag := s.topics.tag(id)
-	bk := "comic:" + id + ":" + hashHex([]byte(email))
-	lk := "ds:" + tag + ":comic:noledger"
-	if s.ledgerKey != nil {
-		lk = s.ledgerKey(tag, bk)
-	}
+	lk := s.ledgerRecord(tag, id, email)
 	ev, _ := json.Marshal(Event{Kind: EventForgotten, ComicID: id, AtMs: s.now().UnixMilli(), Email: email, TraceID: traceIDOf(ctx)})
 	if err := forgetScript.Run(ctx, s.rdb, []string{notifiedKey(tag, id), lk, eventsStream(s.topics, id)}, email, ev, id).Err(); err != nil {
 		return fmt.Errorf("comic: forget notification of %s: %w", id, err)
@@ -162,7 +296,8 @@ func validTxn(s string) bool {
 }
 
 // DefaultTxnID is the transaction id of a purchase that names none: one
-// per (email, comic), so a retried request buys once.
-func DefaultTxnID(email, comicID string) string {
-	return "t" + hashHex([]byte(email+"\x00"+comicID))
+// per (email, comic, generation of its listing), so a retried request buys
+// once, and a buyer who lost a comic can buy it when it is listed again.
+func DefaultTxnID(email, comicID string, gen int64) string {
+	return "t" + hashHex([]byte(email+"\x00"+comicID+"\x00"+strconv.FormatInt(gen, 10)))
 }

@@ -32,7 +32,7 @@ func TestSales_concurrentBuyersExactlyOneWins(t *testing.T) {
 				wg.Go(func() {
 					<-start
 					email := fmt.Sprintf("buyer%d@example.com", i)
-					receipts[i], errs[i] = svc.Sales.Purchase(ctx, email, c.ID(), "card", DefaultTxnID(email, c.ID()))
+					receipts[i], errs[i] = svc.Sales.Purchase(ctx, email, c.ID(), "card", "")
 				})
 			}
 			close(start)
@@ -150,5 +150,96 @@ func TestSales_refusedPaymentSellsNothing(t *testing.T) {
 	}
 	if _, err := svc.Inventory.Get(ctx, c.ID()); err != nil {
 		t.Errorf("comic left inventory after a refused payment: %v", err)
+	}
+}
+
+// TestSales_crashBetweenChargeAndSaleConverges: the buyer is charged and
+// the process dies before the sale. Whether the comic is still there or
+// another buyer took it meanwhile, and whether the client retries or
+// Recover finds the purchase in doubt, the purchase ends sold, or charged
+// and refunded, each exactly once.
+func TestSales_crashBetweenChargeAndSaleConverges(t *testing.T) {
+	tests := []struct {
+		name      string
+		takenBy   string // another buyer who takes the comic after the crash
+		byRecover bool   // Recover settles it; otherwise the client retries
+	}{
+		{"comic still there, recovered", "", true},
+		{"comic still there, retried", "", false},
+		{"comic taken meanwhile, recovered", "other@example.com", true},
+		{"comic taken meanwhile, retried", "other@example.com", false},
+	}
+	for _, be := range backends() {
+		for _, tt := range tests {
+			t.Run(be.name+"/"+tt.name, func(t *testing.T) {
+				ctx := context.Background()
+				rdb := be.client(t)
+				pay := newTestPayments()
+				svc := newService(t, rdb, nil, pay, StoreConfig{})
+				c := comicN("Sandman", 8, "Vertigo", true)
+				if _, _, err := svc.Inventory.Add(ctx, c); err != nil {
+					t.Fatal(err)
+				}
+				pay.crashAfterCharge["txn-crash"] = true
+				if _, err := svc.Sales.Purchase(ctx, "crash@example.com", c.ID(), "card", "txn-crash"); !errors.Is(err, errCrash) {
+					t.Fatalf("crashed purchase = %v, want the charge's failure", err)
+				}
+				if _, err := svc.Inventory.Get(ctx, c.ID()); err != nil {
+					t.Fatalf("comic left inventory before the sale: %v", err)
+				}
+				if tt.takenBy != "" {
+					if _, err := svc.Sales.Purchase(ctx, tt.takenBy, c.ID(), "card", "txn-other"); err != nil {
+						t.Fatalf("other purchase: %v", err)
+					}
+				}
+				var err error
+				if tt.byRecover {
+					var n int
+					n, err = svc.Sales.Recover(ctx, 0)
+					if n != 1 || err != nil {
+						t.Fatalf("Recover = %d, %v; want 1 purchase settled", n, err)
+					}
+				} else {
+					_, err = svc.Sales.Purchase(ctx, "crash@example.com", c.ID(), "card", "txn-crash")
+				}
+				wantBuyer := "crash@example.com"
+				if tt.takenBy != "" {
+					wantBuyer = tt.takenBy
+					if !tt.byRecover && !errors.Is(err, ErrSoldOut) {
+						t.Errorf("retry = %v, want ErrSoldOut", err)
+					}
+					if pay.refunds["txn-crash"] != 1 || pay.refunded["txn-crash"] != c.PriceCents {
+						t.Errorf("refunds %v of %v; want txn-crash refunded its price once", pay.refunds, pay.refunded)
+					}
+				} else if err != nil || len(pay.refunds) != 0 {
+					t.Errorf("settled with %v, refunds %v; want sold without refund", err, pay.refunds)
+				}
+				if pay.charges["txn-crash"] != 1 {
+					t.Errorf("txn-crash charged %d times, want once", pay.charges["txn-crash"])
+				}
+				sales, err := svc.Sales.Sales(ctx, c.ID())
+				if err != nil || len(sales) != 1 || sales[0].Email != wantBuyer {
+					t.Errorf("sales = %+v, %v; want one sale to %s", sales, err, wantBuyer)
+				}
+				if _, err := svc.Inventory.Get(ctx, c.ID()); !errors.Is(err, ErrNotFound) {
+					t.Errorf("comic still in inventory: %v", err)
+				}
+				// Settled: nothing is left in doubt, and asking again
+				// changes nothing.
+				if n, err := svc.Sales.Recover(ctx, 0); n != 0 || err != nil {
+					t.Errorf("second Recover = %d, %v; want nothing to settle", n, err)
+				}
+				again, err := svc.Sales.Purchase(ctx, "crash@example.com", c.ID(), "card", "txn-crash")
+				if tt.takenBy == "" && (err != nil || !again.Repeated) {
+					t.Errorf("repeated purchase = %+v, %v; want the repeated receipt", again, err)
+				}
+				if tt.takenBy != "" && !errors.Is(err, ErrSoldOut) {
+					t.Errorf("repeated purchase = %v, want ErrSoldOut", err)
+				}
+				if pay.charges["txn-crash"] != 1 || pay.refunds["txn-crash"] > 1 {
+					t.Errorf("after repeats: %d charges, %d refunds of txn-crash", pay.charges["txn-crash"], pay.refunds["txn-crash"])
+				}
+			})
+		}
 	}
 }

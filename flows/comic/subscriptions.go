@@ -100,6 +100,7 @@ func (c StoreConfig) Validate() error {
 //	ds:{comic-subs}:comic:patcount             hash: pattern → subscriptions
 //	ds:{comic-subs}:comic:field:<field>        zset: value → subscriptions constraining it
 //	ds:{comic-subs}:comic:fieldtotal           hash: field → subscriptions constraining it
+//	ds:{comic-subs}:comic:patver               counter: changes of the set of active pattern shards
 //
 // Create and Delete each update all of them in one script.
 type Store struct {
@@ -121,24 +122,27 @@ if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
 if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[5]) then return -1 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[1])
-redis.call('ZINCRBY', KEYS[3], 1, ARGV[4])
+if tonumber(redis.call('ZINCRBY', KEYS[3], 1, ARGV[4])) == 1 then redis.call('INCR', KEYS[7]) end
 redis.call('HINCRBY', KEYS[4], ARGV[3], 1)
 redis.call('SADD', KEYS[5], ARGV[1])
-for i = 7, #KEYS do
+for i = 8, #KEYS do
   redis.call('ZINCRBY', KEYS[i], 1, ARGV[i])
-  redis.call('HINCRBY', KEYS[6], ARGV[i + #KEYS - 6], 1)
+  redis.call('HINCRBY', KEYS[6], ARGV[i + #KEYS - 7], 1)
 end
 return 1`)
 
 var deleteScript = redis.NewScript(`
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('SREM', KEYS[2], ARGV[1])
-if tonumber(redis.call('ZINCRBY', KEYS[3], -1, ARGV[4])) <= 0 then redis.call('ZREM', KEYS[3], ARGV[4]) end
+if tonumber(redis.call('ZINCRBY', KEYS[3], -1, ARGV[4])) <= 0 then
+  redis.call('ZREM', KEYS[3], ARGV[4])
+  redis.call('INCR', KEYS[7])
+end
 if redis.call('HINCRBY', KEYS[4], ARGV[3], -1) <= 0 then redis.call('HDEL', KEYS[4], ARGV[3]) end
 redis.call('SREM', KEYS[5], ARGV[1])
-for i = 7, #KEYS do
+for i = 8, #KEYS do
   if tonumber(redis.call('ZINCRBY', KEYS[i], -1, ARGV[i])) <= 0 then redis.call('ZREM', KEYS[i], ARGV[i]) end
-  if redis.call('HINCRBY', KEYS[6], ARGV[i + #KEYS - 6], -1) <= 0 then redis.call('HDEL', KEYS[6], ARGV[i + #KEYS - 6]) end
+  if redis.call('HINCRBY', KEYS[6], ARGV[i + #KEYS - 7], -1) <= 0 then redis.call('HDEL', KEYS[6], ARGV[i + #KEYS - 7]) end
 end
 return 1`)
 
@@ -215,8 +219,8 @@ func (s *Store) Create(ctx context.Context, email string, body json.RawMessage, 
 // delete scripts; args[1] and args[4] are left for the caller.
 func (s *Store) scriptArgs(sub Subscription, b Body) ([]string, []any) {
 	names := splitPattern(sub.Pattern)
-	keys := []string{subsKey, emailKey(sub.Email), patternsKey, patCountKey, indexKey(sub.Shard, valuesHash(b, names)), fieldTotalKey}
-	args := []any{sub.ID, "", sub.Pattern, sub.Shard, 0, ""}
+	keys := []string{subsKey, emailKey(sub.Email), patternsKey, patCountKey, indexKey(sub.Shard, valuesHash(b, names)), fieldTotalKey, patVersionKey}
+	args := []any{sub.ID, "", sub.Pattern, sub.Shard, 0, "", ""}
 	for _, n := range names {
 		keys = append(keys, fieldStatsKey(n))
 		args = append(args, indexValue(b[n]))

@@ -18,6 +18,7 @@ import (
 	"github.com/dropstream/dropstream/flows/feed/poll"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -76,7 +77,12 @@ func BenchmarkFlow_feeds(b *testing.B) {
 		ch := &countChannel{}
 		ledger, _ := notifier.NewDeliveryLedger(rdb, notifier.DeliveryLedgerConfig{})
 		disp, _ := notifier.NewDispatcher(ledger, map[string]notifier.Channel{notifier.ChannelLog: ch}, stream.Telemetry{})
-		fl, err := New(rdb, stream.NewPublisher(rdb, stream.Telemetry{}), disp, Config{Partitions: 8})
+		subs, _ := subscriber.NewStore(rdb, subscriber.StoreConfig{})
+		pub := stream.NewPublisher(rdb, stream.Telemetry{})
+		notify := func(ctx context.Context, reqs ...notifier.Request) error {
+			return notifier.PublishRequests(ctx, pub, notifier.RequestTopic(8), reqs...)
+		}
+		fl, err := New(rdb, pub, Deps{Subscribers: subs, Notify: notify, Sender: disp}, Config{Partitions: 8})
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -94,11 +100,7 @@ func BenchmarkFlow_feeds(b *testing.B) {
 			if _, _, err := fl.store.PutSubscribable(ctx, Subscribable{FeedID: list[i].ID, Name: "tens", Manager: Manager{Kind: EveryN, N: 10}}); err != nil {
 				b.Fatal(err)
 			}
-			sub, _, err := fl.store.CreateSubscription(ctx, list[i].ID, "tens", Destination{Kind: DestLog, Name: "bench"})
-			if err != nil {
-				b.Fatal(err)
-			}
-			if _, err := fl.store.Confirm(ctx, sub.ConfirmToken); err != nil {
+			if _, _, err := fl.Subscribe(ctx, list[i].ID, "tens", Destination{Kind: DestLog, Name: "bench"}); err != nil {
 				b.Fatal(err)
 			}
 		}

@@ -17,14 +17,17 @@ import (
 )
 
 // handleCollection delivers a completed collection to every confirmed
-// subscription of its subscribable, once per (collection, subscription)
-// through the Sender's ledger, then releases the collection's items; or
-// sends a confirmation request.
+// subscription of its subscribable, then releases the collection's items.
+// E-mail and webhook subscriptions get a notifier.Request each (through
+// Deps.Notify; the notifier delivers it once per destination and window),
+// log subscriptions a message through the Sender's ledger, once per
+// (collection, subscription). Subscriptions whose notifier destination is
+// gone (unsubscribed, expired unconfirmed) are deleted.
 func (f *Flow) handleCollection(ctx context.Context, m *stream.Message) error {
 	switch m.Type {
-	case TypeConfirm:
-		return f.handleConfirm(ctx, m)
 	case TypeCollection:
+	case typeConfirm:
+		return fmt.Errorf("feed: confirmation requests go through the notifier now: %w", stream.ErrDrop)
 	default:
 		return stream.Permanentf("feed: unexpected message type %q", clip(m.Type, 64))
 	}
@@ -39,24 +42,22 @@ func (f *Flow) handleCollection(ctx context.Context, m *stream.Message) error {
 	if err != nil && !errors.Is(err, ErrNotFound) {
 		return err
 	}
-	var subs []Subscription
+	var live, gone []Subscription
 	if err == nil {
-		if subs, err = f.store.Subscriptions(ctx, c.FeedID, c.Subscribable, true); err != nil {
+		subs, err := f.store.Subscriptions(ctx, c.FeedID, c.Subscribable)
+		if err != nil {
+			return err
+		}
+		if live, gone, err = f.resolve(ctx, subs); err != nil {
 			return err
 		}
 	}
-	var errs []error
-	for _, sub := range subs {
-		msg, err := renderCollection(f.cfg.PublicURL, fd, sub, c)
-		if err != nil {
-			return stream.Permanent(err)
-		}
-		eventID := c.FeedID + ":" + c.Subscribable + ":" + c.Within
-		if err := f.send(ctx, m, sub, "feed:"+eventID+":"+sub.ID, c.Within, eventID, msg, time.UnixMilli(c.CompletedMs)); err != nil {
-			errs = append(errs, err)
+	for _, sub := range gone {
+		if err := f.store.DeleteSubscription(ctx, sub.ID); err != nil && !errors.Is(err, ErrNotFound) {
+			return err
 		}
 	}
-	if err := settle(errs); err != nil {
+	if err := f.deliver(ctx, m, fd, c, live); err != nil {
 		return err
 	}
 	f.collections.Add(ctx, 1, metric.WithAttributes(attribute.String("step", "delivered")))
@@ -69,55 +70,61 @@ func (f *Flow) handleCollection(ctx context.Context, m *stream.Message) error {
 	return nil
 }
 
-// handleConfirm sends a subscription its confirmation request, once.
-func (f *Flow) handleConfirm(ctx context.Context, m *stream.Message) error {
-	r, err := decode[ConfirmRequest](m, TypeConfirm)
-	if err != nil {
-		return err
-	}
-	sub, err := f.store.Subscription(ctx, r.SubscriptionID)
-	if errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("subscription %s is gone: %w", clip(r.SubscriptionID, 64), stream.ErrDrop)
-	}
-	if err != nil {
-		return err
-	}
-	if sub.Confirmed {
+// publishChunk bounds the requests of one publish.
+const publishChunk = 500
+
+// deliver renders the collection once and sends it to the confirmed
+// subscriptions among subs.
+func (f *Flow) deliver(ctx context.Context, m *stream.Message, fd Feed, c Collection, subs []Subscription) error {
+	if len(subs) == 0 {
 		return nil
 	}
-	fd, err := f.store.Feed(ctx, sub.FeedID)
-	if err != nil {
-		return fmt.Errorf("feed of subscription %s: %w", sub.ID, err)
-	}
-	msg, err := renderConfirm(f.cfg.PublicURL, fd, sub)
+	msg, err := renderCollection(fd, c)
 	if err != nil {
 		return stream.Permanent(err)
 	}
-	return f.send(ctx, m, sub, "feed-confirm:"+sub.ID, "confirm:"+sub.ID, "confirm:"+sub.ID, msg, m.PublishedAt())
-}
-
-// send delivers msg to one subscription: through the notifier's request
-// path (Config.Relay) for e-mail and webhook destinations when configured,
-// else through the Sender, once per key. window names the collection (or
-// confirmation) within the subscription's subject.
-func (f *Flow) send(ctx context.Context, m *stream.Message, sub Subscription, key, window, eventID string, msg Message, observed time.Time) error {
 	traceID := ""
 	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
 		traceID = sc.TraceID().String()
 	}
-	if f.cfg.Relay != nil && (sub.Destination.Kind == DestEmail || sub.Destination.Kind == DestWebhook) {
-		err := f.cfg.Relay(ctx, relayRequest(sub, window, eventID, msg, observed, traceID))
-		if errors.Is(err, notifier.ErrInvalidRequest) {
-			return stream.Permanent(err)
+	var body json.RawMessage
+	var reqs []notifier.Request
+	var errs []error
+	for _, sub := range subs {
+		switch {
+		case !sub.Confirmed:
+		case sub.Destination.Kind == DestLog:
+			errs = append(errs, f.sendLog(ctx, m, sub, c, msg, traceID))
+		default:
+			if body == nil {
+				body = payload(msg)
+			}
+			reqs = append(reqs, collectionRequest(sub, c, msg, body, traceID))
 		}
-		return err
 	}
-	_, err := f.sender.Deliver(ctx, notifier.Delivery{
-		HashTag: f.topics.Collections.HashTag(m.Partition), Key: key, Channel: sub.Destination.Channel(),
-		MessageID: m.ID, Attempt: m.Attempt,
+	for start := 0; start < len(reqs); start += publishChunk {
+		err := f.deps.Notify(ctx, reqs[start:min(start+publishChunk, len(reqs))]...)
+		if errors.Is(err, notifier.ErrInvalidRequest) {
+			err = stream.Permanent(err)
+		}
+		if err != nil {
+			errs = append(errs, err)
+			break
+		}
+	}
+	return settle(errs)
+}
+
+// sendLog delivers msg to a log subscription through the Sender, once per
+// (collection, subscription).
+func (f *Flow) sendLog(ctx context.Context, m *stream.Message, sub Subscription, c Collection, msg Message, traceID string) error {
+	eventID := c.FeedID + ":" + c.Subscribable + ":" + c.Within
+	msg.SubscriptionID = sub.ID
+	_, err := f.deps.Sender.Deliver(ctx, notifier.Delivery{
+		HashTag: f.topics.Collections.HashTag(m.Partition), Key: "feed:" + eventID + ":" + strconv.FormatInt(c.OpenedMs, 10) + ":" + sub.ID,
+		Channel: notifier.ChannelLog, MessageID: m.ID, Attempt: m.Attempt,
 		Notification: notifier.Notification{Flow: FlowName, Event: "feed." + msg.Kind, EventID: eventID, Subject: msg.Subject,
-			Recipient: notifier.Recipient{ID: sub.ID, Address: sub.Destination.address(), Secret: sub.Secret},
-			TraceID:   traceID, ObservedAt: observed, Body: msg.body()},
+			Recipient: notifier.Recipient{ID: sub.ID}, TraceID: traceID, ObservedAt: time.UnixMilli(c.CompletedMs), Body: msg.body()},
 	})
 	return err
 }

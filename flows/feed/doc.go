@@ -5,10 +5,10 @@
 //
 // # Pipeline
 //
-//		Poller ──► feed.polls ──► "feed-assign" ──► feed.collections ──► "feed-deliver" ──► notifier
-//		(service)  (a Poll per      observe, assign,    (completed           render, send once,
-//		            fetch)          complete: Lua        collections,         release the items
-//		                            scripts              confirmations)
+//		Poller ──► feed.polls ──► "feed-assign" ──► feed.collections ──► "feed-deliver" ──► notify.requests
+//		(service)  (a Poll per      observe, assign,    (completed           render, request    (notifier:
+//		            fetch)          complete: Lua        collections)         once, release      once per
+//		                            scripts                                   the items          destination)
 //		                 └──────────────── feed.history ──► "feed-history" ──► ClickHouse
 //
 //	  - The Poller (a service, one per deployment) fetches each feed every
@@ -34,18 +34,22 @@
 //	    idempotent, so a crash anywhere in the handler redelivers the Poll
 //	    and changes nothing twice; time is the Poll's own, so a redelivery
 //	    decides what the first delivery decided.
-//	  - "feed-deliver" renders each completed collection for each confirmed
-//	    subscription (text and HTML templates listing the items with their
-//	    links and the unsubscribe link) and sends it once per (collection,
-//	    subscription): e-mail and webhook destinations as notifier.Request
-//	    messages on notify.requests when Config.Relay is set (the notifier
-//	    then sends each once per destination, subject and window, e-mail
-//	    over SMTP included), else and for log destinations through a
-//	    notifier.Dispatcher and its DeliveryLedger. Then one more idempotent
-//	    script releases the collection: each item's pending count drops, and
-//	    an item no collection waits for becomes Cleared — its content is
-//	    deleted, its guid and content hash kept forever, so a guid that
-//	    reappears is never sent again.
+//	  - "feed-deliver" renders each completed collection once (text and
+//	    HTML templates listing the items with their links) and hands it to
+//	    every confirmed subscription: e-mail and webhook subscriptions are
+//	    destinations of notifier subscribers (package notifier/subscriber),
+//	    so each gets a notifier.Request on notify.requests, which the
+//	    notifier's "notifier-deliver" stage sends once per (destination,
+//	    subject, window) on its channels (SMTP e-mail: the request's text,
+//	    the subscriber's unsubscribe link and List-Unsubscribe header);
+//	    log destinations get the rendered message through a
+//	    notifier.Dispatcher and its DeliveryLedger. Subscriptions whose
+//	    notifier destination is gone (unsubscribed, expired unconfirmed)
+//	    are deleted then. Then one more idempotent script releases the
+//	    collection: each item's pending count drops, and an item no
+//	    collection waits for becomes Cleared — its content is deleted, its
+//	    guid and content hash kept forever, so a guid that reappears is
+//	    never sent again.
 //	  - "feed-history" appends the item history (first_seen, edited,
 //	    excluded, assigned, delivered, cleared), which the scripts append to
 //	    feed.history in the same atomic steps, to ClickHouse
@@ -63,12 +67,25 @@
 //   - Subscribable names are scoped by feed (the seed's note), and the
 //     destination's unique core (lower-cased bare e-mail address, webhook
 //     URL, log name) is unique per subscribable.
-//   - Confirmation and unsubscribe use the flow's own random tokens
-//     (/v1/feed-links/confirm|unsubscribe?token=…, no API key needed): the
-//     messages carrying them travel through the notifier, but the tokens
-//     are not the notifier's subscriber tokens.
+//   - Confirmation and unsubscribe are the notifier's: Flow.Subscribe
+//     makes an e-mail or webhook destination a notifier subscriber
+//     (pending; the notifier expires it unconfirmed after its ConfirmTTL)
+//     and sends its confirmation request, rendered from the flow's
+//     templates, with the notifier's opt-in link (/v1/confirm/<token>: a
+//     GET shows a page, a POST confirms). Subscriptions of one destination
+//     core to several subscribables share its notifier subscriber: one
+//     confirmation confirms them all, and the notifier's unsubscribe link
+//     (/v1/unsubscribe/<token>, also the one-click List-Unsubscribe POST)
+//     ends them all. An address the notifier holds for a subscriber the
+//     flow did not create cannot be subscribed (409).
+//   - Deleting a subscribable closes its open collections (an every-n
+//     collection short of n, a window not yet due): their items are
+//     released undelivered (dropScript).
 //
-// Known limits: deleting a subscribable leaves its open every-n collection
-// (and the pending count of its items) behind, so those items stay
-// Assigned; each poll assigns at most Config.AssignLimit items.
+// Known limits: each poll assigns at most Config.AssignLimit items; the
+// notifier's email channel renders a request's text (at most
+// notifier.MaxTextLen bytes, so a long collection's text lists its first
+// items and counts the rest) into both the text and the HTML part, so the
+// flow's HTML template reaches webhook receivers (the payload's "html")
+// and log destinations, not mail.
 package feed

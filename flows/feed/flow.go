@@ -15,6 +15,7 @@ import (
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
 	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -31,22 +32,34 @@ type Sender interface {
 	Deliver(ctx context.Context, d notifier.Delivery) (string, error)
 }
 
+// Deps are the flow's collaborators in the notifier; all are required.
+type Deps struct {
+	// Subscribers is the notifier's subscriber store: every e-mail and
+	// webhook subscription is (a destination of) one of its subscribers,
+	// with its opt-in link, unsubscribe link and expiry of unconfirmed
+	// destinations.
+	Subscribers *subscriber.Store
+	// Notify hands notification requests to the notifier's generic
+	// delivery (notifier.PublishRequests to notify.requests): the
+	// "notifier-deliver" stage sends each once per (subscriber,
+	// destination, subject, window) on its channels, SMTP e-mail included,
+	// with the subscriber's unsubscribe link.
+	Notify func(ctx context.Context, reqs ...notifier.Request) error
+	// Sender delivers to log destinations (development, the demo), which
+	// are no notifier subscribers.
+	Sender Sender
+}
+
 // Config configures the flow. Zero fields take their defaults.
 type Config struct {
 	// Partitions of the feed topics. Default 8.
 	Partitions int
-	// PublicURL is the API's public base URL, for the confirm and
-	// unsubscribe links. Default "http://localhost:8080".
+	// PublicURL is the API's public base URL, for the opt-in link of the
+	// confirmation requests (the notifier's /v1/confirm/<token>). Default
+	// "http://localhost:8080".
 	PublicURL string
 	// AssignLimit bounds the items one poll message assigns. Default 1000.
 	AssignLimit int
-	// Relay, when set, hands e-mail and webhook deliveries to the
-	// notifier's generic request path (notifier.PublishRequests to
-	// notify.requests): the "notifier-deliver" stage then sends them once
-	// per (destination, subject, window) on its channels, SMTP e-mail
-	// included. Log destinations, and every destination when Relay is nil,
-	// go through the Sender.
-	Relay func(ctx context.Context, r notifier.Request) error
 	// Logger defaults to slog.Default.
 	Logger *slog.Logger
 	// MeterProvider defaults to the global one.
@@ -94,7 +107,7 @@ type Flow struct {
 	topics Topics
 	store  *Store
 	pub    *stream.Publisher
-	sender Sender
+	deps   Deps
 	cfg    Config
 	log    *slog.Logger
 
@@ -108,19 +121,18 @@ type Flow struct {
 	crashPoint func(point string, p Poll) error
 }
 
-// New returns the flow over rdb. sender delivers the collections and
-// confirmations (a notifier.Dispatcher).
-func New(rdb redis.UniversalClient, pub *stream.Publisher, sender Sender, cfg Config) (*Flow, error) {
+// New returns the flow over rdb; see Deps.
+func New(rdb redis.UniversalClient, pub *stream.Publisher, deps Deps, cfg Config) (*Flow, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if sender == nil {
-		return nil, errors.New("feed: a sender is required")
+	if deps.Sender == nil || deps.Subscribers == nil || deps.Notify == nil {
+		return nil, errors.New("feed: a sender, the notifier's subscriber store and its notify function are required")
 	}
 	topics := NewTopics(cfg.Partitions)
 	meter := cfg.MeterProvider.Meter("github.com/dropstream/dropstream/flows/feed")
-	f := &Flow{rdb: rdb, topics: topics, store: NewStore(rdb, topics), pub: pub, sender: sender, cfg: cfg, log: cfg.Logger}
+	f := &Flow{rdb: rdb, topics: topics, store: NewStore(rdb, topics), pub: pub, deps: deps, cfg: cfg, log: cfg.Logger}
 	var err1, err2, err3 error
 	f.guidWarnings, err1 = meter.Int64Counter("dropstream.feed.guid_warnings",
 		metric.WithDescription("Feed items with a missing guid (synthesized from link and title) or a duplicate guid (dropped)."),

@@ -19,6 +19,8 @@ import (
 	"github.com/dropstream/dropstream/flows/feed/poll"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/email"
+	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -108,19 +110,24 @@ func (s *sink) messages(kind string) []Message {
 }
 
 // harness runs the flow's stages over a backend, a poller with a settable
-// clock and a simulated feed served over HTTP.
+// clock and a simulated feed served over HTTP, and the notifier's generic
+// delivery stage with its real email channel over an in-test SMTP server.
 type harness struct {
-	t      *testing.T
-	ctx    context.Context
-	rdb    redis.UniversalClient
-	flow   *Flow
-	poller *Poller
-	clock  *clock
-	sink   *sink
-	sim    *feedsim.Feed
-	srv    *httptest.Server
-	feed   Feed
-	reader *sdkmetric.ManualReader
+	t    *testing.T
+	ctx  context.Context
+	rdb  redis.UniversalClient
+	flow *Flow
+	subs *subscriber.Store
+	smtp *smtpServer
+	// requests is the notifier's request topic.
+	requests stream.Topic
+	poller   *Poller
+	clock    *clock
+	sink     *sink
+	sim      *feedsim.Feed
+	srv      *httptest.Server
+	feed     Feed
+	reader   *sdkmetric.ManualReader
 	// mode makes the server misbehave: "malformed", "huge", "slow", "loop".
 	mode atomic.Value
 }
@@ -163,8 +170,26 @@ func newHarness(t *testing.T, b backend, sim *feedsim.Feed, fd Feed, opts ...fun
 		t.Fatal(err)
 	}
 	pub := stream.NewPublisher(rdb, stream.Telemetry{})
+	if h.subs, err = subscriber.NewStore(rdb, subscriber.StoreConfig{}); err != nil {
+		t.Fatal(err)
+	}
+	h.smtp = startSMTP(t)
+	mailer, err := email.New(email.Config{Addr: h.smtp.addr, From: "feeds@dropstream.test", InsecureNoTLS: true, Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.requests = notifier.RequestTopic(2)
+	deliverer, err := notifier.NewDeliverer(rdb, h.requests, notifier.DeliverDeps{Subscribers: h.subs,
+		Channels: map[string]notifier.Channel{email.ChannelName: mailer}, Publisher: pub},
+		notifier.DeliverConfig{PublicURL: "http://api.test"}, stream.Telemetry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	notify := func(ctx context.Context, reqs ...notifier.Request) error {
+		return notifier.PublishRequests(ctx, pub, h.requests, reqs...)
+	}
 	h.reader = sdkmetric.NewManualReader()
-	h.flow, err = New(rdb, pub, disp, Config{Partitions: 4, PublicURL: "http://api.test",
+	h.flow, err = New(rdb, pub, Deps{Subscribers: h.subs, Notify: notify, Sender: disp}, Config{Partitions: 4, PublicURL: "http://api.test",
 		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader))})
 	if err != nil {
 		t.Fatal(err)
@@ -177,7 +202,7 @@ func newHarness(t *testing.T, b backend, sim *feedsim.Feed, fd Feed, opts ...fun
 		t.Fatal(err)
 	}
 	var wg sync.WaitGroup
-	for _, s := range h.flow.Stages() {
+	for _, s := range append(h.flow.Stages(), deliverer.Stage()) {
 		s.Config = stream.RunnerConfig{Block: 20 * time.Millisecond, ClaimInterval: 200 * time.Millisecond, ClaimIdle: 10 * time.Second, HandlerTimeout: 2 * time.Second,
 			Retry: stream.RetryConfig{InitialInterval: 5 * time.Millisecond}}
 		r, err := stream.NewRunner(rdb, s, stream.Telemetry{})
@@ -208,13 +233,14 @@ func (h *harness) pollAt(at time.Time) Poll {
 	return p
 }
 
-// settle waits until the polls and collections groups have read and
-// acknowledged every entry.
+// settle waits until the polls, collections and notifier requests groups
+// have read and acknowledged every entry.
 func (h *harness) settle() {
 	h.t.Helper()
 	testenv.WaitFor(h.t, waitTimeout, func() bool {
-		return drained(h.ctx, h.rdb, h.flow.topics.Polls, StageAssign) && drained(h.ctx, h.rdb, h.flow.topics.Collections, StageDeliver)
-	}, "feed stages did not drain")
+		return drained(h.ctx, h.rdb, h.flow.topics.Polls, StageAssign) && drained(h.ctx, h.rdb, h.flow.topics.Collections, StageDeliver) &&
+			drained(h.ctx, h.rdb, h.requests, notifier.DeliverStageName)
+	}, "feed and notifier stages did not drain")
 }
 
 // drained reports whether group has read and acknowledged every entry of
@@ -249,18 +275,16 @@ func drained(ctx context.Context, rdb redis.UniversalClient, topic stream.Topic,
 	return true
 }
 
-// subscribe adds a subscribable and a confirmed log subscription to it.
+// subscribe adds a subscribable and a log subscription (confirmed at once)
+// to it.
 func (h *harness) subscribe(name string, m Manager) Subscription {
 	h.t.Helper()
 	if _, _, err := h.flow.store.PutSubscribable(h.ctx, Subscribable{FeedID: h.feed.ID, Name: name, Manager: m}); err != nil {
 		h.t.Fatal(err)
 	}
-	sub, _, err := h.flow.store.CreateSubscription(h.ctx, h.feed.ID, name, Destination{Kind: DestLog, Name: "reader-" + name})
-	if err != nil {
-		h.t.Fatal(err)
-	}
-	if _, err := h.flow.store.Confirm(h.ctx, sub.ConfirmToken); err != nil {
-		h.t.Fatal(err)
+	sub, _, err := h.flow.Subscribe(h.ctx, h.feed.ID, name, Destination{Kind: DestLog, Name: "reader-" + name})
+	if err != nil || !sub.Confirmed {
+		h.t.Fatalf("log subscription %+v: %v", sub, err)
 	}
 	return sub
 }

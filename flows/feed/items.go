@@ -10,7 +10,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
-	"github.com/dropstream/dropstream/stream"
 )
 
 // ItemView is an item as the API shows it. A cleared item has no content.
@@ -74,21 +73,4 @@ func ms(s string) time.Time {
 		return time.Time{}
 	}
 	return time.UnixMilli(n).UTC()
-}
-
-// Subscribe creates an unconfirmed subscription and asks the delivery
-// stage to send it its confirmation request. Subscribing an existing
-// destination again returns its subscription and, while it is not
-// confirmed, asks for the confirmation again (the delivery ledger still
-// sends it once).
-func (f *Flow) Subscribe(ctx context.Context, feedID, name string, dest Destination) (Subscription, bool, error) {
-	sub, created, err := f.store.CreateSubscription(ctx, feedID, name, dest)
-	if err != nil || sub.Confirmed {
-		return sub, created, err
-	}
-	body, _ := json.Marshal(ConfirmRequest{FeedID: feedID, SubscriptionID: sub.ID})
-	if err := f.pub.Publish(ctx, f.topics.Collections, stream.NewMessage(feedID, TypeConfirm, body)); err != nil {
-		return sub, created, fmt.Errorf("feed: ask for confirmation: %w", err)
-	}
-	return sub, created, nil
 }

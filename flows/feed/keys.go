@@ -15,7 +15,8 @@ const FlowName = "feed"
 //	ds:{feeds}:subscription:<id>             string: Subscription JSON
 //	ds:{feeds}:subscriptions:<feed>/<name>   sorted set, score 0: subscription ids
 //	ds:{feeds}:unique:<feed>/<name>          hash: destination core → subscription id
-//	ds:{feeds}:token:<token>                 string: "confirm:<id>" or "unsubscribe:<id>"
+//	ds:{feeds}:notifier:<core hash>          string: "<subscriber id>|<destination id>", the notifier
+//	                                         destination the flow created for a destination core
 //	ds:{feeds}:validators                    hash: feed id → poll.Validators JSON
 //
 // Item state lives in the partition of the feed (tag {feed.p}, p the
@@ -34,6 +35,7 @@ const FlowName = "feed"
 //	ds:{feed.p}:feed:<id>:coll:<sub>:<w>:i   list: the iids assigned to the collection
 //	ds:{feed.p}:feed:<id>:open               sorted set: "<sub>\x00<w>" of open collections by due (ms)
 //	ds:{feed.p}:feed:<id>:seq:<sub>          string: the open EveryN collection's number
+//	ds:{feed.p}:feed:<id>:dropped            hash: name → 1, subscribables deleted (assignment skips them)
 //	ds:{feed.p}:collections                  stream: completed collections (Topics.Collections)
 //	ds:{feed.p}:history                      stream: item history (Topics.History)
 const defsTag = "{feeds}"
@@ -45,8 +47,7 @@ type Topics struct {
 	// Polls carries one Poll per fetch of a feed (or a tick when the fetch
 	// failed), keyed by feed id.
 	Polls stream.Topic
-	// Collections carries completed collections and confirmation requests,
-	// keyed by feed id.
+	// Collections carries completed collections, keyed by feed id.
 	Collections stream.Topic
 	// History carries item history events for ClickHouse.
 	History stream.Topic

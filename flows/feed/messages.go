@@ -12,8 +12,10 @@ import (
 const (
 	TypePoll       = "feed.poll"
 	TypeCollection = "feed.collection"
-	TypeConfirm    = "feed.confirm"
 	TypeItemEvent  = "feed.item_event"
+	// typeConfirm messages asked for a confirmation before confirmations
+	// went through the notifier; any left on the topic are dropped.
+	typeConfirm = "feed.confirm"
 )
 
 // Poll is one poll of a feed, on Topics.Polls. A failed fetch is a Poll
@@ -46,13 +48,6 @@ type Collection struct {
 	CompletedMs  int64       `json:"completed_ms"`
 	IIDs         []string    `json:"iids"`
 	Items        []poll.Item `json:"items"`
-}
-
-// ConfirmRequest asks the delivery stage to send a subscription its
-// confirmation message, on Topics.Collections.
-type ConfirmRequest struct {
-	FeedID         string `json:"feed_id"`
-	SubscriptionID string `json:"subscription_id"`
 }
 
 // Item event kinds, the kind column of feed_item_events.

@@ -6,11 +6,11 @@ import (
 	"encoding/json"
 	"fmt"
 	htmltemplate "html/template"
-	"net/url"
 	"strconv"
 	texttemplate "text/template"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/notifier"
 )
 
 //go:embed templates/*.tmpl
@@ -21,41 +21,37 @@ var (
 	htmlTemplates = htmltemplate.Must(htmltemplate.ParseFS(templateFS, "templates/*.html.tmpl"))
 )
 
-// Message is a rendered message: what an e-mail channel sends (Subject,
-// Text and HTML as the two parts of a multipart/alternative mail, To) and
-// what a webhook receives as its JSON body, with the items themselves.
+// Message is a rendered message: its subject, its text and HTML bodies
+// (the templates in templates/) and the items themselves. Log destinations
+// receive it whole as JSON; the notifier's channels receive it as a
+// notifier.Request (see collectionRequest).
 type Message struct {
-	Kind           string      `json:"kind"` // "collection" or "confirm"
-	To             string      `json:"to,omitempty"`
-	FeedID         string      `json:"feed_id"`
-	FeedURL        string      `json:"feed_url"`
-	Subscribable   string      `json:"subscribable"`
-	SubscriptionID string      `json:"subscription_id"`
+	Kind         string `json:"kind"` // "collection" or "confirm"
+	FeedID       string `json:"feed_id"`
+	FeedURL      string `json:"feed_url"`
+	Subscribable string `json:"subscribable"`
+	// SubscriptionID is set for log destinations.
+	SubscriptionID string      `json:"subscription_id,omitempty"`
 	Collection     string      `json:"collection,omitempty"`
 	Subject        string      `json:"subject"`
-	Text           string      `json:"text"`
-	HTML           string      `json:"html"`
+	Text           string      `json:"text,omitempty"`
+	HTML           string      `json:"html,omitempty"`
 	Items          []poll.Item `json:"items,omitempty"`
 	ConfirmURL     string      `json:"confirm_url,omitempty"`
-	UnsubscribeURL string      `json:"unsubscribe_url"`
 }
 
-// view is what the templates see.
+// view is what the templates see. More counts the items left out of a
+// text that had to fit notifier.MaxTextLen.
 type view struct {
-	Title, Subscribable, FeedURL, ConfirmURL, UnsubscribeURL string
-	Items                                                    []poll.Item
+	Title, Subscribable, FeedURL, ConfirmURL string
+	Items                                    []poll.Item
+	More                                     int
 }
 
-// links returns the confirm and unsubscribe URLs of a subscription under
-// the API's public base URL.
-func links(base string, sub Subscription) (confirm, unsubscribe string) {
-	return base + "/v1/feed-links/confirm?token=" + url.QueryEscape(sub.ConfirmToken),
-		base + "/v1/feed-links/unsubscribe?token=" + url.QueryEscape(sub.UnsubscribeToken)
-}
-
-// renderCollection renders a completed collection for one subscription.
-func renderCollection(base string, f Feed, sub Subscription, c Collection) (Message, error) {
-	_, unsub := links(base, sub)
+// renderCollection renders a completed collection: the text lists the
+// items with their links, as many as fit notifier.MaxTextLen (then a line
+// counts the others and points to the feed); the HTML lists them all.
+func renderCollection(f Feed, c Collection) (Message, error) {
 	title := strconv.Itoa(len(c.Items)) + " new items: " + c.Subscribable
 	if len(c.Items) == 1 {
 		title = c.Items[0].Title
@@ -63,32 +59,75 @@ func renderCollection(base string, f Feed, sub Subscription, c Collection) (Mess
 			title = "New item: " + c.Subscribable
 		}
 	}
-	m := Message{Kind: "collection", To: sub.Destination.address(), FeedID: f.ID, FeedURL: f.URL, Subscribable: c.Subscribable,
-		SubscriptionID: sub.ID, Collection: c.Within, Subject: title, Items: c.Items, UnsubscribeURL: unsub}
-	return m, render(&m, "collection", view{Title: title, Subscribable: c.Subscribable, FeedURL: f.URL, UnsubscribeURL: unsub, Items: c.Items})
-}
-
-// renderConfirm renders the confirmation request of a subscription.
-func renderConfirm(base string, f Feed, sub Subscription) (Message, error) {
-	confirm, unsub := links(base, sub)
-	m := Message{Kind: "confirm", To: sub.Destination.address(), FeedID: f.ID, FeedURL: f.URL, Subscribable: sub.Subscribable,
-		SubscriptionID: sub.ID, Subject: "Confirm your subscription to " + sub.Subscribable, ConfirmURL: confirm, UnsubscribeURL: unsub}
-	return m, render(&m, "confirm", view{Subscribable: sub.Subscribable, FeedURL: f.URL, ConfirmURL: confirm, UnsubscribeURL: unsub})
-}
-
-func render(m *Message, name string, v view) error {
-	var text, html bytes.Buffer
-	if err := textTemplates.ExecuteTemplate(&text, name+".txt.tmpl", v); err != nil {
-		return fmt.Errorf("feed: render %s text: %w", name, err)
+	title = clip(title, notifier.MaxTextLen)
+	m := Message{Kind: "collection", FeedID: f.ID, FeedURL: f.URL, Subscribable: c.Subscribable, Collection: c.Within,
+		Subject: title, Items: c.Items}
+	v := view{Title: title, Subscribable: c.Subscribable, FeedURL: f.URL, Items: c.Items}
+	var err error
+	if m.HTML, err = renderHTML("collection", v); err != nil {
+		return Message{}, err
 	}
-	if err := htmlTemplates.ExecuteTemplate(&html, name+".html.tmpl", v); err != nil {
-		return fmt.Errorf("feed: render %s html: %w", name, err)
-	}
-	m.Text, m.HTML = text.String(), html.String()
-	return nil
+	m.Text, err = fitText("collection", v)
+	return m, err
 }
 
-// body is the JSON document the channel sends.
+// renderConfirm renders the confirmation request of a subscription to a
+// subscribable, with its opt-in link.
+func renderConfirm(f Feed, subscribable, confirmURL string) (Message, error) {
+	m := Message{Kind: "confirm", FeedID: f.ID, FeedURL: f.URL, Subscribable: subscribable,
+		Subject: "Confirm your subscription to " + subscribable, ConfirmURL: confirmURL}
+	v := view{Subscribable: subscribable, FeedURL: f.URL, ConfirmURL: confirmURL}
+	var err error
+	if m.HTML, err = renderHTML("confirm", v); err != nil {
+		return Message{}, err
+	}
+	m.Text, err = fitText("confirm", v)
+	return m, err
+}
+
+func renderHTML(name string, v view) (string, error) {
+	var b bytes.Buffer
+	if err := htmlTemplates.ExecuteTemplate(&b, name+".html.tmpl", v); err != nil {
+		return "", fmt.Errorf("feed: render %s html: %w", name, err)
+	}
+	return b.String(), nil
+}
+
+// fitText renders the text template with as many of v's items as fit
+// notifier.MaxTextLen (the bound of a request's text), the first ones.
+func fitText(name string, v view) (string, error) {
+	all := v.Items
+	render := func(n int) (string, error) {
+		v.Items, v.More = all[:n], len(all)-n
+		var b bytes.Buffer
+		if err := textTemplates.ExecuteTemplate(&b, name+".txt.tmpl", v); err != nil {
+			return "", fmt.Errorf("feed: render %s text: %w", name, err)
+		}
+		return b.String(), nil
+	}
+	s, err := render(len(all))
+	if err != nil || len(s) <= notifier.MaxTextLen {
+		return s, err
+	}
+	lo, hi := 0, len(all) // the longest prefix that fits is in [lo, hi)
+	for hi-lo > 1 {
+		mid := (lo + hi) / 2
+		if s, err = render(mid); err != nil {
+			return "", err
+		}
+		if len(s) <= notifier.MaxTextLen {
+			lo = mid
+		} else {
+			hi = mid
+		}
+	}
+	if s, err = render(lo); err != nil {
+		return "", err
+	}
+	return clip(s, notifier.MaxTextLen), nil
+}
+
+// body is the JSON document a log destination receives.
 func (m Message) body() []byte {
 	b, _ := json.Marshal(m)
 	return b

@@ -36,16 +36,9 @@ type subscribeBody struct {
 	Destination Destination `json:"destination"`
 }
 
-// linkResult is the answer of the confirm and unsubscribe links.
-type linkResult struct {
-	Subscription string `json:"subscription"`
-	Subscribable string `json:"subscribable"`
-	Status       string `json:"status"`
-}
-
-// Register adds the feed API to srv. The confirm and unsubscribe links
-// (GET /v1/feed-links/confirm|unsubscribe?token=) need no API key: their
-// random token is the credential, and recipients click them in mail.
+// Register adds the feed API to srv. The opt-in and unsubscribe links of
+// e-mail and webhook subscriptions are the notifier's (/v1/confirm/ and
+// /v1/unsubscribe/, api.SubscriberRoutes).
 func (f *Flow) Register(srv *api.Server) {
 	tag := "feeds"
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusCreated,
@@ -71,14 +64,11 @@ func (f *Flow) Register(srv *api.Server) {
 		Summary: "Remove a subscribable and its subscriptions", Handler: f.deleteSubscribable})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeWrite,
 		Status: http.StatusCreated, Body: subscribeBody{}, Response: Subscription{},
-		Summary: "Subscribe a destination (unconfirmed until its confirm link is followed; a webhook secret is shown only here)", Handler: f.postSubscription})
+		Summary: "Subscribe a destination: e-mail and webhook destinations are notifier subscribers, unconfirmed until the notifier's opt-in link sent to them is followed (an address already confirmed there is confirmed at once); a webhook secret is shown only when its notifier destination is created", Handler: f.postSubscription})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeRead,
-		Summary: "A subscribable's subscriptions", Response: subscriptionPage{}, Handler: f.listSubscriptions})
+		Summary: "A subscribable's subscriptions, confirmed as the notifier says (unsubscribed ones are left out)", Response: subscriptionPage{}, Handler: f.listSubscriptions})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feed-subscriptions/:sid", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
 		Summary: "Remove a subscription", Handler: f.deleteSubscription})
-	srv.App().Get("/v1/feed-links/confirm", f.confirmLink)
-	srv.App().Get("/v1/feed-links/unsubscribe", f.unsubscribeLink)
-	srv.App().Post("/v1/feed-links/unsubscribe", f.unsubscribeLink)
 }
 
 // apiError maps the package's errors to API errors.
@@ -227,7 +217,6 @@ func (f *Flow) postSubscription(c *fiber.Ctx) error {
 	if err != nil {
 		return apiError(err, "subscription")
 	}
-	sub.ConfirmToken, sub.UnsubscribeToken = "", ""
 	if created {
 		c.Status(http.StatusCreated)
 	}
@@ -238,7 +227,7 @@ func (f *Flow) listSubscriptions(c *fiber.Ctx) error {
 	if _, err := f.store.Subscribable(c.UserContext(), c.Params("id"), c.Params("name")); err != nil {
 		return apiError(err, "subscribable")
 	}
-	subs, err := f.store.Subscriptions(c.UserContext(), c.Params("id"), c.Params("name"), false)
+	subs, err := f.Subscriptions(c.UserContext(), c.Params("id"), c.Params("name"))
 	if err != nil {
 		return err
 	}
@@ -254,20 +243,4 @@ func (f *Flow) deleteSubscription(c *fiber.Ctx) error {
 		return apiError(err, "subscription")
 	}
 	return c.SendStatus(http.StatusNoContent)
-}
-
-func (f *Flow) confirmLink(c *fiber.Ctx) error {
-	sub, err := f.store.Confirm(c.UserContext(), c.Query("token"))
-	if err != nil {
-		return apiError(err, "token")
-	}
-	return c.JSON(linkResult{Subscription: sub.ID, Subscribable: sub.Subscribable, Status: "confirmed"})
-}
-
-func (f *Flow) unsubscribeLink(c *fiber.Ctx) error {
-	sub, err := f.store.Unsubscribe(c.UserContext(), c.Query("token"))
-	if err != nil {
-		return apiError(err, "token")
-	}
-	return c.JSON(linkResult{Subscription: sub.ID, Subscribable: sub.Subscribable, Status: "unsubscribed"})
 }

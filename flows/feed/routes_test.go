@@ -7,10 +7,8 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
-	"net/url"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
@@ -50,59 +48,6 @@ func newAPI(t *testing.T, f *Flow) *api.Server {
 	}
 	f.Register(srv)
 	return srv
-}
-
-func TestRoutes_subscribeConfirmDeliverUnsubscribe(t *testing.T) {
-	b := backends()[1]
-	sim := feedsim.New(feedsim.RSS, item("1", "one"))
-	h := newHarness(t, b, sim, Feed{IncludeExisting: true})
-	srv := newAPI(t, h.flow)
-
-	var sb Subscribable
-	if code := call(t, srv, "POST", "/v1/feeds/"+h.feed.ID+"/subscribables", Subscribable{Name: "each", Manager: Manager{Kind: EachItem}}, &sb); code != http.StatusCreated {
-		t.Fatalf("POST subscribable: %d", code)
-	}
-	var sub Subscription
-	dest := map[string]any{"destination": Destination{Kind: DestLog, Name: "buffy"}}
-	if code := call(t, srv, "POST", "/v1/feeds/"+h.feed.ID+"/subscribables/each/subscriptions", dest, &sub); code != http.StatusCreated || sub.Confirmed {
-		t.Fatalf("POST subscription: %d %+v", code, sub)
-	}
-	if code := call(t, srv, "POST", "/v1/feeds/"+h.feed.ID+"/subscribables/each/subscriptions", dest, &sub); code != http.StatusOK {
-		t.Fatalf("POST the same destination again: %d, want 200 (one subscription per unique core)", code)
-	}
-	h.pollAt(t0) // unconfirmed: item 1 is not sent to it
-	confirms := h.sink.messages("confirm")
-	if len(confirms) != 1 || confirms[0].SubscriptionID != sub.ID || !strings.Contains(confirms[0].Text, confirms[0].ConfirmURL) ||
-		!strings.Contains(confirms[0].HTML, "Confirm") {
-		t.Fatalf("confirmation messages %+v, want one with its link in the text", confirms)
-	}
-	if got := h.sink.messages("collection"); len(got) != 0 {
-		t.Fatalf("an unconfirmed subscription got %d collections", len(got))
-	}
-	u, _ := url.Parse(confirms[0].ConfirmURL)
-	var res linkResult
-	if code := call(t, srv, "GET", u.RequestURI(), nil, &res); code != http.StatusOK || res.Status != "confirmed" {
-		t.Fatalf("confirm link: %d %+v", code, res)
-	}
-	sim.Add(item("2", "two"))
-	h.pollAt(t0.Add(time.Minute))
-	got := h.sink.messages("collection")
-	if len(got) != 1 || got[0].Items[0].GUID != "2" || !strings.Contains(got[0].HTML, `href="https://example.org/2"`) ||
-		!strings.Contains(got[0].Text, "https://example.org/2") || !strings.Contains(got[0].Text, got[0].UnsubscribeURL) {
-		t.Fatalf("collections %+v, want item 2 with its link in text and HTML and the unsubscribe link", got)
-	}
-	u, _ = url.Parse(got[0].UnsubscribeURL)
-	if code := call(t, srv, "GET", u.RequestURI(), nil, &res); code != http.StatusOK || res.Status != "unsubscribed" {
-		t.Fatalf("unsubscribe link: %d %+v", code, res)
-	}
-	if code := call(t, srv, "GET", u.RequestURI(), nil, nil); code != http.StatusNotFound {
-		t.Fatalf("unsubscribe link twice: %d, want 404", code)
-	}
-	sim.Add(item("3", "three"))
-	h.pollAt(t0.Add(2 * time.Minute))
-	if got := h.sink.messages("collection"); len(got) != 1 {
-		t.Fatalf("%d collections after unsubscribing, want still 1", len(got))
-	}
 }
 
 func TestRoutes_feedsCRUDAndValidation(t *testing.T) {

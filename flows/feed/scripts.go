@@ -20,6 +20,26 @@ local function history(hist, tp, feed, now, kind, iid, guid, hash, sub, within)
 end
 `
 
+// luaRelease releases an item from one collection (ARGV of the caller:
+// prefix, hist, tp, feed, now): an assigned item no collection waits for
+// any more is Cleared, its content dropped, its guid and hash kept.
+// delivered records the delivery of the item first.
+const luaRelease = `
+local function release(prefix, hist, tp, feed, now, iid, delivered, name, within)
+  local k = prefix .. 'item:' .. iid
+  local h = redis.call('HMGET', k, 'hash', 'state')
+  if not h[2] then return end
+  local guid = redis.call('HGET', prefix .. 'guids', iid)
+  if delivered then history(hist, tp, feed, now, 'delivered', iid, guid, h[1], name, within) end
+  local refs = redis.call('HINCRBY', k, 'refs', -1)
+  if refs <= 0 and h[2] == 'a' then
+    redis.call('HSET', k, 'state', 'c')
+    redis.call('HDEL', prefix .. 'content', iid)
+    history(hist, tp, feed, now, 'cleared', iid, guid, h[1], '', '')
+  end
+end
+`
+
 // observeScript applies one successful poll to a feed's items.
 // KEYS[1] meta. ARGV: prefix, now ms, include_existing (0|1), hist, tp,
 // feed, then (iid, guid, hash, content, order) per item; order is the
@@ -75,7 +95,8 @@ return {0, new, edited}`)
 // assignScript assigns every assignable item of a feed to all the
 // collections of the feed's subscribables, each item in this one atomic
 // step, then completes the collections that are due and forwards each to
-// the collections stream in the same step.
+// the collections stream in the same step. Subscribables marked dropped
+// (dropScript) are skipped.
 // KEYS[1] meta. ARGV: prefix, now, min ms, await ms, max ms, colls, hist,
 // tp, feed, limit, then (name, kind, within, due, n) per subscribable.
 // Returns {assigned, completed}.
@@ -85,7 +106,11 @@ local mind, await, maxd = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5]
 local colls, hist, tp, feed, limit = ARGV[6], ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10])
 local subs = {}
 for i = 11, #ARGV, 5 do
-  subs[#subs + 1] = {name = ARGV[i], kind = ARGV[i+1], within = ARGV[i+2], due = ARGV[i+3], n = tonumber(ARGV[i+4])}
+  -- a subscribable being deleted (dropScript) takes no more items, even
+  -- when the caller read the definitions before it went
+  if redis.call('HEXISTS', prefix .. 'dropped', ARGV[i]) == 0 then
+    subs[#subs + 1] = {name = ARGV[i], kind = ARGV[i+1], within = ARGV[i+2], due = ARGV[i+3], n = tonumber(ARGV[i+4])}
+  end
 end
 local completed = 0
 local function complete(name, within)
@@ -163,28 +188,47 @@ return {assigned, completed}`)
 // waits for any more is Cleared: its content dropped, its guid and hash
 // kept) and deletes the collection. A second run finds nothing to do.
 // KEYS[1] meta. ARGV: prefix, now, hist, tp, feed, name, within.
-var cleanupScript = redis.NewScript(luaHistory + `
+var cleanupScript = redis.NewScript(luaHistory + luaRelease + `
 local prefix, now, hist, tp, feed, name, within = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6], ARGV[7]
 local ck = prefix .. 'coll:' .. name .. ':' .. within
 if redis.call('EXISTS', ck) == 0 then return 0 end
 local iids = redis.call('LRANGE', ck .. ':i', 0, -1)
 for _, iid in ipairs(iids) do
-  local k = prefix .. 'item:' .. iid
-  local h = redis.call('HMGET', k, 'hash', 'state')
-  if h[2] then
-    local guid = redis.call('HGET', prefix .. 'guids', iid)
-    history(hist, tp, feed, now, 'delivered', iid, guid, h[1], name, within)
-    local refs = redis.call('HINCRBY', k, 'refs', -1)
-    if refs <= 0 and h[2] == 'a' then
-      redis.call('HSET', k, 'state', 'c')
-      redis.call('HDEL', prefix .. 'content', iid)
-      history(hist, tp, feed, now, 'cleared', iid, guid, h[1], '', '')
-    end
-  end
+  release(prefix, hist, tp, feed, now, iid, true, name, within)
 end
 redis.call('DEL', ck, ck .. ':i')
 redis.call('ZREM', prefix .. 'open', name .. '\0' .. within)
 return #iids`)
+
+// dropScript runs when a subscribable is deleted: it marks the name
+// dropped in the feed's partition (assignScript then skips it, also when
+// its caller read the definitions earlier), releases the items of its open
+// collections (an every-n collection short of n, a daily or weekly window
+// not yet due) without delivering them, deletes those collections and
+// restarts its every-n numbering. A completed collection still on its way
+// to delivery is left to cleanupScript. Running it again finds nothing.
+// KEYS[1] meta. ARGV: prefix, now, hist, tp, feed, name. Returns the
+// items released.
+var dropScript = redis.NewScript(luaHistory + luaRelease + `
+local prefix, now, hist, tp, feed, name = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6]
+redis.call('HSET', prefix .. 'dropped', name, '1')
+redis.call('DEL', prefix .. 'seq:' .. name)
+local released = 0
+for _, m in ipairs(redis.call('ZRANGE', prefix .. 'open', 0, -1)) do
+  local sep = string.find(m, '\0', 1, true)
+  if string.sub(m, 1, sep - 1) == name then
+    local within = string.sub(m, sep + 1)
+    local ck = prefix .. 'coll:' .. name .. ':' .. within
+    local iids = redis.call('LRANGE', ck .. ':i', 0, -1)
+    for _, iid in ipairs(iids) do
+      release(prefix, hist, tp, feed, now, iid, false, name, within)
+    end
+    released = released + #iids
+    redis.call('DEL', ck, ck .. ':i')
+    redis.call('ZREM', prefix .. 'open', m)
+  end
+end
+return released`)
 
 // excludeScript marks an Unassigned item Excluded. KEYS[1] meta. ARGV:
 // prefix, now, hist, tp, feed, iid. Returns the state before.

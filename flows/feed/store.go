@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strconv"
 	"strings"
 	"time"
 
@@ -133,7 +134,7 @@ func (s *Store) DeleteFeed(ctx context.Context, id string) error {
 			return fmt.Errorf("feed: delete items of %s: %w", id, err)
 		}
 	}
-	return s.rdb.Del(ctx, prefix+"unassigned", prefix+"meta", prefix+"open", prefix+"guids", prefix+"content").Err()
+	return s.rdb.Del(ctx, prefix+"unassigned", prefix+"meta", prefix+"open", prefix+"guids", prefix+"content", prefix+"dropped").Err()
 }
 
 func subKey(feedID, name string) string { return feedID + "/" + name }
@@ -150,6 +151,14 @@ func (s *Store) PutSubscribable(ctx context.Context, sb Subscribable) (Subscriba
 	}
 	sb.Added = s.now().UTC().Truncate(time.Millisecond)
 	body, _ := json.Marshal(sb)
+	if exists, err := s.rdb.HExists(ctx, defsKey("subscribables:"+sb.FeedID), sb.Name).Result(); err != nil {
+		return Subscribable{}, false, fmt.Errorf("feed: put subscribable: %w", err)
+	} else if !exists {
+		// A name deleted before (dropScript) takes items again.
+		if err := s.rdb.HDel(ctx, s.topics.feedPrefix(sb.FeedID)+"dropped", sb.Name).Err(); err != nil {
+			return Subscribable{}, false, fmt.Errorf("feed: put subscribable: %w", err)
+		}
+	}
 	ok, err := s.rdb.HSetNX(ctx, defsKey("subscribables:"+sb.FeedID), sb.Name, body).Result()
 	if err != nil {
 		return Subscribable{}, false, fmt.Errorf("feed: put subscribable: %w", err)
@@ -203,14 +212,16 @@ func (s *Store) Subscribables(ctx context.Context, feedID string) ([]Subscribabl
 	return out, nil
 }
 
-// DeleteSubscribable removes a subscribable and its subscriptions. Its
-// open collections are not completed: their items are released when the
-// collections' keys are next visited (see the completion script).
+// DeleteSubscribable removes a subscribable and its subscriptions, and
+// closes its open collections (see dropScript): their items are released
+// undelivered, so items no other collection waits for become Cleared. A
+// completed collection already on its way is delivered to nobody and then
+// released. Deleting again after a failure finishes the job.
 func (s *Store) DeleteSubscribable(ctx context.Context, feedID, name string) error {
 	if _, err := s.Subscribable(ctx, feedID, name); err != nil {
 		return err
 	}
-	subs, err := s.Subscriptions(ctx, feedID, name, false)
+	subs, err := s.Subscriptions(ctx, feedID, name)
 	if err != nil {
 		return err
 	}
@@ -218,6 +229,12 @@ func (s *Store) DeleteSubscribable(ctx context.Context, feedID, name string) err
 		if err := s.DeleteSubscription(ctx, sub.ID); err != nil && !errors.Is(err, ErrNotFound) {
 			return err
 		}
+	}
+	prefix := s.topics.feedPrefix(feedID)
+	part := s.topics.Polls.Partition(feedID)
+	if err := dropScript.Run(ctx, s.rdb, []string{prefix + "meta"}, prefix, strconv.FormatInt(s.now().UnixMilli(), 10),
+		s.topics.History.Stream(part), "", feedID, name).Err(); err != nil {
+		return fmt.Errorf("feed: close the collections of %s: %w", name, err)
 	}
 	return s.rdb.HDel(ctx, defsKey("subscribables:"+feedID), name).Err()
 }

@@ -9,24 +9,22 @@ import (
 	"strings"
 	"time"
 
-	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/subscriber"
 )
 
 // Destination kinds and the notifier channel each is delivered on.
 const (
 	// DestEmail: an e-mail address, personal part allowed
-	// ("Buffy <b@slayers.org>"); delivered on the notifier's "email"
-	// channel when one is configured.
+	// ("Buffy <b@slayers.org>"); a notifier subscriber, delivered by the
+	// notifier's "email" channel.
 	DestEmail = "email"
-	// DestWebhook: an http(s) URL receiving the rendered collection as
-	// JSON, signed with the subscription's secret.
+	// DestWebhook: an http(s) URL receiving the collection as the
+	// notifier's signed JSON message; a notifier subscriber.
 	DestWebhook = "webhook"
-	// DestLog: a structured log line (development, the demo).
+	// DestLog: a structured log line (development, the demo), through the
+	// flow's Sender; confirmed when created.
 	DestLog = "log"
 )
-
-// ChannelEmail is the channel name e-mail destinations are sent on.
-const ChannelEmail = "email"
 
 // Destination is where a subscription's collections go (the seed's
 // destination_json). Unique returns its core: two destinations with the
@@ -76,30 +74,32 @@ func (d Destination) Unique() (string, error) {
 	return "", fmt.Errorf("%w destination: kind: want %s, %s or %s", ErrInvalid, DestEmail, DestWebhook, DestLog)
 }
 
-// Channel is the notifier channel the destination is delivered on.
-func (d Destination) Channel() string {
-	switch d.Kind {
-	case DestWebhook:
-		return notifier.ChannelWebhook
-	case DestLog:
-		return notifier.ChannelLog
-	}
-	return ChannelEmail
-}
-
-// address is the recipient address in channel terms.
-func (d Destination) address() string {
+// notifierDestination is the destination as the notifier's subscriber
+// store takes it (a bare e-mail address: the personal part names the
+// subscriber), and the subscriber's name. ok is false for a log
+// destination, which is no notifier subscriber.
+func (d Destination) notifierDestination() (dest subscriber.Destination, name string, ok bool) {
 	switch d.Kind {
 	case DestEmail:
-		return d.Address
+		a, err := mail.ParseAddress(d.Address)
+		if err != nil {
+			return subscriber.Destination{}, "", false
+		}
+		name = a.Name
+		if name == "" || len(name) > subscriber.MaxNameLen {
+			name = a.Address
+		}
+		return subscriber.Destination{Kind: subscriber.KindEmail, Address: a.Address}, clip(name, subscriber.MaxNameLen), true
 	case DestWebhook:
-		return d.URL
+		return subscriber.Destination{Kind: subscriber.KindWebhook, Address: d.URL}, clip(d.URL, subscriber.MaxNameLen), true
 	}
-	return ""
+	return subscriber.Destination{}, "", false
 }
 
-// Subscription maps a destination to a subscribable. Only confirmed
-// subscriptions receive collections.
+// Subscription maps a destination to a subscribable (the seed's
+// subscription table). An e-mail or webhook subscription delivers to a
+// destination of a notifier subscriber, which holds its confirmation and
+// its unsubscribe link; a log subscription is confirmed when created.
 type Subscription struct {
 	ID           string      `json:"id"`
 	FeedID       string      `json:"feed_id"`
@@ -107,20 +107,26 @@ type Subscription struct {
 	Destination  Destination `json:"destination"`
 	// Unique is the destination's core; one subscription per core and
 	// subscribable.
-	Unique    string    `json:"unique"`
+	Unique string `json:"unique"`
+	// SubscriberID and DestinationID name the notifier subscriber and
+	// destination the subscription delivers to (e-mail and webhook).
+	// Subscriptions of one destination core, to any subscribable, share
+	// them.
+	SubscriberID  string `json:"subscriber_id,omitempty"`
+	DestinationID string `json:"destination_id,omitempty"`
+	// Confirmed: the notifier destination is confirmed (active); always
+	// true for a log destination. Read from the notifier, never stored for
+	// e-mail and webhook destinations.
 	Confirmed bool      `json:"confirmed"`
 	Added     time.Time `json:"added"`
-	// Secret signs webhook deliveries; shown only when created.
+	// Secret signs webhook deliveries (the notifier destination's); shown
+	// only when the notifier destination is created.
 	Secret string `json:"secret,omitempty"`
-	// ConfirmToken and UnsubscribeToken make the links of the messages;
-	// never shown by the API.
-	ConfirmToken     string `json:"confirm_token,omitempty"`
-	UnsubscribeToken string `json:"unsubscribe_token,omitempty"`
 }
 
-// public returns the subscription without its secret and tokens.
+// public returns the subscription without its secret.
 func (s Subscription) public() Subscription {
-	s.Secret, s.ConfirmToken, s.UnsubscribeToken = "", "", ""
+	s.Secret = ""
 	return s
 }
 

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/notifier/subscriber"
 )
 
 // MaxSubscriptions bounds the subscriptions of one subscribable.
@@ -24,34 +26,25 @@ if redis.call('ZCARD', KEYS[3]) >= tonumber(ARGV[4]) then return redis.error_rep
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('SET', KEYS[2], ARGV[3])
 redis.call('ZADD', KEYS[3], 0, ARGV[2])
-redis.call('SET', KEYS[4], 'confirm:' .. ARGV[2])
-redis.call('SET', KEYS[5], 'unsubscribe:' .. ARGV[2])
 return ARGV[2]`)
 
-// CreateSubscription subscribes dest to a subscribable, unconfirmed. When
-// a subscription with the same destination core exists it is returned with
-// created false (its secret hidden).
-func (s *Store) CreateSubscription(ctx context.Context, feedID, name string, dest Destination) (Subscription, bool, error) {
-	core, err := dest.Unique()
-	if err != nil {
-		return Subscription{}, false, err
+// createSubscription stores sub (its ID, Unique, Added and, for e-mail
+// and webhook destinations, SubscriberID and DestinationID set) unless its
+// destination core is taken for the subscribable. When it is, the existing
+// subscription is returned with created false (its secret hidden).
+func (s *Store) createSubscription(ctx context.Context, sub Subscription) (Subscription, bool, error) {
+	stored := sub
+	stored.Secret = "" // the notifier keeps it
+	if sub.SubscriberID != "" {
+		stored.Confirmed = false // the notifier's destination status says
 	}
-	if _, err := s.Subscribable(ctx, feedID, name); err != nil {
-		return Subscription{}, false, err
-	}
-	sub := Subscription{ID: randomHex(12), FeedID: feedID, Subscribable: name, Destination: dest, Unique: core,
-		Added: s.now().UTC().Truncate(time.Millisecond), ConfirmToken: randomHex(16), UnsubscribeToken: randomHex(16)}
-	if dest.Kind == DestWebhook {
-		sub.Secret = "whsec_" + randomHex(32)
-	}
-	body, _ := json.Marshal(sub)
-	sk := subKey(feedID, name)
+	body, _ := json.Marshal(stored)
+	sk := subKey(sub.FeedID, sub.Subscribable)
 	id, err := createSubscription.Run(ctx, s.rdb, []string{defsKey("unique:" + sk), defsKey("subscription:" + sub.ID),
-		defsKey("subscriptions:" + sk), defsKey("token:" + sub.ConfirmToken), defsKey("token:" + sub.UnsubscribeToken)},
-		core, sub.ID, body, MaxSubscriptions).Text()
+		defsKey("subscriptions:" + sk)}, sub.Unique, sub.ID, body, MaxSubscriptions).Text()
 	if err != nil {
 		if strings.Contains(err.Error(), "FULL") {
-			return Subscription{}, false, fmt.Errorf("%w: subscribable %s has %d subscriptions", ErrConflict, name, MaxSubscriptions)
+			return Subscription{}, false, fmt.Errorf("%w: subscribable %s has %d subscriptions", ErrConflict, sub.Subscribable, MaxSubscriptions)
 		}
 		return Subscription{}, false, fmt.Errorf("feed: create subscription: %w", err)
 	}
@@ -62,8 +55,50 @@ func (s *Store) CreateSubscription(ctx context.Context, feedID, name string, des
 	return sub, true, nil
 }
 
-// Subscription returns one subscription, secret and tokens included, or
-// ErrNotFound.
+// existingSubscription returns the subscription of a destination core to
+// a subscribable, if any.
+func (s *Store) existingSubscription(ctx context.Context, feedID, name, core string) (Subscription, bool, error) {
+	id, err := s.rdb.HGet(ctx, defsKey("unique:"+subKey(feedID, name)), core).Result()
+	if errors.Is(err, redis.Nil) {
+		return Subscription{}, false, nil
+	}
+	if err != nil {
+		return Subscription{}, false, fmt.Errorf("feed: subscription of %s: %w", name, err)
+	}
+	sub, err := s.Subscription(ctx, id)
+	if errors.Is(err, ErrNotFound) {
+		return Subscription{}, false, nil
+	}
+	return sub, err == nil, err
+}
+
+// notifierKey is the key naming the notifier destination the flow created
+// for a notifier destination core.
+func notifierKey(core string) string { return defsKey("notifier:" + subscriber.CoreHash(core)) }
+
+// notifierDestination returns the notifier subscriber and destination ids
+// the flow created for a core ("" when none).
+func (s *Store) notifierDestination(ctx context.Context, core string) (subscriberID, destID string, err error) {
+	v, err := s.rdb.Get(ctx, notifierKey(core)).Result()
+	if errors.Is(err, redis.Nil) {
+		return "", "", nil
+	}
+	if err != nil {
+		return "", "", fmt.Errorf("feed: notifier destination: %w", err)
+	}
+	subscriberID, destID, _ = strings.Cut(v, "|")
+	return subscriberID, destID, nil
+}
+
+func (s *Store) setNotifierDestination(ctx context.Context, core, subscriberID, destID string) error {
+	if err := s.rdb.Set(ctx, notifierKey(core), subscriberID+"|"+destID, 0).Err(); err != nil {
+		return fmt.Errorf("feed: notifier destination: %w", err)
+	}
+	return nil
+}
+
+// Subscription returns one subscription as stored (Confirmed is the
+// notifier's to say for e-mail and webhook destinations), or ErrNotFound.
 func (s *Store) Subscription(ctx context.Context, id string) (Subscription, error) {
 	if !validID(id) {
 		return Subscription{}, ErrNotFound
@@ -82,9 +117,9 @@ func (s *Store) Subscription(ctx context.Context, id string) (Subscription, erro
 	return sub, nil
 }
 
-// Subscriptions returns the subscriptions of a subscribable (only the
-// confirmed ones when confirmedOnly), secrets and tokens included.
-func (s *Store) Subscriptions(ctx context.Context, feedID, name string, confirmedOnly bool) ([]Subscription, error) {
+// Subscriptions returns the subscriptions of a subscribable as stored
+// (see Subscription; Flow.Subscriptions adds the notifier's status).
+func (s *Store) Subscriptions(ctx context.Context, feedID, name string) ([]Subscription, error) {
 	ids, err := s.rdb.ZRange(ctx, defsKey("subscriptions:"+subKey(feedID, name)), 0, MaxSubscriptions-1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("feed: list subscriptions: %w", err)
@@ -106,7 +141,7 @@ func (s *Store) Subscriptions(ctx context.Context, feedID, name string, confirme
 				continue
 			}
 			var sub Subscription
-			if json.Unmarshal([]byte(raw), &sub) == nil && (sub.Confirmed || !confirmedOnly) {
+			if json.Unmarshal([]byte(raw), &sub) == nil {
 				out = append(out, sub)
 			}
 		}
@@ -114,53 +149,9 @@ func (s *Store) Subscriptions(ctx context.Context, feedID, name string, confirme
 	return out, nil
 }
 
-// Confirm confirms the subscription of a confirmation token.
-func (s *Store) Confirm(ctx context.Context, token string) (Subscription, error) {
-	sub, err := s.byToken(ctx, token, "confirm:")
-	if err != nil {
-		return Subscription{}, err
-	}
-	if sub.Confirmed {
-		return sub, nil
-	}
-	sub.Confirmed = true
-	body, _ := json.Marshal(sub)
-	// XX: a subscription removed meanwhile stays removed.
-	if err := s.rdb.SetArgs(ctx, defsKey("subscription:"+sub.ID), body, redis.SetArgs{Mode: "XX"}).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return Subscription{}, fmt.Errorf("feed: confirm: %w", err)
-	}
-	return sub, nil
-}
-
-// Unsubscribe removes the subscription of an unsubscribe token.
-func (s *Store) Unsubscribe(ctx context.Context, token string) (Subscription, error) {
-	sub, err := s.byToken(ctx, token, "unsubscribe:")
-	if err != nil {
-		return Subscription{}, err
-	}
-	return sub, s.DeleteSubscription(ctx, sub.ID)
-}
-
-func (s *Store) byToken(ctx context.Context, token, prefix string) (Subscription, error) {
-	if !validID(token) {
-		return Subscription{}, ErrNotFound
-	}
-	v, err := s.rdb.Get(ctx, defsKey("token:"+token)).Result()
-	if errors.Is(err, redis.Nil) {
-		return Subscription{}, ErrNotFound
-	}
-	if err != nil {
-		return Subscription{}, fmt.Errorf("feed: token: %w", err)
-	}
-	id, ok := strings.CutPrefix(v, prefix)
-	if !ok {
-		return Subscription{}, ErrNotFound
-	}
-	return s.Subscription(ctx, id)
-}
-
-// DeleteSubscription removes a subscription, its uniqueness entry and its
-// tokens.
+// DeleteSubscription removes a subscription and its uniqueness entry. The
+// notifier subscriber it delivered to stays (other subscriptions of the
+// same destination may share it; DELETE /v1/subscribers/{id} removes it).
 func (s *Store) DeleteSubscription(ctx context.Context, id string) error {
 	sub, err := s.Subscription(ctx, id)
 	if err != nil {
@@ -168,7 +159,7 @@ func (s *Store) DeleteSubscription(ctx context.Context, id string) error {
 	}
 	sk := subKey(sub.FeedID, sub.Subscribable)
 	pipe := s.rdb.TxPipeline()
-	pipe.Del(ctx, defsKey("subscription:"+id), defsKey("token:"+sub.ConfirmToken), defsKey("token:"+sub.UnsubscribeToken))
+	pipe.Del(ctx, defsKey("subscription:"+id))
 	pipe.ZRem(ctx, defsKey("subscriptions:"+sk), id)
 	pipe.HDel(ctx, defsKey("unique:"+sk), sub.Unique)
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -176,3 +167,6 @@ func (s *Store) DeleteSubscription(ctx context.Context, id string) error {
 	}
 	return nil
 }
+
+// now returns the store's clock, truncated to ms in UTC.
+func (s *Store) stamp() time.Time { return s.now().UTC().Truncate(time.Millisecond) }

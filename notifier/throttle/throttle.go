@@ -145,12 +145,23 @@ return 0`)
 // send may go now, or how long to wait before asking again (nothing was
 // taken then).
 func (t *Throttle) Take(ctx context.Context, dest, channel string) (time.Duration, error) {
-	keys := []string{DestinationKey(dest), ChannelKey(channel)}
-	limits := []Limit{t.cfg.Destination, t.cfg.Channels[channel]}
-	if t.cfg.Disabled {
-		limits = []Limit{{}, {}}
+	keys, args := t.takeArgs(dest, channel)
+	ms, err := takeScript.Run(ctx, t.rdb, keys, args...).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("throttle: take %s: %w", dest, err)
 	}
-	args := []any{t.cfg.Now().UnixMilli(), t.cfg.IdleTTL.Milliseconds()}
+	return time.Duration(ms) * time.Millisecond, nil
+}
+
+// takeArgs are the keys and arguments of takeScript for one send.
+func (t *Throttle) takeArgs(dest, channel string) ([]string, []any) {
+	keys := []string{DestinationKey(dest), ChannelKey(channel)}
+	limits := [2]Limit{t.cfg.Destination, t.cfg.Channels[channel]}
+	if t.cfg.Disabled {
+		limits = [2]Limit{}
+	}
+	args := make([]any, 0, 6)
+	args = append(args, t.cfg.Now().UnixMilli(), t.cfg.IdleTTL.Milliseconds())
 	for _, l := range limits {
 		if l.Unlimited() {
 			args = append(args, 0, 0)
@@ -158,11 +169,58 @@ func (t *Throttle) Take(ctx context.Context, dest, channel string) (time.Duratio
 			args = append(args, strconv.FormatFloat(l.Rate, 'f', -1, 64), l.burst())
 		}
 	}
-	ms, err := takeScript.Run(ctx, t.rdb, keys, args...).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("throttle: take %s: %w", dest, err)
+	return keys, args
+}
+
+// Ask is one send permission asked of TakeMany.
+type Ask struct {
+	Dest, Channel string
+}
+
+// TakeMany is Take for many sends in one round trip: one pipeline of the
+// take script, each take atomic on its own and in order, so sends to one
+// destination within a batch spend its tokens one after the other. It
+// returns each ask's wait (0: go now) or error.
+func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, []error) {
+	waits := make([]time.Duration, len(asks))
+	errs := make([]error, len(asks))
+	if len(asks) == 0 {
+		return waits, errs
 	}
-	return time.Duration(ms) * time.Millisecond, nil
+	cmds := make([]*redis.Cmd, len(asks))
+	run := func(eval func(redis.Pipeliner, []string, []any) *redis.Cmd, which []int) {
+		pipe := t.rdb.Pipeline()
+		for _, i := range which {
+			keys, args := t.takeArgs(asks[i].Dest, asks[i].Channel)
+			cmds[i] = eval(pipe, keys, args)
+		}
+		_, _ = pipe.Exec(ctx)
+	}
+	all := make([]int, len(asks))
+	for i := range all {
+		all[i] = i
+	}
+	run(func(p redis.Pipeliner, k []string, a []any) *redis.Cmd { return takeScript.EvalSha(ctx, p, k, a...) }, all)
+	var again []int
+	for i, c := range cmds {
+		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+			again = append(again, i)
+		}
+	}
+	if len(again) > 0 {
+		// A restarted or flushed Redis: those takes did nothing; EVAL loads
+		// the script.
+		run(func(p redis.Pipeliner, k []string, a []any) *redis.Cmd { return takeScript.Eval(ctx, p, k, a...) }, again)
+	}
+	for i, c := range cmds {
+		ms, err := c.Int64()
+		if err != nil {
+			errs[i] = fmt.Errorf("throttle: take %s: %w", asks[i].Dest, err)
+			continue
+		}
+		waits[i] = time.Duration(ms) * time.Millisecond
+	}
+	return waits, errs
 }
 
 // Block stops sends to dest until the time given (a receiver's

@@ -4,16 +4,19 @@
 // (application/json, errors included). Success is 200; every failure the
 // contract names — an unknown id, short stock or credit, a failed
 // checkout, malformed input — is 400 with the JSON error envelope
-// {"error":{"code","message"}}. Two answers are outside the contract: 503
-// "checkout_pending" when a checkout's saga has not finished within the
-// flow's timeout (it goes on; checking out again waits for it), and 500
-// when Redis fails.
+// {"error":{"code","message"}}. A checkout whose saga has not finished
+// within the flow's timeout is not a success, so it answers 400 too, with
+// the code "checkout_pending": the saga goes on and completes or is
+// compensated, and checking the order out again answers its final outcome
+// (200 once paid; a failed attempt answers 400 to the call waiting for it,
+// and a later checkout starts a new attempt). The one answer outside the
+// contract is 500 when Redis fails.
 package httpapi
 
 import (
 	"context"
 	"errors"
-	"net/http"
+	"fmt"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
@@ -98,8 +101,8 @@ func (r Routes) Register(srv *api.Server) {
 		message{}, r.batchOrders)
 }
 
-// fail maps the flow's errors to the contract's 400 (or 503 for a pending
-// checkout); other errors are returned as they are (500).
+// fail maps the flow's errors to the contract's 400 (a pending checkout
+// included); other errors are returned as they are (500).
 func fail(err error) error {
 	code := ""
 	switch {
@@ -114,7 +117,11 @@ func fail(err error) error {
 	case errors.Is(err, checkout.ErrCheckoutFailed):
 		code = "checkout_failed"
 	case errors.Is(err, checkout.ErrPending):
-		return api.NewError(http.StatusServiceUnavailable, "checkout_pending", err.Error()+"; check out again to wait for it")
+		// The contract answers 200 or 400 only: a checkout that is still
+		// running is not (yet) a success. The saga goes on; checking out
+		// again answers its final outcome.
+		code = "checkout_pending"
+		err = fmt.Errorf("%w; it will complete or be compensated, check out again for the final outcome", err)
 	default:
 		return err
 	}

@@ -238,11 +238,8 @@ func (r Routes) purchase(c *fiber.Ctx) error {
 	if err != nil {
 		return invalid("invalid_transaction", err)
 	}
-	txn := in.TxnID
-	if txn == "" {
-		txn = comic.DefaultTxnID(email, id)
-	}
-	rec, err := r.Flow.Sales.Purchase(c.UserContext(), email, id, in.Payment, txn)
+	// An empty txn_id is the default one of (email, comic, listing).
+	rec, err := r.Flow.Sales.Purchase(c.UserContext(), email, id, in.Payment, in.TxnID)
 	switch {
 	case errors.Is(err, comic.ErrInvalid):
 		return invalid("invalid_transaction", err)

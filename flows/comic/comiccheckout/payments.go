@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/flows/comic"
 )
 
 // Keys of the adapter, in their own slot.
@@ -43,8 +44,10 @@ func New(rdb redis.UniversalClient, svc *checkout.Service) *Payments {
 }
 
 // ErrRefused wraps a charge the saga refused (not enough credit, unknown
-// user).
-var ErrRefused = errors.New("comiccheckout: charge refused")
+// user); it wraps comic.ErrDeclined, so the comic flow knows nothing was
+// charged. Other errors of Charge (the saga still running after its
+// timeout, Redis errors) leave the outcome unknown.
+var ErrRefused = fmt.Errorf("comiccheckout: charge refused: %w", comic.ErrDeclined)
 
 // Charge checks out the transaction's order; see the package doc.
 func (p *Payments) Charge(ctx context.Context, txnID, payment string, cents int64) error {

@@ -10,7 +10,6 @@
 // every field, giving every item an identity (its guid, or one synthesized
 // from link and title) and a content hash of the fields a reader sees.
 //
-// The collector package does the same politeness for availability sources;
-// its token bucket and Retry-After parser are unexported, so this package
-// has its own small versions with the same semantics.
+// The token bucket and the Retry-After parser are package
+// internal/ratelimit's, shared with the collector's availability sources.
 package poll

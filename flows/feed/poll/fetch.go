@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/ratelimit"
 )
 
 // Errors of Fetch, for errors.Is.
@@ -140,7 +142,7 @@ type Fetcher struct {
 	cfg    Config
 	client *http.Client
 	mu     sync.Mutex
-	hosts  map[string]*bucket
+	hosts  map[string]*ratelimit.Bucket
 }
 
 // NewFetcher returns a fetcher; cfg is defaulted and validated.
@@ -149,7 +151,7 @@ func NewFetcher(cfg Config) (*Fetcher, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	f := &Fetcher{cfg: cfg, hosts: map[string]*bucket{}}
+	f := &Fetcher{cfg: cfg, hosts: map[string]*ratelimit.Bucket{}}
 	f.client = &http.Client{Transport: cfg.Transport, CheckRedirect: func(req *http.Request, via []*http.Request) error {
 		if len(via) > cfg.MaxRedirects {
 			return fmt.Errorf("%w: more than %d", ErrTooManyRedirects, cfg.MaxRedirects)
@@ -172,7 +174,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, v Validators) (Respo
 		return Response{}, fmt.Errorf("poll: bad feed URL %q", clip(rawURL, 200))
 	}
 	b := f.bucket(u.Host)
-	if err := b.wait(ctx); err != nil {
+	if err := b.Wait(ctx); err != nil {
 		return Response{}, err
 	}
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
@@ -204,11 +206,11 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, v Validators) (Respo
 		}
 		return out, nil
 	case resp.StatusCode == http.StatusTooManyRequests || resp.StatusCode == http.StatusServiceUnavailable:
-		d, ok := parseRetryAfter(resp.Header.Get("Retry-After"), time.Now(), f.cfg.MaxRetryAfter)
+		d, ok := ratelimit.ParseRetryAfter(resp.Header.Get("Retry-After"), time.Now(), f.cfg.MaxRetryAfter)
 		if !ok {
 			d = f.cfg.DefaultRetryAfter
 		}
-		b.pause(time.Now().Add(d))
+		b.Pause(time.Now().Add(d))
 		return Response{}, &Throttled{Status: resp.StatusCode, RetryAfter: d}
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return Response{}, fmt.Errorf("%w: %d", ErrStatus, resp.StatusCode)
@@ -235,13 +237,13 @@ func (f *Fetcher) transportError(ctx context.Context, err error) error {
 }
 
 // bucket returns the politeness bucket of a host.
-func (f *Fetcher) bucket(host string) *bucket {
+func (f *Fetcher) bucket(host string) *ratelimit.Bucket {
 	host = strings.ToLower(host)
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	b, ok := f.hosts[host]
 	if !ok {
-		b = &bucket{rate: f.cfg.RatePerHost, burst: float64(f.cfg.Burst), tokens: float64(f.cfg.Burst)}
+		b = ratelimit.NewBucket(f.cfg.RatePerHost, f.cfg.Burst)
 		f.hosts[host] = b
 	}
 	return b

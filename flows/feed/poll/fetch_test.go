@@ -167,28 +167,6 @@ func TestFetch_rejectsBadURLs(t *testing.T) {
 	}
 }
 
-func TestParseRetryAfter(t *testing.T) {
-	now := time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
-	tests := []struct {
-		in   string
-		want time.Duration
-		ok   bool
-	}{
-		{"", 0, false},
-		{"120", 2 * time.Minute, true},
-		{"99999999999999999999999", time.Hour, true},
-		{"Mon, 02 Mar 2026 09:00:30 GMT", 30 * time.Second, true},
-		{"Mon, 02 Mar 2026 08:00:00 GMT", 0, true},
-		{"soon", 0, false},
-	}
-	for _, tt := range tests {
-		got, ok := parseRetryAfter(tt.in, now, time.Hour)
-		if got != tt.want || ok != tt.ok {
-			t.Errorf("parseRetryAfter(%q) = %s, %v; want %s, %v", tt.in, got, ok, tt.want, tt.ok)
-		}
-	}
-}
-
 func TestConfig_Validate(t *testing.T) {
 	bad := []Config{{Timeout: time.Nanosecond}, {MaxBodyBytes: 10}, {MaxRedirects: 50}, {RatePerHost: -1}, {DefaultRetryAfter: 2 * time.Hour}}
 	for _, c := range bad {

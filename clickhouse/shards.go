@@ -1,0 +1,78 @@
+package clickhouse
+
+import (
+	"context"
+	"fmt"
+	"regexp"
+)
+
+// reDistributed reads the cluster name of a Distributed engine clause.
+var reDistributed = regexp.MustCompile(`^Distributed\(\s*'?([A-Za-z_][A-Za-z0-9_]*)'?\s*,`)
+
+// SchemaCluster returns the name of the cluster the schema on c's server
+// was created for by MigrateCluster (the cluster of the Distributed table
+// TableTransitions), or "" when the schema is a single server's.
+func SchemaCluster(ctx context.Context, c *Client) (string, error) {
+	rows, err := c.conn.Query(ctx, `SELECT engine_full FROM system.tables
+WHERE database = currentDatabase() AND name = ? AND engine = 'Distributed'`, TableTransitions)
+	if err != nil {
+		return "", fmt.Errorf("clickhouse: engine of %s: %w", TableTransitions, err)
+	}
+	defer rows.Close()
+	var engine string
+	for rows.Next() {
+		if err := rows.Scan(&engine); err != nil {
+			return "", fmt.Errorf("clickhouse: engine of %s: %w", TableTransitions, err)
+		}
+	}
+	if err := rows.Err(); err != nil {
+		return "", fmt.Errorf("clickhouse: engine of %s: %w", TableTransitions, err)
+	}
+	if engine == "" {
+		return "", nil
+	}
+	m := reDistributed.FindStringSubmatch(engine)
+	if m == nil {
+		return "", fmt.Errorf("clickhouse: %s is Distributed, but its cluster cannot be read from %q", TableTransitions, engine)
+	}
+	return m[1], nil
+}
+
+// onEveryShard runs fn on c's server alone (shard "") when the schema is a
+// single server's; in cluster mode it runs fn on every server of the
+// schema's cluster, in turn, with shard set to the server's host:port.
+// The servers are reached by dsns when given, else by the hosts
+// system.clusters lists, with the user, password, database and parameters
+// of c's DSN. It stops at the first error.
+func onEveryShard(ctx context.Context, c *Client, dsns []string, fn func(shard string, sc *Client) error) error {
+	cluster, err := SchemaCluster(ctx, c)
+	if err != nil {
+		return err
+	}
+	if cluster == "" {
+		if len(dsns) > 0 {
+			return fmt.Errorf("clickhouse: shard DSNs given, but the schema is not in cluster mode")
+		}
+		return fn("", c)
+	}
+	if len(dsns) == 0 {
+		if c.dsn == "" {
+			return fmt.Errorf("clickhouse: cluster mode needs the shards' DSNs: the client was not opened with a DSN")
+		}
+		if dsns, err = clusterDSNs(ctx, c.dsn, cluster); err != nil {
+			return err
+		}
+	}
+	for _, dsn := range dsns {
+		sc, err := Open(ctx, Config{DSN: dsn})
+		if err != nil {
+			return fmt.Errorf("clickhouse: shard %s: %w", dsnHost(dsn), err)
+		}
+		err = fn(dsnHost(dsn), sc)
+		_ = sc.Close()
+		if err != nil {
+			return fmt.Errorf("clickhouse: shard %s: %w", dsnHost(dsn), err)
+		}
+	}
+	return nil
+}

@@ -1,0 +1,182 @@
+package checkout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// sweepPage bounds the stale attempts one sweep takes per partition.
+const sweepPage = 500
+
+// SweepStats counts what one sweep did.
+type SweepStats struct {
+	// Stale is the number of open attempts older than Config.SweepAge
+	// looked at.
+	Stale int
+	// Resent is the number of commands sent again (forward commands of
+	// parts that have not answered, compensations not yet confirmed).
+	Resent int
+	// Abandoned is the number of parts given up after Config.AbandonAge.
+	Abandoned int
+	// Closed is the number of index entries dropped because their attempt
+	// had already finished or expired.
+	Closed int
+}
+
+// Sweep drives every attempt that has stayed open longer than
+// Config.SweepAge towards a final status, so that no saga stays unresolved
+// when a message was lost on the way (a command or outcome dead-lettered,
+// an intent never dispatched):
+//
+//   - a pending attempt younger than Config.AbandonAge gets the forward
+//     commands of its silent parts again; their effects are idempotent by
+//     the ledger, so a command that did apply only answers again;
+//   - a pending attempt older than Config.AbandonAge has its silent parts
+//     recorded as "abandoned": the attempt then compensates them like the
+//     parts that succeeded (a compensation undoes the effect if it was
+//     applied, and otherwise makes sure it never applies) and fails once
+//     every compensation is confirmed;
+//   - a compensating attempt gets its unconfirmed compensations again.
+//
+// An attempt that has been re-sent is not swept again before another
+// SweepAge. Sweeping concurrently from several processes is harmless.
+func (s *Service) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
+	var st SweepStats
+	cutoff := strconv.FormatInt(now.Add(-s.cfg.SweepAge).UnixMilli(), 10)
+	pipe := s.rdb.Pipeline()
+	ranges := make([]*redis.StringSliceCmd, s.cfg.Partitions)
+	for p := range s.cfg.Partitions {
+		ranges[p] = pipe.ZRangeByScore(ctx, s.keys.Open(p), &redis.ZRangeBy{Min: "-inf", Max: cutoff, Count: sweepPage})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return st, fmt.Errorf("checkout: sweep: list open attempts: %w", err)
+	}
+	type attempt struct {
+		order string
+		tr    int64
+		p     int
+		saga  *redis.MapStringStringCmd
+	}
+	var open []attempt
+	pipe = s.rdb.Pipeline()
+	for p, r := range ranges {
+		for _, m := range r.Val() {
+			order, trs, _ := strings.Cut(m, "|")
+			tr, err := strconv.ParseInt(trs, 10, 64)
+			if err != nil || !ValidID(order) {
+				pipe.ZRem(ctx, s.keys.Open(p), m)
+				st.Closed++
+				continue
+			}
+			open = append(open, attempt{order, tr, p, pipe.HGetAll(ctx, s.keys.Saga(order, tr))})
+		}
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return st, fmt.Errorf("checkout: sweep: read sagas: %w", err)
+	}
+	st.Stale = len(open)
+	nowMs := now.UnixMilli()
+	var sends []send
+	var recs []outcomeRec
+	var callCtx []context.Context
+	pipe = s.rdb.Pipeline()
+	for _, a := range open {
+		h := a.saga.Val()
+		member := a.order + "|" + strconv.FormatInt(a.tr, 10)
+		status := h["status"]
+		if status != StatusPending && status != StatusCompensating {
+			pipe.ZRem(ctx, s.keys.Open(a.p), member)
+			st.Closed++
+			continue
+		}
+		parts := strings.Split(h["parts"], ",")
+		started, _ := strconv.ParseInt(h["started_ms"], 10, 64)
+		abandon := status == StatusPending && nowMs-started >= s.cfg.AbandonAge.Milliseconds()
+		sctx, span := s.tracer.Start(remoteContext(ctx, h["tp"]), "checkout.sweep", trace.WithAttributes(
+			attribute.String("checkout.order_id", a.order), attribute.Int64("checkout.tr_num", a.tr),
+			attribute.String("checkout.saga_status", status), attribute.Bool("checkout.abandon", abandon)))
+		span.End()
+		for _, part := range parts {
+			r, answered := h["r:"+part]
+			switch {
+			case status == StatusPending && !answered && abandon:
+				recs = append(recs, outcomeRec{a.order, a.tr, part, false, "abandoned"})
+				callCtx = append(callCtx, sctx)
+				st.Abandoned++
+			case status == StatusPending && !answered, status == StatusCompensating && (r == "ok" || r == "abandoned") && h["c:"+part] == "":
+				var c Command
+				if err := json.Unmarshal([]byte(h["cmd:"+part]), &c); err != nil {
+					s.log.ErrorContext(sctx, "checkout: sweep: saga command unreadable", "order_id", a.order, "tr_num", a.tr, "part", part, "error", err)
+					continue
+				}
+				if status == StatusCompensating {
+					c = c.Compensation()
+				}
+				sends = append(sends, send{c, sctx, 0})
+			}
+		}
+		// Not again before another SweepAge (XX: an attempt finished
+		// meanwhile stays out of the index).
+		pipe.ZAddXX(ctx, s.keys.Open(a.p), redis.Z{Score: float64(nowMs), Member: member})
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return st, fmt.Errorf("checkout: sweep: update open attempts: %w", err)
+	}
+	replies, rerrs := s.recordOutcomes(ctx, recs, nowMs)
+	for j, res := range replies {
+		if err := rerrs[j]; err != nil {
+			return st, fmt.Errorf("checkout: sweep: abandon: %w", err)
+		}
+		if len(res) > 1 && res[0] == StatusCompensating && res[1] == "new" {
+			comps, err := compensations(res)
+			if err != nil {
+				return st, fmt.Errorf("checkout: sweep: %w", err)
+			}
+			for _, c := range comps {
+				sends = append(sends, send{c, callCtx[j], 0})
+			}
+		}
+	}
+	st.Resent = len(sends)
+	if len(sends) > 0 || st.Abandoned > 0 {
+		s.log.WarnContext(ctx, "checkout: swept stale attempts", "stale", st.Stale, "resent", st.Resent, "abandoned", st.Abandoned)
+	}
+	if err := s.send(ctx, sends); err != nil {
+		return st, fmt.Errorf("checkout: sweep: %w", err)
+	}
+	return st, nil
+}
+
+// runSweeper sweeps every Config.SweepInterval until ctx ends.
+func (s *Service) runSweeper(ctx context.Context) {
+	t := time.NewTicker(s.cfg.SweepInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case now := <-t.C:
+			if _, err := s.Sweep(ctx, now); err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "checkout: sweep failed", "error", err)
+			}
+		}
+	}
+}
+
+// remoteContext returns ctx carrying the span context of a W3C
+// traceparent, so that work resumed later joins the saga's trace.
+func remoteContext(ctx context.Context, tp string) context.Context {
+	if tp == "" {
+		return ctx
+	}
+	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
+}

@@ -1,0 +1,82 @@
+package comic
+
+import "github.com/redis/go-redis/v9"
+
+// States of a purchase record (ds:{comic.p}:comic:txn:<txn>, a hash).
+// charging and refunding are in doubt: the record is also in the
+// partition's purchases zset until it settles.
+const (
+	txnCharging  = "charging"
+	txnSold      = "sold"
+	txnRefunding = "refunding"
+	txnRefunded  = "refunded"
+	txnDeclined  = "declined"
+)
+
+// purchaseTTL is how long a settled purchase record is kept (seconds): a
+// retry of the same transaction within it gets the same answer.
+const purchaseTTL = "7776000" // 90 days
+
+// beginPurchaseScript records a purchase before its charge. KEYS txn,
+// purchases zset; ARGV txn id, comic id, email, payment, price, now ms.
+// Returns "new", or the state of the existing record of the transaction.
+var beginPurchaseScript = redis.NewScript(`
+local st = redis.call('HGET', KEYS[1], 'state')
+if st then return st end
+redis.call('HSET', KEYS[1], 'state', 'charging', 'comic', ARGV[2], 'email', ARGV[3], 'payment', ARGV[4], 'price', ARGV[5], 'at_ms', ARGV[6])
+redis.call('ZADD', KEYS[2], ARGV[6], ARGV[1])
+return 'new'`)
+
+// sellScript settles a charged purchase: when the comic is in inventory it
+// is removed, the sale recorded, the "sold" event emitted and the record
+// marked sold, all at once, so of concurrent buyers exactly one wins; when
+// it is gone the record becomes refunding. KEYS inv, sale list, inventory
+// zset, events stream, txn, purchases zset; ARGV comic id, sale JSON
+// (without gen), email (JSON), txn id (JSON), price, now ms, trace id, txn
+// id. Returns {state, gen}: the record's state after the call.
+var sellScript = redis.NewScript(`
+local st = redis.call('HGET', KEYS[5], 'state')
+if st ~= 'charging' then return {st or 'missing', tonumber(redis.call('HGET', KEYS[5], 'gen') or '0')} end
+local cur = redis.call('HMGET', KEYS[1], 'gen', 'added_at_ms', 'comic')
+local gen = cur[1]
+if not gen then
+  redis.call('HSET', KEYS[5], 'state', 'refunding')
+  return {'refunding', 0}
+end
+redis.call('DEL', KEYS[1])
+redis.call('ZREM', KEYS[3], ARGV[1])
+redis.call('HSET', KEYS[5], 'state', 'sold', 'gen', gen)
+redis.call('EXPIRE', KEYS[5], ` + purchaseTTL + `)
+redis.call('ZREM', KEYS[6], ARGV[8])
+redis.call('RPUSH', KEYS[2], '{"gen":' .. gen .. ',' .. string.sub(ARGV[2], 2))
+local ev = '{"kind":"sold","comic_id":"' .. ARGV[1] .. '","gen":' .. gen .. ',"at_ms":' .. ARGV[6] ..
+  ',"email":' .. ARGV[3] .. ',"txn_id":' .. ARGV[4] .. ',"price_cents":' .. ARGV[5] .. ',"trace_id":"' .. ARGV[7] ..
+  '","listed_at_ms":' .. cur[2] .. ',"comic":' .. cur[3] .. '}'
+redis.call('XADD', KEYS[4], '*', 'key', ARGV[1], 'type', 'comic.event', 'payload', ev)
+return {'sold', tonumber(gen)}`)
+
+// refundedScript closes a refunded purchase: the record becomes refunded
+// and the buyer's notification record of the comic (history entry and
+// delivery ledger record) is removed, so they are notified again if it
+// comes back. KEYS txn, purchases zset, notified, ledger key, events
+// stream; ARGV txn id, email, forgotten event JSON, comic id. Returns 1
+// when this call closed it.
+var refundedScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'state') ~= 'refunding' then return 0 end
+redis.call('HSET', KEYS[1], 'state', 'refunded')
+redis.call('EXPIRE', KEYS[1], ` + purchaseTTL + `)
+redis.call('ZREM', KEYS[2], ARGV[1])
+if redis.call('HDEL', KEYS[3], ARGV[2]) == 1 then
+  redis.call('XADD', KEYS[5], '*', 'key', ARGV[4], 'type', 'comic.event', 'payload', ARGV[3])
+end
+redis.call('DEL', KEYS[4])
+return 1`)
+
+// declinedScript closes a purchase whose charge was declined. KEYS txn,
+// purchases zset; ARGV txn id.
+var declinedScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'state') ~= 'charging' then return 0 end
+redis.call('HSET', KEYS[1], 'state', 'declined')
+redis.call('EXPIRE', KEYS[1], ` + purchaseTTL + `)
+redis.call('ZREM', KEYS[2], ARGV[1])
+return 1`)

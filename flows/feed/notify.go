@@ -1,0 +1,247 @@
+package feed
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/subscriber"
+)
+
+// requestItems bounds the items listed in a request's payload, so a
+// request stays within notifier.MaxRequestBytes.
+const requestItems = 100
+
+// Subscribe subscribes dest to a subscribable and returns the subscription
+// with created true; when the destination's core is already subscribed to
+// it, it returns that subscription with created false (its secret hidden).
+//
+// An e-mail or webhook destination is a destination of a notifier
+// subscriber (package subscriber), shared by every subscription of the
+// same core, to any subscribable: the first subscription creates it,
+// pending, and sends it a confirmation request with the notifier's opt-in
+// link (Config.PublicURL + notifier.ConfirmPath + token) through the
+// notifier; nothing else reaches it until it is confirmed there, and the
+// notifier removes it when it stays unconfirmed past its expiry. Later
+// subscriptions of a core whose notifier destination is confirmed are
+// confirmed at once; of one still pending, they wait for the link already
+// sent. The notifier's unsubscribe link, in every message it sends,
+// removes the destination: every subscription delivering to it ends (and
+// is deleted at its subscribable's next delivery).
+//
+// A destination core the notifier holds for a subscriber the flow did not
+// create is ErrConflict; so is a core being subscribed concurrently.
+// A log destination is confirmed at once.
+func (f *Flow) Subscribe(ctx context.Context, feedID, name string, dest Destination) (Subscription, bool, error) {
+	core, err := dest.Unique()
+	if err != nil {
+		return Subscription{}, false, err
+	}
+	fd, err := f.store.Feed(ctx, feedID)
+	if err != nil {
+		return Subscription{}, false, err
+	}
+	if _, err := f.store.Subscribable(ctx, feedID, name); err != nil {
+		return Subscription{}, false, err
+	}
+	if old, ok, err := f.store.existingSubscription(ctx, feedID, name, core); err != nil {
+		return Subscription{}, false, err
+	} else if ok {
+		live, _, err := f.resolve(ctx, []Subscription{old})
+		if err != nil || len(live) == 1 {
+			if len(live) == 1 {
+				old = live[0]
+			}
+			return old.public(), false, err
+		}
+		// Its notifier destination is gone: subscribe afresh.
+		if err := f.store.DeleteSubscription(ctx, old.ID); err != nil && !errors.Is(err, ErrNotFound) {
+			return Subscription{}, false, err
+		}
+	}
+	sub := Subscription{ID: randomHex(12), FeedID: feedID, Subscribable: name, Destination: dest, Unique: core, Added: f.store.stamp()}
+	nd, who, ok := dest.notifierDestination()
+	if !ok {
+		sub.Confirmed = true
+		return f.store.createSubscription(ctx, sub)
+	}
+	if sub.SubscriberID, sub.DestinationID, sub.Secret, sub.Confirmed, err = f.notifierSubscriber(ctx, fd, name, nd, who); err != nil {
+		return Subscription{}, false, err
+	}
+	out, created, err := f.store.createSubscription(ctx, sub)
+	if err == nil && !created {
+		if live, _, rerr := f.resolve(ctx, []Subscription{out}); rerr == nil && len(live) == 1 {
+			out = live[0]
+		}
+	}
+	return out, created, err
+}
+
+// notifierSubscriber returns the notifier subscriber and destination of
+// d's core, creating them (pending, with a confirmation request on its
+// way) unless the flow created them before and they are still there.
+// secret is the new destination's (webhook) secret.
+func (f *Flow) notifierSubscriber(ctx context.Context, fd Feed, name string, d subscriber.Destination, who string) (sid, did, secret string, active bool, err error) {
+	core, err := d.Core()
+	if err != nil {
+		return "", "", "", false, fmt.Errorf("%w destination: %w", ErrInvalid, err)
+	}
+	if sid, did, err = f.store.notifierDestination(ctx, core); err != nil {
+		return "", "", "", false, err
+	}
+	if sid != "" {
+		s, err := f.deps.Subscribers.Resolve(ctx, sid)
+		if err == nil {
+			if x, ok := s.Destination(did); ok {
+				return sid, did, "", x.Status == subscriber.StatusActive, nil
+			}
+		} else if !errors.Is(err, subscriber.ErrNotFound) {
+			return "", "", "", false, fmt.Errorf("feed: notifier subscriber: %w", err)
+		}
+		// Unsubscribed, or expired unconfirmed: subscribe afresh.
+	}
+	created, err := f.deps.Subscribers.Create(ctx, subscriber.Subscriber{Name: who, Destinations: []subscriber.Destination{d}})
+	switch {
+	case errors.Is(err, subscriber.ErrInvalid):
+		return "", "", "", false, fmt.Errorf("%w destination: %w", ErrInvalid, err)
+	case errors.Is(err, subscriber.ErrDuplicate):
+		return "", "", "", false, fmt.Errorf("%w: the destination is a notifier subscriber the feed flow did not create, or is being subscribed right now: %w", ErrConflict, err)
+	case errors.Is(err, subscriber.ErrTooMany):
+		return "", "", "", false, fmt.Errorf("%w: %w", ErrConflict, err)
+	case err != nil:
+		return "", "", "", false, fmt.Errorf("feed: notifier subscriber: %w", err)
+	}
+	s := created.Subscriber
+	x := s.Destinations[0]
+	req, err := f.confirmRequest(fd, name, s.ID, x, created.ConfirmTokens[x.ID])
+	if err == nil {
+		err = f.deps.Notify(ctx, req)
+	}
+	if err == nil {
+		err = f.store.setNotifierDestination(ctx, core, s.ID, x.ID)
+	}
+	if err != nil {
+		// Nobody could confirm it: remove it, so subscribing again starts
+		// afresh.
+		if derr := f.deps.Subscribers.Delete(context.WithoutCancel(ctx), s.ID); derr != nil {
+			f.log.WarnContext(ctx, "feed: removing an unconfirmable notifier subscriber failed; it expires unconfirmed",
+				"subscriber_id", s.ID, "error", derr)
+		}
+		return "", "", "", false, fmt.Errorf("feed: ask for confirmation: %w", err)
+	}
+	return s.ID, x.ID, x.Secret, false, nil
+}
+
+// Subscriptions returns a subscribable's subscriptions, each confirmed as
+// the notifier says. Those whose notifier destination is gone
+// (unsubscribed, expired unconfirmed) are left out; the next delivery
+// deletes them.
+func (f *Flow) Subscriptions(ctx context.Context, feedID, name string) ([]Subscription, error) {
+	subs, err := f.store.Subscriptions(ctx, feedID, name)
+	if err != nil {
+		return nil, err
+	}
+	live, _, err := f.resolve(ctx, subs)
+	return live, err
+}
+
+// resolveChunk bounds the subscribers resolved in one round trip.
+const resolveChunk = 1000
+
+// resolve splits subs into those alive, with Confirmed set from their
+// notifier destination's status, and those whose notifier destination is
+// gone (or that never had one: e-mail and webhook subscriptions of the
+// flow's former own tokens).
+func (f *Flow) resolve(ctx context.Context, subs []Subscription) (live, gone []Subscription, err error) {
+	var ids []string
+	for _, s := range subs {
+		if s.SubscriberID != "" {
+			ids = append(ids, s.SubscriberID)
+		}
+	}
+	found := make(map[string]subscriber.Subscriber, len(ids))
+	for start := 0; start < len(ids); start += resolveChunk {
+		m, err := f.deps.Subscribers.ResolveMany(ctx, ids[start:min(start+resolveChunk, len(ids))])
+		if err != nil {
+			return nil, nil, fmt.Errorf("feed: notifier subscribers: %w", err)
+		}
+		for id, s := range m {
+			found[id] = s
+		}
+	}
+	for _, s := range subs {
+		if s.Destination.Kind == DestLog {
+			s.Confirmed = true
+			live = append(live, s)
+			continue
+		}
+		ns, ok := found[s.SubscriberID]
+		d, dok := ns.Destination(s.DestinationID)
+		if !ok || !dok {
+			gone = append(gone, s)
+			continue
+		}
+		s.Confirmed = d.Status == subscriber.StatusActive
+		live = append(live, s)
+	}
+	return live, gone, nil
+}
+
+// subject is the notifier subject of a subscribable's messages; a
+// subscriber's include/exclude preferences match it.
+func subject(feedID, name string) string { return "feed:" + feedID + "/" + name }
+
+// payload is the flow's JSON document in a request (the webhook body's
+// "payload"): the message with at most requestItems items, without their
+// descriptions, and its HTML when it fits half of
+// notifier.MaxRequestBytes.
+func payload(msg Message) json.RawMessage {
+	compact := msg
+	compact.Text = ""
+	compact.Items = nil
+	for i, it := range msg.Items {
+		if i == requestItems {
+			break
+		}
+		it.Description = ""
+		compact.Items = append(compact.Items, it)
+	}
+	for _, drop := range []func(*Message){func(*Message) {}, func(m *Message) { m.HTML = "" }, func(m *Message) { m.Items = nil }} {
+		drop(&compact)
+		if b, _ := json.Marshal(compact); len(b) <= notifier.MaxRequestBytes/2 {
+			return b
+		}
+	}
+	b, _ := json.Marshal(Message{Kind: msg.Kind, FeedID: msg.FeedID, Subscribable: msg.Subscribable, Collection: msg.Collection})
+	return b
+}
+
+// collectionRequest is the request delivering a rendered collection to
+// one subscription's notifier destination. Its window names the
+// collection (within and opening time, so a subscribable deleted and
+// defined again never shares a window with its predecessor): the notifier
+// delivers it once per destination.
+func collectionRequest(sub Subscription, c Collection, msg Message, body json.RawMessage, traceID string) notifier.Request {
+	return notifier.Request{Flow: FlowName, Event: "feed.collection", Subject: clip(subject(c.FeedID, c.Subscribable), notifier.MaxSubjectLen),
+		SubscriberID: sub.SubscriberID, DestinationID: sub.DestinationID,
+		Window: clip(c.Within+"@"+fmt.Sprint(c.OpenedMs), notifier.MaxWindowLen), Title: clip(msg.Subject, notifier.MaxTextLen),
+		Text: msg.Text, Payload: body, ObservedAt: time.UnixMilli(c.CompletedMs), TraceID: traceID,
+		EventID: clip(c.FeedID+":"+c.Subscribable+":"+c.Within, 128)}
+}
+
+// confirmRequest is the confirmation request of a new, pending notifier
+// destination, sent to it inline (the notifier sends nothing else to a
+// pending destination).
+func (f *Flow) confirmRequest(fd Feed, name, subscriberID string, d subscriber.Destination, token string) (notifier.Request, error) {
+	msg, err := renderConfirm(fd, name, f.cfg.PublicURL+notifier.ConfirmPath+token)
+	if err != nil {
+		return notifier.Request{}, err
+	}
+	body, _ := json.Marshal(Message{Kind: msg.Kind, FeedID: fd.ID, FeedURL: fd.URL, Subscribable: name, Subject: msg.Subject})
+	return notifier.Request{Flow: FlowName, Event: "feed.confirm", Subject: clip(subject(fd.ID, name), notifier.MaxSubjectLen),
+		SubscriberID: subscriberID, Destination: &d, Window: "confirm:" + d.ID, Critical: true, Title: msg.Subject,
+		Text: msg.Text, Payload: body}, nil
+}

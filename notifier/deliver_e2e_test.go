@@ -1,0 +1,216 @@
+package notifier
+
+import (
+	"context"
+	"encoding/json"
+	"slices"
+	"strconv"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier/digest"
+	"github.com/dropstream/dropstream/notifier/subscriber"
+	"github.com/dropstream/dropstream/notifier/throttle"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Hourly and weekly digests end to end: requests published to the stream
+// and handled by the running deliver stage are batched into their window
+// (chosen by each message's publication time, in the subscriber's zone);
+// at the window's end the flusher publishes one digest request, which the
+// stage delivers once, also when that window is published again.
+func TestDeliver_timedDigestsThroughTheStage(t *testing.T) {
+	tests := []struct {
+		name string
+		tz   string
+		p    digest.Policy
+	}{
+		{"hourly", "America/New_York", digest.Policy{Mode: digest.ModeHourly}},
+		{"weekly", "Asia/Tokyo", digest.Policy{Mode: digest.ModeWeekly, Weekday: "monday", At: "08:00"}},
+	}
+	for _, b := range backends() {
+		for _, tt := range tests {
+			t.Run(b.name+"/"+tt.name, func(t *testing.T) {
+				ctx := context.Background()
+				w := newWorld(t, b.client(t), throttle.Config{Disabled: true})
+				w.setNow(time.Now())
+				sub := w.subscribe(t, "/"+tt.name, tt.tz, subscriber.Preferences{Digest: tt.p})
+				loc, err := time.LoadLocation(tt.tz)
+				if err != nil {
+					t.Fatal(err)
+				}
+				w.run(t)
+				subjects := []string{"comic:1", "comic:2", "comic:3"}
+				// Which window each request lands in follows from its
+				// stream id (a run at the end of an hour may span two).
+				want := map[string][]string{}
+				var last time.Time
+				for _, s := range subjects {
+					body, err := json.Marshal(req(sub, s, "w"))
+					if err != nil {
+						t.Fatal(err)
+					}
+					m := stream.NewMessage(sub, TypeRequest, body)
+					if err := w.pub.Publish(ctx, w.topic, m); err != nil {
+						t.Fatal(err)
+					}
+					win, err := tt.p.TimeWindow(m.PublishedAt(), loc)
+					if err != nil {
+						t.Fatal(err)
+					}
+					want[win.ID] = append(want[win.ID], s)
+					if win.End.After(last) {
+						last = win.End
+					}
+				}
+				w.waitSettled(t, 3)
+				testenv.WaitFor(t, waitTimeout, func() bool { return len(w.statuses(t, sub)) == 3 }, "3 history records")
+				if st := w.statuses(t, sub); !slices.Equal(st, []string{"batched", "batched", "batched"}) || len(w.hook.messages()) != 0 {
+					t.Fatalf("history %v, %d sent; want 3 batched, none sent", st, len(w.hook.messages()))
+				}
+				w.setNow(last.Add(-time.Second))
+				if n, err := w.d.FlushDigests(ctx); err != nil || n != len(want)-1 {
+					t.Fatalf("flush before the last window's end: %d, %v; want %d", n, err, len(want)-1)
+				}
+				w.setNow(last)
+				if n, err := w.d.FlushDigests(ctx); err != nil || n != 1 {
+					t.Fatalf("flush at the window's end: %d, %v; want 1", n, err)
+				}
+				testenv.WaitFor(t, waitTimeout, func() bool { return len(w.hook.messages()) == len(want) }, "%d digests received", len(want))
+				// The window processed twice (a flusher that crashed before
+				// forgetting it): the stage sends nothing more.
+				var again []Request
+				for _, m := range w.hook.messages() {
+					again = append(again, Request{Flow: "digest", Event: "digest", Subject: "digest", SubscriberID: sub,
+						DestinationID: m.DestinationID, Window: m.Window, Digest: true, Critical: true, Payload: m.Payload})
+				}
+				settled := w.settled.Load()
+				w.publish(t, again...)
+				w.waitSettled(t, settled+int64(len(again)))
+				got := map[string][]string{}
+				for _, m := range w.hook.messages() {
+					var pl DigestPayload
+					if !m.Digest || json.Unmarshal(m.Payload, &pl) != nil {
+						t.Fatalf("received %+v, want a digest", m)
+					}
+					for _, it := range pl.Items {
+						got[pl.Window] = append(got[pl.Window], it.Subject)
+					}
+				}
+				for id := range got {
+					slices.Sort(got[id])
+				}
+				if len(got) != len(want) || len(w.hook.messages()) != len(want) {
+					t.Fatalf("digests %v, want %v, each once", got, want)
+				}
+				for id, items := range want {
+					if !slices.Equal(got[id], items) {
+						t.Fatalf("digest %s holds %v, want %v", id, got[id], items)
+					}
+				}
+				if len(w.hook.bad) > 0 {
+					t.Fatalf("bad deliveries: %v", w.hook.bad)
+				}
+			})
+		}
+	}
+}
+
+// A request naming an inline destination (no subscriber: a confirmation
+// request, a removal notice) is delivered end to end, signed with that
+// destination's secret, once per window.
+func TestDeliver_inlineDestinationThroughTheStage(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newWorld(t, b.client(t), throttle.Config{Disabled: true})
+			const secret = "whsec_inline"
+			w.hook.mu.Lock()
+			w.hook.secrets["/inline"] = secret
+			w.hook.mu.Unlock()
+			dest := subscriber.Destination{Kind: subscriber.KindWebhook, Address: w.hook.srv.URL + "/inline", Secret: secret}
+			r := Request{Flow: "notifier", Event: "subscription.confirm", Subject: "subscription", Destination: &dest,
+				Window: "confirm:1", Critical: true, Title: "Confirm", Text: "Please confirm"}
+			w.run(t)
+			w.publish(t, r, r)
+			w.waitSettled(t, 2)
+			testenv.WaitFor(t, waitTimeout, func() bool { return len(w.hook.messages()) == 1 }, "the inline request is received")
+			w.publish(t, r)
+			w.waitSettled(t, 3)
+			got := w.hook.messages()
+			if len(got) != 1 || len(w.hook.bad) > 0 {
+				t.Fatalf("received %d (bad: %v), want 1 signed with the destination's secret", len(got), w.hook.bad)
+			}
+			m := got[0]
+			if m.Event != "subscription.confirm" || m.Text != "Please confirm" || !strings.HasPrefix(m.SubscriberID, "x") || m.SubscriberID != m.DestinationID {
+				t.Fatalf("received %+v, want the request to the inline destination", m)
+			}
+			recs, err := w.hist.Recent(ctx, m.SubscriberID, 10)
+			if err != nil || len(recs) != 1 || recs[0].Status != "sent" || recs[0].ID != m.ID {
+				t.Fatalf("history %+v, %v: want one sent record", recs, err)
+			}
+		})
+	}
+}
+
+// roundTrips counts the commands and pipelines a client sends.
+type roundTrips struct{ n atomic.Int64 }
+
+func (r *roundTrips) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error { r.n.Add(1); return next(ctx, cmd) }
+}
+func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error { r.n.Add(1); return next(ctx, cmds) }
+}
+
+// A batch costs the same number of Redis round trips whatever its size:
+// subscribers, ledger claims, throttle takes, settles and history each
+// go in one pipeline.
+func TestDeliver_batchCostsConstantRoundTrips(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := b.client(t)
+			w := newWorld(t, rdb, throttle.Config{Destination: throttle.Limit{Rate: 1000, Burst: 1000}})
+			subs := make([]string, 40)
+			for i := range subs {
+				subs[i] = w.subscribe(t, "/"+strconv.Itoa(i), "", subscriber.Preferences{})
+			}
+			batch := func(n int, window string) []*stream.Message {
+				msgs := make([]*stream.Message, n)
+				for i := range msgs {
+					body, err := json.Marshal(Request{Flow: "comic", Event: "comic.match", Subject: "comic:" + strconv.Itoa(i), SubscriberID: subs[i],
+						Window: window, Critical: true})
+					if err != nil {
+						t.Fatal(err)
+					}
+					msgs[i] = &stream.Message{ID: "1-" + strconv.Itoa(i), Partition: 0, Type: TypeRequest, Payload: body, Attempt: 1}
+				}
+				return msgs
+			}
+			var rt roundTrips
+			rdb.AddHook(&rt)
+			count := func(msgs []*stream.Message) int64 {
+				t.Helper()
+				before := rt.n.Load()
+				for i, err := range w.d.handleBatch(ctx, msgs).(*stream.BatchError).Errs {
+					if err != nil {
+						t.Fatalf("message %d: %v", i, err)
+					}
+				}
+				return rt.n.Load() - before
+			}
+			count(batch(1, "warm-up")) // loads the scripts
+			one, forty := count(batch(1, "w")), count(batch(40, "w2"))
+			if one != forty || len(w.hook.messages()) != 1+1+40 {
+				t.Fatalf("a batch of 1 took %d round trips, of 40 %d, with %d sent; want equal counts and 42 sent", one, forty, len(w.hook.messages()))
+			}
+		})
+	}
+}

@@ -1,0 +1,274 @@
+package notifier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/notifier/history"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// RetryService names the loop that sends due retries back to the request
+// stream, among the binary's services. It must run wherever failed
+// requests are to be retried (`run --stages notifier-deliver,notifier-retries`);
+// any number of copies may run: each due retry is moved once.
+const RetryService = "notifier-retries"
+
+// MetaAttempt is the stream metadata field holding a request's attempt
+// number (absent: 1). The retry scheduler sets it on the copy it sends
+// back; a dead-lettered request loses it, so a replay starts again at 1.
+const MetaAttempt = "notify.attempt"
+
+// Defaults of RetryConfig.
+const (
+	DefaultRetryMaxAttempts  = 8
+	DefaultRetryInitial      = time.Second
+	DefaultRetryMax          = 5 * time.Minute
+	DefaultRetryPollInterval = 250 * time.Millisecond
+)
+
+// RetryConfig configures how a request whose send failed retryably is
+// tried again: after a pause that doubles from Initial up to Max, with
+// jitter (each pause is drawn uniformly from [p/2, p]), but not before a
+// receiver's Retry-After or its destination's throttle allow, and
+// dead-lettered after MaxAttempts attempts. Zero fields take their
+// defaults.
+type RetryConfig struct {
+	// MaxAttempts is how many times a request is tried before it is
+	// dead-lettered. Default 8, range 1..100.
+	MaxAttempts int
+	// Initial is the pause after the first failed attempt. Default 1s.
+	Initial time.Duration
+	// Max caps the doubling pause. Default 5m.
+	Max time.Duration
+	// PollInterval is how often RunRetries looks for due retries; it adds
+	// up to that much to each pause. Default 250ms.
+	PollInterval time.Duration
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c RetryConfig) WithDefaults() RetryConfig {
+	if c.MaxAttempts == 0 {
+		c.MaxAttempts = DefaultRetryMaxAttempts
+	}
+	if c.Initial == 0 {
+		c.Initial = DefaultRetryInitial
+	}
+	if c.Max == 0 {
+		c.Max = max(DefaultRetryMax, c.Initial)
+	}
+	if c.PollInterval == 0 {
+		c.PollInterval = DefaultRetryPollInterval
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c RetryConfig) Validate() error {
+	var errs []error
+	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
+		errs = append(errs, fmt.Errorf("notifier: retry max attempts %d out of range 1..100", c.MaxAttempts))
+	}
+	if c.Initial < time.Millisecond || c.Max < c.Initial || c.Max > 24*time.Hour {
+		errs = append(errs, fmt.Errorf("notifier: retry pauses %s..%s: want 1ms <= initial <= max <= 24h", c.Initial, c.Max))
+	}
+	if c.PollInterval < time.Millisecond || c.PollInterval > time.Minute {
+		errs = append(errs, fmt.Errorf("notifier: retry poll interval %s out of range 1ms..1m", c.PollInterval))
+	}
+	return errors.Join(errs...)
+}
+
+// Delay is the pause after the attempt-th failed attempt (1-based): the
+// doubling pause p = min(Initial × 2^(attempt-1), Max), jittered uniformly
+// into [p/2, p] by r (a float in [0, 1)).
+func (c RetryConfig) Delay(attempt int, r float64) time.Duration {
+	p := c.Max
+	if attempt-1 < 40 {
+		p = min(c.Initial<<(attempt-1), c.Max)
+	}
+	return p/2 + time.Duration(r*float64(p-p/2))
+}
+
+// Redis keys of the retry schedule, in the slot of the partition's stream:
+//
+//	ds:{notify.p}:notifier:retry       sorted set: stream ids of failed requests, scored by their due time (Unix ms)
+//	ds:{notify.p}:notifier:retry:msgs  hash: stream id → the entry's fields (JSON array), attempt number raised
+func (d *Deliverer) retryKeys(p int) (schedule, entries string) {
+	base := "ds:" + d.topic.HashTag(p) + ":notifier:retry"
+	return base, base + ":msgs"
+}
+
+// scheduleScript files a pending request entry for a later attempt: it
+// copies the entry's fields with MetaAttempt set to ARGV[3] and schedules
+// it at ARGV[2]. Filing one id twice (a redelivery) files it once. KEYS:
+// stream, schedule, entries. ARGV: id, due ms, attempt. Returns 0 when
+// the entry is gone from the stream.
+var scheduleScript = redis.NewScript(`
+local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
+if #e == 0 then return 0 end
+local f = e[1][2]
+local out = {}
+for i = 1, #f, 2 do
+  if f[i] ~= 'notify.attempt' then out[#out + 1] = f[i]; out[#out + 1] = f[i + 1] end
+end
+out[#out + 1] = 'notify.attempt'
+out[#out + 1] = ARGV[3]
+redis.call('HSET', KEYS[3], ARGV[1], cjson.encode(out))
+redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
+return 1`)
+
+// moveScript appends up to ARGV[2] retries due by ARGV[1] to the stream as
+// new entries and forgets them, atomically. KEYS: schedule, entries,
+// stream. Returns how many it looked at.
+var moveScript = redis.NewScript(`
+local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
+for _, id in ipairs(ids) do
+  local v = redis.call('HGET', KEYS[2], id)
+  if v then
+    local ok, f = pcall(cjson.decode, v)
+    if ok and type(f) == 'table' and #f >= 2 then redis.call('XADD', KEYS[3], '*', unpack(f)) end
+    redis.call('HDEL', KEYS[2], id)
+  end
+  redis.call('ZREM', KEYS[1], id)
+end
+return #ids`)
+
+// attemptOf is the attempt number of a request message: its MetaAttempt,
+// plus the runtime's redeliveries of this very entry.
+func attemptOf(m *stream.Message) int {
+	n, err := strconv.Atoi(m.Metadata[MetaAttempt])
+	if err != nil || n < 1 {
+		n = 1
+	}
+	return n + max(m.Attempt, 1) - 1
+}
+
+// scheduleRetries turns the retryable errors of a handled batch into
+// scheduled retries (the message is then acknowledged: its copy comes back
+// when due), or, once a message's attempts ran out, into permanent errors
+// that dead-letter it. Messages whose retry cannot be filed keep their
+// error: they stay pending and come back after ClaimIdle. recs are the
+// batch's history records; those of messages that gave up become
+// rejected.
+func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message, errs []error, recs []history.Record) {
+	var calls []scriptCall
+	var idx []int
+	gaveUp := map[string]bool{}
+	now := time.Now() // wall-clock, as the mover's: DeliverConfig.Now is the subscribers' clock
+	for i, m := range msgs {
+		if stream.Classify(errs[i]) != stream.OutcomeFailed {
+			continue
+		}
+		attempt := attemptOf(m)
+		if attempt >= d.cfg.Retry.MaxAttempts {
+			// The dead letter starts again at attempt 1 when replayed.
+			delete(m.Metadata, MetaAttempt)
+			errs[i] = stream.Permanent(fmt.Errorf("notifier: gave up after %d attempts: %w", attempt, errs[i]))
+			gaveUp[m.ID] = true
+			continue
+		}
+		due := now.Add(max(d.cfg.Retry.Delay(attempt, rand.Float64()), notBefore(errs[i])))
+		schedule, entries := d.retryKeys(m.Partition)
+		calls = append(calls, scriptCall{keys: []string{m.Stream, schedule, entries},
+			args: []any{m.ID, due.UnixMilli(), attempt + 1}})
+		idx = append(idx, i)
+	}
+	for k, c := range evalAll(ctx, d.rdb, scheduleScript, calls) {
+		i := idx[k]
+		n, err := c.Int()
+		switch {
+		case err != nil:
+			d.logger.WarnContext(ctx, "notifier: retry not scheduled; the message waits for its redelivery",
+				"message_id", msgs[i].ID, "error", err)
+		case n == 0:
+			errs[i] = nil // the entry is gone from the stream: nothing left to retry
+		default:
+			errs[i] = nil
+		}
+	}
+	for k := range recs {
+		if gaveUp[recs[k].MessageID] && recs[k].Status == history.StatusFailed {
+			recs[k].Status = history.StatusRejected
+		}
+	}
+}
+
+// notBefore is the longest pause a receiver or the throttle asked for in
+// err (a 429's Retry-After, a blocked destination), 0 when none: a retry
+// before then would only be refused again.
+func notBefore(err error) time.Duration {
+	var longest time.Duration
+	var walk func(error)
+	walk = func(err error) {
+		var de *DeliveryError
+		var te *throttledError
+		switch {
+		case err == nil:
+			return
+		case errors.As(err, &de):
+			longest = max(longest, de.RetryAfter)
+		case errors.As(err, &te):
+			longest = max(longest, te.wait)
+		}
+		if j, ok := err.(interface{ Unwrap() []error }); ok {
+			for _, e := range j.Unwrap() {
+				walk(e)
+			}
+		} else if u := errors.Unwrap(err); u != nil {
+			walk(u)
+		}
+	}
+	walk(err)
+	return longest
+}
+
+// MoveDueRetries appends every retry due by now back to the request
+// stream, on every partition, and returns how many it moved.
+func (d *Deliverer) MoveDueRetries(ctx context.Context) (int, error) {
+	const page = 500
+	total := 0
+	for {
+		calls := make([]scriptCall, d.topic.Partitions)
+		for p := range calls {
+			schedule, entries := d.retryKeys(p)
+			calls[p] = scriptCall{keys: []string{schedule, entries, d.topic.Stream(p)}, args: []any{time.Now().UnixMilli(), page}}
+		}
+		full := false
+		var errs []error
+		for p, c := range evalAll(ctx, d.rdb, moveScript, calls) {
+			n, err := c.Int()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("notifier: move retries of partition %d: %w", p, err))
+				continue
+			}
+			total += n
+			full = full || n == page
+		}
+		if err := errors.Join(errs...); err != nil || !full {
+			return total, err
+		}
+	}
+}
+
+// RunRetries moves due retries back to the request stream every
+// PollInterval until ctx ends.
+func (d *Deliverer) RunRetries(ctx context.Context) error {
+	t := time.NewTicker(d.cfg.Retry.PollInterval)
+	defer t.Stop()
+	for {
+		if _, err := d.MoveDueRetries(ctx); err != nil && ctx.Err() == nil {
+			d.logger.WarnContext(ctx, "notifier: moving due retries failed", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
