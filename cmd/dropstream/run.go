@@ -2,8 +2,11 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -21,6 +24,8 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	envString(fs, &sourcesFile, "sources-file", "DROPSTREAM_SOURCES_FILE", "", "JSON file of availability sources to create or replace at start")
 	envInt(fs, &copies, "copies", "DROPSTREAM_COPIES", 1, "copies of each stage in this process")
 	fs.DurationVar(&trimAge, "trim-min-age", time.Hour, "keep acknowledged stream entries at least this long before trimming")
+	var listStages bool
+	fs.BoolVar(&listStages, "list-stages", false, "print every stage and service --stages accepts, one JSON object a line, and exit")
 	var claimIdle, handlerTimeout time.Duration
 	fs.DurationVar(&claimIdle, "claim-idle", 0, "override every stage's ClaimIdle: how long an unacknowledged message waits before another copy takes it (0: each stage's default)")
 	fs.DurationVar(&handlerTimeout, "handler-timeout", 0, "override every stage's handler timeout (0: each stage's default)")
@@ -38,6 +43,9 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	all, err := a.stages()
 	if err != nil {
 		return err
+	}
+	if listStages {
+		return printStages(stdout, all, a.services())
 	}
 	chosen, services, err := pick(all, a.services(), stages)
 	if err != nil {
@@ -96,4 +104,40 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	case err := <-apiFailed:
 		return err
 	}
+}
+
+// listedStage is one line of `run --list-stages`: a stage with the streams
+// and consumer group it reads, or a service (a loop beside the stages).
+type listedStage struct {
+	Name string `json:"name"`
+	// Kind is "stage" or "service".
+	Kind string `json:"kind"`
+	// Flow, Topic and Partitions name a stage's streams (stream.Topic);
+	// Group is its consumer group.
+	Flow       string `json:"flow,omitempty"`
+	Topic      string `json:"topic,omitempty"`
+	Partitions int    `json:"partitions,omitempty"`
+	Group      string `json:"group,omitempty"`
+}
+
+// printStages writes the stages, then the services, each sorted by name.
+func printStages(w io.Writer, stages map[string]stream.Stage, services map[string]func(context.Context) error) error {
+	enc := json.NewEncoder(w)
+	for _, n := range slices.Sorted(maps.Keys(stages)) {
+		s := stages[n]
+		group := s.Config.Group
+		if group == "" {
+			group = s.Name
+		}
+		if err := enc.Encode(listedStage{Name: n, Kind: "stage", Flow: s.Topic.Flow, Topic: s.Topic.Name,
+			Partitions: s.Topic.Partitions, Group: group}); err != nil {
+			return err
+		}
+	}
+	for _, n := range slices.Sorted(maps.Keys(services)) {
+		if err := enc.Encode(listedStage{Name: n, Kind: "service"}); err != nil {
+			return err
+		}
+	}
+	return nil
 }

@@ -194,6 +194,37 @@ func TestRun_unknownStageFailsListingKnownOnes(t *testing.T) {
 	}
 }
 
+// run --list-stages prints every stage with its streams and group, and
+// every service, as --stages accepts them, and exits without running them.
+func TestRun_listStagesPrintsStagesAndServices(t *testing.T) {
+	clearEnv(t) // embedded Redis
+	var stdout, stderr syncBuffer
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	if err := dispatch(ctx, []string{"run", "--api-addr", "", "--partitions", "3", "--list-stages"}, &stdout, &stderr); err != nil {
+		t.Fatalf("run --list-stages: %v\n%s", err, stderr.String())
+	}
+	got := map[string]listedStage{}
+	for _, line := range strings.Split(strings.TrimSpace(stdout.String()), "\n") {
+		var s listedStage
+		if err := json.Unmarshal([]byte(line), &s); err != nil {
+			t.Fatalf("line %q: %v", line, err)
+		}
+		got[s.Name] = s
+	}
+	want := map[string]listedStage{
+		"sample-enrich":    {Name: "sample-enrich", Kind: "stage", Flow: sample.Flow, Topic: "ticks", Partitions: 3, Group: "sample-enrich"},
+		collectorStage:     {Name: collectorStage, Kind: "service"},
+		expiryService:      {Name: expiryService, Kind: "service"},
+		"avail-normalizer": {Name: "avail-normalizer", Kind: "stage", Flow: avail.Flow, Topic: "raw", Partitions: 3, Group: "avail-normalizer"},
+	}
+	for name, w := range want {
+		if got[name] != w {
+			t.Errorf("listed %+v, want %+v", got[name], w)
+		}
+	}
+}
+
 // A stage that cannot start (here its stream key holds a string, so
 // XGROUP CREATE fails with WRONGTYPE) must make run fail, not leave the
 // process running without that stage.
