@@ -1,0 +1,163 @@
+// Package pollgate lets any number of copies of a polling service (the
+// availability collector, the feed poller) share one schedule through
+// Redis, with no membership and no leader: every copy schedules every item
+// (a source's scope, a feed), and before polling an item it takes the
+// item's gate. The gate is a Redis key that stays closed from the moment a
+// copy takes it until the item's next poll is due; a copy that finds it
+// closed learns how long it stays so and tries again just after.
+//
+// The copy that polled closes the gate for the delay it chose (the interval,
+// a backoff after failures, a Retry-After), so the item is polled once per
+// delay whatever the number of copies. Every copy, the one that polled
+// included, comes back when the gate opens plus a random spread, so each
+// poll goes to whichever copy comes first: the polls of many items spread
+// over the copies, and when a copy dies the others take its items at
+// their next due time.
+package pollgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"math/rand/v2"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// takeScript closes the gate KEYS[1] for ARGV[2] ms with owner ARGV[1]
+// when it is open, and returns -1; when closed, it returns the ms it stays
+// closed (0 when it has no expiry, which only a foreign writer can cause).
+var takeScript = redis.NewScript(`
+if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return -1 end
+local ttl = redis.call('PTTL', KEYS[1])
+if ttl < 0 then return 0 end
+return ttl`)
+
+// holdScript keeps the gate KEYS[1] closed for ARGV[2] ms from now when
+// ARGV[1] holds it, and returns 1; it returns 0 (and changes nothing) when
+// the gate has opened or another copy has taken it since.
+var holdScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+return 1`)
+
+// openScript opens the gate KEYS[1] when ARGV[1] holds it.
+var openScript = redis.NewScript(`
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0`)
+
+// Defaults of Config.
+const (
+	// DefaultSpread is the default Config.Spread.
+	DefaultSpread = time.Second
+	// MinHold is the shortest time a gate can be closed for.
+	MinHold = time.Millisecond
+)
+
+// Config configures a Gate.
+type Config struct {
+	// Owner names this copy in the gates it closes (a consumer name: host,
+	// pid and a random part). Required.
+	Owner string
+	// Spread bounds the random delay added after a gate opens before a
+	// copy tries it again, so copies do not all try at once and each poll
+	// goes to a random one. It is capped at a tenth of the gate's hold.
+	// Default DefaultSpread.
+	Spread time.Duration
+}
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c Config) WithDefaults() Config {
+	if c.Spread == 0 {
+		c.Spread = DefaultSpread
+	}
+	return c
+}
+
+// Validate checks c (after WithDefaults).
+func (c Config) Validate() error {
+	var errs []error
+	if c.Owner == "" {
+		errs = append(errs, errors.New("pollgate: Owner is empty"))
+	}
+	if c.Spread < 0 {
+		errs = append(errs, fmt.Errorf("pollgate: Spread %v is negative", c.Spread))
+	}
+	return errors.Join(errs...)
+}
+
+// Gate takes and holds the gates of one copy of a polling service. It is
+// safe for concurrent use.
+type Gate struct {
+	rdb redis.UniversalClient
+	cfg Config
+}
+
+// New returns the gates of the copy named cfg.Owner on rdb.
+func New(rdb redis.UniversalClient, cfg Config) (*Gate, error) {
+	if rdb == nil {
+		return nil, errors.New("pollgate: redis client is nil")
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Gate{rdb: rdb, cfg: cfg}, nil
+}
+
+// Take closes the gate key for hold (the longest a poll may take; the
+// poller then sets the real time with Hold) and returns (true, 0) when it
+// was open: this copy polls the item. When the gate is closed it returns
+// false and how long until this copy should try again: until the gate
+// opens, plus a random part of the spread.
+func (g *Gate) Take(ctx context.Context, key string, hold time.Duration) (bool, time.Duration, error) {
+	ms, err := takeScript.Run(ctx, g.rdb, []string{key}, g.cfg.Owner, millis(hold)).Int64()
+	if err != nil {
+		return false, 0, fmt.Errorf("pollgate: take %s: %w", key, err)
+	}
+	if ms < 0 {
+		return true, 0, nil
+	}
+	left := time.Duration(ms) * time.Millisecond
+	if ms == 0 {
+		left = hold // a gate without expiry: look again later
+	}
+	return false, left + g.jitter(left), nil
+}
+
+// Hold keeps the gate key, which this copy took, closed for d from now: the
+// item's next poll is due in d. It returns the delay after which this copy
+// should try the gate again (d plus a random part of the spread), so that
+// the next poll goes to whichever copy comes first. When the gate is no
+// longer this copy's (it opened because the poll outlasted the hold of
+// Take, and another copy may have polled since), nothing changes and the
+// same delay is returned.
+func (g *Gate) Hold(ctx context.Context, key string, d time.Duration) (time.Duration, error) {
+	if err := holdScript.Run(ctx, g.rdb, []string{key}, g.cfg.Owner, millis(d)).Err(); err != nil {
+		return d + g.jitter(d), fmt.Errorf("pollgate: hold %s: %w", key, err)
+	}
+	return d + g.jitter(d), nil
+}
+
+// Open opens the gate key if this copy holds it, so another copy may poll
+// the item at once (a poll abandoned at shutdown).
+func (g *Gate) Open(ctx context.Context, key string) error {
+	if err := openScript.Run(ctx, g.rdb, []string{key}, g.cfg.Owner).Err(); err != nil {
+		return fmt.Errorf("pollgate: open %s: %w", key, err)
+	}
+	return nil
+}
+
+// jitter is a random part of the spread, at most a tenth of d.
+func (g *Gate) jitter(d time.Duration) time.Duration {
+	s := min(g.cfg.Spread, d/10)
+	if s <= 0 {
+		return 0
+	}
+	return time.Duration(rand.Int64N(int64(s) + 1))
+}
+
+func millis(d time.Duration) int64 {
+	return max(d, MinHold).Milliseconds()
+}
