@@ -52,7 +52,10 @@ var clusterScenarios = []struct {
 // A script in neither this list nor a scenario fails the test, so new
 // scripts are not forgotten.
 var scriptsRunElsewhere = map[string]string{
-	"stream/streamtest/ledger.go:credit": "TestConformance_redisCluster (stream)",
+	"stream/streamtest/ledger.go:credit":       "TestConformance_redisCluster (stream)",
+	"internal/pollgate/pollgate.go:takeScript": "TestGate_oneCopyPollsWhileTheGateIsClosed/redis-cluster (internal/pollgate)",
+	"internal/pollgate/pollgate.go:holdScript": "TestGate_oneCopyPollsWhileTheGateIsClosed/redis-cluster (internal/pollgate)",
+	"internal/pollgate/pollgate.go:openScript": "TestGate_oneCopyPollsWhileTheGateIsClosed/redis-cluster (internal/pollgate)",
 }
 
 // scriptsOnlyInTests are scripts no production code runs (only their

@@ -88,6 +88,10 @@ var flowVariables = []envVar{
 	{"DROPSTREAM_SMTP_PASSWORD", "", "SMTP AUTH password"},
 	{"DROPSTREAM_COMIC_NOTIFY_URL", "", "comic flow: POST /notify URL for subscriptions without their own; empty: such notifications go to the log channel"},
 	{"DROPSTREAM_COMIC_NOTIFY_SECRET", "", "comic flow: HMAC secret (at least 16 bytes) signing requests to DROPSTREAM_COMIC_NOTIFY_URL"},
+	{"DROPSTREAM_CHECKOUT_TIMEOUT", "30s", "checkout flow: how long a checkout call waits for its saga before giving the attempt up (compensated, 400)"},
+	{"DROPSTREAM_CHECKOUT_SWEEP_INTERVAL", "10s", "checkout flow: how often the checkout-sweeper service looks for attempts left open"},
+	{"DROPSTREAM_CHECKOUT_SWEEP_AGE", "30s", "checkout flow: age of an open attempt whose missing commands the sweeper sends again"},
+	{"DROPSTREAM_CHECKOUT_ABANDON_AGE", "5m", "checkout flow: age of a pending attempt whose silent parts the sweeper gives up and compensates"},
 }
 
 // printFlowVariables writes the flows' environment variables to w.

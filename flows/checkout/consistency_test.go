@@ -47,7 +47,7 @@ func setUp(t *testing.T, e *env, stock, users int) scenario {
 }
 
 // checkoutAll checks every order out concurrently over HTTP. An answer
-// other than 200 or 400 (Redis down, a timed-out wait) or a transport error
+// other than 200 or 400 (a 500 while Redis is down) or a transport error
 // is retried: checking out again joins the running attempt, answers 200 for
 // a paid order, or starts a new attempt after a failed one. It returns the
 // number of 200 answers and counts answers in answered.
@@ -182,9 +182,30 @@ func TestCheckout_stageProcessKilledMidRunConverges(t *testing.T) {
 		return err == nil && stock <= 70
 	}, "30 units of stock taken")
 	child.kill()
-	t.Logf("stage process killed with %d of %d checkouts answered", answered.Load(), users)
+	// Mid-run: with no stage running, no attempt can finish, so the open
+	// ones were interrupted by the kill.
+	open := openAttempts(t, e)
+	t.Logf("stage process killed with %d of %d checkouts answered, %d attempts open", answered.Load(), users, open)
+	if open == 0 {
+		t.Fatal("no attempt open when the stage process was killed: the kill came after the run")
+	}
 	startStageProcess(t, url)
 	verify(t, e, s, <-result)
+}
+
+// openAttempts counts the attempts that have not reached a final status.
+func openAttempts(t *testing.T, e *env) int64 {
+	t.Helper()
+	keys := e.svc.Store().Keys()
+	var n int64
+	for p := range partitions {
+		c, err := e.rdb.ZCard(context.Background(), keys.Open(p)).Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		n += c
+	}
+	return n
 }
 
 func TestCheckout_redisKilledAndRestartedMidRunConverges(t *testing.T) {
@@ -198,8 +219,12 @@ func TestCheckout_redisKilledAndRestartedMidRunConverges(t *testing.T) {
 		stock, _, err := e.svc.Store().FindItem(context.Background(), s.item)
 		return err == nil && stock <= 70
 	}, "30 units of stock taken")
+	open := openAttempts(t, e)
 	srv.Kill()
-	t.Logf("redis killed with %d of %d checkouts answered", answered.Load(), users)
+	t.Logf("redis killed with %d of %d checkouts answered, %d attempts open just before", answered.Load(), users, open)
+	if open == 0 {
+		t.Fatal("no attempt open just before Redis was killed: the kill came after the run")
+	}
 	srv.Restart(t)
 	verify(t, e, s, <-result)
 }

@@ -4,6 +4,8 @@ import (
 	"context"
 	"maps"
 	"net/http"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -89,10 +91,29 @@ func TestContract_answersAndErrors(t *testing.T) {
 			if got := num(t, e.must(t, 200, "POST", "/orders/addItem/"+order+"/"+item+"/2"), "total_cost"); got != 21 {
 				t.Errorf("total cost after 1 + 2 items at 7: %d, want 21", got)
 			}
+			// Quantity defaults to 1.
 			o := e.must(t, 200, "GET", "/orders/find/"+order)
-			if o["user_id"] != user || o["paid"] != false || len(o["items"].([]any)) != 2 {
-				t.Errorf("find order = %v", o)
+			want := map[string]any{"order_id": order, "paid": false, "user_id": user, "total_cost": 21.0,
+				"items": []any{[]any{item, 1.0}, []any{item, 2.0}}}
+			if !reflect.DeepEqual(o, want) {
+				t.Errorf("find order = %v, want %v", o, want)
 			}
+			// batch_init ids are "0".."n-1": the orders are of users and
+			// items of those ids, two lines of quantity 1 each.
+			for i := range 3 {
+				o := e.must(t, 200, "GET", "/orders/find/"+itoa(i))
+				lines, _ := o["items"].([]any)
+				if o["order_id"] != itoa(i) || !slices.Contains([]any{"0", "1", "2"}, o["user_id"]) || o["paid"] != false || len(lines) != 2 {
+					t.Errorf("batch order %d = %v", i, o)
+				}
+				for _, l := range lines {
+					if l, _ := l.([]any); len(l) != 2 || !slices.Contains([]any{"0", "1", "2"}, l[0]) || l[1] != 1.0 {
+						t.Errorf("batch order %d line %v, want [\"0\"..\"2\", 1]", i, l)
+					}
+				}
+			}
+			e.must(t, 200, "GET", "/stock/find/0")
+			e.must(t, 200, "GET", "/payment/find_user/0")
 			e.must(t, 400, "POST", "/orders/addItem/"+order+"/nope")
 			e.must(t, 400, "POST", "/orders/addItem/"+order+"/"+item+"/0")
 		})

@@ -51,11 +51,24 @@
 //     attempt begins, wakes on the announcement (or on reading the saga's
 //     status, when it starts waiting and every Config.Recheck), and answers
 //     200 for a succeeded attempt, 400 with the reason for a failed one —
-//     whose compensations are then all applied — or, after Config.Timeout,
-//     400 "checkout_pending" (the contract knows only 200 and 400). The
-//     saga does not depend on the caller: a timed-out checkout completes or
-//     compensates all the same, and checking out again waits for that
-//     attempt and answers its outcome.
+//     whose compensations are then all applied.
+//  6. The wait is bounded by Config.Timeout. The contract knows only 200
+//     and 400, and its 400 means "not paid, every compensation finished",
+//     so a call whose wait expires does not answer "still running" (which
+//     a client would take for a failure of a checkout that may yet be
+//     paid): it gives the attempt up. The parts that have not answered are
+//     recorded "abandoned" by the outcome script — a real answer recorded
+//     first wins, one arriving later changes nothing — and the call
+//     applies the attempt's compensations itself with the effect script
+//     (idempotent by the ledger, like a stage's; a forward command still
+//     on its way is recorded "cancelled" and never applies), records them,
+//     and answers 400 "no answer from <part> in time" — or 200 if the
+//     saga succeeded meanwhile. Only when Redis fails is the outcome
+//     unknown (ErrPending, HTTP 500): the attempt then completes or is
+//     compensated by the stages and the sweeper. A checkout whose caller
+//     went away (an HTTP client timeout, a cancelled context) is not given
+//     up: it completes or compensates all the same, and checking out again
+//     joins it and answers its outcome.
 //
 // # Splitting stock by partition
 //
@@ -86,8 +99,10 @@
 // A message can still go missing for good: dead-lettered after too many
 // deliveries, or trimmed. The begin script indexes every attempt in the
 // open set of its order's partition (Keys.Open) until the script that
-// finishes it removes it, and the sweeper (Service.Sweep, run by
-// Service.Run) takes attempts open longer than Config.SweepAge: it sends
+// finishes it removes it, and the sweeper (Service.Sweep, every
+// Config.SweepInterval by Service.RunSweeper, the service
+// "checkout-sweeper" of cmd/dropstream) takes attempts open longer than
+// Config.SweepAge: it sends
 // the commands of their silent parts or their unconfirmed compensations
 // again (idempotent by the ledger), and after Config.AbandonAge records
 // the parts still silent as "abandoned", which makes the attempt
@@ -100,7 +115,9 @@
 // "checkout.payment", "checkout.order dispatch|record") that is a child of
 // its producer's, and the messages it causes carry it on: the trace of a
 // checkout runs from the HTTP span through the intent, the commands, the
-// outcomes and the compensations to the saga record. The
+// outcomes and the compensations to the saga record; an attempt given up
+// at the end of the wait adds a "checkout.give_up" span under the HTTP
+// span, and a swept one a "checkout.sweep" span in its trace. The
 // "checkout-analytics" stage writes one row per finished attempt to
 // ClickHouse (checkout_sagas: status, failure reason, parts, compensations,
 // time to decide and to finish, trace id).

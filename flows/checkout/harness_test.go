@@ -122,8 +122,11 @@ type env struct {
 
 type envOptions struct {
 	noStages bool
-	timeout  time.Duration
+	timeout  time.Duration // the flow's Config.Timeout
 	tracer   trace.TracerProvider
+	// clientTimeout bounds each HTTP call of the test's client (default
+	// 60s).
+	clientTimeout time.Duration
 }
 
 func newEnv(t *testing.T, url string, opt envOptions) *env {
@@ -178,7 +181,11 @@ func newEnv(t *testing.T, url string, opt envOptions) *env {
 	}
 	tr := &http.Transport{MaxIdleConns: 2000, MaxIdleConnsPerHost: 2000}
 	t.Cleanup(tr.CloseIdleConnections)
-	return &env{rdb: rdb, svc: svc, base: "http://" + srv.Addr(), http: &http.Client{Transport: tr, Timeout: 60 * time.Second}}
+	clientTimeout := opt.clientTimeout
+	if clientTimeout == 0 {
+		clientTimeout = 60 * time.Second
+	}
+	return &env{rdb: rdb, svc: svc, base: "http://" + srv.Addr(), http: &http.Client{Transport: tr, Timeout: clientTimeout}}
 }
 
 func miniredisURL(t *testing.T) string { return "redis://" + miniredis.RunT(t).Addr() }

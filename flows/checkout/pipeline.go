@@ -8,6 +8,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/stream"
 )
 
 // call is one script call of a pipeline, or one command's part of a
@@ -16,6 +18,46 @@ type call struct {
 	keys []string
 	args []any
 	p    int
+}
+
+// stockEffect builds the effect script part of a stock command: all its
+// items are in one partition, the partition of the ledger keys.
+func (s *Service) stockEffect(c Command) (call, error) {
+	if len(c.Items) == 0 || len(c.Items) > MaxLines {
+		return call{}, stream.Permanentf("checkout: stock command with %d items", len(c.Items))
+	}
+	p := s.keys.Partition(c.Items[0].ID)
+	keys := []string{s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, false), s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, true)}
+	args := []any{flag(c.Rollback()), len(c.Items)}
+	for _, l := range c.Items {
+		if !ValidID(l.ID) || s.keys.Partition(l.ID) != p || l.Amount < 1 || l.Amount > MaxAmount {
+			return call{}, stream.Permanentf("checkout: stock command item %q amount %d not valid in partition %d", l.ID, l.Amount, p)
+		}
+		keys = append(keys, s.keys.Item(l.ID))
+		args = append(args, l.ID, strconv.FormatInt(l.Amount, 10))
+	}
+	return call{keys, args, p}, nil
+}
+
+// paymentEffect builds the effect script part of a payment command.
+func (s *Service) paymentEffect(c Command) (call, error) {
+	if !ValidID(c.UserID) || c.Amount < 0 || c.Amount > MaxAmount {
+		return call{}, stream.Permanentf("checkout: payment command user %q amount %d not valid", c.UserID, c.Amount)
+	}
+	p := s.keys.Partition(c.UserID)
+	keys := []string{s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, false), s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, true),
+		s.keys.User(c.UserID)}
+	args := []any{flag(c.Rollback()), 1, c.UserID, strconv.FormatInt(c.Amount, 10)}
+	return call{keys, args, p}, nil
+}
+
+// effectHeader is the effect script's leading ARGV for a side ("stock" or
+// "payment"): ledger ttl, the field changed and the noun of its hashes.
+func (s *Service) effectHeader(side string) []any {
+	if side == "payment" {
+		return []any{s.cfg.StateTTL.Milliseconds(), "credit", "user"}
+	}
+	return []any{s.cfg.StateTTL.Milliseconds(), "stock", "item"}
 }
 
 // applyEffects runs effectScript once per partition for the commands of

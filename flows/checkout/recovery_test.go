@@ -2,13 +2,22 @@ package checkout_test
 
 import (
 	"context"
+	"errors"
+	"slices"
 	"sync"
 	"testing"
 	"time"
 
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/sdk/trace/tracetest"
+
 	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
+
+// allStages are the saga's stages.
+var allStages = []string{checkout.StageOrder, checkout.StageStock, checkout.StagePayment}
 
 // startStages runs the named stages of e's service until the test ends.
 func (e *env) startStages(t *testing.T, names ...string) {
@@ -26,6 +35,26 @@ func (e *env) startStages(t *testing.T, names ...string) {
 	}
 }
 
+// leave starts attempt tr of an order with the service's checkout call and
+// cancels the call once the attempt has begun, like a caller that went
+// away: the call returns ErrPending and the attempt is not given up.
+func (e *env) leave(t *testing.T, order string, tr int64) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	errc := make(chan error, 1)
+	go func() {
+		_, err := e.svc.Checkout(ctx, order)
+		errc <- err
+	}()
+	saga := e.svc.Store().Keys().Saga(order, tr)
+	testenv.WaitFor(t, 20*time.Second, func() bool { return e.rdb.Exists(context.Background(), saga).Val() == 1 }, "attempt %d begun", tr)
+	cancel()
+	if err := <-errc; !errors.Is(err, checkout.ErrPending) {
+		t.Fatalf("checkout cancelled during attempt %d = %v, want ErrPending", tr, err)
+	}
+}
+
 // errorCode is the code of a JSON error answer.
 func errorCode(m map[string]any) string {
 	e, _ := m["error"].(map[string]any)
@@ -33,30 +62,11 @@ func errorCode(m map[string]any) string {
 	return c
 }
 
-// eventually polls cond until it holds or 20 s have passed.
-func eventually(t *testing.T, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(20 * time.Second)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// finalCheckout checks an order out until the answer is not
-// "checkout_pending" (a loaded machine may outlast the flow's timeout).
-func finalCheckout(t *testing.T, e *env, order string) (int, map[string]any) {
-	t.Helper()
-	var code int
-	var out map[string]any
-	eventually(t, "a final checkout answer", func() bool {
-		var err error
-		code, out, err = e.call(t, "POST", "/orders/checkout/"+order)
-		return err == nil && errorCode(out) != "checkout_pending"
-	})
-	return code, out
+// errorMessage is the message of a JSON error answer.
+func errorMessage(m map[string]any) string {
+	e, _ := m["error"].(map[string]any)
+	c, _ := e["message"].(string)
+	return c
 }
 
 // shop is one item (stock 10, price 3), one user and an order of qty of
@@ -85,131 +95,217 @@ func (s shop) expect(t *testing.T, e *env, stock, credit int64, paid bool) {
 	}
 }
 
-func TestCheckout_timedOutCallAnswers400AndTheNextCallTheOutcome(t *testing.T) {
+// sagaField reads a field of attempt tr's saga hash.
+func (e *env) sagaField(order string, tr int64, field string) string {
+	return e.rdb.HGet(context.Background(), e.svc.Store().Keys().Saga(order, tr), field).Val()
+}
+
+// answer is an HTTP answer received on a channel.
+type answer struct {
+	code int
+	out  map[string]any
+	err  error
+}
+
+func TestCheckout_expiredWaitGivesTheAttemptUpAndAnswers400Compensated(t *testing.T) {
+	ctx := context.Background()
 	tests := []struct {
-		name          string
-		credit        int
-		code          int
-		stock, remain int64
-		paid          bool
-		status        string // of the timed-out attempt
+		name    string
+		timeout time.Duration // the flow's
+		running []string      // stages running during the wait
+		// during runs while the call waits, before its deadline.
+		during func(t *testing.T, e *env, s shop)
+		// stockAnswered: the stock part answers in time, only the payment
+		// part is given up.
+		stockAnswered bool
+		late          []string // stages started after the answer
+		// lateResult is what the stages answer to the attempt's forward
+		// commands once the late stages run, lateCount how many answers.
+		lateResult string
+		lateCount  int
 	}{
-		{"paid", 10, 200, 8, 4, true, checkout.StatusSucceeded},
-		{"credit short, compensated", 5, 400, 10, 5, false, checkout.StatusFailed},
+		{name: "no stage runs", timeout: time.Second, late: allStages, lateResult: "cancelled", lateCount: 2},
+		{name: "payment stage down", timeout: time.Second, running: []string{checkout.StageOrder, checkout.StageStock},
+			during: func(t *testing.T, e *env, s shop) {
+				part := "r:stock." + itoa(e.svc.Store().Keys().Partition(s.item))
+				testenv.WaitFor(t, 20*time.Second, func() bool { return e.sagaField(s.order, 1, part) != "" }, "the stock part's answer")
+				if r := e.sagaField(s.order, 1, part); r != "ok" {
+					t.Fatalf("stock part %q before the deadline, want ok", r)
+				}
+			},
+			stockAnswered: true, late: []string{checkout.StagePayment}, lateResult: "cancelled", lateCount: 1},
+		// The effects are applied but their outcomes wait for the order
+		// stage: giving up undoes both, and the outcomes change nothing
+		// when they are recorded.
+		{name: "order stage down after the effects", timeout: 3 * time.Second, running: []string{checkout.StageStock, checkout.StagePayment},
+			during: func(t *testing.T, e *env, s shop) {
+				// No order stage dispatches: the sweeper sends the commands.
+				testenv.WaitFor(t, 20*time.Second, func() bool { return e.sagaField(s.order, 1, "status") != "" }, "attempt 1 begun")
+				if _, err := e.svc.Sweep(ctx, time.Now().Add(e.svc.Config().SweepAge+time.Second)); err != nil {
+					t.Fatal(err)
+				}
+				keys := e.svc.Store().Keys()
+				testenv.WaitFor(t, 20*time.Second, func() bool {
+					return e.rdb.Get(ctx, keys.Ledger(keys.Partition(s.item), "stock", s.order, 1, false)).Val() == "ok" &&
+						e.rdb.Get(ctx, keys.Ledger(keys.Partition(s.user), "payment", s.order, 1, false)).Val() == "ok"
+				}, "both effects applied before the deadline")
+				s.expect(t, e, 8, 4, false)
+			},
+			late: []string{checkout.StageOrder}, lateResult: "ok", lateCount: 4},
 	}
-	for _, b := range backends() {
+	for _, b := range contractBackends() {
 		for _, tc := range tests {
 			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
-				e := newEnv(t, b.url(t), envOptions{noStages: true, timeout: 300 * time.Millisecond})
-				s := newShop(t, e, tc.credit, 2)
-				code, out, err := e.call(t, "POST", "/orders/checkout/"+s.order)
-				if err != nil || code != 400 || errorCode(out) != "checkout_pending" {
-					t.Fatalf("checkout with no stages = %d %v, %v; want 400 checkout_pending", code, out, err)
+				rec := tracetest.NewSpanRecorder()
+				tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
+				e := newEnv(t, b.url(t), envOptions{noStages: true, timeout: tc.timeout, tracer: tp})
+				s := newShop(t, e, 10, 2)
+				silent := []string{"stock." + itoa(e.svc.Store().Keys().Partition(s.item)), "pay"}
+				if tc.stockAnswered {
+					silent = silent[1:]
 				}
-				// The saga waits for the stages, then completes or compensates;
-				// checking out again answers its outcome.
-				e.startStages(t, checkout.StageOrder, checkout.StageStock, checkout.StagePayment)
-				code, got := finalCheckout(t, e, s.order)
-				if code != tc.code || (code == 400 && errorCode(got) != "checkout_failed") {
-					t.Fatalf("checkout again = %d %v; want %d", code, got, tc.code)
+				e.startStages(t, tc.running...)
+				answers := make(chan answer, 1)
+				go func() {
+					code, out, err := e.call(t, "POST", "/orders/checkout/"+s.order)
+					answers <- answer{code, out, err}
+				}()
+				if tc.during != nil {
+					tc.during(t, e, s)
 				}
-				s.expect(t, e, tc.stock, tc.remain, tc.paid)
-				keys := e.svc.Store().Keys()
-				if st := e.rdb.HGet(context.Background(), keys.Saga(s.order, 1), "status").Val(); st != tc.status {
-					t.Errorf("the timed-out attempt ended %q, want %q", st, tc.status)
+				a := <-answers
+				if want := "checkout failed: no answer from " + silent[0] + " in time"; a.err != nil || a.code != 400 ||
+					errorCode(a.out) != "checkout_failed" || errorMessage(a.out) != want {
+					t.Fatalf("checkout whose wait expired = %d %v, %v; want 400 checkout_failed %q", a.code, a.out, a.err, want)
 				}
+				// Every compensation was applied before the answer, with the
+				// missing stages still down.
+				s.expect(t, e, 10, 10, false)
+				if st := e.sagaField(s.order, 1, "status"); st != checkout.StatusFailed {
+					t.Errorf("attempt 1 %q, want failed", st)
+				}
+				for _, part := range silent {
+					if r := e.sagaField(s.order, 1, "r:"+part); r != "abandoned" {
+						t.Errorf("silent part %s recorded %q, want abandoned", part, r)
+					}
+				}
+				giveUps := 0
+				for _, sp := range rec.Ended() {
+					if sp.Name() == "checkout.give_up" {
+						giveUps++
+						if sp.Parent().SpanID() != serverSpan(t, rec).SpanContext().SpanID() {
+							t.Errorf("checkout.give_up span is not a child of the checkout's server span")
+						}
+					}
+				}
+				if giveUps != 1 {
+					t.Errorf("%d checkout.give_up spans, want 1", giveUps)
+				}
+				// The late stages answer the attempt's forward commands from
+				// their ledger entries and change nothing.
+				e.startStages(t, tc.late...)
+				testenv.WaitFor(t, 20*time.Second, func() bool {
+					n := 0
+					for _, o := range outcomes(t, e.rdb, e.svc) {
+						if o.OrderID == s.order && o.TrNum == 1 && !o.Rollback && o.Result == tc.lateResult {
+							n++
+						}
+					}
+					return n == tc.lateCount
+				}, "%d late answers %q", tc.lateCount, tc.lateResult)
+				s.expect(t, e, 10, 10, false)
+				// Nothing was charged: the order can be checked out again.
+				e.startStages(t, missing(tc.running, tc.late)...)
+				if out := e.must(t, 200, "POST", "/orders/checkout/"+s.order); num(t, out, "tr_num") != 2 {
+					t.Errorf("checkout again = %v, want attempt 2", out)
+				}
+				s.expect(t, e, 8, 4, true)
 			})
 		}
 	}
 }
 
-func TestSweep_lostCommandIsSentAgainAndTheSagaIsPaid(t *testing.T) {
-	ctx := context.Background()
+// missing returns the stages of allStages in none of the lists.
+func missing(lists ...[]string) []string {
+	var out []string
+	for _, name := range allStages {
+		found := false
+		for _, l := range lists {
+			found = found || slices.Contains(l, name)
+		}
+		if !found {
+			out = append(out, name)
+		}
+	}
+	return out
+}
+
+// serverSpan returns the first ended server span of a checkout call.
+func serverSpan(t *testing.T, rec *tracetest.SpanRecorder) sdktrace.ReadOnlySpan {
+	t.Helper()
+	for _, s := range rec.Ended() {
+		if s.Name() == "POST /orders/checkout/:order_id" {
+			return s
+		}
+	}
+	t.Fatal("no server span of a checkout")
+	return nil
+}
+
+func TestCheckout_callerGoneTheSagaStillCompletesOrCompensates(t *testing.T) {
+	tests := []struct {
+		name          string
+		credit        int
+		stock, remain int64
+		paid          bool
+		status        string
+		again         int // answer of a checkout after the saga finished
+	}{
+		{"paid", 10, 8, 4, true, checkout.StatusSucceeded, 200},
+		{"credit short, compensated", 5, 10, 5, false, checkout.StatusFailed, 400},
+	}
 	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			e := newEnv(t, b.url(t), envOptions{noStages: true, timeout: 200 * time.Millisecond})
-			s := newShop(t, e, 10, 2)
-			e.startStages(t, checkout.StageOrder)
-			if code, out, _ := e.call(t, "POST", "/orders/checkout/"+s.order); code != 400 || errorCode(out) != "checkout_pending" {
-				t.Fatalf("checkout = %d %v; want 400 checkout_pending", code, out)
-			}
-			pay := e.svc.Topics().Payment
-			p := pay.Partition(s.user)
-			eventually(t, "the payment command", func() bool { return e.rdb.XLen(ctx, pay.Stream(p)).Val() == 1 })
-			// The payment command is lost, as if dead-lettered.
-			if err := e.rdb.XTrimMaxLen(ctx, pay.Stream(p), 0).Err(); err != nil {
-				t.Fatal(err)
-			}
-			e.startStages(t, checkout.StageStock, checkout.StagePayment)
-			eventually(t, "the stock outcome", func() bool {
-				m, _ := e.rdb.HGetAll(ctx, e.svc.Store().Keys().Saga(s.order, 1)).Result()
-				return len(m["r:stock."+itoa(e.svc.Store().Keys().Partition(s.item))]) > 0
+		for _, tc := range tests {
+			t.Run(b.name+"/"+tc.name, func(t *testing.T) {
+				e := newEnv(t, b.url(t), envOptions{noStages: true, timeout: 20 * time.Second, clientTimeout: 200 * time.Millisecond})
+				s := newShop(t, e, tc.credit, 2)
+				if code, out, err := e.call(t, "POST", "/orders/checkout/"+s.order); err == nil {
+					t.Fatalf("checkout with no stage running answered %d %v before the client's timeout", code, out)
+				}
+				// The caller has gone; the stages come and the saga finishes
+				// without it.
+				e.startStages(t, allStages...)
+				testenv.WaitFor(t, 20*time.Second, func() bool { return e.sagaField(s.order, 1, "status") == tc.status },
+					"attempt 1 %s", tc.status)
+				s.expect(t, e, tc.stock, tc.remain, tc.paid)
+				e.must(t, tc.again, "POST", "/orders/checkout/"+s.order)
+				s.expect(t, e, tc.stock, tc.remain, tc.paid)
 			})
-			st, err := e.svc.Sweep(ctx, time.Now())
-			if err != nil || st.Stale != 0 {
-				t.Fatalf("sweep before SweepAge = %+v, %v; want nothing stale", st, err)
-			}
-			st, err = e.svc.Sweep(ctx, time.Now().Add(e.svc.Config().SweepAge+time.Second))
-			if err != nil || st != (checkout.SweepStats{Stale: 1, Resent: 1}) {
-				t.Fatalf("sweep = %+v, %v; want 1 stale attempt, 1 command sent again", st, err)
-			}
-			eventually(t, "the order paid", func() bool {
-				o, _ := e.svc.Store().FindOrder(ctx, s.order)
-				return o.Paid
-			})
-			s.expect(t, e, 8, 4, true)
-			e.must(t, 200, "POST", "/orders/checkout/"+s.order)
-			st, err = e.svc.Sweep(ctx, time.Now().Add(e.svc.Config().AbandonAge+time.Second))
-			if err != nil || st != (checkout.SweepStats{}) {
-				t.Errorf("sweep after the saga finished = %+v, %v; want nothing left open", st, err)
-			}
-			s.expect(t, e, 8, 4, true)
-		})
+		}
 	}
 }
 
-func TestSweep_silentPartIsAbandonedAndCompensated(t *testing.T) {
-	ctx := context.Background()
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			e := newEnv(t, b.url(t), envOptions{noStages: true, timeout: 200 * time.Millisecond})
-			s := newShop(t, e, 10, 2)
-			keys := e.svc.Store().Keys()
-			// No payment stage: the payment part stays silent.
-			e.startStages(t, checkout.StageOrder, checkout.StageStock)
-			if code, out, _ := e.call(t, "POST", "/orders/checkout/"+s.order); code != 400 || errorCode(out) != "checkout_pending" {
-				t.Fatalf("checkout = %d %v; want 400 checkout_pending", code, out)
-			}
-			eventually(t, "the stock taken", func() bool {
-				return e.rdb.HGet(ctx, keys.Saga(s.order, 1), "r:stock."+itoa(keys.Partition(s.item))).Val() == "ok"
-			})
-			s.expect(t, e, 8, 10, false)
-			st, err := e.svc.Sweep(ctx, time.Now().Add(e.svc.Config().AbandonAge+time.Second))
-			if err != nil || st != (checkout.SweepStats{Stale: 1, Resent: 2, Abandoned: 1}) {
-				t.Fatalf("sweep = %+v, %v; want the payment abandoned and both parts compensated", st, err)
-			}
-			eventually(t, "the stock given back", func() bool {
-				return e.rdb.HGet(ctx, keys.Saga(s.order, 1), "c:stock."+itoa(keys.Partition(s.item))).Val() == "ok"
-			})
-			s.expect(t, e, 10, 10, false)
-			if st := e.rdb.HGet(ctx, keys.Saga(s.order, 1), "status").Val(); st != checkout.StatusCompensating {
-				t.Fatalf("saga %s before the payment stage confirms, want compensating", st)
-			}
-			// The payment stage comes back: the late payment applies and is
-			// undone by its compensation, and the attempt fails.
-			e.startStages(t, checkout.StagePayment)
-			eventually(t, "the attempt failed", func() bool {
-				return e.rdb.HGet(ctx, keys.Saga(s.order, 1), "status").Val() == checkout.StatusFailed
-			})
-			s.expect(t, e, 10, 10, false)
-			if r := e.rdb.HGet(ctx, keys.Saga(s.order, 1), "reason").Val(); r != "no answer from pay in time" {
-				t.Errorf("reason %q", r)
-			}
-			// A new attempt, with every stage running, pays.
-			if code, out := finalCheckout(t, e, s.order); code != 200 {
-				t.Fatalf("checkout after the failed attempt = %d %v", code, out)
-			}
-			s.expect(t, e, 8, 4, true)
-		})
+func TestCheckout_redisDownAtTheDeadlineAnswers500AndTheSagaStillCompletes(t *testing.T) {
+	srv := testenv.StartRedis(t, testenv.RedisConfig{AppendOnly: true, AppendFsync: "always"})
+	e := newEnv(t, srv.URL(), envOptions{noStages: true, timeout: 2 * time.Second})
+	s := newShop(t, e, 10, 2)
+	answers := make(chan answer, 1)
+	go func() {
+		code, out, err := e.call(t, "POST", "/orders/checkout/"+s.order)
+		answers <- answer{code, out, err}
+	}()
+	saga := e.svc.Store().Keys().Saga(s.order, 1)
+	testenv.WaitFor(t, 20*time.Second, func() bool { return e.rdb.Exists(context.Background(), saga).Val() == 1 }, "attempt 1 begun")
+	srv.Kill()
+	a := <-answers
+	if a.err != nil || a.code != 500 || errorCode(a.out) != "checkout_pending" {
+		t.Fatalf("checkout with Redis down at its deadline = %d %v, %v; want 500 checkout_pending", a.code, a.out, a.err)
 	}
+	srv.Restart(t)
+	e.startStages(t, allStages...)
+	// Checking out again joins attempt 1, which the stages finish.
+	if out := e.must(t, 200, "POST", "/orders/checkout/"+s.order); num(t, out, "tr_num") != 1 {
+		t.Errorf("checkout after the restart = %v, want attempt 1", out)
+	}
+	s.expect(t, e, 8, 4, true)
 }

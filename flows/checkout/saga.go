@@ -14,9 +14,12 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 )
 
-// ErrPending: the saga did not finish within Config.Timeout. It goes on;
-// checking the order out again waits for the same attempt.
-var ErrPending = errors.New("checkout still in progress")
+// ErrPending: the outcome of the checkout is not known. Its wait ended
+// without one — the call's context ended, or the attempt could not be
+// given up after Config.Timeout because Redis failed. The attempt goes on
+// and completes or is compensated (by the stages, or the sweeper);
+// checking the order out again answers its outcome.
+var ErrPending = errors.New("checkout outcome not known yet")
 
 // Result is the outcome of one checkout attempt.
 type Result struct {
@@ -41,7 +44,12 @@ const beginRetries = 8
 // one) and waits up to Config.Timeout for its outcome. It returns the
 // result of a succeeded attempt, or of an order already paid; an error
 // wrapping ErrCheckoutFailed once a failed attempt is fully compensated;
-// ErrNotFound for an unknown order; ErrPending when the wait timed out.
+// ErrNotFound for an unknown order. An attempt still running when the wait
+// expires is given up (see giveUp): its silent parts are abandoned and
+// every effect it applied is undone before Checkout returns
+// ErrCheckoutFailed — or it returns the success that came meanwhile. It
+// returns an error wrapping ErrPending only when no outcome is known: ctx
+// ended, or Redis failed while giving the attempt up.
 func (s *Service) Checkout(ctx context.Context, orderID string) (Result, error) {
 	tp := traceparent(ctx)
 	for range beginRetries {
@@ -64,7 +72,7 @@ func (s *Service) Checkout(ctx context.Context, orderID string) (Result, error) 
 		if status == "started" {
 			r, err := s.waiter.await(ctx, s.keys, orderID, tr, c, false, s.cfg.Timeout)
 			done()
-			return s.result(r, err)
+			return s.result(ctx, r, err)
 		}
 		done()
 		switch status {
@@ -164,13 +172,20 @@ type beginPayload struct {
 
 // wait waits for attempt tr of an order.
 func (s *Service) wait(ctx context.Context, orderID string, tr int64) (Result, error) {
-	return s.result(s.waiter.Wait(ctx, s.keys, orderID, tr, s.cfg.Timeout, s.cfg.Recheck))
+	r, err := s.waiter.Wait(ctx, s.keys, orderID, tr, s.cfg.Timeout, s.cfg.Recheck)
+	return s.result(ctx, r, err)
 }
 
-// result turns a waiter's answer into Checkout's.
-func (s *Service) result(r Result, err error) (Result, error) {
+// result turns a waiter's answer into Checkout's, giving up an attempt
+// still running when the wait expired.
+func (s *Service) result(ctx context.Context, r Result, err error) (Result, error) {
 	if err != nil {
-		return r, err
+		return r, fmt.Errorf("%w: attempt %d of order %s: %w", ErrPending, r.TrNum, r.OrderID, err)
+	}
+	if r.Status == StatusPending {
+		if r, err = s.giveUp(ctx, r.OrderID, r.TrNum); err != nil {
+			return r, fmt.Errorf("%w: attempt %d of order %s not given up: %w", ErrPending, r.TrNum, r.OrderID, err)
+		}
 	}
 	switch r.Status {
 	case StatusSucceeded:

@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,17 +75,11 @@ func (s *Service) Topics() Topics { return s.topics }
 // Config returns the defaulted configuration.
 func (s *Service) Config() Config { return s.cfg }
 
-// Run runs, until ctx ends, the waiter that wakes checkout calls and the
-// sweeper that finishes attempts left open (Sweep, every
-// Config.SweepInterval). It returns an error only if the waiter cannot
-// subscribe at first.
-func (s *Service) Run(ctx context.Context) error {
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() { defer close(done); s.runSweeper(ctx) }()
-	defer func() { cancel(); <-done }()
-	return s.waiter.Run(ctx)
-}
+// Run runs, until ctx ends, the waiter that wakes the checkout calls of
+// this process; every process that checks orders out runs it. It returns
+// an error only if the waiter cannot subscribe at first. The sweeper is
+// not part of it: run RunSweeper in at least one process of a deployment.
+func (s *Service) Run(ctx context.Context) error { return s.waiter.Run(ctx) }
 
 // Ready is closed once the waiter listens for outcomes.
 func (s *Service) Ready() <-chan struct{} { return s.waiter.Ready() }
@@ -123,43 +116,24 @@ func decodeCommand(m *stream.Message, types ...string) (Command, error) {
 	return c, nil
 }
 
-// stockCall builds the effect script part of a stock command: all its items
-// are in one partition, the partition of the ledger keys.
+// stockCall decodes a stock command and builds its effect call.
 func (s *Service) stockCall(m *stream.Message) (Command, call, error) {
 	c, err := decodeCommand(m, CmdSubtract, CmdAdd)
 	if err != nil {
 		return c, call{}, err
 	}
-	if len(c.Items) == 0 || len(c.Items) > MaxLines {
-		return c, call{}, stream.Permanentf("checkout: stock command with %d items", len(c.Items))
-	}
-	p := s.keys.Partition(c.Items[0].ID)
-	keys := []string{s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, false), s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, true)}
-	args := []any{flag(c.Rollback()), len(c.Items)}
-	for _, l := range c.Items {
-		if !ValidID(l.ID) || s.keys.Partition(l.ID) != p || l.Amount < 1 || l.Amount > MaxAmount {
-			return c, call{}, stream.Permanentf("checkout: stock command item %q amount %d not valid in partition %d", l.ID, l.Amount, p)
-		}
-		keys = append(keys, s.keys.Item(l.ID))
-		args = append(args, l.ID, strconv.FormatInt(l.Amount, 10))
-	}
-	return c, call{keys, args, p}, nil
+	cl, err := s.stockEffect(c)
+	return c, cl, err
 }
 
-// paymentCall builds the effect script part of a payment command.
+// paymentCall decodes a payment command and builds its effect call.
 func (s *Service) paymentCall(m *stream.Message) (Command, call, error) {
 	c, err := decodeCommand(m, CmdPay, CmdCancel)
 	if err != nil {
 		return c, call{}, err
 	}
-	if !ValidID(c.UserID) || c.Amount < 0 || c.Amount > MaxAmount {
-		return c, call{}, stream.Permanentf("checkout: payment command user %q amount %d not valid", c.UserID, c.Amount)
-	}
-	p := s.keys.Partition(c.UserID)
-	keys := []string{s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, false), s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, true),
-		s.keys.User(c.UserID)}
-	args := []any{flag(c.Rollback()), 1, c.UserID, strconv.FormatInt(c.Amount, 10)}
-	return c, call{keys, args, p}, nil
+	cl, err := s.paymentEffect(c)
+	return c, cl, err
 }
 
 // effectBatch applies a batch of stock or payment commands with the effect
@@ -170,10 +144,7 @@ func (s *Service) paymentCall(m *stream.Message) (Command, call, error) {
 // messages it concerns retryably.
 func (s *Service) effectBatch(side string, build func(*stream.Message) (Command, call, error)) stream.BatchHandler {
 	spanName := "checkout." + side
-	header := []any{s.cfg.StateTTL.Milliseconds(), "stock", "item"}
-	if side == "payment" {
-		header = []any{s.cfg.StateTTL.Milliseconds(), "credit", "user"}
-	}
+	header := s.effectHeader(side)
 	return func(ctx context.Context, msgs []*stream.Message) error {
 		errs := make([]error, len(msgs))
 		cmds := make([]Command, len(msgs))

@@ -2,7 +2,6 @@ package checkout
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"strings"
@@ -98,24 +97,28 @@ func (s *Service) Sweep(ctx context.Context, now time.Time) (SweepStats, error) 
 			st.Closed++
 			continue
 		}
-		parts := strings.Split(h["parts"], ",")
 		started, _ := strconv.ParseInt(h["started_ms"], 10, 64)
 		abandon := status == StatusPending && nowMs-started >= s.cfg.AbandonAge.Milliseconds()
 		sctx, span := s.tracer.Start(remoteContext(ctx, h["tp"]), "checkout.sweep", trace.WithAttributes(
 			attribute.String("checkout.order_id", a.order), attribute.Int64("checkout.tr_num", a.tr),
 			attribute.String("checkout.saga_status", status), attribute.Bool("checkout.abandon", abandon)))
 		span.End()
-		for _, part := range parts {
-			r, answered := h["r:"+part]
-			switch {
-			case status == StatusPending && !answered && abandon:
+		silent, unconfirmed := openParts(h)
+		if abandon {
+			for _, part := range silent {
 				recs = append(recs, outcomeRec{a.order, a.tr, part, false, "abandoned"})
 				callCtx = append(callCtx, sctx)
 				st.Abandoned++
-			case status == StatusPending && !answered, status == StatusCompensating && (r == "ok" || r == "abandoned") && h["c:"+part] == "":
-				var c Command
-				if err := json.Unmarshal([]byte(h["cmd:"+part]), &c); err != nil {
-					s.log.ErrorContext(sctx, "checkout: sweep: saga command unreadable", "order_id", a.order, "tr_num", a.tr, "part", part, "error", err)
+			}
+		} else {
+			resend := silent
+			if status == StatusCompensating {
+				resend = unconfirmed
+			}
+			for _, part := range resend {
+				c, err := sagaCommand(h, part)
+				if err != nil {
+					s.log.ErrorContext(sctx, "checkout: sweep", "order_id", a.order, "tr_num", a.tr, "error", err)
 					continue
 				}
 				if status == StatusCompensating {
@@ -156,14 +159,16 @@ func (s *Service) Sweep(ctx context.Context, now time.Time) (SweepStats, error) 
 	return st, nil
 }
 
-// runSweeper sweeps every Config.SweepInterval until ctx ends.
-func (s *Service) runSweeper(ctx context.Context) {
+// RunSweeper sweeps (Sweep) every Config.SweepInterval until ctx ends; a
+// failed sweep is logged and tried again at the next tick. It returns nil
+// when ctx ends. One copy per deployment is enough; more are harmless.
+func (s *Service) RunSweeper(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			return
+			return nil
 		case now := <-t.C:
 			if _, err := s.Sweep(ctx, now); err != nil && ctx.Err() == nil {
 				s.log.WarnContext(ctx, "checkout: sweep failed", "error", err)

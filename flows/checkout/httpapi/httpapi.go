@@ -4,19 +4,25 @@
 // (application/json, errors included). Success is 200; every failure the
 // contract names — an unknown id, short stock or credit, a failed
 // checkout, malformed input — is 400 with the JSON error envelope
-// {"error":{"code","message"}}. A checkout whose saga has not finished
-// within the flow's timeout is not a success, so it answers 400 too, with
-// the code "checkout_pending": the saga goes on and completes or is
-// compensated, and checking the order out again answers its final outcome
-// (200 once paid; a failed attempt answers 400 to the call waiting for it,
-// and a later checkout starts a new attempt). The one answer outside the
-// contract is 500 when Redis fails.
+// {"error":{"code","message"}}.
+//
+// A checkout answers 200 only once the order is paid and its stock taken,
+// and 400 only once its attempt has failed and every compensation has been
+// applied — also when its wait for the saga expires (the flow's
+// Config.Timeout): the contract has no "still running" answer, so the call
+// gives the attempt up and undoes what it applied before answering 400
+// "checkout_failed" with the reason "no answer from <part> in time" (or
+// 200, if the saga succeeded meanwhile); nothing was charged and the order
+// may be checked out again. The one answer outside the contract is 500
+// when Redis fails; for a checkout its code is "checkout_pending" when the
+// attempt had started: it then completes or is compensated by the stages
+// and the sweeper, and checking out again answers its outcome.
 package httpapi
 
 import (
 	"context"
 	"errors"
-	"fmt"
+	"net/http"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
@@ -95,17 +101,21 @@ func (r Routes) Register(srv *api.Server) {
 	op("GET", "/orders/find/:order_id", "An order", rd, orderOut{}, r.findOrder)
 	op("POST", "/orders/addItem/:order_id/:item_id", "Add one of an item to an order", w, addItemOut{}, r.addItem)
 	op("POST", "/orders/addItem/:order_id/:item_id/:quantity", "Add quantity of an item to an order", w, addItemOut{}, r.addItem)
-	op("POST", "/orders/checkout/:order_id", "Check an order out: 200 when paid and the stock taken, 400 once a failed attempt is compensated",
+	op("POST", "/orders/checkout/:order_id", "Check an order out: 200 when paid and the stock taken, 400 once a failed attempt is compensated (also one given up when its wait expires)",
 		w, checkoutOut{}, r.checkout)
 	op("POST", "/orders/batch_init/:n/:n_items/:n_users/:item_price", "Create or reset orders \"0\"..\"n-1\" of two random items each", adm,
 		message{}, r.batchOrders)
 }
 
-// fail maps the flow's errors to the contract's 400 (a pending checkout
-// included); other errors are returned as they are (500).
+// fail maps the flow's errors to the contract's 400; a checkout whose
+// outcome is not known is a 500 "checkout_pending", other errors are
+// returned as they are (500).
 func fail(err error) error {
 	code := ""
 	switch {
+	case errors.Is(err, checkout.ErrPending):
+		return api.NewError(http.StatusInternalServerError, "checkout_pending",
+			"the checkout's outcome is not known yet; it will complete or be compensated: check the order out again for its outcome")
 	case errors.Is(err, checkout.ErrNotFound):
 		code = "not_found"
 	case errors.Is(err, checkout.ErrInsufficient):
@@ -116,12 +126,6 @@ func fail(err error) error {
 		code = "conflict"
 	case errors.Is(err, checkout.ErrCheckoutFailed):
 		code = "checkout_failed"
-	case errors.Is(err, checkout.ErrPending):
-		// The contract answers 200 or 400 only: a checkout that is still
-		// running is not (yet) a success. The saga goes on; checking out
-		// again answers its final outcome.
-		code = "checkout_pending"
-		err = fmt.Errorf("%w; it will complete or be compensated, check out again for the final outcome", err)
 	default:
 		return err
 	}

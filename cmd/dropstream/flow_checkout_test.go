@@ -1,0 +1,101 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// TestRun_checkoutSweeperFinishesAnAttemptWhoseIntentWasLost shows that
+// `run` runs the checkout sweeper service with the flow's variables: an
+// attempt whose intent never reached the order stage (its checkout process
+// gone, the entry trimmed) is driven to its end by the sweeper alone.
+func TestRun_checkoutSweeperFinishesAnAttemptWhoseIntentWasLost(t *testing.T) {
+	clearEnv(t)
+	const partitions = 4
+	ctx := context.Background()
+	url := testenv.RedisURL(t)
+	rdb := testenv.Dial(t, url)
+	tel := stream.Telemetry{}
+	svc, err := checkout.NewService(rdb, stream.NewPublisher(rdb, tel), checkout.Config{Partitions: partitions}, tel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := svc.Store()
+	if err := errors.Join(st.BatchInitItems(ctx, 1, 5, 3), st.BatchInitUsers(ctx, 1, 10)); err != nil {
+		t.Fatal(err)
+	}
+	order, err := st.CreateOrder(ctx, "0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddItem(ctx, order, "0", 2); err != nil {
+		t.Fatal(err)
+	}
+	// The attempt begins, its caller goes away, and its intent is lost.
+	cctx, cancel := context.WithCancel(ctx)
+	errc := make(chan error, 1)
+	go func() {
+		_, err := svc.Checkout(cctx, order)
+		errc <- err
+	}()
+	testenv.WaitFor(t, 10*time.Second, func() bool { return rdb.Exists(ctx, st.Keys().Saga(order, 1)).Val() == 1 }, "attempt 1 begun")
+	cancel()
+	if err := <-errc; !errors.Is(err, checkout.ErrPending) {
+		t.Fatalf("cancelled checkout = %v, want ErrPending", err)
+	}
+	outcomes := svc.Topics().Outcomes
+	if err := rdb.XTrimMaxLen(ctx, outcomes.Stream(outcomes.Partition(order)), 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+
+	t.Setenv("DROPSTREAM_CHECKOUT_SWEEP_INTERVAL", "100ms")
+	t.Setenv("DROPSTREAM_CHECKOUT_SWEEP_AGE", "200ms")
+	b := startDispatch(t, "run", "--redis-url", url, "--partitions", "4", "--api-addr", "", "--log-format", "text",
+		"--stages", strings.Join([]string{checkoutSweeper, checkout.StageOrder, checkout.StageStock, checkout.StagePayment}, ","))
+	b.waitFor(t, 20*time.Second, func() bool {
+		o, err := st.FindOrder(ctx, order)
+		return err == nil && o.Paid
+	}, "the order paid")
+	stock, _, err := st.FindItem(ctx, "0")
+	if err != nil || stock != 3 {
+		t.Errorf("stock %d, %v; want 3", stock, err)
+	}
+	if credit, err := st.FindUser(ctx, "0"); err != nil || credit != 4 {
+		t.Errorf("credit %d, %v; want 4", credit, err)
+	}
+	if err := b.stop(t); err != nil {
+		t.Fatalf("run: %v", err)
+	}
+	if !strings.Contains(b.stderr.String(), "swept stale attempts") {
+		t.Errorf("run did not log the sweep:\n%s", b.stderr)
+	}
+}
+
+func TestRun_checkoutVariablesMustBePositiveDurations(t *testing.T) {
+	for _, v := range checkoutVariables {
+		for _, bad := range []string{"soon", "0s", "-1s"} {
+			t.Run(v.name+"="+bad, func(t *testing.T) {
+				clearEnv(t)
+				t.Setenv(v.name, bad)
+				_, err := checkoutConfig(8)
+				if err == nil || !strings.Contains(err.Error(), v.name) {
+					t.Errorf("checkoutConfig = %v, want an error naming %s", err, v.name)
+				}
+			})
+		}
+	}
+	clearEnv(t)
+	t.Setenv("DROPSTREAM_CHECKOUT_TIMEOUT", "5s")
+	t.Setenv("DROPSTREAM_CHECKOUT_ABANDON_AGE", "10m")
+	cfg, err := checkoutConfig(8)
+	if err != nil || cfg.Timeout != 5*time.Second || cfg.AbandonAge != 10*time.Minute || cfg.SweepAge != 0 {
+		t.Errorf("checkoutConfig = %+v, %v; want Timeout 5s, AbandonAge 10m, the rest default", cfg, err)
+	}
+}

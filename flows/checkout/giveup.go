@@ -1,0 +1,187 @@
+package checkout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strings"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/trace"
+)
+
+// openParts reads a saga hash: the parts that have not answered their
+// forward command (silent, what a pending attempt waits for) and the
+// parts to compensate whose compensation is not confirmed yet (what a
+// compensating attempt waits for: a part that succeeded, or that was
+// abandoned and so may or may not have applied).
+func openParts(h map[string]string) (silent, unconfirmed []string) {
+	for _, part := range strings.Split(h["parts"], ",") {
+		r, answered := h["r:"+part]
+		switch {
+		case !answered:
+			silent = append(silent, part)
+		case (r == "ok" || r == "abandoned") && h["c:"+part] == "":
+			unconfirmed = append(unconfirmed, part)
+		}
+	}
+	return silent, unconfirmed
+}
+
+// sagaCommand decodes the forward command of a part recorded in a saga
+// hash by the begin script.
+func sagaCommand(h map[string]string, part string) (Command, error) {
+	var c Command
+	if err := json.Unmarshal([]byte(h["cmd:"+part]), &c); err != nil {
+		return Command{}, fmt.Errorf("checkout: saga command of part %s unreadable: %w", part, err)
+	}
+	return c, nil
+}
+
+// giveUp ends attempt tr of an order whose checkout call has waited
+// Config.Timeout: the contract answers 200 or 400 only, and a 400 must
+// come after every compensation has finished, so the call does not answer
+// "still running" — it makes the outcome final.
+//
+// The parts that have not answered are recorded as "abandoned" (the
+// sweeper's step, by the same script, so a real answer recorded first
+// wins and one arriving later changes nothing); the attempt then
+// compensates every part that succeeded or was abandoned, and the call
+// applies those compensations itself with the effect script — idempotent
+// by the ledger key (order, tr_num, is_rollback), so a stage applying the
+// same compensation too changes nothing, and a forward command that has
+// not arrived yet is recorded "cancelled" and never applies. It records
+// their outcomes, which fails the attempt and announces it. So the
+// result is succeeded (the attempt finished meanwhile) or failed with
+// every compensation applied; an error (Redis failing) leaves the attempt
+// to the stages and the sweeper, which still complete or compensate it.
+func (s *Service) giveUp(ctx context.Context, orderID string, tr int64) (Result, error) {
+	ctx, span := s.tracer.Start(ctx, "checkout.give_up", trace.WithAttributes(
+		attribute.String("checkout.order_id", orderID), attribute.Int64("checkout.tr_num", tr)))
+	defer span.End()
+	r, err := s.giveUpAttempt(ctx, orderID, tr)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		s.log.WarnContext(ctx, "checkout: wait expired, attempt not given up: the stages and the sweeper will finish it",
+			"order_id", orderID, "tr_num", tr, "error", err)
+		return Result{OrderID: orderID, TrNum: tr, Status: StatusPending}, err
+	}
+	span.SetAttributes(attribute.String("checkout.saga_status", r.Status))
+	s.log.WarnContext(ctx, "checkout: wait expired, attempt given up", "order_id", orderID, "tr_num", tr,
+		"status", r.Status, "reason", r.Reason, "timeout", s.cfg.Timeout)
+	return r, nil
+}
+
+func (s *Service) giveUpAttempt(ctx context.Context, orderID string, tr int64) (Result, error) {
+	span := trace.SpanFromContext(ctx)
+	h, err := s.rdb.HGetAll(ctx, s.keys.Saga(orderID, tr)).Result()
+	if err != nil {
+		return Result{}, fmt.Errorf("checkout: give up attempt %d of order %s: %w", tr, orderID, err)
+	}
+	silent, unconfirmed := openParts(h)
+	var reply []string
+	switch h["status"] {
+	case StatusSucceeded, StatusFailed:
+		return Result{OrderID: orderID, TrNum: tr, Status: h["status"], Reason: h["reason"]}, nil
+	case StatusPending:
+		recs := make([]outcomeRec, len(silent))
+		for i, part := range silent {
+			recs[i] = outcomeRec{orderID, tr, part, false, "abandoned"}
+		}
+		span.SetAttributes(attribute.StringSlice("checkout.abandoned", silent))
+		if reply, err = s.recordLast(ctx, recs); err != nil {
+			return Result{}, err
+		}
+		if reply[0] != StatusCompensating {
+			return s.final(orderID, tr, reply)
+		}
+		unconfirmed = nil
+		for k := 2; k+1 < len(reply); k += 2 {
+			unconfirmed = append(unconfirmed, reply[k])
+		}
+	case StatusCompensating:
+	default:
+		return Result{}, fmt.Errorf("checkout: give up attempt %d of order %s: no such attempt", tr, orderID)
+	}
+	span.SetAttributes(attribute.StringSlice("checkout.compensated", unconfirmed))
+	recs, err := s.compensateNow(ctx, orderID, tr, h, unconfirmed)
+	if err != nil {
+		return Result{}, err
+	}
+	if reply, err = s.recordLast(ctx, recs); err != nil {
+		return Result{}, err
+	}
+	return s.final(orderID, tr, reply)
+}
+
+// compensateNow applies the compensations of parts of attempt tr with the
+// effect script and returns their outcomes to record.
+func (s *Service) compensateNow(ctx context.Context, orderID string, tr int64, h map[string]string, parts []string) ([]outcomeRec, error) {
+	var stock, pay []call
+	var stockParts, payParts []string
+	for _, part := range parts {
+		c, err := sagaCommand(h, part)
+		if err != nil {
+			return nil, err
+		}
+		c = c.Compensation()
+		if c.Type == CmdCancel {
+			cl, err := s.paymentEffect(c)
+			if err != nil {
+				return nil, err
+			}
+			pay, payParts = append(pay, cl), append(payParts, part)
+			continue
+		}
+		cl, err := s.stockEffect(c)
+		if err != nil {
+			return nil, err
+		}
+		stock, stockParts = append(stock, cl), append(stockParts, part)
+	}
+	var recs []outcomeRec
+	for _, side := range []struct {
+		name  string
+		calls []call
+		parts []string
+	}{{"stock", stock, stockParts}, {"payment", pay, payParts}} {
+		results, errs := s.applyEffects(ctx, s.effectHeader(side.name), side.calls)
+		for i, part := range side.parts {
+			if errs[i] != nil {
+				return nil, fmt.Errorf("checkout: compensate %s of order %s attempt %d: %w", part, orderID, tr, errs[i])
+			}
+			recs = append(recs, outcomeRec{orderID, tr, part, true, results[i]})
+		}
+	}
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("checkout: attempt %d of order %s compensating with nothing to compensate", tr, orderID)
+	}
+	return recs, nil
+}
+
+// recordLast records outcomes of one attempt and returns the outcome
+// script's reply to the last, which says where the attempt stands after
+// all of them.
+func (s *Service) recordLast(ctx context.Context, recs []outcomeRec) ([]string, error) {
+	if len(recs) == 0 {
+		return nil, fmt.Errorf("checkout: no outcome to record")
+	}
+	replies, errs := s.recordOutcomes(ctx, recs, time.Now().UnixMilli())
+	for _, err := range errs {
+		if err != nil {
+			return nil, fmt.Errorf("checkout: record outcome of attempt %d of order %s: %w", recs[0].tr, recs[0].orderID, err)
+		}
+	}
+	return replies[len(replies)-1], nil
+}
+
+// final turns an outcome script reply {status, new|old, reason} into a
+// Result; any other reply is an error.
+func (s *Service) final(orderID string, tr int64, reply []string) (Result, error) {
+	if len(reply) == 3 && (reply[0] == StatusSucceeded || reply[0] == StatusFailed) {
+		return Result{OrderID: orderID, TrNum: tr, Status: reply[0], Reason: reply[2]}, nil
+	}
+	return Result{}, fmt.Errorf("checkout: attempt %d of order %s not final after giving it up: %v", tr, orderID, reply)
+}
