@@ -17,6 +17,7 @@ import (
 
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/comic"
+	"github.com/dropstream/dropstream/flows/comic/comiccheckout"
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
@@ -257,6 +258,39 @@ func comicFlow(t *testing.T, nodes string) {
 	testenv.WaitFor(t, clusterWait, func() bool { return rcv.count() >= len(want)+1 }, "the returned comic notified")
 	if got := rcv.received(); !mapsEqual(got, want) {
 		t.Errorf("received %v, want %v", got, want)
+	}
+	comicRefunds(t, rdb)
+}
+
+// comicRefunds refunds purchases through the checkout adapter
+// (comiccheckout) to users of several partitions, each refund asked for
+// twice: each user is credited once.
+func comicRefunds(t *testing.T, rdb redis.UniversalClient) {
+	ctx := context.Background()
+	co, err := checkout.NewService(rdb, stream.NewPublisher(rdb, quietTel()), checkout.Config{Partitions: 8}, quietTel())
+	if err != nil {
+		t.Fatal(err)
+	}
+	pay := comiccheckout.New(rdb, co)
+	parts := map[int]bool{}
+	for i := range 6 {
+		user, err := co.Store().CreateUser(ctx)
+		if err != nil {
+			t.Fatal(err)
+		}
+		parts[co.Store().Keys().Partition(user)] = true
+		txn := fmt.Sprint("txn-refund-", i)
+		for range 2 {
+			if err := pay.Refund(ctx, txn, user, 500); err != nil {
+				t.Fatalf("refund %s: %v", txn, err)
+			}
+		}
+		if credit, err := co.Store().FindUser(ctx, user); err != nil || credit != 500 {
+			t.Errorf("user %s credit %d, %v after a refund asked for twice; want 500", user, credit, err)
+		}
+	}
+	if len(parts) < 2 {
+		t.Errorf("users in %d partitions, want several", len(parts))
 	}
 }
 

@@ -46,8 +46,8 @@ func buildComic(ctx context.Context, a *app) (*flow, error) {
 		NotifyURL: os.Getenv("DROPSTREAM_COMIC_NOTIFY_URL"), NotifySecret: os.Getenv("DROPSTREAM_COMIC_NOTIFY_SECRET"),
 		// Notifications with a destination go through the notifier's
 		// generic request path ("notifier-deliver", flow_notifier.go).
-		Relay: func(ctx context.Context, r notifier.Request) error {
-			return notifier.PublishRequests(ctx, a.pub, requests, r)
+		Relay: func(ctx context.Context, reqs ...notifier.Request) error {
+			return notifier.PublishRequests(ctx, a.pub, requests, reqs...)
 		}}}
 	// Purchases are charged through the checkout saga, whose stages the
 	// checkout flow runs (flow_checkout.go); this process only needs a

@@ -18,10 +18,10 @@ import (
 // StageDelivery is the name of the delivery stage.
 const StageDelivery = "comic-delivery"
 
-// Deliverer sends one notification once per business key;
+// Deliverer sends notifications once per business key, a batch at a time;
 // *notifier.Dispatcher is one.
 type Deliverer interface {
-	Deliver(ctx context.Context, del notifier.Delivery) (string, error)
+	DeliverBatch(ctx context.Context, dels []notifier.Delivery, opts notifier.BatchOptions) ([]string, []error)
 }
 
 // DeliveryConfig configures the delivery stage.
@@ -41,24 +41,21 @@ type DeliveryConfig struct {
 	// throttled, retried and recorded in its history. Set it to
 	// notifier.PublishRequests over notifier.RequestTopic. Notifications
 	// without a destination still go to the log channel here.
-	Relay func(ctx context.Context, r notifier.Request) error
+	Relay func(ctx context.Context, reqs ...notifier.Request) error
+	// Concurrency bounds the notifications of one message sent at once
+	// when they are sent here (not relayed). Default 8.
+	Concurrency int
 }
 
 // ChannelNotifier is the history's channel of a notification handed to the
 // notifier's request path.
 const ChannelNotifier = "notifier"
 
-// relayRequest is the notifier request of a pending notification.
-func relayRequest(ctx context.Context, r Request, to notifier.Recipient) notifier.Request {
-	return notifier.Request{Flow: Flow, Event: EventComicListed, Subject: r.ComicID,
-		Destination: &subscriber.Destination{Kind: subscriber.KindComic, Address: to.Address, Secret: to.Secret, Status: subscriber.StatusActive},
-		Window:      r.ComicID + ":" + strconv.FormatInt(r.Gen, 10) + ":" + hashHex([]byte(r.Email)),
-		Critical:    true, Title: "A comic you watch is for sale", Text: r.Email + ": comic " + r.ComicID + " is listed",
-		Payload: r.Payload, ObservedAt: time.UnixMilli(r.ListedAtMs), TraceID: traceIDOf(ctx), EventID: r.BusinessKey}
-}
-
 // Validate checks the config.
 func (c DeliveryConfig) Validate() error {
+	if c.Concurrency < 0 {
+		return fmt.Errorf("comic: delivery concurrency %d is negative", c.Concurrency)
+	}
 	if c.NotifyURL == "" {
 		return nil
 	}
@@ -71,12 +68,17 @@ func (c DeliveryConfig) Validate() error {
 	return nil
 }
 
-// Delivery is the stage that delivers pending notifications: once per
-// (email, comic) through the Deliverer's ledger, then recorded in the
-// comic's notification history, which keeps later jobs of the same comic
-// from notifying the same person again.
+// Delivery is the stage that delivers pending notifications. For each
+// message (a Request: one comic listing, up to MaxRequestBatch matching
+// subscriptions) it loads the subscriptions in one read (deleted ones are
+// dropped), skips every email already in the comic's notification history
+// — so a subscriber with several matching subscriptions, or notified of
+// an earlier listing, is not told twice — delivers the rest once per
+// (comic, email) through the Deliverer's ledger or the Relay, and records
+// the history of those delivered in one script. When some deliveries fail
+// the message is retried, and the ones recorded are skipped.
 //
-//	ds:{comic.p}:comic:pending:<id>    hash: email → Request, handed off not yet delivered
+//	ds:{comic.p}:comic:pending:<id>    set: subscription ids handed off, not yet delivered
 //	ds:{comic.p}:comic:notified:<id>   hash: email → Notified, the history
 type Delivery struct {
 	rdb    redis.UniversalClient
@@ -97,6 +99,9 @@ type Notified struct {
 
 // NewDelivery returns the delivery stage's handler.
 func NewDelivery(rdb redis.UniversalClient, topics Topics, store *Store, d Deliverer, cfg DeliveryConfig) (*Delivery, error) {
+	if cfg.Concurrency == 0 {
+		cfg.Concurrency = 8
+	}
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -111,68 +116,178 @@ func (d *Delivery) Stage() stream.Stage {
 	return stream.Stage{Name: StageDelivery, Topic: d.topics.Notify, Handler: d.handle}
 }
 
-// recordScript: KEYS notified, pending, events stream; ARGV email,
-// history entry, event payload, comic id.
-var recordScript = redis.NewScript(`
-local first = redis.call('HSETNX', KEYS[1], ARGV[1], ARGV[2])
-redis.call('HDEL', KEYS[2], ARGV[1])
-if first == 1 then
-  redis.call('XADD', KEYS[3], '*', 'key', ARGV[4], 'type', 'comic.event', 'payload', ARGV[3])
-end
-return first`)
+// businessKey is the delivery's business key of email's notification of
+// comic id: one delivery per (comic, email), whatever the number of
+// matching subscriptions, jobs or redeliveries.
+func businessKey(id, email string) string {
+	return "comic:" + id + ":" + hashHex([]byte(email))
+}
+
+// target is one notification to deliver: a subscriber not yet notified of
+// the comic.
+type target struct {
+	sub     Subscription
+	channel string
+	to      notifier.Recipient
+	payload []byte
+	key     string
+	sentErr error
+}
 
 func (d *Delivery) handle(ctx context.Context, m *stream.Message) error {
 	var r Request
-	if err := json.Unmarshal(m.Payload, &r); err != nil || r.ComicID == "" || r.Email == "" || r.BusinessKey == "" {
+	if err := json.Unmarshal(m.Payload, &r); err != nil || r.ComicID == "" || r.Gen < 1 ||
+		len(r.SubscriptionIDs) == 0 || len(r.SubscriptionIDs) > MaxRequestBatch {
 		return stream.Permanentf("comic: invalid notification request: %v", err)
 	}
 	tag := d.topics.tag(r.ComicID)
-	seen, err := d.rdb.HExists(ctx, notifiedKey(tag, r.ComicID), r.Email).Result()
-	if err != nil {
-		return fmt.Errorf("comic: history: %w", err)
-	}
-	if seen {
-		return d.forget(ctx, tag, r) // notified already: never twice
-	}
-	sub, err := d.store.Get(ctx, r.SubscriptionID)
-	if errors.Is(err, ErrNotFound) {
-		// Unsubscribed since the match: nothing to send.
-		if err := d.forget(ctx, tag, r); err != nil {
-			return err
-		}
-		return fmt.Errorf("comic: subscription %s deleted before delivery: %w", r.SubscriptionID, stream.ErrDrop)
-	}
+	targets, err := d.targets(ctx, tag, r)
 	if err != nil {
 		return err
 	}
-	channel, recipient := notifier.ChannelWebhook, notifier.Recipient{ID: sub.ID, Address: sub.NotifyURL, Secret: sub.Secret}
-	if sub.NotifyURL == "" {
-		recipient.Address, recipient.Secret = d.cfg.NotifyURL, d.cfg.NotifySecret
-		if d.cfg.NotifyURL == "" {
-			channel = notifier.ChannelLog
+	d.send(ctx, m, tag, r, targets)
+	// Every subscription of the message but those whose delivery failed
+	// leaves the pending set: delivered now or before, deleted, or
+	// notified already by another subscription of the same email.
+	failed := map[string]bool{}
+	for _, t := range targets {
+		if t.sentErr != nil && !stream.IsPermanent(t.sentErr) {
+			failed[t.sub.ID] = true
 		}
 	}
-	if d.cfg.Relay != nil && channel == notifier.ChannelWebhook {
-		channel = ChannelNotifier
-		if err := d.cfg.Relay(ctx, relayRequest(ctx, r, recipient)); err != nil {
-			return fmt.Errorf("comic: relay to the notifier: %w", err)
-		}
-	} else {
-		n := notifier.Notification{Flow: Flow, Event: EventComicListed, Recipient: recipient, EventID: r.BusinessKey,
-			Subject: r.ComicID, TraceID: traceIDOf(ctx), ObservedAt: time.UnixMilli(r.ListedAtMs), Body: r.Payload}
-		if _, err := d.d.Deliver(ctx, notifier.Delivery{HashTag: tag, Key: r.BusinessKey, Channel: channel,
-			MessageID: m.ID, Attempt: m.Attempt, Notification: n}); err != nil {
-			return err
+	if err := d.record(ctx, tag, r, targets, failed); err != nil {
+		return err
+	}
+	for _, t := range targets {
+		if failed[t.sub.ID] {
+			return fmt.Errorf("comic: deliver %s to subscription %s: %w", r.ComicID, t.sub.ID, t.sentErr)
 		}
 	}
-	// Sent now or before (a redelivery after the send): record the history.
-	hist, _ := json.Marshal(Notified{SubscriptionID: sub.ID, Gen: r.Gen, AtMs: d.now().UnixMilli(), Channel: channel})
-	ev, _ := json.Marshal(Event{Kind: EventNotified, ComicID: r.ComicID, Gen: r.Gen, AtMs: d.now().UnixMilli(),
-		Email: r.Email, SubscriptionID: sub.ID, TraceID: traceIDOf(ctx)})
-	err = recordScript.Run(ctx, d.rdb, []string{notifiedKey(tag, r.ComicID), pendingKey(tag, r.ComicID), eventsStream(d.topics, r.ComicID)},
-		r.Email, hist, ev, r.ComicID).Err()
+	return nil
+}
+
+// targets loads the request's subscriptions and returns one target per
+// email not yet in the comic's history.
+func (d *Delivery) targets(ctx context.Context, tag string, r Request) ([]*target, error) {
+	subs, err := d.store.load(ctx, r.SubscriptionIDs)
 	if err != nil {
-		return fmt.Errorf("comic: record notification: %w", err)
+		return nil, err
+	}
+	emails := make([]string, len(subs))
+	for i, s := range subs {
+		emails[i] = s.Email
+	}
+	var seen []any
+	if len(emails) > 0 {
+		if seen, err = d.rdb.HMGet(ctx, notifiedKey(tag, r.ComicID), emails...).Result(); err != nil {
+			return nil, fmt.Errorf("comic: history: %w", err)
+		}
+	}
+	out := make([]*target, 0, len(subs))
+	byEmail := map[string]bool{}
+	for i, s := range subs {
+		if seen[i] != nil || byEmail[s.Email] {
+			continue // notified already: never twice
+		}
+		byEmail[s.Email] = true
+		t := &target{sub: s, channel: notifier.ChannelWebhook, key: businessKey(r.ComicID, s.Email),
+			to: notifier.Recipient{ID: s.ID, Address: s.NotifyURL, Secret: s.Secret}}
+		if s.NotifyURL == "" {
+			t.to.Address, t.to.Secret = d.cfg.NotifyURL, d.cfg.NotifySecret
+			if d.cfg.NotifyURL == "" {
+				t.channel = notifier.ChannelLog
+			}
+		}
+		if d.cfg.Relay != nil && t.channel == notifier.ChannelWebhook {
+			t.channel = ChannelNotifier
+		}
+		t.payload, _ = json.Marshal(NotifyBody{Event: EventComicListed, ComicID: r.ComicID, Comic: r.Comic, Email: s.Email, SubscriptionID: s.ID})
+		out = append(out, t)
+	}
+	return out, nil
+}
+
+// send relays or delivers every target and sets its sentErr.
+func (d *Delivery) send(ctx context.Context, m *stream.Message, tag string, r Request, targets []*target) {
+	var relayed []notifier.Request
+	var relayTo []*target
+	var dels []notifier.Delivery
+	var delTo []*target
+	for _, t := range targets {
+		if t.channel == ChannelNotifier {
+			relayed = append(relayed, notifier.Request{Flow: Flow, Event: EventComicListed, Subject: r.ComicID,
+				Destination: &subscriber.Destination{Kind: subscriber.KindComic, Address: t.to.Address, Secret: t.to.Secret, Status: subscriber.StatusActive},
+				Window:      r.ComicID + ":" + strconv.FormatInt(r.Gen, 10) + ":" + hashHex([]byte(t.sub.Email)),
+				Critical:    true, Title: "A comic you watch is for sale", Text: t.sub.Email + ": comic " + r.ComicID + " is listed",
+				Payload: t.payload, ObservedAt: time.UnixMilli(r.ListedAtMs), TraceID: traceIDOf(ctx), EventID: t.key})
+			relayTo = append(relayTo, t)
+			continue
+		}
+		dels = append(dels, notifier.Delivery{HashTag: tag, Key: t.key, Channel: t.channel, MessageID: m.ID, Attempt: m.Attempt,
+			Notification: notifier.Notification{Flow: Flow, Event: EventComicListed, Recipient: t.to, EventID: t.key,
+				Subject: r.ComicID, TraceID: traceIDOf(ctx), ObservedAt: time.UnixMilli(r.ListedAtMs), Body: t.payload}})
+		delTo = append(delTo, t)
+	}
+	if len(relayed) > 0 {
+		if err := d.cfg.Relay(ctx, relayed...); err != nil {
+			for _, t := range relayTo {
+				t.sentErr = fmt.Errorf("comic: relay to the notifier: %w", err)
+			}
+		}
+	}
+	if len(dels) > 0 {
+		_, errs := d.d.DeliverBatch(ctx, dels, notifier.BatchOptions{Concurrency: d.cfg.Concurrency})
+		for i, err := range errs {
+			delTo[i].sentErr = err
+		}
+	}
+}
+
+// recordScript records the history of the notifications delivered and
+// drops the settled subscriptions from the pending set. KEYS notified,
+// pending, events stream; ARGV comic id, number of notifications n, then
+// n triples (email, history entry, event), then the subscription ids that
+// leave the pending set. Returns the entries recorded now.
+var recordScript = redis.NewScript(`
+local n = tonumber(ARGV[2])
+local first = 0
+for i = 0, n - 1 do
+  local b = 3 + 3 * i
+  if redis.call('HSETNX', KEYS[1], ARGV[b], ARGV[b + 1]) == 1 then
+    redis.call('XADD', KEYS[3], '*', 'key', ARGV[1], 'type', 'comic.event', 'payload', ARGV[b + 2])
+    first = first + 1
+  end
+end
+for i = 3 + 3 * n, #ARGV do redis.call('SREM', KEYS[2], ARGV[i]) end
+return first`)
+
+// record writes the history of the targets delivered (sent now or before,
+// as a redelivery after the send finds them) and removes every
+// subscription of r but the failed ones from the pending set.
+func (d *Delivery) record(ctx context.Context, tag string, r Request, targets []*target, failed map[string]bool) error {
+	now := d.now().UnixMilli()
+	args := []any{r.ComicID, 0}
+	n := 0
+	for _, t := range targets {
+		if t.sentErr != nil {
+			continue
+		}
+		hist, _ := json.Marshal(Notified{SubscriptionID: t.sub.ID, Gen: r.Gen, AtMs: now, Channel: t.channel})
+		ev, _ := json.Marshal(Event{Kind: EventNotified, ComicID: r.ComicID, Gen: r.Gen, AtMs: now,
+			Email: t.sub.Email, SubscriptionID: t.sub.ID, TraceID: traceIDOf(ctx)})
+		args = append(args, t.sub.Email, hist, ev)
+		n++
+	}
+	args[1] = n
+	for _, id := range r.SubscriptionIDs {
+		if !failed[id] {
+			args = append(args, id)
+		}
+	}
+	err := recordScript.Run(ctx, d.rdb, []string{notifiedKey(tag, r.ComicID), pendingKey(tag, r.ComicID), eventsStream(d.topics, r.ComicID)},
+		args...).Err()
+	if err != nil {
+		return fmt.Errorf("comic: record notifications: %w", err)
 	}
 	return nil
 }
@@ -187,8 +302,12 @@ func (d *Delivery) DiscardStage(group string) stream.Stage {
 		pipe := d.rdb.Pipeline()
 		for _, m := range msgs {
 			var r Request
-			if json.Unmarshal(m.Payload, &r) == nil && r.ComicID != "" && r.Email != "" {
-				pipe.HDel(ctx, pendingKey(d.topics.tag(r.ComicID), r.ComicID), r.Email)
+			if json.Unmarshal(m.Payload, &r) == nil && r.ComicID != "" && len(r.SubscriptionIDs) > 0 {
+				ids := make([]any, len(r.SubscriptionIDs))
+				for i, id := range r.SubscriptionIDs {
+					ids[i] = id
+				}
+				pipe.SRem(ctx, pendingKey(d.topics.tag(r.ComicID), r.ComicID), ids...)
 			}
 		}
 		if pipe.Len() == 0 {
@@ -199,14 +318,6 @@ func (d *Delivery) DiscardStage(group string) stream.Stage {
 		}
 		return nil
 	}}
-}
-
-// forget drops a pending request that needs no delivery.
-func (d *Delivery) forget(ctx context.Context, tag string, r Request) error {
-	if err := d.rdb.HDel(ctx, pendingKey(tag, r.ComicID), r.Email).Err(); err != nil {
-		return fmt.Errorf("comic: pending: %w", err)
-	}
-	return nil
 }
 
 // History returns a comic's notification history, email → entry.

@@ -16,16 +16,17 @@
 //
 // A SearchPattern is the sorted, comma-joined field names of a
 // subscription body. Each subscription is filed in exactly one index set,
-// keyed by its pattern (shard) and the hash of its values, strings
-// case-folded. Matching a comic expands only the patterns that have at
-// least one subscription (a sorted set scored by count, so the 2^n
-// possible patterns are never enumerated): the matcher caches that list
-// with the version counter the subscription scripts bump when a shard
-// appears or disappears, and in the steady state one pipeline reads the
-// version and does one SMEMBERS per active pattern shard; a moved version
-// rereads the list. The cost is one lookup per active pattern plus the
-// size of the answer, whatever the number of subscriptions. The matcher
-// stage matches the jobs of a batch concurrently.
+// keyed by its pattern and the hash of its values, strings case-folded
+// (and, once that set is bloated, by its shard). Matching a comic expands
+// only the patterns that have at least one subscription (a sorted set
+// scored by count, so the 2^n possible patterns are never enumerated):
+// the matcher caches that list and the shards of bloated value sets with
+// the version counter the subscription scripts bump when either changes,
+// and in the steady state one pipeline reads the version and does one
+// SMEMBERS per active pattern (plus one per extra shard of the comic's
+// value sets); a moved version rereads the list. The cost is one lookup
+// per active pattern plus the ids matched, whatever the number of
+// subscriptions: the matcher never loads a subscription.
 //
 // # Improvements on the seed
 //
@@ -38,18 +39,22 @@
 //     "comic-matcher" consumer group. A dead copy's job is claimed by
 //     another after ClaimIdle (XAUTOCLAIM) — the seed's "reassign the jobs
 //     of an unhealthy handler" without a health protocol. The matcher hands
-//     requests off in chunks; each chunk's script records the pending
-//     notifications and XADDs them together, skipping emails already
-//     pending or notified, and the last marks the job matched: a copy
-//     killed between chunks leaves a consistent prefix and the next copy
-//     hands off exactly the rest.
+//     the matching subscription ids off in chunks; each chunk's script
+//     records them as pending and XADDs them, MaxRequestBatch per notify
+//     message, skipping the ids the job handed off already, and the last
+//     marks the job matched: a copy killed between chunks leaves a
+//     consistent prefix and the next copy hands off exactly the rest.
 //   - PendingQuery disappears: the lookups are idempotent reads.
-//   - Delivery ("comic-delivery") goes through notifier.Dispatcher and its
-//     DeliveryLedger keyed by (comic, email), then records the comic's
-//     notification history (the seed's Notification table) in the same
-//     slot; the history keeps later jobs of the same comic (after a sale
-//     and a relisting) from notifying anyone twice. A subscriber with
-//     several matching subscriptions is notified once.
+//   - Delivery ("comic-delivery") loads the subscribers of a notify message
+//     in one read, skips every email already in the comic's notification
+//     history (the seed's Notification table), delivers the rest through
+//     notifier.Dispatcher and its DeliveryLedger keyed by (comic, email) —
+//     or hands them to the notifier's request path — and records the
+//     history in the comic's slot. The history keeps later jobs of the
+//     same comic (after a sale and a relisting) from notifying anyone
+//     twice, and a subscriber with several matching subscriptions is
+//     notified once. Loading subscribers here, not in the matcher, keeps a
+//     comic's matching cost proportional to the ids it matches.
 //   - Purchase: a saga of idempotent steps keyed by the transaction id: a
 //     purchase record before the charge, the charge (through the checkout
 //     saga), then one script that removes the comic from inventory, records
@@ -58,20 +63,25 @@
 //     notification record (history entry and ledger record) is removed, so
 //     they are told again if the comic comes back. A purchase interrupted
 //     between charge and sale is settled by a retry of the transaction or
-//     by Sales.Recover (the "comic-purchase-recovery" service).
-//   - Bloated patterns: past StoreConfig.BloatThreshold subscriptions, a
-//     pattern's new subscriptions go to shard "pattern#k"; no index set
-//     grows much past the threshold, so no single SMEMBERS blocks Redis for
-//     long. The seed's diversity heuristic (top value frequency ÷ total per
-//     field) is reported by Store.Stats; matching does not need it because
-//     lookups are by the exact values of every field of the pattern.
+//     by Sales.Recover (the "comic-purchase-recovery" service). A declined
+//     charge leaves nothing behind, so the buyer may try again.
+//   - Bloated patterns: the seed gives a pattern past 10^4–10^5
+//     subscriptions a new name with an integer suffix. Here lookups are by
+//     a pattern's exact values, so a pattern with many subscriptions over
+//     many values costs nothing more; what bloats is one value set (say,
+//     everyone who asked for {"publisher":"Marvel"}). Past
+//     StoreConfig.BloatThreshold members such a set continues in shard
+//     "#k", so no single SMEMBERS blocks Redis for long. Store.Stats
+//     reports the bloated value sets per pattern and the seed's diversity
+//     heuristic (top value frequency ÷ total per field); matching does not
+//     need the latter because it looks up every field of the pattern.
 //   - Strings match case-insensitively with white space collapsed.
 //
 // # Redis layout
 //
 // Subscriptions share the hash tag {comic-subs} (see Store). Everything
 // about one comic shares the tag {comic.p} of its partition p (see
-// Topics): inventory, generation, job mark, pending notifications,
+// Topics): inventory, generation, job marks, pending notifications,
 // notification history, sales and the three streams. On Redis Cluster the
 // subscription index is one slot; the matcher never mixes it with comic
 // keys in one script.

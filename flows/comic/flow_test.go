@@ -2,8 +2,10 @@ package comic
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -34,9 +36,9 @@ func streamLen(t *testing.T, rdb redis.UniversalClient, topic stream.Topic) int6
 
 func TestFlow_notifiesEachMatchingSubscriberOnce(t *testing.T) {
 	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
+		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
-			rdb := be.client(t)
+			rdb := be.Client(t)
 			rcv := newReceiver(t)
 			svc := newService(t, rdb, rcv, nil, StoreConfig{})
 			// peter matches by two subscriptions: notified once.
@@ -93,6 +95,28 @@ func TestFlow_notifiesEachMatchingSubscriberOnce(t *testing.T) {
 	}
 }
 
+// handedOff returns the subscription ids of every notification request on
+// the notify topic.
+func handedOff(t *testing.T, rdb redis.UniversalClient, topic stream.Topic) []string {
+	t.Helper()
+	var ids []string
+	for p := 0; p < topic.Partitions; p++ {
+		xs, err := rdb.XRange(context.Background(), topic.Stream(p), "-", "+").Result()
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, x := range xs {
+			var r Request
+			payload, _ := x.Values["payload"].(string)
+			if err := json.Unmarshal([]byte(payload), &r); err != nil {
+				t.Fatalf("notify entry %s: %v", x.ID, err)
+			}
+			ids = append(ids, r.SubscriptionIDs...)
+		}
+	}
+	return ids
+}
+
 // waitDone waits until the comics' jobs are matched and delivered.
 func waitDone(t *testing.T, svc *Service, ids ...string) {
 	t.Helper()
@@ -104,9 +128,9 @@ func waitDone(t *testing.T, svc *Service, ids ...string) {
 	}
 }
 
-// crashingHandoff hands off the first chunk only, then "dies": it returns
-// an error and stops its runner, leaving the job pending with part of its
-// notifications handed off.
+// crashingHandoff hands off the first chunk of a job only, then "dies": it
+// returns an error and stops its runner, leaving the job pending with part
+// of its notifications handed off.
 type crashingHandoff struct {
 	real *streamHandoff
 	stop context.CancelFunc
@@ -114,14 +138,9 @@ type crashingHandoff struct {
 	died chan struct{}
 }
 
-func (c *crashingHandoff) Handoff(ctx context.Context, job Job, reqs []Request) (int, error) {
-	n, err := c.real.Handoff(ctx, job, reqs[:c.real.chunk])
+func (c *crashingHandoff) Handoff(ctx context.Context, job Job, ids []string) (int, error) {
+	n, err := c.real.handoffChunk(ctx, job, ids[:c.real.chunk], false)
 	if err != nil {
-		return n, err
-	}
-	// Undo the job mark the short handoff wrote: this copy dies before
-	// the rest.
-	if err := c.real.rdb.Del(ctx, jobDoneKey(c.real.topics.tag(job.ComicID), job.ComicID)).Err(); err != nil {
 		return n, err
 	}
 	c.once.Do(func() { c.stop(); close(c.died) })
@@ -129,14 +148,14 @@ func (c *crashingHandoff) Handoff(ctx context.Context, job Job, reqs []Request) 
 }
 
 // TestMatcher_killedMidJobIsFinishedByAnotherCopy kills a matcher copy
-// after it handed off the first 3 of 7 notifications of a job: another
-// copy claims the job and hands off exactly the other 4; every subscriber
-// is notified exactly once.
+// after it handed off the first 3 of 7 notifications of a job (in
+// messages of 2): another copy claims the job and hands off exactly the
+// other 4; every subscriber is notified exactly once.
 func TestMatcher_killedMidJobIsFinishedByAnotherCopy(t *testing.T) {
 	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
+		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
-			rdb := be.client(t)
+			rdb := be.Client(t)
 			rcv := newReceiver(t)
 			svc := newService(t, rdb, rcv, nil, StoreConfig{})
 			for i := range 7 {
@@ -148,7 +167,7 @@ func TestMatcher_killedMidJobIsFinishedByAnotherCopy(t *testing.T) {
 			}
 			// Copy A dies mid-job.
 			actx, stopA := context.WithCancel(ctx)
-			crash := &crashingHandoff{real: &streamHandoff{rdb: rdb, topics: svc.Topics, chunk: 3}, stop: stopA, died: make(chan struct{})}
+			crash := &crashingHandoff{real: &streamHandoff{rdb: rdb, topics: svc.Topics, chunk: 3, batch: 2}, stop: stopA, died: make(chan struct{})}
 			a := NewMatcher(rdb, svc.Topics, crash, nil).Stage()
 			a.Config = fastConfig("copy-a")
 			ra, err := stream.NewRunner(rdb, a, stream.Telemetry{Logger: quietLogger()})
@@ -159,16 +178,16 @@ func TestMatcher_killedMidJobIsFinishedByAnotherCopy(t *testing.T) {
 			go func() { _ = ra.Run(actx); close(doneA) }()
 			<-crash.died
 			<-doneA
-			if n := streamLen(t, rdb, svc.Topics.Notify); n != 3 {
-				t.Fatalf("%d requests handed off before the crash, want 3", n)
+			if ids := handedOff(t, rdb, svc.Topics.Notify); len(ids) != 3 {
+				t.Fatalf("%d notifications handed off before the crash (%v), want 3", len(ids), ids)
 			}
 			// Copy B (another consumer) and the delivery stage finish it.
-			b := NewMatcher(rdb, svc.Topics, &streamHandoff{rdb: rdb, topics: svc.Topics, chunk: 3}, nil).Stage()
+			b := NewMatcher(rdb, svc.Topics, &streamHandoff{rdb: rdb, topics: svc.Topics, chunk: 3, batch: 2}, nil).Stage()
 			b.Config = fastConfig("copy-b")
 			run(t, rdb, b, svc.Delivery.Stage())
 			waitDone(t, svc, c.ID())
-			if n := streamLen(t, rdb, svc.Topics.Notify); n != 7 {
-				t.Errorf("%d requests handed off in all, want 7", n)
+			if ids := handedOff(t, rdb, svc.Topics.Notify); len(ids) != 7 || len(slices.Compact(slices.Sorted(slices.Values(ids)))) != 7 {
+				t.Errorf("handed off %v in all, want the 7 subscriptions once each", ids)
 			}
 			got := rcv.received()
 			if len(got) != 7 || rcv.count() != 7 {
@@ -181,7 +200,7 @@ func TestMatcher_killedMidJobIsFinishedByAnotherCopy(t *testing.T) {
 // TestDelivery_retriesAFailingDestinationAndSendsOnce: the /notify
 // endpoint answers 503 twice; the delivery is retried and arrives once.
 func TestDelivery_retriesAFailingDestinationAndSendsOnce(t *testing.T) {
-	rdb := backends()[1].client(t)
+	rdb := backends()[1].Client(t)
 	rcv := newReceiver(t)
 	rcv.fail = 2
 	svc := newService(t, rdb, rcv, nil, StoreConfig{})
@@ -203,18 +222,20 @@ func TestDelivery_retriesAFailingDestinationAndSendsOnce(t *testing.T) {
 // history records it and nothing is sent directly.
 func TestDelivery_relaysToTheNotifierRequestPath(t *testing.T) {
 	ctx := context.Background()
-	rdb := backends()[0].client(t)
+	rdb := backends()[0].Client(t)
 	rcv := newReceiver(t)
 	var mu sync.Mutex
 	var got []notifier.Request
 	cfg := Config{Partitions: 2, Delivery: DeliveryConfig{NotifyURL: rcv.URL(), NotifySecret: testSecret,
-		Relay: func(_ context.Context, r notifier.Request) error {
-			if err := r.Validate(); err != nil {
-				return err
+		Relay: func(_ context.Context, reqs ...notifier.Request) error {
+			for _, r := range reqs {
+				if err := r.Validate(); err != nil {
+					return err
+				}
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			got = append(got, r)
+			got = append(got, reqs...)
 			return nil
 		}}}
 	svc, err := New(rdb, cfg, nil, stream.Telemetry{Logger: quietLogger()})
@@ -250,7 +271,7 @@ func TestDelivery_relaysToTheNotifierRequestPath(t *testing.T) {
 // propagator configured: the global one is used).
 func TestFlow_traceTravelsFromIntakeToTheNotifyStream(t *testing.T) {
 	ctx := context.Background()
-	rdb := backends()[0].client(t)
+	rdb := backends()[0].Client(t)
 	tp := sdktrace.NewTracerProvider()
 	t.Cleanup(func() { _ = tp.Shutdown(ctx) })
 	prev := gotel.GetTextMapPropagator()
@@ -290,5 +311,81 @@ func TestFlow_traceTravelsFromIntakeToTheNotifyStream(t *testing.T) {
 		if len(tp) < 36 || tp[3:35] != want {
 			t.Errorf("%s traceparent %q, want trace %s", topic, tp, want)
 		}
+	}
+}
+
+// TestInventory_failedIntakeWritesNothing: when the store fails in the
+// middle of an intake (here the comic's jobs stream key holds a string,
+// so appending its job would fail), Add returns an error and nothing of
+// the comic is written: no inventory entry, no generation, no job, no
+// event. Once the store works again the same comic is listed whole.
+func TestInventory_failedIntakeWritesNothing(t *testing.T) {
+	for _, be := range backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := be.Client(t)
+			svc := newService(t, rdb, nil, nil, StoreConfig{})
+			c := comicN("Preacher", 1, "Vertigo", true)
+			jobs := svc.Topics.Jobs.Stream(svc.Topics.Jobs.Partition(c.ID()))
+			if err := rdb.Set(ctx, jobs, "not a stream", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if _, _, err := svc.Inventory.Add(ctx, c); err == nil {
+				t.Fatal("Add over a broken jobs stream succeeded, want an error")
+			}
+			if _, err := svc.Inventory.Get(ctx, c.ID()); !errors.Is(err, ErrNotFound) {
+				t.Errorf("comic in inventory after a failed intake: %v", err)
+			}
+			if _, err := svc.Inventory.Status(ctx, c.ID()); !errors.Is(err, ErrNotFound) {
+				t.Errorf("status after a failed intake = %v, want never listed", err)
+			}
+			if n := streamLen(t, rdb, svc.Topics.Events); n != 0 {
+				t.Errorf("%d events after a failed intake, want 0", n)
+			}
+			if err := rdb.Del(ctx, jobs).Err(); err != nil {
+				t.Fatal(err)
+			}
+			if l, created, err := svc.Inventory.Add(ctx, c); err != nil || !created || l.Gen != 1 {
+				t.Fatalf("Add after the repair = %+v, %v, %v; want generation 1", l, created, err)
+			}
+			if n := streamLen(t, rdb, svc.Topics.Jobs); n != 1 {
+				t.Errorf("%d jobs, want 1", n)
+			}
+		})
+	}
+}
+
+// TestDelivery_subscriberOwnDestination: a subscription with its own
+// notify_url is notified there, signed with its own secret; the others go
+// to the flow's POST /notify destination.
+func TestDelivery_subscriberOwnDestination(t *testing.T) {
+	for _, be := range backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := be.Client(t)
+			flowDest, own := newReceiver(t), newReceiver(t)
+			svc := newService(t, rdb, flowDest, nil, StoreConfig{})
+			sub, err := svc.Subscriptions.Create(ctx, "own@example.com", []byte(`{"series":"Bone"}`), own.URL())
+			if err != nil || sub.Secret == "" {
+				t.Fatalf("Create with a notify_url = %+v, %v; want a secret", sub, err)
+			}
+			own.mu.Lock()
+			own.secret = sub.Secret
+			own.mu.Unlock()
+			mustSubscribe(t, svc.Subscriptions, "flow@example.com", `{"series":"Bone"}`)
+			run(t, rdb, svc.Stages()...)
+			c := comicN("Bone", 1, "Cartoon Books", true)
+			if _, _, err := svc.Inventory.Add(ctx, c); err != nil {
+				t.Fatal(err)
+			}
+			waitDone(t, svc, c.ID())
+			testenv.WaitFor(t, waitTimeout, func() bool { return own.count()+flowDest.count() >= 2 }, "notifications")
+			if got := own.received(); own.count() != 1 || got[[2]string{c.ID(), "own@example.com"}] != 1 {
+				t.Errorf("own destination received %v, want own@example.com once", got)
+			}
+			if got := flowDest.received(); flowDest.count() != 1 || got[[2]string{c.ID(), "flow@example.com"}] != 1 {
+				t.Errorf("flow destination received %v, want flow@example.com once", got)
+			}
+		})
 	}
 }

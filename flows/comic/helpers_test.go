@@ -13,7 +13,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/testenv"
@@ -21,56 +20,33 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// backend is a Redis the tests run against; client returns a client on an
-// empty database of the test's own.
-type backend struct {
-	name   string
-	client func(t *testing.T) redis.UniversalClient
-}
-
-func backends() []backend {
-	return []backend{
-		{"miniredis", func(t *testing.T) redis.UniversalClient {
-			return dial(t, "redis://"+miniredis.RunT(t).Addr())
-		}},
-		{"redis-server", func(t *testing.T) redis.UniversalClient {
-			return dial(t, testenv.RedisURL(t))
-		}},
-	}
-}
-
-func dial(t testing.TB, url string) redis.UniversalClient {
-	t.Helper()
-	rdb, err := stream.Dial(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
+// backends are the Redis implementations the flow's tests run on.
+func backends() []testenv.Backend { return testenv.Backends() }
 
 const waitTimeout = 20 * time.Second
 
 const testSecret = "0123456789abcdef0123456789abcdef"
 
-// receiver is a POST /notify endpoint that records what it receives.
+// receiver is a POST /notify endpoint that records what it receives,
+// signed with its secret (testSecret unless set).
 type receiver struct {
-	srv  *httptest.Server
-	mu   sync.Mutex
-	got  []NotifyBody
-	fail int // answer 503 to this many requests first
+	srv    *httptest.Server
+	mu     sync.Mutex
+	got    []NotifyBody
+	fail   int // answer 503 to this many requests first
+	secret string
 }
 
 func newReceiver(t *testing.T) *receiver {
-	r := &receiver{}
+	r := &receiver{secret: testSecret}
 	r.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, req *http.Request) {
 		body, _ := io.ReadAll(req.Body)
-		if err := notifier.VerifySignature(testSecret, req.Header.Get(notifier.HeaderSignature), body, time.Now(), time.Minute); err != nil {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		if err := notifier.VerifySignature(r.secret, req.Header.Get(notifier.HeaderSignature), body, time.Now(), time.Minute); err != nil {
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}
-		r.mu.Lock()
-		defer r.mu.Unlock()
 		if r.fail > 0 {
 			r.fail--
 			http.Error(w, "busy", http.StatusServiceUnavailable)

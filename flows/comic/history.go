@@ -127,7 +127,10 @@ func flag(b bool) uint8 {
 
 // SnapshotStats writes the current subscription statistics to
 // comic_pattern_stats, stamped with now truncated to the minute (a second
-// snapshot in the same minute replaces the first on merge).
+// snapshot in the same minute replaces the first on merge). A "pattern"
+// row carries the pattern's subscriptions, its bloated value sets in
+// distinct_values and their extra shards in top_count; a "field" row the
+// field's FieldStat.
 func (h *History) SnapshotStats(ctx context.Context, now time.Time) error {
 	st, err := h.store.Stats(ctx)
 	if err != nil {
@@ -139,7 +142,7 @@ func (h *History) SnapshotStats(ctx context.Context, now time.Time) error {
 	}
 	at := now.UTC().Truncate(time.Minute)
 	for _, p := range st.Patterns {
-		if err := b.Append(at, "pattern", p.Pattern, p.Subscriptions, int64(len(p.Shards)), "", int64(0), 0.0); err != nil {
+		if err := b.Append(at, "pattern", p.Pattern, p.Subscriptions, int64(p.BloatedValueSets), "", int64(p.ExtraShards), 0.0); err != nil {
 			_ = b.Abort()
 			return fmt.Errorf("comic: stats snapshot: %w", err)
 		}

@@ -23,7 +23,7 @@ func TestHistory_inventorySalesAndNotificationsInClickHouse(t *testing.T) {
 	if _, err := clickhouse.Migrate(ctx, ch, nil); err != nil {
 		t.Fatal(err)
 	}
-	rdb := backends()[1].client(t)
+	rdb := backends()[1].Client(t)
 	rcv := newReceiver(t)
 	svc := newService(t, rdb, rcv, newTestPayments(), StoreConfig{})
 	mustSubscribe(t, svc.Subscriptions, "a@example.com", `{"publisher":"Marvel"}`)

@@ -197,8 +197,8 @@ type Status struct {
 	// has been matched.
 	Gen        int64 `json:"gen"`
 	MatchedGen int64 `json:"matched_gen"`
-	// Pending notifications are handed to the notifier and not yet
-	// delivered; Notified are delivered (the history).
+	// Pending counts the matching subscriptions handed off and not yet
+	// delivered; Notified the emails notified (the history).
 	Pending  int64 `json:"pending"`
 	Notified int64 `json:"notified"`
 	// Done is true when the latest job is matched and nothing is pending.
@@ -212,7 +212,7 @@ func (inv *Inventory) Status(ctx context.Context, id string) (Status, error) {
 	exists := pipe.Exists(ctx, inventoryKey(tag, id))
 	gen := pipe.Get(ctx, genKey(tag, id))
 	done := pipe.Get(ctx, jobDoneKey(tag, id))
-	pending := pipe.HLen(ctx, pendingKey(tag, id))
+	pending := pipe.SCard(ctx, pendingKey(tag, id))
 	notified := pipe.HLen(ctx, notifiedKey(tag, id))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return Status{}, fmt.Errorf("comic: status %s: %w", id, err)

@@ -1,6 +1,8 @@
 package comic
 
 import (
+	"strconv"
+
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -51,6 +53,9 @@ func inventoryKey(tag, id string) string { return "ds:" + tag + ":comic:inv:" + 
 func genKey(tag, id string) string       { return "ds:" + tag + ":comic:gen:" + id }
 func jobDoneKey(tag, id string) string   { return "ds:" + tag + ":comic:jobdone:" + id }
 func pendingKey(tag, id string) string   { return "ds:" + tag + ":comic:pending:" + id }
+func handedKey(tag, id string, gen int64) string {
+	return "ds:" + tag + ":comic:handed:" + id + ":" + strconv.FormatInt(gen, 10)
+}
 func notifiedKey(tag, id string) string  { return "ds:" + tag + ":comic:notified:" + id }
 func saleKey(tag, id string) string      { return "ds:" + tag + ":comic:sale:" + id }
 func inventoryIndex(tag string) string   { return "ds:" + tag + ":comic:inventory" }
@@ -67,19 +72,27 @@ const subsTag = "{comic-subs}"
 
 const (
 	subsKey       = "ds:" + subsTag + ":comic:subs"       // hash: id → Subscription JSON
-	patternsKey   = "ds:" + subsTag + ":comic:patterns"   // zset: pattern shard → subscriptions
-	patCountKey   = "ds:" + subsTag + ":comic:patcount"   // hash: pattern → subscriptions
-	patVersionKey = "ds:" + subsTag + ":comic:patver"     // counter: bumped when a pattern shard appears or disappears
+	patternsKey   = "ds:" + subsTag + ":comic:patterns"   // zset: pattern → subscriptions
+	patVersionKey = "ds:" + subsTag + ":comic:patver"     // counter: bumped when a pattern appears or disappears, or a value set gets a new shard
+	bloatKey      = "ds:" + subsTag + ":comic:bloat"      // hash: "<pattern>:<values hash>" → shards past the first
 	fieldTotalKey = "ds:" + subsTag + ":comic:fieldtotal" // hash: field → subscriptions constraining it
 	emailPrefix   = "ds:" + subsTag + ":comic:email:"     // set per email: subscription ids
-	indexPrefix   = "ds:" + subsTag + ":comic:idx:"       // set per (pattern shard, values): ids
+	indexPrefix   = "ds:" + subsTag + ":comic:idx:"       // set per (pattern, values, shard): ids
 	fieldStatsPfx = "ds:" + subsTag + ":comic:field:"     // zset per field: index value → subscriptions
 )
 
 func emailKey(email string) string { return emailPrefix + email }
 
-// indexKey is the set of subscription ids of one pattern shard whose
-// values hash to vh.
-func indexKey(shard, vh string) string { return indexPrefix + shard + ":" + vh }
+// indexKey is shard k of the set of subscription ids of one pattern whose
+// values hash to vh (k = 0 for the first shard).
+func indexKey(pattern, vh string, k int) string {
+	if k == 0 {
+		return indexPrefix + pattern + ":" + vh
+	}
+	return indexPrefix + pattern + ":" + vh + "#" + strconv.Itoa(k)
+}
+
+// bloatField names a value set in bloatKey.
+func bloatField(pattern, vh string) string { return pattern + ":" + vh }
 
 func fieldStatsKey(field string) string { return fieldStatsPfx + field }

@@ -5,9 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
-	"sort"
+	"strconv"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -20,27 +20,25 @@ import (
 // StageMatcher is the name of the matching stage.
 const StageMatcher = "comic-matcher"
 
-// Request is one pending notification: the payload of a TypeNotify
-// message, everything a notifier needs to deliver it once.
+// Request is a batch of pending notifications of one listing of a comic,
+// one per matching subscription: the payload of a TypeNotify message. The
+// matcher knows subscriptions by id only; the delivery stage loads the
+// subscribers (email, destination), keeps one notification per email and
+// comic, and builds what is sent.
 type Request struct {
-	// BusinessKey is "comic:<comic id>:<email hash>": one delivery per
-	// (subscriber, comic), whatever the number of matching subscriptions,
-	// jobs or redeliveries.
-	BusinessKey string `json:"business_key"`
-	ComicID     string `json:"comic_id"`
-	Gen         int64  `json:"gen"`
-	Email       string `json:"email"`
-	// SubscriptionID is the subscription that matched (the smallest id
-	// when several of the email's subscriptions match).
-	SubscriptionID string `json:"subscription_id"`
-	// Destination is the subscriber's own POST /notify URL, or "" for the
-	// flow's destination (Config.NotifyURL).
-	Destination string `json:"destination,omitempty"`
-	// Payload is the body sent to the destination (NotifyBody as JSON).
-	Payload json.RawMessage `json:"payload"`
+	ComicID string `json:"comic_id"`
+	Gen     int64  `json:"gen"`
 	// ListedAtMs is when the comic was listed (end-to-end latency).
 	ListedAtMs int64 `json:"listed_at_ms"`
+	// Comic is the comic's canonical form.
+	Comic json.RawMessage `json:"comic"`
+	// SubscriptionIDs are 1..MaxRequestBatch matching subscriptions.
+	SubscriptionIDs []string `json:"subscription_ids"`
 }
+
+// MaxRequestBatch bounds the subscriptions of one Request: a notify
+// message is delivered (and retried) as a whole.
+const MaxRequestBatch = 100
 
 // NotifyBody is what POST /notify receives: the seed's {comic, email},
 // with the comic's id and the subscription that matched.
@@ -55,73 +53,83 @@ type NotifyBody struct {
 // EventComicListed is NotifyBody.Event.
 const EventComicListed = "comic.listed"
 
-// Handoff hands a job's pending notifications to a notifier. Handing off
-// must be idempotent per (job, email): a redelivered job hands off again.
+// Handoff records a job's pending notifications, one per matching
+// subscription id, and hands them to the delivery. Handing off must be
+// idempotent per (job, subscription): a redelivered job hands off again.
 type Handoff interface {
-	Handoff(ctx context.Context, job Job, reqs []Request) (int, error)
+	Handoff(ctx context.Context, job Job, ids []string) (int, error)
 }
 
-// handoffChunk bounds the requests of one handoff script.
+// handoffChunk bounds the subscriptions of one handoff script, so one
+// script holds Redis for a bounded time.
 const handoffChunk = 500
 
 // streamHandoff records pending notifications and publishes them on the
-// notify topic in one script per chunk, skipping emails already notified
-// or pending for the comic; the last chunk marks the job matched. A
-// redelivered job therefore publishes nothing twice.
+// notify topic, MaxRequestBatch subscriptions per message, in one script
+// per chunk; it skips subscriptions the job handed off already, and the
+// last chunk marks the job matched. A copy killed between chunks leaves a
+// consistent prefix, and the copy that takes the job over hands off
+// exactly the rest; a job matched before publishes nothing.
+//
+//	ds:{comic.p}:comic:jobdone:<id>       string: the latest gen matched
+//	ds:{comic.p}:comic:handed:<id>:<gen>  set: subscription ids handed off, while the job runs
+//	ds:{comic.p}:comic:pending:<id>       set: subscription ids handed off, until delivered
 type streamHandoff struct {
 	rdb    redis.UniversalClient
 	topics Topics
 	prop   propagation.TextMapPropagator
-	chunk  int // requests per script, handoffChunk by default
+	chunk  int // subscriptions per script, handoffChunk by default
+	batch  int // subscriptions per message, MaxRequestBatch by default
 }
 
-// handoffScript: KEYS jobdone, pending, notified, notify stream; ARGV gen,
-// last chunk (0/1), comic id, number of metadata pairs, metadata pairs,
-// then email/payload pairs.
+// handoffScript: KEYS jobdone, pending, notify stream, handed; ARGV gen,
+// last chunk (0/1), comic id, listed at ms, canonical comic, subscriptions
+// per message, number of metadata pairs, metadata pairs, then subscription
+// ids. Each message's payload is a Request in JSON, built here so the
+// matcher encodes nothing per subscription. Returns the subscriptions
+// handed off, or -1 when the job was matched before.
 var handoffScript = redis.NewScript(`
 local gen = tonumber(ARGV[1])
 if tonumber(redis.call('GET', KEYS[1]) or '0') >= gen then return -1 end
-local nmeta = tonumber(ARGV[4])
-local meta = {}
-for i = 5, 4 + 2 * nmeta do meta[#meta + 1] = ARGV[i] end
+local per = tonumber(ARGV[6])
+local nmeta = tonumber(ARGV[7])
+local f = {'key', ARGV[3], 'type', 'comic.notify', 'payload', ''}
+for i = 8, 7 + 2 * nmeta do f[#f + 1] = ARGV[i] end
+local head = '{"comic_id":"' .. ARGV[3] .. '","gen":' .. ARGV[1] .. ',"listed_at_ms":' .. ARGV[4] ..
+  ',"comic":' .. ARGV[5] .. ',"subscription_ids":["'
+local ids = {}
 local n = 0
-for i = 5 + 2 * nmeta, #ARGV, 2 do
-  local email = ARGV[i]
-  if redis.call('HEXISTS', KEYS[3], email) == 0 and redis.call('HEXISTS', KEYS[2], email) == 0 then
-    redis.call('HSET', KEYS[2], email, ARGV[i + 1])
-    local f = {'key', ARGV[3], 'type', 'comic.notify', 'payload', ARGV[i + 1]}
-    for _, v in ipairs(meta) do f[#f + 1] = v end
-    redis.call('XADD', KEYS[4], '*', unpack(f))
-    n = n + 1
+local function flush()
+  if #ids == 0 then return end
+  f[6] = head .. table.concat(ids, '","') .. '"]}'
+  redis.call('XADD', KEYS[3], '*', unpack(f))
+  n = n + #ids
+  ids = {}
+end
+for i = 8 + 2 * nmeta, #ARGV do
+  if redis.call('SADD', KEYS[4], ARGV[i]) == 1 then
+    redis.call('SADD', KEYS[2], ARGV[i])
+    ids[#ids + 1] = ARGV[i]
+    if #ids >= per then flush() end
   end
 end
-if ARGV[2] == '1' then redis.call('SET', KEYS[1], gen) end
+flush()
+if ARGV[2] == '1' then
+  redis.call('SET', KEYS[1], gen)
+  redis.call('DEL', KEYS[4])
+end
 return n`)
 
-func (h *streamHandoff) Handoff(ctx context.Context, job Job, reqs []Request) (int, error) {
-	tag := h.topics.tag(job.ComicID)
-	keys := []string{jobDoneKey(tag, job.ComicID), pendingKey(tag, job.ComicID), notifiedKey(tag, job.ComicID),
-		h.topics.Notify.Stream(h.topics.Notify.Partition(job.ComicID))}
-	meta := traceArgs(ctx, h.prop)
-	total := 0
+func (h *streamHandoff) Handoff(ctx context.Context, job Job, ids []string) (int, error) {
 	size := h.chunk
 	if size <= 0 {
 		size = handoffChunk
 	}
-	for start := 0; start == 0 || start < len(reqs); start += size {
-		chunk := reqs[start:min(start+size, len(reqs))]
-		last := "0"
-		if start+size >= len(reqs) {
-			last = "1"
-		}
-		args := append([]any{job.Gen, last, job.ComicID, len(meta) / 2}, meta...)
-		for _, r := range chunk {
-			raw, _ := json.Marshal(r)
-			args = append(args, r.Email, raw)
-		}
-		n, err := handoffScript.Run(ctx, h.rdb, keys, args...).Int()
+	total := 0
+	for start := 0; start == 0 || start < len(ids); start += size {
+		n, err := h.handoffChunk(ctx, job, ids[start:min(start+size, len(ids))], start+size >= len(ids))
 		if err != nil {
-			return total, fmt.Errorf("comic: hand off job %s/%d: %w", job.ComicID, job.Gen, err)
+			return total, err
 		}
 		if n < 0 {
 			return total, nil // matched before: a redelivery
@@ -131,21 +139,57 @@ func (h *streamHandoff) Handoff(ctx context.Context, job Job, reqs []Request) (i
 	return total, nil
 }
 
+// handoffChunk runs the handoff script on one chunk of a job's ids; the
+// last chunk marks the job matched. It returns -1 when the job was matched
+// before.
+func (h *streamHandoff) handoffChunk(ctx context.Context, job Job, ids []string, last bool) (int, error) {
+	tag := h.topics.tag(job.ComicID)
+	keys := []string{jobDoneKey(tag, job.ComicID), pendingKey(tag, job.ComicID), h.topics.Notify.Stream(h.topics.Notify.Partition(job.ComicID)),
+		handedKey(tag, job.ComicID, job.Gen)}
+	meta := traceArgs(ctx, h.prop)
+	flag := "0"
+	if last {
+		flag = "1"
+	}
+	per := h.batch
+	if per <= 0 || per > MaxRequestBatch {
+		per = MaxRequestBatch
+	}
+	args := make([]any, 0, 7+len(meta)+len(ids))
+	args = append(args, job.Gen, flag, job.ComicID, job.AddedAtMs, []byte(job.Comic), per, len(meta)/2)
+	args = append(args, meta...)
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	n, err := handoffScript.Run(ctx, h.rdb, keys, args...).Int()
+	if err != nil {
+		return 0, fmt.Errorf("comic: hand off job %s/%d: %w", job.ComicID, job.Gen, err)
+	}
+	return n, nil
+}
+
 // Matcher matches a comic against the subscriptions: it expands only the
-// SearchPatterns (and their shards) that have at least one subscription,
-// looks up each one's index set for the comic's values, and hands one
-// request per matching email to the Handoff.
+// SearchPatterns that have at least one subscription, looks up the index
+// set of each one's values (and its shards when bloated), and hands the
+// ids of the matching subscriptions to the Handoff. It never loads a
+// subscription: its cost is one lookup per active pattern plus the ids
+// matched.
 type Matcher struct {
 	rdb     redis.UniversalClient
 	topics  Topics
 	handoff Handoff
 	prop    propagation.TextMapPropagator
-	shards  shardCache
+	index   atomic.Pointer[activeIndex]
 }
 
 // matchConcurrency bounds the jobs of one batch matched at once: each job
 // waits on a few Redis round trips, so a batch is matched concurrently.
 const matchConcurrency = 32
+
+// matcherBatch is the matching stage's batch size: small enough that a
+// batch of jobs of popular comics (thousands of subscribers each) ends
+// well within the runner's handler timeout.
+const matcherBatch = 64
 
 // NewMatcher returns a matcher handing off to h; nil h publishes on the
 // flow's notify topic.
@@ -163,7 +207,8 @@ func NewMatcher(rdb redis.UniversalClient, topics Topics, h Handoff, prop propag
 // batch are matched concurrently (matchConcurrency at a time), each in its
 // producer's trace, and settled one by one: a failed job is retried alone.
 func (m *Matcher) Stage() stream.Stage {
-	return stream.Stage{Name: StageMatcher, Topic: m.topics.Jobs, BatchHandler: m.handleBatch}
+	return stream.Stage{Name: StageMatcher, Topic: m.topics.Jobs, BatchHandler: m.handleBatch,
+		Config: stream.RunnerConfig{BatchSize: matcherBatch}}
 }
 
 func (m *Matcher) handleBatch(ctx context.Context, msgs []*stream.Message) error {
@@ -191,131 +236,117 @@ func (m *Matcher) handle(ctx context.Context, msg *stream.Message) error {
 	if err := json.Unmarshal(msg.Payload, &job); err != nil {
 		return stream.Permanentf("comic: decode job: %w", err)
 	}
-	c, err := ParseComic(job.Comic)
-	if err != nil || c.ID() != job.ComicID || job.Gen < 1 {
-		return stream.Permanentf("comic: job %s/%d carries an invalid comic: %v", clipName(job.ComicID), job.Gen, err)
-	}
-	// A redelivered job that was matched before is matched again, and the
-	// handoff script, which checks the job mark, writes nothing.
-	reqs, err := m.Match(ctx, c, job)
-	if err != nil {
-		return err
-	}
-	_, err = m.handoff.Handoff(ctx, job, reqs)
+	_, err := m.Process(ctx, job)
 	return err
 }
 
-// Match returns one request per email with a subscription matching c,
-// ordered by email.
-func (m *Matcher) Match(ctx context.Context, c Comic, job Job) ([]Request, error) {
+// Process matches a job's comic and hands off its pending notifications;
+// it returns how many were handed off now. A job matched before (a
+// redelivery) is matched again and hands off nothing. A job whose comic
+// is invalid is a permanent error.
+func (m *Matcher) Process(ctx context.Context, job Job) (int, error) {
+	c, err := ParseComic(job.Comic)
+	if err != nil || c.ID() != job.ComicID || job.Gen < 1 {
+		return 0, stream.Permanentf("comic: job %s/%d carries an invalid comic: %v", clipName(job.ComicID), job.Gen, err)
+	}
+	job.Comic = c.Canonical()
 	ids, err := m.MatchIDs(ctx, c)
+	if err != nil {
+		return 0, err
+	}
+	return m.handoff.Handoff(ctx, job, ids)
+}
+
+// indexMaxAge bounds how long the matcher trusts its copy of the active
+// patterns and bloated value sets without rereading it, even when the
+// version counter says nothing changed (a guard against writers that do
+// not bump it).
+const indexMaxAge = 10 * time.Second
+
+// activeIndex is the matcher's copy of the active patterns and of the
+// shards of bloated value sets, and the version counter (patVersionKey) it
+// was read at.
+type activeIndex struct {
+	version  string
+	patterns [][]string     // the field names of each active pattern
+	names    []string       // the active patterns
+	bloat    map[string]int // bloatField → shards past the first
+	readAt   time.Time
+}
+
+// MatchIDs returns the ids of the subscriptions matching c, each once, in
+// no particular order. It expands only the patterns that have at least
+// one subscription. In the steady state it is one pipeline: the version of
+// the active patterns and shards, and one index lookup per active pattern
+// (plus one per extra shard of a bloated value set); when the version
+// moved, the patterns and shards are read again and the lookups redone.
+func (m *Matcher) MatchIDs(ctx context.Context, c Comic) ([]string, error) {
+	b := c.Body()
+	if idx := m.index.Load(); idx != nil && time.Since(idx.readAt) <= indexMaxAge {
+		ids, version, err := m.lookup(ctx, b, idx)
+		if err != nil || version == idx.version {
+			return ids, err
+		}
+	}
+	idx, err := m.readIndex(ctx)
 	if err != nil {
 		return nil, err
 	}
-	byEmail := map[string]Subscription{}
-	for start := 0; start < len(ids); start += 1000 {
-		subs, err := (&Store{rdb: m.rdb}).load(ctx, ids[start:min(start+1000, len(ids))])
-		if err != nil {
-			return nil, err
-		}
-		for _, s := range subs {
-			if cur, ok := byEmail[s.Email]; !ok || s.ID < cur.ID {
-				byEmail[s.Email] = s
-			}
-		}
-	}
-	out := make([]Request, 0, len(byEmail))
-	canonical := c.Canonical()
-	for email, s := range byEmail {
-		body, _ := json.Marshal(NotifyBody{Event: EventComicListed, ComicID: job.ComicID, Comic: canonical, Email: email, SubscriptionID: s.ID})
-		out = append(out, Request{BusinessKey: "comic:" + job.ComicID + ":" + hashHex([]byte(email)), ComicID: job.ComicID,
-			Gen: job.Gen, Email: email, SubscriptionID: s.ID, Destination: s.NotifyURL, Payload: body, ListedAtMs: job.AddedAtMs})
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].Email < out[j].Email })
-	return out, nil
-}
-
-// shardCacheMaxAge bounds how long the matcher trusts its list of active
-// pattern shards without rereading it, even when the version counter says
-// nothing changed (a guard against writers that do not bump it).
-const shardCacheMaxAge = 10 * time.Second
-
-// shardCache is the matcher's copy of the active pattern shards and the
-// version counter (patVersionKey) it was read at.
-type shardCache struct {
-	mu      sync.Mutex
-	version string
-	shards  []string
-	readAt  time.Time
-}
-
-func (c *shardCache) get(now time.Time) (shards []string, version string, ok bool) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.readAt.IsZero() || now.Sub(c.readAt) > shardCacheMaxAge {
-		return nil, "", false
-	}
-	return c.shards, c.version, true
-}
-
-func (c *shardCache) set(shards []string, version string, now time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.shards, c.version, c.readAt = shards, version, now
-}
-
-// MatchIDs returns the ids of the subscriptions matching c, sorted. It
-// expands only the pattern shards that have at least one subscription.
-// In the steady state it is one pipeline: the version of the set of
-// active shards, and one index lookup per active shard (from the
-// matcher's cached list); when the version moved, the list is read again
-// and the lookups redone.
-func (m *Matcher) MatchIDs(ctx context.Context, c Comic) ([]string, error) {
-	b := c.Body()
-	if shards, version, ok := m.shards.get(time.Now()); ok {
-		ids, current, err := m.lookup(ctx, b, shards)
-		if err != nil {
-			return nil, err
-		}
-		if current == version {
-			return ids, nil
-		}
-	}
-	pipe := m.rdb.Pipeline()
-	ver := pipe.Get(ctx, patVersionKey)
-	active := pipe.ZRangeByScore(ctx, patternsKey, &redis.ZRangeBy{Min: "1", Max: "+inf"})
-	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("comic: active patterns: %w", err)
-	}
-	m.shards.set(active.Val(), ver.Val(), time.Now())
-	ids, _, err := m.lookup(ctx, b, active.Val())
+	ids, _, err := m.lookup(ctx, b, idx)
 	return ids, err
 }
 
-// lookup reads the version of the active shards and the index set of b's
-// values in each of shards, in one pipeline, and returns the distinct ids
-// sorted.
-func (m *Matcher) lookup(ctx context.Context, b Body, shards []string) ([]string, string, error) {
+// readIndex reads the active patterns and bloated value sets, and caches
+// them. The version is read first, so a change made meanwhile shows as a
+// newer version at the next lookup.
+func (m *Matcher) readIndex(ctx context.Context) (*activeIndex, error) {
 	pipe := m.rdb.Pipeline()
 	ver := pipe.Get(ctx, patVersionKey)
-	cmds := make([]*redis.StringSliceCmd, 0, len(shards))
-	hashes := map[string]string{}
-	for _, shard := range shards {
-		p := patternOfShard(shard)
-		vh, ok := hashes[p]
-		if !ok {
-			vh = valuesHash(b, splitPattern(p))
-			hashes[p] = vh
+	active := pipe.ZRangeByScore(ctx, patternsKey, &redis.ZRangeBy{Min: "1", Max: "+inf"})
+	bloat := pipe.HGetAll(ctx, bloatKey)
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("comic: active patterns: %w", err)
+	}
+	idx := &activeIndex{version: ver.Val(), names: active.Val(), bloat: map[string]int{}, readAt: time.Now()}
+	for _, p := range idx.names {
+		idx.patterns = append(idx.patterns, splitPattern(p))
+	}
+	for f, v := range bloat.Val() {
+		if n, err := strconv.Atoi(v); err == nil && n > 0 {
+			idx.bloat[f] = n
 		}
-		cmds = append(cmds, pipe.SMembers(ctx, indexKey(shard, vh)))
+	}
+	m.index.Store(idx)
+	return idx, nil
+}
+
+// lookup reads the version of the active patterns and the index sets of
+// b's values in each pattern of idx (with their shards), in one pipeline.
+func (m *Matcher) lookup(ctx context.Context, b Body, idx *activeIndex) ([]string, string, error) {
+	pipe := m.rdb.Pipeline()
+	ver := pipe.Get(ctx, patVersionKey)
+	cmds := make([]*redis.StringSliceCmd, 0, len(idx.names))
+	for i, p := range idx.names {
+		vh := valuesHash(b, idx.patterns[i])
+		cmds = append(cmds, pipe.SMembers(ctx, indexKey(p, vh, 0)))
+		if len(idx.bloat) == 0 {
+			continue
+		}
+		for k := 1; k <= idx.bloat[bloatField(p, vh)]; k++ {
+			cmds = append(cmds, pipe.SMembers(ctx, indexKey(p, vh, k)))
+		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return nil, "", fmt.Errorf("comic: index lookups: %w", err)
 	}
-	var ids []string
+	n := 0
+	for _, cmd := range cmds {
+		n += len(cmd.Val())
+	}
+	// A subscription is in exactly one index set: the ids are distinct.
+	ids := make([]string, 0, n)
 	for _, cmd := range cmds {
 		ids = append(ids, cmd.Val()...)
 	}
-	sort.Strings(ids)
-	return slices.Compact(ids), ver.Val(), nil
+	return ids, ver.Val(), nil
 }

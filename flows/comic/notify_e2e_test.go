@@ -80,15 +80,15 @@ func (e *notifyEndpoint) received() (map[[2]string]int, int, []string) {
 // acknowledgement) and a subscriber matches by two subscriptions.
 func TestNotify_endToEndThroughTheNotifierExactlyOnce(t *testing.T) {
 	ctx := context.Background()
-	rdb := dial(t, testenv.RedisURL(t))
+	rdb := testenv.Dial(t, testenv.RedisURL(t))
 	tel := stream.Telemetry{Logger: quietLogger()}
 	ep := newNotifyEndpoint(t, 0)
 	const partitions = 2
 	requests := notifier.RequestTopic(partitions)
 	pub := stream.NewPublisher(rdb, tel)
 	cfg := Config{Partitions: partitions, Delivery: DeliveryConfig{NotifyURL: ep.srv.URL + "/notify", NotifySecret: testSecret,
-		Relay: func(ctx context.Context, r notifier.Request) error {
-			return notifier.PublishRequests(ctx, pub, requests, r, r)
+		Relay: func(ctx context.Context, reqs ...notifier.Request) error {
+			return notifier.PublishRequests(ctx, pub, requests, append(reqs, reqs...)...)
 		}}}
 	svc, err := New(rdb, cfg, nil, tel)
 	if err != nil {

@@ -94,8 +94,9 @@ type purchase struct {
 // sells the comic atomically. When the comic is gone (sold to a concurrent
 // buyer, or never listed) the charge is refunded, the buyer's notification
 // for it is forgotten, and the error wraps ErrSoldOut. A declined charge
-// wraps ErrPayment. Any other error leaves the purchase in doubt; calling
-// again with the same txnID (or Recover) settles it.
+// wraps ErrPayment and leaves nothing behind: the same txnID may be tried
+// again. Any other error leaves the purchase in doubt; calling again with
+// the same txnID (or Recover) settles it.
 func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID string) (Receipt, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
@@ -206,8 +207,6 @@ func (s *Sales) settle(ctx context.Context, p purchase, fresh bool) (Receipt, er
 		return Receipt{}, fmt.Errorf("%w: %s", ErrSoldOut, p.id)
 	case txnRefunded:
 		return Receipt{}, fmt.Errorf("%w: %s", ErrSoldOut, p.id)
-	case txnDeclined:
-		return Receipt{}, fmt.Errorf("%w: transaction %s was declined", ErrPayment, p.txn)
 	}
 	return Receipt{}, fmt.Errorf("comic: purchase %s in unknown state %q", p.txn, p.state)
 }
@@ -250,7 +249,7 @@ func (s *Sales) ledgerRecord(tag, id, email string) string {
 	if s.ledgerKey == nil {
 		return "ds:" + tag + ":comic:noledger"
 	}
-	return s.ledgerKey(tag, "comic:"+id+":"+hashHex([]byte(email)))
+	return s.ledgerKey(tag, businessKey(id, email))
 }
 
 // Forget removes email's notification record of comic id (the history

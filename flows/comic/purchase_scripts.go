@@ -4,13 +4,14 @@ import "github.com/redis/go-redis/v9"
 
 // States of a purchase record (ds:{comic.p}:comic:txn:<txn>, a hash).
 // charging and refunding are in doubt: the record is also in the
-// partition's purchases zset until it settles.
+// partition's purchases zset until it settles. A declined purchase leaves
+// no record, so the same transaction may be tried again (say, once the
+// buyer has credit).
 const (
 	txnCharging  = "charging"
 	txnSold      = "sold"
 	txnRefunding = "refunding"
 	txnRefunded  = "refunded"
-	txnDeclined  = "declined"
 )
 
 // purchaseTTL is how long a settled purchase record is kept (seconds): a
@@ -72,11 +73,11 @@ end
 redis.call('DEL', KEYS[4])
 return 1`)
 
-// declinedScript closes a purchase whose charge was declined. KEYS txn,
-// purchases zset; ARGV txn id.
+// declinedScript drops a purchase whose charge was declined: nothing was
+// charged, and a later try of the same transaction starts afresh. KEYS
+// txn, purchases zset; ARGV txn id.
 var declinedScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'state') ~= 'charging' then return 0 end
-redis.call('HSET', KEYS[1], 'state', 'declined')
-redis.call('EXPIRE', KEYS[1], ` + purchaseTTL + `)
+redis.call('DEL', KEYS[1])
 redis.call('ZREM', KEYS[2], ARGV[1])
 return 1`)

@@ -14,9 +14,9 @@ import (
 // once; one gets it, the 11 others are charged and refunded.
 func TestSales_concurrentBuyersExactlyOneWins(t *testing.T) {
 	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
+		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
-			rdb := be.client(t)
+			rdb := be.Client(t)
 			pay := newTestPayments()
 			svc := newService(t, rdb, nil, pay, StoreConfig{})
 			c := comicN("Action Comics", 1, "DC", true)
@@ -83,9 +83,9 @@ func TestSales_concurrentBuyersExactlyOneWins(t *testing.T) {
 // the comic comes back; the winner, notified already, is not.
 func TestSales_refundPathForgetsTheNotification(t *testing.T) {
 	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
+		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
-			rdb := be.client(t)
+			rdb := be.Client(t)
 			rcv := newReceiver(t)
 			pay := newTestPayments()
 			svc := newService(t, rdb, rcv, pay, StoreConfig{})
@@ -139,7 +139,7 @@ func TestSales_refundPathForgetsTheNotification(t *testing.T) {
 // in inventory.
 func TestSales_refusedPaymentSellsNothing(t *testing.T) {
 	ctx := context.Background()
-	rdb := backends()[0].client(t)
+	rdb := backends()[0].Client(t)
 	svc := newService(t, rdb, nil, newTestPayments(), StoreConfig{})
 	c := comicN("Spawn", 1, "Image", true)
 	if _, _, err := svc.Inventory.Add(ctx, c); err != nil {
@@ -171,9 +171,9 @@ func TestSales_crashBetweenChargeAndSaleConverges(t *testing.T) {
 	}
 	for _, be := range backends() {
 		for _, tt := range tests {
-			t.Run(be.name+"/"+tt.name, func(t *testing.T) {
+			t.Run(be.Name+"/"+tt.name, func(t *testing.T) {
 				ctx := context.Background()
-				rdb := be.client(t)
+				rdb := be.Client(t)
 				pay := newTestPayments()
 				svc := newService(t, rdb, nil, pay, StoreConfig{})
 				c := comicN("Sandman", 8, "Vertigo", true)

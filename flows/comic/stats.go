@@ -5,15 +5,20 @@ import (
 	"fmt"
 	"sort"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// PatternStat is the subscription count of one SearchPattern and its shards.
+// PatternStat is the subscription count of one SearchPattern and how
+// bloated its value sets are: BloatedValueSets of them (a pattern and its
+// values, say {"publisher":"Marvel"}) passed StoreConfig.BloatThreshold and
+// continue in ExtraShards shards in all.
 type PatternStat struct {
-	Pattern       string         `json:"pattern"`
-	Subscriptions int64          `json:"subscriptions"`
-	Shards        map[string]int `json:"shards"`
+	Pattern          string `json:"pattern"`
+	Subscriptions    int64  `json:"subscriptions"`
+	BloatedValueSets int    `json:"bloated_value_sets"`
+	ExtraShards      int    `json:"extra_shards"`
 }
 
 // FieldStat is the diversity of one field over the subscriptions that
@@ -37,13 +42,14 @@ type Stats struct {
 	BloatThreshold int           `json:"bloat_threshold"`
 }
 
-// Stats returns subscriptions per pattern (with their shards) and the
-// diversity of every field. It reads at most 2^n patterns and two values
-// per field, whatever the number of subscriptions.
+// Stats returns subscriptions per pattern (with their bloated value sets)
+// and the diversity of every field. It reads at most 2^n patterns, the
+// bloated value sets and two values per field, whatever the number of
+// subscriptions.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	pipe := s.rdb.Pipeline()
-	counts := pipe.HGetAll(ctx, patCountKey)
-	shards := pipe.ZRangeWithScores(ctx, patternsKey, 0, -1)
+	patterns := pipe.ZRangeWithScores(ctx, patternsKey, 0, -1)
+	bloated := pipe.HGetAll(ctx, bloatKey)
 	totals := pipe.HGetAll(ctx, fieldTotalKey)
 	total := pipe.HLen(ctx, subsKey)
 	tops := make([]*redis.ZSliceCmd, len(fields))
@@ -55,20 +61,20 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	if _, err := pipe.Exec(ctx); err != nil {
 		return Stats{}, fmt.Errorf("comic: stats: %w", err)
 	}
-	out := Stats{Subscriptions: total.Val(), BloatThreshold: s.cfg.BloatThreshold}
-	byPattern := map[string]*PatternStat{}
-	for p, c := range counts.Val() {
-		n, _ := strconv.ParseInt(c, 10, 64)
-		byPattern[p] = &PatternStat{Pattern: p, Subscriptions: n, Shards: map[string]int{}}
-	}
-	for _, z := range shards.Val() {
+	out := Stats{Subscriptions: total.Val(), BloatThreshold: s.cfg.BloatThreshold, Patterns: []PatternStat{}}
+	byPattern := map[string]int{}
+	for _, z := range patterns.Val() {
 		name, _ := z.Member.(string)
-		if ps := byPattern[patternOfShard(name)]; ps != nil {
-			ps.Shards[name] = int(z.Score)
-		}
+		byPattern[name] = len(out.Patterns)
+		out.Patterns = append(out.Patterns, PatternStat{Pattern: name, Subscriptions: int64(z.Score)})
 	}
-	for _, ps := range byPattern {
-		out.Patterns = append(out.Patterns, *ps)
+	for field, k := range bloated.Val() {
+		i, ok := byPattern[field[:max(0, strings.LastIndexByte(field, ':'))]]
+		n, _ := strconv.Atoi(k)
+		if ok && n > 0 {
+			out.Patterns[i].BloatedValueSets++
+			out.Patterns[i].ExtraShards += n
+		}
 	}
 	sort.Slice(out.Patterns, func(i, j int) bool {
 		a, b := out.Patterns[i], out.Patterns[j]
@@ -88,9 +94,6 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			fs.Diversity = float64(fs.TopCount) / float64(fs.Subscriptions)
 		}
 		out.Fields = append(out.Fields, fs)
-	}
-	if out.Patterns == nil {
-		out.Patterns = []PatternStat{}
 	}
 	return out, nil
 }

@@ -7,14 +7,17 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"testing"
+
+	"github.com/redis/go-redis/v9"
 )
 
 func TestStore_duplicateSubscriptionIsRefused(t *testing.T) {
 	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
+		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
-			s, err := NewStore(be.client(t), StoreConfig{})
+			s, err := NewStore(be.Client(t), StoreConfig{})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -44,9 +47,9 @@ func TestStore_duplicateSubscriptionIsRefused(t *testing.T) {
 
 func TestStore_deleteRemovesEveryIndexEntry(t *testing.T) {
 	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
+		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
-			rdb := be.client(t)
+			rdb := be.Client(t)
 			s, _ := NewStore(rdb, StoreConfig{})
 			a := mustSubscribe(t, s, "a@example.com", `{"publisher":"DC","key_issue":true}`)
 			mustSubscribe(t, s, "b@example.com", `{"publisher":"DC"}`)
@@ -84,7 +87,7 @@ func TestStore_deleteRemovesEveryIndexEntry(t *testing.T) {
 }
 
 func TestStore_rejectsInvalidSubscriptions(t *testing.T) {
-	s, _ := NewStore(backends()[0].client(t), StoreConfig{MaxPerEmail: 2})
+	s, _ := NewStore(backends()[0].Client(t), StoreConfig{MaxPerEmail: 2})
 	ctx := context.Background()
 	for _, tt := range []struct{ email, body, url, field string }{
 		{"nobody", `{}`, "", "email"},
@@ -112,9 +115,9 @@ func TestStore_rejectsInvalidSubscriptions(t *testing.T) {
 // exactly the former.
 func TestMatcher_everyPatternMatches(t *testing.T) {
 	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
+		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
-			rdb := be.client(t)
+			rdb := be.Client(t)
 			s, _ := NewStore(rdb, StoreConfig{})
 			c := comicN("The Amazing Spider-Man", 300, "Marvel", true)
 			full := c.Body()
@@ -150,6 +153,7 @@ func TestMatcher_everyPatternMatches(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
+			slices.Sort(got)
 			if len(got) != 1<<len(names) || !slices.Equal(got, want) {
 				t.Fatalf("matched %d subscriptions, want exactly the %d of the comic's values", len(got), len(want))
 			}
@@ -178,42 +182,165 @@ func firstBit(mask int) int {
 }
 
 // TestStore_bloatedPatternIsSharded checks the seed's mitigation: past
-// BloatThreshold subscriptions, a pattern's new subscriptions go to a new
-// shard, and matching still finds all of them.
+// BloatThreshold subscriptions, the value set of a pattern (everyone who
+// asked for {"publisher":"Marvel"}) continues in a new shard; the other
+// values of the pattern stay in one set, the stats report the bloat, and
+// matching still finds every subscription, also after a delete.
 func TestStore_bloatedPatternIsSharded(t *testing.T) {
 	for _, be := range backends() {
-		t.Run(be.name, func(t *testing.T) {
+		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
-			rdb := be.client(t)
+			rdb := be.Client(t)
 			s, _ := NewStore(rdb, StoreConfig{BloatThreshold: 3})
-			var want []string
-			for i := range 8 {
-				want = append(want, mustSubscribe(t, s, fmt.Sprintf("u%d@example.com", i), `{"publisher":"Marvel"}`).ID)
+			var marvel []string
+			for i := range 9 {
+				marvel = append(marvel, mustSubscribe(t, s, fmt.Sprintf("u%d@example.com", i), `{"publisher":"Marvel"}`).ID)
 			}
-			mustSubscribe(t, s, "dc@example.com", `{"publisher":"DC"}`)
+			// A bulk import fills the next shard (one pipeline may take a
+			// shard past the threshold by up to its size).
+			bulk := []NewSubscription{}
+			for i := 9; i < 11; i++ {
+				bulk = append(bulk, NewSubscription{Email: fmt.Sprintf("u%d@example.com", i), Body: json.RawMessage(`{"publisher":"Marvel"}`)})
+				marvel = append(marvel, hashHex([]byte(fmt.Sprintf("u%d@example.com", i)+"\x00"+`{"publisher":"Marvel"}`)))
+			}
+			if n, err := s.CreateMany(ctx, bulk); err != nil || n != len(bulk) {
+				t.Fatalf("CreateMany = %d, %v", n, err)
+			}
+			dc := mustSubscribe(t, s, "dc@example.com", `{"publisher":"DC"}`)
+			sizes := map[string]int64{}
+			keys, err := rdb.Keys(ctx, indexPrefix+"publisher:*").Result()
+			if err != nil {
+				t.Fatal(err)
+			}
+			for _, k := range keys {
+				sizes[strings.TrimPrefix(k, indexPrefix)] = rdb.SCard(ctx, k).Val()
+			}
+			vh := valuesHash(Body{"publisher": "Marvel"}, []string{"publisher"})
+			want := map[string]int64{"publisher:" + vh: 3, "publisher:" + vh + "#1": 3, "publisher:" + vh + "#2": 3, "publisher:" + vh + "#3": 2,
+				"publisher:" + valuesHash(Body{"publisher": "DC"}, []string{"publisher"}): 1}
+			if fmt.Sprint(sizes) != fmt.Sprint(want) {
+				t.Errorf("index sets %v\nwant         %v", sizes, want)
+			}
 			st, err := s.Stats(ctx)
 			if err != nil {
 				t.Fatal(err)
 			}
-			var pub PatternStat
-			for _, p := range st.Patterns {
-				if p.Pattern == "publisher" {
-					pub = p
-				}
-			}
-			wantShards := map[string]int{"publisher": 3, "publisher#1": 3, "publisher#2": 3}
-			if pub.Subscriptions != 9 || fmt.Sprint(pub.Shards) != fmt.Sprint(wantShards) {
-				t.Errorf("publisher pattern %+v, want 9 subscriptions over %v", pub, wantShards)
+			if len(st.Patterns) != 1 || st.Patterns[0] != (PatternStat{Pattern: "publisher", Subscriptions: 12, BloatedValueSets: 1, ExtraShards: 3}) {
+				t.Errorf("patterns %+v, want publisher: 12 subscriptions, 1 bloated value set with 3 extra shards", st.Patterns)
 			}
 			for _, f := range st.Fields {
-				if f.Field == "publisher" && (f.Distinct != 2 || f.TopValue != "marvel" || f.TopCount != 8 || f.Diversity != 8.0/9) {
-					t.Errorf("publisher diversity %+v, want top marvel 8 of 9", f)
+				if f.Field == "publisher" && (f.Distinct != 2 || f.TopValue != "marvel" || f.TopCount != 11 || f.Diversity != 11.0/12) {
+					t.Errorf("publisher diversity %+v, want top marvel 11 of 12", f)
 				}
 			}
-			got, err := NewMatcher(rdb, NewTopics(2), nil, nil).MatchIDs(ctx, comicN("X-Men", 1, "Marvel", false))
-			slices.Sort(want)
-			if err != nil || !slices.Equal(got, want) {
-				t.Errorf("matched %v, %v; want the 8 Marvel subscriptions over all shards", got, err)
+			m := NewMatcher(rdb, NewTopics(2), nil, nil)
+			got, err := m.MatchIDs(ctx, comicN("X-Men", 1, "Marvel", false))
+			slices.Sort(got)
+			slices.Sort(marvel)
+			if err != nil || !slices.Equal(got, marvel) {
+				t.Errorf("matched %d, %v; want the %d Marvel subscriptions over all shards", len(got), err, len(marvel))
+			}
+			// A deleted subscription of a shard is matched no more; a new
+			// one goes to the last shard.
+			if err := s.Delete(ctx, marvel[0]); err != nil {
+				t.Fatal(err)
+			}
+			if sub := mustSubscribe(t, s, "new@example.com", `{"publisher":"Marvel"}`); sub.Shard != 3 {
+				t.Errorf("new subscription in shard %d, want 3", sub.Shard)
+			}
+			got, err = m.MatchIDs(ctx, comicN("X-Men", 2, "Marvel", false))
+			if err != nil || len(got) != len(marvel) || slices.Contains(got, marvel[0]) {
+				t.Errorf("after delete and create: matched %d (%v), want %d without the deleted one", len(got), err, len(marvel))
+			}
+			if got, err := m.MatchIDs(ctx, comicN("Batman", 1, "DC", false)); err != nil || !slices.Equal(got, []string{dc.ID}) {
+				t.Errorf("DC comic matched %v, %v; want only %s", got, err, dc.ID)
+			}
+		})
+	}
+}
+
+// lookupCounter counts the SMEMBERS a client sends (the matcher's index
+// lookups), in pipelines or alone.
+type lookupCounter struct{ n atomic.Int64 }
+
+func (c *lookupCounter) DialHook(next redis.DialHook) redis.DialHook { return next }
+func (c *lookupCounter) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
+	return func(ctx context.Context, cmd redis.Cmder) error {
+		c.count(cmd)
+		return next(ctx, cmd)
+	}
+}
+func (c *lookupCounter) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, cmd := range cmds {
+			c.count(cmd)
+		}
+		return next(ctx, cmds)
+	}
+}
+func (c *lookupCounter) count(cmd redis.Cmder) {
+	if cmd.Name() == "smembers" {
+		c.n.Add(1)
+	}
+}
+
+// TestMatcher_expandsOnlyActivePatterns: of the 2^10 SearchPatterns,
+// matching a comic looks up only those with at least one subscription —
+// one SMEMBERS each, whatever the number of subscriptions or of values
+// they ask for — and follows patterns appearing and disappearing.
+func TestMatcher_expandsOnlyActivePatterns(t *testing.T) {
+	for _, be := range backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := be.Client(t)
+			s, _ := NewStore(rdb, StoreConfig{})
+			var subs []NewSubscription
+			for i := range 300 { // 3 patterns, many values each
+				subs = append(subs,
+					NewSubscription{Email: fmt.Sprintf("s%d@example.com", i), Body: json.RawMessage(fmt.Sprintf(`{"series":"S%d"}`, i))},
+					NewSubscription{Email: fmt.Sprintf("i%d@example.com", i), Body: json.RawMessage(fmt.Sprintf(`{"series":"S%d","issue":"%d"}`, i%10, i))},
+					NewSubscription{Email: fmt.Sprintf("y%d@example.com", i), Body: json.RawMessage(fmt.Sprintf(`{"year":%d}`, 1900+i%200))})
+			}
+			if n, err := s.CreateMany(ctx, subs); err != nil || n != len(subs) {
+				t.Fatalf("CreateMany = %d, %v", n, err)
+			}
+			counter := &lookupCounter{}
+			rdb.AddHook(counter)
+			m := NewMatcher(rdb, NewTopics(2), nil, nil)
+			lookups := func(c Comic) (int64, []string) {
+				t.Helper()
+				before := counter.n.Load()
+				ids, err := m.MatchIDs(ctx, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				return counter.n.Load() - before, ids
+			}
+			// The comic matches one subscription of series S7, one of
+			// (S7, 107), and two of 1907 (years repeat every 200).
+			c := comicN("S7", 107, "Marvel", false)
+			c.Year = 1907
+			if n, ids := lookups(c); n != 3 || len(ids) != 4 {
+				t.Errorf("first match: %d lookups, %d subscriptions; want 3 (one per pattern) and 4", n, len(ids))
+			}
+			// A fourth pattern appears; then the only subscription of one
+			// pattern goes. The first match after each change finds the
+			// version moved and looks up again; the next is steady.
+			pub := mustSubscribe(t, s, "pub@example.com", `{"publisher":"Marvel"}`)
+			if n, ids := lookups(c); n != 3+4 || len(ids) != 5 {
+				t.Errorf("first match after a new pattern: %d lookups, %d subscriptions; want 3+4 and 5", n, len(ids))
+			}
+			if n, _ := lookups(c); n != 4 {
+				t.Errorf("next match: %d lookups, want 4", n)
+			}
+			if err := s.Delete(ctx, pub.ID); err != nil {
+				t.Fatal(err)
+			}
+			if _, ids := lookups(c); len(ids) != 4 {
+				t.Errorf("after its only subscription went: %d subscriptions, want 4", len(ids))
+			}
+			if n, _ := lookups(c); n != 3 {
+				t.Errorf("next match: %d lookups, want 3", n)
 			}
 		})
 	}

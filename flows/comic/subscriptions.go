@@ -9,7 +9,6 @@ import (
 	"fmt"
 	"net/url"
 	"sort"
-	"strconv"
 	"strings"
 	"time"
 	"unicode"
@@ -38,10 +37,12 @@ type Subscription struct {
 	Body json.RawMessage `json:"body"`
 	// Pattern is the body's SearchPattern (its sorted field names).
 	Pattern string `json:"pattern"`
-	// Shard is the pattern shard the subscription is indexed under: the
-	// pattern, or "pattern#k" once the pattern is bloated (see
-	// StoreConfig.BloatThreshold).
-	Shard string `json:"shard"`
+	// Shard is the shard of its value set the subscription is indexed in:
+	// 0, or k once the set of subscriptions with the same pattern and
+	// values is bloated (see StoreConfig.BloatThreshold). (Records of the
+	// earlier layout, whose "shard" named a pattern shard, read as 0: the
+	// index key of an unbloated pattern is the same in both layouts.)
+	Shard int `json:"value_shard"`
 	// NotifyURL, when set, is the subscriber's own destination (a POST
 	// /notify webhook); otherwise the flow's destination is used.
 	NotifyURL string `json:"notify_url,omitempty"`
@@ -55,11 +56,14 @@ type Subscription struct {
 type StoreConfig struct {
 	// MaxPerEmail bounds the subscriptions of one email. Default 1000.
 	MaxPerEmail int
-	// BloatThreshold is the number of subscriptions of one SearchPattern
-	// after which new subscriptions of that pattern go to a new shard
-	// "pattern#k" (the seed's mitigation for a bloated pattern): no index
-	// set grows past about this size, so one lookup never blocks Redis on
-	// a huge set. Default 10000.
+	// BloatThreshold is the size past which the set of subscriptions of
+	// one SearchPattern and values (say, everyone who asked for
+	// {"publisher":"Marvel"}) is continued in a new shard: the seed's
+	// mitigation for a bloated pattern, applied where a lookup pays for
+	// it. No index set grows much past this size, so no single SMEMBERS
+	// blocks Redis for long, while a pattern with many subscriptions
+	// spread over many values still costs one lookup per comic. Default
+	// 10000.
 	BloatThreshold int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -93,16 +97,18 @@ func (c StoreConfig) Validate() error {
 
 // Store keeps subscriptions and their indexes in Redis:
 //
-//	ds:{comic-subs}:comic:subs                 hash: id → Subscription JSON
-//	ds:{comic-subs}:comic:email:<email>        set: ids of one email
-//	ds:{comic-subs}:comic:idx:<shard>:<values> set: ids of one pattern shard and values
-//	ds:{comic-subs}:comic:patterns             zset: pattern shard → subscriptions
-//	ds:{comic-subs}:comic:patcount             hash: pattern → subscriptions
-//	ds:{comic-subs}:comic:field:<field>        zset: value → subscriptions constraining it
-//	ds:{comic-subs}:comic:fieldtotal           hash: field → subscriptions constraining it
-//	ds:{comic-subs}:comic:patver               counter: changes of the set of active pattern shards
+//	ds:{comic-subs}:comic:subs                     hash: id → Subscription JSON
+//	ds:{comic-subs}:comic:email:<email>            set: ids of one email
+//	ds:{comic-subs}:comic:idx:<pattern>:<values>   set: ids of one pattern and values (shard 0)
+//	ds:{comic-subs}:comic:idx:<pattern>:<values>#k set: shard k of a bloated value set
+//	ds:{comic-subs}:comic:bloat                    hash: <pattern>:<values> → shards past the first
+//	ds:{comic-subs}:comic:patterns                 zset: pattern → subscriptions
+//	ds:{comic-subs}:comic:field:<field>            zset: value → subscriptions constraining it
+//	ds:{comic-subs}:comic:fieldtotal               hash: field → subscriptions constraining it
+//	ds:{comic-subs}:comic:patver                   counter: changes of the active patterns and shards
 //
-// Create and Delete each update all of them in one script.
+// Create and Delete each update all of them in one script
+// (subscription_scripts.go).
 type Store struct {
 	rdb redis.UniversalClient
 	cfg StoreConfig
@@ -116,35 +122,6 @@ func NewStore(rdb redis.UniversalClient, cfg StoreConfig) (*Store, error) {
 	}
 	return &Store{rdb: rdb, cfg: cfg}, nil
 }
-
-var createScript = redis.NewScript(`
-if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
-if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[5]) then return -1 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-redis.call('SADD', KEYS[2], ARGV[1])
-if tonumber(redis.call('ZINCRBY', KEYS[3], 1, ARGV[4])) == 1 then redis.call('INCR', KEYS[7]) end
-redis.call('HINCRBY', KEYS[4], ARGV[3], 1)
-redis.call('SADD', KEYS[5], ARGV[1])
-for i = 8, #KEYS do
-  redis.call('ZINCRBY', KEYS[i], 1, ARGV[i])
-  redis.call('HINCRBY', KEYS[6], ARGV[i + #KEYS - 7], 1)
-end
-return 1`)
-
-var deleteScript = redis.NewScript(`
-if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
-redis.call('SREM', KEYS[2], ARGV[1])
-if tonumber(redis.call('ZINCRBY', KEYS[3], -1, ARGV[4])) <= 0 then
-  redis.call('ZREM', KEYS[3], ARGV[4])
-  redis.call('INCR', KEYS[7])
-end
-if redis.call('HINCRBY', KEYS[4], ARGV[3], -1) <= 0 then redis.call('HDEL', KEYS[4], ARGV[3]) end
-redis.call('SREM', KEYS[5], ARGV[1])
-for i = 8, #KEYS do
-  if tonumber(redis.call('ZINCRBY', KEYS[i], -1, ARGV[i])) <= 0 then redis.call('ZREM', KEYS[i], ARGV[i]) end
-  if redis.call('HINCRBY', KEYS[6], ARGV[i + #KEYS - 7], -1) <= 0 then redis.call('HDEL', KEYS[6], ARGV[i + #KEYS - 7]) end
-end
-return 1`)
 
 // NormalizeEmail checks an email address and returns it lower-cased.
 func NormalizeEmail(s string) (string, error) {
@@ -171,78 +148,64 @@ func ValidateNotifyURL(s string) error {
 // the subscription with its secret (when NotifyURL is set); the error wraps
 // ErrInvalid (a *FieldError), ErrDuplicate or ErrTooMany.
 func (s *Store) Create(ctx context.Context, email string, body json.RawMessage, notifyURL string) (Subscription, error) {
-	email, err := NormalizeEmail(email)
+	sub, b, err := s.newSubscription(NewSubscription{Email: email, Body: body, NotifyURL: notifyURL})
 	if err != nil {
 		return Subscription{}, err
 	}
-	b, err := ParseBody(body)
-	if err != nil {
-		var fe *FieldError
-		if errors.As(err, &fe) {
-			fe.Field = strings.TrimSuffix("body."+fe.Field, ".")
-		}
-		return Subscription{}, err
-	}
-	sub := Subscription{Email: email, Body: b.Canonical(), Pattern: b.Pattern(), CreatedAt: s.cfg.Now().UTC()}
-	sub.ID = hashHex([]byte(email + "\x00" + string(sub.Body)))
-	if notifyURL != "" {
-		if err := ValidateNotifyURL(notifyURL); err != nil {
-			return Subscription{}, err
-		}
-		sub.NotifyURL = notifyURL
-		var raw [24]byte
-		_, _ = rand.Read(raw[:])
-		sub.Secret = hex.EncodeToString(raw[:])
-	}
-	n, err := s.rdb.HGet(ctx, patCountKey, sub.Pattern).Int64()
+	vh := valuesHash(b, splitPattern(sub.Pattern))
+	k, err := s.rdb.HGet(ctx, bloatKey, bloatField(sub.Pattern, vh)).Int()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return Subscription{}, fmt.Errorf("comic: pattern count: %w", err)
+		return Subscription{}, fmt.Errorf("comic: shard of %s: %w", sub.Pattern, err)
 	}
-	sub.Shard = shardName(sub.Pattern, n/int64(s.cfg.BloatThreshold))
-	rec, _ := json.Marshal(sub)
-	keys, args := s.scriptArgs(sub, b)
-	args[1] = rec
-	args[4] = s.cfg.MaxPerEmail
+	sub.Shard = k
+	keys, args := s.scriptArgs(sub, b, vh)
 	res, err := createScript.Run(ctx, s.rdb, keys, args...).Int64()
 	switch {
 	case err != nil:
 		return Subscription{}, fmt.Errorf("comic: create subscription: %w", err)
 	case res == 0:
-		return Subscription{}, fmt.Errorf("%w: %s already subscribed to %s", ErrDuplicate, email, sub.Body)
+		return Subscription{}, fmt.Errorf("%w: %s already subscribed to %s", ErrDuplicate, sub.Email, sub.Body)
 	case res < 0:
 		return Subscription{}, fmt.Errorf("%w (%d)", ErrTooMany, s.cfg.MaxPerEmail)
 	}
 	return sub, nil
 }
 
-// scriptArgs returns the keys and arguments shared by the create and
-// delete scripts; args[1] and args[4] are left for the caller.
-func (s *Store) scriptArgs(sub Subscription, b Body) ([]string, []any) {
-	names := splitPattern(sub.Pattern)
-	keys := []string{subsKey, emailKey(sub.Email), patternsKey, patCountKey, indexKey(sub.Shard, valuesHash(b, names)), fieldTotalKey, patVersionKey}
-	args := []any{sub.ID, "", sub.Pattern, sub.Shard, 0, "", ""}
-	for _, n := range names {
-		keys = append(keys, fieldStatsKey(n))
-		args = append(args, indexValue(b[n]))
-	}
-	for _, n := range names {
-		args = append(args, n)
-	}
-	return keys, args
+// NewSubscription is one subscription to create (see CreateMany).
+type NewSubscription struct {
+	Email     string
+	Body      json.RawMessage
+	NotifyURL string
 }
 
-// shardName names shard k of a pattern: the pattern itself for k = 0.
-func shardName(pattern string, k int64) string {
-	if k <= 0 {
-		return pattern
+// newSubscription validates a subscription request and returns the
+// subscription (in shard 0) and its parsed body. A body error names the
+// field as "body.<field>".
+func (s *Store) newSubscription(in NewSubscription) (Subscription, Body, error) {
+	email, err := NormalizeEmail(in.Email)
+	if err != nil {
+		return Subscription{}, nil, err
 	}
-	return pattern + "#" + strconv.FormatInt(k, 10)
-}
-
-// patternOfShard returns the pattern of a shard name.
-func patternOfShard(shard string) string {
-	p, _, _ := strings.Cut(shard, "#")
-	return p
+	b, err := ParseBody(in.Body)
+	if err != nil {
+		var fe *FieldError
+		if errors.As(err, &fe) {
+			fe.Field = strings.TrimSuffix("body."+fe.Field, ".")
+		}
+		return Subscription{}, nil, err
+	}
+	sub := Subscription{Email: email, Body: b.Canonical(), Pattern: b.Pattern(), CreatedAt: s.cfg.Now().UTC()}
+	sub.ID = hashHex([]byte(email + "\x00" + string(sub.Body)))
+	if in.NotifyURL != "" {
+		if err := ValidateNotifyURL(in.NotifyURL); err != nil {
+			return Subscription{}, nil, err
+		}
+		sub.NotifyURL = in.NotifyURL
+		var raw [24]byte
+		_, _ = rand.Read(raw[:])
+		sub.Secret = hex.EncodeToString(raw[:])
+	}
+	return sub, b, nil
 }
 
 // Get returns one subscription, with its secret.
@@ -325,7 +288,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if err != nil {
 		return fmt.Errorf("comic: stored subscription %s: %w", id, err)
 	}
-	keys, args := s.scriptArgs(sub, b)
+	keys, args := s.scriptArgs(sub, b, valuesHash(b, splitPattern(sub.Pattern)))
 	res, err := deleteScript.Run(ctx, s.rdb, keys, args...).Int64()
 	if err != nil {
 		return fmt.Errorf("comic: delete subscription: %w", err)
@@ -334,92 +297,4 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 		return fmt.Errorf("%w: subscription %s", ErrNotFound, id)
 	}
 	return nil
-}
-
-// NewSubscription is one subscription to create in bulk.
-type NewSubscription struct {
-	Email     string
-	Body      json.RawMessage
-	NotifyURL string
-}
-
-// CreateMany creates subscriptions in pipelined batches (a bulk import):
-// each one is validated and stored by the same script as Create, so the
-// result is the same as calling Create for each. It returns how many were
-// created; duplicates and subscriptions over MaxPerEmail are skipped, and
-// the first invalid one stops the import with its error (the ones before
-// it are created).
-func (s *Store) CreateMany(ctx context.Context, subs []NewSubscription) (int, error) {
-	counts, err := s.rdb.HGetAll(ctx, patCountKey).Result()
-	if err != nil {
-		return 0, fmt.Errorf("comic: pattern counts: %w", err)
-	}
-	perPattern := map[string]int64{}
-	for p, c := range counts {
-		perPattern[p], _ = strconv.ParseInt(c, 10, 64)
-	}
-	if err := createScript.Load(ctx, s.rdb).Err(); err != nil {
-		return 0, fmt.Errorf("comic: load script: %w", err)
-	}
-	created := 0
-	const chunk = 100 // scripts per pipeline: bounds one round trip
-	for start := 0; start < len(subs); start += chunk {
-		pipe := s.rdb.Pipeline()
-		var cmds []*redis.Cmd
-		for _, in := range subs[start:min(start+chunk, len(subs))] {
-			email, err := NormalizeEmail(in.Email)
-			if err != nil {
-				return created, err
-			}
-			b, err := ParseBody(in.Body)
-			if err != nil {
-				return created, err
-			}
-			sub := Subscription{Email: email, Body: b.Canonical(), Pattern: b.Pattern(), CreatedAt: s.cfg.Now().UTC()}
-			sub.ID = hashHex([]byte(email + "\x00" + string(sub.Body)))
-			if in.NotifyURL != "" {
-				if err := ValidateNotifyURL(in.NotifyURL); err != nil {
-					return created, err
-				}
-				sub.NotifyURL = in.NotifyURL
-				var raw [24]byte
-				_, _ = rand.Read(raw[:])
-				sub.Secret = hex.EncodeToString(raw[:])
-			}
-			sub.Shard = shardName(sub.Pattern, perPattern[sub.Pattern]/int64(s.cfg.BloatThreshold))
-			perPattern[sub.Pattern]++
-			rec, _ := json.Marshal(sub)
-			keys, args := s.scriptArgs(sub, b)
-			args[1] = rec
-			args[4] = s.cfg.MaxPerEmail
-			cmds = append(cmds, createScript.EvalSha(ctx, pipe, keys, args...))
-		}
-		if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
-			return created, fmt.Errorf("comic: create subscriptions: %w", err)
-		}
-		for i, c := range cmds {
-			if c.Err() != nil && isNoScript(c.Err()) {
-				// The script was not loaded yet: load it and retry this one.
-				in := subs[start+i]
-				if _, err := s.Create(ctx, in.Email, in.Body, in.NotifyURL); err == nil {
-					created++
-				} else if !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrTooMany) {
-					return created, err
-				}
-				continue
-			}
-			n, err := c.Int64()
-			if err != nil {
-				return created, fmt.Errorf("comic: create subscription: %w", err)
-			}
-			if n == 1 {
-				created++
-			}
-		}
-	}
-	return created, nil
-}
-
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }

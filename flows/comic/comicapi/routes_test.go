@@ -10,6 +10,8 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/flows/comic/comicapi"
@@ -31,13 +33,9 @@ func (p *payments) Refund(_ context.Context, txn, _ string, _ int64) error {
 	return nil
 }
 
-func newServer(t *testing.T, withSales bool) (*api.Server, *comic.Service) {
+func newServer(t *testing.T, withSales bool) (*api.Server, *comic.Service, redis.UniversalClient) {
 	t.Helper()
-	rdb, err := stream.Dial(context.Background(), testenv.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
+	rdb := testenv.Dial(t, testenv.RedisURL(t))
 	var p comic.Payments
 	if withSales {
 		p = &payments{}
@@ -51,7 +49,7 @@ func newServer(t *testing.T, withSales bool) (*api.Server, *comic.Service) {
 		t.Fatal(err)
 	}
 	comicapi.Routes{Flow: svc}.Register(srv)
-	return srv, svc
+	return srv, svc, rdb
 }
 
 func call(t *testing.T, srv *api.Server, method, path, body string, out any) int {
@@ -86,7 +84,7 @@ const spidey = `{"publisher":"Marvel","series":"The Amazing Spider-Man","title":
 "issue":"121","year":1973,"grade":9.4,"key_issue":true,"price_cents":250000}`
 
 func TestRoutes_comicsAndSubscriptionsOnBothPaths(t *testing.T) {
-	srv, svc := newServer(t, true)
+	srv, svc, _ := newServer(t, true)
 	var schema map[string]any
 	if code := call(t, srv, "GET", "/v1/schemas/comic.json", "", &schema); code != 200 || schema["$id"] != comic.SchemaID {
 		t.Fatalf("schema: %d %v", code, schema["$id"])
@@ -163,7 +161,7 @@ func TestRoutes_comicsAndSubscriptionsOnBothPaths(t *testing.T) {
 }
 
 func TestRoutes_everyRouteIsInTheOpenAPIDocument(t *testing.T) {
-	srv, _ := newServer(t, false)
+	srv, _, _ := newServer(t, false)
 	doc := srv.OpenAPI()
 	paths, _ := doc["paths"].(map[string]any)
 	for _, p := range []string{"/v1/schemas/comic.json", "/v1/comics", "/comics", "/v1/comics/{id}", "/v1/comics/patterns/stats",
@@ -175,5 +173,37 @@ func TestRoutes_everyRouteIsInTheOpenAPIDocument(t *testing.T) {
 	var e errBody
 	if code := call(t, srv, "POST", "/completetransaction", `{"email":"a@example.com","comic":"x","payment":"p"}`, &e); code != 501 {
 		t.Errorf("purchase without payments: %d %+v, want 501", code, e)
+	}
+}
+
+// TestRoutes_storeFailureIs5xxAndWritesNothing: POST /v1/comics answers 5xx
+// only when the store fails, and then nothing of the comic is written.
+func TestRoutes_storeFailureIs5xxAndWritesNothing(t *testing.T) {
+	srv, svc, rdb := newServer(t, false)
+	c, err := comic.ParseComic([]byte(spidey))
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	// The comic's jobs stream key holds a string: its job cannot be queued.
+	jobs := svc.Topics.Jobs.Stream(svc.Topics.Jobs.Partition(c.ID()))
+	if err := rdb.Set(ctx, jobs, "not a stream", 0).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var e errBody
+	if code := call(t, srv, "POST", "/v1/comics", spidey, &e); code < 500 || e.Error.Code == "" {
+		t.Fatalf("POST /v1/comics over a failing store: %d %+v, want 5xx with an error body", code, e)
+	}
+	if code := call(t, srv, "GET", "/v1/comics/"+c.ID(), "", &e); code != 404 {
+		t.Errorf("GET the comic after the failed intake: %d, want 404 (nothing written)", code)
+	}
+	if err := rdb.Del(ctx, jobs).Err(); err != nil {
+		t.Fatal(err)
+	}
+	var created struct {
+		Created bool `json:"created"`
+	}
+	if code := call(t, srv, "POST", "/comics", spidey, &created); code != 201 || !created.Created {
+		t.Errorf("POST /comics once the store works: %d %+v, want 201", code, created)
 	}
 }

@@ -1,6 +1,7 @@
 // Package comicbench measures the comic flow: it loads subscriptions
-// spread over realistic SearchPatterns (see world.go for the
-// distribution), then measures matching latency (index lookups, and
+// spread over SearchPatterns by one of two data distributions (see
+// world.go: a realistic want-list world by default, and a broad one where
+// every comic reaches about 1,800 subscribers), then measures matching latency (index lookups, and
 // lookups plus loading the subscribers, delivery not included), intake
 // throughput (the atomic inventory + job script), and the matcher stage's
 // throughput over the intake backlog. The notification requests the
@@ -13,7 +14,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -46,6 +46,9 @@ type Config struct {
 	IntakeBatch int
 	// Partitions of the flow. Default 8.
 	Partitions int
+	// World is the data distribution, one of Worlds. Default
+	// WorldWantList.
+	World string
 	// Seed makes the data reproducible. Default 1.
 	Seed uint64
 	// Reuse measures over the subscriptions already loaded (by an earlier
@@ -56,6 +59,9 @@ type Config struct {
 	MaxRedisMemory int64
 	// Progress, when set, receives progress lines.
 	Progress func(string)
+	// CPU, when set, returns the CPU time used so far by this process and
+	// by Redis; the CPU figures of Result are zero without it.
+	CPU func() (process, redis time.Duration)
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -81,6 +87,9 @@ func (c Config) WithDefaults() Config {
 	if c.Partitions == 0 {
 		c.Partitions = 8
 	}
+	if c.World == "" {
+		c.World = WorldWantList
+	}
 	if c.Seed == 0 {
 		c.Seed = 1
 	}
@@ -96,7 +105,7 @@ func (c Config) Validate() error {
 		c.Partitions < 1 || c.MaxRedisMemory < 1 {
 		return errors.New("comicbench: subscriptions, load workers, matches, intake, workers, intake batch, partitions and max redis memory must be positive")
 	}
-	return nil
+	return checkWorld(c.World)
 }
 
 // ErrMemory: Redis used_memory passed Config.MaxRedisMemory; the run was
@@ -108,22 +117,63 @@ type Result struct {
 	Subscriptions int
 	Load          time.Duration
 	ActivePattern int
-	// Lookup is MatchIDs (index lookups only); Match adds loading the
-	// matched subscriptions and keeping one per email.
-	LookupP50, LookupP99, MatchP50, MatchP99, MatchMax time.Duration
-	// Matched is the distribution of subscribers (distinct emails) per
-	// matched comic.
+	// Lookup is Matcher.MatchIDs (the index lookups); Job is
+	// Matcher.Process, the matching stage's whole work on one job: the
+	// lookups, then recording the pending notifications and handing them
+	// to the notify stream (delivery not included). Each is timed one
+	// comic at a time.
+	LookupP50, LookupP99, LookupMax time.Duration
+	JobP50, JobP99, JobMax          time.Duration
+	// Matched is the distribution of subscriptions matched per comic.
 	MeanMatched                                    float64
 	MatchedP50, MatchedP90, MatchedP99, MaxMatched int
-	IntakePerSecond                                float64
-	MatcherPerSecond                               float64
-	// Handed is the number of notification requests the matcher stage
-	// handed off; NotifyPeak the longest the notify streams got (summed
+	// LookupCPU and JobCPU are the CPU time per comic of this process and
+	// of Redis (zero without Config.CPU), measured while nothing else of
+	// the bench ran.
+	LookupCPU, JobCPU CPU
+	IntakePerSecond   float64
+	// MatcherPerSecond is the matching stage's throughput (one copy) over
+	// the intake backlog, with the discarding group consuming the notify
+	// streams at the same time; MatcherCPU is the CPU per comic of that
+	// phase, the discarding group's included.
+	MatcherPerSecond float64
+	MatcherCPU       CPU
+	// Handed is the number of notify messages (each of up to
+	// comic.MaxRequestBatch subscriptions) the matcher stage handed off;
+	// NotifyPeak the longest the notify streams got (summed
 	// over partitions) while the discarding group consumed them.
 	Handed, NotifyPeak int64
 	// RedisMemory is used_memory after loading and at the end; PeakMemory
 	// the highest seen by the watch.
 	RedisMemoryLoaded, RedisMemory, PeakMemory int64
+}
+
+// CPU is CPU time per comic: this process's and Redis's.
+type CPU struct {
+	Process, Redis time.Duration
+}
+
+// cpuMeter measures CPU over a phase with Config.CPU.
+type cpuMeter struct {
+	read           func() (process, redis time.Duration)
+	process, redis time.Duration
+}
+
+func startCPU(read func() (time.Duration, time.Duration)) *cpuMeter {
+	m := &cpuMeter{read: read}
+	if read != nil {
+		m.process, m.redis = read()
+	}
+	return m
+}
+
+// per returns the CPU since start divided by n.
+func (m *cpuMeter) per(n int) CPU {
+	if m.read == nil || n == 0 {
+		return CPU{}
+	}
+	p, r := m.read()
+	return CPU{Process: (p - m.process) / time.Duration(n), Redis: (r - m.redis) / time.Duration(n)}
 }
 
 // Run loads the subscriptions into rdb (which must hold no comic
@@ -161,17 +211,25 @@ func run(ctx context.Context, rdb redis.UniversalClient, cfg Config, progress fu
 	if err != nil || (loaded.Subscriptions > 0 && !cfg.Reuse) {
 		return Result{}, fmt.Errorf("comicbench: the database must hold no comic subscriptions (%d, %v)", loaded.Subscriptions, err)
 	}
-	w := newWorld(cfg.Seed)
+	w := newWorld(cfg.World, cfg.Seed)
 	began := time.Now()
 	if cfg.Reuse {
+		if err := checkLoadedWorld(ctx, rdb, cfg); err != nil {
+			return Result{}, err
+		}
 		res.Subscriptions = int(loaded.Subscriptions)
 		// Draw the same number of subscriptions as a load would, so the
 		// comics measured are the same as after a load.
 		for i := range res.Subscriptions {
 			w.subscription(i)
 		}
-	} else if res.Subscriptions, err = load(ctx, svc.Subscriptions, w, cfg, progress); err != nil {
-		return Result{}, err
+	} else {
+		if err := rdb.Set(ctx, worldKey, cfg.World+" "+strconv.FormatUint(cfg.Seed, 10), 0).Err(); err != nil {
+			return Result{}, fmt.Errorf("comicbench: record the world: %w", err)
+		}
+		if res.Subscriptions, err = load(ctx, svc.Subscriptions, w, cfg, progress); err != nil {
+			return Result{}, err
+		}
 	}
 	res.Load = time.Since(began)
 	st, err := svc.Subscriptions.Stats(ctx)
@@ -180,20 +238,42 @@ func run(ctx context.Context, rdb redis.UniversalClient, cfg Config, progress fu
 	}
 	res.ActivePattern = len(st.Patterns)
 	res.RedisMemoryLoaded = usedMemory(ctx, rdb)
-	progress("%d subscriptions over %d patterns (loaded in %s); redis used_memory %d MB",
-		res.Subscriptions, res.ActivePattern, res.Load.Round(time.Millisecond), res.RedisMemoryLoaded>>20)
+	progress("%s world: %d subscriptions over %d patterns (loaded in %s); redis used_memory %d MB",
+		cfg.World, res.Subscriptions, res.ActivePattern, res.Load.Round(time.Millisecond), res.RedisMemoryLoaded>>20)
 
-	if err := measureMatch(ctx, svc, w, cfg, &res, progress); err != nil {
+	d, err := startDrain(ctx, rdb, svc)
+	if err != nil {
+		return Result{}, err
+	}
+	defer d.stop()
+	if err := measureMatch(ctx, svc, w, cfg, &res, d, progress); err != nil {
 		return Result{}, err
 	}
 	if err := measureIntake(ctx, svc, w, cfg, &res, progress); err != nil {
 		return Result{}, err
 	}
-	if err := measureMatcher(ctx, rdb, svc, cfg, &res, progress); err != nil {
+	if err := measureMatcher(ctx, rdb, svc, cfg, &res, d, progress); err != nil {
 		return Result{}, err
 	}
 	res.RedisMemory = usedMemory(ctx, rdb)
 	return res, nil
+}
+
+// worldKey records the world and seed of the loaded subscriptions, so a
+// run with Reuse measures comics of the same world.
+const worldKey = "ds:comicbench:world"
+
+// checkLoadedWorld reports a Reuse run whose world or seed differs from the
+// loaded one.
+func checkLoadedWorld(ctx context.Context, rdb redis.UniversalClient, cfg Config) error {
+	got, err := rdb.Get(ctx, worldKey).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("comicbench: loaded world: %w", err)
+	}
+	if want := cfg.World + " " + strconv.FormatUint(cfg.Seed, 10); got != want {
+		return fmt.Errorf("comicbench: the loaded subscriptions are of world and seed %q, not %q", got, want)
+	}
+	return nil
 }
 
 // load creates cfg.Subscriptions subscriptions with LoadWorkers pipelines.
@@ -245,89 +325,4 @@ func load(ctx context.Context, store *comic.Store, w *world, cfg Config, progres
 		return 0, err
 	}
 	return int(created.Load()), nil
-}
-
-// measureMatch times MatchIDs and Match on cfg.Matches comics.
-func measureMatch(ctx context.Context, svc *comic.Service, w *world, cfg Config, res *Result, progress func(string, ...any)) error {
-	lookups := make([]time.Duration, 0, cfg.Matches)
-	matches := make([]time.Duration, 0, cfg.Matches)
-	matched := make([]int, 0, cfg.Matches)
-	total := 0
-	for i := range cfg.Matches {
-		c := w.comic()
-		t0 := time.Now()
-		if _, err := svc.Matcher.MatchIDs(ctx, c); err != nil {
-			return err
-		}
-		lookups = append(lookups, time.Since(t0))
-		t1 := time.Now()
-		reqs, err := svc.Matcher.Match(ctx, c, comic.Job{ComicID: c.ID(), Gen: 1})
-		if err != nil {
-			return err
-		}
-		matches = append(matches, time.Since(t1))
-		matched = append(matched, len(reqs))
-		total += len(reqs)
-		if i%1000 == 999 {
-			progress("matched %d comics", i+1)
-		}
-	}
-	res.MeanMatched = float64(total) / float64(cfg.Matches)
-	slices.Sort(lookups)
-	slices.Sort(matches)
-	slices.Sort(matched)
-	res.LookupP50, res.LookupP99 = pct(lookups, 0.50), pct(lookups, 0.99)
-	res.MatchP50, res.MatchP99, res.MatchMax = pct(matches, 0.50), pct(matches, 0.99), matches[len(matches)-1]
-	res.MatchedP50, res.MatchedP90, res.MatchedP99 = pct(matched, 0.50), pct(matched, 0.90), pct(matched, 0.99)
-	res.MaxMatched = matched[len(matched)-1]
-	progress("lookups p50 %s p99 %s; match p50 %s p99 %s max %s; subscribers per comic: mean %.1f, p50 %d, p90 %d, p99 %d, max %d",
-		res.LookupP50, res.LookupP99, res.MatchP50, res.MatchP99, res.MatchMax, res.MeanMatched,
-		res.MatchedP50, res.MatchedP90, res.MatchedP99, res.MaxMatched)
-	return nil
-}
-
-// measureIntake lists cfg.Intake new comics with cfg.Workers callers.
-func measureIntake(ctx context.Context, svc *comic.Service, w *world, cfg Config, res *Result, progress func(string, ...any)) error {
-	comics := make([]comic.Comic, cfg.Intake)
-	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
-	for i := range comics {
-		comics[i] = w.comic()
-		comics[i].Title = "Intake " + stamp + " " + strconv.Itoa(i) // distinct identities
-	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, cfg.Workers)
-	began := time.Now()
-	for range cfg.Workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(int64(cfg.IntakeBatch))) - cfg.IntakeBatch
-				if i >= len(comics) {
-					return
-				}
-				var err error
-				if cfg.IntakeBatch == 1 {
-					_, _, err = svc.Inventory.Add(ctx, comics[i])
-				} else {
-					_, err = svc.Inventory.AddMany(ctx, comics[i:min(i+cfg.IntakeBatch, len(comics))])
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
-		})
-	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
-		return err
-	}
-	res.IntakePerSecond = float64(cfg.Intake) / time.Since(began).Seconds()
-	progress("listed %d comics at %.0f/s", cfg.Intake, res.IntakePerSecond)
-	return nil
-}
-
-func pct[T any](sorted []T, q float64) T {
-	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 }

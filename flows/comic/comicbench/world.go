@@ -1,69 +1,124 @@
 package comicbench
 
 import (
+	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
+	"strings"
 
 	"github.com/dropstream/dropstream/flows/comic"
 )
 
-// Distribution of the benchmark data (the same for every run with the same
-// seed), chosen so that, as on a rare-comic marketplace, most comics match
-// few subscribers:
+// Worlds are the data distributions a run can use (Config.World). Both
+// draw comics and subscriptions from the same catalogue (series, issues
+// 1..300 with half the interest on 1..20, 20% variants, printings 1..3,
+// years 1960..2024, the 25 CGC grades, 8 publishers weighted like the
+// market, three subscriptions per email); they differ in how many
+// subscribers a listed comic reaches.
+//
+// WorldWantList (the default) is a rare-comic marketplace: subscriptions
+// are want lists.
 //
 //   - Series: 50,000; 30% of the interest (subscriptions and listings
 //     alike) goes to the 500 most popular, the rest is spread evenly.
-//   - Issues 1..300, half of the interest on 1..20; 10% of comics are key
-//     issues; 20% variants (5 per issue); printings 1..3; years 1960..2024;
-//     the 25 CGC grades; 8 publishers weighted like the market.
-//   - Subscriptions are want lists: about 75% name a series and an issue
-//     (some refined by grade, variant, printing, publisher or key issue),
-//     about 25% a series with at most one more field (its key issues, a
-//     year, or the whole series), and a handful (about 1 in 30,000) a
-//     whole publisher, a publisher's key issues, or everything.
-//   - Three subscriptions per email.
+//   - About 75% of subscriptions name a series and an issue (some refined
+//     by grade, variant, printing, publisher or key issue), about 25% a
+//     series with at most one more field (its key issues, a year, or the
+//     whole series), and a handful (about 1 in 30,000) a whole publisher,
+//     a publisher's key issues, or everything. A key_issue constraint is
+//     always true: nobody watches for non-key issues.
 //
 // Measured with 1,000,000 subscriptions (seed 1): 12 active patterns;
 // distinct subscribers per listed comic mean 25.6, p50 8, p90 66, p99 131,
-// max 157 — half the comics reach at most 8 people, the popular series'
-// key issues up to about 150 (the bench prints the distribution).
+// max 157.
+//
+// WorldBroad is the first, deliberately heavy distribution: fewer series
+// (5,000, 40% of the interest on the top 100), 15% whole-series
+// subscriptions and about 1% publisher-wide ones (a publisher, its key
+// issues, its key issues in a grade) and 0.01% everything, with key_issue
+// drawn like a comic's (mostly false). Measured with 1,000,000
+// subscriptions (seed 1): 13 active patterns, about 1,800 distinct
+// subscribers per listed comic — every Marvel comic reaches the
+// publisher-wide Marvel subscribers.
 const (
-	seriesCount   = 50_000
-	popularSeries = 500
-	popularShare  = 0.30
+	WorldWantList = "wantlist"
+	WorldBroad    = "broad"
 )
 
-// patternMix is the share of subscriptions per SearchPattern.
-var patternMix = []struct {
+// Worlds lists the world names, the default first.
+var Worlds = []string{WorldWantList, WorldBroad}
+
+// distribution is the shape of one world.
+type distribution struct {
+	seriesCount   int
+	popularSeries int
+	popularShare  float64
+	// keyOnly makes every key_issue constraint true.
+	keyOnly bool
+	mix     []patternShare
+}
+
+// patternShare is the share of subscriptions of one SearchPattern.
+type patternShare struct {
 	fields []string
 	share  float64
-}{
-	{[]string{"issue", "series"}, 0.45},
-	{[]string{"grade", "issue", "series"}, 0.12},
-	{[]string{"issue", "series", "variant"}, 0.05},
-	{[]string{"issue", "printing", "series"}, 0.03},
-	{[]string{"issue", "publisher", "series"}, 0.05},
-	{[]string{"issue", "key_issue", "series"}, 0.04},
-	{[]string{"key_issue", "series"}, 0.10},
-	{[]string{"series"}, 0.08},
-	{[]string{"series", "year"}, 0.07},
-	{[]string{"key_issue", "publisher"}, 0.00002},
-	{[]string{"publisher"}, 0.00001},
-	{nil, 0.000003},
+}
+
+var distributions = map[string]distribution{
+	WorldWantList: {seriesCount: 50_000, popularSeries: 500, popularShare: 0.30, keyOnly: true, mix: []patternShare{
+		{[]string{"issue", "series"}, 0.45},
+		{[]string{"grade", "issue", "series"}, 0.12},
+		{[]string{"issue", "series", "variant"}, 0.05},
+		{[]string{"issue", "printing", "series"}, 0.03},
+		{[]string{"issue", "publisher", "series"}, 0.05},
+		{[]string{"issue", "key_issue", "series"}, 0.04},
+		{[]string{"key_issue", "series"}, 0.10},
+		{[]string{"series"}, 0.08},
+		{[]string{"series", "year"}, 0.07},
+		{[]string{"key_issue", "publisher"}, 0.00002},
+		{[]string{"publisher"}, 0.00001},
+		{nil, 0.000003},
+	}},
+	WorldBroad: {seriesCount: 5_000, popularSeries: 100, popularShare: 0.40, mix: []patternShare{
+		{[]string{"issue", "series"}, 0.35},
+		{[]string{"series"}, 0.15},
+		{[]string{"issue", "publisher", "series"}, 0.10},
+		{[]string{"grade", "issue", "series"}, 0.10},
+		{[]string{"key_issue", "series"}, 0.08},
+		{[]string{"issue", "key_issue", "series"}, 0.05},
+		{[]string{"series", "year"}, 0.05},
+		{[]string{"publisher", "series"}, 0.05},
+		{[]string{"issue", "series", "variant"}, 0.04},
+		{[]string{"key_issue", "publisher"}, 0.005},
+		{[]string{"grade", "key_issue", "publisher"}, 0.0039},
+		{[]string{"publisher"}, 0.001},
+		{nil, 0.0001},
+	}},
+}
+
+// checkWorld reports an unknown world name.
+func checkWorld(name string) error {
+	if _, ok := distributions[name]; !ok {
+		return fmt.Errorf("comicbench: unknown world %q, want one of %s", name, strings.Join(Worlds, ", "))
+	}
+	return nil
 }
 
 var publishers = []string{"Marvel", "DC", "Image", "Dark Horse", "IDW", "Boom!", "Dynamite", "Valiant"}
 var publisherWeights = []float64{0.35, 0.30, 0.10, 0.08, 0.06, 0.05, 0.04, 0.02}
 
-// world draws comics and subscription bodies from the distribution above.
+// world draws comics and subscription bodies from a distribution (the same
+// sequence for the same seed).
 type world struct {
+	d      distribution
 	r      *rand.Rand
 	shares []float64
 }
 
-func newWorld(seed uint64) *world {
-	w := &world{r: rand.New(rand.NewPCG(seed, 2))}
-	for _, p := range patternMix {
+func newWorld(name string, seed uint64) *world {
+	w := &world{d: distributions[name], r: rand.New(rand.NewPCG(seed, 2))}
+	for _, p := range w.d.mix {
 		w.shares = append(w.shares, p.share)
 	}
 	return w
@@ -85,9 +140,9 @@ func (w *world) pick(weights []float64) int {
 }
 
 func (w *world) comic() comic.Comic {
-	s := w.r.IntN(seriesCount)
-	if w.r.Float64() < popularShare {
-		s = w.r.IntN(popularSeries)
+	s := w.r.IntN(w.d.seriesCount)
+	if w.r.Float64() < w.d.popularShare {
+		s = w.r.IntN(w.d.popularSeries)
 	}
 	issue := 1 + w.r.IntN(300)
 	if w.r.Float64() < 0.5 {
@@ -104,16 +159,17 @@ func (w *world) comic() comic.Comic {
 }
 
 // subscription returns the body of subscription i: a comic drawn from the
-// same distribution, restricted to the fields of a pattern drawn from
-// patternMix.
+// same distribution, restricted to the fields of a pattern drawn from the
+// world's mix.
 func (w *world) subscription(i int) comic.NewSubscription {
 	full := w.comic().Body()
 	body := comic.Body{}
-	for _, f := range patternMix[w.pick(w.shares)].fields {
+	fields := w.d.mix[w.pick(w.shares)].fields
+	for _, f := range fields {
 		body[f] = full[f]
 	}
-	if _, ok := body["key_issue"]; ok {
-		body["key_issue"] = true // nobody watches for non-key issues
+	if w.d.keyOnly && slices.Contains(fields, "key_issue") {
+		body["key_issue"] = true
 	}
 	return comic.NewSubscription{Email: "c" + strconv.Itoa(i/3) + "@example.com", Body: body.Canonical()}
 }

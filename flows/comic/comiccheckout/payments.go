@@ -6,8 +6,10 @@
 // transaction at the comic's price with a stock of one, and the saga runs
 // its stock and payment steps, compensating both when either fails. The
 // order of a transaction is remembered, so a retried charge checks the
-// same order out again (the saga answers "already paid"). A refund adds
-// the price back to the buyer's credit, once per transaction.
+// same order out again: the saga answers "already paid", or, after a
+// refused charge, runs a new attempt of the same order. A refund adds the
+// price back to the buyer's credit, once per transaction: the credit and
+// the transaction's refund mark change in one script.
 package comiccheckout
 
 import (
@@ -22,11 +24,9 @@ import (
 	"github.com/dropstream/dropstream/flows/comic"
 )
 
-// Keys of the adapter, in their own slot.
-const (
-	orderPrefix  = "ds:{comic-pay}:comic:pay:order:"  // string per txn: checkout order id
-	refundPrefix = "ds:{comic-pay}:comic:pay:refund:" // string per txn: refunded
-)
+// orderPrefix names a transaction's checkout order, in the adapter's own
+// slot: string per txn.
+const orderPrefix = "ds:{comic-pay}:comic:pay:order:"
 
 // keyTTL bounds how long a transaction's order and refund marks are kept.
 const keyTTL = 30 * 24 * time.Hour
@@ -101,20 +101,37 @@ func (p *Payments) order(ctx context.Context, txnID, user string, cents int64) (
 	return order, nil
 }
 
-// Refund credits the buyer the price back, once per transaction.
+// refundScript credits a user once per transaction. KEYS user hash
+// (checkout.Keys.User), refund mark in the user's slot; ARGV amount, max
+// credit, mark expiry in seconds. Returns 1 when credited now, 0 when
+// credited before, -1 for an unknown user, -2 when the credit would pass
+// the maximum.
+var refundScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+local v = redis.call('HGET', KEYS[1], 'credit')
+if not v then return -1 end
+if tonumber(v) + tonumber(ARGV[1]) > tonumber(ARGV[2]) then return -2 end
+redis.call('HINCRBY', KEYS[1], 'credit', ARGV[1])
+redis.call('SET', KEYS[2], '1', 'EX', ARGV[3])
+return 1`)
+
+// Refund credits the buyer the price back, once per transaction. The
+// credit and the transaction's refund mark are written by one script, so
+// a crash can neither lose the refund nor let a retry pay it twice.
 func (p *Payments) Refund(ctx context.Context, txnID, payment string, cents int64) error {
-	key := refundPrefix + txnID
-	ok, err := p.rdb.SetNX(ctx, key, "1", keyTTL).Result()
-	if err != nil {
-		return fmt.Errorf("comiccheckout: refund mark of %s: %w", txnID, err)
+	if !checkout.ValidID(payment) || cents < 0 || cents > checkout.MaxAmount {
+		return fmt.Errorf("comiccheckout: refund %s: invalid user %q or amount %d", txnID, payment, cents)
 	}
-	if !ok {
-		return nil // refunded before
-	}
-	if _, err := p.svc.Store().AddFunds(ctx, payment, cents); err != nil {
-		// Not refunded: drop the mark so a retry refunds.
-		_ = p.rdb.Del(context.WithoutCancel(ctx), key).Err()
+	keys := p.svc.Store().Keys()
+	mark := "ds:" + keys.Tag(keys.Partition(payment)) + ":comic:pay:refund:" + txnID
+	res, err := refundScript.Run(ctx, p.rdb, []string{keys.User(payment), mark}, cents, int64(checkout.MaxAmount), int64(keyTTL/time.Second)).Int()
+	switch {
+	case err != nil:
 		return fmt.Errorf("comiccheckout: refund %s: %w", txnID, err)
+	case res == -1:
+		return fmt.Errorf("comiccheckout: refund %s: user %s: %w", txnID, payment, checkout.ErrNotFound)
+	case res == -2:
+		return fmt.Errorf("comiccheckout: refund %s: credit of %s would pass the maximum: %w", txnID, payment, checkout.ErrInvalid)
 	}
 	return nil
 }

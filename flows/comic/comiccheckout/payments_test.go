@@ -111,4 +111,37 @@ func TestPayments_purchasesThroughTheCheckoutSaga(t *testing.T) {
 	if _, err := svc.Inventory.Get(ctx, c2.ID()); err != nil {
 		t.Errorf("comic 2 left inventory: %v", err)
 	}
+	// With credit added, the same transaction is tried again and buys it.
+	if _, err := co.Store().AddFunds(ctx, users[0], c2.PriceCents); err != nil {
+		t.Fatal(err)
+	}
+	before, _ := co.Store().FindUser(ctx, users[0])
+	if rec, err := svc.Sales.Purchase(ctx, "poor@example.com", c2.ID(), users[0], "txn-poor"); err != nil || rec.Repeated {
+		t.Fatalf("purchase after adding credit = %+v, %v; want a fresh sale", rec, err)
+	}
+	if after, _ := co.Store().FindUser(ctx, users[0]); after != before-c2.PriceCents {
+		t.Errorf("credit %d after the purchase, want %d", after, before-c2.PriceCents)
+	}
+	if _, err := svc.Inventory.Get(ctx, c2.ID()); !errors.Is(err, comic.ErrNotFound) {
+		t.Errorf("comic 2 still in inventory after its sale: %v", err)
+	}
+	// A refund credits once, however often (and however concurrently)
+	// it is asked for; an unknown user is an error.
+	pay := comiccheckout.New(rdb, co)
+	before, _ = co.Store().FindUser(ctx, users[1])
+	var refunds sync.WaitGroup
+	for range 5 {
+		refunds.Go(func() {
+			if err := pay.Refund(ctx, "txn-refund", users[1], 700); err != nil {
+				t.Errorf("refund: %v", err)
+			}
+		})
+	}
+	refunds.Wait()
+	if after, _ := co.Store().FindUser(ctx, users[1]); after != before+700 {
+		t.Errorf("credit %d after 5 refunds of one transaction, want %d", after, before+700)
+	}
+	if err := pay.Refund(ctx, "txn-nobody", "nobody", 700); !errors.Is(err, checkout.ErrNotFound) {
+		t.Errorf("refund to an unknown user = %v, want checkout.ErrNotFound", err)
+	}
 }

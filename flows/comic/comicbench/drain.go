@@ -20,76 +20,73 @@ import (
 // trimmer can remove them.
 const discardGroup = "comicbench-discard"
 
-// measureMatcher runs the matcher stage over the intake backlog, with the
-// discarding group on the notify topic and a trimmer removing what both
-// groups acknowledged, until both backlogs are empty.
-func measureMatcher(ctx context.Context, rdb redis.UniversalClient, svc *comic.Service, cfg Config, res *Result, progress func(string, ...any)) error {
+// drain is the discarding group on the notify topic and a trimmer removing
+// what both groups acknowledged, running for the whole measurement. It
+// can be paused, so a phase measures the matching's CPU alone.
+type drain struct {
+	rdb    redis.UniversalClient
+	topic  stream.Topic
+	gate   sync.RWMutex
+	handed atomic.Int64
+	cancel context.CancelFunc
+	wg     sync.WaitGroup
+}
+
+// startDrain starts the discarding group and the trimmer of the jobs and
+// notify topics.
+func startDrain(ctx context.Context, rdb redis.UniversalClient, svc *comic.Service) (*drain, error) {
 	if err := stream.EnsureGroups(ctx, rdb, svc.Topics.Notify, discardGroup); err != nil {
-		return err
+		return nil, err
 	}
-	mctx, cancel := context.WithCancel(ctx)
-	var handed atomic.Int64
-	matcher := svc.Matcher.Stage()
-	matcher.Config = stream.RunnerConfig{BatchSize: 500, Block: 50 * time.Millisecond}
+	d := &drain{rdb: rdb, topic: svc.Topics.Notify}
 	discard := svc.Delivery.DiscardStage(discardGroup)
-	discard.Config = stream.RunnerConfig{BatchSize: 1000, Block: 50 * time.Millisecond}
+	discard.Config = stream.RunnerConfig{BatchSize: 1000, Block: 50 * time.Millisecond, HandlerTimeout: 20 * time.Second, ClaimIdle: 2 * time.Minute}
 	inner := discard.BatchHandler
 	discard.BatchHandler = func(ctx context.Context, msgs []*stream.Message) error {
+		d.gate.RLock()
+		defer d.gate.RUnlock()
 		err := inner(ctx, msgs)
 		if err == nil {
-			handed.Add(int64(len(msgs)))
+			d.handed.Add(int64(len(msgs)))
 		}
 		return err
 	}
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	for _, st := range []stream.Stage{matcher, discard} {
-		r, err := stream.NewRunner(rdb, st, stream.Telemetry{})
-		if err != nil {
-			return err
-		}
-		wg.Go(func() { _ = r.Run(mctx) })
+	r, err := stream.NewRunner(rdb, discard, stream.Telemetry{})
+	if err != nil {
+		return nil, err
 	}
+	dctx, cancel := context.WithCancel(ctx)
+	d.cancel = cancel
 	trimmer := stream.NewTrimmer(rdb, stream.TrimConfig{MinAge: time.Millisecond, Interval: 200 * time.Millisecond}, nil,
 		svc.Topics.Jobs, svc.Topics.Notify)
-	wg.Go(func() { trimmer.Run(mctx) })
-	began, last := time.Now(), time.Now()
-	var matched time.Duration
+	d.wg.Go(func() { _ = r.Run(dctx) })
+	d.wg.Go(func() { trimmer.Run(dctx) })
+	return d, nil
+}
+
+// pause holds the discarding group's next batch until resume.
+func (d *drain) pause()  { d.gate.Lock() }
+func (d *drain) resume() { d.gate.Unlock() }
+
+// waitDrained waits until the discarding group has acknowledged every
+// notification request.
+func (d *drain) waitDrained(ctx context.Context) error {
 	for {
-		if err := ctx.Err(); err != nil {
+		n, err := backlog(ctx, d.rdb, d.topic, discardGroup)
+		if err != nil || n == 0 {
 			return err
 		}
-		jobs, err := backlog(ctx, rdb, svc.Topics.Jobs, matcher.Name)
-		if err != nil {
-			return err
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(20 * time.Millisecond):
 		}
-		if jobs == 0 && matched == 0 {
-			matched = time.Since(began)
-		}
-		notify, err := backlog(ctx, rdb, svc.Topics.Notify, discardGroup)
-		if err != nil {
-			return err
-		}
-		n, err := streamLen(ctx, rdb, svc.Topics.Notify)
-		if err != nil {
-			return err
-		}
-		res.NotifyPeak = max(res.NotifyPeak, n)
-		if jobs == 0 && notify == 0 {
-			break
-		}
-		if time.Since(last) >= 5*time.Second {
-			last = time.Now()
-			progress("matcher: %d jobs and %d notifications to go, notify streams %d entries, redis used_memory %d MB",
-				jobs, notify, n, usedMemory(ctx, rdb)>>20)
-		}
-		time.Sleep(20 * time.Millisecond)
 	}
-	res.MatcherPerSecond = float64(cfg.Intake) / matched.Seconds()
-	res.Handed = handed.Load()
-	progress("matcher stage: %d comics at %.0f/s, %d notifications handed off (notify streams peaked at %d entries)",
-		cfg.Intake, res.MatcherPerSecond, res.Handed, res.NotifyPeak)
-	return nil
+}
+
+func (d *drain) stop() {
+	d.cancel()
+	d.wg.Wait()
 }
 
 // backlog is what group has not yet acknowledged on topic: its pending

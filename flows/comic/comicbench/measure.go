@@ -1,0 +1,201 @@
+package comicbench
+
+import (
+	"context"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/flows/comic"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// matchRound is the number of comics measured between two drains of the
+// notify streams.
+const matchRound = 100
+
+// measureMatch times MatchIDs and Matcher.Process on cfg.Matches comics, in
+// rounds: each round first looks up its comics, then processes them as
+// jobs of generation 1 (recording their pending notifications and handing
+// them to the notify streams) while the discarding group is paused, so the
+// CPU figures are the matching's alone; between rounds the group drains
+// the notify streams.
+func measureMatch(ctx context.Context, svc *comic.Service, w *world, cfg Config, res *Result, d *drain, progress func(string, ...any)) error {
+	lookups := make([]time.Duration, 0, cfg.Matches)
+	jobs := make([]time.Duration, 0, cfg.Matches)
+	matched := make([]int, 0, cfg.Matches)
+	var lookupCPU, jobCPU CPU
+	total := 0
+	// The title (no pattern of either world constrains it) makes each run's
+	// comics new, so a run over reused subscriptions finds no job of an
+	// earlier run done.
+	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+	for start := 0; start < cfg.Matches; start += matchRound {
+		round := make([]comic.Comic, min(matchRound, cfg.Matches-start))
+		for i := range round {
+			round[i] = w.comic()
+			round[i].Title += " " + stamp
+		}
+		d.pause()
+		cpu := startCPU(cfg.CPU)
+		for _, c := range round {
+			t0 := time.Now()
+			ids, err := svc.Matcher.MatchIDs(ctx, c)
+			if err != nil {
+				d.resume()
+				return err
+			}
+			lookups = append(lookups, time.Since(t0))
+			matched = append(matched, len(ids))
+			total += len(ids)
+		}
+		lc := cpu.per(1)
+		cpu = startCPU(cfg.CPU)
+		for _, c := range round {
+			job := comic.Job{ComicID: c.ID(), Gen: 1, AddedAtMs: time.Now().UnixMilli(), Comic: c.Canonical()}
+			t0 := time.Now()
+			if _, err := svc.Matcher.Process(ctx, job); err != nil {
+				d.resume()
+				return err
+			}
+			jobs = append(jobs, time.Since(t0))
+		}
+		jc := cpu.per(1)
+		d.resume()
+		lookupCPU.Process, lookupCPU.Redis = lookupCPU.Process+lc.Process, lookupCPU.Redis+lc.Redis
+		jobCPU.Process, jobCPU.Redis = jobCPU.Process+jc.Process, jobCPU.Redis+jc.Redis
+		if err := d.waitDrained(ctx); err != nil {
+			return err
+		}
+		if done := start + len(round); done%1000 == 0 {
+			progress("matched %d comics", done)
+		}
+	}
+	n := time.Duration(cfg.Matches)
+	res.LookupCPU = CPU{Process: lookupCPU.Process / n, Redis: lookupCPU.Redis / n}
+	res.JobCPU = CPU{Process: jobCPU.Process / n, Redis: jobCPU.Redis / n}
+	res.MeanMatched = float64(total) / float64(cfg.Matches)
+	slices.Sort(lookups)
+	slices.Sort(jobs)
+	slices.Sort(matched)
+	res.LookupP50, res.LookupP99, res.LookupMax = pct(lookups, 0.50), pct(lookups, 0.99), lookups[len(lookups)-1]
+	res.JobP50, res.JobP99, res.JobMax = pct(jobs, 0.50), pct(jobs, 0.99), jobs[len(jobs)-1]
+	res.MatchedP50, res.MatchedP90, res.MatchedP99 = pct(matched, 0.50), pct(matched, 0.90), pct(matched, 0.99)
+	res.MaxMatched = matched[len(matched)-1]
+	progress("lookups p50 %s p99 %s (cpu %s + redis %s per comic); job p50 %s p99 %s max %s (cpu %s + redis %s per comic); "+
+		"subscriptions per comic: mean %.1f, p50 %d, p90 %d, p99 %d, max %d",
+		res.LookupP50, res.LookupP99, res.LookupCPU.Process, res.LookupCPU.Redis, res.JobP50, res.JobP99, res.JobMax,
+		res.JobCPU.Process, res.JobCPU.Redis, res.MeanMatched, res.MatchedP50, res.MatchedP90, res.MatchedP99, res.MaxMatched)
+	return nil
+}
+
+// measureIntake lists cfg.Intake new comics with cfg.Workers callers.
+func measureIntake(ctx context.Context, svc *comic.Service, w *world, cfg Config, res *Result, progress func(string, ...any)) error {
+	comics := make([]comic.Comic, cfg.Intake)
+	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+	for i := range comics {
+		comics[i] = w.comic()
+		comics[i].Title = "Intake " + stamp + " " + strconv.Itoa(i) // distinct identities
+	}
+	var next atomic.Int64
+	var wg sync.WaitGroup
+	errs := make(chan error, cfg.Workers)
+	began := time.Now()
+	for range cfg.Workers {
+		wg.Go(func() {
+			for {
+				i := int(next.Add(int64(cfg.IntakeBatch))) - cfg.IntakeBatch
+				if i >= len(comics) {
+					return
+				}
+				var err error
+				if cfg.IntakeBatch == 1 {
+					_, _, err = svc.Inventory.Add(ctx, comics[i])
+				} else {
+					_, err = svc.Inventory.AddMany(ctx, comics[i:min(i+cfg.IntakeBatch, len(comics))])
+				}
+				if err != nil {
+					errs <- err
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	if err := <-errs; err != nil {
+		return err
+	}
+	res.IntakePerSecond = float64(cfg.Intake) / time.Since(began).Seconds()
+	progress("listed %d comics at %.0f/s", cfg.Intake, res.IntakePerSecond)
+	return nil
+}
+
+func pct[T any](sorted []T, q float64) T {
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
+}
+
+// measureMatcher runs the matching stage (one copy, its own batch size)
+// over the intake backlog, with the discarding group consuming the notify
+// streams, until both backlogs are empty.
+func measureMatcher(ctx context.Context, rdb redis.UniversalClient, svc *comic.Service, cfg Config, res *Result, d *drain, progress func(string, ...any)) error {
+	matcher := svc.Matcher.Stage()
+	matcher.Config.Block = 50 * time.Millisecond
+	// The group exists before the backlog is first read: a missing group
+	// would read as an empty backlog.
+	if err := stream.EnsureGroups(ctx, rdb, svc.Topics.Jobs, matcher.Name); err != nil {
+		return err
+	}
+	r, err := stream.NewRunner(rdb, matcher, stream.Telemetry{})
+	if err != nil {
+		return err
+	}
+	mctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	handed0 := d.handed.Load()
+	cpu := startCPU(cfg.CPU)
+	began, last := time.Now(), time.Now()
+	wg.Go(func() { _ = r.Run(mctx) })
+	var matched time.Duration
+	for {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		jobs, err := backlog(ctx, rdb, svc.Topics.Jobs, matcher.Name)
+		if err != nil {
+			return err
+		}
+		if jobs == 0 && matched == 0 {
+			matched = time.Since(began)
+			res.MatcherCPU = cpu.per(cfg.Intake)
+		}
+		notify, err := backlog(ctx, rdb, svc.Topics.Notify, discardGroup)
+		if err != nil {
+			return err
+		}
+		n, err := streamLen(ctx, rdb, svc.Topics.Notify)
+		if err != nil {
+			return err
+		}
+		res.NotifyPeak = max(res.NotifyPeak, n)
+		if jobs == 0 && notify == 0 {
+			break
+		}
+		if time.Since(last) >= 5*time.Second {
+			last = time.Now()
+			progress("matcher: %d jobs and %d notifications to go, notify streams %d entries, redis used_memory %d MB",
+				jobs, notify, n, usedMemory(ctx, rdb)>>20)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	res.MatcherPerSecond = float64(cfg.Intake) / matched.Seconds()
+	res.Handed = d.handed.Load() - handed0
+	progress("matcher stage: %d comics at %.0f/s (cpu %s + redis %s per comic), %d notify messages handed off (notify streams peaked at %d entries)",
+		cfg.Intake, res.MatcherPerSecond, res.MatcherCPU.Process, res.MatcherCPU.Redis, res.Handed, res.NotifyPeak)
+	return nil
+}

@@ -1,0 +1,145 @@
+package comic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// createScript stores a subscription with all its index entries. KEYS
+// subs, email set, patterns, index shard, field totals, version, bloat,
+// then one field-stats zset per field of the pattern; ARGV id, record,
+// pattern, bloat field, max per email, bloat threshold, shard, then the
+// index values and the field names. Returns 1, 0 for a duplicate, -1 when
+// the email has too many. The shard was read before the call; when it is
+// full, the value set's next subscriptions go to a new shard (concurrent
+// creates may each add one past the threshold) and the version moves so
+// matchers reread the shards.
+var createScript = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[5]) then return -1 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+redis.call('SADD', KEYS[2], ARGV[1])
+if tonumber(redis.call('ZINCRBY', KEYS[3], 1, ARGV[3])) == 1 then redis.call('INCR', KEYS[6]) end
+redis.call('SADD', KEYS[4], ARGV[1])
+local k = tonumber(ARGV[7])
+if redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[6]) and tonumber(redis.call('HGET', KEYS[7], ARGV[4]) or '0') == k then
+  redis.call('HSET', KEYS[7], ARGV[4], k + 1)
+  redis.call('INCR', KEYS[6])
+end
+local nf = #KEYS - 7
+for i = 1, nf do
+  redis.call('ZINCRBY', KEYS[7 + i], 1, ARGV[7 + i])
+  redis.call('HINCRBY', KEYS[5], ARGV[7 + nf + i], 1)
+end
+return 1`)
+
+// deleteScript removes a subscription; it takes createScript's keys and
+// arguments. A value set keeps its shards when they empty.
+var deleteScript = redis.NewScript(`
+if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
+redis.call('SREM', KEYS[2], ARGV[1])
+if tonumber(redis.call('ZINCRBY', KEYS[3], -1, ARGV[3])) <= 0 then
+  redis.call('ZREM', KEYS[3], ARGV[3])
+  redis.call('INCR', KEYS[6])
+end
+redis.call('SREM', KEYS[4], ARGV[1])
+local nf = #KEYS - 7
+for i = 1, nf do
+  if tonumber(redis.call('ZINCRBY', KEYS[7 + i], -1, ARGV[7 + i])) <= 0 then redis.call('ZREM', KEYS[7 + i], ARGV[7 + i]) end
+  if redis.call('HINCRBY', KEYS[5], ARGV[7 + nf + i], -1) <= 0 then redis.call('HDEL', KEYS[5], ARGV[7 + nf + i]) end
+end
+return 1`)
+
+// scriptArgs returns the keys and arguments of createScript and
+// deleteScript for sub, whose values hash to vh.
+func (s *Store) scriptArgs(sub Subscription, b Body, vh string) ([]string, []any) {
+	rec, _ := json.Marshal(sub)
+	names := splitPattern(sub.Pattern)
+	keys := []string{subsKey, emailKey(sub.Email), patternsKey, indexKey(sub.Pattern, vh, sub.Shard), fieldTotalKey,
+		patVersionKey, bloatKey}
+	args := []any{sub.ID, rec, sub.Pattern, bloatField(sub.Pattern, vh), s.cfg.MaxPerEmail, s.cfg.BloatThreshold, sub.Shard}
+	for _, n := range names {
+		keys = append(keys, fieldStatsKey(n))
+		args = append(args, indexValue(b[n]))
+	}
+	for _, n := range names {
+		args = append(args, n)
+	}
+	return keys, args
+}
+
+// CreateMany creates subscriptions in pipelined batches (a bulk import):
+// each one is validated and stored by the same script as Create, so the
+// result is the same as calling Create for each. It returns how many were
+// created; duplicates and subscriptions over MaxPerEmail are skipped, and
+// the first invalid one stops the import with its error (the ones before
+// it are created).
+func (s *Store) CreateMany(ctx context.Context, subs []NewSubscription) (int, error) {
+	if err := createScript.Load(ctx, s.rdb).Err(); err != nil {
+		return 0, fmt.Errorf("comic: load script: %w", err)
+	}
+	created := 0
+	const chunk = 100 // scripts per pipeline: bounds one round trip
+	for start := 0; start < len(subs); start += chunk {
+		batch := subs[start:min(start+chunk, len(subs))]
+		parsed := make([]Subscription, len(batch))
+		bodies := make([]Body, len(batch))
+		hashes := make([]string, len(batch))
+		fields := make([]string, len(batch))
+		for i, in := range batch {
+			sub, b, err := s.newSubscription(in)
+			if err != nil {
+				return created, err
+			}
+			parsed[i], bodies[i] = sub, b
+			hashes[i] = valuesHash(b, splitPattern(sub.Pattern))
+			fields[i] = bloatField(sub.Pattern, hashes[i])
+		}
+		shards, err := s.rdb.HMGet(ctx, bloatKey, fields...).Result()
+		if err != nil {
+			return created, fmt.Errorf("comic: shards: %w", err)
+		}
+		pipe := s.rdb.Pipeline()
+		cmds := make([]*redis.Cmd, len(batch))
+		for i := range batch {
+			if v, ok := shards[i].(string); ok {
+				parsed[i].Shard, _ = strconv.Atoi(v)
+			}
+			keys, args := s.scriptArgs(parsed[i], bodies[i], hashes[i])
+			cmds[i] = createScript.EvalSha(ctx, pipe, keys, args...)
+		}
+		if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+			return created, fmt.Errorf("comic: create subscriptions: %w", err)
+		}
+		for i, c := range cmds {
+			if isNoScript(c.Err()) {
+				// The script was flushed meanwhile: Create loads it again.
+				in := batch[i]
+				if _, err := s.Create(ctx, in.Email, in.Body, in.NotifyURL); err == nil {
+					created++
+				} else if !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrTooMany) {
+					return created, err
+				}
+				continue
+			}
+			n, err := c.Int64()
+			if err != nil {
+				return created, fmt.Errorf("comic: create subscription: %w", err)
+			}
+			if n == 1 {
+				created++
+			}
+		}
+	}
+	return created, nil
+}
+
+func isNoScript(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
