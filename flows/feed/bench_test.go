@@ -6,10 +6,12 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,21 +45,39 @@ func benchFeed(n string) []byte {
 	return []byte(b.String())
 }
 
-func usedMemory(ctx context.Context, rdb redis.UniversalClient) int64 {
-	info, _ := rdb.Info(ctx, "memory").Result()
+// infoSum returns the sum of the named fields of an INFO section.
+func infoSum(ctx context.Context, rdb redis.UniversalClient, section string, fields ...string) float64 {
+	info, _ := rdb.Info(ctx, section).Result()
+	var sum float64
 	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
+		k, v, _ := strings.Cut(strings.TrimSpace(line), ":")
+		if slices.Contains(fields, k) {
+			f, _ := strconv.ParseFloat(v, 64)
+			sum += f
 		}
 	}
-	return 0
+	return sum
+}
+
+func usedMemory(ctx context.Context, rdb redis.UniversalClient) int64 {
+	return int64(infoSum(ctx, rdb, "memory", "used_memory"))
+}
+
+// cpuTimes returns the CPU time used so far by this process and by Redis.
+func cpuTimes(ctx context.Context, rdb redis.UniversalClient) (proc, server time.Duration) {
+	var ru syscall.Rusage
+	_ = syscall.Getrusage(syscall.RUSAGE_SELF, &ru)
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano()),
+		time.Duration(infoSum(ctx, rdb, "cpu", "used_cpu_sys", "used_cpu_user") * float64(time.Second))
 }
 
 // BenchmarkFlow_feeds polls DROPSTREAM_BENCH_FEEDS feeds (default 10,000)
 // of 50 items each from a local HTTP server through the whole flow (poll,
 // observe, assign, complete every 10 items, deliver, clear) on redis-server,
-// and reports items/s and Redis memory per feed. Run it alone:
+// and reports items/s, CPU per item (this process, which also serves the
+// feeds, and Redis), and Redis memory per feed: definitions, the state that
+// stays, and what each stream holds per entry until it is trimmed. Run it
+// alone:
 //
 //	scripts/testenv.sh sh -c 'go test -run ^$ -bench Flow_feeds -benchtime 1x ./flows/feed/'
 func BenchmarkFlow_feeds(b *testing.B) {
@@ -73,7 +93,7 @@ func BenchmarkFlow_feeds(b *testing.B) {
 	defer srv.Close()
 	ctx := context.Background()
 	for b.Loop() {
-		rdb := dial(b, testenv.RedisURL(b))
+		rdb := testenv.Dial(b, testenv.RedisURL(b))
 		ch := &countChannel{}
 		ledger, _ := notifier.NewDeliveryLedger(rdb, notifier.DeliveryLedgerConfig{})
 		disp, _ := notifier.NewDispatcher(ledger, map[string]notifier.Channel{notifier.ChannelLog: ch}, stream.Telemetry{})
@@ -117,6 +137,7 @@ func BenchmarkFlow_feeds(b *testing.B) {
 			}
 		}
 		start := time.Now()
+		procCPU, redisCPU := cpuTimes(ctx, rdb)
 		var next atomic.Int64
 		var pollers sync.WaitGroup
 		for range 32 {
@@ -136,25 +157,41 @@ func BenchmarkFlow_feeds(b *testing.B) {
 			return drained(ctx, rdb, fl.topics.Polls, StageAssign) && drained(ctx, rdb, fl.topics.Collections, StageDeliver)
 		})
 		elapsed := time.Since(start)
+		procEnd, redisEnd := cpuTimes(ctx, rdb)
 		cancel()
 		wg.Wait()
 		if got := ch.n.Load(); got != want {
 			b.Fatalf("%d deliveries, want %d", got, want)
 		}
 		all := usedMemory(ctx, rdb) - base
-		// Everything is acknowledged: drop the stream entries (the Trimmer's
-		// job in production) to see the state that stays.
+		// Everything is acknowledged: drop the stream entries, one topic at
+		// a time (the Trimmer's job in production, once they are older than
+		// its minimum age), to see what each holds and the state that stays.
+		streams := map[string]int64{}
+		entries := map[string]int64{}
+		before := usedMemory(ctx, rdb)
 		for _, tp := range []stream.Topic{fl.topics.Polls, fl.topics.Collections, fl.topics.History} {
 			for p := 0; p < tp.Partitions; p++ {
+				entries[tp.Name] += rdb.XLen(ctx, tp.Stream(p)).Val()
 				_ = rdb.XTrimMaxLen(ctx, tp.Stream(p), 0).Err()
 			}
+			after := usedMemory(ctx, rdb)
+			streams[tp.Name], before = before-after, after
 		}
 		state := usedMemory(ctx, rdb) - base
 		items := float64(feeds * 50)
 		b.ReportMetric(items/elapsed.Seconds(), "items/s")
 		b.ReportMetric(float64(feeds)/polled.Seconds(), "polls/s")
+		// CPU per item, a figure the machine's load barely moves: the Go
+		// side (the HTTP server, fetch, parse, stages) and Redis's.
+		b.ReportMetric(float64((procEnd-procCPU).Microseconds())/items, "go-cpu-µs/item")
+		b.ReportMetric(float64((redisEnd-redisCPU).Microseconds())/items, "redis-cpu-µs/item")
 		b.ReportMetric(float64(all)/float64(feeds), "bytes/feed-with-streams")
 		b.ReportMetric(float64(state)/float64(feeds), "bytes/feed-state")
 		b.ReportMetric(float64(defs)/float64(feeds), "bytes/feed-definitions")
+		for name, n := range streams {
+			b.ReportMetric(float64(n)/float64(max(entries[name], 1)), "bytes/"+name+"-entry")
+			b.ReportMetric(float64(entries[name])/float64(feeds), name+"-entries/feed")
+		}
 	}
 }

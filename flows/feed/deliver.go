@@ -61,6 +61,11 @@ func (f *Flow) handleCollection(ctx context.Context, m *stream.Message) error {
 		return err
 	}
 	f.collections.Add(ctx, 1, metric.WithAttributes(attribute.String("step", "delivered")))
+	if f.crashPoint != nil {
+		if err := f.crashPoint("delivered", m); err != nil {
+			return err
+		}
+	}
 	prefix := f.topics.feedPrefix(c.FeedID)
 	part := f.topics.Polls.Partition(c.FeedID)
 	if err := cleanupScript.Run(ctx, f.rdb, []string{prefix + "meta"}, prefix, strconv.FormatInt(time.Now().UnixMilli(), 10),

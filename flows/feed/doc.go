@@ -29,8 +29,11 @@
 //	    to the collection of every subscribable of the feed in one atomic
 //	    step and becomes Assigned; every collection that is due (each item:
 //	    at once; every n: at the nth; daily/weekly: at the end of its window
-//	    in its time zone) is marked completed and appended, with its items'
-//	    content, to feed.collections in the same step. Both scripts are
+//	    in its time zone; a daily or weekly one early, at
+//	    Config.CollectionItems items) is marked completed and appended, with
+//	    its items' content, to feed.collections in the same step. An item
+//	    never joins a completed collection that waits for its delivery: it
+//	    opens the next one of its window ("<within>+2"). Both scripts are
 //	    idempotent, so a crash anywhere in the handler redelivers the Poll
 //	    and changes nothing twice; time is the Poll's own, so a redelivery
 //	    decides what the first delivery decided.
@@ -63,6 +66,17 @@
 //   - Completed collections are deleted once delivered (the seed kept the
 //     latest per subscribable and wondered why); the delivery message
 //     carries the items, so nothing is lost if an item is cleared first.
+//     Until then GET .../subscribables/{name}/collections shows them
+//     (opened, completed) with the open ones (opened, due).
+//   - A collection is bounded: an every-n one by its n, a daily or weekly
+//     one by Config.CollectionItems (then cut, its window going on in
+//     "<day>+2"), so neither its message nor its e-mail grows without end.
+//   - An item without guid, link and title (RSS 0.92 allows an item of a
+//     description only) is named by its description and author, not by
+//     an empty link and title that every such item would share.
+//   - The poller keeps a feed's validators (ETag, Last-Modified) only once
+//     its poll is published: a poll lost on the way is fetched again in
+//     full, never answered 304 with its items unseen.
 //   - Content of assigned items is frozen: what was assigned is sent.
 //   - Subscribable names are scoped by feed (the seed's note), and the
 //     destination's unique core (lower-cased bare e-mail address, webhook
@@ -80,9 +94,16 @@
 //     flow did not create cannot be subscribed (409).
 //   - Deleting a subscribable closes its open collections (an every-n
 //     collection short of n, a window not yet due): their items are
-//     released undelivered (dropScript).
+//     released undelivered (dropScript). A completed one already on its
+//     way is delivered to the subscribable's subscriptions at that time:
+//     none, or, when it was defined again meanwhile, the new ones.
+//   - A feed has at most MaxSubscribables subscribables (every poll hands
+//     them all to the assignment script).
 //
-// Known limits: each poll assigns at most Config.AssignLimit items; the
+// Known limits: each poll assigns at most Config.AssignLimit items (the
+// rest wait for the next poll); the Poller is one per deployment (two
+// copies would each fetch every feed: harmless, since polls are idempotent
+// and an older one is dropped, but twice the load on the feeds' servers); the
 // notifier's email channel renders a request's text (at most
 // notifier.MaxTextLen bytes, so a long collection's text lists its first
 // items and counts the rest) into both the text and the HTML part, so the

@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
+	"github.com/dropstream/dropstream/internal/testenv"
 )
 
 func TestStore_deleteSubscribableClosesItsOpenCollectionsAndReleasesTheirItems(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			sim := feedsim.New(feedsim.RSS, item("1", "one"), item("2", "two"))
 			h := newHarness(t, b, sim, Feed{IncludeExisting: true})
 			h.subscribe("each", Manager{Kind: EachItem})
@@ -61,11 +62,7 @@ func TestStore_deleteSubscribableClosesItsOpenCollectionsAndReleasesTheirItems(t
 			if got := h.delivered(); !reflect.DeepEqual(got, want) {
 				t.Fatalf("delivered %v, want %v", got, want)
 			}
-			for guid, st := range h.states() {
-				if st != StateCleared {
-					t.Errorf("item %s is %s, want cleared", guid, st)
-				}
-			}
+			h.wantAllCleared()
 			if got := h.historyKinds()[EventCleared]; got != 5 {
 				t.Errorf("%d cleared events, want 5", got)
 			}

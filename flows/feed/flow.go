@@ -60,6 +60,11 @@ type Config struct {
 	PublicURL string
 	// AssignLimit bounds the items one poll message assigns. Default 1000.
 	AssignLimit int
+	// CollectionItems caps a daily or weekly collection: at this many
+	// items it is completed early and the window's later items go to the
+	// next collection ("<within>+2"). An every-n collection is bounded by
+	// its n (at most MaxEveryN). Default 1000.
+	CollectionItems int
 	// Logger defaults to slog.Default.
 	Logger *slog.Logger
 	// MeterProvider defaults to the global one.
@@ -76,6 +81,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.AssignLimit == 0 {
 		c.AssignLimit = 1000
+	}
+	if c.CollectionItems == 0 {
+		c.CollectionItems = 1000
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -94,6 +102,9 @@ func (c Config) Validate() error {
 	}
 	if c.AssignLimit < 1 || c.AssignLimit > 100000 {
 		errs = append(errs, fmt.Errorf("feed: assign limit %d out of range 1..100000", c.AssignLimit))
+	}
+	if c.CollectionItems < 1 || c.CollectionItems > 10000 {
+		errs = append(errs, fmt.Errorf("feed: collection items %d out of range 1..10000", c.CollectionItems))
 	}
 	if len(c.PublicURL) > 512 {
 		errs = append(errs, errors.New("feed: public URL too long"))
@@ -115,10 +126,12 @@ type Flow struct {
 	items        metric.Int64Counter
 	collections  metric.Int64Counter
 
-	// crashPoint, when set (tests), runs after observing ("observed") and
-	// after assigning ("assigned"); an error fails the message there, as
-	// a crash at that point would.
-	crashPoint func(point string, p Poll) error
+	// crashPoint, when set (tests), runs at a point of a handler with the
+	// message being handled: after observing ("observed"), after assigning
+	// ("assigned"), after delivering a collection and before releasing its
+	// items ("delivered"). A test makes the copy die there (it never
+	// returns) or fail (it returns an error).
+	crashPoint func(point string, m *stream.Message) error
 }
 
 // New returns the flow over rdb; see Deps.
@@ -214,7 +227,7 @@ func (f *Flow) handlePoll(ctx context.Context, m *stream.Message) error {
 		f.items.Add(ctx, res[2], metric.WithAttributes(attribute.String("step", "edited")))
 	}
 	if f.crashPoint != nil {
-		if err := f.crashPoint("observed", p); err != nil {
+		if err := f.crashPoint("observed", m); err != nil {
 			return err
 		}
 	}
@@ -223,9 +236,9 @@ func (f *Flow) handlePoll(ctx context.Context, m *stream.Message) error {
 		return err
 	}
 	args := []any{prefix, now, minutes(fd.MinDelayMinutes).Milliseconds(), minutes(fd.AwaitStabilizationMinutes).Milliseconds(),
-		minutes(fd.MaxDelayMinutes).Milliseconds(), f.topics.Collections.Stream(part), f.topics.History.Stream(part), tp, p.FeedID, f.cfg.AssignLimit}
+		minutes(fd.MaxDelayMinutes).Milliseconds(), f.topics.Collections.Stream(part), f.topics.History.Stream(part), tp, p.FeedID, f.cfg.AssignLimit, f.cfg.CollectionItems, flag(p.OK)}
 	for _, sb := range subs {
-		within, due := "", "9000000000000000"
+		within, due := "", strconv.FormatInt(noDue, 10)
 		if w, d, ok := sb.Manager.Window(p.PolledAt()); ok {
 			within, due = w, strconv.FormatInt(d.UnixMilli(), 10)
 		}
@@ -238,7 +251,7 @@ func (f *Flow) handlePoll(ctx context.Context, m *stream.Message) error {
 	f.items.Add(ctx, res[0], metric.WithAttributes(attribute.String("step", "assigned")))
 	f.collections.Add(ctx, res[1], metric.WithAttributes(attribute.String("step", "completed")))
 	if f.crashPoint != nil {
-		return f.crashPoint("assigned", p)
+		return f.crashPoint("assigned", m)
 	}
 	return nil
 }

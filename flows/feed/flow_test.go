@@ -6,11 +6,12 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
+	"github.com/dropstream/dropstream/internal/testenv"
 )
 
 func TestFlow_eachItemWaitsForStabilityAndNeverResendsAClearedGUID(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			sim := feedsim.New(feedsim.RSS, item("a", "A"), item("b", "B"))
 			h := newHarness(t, b, sim, Feed{AwaitStabilizationMinutes: 10, MaxDelayMinutes: 60, IncludeExisting: true})
 			h.subscribe("each", Manager{Kind: EachItem})
@@ -52,8 +53,8 @@ func TestFlow_eachItemWaitsForStabilityAndNeverResendsAClearedGUID(t *testing.T)
 }
 
 func TestFlow_maxDelayAssignsAnItemThatNeverSettles(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			sim := feedsim.New(feedsim.Atom, item("x", "v0"))
 			h := newHarness(t, b, sim, Feed{MinDelayMinutes: 5, AwaitStabilizationMinutes: 10, MaxDelayMinutes: 30, IncludeExisting: true})
 			h.subscribe("each", Manager{Kind: EachItem})
@@ -76,8 +77,8 @@ func TestFlow_maxDelayAssignsAnItemThatNeverSettles(t *testing.T) {
 }
 
 func TestFlow_everyNCollectsNItems(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			sim := feedsim.New(feedsim.RSS, item("1", "one"), item("2", "two"), item("3", "three"), item("4", "four"), item("5", "five"))
 			h := newHarness(t, b, sim, Feed{IncludeExisting: true})
 			h.subscribe("pairs", Manager{Kind: EveryN, N: 2})
@@ -96,8 +97,8 @@ func TestFlow_everyNCollectsNItems(t *testing.T) {
 }
 
 func TestFlow_dailyDigestInATimeZone(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			// t0 is 04:00 in New York (EST): the window opened Sunday 08:00
 			// and ends Monday 08:00 New York, 13:00 UTC.
 			sim := feedsim.New(feedsim.RSS, item("1", "one"), item("2", "two"))
@@ -127,8 +128,8 @@ func TestFlow_dailyDigestInATimeZone(t *testing.T) {
 }
 
 func TestFlow_weeklyDigestAtTheChosenDayAndHour(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			sim := feedsim.New(feedsim.Atom, item("1", "one"))
 			h := newHarness(t, b, sim, Feed{IncludeExisting: true})
 			h.subscribe("weekly", Manager{Kind: Weekly, Weekday: "friday", Hour: 17, TimeZone: "Europe/Paris"})
@@ -154,8 +155,8 @@ func TestFlow_weeklyDigestAtTheChosenDayAndHour(t *testing.T) {
 }
 
 func TestFlow_itemsOfTheFirstPollAreExcludedByDefault(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			sim := feedsim.New(feedsim.RSS, item("old", "archive"))
 			h := newHarness(t, b, sim, Feed{})
 			h.subscribe("each", Manager{Kind: EachItem})

@@ -11,7 +11,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 
@@ -23,29 +22,6 @@ import (
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
 )
-
-// backend is a Redis the flow runs against.
-type backend struct {
-	name   string
-	client func(t *testing.T) redis.UniversalClient
-}
-
-func backends() []backend {
-	return []backend{
-		{"miniredis", func(t *testing.T) redis.UniversalClient { return dial(t, "redis://"+miniredis.RunT(t).Addr()) }},
-		{"redis-server", func(t *testing.T) redis.UniversalClient { return dial(t, testenv.RedisURL(t)) }},
-	}
-}
-
-func dial(t testing.TB, url string) redis.UniversalClient {
-	t.Helper()
-	rdb, err := stream.Dial(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
-}
 
 const waitTimeout = 20 * time.Second
 
@@ -130,15 +106,54 @@ type harness struct {
 	reader   *sdkmetric.ManualReader
 	// mode makes the server misbehave: "malformed", "huge", "slow", "loop".
 	mode atomic.Value
+	// skip names stages newHarness does not start (a test runs its own
+	// copies of them with runStage).
+	skip map[string]bool
+	stop context.CancelFunc
+	wg   sync.WaitGroup
+}
+
+// without returns an option of newHarness that leaves a stage to the test.
+func without(stage string) func(*harness) {
+	return func(h *harness) { h.skip[stage] = true }
+}
+
+// stage returns the flow's stage of that name.
+func (h *harness) stage(name string) stream.Stage {
+	h.t.Helper()
+	for _, s := range h.flow.Stages() {
+		if s.Name == name {
+			return s
+		}
+	}
+	h.t.Fatalf("no stage %s", name)
+	return stream.Stage{}
+}
+
+// runStage runs one copy of s under the consumer name until the returned
+// function is called or the test ends. The function returns at once: a
+// copy stuck in a handler is abandoned, as a dead process is.
+func (h *harness) runStage(s stream.Stage, consumer string, claimIdle time.Duration) (kill func()) {
+	h.t.Helper()
+	s.Config = stream.RunnerConfig{Consumer: consumer, Block: 20 * time.Millisecond, ClaimInterval: min(200*time.Millisecond, claimIdle/4),
+		ClaimIdle: claimIdle, HandlerTimeout: min(2*time.Second, claimIdle/4), Retry: stream.RetryConfig{InitialInterval: 5 * time.Millisecond, MaxInterval: 20 * time.Millisecond}}
+	r, err := stream.NewRunner(h.rdb, s, stream.Telemetry{})
+	if err != nil {
+		h.t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(h.ctx)
+	h.wg.Go(func() { _ = r.Run(ctx) })
+	return cancel
 }
 
 // newHarness starts the stages and registers fd (its URL replaced by the
 // simulated feed's).
-func newHarness(t *testing.T, b backend, sim *feedsim.Feed, fd Feed, opts ...func(*Flow)) *harness {
+func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opts ...func(*harness)) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
-	rdb := b.client(t)
-	h := &harness{t: t, ctx: ctx, rdb: rdb, clock: &clock{now: t0}, sink: &sink{name: notifier.ChannelLog, fail: map[string]int{}}, sim: sim}
+	rdb := b.Client(t)
+	h := &harness{t: t, ctx: ctx, rdb: rdb, clock: &clock{now: t0}, sink: &sink{name: notifier.ChannelLog, fail: map[string]int{}}, sim: sim,
+		skip: map[string]bool{}, stop: cancel}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mode, _ := h.mode.Load().(string)
 		switch mode {
@@ -194,24 +209,19 @@ func newHarness(t *testing.T, b backend, sim *feedsim.Feed, fd Feed, opts ...fun
 	if err != nil {
 		t.Fatal(err)
 	}
-	for _, o := range opts {
-		o(h.flow)
-	}
 	h.poller, err = h.flow.NewPoller(PollerConfig{Now: h.clock.Now, Fetch: pollFetchConfig()})
 	if err != nil {
 		t.Fatal(err)
 	}
-	var wg sync.WaitGroup
-	for _, s := range append(h.flow.Stages(), deliverer.Stage()) {
-		s.Config = stream.RunnerConfig{Block: 20 * time.Millisecond, ClaimInterval: 200 * time.Millisecond, ClaimIdle: 10 * time.Second, HandlerTimeout: 2 * time.Second,
-			Retry: stream.RetryConfig{InitialInterval: 5 * time.Millisecond}}
-		r, err := stream.NewRunner(rdb, s, stream.Telemetry{})
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() { _ = r.Run(ctx) })
+	t.Cleanup(func() { cancel(); h.wg.Wait() })
+	for _, o := range opts {
+		o(h)
 	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	for _, s := range append(h.flow.Stages(), deliverer.Stage()) {
+		if !h.skip[s.Name] {
+			h.runStage(s, "", 10*time.Second)
+		}
+	}
 	fd.URL = h.srv.URL + "/feed.xml"
 	h.feed, _, err = h.flow.store.PutFeed(ctx, fd)
 	if err != nil {
@@ -314,6 +324,16 @@ func (h *harness) states() map[string]string {
 		out[it.GUID] = it.State
 	}
 	return out
+}
+
+// wantAllCleared fails the test for each item not cleared.
+func (h *harness) wantAllCleared() {
+	h.t.Helper()
+	for guid, st := range h.states() {
+		if st != StateCleared {
+			h.t.Errorf("item %s is %s, want cleared", guid, st)
+		}
+	}
 }
 
 func item(guid, title string) feedsim.Item {

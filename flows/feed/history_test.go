@@ -23,7 +23,7 @@ func TestHistoryStage_writesItemHistoryToClickHouseOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	sim := feedsim.New(feedsim.RSS, item("1", "one"), item("2", "two"))
-	h := newHarness(t, backends()[1], sim, Feed{AwaitStabilizationMinutes: 5, MaxDelayMinutes: 60, IncludeExisting: true})
+	h := newHarness(t, testenv.Backends()[1], sim, Feed{AwaitStabilizationMinutes: 5, MaxDelayMinutes: 60, IncludeExisting: true})
 	h.subscribe("each", Manager{Kind: EachItem})
 	h.pollAt(t0)
 	sim.Set(item("1", "one, edited"), item("2", "two"))

@@ -14,12 +14,16 @@ import (
 
 // ItemView is an item as the API shows it. A cleared item has no content.
 type ItemView struct {
-	IID         string     `json:"iid"`
-	GUID        string     `json:"guid"`
-	Hash        string     `json:"hash"`
-	State       string     `json:"state"`
-	FirstSeen   time.Time  `json:"first_seen"`
-	LastChecked time.Time  `json:"last_checked"`
+	IID       string    `json:"iid"`
+	GUID      string    `json:"guid"`
+	Hash      string    `json:"hash"`
+	State     string    `json:"state"`
+	FirstSeen time.Time `json:"first_seen"`
+	// LastChecked is the last poll that found the item in the feed: a
+	// document listing it, or a 304 answer after the last document
+	// applied when that document listed it.
+	LastChecked time.Time `json:"last_checked"`
+	// StableSince is when its content (hash) last changed, or first seen.
 	StableSince time.Time  `json:"stable_since"`
 	Content     *poll.Item `json:"content,omitempty"`
 }
@@ -44,9 +48,12 @@ func (f *Flow) Items(ctx context.Context, feedID string, offset, limit int) ([]I
 	}
 	guids := pipe.HMGet(ctx, prefix+"guids", iids...)
 	contents := pipe.HMGet(ctx, prefix+"content", iids...)
+	meta := pipe.HMGet(ctx, prefix+"meta", "last", "seen")
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("feed: items: %w", err)
 	}
+	last, _ := meta.Val()[0].(string)
+	seen, _ := meta.Val()[1].(string)
 	out := make([]ItemView, 0, len(iids))
 	for i, c := range cmds {
 		h := c.Val()
@@ -56,6 +63,9 @@ func (f *Flow) Items(ctx context.Context, feedID string, offset, limit int) ([]I
 		guid, _ := guids.Val()[i].(string)
 		v := ItemView{IID: iids[i], GUID: guid, Hash: h["hash"], State: stateNames[h["state"]],
 			FirstSeen: ms(h["first"]), LastChecked: ms(h["checked"]), StableSince: ms(h["stable"])}
+		if h["checked"] == last && ms(seen).After(v.LastChecked) {
+			v.LastChecked = ms(seen) // the feed answered 304 since
+		}
 		if c, _ := contents.Val()[i].(string); c != "" {
 			var it poll.Item
 			if json.Unmarshal([]byte(c), &it) == nil {

@@ -30,10 +30,14 @@ const FlowName = "feed"
 //	ds:{feed.p}:feed:<id>:content            hash: iid → item JSON (only while unassigned or assigned)
 //	ds:{feed.p}:feed:<id>:items              sorted set: every iid by first seen
 //	ds:{feed.p}:feed:<id>:unassigned         sorted set: iids in state u, by first seen
-//	ds:{feed.p}:feed:<id>:meta               hash: last (ms of the newest poll applied), polls
+//	ds:{feed.p}:feed:<id>:meta               hash: first and last (ms of the first and newest document applied),
+//	                                         seen (ms of the newest poll answered 200 or 304), cur:<sub>
+//	                                         (within of the sub's open daily, weekly or every-n collection)
 //	ds:{feed.p}:feed:<id>:coll:<sub>:<w>     hash: opened, due, completed (ms)
 //	ds:{feed.p}:feed:<id>:coll:<sub>:<w>:i   list: the iids assigned to the collection
 //	ds:{feed.p}:feed:<id>:open               sorted set: "<sub>\x00<w>" of open collections by due (ms)
+//	ds:{feed.p}:feed:<id>:completed          sorted set: "<sub>\x00<w>" of completed collections waiting
+//	                                         for their delivery, by completion (ms)
 //	ds:{feed.p}:feed:<id>:seq:<sub>          string: the open EveryN collection's number
 //	ds:{feed.p}:feed:<id>:dropped            hash: name → 1, subscribables deleted (assignment skips them)
 //	ds:{feed.p}:collections                  stream: completed collections (Topics.Collections)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
+	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 )
@@ -52,8 +53,8 @@ func confirmToken(t *testing.T, m mailMsg) string {
 }
 
 func TestFlow_emailSubscriptionConfirmsAndUnsubscribesThroughTheNotifierLinks(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			sim := feedsim.New(feedsim.RSS, item("1", "one"))
 			h := newHarness(t, b, sim, Feed{IncludeExisting: true})
 			srv := newNotifierAPI(t, h)
@@ -165,7 +166,7 @@ func TestFlow_emailListsEveryItemLinkInItsTextAndHTMLParts(t *testing.T) {
 		items = append(items, it)
 	}
 	sim := feedsim.New(feedsim.Atom)
-	h := newHarness(t, backends()[1], sim, Feed{IncludeExisting: true})
+	h := newHarness(t, testenv.Backends()[1], sim, Feed{IncludeExisting: true})
 	for _, sb := range []Subscribable{{FeedID: h.feed.ID, Name: "fives", Manager: Manager{Kind: EveryN, N: 5}},
 		{FeedID: h.feed.ID, Name: "forty", Manager: Manager{Kind: EveryN, N: 40}}} {
 		if _, _, err := h.flow.store.PutSubscribable(h.ctx, sb); err != nil {
@@ -233,8 +234,8 @@ func TestFlow_emailListsEveryItemLinkInItsTextAndHTMLParts(t *testing.T) {
 }
 
 func TestFlow_unconfirmedEmailExpiresInTheNotifierAndCanSubscribeAgain(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			sim := feedsim.New(feedsim.RSS, item("1", "one"))
 			h := newHarness(t, b, sim, Feed{IncludeExisting: true})
 			if _, _, err := h.flow.store.PutSubscribable(h.ctx, Subscribable{FeedID: h.feed.ID, Name: "each", Manager: Manager{Kind: EachItem}}); err != nil {
@@ -272,7 +273,7 @@ func TestFlow_unconfirmedEmailExpiresInTheNotifierAndCanSubscribeAgain(t *testin
 }
 
 func TestFlow_anAddressTheNotifierHoldsForAnotherSubscriberIsAConflict(t *testing.T) {
-	h := newHarness(t, backends()[0], feedsim.New(feedsim.RSS), Feed{})
+	h := newHarness(t, testenv.Backends()[0], feedsim.New(feedsim.RSS), Feed{})
 	srv := newNotifierAPI(t, h)
 	if _, err := h.subs.Create(h.ctx, subscriber.Subscriber{Name: "Giles",
 		Destinations: []subscriber.Destination{{Kind: subscriber.KindEmail, Address: "giles@library.org"}}}); err != nil {

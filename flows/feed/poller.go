@@ -184,15 +184,22 @@ func (p *Poller) PollOnce(ctx context.Context, fd Feed) (Poll, error) {
 		}
 	} else {
 		out.OK, out.NotModified = true, resp.NotModified
-		if body, _ := json.Marshal(resp.Validators); resp.Validators != (poll.Validators{}) {
-			_ = f.rdb.HSet(ctx, defsKey("validators"), fd.ID, body).Err()
-		}
 	}
 	p.schedule(fd, out.OK, retryAfter)
 	body, _ := json.Marshal(out)
 	if err := f.pub.Publish(ctx, f.topics.Polls, stream.NewMessage(fd.ID, TypePoll, body)); err != nil {
-		// The poll is lost; the next one observes the same feed again.
+		// The poll is lost; the next one fetches the feed again in full,
+		// since the validators of this answer were not kept.
 		return out, err
+	}
+	// Only once the items are on their way: with the validators kept
+	// first, a lost poll would turn the next fetch into a 304 and its
+	// items would never be observed.
+	if v := resp.Validators; out.OK && v != (poll.Validators{}) {
+		vb, _ := json.Marshal(v)
+		if err := f.rdb.HSet(ctx, defsKey("validators"), fd.ID, vb).Err(); err != nil {
+			f.log.WarnContext(ctx, "feed poller: validators not kept; the next fetch is unconditional", "feed_id", fd.ID, "error", err)
+		}
 	}
 	st := PollStatus{PolledAt: out.PolledAt().UTC(), OK: out.OK, NotModified: out.NotModified, Error: out.Error,
 		Items: len(out.Items), MissingGUIDs: out.MissingGUIDs, Duplicates: out.DuplicateGUIDs}

@@ -27,6 +27,10 @@ type subscribablePage struct {
 	Items []Subscribable `json:"items"`
 }
 
+type collectionPage struct {
+	Items []CollectionView `json:"items"`
+}
+
 type subscriptionPage struct {
 	Items []Subscription `json:"items"`
 }
@@ -60,6 +64,9 @@ func (f *Flow) Register(srv *api.Server) {
 		Summary: "A feed's subscribables", Response: subscribablePage{}, Handler: f.listSubscribables})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeRead,
 		Summary: "One subscribable", Response: Subscribable{}, Handler: f.getSubscribable})
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/collections", Tag: tag, Scope: api.ScopeRead,
+		Summary:  "A subscribable's collections: the open ones (opened, due) and the completed ones waiting for their delivery (delivered ones are deleted)",
+		Response: collectionPage{}, Handler: f.listCollections})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
 		Summary: "Remove a subscribable and its subscriptions", Handler: f.deleteSubscribable})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeWrite,
@@ -199,6 +206,17 @@ func (f *Flow) getSubscribable(c *fiber.Ctx) error {
 		return apiError(err, "subscribable")
 	}
 	return c.JSON(sb)
+}
+
+func (f *Flow) listCollections(c *fiber.Ctx) error {
+	if _, err := f.store.Subscribable(c.UserContext(), c.Params("id"), c.Params("name")); err != nil {
+		return apiError(err, "subscribable")
+	}
+	colls, err := f.Collections(c.UserContext(), c.Params("id"), c.Params("name"))
+	if err != nil {
+		return err
+	}
+	return c.JSON(collectionPage{Items: colls})
 }
 
 func (f *Flow) deleteSubscribable(c *fiber.Ctx) error {

@@ -97,15 +97,31 @@ return {0, new, edited}`)
 // step, then completes the collections that are due and forwards each to
 // the collections stream in the same step. Subscribables marked dropped
 // (dropScript) are skipped.
+//
+// An item never joins a completed collection: when the collection it is
+// due for was completed and still waits for its delivery (a window cut at
+// its size cap, a subscribable defined again under its old name), it
+// opens the next collection of the same window, "<within>+2", "+3"...,
+// which the window's later items join (meta's cur:<name> names it). A
+// daily or weekly collection is completed early when it holds collcap
+// items, so no collection (nor its message) grows without bound.
+//
+// A poll that saw the feed (seen: 1), answered 200 or 304, records its time
+// in meta's seen: the items of the last document applied (checked = meta's
+// last) were checked then too (see Flow.Items).
 // KEYS[1] meta. ARGV: prefix, now, min ms, await ms, max ms, colls, hist,
-// tp, feed, limit, then (name, kind, within, due, n) per subscribable.
-// Returns {assigned, completed}.
+// tp, feed, limit, collcap, seen (0|1), then (name, kind, within, due, n)
+// per subscribable. Returns {assigned, completed}.
 var assignScript = redis.NewScript(luaHistory + `
 local prefix, now = ARGV[1], tonumber(ARGV[2])
 local mind, await, maxd = tonumber(ARGV[3]), tonumber(ARGV[4]), tonumber(ARGV[5])
 local colls, hist, tp, feed, limit = ARGV[6], ARGV[7], ARGV[8], ARGV[9], tonumber(ARGV[10])
+local collcap = tonumber(ARGV[11])
+if ARGV[12] == '1' and now > tonumber(redis.call('HGET', KEYS[1], 'seen') or '0') then
+  redis.call('HSET', KEYS[1], 'seen', ARGV[2])
+end
 local subs = {}
-for i = 11, #ARGV, 5 do
+for i = 13, #ARGV, 5 do
   -- a subscribable being deleted (dropScript) takes no more items, even
   -- when the caller read the definitions before it went
   if redis.call('HEXISTS', prefix .. 'dropped', ARGV[i]) == 0 then
@@ -119,6 +135,7 @@ local function complete(name, within)
   redis.call('ZREM', prefix .. 'open', name .. '\0' .. within)
   if not c[1] or c[2] then return end
   redis.call('HSET', ck, 'completed', ARGV[2])
+  redis.call('ZADD', prefix .. 'completed', ARGV[2], name .. '\0' .. within)
   local iids = redis.call('LRANGE', ck .. ':i', 0, -1)
   local parts = {}
   for _, iid in ipairs(iids) do
@@ -135,6 +152,30 @@ local function complete(name, within)
   end
   completed = completed + 1
 end
+-- join returns the collection of name that an item due for the
+-- collection base joins: the one open for base (meta's cur:<name>), else a
+-- new one under the first of base, base+2, base+3... that no collection
+-- holds. An each-item collection is always new (its base is the item).
+local function join(name, kind, base, due)
+  if kind ~= 'each' then
+    local w = redis.call('HGET', KEYS[1], 'cur:' .. name)
+    if w and (w == base or string.sub(w, 1, #base + 1) == base .. '+') then
+      local ck = prefix .. 'coll:' .. name .. ':' .. w
+      local c = redis.call('HMGET', ck, 'opened', 'completed')
+      if c[1] and not c[2] then return w, ck end
+    end
+  end
+  local w, k = base, 1
+  while redis.call('EXISTS', prefix .. 'coll:' .. name .. ':' .. w) == 1 do
+    k = k + 1
+    w = base .. '+' .. k
+  end
+  local ck = prefix .. 'coll:' .. name .. ':' .. w
+  redis.call('HSET', ck, 'opened', ARGV[2], 'due', due)
+  redis.call('ZADD', prefix .. 'open', due, name .. '\0' .. w)
+  if kind ~= 'each' then redis.call('HSET', KEYS[1], 'cur:' .. name, w) end
+  return w, ck
+end
 local assigned = 0
 local cands = redis.call('ZRANGE', prefix .. 'unassigned', 0, limit - 1)
 for _, iid in ipairs(cands) do
@@ -146,22 +187,22 @@ for _, iid in ipairs(cands) do
     redis.call('ZREM', prefix .. 'unassigned', iid)
   elseif first and ((now - stable >= await and now - first >= mind) or now - first >= maxd) then
     for _, s in ipairs(subs) do
-      local within, due = s.within, s.due
+      local base, due = s.within, s.due
       if s.kind == 'each' then
-        within, due = iid, ARGV[2]
+        base, due = iid, ARGV[2]
       elseif s.kind == 'every_n' then
-        within = redis.call('GET', prefix .. 'seq:' .. s.name) or '1'
+        base = redis.call('GET', prefix .. 'seq:' .. s.name) or '1'
       end
-      local ck = prefix .. 'coll:' .. s.name .. ':' .. within
-      if redis.call('EXISTS', ck) == 0 then
-        redis.call('HSET', ck, 'opened', ARGV[2], 'due', due)
-        redis.call('ZADD', prefix .. 'open', due, s.name .. '\0' .. within)
-      end
+      local within, ck = join(s.name, s.kind, base, due)
       local n = redis.call('RPUSH', ck .. ':i', iid)
       if s.kind == 'each' then
         complete(s.name, within)
-      elseif s.kind == 'every_n' and n >= s.n then
-        redis.call('SET', prefix .. 'seq:' .. s.name, tostring(tonumber(within) + 1))
+      elseif s.kind == 'every_n' then
+        if n >= s.n then
+          redis.call('SET', prefix .. 'seq:' .. s.name, tostring(tonumber(base) + 1))
+          complete(s.name, within)
+        end
+      elseif n >= collcap then
         complete(s.name, within)
       end
     end
@@ -198,6 +239,7 @@ for _, iid in ipairs(iids) do
 end
 redis.call('DEL', ck, ck .. ':i')
 redis.call('ZREM', prefix .. 'open', name .. '\0' .. within)
+redis.call('ZREM', prefix .. 'completed', name .. '\0' .. within)
 return #iids`)
 
 // dropScript runs when a subscribable is deleted: it marks the name
@@ -213,6 +255,7 @@ var dropScript = redis.NewScript(luaHistory + luaRelease + `
 local prefix, now, hist, tp, feed, name = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4], ARGV[5], ARGV[6]
 redis.call('HSET', prefix .. 'dropped', name, '1')
 redis.call('DEL', prefix .. 'seq:' .. name)
+redis.call('HDEL', KEYS[1], 'cur:' .. name)
 local released = 0
 for _, m in ipairs(redis.call('ZRANGE', prefix .. 'open', 0, -1)) do
   local sep = string.find(m, '\0', 1, true)

@@ -16,6 +16,18 @@ import (
 // MaxListed bounds the definitions one list call returns.
 const MaxListed = 10000
 
+// MaxSubscribables bounds the subscribables of one feed: every poll of the
+// feed hands them all to the assignment script.
+const MaxSubscribables = 100
+
+// putSubscribable adds a subscribable (ARGV name, JSON) to the feed's hash
+// unless the name is taken (0) or the feed has ARGV[3] already (-1).
+var putSubscribable = redis.NewScript(`
+if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
+if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then return -1 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+return 1`)
+
 // Store keeps feeds, subscribables and subscriptions in Redis (see the
 // layout in keys.go). It is safe for concurrent use.
 type Store struct {
@@ -134,14 +146,14 @@ func (s *Store) DeleteFeed(ctx context.Context, id string) error {
 			return fmt.Errorf("feed: delete items of %s: %w", id, err)
 		}
 	}
-	return s.rdb.Del(ctx, prefix+"unassigned", prefix+"meta", prefix+"open", prefix+"guids", prefix+"content", prefix+"dropped").Err()
+	return s.rdb.Del(ctx, prefix+"unassigned", prefix+"meta", prefix+"open", prefix+"completed", prefix+"guids", prefix+"content", prefix+"dropped").Err()
 }
 
 func subKey(feedID, name string) string { return feedID + "/" + name }
 
 // PutSubscribable adds a subscribable to an existing feed; adding the same
 // definition again returns it, another one under the same name is
-// ErrConflict.
+// ErrConflict, and so is one more than MaxSubscribables.
 func (s *Store) PutSubscribable(ctx context.Context, sb Subscribable) (Subscribable, bool, error) {
 	if err := sb.Validate(); err != nil {
 		return Subscribable{}, false, err
@@ -159,12 +171,15 @@ func (s *Store) PutSubscribable(ctx context.Context, sb Subscribable) (Subscriba
 			return Subscribable{}, false, fmt.Errorf("feed: put subscribable: %w", err)
 		}
 	}
-	ok, err := s.rdb.HSetNX(ctx, defsKey("subscribables:"+sb.FeedID), sb.Name, body).Result()
+	added, err := putSubscribable.Run(ctx, s.rdb, []string{defsKey("subscribables:" + sb.FeedID)}, sb.Name, body, MaxSubscribables).Int()
 	if err != nil {
 		return Subscribable{}, false, fmt.Errorf("feed: put subscribable: %w", err)
 	}
-	if ok {
+	switch added {
+	case 1:
 		return sb, true, nil
+	case -1:
+		return Subscribable{}, false, fmt.Errorf("%w: feed %s has %d subscribables", ErrConflict, sb.FeedID, MaxSubscribables)
 	}
 	old, err := s.Subscribable(ctx, sb.FeedID, sb.Name)
 	if err != nil {

@@ -31,7 +31,9 @@ var ErrMalformed = errors.New("poll: malformed feed")
 // Item is one entry of a feed, bounded and identified.
 type Item struct {
 	// GUID identifies the item within its feed: the feed's own guid (RSS)
-	// or id (Atom), or, when missing, "synth:" and a hash of link and title.
+	// or id (Atom), or, when missing, "synth:" and a hash of link and title
+	// (of description and author for an item with neither, as RSS 0.92
+	// allows).
 	GUID        string    `json:"guid"`
 	Title       string    `json:"title,omitempty"`
 	Link        string    `json:"link,omitempty"`
@@ -110,6 +112,10 @@ func toItem(gi *gofeed.Item) (Item, bool) {
 	guid := strings.TrimSpace(gi.GUID)
 	synthesized := guid == ""
 	switch {
+	case synthesized && it.Link == "" && it.Title == "":
+		// RSS 0.92 lets an item be only a description: link and title
+		// would give every such item one guid, so its content names it.
+		guid = "synth:" + digest("\n\n"+it.Description+"\n"+it.Author)
 	case synthesized:
 		guid = "synth:" + digest(it.Link+"\n"+it.Title)
 	case len(guid) > MaxGUIDBytes || !utf8.ValidString(guid):

@@ -14,6 +14,22 @@ const rss091 = `<?xml version="1.0"?>
 <item><title>Second</title><link>http://example.org/2</link></item>
 </channel></rss>`
 
+const rss090 = `<?xml version="1.0"?>
+<rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns="http://my.netscape.com/rdf/simple/0.9/">
+<channel><title>Mozilla Dot Org</title><link>http://www.mozilla.org</link><description>d</description></channel>
+<item><title>New Status Updates</title><link>http://www.mozilla.org/status/</link></item>
+<item><title>Bugzilla Reorganized</title><link>http://www.mozilla.org/bugs/</link></item>
+</rdf:RDF>`
+
+// rss092 has items made of a description only, as RSS 0.92 allows: each
+// keeps an identity of its own.
+const rss092 = `<?xml version="1.0"?>
+<rss version="0.92"><channel><title>Dave's notes</title><link>http://example.org/</link><description>d</description>
+<item><description>First thought of the day.</description></item>
+<item><description>Second thought.</description><enclosure url="http://example.org/a.mp3" length="1" type="audio/mpeg"/></item>
+<item><title>Titled</title><link>http://example.org/t</link></item>
+</channel></rss>`
+
 const rss10 = `<?xml version="1.0"?>
 <rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#" xmlns="http://purl.org/rss/1.0/" xmlns:dc="http://purl.org/dc/elements/1.1/">
 <channel rdf:about="http://example.org/"><title>RDF news</title><link>http://example.org/</link><description>d</description></channel>
@@ -47,7 +63,9 @@ func TestParse_formats(t *testing.T) {
 		missing    int
 		duplicates int
 	}{
+		{"rss 0.90", rss090, "Mozilla Dot Org", []string{"", ""}, "New Status Updates", "http://www.mozilla.org/status/", "", time.Time{}, 2, 0},
 		{"rss 0.91", rss091, "Old news", []string{"", ""}, "First", "http://example.org/1", "", time.Time{}, 2, 0},
+		{"rss 0.92, items of a description only", rss092, "Dave's notes", []string{"", "", ""}, "", "", "", time.Time{}, 3, 0},
 		{"rss 1.0", rss10, "RDF news", []string{""}, "A", "http://example.org/a", "Willow", time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC), 1, 0},
 		{"rss 2.0", rss20, "News", []string{"urn:x:1", ""}, "One & only", "http://example.org/1", "Buffy", time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC), 1, 1},
 		{"atom", atom, "Atom news", []string{"tag:example.org,2026:1"}, "Entry", "http://example.org/e1", "Giles", time.Date(2026, 1, 1, 10, 0, 0, 0, time.UTC), 0, 0},
@@ -122,7 +140,7 @@ func TestParse_boundsItemsAndFields(t *testing.T) {
 }
 
 func FuzzParse(f *testing.F) {
-	for _, doc := range []string{rss091, rss10, rss20, atom, "", "<rss>"} {
+	for _, doc := range []string{rss090, rss091, rss092, rss10, rss20, atom, "", "<rss>"} {
 		f.Add([]byte(doc))
 	}
 	f.Fuzz(func(t *testing.T, doc []byte) {
