@@ -11,8 +11,9 @@
 //		                            scripts                                   the items          destination)
 //		                 └──────────────── feed.history ──► "feed-history" ──► ClickHouse
 //
-//	  - The Poller (a service, one per deployment) fetches each feed every
-//	    PollEvery with package poll: conditional GET (ETag, Last-Modified),
+//	  - The Poller (a service; any number of copies share each feed's
+//	    schedule through its poll gate, package pollgate) fetches each feed
+//	    every PollEvery with package poll: conditional GET (ETag, Last-Modified),
 //	    gzip, bounded size, time and redirects, per-host rate limit and
 //	    Retry-After pauses, backoff after failures. Every fetch becomes a Poll
 //	    on feed.polls, keyed by feed id; a failed fetch is a Poll with OK
@@ -101,10 +102,10 @@
 //     them all to the assignment script).
 //
 // Known limits: each poll assigns at most Config.AssignLimit items (the
-// rest wait for the next poll); the Poller is one per deployment (two
-// copies would each fetch every feed: harmless, since polls are idempotent
-// and an older one is dropped, but twice the load on the feeds' servers); the
-// notifier's email channel renders a request's text (at most
+// rest wait for the next poll); the per-host rate limit is per copy of the
+// Poller (the gates keep each feed to one poll per period, whatever the
+// number of copies, but a host serving many feeds sees each copy's limit);
+// the notifier's email channel renders a request's text (at most
 // notifier.MaxTextLen bytes, so a long collection's text lists its first
 // items and counts the rest) into both the text and the HTML part, so the
 // flow's HTML template reaches webhook receivers (the payload's "html")

@@ -18,6 +18,8 @@ const FlowName = "feed"
 //	ds:{feeds}:notifier:<core hash>          string: "<subscriber id>|<destination id>", the notifier
 //	                                         destination the flow created for a destination core
 //	ds:{feeds}:validators                    hash: feed id → poll.Validators JSON
+//	ds:{feeds}:failures                      hash: feed id → consecutive failed polls (shared by the poller copies)
+//	ds:{feeds}:status                        hash: feed id → PollStatus JSON of the latest poll
 //
 // Item state lives in the partition of the feed (tag {feed.p}, p the
 // partition of the feed id in every feed topic), with the streams the
@@ -28,6 +30,8 @@ const FlowName = "feed"
 //	                                         refs (collections still to deliver); small, so a listpack
 //	ds:{feed.p}:feed:<id>:guids              hash: iid → guid (kept forever, like the item)
 //	ds:{feed.p}:feed:<id>:content            hash: iid → item JSON (only while unassigned or assigned)
+//	ds:{feed.p}:feed:<id>:poll               string: the feed's poll gate (package pollgate): the copy of the
+//	                                         poller polling it, until the next poll is due
 //	ds:{feed.p}:feed:<id>:items              sorted set: every iid by first seen
 //	ds:{feed.p}:feed:<id>:unassigned         sorted set: iids in state u, by first seen
 //	ds:{feed.p}:feed:<id>:meta               hash: first and last (ms of the first and newest document applied),

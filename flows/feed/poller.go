@@ -10,8 +10,14 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/pollgate"
 	"github.com/dropstream/dropstream/stream"
 )
+
+// gateMargin is added to the fetch timeout for the time a copy holds a
+// feed's gate while it polls: long enough for the fetch, the parse and the
+// publication.
+const gateMargin = 10 * time.Second
 
 // PollerConfig configures the polling service. Zero fields take their
 // defaults.
@@ -26,6 +32,9 @@ type PollerConfig struct {
 	MaxBackoff time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Owner names this copy of the poller in the feeds' poll gates.
+	// Default stream.DefaultConsumerName().
+	Owner string
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -42,6 +51,9 @@ func (c PollerConfig) WithDefaults() PollerConfig {
 	}
 	if c.Now == nil {
 		c.Now = time.Now
+	}
+	if c.Owner == "" {
+		c.Owner = stream.DefaultConsumerName()
 	}
 	return c
 }
@@ -75,15 +87,20 @@ type PollStatus struct {
 
 // Poller is the polling service: it fetches every feed every PollEvery
 // (with jitter at start, backoff after failures) and publishes each outcome
-// as a Poll on Topics.Polls. Run one per deployment.
+// as a Poll on Topics.Polls. Any number of copies may run, in one process or
+// many: before polling a feed a copy takes the feed's gate (package
+// pollgate), which stays closed until the feed's next poll is due, so each
+// feed is polled once per period whatever the number of copies, by
+// whichever copy comes first. The consecutive failures that set the backoff
+// are kept in Redis, shared by the copies.
 type Poller struct {
 	flow    *Flow
 	fetcher *poll.Fetcher
+	gate    *pollgate.Gate
 	cfg     PollerConfig
 
-	mu       sync.Mutex
-	next     map[string]time.Time
-	failures map[string]int
+	mu   sync.Mutex
+	next map[string]time.Time
 }
 
 // NewPoller returns the polling service of the flow.
@@ -96,7 +113,11 @@ func (f *Flow) NewPoller(cfg PollerConfig) (*Poller, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Poller{flow: f, fetcher: fetcher, cfg: cfg, next: map[string]time.Time{}, failures: map[string]int{}}, nil
+	gate, err := pollgate.New(f.rdb, pollgate.Config{Owner: cfg.Owner})
+	if err != nil {
+		return nil, fmt.Errorf("feed poller: %w", err)
+	}
+	return &Poller{flow: f, fetcher: fetcher, gate: gate, cfg: cfg, next: map[string]time.Time{}}, nil
 }
 
 // Run polls until ctx ends.
@@ -129,9 +150,7 @@ func (p *Poller) Run(ctx context.Context) error {
 			}
 			wg.Go(func() {
 				defer func() { <-sem }()
-				if _, err := p.PollOnce(ctx, fd); err != nil && ctx.Err() == nil {
-					p.flow.log.WarnContext(ctx, "feed poller: poll not published", "feed_id", fd.ID, "error", err)
-				}
+				p.pollShared(ctx, fd)
 			})
 		}
 		select {
@@ -159,9 +178,55 @@ func (p *Poller) due(fd Feed, now time.Time) bool {
 	return true
 }
 
-// PollOnce fetches fd once and publishes the outcome; a failed fetch is
-// published as a Poll with OK false. It returns the published Poll.
+// pollShared polls fd when this copy takes the feed's gate, keeps the gate
+// closed until the poll after, and books when this copy looks at the feed
+// again: when its gate opens.
+func (p *Poller) pollShared(ctx context.Context, fd Feed) {
+	key := p.flow.topics.feedPrefix(fd.ID) + "poll"
+	ok, wait, err := p.gate.Take(ctx, key, p.cfg.Fetch.Timeout+gateMargin)
+	switch {
+	case err != nil:
+		p.flow.log.WarnContext(ctx, "feed poller: poll gate unavailable; trying again later", "feed_id", fd.ID, "error", err)
+		p.book(fd.ID, fd.Poll())
+		return
+	case !ok:
+		p.book(fd.ID, wait) // another copy polled it
+		return
+	}
+	_, d, err := p.poll(ctx, fd)
+	if err != nil && ctx.Err() == nil {
+		p.flow.log.WarnContext(ctx, "feed poller: poll not published", "feed_id", fd.ID, "error", err)
+	}
+	if ctx.Err() != nil {
+		_ = p.gate.Open(context.WithoutCancel(ctx), key) // let another copy poll it now
+		return
+	}
+	next, err := p.gate.Hold(ctx, key, d)
+	if err != nil {
+		p.flow.log.WarnContext(ctx, "feed poller: poll gate not held; another copy may poll early", "feed_id", fd.ID, "error", err)
+	}
+	p.book(fd.ID, next)
+}
+
+// book sets when this copy looks at feed id again.
+func (p *Poller) book(id string, after time.Duration) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.next[id] = p.cfg.Now().Add(after)
+}
+
+// PollOnce fetches fd once, whatever its gate, and publishes the outcome; a
+// failed fetch is published as a Poll with OK false. It returns the
+// published Poll.
 func (p *Poller) PollOnce(ctx context.Context, fd Feed) (Poll, error) {
+	out, d, err := p.poll(ctx, fd)
+	p.book(fd.ID, d)
+	return out, err
+}
+
+// poll fetches fd once and publishes the outcome, and returns it with the
+// delay before the feed's next poll.
+func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error) {
 	f := p.flow
 	var v poll.Validators
 	if raw, err := f.rdb.HGet(ctx, defsKey("validators"), fd.ID).Bytes(); err == nil {
@@ -185,12 +250,13 @@ func (p *Poller) PollOnce(ctx context.Context, fd Feed) (Poll, error) {
 	} else {
 		out.OK, out.NotModified = true, resp.NotModified
 	}
-	p.schedule(fd, out.OK, retryAfter)
+	failures := p.countFailures(ctx, fd.ID, out.OK)
+	d := p.delay(fd, failures, retryAfter)
 	body, _ := json.Marshal(out)
 	if err := f.pub.Publish(ctx, f.topics.Polls, stream.NewMessage(fd.ID, TypePoll, body)); err != nil {
 		// The poll is lost; the next one fetches the feed again in full,
 		// since the validators of this answer were not kept.
-		return out, err
+		return out, d, err
 	}
 	// Only once the items are on their way: with the validators kept
 	// first, a lost poll would turn the next fetch into a 304 and its
@@ -202,32 +268,39 @@ func (p *Poller) PollOnce(ctx context.Context, fd Feed) (Poll, error) {
 		}
 	}
 	st := PollStatus{PolledAt: out.PolledAt().UTC(), OK: out.OK, NotModified: out.NotModified, Error: out.Error,
-		Items: len(out.Items), MissingGUIDs: out.MissingGUIDs, Duplicates: out.DuplicateGUIDs}
-	p.mu.Lock()
-	st.Failures = p.failures[fd.ID]
-	p.mu.Unlock()
+		Items: len(out.Items), MissingGUIDs: out.MissingGUIDs, Duplicates: out.DuplicateGUIDs, Failures: failures}
 	sb, _ := json.Marshal(st)
 	_ = f.rdb.HSet(ctx, defsKey("status"), fd.ID, sb).Err()
-	return out, nil
+	return out, d, nil
 }
 
-// schedule books the next poll: one period on success; after k
-// consecutive failures 2^k periods (capped at MaxBackoff), and at least
-// the server's Retry-After.
-func (p *Poller) schedule(fd Feed, ok bool, retryAfter time.Duration) {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	d := fd.Poll()
+// countFailures records a poll's outcome in the feed's consecutive
+// failures, shared by every copy of the poller, and returns them. When
+// Redis cannot tell, a failed poll counts as the first.
+func (p *Poller) countFailures(ctx context.Context, id string, ok bool) int {
 	if ok {
-		delete(p.failures, fd.ID)
-	} else {
-		p.failures[fd.ID]++
-		for i := 0; i < p.failures[fd.ID] && d < p.cfg.MaxBackoff; i++ {
-			d *= 2
-		}
-		d = max(min(d, p.cfg.MaxBackoff), retryAfter)
+		_ = p.flow.rdb.HDel(ctx, defsKey("failures"), id).Err()
+		return 0
 	}
-	p.next[fd.ID] = p.cfg.Now().Add(d)
+	n, err := p.flow.rdb.HIncrBy(ctx, defsKey("failures"), id, 1).Result()
+	if err != nil {
+		return 1
+	}
+	return int(n)
+}
+
+// delay is the time until a feed's next poll: one period after a success;
+// after k consecutive failures 2^k periods (capped at MaxBackoff), and at
+// least the server's Retry-After.
+func (p *Poller) delay(fd Feed, failures int, retryAfter time.Duration) time.Duration {
+	d := fd.Poll()
+	if failures == 0 {
+		return d
+	}
+	for i := 0; i < failures && d < p.cfg.MaxBackoff; i++ {
+		d *= 2
+	}
+	return max(min(d, p.cfg.MaxBackoff), retryAfter)
 }
 
 // Status returns the latest poll status of a feed, if any.

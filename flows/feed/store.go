@@ -125,7 +125,9 @@ func (s *Store) DeleteFeed(ctx context.Context, id string) error {
 		return fmt.Errorf("feed: delete %s: %w", id, err)
 	}
 	_ = s.rdb.HDel(ctx, defsKey("validators"), id).Err()
+	_ = s.rdb.HDel(ctx, defsKey("failures"), id).Err()
 	prefix := s.topics.feedPrefix(id)
+	_ = s.rdb.Del(ctx, prefix+"poll").Err()
 	for {
 		iids, err := s.rdb.ZRange(ctx, prefix+"items", 0, 499).Result()
 		if err != nil {
