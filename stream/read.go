@@ -50,14 +50,14 @@ func (r *Runner) read(ctx context.Context, st *partitionState, block time.Durati
 	}
 	var cmd *redis.XStreamSliceCmd
 	if len(st.acks) > 0 && block <= maxPipelinedBlock {
-		pipe := r.rdb.Pipeline()
+		pipe := r.reads.Pipeline()
 		ack := pipe.XAck(ctx, st.stream, r.cfg.Group, st.acks...)
 		cmd = pipe.XReadGroup(ctx, args)
 		_, _ = pipe.Exec(ctx)
 		r.ackFailed(ctx, st, ack.Err())
 	} else {
 		r.flushAcks(ctx, st)
-		cmd = r.rdb.XReadGroup(ctx, args)
+		cmd = r.reads.XReadGroup(ctx, args)
 	}
 	res, err := cmd.Result()
 	if errors.Is(err, redis.Nil) {

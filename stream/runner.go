@@ -38,6 +38,7 @@ type Stage struct {
 // of them.
 type Runner struct {
 	rdb     redis.UniversalClient
+	reads   redis.UniversalClient // blocking reads (readClient), set by Run
 	stage   Stage
 	cfg     RunnerConfig
 	tel     Telemetry
@@ -108,6 +109,9 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	r.stats.Store(stats)
 	defer stats.close()
+	reads, closeReads := readClient(r.rdb, len(r.cfg.Partitions))
+	defer closeReads()
+	r.reads = reads
 	r.tel.Logger.InfoContext(ctx, "stage started", "stage", r.stage.Name, "stream", r.stage.Topic.String(),
 		"group", r.cfg.Group, "consumer", r.cfg.Consumer, "partitions", len(r.cfg.Partitions))
 	var wg sync.WaitGroup

@@ -19,6 +19,8 @@ func TestPoller_aPollNotPublishedIsFetchedAgainInFull(t *testing.T) {
 			h := newHarness(t, b, sim, Feed{IncludeExisting: true})
 			h.subscribe("each", Manager{Kind: EachItem})
 			polls := h.flow.topics.Polls.Stream(h.flow.topics.Polls.Partition(h.feed.ID))
+			// The assign stage creates the stream with its group as it starts.
+			testenv.WaitFor(t, waitTimeout, func() bool { return h.rdb.Exists(h.ctx, polls).Val() == 1 }, "the polls stream exists")
 			// The polls stream is replaced by a string: XADD fails.
 			if err := h.rdb.Rename(h.ctx, polls, polls+":saved").Err(); err != nil {
 				t.Fatal(err)

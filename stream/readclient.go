@@ -1,0 +1,35 @@
+package stream
+
+import "github.com/redis/go-redis/v9"
+
+// readClient returns the client a runner's blocking reads go through: a
+// client of its own on the same server (or cluster) as rdb, with one
+// connection per partition the runner reads, and a function that closes
+// it.
+//
+// A blocking XREADGROUP holds its connection for up to Block. A process
+// runs every partition of every stage at once (24 stages of 8 partitions
+// is 192 blocked reads), so on the shared client the reads would take
+// every pooled connection and the handlers, publishers and acks of every
+// stage would queue behind them until a read returns: stages then crawl
+// at a batch per Block. On their own clients the reads never starve the
+// shared pool, whatever its size.
+//
+// A client of another kind (a ring, a sentinel failover client) is used as
+// it is.
+func readClient(rdb redis.UniversalClient, partitions int) (redis.UniversalClient, func()) {
+	n := partitions + 1 // one spare for a read that outlives its timeout
+	switch c := rdb.(type) {
+	case *redis.Client:
+		opt := *c.Options()
+		opt.PoolSize, opt.MaxIdleConns, opt.MinIdleConns, opt.MaxActiveConns = n, n, 0, 0
+		rc := redis.NewClient(&opt)
+		return rc, func() { _ = rc.Close() }
+	case *redis.ClusterClient:
+		opt := *c.Options()
+		opt.PoolSize, opt.MaxIdleConns, opt.MinIdleConns, opt.MaxActiveConns = n, n, 0, 0
+		rc := redis.NewClusterClient(&opt)
+		return rc, func() { _ = rc.Close() }
+	}
+	return rdb, func() {}
+}
