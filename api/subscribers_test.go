@@ -175,14 +175,7 @@ func TestNotificationRoutes_historyAndWhy(t *testing.T) {
 	if err := rec.Record(ctx, n); err != nil {
 		t.Fatal(err)
 	}
-	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ch.Close() })
-	if _, err := clickhouse.Migrate(ctx, ch, nil); err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.ClickHouse(t)
 	srv, _ := newTestServer(t, Config{})
 	NotificationRoutes{History: rec, Cause: func(ctx context.Context, e, r string) (clickhouse.Cause, error) {
 		return clickhouse.NotificationCause(ctx, ch, e, r)

@@ -97,6 +97,29 @@ func notifierDelivery(t *testing.T, nodes string) {
 	if n := hook.refusedCount(); n != refused {
 		t.Errorf("%d sends refused, want %d (then retried)", n, refused)
 	}
+	// The same requests again (a producer's retry): the ledger's records,
+	// found by the claim script, keep each sent once.
+	if err := notifier.PublishRequests(ctx, pub, topic, reqs...); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, clusterWait, func() bool { return busy(ctx, rdb, groups) == "" }, "the republished requests handled")
+	if got := hook.received(); !mapsEqual(got, want) {
+		t.Errorf("after republishing, delivered %v, want each of the %d requests once", got, len(want))
+	}
+
+	// Without buckets, a batch of takes only reads the Retry-After blocks
+	// (one ZMSCORE in the {notifier} slot).
+	blocks, err := throttle.New(rdb, throttle.Config{Disabled: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := blocks.Block(ctx, "blocked", time.Now().Add(time.Minute)); err != nil {
+		t.Fatal(err)
+	}
+	waits, errs := blocks.TakeMany(ctx, []throttle.Ask{{Dest: "blocked", Channel: "webhook"}, {Dest: "free", Channel: "webhook"}})
+	if errs[0] != nil || errs[1] != nil || waits[0] < 50*time.Second || waits[1] != 0 {
+		t.Errorf("takes without buckets: waits %v, errors %v; want the blocked destination to wait about a minute", waits, errs)
+	}
 }
 
 // hookSink is a webhook answering 503 to its first fail requests and

@@ -28,6 +28,7 @@ var ErrThrottled = errors.New("notifier: throttled")
 // Defaults of DeliverConfig.
 const (
 	DefaultDeliverConcurrency = 64
+	DefaultMaxInFlight        = 64
 	DefaultMaxThrottleWait    = 2 * time.Second
 	DefaultPublicURL          = "http://localhost:8080"
 	DefaultDigestInterval     = 5 * time.Second
@@ -43,6 +44,13 @@ type DeliverConfig struct {
 	// Concurrency bounds the sends (and digest filings) of a batch in
 	// flight at once. Default 64, range 1..1024.
 	Concurrency int
+	// MaxInFlight bounds the sends in flight at once across every batch
+	// of the stage (one per partition read). More of them than it takes to
+	// keep the receivers busy costs CPU per send (goroutines and
+	// connections that take turns) and buys no throughput; receivers that
+	// answer slowly need more: a stage copy sends at most MaxInFlight /
+	// (answer time) per second. Default 64, range 1..4096.
+	MaxInFlight int
 	// MaxThrottleWait is how long a send waits for its throttle in the
 	// handler; longer waits fail the message retryably. Default 2s.
 	MaxThrottleWait time.Duration
@@ -70,6 +78,9 @@ func (c DeliverConfig) WithDefaults() DeliverConfig {
 	c.Ledger = c.Ledger.WithDefaults()
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultDeliverConcurrency
+	}
+	if c.MaxInFlight == 0 {
+		c.MaxInFlight = DefaultMaxInFlight
 	}
 	if c.MaxThrottleWait == 0 {
 		c.MaxThrottleWait = DefaultMaxThrottleWait
@@ -102,6 +113,9 @@ func (c DeliverConfig) Validate() error {
 	if c.Concurrency < 1 || c.Concurrency > 1024 {
 		errs = append(errs, fmt.Errorf("notifier: deliver concurrency %d out of range 1..1024", c.Concurrency))
 	}
+	if c.MaxInFlight < 1 || c.MaxInFlight > 4096 {
+		errs = append(errs, fmt.Errorf("notifier: max in flight %d out of range 1..4096", c.MaxInFlight))
+	}
 	if c.MaxThrottleWait < 0 || c.DigestInterval < 10*time.Millisecond {
 		errs = append(errs, errors.New("notifier: max throttle wait must not be negative, digest interval at least 10ms"))
 	}
@@ -121,6 +135,8 @@ func (c DeliverConfig) Validate() error {
 type Deliverer struct {
 	rdb      redis.UniversalClient
 	topic    stream.Topic
+	tags     []string      // hash tag of each partition
+	slots    chan struct{} // sends in flight, MaxInFlight at most
 	subs     *subscriber.Store
 	dispatch *Dispatcher
 	throttle *throttle.Throttle
@@ -167,13 +183,27 @@ func NewDeliverer(rdb redis.UniversalClient, topic stream.Topic, deps DeliverDep
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Deliverer{rdb: rdb, topic: topic, subs: deps.Subscribers, dispatch: dispatch, throttle: deps.Throttle, digests: digest.NewStore(rdb, 0),
-		history: deps.History, pub: deps.Publisher, cfg: cfg, logger: logger}, nil
+	tags := make([]string, topic.Partitions)
+	for p := range tags {
+		tags[p] = topic.HashTag(p)
+	}
+	return &Deliverer{rdb: rdb, topic: topic, tags: tags, slots: make(chan struct{}, cfg.MaxInFlight), subs: deps.Subscribers,
+		dispatch: dispatch, throttle: deps.Throttle, digests: digest.NewStore(rdb, 0), history: deps.History, pub: deps.Publisher,
+		cfg: cfg, logger: logger}, nil
+}
+
+// tag is the hash tag of partition p of the request topic.
+func (d *Deliverer) tag(p int) string {
+	if p >= 0 && p < len(d.tags) {
+		return d.tags[p]
+	}
+	return d.topic.HashTag(p)
 }
 
 // Stage returns the "notifier-deliver" stage: a batch handler sending up
-// to Concurrency notifications of a batch at once, in a constant number of
-// Redis round trips per batch (see deliverAll). A request whose sends fail
+// to Concurrency notifications of a batch at once (MaxInFlight across the
+// batches of every partition), in a constant number of Redis round trips
+// per batch (see deliverAll). A request whose sends fail
 // retryably is acknowledged and filed in the retry schedule, which
 // RunRetries (the RetryService) sends back to the stream when due, with
 // exponential backoff and jitter (RetryConfig); after Retry.MaxAttempts it
@@ -211,9 +241,10 @@ func (d *Deliverer) process(ctx context.Context, msgs []*stream.Message) ([]erro
 	return errs, recs
 }
 
-// recordAll writes the history records in one round trip (logging a
-// failure: history must not fail a delivery), even when the batch's
-// deadline has passed: the sends happened.
+// recordAll writes the history records in two round trips (Redis, then
+// the history stream), logging a failure (history must not fail a
+// delivery), even when the batch's deadline has passed: the sends
+// happened.
 func (d *Deliverer) recordAll(ctx context.Context, recs []history.Record) {
 	if d.history == nil || len(recs) == 0 {
 		return

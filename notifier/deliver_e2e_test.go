@@ -3,6 +3,8 @@ package notifier
 import (
 	"context"
 	"encoding/json"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"strconv"
 	"strings"
@@ -19,20 +21,26 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Hourly and weekly digests end to end: requests published to the stream
-// and handled by the running deliver stage are batched into their window
-// (chosen by each message's publication time, in the subscriber's zone);
-// at the window's end the flusher publishes one digest request, which the
-// stage delivers once, also when that window is published again.
-func TestDeliver_timedDigestsThroughTheStage(t *testing.T) {
+// Digests end to end, for each window kind: requests published to the
+// stream and handled by the running deliver stage are sent at once (each)
+// or batched into their window (every n by arrival; a time window by the
+// message's publication time, in the subscriber's zone); a critical one
+// bypasses the digest. When a window is due the flusher publishes one
+// digest request, which the stage delivers once, also when that window is
+// published again (a flusher that crashed before forgetting it).
+func TestDeliver_digestWindowsThroughTheStage(t *testing.T) {
 	tests := []struct {
 		name string
 		tz   string
 		p    digest.Policy
 	}{
+		{"each", "", digest.Policy{Mode: digest.ModeEach}},
+		{"every-2", "", digest.Policy{Mode: digest.ModeEvery, Every: 2}},
 		{"hourly", "America/New_York", digest.Policy{Mode: digest.ModeHourly}},
+		{"daily", "Europe/Paris", digest.Policy{Mode: digest.ModeDaily, At: "08:00"}},
 		{"weekly", "Asia/Tokyo", digest.Policy{Mode: digest.ModeWeekly, Weekday: "monday", At: "08:00"}},
 	}
+	subjects := []string{"comic:1", "comic:2", "comic:3", "comic:4"}
 	for _, b := range backends() {
 		for _, tt := range tests {
 			t.Run(b.name+"/"+tt.name, func(t *testing.T) {
@@ -45,8 +53,10 @@ func TestDeliver_timedDigestsThroughTheStage(t *testing.T) {
 					t.Fatal(err)
 				}
 				w.run(t)
-				subjects := []string{"comic:1", "comic:2", "comic:3"}
-				// Which window each request lands in follows from its
+				alarm := req(sub, "comic:alarm", "w")
+				alarm.Critical = true
+				w.publish(t, alarm)
+				// Which time window each request lands in follows from its
 				// stream id (a run at the end of an hour may span two).
 				want := map[string][]string{}
 				var last time.Time
@@ -59,33 +69,67 @@ func TestDeliver_timedDigestsThroughTheStage(t *testing.T) {
 					if err := w.pub.Publish(ctx, w.topic, m); err != nil {
 						t.Fatal(err)
 					}
-					win, err := tt.p.TimeWindow(m.PublishedAt(), loc)
-					if err != nil {
-						t.Fatal(err)
-					}
-					want[win.ID] = append(want[win.ID], s)
-					if win.End.After(last) {
-						last = win.End
+					if win, err := tt.p.TimeWindow(m.PublishedAt(), loc); err == nil {
+						want[win.ID] = append(want[win.ID], s)
+						if win.End.After(last) {
+							last = win.End
+						}
 					}
 				}
-				w.waitSettled(t, 3)
-				testenv.WaitFor(t, waitTimeout, func() bool { return len(w.statuses(t, sub)) == 3 }, "3 history records")
-				if st := w.statuses(t, sub); !slices.Equal(st, []string{"batched", "batched", "batched"}) || len(w.hook.messages()) != 0 {
-					t.Fatalf("history %v, %d sent; want 3 batched, none sent", st, len(w.hook.messages()))
+				w.waitSettled(t, 5)
+				testenv.WaitFor(t, waitTimeout, func() bool { return len(w.statuses(t, sub)) == 5 }, "5 history records")
+				direct := func() (out []string) {
+					for _, m := range w.hook.messages() {
+						if !m.Digest {
+							out = append(out, m.Subject)
+						}
+					}
+					slices.Sort(out)
+					return out
 				}
-				w.setNow(last.Add(-time.Second))
-				if n, err := w.d.FlushDigests(ctx); err != nil || n != len(want)-1 {
-					t.Fatalf("flush before the last window's end: %d, %v; want %d", n, err, len(want)-1)
+				switch tt.p.Mode {
+				case digest.ModeEach:
+					if got := direct(); !slices.Equal(got, append(slices.Clone(subjects), "comic:alarm")) {
+						t.Fatalf("sent %v, want every request at once", got)
+					}
+					if n, err := w.d.FlushDigests(ctx); err != nil || n != 0 {
+						t.Fatalf("flush: %d, %v; want no digest", n, err)
+					}
+					return
 				}
-				w.setNow(last)
-				if n, err := w.d.FlushDigests(ctx); err != nil || n != 1 {
-					t.Fatalf("flush at the window's end: %d, %v; want 1", n, err)
+				st := w.statuses(t, sub)
+				slices.Sort(st)
+				if !slices.Equal(st, []string{"batched", "batched", "batched", "batched", "sent"}) || !slices.Equal(direct(), []string{"comic:alarm"}) {
+					t.Fatalf("history %v, sent %v; want the critical one sent at once, the rest batched", st, direct())
 				}
-				testenv.WaitFor(t, waitTimeout, func() bool { return len(w.hook.messages()) == len(want) }, "%d digests received", len(want))
-				// The window processed twice (a flusher that crashed before
-				// forgetting it): the stage sends nothing more.
+				switch tt.p.Mode {
+				case digest.ModeEvery:
+					// Two full windows of two, in arrival order: due at once.
+					want = map[string][]string{"every:0": nil, "every:1": nil}
+					if n, err := w.d.FlushDigests(ctx); err != nil || n != 2 {
+						t.Fatalf("flush: %d, %v; want 2 digests", n, err)
+					}
+				default:
+					w.setNow(last.Add(-time.Second))
+					if n, err := w.d.FlushDigests(ctx); err != nil || n != len(want)-1 {
+						t.Fatalf("flush before the last window's end: %d, %v; want %d", n, err, len(want)-1)
+					}
+					w.setNow(last)
+					if n, err := w.d.FlushDigests(ctx); err != nil || n != 1 {
+						t.Fatalf("flush at the window's end: %d, %v; want 1", n, err)
+					}
+				}
+				digests := func() (out []Message) {
+					for _, m := range w.hook.messages() {
+						if m.Digest {
+							out = append(out, m)
+						}
+					}
+					return out
+				}
+				testenv.WaitFor(t, waitTimeout, func() bool { return len(digests()) == len(want) }, "%d digests received", len(want))
 				var again []Request
-				for _, m := range w.hook.messages() {
+				for _, m := range digests() {
 					again = append(again, Request{Flow: "digest", Event: "digest", Subject: "digest", SubscriberID: sub,
 						DestinationID: m.DestinationID, Window: m.Window, Digest: true, Critical: true, Payload: m.Payload})
 				}
@@ -93,24 +137,28 @@ func TestDeliver_timedDigestsThroughTheStage(t *testing.T) {
 				w.publish(t, again...)
 				w.waitSettled(t, settled+int64(len(again)))
 				got := map[string][]string{}
-				for _, m := range w.hook.messages() {
+				var items []string
+				for _, m := range digests() {
 					var pl DigestPayload
-					if !m.Digest || json.Unmarshal(m.Payload, &pl) != nil {
-						t.Fatalf("received %+v, want a digest", m)
+					if err := json.Unmarshal(m.Payload, &pl); err != nil {
+						t.Fatalf("digest %+v: %v", m, err)
 					}
 					for _, it := range pl.Items {
 						got[pl.Window] = append(got[pl.Window], it.Subject)
+						items = append(items, it.Subject)
 					}
 				}
-				for id := range got {
-					slices.Sort(got[id])
+				slices.Sort(items)
+				if len(digests()) != len(want) || len(got) != len(want) || !slices.Equal(items, subjects) {
+					t.Fatalf("digests %v, want %d windows holding each of %v once", got, len(want), subjects)
 				}
-				if len(got) != len(want) || len(w.hook.messages()) != len(want) {
-					t.Fatalf("digests %v, want %v, each once", got, want)
-				}
-				for id, items := range want {
-					if !slices.Equal(got[id], items) {
-						t.Fatalf("digest %s holds %v, want %v", id, got[id], items)
+				for id, items := range got {
+					slices.Sort(items)
+					if wantItems, ok := want[id]; !ok || (wantItems != nil && !slices.Equal(items, wantItems)) || len(items) == 0 {
+						t.Fatalf("digest %s holds %v, want %v", id, items, want[id])
+					}
+					if tt.p.Mode == digest.ModeEvery && len(items) != 2 {
+						t.Fatalf("digest %s holds %v, want 2 items", id, items)
 					}
 				}
 				if len(w.hook.bad) > 0 {
@@ -212,5 +260,51 @@ func TestDeliver_batchCostsConstantRoundTrips(t *testing.T) {
 				t.Fatalf("a batch of 1 took %d round trips, of 40 %d, with %d sent; want equal counts and 42 sent", one, forty, len(w.hook.messages()))
 			}
 		})
+	}
+}
+
+// The sends in flight stay within MaxInFlight across the batches of every
+// partition, and the stage uses all of it: with a receiver that takes a
+// while to answer, at most (and at some point exactly) two requests are
+// open at once.
+func TestDeliver_maxInFlightAcrossPartitions(t *testing.T) {
+	w := newWorld(t, mini(t), throttle.Config{Disabled: true})
+	var open, peak atomic.Int64
+	var received atomic.Int64
+	slow := httptest.NewServer(http.HandlerFunc(func(rw http.ResponseWriter, r *http.Request) {
+		n := open.Add(1)
+		for p := peak.Load(); n > p && !peak.CompareAndSwap(p, n); p = peak.Load() {
+		}
+		time.Sleep(5 * time.Millisecond) // a receiver that takes a while, so sends overlap
+		open.Add(-1)
+		received.Add(1)
+	}))
+	t.Cleanup(slow.Close)
+	d, err := NewDeliverer(w.rdb, w.topic, DeliverDeps{Subscribers: w.subs, History: w.hist, Publisher: w.pub, Channels: w.d.dispatch.channels},
+		DeliverConfig{Runner: fastRunner, Ledger: DeliveryLedgerConfig{Lease: time.Second}, MaxInFlight: 2, Now: w.clock}, w.tel)
+	if err != nil {
+		t.Fatal(err)
+	}
+	w.d = d
+	ctx := context.Background()
+	var reqs []Request
+	for i := range 8 {
+		c, err := w.subs.Create(ctx, subscriber.Subscriber{Name: "s" + strconv.Itoa(i),
+			Destinations: []subscriber.Destination{{Kind: subscriber.KindWebhook, Address: slow.URL + "/" + strconv.Itoa(i)}}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := w.subs.Confirm(ctx, c.ConfirmTokens[c.Subscriber.Destinations[0].ID]); err != nil {
+			t.Fatal(err)
+		}
+		for j := range 5 {
+			reqs = append(reqs, req(c.Subscriber.ID, "comic:"+strconv.Itoa(j), "w"))
+		}
+	}
+	w.publish(t, reqs...)
+	w.run(t)
+	testenv.WaitFor(t, waitTimeout, func() bool { return received.Load() == int64(len(reqs)) }, "%d requests received", len(reqs))
+	if p := peak.Load(); p != 2 {
+		t.Fatalf("%d sends in flight at the peak, want 2", p)
 	}
 }

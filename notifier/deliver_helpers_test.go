@@ -127,6 +127,13 @@ var fastRetry = RetryConfig{MaxAttempts: 3, Initial: time.Millisecond, Max: 2 * 
 
 func newWorld(t *testing.T, rdb redis.UniversalClient, th throttle.Config) *world {
 	t.Helper()
+	return newWorldWith(t, rdb, th, history.Config{})
+}
+
+// newWorldWith is newWorld with a history of the given configuration
+// (Partitions > 0 also publishes it to notify.history).
+func newWorldWith(t *testing.T, rdb redis.UniversalClient, th throttle.Config, hc history.Config) *world {
+	t.Helper()
 	w := &world{rdb: rdb, topic: RequestTopic(2), now: time.Date(2026, 11, 22, 12, 0, 0, 0, time.UTC), hook: newSink(t)}
 	tp := sdktrace.NewTracerProvider()
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
@@ -136,7 +143,7 @@ func newWorld(t *testing.T, rdb redis.UniversalClient, th throttle.Config) *worl
 		t.Fatal(err)
 	}
 	w.pub = stream.NewPublisher(rdb, w.tel)
-	if w.hist, err = history.NewRecorder(rdb, nil, history.Config{}); err != nil {
+	if w.hist, err = history.NewRecorder(rdb, w.pub, hc); err != nil {
 		t.Fatal(err)
 	}
 	th.Now = w.clock

@@ -29,7 +29,7 @@ type job struct {
 
 // deliverAll delivers the batch's requests (those whose errs entry is nil),
 // sets each message's error and returns the history records of every
-// outcome, for the caller to write in one round trip. It applies each
+// outcome, for the caller to write at once (recordAll). It applies each
 // target's preferences and either drops a request (suppressed), files it
 // in a digest window (quiet hours, digest policy) or sends it through the
 // ledger, throttled. Whatever the batch's size, it costs a constant number
@@ -45,9 +45,9 @@ func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs
 			}
 		}
 	}
-	var recs []history.Record
+	recs := make([]history.Record, 0, len(msgs))
 	var holds, sends []*job
-	var jobs []*job
+	jobs := make([]*job, 0, len(msgs))
 	for i, m := range msgs {
 		if errs[i] != nil {
 			continue
@@ -72,8 +72,8 @@ func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs
 			}
 		}
 	}
-	recs = append(recs, d.holdAll(ctx, msgs, reqs, holds, &sends)...)
-	recs = append(recs, d.sendAll(ctx, msgs, reqs, sends)...)
+	recs = d.holdAll(ctx, msgs, reqs, holds, &sends, recs)
+	recs = d.sendAll(ctx, msgs, reqs, sends, recs)
 	perMsg := make([][]error, len(msgs))
 	for _, j := range jobs {
 		perMsg[j.msg] = append(perMsg[j.msg], j.err)
@@ -88,8 +88,9 @@ func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs
 
 // holdAll files the jobs in quiet-hours holds or digest windows, up to
 // Concurrency at once, appends those to be sent now to sends, and returns
-// the history records of the others.
-func (d *Deliverer) holdAll(ctx context.Context, msgs []*stream.Message, reqs []Request, holds []*job, sends *[]*job) []history.Record {
+// recs with the history records of the others.
+func (d *Deliverer) holdAll(ctx context.Context, msgs []*stream.Message, reqs []Request, holds []*job, sends *[]*job,
+	recs []history.Record) []history.Record {
 	status := make([]string, len(holds))
 	sem := make(chan struct{}, d.cfg.Concurrency)
 	var wg sync.WaitGroup
@@ -98,11 +99,10 @@ func (d *Deliverer) holdAll(ctx context.Context, msgs []*stream.Message, reqs []
 		wg.Go(func() {
 			defer func() { <-sem }()
 			m := msgs[j.msg]
-			status[k], j.err = d.hold(ctx, m, reqs[j.msg], j.t, j.key, d.topic.HashTag(m.Partition))
+			status[k], j.err = d.hold(ctx, m, reqs[j.msg], j.t, j.key, d.tag(m.Partition))
 		})
 	}
 	wg.Wait()
-	var recs []history.Record
 	for k, j := range holds {
 		switch {
 		case j.err != nil:
@@ -116,14 +116,13 @@ func (d *Deliverer) holdAll(ctx context.Context, msgs []*stream.Message, reqs []
 }
 
 // sendAll sends the jobs through the dispatcher in one batch, throttled,
-// and returns their history records.
-func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []Request, sends []*job) []history.Record {
+// and returns recs with their history records.
+func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []Request, sends []*job, recs []history.Record) []history.Record {
 	if len(sends) == 0 {
-		return nil
+		return recs
 	}
 	dels := make([]Delivery, 0, len(sends))
-	var recs []history.Record
-	var live []*job
+	live := make([]*job, 0, len(sends))
 	for _, j := range sends {
 		m, r := msgs[j.msg], reqs[j.msg]
 		body, err := d.render(r, j.t, j.rec.ID)
@@ -133,14 +132,14 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 			continue
 		}
 		live = append(live, j)
-		dels = append(dels, Delivery{HashTag: d.topic.HashTag(m.Partition), Key: j.key, Channel: j.channel, MessageID: m.ID,
+		dels = append(dels, Delivery{HashTag: d.tag(m.Partition), Key: j.key, Channel: j.channel, MessageID: m.ID,
 			Attempt: attemptOf(m), parent: trace.SpanContextFromContext(m.Context()),
 			Notification: Notification{Flow: r.Flow, Event: r.Event,
 				Recipient: Recipient{ID: j.t.subscriberID, Address: j.t.dest.Address, Secret: j.t.dest.Secret},
 				EventID:   j.rec.ID, Subject: r.Subject, TraceID: r.TraceID, ObservedAt: r.ObservedAt, Body: body,
 				Title: r.Title, Text: r.Text, UnsubscribeURL: d.unsubscribeURL(j.t.dest)}})
 	}
-	opts := BatchOptions{Concurrency: d.cfg.Concurrency}
+	opts := BatchOptions{Concurrency: d.cfg.Concurrency, Slots: d.slots}
 	if d.throttle != nil {
 		opts.Before = func(ctx context.Context, idx []int) []func(context.Context) error {
 			return d.throttleAll(ctx, live, idx)

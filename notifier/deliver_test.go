@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -225,30 +226,56 @@ func TestDeliver_throttleHonoursRetryAfter(t *testing.T) {
 	}
 }
 
-func TestDeliver_throttleBucketPerDestination(t *testing.T) {
-	ctx := context.Background()
-	w := newWorld(t, mini(t), throttle.Config{Destination: throttle.Limit{Rate: 1, Burst: 2}})
-	a := w.subscribe(t, "/a", "", subscriber.Preferences{})
-	bb := w.subscribe(t, "/b", "", subscriber.Preferences{})
-	send := func(sub, subject string) error {
-		return w.d.Deliver(ctx, &stream.Message{ID: "1-1", Partition: w.topic.Partition(sub), Type: TypeRequest, Attempt: 1}, req(sub, subject, "w"))
+// Token buckets per destination and per channel: a burst of two, then
+// the third send within the second is refused (ErrThrottled, retried
+// later) by the bucket it exceeds, and passes a second later.
+func TestDeliver_throttleBuckets(t *testing.T) {
+	tests := []struct {
+		name string
+		cfg  throttle.Config
+		// sends are the destinations of the sends, each of a new subject;
+		// refused are the indices the throttle refuses.
+		sends   []string
+		refused []int
+	}{
+		{"per destination", throttle.Config{Destination: throttle.Limit{Rate: 1, Burst: 2}},
+			[]string{"a", "a", "a", "b"}, []int{2}},
+		{"per channel", throttle.Config{Destination: throttle.Limit{Rate: 1000, Burst: 1000},
+			Channels: map[string]throttle.Limit{ChannelWebhook: {Rate: 1, Burst: 2}}},
+			[]string{"a", "b", "c", "a"}, []int{2, 3}},
 	}
-	for i, s := range []string{"x1", "x2"} {
-		if err := send(a, s); err != nil {
-			t.Fatalf("send %d: %v", i, err)
-		}
-	}
-	if err := send(a, "x3"); !errors.Is(err, ErrThrottled) {
-		t.Fatalf("third send in the same second: %v, want ErrThrottled", err)
-	}
-	if err := send(bb, "x3"); err != nil {
-		t.Fatalf("another destination: %v", err)
-	}
-	w.setNow(w.clock().Add(time.Second))
-	if err := send(a, "x3"); err != nil {
-		t.Fatalf("a second later: %v", err)
-	}
-	if n := len(w.hook.messages()); n != 4 {
-		t.Fatalf("received %d, want 4", n)
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			ctx := context.Background()
+			w := newWorld(t, mini(t), tt.cfg)
+			subs := map[string]string{}
+			for _, d := range []string{"a", "b", "c"} {
+				subs[d] = w.subscribe(t, "/"+d, "", subscriber.Preferences{})
+			}
+			send := func(dest, subject string) error {
+				sub := subs[dest]
+				return w.d.Deliver(ctx, &stream.Message{ID: "1-1", Partition: w.topic.Partition(sub), Type: TypeRequest, Attempt: 1}, req(sub, subject, "w"))
+			}
+			var refused []int
+			for i, d := range tt.sends {
+				err := send(d, "x"+strconv.Itoa(i))
+				switch {
+				case errors.Is(err, ErrThrottled):
+					refused = append(refused, i)
+				case err != nil:
+					t.Fatalf("send %d to %s: %v", i, d, err)
+				}
+			}
+			if !slices.Equal(refused, tt.refused) {
+				t.Fatalf("refused sends %v, want %v", refused, tt.refused)
+			}
+			w.setNow(w.clock().Add(time.Second))
+			if err := send(tt.sends[tt.refused[0]], "x"+strconv.Itoa(tt.refused[0])); err != nil {
+				t.Fatalf("a second later: %v", err)
+			}
+			if n, want := len(w.hook.messages()), len(tt.sends)-len(tt.refused)+1; n != want {
+				t.Fatalf("received %d, want %d", n, want)
+			}
+		})
 	}
 }

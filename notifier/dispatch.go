@@ -55,6 +55,7 @@ type Delivery struct {
 type Dispatcher struct {
 	ledger   *DeliveryLedger
 	channels map[string]Channel
+	spans    map[string]string // channel → span name
 	in       *instruments
 	attrs    outcomeAttrs
 	tracer   trace.Tracer
@@ -69,11 +70,12 @@ func NewDispatcher(ledger *DeliveryLedger, channels map[string]Channel, tel stre
 		return nil, errors.New("notifier: dispatcher needs a ledger and at least one channel")
 	}
 	chans := make(map[string]Channel, len(channels))
+	spans := make(map[string]string, len(channels))
 	for name, c := range channels {
 		if c == nil || c.Name() != name {
 			return nil, fmt.Errorf("notifier: channel %q is nil or names itself otherwise", name)
 		}
-		chans[name] = c
+		chans[name], spans[name] = c, "notify "+name
 	}
 	in, err := newInstruments(tel.MeterProvider)
 	if err != nil {
@@ -87,7 +89,15 @@ func NewDispatcher(ledger *DeliveryLedger, channels map[string]Channel, tel stre
 	if logger == nil {
 		logger = slog.Default()
 	}
-	return &Dispatcher{ledger: ledger, channels: chans, in: in, tracer: tp.Tracer(instrumentationScope), logger: logger}, nil
+	return &Dispatcher{ledger: ledger, channels: chans, spans: spans, in: in, tracer: tp.Tracer(instrumentationScope), logger: logger}, nil
+}
+
+// spanName is the name of a send's span, "notify <channel>".
+func (d *Dispatcher) spanName(channel string) string {
+	if name, ok := d.spans[channel]; ok {
+		return name
+	}
+	return "notify " + channel
 }
 
 // Ledger returns the dispatcher's delivery ledger.

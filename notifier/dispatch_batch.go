@@ -9,10 +9,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
-	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -25,15 +23,21 @@ type BatchOptions struct {
 	// error releases the lease and fails the delivery retryably, as with
 	// Delivery.Before, which runs after it.
 	Before func(ctx context.Context, idx []int) []func(context.Context) error
-	// Concurrency bounds the sends in flight. Default 1.
+	// Concurrency bounds the sends of this batch in flight. Default 1.
 	Concurrency int
+	// Slots, when set, bounds the sends in flight across every batch
+	// sharing it: each send holds a slot while its channel sends (not while
+	// it waits for its throttle).
+	Slots chan struct{}
 }
 
 // DeliverBatch delivers each of dels as Deliver does and returns their
 // outcomes and errors by index, in a constant number of Redis round trips
-// whatever the batch's size: one pipeline claims every business key (each
-// claim atomic on its own, as in Deliver), then the sends run, up to
-// opts.Concurrency at once, then one pipeline settles every claimed record.
+// whatever the batch's size: one pipeline claims every business key without
+// a record (SET NX), a second one (only when some key holds a record) lets
+// the claim script decide on the others, each claim atomic on its own as
+// in Deliver; then the sends run, up to opts.Concurrency at once (and
+// within opts.Slots), then one pipeline settles every claimed record.
 // Keys repeated in one batch are claimed once: the later ones find the
 // first's lease (ErrInFlight) or its record.
 func (d *Dispatcher) DeliverBatch(ctx context.Context, dels []Delivery, opts BatchOptions) ([]string, []error) {
@@ -49,7 +53,7 @@ func (d *Dispatcher) DeliverBatch(ctx context.Context, dels []Delivery, opts Bat
 		if del.parent.IsValid() {
 			parent = trace.ContextWithSpanContext(ctx, del.parent)
 		}
-		ctxs[i], spans[i] = d.tracer.Start(parent, "notify "+del.Channel, trace.WithAttributes(
+		ctxs[i], spans[i] = d.tracer.Start(parent, d.spanName(del.Channel), trace.WithAttributes(
 			attribute.String("dropstream.notifier.flow", nt.Flow), attribute.String("dropstream.notifier.channel", del.Channel),
 			attribute.String("dropstream.notifier.recipient_id", nt.Recipient.ID), attribute.String("dropstream.notifier.event_id", nt.EventID),
 			attribute.String("dropstream.notifier.session_id", nt.SessionID)))
@@ -153,7 +157,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 				if before != nil {
 					pre = before[k]
 				}
-				d.send(ctxs[i], dels[i], pre, &ops[k], outcomes, errTypes, errs, i)
+				d.send(ctxs[i], dels[i], pre, opts.Slots, &ops[k], outcomes, errTypes, errs, i)
 			}
 		})
 	}
@@ -177,9 +181,9 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 	}
 }
 
-// send runs one claimed delivery's pre and Before hooks and its send, and
-// sets how its record is settled.
-func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Context) error, op *settleOp,
+// send runs one claimed delivery's pre and Before hooks and, holding one
+// of slots (when set), its send, and sets how its record is settled.
+func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Context) error, slots chan struct{}, op *settleOp,
 	outcomes, errTypes []string, errs []error, i int) {
 	n := del.Notification
 	for _, hook := range []func(context.Context) error{pre, del.Before} {
@@ -191,14 +195,22 @@ func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Co
 			return
 		}
 	}
+	if slots != nil {
+		select {
+		case slots <- struct{}{}:
+			defer func() { <-slots }()
+		case <-ctx.Done():
+			outcomes[i], errTypes[i], errs[i] = OutcomeFailed, errorRetryable, fmt.Errorf("notifier: waiting to send: %w", ctx.Err())
+			return
+		}
+	}
 	start := time.Now()
 	sendErr := d.channels[del.Channel].Send(ctx, n)
 	took := time.Since(start).Seconds()
 	if sendErr == nil {
 		d.in.duration.Record(context.Background(), took, d.attrs.get(n.Flow, del.Channel, OutcomeSent, ""))
 		if !n.ObservedAt.IsZero() {
-			d.in.e2e.Record(context.Background(), max(0, time.Since(n.ObservedAt).Seconds()),
-				metric.WithAttributes(dsotel.FlowKey.String(n.Flow)))
+			d.in.e2e.Record(context.Background(), max(0, time.Since(n.ObservedAt).Seconds()), d.attrs.flow(n.Flow))
 		}
 		op.kind, outcomes[i] = settleSent, OutcomeSent
 		return

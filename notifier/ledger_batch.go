@@ -48,15 +48,15 @@ func evalAll(ctx context.Context, rdb redis.UniversalClient, script *redis.Scrip
 	return cmds
 }
 
-// claimAll is claim for many records in one round trip: it fills each
+// claimAll is claim for many records in few round trips: it fills each
 // record's token, state and start and tries to take each lease, with the
-// per-key atomicity of claimScript. It returns each key's result or error.
+// per-key atomicity of claimScript. A first pipeline takes the leases of
+// keys without a record by SET NX (the common case, no script); the keys
+// that hold one go through claimScript in a second pipeline, which decides
+// on their record. It returns each key's result or error.
 func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*DeliveryRecord) ([]claimResult, []error) {
 	res := make([]claimResult, len(keys))
 	errs := make([]error, len(keys))
-	calls := make([]scriptCall, 0, len(keys))
-	idx := make([]int, 0, len(keys))
-	lease := l.cfg.Lease.Milliseconds()
 	var toks []byte
 	if n := 12 * len(keys); n > 0 {
 		toks = make([]byte, n)
@@ -68,6 +68,9 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 		}
 	}
 	now := time.Now().UTC()
+	bodies := make([][]byte, len(keys))
+	sets := make([]*redis.BoolCmd, len(keys))
+	pipe := l.rdb.Pipeline()
 	for i, key := range keys {
 		if len(key) > maxDeliveryKeyBytes {
 			errs[i] = fmt.Errorf("notifier: delivery key longer than %d bytes", maxDeliveryKeyBytes)
@@ -80,8 +83,25 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 			errs[i] = fmt.Errorf("notifier: encode delivery record: %w", err)
 			continue
 		}
-		calls = append(calls, scriptCall{keys: []string{key}, args: []any{body, lease, rec.MessageID}})
-		idx = append(idx, i)
+		bodies[i], sets[i] = body, pipe.SetNX(ctx, key, body, l.cfg.Lease)
+	}
+	if pipe.Len() > 0 {
+		_, _ = pipe.Exec(ctx)
+	}
+	lease := l.cfg.Lease.Milliseconds()
+	var calls []scriptCall
+	var idx []int
+	for i, c := range sets {
+		switch {
+		case c == nil:
+		case c.Err() != nil:
+			errs[i] = fmt.Errorf("notifier: claim delivery %s: %w", keys[i], c.Err())
+		case c.Val():
+			res[i] = claimed
+		default:
+			calls = append(calls, scriptCall{keys: []string{keys[i]}, args: []any{bodies[i], lease, recs[i].MessageID}})
+			idx = append(idx, i)
+		}
 	}
 	for j, c := range evalAll(ctx, l.rdb, claimScript, calls) {
 		i := idx[j]

@@ -91,7 +91,8 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 // channel, outcome and error.type): building a set sorts and hashes it, on
 // every send otherwise.
 type outcomeAttrs struct {
-	m sync.Map // outcomeKey → metric.MeasurementOption
+	m     sync.Map // outcomeKey → metric.MeasurementOption
+	flows sync.Map // flow → metric.MeasurementOption
 }
 
 type outcomeKey struct{ flow, channel, outcome, errType string }
@@ -110,5 +111,15 @@ func (a *outcomeAttrs) get(flow, channel, outcome, errType string) metric.Measur
 	}
 	opt := metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{dsotel.FlowKey.String(flow), keyChannel.String(channel)}, extra...)...))
 	a.m.Store(k, opt)
+	return opt
+}
+
+// flow returns the attribute flow alone (of the end-to-end latency).
+func (a *outcomeAttrs) flow(flow string) metric.MeasurementOption {
+	if v, ok := a.flows.Load(flow); ok {
+		return v.(metric.MeasurementOption)
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(dsotel.FlowKey.String(flow)))
+	a.flows.Store(flow, opt)
 	return opt
 }

@@ -135,6 +135,13 @@ func testRunner() stream.RunnerConfig {
 // startPipeline runs the stage against rdb until the test ends.
 func startPipeline(t *testing.T, rdb redis.UniversalClient, runner stream.RunnerConfig) *pipeline {
 	t.Helper()
+	return startPipelineWith(t, rdb, runner, Config{})
+}
+
+// startPipelineWith is startPipeline with the other fields of cfg (History,
+// Throttle).
+func startPipelineWith(t *testing.T, rdb redis.UniversalClient, runner stream.RunnerConfig, cfg Config) *pipeline {
+	t.Helper()
 	mp, collect := metricsReader(t)
 	tel := stream.Telemetry{MeterProvider: mp, Logger: quiet}
 	store, err := NewWatcherStore(rdb, StoreConfig{Logger: quiet})
@@ -149,7 +156,7 @@ func startPipeline(t *testing.T, rdb redis.UniversalClient, runner stream.Runner
 	p := &pipeline{t: t, rdb: rdb, topics: avail.NewTopics(2), store: store, recv: newReceiver(t),
 		pub: stream.NewPublisher(rdb, tel), collect: collect, logged: logged}
 	stage, err := NewStage(rdb, p.topics, store, map[string]Channel{ChannelWebhook: webhook, ChannelLog: logged},
-		Config{Runner: runner, Ledger: DeliveryLedgerConfig{Lease: time.Second}}, tel)
+		Config{Runner: runner, Ledger: DeliveryLedgerConfig{Lease: time.Second}, History: cfg.History, Throttle: cfg.Throttle}, tel)
 	if err != nil {
 		t.Fatalf("NewStage: %v", err)
 	}

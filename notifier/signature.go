@@ -36,13 +36,15 @@ var (
 
 // Sign returns the X-Dropstream-Signature value of body sent at t.
 func Sign(secret string, body []byte, t time.Time) string {
-	ts := strconv.FormatInt(t.Unix(), 10)
-	return "t=" + ts + ",v1=" + hex.EncodeToString(mac(secret, ts, body))
+	b := make([]byte, 0, len("t=,v1=")+20+hex.EncodedLen(sha256.Size))
+	b = strconv.AppendInt(append(b, "t="...), t.Unix(), 10)
+	sum := mac(secret, b[len("t="):], body)
+	return string(hex.AppendEncode(append(b, ",v1="...), sum))
 }
 
-func mac(secret, ts string, body []byte) []byte {
+func mac(secret string, ts, body []byte) []byte {
 	h := hmac.New(sha256.New, []byte(secret))
-	h.Write([]byte(ts))
+	h.Write(ts)
 	h.Write([]byte{'.'})
 	h.Write(body)
 	return h.Sum(nil)
@@ -92,7 +94,7 @@ func VerifySignature(secret, header string, body []byte, now time.Time, toleranc
 	if skew := now.Sub(time.Unix(sec, 0)).Abs(); skew > tolerance {
 		return fmt.Errorf("%w: %s off, tolerance %s", ErrSignatureStale, skew.Truncate(time.Second), tolerance)
 	}
-	want := mac(secret, ts, body)
+	want := mac(secret, []byte(ts), body)
 	for _, sig := range sigs {
 		if hmac.Equal(sig, want) {
 			return nil

@@ -3,6 +3,7 @@ package notifier
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -91,6 +93,43 @@ func TestStage_deliversOncePerSession(t *testing.T) {
 				t.Errorf("dead letters: %+v", dls)
 			}
 		})
+	}
+}
+
+// An availability delivery is recorded in the history with what
+// GET /v1/notifications/{id}/why follows: the watcher as subscriber, its
+// channel, the entity as subject, the stable open's event id and run, the
+// run's trace id and the latency from the run's time.
+func TestStage_recordsHistoryForWhy(t *testing.T) {
+	ctx := context.Background()
+	rdb := mini(t)
+	hist, err := history.NewRecorder(rdb, nil, history.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	p := startPipelineWith(t, rdb, testRunner(), Config{History: hist})
+	e := slot("v1", "2025-07-04", "19:00", 2)
+	w := p.webhookWatcher("slot", func(w *Watcher) { w.Slot = e.Key })
+	p.publish(rawFlip(e, avail.KindOpen, 1), stableFlip(e, avail.KindOpen, 2, true))
+	p.settled(2)
+	var recs []history.Record
+	testenv.WaitFor(t, waitTimeout, func() bool {
+		recs, err = hist.Recent(ctx, w.ID, 10)
+		return err == nil && len(recs) == 1
+	}, "one history record of the watcher")
+	eventID := avail.EventID(runID(2), e.Key, avail.KindOpen, true)
+	rec := recs[0]
+	if rec.ID != NotificationID(avail.Flow+":"+w.ID+":"+eventID) || rec.Flow != avail.Flow || rec.Channel != ChannelWebhook ||
+		rec.Subject != e.Key || rec.Status != history.StatusSent || rec.Attempts != 1 || rec.EventID != eventID ||
+		rec.RunID != runID(2) || rec.TraceID != fmt.Sprintf("%032x", 3) {
+		t.Fatalf("record %+v: want the sent notification of %s with its transition, run and trace", rec, eventID)
+	}
+	runAt := t0.Add(2 * time.Minute)
+	if !rec.ObservedAt.Equal(runAt) || rec.LatencyMs != rec.At.Sub(runAt).Milliseconds() {
+		t.Fatalf("observed at %s, latency %d ms: want the run's time %s and the time from it to the send", rec.ObservedAt, rec.LatencyMs, runAt)
+	}
+	if got, err := hist.Get(ctx, rec.ID); err != nil || got.RunID != rec.RunID {
+		t.Fatalf("Get(%s) = %+v, %v", rec.ID, got, err)
 	}
 }
 

@@ -139,30 +139,36 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 	if err != nil {
 		return stream.Permanent(&DeliveryError{Channel: ChannelWebhook, Detail: "bad request", Err: err})
 	}
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set("User-Agent", w.cfg.UserAgent)
-	req.Header.Set(HeaderEventID, n.EventID)
-	req.Header.Set(HeaderSignature, Sign(n.Recipient.Secret, n.Body, w.cfg.Now()))
+	// Canonical keys, set directly: Header.Set canonicalizes each, per send.
+	req.Header = http.Header{
+		"Content-Type":  {"application/json"},
+		"User-Agent":    {w.cfg.UserAgent},
+		HeaderEventID:   {n.EventID},
+		HeaderSignature: {Sign(n.Recipient.Secret, n.Body, w.cfg.Now())},
+	}
 	w.cfg.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := w.client.Do(req)
 	if err != nil {
 		return &DeliveryError{Channel: ChannelWebhook, Retryable: true, Err: err}
 	}
 	defer resp.Body.Close()
+	code := resp.StatusCode
+	if code >= 200 && code < 300 {
+		// Delivered, even if the body cannot be read to its end; reading
+		// it lets the connection be reused.
+		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, w.cfg.MaxResponseBytes))
+		return nil
+	}
 	detail, readErr := w.drain(resp.Body)
-	switch code := resp.StatusCode; {
-	case code >= 200 && code < 300:
-		return nil // delivered, even if the body could not be read to its end
-	case code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500:
+	if code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500 {
 		var after time.Duration
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
 			detail = strings.TrimSpace("retry-after " + clip(ra) + " " + detail)
 			after, _ = throttle.ParseRetryAfter(ra, w.cfg.Now())
 		}
 		return &DeliveryError{Channel: ChannelWebhook, StatusCode: code, Retryable: true, Detail: detail, Err: readErr, RetryAfter: after}
-	default:
-		return stream.Permanent(&DeliveryError{Channel: ChannelWebhook, StatusCode: code, Detail: detail, Err: readErr})
 	}
+	return stream.Permanent(&DeliveryError{Channel: ChannelWebhook, StatusCode: code, Detail: detail, Err: readErr})
 }
 
 // drain reads at most MaxResponseBytes of a response body and returns a

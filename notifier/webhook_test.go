@@ -3,6 +3,7 @@ package notifier
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -229,5 +230,38 @@ func TestLogChannel_send(t *testing.T) {
 		if !strings.Contains(line, want) {
 			t.Errorf("log line %s lacks %s", line, want)
 		}
+	}
+}
+
+// The Slack channel posts {"text": title, text and the unsubscribe link},
+// signed like a webhook.
+func TestSlackChannel_send(t *testing.T) {
+	type request struct {
+		header http.Header
+		body   []byte
+	}
+	got := make(chan request, 1)
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		body, _ := io.ReadAll(r.Body)
+		got <- request{r.Header.Clone(), body}
+	}))
+	defer srv.Close()
+	ch := NewSlackChannel(newWebhook(t, WebhookConfig{}))
+	if ch.Name() != ChannelSlack {
+		t.Errorf("Name = %q", ch.Name())
+	}
+	n := testNotification(srv.URL + "/T1")
+	n.Title, n.Text, n.UnsubscribeURL = "Amazing Fantasy #15 is in", "A copy in stock", "http://ds.test/v1/unsubscribe/tok"
+	if err := ch.Send(context.Background(), n); err != nil {
+		t.Fatalf("Send: %v", err)
+	}
+	r := <-got
+	var msg map[string]string
+	if err := json.Unmarshal(r.body, &msg); err != nil || len(msg) != 1 ||
+		msg["text"] != "Amazing Fantasy #15 is in\nA copy in stock\n<http://ds.test/v1/unsubscribe/tok|Unsubscribe>" {
+		t.Fatalf("body %s (%v): want the title, text and unsubscribe link as text", r.body, err)
+	}
+	if err := VerifySignature(n.Recipient.Secret, r.header.Get(HeaderSignature), r.body, time.Now(), time.Minute); err != nil {
+		t.Errorf("signature does not verify: %v", err)
 	}
 }

@@ -9,7 +9,9 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
 	"runtime"
+	"runtime/pprof"
 	"slices"
 	"strconv"
 	"strings"
@@ -39,7 +41,7 @@ func init() {
 // runBenchNotifier is `dropstream bench notifier`.
 func runBenchNotifier(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg Config
-	var subs, messages, rate, copies int
+	var subs, messages, rate, copies, concurrency int
 	var dur time.Duration
 	var withHistory bool
 	fs := flagSet("bench notifier", "Measures the notifier-deliver stage against the configured Redis (an empty database):\n"+
@@ -49,13 +51,15 @@ func runBenchNotifier(ctx context.Context, args []string, stdout, stderr io.Writ
 	fs.IntVar(&rate, "rate", 1000, "requests/s of the latency run")
 	fs.DurationVar(&dur, "duration", 10*time.Second, "length of the latency run")
 	fs.IntVar(&copies, "copies", 1, "copies of the notifier-deliver stage")
+	fs.IntVar(&concurrency, "concurrency", 0, "sends in flight per stage copy (DeliverConfig.MaxInFlight); 0 takes the default")
 	fs.BoolVar(&withHistory, "history", true, "record every delivery in the history (Redis and notify.history)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench to this file")
+	memProfile := fs.String("memprofile", "", "write an allocation profile of the throughput run to this file")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if subs < 1 || messages < 1 || rate < 1 || copies < 1 || dur <= 0 {
-		return errors.New("bench notifier: subscribers, messages, rate, copies and duration must be positive")
+	if subs < 1 || messages < 1 || rate < 1 || copies < 1 || dur <= 0 || concurrency < 0 {
+		return errors.New("bench notifier: subscribers, messages, rate, copies and duration must be positive, concurrency not negative")
 	}
 	a, stop, err := benchApp(ctx, cfg, *cpuProfile, stderr)
 	if err != nil {
@@ -100,7 +104,7 @@ func runBenchNotifier(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	d, err := notifier.NewDeliverer(a.rdb, topic, notifier.DeliverDeps{Subscribers: store, Throttle: th, History: hist, Publisher: a.pub,
-		Channels: map[string]notifier.Channel{notifier.ChannelWebhook: wh}}, notifier.DeliverConfig{}, a.tel)
+		Channels: map[string]notifier.Channel{notifier.ChannelWebhook: wh}}, notifier.DeliverConfig{MaxInFlight: concurrency}, a.tel)
 	if err != nil {
 		return err
 	}
@@ -122,7 +126,7 @@ func runBenchNotifier(ctx context.Context, args []string, stdout, stderr io.Writ
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	cpu0, rcpu0 := processCPU(), redisCPU(ctx, a)
+	cpu0, rcpu0, allocs0 := processCPU(), redisCPU(ctx, a), allocated()
 	start := time.Now()
 	for range copies {
 		r, err := stream.NewRunner(a.rdb, d.Stage(), a.tel)
@@ -135,12 +139,20 @@ func runBenchNotifier(ctx context.Context, args []string, stdout, stderr io.Writ
 		return err
 	}
 	elapsed := time.Since(start)
-	cpu, rcpu := processCPU()-cpu0, redisCPU(ctx, a)-rcpu0
+	cpu, rcpu, allocs := processCPU()-cpu0, redisCPU(ctx, a)-rcpu0, allocated().minus(allocs0)
+	if *memProfile != "" {
+		if err := writeHeapProfile(*memProfile); err != nil {
+			return err
+		}
+	}
 	perSec := float64(messages) / elapsed.Seconds()
-	fmt.Fprintf(stdout, "throughput: %d deliveries in %s = %.0f deliveries/s, %d duplicates [target ≥ %d/s: %s]\n",
-		messages, elapsed.Round(time.Millisecond), perSec, sink.duplicates.Load(), targetDeliveriesPerSecond, verdictOf(perSec >= targetDeliveriesPerSecond))
+	fmt.Fprintf(stdout, "throughput: %d deliveries in %s = %.0f deliveries/s, %d duplicates, %d connections [target ≥ %d/s: %s]\n",
+		messages, elapsed.Round(time.Millisecond), perSec, sink.duplicates.Load(), sink.conns.Load(), targetDeliveriesPerSecond,
+		verdictOf(perSec >= targetDeliveriesPerSecond))
 	fmt.Fprintf(stdout, "cpu per delivery: %.1f µs in this process (stage, webhook client and sink), %.1f µs in Redis\n",
 		float64(cpu.Microseconds())/float64(messages), float64(rcpu.Microseconds())/float64(messages))
+	fmt.Fprintf(stdout, "allocations per delivery: %.0f (%.0f B) in this process\n",
+		float64(allocs.objects)/float64(messages), float64(allocs.bytes)/float64(messages))
 
 	// Latency at a fixed rate: publish → received by the sink.
 	sink.reset()
@@ -180,6 +192,33 @@ func processCPU() time.Duration {
 		return 0
 	}
 	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// allocations counts the heap allocations of this process so far.
+type allocations struct{ objects, bytes uint64 }
+
+func allocated() allocations {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return allocations{ms.Mallocs, ms.TotalAlloc}
+}
+
+func (a allocations) minus(b allocations) allocations {
+	return allocations{a.objects - b.objects, a.bytes - b.bytes}
+}
+
+// writeHeapProfile writes the allocation profile (pprof's alloc_space and
+// alloc_objects samples) to path.
+func writeHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
 }
 
 // redisCPU is the CPU time Redis reports it used (INFO cpu), 0 when it
@@ -223,6 +262,7 @@ type benchSink struct {
 	url        string
 	received   atomic.Int64
 	duplicates atomic.Int64
+	conns      atomic.Int64 // connections accepted
 	mu         sync.Mutex
 	seen       map[string]bool
 	lat        []time.Duration
@@ -234,7 +274,12 @@ func newBenchSink() (*benchSink, error) {
 		return nil, err
 	}
 	s := &benchSink{url: "http://" + ln.Addr().String(), seen: map[string]bool{}}
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 5 * time.Second}
+	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 5 * time.Second,
+		ConnState: func(_ net.Conn, st http.ConnState) {
+			if st == http.StateNew {
+				s.conns.Add(1)
+			}
+		}}
 	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
 }

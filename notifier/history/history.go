@@ -4,6 +4,12 @@
 // notify.history, from which the "notifier-history" stage appends it to
 // ClickHouse (table notifications).
 //
+// A Record call puts its records on notify.history as few messages of type
+// TypeRecords (a JSON array of up to MaxRecordsPerMessage records), rather
+// than one message per record: the stream costs the notifier one entry per
+// handled batch. The stage also reads single records (TypeRecord, the
+// format of earlier releases).
+//
 // # Redis layout
 //
 //	ds:{notifier}:history:sub:<subscriber id>  list: the newest records as JSON, newest first,
@@ -41,8 +47,23 @@ const (
 	StatusSuppressed = "suppressed"
 )
 
-// TypeRecord is the stream message type of a record on notify.history.
-const TypeRecord = "notifier.history"
+// Stream message types on notify.history.
+const (
+	// TypeRecord is a message holding one record (JSON).
+	TypeRecord = "notifier.history"
+	// TypeRecords is a message holding a JSON array of 1..MaxRecordsPerMessage
+	// records, at most MaxMessageBytes.
+	TypeRecords = "notifier.history.batch"
+)
+
+// Bounds of a TypeRecords message.
+const (
+	MaxRecordsPerMessage = 256
+	MaxMessageBytes      = 1 << 20
+)
+
+// maxRecordBytes bounds a TypeRecord message.
+const maxRecordBytes = 16 << 10
 
 // Topic returns the history topic, notify.history.
 func Topic(partitions int) stream.Topic { return stream.NewTopic("notify", "history", partitions) }
@@ -144,24 +165,35 @@ const prefix = "ds:{notifier}:history:"
 func subscriberKey(id string) string   { return prefix + "sub:" + id }
 func notificationKey(id string) string { return prefix + "n:" + id }
 
-// Record writes recs: one pipeline to Redis, one publish to the stream.
+// Record writes recs: one pipeline to Redis, one publish to the stream
+// (as few TypeRecords messages as the bounds allow). A subscriber's records
+// of one call go in one LPUSH, in order, so they stand newest first as one
+// LPUSH each would leave them.
 func (r *Recorder) Record(ctx context.Context, recs ...Record) error {
 	if len(recs) == 0 {
 		return nil
 	}
-	msgs := make([]*stream.Message, 0, len(recs))
 	pipe := r.rdb.Pipeline()
+	bySub := make(map[string][]any, len(recs))
+	var subs []string
+	var batch batcher
 	for _, rec := range recs {
 		body, err := json.Marshal(rec)
 		if err != nil {
 			return fmt.Errorf("history: encode: %w", err)
 		}
 		sk := subscriberKey(rec.SubscriberID)
-		pipe.LPush(ctx, sk, body)
+		if _, ok := bySub[sk]; !ok {
+			subs = append(subs, sk)
+		}
+		bySub[sk] = append(bySub[sk], body)
+		pipe.Set(ctx, notificationKey(rec.ID), body, r.cfg.TTL)
+		batch.add(rec.ID, body)
+	}
+	for _, sk := range subs {
+		pipe.LPush(ctx, sk, bySub[sk]...)
 		pipe.LTrim(ctx, sk, 0, int64(r.cfg.Recent-1))
 		pipe.PExpire(ctx, sk, r.cfg.TTL)
-		pipe.Set(ctx, notificationKey(rec.ID), body, r.cfg.TTL)
-		msgs = append(msgs, stream.NewMessage(rec.ID, TypeRecord, body))
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
 		return fmt.Errorf("history: record: %w", err)
@@ -169,7 +201,40 @@ func (r *Recorder) Record(ctx context.Context, recs ...Record) error {
 	if r.pub == nil || r.cfg.Partitions == 0 {
 		return nil
 	}
-	return r.pub.Publish(ctx, r.topic, msgs...)
+	return r.pub.Publish(ctx, r.topic, batch.messages()...)
+}
+
+// batcher packs encoded records into TypeRecords messages.
+type batcher struct {
+	msgs []*stream.Message
+	key  string // the current message's key: its first record's id
+	buf  []byte // the current message's array, unterminated
+	n    int    // records in buf
+}
+
+func (b *batcher) add(id string, body []byte) {
+	if b.n == MaxRecordsPerMessage || len(b.buf)+len(body)+2 > MaxMessageBytes {
+		b.flush()
+	}
+	if b.n == 0 {
+		b.key, b.buf = id, []byte{'['} // a new array: the last one is a message's payload
+	} else {
+		b.buf = append(b.buf, ',')
+	}
+	b.buf = append(b.buf, body...)
+	b.n++
+}
+
+func (b *batcher) flush() {
+	if b.n > 0 {
+		b.msgs = append(b.msgs, stream.NewMessage(b.key, TypeRecords, append(b.buf, ']')))
+	}
+	b.n = 0
+}
+
+func (b *batcher) messages() []*stream.Message {
+	b.flush()
+	return b.msgs
 }
 
 // ErrNotFound: no recent record has the id.

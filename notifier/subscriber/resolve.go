@@ -12,35 +12,52 @@ import (
 // map; an undecodable record is logged and absent too. The error is a Redis
 // error.
 func (st *Store) ResolveMany(ctx context.Context, ids []string) (map[string]Subscriber, error) {
-	out := make(map[string]Subscriber, len(ids))
-	keys := make([]string, 0, len(ids))
 	want := make([]string, 0, len(ids))
 	seen := make(map[string]bool, len(ids))
 	for _, id := range ids {
-		if !ValidSubscriberID(id) || seen[id] {
-			continue
+		if ValidSubscriberID(id) && !seen[id] {
+			seen[id] = true
+			want = append(want, id)
 		}
-		seen[id] = true
-		keys, want = append(keys, subKey(id)), append(want, id)
 	}
-	if len(keys) == 0 {
-		return out, nil
+	subs, err := st.load(ctx, "resolve", want)
+	if err != nil {
+		return nil, err
+	}
+	out := make(map[string]Subscriber, len(subs))
+	for _, s := range subs {
+		out[s.ID] = s
+	}
+	return out, nil
+}
+
+// load reads the subscribers of ids in one MGET, in order, secrets
+// included; ids without a record are skipped, and so are undecodable
+// records (logged). op names the caller in errors.
+func (st *Store) load(ctx context.Context, op string, ids []string) ([]Subscriber, error) {
+	if len(ids) == 0 {
+		return nil, nil
+	}
+	keys := make([]string, len(ids))
+	for i, id := range ids {
+		keys[i] = subKey(id)
 	}
 	vals, err := st.rdb.MGet(ctx, keys...).Result()
 	if err != nil {
-		return nil, fmt.Errorf("subscriber: resolve %d subscribers: %w", len(keys), err)
+		return nil, fmt.Errorf("subscriber: %s %d subscribers: %w", op, len(keys), err)
 	}
+	out := make([]Subscriber, 0, len(ids))
 	for i, v := range vals {
 		raw, ok := v.(string)
 		if !ok {
 			continue
 		}
 		var s Subscriber
-		if err := json.Unmarshal([]byte(raw), &s); err != nil {
-			st.cfg.Logger.WarnContext(ctx, "subscriber: skipping undecodable record", "subscriber_id", want[i], "error", err)
+		if err := json.Unmarshal([]byte(raw), &s); err != nil || s.ID != ids[i] {
+			st.cfg.Logger.WarnContext(ctx, "subscriber: skipping undecodable record", "subscriber_id", ids[i], "error", err)
 			continue
 		}
-		out[want[i]] = s
+		out = append(out, s)
 	}
 	return out, nil
 }

@@ -264,29 +264,13 @@ func (st *Store) List(ctx context.Context, cursor string, limit int) ([]Subscrib
 	if len(ids) > limit {
 		ids, next = ids[:limit], ids[limit-1]
 	}
-	out := make([]Subscriber, 0, len(ids))
-	if len(ids) == 0 {
-		return out, next, nil
-	}
-	keys := make([]string, len(ids))
-	for i, id := range ids {
-		keys[i] = subKey(id)
-	}
-	vals, err := st.rdb.MGet(ctx, keys...).Result()
+	subs, err := st.load(ctx, "list", ids)
 	if err != nil {
-		return nil, "", fmt.Errorf("subscriber: list: %w", err)
+		return nil, "", err
 	}
-	for i, v := range vals {
-		raw, ok := v.(string)
-		if !ok {
-			continue
-		}
-		var s Subscriber
-		if err := json.Unmarshal([]byte(raw), &s); err != nil {
-			st.cfg.Logger.WarnContext(ctx, "subscriber: skipping undecodable record", "subscriber_id", ids[i], "error", err)
-			continue
-		}
-		out = append(out, s.public())
+	out := make([]Subscriber, len(subs))
+	for i, s := range subs {
+		out[i] = s.public()
 	}
 	return out, next, nil
 }

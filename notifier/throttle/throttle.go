@@ -4,11 +4,14 @@
 // destination until then.
 //
 // A bucket is a Redis hash ds:{notifier}:throttle:<name> with fields
-// tokens, ts (last refill, Unix ms) and blocked (Unix ms until which it
-// sends nothing). One script takes a token from every bucket of a send or
+// tokens and ts (last refill, Unix ms). Blocks live in one sorted set,
+// ds:{notifier}:throttle:blocked: destination → Unix ms until which it
+// sends nothing. One script takes a token from every bucket of a send or
 // from none, so a send refused by its channel's bucket does not spend its
-// destination's token. The keys share the {notifier} hash tag (one Redis
-// Cluster slot).
+// destination's token; a send with no bucket to take from (throttling
+// disabled, or no limit on its destination or channel) only checks the
+// blocks, and a batch of those costs one ZMSCORE. The keys share the
+// {notifier} hash tag (one Redis Cluster slot).
 package throttle
 
 import (
@@ -111,20 +114,25 @@ func DestinationKey(dest string) string { return keyPrefix + "dest:" + dest }
 // ChannelKey is the bucket key of a channel.
 func ChannelKey(channel string) string { return keyPrefix + "channel:" + channel }
 
-// takeScript takes one token from each bucket, or none. KEYS: buckets.
-// ARGV: now ms, idle ttl ms, then per bucket rate/s, burst (rate 0: only the
-// block is checked). Returns 0 when taken, else the wait in ms.
+// BlockedKey is the sorted set of blocked destinations, scored by the Unix
+// ms their block ends.
+const BlockedKey = keyPrefix + "blocked"
+
+// takeScript takes one token from each bucket, or none. KEYS: the blocked
+// set, then the buckets. ARGV: now ms, idle ttl ms, the destination, then
+// per bucket rate/s and burst (rate 0: no bucket). Returns 0 when taken,
+// else the wait in ms.
 var takeScript = redis.NewScript(`
 local now = tonumber(ARGV[1])
 local wait = 0
+local blocked = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[3])) or 0
+if blocked > now then wait = blocked - now end
 local state = {}
-for i = 1, #KEYS do
-  local rate, burst = tonumber(ARGV[1 + 2 * i]), tonumber(ARGV[2 + 2 * i])
-  local v = redis.call('HMGET', KEYS[i], 'tokens', 'ts', 'blocked')
-  local blocked = tonumber(v[3]) or 0
-  if blocked > now then wait = math.max(wait, blocked - now) end
+for i = 2, #KEYS do
+  local rate, burst = tonumber(ARGV[2 * i]), tonumber(ARGV[1 + 2 * i])
   local tokens = burst
   if rate > 0 then
+    local v = redis.call('HMGET', KEYS[i], 'tokens', 'ts')
     tokens = tonumber(v[1]) or burst
     local ts = tonumber(v[2]) or now
     tokens = math.min(burst, tokens + math.max(0, now - ts) * rate / 1000)
@@ -133,7 +141,7 @@ for i = 1, #KEYS do
   state[i] = {rate, tokens}
 end
 if wait > 0 then return wait end
-for i = 1, #KEYS do
+for i = 2, #KEYS do
   if state[i][1] > 0 then
     redis.call('HSET', KEYS[i], 'tokens', tostring(state[i][2] - 1), 'ts', ARGV[1])
     redis.call('PEXPIRE', KEYS[i], ARGV[2])
@@ -145,24 +153,22 @@ return 0`)
 // send may go now, or how long to wait before asking again (nothing was
 // taken then).
 func (t *Throttle) Take(ctx context.Context, dest, channel string) (time.Duration, error) {
-	keys, args := t.takeArgs(dest, channel)
-	ms, err := takeScript.Run(ctx, t.rdb, keys, args...).Int64()
-	if err != nil {
-		return 0, fmt.Errorf("throttle: take %s: %w", dest, err)
-	}
-	return time.Duration(ms) * time.Millisecond, nil
+	waits, errs := t.TakeMany(ctx, []Ask{{Dest: dest, Channel: channel}})
+	return waits[0], errs[0]
 }
 
-// takeArgs are the keys and arguments of takeScript for one send.
-func (t *Throttle) takeArgs(dest, channel string) ([]string, []any) {
-	keys := []string{DestinationKey(dest), ChannelKey(channel)}
-	limits := [2]Limit{t.cfg.Destination, t.cfg.Channels[channel]}
-	if t.cfg.Disabled {
-		limits = [2]Limit{}
-	}
-	args := make([]any, 0, 6)
-	args = append(args, t.cfg.Now().UnixMilli(), t.cfg.IdleTTL.Milliseconds())
-	for _, l := range limits {
+// hasBucket reports whether a send on channel takes a token from a bucket.
+func (t *Throttle) hasBucket(channel string) bool {
+	return !t.cfg.Disabled && (!t.cfg.Destination.Unlimited() || !t.cfg.Channels[channel].Unlimited())
+}
+
+// takeArgs are the keys and arguments of takeScript for one send that has
+// a bucket.
+func (t *Throttle) takeArgs(now int64, ask Ask) ([]string, []any) {
+	keys := []string{BlockedKey, DestinationKey(ask.Dest), ChannelKey(ask.Channel)}
+	args := make([]any, 0, 7)
+	args = append(args, now, t.cfg.IdleTTL.Milliseconds(), ask.Dest)
+	for _, l := range []Limit{t.cfg.Destination, t.cfg.Channels[ask.Channel]} {
 		if l.Unlimited() {
 			args = append(args, 0, 0)
 		} else {
@@ -177,48 +183,72 @@ type Ask struct {
 	Dest, Channel string
 }
 
-// TakeMany is Take for many sends in one round trip: one pipeline of the
-// take script, each take atomic on its own and in order, so sends to one
-// destination within a batch spend its tokens one after the other. It
-// returns each ask's wait (0: go now) or error.
+// TakeMany is Take for many sends in one round trip: one pipeline with the
+// take script of each send that has a bucket, each take atomic on its own
+// and in order (so sends to one destination within a batch spend its
+// tokens one after the other), and one ZMSCORE of the blocks of those
+// that have none. It returns each ask's wait (0: go now) or error.
 func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, []error) {
 	waits := make([]time.Duration, len(asks))
 	errs := make([]error, len(asks))
 	if len(asks) == 0 {
 		return waits, errs
 	}
+	now := t.cfg.Now().UnixMilli()
 	cmds := make([]*redis.Cmd, len(asks))
-	run := func(eval func(redis.Pipeliner, []string, []any) *redis.Cmd, which []int) {
-		pipe := t.rdb.Pipeline()
-		for _, i := range which {
-			keys, args := t.takeArgs(asks[i].Dest, asks[i].Channel)
-			cmds[i] = eval(pipe, keys, args)
+	var scripted, free []int
+	var members []string
+	for i, a := range asks {
+		if t.hasBucket(a.Channel) {
+			scripted = append(scripted, i)
+		} else {
+			free, members = append(free, i), append(members, a.Dest)
 		}
-		_, _ = pipe.Exec(ctx)
 	}
-	all := make([]int, len(asks))
-	for i := range all {
-		all[i] = i
+	pipe := t.rdb.Pipeline()
+	var blocks *redis.FloatSliceCmd
+	if len(free) > 0 {
+		blocks = pipe.ZMScore(ctx, BlockedKey, members...)
 	}
-	run(func(p redis.Pipeliner, k []string, a []any) *redis.Cmd { return takeScript.EvalSha(ctx, p, k, a...) }, all)
+	for _, i := range scripted {
+		keys, args := t.takeArgs(now, asks[i])
+		cmds[i] = takeScript.EvalSha(ctx, pipe, keys, args...)
+	}
+	_, _ = pipe.Exec(ctx)
 	var again []int
-	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
+	for _, i := range scripted {
+		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
 			again = append(again, i)
 		}
 	}
 	if len(again) > 0 {
 		// A restarted or flushed Redis: those takes did nothing; EVAL loads
 		// the script.
-		run(func(p redis.Pipeliner, k []string, a []any) *redis.Cmd { return takeScript.Eval(ctx, p, k, a...) }, again)
+		pipe = t.rdb.Pipeline()
+		for _, i := range again {
+			keys, args := t.takeArgs(now, asks[i])
+			cmds[i] = takeScript.Eval(ctx, pipe, keys, args...)
+		}
+		_, _ = pipe.Exec(ctx)
 	}
-	for i, c := range cmds {
-		ms, err := c.Int64()
+	for _, i := range scripted {
+		ms, err := cmds[i].Int64()
 		if err != nil {
 			errs[i] = fmt.Errorf("throttle: take %s: %w", asks[i].Dest, err)
 			continue
 		}
 		waits[i] = time.Duration(ms) * time.Millisecond
+	}
+	if blocks != nil {
+		scores, err := blocks.Result()
+		for k, i := range free {
+			switch {
+			case err != nil:
+				errs[i] = fmt.Errorf("throttle: blocks of %s: %w", asks[i].Dest, err)
+			case k < len(scores) && int64(scores[k]) > now:
+				waits[i] = time.Duration(int64(scores[k])-now) * time.Millisecond
+			}
+		}
 	}
 	return waits, errs
 }
@@ -226,19 +256,25 @@ func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, [
 // Block stops sends to dest until the time given (a receiver's
 // Retry-After), unless it is already blocked longer.
 func (t *Throttle) Block(ctx context.Context, dest string, until time.Time) error {
-	key := DestinationKey(dest)
-	ms := until.UnixMilli()
-	err := blockScript.Run(ctx, t.rdb, []string{key}, ms, max(until.Sub(t.cfg.Now()), 0).Milliseconds()+t.cfg.IdleTTL.Milliseconds()).Err()
+	err := blockScript.Run(ctx, t.rdb, []string{BlockedKey}, dest, until.UnixMilli(), t.cfg.Now().UnixMilli(),
+		t.cfg.IdleTTL.Milliseconds()).Err()
 	if err != nil {
 		return fmt.Errorf("throttle: block %s: %w", dest, err)
 	}
 	return nil
 }
 
+// blockScript raises a destination's block, forgets the blocks that have
+// ended, and keeps the set until its last block ends, plus the idle ttl.
+// KEYS: the blocked set. ARGV: destination, until ms, now ms, idle ttl ms.
 var blockScript = redis.NewScript(`
-local b = tonumber(redis.call('HGET', KEYS[1], 'blocked')) or 0
-if tonumber(ARGV[1]) > b then redis.call('HSET', KEYS[1], 'blocked', ARGV[1]) end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local b = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1])) or 0
+if tonumber(ARGV[2]) > b then redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) end
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
+local last = redis.call('ZRANGE', KEYS[1], -1, -1, 'WITHSCORES')
+if #last == 2 then
+  redis.call('PEXPIRE', KEYS[1], string.format('%.0f', tonumber(last[2]) - tonumber(ARGV[3]) + tonumber(ARGV[4])))
+end
 return 1`)
 
 // ParseRetryAfter reads a Retry-After header (delay seconds or an HTTP

@@ -2,33 +2,34 @@ package throttle
 
 import (
 	"context"
+	"errors"
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/testenv"
-	"github.com/dropstream/dropstream/stream"
 )
 
+// start returns a throttle of cfg over a fresh database of b, its client,
+// and its clock, which the test sets.
+func start(t *testing.T, b testenv.Backend, cfg Config) (*Throttle, redis.UniversalClient, *time.Time) {
+	t.Helper()
+	rdb := b.Client(t)
+	now := time.Unix(1_800_000_000, 0)
+	cfg.Now = func() time.Time { return now }
+	th, err := New(rdb, cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return th, rdb, &now
+}
+
 func TestThrottle_bucketsAndRetryAfter(t *testing.T) {
-	for name, url := range map[string]func(t *testing.T) string{
-		"miniredis":    func(t *testing.T) string { return "redis://" + miniredis.RunT(t).Addr() },
-		"redis-server": func(t *testing.T) string { return testenv.RedisURL(t) },
-	} {
-		t.Run(name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			rdb, err := stream.Dial(ctx, url(t))
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = rdb.Close() })
-			now := time.Unix(1_800_000_000, 0)
-			th, err := New(rdb, Config{Destination: Limit{Rate: 2, Burst: 3}, Channels: map[string]Limit{"email": {Rate: 1, Burst: 4}},
-				Now: func() time.Time { return now }})
-			if err != nil {
-				t.Fatal(err)
-			}
+			th, _, now := start(t, b, Config{Destination: Limit{Rate: 2, Burst: 3}, Channels: map[string]Limit{"email": {Rate: 1, Burst: 4}}})
 			// Burst of 3 for one destination, then a wait of 1/rate.
 			for i := range 3 {
 				if w, err := th.Take(ctx, "a", "webhook"); err != nil || w != 0 {
@@ -42,7 +43,7 @@ func TestThrottle_bucketsAndRetryAfter(t *testing.T) {
 			if w, _ := th.Take(ctx, "b", "webhook"); w != 0 {
 				t.Fatalf("other destination waits %s", w)
 			}
-			now = now.Add(500 * time.Millisecond)
+			*now = now.Add(500 * time.Millisecond)
 			if w, _ := th.Take(ctx, "a", "webhook"); w != 0 {
 				t.Fatalf("after refill: wait %s", w)
 			}
@@ -56,12 +57,12 @@ func TestThrottle_bucketsAndRetryAfter(t *testing.T) {
 			if w, _ := th.Take(ctx, "g", "email"); w != time.Second {
 				t.Fatalf("5th email waits %s, want 1s", w)
 			}
-			now = now.Add(time.Second)
+			*now = now.Add(time.Second)
 			if w, _ := th.Take(ctx, "g", "email"); w != 0 {
 				t.Fatalf("g's bucket was spent by the refusal: wait %s", w)
 			}
 			// Retry-After blocks the destination, whatever its tokens.
-			ra, ok := ParseRetryAfter("30", now)
+			ra, ok := ParseRetryAfter("30", *now)
 			if !ok || ra != 30*time.Second {
 				t.Fatalf("ParseRetryAfter = %s, %v", ra, ok)
 			}
@@ -71,9 +72,53 @@ func TestThrottle_bucketsAndRetryAfter(t *testing.T) {
 			if w, _ := th.Take(ctx, "b", "webhook"); w != 30*time.Second {
 				t.Fatalf("blocked destination waits %s, want 30s", w)
 			}
-			now = now.Add(31 * time.Second)
+			*now = now.Add(31 * time.Second)
 			if w, _ := th.Take(ctx, "b", "webhook"); w != 0 {
 				t.Fatalf("after Retry-After: wait %s", w)
+			}
+		})
+	}
+}
+
+// With throttling disabled no bucket is kept or spent: a batch of takes
+// only checks the Retry-After blocks (in one ZMSCORE), which still apply
+// per destination, and the set of blocks expires after the last one.
+func TestThrottle_disabledOnlyBlocks(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			th, rdb, now := start(t, b, Config{Disabled: true, IdleTTL: time.Minute})
+			asks := []Ask{{"a", "webhook"}, {"b", "webhook"}, {"a", "email"}}
+			for range 50 {
+				waits, errs := th.TakeMany(ctx, asks)
+				for i := range asks {
+					if waits[i] != 0 || errs[i] != nil {
+						t.Fatalf("take %v: wait %s, %v; want none", asks[i], waits[i], errs[i])
+					}
+				}
+			}
+			if n, err := rdb.Exists(ctx, DestinationKey("a"), ChannelKey("webhook")).Result(); err != nil || n != 0 {
+				t.Fatalf("%d bucket keys, %v: want none kept", n, err)
+			}
+			if err := th.Block(ctx, "a", now.Add(30*time.Second)); err != nil {
+				t.Fatal(err)
+			}
+			if err := th.Block(ctx, "a", now.Add(10*time.Second)); err != nil { // a shorter block does not shorten it
+				t.Fatal(err)
+			}
+			waits, errs := th.TakeMany(ctx, asks)
+			if waits[0] != 30*time.Second || waits[1] != 0 || waits[2] != 30*time.Second || errors.Join(errs...) != nil {
+				t.Fatalf("waits %v, %v: want a blocked 30s on every channel, b free", waits, errs)
+			}
+			if w, err := th.Take(ctx, "a", "webhook"); w != 30*time.Second || err != nil {
+				t.Fatalf("Take: %s, %v", w, err)
+			}
+			if ttl, err := rdb.PTTL(ctx, BlockedKey).Result(); err != nil || ttl <= 0 || ttl > 30*time.Second+time.Minute {
+				t.Fatalf("blocks kept for %s, %v: want until the block ends plus the idle ttl", ttl, err)
+			}
+			*now = now.Add(30 * time.Second)
+			if waits, _ := th.TakeMany(ctx, asks); waits[0] != 0 || waits[2] != 0 {
+				t.Fatalf("after the block: waits %v", waits)
 			}
 		})
 	}
