@@ -68,6 +68,9 @@ type Notification struct {
 	Title string
 	// Text is a short human text (the email body's first paragraph).
 	Text string
+	// HTML is Text as an HTML fragment, when the request has one
+	// (Request.HTML): the email's HTML body shows it in place of Text.
+	HTML string
 	// UnsubscribeURL is the recipient's unsubscribe link, when it has one.
 	UnsubscribeURL string
 }

@@ -137,7 +137,7 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 			Notification: Notification{Flow: r.Flow, Event: r.Event,
 				Recipient: Recipient{ID: j.t.subscriberID, Address: j.t.dest.Address, Secret: j.t.dest.Secret},
 				EventID:   j.rec.ID, Subject: r.Subject, TraceID: r.TraceID, ObservedAt: r.ObservedAt, Body: body,
-				Title: r.Title, Text: r.Text, UnsubscribeURL: d.unsubscribeURL(j.t.dest)}})
+				Title: r.Title, Text: r.Text, HTML: r.HTML, UnsubscribeURL: d.unsubscribeURL(j.t.dest)}})
 	}
 	opts := BatchOptions{Concurrency: d.cfg.Concurrency, Slots: d.slots}
 	if d.throttle != nil {

@@ -8,6 +8,7 @@ import (
 	"errors"
 	"fmt"
 	"time"
+	"unicode/utf8"
 
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
@@ -33,6 +34,7 @@ const (
 	MaxSubjectLen   = 512
 	MaxWindowLen    = 128
 	MaxTextLen      = 2048
+	MaxHTMLLen      = 32 << 10
 	MaxRequestBytes = 64 << 10
 )
 
@@ -69,6 +71,13 @@ type Request struct {
 	// Title and Text are human texts for email and Slack.
 	Title string `json:"title,omitempty"`
 	Text  string `json:"text,omitempty"`
+	// HTML is the human text as an HTML fragment (a list of links, say),
+	// which the email channel puts in its HTML body in place of Text; Text
+	// stays the plain-text body. It is inserted as it is: the producing
+	// flow renders it with html/template, escaping its own data (only the
+	// flows publish requests). At most MaxHTMLLen bytes. A digest of
+	// several requests lists their texts.
+	HTML string `json:"html,omitempty"`
 	// Payload is the flow's JSON document, sent as the webhook body's
 	// "payload".
 	Payload json.RawMessage `json:"payload,omitempty"`
@@ -107,6 +116,9 @@ func (r Request) Validate() error {
 		if _, err := r.Destination.Core(); err != nil {
 			errs = append(errs, err)
 		}
+	}
+	if len(r.HTML) > MaxHTMLLen || hasControlHTML(r.HTML) {
+		errs = append(errs, fmt.Errorf("html: want at most %d bytes of valid UTF-8", MaxHTMLLen))
 	}
 	if len(r.Title) > MaxTextLen || len(r.Text) > MaxTextLen || len(r.TraceID) > 64 || len(r.EventID) > 128 || len(r.RunID) > 128 ||
 		len(r.SubscriberID) > 64 || len(r.DestinationID) > 64 {
@@ -174,4 +186,18 @@ func requestKey(r Request, subscriberID, destID string) string {
 	}
 	sum := sha256.Sum256([]byte(r.Subject + "\x00" + r.Window))
 	return r.Flow + ":" + subscriberID + ":" + destID + ":h" + hex.EncodeToString(sum[:16])
+}
+
+// hasControlHTML reports whether an HTML fragment is not valid UTF-8 or
+// holds a control character other than tab, newline and carriage return.
+func hasControlHTML(s string) bool {
+	if !utf8.ValidString(s) {
+		return true
+	}
+	for _, c := range s {
+		if c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f {
+			return true
+		}
+	}
+	return false
 }

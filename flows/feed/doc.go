@@ -105,9 +105,9 @@
 // rest wait for the next poll); the per-host rate limit is per copy of the
 // Poller (the gates keep each feed to one poll per period, whatever the
 // number of copies, but a host serving many feeds sees each copy's limit);
-// the notifier's email channel renders a request's text (at most
-// notifier.MaxTextLen bytes, so a long collection's text lists its first
-// items and counts the rest) into both the text and the HTML part, so the
-// flow's HTML template reaches webhook receivers (the payload's "html")
-// and log destinations, not mail.
+// a request's text is at most notifier.MaxTextLen bytes, so a long
+// collection's plain-text mail lists its first items and counts the rest,
+// while its HTML part (the flow's template, notifier.Request.HTML, up to
+// notifier.MaxHTMLLen bytes) links many more; a subscriber's notifier
+// digest of several collections shows their texts.
 package feed

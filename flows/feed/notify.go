@@ -228,7 +228,7 @@ func collectionRequest(sub Subscription, c Collection, msg Message, body json.Ra
 	return notifier.Request{Flow: FlowName, Event: "feed.collection", Subject: clip(subject(c.FeedID, c.Subscribable), notifier.MaxSubjectLen),
 		SubscriberID: sub.SubscriberID, DestinationID: sub.DestinationID,
 		Window: clip(c.Within+"@"+fmt.Sprint(c.OpenedMs), notifier.MaxWindowLen), Title: clip(msg.Subject, notifier.MaxTextLen),
-		Text: msg.Text, Payload: body, ObservedAt: time.UnixMilli(c.CompletedMs), TraceID: traceID,
+		Text: msg.Text, HTML: msg.HTMLBody, Payload: body, ObservedAt: time.UnixMilli(c.CompletedMs), TraceID: traceID,
 		EventID: clip(c.FeedID+":"+c.Subscribable+":"+c.Within, 128)}
 }
 
@@ -243,5 +243,5 @@ func (f *Flow) confirmRequest(fd Feed, name, subscriberID string, d subscriber.D
 	body, _ := json.Marshal(Message{Kind: msg.Kind, FeedID: fd.ID, FeedURL: fd.URL, Subscribable: name, Subject: msg.Subject})
 	return notifier.Request{Flow: FlowName, Event: "feed.confirm", Subject: clip(subject(fd.ID, name), notifier.MaxSubjectLen),
 		SubscriberID: subscriberID, Destination: &d, Window: "confirm:" + d.ID, Critical: true, Title: msg.Subject,
-		Text: msg.Text, Payload: body}, nil
+		Text: msg.Text, HTML: msg.HTMLBody, Payload: body}, nil
 }

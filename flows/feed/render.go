@@ -36,6 +36,9 @@ type Message struct {
 	Subject        string      `json:"subject"`
 	Text           string      `json:"text,omitempty"`
 	HTML           string      `json:"html,omitempty"`
+	// HTMLBody is the HTML body as a fragment for e-mail
+	// (notifier.Request.HTML): as many items as fit notifier.MaxHTMLLen.
+	HTMLBody string `json:"-"`
 	Items          []poll.Item `json:"items,omitempty"`
 	ConfirmURL     string      `json:"confirm_url,omitempty"`
 }
@@ -67,7 +70,10 @@ func renderCollection(f Feed, c Collection) (Message, error) {
 	if m.HTML, err = renderHTML("collection", v); err != nil {
 		return Message{}, err
 	}
-	m.Text, err = fitText("collection", v)
+	if m.HTMLBody, err = fit(v, notifier.MaxHTMLLen, htmlRenderer("collection-body")); err != nil {
+		return Message{}, err
+	}
+	m.Text, err = fit(v, notifier.MaxTextLen, textRenderer("collection"))
 	return m, err
 }
 
@@ -81,7 +87,10 @@ func renderConfirm(f Feed, subscribable, confirmURL string) (Message, error) {
 	if m.HTML, err = renderHTML("confirm", v); err != nil {
 		return Message{}, err
 	}
-	m.Text, err = fitText("confirm", v)
+	if m.HTMLBody, err = fit(v, notifier.MaxHTMLLen, htmlRenderer("confirm-body")); err != nil {
+		return Message{}, err
+	}
+	m.Text, err = fit(v, notifier.MaxTextLen, textRenderer("confirm"))
 	return m, err
 }
 
@@ -93,38 +102,56 @@ func renderHTML(name string, v view) (string, error) {
 	return b.String(), nil
 }
 
-// fitText renders the text template with as many of v's items as fit
-// notifier.MaxTextLen (the bound of a request's text), the first ones.
-func fitText(name string, v view) (string, error) {
-	all := v.Items
-	render := func(n int) (string, error) {
-		v.Items, v.More = all[:n], len(all)-n
+// textRenderer renders the text template name.
+func textRenderer(name string) func(view) (string, error) {
+	return func(v view) (string, error) {
 		var b bytes.Buffer
 		if err := textTemplates.ExecuteTemplate(&b, name+".txt.tmpl", v); err != nil {
 			return "", fmt.Errorf("feed: render %s text: %w", name, err)
 		}
 		return b.String(), nil
 	}
-	s, err := render(len(all))
-	if err != nil || len(s) <= notifier.MaxTextLen {
+}
+
+// htmlRenderer renders the HTML template (or defined fragment) name.
+func htmlRenderer(name string) func(view) (string, error) {
+	return func(v view) (string, error) {
+		var b bytes.Buffer
+		if err := htmlTemplates.ExecuteTemplate(&b, name, v); err != nil {
+			return "", fmt.Errorf("feed: render %s: %w", name, err)
+		}
+		return b.String(), nil
+	}
+}
+
+// fit renders v with as many of its items as fit limit bytes, the first
+// ones (the template counts the others in View.More).
+func fit(v view, limit int, render func(view) (string, error)) (string, error) {
+	all := v.Items
+	first := func(n int) (string, error) {
+		v.Items, v.More = all[:n], len(all)-n
+		return render(v)
+	}
+	s, err := first(len(all))
+	if err != nil || len(s) <= limit {
 		return s, err
 	}
 	lo, hi := 0, len(all) // the longest prefix that fits is in [lo, hi)
 	for hi-lo > 1 {
 		mid := (lo + hi) / 2
-		if s, err = render(mid); err != nil {
+		if s, err = first(mid); err != nil {
 			return "", err
 		}
-		if len(s) <= notifier.MaxTextLen {
+		if len(s) <= limit {
 			lo = mid
 		} else {
 			hi = mid
 		}
 	}
-	if s, err = render(lo); err != nil {
+	if s, err = first(lo); err != nil {
 		return "", err
 	}
-	return clip(s, notifier.MaxTextLen), nil
+	return clip(s, limit), nil
 }
 
 // body is the JSON document a log destination receives.

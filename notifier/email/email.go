@@ -65,12 +65,15 @@ type Config struct {
 
 // Data is what the templates get.
 type Data struct {
-	ID             string
-	Flow           string
-	Event          string
-	Subject        string
-	Title          string
-	Text           string
+	ID      string
+	Flow    string
+	Event   string
+	Subject string
+	Title   string
+	Text    string
+	// HTML is the notification's HTML fragment (notifier.Request.HTML),
+	// empty when it has none: the HTML body shows it in place of Text.
+	HTML           htmltemplate.HTML
 	ObservedAt     time.Time
 	UnsubscribeURL string
 }
@@ -89,7 +92,7 @@ To stop these messages: {{.UnsubscribeURL}}
 const DefaultHTMLTemplate = `<!doctype html>
 <html><body>
 <h1>{{.Title}}</h1>
-{{if .Text}}<p>{{.Text}}</p>{{end}}
+{{if .HTML}}{{.HTML}}{{else if .Text}}<p>{{.Text}}</p>{{end}}
 <p>About: {{.Subject}} ({{.Event}})</p>
 {{if .UnsubscribeURL}}<p><a href="{{.UnsubscribeURL}}">Unsubscribe</a></p>{{end}}
 </body></html>`
@@ -244,7 +247,7 @@ func (c *Channel) compose(n notifier.Notification) ([]byte, error) {
 		title = n.Event + ": " + n.Subject
 	}
 	data := Data{ID: n.EventID, Flow: n.Flow, Event: n.Event, Subject: n.Subject, Title: title, Text: n.Text,
-		ObservedAt: n.ObservedAt, UnsubscribeURL: n.UnsubscribeURL}
+		HTML: htmltemplate.HTML(n.HTML), ObservedAt: n.ObservedAt, UnsubscribeURL: n.UnsubscribeURL}
 	var text, html bytes.Buffer
 	if err := c.text.Execute(&text, data); err != nil {
 		return nil, err

@@ -61,6 +61,32 @@ func TestChannel_sendsOverStartTLSWithAuth(t *testing.T) {
 	}
 }
 
+// A notification with an HTML fragment (notifier.Request.HTML) shows it as
+// it is in the HTML part, in place of the escaped text; the text part
+// keeps the text.
+func TestChannel_htmlFragmentReplacesTheTextInTheHTMLPart(t *testing.T) {
+	s := startServer(t, nil)
+	n := note()
+	n.HTML = `<ul><li><a href="https://example.org/1?a=1&amp;b=2">First &amp; best</a></li></ul>`
+	if err := channel(t, s, "s3cret").Send(context.Background(), n); err != nil {
+		t.Fatal(err)
+	}
+	got := s.Received()
+	if len(got) != 1 {
+		t.Fatalf("received %d mails, want 1", len(got))
+	}
+	parts := got[0].Parts
+	if !strings.Contains(parts["text/html"], n.HTML) || strings.Contains(parts["text/html"], "A copy &lt;in&gt;") {
+		t.Errorf("html part %q: want the fragment as it is, without the text", parts["text/html"])
+	}
+	if !strings.Contains(parts["text/html"], `href="http://localhost:8080/v1/unsubscribe/tok"`) {
+		t.Errorf("html part %q lost its unsubscribe link", parts["text/html"])
+	}
+	if !strings.Contains(parts["text/plain"], "A copy <in> stock & more") || strings.Contains(parts["text/plain"], "<ul>") {
+		t.Errorf("text part %q: want the text, not the fragment", parts["text/plain"])
+	}
+}
+
 func TestChannel_failures(t *testing.T) {
 	s := startServer(t, func(to string) error {
 		switch to {
