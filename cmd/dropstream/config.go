@@ -86,6 +86,7 @@ var flowVariables = []envVar{
 	{"DROPSTREAM_SMTP_FROM", "", "sender address of notification emails (required with DROPSTREAM_SMTP_ADDR)"},
 	{"DROPSTREAM_SMTP_USERNAME", "", "SMTP AUTH PLAIN user name; empty: no authentication"},
 	{"DROPSTREAM_SMTP_PASSWORD", "", "SMTP AUTH password"},
+	{"DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT", "64", "notifier: sends in flight at once per notifier-deliver copy; a copy sends at most this many ÷ the receivers' answer time per second"},
 	{"DROPSTREAM_COMIC_NOTIFY_URL", "", "comic flow: POST /notify URL for subscriptions without their own; empty: such notifications go to the log channel"},
 	{"DROPSTREAM_COMIC_NOTIFY_SECRET", "", "comic flow: HMAC secret (at least 16 bytes) signing requests to DROPSTREAM_COMIC_NOTIFY_URL"},
 	{"DROPSTREAM_CHECKOUT_TIMEOUT", "30s", "checkout flow: how long a checkout call waits for its saga before giving the attempt up (compensated, 400)"},

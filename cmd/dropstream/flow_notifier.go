@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"os"
+	"strconv"
 	"time"
 
 	"github.com/dropstream/dropstream/api"
@@ -30,7 +31,8 @@ func init() { registerFlow(buildNotifier) }
 //
 // Environment: DROPSTREAM_PUBLIC_URL (base of the links in messages,
 // default http://localhost:8080); DROPSTREAM_SMTP_ADDR, _FROM, _USERNAME,
-// _PASSWORD (the email channel, off when DROPSTREAM_SMTP_ADDR is empty).
+// _PASSWORD (the email channel, off when DROPSTREAM_SMTP_ADDR is empty);
+// DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT (notifier.DeliverConfig.MaxInFlight).
 func buildNotifier(ctx context.Context, a *app) (*flow, error) {
 	f := &flow{name: "notifier"}
 	topic := notifier.RequestTopic(a.cfg.Partitions)
@@ -50,12 +52,12 @@ func buildNotifier(ctx context.Context, a *app) (*flow, error) {
 	if err != nil {
 		return nil, err
 	}
-	publicURL := os.Getenv("DROPSTREAM_PUBLIC_URL")
-	if publicURL == "" {
-		publicURL = notifier.DefaultPublicURL
+	cfg, err := deliverConfig()
+	if err != nil {
+		return nil, err
 	}
 	d, err := notifier.NewDeliverer(a.rdb, topic, notifier.DeliverDeps{Subscribers: subs, Channels: channels, Throttle: th,
-		History: hist, Publisher: a.pub}, notifier.DeliverConfig{PublicURL: publicURL}, a.tel)
+		History: hist, Publisher: a.pub}, cfg, a.tel)
 	if err != nil {
 		return nil, fmt.Errorf("notifier: %w", err)
 	}
@@ -80,7 +82,7 @@ func buildNotifier(ctx context.Context, a *app) (*flow, error) {
 	}
 	ch := a.ch
 	f.routes = func(srv *api.Server) {
-		api.SubscriberRoutes{Store: subs, Notify: notify, PublicURL: publicURL}.Register(srv)
+		api.SubscriberRoutes{Store: subs, Notify: notify, PublicURL: cfg.PublicURL}.Register(srv)
 		nr := api.NotificationRoutes{History: hist}
 		if ch != nil {
 			nr.Cause = func(ctx context.Context, eventID, runID string) (clickhouse.Cause, error) {
@@ -134,4 +136,21 @@ func expiryLoop(ctx context.Context, a *app, subs *subscriber.Store) error {
 		case <-t.C:
 		}
 	}
+}
+
+// deliverConfig is the notifier-deliver stage's configuration from
+// DROPSTREAM_PUBLIC_URL and DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT.
+func deliverConfig() (notifier.DeliverConfig, error) {
+	cfg := notifier.DeliverConfig{PublicURL: os.Getenv("DROPSTREAM_PUBLIC_URL")}
+	if cfg.PublicURL == "" {
+		cfg.PublicURL = notifier.DefaultPublicURL
+	}
+	if s := os.Getenv("DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT"); s != "" {
+		n, err := strconv.Atoi(s)
+		if err != nil || n < 1 {
+			return cfg, fmt.Errorf("notifier: DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT %q: want a positive number of sends", s)
+		}
+		cfg.MaxInFlight = n
+	}
+	return cfg, cfg.WithDefaults().Validate()
 }
