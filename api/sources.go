@@ -81,7 +81,13 @@ func (r SourceRoutes) get(c *fiber.Ctx) error {
 		return err
 	}
 	out := sourceDetail{Source: src.Redacted()}
-	if r.Collector != nil {
+	// The health every collector copy shares, once one has polled the
+	// source; else what this process's collector knows.
+	if h, polled, err := r.Store.Health(c.UserContext(), src.ID); err != nil {
+		return err
+	} else if polled {
+		out.Health = &h
+	} else if r.Collector != nil {
 		if h, err := r.Collector.Health(src.ID); err == nil {
 			out.Health = &h
 		}

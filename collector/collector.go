@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/pollgate"
 	"github.com/dropstream/dropstream/internal/ratelimit"
 	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
@@ -38,6 +39,7 @@ type Collector struct {
 	mu      sync.Mutex
 	sources map[string]*sourceState
 	buckets map[string]*ratelimit.Bucket
+	gate    *pollgate.Gate // with CollectorConfig.Shared
 	jobs    jobHeap
 	wake    chan struct{}
 	running bool
@@ -89,6 +91,11 @@ func NewCollector(topics avail.Topics, pub *stream.Publisher, cfg CollectorConfi
 		return nil, fmt.Errorf("collector: %w", err)
 	}
 	c.met = met
+	if cfg.Shared != nil {
+		if c.gate, err = pollgate.New(cfg.Shared, pollgate.Config{Owner: cfg.Owner}); err != nil {
+			return nil, fmt.Errorf("collector: %w", err)
+		}
+	}
 	return c, nil
 }
 

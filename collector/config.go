@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -44,6 +46,19 @@ type CollectorConfig struct {
 	// Store, when set, is the source of truth Run reloads sources from.
 	// Default nil: sources come from Upsert and Remove only.
 	Store *Store
+	// Shared, when set, lets any number of collector copies, in one
+	// process or many, run the same sources on this Redis: in Run each
+	// scope is polled by one copy per delay (the scope's poll gate, package
+	// pollgate), and the sources' health (consecutive failures, down, the
+	// auth pause) is counted over every copy's runs, so a source goes down
+	// or up once and one copy publishes that transition (Store.Health reads
+	// it). PollOnce polls at once whatever the gates. The gates run on
+	// Redis time: Shared needs the system clock. Default nil: this
+	// collector alone polls its sources, with its own health.
+	Shared redis.UniversalClient
+	// Owner names this copy in the gates it takes, with Shared. Default
+	// stream.DefaultConsumerName().
+	Owner string
 	// UserAgent is sent with every request. Default
 	// "dropstream-collector/1 (+https://github.com/dropstream/dropstream)".
 	UserAgent string
@@ -98,6 +113,9 @@ func (c CollectorConfig) WithDefaults() CollectorConfig {
 	}
 	if c.Clock == nil {
 		c.Clock = SystemClock{}
+	}
+	if c.Shared != nil && c.Owner == "" {
+		c.Owner = stream.DefaultConsumerName()
 	}
 	return c
 }

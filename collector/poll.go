@@ -3,6 +3,7 @@ package collector
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -133,9 +134,25 @@ func (c *Collector) recordHealth(ctx context.Context, src Source, gen uint64, ru
 		c.mu.Unlock()
 		return 0, nil
 	}
-	kind := st.health.record(run.Status == avail.StatusOK, run.RunID, run.FinishedAt, run.Error, authExpired, c.cfg.DownAfter)
-	h := st.health
-	c.mu.Unlock()
+	var kind string
+	var h SourceHealth
+	if c.cfg.Shared == nil {
+		kind = st.health.record(run.Status == avail.StatusOK, run.RunID, run.FinishedAt, run.Error, authExpired, c.cfg.DownAfter)
+		h = st.health
+		c.mu.Unlock()
+	} else {
+		fp := st.fp
+		c.mu.Unlock()
+		var err error
+		if kind, h, err = c.recordShared(ctx, src, fp, run, authExpired); err != nil {
+			return 0, err
+		}
+		c.mu.Lock()
+		if st, ok := c.sources[src.ID]; ok && st.gen == gen {
+			st.health = h
+		}
+		c.mu.Unlock()
+	}
 	if kind == "" {
 		return h.ConsecutiveFailures, nil
 	}
@@ -158,6 +175,9 @@ func (c *Collector) recordHealth(ctx context.Context, src Source, gen uint64, ru
 			st.health.Status = st.health.status()
 		}
 		c.mu.Unlock()
+		if c.cfg.Shared != nil {
+			err = errors.Join(err, c.unflip(ctx, src.ID, run.RunID, kind == avail.KindOpen))
+		}
 		return 0, fmt.Errorf("publish source transition of %s: %w", src.ID, err)
 	}
 	if kind == avail.KindClose {

@@ -158,9 +158,29 @@ func (c *Collector) runJob(ctx context.Context, j *job) {
 	}
 	src := st.src
 	c.mu.Unlock()
+	gate := ""
+	if c.gate != nil {
+		gate = c.gateKey(src.Scopes[j.scope].Key(src.ID))
+		ok, wait, err := c.gate.Take(ctx, gate, c.cfg.Timeout+gateMargin)
+		switch {
+		case err != nil:
+			c.log.WarnContext(ctx, "poll gate unavailable; trying again later", "source", src.ID, "error", err)
+			c.reschedule(j, src.Interval)
+			return
+		case !ok:
+			// Another copy polls the scope: come back when its gate opens,
+			// or after an interval at most (while a poll is in flight the
+			// gate's hold is the request timeout, not the next due time).
+			c.reschedule(j, min(wait, src.Interval))
+			return
+		}
+	}
 	res, err := c.poll(ctx, src, j.gen, j.scope)
 	if err != nil {
 		if ctx.Err() != nil {
+			if gate != "" {
+				_ = c.gate.Open(context.WithoutCancel(ctx), gate) // another copy may poll it now
+			}
 			return // shutting down: nothing to schedule
 		}
 		c.log.ErrorContext(ctx, "poll not recorded", "source", src.ID, "error", err)
@@ -171,10 +191,21 @@ func (c *Collector) runJob(ctx context.Context, j *job) {
 		return // paused until the configuration changes
 	}
 	delay := c.nextDelay(src.Interval, res)
+	if gate != "" {
+		if delay, err = c.gate.Hold(ctx, gate, delay); err != nil {
+			c.log.WarnContext(ctx, "poll gate not held; another copy may poll early", "source", src.ID, "error", err)
+		}
+	}
+	c.reschedule(j, delay)
+}
+
+// reschedule books job j's next poll in d, unless its source changed, went
+// or paused meanwhile.
+func (c *Collector) reschedule(j *job, d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if st, ok := c.sources[j.source]; ok && st.gen == j.gen && !st.health.Paused {
-		c.jobs.push(&job{due: c.cfg.Clock.Now().Add(delay), source: j.source, gen: j.gen, scope: j.scope})
+		c.jobs.push(&job{due: c.cfg.Clock.Now().Add(d), source: j.source, gen: j.gen, scope: j.scope})
 		c.signal()
 	}
 }

@@ -121,7 +121,7 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	if n == 0 {
 		return fmt.Errorf("%w: %q", ErrSourceNotFound, clipText(id))
 	}
-	return nil
+	return s.deleteHealth(ctx, id)
 }
 
 // decodeStored decodes and validates one stored source.

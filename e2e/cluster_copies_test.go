@@ -25,12 +25,14 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// pollersDrivenByTest are the services of the binary that cannot run in
-// two processes yet: each copy would poll every source or feed. The test
-// runs every other service in both processes and polls in its own
-// process instead (collector.Collector.PollOnce, feed Poller.PollOnce).
-// Once a poller shares its schedule between copies, remove it here and
-// from its flow's driver (copiesFlow.wave).
+// pollersDrivenByTest are the services of the binary whose work the test
+// drives itself, so that it knows every poll the flows saw and can check
+// their outcomes exactly: the test polls in its own process
+// (collector.Collector.PollOnce, feed Poller.PollOnce) instead. Both
+// pollers run safely in many copies (their poll gates, package pollgate:
+// TestCollector_copiesShareTheScheduleOfEveryScope and
+// TestPoller_copiesShareTheFeedsSchedule show two copies sharing one
+// schedule).
 var pollersDrivenByTest = map[string]string{
 	"avail-collector": "availability polls come from collector.PollOnce in the test",
 	"feed-poller":     "feed polls come from the feed flow's Poller.PollOnce in the test",

@@ -56,6 +56,8 @@ var scriptsRunElsewhere = map[string]string{
 	"internal/pollgate/pollgate.go:takeScript": "TestGate_oneCopyPollsWhileTheGateIsClosed/redis-cluster (internal/pollgate)",
 	"internal/pollgate/pollgate.go:holdScript": "TestGate_oneCopyPollsWhileTheGateIsClosed/redis-cluster (internal/pollgate)",
 	"internal/pollgate/pollgate.go:openScript": "TestGate_oneCopyPollsWhileTheGateIsClosed/redis-cluster (internal/pollgate)",
+	"collector/shared.go:healthScript":         "TestCollector_copiesShareTheSourceHealth/redis-cluster (collector)",
+	"collector/shared.go:unflipScript":         "TestCollector_copiesShareTheSourceHealth/redis-cluster (collector)",
 }
 
 // scriptsOnlyInTests are scripts no production code runs (only their

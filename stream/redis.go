@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"strings"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
@@ -54,23 +55,55 @@ func redactURL(u string) string {
 // Embedded is an in-process Redis (miniredis) for the embedded mode: no
 // persistence, one process, every stream feature the runtime uses.
 type Embedded struct {
-	srv *miniredis.Miniredis
+	srv  *miniredis.Miniredis
+	stop chan struct{}
+	done chan struct{}
 }
 
-// StartEmbedded starts an in-process Redis on a free loopback port.
+// expiryTick is how often the embedded Redis's keys age: TTLs count down
+// in steps of about this much.
+const expiryTick = 50 * time.Millisecond
+
+// StartEmbedded starts an in-process Redis on a free loopback port. Its
+// keys expire on the wall clock, as on a real Redis (miniredis, made for
+// tests, leaves TTLs alone unless told time passed: a lease, a gate or a
+// cache would never end).
 func StartEmbedded() (*Embedded, error) {
 	srv := miniredis.NewMiniRedis()
 	if err := srv.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("start embedded redis: %w", err)
 	}
-	return &Embedded{srv: srv}, nil
+	e := &Embedded{srv: srv, stop: make(chan struct{}), done: make(chan struct{})}
+	go e.age()
+	return e, nil
+}
+
+// age moves the server's clock with the wall clock until Close.
+func (e *Embedded) age() {
+	defer close(e.done)
+	t := time.NewTicker(expiryTick)
+	defer t.Stop()
+	last := time.Now()
+	for {
+		select {
+		case <-e.stop:
+			return
+		case now := <-t.C:
+			e.srv.FastForward(now.Sub(last))
+			last = now
+		}
+	}
 }
 
 // URL returns the redis:// URL of the embedded server.
 func (e *Embedded) URL() string { return "redis://" + e.srv.Addr() + "/0" }
 
 // Close stops the embedded server; its data is gone.
-func (e *Embedded) Close() { e.srv.Close() }
+func (e *Embedded) Close() {
+	close(e.stop)
+	<-e.done
+	e.srv.Close()
+}
 
 func randomSuffix() string {
 	var b [4]byte

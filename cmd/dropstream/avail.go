@@ -42,7 +42,7 @@ type idleGroup struct {
 func (a *app) newAvailability() (*availability, error) {
 	topics := avail.NewTopics(a.cfg.Partitions)
 	av := &availability{topics: topics, sources: collector.NewStore(a.rdb)}
-	col, err := collector.NewCollector(topics, a.pub, collector.CollectorConfig{Store: av.sources})
+	col, err := collector.NewCollector(topics, a.pub, collector.CollectorConfig{Store: av.sources, Shared: a.rdb})
 	if err != nil {
 		return nil, fmt.Errorf("collector: %w", err)
 	}

@@ -190,7 +190,10 @@ func (p *Poller) pollShared(ctx context.Context, fd Feed) {
 		p.book(fd.ID, fd.Poll())
 		return
 	case !ok:
-		p.book(fd.ID, wait) // another copy polled it
+		// Another copy polls it: look again when its gate opens, or after a
+		// period at most (while a poll is in flight the gate's hold is the
+		// fetch timeout, not the next due time).
+		p.book(fd.ID, min(wait, fd.Poll()))
 		return
 	}
 	_, d, err := p.poll(ctx, fd)

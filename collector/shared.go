@@ -1,0 +1,144 @@
+package collector
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/avail"
+)
+
+// Copies of the collector (CollectorConfig.Shared) share two things in
+// Redis:
+//
+//	ds:{<raw partition tag>}:gate:<scope key>   the scope's poll gate (package pollgate)
+//	ds:{src.<source id>}:health                 hash: the source's health, see healthScript
+//
+// The gate keeps each scope to one poll per delay (the interval, a backoff,
+// a Retry-After) whatever the number of copies; the shared health makes the
+// consecutive failures count every copy's runs, so the source goes down (or
+// comes back up) once, and one copy publishes the transition.
+
+// gateMargin is added to the request timeout for the time a copy holds a
+// scope's gate while it polls it.
+const gateMargin = 10 * time.Second
+
+// healthKey is the Redis hash of a source's shared health.
+func healthKey(sourceID string) string { return "ds:{src." + sourceID + "}:health" }
+
+// gateKey is the poll gate of a scope, in the raw topic partition of its
+// scope key.
+func (c *Collector) gateKey(scopeKey string) string {
+	return "ds:" + c.topics.Raw.HashTag(c.topics.Raw.Partition(scopeKey)) + ":gate:" + scopeKey
+}
+
+// healthFields are the fields healthScript returns, in order.
+var healthFields = []string{"failures", "down", "paused", "last_success", "last_failure", "last_error", "last_run"}
+
+// healthScript folds one run into a source's shared health, as
+// SourceHealth.record does for a copy's own. KEYS health; ARGV ok (1/0),
+// run id, finished (Unix ms), error text, auth expired (1/0), DownAfter,
+// the source's fingerprint. A new fingerprint (a changed configuration)
+// lifts the auth pause first. It returns the transition kind ("open",
+// "close" or "") and the health fields of healthFields.
+var healthScript = redis.NewScript(`
+local h = KEYS[1]
+if redis.call('HGET', h, 'fp') ~= ARGV[7] then redis.call('HSET', h, 'fp', ARGV[7], 'paused', '0') end
+local down = redis.call('HGET', h, 'down') == '1'
+local kind = ''
+redis.call('HSET', h, 'last_run', ARGV[2])
+if ARGV[1] == '1' then
+  redis.call('HSET', h, 'failures', '0', 'last_success', ARGV[3])
+  if down then redis.call('HSET', h, 'down', '0', 'flip_run', ARGV[2]); kind = 'open' end
+else
+  local n = redis.call('HINCRBY', h, 'failures', 1)
+  redis.call('HSET', h, 'last_failure', ARGV[3], 'last_error', ARGV[4])
+  if ARGV[5] == '1' then redis.call('HSET', h, 'paused', '1') end
+  if not down and n >= tonumber(ARGV[6]) then redis.call('HSET', h, 'down', '1', 'flip_run', ARGV[2]); kind = 'close' end
+end
+return {kind, redis.call('HMGET', h, 'failures', 'down', 'paused', 'last_success', 'last_failure', 'last_error', 'last_run')}`)
+
+// unflipScript undoes the flip of run ARGV[1] (its transition could not be
+// published), so that the next run flips again. KEYS health; ARGV run id,
+// the down state to restore ("0" or "1").
+var unflipScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], 'flip_run') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'down', ARGV[2], 'flip_run', '')
+return 1`)
+
+// recordShared folds run into the source's shared health and returns the
+// transition kind it causes and the health after it.
+func (c *Collector) recordShared(ctx context.Context, src Source, fp string, run avail.RawRun, authExpired bool) (string, SourceHealth, error) {
+	at := run.FinishedAt.UnixMilli()
+	res, err := healthScript.Run(ctx, c.cfg.Shared, []string{healthKey(src.ID)}, flag(run.Status == avail.StatusOK),
+		run.RunID, at, run.Error, flag(authExpired), c.cfg.DownAfter, fp).Slice()
+	if err != nil {
+		return "", SourceHealth{}, fmt.Errorf("record health of %s: %w", src.ID, err)
+	}
+	if len(res) != 2 {
+		return "", SourceHealth{}, fmt.Errorf("record health of %s: reply %v", src.ID, res)
+	}
+	kind, _ := res[0].(string)
+	vals, _ := res[1].([]any)
+	return kind, healthOf(src.ID, vals), nil
+}
+
+// unflip undoes the flip of runID in the source's shared health.
+func (c *Collector) unflip(ctx context.Context, sourceID, runID string, wasDown bool) error {
+	return unflipScript.Run(ctx, c.cfg.Shared, []string{healthKey(sourceID)}, runID, flag(wasDown)).Err()
+}
+
+// Health returns a source's health as the copies of the collector share it
+// (CollectorConfig.Shared), and false when no copy has polled it yet.
+func (s *Store) Health(ctx context.Context, id string) (SourceHealth, bool, error) {
+	vals, err := s.rdb.HMGet(ctx, healthKey(id), healthFields...).Result()
+	if err != nil {
+		return SourceHealth{}, false, fmt.Errorf("health of %s: %w", clipText(id), err)
+	}
+	if vals[len(vals)-1] == nil {
+		return SourceHealth{}, false, nil
+	}
+	return healthOf(id, vals), true, nil
+}
+
+// healthOf decodes the values of healthFields.
+func healthOf(id string, vals []any) SourceHealth {
+	str := func(i int) string {
+		if i < len(vals) {
+			s, _ := vals[i].(string)
+			return s
+		}
+		return ""
+	}
+	ms := func(i int) time.Time {
+		n, err := strconv.ParseInt(str(i), 10, 64)
+		if err != nil || n == 0 {
+			return time.Time{}
+		}
+		return time.UnixMilli(n).UTC()
+	}
+	failures, _ := strconv.Atoi(str(0))
+	h := SourceHealth{SourceID: id, ConsecutiveFailures: failures, Down: str(1) == "1", Paused: str(2) == "1",
+		LastSuccess: ms(3), LastFailure: ms(4), LastError: str(5), LastRunID: str(6)}
+	h.Status = h.status()
+	return h
+}
+
+// deleteHealth forgets a source's shared health.
+func (s *Store) deleteHealth(ctx context.Context, id string) error {
+	if err := s.rdb.Del(ctx, healthKey(id)).Err(); err != nil && !errors.Is(err, redis.Nil) {
+		return fmt.Errorf("delete health of %s: %w", clipText(id), err)
+	}
+	return nil
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
