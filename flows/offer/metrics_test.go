@@ -35,8 +35,31 @@ func TestMetrics_hitRateResultAgeAndFanoutLatency(t *testing.T) {
 		}
 		clk.advance(5 * time.Second)
 	}
+	searches, histCount, ageSum := collectOfferMetrics(t, reader)
+	// The last handler records the fan-out latency after its answer
+	// completed the result, which may be after the search that waited for
+	// it has returned.
+	testenv.WaitFor(t, 10*time.Second, func() bool {
+		searches, histCount, ageSum = collectOfferMetrics(t, reader)
+		return histCount[MetricFanoutLatency] > 0
+	}, "the fan-out latency recorded")
+	if searches[OutcomeHit] != 3 || searches[OutcomeMiss] != 1 {
+		t.Errorf("search counts %v, want 3 hits and 1 miss (hit rate 75%%)", searches)
+	}
+	if histCount[MetricResultAge] != 3 || ageSum != 5+10+15 {
+		t.Errorf("result age: %d observations summing %gs, want 3 summing 30s", histCount[MetricResultAge], ageSum)
+	}
+	if histCount[MetricFanoutLatency] != 1 || histCount[MetricSearchDuration] != 4 {
+		t.Errorf("fan-out latency observed %d times (want 1), search duration %d (want 4)", histCount[MetricFanoutLatency], histCount[MetricSearchDuration])
+	}
+}
+
+// collectOfferMetrics reads the searches by outcome, the observation
+// counts of every histogram and the sum of the result ages.
+func collectOfferMetrics(t *testing.T, reader *sdkmetric.ManualReader) (map[string]int64, map[string]uint64, float64) {
+	t.Helper()
 	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(ctx, &rm); err != nil {
+	if err := reader.Collect(context.Background(), &rm); err != nil {
 		t.Fatal(err)
 	}
 	searches := map[string]int64{}
@@ -62,13 +85,5 @@ func TestMetrics_hitRateResultAgeAndFanoutLatency(t *testing.T) {
 			}
 		}
 	}
-	if searches[OutcomeHit] != 3 || searches[OutcomeMiss] != 1 {
-		t.Errorf("search counts %v, want 3 hits and 1 miss (hit rate 75%%)", searches)
-	}
-	if histCount[MetricResultAge] != 3 || ageSum != 5+10+15 {
-		t.Errorf("result age: %d observations summing %gs, want 3 summing 30s", histCount[MetricResultAge], ageSum)
-	}
-	if histCount[MetricFanoutLatency] != 1 || histCount[MetricSearchDuration] != 4 {
-		t.Errorf("fan-out latency observed %d times (want 1), search duration %d (want 4)", histCount[MetricFanoutLatency], histCount[MetricSearchDuration])
-	}
+	return searches, histCount, ageSum
 }
