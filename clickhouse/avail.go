@@ -1,10 +1,15 @@
 package clickhouse
 
 import (
+	"bytes"
 	"context"
+	"encoding/binary"
 	"fmt"
+	"io"
 	"time"
 
+	"github.com/ClickHouse/ch-go/proto"
+	"github.com/ClickHouse/clickhouse-go/v2/lib/column"
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
@@ -128,66 +133,85 @@ const (
 	close_run_id, opened_at, opened_at_ms, closed_at, closed_at_ms, duration_ms, state, version, trace_id)`
 )
 
-// InsertRuns appends rows to the runs table in one batch (one INSERT with
-// named columns). Nothing is sent for no rows. On error some rows may have
-// been written; inserting them again is harmless, duplicates collapse.
-func InsertRuns(ctx context.Context, c *Client, rows []RunRow) error {
-	n := len(rows)
+// InsertRuns appends the rows of batches to the runs table in one batch
+// (one INSERT with named columns). Nothing is sent for no rows. On error
+// some rows may have been written; inserting them again is harmless,
+// duplicates collapse.
+func InsertRuns(ctx context.Context, c *Client, batches ...[]RunRow) error {
+	n := rowCount(batches)
 	runID, source, provider, scope, status, errText, trace := strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n)
 	started, startedMs, at, atMs := times(n), u16s(n), times(n), u16s(n)
 	observed, opened, closed, applied := make([]uint32, n), make([]uint32, n), make([]uint32, n), make([]uint8, n)
-	for i := range rows {
-		r := &rows[i]
+	eachRow(batches, func(i int, r *RunRow) {
 		runID[i], source[i], provider[i], scope[i] = r.RunID, r.SourceID, r.Provider, r.ScopeKey
 		started[i], startedMs[i] = splitTime(r.StartedAt)
 		at[i], atMs[i] = splitTime(r.RunAt)
 		status[i], errText[i], trace[i] = r.Status, r.Error, r.TraceID
 		observed[i], opened[i], closed[i], applied[i] = r.Observed, r.Opened, r.Closed, flag(r.Applied)
-	}
+	})
 	return insertColumns(ctx, c, TableRuns, insertRuns, n, []any{runID, source, provider, scope, started, startedMs,
 		at, atMs, status, errText, observed, opened, closed, applied, trace})
 }
 
-// InsertTransitions appends rows to the transitions table in one batch, like
-// InsertRuns.
-func InsertTransitions(ctx context.Context, c *Client, rows []TransitionRow) error {
-	n := len(rows)
+// InsertTransitions appends the rows of batches to the transitions table in
+// one batch, like InsertRuns.
+func InsertTransitions(ctx context.Context, c *Client, batches ...[]TransitionRow) error {
+	n := rowCount(batches)
 	event, run, kind, key, entKind, provider, venue, name, date, slot, scope, source, trace :=
 		strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n)
 	at, atMs, seen := times(n), u16s(n), times(n)
 	raw, stable, baseline, notify, party := make([]uint8, n), make([]uint8, n), make([]uint8, n), make([]uint8, n), u16s(n)
-	for i := range rows {
-		r := &rows[i]
+	eachRow(batches, func(i int, r *TransitionRow) {
 		event[i], run[i], kind[i] = r.EventID, r.RunID, r.Kind
 		at[i], atMs[i] = splitTime(r.RunAt)
 		seen[i], _ = splitTime(r.LastSeen)
 		raw[i], stable[i], baseline[i], notify[i] = flag(r.Raw), flag(r.Stable), flag(r.Baseline), flag(r.Notify)
 		key[i], entKind[i], provider[i], venue[i], name[i] = r.EntityKey, r.EntityKind, r.Provider, r.Venue, r.VenueName
 		date[i], slot[i], party[i], scope[i], source[i], trace[i] = r.Date, r.SlotTime, r.PartySize, r.ScopeKey, r.SourceID, r.TraceID
-	}
+	})
 	return insertColumns(ctx, c, TableTransitions, insertTransitions, n, []any{event, run, at, atMs, kind, raw, stable,
 		baseline, notify, key, entKind, provider, venue, name, date, slot, party, scope, source, seen, trace})
 }
 
-// InsertSessions appends rows to the sessions table in one batch, like
-// InsertRuns. The table keeps, per SessionID, the row of highest version.
-func InsertSessions(ctx context.Context, c *Client, rows []SessionRow) error {
-	n := len(rows)
+// InsertSessions appends the rows of batches to the sessions table in one
+// batch, like InsertRuns. The table keeps, per SessionID, the row of
+// highest version.
+func InsertSessions(ctx context.Context, c *Client, batches ...[]SessionRow) error {
+	n := rowCount(batches)
 	id, key, entKind, provider, venue, name, date, slot, scope, source, openRun, closeRun, state, trace :=
 		strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n)
 	opened, openedMs, closed, closedMs, party := times(n), u16s(n), times(n), u16s(n), u16s(n)
 	duration, version := make([]uint64, n), make([]uint64, n)
-	for i := range rows {
-		r := &rows[i]
+	eachRow(batches, func(i int, r *SessionRow) {
 		id[i], key[i], entKind[i], provider[i], venue[i], name[i] = r.SessionID, r.EntityKey, r.EntityKind, r.Provider, r.Venue, r.VenueName
 		date[i], slot[i], party[i], scope[i], source[i] = r.Date, r.SlotTime, r.PartySize, r.ScopeKey, r.SourceID
 		openRun[i], closeRun[i] = r.OpenRunID, r.CloseRunID
 		opened[i], openedMs[i] = splitTime(r.OpenedAt)
 		closed[i], closedMs[i] = splitTime(r.ClosedAt)
 		duration[i], state[i], version[i], trace[i] = uint64(max(r.Duration, 0).Milliseconds()), r.State(), r.Version(), r.TraceID
-	}
+	})
 	return insertColumns(ctx, c, TableSessions, insertSessions, n, []any{id, key, entKind, provider, venue, name, date,
 		slot, party, scope, source, openRun, closeRun, opened, openedMs, closed, closedMs, duration, state, version, trace})
+}
+
+// rowCount is the number of rows of batches.
+func rowCount[T any](batches [][]T) int {
+	n := 0
+	for _, b := range batches {
+		n += len(b)
+	}
+	return n
+}
+
+// eachRow calls f with every row of batches, numbered from 0 in order.
+func eachRow[T any](batches [][]T, f func(i int, r *T)) {
+	i := 0
+	for _, b := range batches {
+		for j := range b {
+			f(i, &b[j])
+			i++
+		}
+	}
 }
 
 func strs(n int) []string     { return make([]string, n) }
@@ -228,6 +252,9 @@ func insertColumns(ctx context.Context, c *Client, table, query string, n int, c
 		return fmt.Errorf("clickhouse: insert into %s: prepare: %w", table, err)
 	}
 	for i, col := range cols {
+		if s, ok := col.([]string); ok && i < len(batch.Columns()) {
+			reserveStrings(batch.Columns()[i], s)
+		}
 		if err := batch.Column(i).Append(col); err != nil {
 			_ = batch.Abort()
 			return fmt.Errorf("clickhouse: insert into %s: column %d: %w", table, i, err)
@@ -237,6 +264,40 @@ func insertColumns(ctx context.Context, c *Client, table, query string, n int, c
 		return fmt.Errorf("clickhouse: insert %d rows into %s: %w", n, table, err)
 	}
 	return nil
+}
+
+// minReserve is the number of values from which reserveStrings reserves
+// room.
+const minReserve = 1024
+
+// reserveStrings makes room in col, an empty String column of a batch, for
+// vals at once. Appended one by one, they would grow its buffers (the
+// bytes and the positions of the strings) a quarter at a time, Go's growth
+// of large slices, copying them at every step: for a flush of tens of
+// thousands of rows, the client's largest cost of an insert. Decoding a
+// column of as many strings, the first as long as them all, sizes both
+// buffers at once; Reset empties the column and keeps them. Should a
+// version of the driver not keep them, only the gain is lost.
+func reserveStrings(col column.Interface, vals []string) {
+	if col.Type() != "String" || col.Rows() != 0 || len(vals) < minReserve {
+		return
+	}
+	size := 0
+	for _, v := range vals {
+		size += len(v)
+	}
+	head := binary.AppendUvarint(nil, uint64(size))
+	r := proto.NewReader(io.MultiReader(bytes.NewReader(head), io.LimitReader(zeros{}, int64(size+len(vals)-1))))
+	_ = col.Decode(r, len(vals))
+	col.Reset()
+}
+
+// zeros reads zero bytes forever.
+type zeros struct{}
+
+func (zeros) Read(p []byte) (int, error) {
+	clear(p)
+	return len(p), nil
 }
 
 // maxDateTime is the last second a DateTime column holds (2106-02-07).

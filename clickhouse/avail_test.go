@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -93,6 +94,51 @@ func TestInsertTransitions_duplicatesCountOnce(t *testing.T) {
 	}
 }
 
+// TestInsertTransitions_largeBatchesRoundTrip inserts rows given in several
+// slices, enough for the column buffers to be reserved up front, with
+// strings of varied lengths (some empty), and reads every value back.
+func TestInsertTransitions_largeBatchesRoundTrip(t *testing.T) {
+	c := migrated(t)
+	ctx := t.Context()
+	const n = 3000
+	var rows []clickhouse.TransitionRow
+	for i := range n {
+		r := transitionRow(i, day0.Add(time.Duration(i)*time.Millisecond))
+		r.VenueName = strings.Repeat("é", i%5) // "" for every fifth row
+		r.Stable, r.Notify = i%2 == 0, i%3 == 0
+		rows = append(rows, r)
+	}
+	if err := clickhouse.InsertTransitions(ctx, c, rows[:1], rows[1:1200], nil, rows[1200:]); err != nil {
+		t.Fatalf("InsertTransitions: %v", err)
+	}
+	q, err := c.Conn().Query(ctx, `SELECT event_id, run_id, venue_name, entity_key, venue, stable, notify, run_at, run_at_ms
+	FROM transitions ORDER BY run_at, run_at_ms`)
+	if err != nil {
+		t.Fatalf("select: %v", err)
+	}
+	defer q.Close()
+	i := 0
+	for ; q.Next(); i++ {
+		var ev, run, name, key, venue string
+		var stable, notify uint8
+		var at time.Time
+		var ms uint16
+		if err := q.Scan(&ev, &run, &name, &key, &venue, &stable, &notify, &at, &ms); err != nil {
+			t.Fatalf("scan: %v", err)
+		}
+		w := rows[i]
+		got := clickhouse.TransitionRow{EventID: ev, RunID: run, VenueName: name, EntityKey: key, Venue: venue,
+			Stable: stable == 1, Notify: notify == 1, RunAt: at.Add(time.Duration(ms) * time.Millisecond)}
+		if got.EventID != w.EventID || got.RunID != w.RunID || got.VenueName != w.VenueName || got.EntityKey != w.EntityKey ||
+			got.Venue != w.Venue || got.Stable != w.Stable || got.Notify != w.Notify || !got.RunAt.Equal(w.RunAt) {
+			t.Fatalf("row %d = %+v, want %+v", i, got, w)
+		}
+	}
+	if i != n {
+		t.Fatalf("read %d rows, want %d", i, n)
+	}
+}
+
 func TestInsertRuns_appliedRowWinsAndPartitionsAreDaily(t *testing.T) {
 	c := migrated(t)
 	ctx := t.Context()
@@ -173,11 +219,12 @@ func TestInsert_failsOnUnreachableServer(t *testing.T) {
 }
 
 // BenchmarkInsertTransitions measures rows/s of InsertTransitions in
-// batches of 10 rows (what a handful of blocked handlers fill) and of 10,000
-// rows (the analytics stage's default batch).
+// batches of 10 rows (what a handful of blocked handlers fill), 10,000 and
+// 40,000 rows (a flush of the analytics stage under a backlog: 8 partitions
+// × 5,000 messages).
 func BenchmarkInsertTransitions(b *testing.B) {
 	c := migrated(b)
-	for _, size := range []int{10, 10_000} {
+	for _, size := range []int{10, 10_000, 40_000} {
 		b.Run(fmt.Sprintf("batch=%d", size), func(b *testing.B) {
 			rows := make([]clickhouse.TransitionRow, size)
 			for i := range rows {

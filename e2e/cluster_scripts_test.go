@@ -63,9 +63,7 @@ var scriptsRunElsewhere = map[string]string{
 // scriptsOnlyInTests are scripts no production code runs (only their
 // package's own tests), with why; no scenario can reach them. The test
 // fails when one runs on the cluster after all, so the entry goes.
-var scriptsOnlyInTests = map[string]string{
-	"writer/sessions.go:sessionScript": "Analytics.session is called only by writer's internal tests since pairScript (writer/pairing.go) pairs the sessions",
-}
+var scriptsOnlyInTests = map[string]string{}
 
 // TestCluster_scenariosRunEveryScript finds every Lua script of the module
 // (redis.NewScript and stream.NewEffect in non-test files), runs the

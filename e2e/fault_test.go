@@ -27,8 +27,11 @@ const settleTimeout = 90 * time.Second
 // TestAvailability_killStagesAndRestartRedis runs the availability stages
 // as dropstream processes against a redis-server with an append-only file,
 // kills the process of the diff and projection stages (and the normalizer)
-// with kill -9 while it holds unacknowledged work, restarts it, later kills
-// redis-server with kill -9 while the restarted process holds work and
+// with kill -9 while it holds unacknowledged work, restarts it, then kills
+// the process of the ClickHouse appends (the writer's analytics stages) the
+// same way while it holds transitions or runs it has read, and perhaps
+// inserted, but not acknowledged, and restarts it, later kills
+// redis-server with kill -9 while the restarted diff process holds work and
 // restarts it, keeps polling throughout, and once everything settled checks
 // that the projection equals the simulator's truth, that ClickHouse holds
 // every transition, run and session exactly once, and that every stable
@@ -79,11 +82,17 @@ func TestAvailability_killStagesAndRestartRedis(t *testing.T) {
 		p.waitStarted(t, diffStages...)
 		return p
 	}
+	startAnalytics := func() *proc {
+		// Likewise; a handler waits at most 3s for its flush.
+		p := startProc(t, bin, "analytics", append(run, "--stages", strings.Join(analyticsStages, ","),
+			"--claim-idle", "6s", "--handler-timeout", "3s")...)
+		p.waitStarted(t, analyticsStages...)
+		return p
+	}
 	a := startDiff()
 	b := startProc(t, bin, "notifier", append(run, "--stages", notifier.StageName)...)
-	c := startProc(t, bin, "analytics", append(run, "--stages", strings.Join(analyticsStages, ","))...)
 	b.waitStarted(t, notifier.StageName)
-	c.waitStarted(t, analyticsStages...)
+	c := startAnalytics()
 
 	round := 0
 	feed := func() {
@@ -103,21 +112,22 @@ func TestAvailability_killStagesAndRestartRedis(t *testing.T) {
 		testenv.WaitFor(t, timeout, func() bool { return why.set(busy(ctx, rdb, groups)) },
 			"round %d: idle (still busy: %s)", round, why)
 	}
-	// feedInHand freezes p, polls, and lets p go until it holds diff or
-	// projection work, then freezes it again; it polls again when p got
-	// through a poll's work unseen.
-	feedInHand := func(p *proc) map[string]int64 {
+	// feedInHand freezes p, polls, and lets p go until it holds work of
+	// groups (among its groups mine), then freezes it again; it polls again
+	// when p got through a poll's work unseen.
+	feedInHand := func(p *proc, mine []group, groups ...group) map[string]int64 {
 		t.Helper()
 		for attempt := 0; attempt < 5; attempt++ {
 			p.freeze(t)
 			feed()
-			if held := catchInHand(t, ctx, rdb, p, []group{normalize, differ, project}, differ, project); held != nil {
+			if held := catchInHand(t, ctx, rdb, p, mine, groups...); held != nil {
 				return held
 			}
 		}
-		t.Fatalf("%s was never seen holding diff or projection work", p.name)
+		t.Fatalf("%s was never seen holding work of %v", p.name, groups)
 		return nil
 	}
+	diffWork := []group{normalize, differ, project}
 
 	// Two rounds without faults, checked in full.
 	for range 2 {
@@ -132,19 +142,29 @@ func TestAvailability_killStagesAndRestartRedis(t *testing.T) {
 	// kill -9 of the diff and projection process with work in hand; one
 	// poll while it is down, then a new copy. The entries the dead copy
 	// held are redelivered once idle for ClaimIdle.
-	held := feedInHand(a)
+	held := feedInHand(a, diffWork, differ, project)
 	a.kill()
 	t.Logf("round %d: killed %s holding %v", round, a.name, held)
 	feed()
 	a = startDiff()
 	t.Logf("round %d: restarted as %s", round, a.name)
 
+	// kill -9 of the analytics process with transitions or runs in hand
+	// (read, waiting for their flush or flushed, not acknowledged), one
+	// poll while it is down, then a new copy, which inserts them again.
+	held = feedInHand(c, analyze, analyze...)
+	c.kill()
+	t.Logf("round %d: killed %s holding %v", round, c.name, held)
+	feed()
+	c = startAnalytics()
+	t.Logf("round %d: restarted as %s", round, c.name)
+
 	// kill -9 of redis-server while the new copy, frozen, holds diff or
 	// projection work, and once the notifier and analytics processes hold
 	// none: a notification whose delivery Redis cannot record may go out
 	// twice by design (see the notifier's package doc), and their
 	// ClaimIdle is minutes long.
-	held = feedInHand(a)
+	held = feedInHand(a, diffWork, differ, project)
 	waitIdle(30*time.Second, append(notify, analyze...)...)
 	srv.Kill()
 	t.Logf("round %d: killed redis-server while %s held %v", round, a.name, held)

@@ -2,7 +2,6 @@ package writer
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -16,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -88,9 +88,10 @@ func NewAnalytics(rdb redis.UniversalClient, ch *clickhouse.Client, cfg Analytic
 	a := &Analytics{rdb: rdb, ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, log: log,
 		closed: make(chan struct{})}
 	tracer := tp.Tracer(instrumentationScope)
+	trGate, runGate := newGate(), newGate()
 	for range cfg.ReadAhead {
-		a.transitions = append(a.transitions, newBatcher(StageAnalyticsTransitions, cfg, met, log, tracer, a.flushTransitions))
-		a.runs = append(a.runs, newBatcher(StageAnalyticsRuns, cfg, met, log, tracer, a.flushRuns))
+		a.transitions = append(a.transitions, newBatcher(StageAnalyticsTransitions, cfg, trGate, met, log, tracer, a.flushTransitions))
+		a.runs = append(a.runs, newBatcher(StageAnalyticsRuns, cfg, runGate, met, log, tracer, a.flushRuns))
 	}
 	if a.reg, err = met.observeBuffered(a.transitions, a.runs); err != nil {
 		a.transitions.close()
@@ -283,75 +284,32 @@ func (a *Analytics) retry(ctx context.Context, stage string, f func(context.Cont
 // flushTransitions inserts the batches' transitions and sessions, each
 // table in one INSERT, both at once: a flush costs one round of latency.
 func (a *Analytics) flushTransitions(ctx context.Context, batches []transitionBatch) error {
-	var trs []clickhouse.TransitionRow
-	var sess []clickhouse.SessionRow
-	for _, b := range batches {
-		trs = append(trs, b.transitions...)
-		sess = append(sess, b.sessions...)
+	trs := make([][]clickhouse.TransitionRow, len(batches))
+	sess := make([][]clickhouse.SessionRow, len(batches))
+	for i, b := range batches {
+		trs[i], sess[i] = b.transitions, b.sessions
 	}
-	return a.insertTransitions(ctx, trs, sess)
-}
-
-// flushRuns inserts the batches' runs in one INSERT.
-func (a *Analytics) flushRuns(ctx context.Context, batches [][]clickhouse.RunRow) error {
-	var rows []clickhouse.RunRow
-	for _, b := range batches {
-		rows = append(rows, b...)
-	}
-	if err := clickhouse.InsertRuns(ctx, a.ch, rows); err != nil {
-		return err
-	}
-	a.countRows(clickhouse.TableRuns, len(rows))
-	return nil
-}
-
-// insertTransitions inserts both tables' rows at once.
-func (a *Analytics) insertTransitions(ctx context.Context, trs []clickhouse.TransitionRow, sess []clickhouse.SessionRow) error {
 	var sessErr error
 	var wg sync.WaitGroup
-	wg.Go(func() { sessErr = clickhouse.InsertSessions(ctx, a.ch, sess) })
-	trErr := clickhouse.InsertTransitions(ctx, a.ch, trs)
+	wg.Go(func() { sessErr = clickhouse.InsertSessions(ctx, a.ch, sess...) })
+	trErr := clickhouse.InsertTransitions(ctx, a.ch, trs...)
 	wg.Wait()
 	if trErr == nil {
-		a.countRows(clickhouse.TableTransitions, len(trs))
+		a.countRows(clickhouse.TableTransitions, rowsOf(trs))
 	}
 	if sessErr == nil {
-		a.countRows(clickhouse.TableSessions, len(sess))
+		a.countRows(clickhouse.TableSessions, rowsOf(sess))
 	}
 	return errors.Join(trErr, sessErr)
 }
 
-// sessionOf reads sessionScript's reply for transition t: the session row
-// it implies, or nil.
-func (a *Analytics) sessionOf(t clickhouse.TransitionRow, res []string) (*clickhouse.SessionRow, error) {
-	if len(res) < 2 {
-		return nil, fmt.Errorf("writer: pair session of %s: bad reply %q", t.EntityKey, res)
+// flushRuns inserts the batches' runs in one INSERT.
+func (a *Analytics) flushRuns(ctx context.Context, batches [][]clickhouse.RunRow) error {
+	if err := clickhouse.InsertRuns(ctx, a.ch, batches...); err != nil {
+		return err
 	}
-	// The last element is the venue name last seen, which closes lack.
-	name := res[len(res)-1]
-	res = res[:len(res)-1]
-	s := &clickhouse.SessionRow{EntityKey: t.EntityKey, EntityKind: t.EntityKind, Provider: t.Provider,
-		Venue: t.Venue, VenueName: name, Date: t.Date, SlotTime: t.SlotTime, PartySize: t.PartySize,
-		ScopeKey: t.ScopeKey, SourceID: t.SourceID, TraceID: t.TraceID}
-	switch {
-	case len(res) == 3 && res[0] == "open":
-		s.OpenRunID, s.OpenedAt = res[2], msTime(res[1])
-	case len(res) == 5 && res[0] == "closed":
-		s.OpenRunID, s.OpenedAt = res[2], msTime(res[1])
-		s.Closed, s.CloseRunID, s.ClosedAt = true, res[4], msTime(res[3])
-		s.Duration = s.ClosedAt.Sub(s.OpenedAt)
-	default:
-		if t.Kind == avail.KindClose {
-			a.met.unmatched.Add(context.Background(), 1)
-		}
-		return nil, nil
-	}
-	if s.OpenedAt.IsZero() || s.Closed && s.ClosedAt.IsZero() {
-		return nil, fmt.Errorf("writer: pair session of %s: bad reply %q", t.EntityKey, res)
-	}
-	s.SessionID = avail.SessionID(t.EntityKey, s.OpenRunID)
-	s.Duration = max(s.Duration, 0)
-	return s, nil
+	a.countRows(clickhouse.TableRuns, rowsOf(batches))
+	return nil
 }
 
 // transitionRow decodes a transition message into its row.
@@ -377,7 +335,7 @@ func transitionRow(m *stream.Message) (clickhouse.TransitionRow, error) {
 // runRow decodes a run message into its row.
 func runRow(m *stream.Message) (clickhouse.RunRow, error) {
 	var r avail.RunRecord
-	if err := json.Unmarshal(m.Payload, &r); err != nil {
+	if err := availjson.UnmarshalRunRecord(m.Payload, &r); err != nil {
 		return clickhouse.RunRow{}, stream.Permanentf("writer: decode run %s: %w", m.ID, err)
 	}
 	if r.RunID == "" || r.RunAt.IsZero() {
@@ -405,6 +363,15 @@ func (a *Analytics) countRows(table string, n int) {
 	if n > 0 {
 		a.met.rows.Add(context.Background(), int64(n), metric.WithAttributes(keyTable.String(table)))
 	}
+}
+
+// rowsOf is the number of rows of batches.
+func rowsOf[T any](batches [][]T) int {
+	n := 0
+	for _, b := range batches {
+		n += len(b)
+	}
+	return n
 }
 
 func clampU16(n int) uint16 { return uint16(min(max(n, 0), 1<<16-1)) }

@@ -22,7 +22,7 @@ const (
 	DefaultMaxScan     = 10_000
 	// DefaultRetainAfterDate is how long entities are kept after their date.
 	DefaultRetainAfterDate = 7 * 24 * time.Hour
-	DefaultBatchRows       = 10_000
+	DefaultBatchRows       = 100_000
 	DefaultFlushInterval   = time.Second
 	DefaultLinger          = 5 * time.Millisecond
 	DefaultFlushTimeout    = 10 * time.Second
@@ -39,7 +39,7 @@ const (
 	// DefaultAnalyticsBatchSize is the analytics stages' read batch
 	// (XREADGROUP COUNT): the messages of one partition one handler call
 	// gets, and so the rows it adds to a flush.
-	DefaultAnalyticsBatchSize = 500
+	DefaultAnalyticsBatchSize = 5000
 	// DefaultReadAhead is the copies of each analytics stage that
 	// Analytics.Stages returns.
 	DefaultReadAhead = 2
@@ -109,7 +109,7 @@ func (c ProjectionConfig) Validate() error {
 //
 // Both analytics stages are batch stages (stream.BatchHandler): a handler
 // gets the batch the runner read from one partition (XREADGROUP COUNT
-// Runner.BatchSize, default 500), decodes it, pairs its raw transitions
+// Runner.BatchSize, default 5,000), decodes it, pairs its raw transitions
 // into session rows in one Redis pipeline, hands its rows to the stage's
 // batcher and waits until the flush holding them is in ClickHouse; only
 // then are the batch's messages acknowledged. Stages returns ReadAhead
@@ -117,7 +117,10 @@ func (c ProjectionConfig) Validate() error {
 // copy's batches wait for their INSERT, another copy reads, decodes and
 // pairs the next batches of the same partitions. A batcher merges the
 // batches of every partition of its copy (and of every runner of that
-// stage value) into one INSERT per table, a batch never split. It flushes:
+// stage value) into one INSERT per table, a batch never split; the
+// batchers of a stage flush one at a time, so that the copies take turns
+// (one inserts while the other reads and pairs) rather than run in step.
+// A batcher flushes:
 //
 //   - at once when it holds BatchRows rows (N);
 //   - when a full batch is queued (the read returned Runner.BatchSize
@@ -132,15 +135,19 @@ func (c ProjectionConfig) Validate() error {
 //     so a rate above partitions × copies × BatchSize per FlushInterval
 //     fills the next batches and switches to the previous rule.
 //
-// With the defaults, a flush holds up to partitions × 500 messages (8 ×
-// 500 = 4,000 transitions plus up to as many session rows); raise
-// Runner.BatchSize for larger inserts.
+// With the defaults, a flush holds up to partitions × 5,000 messages (8 ×
+// 5,000 = 40,000 transitions plus up to as many session rows), and up to
+// ReadAhead times that many messages are read and not yet acknowledged,
+// held in memory with their rows while they wait.
 //
 // Why merge: an INSERT into a MergeTree table writes a part, a file per
-// column, and costs tens of milliseconds of ClickHouse time whatever its
-// size (about 25 ms for the transitions table on the project's machine;
-// concurrent inserts queue behind each other), so throughput comes from
-// rows per insert, and small frequent inserts take CPU from everything
+// column (and one more part per materialized view), and costs tens of
+// milliseconds of ClickHouse time whatever its size (about 15 ms, plus the
+// rollup's, for the transitions table on the project's machine), and every
+// part is merged again later: measured on ClickHouse 18.16 with the bench's
+// backlog, inserts of about 15,000 transitions cost the server about 7 µs
+// per transition, inserts of about 35,000 about 4 µs. So throughput comes
+// from rows per insert, and small frequent inserts take CPU from everything
 // else on the machine.
 //
 // While ClickHouse fails, the batcher retries the flush with backoff and the
@@ -154,7 +161,7 @@ type AnalyticsConfig struct {
 	// Default 8.
 	Partitions int
 	// BatchRows (N) flushes once the queued batches hold this many rows.
-	// Default 10,000.
+	// Default 100,000.
 	BatchRows int
 	// FlushInterval (T) flushes once the oldest queued batch has waited
 	// this long. Default 1s.
@@ -169,9 +176,10 @@ type AnalyticsConfig struct {
 	// at 50ms and doubles. Default 5s.
 	MaxBackoff time.Duration
 	// RetainAfterDate is how long the Redis state pairing an entity's opens
-	// and closes is kept after the end of the entity's date. Default 7 days;
-	// negative keeps it forever. Rows are written to ClickHouse whatever
-	// their date.
+	// and closes is kept after the end of the entity's date, set when the
+	// state is created (a change applies to entities seen afterwards).
+	// Default 7 days; negative keeps it forever. Rows are written to
+	// ClickHouse whatever their date.
 	RetainAfterDate time.Duration
 	// ReadAhead is how many batches of each partition a stage handles at
 	// once: Stages returns this many copies of each stage, each a consumer
@@ -183,7 +191,7 @@ type AnalyticsConfig struct {
 	// defaults, except HandlerTimeout (default 30s, and at least
 	// FlushInterval + FlushTimeout), ClaimIdle (default twice
 	// HandlerTimeout), MaxDeliveries (default 1000, see
-	// DefaultAnalyticsMaxDeliveries) and BatchSize (default 500). In-process
+	// DefaultAnalyticsMaxDeliveries) and BatchSize (default 5,000). In-process
 	// retries are always off: the batcher retries flushes itself.
 	Runner stream.RunnerConfig
 }

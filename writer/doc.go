@@ -40,7 +40,7 @@
 //	    scored by run time in ms, each "run id, open|close, trace id", added
 //	    once per (run, kind), the newest 2 × ProjectionConfig.MaxSessions
 //	    kept. Sessions are paired from it when read, with the rule of
-//	    sessions.go (an open starts a session, the flip right after it closes
+//	    pairing.go (an open starts a session, the flip right after it closes
 //	    it if it is a close), so they are the same whatever order the flips
 //	    arrived in.
 //	ds:{avail.p}:entities:all           sorted set, every entity key
@@ -50,7 +50,8 @@
 //	    stage's pairing state: "events", the entity's last 16 raw transitions
 //	    ("<ms> <kind> <run id>" lines, newest first), used to pair opens and
 //	    closes into session rows whatever order the stage's copies process
-//	    them in; "name", the venue name, which closes do not carry
+//	    them in; "name", the venue name, which closes do not carry. Its
+//	    expiry is set when it is created.
 //
 // Keys of entities with a date expire RetainAfterDate (7 days) after the end
 // of that date; their index entries are removed by List and Sweep.

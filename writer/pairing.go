@@ -4,20 +4,42 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/clickhouse"
 )
+
+// maxEvents is how many recent raw transitions per entity the analytics
+// stage keeps to pair opens with closes.
+const maxEvents = 16
 
 // maxPairPerScript bounds the transitions one pairScript call records, so
 // that a call blocks Redis for a few milliseconds at most.
 const maxPairPerScript = 256
 
 // pairSessions records the raw transitions among rows (parts[i] is the
-// partition of rows[i]) in their entities' pairing state and returns the
-// session rows they imply, as session does for one transition. The raw
-// transitions of each partition go to pairScript in calls of up to
+// partition of rows[i]) in their entities' recent events and returns the
+// session rows they imply. Each transition is paired there with its
+// neighbour in time, atomically, so the rows do not depend on the order in
+// which copies of the stage, or redeliveries, process an entity's
+// transitions:
+//
+//   - an open writes its session's closed row when the next known event is
+//     a close, else its open row;
+//   - a close writes the closed row of the session of the open right before
+//     it, or nothing when that is not known yet (the open, when it comes,
+//     writes the closed row).
+//
+// Every raw open starts a session (the diff emits opens only on flips; an
+// open after an open means a close was lost, and the earlier session stays
+// open). A pairing made before an intermediate close was known is corrected
+// when it arrives: the closed row with the earliest close has the highest
+// version (see clickhouse.SessionRow.Version). Replays write the same rows.
+//
+// The raw transitions of each partition go to pairScript in calls of up to
 // maxPairPerScript, in the batch's order, all calls in one pipeline (per
 // cluster node): every key of a call carries its partition's hash tag.
 // Transitions of one entity (always of one partition) are thus paired in
@@ -32,7 +54,8 @@ func (a *Analytics) pairSessions(ctx context.Context, rows []clickhouse.Transiti
 		args []any
 	}
 	var calls []*call
-	open := map[int]*call{} // partition → its call being filled
+	open := map[int]*call{}         // partition → its call being filled
+	expireAt := map[string]string{} // date → the expiry argument of its entities
 	for i := range rows {
 		t := &rows[i]
 		if !t.Raw {
@@ -44,13 +67,17 @@ func (a *Analytics) pairSessions(ctx context.Context, rows []clickhouse.Transiti
 			calls = append(calls, c)
 			open[parts[i]] = c
 		}
-		expireAt, _ := expiry(t.Date, a.cfg.RetainAfterDate)
+		exp, ok := expireAt[t.Date]
+		if !ok {
+			ms, _ := expiry(t.Date, a.cfg.RetainAfterDate)
+			exp = strconv.FormatInt(ms, 10)
+			expireAt[t.Date] = exp
+		}
 		c.rows = append(c.rows, i)
 		c.keys = append(c.keys, "ds:"+a.topics.Transitions.HashTag(parts[i])+":analytics:entity:"+t.EntityKey)
-		c.args = append(c.args, strconv.FormatInt(t.RunAt.UnixMilli(), 10), t.Kind, t.RunID, t.VenueName,
-			strconv.FormatInt(expireAt, 10))
+		c.args = append(c.args, strconv.FormatInt(t.RunAt.UnixMilli(), 10), t.Kind, t.RunID, t.VenueName, exp)
 	}
-	replies := make([][]any, len(calls))
+	replies := make([][]string, len(calls))
 	todo := make([]int, len(calls))
 	for i := range todo {
 		todo[i] = i
@@ -64,9 +91,9 @@ func (a *Analytics) pairSessions(ctx context.Context, rows []clickhouse.Transiti
 		_, _ = pipe.Exec(ctx) // errors are read per command
 		var missing []int
 		for j, c := range todo {
-			res, err := cmds[j].Slice()
+			res, err := cmds[j].StringSlice()
 			switch {
-			case err == nil && len(res) == len(calls[c].rows):
+			case err == nil && len(res) == pairReplyLen*len(calls[c].rows):
 				replies[c] = res
 			case err == nil:
 				return nil, fmt.Errorf("writer: pair sessions: %d replies for %d transitions", len(res), len(calls[c].rows))
@@ -87,56 +114,100 @@ func (a *Analytics) pairSessions(ctx context.Context, rows []clickhouse.Transiti
 	var out []clickhouse.SessionRow
 	for i, c := range calls {
 		for j, r := range c.rows {
-			res, err := stringsOf(replies[i][j])
-			if err != nil {
-				return nil, fmt.Errorf("writer: pair session of %s: %w", rows[r].EntityKey, err)
-			}
-			s, err := a.sessionOf(rows[r], res)
+			reply := replies[i][pairReplyLen*j : pairReplyLen*(j+1)]
+			s, ok, err := a.sessionOf(&rows[r], reply)
 			if err != nil {
 				return nil, err
 			}
-			if s != nil {
-				out = append(out, *s)
+			if ok {
+				out = append(out, s)
 			}
 		}
 	}
 	return out, nil
 }
 
-// stringsOf reads one element of pairScript's reply: an array of strings.
-func stringsOf(v any) ([]string, error) {
-	list, ok := v.([]any)
-	if !ok {
-		return nil, fmt.Errorf("bad reply %v", v)
+// pairReplyLen is the length of pairScript's reply per transition.
+const pairReplyLen = 4
+
+// sessionOf reads pairScript's reply for transition t — its state ("open",
+// "closed" or "none"), the time (Unix ms) and run id of the event it is
+// paired with, and the venue name recorded for the entity when t has none
+// — and returns the session row it implies, if any.
+func (a *Analytics) sessionOf(t *clickhouse.TransitionRow, reply []string) (clickhouse.SessionRow, bool, error) {
+	state, otherMs, otherRun, name := reply[0], reply[1], reply[2], reply[3]
+	if t.VenueName != "" {
+		name = t.VenueName
 	}
-	out := make([]string, len(list))
-	for i, e := range list {
-		if out[i], ok = e.(string); !ok {
-			return nil, fmt.Errorf("bad reply %v", v)
+	s := clickhouse.SessionRow{EntityKey: t.EntityKey, EntityKind: t.EntityKind, Provider: t.Provider,
+		Venue: t.Venue, VenueName: name, Date: t.Date, SlotTime: t.SlotTime, PartySize: t.PartySize,
+		ScopeKey: t.ScopeKey, SourceID: t.SourceID, TraceID: t.TraceID}
+	// Both ends in whole milliseconds, as recorded: the closed row an open
+	// writes and the one its close writes are the same.
+	own := time.UnixMilli(t.RunAt.UnixMilli()).UTC()
+	switch {
+	case state == "open" && t.Kind == avail.KindOpen:
+		s.OpenRunID, s.OpenedAt = t.RunID, own
+	case state == "closed" && t.Kind == avail.KindOpen:
+		s.OpenRunID, s.OpenedAt = t.RunID, own
+		s.Closed, s.CloseRunID, s.ClosedAt = true, otherRun, msTime(otherMs)
+	case state == "closed" && t.Kind == avail.KindClose:
+		s.OpenRunID, s.OpenedAt = otherRun, msTime(otherMs)
+		s.Closed, s.CloseRunID, s.ClosedAt = true, t.RunID, own
+	case state == "none":
+		if t.Kind == avail.KindClose {
+			a.met.unmatched.Add(context.Background(), 1)
 		}
+		return clickhouse.SessionRow{}, false, nil
+	default:
+		return clickhouse.SessionRow{}, false, fmt.Errorf("writer: pair session of %s: bad reply %q", t.EntityKey, reply)
 	}
-	return out, nil
+	if s.OpenedAt.IsZero() || s.Closed && (s.ClosedAt.IsZero() || s.CloseRunID == "") || s.OpenRunID == "" {
+		return clickhouse.SessionRow{}, false, fmt.Errorf("writer: pair session of %s: bad reply %q", t.EntityKey, reply)
+	}
+	s.SessionID = avail.SessionID(t.EntityKey, s.OpenRunID)
+	if s.Closed {
+		s.Duration = max(s.ClosedAt.Sub(s.OpenedAt), 0)
+	}
+	return s, true, nil
 }
 
-// pairScript is sessionScript for many transitions at once: KEYS[i] is
-// the analytics hash of transition i's entity; ARGV[1] is how many events
-// to keep, then five per transition: ms, kind, run id, venue name, expiry
-// (Unix ms, 0: none). It records them in order and replies, per
-// transition, what sessionScript replies. It reads both fields with one
-// HMGET and writes them with at most one HSET, and only what changed.
+// pairScript records raw transitions in their entities' recent events and
+// replies, per transition, the session row it implies (see pairSessions).
+// KEYS[i] is the analytics hash of transition i's entity, with the fields
+// "events" ("<ms> <kind> <run id>" lines, newest first, once per kind and
+// run, at most ARGV[1] of them) and "name" (the venue name last given).
+// ARGV[1] is how many events to keep, then five per transition: ms, kind,
+// run id, venue name (empty: unknown), expiry (Unix ms, 0: none; set when
+// the hash is created). Transitions are recorded in order. The reply holds
+// pairReplyLen strings per transition: "open" (an open whose next known
+// event is not a close), "closed" (an open followed by a close, or a close
+// preceded by an open) or "none"; then the time and run id of the other
+// end of a closed session (else empty); then the recorded venue name when
+// the transition gave none (else empty). It reads both fields with one
+// HMGET and writes them with at most one HSET, and only what changed; an
+// entity's first event, the common case, is written without parsing.
 var pairScript = redis.NewScript(`
 local keep = tonumber(ARGV[1])
 local out = {}
 for t = 1, #KEYS do
   local key, a = KEYS[t], 5 * t - 3
   local msS, kind, run, newName, expireAt = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local ms = tonumber(msS)
   local got = redis.call('HMGET', key, 'name', 'events')
-  local name, cur = got[1] or '', got[2]
+  local name, cur = got[1], got[2]
   local setName = newName ~= '' and newName ~= name
-  if newName ~= '' then name = newName end
-  local ev, pos = {}, nil
-  if cur then
+  local state, oms, orun = 'none', '', ''
+  if not cur then
+    if setName then
+      redis.call('HSET', key, 'events', msS .. ' ' .. kind .. ' ' .. run, 'name', newName)
+    else
+      redis.call('HSET', key, 'events', msS .. ' ' .. kind .. ' ' .. run)
+    end
+    if expireAt ~= '0' then redis.call('PEXPIREAT', key, expireAt) end
+    if kind == 'open' then state = 'open' end
+  else
+    local ms = tonumber(msS)
+    local ev, pos = {}, nil
     for line in string.gmatch(cur, '[^\n]+') do
       local x = string.find(line, ' ', 1, true)
       local y = x and string.find(line, ' ', x + 1, true)
@@ -147,45 +218,42 @@ for t = 1, #KEYS do
         if e.run == run and e.kind == kind then pos = #ev end
       end
     end
-  end
-  local res
-  if not pos then
-    pos = #ev + 1
-    for i, e in ipairs(ev) do
-      if ms > e.ms or (ms == e.ms and run > e.run) then pos = i; break end
+    local lost = false
+    if not pos then
+      pos = #ev + 1
+      for i, e in ipairs(ev) do
+        if ms > e.ms or (ms == e.ms and run > e.run) then pos = i; break end
+      end
+      table.insert(ev, pos, {ms = ms, msS = msS, kind = kind, run = run})
+      while #ev > keep do table.remove(ev) end
+      local lines = {}
+      for i, e in ipairs(ev) do lines[i] = e.msS .. ' ' .. e.kind .. ' ' .. e.run end
+      if setName then
+        redis.call('HSET', key, 'events', table.concat(lines, '\n'), 'name', newName)
+      else
+        redis.call('HSET', key, 'events', table.concat(lines, '\n'))
+      end
+      setName = false
+      lost = pos > #ev
     end
-    table.insert(ev, pos, {ms = ms, msS = msS, kind = kind, run = run})
-    while #ev > keep do table.remove(ev) end
-    local lines = {}
-    for i, e in ipairs(ev) do lines[i] = e.msS .. ' ' .. e.kind .. ' ' .. e.run end
-    if setName then
-      redis.call('HSET', key, 'events', table.concat(lines, '\n'), 'name', name)
-    else
-      redis.call('HSET', key, 'events', table.concat(lines, '\n'))
-    end
-    setName = false
-    if expireAt ~= '0' then redis.call('PEXPIREAT', key, expireAt) end
-    if pos > #ev then res = {'none', name} end
-  end
-  if setName then redis.call('HSET', key, 'name', name) end
-  if not res then
-    if kind == 'open' then
+    if setName then redis.call('HSET', key, 'name', newName) end
+    if lost then
+      state = 'none'
+    elseif kind == 'open' then
       local newer = ev[pos - 1]
       if newer and newer.kind == 'close' then
-        res = {'closed', msS, run, newer.msS, newer.run, name}
+        state, oms, orun = 'closed', newer.msS, newer.run
       else
-        res = {'open', msS, run, name}
+        state = 'open'
       end
     else
       local older = ev[pos + 1]
-      if older and older.kind == 'open' then
-        res = {'closed', older.msS, older.run, msS, run, name}
-      else
-        res = {'none', name}
-      end
+      if older and older.kind == 'open' then state, oms, orun = 'closed', older.msS, older.run end
     end
   end
-  out[t] = res
+  local b = 4 * t - 3
+  out[b], out[b + 1], out[b + 2], out[b + 3] = state, oms, orun, ''
+  if newName == '' and name then out[b + 3] = name end
 end
 return out
 `)

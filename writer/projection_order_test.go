@@ -43,7 +43,7 @@ func orderBackends(t *testing.T) []orderBackend {
 // transitions, venue names that change — once in time order and once
 // shuffled with duplicates, and wants the same Redis content (hash,
 // history, indexes), the same Get and Sessions, and sessions that pair the
-// flips as writer/sessions.go pairs them for ClickHouse.
+// flips as writer/pairing.go pairs them for ClickHouse.
 func TestProjection_sameStateAndSessionsInAnyOrder(t *testing.T) {
 	seed := *orderSeed
 	if seed == 0 {
@@ -187,7 +187,7 @@ func describeHistory(trs []avail.Transition) string {
 // checkModel checks the projection of inOrder against the rules: the state
 // is the kind of the newest raw flip, the current session that of the
 // newest raw open, and the sessions pair the last 2×maxSessions raw flips
-// as writer/sessions.go does: an open is closed by the flip right after it
+// as writer/pairing.go does: an open is closed by the flip right after it
 // when that is a close, and stays open otherwise.
 func checkModel(t *testing.T, describe func() string, key string, maxSessions int, inOrder []avail.Transition,
 	st writer.EntityState, sessions []writer.Session) {

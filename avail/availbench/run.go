@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"runtime/pprof"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -51,17 +52,26 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (res Result
 	}
 	defer func() { err = errors.Join(err, b.Close()) }()
 	res.Entities, res.Database = b.Entities(), b.Database()
-	if res.Baseline, res.Stabilization, res.MemoryAfterBaseline, res.MemorySteady, err = b.Setup(ctx); err != nil {
-		return res, fmt.Errorf("availbench: setup: %w", err)
+	// Each phase runs with the pprof label phase=<name>, inherited by the
+	// goroutines it starts, so that a CPU profile of the bench can be read
+	// phase by phase (go tool pprof -tagfocus phase=analytics).
+	phases := []struct {
+		name string
+		run  func(context.Context) error
+	}{
+		{"setup", func(ctx context.Context) (err error) {
+			res.Baseline, res.Stabilization, res.MemoryAfterBaseline, res.MemorySteady, err = b.Setup(ctx)
+			return err
+		}},
+		{"diff", func(ctx context.Context) (err error) { res.Diff, err = b.Diff(ctx, b.cfg.Runs); return err }},
+		{"analytics", func(ctx context.Context) (err error) { res.Analytics, err = b.Analytics(ctx); return err }},
+		{"latency", func(ctx context.Context) (err error) { res.Latency, err = b.Latency(ctx); return err }},
 	}
-	if res.Diff, err = b.Diff(ctx, b.cfg.Runs); err != nil {
-		return res, fmt.Errorf("availbench: diff: %w", err)
-	}
-	if res.Analytics, err = b.Analytics(ctx); err != nil {
-		return res, fmt.Errorf("availbench: analytics: %w", err)
-	}
-	if res.Latency, err = b.Latency(ctx); err != nil {
-		return res, fmt.Errorf("availbench: latency: %w", err)
+	for _, ph := range phases {
+		pprof.Do(ctx, pprof.Labels("phase", ph.name), func(ctx context.Context) { err = ph.run(ctx) })
+		if err != nil {
+			return res, fmt.Errorf("availbench: %s: %w", ph.name, err)
+		}
 	}
 	return res, nil
 }

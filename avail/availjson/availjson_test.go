@@ -44,6 +44,15 @@ func transitions() []avail.Transition {
 	return append(out, avail.Transition{})
 }
 
+func runRecords() []avail.RunRecord {
+	return []avail.RunRecord{
+		{RunID: "run-1", SourceID: "src", Provider: "resy", ScopeKey: "src|v1|2025-07-04|2|", StartedAt: t0.Add(-time.Second),
+			RunAt: t0, Status: "ok", Observed: 100, Opened: 2, Closed: 1, Applied: true, TraceID: "0af7651916cd43dd8448eb211c80319c"},
+		{RunID: "run-2", ScopeKey: "s/<x>", RunAt: t0.In(time.FixedZone("x", 3600)), Status: "failed", Error: "boom \"quoted\"", Observed: -1},
+		{},
+	}
+}
+
 // payloads returns json.Marshal's encodings of the sample values.
 func payloads(t *testing.T) (snaps, trs [][]byte) {
 	t.Helper()
@@ -61,11 +70,18 @@ func payloads(t *testing.T) (snaps, trs [][]byte) {
 		}
 		trs = append(trs, b)
 	}
+	for _, r := range runRecords() {
+		b, err := json.Marshal(r)
+		if err != nil {
+			t.Fatal(err)
+		}
+		trs = append(trs, b)
+	}
 	return snaps, trs
 }
 
-// same checks that UnmarshalSnapshot and UnmarshalTransition agree with
-// json.Unmarshal on data, value and error.
+// same checks that UnmarshalSnapshot, UnmarshalTransition and
+// UnmarshalRunRecord agree with json.Unmarshal on data, value and error.
 func same(t *testing.T, data []byte) {
 	t.Helper()
 	var want, got avail.Snapshot
@@ -77,6 +93,11 @@ func same(t *testing.T, data []byte) {
 	wantErr, gotErr = json.Unmarshal(data, &wantT), UnmarshalTransition(data, &gotT)
 	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) || !reflect.DeepEqual(wantT, gotT) {
 		t.Fatalf("transition %q:\njson: %+v, %v\nfast: %+v, %v", data, wantT, wantErr, gotT, gotErr)
+	}
+	var wantR, gotR avail.RunRecord
+	wantErr, gotErr = json.Unmarshal(data, &wantR), UnmarshalRunRecord(data, &gotR)
+	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) || !reflect.DeepEqual(wantR, gotR) {
+		t.Fatalf("run record %q:\njson: %+v, %v\nfast: %+v, %v", data, wantR, wantErr, gotR, gotErr)
 	}
 }
 
@@ -128,6 +149,29 @@ func TestUnmarshal_fastPathDecodesMarshalOutput(t *testing.T) {
 	}
 }
 
+// TestUnmarshalRunRecord_fastPathDecodesMarshalAndScriptOutput decodes run
+// records as json.Marshal and the diff script's cjson write them (members
+// in any order), on the fast path.
+func TestUnmarshalRunRecord_fastPathDecodesMarshalAndScriptOutput(t *testing.T) {
+	plain := runRecords()[0]
+	marshalled, err := json.Marshal(plain)
+	if err != nil {
+		t.Fatal(err)
+	}
+	inputs := [][]byte{marshalled, []byte(`{}`),
+		[]byte(`{"applied":false,"closed":0,"observed":100,"run_at":"2025-07-04T18:30:00.123456789Z","provider":"resy",` +
+			`"status":"ok","scope_key":"src|v1|2025-07-04|2|","run_id":"run-1","opened":3,"source_id":"src",` +
+			`"started_at":"2025-07-04T18:29:59Z","trace_id":"0af7651916cd43dd8448eb211c80319c","error":"e"}`)}
+	for _, b := range inputs {
+		var got avail.RunRecord
+		sc := scanner{b: b}
+		if !sc.runRecord(&got) || !sc.end() {
+			t.Fatalf("%s: fast path refused it", b)
+		}
+		same(t, b)
+	}
+}
+
 func TestUnmarshal_matchesEncodingJSON(t *testing.T) {
 	cases := []string{
 		``, `null`, `[]`, `{}`, ` { } `, `{}x`, `{"run_id":"a"} {}`, `{"run_id":null}`, `{"RUN_ID":"a"}`,
@@ -140,6 +184,8 @@ func TestUnmarshal_matchesEncodingJSON(t *testing.T) {
 		`{"entities":[{"attrs":{"a":1}}]}`, `{"entities":[{},]}`, `{"entities":[{"key":"k"}`, `{"entity":{"key":"k"}}`,
 		`{"entity":{"party_size":-7}}`, `{"entity":null}`, `{"raw":false,"stable":true,"notify":true}`,
 		`{"last_seen":"0001-01-01T00:00:00Z","trace_id":""}`, "\t{\n\"kind\" :\r\"open\" }\n",
+		`{"applied":true,"observed":3,"opened":1,"closed":0}`, `{"applied":1}`, `{"observed":1.5}`,
+		`{"status":"ok","status":"failed"}`, `{"closed":null}`, `{"scope_key":"a\/b"}`,
 	}
 	for _, c := range cases {
 		same(t, []byte(c))
@@ -150,8 +196,12 @@ func TestUnmarshal_matchesEncodingJSON(t *testing.T) {
 // many one-byte changes of payloads with encoding/json.
 func TestUnmarshal_matchesEncodingJSONOnMutations(t *testing.T) {
 	snaps, trs := plainPayloads(t) // inputs of the fast path, which matter most
+	run, err := json.Marshal(runRecords()[0])
+	if err != nil {
+		t.Fatal(err)
+	}
 	repl := []byte(`"\{}],:0-.ex` + "\xff")
-	for _, b := range [][]byte{snaps[1], trs[1]} {
+	for _, b := range [][]byte{snaps[1], trs[1], run} {
 		for i := range len(b) {
 			same(t, b[:i])
 			for _, c := range repl {

@@ -1,8 +1,10 @@
 // Package availjson decodes and encodes the availability pipeline's hot
-// messages (avail.Snapshot, avail.Transition, avail.Entity) faster than
-// encoding/json, with exactly its results: a hand-written scanner handles
-// the plain encoding that json.Marshal produces (known field names, strings
-// without escapes, integers, booleans, RFC 3339 times), and any input it
+// messages (avail.Snapshot, avail.Transition, avail.Entity,
+// avail.RunRecord) faster than encoding/json, with exactly its results: a
+// hand-written scanner handles the plain encoding that json.Marshal (or
+// the diff script's cjson, whose members come in any order) produces
+// (known field names, strings without escapes, integers, booleans, RFC
+// 3339 times), and any input it
 // does not recognise — escapes, unknown or repeated fields, nulls, other
 // spellings, invalid UTF-8, malformed JSON — is decoded by encoding/json
 // instead, so the outcome, value and error alike, is always what
@@ -18,24 +20,30 @@ import (
 
 // UnmarshalSnapshot decodes data into *s as json.Unmarshal(data, s) does.
 func UnmarshalSnapshot(data []byte, s *avail.Snapshot) error {
-	var v avail.Snapshot
-	sc := scanner{b: data}
-	if sc.snapshot(&v) && sc.end() {
-		*s = v
-		return nil
-	}
-	return json.Unmarshal(data, s)
+	return unmarshal(data, s, (*scanner).snapshot)
 }
 
 // UnmarshalTransition decodes data into *t as json.Unmarshal(data, t) does.
 func UnmarshalTransition(data []byte, t *avail.Transition) error {
-	var v avail.Transition
+	return unmarshal(data, t, (*scanner).transition)
+}
+
+// UnmarshalRunRecord decodes data into *r as json.Unmarshal(data, r) does.
+func UnmarshalRunRecord(data []byte, r *avail.RunRecord) error {
+	return unmarshal(data, r, (*scanner).runRecord)
+}
+
+// unmarshal decodes data into *out with read, the scanner's method for T,
+// or with encoding/json when read refuses it (read works on a copy, so a
+// refusal leaves *out to encoding/json alone).
+func unmarshal[T any](data []byte, out *T, read func(*scanner, *T) bool) error {
+	var v T
 	sc := scanner{b: data}
-	if sc.transition(&v) && sc.end() {
-		*t = v
+	if read(&sc, &v) && sc.end() {
+		*out = v
 		return nil
 	}
-	return json.Unmarshal(data, t)
+	return json.Unmarshal(data, out)
 }
 
 // scanner reads b from i. Every method returns false when the input is not

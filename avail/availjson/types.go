@@ -76,6 +76,43 @@ func (s *scanner) transition(v *avail.Transition) bool {
 	})
 }
 
+// runRecord reads an avail.RunRecord object.
+func (s *scanner) runRecord(v *avail.RunRecord) bool {
+	var mask uint32
+	return s.object(func(name []byte) bool {
+		ok := false
+		switch string(name) {
+		case "run_id":
+			ok = seen(&mask, 1<<0) && s.into(&v.RunID)
+		case "source_id":
+			ok = seen(&mask, 1<<1) && s.into(&v.SourceID)
+		case "provider":
+			ok = seen(&mask, 1<<2) && s.into(&v.Provider)
+		case "scope_key":
+			ok = seen(&mask, 1<<3) && s.into(&v.ScopeKey)
+		case "started_at":
+			ok = seen(&mask, 1<<4) && s.time(&v.StartedAt)
+		case "run_at":
+			ok = seen(&mask, 1<<5) && s.time(&v.RunAt)
+		case "status":
+			ok = seen(&mask, 1<<6) && s.into(&v.Status)
+		case "error":
+			ok = seen(&mask, 1<<7) && s.into(&v.Error)
+		case "observed":
+			ok = seen(&mask, 1<<8) && s.intInto(&v.Observed)
+		case "opened":
+			ok = seen(&mask, 1<<9) && s.intInto(&v.Opened)
+		case "closed":
+			ok = seen(&mask, 1<<10) && s.intInto(&v.Closed)
+		case "applied":
+			ok = seen(&mask, 1<<11) && s.boolInto(&v.Applied)
+		case "trace_id":
+			ok = seen(&mask, 1<<12) && s.into(&v.TraceID)
+		}
+		return ok
+	})
+}
+
 // entity reads an avail.Entity object into a zero *v.
 func (s *scanner) entity(v *avail.Entity) bool {
 	var mask uint32

@@ -148,7 +148,7 @@ func runBenchAvailability(ctx context.Context, args []string, stdout, stderr io.
 	fs.IntVar(&bc.AnalyticsCopies, "analytics-copies", 1, "copies of each analytics stage")
 	fs.IntVar(&bc.DiffBatch, "diff-batch", 0, "XREADGROUP COUNT of the diff stage (0: the stage's default)")
 	fs.BoolVar(&bc.Keep, "keep", false, "keep the Redis keys and the ClickHouse database")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench to this file")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench to this file; samples carry the label phase=setup|diff|analytics|latency (go tool pprof -tagfocus)")
 	if err := fs.parse(args[1:]); err != nil {
 		return err
 	}

@@ -31,16 +31,16 @@ type Message struct {
 	FeedURL      string `json:"feed_url"`
 	Subscribable string `json:"subscribable"`
 	// SubscriptionID is set for log destinations.
-	SubscriptionID string      `json:"subscription_id,omitempty"`
-	Collection     string      `json:"collection,omitempty"`
-	Subject        string      `json:"subject"`
-	Text           string      `json:"text,omitempty"`
-	HTML           string      `json:"html,omitempty"`
+	SubscriptionID string `json:"subscription_id,omitempty"`
+	Collection     string `json:"collection,omitempty"`
+	Subject        string `json:"subject"`
+	Text           string `json:"text,omitempty"`
+	HTML           string `json:"html,omitempty"`
 	// HTMLBody is the HTML body as a fragment for e-mail
 	// (notifier.Request.HTML): as many items as fit notifier.MaxHTMLLen.
-	HTMLBody string `json:"-"`
-	Items          []poll.Item `json:"items,omitempty"`
-	ConfirmURL     string      `json:"confirm_url,omitempty"`
+	HTMLBody   string      `json:"-"`
+	Items      []poll.Item `json:"items,omitempty"`
+	ConfirmURL string      `json:"confirm_url,omitempty"`
 }
 
 // view is what the templates see. More counts the items left out of a
