@@ -32,9 +32,9 @@ const firstBackoff = 50 * time.Millisecond
 // AnalyticsConfig for flushing and outages). Sessions are derived from raw
 // transitions: a raw open writes the session's open row (version 1), a raw
 // close its closed row (version 2, with closed_at and duration); opens and
-// closes are paired through the Redis hash
-// ds:{avail.p}:analytics:entity:<entity key>, in whatever order they are
-// processed, with one pipeline of scripts per batch.
+// closes are paired through the Redis hashes
+// ds:{avail.p}:analytics:date:<date> (a field per entity), in whatever order
+// they are processed, with one pipeline of scripts per batch.
 //
 // NewAnalytics starts one flush loop per copy of each stage (ReadAhead);
 // call Close when the stages' runners have stopped. It is safe for

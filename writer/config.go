@@ -176,9 +176,9 @@ type AnalyticsConfig struct {
 	// at 50ms and doubles. Default 5s.
 	MaxBackoff time.Duration
 	// RetainAfterDate is how long the Redis state pairing an entity's opens
-	// and closes is kept after the end of the entity's date, set when the
-	// state is created (a change applies to entities seen afterwards).
-	// Default 7 days; negative keeps it forever. Rows are written to
+	// and closes is kept after the end of the entity's date (the date's
+	// hash expires then; set at every write, so a change applies to the
+	// dates written afterwards). Default 7 days; negative keeps it forever. Rows are written to
 	// ClickHouse whatever their date.
 	RetainAfterDate time.Duration
 	// ReadAhead is how many batches of each partition a stage handles at

@@ -49,13 +49,15 @@ const maxPairPerScript = 256
 // transition twice changes nothing.
 func (a *Analytics) pairSessions(ctx context.Context, rows []clickhouse.TransitionRow, parts []int) ([]clickhouse.SessionRow, error) {
 	type call struct {
-		rows []int // indices into rows
-		keys []string
-		args []any
+		rows  []int // indices into rows
+		keys  []string
+		index map[string]int // key → its KEYS position, from 1
+		exp   []any          // the expiry argument of each key
+		args  []any          // pairArgsPer per transition
 	}
 	var calls []*call
 	open := map[int]*call{}         // partition → its call being filled
-	expireAt := map[string]string{} // date → the expiry argument of its entities
+	expireAt := map[string]string{} // date → the expiry argument of its hash
 	for i := range rows {
 		t := &rows[i]
 		if !t.Raw {
@@ -63,19 +65,26 @@ func (a *Analytics) pairSessions(ctx context.Context, rows []clickhouse.Transiti
 		}
 		c := open[parts[i]]
 		if c == nil || len(c.rows) == maxPairPerScript {
-			c = &call{args: []any{maxEvents}}
+			c = &call{index: map[string]int{}}
 			calls = append(calls, c)
 			open[parts[i]] = c
 		}
-		exp, ok := expireAt[t.Date]
+		key := "ds:" + a.topics.Transitions.HashTag(parts[i]) + ":analytics:date:" + t.Date
+		k, ok := c.index[key]
 		if !ok {
-			ms, _ := expiry(t.Date, a.cfg.RetainAfterDate)
-			exp = strconv.FormatInt(ms, 10)
-			expireAt[t.Date] = exp
+			exp, ok := expireAt[t.Date]
+			if !ok {
+				ms, _ := expiry(t.Date, a.cfg.RetainAfterDate)
+				exp = strconv.FormatInt(ms, 10)
+				expireAt[t.Date] = exp
+			}
+			c.keys = append(c.keys, key)
+			c.exp = append(c.exp, exp)
+			k = len(c.keys)
+			c.index[key] = k
 		}
 		c.rows = append(c.rows, i)
-		c.keys = append(c.keys, "ds:"+a.topics.Transitions.HashTag(parts[i])+":analytics:entity:"+t.EntityKey)
-		c.args = append(c.args, strconv.FormatInt(t.RunAt.UnixMilli(), 10), t.Kind, t.RunID, t.VenueName, exp)
+		c.args = append(c.args, k, t.EntityKey, strconv.FormatInt(t.RunAt.UnixMilli(), 10), t.Kind, t.RunID, t.VenueName)
 	}
 	replies := make([][]string, len(calls))
 	todo := make([]int, len(calls))
@@ -85,8 +94,11 @@ func (a *Analytics) pairSessions(ctx context.Context, rows []clickhouse.Transiti
 	for attempt := 0; len(todo) > 0; attempt++ {
 		pipe := a.rdb.Pipeline()
 		cmds := make([]*redis.Cmd, len(todo))
-		for j, c := range todo {
-			cmds[j] = pairScript.EvalSha(ctx, pipe, calls[c].keys, calls[c].args...)
+		for j, ci := range todo {
+			c := calls[ci]
+			args := make([]any, 0, 2+len(c.exp)+len(c.args))
+			args = append(append(append(args, maxEvents, len(c.exp)), c.exp...), c.args...)
+			cmds[j] = pairScript.EvalSha(ctx, pipe, c.keys, args...)
 		}
 		_, _ = pipe.Exec(ctx) // errors are read per command
 		var missing []int
@@ -174,41 +186,60 @@ func (a *Analytics) sessionOf(t *clickhouse.TransitionRow, reply []string) (clic
 
 // pairScript records raw transitions in their entities' recent events and
 // replies, per transition, the session row it implies (see pairSessions).
-// KEYS[i] is the analytics hash of transition i's entity, with the fields
-// "events" ("<ms> <kind> <run id>" lines, newest first, once per kind and
-// run, at most ARGV[1] of them) and "name" (the venue name last given).
-// ARGV[1] is how many events to keep, then five per transition: ms, kind,
-// run id, venue name (empty: unknown), expiry (Unix ms, 0: none; set when
-// the hash is created). Transitions are recorded in order. The reply holds
-// pairReplyLen strings per transition: "open" (an open whose next known
-// event is not a close), "closed" (an open followed by a close, or a close
-// preceded by an open) or "none"; then the time and run id of the other
-// end of a closed session (else empty); then the recorded venue name when
-// the transition gave none (else empty). It reads both fields with one
-// HMGET and writes them with at most one HSET, and only what changed; an
-// entity's first event, the common case, is written without parsing.
+// KEYS are the hashes of the transitions' dates (one per date of the call,
+// in one partition): a field per entity, its value the venue name last
+// given as "<length>:<name>" (it may hold any byte), then "\n<ms> <kind>
+// <run id>" per event, newest first, once per
+// kind and run, at most ARGV[1] of them. ARGV[2] is the number of KEYS,
+// then one expiry per key (Unix ms, 0: none, set at every call), then six
+// per transition: its key's position in KEYS, entity key, ms, kind, run id,
+// venue name (empty: unknown). Transitions are recorded in order. The reply
+// holds pairReplyLen strings per transition: "open" (an open whose next
+// known event is not a close), "closed" (an open followed by a close, or a
+// close preceded by an open) or "none"; then the time and run id of the
+// other end of a closed session (else empty); then the recorded venue name
+// when the transition gave none (else empty). It reads each key's fields
+// with one HMGET and writes those that changed with one HSET: a few
+// redis.call per call rather than three per transition, and no key per
+// entity, which cost Redis most of the stage's CPU.
 var pairScript = redis.NewScript(`
-local keep = tonumber(ARGV[1])
+local keep, nkeys = tonumber(ARGV[1]), tonumber(ARGV[2])
+local first = 3 + nkeys
+local vals, dirty = {}, {}
+for k = 1, nkeys do vals[k], dirty[k] = {}, {} end
+local want = {}
+for k = 1, nkeys do want[k] = {} end
+for a = first, #ARGV, 6 do
+  local k, f = tonumber(ARGV[a]), ARGV[a + 1]
+  if vals[k][f] == nil then
+    vals[k][f] = false
+    want[k][#want[k] + 1] = f
+  end
+end
+for k = 1, nkeys do
+  if #want[k] > 0 then
+    local got = redis.call('HMGET', KEYS[k], unpack(want[k]))
+    for i, f in ipairs(want[k]) do vals[k][f] = got[i] or false end
+  end
+end
 local out = {}
-for t = 1, #KEYS do
-  local key, a = KEYS[t], 5 * t - 3
-  local msS, kind, run, newName, expireAt = ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4]
-  local got = redis.call('HMGET', key, 'name', 'events')
-  local name, cur = got[1], got[2]
-  local setName = newName ~= '' and newName ~= name
-  local state, oms, orun = 'none', '', ''
+local t = 0
+for a = first, #ARGV, 6 do
+  t = t + 1
+  local k, f, msS, kind, run, newName = tonumber(ARGV[a]), ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5]
+  local cur = vals[k][f]
+  local state, oms, orun, name = 'none', '', '', ''
   if not cur then
-    if setName then
-      redis.call('HSET', key, 'events', msS .. ' ' .. kind .. ' ' .. run, 'name', newName)
-    else
-      redis.call('HSET', key, 'events', msS .. ' ' .. kind .. ' ' .. run)
-    end
-    if expireAt ~= '0' then redis.call('PEXPIREAT', key, expireAt) end
+    vals[k][f] = #newName .. ':' .. newName .. '\n' .. msS .. ' ' .. kind .. ' ' .. run
+    dirty[k][f] = true
     if kind == 'open' then state = 'open' end
   else
+    local c = string.find(cur, ':', 1, true)
+    local nameEnd = c + tonumber(string.sub(cur, 1, c - 1))
+    name = string.sub(cur, c + 1, nameEnd)
     local ms = tonumber(msS)
     local ev, pos = {}, nil
-    for line in string.gmatch(cur, '[^\n]+') do
+    for line in string.gmatch(string.sub(cur, nameEnd + 1), '[^\n]+') do
       local x = string.find(line, ' ', 1, true)
       local y = x and string.find(line, ' ', x + 1, true)
       if y then
@@ -218,25 +249,24 @@ for t = 1, #KEYS do
         if e.run == run and e.kind == kind then pos = #ev end
       end
     end
-    local lost = false
-    if not pos then
+    local setName = newName ~= '' and newName ~= name
+    local inserted, lost = not pos, false
+    if inserted then
       pos = #ev + 1
       for i, e in ipairs(ev) do
         if ms > e.ms or (ms == e.ms and run > e.run) then pos = i; break end
       end
       table.insert(ev, pos, {ms = ms, msS = msS, kind = kind, run = run})
       while #ev > keep do table.remove(ev) end
-      local lines = {}
-      for i, e in ipairs(ev) do lines[i] = e.msS .. ' ' .. e.kind .. ' ' .. e.run end
-      if setName then
-        redis.call('HSET', key, 'events', table.concat(lines, '\n'), 'name', newName)
-      else
-        redis.call('HSET', key, 'events', table.concat(lines, '\n'))
-      end
-      setName = false
       lost = pos > #ev
     end
-    if setName then redis.call('HSET', key, 'name', newName) end
+    if setName then name = newName end
+    if inserted or setName then
+      local lines = {#name .. ':' .. name}
+      for i, e in ipairs(ev) do lines[i + 1] = e.msS .. ' ' .. e.kind .. ' ' .. e.run end
+      vals[k][f] = table.concat(lines, '\n')
+      dirty[k][f] = true
+    end
     if lost then
       state = 'none'
     elseif kind == 'open' then
@@ -253,7 +283,16 @@ for t = 1, #KEYS do
   end
   local b = 4 * t - 3
   out[b], out[b + 1], out[b + 2], out[b + 3] = state, oms, orun, ''
-  if newName == '' and name then out[b + 3] = name end
+  if newName == '' then out[b + 3] = name end
+end
+for k = 1, nkeys do
+  local set = {}
+  for f in pairs(dirty[k]) do
+    set[#set + 1] = f
+    set[#set + 1] = vals[k][f]
+  end
+  if #set > 0 then redis.call('HSET', KEYS[k], unpack(set)) end
+  if ARGV[2 + k] ~= '0' then redis.call('PEXPIREAT', KEYS[k], ARGV[2 + k]) end
 end
 return out
 `)

@@ -285,18 +285,22 @@ func TestPairSessions_stateExpiresAfterItsDate(t *testing.T) {
 	retain := 48 * time.Hour
 	for _, tt := range []struct {
 		name   string
+		date   string // each case its own, so its own hash
 		retain time.Duration
 		want   time.Time // zero: no expiry
 	}{
-		{"dated", retain, time.Date(2099, 3, 2, 0, 0, 0, 0, time.UTC).Add(retain)},
-		{"kept forever", -1, time.Time{}},
+		{"dated", "2099-03-01", retain, time.Date(2099, 3, 2, 0, 0, 0, 0, time.UTC).Add(retain)},
+		{"kept forever", "2099-04-01", -1, time.Time{}},
 	} {
 		for name, a := range pairingTestAnalytics(t, AnalyticsConfig{RetainAfterDate: tt.retain}) {
 			t.Run(tt.name+"/"+name, func(t *testing.T) {
-				entity := "expiry-" + tt.name
-				key := "ds:" + a.topics.Transitions.HashTag(0) + ":analytics:entity:" + entity
+				key := "ds:" + a.topics.Transitions.HashTag(0) + ":analytics:date:" + tt.date
 				for _, e := range []ev{{"open", 1}, {"close", 2}} {
-					pairOne(t, a, entity, e)
+					row := sessRow("expiry", e)
+					row.Date = tt.date
+					if _, err := a.pairSessions(t.Context(), []clickhouse.TransitionRow{row}, []int{0}); err != nil {
+						t.Fatalf("pairSessions: %v", err)
+					}
 					at, err := a.rdb.PExpireTime(t.Context(), key).Result()
 					if err != nil {
 						t.Fatal(err)
@@ -337,6 +341,28 @@ func TestPairSessions_reloadsFlushedScript(t *testing.T) {
 			got, err := a.pairSessions(t.Context(), rows, parts)
 			if err != nil || len(got) != 2 || describe(&got[1]) != "closed r01-r02 1m0s" {
 				t.Fatalf("pairSessions after SCRIPT FLUSH = %+v, %v; want the open and closed rows", got, err)
+			}
+		})
+	}
+}
+
+// TestPairSessions_closeGetsTheRecordedVenueName: a close carries no venue
+// name; its session row gets the one its entity's last open gave, whatever
+// bytes it holds, and a later open's new name replaces it.
+func TestPairSessions_closeGetsTheRecordedVenueName(t *testing.T) {
+	for name, a := range pairingTestAnalytics(t, AnalyticsConfig{}) {
+		t.Run(name, func(t *testing.T) {
+			entity := "odd:name\n12:3 x"
+			for i, want := range []string{"Chez " + entity, "renamed\n:7"} {
+				open, closing := sessRow(entity, ev{"open", 2*i + 1}), sessRow(entity, ev{"close", 2*i + 2})
+				open.VenueName = want
+				got, err := a.pairSessions(t.Context(), []clickhouse.TransitionRow{open, closing}, []int{0, 0})
+				if err != nil {
+					t.Fatalf("pairSessions: %v", err)
+				}
+				if len(got) != 2 || got[1].VenueName != want || !got[1].Closed {
+					t.Fatalf("session rows %+v, want the closed row named %q", got, want)
+				}
 			}
 		})
 	}
