@@ -47,11 +47,11 @@ type Analytics struct {
 	met    *analyticsMetrics
 	reg    metric.Registration
 	log    *slog.Logger
-	// One batcher per copy of each stage (AnalyticsConfig.ReadAhead), so
-	// that one copy's batches are read, decoded and paired while another's
-	// are being inserted.
-	transitions batchers[transitionBatch]
-	runs        batchers[[]clickhouse.RunRow]
+	// One batcher per stage, shared by its copies (AnalyticsConfig.ReadAhead):
+	// while a flush runs, the copies read, decode and pair the next batches,
+	// which the next flush takes together.
+	transitions *batcher[transitionBatch]
+	runs        *batcher[[]clickhouse.RunRow]
 	closed      chan struct{}
 	closeOnce   sync.Once
 }
@@ -88,14 +88,10 @@ func NewAnalytics(rdb redis.UniversalClient, ch *clickhouse.Client, cfg Analytic
 	a := &Analytics{rdb: rdb, ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, log: log,
 		closed: make(chan struct{})}
 	tracer := tp.Tracer(instrumentationScope)
-	trGate, runGate := newGate(), newGate()
-	for range cfg.ReadAhead {
-		a.transitions = append(a.transitions, newBatcher(StageAnalyticsTransitions, cfg, trGate, met, log, tracer, a.flushTransitions))
-		a.runs = append(a.runs, newBatcher(StageAnalyticsRuns, cfg, runGate, met, log, tracer, a.flushRuns))
-	}
+	a.transitions = newBatcher(StageAnalyticsTransitions, cfg, met, log, tracer, a.flushTransitions)
+	a.runs = newBatcher(StageAnalyticsRuns, cfg, met, log, tracer, a.flushRuns)
 	if a.reg, err = met.observeBuffered(a.transitions, a.runs); err != nil {
-		a.transitions.close()
-		a.runs.close()
+		a.closeBatchers()
 		return nil, err
 	}
 	return a, nil
@@ -104,9 +100,10 @@ func NewAnalytics(rdb redis.UniversalClient, ch *clickhouse.Client, cfg Analytic
 // Stages returns the two batch stages, "avail-analytics-transitions" over
 // the transition topic and "avail-analytics-runs" over the run topic,
 // AnalyticsConfig.ReadAhead copies of each: run them all. Each copy is a
-// consumer of the stage's group with a batcher of its own, so while one
-// copy's batches wait for their INSERT, the next batches of the same
-// partitions are read, decoded and paired by another. When Runner.Consumer
+// consumer of the stage's group, so while one copy's batches wait for
+// their INSERT, the next batches of the same partitions are read, decoded
+// and paired by another; the copies share the stage's batcher, so that at
+// low rates they do not double the inserts. When Runner.Consumer
 // is set, copies after the first append "-<copy>" to it.
 func (a *Analytics) Stages() []stream.Stage {
 	var out []stream.Stage
@@ -115,12 +112,13 @@ func (a *Analytics) Stages() []stream.Stage {
 		if cfg.Consumer != "" && i > 0 {
 			cfg.Consumer = fmt.Sprintf("%s-%d", cfg.Consumer, i)
 		}
-		tr, runs := a.transitions[i], a.runs[i]
 		out = append(out,
 			stream.Stage{Name: StageAnalyticsTransitions, Topic: a.topics.Transitions, Config: cfg,
-				BatchHandler: func(ctx context.Context, msgs []*stream.Message) error { return a.handleTransitions(ctx, tr, msgs) }},
+				BatchHandler: func(ctx context.Context, msgs []*stream.Message) error {
+					return a.handleTransitions(ctx, a.transitions, msgs)
+				}},
 			stream.Stage{Name: StageAnalyticsRuns, Topic: a.topics.Runs, Config: cfg,
-				BatchHandler: func(ctx context.Context, msgs []*stream.Message) error { return a.handleRuns(ctx, runs, msgs) }})
+				BatchHandler: func(ctx context.Context, msgs []*stream.Message) error { return a.handleRuns(ctx, a.runs, msgs) }})
 	}
 	return out
 }
@@ -134,8 +132,7 @@ func (a *Analytics) Close() error {
 	if !first {
 		return nil
 	}
-	a.transitions.close()
-	a.runs.close()
+	a.closeBatchers()
 	if err := a.reg.Unregister(); err != nil {
 		return fmt.Errorf("writer: analytics close: %w", err)
 	}
@@ -155,7 +152,7 @@ func (a *Analytics) Close() error {
 // deduplicates.
 // It uses the batcher of the stage's first copy.
 func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Message) error {
-	return a.handleTransitions(ctx, a.transitions[0], msgs)
+	return a.handleTransitions(ctx, a.transitions, msgs)
 }
 
 // handleTransitions is HandleTransitions with the batcher of one copy.
@@ -198,7 +195,7 @@ func (a *Analytics) prepareTransitions(ctx context.Context, bt *batcher[transiti
 // does not decode, or lacks a run id or run_at, is dead-lettered), with
 // the batcher of the stage's first copy.
 func (a *Analytics) HandleRuns(ctx context.Context, msgs []*stream.Message) error {
-	return a.handleRuns(ctx, a.runs[0], msgs)
+	return a.handleRuns(ctx, a.runs, msgs)
 }
 
 // handleRuns is HandleRuns with the batcher of one copy.
@@ -380,4 +377,12 @@ func clampU32(n int) uint32 { return uint32(min(max(n, 0), 1<<32-1)) }
 // isNoScript reports whether err means the script is not cached.
 func isNoScript(err error) bool {
 	return errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")
+}
+
+// closeBatchers closes both batchers, at once.
+func (a *Analytics) closeBatchers() {
+	var wg sync.WaitGroup
+	wg.Go(a.transitions.close)
+	wg.Go(a.runs.close)
+	wg.Wait()
 }

@@ -128,16 +128,16 @@ func TestAnalytics_batchesShareAFlush(t *testing.T) {
 	}
 }
 
-// TestAnalytics_readAheadCopiesFlushIndependently checks that Stages
-// returns ReadAhead copies of each stage, with consumer names of their own,
-// and that one copy's batch is written and acknowledged while another
-// copy's batch still waits for its flush: the next batches of a partition
-// are not held up by the INSERT of the previous ones.
-func TestAnalytics_readAheadCopiesFlushIndependently(t *testing.T) {
+// TestAnalytics_readAheadCopiesShareOneFlush checks that Stages returns
+// ReadAhead copies of each stage, with consumer names of their own, which
+// share the stage's batcher: a batch one copy has queued goes into the
+// flush that another copy's batch triggers, one INSERT for both.
+func TestAnalytics_readAheadCopiesShareOneFlush(t *testing.T) {
 	ch := migrated(t)
+	mp, collect := metricsReader(t)
 	a := newAnalytics(t, realRedis(t), ch, writer.AnalyticsConfig{Partitions: 1, ReadAhead: 2, BatchRows: 1000,
 		Linger: time.Millisecond, FlushInterval: time.Hour, Runner: stream.RunnerConfig{Consumer: "c",
-			HandlerTimeout: 2 * time.Hour}}, nil)
+			HandlerTimeout: 2 * time.Hour}}, mp)
 	stages := a.Stages()
 	var names []string
 	for _, s := range stages {
@@ -148,31 +148,47 @@ func TestAnalytics_readAheadCopiesFlushIndependently(t *testing.T) {
 	if !slices.Equal(names, want) {
 		t.Fatalf("stages %v, want %v", names, want)
 	}
-	// Copy 0 gets a partial batch: it waits for FlushInterval (an hour).
+	// Copy 0 gets a partial batch: alone, it would wait for FlushInterval
+	// (an hour).
 	e0, e1 := slot("copy-0"), slot("copy-1")
 	waiting := make(chan error, 1)
 	go func() {
 		waiting <- stages[0].BatchHandler(t.Context(), delivered(1, scoped(e0, "open", 2, true)))
 	}()
-	// Copy 1 gets a redelivered batch, flushed after Linger by its own
-	// batcher, while copy 0's row is still buffered.
+	testenv.WaitFor(t, 5*time.Second, func() bool {
+		m, ok := findMetric(collect(), writer.MetricBufferedRows)
+		if !ok {
+			return false
+		}
+		for _, dp := range m.Data.(metricdata.Gauge[int64]).DataPoints {
+			if v, _ := dp.Attributes.Value("stage"); v.AsString() == writer.StageAnalyticsTransitions && dp.Value == 1 {
+				return true
+			}
+		}
+		return false
+	}, "copy 0's row buffered")
+	// Copy 1 gets a redelivered batch, flushed after Linger, with copy 0's.
 	if err := stages[2].BatchHandler(t.Context(), delivered(2, scoped(e1, "open", 2, true))); err != nil {
 		t.Fatalf("copy 1: %v", err)
 	}
+	if err := <-waiting; err != nil {
+		t.Fatalf("copy 0: %v", err)
+	}
 	n, err := clickhouse.CountTransitions(t.Context(), ch, clickhouse.Filter{})
-	if err != nil || n != 1 {
-		t.Fatalf("CountTransitions = %d, %v; want copy 1's row alone", n, err)
+	if err != nil || n != 2 {
+		t.Fatalf("CountTransitions = %d, %v; want both copies' rows", n, err)
 	}
-	select {
-	case err := <-waiting:
-		t.Fatalf("copy 0's partial batch returned %v before its flush was due", err)
-	default:
+	dur, ok := findMetric(collect(), writer.MetricFlushDuration)
+	if !ok {
+		t.Fatal("no flush duration metric")
 	}
-	// Closing fails copy 0's waiting batch retryably: it stays pending.
-	if err := a.Close(); err != nil {
-		t.Fatal(err)
+	var flushes uint64
+	for _, dp := range dur.Data.(metricdata.Histogram[float64]).DataPoints {
+		if v, _ := dp.Attributes.Value("stage"); v.AsString() == writer.StageAnalyticsTransitions {
+			flushes += dp.Count
+		}
 	}
-	if err := <-waiting; !errors.Is(err, writer.ErrClosed) {
-		t.Fatalf("copy 0 after Close = %v, want ErrClosed", err)
+	if flushes != 1 {
+		t.Fatalf("%d flushes of transitions, want both copies' batches in one", flushes)
 	}
 }

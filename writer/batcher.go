@@ -34,20 +34,12 @@ const maxLinks = 128
 //   - otherwise when the oldest item has waited cfg.FlushInterval, so that
 //     at low rates a stage inserts about once per FlushInterval.
 //
-// Batchers that share a gate (the copies of one stage) flush one at a time:
-// a batcher due to flush while another's flush runs waits for it, then
-// takes what its queue holds by then. So the copies' flushes alternate with
-// their handlers' reading, decoding and pairing rather than running in
-// step, and ClickHouse gets one INSERT per table at a time, each as large
-// as the wait made it.
-//
 // A failed flush is retried with backoff for the handlers still waiting; a
 // handler whose context ends stops waiting and its item is dropped from the
 // next attempt (its messages will be delivered again).
 type batcher[E any] struct {
 	stage  string
 	cfg    AnalyticsConfig
-	gate   chan struct{} // held during a flush; nil: none
 	flush  func(ctx context.Context, items []E) error
 	met    *analyticsMetrics
 	log    *slog.Logger
@@ -63,7 +55,6 @@ type batcher[E any] struct {
 	closed   bool
 	active   int  // handlers between begin and end
 	urgent   bool // the last successful flush held an urgent item
-	gated    bool // due to flush, waiting for the gate
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -79,15 +70,11 @@ type waiter[E any] struct {
 	res    chan error // receives the outcome once
 }
 
-// newGate returns a gate for batchers that are to flush one at a time.
-func newGate() chan struct{} { return make(chan struct{}, 1) }
-
-// newBatcher starts the batcher's flush loop; close stops it. gate, made
-// by newGate and shared by the batchers of a stage, may be nil.
-func newBatcher[E any](stage string, cfg AnalyticsConfig, gate chan struct{}, met *analyticsMetrics, log *slog.Logger,
+// newBatcher starts the batcher's flush loop; close stops it.
+func newBatcher[E any](stage string, cfg AnalyticsConfig, met *analyticsMetrics, log *slog.Logger,
 	tracer trace.Tracer, flush func(context.Context, []E) error) *batcher[E] {
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &batcher[E]{stage: stage, cfg: cfg, gate: gate, flush: flush, met: met, log: log, tracer: tracer,
+	b := &batcher[E]{stage: stage, cfg: cfg, flush: flush, met: met, log: log, tracer: tracer,
 		attrs: metric.WithAttributeSet(attribute.NewSet(keyStage.String(stage))),
 		wake:  make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	go b.run(ctx)
@@ -237,20 +224,6 @@ func (b *batcher[E]) hurry() bool {
 	return false
 }
 
-func (b *batcher[E]) setGated(v bool) {
-	b.mu.Lock()
-	b.gated = v
-	b.mu.Unlock()
-}
-
-// waitingForGate reports whether the batcher is due to flush and waits
-// for another batcher's flush to end.
-func (b *batcher[E]) waitingForGate() bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.gated
-}
-
 // take removes up to BatchRows rows of live waiters from the queue head,
 // dropping waiters that stopped waiting.
 func (b *batcher[E]) take() []*waiter[E] {
@@ -272,19 +245,9 @@ func (b *batcher[E]) take() []*waiter[E] {
 	return batch
 }
 
-// flushOnce flushes one batch from the queue head, once it holds the gate.
-// On failure the waiters still waiting go back to the head of the queue.
+// flushOnce flushes one batch from the queue head. On failure the waiters
+// still waiting go back to the head of the queue.
 func (b *batcher[E]) flushOnce(ctx context.Context) error {
-	if b.gate != nil {
-		b.setGated(true)
-		select {
-		case b.gate <- struct{}{}:
-			b.setGated(false)
-			defer func() { <-b.gate }()
-		case <-ctx.Done():
-			return ctx.Err() // closing: failAll settles the queue
-		}
-	}
 	batch := b.take()
 	if len(batch) == 0 {
 		return nil
@@ -350,29 +313,6 @@ func (b *batcher[E]) flushOnce(ctx context.Context) error {
 	b.log.Warn("clickhouse flush failed; retrying", "stage", b.stage, "rows", rows,
 		"messages", len(batch), "waiting", len(live), "error", err)
 	return err
-}
-
-// batchers are the batchers of a stage's copies; as one, they report the
-// stage's buffered rows and close together.
-type batchers[E any] []*batcher[E]
-
-func (bs batchers[E]) stageName() string { return bs[0].stage }
-
-func (bs batchers[E]) bufferedRows() int {
-	n := 0
-	for _, b := range bs {
-		n += b.bufferedRows()
-	}
-	return n
-}
-
-// close closes every batcher, at once.
-func (bs batchers[E]) close() {
-	var wg sync.WaitGroup
-	for _, b := range bs {
-		wg.Go(b.close)
-	}
-	wg.Wait()
 }
 
 // failAll closes the batcher: queued waiters get ErrClosed, later adds too.

@@ -43,12 +43,6 @@ func (s *fakeSink) state() (calls int, batches [][]int) {
 
 func testBatcher(t *testing.T, cfg AnalyticsConfig, sink *fakeSink) *batcher[int] {
 	t.Helper()
-	return gatedBatcher(t, cfg, nil, sink.flush)
-}
-
-// gatedBatcher is testBatcher with a gate and a flush function.
-func gatedBatcher(t *testing.T, cfg AnalyticsConfig, gate chan struct{}, flush func(context.Context, []int) error) *batcher[int] {
-	t.Helper()
 	met, err := newAnalyticsMetrics(noop.NewMeterProvider())
 	if err != nil {
 		t.Fatal(err)
@@ -59,7 +53,7 @@ func gatedBatcher(t *testing.T, cfg AnalyticsConfig, gate chan struct{}, flush f
 	if cfg.FlushTimeout == 0 {
 		cfg.FlushTimeout = time.Second
 	}
-	b := newBatcher("test", cfg, gate, met, slog.New(slog.DiscardHandler), tnoop.NewTracerProvider().Tracer(""), flush)
+	b := newBatcher("test", cfg, met, slog.New(slog.DiscardHandler), tnoop.NewTracerProvider().Tracer(""), sink.flush)
 	t.Cleanup(b.close)
 	return b
 }
@@ -201,66 +195,5 @@ func TestBatcher_lingerWaitsForAnUrgentItem(t *testing.T) {
 	}
 	if _, batches := sink.state(); len(batches) != 1 || len(batches[0]) != 4 {
 		t.Fatalf("flushed %v, want the four items in one flush", batches)
-	}
-}
-
-// heldSink's flushes report their items on started and return when the
-// test sends on release; it records how many run at once.
-type heldSink struct {
-	started chan []int
-	release chan struct{}
-	mu      sync.Mutex
-	running int
-	most    int
-}
-
-func (s *heldSink) flush(_ context.Context, items []int) error {
-	s.mu.Lock()
-	s.running++
-	s.most = max(s.most, s.running)
-	s.mu.Unlock()
-	s.started <- items
-	<-s.release
-	s.mu.Lock()
-	s.running--
-	s.mu.Unlock()
-	return nil
-}
-
-// TestBatcher_copiesSharingAGateFlushOneAtATime: while one copy's flush
-// runs, another copy due to flush waits for it (instead of inserting at
-// the same time), then flushes.
-func TestBatcher_copiesSharingAGateFlushOneAtATime(t *testing.T) {
-	cfg := AnalyticsConfig{BatchRows: 1, FlushInterval: time.Hour, Linger: -1}
-	sink := &heldSink{started: make(chan []int, 2), release: make(chan struct{})}
-	gate := newGate()
-	b1, b2 := gatedBatcher(t, cfg, gate, sink.flush), gatedBatcher(t, cfg, gate, sink.flush)
-	// Runs before the batchers close: flushes still held end.
-	t.Cleanup(func() { close(sink.release) })
-	errs := make(chan error, 2)
-	go func() { errs <- b1.add(t.Context(), 1, 1, true) }()
-	if got := <-sink.started; len(got) != 1 || got[0] != 1 {
-		t.Fatalf("first flush %v, want [1]", got)
-	}
-	go func() { errs <- b2.add(t.Context(), 2, 1, true) }()
-	testenv.WaitFor(t, 5*time.Second, func() bool { return b2.waitingForGate() || len(sink.started) > 0 },
-		"the second copy due to flush")
-	select {
-	case got := <-sink.started:
-		t.Fatalf("flush %v started while the first one ran", got)
-	default:
-	}
-	sink.release <- struct{}{}
-	if got := <-sink.started; len(got) != 1 || got[0] != 2 {
-		t.Fatalf("second flush %v, want [2]", got)
-	}
-	sink.release <- struct{}{}
-	for range 2 {
-		if err := <-errs; err != nil {
-			t.Fatalf("add: %v", err)
-		}
-	}
-	if sink.most != 1 {
-		t.Fatalf("%d flushes ran at once, want 1", sink.most)
 	}
 }

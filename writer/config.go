@@ -113,14 +113,13 @@ func (c ProjectionConfig) Validate() error {
 // into session rows in one Redis pipeline, hands its rows to the stage's
 // batcher and waits until the flush holding them is in ClickHouse; only
 // then are the batch's messages acknowledged. Stages returns ReadAhead
-// copies of each stage, each with a batcher of its own, so that while one
-// copy's batches wait for their INSERT, another copy reads, decodes and
-// pairs the next batches of the same partitions. A batcher merges the
-// batches of every partition of its copy (and of every runner of that
-// stage value) into one INSERT per table, a batch never split; the
-// batchers of a stage flush one at a time, so that the copies take turns
-// (one inserts while the other reads and pairs) rather than run in step.
-// A batcher flushes:
+// copies of each stage, so that while one copy's batches wait for their
+// INSERT, another copy reads, decodes and pairs the next batches of the
+// same partitions. The stage's batcher, shared by its copies, merges the
+// batches of every partition and copy into one INSERT per table, a batch
+// never split, one flush at a time: batches queued during a flush go into
+// the next one (at low rates, one insert per FlushInterval whatever the
+// number of copies). It flushes:
 //
 //   - at once when it holds BatchRows rows (N);
 //   - when a full batch is queued (the read returned Runner.BatchSize
@@ -135,10 +134,11 @@ func (c ProjectionConfig) Validate() error {
 //     so a rate above partitions × copies × BatchSize per FlushInterval
 //     fills the next batches and switches to the previous rule.
 //
-// With the defaults, a flush holds up to partitions × 5,000 messages (8 ×
-// 5,000 = 40,000 transitions plus up to as many session rows), and up to
-// ReadAhead times that many messages are read and not yet acknowledged,
-// held in memory with their rows while they wait.
+// With the defaults, a flush holds up to BatchRows (100,000) rows of whole
+// batches: under a backlog, the batches of 8 partitions × 5,000 messages
+// of one or both copies (40,000 or 80,000 transitions, plus their session
+// rows). Up to ReadAhead × partitions × BatchSize messages are read and not
+// yet acknowledged, held in memory with their rows while they wait.
 //
 // Why merge: an INSERT into a MergeTree table writes a part, a file per
 // column (and one more part per materialized view), and costs tens of
@@ -183,9 +183,9 @@ type AnalyticsConfig struct {
 	RetainAfterDate time.Duration
 	// ReadAhead is how many batches of each partition a stage handles at
 	// once: Stages returns this many copies of each stage, each a consumer
-	// of the stage's group with a batcher of its own, so that while one
-	// copy's batches wait for their INSERT another's are read, decoded and
-	// paired. Default 2 (DefaultReadAhead), at most MaxReadAhead.
+	// of the stage's group (they share the stage's batcher), so that while
+	// one copy's batches wait for their INSERT another's are read, decoded
+	// and paired. Default 2 (DefaultReadAhead), at most MaxReadAhead.
 	ReadAhead int
 	// Runner tunes both stages' runners. Zero fields take the stream
 	// defaults, except HandlerTimeout (default 30s, and at least
