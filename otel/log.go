@@ -79,7 +79,9 @@ func ParseLevel(s string) (slog.Level, error) {
 // NewLogHandler wraps inner so that every record whose context carries a
 // valid span context (trace.SpanContextFromContext) gets the attributes
 // trace_id and span_id, at the top level of the record even under
-// WithGroup. Records without a valid span context pass through unchanged.
+// WithGroup. Records without a valid span context pass through unchanged;
+// a record that carries a trace_id attribute of its own (outside groups)
+// keeps it and gets only span_id.
 // Use the context-taking logger methods (InfoContext, Log, ...) for the
 // span to be seen. inner must not be nil.
 func NewLogHandler(inner slog.Handler) slog.Handler {
@@ -113,15 +115,18 @@ func (h *logHandler) Handle(ctx context.Context, r slog.Record) error {
 	if !sc.IsValid() {
 		return h.full.Handle(ctx, r)
 	}
-	ids := [2]slog.Attr{
+	ids := []slog.Attr{
 		slog.String(LogTraceIDKey, sc.TraceID().String()),
 		slog.String(LogSpanIDKey, sc.SpanID().String()),
+	}
+	if len(h.groups) == 0 && hasTraceID(r) {
+		ids = ids[1:] // the record's own trace_id stays, alone
 	}
 	if len(h.groups) == 0 {
 		// Clone so that appending cannot write into an array shared with
 		// the caller's Record.
 		r = r.Clone()
-		r.AddAttrs(ids[:]...)
+		r.AddAttrs(ids...)
 		return h.full.Handle(ctx, r)
 	}
 
@@ -139,7 +144,7 @@ func (h *logHandler) Handle(ctx context.Context, r slog.Record) error {
 		nested = []slog.Attr{{Key: g.name, Value: slog.GroupValue(as...)}}
 	}
 	nr := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
-	nr.AddAttrs(ids[:]...)
+	nr.AddAttrs(ids...)
 	nr.AddAttrs(nested...)
 	return h.base.Handle(ctx, nr)
 }
@@ -168,4 +173,14 @@ func (h *logHandler) WithGroup(name string) slog.Handler {
 		full:   h.full.WithGroup(name),
 		groups: append(slices.Clip(h.groups), logGroup{name: name}),
 	}
+}
+
+// hasTraceID reports whether r carries a top-level trace_id attribute.
+func hasTraceID(r slog.Record) bool {
+	found := false
+	r.Attrs(func(a slog.Attr) bool {
+		found = a.Key == LogTraceIDKey
+		return !found
+	})
+	return found
 }

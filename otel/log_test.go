@@ -64,6 +64,27 @@ func TestLogHandler_addsIDsOfRealSpan(t *testing.T) {
 	}
 }
 
+// TestLogHandler_keepsARecordsOwnTraceID: a record that carries trace_id
+// itself (an access log written for plain handlers too) is not given a
+// second one; it still gets span_id.
+func TestLogHandler_keepsARecordsOwnTraceID(t *testing.T) {
+	tp := sdktrace.NewTracerProvider()
+	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
+	ctx, span := tp.Tracer(ScopeName).Start(context.Background(), "op")
+	defer span.End()
+
+	var buf bytes.Buffer
+	log := NewLogger(&buf, LogConfig{})
+	log.InfoContext(ctx, "own id", LogTraceIDKey, "mine")
+	if n := strings.Count(buf.String(), `"`+LogTraceIDKey+`"`); n != 1 {
+		t.Fatalf("record %s holds trace_id %d times, want once", buf.String(), n)
+	}
+	lines := decodeLines(t, &buf)
+	if lines[0][LogTraceIDKey] != "mine" || lines[0][LogSpanIDKey] != span.SpanContext().SpanID().String() {
+		t.Fatalf("record %v, want its own trace_id and the span's span_id", lines[0])
+	}
+}
+
 func TestLogHandler_withAttrsAndGroups(t *testing.T) {
 	sc := mustSpanContext(t, trace.FlagsSampled, "")
 	traced := trace.ContextWithSpanContext(context.Background(), sc)
