@@ -138,7 +138,7 @@ const (
 // some rows may have been written; inserting them again is harmless,
 // duplicates collapse.
 func InsertRuns(ctx context.Context, c *Client, batches ...[]RunRow) error {
-	n := rowCount(batches)
+	n := RowCount(batches)
 	runID, source, provider, scope, status, errText, trace := strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n)
 	started, startedMs, at, atMs := times(n), u16s(n), times(n), u16s(n)
 	observed, opened, closed, applied := make([]uint32, n), make([]uint32, n), make([]uint32, n), make([]uint8, n)
@@ -156,7 +156,7 @@ func InsertRuns(ctx context.Context, c *Client, batches ...[]RunRow) error {
 // InsertTransitions appends the rows of batches to the transitions table in
 // one batch, like InsertRuns.
 func InsertTransitions(ctx context.Context, c *Client, batches ...[]TransitionRow) error {
-	n := rowCount(batches)
+	n := RowCount(batches)
 	event, run, kind, key, entKind, provider, venue, name, date, slot, scope, source, trace :=
 		strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n)
 	at, atMs, seen := times(n), u16s(n), times(n)
@@ -177,7 +177,7 @@ func InsertTransitions(ctx context.Context, c *Client, batches ...[]TransitionRo
 // batch, like InsertRuns. The table keeps, per SessionID, the row of
 // highest version.
 func InsertSessions(ctx context.Context, c *Client, batches ...[]SessionRow) error {
-	n := rowCount(batches)
+	n := RowCount(batches)
 	id, key, entKind, provider, venue, name, date, slot, scope, source, openRun, closeRun, state, trace :=
 		strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n)
 	opened, openedMs, closed, closedMs, party := times(n), u16s(n), times(n), u16s(n), u16s(n)
@@ -194,8 +194,9 @@ func InsertSessions(ctx context.Context, c *Client, batches ...[]SessionRow) err
 		slot, party, scope, source, openRun, closeRun, opened, openedMs, closed, closedMs, duration, state, version, trace})
 }
 
-// rowCount is the number of rows of batches.
-func rowCount[T any](batches [][]T) int {
+// RowCount is the number of rows of batches, as the Insert functions
+// that take batches count them.
+func RowCount[T any](batches [][]T) int {
 	n := 0
 	for _, b := range batches {
 		n += len(b)

@@ -41,7 +41,7 @@ func simulatorToWebhook(t *testing.T, redisURL string) {
 	ctx := context.Background()
 	topics := avail.NewTopics(partitions)
 	rdb := dial(t, redisURL)
-	ch := openClickHouse(t, testenv.ClickHouseDSN(t))
+	ch := testenv.ClickHouse(t)
 	tel := telemetry(t)
 
 	w := newWorld(t, 4)
@@ -164,19 +164,4 @@ func dial(t *testing.T, url string) redis.UniversalClient {
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	return rdb
-}
-
-// openClickHouse connects to the test's database and migrates it.
-func openClickHouse(t *testing.T, dsn string) *clickhouse.Client {
-	t.Helper()
-	ctx := context.Background()
-	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: dsn})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ch.Close() })
-	if _, err := clickhouse.Migrate(ctx, ch, nil); err != nil {
-		t.Fatal(err)
-	}
-	return ch
 }

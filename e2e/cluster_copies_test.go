@@ -103,7 +103,7 @@ func TestCluster_twoProcessesShareEveryStage(t *testing.T) {
 	ctx := context.Background()
 	cl := testenv.StartRedisCluster(t, testenv.RedisClusterConfig{})
 	dsn := testenv.ClickHouseDSN(t)
-	e := &copiesEnv{nodes: cl.URL(), ch: openClickHouse(t, dsn), web: &http.Client{Timeout: 30 * time.Second}}
+	e := &copiesEnv{nodes: cl.URL(), ch: testenv.OpenClickHouse(t, dsn), web: &http.Client{Timeout: 30 * time.Second}}
 	e.rdb = dial(t, e.nodes)
 	stages, procs := startCopies(t, e, dsn)
 

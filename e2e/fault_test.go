@@ -43,7 +43,7 @@ func TestAvailability_killStagesAndRestartRedis(t *testing.T) {
 	// loaded Redis may lose its last seconds.
 	srv := testenv.StartRedis(t, testenv.RedisConfig{AppendOnly: true, AppendFsync: "always"})
 	dsn := testenv.ClickHouseDSN(t)
-	ch := openClickHouse(t, dsn)
+	ch := testenv.OpenClickHouse(t, dsn)
 	bin := buildBinary(t)
 	rdb := dial(t, srv.URL())
 	topics := avail.NewTopics(partitions)

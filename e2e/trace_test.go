@@ -146,7 +146,7 @@ func TestTrace_pollToDeliveredNotification(t *testing.T) {
 
 	topics := avail.NewTopics(partitions)
 	rdb := dial(t, testenv.RedisURL(t))
-	ch := openClickHouse(t, testenv.ClickHouseDSN(t))
+	ch := testenv.ClickHouse(t)
 	w := newWorld(t, 2)
 	hook := newWebhook(t)
 	w.newWatchers(t, ctx, rdb, hook)

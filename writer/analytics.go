@@ -292,10 +292,10 @@ func (a *Analytics) flushTransitions(ctx context.Context, batches []transitionBa
 	trErr := clickhouse.InsertTransitions(ctx, a.ch, trs...)
 	wg.Wait()
 	if trErr == nil {
-		a.countRows(clickhouse.TableTransitions, rowsOf(trs))
+		a.countRows(clickhouse.TableTransitions, clickhouse.RowCount(trs))
 	}
 	if sessErr == nil {
-		a.countRows(clickhouse.TableSessions, rowsOf(sess))
+		a.countRows(clickhouse.TableSessions, clickhouse.RowCount(sess))
 	}
 	return errors.Join(trErr, sessErr)
 }
@@ -305,7 +305,7 @@ func (a *Analytics) flushRuns(ctx context.Context, batches [][]clickhouse.RunRow
 	if err := clickhouse.InsertRuns(ctx, a.ch, batches...); err != nil {
 		return err
 	}
-	a.countRows(clickhouse.TableRuns, rowsOf(batches))
+	a.countRows(clickhouse.TableRuns, clickhouse.RowCount(batches))
 	return nil
 }
 
@@ -360,15 +360,6 @@ func (a *Analytics) countRows(table string, n int) {
 	if n > 0 {
 		a.met.rows.Add(context.Background(), int64(n), metric.WithAttributes(keyTable.String(table)))
 	}
-}
-
-// rowsOf is the number of rows of batches.
-func rowsOf[T any](batches [][]T) int {
-	n := 0
-	for _, b := range batches {
-		n += len(b)
-	}
-	return n
 }
 
 func clampU16(n int) uint16 { return uint16(min(max(n, 0), 1<<16-1)) }

@@ -205,10 +205,8 @@ func (a *Analytics) sessionOf(t *clickhouse.TransitionRow, reply []string) (clic
 var pairScript = redis.NewScript(`
 local keep, nkeys = tonumber(ARGV[1]), tonumber(ARGV[2])
 local first = 3 + nkeys
-local vals, dirty = {}, {}
-for k = 1, nkeys do vals[k], dirty[k] = {}, {} end
-local want = {}
-for k = 1, nkeys do want[k] = {} end
+local vals, dirty, want = {}, {}, {} -- per key: field values, fields changed, fields to read
+for k = 1, nkeys do vals[k], dirty[k], want[k] = {}, {}, {} end
 for a = first, #ARGV, 6 do
   local k, f = tonumber(ARGV[a]), ARGV[a + 1]
   if vals[k][f] == nil then
