@@ -66,6 +66,14 @@ type Transition struct {
 	RunAt    time.Time `json:"run_at"`
 	LastSeen time.Time `json:"last_seen,omitempty"`
 	TraceID  string    `json:"trace_id,omitempty"`
+	// OpenRunID and OpenedAtMS are set on a raw close whose open the diff
+	// knows: the run that opened the session this close ends, and its
+	// run_at in Unix milliseconds. The session is
+	// SessionID(Entity.Key, OpenRunID); a raw open starts the session
+	// SessionID(Entity.Key, RunID). They are empty for an entity opened
+	// before the diff kept them (see diff's Redis layout).
+	OpenRunID  string `json:"open_run_id,omitempty"`
+	OpenedAtMS int64  `json:"opened_at_ms,omitempty"`
 }
 
 // RunRecord is the outcome of a run, for the runs table.

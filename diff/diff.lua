@@ -1,7 +1,7 @@
 -- diff.lua applies one snapshot of one scope atomically; see script.go for
 -- KEYS and ARGV and the package documentation for the semantics. Every read
 -- and check comes before the first write: Redis does not roll a script back.
-local open_key, scope_hash, pend_key, tr_stream, run_stream = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+local open_key, scope_hash, pend_key, tr_stream, run_stream, legacy_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local run_id, run_at_ms, run_at, started_at = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local scope, source_id, provider = ARGV[5], ARGV[6], ARGV[7]
 local ok, err_msg, k, nfs = ARGV[8] == '1', ARGV[9], tonumber(ARGV[10]), ARGV[11] == '1'
@@ -50,14 +50,37 @@ if not ok then
   return {1, 0, 0, 0, 0}
 end
 
+-- Commands take at most 1000 arguments of a list at a time.
+local function chunked(cmd, key, list)
+  for i = 1, #list, 1000 do
+    redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
+  end
+end
+
+-- Set diff against the raw open entities: the fields of open_key, whose
+-- values say when each opened (see since below).
 local baseline = not last[3]
 local prev_ok = last[3] or ''
-
--- Set diff against the raw open set.
 local obs = {} -- entity key -> ARGV index of its JSON
 for i = FIRST, #ARGV, 2 do obs[ARGV[i]] = i + 1 end
 local isopen, to_close, to_open = {}, {}, {}
-for _, key in ipairs(redis.call('SMEMBERS', open_key)) do
+local open_keys = redis.call('HKEYS', open_key)
+if #open_keys == 0 and not baseline then
+  -- The open set of an earlier version: adopt its members, whose opening
+  -- is unknown.
+  local old = redis.call('SMEMBERS', legacy_key)
+  if #old > 0 then
+    local h = {}
+    for _, key in ipairs(old) do
+      h[#h + 1] = key
+      h[#h + 1] = ''
+    end
+    chunked('HSET', open_key, h)
+    redis.call('DEL', legacy_key)
+    open_keys = old
+  end
+end
+for _, key in ipairs(open_keys) do
   isopen[key] = true
   if not obs[key] then to_close[#to_close + 1] = key end
 end
@@ -67,6 +90,15 @@ for i = FIRST, #ARGV, 2 do
     to_open[#to_open + 1] = key
     isopen[key] = true
   end
+end
+
+-- since[key] of a closing entity is "<run_at ms>\n<run_id>\n<venue name>"
+-- of the run that opened it, or "" when that is not known.
+local since = {}
+for i = 1, #to_close, 1000 do
+  local part = {unpack(to_close, i, math.min(i + 999, #to_close))}
+  local vals = redis.call('HMGET', open_key, unpack(part))
+  for j, key in ipairs(part) do since[key] = vals[j] or '' end
 end
 
 -- Entities pending before this run: flipped back, or one run closer.
@@ -129,6 +161,25 @@ local function entity_json(i)
   return string.sub(base, 1, -2) .. ',' .. string.sub(a, 3)
 end
 
+-- venue_name returns the venue name of the observed entity whose key is
+-- ARGV[i - 1], or "".
+local names = {} -- ARGV index of an entity argument -> its venue name
+local function venue_name(i)
+  local a = ARGV[i]
+  local c = string.byte(a, 1)
+  if c == 61 then
+    i = tonumber(string.sub(a, 2))
+    a = ARGV[i]
+    c = string.byte(a, 1)
+  end
+  if not c then return '' end
+  if names[i] then return names[i] end
+  local obj = cjson.decode(c == 123 and a or string.sub(a, 2))
+  local name = type(obj.venue_name) == 'string' and obj.venue_name or ''
+  names[i] = name
+  return name
+end
+
 local out = {}
 local function transition(key, kind, stable, raw, base, last_seen)
   local t = {event_id = redis.sha1hex(run_id .. '\n' .. key .. '\n' .. kind .. '\n' .. (stable and 'stable' or 'raw')),
@@ -139,7 +190,17 @@ local function transition(key, kind, stable, raw, base, last_seen)
   if last_seen ~= '' then t.last_seen = last_seen end
   if trace_id ~= '' then t.trace_id = trace_id end
   local ent
-  if kind == 'open' then ent = entity_json(obs[key]) else ent = cjson.encode(entity(key)) end
+  if kind == 'open' then
+    ent = entity_json(obs[key])
+  else
+    local e = entity(key)
+    local ms, rid, name = string.match(since[key] or '', '^(%d+)\n([^\n]*)\n(.*)$')
+    if ms and raw then
+      t.open_run_id, t.opened_at_ms = rid, tonumber(ms)
+    end
+    if name and name ~= '' then e.venue_name = name end
+    ent = cjson.encode(e)
+  end
   out[#out + 1] = '{"entity":' .. ent .. ',' .. string.sub(cjson.encode(t), 2)
 end
 
@@ -173,14 +234,15 @@ for _, c in ipairs(confirmed) do
   transition(c[1], c[2], true, false, c[3], c[4])
 end
 
--- Writes. Commands take at most 1000 arguments of a list at a time.
-local function chunked(cmd, key, list)
-  for i = 1, #list, 1000 do
-    redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
-  end
+-- Writes.
+local opened_at = ARGV[2] .. '\n' .. run_id .. '\n'
+local hopen = {}
+for _, key in ipairs(to_open) do
+  hopen[#hopen + 1] = key
+  hopen[#hopen + 1] = opened_at .. venue_name(obs[key])
 end
-chunked('SADD', open_key, to_open)
-chunked('SREM', open_key, to_close)
+chunked('HSET', open_key, hopen)
+chunked('HDEL', open_key, to_close)
 chunked('HDEL', pend_key, hdel)
 chunked('HSET', pend_key, hset)
 redis.call('HSET', scope_hash, 'at', ARGV[2], 'id', run_id, 'ok', run_at)

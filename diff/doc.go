@@ -32,7 +32,13 @@
 //   - LastSeen. A close carries the run_at of the scope's previous applied
 //     OK run: the last run in which the entity was observed. Opens carry
 //     the entity as the snapshot gave it; closes carry avail.ParseKey of
-//     the entity key (the open set stores keys only).
+//     the entity key plus the venue name it had when it opened.
+//   - Sessions. A raw close also carries OpenRunID and OpenedAtMS, the run
+//     that opened the entity (its raw open), so each raw flip tells its
+//     session on its own: a raw open starts avail.SessionID(key, RunID), a
+//     raw close ends avail.SessionID(key, OpenRunID). An entity whose open
+//     the state does not know (opened under an earlier version) closes
+//     without them.
 //   - Event ids are avail.EventID(run_id, entity key, kind, stable), computed
 //     in Lua with redis.sha1hex over the same string.
 //
@@ -46,7 +52,11 @@
 // For scope key s in partition p = Snapshots.Partition(s), with tag
 // "{avail.p}" (see Keys):
 //
-//	ds:{avail.p}:diff:open:<s>   SET of the raw open entity keys
+//	ds:{avail.p}:diff:opened:<s> HASH raw open entity key → the run that
+//	                             opened it: "<run_at ms>\n<run_id>\n<venue name>"
+//	ds:{avail.p}:diff:open:<s>   SET of raw open entity keys, from earlier
+//	                             versions: adopted into opened (with "")
+//	                             and deleted by the scope's next run
 //	ds:{avail.p}:diff:scope:<s>  HASH at (last run_at ms), id (last run_id),
 //	                             ok (run_at of the last applied OK run, as JSON text)
 //	ds:{avail.p}:diff:pend:<s>   HASH entity key → pending entry, only for
@@ -55,7 +65,7 @@
 //	ds:{avail.p}:transitions     stream of transitions (avail.TypeTransition)
 //	ds:{avail.p}:runs            stream of run records (avail.TypeRun)
 //
-// All five keys share the partition's hash tag, so the script touches one
+// All six keys share the partition's hash tag, so the script touches one
 // slot, also on Redis Cluster. The three state keys expire StateTTL after
 // the scope's last applied run, so scopes that are no longer polled (past
 // dates) do not keep memory forever; a scope polled again after that starts

@@ -11,8 +11,14 @@ import (
 type Keys struct {
 	// Partition is topics.Snapshots.Partition(scope key).
 	Partition int
-	// Open is the SET of the scope's raw open entity keys.
+	// Open is the HASH of the scope's raw open entity keys, each with the
+	// run that opened it: "<run_at ms>\n<run_id>\n<venue name>", or "" if
+	// that is not known.
 	Open string
+	// LegacyOpen is the SET of raw open entity keys that versions before
+	// Open kept. The script adopts its members into Open, as entities
+	// whose opening is unknown, and deletes it.
+	LegacyOpen string
 	// Scope is the HASH of the scope's last applied run.
 	Scope string
 	// Pending is the HASH of the scope's entities awaiting stabilization.
@@ -37,7 +43,8 @@ func KeysOf(topics avail.Topics, scopeKey string) (Keys, error) {
 	prefix := "ds:" + topics.Snapshots.HashTag(p) + ":diff:"
 	return Keys{
 		Partition:   p,
-		Open:        prefix + "open:" + scopeKey,
+		Open:        prefix + "opened:" + scopeKey,
+		LegacyOpen:  prefix + "open:" + scopeKey,
 		Scope:       prefix + "scope:" + scopeKey,
 		Pending:     prefix + "pend:" + scopeKey,
 		Transitions: topics.Transitions.Stream(p),
@@ -47,5 +54,5 @@ func KeysOf(topics avail.Topics, scopeKey string) (Keys, error) {
 
 // list returns the keys in the script's KEYS order.
 func (k Keys) list() []string {
-	return []string{k.Open, k.Scope, k.Pending, k.Transitions, k.Runs}
+	return []string{k.Open, k.Scope, k.Pending, k.Transitions, k.Runs, k.LegacyOpen}
 }

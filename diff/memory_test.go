@@ -52,7 +52,7 @@ func TestMemory_perEntity(t *testing.T) {
 			}
 			total += n
 		}
-		n, err := rdb.SCard(ctx, keys.Open).Result()
+		n, err := rdb.HLen(ctx, keys.Open).Result()
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -25,8 +25,15 @@ type modelScope struct {
 	lastID  string
 	hasOK   bool
 	lastOK  time.Time // run_at of the last applied OK run
-	open    map[string]struct{}
+	open    map[string]opening
 	pending map[string]Pending
+}
+
+// opening is the run that raw-opened an entity, and its venue name then.
+type opening struct {
+	atMS      int64
+	runID     string
+	venueName string
 }
 
 // NewModel returns a model with no scopes.
@@ -105,9 +112,18 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 		out = append(out, newTransition(snap, traceID, e, kind, stable, raw, base, lastSeen))
 	}
 	for _, key := range toClose {
+		o := s.open[key]
 		delete(s.open, key)
 		res.Closed++
 		e, _ := avail.ParseKey(key)
+		e.VenueName = o.venueName
+		emit = func(e avail.Entity, kind string, stable, raw, base bool, lastSeen time.Time) {
+			t := newTransition(snap, traceID, e, kind, stable, raw, base, lastSeen)
+			if o.runID != "" || o.atMS != 0 {
+				t.OpenRunID, t.OpenedAtMS = o.runID, o.atMS
+			}
+			out = append(out, t)
+		}
 		switch {
 		case back[key]:
 			emit(e, avail.KindClose, false, true, false, prevOK)
@@ -119,8 +135,11 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 			emit(e, avail.KindClose, false, true, false, prevOK)
 		}
 	}
+	emit = func(e avail.Entity, kind string, stable, raw, base bool, lastSeen time.Time) {
+		out = append(out, newTransition(snap, traceID, e, kind, stable, raw, base, lastSeen))
+	}
 	for _, e := range toOpen {
-		s.open[e.Key] = struct{}{}
+		s.open[e.Key] = opening{atMS: at, runID: snap.RunID, venueName: canonicalEntity(e).VenueName}
 		res.Opened++
 		switch {
 		case back[e.Key]:
@@ -171,7 +190,7 @@ func (m *Model) State(scopeKey string) State {
 func (m *Model) scope(key string) *modelScope {
 	s, ok := m.scopes[key]
 	if !ok {
-		s = &modelScope{open: map[string]struct{}{}, pending: map[string]Pending{}}
+		s = &modelScope{open: map[string]opening{}, pending: map[string]Pending{}}
 		m.scopes[key] = s
 	}
 	return s

@@ -45,8 +45,10 @@ func testPayloadsDecode(t *testing.T, rdb redis.UniversalClient) {
 		kind                          string
 		raw, stable, baseline, notify bool
 		lastSeen                      time.Time
+		openRun                       int // the run a raw close ends the session of
 	}
 	closed := func(e avail.Entity) avail.Entity { p, _ := avail.ParseKey(e.Key); return p }
+	named := func(e avail.Entity) avail.Entity { p := closed(e); p.VenueName = e.VenueName; return p }
 	seen2 := snaps[1].RunAt
 	wants := map[string]want{}
 	add := func(w want) {
@@ -55,7 +57,7 @@ func testPayloadsDecode(t *testing.T, rdb redis.UniversalClient) {
 	for _, e := range []avail.Entity{a, rest, src} {
 		add(want{run: 1, entity: e, kind: avail.KindOpen, raw: true, baseline: true})
 		add(want{run: 2, entity: e, kind: avail.KindOpen, stable: true, baseline: true})
-		add(want{run: 3, entity: closed(e), kind: avail.KindClose, raw: true, lastSeen: seen2})
+		add(want{run: 3, entity: named(e), kind: avail.KindClose, raw: true, lastSeen: seen2, openRun: 1})
 		add(want{run: 4, entity: closed(e), kind: avail.KindClose, stable: true, notify: true, lastSeen: seen2})
 	}
 	for _, e := range entries {
@@ -84,6 +86,14 @@ func testPayloadsDecode(t *testing.T, rdb redis.UniversalClient) {
 			tr.TraceID != testTraceID || raw.Raw != w.raw || tr.Stable != w.stable || tr.Baseline != w.baseline ||
 			tr.Notify != w.notify {
 			t.Errorf("transition %s:\n got %+v raw=%v\nwant %+v", e.fields["payload"], tr, raw.Raw, w)
+		}
+		var openRunID string
+		var openedAt int64
+		if w.openRun > 0 {
+			openRunID, openedAt = snaps[w.openRun-1].RunID, snaps[w.openRun-1].RunAt.UnixMilli()
+		}
+		if tr.OpenRunID != openRunID || tr.OpenedAtMS != openedAt {
+			t.Errorf("%s %s: open run %q at %d, want %q at %d", tr.Kind, tr.EventID, tr.OpenRunID, tr.OpenedAtMS, openRunID, openedAt)
 		}
 		if !tr.RunAt.Equal(snap.RunAt) || !tr.LastSeen.Equal(w.lastSeen) {
 			t.Errorf("transition %s: run_at %v last_seen %v, want %v and %v", tr.EventID, tr.RunAt, tr.LastSeen, snap.RunAt, w.lastSeen)

@@ -16,8 +16,8 @@ import (
 	"github.com/dropstream/dropstream/avail/availjson"
 )
 
-// luaSource is the diff script. KEYS: open set, scope hash, pending hash,
-// transitions stream, runs stream (see Keys). ARGV: run_id, run_at (ms),
+// luaSource is the diff script. KEYS: open hash, scope hash, pending hash,
+// transitions stream, runs stream, legacy open set (see Keys). ARGV: run_id, run_at (ms),
 // run_at (JSON text), started_at (JSON text), scope key, source id,
 // provider, ok ("1"/"0"), error, k, notify_first_sight ("1"/"0"),
 // traceparent, trace id, state TTL (ms), then one (entity key, entity)

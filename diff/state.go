@@ -23,7 +23,7 @@ func ReadState(ctx context.Context, rdb redis.UniversalClient, topics avail.Topi
 		return State{}, err
 	}
 	pipe := rdb.Pipeline()
-	open := pipe.SMembers(ctx, keys.Open)
+	open := pipe.HKeys(ctx, keys.Open)
 	pend := pipe.HGetAll(ctx, keys.Pending)
 	last := pipe.HMGet(ctx, keys.Scope, "at", "id", "ok")
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {

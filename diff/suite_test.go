@@ -28,6 +28,7 @@ func TestScript_sameOnEveryRedis(t *testing.T) {
 		{"Apply_withoutTraceparent", testWithoutTraceparent},
 		{"Apply_matchesModelOnRandomSequences", testMatchesModel},
 		{"Apply_largeSnapshot", testLargeSnapshot},
+		{"Apply_adoptsLegacyOpenSet", testAdoptsLegacyOpenSet},
 		{"Apply_rejectsInvalid", testApplyRejectsInvalid},
 		{"ApplyBatch_matchesModel", testBatchMatchesModel},
 		{"Stage_endToEnd", testStageEndToEnd},

@@ -109,7 +109,7 @@ func startStages(t *testing.T, rdb redis.UniversalClient, ch *clickhouse.Client,
 	if err != nil {
 		t.Fatal(err)
 	}
-	analytics, err := writer.NewAnalytics(rdb, ch, writer.AnalyticsConfig{Partitions: partitions, FlushInterval: 100 * time.Millisecond, Runner: fast}, tel)
+	analytics, err := writer.NewAnalytics(ch, writer.AnalyticsConfig{Partitions: partitions, FlushInterval: 100 * time.Millisecond, Runner: fast}, tel)
 	if err != nil {
 		t.Fatal(err)
 	}

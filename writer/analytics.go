@@ -5,11 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"sync"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -20,9 +18,6 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// firstBackoff is the pause after the first failed pairing of a batch.
-const firstBackoff = 50 * time.Millisecond
-
 // Analytics appends transitions, sessions and runs to ClickHouse: the batch
 // stages "avail-analytics-transitions" and "avail-analytics-runs", each its
 // own consumer group, independent of the projection. The batches the
@@ -30,17 +25,16 @@ const firstBackoff = 50 * time.Millisecond
 // merged by a batcher per stage into one INSERT per table, and a batch's
 // messages are acknowledged only once its rows are in ClickHouse (see
 // AnalyticsConfig for flushing and outages). Sessions are derived from raw
-// transitions: a raw open writes the session's open row (version 1), a raw
-// close its closed row (version 2, with closed_at and duration); opens and
-// closes are paired through the Redis hashes
-// ds:{avail.p}:analytics:date:<date> (a field per entity), in whatever order
-// they are processed, with one pipeline of scripts per batch.
+// transitions, each on its own: a raw open writes its session's open row,
+// a raw close the closed row (with closed_at and duration) of the session
+// the diff says it ends (Transition.OpenRunID). The closed row outranks
+// the open row (see clickhouse.SessionRow.Version), so the rows may be
+// written in any order, and again.
 //
 // NewAnalytics starts one flush loop per copy of each stage (ReadAhead);
 // call Close when the stages' runners have stopped. It is safe for
 // concurrent use.
 type Analytics struct {
-	rdb    redis.UniversalClient
 	ch     *clickhouse.Client
 	cfg    AnalyticsConfig
 	topics avail.Topics
@@ -48,7 +42,7 @@ type Analytics struct {
 	reg    metric.Registration
 	log    *slog.Logger
 	// One batcher per stage, shared by its copies (AnalyticsConfig.ReadAhead):
-	// while a flush runs, the copies read, decode and pair the next batches,
+	// while a flush runs, the copies read and decode the next batches,
 	// which the next flush takes together.
 	transitions *batcher[transitionBatch]
 	runs        *batcher[[]clickhouse.RunRow]
@@ -66,13 +60,13 @@ type transitionBatch struct {
 // tel provides metrics, traces (a span per flush, linked to the batch spans
 // of the handlers waiting for it) and the logger; nil fields take the
 // OpenTelemetry globals and slog.Default.
-func NewAnalytics(rdb redis.UniversalClient, ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemetry) (*Analytics, error) {
+func NewAnalytics(ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemetry) (*Analytics, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	if rdb == nil || ch == nil {
-		return nil, errors.New("writer: analytics needs a Redis and a ClickHouse client")
+	if ch == nil {
+		return nil, errors.New("writer: analytics needs a ClickHouse client")
 	}
 	met, err := newAnalyticsMetrics(tel.MeterProvider)
 	if err != nil {
@@ -85,7 +79,7 @@ func NewAnalytics(rdb redis.UniversalClient, ch *clickhouse.Client, cfg Analytic
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &Analytics{rdb: rdb, ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, log: log,
+	a := &Analytics{ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, log: log,
 		closed: make(chan struct{})}
 	tracer := tp.Tracer(instrumentationScope)
 	a.transitions = newBatcher(StageAnalyticsTransitions, cfg, met, log, tracer, a.flushTransitions)
@@ -101,8 +95,8 @@ func NewAnalytics(rdb redis.UniversalClient, ch *clickhouse.Client, cfg Analytic
 // the transition topic and "avail-analytics-runs" over the run topic,
 // AnalyticsConfig.ReadAhead copies of each: run them all. Each copy is a
 // consumer of the stage's group, so while one copy's batches wait for
-// their INSERT, the next batches of the same partitions are read, decoded
-// and paired by another; the copies share the stage's batcher, so that at
+// their INSERT, the next batches of the same partitions are read and
+// decoded by another; the copies share the stage's batcher, so that at
 // low rates they do not double the inserts. When Runner.Consumer
 // is set, copies after the first append "-<copy>" to it.
 func (a *Analytics) Stages() []stream.Stage {
@@ -142,14 +136,12 @@ func (a *Analytics) Close() error {
 // HandleTransitions is the batch handler of "avail-analytics-transitions".
 // It decodes every message (one that does not decode, or lacks an entity
 // key, run id, kind or run_at, gets a stream.Permanent error in the
-// returned *stream.BatchError), pairs the raw ones into session rows in one
-// Redis pipeline (retried with backoff while Redis fails), hands the
-// transition and session rows to the stage's batcher and returns nil
-// (every message acknowledged) once they are in ClickHouse. At its
-// deadline, or when the Analytics closes, it returns a retryable error for
-// every decoded message, which stays pending. Pairing and rows are
-// deterministic, so a batch written twice changes nothing once ClickHouse
-// deduplicates.
+// returned *stream.BatchError), hands the transition rows and the session
+// rows of the raw ones to the stage's batcher and returns nil (every
+// message acknowledged) once they are in ClickHouse. At its deadline, or
+// when the Analytics closes, it returns a retryable error for every
+// decoded message, which stays pending. Rows are deterministic, so a batch
+// written twice changes nothing once ClickHouse deduplicates.
 // It uses the batcher of the stage's first copy.
 func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Message) error {
 	return a.handleTransitions(ctx, a.transitions, msgs)
@@ -157,37 +149,45 @@ func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Messag
 
 // handleTransitions is HandleTransitions with the batcher of one copy.
 func (a *Analytics) handleTransitions(ctx context.Context, bt *batcher[transitionBatch], msgs []*stream.Message) error {
-	b, errs, err := a.prepareTransitions(ctx, bt, msgs)
-	if err == nil && len(b.transitions) > 0 {
+	b, errs := a.prepareTransitions(bt, msgs)
+	var err error
+	if len(b.transitions) > 0 {
 		err = bt.add(ctx, b, len(b.transitions)+len(b.sessions), a.urgent(msgs))
 	}
 	return settle(errs, err)
 }
 
-// prepareTransitions decodes msgs into rows (errs holds the permanent
-// error of each message that does not decode) and pairs the raw ones into
-// session rows, while the batcher knows that a batch is coming.
-func (a *Analytics) prepareTransitions(ctx context.Context, bt *batcher[transitionBatch], msgs []*stream.Message) (transitionBatch, []error, error) {
+// prepareTransitions decodes msgs into transition rows and the session
+// rows of the raw ones (errs holds the permanent error of each message
+// that does not decode), while the batcher knows that a batch is coming.
+func (a *Analytics) prepareTransitions(bt *batcher[transitionBatch], msgs []*stream.Message) (transitionBatch, []error) {
 	bt.begin()
 	defer bt.end()
 	errs := make([]error, len(msgs))
-	b := transitionBatch{transitions: make([]clickhouse.TransitionRow, 0, len(msgs))}
-	parts := make([]int, 0, len(msgs))
+	b := transitionBatch{transitions: make([]clickhouse.TransitionRow, 0, len(msgs)),
+		sessions: make([]clickhouse.SessionRow, 0, len(msgs)/2)}
+	unmatched := 0
 	for i, m := range msgs {
-		row, err := transitionRow(m)
+		t, err := decodeTransition(m)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
+		row := transitionRow(m, t)
 		b.transitions = append(b.transitions, row)
-		parts = append(parts, m.Partition)
+		if !row.Raw {
+			continue
+		}
+		if s, ok := sessionRow(&row, t); ok {
+			b.sessions = append(b.sessions, s)
+		} else {
+			unmatched++
+		}
 	}
-	err := a.retry(ctx, StageAnalyticsTransitions, func(ctx context.Context) error {
-		var err error
-		b.sessions, err = a.pairSessions(ctx, b.transitions, parts)
-		return err
-	})
-	return b, errs, err
+	if unmatched > 0 {
+		a.met.unmatched.Add(context.Background(), int64(unmatched))
+	}
+	return b, errs
 }
 
 // HandleRuns is the batch handler of "avail-analytics-runs": it hands the
@@ -254,30 +254,6 @@ func settle(errs []error, writeErr error) error {
 	return &stream.BatchError{Errs: errs}
 }
 
-// retry runs f until it succeeds, with backoff from firstBackoff up to
-// MaxBackoff, until ctx ends or the Analytics closes.
-func (a *Analytics) retry(ctx context.Context, stage string, f func(context.Context) error) error {
-	pause := firstBackoff
-	for {
-		err := f(ctx)
-		if err == nil {
-			return nil
-		}
-		a.log.WarnContext(ctx, "analytics: session pairing failed; retrying", "stage", stage, "retry_in", pause, "error", err)
-		t := time.NewTimer(pause)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return fmt.Errorf("writer: %s: %w (last attempt: %w)", stage, ctx.Err(), err)
-		case <-a.closed:
-			t.Stop()
-			return fmt.Errorf("writer: %s: %w (last attempt: %w)", stage, ErrClosed, err)
-		case <-t.C:
-		}
-		pause = min(2*pause, a.cfg.MaxBackoff)
-	}
-}
-
 // flushTransitions inserts the batches' transitions and sessions, each
 // table in one INSERT, both at once: a flush costs one round of latency.
 func (a *Analytics) flushTransitions(ctx context.Context, batches []transitionBatch) error {
@@ -309,12 +285,8 @@ func (a *Analytics) flushRuns(ctx context.Context, batches [][]clickhouse.RunRow
 	return nil
 }
 
-// transitionRow decodes a transition message into its row.
-func transitionRow(m *stream.Message) (clickhouse.TransitionRow, error) {
-	t, err := decodeTransition(m)
-	if err != nil {
-		return clickhouse.TransitionRow{}, err
-	}
+// transitionRow returns the row of transition t, decoded from m.
+func transitionRow(m *stream.Message, t avail.Transition) clickhouse.TransitionRow {
 	e := entityOf(t.Entity)
 	row := clickhouse.TransitionRow{
 		EventID: t.EventID, RunID: t.RunID, RunAt: t.RunAt, Kind: t.Kind, Raw: isRaw(t), Stable: t.Stable,
@@ -326,7 +298,32 @@ func transitionRow(m *stream.Message) (clickhouse.TransitionRow, error) {
 	if row.EventID == "" {
 		row.EventID = avail.EventID(t.RunID, e.Key, t.Kind, t.Stable)
 	}
-	return row, nil
+	return row
+}
+
+// sessionRow returns the session row that raw transition t (whose row is
+// r) writes: a raw open the open row of the session it starts, a raw close
+// the closed row of the session it ends, or nothing (false) for a close
+// whose opening the diff did not know. Both ends are in whole
+// milliseconds, as the diff records the opening, so every row of a session
+// carries the same opened_at.
+func sessionRow(r *clickhouse.TransitionRow, t avail.Transition) (clickhouse.SessionRow, bool) {
+	s := clickhouse.SessionRow{EntityKey: r.EntityKey, EntityKind: r.EntityKind, Provider: r.Provider,
+		Venue: r.Venue, VenueName: r.VenueName, Date: r.Date, SlotTime: r.SlotTime, PartySize: r.PartySize,
+		ScopeKey: r.ScopeKey, SourceID: r.SourceID, TraceID: r.TraceID}
+	own := time.UnixMilli(r.RunAt.UnixMilli()).UTC()
+	if r.Kind == avail.KindOpen {
+		s.OpenRunID, s.OpenedAt = r.RunID, own
+	} else {
+		if t.OpenRunID == "" {
+			return clickhouse.SessionRow{}, false
+		}
+		s.OpenRunID, s.OpenedAt = t.OpenRunID, time.UnixMilli(t.OpenedAtMS).UTC()
+		s.Closed, s.CloseRunID, s.ClosedAt = true, r.RunID, own
+		s.Duration = max(s.ClosedAt.Sub(s.OpenedAt), 0)
+	}
+	s.SessionID = avail.SessionID(r.EntityKey, s.OpenRunID)
+	return s, true
 }
 
 // runRow decodes a run message into its row.
@@ -364,11 +361,6 @@ func (a *Analytics) countRows(table string, n int) {
 
 func clampU16(n int) uint16 { return uint16(min(max(n, 0), 1<<16-1)) }
 func clampU32(n int) uint32 { return uint32(min(max(n, 0), 1<<32-1)) }
-
-// isNoScript reports whether err means the script is not cached.
-func isNoScript(err error) bool {
-	return errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")
-}
 
 // closeBatchers closes both batchers, at once.
 func (a *Analytics) closeBatchers() {

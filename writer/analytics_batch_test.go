@@ -43,9 +43,10 @@ func migrated(t *testing.T) *clickhouse.Client {
 
 func TestAnalytics_undecodableMessageIsDeadLetteredAndTheRestWritten(t *testing.T) {
 	ch := migrated(t)
-	a := newAnalytics(t, realRedis(t), ch, writer.AnalyticsConfig{Partitions: 1, FlushInterval: 10 * time.Millisecond}, nil)
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, FlushInterval: 10 * time.Millisecond}, nil)
 	e := slot("bad-batch")
-	msgs := delivered(1, scoped(e, "open", 1, false), scoped(e, "open", 2, true), scoped(e, "close", 3, false))
+	msgs := delivered(1, scoped(e, "open", 1, false), scoped(e, "open", 2, true),
+		closing(scoped(e, "close", 3, false), 1))
 	msgs = append(msgs[:1], append([]*stream.Message{{ID: "9-0", Key: "x", Type: avail.TypeTransition,
 		Payload: []byte(`{"entity":`), Attempt: 1}}, msgs[1:]...)...)
 
@@ -72,7 +73,7 @@ func TestAnalytics_clickHouseDownFailsTheBatchRetryably(t *testing.T) {
 	proxy := startProxy(t, u.Host)
 	ch := openClickHouse(t, dsn, proxy.Addr())
 	proxy.Stop()
-	a := newAnalytics(t, realRedis(t), ch, writer.AnalyticsConfig{Partitions: 1, FlushInterval: 10 * time.Millisecond,
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, FlushInterval: 10 * time.Millisecond,
 		FlushTimeout: 100 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
@@ -98,7 +99,7 @@ func TestAnalytics_clickHouseDownFailsTheBatchRetryably(t *testing.T) {
 func TestAnalytics_batchesShareAFlush(t *testing.T) {
 	ch := migrated(t)
 	mp, collect := metricsReader(t)
-	a := newAnalytics(t, realRedis(t), ch, writer.AnalyticsConfig{Partitions: 1, BatchRows: 8, Linger: -1,
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, BatchRows: 8, Linger: -1,
 		FlushInterval: time.Hour, Runner: stream.RunnerConfig{HandlerTimeout: 2 * time.Hour}}, mp)
 	errs := make(chan error, 4)
 	for i := range 4 {
@@ -135,7 +136,7 @@ func TestAnalytics_batchesShareAFlush(t *testing.T) {
 func TestAnalytics_readAheadCopiesShareOneFlush(t *testing.T) {
 	ch := migrated(t)
 	mp, collect := metricsReader(t)
-	a := newAnalytics(t, realRedis(t), ch, writer.AnalyticsConfig{Partitions: 1, ReadAhead: 2, BatchRows: 1000,
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, ReadAhead: 2, BatchRows: 1000,
 		Linger: time.Millisecond, FlushInterval: time.Hour, Runner: stream.RunnerConfig{Consumer: "c",
 			HandlerTimeout: 2 * time.Hour}}, mp)
 	stages := a.Stages()

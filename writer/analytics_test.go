@@ -55,6 +55,13 @@ func scoped(e avail.Entity, kind string, run int, stable bool) avail.Transition 
 	return tr
 }
 
+// closing returns close tr of the session its entity opened in run open,
+// as the diff sends raw closes.
+func closing(tr avail.Transition, open int) avail.Transition {
+	tr.OpenRunID, tr.OpenedAtMS = tr.Entity.Venue+"-"+runID(open), runAt(open).UnixMilli()
+	return tr
+}
+
 // publishHistory publishes, for n entities (one scope each): a raw open in
 // run 1 (without the Raw flag, as older producers send it), a stable open in
 // run 2, a raw close in run 3 and a raw and stable open in run 5,
@@ -67,9 +74,8 @@ func publishHistory(t *testing.T, rdb redis.UniversalClient, n int) history {
 	var trs, runs []*stream.Message
 	for i := range n {
 		e := slot(fmt.Sprintf("a%03d", i))
-		closeTr := scoped(e, "close", 3, false)
+		closeTr := closing(scoped(e, "close", 3, false), 1)
 		closeTr.LastSeen = runAt(2)
-		closeTr.Entity, _ = avail.ParseKey(e.Key) // as the diff sends closes
 		closeTr.Raw = true
 		reopen := scoped(e, "open", 5, true) // raw and stable at once
 		reopen.Raw = true
@@ -151,9 +157,9 @@ func counts(t *testing.T, ch *clickhouse.Client) (history, bool) {
 	return h, true
 }
 
-func newAnalytics(t *testing.T, rdb redis.UniversalClient, ch *clickhouse.Client, cfg writer.AnalyticsConfig, mp metric.MeterProvider) *writer.Analytics {
+func newAnalytics(t *testing.T, ch *clickhouse.Client, cfg writer.AnalyticsConfig, mp metric.MeterProvider) *writer.Analytics {
 	t.Helper()
-	a, err := writer.NewAnalytics(rdb, ch, cfg, stream.Telemetry{MeterProvider: mp, Logger: quiet})
+	a, err := writer.NewAnalytics(ch, cfg, stream.Telemetry{MeterProvider: mp, Logger: quiet})
 	if err != nil {
 		t.Fatalf("NewAnalytics: %v", err)
 	}
@@ -173,7 +179,7 @@ func TestAnalytics_writesExactlyOnceToClickHouse(t *testing.T) {
 	}
 	rdb := realRedis(t)
 	mp, collect := metricsReader(t)
-	a := newAnalytics(t, rdb, ch, writer.AnalyticsConfig{Partitions: analyticsPartitions,
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: analyticsPartitions,
 		FlushInterval: 200 * time.Millisecond, Runner: stream.RunnerConfig{Block: 50 * time.Millisecond}}, mp)
 	runStages(t, rdb, append(a.Stages(), a.Stages()...)...) // two copies of each stage
 	const n = 30
@@ -273,7 +279,7 @@ func TestAnalytics_clickHouseOutageBecomesABacklog(t *testing.T) {
 	ch := openClickHouse(t, dsn, proxy.Addr())
 	rdb := realRedis(t)
 	mp, collect := metricsReader(t)
-	a := newAnalytics(t, rdb, ch, writer.AnalyticsConfig{Partitions: analyticsPartitions,
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: analyticsPartitions,
 		FlushInterval: 50 * time.Millisecond, FlushTimeout: 500 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 		Runner: stream.RunnerConfig{Block: 50 * time.Millisecond, BatchSize: 2, HandlerTimeout: 700 * time.Millisecond,
 			ClaimIdle: time.Second, ClaimInterval: 100 * time.Millisecond, MaxDeliveries: 1000}}, mp)

@@ -29,7 +29,7 @@ const maxLinks = 128
 //   - when an urgent item is queued (a full batch: its partition holds more
 //     messages; or a redelivery), or the previous flush held one, after
 //     cfg.Linger without a new item once no handler is preparing one
-//     (between begin and end: decoding, pairing sessions), so that the
+//     (between begin and end: decoding), so that the
 //     batches of every partition read at once share a flush;
 //   - otherwise when the oldest item has waited cfg.FlushInterval, so that
 //     at low rates a stage inserts about once per FlushInterval.

@@ -109,12 +109,12 @@ func (c ProjectionConfig) Validate() error {
 //
 // Both analytics stages are batch stages (stream.BatchHandler): a handler
 // gets the batch the runner read from one partition (XREADGROUP COUNT
-// Runner.BatchSize, default 5,000), decodes it, pairs its raw transitions
-// into session rows in one Redis pipeline, hands its rows to the stage's
+// Runner.BatchSize, default 5,000), decodes it into rows (a session row
+// per raw transition, see Analytics), hands its rows to the stage's
 // batcher and waits until the flush holding them is in ClickHouse; only
 // then are the batch's messages acknowledged. Stages returns ReadAhead
 // copies of each stage, so that while one copy's batches wait for their
-// INSERT, another copy reads, decodes and pairs the next batches of the
+// INSERT, another copy reads and decodes the next batches of the
 // same partitions. The stage's batcher, shared by its copies, merges the
 // batches of every partition and copy into one INSERT per table, a batch
 // never split, one flush at a time: batches queued during a flush go into
@@ -126,7 +126,7 @@ func (c ProjectionConfig) Validate() error {
 //     messages, so its partition holds more and waiting for rows is
 //     pointless), or a redelivered one, or the previous flush held one:
 //     after Linger without a new batch once no handler is still decoding
-//     or pairing its batch, so the batches of every partition read at once
+//     its batch, so the batches of every partition read at once
 //     share a flush, back to back while a backlog lasts;
 //   - otherwise when its oldest batch has waited FlushInterval (T): at low
 //     rates a stage inserts about once per FlushInterval, and rows wait at
@@ -175,12 +175,6 @@ type AnalyticsConfig struct {
 	// MaxBackoff caps the pause between failed flush attempts, which starts
 	// at 50ms and doubles. Default 5s.
 	MaxBackoff time.Duration
-	// RetainAfterDate is how long the Redis state pairing an entity's opens
-	// and closes is kept after the end of the entity's date (the date's
-	// hash expires then; set at every write, so a change applies to the
-	// dates written afterwards). Default 7 days; negative keeps it forever. Rows are written to
-	// ClickHouse whatever their date.
-	RetainAfterDate time.Duration
 	// ReadAhead is how many batches of each partition a stage handles at
 	// once: Stages returns this many copies of each stage, each a consumer
 	// of the stage's group (they share the stage's batcher), so that while
@@ -218,9 +212,6 @@ func (c AnalyticsConfig) WithDefaults() AnalyticsConfig {
 	}
 	if c.MaxBackoff == 0 {
 		c.MaxBackoff = DefaultMaxBackoff
-	}
-	if c.RetainAfterDate == 0 {
-		c.RetainAfterDate = DefaultRetainAfterDate
 	}
 	if c.Runner.HandlerTimeout == 0 {
 		c.Runner.HandlerTimeout = DefaultAnalyticsHandlerTimeout

@@ -39,20 +39,12 @@
 //	ds:{avail.p}:sessions:<entity key>  sorted set: the entity's raw flips
 //	    scored by run time in ms, each "run id, open|close, trace id", added
 //	    once per (run, kind), the newest 2 × ProjectionConfig.MaxSessions
-//	    kept. Sessions are paired from it when read, with the rule of
-//	    pairing.go (an open starts a session, the flip right after it closes
-//	    it if it is a close), so they are the same whatever order the flips
-//	    arrived in.
+//	    kept. Sessions are paired from it when read (an open starts a
+//	    session, the flip right after it closes it if it is a close), so
+//	    they are the same whatever order the flips arrived in.
 //	ds:{avail.p}:entities:all           sorted set, every entity key
 //	ds:{avail.p}:entities:open          sorted set, entities now open
 //	ds:{avail.p}:entities:closed        sorted set, entities now closed
-//	ds:{avail.p}:analytics:date:<date>   hash, the analytics stage's
-//	    pairing state of the partition's entities of that date, a field per
-//	    entity: the venue name, which closes do not carry, then the entity's
-//	    last 16 raw transitions ("<ms> <kind> <run id>" lines, newest first),
-//	    used to pair opens and closes into session rows whatever order the
-//	    stage's copies process them in. Entities without a date share the
-//	    hash of date "", which does not expire.
 //
 // Keys of entities with a date expire RetainAfterDate (7 days) after the end
 // of that date; their index entries are removed by List and Sweep.

@@ -27,8 +27,9 @@ const (
 	// (including a batch being flushed). Int64ObservableGauge, unit {row},
 	// attribute stage.
 	MetricBufferedRows = "dropstream.writer.buffered"
-	// MetricUnmatchedCloses counts raw closes for which the analytics stage
-	// knew no open, so no session row was written. Int64Counter, unit
+	// MetricUnmatchedCloses counts raw closes whose opening the diff did
+	// not know (entities opened under an earlier version), so no session
+	// row was written. Int64Counter, unit
 	// {transition}.
 	MetricUnmatchedCloses = "dropstream.writer.sessions.unmatched"
 )

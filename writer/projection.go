@@ -324,8 +324,8 @@ end
 // that ties sort by run id, then kind. A flip is added once, by run id and
 // kind (what its event id hashes, for one entity), whatever trace a
 // redelivery carries, and the history keeps the newest ones: it is the same
-// set of flips in any order of arrival. Sessions are derived from it as the
-// analytics stage pairs them for ClickHouse (pairing.go), by Sessions: each
+// set of flips in any order of arrival. Sessions are derived from it by
+// Sessions, as the diff tracks them for ClickHouse: each
 // open starts a session, closed by the flip that follows it when that is a
 // close; an open followed by an open stays open (a close was lost; it
 // closes if the close arrives); a close not preceded by an open closes

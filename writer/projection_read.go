@@ -158,7 +158,7 @@ func parseFlip(z redis.Z) (flip, error) {
 
 // sessionsOf pairs an entity's raw flips, oldest first, into its sessions,
 // newest first: each open starts a session, closed by the next flip when
-// that is a close (writer/pairing.go pairs ClickHouse's alike). A session
+// that is a close (the diff tracks ClickHouse's sessions alike). A session
 // carries the trace of the flip that last changed it.
 func sessionsOf(key string, flips []flip) []Session {
 	var out []Session

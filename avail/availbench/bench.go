@@ -290,7 +290,7 @@ func (b *Bench) Analytics(ctx context.Context) (Rate, error) {
 	// Not the run stream's length: a snapshot applied twice appends a
 	// second run record of the same run id.
 	wantRuns := b.runs
-	a, err := writer.NewAnalytics(b.rdb, b.ch, writer.AnalyticsConfig{Partitions: b.cfg.Partitions,
+	a, err := writer.NewAnalytics(b.ch, writer.AnalyticsConfig{Partitions: b.cfg.Partitions,
 		Runner: stream.RunnerConfig{Block: stageBlock}}, b.cfg.Telemetry)
 	if err != nil {
 		return Rate{}, err

@@ -122,7 +122,7 @@ func (b *Bench) pipeline() (*notifier.WatcherStore, []stream.Stage, func(), erro
 	stages := []stream.Stage{d, proj.Stage(), notify}
 	release := func() {}
 	if b.ch != nil {
-		a, err := writer.NewAnalytics(b.rdb, b.ch, writer.AnalyticsConfig{Partitions: b.cfg.Partitions,
+		a, err := writer.NewAnalytics(b.ch, writer.AnalyticsConfig{Partitions: b.cfg.Partitions,
 			Runner: stream.RunnerConfig{Block: stageBlock}}, b.cfg.Telemetry)
 		if err != nil {
 			return nil, nil, nil, err

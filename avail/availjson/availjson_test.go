@@ -41,6 +41,7 @@ func transitions() []avail.Transition {
 			Kind: avail.KindOpen, Raw: i%2 == 0, Stable: i > 1, Baseline: i == 3, Notify: i == 2, RunID: "run-1",
 			RunAt: t0, LastSeen: t0.Add(-time.Minute), TraceID: "0af7651916cd43dd8448eb211c80319c"})
 	}
+	out[1].OpenRunID, out[1].OpenedAtMS = "run-0", t0.Add(-time.Hour).UnixMilli()
 	return append(out, avail.Transition{})
 }
 
@@ -94,6 +95,11 @@ func same(t *testing.T, data []byte) {
 	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) || !reflect.DeepEqual(wantT, gotT) {
 		t.Fatalf("transition %q:\njson: %+v, %v\nfast: %+v, %v", data, wantT, wantErr, gotT, gotErr)
 	}
+	var wantTs, gotTs []avail.Transition
+	wantErr, gotErr = json.Unmarshal(data, &wantTs), UnmarshalTransitions(data, &gotTs)
+	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) || !reflect.DeepEqual(wantTs, gotTs) {
+		t.Fatalf("transitions %q:\njson: %+v, %v\nfast: %+v, %v", data, wantTs, wantErr, gotTs, gotErr)
+	}
 	var wantR, gotR avail.RunRecord
 	wantErr, gotErr = json.Unmarshal(data, &wantR), UnmarshalRunRecord(data, &gotR)
 	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) || !reflect.DeepEqual(wantR, gotR) {
@@ -119,7 +125,8 @@ func plainPayloads(t *testing.T) (snaps, trs [][]byte) {
 	}
 	for _, tr := range []avail.Transition{{}, {EventID: "ev", Entity: e, ScopeKey: "sc", SourceID: "src",
 		Kind: avail.KindClose, Raw: true, Stable: true, Baseline: true, Notify: true, RunID: "run-1", RunAt: t0,
-		LastSeen: t0.Add(-time.Minute), TraceID: "0af7651916cd43dd8448eb211c80319c"}} {
+		LastSeen: t0.Add(-time.Minute), TraceID: "0af7651916cd43dd8448eb211c80319c", OpenRunID: "run-0",
+		OpenedAtMS: t0.Add(-time.Hour).UnixMilli()}} {
 		b, err := json.Marshal(tr)
 		if err != nil {
 			t.Fatal(err)
@@ -144,6 +151,14 @@ func TestUnmarshal_fastPathDecodesMarshalOutput(t *testing.T) {
 		sc := scanner{b: b}
 		if !sc.transition(&got) || !sc.end() {
 			t.Fatalf("transition %d %s: fast path refused json.Marshal's output", i, b)
+		}
+		same(t, b)
+	}
+	for _, b := range [][]byte{[]byte("[]"), []byte("[" + string(trs[1]) + "]"), []byte("[" + string(trs[1]) + "," + string(trs[0]) + "]")} {
+		var got []avail.Transition
+		sc := scanner{b: b}
+		if !sc.transitions(&got) || !sc.end() {
+			t.Fatalf("transitions %s: fast path refused json.Marshal's output", b)
 		}
 		same(t, b)
 	}

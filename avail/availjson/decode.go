@@ -28,6 +28,12 @@ func UnmarshalTransition(data []byte, t *avail.Transition) error {
 	return unmarshal(data, t, (*scanner).transition)
 }
 
+// UnmarshalTransitions decodes a JSON array of transitions into *t as
+// json.Unmarshal(data, t) does.
+func UnmarshalTransitions(data []byte, t *[]avail.Transition) error {
+	return unmarshal(data, t, (*scanner).transitions)
+}
+
 // UnmarshalRunRecord decodes data into *r as json.Unmarshal(data, r) does.
 func UnmarshalRunRecord(data []byte, r *avail.RunRecord) error {
 	return unmarshal(data, r, (*scanner).runRecord)

@@ -71,9 +71,40 @@ func (s *scanner) transition(v *avail.Transition) bool {
 			ok = seen(&mask, 1<<11) && s.time(&v.LastSeen)
 		case "trace_id":
 			ok = seen(&mask, 1<<12) && s.into(&v.TraceID)
+		case "open_run_id":
+			ok = seen(&mask, 1<<13) && s.into(&v.OpenRunID)
+		case "opened_at_ms":
+			ok = seen(&mask, 1<<14) && s.int64Into(&v.OpenedAtMS)
 		}
 		return ok
 	})
+}
+
+// transitions reads an array of transitions; [] gives an empty, non-nil
+// slice, as encoding/json does.
+func (s *scanner) transitions(v *[]avail.Transition) bool {
+	if !s.next('[') {
+		return false
+	}
+	out := make([]avail.Transition, 0, 4)
+	if s.next(']') {
+		*v = out
+		return true
+	}
+	for {
+		out = append(out, avail.Transition{})
+		if !s.transition(&out[len(out)-1]) {
+			return false
+		}
+		if s.next(',') {
+			continue
+		}
+		if !s.next(']') {
+			return false
+		}
+		*v = out
+		return true
+	}
 }
 
 // runRecord reads an avail.RunRecord object.
@@ -196,6 +227,12 @@ func (s *scanner) into(v *string) bool {
 func (s *scanner) intInto(v *int) bool {
 	var ok bool
 	*v, ok = s.integer()
+	return ok
+}
+
+func (s *scanner) int64Into(v *int64) bool {
+	n, ok := s.integer()
+	*v = int64(n)
 	return ok
 }
 

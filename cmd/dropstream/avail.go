@@ -77,7 +77,7 @@ func (a *app) newAvailability() (*availability, error) {
 		av.idle = []idleGroup{{topics.Transitions, writer.StageAnalyticsTransitions}, {topics.Runs, writer.StageAnalyticsRuns}}
 		return av, nil
 	}
-	analytics, err := writer.NewAnalytics(a.rdb, a.ch, writer.AnalyticsConfig{Partitions: a.cfg.Partitions}, a.tel)
+	analytics, err := writer.NewAnalytics(a.ch, writer.AnalyticsConfig{Partitions: a.cfg.Partitions}, a.tel)
 	if err != nil {
 		return nil, fmt.Errorf("analytics: %w", err)
 	}
