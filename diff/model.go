@@ -117,26 +117,18 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 		res.Closed++
 		e, _ := avail.ParseKey(key)
 		e.VenueName = o.venueName
-		emit = func(e avail.Entity, kind string, stable, raw, base bool, lastSeen time.Time) {
-			t := newTransition(snap, traceID, e, kind, stable, raw, base, lastSeen)
-			if o.runID != "" || o.atMS != 0 {
-				t.OpenRunID, t.OpenedAtMS = o.runID, o.atMS
-			}
-			out = append(out, t)
+		t := newTransition(snap, traceID, e, avail.KindClose, k == 1 && !back[key], true, false, prevOK)
+		if o.runID != "" || o.atMS != 0 {
+			t.OpenRunID, t.OpenedAtMS = o.runID, o.atMS
 		}
+		out = append(out, t)
 		switch {
 		case back[key]:
-			emit(e, avail.KindClose, false, true, false, prevOK)
 		case k == 1:
 			res.StableClosed++
-			emit(e, avail.KindClose, true, true, false, prevOK)
 		default:
 			s.pending[key] = Pending{Kind: avail.KindClose, Count: 1, LastSeen: prevOK}
-			emit(e, avail.KindClose, false, true, false, prevOK)
 		}
-	}
-	emit = func(e avail.Entity, kind string, stable, raw, base bool, lastSeen time.Time) {
-		out = append(out, newTransition(snap, traceID, e, kind, stable, raw, base, lastSeen))
 	}
 	for _, e := range toOpen {
 		s.open[e.Key] = opening{atMS: at, runID: snap.RunID, venueName: canonicalEntity(e).VenueName}
