@@ -23,7 +23,11 @@ const (
 	TypeRawRun     = "avail.raw_run"
 	TypeSnapshot   = "avail.snapshot"
 	TypeTransition = "avail.transition"
-	TypeRun        = "avail.run"
+	// TypeTransitions is a JSON array of up to MaxTransitionsPerMessage
+	// transitions of one run, in the order the diff emits them; the diff
+	// writes these. Consumers of the transition topic take both types.
+	TypeTransitions = "avail.transitions"
+	TypeRun         = "avail.run"
 )
 
 // Topics are the availability streams.
@@ -69,11 +73,13 @@ const (
 
 // Limits on outside input.
 const (
-	MaxIDLen       = 64
-	MaxFieldLen    = 128
-	MaxEntities    = 100000 // per snapshot
-	MaxScopes      = 1000   // per source
-	MaxRawBodySize = 8 << 20
+	MaxIDLen    = 64
+	MaxFieldLen = 128
+	MaxEntities = 100000 // per snapshot
+	// MaxTransitionsPerMessage bounds a TypeTransitions message.
+	MaxTransitionsPerMessage = 64
+	MaxScopes                = 1000 // per source
+	MaxRawBodySize           = 8 << 20
 )
 
 // Entity is one observed thing: a slot (provider + venue + date + time +

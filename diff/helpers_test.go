@@ -109,14 +109,17 @@ func transitionsOf(t testing.TB, rdb redis.UniversalClient, topics avail.Topics,
 		if e.fields["key"] != scope {
 			continue
 		}
-		if e.fields["type"] != avail.TypeTransition {
-			t.Errorf("transition entry type %q, want %q", e.fields["type"], avail.TypeTransition)
+		if e.fields["type"] != avail.TypeTransitions {
+			t.Errorf("transition entry type %q, want %q", e.fields["type"], avail.TypeTransitions)
 		}
-		var tr Transition
-		if err := json.Unmarshal([]byte(e.fields["payload"]), &tr); err != nil {
-			t.Fatalf("decode transition %s: %v", e.fields["payload"], err)
+		var trs []Transition
+		if err := json.Unmarshal([]byte(e.fields["payload"]), &trs); err != nil {
+			t.Fatalf("decode transitions %s: %v", e.fields["payload"], err)
 		}
-		out = append(out, tr)
+		if len(trs) == 0 || len(trs) > avail.MaxTransitionsPerMessage || len(e.fields["payload"]) > 32<<10 && len(trs) > 1 {
+			t.Errorf("entry of %d transitions in %d bytes, want 1 to %d in at most 32 KiB", len(trs), len(e.fields["payload"]), avail.MaxTransitionsPerMessage)
+		}
+		out = append(out, trs...)
 	}
 	return out
 }

@@ -36,8 +36,8 @@ func testPayloadsDecode(t *testing.T, rdb redis.UniversalClient) {
 	}
 	keys, _ := KeysOf(topics, scope)
 	entries := readStream(t, rdb, keys.Transitions)
-	if len(entries) != 12 {
-		t.Fatalf("%d transition entries, want 12", len(entries))
+	if len(entries) != 4 {
+		t.Fatalf("%d transition entries, want 4: one per run", len(entries))
 	}
 	type want struct {
 		run                           int
@@ -61,42 +61,48 @@ func testPayloadsDecode(t *testing.T, rdb redis.UniversalClient) {
 		add(want{run: 4, entity: closed(e), kind: avail.KindClose, stable: true, notify: true, lastSeen: seen2})
 	}
 	for _, e := range entries {
-		if e.fields["key"] != scope || e.fields["type"] != avail.TypeTransition || e.fields["traceparent"] != testTraceParent {
-			t.Errorf("entry fields %v: want key %q, type %q, traceparent %q", e.fields, scope, avail.TypeTransition, testTraceParent)
+		if e.fields["key"] != scope || e.fields["type"] != avail.TypeTransitions || e.fields["traceparent"] != testTraceParent {
+			t.Errorf("entry fields %v: want key %q, type %q, traceparent %q", e.fields, scope, avail.TypeTransitions, testTraceParent)
 		}
-		var tr avail.Transition
-		if err := json.Unmarshal([]byte(e.fields["payload"]), &tr); err != nil {
-			t.Fatalf("decode %s: %v", e.fields["payload"], err)
+		var items []json.RawMessage
+		if err := json.Unmarshal([]byte(e.fields["payload"]), &items); err != nil || len(items) != 3 {
+			t.Fatalf("decode %s: %d transitions, %v; want the 3 of a run", e.fields["payload"], len(items), err)
 		}
-		var raw struct {
-			Raw bool `json:"raw"`
-		}
-		_ = json.Unmarshal([]byte(e.fields["payload"]), &raw)
-		w, ok := wants[tr.EventID]
-		if !ok {
-			t.Errorf("unexpected event id %s in %s", tr.EventID, e.fields["payload"])
-			continue
-		}
-		delete(wants, tr.EventID)
-		snap := snaps[w.run-1]
-		if !reflect.DeepEqual(tr.Entity, w.entity) {
-			t.Errorf("%s %s entity %+v, want %+v", tr.Kind, tr.EventID, tr.Entity, w.entity)
-		}
-		if tr.ScopeKey != scope || tr.SourceID != "src-1" || tr.Kind != w.kind || tr.RunID != snap.RunID ||
-			tr.TraceID != testTraceID || raw.Raw != w.raw || tr.Stable != w.stable || tr.Baseline != w.baseline ||
-			tr.Notify != w.notify {
-			t.Errorf("transition %s:\n got %+v raw=%v\nwant %+v", e.fields["payload"], tr, raw.Raw, w)
-		}
-		var openRunID string
-		var openedAt int64
-		if w.openRun > 0 {
-			openRunID, openedAt = snaps[w.openRun-1].RunID, snaps[w.openRun-1].RunAt.UnixMilli()
-		}
-		if tr.OpenRunID != openRunID || tr.OpenedAtMS != openedAt {
-			t.Errorf("%s %s: open run %q at %d, want %q at %d", tr.Kind, tr.EventID, tr.OpenRunID, tr.OpenedAtMS, openRunID, openedAt)
-		}
-		if !tr.RunAt.Equal(snap.RunAt) || !tr.LastSeen.Equal(w.lastSeen) {
-			t.Errorf("transition %s: run_at %v last_seen %v, want %v and %v", tr.EventID, tr.RunAt, tr.LastSeen, snap.RunAt, w.lastSeen)
+		for _, payload := range items {
+			var tr avail.Transition
+			if err := json.Unmarshal(payload, &tr); err != nil {
+				t.Fatalf("decode %s: %v", payload, err)
+			}
+			var raw struct {
+				Raw bool `json:"raw"`
+			}
+			_ = json.Unmarshal(payload, &raw)
+			w, ok := wants[tr.EventID]
+			if !ok {
+				t.Errorf("unexpected event id %s in %s", tr.EventID, payload)
+				continue
+			}
+			delete(wants, tr.EventID)
+			snap := snaps[w.run-1]
+			if !reflect.DeepEqual(tr.Entity, w.entity) {
+				t.Errorf("%s %s entity %+v, want %+v", tr.Kind, tr.EventID, tr.Entity, w.entity)
+			}
+			if tr.ScopeKey != scope || tr.SourceID != "src-1" || tr.Kind != w.kind || tr.RunID != snap.RunID ||
+				tr.TraceID != testTraceID || raw.Raw != w.raw || tr.Stable != w.stable || tr.Baseline != w.baseline ||
+				tr.Notify != w.notify {
+				t.Errorf("transition %s:\n got %+v raw=%v\nwant %+v", payload, tr, raw.Raw, w)
+			}
+			var openRunID string
+			var openedAt int64
+			if w.openRun > 0 {
+				openRunID, openedAt = snaps[w.openRun-1].RunID, snaps[w.openRun-1].RunAt.UnixMilli()
+			}
+			if tr.OpenRunID != openRunID || tr.OpenedAtMS != openedAt {
+				t.Errorf("%s %s: open run %q at %d, want %q at %d", tr.Kind, tr.EventID, tr.OpenRunID, tr.OpenedAtMS, openRunID, openedAt)
+			}
+			if !tr.RunAt.Equal(snap.RunAt) || !tr.LastSeen.Equal(w.lastSeen) {
+				t.Errorf("transition %s: run_at %v last_seen %v, want %v and %v", tr.EventID, tr.RunAt, tr.LastSeen, snap.RunAt, w.lastSeen)
+			}
 		}
 	}
 	if len(wants) > 0 {
@@ -178,10 +184,14 @@ func testWithoutTraceparent(t *testing.T, rdb redis.UniversalClient) {
 			if _, ok := e.fields["traceparent"]; ok {
 				t.Errorf("%s entry has traceparent: %v", k, e.fields)
 			}
-			var v struct {
+			var v []struct {
 				TraceID *string `json:"trace_id"`
 			}
-			if err := json.Unmarshal([]byte(e.fields["payload"]), &v); err != nil || v.TraceID != nil {
+			payload := e.fields["payload"]
+			if k == keys.Runs {
+				payload = "[" + payload + "]"
+			}
+			if err := json.Unmarshal([]byte(payload), &v); err != nil || len(v) == 0 || v[0].TraceID != nil {
 				t.Errorf("%s payload %s has a trace_id (%v)", k, e.fields["payload"], err)
 			}
 		}
@@ -219,13 +229,8 @@ func testEntityArgumentForms(t *testing.T, rdb redis.UniversalClient) {
 	if _, err := Apply(ctx, rdb, topics, snapOf(scope, 1, 1, ents...), ""); err != nil {
 		t.Fatal(err)
 	}
-	keys, _ := KeysOf(topics, scope)
 	got := map[string]avail.Entity{}
-	for _, e := range readStream(t, rdb, keys.Transitions) {
-		var tr avail.Transition
-		if err := json.Unmarshal([]byte(e.fields["payload"]), &tr); err != nil {
-			t.Fatal(err)
-		}
+	for _, tr := range transitionsOf(t, rdb, topics, scope) {
 		got[tr.Entity.Key] = tr.Entity
 	}
 	for _, e := range ents {

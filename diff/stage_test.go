@@ -20,6 +20,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -81,13 +82,15 @@ func testStageEndToEnd(t *testing.T, rdb redis.UniversalClient) {
 	var got []received
 	startStage(t, rdb, stream.Stage{Name: "check", Topic: topics.Transitions, Config: fastConfig(),
 		Handler: func(ctx context.Context, m *stream.Message) error {
-			var tr Transition
-			if err := json.Unmarshal(m.Payload, &tr); err != nil {
+			trs, err := availjson.DecodeTransitions(m.Type, m.Payload)
+			if err != nil {
 				return stream.Permanent(err)
 			}
 			mu.Lock()
 			defer mu.Unlock()
-			got = append(got, received{tr, trace.SpanContextFromContext(ctx).TraceID()})
+			for _, tr := range trs {
+				got = append(got, received{tr, trace.SpanContextFromContext(ctx).TraceID()})
+			}
 			return nil
 		}}, tel)
 

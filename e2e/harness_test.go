@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/diff"
 	"github.com/dropstream/dropstream/notifier"
@@ -159,6 +160,21 @@ func decodeAll[T any](t testing.TB, entries []entry, typ string) []T {
 	return out
 }
 
+// decodeTransitions decodes entries of the transition topic: the diff's
+// arrays and the collector's single source transitions.
+func decodeTransitions(t testing.TB, entries []entry) []avail.Transition {
+	t.Helper()
+	var out []avail.Transition
+	for _, e := range entries {
+		ts, err := availjson.DecodeTransitions(e.typ, e.payload)
+		if err != nil {
+			t.Fatalf("decode %s entry: %v", e.typ, err)
+		}
+		out = append(out, ts...)
+	}
+	return out
+}
+
 // emitted is what the diff emitted, read back from its output streams.
 type emitted struct {
 	transitions []avail.Transition
@@ -172,7 +188,7 @@ type emitted struct {
 func readEmitted(t testing.TB, ctx context.Context, rdb redis.UniversalClient, topics avail.Topics) emitted {
 	t.Helper()
 	em := emitted{events: map[string]bool{}, runIDs: map[string]bool{}, applied: map[string]bool{}}
-	em.transitions = decodeAll[avail.Transition](t, readTopic(t, ctx, rdb, topics.Transitions), avail.TypeTransition)
+	em.transitions = decodeTransitions(t, readTopic(t, ctx, rdb, topics.Transitions))
 	for _, tr := range em.transitions {
 		if em.events[tr.EventID] {
 			t.Errorf("transition %s (%s %s of run %s) emitted twice", tr.EventID, tr.Kind, tr.Entity.Key, tr.RunID)

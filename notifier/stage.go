@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -25,19 +26,21 @@ const StageName = "avail-notifier"
 // topics.Transitions, notifying the matching watchers of every stable open
 // once per open window (see the package documentation).
 //
-// For each transition message it:
-//   - dead-letters messages that are not avail.TypeTransition, exceed
-//     cfg.MaxPayloadBytes, do not decode or lack an entity key, run id,
-//     kind or run_at (stream.Permanent);
-//   - records raw flips (raw true, or stable false) of the entity, to name
-//     sessions;
+// For each message of transitions (avail.TypeTransition or
+// avail.TypeTransitions) it:
+//   - dead-letters messages of other types, that exceed
+//     cfg.MaxPayloadBytes, do not decode, or hold a transition that lacks an
+//     entity key, run id, kind or run_at (stream.Permanent);
+//   - for each transition in order, records raw flips (raw true, or stable
+//     false) of the entity, to name sessions;
 //   - acknowledges every transition but stable, notifying opens;
 //   - for those, matches watchers (WatcherStore.Match) and delivers an
 //     OpenEvent to each on its channel through the Dispatcher, under the
 //     business key "avail:<watcher id>:<stable open event id>".
 //
-// If any delivery fails retryably the message fails and is redelivered;
-// watchers already served are skipped then. If the only failures are
+// If any delivery fails retryably the message fails and is redelivered
+// whole; watchers already served are skipped then, and flips recorded
+// again change nothing. If the only failures are
 // permanent (a 4xx answer, an unknown channel) the message is
 // dead-lettered with their reasons. Nil fields of tel default to the
 // OpenTelemetry globals and slog.Default.
@@ -79,27 +82,35 @@ type handler struct {
 	logger   *slog.Logger
 }
 
-// transition is a transition as the diff writes it: avail.Transition plus
-// its raw flag.
-type transition struct {
-	avail.Transition
-	Raw bool `json:"raw,omitempty"`
-}
-
 func (h *handler) handle(ctx context.Context, m *stream.Message) error {
-	if m.Type != avail.TypeTransition {
-		return stream.Permanentf("notifier: message %s has type %q, want %q", m.ID, clip(m.Type), avail.TypeTransition)
+	if m.Type != avail.TypeTransition && m.Type != avail.TypeTransitions {
+		return stream.Permanentf("notifier: message %s has type %q, want %q or %q", m.ID, clip(m.Type),
+			avail.TypeTransition, avail.TypeTransitions)
 	}
 	if len(m.Payload) > h.cfg.MaxPayloadBytes {
-		return stream.Permanentf("notifier: transition %s of %d bytes exceeds %d", m.ID, len(m.Payload), h.cfg.MaxPayloadBytes)
+		return stream.Permanentf("notifier: transition message %s of %d bytes exceeds %d", m.ID, len(m.Payload), h.cfg.MaxPayloadBytes)
 	}
-	var t transition
-	if err := json.Unmarshal(m.Payload, &t); err != nil {
-		return stream.Permanentf("notifier: decode transition %s: %w", m.ID, err)
+	ts, err := availjson.DecodeTransitions(m.Type, m.Payload)
+	if err != nil {
+		return stream.Permanentf("notifier: decode transitions %s: %w", m.ID, err)
 	}
-	if err := checkTransition(t); err != nil {
-		return stream.Permanent(fmt.Errorf("notifier: transition %s: %w", m.ID, err))
+	for i, t := range ts {
+		if err := checkTransition(t); err != nil {
+			return stream.Permanent(fmt.Errorf("notifier: transition %d of %s: %w", i, m.ID, err))
+		}
 	}
+	if len(ts) == 1 {
+		return h.handleOne(ctx, m, ts[0])
+	}
+	errs := make([]error, len(ts))
+	for i, t := range ts {
+		errs[i] = h.handleOne(ctx, m, t)
+	}
+	return settle(errs)
+}
+
+// handleOne handles one transition of message m.
+func (h *handler) handleOne(ctx context.Context, m *stream.Message, t avail.Transition) error {
 	if t.Raw || !t.Stable {
 		if err := h.windows.record(ctx, m.Partition, t.Entity.Key, t.Kind, t.RunID, t.RunAt); err != nil {
 			return err
@@ -112,7 +123,7 @@ func (h *handler) handle(ctx context.Context, m *stream.Message) error {
 }
 
 // checkTransition reports why a transition cannot be handled.
-func checkTransition(t transition) error {
+func checkTransition(t avail.Transition) error {
 	switch {
 	case t.Entity.Key == "" || len(t.Entity.Key) > maxSlotLen || hasControl(t.Entity.Key):
 		return fmt.Errorf("entity key: want 1-%d bytes without control characters", maxSlotLen)
@@ -133,7 +144,7 @@ func hasControl(s string) bool {
 }
 
 // notify delivers a stable open to every matching watcher.
-func (h *handler) notify(ctx context.Context, m *stream.Message, t transition) error {
+func (h *handler) notify(ctx context.Context, m *stream.Message, t avail.Transition) error {
 	entity := withIdentity(t.Entity)
 	watchers, err := h.store.Match(ctx, entity)
 	if err != nil || len(watchers) == 0 {

@@ -164,24 +164,26 @@ func (a *Analytics) prepareTransitions(bt *batcher[transitionBatch], msgs []*str
 	bt.begin()
 	defer bt.end()
 	errs := make([]error, len(msgs))
-	b := transitionBatch{transitions: make([]clickhouse.TransitionRow, 0, len(msgs)),
-		sessions: make([]clickhouse.SessionRow, 0, len(msgs)/2)}
+	b := transitionBatch{transitions: make([]clickhouse.TransitionRow, 0, 4*len(msgs)),
+		sessions: make([]clickhouse.SessionRow, 0, 2*len(msgs))}
 	unmatched := 0
 	for i, m := range msgs {
-		t, err := decodeTransition(m)
+		ts, err := decodeTransitions(m)
 		if err != nil {
 			errs[i] = err
 			continue
 		}
-		row := transitionRow(m, t)
-		b.transitions = append(b.transitions, row)
-		if !row.Raw {
-			continue
-		}
-		if s, ok := sessionRow(&row, t); ok {
-			b.sessions = append(b.sessions, s)
-		} else {
-			unmatched++
+		for _, t := range ts {
+			row := transitionRow(m, t)
+			b.transitions = append(b.transitions, row)
+			if !row.Raw {
+				continue
+			}
+			if s, ok := sessionRow(&row, t); ok {
+				b.sessions = append(b.sessions, s)
+			} else {
+				unmatched++
+			}
 		}
 	}
 	if unmatched > 0 {

@@ -100,28 +100,37 @@ func (p *Projection) Stage() stream.Stage {
 	return stream.Stage{Name: StageProjection, Topic: p.topic, Handler: p.Handle, Config: p.cfg.Runner}
 }
 
-// Handle is the stage's handler: it decodes an avail.Transition and applies
-// it in the message's partition. Undecodable or invalid transitions are
-// permanent errors (dead-lettered).
+// Handle is the stage's handler: it decodes the message's transitions
+// (avail.TypeTransition or avail.TypeTransitions) and applies them in
+// order in the message's partition. A message that does not decode, or
+// holds an invalid transition, is a permanent error (dead-lettered) and
+// applies nothing; on another error the message is retried whole, which
+// applying again makes harmless.
 func (p *Projection) Handle(ctx context.Context, m *stream.Message) error {
-	t, err := decodeTransition(m)
+	ts, err := decodeTransitions(m)
 	if err != nil {
 		return err
 	}
-	_, err = p.Apply(ctx, m.Partition, t)
-	return err
+	for _, t := range ts {
+		if _, err := p.Apply(ctx, m.Partition, t); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
-// decodeTransition decodes and checks a transition message.
-func decodeTransition(m *stream.Message) (avail.Transition, error) {
-	var t avail.Transition
-	if err := availjson.UnmarshalTransition(m.Payload, &t); err != nil {
-		return t, stream.Permanentf("writer: decode transition %s: %w", m.ID, err)
+// decodeTransitions decodes and checks the transitions of a message.
+func decodeTransitions(m *stream.Message) ([]avail.Transition, error) {
+	ts, err := availjson.DecodeTransitions(m.Type, m.Payload)
+	if err != nil {
+		return nil, stream.Permanentf("writer: decode transitions %s: %w", m.ID, err)
 	}
-	if err := checkTransition(t); err != nil {
-		return t, stream.Permanent(fmt.Errorf("writer: transition %s: %w", m.ID, err))
+	for i, t := range ts {
+		if err := checkTransition(t); err != nil {
+			return nil, stream.Permanent(fmt.Errorf("writer: transition %d of %s: %w", i, m.ID, err))
+		}
 	}
-	return t, nil
+	return ts, nil
 }
 
 // checkTransition reports why t cannot be applied.

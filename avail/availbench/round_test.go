@@ -2,7 +2,6 @@ package availbench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
@@ -12,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -97,19 +96,22 @@ func TestBench_exactTransitionsWhenSnapshotsAreAppliedTwice(t *testing.T) {
 		}
 		for _, e := range entries {
 			payload, _ := e.Values["payload"].(string)
-			var tr avail.Transition
-			if err := json.Unmarshal([]byte(payload), &tr); err != nil {
+			typ, _ := e.Values["type"].(string)
+			trs, err := availjson.DecodeTransitions(typ, []byte(payload))
+			if err != nil {
 				t.Fatal(err)
 			}
-			phase := "raw"
-			if tr.Stable {
-				phase = "stable"
+			for _, tr := range trs {
+				phase := "raw"
+				if tr.Stable {
+					phase = "stable"
+				}
+				if tr.Baseline {
+					phase += " baseline"
+				}
+				counts[tr.Kind+" "+phase]++
+				total++
 			}
-			if tr.Baseline {
-				phase += " baseline"
-			}
-			counts[tr.Kind+" "+phase]++
-			total++
 		}
 	}
 	want := map[string]int{"open raw": scopes * runs, "close raw": scopes * runs,

@@ -13,6 +13,7 @@ package availjson
 
 import (
 	"encoding/json"
+	"fmt"
 	"unicode/utf8"
 
 	"github.com/dropstream/dropstream/avail"
@@ -32,6 +33,31 @@ func UnmarshalTransition(data []byte, t *avail.Transition) error {
 // json.Unmarshal(data, t) does.
 func UnmarshalTransitions(data []byte, t *[]avail.Transition) error {
 	return unmarshal(data, t, (*scanner).transitions)
+}
+
+// DecodeTransitions decodes the payload of a message of the transition
+// topic: one transition for avail.TypeTransition, the array of
+// avail.TypeTransitions (1 to avail.MaxTransitionsPerMessage of them). Any
+// other type, or an array that is empty or too long, is an error.
+func DecodeTransitions(typ string, payload []byte) ([]avail.Transition, error) {
+	switch typ {
+	case avail.TypeTransition:
+		ts := make([]avail.Transition, 1)
+		if err := UnmarshalTransition(payload, &ts[0]); err != nil {
+			return nil, err
+		}
+		return ts, nil
+	case avail.TypeTransitions:
+		var ts []avail.Transition
+		if err := UnmarshalTransitions(payload, &ts); err != nil {
+			return nil, err
+		}
+		if len(ts) == 0 || len(ts) > avail.MaxTransitionsPerMessage {
+			return nil, fmt.Errorf("availjson: %d transitions in one message, want 1 to %d", len(ts), avail.MaxTransitionsPerMessage)
+		}
+		return ts, nil
+	}
+	return nil, fmt.Errorf("availjson: message type %.64q, want %q or %q", typ, avail.TypeTransition, avail.TypeTransitions)
 }
 
 // UnmarshalRunRecord decodes data into *r as json.Unmarshal(data, r) does.
