@@ -23,9 +23,10 @@ const (
 	TypeRawRun     = "avail.raw_run"
 	TypeSnapshot   = "avail.snapshot"
 	TypeTransition = "avail.transition"
-	// TypeTransitions is a JSON array of up to MaxTransitionsPerMessage
-	// transitions of one run, in the order the diff emits them; the diff
-	// writes these. Consumers of the transition topic take both types.
+	// TypeTransitions is a RunTransitions: a run's record and up to
+	// MaxTransitionsPerMessage of its transitions, in the order the diff
+	// emits them; the diff writes these. Consumers of the transition topic
+	// take both types.
 	TypeTransitions = "avail.transitions"
 	TypeRun         = "avail.run"
 )

@@ -76,6 +76,39 @@ type Transition struct {
 	OpenedAtMS int64  `json:"opened_at_ms,omitempty"`
 }
 
+// RunTransitions is the payload of a TypeTransitions message: the record
+// of a run that flipped something and up to MaxTransitionsPerMessage of its
+// transitions, which leave the run's fields (RunID, RunAt, ScopeKey,
+// SourceID, TraceID) to Run. Expand fills them in.
+type RunTransitions struct {
+	Run         RunRecord    `json:"run"`
+	Transitions []Transition `json:"transitions"`
+}
+
+// Expand returns r's transitions with the run's fields set where they are
+// empty (it sets them in r.Transitions).
+func (r RunTransitions) Expand() []Transition {
+	for i := range r.Transitions {
+		t := &r.Transitions[i]
+		if t.RunID == "" {
+			t.RunID = r.Run.RunID
+		}
+		if t.RunAt.IsZero() {
+			t.RunAt = r.Run.RunAt
+		}
+		if t.ScopeKey == "" {
+			t.ScopeKey = r.Run.ScopeKey
+		}
+		if t.SourceID == "" {
+			t.SourceID = r.Run.SourceID
+		}
+		if t.TraceID == "" {
+			t.TraceID = r.Run.TraceID
+		}
+	}
+	return r.Transitions
+}
+
 // RunRecord is the outcome of a run, for the runs table.
 type RunRecord struct {
 	RunID     string    `json:"run_id"`

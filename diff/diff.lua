@@ -29,13 +29,18 @@ local function emit(stream, typ, payload)
   end
 end
 
-local function run_record(status, observed, opened, closed, applied)
+-- run_json returns the run record's JSON.
+local function run_json(status, observed, opened, closed, applied)
   local r = {run_id = run_id, source_id = source_id, provider = provider, scope_key = scope,
     started_at = started_at, run_at = run_at, status = status, observed = observed,
     opened = opened, closed = closed, applied = applied}
   if err_msg ~= '' then r.error = err_msg end
   if trace_id ~= '' then r.trace_id = trace_id end
-  emit(run_stream, 'avail.run', cjson.encode(r))
+  return cjson.encode(r)
+end
+
+local function run_record(status, observed, opened, closed, applied)
+  emit(run_stream, 'avail.run', run_json(status, observed, opened, closed, applied))
 end
 
 local last = redis.call('HMGET', scope_hash, 'at', 'id', 'ok')
@@ -182,13 +187,13 @@ end
 
 local out = {}
 local function transition(key, kind, stable, raw, base, last_seen)
+  -- The run's fields (run_id, run_at, scope_key, source_id, trace_id) are
+  -- the envelope's (see the writes below).
   local t = {event_id = redis.sha1hex(run_id .. '\n' .. key .. '\n' .. kind .. '\n' .. (stable and 'stable' or 'raw')),
-    scope_key = scope, source_id = source_id, kind = kind, stable = stable,
-    notify = stable and (nfs or not base), run_id = run_id, run_at = run_at}
+    kind = kind, stable = stable, notify = stable and (nfs or not base)}
   if base then t.baseline = true end
   if raw then t.raw = true end
   if last_seen ~= '' then t.last_seen = last_seen end
-  if trace_id ~= '' then t.trace_id = trace_id end
   local ent
   if kind == 'open' then
     ent = entity_json(obs[key])
@@ -247,17 +252,24 @@ chunked('HDEL', pend_key, hdel)
 chunked('HSET', pend_key, hset)
 redis.call('HSET', scope_hash, 'at', ARGV[2], 'id', run_id, 'ok', run_at)
 for _, key in ipairs({open_key, scope_hash, pend_key}) do redis.call('PEXPIRE', key, ttl) end
--- The transitions go out as JSON arrays, an entry per at most 64 of them
--- and 32 KiB (or one larger transition): reading, acknowledging and
--- handling an entry costs its consumers about as much as a transition.
+-- A run that flipped something goes out on the transition stream only:
+-- {"run": run record, "transitions": [...]}, an entry per at most 64
+-- transitions and 32 KiB of them (or one larger transition), each entry
+-- with the run record. Reading, acknowledging and handling an entry costs
+-- its consumers about as much as a transition, and the transitions leave
+-- the run's fields to the record. Other runs go out on the run stream.
+if #out == 0 then
+  run_record('ok', nobs, opened, closed, true)
+  return {1, opened, closed, s_opened, s_closed}
+end
+local head = '{"run":' .. run_json('ok', nobs, opened, closed, true) .. ',"transitions":['
 local from, size = 1, 0
 for i, payload in ipairs(out) do
   if i > from and (i - from >= 64 or size + #payload > 32768) then
-    emit(tr_stream, 'avail.transitions', '[' .. table.concat(out, ',', from, i - 1) .. ']')
+    emit(tr_stream, 'avail.transitions', head .. table.concat(out, ',', from, i - 1) .. ']}')
     from, size = i, 0
   end
   size = size + #payload + 1
 end
-if #out >= from then emit(tr_stream, 'avail.transitions', '[' .. table.concat(out, ',', from) .. ']') end
-run_record('ok', nobs, opened, closed, true)
+emit(tr_stream, 'avail.transitions', head .. table.concat(out, ',', from) .. ']}')
 return {1, opened, closed, s_opened, s_closed}

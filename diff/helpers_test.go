@@ -112,25 +112,82 @@ func transitionsOf(t testing.TB, rdb redis.UniversalClient, topics avail.Topics,
 		if e.fields["type"] != avail.TypeTransitions {
 			t.Errorf("transition entry type %q, want %q", e.fields["type"], avail.TypeTransitions)
 		}
-		var trs []Transition
-		if err := json.Unmarshal([]byte(e.fields["payload"]), &trs); err != nil {
+		var rt avail.RunTransitions
+		if err := json.Unmarshal([]byte(e.fields["payload"]), &rt); err != nil {
 			t.Fatalf("decode transitions %s: %v", e.fields["payload"], err)
 		}
-		if len(trs) == 0 || len(trs) > avail.MaxTransitionsPerMessage || len(e.fields["payload"]) > 32<<10 && len(trs) > 1 {
-			t.Errorf("entry of %d transitions in %d bytes, want 1 to %d in at most 32 KiB", len(trs), len(e.fields["payload"]), avail.MaxTransitionsPerMessage)
+		trs := rt.Transitions
+		if len(trs) == 0 || len(trs) > avail.MaxTransitionsPerMessage || len(e.fields["payload"]) > 33<<10 && len(trs) > 1 {
+			t.Errorf("entry of %d transitions in %d bytes, want 1 to %d in about 32 KiB", len(trs), len(e.fields["payload"]), avail.MaxTransitionsPerMessage)
 		}
-		out = append(out, trs...)
+		for _, tr := range trs {
+			if tr.RunID != "" || tr.ScopeKey != "" || !tr.RunAt.IsZero() {
+				t.Errorf("transition %s repeats its run's fields", tr.EventID)
+			}
+		}
+		out = append(out, rt.Expand()...)
 	}
 	return out
 }
 
-// runsOf decodes the run records of a scope.
+// runsOf decodes the run records of a scope, from both streams (see
+// runSources), ordered by run_at, then run id, then applied first: the
+// order of applying, but for late runs.
 func runsOf(t testing.TB, rdb redis.UniversalClient, topics avail.Topics, scope string) []avail.RunRecord {
+	t.Helper()
+	alone, with := runSources(t, rdb, topics, scope)
+	return sortRuns(append(alone, with...))
+}
+
+// sortRuns sorts run records as runsOf returns them.
+func sortRuns(rs []avail.RunRecord) []avail.RunRecord {
+	slices.SortStableFunc(rs, func(a, b avail.RunRecord) int {
+		if c := a.RunAt.Compare(b.RunAt); c != 0 {
+			return c
+		}
+		if c := strings.Compare(a.RunID, b.RunID); c != 0 {
+			return c
+		}
+		switch {
+		case a.Applied == b.Applied:
+			return 0
+		case a.Applied:
+			return -1
+		}
+		return 1
+	})
+	return rs
+}
+
+// runSources returns a scope's run records: alone on the run stream (runs
+// that flipped nothing), and with their transitions on the transition
+// stream (once per run, though each of its entries carries the record,
+// which must be the same), each in stream order.
+func runSources(t testing.TB, rdb redis.UniversalClient, topics avail.Topics, scope string) (alone, with []avail.RunRecord) {
 	t.Helper()
 	keys, err := KeysOf(topics, scope)
 	if err != nil {
 		t.Fatal(err)
 	}
+	for _, e := range readStream(t, rdb, keys.Transitions) {
+		var rt avail.RunTransitions
+		if e.fields["key"] != scope || json.Unmarshal([]byte(e.fields["payload"]), &rt) != nil {
+			continue
+		}
+		if n := len(with); n > 0 && with[n-1].RunID == rt.Run.RunID {
+			if !reflect.DeepEqual(with[n-1], rt.Run) {
+				t.Errorf("entries of run %s carry different records: %+v and %+v", rt.Run.RunID, with[n-1], rt.Run)
+			}
+			continue
+		}
+		with = append(with, rt.Run)
+	}
+	return runsAlone(t, rdb, keys, scope), with
+}
+
+// runsAlone decodes the run stream's records of a scope.
+func runsAlone(t testing.TB, rdb redis.UniversalClient, keys Keys, scope string) []avail.RunRecord {
+	t.Helper()
 	var out []avail.RunRecord
 	for _, e := range readStream(t, rdb, keys.Runs) {
 		if e.fields["key"] != scope {

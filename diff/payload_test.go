@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"reflect"
+	"strings"
 	"testing"
 	"time"
 
@@ -64,19 +65,12 @@ func testPayloadsDecode(t *testing.T, rdb redis.UniversalClient) {
 		if e.fields["key"] != scope || e.fields["type"] != avail.TypeTransitions || e.fields["traceparent"] != testTraceParent {
 			t.Errorf("entry fields %v: want key %q, type %q, traceparent %q", e.fields, scope, avail.TypeTransitions, testTraceParent)
 		}
-		var items []json.RawMessage
-		if err := json.Unmarshal([]byte(e.fields["payload"]), &items); err != nil || len(items) != 3 {
-			t.Fatalf("decode %s: %d transitions, %v; want the 3 of a run", e.fields["payload"], len(items), err)
+		var rt avail.RunTransitions
+		if err := json.Unmarshal([]byte(e.fields["payload"]), &rt); err != nil || len(rt.Transitions) != 3 {
+			t.Fatalf("decode %s: %d transitions, %v; want the 3 of a run", e.fields["payload"], len(rt.Transitions), err)
 		}
-		for _, payload := range items {
-			var tr avail.Transition
-			if err := json.Unmarshal(payload, &tr); err != nil {
-				t.Fatalf("decode %s: %v", payload, err)
-			}
-			var raw struct {
-				Raw bool `json:"raw"`
-			}
-			_ = json.Unmarshal(payload, &raw)
+		payload := e.fields["payload"]
+		for _, tr := range rt.Expand() {
 			w, ok := wants[tr.EventID]
 			if !ok {
 				t.Errorf("unexpected event id %s in %s", tr.EventID, payload)
@@ -88,9 +82,9 @@ func testPayloadsDecode(t *testing.T, rdb redis.UniversalClient) {
 				t.Errorf("%s %s entity %+v, want %+v", tr.Kind, tr.EventID, tr.Entity, w.entity)
 			}
 			if tr.ScopeKey != scope || tr.SourceID != "src-1" || tr.Kind != w.kind || tr.RunID != snap.RunID ||
-				tr.TraceID != testTraceID || raw.Raw != w.raw || tr.Stable != w.stable || tr.Baseline != w.baseline ||
+				tr.TraceID != testTraceID || tr.Raw != w.raw || tr.Stable != w.stable || tr.Baseline != w.baseline ||
 				tr.Notify != w.notify {
-				t.Errorf("transition %s:\n got %+v raw=%v\nwant %+v", payload, tr, raw.Raw, w)
+				t.Errorf("transition %s:\n got %+v raw=%v\nwant %+v", payload, tr, tr.Raw, w)
 			}
 			var openRunID string
 			var openedAt int64
@@ -109,21 +103,21 @@ func testPayloadsDecode(t *testing.T, rdb redis.UniversalClient) {
 		t.Errorf("missing transitions: %+v", wants)
 	}
 
-	runs := readStream(t, rdb, keys.Runs)
+	// Every run flipped something: its record came with its transitions.
+	if alone := readStream(t, rdb, keys.Runs); len(alone) != 0 {
+		t.Fatalf("%d run records on the run stream, want none", len(alone))
+	}
+	runs := runsOf(t, rdb, topics, scope)
 	if len(runs) != len(snaps) {
 		t.Fatalf("%d run records, want %d", len(runs), len(snaps))
 	}
-	for i, e := range runs {
-		var r avail.RunRecord
-		if err := json.Unmarshal([]byte(e.fields["payload"]), &r); err != nil {
-			t.Fatal(err)
-		}
+	for i, r := range runs {
 		s := snaps[i]
 		want := avail.RunRecord{RunID: s.RunID, SourceID: s.SourceID, Provider: s.Provider, ScopeKey: scope,
 			StartedAt: s.StartedAt, RunAt: s.RunAt, Status: avail.StatusOK, Observed: len(s.Entities),
 			Opened: []int{3, 0, 0, 0}[i], Closed: []int{0, 0, 3, 0}[i], Applied: true, TraceID: testTraceID}
-		if !reflect.DeepEqual(normRun(r), normRun(want)) || e.fields["type"] != avail.TypeRun || e.fields["traceparent"] != testTraceParent {
-			t.Errorf("run record %d %v:\n got %+v\nwant %+v", i, e.fields, r, want)
+		if !reflect.DeepEqual(normRun(r), normRun(want)) {
+			t.Errorf("run record %d:\n got %+v\nwant %+v", i, r, want)
 		}
 	}
 	// A failed run and its replay: status, error, applied.
@@ -184,14 +178,14 @@ func testWithoutTraceparent(t *testing.T, rdb redis.UniversalClient) {
 			if _, ok := e.fields["traceparent"]; ok {
 				t.Errorf("%s entry has traceparent: %v", k, e.fields)
 			}
-			var v []struct {
+			var v struct {
 				TraceID *string `json:"trace_id"`
+				Run     struct {
+					TraceID *string `json:"trace_id"`
+				} `json:"run"`
 			}
-			payload := e.fields["payload"]
-			if k == keys.Runs {
-				payload = "[" + payload + "]"
-			}
-			if err := json.Unmarshal([]byte(payload), &v); err != nil || len(v) == 0 || v[0].TraceID != nil {
+			if err := json.Unmarshal([]byte(e.fields["payload"]), &v); err != nil || v.TraceID != nil || v.Run.TraceID != nil ||
+				strings.Contains(e.fields["payload"], "trace_id") {
 				t.Errorf("%s payload %s has a trace_id (%v)", k, e.fields["payload"], err)
 			}
 		}

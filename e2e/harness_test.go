@@ -161,18 +161,21 @@ func decodeAll[T any](t testing.TB, entries []entry, typ string) []T {
 }
 
 // decodeTransitions decodes entries of the transition topic: the diff's
-// arrays and the collector's single source transitions.
-func decodeTransitions(t testing.TB, entries []entry) []avail.Transition {
+// runs with their transitions and the collector's single source
+// transitions. runs holds the run records, once per entry.
+func decodeTransitions(t testing.TB, entries []entry) (ts []avail.Transition, runs []avail.RunRecord) {
 	t.Helper()
-	var out []avail.Transition
 	for _, e := range entries {
-		ts, err := availjson.DecodeTransitions(e.typ, e.payload)
+		run, more, err := availjson.DecodeRunTransitions(e.typ, e.payload)
 		if err != nil {
 			t.Fatalf("decode %s entry: %v", e.typ, err)
 		}
-		out = append(out, ts...)
+		ts = append(ts, more...)
+		if run != nil {
+			runs = append(runs, *run)
+		}
 	}
-	return out
+	return ts, runs
 }
 
 // emitted is what the diff emitted, read back from its output streams.
@@ -188,7 +191,8 @@ type emitted struct {
 func readEmitted(t testing.TB, ctx context.Context, rdb redis.UniversalClient, topics avail.Topics) emitted {
 	t.Helper()
 	em := emitted{events: map[string]bool{}, runIDs: map[string]bool{}, applied: map[string]bool{}}
-	em.transitions = decodeTransitions(t, readTopic(t, ctx, rdb, topics.Transitions))
+	var withTransitions []avail.RunRecord
+	em.transitions, withTransitions = decodeTransitions(t, readTopic(t, ctx, rdb, topics.Transitions))
 	for _, tr := range em.transitions {
 		if em.events[tr.EventID] {
 			t.Errorf("transition %s (%s %s of run %s) emitted twice", tr.EventID, tr.Kind, tr.Entity.Key, tr.RunID)
@@ -201,7 +205,7 @@ func readEmitted(t testing.TB, ctx context.Context, rdb redis.UniversalClient, t
 			em.rawCloses++
 		}
 	}
-	for _, r := range decodeAll[avail.RunRecord](t, readTopic(t, ctx, rdb, topics.Runs), avail.TypeRun) {
+	for _, r := range append(decodeAll[avail.RunRecord](t, readTopic(t, ctx, rdb, topics.Runs), avail.TypeRun), withTransitions...) {
 		em.runIDs[r.RunID] = true
 		if r.Applied {
 			em.applied[r.RunID] = true

@@ -20,7 +20,9 @@ import (
 
 // Analytics appends transitions, sessions and runs to ClickHouse: the batch
 // stages "avail-analytics-transitions" and "avail-analytics-runs", each its
-// own consumer group, independent of the projection. The batches the
+// own consumer group, independent of the projection. Runs that flipped
+// something come with their transitions (avail.TypeTransitions), the
+// others on the run topic; both stages write runs. The batches the
 // stages' handlers get, from every partition and copy in the process, are
 // merged by a batcher per stage into one INSERT per table, and a batch's
 // messages are acknowledged only once its rows are in ClickHouse (see
@@ -54,6 +56,9 @@ type Analytics struct {
 type transitionBatch struct {
 	transitions []clickhouse.TransitionRow
 	sessions    []clickhouse.SessionRow
+	// runs are the records of the runs whose transitions the batch holds
+	// (avail.TypeTransitions carries them instead of the run topic).
+	runs []clickhouse.RunRow
 }
 
 // NewAnalytics validates cfg (after defaults) and starts the flush loops.
@@ -152,7 +157,7 @@ func (a *Analytics) handleTransitions(ctx context.Context, bt *batcher[transitio
 	b, errs := a.prepareTransitions(bt, msgs)
 	var err error
 	if len(b.transitions) > 0 {
-		err = bt.add(ctx, b, len(b.transitions)+len(b.sessions), a.urgent(msgs))
+		err = bt.add(ctx, b, len(b.transitions)+len(b.sessions)+len(b.runs), a.urgent(msgs))
 	}
 	return settle(errs, err)
 }
@@ -168,10 +173,13 @@ func (a *Analytics) prepareTransitions(bt *batcher[transitionBatch], msgs []*str
 		sessions: make([]clickhouse.SessionRow, 0, 2*len(msgs))}
 	unmatched := 0
 	for i, m := range msgs {
-		ts, err := decodeTransitions(m)
+		run, ts, err := decodeRunTransitions(m)
 		if err != nil {
 			errs[i] = err
 			continue
+		}
+		if run != nil {
+			b.runs = append(b.runs, runRowOf(m, *run))
 		}
 		for _, t := range ts {
 			row := transitionRow(m, t)
@@ -256,17 +264,22 @@ func settle(errs []error, writeErr error) error {
 	return &stream.BatchError{Errs: errs}
 }
 
-// flushTransitions inserts the batches' transitions and sessions, each
-// table in one INSERT, both at once: a flush costs one round of latency.
+// flushTransitions inserts the batches' transitions, sessions and runs,
+// each table in one INSERT, all at once: a flush costs one round of
+// latency.
 func (a *Analytics) flushTransitions(ctx context.Context, batches []transitionBatch) error {
 	trs := make([][]clickhouse.TransitionRow, len(batches))
 	sess := make([][]clickhouse.SessionRow, len(batches))
+	runs := make([][]clickhouse.RunRow, len(batches))
 	for i, b := range batches {
-		trs[i], sess[i] = b.transitions, b.sessions
+		trs[i], sess[i], runs[i] = b.transitions, b.sessions, b.runs
 	}
-	var sessErr error
+	var sessErr, runErr error
 	var wg sync.WaitGroup
 	wg.Go(func() { sessErr = clickhouse.InsertSessions(ctx, a.ch, sess...) })
+	if clickhouse.RowCount(runs) > 0 {
+		wg.Go(func() { runErr = clickhouse.InsertRuns(ctx, a.ch, runs...) })
+	}
 	trErr := clickhouse.InsertTransitions(ctx, a.ch, trs...)
 	wg.Wait()
 	if trErr == nil {
@@ -275,7 +288,10 @@ func (a *Analytics) flushTransitions(ctx context.Context, batches []transitionBa
 	if sessErr == nil {
 		a.countRows(clickhouse.TableSessions, clickhouse.RowCount(sess))
 	}
-	return errors.Join(trErr, sessErr)
+	if runErr == nil {
+		a.countRows(clickhouse.TableRuns, clickhouse.RowCount(runs))
+	}
+	return errors.Join(trErr, sessErr, runErr)
 }
 
 // flushRuns inserts the batches' runs in one INSERT.
@@ -337,10 +353,15 @@ func runRow(m *stream.Message) (clickhouse.RunRow, error) {
 	if r.RunID == "" || r.RunAt.IsZero() {
 		return clickhouse.RunRow{}, stream.Permanentf("writer: run %s: run id or run_at missing", m.ID)
 	}
+	return runRowOf(m, r), nil
+}
+
+// runRowOf returns the row of run record r, decoded from m.
+func runRowOf(m *stream.Message, r avail.RunRecord) clickhouse.RunRow {
 	return clickhouse.RunRow{RunID: r.RunID, SourceID: r.SourceID, Provider: r.Provider, ScopeKey: r.ScopeKey,
 		StartedAt: r.StartedAt, RunAt: r.RunAt, Status: r.Status, Error: r.Error,
 		Observed: clampU32(r.Observed), Opened: clampU32(r.Opened), Closed: clampU32(r.Closed),
-		Applied: r.Applied, TraceID: traceIDOf(m, r.TraceID)}, nil
+		Applied: r.Applied, TraceID: traceIDOf(m, r.TraceID)}
 }
 
 // traceIDOf returns id, or when it is empty the trace id the message was

@@ -1,6 +1,8 @@
 package writer_test
 
 import (
+	"encoding/json"
+	"fmt"
 	"testing"
 	"time"
 
@@ -8,6 +10,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
 )
 
@@ -78,5 +81,43 @@ func TestAnalytics_sessionsFromRawTransitions(t *testing.T) {
 				t.Errorf("%d unmatched closes counted, want %d", unmatched, tc.unmatched)
 			}
 		})
+	}
+}
+
+// TestAnalytics_runTransitionsWriteTheirRun checks that a message of a run
+// with its transitions (avail.TypeTransitions, as the diff writes them)
+// writes the transitions, with the run's fields, and the run's row, once
+// however many of the run's messages and redeliveries carry it.
+func TestAnalytics_runTransitionsWriteTheirRun(t *testing.T) {
+	ch := migrated(t)
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, FlushInterval: 10 * time.Millisecond}, nil)
+	e1, e2 := slot("rt-1"), slot("rt-2")
+	run := avail.RunRecord{RunID: "rt-run-1", SourceID: "src", Provider: "resy", ScopeKey: scopeKey("rt"),
+		StartedAt: runAt(1).Add(-time.Second), RunAt: runAt(1), Status: avail.StatusOK, Observed: 2, Opened: 2,
+		Applied: true, TraceID: fmt.Sprintf("%032x", 7)}
+	var msgs []*stream.Message
+	for i, e := range []avail.Entity{e1, e2} { // one message each, as a long run's are split
+		tr := avail.Transition{EventID: avail.EventID(run.RunID, e.Key, avail.KindOpen, false), Entity: e,
+			Kind: avail.KindOpen, Raw: true}
+		body, err := json.Marshal(avail.RunTransitions{Run: run, Transitions: []avail.Transition{tr}})
+		if err != nil {
+			t.Fatal(err)
+		}
+		msgs = append(msgs, &stream.Message{ID: fmt.Sprintf("%d-0", i+1), Key: run.ScopeKey, Type: avail.TypeTransitions,
+			Payload: body, Attempt: 1})
+	}
+	for range 2 { // delivered again
+		if err := a.HandleTransitions(t.Context(), msgs); err != nil {
+			t.Fatalf("HandleTransitions: %v", err)
+		}
+	}
+	got, ok := counts(t, ch)
+	if !ok || got.transitions != 2 || got.runs != 1 || got.sessions != (clickhouse.SessionCounts{Total: 2, Open: 2}) {
+		t.Fatalf("ClickHouse holds %+v (ok %v), want 2 transitions, 1 run and 2 open sessions", got, ok)
+	}
+	sessions, err := clickhouse.EntitySessions(t.Context(), ch, e1.Key, 10)
+	if err != nil || len(sessions) != 1 || sessions[0].OpenRunID != run.RunID || sessions[0].ScopeKey != run.ScopeKey ||
+		sessions[0].TraceID != run.TraceID || !sessions[0].OpenedAt.Equal(run.RunAt) {
+		t.Fatalf("sessions of %s = %+v, %v; want one opened by %s in scope %s, trace %s", e1.Key, sessions, err, run.RunID, run.ScopeKey, run.TraceID)
 	}
 }

@@ -121,16 +121,26 @@ func (p *Projection) Handle(ctx context.Context, m *stream.Message) error {
 
 // decodeTransitions decodes and checks the transitions of a message.
 func decodeTransitions(m *stream.Message) ([]avail.Transition, error) {
-	ts, err := availjson.DecodeTransitions(m.Type, m.Payload)
+	_, ts, err := decodeRunTransitions(m)
+	return ts, err
+}
+
+// decodeRunTransitions decodes and checks the transitions of a message and
+// the run record that comes with them (nil for a single transition).
+func decodeRunTransitions(m *stream.Message) (*avail.RunRecord, []avail.Transition, error) {
+	run, ts, err := availjson.DecodeRunTransitions(m.Type, m.Payload)
 	if err != nil {
-		return nil, stream.Permanentf("writer: decode transitions %s: %w", m.ID, err)
+		return nil, nil, stream.Permanentf("writer: decode transitions %s: %w", m.ID, err)
 	}
 	for i, t := range ts {
 		if err := checkTransition(t); err != nil {
-			return nil, stream.Permanent(fmt.Errorf("writer: transition %d of %s: %w", i, m.ID, err))
+			return nil, nil, stream.Permanent(fmt.Errorf("writer: transition %d of %s: %w", i, m.ID, err))
 		}
 	}
-	return ts, nil
+	if run != nil && (run.RunID == "" || run.RunAt.IsZero()) {
+		return nil, nil, stream.Permanentf("writer: run of %s: run id or run_at missing", m.ID)
+	}
+	return run, ts, nil
 }
 
 // checkTransition reports why t cannot be applied.

@@ -35,29 +35,44 @@ func UnmarshalTransitions(data []byte, t *[]avail.Transition) error {
 	return unmarshal(data, t, (*scanner).transitions)
 }
 
+// UnmarshalRunTransitions decodes data into *r as json.Unmarshal(data, r)
+// does.
+func UnmarshalRunTransitions(data []byte, r *avail.RunTransitions) error {
+	return unmarshal(data, r, (*scanner).runTransitions)
+}
+
 // DecodeTransitions decodes the payload of a message of the transition
-// topic: one transition for avail.TypeTransition, the array of
-// avail.TypeTransitions (1 to avail.MaxTransitionsPerMessage of them). Any
-// other type, or an array that is empty or too long, is an error.
+// topic, as DecodeRunTransitions does, and returns its transitions.
 func DecodeTransitions(typ string, payload []byte) ([]avail.Transition, error) {
+	_, ts, err := DecodeRunTransitions(typ, payload)
+	return ts, err
+}
+
+// DecodeRunTransitions decodes the payload of a message of the transition
+// topic: one transition for avail.TypeTransition (run is nil); for
+// avail.TypeTransitions the run record and its 1 to
+// avail.MaxTransitionsPerMessage transitions, expanded
+// (avail.RunTransitions.Expand). Any other type, or a number of
+// transitions out of range, is an error.
+func DecodeRunTransitions(typ string, payload []byte) (run *avail.RunRecord, ts []avail.Transition, err error) {
 	switch typ {
 	case avail.TypeTransition:
 		ts := make([]avail.Transition, 1)
 		if err := UnmarshalTransition(payload, &ts[0]); err != nil {
-			return nil, err
+			return nil, nil, err
 		}
-		return ts, nil
+		return nil, ts, nil
 	case avail.TypeTransitions:
-		var ts []avail.Transition
-		if err := UnmarshalTransitions(payload, &ts); err != nil {
-			return nil, err
+		var r avail.RunTransitions
+		if err := UnmarshalRunTransitions(payload, &r); err != nil {
+			return nil, nil, err
 		}
-		if len(ts) == 0 || len(ts) > avail.MaxTransitionsPerMessage {
-			return nil, fmt.Errorf("availjson: %d transitions in one message, want 1 to %d", len(ts), avail.MaxTransitionsPerMessage)
+		if n := len(r.Transitions); n == 0 || n > avail.MaxTransitionsPerMessage {
+			return nil, nil, fmt.Errorf("availjson: %d transitions in one message, want 1 to %d", n, avail.MaxTransitionsPerMessage)
 		}
-		return ts, nil
+		return &r.Run, r.Expand(), nil
 	}
-	return nil, fmt.Errorf("availjson: message type %.64q, want %q or %q", typ, avail.TypeTransition, avail.TypeTransitions)
+	return nil, nil, fmt.Errorf("availjson: message type %.64q, want %q or %q", typ, avail.TypeTransition, avail.TypeTransitions)
 }
 
 // UnmarshalRunRecord decodes data into *r as json.Unmarshal(data, r) does.

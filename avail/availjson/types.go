@@ -107,6 +107,21 @@ func (s *scanner) transitions(v *[]avail.Transition) bool {
 	}
 }
 
+// runTransitions reads an avail.RunTransitions object.
+func (s *scanner) runTransitions(v *avail.RunTransitions) bool {
+	var mask uint32
+	return s.object(func(name []byte) bool {
+		ok := false
+		switch string(name) {
+		case "run":
+			ok = seen(&mask, 1<<0) && s.runRecord(&v.Run)
+		case "transitions":
+			ok = seen(&mask, 1<<1) && s.transitions(&v.Transitions)
+		}
+		return ok
+	})
+}
+
 // runRecord reads an avail.RunRecord object.
 func (s *scanner) runRecord(v *avail.RunRecord) bool {
 	var mask uint32
