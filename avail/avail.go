@@ -37,9 +37,12 @@ type Topics struct {
 	Raw stream.Topic
 	// Snapshots carries normalized observations (Snapshot), keyed by scope key.
 	Snapshots stream.Topic
-	// Transitions carries flips (Transition), keyed by scope key.
+	// Transitions carries flips, keyed by scope key: the diff's runs that
+	// flipped something with their transitions (TypeTransitions) and the
+	// collector's source transitions (TypeTransition).
 	Transitions stream.Topic
-	// Runs carries the outcome of every run (RunRecord), keyed by scope key.
+	// Runs carries the outcome (RunRecord) of every run that flipped
+	// nothing (the others come with their transitions), keyed by scope key.
 	Runs stream.Topic
 }
 

@@ -1,6 +1,7 @@
 // Package diff is the diff stage of the availability pipeline: it turns
 // snapshots (avail.Snapshot on avail.Topics.Snapshots) into transitions
-// (on avail.Topics.Transitions) and run records (on avail.Topics.Runs).
+// with their run's record (on avail.Topics.Transitions), and the records
+// of runs that flipped nothing (on avail.Topics.Runs).
 //
 // # Semantics
 //
@@ -42,6 +43,10 @@
 //   - Event ids are avail.EventID(run_id, entity key, kind, stable), computed
 //     in Lua with redis.sha1hex over the same string.
 //
+// The transitions of a run leave the run's fields (run id, run_at, scope
+// key, source id, trace id) to the entry's run record; consumers get them
+// back with avail.RunTransitions.Expand (availjson.DecodeTransitions does).
+//
 // Because the transitions and the run record are appended by the same
 // script that changes the state, a crash between the script and the
 // acknowledgement only replays the snapshot, which is then a no-op: nothing
@@ -62,8 +67,11 @@
 //	ds:{avail.p}:diff:pend:<s>   HASH entity key → pending entry, only for
 //	                             entities whose raw state differs from their
 //	                             stable state: "<o|c><count>[b][:<last seen>]"
-//	ds:{avail.p}:transitions     stream of transitions (avail.TypeTransition)
-//	ds:{avail.p}:runs            stream of run records (avail.TypeRun)
+//	ds:{avail.p}:transitions     stream of runs that flipped something
+//	                             (avail.TypeTransitions: avail.RunTransitions,
+//	                             the run record and up to 64 transitions and
+//	                             about 32 KiB of them per entry)
+//	ds:{avail.p}:runs            stream of the other run records (avail.TypeRun)
 //
 // All six keys share the partition's hash tag, so the script touches one
 // slot, also on Redis Cluster. The three state keys expire StateTTL after

@@ -7,7 +7,10 @@
 //     and indexes to list entities by provider, venue, date, party size and
 //     state. Nothing is deleted when an entity closes.
 //   - "avail-analytics-transitions" and "avail-analytics-runs" (Analytics)
-//     append transitions, sessions and runs to ClickHouse in batches.
+//     append transitions, sessions and runs to ClickHouse in batches: the
+//     first the transitions, their sessions and the records of the runs
+//     that carry them, the second the records of the runs that flipped
+//     nothing.
 //
 // Because the groups are separate, a ClickHouse outage stalls only the
 // analytics groups: their backlog waits in the streams while the projection
