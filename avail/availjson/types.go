@@ -83,28 +83,7 @@ func (s *scanner) transition(v *avail.Transition) bool {
 // transitions reads an array of transitions; [] gives an empty, non-nil
 // slice, as encoding/json does.
 func (s *scanner) transitions(v *[]avail.Transition) bool {
-	if !s.next('[') {
-		return false
-	}
-	out := make([]avail.Transition, 0, 4)
-	if s.next(']') {
-		*v = out
-		return true
-	}
-	for {
-		out = append(out, avail.Transition{})
-		if !s.transition(&out[len(out)-1]) {
-			return false
-		}
-		if s.next(',') {
-			continue
-		}
-		if !s.next(']') {
-			return false
-		}
-		*v = out
-		return true
-	}
+	return array(s, v, 4, (*scanner).transition)
 }
 
 // runTransitions reads an avail.RunTransitions object.
@@ -191,17 +170,24 @@ func (s *scanner) entity(v *avail.Entity) bool {
 // entities reads an array of entities; [] gives an empty, non-nil slice,
 // as encoding/json does.
 func (s *scanner) entities(v *[]avail.Entity) bool {
+	return array(s, v, 16, (*scanner).entity)
+}
+
+// array reads an array of Ts with read into *v, made with capacity
+// capacity; [] gives an empty, non-nil slice, as encoding/json does.
+func array[T any](s *scanner, v *[]T, capacity int, read func(*scanner, *T) bool) bool {
 	if !s.next('[') {
 		return false
 	}
-	out := make([]avail.Entity, 0, 16)
+	out := make([]T, 0, capacity)
 	if s.next(']') {
 		*v = out
 		return true
 	}
 	for {
-		out = append(out, avail.Entity{})
-		if !s.entity(&out[len(out)-1]) {
+		var zero T
+		out = append(out, zero)
+		if !read(s, &out[len(out)-1]) {
 			return false
 		}
 		if s.next(',') {
