@@ -55,11 +55,17 @@ if not ok then
   return {1, 0, 0, 0, 0}
 end
 
--- Commands take at most 1000 arguments of a list at a time.
+-- Commands take at most 1000 arguments of a list at a time. chunked
+-- returns the elements of the replies that are arrays (HMGET's), in order.
 local function chunked(cmd, key, list)
+  local out = {}
   for i = 1, #list, 1000 do
-    redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
+    local r = redis.call(cmd, key, unpack(list, i, math.min(i + 999, #list)))
+    if type(r) == 'table' then
+      for _, v in ipairs(r) do out[#out + 1] = v end
+    end
   end
+  return out
 end
 
 -- Set diff against the raw open entities: the fields of open_key, whose
@@ -100,11 +106,8 @@ end
 -- since[key] of a closing entity is "<run_at ms>\n<run_id>\n<venue name>"
 -- of the run that opened it, or "" when that is not known.
 local since = {}
-for i = 1, #to_close, 1000 do
-  local part = {unpack(to_close, i, math.min(i + 999, #to_close))}
-  local vals = redis.call('HMGET', open_key, unpack(part))
-  for j, key in ipairs(part) do since[key] = vals[j] or '' end
-end
+local vals = chunked('HMGET', open_key, to_close)
+for j, key in ipairs(to_close) do since[key] = vals[j] or '' end
 
 -- Entities pending before this run: flipped back, or one run closer.
 local pend = redis.call('HGETALL', pend_key)
@@ -254,7 +257,7 @@ redis.call('HSET', scope_hash, 'at', ARGV[2], 'id', run_id, 'ok', run_at)
 for _, key in ipairs({open_key, scope_hash, pend_key}) do redis.call('PEXPIRE', key, ttl) end
 -- A run that flipped something goes out on the transition stream only:
 -- {"run": run record, "transitions": [...]}, an entry per at most 64
--- transitions and 32 KiB of them (or one larger transition), each entry
+-- (avail.MaxTransitionsPerMessage) transitions and 32 KiB of them (or one larger transition), each entry
 -- with the run record. Reading, acknowledging and handling an entry costs
 -- its consumers about as much as a transition, and the transitions leave
 -- the run's fields to the record. Other runs go out on the run stream.

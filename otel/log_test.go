@@ -14,6 +14,19 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
+// startSpan starts a recording span of a real tracer provider, ended with
+// the test.
+func startSpan(t *testing.T) (context.Context, trace.Span) {
+	t.Helper()
+	tp := sdktrace.NewTracerProvider()
+	ctx, span := tp.Tracer(ScopeName).Start(context.Background(), "op")
+	t.Cleanup(func() {
+		span.End()
+		_ = tp.Shutdown(context.Background())
+	})
+	return ctx, span
+}
+
 // decodeLines parses JSON log lines, dropping time, level and msg.
 func decodeLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
 	t.Helper()
@@ -35,10 +48,7 @@ func decodeLines(t *testing.T, buf *bytes.Buffer) []map[string]any {
 }
 
 func TestLogHandler_addsIDsOfRealSpan(t *testing.T) {
-	tp := sdktrace.NewTracerProvider()
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	ctx, span := tp.Tracer(ScopeName).Start(context.Background(), "op")
-	defer span.End()
+	ctx, span := startSpan(t)
 
 	var buf bytes.Buffer
 	log := NewLogger(&buf, LogConfig{})
@@ -68,10 +78,7 @@ func TestLogHandler_addsIDsOfRealSpan(t *testing.T) {
 // itself (an access log written for plain handlers too) is not given a
 // second one; it still gets span_id.
 func TestLogHandler_keepsARecordsOwnTraceID(t *testing.T) {
-	tp := sdktrace.NewTracerProvider()
-	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
-	ctx, span := tp.Tracer(ScopeName).Start(context.Background(), "op")
-	defer span.End()
+	ctx, span := startSpan(t)
 
 	var buf bytes.Buffer
 	log := NewLogger(&buf, LogConfig{})

@@ -48,7 +48,6 @@ type Analytics struct {
 	// which the next flush takes together.
 	transitions *batcher[transitionBatch]
 	runs        *batcher[[]clickhouse.RunRow]
-	closed      chan struct{}
 	closeOnce   sync.Once
 }
 
@@ -84,8 +83,7 @@ func NewAnalytics(ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemet
 	if log == nil {
 		log = slog.Default()
 	}
-	a := &Analytics{ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, log: log,
-		closed: make(chan struct{})}
+	a := &Analytics{ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, log: log}
 	tracer := tp.Tracer(instrumentationScope)
 	a.transitions = newBatcher(StageAnalyticsTransitions, cfg, met, log, tracer, a.flushTransitions)
 	a.runs = newBatcher(StageAnalyticsRuns, cfg, met, log, tracer, a.flushRuns)
@@ -113,11 +111,8 @@ func (a *Analytics) Stages() []stream.Stage {
 		}
 		out = append(out,
 			stream.Stage{Name: StageAnalyticsTransitions, Topic: a.topics.Transitions, Config: cfg,
-				BatchHandler: func(ctx context.Context, msgs []*stream.Message) error {
-					return a.handleTransitions(ctx, a.transitions, msgs)
-				}},
-			stream.Stage{Name: StageAnalyticsRuns, Topic: a.topics.Runs, Config: cfg,
-				BatchHandler: func(ctx context.Context, msgs []*stream.Message) error { return a.handleRuns(ctx, a.runs, msgs) }})
+				BatchHandler: a.HandleTransitions},
+			stream.Stage{Name: StageAnalyticsRuns, Topic: a.topics.Runs, Config: cfg, BatchHandler: a.HandleRuns})
 	}
 	return out
 }
@@ -127,7 +122,7 @@ func (a *Analytics) Stages() []stream.Stage {
 // Close is idempotent.
 func (a *Analytics) Close() error {
 	first := false
-	a.closeOnce.Do(func() { close(a.closed); first = true })
+	a.closeOnce.Do(func() { first = true })
 	if !first {
 		return nil
 	}
@@ -147,17 +142,11 @@ func (a *Analytics) Close() error {
 // when the Analytics closes, it returns a retryable error for every
 // decoded message, which stays pending. Rows are deterministic, so a batch
 // written twice changes nothing once ClickHouse deduplicates.
-// It uses the batcher of the stage's first copy.
 func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Message) error {
-	return a.handleTransitions(ctx, a.transitions, msgs)
-}
-
-// handleTransitions is HandleTransitions with the batcher of one copy.
-func (a *Analytics) handleTransitions(ctx context.Context, bt *batcher[transitionBatch], msgs []*stream.Message) error {
-	b, errs := a.prepareTransitions(bt, msgs)
+	b, errs := a.prepareTransitions(msgs)
 	var err error
 	if len(b.transitions) > 0 {
-		err = bt.add(ctx, b, len(b.transitions)+len(b.sessions)+len(b.runs), a.urgent(msgs))
+		err = a.transitions.add(ctx, b, len(b.transitions)+len(b.sessions)+len(b.runs), a.urgent(msgs))
 	}
 	return settle(errs, err)
 }
@@ -165,9 +154,9 @@ func (a *Analytics) handleTransitions(ctx context.Context, bt *batcher[transitio
 // prepareTransitions decodes msgs into transition rows and the session
 // rows of the raw ones (errs holds the permanent error of each message
 // that does not decode), while the batcher knows that a batch is coming.
-func (a *Analytics) prepareTransitions(bt *batcher[transitionBatch], msgs []*stream.Message) (transitionBatch, []error) {
-	bt.begin()
-	defer bt.end()
+func (a *Analytics) prepareTransitions(msgs []*stream.Message) (transitionBatch, []error) {
+	a.transitions.begin()
+	defer a.transitions.end()
 	errs := make([]error, len(msgs))
 	b := transitionBatch{transitions: make([]clickhouse.TransitionRow, 0, 4*len(msgs)),
 		sessions: make([]clickhouse.SessionRow, 0, 2*len(msgs))}
@@ -202,26 +191,20 @@ func (a *Analytics) prepareTransitions(bt *batcher[transitionBatch], msgs []*str
 
 // HandleRuns is the batch handler of "avail-analytics-runs": it hands the
 // runs' rows to the stage's batcher like HandleTransitions (a message that
-// does not decode, or lacks a run id or run_at, is dead-lettered), with
-// the batcher of the stage's first copy.
+// does not decode, or lacks a run id or run_at, is dead-lettered).
 func (a *Analytics) HandleRuns(ctx context.Context, msgs []*stream.Message) error {
-	return a.handleRuns(ctx, a.runs, msgs)
-}
-
-// handleRuns is HandleRuns with the batcher of one copy.
-func (a *Analytics) handleRuns(ctx context.Context, br *batcher[[]clickhouse.RunRow], msgs []*stream.Message) error {
-	rows, errs := decodeRuns(br, msgs)
+	rows, errs := a.decodeRuns(msgs)
 	var err error
 	if len(rows) > 0 {
-		err = br.add(ctx, rows, len(rows), a.urgent(msgs))
+		err = a.runs.add(ctx, rows, len(rows), a.urgent(msgs))
 	}
 	return settle(errs, err)
 }
 
 // decodeRuns decodes msgs into rows, like prepareTransitions.
-func decodeRuns(br *batcher[[]clickhouse.RunRow], msgs []*stream.Message) ([]clickhouse.RunRow, []error) {
-	br.begin()
-	defer br.end()
+func (a *Analytics) decodeRuns(msgs []*stream.Message) ([]clickhouse.RunRow, []error) {
+	a.runs.begin()
+	defer a.runs.end()
 	errs := make([]error, len(msgs))
 	rows := make([]clickhouse.RunRow, 0, len(msgs))
 	for i, m := range msgs {
@@ -350,10 +333,19 @@ func runRow(m *stream.Message) (clickhouse.RunRow, error) {
 	if err := availjson.UnmarshalRunRecord(m.Payload, &r); err != nil {
 		return clickhouse.RunRow{}, stream.Permanentf("writer: decode run %s: %w", m.ID, err)
 	}
-	if r.RunID == "" || r.RunAt.IsZero() {
-		return clickhouse.RunRow{}, stream.Permanentf("writer: run %s: run id or run_at missing", m.ID)
+	if err := checkRun(m, r); err != nil {
+		return clickhouse.RunRow{}, err
 	}
 	return runRowOf(m, r), nil
+}
+
+// checkRun returns the permanent error of a run record, decoded from m,
+// that lacks its run id or run_at.
+func checkRun(m *stream.Message, r avail.RunRecord) error {
+	if r.RunID == "" || r.RunAt.IsZero() {
+		return stream.Permanentf("writer: run of %s: run id or run_at missing", m.ID)
+	}
+	return nil
 }
 
 // runRowOf returns the row of run record r, decoded from m.

@@ -31,6 +31,23 @@ func delivered(attempt int, trs ...avail.Transition) []*stream.Message {
 	return msgs
 }
 
+// flushes returns the number of flushes MetricFlushDuration recorded in
+// rm for stage, or for every stage when stage is "".
+func flushes(t *testing.T, rm metricdata.ResourceMetrics, stage string) uint64 {
+	t.Helper()
+	dur, ok := findMetric(rm, writer.MetricFlushDuration)
+	if !ok {
+		t.Fatal("no flush duration metric")
+	}
+	var n uint64
+	for _, dp := range dur.Data.(metricdata.Histogram[float64]).DataPoints {
+		if v, _ := dp.Attributes.Value("stage"); stage == "" || v.AsString() == stage {
+			n += dp.Count
+		}
+	}
+	return n
+}
+
 // migrated returns a client of a fresh, migrated ClickHouse database.
 func migrated(t *testing.T) *clickhouse.Client {
 	t.Helper()
@@ -116,16 +133,8 @@ func TestAnalytics_batchesShareAFlush(t *testing.T) {
 	if n, err := clickhouse.CountTransitions(t.Context(), ch, clickhouse.Filter{}); err != nil || n != 8 {
 		t.Fatalf("CountTransitions = %d, %v; want 8", n, err)
 	}
-	dur, ok := findMetric(collect(), writer.MetricFlushDuration)
-	if !ok {
-		t.Fatal("no flush duration metric")
-	}
-	var flushes uint64
-	for _, dp := range dur.Data.(metricdata.Histogram[float64]).DataPoints {
-		flushes += dp.Count
-	}
-	if flushes != 1 {
-		t.Fatalf("%d flushes, want the four batches in one", flushes)
+	if n := flushes(t, collect(), ""); n != 1 {
+		t.Fatalf("%d flushes, want the four batches in one", n)
 	}
 }
 
@@ -179,17 +188,7 @@ func TestAnalytics_readAheadCopiesShareOneFlush(t *testing.T) {
 	if err != nil || n != 2 {
 		t.Fatalf("CountTransitions = %d, %v; want both copies' rows", n, err)
 	}
-	dur, ok := findMetric(collect(), writer.MetricFlushDuration)
-	if !ok {
-		t.Fatal("no flush duration metric")
-	}
-	var flushes uint64
-	for _, dp := range dur.Data.(metricdata.Histogram[float64]).DataPoints {
-		if v, _ := dp.Attributes.Value("stage"); v.AsString() == writer.StageAnalyticsTransitions {
-			flushes += dp.Count
-		}
-	}
-	if flushes != 1 {
-		t.Fatalf("%d flushes of transitions, want both copies' batches in one", flushes)
+	if n := flushes(t, collect(), writer.StageAnalyticsTransitions); n != 1 {
+		t.Fatalf("%d flushes of transitions, want both copies' batches in one", n)
 	}
 }

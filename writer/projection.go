@@ -137,8 +137,10 @@ func decodeRunTransitions(m *stream.Message) (*avail.RunRecord, []avail.Transiti
 			return nil, nil, stream.Permanent(fmt.Errorf("writer: transition %d of %s: %w", i, m.ID, err))
 		}
 	}
-	if run != nil && (run.RunID == "" || run.RunAt.IsZero()) {
-		return nil, nil, stream.Permanentf("writer: run of %s: run id or run_at missing", m.ID)
+	if run != nil {
+		if err := checkRun(m, *run); err != nil {
+			return nil, nil, err
+		}
 	}
 	return run, ts, nil
 }

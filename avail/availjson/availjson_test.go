@@ -81,29 +81,26 @@ func payloads(t *testing.T) (snaps, trs [][]byte) {
 	return snaps, trs
 }
 
-// same checks that UnmarshalSnapshot, UnmarshalTransition and
-// UnmarshalRunRecord agree with json.Unmarshal on data, value and error.
+// same checks that UnmarshalSnapshot, UnmarshalTransition,
+// UnmarshalTransitions, UnmarshalRunTransitions and UnmarshalRunRecord
+// agree with json.Unmarshal on data, value and error.
 func same(t *testing.T, data []byte) {
 	t.Helper()
-	var want, got avail.Snapshot
-	wantErr, gotErr := json.Unmarshal(data, &want), UnmarshalSnapshot(data, &got)
+	agree(t, "snapshot", data, UnmarshalSnapshot)
+	agree(t, "transition", data, UnmarshalTransition)
+	agree(t, "transitions", data, UnmarshalTransitions)
+	agree(t, "run transitions", data, UnmarshalRunTransitions)
+	agree(t, "run record", data, UnmarshalRunRecord)
+}
+
+// agree checks that fast decodes data into a T as json.Unmarshal does,
+// value and error.
+func agree[T any](t *testing.T, what string, data []byte, fast func([]byte, *T) error) {
+	t.Helper()
+	var want, got T
+	wantErr, gotErr := json.Unmarshal(data, &want), fast(data, &got)
 	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) || !reflect.DeepEqual(want, got) {
-		t.Fatalf("snapshot %q:\njson: %+v, %v\nfast: %+v, %v", data, want, wantErr, got, gotErr)
-	}
-	var wantT, gotT avail.Transition
-	wantErr, gotErr = json.Unmarshal(data, &wantT), UnmarshalTransition(data, &gotT)
-	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) || !reflect.DeepEqual(wantT, gotT) {
-		t.Fatalf("transition %q:\njson: %+v, %v\nfast: %+v, %v", data, wantT, wantErr, gotT, gotErr)
-	}
-	var wantTs, gotTs []avail.Transition
-	wantErr, gotErr = json.Unmarshal(data, &wantTs), UnmarshalTransitions(data, &gotTs)
-	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) || !reflect.DeepEqual(wantTs, gotTs) {
-		t.Fatalf("transitions %q:\njson: %+v, %v\nfast: %+v, %v", data, wantTs, wantErr, gotTs, gotErr)
-	}
-	var wantR, gotR avail.RunRecord
-	wantErr, gotErr = json.Unmarshal(data, &wantR), UnmarshalRunRecord(data, &gotR)
-	if fmt.Sprint(wantErr) != fmt.Sprint(gotErr) || !reflect.DeepEqual(wantR, gotR) {
-		t.Fatalf("run record %q:\njson: %+v, %v\nfast: %+v, %v", data, wantR, wantErr, gotR, gotErr)
+		t.Fatalf("%s %q:\njson: %+v, %v\nfast: %+v, %v", what, data, want, wantErr, got, gotErr)
 	}
 }
 

@@ -54,7 +54,7 @@ func DecodeTransitions(typ string, payload []byte) ([]avail.Transition, error) {
 // avail.MaxTransitionsPerMessage transitions, expanded
 // (avail.RunTransitions.Expand). Any other type, or a number of
 // transitions out of range, is an error.
-func DecodeRunTransitions(typ string, payload []byte) (run *avail.RunRecord, ts []avail.Transition, err error) {
+func DecodeRunTransitions(typ string, payload []byte) (*avail.RunRecord, []avail.Transition, error) {
 	switch typ {
 	case avail.TypeTransition:
 		ts := make([]avail.Transition, 1)
