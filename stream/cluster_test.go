@@ -190,6 +190,13 @@ func (h *handled) total() map[string]int {
 	return out
 }
 
+// copiesWithWork returns how many copies handled at least one message.
+func (h *handled) copiesWithWork() int {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	return len(h.byCopy)
+}
+
 func (h *handled) partitions(ps []int) int {
 	h.mu.Lock()
 	defer h.mu.Unlock()
@@ -252,12 +259,18 @@ func TestStage_copiesShareThePartitionsOfEveryMaster(t *testing.T) {
 			return nil
 		}
 	})
-	const n = 2000
-	acked, err := publish(t, rdb, topic, 0, n)
-	if err != nil || len(acked) != n {
-		t.Fatalf("publish: %d of %d acknowledged, %v", len(acked), n, err)
+	// Waves of 2,000 until both copies have handled some: a copy that is
+	// still starting when a wave goes out may leave it all to the other.
+	const wave, maxWaves = 2000, 5
+	n := 0
+	for n == 0 || n < maxWaves*wave && h.copiesWithWork() < 2 {
+		acked, err := publish(t, rdb, topic, n, wave)
+		if err != nil || len(acked) != wave {
+			t.Fatalf("publish: %d of %d acknowledged, %v", len(acked), wave, err)
+		}
+		n += wave
+		testenv.WaitFor(t, 30*time.Second, func() bool { return len(h.total()) == n }, "every message handled")
 	}
-	testenv.WaitFor(t, 30*time.Second, func() bool { return len(h.total()) == n }, "every message handled")
 	for p, times := range h.total() {
 		if times != 1 {
 			t.Errorf("payload %s handled %d times", p, times)
