@@ -1,0 +1,127 @@
+package flow
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+
+	"github.com/dropstream/dropstream/api"
+)
+
+// Definition registers a flow with the binary: its name, the variables it
+// reads, how it is built, its routes and its bench targets. The binary's
+// definitions are listed once, a line each, in cmd/dropstream/flows.go, and
+// built in that order (a flow may Find the flows listed before it).
+type Definition struct {
+	// Name names the flow: the prefix of its stages and services.
+	Name string
+	// Vars are the variables its builder reads from Deps.Settings.
+	Vars []Var
+	// Build builds the flow over the app's dependencies.
+	Build func(ctx context.Context, d Deps) (Flow, error)
+	// Routes registers the flow's API operations, nil when it has none.
+	// It receives what Build returned.
+	Routes func(srv *api.Server, f Flow)
+	// Benches are its `dropstream bench` targets.
+	Benches []Bench
+}
+
+// Define binds a flow's builder to its routes (nil: none), type-safely: the
+// routes, which live in the flow's httpapi package, receive the flow's main
+// type as its builder returned it.
+func Define[F Flow](name string, build func(context.Context, Deps) (F, error), routes func(*api.Server, F)) Definition {
+	d := Definition{Name: name, Build: func(ctx context.Context, deps Deps) (Flow, error) {
+		f, err := build(ctx, deps)
+		if err != nil {
+			return nil, fmt.Errorf("%s: %w", name, err)
+		}
+		return f, nil
+	}}
+	if routes != nil {
+		d.Routes = func(srv *api.Server, f Flow) { routes(srv, f.(F)) }
+	}
+	return d
+}
+
+// WithVars returns d reading the variables vars too.
+func (d Definition) WithVars(vars ...Var) Definition {
+	d.Vars = append(append([]Var(nil), d.Vars...), vars...)
+	return d
+}
+
+// WithBench returns d with the bench targets b too.
+func (d Definition) WithBench(b ...Bench) Definition {
+	d.Benches = append(append([]Bench(nil), d.Benches...), b...)
+	return d
+}
+
+// Validate checks a list of definitions: names present and unique, a
+// builder each, variables and bench targets unique.
+func Validate(defs []Definition) error {
+	var errs []error
+	names := map[string]bool{}
+	benches := map[string]bool{}
+	for _, d := range defs {
+		if d.Name == "" || d.Build == nil {
+			errs = append(errs, fmt.Errorf("flow %q: needs a name and a builder", d.Name))
+		}
+		if names[d.Name] {
+			errs = append(errs, fmt.Errorf("flow %q defined twice", d.Name))
+		}
+		names[d.Name] = true
+		for _, b := range d.Benches {
+			if benches[b.Name] || b.Name == "" || b.Bind == nil {
+				errs = append(errs, fmt.Errorf("flow %s: bench target %q unnamed, without Bind, or defined twice", d.Name, b.Name))
+			}
+			benches[b.Name] = true
+		}
+	}
+	var all []Var
+	for _, d := range defs {
+		all = append(all, d.Vars...)
+	}
+	if _, err := ReadVars(all, func(string) (string, bool) { return "", false }); err != nil {
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
+}
+
+// Bench is a `dropstream bench <Name>` target.
+type Bench struct {
+	// Name is the target's name; Summary one or two lines for the list of
+	// targets; Help the paragraph of its --help.
+	Name, Summary, Help string
+	// Bind binds the target's own flags on fs, beside the common ones
+	// (Redis, ClickHouse, partitions, --cpuprofile), and returns what runs
+	// once the flags are parsed and the environment is open.
+	Bind func(fs *flag.FlagSet) func(ctx context.Context, env BenchEnv) error
+}
+
+// BenchEnv is what a bench target runs against: the app's Redis and
+// telemetry (no API, logs at warn), and the common settings as given.
+type BenchEnv struct {
+	// Deps are the app's dependencies. Deps.ClickHouse is nil: a bench
+	// that writes to ClickHouse opens a database of its own from
+	// ClickHouseDSN.
+	Deps
+	// RedisURL and ClickHouseDSN are as configured ("" for embedded Redis,
+	// "" for no ClickHouse); RedisName describes the Redis for a report's
+	// first line, with any password masked.
+	RedisURL, ClickHouseDSN, RedisName string
+	// Embedded says the Redis is the in-process one.
+	Embedded bool
+	// Stdout takes the figures; Progress writes a line of progress to
+	// stderr.
+	Stdout   io.Writer
+	Progress func(line string)
+}
+
+// Verdict is "met" or "NOT met", as bench reports print a target.
+func Verdict(ok bool) string {
+	if ok {
+		return "met"
+	}
+	return "NOT met"
+}

@@ -1,0 +1,170 @@
+package flow
+
+import (
+	"errors"
+	"fmt"
+	"net/url"
+	"sort"
+	"strconv"
+	"strings"
+	"time"
+)
+
+// Kind is the type of a Var's value.
+type Kind int
+
+// The kinds of Var. The zero Kind is String.
+const (
+	// String is any text.
+	String Kind = iota
+	// Duration is a positive Go duration ("30s", "5m").
+	Duration
+	// Int is a positive whole number.
+	Int
+	// URL is an absolute http or https URL, kept without a trailing slash.
+	URL
+)
+
+// Var is a setting a flow reads: an environment variable, listed by
+// `dropstream --help`. The app reads every declared Var once, at start,
+// checks it against its Kind and refuses to start on a bad value.
+type Var struct {
+	// Name is the variable, DROPSTREAM_*.
+	Name string
+	// Default is the value when the variable is unset or empty; "" means
+	// unset (a zero value for the getters).
+	Default string
+	// Usage says what it sets, for --help.
+	Usage string
+	// Kind is the type its value must have. Default String.
+	Kind Kind
+	// Secret hides the value in --help and in logs.
+	Secret bool
+}
+
+// Check reports whether value is valid for the variable's kind; "" is
+// always valid (unset).
+func (v Var) Check(value string) error {
+	if value == "" {
+		return nil
+	}
+	switch v.Kind {
+	case Duration:
+		if d, err := time.ParseDuration(value); err != nil || d <= 0 {
+			return fmt.Errorf("%s=%q: want a positive duration such as 30s", v.Name, shown(v, value))
+		}
+	case Int:
+		if n, err := strconv.Atoi(value); err != nil || n < 1 {
+			return fmt.Errorf("%s=%q: want a positive whole number", v.Name, shown(v, value))
+		}
+	case URL:
+		u, err := url.Parse(value)
+		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+			return fmt.Errorf("%s=%q: want an absolute http or https URL", v.Name, shown(v, value))
+		}
+	}
+	return nil
+}
+
+func shown(v Var, value string) string {
+	if v.Secret {
+		return "(secret)"
+	}
+	return value
+}
+
+// Settings are the configuration the app gives every flow: the settings
+// every flow shares and the values of the Vars of every Definition, read
+// and checked once by the app. The zero value has no variables.
+type Settings struct {
+	// Partitions is the stream partitions per flow (DROPSTREAM_PARTITIONS).
+	Partitions int
+	// PublicURL is the base of links in messages (opt-in, unsubscribe,
+	// item links), without a trailing slash (DROPSTREAM_PUBLIC_URL; default
+	// derived from the API address, http://localhost:8080 for ":8080").
+	PublicURL string
+	// APIAddr is the API's listen address; empty when there is no API.
+	APIAddr string
+	// vars are the values of the declared variables, defaults applied.
+	vars map[string]string
+}
+
+// DefaultPublicURL is the public URL for an API listening on ":8080".
+const DefaultPublicURL = "http://localhost:8080"
+
+// PublicURLFor is the default public URL of an API at addr: http on
+// localhost for ":port", http on the address otherwise, DefaultPublicURL
+// with no API.
+func PublicURLFor(addr string) string {
+	switch {
+	case addr == "":
+		return DefaultPublicURL
+	case strings.HasPrefix(addr, ":"):
+		return "http://localhost" + addr
+	default:
+		return "http://" + addr
+	}
+}
+
+// ReadVars reads every declared variable through lookup (os.LookupEnv in
+// the app), applies defaults, and checks each; it reports every bad value
+// and every variable declared twice with different meanings.
+func ReadVars(vars []Var, lookup func(string) (string, bool)) (map[string]string, error) {
+	out := map[string]string{}
+	declared := map[string]Var{}
+	var errs []error
+	for _, v := range vars {
+		if prev, dup := declared[v.Name]; dup {
+			if prev != v {
+				errs = append(errs, fmt.Errorf("%s declared twice with different meanings", v.Name))
+			}
+			continue
+		}
+		declared[v.Name] = v
+		value, _ := lookup(v.Name)
+		value = strings.TrimSpace(value)
+		if value == "" {
+			value = v.Default
+		}
+		if err := v.Check(value); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		if v.Kind == URL {
+			value = strings.TrimRight(value, "/")
+		}
+		out[v.Name] = value
+	}
+	return out, errors.Join(errs...)
+}
+
+// WithVars returns s holding the values ReadVars returned.
+func (s Settings) WithVars(values map[string]string) Settings {
+	s.vars = values
+	return s
+}
+
+// String returns a variable's value, "" when unset or not declared.
+func (s Settings) String(name string) string { return s.vars[name] }
+
+// Duration returns a Duration variable's value, 0 when unset.
+func (s Settings) Duration(name string) time.Duration {
+	d, _ := time.ParseDuration(s.vars[name])
+	return d
+}
+
+// Int returns an Int variable's value, 0 when unset.
+func (s Settings) Int(name string) int {
+	n, _ := strconv.Atoi(s.vars[name])
+	return n
+}
+
+// Names returns the names of the variables held, sorted.
+func (s Settings) Names() []string {
+	out := make([]string, 0, len(s.vars))
+	for n := range s.vars {
+		out = append(out, n)
+	}
+	sort.Strings(out)
+	return out
+}
