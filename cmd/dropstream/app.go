@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"os"
 	"slices"
 	"sort"
 	"strings"
@@ -15,13 +16,13 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/clickhouse"
-	"github.com/dropstream/dropstream/flows/sample"
+	"github.com/dropstream/dropstream/flow"
 	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
 )
 
-// app is the wired process: telemetry, Redis, optional ClickHouse, API and
-// the stage registry.
+// app is the wired process: telemetry, Redis, optional ClickHouse, the
+// API and the flows of the binary, built from their definitions.
 type app struct {
 	cfg      Config
 	log      *slog.Logger
@@ -31,23 +32,51 @@ type app struct {
 	embedded *stream.Embedded
 	ch       *clickhouse.Client
 	pub      *stream.Publisher
-	av       *availability
-	// flows are the domain flows of flowBuilders, built by stages().
-	flows      []*flow
+	// settings are the flows' configuration, read once in newApp.
+	settings flow.Settings
+	// retention and retentionInterval drive the retention service.
+	retention         clickhouse.RetentionConfig
+	retentionInterval time.Duration
+	// flows are the built flows, in the order of definitions().
+	flows      []*builtFlow
 	flowsBuilt bool
 	closers    []func()
 }
 
-// newApp connects everything the configuration names. With no Redis URL it
-// starts an embedded Redis and says so.
+// builtFlow is one flow as built: its definition, its main type, what it
+// declared, and its ClickHouse append stages when ClickHouse is configured.
+type builtFlow struct {
+	def     flow.Definition
+	flow    flow.Flow
+	desc    flow.Description
+	history []stream.Stage
+}
+
+// newApp connects everything the configuration names and reads the flows'
+// variables; a bad variable fails it. With no Redis URL it starts an
+// embedded Redis and says so.
 func newApp(ctx context.Context, cfg Config, stderr io.Writer) (*app, error) {
+	return newAppWith(ctx, cfg, nil, stderr)
+}
+
+// newAppWith is newApp with flow variables set by the command's flags.
+func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, stderr io.Writer) (*app, error) {
 	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	settings, err := readSettingsWith(cfg, overrides, os.LookupEnv)
+	if err != nil {
 		return nil, err
 	}
 	level, _ := parseLevel(cfg.LogLevel)
 	logger := dsotel.NewLogger(stderr, dsotel.LogConfig{Format: cfg.LogFormat, Level: level})
 	slog.SetDefault(logger)
-	a := &app{cfg: cfg, log: logger}
+	a := &app{cfg: cfg, log: logger, settings: settings}
+	if cfg.ClickHouseDSN != "" {
+		if err := a.readRetention(); err != nil {
+			return nil, err
+		}
+	}
 	prov, err := dsotel.Setup(ctx, dsotel.Config{Embedded: cfg.RedisURL == ""})
 	if err != nil {
 		return nil, err
@@ -101,7 +130,66 @@ func (a *app) close() {
 	a.closers = nil
 }
 
-// apiServer builds the API with its readiness checks.
+// deps are the dependencies every flow's builder gets.
+func (a *app) deps() flow.Deps {
+	return flow.Deps{Redis: a.rdb, Publisher: a.pub, ClickHouse: a.ch, Telemetry: a.tel, Settings: a.settings,
+		Flows: func(name string) (flow.Flow, bool) {
+			for _, f := range a.flows {
+				if f.def.Name == name {
+					return f.flow, true
+				}
+			}
+			return nil, false
+		}}
+}
+
+// buildFlows builds every defined flow once, in order, checks what each
+// declares, and opens its ClickHouse appends when ClickHouse is configured.
+func (a *app) buildFlows(ctx context.Context) error {
+	if a.flowsBuilt {
+		return nil
+	}
+	a.flowsBuilt = true
+	for _, def := range a.definitions() {
+		f, err := def.Build(ctx, a.deps())
+		if err != nil {
+			return fmt.Errorf("flow %w", err)
+		}
+		a.closers = append(a.closers, func() {
+			if err := f.Close(); err != nil {
+				a.log.Warn("closing a flow failed", "flow", def.Name, "error", err)
+			}
+		})
+		b := &builtFlow{def: def, flow: f, desc: f.Describe()}
+		if err := b.desc.Validate(def.Name); err != nil {
+			return err
+		}
+		a.flows = append(a.flows, b)
+		if a.ch == nil {
+			continue
+		}
+		for _, h := range b.desc.History {
+			stages, closeFn, err := h.Open(ctx, a.ch)
+			if err != nil {
+				return fmt.Errorf("flow %s: history %v: %w", def.Name, h.Tables, err)
+			}
+			if closeFn != nil {
+				a.closers = append(a.closers, func() { _ = closeFn() })
+			}
+			// A stage the writer offers in several read-ahead copies is
+			// run once per --copies, like every stage: its first copy.
+			for _, st := range stages {
+				if !slices.ContainsFunc(b.history, func(h stream.Stage) bool { return h.Name == st.Name }) {
+					b.history = append(b.history, st)
+				}
+			}
+		}
+	}
+	return nil
+}
+
+// apiServer builds the API with its readiness checks and every flow's
+// routes.
 func (a *app) apiServer() (*api.Server, error) {
 	checks := []api.ReadinessCheck{{Name: "redis", Check: func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() }}}
 	if a.ch != nil {
@@ -119,44 +207,28 @@ func (a *app) apiServer() (*api.Server, error) {
 	if err != nil {
 		return nil, err
 	}
-	if a.av != nil {
-		a.av.routes(srv)
-	}
 	for _, f := range a.flows {
-		if f.routes != nil {
-			f.routes(srv)
+		if f.def.Routes != nil {
+			f.def.Routes(srv, f.flow)
 		}
+	}
+	if a.ch != nil {
+		api.StatsRoutes{ClickHouse: a.ch}.Register(srv)
 	}
 	return srv, nil
 }
 
-// stages returns every stage the binary knows, by name.
+// stages returns every stage the binary knows, by name: each flow's stages
+// and, with ClickHouse, its history stages.
 func (a *app) stages() (map[string]stream.Stage, error) {
-	all := map[string]stream.Stage{}
-	sampleStages, err := sample.Stages(a.rdb, a.pub, a.cfg.Partitions)
-	if err != nil {
-		return nil, err
-	}
-	for _, s := range sampleStages {
-		all[s.Name] = s
-	}
-	if a.av == nil {
-		av, err := a.newAvailability()
-		if err != nil {
-			return nil, err
-		}
-		a.av = av
-	}
-	for _, s := range a.av.stages {
-		all[s.Name] = s
-	}
 	if err := a.buildFlows(context.Background()); err != nil {
 		return nil, err
 	}
+	all := map[string]stream.Stage{}
 	for _, f := range a.flows {
-		for _, s := range f.stages {
+		for _, s := range slices.Concat(f.desc.Stages, f.history) {
 			if _, dup := all[s.Name]; dup {
-				return nil, fmt.Errorf("flow %s: stage %q defined twice", f.name, s.Name)
+				return nil, fmt.Errorf("flow %s: stage %q defined twice", f.def.Name, s.Name)
 			}
 			all[s.Name] = s
 		}
@@ -164,12 +236,13 @@ func (a *app) stages() (map[string]stream.Stage, error) {
 	return all, nil
 }
 
-// services are the named loops that run beside the stages.
+// services are the named loops that run beside the stages: the flows'
+// and the app's own.
 func (a *app) services() map[string]func(context.Context) error {
-	all := map[string]func(context.Context) error{collectorStage: a.av.collector.Run}
+	all := a.appServices()
 	for _, f := range a.flows {
-		for n, run := range f.services {
-			all[n] = run
+		for _, s := range f.desc.Services {
+			all[s.Name] = s.Run
 		}
 	}
 	return all
@@ -225,13 +298,27 @@ func pick(all map[string]stream.Stage, services map[string]func(context.Context)
 	return stages, svcs, nil
 }
 
-// runStages starts copies of each stage, each until ctx ends. A copy that
-// fails (it cannot create its consumer groups, say) sends its error on the
-// returned channel; callers stop the process with it.
-func (a *app) runStages(ctx context.Context, wg *sync.WaitGroup, stages []stream.Stage, copies int) ([]*stream.Runner, chan error, error) {
+// startOptions are what `run` and `demo` choose of the generic start-up.
+type startOptions struct {
+	stages   []stream.Stage
+	services []string
+	copies   int
+	// trimAge is the Trimmer's MinAge for the topics of the stages.
+	trimAge time.Duration
+}
+
+// start does the start-up `run` and `demo` share, until ctx ends: the
+// consumer groups of the ClickHouse appends when ClickHouse is not
+// configured (their backlog waits), every flow's waiters, copies of the
+// chosen stages, the chosen services and a trimmer of the stages' topics.
+// A part that fails sends its error on the returned channel.
+func (a *app) start(ctx context.Context, wg *sync.WaitGroup, o startOptions) ([]*stream.Runner, chan error, error) {
+	if err := a.keepBacklogs(ctx); err != nil {
+		return nil, nil, err
+	}
 	var runners []*stream.Runner
-	for _, s := range stages {
-		for i := 0; i < copies; i++ {
+	for _, s := range o.stages {
+		for i := 0; i < o.copies; i++ {
 			r, err := stream.NewRunner(a.rdb, s, a.tel)
 			if err != nil {
 				return nil, nil, err
@@ -239,7 +326,16 @@ func (a *app) runStages(ctx context.Context, wg *sync.WaitGroup, stages []stream
 			runners = append(runners, r)
 		}
 	}
-	failed := make(chan error, len(runners)+8)
+	failed := make(chan error, len(runners)+len(o.services)+len(a.flows)*2+8)
+	for _, f := range a.flows {
+		for _, w := range f.desc.Waiters {
+			wg.Go(func() {
+				if err := w.Run(ctx); err != nil && ctx.Err() == nil {
+					a.log.Error("a waiter stopped", "flow", f.def.Name, "waiter", w.Name, "error", err)
+				}
+			})
+		}
+	}
 	for _, r := range runners {
 		wg.Go(func() {
 			if err := r.Run(ctx); err != nil {
@@ -247,14 +343,8 @@ func (a *app) runStages(ctx context.Context, wg *sync.WaitGroup, stages []stream
 			}
 		})
 	}
-	return runners, failed, nil
-}
-
-// runServices starts the named services; one that fails sends its error on
-// failed.
-func (a *app) runServices(ctx context.Context, wg *sync.WaitGroup, names []string, failed chan<- error) {
 	all := a.services()
-	for _, n := range names {
+	for _, n := range o.services {
 		run := all[n]
 		wg.Go(func() {
 			if err := run(ctx); err != nil && ctx.Err() == nil {
@@ -262,4 +352,35 @@ func (a *app) runServices(ctx context.Context, wg *sync.WaitGroup, names []strin
 			}
 		})
 	}
+	topics := make([]stream.Topic, 0, len(o.stages))
+	for _, s := range o.stages {
+		topics = append(topics, s.Topic)
+	}
+	trimmer := stream.NewTrimmer(a.rdb, stream.TrimConfig{MinAge: o.trimAge}, a.log, topics...)
+	wg.Go(func() { trimmer.Run(ctx) })
+	return runners, failed, nil
+}
+
+// keepBacklogs creates, without ClickHouse, the consumer groups of every
+// flow's ClickHouse appends, so their backlog waits in the streams until
+// ClickHouse is configured.
+func (a *app) keepBacklogs(ctx context.Context) error {
+	if a.ch != nil {
+		return nil
+	}
+	idle := 0
+	for _, f := range a.flows {
+		for _, h := range f.desc.History {
+			for _, g := range h.Groups {
+				if err := stream.EnsureGroups(ctx, a.rdb, g.Topic, g.Name); err != nil {
+					return fmt.Errorf("flow %s: %w", f.def.Name, err)
+				}
+				idle++
+			}
+		}
+	}
+	if idle > 0 {
+		a.log.Warn("DROPSTREAM_CLICKHOUSE_DSN is empty: the ClickHouse appends stay idle and their backlog waits in the streams", "groups", idle)
+	}
+	return nil
 }

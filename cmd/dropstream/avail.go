@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"strconv"
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/collector"
+	"github.com/dropstream/dropstream/collector/simulator"
 	"github.com/dropstream/dropstream/diff"
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
@@ -17,28 +22,61 @@ import (
 // collectorStage names the collector's polling loop among the stages.
 const collectorStage = "avail-collector"
 
+// availVars are the variables of the availability flow.
+var availVars = []flow.Var{
+	{Name: "DROPSTREAM_SOURCES_FILE", Usage: "JSON file of availability sources the avail-collector service creates or replaces at start"},
+	{Name: "DROPSTREAM_DEMO_VENUES", Kind: flow.Int, Default: "6", Usage: "demo: simulated venues (1..100)"},
+	{Name: "DROPSTREAM_DEMO_TICK", Kind: flow.Duration, Default: "2s", Usage: "demo: how often the simulated world changes"},
+	{Name: "DROPSTREAM_DEMO_INTERVAL", Kind: flow.Duration, Default: "2s", Usage: "demo: poll interval of the simulated source (at least 1s)"},
+	{Name: "DROPSTREAM_DEMO_CHURN", Default: "0.05", Usage: "demo: fraction of slots that flip per tick"},
+	{Name: "DROPSTREAM_DEMO_FLAP", Default: "0.02", Usage: "demo: fraction of slots that toggle every tick"},
+}
+
 // availability is the wired availability pipeline.
 type availability struct {
 	topics     avail.Topics
 	sources    *collector.Store
 	collector  *collector.Collector
 	projection *writer.Projection
-	analytics  *writer.Analytics // nil without ClickHouse
 	watchers   *notifier.WatcherStore
 	stages     []stream.Stage
-	// idle are the groups of the analytics stages when there is no
-	// ClickHouse: they exist so their backlog is kept.
-	idle []idleGroup
 }
 
-// idleGroup is a consumer group created but not consumed.
-type idleGroup struct {
-	topic stream.Topic
-	group string
+// buildAvailability wires the availability pipeline: the collector service,
+// the normalizer, diff, projection and watcher stages, the ClickHouse
+// appends, the routes and the demo's simulated source.
+func buildAvailability(ctx context.Context, a *app) (*cmdFlow, error) {
+	av, err := a.newAvailability()
+	if err != nil {
+		return nil, err
+	}
+	topics, partitions := av.topics, a.cfg.Partitions
+	return &cmdFlow{desc: flow.Description{
+		Stages: av.stages,
+		Services: []flow.Service{{Name: collectorStage, Run: func(ctx context.Context) error {
+			if path := a.settings.String("DROPSTREAM_SOURCES_FILE"); path != "" {
+				if err := av.loadSources(ctx, path); err != nil {
+					return err
+				}
+			}
+			return av.collector.Run(ctx)
+		}}},
+		Edges: []flow.Edge{{From: collectorStage, Topic: topics.Raw}, {From: collector.NormalizerStage, Topic: topics.Snapshots},
+			{From: diff.StageName, Topic: topics.Transitions}, {From: diff.StageName, Topic: topics.Runs}},
+		History: []flow.History{{Tables: []string{"runs", "transitions", "sessions"},
+			Groups: []flow.Group{{Topic: topics.Transitions, Name: writer.StageAnalyticsTransitions}, {Topic: topics.Runs, Name: writer.StageAnalyticsRuns}},
+			Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
+				analytics, err := writer.NewAnalytics(ch, writer.AnalyticsConfig{Partitions: partitions}, a.tel)
+				if err != nil {
+					return nil, nil, fmt.Errorf("analytics: %w", err)
+				}
+				return analytics.Stages(), analytics.Close, nil
+			}}},
+		Demo: func(ctx context.Context) error { return av.demo(ctx, a) },
+	}, routes: av.routes, close: func() { _ = av.collector.Close() }}, nil
 }
 
-// newAvailability builds the pipeline's parts over the app's Redis (and
-// ClickHouse, when configured).
+// newAvailability builds the pipeline's parts over the app's Redis.
 func (a *app) newAvailability() (*availability, error) {
 	topics := avail.NewTopics(a.cfg.Partitions)
 	av := &availability{topics: topics, sources: collector.NewStore(a.rdb)}
@@ -47,7 +85,6 @@ func (a *app) newAvailability() (*availability, error) {
 		return nil, fmt.Errorf("collector: %w", err)
 	}
 	av.collector = col
-	a.closers = append(a.closers, func() { _ = col.Close() })
 	if av.projection, err = writer.NewProjection(a.rdb, writer.ProjectionConfig{Partitions: a.cfg.Partitions}, a.tel); err != nil {
 		return nil, fmt.Errorf("projection: %w", err)
 	}
@@ -73,34 +110,8 @@ func (a *app) newAvailability() (*availability, error) {
 		return nil, fmt.Errorf("notifier: %w", err)
 	}
 	av.stages = []stream.Stage{collector.NewNormalizer(topics, a.pub), diff.NewStage(a.rdb, topics, a.tel), av.projection.Stage(), notify}
-	if a.ch == nil {
-		av.idle = []idleGroup{{topics.Transitions, writer.StageAnalyticsTransitions}, {topics.Runs, writer.StageAnalyticsRuns}}
-		return av, nil
-	}
-	analytics, err := writer.NewAnalytics(a.ch, writer.AnalyticsConfig{Partitions: a.cfg.Partitions}, a.tel)
-	if err != nil {
-		return nil, fmt.Errorf("analytics: %w", err)
-	}
-	av.analytics = analytics
-	a.closers = append(a.closers, func() { _ = analytics.Close() })
-	av.stages = append(av.stages, analytics.Stages()...)
 	return av, nil
 }
-
-// keepBacklogs creates the groups of the idle analytics stages, so their
-// backlog waits in the streams until ClickHouse is configured.
-func (av *availability) keepBacklogs(ctx context.Context, a *app) error {
-	for _, g := range av.idle {
-		if err := stream.EnsureGroups(ctx, a.rdb, g.topic, g.group); err != nil {
-			return err
-		}
-	}
-	if len(av.idle) > 0 {
-		a.log.Warn("DROPSTREAM_CLICKHOUSE_DSN is empty: analytics stages stay idle and their backlog waits in the streams")
-	}
-	return nil
-}
-
 // routes registers the availability API.
 func (av *availability) routes(srv *api.Server) {
 	api.AvailabilityRoutes{Projection: av.projection}.Register(srv)
@@ -123,4 +134,54 @@ func (av *availability) loadSources(ctx context.Context, path string) error {
 		}
 	}
 	return nil
+}
+
+// demoSource is the simulated source the demo polls.
+const demoSource = "demo-sim"
+
+// demo starts a simulated reservation provider, registers a source polling
+// it (every venue, date and party size) and a watcher that logs every
+// stable opening.
+func (av *availability) demo(ctx context.Context, a *app) error {
+	s := a.settings
+	churn, err1 := strconv.ParseFloat(s.String("DROPSTREAM_DEMO_CHURN"), 64)
+	flap, err2 := strconv.ParseFloat(s.String("DROPSTREAM_DEMO_FLAP"), 64)
+	if err := errors.Join(err1, err2); err != nil {
+		return fmt.Errorf("DROPSTREAM_DEMO_CHURN or DROPSTREAM_DEMO_FLAP: %w", err)
+	}
+	sim, err := simulator.New(simulator.Config{Seed: 1, Venues: s.Int("DROPSTREAM_DEMO_VENUES"), Churn: churn, Flap: flap,
+		AutoTick: s.Duration("DROPSTREAM_DEMO_TICK")})
+	if err != nil {
+		return err
+	}
+	url, err := sim.Start(ctx, "127.0.0.1:0")
+	if err != nil {
+		return err
+	}
+	a.log.Info("demo: simulated reservation provider started", "url", url)
+	simCfg := sim.Config()
+	src := collector.Source{ID: demoSource, Provider: "simulator", BaseURL: url, Interval: s.Duration("DROPSTREAM_DEMO_INTERVAL"),
+		Stabilization: 2, RateLimit: 100}
+	for _, v := range sim.Venues() {
+		for _, d := range simCfg.Dates {
+			for _, p := range simCfg.PartySizes {
+				src.Scopes = append(src.Scopes, avail.Scope{Venue: strconv.FormatInt(v.ID, 10), Date: d, PartySize: p})
+			}
+		}
+	}
+	if err := src.Validate(); err != nil {
+		return fmt.Errorf("demo source: %w", err)
+	}
+	if err := av.sources.Put(ctx, src); err != nil {
+		return err
+	}
+	if err := av.collector.Upsert(src); err != nil {
+		return err
+	}
+	watchers, _, err := av.watchers.List(ctx, "", 1)
+	if err != nil || len(watchers) > 0 {
+		return err
+	}
+	_, err = av.watchers.Create(ctx, notifier.Watcher{Name: "demo: every simulated opening", Provider: "simulator", Channel: "log"})
+	return err
 }

@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -72,38 +73,55 @@ func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string
 	return fs
 }
 
-// envVar documents an environment variable read by a flow rather than
-// bound to a flag; `dropstream --help` lists them.
-type envVar struct {
-	name, def, usage string
+// publicURLVar is the setting every flow shares for the links it sends.
+var publicURLVar = flow.Var{Name: "DROPSTREAM_PUBLIC_URL", Kind: flow.URL,
+	Usage: "base URL of the links in notifications (opt-in, unsubscribe, items) (default http://localhost:<port of --api-addr>)"}
+
+// variables are every variable the flows read: the shared ones, then each
+// definition's, in order.
+func variables() []flow.Var {
+	vars := []flow.Var{publicURLVar}
+	for _, d := range (*app)(nil).definitions() {
+		vars = append(vars, d.Vars...)
+	}
+	return vars
 }
 
-// flowVariables are the environment variables flows read, listed by
-// `dropstream --help`.
-var flowVariables = []envVar{
-	{"DROPSTREAM_PUBLIC_URL", "http://localhost:8080", "base URL of the links in notifications (opt-in, unsubscribe)"},
-	{"DROPSTREAM_SMTP_ADDR", "", "SMTP server host:port of the notifier's email channel (STARTTLS required); empty: no email channel"},
-	{"DROPSTREAM_SMTP_FROM", "", "sender address of notification emails (required with DROPSTREAM_SMTP_ADDR)"},
-	{"DROPSTREAM_SMTP_USERNAME", "", "SMTP AUTH PLAIN user name; empty: no authentication"},
-	{"DROPSTREAM_SMTP_PASSWORD", "", "SMTP AUTH password"},
-	{"DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT", "64", "notifier: sends in flight at once per notifier-deliver copy; a copy sends at most this many ÷ the receivers' answer time per second"},
-	{"DROPSTREAM_COMIC_NOTIFY_URL", "", "comic flow: POST /notify URL for subscriptions without their own; empty: such notifications go to the log channel"},
-	{"DROPSTREAM_COMIC_NOTIFY_SECRET", "", "comic flow: HMAC secret (at least 16 bytes) signing requests to DROPSTREAM_COMIC_NOTIFY_URL"},
-	{"DROPSTREAM_CHECKOUT_TIMEOUT", "30s", "checkout flow: how long a checkout call waits for its saga before giving the attempt up (compensated, 400)"},
-	{"DROPSTREAM_CHECKOUT_SWEEP_INTERVAL", "10s", "checkout flow: how often the checkout-sweeper service looks for attempts left open"},
-	{"DROPSTREAM_CHECKOUT_SWEEP_AGE", "30s", "checkout flow: age of an open attempt whose missing commands the sweeper sends again"},
-	{"DROPSTREAM_CHECKOUT_ABANDON_AGE", "5m", "checkout flow: age of a pending attempt whose silent parts the sweeper gives up and compensates"},
+// readSettings reads, once, every variable the flows read, and fails on a
+// bad value.
+func readSettings(cfg Config, lookup func(string) (string, bool)) (flow.Settings, error) {
+	return readSettingsWith(cfg, nil, lookup)
 }
 
-// printFlowVariables writes the flows' environment variables to w.
+// readSettingsWith is readSettings with flow variables set by a command's
+// own flags, which win over the environment.
+func readSettingsWith(cfg Config, overrides map[string]string, lookup func(string) (string, bool)) (flow.Settings, error) {
+	values, err := flow.ReadVars(variables(), func(name string) (string, bool) {
+		if v, ok := overrides[name]; ok {
+			return v, true
+		}
+		return lookup(name)
+	})
+	if err != nil {
+		return flow.Settings{}, err
+	}
+	public := values[publicURLVar.Name]
+	if public == "" {
+		public = flow.PublicURLFor(cfg.APIAddr)
+	}
+	return flow.Settings{Partitions: cfg.Partitions, PublicURL: public, APIAddr: cfg.APIAddr}.WithVars(values), nil
+}
+
+// printFlowVariables writes the flows' environment variables to w; a
+// secret's value is never shown.
 func printFlowVariables(w io.Writer) {
 	fmt.Fprintln(w, "\nEnvironment variables read by the flows (in `run` and `demo`):")
-	for _, v := range flowVariables {
+	for _, v := range variables() {
 		def := ""
-		if v.def != "" {
-			def = " (default " + v.def + ")"
+		if v.Default != "" && !v.Secret {
+			def = " (default " + v.Default + ")"
 		}
-		fmt.Fprintf(w, "  %s\n    \t%s%s\n", v.name, v.usage, def)
+		fmt.Fprintf(w, "  %s\n    \t%s%s\n", v.Name, v.Usage, def)
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/sample"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -136,12 +137,12 @@ func TestConfig_validateAcceptsEveryLevel(t *testing.T) {
 
 func sampleStages(t *testing.T) map[string]stream.Stage {
 	t.Helper()
-	stages, err := sample.Stages(nil, nil, 2)
+	f, err := sample.New(context.Background(), flow.Deps{Settings: flow.Settings{Partitions: 2}})
 	if err != nil {
 		t.Fatal(err)
 	}
 	all := map[string]stream.Stage{}
-	for _, s := range stages {
+	for _, s := range f.Describe().Stages {
 		all[s.Name] = s
 	}
 	return all

@@ -9,15 +9,8 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dropstream/dropstream/avail"
-	"github.com/dropstream/dropstream/collector"
-	"github.com/dropstream/dropstream/collector/simulator"
-	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
-
-// demoSource is the simulated source the demo polls.
-const demoSource = "demo-sim"
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg Config
@@ -25,7 +18,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var tick, interval, every time.Duration
 	var churn, flap float64
 	fs := flagSet("demo", "Runs everything in one process: an embedded Redis (unless DROPSTREAM_REDIS_URL is set),\n"+
-		"a simulated reservation provider, the availability pipeline, a log watcher and the API,\nwith a live status line.", stderr, &cfg, "text")
+		"a simulated reservation provider, every flow's stages and demo data, a log watcher and the API,\nwith a live status line.", stderr, &cfg, "text")
 	envInt(fs, &venues, "venues", "DROPSTREAM_DEMO_VENUES", 6, "simulated venues")
 	fs.DurationVar(&tick, "tick", 2*time.Second, "how often the simulated world changes")
 	fs.DurationVar(&interval, "interval", 2*time.Second, "poll interval of the simulated source")
@@ -38,7 +31,10 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if venues < 1 || venues > 100 || tick <= 0 || interval < time.Second || every <= 0 {
 		return fmt.Errorf("venues %d (1..100), tick %s, interval %s (≥1s) or status-every %s out of range", venues, tick, interval, every)
 	}
-	a, err := newApp(ctx, cfg, stderr)
+	overrides := map[string]string{"DROPSTREAM_DEMO_VENUES": strconv.Itoa(venues), "DROPSTREAM_DEMO_TICK": tick.String(),
+		"DROPSTREAM_DEMO_INTERVAL": interval.String(), "DROPSTREAM_DEMO_CHURN": strconv.FormatFloat(churn, 'g', -1, 64),
+		"DROPSTREAM_DEMO_FLAP": strconv.FormatFloat(flap, 'g', -1, 64)}
+	a, err := newAppWith(ctx, cfg, overrides, stderr)
 	if err != nil {
 		return err
 	}
@@ -47,57 +43,27 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	var stages []stream.Stage
-	for _, s := range all {
-		if s.Topic.Flow == avail.Flow {
-			stages = append(stages, s)
-		}
-	}
-	services := []string{collectorStage}
-	for _, f := range a.flows {
-		stages = append(stages, f.stages...)
-		for n := range f.services {
-			services = append(services, n)
-		}
+	stages, services, err := pick(all, a.services(), "all")
+	if err != nil {
+		return err
 	}
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	sim, err := simulator.New(simulator.Config{Seed: 1, Venues: venues, Churn: churn, Flap: flap, AutoTick: tick})
-	if err != nil {
-		return err
-	}
-	simURL, err := sim.Start(ctx, "127.0.0.1:0")
-	if err != nil {
-		return err
-	}
-	if err := a.demoSetup(ctx, sim, simURL, interval); err != nil {
-		return err
-	}
-	if err := a.av.keepBacklogs(ctx, a); err != nil {
-		return err
-	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
-	runners, failed, err := a.runStages(ctx, &wg, stages, 1)
+	// A demo left running keeps the embedded Redis bounded: acknowledged
+	// entries older than ten minutes are trimmed, as `run` does after an hour.
+	runners, failed, err := a.start(ctx, &wg, startOptions{stages: stages, services: services, copies: 1, trimAge: 10 * time.Minute})
 	if err != nil {
 		return err
 	}
-	a.runServices(ctx, &wg, services, failed)
-	// A demo left running keeps the embedded Redis bounded: acknowledged
-	// entries older than ten minutes are trimmed, as `run` does after an hour.
-	topics := make([]stream.Topic, 0, len(stages))
-	for _, s := range stages {
-		topics = append(topics, s.Topic)
-	}
-	trimmer := stream.NewTrimmer(a.rdb, stream.TrimConfig{MinAge: 10 * time.Minute}, a.log, topics...)
-	wg.Go(func() { trimmer.Run(ctx) })
 	// The flows' demo data is seeded beside the running API, so the API
 	// answers at once (seeding on the embedded Redis takes seconds).
 	for _, f := range a.flows {
-		if f.demo != nil {
+		if f.desc.Demo != nil {
 			wg.Go(func() {
-				if err := f.demo(ctx); err != nil && ctx.Err() == nil {
-					failed <- fmt.Errorf("demo of %s: %w", f.name, err)
+				if err := f.desc.Demo(ctx); err != nil && ctx.Err() == nil {
+					failed <- fmt.Errorf("demo of %s: %w", f.def.Name, err)
 				}
 			})
 		}
@@ -112,7 +78,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				failed <- fmt.Errorf("api: %w", err)
 			}
 		})
-		fmt.Fprintf(stdout, "dropstream demo: simulator at %s, API on %s — try /v1/availability?state=open, /v1/sources, /v1/watchers, /metrics, /openapi.json; Ctrl-C stops\n", simURL, cfg.APIAddr)
+		fmt.Fprintf(stdout, "dropstream demo: API on %s — try /v1/availability?state=open, /v1/sources, /v1/watchers, /metrics, /openapi.json; Ctrl-C stops\n", cfg.APIAddr)
 	}
 	wg.Go(func() { a.status(ctx, stdout, runners, every) })
 	select {
@@ -121,35 +87,6 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	case err := <-failed:
 		return err
 	}
-}
-
-// demoSetup registers the simulated source (every venue, date and party
-// size) and a watcher that logs every stable opening.
-func (a *app) demoSetup(ctx context.Context, sim *simulator.Simulator, url string, interval time.Duration) error {
-	simCfg := sim.Config()
-	src := collector.Source{ID: demoSource, Provider: "simulator", BaseURL: url, Interval: interval, Stabilization: 2, RateLimit: 100}
-	for _, v := range sim.Venues() {
-		for _, d := range simCfg.Dates {
-			for _, p := range simCfg.PartySizes {
-				src.Scopes = append(src.Scopes, avail.Scope{Venue: strconv.FormatInt(v.ID, 10), Date: d, PartySize: p})
-			}
-		}
-	}
-	if err := src.Validate(); err != nil {
-		return fmt.Errorf("demo source: %w", err)
-	}
-	if err := a.av.sources.Put(ctx, src); err != nil {
-		return err
-	}
-	if err := a.av.collector.Upsert(src); err != nil {
-		return err
-	}
-	watchers, _, err := a.av.watchers.List(ctx, "", 1)
-	if err != nil || len(watchers) > 0 {
-		return err
-	}
-	_, err = a.av.watchers.Create(ctx, notifier.Watcher{Name: "demo: every simulated opening", Provider: "simulator", Channel: "log"})
-	return err
 }
 
 // status prints a live status line: on a terminal it rewrites one line,

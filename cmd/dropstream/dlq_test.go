@@ -91,7 +91,8 @@ func TestDLQ_listReplayPurgeWithRealRedis(t *testing.T) {
 	url := testenv.RedisURL(t)
 	rdb := redisClient(t, url)
 	ctx := context.Background()
-	ticks, _ := sample.Topics(2)
+	sampleTopics := sample.NewTopics(2)
+	ticks, _ := sampleTopics.Ticks, sampleTopics.Readings
 	dlq := stream.NewDeadLetters(rdb)
 
 	bad := publishRaw(t, rdb, ticks, "bad-key", "not json")
@@ -205,7 +206,8 @@ func TestDLQ_purgeByIDRemovesOnlyThatDeadLetter(t *testing.T) {
 	url := testenv.RedisURL(t)
 	rdb := redisClient(t, url)
 	ctx := context.Background()
-	ticks, _ := sample.Topics(2)
+	sampleTopics := sample.NewTopics(2)
+	ticks, _ := sampleTopics.Ticks, sampleTopics.Readings
 	const id = "1700000000000-0"
 	for p := 0; p < 2; p++ {
 		err := rdb.XAdd(ctx, &redis.XAddArgs{Stream: ticks.DeadLetterStream(p), ID: id, Values: []any{

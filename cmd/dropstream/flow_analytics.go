@@ -6,7 +6,6 @@ import (
 	"os"
 	"time"
 
-	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/clickhouse"
 )
 
@@ -18,34 +17,32 @@ const retentionService = "analytics-retention"
 // DROPSTREAM_RETENTION_INTERVAL is unset.
 const defaultRetentionInterval = time.Hour
 
-func init() { registerFlow(buildAnalytics) }
-
-// buildAnalytics wires the analytics of ClickHouse into the binary: the
-// stats API over the rollups and the retention service. Without ClickHouse
-// it adds nothing.
-func buildAnalytics(_ context.Context, a *app) (*flow, error) {
-	f := &flow{name: "analytics"}
-	if a.ch == nil {
-		return f, nil
+// appServices are the services of the app itself, beside the flows': the
+// retention of ClickHouse partitions, with ClickHouse.
+func (a *app) appServices() map[string]func(context.Context) error {
+	all := map[string]func(context.Context) error{}
+	if a.ch == nil || a.retentionInterval <= 0 {
+		return all
 	}
+	ch, cfg, interval := a.ch, a.retention, a.retentionInterval
+	all[retentionService] = func(ctx context.Context) error { return retentionLoop(ctx, a, ch, cfg, interval) }
+	return all
+}
+
+// readRetention reads the retention periods and DROPSTREAM_RETENTION_INTERVAL.
+func (a *app) readRetention() error {
 	cfg, err := retentionFromEnv()
 	if err != nil {
-		return nil, fmt.Errorf("analytics: %w", err)
+		return fmt.Errorf("analytics: %w", err)
 	}
 	interval := defaultRetentionInterval
 	if s, ok := os.LookupEnv("DROPSTREAM_RETENTION_INTERVAL"); ok {
 		if interval, err = time.ParseDuration(s); err != nil || interval < 0 {
-			return nil, fmt.Errorf("analytics: DROPSTREAM_RETENTION_INTERVAL=%q: want a duration (0 disables)", s)
+			return fmt.Errorf("analytics: DROPSTREAM_RETENTION_INTERVAL=%q: want a duration (0 disables)", s)
 		}
 	}
-	ch := a.ch
-	f.routes = func(srv *api.Server) { api.StatsRoutes{ClickHouse: ch}.Register(srv) }
-	if interval > 0 {
-		f.services = map[string]func(context.Context) error{
-			retentionService: func(ctx context.Context) error { return retentionLoop(ctx, a, ch, cfg, interval) },
-		}
-	}
-	return f, nil
+	a.retention, a.retentionInterval = cfg, interval
+	return nil
 }
 
 // retentionLoop enforces retention at once and then every interval until

@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"errors"
+	"os"
 	"strings"
 	"testing"
 	"time"
@@ -79,14 +80,15 @@ func TestRun_checkoutSweeperFinishesAnAttemptWhoseIntentWasLost(t *testing.T) {
 }
 
 func TestRun_checkoutVariablesMustBePositiveDurations(t *testing.T) {
-	for _, v := range checkoutVariables {
+	cfg := Config{APIAddr: ":8080", Partitions: 8}
+	for _, v := range checkoutVars {
 		for _, bad := range []string{"soon", "0s", "-1s"} {
-			t.Run(v.name+"="+bad, func(t *testing.T) {
+			t.Run(v.Name+"="+bad, func(t *testing.T) {
 				clearEnv(t)
-				t.Setenv(v.name, bad)
-				_, err := checkoutConfig(8)
-				if err == nil || !strings.Contains(err.Error(), v.name) {
-					t.Errorf("checkoutConfig = %v, want an error naming %s", err, v.name)
+				t.Setenv(v.Name, bad)
+				_, err := readSettings(cfg, os.LookupEnv)
+				if err == nil || !strings.Contains(err.Error(), v.Name) {
+					t.Errorf("readSettings = %v, want an error naming %s", err, v.Name)
 				}
 			})
 		}
@@ -94,8 +96,9 @@ func TestRun_checkoutVariablesMustBePositiveDurations(t *testing.T) {
 	clearEnv(t)
 	t.Setenv("DROPSTREAM_CHECKOUT_TIMEOUT", "5s")
 	t.Setenv("DROPSTREAM_CHECKOUT_ABANDON_AGE", "10m")
-	cfg, err := checkoutConfig(8)
-	if err != nil || cfg.Timeout != 5*time.Second || cfg.AbandonAge != 10*time.Minute || cfg.SweepAge != 0 {
-		t.Errorf("checkoutConfig = %+v, %v; want Timeout 5s, AbandonAge 10m, the rest default", cfg, err)
+	s, err := readSettings(cfg, os.LookupEnv)
+	co := checkoutConfig(s)
+	if err != nil || co.Timeout != 5*time.Second || co.AbandonAge != 10*time.Minute || co.SweepAge != 0 {
+		t.Errorf("checkoutConfig = %+v, %v; want Timeout 5s, AbandonAge 10m, the rest default", co, err)
 	}
 }

@@ -3,10 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
 	"time"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/flows/comic/comicapi"
@@ -14,8 +15,6 @@ import (
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
-
-func init() { registerFlow(buildComic) }
 
 // comicRecoveryService names the loop that settles purchases left in
 // doubt (a crash between charge and sale): every comicRecoveryInterval it
@@ -40,10 +39,16 @@ const comicStatsService = "comic-stats-snapshot"
 // flow's POST /notify destination for subscriptions without their own;
 // when unset, those notifications go to the log channel. Notifications with
 // a destination are handed to the notifier's request topic.
-func buildComic(ctx context.Context, a *app) (*flow, error) {
+// comicVars are the variables of the comic flow.
+var comicVars = []flow.Var{
+	{Name: "DROPSTREAM_COMIC_NOTIFY_URL", Kind: flow.URL, Usage: "comic flow: POST /notify URL for subscriptions without their own; empty: such notifications go to the log channel"},
+	{Name: "DROPSTREAM_COMIC_NOTIFY_SECRET", Secret: true, Usage: "comic flow: HMAC secret (at least 16 bytes) signing requests to DROPSTREAM_COMIC_NOTIFY_URL"},
+}
+
+func buildComic(ctx context.Context, a *app) (*cmdFlow, error) {
 	requests := notifier.RequestTopic(a.cfg.Partitions)
 	cfg := comic.Config{Partitions: a.cfg.Partitions, Delivery: comic.DeliveryConfig{
-		NotifyURL: os.Getenv("DROPSTREAM_COMIC_NOTIFY_URL"), NotifySecret: os.Getenv("DROPSTREAM_COMIC_NOTIFY_SECRET"),
+		NotifyURL: a.settings.String("DROPSTREAM_COMIC_NOTIFY_URL"), NotifySecret: a.settings.String("DROPSTREAM_COMIC_NOTIFY_SECRET"),
 		// Notifications with a destination go through the notifier's
 		// generic request path ("notifier-deliver", flow_notifier.go).
 		Relay: func(ctx context.Context, reqs ...notifier.Request) error {
@@ -60,38 +65,26 @@ func buildComic(ctx context.Context, a *app) (*flow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("comic: %w", err)
 	}
-	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		if err := co.Run(wctx); err != nil {
-			a.log.Error("comic: checkout waiter stopped", "error", err)
-		}
-	}()
-	f := &flow{
-		name:   "comic",
-		stages: svc.Stages(),
-		routes: func(srv *api.Server) { comicapi.Routes{Flow: svc}.Register(srv) },
-		demo:   svc.SeedDemo,
-		close:  func() { cancel(); <-done },
-		services: map[string]func(context.Context) error{
-			comicRecoveryService: func(ctx context.Context) error { return recoverPurchases(ctx, a, svc.Sales) },
+	f := &cmdFlow{
+		desc: flow.Description{
+			Stages:   svc.Stages(),
+			Demo:     svc.SeedDemo,
+			Waiters:  []flow.Service{{Name: "comic-checkout-waiter", Run: co.Run}},
+			Services: []flow.Service{{Name: comicRecoveryService, Run: func(ctx context.Context) error { return recoverPurchases(ctx, a, svc.Sales) }}},
+			History: []flow.History{{Tables: []string{"comic_events", "comic_sessions"}, Groups: []flow.Group{{Topic: svc.Topics.Events, Name: comic.GroupHistory}},
+				Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
+					return []stream.Stage{comic.NewHistory(ch, svc.Topics, svc.Subscriptions).Stage()}, nil, nil
+				}}},
 		},
+		routes: func(srv *api.Server) { comicapi.Routes{Flow: svc}.Register(srv) },
 	}
-	if a.ch == nil {
-		// The events topic feeds the ClickHouse history; keep its backlog
-		// until ClickHouse is configured.
-		if err := stream.EnsureGroups(ctx, a.rdb, svc.Topics.Events, comic.GroupHistory); err != nil {
-			return nil, fmt.Errorf("comic: %w", err)
-		}
-		return f, nil
-	}
-	hist := comic.NewHistory(a.ch, svc.Topics, svc.Subscriptions)
-	f.stages = append(f.stages, hist.Stage())
-	f.services[comicStatsService] = func(ctx context.Context) error {
-		return hist.RunSnapshots(ctx, time.Minute, func(err error) {
-			a.log.Warn("comic: statistics snapshot failed; retrying in a minute", "error", err)
-		})
+	if a.ch != nil {
+		hist := comic.NewHistory(a.ch, svc.Topics, svc.Subscriptions)
+		f.desc.Services = append(f.desc.Services, flow.Service{Name: comicStatsService, Run: func(ctx context.Context) error {
+			return hist.RunSnapshots(ctx, time.Minute, func(err error) {
+				a.log.Warn("comic: statistics snapshot failed; retrying in a minute", "error", err)
+			})
+		}})
 	}
 	return f, nil
 }

@@ -4,12 +4,12 @@ import (
 	"context"
 	"fmt"
 	"net/url"
-	"os"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/feed"
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
 	"github.com/dropstream/dropstream/notifier"
@@ -24,12 +24,10 @@ const feedPollerService = "feed-poller"
 // of earlier runs (other ports) are recognized by it and removed.
 const demoFeedPath = "/dropstream-demo-feed.xml"
 
-func init() { registerFlow(buildFeedFlow) }
-
 // buildFeedFlow wires the feed flow (issue 8): the assignment and delivery
 // stages, the history stage when ClickHouse is configured, the poller, the
 // API and the demo feed.
-func buildFeedFlow(ctx context.Context, a *app) (*flow, error) {
+func buildFeedFlow(ctx context.Context, a *app) (*cmdFlow, error) {
 	ledger, err := notifier.NewDeliveryLedger(a.rdb, notifier.DeliveryLedgerConfig{})
 	if err != nil {
 		return nil, err
@@ -42,15 +40,7 @@ func buildFeedFlow(ctx context.Context, a *app) (*flow, error) {
 	if err != nil {
 		return nil, err
 	}
-	public := "http://localhost:8080"
-	if addr := a.cfg.APIAddr; strings.HasPrefix(addr, ":") {
-		public = "http://localhost" + addr
-	} else if addr != "" {
-		public = "http://" + addr
-	}
-	if u := os.Getenv("DROPSTREAM_PUBLIC_URL"); u != "" {
-		public = strings.TrimRight(u, "/")
-	}
+	public := a.settings.PublicURL
 	// E-mail and webhook subscriptions are the notifier's subscribers:
 	// their confirmation requests and collections go through its generic
 	// request path ("notifier-deliver", flow_notifier.go), its opt-in and
@@ -73,17 +63,15 @@ func buildFeedFlow(ctx context.Context, a *app) (*flow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("feed poller: %w", err)
 	}
-	f := &flow{name: "feed", stages: fl.Stages(), services: map[string]func(context.Context) error{feedPollerService: poller.Run},
-		routes: func(srv *api.Server) { fl.Register(srv) }}
-	if a.ch != nil {
-		f.stages = append(f.stages, fl.HistoryStage(a.ch))
-	} else {
-		if err := stream.EnsureGroups(ctx, a.rdb, fl.Topics().History, feed.StageHistory); err != nil {
-			return nil, err
-		}
-	}
-	f.demo = func(ctx context.Context) error { return feedDemo(ctx, fl) }
-	return f, nil
+	return &cmdFlow{desc: flow.Description{
+		Stages:   fl.Stages(),
+		Services: []flow.Service{{Name: feedPollerService, Run: poller.Run}},
+		History: []flow.History{{Tables: []string{"feed_item_events"}, Groups: []flow.Group{{Topic: fl.Topics().History, Name: feed.StageHistory}},
+			Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
+				return []stream.Stage{fl.HistoryStage(ch)}, nil, nil
+			}}},
+		Demo: func(ctx context.Context) error { return feedDemo(ctx, fl) },
+	}, routes: func(srv *api.Server) { fl.Register(srv) }}, nil
 }
 
 // feedDemo serves a feed in-process that gains an item every 10 seconds,

@@ -3,12 +3,11 @@ package main
 import (
 	"context"
 	"fmt"
-	"os"
-	"strconv"
 	"time"
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/email"
 	"github.com/dropstream/dropstream/notifier/history"
@@ -19,8 +18,6 @@ import (
 
 // expiryService names the loop that removes unconfirmed destinations.
 const expiryService = "notifier-expiry"
-
-func init() { registerFlow(buildNotifier) }
 
 // buildNotifier wires the generic notifier: the "notifier-deliver" stage
 // over notify.requests (every flow publishes notifier.Request there), the
@@ -33,8 +30,17 @@ func init() { registerFlow(buildNotifier) }
 // default http://localhost:8080); DROPSTREAM_SMTP_ADDR, _FROM, _USERNAME,
 // _PASSWORD (the email channel, off when DROPSTREAM_SMTP_ADDR is empty);
 // DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT (notifier.DeliverConfig.MaxInFlight).
-func buildNotifier(ctx context.Context, a *app) (*flow, error) {
-	f := &flow{name: "notifier"}
+// notifierVars are the variables of the notifier.
+var notifierVars = []flow.Var{
+	{Name: "DROPSTREAM_SMTP_ADDR", Usage: "SMTP server host:port of the notifier's email channel (STARTTLS required); empty: no email channel"},
+	{Name: "DROPSTREAM_SMTP_FROM", Usage: "sender address of notification emails (required with DROPSTREAM_SMTP_ADDR)"},
+	{Name: "DROPSTREAM_SMTP_USERNAME", Usage: "SMTP AUTH PLAIN user name; empty: no authentication"},
+	{Name: "DROPSTREAM_SMTP_PASSWORD", Secret: true, Usage: "SMTP AUTH password"},
+	{Name: "DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT", Kind: flow.Int, Usage: "notifier: sends in flight at once per notifier-deliver copy; a copy sends at most this many ÷ the receivers' answer time per second (default 64)"},
+}
+
+func buildNotifier(ctx context.Context, a *app) (*cmdFlow, error) {
+	f := &cmdFlow{}
 	topic := notifier.RequestTopic(a.cfg.Partitions)
 	subs, err := subscriber.NewStore(a.rdb, subscriber.StoreConfig{Logger: a.log})
 	if err != nil {
@@ -52,7 +58,7 @@ func buildNotifier(ctx context.Context, a *app) (*flow, error) {
 	if err != nil {
 		return nil, err
 	}
-	cfg, err := deliverConfig()
+	cfg, err := deliverConfig(a.settings)
 	if err != nil {
 		return nil, err
 	}
@@ -61,21 +67,19 @@ func buildNotifier(ctx context.Context, a *app) (*flow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("notifier: %w", err)
 	}
-	f.stages = []stream.Stage{d.Stage()}
-	htopic := history.Topic(a.cfg.Partitions)
-	if a.ch != nil {
-		hs, err := history.Stage(a.ch, a.cfg.Partitions, stream.RunnerConfig{})
-		if err != nil {
-			return nil, err
-		}
-		f.stages = append(f.stages, hs)
-	} else if err := stream.EnsureGroups(ctx, a.rdb, htopic, history.StageName); err != nil {
-		return nil, err
-	}
-	f.services = map[string]func(context.Context) error{
-		notifier.DigestService: d.RunDigests,
-		notifier.RetryService:  d.RunRetries,
-		expiryService:          func(ctx context.Context) error { return expiryLoop(ctx, a, subs) },
+	partitions := a.cfg.Partitions
+	f.desc = flow.Description{
+		Stages: []stream.Stage{d.Stage()},
+		History: []flow.History{{Tables: []string{"notifications"}, Groups: []flow.Group{{Topic: history.Topic(partitions), Name: history.StageName}},
+			Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
+				hs, err := history.Stage(ch, partitions, stream.RunnerConfig{})
+				return []stream.Stage{hs}, nil, err
+			}}},
+		Services: []flow.Service{
+			{Name: notifier.DigestService, Run: d.RunDigests},
+			{Name: notifier.RetryService, Run: d.RunRetries},
+			{Name: expiryService, Run: func(ctx context.Context) error { return expiryLoop(ctx, a, subs) }},
+		},
 	}
 	notify := func(ctx context.Context, reqs ...notifier.Request) error {
 		return notifier.PublishRequests(ctx, a.pub, topic, reqs...)
@@ -108,9 +112,9 @@ func notifierChannels(a *app) (map[string]notifier.Channel, error) {
 		return nil, err
 	}
 	channels[notifier.ChannelSlack] = notifier.NewSlackChannel(channels[notifier.ChannelWebhook].(*notifier.WebhookChannel))
-	if addr := os.Getenv("DROPSTREAM_SMTP_ADDR"); addr != "" {
-		mail, err := email.New(email.Config{Addr: addr, From: os.Getenv("DROPSTREAM_SMTP_FROM"),
-			Username: os.Getenv("DROPSTREAM_SMTP_USERNAME"), Password: os.Getenv("DROPSTREAM_SMTP_PASSWORD")})
+	if addr := a.settings.String("DROPSTREAM_SMTP_ADDR"); addr != "" {
+		mail, err := email.New(email.Config{Addr: addr, From: a.settings.String("DROPSTREAM_SMTP_FROM"),
+			Username: a.settings.String("DROPSTREAM_SMTP_USERNAME"), Password: a.settings.String("DROPSTREAM_SMTP_PASSWORD")})
 		if err != nil {
 			return nil, fmt.Errorf("notifier: DROPSTREAM_SMTP_*: %w", err)
 		}
@@ -138,19 +142,9 @@ func expiryLoop(ctx context.Context, a *app, subs *subscriber.Store) error {
 	}
 }
 
-// deliverConfig is the notifier-deliver stage's configuration from
-// DROPSTREAM_PUBLIC_URL and DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT.
-func deliverConfig() (notifier.DeliverConfig, error) {
-	cfg := notifier.DeliverConfig{PublicURL: os.Getenv("DROPSTREAM_PUBLIC_URL")}
-	if cfg.PublicURL == "" {
-		cfg.PublicURL = notifier.DefaultPublicURL
-	}
-	if s := os.Getenv("DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT"); s != "" {
-		n, err := strconv.Atoi(s)
-		if err != nil || n < 1 {
-			return cfg, fmt.Errorf("notifier: DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT %q: want a positive number of sends", s)
-		}
-		cfg.MaxInFlight = n
-	}
+// deliverConfig is the notifier-deliver stage's configuration from the
+// settings.
+func deliverConfig(s flow.Settings) (notifier.DeliverConfig, error) {
+	cfg := notifier.DeliverConfig{PublicURL: s.PublicURL, MaxInFlight: s.Int("DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT")}
 	return cfg, cfg.WithDefaults().Validate()
 }

@@ -1,24 +1,34 @@
 package main
 
 import (
+	"os"
 	"testing"
 
-	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/flow"
 )
 
 func TestRun_notifierMaxInFlightMustBeAPositiveCount(t *testing.T) {
+	cfg := Config{APIAddr: ":8080", Partitions: 8}
 	for _, bad := range []string{"many", "0", "-3", "5000"} {
 		t.Run(bad, func(t *testing.T) {
 			clearEnv(t)
 			t.Setenv("DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT", bad)
-			if _, err := deliverConfig(); err == nil {
-				t.Errorf("deliverConfig with DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT=%s: no error", bad)
+			s, err := readSettings(cfg, os.LookupEnv)
+			if err == nil {
+				_, err = deliverConfig(s)
+			}
+			if err == nil {
+				t.Errorf("settings with DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT=%s: no error", bad)
 			}
 		})
 	}
 	clearEnv(t)
 	t.Setenv("DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT", "256")
-	if cfg, err := deliverConfig(); err != nil || cfg.MaxInFlight != 256 || cfg.PublicURL != notifier.DefaultPublicURL {
-		t.Errorf("deliverConfig = %+v, %v; want MaxInFlight 256 and the default public URL", cfg, err)
+	s, err := readSettings(cfg, os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if d, err := deliverConfig(s); err != nil || d.MaxInFlight != 256 || d.PublicURL != flow.DefaultPublicURL {
+		t.Errorf("deliverConfig = %+v, %v; want MaxInFlight 256 and the default public URL", d, err)
 	}
 }

@@ -6,11 +6,11 @@ import (
 	"fmt"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/stream"
 )
-
-func init() { registerFlow(buildOffer) }
 
 // demoOffers is how many sample offers the demo seeds.
 const demoOffers = 60
@@ -19,30 +19,26 @@ const demoOffers = 60
 // (standard, auction, wholesale), the history stage into ClickHouse when it
 // is configured (else its group keeps the history), the offer routes, and
 // demo offers.
-func buildOffer(ctx context.Context, a *app) (*flow, error) {
+func buildOffer(ctx context.Context, a *app) (*cmdFlow, error) {
 	svc, err := offer.New(ctx, a.rdb, offer.Config{Partitions: a.cfg.Partitions}, a.tel)
 	if err != nil {
 		return nil, fmt.Errorf("offer: %w", err)
 	}
-	stages := svc.Stages()
-	if a.ch != nil {
-		stages = append(stages, svc.HistoryStage(a.ch))
-	} else if err := stream.EnsureGroups(ctx, a.rdb, svc.Config().HistoryTopic(), offer.StageHistory); err != nil {
-		svc.Close()
-		return nil, fmt.Errorf("offer: %w", err)
-	}
-	return &flow{
-		name:   "offer",
-		stages: stages,
-		routes: func(srv *api.Server) { api.OfferRoutes{Service: svc}.Register(srv) },
-		demo: func(ctx context.Context) error {
+	return &cmdFlow{desc: flow.Description{
+		Stages: svc.Stages(),
+		History: []flow.History{{Tables: []string{"offer_requests"}, Groups: []flow.Group{{Topic: svc.Config().HistoryTopic(), Name: offer.StageHistory}},
+			Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
+				return []stream.Stage{svc.HistoryStage(ch)}, nil, nil
+			}}},
+		Demo: func(ctx context.Context) error {
 			// Sample offers over every handler, created once.
 			if _, err := svc.Catalog().Get(ctx, "o0"); !errors.Is(err, offer.ErrNotFound) {
 				return err
 			}
 			_, err := svc.Catalog().Put(ctx, offer.SampleOffers(1, demoOffers, 5, svc.Config().Handlers)...)
 			return err
-		},
-		close: svc.Close,
+		}},
+		routes: func(srv *api.Server) { api.OfferRoutes{Service: svc}.Register(srv) },
+		close:  svc.Close,
 	}, nil
 }

@@ -2,59 +2,48 @@ package main
 
 import (
 	"context"
-	"fmt"
 
 	"github.com/dropstream/dropstream/api"
-	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flows/sample"
 )
 
-// flow is one domain flow wired into the binary (checkout, offer, comic,
-// feed, ...). Every field but name is optional.
-type flow struct {
-	// name identifies the flow in errors and logs.
-	name string
-	// stages are its stream stages; `run --stages` selects them by name and
-	// the demo runs them all.
-	stages []stream.Stage
-	// services are loops that run beside the stages, by name (selectable
-	// with `run --stages` like stages).
-	services map[string]func(context.Context) error
-	// routes registers its API operations.
-	routes func(srv *api.Server)
-	// demo prepares demo data once the stages run; it must be idempotent
-	// (the demo may run against a persistent Redis).
-	demo func(ctx context.Context) error
-	// close releases what the builder opened; the app calls it on close.
-	close func()
+// definitions are the flows of the binary, a line each, built in this
+// order: a flow may find the flows above it (flow.Find).
+func (a *app) definitions() []flow.Definition {
+	return []flow.Definition{
+		flow.Define(sample.Name, sample.New, nil),
+		a.wired("notifier", buildNotifier).WithVars(notifierVars...),
+		a.wired("avail", buildAvailability).WithVars(availVars...),
+		a.wired("checkout", buildCheckout).WithVars(checkoutVars...),
+		a.wired("comic", buildComic).WithVars(comicVars...),
+		a.wired("offer", buildOffer),
+		a.wired("feed", buildFeedFlow),
+	}
 }
 
-// flowBuilder builds one flow over the app's Redis, publisher, ClickHouse
-// (a.ch, nil when not configured) and telemetry.
-type flowBuilder func(ctx context.Context, a *app) (*flow, error)
+// cmdFlow is a flow still wired in this package.
+type cmdFlow struct {
+	desc   flow.Description
+	routes func(srv *api.Server)
+	close  func()
+}
 
-// flowBuilders are the domain flows of the binary. Each flow_*.go file
-// registers its builder here from an init function, so flows are added
-// without touching the app's wiring.
-var flowBuilders []flowBuilder
+func (f *cmdFlow) Describe() flow.Description { return f.desc }
 
-// registerFlow adds a flow builder; it is called from init functions.
-func registerFlow(b flowBuilder) { flowBuilders = append(flowBuilders, b) }
-
-// buildFlows builds every registered flow once.
-func (a *app) buildFlows(ctx context.Context) error {
-	if a.flowsBuilt {
-		return nil
-	}
-	a.flowsBuilt = true
-	for _, b := range flowBuilders {
-		f, err := b(ctx, a)
-		if err != nil {
-			return fmt.Errorf("flow: %w", err)
-		}
-		if f.close != nil {
-			a.closers = append(a.closers, f.close)
-		}
-		a.flows = append(a.flows, f)
+func (f *cmdFlow) Close() error {
+	if f.close != nil {
+		f.close()
 	}
 	return nil
+}
+
+// wired defines a flow built by a builder of this package.
+func (a *app) wired(name string, build func(ctx context.Context, a *app) (*cmdFlow, error)) flow.Definition {
+	return flow.Define(name, func(ctx context.Context, _ flow.Deps) (*cmdFlow, error) { return build(ctx, a) },
+		func(srv *api.Server, f *cmdFlow) {
+			if f.routes != nil {
+				f.routes(srv)
+			}
+		})
 }

@@ -21,7 +21,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	fs := flagSet("run", "Runs stages, any number of copies at once in one or many processes, and the API.", stderr, &cfg, "json")
 	var sourcesFile string
 	envString(fs, &stages, "stages", "DROPSTREAM_STAGES", "all", "comma list of stages to run, or all")
-	envString(fs, &sourcesFile, "sources-file", "DROPSTREAM_SOURCES_FILE", "", "JSON file of availability sources to create or replace at start")
+	fs.StringVar(&sourcesFile, "sources-file", "", "JSON file of availability sources the avail-collector service creates or replaces at start [DROPSTREAM_SOURCES_FILE]")
 	envInt(fs, &copies, "copies", "DROPSTREAM_COPIES", 1, "copies of each stage in this process")
 	fs.DurationVar(&trimAge, "trim-min-age", time.Hour, "keep acknowledged stream entries at least this long before trimming")
 	var listStages bool
@@ -35,7 +35,11 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if copies < 1 || copies > 64 {
 		return fmt.Errorf("copies %d out of range 1..64", copies)
 	}
-	a, err := newApp(ctx, cfg, stderr)
+	var overrides map[string]string
+	if sourcesFile != "" {
+		overrides = map[string]string{"DROPSTREAM_SOURCES_FILE": sourcesFile}
+	}
+	a, err := newAppWith(ctx, cfg, overrides, stderr)
 	if err != nil {
 		return err
 	}
@@ -64,25 +68,10 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	if err := a.av.keepBacklogs(ctx, a); err != nil {
-		return err
-	}
-	if sourcesFile != "" {
-		if err := a.av.loadSources(ctx, sourcesFile); err != nil {
-			return err
-		}
-	}
-	_, failed, err := a.runStages(ctx, &wg, chosen, copies)
+	_, failed, err := a.start(ctx, &wg, startOptions{stages: chosen, services: services, copies: copies, trimAge: trimAge})
 	if err != nil {
 		return err
 	}
-	a.runServices(ctx, &wg, services, failed)
-	topics := make([]stream.Topic, 0, len(chosen))
-	for _, s := range chosen {
-		topics = append(topics, s.Topic)
-	}
-	trimmer := stream.NewTrimmer(a.rdb, stream.TrimConfig{MinAge: trimAge}, a.log, topics...)
-	wg.Go(func() { trimmer.Run(ctx) })
 	apiFailed := make(chan error, 1)
 	if cfg.APIAddr != "" {
 		srv, err := a.apiServer()

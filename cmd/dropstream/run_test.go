@@ -101,7 +101,8 @@ func publishTicks(t *testing.T, rdb redis.UniversalClient, partitions int, n int
 // sensors, as sample.Generate would if it continued a previous run.
 func publishSeqs(t *testing.T, rdb redis.UniversalClient, partitions int, from, to int64) {
 	t.Helper()
-	ticks, _ := sample.Topics(partitions)
+	sampleTopics := sample.NewTopics(partitions)
+	ticks, _ := sampleTopics.Ticks, sampleTopics.Readings
 	msgs := make([]*stream.Message, 0, to-from)
 	for seq := from; seq < to; seq++ {
 		sensor := fmt.Sprintf("sensor-%d", seq%10)
@@ -120,7 +121,8 @@ func publishSeqs(t *testing.T, rdb redis.UniversalClient, partitions int, from, 
 // acknowledged everything, with one reading per tick.
 func waitProcessed(t *testing.T, b *background, rdb redis.UniversalClient, partitions int, ticks int64) {
 	t.Helper()
-	tickTopic, readingTopic := sample.Topics(partitions)
+	sampleTopics := sample.NewTopics(partitions)
+	tickTopic, readingTopic := sampleTopics.Ticks, sampleTopics.Readings
 	b.waitFor(t, 30*time.Second, func() bool {
 		return streamLen(t, rdb, readingTopic) == ticks && drained(t, rdb, tickTopic, "sample-enrich") &&
 			drained(t, rdb, readingTopic, "sample-sink")
@@ -213,7 +215,7 @@ func TestRun_listStagesPrintsStagesAndServices(t *testing.T) {
 		got[s.Name] = s
 	}
 	want := map[string]listedStage{
-		"sample-enrich":    {Name: "sample-enrich", Kind: "stage", Flow: sample.Flow, Topic: "ticks", Partitions: 3, Group: "sample-enrich"},
+		"sample-enrich":    {Name: "sample-enrich", Kind: "stage", Flow: sample.Name, Topic: "ticks", Partitions: 3, Group: "sample-enrich"},
 		collectorStage:     {Name: collectorStage, Kind: "service"},
 		expiryService:      {Name: expiryService, Kind: "service"},
 		"avail-normalizer": {Name: "avail-normalizer", Kind: "stage", Flow: avail.Flow, Topic: "raw", Partitions: 3, Group: "avail-normalizer"},
@@ -232,7 +234,8 @@ func TestRun_stageThatCannotStartFailsTheCommand(t *testing.T) {
 	clearEnv(t)
 	url := testenv.RedisURL(t)
 	rdb := redisClient(t, url)
-	ticks, _ := sample.Topics(1)
+	sampleTopics := sample.NewTopics(1)
+	ticks, _ := sampleTopics.Ticks, sampleTopics.Readings
 	if err := rdb.Set(context.Background(), ticks.Stream(0), "not a stream", 0).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,5 +1,5 @@
-// Package sample is a small flow that exercises the runtime end to end
-// until the real flows land: a generator publishes sensor ticks, the
+// Package sample is the smallest flow, kept as the example of the flow
+// contract (package flow): a generator publishes sensor ticks, the
 // "sample-enrich" stage turns each tick into a reading, and the
 // "sample-sink" stage counts readings per sensor, once per tick, through the
 // idempotency ledger.
@@ -17,8 +17,9 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Flow is the flow name of the sample topics.
-const Flow = "sample"
+// Name is the flow's name: the flow of its topics, the prefix of its
+// stages.
+const Name = "sample"
 
 // Tick is what the generator publishes.
 type Tick struct {
@@ -37,14 +38,22 @@ type Reading struct {
 	Value  float64 `json:"value"`
 }
 
-// Topics of the flow, with the given partition count.
-func Topics(partitions int) (ticks, readings stream.Topic) {
-	return stream.NewTopic(Flow, "ticks", partitions), stream.NewTopic(Flow, "readings", partitions)
+// Topics are the flow's topics.
+type Topics struct {
+	// Ticks carries Tick, published by Generate.
+	Ticks stream.Topic
+	// Readings carries Reading, published by sample-enrich.
+	Readings stream.Topic
 }
 
-// Stages returns the flow's stages.
-func Stages(rdb redis.UniversalClient, pub *stream.Publisher, partitions int) ([]stream.Stage, error) {
-	ticks, readings := Topics(partitions)
+// NewTopics returns the flow's topics with the given partition count.
+func NewTopics(partitions int) Topics {
+	return Topics{Ticks: stream.NewTopic(Name, "ticks", partitions), Readings: stream.NewTopic(Name, "readings", partitions)}
+}
+
+// stages returns the flow's stages.
+func stages(rdb redis.UniversalClient, pub *stream.Publisher, topics Topics) ([]stream.Stage, error) {
+	readings := topics.Readings
 	ledger, err := stream.NewLedger(rdb, stream.LedgerConfig{Name: "sample-sink", TTL: 24 * time.Hour})
 	if err != nil {
 		return nil, err
@@ -70,8 +79,8 @@ func Stages(rdb redis.UniversalClient, pub *stream.Publisher, partitions int) ([
 		return err
 	}
 	return []stream.Stage{
-		{Name: "sample-enrich", Topic: ticks, Handler: enrich},
-		{Name: "sample-sink", Topic: readings, Handler: sink},
+		{Name: StageEnrich, Topic: topics.Ticks, Handler: enrich},
+		{Name: StageSink, Topic: readings, Handler: sink},
 	}, nil
 }
 
@@ -80,7 +89,7 @@ func CountsKey(hashTag string) string { return "ds:" + hashTag + ":sample:counts
 
 // Counts sums the readings counted per sensor over all partitions.
 func Counts(ctx context.Context, rdb redis.UniversalClient, partitions int) (map[string]int64, error) {
-	_, readings := Topics(partitions)
+	readings := NewTopics(partitions).Readings
 	out := map[string]int64{}
 	for p := 0; p < partitions; p++ {
 		m, err := rdb.HGetAll(ctx, CountsKey(readings.HashTag(p))).Result()
@@ -102,7 +111,7 @@ func Counts(ctx context.Context, rdb redis.UniversalClient, partitions int) (map
 // progress, when not nil, is called with the running total after each
 // publish.
 func Generate(ctx context.Context, pub *stream.Publisher, partitions, rate, sensors int, limit int64, progress func(int64)) (int64, error) {
-	ticks, _ := Topics(partitions)
+	ticks := NewTopics(partitions).Ticks
 	if rate < 1 || sensors < 1 {
 		return 0, fmt.Errorf("sample generator: rate %d and sensors %d must be positive", rate, sensors)
 	}

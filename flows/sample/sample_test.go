@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/sample"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
@@ -62,10 +63,12 @@ func total(t *testing.T, rdb redis.UniversalClient, partitions int) (int64, map[
 
 func stagesByName(t *testing.T, rdb redis.UniversalClient, partitions int) map[string]stream.Stage {
 	t.Helper()
-	stages, err := sample.Stages(rdb, stream.NewPublisher(rdb, stream.Telemetry{}), partitions)
+	f, err := sample.New(context.Background(), flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, stream.Telemetry{}),
+		Settings: flow.Settings{Partitions: partitions}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	stages := f.Describe().Stages
 	out := map[string]stream.Stage{}
 	for _, s := range stages {
 		out[s.Name] = s
@@ -99,7 +102,8 @@ func TestGenerate_limitPublishesExactlyThatMany(t *testing.T) {
 			if len(progress) != tt.publishes || progress[len(progress)-1] != tt.limit {
 				t.Errorf("progress calls %v, want %d ending at %d", progress, tt.publishes, tt.limit)
 			}
-			ticks, _ := sample.Topics(tt.partitions)
+			topics := sample.NewTopics(tt.partitions)
+			ticks, _ := topics.Ticks, topics.Readings
 			msgs := entries(t, rdb, ticks)
 			if int64(len(msgs)) != tt.limit {
 				t.Fatalf("%d ticks in the streams, want %d", len(msgs), tt.limit)
@@ -158,7 +162,8 @@ func TestGenerate_stopsWhenContextEndsAndReportsWhatItPublished(t *testing.T) {
 	if err != nil || n < 300 {
 		t.Fatalf("Generate = %d, %v; want at least 300 and nil", n, err)
 	}
-	ticks, _ := sample.Topics(3)
+	topics := sample.NewTopics(3)
+	ticks, _ := topics.Ticks, topics.Readings
 	if got := int64(len(entries(t, rdb, ticks))); got != n {
 		t.Errorf("Generate reported %d ticks, the streams hold %d", n, got)
 	}
@@ -199,7 +204,8 @@ func TestStages_enrichAndSinkCountEachTickOnceThroughRunners(t *testing.T) {
 		n, _ := total(t, rdb, partitions)
 		return n == 200
 	}, "200 ticks counted")
-	_, readings := sample.Topics(partitions)
+	topics := sample.NewTopics(partitions)
+	_, readings := topics.Ticks, topics.Readings
 	published := entries(t, rdb, readings)
 	if got := len(published); got != 200 {
 		t.Fatalf("%d readings published, want one per tick (200)", got)
@@ -272,7 +278,8 @@ func TestStages_malformedPayloadIsPermanent(t *testing.T) {
 			}
 		})
 	}
-	_, readings := sample.Topics(partitions)
+	topics := sample.NewTopics(partitions)
+	_, readings := topics.Ticks, topics.Readings
 	if got := len(entries(t, rdb, readings)); got != 0 {
 		t.Errorf("malformed ticks published %d readings, want 0", got)
 	}
@@ -304,7 +311,8 @@ func TestStages_secondGeneratorRunIsCounted(t *testing.T) {
 	const partitions = 2
 	rdb := newRedis(t)
 	stages := stagesByName(t, rdb, partitions)
-	ticks, readings := sample.Topics(partitions)
+	topics := sample.NewTopics(partitions)
+	ticks, readings := topics.Ticks, topics.Readings
 	pub := stream.NewPublisher(rdb, stream.Telemetry{})
 	done := map[string]bool{}
 	for run := 1; run <= 2; run++ {
