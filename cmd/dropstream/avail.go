@@ -112,6 +112,7 @@ func (a *app) newAvailability() (*availability, error) {
 	av.stages = []stream.Stage{collector.NewNormalizer(topics, a.pub), diff.NewStage(a.rdb, topics, a.tel), av.projection.Stage(), notify}
 	return av, nil
 }
+
 // routes registers the availability API.
 func (av *availability) routes(srv *api.Server) {
 	api.AvailabilityRoutes{Projection: av.projection}.Register(srv)
