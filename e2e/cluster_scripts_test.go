@@ -20,6 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/sample"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
@@ -200,10 +201,11 @@ func sampleFlow(t *testing.T, nodes string) {
 	rdb := dial(t, nodes)
 	ctx := context.Background()
 	pub := stream.NewPublisher(rdb, stream.Telemetry{})
-	stages, err := sample.Stages(rdb, pub, partitions)
+	sf, err := sample.New(ctx, flow.Deps{Redis: rdb, Publisher: pub, Settings: flow.Settings{Partitions: partitions}})
 	if err != nil {
 		t.Fatal(err)
 	}
+	stages := sf.Describe().Stages
 	runCtx, stop := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	t.Cleanup(func() { stop(); wg.Wait() })
