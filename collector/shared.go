@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Copies of the collector (CollectorConfig.Shared) share two things in
@@ -97,7 +98,7 @@ func (c *Collector) unflip(ctx context.Context, sourceID, runID string, wasDown 
 func (s *Store) Health(ctx context.Context, id string) (SourceHealth, bool, error) {
 	vals, err := s.rdb.HMGet(ctx, healthKey(id), healthFields...).Result()
 	if err != nil {
-		return SourceHealth{}, false, fmt.Errorf("health of %s: %w", clipText(id), err)
+		return SourceHealth{}, false, fmt.Errorf("health of %s: %w", clip.Marked(id, maxQuoted), err)
 	}
 	if vals[len(vals)-1] == nil {
 		return SourceHealth{}, false, nil
@@ -131,7 +132,7 @@ func healthOf(id string, vals []any) SourceHealth {
 // deleteHealth forgets a source's shared health.
 func (s *Store) deleteHealth(ctx context.Context, id string) error {
 	if err := s.rdb.Del(ctx, healthKey(id)).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("delete health of %s: %w", clipText(id), err)
+		return fmt.Errorf("delete health of %s: %w", clip.Marked(id, maxQuoted), err)
 	}
 	return nil
 }

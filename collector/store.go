@@ -12,6 +12,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // SourcesKey is the Redis hash of sources: source id → source JSON.
@@ -74,10 +76,10 @@ func (s *Store) Put(ctx context.Context, src Source) error {
 func (s *Store) Get(ctx context.Context, id string) (Source, error) {
 	b, err := s.rdb.HGet(ctx, SourcesKey, id).Bytes()
 	if errors.Is(err, redis.Nil) {
-		return Source{}, fmt.Errorf("%w: %q", ErrSourceNotFound, clipText(id))
+		return Source{}, fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(id, maxQuoted))
 	}
 	if err != nil {
-		return Source{}, fmt.Errorf("get source %s: %w", clipText(id), err)
+		return Source{}, fmt.Errorf("get source %s: %w", clip.Marked(id, maxQuoted), err)
 	}
 	return decodeStored(id, b)
 }
@@ -116,10 +118,10 @@ func (s *Store) List(ctx context.Context) ([]Source, error) {
 func (s *Store) Delete(ctx context.Context, id string) error {
 	n, err := s.rdb.HDel(ctx, SourcesKey, id).Result()
 	if err != nil {
-		return fmt.Errorf("delete source %s: %w", clipText(id), err)
+		return fmt.Errorf("delete source %s: %w", clip.Marked(id, maxQuoted), err)
 	}
 	if n == 0 {
-		return fmt.Errorf("%w: %q", ErrSourceNotFound, clipText(id))
+		return fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(id, maxQuoted))
 	}
 	return s.deleteHealth(ctx, id)
 }
@@ -127,17 +129,17 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 // decodeStored decodes and validates one stored source.
 func decodeStored(id string, b []byte) (Source, error) {
 	if len(b) > MaxSourceSize {
-		return Source{}, fmt.Errorf("%w %q: stored JSON of %d bytes exceeds %d", ErrInvalidSource, clipText(id), len(b), MaxSourceSize)
+		return Source{}, fmt.Errorf("%w %q: stored JSON of %d bytes exceeds %d", ErrInvalidSource, clip.Marked(id, maxQuoted), len(b), MaxSourceSize)
 	}
 	var src Source
 	if err := json.Unmarshal(b, &src); err != nil {
 		if !errors.Is(err, ErrInvalidSource) {
 			err = fmt.Errorf("%w: %w", ErrInvalidSource, err)
 		}
-		return Source{}, fmt.Errorf("stored source %q: %w", clipText(id), err)
+		return Source{}, fmt.Errorf("stored source %q: %w", clip.Marked(id, maxQuoted), err)
 	}
 	if src.ID != id {
-		return Source{}, fmt.Errorf("%w: stored under %q but has id %q", ErrInvalidSource, clipText(id), clipText(src.ID))
+		return Source{}, fmt.Errorf("%w: stored under %q but has id %q", ErrInvalidSource, clip.Marked(id, maxQuoted), clip.Marked(src.ID, maxQuoted))
 	}
 	if err := src.Validate(); err != nil {
 		return Source{}, err
