@@ -11,6 +11,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // Copies of the collector (CollectorConfig.Shared) share two things in
@@ -29,12 +30,12 @@ import (
 const gateMargin = 10 * time.Second
 
 // healthKey is the Redis hash of a source's shared health.
-func healthKey(sourceID string) string { return "ds:{src." + sourceID + "}:health" }
+func healthKey(sourceID string) string { return rediskey.Key(rediskey.Tag("src."+sourceID), "health") }
 
 // gateKey is the poll gate of a scope, in the raw topic partition of its
 // scope key.
 func (c *Collector) gateKey(scopeKey string) string {
-	return "ds:" + c.topics.Raw.HashTag(c.topics.Raw.Partition(scopeKey)) + ":gate:" + scopeKey
+	return rediskey.Key(c.topics.Raw.HashTag(c.topics.Raw.Partition(scopeKey)), "gate", scopeKey)
 }
 
 // healthFields are the fields healthScript returns, in order.

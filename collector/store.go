@@ -14,10 +14,11 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // SourcesKey is the Redis hash of sources: source id → source JSON.
-const SourcesKey = "ds:sources"
+const SourcesKey = rediskey.Prefix + "sources"
 
 // Store limits.
 const (

@@ -22,6 +22,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // Limit is a token bucket's rate and burst. The zero Limit is unlimited.
@@ -105,18 +107,20 @@ func New(rdb redis.UniversalClient, cfg Config) (*Throttle, error) {
 	return &Throttle{rdb: rdb, cfg: cfg}, nil
 }
 
-const keyPrefix = "ds:{notifier}:throttle:"
+// tag is the hash tag of every throttle key, the notifier's.
+var tag = rediskey.Tag("notifier")
 
 // DestinationKey is the bucket key of a destination (its core hash or
 // recipient id).
-func DestinationKey(dest string) string { return keyPrefix + "dest:" + dest }
+func DestinationKey(dest string) string { return rediskey.Key(tag, "throttle", "dest", dest) }
 
 // ChannelKey is the bucket key of a channel.
-func ChannelKey(channel string) string { return keyPrefix + "channel:" + channel }
+func ChannelKey(channel string) string { return rediskey.Key(tag, "throttle", "channel", channel) }
 
 // BlockedKey is the sorted set of blocked destinations, scored by the Unix
-// ms their block ends.
-const BlockedKey = keyPrefix + "blocked"
+// ms their block ends: rediskey.Key(rediskey.Tag("notifier"), "throttle",
+// "blocked"), a constant so that it can name the key in tests and tools.
+const BlockedKey = rediskey.Prefix + "{notifier}" + rediskey.Sep + "throttle" + rediskey.Sep + "blocked"
 
 // takeScript takes one token from each bucket, or none. KEYS: the blocked
 // set, then the buckets. ARGV: now ms, idle ttl ms, the destination, then
