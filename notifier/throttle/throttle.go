@@ -24,6 +24,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/script"
 )
 
 // Limit is a token bucket's rate and burst. The zero Limit is unlimited.
@@ -126,7 +127,7 @@ const BlockedKey = rediskey.Prefix + "{notifier}" + rediskey.Sep + "throttle" + 
 // set, then the buckets. ARGV: now ms, idle ttl ms, the destination, then
 // per bucket rate/s and burst (rate 0: no bucket). Returns 0 when taken,
 // else the wait in ms.
-var takeScript = redis.NewScript(`
+var takeScript = script.New(`
 local now = tonumber(ARGV[1])
 local wait = 0
 local blocked = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[3])) or 0
@@ -199,12 +200,13 @@ func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, [
 		return waits, errs
 	}
 	now := t.cfg.Now().UnixMilli()
-	cmds := make([]*redis.Cmd, len(asks))
 	var scripted, free []int
+	var calls []script.Call
 	var members []string
 	for i, a := range asks {
 		if t.hasBucket(a.Channel) {
-			scripted = append(scripted, i)
+			keys, args := t.takeArgs(now, a)
+			scripted, calls = append(scripted, i), append(calls, script.Call{Keys: keys, Args: args})
 		} else {
 			free, members = append(free, i), append(members, a.Dest)
 		}
@@ -214,29 +216,14 @@ func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, [
 	if len(free) > 0 {
 		blocks = pipe.ZMScore(ctx, BlockedKey, members...)
 	}
-	for _, i := range scripted {
-		keys, args := t.takeArgs(now, asks[i])
-		cmds[i] = takeScript.EvalSha(ctx, pipe, keys, args...)
-	}
+	cmds := takeScript.Queue(ctx, pipe, calls)
 	_, _ = pipe.Exec(ctx)
-	var again []int
-	for _, i := range scripted {
-		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		// A restarted or flushed Redis: those takes did nothing; EVAL loads
-		// the script.
-		pipe = t.rdb.Pipeline()
-		for _, i := range again {
-			keys, args := t.takeArgs(now, asks[i])
-			cmds[i] = takeScript.Eval(ctx, pipe, keys, args...)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-	for _, i := range scripted {
-		ms, err := cmds[i].Int64()
+	// A restarted or flushed Redis: the takes that found no script did
+	// nothing; Retry loads it and sends them again. A failed load is the
+	// error of each of them.
+	_ = takeScript.Retry(ctx, t.rdb, calls, cmds)
+	for j, i := range scripted {
+		ms, err := cmds[j].Int64()
 		if err != nil {
 			errs[i] = fmt.Errorf("throttle: take %s: %w", asks[i].Dest, err)
 			continue
@@ -271,7 +258,7 @@ func (t *Throttle) Block(ctx context.Context, dest string, until time.Time) erro
 // blockScript raises a destination's block, forgets the blocks that have
 // ended, and keeps the set until its last block ends, plus the idle ttl.
 // KEYS: the blocked set. ARGV: destination, until ms, now ms, idle ttl ms.
-var blockScript = redis.NewScript(`
+var blockScript = script.New(`
 local b = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1])) or 0
 if tonumber(ARGV[2]) > b then redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])
