@@ -255,7 +255,7 @@ func (s *Store[T]) Update(ctx context.Context, id string, fn func(*T) error) (T,
 
 // Page is one page of List.
 type Page[T any] struct {
-	// Items are the records, in id order.
+	// Items are the records, in id order; never nil.
 	Items []T
 	// NextCursor is the cursor of the next page when more records follow
 	// (the last id this page covered), "" on the last page.
@@ -289,7 +289,7 @@ func (s *Store[T]) list(ctx context.Context, cursor string, limit int) (Page[T],
 	if err != nil {
 		return Page[T]{}, nil, err
 	}
-	var page Page[T]
+	page := Page[T]{Items: []T{}}
 	var errs []error
 	for len(page.Items) < limit {
 		if len(ids) == 0 {
@@ -402,7 +402,7 @@ func (s *Store[T]) Len(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// All returns every readable record in id order; the
+// All returns every readable record in id order (never nil); the
 // records that cannot be read are reported as List does. A store holding
 // more than Config.Max records (written by something else) is an error
 // wrapping ErrFull.
