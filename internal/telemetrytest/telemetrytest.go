@@ -81,7 +81,7 @@ func HistogramCount(rm metricdata.ResourceMetrics, name string, want map[string]
 func HasAttrs(set attribute.Set, want map[string]string) bool {
 	for k, v := range want {
 		got, ok := set.Value(attribute.Key(k))
-		if !ok || got.Emit() != v {
+		if !ok || got.String() != v {
 			return false
 		}
 	}
