@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/internal/pollgate"
 	"github.com/dropstream/dropstream/internal/ratelimit"
 	dsotel "github.com/dropstream/dropstream/otel"
@@ -150,7 +151,7 @@ func (c *Collector) Remove(id string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if _, ok := c.sources[id]; !ok {
-		return fmt.Errorf("%w: %q", ErrSourceNotFound, clipText(id))
+		return fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(id, maxQuoted))
 	}
 	delete(c.sources, id)
 	c.rebucketLocked()
@@ -247,7 +248,7 @@ func (c *Collector) Health(id string) (SourceHealth, error) {
 	defer c.mu.Unlock()
 	st, ok := c.sources[id]
 	if !ok {
-		return SourceHealth{}, fmt.Errorf("%w: %q", ErrSourceNotFound, clipText(id))
+		return SourceHealth{}, fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(id, maxQuoted))
 	}
 	return st.health, nil
 }
@@ -286,7 +287,7 @@ func (c *Collector) PollOnce(ctx context.Context, sourceID string) error {
 	st, ok := c.sources[sourceID]
 	if !ok {
 		c.mu.Unlock()
-		return fmt.Errorf("%w: %q", ErrSourceNotFound, clipText(sourceID))
+		return fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(sourceID, maxQuoted))
 	}
 	src, gen, b, paused := st.src, st.gen, st.bucket, st.health.Paused
 	c.mu.Unlock()

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector/provider"
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -58,7 +59,7 @@ func NewNormalizer(topics avail.Topics, pub *stream.Publisher) stream.Stage {
 // normalizeMessage decodes a raw-run message and normalizes it.
 func normalizeMessage(m *stream.Message) (avail.Snapshot, error) {
 	if m.Type != avail.TypeRawRun {
-		return avail.Snapshot{}, fmt.Errorf("message type %q, want %q", clipText(m.Type), avail.TypeRawRun)
+		return avail.Snapshot{}, fmt.Errorf("message type %q, want %q", clip.Marked(m.Type, maxQuoted), avail.TypeRawRun)
 	}
 	if len(m.Payload) > maxRawRunPayload {
 		return avail.Snapshot{}, fmt.Errorf("raw run of %d bytes exceeds %d", len(m.Payload), maxRawRunPayload)
@@ -73,7 +74,7 @@ func normalizeMessage(m *stream.Message) (avail.Snapshot, error) {
 	}
 	if run.ScopeKey != m.Key {
 		return avail.Snapshot{}, fmt.Errorf("raw run %s: scope key %q differs from message key %q",
-			clipText(run.RunID), clipText(run.ScopeKey), clipText(m.Key))
+			clip.Marked(run.RunID, maxQuoted), clip.Marked(run.ScopeKey, maxQuoted), clip.Marked(m.Key, maxQuoted))
 	}
 	return Normalize(run)
 }
@@ -112,21 +113,21 @@ func Normalize(run avail.RawRun) (avail.Snapshot, error) {
 func validateRun(run avail.RawRun) error {
 	var errs []error
 	if run.RunID == "" || len(run.RunID) > avail.MaxIDLen {
-		errs = append(errs, fmt.Errorf("run id %q: want 1-%d bytes", clipText(run.RunID), avail.MaxIDLen))
+		errs = append(errs, fmt.Errorf("run id %q: want 1-%d bytes", clip.Marked(run.RunID, maxQuoted), avail.MaxIDLen))
 	}
 	if !validID(run.SourceID) {
-		errs = append(errs, fmt.Errorf("source id %q: want 1-64 characters of [a-z0-9_-]", clipText(run.SourceID)))
+		errs = append(errs, fmt.Errorf("source id %q: want 1-64 characters of [a-z0-9_-]", clip.Marked(run.SourceID, maxQuoted)))
 	}
 	if err := run.Scope.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("scope: %w", err))
 	} else if run.ScopeKey != run.Scope.Key(run.SourceID) {
-		errs = append(errs, fmt.Errorf("scope key %q is not the key of the run's source and scope", clipText(run.ScopeKey)))
+		errs = append(errs, fmt.Errorf("scope key %q is not the key of the run's source and scope", clip.Marked(run.ScopeKey, maxQuoted)))
 	}
 	if _, err := provider.For(run.Provider); err != nil {
 		errs = append(errs, err)
 	}
 	if run.Status != avail.StatusOK && run.Status != avail.StatusFailed {
-		errs = append(errs, fmt.Errorf("status %q: want %q or %q", clipText(run.Status), avail.StatusOK, avail.StatusFailed))
+		errs = append(errs, fmt.Errorf("status %q: want %q or %q", clip.Marked(run.Status, maxQuoted), avail.StatusOK, avail.StatusFailed))
 	}
 	if len(run.Error) > 4096 {
 		errs = append(errs, errors.New("error longer than 4096 bytes"))

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector/provider"
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -67,7 +67,7 @@ func (c *Collector) poll(ctx context.Context, src Source, gen uint64, i int) (po
 		StartedAt: started.UTC(), FinishedAt: finished.UTC(), Status: avail.StatusOK, HTTPStatus: res.status,
 		Stabilization: src.Stabilization, NotifyFirstSight: src.NotifyFirstSight, RestaurantLevel: src.RestaurantLevel}
 	if res.err != nil {
-		run.Status, run.Error = avail.StatusFailed, clipError(res.err.Error())
+		run.Status, run.Error = avail.StatusFailed, clip.Marked(res.err.Error(), maxRunError)
 		span.SetStatus(codes.Error, run.Error)
 	} else {
 		run.Body = res.body
@@ -104,14 +104,6 @@ func (c *Collector) poll(ctx context.Context, src Source, gen uint64, i int) (po
 
 // maxRunError bounds the error text of a failed run.
 const maxRunError = 1024
-
-// clipError bounds a run's error text.
-func clipError(s string) string {
-	if len(s) <= maxRunError {
-		return s
-	}
-	return strings.ToValidUTF8(s[:maxRunError], "") + "…"
-}
 
 // holdBucket pauses the bucket of a source until a Retry-After ends.
 func (c *Collector) holdBucket(sourceID string, until time.Time) {

@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // Copies of the collector (CollectorConfig.Shared) share two things in
@@ -28,12 +30,12 @@ import (
 const gateMargin = 10 * time.Second
 
 // healthKey is the Redis hash of a source's shared health.
-func healthKey(sourceID string) string { return "ds:{src." + sourceID + "}:health" }
+func healthKey(sourceID string) string { return rediskey.Key(rediskey.Tag("src."+sourceID), "health") }
 
 // gateKey is the poll gate of a scope, in the raw topic partition of its
 // scope key.
 func (c *Collector) gateKey(scopeKey string) string {
-	return "ds:" + c.topics.Raw.HashTag(c.topics.Raw.Partition(scopeKey)) + ":gate:" + scopeKey
+	return rediskey.Key(c.topics.Raw.HashTag(c.topics.Raw.Partition(scopeKey)), "gate", scopeKey)
 }
 
 // healthFields are the fields healthScript returns, in order.
@@ -97,7 +99,7 @@ func (c *Collector) unflip(ctx context.Context, sourceID, runID string, wasDown 
 func (s *Store) Health(ctx context.Context, id string) (SourceHealth, bool, error) {
 	vals, err := s.rdb.HMGet(ctx, healthKey(id), healthFields...).Result()
 	if err != nil {
-		return SourceHealth{}, false, fmt.Errorf("health of %s: %w", clipText(id), err)
+		return SourceHealth{}, false, fmt.Errorf("health of %s: %w", clip.Marked(id, maxQuoted), err)
 	}
 	if vals[len(vals)-1] == nil {
 		return SourceHealth{}, false, nil
@@ -131,7 +133,7 @@ func healthOf(id string, vals []any) SourceHealth {
 // deleteHealth forgets a source's shared health.
 func (s *Store) deleteHealth(ctx context.Context, id string) error {
 	if err := s.rdb.Del(ctx, healthKey(id)).Err(); err != nil && !errors.Is(err, redis.Nil) {
-		return fmt.Errorf("delete health of %s: %w", clipText(id), err)
+		return fmt.Errorf("delete health of %s: %w", clip.Marked(id, maxQuoted), err)
 	}
 	return nil
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector/provider"
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Source defaults and bounds.
@@ -132,7 +133,7 @@ func (s Source) Validate() error {
 	s = s.WithDefaults()
 	var errs []error
 	if !validID(s.ID) {
-		errs = append(errs, fmt.Errorf("id %q: want 1-64 characters of [a-z0-9_-]", clipText(s.ID)))
+		errs = append(errs, fmt.Errorf("id %q: want 1-64 characters of [a-z0-9_-]", clip.Marked(s.ID, maxQuoted)))
 	}
 	adapter, err := provider.For(s.Provider)
 	if err != nil {
@@ -155,7 +156,7 @@ func (s Source) Validate() error {
 		errs = append(errs, fmt.Errorf("auth token longer than %d bytes or with control characters", MaxAuthTokenLen))
 	}
 	if len(errs) > 0 {
-		return fmt.Errorf("%w %q: %w", ErrInvalidSource, clipText(s.ID), errors.Join(errs...))
+		return fmt.Errorf("%w %q: %w", ErrInvalidSource, clip.Marked(s.ID, maxQuoted), errors.Join(errs...))
 	}
 	return nil
 }
@@ -194,13 +195,13 @@ func validateBaseURL(raw string) error {
 	case err != nil:
 		return fmt.Errorf("base URL: %w", err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("base URL %q: want http or https", clipText(raw))
+		return fmt.Errorf("base URL %q: want http or https", clip.Marked(raw, maxQuoted))
 	case u.Host == "" || u.Hostname() == "":
-		return fmt.Errorf("base URL %q has no host", clipText(raw))
+		return fmt.Errorf("base URL %q has no host", clip.Marked(raw, maxQuoted))
 	case u.User != nil:
 		return errors.New("base URL must not carry credentials; use auth_token")
 	case u.RawQuery != "" || u.Fragment != "" || u.ForceQuery:
-		return fmt.Errorf("base URL %q must not have a query or fragment", clipText(raw))
+		return fmt.Errorf("base URL %q must not have a query or fragment", clip.Marked(raw, maxQuoted))
 	}
 	return nil
 }
@@ -219,13 +220,9 @@ func validID(s string) bool {
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
-// clipText bounds outside input quoted in an error message.
-func clipText(s string) string {
-	if len(s) <= 80 {
-		return s
-	}
-	return strings.ToValidUTF8(s[:80], "") + "…"
-}
+// maxQuoted bounds outside input quoted in an error message (see
+// clip.Marked).
+const maxQuoted = 80
 
 // Redacted returns a copy of s safe to show: a set AuthToken becomes
 // "redacted".

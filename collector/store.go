@@ -8,14 +8,16 @@ import (
 	"fmt"
 	"io"
 	"os"
-	"slices"
-	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/recordstore"
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // SourcesKey is the Redis hash of sources: source id → source JSON.
-const SourcesKey = "ds:sources"
+const SourcesKey = rediskey.Prefix + "sources"
 
 // Store limits.
 const (
@@ -31,11 +33,19 @@ const (
 // scheduler share them. Sources are stored with defaults applied. The
 // auth token is stored in clear: protect the Redis like any secret store.
 type Store struct {
-	rdb redis.UniversalClient
+	rdb     redis.UniversalClient
+	records *recordstore.Store[Source]
 }
 
 // NewStore returns a store over rdb.
-func NewStore(rdb redis.UniversalClient) *Store { return &Store{rdb: rdb} }
+func NewStore(rdb redis.UniversalClient) *Store {
+	records, err := recordstore.New(rdb, recordstore.Config[Source]{Layout: recordstore.Layout{Hash: SourcesKey},
+		Max: MaxSources, MaxSize: MaxSourceSize, Decode: decodeStored})
+	if err != nil {
+		panic(err) // the configuration above is valid
+	}
+	return &Store{rdb: rdb, records: records}
+}
 
 // Put validates src and creates or replaces it, with defaults applied. An
 // invalid source returns an error wrapping ErrInvalidSource; a new source
@@ -44,27 +54,13 @@ func (s *Store) Put(ctx context.Context, src Source) error {
 	if err := src.Validate(); err != nil {
 		return err
 	}
-	b, err := json.Marshal(src.WithDefaults())
-	if err != nil {
-		return fmt.Errorf("encode source %s: %w", src.ID, err)
-	}
-	if len(b) > MaxSourceSize {
-		return fmt.Errorf("%w %q: %d bytes of JSON exceed %d", ErrInvalidSource, src.ID, len(b), MaxSourceSize)
-	}
-	n, err := s.rdb.HLen(ctx, SourcesKey).Result()
-	if err != nil {
-		return fmt.Errorf("put source %s: %w", src.ID, err)
-	}
-	if n >= MaxSources {
-		exists, err := s.rdb.HExists(ctx, SourcesKey, src.ID).Result()
-		if err != nil {
-			return fmt.Errorf("put source %s: %w", src.ID, err)
-		}
-		if !exists {
-			return fmt.Errorf("%w %q: the store already holds %d sources", ErrInvalidSource, src.ID, MaxSources)
-		}
-	}
-	if err := s.rdb.HSet(ctx, SourcesKey, src.ID, b).Err(); err != nil {
+	err := s.records.Put(ctx, src.ID, src.WithDefaults())
+	switch {
+	case errors.Is(err, recordstore.ErrTooLarge):
+		return fmt.Errorf("%w %q: %w", ErrInvalidSource, src.ID, err)
+	case errors.Is(err, recordstore.ErrFull):
+		return fmt.Errorf("%w %q: the store already holds %d sources", ErrInvalidSource, src.ID, MaxSources)
+	case err != nil:
 		return fmt.Errorf("put source %s: %w", src.ID, err)
 	}
 	return nil
@@ -72,14 +68,11 @@ func (s *Store) Put(ctx context.Context, src Source) error {
 
 // Get returns a source, or an error wrapping ErrSourceNotFound.
 func (s *Store) Get(ctx context.Context, id string) (Source, error) {
-	b, err := s.rdb.HGet(ctx, SourcesKey, id).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return Source{}, fmt.Errorf("%w: %q", ErrSourceNotFound, clipText(id))
+	src, err := s.records.Get(ctx, id)
+	if errors.Is(err, recordstore.ErrNotFound) {
+		return Source{}, fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(id, maxQuoted))
 	}
-	if err != nil {
-		return Source{}, fmt.Errorf("get source %s: %w", clipText(id), err)
-	}
-	return decodeStored(id, b)
+	return src, err
 }
 
 // List returns every readable source, sorted by id. Entries that cannot be
@@ -87,39 +80,21 @@ func (s *Store) Get(ctx context.Context, id string) (Source, error) {
 // out and reported together in an error wrapping ErrInvalidSource, returned
 // alongside the readable ones; a Redis failure returns no sources.
 func (s *Store) List(ctx context.Context) ([]Source, error) {
-	n, err := s.rdb.HLen(ctx, SourcesKey).Result()
-	if err != nil {
+	srcs, err := s.records.All(ctx)
+	if srcs == nil {
 		return nil, fmt.Errorf("list sources: %w", err)
 	}
-	if n > MaxSources {
-		return nil, fmt.Errorf("list sources: %d sources exceed %d", n, MaxSources)
-	}
-	all, err := s.rdb.HGetAll(ctx, SourcesKey).Result()
-	if err != nil {
-		return nil, fmt.Errorf("list sources: %w", err)
-	}
-	out := make([]Source, 0, len(all))
-	var errs []error
-	for id, raw := range all {
-		src, err := decodeStored(id, []byte(raw))
-		if err != nil {
-			errs = append(errs, err)
-			continue
-		}
-		out = append(out, src)
-	}
-	slices.SortFunc(out, func(a, b Source) int { return strings.Compare(a.ID, b.ID) })
-	return out, errors.Join(errs...)
+	return srcs, err
 }
 
 // Delete removes a source, or returns an error wrapping ErrSourceNotFound.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	n, err := s.rdb.HDel(ctx, SourcesKey, id).Result()
-	if err != nil {
-		return fmt.Errorf("delete source %s: %w", clipText(id), err)
+	err := s.records.Delete(ctx, id)
+	if errors.Is(err, recordstore.ErrNotFound) {
+		return fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(id, maxQuoted))
 	}
-	if n == 0 {
-		return fmt.Errorf("%w: %q", ErrSourceNotFound, clipText(id))
+	if err != nil {
+		return fmt.Errorf("delete source %s: %w", clip.Marked(id, maxQuoted), err)
 	}
 	return s.deleteHealth(ctx, id)
 }
@@ -127,17 +102,17 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 // decodeStored decodes and validates one stored source.
 func decodeStored(id string, b []byte) (Source, error) {
 	if len(b) > MaxSourceSize {
-		return Source{}, fmt.Errorf("%w %q: stored JSON of %d bytes exceeds %d", ErrInvalidSource, clipText(id), len(b), MaxSourceSize)
+		return Source{}, fmt.Errorf("%w %q: stored JSON of %d bytes exceeds %d", ErrInvalidSource, clip.Marked(id, maxQuoted), len(b), MaxSourceSize)
 	}
 	var src Source
 	if err := json.Unmarshal(b, &src); err != nil {
 		if !errors.Is(err, ErrInvalidSource) {
 			err = fmt.Errorf("%w: %w", ErrInvalidSource, err)
 		}
-		return Source{}, fmt.Errorf("stored source %q: %w", clipText(id), err)
+		return Source{}, fmt.Errorf("stored source %q: %w", clip.Marked(id, maxQuoted), err)
 	}
 	if src.ID != id {
-		return Source{}, fmt.Errorf("%w: stored under %q but has id %q", ErrInvalidSource, clipText(id), clipText(src.ID))
+		return Source{}, fmt.Errorf("%w: stored under %q but has id %q", ErrInvalidSource, clip.Marked(id, maxQuoted), clip.Marked(src.ID, maxQuoted))
 	}
 	if err := src.Validate(); err != nil {
 		return Source{}, err

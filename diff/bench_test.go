@@ -62,7 +62,7 @@ func BenchmarkApply(b *testing.B) {
 	const scopes, perScope = 1000, 100
 	for _, batch := range []int{1, 100} {
 		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
-			rdb := dial(b, testenv.RedisURL(b))
+			rdb := testenv.Dial(b, testenv.RedisURL(b))
 			ctx := context.Background()
 			topics := avail.NewTopics(8)
 			fleet := newChurnFleet(scopes, perScope)

@@ -15,7 +15,6 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/internal/testenv"
-	"github.com/dropstream/dropstream/stream"
 )
 
 // backend is a Redis the script suite runs against; client returns a
@@ -31,22 +30,12 @@ func backends() []backend {
 			// miniredis runs Lua in Go, far slower than Redis (the more so
 			// under -race on a loaded machine): a large snapshot's script
 			// may outlast the client's default 3s read timeout.
-			return dial(t, "redis://"+miniredis.RunT(t).Addr()+"?read_timeout=60s")
+			return testenv.Dial(t, "redis://"+miniredis.RunT(t).Addr()+"?read_timeout=60s")
 		}},
 		{"redis-server", func(t *testing.T) redis.UniversalClient {
-			return dial(t, testenv.RedisURL(t))
+			return testenv.Dial(t, testenv.RedisURL(t))
 		}},
 	}
-}
-
-func dial(t testing.TB, url string) redis.UniversalClient {
-	t.Helper()
-	rdb, err := stream.Dial(context.Background(), url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = rdb.Close() })
-	return rdb
 }
 
 // waitTimeout bounds every wait of the tests.

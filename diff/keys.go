@@ -4,6 +4,7 @@ import (
 	"fmt"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // Keys names the Redis keys the diff script of one scope touches. They all
@@ -40,7 +41,7 @@ func KeysOf(topics avail.Topics, scopeKey string) (Keys, error) {
 		return Keys{}, fmt.Errorf("diff: %w", err)
 	}
 	p := topics.Snapshots.Partition(scopeKey)
-	prefix := "ds:" + topics.Snapshots.HashTag(p) + ":diff:"
+	prefix := rediskey.Key(topics.Snapshots.HashTag(p), "diff", "")
 	return Keys{
 		Partition:   p,
 		Open:        prefix + "opened:" + scopeKey,

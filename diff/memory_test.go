@@ -26,7 +26,7 @@ const maxBytesPerEntity = 250
 // are logged; the test fails above the target.
 func TestMemory_perEntity(t *testing.T) {
 	const scopes, perScope = 100, 100
-	rdb := dial(t, testenv.RedisURL(t))
+	rdb := testenv.Dial(t, testenv.RedisURL(t))
 	ctx := context.Background()
 	topics := avail.NewTopics(8)
 	fleet := newChurnFleet(scopes, perScope)

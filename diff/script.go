@@ -14,6 +14,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/avail/availjson"
+	"github.com/dropstream/dropstream/internal/script"
 )
 
 // luaSource is the diff script. KEYS: open hash, scope hash, pending hash,
@@ -27,7 +28,7 @@ import (
 //go:embed diff.lua
 var luaSource string
 
-var script = redis.NewScript(luaSource)
+var diffScript = script.New(luaSource)
 
 // Input is one snapshot to apply with the W3C traceparent of the span that
 // processes it.
@@ -52,7 +53,7 @@ func Apply(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, 
 	if err != nil {
 		return Result{}, err
 	}
-	reply, err := script.Run(ctx, rdb, keys, args...).Int64Slice()
+	reply, err := diffScript.Run(ctx, rdb, keys, args...).Int64Slice()
 	if err != nil {
 		return Result{}, fmt.Errorf("diff: apply run %q of scope %q: %w", snap.RunID, snap.ScopeKey, err)
 	}
@@ -77,61 +78,30 @@ func ApplyBatch(ctx context.Context, rdb redis.UniversalClient, topics avail.Top
 // applyBatch is ApplyBatch; validated says that every input passed Validate
 // already (the stage's decode validates), which prepare then skips.
 func applyBatch(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, inputs []Input, validated bool) ([]Result, error) {
-	type call struct {
-		keys []string
-		args []any
-	}
-	calls := make([]call, len(inputs))
+	calls := make([]script.Call, len(inputs))
 	for i, in := range inputs {
 		keys, args, err := prepare(topics, in, validated)
 		if err != nil {
 			return nil, fmt.Errorf("diff: batch input %d: %w", i, err)
 		}
-		calls[i] = call{keys, args}
+		calls[i] = script.Call{Keys: keys, Args: args}
 	}
 	results := make([]Result, len(inputs))
-	todo := make([]int, len(inputs))
-	for i := range todo {
-		todo[i] = i
+	cmds, _ := diffScript.RunAll(ctx, rdb, calls) // a failed load is each retried command's error
+	var errs []error
+	for i, cmd := range cmds {
+		reply, err := cmd.Int64Slice()
+		if err == nil {
+			results[i], err = parseReply(reply)
+		}
+		if err != nil {
+			errs = append(errs, fmt.Errorf("run %q of scope %q: %w", inputs[i].Snapshot.RunID, inputs[i].Snapshot.ScopeKey, err))
+		}
 	}
-	for attempt := 0; len(todo) > 0; attempt++ {
-		pipe := rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(todo))
-		for j, i := range todo {
-			cmds[j] = script.EvalSha(ctx, pipe, calls[i].keys, calls[i].args...)
-		}
-		_, _ = pipe.Exec(ctx) // errors are read per command
-		var errs []error
-		var missing []int
-		for j, i := range todo {
-			reply, err := cmds[j].Int64Slice()
-			if err == nil {
-				results[i], err = parseReply(reply)
-			}
-			switch {
-			case err == nil:
-			case attempt == 0 && isNoScript(err):
-				missing = append(missing, i)
-			default:
-				errs = append(errs, fmt.Errorf("run %q of scope %q: %w", inputs[i].Snapshot.RunID, inputs[i].Snapshot.ScopeKey, err))
-			}
-		}
-		if len(errs) > 0 {
-			return results, fmt.Errorf("diff: apply batch: %w", errors.Join(errs...))
-		}
-		if len(missing) > 0 {
-			if err := script.Load(ctx, rdb).Err(); err != nil {
-				return results, fmt.Errorf("diff: load script: %w", err)
-			}
-		}
-		todo = missing
+	if len(errs) > 0 {
+		return results, fmt.Errorf("diff: apply batch: %w", errors.Join(errs...))
 	}
 	return results, nil
-}
-
-// isNoScript reports whether err means the script is not cached.
-func isNoScript(err error) bool {
-	return errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
 // prepare validates an input, unless validated says it passed Validate

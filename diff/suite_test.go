@@ -167,7 +167,7 @@ func TestApplyBatch_reloadsFlushedScript(t *testing.T) {
 	private := map[string]func(t *testing.T) redis.UniversalClient{
 		"miniredis": backends()[0].client,
 		"redis-server": func(t *testing.T) redis.UniversalClient {
-			return dial(t, testenv.StartRedis(t, testenv.RedisConfig{}).URL())
+			return testenv.Dial(t, testenv.StartRedis(t, testenv.RedisConfig{}).URL())
 		},
 	}
 	for name, client := range private {

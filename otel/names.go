@@ -38,6 +38,15 @@ const (
 	// MessagingBatchMessageCountKey is the number of messages in a batch
 	// operation; set it on batch spans only (count ≥ 2 per the conventions).
 	MessagingBatchMessageCountKey = semconv.MessagingBatchMessageCountKey // "messaging.batch.message_count"
+	// MessagingDestinationPartitionIDKey is the partition of the stream
+	// (its index within the topic).
+	MessagingDestinationPartitionIDKey = semconv.MessagingDestinationPartitionIDKey // "messaging.destination.partition.id"
+	// MessagingConsumerNameKey is the Redis consumer name within its
+	// group. The conventions name it but semconv v1.43.0 has no constant.
+	MessagingConsumerNameKey = attribute.Key("messaging.consumer.name")
+	// MessageAttemptKey is the delivery attempt of a message, 1 for the
+	// first (dropstream's own).
+	MessageAttemptKey = attribute.Key("dropstream.message.attempt")
 )
 
 // MessagingSystemRedis is the messaging.system value for Redis Streams. The

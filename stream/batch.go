@@ -11,6 +11,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	dsotel "github.com/dropstream/dropstream/otel"
 )
 
 // BatchHandler processes a whole batch at once, for stages whose effect is
@@ -63,10 +65,10 @@ type batchRunner struct {
 
 func newBatchRunner(h BatchHandler, cfg RunnerConfig, tel Telemetry, info StageInfo) *batchRunner {
 	meter := tel.MeterProvider.Meter(instrumentationScope)
-	duration, _ := meter.Float64Histogram("dropstream.stage.handler.duration",
-		metric.WithDescription("Time spent in a stage's handler per call."), metric.WithUnit("s"))
-	age, _ := meter.Float64Histogram("dropstream.stage.message.age",
-		metric.WithDescription("Time from a message's publication to the start of its processing."), metric.WithUnit("s"))
+	duration, _ := meter.Float64Histogram(dsotel.MetricStageHandlerDuration,
+		metric.WithDescription("Time spent in a stage's handler per call."), metric.WithUnit(dsotel.UnitSeconds))
+	age, _ := meter.Float64Histogram(dsotel.MetricStageMessageAge,
+		metric.WithDescription("Time from a message's publication to the start of its processing."), metric.WithUnit(dsotel.UnitSeconds))
 	return &batchRunner{h: h, cfg: cfg, tel: tel, info: info, tracer: tel.TracerProvider.Tracer(instrumentationScope),
 		duration: duration, age: age,
 		opts: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(keyStage.String(info.Stage), keyStream.String(info.Topic.String())))},

@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // LedgerConfig configures an idempotency ledger.
@@ -56,7 +58,7 @@ func NewLedger(rdb redis.UniversalClient, cfg LedgerConfig) (*Ledger, error) {
 // partition's slot (see Topic.HashTag); use the tag of the keys the effect
 // touches.
 func (l *Ledger) Key(hashTag, businessKey string) string {
-	return "ds:" + hashTag + ":ledger:" + l.cfg.Name + ":" + businessKey
+	return rediskey.Key(hashTag, "ledger", l.cfg.Name, businessKey)
 }
 
 // Mark records key with SET NX PX and reports whether this call recorded it

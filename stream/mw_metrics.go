@@ -6,6 +6,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	dsotel "github.com/dropstream/dropstream/otel"
 )
 
 // Metrics records, per message, dropstream.stage.handler.duration and
@@ -13,10 +15,10 @@ import (
 // runner counts dropstream.stage.messages by outcome once per batch.
 func Metrics(mp metric.MeterProvider, info StageInfo) Middleware {
 	meter := mp.Meter(instrumentationScope)
-	duration, _ := meter.Float64Histogram("dropstream.stage.handler.duration",
-		metric.WithDescription("Time spent in a stage's handler per message."), metric.WithUnit("s"))
-	age, _ := meter.Float64Histogram("dropstream.stage.message.age",
-		metric.WithDescription("Time from a message's publication to the start of its processing."), metric.WithUnit("s"))
+	duration, _ := meter.Float64Histogram(dsotel.MetricStageHandlerDuration,
+		metric.WithDescription("Time spent in a stage's handler per message."), metric.WithUnit(dsotel.UnitSeconds))
+	age, _ := meter.Float64Histogram(dsotel.MetricStageMessageAge,
+		metric.WithDescription("Time from a message's publication to the start of its processing."), metric.WithUnit(dsotel.UnitSeconds))
 	base := []attribute.KeyValue{keyStage.String(info.Stage), keyStream.String(info.Topic.String())}
 	// The option slice is built once: passing a variadic option per call
 	// allocates on this per-message path.

@@ -5,6 +5,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	dsotel "github.com/dropstream/dropstream/otel"
 )
 
 // outcomeCounter reports dropstream.stage.messages: messages a stage
@@ -23,8 +25,8 @@ type outcomeCounts [4]int64
 func (c *outcomeCounts) count(o Outcome) { c[outcomeIndex[o]]++ }
 
 func newOutcomeCounter(mp metric.MeterProvider, info StageInfo) *outcomeCounter {
-	counter, _ := mp.Meter(instrumentationScope).Int64Counter("dropstream.stage.messages",
-		metric.WithDescription("Messages handled by a stage, by outcome."), metric.WithUnit("{message}"))
+	counter, _ := mp.Meter(instrumentationScope).Int64Counter(dsotel.MetricStageMessages,
+		metric.WithDescription("Messages handled by a stage, by outcome."), metric.WithUnit(dsotel.UnitMessages))
 	c := &outcomeCounter{counter: counter}
 	for o, i := range outcomeIndex {
 		c.opts[i] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(

@@ -9,6 +9,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	dsotel "github.com/dropstream/dropstream/otel"
 )
 
 // publishChunk is how many XADDs go in one pipeline round trip.
@@ -30,8 +32,8 @@ type Publisher struct {
 func NewPublisher(rdb redis.UniversalClient, tel Telemetry) *Publisher {
 	tel = tel.withDefaults()
 	meter := tel.MeterProvider.Meter(instrumentationScope)
-	count, _ := meter.Int64Counter("dropstream.stream.published",
-		metric.WithDescription("Messages appended to streams."), metric.WithUnit("{message}"))
+	count, _ := meter.Int64Counter(dsotel.MetricStreamPublished,
+		metric.WithDescription("Messages appended to streams."), metric.WithUnit(dsotel.UnitMessages))
 	return &Publisher{rdb: rdb, tel: tel, tracer: tel.TracerProvider.Tracer(instrumentationScope), count: count}
 }
 

@@ -9,9 +9,9 @@ import (
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
+	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -24,8 +24,7 @@ func TestRunner_metrics(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	mp, collectMetrics := telemetrytest.Metrics(t)
 	topic := stream.NewTopic("metrics"+strconv.FormatInt(time.Now().UnixNano(), 36), "in", 2)
 	release := make(chan struct{})
 	var bad = errors.New("bad")
@@ -62,11 +61,7 @@ func TestRunner_metrics(t *testing.T) {
 		t.Fatal(err)
 	}
 	collect := func() map[string]map[string]int64 {
-		var rm metricdata.ResourceMetrics
-		if err := reader.Collect(context.Background(), &rm); err != nil {
-			t.Fatal(err)
-		}
-		return flatten(rm)
+		return flatten(collectMetrics())
 	}
 	testenv.WaitFor(t, 10*time.Second, func() bool {
 		m := collect()

@@ -7,6 +7,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	dsotel "github.com/dropstream/dropstream/otel"
 )
 
 // stageStats samples a stage's consumer lag, pending entries and
@@ -24,12 +26,12 @@ func newStageStats(r *Runner) (*stageStats, error) {
 	s := &stageStats{r: r}
 	s.lag.Store(-1)
 	meter := r.tel.MeterProvider.Meter(instrumentationScope)
-	lag, err1 := meter.Int64ObservableGauge("dropstream.stage.lag",
-		metric.WithDescription("Entries in the stage's streams not yet delivered to its group."), metric.WithUnit("{message}"))
-	pending, err2 := meter.Int64ObservableGauge("dropstream.stage.pending",
-		metric.WithDescription("Entries delivered to the stage's group and not yet acknowledged."), metric.WithUnit("{message}"))
-	dlq, err3 := meter.Int64ObservableGauge("dropstream.dlq.length",
-		metric.WithDescription("Entries in the stage's dead-letter streams."), metric.WithUnit("{message}"))
+	lag, err1 := meter.Int64ObservableGauge(dsotel.MetricStageLag,
+		metric.WithDescription("Entries in the stage's streams not yet delivered to its group."), metric.WithUnit(dsotel.UnitMessages))
+	pending, err2 := meter.Int64ObservableGauge(dsotel.MetricStagePending,
+		metric.WithDescription("Entries delivered to the stage's group and not yet acknowledged."), metric.WithUnit(dsotel.UnitMessages))
+	dlq, err3 := meter.Int64ObservableGauge(dsotel.MetricDLQLength,
+		metric.WithDescription("Entries in the stage's dead-letter streams."), metric.WithUnit(dsotel.UnitMessages))
 	for _, err := range []error{err1, err2, err3} {
 		if err != nil {
 			return nil, err

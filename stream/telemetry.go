@@ -5,10 +5,11 @@ import (
 	"log/slog"
 
 	gotel "go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	dsotel "github.com/dropstream/dropstream/otel"
 )
 
 // instrumentationScope names the tracer and meter of the runtime.
@@ -39,20 +40,21 @@ func (t Telemetry) withDefaults() Telemetry {
 	return t
 }
 
-// Messaging semantic-convention attribute keys.
+// Messaging semantic-convention attribute keys, and dropstream's (see the
+// otel package).
 var (
-	attrSystem      = attribute.String("messaging.system", "redis")
-	keyDestination  = attribute.Key("messaging.destination.name")
-	keyGroup        = attribute.Key("messaging.consumer.group.name")
-	keyMessageID    = attribute.Key("messaging.message.id")
-	keyOperation    = attribute.Key("messaging.operation.type")
-	keyBatchCount   = attribute.Key("messaging.batch.message_count")
-	keyPartition    = attribute.Key("messaging.destination.partition.id")
-	keyDeliveries   = attribute.Key("dropstream.message.attempt")
-	keyStage        = attribute.Key("stage")
-	keyStream       = attribute.Key("stream")
-	keyOutcome      = attribute.Key("outcome")
-	keyConsumerName = attribute.Key("messaging.consumer.name")
+	attrSystem      = dsotel.MessagingSystem
+	keyDestination  = dsotel.MessagingDestinationNameKey
+	keyGroup        = dsotel.MessagingConsumerGroupNameKey
+	keyMessageID    = dsotel.MessagingMessageIDKey
+	keyOperation    = dsotel.MessagingOperationTypeKey
+	keyBatchCount   = dsotel.MessagingBatchMessageCountKey
+	keyPartition    = dsotel.MessagingDestinationPartitionIDKey
+	keyDeliveries   = dsotel.MessageAttemptKey
+	keyStage        = dsotel.StageKey
+	keyStream       = dsotel.StreamKey
+	keyOutcome      = dsotel.OutcomeKey
+	keyConsumerName = dsotel.MessagingConsumerNameKey
 )
 
 // metadataCarrier adapts message metadata to a propagation carrier.

@@ -6,6 +6,8 @@ import (
 	"hash/fnv"
 	"strconv"
 	"strings"
+
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // MaxPartitions bounds the partitions of a topic.
@@ -65,13 +67,11 @@ func (t Topic) String() string { return t.Flow + "." + t.Name }
 func (t Topic) HashTag(p int) string { return HashTag(t.Flow, p) }
 
 // HashTag returns the hash tag of partition p of a flow: "{flow.p}".
-func HashTag(flow string, p int) string {
-	return "{" + flow + "." + strconv.Itoa(p) + "}"
-}
+func HashTag(flow string, p int) string { return rediskey.PartitionTag(flow, p) }
 
 // Stream returns the Redis key of partition p.
 func (t Topic) Stream(p int) string {
-	return "ds:" + t.HashTag(p) + ":" + t.Name
+	return rediskey.Partition(t.Flow, p, t.Name)
 }
 
 // DeadLetterStream returns the dead-letter stream of partition p.
@@ -91,8 +91,10 @@ func (t Topic) Partition(key string) int {
 // PartitionOfStream returns the partition a stream key of this topic names,
 // or -1 when the key is not one of the topic's streams.
 func (t Topic) PartitionOfStream(stream string) int {
-	prefix := "ds:{" + t.Flow + "."
-	suffix := "}:" + t.Name
+	// The inverse of Stream: rediskey.Partition(t.Flow, p, t.Name) is
+	// prefix + p + suffix.
+	prefix := rediskey.Prefix + "{" + t.Flow + "."
+	suffix := "}" + rediskey.Sep + t.Name
 	if !strings.HasPrefix(stream, prefix) || !strings.HasSuffix(stream, suffix) {
 		return -1
 	}

@@ -13,11 +13,12 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/internal/telemetrytest"
 )
 
 var unitInfo = StageInfo{Stage: "enrich", Topic: NewTopic("avail", "raw", 4), Group: "enrich-group", Consumer: "copy-1"}
@@ -41,9 +42,7 @@ func unitOutcomeHandler(_ context.Context, m *Message) error {
 // and tallies their outcomes the way the runner does (one outcomeCounts per
 // batch, added to the stage's outcomeCounter).
 func TestMetrics_countsByOutcome(t *testing.T) {
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	defer func() { _ = mp.Shutdown(context.Background()) }()
+	mp, collect := telemetrytest.Metrics(t)
 	h := Chain(unitOutcomeHandler, Metrics(mp, unitInfo))
 	settled := newOutcomeCounter(mp, unitInfo)
 
@@ -67,10 +66,7 @@ func TestMetrics_countsByOutcome(t *testing.T) {
 		settled.add(&counts)
 	}
 
-	var rm metricdata.ResourceMetrics
-	if err := reader.Collect(context.Background(), &rm); err != nil {
-		t.Fatal(err)
-	}
+	rm := collect()
 	got := map[string]metricdata.Metrics{}
 	for _, sm := range rm.ScopeMetrics {
 		if sm.Scope.Name != instrumentationScope {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
@@ -35,7 +36,7 @@ func delivered(attempt int, trs ...avail.Transition) []*stream.Message {
 // rm for stage, or for every stage when stage is "".
 func flushes(t *testing.T, rm metricdata.ResourceMetrics, stage string) uint64 {
 	t.Helper()
-	dur, ok := findMetric(rm, writer.MetricFlushDuration)
+	dur, ok := telemetrytest.Find(rm, writer.MetricFlushDuration)
 	if !ok {
 		t.Fatal("no flush duration metric")
 	}
@@ -115,7 +116,7 @@ func TestAnalytics_clickHouseDownFailsTheBatchRetryably(t *testing.T) {
 // the four batches together.
 func TestAnalytics_batchesShareAFlush(t *testing.T) {
 	ch := migrated(t)
-	mp, collect := metricsReader(t)
+	mp, collect := telemetrytest.Metrics(t)
 	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, BatchRows: 8, Linger: -1,
 		FlushInterval: time.Hour, Runner: stream.RunnerConfig{HandlerTimeout: 2 * time.Hour}}, mp)
 	errs := make(chan error, 4)
@@ -144,7 +145,7 @@ func TestAnalytics_batchesShareAFlush(t *testing.T) {
 // flush that another copy's batch triggers, one INSERT for both.
 func TestAnalytics_readAheadCopiesShareOneFlush(t *testing.T) {
 	ch := migrated(t)
-	mp, collect := metricsReader(t)
+	mp, collect := telemetrytest.Metrics(t)
 	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, ReadAhead: 2, BatchRows: 1000,
 		Linger: time.Millisecond, FlushInterval: time.Hour, Runner: stream.RunnerConfig{Consumer: "c",
 			HandlerTimeout: 2 * time.Hour}}, mp)
@@ -166,7 +167,7 @@ func TestAnalytics_readAheadCopiesShareOneFlush(t *testing.T) {
 		waiting <- stages[0].BatchHandler(t.Context(), delivered(1, scoped(e0, "open", 2, true)))
 	}()
 	testenv.WaitFor(t, 5*time.Second, func() bool {
-		m, ok := findMetric(collect(), writer.MetricBufferedRows)
+		m, ok := telemetrytest.Find(collect(), writer.MetricBufferedRows)
 		if !ok {
 			return false
 		}

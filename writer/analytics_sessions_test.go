@@ -10,6 +10,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
 )
@@ -49,7 +50,7 @@ func TestAnalytics_sessionsFromRawTransitions(t *testing.T) {
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			ch := migrated(t)
-			mp, collect := metricsReader(t)
+			mp, collect := telemetrytest.Metrics(t)
 			a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, FlushInterval: 10 * time.Millisecond}, mp)
 			for _, b := range tc.batches {
 				if err := a.HandleTransitions(t.Context(), delivered(1, b...)); err != nil {
@@ -72,7 +73,7 @@ func TestAnalytics_sessionsFromRawTransitions(t *testing.T) {
 				}
 			}
 			var unmatched int64
-			if m, ok := findMetric(collect(), writer.MetricUnmatchedCloses); ok {
+			if m, ok := telemetrytest.Find(collect(), writer.MetricUnmatchedCloses); ok {
 				for _, dp := range m.Data.(metricdata.Sum[int64]).DataPoints {
 					unmatched += dp.Value
 				}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
@@ -177,8 +178,8 @@ func TestAnalytics_writesExactlyOnceToClickHouse(t *testing.T) {
 	if _, err := clickhouse.Migrate(t.Context(), ch, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
-	rdb := realRedis(t)
-	mp, collect := metricsReader(t)
+	rdb := testenv.Dial(t, testenv.RedisURL(t))
+	mp, collect := telemetrytest.Metrics(t)
 	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: analyticsPartitions,
 		FlushInterval: 200 * time.Millisecond, Runner: stream.RunnerConfig{Block: 50 * time.Millisecond}}, mp)
 	runStages(t, rdb, append(a.Stages(), a.Stages()...)...) // two copies of each stage
@@ -240,7 +241,7 @@ func TestAnalytics_writesExactlyOnceToClickHouse(t *testing.T) {
 
 func checkAnalyticsMetrics(t *testing.T, rm metricdata.ResourceMetrics, want history) {
 	t.Helper()
-	rows, ok := findMetric(rm, writer.MetricRowsWritten)
+	rows, ok := telemetrytest.Find(rm, writer.MetricRowsWritten)
 	if !ok {
 		t.Fatalf("no %s metric", writer.MetricRowsWritten)
 	}
@@ -253,11 +254,11 @@ func checkAnalyticsMetrics(t *testing.T, rm metricdata.ResourceMetrics, want his
 		byTable["sessions"] < int64(want.sessions.Total+want.sessions.Closed) {
 		t.Fatalf("rows written = %v, want at least %+v", byTable, want)
 	}
-	dur, ok := findMetric(rm, writer.MetricFlushDuration)
+	dur, ok := telemetrytest.Find(rm, writer.MetricFlushDuration)
 	if !ok || dur.Unit != "s" || len(dur.Data.(metricdata.Histogram[float64]).DataPoints) == 0 {
 		t.Fatalf("flush duration metric = %+v, want a histogram in s", dur)
 	}
-	buf, ok := findMetric(rm, writer.MetricBufferedRows)
+	buf, ok := telemetrytest.Find(rm, writer.MetricBufferedRows)
 	if !ok || len(buf.Data.(metricdata.Gauge[int64]).DataPoints) != 2 {
 		t.Fatalf("buffered rows metric = %+v, want one gauge per stage", buf)
 	}
@@ -277,8 +278,8 @@ func TestAnalytics_clickHouseOutageBecomesABacklog(t *testing.T) {
 	u, _ := url.Parse(dsn)
 	proxy := startProxy(t, u.Host)
 	ch := openClickHouse(t, dsn, proxy.Addr())
-	rdb := realRedis(t)
-	mp, collect := metricsReader(t)
+	rdb := testenv.Dial(t, testenv.RedisURL(t))
+	mp, collect := telemetrytest.Metrics(t)
 	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: analyticsPartitions,
 		FlushInterval: 50 * time.Millisecond, FlushTimeout: 500 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
 		Runner: stream.RunnerConfig{Block: 50 * time.Millisecond, BatchSize: 2, HandlerTimeout: 700 * time.Millisecond,
@@ -314,7 +315,7 @@ func TestAnalytics_clickHouseOutageBecomesABacklog(t *testing.T) {
 	if got, ok := counts(t, direct); !ok || got.transitions+got.runs+got.sessions.Total != 0 {
 		t.Fatalf("ClickHouse holds rows during the outage: %+v", got)
 	}
-	errs, ok := findMetric(collect(), writer.MetricFlushErrors)
+	errs, ok := telemetrytest.Find(collect(), writer.MetricFlushErrors)
 	if !ok || len(errs.Data.(metricdata.Sum[int64]).DataPoints) == 0 {
 		t.Fatal("no flush errors counted during the outage")
 	}

@@ -12,6 +12,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
+
+	dsotel "github.com/dropstream/dropstream/otel"
 )
 
 // ErrClosed is returned (wrapped) by handlers of a closed Analytics: their
@@ -268,7 +270,7 @@ func (b *batcher[E]) flushOnce(ctx context.Context) error {
 	fctx, span := b.tracer.Start(fctx, "flush "+b.stage, trace.WithLinks(links...),
 		trace.WithSpanKind(trace.SpanKindClient), trace.WithAttributes(
 			attribute.String("db.system", "clickhouse"), attribute.Int("dropstream.writer.rows", rows),
-			attribute.Int("messaging.batch.message_count", len(batch))))
+			dsotel.MessagingBatchMessageCountKey.Int(len(batch))))
 	defer span.End()
 	start := time.Now()
 	err := b.flush(fctx, items)

@@ -7,10 +7,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
-	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/internal/testenv"
@@ -23,26 +20,12 @@ type backend struct {
 	rdb  redis.UniversalClient
 }
 
-// backends returns an embedded miniredis and a real redis-server.
+// backends returns an embedded miniredis and a real redis-server
+// (testenv.Backends; the latter named "redis").
 func backends(t *testing.T) []backend {
 	t.Helper()
-	mr := miniredis.RunT(t)
-	mini := redis.NewClient(&redis.Options{Addr: mr.Addr()})
-	t.Cleanup(func() { mini.Close() })
-	return []backend{{"miniredis", mini}, {"redis", realRedis(t)}}
-}
-
-// realRedis returns a client of a database of its own on a real redis-server.
-func realRedis(t *testing.T) redis.UniversalClient {
-	t.Helper()
-	opts, err := redis.ParseURL(testenv.RedisURL(t))
-	if err != nil {
-		t.Fatalf("redis url: %v", err)
-	}
-	opts.PoolSize = 64
-	rdb := redis.NewClient(opts)
-	t.Cleanup(func() { rdb.Close() })
-	return rdb
+	all := testenv.Backends()
+	return []backend{{"miniredis", all[0].Client(t)}, {"redis", all[1].Client(t)}}
 }
 
 // t0 is the time of run 0; run n is n minutes later.
@@ -65,33 +48,6 @@ func transition(e avail.Entity, kind string, run int, stable bool) avail.Transit
 		SourceID: "src", Kind: kind, Stable: stable, RunID: runID(run), RunAt: runAt(run),
 		TraceID: fmt.Sprintf("%032x", run+1),
 	}
-}
-
-// metricsReader returns a MeterProvider and a function collecting its data.
-func metricsReader(t *testing.T) (*sdkmetric.MeterProvider, func() metricdata.ResourceMetrics) {
-	t.Helper()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
-	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
-	return mp, func() metricdata.ResourceMetrics {
-		var rm metricdata.ResourceMetrics
-		if err := reader.Collect(context.Background(), &rm); err != nil {
-			t.Fatalf("collect metrics: %v", err)
-		}
-		return rm
-	}
-}
-
-// findMetric returns the metric called name, or false.
-func findMetric(rm metricdata.ResourceMetrics, name string) (metricdata.Metrics, bool) {
-	for _, sm := range rm.ScopeMetrics {
-		for _, m := range sm.Metrics {
-			if m.Name == name {
-				return m, true
-			}
-		}
-	}
-	return metricdata.Metrics{}, false
 }
 
 // quiet discards the logs of stages and writers under test.

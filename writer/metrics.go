@@ -7,6 +7,8 @@ import (
 	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
+
+	dsotel "github.com/dropstream/dropstream/otel"
 )
 
 // Metric (instrument) names of the analytics stages. Prometheus exposes them
@@ -37,8 +39,8 @@ const (
 // Attribute keys of the writer's metrics.
 var (
 	keyTable   = attribute.Key("table")
-	keyStage   = attribute.Key("stage")
-	keyOutcome = attribute.Key("outcome")
+	keyStage   = dsotel.StageKey
+	keyOutcome = dsotel.OutcomeKey
 )
 
 func meter(mp metric.MeterProvider) metric.Meter {
@@ -64,7 +66,7 @@ func newAnalyticsMetrics(mp metric.MeterProvider) (*analyticsMetrics, error) {
 	m.rows, errs[0] = m.meter.Int64Counter(MetricRowsWritten,
 		metric.WithDescription("Rows written to ClickHouse, by table."), metric.WithUnit("{row}"))
 	m.duration, errs[1] = m.meter.Float64Histogram(MetricFlushDuration,
-		metric.WithDescription("Duration of one flush of a batch to ClickHouse."), metric.WithUnit("s"))
+		metric.WithDescription("Duration of one flush of a batch to ClickHouse."), metric.WithUnit(dsotel.UnitSeconds))
 	m.errors, errs[2] = m.meter.Int64Counter(MetricFlushErrors,
 		metric.WithDescription("Failed flushes to ClickHouse; the batch is retried."), metric.WithUnit("{flush}"))
 	m.unmatched, errs[3] = m.meter.Int64Counter(MetricUnmatchedCloses,

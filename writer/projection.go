@@ -15,6 +15,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/avail/availjson"
+	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -271,8 +272,8 @@ type keys struct{ entity, sessions, all, open, closed string }
 
 func keysOf(tag, entityKey string) keys {
 	return keys{
-		entity:   "ds:" + tag + ":entity:" + entityKey,
-		sessions: "ds:" + tag + ":sessions:" + entityKey,
+		entity:   rediskey.Key(tag, "entity", entityKey),
+		sessions: rediskey.Key(tag, "sessions", entityKey),
 		all:      indexKey(tag, ""),
 		open:     indexKey(tag, StateOpen),
 		closed:   indexKey(tag, StateClosed),
@@ -285,7 +286,7 @@ func indexKey(tag, state string) string {
 	if state == "" {
 		state = "all"
 	}
-	return "ds:" + tag + ":entities:" + state
+	return rediskey.Key(tag, "entities", state)
 }
 
 // Entity states.

@@ -11,10 +11,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/writer"
 )
 
@@ -29,12 +29,8 @@ type orderBackend struct {
 
 func orderBackends(t *testing.T) []orderBackend {
 	t.Helper()
-	mini := func() redis.UniversalClient {
-		c := redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
-		t.Cleanup(func() { c.Close() })
-		return c
-	}
-	return []orderBackend{{"miniredis", mini(), mini()}, {"redis", realRedis(t), realRedis(t)}}
+	b := testenv.Backends()
+	return []orderBackend{{"miniredis", b[0].Client(t), b[0].Client(t)}, {"redis", b[1].Client(t), b[1].Client(t)}}
 }
 
 // TestProjection_sameStateAndSessionsInAnyOrder applies random histories of

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
@@ -346,7 +347,7 @@ func TestProjection_stageConsumesTheTransitionStream(t *testing.T) {
 }
 
 func TestProjection_countsResults(t *testing.T) {
-	mp, collect := metricsReader(t)
+	mp, collect := telemetrytest.Metrics(t)
 	p, err := writer.NewProjection(backends(t)[0].rdb, writer.ProjectionConfig{Partitions: partitions}, stream.Telemetry{MeterProvider: mp})
 	if err != nil {
 		t.Fatalf("NewProjection: %v", err)
@@ -357,7 +358,7 @@ func TestProjection_countsResults(t *testing.T) {
 			t.Fatalf("Apply: %v", err)
 		}
 	}
-	m, ok := findMetric(collect(), writer.MetricProjectionApplied)
+	m, ok := telemetrytest.Find(collect(), writer.MetricProjectionApplied)
 	if !ok {
 		t.Fatalf("no %s metric", writer.MetricProjectionApplied)
 	}

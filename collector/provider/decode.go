@@ -12,6 +12,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // decodeJSON decodes one JSON document of at most avail.MaxRawBodySize bytes
@@ -25,7 +26,7 @@ func decodeJSON(provider string, body []byte, v any) error {
 	}
 	dec := json.NewDecoder(bytes.NewReader(body))
 	if err := dec.Decode(v); err != nil {
-		return malformed(provider, "invalid JSON: %s", clip(err.Error()))
+		return malformed(provider, "invalid JSON: %s", clip.Marked(err.Error(), maxQuoted))
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
 		return malformed(provider, "data after the JSON document")
@@ -33,14 +34,9 @@ func decodeJSON(provider string, body []byte, v any) error {
 	return nil
 }
 
-// clip bounds a string taken from outside input for an error message.
-func clip(s string) string {
-	const n = 200
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
-}
+// maxQuoted bounds a string taken from outside input for an error
+// message (see clip.Marked).
+const maxQuoted = 200
 
 // checkText bounds a free-text field (a name or an attribute).
 func checkText(provider, field, s string, limit int) error {

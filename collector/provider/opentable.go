@@ -10,6 +10,7 @@ import (
 	"strconv"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // OpenTableOperation is the GraphQL operation the OpenTable adapter sends.
@@ -119,7 +120,7 @@ func (openTableAdapter) Parse(body []byte, scope avail.Scope, restaurantLevel bo
 		return nil, err
 	}
 	if len(r.Errors) > 0 {
-		return nil, malformed(OpenTable, "GraphQL errors (%d), first: %q", len(r.Errors), clip(r.Errors[0].Message))
+		return nil, malformed(OpenTable, "GraphQL errors (%d), first: %q", len(r.Errors), clip.Marked(r.Errors[0].Message, maxQuoted))
 	}
 	if r.Data == nil || r.Data.Search == nil || r.Data.Search.Results == nil || r.Data.Search.Results.Restaurants == nil {
 		return nil, malformed(OpenTable, "data.restaurantSearchV2.searchResults.restaurants is missing")
@@ -150,7 +151,7 @@ func (openTableAdapter) Parse(body []byte, scope avail.Scope, restaurantLevel bo
 		}
 		for j, t := range times {
 			if !parseHHMM(t) {
-				return nil, malformed(OpenTable, "%s.availability.times[%d] %q: want HH:MM", at, j, clip(t))
+				return nil, malformed(OpenTable, "%s.availability.times[%d] %q: want HH:MM", at, j, clip.Marked(t, maxQuoted))
 			}
 			if err := ents.add(venue, rest.Name, scope.Date, t, ""); err != nil {
 				return nil, err

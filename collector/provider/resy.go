@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // resyAdapter speaks the Resy-style find API:
@@ -123,7 +124,7 @@ func (a resyAdapter) Parse(body []byte, scope avail.Scope, restaurantLevel bool)
 			}
 			start, err := time.Parse(resyStartLayout, s.Date.Start)
 			if err != nil {
-				return nil, malformed(a.name, "%s.date.start %q: want YYYY-MM-DD HH:MM:SS", sat, clip(s.Date.Start))
+				return nil, malformed(a.name, "%s.date.start %q: want YYYY-MM-DD HH:MM:SS", sat, clip.Marked(s.Date.Start, maxQuoted))
 			}
 			kind := ""
 			if s.Config != nil {

@@ -40,6 +40,25 @@ func WithCluster() []Backend {
 	}})
 }
 
+// PrivateBackends is Backends with a redis-server of the test's own
+// (StartRedis) instead of a database on the shared one, for tests that
+// change what a whole server holds, such as SCRIPT FLUSH.
+func PrivateBackends() []Backend {
+	return []Backend{
+		Backends()[0],
+		{"redis-server", func(t testing.TB) redis.UniversalClient {
+			return Dial(t, StartRedis(t, RedisConfig{}).URL())
+		}},
+	}
+}
+
+// PrivateWithCluster is PrivateBackends plus the private Redis Cluster of
+// WithCluster.
+func PrivateWithCluster() []Backend {
+	all := WithCluster()
+	return append(PrivateBackends(), all[len(all)-1])
+}
+
 // Dial connects to url the way stream.Dial does — a redis:// URL for one
 // server, or a comma-separated host:port list for Redis Cluster — pings it,
 // and closes the client when the test ends. It fails the test on error.

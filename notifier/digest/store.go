@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // DefaultTTL is how long batch bookkeeping is kept.
@@ -39,8 +41,8 @@ func NewStore(rdb redis.UniversalClient, ttl time.Duration) *Store {
 	return &Store{rdb: rdb, ttl: ttl}
 }
 
-func key(tag, kind, name string) string { return "ds:" + tag + ":digest:" + kind + ":" + name }
-func dueKey(tag string) string          { return "ds:" + tag + ":digest:due" }
+func key(tag, kind, name string) string { return rediskey.Key(tag, "digest", kind, name) }
+func dueKey(tag string) string          { return rediskey.Key(tag, "digest", "due") }
 
 // AddTimed files an item of a time window (or a quiet-hours hold); the
 // window is due at w.End.

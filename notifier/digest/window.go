@@ -19,6 +19,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Modes of a Policy.
@@ -78,7 +80,7 @@ func (p Policy) Validate() error {
 			errs = append(errs, err)
 		}
 	default:
-		errs = append(errs, fmt.Errorf("mode %q: want each, every, hourly, daily or weekly", clip(p.Mode)))
+		errs = append(errs, fmt.Errorf("mode %q: want each, every, hourly, daily or weekly", clip.Marked(p.Mode, maxQuoted)))
 	}
 	if p.Mode != ModeEvery && p.Every != 0 {
 		errs = append(errs, errors.New("every is only for mode every"))
@@ -146,7 +148,7 @@ func ParseClock(s string) (Clock, error) {
 	hh, err1 := strconv.Atoi(h)
 	mm, err2 := strconv.Atoi(m)
 	if !ok || len(h) != 2 || len(m) != 2 || err1 != nil || err2 != nil || hh < 0 || hh > 23 || mm < 0 || mm > 59 {
-		return Clock{}, fmt.Errorf("time %q: want HH:MM", clip(s))
+		return Clock{}, fmt.Errorf("time %q: want HH:MM", clip.Marked(s, maxQuoted))
 	}
 	return Clock{hh, mm}, nil
 }
@@ -163,7 +165,7 @@ func parseWeekday(s string) (time.Weekday, error) {
 			return d, nil
 		}
 	}
-	return 0, fmt.Errorf("weekday %q: want monday..sunday", clip(s))
+	return 0, fmt.Errorf("weekday %q: want monday..sunday", clip.Marked(s, maxQuoted))
 }
 
 func defaultString(s, def string) string {
@@ -173,9 +175,5 @@ func defaultString(s, def string) string {
 	return s
 }
 
-func clip(s string) string {
-	if len(s) <= 64 {
-		return s
-	}
-	return strings.ToValidUTF8(s[:64], "") + "…"
-}
+// maxQuoted bounds outside input quoted in an error (see clip.Marked).
+const maxQuoted = 64

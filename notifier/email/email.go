@@ -25,6 +25,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -223,7 +224,7 @@ func (c *Channel) send(ctx context.Context, to string, msg []byte) error {
 func classify(err error) error {
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {
-		de := &notifier.DeliveryError{Channel: ChannelName, StatusCode: se.Code, Detail: clip(se.Message), Err: err,
+		de := &notifier.DeliveryError{Channel: ChannelName, StatusCode: se.Code, Detail: clip.String(se.Message, maxDetail), Err: err,
 			Retryable: se.Code < 500}
 		if !de.Retryable {
 			return stream.Permanent(de)
@@ -233,12 +234,9 @@ func classify(err error) error {
 	return &notifier.DeliveryError{Channel: ChannelName, Retryable: true, Err: err}
 }
 
-func clip(s string) string {
-	if len(s) <= 256 {
-		return s
-	}
-	return strings.ToValidUTF8(s[:256], "")
-}
+// maxDetail bounds the server's reply kept in a DeliveryError (see
+// clip.String).
+const maxDetail = 256
 
 // compose builds the MIME message.
 func (c *Channel) compose(n notifier.Notification) ([]byte, error) {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -160,10 +161,11 @@ func NewRecorder(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config) (
 	return &Recorder{rdb: rdb, pub: pub, topic: Topic(max(cfg.Partitions, 1)), cfg: cfg}, nil
 }
 
-const prefix = "ds:{notifier}:history:"
+// tag is the hash tag of the history's keys, the notifier's.
+var tag = rediskey.Tag("notifier")
 
-func subscriberKey(id string) string   { return prefix + "sub:" + id }
-func notificationKey(id string) string { return prefix + "n:" + id }
+func subscriberKey(id string) string   { return rediskey.Key(tag, "history", "sub", id) }
+func notificationKey(id string) string { return rediskey.Key(tag, "history", "n", id) }
 
 // Record writes recs: one pipeline to Redis, one publish to the stream
 // (as few TypeRecords messages as the bounds allow). A subscriber's records

@@ -22,6 +22,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/script"
 )
 
 // Limit is a token bucket's rate and burst. The zero Limit is unlimited.
@@ -105,24 +108,26 @@ func New(rdb redis.UniversalClient, cfg Config) (*Throttle, error) {
 	return &Throttle{rdb: rdb, cfg: cfg}, nil
 }
 
-const keyPrefix = "ds:{notifier}:throttle:"
+// tag is the hash tag of every throttle key, the notifier's.
+var tag = rediskey.Tag("notifier")
 
 // DestinationKey is the bucket key of a destination (its core hash or
 // recipient id).
-func DestinationKey(dest string) string { return keyPrefix + "dest:" + dest }
+func DestinationKey(dest string) string { return rediskey.Key(tag, "throttle", "dest", dest) }
 
 // ChannelKey is the bucket key of a channel.
-func ChannelKey(channel string) string { return keyPrefix + "channel:" + channel }
+func ChannelKey(channel string) string { return rediskey.Key(tag, "throttle", "channel", channel) }
 
 // BlockedKey is the sorted set of blocked destinations, scored by the Unix
-// ms their block ends.
-const BlockedKey = keyPrefix + "blocked"
+// ms their block ends: rediskey.Key(rediskey.Tag("notifier"), "throttle",
+// "blocked"), a constant so that it can name the key in tests and tools.
+const BlockedKey = rediskey.Prefix + "{notifier}" + rediskey.Sep + "throttle" + rediskey.Sep + "blocked"
 
 // takeScript takes one token from each bucket, or none. KEYS: the blocked
 // set, then the buckets. ARGV: now ms, idle ttl ms, the destination, then
 // per bucket rate/s and burst (rate 0: no bucket). Returns 0 when taken,
 // else the wait in ms.
-var takeScript = redis.NewScript(`
+var takeScript = script.New(`
 local now = tonumber(ARGV[1])
 local wait = 0
 local blocked = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[3])) or 0
@@ -195,12 +200,13 @@ func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, [
 		return waits, errs
 	}
 	now := t.cfg.Now().UnixMilli()
-	cmds := make([]*redis.Cmd, len(asks))
 	var scripted, free []int
+	var calls []script.Call
 	var members []string
 	for i, a := range asks {
 		if t.hasBucket(a.Channel) {
-			scripted = append(scripted, i)
+			keys, args := t.takeArgs(now, a)
+			scripted, calls = append(scripted, i), append(calls, script.Call{Keys: keys, Args: args})
 		} else {
 			free, members = append(free, i), append(members, a.Dest)
 		}
@@ -210,29 +216,14 @@ func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, [
 	if len(free) > 0 {
 		blocks = pipe.ZMScore(ctx, BlockedKey, members...)
 	}
-	for _, i := range scripted {
-		keys, args := t.takeArgs(now, asks[i])
-		cmds[i] = takeScript.EvalSha(ctx, pipe, keys, args...)
-	}
+	cmds := takeScript.Queue(ctx, pipe, calls)
 	_, _ = pipe.Exec(ctx)
-	var again []int
-	for _, i := range scripted {
-		if redis.HasErrorPrefix(cmds[i].Err(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		// A restarted or flushed Redis: those takes did nothing; EVAL loads
-		// the script.
-		pipe = t.rdb.Pipeline()
-		for _, i := range again {
-			keys, args := t.takeArgs(now, asks[i])
-			cmds[i] = takeScript.Eval(ctx, pipe, keys, args...)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-	for _, i := range scripted {
-		ms, err := cmds[i].Int64()
+	// A restarted or flushed Redis: the takes that found no script did
+	// nothing; Retry loads it and sends them again. A failed load is the
+	// error of each of them.
+	_ = takeScript.Retry(ctx, t.rdb, calls, cmds)
+	for j, i := range scripted {
+		ms, err := cmds[j].Int64()
 		if err != nil {
 			errs[i] = fmt.Errorf("throttle: take %s: %w", asks[i].Dest, err)
 			continue
@@ -267,7 +258,7 @@ func (t *Throttle) Block(ctx context.Context, dest string, until time.Time) erro
 // blockScript raises a destination's block, forgets the blocks that have
 // ended, and keeps the set until its last block ends, plus the idle ttl.
 // KEYS: the blocked set. ARGV: destination, until ms, now ms, idle ttl ms.
-var blockScript = redis.NewScript(`
+var blockScript = script.New(`
 local b = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1])) or 0
 if tonumber(ARGV[2]) > b then redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) end
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', ARGV[3])

@@ -138,3 +138,28 @@ func TestParseRetryAfter_forms(t *testing.T) {
 		}
 	}
 }
+
+// TestTakeMany_takesOnceAfterAScriptFlush: takes that find the script
+// missing are sent again once it is loaded, and spend one token each.
+func TestTakeMany_takesOnceAfterAScriptFlush(t *testing.T) {
+	for _, b := range testenv.PrivateBackends() {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			th, rdb, _ := start(t, b, Config{Destination: Limit{Rate: 1, Burst: 3}})
+			if err := th.Block(ctx, "blocked", th.cfg.Now().Add(time.Minute)); err != nil {
+				t.Fatal(err)
+			}
+			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+				t.Fatal(err)
+			}
+			asks := []Ask{{"a", "webhook"}, {"a", "webhook"}, {"b", "webhook"}, {"a", "webhook"}, {"a", "webhook"}, {"blocked", "webhook"}}
+			waits, errs := th.TakeMany(ctx, asks)
+			want := []time.Duration{0, 0, 0, 0, time.Second, time.Minute}
+			for i := range asks {
+				if errs[i] != nil || waits[i] != want[i] {
+					t.Errorf("ask %d (%s): wait %s, %v; want %s", i, asks[i].Dest, waits[i], errs[i], want[i])
+				}
+			}
+		})
+	}
+}

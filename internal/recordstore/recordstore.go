@@ -1,0 +1,424 @@
+// Package recordstore keeps records of one type in Redis as JSON by id,
+// listed in id order with exact cursor paging: the store behind sources,
+// watchers and subscribers.
+//
+// A store has one of two layouts. With Layout.Hash, every record is a
+// field of one hash (id → JSON), listed by sorting the hash's fields: for
+// stores of up to some ten thousand records. With Layout.Prefix and
+// Layout.Index, each record is the string key Prefix+id and Index is a
+// sorted set of the ids, all scored 0, so that ZRANGEBYLEX lists them in
+// id (byte) order however many there are; both keys must share a hash tag
+// on Redis Cluster.
+package recordstore
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"slices"
+	"sort"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/script"
+)
+
+// Errors of a store, for errors.Is.
+var (
+	// ErrNotFound: no record has the id.
+	ErrNotFound = errors.New("recordstore: record not found")
+	// ErrFull: the store holds Config.Max records and the record is new.
+	ErrFull = errors.New("recordstore: store full")
+	// ErrTooLarge: a record's JSON exceeds Config.MaxSize.
+	ErrTooLarge = errors.New("recordstore: record too large")
+	// ErrCorrupt: a stored record cannot be decoded (default Decode).
+	ErrCorrupt = errors.New("recordstore: stored record unreadable")
+	// ErrConflict: Update found the record changed by others too often.
+	ErrConflict = errors.New("recordstore: too much contention")
+)
+
+// Layout is where a store keeps its records; set Hash, or Prefix and Index.
+type Layout struct {
+	// Hash is the one hash holding every record, id → JSON.
+	Hash string
+	// Prefix is prepended to an id to make its record's key.
+	Prefix string
+	// Index is the sorted set of the ids.
+	Index string
+}
+
+// Config configures a Store. Zero fields take their defaults.
+type Config[T any] struct {
+	Layout Layout
+	// Max bounds the number of records: Put of a new record fails with
+	// ErrFull when the store holds Max. 0: no bound.
+	Max int
+	// MaxSize bounds one record's JSON on write (ErrTooLarge). 0: no bound.
+	MaxSize int
+	// Decode reads a stored record; use it for checks beyond decoding (the
+	// record's id, its values). Its errors are returned as they are.
+	// Default: json.Unmarshal, its errors wrapping ErrCorrupt.
+	Decode func(id string, raw []byte) (T, error)
+}
+
+// Store keeps records of type T. It is safe for concurrent use.
+type Store[T any] struct {
+	rdb redis.UniversalClient
+	cfg Config[T]
+}
+
+// maxIDBytes bounds the ids quoted in errors.
+const maxIDBytes = 80
+
+// New returns a store over rdb.
+func New[T any](rdb redis.UniversalClient, cfg Config[T]) (*Store[T], error) {
+	l := cfg.Layout
+	if (l.Hash == "") == (l.Prefix == "" || l.Index == "") || (l.Hash != "" && (l.Prefix != "" || l.Index != "")) {
+		return nil, fmt.Errorf("recordstore: layout %+v: want Hash, or Prefix and Index", l)
+	}
+	if cfg.Max < 0 || cfg.MaxSize < 0 {
+		return nil, fmt.Errorf("recordstore: max %d, max size %d: want 0 or more", cfg.Max, cfg.MaxSize)
+	}
+	if cfg.Decode == nil {
+		cfg.Decode = func(id string, raw []byte) (T, error) {
+			var rec T
+			if err := json.Unmarshal(raw, &rec); err != nil {
+				return rec, fmt.Errorf("%w: %q: %w", ErrCorrupt, clip.Marked(id, maxIDBytes), err)
+			}
+			return rec, nil
+		}
+	}
+	return &Store[T]{rdb: rdb, cfg: cfg}, nil
+}
+
+// Key returns the Redis key of the record of id (the hash, in the Hash
+// layout), for callers whose own scripts touch records.
+func (s *Store[T]) Key(id string) string {
+	if s.cfg.Layout.Hash != "" {
+		return s.cfg.Layout.Hash
+	}
+	return s.cfg.Layout.Prefix + id
+}
+
+// putScript writes a record unless the store is full and it is new.
+// KEYS: record key (the hash in the hash layout), index ("" in the hash
+// layout). ARGV: id, JSON, max (0: none), "hash" or "keys". Returns 1 when
+// written, 0 when full.
+var putScript = script.New(`
+local max = tonumber(ARGV[3])
+if ARGV[4] == 'hash' then
+  if max > 0 and redis.call('HLEN', KEYS[1]) >= max and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
+  redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
+  return 1
+end
+if max > 0 and redis.call('ZCARD', KEYS[2]) >= max and not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
+redis.call('SET', KEYS[1], ARGV[2])
+redis.call('ZADD', KEYS[2], 0, ARGV[1])
+return 1`)
+
+// encode returns rec's JSON, or an error wrapping ErrTooLarge.
+func (s *Store[T]) encode(id string, rec *T) ([]byte, error) {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return nil, fmt.Errorf("recordstore: encode %q: %w", clip.Marked(id, maxIDBytes), err)
+	}
+	if s.cfg.MaxSize > 0 && len(b) > s.cfg.MaxSize {
+		return nil, fmt.Errorf("%w: %q: %d bytes of JSON exceed %d", ErrTooLarge, clip.Marked(id, maxIDBytes), len(b), s.cfg.MaxSize)
+	}
+	return b, nil
+}
+
+// Put creates or replaces the record of id, atomically: a new record when
+// the store holds Config.Max fails with ErrFull and writes nothing.
+func (s *Store[T]) Put(ctx context.Context, id string, rec T) error {
+	b, err := s.encode(id, &rec)
+	if err != nil {
+		return err
+	}
+	keys, layout := []string{s.Key(id), s.cfg.Layout.Index}, "keys"
+	if s.cfg.Layout.Hash != "" {
+		keys, layout = keys[:1], "hash"
+	}
+	n, err := putScript.Run(ctx, s.rdb, keys, id, b, s.cfg.Max, layout).Int()
+	if err != nil {
+		return fmt.Errorf("recordstore: put %q: %w", clip.Marked(id, maxIDBytes), err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: it holds %d records", ErrFull, s.cfg.Max)
+	}
+	return nil
+}
+
+// Get returns the record of id, or an error wrapping ErrNotFound.
+func (s *Store[T]) Get(ctx context.Context, id string) (T, error) {
+	var zero T
+	raw, err := s.read(ctx, s.rdb, id)
+	if err != nil {
+		return zero, err
+	}
+	return s.cfg.Decode(id, raw)
+}
+
+// read returns the stored JSON of id through c (the client or a
+// transaction), or an error wrapping ErrNotFound.
+func (s *Store[T]) read(ctx context.Context, c redis.Cmdable, id string) ([]byte, error) {
+	var cmd *redis.StringCmd
+	if s.cfg.Layout.Hash != "" {
+		cmd = c.HGet(ctx, s.cfg.Layout.Hash, id)
+	} else {
+		cmd = c.Get(ctx, s.Key(id))
+	}
+	raw, err := cmd.Bytes()
+	if errors.Is(err, redis.Nil) {
+		return nil, fmt.Errorf("%w: %q", ErrNotFound, clip.Marked(id, maxIDBytes))
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recordstore: get %q: %w", clip.Marked(id, maxIDBytes), err)
+	}
+	return raw, nil
+}
+
+// Delete removes the record of id, or returns an error wrapping
+// ErrNotFound.
+func (s *Store[T]) Delete(ctx context.Context, id string) error {
+	var del *redis.IntCmd
+	var err error
+	if s.cfg.Layout.Hash != "" {
+		del = s.rdb.HDel(ctx, s.cfg.Layout.Hash, id)
+		err = del.Err()
+	} else {
+		_, err = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+			del = pipe.Del(ctx, s.Key(id))
+			pipe.ZRem(ctx, s.cfg.Layout.Index, id)
+			return nil
+		})
+	}
+	if err != nil {
+		return fmt.Errorf("recordstore: delete %q: %w", clip.Marked(id, maxIDBytes), err)
+	}
+	if del.Val() == 0 {
+		return fmt.Errorf("%w: %q", ErrNotFound, clip.Marked(id, maxIDBytes))
+	}
+	return nil
+}
+
+// maxTries bounds the attempts of Update when others change the record.
+const maxTries = 16
+
+// Update reads the record of id, lets fn change it, and writes it back,
+// in an optimistic transaction (WATCH) that starts again when the record
+// changed meanwhile, up to a bound (then an error wrapping ErrConflict).
+// fn may run more than once; its error aborts the update and is returned
+// as it is. It returns the record written, or an error wrapping
+// ErrNotFound when there is none.
+func (s *Store[T]) Update(ctx context.Context, id string, fn func(*T) error) (T, error) {
+	var out T
+	for range maxTries {
+		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
+			raw, err := s.read(ctx, tx, id)
+			if err != nil {
+				return err
+			}
+			rec, err := s.cfg.Decode(id, raw)
+			if err != nil {
+				return err
+			}
+			if err := fn(&rec); err != nil {
+				return err
+			}
+			b, err := s.encode(id, &rec)
+			if err != nil {
+				return err
+			}
+			_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+				if s.cfg.Layout.Hash != "" {
+					pipe.HSet(ctx, s.cfg.Layout.Hash, id, b)
+				} else {
+					pipe.Set(ctx, s.Key(id), b, 0)
+				}
+				return nil
+			})
+			out = rec
+			return err
+		}, s.Key(id))
+		if errors.Is(err, redis.TxFailedErr) {
+			continue
+		}
+		return out, err
+	}
+	var zero T
+	return zero, fmt.Errorf("%w: update %q", ErrConflict, clip.Marked(id, maxIDBytes))
+}
+
+// Page is one page of List.
+type Page[T any] struct {
+	// Items are the records, in id order; never nil.
+	Items []T
+	// NextCursor is the cursor of the next page when more records follow
+	// (the last id this page covered), "" on the last page.
+	NextCursor string
+}
+
+// loadChunk is how many records one MGET or HMGET reads.
+const loadChunk = 500
+
+// List returns the records after cursor ("" for the first) in id order:
+// exactly limit of them when that many follow, and then NextCursor, the
+// cursor of the next page. Records that cannot be read (Decode fails) are
+// left out, the page filled with the ones after them, and their errors
+// returned together, alongside the page; a Redis failure returns an empty
+// page. A limit below 1 is an error.
+func (s *Store[T]) List(ctx context.Context, cursor string, limit int) (Page[T], error) {
+	if limit < 1 {
+		return Page[T]{}, fmt.Errorf("recordstore: list limit %d: want 1 or more", limit)
+	}
+	page, bad, err := s.list(ctx, cursor, limit)
+	if err != nil {
+		return Page[T]{}, err
+	}
+	return page, errors.Join(bad...)
+}
+
+// list is List; it returns the errors of unreadable records apart from a
+// Redis failure.
+func (s *Store[T]) list(ctx context.Context, cursor string, limit int) (Page[T], []error, error) {
+	ids, more, err := s.ids(ctx, cursor)
+	if err != nil {
+		return Page[T]{}, nil, err
+	}
+	page := Page[T]{Items: []T{}}
+	var errs []error
+	for len(page.Items) < limit {
+		if len(ids) == 0 {
+			if ids, err = more(limit - len(page.Items)); err != nil {
+				return Page[T]{}, nil, err
+			}
+			if len(ids) == 0 {
+				return page, errs, nil
+			}
+		}
+		n := min(limit-len(page.Items), len(ids), loadChunk)
+		raws, err := s.load(ctx, ids[:n])
+		if err != nil {
+			return Page[T]{}, nil, err
+		}
+		for i, raw := range raws {
+			if raw == nil {
+				continue // deleted meanwhile
+			}
+			rec, err := s.cfg.Decode(ids[i], raw)
+			if err != nil {
+				errs = append(errs, err)
+				continue
+			}
+			page.Items = append(page.Items, rec)
+		}
+		cursor, ids = ids[n-1], ids[n:]
+	}
+	if len(ids) == 0 {
+		if ids, err = more(1); err != nil {
+			return Page[T]{}, nil, err
+		}
+	}
+	if len(ids) > 0 {
+		page.NextCursor = cursor
+	}
+	return page, errs, nil
+}
+
+// ids returns the ids after cursor that are known at once (the hash
+// layout reads them all) and a function returning up to n ids after the
+// last ones returned (by either).
+func (s *Store[T]) ids(ctx context.Context, cursor string) ([]string, func(n int) ([]string, error), error) {
+	if s.cfg.Layout.Hash != "" {
+		all, err := s.rdb.HKeys(ctx, s.cfg.Layout.Hash).Result()
+		if err != nil {
+			return nil, nil, fmt.Errorf("recordstore: list: %w", err)
+		}
+		slices.Sort(all)
+		all = all[sort.SearchStrings(all, cursor):]
+		if len(all) > 0 && all[0] == cursor {
+			all = all[1:]
+		}
+		return all, func(int) ([]string, error) { return nil, nil }, nil
+	}
+	after := cursor
+	return nil, func(n int) ([]string, error) {
+		start := "-"
+		if after != "" {
+			start = "(" + after
+		}
+		ids, err := s.rdb.ZRangeByLex(ctx, s.cfg.Layout.Index, &redis.ZRangeBy{Min: start, Max: "+", Count: int64(n)}).Result()
+		if err != nil {
+			return nil, fmt.Errorf("recordstore: list: %w", err)
+		}
+		if len(ids) > 0 {
+			after = ids[len(ids)-1]
+		}
+		return ids, nil
+	}, nil
+}
+
+// load returns the stored JSON of ids, nil for those with none.
+func (s *Store[T]) load(ctx context.Context, ids []string) ([][]byte, error) {
+	var vals []any
+	var err error
+	if s.cfg.Layout.Hash != "" {
+		vals, err = s.rdb.HMGet(ctx, s.cfg.Layout.Hash, ids...).Result()
+	} else {
+		keys := make([]string, len(ids))
+		for i, id := range ids {
+			keys[i] = s.Key(id)
+		}
+		vals, err = s.rdb.MGet(ctx, keys...).Result()
+	}
+	if err != nil {
+		return nil, fmt.Errorf("recordstore: load: %w", err)
+	}
+	out := make([][]byte, len(ids))
+	for i, v := range vals {
+		if str, ok := v.(string); ok {
+			out[i] = []byte(str)
+		}
+	}
+	return out, nil
+}
+
+// Len returns the number of records.
+func (s *Store[T]) Len(ctx context.Context) (int64, error) {
+	var n int64
+	var err error
+	if s.cfg.Layout.Hash != "" {
+		n, err = s.rdb.HLen(ctx, s.cfg.Layout.Hash).Result()
+	} else {
+		n, err = s.rdb.ZCard(ctx, s.cfg.Layout.Index).Result()
+	}
+	if err != nil {
+		return 0, fmt.Errorf("recordstore: count: %w", err)
+	}
+	return n, nil
+}
+
+// All returns every readable record in id order (never nil); the
+// records that cannot be read are reported as List does. A store holding
+// more than Config.Max records (written by something else) is an error
+// wrapping ErrFull.
+func (s *Store[T]) All(ctx context.Context) ([]T, error) {
+	if s.cfg.Max > 0 {
+		n, err := s.Len(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if n > int64(s.cfg.Max) {
+			return nil, fmt.Errorf("%w: %d records exceed %d", ErrFull, n, s.cfg.Max)
+		}
+	}
+	page, bad, err := s.list(ctx, "", math.MaxInt)
+	if err != nil {
+		return nil, err
+	}
+	return page.Items, errors.Join(bad...)
+}

@@ -1,0 +1,108 @@
+// Package script runs Redis Lua scripts by their SHA1 digest (EVALSHA) and
+// copes with a server that lacks the script (NOSCRIPT: a restarted or
+// flushed Redis, a new cluster node): a call that finds it missing did
+// nothing, so the script is loaded and the call sent again, once.
+package script
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Script is a Lua script. It is safe for concurrent use.
+type Script struct {
+	s *redis.Script
+}
+
+// New returns the script of the Lua source src.
+func New(src string) *Script { return &Script{s: redis.NewScript(src)} }
+
+// Call is one call of a script: its KEYS and ARGV.
+type Call struct {
+	Keys []string
+	Args []any
+}
+
+// Hash returns the script's SHA1 digest, the name EVALSHA runs it by.
+func (s *Script) Hash() string { return s.s.Hash() }
+
+// Load caches the script on the server (on every master of a cluster).
+func (s *Script) Load(ctx context.Context, rdb redis.Scripter) error {
+	if err := s.s.Load(ctx, rdb).Err(); err != nil {
+		return fmt.Errorf("script: load: %w", err)
+	}
+	return nil
+}
+
+// Run runs one call: EVALSHA, and EVAL (which caches the script) when the
+// server lacks it. Its reply or error is the returned command's.
+func (s *Script) Run(ctx context.Context, rdb redis.Scripter, keys []string, args ...any) *redis.Cmd {
+	return s.s.Run(ctx, rdb, keys, args...)
+}
+
+// RunAll runs the calls in one pipeline (one round trip per cluster node)
+// and returns their commands by index; each call is as atomic as a lone
+// script call, and each command's error is its call's. Calls that find the
+// script missing are sent again, once, after loading it (Retry). So calls
+// keep their order except those: if another client loads the script in
+// the middle of the pipeline, calls before that point get NOSCRIPT and run
+// after the calls that followed them. A caller whose calls must keep their
+// order (two calls on one key) must not put both in one RunAll. The error
+// is that of loading the script, which the retried commands also hold.
+func (s *Script) RunAll(ctx context.Context, rdb redis.UniversalClient, calls []Call) ([]*redis.Cmd, error) {
+	if len(calls) == 0 {
+		return nil, nil
+	}
+	pipe := rdb.Pipeline()
+	cmds := s.Queue(ctx, pipe, calls)
+	_, _ = pipe.Exec(ctx) // errors are read per command
+	return cmds, s.Retry(ctx, rdb, calls, cmds)
+}
+
+// Queue adds an EVALSHA of each call to pipe and returns their commands,
+// for a caller that sends other commands in the same pipeline. After
+// executing pipe, pass the commands to Retry.
+func (s *Script) Queue(ctx context.Context, pipe redis.Pipeliner, calls []Call) []*redis.Cmd {
+	cmds := make([]*redis.Cmd, len(calls))
+	for i, c := range calls {
+		cmds[i] = s.s.EvalSha(ctx, pipe, c.Keys, c.Args...)
+	}
+	return cmds
+}
+
+// Retry sends again, in one pipeline after loading the script, the calls
+// whose command in cmds (by index, as Queue returned them) failed with
+// NOSCRIPT, and puts their new commands in cmds. A call that gets NOSCRIPT
+// again keeps that error. When loading fails, Retry returns the error and
+// sets it on the commands of those calls.
+func (s *Script) Retry(ctx context.Context, rdb redis.UniversalClient, calls []Call, cmds []*redis.Cmd) error {
+	var missing []int
+	for i, c := range cmds {
+		if IsNoScript(c.Err()) {
+			missing = append(missing, i)
+		}
+	}
+	if len(missing) == 0 {
+		return nil
+	}
+	if err := s.Load(ctx, rdb); err != nil {
+		for _, i := range missing {
+			cmds[i].SetErr(err)
+		}
+		return err
+	}
+	pipe := rdb.Pipeline()
+	for _, i := range missing {
+		cmds[i] = s.s.EvalSha(ctx, pipe, calls[i].Keys, calls[i].Args...)
+	}
+	_, _ = pipe.Exec(ctx)
+	return nil
+}
+
+// IsNoScript reports whether err says that the server lacks a script.
+func IsNoScript(err error) bool {
+	return err != nil && (errors.Is(err, redis.ErrNoScript) || redis.HasErrorPrefix(err, "NOSCRIPT"))
+}

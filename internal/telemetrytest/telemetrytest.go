@@ -1,0 +1,89 @@
+// Package telemetrytest reads, in tests, the metrics that the code under
+// test records through an OpenTelemetry MeterProvider.
+package telemetrytest
+
+import (
+	"context"
+	"testing"
+
+	"go.opentelemetry.io/otel/attribute"
+	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
+	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+)
+
+// Metrics returns a MeterProvider read by a manual reader, shut down when
+// the test ends, and a function that collects what it recorded so far; a
+// failed collection fails the test.
+func Metrics(t testing.TB) (*sdkmetric.MeterProvider, func() metricdata.ResourceMetrics) {
+	t.Helper()
+	reader := sdkmetric.NewManualReader()
+	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
+	return mp, func() metricdata.ResourceMetrics {
+		t.Helper()
+		var rm metricdata.ResourceMetrics
+		if err := reader.Collect(context.Background(), &rm); err != nil {
+			t.Fatalf("collect metrics: %v", err)
+		}
+		return rm
+	}
+}
+
+// Find returns the metric called name, or false.
+func Find(rm metricdata.ResourceMetrics, name string) (metricdata.Metrics, bool) {
+	for _, sm := range rm.ScopeMetrics {
+		for _, m := range sm.Metrics {
+			if m.Name == name {
+				return m, true
+			}
+		}
+	}
+	return metricdata.Metrics{}, false
+}
+
+// CounterSum sums the points of the int64 counter called name whose
+// attributes include every key and value of want; 0 when there is none.
+func CounterSum(rm metricdata.ResourceMetrics, name string, want map[string]string) int64 {
+	m, _ := Find(rm, name)
+	sum, ok := m.Data.(metricdata.Sum[int64])
+	if !ok {
+		return 0
+	}
+	var n int64
+	for _, dp := range sum.DataPoints {
+		if HasAttrs(dp.Attributes, want) {
+			n += dp.Value
+		}
+	}
+	return n
+}
+
+// HistogramCount counts the observations of the float64 histogram called
+// name whose attributes include every key and value of want; 0 when there
+// is none.
+func HistogramCount(rm metricdata.ResourceMetrics, name string, want map[string]string) uint64 {
+	m, _ := Find(rm, name)
+	h, ok := m.Data.(metricdata.Histogram[float64])
+	if !ok {
+		return 0
+	}
+	var n uint64
+	for _, dp := range h.DataPoints {
+		if HasAttrs(dp.Attributes, want) {
+			n += dp.Count
+		}
+	}
+	return n
+}
+
+// HasAttrs reports whether set holds every key of want with its value
+// (compared as strings).
+func HasAttrs(set attribute.Set, want map[string]string) bool {
+	for k, v := range want {
+		got, ok := set.Value(attribute.Key(k))
+		if !ok || got.String() != v {
+			return false
+		}
+	}
+	return true
+}
