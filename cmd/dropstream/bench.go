@@ -16,7 +16,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/dropstream/dropstream/avail/availbench"
+	"github.com/dropstream/dropstream/flows/availability/availbench"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/stream/streambench"
 )
