@@ -12,22 +12,15 @@ import (
 	"github.com/dropstream/dropstream/internal/testenv"
 )
 
-// statsServer serves the availability stats route over a fresh migrated ClickHouse
-// database holding, in the hour 2024-03-10 14:00 UTC: 3 raw opens and 1
+// statsServer serves the availability stats route over a fresh migrated
+// ClickHouse database holding, in the hour 2024-03-10 14:00 UTC: 3 raw opens and 1
 // close at venue v0, 1 raw open at v1, two closed sessions at v0 (10 s and
 // 30 s), and 2 notifications of flow "comic" sent over webhook (one
 // recorded twice).
 func statsServer(t *testing.T) *api.Server {
 	t.Helper()
 	ctx := t.Context()
-	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ch.Close() })
-	if _, err := clickhouse.Migrate(ctx, ch, nil); err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.ClickHouse(t)
 	hour := time.Date(2024, 3, 10, 14, 0, 0, 0, time.UTC)
 	var trs []clickhouse.TransitionRow
 	for i, v := range []struct{ venue, kind string }{{"v0", "open"}, {"v0", "open"}, {"v0", "open"}, {"v0", "close"}, {"v1", "open"}} {
