@@ -16,6 +16,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/diff"
+	"github.com/dropstream/dropstream/flows/availability/watch"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
@@ -97,7 +98,7 @@ func startStages(t *testing.T, rdb redis.UniversalClient, ch *clickhouse.Client,
 	if err != nil {
 		t.Fatal(err)
 	}
-	store, err := notifier.NewWatcherStore(rdb, notifier.StoreConfig{Logger: tel.Logger})
+	store, err := watch.NewStore(rdb, watch.StoreConfig{Logger: tel.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -105,7 +106,7 @@ func startStages(t *testing.T, rdb redis.UniversalClient, ch *clickhouse.Client,
 	if err != nil {
 		t.Fatal(err)
 	}
-	notify, err := notifier.NewStage(rdb, topics, store, channels, notifier.Config{Runner: fast}, tel)
+	notify, err := watch.NewStage(rdb, topics, store, channels, watch.Config{Runner: fast}, tel)
 	if err != nil {
 		t.Fatal(err)
 	}

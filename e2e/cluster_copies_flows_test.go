@@ -10,6 +10,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector"
+	"github.com/dropstream/dropstream/flows/availability/watch"
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/flows/sample"
 	"github.com/dropstream/dropstream/internal/testenv"
@@ -40,7 +41,7 @@ func (a *availCopies) setup(t *testing.T, e *copiesEnv) {
 	a.w, a.hook = newWorld(t, 4), newWebhook(t)
 	a.w.watchers = map[string]string{}
 	for i, v := range a.w.venues {
-		var got notifier.Watcher
+		var got watch.Watcher
 		e.call(t, i, http.MethodPost, "/v1/watchers", map[string]any{"name": "venue " + v, "provider": a.w.src.Provider, "venue": v,
 			"channel": notifier.ChannelWebhook, "webhook_url": a.hook.srv.URL + "/hooks/" + v}, &got, http.StatusCreated)
 		a.hook.mu.Lock()

@@ -13,8 +13,8 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/diff"
+	"github.com/dropstream/dropstream/flows/availability/watch"
 	"github.com/dropstream/dropstream/internal/testenv"
-	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
 )
@@ -69,7 +69,7 @@ func TestAvailability_killStagesAndRestartRedis(t *testing.T) {
 	normalize := group{topics.Raw, collector.NormalizerStage}
 	differ := group{topics.Snapshots, diff.StageName}
 	project := group{topics.Transitions, writer.StageProjection}
-	notify := []group{{topics.Transitions, notifier.StageName}}
+	notify := []group{{topics.Transitions, watch.StageNotifier}}
 	analyze := []group{{topics.Transitions, writer.StageAnalyticsTransitions}, {topics.Runs, writer.StageAnalyticsRuns}}
 	run := []string{"run", "--api-addr", "", "--redis-url", srv.URL(), "--partitions", strconv.Itoa(partitions), "--clickhouse-dsn", dsn}
 	diffStages := []string{collector.NormalizerStage, diff.StageName, writer.StageProjection}
@@ -90,8 +90,8 @@ func TestAvailability_killStagesAndRestartRedis(t *testing.T) {
 		return p
 	}
 	a := startDiff()
-	b := startProc(t, bin, "notifier", append(run, "--stages", notifier.StageName)...)
-	b.waitStarted(t, notifier.StageName)
+	b := startProc(t, bin, "notifier", append(run, "--stages", watch.StageNotifier)...)
+	b.waitStarted(t, watch.StageNotifier)
 	c := startAnalytics()
 
 	round := 0

@@ -18,6 +18,7 @@ import (
 	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/diff"
+	"github.com/dropstream/dropstream/flows/availability/watch"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
@@ -41,7 +42,7 @@ func pipelineGroups(topics avail.Topics) []group {
 		{topics.Raw, collector.NormalizerStage},
 		{topics.Snapshots, diff.StageName},
 		{topics.Transitions, writer.StageProjection},
-		{topics.Transitions, notifier.StageName},
+		{topics.Transitions, watch.StageNotifier},
 		{topics.Transitions, writer.StageAnalyticsTransitions},
 		{topics.Runs, writer.StageAnalyticsRuns},
 	}
@@ -242,7 +243,7 @@ func (h *webhook) serve(w http.ResponseWriter, r *http.Request) {
 	body, err := io.ReadAll(io.LimitReader(r.Body, 1<<20))
 	h.mu.Lock()
 	defer h.mu.Unlock()
-	var ev notifier.OpenEvent
+	var ev watch.OpenEvent
 	if err == nil {
 		err = json.Unmarshal(body, &ev)
 	}
@@ -273,11 +274,11 @@ func (h *webhook) deliveries() ([]delivery, []string) {
 
 // addWatchers creates one webhook watcher per simulated venue and returns
 // their ids by venue.
-func (h *webhook) addWatchers(t *testing.T, ctx context.Context, store *notifier.WatcherStore, provider string, venues []string) map[string]string {
+func (h *webhook) addWatchers(t *testing.T, ctx context.Context, store *watch.Store, provider string, venues []string) map[string]string {
 	t.Helper()
 	ids := map[string]string{}
 	for _, v := range venues {
-		w, err := store.Create(ctx, notifier.Watcher{Name: "venue " + v, Provider: provider, Venue: v,
+		w, err := store.Create(ctx, watch.Watcher{Name: "venue " + v, Provider: provider, Venue: v,
 			Channel: notifier.ChannelWebhook, WebhookURL: h.srv.URL + "/hooks/" + v})
 		if err != nil {
 			t.Fatalf("create watcher of venue %s: %v", v, err)

@@ -14,7 +14,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/provider"
 	"github.com/dropstream/dropstream/collector/simulator"
-	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/flows/availability/watch"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
 )
@@ -299,7 +299,7 @@ func (e expectation) summary() string {
 // newWatchers creates the watchers of w's venues on hook.
 func (w *world) newWatchers(t *testing.T, ctx context.Context, rdb redis.UniversalClient, hook *webhook) {
 	t.Helper()
-	store, err := notifier.NewWatcherStore(rdb, notifier.StoreConfig{})
+	store, err := watch.NewStore(rdb, watch.StoreConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}

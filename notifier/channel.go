@@ -8,10 +8,16 @@ import (
 	"time"
 )
 
+// Names of the webhook and log channels.
+const (
+	ChannelWebhook = "webhook"
+	ChannelLog     = "log"
+)
+
 // Channel delivers notifications over one medium (webhook, log; email
 // later). Implementations are safe for concurrent use.
 type Channel interface {
-	// Name is the channel's name, as Watcher.Channel names it.
+	// Name is the channel's name, as a subscription names it.
 	Name() string
 	// Send delivers n once. It returns nil when the recipient has the
 	// notification; an error marked stream.Permanent when no retry can
@@ -20,9 +26,9 @@ type Channel interface {
 	Send(ctx context.Context, n Notification) error
 }
 
-// NewChannels returns the channels a watcher may name, keyed by name: the
-// webhook channel configured by webhook, and the log channel writing to
-// logger (slog.Default when nil). Pass the map to NewStage.
+// NewChannels returns the webhook channel configured by webhook and the
+// log channel writing to logger (slog.Default when nil), keyed by name,
+// for a Dispatcher.
 func NewChannels(webhook WebhookConfig, logger *slog.Logger) (map[string]Channel, error) {
 	wh, err := NewWebhookChannel(webhook)
 	if err != nil {

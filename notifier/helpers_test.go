@@ -12,7 +12,6 @@ import (
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
-	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -56,12 +55,6 @@ func dial(t testing.TB, url string) redis.UniversalClient {
 
 // quiet discards the logs of code under test.
 var quiet = slog.New(slog.DiscardHandler)
-
-// slot returns the resy slot of venue on date at hhmm for party.
-func slot(venue, date, hhmm string, party int) avail.Entity {
-	return avail.Entity{Key: avail.SlotKey("resy", venue, date, hhmm, party), Kind: avail.EntitySlot,
-		Provider: "resy", Venue: venue, VenueName: "Chez " + venue, Date: date, Time: hhmm, PartySize: party}
-}
 
 // metricsReader returns a MeterProvider and a function collecting its data.
 func metricsReader(t *testing.T) (*sdkmetric.MeterProvider, func() metricdata.ResourceMetrics) {

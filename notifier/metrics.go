@@ -31,10 +31,6 @@ const (
 	// (the transition's run_at) to its delivery, by flow (and channel).
 	// Float64Histogram, unit s.
 	MetricEndToEndLatency = dsotel.MetricEndToEndLatency
-	// MetricUnresolvedSessions counts stable opens notified without a
-	// session id because the raw open of their window was not seen.
-	// Int64Counter, unit {transition}.
-	MetricUnresolvedSessions = "dropstream.notifier.sessions.unresolved"
 )
 
 // Values of the outcome attribute of MetricNotifications.
@@ -61,7 +57,6 @@ type instruments struct {
 	notifications metric.Int64Counter
 	duration      metric.Float64Histogram
 	e2e           metric.Float64Histogram
-	unresolved    metric.Int64Counter
 }
 
 func newInstruments(mp metric.MeterProvider) (*instruments, error) {
@@ -70,7 +65,7 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	}
 	m := mp.Meter(instrumentationScope)
 	var in instruments
-	var errs [4]error
+	var errs [3]error
 	in.notifications, errs[0] = m.Int64Counter(MetricNotifications,
 		metric.WithDescription("Notifications by flow, channel and outcome (sent, duplicate, failed)."),
 		metric.WithUnit("{notification}"))
@@ -78,9 +73,6 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 		metric.WithDescription("Time of one send of a notification over its channel."), metric.WithUnit(dsotel.UnitSeconds))
 	in.e2e, errs[2] = m.Float64Histogram(MetricEndToEndLatency,
 		metric.WithDescription("Time from a change being observed to its delivery."), metric.WithUnit(dsotel.UnitSeconds))
-	in.unresolved, errs[3] = m.Int64Counter(MetricUnresolvedSessions,
-		metric.WithDescription("Stable opens notified without a session id: the raw open of their window was not seen."),
-		metric.WithUnit("{transition}"))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("notifier: metrics: %w", err)
 	}

@@ -19,7 +19,7 @@ import (
 )
 
 func testNotification(url string) Notification {
-	return Notification{Flow: "avail", Event: EventAvailabilityOpen,
+	return Notification{Flow: "avail", Event: "availability.open",
 		Recipient: Recipient{ID: "w_1", Address: url, Secret: "whsec_test-secret-0123"},
 		EventID:   "ev-1", SessionID: "s-1", Subject: "resy|v1|2025-07-04|19:00|2", TraceID: "0af7651916cd43dd8448eb211c80319c",
 		ObservedAt: time.Now(), Body: []byte(`{"event":"availability.open","watcher_id":"w_1"}`)}

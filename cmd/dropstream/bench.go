@@ -17,8 +17,8 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/dropstream/dropstream/avail/availbench"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flows/availability/availbench"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/stream/streambench"
 )

@@ -5,6 +5,8 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flows/availability"
+	availhttp "github.com/dropstream/dropstream/flows/availability/httpapi"
 	"github.com/dropstream/dropstream/flows/sample"
 )
 
@@ -14,7 +16,7 @@ func (a *app) definitions() []flow.Definition {
 	return []flow.Definition{
 		flow.Define(sample.Name, sample.New, nil),
 		a.wired("notifier", buildNotifier).WithVars(notifierVars...),
-		a.wired("avail", buildAvailability).WithVars(availVars...),
+		flow.Define(availability.Name, availability.New, availhttp.Register).WithVars(availability.Vars...),
 		a.wired("checkout", buildCheckout).WithVars(checkoutVars...),
 		a.wired("comic", buildComic).WithVars(comicVars...),
 		a.wired("offer", buildOffer),

@@ -22,7 +22,7 @@ import (
 	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/diff"
-	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/flows/availability/watch"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
 )
@@ -187,7 +187,7 @@ func (b *Bench) Setup(ctx context.Context) (baseline, stabilization Rate, afterB
 		topic stream.Topic
 		group string
 	}{{b.topics.Transitions, writer.StageAnalyticsTransitions}, {b.topics.Runs, writer.StageAnalyticsRuns},
-		{b.topics.Transitions, writer.StageProjection}, {b.topics.Transitions, notifier.StageName}} {
+		{b.topics.Transitions, writer.StageProjection}, {b.topics.Transitions, watch.StageNotifier}} {
 		if err = stream.EnsureGroups(ctx, b.rdb, g.topic, g.group); err != nil {
 			return
 		}

@@ -1,4 +1,4 @@
-package notifier
+package watch
 
 import (
 	"github.com/dropstream/dropstream/avail"

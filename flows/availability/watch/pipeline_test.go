@@ -1,4 +1,4 @@
-package notifier
+package watch
 
 import (
 	"context"
@@ -17,6 +17,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -48,12 +49,12 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.hits[path]++
-	if err := VerifySignature(r.secrets[path], req.Header.Get(HeaderSignature), body, time.Now(), time.Minute); err != nil {
+	if err := notifier.VerifySignature(r.secrets[path], req.Header.Get(notifier.HeaderSignature), body, time.Now(), time.Minute); err != nil {
 		r.bad = append(r.bad, fmt.Sprintf("%s: %v", path, err))
 	}
 	var ev OpenEvent
-	if err := json.Unmarshal(body, &ev); err != nil || req.Header.Get(HeaderEventID) != ev.EventID {
-		r.bad = append(r.bad, fmt.Sprintf("%s: body %s, event id header %q", path, body, req.Header.Get(HeaderEventID)))
+	if err := json.Unmarshal(body, &ev); err != nil || req.Header.Get(notifier.HeaderEventID) != ev.EventID {
+		r.bad = append(r.bad, fmt.Sprintf("%s: body %s, event id header %q", path, body, req.Header.Get(notifier.HeaderEventID)))
 	}
 	code := r.status(path, r.hits[path])
 	if code/100 == 2 {
@@ -97,7 +98,7 @@ type pipeline struct {
 	t       *testing.T
 	rdb     redis.UniversalClient
 	topics  avail.Topics
-	store   *WatcherStore
+	store   *Store
 	recv    *receiver
 	pub     *stream.Publisher
 	collect func() metricdata.ResourceMetrics
@@ -106,12 +107,12 @@ type pipeline struct {
 
 // countingChannel is the log channel plus a count of its sends.
 type countingChannel struct {
-	*LogChannel
+	*notifier.LogChannel
 	mu sync.Mutex
 	n  map[string]int // recipient → sends
 }
 
-func (c *countingChannel) Send(ctx context.Context, n Notification) error {
+func (c *countingChannel) Send(ctx context.Context, n notifier.Notification) error {
 	c.mu.Lock()
 	c.n[n.Recipient.ID]++
 	c.mu.Unlock()
@@ -144,19 +145,19 @@ func startPipelineWith(t *testing.T, rdb redis.UniversalClient, runner stream.Ru
 	t.Helper()
 	mp, collect := metricsReader(t)
 	tel := stream.Telemetry{MeterProvider: mp, Logger: quiet}
-	store, err := NewWatcherStore(rdb, StoreConfig{Logger: quiet})
+	store, err := NewStore(rdb, StoreConfig{Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
 	}
-	webhook, err := NewWebhookChannel(WebhookConfig{Timeout: 300 * time.Millisecond})
+	webhook, err := notifier.NewWebhookChannel(notifier.WebhookConfig{Timeout: 300 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
-	logged := &countingChannel{LogChannel: NewLogChannel(quiet), n: map[string]int{}}
+	logged := &countingChannel{LogChannel: notifier.NewLogChannel(quiet), n: map[string]int{}}
 	p := &pipeline{t: t, rdb: rdb, topics: avail.NewTopics(2), store: store, recv: newReceiver(t),
 		pub: stream.NewPublisher(rdb, tel), collect: collect, logged: logged}
-	stage, err := NewStage(rdb, p.topics, store, map[string]Channel{ChannelWebhook: webhook, ChannelLog: logged},
-		Config{Runner: runner, Ledger: DeliveryLedgerConfig{Lease: time.Second}, History: cfg.History, Throttle: cfg.Throttle}, tel)
+	stage, err := NewStage(rdb, p.topics, store, map[string]notifier.Channel{notifier.ChannelWebhook: webhook, notifier.ChannelLog: logged},
+		Config{Runner: runner, Ledger: notifier.DeliveryLedgerConfig{Lease: time.Second}, History: cfg.History, Throttle: cfg.Throttle}, tel)
 	if err != nil {
 		t.Fatalf("NewStage: %v", err)
 	}
@@ -181,7 +182,7 @@ func startPipelineWith(t *testing.T, rdb redis.UniversalClient, runner stream.Ru
 // name; edit sets its filters.
 func (p *pipeline) webhookWatcher(name string, edit func(*Watcher)) Watcher {
 	p.t.Helper()
-	w := Watcher{Name: name, Channel: ChannelWebhook, WebhookURL: p.recv.srv.URL + "/" + name}
+	w := Watcher{Name: name, Channel: notifier.ChannelWebhook, WebhookURL: p.recv.srv.URL + "/" + name}
 	edit(&w)
 	created, err := p.store.Create(context.Background(), w)
 	if err != nil {
@@ -249,11 +250,11 @@ func (p *pipeline) settled(n int64) {
 }
 
 func (p *pipeline) stageMessages(rm metricdata.ResourceMetrics, outcome string) int64 {
-	return counterValue(rm, "dropstream.stage.messages", map[string]string{"stage": StageName, "outcome": outcome})
+	return counterValue(rm, "dropstream.stage.messages", map[string]string{"stage": StageNotifier, "outcome": outcome})
 }
 
 func (p *pipeline) notifications(outcome string) int64 {
-	return counterValue(p.collect(), MetricNotifications, map[string]string{"outcome": outcome})
+	return counterValue(p.collect(), notifier.MetricNotifications, map[string]string{"outcome": outcome})
 }
 
 func (p *pipeline) deadLetters() []stream.DeadLetter {

@@ -1,4 +1,4 @@
-package notifier
+package watch
 
 import (
 	"context"
@@ -9,12 +9,14 @@ import (
 	"testing"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier"
 )
 
-func newStore(t *testing.T, b backend, cfg StoreConfig) *WatcherStore {
+func newStore(t *testing.T, b testenv.Backend, cfg StoreConfig) *Store {
 	t.Helper()
 	cfg.Logger = quiet
-	s, err := NewWatcherStore(b.client(t), cfg)
+	s, err := NewStore(b.Client(t), cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -23,8 +25,8 @@ func newStore(t *testing.T, b backend, cfg StoreConfig) *WatcherStore {
 
 func TestWatcherStore_crud(t *testing.T) {
 	ctx := context.Background()
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			s := newStore(t, b, StoreConfig{})
 			in := validWatcher()
 			in.PartySizes = []int{2, 4}
@@ -80,7 +82,7 @@ func TestWatcherStore_crud(t *testing.T) {
 
 func TestWatcherStore_limit(t *testing.T) {
 	ctx := context.Background()
-	s := newStore(t, backends()[0], StoreConfig{MaxWatchers: 2})
+	s := newStore(t, testenv.Backends()[0], StoreConfig{MaxWatchers: 2})
 	for i := range 2 {
 		if _, err := s.Create(ctx, validWatcher()); err != nil {
 			t.Fatalf("Create %d: %v", i, err)
@@ -93,8 +95,8 @@ func TestWatcherStore_limit(t *testing.T) {
 
 func TestWatcherStore_paging(t *testing.T) {
 	ctx := context.Background()
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			s := newStore(t, b, StoreConfig{})
 			var ids []string
 			for i := range 7 {
@@ -150,12 +152,12 @@ func TestWatcherStore_paging(t *testing.T) {
 func TestWatcherStore_match(t *testing.T) {
 	ctx := context.Background()
 	target := slot("v1", "2025-07-04", "19:00", 2)
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			s := newStore(t, b, StoreConfig{})
 			create := func(edit func(*Watcher)) string {
 				t.Helper()
-				w := Watcher{Name: "w", Channel: ChannelLog}
+				w := Watcher{Name: "w", Channel: notifier.ChannelLog}
 				edit(&w)
 				created, err := s.Create(ctx, w)
 				if err != nil {

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/diff"
+	"github.com/dropstream/dropstream/flows/availability/watch"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
@@ -45,7 +46,7 @@ func (b *Bench) Latency(ctx context.Context) (Latency, error) {
 	}
 	defer stop()
 	if err := b.drain(ctx, "latency: projection and notifier catching up", b.topics.Transitions,
-		writer.StageProjection, notifier.StageName); err != nil {
+		writer.StageProjection, watch.StageNotifier); err != nil {
 		return Latency{}, err
 	}
 	if err := b.createWatchers(ctx, store, srv.URL+"/hook"); err != nil {
@@ -98,8 +99,8 @@ func (b *Bench) Latency(ctx context.Context) (Latency, error) {
 
 // pipeline returns the watcher store and the stages of the pipeline after
 // the collector, and a function releasing them.
-func (b *Bench) pipeline() (*notifier.WatcherStore, []stream.Stage, func(), error) {
-	store, err := notifier.NewWatcherStore(b.rdb, notifier.StoreConfig{MaxWatchers: max(notifier.DefaultMaxWatchers, b.cfg.Scopes), Logger: b.log})
+func (b *Bench) pipeline() (*watch.Store, []stream.Stage, func(), error) {
+	store, err := watch.NewStore(b.rdb, watch.StoreConfig{MaxWatchers: max(watch.DefaultMaxWatchers, b.cfg.Scopes), Logger: b.log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -107,8 +108,8 @@ func (b *Bench) pipeline() (*notifier.WatcherStore, []stream.Stage, func(), erro
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	notify, err := notifier.NewStage(b.rdb, b.topics, store, channels,
-		notifier.Config{Runner: stream.RunnerConfig{Block: stageBlock}}, b.cfg.Telemetry)
+	notify, err := watch.NewStage(b.rdb, b.topics, store, channels,
+		watch.Config{Runner: stream.RunnerConfig{Block: stageBlock}}, b.cfg.Telemetry)
 	if err != nil {
 		return nil, nil, nil, err
 	}
@@ -134,7 +135,7 @@ func (b *Bench) pipeline() (*notifier.WatcherStore, []stream.Stage, func(), erro
 }
 
 // createWatchers creates a venue watcher for every scope, 16 at a time.
-func (b *Bench) createWatchers(ctx context.Context, store *notifier.WatcherStore, hook string) error {
+func (b *Bench) createWatchers(ctx context.Context, store *watch.Store, hook string) error {
 	start := time.Now()
 	errs := make(chan error, 16)
 	next := make(chan int)
@@ -142,7 +143,7 @@ func (b *Bench) createWatchers(ctx context.Context, store *notifier.WatcherStore
 	for range 16 {
 		wg.Go(func() {
 			for s := range next {
-				_, err := store.Create(ctx, notifier.Watcher{Name: "bench " + venue(s), Provider: benchProvider,
+				_, err := store.Create(ctx, watch.Watcher{Name: "bench " + venue(s), Provider: benchProvider,
 					Venue: venue(s), Channel: notifier.ChannelWebhook, WebhookURL: hook})
 				if err != nil {
 					errs <- err
@@ -184,7 +185,7 @@ type receiver struct {
 
 func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	now := time.Now()
-	var ev notifier.OpenEvent
+	var ev watch.OpenEvent
 	if err := json.NewDecoder(req.Body).Decode(&ev); err != nil {
 		http.Error(w, err.Error(), http.StatusBadRequest)
 		return

@@ -1,12 +1,12 @@
 // Package availbench measures the availability pipeline on a real Redis and
-// ClickHouse (issue 4, item 9): observations per second through the diff
+// ClickHouse: observations per second through the diff
 // stage, transitions per second into ClickHouse through the analytics
 // stages, end-to-end latency from observation to webhook at a fixed
 // observation rate, and Redis memory per entity. `dropstream bench
 // availability` and the Go benchmarks of this package use it.
 //
 // The bench drives the real stages (diff.NewStage, writer.Analytics,
-// writer.Projection, notifier.NewStage) on the real topics (avail.Flow), so
+// writer.Projection, watch.NewStage) on the real topics (avail.Flow), so
 // it needs a Redis database of its own: Open refuses a non-empty one, and
 // Close empties it again (FLUSHDB) unless Config.Keep is set. In ClickHouse
 // it creates a database of its own, dsbench_<hex>, next to the DSN's, and

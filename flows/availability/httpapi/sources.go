@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"errors"
@@ -6,6 +6,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/collector"
 )
 
@@ -29,25 +30,25 @@ type sourceDetail struct {
 }
 
 // Register adds the routes to srv.
-func (r SourceRoutes) Register(srv *Server) {
-	srv.Handle(Operation{Method: "POST", Path: "/v1/sources", Tag: "sources", Scope: ScopeWrite,
+func (r SourceRoutes) Register(srv *api.Server) {
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/sources", Tag: "sources", Scope: api.ScopeWrite,
 		Summary: "Create or replace a source (provider, base URL, scopes, interval)",
 		Body:    collector.Source{}, Response: collector.Source{}, Status: http.StatusCreated, Handler: r.put})
-	srv.Handle(Operation{Method: "GET", Path: "/v1/sources", Tag: "sources", Scope: ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sources", Tag: "sources", Scope: api.ScopeRead,
 		Summary: "List sources (auth tokens redacted)", Response: sourcePage{}, Handler: r.list})
-	srv.Handle(Operation{Method: "GET", Path: "/v1/sources/:id", Tag: "sources", Scope: ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sources/:id", Tag: "sources", Scope: api.ScopeRead,
 		Summary: "One source and its health", Response: sourceDetail{}, Handler: r.get})
-	srv.Handle(Operation{Method: "DELETE", Path: "/v1/sources/:id", Tag: "sources", Scope: ScopeWrite,
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/sources/:id", Tag: "sources", Scope: api.ScopeWrite,
 		Summary: "Delete a source; its history stays", Status: http.StatusNoContent, Handler: r.delete})
 }
 
 func (r SourceRoutes) put(c *fiber.Ctx) error {
 	var src collector.Source
-	if err := DecodeJSON(c, &src); err != nil {
+	if err := api.DecodeJSON(c, &src); err != nil {
 		return err
 	}
 	if err := src.Validate(); err != nil {
-		return UnprocessableEntity("invalid_source", err.Error())
+		return api.UnprocessableEntity("invalid_source", err.Error())
 	}
 	if err := r.Store.Put(c.UserContext(), src); err != nil {
 		return err
@@ -75,7 +76,7 @@ func (r SourceRoutes) list(c *fiber.Ctx) error {
 func (r SourceRoutes) get(c *fiber.Ctx) error {
 	src, err := r.Store.Get(c.UserContext(), c.Params("id"))
 	if errors.Is(err, collector.ErrSourceNotFound) {
-		return NotFound("source_not_found", err.Error())
+		return api.NotFound("source_not_found", err.Error())
 	}
 	if err != nil {
 		return err
@@ -98,7 +99,7 @@ func (r SourceRoutes) get(c *fiber.Ctx) error {
 func (r SourceRoutes) delete(c *fiber.Ctx) error {
 	id := c.Params("id")
 	if err := r.Store.Delete(c.UserContext(), id); errors.Is(err, collector.ErrSourceNotFound) {
-		return NotFound("source_not_found", err.Error())
+		return api.NotFound("source_not_found", err.Error())
 	} else if err != nil {
 		return err
 	}

@@ -9,7 +9,7 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Targets of issue 4 on the project's 2-core machine.
+// Targets of the availability pipeline on a 2-core machine.
 const (
 	TargetObservationsPerSecond = 200_000
 	TargetTransitionsPerSecond  = 100_000

@@ -1,4 +1,4 @@
-package notifier
+package watch
 
 import (
 	"context"
@@ -11,21 +11,22 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
 
 func TestStage_deliversOncePerSession(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			p := startPipeline(t, b.client(t), testRunner())
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			p := startPipeline(t, b.Client(t), testRunner())
 			e := slot("v1", "2025-07-04", "19:00", 2)
 			other := slot("v2", "2025-07-04", "19:00", 2)
 			venue := p.webhookWatcher("venue", func(w *Watcher) { w.Provider, w.Venue = "resy", "v1" })
 			exact := p.webhookWatcher("slot", func(w *Watcher) { w.Slot = e.Key; w.PartySizes = []int{2} })
 			p.webhookWatcher("party4", func(w *Watcher) { w.Provider, w.Venue, w.PartySizes = "resy", "v1", []int{4} })
 			p.webhookWatcher("tock", func(w *Watcher) { w.Provider = "tock" })
-			logW, err := p.store.Create(context.Background(), Watcher{Name: "log", Provider: "resy", Channel: ChannelLog})
+			logW, err := p.store.Create(context.Background(), Watcher{Name: "log", Provider: "resy", Channel: notifier.ChannelLog})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -37,18 +38,18 @@ func TestStage_deliversOncePerSession(t *testing.T) {
 				rawFlip(other, avail.KindClose, 2), stableFlip(e, avail.KindOpen, 2, true),
 				stableFlip(other, avail.KindOpen, 2, false))
 			p.settled(5)
-			testenv.WaitFor(t, waitTimeout, func() bool { return p.notifications(OutcomeSent) == 3 }, "three deliveries")
+			testenv.WaitFor(t, waitTimeout, func() bool { return p.notifications(notifier.OutcomeSent) == 3 }, "three deliveries")
 
 			// The same stable open published again: no new delivery.
 			p.publish(stableFlip(e, avail.KindOpen, 2, true), rawFlip(e, avail.KindOpen, 1))
 			p.settled(7)
-			testenv.WaitFor(t, waitTimeout, func() bool { return p.notifications(OutcomeDuplicate) == 3 }, "three duplicates")
+			testenv.WaitFor(t, waitTimeout, func() bool { return p.notifications(notifier.OutcomeDuplicate) == 3 }, "three duplicates")
 
 			// Window 2: closed (raw, stable) and opened again (raw, stable).
 			p.publish(rawFlip(e, avail.KindClose, 3), stableFlip(e, avail.KindClose, 4, true),
 				rawFlip(e, avail.KindOpen, 5), stableFlip(e, avail.KindOpen, 6, true))
 			p.settled(11)
-			testenv.WaitFor(t, waitTimeout, func() bool { return p.notifications(OutcomeSent) == 6 }, "six deliveries")
+			testenv.WaitFor(t, waitTimeout, func() bool { return p.notifications(notifier.OutcomeSent) == 6 }, "six deliveries")
 
 			for _, name := range []string{"venue", "slot"} {
 				evs := p.recv.events(name)
@@ -80,13 +81,13 @@ func TestStage_deliversOncePerSession(t *testing.T) {
 				t.Errorf("log watcher notified %d times, want 2", n)
 			}
 			rm := p.collect()
-			if n := histogramCount(rm, MetricEndToEndLatency, map[string]string{"flow": "avail"}); n != 6 {
-				t.Errorf("%s has %d observations, want 6", MetricEndToEndLatency, n)
+			if n := histogramCount(rm, notifier.MetricEndToEndLatency, map[string]string{"flow": "avail"}); n != 6 {
+				t.Errorf("%s has %d observations, want 6", notifier.MetricEndToEndLatency, n)
 			}
-			if n := histogramCount(rm, MetricDeliveryDuration, map[string]string{"channel": ChannelWebhook, "outcome": OutcomeSent}); n != 4 {
-				t.Errorf("%s has %d webhook observations, want 4", MetricDeliveryDuration, n)
+			if n := histogramCount(rm, notifier.MetricDeliveryDuration, map[string]string{"channel": notifier.ChannelWebhook, "outcome": notifier.OutcomeSent}); n != 4 {
+				t.Errorf("%s has %d webhook observations, want 4", notifier.MetricDeliveryDuration, n)
 			}
-			if n := counterValue(rm, MetricNotifications, map[string]string{"channel": ChannelLog, "outcome": OutcomeSent}); n != 2 {
+			if n := counterValue(rm, notifier.MetricNotifications, map[string]string{"channel": notifier.ChannelLog, "outcome": notifier.OutcomeSent}); n != 2 {
 				t.Errorf("log notifications sent = %d, want 2", n)
 			}
 			if dls := p.deadLetters(); len(dls) != 0 {
@@ -119,7 +120,7 @@ func TestStage_recordsHistoryForWhy(t *testing.T) {
 	}, "one history record of the watcher")
 	eventID := avail.EventID(runID(2), e.Key, avail.KindOpen, true)
 	rec := recs[0]
-	if rec.ID != NotificationID(avail.Flow+":"+w.ID+":"+eventID) || rec.Flow != avail.Flow || rec.Channel != ChannelWebhook ||
+	if rec.ID != notifier.NotificationID(avail.Flow+":"+w.ID+":"+eventID) || rec.Flow != avail.Flow || rec.Channel != notifier.ChannelWebhook ||
 		rec.Subject != e.Key || rec.Status != history.StatusSent || rec.Attempts != 1 || rec.EventID != eventID ||
 		rec.RunID != runID(2) || rec.TraceID != fmt.Sprintf("%032x", 3) {
 		t.Fatalf("record %+v: want the sent notification of %s with its transition, run and trace", rec, eventID)
@@ -137,13 +138,13 @@ func TestStage_retriesUntilDelivered(t *testing.T) {
 	noInProcessRetry := testRunner()
 	noInProcessRetry.Retry = stream.RetryConfig{Disabled: true}
 	noInProcessRetry.ClaimIdle = 1500 * time.Millisecond
-	for _, b := range backends() {
+	for _, b := range testenv.Backends() {
 		for _, rc := range []struct {
 			name   string
 			runner stream.RunnerConfig
 		}{{"in-process retries", testRunner()}, {"redelivery", noInProcessRetry}} {
-			t.Run(b.name+"/"+rc.name, func(t *testing.T) {
-				p := startPipeline(t, b.client(t), rc.runner)
+			t.Run(b.Name+"/"+rc.name, func(t *testing.T) {
+				p := startPipeline(t, b.Client(t), rc.runner)
 				p.recv.setStatus(func(_ string, hit int) int {
 					if hit <= 2 {
 						return http.StatusInternalServerError
@@ -158,7 +159,7 @@ func TestStage_retriesUntilDelivered(t *testing.T) {
 				if hits != 3 || accepted != 1 {
 					t.Errorf("receiver: %d requests, %d accepted; want 3 and 1", hits, accepted)
 				}
-				if n := p.notifications(OutcomeFailed); n != 2 {
+				if n := p.notifications(notifier.OutcomeFailed); n != 2 {
 					t.Errorf("failed notifications = %d, want 2", n)
 				}
 				if dls := p.deadLetters(); len(dls) != 0 {
@@ -170,9 +171,9 @@ func TestStage_retriesUntilDelivered(t *testing.T) {
 }
 
 func TestStage_refusedIsDeadLettered(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
-			p := startPipeline(t, b.client(t), testRunner())
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			p := startPipeline(t, b.Client(t), testRunner())
 			p.recv.setStatus(func(path string, _ int) int {
 				if path == "refusing" {
 					return http.StatusBadRequest
@@ -186,7 +187,7 @@ func TestStage_refusedIsDeadLettered(t *testing.T) {
 			p.settled(2)
 			dls := p.deadLetters()
 			if len(dls) != 1 || !strings.Contains(dls[0].Reason, "status 400") || !strings.Contains(dls[0].Reason, "answer 400") ||
-				dls[0].Attempts != 1 || dls[0].Stage != StageName {
+				dls[0].Attempts != 1 || dls[0].Stage != StageNotifier {
 				t.Fatalf("dead letters %+v: want one after 1 attempt, with the 400 and its answer as reason", dls)
 			}
 			if hits, _ := p.recv.counts("refusing"); hits != 1 {
@@ -208,7 +209,7 @@ func TestStage_refusedIsDeadLettered(t *testing.T) {
 					t.Errorf("%s accepted %d after the replay, want %d", name, accepted, want)
 				}
 			}
-			if n := p.notifications(OutcomeDuplicate); n != 1 {
+			if n := p.notifications(notifier.OutcomeDuplicate); n != 1 {
 				t.Errorf("duplicates = %d, want 1 (the fine watcher on replay)", n)
 			}
 			if dls := p.deadLetters(); len(dls) != 0 {
@@ -219,10 +220,10 @@ func TestStage_refusedIsDeadLettered(t *testing.T) {
 }
 
 func TestStage_oneWatcherFailing(t *testing.T) {
-	for _, b := range backends() {
-		t.Run(b.name, func(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
 			runner := testRunner()
-			p := startPipeline(t, b.client(t), runner)
+			p := startPipeline(t, b.Client(t), runner)
 			p.recv.setStatus(func(path string, _ int) int {
 				if path == "down" {
 					return http.StatusServiceUnavailable

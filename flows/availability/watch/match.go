@@ -1,4 +1,4 @@
-package notifier
+package watch
 
 import (
 	"context"
@@ -14,7 +14,7 @@ import (
 // venue) and one MGET per 500 candidates; date range and party sizes are
 // checked on the candidates (Watcher.Matches). Entities of other kinds than
 // slot and restaurant match nothing.
-func (s *WatcherStore) Match(ctx context.Context, e avail.Entity) ([]Watcher, error) {
+func (s *Store) Match(ctx context.Context, e avail.Entity) ([]Watcher, error) {
 	if e.Kind != "" && e.Kind != avail.EntitySlot && e.Kind != avail.EntityRestaurant {
 		return nil, nil
 	}

@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"errors"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/writer"
 )
 
@@ -44,39 +45,39 @@ type sessionsPage struct {
 const recentTransitions = 20
 
 // Register adds the routes to srv.
-func (a AvailabilityRoutes) Register(srv *Server) {
-	limitParam := Param{Name: "limit", Type: "integer", Description: "page size, 1..1000 (default 100)"}
-	srv.Handle(Operation{Method: "GET", Path: "/v1/availability", Tag: "availability", Scope: ScopeRead,
+func (a AvailabilityRoutes) Register(srv *api.Server) {
+	limitParam := api.Param{Name: "limit", Type: "integer", Description: "page size, 1..1000 (default 100)"}
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/availability", Tag: "availability", Scope: api.ScopeRead,
 		Summary: "List entities of the projection, filtered and paged",
-		Query: []Param{{Name: "provider"}, {Name: "venue"}, {Name: "date", Description: "YYYY-MM-DD"},
+		Query: []api.Param{{Name: "provider"}, {Name: "venue"}, {Name: "date", Description: "YYYY-MM-DD"},
 			{Name: "party_size", Type: "integer"}, {Name: "state", Description: "open or closed"},
 			{Name: "cursor", Description: "next_cursor of the previous page"}, limitParam},
 		Response: availabilityPage{}, Handler: a.list})
-	srv.Handle(Operation{Method: "GET", Path: "/v1/availability/:key", Tag: "availability", Scope: ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/availability/:key", Tag: "availability", Scope: api.ScopeRead,
 		Summary:  "One entity's projection and its recent transitions (key URL-escaped)",
 		Response: entityDetail{}, Handler: a.get})
-	srv.Handle(Operation{Method: "GET", Path: "/v1/availability/:key/sessions", Tag: "availability", Scope: ScopeRead,
-		Summary: "One entity's availability sessions, newest first", Query: []Param{limitParam},
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/availability/:key/sessions", Tag: "availability", Scope: api.ScopeRead,
+		Summary: "One entity's availability sessions, newest first", Query: []api.Param{limitParam},
 		Response: sessionsPage{}, Handler: a.sessions})
 }
 
 func (a AvailabilityRoutes) list(c *fiber.Ctx) error {
-	party, err := intQuery(c, "party_size", 0, 0, 50)
+	party, err := api.IntQuery(c, "party_size", 0, 0, 50)
 	if err != nil {
 		return err
 	}
-	limit, err := intQuery(c, "limit", writer.DefaultListLimit, 1, writer.MaxListLimit)
+	limit, err := api.IntQuery(c, "limit", writer.DefaultListLimit, 1, writer.MaxListLimit)
 	if err != nil {
 		return err
 	}
 	f := writer.Filter{Provider: c.Query("provider"), Venue: c.Query("venue"), Date: c.Query("date"),
 		PartySize: party, State: c.Query("state")}
 	if err := f.Validate(); err != nil {
-		return BadRequest("invalid_filter", err.Error())
+		return api.BadRequest("invalid_filter", err.Error())
 	}
 	items, next, err := a.Projection.List(c.UserContext(), f, c.Query("cursor"), limit)
 	if errors.Is(err, writer.ErrBadCursor) {
-		return BadRequest("invalid_cursor", err.Error())
+		return api.BadRequest("invalid_cursor", err.Error())
 	}
 	if err != nil {
 		return err
@@ -94,7 +95,7 @@ func (a AvailabilityRoutes) get(c *fiber.Ctx) error {
 	}
 	e, err := a.Projection.Get(c.UserContext(), key)
 	if errors.Is(err, writer.ErrNotFound) {
-		return NotFound("entity_not_found", "no entity with key "+strconv.Quote(key))
+		return api.NotFound("entity_not_found", "no entity with key "+strconv.Quote(key))
 	}
 	if err != nil {
 		return err
@@ -118,12 +119,12 @@ func (a AvailabilityRoutes) sessions(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	limit, err := intQuery(c, "limit", 100, 1, 100)
+	limit, err := api.IntQuery(c, "limit", 100, 1, 100)
 	if err != nil {
 		return err
 	}
 	if _, err := a.Projection.Get(c.UserContext(), key); errors.Is(err, writer.ErrNotFound) {
-		return NotFound("entity_not_found", "no entity with key "+strconv.Quote(key))
+		return api.NotFound("entity_not_found", "no entity with key "+strconv.Quote(key))
 	} else if err != nil {
 		return err
 	}
@@ -147,20 +148,7 @@ func entityKeyParam(c *fiber.Ctx) (string, error) {
 	raw := c.Params("key")
 	key, err := url.PathUnescape(raw)
 	if err != nil || key == "" || len(key) > maxKeyLen {
-		return "", BadRequest("invalid_key", "entity key must be a URL-escaped string of 1.."+strconv.Itoa(maxKeyLen)+" bytes")
+		return "", api.BadRequest("invalid_key", "entity key must be a URL-escaped string of 1.."+strconv.Itoa(maxKeyLen)+" bytes")
 	}
 	return key, nil
-}
-
-// intQuery parses an optional integer query parameter within [lo, hi].
-func intQuery(c *fiber.Ctx, name string, def, lo, hi int) (int, error) {
-	s := c.Query(name)
-	if s == "" {
-		return def, nil
-	}
-	n, err := strconv.Atoi(s)
-	if err != nil || n < lo || n > hi {
-		return 0, BadRequest("invalid_"+name, name+" must be a whole number in "+strconv.Itoa(lo)+".."+strconv.Itoa(hi))
-	}
-	return n, nil
 }

@@ -1,10 +1,11 @@
-package notifier
+package watch
 
 import (
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
@@ -19,16 +20,13 @@ const (
 	// DefaultHandlerTimeout is the stage's handler timeout: one message
 	// may fan out to many watchers.
 	DefaultHandlerTimeout = 30 * time.Second
-	// DefaultClaimIdle is the stage's ClaimIdle; it exceeds three handler
-	// calls and the retry pauses, and the default send lease.
-	DefaultClaimIdle = 2 * time.Minute
 )
 
-// Config configures the notifier stage. Zero fields take their defaults.
+// Config configures the "avail-notifier" stage. Zero fields take their defaults.
 type Config struct {
 	// Ledger configures the delivery ledger (TTL of delivery records, send
 	// lease). Its Lease must stay below Runner.ClaimIdle.
-	Ledger DeliveryLedgerConfig
+	Ledger notifier.DeliveryLedgerConfig
 	// WindowTTL is how long an entity's recent raw flips are remembered
 	// after its last one, to name the session of a stable open. Default 35
 	// days, the diff's state TTL.
@@ -51,7 +49,7 @@ type Config struct {
 	// none.
 	Throttle *throttle.Throttle
 	// Runner tunes the stage's runner. Zero HandlerTimeout and ClaimIdle
-	// take DefaultHandlerTimeout and DefaultClaimIdle; other zero fields
+	// take DefaultHandlerTimeout and notifier.DefaultClaimIdle; other zero fields
 	// take the stream defaults.
 	Runner stream.RunnerConfig
 }
@@ -75,7 +73,7 @@ func (c Config) WithDefaults() Config {
 		c.Runner.HandlerTimeout = DefaultHandlerTimeout
 	}
 	if c.Runner.ClaimIdle == 0 {
-		c.Runner.ClaimIdle = DefaultClaimIdle
+		c.Runner.ClaimIdle = notifier.DefaultClaimIdle
 	}
 	return c
 }
@@ -95,7 +93,7 @@ func (c Config) Validate() error {
 	if c.Concurrency < 1 || c.Concurrency > 256 {
 		errs = append(errs, fmt.Errorf("notifier: concurrency %d out of range 1..256", c.Concurrency))
 	}
-	runner := c.Runner.WithDefaults(StageName)
+	runner := c.Runner.WithDefaults(StageNotifier)
 	if err := runner.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("notifier: runner: %w", err))
 	}

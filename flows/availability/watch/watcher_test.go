@@ -1,4 +1,4 @@
-package notifier
+package watch
 
 import (
 	"errors"
@@ -7,11 +7,12 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/notifier"
 )
 
 // validWatcher is a venue webhook watcher that passes Validate.
 func validWatcher() Watcher {
-	return Watcher{Name: "date night", Provider: "resy", Venue: "v1", Channel: ChannelWebhook,
+	return Watcher{Name: "date night", Provider: "resy", Venue: "v1", Channel: notifier.ChannelWebhook,
 		WebhookURL: "https://hooks.example.com/dropstream?x=1"}
 }
 
@@ -27,7 +28,7 @@ func TestWatcher_validate(t *testing.T) {
 		{"valid slot watcher", func(w *Watcher) { w.Provider, w.Venue, w.Slot = "", "", slotKey }, ""},
 		{"valid restaurant key", func(w *Watcher) { w.Slot = avail.RestaurantKey("resy", "v1", "2025-07-04", 2) }, ""},
 		{"valid slot with matching provider", func(w *Watcher) { w.Venue, w.Slot = "", slotKey }, ""},
-		{"valid log watcher", func(w *Watcher) { w.Channel, w.WebhookURL = ChannelLog, "" }, ""},
+		{"valid log watcher", func(w *Watcher) { w.Channel, w.WebhookURL = notifier.ChannelLog, "" }, ""},
 		{"valid dates and parties", func(w *Watcher) {
 			w.DateFrom, w.DateTo, w.PartySizes = "2025-07-01", "2025-07-31", []int{2, 4}
 		}, ""},
@@ -64,7 +65,7 @@ func TestWatcher_validate(t *testing.T) {
 		{"party size twice", func(w *Watcher) { w.PartySizes = []int{2, 2} }, "twice"},
 		{"unknown channel", func(w *Watcher) { w.Channel = "sms" }, "channel"},
 		{"webhook without url", func(w *Watcher) { w.WebhookURL = "" }, "required"},
-		{"log with url", func(w *Watcher) { w.Channel = ChannelLog }, "only for the webhook"},
+		{"log with url", func(w *Watcher) { w.Channel = notifier.ChannelLog }, "only for the webhook"},
 		{"ftp url", func(w *Watcher) { w.WebhookURL = "ftp://example.com/x" }, "scheme"},
 		{"relative url", func(w *Watcher) { w.WebhookURL = "/hook" }, "scheme"},
 		{"url without host", func(w *Watcher) { w.WebhookURL = "https:///hook" }, "no host"},

@@ -1,4 +1,4 @@
-package notifier
+package watch
 
 import (
 	"context"
@@ -11,16 +11,17 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/avail/availjson"
-	"github.com/dropstream/dropstream/notifier/history"
+	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
 
-// StageName is the notifier stage's name, and its default consumer group.
-const StageName = "avail-notifier"
+// StageNotifier is the watcher stage's name, and its consumer group.
+const StageNotifier = "avail-notifier"
 
 // NewStage returns the "avail-notifier" stage: its own consumer group on
 // topics.Transitions, notifying the matching watchers of every stable open
@@ -34,8 +35,8 @@ const StageName = "avail-notifier"
 //   - for each transition in order, records raw flips (raw true, or stable
 //     false) of the entity, to name sessions;
 //   - acknowledges every transition but stable, notifying opens;
-//   - for those, matches watchers (WatcherStore.Match) and delivers an
-//     OpenEvent to each on its channel through the Dispatcher, under the
+//   - for those, matches watchers (Store.Match) and delivers an
+//     OpenEvent to each on its channel through a notifier.Dispatcher, under the
 //     business key "avail:<watcher id>:<stable open event id>".
 //
 // If any delivery fails retryably the message fails and is redelivered
@@ -44,7 +45,7 @@ const StageName = "avail-notifier"
 // permanent (a 4xx answer, an unknown channel) the message is
 // dead-lettered with their reasons. Nil fields of tel default to the
 // OpenTelemetry globals and slog.Default.
-func NewStage(rdb redis.UniversalClient, topics avail.Topics, store *WatcherStore, channels map[string]Channel, cfg Config, tel stream.Telemetry) (stream.Stage, error) {
+func NewStage(rdb redis.UniversalClient, topics avail.Topics, store *Store, channels map[string]notifier.Channel, cfg Config, tel stream.Telemetry) (stream.Stage, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return stream.Stage{}, err
@@ -55,11 +56,11 @@ func NewStage(rdb redis.UniversalClient, topics avail.Topics, store *WatcherStor
 	if err := topics.Transitions.Validate(); err != nil {
 		return stream.Stage{}, fmt.Errorf("notifier: %w", err)
 	}
-	ledger, err := NewDeliveryLedger(rdb, cfg.Ledger)
+	ledger, err := notifier.NewDeliveryLedger(rdb, cfg.Ledger)
 	if err != nil {
 		return stream.Stage{}, err
 	}
-	dispatch, err := NewDispatcher(ledger, channels, tel)
+	dispatch, err := notifier.NewDispatcher(ledger, channels, tel)
 	if err != nil {
 		return stream.Stage{}, err
 	}
@@ -67,19 +68,25 @@ func NewStage(rdb redis.UniversalClient, topics avail.Topics, store *WatcherStor
 	if logger == nil {
 		logger = slog.Default()
 	}
-	h := &handler{cfg: cfg, topic: topics.Transitions, store: store, dispatch: dispatch, logger: logger,
+	unresolved, err := newUnresolved(tel.MeterProvider)
+	if err != nil {
+		return stream.Stage{}, err
+	}
+	h := &handler{cfg: cfg, topic: topics.Transitions, store: store, dispatch: dispatch, logger: logger, unresolved: unresolved,
 		windows: &windows{rdb: rdb, topic: topics.Transitions, ttl: cfg.WindowTTL, max: cfg.MaxWindowFlips}}
-	return stream.Stage{Name: StageName, Topic: topics.Transitions, Handler: h.handle, Config: cfg.Runner}, nil
+	return stream.Stage{Name: StageNotifier, Topic: topics.Transitions, Handler: h.handle, Config: cfg.Runner}, nil
 }
 
 // handler is the notifier stage's message handler.
 type handler struct {
 	cfg      Config
 	topic    stream.Topic
-	store    *WatcherStore
-	dispatch *Dispatcher
-	windows  *windows
-	logger   *slog.Logger
+	store    *Store
+	dispatch *notifier.Dispatcher
+	// unresolved counts MetricUnresolvedSessions.
+	unresolved metric.Int64Counter
+	windows    *windows
+	logger     *slog.Logger
 }
 
 func (h *handler) handle(ctx context.Context, m *stream.Message) error {
@@ -106,7 +113,7 @@ func (h *handler) handle(ctx context.Context, m *stream.Message) error {
 	for i, t := range ts {
 		errs[i] = h.handleOne(ctx, m, t)
 	}
-	return settle(errs)
+	return notifier.Settle(errs)
 }
 
 // handleOne handles one transition of message m.
@@ -155,7 +162,7 @@ func (h *handler) notify(ctx context.Context, m *stream.Message, t avail.Transit
 		return err
 	}
 	if !ok {
-		h.dispatch.in.unresolved.Add(context.Background(), 1)
+		h.unresolved.Add(context.Background(), 1)
 		h.logger.WarnContext(ctx, "notifier: raw open of a stable open not seen; notifying without session id",
 			"entity", entity.Key, "run_id", t.RunID, "message_id", m.ID)
 	}
@@ -174,10 +181,10 @@ func (h *handler) notify(ctx context.Context, m *stream.Message, t avail.Transit
 			errs[i] = stream.Permanent(fmt.Errorf("notifier: encode event for %s: %w", w.ID, err))
 			continue
 		}
-		del := Delivery{HashTag: h.topic.HashTag(m.Partition), Key: avail.Flow + ":" + w.ID + ":" + eventID,
+		del := notifier.Delivery{HashTag: h.topic.HashTag(m.Partition), Key: avail.Flow + ":" + w.ID + ":" + eventID,
 			Channel: w.Channel, MessageID: m.ID, Attempt: m.Attempt,
-			Notification: Notification{Flow: avail.Flow, Event: EventAvailabilityOpen,
-				Recipient: Recipient{ID: w.ID, Address: w.WebhookURL, Secret: w.Secret},
+			Notification: notifier.Notification{Flow: avail.Flow, Event: EventAvailabilityOpen,
+				Recipient: notifier.Recipient{ID: w.ID, Address: w.WebhookURL, Secret: w.Secret},
 				EventID:   eventID, SessionID: session, Subject: entity.Key, TraceID: traceID, ObservedAt: t.RunAt, Body: body}}
 		if h.cfg.Throttle != nil {
 			dest, channel := w.ID, w.Channel
@@ -192,45 +199,19 @@ func (h *handler) notify(ctx context.Context, m *stream.Message, t avail.Transit
 		})
 	}
 	wg.Wait()
-	return settle(errs)
+	return notifier.Settle(errs)
 }
 
-// settle turns the deliveries' errors into the message's: retryable if any
-// is (the permanent ones are named but not wrapped, so the message is
-// retried), permanent if all failures are, nil if none failed.
-func settle(errs []error) error {
-	var retry, perm []error
-	for _, err := range errs {
-		switch {
-		case err == nil:
-		case stream.IsPermanent(err):
-			perm = append(perm, err)
-		default:
-			retry = append(retry, err)
-		}
-	}
-	switch {
-	case len(retry) > 0 && len(perm) > 0:
-		return fmt.Errorf("notifier: %d of %d deliveries failed: %w (and %d refused: %s)",
-			len(retry), len(errs), errors.Join(retry...), len(perm), errors.Join(perm...).Error())
-	case len(retry) > 0:
-		return fmt.Errorf("notifier: %d of %d deliveries failed: %w", len(retry), len(errs), errors.Join(retry...))
-	case len(perm) > 0:
-		return stream.Permanent(fmt.Errorf("notifier: %d of %d deliveries refused: %w", len(perm), len(errs), errors.Join(perm...)))
-	}
-	return nil
-}
-
-// waitThrottle waits for the watcher's throttle, up to DefaultMaxThrottleWait.
+// waitThrottle waits for the watcher's throttle, up to notifier.DefaultMaxThrottleWait.
 func (h *handler) waitThrottle(ctx context.Context, dest, channel string) error {
-	deadline := time.Now().Add(DefaultMaxThrottleWait)
+	deadline := time.Now().Add(notifier.DefaultMaxThrottleWait)
 	for {
 		wait, err := h.cfg.Throttle.Take(ctx, dest, channel)
 		if err != nil || wait == 0 {
 			return err
 		}
 		if time.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("%w: watcher %s for %s", ErrThrottled, dest, wait)
+			return fmt.Errorf("%w: watcher %s for %s", notifier.ErrThrottled, dest, wait)
 		}
 		t := time.NewTimer(wait)
 		select {
@@ -244,31 +225,22 @@ func (h *handler) waitThrottle(ctx context.Context, dest, channel string) error 
 
 // recordWatcher records a watcher delivery's outcome in the history (when
 // configured) and blocks the watcher's destination for a Retry-After.
-func (h *handler) recordWatcher(ctx context.Context, del Delivery, runID, outcome string, err error) {
-	var de *DeliveryError
+func (h *handler) recordWatcher(ctx context.Context, del notifier.Delivery, runID, outcome string, err error) {
+	var de *notifier.DeliveryError
 	if h.cfg.Throttle != nil && errors.As(err, &de) && de.RetryAfter > 0 {
 		if berr := h.cfg.Throttle.Block(ctx, del.Notification.Recipient.ID, time.Now().Add(de.RetryAfter)); berr != nil {
 			h.logger.WarnContext(ctx, "notifier: retry-after not recorded", "error", berr)
 		}
 	}
-	if h.cfg.History == nil || outcome == OutcomeDuplicate || errors.Is(err, ErrInFlight) {
+	if h.cfg.History == nil {
 		return
 	}
-	n := del.Notification
-	rec := history.Record{ID: NotificationID(del.Key), Flow: n.Flow, Event: n.Event, SubscriberID: n.Recipient.ID, Channel: del.Channel,
-		Subject: n.Subject, Window: n.EventID, Status: history.StatusSent, Attempts: del.Attempt, ObservedAt: n.ObservedAt,
-		At: time.Now().UTC(), TraceID: n.TraceID, EventID: n.EventID, RunID: runID, MessageID: del.MessageID}
-	switch {
-	case err == nil:
-		if !n.ObservedAt.IsZero() {
-			rec.LatencyMs = max(rec.At.Sub(n.ObservedAt).Milliseconds(), 0)
-		}
-	case stream.IsPermanent(err):
-		rec.Status, rec.Error = history.StatusRejected, clipReason(err.Error())
-	default:
-		rec.Status, rec.Error = history.StatusFailed, clipReason(err.Error())
+	rec, ok := del.HistoryRecord(outcome, err, time.Now().UTC())
+	if !ok {
+		return
 	}
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	rec.RunID = runID
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
 	defer cancel()
 	if rerr := h.cfg.History.Record(hctx, rec); rerr != nil {
 		h.logger.WarnContext(ctx, "notifier: history not recorded", "notification_id", rec.ID, "error", rerr)

@@ -1,4 +1,4 @@
-package notifier
+package watch
 
 import (
 	"time"
@@ -11,7 +11,7 @@ const EventAvailabilityOpen = "availability.open"
 
 // OpenEvent is the JSON body of an availability notification, as a webhook
 // receives it. Receivers verify X-Dropstream-Signature with
-// VerifySignature and dedupe on (watcher_id, event_id): a notification is
+// notifier.VerifySignature and dedupe on (watcher_id, event_id): a notification is
 // delivered at least once, and more than once only when a send succeeded
 // and its record could not be written.
 type OpenEvent struct {

@@ -1,4 +1,4 @@
-package notifier
+package watch
 
 import (
 	"strings"
@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -16,15 +17,15 @@ func TestConfig_validate(t *testing.T) {
 		wantErr string
 	}{
 		{"defaults", Config{}, ""},
-		{"test timings", Config{Runner: testRunner(), Ledger: DeliveryLedgerConfig{Lease: time.Second}}, ""},
-		{"lease not below claim idle", Config{Ledger: DeliveryLedgerConfig{Lease: 3 * time.Minute}}, "below claim idle"},
+		{"test timings", Config{Runner: testRunner(), Ledger: notifier.DeliveryLedgerConfig{Lease: time.Second}}, ""},
+		{"lease not below claim idle", Config{Ledger: notifier.DeliveryLedgerConfig{Lease: 3 * time.Minute}}, "below claim idle"},
 		{"short window ttl", Config{WindowTTL: time.Second}, "window ttl"},
 		{"one flip kept", Config{MaxWindowFlips: 1}, "max window flips"},
 		{"tiny payload bound", Config{MaxPayloadBytes: 10}, "max payload"},
 		{"no concurrency", Config{Concurrency: -1}, "concurrency"},
 		{"too much concurrency", Config{Concurrency: 1000}, "concurrency"},
 		{"claim idle below handler timeouts", Config{Runner: stream.RunnerConfig{ClaimIdle: 40 * time.Second}}, "claim idle"},
-		{"bad ledger name", Config{Ledger: DeliveryLedgerConfig{Name: "A B"}}, "ledger"},
+		{"bad ledger name", Config{Ledger: notifier.DeliveryLedgerConfig{Name: "A B"}}, "ledger"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -44,8 +45,8 @@ func TestConfig_validate(t *testing.T) {
 
 func TestConfig_defaults(t *testing.T) {
 	c := Config{}.WithDefaults()
-	if c.Runner.HandlerTimeout != DefaultHandlerTimeout || c.Runner.ClaimIdle != DefaultClaimIdle ||
-		c.Ledger.Lease != DefaultSendLease || c.Ledger.TTL != DefaultDeliveryTTL || c.Concurrency != DefaultConcurrency ||
+	if c.Runner.HandlerTimeout != DefaultHandlerTimeout || c.Runner.ClaimIdle != notifier.DefaultClaimIdle ||
+		c.Ledger.Lease != notifier.DefaultSendLease || c.Ledger.TTL != notifier.DefaultDeliveryTTL || c.Concurrency != DefaultConcurrency ||
 		c.WindowTTL != DefaultWindowTTL || c.MaxWindowFlips != DefaultMaxWindowFlips || c.MaxPayloadBytes != DefaultMaxPayloadBytes {
 		t.Errorf("defaults: %+v", c)
 	}
@@ -53,12 +54,12 @@ func TestConfig_defaults(t *testing.T) {
 
 func TestNewStage_arguments(t *testing.T) {
 	rdb := mini(t)
-	store, err := NewWatcherStore(rdb, StoreConfig{})
+	store, err := NewStore(rdb, StoreConfig{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	channels, err := NewChannels(WebhookConfig{}, quiet)
-	if err != nil || len(channels) != 2 || channels[ChannelWebhook].Name() != ChannelWebhook || channels[ChannelLog].Name() != ChannelLog {
+	channels, err := notifier.NewChannels(notifier.WebhookConfig{}, quiet)
+	if err != nil || len(channels) != 2 || channels[notifier.ChannelWebhook].Name() != notifier.ChannelWebhook || channels[notifier.ChannelLog].Name() != notifier.ChannelLog {
 		t.Fatalf("NewChannels = %v, %v", channels, err)
 	}
 	topics := avail.NewTopics(4)
@@ -66,18 +67,18 @@ func TestNewStage_arguments(t *testing.T) {
 	if err != nil {
 		t.Fatalf("NewStage: %v", err)
 	}
-	if stage.Name != StageName || stage.Topic != topics.Transitions || stage.Config.HandlerTimeout != DefaultHandlerTimeout {
+	if stage.Name != StageNotifier || stage.Topic != topics.Transitions || stage.Config.HandlerTimeout != DefaultHandlerTimeout {
 		t.Errorf("stage %+v", stage)
 	}
 	for _, tt := range []struct {
 		name     string
-		store    *WatcherStore
-		channels map[string]Channel
+		store    *Store
+		channels map[string]notifier.Channel
 		cfg      Config
 	}{
 		{"no store", nil, channels, Config{}},
 		{"no channels", store, nil, Config{}},
-		{"misnamed channel", store, map[string]Channel{"email": NewLogChannel(quiet)}, Config{}},
+		{"misnamed channel", store, map[string]notifier.Channel{"email": notifier.NewLogChannel(quiet)}, Config{}},
 		{"invalid config", store, channels, Config{Concurrency: -1}},
 	} {
 		t.Run(tt.name, func(t *testing.T) {

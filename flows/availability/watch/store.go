@@ -1,4 +1,4 @@
-package notifier
+package watch
 
 import (
 	"context"
@@ -26,7 +26,7 @@ var (
 	ErrTooManyWatchers = errors.New("notifier: too many watchers")
 )
 
-// StoreConfig configures a WatcherStore. Zero fields take their defaults.
+// StoreConfig configures a Store. Zero fields take their defaults.
 type StoreConfig struct {
 	// MaxWatchers bounds the number of watchers; Create fails with
 	// ErrTooManyWatchers beyond it. Default 100,000.
@@ -55,22 +55,22 @@ func (c StoreConfig) Validate() error {
 	return nil
 }
 
-// WatcherStore keeps watchers in Redis with a match index, so matching an
+// Store keeps watchers in Redis with a match index, so matching an
 // entity costs one set union and one MGET of the candidates, whatever the
 // number of watchers. See the package documentation for the key layout.
 // It is safe for concurrent use.
-type WatcherStore struct {
+type Store struct {
 	rdb redis.UniversalClient
 	cfg StoreConfig
 }
 
-// NewWatcherStore returns a store over rdb.
-func NewWatcherStore(rdb redis.UniversalClient, cfg StoreConfig) (*WatcherStore, error) {
+// NewStore returns a store over rdb.
+func NewStore(rdb redis.UniversalClient, cfg StoreConfig) (*Store, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &WatcherStore{rdb: rdb, cfg: cfg}, nil
+	return &Store{rdb: rdb, cfg: cfg}, nil
 }
 
 // createScript stores a watcher, lists it and indexes it, unless the store
@@ -86,7 +86,7 @@ return 1`)
 // generated Secret, stores and indexes it in one atomic step, and returns
 // it with its Secret: the only time the secret is shown. Errors wrap
 // ErrInvalidWatcher or ErrTooManyWatchers, or are Redis errors.
-func (s *WatcherStore) Create(ctx context.Context, w Watcher) (Watcher, error) {
+func (s *Store) Create(ctx context.Context, w Watcher) (Watcher, error) {
 	if err := w.Validate(); err != nil {
 		return Watcher{}, err
 	}
@@ -118,13 +118,13 @@ func (s *WatcherStore) Create(ctx context.Context, w Watcher) (Watcher, error) {
 
 // Get returns the watcher with the given id, without its Secret. Errors
 // wrap ErrInvalidWatcher (malformed id) or ErrNotFound, or are Redis errors.
-func (s *WatcherStore) Get(ctx context.Context, id string) (Watcher, error) {
+func (s *Store) Get(ctx context.Context, id string) (Watcher, error) {
 	w, err := s.get(ctx, id)
 	w.Secret = ""
 	return w, err
 }
 
-func (s *WatcherStore) get(ctx context.Context, id string) (Watcher, error) {
+func (s *Store) get(ctx context.Context, id string) (Watcher, error) {
 	if !validID(id) {
 		return Watcher{}, fmt.Errorf("%w: id %q", ErrInvalidWatcher, clip(id))
 	}
@@ -147,7 +147,7 @@ func (s *WatcherStore) get(ctx context.Context, id string) (Watcher, error) {
 // cursor of the next page ("" when there is none). A limit below 1 means
 // DefaultPageSize; above MaxPageSize it is MaxPageSize. A malformed cursor
 // is an error wrapping ErrInvalidWatcher.
-func (s *WatcherStore) List(ctx context.Context, cursor string, limit int) ([]Watcher, string, error) {
+func (s *Store) List(ctx context.Context, cursor string, limit int) ([]Watcher, string, error) {
 	if cursor != "" && !validID(cursor) {
 		return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalidWatcher, clip(cursor))
 	}
@@ -181,7 +181,7 @@ func (s *WatcherStore) List(ctx context.Context, cursor string, limit int) ([]Wa
 // Delete removes a watcher and its index entry atomically; it no longer
 // matches anything. Errors wrap ErrInvalidWatcher or ErrNotFound, or are
 // Redis errors.
-func (s *WatcherStore) Delete(ctx context.Context, id string) error {
+func (s *Store) Delete(ctx context.Context, id string) error {
 	w, err := s.get(ctx, id)
 	if err != nil {
 		return err
@@ -207,7 +207,7 @@ const loadChunk = 500
 
 // load reads the watchers of ids, in order, with their secrets; ids whose
 // record is gone (deleted meanwhile) or undecodable are skipped.
-func (s *WatcherStore) load(ctx context.Context, ids []string) ([]Watcher, error) {
+func (s *Store) load(ctx context.Context, ids []string) ([]Watcher, error) {
 	out := make([]Watcher, 0, len(ids))
 	keys := make([]string, 0, min(len(ids), loadChunk))
 	for start := 0; start < len(ids); start += loadChunk {

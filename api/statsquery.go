@@ -1,0 +1,95 @@
+package api
+
+import (
+	"errors"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/clickhouse"
+)
+
+// DefaultStatsRange is the range of a stats query without from.
+const DefaultStatsRange = 24 * time.Hour
+
+// StatsParams are the query parameters every stats route over the
+// ClickHouse rollups takes (read by ParseStatsQuery): from, to, limit and
+// flow. A route adds its group_by and filters.
+func StatsParams() []Param {
+	return []Param{
+		{Name: "from", Description: "start of the range, RFC 3339 or Unix seconds (default: to minus 24 hours)"},
+		{Name: "to", Description: "end of the range, exclusive, RFC 3339 or Unix seconds (default: now)"},
+		{Name: "limit", Type: "integer", Description: "rows, 1..5000 (default 1000)"},
+		{Name: "flow"},
+	}
+}
+
+// maxTimeParam bounds the length of from and to.
+const maxTimeParam = 40
+
+// ParseStatsQuery reads the parameters of a stats query: the range (to
+// defaults to now, from to DefaultStatsRange before it; at most
+// clickhouse.MaxStatsRange), group_by (one of groups, default hour), the
+// filters flow, provider, venue and channel, and limit. now is the clock,
+// time.Now when nil. Its errors are 400s.
+func ParseStatsQuery(c *fiber.Ctx, groups []string, now func() time.Time) (clickhouse.StatsQuery, error) {
+	if now == nil {
+		now = time.Now
+	}
+	var q clickhouse.StatsQuery
+	var err error
+	if q.To, err = timeParam(c, "to", now().UTC()); err != nil {
+		return q, err
+	}
+	if q.From, err = timeParam(c, "from", q.To.Add(-DefaultStatsRange)); err != nil {
+		return q, err
+	}
+	if !q.From.Before(q.To) {
+		return q, BadRequest("invalid_range", "from must be before to")
+	}
+	if q.To.Sub(q.From) > clickhouse.MaxStatsRange {
+		return q, BadRequest("invalid_range", "the range is longer than "+strconv.Itoa(int(clickhouse.MaxStatsRange/(24*time.Hour)))+" days")
+	}
+	q.GroupBy = c.Query("group_by", clickhouse.GroupHour)
+	if !slices.Contains(groups, q.GroupBy) {
+		return q, BadRequest("invalid_group_by", "group_by must be one of "+strings.Join(groups, ", "))
+	}
+	q.Flow, q.Provider, q.Venue, q.Channel = c.Query("flow"), c.Query("provider"), c.Query("venue"), c.Query("channel")
+	for _, v := range []string{q.Flow, q.Provider, q.Venue, q.Channel} {
+		if len(v) > 256 {
+			return q, BadRequest("invalid_filter", "filters are at most 256 bytes")
+		}
+	}
+	if q.Limit, err = IntQuery(c, "limit", clickhouse.DefaultStatsRows, 1, clickhouse.MaxStatsRows); err != nil {
+		return q, err
+	}
+	return q, nil
+}
+
+// timeParam parses an optional RFC 3339 or Unix-seconds parameter.
+func timeParam(c *fiber.Ctx, name string, def time.Time) (time.Time, error) {
+	s := c.Query(name)
+	if s == "" {
+		return def, nil
+	}
+	if len(s) <= maxTimeParam {
+		if n, err := strconv.ParseInt(s, 10, 64); err == nil && n >= 0 && n < 1<<33 {
+			return time.Unix(n, 0).UTC(), nil
+		}
+		if t, err := time.Parse(time.RFC3339, s); err == nil {
+			return t.UTC(), nil
+		}
+	}
+	return time.Time{}, BadRequest("invalid_"+name, name+" must be an RFC 3339 time or Unix seconds")
+}
+
+// StatsError turns a query ClickHouse rejected into a 400 "invalid_query".
+func StatsError(err error) error {
+	if errors.Is(err, clickhouse.ErrBadStatsQuery) {
+		return BadRequest("invalid_query", err.Error())
+	}
+	return err
+}

@@ -1,0 +1,205 @@
+// Package availability is the availability flow: the collector polls
+// reservation providers for the sources it is given, the normalizer turns
+// their answers into observations, the diff into transitions and runs, the
+// projection keeps every entity's current state and sessions, and the
+// watchers (package watch) are told of stable openings; the transitions,
+// runs and sessions are appended to ClickHouse. The flow's message types
+// and topics are the avail package's; its routes are in package httpapi,
+// its bench in package availbench.
+package availability
+
+import (
+	"context"
+	"fmt"
+	"log/slog"
+
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/collector"
+	"github.com/dropstream/dropstream/diff"
+	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/history"
+	"github.com/dropstream/dropstream/notifier/throttle"
+	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
+)
+
+// Name is the flow's name: the flow of its topics and the prefix of its
+// stages ("avail").
+const Name = avail.Flow
+
+// StageCollector names the collector's polling loop, a service of the flow.
+const StageCollector = "avail-collector"
+
+// Topics are the flow's topics: avail.Topics.
+type Topics = avail.Topics
+
+// NewTopics returns the flow's topics with the given partition count.
+func NewTopics(partitions int) Topics { return avail.NewTopics(partitions) }
+
+// The variables of the flow.
+const (
+	// VarSourcesFile is the JSON file of sources loaded at start (`run
+	// --sources-file`).
+	VarSourcesFile = "DROPSTREAM_SOURCES_FILE"
+	// The demo's simulated world (`demo --venues`, --tick, --interval,
+	// --churn, --flap).
+	VarDemoVenues   = "DROPSTREAM_DEMO_VENUES"
+	VarDemoTick     = "DROPSTREAM_DEMO_TICK"
+	VarDemoInterval = "DROPSTREAM_DEMO_INTERVAL"
+	VarDemoChurn    = "DROPSTREAM_DEMO_CHURN"
+	VarDemoFlap     = "DROPSTREAM_DEMO_FLAP"
+)
+
+// Vars are the variables the flow reads.
+var Vars = []flow.Var{
+	{Name: VarSourcesFile, Usage: "JSON file of availability sources the avail-collector service creates or replaces at start"},
+	{Name: VarDemoVenues, Kind: flow.Int, Default: "6", Usage: "demo: simulated venues (1..100)"},
+	{Name: VarDemoTick, Kind: flow.Duration, Default: "2s", Usage: "demo: how often the simulated world changes"},
+	{Name: VarDemoInterval, Kind: flow.Duration, Default: "2s", Usage: "demo: poll interval of the simulated source (at least 1s)"},
+	{Name: VarDemoChurn, Default: "0.05", Usage: "demo: fraction of slots that flip per tick"},
+	{Name: VarDemoFlap, Default: "0.02", Usage: "demo: fraction of slots that toggle every tick"},
+}
+
+// Flow is the availability flow, built over the app's Redis.
+type Flow struct {
+	topics     Topics
+	settings   flow.Settings
+	tel        stream.Telemetry
+	log        *slog.Logger
+	ch         *clickhouse.Client
+	sources    *collector.Store
+	collector  *collector.Collector
+	projection *writer.Projection
+	watchers   *watch.Store
+	stages     []stream.Stage
+}
+
+// New builds the flow: the collector, the normalizer, diff, projection
+// and watcher stages over d.Redis. It implements flow.Flow.
+func New(_ context.Context, d flow.Deps) (*Flow, error) {
+	f := &Flow{topics: NewTopics(d.Settings.Partitions), settings: d.Settings, tel: d.Telemetry, log: d.Telemetry.Logger,
+		ch: d.ClickHouse, sources: collector.NewStore(d.Redis)}
+	if f.log == nil {
+		f.log = slog.Default()
+	}
+	var err error
+	if f.collector, err = collector.NewCollector(f.topics, d.Publisher, collector.CollectorConfig{Store: f.sources, Shared: d.Redis}); err != nil {
+		return nil, fmt.Errorf("collector: %w", err)
+	}
+	if f.projection, err = writer.NewProjection(d.Redis, writer.ProjectionConfig{Partitions: d.Settings.Partitions}, d.Telemetry); err != nil {
+		return nil, fmt.Errorf("projection: %w", err)
+	}
+	if f.watchers, err = watch.NewStore(d.Redis, watch.StoreConfig{Logger: f.log}); err != nil {
+		return nil, fmt.Errorf("watchers: %w", err)
+	}
+	notify, err := f.watcherStage(d)
+	if err != nil {
+		return nil, err
+	}
+	f.stages = []stream.Stage{collector.NewNormalizer(f.topics, d.Publisher), diff.NewStage(d.Redis, f.topics, d.Telemetry),
+		f.projection.Stage(), notify}
+	return f, nil
+}
+
+// watcherStage builds the "avail-notifier" stage over the webhook and log
+// channels and the notifier's history.
+func (f *Flow) watcherStage(d flow.Deps) (stream.Stage, error) {
+	channels, err := notifier.NewChannels(notifier.WebhookConfig{}, f.log)
+	if err != nil {
+		return stream.Stage{}, err
+	}
+	hist, err := history.NewRecorder(d.Redis, d.Publisher, history.Config{Partitions: d.Settings.Partitions})
+	if err != nil {
+		return stream.Stage{}, fmt.Errorf("notifier history: %w", err)
+	}
+	// Watcher sends are not rate limited (a venue's openings arrive in
+	// bursts), but a receiver's 429 Retry-After blocks its watcher.
+	retryAfter, err := throttle.New(d.Redis, throttle.Config{Disabled: true})
+	if err != nil {
+		return stream.Stage{}, err
+	}
+	stage, err := watch.NewStage(d.Redis, f.topics, f.watchers, channels, watch.Config{History: hist, Throttle: retryAfter}, d.Telemetry)
+	if err != nil {
+		return stream.Stage{}, fmt.Errorf("notifier: %w", err)
+	}
+	return stage, nil
+}
+
+// Topics are the flow's topics.
+func (f *Flow) Topics() Topics { return f.topics }
+
+// Sources is the store of the collector's sources.
+func (f *Flow) Sources() *collector.Store { return f.sources }
+
+// Collector is this process's collector: it applies source changes at
+// once.
+func (f *Flow) Collector() *collector.Collector { return f.collector }
+
+// Projection is the current state and the sessions of every entity.
+func (f *Flow) Projection() *writer.Projection { return f.projection }
+
+// Watchers is the store of the watchers.
+func (f *Flow) Watchers() *watch.Store { return f.watchers }
+
+// ClickHouse is the app's ClickHouse, nil without one: the statistics
+// read it.
+func (f *Flow) ClickHouse() *clickhouse.Client { return f.ch }
+
+// Describe declares the stages, the collector service (which first loads
+// the sources file, when one is set), the edges, the ClickHouse appends of
+// transitions, runs and sessions, and the demo's simulated source.
+func (f *Flow) Describe() flow.Description {
+	topics, partitions, tel := f.topics, f.settings.Partitions, f.tel
+	return flow.Description{
+		Stages: f.stages,
+		Services: []flow.Service{{Name: StageCollector, Run: func(ctx context.Context) error {
+			if path := f.settings.String(VarSourcesFile); path != "" {
+				if err := f.LoadSources(ctx, path); err != nil {
+					return err
+				}
+			}
+			return f.collector.Run(ctx)
+		}}},
+		Edges: []flow.Edge{{From: StageCollector, Topic: topics.Raw}, {From: collector.NormalizerStage, Topic: topics.Snapshots},
+			{From: diff.StageName, Topic: topics.Transitions}, {From: diff.StageName, Topic: topics.Runs}},
+		History: []flow.History{{Tables: []string{"runs", "transitions", "sessions"},
+			Groups: []flow.Group{{Topic: topics.Transitions, Name: writer.StageAnalyticsTransitions}, {Topic: topics.Runs, Name: writer.StageAnalyticsRuns}},
+			Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
+				analytics, err := writer.NewAnalytics(ch, writer.AnalyticsConfig{Partitions: partitions}, tel)
+				if err != nil {
+					return nil, nil, fmt.Errorf("analytics: %w", err)
+				}
+				return analytics.Stages(), analytics.Close, nil
+			}}},
+		Demo: f.demo,
+	}
+}
+
+// Close stops the collector's pollers.
+func (f *Flow) Close() error { return f.collector.Close() }
+
+// LoadSources creates or replaces the sources of a JSON file (see
+// collector.LoadFile) and applies them to this process's collector.
+func (f *Flow) LoadSources(ctx context.Context, path string) error {
+	srcs, err := collector.LoadFile(path)
+	if err != nil {
+		return fmt.Errorf("sources file: %w", err)
+	}
+	for _, src := range srcs {
+		if err := f.putSource(ctx, src); err != nil {
+			return fmt.Errorf("sources file: %s: %w", src.ID, err)
+		}
+	}
+	return nil
+}
+
+// putSource stores a source and applies it to the collector.
+func (f *Flow) putSource(ctx context.Context, src collector.Source) error {
+	if err := f.sources.Put(ctx, src); err != nil {
+		return err
+	}
+	return f.collector.Upsert(src)
+}

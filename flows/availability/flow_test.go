@@ -1,0 +1,83 @@
+package availability_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flows/availability"
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
+)
+
+func newFlow(t *testing.T, vars map[string]string) *availability.Flow {
+	t.Helper()
+	rdb := testenv.Dial(t, "redis://"+miniredis.RunT(t).Addr())
+	f, err := availability.New(context.Background(), flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, stream.Telemetry{}),
+		Settings: flow.Settings{Partitions: 2}.WithVars(vars)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = f.Close() })
+	return f
+}
+
+// The flow declares its four stages, the collector service, the edges of
+// what it publishes and the ClickHouse appends, under its stage names.
+func TestFlow_describe(t *testing.T) {
+	f := newFlow(t, nil)
+	d := f.Describe()
+	if err := d.Validate(availability.Name); err != nil {
+		t.Fatalf("Validate: %v", err)
+	}
+	var stages []string
+	for _, s := range d.Stages {
+		stages = append(stages, s.Name)
+	}
+	if want := []string{"avail-normalizer", "avail-diff", "avail-projection", "avail-notifier"}; !slices.Equal(stages, want) {
+		t.Errorf("stages %v, want %v", stages, want)
+	}
+	if len(d.Services) != 1 || d.Services[0].Name != "avail-collector" || availability.StageCollector != "avail-collector" {
+		t.Errorf("services %+v, want avail-collector", d.Services)
+	}
+	topics := f.Topics()
+	if topics != availability.NewTopics(2) || topics.Transitions.Partitions != 2 {
+		t.Errorf("topics %+v", topics)
+	}
+	if len(d.Edges) != 4 || len(d.History) != 1 || len(d.History[0].Groups) != 2 || d.Demo == nil {
+		t.Errorf("edges %+v, history %+v", d.Edges, d.History)
+	}
+	if f.ClickHouse() != nil {
+		t.Error("ClickHouse without one configured")
+	}
+}
+
+// LoadSources creates the sources of a file, and replaces them when loaded
+// again.
+func TestFlow_loadSources(t *testing.T) {
+	f := newFlow(t, nil)
+	path := filepath.Join(t.TempDir(), "sources.json")
+	body := `[{"id":"resy-nyc","provider":"resy","base_url":"https://api.example.test","interval":"90s",
+		"scopes":[{"venue":"1505","date":"2026-12-01","party_size":2}]}]`
+	if err := os.WriteFile(path, []byte(body), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	ctx := context.Background()
+	for range 2 {
+		if err := f.LoadSources(ctx, path); err != nil {
+			t.Fatalf("LoadSources: %v", err)
+		}
+	}
+	srcs, err := f.Sources().List(ctx)
+	if err != nil || len(srcs) != 1 || srcs[0].ID != "resy-nyc" {
+		t.Errorf("sources %+v, %v; want resy-nyc once", srcs, err)
+	}
+	if err := f.LoadSources(ctx, filepath.Join(t.TempDir(), "missing.json")); err == nil {
+		t.Error("LoadSources of a missing file succeeded")
+	}
+}

@@ -1,0 +1,21 @@
+// Package httpapi is the availability flow's API: the projection's
+// entities and sessions (/v1/availability), the collector's sources
+// (/v1/sources), the watchers (/v1/watchers) and, with ClickHouse, the
+// availability statistics (/v1/stats/availability).
+package httpapi
+
+import (
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flows/availability"
+)
+
+// Register adds the flow's routes to srv; the statistics only when the
+// app has ClickHouse.
+func Register(srv *api.Server, f *availability.Flow) {
+	AvailabilityRoutes{Projection: f.Projection()}.Register(srv)
+	SourceRoutes{Store: f.Sources(), Collector: f.Collector()}.Register(srv)
+	WatcherRoutes{Store: f.Watchers()}.Register(srv)
+	if ch := f.ClickHouse(); ch != nil {
+		StatsRoutes{ClickHouse: ch}.Register(srv)
+	}
+}

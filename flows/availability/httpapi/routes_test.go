@@ -1,0 +1,226 @@
+package httpapi
+
+import (
+	"context"
+	"encoding/json"
+	"net/http"
+	"net/url"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/api/apitest"
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/collector"
+	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
+)
+
+// routesServer serves the availability, source and watcher routes over a
+// real Redis, with a read key "r" and a write key "w".
+func routesServer(t *testing.T) (*api.Server, redis.UniversalClient, *writer.Projection) {
+	t.Helper()
+	rdb, err := stream.Dial(context.Background(), testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	proj, err := writer.NewProjection(rdb, writer.ProjectionConfig{Partitions: 2}, stream.Telemetry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	watchers, err := watch.NewStore(rdb, watch.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read;w:write"})
+	AvailabilityRoutes{Projection: proj}.Register(srv)
+	SourceRoutes{Store: collector.NewStore(rdb)}.Register(srv)
+	WatcherRoutes{Store: watchers}.Register(srv)
+	return srv, rdb, proj
+}
+
+// call sends a request with an API key and decodes a JSON answer into out.
+func call(t *testing.T, srv *api.Server, method, path, key, body string, out any) int {
+	t.Helper()
+	var b any
+	if body != "" {
+		b = body
+	}
+	var headers []string
+	if key != "" {
+		headers = []string{api.HeaderAPIKey, key}
+	}
+	resp := apitest.Request(t, srv, method, path, b, headers...)
+	if out != nil && len(resp.Body) > 0 {
+		if err := json.Unmarshal(resp.Body, out); err != nil {
+			t.Fatalf("%s %s: %d %s: %v", method, path, resp.Status, resp.Body, err)
+		}
+	}
+	return resp.Status
+}
+
+type envelopeOut struct {
+	Error struct{ Code, Message string } `json:"error"`
+}
+
+func TestSourceRoutes_createListGetDelete(t *testing.T) {
+	srv, _, _ := routesServer(t)
+	good := `{"id":"resy-nyc","provider":"resy","base_url":"https://api.example.test","interval":"90s",
+		"scopes":[{"venue":"1505","date":"2026-12-01","party_size":2}],"auth_token":"secret-token"}`
+	var created map[string]any
+	if code := call(t, srv, "POST", "/v1/sources", "w", good, &created); code != http.StatusCreated {
+		t.Fatalf("create: %d %v", code, created)
+	}
+	if created["auth_token"] == "secret-token" || created["interval"] != "1m30s" {
+		t.Errorf("created source %v: want the token redacted and the interval echoed", created)
+	}
+	for _, tc := range []struct {
+		name, key, body string
+		want            int
+		code            string
+	}{
+		{"read key cannot write", "r", good, http.StatusForbidden, "forbidden"},
+		{"unknown field", "w", `{"id":"x","nope":1}`, http.StatusBadRequest, "invalid_json"},
+		{"unknown provider", "w", strings.Replace(good, `"resy"`, `"zzz"`, 1), http.StatusUnprocessableEntity, "invalid_source"},
+		{"no scopes", "w", `{"id":"x","provider":"resy","base_url":"https://a.test","scopes":[]}`, http.StatusUnprocessableEntity, "invalid_source"},
+		{"bad date", "w", strings.Replace(good, "2026-12-01", "12/01/2026", 1), http.StatusUnprocessableEntity, "invalid_source"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e envelopeOut
+			if code := call(t, srv, "POST", "/v1/sources", tc.key, tc.body, &e); code != tc.want || e.Error.Code != tc.code {
+				t.Errorf("POST = %d %+v, want %d %s", code, e, tc.want, tc.code)
+			}
+		})
+	}
+	var list struct{ Items []map[string]any }
+	if code := call(t, srv, "GET", "/v1/sources", "r", "", &list); code != 200 || len(list.Items) != 1 || list.Items[0]["auth_token"] == "secret-token" {
+		t.Errorf("list = %d %v, want one redacted source", code, list)
+	}
+	var one struct{ Source map[string]any }
+	if code := call(t, srv, "GET", "/v1/sources/resy-nyc", "r", "", &one); code != 200 || one.Source["id"] != "resy-nyc" {
+		t.Errorf("get = %d %v", code, one)
+	}
+	if code := call(t, srv, "DELETE", "/v1/sources/resy-nyc", "w", "", nil); code != http.StatusNoContent {
+		t.Errorf("delete = %d", code)
+	}
+	var e envelopeOut
+	if code := call(t, srv, "GET", "/v1/sources/resy-nyc", "r", "", &e); code != 404 || e.Error.Code != "source_not_found" {
+		t.Errorf("get after delete = %d %+v", code, e)
+	}
+	if code := call(t, srv, "DELETE", "/v1/sources/resy-nyc", "w", "", &e); code != 404 {
+		t.Errorf("second delete = %d", code)
+	}
+}
+
+func TestWatcherRoutes_createListGetDelete(t *testing.T) {
+	srv, _, _ := routesServer(t)
+	var w map[string]any
+	body := `{"name":"dinner","provider":"resy","venue":"1505","party_sizes":[2,4],"channel":"webhook","webhook_url":"https://hooks.example.test/x"}`
+	if code := call(t, srv, "POST", "/v1/watchers", "w", body, &w); code != http.StatusCreated || w["id"] == "" || w["secret"] == "" {
+		t.Fatalf("create = %d %v, want an id and the secret", code, w)
+	}
+	id := w["id"].(string)
+	var e envelopeOut
+	if code := call(t, srv, "POST", "/v1/watchers", "w", `{"name":"x","channel":"webhook"}`, &e); code != http.StatusUnprocessableEntity || e.Error.Code != "invalid_watcher" {
+		t.Errorf("invalid watcher = %d %+v", code, e)
+	}
+	var got map[string]any
+	if code := call(t, srv, "GET", "/v1/watchers/"+id, "r", "", &got); code != 200 || got["id"] != id || got["secret"] != nil && got["secret"] != "" {
+		t.Errorf("get = %d %v, want the watcher without its secret", code, got)
+	}
+	var list struct{ Items []map[string]any }
+	if code := call(t, srv, "GET", "/v1/watchers?limit=10", "r", "", &list); code != 200 || len(list.Items) != 1 {
+		t.Errorf("list = %d %v", code, list)
+	}
+	if code := call(t, srv, "GET", "/v1/watchers?limit=0", "r", "", &e); code != 400 || e.Error.Code != "invalid_limit" {
+		t.Errorf("limit 0 = %d %+v", code, e)
+	}
+	if code := call(t, srv, "DELETE", "/v1/watchers/"+id, "w", "", nil); code != http.StatusNoContent {
+		t.Errorf("delete = %d", code)
+	}
+	if code := call(t, srv, "GET", "/v1/watchers/"+id, "r", "", &e); code != 404 {
+		t.Errorf("get after delete = %d", code)
+	}
+}
+
+func TestAvailabilityRoutes_listGetSessions(t *testing.T) {
+	srv, _, proj := routesServer(t)
+	ctx := context.Background()
+	topics := avail.NewTopics(2)
+	date := time.Now().UTC().Format("2006-01-02")
+	scope := avail.Scope{Venue: "1505", Date: date, PartySize: 2}.Key("src")
+	p := topics.Transitions.Partition(scope)
+	at := time.Now().UTC().Truncate(time.Millisecond)
+	apply := func(run string, offset time.Duration, kind, hhmm string) {
+		key := avail.SlotKey("resy", "1505", date, hhmm, 2)
+		e, _ := avail.ParseKey(key)
+		tr := avail.Transition{EventID: avail.EventID(run, key, kind, false), Entity: e, ScopeKey: scope, SourceID: "src",
+			Kind: kind, Raw: true, RunID: run, RunAt: at.Add(offset)}
+		if _, err := proj.Apply(ctx, p, tr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, hhmm := range []string{"18:00", "18:30", "19:00"} {
+		apply("run-1", 0, avail.KindOpen, hhmm)
+	}
+	apply("run-2", time.Minute, avail.KindClose, "19:00")
+	var page struct {
+		Items []struct {
+			Key   string `json:"key"`
+			State string `json:"state"`
+		} `json:"items"`
+		NextCursor string `json:"next_cursor"`
+	}
+	if code := call(t, srv, "GET", "/v1/availability?provider=resy&venue=1505&state=open&limit=1", "r", "", &page); code != 200 || len(page.Items) != 1 || page.NextCursor == "" {
+		t.Fatalf("first page = %d %+v", code, page)
+	}
+	first := page.Items[0].Key
+	if code := call(t, srv, "GET", "/v1/availability?provider=resy&venue=1505&state=open&limit=1&cursor="+url.QueryEscape(page.NextCursor), "r", "", &page); code != 200 || len(page.Items) != 1 || page.Items[0].Key == first {
+		t.Errorf("second page = %d %+v", code, page)
+	}
+	if code := call(t, srv, "GET", "/v1/availability?state=closed", "r", "", &page); code != 200 || len(page.Items) != 1 || page.Items[0].State != "closed" {
+		t.Errorf("closed = %d %+v", code, page)
+	}
+	var e envelopeOut
+	for path, wantCode := range map[string]string{
+		"/v1/availability?state=maybe":      "invalid_filter",
+		"/v1/availability?party_size=abc":   "invalid_party_size",
+		"/v1/availability?limit=5000":       "invalid_limit",
+		"/v1/availability?cursor=%21%21%21": "invalid_cursor",
+	} {
+		if code := call(t, srv, "GET", path, "r", "", &e); code != 400 || e.Error.Code != wantCode {
+			t.Errorf("GET %s = %d %+v, want 400 %s", path, code, e, wantCode)
+		}
+	}
+	closed := url.PathEscape(avail.SlotKey("resy", "1505", date, "19:00", 2))
+	var detail struct {
+		Entity      struct{ State string }  `json:"entity"`
+		Transitions []struct{ Kind string } `json:"recent_transitions"`
+	}
+	if code := call(t, srv, "GET", "/v1/availability/"+closed, "r", "", &detail); code != 200 || detail.Entity.State != "closed" ||
+		len(detail.Transitions) != 2 || detail.Transitions[0].Kind != "close" {
+		t.Errorf("detail = %d %+v, want closed with close then open", code, detail)
+	}
+	var sessions struct {
+		Items []struct {
+			State    string        `json:"state"`
+			Duration time.Duration `json:"duration"`
+		} `json:"items"`
+	}
+	if code := call(t, srv, "GET", "/v1/availability/"+closed+"/sessions", "r", "", &sessions); code != 200 || len(sessions.Items) != 1 ||
+		sessions.Items[0].State != "closed" || sessions.Items[0].Duration != time.Minute {
+		t.Errorf("sessions = %d %+v, want one closed session of 1m", code, sessions)
+	}
+	if code := call(t, srv, "GET", "/v1/availability/"+url.PathEscape("resy|nope|2026-01-01|10:00|2"), "r", "", &e); code != 404 || e.Error.Code != "entity_not_found" {
+		t.Errorf("missing entity = %d %+v", code, e)
+	}
+	if code := call(t, srv, "GET", "/v1/availability", "", "", &e); code != 401 {
+		t.Errorf("no key = %d", code)
+	}
+}

@@ -1,0 +1,105 @@
+package httpapi
+
+import (
+	"slices"
+	"time"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/clickhouse"
+)
+
+// StatsRoutes are the availability statistics over the ClickHouse rollups
+// (schema/0005_rollups.sql). They need a ClickHouse client.
+type StatsRoutes struct {
+	ClickHouse *clickhouse.Client
+	// Now is the clock for the default range. Default time.Now.
+	Now func() time.Time
+}
+
+// statsKey is the group of a stats row: time for hour and day groupings
+// (RFC 3339, UTC), value for the others.
+type statsKey struct {
+	Time  string `json:"time,omitempty"`
+	Value string `json:"value,omitempty"`
+}
+
+// availabilityRow is one group of GET /v1/stats/availability.
+type availabilityRow struct {
+	Key               statsKey `json:"key"`
+	Opens             uint64   `json:"opens"`
+	Closes            uint64   `json:"closes"`
+	StableOpens       uint64   `json:"stable_opens"`
+	StableCloses      uint64   `json:"stable_closes"`
+	NotificationsSent uint64   `json:"notifications_sent"`
+}
+
+// sessionRow is one group of sessions in GET /v1/stats/availability.
+type sessionRow struct {
+	Key      statsKey `json:"key"`
+	Sessions uint64   `json:"sessions"`
+	Closed   uint64   `json:"closed"`
+	TotalMs  int64    `json:"total_duration_ms"`
+	MeanMs   int64    `json:"mean_duration_ms"`
+	P50Ms    int64    `json:"p50_duration_ms"`
+	P90Ms    int64    `json:"p90_duration_ms"`
+	P99Ms    int64    `json:"p99_duration_ms"`
+}
+
+// availabilityStats is GET /v1/stats/availability.
+type availabilityStats struct {
+	From    string            `json:"from"`
+	To      string            `json:"to"`
+	GroupBy string            `json:"group_by"`
+	Items   []availabilityRow `json:"items"`
+	// Sessions are the availability sessions by day of opening, provider
+	// or venue, for those groupings only.
+	Sessions []sessionRow `json:"sessions,omitempty"`
+}
+
+// Register adds the routes to srv.
+func (r StatsRoutes) Register(srv *api.Server) {
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/stats/availability", Tag: "stats", Scope: api.ScopeRead,
+		Summary: "Opens, closes, stable transitions and notifications sent per group from the hourly rollup; sessions by day, provider or venue",
+		Query: append([]api.Param{{Name: "group_by", Description: "hour, day, flow, scope, provider or venue (default hour)"},
+			{Name: "provider"}, {Name: "venue"}}, api.StatsParams()...),
+		Response: availabilityStats{}, Handler: r.availability})
+}
+
+func toKey(k clickhouse.StatKey) statsKey {
+	if !k.Time.IsZero() {
+		return statsKey{Time: k.Time.UTC().Format(time.RFC3339)}
+	}
+	return statsKey{Value: k.Value}
+}
+
+func (r StatsRoutes) availability(c *fiber.Ctx) error {
+	q, err := api.ParseStatsQuery(c, clickhouse.FlowGroups, r.Now)
+	if err != nil {
+		return err
+	}
+	rows, err := clickhouse.FlowStats(c.UserContext(), r.ClickHouse, q)
+	if err != nil {
+		return api.StatsError(err)
+	}
+	out := availabilityStats{From: q.From.Format(time.RFC3339), To: q.To.Format(time.RFC3339), GroupBy: q.GroupBy,
+		Items: make([]availabilityRow, 0, len(rows))}
+	for _, s := range rows {
+		out.Items = append(out.Items, availabilityRow{Key: toKey(s.Key), Opens: s.Opens, Closes: s.Closes,
+			StableOpens: s.StableOpens, StableCloses: s.StableCloses, NotificationsSent: s.NotificationsSent})
+	}
+	if slices.Contains(clickhouse.SessionGroups, q.GroupBy) && q.Flow == "" {
+		sess, err := clickhouse.SessionStats(c.UserContext(), r.ClickHouse, q)
+		if err != nil {
+			return api.StatsError(err)
+		}
+		out.Sessions = make([]sessionRow, 0, len(sess))
+		for _, s := range sess {
+			out.Sessions = append(out.Sessions, sessionRow{Key: toKey(s.Key), Sessions: s.Sessions, Closed: s.Closed,
+				TotalMs: s.TotalDuration.Milliseconds(), MeanMs: s.MeanDuration.Milliseconds(),
+				P50Ms: s.P50.Milliseconds(), P90Ms: s.P90.Milliseconds(), P99Ms: s.P99.Milliseconds()})
+		}
+	}
+	return c.JSON(out)
+}

@@ -1,0 +1,91 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flows/availability/watch"
+)
+
+// WatcherRoutes manage who is told about availability.
+type WatcherRoutes struct {
+	Store *watch.Store
+}
+
+// watcherPage is GET /v1/watchers.
+type watcherPage struct {
+	Items      []watch.Watcher `json:"items"`
+	NextCursor string          `json:"next_cursor,omitempty"`
+}
+
+// Register adds the routes to srv.
+func (r WatcherRoutes) Register(srv *api.Server) {
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/watchers", Tag: "watchers", Scope: api.ScopeWrite,
+		Summary: "Watch a venue, a date range, party sizes or a slot; the webhook secret is shown only here",
+		Body:    watch.Watcher{}, Response: watch.Watcher{}, Status: http.StatusCreated, Handler: r.create})
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/watchers", Tag: "watchers", Scope: api.ScopeRead,
+		Summary: "List watchers", Query: []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
+		Response: watcherPage{}, Handler: r.list})
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeRead,
+		Summary: "One watcher", Response: watch.Watcher{}, Handler: r.get})
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeWrite,
+		Summary: "Stop watching", Status: http.StatusNoContent, Handler: r.delete})
+}
+
+func (r WatcherRoutes) create(c *fiber.Ctx) error {
+	var w watch.Watcher
+	if err := api.DecodeJSON(c, &w); err != nil {
+		return err
+	}
+	created, err := r.Store.Create(c.UserContext(), w)
+	if errors.Is(err, watch.ErrInvalidWatcher) {
+		return api.UnprocessableEntity("invalid_watcher", err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	return c.Status(http.StatusCreated).JSON(created)
+}
+
+func (r WatcherRoutes) list(c *fiber.Ctx) error {
+	limit, err := api.IntQuery(c, "limit", 100, 1, 1000)
+	if err != nil {
+		return err
+	}
+	items, next, err := r.Store.List(c.UserContext(), c.Query("cursor"), limit)
+	if errors.Is(err, watch.ErrInvalidWatcher) {
+		return api.BadRequest("invalid_cursor", err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	if items == nil {
+		items = []watch.Watcher{}
+	}
+	return c.JSON(watcherPage{Items: items, NextCursor: next})
+}
+
+func (r WatcherRoutes) get(c *fiber.Ctx) error {
+	w, err := r.Store.Get(c.UserContext(), c.Params("id"))
+	switch {
+	case errors.Is(err, watch.ErrNotFound), errors.Is(err, watch.ErrInvalidWatcher):
+		return api.NotFound("watcher_not_found", "no watcher "+c.Params("id"))
+	case err != nil:
+		return err
+	}
+	return c.JSON(w)
+}
+
+func (r WatcherRoutes) delete(c *fiber.Ctx) error {
+	err := r.Store.Delete(c.UserContext(), c.Params("id"))
+	switch {
+	case errors.Is(err, watch.ErrNotFound), errors.Is(err, watch.ErrInvalidWatcher):
+		return api.NotFound("watcher_not_found", "no watcher "+c.Params("id"))
+	case err != nil:
+		return err
+	}
+	return c.SendStatus(http.StatusNoContent)
+}

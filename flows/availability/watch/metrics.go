@@ -1,0 +1,35 @@
+package watch
+
+import (
+	"fmt"
+	"time"
+
+	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// MetricUnresolvedSessions counts stable opens notified without a session
+// id because the raw open of their window was not seen. Int64Counter, unit
+// {transition}.
+const MetricUnresolvedSessions = "dropstream.notifier.sessions.unresolved"
+
+// instrumentationScope is the meter of the stage's own metric: the
+// notifier's, where the metric has always been reported.
+const instrumentationScope = "github.com/dropstream/dropstream/notifier"
+
+// recordTimeout bounds a history write after a send, which runs even when
+// the handler's context has ended: a send that happened must be recorded.
+const recordTimeout = 5 * time.Second
+
+func newUnresolved(mp metric.MeterProvider) (metric.Int64Counter, error) {
+	if mp == nil {
+		mp = gotel.GetMeterProvider()
+	}
+	c, err := mp.Meter(instrumentationScope).Int64Counter(MetricUnresolvedSessions,
+		metric.WithDescription("Stable opens notified without a session id: the raw open of their window was not seen."),
+		metric.WithUnit("{transition}"))
+	if err != nil {
+		return nil, fmt.Errorf("notifier: metrics: %w", err)
+	}
+	return c, nil
+}
