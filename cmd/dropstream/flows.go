@@ -5,6 +5,12 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flows/checkout"
+	checkouthttp "github.com/dropstream/dropstream/flows/checkout/httpapi"
+	"github.com/dropstream/dropstream/flows/comic"
+	comichttp "github.com/dropstream/dropstream/flows/comic/httpapi"
+	"github.com/dropstream/dropstream/flows/offer"
+	offerhttp "github.com/dropstream/dropstream/flows/offer/httpapi"
 	"github.com/dropstream/dropstream/flows/sample"
 )
 
@@ -15,9 +21,9 @@ func (a *app) definitions() []flow.Definition {
 		flow.Define(sample.Name, sample.New, nil),
 		a.wired("notifier", buildNotifier).WithVars(notifierVars...),
 		a.wired("avail", buildAvailability).WithVars(availVars...),
-		a.wired("checkout", buildCheckout).WithVars(checkoutVars...),
-		a.wired("comic", buildComic).WithVars(comicVars...),
-		a.wired("offer", buildOffer),
+		flow.Define(checkout.Name, checkout.New, checkouthttp.Register).WithVars(checkout.Vars...),
+		flow.Define(comic.Name, comic.New, comichttp.Register).WithVars(comic.Vars...),
+		flow.Define(offer.Name, offer.New, offerhttp.Register),
 		a.wired("feed", buildFeedFlow),
 	}
 }

@@ -114,12 +114,12 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	if n, err := rdb.DBSize(ctx).Result(); err != nil || n > 0 {
 		return Result{}, fmt.Errorf("offerbench: want an empty Redis database (%d keys, %v)", n, err)
 	}
-	svc, err := offer.New(ctx, rdb, offer.Config{Partitions: cfg.Partitions, MaxWait: 10 * time.Second,
+	svc, err := offer.NewWith(ctx, rdb, offer.Config{Partitions: cfg.Partitions, MaxWait: 10 * time.Second,
 		Runner: stream.RunnerConfig{Block: 100 * time.Millisecond}}, cfg.Telemetry)
 	if err != nil {
 		return Result{}, err
 	}
-	defer svc.Close()
+	defer func() { _ = svc.Close() }()
 	var res Result
 	start := time.Now()
 	offers := offer.SampleOffers(1, cfg.Offers, cfg.Products, svc.Config().Handlers)
