@@ -6,11 +6,14 @@ import (
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/flows/checkout/checkoutbench"
 	checkouthttp "github.com/dropstream/dropstream/flows/checkout/httpapi"
 	"github.com/dropstream/dropstream/flows/comic"
+	"github.com/dropstream/dropstream/flows/comic/comicbench"
 	comichttp "github.com/dropstream/dropstream/flows/comic/httpapi"
 	"github.com/dropstream/dropstream/flows/offer"
 	offerhttp "github.com/dropstream/dropstream/flows/offer/httpapi"
+	"github.com/dropstream/dropstream/flows/offer/offerbench"
 	"github.com/dropstream/dropstream/flows/sample"
 )
 
@@ -21,9 +24,9 @@ func (a *app) definitions() []flow.Definition {
 		flow.Define(sample.Name, sample.New, nil),
 		a.wired("notifier", buildNotifier).WithVars(notifierVars...),
 		a.wired("avail", buildAvailability).WithVars(availVars...),
-		flow.Define(checkout.Name, checkout.New, checkouthttp.Register).WithVars(checkout.Vars...),
-		flow.Define(comic.Name, comic.New, comichttp.Register).WithVars(comic.Vars...),
-		flow.Define(offer.Name, offer.New, offerhttp.Register),
+		flow.Define(checkout.Name, checkout.New, checkouthttp.Register).WithVars(checkout.Vars...).WithBench(checkoutbench.Bench),
+		flow.Define(comic.Name, comic.New, comichttp.Register).WithVars(comic.Vars...).WithBench(comicbench.Bench),
+		flow.Define(offer.Name, offer.New, offerhttp.Register).WithBench(offerbench.Bench),
 		a.wired("feed", buildFeedFlow),
 	}
 }

@@ -1,4 +1,4 @@
-// Package offerbench measures the sell-offer search (issue 9): offers spread
+// Package offerbench measures the sell-offer search: offers spread
 // over the handlers, then searches that miss (fanned out to every handler
 // stage and back) and searches answered from the logical result cache.
 // `dropstream bench offers` and BenchmarkSearch run it.
@@ -19,7 +19,7 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Targets of issue 9.
+// Targets of the sell-offer search (BENCHMARKS.md).
 const (
 	TargetHitP99  = 2 * time.Millisecond
 	TargetMissP99 = 50 * time.Millisecond
