@@ -262,7 +262,7 @@ func comicFlow(t *testing.T, nodes string) {
 }
 
 // comicRefunds refunds purchases through the checkout adapter
-// (comiccheckout) to users of several partitions, each refund asked for
+// (comic.CheckoutPayments) to users of several partitions, each refund asked for
 // twice: each user is credited once.
 func comicRefunds(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
