@@ -17,7 +17,6 @@ import (
 
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/comic"
-	"github.com/dropstream/dropstream/flows/comic/comiccheckout"
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
@@ -68,7 +67,7 @@ func checkoutSaga(t *testing.T, nodes string) {
 	ctx := context.Background()
 	rdb := dial(t, nodes)
 	pub := stream.NewPublisher(rdb, quietTel())
-	svc, err := checkout.NewService(rdb, pub, checkout.Config{Partitions: partitions, Stage: clusterRunner()}, quietTel())
+	svc, err := checkout.NewWith(rdb, pub, checkout.Config{Partitions: partitions, Stage: clusterRunner()}, quietTel())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -171,7 +170,7 @@ func comicFlow(t *testing.T, nodes string) {
 	srv := httptest.NewServer(rcv)
 	t.Cleanup(srv.Close)
 	pay := &comicPayments{charged: map[string]int64{}, refunded: map[string]int64{}}
-	svc, err := comic.New(rdb, comic.Config{Partitions: 8, Delivery: comic.DeliveryConfig{NotifyURL: srv.URL + "/notify",
+	svc, err := comic.NewWith(rdb, comic.Config{Partitions: 8, Delivery: comic.DeliveryConfig{NotifyURL: srv.URL + "/notify",
 		NotifySecret: "0123456789abcdef0123456789abcdef"}}, pay, quietTel())
 	if err != nil {
 		t.Fatal(err)
@@ -199,7 +198,7 @@ func comicFlow(t *testing.T, nodes string) {
 			t.Fatalf("list comic %d: created %v, %v", i, created, err)
 		}
 		listed = append(listed, c)
-		parts[svc.Topics.Jobs.Partition(c.ID())] = true
+		parts[svc.Topics().Jobs.Partition(c.ID())] = true
 	}
 	if len(parts) < 3 {
 		t.Fatalf("comics in %d partitions, want several", len(parts))
@@ -263,15 +262,15 @@ func comicFlow(t *testing.T, nodes string) {
 }
 
 // comicRefunds refunds purchases through the checkout adapter
-// (comiccheckout) to users of several partitions, each refund asked for
+// (comic.CheckoutPayments) to users of several partitions, each refund asked for
 // twice: each user is credited once.
 func comicRefunds(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
-	co, err := checkout.NewService(rdb, stream.NewPublisher(rdb, quietTel()), checkout.Config{Partitions: 8}, quietTel())
+	co, err := checkout.NewWith(rdb, stream.NewPublisher(rdb, quietTel()), checkout.Config{Partitions: 8}, quietTel())
 	if err != nil {
 		t.Fatal(err)
 	}
-	pay := comiccheckout.New(rdb, co)
+	pay := comic.NewCheckoutPayments(rdb, co)
 	parts := map[int]bool{}
 	for i := range 6 {
 		user, err := co.Store().CreateUser(ctx)
@@ -393,11 +392,11 @@ func offerSearch(t *testing.T, nodes string) {
 	ctx := context.Background()
 	rdb := dial(t, nodes)
 	cfg := offer.Config{Partitions: 8, MaxWait: 20 * time.Second, Runner: clusterRunner()}
-	svc, err := offer.New(ctx, rdb, cfg, quietTel())
+	svc, err := offer.NewWith(ctx, rdb, cfg, quietTel())
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(svc.Close)
+	t.Cleanup(func() { _ = svc.Close() })
 	offers := offer.SampleOffers(1, 400, 20, svc.Config().Handlers)
 	if _, err := svc.Catalog().Put(ctx, offers...); err != nil {
 		t.Fatal(err)

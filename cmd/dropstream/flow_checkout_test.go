@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
@@ -24,7 +25,7 @@ func TestRun_checkoutSweeperFinishesAnAttemptWhoseIntentWasLost(t *testing.T) {
 	url := testenv.RedisURL(t)
 	rdb := testenv.Dial(t, url)
 	tel := stream.Telemetry{}
-	svc, err := checkout.NewService(rdb, stream.NewPublisher(rdb, tel), checkout.Config{Partitions: partitions}, tel)
+	svc, err := checkout.NewWith(rdb, stream.NewPublisher(rdb, tel), checkout.Config{Partitions: partitions}, tel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -59,7 +60,7 @@ func TestRun_checkoutSweeperFinishesAnAttemptWhoseIntentWasLost(t *testing.T) {
 	t.Setenv("DROPSTREAM_CHECKOUT_SWEEP_INTERVAL", "100ms")
 	t.Setenv("DROPSTREAM_CHECKOUT_SWEEP_AGE", "200ms")
 	b := startDispatch(t, "run", "--redis-url", url, "--partitions", "4", "--api-addr", "", "--log-format", "text",
-		"--stages", strings.Join([]string{checkoutSweeper, checkout.StageOrder, checkout.StageStock, checkout.StagePayment}, ","))
+		"--stages", strings.Join([]string{checkout.ServiceSweeper, checkout.StageOrder, checkout.StageStock, checkout.StagePayment}, ","))
 	b.waitFor(t, 20*time.Second, func() bool {
 		o, err := st.FindOrder(ctx, order)
 		return err == nil && o.Paid
@@ -81,7 +82,7 @@ func TestRun_checkoutSweeperFinishesAnAttemptWhoseIntentWasLost(t *testing.T) {
 
 func TestRun_checkoutVariablesMustBePositiveDurations(t *testing.T) {
 	cfg := Config{APIAddr: ":8080", Partitions: 8}
-	for _, v := range checkoutVars {
+	for _, v := range checkout.Vars {
 		for _, bad := range []string{"soon", "0s", "-1s"} {
 			t.Run(v.Name+"="+bad, func(t *testing.T) {
 				clearEnv(t)
@@ -97,8 +98,16 @@ func TestRun_checkoutVariablesMustBePositiveDurations(t *testing.T) {
 	t.Setenv("DROPSTREAM_CHECKOUT_TIMEOUT", "5s")
 	t.Setenv("DROPSTREAM_CHECKOUT_ABANDON_AGE", "10m")
 	s, err := readSettings(cfg, os.LookupEnv)
-	co := checkoutConfig(s)
-	if err != nil || co.Timeout != 5*time.Second || co.AbandonAge != 10*time.Minute || co.SweepAge != 0 {
-		t.Errorf("checkoutConfig = %+v, %v; want Timeout 5s, AbandonAge 10m, the rest default", co, err)
+	if err != nil {
+		t.Fatal(err)
+	}
+	f, err := checkout.New(context.Background(), flow.Deps{Settings: s})
+	if err != nil {
+		t.Fatal(err)
+	}
+	co, def := f.Config(), checkout.Config{}.WithDefaults()
+	if co.Timeout != 5*time.Second || co.AbandonAge != 10*time.Minute || co.SweepAge != def.SweepAge || co.SweepInterval != def.SweepInterval ||
+		co.Partitions != 8 {
+		t.Errorf("checkout config = %+v; want Timeout 5s, AbandonAge 10m, 8 partitions, the rest default", co)
 	}
 }

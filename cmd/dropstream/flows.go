@@ -7,6 +7,15 @@ import (
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/availability"
 	availhttp "github.com/dropstream/dropstream/flows/availability/httpapi"
+	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/flows/checkout/checkoutbench"
+	checkouthttp "github.com/dropstream/dropstream/flows/checkout/httpapi"
+	"github.com/dropstream/dropstream/flows/comic"
+	"github.com/dropstream/dropstream/flows/comic/comicbench"
+	comichttp "github.com/dropstream/dropstream/flows/comic/httpapi"
+	"github.com/dropstream/dropstream/flows/offer"
+	offerhttp "github.com/dropstream/dropstream/flows/offer/httpapi"
+	"github.com/dropstream/dropstream/flows/offer/offerbench"
 	"github.com/dropstream/dropstream/flows/sample"
 )
 
@@ -17,9 +26,9 @@ func (a *app) definitions() []flow.Definition {
 		flow.Define(sample.Name, sample.New, nil),
 		a.wired("notifier", buildNotifier).WithVars(notifierVars...),
 		flow.Define(availability.Name, availability.New, availhttp.Register).WithVars(availability.Vars...),
-		a.wired("checkout", buildCheckout).WithVars(checkoutVars...),
-		a.wired("comic", buildComic).WithVars(comicVars...),
-		a.wired("offer", buildOffer),
+		flow.Define(checkout.Name, checkout.New, checkouthttp.Register).WithVars(checkout.Vars...).WithBench(checkoutbench.Bench),
+		flow.Define(comic.Name, comic.New, comichttp.Register).WithVars(comic.Vars...).WithBench(comicbench.Bench),
+		flow.Define(offer.Name, offer.New, offerhttp.Register).WithBench(offerbench.Bench),
 		a.wired("feed", buildFeedFlow),
 	}
 }

@@ -16,9 +16,9 @@ import (
 // ClickHouse error fails the batch retryably (rows collapse by (order_id,
 // tr_num), so a retried batch adds nothing). Without ClickHouse, do not run
 // it: create its group (stream.EnsureGroups) so the records wait.
-func (s *Service) AnalyticsStage(ch *clickhouse.Client) stream.Stage {
+func (s *Flow) AnalyticsStage(ch *clickhouse.Client) stream.Stage {
 	cfg := s.cfg.Stage
-	return stream.Stage{Name: StageAnalytics, Topic: s.topics.Sagas, Config: cfg,
+	return stream.Stage{Name: StageHistory, Topic: s.topics.Sagas, Config: cfg,
 		BatchHandler: func(ctx context.Context, msgs []*stream.Message) error {
 			errs := make([]error, len(msgs))
 			rows := make([]clickhouse.CheckoutSagaRow, 0, len(msgs))

@@ -16,7 +16,7 @@ type Config struct {
 	Partitions int
 	// Timeout bounds how long a checkout call waits for its saga's outcome;
 	// an attempt still running then is given up and compensated before
-	// the call returns (see Service.Checkout). Default 30s.
+	// the call returns (see Flow.Checkout). Default 30s.
 	Timeout time.Duration
 	// Recheck is how often a waiting checkout reads its saga's status in
 	// case a notification was lost (a Pub/Sub reconnect). Default 1s.
@@ -24,8 +24,8 @@ type Config struct {
 	// StateTTL is how long ledger entries and finished sagas are kept. It
 	// must outlive every redelivery of a command. Default 7 days.
 	StateTTL time.Duration
-	// SweepInterval is how often Service.RunSweeper sweeps attempts left
-	// open (see Service.Sweep). Default 10s.
+	// SweepInterval is how often Flow.RunSweeper sweeps attempts left
+	// open (see Flow.Sweep). Default 10s.
 	SweepInterval time.Duration
 	// SweepAge is how long an attempt stays open before the sweeper sends
 	// its missing commands again. Default 30s.

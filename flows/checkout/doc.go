@@ -1,4 +1,4 @@
-// Package checkout is the checkout saga of seed 004 on Redis Streams: an
+// Package checkout is the checkout saga on Redis Streams: an
 // order is paid and its stock taken by stock and payment stages that apply
 // their effects exactly once, an order stage that decides and compensates,
 // and the well-known order/stock/payment HTTP contract (package httpapi).
@@ -13,7 +13,7 @@
 // # The saga
 //
 //  1. Checkout (HTTP) reads the order and runs the begin script on the
-//     order's slot. It numbers the attempt (tr_num, the seed's tr#), marks
+//     order's slot. It numbers the attempt (tr_num, the transaction number), marks
 //     the order pending, records the attempt's saga hash (its parts and
 //     their commands) and appends the attempt's intent (TypeBegin) to the
 //     outcomes stream of the order's partition — all in one step, so an
@@ -26,7 +26,7 @@
 //     partition) and one stock command per partition of the order's items
 //     ("sub", keyed by an item of that partition).
 //  3. The stock and payment stages apply a command with the effect script:
-//     the ledger key (order_id, tr_num, is_rollback) — the seed's table with
+//     the ledger key (order_id, tr_num, is_rollback) — a ledger table with
 //     its three-part primary key — is checked and recorded by the same
 //     script as the effect, in the slot of the keys the effect changes. A
 //     stock command checks every item of its partition before it changes
@@ -72,8 +72,8 @@
 //
 // # Splitting stock by partition
 //
-// The seed sends one stock message per transaction for all of its items.
-// Items live in the partitions of their ids, so one script cannot change
+// One stock message per transaction for all of its items would not do:
+// items live in the partitions of their ids, so one script cannot change
 // them all on Redis Cluster. The choice here: one command per partition of
 // the order's items, each all-or-nothing in its slot and idempotent under
 // its own ledger key (the key of partition p lives in p's slot, so
@@ -92,18 +92,17 @@
 // never lost between steps, because each step's output is either written
 // by the step's script itself (the intent, the saga record) or published
 // before its input is acknowledged. With Redis persisted (AOF, fsync
-// always), a restart at any point is a pause. The order's seed-era offset
-// topic ("Outc-offs-topic") is not needed: the saga hash is the order
+// always), a restart at any point is a pause. No topic of the order stage's
+// offsets is needed: the saga hash is the order
 // stage's durable state, and the consumer group is its offset.
 //
 // A message can still go missing for good: dead-lettered after too many
 // deliveries, or trimmed. The begin script indexes every attempt in the
 // open set of its order's partition (Keys.Open) until the script that
-// finishes it removes it, and the sweeper (Service.Sweep, every
-// Config.SweepInterval by Service.RunSweeper, the service
-// "checkout-sweeper" of cmd/dropstream) takes attempts open longer than
-// Config.SweepAge: it sends
-// the commands of their silent parts or their unconfirmed compensations
+// finishes it removes it, and the sweeper (Flow.Sweep, every
+// Config.SweepInterval by Flow.RunSweeper, the flow's service
+// "checkout-sweeper") takes attempts open longer than Config.SweepAge: it
+// sends the commands of their silent parts or their unconfirmed compensations
 // again (idempotent by the ledger), and after Config.AbandonAge records
 // the parts still silent as "abandoned", which makes the attempt
 // compensate them — undoing an effect that was applied, cancelling one

@@ -57,7 +57,7 @@ func sagaCommand(h map[string]string, part string) (Command, error) {
 // result is succeeded (the attempt finished meanwhile) or failed with
 // every compensation applied; an error (Redis failing) leaves the attempt
 // to the stages and the sweeper, which still complete or compensate it.
-func (s *Service) giveUp(ctx context.Context, orderID string, tr int64) (Result, error) {
+func (s *Flow) giveUp(ctx context.Context, orderID string, tr int64) (Result, error) {
 	ctx, span := s.tracer.Start(ctx, "checkout.give_up", trace.WithAttributes(
 		attribute.String("checkout.order_id", orderID), attribute.Int64("checkout.tr_num", tr)))
 	defer span.End()
@@ -74,7 +74,7 @@ func (s *Service) giveUp(ctx context.Context, orderID string, tr int64) (Result,
 	return r, nil
 }
 
-func (s *Service) giveUpAttempt(ctx context.Context, orderID string, tr int64) (Result, error) {
+func (s *Flow) giveUpAttempt(ctx context.Context, orderID string, tr int64) (Result, error) {
 	span := trace.SpanFromContext(ctx)
 	h, err := s.rdb.HGetAll(ctx, s.keys.Saga(orderID, tr)).Result()
 	if err != nil {
@@ -118,7 +118,7 @@ func (s *Service) giveUpAttempt(ctx context.Context, orderID string, tr int64) (
 
 // compensateNow applies the compensations of parts of attempt tr with the
 // effect script and returns their outcomes to record.
-func (s *Service) compensateNow(ctx context.Context, orderID string, tr int64, h map[string]string, parts []string) ([]outcomeRec, error) {
+func (s *Flow) compensateNow(ctx context.Context, orderID string, tr int64, h map[string]string, parts []string) ([]outcomeRec, error) {
 	var stock, pay []call
 	var stockParts, payParts []string
 	for _, part := range parts {
@@ -164,7 +164,7 @@ func (s *Service) compensateNow(ctx context.Context, orderID string, tr int64, h
 // recordLast records outcomes of one attempt and returns the outcome
 // script's reply to the last, which says where the attempt stands after
 // all of them.
-func (s *Service) recordLast(ctx context.Context, recs []outcomeRec) ([]string, error) {
+func (s *Flow) recordLast(ctx context.Context, recs []outcomeRec) ([]string, error) {
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("checkout: no outcome to record")
 	}
@@ -179,7 +179,7 @@ func (s *Service) recordLast(ctx context.Context, recs []outcomeRec) ([]string, 
 
 // final turns an outcome script reply {status, new|old, reason} into a
 // Result; any other reply is an error.
-func (s *Service) final(orderID string, tr int64, reply []string) (Result, error) {
+func (s *Flow) final(orderID string, tr int64, reply []string) (Result, error) {
 	if len(reply) == 3 && (reply[0] == StatusSucceeded || reply[0] == StatusFailed) {
 		return Result{OrderID: orderID, TrNum: tr, Status: reply[0], Reason: reply[2]}, nil
 	}

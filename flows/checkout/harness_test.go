@@ -64,7 +64,7 @@ func runStageProcess(url, consumer string) int {
 	tel := stream.Telemetry{Logger: quiet()}
 	cfg := checkout.Config{Partitions: partitions, Stage: stageConfig()}
 	cfg.Stage.Consumer = consumer
-	svc, err := checkout.NewService(rdb, stream.NewPublisher(rdb, tel), cfg, tel)
+	svc, err := checkout.NewWith(rdb, stream.NewPublisher(rdb, tel), cfg, tel)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		return 1
@@ -115,7 +115,7 @@ func (p *stageProcess) kill() {
 // told otherwise.
 type env struct {
 	rdb  redis.UniversalClient
-	svc  *checkout.Service
+	svc  *checkout.Flow
 	base string
 	http *http.Client
 }
@@ -140,7 +140,7 @@ func newEnv(t *testing.T, url string, opt envOptions) *env {
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	tel := stream.Telemetry{Logger: quiet(), TracerProvider: opt.tracer, Propagator: propagation.TraceContext{}}
-	svc, err := checkout.NewService(rdb, stream.NewPublisher(rdb, tel), checkout.Config{Partitions: partitions,
+	svc, err := checkout.NewWith(rdb, stream.NewPublisher(rdb, tel), checkout.Config{Partitions: partitions,
 		Timeout: opt.timeout, Recheck: 200 * time.Millisecond, SweepInterval: time.Hour, Stage: stageConfig()}, tel)
 	if err != nil {
 		t.Fatal(err)
@@ -163,7 +163,7 @@ func newEnv(t *testing.T, url string, opt envOptions) *env {
 	if err != nil {
 		t.Fatal(err)
 	}
-	httpapi.Routes{Service: svc}.Register(srv)
+	httpapi.Register(srv, svc)
 	wg.Go(func() {
 		if err := srv.Listen(ctx); err != nil {
 			t.Errorf("api: %v", err)

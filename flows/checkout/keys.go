@@ -6,9 +6,9 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Flow is the flow name: the "{checkout.p}" hash tags and the topics'
+// Name is the flow name: the "{checkout.p}" hash tags and the topics'
 // prefix.
-const Flow = "checkout"
+const Name = "checkout"
 
 // Message types of the flow's streams.
 const (
@@ -42,10 +42,10 @@ type Topics struct {
 // NewTopics returns the flow's topics with the given partition count.
 func NewTopics(partitions int) Topics {
 	return Topics{
-		Stock:    stream.NewTopic(Flow, "stock", partitions),
-		Payment:  stream.NewTopic(Flow, "payment", partitions),
-		Outcomes: stream.NewTopic(Flow, "outcomes", partitions),
-		Sagas:    stream.NewTopic(Flow, "sagas", partitions),
+		Stock:    stream.NewTopic(Name, "stock", partitions),
+		Payment:  stream.NewTopic(Name, "payment", partitions),
+		Outcomes: stream.NewTopic(Name, "outcomes", partitions),
+		Sagas:    stream.NewTopic(Name, "sagas", partitions),
 	}
 }
 
@@ -57,7 +57,7 @@ func NewTopics(partitions int) Topics {
 type Keys struct{ t stream.Topic }
 
 // NewKeys returns the key names for a partition count.
-func NewKeys(partitions int) Keys { return Keys{t: stream.NewTopic(Flow, "keys", partitions)} }
+func NewKeys(partitions int) Keys { return Keys{t: stream.NewTopic(Name, "keys", partitions)} }
 
 // Partition returns the partition of an id (item, user or order).
 func (k Keys) Partition(id string) int { return k.t.Partition(id) }

@@ -22,7 +22,7 @@ type call struct {
 
 // stockEffect builds the effect script part of a stock command: all its
 // items are in one partition, the partition of the ledger keys.
-func (s *Service) stockEffect(c Command) (call, error) {
+func (s *Flow) stockEffect(c Command) (call, error) {
 	if len(c.Items) == 0 || len(c.Items) > MaxLines {
 		return call{}, stream.Permanentf("checkout: stock command with %d items", len(c.Items))
 	}
@@ -40,7 +40,7 @@ func (s *Service) stockEffect(c Command) (call, error) {
 }
 
 // paymentEffect builds the effect script part of a payment command.
-func (s *Service) paymentEffect(c Command) (call, error) {
+func (s *Flow) paymentEffect(c Command) (call, error) {
 	if !ValidID(c.UserID) || c.Amount < 0 || c.Amount > MaxAmount {
 		return call{}, stream.Permanentf("checkout: payment command user %q amount %d not valid", c.UserID, c.Amount)
 	}
@@ -53,7 +53,7 @@ func (s *Service) paymentEffect(c Command) (call, error) {
 
 // effectHeader is the effect script's leading ARGV for a side ("stock" or
 // "payment"): ledger ttl, the field changed and the noun of its hashes.
-func (s *Service) effectHeader(side string) []any {
+func (s *Flow) effectHeader(side string) []any {
 	if side == "payment" {
 		return []any{s.cfg.StateTTL.Milliseconds(), "credit", "user"}
 	}
@@ -63,7 +63,7 @@ func (s *Service) effectHeader(side string) []any {
 // applyEffects runs effectScript once per partition for the commands of
 // parts (KEYS and ARGV of one command each), all calls in one pipeline,
 // and returns each command's result or error by index.
-func (s *Service) applyEffects(ctx context.Context, header []any, parts []call) ([]string, []error) {
+func (s *Flow) applyEffects(ctx context.Context, header []any, parts []call) ([]string, []error) {
 	results := make([]string, len(parts))
 	errs := make([]error, len(parts))
 	byPart := map[int][]int{}
@@ -148,7 +148,7 @@ type outcomeRec struct {
 // recordOutcomes records recs with outcomeScript, one call per partition
 // of their orders, all calls in one pipeline, and returns each outcome's
 // reply or error by index.
-func (s *Service) recordOutcomes(ctx context.Context, recs []outcomeRec, nowMs int64) ([][]string, []error) {
+func (s *Flow) recordOutcomes(ctx context.Context, recs []outcomeRec, nowMs int64) ([][]string, []error) {
 	out := make([][]string, len(recs))
 	errs := make([]error, len(recs))
 	byPart := map[int][]int{}

@@ -50,7 +50,7 @@ const beginRetries = 8
 // ErrCheckoutFailed — or it returns the success that came meanwhile. It
 // returns an error wrapping ErrPending only when no outcome is known: ctx
 // ended, or Redis failed while giving the attempt up.
-func (s *Service) Checkout(ctx context.Context, orderID string) (Result, error) {
+func (s *Flow) Checkout(ctx context.Context, orderID string) (Result, error) {
 	tp := traceparent(ctx)
 	for range beginRetries {
 		o, err := s.store.FindOrder(ctx, orderID)
@@ -90,7 +90,7 @@ func (s *Service) Checkout(ctx context.Context, orderID string) (Result, error) 
 // Commands returns the forward commands of attempt tr of o: one stock
 // command per partition of its items (quantities of repeated items summed)
 // and one payment command.
-func (s *Service) Commands(o Order, tr int64) ([]Command, error) {
+func (s *Flow) Commands(o Order, tr int64) ([]Command, error) {
 	perItem := map[string]int64{}
 	for _, l := range o.Lines {
 		perItem[l.ID] += l.Amount
@@ -123,7 +123,7 @@ func (s *Service) Commands(o Order, tr int64) ([]Command, error) {
 // begin runs the begin script for the next attempt of o. Each command is
 // encoded once: the begin payload embeds the same JSON as the saga's
 // command fields.
-func (s *Service) begin(ctx context.Context, o Order, tp string) (string, int64, error) {
+func (s *Flow) begin(ctx context.Context, o Order, tp string) (string, int64, error) {
 	tr := o.TrNum + 1
 	cmds, err := s.Commands(o, tr)
 	if err != nil {
@@ -171,14 +171,14 @@ type beginPayload struct {
 }
 
 // wait waits for attempt tr of an order.
-func (s *Service) wait(ctx context.Context, orderID string, tr int64) (Result, error) {
+func (s *Flow) wait(ctx context.Context, orderID string, tr int64) (Result, error) {
 	r, err := s.waiter.Wait(ctx, s.keys, orderID, tr, s.cfg.Timeout, s.cfg.Recheck)
 	return s.result(ctx, r, err)
 }
 
 // result turns a waiter's answer into Checkout's, giving up an attempt
 // still running when the wait expired.
-func (s *Service) result(ctx context.Context, r Result, err error) (Result, error) {
+func (s *Flow) result(ctx context.Context, r Result, err error) (Result, error) {
 	if err != nil {
 		return r, fmt.Errorf("%w: attempt %d of order %s: %w", ErrPending, r.TrNum, r.OrderID, err)
 	}
@@ -198,7 +198,7 @@ func (s *Service) result(ctx context.Context, r Result, err error) (Result, erro
 
 // SagaStatus reads the status and failure reason of attempt tr of an order
 // ("" when there is no such attempt).
-func (s *Service) SagaStatus(ctx context.Context, orderID string, tr int64) (status, reason string, err error) {
+func (s *Flow) SagaStatus(ctx context.Context, orderID string, tr int64) (status, reason string, err error) {
 	return sagaStatus(ctx, s.rdb, s.keys, orderID, tr)
 }
 

@@ -5,11 +5,8 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"log/slog"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
@@ -19,70 +16,15 @@ import (
 
 // Stage names, also their consumer groups.
 const (
-	StageStock     = "checkout-stock"
-	StagePayment   = "checkout-payment"
-	StageOrder     = "checkout-order"
-	StageAnalytics = "checkout-analytics"
+	StageStock   = "checkout-stock"
+	StagePayment = "checkout-payment"
+	StageOrder   = "checkout-order"
+	// StageHistory appends the saga records to ClickHouse (AnalyticsStage).
+	StageHistory = "checkout-analytics"
 )
 
 // instrumentationScope names the tracer of this package.
 const instrumentationScope = "github.com/dropstream/dropstream/flows/checkout"
-
-// Service is the checkout flow: its store, its stages and the checkout
-// call with its waiter.
-type Service struct {
-	rdb    redis.UniversalClient
-	cfg    Config
-	store  *Store
-	keys   Keys
-	topics Topics
-	pub    *stream.Publisher
-	waiter *Waiter
-	log    *slog.Logger
-	tracer trace.Tracer
-}
-
-// NewService returns the flow over rdb; pub publishes its commands and
-// outcomes. Run the waiter (Service.Run) in processes that serve
-// checkouts. Nil fields of tel default to the OpenTelemetry globals and
-// slog.Default.
-func NewService(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel stream.Telemetry) (*Service, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	log := tel.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	tp := tel.TracerProvider
-	if tp == nil {
-		tp = gotel.GetTracerProvider()
-	}
-	w := NewWaiter(rdb, log)
-	w.recheck = cfg.Recheck
-	return &Service{rdb: rdb, cfg: cfg, store: NewStore(rdb, cfg.Partitions), keys: NewKeys(cfg.Partitions),
-		topics: NewTopics(cfg.Partitions), pub: pub, waiter: w, log: log,
-		tracer: tp.Tracer(instrumentationScope)}, nil
-}
-
-// Store returns the items, users and orders.
-func (s *Service) Store() *Store { return s.store }
-
-// Topics returns the flow's topics.
-func (s *Service) Topics() Topics { return s.topics }
-
-// Config returns the defaulted configuration.
-func (s *Service) Config() Config { return s.cfg }
-
-// Run runs, until ctx ends, the waiter that wakes the checkout calls of
-// this process; every process that checks orders out runs it. It returns
-// an error only if the waiter cannot subscribe at first. The sweeper is
-// not part of it: run RunSweeper in at least one process of a deployment.
-func (s *Service) Run(ctx context.Context) error { return s.waiter.Run(ctx) }
-
-// Ready is closed once the waiter listens for outcomes.
-func (s *Service) Ready() <-chan struct{} { return s.waiter.Ready() }
 
 // Stages returns the stock, payment and order stages. Each is a batch
 // stage: the scripts of a batch go in one pipeline and its output messages
@@ -90,7 +32,7 @@ func (s *Service) Ready() <-chan struct{} { return s.waiter.Ready() }
 // "checkout.payment", "checkout.order"), a child of its producer's, which
 // the messages it causes continue — so one trace covers a whole saga, from
 // the HTTP call to the saga record.
-func (s *Service) Stages() []stream.Stage {
+func (s *Flow) Stages() []stream.Stage {
 	return []stream.Stage{
 		{Name: StageStock, Topic: s.topics.Stock, BatchHandler: s.effectBatch("stock", s.stockCall), Config: s.cfg.Stage},
 		{Name: StagePayment, Topic: s.topics.Payment, BatchHandler: s.effectBatch("payment", s.paymentCall), Config: s.cfg.Stage},
@@ -117,7 +59,7 @@ func decodeCommand(m *stream.Message, types ...string) (Command, error) {
 }
 
 // stockCall decodes a stock command and builds its effect call.
-func (s *Service) stockCall(m *stream.Message) (Command, call, error) {
+func (s *Flow) stockCall(m *stream.Message) (Command, call, error) {
 	c, err := decodeCommand(m, CmdSubtract, CmdAdd)
 	if err != nil {
 		return c, call{}, err
@@ -127,7 +69,7 @@ func (s *Service) stockCall(m *stream.Message) (Command, call, error) {
 }
 
 // paymentCall decodes a payment command and builds its effect call.
-func (s *Service) paymentCall(m *stream.Message) (Command, call, error) {
+func (s *Flow) paymentCall(m *stream.Message) (Command, call, error) {
 	c, err := decodeCommand(m, CmdPay, CmdCancel)
 	if err != nil {
 		return c, call{}, err
@@ -142,7 +84,7 @@ func (s *Service) paymentCall(m *stream.Message) (Command, call, error) {
 // an outcome — also when the effect was applied by an earlier delivery,
 // whose outcome may not have been published. A Redis error fails the
 // messages it concerns retryably.
-func (s *Service) effectBatch(side string, build func(*stream.Message) (Command, call, error)) stream.BatchHandler {
+func (s *Flow) effectBatch(side string, build func(*stream.Message) (Command, call, error)) stream.BatchHandler {
 	spanName := "checkout." + side
 	header := s.effectHeader(side)
 	return func(ctx context.Context, msgs []*stream.Message) error {
@@ -198,7 +140,7 @@ func (s *Service) effectBatch(side string, build func(*stream.Message) (Command,
 // stages' outcomes in their sagas, publishing the compensations a failed
 // attempt needs. The script that finishes an attempt announces it on
 // DoneChannel itself.
-func (s *Service) orderBatch(ctx context.Context, msgs []*stream.Message) error {
+func (s *Flow) orderBatch(ctx context.Context, msgs []*stream.Message) error {
 	errs := make([]error, len(msgs))
 	var sends []send
 	var recs []outcomeRec
@@ -310,7 +252,7 @@ type send struct {
 // command keyed by its user, a stock command by its first item, so each
 // lands in the partition of the keys it changes — the two topics in
 // parallel round trips.
-func (s *Service) send(ctx context.Context, sends []send) error {
+func (s *Flow) send(ctx context.Context, sends []send) error {
 	var stock, pay []*stream.Message
 	for _, sd := range sends {
 		c := sd.cmd

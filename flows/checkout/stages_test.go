@@ -12,7 +12,7 @@ import (
 )
 
 // stage returns the named stage of svc.
-func stage(t *testing.T, svc *checkout.Service, name string) stream.Stage {
+func stage(t *testing.T, svc *checkout.Flow, name string) stream.Stage {
 	t.Helper()
 	for _, s := range svc.Stages() {
 		if s.Name == name {
@@ -35,7 +35,7 @@ func commandMsg(t *testing.T, c checkout.Command, attempt int) *stream.Message {
 }
 
 // outcomes returns the outcomes published to every partition.
-func outcomes(t *testing.T, rdb redis.UniversalClient, svc *checkout.Service) []checkout.Outcome {
+func outcomes(t *testing.T, rdb redis.UniversalClient, svc *checkout.Flow) []checkout.Outcome {
 	t.Helper()
 	var out []checkout.Outcome
 	topic := svc.Topics().Outcomes
@@ -63,7 +63,7 @@ func TestStages_effectsApplyOncePerLedgerKey(t *testing.T) {
 				t.Fatal(err)
 			}
 			defer rdb.Close()
-			svc, err := checkout.NewService(rdb, stream.NewPublisher(rdb, stream.Telemetry{}), checkout.Config{Partitions: partitions}, stream.Telemetry{Logger: quiet()})
+			svc, err := checkout.NewWith(rdb, stream.NewPublisher(rdb, stream.Telemetry{}), checkout.Config{Partitions: partitions}, stream.Telemetry{Logger: quiet()})
 			if err != nil {
 				t.Fatal(err)
 			}

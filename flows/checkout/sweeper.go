@@ -48,7 +48,7 @@ type SweepStats struct {
 //
 // An attempt that has been re-sent is not swept again before another
 // SweepAge. Sweeping concurrently from several processes is harmless.
-func (s *Service) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
+func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 	var st SweepStats
 	cutoff := strconv.FormatInt(now.Add(-s.cfg.SweepAge).UnixMilli(), 10)
 	pipe := s.rdb.Pipeline()
@@ -162,7 +162,7 @@ func (s *Service) Sweep(ctx context.Context, now time.Time) (SweepStats, error) 
 // RunSweeper sweeps (Sweep) every Config.SweepInterval until ctx ends; a
 // failed sweep is logged and tried again at the next tick. It returns nil
 // when ctx ends. One copy per deployment is enough; more are harmless.
-func (s *Service) RunSweeper(ctx context.Context) error {
+func (s *Flow) RunSweeper(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
 	for {

@@ -215,7 +215,7 @@ func (d *Delivery) send(ctx context.Context, m *stream.Message, tag string, r Re
 	var delTo []*target
 	for _, t := range targets {
 		if t.channel == ChannelNotifier {
-			relayed = append(relayed, notifier.Request{Flow: Flow, Event: EventComicListed, Subject: r.ComicID,
+			relayed = append(relayed, notifier.Request{Flow: Name, Event: EventComicListed, Subject: r.ComicID,
 				Destination: &subscriber.Destination{Kind: subscriber.KindComic, Address: t.to.Address, Secret: t.to.Secret, Status: subscriber.StatusActive},
 				Window:      r.ComicID + ":" + strconv.FormatInt(r.Gen, 10) + ":" + hashHex([]byte(t.sub.Email)),
 				Critical:    true, Title: "A comic you watch is for sale", Text: t.sub.Email + ": comic " + r.ComicID + " is listed",
@@ -224,7 +224,7 @@ func (d *Delivery) send(ctx context.Context, m *stream.Message, tag string, r Re
 			continue
 		}
 		dels = append(dels, notifier.Delivery{HashTag: tag, Key: t.key, Channel: t.channel, MessageID: m.ID, Attempt: m.Attempt,
-			Notification: notifier.Notification{Flow: Flow, Event: EventComicListed, Recipient: t.to, EventID: t.key,
+			Notification: notifier.Notification{Flow: Name, Event: EventComicListed, Recipient: t.to, EventID: t.key,
 				Subject: r.ComicID, TraceID: traceIDOf(ctx), ObservedAt: time.UnixMilli(r.ListedAtMs), Body: t.payload}})
 		delTo = append(delTo, t)
 	}

@@ -73,6 +73,6 @@ func jsonString(s string) string {
 	return string(b)
 }
 
-// GroupHistory is the consumer group (and stage name) that writes the
+// StageHistory is the consumer group (and stage name) that writes the
 // events topic to ClickHouse.
-const GroupHistory = "comic-history"
+const StageHistory = "comic-history"

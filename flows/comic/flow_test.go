@@ -68,7 +68,7 @@ func TestFlow_notifiesEachMatchingSubscriberOnce(t *testing.T) {
 			if got := rcv.received(); fmt.Sprint(got) != fmt.Sprint(want) {
 				t.Errorf("received %v\nwant     %v", got, want)
 			}
-			if n := streamLen(t, rdb, svc.Topics.Jobs); n != 2 {
+			if n := streamLen(t, rdb, svc.Topics().Jobs); n != 2 {
 				t.Errorf("%d jobs, want 2", n)
 			}
 			hist, err := svc.Delivery.History(ctx, xmen.ID())
@@ -80,16 +80,16 @@ func TestFlow_notifiesEachMatchingSubscriberOnce(t *testing.T) {
 			}
 			// The jobs and notify streams stay bounded: once acknowledged,
 			// the runtime's trimmer (run by `dropstream run`) removes them.
-			trim := stream.NewTrimmer(rdb, stream.TrimConfig{MinAge: time.Nanosecond}, quietLogger(), svc.Topics.Jobs, svc.Topics.Notify)
+			trim := stream.NewTrimmer(rdb, stream.TrimConfig{MinAge: time.Nanosecond}, quietLogger(), svc.Topics().Jobs, svc.Topics().Notify)
 			testenv.WaitFor(t, waitTimeout, func() bool {
-				for _, topic := range []stream.Topic{svc.Topics.Jobs, svc.Topics.Notify} {
+				for _, topic := range []stream.Topic{svc.Topics().Jobs, svc.Topics().Notify} {
 					for p := 0; p < topic.Partitions; p++ {
 						if _, err := trim.TrimStream(ctx, topic.Stream(p)); err != nil {
 							t.Fatal(err)
 						}
 					}
 				}
-				return streamLen(t, rdb, svc.Topics.Jobs) == 0 && streamLen(t, rdb, svc.Topics.Notify) == 0
+				return streamLen(t, rdb, svc.Topics().Jobs) == 0 && streamLen(t, rdb, svc.Topics().Notify) == 0
 			}, "jobs and notify streams trimmed")
 		})
 	}
@@ -118,7 +118,7 @@ func handedOff(t *testing.T, rdb redis.UniversalClient, topic stream.Topic) []st
 }
 
 // waitDone waits until the comics' jobs are matched and delivered.
-func waitDone(t *testing.T, svc *Service, ids ...string) {
+func waitDone(t *testing.T, svc *Flow, ids ...string) {
 	t.Helper()
 	for _, id := range ids {
 		testenv.WaitFor(t, waitTimeout, func() bool {
@@ -167,8 +167,8 @@ func TestMatcher_killedMidJobIsFinishedByAnotherCopy(t *testing.T) {
 			}
 			// Copy A dies mid-job.
 			actx, stopA := context.WithCancel(ctx)
-			crash := &crashingHandoff{real: &streamHandoff{rdb: rdb, topics: svc.Topics, chunk: 3, batch: 2}, stop: stopA, died: make(chan struct{})}
-			a := NewMatcher(rdb, svc.Topics, crash, nil).Stage()
+			crash := &crashingHandoff{real: &streamHandoff{rdb: rdb, topics: svc.Topics(), chunk: 3, batch: 2}, stop: stopA, died: make(chan struct{})}
+			a := NewMatcher(rdb, svc.Topics(), crash, nil).Stage()
 			a.Config = fastConfig("copy-a")
 			ra, err := stream.NewRunner(rdb, a, stream.Telemetry{Logger: quietLogger()})
 			if err != nil {
@@ -178,15 +178,15 @@ func TestMatcher_killedMidJobIsFinishedByAnotherCopy(t *testing.T) {
 			go func() { _ = ra.Run(actx); close(doneA) }()
 			<-crash.died
 			<-doneA
-			if ids := handedOff(t, rdb, svc.Topics.Notify); len(ids) != 3 {
+			if ids := handedOff(t, rdb, svc.Topics().Notify); len(ids) != 3 {
 				t.Fatalf("%d notifications handed off before the crash (%v), want 3", len(ids), ids)
 			}
 			// Copy B (another consumer) and the delivery stage finish it.
-			b := NewMatcher(rdb, svc.Topics, &streamHandoff{rdb: rdb, topics: svc.Topics, chunk: 3, batch: 2}, nil).Stage()
+			b := NewMatcher(rdb, svc.Topics(), &streamHandoff{rdb: rdb, topics: svc.Topics(), chunk: 3, batch: 2}, nil).Stage()
 			b.Config = fastConfig("copy-b")
 			run(t, rdb, b, svc.Delivery.Stage())
 			waitDone(t, svc, c.ID())
-			if ids := handedOff(t, rdb, svc.Topics.Notify); len(ids) != 7 || len(slices.Compact(slices.Sorted(slices.Values(ids)))) != 7 {
+			if ids := handedOff(t, rdb, svc.Topics().Notify); len(ids) != 7 || len(slices.Compact(slices.Sorted(slices.Values(ids)))) != 7 {
 				t.Errorf("handed off %v in all, want the 7 subscriptions once each", ids)
 			}
 			got := rcv.received()
@@ -238,7 +238,7 @@ func TestDelivery_relaysToTheNotifierRequestPath(t *testing.T) {
 			got = append(got, reqs...)
 			return nil
 		}}}
-	svc, err := New(rdb, cfg, nil, stream.Telemetry{Logger: quietLogger()})
+	svc, err := NewWith(rdb, cfg, nil, stream.Telemetry{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -256,7 +256,7 @@ func TestDelivery_relaysToTheNotifierRequestPath(t *testing.T) {
 		t.Fatalf("relayed %+v, sent directly %d; want 2 requests with distinct windows and no direct send", got, rcv.count())
 	}
 	for _, r := range got {
-		if r.Flow != Flow || r.Subject != c.ID() || r.Destination == nil || r.Destination.Address != rcv.URL() {
+		if r.Flow != Name || r.Subject != c.ID() || r.Destination == nil || r.Destination.Address != rcv.URL() {
 			t.Errorf("request %+v: want the comic's subject and the flow's /notify destination", r)
 		}
 	}
@@ -277,7 +277,7 @@ func TestFlow_traceTravelsFromIntakeToTheNotifyStream(t *testing.T) {
 	prev := gotel.GetTextMapPropagator()
 	gotel.SetTextMapPropagator(propagation.TraceContext{})
 	t.Cleanup(func() { gotel.SetTextMapPropagator(prev) })
-	svc, err := New(rdb, Config{Partitions: 2}, nil, stream.Telemetry{TracerProvider: tp, Logger: quietLogger()})
+	svc, err := NewWith(rdb, Config{Partitions: 2}, nil, stream.Telemetry{TracerProvider: tp, Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -301,7 +301,7 @@ func TestFlow_traceTravelsFromIntakeToTheNotifyStream(t *testing.T) {
 		t.Cleanup(func() { cancel(); <-done })
 	}
 	waitDone(t, svc, c.ID())
-	for _, topic := range []stream.Topic{svc.Topics.Jobs, svc.Topics.Notify} {
+	for _, topic := range []stream.Topic{svc.Topics().Jobs, svc.Topics().Notify} {
 		p := topic.Partition(c.ID())
 		xs, err := rdb.XRange(ctx, topic.Stream(p), "-", "+").Result()
 		if err != nil || len(xs) != 1 {
@@ -326,7 +326,7 @@ func TestInventory_failedIntakeWritesNothing(t *testing.T) {
 			rdb := be.Client(t)
 			svc := newService(t, rdb, nil, nil, StoreConfig{})
 			c := comicN("Preacher", 1, "Vertigo", true)
-			jobs := svc.Topics.Jobs.Stream(svc.Topics.Jobs.Partition(c.ID()))
+			jobs := svc.Topics().Jobs.Stream(svc.Topics().Jobs.Partition(c.ID()))
 			if err := rdb.Set(ctx, jobs, "not a stream", 0).Err(); err != nil {
 				t.Fatal(err)
 			}
@@ -339,7 +339,7 @@ func TestInventory_failedIntakeWritesNothing(t *testing.T) {
 			if _, err := svc.Inventory.Status(ctx, c.ID()); !errors.Is(err, ErrNotFound) {
 				t.Errorf("status after a failed intake = %v, want never listed", err)
 			}
-			if n := streamLen(t, rdb, svc.Topics.Events); n != 0 {
+			if n := streamLen(t, rdb, svc.Topics().Events); n != 0 {
 				t.Errorf("%d events after a failed intake, want 0", n)
 			}
 			if err := rdb.Del(ctx, jobs).Err(); err != nil {
@@ -348,7 +348,7 @@ func TestInventory_failedIntakeWritesNothing(t *testing.T) {
 			if l, created, err := svc.Inventory.Add(ctx, c); err != nil || !created || l.Gen != 1 {
 				t.Fatalf("Add after the repair = %+v, %v, %v; want generation 1", l, created, err)
 			}
-			if n := streamLen(t, rdb, svc.Topics.Jobs); n != 1 {
+			if n := streamLen(t, rdb, svc.Topics().Jobs); n != 1 {
 				t.Errorf("%d jobs, want 1", n)
 			}
 		})

@@ -133,13 +133,13 @@ func (p *testPayments) Refund(_ context.Context, txn, _ string, cents int64) err
 
 // newService returns the flow over rdb with the receiver as its /notify
 // destination, 2 partitions.
-func newService(t *testing.T, rdb redis.UniversalClient, r *receiver, p Payments, store StoreConfig) *Service {
+func newService(t *testing.T, rdb redis.UniversalClient, r *receiver, p Payments, store StoreConfig) *Flow {
 	t.Helper()
 	cfg := Config{Partitions: 2, Store: store}
 	if r != nil {
 		cfg.Delivery = DeliveryConfig{NotifyURL: r.URL(), NotifySecret: testSecret}
 	}
-	svc, err := New(rdb, cfg, p, stream.Telemetry{Logger: quietLogger()})
+	svc, err := NewWith(rdb, cfg, p, stream.Telemetry{Logger: quietLogger()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -28,7 +28,7 @@ func NewHistory(ch *clickhouse.Client, topics Topics, store *Store) *History {
 
 // Stage returns the "comic-history" stage: one insert per table per batch.
 func (h *History) Stage() stream.Stage {
-	return stream.Stage{Name: GroupHistory, Topic: h.topics.Events, BatchHandler: h.handle,
+	return stream.Stage{Name: StageHistory, Topic: h.topics.Events, BatchHandler: h.handle,
 		Config: stream.RunnerConfig{BatchSize: 1000}}
 }
 

@@ -28,7 +28,7 @@ func TestHistory_inventorySalesAndNotificationsInClickHouse(t *testing.T) {
 	svc := newService(t, rdb, rcv, newTestPayments(), StoreConfig{})
 	mustSubscribe(t, svc.Subscriptions, "a@example.com", `{"publisher":"Marvel"}`)
 	mustSubscribe(t, svc.Subscriptions, "b@example.com", `{"publisher":"Marvel","key_issue":true}`)
-	hist := NewHistory(ch, svc.Topics, svc.Subscriptions)
+	hist := NewHistory(ch, svc.Topics(), svc.Subscriptions)
 	run(t, rdb, append(svc.Stages(), hist.Stage())...)
 	c := comicN("Hulk", 181, "Marvel", true)
 	if _, _, err := svc.Inventory.Add(ctx, c); err != nil {

@@ -6,8 +6,8 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Flow is the flow name of the comic topics and keys.
-const Flow = "comic"
+// Name is the flow name: the prefix of its stages and topics, and of its keys.
+const Name = "comic"
 
 // Message types of the flow.
 const (
@@ -37,9 +37,9 @@ type Topics struct {
 // NewTopics returns the flow's topics with the given partition count.
 func NewTopics(partitions int) Topics {
 	return Topics{
-		Jobs:   stream.NewTopic(Flow, "jobs", partitions),
-		Notify: stream.NewTopic(Flow, "notify", partitions),
-		Events: stream.NewTopic(Flow, "events", partitions),
+		Jobs:   stream.NewTopic(Name, "jobs", partitions),
+		Notify: stream.NewTopic(Name, "notify", partitions),
+		Events: stream.NewTopic(Name, "events", partitions),
 	}
 }
 

@@ -51,7 +51,7 @@ func newNotifyEndpoint(t *testing.T, fail int) *notifyEndpoint {
 		}
 		var m notifier.Message
 		var n NotifyBody
-		if err := json.Unmarshal(body, &m); err != nil || m.Flow != Flow || json.Unmarshal(m.Payload, &n) != nil {
+		if err := json.Unmarshal(body, &m); err != nil || m.Flow != Name || json.Unmarshal(m.Payload, &n) != nil {
 			e.bad = append(e.bad, "undecodable: "+string(body))
 			return
 		}
@@ -90,7 +90,7 @@ func TestNotify_endToEndThroughTheNotifierExactlyOnce(t *testing.T) {
 		Relay: func(ctx context.Context, reqs ...notifier.Request) error {
 			return notifier.PublishRequests(ctx, pub, requests, append(reqs, reqs...)...)
 		}}}
-	svc, err := New(rdb, cfg, nil, tel)
+	svc, err := NewWith(rdb, cfg, nil, tel)
 	if err != nil {
 		t.Fatal(err)
 	}

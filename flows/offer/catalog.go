@@ -13,7 +13,7 @@ import (
 // catalogTag is the hash tag of every catalog key: the SellOffers index,
 // each handler's offers, change stream and version, and the TranslateIds
 // cache, so one script updates the index and a handler's offers together.
-const catalogTag = "{" + Flow + ".catalog}"
+const catalogTag = "{" + Name + ".catalog}"
 
 func catalogKey(parts ...string) string {
 	k := "ds:" + catalogTag + ":offer"

@@ -8,8 +8,8 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Flow is the flow name of the offer topics and keys.
-const Flow = "offer"
+// Name is the flow name: the prefix of its stages, topics and keys.
+const Name = "offer"
 
 // HandlerSpec is one handler service: its tag (what each offer records in
 // the SellOffers index) and its pricing kind.
@@ -155,12 +155,35 @@ func (c Config) kindOf(tag string) (Kind, bool) {
 // message per handler, keyed by the result id, so the message's partition
 // (and hash tag) is the result's.
 func (c Config) EvalTopic(handler string) stream.Topic {
-	return stream.NewTopic(Flow, "eval-"+handler, c.Partitions)
+	return stream.NewTopic(Name, "eval-"+handler, c.Partitions)
 }
 
 // HistoryTopic carries one entry per search, for ClickHouse.
 func (c Config) HistoryTopic() stream.Topic {
-	return stream.NewTopic(Flow, "history", c.Partitions)
+	return stream.NewTopic(Name, "history", c.Partitions)
+}
+
+// Topics are the flow's topics.
+type Topics struct {
+	// Eval are the handlers' fan-out topics, by handler tag (EvalTopic).
+	Eval map[string]stream.Topic
+	// History carries one entry per search (HistoryTopic).
+	History stream.Topic
+}
+
+// NewTopics returns the topics of the flow with the default handlers, as
+// New builds it, and the given partition count.
+func NewTopics(partitions int) Topics {
+	return Config{Partitions: partitions, Handlers: DefaultHandlers}.Topics()
+}
+
+// Topics returns the topics of the configured handlers.
+func (c Config) Topics() Topics {
+	t := Topics{Eval: make(map[string]stream.Topic, len(c.Handlers)), History: c.HistoryTopic()}
+	for _, h := range c.Handlers {
+		t.Eval[h.Tag] = c.EvalTopic(h.Tag)
+	}
+	return t
 }
 
 // resultTag returns the hash tag of a result's keys: that of its partition.

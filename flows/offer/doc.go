@@ -1,4 +1,4 @@
-// Package offer is the sell-offer flow of seed 002: sell offers held by
+// Package offer is the sell-offer flow: sell offers held by
 // several handler services, and complex filter requests answered from a
 // cache of logical results.
 //
@@ -7,7 +7,7 @@
 // stream that the handler stages follow to keep an in-memory view of their
 // own offers. Every catalog key carries the hash tag {offer.catalog}.
 //
-// A search (Service.Search) hashes the canonical form of its filter into
+// A search (Flow.Search) hashes the canonical form of its filter into
 // the logical result id. One script (beginScript) then decides, atomically:
 // a complete, unexpired result is served from the cache (hit); a result
 // still processing is joined (join), so concurrent identical requests
@@ -39,7 +39,7 @@
 //	ds:{offer.p}:offer:price:<id>         an orderPrice record
 //	ds:{offer.catalog}:offer:translate:<fromType>_<fromId>_<toType>
 //
-// The orderPrice cache (Service.OrderPrice) and the TranslateIds cache
+// The orderPrice cache (Flow.OrderPrice) and the TranslateIds cache
 // (Catalog.Translate) have their own TTLs. Results are a snapshot of the
 // offers when they were computed, served until they expire.
 //

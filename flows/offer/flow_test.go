@@ -13,7 +13,7 @@ import (
 )
 
 // seeded returns a service over rdb with offers put in the catalog.
-func seeded(t *testing.T, b testenv.Backend, clk *clock, n int) (*Service, []Offer) {
+func seeded(t *testing.T, b testenv.Backend, clk *clock, n int) (*Flow, []Offer) {
 	t.Helper()
 	rdb := b.Client(t)
 	s := newService(t, rdb, testConfig(clk))

@@ -23,7 +23,7 @@ const appendChunk = 500
 // matches and leaves the waiting set in one pipeline of scripts that check
 // the result's generation and the handler's membership, so a redelivered,
 // repeated or stale message changes nothing.
-func (s *Service) handler(tag string, kind Kind) stream.Handler {
+func (s *Flow) handler(tag string, kind Kind) stream.Handler {
 	v := s.views[tag]
 	return func(ctx context.Context, m *stream.Message) error {
 		var p evalPayload
@@ -54,7 +54,7 @@ func (s *Service) handler(tag string, kind Kind) stream.Handler {
 }
 
 // answer writes one handler's matches and removes it from the waiting set.
-func (s *Service) answer(ctx context.Context, tag string, p evalPayload, matches []scored) error {
+func (s *Flow) answer(ctx context.Context, tag string, p evalPayload, matches []scored) error {
 	keys := s.cfg.resultKeys(p.ResultID)
 	pipe := s.rdb.Pipeline()
 	for start := 0; start < len(matches); start += appendChunk {

@@ -45,13 +45,13 @@ func testConfig(clk *clock) Config {
 		Runner: stream.RunnerConfig{Block: 20 * time.Millisecond}}
 }
 
-func newService(t *testing.T, rdb redis.UniversalClient, cfg Config) *Service {
+func newService(t *testing.T, rdb redis.UniversalClient, cfg Config) *Flow {
 	t.Helper()
-	s, err := New(context.Background(), rdb, cfg, quiet)
+	s, err := NewWith(context.Background(), rdb, cfg, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { _ = s.Close() })
 	return s
 }
 

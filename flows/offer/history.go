@@ -117,7 +117,7 @@ func (r *recorder) close() {
 // HistoryStage is the "offer-history" batch stage: it writes each batch of
 // history events to ClickHouse in one INSERT. Rows are keyed by the call
 // id, so a redelivered batch collapses into the same rows.
-func (s *Service) HistoryStage(ch *clickhouse.Client) stream.Stage {
+func (s *Flow) HistoryStage(ch *clickhouse.Client) stream.Stage {
 	return stream.Stage{Name: StageHistory, Topic: s.cfg.HistoryTopic(), Config: s.cfg.Runner,
 		BatchHandler: func(ctx context.Context, msgs []*stream.Message) error {
 			rows := make([]clickhouse.OfferRequestRow, 0, len(msgs))

@@ -27,11 +27,11 @@ func TestHistoryStage_writesEverySearchToClickHouseOnce(t *testing.T) {
 	t.Cleanup(func() { _ = tp.Shutdown(context.Background()) })
 	tel := quiet
 	tel.TracerProvider = tp
-	s, err := New(ctx, rdb, testConfig(clk), tel)
+	s, err := NewWith(ctx, rdb, testConfig(clk), tel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { _ = s.Close() })
 	if _, err := s.Catalog().Put(ctx, SampleOffers(1, 100, 20, s.cfg.Handlers)...); err != nil {
 		t.Fatal(err)
 	}

@@ -84,7 +84,7 @@ type evalPayload struct {
 // response with Status processing means the wait ended first; the result
 // id can be fetched later with Result. callID identifies this call in the
 // history (a random id when empty).
-func (s *Service) Search(ctx context.Context, req SearchRequest, callID string) (SearchResponse, error) {
+func (s *Flow) Search(ctx context.Context, req SearchRequest, callID string) (SearchResponse, error) {
 	start := time.Now()
 	if err := req.Validate(); err != nil {
 		return SearchResponse{}, err
@@ -125,7 +125,7 @@ func (s *Service) Search(ctx context.Context, req SearchRequest, callID string) 
 	return resp, err
 }
 
-func (s *Service) search(ctx context.Context, req SearchRequest, id string, canonical []byte) (SearchResponse, error) {
+func (s *Flow) search(ctx context.Context, req SearchRequest, id string, canonical []byte) (SearchResponse, error) {
 	keys := s.cfg.resultKeys(id)
 	uid := randomID()
 	payload, _ := json.Marshal(evalPayload{ResultID: id, UniqueRequestID: uid, Filter: canonical})
@@ -168,7 +168,7 @@ func (s *Service) search(ctx context.Context, req SearchRequest, id string, cano
 
 // wait blocks until the result's completion stream has an entry or d has
 // passed, and reports which.
-func (s *Service) wait(ctx context.Context, doneKey string, d time.Duration) (bool, error) {
+func (s *Flow) wait(ctx context.Context, doneKey string, d time.Duration) (bool, error) {
 	deadline := time.Now().Add(d)
 	for {
 		left := time.Until(deadline)
@@ -193,7 +193,7 @@ func (s *Service) wait(ctx context.Context, doneKey string, d time.Duration) (bo
 // Result returns a page of a logical result: its status, and while it is
 // complete (or expired but still kept) its matches from offset. It returns
 // ErrNotFound when the result does not exist.
-func (s *Service) Result(ctx context.Context, id string, offset, limit int) (Result, error) {
+func (s *Flow) Result(ctx context.Context, id string, offset, limit int) (Result, error) {
 	if !validResultID(id) {
 		return Result{}, ErrNotFound
 	}
@@ -220,7 +220,7 @@ func (s *Service) Result(ctx context.Context, id string, offset, limit int) (Res
 
 // applied returns how many handler answers a result's generation took
 // (test helper: exactly one per handler).
-func (s *Service) applied(ctx context.Context, id string) (int, error) {
+func (s *Flow) applied(ctx context.Context, id string) (int, error) {
 	v, err := s.rdb.HGet(ctx, s.cfg.resultKeys(id).main, "applied").Result()
 	if err != nil {
 		return 0, err

@@ -19,11 +19,11 @@ func TestMetrics_hitRateResultAgeAndFanoutLatency(t *testing.T) {
 	rdb := testenv.Backends()[0].Client(t)
 	tel := quiet
 	tel.MeterProvider = mp
-	s, err := New(ctx, rdb, testConfig(clk), tel)
+	s, err := NewWith(ctx, rdb, testConfig(clk), tel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(s.Close)
+	t.Cleanup(func() { _ = s.Close() })
 	if _, err := s.Catalog().Put(ctx, SampleOffers(1, 60, 5, s.cfg.Handlers)...); err != nil {
 		t.Fatal(err)
 	}

@@ -126,7 +126,7 @@ var ErrOfferNotFound = errors.New("offer_not_found")
 // computes and caches it (complete with the price, or error with the
 // reason) for OrderPriceTTL. Status processing means another call is
 // computing it right now.
-func (s *Service) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPrice, error) {
+func (s *Flow) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPrice, error) {
 	c, err := req.canonical()
 	if err != nil {
 		return OrderPrice{}, err
@@ -173,7 +173,7 @@ func (s *Service) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderP
 
 // computePrice sums the order's lines; reason is set when the order has no
 // price (an offer missing, a method not offered, ...).
-func (s *Service) computePrice(ctx context.Context, r OrderPriceRequest) (price int64, reason, err error) {
+func (s *Flow) computePrice(ctx context.Context, r OrderPriceRequest) (price int64, reason, err error) {
 	for _, q := range r.Quantities {
 		o, err := s.catalog.Get(ctx, q.OfferID)
 		if errors.Is(err, ErrNotFound) {

@@ -52,7 +52,7 @@ type Result struct {
 type bench struct {
 	cfg    Config
 	rdb    redis.UniversalClient
-	svc    *checkout.Service
+	svc    *checkout.Flow
 	base   string
 	client *http.Client
 	perm   []int
@@ -72,7 +72,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 	if progress == nil {
 		progress = func(string) {}
 	}
-	svc, err := checkout.NewService(rdb, pub, checkout.Config{Partitions: cfg.Partitions}, cfg.Telemetry)
+	svc, err := checkout.NewWith(rdb, pub, checkout.Config{Partitions: cfg.Partitions}, cfg.Telemetry)
 	if err != nil {
 		return Result{}, err
 	}
@@ -94,7 +94,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 	if err != nil {
 		return Result{}, err
 	}
-	httpapi.Routes{Service: svc}.Register(srv)
+	httpapi.Register(srv, svc)
 	served := make(chan error, 1)
 	wg.Go(func() { served <- srv.Listen(ctx) })
 	select {

@@ -14,7 +14,7 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Targets of issue 6 on the project's machine.
+// Targets of the checkout flow on the project's machine (BENCHMARKS.md).
 const (
 	TargetCheckoutsPerSecond = 3000
 	TargetP99Millis          = 50

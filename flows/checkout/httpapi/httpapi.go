@@ -31,9 +31,9 @@ import (
 	"github.com/dropstream/dropstream/flows/checkout"
 )
 
-// Routes are the contract's routes over a checkout service.
-type Routes struct {
-	Service *checkout.Service
+// routes are the contract's handlers over the checkout flow.
+type routes struct {
+	f *checkout.Flow
 }
 
 // Response bodies.
@@ -81,8 +81,9 @@ type (
 	}
 )
 
-// Register adds the routes to srv.
-func (r Routes) Register(srv *api.Server) {
+// Register adds the contract's routes over the checkout flow f to srv.
+func Register(srv *api.Server, f *checkout.Flow) {
+	r := routes{f: f}
 	op := func(method, path, summary string, scope api.Scope, resp any, h fiber.Handler) {
 		srv.Handle(api.Operation{Method: method, Path: path, Summary: summary, Tag: "checkout", Scope: scope, Response: resp, Handler: h})
 	}
@@ -155,30 +156,30 @@ func intParams(c *fiber.Ctx, names ...string) ([]int64, error) {
 	return out, nil
 }
 
-func (r Routes) createItem(c *fiber.Ctx) error {
+func (r routes) createItem(c *fiber.Ctx) error {
 	price, err := intParam(c, "price")
 	if err != nil {
 		return err
 	}
-	id, err := r.Service.Store().CreateItem(c.UserContext(), price)
+	id, err := r.f.Store().CreateItem(c.UserContext(), price)
 	if err != nil {
 		return fail(err)
 	}
 	return c.JSON(itemID{ItemID: id})
 }
 
-func (r Routes) findItem(c *fiber.Ctx) error {
-	stock, price, err := r.Service.Store().FindItem(c.UserContext(), c.Params("item_id"))
+func (r routes) findItem(c *fiber.Ctx) error {
+	stock, price, err := r.f.Store().FindItem(c.UserContext(), c.Params("item_id"))
 	if err != nil {
 		return fail(err)
 	}
 	return c.JSON(itemOut{Stock: stock, Price: price})
 }
 
-func (r Routes) addStock(c *fiber.Ctx) error      { return r.stock(c, r.Service.Store().AddStock) }
-func (r Routes) subtractStock(c *fiber.Ctx) error { return r.stock(c, r.Service.Store().SubtractStock) }
+func (r routes) addStock(c *fiber.Ctx) error      { return r.stock(c, r.f.Store().AddStock) }
+func (r routes) subtractStock(c *fiber.Ctx) error { return r.stock(c, r.f.Store().SubtractStock) }
 
-func (r Routes) stock(c *fiber.Ctx, change func(ctx context.Context, id string, amount int64) (int64, error)) error {
+func (r routes) stock(c *fiber.Ctx, change func(ctx context.Context, id string, amount int64) (int64, error)) error {
 	amount, err := intParam(c, "amount")
 	if err != nil {
 		return err
@@ -191,38 +192,38 @@ func (r Routes) stock(c *fiber.Ctx, change func(ctx context.Context, id string, 
 	return c.JSON(stockOut{ItemID: id, Stock: n})
 }
 
-func (r Routes) batchItems(c *fiber.Ctx) error {
+func (r routes) batchItems(c *fiber.Ctx) error {
 	v, err := intParams(c, "n", "starting_stock", "item_price")
 	if err != nil {
 		return err
 	}
-	if err := r.Service.Store().BatchInitItems(c.UserContext(), v[0], v[1], v[2]); err != nil {
+	if err := r.f.Store().BatchInitItems(c.UserContext(), v[0], v[1], v[2]); err != nil {
 		return fail(err)
 	}
 	return c.JSON(message{Msg: "Batch init for stock successful"})
 }
 
-func (r Routes) createUser(c *fiber.Ctx) error {
-	id, err := r.Service.Store().CreateUser(c.UserContext())
+func (r routes) createUser(c *fiber.Ctx) error {
+	id, err := r.f.Store().CreateUser(c.UserContext())
 	if err != nil {
 		return fail(err)
 	}
 	return c.JSON(userID{UserID: id})
 }
 
-func (r Routes) findUser(c *fiber.Ctx) error {
+func (r routes) findUser(c *fiber.Ctx) error {
 	id := c.Params("user_id")
-	credit, err := r.Service.Store().FindUser(c.UserContext(), id)
+	credit, err := r.f.Store().FindUser(c.UserContext(), id)
 	if err != nil {
 		return fail(err)
 	}
 	return c.JSON(userOut{UserID: id, Credit: credit})
 }
 
-func (r Routes) addFunds(c *fiber.Ctx) error { return r.credit(c, r.Service.Store().AddFunds) }
-func (r Routes) pay(c *fiber.Ctx) error      { return r.credit(c, r.Service.Store().Pay) }
+func (r routes) addFunds(c *fiber.Ctx) error { return r.credit(c, r.f.Store().AddFunds) }
+func (r routes) pay(c *fiber.Ctx) error      { return r.credit(c, r.f.Store().Pay) }
 
-func (r Routes) credit(c *fiber.Ctx, change func(ctx context.Context, id string, amount int64) (int64, error)) error {
+func (r routes) credit(c *fiber.Ctx, change func(ctx context.Context, id string, amount int64) (int64, error)) error {
 	amount, err := intParam(c, "amount")
 	if err != nil {
 		return err
@@ -235,27 +236,27 @@ func (r Routes) credit(c *fiber.Ctx, change func(ctx context.Context, id string,
 	return c.JSON(userOut{UserID: id, Credit: n})
 }
 
-func (r Routes) batchUsers(c *fiber.Ctx) error {
+func (r routes) batchUsers(c *fiber.Ctx) error {
 	v, err := intParams(c, "n", "starting_money")
 	if err != nil {
 		return err
 	}
-	if err := r.Service.Store().BatchInitUsers(c.UserContext(), v[0], v[1]); err != nil {
+	if err := r.f.Store().BatchInitUsers(c.UserContext(), v[0], v[1]); err != nil {
 		return fail(err)
 	}
 	return c.JSON(message{Msg: "Batch init for users successful"})
 }
 
-func (r Routes) createOrder(c *fiber.Ctx) error {
-	id, err := r.Service.Store().CreateOrder(c.UserContext(), c.Params("user_id"))
+func (r routes) createOrder(c *fiber.Ctx) error {
+	id, err := r.f.Store().CreateOrder(c.UserContext(), c.Params("user_id"))
 	if err != nil {
 		return fail(err)
 	}
 	return c.JSON(orderID{OrderID: id})
 }
 
-func (r Routes) findOrder(c *fiber.Ctx) error {
-	o, err := r.Service.Store().FindOrder(c.UserContext(), c.Params("order_id"))
+func (r routes) findOrder(c *fiber.Ctx) error {
+	o, err := r.f.Store().FindOrder(c.UserContext(), c.Params("order_id"))
 	if err != nil {
 		return fail(err)
 	}
@@ -266,7 +267,7 @@ func (r Routes) findOrder(c *fiber.Ctx) error {
 	return c.JSON(orderOut{OrderID: o.ID, Paid: o.Paid, Items: items, UserID: o.UserID, TotalCost: o.TotalCost})
 }
 
-func (r Routes) addItem(c *fiber.Ctx) error {
+func (r routes) addItem(c *fiber.Ctx) error {
 	qty := int64(1)
 	if c.Params("quantity") != "" {
 		q, err := intParam(c, "quantity")
@@ -276,27 +277,27 @@ func (r Routes) addItem(c *fiber.Ctx) error {
 		qty = q
 	}
 	id := c.Params("order_id")
-	total, err := r.Service.Store().AddItem(c.UserContext(), id, c.Params("item_id"), qty)
+	total, err := r.f.Store().AddItem(c.UserContext(), id, c.Params("item_id"), qty)
 	if err != nil {
 		return fail(err)
 	}
 	return c.JSON(addItemOut{OrderID: id, TotalCost: total})
 }
 
-func (r Routes) checkout(c *fiber.Ctx) error {
-	res, err := r.Service.Checkout(c.UserContext(), c.Params("order_id"))
+func (r routes) checkout(c *fiber.Ctx) error {
+	res, err := r.f.Checkout(c.UserContext(), c.Params("order_id"))
 	if err != nil {
 		return fail(err)
 	}
 	return c.JSON(checkoutOut{OrderID: res.OrderID, Paid: true, TrNum: res.TrNum, AlreadyPaid: res.AlreadyPaid})
 }
 
-func (r Routes) batchOrders(c *fiber.Ctx) error {
+func (r routes) batchOrders(c *fiber.Ctx) error {
 	v, err := intParams(c, "n", "n_items", "n_users", "item_price")
 	if err != nil {
 		return err
 	}
-	if err := r.Service.Store().BatchInitOrders(c.UserContext(), v[0], v[1], v[2], v[3]); err != nil {
+	if err := r.f.Store().BatchInitOrders(c.UserContext(), v[0], v[1], v[2], v[3]); err != nil {
 		return fail(err)
 	}
 	return c.JSON(message{Msg: "Batch init for orders successful"})

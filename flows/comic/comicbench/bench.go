@@ -202,7 +202,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 }
 
 func run(ctx context.Context, rdb redis.UniversalClient, cfg Config, progress func(string, ...any)) (Result, error) {
-	svc, err := comic.New(rdb, comic.Config{Partitions: cfg.Partitions}, nil, stream.Telemetry{})
+	svc, err := comic.NewWith(rdb, comic.Config{Partitions: cfg.Partitions}, nil, stream.Telemetry{})
 	if err != nil {
 		return Result{}, err
 	}

@@ -28,13 +28,13 @@ func TestRun_smallBenchOfEachWorld(t *testing.T) {
 				r.MatcherPerSecond <= 0 || r.MeanMatched <= 0 {
 				t.Errorf("result %+v: want every figure measured", r)
 			}
-			svc, err := comic.New(rdb, comic.Config{Partitions: 2}, nil, stream.Telemetry{})
+			svc, err := comic.NewWith(rdb, comic.Config{Partitions: 2}, nil, stream.Telemetry{})
 			if err != nil {
 				t.Fatal(err)
 			}
 			listed := 0
 			for p := range 2 {
-				ids, err := rdb.ZRange(ctx, "ds:"+svc.Topics.Jobs.HashTag(p)+":comic:inventory", 0, -1).Result()
+				ids, err := rdb.ZRange(ctx, "ds:"+svc.Topics().Jobs.HashTag(p)+":comic:inventory", 0, -1).Result()
 				if err != nil {
 					t.Fatal(err)
 				}

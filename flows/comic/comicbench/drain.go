@@ -34,11 +34,11 @@ type drain struct {
 
 // startDrain starts the discarding group and the trimmer of the jobs and
 // notify topics.
-func startDrain(ctx context.Context, rdb redis.UniversalClient, svc *comic.Service) (*drain, error) {
-	if err := stream.EnsureGroups(ctx, rdb, svc.Topics.Notify, discardGroup); err != nil {
+func startDrain(ctx context.Context, rdb redis.UniversalClient, svc *comic.Flow) (*drain, error) {
+	if err := stream.EnsureGroups(ctx, rdb, svc.Topics().Notify, discardGroup); err != nil {
 		return nil, err
 	}
-	d := &drain{rdb: rdb, topic: svc.Topics.Notify}
+	d := &drain{rdb: rdb, topic: svc.Topics().Notify}
 	discard := svc.Delivery.DiscardStage(discardGroup)
 	discard.Config = stream.RunnerConfig{BatchSize: 1000, Block: 50 * time.Millisecond, HandlerTimeout: 20 * time.Second, ClaimIdle: 2 * time.Minute}
 	inner := discard.BatchHandler
@@ -58,7 +58,7 @@ func startDrain(ctx context.Context, rdb redis.UniversalClient, svc *comic.Servi
 	dctx, cancel := context.WithCancel(ctx)
 	d.cancel = cancel
 	trimmer := stream.NewTrimmer(rdb, stream.TrimConfig{MinAge: time.Millisecond, Interval: 200 * time.Millisecond}, nil,
-		svc.Topics.Jobs, svc.Topics.Notify)
+		svc.Topics().Jobs, svc.Topics().Notify)
 	d.wg.Go(func() { _ = r.Run(dctx) })
 	d.wg.Go(func() { trimmer.Run(dctx) })
 	return d, nil

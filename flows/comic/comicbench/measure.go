@@ -24,7 +24,7 @@ const matchRound = 100
 // them to the notify streams) while the discarding group is paused, so the
 // CPU figures are the matching's alone; between rounds the group drains
 // the notify streams.
-func measureMatch(ctx context.Context, svc *comic.Service, w *world, cfg Config, res *Result, d *drain, progress func(string, ...any)) error {
+func measureMatch(ctx context.Context, svc *comic.Flow, w *world, cfg Config, res *Result, d *drain, progress func(string, ...any)) error {
 	lookups := make([]time.Duration, 0, cfg.Matches)
 	jobs := make([]time.Duration, 0, cfg.Matches)
 	matched := make([]int, 0, cfg.Matches)
@@ -94,7 +94,7 @@ func measureMatch(ctx context.Context, svc *comic.Service, w *world, cfg Config,
 }
 
 // measureIntake lists cfg.Intake new comics with cfg.Workers callers.
-func measureIntake(ctx context.Context, svc *comic.Service, w *world, cfg Config, res *Result, progress func(string, ...any)) error {
+func measureIntake(ctx context.Context, svc *comic.Flow, w *world, cfg Config, res *Result, progress func(string, ...any)) error {
 	comics := make([]comic.Comic, cfg.Intake)
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
 	for i := range comics {
@@ -142,12 +142,12 @@ func pct[T any](sorted []T, q float64) T {
 // measureMatcher runs the matching stage (one copy, its own batch size)
 // over the intake backlog, with the discarding group consuming the notify
 // streams, until both backlogs are empty.
-func measureMatcher(ctx context.Context, rdb redis.UniversalClient, svc *comic.Service, cfg Config, res *Result, d *drain, progress func(string, ...any)) error {
+func measureMatcher(ctx context.Context, rdb redis.UniversalClient, svc *comic.Flow, cfg Config, res *Result, d *drain, progress func(string, ...any)) error {
 	matcher := svc.Matcher.Stage()
 	matcher.Config.Block = 50 * time.Millisecond
 	// The group exists before the backlog is first read: a missing group
 	// would read as an empty backlog.
-	if err := stream.EnsureGroups(ctx, rdb, svc.Topics.Jobs, matcher.Name); err != nil {
+	if err := stream.EnsureGroups(ctx, rdb, svc.Topics().Jobs, matcher.Name); err != nil {
 		return err
 	}
 	r, err := stream.NewRunner(rdb, matcher, stream.Telemetry{})
@@ -166,7 +166,7 @@ func measureMatcher(ctx context.Context, rdb redis.UniversalClient, svc *comic.S
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		jobs, err := backlog(ctx, rdb, svc.Topics.Jobs, matcher.Name)
+		jobs, err := backlog(ctx, rdb, svc.Topics().Jobs, matcher.Name)
 		if err != nil {
 			return err
 		}
@@ -174,11 +174,11 @@ func measureMatcher(ctx context.Context, rdb redis.UniversalClient, svc *comic.S
 			matched = time.Since(began)
 			res.MatcherCPU = cpu.per(cfg.Intake)
 		}
-		notify, err := backlog(ctx, rdb, svc.Topics.Notify, discardGroup)
+		notify, err := backlog(ctx, rdb, svc.Topics().Notify, discardGroup)
 		if err != nil {
 			return err
 		}
-		n, err := streamLen(ctx, rdb, svc.Topics.Notify)
+		n, err := streamLen(ctx, rdb, svc.Topics().Notify)
 		if err != nil {
 			return err
 		}

@@ -1,4 +1,4 @@
-// Package offerbench measures the sell-offer search (issue 9): offers spread
+// Package offerbench measures the sell-offer search: offers spread
 // over the handlers, then searches that miss (fanned out to every handler
 // stage and back) and searches answered from the logical result cache.
 // `dropstream bench offers` and BenchmarkSearch run it.
@@ -19,7 +19,7 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Targets of issue 9.
+// Targets of the sell-offer search (BENCHMARKS.md).
 const (
 	TargetHitP99  = 2 * time.Millisecond
 	TargetMissP99 = 50 * time.Millisecond
@@ -114,12 +114,12 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	if n, err := rdb.DBSize(ctx).Result(); err != nil || n > 0 {
 		return Result{}, fmt.Errorf("offerbench: want an empty Redis database (%d keys, %v)", n, err)
 	}
-	svc, err := offer.New(ctx, rdb, offer.Config{Partitions: cfg.Partitions, MaxWait: 10 * time.Second,
+	svc, err := offer.NewWith(ctx, rdb, offer.Config{Partitions: cfg.Partitions, MaxWait: 10 * time.Second,
 		Runner: stream.RunnerConfig{Block: 100 * time.Millisecond}}, cfg.Telemetry)
 	if err != nil {
 		return Result{}, err
 	}
-	defer svc.Close()
+	defer func() { _ = svc.Close() }()
 	var res Result
 	start := time.Now()
 	offers := offer.SampleOffers(1, cfg.Offers, cfg.Products, svc.Config().Handlers)

@@ -1,8 +1,9 @@
-// Package comicapi serves the comic flow over the API: the published comic
+// Package httpapi serves the comic flow over the API: the published comic
 // schema, comics (intake and status), subscriptions, pattern statistics
-// and purchases, under /v1 and under the seed's own paths (POST /comics,
-// POST /subscriptions, POST /completetransaction) with the same behaviour.
-package comicapi
+// and purchases, under /v1 and under the short paths of the flow's first
+// clients (POST /comics, POST /subscriptions, POST /completetransaction)
+// with the same behaviour.
+package httpapi
 
 import (
 	"encoding/json"
@@ -16,9 +17,9 @@ import (
 	"github.com/dropstream/dropstream/flows/comic"
 )
 
-// Routes are the comic flow's routes.
-type Routes struct {
-	Flow *comic.Service
+// routes are the comic flow's handlers.
+type routes struct {
+	f *comic.Flow
 }
 
 // createdComic is the answer of POST /v1/comics.
@@ -62,8 +63,9 @@ type transactionIn struct {
 	TxnID string `json:"txn_id,omitempty"`
 }
 
-// Register adds the routes to srv.
-func (r Routes) Register(srv *api.Server) {
+// Register adds the comic flow f's routes to srv.
+func Register(srv *api.Server, f *comic.Flow) {
+	r := routes{f: f}
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/schemas/comic.json", Tag: "comics", Scope: api.ScopeRead,
 		Summary: "The comic JSON Schema (a subscription body is a partial comic)", Handler: r.schema})
 	for _, p := range []string{"/v1/comics", "/comics"} {
@@ -94,7 +96,7 @@ func (r Routes) Register(srv *api.Server) {
 	}
 }
 
-func (r Routes) schema(c *fiber.Ctx) error {
+func (r routes) schema(c *fiber.Ctx) error {
 	c.Set(fiber.HeaderContentType, "application/schema+json")
 	return c.Send(comic.JSONSchema())
 }
@@ -108,7 +110,7 @@ func invalid(code string, err error) error {
 	return api.UnprocessableEntity(code, err.Error())
 }
 
-func (r Routes) createComic(c *fiber.Ctx) error {
+func (r routes) createComic(c *fiber.Ctx) error {
 	var raw json.RawMessage
 	if err := api.DecodeJSON(c, &raw); err != nil {
 		return err
@@ -117,7 +119,7 @@ func (r Routes) createComic(c *fiber.Ctx) error {
 	if err != nil {
 		return invalid("invalid_comic", err)
 	}
-	l, created, err := r.Flow.Inventory.Add(c.UserContext(), parsed)
+	l, created, err := r.f.Inventory.Add(c.UserContext(), parsed)
 	if err != nil {
 		return err // the store failed; nothing was written
 	}
@@ -128,12 +130,12 @@ func (r Routes) createComic(c *fiber.Ctx) error {
 	return c.Status(status).JSON(createdComic{Listing: l, Created: created})
 }
 
-func (r Routes) getComic(c *fiber.Ctx) error {
+func (r routes) getComic(c *fiber.Ctx) error {
 	id := c.Params("id")
 	if !validComicID(id) {
 		return api.NotFound("comic_not_found", "no comic "+clip(id))
 	}
-	st, err := r.Flow.Inventory.Status(c.UserContext(), id)
+	st, err := r.f.Inventory.Status(c.UserContext(), id)
 	if errors.Is(err, comic.ErrNotFound) {
 		return api.NotFound("comic_not_found", "no comic "+id)
 	}
@@ -142,7 +144,7 @@ func (r Routes) getComic(c *fiber.Ctx) error {
 	}
 	out := comicDetail{Status: st, Sales: []comic.Sale{}}
 	if st.InInventory {
-		l, err := r.Flow.Inventory.Get(c.UserContext(), id)
+		l, err := r.f.Inventory.Get(c.UserContext(), id)
 		if err != nil && !errors.Is(err, comic.ErrNotFound) {
 			return err
 		}
@@ -150,8 +152,8 @@ func (r Routes) getComic(c *fiber.Ctx) error {
 			out.Listing = &l
 		}
 	}
-	if r.Flow.Sales != nil {
-		sales, err := r.Flow.Sales.Sales(c.UserContext(), id)
+	if r.f.Sales != nil {
+		sales, err := r.f.Sales.Sales(c.UserContext(), id)
 		if err != nil {
 			return err
 		}
@@ -160,15 +162,15 @@ func (r Routes) getComic(c *fiber.Ctx) error {
 	return c.JSON(out)
 }
 
-func (r Routes) stats(c *fiber.Ctx) error {
-	st, err := r.Flow.Subscriptions.Stats(c.UserContext())
+func (r routes) stats(c *fiber.Ctx) error {
+	st, err := r.f.Subscriptions.Stats(c.UserContext())
 	if err != nil {
 		return err
 	}
 	return c.JSON(st)
 }
 
-func (r Routes) subscribe(c *fiber.Ctx) error {
+func (r routes) subscribe(c *fiber.Ctx) error {
 	var in subscriptionIn
 	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
@@ -176,7 +178,7 @@ func (r Routes) subscribe(c *fiber.Ctx) error {
 	if len(in.Body) == 0 {
 		return api.UnprocessableEntity("invalid_subscription", "field body: required (use {} for every comic)")
 	}
-	sub, err := r.Flow.Subscriptions.Create(c.UserContext(), in.Email, in.Body, in.NotifyURL)
+	sub, err := r.f.Subscriptions.Create(c.UserContext(), in.Email, in.Body, in.NotifyURL)
 	switch {
 	case errors.Is(err, comic.ErrInvalid):
 		return invalid("invalid_subscription", err)
@@ -190,8 +192,8 @@ func (r Routes) subscribe(c *fiber.Ctx) error {
 	return c.Status(http.StatusCreated).JSON(sub)
 }
 
-func (r Routes) listSubscriptions(c *fiber.Ctx) error {
-	subs, err := r.Flow.Subscriptions.ByEmail(c.UserContext(), c.Query("email"))
+func (r routes) listSubscriptions(c *fiber.Ctx) error {
+	subs, err := r.f.Subscriptions.ByEmail(c.UserContext(), c.Query("email"))
 	if errors.Is(err, comic.ErrInvalid) {
 		return api.BadRequest("invalid_email", err.Error())
 	}
@@ -204,12 +206,12 @@ func (r Routes) listSubscriptions(c *fiber.Ctx) error {
 	return c.JSON(subscriptionPage{Items: subs})
 }
 
-func (r Routes) deleteSubscription(c *fiber.Ctx) error {
+func (r routes) deleteSubscription(c *fiber.Ctx) error {
 	id := c.Params("id")
 	if !validComicID(id) {
 		return api.NotFound("subscription_not_found", "no subscription "+clip(id))
 	}
-	err := r.Flow.Subscriptions.Delete(c.UserContext(), id)
+	err := r.f.Subscriptions.Delete(c.UserContext(), id)
 	if errors.Is(err, comic.ErrNotFound) {
 		return api.NotFound("subscription_not_found", "no subscription "+id)
 	}
@@ -219,8 +221,8 @@ func (r Routes) deleteSubscription(c *fiber.Ctx) error {
 	return c.SendStatus(http.StatusNoContent)
 }
 
-func (r Routes) purchase(c *fiber.Ctx) error {
-	if r.Flow.Sales == nil {
+func (r routes) purchase(c *fiber.Ctx) error {
+	if r.f.Sales == nil {
 		return api.NewError(http.StatusNotImplemented, "purchase_unavailable", "purchases need the checkout saga, which is not configured")
 	}
 	var in transactionIn
@@ -239,7 +241,7 @@ func (r Routes) purchase(c *fiber.Ctx) error {
 		return invalid("invalid_transaction", err)
 	}
 	// An empty txn_id is the default one of (email, comic, listing).
-	rec, err := r.Flow.Sales.Purchase(c.UserContext(), email, id, in.Payment, in.TxnID)
+	rec, err := r.f.Sales.Purchase(c.UserContext(), email, id, in.Payment, in.TxnID)
 	switch {
 	case errors.Is(err, comic.ErrInvalid):
 		return invalid("invalid_transaction", err)

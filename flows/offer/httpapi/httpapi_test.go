@@ -1,24 +1,26 @@
-package api
+package httpapi_test
 
 import (
 	"context"
 	"encoding/json"
 	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/flows/offer"
+	"github.com/dropstream/dropstream/flows/offer/httpapi"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
 
 // offerServer serves the offer routes over a real Redis with the handler
 // stages running unless stopped is set; read key "r", write key "w".
-func offerServer(t *testing.T, maxWait time.Duration, running bool) *Server {
+func offerServer(t *testing.T, maxWait time.Duration, running bool) *api.Server {
 	t.Helper()
 	rdb, err := stream.Dial(context.Background(), testenv.RedisURL(t))
 	if err != nil {
@@ -26,12 +28,12 @@ func offerServer(t *testing.T, maxWait time.Duration, running bool) *Server {
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	tel := stream.Telemetry{Logger: slog.New(slog.DiscardHandler)}
-	svc, err := offer.New(context.Background(), rdb, offer.Config{Partitions: 2, MaxWait: maxWait,
+	svc, err := offer.NewWith(context.Background(), rdb, offer.Config{Partitions: 2, MaxWait: maxWait,
 		Runner: stream.RunnerConfig{Block: 20 * time.Millisecond}}, tel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	t.Cleanup(svc.Close)
+	t.Cleanup(func() { _ = svc.Close() })
 	if running {
 		ctx, cancel := context.WithCancel(context.Background())
 		var wg sync.WaitGroup
@@ -44,11 +46,8 @@ func offerServer(t *testing.T, maxWait time.Duration, running bool) *Server {
 			wg.Go(func() { _ = r.Run(ctx) })
 		}
 	}
-	srv, err := New(Config{APIKeys: "r:read;w:write"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	OfferRoutes{Service: svc}.Register(srv)
+	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read;w:write"})
+	httpapi.Register(srv, svc)
 	return srv
 }
 
@@ -150,21 +149,12 @@ func TestOfferRoutes_offersSearchResultsAndOrderPrice(t *testing.T) {
 func TestOfferRoutes_searchAnswers202WhenHandlersAreSlow(t *testing.T) {
 	srv := offerServer(t, 30*time.Millisecond, false)
 	var resp offer.SearchResponse
-	req := httptest.NewRequest("POST", "/v1/offers/search", strings.NewReader(searchJSON))
-	req.Header.Set("Content-Type", "application/json")
-	req.Header.Set(HeaderAPIKey, "r")
-	res, err := srv.App().Test(req, 10000)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer res.Body.Close()
-	if err := json.NewDecoder(res.Body).Decode(&resp); err != nil {
-		t.Fatal(err)
-	}
-	if res.StatusCode != http.StatusAccepted || resp.Status != "processing" || resp.ResultID == "" ||
+	res := apitest.Request(t, srv, "POST", "/v1/offers/search", searchJSON, api.HeaderAPIKey, "r")
+	res.JSON(t, &resp)
+	if res.Status != http.StatusAccepted || resp.Status != "processing" || resp.ResultID == "" ||
 		res.Header.Get("Location") != "/v1/offers/results/"+resp.ResultID {
 		t.Fatalf("search without handlers = %d %+v location %q; want 202 processing with the result's location",
-			res.StatusCode, resp, res.Header.Get("Location"))
+			res.Status, resp, res.Header.Get("Location"))
 	}
 	var r offer.Result
 	if code := call(t, srv, "GET", "/v1/offers/results/"+resp.ResultID, "r", "", &r); code != 200 || r.Status != "processing" || r.Waiting != 3 {
@@ -180,4 +170,22 @@ func TestOfferRoutes_searchAnswers202WhenHandlersAreSlow(t *testing.T) {
 			t.Errorf("/openapi.json lacks %s", p)
 		}
 	}
+}
+
+// call sends a request with an API key and decodes a JSON answer into out.
+func call(t *testing.T, srv *api.Server, method, path, key, body string, out any) int {
+	t.Helper()
+	var b any
+	if body != "" {
+		b = body
+	}
+	res := apitest.Request(t, srv, method, path, b, api.HeaderAPIKey, key)
+	if out != nil && len(res.Body) > 0 {
+		res.JSON(t, out)
+	}
+	return res.Status
+}
+
+type envelopeOut struct {
+	Error struct{ Code, Message string } `json:"error"`
 }

@@ -1,4 +1,7 @@
-package api
+// Package httpapi serves the sell-offer flow over the API: the offers of
+// every handler, complex filter searches over them, their cached results,
+// and order prices.
+package httpapi
 
 import (
 	"errors"
@@ -7,14 +10,13 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flows/offer"
 )
 
-// OfferRoutes are the sell-offer routes (seed 002): the offers of every
-// handler, complex filter searches over them, their cached results, and
-// order prices.
-type OfferRoutes struct {
-	Service *offer.Service
+// routes are the sell-offer handlers.
+type routes struct {
+	f *offer.Flow
 }
 
 // offerPage is GET /v1/offers.
@@ -26,44 +28,45 @@ type offerPage struct {
 	Cached bool `json:"cached,omitempty"`
 }
 
-// Register adds the routes to srv.
-func (r OfferRoutes) Register(srv *Server) {
-	srv.Handle(Operation{Method: "POST", Path: "/v1/offers", Tag: "offers", Scope: ScopeWrite,
+// Register adds the sell-offer routes over the flow f to srv.
+func Register(srv *api.Server, f *offer.Flow) {
+	r := routes{f: f}
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/offers", Tag: "offers", Scope: api.ScopeWrite,
 		Summary: "Create or replace a sell offer (201 created, 200 replaced); its handler is recorded in the SellOffers index",
 		Body:    offer.Offer{}, Response: offer.Offer{}, Status: http.StatusCreated, Handler: r.put})
-	srv.Handle(Operation{Method: "GET", Path: "/v1/offers", Tag: "offers", Scope: ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/offers", Tag: "offers", Scope: api.ScopeRead,
 		Summary:  "List sell offers, or those of one product or seller (through the TranslateIds cache)",
-		Query:    []Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}, {Name: "productId"}, {Name: "sellerId"}},
+		Query:    []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}, {Name: "productId"}, {Name: "sellerId"}},
 		Response: offerPage{}, Handler: r.list})
-	srv.Handle(Operation{Method: "GET", Path: "/v1/offers/:id", Tag: "offers", Scope: ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/offers/:id", Tag: "offers", Scope: api.ScopeRead,
 		Summary: "One sell offer", Response: offer.Offer{}, Handler: r.get})
-	srv.Handle(Operation{Method: "DELETE", Path: "/v1/offers/:id", Tag: "offers", Scope: ScopeWrite,
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/offers/:id", Tag: "offers", Scope: api.ScopeWrite,
 		Summary: "Delete a sell offer", Status: http.StatusNoContent, Handler: r.delete})
-	srv.Handle(Operation{Method: "POST", Path: "/v1/offers/search", Tag: "offers", Scope: ScopeRead,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/offers/search", Tag: "offers", Scope: api.ScopeRead,
 		Summary: "Complex filter search: 200 with the matches once the logical result is complete (cached, joined or " +
 			"computed by every handler), or 202 with the result id and status processing after a bounded wait",
 		Body: offer.SearchRequest{}, Response: offer.SearchResponse{}, Handler: r.search})
-	srv.Handle(Operation{Method: "GET", Path: "/v1/offers/results/:id", Tag: "offers", Scope: ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/offers/results/:id", Tag: "offers", Scope: api.ScopeRead,
 		Summary:  "A page of a logical result: status processing, complete or expired",
-		Query:    []Param{{Name: "offset", Type: "integer"}, {Name: "limit", Type: "integer"}},
+		Query:    []api.Param{{Name: "offset", Type: "integer"}, {Name: "limit", Type: "integer"}},
 		Response: offer.Result{}, Handler: r.result})
-	srv.Handle(Operation{Method: "POST", Path: "/v1/offers/order-price", Tag: "offers", Scope: ScopeRead,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/offers/order-price", Tag: "offers", Scope: api.ScopeRead,
 		Summary: "The price of an order (offer quantities, location, delivery and payment method) from the orderPrice " +
 			"cache: status complete with the price, error with the reason, or processing",
 		Body: offer.OrderPriceRequest{}, Response: offer.OrderPrice{}, Handler: r.orderPrice})
 }
 
-func (r OfferRoutes) put(c *fiber.Ctx) error {
+func (r routes) put(c *fiber.Ctx) error {
 	var o offer.Offer
-	if err := DecodeJSON(c, &o); err != nil {
+	if err := api.DecodeJSON(c, &o); err != nil {
 		return err
 	}
-	created, err := r.Service.Catalog().Put(c.UserContext(), o)
+	created, err := r.f.Catalog().Put(c.UserContext(), o)
 	switch {
 	case errors.Is(err, offer.ErrInvalidOffer):
-		return UnprocessableEntity("invalid_offer", err.Error())
+		return api.UnprocessableEntity("invalid_offer", err.Error())
 	case errors.Is(err, offer.ErrConflict):
-		return Conflict("offer_conflict", err.Error())
+		return api.Conflict("offer_conflict", err.Error())
 	case err != nil:
 		return err
 	}
@@ -74,16 +77,16 @@ func (r OfferRoutes) put(c *fiber.Ctx) error {
 	return c.Status(status).JSON(o)
 }
 
-func (r OfferRoutes) list(c *fiber.Ctx) error {
+func (r routes) list(c *fiber.Ctx) error {
 	limit, err := intQuery(c, "limit", 100, 1, 1000)
 	if err != nil {
 		return err
 	}
 	product, seller := c.Query("productId"), c.Query("sellerId")
 	if product == "" && seller == "" {
-		items, next, err := r.Service.Catalog().List(c.UserContext(), c.Query("cursor"), limit)
+		items, next, err := r.f.Catalog().List(c.UserContext(), c.Query("cursor"), limit)
 		if errors.Is(err, offer.ErrInvalidOffer) {
-			return BadRequest("invalid_cursor", err.Error())
+			return api.BadRequest("invalid_cursor", err.Error())
 		}
 		if err != nil {
 			return err
@@ -91,7 +94,7 @@ func (r OfferRoutes) list(c *fiber.Ctx) error {
 		return c.JSON(offerPage{Items: items, NextCursor: next})
 	}
 	if product != "" && seller != "" {
-		return BadRequest("invalid_query", "give productId or sellerId, not both")
+		return api.BadRequest("invalid_query", "give productId or sellerId, not both")
 	}
 	from, id := offer.FromProduct, product
 	if seller != "" {
@@ -101,16 +104,16 @@ func (r OfferRoutes) list(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ids, cached, err := r.Service.Catalog().Translate(c.UserContext(), from, id, offer.ToSellOffer)
+	ids, cached, err := r.f.Catalog().Translate(c.UserContext(), from, id, offer.ToSellOffer)
 	if errors.Is(err, offer.ErrInvalidOffer) {
-		return BadRequest("invalid_query", err.Error())
+		return api.BadRequest("invalid_query", err.Error())
 	}
 	if err != nil {
 		return err
 	}
 	page := offerPage{Items: []offer.Offer{}, Cached: cached}
 	for i := start; i < len(ids) && len(page.Items) < limit; i++ {
-		o, err := r.Service.Catalog().Get(c.UserContext(), ids[i])
+		o, err := r.f.Catalog().Get(c.UserContext(), ids[i])
 		if errors.Is(err, offer.ErrNotFound) {
 			continue
 		}
@@ -125,10 +128,10 @@ func (r OfferRoutes) list(c *fiber.Ctx) error {
 	return c.JSON(page)
 }
 
-func (r OfferRoutes) get(c *fiber.Ctx) error {
-	o, err := r.Service.Catalog().Get(c.UserContext(), c.Params("id"))
+func (r routes) get(c *fiber.Ctx) error {
+	o, err := r.f.Catalog().Get(c.UserContext(), c.Params("id"))
 	if errors.Is(err, offer.ErrNotFound) {
-		return NotFound("offer_not_found", "no offer "+c.Params("id"))
+		return api.NotFound("offer_not_found", "no offer "+c.Params("id"))
 	}
 	if err != nil {
 		return err
@@ -136,30 +139,30 @@ func (r OfferRoutes) get(c *fiber.Ctx) error {
 	return c.JSON(o)
 }
 
-func (r OfferRoutes) delete(c *fiber.Ctx) error {
-	err := r.Service.Catalog().Delete(c.UserContext(), c.Params("id"))
+func (r routes) delete(c *fiber.Ctx) error {
+	err := r.f.Catalog().Delete(c.UserContext(), c.Params("id"))
 	switch {
 	case errors.Is(err, offer.ErrNotFound):
-		return NotFound("offer_not_found", "no offer "+c.Params("id"))
+		return api.NotFound("offer_not_found", "no offer "+c.Params("id"))
 	case errors.Is(err, offer.ErrConflict):
-		return Conflict("offer_conflict", err.Error())
+		return api.Conflict("offer_conflict", err.Error())
 	case err != nil:
 		return err
 	}
 	return c.SendStatus(http.StatusNoContent)
 }
 
-func (r OfferRoutes) search(c *fiber.Ctx) error {
+func (r routes) search(c *fiber.Ctx) error {
 	var req offer.SearchRequest
-	if err := DecodeJSON(c, &req); err != nil {
+	if err := api.DecodeJSON(c, &req); err != nil {
 		return err
 	}
-	resp, err := r.Service.Search(c.UserContext(), req, RequestID(c))
+	resp, err := r.f.Search(c.UserContext(), req, api.RequestID(c))
 	switch {
 	case errors.Is(err, offer.ErrInvalidFilter):
-		return UnprocessableEntity("invalid_filter", err.Error())
+		return api.UnprocessableEntity("invalid_filter", err.Error())
 	case errors.Is(err, offer.ErrGone):
-		return NewError(http.StatusGone, "result_gone", "the result of request id "+req.RequestID+" has expired; send a new request id to compute it again")
+		return api.NewError(http.StatusGone, "result_gone", "the result of request id "+req.RequestID+" has expired; send a new request id to compute it again")
 	case err != nil:
 		return err
 	}
@@ -170,7 +173,7 @@ func (r OfferRoutes) search(c *fiber.Ctx) error {
 	return c.JSON(resp)
 }
 
-func (r OfferRoutes) result(c *fiber.Ctx) error {
+func (r routes) result(c *fiber.Ctx) error {
 	offset, err := intQuery(c, "offset", 0, 0, offer.MaxListOffset)
 	if err != nil {
 		return err
@@ -179,9 +182,9 @@ func (r OfferRoutes) result(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	res, err := r.Service.Result(c.UserContext(), c.Params("id"), offset, limit)
+	res, err := r.f.Result(c.UserContext(), c.Params("id"), offset, limit)
 	if errors.Is(err, offer.ErrNotFound) {
-		return NotFound("result_not_found", "no result "+c.Params("id"))
+		return api.NotFound("result_not_found", "no result "+c.Params("id"))
 	}
 	if err != nil {
 		return err
@@ -189,17 +192,33 @@ func (r OfferRoutes) result(c *fiber.Ctx) error {
 	return c.JSON(res)
 }
 
-func (r OfferRoutes) orderPrice(c *fiber.Ctx) error {
+func (r routes) orderPrice(c *fiber.Ctx) error {
 	var req offer.OrderPriceRequest
-	if err := DecodeJSON(c, &req); err != nil {
+	if err := api.DecodeJSON(c, &req); err != nil {
 		return err
 	}
-	op, err := r.Service.OrderPrice(c.UserContext(), req)
+	op, err := r.f.OrderPrice(c.UserContext(), req)
 	if errors.Is(err, offer.ErrInvalidFilter) {
-		return UnprocessableEntity("invalid_order", err.Error())
+		return api.UnprocessableEntity("invalid_order", err.Error())
 	}
 	if err != nil {
 		return err
 	}
 	return c.JSON(op)
+}
+
+// intQuery parses an optional integer query parameter within [lo, hi]; a
+// value outside is a 400 "invalid_<name>".
+func intQuery(c *fiber.Ctx, name string, def, lo, hi int) (int, error) {
+	n := def
+	if s := c.Query(name); s != "" {
+		var err error
+		if n, err = strconv.Atoi(s); err != nil {
+			n = lo - 1
+		}
+	}
+	if n < lo || n > hi {
+		return 0, api.BadRequest("invalid_"+name, name+" must be a whole number in "+strconv.Itoa(lo)+".."+strconv.Itoa(hi))
+	}
+	return n, nil
 }

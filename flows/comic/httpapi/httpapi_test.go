@@ -1,11 +1,8 @@
-package comicapi_test
+package httpapi_test
 
 import (
 	"context"
-	"encoding/json"
-	"io"
 	"net/http"
-	"net/http/httptest"
 	"strings"
 	"sync"
 	"testing"
@@ -13,8 +10,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/flows/comic"
-	"github.com/dropstream/dropstream/flows/comic/comicapi"
+	"github.com/dropstream/dropstream/flows/comic/httpapi"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -33,47 +31,39 @@ func (p *payments) Refund(_ context.Context, txn, _ string, _ int64) error {
 	return nil
 }
 
-func newServer(t *testing.T, withSales bool) (*api.Server, *comic.Service, redis.UniversalClient) {
+func newServer(t *testing.T, withSales bool) (*api.Server, *comic.Flow, redis.UniversalClient) {
 	t.Helper()
 	rdb := testenv.Dial(t, testenv.RedisURL(t))
 	var p comic.Payments
 	if withSales {
 		p = &payments{}
 	}
-	svc, err := comic.New(rdb, comic.Config{Partitions: 2}, p, stream.Telemetry{})
+	svc, err := comic.NewWith(rdb, comic.Config{Partitions: 2}, p, stream.Telemetry{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := api.New(api.Config{APIKeys: "r:read;w:write"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	comicapi.Routes{Flow: svc}.Register(srv)
+	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read;w:write"})
+	httpapi.Register(srv, svc)
 	return srv, svc, rdb
 }
 
+// call runs a request with the write key (the read key for GET) and
+// decodes the JSON answer into out.
 func call(t *testing.T, srv *api.Server, method, path, body string, out any) int {
 	t.Helper()
-	req := httptest.NewRequest(method, path, strings.NewReader(body))
-	if body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	req.Header.Set(api.HeaderAPIKey, "w")
+	key := "w"
 	if method == http.MethodGet {
-		req.Header.Set(api.HeaderAPIKey, "r")
+		key = "r"
 	}
-	resp, err := srv.App().Test(req, 10000)
-	if err != nil {
-		t.Fatal(err)
+	var b any
+	if body != "" {
+		b = body
 	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
+	res := apitest.Request(t, srv, method, path, b, api.HeaderAPIKey, key)
 	if out != nil {
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, raw, err)
-		}
+		res.JSON(t, out)
 	}
-	return resp.StatusCode
+	return res.Status
 }
 
 type errBody struct {
@@ -153,7 +143,7 @@ func TestRoutes_comicsAndSubscriptionsOnBothPaths(t *testing.T) {
 	}
 	other := `{"email":"gwen@example.com","comic":` + spidey + `,"payment":"card-2"}`
 	if code := call(t, srv, "POST", "/v1/completetransaction", other, &e); code != 409 || e.Error.Code != "sold_out" || e.Error.Message != comic.SorryMessage {
-		t.Errorf("second buyer: %d %+v, want 409 sold_out with the seed's message", code, e)
+		t.Errorf("second buyer: %d %+v, want 409 sold_out with the sorry message", code, e)
 	}
 	if _, err := svc.Inventory.Get(context.Background(), created.ID); err == nil {
 		t.Error("sold comic still in inventory")
@@ -186,7 +176,7 @@ func TestRoutes_storeFailureIs5xxAndWritesNothing(t *testing.T) {
 	}
 	ctx := context.Background()
 	// The comic's jobs stream key holds a string: its job cannot be queued.
-	jobs := svc.Topics.Jobs.Stream(svc.Topics.Jobs.Partition(c.ID()))
+	jobs := svc.Topics().Jobs.Stream(svc.Topics().Jobs.Partition(c.ID()))
 	if err := rdb.Set(ctx, jobs, "not a stream", 0).Err(); err != nil {
 		t.Fatal(err)
 	}

@@ -1,4 +1,4 @@
-package comiccheckout_test
+package comic_test
 
 import (
 	"context"
@@ -11,16 +11,15 @@ import (
 
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/comic"
-	"github.com/dropstream/dropstream/flows/comic/comiccheckout"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
 
-// TestPayments_purchasesThroughTheCheckoutSaga runs the checkout saga's
+// TestCheckoutPayments_purchasesThroughTheCheckoutSaga runs the checkout saga's
 // stages and waiter on a real Redis and buys one comic with three
 // concurrent buyers: exactly one is charged the price through the saga,
 // the others end with their credit unchanged.
-func TestPayments_purchasesThroughTheCheckoutSaga(t *testing.T) {
+func TestCheckoutPayments_purchasesThroughTheCheckoutSaga(t *testing.T) {
 	ctx := context.Background()
 	rdb, err := stream.Dial(ctx, testenv.RedisURL(t))
 	if err != nil {
@@ -28,7 +27,7 @@ func TestPayments_purchasesThroughTheCheckoutSaga(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	tel := stream.Telemetry{Logger: slog.New(slog.DiscardHandler)}
-	co, err := checkout.NewService(rdb, stream.NewPublisher(rdb, tel), checkout.Config{Partitions: 2}, tel)
+	co, err := checkout.NewWith(rdb, stream.NewPublisher(rdb, tel), checkout.Config{Partitions: 2}, tel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -49,7 +48,7 @@ func TestPayments_purchasesThroughTheCheckoutSaga(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("checkout waiter not ready")
 	}
-	svc, err := comic.New(rdb, comic.Config{Partitions: 2}, comiccheckout.New(rdb, co), tel)
+	svc, err := comic.NewWith(rdb, comic.Config{Partitions: 2}, comic.NewCheckoutPayments(rdb, co), tel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,7 +126,7 @@ func TestPayments_purchasesThroughTheCheckoutSaga(t *testing.T) {
 	}
 	// A refund credits once, however often (and however concurrently)
 	// it is asked for; an unknown user is an error.
-	pay := comiccheckout.New(rdb, co)
+	pay := comic.NewCheckoutPayments(rdb, co)
 	before, _ = co.Store().FindUser(ctx, users[1])
 	var refunds sync.WaitGroup
 	for range 5 {

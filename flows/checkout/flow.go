@@ -1,0 +1,146 @@
+package checkout
+
+import (
+	"context"
+	"errors"
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// The flow's loops beside its stages.
+const (
+	// ServiceSweeper drives attempts left open (a message dead-lettered, a
+	// checkout process gone) to a final status (Flow.RunSweeper). One copy
+	// per deployment is enough; more are harmless.
+	ServiceSweeper = "checkout-sweeper"
+	// WaiterName wakes the checkout calls of a process (Flow.Run); it runs
+	// in every process that serves the API.
+	WaiterName = "checkout-waiter"
+)
+
+// The variables of the flow, each a duration setting a field of Config
+// (unset: the field's default).
+const (
+	VarTimeout       = "DROPSTREAM_CHECKOUT_TIMEOUT"
+	VarSweepInterval = "DROPSTREAM_CHECKOUT_SWEEP_INTERVAL"
+	VarSweepAge      = "DROPSTREAM_CHECKOUT_SWEEP_AGE"
+	VarAbandonAge    = "DROPSTREAM_CHECKOUT_ABANDON_AGE"
+)
+
+// Vars are the variables New reads from the settings.
+var Vars = []flow.Var{
+	{Name: VarTimeout, Kind: flow.Duration, Usage: "checkout flow: how long a checkout call waits for its saga before giving the attempt up (compensated, 400) (default 30s)"},
+	{Name: VarSweepInterval, Kind: flow.Duration, Usage: "checkout flow: how often the checkout-sweeper service looks for attempts left open (default 10s)"},
+	{Name: VarSweepAge, Kind: flow.Duration, Usage: "checkout flow: age of an open attempt whose missing commands the sweeper sends again (default 30s)"},
+	{Name: VarAbandonAge, Kind: flow.Duration, Usage: "checkout flow: age of a pending attempt whose silent parts the sweeper gives up and compensates (default 5m)"},
+}
+
+// Flow is the checkout flow: its store, its stages, the sweeper and the
+// checkout call with its waiter.
+type Flow struct {
+	rdb    redis.UniversalClient
+	cfg    Config
+	store  *Store
+	keys   Keys
+	topics Topics
+	pub    *stream.Publisher
+	waiter *Waiter
+	log    *slog.Logger
+	tracer trace.Tracer
+}
+
+// New builds the flow over the app's Redis and publisher, configured by
+// the settings' partitions and Vars; it implements flow.Flow.
+func New(_ context.Context, d flow.Deps) (*Flow, error) {
+	s := d.Settings
+	return NewWith(d.Redis, d.Publisher, Config{Partitions: s.Partitions, Timeout: s.Duration(VarTimeout),
+		SweepInterval: s.Duration(VarSweepInterval), SweepAge: s.Duration(VarSweepAge),
+		AbandonAge: s.Duration(VarAbandonAge)}, d.Telemetry)
+}
+
+// NewWith returns the flow over rdb with cfg (defaults applied); pub
+// publishes its commands and outcomes. Run the waiter (Flow.Run) in
+// processes that serve checkouts. Nil fields of tel default to the
+// OpenTelemetry globals and slog.Default.
+func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel stream.Telemetry) (*Flow, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	log := tel.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	tp := tel.TracerProvider
+	if tp == nil {
+		tp = gotel.GetTracerProvider()
+	}
+	w := NewWaiter(rdb, log)
+	w.recheck = cfg.Recheck
+	return &Flow{rdb: rdb, cfg: cfg, store: NewStore(rdb, cfg.Partitions), keys: NewKeys(cfg.Partitions),
+		topics: NewTopics(cfg.Partitions), pub: pub, waiter: w, log: log,
+		tracer: tp.Tracer(instrumentationScope)}, nil
+}
+
+// Store returns the items, users and orders.
+func (s *Flow) Store() *Store { return s.store }
+
+// Topics returns the flow's topics.
+func (s *Flow) Topics() Topics { return s.topics }
+
+// Config returns the defaulted configuration.
+func (s *Flow) Config() Config { return s.cfg }
+
+// Run runs, until ctx ends, the waiter that wakes the checkout calls of
+// this process; every process that checks orders out runs it. It returns
+// an error only if the waiter cannot subscribe at first. The sweeper is
+// not part of it: run RunSweeper in at least one process of a deployment.
+func (s *Flow) Run(ctx context.Context) error { return s.waiter.Run(ctx) }
+
+// Ready is closed once the waiter listens for outcomes.
+func (s *Flow) Ready() <-chan struct{} { return s.waiter.Ready() }
+
+// Describe declares the stock, payment and order stages, the sweeper
+// service, the waiter of checkout calls, the saga records' ClickHouse
+// history, the topics each part publishes to, and the demo's items, users
+// and orders.
+func (s *Flow) Describe() flow.Description {
+	t := s.topics
+	return flow.Description{
+		Stages:   s.Stages(),
+		Services: []flow.Service{{Name: ServiceSweeper, Run: s.RunSweeper}},
+		Waiters:  []flow.Service{{Name: WaiterName, Run: s.Run}},
+		Edges: []flow.Edge{
+			{From: StageStock, Topic: t.Outcomes}, {From: StagePayment, Topic: t.Outcomes},
+			{From: StageOrder, Topic: t.Stock}, {From: StageOrder, Topic: t.Payment}, {From: StageOrder, Topic: t.Sagas},
+			{From: ServiceSweeper, Topic: t.Stock}, {From: ServiceSweeper, Topic: t.Payment}, {From: ServiceSweeper, Topic: t.Sagas},
+			// A checkout call begins its attempt on the outcomes topic, and
+			// one given up at the end of its wait records its saga.
+			{From: flow.FromAPI, Topic: t.Outcomes}, {From: flow.FromAPI, Topic: t.Sagas},
+		},
+		History: []flow.History{{Tables: []string{"checkout_sagas"}, Groups: []flow.Group{{Topic: t.Sagas, Name: StageHistory}},
+			Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
+				return []stream.Stage{s.AnalyticsStage(ch)}, nil, nil
+			}}},
+		Demo: s.seedDemo,
+	}
+}
+
+// seedDemo creates ten items, users and orders for the demo, once.
+func (s *Flow) seedDemo(ctx context.Context) error {
+	st := s.store
+	if _, _, err := st.FindItem(ctx, "0"); !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	return errors.Join(st.BatchInitItems(ctx, 10, 100, 10), st.BatchInitUsers(ctx, 10, 1000), st.BatchInitOrders(ctx, 10, 10, 10, 10))
+}
+
+// Close releases nothing: the flow holds only what the app gave it.
+func (s *Flow) Close() error { return nil }

@@ -1,0 +1,135 @@
+package comic
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/flows/checkout"
+)
+
+// orderPrefix names a transaction's checkout order, in the adapter's own
+// slot: string per txn.
+const orderPrefix = "ds:{comic-pay}:comic:pay:order:"
+
+// keyTTL bounds how long a transaction's order and refund marks are kept.
+const keyTTL = 30 * 24 * time.Hour
+
+// CheckoutPayments charges comic purchases through the checkout saga of a
+// checkout.Flow, whose stages and waiter must run (the checkout flow
+// declares them); it implements Payments.
+//
+// A charge is a one-line checkout order: the buyer (the payment reference
+// is a checkout user id) orders one unit of an item created for the
+// transaction at the comic's price with a stock of one, and the saga runs
+// its stock and payment steps, compensating both when either fails. The
+// order of a transaction is remembered, so a retried charge checks the
+// same order out again: the saga answers "already paid", or, after a
+// refused charge, runs a new attempt of the same order. A refund adds the
+// price back to the buyer's credit, once per transaction: the credit and
+// the transaction's refund mark change in one script.
+type CheckoutPayments struct {
+	rdb redis.UniversalClient
+	co  *checkout.Flow
+}
+
+// NewCheckoutPayments returns the adapter over the checkout flow co.
+func NewCheckoutPayments(rdb redis.UniversalClient, co *checkout.Flow) *CheckoutPayments {
+	return &CheckoutPayments{rdb: rdb, co: co}
+}
+
+// ErrCheckoutRefused wraps a charge the saga refused (not enough credit,
+// unknown user); it wraps ErrDeclined, so the comic flow knows nothing was
+// charged. Other errors of Charge (the saga still running after its
+// timeout, Redis errors) leave the outcome unknown.
+var ErrCheckoutRefused = fmt.Errorf("comic: checkout: charge refused: %w", ErrDeclined)
+
+// Charge checks out the transaction's order; see CheckoutPayments.
+func (p *CheckoutPayments) Charge(ctx context.Context, txnID, payment string, cents int64) error {
+	order, err := p.order(ctx, txnID, payment, cents)
+	if err != nil {
+		return err
+	}
+	_, err = p.co.Checkout(ctx, order)
+	switch {
+	case errors.Is(err, checkout.ErrCheckoutFailed):
+		return fmt.Errorf("%w: %w", ErrCheckoutRefused, err)
+	case err != nil:
+		return fmt.Errorf("comic: checkout: checkout %s: %w", order, err)
+	}
+	return nil
+}
+
+// order returns the transaction's checkout order, creating it once.
+func (p *CheckoutPayments) order(ctx context.Context, txnID, user string, cents int64) (string, error) {
+	key := orderPrefix + txnID
+	if id, err := p.rdb.Get(ctx, key).Result(); err == nil {
+		return id, nil
+	} else if !errors.Is(err, redis.Nil) {
+		return "", fmt.Errorf("comic: checkout: order of %s: %w", txnID, err)
+	}
+	st := p.co.Store()
+	if _, err := st.FindUser(ctx, user); err != nil {
+		return "", fmt.Errorf("%w: payment %q: %w", ErrCheckoutRefused, user, err)
+	}
+	item, err := st.CreateItem(ctx, cents)
+	if err != nil {
+		return "", fmt.Errorf("comic: checkout: item: %w", err)
+	}
+	if _, err := st.AddStock(ctx, item, 1); err != nil {
+		return "", fmt.Errorf("comic: checkout: stock: %w", err)
+	}
+	order, err := st.CreateOrder(ctx, user)
+	if err != nil {
+		return "", fmt.Errorf("comic: checkout: order: %w", err)
+	}
+	if _, err := st.AddItem(ctx, order, item, 1); err != nil {
+		return "", fmt.Errorf("comic: checkout: order line: %w", err)
+	}
+	ok, err := p.rdb.SetNX(ctx, key, order, keyTTL).Result()
+	if err != nil {
+		return "", fmt.Errorf("comic: checkout: record order of %s: %w", txnID, err)
+	}
+	if !ok { // a concurrent retry recorded its order first: use that one
+		return p.rdb.Get(ctx, key).Result()
+	}
+	return order, nil
+}
+
+// refundScript credits a user once per transaction. KEYS user hash
+// (checkout.Keys.User), refund mark in the user's slot; ARGV amount, max
+// credit, mark expiry in seconds. Returns 1 when credited now, 0 when
+// credited before, -1 for an unknown user, -2 when the credit would pass
+// the maximum.
+var refundScript = redis.NewScript(`
+if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
+local v = redis.call('HGET', KEYS[1], 'credit')
+if not v then return -1 end
+if tonumber(v) + tonumber(ARGV[1]) > tonumber(ARGV[2]) then return -2 end
+redis.call('HINCRBY', KEYS[1], 'credit', ARGV[1])
+redis.call('SET', KEYS[2], '1', 'EX', ARGV[3])
+return 1`)
+
+// Refund credits the buyer the price back, once per transaction. The
+// credit and the transaction's refund mark are written by one script, so
+// a crash can neither lose the refund nor let a retry pay it twice.
+func (p *CheckoutPayments) Refund(ctx context.Context, txnID, payment string, cents int64) error {
+	if !checkout.ValidID(payment) || cents < 0 || cents > checkout.MaxAmount {
+		return fmt.Errorf("comic: checkout: refund %s: invalid user %q or amount %d", txnID, payment, cents)
+	}
+	keys := p.co.Store().Keys()
+	mark := "ds:" + keys.Tag(keys.Partition(payment)) + ":comic:pay:refund:" + txnID
+	res, err := refundScript.Run(ctx, p.rdb, []string{keys.User(payment), mark}, cents, int64(checkout.MaxAmount), int64(keyTTL/time.Second)).Int()
+	switch {
+	case err != nil:
+		return fmt.Errorf("comic: checkout: refund %s: %w", txnID, err)
+	case res == -1:
+		return fmt.Errorf("comic: checkout: refund %s: user %s: %w", txnID, payment, checkout.ErrNotFound)
+	case res == -2:
+		return fmt.Errorf("comic: checkout: refund %s: credit of %s would pass the maximum: %w", txnID, payment, checkout.ErrInvalid)
+	}
+	return nil
+}

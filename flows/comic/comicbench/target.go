@@ -1,0 +1,112 @@
+package comicbench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/flow"
+)
+
+// Bench is `dropstream bench comic`: Run over the app's Redis, its
+// figures and how they compare with the flow's targets.
+var Bench = flow.Bench{
+	Name: "comic",
+	Summary: "the comic flow: 1,000,000 subscriptions over SearchPatterns (--world wantlist or broad), match latency\n" +
+		"(delivery not included), intake comics/s, matcher stage comics/s, Redis memory",
+	Help: "Measures the comic flow against the configured Redis (a database without comic subscriptions).\n" +
+		"The notification requests the matcher hands off are acknowledged by a discarding group and trimmed;\n" +
+		"the run stops when Redis used_memory passes --max-redis-memory-mb.",
+	Bind: bind,
+}
+
+// bind binds the target's flags and returns its run.
+func bind(fs *flag.FlagSet) func(ctx context.Context, env flow.BenchEnv) error {
+	var bc Config
+	var maxMemMB int
+	fs.IntVar(&bc.Subscriptions, "subscriptions", 1_000_000, "subscriptions to load")
+	fs.IntVar(&bc.LoadWorkers, "load-workers", 4, "concurrent pipelines loading the subscriptions")
+	fs.IntVar(&bc.Matches, "matches", 5000, "comics matched for the latency figures")
+	fs.IntVar(&bc.Intake, "intake", 50_000, "comics listed for the intake figure")
+	fs.IntVar(&bc.Workers, "workers", 16, "concurrent intake callers")
+	fs.IntVar(&bc.IntakeBatch, "intake-batch", 1, "comics per intake call (1: one script per call as POST /v1/comics; more: one pipeline of scripts)")
+	fs.IntVar(&maxMemMB, "max-redis-memory-mb", 4096, "stop when Redis used_memory passes this many MB")
+	fs.StringVar(&bc.World, "world", WorldWantList, "data distribution: "+strings.Join(Worlds, " (default) or ")+
+		" (see flows/comic/comicbench/world.go)")
+	fs.BoolVar(&bc.Reuse, "reuse", false, "measure over the subscriptions an earlier run loaded with the same --world (no load)")
+	return func(ctx context.Context, env flow.BenchEnv) error {
+		bc.MaxRedisMemory = int64(maxMemMB) << 20
+		bc.Partitions = env.Settings.Partitions
+		bc.Progress = env.Progress
+		bc.CPU = func() (time.Duration, time.Duration) { return processCPU(), redisCPU(ctx, env.Redis) }
+		out := env.Stdout
+		fmt.Fprintf(out, "bench comic: %s world, %s, %d partitions, GOMAXPROCS %d\n", bc.World, env.RedisName, bc.Partitions, runtime.GOMAXPROCS(0))
+		r, err := Run(ctx, env.Redis, bc)
+		if err != nil {
+			return err
+		}
+		printResult(out, bc, r)
+		return nil
+	}
+}
+
+// printResult writes the figures of a run.
+func printResult(out io.Writer, bc Config, r Result) {
+	if bc.Reuse {
+		fmt.Fprintf(out, "load: %d subscriptions over %d active patterns reused\n", r.Subscriptions, r.ActivePattern)
+	} else {
+		fmt.Fprintf(out, "load: %d subscriptions over %d active patterns in %s (%.0f/s)\n", r.Subscriptions, r.ActivePattern,
+			r.Load.Round(time.Millisecond), float64(r.Subscriptions)/max(r.Load.Seconds(), 1e-9))
+	}
+	fmt.Fprintf(out, "subscriptions matched per comic: mean %.1f, p50 %d, p90 %d, p99 %d, max %d\n",
+		r.MeanMatched, r.MatchedP50, r.MatchedP90, r.MatchedP99, r.MaxMatched)
+	fmt.Fprintf(out, "match, index lookups (MatchIDs): p50 %s, p99 %s, max %s; cpu per comic %s + redis %s\n",
+		r.LookupP50.Round(time.Microsecond), r.LookupP99.Round(time.Microsecond), r.LookupMax.Round(time.Microsecond),
+		r.LookupCPU.Process.Round(time.Microsecond), r.LookupCPU.Redis.Round(time.Microsecond))
+	fmt.Fprintf(out, "match, whole job (lookups + pending notifications handed off, no delivery): p50 %s, p99 %s, max %s; "+
+		"cpu per comic %s + redis %s [target p99 ≤ 5ms: %s]\n",
+		r.JobP50.Round(time.Microsecond), r.JobP99.Round(time.Microsecond), r.JobMax.Round(time.Microsecond),
+		r.JobCPU.Process.Round(time.Microsecond), r.JobCPU.Redis.Round(time.Microsecond), flow.Verdict(r.JobP99 <= 5*time.Millisecond))
+	fmt.Fprintf(out, "intake: %.0f comics/s (%d workers, %d per call) [target ≥ 5000/s: %s]\n", r.IntakePerSecond, bc.Workers,
+		bc.IntakeBatch, flow.Verdict(r.IntakePerSecond >= 5000))
+	fmt.Fprintf(out, "matcher stage: %.0f comics/s (one copy; cpu per comic %s + redis %s, discarding group included), "+
+		"%d notify messages handed off, notify streams peaked at %d entries\n",
+		r.MatcherPerSecond, r.MatcherCPU.Process.Round(time.Microsecond), r.MatcherCPU.Redis.Round(time.Microsecond), r.Handed, r.NotifyPeak)
+	fmt.Fprintf(out, "redis used_memory: %d MB after loading, %d MB at the end, %d MB at most\n",
+		r.RedisMemoryLoaded>>20, r.RedisMemory>>20, r.PeakMemory>>20)
+}
+
+// processCPU is the CPU time (user and system) this process used so far.
+func processCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// redisCPU is the CPU time Redis reports it used (INFO cpu), 0 when it
+// cannot tell (a cluster, the embedded Redis).
+func redisCPU(ctx context.Context, rdb redis.UniversalClient) time.Duration {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for line := range strings.Lines(info) {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}

@@ -1,0 +1,283 @@
+package comic
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"log/slog"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Config configures the comic flow. Zero fields take their defaults.
+type Config struct {
+	// Partitions of the flow's topics, fixed for a deployment. Default 8.
+	Partitions int
+	// Store configures the subscriptions.
+	Store StoreConfig
+	// Delivery configures the default destination.
+	Delivery DeliveryConfig
+	// Webhook configures the webhook channel of the built-in dispatcher.
+	Webhook notifier.WebhookConfig
+	// Ledger configures the delivery ledger of the built-in dispatcher.
+	// Default name "comic-notify".
+	Ledger notifier.DeliveryLedgerConfig
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Partitions == 0 {
+		c.Partitions = 8
+	}
+	c.Store = c.Store.WithDefaults()
+	if c.Ledger.Name == "" {
+		c.Ledger.Name = "comic-notify"
+	}
+	c.Ledger = c.Ledger.WithDefaults()
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c Config) Validate() error {
+	var errs []error
+	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
+		errs = append(errs, fmt.Errorf("comic: partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
+	}
+	errs = append(errs, c.Store.Validate(), c.Delivery.Validate(), c.Ledger.Validate())
+	return errors.Join(errs...)
+}
+
+// The flow's loops beside its stages.
+const (
+	// ServiceRecovery settles purchases left in doubt (a crash between
+	// charge and sale): every RecoveryInterval, those older than
+	// RecoverAfter.
+	ServiceRecovery = "comic-purchase-recovery"
+	// ServiceStatsSnapshot snapshots the subscription statistics into
+	// ClickHouse every minute; it exists only with ClickHouse.
+	ServiceStatsSnapshot = "comic-stats-snapshot"
+)
+
+// RecoveryInterval and RecoverAfter time the recovery service. A purchase
+// is settled only once older than RecoverAfter, or than the checkout
+// flow's Timeout and a minute when that is longer, so that a purchase
+// whose charge is still running is not raced.
+const (
+	RecoveryInterval = 30 * time.Second
+	RecoverAfter     = 2 * time.Minute
+)
+
+// The variables of the flow.
+const (
+	VarNotifyURL    = "DROPSTREAM_COMIC_NOTIFY_URL"
+	VarNotifySecret = "DROPSTREAM_COMIC_NOTIFY_SECRET"
+)
+
+// Vars are the variables New reads from the settings: the flow's POST
+// /notify destination for subscriptions without their own (unset: such
+// notifications go to the log channel) and its signing secret.
+var Vars = []flow.Var{
+	{Name: VarNotifyURL, Kind: flow.URL, Usage: "comic flow: POST /notify URL for subscriptions without their own; empty: such notifications go to the log channel"},
+	{Name: VarNotifySecret, Secret: true, Usage: "comic flow: HMAC secret (at least 16 bytes) signing requests to DROPSTREAM_COMIC_NOTIFY_URL"},
+}
+
+// Flow is the comic flow: subscriptions, inventory, the matching and
+// delivery stages, and sales.
+type Flow struct {
+	Subscriptions *Store
+	Inventory     *Inventory
+	Matcher       *Matcher
+	Delivery      *Delivery
+	// Sales is nil when no Payments were given.
+	Sales  *Sales
+	topics Topics
+	ledger *notifier.DeliveryLedger
+	// checkout is the checkout flow purchases are charged through, nil
+	// when the flow was built by NewWith.
+	checkout *checkout.Flow
+	// relayTopic is where Delivery relays notifications, if it does.
+	relayTopic *stream.Topic
+	ch         *clickhouse.Client
+	log        *slog.Logger
+}
+
+// New builds the flow over the app's Redis; it implements flow.Flow.
+// Purchases are charged through the checkout flow, built before it (its
+// stages and its waiter run the saga, configured as the app configures
+// them), and notifications with a destination are relayed to the
+// notifier's request topic.
+func New(_ context.Context, d flow.Deps) (*Flow, error) {
+	co, err := flow.Find[*checkout.Flow](d.Flows, checkout.Name)
+	if err != nil {
+		return nil, err
+	}
+	requests := notifier.RequestTopic(d.Settings.Partitions)
+	cfg := Config{Partitions: d.Settings.Partitions, Delivery: DeliveryConfig{
+		NotifyURL: d.Settings.String(VarNotifyURL), NotifySecret: d.Settings.String(VarNotifySecret),
+		Relay: func(ctx context.Context, reqs ...notifier.Request) error {
+			return notifier.PublishRequests(ctx, d.Publisher, requests, reqs...)
+		}}}
+	f, err := NewWith(d.Redis, cfg, NewCheckoutPayments(d.Redis, co), d.Telemetry)
+	if err != nil {
+		return nil, err
+	}
+	f.checkout, f.relayTopic, f.ch = co, &requests, d.ClickHouse
+	return f, nil
+}
+
+// NewWith builds the flow over rdb. The delivery goes through a
+// notifier.Dispatcher over the webhook and log channels with its own
+// DeliveryLedger; payments may be nil (no sales).
+func NewWith(rdb redis.UniversalClient, cfg Config, payments Payments, tel stream.Telemetry) (*Flow, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	topics := NewTopics(cfg.Partitions)
+	store, err := NewStore(rdb, cfg.Store)
+	if err != nil {
+		return nil, err
+	}
+	ledger, err := notifier.NewDeliveryLedger(rdb, cfg.Ledger)
+	if err != nil {
+		return nil, err
+	}
+	logger := tel.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	channels, err := notifier.NewChannels(cfg.Webhook, logger)
+	if err != nil {
+		return nil, err
+	}
+	disp, err := notifier.NewDispatcher(ledger, channels, tel)
+	if err != nil {
+		return nil, err
+	}
+	inv := NewInventory(rdb, topics, tel.Propagator)
+	del, err := NewDelivery(rdb, topics, store, disp, cfg.Delivery)
+	if err != nil {
+		return nil, err
+	}
+	s := &Flow{topics: topics, Subscriptions: store, Inventory: inv, Matcher: NewMatcher(rdb, topics, nil, tel.Propagator),
+		Delivery: del, ledger: ledger, log: logger}
+	if payments != nil {
+		s.Sales = NewSales(rdb, topics, inv, payments, ledger.Key)
+	}
+	return s, nil
+}
+
+// Topics returns the flow's topics.
+func (s *Flow) Topics() Topics { return s.topics }
+
+// Checkout returns the checkout flow purchases are charged through; nil
+// for a flow built by NewWith.
+func (s *Flow) Checkout() *checkout.Flow { return s.checkout }
+
+// Stages returns the matching and delivery stages.
+func (s *Flow) Stages() []stream.Stage {
+	return []stream.Stage{s.Matcher.Stage(), s.Delivery.Stage()}
+}
+
+// Ledger returns the delivery ledger.
+func (s *Flow) Ledger() *notifier.DeliveryLedger { return s.ledger }
+
+// Describe declares the matcher and delivery stages, the purchase
+// recovery service (with sales) and the statistics snapshots (with
+// ClickHouse), the events' ClickHouse history, the topics each part
+// publishes to, and the demo subscriptions. Purchases run on the checkout
+// flow's stages and waiter, declared by the checkout flow.
+func (s *Flow) Describe() flow.Description {
+	t := s.topics
+	d := flow.Description{
+		Stages: s.Stages(),
+		Edges: []flow.Edge{
+			{From: StageMatcher, Topic: t.Notify},
+			{From: StageDelivery, Topic: t.Events},
+			// Intake lists a comic and its job; sales and forgotten
+			// notifications are events.
+			{From: flow.FromAPI, Topic: t.Jobs}, {From: flow.FromAPI, Topic: t.Events},
+		},
+		History: []flow.History{{Tables: []string{"comic_events", "comic_sessions"}, Groups: []flow.Group{{Topic: t.Events, Name: StageHistory}},
+			Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
+				return []stream.Stage{NewHistory(ch, t, s.Subscriptions).Stage()}, nil, nil
+			}}},
+		Demo: s.SeedDemo,
+	}
+	if s.relayTopic != nil {
+		d.Edges = append(d.Edges, flow.Edge{From: StageDelivery, Topic: *s.relayTopic})
+	}
+	if s.checkout != nil {
+		// A purchase begins a checkout attempt, and gives it up at the end
+		// of the checkout's wait.
+		co := s.checkout.Topics()
+		d.Edges = append(d.Edges, flow.Edge{From: flow.FromAPI, Topic: co.Outcomes}, flow.Edge{From: flow.FromAPI, Topic: co.Sagas})
+	}
+	if s.Sales != nil {
+		d.Services = append(d.Services, flow.Service{Name: ServiceRecovery, Run: s.runRecovery})
+		d.Edges = append(d.Edges, flow.Edge{From: ServiceRecovery, Topic: t.Events})
+	}
+	if s.ch != nil {
+		hist := NewHistory(s.ch, t, s.Subscriptions)
+		d.Services = append(d.Services, flow.Service{Name: ServiceStatsSnapshot, Run: func(ctx context.Context) error {
+			return hist.RunSnapshots(ctx, time.Minute, func(err error) {
+				s.log.Warn("comic: statistics snapshot failed; retrying in a minute", "error", err)
+			})
+		}})
+	}
+	return d
+}
+
+// runRecovery settles purchases in doubt every RecoveryInterval until ctx
+// ends.
+func (s *Flow) runRecovery(ctx context.Context) error {
+	after := RecoverAfter
+	if s.checkout != nil {
+		after = max(after, s.checkout.Config().Timeout+time.Minute)
+	}
+	tick := time.NewTicker(RecoveryInterval)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-tick.C:
+		}
+		if n, err := s.Sales.Recover(ctx, after); err != nil {
+			s.log.Warn("comic: settling purchases in doubt failed; retrying", "settled", n, "error", err)
+		} else if n > 0 {
+			s.log.Info("comic: purchases in doubt settled", "settled", n)
+		}
+	}
+}
+
+// Close releases nothing: the flow holds only what the app gave it.
+func (s *Flow) Close() error { return nil }
+
+// DemoSubscriptions are the subscriptions SeedDemo creates.
+var DemoSubscriptions = []struct {
+	Email string
+	Body  string
+}{
+	{"peter@example.com", `{"publisher":"Marvel","series":"The Amazing Spider-Man"}`},
+	{"bruce@example.com", `{"key_issue":true,"publisher":"DC"}`},
+}
+
+// SeedDemo creates the demo subscriptions; existing ones are kept.
+func (s *Flow) SeedDemo(ctx context.Context) error {
+	for _, d := range DemoSubscriptions {
+		_, err := s.Subscriptions.Create(ctx, d.Email, json.RawMessage(d.Body), "")
+		if err != nil && !errors.Is(err, ErrDuplicate) {
+			return fmt.Errorf("comic: demo subscription: %w", err)
+		}
+	}
+	return nil
+}

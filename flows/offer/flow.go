@@ -1,0 +1,154 @@
+package offer
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"errors"
+	"log/slog"
+
+	"github.com/redis/go-redis/v9"
+	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Flow is the sell-offer manager with its handlers: the catalog, searches
+// answered from the logical result cache or fanned out to the handler
+// stages, the orderPrice cache, and the search history. It is safe for
+// concurrent use; call Close when done.
+type Flow struct {
+	cfg     Config
+	rdb     redis.UniversalClient
+	tel     stream.Telemetry
+	log     *slog.Logger
+	catalog *Catalog
+	met     *metrics
+	tracer  trace.Tracer
+	prop    propagation.TextMapPropagator
+	views   map[string]*view
+	history *recorder
+}
+
+// DemoOffers is how many sample offers the demo creates.
+const DemoOffers = 60
+
+// New builds the flow over the app's Redis with the default handlers and
+// the settings' partitions; it implements flow.Flow.
+func New(ctx context.Context, d flow.Deps) (*Flow, error) {
+	return NewWith(ctx, d.Redis, Config{Partitions: d.Settings.Partitions}, d.Telemetry)
+}
+
+// NewWith validates cfg (after defaults) and starts the history recorder.
+// tel's nil fields take the OpenTelemetry globals and slog.Default.
+func NewWith(ctx context.Context, rdb redis.UniversalClient, cfg Config, tel stream.Telemetry) (*Flow, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	catalog, err := NewCatalog(rdb, cfg)
+	if err != nil {
+		return nil, err
+	}
+	if err := loadScripts(ctx, rdb); err != nil {
+		return nil, err
+	}
+	s := &Flow{cfg: cfg, rdb: rdb, tel: tel, log: tel.Logger, catalog: catalog, met: newMetrics(tel.MeterProvider),
+		prop: tel.Propagator, views: map[string]*view{}}
+	if s.log == nil {
+		s.log = slog.Default()
+	}
+	if s.prop == nil {
+		s.prop = gotel.GetTextMapPropagator()
+	}
+	tp := tel.TracerProvider
+	if tp == nil {
+		tp = gotel.GetTracerProvider()
+	}
+	s.tracer = tp.Tracer(instrumentationScope)
+	for _, h := range cfg.Handlers {
+		s.views[h.Tag] = newView(rdb, h.Tag)
+	}
+	s.history = newRecorder(stream.NewPublisher(rdb, tel), cfg.HistoryTopic(), s.met, s.log)
+	return s, nil
+}
+
+// Config returns the service's config with defaults.
+func (s *Flow) Config() Config { return s.cfg }
+
+// Catalog returns the offer store.
+func (s *Flow) Catalog() *Catalog { return s.catalog }
+
+// Close flushes and stops the history recorder. It returns nil.
+func (s *Flow) Close() error {
+	s.history.close()
+	return nil
+}
+
+// Topics returns the flow's topics.
+func (s *Flow) Topics() Topics { return s.cfg.Topics() }
+
+// Describe declares one stage per handler, the search history's ClickHouse
+// append, the topics searches publish to (every handler's fan-out topic
+// and the history), and the demo offers.
+func (s *Flow) Describe() flow.Description {
+	t := s.Topics()
+	d := flow.Description{
+		Stages: s.Stages(),
+		Edges:  []flow.Edge{{From: flow.FromAPI, Topic: t.History}},
+		History: []flow.History{{Tables: []string{"offer_requests"}, Groups: []flow.Group{{Topic: t.History, Name: StageHistory}},
+			Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
+				return []stream.Stage{s.HistoryStage(ch)}, nil, nil
+			}}},
+		Demo: s.seedDemo,
+	}
+	for _, h := range s.cfg.Handlers {
+		d.Edges = append(d.Edges, flow.Edge{From: flow.FromAPI, Topic: t.Eval[h.Tag]})
+	}
+	return d
+}
+
+// seedDemo creates DemoOffers sample offers over every handler, once.
+func (s *Flow) seedDemo(ctx context.Context) error {
+	if _, err := s.catalog.Get(ctx, "o0"); !errors.Is(err, ErrNotFound) {
+		return err
+	}
+	_, err := s.catalog.Put(ctx, SampleOffers(1, DemoOffers, 5, s.cfg.Handlers)...)
+	return err
+}
+
+// Warm loads every handler's view of its offers, which the first message
+// of a handler copy does otherwise.
+func (s *Flow) Warm(ctx context.Context) error {
+	for _, h := range s.cfg.Handlers {
+		v := s.views[h.Tag]
+		v.mu.Lock()
+		err := v.sync(ctx)
+		v.mu.Unlock()
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// Stages returns one stage per handler, "offer-handler-<tag>", each over
+// its own fan-out topic.
+func (s *Flow) Stages() []stream.Stage {
+	out := make([]stream.Stage, 0, len(s.cfg.Handlers))
+	for _, h := range s.cfg.Handlers {
+		out = append(out, stream.Stage{Name: StageHandler(h.Tag), Topic: s.cfg.EvalTopic(h.Tag),
+			Handler: s.handler(h.Tag, h.Kind), Config: s.cfg.Runner})
+	}
+	return out
+}
+
+func randomID() string {
+	var b [8]byte
+	_, _ = rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}

@@ -1,0 +1,55 @@
+package offerbench
+
+import (
+	"context"
+	"flag"
+	"fmt"
+	"runtime"
+	"time"
+
+	"github.com/dropstream/dropstream/flow"
+)
+
+// Bench is `dropstream bench offers`: Run over the app's Redis, its
+// figures and how they compare with the targets.
+var Bench = flow.Bench{
+	Name: "offers",
+	Summary: "sell-offer search: offers over 3 handlers, searches that miss (fan-out to\n" +
+		"every handler stage and back) and searches served from the logical result cache",
+	Help: "Measures the sell-offer search against the configured Redis (an empty database):\n" +
+		"p50/p99 of searches that miss and fan out to every handler, and of cached hits.",
+	Bind: bind,
+}
+
+// bind binds the target's flags and returns its run.
+func bind(fs *flag.FlagSet) func(ctx context.Context, env flow.BenchEnv) error {
+	var bc Config
+	fs.IntVar(&bc.Offers, "offers", 100000, "offers, round robin over the 3 handlers")
+	fs.IntVar(&bc.Products, "products", 2000, "products the offers are spread over")
+	fs.IntVar(&bc.Misses, "misses", 200, "distinct searches (each a miss)")
+	fs.IntVar(&bc.Hits, "hits", 5000, "cached searches")
+	fs.IntVar(&bc.Broad, "broad", 20, "misses without a product element (every offer priced)")
+	return func(ctx context.Context, env flow.BenchEnv) error {
+		bc.Partitions, bc.Telemetry = env.Settings.Partitions, env.Telemetry
+		bc.Progress = env.Progress
+		out := env.Stdout
+		fmt.Fprintf(out, "bench offers: %s, %d offers over 3 handlers, %d partitions, GOMAXPROCS %d\n",
+			env.RedisName, bc.Offers, bc.Partitions, runtime.GOMAXPROCS(0))
+		r, err := Run(ctx, env.Redis, bc)
+		if err != nil {
+			return err
+		}
+		us := func(d time.Duration) string { return d.Round(10 * time.Microsecond).String() }
+		fmt.Fprintf(out, "seed: %s; handler views loaded in %s; first search: %s\n", r.Seed.Round(time.Millisecond),
+			r.Warm.Round(time.Millisecond), r.First.Round(time.Millisecond))
+		fmt.Fprintf(out, "miss with fan-out: %d searches, %.1f matches each, p50 %s, p99 %s, max %s [target p99 ≤ %s: %s]\n",
+			r.Miss.Count, r.Miss.Matches, us(r.Miss.P50), us(r.Miss.P99), us(r.Miss.Max), TargetMissP99, flow.Verdict(r.Miss.P99 <= TargetMissP99))
+		if r.Broad.Count > 0 {
+			fmt.Fprintf(out, "broad miss (every offer priced): %d searches, %.1f matches each, p50 %s, p99 %s, max %s\n",
+				r.Broad.Count, r.Broad.Matches, us(r.Broad.P50), us(r.Broad.P99), us(r.Broad.Max))
+		}
+		fmt.Fprintf(out, "cached hit: %d searches, p50 %s, p99 %s, max %s [target p99 ≤ %s: %s]\n",
+			r.Hit.Count, us(r.Hit.P50), us(r.Hit.P99), us(r.Hit.Max), TargetHitP99, flow.Verdict(r.Hit.P99 <= TargetHitP99))
+		return nil
+	}
+}
