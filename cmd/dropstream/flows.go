@@ -5,6 +5,8 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flows/feed"
+	feedhttp "github.com/dropstream/dropstream/flows/feed/httpapi"
 	"github.com/dropstream/dropstream/flows/sample"
 )
 
@@ -18,7 +20,7 @@ func (a *app) definitions() []flow.Definition {
 		a.wired("checkout", buildCheckout).WithVars(checkoutVars...),
 		a.wired("comic", buildComic).WithVars(comicVars...),
 		a.wired("offer", buildOffer),
-		a.wired("feed", buildFeedFlow),
+		flow.Define(feed.Name, feed.New, feedhttp.Register),
 	}
 }
 

@@ -26,8 +26,6 @@ var known = map[string]bool{
 	"avail/availbench -> writer":                          true,
 	"flows/comic/comicapi -> api":                         true,
 	"flows/comic/comicapi -> github.com/gofiber/fiber/v2": true,
-	"flows/feed -> api":                                   true,
-	"flows/feed -> github.com/gofiber/fiber/v2":           true,
 	"notifier -> avail":                                   true,
 	"notifier -> avail/availjson":                         true,
 }
