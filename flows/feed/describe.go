@@ -4,11 +4,10 @@ import (
 	"context"
 	"log/slog"
 
-	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
-	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer/flowhistory"
 )
 
 // ServicePoller names the feed polling loop among the services.
@@ -93,14 +92,8 @@ func (f *Flow) Describe() flow.Description {
 }
 
 // History is the flow's ClickHouse append: the "feed-history" stage over
-// feed.history into feed_item_events.
-func (f *Flow) History() flow.History {
-	return flow.History{Tables: []string{clickhouse.TableFeedItemEvents},
-		Groups: []flow.Group{{Topic: f.topics.History, Name: StageHistory}},
-		Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
-			return []stream.Stage{f.HistoryStage(ch)}, nil, nil
-		}}
-}
+// feed.history into feed_item_events, through the writer (HistoryConfig).
+func (f *Flow) History() flow.History { return flowhistory.Of(f.HistoryConfig(), f.tel) }
 
 // Close releases nothing: the flow holds only what the app gave it, and
 // the demo feed's server stops with the demo's context.
