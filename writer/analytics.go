@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -72,19 +71,11 @@ func NewAnalytics(ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemet
 	if ch == nil {
 		return nil, errors.New("writer: analytics needs a ClickHouse client")
 	}
-	met, err := newAnalyticsMetrics(tel.MeterProvider)
+	met, tracer, log, err := batchTelemetry(tel)
 	if err != nil {
 		return nil, err
 	}
-	tp, log := tel.TracerProvider, tel.Logger
-	if tp == nil {
-		tp = gotel.GetTracerProvider()
-	}
-	if log == nil {
-		log = slog.Default()
-	}
 	a := &Analytics{ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, log: log}
-	tracer := tp.Tracer(instrumentationScope)
 	a.transitions = newBatcher(StageAnalyticsTransitions, cfg.batching(), met, log, tracer, a.flushTransitions)
 	a.runs = newBatcher(StageAnalyticsRuns, cfg.batching(), met, log, tracer, a.flushRuns)
 	if a.reg, err = met.observeBuffered(a.transitions, a.runs); err != nil {

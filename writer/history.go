@@ -10,6 +10,7 @@ import (
 
 	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/stream"
@@ -58,20 +59,14 @@ type HistoryConfig[R any] struct {
 	// safe for concurrent use (flushes are one at a time per History).
 	Insert func(ctx context.Context, ch *clickhouse.Client, rows []R) error
 
-	// BatchRows flushes once the queued batches hold this many rows.
-	// Default 100,000 (DefaultBatchRows).
-	BatchRows int
-	// FlushInterval flushes once the oldest queued batch has waited this
-	// long. Default 1s (DefaultFlushInterval).
-	FlushInterval time.Duration
-	// Linger flushes full or redelivered batches once no batch has arrived
-	// for this long. Default 5ms (DefaultLinger); negative turns it off.
-	Linger time.Duration
-	// FlushTimeout bounds one Insert. Default 10s (DefaultFlushTimeout).
-	FlushTimeout time.Duration
-	// MaxBackoff caps the pause between failed flushes, which starts at
-	// 50ms and doubles. Default 5s (DefaultMaxBackoff).
-	MaxBackoff time.Duration
+	// BatchRows, FlushInterval, Linger, FlushTimeout and MaxBackoff say
+	// when the batcher flushes and how it retries, as the fields of the
+	// same names of AnalyticsConfig, with the same defaults
+	// (DefaultBatchRows, DefaultFlushInterval, DefaultLinger,
+	// DefaultFlushTimeout, DefaultMaxBackoff); a negative Linger turns it
+	// off.
+	BatchRows                                       int
+	FlushInterval, Linger, FlushTimeout, MaxBackoff time.Duration
 	// ReadAhead is how many copies of the stage Stages returns, each a
 	// consumer of the group, sharing the batcher. Default 1, at most
 	// MaxReadAhead.
@@ -141,19 +136,12 @@ func NewHistory[R any](ch *clickhouse.Client, cfg HistoryConfig[R], tel stream.T
 	if ch == nil {
 		return nil, fmt.Errorf("writer: history %s needs a ClickHouse client", cfg.Stage)
 	}
-	met, err := newAnalyticsMetrics(tel.MeterProvider)
+	met, tracer, log, err := batchTelemetry(tel)
 	if err != nil {
 		return nil, err
 	}
-	tp, log := tel.TracerProvider, tel.Logger
-	if tp == nil {
-		tp = gotel.GetTracerProvider()
-	}
-	if log == nil {
-		log = slog.Default()
-	}
 	h := &History[R]{ch: ch, cfg: cfg, met: met, rowsAttr: metric.WithAttributes(keyTable.String(cfg.Tables[0]))}
-	h.batcher = newBatcher(cfg.Stage, cfg.batching(), met, log, tp.Tracer(instrumentationScope), h.flush)
+	h.batcher = newBatcher(cfg.Stage, cfg.batching(), met, log, tracer, h.flush)
 	if h.reg, err = met.observeBuffered(h.batcher); err != nil {
 		h.batcher.close()
 		return nil, err
@@ -246,4 +234,22 @@ func (h *History[R]) Close() error {
 		return fmt.Errorf("writer: history %s close: %w", h.cfg.Stage, err)
 	}
 	return nil
+}
+
+// batchTelemetry returns the instruments, tracer and logger of the
+// batched append stages from tel, whose nil fields take the OpenTelemetry
+// globals and slog.Default.
+func batchTelemetry(tel stream.Telemetry) (*analyticsMetrics, trace.Tracer, *slog.Logger, error) {
+	met, err := newAnalyticsMetrics(tel.MeterProvider)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tp, log := tel.TracerProvider, tel.Logger
+	if tp == nil {
+		tp = gotel.GetTracerProvider()
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return met, tp.Tracer(instrumentationScope), log, nil
 }
