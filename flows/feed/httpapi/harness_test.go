@@ -79,10 +79,10 @@ type harness struct {
 // simulated feed's).
 func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd feed.Feed) *harness {
 	t.Helper()
+	rdb := b.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	rdb := b.Client(t)
+	t.Cleanup(func() { cancel(); wg.Wait() }) // before the backend closes
 	h := &harness{t: t, ctx: ctx, rdb: rdb, now: t0, sink: &logSink{}, requests: notifier.RequestTopic(2)}
 	srv := httptest.NewServer(sim)
 	t.Cleanup(srv.Close)
