@@ -181,7 +181,7 @@ func (f *feedCopies) setup(t *testing.T, e *copiesEnv) {
 		t.Fatal(err)
 	}
 	pollOnly := func(context.Context, ...notifier.Request) error { return errors.New("the test's feed flow only polls") }
-	fl, err := feed.New(e.rdb, stream.NewPublisher(e.rdb, tel), feed.Deps{Subscribers: subs, Notify: pollOnly, Sender: pollOnlySender{}},
+	fl, err := feed.NewWith(e.rdb, stream.NewPublisher(e.rdb, tel), feed.Deps{Subscribers: subs, Notify: pollOnly, Sender: pollOnlySender{}},
 		feed.Config{Partitions: copiesPartitions, Logger: tel.Logger})
 	if err != nil {
 		t.Fatal(err)

@@ -64,7 +64,7 @@ func feedFlow(t *testing.T, nodes string) {
 	notify := func(ctx context.Context, reqs ...notifier.Request) error {
 		return notifier.PublishRequests(ctx, pub, requests, reqs...)
 	}
-	fl, err := feed.New(rdb, pub, feed.Deps{Subscribers: subs, Notify: notify, Sender: disp}, feed.Config{Partitions: 8, Logger: tel.Logger})
+	fl, err := feed.NewWith(rdb, pub, feed.Deps{Subscribers: subs, Notify: notify, Sender: disp}, feed.Config{Partitions: 8, Logger: tel.Logger})
 	if err != nil {
 		t.Fatal(err)
 	}

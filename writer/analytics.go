@@ -8,7 +8,6 @@ import (
 	"sync"
 	"time"
 
-	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
@@ -72,21 +71,13 @@ func NewAnalytics(ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemet
 	if ch == nil {
 		return nil, errors.New("writer: analytics needs a ClickHouse client")
 	}
-	met, err := newAnalyticsMetrics(tel.MeterProvider)
+	met, tracer, log, err := batchTelemetry(tel)
 	if err != nil {
 		return nil, err
 	}
-	tp, log := tel.TracerProvider, tel.Logger
-	if tp == nil {
-		tp = gotel.GetTracerProvider()
-	}
-	if log == nil {
-		log = slog.Default()
-	}
 	a := &Analytics{ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, log: log}
-	tracer := tp.Tracer(instrumentationScope)
-	a.transitions = newBatcher(StageAnalyticsTransitions, cfg, met, log, tracer, a.flushTransitions)
-	a.runs = newBatcher(StageAnalyticsRuns, cfg, met, log, tracer, a.flushRuns)
+	a.transitions = newBatcher(StageAnalyticsTransitions, cfg.batching(), met, log, tracer, a.flushTransitions)
+	a.runs = newBatcher(StageAnalyticsRuns, cfg.batching(), met, log, tracer, a.flushRuns)
 	if a.reg, err = met.observeBuffered(a.transitions, a.runs); err != nil {
 		a.closeBatchers()
 		return nil, err
@@ -146,7 +137,7 @@ func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Messag
 	b, errs := a.prepareTransitions(msgs)
 	var err error
 	if len(b.transitions) > 0 {
-		err = a.transitions.add(ctx, b, len(b.transitions)+len(b.sessions)+len(b.runs), a.urgent(msgs))
+		err = a.transitions.add(ctx, b, len(b.transitions)+len(b.sessions)+len(b.runs), urgent(msgs, a.cfg.Runner.BatchSize))
 	}
 	return settle(errs, err)
 }
@@ -196,7 +187,7 @@ func (a *Analytics) HandleRuns(ctx context.Context, msgs []*stream.Message) erro
 	rows, errs := a.decodeRuns(msgs)
 	var err error
 	if len(rows) > 0 {
-		err = a.runs.add(ctx, rows, len(rows), a.urgent(msgs))
+		err = a.runs.add(ctx, rows, len(rows), urgent(msgs, a.cfg.Runner.BatchSize))
 	}
 	return settle(errs, err)
 }
@@ -218,11 +209,11 @@ func (a *Analytics) decodeRuns(msgs []*stream.Message) ([]clickhouse.RunRow, []e
 	return rows, errs
 }
 
-// urgent reports whether a batch is to be flushed without waiting for
-// FlushInterval: it is full (its partition holds more messages) or
-// redelivered (redeliveries come one at a time).
-func (a *Analytics) urgent(msgs []*stream.Message) bool {
-	return len(msgs) >= a.cfg.Runner.BatchSize || len(msgs) > 0 && msgs[0].Attempt > 1
+// urgent reports whether a batch read batchSize messages at a time is to
+// be flushed without waiting for FlushInterval: it is full (its partition
+// holds more messages) or redelivered (redeliveries come one at a time).
+func urgent(msgs []*stream.Message, batchSize int) bool {
+	return len(msgs) >= batchSize || len(msgs) > 0 && msgs[0].Attempt > 1
 }
 
 // settle returns a batch's outcome: errs (permanent) for the messages that

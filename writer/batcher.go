@@ -16,16 +16,23 @@ import (
 	dsotel "github.com/dropstream/dropstream/otel"
 )
 
-// ErrClosed is returned (wrapped) by handlers of a closed Analytics: their
-// rows were not written and their messages stay pending.
+// ErrClosed is returned (wrapped) by handlers of a closed Analytics or
+// History: their rows were not written and their messages stay pending.
 var ErrClosed = errors.New("writer: analytics closed")
 
 // maxLinks caps the span links of one flush span.
 const maxLinks = 128
 
-// batcher gathers the items of waiting handlers — for the analytics stages,
-// each item is the rows of one batch read from one partition — and flushes
-// them together, an item never split:
+// batching is when a batcher flushes (see AnalyticsConfig and
+// HistoryConfig, whose fields of the same names set it).
+type batching struct {
+	BatchRows                                       int
+	FlushInterval, Linger, FlushTimeout, MaxBackoff time.Duration
+}
+
+// batcher gathers the items of waiting handlers — for the analytics and
+// history stages, each item is the rows of one batch read from one
+// partition — and flushes them together, an item never split:
 //
 //   - at once when the queue holds cfg.BatchRows rows;
 //   - when an urgent item is queued (a full batch: its partition holds more
@@ -41,7 +48,7 @@ const maxLinks = 128
 // next attempt (its messages will be delivered again).
 type batcher[E any] struct {
 	stage  string
-	cfg    AnalyticsConfig
+	cfg    batching
 	flush  func(ctx context.Context, items []E) error
 	met    *analyticsMetrics
 	log    *slog.Logger
@@ -73,7 +80,7 @@ type waiter[E any] struct {
 }
 
 // newBatcher starts the batcher's flush loop; close stops it.
-func newBatcher[E any](stage string, cfg AnalyticsConfig, met *analyticsMetrics, log *slog.Logger,
+func newBatcher[E any](stage string, cfg batching, met *analyticsMetrics, log *slog.Logger,
 	tracer trace.Tracer, flush func(context.Context, []E) error) *batcher[E] {
 	ctx, cancel := context.WithCancel(context.Background())
 	b := &batcher[E]{stage: stage, cfg: cfg, flush: flush, met: met, log: log, tracer: tracer,

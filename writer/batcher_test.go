@@ -53,7 +53,7 @@ func testBatcher(t *testing.T, cfg AnalyticsConfig, sink *fakeSink) *batcher[int
 	if cfg.FlushTimeout == 0 {
 		cfg.FlushTimeout = time.Second
 	}
-	b := newBatcher("test", cfg, met, slog.New(slog.DiscardHandler), tnoop.NewTracerProvider().Tracer(""), sink.flush)
+	b := newBatcher("test", cfg.batching(), met, slog.New(slog.DiscardHandler), tnoop.NewTracerProvider().Tracer(""), sink.flush)
 	t.Cleanup(b.close)
 	return b
 }

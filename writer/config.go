@@ -195,37 +195,12 @@ func (c AnalyticsConfig) WithDefaults() AnalyticsConfig {
 	if c.Partitions == 0 {
 		c.Partitions = DefaultPartitions
 	}
-	if c.BatchRows == 0 {
-		c.BatchRows = DefaultBatchRows
-	}
 	if c.ReadAhead == 0 {
 		c.ReadAhead = DefaultReadAhead
 	}
-	if c.FlushInterval == 0 {
-		c.FlushInterval = DefaultFlushInterval
-	}
-	if c.Linger == 0 {
-		c.Linger = DefaultLinger
-	}
-	if c.FlushTimeout == 0 {
-		c.FlushTimeout = DefaultFlushTimeout
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = DefaultMaxBackoff
-	}
-	if c.Runner.HandlerTimeout == 0 {
-		c.Runner.HandlerTimeout = DefaultAnalyticsHandlerTimeout
-	}
-	if c.Runner.ClaimIdle == 0 {
-		c.Runner.ClaimIdle = 2 * c.Runner.HandlerTimeout
-	}
-	if c.Runner.MaxDeliveries == 0 {
-		c.Runner.MaxDeliveries = DefaultAnalyticsMaxDeliveries
-	}
-	if c.Runner.BatchSize == 0 {
-		c.Runner.BatchSize = DefaultAnalyticsBatchSize
-	}
-	c.Runner.Retry = stream.RetryConfig{Disabled: true}
+	b := c.batching().withDefaults()
+	c.BatchRows, c.FlushInterval, c.Linger, c.FlushTimeout, c.MaxBackoff = b.BatchRows, b.FlushInterval, b.Linger, b.FlushTimeout, b.MaxBackoff
+	c.Runner = batchRunner(c.Runner, DefaultAnalyticsBatchSize)
 	return c
 }
 
@@ -235,28 +210,86 @@ func (c AnalyticsConfig) Validate() error {
 	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
 		errs = append(errs, fmt.Errorf("writer: partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
 	}
-	if c.BatchRows < 1 || c.BatchRows > 1_000_000 {
-		errs = append(errs, fmt.Errorf("writer: batch rows %d out of range 1..1000000", c.BatchRows))
+	errs = append(errs, c.batching().validate(c.ReadAhead, c.Runner, StageAnalyticsTransitions, StageAnalyticsRuns)...)
+	return errors.Join(errs...)
+}
+
+// batching returns when the analytics batchers flush.
+func (c AnalyticsConfig) batching() batching {
+	return batching{BatchRows: c.BatchRows, FlushInterval: c.FlushInterval, Linger: c.Linger,
+		FlushTimeout: c.FlushTimeout, MaxBackoff: c.MaxBackoff}
+}
+
+// withDefaults returns b with every zero field set to the writer's
+// default (DefaultBatchRows, DefaultFlushInterval, DefaultLinger,
+// DefaultFlushTimeout, DefaultMaxBackoff).
+func (b batching) withDefaults() batching {
+	if b.BatchRows == 0 {
+		b.BatchRows = DefaultBatchRows
 	}
-	if c.ReadAhead < 1 || c.ReadAhead > MaxReadAhead {
-		errs = append(errs, fmt.Errorf("writer: read ahead %d out of range 1..%d", c.ReadAhead, MaxReadAhead))
+	if b.FlushInterval == 0 {
+		b.FlushInterval = DefaultFlushInterval
 	}
-	if c.FlushInterval <= 0 || c.FlushTimeout <= 0 || c.MaxBackoff <= 0 {
+	if b.Linger == 0 {
+		b.Linger = DefaultLinger
+	}
+	if b.FlushTimeout == 0 {
+		b.FlushTimeout = DefaultFlushTimeout
+	}
+	if b.MaxBackoff == 0 {
+		b.MaxBackoff = DefaultMaxBackoff
+	}
+	return b
+}
+
+// batchRunner returns the runner config of a batched append stage: zero
+// fields take the stream defaults, except HandlerTimeout
+// (DefaultAnalyticsHandlerTimeout), ClaimIdle (twice HandlerTimeout),
+// MaxDeliveries (DefaultAnalyticsMaxDeliveries) and BatchSize (batchSize);
+// in-process retries are off, as the batcher retries flushes itself.
+func batchRunner(r stream.RunnerConfig, batchSize int) stream.RunnerConfig {
+	if r.HandlerTimeout == 0 {
+		r.HandlerTimeout = DefaultAnalyticsHandlerTimeout
+	}
+	if r.ClaimIdle == 0 {
+		r.ClaimIdle = 2 * r.HandlerTimeout
+	}
+	if r.MaxDeliveries == 0 {
+		r.MaxDeliveries = DefaultAnalyticsMaxDeliveries
+	}
+	if r.BatchSize == 0 {
+		r.BatchSize = batchSize
+	}
+	r.Retry = stream.RetryConfig{Disabled: true}
+	return r
+}
+
+// validate reports every invalid flush setting of a defaulted config, its
+// read-ahead and the runner config of its stages.
+func (b batching) validate(readAhead int, runner stream.RunnerConfig, stages ...string) []error {
+	var errs []error
+	if b.BatchRows < 1 || b.BatchRows > 1_000_000 {
+		errs = append(errs, fmt.Errorf("writer: batch rows %d out of range 1..1000000", b.BatchRows))
+	}
+	if readAhead < 1 || readAhead > MaxReadAhead {
+		errs = append(errs, fmt.Errorf("writer: read ahead %d out of range 1..%d", readAhead, MaxReadAhead))
+	}
+	if b.FlushInterval <= 0 || b.FlushTimeout <= 0 || b.MaxBackoff <= 0 {
 		errs = append(errs, fmt.Errorf("writer: flush interval %s, flush timeout %s and max backoff %s must be positive",
-			c.FlushInterval, c.FlushTimeout, c.MaxBackoff))
+			b.FlushInterval, b.FlushTimeout, b.MaxBackoff))
 	}
-	if c.Linger > c.FlushInterval {
-		errs = append(errs, fmt.Errorf("writer: linger %s exceeds flush interval %s", c.Linger, c.FlushInterval))
+	if b.Linger > b.FlushInterval {
+		errs = append(errs, fmt.Errorf("writer: linger %s exceeds flush interval %s", b.Linger, b.FlushInterval))
 	}
-	if c.Runner.HandlerTimeout < c.FlushInterval+c.FlushTimeout {
+	if runner.HandlerTimeout < b.FlushInterval+b.FlushTimeout {
 		errs = append(errs, fmt.Errorf("writer: handler timeout %s below flush interval + flush timeout %s",
-			c.Runner.HandlerTimeout, c.FlushInterval+c.FlushTimeout))
+			runner.HandlerTimeout, b.FlushInterval+b.FlushTimeout))
 	}
-	for _, stage := range []string{StageAnalyticsTransitions, StageAnalyticsRuns} {
-		if err := c.Runner.WithDefaults(stage).Validate(); err != nil {
+	for _, stage := range stages {
+		if err := runner.WithDefaults(stage).Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("writer: runner of %s: %w", stage, err))
 			break
 		}
 	}
-	return errors.Join(errs...)
+	return errs
 }

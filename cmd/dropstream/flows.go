@@ -13,6 +13,8 @@ import (
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/flows/comic/comicbench"
 	comichttp "github.com/dropstream/dropstream/flows/comic/httpapi"
+	"github.com/dropstream/dropstream/flows/feed"
+	feedhttp "github.com/dropstream/dropstream/flows/feed/httpapi"
 	"github.com/dropstream/dropstream/flows/offer"
 	offerhttp "github.com/dropstream/dropstream/flows/offer/httpapi"
 	"github.com/dropstream/dropstream/flows/offer/offerbench"
@@ -29,7 +31,7 @@ func (a *app) definitions() []flow.Definition {
 		flow.Define(checkout.Name, checkout.New, checkouthttp.Register).WithVars(checkout.Vars...).WithBench(checkoutbench.Bench),
 		flow.Define(comic.Name, comic.New, comichttp.Register).WithVars(comic.Vars...).WithBench(comicbench.Bench),
 		flow.Define(offer.Name, offer.New, offerhttp.Register).WithBench(offerbench.Bench),
-		a.wired("feed", buildFeedFlow),
+		flow.Define(feed.Name, feed.New, feedhttp.Register),
 	}
 }
 

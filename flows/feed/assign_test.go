@@ -27,7 +27,7 @@ func bareFlow(t testing.TB, b testenv.Backend) *Flow {
 		t.Fatal(err)
 	}
 	notify := func(context.Context, ...notifier.Request) error { return nil }
-	f, err := New(rdb, stream.NewPublisher(rdb, stream.Telemetry{}), Deps{Subscribers: subs, Notify: notify, Sender: noSender{}}, Config{Partitions: 4})
+	f, err := NewWith(rdb, stream.NewPublisher(rdb, stream.Telemetry{}), Deps{Subscribers: subs, Notify: notify, Sender: noSender{}}, Config{Partitions: 4})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -102,7 +102,7 @@ func BenchmarkFlow_feeds(b *testing.B) {
 		notify := func(ctx context.Context, reqs ...notifier.Request) error {
 			return notifier.PublishRequests(ctx, pub, notifier.RequestTopic(8), reqs...)
 		}
-		fl, err := New(rdb, pub, Deps{Subscribers: subs, Notify: notify, Sender: disp}, Config{Partitions: 8})
+		fl, err := NewWith(rdb, pub, Deps{Subscribers: subs, Notify: notify, Sender: disp}, Config{Partitions: 8})
 		if err != nil {
 			b.Fatal(err)
 		}

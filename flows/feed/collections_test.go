@@ -2,7 +2,6 @@ package feed
 
 import (
 	"fmt"
-	"net/http"
 	"reflect"
 	"testing"
 	"time"
@@ -23,16 +22,17 @@ func (h *harness) pollAssigned(at time.Time) {
 }
 
 // collectionsOf returns a subscribable's collections as the API shows
-// them, each as "<within> <state> opened=<hh:mm> items=<n>" with its due
-// or completion time.
+// them (Flow.Collections; the route is tested in httpapi), each as
+// "<within> <state> opened=<hh:mm> items=<n>" with its due or completion
+// time.
 func collectionsOf(t *testing.T, h *harness, name string) []string {
 	t.Helper()
-	var page collectionPage
-	if code := call(t, newAPI(t, h.flow), "GET", "/v1/feeds/"+h.feed.ID+"/subscribables/"+name+"/collections", nil, &page); code != http.StatusOK {
-		t.Fatalf("GET collections of %s: %d", name, code)
+	colls, err := h.flow.Collections(h.ctx, h.feed.ID, name)
+	if err != nil {
+		t.Fatalf("collections of %s: %v", name, err)
 	}
 	out := []string{}
-	for _, c := range page.Items {
+	for _, c := range colls {
 		s := fmt.Sprintf("%s %s opened=%s items=%d", c.Within, c.State, c.Opened.Format("01-02T15:04"), c.Items)
 		if c.Due != nil {
 			s += " due=" + c.Due.Format("01-02T15:04")

@@ -128,7 +128,7 @@ func (f *Flow) sendLog(ctx context.Context, m *stream.Message, sub Subscription,
 	_, err := f.deps.Sender.Deliver(ctx, notifier.Delivery{
 		HashTag: f.topics.Collections.HashTag(m.Partition), Key: "feed:" + eventID + ":" + strconv.FormatInt(c.OpenedMs, 10) + ":" + sub.ID,
 		Channel: notifier.ChannelLog, MessageID: m.ID, Attempt: m.Attempt,
-		Notification: notifier.Notification{Flow: FlowName, Event: "feed." + msg.Kind, EventID: eventID, Subject: msg.Subject,
+		Notification: notifier.Notification{Flow: Name, Event: "feed." + msg.Kind, EventID: eventID, Subject: msg.Subject,
 			Recipient: notifier.Recipient{ID: sub.ID}, TraceID: traceID, ObservedAt: time.UnixMilli(c.CompletedMs), Body: msg.body()},
 	})
 	return err

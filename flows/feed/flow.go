@@ -126,6 +126,11 @@ type Flow struct {
 	items        metric.Int64Counter
 	collections  metric.Int64Counter
 
+	// poller is the feed-poller service of a flow built by New.
+	poller *Poller
+	// tel is the app's telemetry (New), for the history's writer.
+	tel stream.Telemetry
+
 	// crashPoint, when set (tests), runs at a point of a handler with the
 	// message being handled: after observing ("observed"), after assigning
 	// ("assigned"), after delivering a collection and before releasing its
@@ -134,8 +139,10 @@ type Flow struct {
 	crashPoint func(point string, m *stream.Message) error
 }
 
-// New returns the flow over rdb; see Deps.
-func New(rdb redis.UniversalClient, pub *stream.Publisher, deps Deps, cfg Config) (*Flow, error) {
+// NewWith returns the flow over rdb and its notifier collaborators (see
+// Deps), without a poller: the lower-level constructor of New, for tests
+// and tools that run the stages and a poller themselves.
+func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, deps Deps, cfg Config) (*Flow, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -167,7 +174,7 @@ func (f *Flow) Store() *Store { return f.store }
 func (f *Flow) Topics() Topics { return f.topics }
 
 // Stages returns the assignment and delivery stages (the history stage
-// needs ClickHouse: HistoryStage).
+// needs ClickHouse: see History).
 func (f *Flow) Stages() []stream.Stage {
 	return []stream.Stage{
 		{Name: StageAssign, Topic: f.topics.Polls, Handler: f.handlePoll},

@@ -204,7 +204,7 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opt
 		return notifier.PublishRequests(ctx, pub, h.requests, reqs...)
 	}
 	h.reader = sdkmetric.NewManualReader()
-	h.flow, err = New(rdb, pub, Deps{Subscribers: h.subs, Notify: notify, Sender: disp}, Config{Partitions: 4, PublicURL: "http://api.test",
+	h.flow, err = NewWith(rdb, pub, Deps{Subscribers: h.subs, Notify: notify, Sender: disp}, Config{Partitions: 4, PublicURL: "http://api.test",
 		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader))})
 	if err != nil {
 		t.Fatal(err)

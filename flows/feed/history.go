@@ -1,7 +1,6 @@
 package feed
 
 import (
-	"context"
 	"encoding/json"
 	"strconv"
 	"strings"
@@ -9,33 +8,26 @@ import (
 
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
 )
 
-// HistoryStage returns the "feed-history" stage appending item history
-// events to ClickHouse (table feed_item_events) in batches. Run it only
-// with ClickHouse; without it create its group (stream.EnsureGroups) so
-// the backlog waits.
-func (f *Flow) HistoryStage(ch *clickhouse.Client) stream.Stage {
-	return stream.Stage{Name: StageHistory, Topic: f.topics.History, BatchHandler: func(ctx context.Context, msgs []*stream.Message) error {
-		rows := make([]clickhouse.FeedItemEventRow, 0, len(msgs))
-		errs := make([]error, len(msgs))
-		bad := false
-		for i, m := range msgs {
+// HistoryConfig configures the "feed-history" stage, the writer's append
+// of the item history to ClickHouse (writer.NewHistory): every event of
+// feed.history is a row of feed_item_events, which collapses rows by event
+// id, so a redelivered event counts once; a malformed event is
+// dead-lettered. Without ClickHouse its group is created and the backlog
+// waits (see History).
+func (f *Flow) HistoryConfig() writer.HistoryConfig[clickhouse.FeedItemEventRow] {
+	return writer.HistoryConfig[clickhouse.FeedItemEventRow]{Stage: StageHistory, Topic: f.topics.History,
+		Tables: []string{clickhouse.TableFeedItemEvents},
+		Rows: func(m *stream.Message) ([]clickhouse.FeedItemEventRow, error) {
 			row, err := historyRow(m)
 			if err != nil {
-				errs[i], bad = err, true
-				continue
+				return nil, err
 			}
-			rows = append(rows, row)
-		}
-		if err := clickhouse.InsertFeedItemEvents(ctx, ch, rows); err != nil {
-			return err
-		}
-		if bad {
-			return &stream.BatchError{Errs: errs}
-		}
-		return nil
-	}}
+			return []clickhouse.FeedItemEventRow{row}, nil
+		},
+		Insert: clickhouse.InsertFeedItemEvents}
 }
 
 // historyRow decodes a history event into its row.

@@ -11,9 +11,10 @@ import (
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
 )
 
-func TestHistoryStage_writesItemHistoryToClickHouseOnce(t *testing.T) {
+func TestHistory_writesItemHistoryToClickHouseOnce(t *testing.T) {
 	ch, err := clickhouse.Open(t.Context(), clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
 	if err != nil {
 		t.Fatal(err)
@@ -30,9 +31,14 @@ func TestHistoryStage_writesItemHistoryToClickHouseOnce(t *testing.T) {
 	h.pollAt(t0.Add(time.Minute))
 	h.pollAt(t0.Add(10 * time.Minute))
 
-	stage := h.flow.HistoryStage(ch)
-	stage.Config = stream.RunnerConfig{Block: 20 * time.Millisecond}
-	r, err := stream.NewRunner(h.rdb, stage, stream.Telemetry{})
+	cfg := h.flow.HistoryConfig()
+	cfg.FlushInterval, cfg.Runner = 20*time.Millisecond, stream.RunnerConfig{Block: 20 * time.Millisecond}
+	hist, err := writer.NewHistory(ch, cfg, stream.Telemetry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hist.Close() }()
+	r, err := stream.NewRunner(h.rdb, hist.Stage(), stream.Telemetry{})
 	if err != nil {
 		t.Fatal(err)
 	}

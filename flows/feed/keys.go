@@ -4,8 +4,9 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// FlowName is the flow name of the feed topics and keys.
-const FlowName = "feed"
+// Name is the flow's name: the flow of its topics and keys, the prefix of
+// its stages and services.
+const Name = "feed"
 
 // Redis layout. Definitions share the hash tag {feeds}, so one script
 // creates a subscription and its uniqueness entry atomically:
@@ -64,9 +65,9 @@ type Topics struct {
 // NewTopics returns the topics with the given partition count.
 func NewTopics(partitions int) Topics {
 	return Topics{
-		Polls:       stream.NewTopic(FlowName, "polls", partitions),
-		Collections: stream.NewTopic(FlowName, "collections", partitions),
-		History:     stream.NewTopic(FlowName, "history", partitions),
+		Polls:       stream.NewTopic(Name, "polls", partitions),
+		Collections: stream.NewTopic(Name, "collections", partitions),
+		History:     stream.NewTopic(Name, "history", partitions),
 	}
 }
 

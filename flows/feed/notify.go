@@ -55,7 +55,7 @@ func (f *Flow) Subscribe(ctx context.Context, feedID, name string, dest Destinat
 			if len(live) == 1 {
 				old = live[0]
 			}
-			return old.public(), false, err
+			return old.Public(), false, err
 		}
 		// Its notifier destination is gone: subscribe afresh.
 		if err := f.store.DeleteSubscription(ctx, old.ID); err != nil && !errors.Is(err, ErrNotFound) {
@@ -225,7 +225,7 @@ func payload(msg Message) json.RawMessage {
 // defined again never shares a window with its predecessor): the notifier
 // delivers it once per destination.
 func collectionRequest(sub Subscription, c Collection, msg Message, body json.RawMessage, traceID string) notifier.Request {
-	return notifier.Request{Flow: FlowName, Event: "feed.collection", Subject: clip(subject(c.FeedID, c.Subscribable), notifier.MaxSubjectLen),
+	return notifier.Request{Flow: Name, Event: "feed.collection", Subject: clip(subject(c.FeedID, c.Subscribable), notifier.MaxSubjectLen),
 		SubscriberID: sub.SubscriberID, DestinationID: sub.DestinationID,
 		Window: clip(c.Within+"@"+fmt.Sprint(c.OpenedMs), notifier.MaxWindowLen), Title: clip(msg.Subject, notifier.MaxTextLen),
 		Text: msg.Text, HTML: msg.HTMLBody, Payload: body, ObservedAt: time.UnixMilli(c.CompletedMs), TraceID: traceID,
@@ -241,7 +241,7 @@ func (f *Flow) confirmRequest(fd Feed, name, subscriberID string, d subscriber.D
 		return notifier.Request{}, err
 	}
 	body, _ := json.Marshal(Message{Kind: msg.Kind, FeedID: fd.ID, FeedURL: fd.URL, Subscribable: name, Subject: msg.Subject})
-	return notifier.Request{Flow: FlowName, Event: "feed.confirm", Subject: clip(subject(fd.ID, name), notifier.MaxSubjectLen),
+	return notifier.Request{Flow: Name, Event: "feed.confirm", Subject: clip(subject(fd.ID, name), notifier.MaxSubjectLen),
 		SubscriberID: subscriberID, Destination: &d, Window: "confirm:" + d.ID, Critical: true, Title: msg.Subject,
 		Text: msg.Text, HTML: msg.HTMLBody, Payload: body}, nil
 }

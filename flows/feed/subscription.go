@@ -124,8 +124,8 @@ type Subscription struct {
 	Secret string `json:"secret,omitempty"`
 }
 
-// public returns the subscription without its secret.
-func (s Subscription) public() Subscription {
+// Public returns the subscription without its secret: what the API shows.
+func (s Subscription) Public() Subscription {
 	s.Secret = ""
 	return s
 }

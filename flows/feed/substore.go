@@ -50,7 +50,7 @@ func (s *Store) createSubscription(ctx context.Context, sub Subscription) (Subsc
 	}
 	if id != sub.ID {
 		old, err := s.Subscription(ctx, id)
-		return old.public(), false, err
+		return old.Public(), false, err
 	}
 	return sub, true, nil
 }

@@ -1,66 +1,35 @@
-package feed
+package httpapi_test
 
 import (
-	"bytes"
-	"encoding/json"
 	"fmt"
-	"io"
-	"log/slog"
 	"net/http"
-	"net/http/httptest"
 	"reflect"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flows/feed"
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
+	"github.com/dropstream/dropstream/flows/feed/httpapi"
 	"github.com/dropstream/dropstream/internal/testenv"
 )
 
-// call sends a request to srv and decodes the JSON answer into out.
-func call(t *testing.T, srv *api.Server, method, path string, body any, out any) int {
-	t.Helper()
-	var r io.Reader
-	if body != nil {
-		b, _ := json.Marshal(body)
-		r = bytes.NewReader(b)
-	}
-	req := httptest.NewRequest(method, path, r)
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := srv.App().Test(req, 10_000)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
-	}
-	defer resp.Body.Close()
-	raw, _ := io.ReadAll(resp.Body)
-	if out != nil && len(raw) > 0 {
-		if err := json.Unmarshal(raw, out); err != nil {
-			t.Fatalf("%s %s: %d %s: %v", method, path, resp.StatusCode, raw, err)
-		}
-	}
-	return resp.StatusCode
-}
-
-func newAPI(t *testing.T, f *Flow) *api.Server {
-	t.Helper()
-	srv, err := api.New(api.Config{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))})
-	if err != nil {
-		t.Fatal(err)
-	}
-	f.Register(srv)
-	return srv
-}
+// The pages the list operations answer.
+type (
+	feedPage         struct{ Items []httpapi.FeedView }
+	itemPage         struct{ Items []feed.ItemView }
+	subscriptionPage struct{ Items []feed.Subscription }
+	collectionPage   struct{ Items []feed.CollectionView }
+)
 
 func TestRoutes_feedsCRUDAndValidation(t *testing.T) {
 	b := testenv.Backends()[0]
-	h := newHarness(t, b, feedsim.New(feedsim.RSS), Feed{})
+	h := newHarness(t, b, feedsim.New(feedsim.RSS), feed.Feed{})
 	srv := newAPI(t, h.flow)
-	in := Feed{URL: "https://example.org/feed.xml", MinDelayMinutes: 5, AwaitStabilizationMinutes: 15, MaxDelayMinutes: 60, PollEvery: "10m"}
-	var created Feed
-	if code := call(t, srv, "POST", "/v1/feeds", in, &created); code != http.StatusCreated || created.ID != FeedID(in.URL) {
+	in := feed.Feed{URL: "https://example.org/feed.xml", MinDelayMinutes: 5, AwaitStabilizationMinutes: 15, MaxDelayMinutes: 60, PollEvery: "10m"}
+	var created feed.Feed
+	if code := call(t, srv, "POST", "/v1/feeds", in, &created); code != http.StatusCreated || created.ID != feed.FeedID(in.URL) {
 		t.Fatalf("POST /v1/feeds: %d %+v", code, created)
 	}
 	if code := call(t, srv, "POST", "/v1/feeds", in, nil); code != http.StatusOK {
@@ -71,11 +40,11 @@ func TestRoutes_feedsCRUDAndValidation(t *testing.T) {
 	if code := call(t, srv, "POST", "/v1/feeds", other, nil); code != http.StatusConflict {
 		t.Errorf("POST the URL with other settings: %d, want 409", code)
 	}
-	bad := []Feed{
+	bad := []feed.Feed{
 		{URL: "ftp://example.org/x"},
 		{URL: "https://example.org/x", MinDelayMinutes: 10, MaxDelayMinutes: 5},
 		{URL: "https://example.org/x", PollEvery: "1ms"},
-		{URL: "https://example.org/" + strings.Repeat("x", MaxURLBytes)},
+		{URL: "https://example.org/" + strings.Repeat("x", feed.MaxURLBytes)},
 		{URL: "https://example.org/x", AwaitStabilizationMinutes: -1},
 	}
 	for _, fd := range bad {
@@ -90,10 +59,10 @@ func TestRoutes_feedsCRUDAndValidation(t *testing.T) {
 	if code := call(t, srv, "GET", "/v1/feeds", nil, &page); code != http.StatusOK || len(page.Items) != 2 {
 		t.Fatalf("GET /v1/feeds: %d, %d feeds, want 2", code, len(page.Items))
 	}
-	if code := call(t, srv, "POST", "/v1/feeds/"+created.ID+"/subscribables", Subscribable{Name: "w", Manager: Manager{Kind: Weekly, Weekday: "caturday"}}, nil); code != http.StatusUnprocessableEntity {
+	if code := call(t, srv, "POST", "/v1/feeds/"+created.ID+"/subscribables", feed.Subscribable{Name: "w", Manager: feed.Manager{Kind: feed.Weekly, Weekday: "caturday"}}, nil); code != http.StatusUnprocessableEntity {
 		t.Errorf("bad weekly manager: %d, want 422", code)
 	}
-	if code := call(t, srv, "POST", "/v1/feeds/"+created.ID+"/subscribables", Subscribable{Name: "d", Manager: Manager{Kind: Daily, Hour: 7, TimeZone: "Europe/Paris"}}, nil); code != http.StatusCreated {
+	if code := call(t, srv, "POST", "/v1/feeds/"+created.ID+"/subscribables", feed.Subscribable{Name: "d", Manager: feed.Manager{Kind: feed.Daily, Hour: 7, TimeZone: "Europe/Paris"}}, nil); code != http.StatusCreated {
 		t.Fatalf("daily manager: %d", code)
 	}
 	if code := call(t, srv, "DELETE", "/v1/feeds/"+created.ID, nil, nil); code != http.StatusConflict {
@@ -111,18 +80,18 @@ func TestRoutes_feedsCRUDAndValidation(t *testing.T) {
 	if code := call(t, srv, "GET", "/v1/feeds/"+h.feed.ID+"/items?limit=5000", nil, nil); code != http.StatusBadRequest {
 		t.Errorf("GET items with limit 5000: %d, want 400", code)
 	}
-	for i := range MaxSubscribables {
-		if _, _, err := h.flow.store.PutSubscribable(h.ctx, Subscribable{FeedID: h.feed.ID, Name: fmt.Sprint("s", i), Manager: Manager{Kind: EachItem}}); err != nil {
+	for i := range feed.MaxSubscribables {
+		if _, _, err := h.flow.Store().PutSubscribable(h.ctx, feed.Subscribable{FeedID: h.feed.ID, Name: fmt.Sprint("s", i), Manager: feed.Manager{Kind: feed.EachItem}}); err != nil {
 			t.Fatal(err)
 		}
 	}
 	var e struct {
 		Error struct{ Code string } `json:"error"`
 	}
-	if code := call(t, srv, "POST", "/v1/feeds/"+h.feed.ID+"/subscribables", Subscribable{Name: "one-more", Manager: Manager{Kind: EachItem}}, &e); code != http.StatusConflict || e.Error.Code != "subscribable_conflict" {
-		t.Errorf("subscribable %d of a feed: %d %q, want 409 subscribable_conflict", MaxSubscribables+1, code, e.Error.Code)
+	if code := call(t, srv, "POST", "/v1/feeds/"+h.feed.ID+"/subscribables", feed.Subscribable{Name: "one-more", Manager: feed.Manager{Kind: feed.EachItem}}, &e); code != http.StatusConflict || e.Error.Code != "subscribable_conflict" {
+		t.Errorf("subscribable %d of a feed: %d %q, want 409 subscribable_conflict", feed.MaxSubscribables+1, code, e.Error.Code)
 	}
-	if code := call(t, srv, "POST", "/v1/feeds/"+h.feed.ID+"/subscribables", Subscribable{Name: "s0", Manager: Manager{Kind: EachItem}}, nil); code != http.StatusOK {
+	if code := call(t, srv, "POST", "/v1/feeds/"+h.feed.ID+"/subscribables", feed.Subscribable{Name: "s0", Manager: feed.Manager{Kind: feed.EachItem}}, nil); code != http.StatusOK {
 		t.Errorf("an existing subscribable again at the cap: %d, want 200", code)
 	}
 	var doc map[string]any
@@ -145,9 +114,9 @@ func TestRoutes_itemsAndExclusion(t *testing.T) {
 	for _, b := range testenv.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
 			sim := feedsim.New(feedsim.RSS, item("a", "A"), item("b", "B"))
-			h := newHarness(t, b, sim, Feed{AwaitStabilizationMinutes: 10, MaxDelayMinutes: 60, IncludeExisting: true})
+			h := newHarness(t, b, sim, feed.Feed{AwaitStabilizationMinutes: 10, MaxDelayMinutes: 60, IncludeExisting: true})
 			srv := newAPI(t, h.flow)
-			h.subscribe("each", Manager{Kind: EachItem})
+			h.subscribe("each", feed.Manager{Kind: feed.EachItem})
 			h.pollAt(t0)
 			sim.Set(item("a", "A edited")) // b vanishes
 			h.pollAt(t0.Add(5 * time.Minute))
@@ -162,11 +131,11 @@ func TestRoutes_itemsAndExclusion(t *testing.T) {
 			}
 			a, bi := page.Items[0], page.Items[1]
 			at := func(m int) time.Time { return t0.Add(time.Duration(m) * time.Minute) }
-			if a.GUID != "a" || a.State != StateUnassigned || !a.FirstSeen.Equal(at(0)) || !a.LastChecked.Equal(at(6)) || !a.StableSince.Equal(at(5)) ||
-				a.Content == nil || a.Content.Title != "A edited" || a.Hash != a.Content.Hash || a.IID != IID("a") {
+			if a.GUID != "a" || a.State != feed.StateUnassigned || !a.FirstSeen.Equal(at(0)) || !a.LastChecked.Equal(at(6)) || !a.StableSince.Equal(at(5)) ||
+				a.Content == nil || a.Content.Title != "A edited" || a.Hash != a.Content.Hash || a.IID != feed.IID("a") {
 				t.Errorf("edited item %+v", a)
 			}
-			if bi.GUID != "b" || bi.State != StateUnassigned || !bi.FirstSeen.Equal(at(0)) || !bi.LastChecked.Equal(at(0)) || !bi.StableSince.Equal(at(0)) {
+			if bi.GUID != "b" || bi.State != feed.StateUnassigned || !bi.FirstSeen.Equal(at(0)) || !bi.LastChecked.Equal(at(0)) || !bi.StableSince.Equal(at(0)) {
 				t.Errorf("vanished item %+v, want it last checked when last seen", bi)
 			}
 			var one itemPage
@@ -175,8 +144,8 @@ func TestRoutes_itemsAndExclusion(t *testing.T) {
 			}
 
 			for i := range 2 { // excluding twice is the same
-				var out ItemView
-				if code := call(t, srv, "POST", base+"/"+IID("b")+"/exclude", nil, &out); code != http.StatusOK || out.State != StateExcluded {
+				var out feed.ItemView
+				if code := call(t, srv, "POST", base+"/"+feed.IID("b")+"/exclude", nil, &out); code != http.StatusOK || out.State != feed.StateExcluded {
 					t.Fatalf("exclude b (%d): %d %+v", i, code, out)
 				}
 			}
@@ -186,13 +155,20 @@ func TestRoutes_itemsAndExclusion(t *testing.T) {
 			if got, want := h.delivered(), map[string][][]string{"each": {{"a"}}}; !reflect.DeepEqual(got, want) {
 				t.Fatalf("delivered %v, want %v", got, want)
 			}
+			var colls collectionPage
+			if code := call(t, srv, "GET", "/v1/feeds/"+h.feed.ID+"/subscribables/each/collections", nil, &colls); code != http.StatusOK || len(colls.Items) != 0 {
+				t.Errorf("GET collections of each: %d %+v, want 200 and none (delivered ones are deleted)", code, colls.Items)
+			}
+			if code := call(t, srv, "GET", "/v1/feeds/"+h.feed.ID+"/subscribables/nope/collections", nil, nil); code != http.StatusNotFound {
+				t.Errorf("GET collections of an unknown subscribable: %d, want 404", code)
+			}
 			var e struct {
 				Error struct{ Code string } `json:"error"`
 			}
-			if code := call(t, srv, "POST", base+"/"+IID("a")+"/exclude", nil, &e); code != http.StatusConflict || e.Error.Code != "item_not_unassigned" {
+			if code := call(t, srv, "POST", base+"/"+feed.IID("a")+"/exclude", nil, &e); code != http.StatusConflict || e.Error.Code != "item_not_unassigned" {
 				t.Errorf("exclude a cleared item: %d %q, want 409 item_not_unassigned", code, e.Error.Code)
 			}
-			for _, iid := range []string{IID("nope"), "not-hex"} {
+			for _, iid := range []string{feed.IID("nope"), "not-hex"} {
 				if code := call(t, srv, "POST", base+"/"+iid+"/exclude", nil, nil); code != http.StatusNotFound {
 					t.Errorf("exclude %s: %d, want 404", iid, code)
 				}
@@ -206,7 +182,7 @@ func TestRoutes_itemsAndExclusion(t *testing.T) {
 					t.Errorf("item %s (%s) keeps its content", it.GUID, it.State)
 				}
 			}
-			if want := map[string]string{"a": StateCleared, "b": StateExcluded}; !reflect.DeepEqual(states, want) {
+			if want := map[string]string{"a": feed.StateCleared, "b": feed.StateExcluded}; !reflect.DeepEqual(states, want) {
 				t.Errorf("states %v, want %v", states, want)
 			}
 		})

@@ -1,4 +1,6 @@
-package feed
+// Package httpapi serves the feed flow's API: feeds, their items,
+// subscribables, their collections and subscriptions.
+package httpapi
 
 import (
 	"errors"
@@ -7,12 +9,13 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flows/feed"
 )
 
 // FeedView is a feed with its latest poll.
 type FeedView struct {
-	Feed
-	LastPoll *PollStatus `json:"last_poll,omitempty"`
+	feed.Feed
+	LastPoll *feed.PollStatus `json:"last_poll,omitempty"`
 }
 
 type feedPage struct {
@@ -20,33 +23,40 @@ type feedPage struct {
 }
 
 type itemPage struct {
-	Items []ItemView `json:"items"`
+	Items []feed.ItemView `json:"items"`
 }
 
 type subscribablePage struct {
-	Items []Subscribable `json:"items"`
+	Items []feed.Subscribable `json:"items"`
 }
 
 type collectionPage struct {
-	Items []CollectionView `json:"items"`
+	Items []feed.CollectionView `json:"items"`
 }
 
 type subscriptionPage struct {
-	Items []Subscription `json:"items"`
+	Items []feed.Subscription `json:"items"`
 }
 
 // subscribeBody is the body of POST .../subscriptions.
 type subscribeBody struct {
-	Destination Destination `json:"destination"`
+	Destination feed.Destination `json:"destination"`
+}
+
+// routes are the handlers of the feed API over one flow.
+type routes struct {
+	f     *feed.Flow
+	store *feed.Store
 }
 
 // Register adds the feed API to srv. The opt-in and unsubscribe links of
 // e-mail and webhook subscriptions are the notifier's (/v1/confirm/ and
 // /v1/unsubscribe/, api.SubscriberRoutes).
-func (f *Flow) Register(srv *api.Server) {
+func Register(srv *api.Server, fl *feed.Flow) {
+	f := routes{f: fl, store: fl.Store()}
 	tag := "feeds"
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusCreated,
-		Summary: "Add a feed (its id derives from its URL; adding it again returns it with 200)", Body: Feed{}, Response: Feed{}, Handler: f.postFeed})
+		Summary: "Add a feed (its id derives from its URL; adding it again returns it with 200)", Body: feed.Feed{}, Response: feed.Feed{}, Handler: f.postFeed})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeRead,
 		Summary: "List feeds with their latest poll", Response: feedPage{}, Handler: f.listFeeds})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id", Tag: tag, Scope: api.ScopeRead,
@@ -57,20 +67,20 @@ func (f *Flow) Register(srv *api.Server) {
 		Summary: "A feed's items by first seen, with state and timestamps", Response: itemPage{},
 		Query: []api.Param{{Name: "offset", Type: "integer"}, {Name: "limit", Type: "integer"}}, Handler: f.listItems})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/items/:iid/exclude", Tag: tag, Scope: api.ScopeWrite,
-		Summary: "Exclude an unassigned item: it is never sent", Response: ItemView{}, Handler: f.excludeItem})
+		Summary: "Exclude an unassigned item: it is never sent", Response: feed.ItemView{}, Handler: f.excludeItem})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusCreated,
-		Summary: "Define a subscription (each item, daily, weekly, every n)", Body: Subscribable{}, Response: Subscribable{}, Handler: f.postSubscribable})
+		Summary: "Define a subscription (each item, daily, weekly, every n)", Body: feed.Subscribable{}, Response: feed.Subscribable{}, Handler: f.postSubscribable})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeRead,
 		Summary: "A feed's subscribables", Response: subscribablePage{}, Handler: f.listSubscribables})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeRead,
-		Summary: "One subscribable", Response: Subscribable{}, Handler: f.getSubscribable})
+		Summary: "One subscribable", Response: feed.Subscribable{}, Handler: f.getSubscribable})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/collections", Tag: tag, Scope: api.ScopeRead,
 		Summary:  "A subscribable's collections: the open ones (opened, due) and the completed ones waiting for their delivery (delivered ones are deleted)",
 		Response: collectionPage{}, Handler: f.listCollections})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
 		Summary: "Remove a subscribable and its subscriptions", Handler: f.deleteSubscribable})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeWrite,
-		Status: http.StatusCreated, Body: subscribeBody{}, Response: Subscription{},
+		Status: http.StatusCreated, Body: subscribeBody{}, Response: feed.Subscription{},
 		Summary: "Subscribe a destination: e-mail and webhook destinations are notifier subscribers, unconfirmed until the notifier's opt-in link sent to them is followed (an address already confirmed there is confirmed at once); a webhook secret is shown only when its notifier destination is created", Handler: f.postSubscription})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeRead,
 		Summary: "A subscribable's subscriptions, confirmed as the notifier says (unsubscribed ones are left out)", Response: subscriptionPage{}, Handler: f.listSubscriptions})
@@ -81,18 +91,18 @@ func (f *Flow) Register(srv *api.Server) {
 // apiError maps the package's errors to API errors.
 func apiError(err error, what string) error {
 	switch {
-	case errors.Is(err, ErrInvalid):
+	case errors.Is(err, feed.ErrInvalid):
 		return api.UnprocessableEntity("invalid_"+what, err.Error())
-	case errors.Is(err, ErrNotFound):
+	case errors.Is(err, feed.ErrNotFound):
 		return api.NotFound(what+"_not_found", "no such "+what)
-	case errors.Is(err, ErrConflict):
+	case errors.Is(err, feed.ErrConflict):
 		return api.Conflict(what+"_conflict", err.Error())
 	}
 	return err
 }
 
-func (f *Flow) postFeed(c *fiber.Ctx) error {
-	var in Feed
+func (f routes) postFeed(c *fiber.Ctx) error {
+	var in feed.Feed
 	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
 	}
@@ -106,7 +116,7 @@ func (f *Flow) postFeed(c *fiber.Ctx) error {
 	return c.JSON(out)
 }
 
-func (f *Flow) view(c *fiber.Ctx, fd Feed) FeedView {
+func (f routes) view(c *fiber.Ctx, fd feed.Feed) FeedView {
 	v := FeedView{Feed: fd}
 	if st, ok := f.store.Status(c.UserContext(), fd.ID); ok {
 		v.LastPoll = &st
@@ -114,19 +124,19 @@ func (f *Flow) view(c *fiber.Ctx, fd Feed) FeedView {
 	return v
 }
 
-func (f *Flow) listFeeds(c *fiber.Ctx) error {
+func (f routes) listFeeds(c *fiber.Ctx) error {
 	feeds, err := f.store.Feeds(c.UserContext())
 	if err != nil {
 		return err
 	}
-	out := feedPage{Items: make([]FeedView, 0, min(len(feeds), MaxListed))}
-	for _, fd := range feeds[:min(len(feeds), MaxListed)] {
+	out := feedPage{Items: make([]FeedView, 0, min(len(feeds), feed.MaxListed))}
+	for _, fd := range feeds[:min(len(feeds), feed.MaxListed)] {
 		out.Items = append(out.Items, f.view(c, fd))
 	}
 	return c.JSON(out)
 }
 
-func (f *Flow) getFeed(c *fiber.Ctx) error {
+func (f routes) getFeed(c *fiber.Ctx) error {
 	fd, err := f.store.Feed(c.UserContext(), c.Params("id"))
 	if err != nil {
 		return apiError(err, "feed")
@@ -134,14 +144,14 @@ func (f *Flow) getFeed(c *fiber.Ctx) error {
 	return c.JSON(f.view(c, fd))
 }
 
-func (f *Flow) deleteFeed(c *fiber.Ctx) error {
+func (f routes) deleteFeed(c *fiber.Ctx) error {
 	if err := f.store.DeleteFeed(c.UserContext(), c.Params("id")); err != nil {
 		return apiError(err, "feed")
 	}
 	return c.SendStatus(http.StatusNoContent)
 }
 
-func (f *Flow) listItems(c *fiber.Ctx) error {
+func (f routes) listItems(c *fiber.Ctx) error {
 	if _, err := f.store.Feed(c.UserContext(), c.Params("id")); err != nil {
 		return apiError(err, "feed")
 	}
@@ -149,29 +159,29 @@ func (f *Flow) listItems(c *fiber.Ctx) error {
 	if offset < 0 || offset > 1_000_000 || limit < 1 || limit > 1000 {
 		return api.BadRequest("invalid_page", "offset must be 0..1000000 and limit 1..1000")
 	}
-	items, err := f.Items(c.UserContext(), c.Params("id"), offset, limit)
+	items, err := f.f.Items(c.UserContext(), c.Params("id"), offset, limit)
 	if err != nil {
 		return apiError(err, "feed")
 	}
 	return c.JSON(itemPage{Items: items})
 }
 
-func (f *Flow) excludeItem(c *fiber.Ctx) error {
-	before, err := f.Exclude(c.UserContext(), c.Params("id"), c.Params("iid"))
+func (f routes) excludeItem(c *fiber.Ctx) error {
+	before, err := f.f.Exclude(c.UserContext(), c.Params("id"), c.Params("iid"))
 	if err != nil {
 		return apiError(err, "item")
 	}
 	switch before {
 	case "":
 		return api.NotFound("item_not_found", "no such item")
-	case StateUnassigned, StateExcluded:
-		return c.JSON(fiber.Map{"iid": c.Params("iid"), "state": StateExcluded})
+	case feed.StateUnassigned, feed.StateExcluded:
+		return c.JSON(fiber.Map{"iid": c.Params("iid"), "state": feed.StateExcluded})
 	}
 	return api.Conflict("item_not_unassigned", "the item is "+before+"; only unassigned items can be excluded")
 }
 
-func (f *Flow) postSubscribable(c *fiber.Ctx) error {
-	var in Subscribable
+func (f routes) postSubscribable(c *fiber.Ctx) error {
+	var in feed.Subscribable
 	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
 	}
@@ -186,7 +196,7 @@ func (f *Flow) postSubscribable(c *fiber.Ctx) error {
 	return c.JSON(out)
 }
 
-func (f *Flow) listSubscribables(c *fiber.Ctx) error {
+func (f routes) listSubscribables(c *fiber.Ctx) error {
 	if _, err := f.store.Feed(c.UserContext(), c.Params("id")); err != nil {
 		return apiError(err, "feed")
 	}
@@ -195,12 +205,12 @@ func (f *Flow) listSubscribables(c *fiber.Ctx) error {
 		return err
 	}
 	if subs == nil {
-		subs = []Subscribable{}
+		subs = []feed.Subscribable{}
 	}
 	return c.JSON(subscribablePage{Items: subs})
 }
 
-func (f *Flow) getSubscribable(c *fiber.Ctx) error {
+func (f routes) getSubscribable(c *fiber.Ctx) error {
 	sb, err := f.store.Subscribable(c.UserContext(), c.Params("id"), c.Params("name"))
 	if err != nil {
 		return apiError(err, "subscribable")
@@ -208,30 +218,30 @@ func (f *Flow) getSubscribable(c *fiber.Ctx) error {
 	return c.JSON(sb)
 }
 
-func (f *Flow) listCollections(c *fiber.Ctx) error {
+func (f routes) listCollections(c *fiber.Ctx) error {
 	if _, err := f.store.Subscribable(c.UserContext(), c.Params("id"), c.Params("name")); err != nil {
 		return apiError(err, "subscribable")
 	}
-	colls, err := f.Collections(c.UserContext(), c.Params("id"), c.Params("name"))
+	colls, err := f.f.Collections(c.UserContext(), c.Params("id"), c.Params("name"))
 	if err != nil {
 		return err
 	}
 	return c.JSON(collectionPage{Items: colls})
 }
 
-func (f *Flow) deleteSubscribable(c *fiber.Ctx) error {
+func (f routes) deleteSubscribable(c *fiber.Ctx) error {
 	if err := f.store.DeleteSubscribable(c.UserContext(), c.Params("id"), c.Params("name")); err != nil {
 		return apiError(err, "subscribable")
 	}
 	return c.SendStatus(http.StatusNoContent)
 }
 
-func (f *Flow) postSubscription(c *fiber.Ctx) error {
+func (f routes) postSubscription(c *fiber.Ctx) error {
 	var in subscribeBody
 	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	sub, created, err := f.Subscribe(c.UserContext(), c.Params("id"), c.Params("name"), in.Destination)
+	sub, created, err := f.f.Subscribe(c.UserContext(), c.Params("id"), c.Params("name"), in.Destination)
 	if err != nil {
 		return apiError(err, "subscription")
 	}
@@ -241,22 +251,22 @@ func (f *Flow) postSubscription(c *fiber.Ctx) error {
 	return c.JSON(sub)
 }
 
-func (f *Flow) listSubscriptions(c *fiber.Ctx) error {
+func (f routes) listSubscriptions(c *fiber.Ctx) error {
 	if _, err := f.store.Subscribable(c.UserContext(), c.Params("id"), c.Params("name")); err != nil {
 		return apiError(err, "subscribable")
 	}
-	subs, err := f.Subscriptions(c.UserContext(), c.Params("id"), c.Params("name"))
+	subs, err := f.f.Subscriptions(c.UserContext(), c.Params("id"), c.Params("name"))
 	if err != nil {
 		return err
 	}
-	out := subscriptionPage{Items: make([]Subscription, 0, len(subs))}
+	out := subscriptionPage{Items: make([]feed.Subscription, 0, len(subs))}
 	for _, s := range subs {
-		out.Items = append(out.Items, s.public())
+		out.Items = append(out.Items, s.Public())
 	}
 	return c.JSON(out)
 }
 
-func (f *Flow) deleteSubscription(c *fiber.Ctx) error {
+func (f routes) deleteSubscription(c *fiber.Ctx) error {
 	if err := f.store.DeleteSubscription(c.UserContext(), c.Params("sid")); err != nil {
 		return apiError(err, "subscription")
 	}

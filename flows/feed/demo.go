@@ -1,0 +1,79 @@
+package feed
+
+import (
+	"context"
+	"net/url"
+	"strconv"
+	"time"
+
+	"github.com/dropstream/dropstream/flows/feed/feedsim"
+)
+
+// DemoFeedPath is the path of the demo feed served in-process; demo feeds
+// of earlier runs (other ports) are recognized by it and removed.
+const DemoFeedPath = "/dropstream-demo-feed.xml"
+
+// Demo serves a feed in-process, until ctx ends, that gains an item every
+// 10 seconds, and subscribes a log destination (confirmed at once) to each
+// item and to every 3 items. Demo feeds of earlier runs are removed first,
+// so it is idempotent.
+func (f *Flow) Demo(ctx context.Context) error {
+	st := f.store
+	feeds, err := st.Feeds(ctx)
+	if err != nil {
+		return err
+	}
+	for _, fd := range feeds {
+		if u, err := url.Parse(fd.URL); err == nil && u.Path == DemoFeedPath && u.Hostname() == "127.0.0.1" {
+			subs, err := st.Subscribables(ctx, fd.ID)
+			if err != nil {
+				return err
+			}
+			for _, sb := range subs {
+				if err := st.DeleteSubscribable(ctx, fd.ID, sb.Name); err != nil {
+					return err
+				}
+			}
+			if err := st.DeleteFeed(ctx, fd.ID); err != nil {
+				return err
+			}
+		}
+	}
+	sim := feedsim.New(feedsim.RSS, demoItem(1), demoItem(2))
+	base, err := feedsim.Serve(ctx, "127.0.0.1:0", sim)
+	if err != nil {
+		return err
+	}
+	go func() {
+		t := time.NewTicker(10 * time.Second)
+		defer t.Stop()
+		for n := 3; ; n++ {
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+				sim.Add(demoItem(n))
+			}
+		}
+	}()
+	fd, _, err := st.PutFeed(ctx, Feed{URL: base + DemoFeedPath, PollEvery: "5s", IncludeExisting: true})
+	if err != nil {
+		return err
+	}
+	managers := map[string]Manager{"demo-each": {Kind: EachItem}, "demo-every-3": {Kind: EveryN, N: 3}}
+	for name, m := range managers {
+		if _, _, err := st.PutSubscribable(ctx, Subscribable{FeedID: fd.ID, Name: name, Manager: m}); err != nil {
+			return err
+		}
+		if _, _, err := f.Subscribe(ctx, fd.ID, name, Destination{Kind: DestLog, Name: "demo"}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func demoItem(n int) feedsim.Item {
+	s := strconv.Itoa(n)
+	return feedsim.Item{GUID: "demo-" + s, Title: "Demo item " + s, Link: "https://example.org/items/" + s,
+		Description: "The demo feed's item number " + s + ".", Published: time.Now().UTC()}
+}

@@ -1,0 +1,255 @@
+package writer
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"sync"
+	"time"
+
+	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// DefaultHistoryBatchSize is a history stage's read batch (XREADGROUP
+// COUNT) unless HistoryConfig.Runner sets one.
+const DefaultHistoryBatchSize = 1000
+
+// HistoryConfig configures a flow's ClickHouse append: the stage that
+// reads a topic and appends each message's rows to ClickHouse through the
+// writer's batcher, as Analytics does for the availability pipeline. Zero
+// fields of the batching settings take the writer's defaults.
+//
+// The stage is a batch stage: a handler turns the batch the runner read
+// from one partition into rows (Rows, per message), hands them to the
+// stage's batcher and waits until the flush holding them is in
+// ClickHouse; only then are the batch's messages acknowledged. The
+// batcher, shared by every copy of the stage in the process, merges the
+// batches of every partition and copy into one Insert, a batch never
+// split, and flushes at once at BatchRows rows, after Linger for full or
+// redelivered batches, otherwise when the oldest batch has waited
+// FlushInterval (see AnalyticsConfig for the rules and why). While
+// ClickHouse fails, the flush is retried with backoff up to MaxBackoff and
+// the handlers wait, up to their handler timeout; then their messages stay
+// pending and are delivered again later, so the backlog waits in the
+// stream.
+//
+// A message is written at least once: a batch redelivered after a crash
+// or a handler timeout is inserted again, so the table must collapse
+// duplicates (a ReplacingMergeTree keyed by the message's event, as every
+// history table of the project is) for the rows to count once.
+type HistoryConfig[R any] struct {
+	// Stage names the stage and its consumer group ("<flow>-history").
+	Stage string
+	// Topic is the topic the stage reads.
+	Topic stream.Topic
+	// Tables are the tables Insert writes, the first being the one whose
+	// rows MetricRowsWritten counts (attribute table).
+	Tables []string
+	// Rows returns the rows of one message, none to write nothing. An
+	// error is permanent: the message is dead-lettered with it as its
+	// reason (stream.ErrDrop: dropped) and the rest of its batch written.
+	Rows func(m *stream.Message) ([]R, error)
+	// Insert appends rows to ClickHouse in one batch per table. It must be
+	// safe for concurrent use (flushes are one at a time per History).
+	Insert func(ctx context.Context, ch *clickhouse.Client, rows []R) error
+
+	// BatchRows, FlushInterval, Linger, FlushTimeout and MaxBackoff say
+	// when the batcher flushes and how it retries, as the fields of the
+	// same names of AnalyticsConfig, with the same defaults
+	// (DefaultBatchRows, DefaultFlushInterval, DefaultLinger,
+	// DefaultFlushTimeout, DefaultMaxBackoff); a negative Linger turns it
+	// off.
+	BatchRows                                       int
+	FlushInterval, Linger, FlushTimeout, MaxBackoff time.Duration
+	// ReadAhead is how many copies of the stage Stages returns, each a
+	// consumer of the group, sharing the batcher. Default 1, at most
+	// MaxReadAhead.
+	ReadAhead int
+	// Runner tunes the stage's runner. Zero fields take the stream
+	// defaults, except HandlerTimeout (default 30s, and at least
+	// FlushInterval + FlushTimeout), ClaimIdle (default twice
+	// HandlerTimeout), MaxDeliveries (default 1000) and BatchSize
+	// (default DefaultHistoryBatchSize). In-process retries are always
+	// off: the batcher retries flushes itself.
+	Runner stream.RunnerConfig
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c HistoryConfig[R]) WithDefaults() HistoryConfig[R] {
+	if c.ReadAhead == 0 {
+		c.ReadAhead = 1
+	}
+	b := c.batching().withDefaults()
+	c.BatchRows, c.FlushInterval, c.Linger, c.FlushTimeout, c.MaxBackoff = b.BatchRows, b.FlushInterval, b.Linger, b.FlushTimeout, b.MaxBackoff
+	c.Runner = batchRunner(c.Runner, DefaultHistoryBatchSize)
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c HistoryConfig[R]) Validate() error {
+	var errs []error
+	if c.Stage == "" || len(c.Tables) == 0 || c.Rows == nil || c.Insert == nil {
+		errs = append(errs, fmt.Errorf("writer: history %q needs a stage name, tables, Rows and Insert", c.Stage))
+	}
+	if err := c.Topic.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("writer: history %s: %w", c.Stage, err))
+	}
+	errs = append(errs, c.batching().validate(c.ReadAhead, c.Runner, c.Stage)...)
+	return errors.Join(errs...)
+}
+
+func (c HistoryConfig[R]) batching() batching {
+	return batching{BatchRows: c.BatchRows, FlushInterval: c.FlushInterval, Linger: c.Linger,
+		FlushTimeout: c.FlushTimeout, MaxBackoff: c.MaxBackoff}
+}
+
+// History is a flow's ClickHouse append (see HistoryConfig). NewHistory
+// starts its flush loop; call Close when its stages' runners have stopped.
+// It is safe for concurrent use.
+type History[R any] struct {
+	ch        *clickhouse.Client
+	cfg       HistoryConfig[R]
+	met       *analyticsMetrics
+	reg       metric.Registration
+	batcher   *batcher[[]R]
+	rowsAttr  metric.MeasurementOption
+	closeOnce sync.Once
+}
+
+// NewHistory validates cfg (after defaults) and starts the flush loop. tel
+// provides metrics (MetricRowsWritten, MetricFlushDuration,
+// MetricFlushErrors, MetricBufferedRows, as the analytics stages), traces
+// (a span per flush, linked to the batch spans of the handlers waiting
+// for it) and the logger; nil fields take the OpenTelemetry globals and
+// slog.Default.
+func NewHistory[R any](ch *clickhouse.Client, cfg HistoryConfig[R], tel stream.Telemetry) (*History[R], error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	if ch == nil {
+		return nil, fmt.Errorf("writer: history %s needs a ClickHouse client", cfg.Stage)
+	}
+	met, tracer, log, err := batchTelemetry(tel)
+	if err != nil {
+		return nil, err
+	}
+	h := &History[R]{ch: ch, cfg: cfg, met: met, rowsAttr: metric.WithAttributes(keyTable.String(cfg.Tables[0]))}
+	h.batcher = newBatcher(cfg.Stage, cfg.batching(), met, log, tracer, h.flush)
+	if h.reg, err = met.observeBuffered(h.batcher); err != nil {
+		h.batcher.close()
+		return nil, err
+	}
+	return h, nil
+}
+
+// Stage returns the stage: run it in any number of copies (each a
+// consumer of the group); they share the batcher.
+func (h *History[R]) Stage() stream.Stage {
+	return stream.Stage{Name: h.cfg.Stage, Topic: h.cfg.Topic, Config: h.cfg.Runner, BatchHandler: h.Handle}
+}
+
+// Stages returns ReadAhead copies of the stage, sharing the batcher. When
+// Runner.Consumer is set, copies after the first append "-<copy>" to it.
+func (h *History[R]) Stages() []stream.Stage {
+	out := make([]stream.Stage, h.cfg.ReadAhead)
+	for i := range out {
+		out[i] = h.Stage()
+		if c := out[i].Config.Consumer; c != "" && i > 0 {
+			out[i].Config.Consumer = fmt.Sprintf("%s-%d", c, i)
+		}
+	}
+	return out
+}
+
+// Handle is the stage's batch handler. It turns every message into its
+// rows (a message whose Rows fails gets that error, made permanent, in the
+// returned *stream.BatchError), hands the rows to the batcher and returns
+// nil, every message acknowledged, once they are in ClickHouse. At its
+// deadline, or when the History closes, it returns a retryable error for
+// every other message, which stays pending.
+func (h *History[R]) Handle(ctx context.Context, msgs []*stream.Message) error {
+	rows, errs := h.rows(msgs)
+	var err error
+	if len(rows) > 0 {
+		err = h.batcher.add(ctx, rows, len(rows), urgent(msgs, h.cfg.Runner.BatchSize))
+	}
+	return settle(errs, err)
+}
+
+// rows decodes msgs, while the batcher knows that a batch is coming.
+func (h *History[R]) rows(msgs []*stream.Message) ([]R, []error) {
+	h.batcher.begin()
+	defer h.batcher.end()
+	errs := make([]error, len(msgs))
+	var rows []R
+	for i, m := range msgs {
+		rs, err := h.cfg.Rows(m)
+		switch {
+		case err == nil:
+			rows = append(rows, rs...)
+		case errors.Is(err, stream.ErrDrop) || stream.IsPermanent(err):
+			errs[i] = err
+		default:
+			errs[i] = stream.Permanent(err)
+		}
+	}
+	return rows, errs
+}
+
+// flush inserts the batches' rows in one Insert.
+func (h *History[R]) flush(ctx context.Context, batches [][]R) error {
+	n := 0
+	for _, b := range batches {
+		n += len(b)
+	}
+	all := make([]R, 0, n)
+	for _, b := range batches {
+		all = append(all, b...)
+	}
+	if err := h.cfg.Insert(ctx, h.ch, all); err != nil {
+		return fmt.Errorf("writer: %s: %w", h.cfg.Stage, err)
+	}
+	h.met.rows.Add(context.Background(), int64(n), h.rowsAttr)
+	return nil
+}
+
+// Close stops the flush loop after the flush in progress. Handlers still
+// waiting, and later ones, fail with ErrClosed; their messages stay
+// pending. Close is idempotent.
+func (h *History[R]) Close() error {
+	first := false
+	h.closeOnce.Do(func() { first = true })
+	if !first {
+		return nil
+	}
+	h.batcher.close()
+	if err := h.reg.Unregister(); err != nil {
+		return fmt.Errorf("writer: history %s close: %w", h.cfg.Stage, err)
+	}
+	return nil
+}
+
+// batchTelemetry returns the instruments, tracer and logger of the
+// batched append stages from tel, whose nil fields take the OpenTelemetry
+// globals and slog.Default.
+func batchTelemetry(tel stream.Telemetry) (*analyticsMetrics, trace.Tracer, *slog.Logger, error) {
+	met, err := newAnalyticsMetrics(tel.MeterProvider)
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	tp, log := tel.TracerProvider, tel.Logger
+	if tp == nil {
+		tp = gotel.GetTracerProvider()
+	}
+	if log == nil {
+		log = slog.Default()
+	}
+	return met, tp.Tracer(instrumentationScope), log, nil
+}
