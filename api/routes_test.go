@@ -16,12 +16,11 @@ import (
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/internal/testenv"
-	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
 )
 
-// routesServer serves the availability, source and watcher routes over a
+// routesServer serves the availability and source routes over a
 // real Redis, with a read key "r" and a write key "w".
 func routesServer(t *testing.T) (*Server, redis.UniversalClient, *writer.Projection) {
 	t.Helper()
@@ -34,17 +33,12 @@ func routesServer(t *testing.T) (*Server, redis.UniversalClient, *writer.Project
 	if err != nil {
 		t.Fatal(err)
 	}
-	watchers, err := notifier.NewWatcherStore(rdb, notifier.StoreConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
 	srv, err := New(Config{APIKeys: "r:read;w:write"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	AvailabilityRoutes{Projection: proj}.Register(srv)
 	SourceRoutes{Store: collector.NewStore(rdb)}.Register(srv)
-	WatcherRoutes{Store: watchers}.Register(srv)
 	return srv, rdb, proj
 }
 
@@ -119,37 +113,6 @@ func TestSourceRoutes_createListGetDelete(t *testing.T) {
 	}
 	if code := call(t, srv, "DELETE", "/v1/sources/resy-nyc", "w", "", &e); code != 404 {
 		t.Errorf("second delete = %d", code)
-	}
-}
-
-func TestWatcherRoutes_createListGetDelete(t *testing.T) {
-	srv, _, _ := routesServer(t)
-	var w map[string]any
-	body := `{"name":"dinner","provider":"resy","venue":"1505","party_sizes":[2,4],"channel":"webhook","webhook_url":"https://hooks.example.test/x"}`
-	if code := call(t, srv, "POST", "/v1/watchers", "w", body, &w); code != http.StatusCreated || w["id"] == "" || w["secret"] == "" {
-		t.Fatalf("create = %d %v, want an id and the secret", code, w)
-	}
-	id := w["id"].(string)
-	var e envelopeOut
-	if code := call(t, srv, "POST", "/v1/watchers", "w", `{"name":"x","channel":"webhook"}`, &e); code != http.StatusUnprocessableEntity || e.Error.Code != "invalid_watcher" {
-		t.Errorf("invalid watcher = %d %+v", code, e)
-	}
-	var got map[string]any
-	if code := call(t, srv, "GET", "/v1/watchers/"+id, "r", "", &got); code != 200 || got["id"] != id || got["secret"] != nil && got["secret"] != "" {
-		t.Errorf("get = %d %v, want the watcher without its secret", code, got)
-	}
-	var list struct{ Items []map[string]any }
-	if code := call(t, srv, "GET", "/v1/watchers?limit=10", "r", "", &list); code != 200 || len(list.Items) != 1 {
-		t.Errorf("list = %d %v", code, list)
-	}
-	if code := call(t, srv, "GET", "/v1/watchers?limit=0", "r", "", &e); code != 400 || e.Error.Code != "invalid_limit" {
-		t.Errorf("limit 0 = %d %+v", code, e)
-	}
-	if code := call(t, srv, "DELETE", "/v1/watchers/"+id, "w", "", nil); code != http.StatusNoContent {
-		t.Errorf("delete = %d", code)
-	}
-	if code := call(t, srv, "GET", "/v1/watchers/"+id, "r", "", &e); code != 404 {
-		t.Errorf("get after delete = %d", code)
 	}
 }
 

@@ -61,7 +61,7 @@ func statsServer(t *testing.T) *Server {
 	return srv
 }
 
-func TestStatsRoutes_availabilityAndNotifications(t *testing.T) {
+func TestStatsRoutes_availability(t *testing.T) {
 	srv := statsServer(t)
 	var byVenue availabilityStats
 	if code := call(t, srv, "GET", "/v1/stats/availability?group_by=venue&provider=resy", "r", "", &byVenue); code != http.StatusOK {
@@ -88,12 +88,6 @@ func TestStatsRoutes_availabilityAndNotifications(t *testing.T) {
 	if len(byFlow.Items) != 2 || byFlow.Items[0] != (availabilityRow{Key: statsKey{Value: "avail"}, Opens: 4, Closes: 1}) {
 		t.Errorf("by flow = %+v", byFlow.Items)
 	}
-	var notes notificationStats
-	call(t, srv, "GET", "/v1/stats/notifications?group_by=channel&flow=comic", "r", "", &notes)
-	want := notificationRow{Key: statsKey{Value: "webhook"}, Notifications: 2, Sent: 2, LatencyP50Ms: 2000, LatencyP90Ms: 2000, LatencyP99Ms: 2000}
-	if len(notes.Items) != 1 || notes.Items[0] != want {
-		t.Errorf("notifications by channel = %+v, want %+v (a notification recorded twice counts once)", notes.Items, want)
-	}
 }
 
 func TestStatsRoutes_rejectBadParameters(t *testing.T) {
@@ -107,11 +101,7 @@ func TestStatsRoutes_rejectBadParameters(t *testing.T) {
 		{"/v1/stats/availability?from=yesterday", "invalid_from"},
 		{"/v1/stats/availability?to=2024-13-01T00:00:00Z", "invalid_to"},
 		{"/v1/stats/availability?from=2024-03-11T00:00:00Z&to=2024-03-10T00:00:00Z", "invalid_range"},
-		{"/v1/stats/notifications?from=2000-01-01T00:00:00Z&to=2024-03-10T00:00:00Z", "invalid_range"},
-		{"/v1/stats/notifications?limit=0", "invalid_limit"},
-		{"/v1/stats/notifications?group_by=venue", "invalid_group_by"},
-		{"/v1/stats/notifications?provider=resy", "invalid_query"},
-		{"/v1/stats/notifications?venue=" + string(long), "invalid_filter"},
+		{"/v1/stats/availability?venue=" + string(long), "invalid_filter"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.path, func(t *testing.T) {

@@ -13,7 +13,9 @@ import (
 	"github.com/dropstream/dropstream/collector/simulator"
 	"github.com/dropstream/dropstream/diff"
 	"github.com/dropstream/dropstream/flow"
+	availhttp "github.com/dropstream/dropstream/flows/availability/httpapi"
 	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
@@ -95,7 +97,7 @@ func (a *app) newAvailability() (*availability, error) {
 	if err != nil {
 		return nil, err
 	}
-	hist, err := newHistoryRecorder(a)
+	hist, err := history.NewRecorder(a.rdb, a.pub, history.Config{Partitions: a.cfg.Partitions})
 	if err != nil {
 		return nil, fmt.Errorf("notifier history: %w", err)
 	}
@@ -117,7 +119,7 @@ func (a *app) newAvailability() (*availability, error) {
 func (av *availability) routes(srv *api.Server) {
 	api.AvailabilityRoutes{Projection: av.projection}.Register(srv)
 	api.SourceRoutes{Store: av.sources, Collector: av.collector}.Register(srv)
-	api.WatcherRoutes{Store: av.watchers}.Register(srv)
+	availhttp.WatcherRoutes{Store: av.watchers}.Register(srv)
 }
 
 // loadSources creates or replaces the sources of a JSON file.

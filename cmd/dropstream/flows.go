@@ -6,6 +6,8 @@ import (
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/sample"
+	"github.com/dropstream/dropstream/notifier"
+	notifierhttp "github.com/dropstream/dropstream/notifier/httpapi"
 )
 
 // definitions are the flows of the binary, a line each, built in this
@@ -13,7 +15,7 @@ import (
 func (a *app) definitions() []flow.Definition {
 	return []flow.Definition{
 		flow.Define(sample.Name, sample.New, nil),
-		a.wired("notifier", buildNotifier).WithVars(notifierVars...),
+		flow.Define(notifier.Name, notifier.New, notifierhttp.Register).WithVars(notifier.Vars...),
 		a.wired("avail", buildAvailability).WithVars(availVars...),
 		a.wired("checkout", buildCheckout).WithVars(checkoutVars...),
 		a.wired("comic", buildComic).WithVars(comicVars...),

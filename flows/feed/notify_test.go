@@ -13,6 +13,7 @@ import (
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
+	notifierhttp "github.com/dropstream/dropstream/notifier/httpapi"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 )
 
@@ -26,7 +27,7 @@ var (
 func newNotifierAPI(t *testing.T, h *harness) *api.Server {
 	t.Helper()
 	srv := newAPI(t, h.flow)
-	api.SubscriberRoutes{Store: h.subs, PublicURL: "http://api.test", Notify: h.flow.deps.Notify}.Register(srv)
+	notifierhttp.SubscriberRoutes{Store: h.subs, PublicURL: "http://api.test", Notify: h.flow.deps.Notify}.Register(srv)
 	return srv
 }
 

@@ -17,9 +17,6 @@ const module = "github.com/dropstream/dropstream/"
 var known = map[string]bool{
 	"api -> collector":                                    true,
 	"api -> flows/offer":                                  true,
-	"api -> notifier":                                     true,
-	"api -> notifier/history":                             true,
-	"api -> notifier/subscriber":                          true,
 	"api -> writer":                                       true,
 	"avail/availbench -> diff":                            true,
 	"avail/availbench -> notifier":                        true,

@@ -1,4 +1,7 @@
-package api
+// Package httpapi serves the availability flow's routes. For now it holds
+// the watcher routes, moved out of package api with the notifier's routes
+// (api may import no flow nor the notifier).
+package httpapi
 
 import (
 	"errors"
@@ -6,6 +9,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/notifier"
 )
 
@@ -21,27 +25,27 @@ type watcherPage struct {
 }
 
 // Register adds the routes to srv.
-func (r WatcherRoutes) Register(srv *Server) {
-	srv.Handle(Operation{Method: "POST", Path: "/v1/watchers", Tag: "watchers", Scope: ScopeWrite,
+func (r WatcherRoutes) Register(srv *api.Server) {
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/watchers", Tag: "watchers", Scope: api.ScopeWrite,
 		Summary: "Watch a venue, a date range, party sizes or a slot; the webhook secret is shown only here",
 		Body:    notifier.Watcher{}, Response: notifier.Watcher{}, Status: http.StatusCreated, Handler: r.create})
-	srv.Handle(Operation{Method: "GET", Path: "/v1/watchers", Tag: "watchers", Scope: ScopeRead,
-		Summary: "List watchers", Query: []Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/watchers", Tag: "watchers", Scope: api.ScopeRead,
+		Summary: "List watchers", Query: []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
 		Response: watcherPage{}, Handler: r.list})
-	srv.Handle(Operation{Method: "GET", Path: "/v1/watchers/:id", Tag: "watchers", Scope: ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeRead,
 		Summary: "One watcher", Response: notifier.Watcher{}, Handler: r.get})
-	srv.Handle(Operation{Method: "DELETE", Path: "/v1/watchers/:id", Tag: "watchers", Scope: ScopeWrite,
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeWrite,
 		Summary: "Stop watching", Status: http.StatusNoContent, Handler: r.delete})
 }
 
 func (r WatcherRoutes) create(c *fiber.Ctx) error {
 	var w notifier.Watcher
-	if err := DecodeJSON(c, &w); err != nil {
+	if err := api.DecodeJSON(c, &w); err != nil {
 		return err
 	}
 	created, err := r.Store.Create(c.UserContext(), w)
 	if errors.Is(err, notifier.ErrInvalidWatcher) {
-		return UnprocessableEntity("invalid_watcher", err.Error())
+		return api.UnprocessableEntity("invalid_watcher", err.Error())
 	}
 	if err != nil {
 		return err
@@ -50,13 +54,13 @@ func (r WatcherRoutes) create(c *fiber.Ctx) error {
 }
 
 func (r WatcherRoutes) list(c *fiber.Ctx) error {
-	limit, err := intQuery(c, "limit", 100, 1, 1000)
+	limit, err := api.IntQuery(c, "limit", 100, 1, 1000)
 	if err != nil {
 		return err
 	}
 	items, next, err := r.Store.List(c.UserContext(), c.Query("cursor"), limit)
 	if errors.Is(err, notifier.ErrInvalidWatcher) {
-		return BadRequest("invalid_cursor", err.Error())
+		return api.BadRequest("invalid_cursor", err.Error())
 	}
 	if err != nil {
 		return err
@@ -71,7 +75,7 @@ func (r WatcherRoutes) get(c *fiber.Ctx) error {
 	w, err := r.Store.Get(c.UserContext(), c.Params("id"))
 	switch {
 	case errors.Is(err, notifier.ErrNotFound), errors.Is(err, notifier.ErrInvalidWatcher):
-		return NotFound("watcher_not_found", "no watcher "+c.Params("id"))
+		return api.NotFound("watcher_not_found", "no watcher "+c.Params("id"))
 	case err != nil:
 		return err
 	}
@@ -82,7 +86,7 @@ func (r WatcherRoutes) delete(c *fiber.Ctx) error {
 	err := r.Store.Delete(c.UserContext(), c.Params("id"))
 	switch {
 	case errors.Is(err, notifier.ErrNotFound), errors.Is(err, notifier.ErrInvalidWatcher):
-		return NotFound("watcher_not_found", "no watcher "+c.Params("id"))
+		return api.NotFound("watcher_not_found", "no watcher "+c.Params("id"))
 	case err != nil:
 		return err
 	}
