@@ -1,4 +1,4 @@
--- 0001_availability: the availability pipeline's history (seed 003).
+-- 0001_availability: the availability pipeline's history.
 --
 -- Valid on ClickHouse 18.16 and current releases: no TTL, LowCardinality,
 -- DateTime64 or Map. Times are DateTime (seconds, UTC) plus a *_ms column

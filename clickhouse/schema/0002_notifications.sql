@@ -1,4 +1,4 @@
--- 0002_notifications: the notifier's history (issue 5).
+-- 0002_notifications: the notifier's history.
 --
 -- Valid on ClickHouse 18.16 and current releases. One row per record of a
 -- notification (its failed tries, then its send, or its hold, batch or

@@ -1,4 +1,4 @@
--- 0003_checkout: the checkout saga's attempts (seed 004, flows/checkout).
+-- 0003_checkout: the checkout saga's attempts (flows/checkout).
 --
 -- One row per finished checkout attempt (order_id, tr_num), written by the
 -- checkout-analytics stage from the saga records the order stage appends

@@ -1,4 +1,4 @@
--- 0004_offers: the sell-offer search history (seed 002, issue 9).
+-- 0004_offers: the sell-offer search history (flows/offer).
 --
 -- One row per search call (offer.HistoryEvent): how it was served (hit,
 -- join, miss, seen, gone), the status it answered with (complete,

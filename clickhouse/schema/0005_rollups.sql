@@ -1,6 +1,6 @@
 -- 0005_rollups: rollups of the availability history (0001), the notifier's
 -- history (0002) and the checkout attempts (0003) for the dashboards and
--- /v1/stats (issue 10).
+-- /v1/stats.
 --
 -- Valid on ClickHouse 18.16 and current releases. Each rollup is an
 -- AggregatingMergeTree filled by a materialized view from the raw table it

@@ -1,4 +1,4 @@
--- 0006_comics: the comic flow's history (seed 000).
+-- 0006_comics: the comic flow's history (flows/comic).
 --
 -- Valid on ClickHouse 18.16 and current releases: no TTL, LowCardinality,
 -- DateTime64 or Map. Times are DateTime (UTC seconds) plus *_ms. Rows carry

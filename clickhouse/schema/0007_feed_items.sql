@@ -1,4 +1,4 @@
--- 0007_feed_items: the history of feed items (seed 001, flows/feed).
+-- 0007_feed_items: the history of feed items (flows/feed).
 --
 -- One row per step of an item: first_seen, edited, excluded, assigned,
 -- delivered (per collection) and cleared. event_id is deterministic

@@ -9,6 +9,7 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strings"
 	"time"
 
@@ -17,6 +18,7 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/dropstream/dropstream/avail/availbench"
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/stream/streambench"
 )
@@ -46,18 +48,59 @@ var benchTargets = []benchTarget{
 // registerBench adds a bench target; it is called from init functions.
 func registerBench(t benchTarget) { benchTargets = append(benchTargets, t) }
 
+// allBenchTargets are the binary's own targets and every flow's.
+func allBenchTargets() []benchTarget {
+	out := slices.Clone(benchTargets)
+	for _, d := range (*app)(nil).definitions() {
+		for _, b := range d.Benches {
+			out = append(out, benchTarget{name: b.Name, summary: b.Summary,
+				run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+					return runFlowBench(ctx, b, args, stdout, stderr)
+				}})
+		}
+	}
+	return out
+}
+
+// runFlowBench runs a flow's bench target: its own flags beside the common
+// ones and --cpuprofile, then its run over the opened environment.
+func runFlowBench(ctx context.Context, b flow.Bench, args []string, stdout, stderr io.Writer) error {
+	var cfg Config
+	fs := flagSet("bench "+b.Name, b.Help, stderr, &cfg, "json")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench to this file")
+	run := b.Bind(fs.FlagSet)
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	chDSN := cfg.ClickHouseDSN
+	cfg.ClickHouseDSN = "" // a bench that writes to ClickHouse opens a database of its own
+	a, stop, err := benchApp(ctx, cfg, *cpuProfile, stderr)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	name := "redis " + redacted(cfg.RedisURL)
+	if a.embedded != nil {
+		name = "embedded miniredis"
+	}
+	env := flow.BenchEnv{Deps: a.deps(), RedisURL: cfg.RedisURL, ClickHouseDSN: chDSN, RedisName: name,
+		Embedded: a.embedded != nil, Stdout: stdout, Progress: func(line string) { fmt.Fprintln(stderr, "  ", line) }}
+	return run(ctx, env)
+}
+
 func benchUsage() string {
 	var b strings.Builder
 	b.WriteString("Usage: dropstream bench <target> [flags]\n")
-	for _, t := range benchTargets {
+	for _, t := range allBenchTargets() {
 		b.WriteString(fmt.Sprintf("\n  %-13s %s", t.name, strings.ReplaceAll(t.summary, "\n", "\n                ")))
 	}
 	return b.String()
 }
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	targets := allBenchTargets()
 	if len(args) > 0 {
-		for _, t := range benchTargets {
+		for _, t := range targets {
 			if t.name == args[0] {
 				return t.run(ctx, args[1:], stdout, stderr)
 			}
@@ -67,8 +110,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
 		return nil
 	}
-	names := make([]string, len(benchTargets))
-	for i, t := range benchTargets {
+	names := make([]string, len(targets))
+	for i, t := range targets {
 		names[i] = t.name
 	}
 	return fmt.Errorf("bench needs a target: %s", strings.Join(names, ", "))
