@@ -8,6 +8,7 @@ import (
 	"github.com/dropstream/dropstream/flows/sample"
 	"github.com/dropstream/dropstream/notifier"
 	notifierhttp "github.com/dropstream/dropstream/notifier/httpapi"
+	"github.com/dropstream/dropstream/notifier/notifierbench"
 )
 
 // definitions are the flows of the binary, a line each, built in this
@@ -15,7 +16,7 @@ import (
 func (a *app) definitions() []flow.Definition {
 	return []flow.Definition{
 		flow.Define(sample.Name, sample.New, nil),
-		flow.Define(notifier.Name, notifier.New, notifierhttp.Register).WithVars(notifier.Vars...),
+		flow.Define(notifier.Name, notifier.New, notifierhttp.Register).WithVars(notifier.Vars...).WithBench(notifierbench.Bench),
 		a.wired("avail", buildAvailability).WithVars(availVars...),
 		a.wired("checkout", buildCheckout).WithVars(checkoutVars...),
 		a.wired("comic", buildComic).WithVars(comicVars...),
