@@ -18,14 +18,7 @@ import (
 func statsServer(t *testing.T) *api.Server {
 	t.Helper()
 	ctx := t.Context()
-	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ch.Close() })
-	if _, err := clickhouse.Migrate(ctx, ch, nil); err != nil {
-		t.Fatal(err)
-	}
+	ch := testenv.ClickHouse(t)
 	hour := time.Date(2024, 3, 10, 14, 0, 0, 0, time.UTC)
 	var notes []clickhouse.NotificationRow
 	for i, id := range []string{"n1", "n2", "n1"} {
