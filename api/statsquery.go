@@ -12,12 +12,17 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 )
 
+// The helpers of every stats route over the ClickHouse rollups, the
+// availability's (StatsRoutes) and the notifier's.
+
 // DefaultStatsRange is the range of a stats query without from.
 const DefaultStatsRange = 24 * time.Hour
 
-// StatsParams are the query parameters every stats route over the
-// ClickHouse rollups takes (read by ParseStatsQuery): from, to, limit and
-// flow. A route adds its group_by and filters.
+// maxTimeParam bounds the length of from and to.
+const maxTimeParam = 40
+
+// StatsParams are the query parameters every stats route reads: from, to,
+// limit and flow.
 func StatsParams() []Param {
 	return []Param{
 		{Name: "from", Description: "start of the range, RFC 3339 or Unix seconds (default: to minus 24 hours)"},
@@ -27,14 +32,10 @@ func StatsParams() []Param {
 	}
 }
 
-// maxTimeParam bounds the length of from and to.
-const maxTimeParam = 40
-
-// ParseStatsQuery reads the parameters of a stats query: the range (to
-// defaults to now, from to DefaultStatsRange before it; at most
-// clickhouse.MaxStatsRange), group_by (one of groups, default hour), the
-// filters flow, provider, venue and channel, and limit. now is the clock,
-// time.Now when nil. Its errors are 400s.
+// ParseStatsQuery reads a stats request's parameters: the range (default the
+// DefaultStatsRange before now(); now nil is time.Now), group_by (one of
+// groups, default hour), the flow, provider, venue and channel filters and
+// the limit. Its errors are 400 answers.
 func ParseStatsQuery(c *fiber.Ctx, groups []string, now func() time.Time) (clickhouse.StatsQuery, error) {
 	if now == nil {
 		now = time.Now
@@ -63,7 +64,7 @@ func ParseStatsQuery(c *fiber.Ctx, groups []string, now func() time.Time) (click
 			return q, BadRequest("invalid_filter", "filters are at most 256 bytes")
 		}
 	}
-	if q.Limit, err = IntQuery(c, "limit", clickhouse.DefaultStatsRows, 1, clickhouse.MaxStatsRows); err != nil {
+	if q.Limit, err = intQuery(c, "limit", clickhouse.DefaultStatsRows, 1, clickhouse.MaxStatsRows); err != nil {
 		return q, err
 	}
 	return q, nil
@@ -86,7 +87,28 @@ func timeParam(c *fiber.Ctx, name string, def time.Time) (time.Time, error) {
 	return time.Time{}, BadRequest("invalid_"+name, name+" must be an RFC 3339 time or Unix seconds")
 }
 
-// StatsError turns a query ClickHouse rejected into a 400 "invalid_query".
+// statsKey is the group of a stats row: time for hour and day groupings
+// (RFC 3339, UTC), value for the others. (Its name is its OpenAPI
+// schema's.)
+type statsKey struct {
+	Time  string `json:"time,omitempty"`
+	Value string `json:"value,omitempty"`
+}
+
+// StatsKey is the group of a stats row in a JSON answer: time for hour and
+// day groupings (RFC 3339, UTC), value for the others.
+type StatsKey = statsKey
+
+// StatsKeyOf is the JSON group of a ClickHouse stats row.
+func StatsKeyOf(k clickhouse.StatKey) StatsKey {
+	if !k.Time.IsZero() {
+		return statsKey{Time: k.Time.UTC().Format(time.RFC3339)}
+	}
+	return statsKey{Value: k.Value}
+}
+
+// StatsError turns a query ClickHouse rejects into a 400 answer, and
+// returns other errors as they are.
 func StatsError(err error) error {
 	if errors.Is(err, clickhouse.ErrBadStatsQuery) {
 		return BadRequest("invalid_query", err.Error())

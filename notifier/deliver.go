@@ -18,9 +18,6 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// DeliverStageName is the generic delivery stage's name and group.
-const DeliverStageName = "notifier-deliver"
-
 // ErrThrottled: a destination or channel is over its rate (or blocked by a
 // Retry-After) for longer than DeliverConfig.MaxThrottleWait. Retryable.
 var ErrThrottled = errors.New("notifier: throttled")
@@ -119,7 +116,7 @@ func (c DeliverConfig) Validate() error {
 	if c.MaxThrottleWait < 0 || c.DigestInterval < 10*time.Millisecond {
 		errs = append(errs, errors.New("notifier: max throttle wait must not be negative, digest interval at least 10ms"))
 	}
-	runner := c.Runner.WithDefaults(DeliverStageName)
+	runner := c.Runner.WithDefaults(StageDeliver)
 	if err := runner.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("notifier: deliver runner: %w", err))
 	}
@@ -211,7 +208,7 @@ func (d *Deliverer) tag(p int) string {
 // and the ledger skips what was already sent. A request whose retry
 // cannot be filed stays pending and is redelivered after ClaimIdle.
 func (d *Deliverer) Stage() stream.Stage {
-	return stream.Stage{Name: DeliverStageName, Topic: d.topic, BatchHandler: d.handleBatch, Config: d.cfg.Runner}
+	return stream.Stage{Name: StageDeliver, Topic: d.topic, BatchHandler: d.handleBatch, Config: d.cfg.Runner}
 }
 
 func (d *Deliverer) handleBatch(ctx context.Context, msgs []*stream.Message) error {

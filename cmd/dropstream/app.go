@@ -150,7 +150,7 @@ func (a *app) buildFlows(ctx context.Context) error {
 		return nil
 	}
 	a.flowsBuilt = true
-	for _, def := range a.definitions() {
+	for _, def := range definitions() {
 		f, err := def.Build(ctx, a.deps())
 		if err != nil {
 			return fmt.Errorf("flow %w", err)
@@ -211,9 +211,6 @@ func (a *app) apiServer() (*api.Server, error) {
 		if f.def.Routes != nil {
 			f.def.Routes(srv, f.flow)
 		}
-	}
-	if a.ch != nil {
-		api.StatsRoutes{ClickHouse: a.ch}.Register(srv)
 	}
 	return srv, nil
 }

@@ -51,7 +51,7 @@ func registerBench(t benchTarget) { benchTargets = append(benchTargets, t) }
 // allBenchTargets are the binary's own targets and every flow's.
 func allBenchTargets() []benchTarget {
 	out := slices.Clone(benchTargets)
-	for _, d := range (*app)(nil).definitions() {
+	for _, d := range definitions() {
 		for _, b := range d.Benches {
 			out = append(out, benchTarget{name: b.Name, summary: b.Summary,
 				run: func(ctx context.Context, args []string, stdout, stderr io.Writer) error {

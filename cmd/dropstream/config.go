@@ -81,7 +81,7 @@ var publicURLVar = flow.Var{Name: "DROPSTREAM_PUBLIC_URL", Kind: flow.URL,
 // definition's, in order.
 func variables() []flow.Var {
 	vars := []flow.Var{publicURLVar}
-	for _, d := range (*app)(nil).definitions() {
+	for _, d := range definitions() {
 		vars = append(vars, d.Vars...)
 	}
 	return vars

@@ -1,9 +1,6 @@
 package main
 
 import (
-	"context"
-
-	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/availability"
 	availhttp "github.com/dropstream/dropstream/flows/availability/httpapi"
@@ -19,44 +16,21 @@ import (
 	offerhttp "github.com/dropstream/dropstream/flows/offer/httpapi"
 	"github.com/dropstream/dropstream/flows/offer/offerbench"
 	"github.com/dropstream/dropstream/flows/sample"
+	"github.com/dropstream/dropstream/notifier"
+	notifierhttp "github.com/dropstream/dropstream/notifier/httpapi"
+	"github.com/dropstream/dropstream/notifier/notifierbench"
 )
 
 // definitions are the flows of the binary, a line each, built in this
 // order: a flow may find the flows above it (flow.Find).
-func (a *app) definitions() []flow.Definition {
+func definitions() []flow.Definition {
 	return []flow.Definition{
 		flow.Define(sample.Name, sample.New, nil),
-		a.wired("notifier", buildNotifier).WithVars(notifierVars...),
+		flow.Define(notifier.Name, notifier.New, notifierhttp.Register).WithVars(notifier.Vars...).WithBench(notifierbench.Bench),
 		flow.Define(availability.Name, availability.New, availhttp.Register).WithVars(availability.Vars...),
 		flow.Define(checkout.Name, checkout.New, checkouthttp.Register).WithVars(checkout.Vars...).WithBench(checkoutbench.Bench),
 		flow.Define(comic.Name, comic.New, comichttp.Register).WithVars(comic.Vars...).WithBench(comicbench.Bench),
 		flow.Define(offer.Name, offer.New, offerhttp.Register).WithBench(offerbench.Bench),
 		flow.Define(feed.Name, feed.New, feedhttp.Register),
 	}
-}
-
-// cmdFlow is a flow still wired in this package.
-type cmdFlow struct {
-	desc   flow.Description
-	routes func(srv *api.Server)
-	close  func()
-}
-
-func (f *cmdFlow) Describe() flow.Description { return f.desc }
-
-func (f *cmdFlow) Close() error {
-	if f.close != nil {
-		f.close()
-	}
-	return nil
-}
-
-// wired defines a flow built by a builder of this package.
-func (a *app) wired(name string, build func(ctx context.Context, a *app) (*cmdFlow, error)) flow.Definition {
-	return flow.Define(name, func(ctx context.Context, _ flow.Deps) (*cmdFlow, error) { return build(ctx, a) },
-		func(srv *api.Server, f *cmdFlow) {
-			if f.routes != nil {
-				f.routes(srv)
-			}
-		})
 }

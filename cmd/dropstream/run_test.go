@@ -217,7 +217,7 @@ func TestRun_listStagesPrintsStagesAndServices(t *testing.T) {
 	want := map[string]listedStage{
 		"sample-enrich":    {Name: "sample-enrich", Kind: "stage", Flow: sample.Name, Topic: "ticks", Partitions: 3, Group: "sample-enrich"},
 		"avail-collector":  {Name: "avail-collector", Kind: "service"},
-		expiryService:      {Name: expiryService, Kind: "service"},
+		"notifier-expiry":  {Name: "notifier-expiry", Kind: "service"},
 		"avail-normalizer": {Name: "avail-normalizer", Kind: "stage", Flow: avail.Flow, Topic: "raw", Partitions: 3, Group: "avail-normalizer"},
 	}
 	for name, w := range want {

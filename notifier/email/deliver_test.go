@@ -1,4 +1,4 @@
-package email
+package email_test
 
 import (
 	"context"
@@ -12,6 +12,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/email"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
@@ -24,7 +25,7 @@ func TestChannel_failuresThroughTheDeliverStage(t *testing.T) {
 	ctx := context.Background()
 	var mu sync.Mutex
 	full := 2 // 452 answers left for full@example.com
-	s := startServer(t, func(to string) error {
+	s := email.StartServer(t, func(to string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		switch {
@@ -48,7 +49,7 @@ func TestChannel_failuresThroughTheDeliverStage(t *testing.T) {
 	}
 	topic := notifier.RequestTopic(2)
 	d, err := notifier.NewDeliverer(rdb, topic, notifier.DeliverDeps{Subscribers: subs, History: hist, Publisher: stream.NewPublisher(rdb, tel),
-		Channels: map[string]notifier.Channel{ChannelName: channel(t, s, "s3cret")}},
+		Channels: map[string]notifier.Channel{email.ChannelName: email.NewTestChannel(t, s, "s3cret")}},
 		notifier.DeliverConfig{Runner: stream.RunnerConfig{Block: 50 * time.Millisecond, StatsInterval: time.Minute},
 			Ledger: notifier.DeliveryLedgerConfig{Lease: time.Second},
 			Retry:  notifier.RetryConfig{MaxAttempts: 4, Initial: time.Millisecond, Max: 2 * time.Millisecond, PollInterval: 10 * time.Millisecond}},

@@ -7,7 +7,7 @@
 //
 // Errors: an SMTP 4xx answer, a network error or a timeout is retryable;
 // a 5xx answer (unknown mailbox, rejected) is permanent (stream.Permanent).
-// Errors wrap a *notifier.DeliveryError.
+// Errors wrap a *channel.DeliveryError.
 package email
 
 import (
@@ -26,7 +26,7 @@ import (
 	"github.com/emersion/go-smtp"
 
 	"github.com/dropstream/dropstream/internal/clip"
-	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/channel"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -159,14 +159,14 @@ func New(cfg Config) (*Channel, error) {
 func (c *Channel) Name() string { return ChannelName }
 
 // Send mails n to n.Recipient.Address; see the package documentation.
-func (c *Channel) Send(ctx context.Context, n notifier.Notification) error {
+func (c *Channel) Send(ctx context.Context, n channel.Notification) error {
 	to := n.Recipient.Address
 	if to == "" || strings.ContainsAny(to, "\r\n<> ") {
-		return stream.Permanent(&notifier.DeliveryError{Channel: ChannelName, Detail: "recipient has no valid address"})
+		return stream.Permanent(&channel.DeliveryError{Channel: ChannelName, Detail: "recipient has no valid address"})
 	}
 	msg, err := c.compose(n)
 	if err != nil {
-		return stream.Permanent(&notifier.DeliveryError{Channel: ChannelName, Detail: "compose", Err: err})
+		return stream.Permanent(&channel.DeliveryError{Channel: ChannelName, Detail: "compose", Err: err})
 	}
 	ctx, cancel := context.WithTimeout(ctx, c.cfg.Timeout)
 	defer cancel()
@@ -224,14 +224,14 @@ func (c *Channel) send(ctx context.Context, to string, msg []byte) error {
 func classify(err error) error {
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {
-		de := &notifier.DeliveryError{Channel: ChannelName, StatusCode: se.Code, Detail: clip.String(se.Message, maxDetail), Err: err,
+		de := &channel.DeliveryError{Channel: ChannelName, StatusCode: se.Code, Detail: clip.String(se.Message, maxDetail), Err: err,
 			Retryable: se.Code < 500}
 		if !de.Retryable {
 			return stream.Permanent(de)
 		}
 		return de
 	}
-	return &notifier.DeliveryError{Channel: ChannelName, Retryable: true, Err: err}
+	return &channel.DeliveryError{Channel: ChannelName, Retryable: true, Err: err}
 }
 
 // maxDetail bounds the server's reply kept in a DeliveryError (see
@@ -239,7 +239,7 @@ func classify(err error) error {
 const maxDetail = 256
 
 // compose builds the MIME message.
-func (c *Channel) compose(n notifier.Notification) ([]byte, error) {
+func (c *Channel) compose(n channel.Notification) ([]byte, error) {
 	title := n.Title
 	if title == "" {
 		title = n.Event + ": " + n.Subject

@@ -9,7 +9,7 @@ import (
 
 	"github.com/emersion/go-smtp"
 
-	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/channel"
 	"github.com/dropstream/dropstream/notifier/email/smtptest"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -20,7 +20,7 @@ func startServer(t *testing.T, rcpt func(to string) error) *smtptest.Server {
 	return smtptest.Start(t, smtptest.Config{Username: "notifier", Password: "s3cret", Rcpt: rcpt})
 }
 
-func channel(t *testing.T, s *smtptest.Server, pass string) *Channel {
+func newChannel(t *testing.T, s *smtptest.Server, pass string) *Channel {
 	t.Helper()
 	c, err := New(Config{Addr: s.Addr, From: "alerts@dropstream.test", Username: "notifier", Password: pass,
 		TLS: s.ClientTLS(), Timeout: 5 * time.Second})
@@ -30,15 +30,15 @@ func channel(t *testing.T, s *smtptest.Server, pass string) *Channel {
 	return c
 }
 
-func note() notifier.Notification {
-	return notifier.Notification{Flow: "comic", Event: "comic.match", EventID: "n_abc", Subject: "comic:42",
-		Recipient: notifier.Recipient{ID: "s_1", Address: "alice@example.com"}, Title: "Amazing Fantasy #15 is in",
+func note() channel.Notification {
+	return channel.Notification{Flow: "comic", Event: "comic.match", EventID: "n_abc", Subject: "comic:42",
+		Recipient: channel.Recipient{ID: "s_1", Address: "alice@example.com"}, Title: "Amazing Fantasy #15 is in",
 		Text: "A copy <in> stock & more", UnsubscribeURL: "http://localhost:8080/v1/unsubscribe/tok"}
 }
 
 func TestChannel_sendsOverStartTLSWithAuth(t *testing.T) {
 	s := startServer(t, nil)
-	if err := channel(t, s, "s3cret").Send(context.Background(), note()); err != nil {
+	if err := newChannel(t, s, "s3cret").Send(context.Background(), note()); err != nil {
 		t.Fatal(err)
 	}
 	got := s.Received()
@@ -68,7 +68,7 @@ func TestChannel_htmlFragmentReplacesTheTextInTheHTMLPart(t *testing.T) {
 	s := startServer(t, nil)
 	n := note()
 	n.HTML = `<ul><li><a href="https://example.org/1?a=1&amp;b=2">First &amp; best</a></li></ul>`
-	if err := channel(t, s, "s3cret").Send(context.Background(), n); err != nil {
+	if err := newChannel(t, s, "s3cret").Send(context.Background(), n); err != nil {
 		t.Fatal(err)
 	}
 	got := s.Received()
@@ -98,7 +98,7 @@ func TestChannel_failures(t *testing.T) {
 		return nil
 	})
 	ctx := context.Background()
-	c := channel(t, s, "s3cret")
+	c := newChannel(t, s, "s3cret")
 	cases := []struct {
 		to        string
 		ch        *Channel
@@ -107,13 +107,13 @@ func TestChannel_failures(t *testing.T) {
 	}{
 		{"full@example.com", c, false, 452},
 		{"nobody@example.com", c, true, 550},
-		{"alice@example.com", channel(t, s, "wrong"), true, 535},
+		{"alice@example.com", newChannel(t, s, "wrong"), true, 535},
 	}
 	for _, tc := range cases {
 		n := note()
 		n.Recipient.Address = tc.to
 		err := tc.ch.Send(ctx, n)
-		var de *notifier.DeliveryError
+		var de *channel.DeliveryError
 		if !errors.As(err, &de) || stream.IsPermanent(err) != tc.permanent || de.StatusCode != tc.code {
 			t.Errorf("%s: %v (permanent %v), want code %d permanent %v", tc.to, err, stream.IsPermanent(err), tc.code, tc.permanent)
 		}

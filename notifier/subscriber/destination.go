@@ -12,20 +12,6 @@ import (
 	"time"
 )
 
-// Destination kinds. Each maps to the channel that delivers to it
-// (Kind.Channel).
-const (
-	// KindEmail is an email address, delivered over SMTP.
-	KindEmail = "email"
-	// KindWebhook is an http(s) URL receiving signed JSON.
-	KindWebhook = "webhook"
-	// KindSlack is a Slack-style incoming webhook URL receiving {"text": …}.
-	KindSlack = "slack"
-	// KindComic is the comic flow's POST /notify endpoint (signed JSON,
-	// like a webhook).
-	KindComic = "comic_notify"
-)
-
 // Destination statuses.
 const (
 	// StatusPending: created, waiting for its opt-in confirmation; it
@@ -50,16 +36,18 @@ const (
 var ErrInvalid = errors.New("subscriber: invalid")
 
 // Destination is where a subscriber is reached: an email address, a
-// webhook, a Slack-style webhook or the comic flow's /notify endpoint.
+// webhook, a Slack-style webhook, or a kind a flow registered (Kind).
 type Destination struct {
 	// ID is set by the store: "d" + 16 hex digits.
 	ID string `json:"id"`
-	// Kind is KindEmail, KindWebhook, KindSlack or KindComic.
+	// Kind names a registered Kind: KindEmail, KindWebhook, KindSlack or
+	// one a flow registered.
 	Kind string `json:"kind"`
 	// Address is the email address or the URL.
 	Address string `json:"address"`
-	// Secret signs webhook and comic deliveries (HMAC-SHA256); generated
-	// when empty and shown only when the subscriber is created.
+	// Secret signs the deliveries of kinds with a secret (Kind.Secret:
+	// webhooks, HMAC-SHA256); generated when empty and shown only when the
+	// subscriber is created.
 	Secret string `json:"secret,omitempty"`
 	// UnsubscribeToken is the destination's unsubscribe link token, set
 	// when it is confirmed; channels put the link in every message. Never
@@ -74,40 +62,25 @@ type Destination struct {
 	ExpiresAt   time.Time `json:"expires_at,omitzero"`
 }
 
-// Channel returns the name of the channel that delivers to d: "email",
-// "webhook" (webhook and comic_notify) or "slack".
+// Channel returns the name of the channel that delivers to d: its kind's
+// (Kind.Channel), "webhook" for a kind not registered.
 func (d Destination) Channel() string {
-	switch d.Kind {
-	case KindEmail:
-		return "email"
-	case KindSlack:
-		return "slack"
+	if k, ok := LookupKind(d.Kind); ok {
+		return k.Channel
 	}
 	return "webhook"
 }
 
 // Core returns the destination's identity, which is unique across all
-// subscribers: "email:" + the address with its domain lower-cased (and the
-// local part too: providers treat it case-insensitively in practice), or
-// "<kind>:" + the URL with scheme and host lower-cased, default ports,
-// fragment and a trailing slash dropped. Both a webhook and a comic
-// endpoint count as "url:".
+// subscribers, as its kind's Core computes it: "email:" + the normalized
+// address for email, "url:" + the normalized URL for the URL kinds (see
+// EmailCore and URLCore). Its errors wrap ErrInvalid.
 func (d Destination) Core() (string, error) {
-	switch d.Kind {
-	case KindEmail:
-		addr, err := normalizeEmail(d.Address)
-		if err != nil {
-			return "", err
-		}
-		return "email:" + addr, nil
-	case KindWebhook, KindSlack, KindComic:
-		u, err := normalizeURL(d.Address)
-		if err != nil {
-			return "", err
-		}
-		return "url:" + u, nil
+	k, ok := LookupKind(d.Kind)
+	if !ok {
+		return "", errUnknownKind(d.Kind)
 	}
-	return "", fmt.Errorf("%w: destination kind %q: want %s, %s, %s or %s", ErrInvalid, clip(d.Kind), KindEmail, KindWebhook, KindSlack, KindComic)
+	return k.Core(d.Address)
 }
 
 // CoreHash is the hex SHA-256 of the core, as keys and history name it.
@@ -125,8 +98,8 @@ func (d Destination) Validate() error {
 	if d.Secret != "" && !validSecret(d.Secret) {
 		return fmt.Errorf("%w: secret: want %d-%d printable ASCII characters without spaces", ErrInvalid, MinSecretLen, MaxSecretLen)
 	}
-	if d.Kind == KindEmail && d.Secret != "" {
-		return fmt.Errorf("%w: an email destination takes no secret", ErrInvalid)
+	if k, _ := LookupKind(d.Kind); !k.Secret && d.Secret != "" {
+		return errNoSecret(d.Kind)
 	}
 	return nil
 }

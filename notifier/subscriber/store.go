@@ -172,7 +172,7 @@ func (st *Store) Create(ctx context.Context, s Subscriber) (Created, error) {
 			return Created{}, err
 		}
 		d.ID = "d" + d.ID
-		if d.Kind != KindEmail && d.Secret == "" {
+		if k, _ := LookupKind(d.Kind); k.Secret && d.Secret == "" {
 			if d.Secret, err = randomHex(32); err != nil {
 				return Created{}, err
 			}

@@ -1,6 +1,6 @@
 // Package subscriber keeps the notifier's subscribers in Redis: people with
 // up to MaxDestinations destinations (email, webhook, Slack-style webhook,
-// the comic flow's /notify endpoint), each with a unique core so the same
+// or a Kind a flow registered), each with a unique core so the same
 // address is never subscribed twice, double opt-in with expiry of
 // unconfirmed destinations, prefetch-safe unsubscribe tokens, and the
 // subscriber's preferences (include/exclude, quiet hours, channel switches,

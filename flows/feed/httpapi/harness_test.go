@@ -21,6 +21,7 @@ import (
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/email"
 	"github.com/dropstream/dropstream/notifier/email/smtptest"
+	notifierhttp "github.com/dropstream/dropstream/notifier/httpapi"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -273,7 +274,7 @@ func newAPI(t *testing.T, f *feed.Flow) *api.Server {
 func newNotifierAPI(t *testing.T, h *harness) *api.Server {
 	t.Helper()
 	srv := newAPI(t, h.flow)
-	api.SubscriberRoutes{Store: h.subs, PublicURL: "http://api.test", Notify: h.notify}.Register(srv)
+	notifierhttp.SubscriberRoutes{Store: h.subs, PublicURL: "http://api.test", Notify: h.notify}.Register(srv)
 	return srv
 }
 

@@ -1,43 +1,37 @@
-package api
+package httpapi
 
 import (
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/clickhouse"
 )
 
-// StatsRoutes are the notifier's read routes over the ClickHouse rollups
-// (schema/0005_rollups.sql). They need a ClickHouse client.
+// StatsRoutes serve GET /v1/stats/notifications over the hourly rollup of
+// the notifier's history in ClickHouse. They need a ClickHouse client.
 type StatsRoutes struct {
 	ClickHouse *clickhouse.Client
 	// Now is the clock for the default range. Default time.Now.
 	Now func() time.Time
 }
 
-// statsKey is the group of a stats row: time for hour and day groupings
-// (RFC 3339, UTC), value for the others.
-type statsKey struct {
-	Time  string `json:"time,omitempty"`
-	Value string `json:"value,omitempty"`
-}
-
 // notificationRow is one group of GET /v1/stats/notifications: distinct
 // notifications, and how many had a record of each status (one that failed,
 // then was sent, counts in both), with the latency of sent ones.
 type notificationRow struct {
-	Key           statsKey `json:"key"`
-	Notifications uint64   `json:"notifications"`
-	Sent          uint64   `json:"sent"`
-	Failed        uint64   `json:"failed"`
-	Rejected      uint64   `json:"rejected"`
-	Held          uint64   `json:"held"`
-	Batched       uint64   `json:"batched"`
-	Suppressed    uint64   `json:"suppressed"`
-	LatencyP50Ms  int64    `json:"latency_p50_ms"`
-	LatencyP90Ms  int64    `json:"latency_p90_ms"`
-	LatencyP99Ms  int64    `json:"latency_p99_ms"`
+	Key           api.StatsKey `json:"key"`
+	Notifications uint64       `json:"notifications"`
+	Sent          uint64       `json:"sent"`
+	Failed        uint64       `json:"failed"`
+	Rejected      uint64       `json:"rejected"`
+	Held          uint64       `json:"held"`
+	Batched       uint64       `json:"batched"`
+	Suppressed    uint64       `json:"suppressed"`
+	LatencyP50Ms  int64        `json:"latency_p50_ms"`
+	LatencyP90Ms  int64        `json:"latency_p90_ms"`
+	LatencyP99Ms  int64        `json:"latency_p99_ms"`
 }
 
 // notificationStats is GET /v1/stats/notifications.
@@ -48,38 +42,30 @@ type notificationStats struct {
 	Items   []notificationRow `json:"items"`
 }
 
-// Register adds the routes to srv.
-func (r StatsRoutes) Register(srv *Server) {
-	common := StatsParams()
-	srv.Handle(Operation{Method: "GET", Path: "/v1/stats/notifications", Tag: "stats", Scope: ScopeRead,
+// Register adds the route to srv.
+func (r StatsRoutes) Register(srv *api.Server) {
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/stats/notifications", Tag: "stats", Scope: api.ScopeRead,
 		Summary: "Notifications by status and their latency per group from the hourly rollup of the notifier's history",
-		Query: append([]Param{{Name: "group_by", Description: "hour, day, flow, channel or event (default hour)"},
-			{Name: "channel"}}, common...),
+		Query: append([]api.Param{{Name: "group_by", Description: "hour, day, flow, channel or event (default hour)"},
+			{Name: "channel"}}, api.StatsParams()...),
 		Response: notificationStats{}, Handler: r.notifications})
 }
 
 func (r StatsRoutes) notifications(c *fiber.Ctx) error {
-	q, err := ParseStatsQuery(c, clickhouse.NotificationGroups, r.Now)
+	q, err := api.ParseStatsQuery(c, clickhouse.NotificationGroups, r.Now)
 	if err != nil {
 		return err
 	}
 	rows, err := clickhouse.NotificationStats(c.UserContext(), r.ClickHouse, q)
 	if err != nil {
-		return StatsError(err)
+		return api.StatsError(err)
 	}
 	out := notificationStats{From: q.From.Format(time.RFC3339), To: q.To.Format(time.RFC3339), GroupBy: q.GroupBy,
 		Items: make([]notificationRow, 0, len(rows))}
 	for _, s := range rows {
-		out.Items = append(out.Items, notificationRow{Key: toKey(s.Key), Notifications: s.Notifications, Sent: s.Sent,
+		out.Items = append(out.Items, notificationRow{Key: api.StatsKeyOf(s.Key), Notifications: s.Notifications, Sent: s.Sent,
 			Failed: s.Failed, Rejected: s.Rejected, Held: s.Held, Batched: s.Batched, Suppressed: s.Suppressed,
 			LatencyP50Ms: s.LatencyP50.Milliseconds(), LatencyP90Ms: s.LatencyP90.Milliseconds(), LatencyP99Ms: s.LatencyP99.Milliseconds()})
 	}
 	return c.JSON(out)
-}
-
-func toKey(k clickhouse.StatKey) statsKey {
-	if !k.Time.IsZero() {
-		return statsKey{Time: k.Time.UTC().Format(time.RFC3339)}
-	}
-	return statsKey{Value: k.Value}
 }

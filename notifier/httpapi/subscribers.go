@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 )
@@ -36,21 +37,21 @@ type preferencesBody struct {
 }
 
 // Register adds the routes to srv.
-func (r SubscriberRoutes) Register(srv *Server) {
-	srv.Handle(Operation{Method: "POST", Path: "/v1/subscribers", Tag: "subscribers", Scope: ScopeWrite,
+func (r SubscriberRoutes) Register(srv *api.Server) {
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/subscribers", Tag: "subscribers", Scope: api.ScopeWrite,
 		Summary: "Subscribe someone: each destination gets an opt-in link and receives nothing else until it is confirmed; webhook secrets are shown only here",
 		Body:    subscriber.Subscriber{}, Response: subscriber.Subscriber{}, Status: http.StatusCreated, Handler: r.create})
-	srv.Handle(Operation{Method: "GET", Path: "/v1/subscribers", Tag: "subscribers", Scope: ScopeRead,
-		Summary: "List subscribers", Query: []Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscribers", Tag: "subscribers", Scope: api.ScopeRead,
+		Summary: "List subscribers", Query: []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
 		Response: subscriberPage{}, Handler: r.list})
-	srv.Handle(Operation{Method: "GET", Path: "/v1/subscribers/:id", Tag: "subscribers", Scope: ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscribers/:id", Tag: "subscribers", Scope: api.ScopeRead,
 		Summary: "One subscriber", Response: subscriber.Subscriber{}, Handler: r.get})
-	srv.Handle(Operation{Method: "PUT", Path: "/v1/subscribers/:id/preferences", Tag: "subscribers", Scope: ScopeWrite,
+	srv.Handle(api.Operation{Method: "PUT", Path: "/v1/subscribers/:id/preferences", Tag: "subscribers", Scope: api.ScopeWrite,
 		Summary: "Replace a subscriber's preferences (include/exclude, quiet hours, channel switches, digest) and time zone",
 		Body:    preferencesBody{}, Response: subscriber.Subscriber{}, Handler: r.preferences})
-	srv.Handle(Operation{Method: "DELETE", Path: "/v1/subscribers/:id", Tag: "subscribers", Scope: ScopeWrite,
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/subscribers/:id", Tag: "subscribers", Scope: api.ScopeWrite,
 		Summary: "Remove a subscriber and every destination", Status: http.StatusNoContent, Handler: r.delete})
-	for _, op := range []Operation{
+	for _, op := range []api.Operation{
 		{Method: "GET", Path: notifier.ConfirmPath + ":token", Handler: r.confirmPage,
 			Summary: "Opt-in link: a page asking to confirm the destination (a link prefetcher confirms nothing)"},
 		{Method: "POST", Path: notifier.ConfirmPath + ":token", Handler: r.confirm,
@@ -67,18 +68,18 @@ func (r SubscriberRoutes) Register(srv *Server) {
 
 func (r SubscriberRoutes) create(c *fiber.Ctx) error {
 	var in subscriber.Subscriber
-	if err := DecodeJSON(c, &in); err != nil {
+	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
 	}
 	ctx := c.UserContext()
 	created, err := r.Store.Create(ctx, in)
 	switch {
 	case errors.Is(err, subscriber.ErrInvalid):
-		return UnprocessableEntity("invalid_subscriber", err.Error())
+		return api.UnprocessableEntity("invalid_subscriber", err.Error())
 	case errors.Is(err, subscriber.ErrDuplicate):
-		return Conflict("already_subscribed", err.Error())
+		return api.Conflict("already_subscribed", err.Error())
 	case errors.Is(err, subscriber.ErrTooMany):
-		return Conflict("too_many_subscribers", err.Error())
+		return api.Conflict("too_many_subscribers", err.Error())
 	case err != nil:
 		return err
 	}
@@ -99,13 +100,13 @@ func (r SubscriberRoutes) create(c *fiber.Ctx) error {
 }
 
 func (r SubscriberRoutes) list(c *fiber.Ctx) error {
-	limit, err := intQuery(c, "limit", 100, 1, 1000)
+	limit, err := api.IntQuery(c, "limit", 100, 1, 1000)
 	if err != nil {
 		return err
 	}
 	items, next, err := r.Store.List(c.UserContext(), c.Query("cursor"), limit)
 	if errors.Is(err, subscriber.ErrInvalid) {
-		return BadRequest("invalid_cursor", err.Error())
+		return api.BadRequest("invalid_cursor", err.Error())
 	}
 	if err != nil {
 		return err
@@ -116,7 +117,7 @@ func (r SubscriberRoutes) list(c *fiber.Ctx) error {
 func (r SubscriberRoutes) get(c *fiber.Ctx) error {
 	s, err := r.Store.Get(c.UserContext(), c.Params("id"))
 	if errors.Is(err, subscriber.ErrNotFound) {
-		return NotFound("subscriber_not_found", "no subscriber "+c.Params("id"))
+		return api.NotFound("subscriber_not_found", "no subscriber "+c.Params("id"))
 	}
 	if err != nil {
 		return err
@@ -126,15 +127,15 @@ func (r SubscriberRoutes) get(c *fiber.Ctx) error {
 
 func (r SubscriberRoutes) preferences(c *fiber.Ctx) error {
 	var in preferencesBody
-	if err := DecodeJSON(c, &in); err != nil {
+	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
 	}
 	s, err := r.Store.SetPreferences(c.UserContext(), c.Params("id"), in.TimeZone, in.Preferences)
 	switch {
 	case errors.Is(err, subscriber.ErrInvalid):
-		return UnprocessableEntity("invalid_preferences", err.Error())
+		return api.UnprocessableEntity("invalid_preferences", err.Error())
 	case errors.Is(err, subscriber.ErrNotFound):
-		return NotFound("subscriber_not_found", "no subscriber "+c.Params("id"))
+		return api.NotFound("subscriber_not_found", "no subscriber "+c.Params("id"))
 	case err != nil:
 		return err
 	}
@@ -144,7 +145,7 @@ func (r SubscriberRoutes) preferences(c *fiber.Ctx) error {
 func (r SubscriberRoutes) delete(c *fiber.Ctx) error {
 	err := r.Store.Delete(c.UserContext(), c.Params("id"))
 	if errors.Is(err, subscriber.ErrNotFound) {
-		return NotFound("subscriber_not_found", "no subscriber "+c.Params("id"))
+		return api.NotFound("subscriber_not_found", "no subscriber "+c.Params("id"))
 	}
 	if err != nil {
 		return err

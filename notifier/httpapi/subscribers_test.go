@@ -1,7 +1,6 @@
-package api
+package httpapi
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -12,6 +11,8 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
@@ -46,19 +47,14 @@ func (o *outbox) take() []notifier.Request {
 	return out
 }
 
-func sendJSON(t *testing.T, s *Server, method, path string, body any) response {
+func sendJSON(t *testing.T, s *api.Server, method, path string, body any) apitest.Response {
 	t.Helper()
-	b, _ := json.Marshal(body)
-	req, _ := http.NewRequest(method, path, bytes.NewReader(b))
-	req.Header.Set("Content-Type", "application/json")
-	return do(t, s, req)
+	return apitest.Request(t, s, method, path, body)
 }
 
-func post(t *testing.T, s *Server, path string) response {
+func post(t *testing.T, s *api.Server, path string) apitest.Response {
 	t.Helper()
-	req, _ := http.NewRequest(http.MethodPost, path, strings.NewReader("List-Unsubscribe=One-Click"))
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	return do(t, s, req)
+	return apitest.Request(t, s, http.MethodPost, path, "List-Unsubscribe=One-Click", "Content-Type", "application/x-www-form-urlencoded")
 }
 
 // linkPath returns the path of the first link in a request's text.
@@ -82,19 +78,19 @@ func TestSubscriberRoutes_optInAndPrefetchSafeUnsubscribe(t *testing.T) {
 		t.Fatal(err)
 	}
 	box := &outbox{}
-	srv, _ := newTestServer(t, Config{})
+	srv, _ := apitest.NewServer(t, api.Config{})
 	SubscriberRoutes{Store: store, Notify: box.notify, PublicURL: "http://ds.test"}.Register(srv)
 
 	in := subscriber.Subscriber{Name: "Ann", TimeZone: "Europe/Paris", Destinations: []subscriber.Destination{
 		{Kind: subscriber.KindEmail, Address: "ann@example.com"}, {Kind: subscriber.KindSlack, Address: "https://hooks.slack.test/T1"}}}
 	r := sendJSON(t, srv, "POST", "/v1/subscribers", in)
-	if r.status != http.StatusCreated {
-		t.Fatalf("create: %d %s", r.status, r.body)
+	if r.Status != http.StatusCreated {
+		t.Fatalf("create: %d %s", r.Status, r.Body)
 	}
 	var s subscriber.Subscriber
-	_ = json.Unmarshal(r.body, &s)
+	_ = json.Unmarshal(r.Body, &s)
 	if s.Destinations[1].Secret == "" || s.Destinations[0].Status != subscriber.StatusPending {
-		t.Fatalf("created %s", r.body)
+		t.Fatalf("created %s", r.Body)
 	}
 	confirms := box.take()
 	if len(confirms) != 2 || !confirms[0].Critical || confirms[0].Destination == nil || confirms[0].Destination.Address != "ann@example.com" {
@@ -102,23 +98,23 @@ func TestSubscriberRoutes_optInAndPrefetchSafeUnsubscribe(t *testing.T) {
 	}
 	// The same address again, spelled otherwise: 409.
 	dup := subscriber.Subscriber{Name: "Eve", Destinations: []subscriber.Destination{{Kind: subscriber.KindEmail, Address: "ANN@example.com"}}}
-	wantEnvelope(t, sendJSON(t, srv, "POST", "/v1/subscribers", dup), http.StatusConflict, "already_subscribed")
-	wantEnvelope(t, sendJSON(t, srv, "POST", "/v1/subscribers", subscriber.Subscriber{Name: "x"}), http.StatusUnprocessableEntity, "invalid_subscriber")
+	apitest.WantEnvelope(t, sendJSON(t, srv, "POST", "/v1/subscribers", dup), http.StatusConflict, "already_subscribed")
+	apitest.WantEnvelope(t, sendJSON(t, srv, "POST", "/v1/subscribers", subscriber.Subscriber{Name: "x"}), http.StatusUnprocessableEntity, "invalid_subscriber")
 
 	// A GET of the opt-in link (a prefetcher) shows a form and confirms nothing.
 	confirmPath := linkPath(t, confirms[0])
-	if r := get(t, srv, confirmPath); r.status != http.StatusOK || !strings.Contains(string(r.body), `method="post"`) {
-		t.Fatalf("GET confirm: %d %s", r.status, r.body)
+	if r := apitest.Get(t, srv, confirmPath); r.Status != http.StatusOK || !strings.Contains(string(r.Body), `method="post"`) {
+		t.Fatalf("GET confirm: %d %s", r.Status, r.Body)
 	}
 	stored, _ := store.Get(ctx, s.ID)
 	if stored.Destinations[0].Status != subscriber.StatusPending {
 		t.Fatal("a GET confirmed the destination")
 	}
-	if r := post(t, srv, confirmPath); r.status != http.StatusOK {
-		t.Fatalf("POST confirm: %d %s", r.status, r.body)
+	if r := post(t, srv, confirmPath); r.Status != http.StatusOK {
+		t.Fatalf("POST confirm: %d %s", r.Status, r.Body)
 	}
-	if r := post(t, srv, confirmPath); r.status != http.StatusNotFound {
-		t.Fatalf("second POST confirm: %d", r.status)
+	if r := post(t, srv, confirmPath); r.Status != http.StatusNotFound {
+		t.Fatalf("second POST confirm: %d", r.Status)
 	}
 	full, _ := store.Resolve(ctx, s.ID)
 	if full.Destinations[0].Status != subscriber.StatusActive {
@@ -127,14 +123,14 @@ func TestSubscriberRoutes_optInAndPrefetchSafeUnsubscribe(t *testing.T) {
 
 	// Unsubscribe: GET shows a page, POST removes and sends a notice.
 	unsubPath := notifier.UnsubscribePath + full.Destinations[0].UnsubscribeToken
-	if r := get(t, srv, unsubPath); r.status != http.StatusOK || !strings.Contains(string(r.body), "ann@example.com") {
-		t.Fatalf("GET unsubscribe: %d %s", r.status, r.body)
+	if r := apitest.Get(t, srv, unsubPath); r.Status != http.StatusOK || !strings.Contains(string(r.Body), "ann@example.com") {
+		t.Fatalf("GET unsubscribe: %d %s", r.Status, r.Body)
 	}
 	if still, _ := store.Get(ctx, s.ID); len(still.Destinations) != 2 {
 		t.Fatal("a GET unsubscribed")
 	}
-	if r := post(t, srv, unsubPath); r.status != http.StatusOK {
-		t.Fatalf("POST unsubscribe: %d %s", r.status, r.body)
+	if r := post(t, srv, unsubPath); r.Status != http.StatusOK {
+		t.Fatalf("POST unsubscribe: %d %s", r.Status, r.Body)
 	}
 	notices := box.take()
 	if len(notices) != 1 || notices[0].Event != "subscription.removed" || notices[0].Destination.Address != "ann@example.com" || !notices[0].Critical {
@@ -144,18 +140,18 @@ func TestSubscriberRoutes_optInAndPrefetchSafeUnsubscribe(t *testing.T) {
 	if len(left.Destinations) != 1 || left.Destinations[0].Kind != subscriber.KindSlack {
 		t.Fatalf("after unsubscribe: %+v", left.Destinations)
 	}
-	if r := post(t, srv, unsubPath); r.status != http.StatusNotFound {
-		t.Fatalf("second unsubscribe: %d", r.status)
+	if r := post(t, srv, unsubPath); r.Status != http.StatusNotFound {
+		t.Fatalf("second unsubscribe: %d", r.Status)
 	}
 
 	// Preferences.
 	bad := preferencesBody{TimeZone: "Nowhere/Land"}
-	wantEnvelope(t, sendJSON(t, srv, "PUT", "/v1/subscribers/"+s.ID+"/preferences", bad), http.StatusUnprocessableEntity, "invalid_preferences")
+	apitest.WantEnvelope(t, sendJSON(t, srv, "PUT", "/v1/subscribers/"+s.ID+"/preferences", bad), http.StatusUnprocessableEntity, "invalid_preferences")
 	good := preferencesBody{TimeZone: "Asia/Tokyo", Preferences: subscriber.Preferences{QuietHours: &subscriber.QuietHours{Start: "22:00", End: "07:00"}}}
-	if r := sendJSON(t, srv, "PUT", "/v1/subscribers/"+s.ID+"/preferences", good); r.status != http.StatusOK || !strings.Contains(string(r.body), "Asia/Tokyo") {
-		t.Fatalf("preferences: %d %s", r.status, r.body)
+	if r := sendJSON(t, srv, "PUT", "/v1/subscribers/"+s.ID+"/preferences", good); r.Status != http.StatusOK || !strings.Contains(string(r.Body), "Asia/Tokyo") {
+		t.Fatalf("preferences: %d %s", r.Status, r.Body)
 	}
-	wantEnvelope(t, get(t, srv, "/v1/subscribers/s_nope"), http.StatusNotFound, "subscriber_not_found")
+	apitest.WantEnvelope(t, apitest.Get(t, srv, "/v1/subscribers/s_nope"), http.StatusNotFound, "subscriber_not_found")
 }
 
 func TestNotificationRoutes_historyAndWhy(t *testing.T) {
@@ -176,24 +172,24 @@ func TestNotificationRoutes_historyAndWhy(t *testing.T) {
 		t.Fatal(err)
 	}
 	ch := testenv.ClickHouse(t)
-	srv, _ := newTestServer(t, Config{})
+	srv, _ := apitest.NewServer(t, api.Config{})
 	NotificationRoutes{History: rec, Cause: func(ctx context.Context, e, r string) (clickhouse.Cause, error) {
 		return clickhouse.NotificationCause(ctx, ch, e, r)
 	}}.Register(srv)
 
-	r := get(t, srv, "/v1/notifications?subscriber=w_1")
+	r := apitest.Get(t, srv, "/v1/notifications?subscriber=w_1")
 	var page notificationPage
-	if err := json.Unmarshal(r.body, &page); err != nil || r.status != http.StatusOK || len(page.Items) != 1 || page.Items[0].ID != "n_1" {
-		t.Fatalf("list: %d %s", r.status, r.body)
+	if err := json.Unmarshal(r.Body, &page); err != nil || r.Status != http.StatusOK || len(page.Items) != 1 || page.Items[0].ID != "n_1" {
+		t.Fatalf("list: %d %s", r.Status, r.Body)
 	}
-	wantEnvelope(t, get(t, srv, "/v1/notifications"), http.StatusBadRequest, "invalid_subscriber")
-	wantEnvelope(t, get(t, srv, "/v1/notifications/n_2/why"), http.StatusNotFound, "notification_not_found")
+	apitest.WantEnvelope(t, apitest.Get(t, srv, "/v1/notifications"), http.StatusBadRequest, "invalid_subscriber")
+	apitest.WantEnvelope(t, apitest.Get(t, srv, "/v1/notifications/n_2/why"), http.StatusNotFound, "notification_not_found")
 
 	// Before the analytics rows exist the chain is partial.
 	var why whyChain
-	r = get(t, srv, "/v1/notifications/n_1/why")
-	if err := json.Unmarshal(r.body, &why); err != nil || why.Complete || why.Transition == nil || why.Transition.EventID != "ev-1" {
-		t.Fatalf("partial why: %d %s", r.status, r.body)
+	r = apitest.Get(t, srv, "/v1/notifications/n_1/why")
+	if err := json.Unmarshal(r.Body, &why); err != nil || why.Complete || why.Transition == nil || why.Transition.EventID != "ev-1" {
+		t.Fatalf("partial why: %d %s", r.Status, r.Body)
 	}
 	if err := clickhouse.InsertTransitions(ctx, ch, []clickhouse.TransitionRow{{EventID: "ev-1", RunID: "run-1", RunAt: at, Kind: "open",
 		Stable: true, EntityKey: n.Subject, TraceID: "1af7651916cd43dd8448eb211c80319c"}}); err != nil {
@@ -203,11 +199,11 @@ func TestNotificationRoutes_historyAndWhy(t *testing.T) {
 		Applied: true, TraceID: "2af7651916cd43dd8448eb211c80319c"}}); err != nil {
 		t.Fatal(err)
 	}
-	r = get(t, srv, "/v1/notifications/n_1/why")
+	r = apitest.Get(t, srv, "/v1/notifications/n_1/why")
 	why = whyChain{}
-	if err := json.Unmarshal(r.body, &why); err != nil || !why.Complete || why.Run == nil || why.Run.SourceID != "src" ||
+	if err := json.Unmarshal(r.Body, &why); err != nil || !why.Complete || why.Run == nil || why.Run.SourceID != "src" ||
 		why.TraceID != "2af7651916cd43dd8448eb211c80319c" || why.Transition.EntityKey != n.Subject {
-		t.Fatalf("why: %d %s", r.status, r.body)
+		t.Fatalf("why: %d %s", r.Status, r.Body)
 	}
 }
 
@@ -222,7 +218,7 @@ func TestSubscriberRoutes_linksArePublicAndDocumented(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, err := New(Config{APIKeys: "r:read"})
+	srv, err := api.New(api.Config{APIKeys: "r:read"})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -230,20 +226,20 @@ func TestSubscriberRoutes_linksArePublicAndDocumented(t *testing.T) {
 	for _, path := range []string{notifier.ConfirmPath + "nope", notifier.UnsubscribePath + "nope"} {
 		for _, method := range []string{"GET", "POST"} {
 			req, _ := http.NewRequest(method, path, nil)
-			if r := do(t, srv, req); r.status != http.StatusNotFound || !strings.Contains(string(r.body), "Link expired") {
-				t.Errorf("%s %s without a key: %d %s, want the expired-link page", method, path, r.status, r.body)
+			if r := apitest.Do(t, srv, req); r.Status != http.StatusNotFound || !strings.Contains(string(r.Body), "Link expired") {
+				t.Errorf("%s %s without a key: %d %s, want the expired-link page", method, path, r.Status, r.Body)
 			}
 		}
 	}
 	req, _ := http.NewRequest("GET", "/openapi.json", nil)
-	r := do(t, srv, req)
+	r := apitest.Do(t, srv, req)
 	var doc struct {
 		Paths map[string]map[string]struct {
 			Security  []any                      `json:"security"`
 			Responses map[string]json.RawMessage `json:"responses"`
 		} `json:"paths"`
 	}
-	if err := json.Unmarshal(r.body, &doc); err != nil {
+	if err := json.Unmarshal(r.Body, &doc); err != nil {
 		t.Fatalf("openapi.json: %v", err)
 	}
 	for _, path := range []string{"/v1/confirm/{token}", "/v1/unsubscribe/{token}"} {

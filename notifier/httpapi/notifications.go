@@ -1,4 +1,4 @@
-package api
+package httpapi
 
 import (
 	"context"
@@ -7,6 +7,7 @@ import (
 
 	"github.com/gofiber/fiber/v2"
 
+	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/notifier/history"
 )
@@ -56,12 +57,12 @@ type whyRun struct {
 }
 
 // Register adds the routes to srv.
-func (r NotificationRoutes) Register(srv *Server) {
-	srv.Handle(Operation{Method: "GET", Path: "/v1/notifications", Tag: "notifications", Scope: ScopeRead,
+func (r NotificationRoutes) Register(srv *api.Server) {
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/notifications", Tag: "notifications", Scope: api.ScopeRead,
 		Summary:  "Recent notifications of a subscriber (or watcher), newest first",
-		Query:    []Param{{Name: "subscriber", Required: true}, {Name: "limit", Type: "integer"}},
+		Query:    []api.Param{{Name: "subscriber", Required: true}, {Name: "limit", Type: "integer"}},
 		Response: notificationPage{}, Handler: r.list})
-	srv.Handle(Operation{Method: "GET", Path: "/v1/notifications/:id/why", Tag: "notifications", Scope: ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/notifications/:id/why", Tag: "notifications", Scope: api.ScopeRead,
 		Summary:  "Why a notification was sent: notification → transition → run → trace id",
 		Response: whyChain{}, Handler: r.why})
 }
@@ -69,9 +70,9 @@ func (r NotificationRoutes) Register(srv *Server) {
 func (r NotificationRoutes) list(c *fiber.Ctx) error {
 	sub := c.Query("subscriber")
 	if sub == "" || len(sub) > 64 {
-		return BadRequest("invalid_subscriber", "subscriber: want a subscriber or watcher id")
+		return api.BadRequest("invalid_subscriber", "subscriber: want a subscriber or watcher id")
 	}
-	limit, err := intQuery(c, "limit", 50, 1, 200)
+	limit, err := api.IntQuery(c, "limit", 50, 1, 200)
 	if err != nil {
 		return err
 	}
@@ -86,7 +87,7 @@ func (r NotificationRoutes) why(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	rec, err := r.History.Get(ctx, c.Params("id"))
 	if errors.Is(err, history.ErrNotFound) {
-		return NotFound("notification_not_found", "no recent notification "+c.Params("id"))
+		return api.NotFound("notification_not_found", "no recent notification "+c.Params("id"))
 	}
 	if err != nil {
 		return err

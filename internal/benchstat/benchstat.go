@@ -1,0 +1,83 @@
+// Package benchstat measures what a bench target reports beside its
+// figures: the CPU time of this process and of Redis, the allocations of
+// this process, and percentiles of latencies.
+package benchstat
+
+import (
+	"context"
+	"os"
+	"runtime"
+	"runtime/pprof"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// ProcessCPU is the CPU time (user and system) this process used so far.
+func ProcessCPU() time.Duration {
+	var ru syscall.Rusage
+	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
+		return 0
+	}
+	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
+}
+
+// RedisCPU is the CPU time Redis reports it used (INFO cpu), 0 when it
+// cannot tell (a cluster, the embedded Redis).
+func RedisCPU(ctx context.Context, rdb redis.UniversalClient) time.Duration {
+	info, err := rdb.Info(ctx, "cpu").Result()
+	if err != nil {
+		return 0
+	}
+	var total float64
+	for _, line := range strings.Split(info, "\n") {
+		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
+		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
+			f, _ := strconv.ParseFloat(v, 64)
+			total += f
+		}
+	}
+	return time.Duration(total * float64(time.Second))
+}
+
+// Allocations counts heap allocations.
+type Allocations struct{ Objects, Bytes uint64 }
+
+// Allocated is what this process allocated on the heap so far.
+func Allocated() Allocations {
+	var ms runtime.MemStats
+	runtime.ReadMemStats(&ms)
+	return Allocations{ms.Mallocs, ms.TotalAlloc}
+}
+
+// Minus is a's allocations since b.
+func (a Allocations) Minus(b Allocations) Allocations {
+	return Allocations{a.Objects - b.Objects, a.Bytes - b.Bytes}
+}
+
+// WriteHeapProfile writes the allocation profile (pprof's alloc_space and
+// alloc_objects samples) to path.
+func WriteHeapProfile(path string) error {
+	f, err := os.Create(path)
+	if err != nil {
+		return err
+	}
+	if err := pprof.Lookup("allocs").WriteTo(f, 0); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// Percentile is the p-quantile (0..1) of sorted durations, rounded to 10
+// µs; 0 for none.
+func Percentile(sorted []time.Duration, p float64) time.Duration {
+	if len(sorted) == 0 {
+		return 0
+	}
+	i := min(int(p*float64(len(sorted))), len(sorted)-1)
+	return sorted[i].Round(10 * time.Microsecond)
+}

@@ -1,0 +1,254 @@
+package notifier
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"maps"
+	"time"
+
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/notifier/email"
+	"github.com/dropstream/dropstream/notifier/history"
+	"github.com/dropstream/dropstream/notifier/subscriber"
+	"github.com/dropstream/dropstream/notifier/throttle"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Name is the notifier flow's name: the prefix of its stages and services.
+const Name = "notifier"
+
+// The flow's stages and services.
+const (
+	// StageDeliver delivers the requests of notify.requests.
+	StageDeliver = "notifier-deliver"
+	// StageHistory appends notify.history to ClickHouse.
+	StageHistory = history.StageName
+	// ExpiryService removes expired unconfirmed destinations.
+	ExpiryService = "notifier-expiry"
+)
+
+// DeliverStageName is the generic delivery stage's name and group.
+//
+// Deprecated: use StageDeliver.
+const DeliverStageName = StageDeliver
+
+// Vars are the variables of the notifier: the email channel (off without
+// DROPSTREAM_SMTP_ADDR) and the sends in flight per deliver stage copy.
+// The links in messages start with the app's public URL
+// (flow.Settings.PublicURL).
+var Vars = []flow.Var{
+	{Name: "DROPSTREAM_SMTP_ADDR", Usage: "SMTP server host:port of the notifier's email channel (STARTTLS required); empty: no email channel"},
+	{Name: "DROPSTREAM_SMTP_FROM", Usage: "sender address of notification emails (required with DROPSTREAM_SMTP_ADDR)"},
+	{Name: "DROPSTREAM_SMTP_USERNAME", Usage: "SMTP AUTH PLAIN user name; empty: no authentication"},
+	{Name: "DROPSTREAM_SMTP_PASSWORD", Secret: true, Usage: "SMTP AUTH password"},
+	{Name: "DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT", Kind: flow.Int, Usage: "notifier: sends in flight at once per notifier-deliver copy; a copy sends at most this many ÷ the receivers' answer time per second (default 64)"},
+}
+
+// Topics are the notifier's topics.
+type Topics struct {
+	// Requests is notify.requests, where every flow publishes its
+	// notification requests (Flow.Notify).
+	Requests stream.Topic
+	// History is notify.history, every delivery's record, which
+	// StageHistory appends to ClickHouse.
+	History stream.Topic
+}
+
+// NewTopics returns the notifier's topics over partitions partitions.
+func NewTopics(partitions int) Topics {
+	return Topics{Requests: RequestTopic(partitions), History: history.Topic(partitions)}
+}
+
+// Flow is the generic notifier: the StageDeliver stage over
+// notify.requests, StageHistory into ClickHouse (its backlog waits in
+// notify.history without it), the digest flusher, the retry scheduler and
+// the expiry of unconfirmed destinations as services. It knows no other
+// flow: flows publish requests with Notify, find the subscribers and the
+// history through it, and add their destination kinds with RegisterKind.
+type Flow struct {
+	topics    Topics
+	pub       *stream.Publisher
+	subs      *subscriber.Store
+	hist      *history.Recorder
+	deliverer *Deliverer
+	channels  map[string]Channel
+	publicURL string
+	ch        *clickhouse.Client
+	logger    *slog.Logger
+}
+
+// New builds the notifier; it implements flow.Flow. It reads Vars from
+// d.Settings.
+func New(_ context.Context, d flow.Deps) (*Flow, error) {
+	logger := d.Telemetry.Logger
+	if logger == nil {
+		logger = slog.Default()
+	}
+	f := &Flow{topics: NewTopics(d.Settings.Partitions), pub: d.Publisher, ch: d.ClickHouse, logger: logger}
+	var err error
+	if f.subs, err = subscriber.NewStore(d.Redis, subscriber.StoreConfig{Logger: logger}); err != nil {
+		return nil, err
+	}
+	if f.hist, err = history.NewRecorder(d.Redis, d.Publisher, history.Config{Partitions: d.Settings.Partitions}); err != nil {
+		return nil, err
+	}
+	th, err := throttle.New(d.Redis, throttle.Config{})
+	if err != nil {
+		return nil, err
+	}
+	if f.channels, err = newChannels(d.Settings, logger); err != nil {
+		return nil, err
+	}
+	cfg, err := deliverConfig(d.Settings)
+	if err != nil {
+		return nil, err
+	}
+	f.publicURL = cfg.WithDefaults().PublicURL
+	f.deliverer, err = NewDeliverer(d.Redis, f.topics.Requests, DeliverDeps{Subscribers: f.subs, Channels: f.channels, Throttle: th,
+		History: f.hist, Publisher: d.Publisher}, cfg, d.Telemetry)
+	if err != nil {
+		return nil, err
+	}
+	return f, nil
+}
+
+// deliverConfig is the StageDeliver stage's configuration from the
+// settings.
+func deliverConfig(s flow.Settings) (DeliverConfig, error) {
+	cfg := DeliverConfig{PublicURL: s.PublicURL, MaxInFlight: s.Int("DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT")}
+	return cfg, cfg.WithDefaults().Validate()
+}
+
+// newChannels are the notifier's channels: webhook, slack, log, and email
+// when DROPSTREAM_SMTP_ADDR is set.
+func newChannels(s flow.Settings, logger *slog.Logger) (map[string]Channel, error) {
+	channels, err := NewChannels(WebhookConfig{}, logger)
+	if err != nil {
+		return nil, err
+	}
+	channels[ChannelSlack] = NewSlackChannel(channels[ChannelWebhook].(*WebhookChannel))
+	if addr := s.String("DROPSTREAM_SMTP_ADDR"); addr != "" {
+		mail, err := email.New(email.Config{Addr: addr, From: s.String("DROPSTREAM_SMTP_FROM"),
+			Username: s.String("DROPSTREAM_SMTP_USERNAME"), Password: s.String("DROPSTREAM_SMTP_PASSWORD")})
+		if err != nil {
+			return nil, fmt.Errorf("DROPSTREAM_SMTP_*: %w", err)
+		}
+		channels[email.ChannelName] = mail
+	}
+	return channels, nil
+}
+
+// Topics are the notifier's topics.
+func (f *Flow) Topics() Topics { return f.topics }
+
+// Notify validates reqs and publishes them to notify.requests, each keyed
+// by its recipient, continuing the trace of ctx: the notifier delivers
+// each once per (subscriber, destination, subject, window). Errors wrap
+// ErrInvalidRequest for a request that cannot be delivered.
+func (f *Flow) Notify(ctx context.Context, reqs ...Request) error {
+	return PublishRequests(ctx, f.pub, f.topics.Requests, reqs...)
+}
+
+// Subscribers is the subscriber store.
+func (f *Flow) Subscribers() *subscriber.Store { return f.subs }
+
+// History is the recorder of what the notifier did with every
+// notification; a flow that delivers by itself records there too.
+func (f *Flow) History() *history.Recorder { return f.hist }
+
+// Channels returns the notifier's channels by name (a new map each call):
+// webhook, slack, log, and email when configured.
+func (f *Flow) Channels() map[string]Channel { return maps.Clone(f.channels) }
+
+// PublicURL is the base of the links in messages (opt-in, unsubscribe).
+func (f *Flow) PublicURL() string { return f.publicURL }
+
+// ClickHouse is the app's ClickHouse client, for the routes' reads; nil
+// without ClickHouse.
+func (f *Flow) ClickHouse() *clickhouse.Client { return f.ch }
+
+// RegisterKind adds a destination kind that subscribers may use and
+// requests may name inline, sent by the notifier's channel k.Channel (see
+// subscriber.Kind and SignedJSONKind). Call it while building (a flow's
+// New); registering the same kind again does nothing.
+func (f *Flow) RegisterKind(k subscriber.Kind) error {
+	if _, ok := f.channels[k.Channel]; !ok {
+		return fmt.Errorf("notifier: kind %q: no channel %q", k.Name, k.Channel)
+	}
+	if err := subscriber.RegisterKind(k); err != nil {
+		return fmt.Errorf("notifier: %w", err)
+	}
+	return nil
+}
+
+// SignedJSONKind is a destination kind named name for an http(s) endpoint
+// receiving the signed JSON Message a webhook receives, over the webhook
+// channel; like a webhook it has a secret and a "url:" core.
+func SignedJSONKind(name string) subscriber.Kind {
+	return subscriber.Kind{Name: name, Channel: ChannelWebhook, Core: subscriber.URLCore, Secret: true}
+}
+
+// Describe declares the deliver stage, the history append, the digest,
+// retry and expiry services, and what each publishes: deliveries record
+// on notify.history; digests, retries and the routes (opt-in requests,
+// removal notices) publish requests.
+func (f *Flow) Describe() flow.Description {
+	partitions := f.topics.Requests.Partitions
+	return flow.Description{
+		Stages: []stream.Stage{f.deliverer.Stage()},
+		History: []flow.History{{Tables: []string{"notifications"}, Groups: []flow.Group{{Topic: f.topics.History, Name: StageHistory}},
+			Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
+				hs, err := history.Stage(ch, partitions, stream.RunnerConfig{})
+				return []stream.Stage{hs}, nil, err
+			}}},
+		Services: []flow.Service{
+			{Name: DigestService, Run: f.deliverer.RunDigests},
+			{Name: RetryService, Run: f.deliverer.RunRetries},
+			{Name: ExpiryService, Run: f.runExpiry},
+		},
+		Edges: []flow.Edge{
+			{From: StageDeliver, Topic: f.topics.History},
+			{From: DigestService, Topic: f.topics.Requests},
+			{From: RetryService, Topic: f.topics.Requests},
+			{From: flow.FromAPI, Topic: f.topics.Requests},
+		},
+	}
+}
+
+// Close releases nothing: the flow holds only what the app gave it.
+func (f *Flow) Close() error { return nil }
+
+// runExpiry removes expired unconfirmed destinations every minute.
+func (f *Flow) runExpiry(ctx context.Context) error {
+	t := time.NewTicker(time.Minute)
+	defer t.Stop()
+	for {
+		n, err := f.subs.ExpireUnconfirmed(ctx, time.Now(), 1000)
+		if err != nil && ctx.Err() == nil {
+			f.logger.Warn("notifier: expiring unconfirmed destinations failed", "error", err)
+		} else if n > 0 {
+			f.logger.Info("notifier: unconfirmed destinations expired", "count", n)
+		}
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+	}
+}
+
+// errNoClickHouse is returned by Cause without ClickHouse.
+var errNoClickHouse = errors.New("notifier: no ClickHouse")
+
+// Cause finds the transition and run that caused a notification, from the
+// ClickHouse analytics (GET /v1/notifications/{id}/why). Without
+// ClickHouse it fails; check ClickHouse first.
+func (f *Flow) Cause(ctx context.Context, eventID, runID string) (clickhouse.Cause, error) {
+	if f.ch == nil {
+		return clickhouse.Cause{}, errNoClickHouse
+	}
+	return clickhouse.NotificationCause(ctx, f.ch, eventID, runID)
+}

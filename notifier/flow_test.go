@@ -1,0 +1,125 @@
+package notifier_test
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"testing"
+
+	"github.com/alicebob/miniredis/v2"
+
+	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/subscriber"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// newFlow builds the notifier over a fresh miniredis with settings.
+func newFlow(t *testing.T, s flow.Settings) (*notifier.Flow, error) {
+	t.Helper()
+	rdb, err := stream.Dial(context.Background(), "redis://"+miniredis.RunT(t).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	return notifier.New(t.Context(), flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, stream.Telemetry{}), Settings: s})
+}
+
+// settings reads notifier.Vars from env like the app.
+func settings(env map[string]string) (flow.Settings, error) {
+	values, err := flow.ReadVars(notifier.Vars, func(name string) (string, bool) { v, ok := env[name]; return v, ok })
+	return flow.Settings{Partitions: 2, PublicURL: flow.DefaultPublicURL}.WithVars(values), err
+}
+
+func TestNew_maxInFlightMustBeAPositiveCount(t *testing.T) {
+	for _, bad := range []string{"many", "0", "-3", "5000"} {
+		t.Run(bad, func(t *testing.T) {
+			s, err := settings(map[string]string{"DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT": bad})
+			if err == nil {
+				_, err = newFlow(t, s)
+			}
+			if err == nil {
+				t.Errorf("settings with DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT=%s: no error", bad)
+			}
+		})
+	}
+	s, err := settings(map[string]string{"DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT": "256"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if f, err := newFlow(t, s); err != nil || f.PublicURL() != flow.DefaultPublicURL {
+		t.Errorf("New = %v; want the default public URL", err)
+	}
+}
+
+// The flow declares its stage, history, services and edges validly, and
+// Notify publishes valid requests to notify.requests only.
+func TestFlow_describeAndNotify(t *testing.T) {
+	s, _ := settings(nil)
+	f, err := newFlow(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	d := f.Describe()
+	if err := d.Validate(notifier.Name); err != nil {
+		t.Fatal(err)
+	}
+	if got := d.StageNames(); !slices.Equal(got, []string{notifier.StageDeliver, notifier.StageHistory}) {
+		t.Errorf("stages %v", got)
+	}
+	if len(d.Services) != 3 || d.Services[2].Name != notifier.ExpiryService {
+		t.Errorf("services %+v", d.Services)
+	}
+	if f.Topics().Requests.String() != notifier.RequestTopic(2).String() || f.Subscribers() == nil || f.History() == nil {
+		t.Errorf("topics %+v or stores missing", f.Topics())
+	}
+	dest := &subscriber.Destination{Kind: subscriber.KindWebhook, Address: "https://hooks.example.test/a"}
+	ok := notifier.Request{Flow: "test", Event: "test.event", Subject: "s", Destination: dest, Window: "w"}
+	if err := f.Notify(t.Context(), ok); err != nil {
+		t.Fatal(err)
+	}
+	if err := f.Notify(t.Context(), notifier.Request{Flow: "test"}); !errors.Is(err, notifier.ErrInvalidRequest) {
+		t.Errorf("invalid request: %v, want ErrInvalidRequest", err)
+	}
+	if _, ok := f.Channels()["slack"]; !ok {
+		t.Errorf("channels %v lack slack", f.Channels())
+	}
+}
+
+// A flow registers its destination kind on one of the notifier's channels;
+// subscribers and requests may use it from then on.
+func TestFlow_registerKind(t *testing.T) {
+	s, _ := settings(nil)
+	f, err := newFlow(t, s)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dest := subscriber.Destination{Kind: "test_notify", Address: "https://test.example/notify"}
+	if err := dest.Validate(); !errors.Is(err, subscriber.ErrInvalid) {
+		t.Fatalf("unregistered kind: %v, want ErrInvalid", err)
+	}
+	if err := f.RegisterKind(subscriber.Kind{Name: "test_pigeon", Channel: "pigeon", Core: subscriber.URLCore}); err == nil {
+		t.Error("a kind on a channel the notifier lacks was registered")
+	}
+	for range 2 {
+		if err := f.RegisterKind(notifier.SignedJSONKind("test_notify")); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := f.RegisterKind(subscriber.Kind{Name: "test_notify", Channel: "log", Core: subscriber.URLCore}); err == nil {
+		t.Error("a different kind registered under the same name")
+	}
+	if err := dest.Validate(); err != nil || dest.Channel() != "webhook" {
+		t.Fatalf("registered kind: %v, channel %q", err, dest.Channel())
+	}
+	if core, _ := dest.Core(); core != "url:https://test.example/notify" {
+		t.Errorf("core %q", core)
+	}
+	created, err := f.Subscribers().Create(t.Context(), subscriber.Subscriber{Name: "n", Destinations: []subscriber.Destination{dest}})
+	if err != nil || created.Subscriber.Destinations[0].Secret == "" {
+		t.Fatalf("create with the kind: %v %+v, want a generated secret", err, created.Subscriber)
+	}
+	if err := f.Notify(t.Context(), notifier.Request{Flow: "test", Event: "e", Subject: "s", Destination: &dest, Window: "w"}); err != nil {
+		t.Fatal(err)
+	}
+}

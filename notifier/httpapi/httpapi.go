@@ -1,0 +1,24 @@
+// Package httpapi serves the notifier's routes: the subscribers (with the
+// public opt-in and unsubscribe links), the recent notifications and why
+// each was sent, and, with ClickHouse, the notification statistics.
+package httpapi
+
+import (
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/notifier"
+)
+
+// Register adds the notifier's routes to srv: SubscriberRoutes and
+// NotificationRoutes over f, and with ClickHouse the causes of
+// notifications and StatsRoutes.
+func Register(srv *api.Server, f *notifier.Flow) {
+	SubscriberRoutes{Store: f.Subscribers(), Notify: f.Notify, PublicURL: f.PublicURL()}.Register(srv)
+	nr := NotificationRoutes{History: f.History()}
+	if f.ClickHouse() != nil {
+		nr.Cause = f.Cause
+	}
+	nr.Register(srv)
+	if ch := f.ClickHouse(); ch != nil {
+		StatsRoutes{ClickHouse: ch}.Register(srv)
+	}
+}

@@ -1,0 +1,140 @@
+package subscriber
+
+import (
+	"fmt"
+	"reflect"
+	"strings"
+	"sync"
+)
+
+// Kind is a kind of destination: how its address is checked and named,
+// whether it carries a signing secret, and which notifier channel sends to
+// it. The built-in kinds are email, webhook and slack; a flow adds its own
+// through the notifier (notifier.Flow.RegisterKind), which checks that the
+// channel exists, or with RegisterKind.
+type Kind struct {
+	// Name is the value of Destination.Kind, stored with every destination
+	// of the kind: it never changes.
+	Name string
+	// Channel names the notifier channel that delivers to the kind's
+	// destinations ("email", "webhook", "slack").
+	Channel string
+	// Core checks an address and returns the destination's core: its
+	// identity, unique across all subscribers (see Destination.Core). Its
+	// errors wrap ErrInvalid. EmailCore and URLCore are those of the
+	// built-in kinds.
+	Core func(address string) (string, error)
+	// Secret says the kind's destinations carry a signing secret, generated
+	// when the subscriber gives none; false: they take none.
+	Secret bool
+}
+
+// The built-in destination kinds.
+const (
+	// KindEmail is an email address, delivered over SMTP.
+	KindEmail = "email"
+	// KindWebhook is an http(s) URL receiving signed JSON.
+	KindWebhook = "webhook"
+	// KindSlack is a Slack-style incoming webhook URL receiving {"text": …}.
+	KindSlack = "slack"
+)
+
+// kinds is the registry of destination kinds, in registration order (the
+// order error messages list them in).
+var kinds = struct {
+	sync.RWMutex
+	list []Kind
+}{list: []Kind{
+	{Name: KindEmail, Channel: "email", Core: EmailCore},
+	{Name: KindWebhook, Channel: "webhook", Core: URLCore, Secret: true},
+	{Name: KindSlack, Channel: "slack", Core: URLCore, Secret: true},
+}}
+
+// RegisterKind adds a destination kind for every store and request of the
+// process. Registering a kind again with the same definition does nothing
+// (a flow built twice in one process registers twice); a different kind
+// under a registered name is an error.
+func RegisterKind(k Kind) error {
+	if k.Name == "" || len(k.Name) > 64 || !printable(k.Name) || k.Channel == "" || k.Core == nil {
+		return fmt.Errorf("subscriber: kind %q needs a name of 1-64 bytes, a channel and a Core", clip(k.Name))
+	}
+	kinds.Lock()
+	defer kinds.Unlock()
+	for _, o := range kinds.list {
+		if o.Name != k.Name {
+			continue
+		}
+		if o.Channel == k.Channel && o.Secret == k.Secret && reflect.ValueOf(o.Core).Pointer() == reflect.ValueOf(k.Core).Pointer() {
+			return nil
+		}
+		return fmt.Errorf("subscriber: kind %q registered twice, differently", k.Name)
+	}
+	kinds.list = append(kinds.list, k)
+	return nil
+}
+
+// LookupKind returns the registered kind named name.
+func LookupKind(name string) (Kind, bool) {
+	kinds.RLock()
+	defer kinds.RUnlock()
+	for _, k := range kinds.list {
+		if k.Name == name {
+			return k, true
+		}
+	}
+	return Kind{}, false
+}
+
+// Kinds returns the registered kinds, in registration order.
+func Kinds() []Kind {
+	kinds.RLock()
+	defer kinds.RUnlock()
+	return append([]Kind(nil), kinds.list...)
+}
+
+// errUnknownKind names the registered kinds: "want email, webhook, slack
+// or comic_notify".
+func errUnknownKind(name string) error {
+	all := Kinds()
+	names := make([]string, len(all))
+	for i, k := range all {
+		names[i] = k.Name
+	}
+	want := names[len(names)-1]
+	if len(names) > 1 {
+		want = strings.Join(names[:len(names)-1], ", ") + " or " + want
+	}
+	return fmt.Errorf("%w: destination kind %q: want %s", ErrInvalid, clip(name), want)
+}
+
+// EmailCore is the core of an email address: "email:" + the address with
+// its domain lower-cased, and its local part too (providers treat it
+// case-insensitively in practice).
+func EmailCore(address string) (string, error) {
+	addr, err := normalizeEmail(address)
+	if err != nil {
+		return "", err
+	}
+	return "email:" + addr, nil
+}
+
+// URLCore is the core of an http(s) URL: "url:" + the URL with scheme and
+// host lower-cased, default ports, fragment and a trailing slash dropped.
+// Every URL kind shares the "url:" prefix, so one endpoint is subscribed
+// once whatever its kind.
+func URLCore(address string) (string, error) {
+	u, err := normalizeURL(address)
+	if err != nil {
+		return "", err
+	}
+	return "url:" + u, nil
+}
+
+// errNoSecret is the error of a secret given to a kind that takes none.
+func errNoSecret(kind string) error {
+	article := "a"
+	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
+		article = "an"
+	}
+	return fmt.Errorf("%w: %s %s destination takes no secret", ErrInvalid, article, clip(kind))
+}
