@@ -14,11 +14,23 @@ import (
 	"github.com/dropstream/dropstream/internal/testenv"
 )
 
-// add adds ARGV[2] to KEYS[1] and returns the sum, or fails when ARGV[1]
-// is "fail".
-var add = script.New(`
+// addSource adds ARGV[2] to KEYS[1] and returns the sum, or fails when
+// ARGV[1] is "fail".
+const addSource = `
 if ARGV[1] == 'fail' then return redis.error_reply('ERR asked to fail') end
-return redis.call('INCRBY', KEYS[1], ARGV[2])`)
+return redis.call('INCRBY', KEYS[1], ARGV[2])`
+
+var add = script.New(addSource)
+
+// flushed returns a client of b whose server holds no script.
+func flushed(t *testing.T, b testenv.Backend) redis.UniversalClient {
+	t.Helper()
+	rdb := b.Client(t)
+	if err := rdb.ScriptFlush(context.Background()).Err(); err != nil {
+		t.Fatal(err)
+	}
+	return rdb
+}
 
 // calls returns n calls adding 1 to key "k<i mod keys>", each key under a
 // hash tag of its own so that a cluster spreads them over its nodes.
@@ -153,16 +165,11 @@ func (h *loadMidPipeline) ProcessPipelineHook(next redis.ProcessPipelineHook) re
 		if !injected {
 			return next(ctx, cmds)
 		}
-		load := redis.NewStringCmd(ctx, "script", "load", scriptSource)
+		load := redis.NewStringCmd(ctx, "script", "load", addSource)
 		with := append(append(append([]redis.Cmder(nil), cmds[:2]...), load), cmds[2:]...)
 		return next(ctx, with)
 	}
 }
-
-// scriptSource is add's source, which the hook loads.
-const scriptSource = `
-if ARGV[1] == 'fail' then return redis.error_reply('ERR asked to fail') end
-return redis.call('INCRBY', KEYS[1], ARGV[2])`
 
 // TestRunAll_retriesOnlyTheMissingCalls: with the script loaded in the
 // middle of the pipeline, the two calls before it are retried after the
@@ -171,10 +178,7 @@ func TestRunAll_retriesOnlyTheMissingCalls(t *testing.T) {
 	for _, b := range testenv.PrivateBackends() {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			rdb := b.Client(t)
-			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
+			rdb := flushed(t, b)
 			rdb.AddHook(&loadMidPipeline{})
 			cs := make([]script.Call, 4)
 			for i := range cs {
@@ -217,10 +221,7 @@ func (failLoad) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.Proces
 
 func TestRunAll_reportsAFailedLoad(t *testing.T) {
 	ctx := context.Background()
-	rdb := testenv.Backends()[0].Client(t)
-	if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-		t.Fatal(err)
-	}
+	rdb := flushed(t, testenv.Backends()[0])
 	rdb.AddHook(failLoad{})
 	cmds, err := add.RunAll(ctx, rdb, calls(2, 2))
 	if !errors.Is(err, errLoad) {
@@ -239,10 +240,7 @@ func TestQueue_sharesAPipelineWithOtherCommands(t *testing.T) {
 	for _, b := range testenv.PrivateBackends() {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
-			rdb := b.Client(t)
-			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
-				t.Fatal(err)
-			}
+			rdb := flushed(t, b)
 			cs := calls(2, 2)
 			pipe := rdb.Pipeline()
 			set := pipe.Set(ctx, "{other}", "v", 0)

@@ -45,17 +45,8 @@ func Find(rm metricdata.ResourceMetrics, name string) (metricdata.Metrics, bool)
 // attributes include every key and value of want; 0 when there is none.
 func CounterSum(rm metricdata.ResourceMetrics, name string, want map[string]string) int64 {
 	m, _ := Find(rm, name)
-	sum, ok := m.Data.(metricdata.Sum[int64])
-	if !ok {
-		return 0
-	}
-	var n int64
-	for _, dp := range sum.DataPoints {
-		if HasAttrs(dp.Attributes, want) {
-			n += dp.Value
-		}
-	}
-	return n
+	sum, _ := m.Data.(metricdata.Sum[int64])
+	return total(sum.DataPoints, want, func(dp metricdata.DataPoint[int64]) (attribute.Set, int64) { return dp.Attributes, dp.Value })
 }
 
 // HistogramCount counts the observations of the float64 histogram called
@@ -63,14 +54,18 @@ func CounterSum(rm metricdata.ResourceMetrics, name string, want map[string]stri
 // is none.
 func HistogramCount(rm metricdata.ResourceMetrics, name string, want map[string]string) uint64 {
 	m, _ := Find(rm, name)
-	h, ok := m.Data.(metricdata.Histogram[float64])
-	if !ok {
-		return 0
-	}
-	var n uint64
-	for _, dp := range h.DataPoints {
-		if HasAttrs(dp.Attributes, want) {
-			n += dp.Count
+	h, _ := m.Data.(metricdata.Histogram[float64])
+	return total(h.DataPoints, want, func(dp metricdata.HistogramDataPoint[float64]) (attribute.Set, uint64) {
+		return dp.Attributes, dp.Count
+	})
+}
+
+// total adds the values of the points whose attributes include want.
+func total[P any, N int64 | uint64](points []P, want map[string]string, of func(P) (attribute.Set, N)) N {
+	var n N
+	for _, p := range points {
+		if set, v := of(p); HasAttrs(set, want) {
+			n += v
 		}
 	}
 	return n
