@@ -95,8 +95,18 @@ type Bench struct {
 	Name, Summary, Help string
 	// Bind binds the target's own flags on fs, beside the common ones
 	// (Redis, ClickHouse, partitions, --cpuprofile), and returns what runs
-	// once the flags are parsed and the environment is open.
-	Bind func(fs *flag.FlagSet) func(ctx context.Context, env BenchEnv) error
+	// once the flags are parsed.
+	Bind func(fs *flag.FlagSet) BenchRun
+}
+
+// BenchRun is a bench target's run, once its flags are bound.
+type BenchRun struct {
+	// Check, if not nil, checks the flags and the configuration before
+	// anything is opened: env holds RedisURL, ClickHouseDSN, RedisName and
+	// Settings only. Its error fails the bench at once.
+	Check func(env BenchEnv) error
+	// Run measures, over the opened environment.
+	Run func(ctx context.Context, env BenchEnv) error
 }
 
 // BenchEnv is what a bench target runs against: the app's Redis and

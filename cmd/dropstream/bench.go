@@ -2,7 +2,6 @@ package main
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io"
 	"net/url"
@@ -18,7 +17,6 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/dropstream/dropstream/flow"
-	"github.com/dropstream/dropstream/flows/availability/availbench"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/stream/streambench"
 )
@@ -31,22 +29,14 @@ type benchTarget struct {
 	run func(ctx context.Context, args []string, stdout, stderr io.Writer) error
 }
 
-// benchTargets are the bench targets; bench_*.go files of other flows add
-// theirs with registerBench from an init function.
+// benchTargets are the binary's own bench targets; every flow's come from
+// its definition (flow.Bench).
 var benchTargets = []benchTarget{
 	{"stream", "one stage with a trivial handler: throughput, then per-hop latency at a fixed rate",
 		func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runBenchStream(ctx, append([]string{"stream"}, args...), stdout, stderr)
 		}},
-	{"availability", "the availability pipeline on real Redis and ClickHouse: observations/s through diff,\n" +
-		"transitions/s into ClickHouse, end-to-end latency to a webhook, Redis memory per entity",
-		func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-			return runBenchAvailability(ctx, append([]string{"availability"}, args...), stdout, stderr)
-		}},
 }
-
-// registerBench adds a bench target; it is called from init functions.
-func registerBench(t benchTarget) { benchTargets = append(benchTargets, t) }
 
 // allBenchTargets are the binary's own targets and every flow's.
 func allBenchTargets() []benchTarget {
@@ -72,20 +62,26 @@ func runFlowBench(ctx context.Context, b flow.Bench, args []string, stdout, stde
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	chDSN := cfg.ClickHouseDSN
+	name := "redis " + redacted(cfg.RedisURL)
+	if cfg.RedisURL == "" {
+		name = "embedded miniredis"
+	}
+	env := flow.BenchEnv{RedisURL: cfg.RedisURL, ClickHouseDSN: cfg.ClickHouseDSN, RedisName: name, Embedded: cfg.RedisURL == "",
+		Stdout: stdout, Progress: func(line string) { fmt.Fprintln(stderr, "  ", line) }}
+	env.Settings = flow.Settings{Partitions: cfg.Partitions}
+	if run.Check != nil {
+		if err := run.Check(env); err != nil {
+			return err
+		}
+	}
 	cfg.ClickHouseDSN = "" // a bench that writes to ClickHouse opens a database of its own
 	a, stop, err := benchApp(ctx, cfg, *cpuProfile, stderr)
 	if err != nil {
 		return err
 	}
 	defer stop()
-	name := "redis " + redacted(cfg.RedisURL)
-	if a.embedded != nil {
-		name = "embedded miniredis"
-	}
-	env := flow.BenchEnv{Deps: a.deps(), RedisURL: cfg.RedisURL, ClickHouseDSN: chDSN, RedisName: name,
-		Embedded: a.embedded != nil, Stdout: stdout, Progress: func(line string) { fmt.Fprintln(stderr, "  ", line) }}
-	return run(ctx, env)
+	env.Deps = a.deps()
+	return run.Run(ctx, env)
 }
 
 func benchUsage() string {
@@ -173,80 +169,6 @@ type discardExporter struct{}
 
 func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
 func (discardExporter) Shutdown(context.Context) error                             { return nil }
-
-// runBenchAvailability is `dropstream bench availability`.
-func runBenchAvailability(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	var cfg Config
-	var bc availbench.Config
-	fs := flagSet("bench availability", "Measures the availability pipeline against the configured Redis (an empty database)\n"+
-		"and ClickHouse (in a database of its own): observations/s through diff, transitions/s into\n"+
-		"ClickHouse, end-to-end latency from observation to webhook, Redis memory per entity.", stderr, &cfg, "json")
-	fs.IntVar(&bc.Scopes, "scopes", availbench.DefaultScopes, "scopes (venues), one webhook watcher each")
-	fs.IntVar(&bc.PerScope, "per-scope", availbench.DefaultPerScope, "entities observed per run of a scope")
-	fs.Float64Var(&bc.Churn, "churn", availbench.DefaultChurn, "fraction of a scope's entities replaced per run")
-	fs.IntVar(&bc.Runs, "runs", availbench.DefaultRuns, "measured churn runs of every scope")
-	fs.IntVar(&bc.Rate, "rate", availbench.DefaultRate, "observations/s of the latency run")
-	fs.DurationVar(&bc.LatencyDuration, "latency-duration", availbench.DefaultLatencyDuration, "length of the latency run")
-	fs.IntVar(&bc.DiffCopies, "diff-copies", 1, "copies of the diff stage")
-	fs.IntVar(&bc.AnalyticsCopies, "analytics-copies", 1, "copies of each analytics stage")
-	fs.IntVar(&bc.DiffBatch, "diff-batch", 0, "XREADGROUP COUNT of the diff stage (0: the stage's default)")
-	fs.BoolVar(&bc.Keep, "keep", false, "keep the Redis keys and the ClickHouse database")
-	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench to this file; samples carry the label phase=setup|diff|analytics|latency (go tool pprof -tagfocus)")
-	if err := fs.parse(args[1:]); err != nil {
-		return err
-	}
-	if cfg.RedisURL == "" || cfg.ClickHouseDSN == "" {
-		return errors.New("bench availability needs a real Redis and ClickHouse: set --redis-url and --clickhouse-dsn")
-	}
-	bc.ClickHouseDSN, cfg.ClickHouseDSN = cfg.ClickHouseDSN, "" // the bench opens its own database
-	bc.Partitions = cfg.Partitions
-	bc = bc.WithDefaults()
-	if err := bc.Validate(); err != nil {
-		return err
-	}
-	a, stop, err := benchApp(ctx, cfg, *cpuProfile, stderr)
-	if err != nil {
-		return err
-	}
-	defer stop()
-	bc.Telemetry = a.tel
-	bc.Progress = func(line string) { fmt.Fprintln(stderr, "  ", line) }
-	fmt.Fprintf(stdout, "bench availability: redis %s, %d scopes × %d entities = %d, churn %g, %d runs, %d partitions, GOMAXPROCS %d\n",
-		redacted(cfg.RedisURL), bc.Scopes, bc.PerScope, bc.Scopes*bc.PerScope, bc.Churn, bc.Runs, bc.Partitions, runtime.GOMAXPROCS(0))
-	res, err := availbench.Run(ctx, a.rdb, bc)
-	if err != nil {
-		return err
-	}
-	printAvailability(stdout, bc, res)
-	return nil
-}
-
-// printAvailability writes the bench's figures and how they compare with
-// the targets.
-func printAvailability(w io.Writer, bc availbench.Config, r availbench.Result) {
-	verdict := func(ok bool) string {
-		if ok {
-			return "met"
-		}
-		return "NOT met"
-	}
-	rate := func(x availbench.Rate) string {
-		return fmt.Sprintf("%d in %s = %.0f/s", x.Count, x.Elapsed.Round(time.Millisecond), x.PerSecond())
-	}
-	fmt.Fprintf(w, "setup: baseline run %s observations, stabilization run %s observations\n", rate(r.Baseline), rate(r.Stabilization))
-	fmt.Fprintf(w, "(a) diff: %s observations (%d churn runs) [target ≥ %d/s: %s]\n", rate(r.Diff), bc.Runs,
-		availbench.TargetObservationsPerSecond, verdict(r.Diff.PerSecond() >= availbench.TargetObservationsPerSecond))
-	fmt.Fprintf(w, "(b) clickhouse: %s transitions [target ≥ %d/s: %s]\n", rate(r.Analytics),
-		availbench.TargetTransitionsPerSecond, verdict(r.Analytics.PerSecond() >= availbench.TargetTransitionsPerSecond))
-	l := r.Latency
-	fmt.Fprintf(w, "(c) end to end at %d observations/s for %s: %d of %d notifications, %d duplicates, p50 %s, p99 %s, max %s [target p99 ≤ %dms: %s]\n",
-		l.Rate, l.Elapsed.Round(time.Millisecond), l.Received, l.Expected, l.Duplicates, l.P50.Round(10*time.Microsecond),
-		l.P99.Round(10*time.Microsecond), l.Max.Round(10*time.Microsecond), availbench.TargetP99Millis,
-		verdict(l.Received == l.Expected && l.P99 <= availbench.TargetP99Millis*time.Millisecond))
-	fmt.Fprintf(w, "(d) redis memory: %.1f bytes/entity after the baseline run (%d bytes for %d entities), %.1f after stabilization [target ≤ %d: %s]\n",
-		r.MemoryAfterBaseline.PerEntity(), r.MemoryAfterBaseline.Bytes, r.MemoryAfterBaseline.Entities, r.MemorySteady.PerEntity(),
-		availbench.TargetBytesPerEntity, verdict(r.MemoryAfterBaseline.PerEntity() <= availbench.TargetBytesPerEntity))
-}
 
 // redacted is a URL with its password masked; other strings as they are.
 func redacted(s string) string {

@@ -48,7 +48,7 @@ type config struct {
 	memProfile                                       string
 }
 
-func bind(fs *flag.FlagSet) func(ctx context.Context, env flow.BenchEnv) error {
+func bind(fs *flag.FlagSet) flow.BenchRun {
 	var c config
 	fs.IntVar(&c.subscribers, "subscribers", 1000, "subscribers, one webhook destination each")
 	fs.IntVar(&c.messages, "messages", 100000, "requests of the throughput run")
@@ -58,7 +58,7 @@ func bind(fs *flag.FlagSet) func(ctx context.Context, env flow.BenchEnv) error {
 	fs.IntVar(&c.concurrency, "concurrency", 0, "sends in flight per stage copy (DeliverConfig.MaxInFlight); 0 takes the default")
 	fs.BoolVar(&c.history, "history", true, "record every delivery in the history (Redis and notify.history)")
 	fs.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile of the throughput run to this file")
-	return func(ctx context.Context, env flow.BenchEnv) error { return run(ctx, env, c) }
+	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error { return run(ctx, env, c) }}
 }
 
 // run measures the throughput, then the latency.

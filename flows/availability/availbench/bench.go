@@ -39,10 +39,10 @@ const (
 // them takes.
 const stageBlock = 100 * time.Millisecond
 
-// Bench is one bench's state: the Redis database, the ClickHouse database
+// Harness is one bench's state: the Redis database, the ClickHouse database
 // and the fleet's progress. Its phases run in order: Setup, Diff, Analytics,
 // Latency (Run runs them all). It is not safe for concurrent use.
-type Bench struct {
+type Harness struct {
 	cfg      Config
 	rdb      redis.UniversalClient
 	ch       *clickhouse.Client // nil without a DSN
@@ -63,7 +63,7 @@ type Bench struct {
 // Open checks cfg, that rdb's database is empty, and, when
 // cfg.ClickHouseDSN is set, creates and migrates the bench's ClickHouse
 // database. Call Close when done.
-func Open(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Bench, error) {
+func Open(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Harness, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -79,7 +79,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Bench, e
 	if log == nil {
 		log = slog.Default()
 	}
-	b := &Bench{cfg: cfg, rdb: rdb, topics: avail.NewTopics(cfg.Partitions),
+	b := &Harness{cfg: cfg, rdb: rdb, topics: avail.NewTopics(cfg.Partitions),
 		fleet: newFleet(cfg.Scopes, cfg.PerScope, cfg.churned()), pub: stream.NewPublisher(rdb, cfg.Telemetry), log: log}
 	if b.baseMem, err = usedMemory(ctx, rdb); err != nil {
 		return nil, err
@@ -95,7 +95,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Bench, e
 
 // openClickHouse creates the database dsbench_<hex> on the DSN's server and
 // migrates it.
-func (b *Bench) openClickHouse(ctx context.Context) error {
+func (b *Harness) openClickHouse(ctx context.Context) error {
 	u, err := url.Parse(b.cfg.ClickHouseDSN)
 	if err != nil {
 		return fmt.Errorf("availbench: clickhouse dsn: %w", err)
@@ -125,7 +125,7 @@ func (b *Bench) openClickHouse(ctx context.Context) error {
 
 // Close empties the Redis database and drops the ClickHouse database,
 // unless Config.Keep, and closes the ClickHouse clients (not rdb).
-func (b *Bench) Close() error {
+func (b *Harness) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
 	var errs []error
@@ -148,17 +148,17 @@ func (b *Bench) Close() error {
 }
 
 // Database is the bench's ClickHouse database ("" without a DSN).
-func (b *Bench) Database() string { return b.db }
+func (b *Harness) Database() string { return b.db }
 
 // Entities is the number of entities observed per run of every scope.
-func (b *Bench) Entities() int { return b.cfg.Scopes * b.cfg.PerScope }
+func (b *Harness) Entities() int { return b.cfg.Scopes * b.cfg.PerScope }
 
 // Setup applies the baseline run and its stabilization run of every scope
 // through the diff stage, and measures Redis memory per entity after each
 // with the output streams trimmed. The groups of the analytics stages, the
 // projection and the notifier are then created, so that their backlog is
 // what later runs produce.
-func (b *Bench) Setup(ctx context.Context) (baseline, stabilization Rate, afterBaseline, steady Memory, err error) {
+func (b *Harness) Setup(ctx context.Context) (baseline, stabilization Rate, afterBaseline, steady Memory, err error) {
 	if b.setupRun {
 		return Rate{}, Rate{}, Memory{}, Memory{}, errors.New("availbench: Setup runs once")
 	}
@@ -198,7 +198,7 @@ func (b *Bench) Setup(ctx context.Context) (baseline, stabilization Rate, afterB
 // Diff applies runs churn runs of every scope through the diff stage and
 // returns the observations and the time the stage took to apply them (the
 // snapshots of each run are published first, then consumed).
-func (b *Bench) Diff(ctx context.Context, runs int) (Rate, error) {
+func (b *Harness) Diff(ctx context.Context, runs int) (Rate, error) {
 	var total Rate
 	for r := 1; r <= runs; r++ {
 		rate, err := b.diffRound(ctx, fmt.Sprintf("churn run %d/%d", r, runs), b.cfg.Scopes)
@@ -215,7 +215,7 @@ func (b *Bench) Diff(ctx context.Context, runs int) (Rate, error) {
 // DiffSnapshots publishes the next snapshot of n scopes (round robin over
 // the fleet, which Setup must have baselined) and measures the diff stage
 // applying them.
-func (b *Bench) DiffSnapshots(ctx context.Context, n int) (Rate, error) {
+func (b *Harness) DiffSnapshots(ctx context.Context, n int) (Rate, error) {
 	b.runs += int64(n)
 	return b.diffRound(ctx, "snapshots", n)
 }
@@ -231,7 +231,7 @@ func (b *Bench) DiffSnapshots(ctx context.Context, n int) (Rate, error) {
 // or stabilization run, and their later runs emitted the missing baseline
 // transitions into the measured backlog (up to 3.5 times the exact count
 // under load).
-func (b *Bench) diffRound(ctx context.Context, name string, n int) (Rate, error) {
+func (b *Harness) diffRound(ctx context.Context, name string, n int) (Rate, error) {
 	pubStart := time.Now()
 	msgs := make([]*stream.Message, 0, 500)
 	for i := 0; i < n; i++ {
@@ -272,7 +272,7 @@ func (b *Bench) diffRound(ctx context.Context, name string, n int) (Rate, error)
 }
 
 // nextScope returns the scopes round robin.
-func (b *Bench) nextScope() int {
+func (b *Harness) nextScope() int {
 	s := b.cursor
 	b.cursor = (b.cursor + 1) % b.cfg.Scopes
 	return s
@@ -281,7 +281,7 @@ func (b *Bench) nextScope() int {
 // Analytics runs the analytics stages on the backlog of transitions and run
 // records produced since Setup, and returns the transitions and the time
 // until clickhouse.CountTransitions counted them all.
-func (b *Bench) Analytics(ctx context.Context) (Rate, error) {
+func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 	if b.ch == nil {
 		return Rate{}, errors.New("availbench: Analytics needs a ClickHouse DSN")
 	}
@@ -344,7 +344,7 @@ func (b *Bench) Analytics(ctx context.Context) (Rate, error) {
 
 // await polls count every so often until it reaches want, reporting
 // progress every second.
-func (b *Bench) await(ctx context.Context, what string, every time.Duration, want int64, count func() (int64, error)) error {
+func (b *Harness) await(ctx context.Context, what string, every time.Duration, want int64, count func() (int64, error)) error {
 	t := time.NewTicker(every)
 	defer t.Stop()
 	last := time.Now()
@@ -369,7 +369,7 @@ func (b *Bench) await(ctx context.Context, what string, every time.Duration, wan
 }
 
 // run starts copies of each stage; stop cancels them and waits.
-func (b *Bench) run(ctx context.Context, copies int, stages ...stream.Stage) (stop func(), err error) {
+func (b *Harness) run(ctx context.Context, copies int, stages ...stream.Stage) (stop func(), err error) {
 	ctx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	for _, s := range stages {
@@ -393,7 +393,7 @@ func (b *Bench) run(ctx context.Context, copies int, stages ...stream.Stage) (st
 
 // countTransitions returns the number of transitions in the transition
 // topic: its entries hold arrays of them.
-func (b *Bench) countTransitions(ctx context.Context) (int64, error) {
+func (b *Harness) countTransitions(ctx context.Context) (int64, error) {
 	var n int64
 	for p := range b.topics.Transitions.Partitions {
 		start := "-"
@@ -421,7 +421,7 @@ func (b *Bench) countTransitions(ctx context.Context) (int64, error) {
 }
 
 // drain waits until groups have handled every entry of topic.
-func (b *Bench) drain(ctx context.Context, what string, topic stream.Topic, groups ...string) error {
+func (b *Harness) drain(ctx context.Context, what string, topic stream.Topic, groups ...string) error {
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
 	last := time.Now()
@@ -449,7 +449,7 @@ func (b *Bench) drain(ctx context.Context, what string, topic stream.Topic, grou
 // read or not acknowledged yet (XINFO GROUPS lag + pending). A group whose
 // lag Redis cannot tell (-1) counts 1 until it has read up to the stream's
 // last entry; a missing group counts the whole stream.
-func (b *Bench) unhandled(ctx context.Context, topic stream.Topic, groups ...string) (int64, error) {
+func (b *Harness) unhandled(ctx context.Context, topic stream.Topic, groups ...string) (int64, error) {
 	var n int64
 	for p := range topic.Partitions {
 		s := topic.Stream(p)
@@ -491,7 +491,7 @@ func (b *Bench) unhandled(ctx context.Context, topic stream.Topic, groups ...str
 
 // trim empties the snapshot, transition and run streams, whose entries the
 // stages have all acknowledged (or that no group reads yet).
-func (b *Bench) trim(ctx context.Context) error {
+func (b *Harness) trim(ctx context.Context) error {
 	pipe := b.rdb.Pipeline()
 	for _, t := range []stream.Topic{b.topics.Snapshots, b.topics.Transitions, b.topics.Runs} {
 		for p := range t.Partitions {
@@ -504,7 +504,7 @@ func (b *Bench) trim(ctx context.Context) error {
 	return nil
 }
 
-func (b *Bench) progress(format string, args ...any) {
+func (b *Harness) progress(format string, args ...any) {
 	if b.cfg.Progress != nil {
 		b.cfg.Progress(fmt.Sprintf(format, args...))
 	}

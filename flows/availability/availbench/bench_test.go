@@ -36,7 +36,7 @@ func dial(tb testing.TB, url string) redis.UniversalClient {
 }
 
 // open returns a bench over a Redis database of its own, baselined.
-func open(b *testing.B, dsn string) *availbench.Bench {
+func open(b *testing.B, dsn string) *availbench.Harness {
 	b.Helper()
 	bench, err := availbench.Open(context.Background(), dial(b, testenv.RedisURL(b)), availbench.Config{
 		ClickHouseDSN: dsn, Scopes: benchScopes, PerScope: benchPerScope, Telemetry: quietTelemetry()})

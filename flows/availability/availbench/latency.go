@@ -31,7 +31,7 @@ const drainTimeout = time.Minute
 // records for every notification its receive time − run_at. Setup and at
 // least one churn run (Diff) must have run, so that each snapshot confirms
 // the opens of its scope's previous run and notifies.
-func (b *Bench) Latency(ctx context.Context) (Latency, error) {
+func (b *Harness) Latency(ctx context.Context) (Latency, error) {
 	recv := &receiver{seen: map[string]bool{}, from: time.Now()}
 	srv := httptest.NewServer(recv)
 	defer srv.Close()
@@ -99,7 +99,7 @@ func (b *Bench) Latency(ctx context.Context) (Latency, error) {
 
 // pipeline returns the watcher store and the stages of the pipeline after
 // the collector, and a function releasing them.
-func (b *Bench) pipeline() (*watch.Store, []stream.Stage, func(), error) {
+func (b *Harness) pipeline() (*watch.Store, []stream.Stage, func(), error) {
 	store, err := watch.NewStore(b.rdb, watch.StoreConfig{MaxWatchers: max(watch.DefaultMaxWatchers, b.cfg.Scopes), Logger: b.log})
 	if err != nil {
 		return nil, nil, nil, err
@@ -135,7 +135,7 @@ func (b *Bench) pipeline() (*watch.Store, []stream.Stage, func(), error) {
 }
 
 // createWatchers creates a venue watcher for every scope, 16 at a time.
-func (b *Bench) createWatchers(ctx context.Context, store *watch.Store, hook string) error {
+func (b *Harness) createWatchers(ctx context.Context, store *watch.Store, hook string) error {
 	start := time.Now()
 	errs := make(chan error, 16)
 	next := make(chan int)

@@ -22,7 +22,7 @@ var Bench = flow.Bench{
 }
 
 // bind binds the target's flags and returns its run.
-func bind(fs *flag.FlagSet) func(ctx context.Context, env flow.BenchEnv) error {
+func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
 	fs.IntVar(&bc.Items, "items", 100_000, "items of the batch_init")
 	fs.IntVar(&bc.Users, "users", 100_000, "users of the batch_init")
@@ -34,7 +34,7 @@ func bind(fs *flag.FlagSet) func(ctx context.Context, env flow.BenchEnv) error {
 	fs.IntVar(&bc.Rate, "rate", TargetRate, "checkouts/s of the latency run")
 	fs.DurationVar(&bc.LatencyDuration, "latency-duration", 10*time.Second, "length of the latency run")
 	fs.IntVar(&bc.Copies, "copies", 1, "copies of each stage")
-	return func(ctx context.Context, env flow.BenchEnv) error {
+	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
 		bc.Partitions = env.Settings.Partitions
 		bc = bc.WithDefaults()
 		if err := bc.Validate(); err != nil {
@@ -64,5 +64,5 @@ func bind(fs *flag.FlagSet) func(ctx context.Context, env flow.BenchEnv) error {
 			fmt.Fprintln(out, "   ", s)
 		}
 		return nil
-	}
+	}}
 }

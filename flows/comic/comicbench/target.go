@@ -29,7 +29,7 @@ var Bench = flow.Bench{
 }
 
 // bind binds the target's flags and returns its run.
-func bind(fs *flag.FlagSet) func(ctx context.Context, env flow.BenchEnv) error {
+func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
 	var maxMemMB int
 	fs.IntVar(&bc.Subscriptions, "subscriptions", 1_000_000, "subscriptions to load")
@@ -42,7 +42,7 @@ func bind(fs *flag.FlagSet) func(ctx context.Context, env flow.BenchEnv) error {
 	fs.StringVar(&bc.World, "world", WorldWantList, "data distribution: "+strings.Join(Worlds, " (default) or ")+
 		" (see flows/comic/comicbench/world.go)")
 	fs.BoolVar(&bc.Reuse, "reuse", false, "measure over the subscriptions an earlier run loaded with the same --world (no load)")
-	return func(ctx context.Context, env flow.BenchEnv) error {
+	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
 		bc.MaxRedisMemory = int64(maxMemMB) << 20
 		bc.Partitions = env.Settings.Partitions
 		bc.Progress = env.Progress
@@ -55,7 +55,7 @@ func bind(fs *flag.FlagSet) func(ctx context.Context, env flow.BenchEnv) error {
 		}
 		printResult(out, bc, r)
 		return nil
-	}
+	}}
 }
 
 // printResult writes the figures of a run.

@@ -22,14 +22,14 @@ var Bench = flow.Bench{
 }
 
 // bind binds the target's flags and returns its run.
-func bind(fs *flag.FlagSet) func(ctx context.Context, env flow.BenchEnv) error {
+func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
 	fs.IntVar(&bc.Offers, "offers", 100000, "offers, round robin over the 3 handlers")
 	fs.IntVar(&bc.Products, "products", 2000, "products the offers are spread over")
 	fs.IntVar(&bc.Misses, "misses", 200, "distinct searches (each a miss)")
 	fs.IntVar(&bc.Hits, "hits", 5000, "cached searches")
 	fs.IntVar(&bc.Broad, "broad", 20, "misses without a product element (every offer priced)")
-	return func(ctx context.Context, env flow.BenchEnv) error {
+	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
 		bc.Partitions, bc.Telemetry = env.Settings.Partitions, env.Telemetry
 		bc.Progress = env.Progress
 		out := env.Stdout
@@ -51,5 +51,5 @@ func bind(fs *flag.FlagSet) func(ctx context.Context, env flow.BenchEnv) error {
 		fmt.Fprintf(out, "cached hit: %d searches, p50 %s, p99 %s, max %s [target p99 ≤ %s: %s]\n",
 			r.Hit.Count, us(r.Hit.P50), us(r.Hit.P99), us(r.Hit.Max), TargetHitP99, flow.Verdict(r.Hit.P99 <= TargetHitP99))
 		return nil
-	}
+	}}
 }

@@ -1,0 +1,79 @@
+package availbench
+
+import (
+	"context"
+	"errors"
+	"flag"
+	"fmt"
+	"io"
+	"runtime"
+	"time"
+
+	"github.com/dropstream/dropstream/flow"
+)
+
+// Bench is the `dropstream bench availability` target.
+var Bench = flow.Bench{
+	Name: "availability",
+	Summary: "the availability pipeline on real Redis and ClickHouse: observations/s through diff,\n" +
+		"transitions/s into ClickHouse, end-to-end latency to a webhook, Redis memory per entity",
+	Help: "Measures the availability pipeline against the configured Redis (an empty database)\n" +
+		"and ClickHouse (in a database of its own): observations/s through diff, transitions/s into\n" +
+		"ClickHouse, end-to-end latency from observation to webhook, Redis memory per entity.",
+	Bind: bind,
+}
+
+func bind(fs *flag.FlagSet) flow.BenchRun {
+	var bc Config
+	fs.IntVar(&bc.Scopes, "scopes", DefaultScopes, "scopes (venues), one webhook watcher each")
+	fs.IntVar(&bc.PerScope, "per-scope", DefaultPerScope, "entities observed per run of a scope")
+	fs.Float64Var(&bc.Churn, "churn", DefaultChurn, "fraction of a scope's entities replaced per run")
+	fs.IntVar(&bc.Runs, "runs", DefaultRuns, "measured churn runs of every scope")
+	fs.IntVar(&bc.Rate, "rate", DefaultRate, "observations/s of the latency run")
+	fs.DurationVar(&bc.LatencyDuration, "latency-duration", DefaultLatencyDuration, "length of the latency run")
+	fs.IntVar(&bc.DiffCopies, "diff-copies", 1, "copies of the diff stage")
+	fs.IntVar(&bc.AnalyticsCopies, "analytics-copies", 1, "copies of each analytics stage")
+	fs.IntVar(&bc.DiffBatch, "diff-batch", 0, "XREADGROUP COUNT of the diff stage (0: the stage's default)")
+	fs.BoolVar(&bc.Keep, "keep", false, "keep the Redis keys and the ClickHouse database")
+	return flow.BenchRun{
+		Check: func(env flow.BenchEnv) error {
+			if env.RedisURL == "" || env.ClickHouseDSN == "" {
+				return errors.New("bench availability needs a real Redis and ClickHouse: set --redis-url and --clickhouse-dsn")
+			}
+			bc.ClickHouseDSN, bc.Partitions = env.ClickHouseDSN, env.Settings.Partitions
+			bc = bc.WithDefaults()
+			return bc.Validate()
+		},
+		Run: func(ctx context.Context, env flow.BenchEnv) error {
+			bc.Telemetry, bc.Progress = env.Telemetry, env.Progress
+			fmt.Fprintf(env.Stdout, "bench availability: %s, %d scopes × %d entities = %d, churn %g, %d runs, %d partitions, GOMAXPROCS %d\n",
+				env.RedisName, bc.Scopes, bc.PerScope, bc.Scopes*bc.PerScope, bc.Churn, bc.Runs, bc.Partitions, runtime.GOMAXPROCS(0))
+			res, err := Run(ctx, env.Redis, bc)
+			if err != nil {
+				return err
+			}
+			Print(env.Stdout, bc, res)
+			return nil
+		},
+	}
+}
+
+// Print writes the bench's figures and how they compare with the targets.
+func Print(w io.Writer, bc Config, r Result) {
+	rate := func(x Rate) string {
+		return fmt.Sprintf("%d in %s = %.0f/s", x.Count, x.Elapsed.Round(time.Millisecond), x.PerSecond())
+	}
+	fmt.Fprintf(w, "setup: baseline run %s observations, stabilization run %s observations\n", rate(r.Baseline), rate(r.Stabilization))
+	fmt.Fprintf(w, "(a) diff: %s observations (%d churn runs) [target ≥ %d/s: %s]\n", rate(r.Diff), bc.Runs,
+		TargetObservationsPerSecond, flow.Verdict(r.Diff.PerSecond() >= TargetObservationsPerSecond))
+	fmt.Fprintf(w, "(b) clickhouse: %s transitions [target ≥ %d/s: %s]\n", rate(r.Analytics),
+		TargetTransitionsPerSecond, flow.Verdict(r.Analytics.PerSecond() >= TargetTransitionsPerSecond))
+	l := r.Latency
+	fmt.Fprintf(w, "(c) end to end at %d observations/s for %s: %d of %d notifications, %d duplicates, p50 %s, p99 %s, max %s [target p99 ≤ %dms: %s]\n",
+		l.Rate, l.Elapsed.Round(time.Millisecond), l.Received, l.Expected, l.Duplicates, l.P50.Round(10*time.Microsecond),
+		l.P99.Round(10*time.Microsecond), l.Max.Round(10*time.Microsecond), TargetP99Millis,
+		flow.Verdict(l.Received == l.Expected && l.P99 <= TargetP99Millis*time.Millisecond))
+	fmt.Fprintf(w, "(d) redis memory: %.1f bytes/entity after the baseline run (%d bytes for %d entities), %.1f after stabilization [target ≤ %d: %s]\n",
+		r.MemoryAfterBaseline.PerEntity(), r.MemoryAfterBaseline.Bytes, r.MemoryAfterBaseline.Entities, r.MemorySteady.PerEntity(),
+		TargetBytesPerEntity, flow.Verdict(r.MemoryAfterBaseline.PerEntity() <= TargetBytesPerEntity))
+}
