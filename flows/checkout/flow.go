@@ -125,7 +125,7 @@ func (s *Flow) Describe() flow.Description {
 			{From: flow.FromAPI, Topic: t.Outcomes}, {From: flow.FromAPI, Topic: t.Sagas},
 		},
 		History: []flow.History{s.History()},
-		Demo: s.seedDemo,
+		Demo:    s.seedDemo,
 	}
 }
 
