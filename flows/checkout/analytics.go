@@ -1,44 +1,41 @@
 package checkout
 
 import (
-	"context"
 	"encoding/json"
 	"strings"
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/flowhistory"
 )
 
-// AnalyticsStage returns the "checkout-analytics" stage: it writes the
-// saga records of finished attempts to ClickHouse's checkout_sagas table,
-// one insert per batch read. A malformed record is dead-lettered; a
-// ClickHouse error fails the batch retryably (rows collapse by (order_id,
-// tr_num), so a retried batch adds nothing). Without ClickHouse, do not run
-// it: create its group (stream.EnsureGroups) so the records wait.
-func (s *Flow) AnalyticsStage(ch *clickhouse.Client) stream.Stage {
-	cfg := s.cfg.Stage
-	return stream.Stage{Name: StageHistory, Topic: s.topics.Sagas, Config: cfg,
-		BatchHandler: func(ctx context.Context, msgs []*stream.Message) error {
-			errs := make([]error, len(msgs))
-			rows := make([]clickhouse.CheckoutSagaRow, 0, len(msgs))
-			idx := make([]int, 0, len(msgs))
-			for i, m := range msgs {
-				row, err := SagaRow(m)
-				if err != nil {
-					errs[i] = err
-					continue
-				}
-				rows = append(rows, row)
-				idx = append(idx, i)
+// HistoryConfig configures the "checkout-analytics" stage, the writer's
+// append of the saga records of finished attempts to ClickHouse's
+// checkout_sagas table (writer.NewHistory). A malformed record is
+// dead-lettered; rows collapse by (order_id, tr_num), so a redelivered
+// record adds nothing. Without ClickHouse its group is created and the
+// records wait (see History).
+func (s *Flow) HistoryConfig() writer.HistoryConfig[clickhouse.CheckoutSagaRow] {
+	return writer.HistoryConfig[clickhouse.CheckoutSagaRow]{Stage: StageHistory, Topic: s.topics.Sagas,
+		Tables: []string{clickhouse.TableCheckoutSagas},
+		Rows: func(m *stream.Message) ([]clickhouse.CheckoutSagaRow, error) {
+			row, err := SagaRow(m)
+			if err != nil {
+				return nil, err
 			}
-			if err := clickhouse.InsertCheckoutSagas(ctx, ch, rows); err != nil {
-				for _, i := range idx {
-					errs[i] = err
-				}
-			}
-			return &stream.BatchError{Errs: errs}
-		}}
+			return []clickhouse.CheckoutSagaRow{row}, nil
+		},
+		Insert: clickhouse.InsertCheckoutSagas, Runner: s.cfg.Stage}
+}
+
+// History is the flow's ClickHouse append declared in its Description:
+// the HistoryConfig stage, logging to the flow's logger (metrics and
+// traces go to the OpenTelemetry globals, which the app sets).
+func (s *Flow) History() flow.History {
+	return flowhistory.Of(s.HistoryConfig(), stream.Telemetry{Logger: s.log})
 }
 
 // SagaRow turns a saga record message into its ClickHouse row; a malformed

@@ -12,6 +12,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
 )
 
 // sagaRow is a row of checkout_sagas.
@@ -36,7 +37,15 @@ func TestAnalytics_finishedAttemptsReachClickHouse(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	r, err := stream.NewRunner(e.rdb, e.svc.AnalyticsStage(ch), stream.Telemetry{Logger: quiet()})
+	cfg := e.svc.HistoryConfig()
+	// The flow's test runners time handlers out at 2s.
+	cfg.FlushInterval, cfg.FlushTimeout = 20*time.Millisecond, time.Second
+	hist, err := writer.NewHistory(ch, cfg, stream.Telemetry{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = hist.Close() }()
+	r, err := stream.NewRunner(e.rdb, hist.Stage(), stream.Telemetry{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

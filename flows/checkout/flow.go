@@ -9,7 +9,6 @@ import (
 	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -125,11 +124,8 @@ func (s *Flow) Describe() flow.Description {
 			// one given up at the end of its wait records its saga.
 			{From: flow.FromAPI, Topic: t.Outcomes}, {From: flow.FromAPI, Topic: t.Sagas},
 		},
-		History: []flow.History{{Tables: []string{"checkout_sagas"}, Groups: []flow.Group{{Topic: t.Sagas, Name: StageHistory}},
-			Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
-				return []stream.Stage{s.AnalyticsStage(ch)}, nil, nil
-			}}},
-		Demo: s.seedDemo,
+		History: []flow.History{s.History()},
+		Demo:    s.seedDemo,
 	}
 }
 

@@ -19,7 +19,7 @@ const (
 	StageStock   = "checkout-stock"
 	StagePayment = "checkout-payment"
 	StageOrder   = "checkout-order"
-	// StageHistory appends the saga records to ClickHouse (AnalyticsStage).
+	// StageHistory appends the saga records to ClickHouse (HistoryConfig).
 	StageHistory = "checkout-analytics"
 )
 

@@ -206,10 +206,9 @@ func (s *Flow) Describe() flow.Description {
 			// notifications are events.
 			{From: flow.FromAPI, Topic: t.Jobs}, {From: flow.FromAPI, Topic: t.Events},
 		},
-		History: []flow.History{{Tables: []string{"comic_events", "comic_sessions"}, Groups: []flow.Group{{Topic: t.Events, Name: StageHistory}},
-			Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
-				return []stream.Stage{NewHistory(ch, t, s.Subscriptions).Stage()}, nil, nil
-			}}},
+		History: []flow.History{
+			s.History(),
+		},
 		Demo: s.SeedDemo,
 	}
 	if s.relayTopic != nil {

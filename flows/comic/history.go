@@ -8,28 +8,45 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/flowhistory"
 )
 
-// History writes the events topic to ClickHouse (tables of
-// clickhouse/schema/0006_comics.sql): every event to comic_events, and each
-// comic's time in inventory as a session in comic_sessions. It also
-// snapshots the subscription statistics into comic_pattern_stats.
+// HistoryConfig configures the "comic-history" stage, the writer's append
+// of the events topic to ClickHouse (tables of
+// clickhouse/schema/0006_comics.sql, writer.NewHistory): every event to
+// comic_events, and each comic's time in inventory as a session in
+// comic_sessions. Rows carry deterministic ids, so a redelivered event
+// collapses into the same rows; an event that does not decode or has no
+// comic id is dead-lettered. Without ClickHouse its group is created and
+// the backlog waits (see History).
+func (s *Flow) HistoryConfig() writer.HistoryConfig[historyRow] {
+	return writer.HistoryConfig[historyRow]{Stage: StageHistory, Topic: s.topics.Events,
+		Tables: []string{"comic_events", "comic_sessions"}, Rows: historyRows, Insert: insertHistory,
+		Runner: stream.RunnerConfig{BatchSize: 1000}}
+}
+
+// History is the flow's ClickHouse append declared in its Description,
+// logging to the flow's logger (metrics and traces go to the OpenTelemetry
+// globals, which the app sets).
+func (s *Flow) History() flow.History {
+	return flowhistory.Of(s.HistoryConfig(), stream.Telemetry{Logger: s.log})
+}
+
+// History snapshots the subscription statistics into comic_pattern_stats
+// (SnapshotStats, RunSnapshots); the events are appended by the
+// "comic-history" stage (HistoryConfig).
 type History struct {
-	ch     *clickhouse.Client
-	topics Topics
-	store  *Store
+	ch    *clickhouse.Client
+	store *Store
 }
 
-// NewHistory returns the history writer.
-func NewHistory(ch *clickhouse.Client, topics Topics, store *Store) *History {
-	return &History{ch: ch, topics: topics, store: store}
-}
-
-// Stage returns the "comic-history" stage: one insert per table per batch.
-func (h *History) Stage() stream.Stage {
-	return stream.Stage{Name: StageHistory, Topic: h.topics.Events, BatchHandler: h.handle,
-		Config: stream.RunnerConfig{BatchSize: 1000}}
+// NewHistory returns the statistics snapshotter over ch and store. The
+// topics are not used: the events' append is Flow.HistoryConfig.
+func NewHistory(ch *clickhouse.Client, _ Topics, store *Store) *History {
+	return &History{ch: ch, store: store}
 }
 
 const (
@@ -40,6 +57,13 @@ const (
 	insertStats = `INSERT INTO comic_pattern_stats (at, kind, name, subscriptions, distinct_values, top_value, top_count, diversity)`
 )
 
+// historyRow is what an event appends: its comic_events row and, for a
+// listing or a sale, its comic_sessions row (nil otherwise), each the
+// values of the columns of insertEvents and insertSessions in order.
+type historyRow struct {
+	event, session []any
+}
+
 // splitMs returns ms as a DateTime second and its milliseconds.
 func splitMs(ms int64) (time.Time, uint16) {
 	if ms <= 0 {
@@ -48,72 +72,77 @@ func splitMs(ms int64) (time.Time, uint16) {
 	return time.Unix(ms/1000, 0).UTC(), uint16(ms % 1000)
 }
 
-func (h *History) handle(ctx context.Context, msgs []*stream.Message) error {
-	evBatch, err := h.ch.Conn().PrepareBatch(ctx, insertEvents)
+// historyRows decodes an event into its rows.
+func historyRows(m *stream.Message) ([]historyRow, error) {
+	var e Event
+	if err := json.Unmarshal(m.Payload, &e); err != nil || e.ComicID == "" {
+		return nil, stream.Permanentf("comic: decode event: %v", err)
+	}
+	var c Comic
+	_ = json.Unmarshal(e.Comic, &c)
+	who := e.Email
+	if e.Kind == EventSold {
+		who = e.TxnID
+	}
+	at, atMs := splitMs(e.AtMs)
+	id := e.Kind + ":" + e.ComicID + ":" + strconv.FormatInt(e.Gen, 10) + ":" + who
+	if e.Kind == EventForgotten {
+		id += ":" + strconv.FormatInt(e.AtMs, 10)
+	}
+	r := historyRow{event: []any{id, e.Kind, e.ComicID, uint32(e.Gen), at, atMs, e.Email, e.SubscriptionID, e.TxnID,
+		e.PriceCents, c.Publisher, c.Series, c.Title, c.Issue, uint16(c.Year), float32(c.Grade), flag(c.KeyIssue), e.TraceID}}
+	sid := e.ComicID + ":" + strconv.FormatInt(e.Gen, 10)
+	switch e.Kind {
+	case EventListed:
+		zero, zeroMs := splitMs(0)
+		r.session = []any{sid, e.ComicID, uint32(e.Gen), at, atMs, zero, zeroMs, uint8(0), c.Publisher, c.Series, c.Title,
+			c.Issue, uint16(c.Year), float32(c.Grade), flag(c.KeyIssue), c.PriceCents, "", "", e.TraceID}
+	case EventSold:
+		open, openMs := splitMs(e.ListedAtMs)
+		r.session = []any{sid, e.ComicID, uint32(e.Gen), open, openMs, at, atMs, uint8(1), c.Publisher, c.Series, c.Title,
+			c.Issue, uint16(c.Year), float32(c.Grade), flag(c.KeyIssue), e.PriceCents, e.Email, e.TxnID, e.TraceID}
+	}
+	return []historyRow{r}, nil
+}
+
+// insertHistory appends rows in one insert per table (none into
+// comic_sessions without a session row).
+func insertHistory(ctx context.Context, ch *clickhouse.Client, rows []historyRow) error {
+	evBatch, err := ch.Conn().PrepareBatch(ctx, insertEvents)
 	if err != nil {
 		return fmt.Errorf("comic: history: %w", err)
 	}
-	sessBatch, err := h.ch.Conn().PrepareBatch(ctx, insertSessions)
+	sessBatch, err := ch.Conn().PrepareBatch(ctx, insertSessions)
 	if err != nil {
 		_ = evBatch.Abort()
 		return fmt.Errorf("comic: history: %w", err)
 	}
-	errs := make([]error, len(msgs))
+	abort := func(err error) error {
+		_, _ = evBatch.Abort(), sessBatch.Abort()
+		return err
+	}
 	sessions := 0
-	for i, m := range msgs {
-		var e Event
-		if err := json.Unmarshal(m.Payload, &e); err != nil || e.ComicID == "" {
-			errs[i] = stream.Permanentf("comic: decode event: %v", err)
-			continue
+	for _, r := range rows {
+		if err := evBatch.Append(r.event...); err != nil {
+			return abort(fmt.Errorf("comic: event row: %w", err))
 		}
-		var c Comic
-		_ = json.Unmarshal(e.Comic, &c)
-		who := e.Email
-		if e.Kind == EventSold {
-			who = e.TxnID
-		}
-		at, atMs := splitMs(e.AtMs)
-		id := e.Kind + ":" + e.ComicID + ":" + strconv.FormatInt(e.Gen, 10) + ":" + who
-		if e.Kind == EventForgotten {
-			id += ":" + strconv.FormatInt(e.AtMs, 10)
-		}
-		if err := evBatch.Append(id, e.Kind, e.ComicID, uint32(e.Gen), at, atMs, e.Email, e.SubscriptionID, e.TxnID,
-			e.PriceCents, c.Publisher, c.Series, c.Title, c.Issue, uint16(c.Year), float32(c.Grade), flag(c.KeyIssue), e.TraceID); err != nil {
-			errs[i] = stream.Permanentf("comic: event row: %v", err)
-			continue
-		}
-		sid := e.ComicID + ":" + strconv.FormatInt(e.Gen, 10)
-		switch e.Kind {
-		case EventListed:
-			zero, zeroMs := splitMs(0)
-			err = sessBatch.Append(sid, e.ComicID, uint32(e.Gen), at, atMs, zero, zeroMs, uint8(0), c.Publisher, c.Series, c.Title,
-				c.Issue, uint16(c.Year), float32(c.Grade), flag(c.KeyIssue), c.PriceCents, "", "", e.TraceID)
+		if r.session != nil {
+			if err := sessBatch.Append(r.session...); err != nil {
+				return abort(fmt.Errorf("comic: session row: %w", err))
+			}
 			sessions++
-		case EventSold:
-			open, openMs := splitMs(e.ListedAtMs)
-			err = sessBatch.Append(sid, e.ComicID, uint32(e.Gen), open, openMs, at, atMs, uint8(1), c.Publisher, c.Series, c.Title,
-				c.Issue, uint16(c.Year), float32(c.Grade), flag(c.KeyIssue), e.PriceCents, e.Email, e.TxnID, e.TraceID)
-			sessions++
-		}
-		if err != nil {
-			errs[i] = stream.Permanentf("comic: session row: %v", err)
 		}
 	}
 	if err := evBatch.Send(); err != nil {
 		_ = sessBatch.Abort()
 		return fmt.Errorf("comic: insert events: %w", err)
 	}
-	if sessions > 0 {
-		if err := sessBatch.Send(); err != nil {
-			return fmt.Errorf("comic: insert sessions: %w", err)
-		}
-	} else {
+	if sessions == 0 {
 		_ = sessBatch.Abort()
+		return nil
 	}
-	for _, err := range errs {
-		if err != nil {
-			return &stream.BatchError{Errs: errs}
-		}
+	if err := sessBatch.Send(); err != nil {
+		return fmt.Errorf("comic: insert sessions: %w", err)
 	}
 	return nil
 }

@@ -8,6 +8,8 @@ import (
 
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
 )
 
 // TestHistory_inventorySalesAndNotificationsInClickHouse runs the flow with
@@ -28,8 +30,16 @@ func TestHistory_inventorySalesAndNotificationsInClickHouse(t *testing.T) {
 	svc := newService(t, rdb, rcv, newTestPayments(), StoreConfig{})
 	mustSubscribe(t, svc.Subscriptions, "a@example.com", `{"publisher":"Marvel"}`)
 	mustSubscribe(t, svc.Subscriptions, "b@example.com", `{"publisher":"Marvel","key_issue":true}`)
+	cfg := svc.HistoryConfig()
+	cfg.FlushInterval = 20 * time.Millisecond
+	cfg.Runner.Consumer, cfg.Runner.Block = StageHistory+"-main", 50*time.Millisecond
+	appender, err := writer.NewHistory(ch, cfg, stream.Telemetry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = appender.Close() })
 	hist := NewHistory(ch, svc.Topics(), svc.Subscriptions)
-	run(t, rdb, append(svc.Stages(), hist.Stage())...)
+	run(t, rdb, append(svc.Stages(), appender.Stage())...)
 	c := comicN("Hulk", 181, "Marvel", true)
 	if _, _, err := svc.Inventory.Add(ctx, c); err != nil {
 		t.Fatal(err)

@@ -12,7 +12,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -98,13 +97,10 @@ func (s *Flow) Topics() Topics { return s.cfg.Topics() }
 func (s *Flow) Describe() flow.Description {
 	t := s.Topics()
 	d := flow.Description{
-		Stages: s.Stages(),
-		Edges:  []flow.Edge{{From: flow.FromAPI, Topic: t.History}},
-		History: []flow.History{{Tables: []string{"offer_requests"}, Groups: []flow.Group{{Topic: t.History, Name: StageHistory}},
-			Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
-				return []stream.Stage{s.HistoryStage(ch)}, nil, nil
-			}}},
-		Demo: s.seedDemo,
+		Stages:  s.Stages(),
+		Edges:   []flow.Edge{{From: flow.FromAPI, Topic: t.History}},
+		History: []flow.History{s.History()},
+		Demo:    s.seedDemo,
 	}
 	for _, h := range s.cfg.Handlers {
 		d.Edges = append(d.Edges, flow.Edge{From: flow.FromAPI, Topic: t.Eval[h.Tag]})

@@ -8,7 +8,10 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/flowhistory"
 )
 
 // HistoryEvent is one search call, published to the history topic and
@@ -114,32 +117,29 @@ func (r *recorder) close() {
 	})
 }
 
-// HistoryStage is the "offer-history" batch stage: it writes each batch of
-// history events to ClickHouse in one INSERT. Rows are keyed by the call
-// id, so a redelivered batch collapses into the same rows.
-func (s *Flow) HistoryStage(ch *clickhouse.Client) stream.Stage {
-	return stream.Stage{Name: StageHistory, Topic: s.cfg.HistoryTopic(), Config: s.cfg.Runner,
-		BatchHandler: func(ctx context.Context, msgs []*stream.Message) error {
-			rows := make([]clickhouse.OfferRequestRow, 0, len(msgs))
-			errs := make([]error, len(msgs))
-			bad := false
-			for i, m := range msgs {
-				var ev HistoryEvent
-				if err := json.Unmarshal(m.Payload, &ev); err != nil || ev.CallID == "" {
-					errs[i], bad = stream.Permanentf("decode history event: %v", err), true
-					continue
-				}
-				rows = append(rows, clickhouse.OfferRequestRow{RequestID: ev.CallID, ClientID: ev.RequestID, ResultID: ev.ResultID,
-					At: ev.At, Outcome: ev.Outcome, Status: ev.Status, Wait: time.Duration(ev.WaitMs) * time.Millisecond,
-					Matches: uint32(max(ev.Matches, 0)), ResultAge: time.Duration(ev.ResultAgeMs) * time.Millisecond,
-					Filter: ev.Filter, TraceID: ev.TraceID})
-			}
-			if err := clickhouse.InsertOfferRequests(ctx, ch, rows); err != nil {
-				return err
-			}
-			if bad {
-				return &stream.BatchError{Errs: errs}
-			}
-			return nil
-		}}
+// HistoryConfig configures the "offer-history" stage, the writer's append
+// of the search history to ClickHouse's offer_requests table
+// (writer.NewHistory): every event is a row keyed by its call id, so a
+// redelivered event collapses into the same row; an event that does not
+// decode or has no call id is dead-lettered. Without ClickHouse its group
+// is created and the backlog waits (see History).
+func (s *Flow) HistoryConfig() writer.HistoryConfig[clickhouse.OfferRequestRow] {
+	return writer.HistoryConfig[clickhouse.OfferRequestRow]{Stage: StageHistory, Topic: s.cfg.HistoryTopic(),
+		Tables: []string{clickhouse.TableOfferRequests}, Rows: historyRows,
+		Insert: clickhouse.InsertOfferRequests, Runner: s.cfg.Runner}
+}
+
+// History is the flow's ClickHouse append declared in its Description.
+func (s *Flow) History() flow.History { return flowhistory.Of(s.HistoryConfig(), s.tel) }
+
+// historyRows decodes a history event into its row.
+func historyRows(m *stream.Message) ([]clickhouse.OfferRequestRow, error) {
+	var ev HistoryEvent
+	if err := json.Unmarshal(m.Payload, &ev); err != nil || ev.CallID == "" {
+		return nil, stream.Permanentf("decode history event: %v", err)
+	}
+	return []clickhouse.OfferRequestRow{{RequestID: ev.CallID, ClientID: ev.RequestID, ResultID: ev.ResultID,
+		At: ev.At, Outcome: ev.Outcome, Status: ev.Status, Wait: time.Duration(ev.WaitMs) * time.Millisecond,
+		Matches: uint32(max(ev.Matches, 0)), ResultAge: time.Duration(ev.ResultAgeMs) * time.Millisecond,
+		Filter: ev.Filter, TraceID: ev.TraceID}}, nil
 }

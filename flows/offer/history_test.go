@@ -9,9 +9,10 @@ import (
 
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/writer"
 )
 
-func TestHistoryStage_writesEverySearchToClickHouseOnce(t *testing.T) {
+func TestHistory_writesEverySearchToClickHouseOnce(t *testing.T) {
 	ctx := context.Background()
 	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
 	if err != nil {
@@ -35,7 +36,14 @@ func TestHistoryStage_writesEverySearchToClickHouseOnce(t *testing.T) {
 	if _, err := s.Catalog().Put(ctx, SampleOffers(1, 100, 20, s.cfg.Handlers)...); err != nil {
 		t.Fatal(err)
 	}
-	runStages(t, s.rdb, append(s.Stages(), s.HistoryStage(ch))...)
+	cfg := s.HistoryConfig()
+	cfg.FlushInterval = 20 * time.Millisecond
+	hist, err := writer.NewHistory(ch, cfg, quiet)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hist.Close() })
+	runStages(t, s.rdb, append(s.Stages(), hist.Stage())...)
 	req := SearchRequest{Filter: aggFilter([]string{"p1"}, testAgg)}
 	var id string
 	for i, want := range []string{OutcomeMiss, OutcomeHit, OutcomeHit} {
