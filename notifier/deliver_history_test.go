@@ -11,6 +11,7 @@ import (
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
 )
 
 // A delivery's history reaches ClickHouse through notify.history and the
@@ -25,11 +26,14 @@ func TestDeliver_historyReachesClickHouse(t *testing.T) {
 	w := newWorldWith(t, rdb, throttle.Config{Disabled: true}, history.Config{Partitions: 2})
 	sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
 	w.run(t)
-	st, err := history.Stage(ch, 2, stream.RunnerConfig{Block: 50 * time.Millisecond, StatsInterval: time.Minute})
+	cfg := history.AppendConfig(2, stream.RunnerConfig{Block: 50 * time.Millisecond, StatsInterval: time.Minute})
+	cfg.FlushInterval = 50 * time.Millisecond
+	hist, err := writer.NewHistory(ch, cfg, w.tel)
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner, err := stream.NewRunner(rdb, st, w.tel)
+	t.Cleanup(func() { _ = hist.Close() })
+	runner, err := stream.NewRunner(rdb, hist.Stage(), w.tel)
 	if err != nil {
 		t.Fatal(err)
 	}

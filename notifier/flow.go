@@ -15,6 +15,7 @@ import (
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer/flowhistory"
 )
 
 // Name is the notifier flow's name: the prefix of its stages and services.
@@ -78,6 +79,7 @@ type Flow struct {
 	publicURL string
 	ch        *clickhouse.Client
 	logger    *slog.Logger
+	tel       stream.Telemetry
 }
 
 // New builds the notifier; it implements flow.Flow. It reads Vars from
@@ -87,7 +89,7 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	f := &Flow{topics: NewTopics(d.Settings.Partitions), pub: d.Publisher, ch: d.ClickHouse, logger: logger}
+	f := &Flow{topics: NewTopics(d.Settings.Partitions), pub: d.Publisher, ch: d.ClickHouse, logger: logger, tel: d.Telemetry}
 	var err error
 	if f.subs, err = subscriber.NewStore(d.Redis, subscriber.StoreConfig{Logger: logger}); err != nil {
 		return nil, err
@@ -198,12 +200,8 @@ func SignedJSONKind(name string) subscriber.Kind {
 func (f *Flow) Describe() flow.Description {
 	partitions := f.topics.Requests.Partitions
 	return flow.Description{
-		Stages: []stream.Stage{f.deliverer.Stage()},
-		History: []flow.History{{Tables: []string{"notifications"}, Groups: []flow.Group{{Topic: f.topics.History, Name: StageHistory}},
-			Open: func(_ context.Context, ch *clickhouse.Client) ([]stream.Stage, func() error, error) {
-				hs, err := history.Stage(ch, partitions, stream.RunnerConfig{})
-				return []stream.Stage{hs}, nil, err
-			}}},
+		Stages:  []stream.Stage{f.deliverer.Stage()},
+		History: []flow.History{flowhistory.Of(history.AppendConfig(partitions, stream.RunnerConfig{}), f.tel)},
 		Services: []flow.Service{
 			{Name: DigestService, Run: f.deliverer.RunDigests},
 			{Name: RetryService, Run: f.deliverer.RunRetries},

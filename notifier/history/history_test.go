@@ -11,6 +11,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
 )
 
 // Records go to Redis (recent, by id) and, through notify.history (one
@@ -58,11 +59,14 @@ func TestRecorder_redisAndClickHouse(t *testing.T) {
 	if got, err := rec.Get(ctx, "n1"); err != nil || got.Status != StatusSent {
 		t.Fatalf("get n1 = %+v, %v", got, err)
 	}
-	st, err := Stage(ch, 2, stream.RunnerConfig{Block: 50 * time.Millisecond, StatsInterval: time.Minute})
+	cfg := AppendConfig(2, stream.RunnerConfig{Block: 50 * time.Millisecond, StatsInterval: time.Minute})
+	cfg.FlushInterval = 50 * time.Millisecond
+	hist, err := writer.NewHistory(ch, cfg, stream.Telemetry{})
 	if err != nil {
 		t.Fatal(err)
 	}
-	runner, err := stream.NewRunner(rdb, st, stream.Telemetry{})
+	t.Cleanup(func() { _ = hist.Close() })
+	runner, err := stream.NewRunner(rdb, hist.Stage(), stream.Telemetry{})
 	if err != nil {
 		t.Fatal(err)
 	}

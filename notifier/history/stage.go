@@ -1,49 +1,26 @@
 package history
 
 import (
-	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
 )
 
 // StageName is the ClickHouse history writer's stage name and group.
 const StageName = "notifier-history"
 
-// Stage returns the "notifier-history" stage: its own consumer group on
-// the history topic, appending the records of each read batch of messages
-// (TypeRecords or TypeRecord) to ClickHouse's notifications table in one
-// INSERT. A ClickHouse failure fails the batch retryably (the backlog waits
-// in the stream); a message that is not a bounded, decodable record or
-// array of records is dead-lettered whole.
-func Stage(ch *clickhouse.Client, partitions int, runner stream.RunnerConfig) (stream.Stage, error) {
-	if ch == nil {
-		return stream.Stage{}, errors.New("history: stage needs ClickHouse")
-	}
-	h := func(ctx context.Context, msgs []*stream.Message) error {
-		errs := make([]error, len(msgs))
-		rows := make([]clickhouse.NotificationRow, 0, len(msgs))
-		var idx []int
-		for i, m := range msgs {
-			mrows, err := decode(m)
-			if err != nil {
-				errs[i] = stream.Permanent(err)
-				continue
-			}
-			rows = append(rows, mrows...)
-			idx = append(idx, i)
-		}
-		if err := clickhouse.InsertNotifications(ctx, ch, rows); err != nil {
-			for _, i := range idx {
-				errs[i] = err
-			}
-		}
-		return &stream.BatchError{Errs: errs}
-	}
-	return stream.Stage{Name: StageName, Topic: Topic(partitions), BatchHandler: h, Config: runner}, nil
+// AppendConfig is the "notifier-history" stage's append through the writer: its
+// own consumer group on the history topic, appending the records of every
+// message (TypeRecords or TypeRecord) to ClickHouse's notifications table
+// in batches shared by the stage's copies. A ClickHouse failure keeps the
+// batch pending (the backlog waits in the stream); a message that is not a
+// bounded, decodable record or array of records is dead-lettered whole.
+func AppendConfig(partitions int, runner stream.RunnerConfig) writer.HistoryConfig[clickhouse.NotificationRow] {
+	return writer.HistoryConfig[clickhouse.NotificationRow]{Stage: StageName, Topic: Topic(partitions),
+		Tables: []string{clickhouse.TableNotifications}, Rows: decode, Insert: clickhouse.InsertNotifications, Runner: runner}
 }
 
 // decode returns the rows of a history message.
