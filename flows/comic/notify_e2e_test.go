@@ -80,6 +80,7 @@ func (e *notifyEndpoint) received() (map[[2]string]int, int, []string) {
 // acknowledgement) and a subscriber matches by two subscriptions.
 func TestNotify_endToEndThroughTheNotifierExactlyOnce(t *testing.T) {
 	ctx := context.Background()
+	registerNotifyKind(t)
 	rdb := testenv.Dial(t, testenv.RedisURL(t))
 	tel := stream.Telemetry{Logger: quietLogger()}
 	ep := newNotifyEndpoint(t, 0)
