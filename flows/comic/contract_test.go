@@ -18,6 +18,22 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
+// buildBefore builds the flows the app builds before the comic flow over
+// deps, and returns deps finding them.
+func buildBefore(t *testing.T, deps flow.Deps) (flow.Deps, *checkout.Flow, *notifier.Flow) {
+	t.Helper()
+	co, err := checkout.New(t.Context(), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nf, err := notifier.New(t.Context(), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps.Flows = lookup(co, nf)
+	return deps, co, nf
+}
+
 // lookup finds the flows given, by their names, as the app's lookup finds
 // the flows built before the caller.
 func lookup(flows ...flow.Flow) flow.Lookup {
@@ -56,15 +72,7 @@ func TestNew_purchasesUseTheConfiguredCheckoutFlow(t *testing.T) {
 	tel := stream.Telemetry{Logger: slog.New(slog.DiscardHandler)}
 	deps := flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, tel), Telemetry: tel,
 		Settings: flow.Settings{Partitions: 2}.WithVars(values)}
-	co, err := checkout.New(ctx, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nf, err := notifier.New(ctx, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deps.Flows = lookup(co, nf)
+	deps, co, _ := buildBefore(t, deps)
 	f, err := comic.New(ctx, deps)
 	if err != nil {
 		t.Fatal(err)

@@ -6,10 +6,8 @@ import (
 	"testing"
 
 	"github.com/dropstream/dropstream/flow"
-	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/internal/testenv"
-	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -23,15 +21,7 @@ func TestNew_registersTheNotifyKind(t *testing.T) {
 	ctx := t.Context()
 	rdb := testenv.Dial(t, testenv.RedisURL(t))
 	deps := flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, stream.Telemetry{}), Settings: flow.Settings{Partitions: 2}}
-	co, err := checkout.New(ctx, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	nf, err := notifier.New(ctx, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deps.Flows = lookup(co, nf)
+	deps, _, nf := buildBefore(t, deps)
 	for range 2 { // a flow built twice in one process registers twice
 		if _, err := comic.New(ctx, deps); err != nil {
 			t.Fatal(err)
@@ -45,7 +35,7 @@ func TestNew_registersTheNotifyKind(t *testing.T) {
 	if core, err := d.Core(); err != nil || core != "url:https://comic.test/notify" || d.Channel() != "webhook" || !ok || !k.Secret {
 		t.Errorf("%s: core %q %v, channel %q, kind %+v", comic.KindNotify, core, err, d.Channel(), k)
 	}
-	_, err = subscriber.Destination{Kind: "fax", Address: "x"}.Core()
+	_, err := subscriber.Destination{Kind: "fax", Address: "x"}.Core()
 	if !errors.Is(err, subscriber.ErrInvalid) || !strings.HasSuffix(err.Error(), `destination kind "fax": want email, webhook, slack or comic_notify`) {
 		t.Errorf("unknown kind: %v", err)
 	}

@@ -129,7 +129,7 @@ func TestNotify_endToEndThroughTheNotifierExactlyOnce(t *testing.T) {
 	waitDone(t, svc, hellboy.ID(), usagi.ID())
 	// Every request relayed (twice each) is acknowledged by the notifier.
 	testenv.WaitFor(t, waitTimeout, func() bool {
-		n, err := backlogOf(ctx, rdb, requests, notifier.DeliverStageName)
+		n, err := backlogOf(ctx, rdb, requests, notifier.StageDeliver)
 		return err == nil && n == 0
 	}, "notifier backlog")
 	got, n, bad := ep.received()
