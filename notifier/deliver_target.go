@@ -284,8 +284,9 @@ func (d *Deliverer) finish(rec history.Record, status string, cause error) histo
 	return rec
 }
 
-// Message is the JSON body a webhook or comic endpoint receives for a
-// request: the envelope around the flow's payload.
+// Message is the JSON body a webhook, or the endpoint of a kind made by
+// SignedJSONKind, receives for a request: the envelope around the flow's
+// payload.
 type Message struct {
 	ID             string          `json:"id"`
 	Flow           string          `json:"flow"`

@@ -165,6 +165,12 @@ func (f *Flow) History() *history.Recorder { return f.hist }
 // webhook, slack, log, and email when configured.
 func (f *Flow) Channels() map[string]Channel { return maps.Clone(f.channels) }
 
+// Dispatcher is the notifier-deliver stage's dispatcher: it sends a
+// notification once per business key through the notifier's delivery
+// ledger (DefaultLedgerName) and channels, for a flow that sends some
+// notifications itself rather than by request.
+func (f *Flow) Dispatcher() *Dispatcher { return f.deliverer.dispatch }
+
 // PublicURL is the base of the links in messages (opt-in, unsubscribe).
 func (f *Flow) PublicURL() string { return f.publicURL }
 

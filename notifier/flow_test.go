@@ -84,6 +84,9 @@ func TestFlow_describeAndNotify(t *testing.T) {
 	if _, ok := f.Channels()["slack"]; !ok {
 		t.Errorf("channels %v lack slack", f.Channels())
 	}
+	if f.Dispatcher() == nil {
+		t.Error("no dispatcher")
+	}
 }
 
 // A flow registers its destination kind on one of the notifier's channels;

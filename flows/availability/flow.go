@@ -20,7 +20,6 @@ import (
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/availability/watch"
 	"github.com/dropstream/dropstream/notifier"
-	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
@@ -78,14 +77,20 @@ type Flow struct {
 }
 
 // New builds the flow: the collector, the normalizer, diff, projection
-// and watcher stages over d.Redis. It implements flow.Flow.
+// and watcher stages over d.Redis. It implements flow.Flow. The watcher
+// stage sends on the channels of the notifier flow, built before it, and
+// records in its history; without it New fails with an error wrapping
+// flow.ErrNotBuilt.
 func New(_ context.Context, d flow.Deps) (*Flow, error) {
+	nf, err := flow.Find[*notifier.Flow](d.Flows, notifier.Name)
+	if err != nil {
+		return nil, fmt.Errorf("availability: %w", err)
+	}
 	f := &Flow{topics: NewTopics(d.Settings.Partitions), settings: d.Settings, tel: d.Telemetry, log: d.Telemetry.Logger,
 		ch: d.ClickHouse, sources: collector.NewStore(d.Redis)}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
-	var err error
 	if f.collector, err = collector.NewCollector(f.topics, d.Publisher, collector.CollectorConfig{Store: f.sources, Shared: d.Redis}); err != nil {
 		return nil, fmt.Errorf("collector: %w", err)
 	}
@@ -95,7 +100,7 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if f.watchers, err = watch.NewStore(d.Redis, watch.StoreConfig{Logger: f.log}); err != nil {
 		return nil, fmt.Errorf("watchers: %w", err)
 	}
-	notify, err := f.watcherStage(d)
+	notify, err := f.watcherStage(d, nf)
 	if err != nil {
 		return nil, err
 	}
@@ -104,24 +109,17 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	return f, nil
 }
 
-// watcherStage builds the "avail-notifier" stage over the webhook and log
-// channels and the notifier's history.
-func (f *Flow) watcherStage(d flow.Deps) (stream.Stage, error) {
-	channels, err := notifier.NewChannels(notifier.WebhookConfig{}, f.log)
-	if err != nil {
-		return stream.Stage{}, err
-	}
-	hist, err := history.NewRecorder(d.Redis, d.Publisher, history.Config{Partitions: d.Settings.Partitions})
-	if err != nil {
-		return stream.Stage{}, fmt.Errorf("notifier history: %w", err)
-	}
+// watcherStage builds the "avail-notifier" stage over the notifier flow's
+// channels (watchers use its webhook and log channels) and history, with
+// a ledger of its own (watch.Config.Ledger).
+func (f *Flow) watcherStage(d flow.Deps, nf *notifier.Flow) (stream.Stage, error) {
 	// Watcher sends are not rate limited (a venue's openings arrive in
 	// bursts), but a receiver's 429 Retry-After blocks its watcher.
 	retryAfter, err := throttle.New(d.Redis, throttle.Config{Disabled: true})
 	if err != nil {
 		return stream.Stage{}, err
 	}
-	stage, err := watch.NewStage(d.Redis, f.topics, f.watchers, channels, watch.Config{History: hist, Throttle: retryAfter}, d.Telemetry)
+	stage, err := watch.NewStage(d.Redis, f.topics, f.watchers, nf.Channels(), watch.Config{History: nf.History(), Throttle: retryAfter}, d.Telemetry)
 	if err != nil {
 		return stream.Stage{}, fmt.Errorf("notifier: %w", err)
 	}

@@ -2,9 +2,11 @@ package availability_test
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/alicebob/miniredis/v2"
@@ -12,14 +14,20 @@ import (
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/availability"
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
 
 func newFlow(t *testing.T, vars map[string]string) *availability.Flow {
 	t.Helper()
 	rdb := testenv.Dial(t, "redis://"+miniredis.RunT(t).Addr())
-	f, err := availability.New(context.Background(), flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, stream.Telemetry{}),
-		Settings: flow.Settings{Partitions: 2}.WithVars(vars)})
+	deps := flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, stream.Telemetry{}), Settings: flow.Settings{Partitions: 2}.WithVars(vars)}
+	nf, err := notifier.New(context.Background(), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps.Flows = func(name string) (flow.Flow, bool) { return nf, name == notifier.Name }
+	f, err := availability.New(context.Background(), deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,5 +87,16 @@ func TestFlow_loadSources(t *testing.T) {
 	}
 	if err := f.LoadSources(ctx, filepath.Join(t.TempDir(), "missing.json")); err == nil {
 		t.Error("LoadSources of a missing file succeeded")
+	}
+}
+
+// The watcher stage sends on the notifier flow's channels: the flow
+// refuses to be built without it, naming it.
+func TestNew_needsTheNotifierFlow(t *testing.T) {
+	rdb := testenv.Dial(t, "redis://"+miniredis.RunT(t).Addr())
+	_, err := availability.New(context.Background(), flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, stream.Telemetry{}),
+		Settings: flow.Settings{Partitions: 2}})
+	if !errors.Is(err, flow.ErrNotBuilt) || !strings.Contains(err.Error(), `"notifier"`) {
+		t.Errorf("New without the notifier flow = %v, want ErrNotBuilt naming the notifier", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"slices"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -13,8 +14,45 @@ import (
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
+
+// buildBefore builds the flows the app builds before the comic flow over
+// deps, and returns deps finding them.
+func buildBefore(t *testing.T, deps flow.Deps) (flow.Deps, *checkout.Flow, *notifier.Flow) {
+	t.Helper()
+	co, err := checkout.New(t.Context(), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nf, err := notifier.New(t.Context(), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps.Flows = lookup(co, nf)
+	return deps, co, nf
+}
+
+// lookup finds the flows given, by their names, as the app's lookup finds
+// the flows built before the caller.
+func lookup(flows ...flow.Flow) flow.Lookup {
+	return func(name string) (flow.Flow, bool) {
+		for _, f := range flows {
+			switch f := f.(type) {
+			case *checkout.Flow:
+				if name == checkout.Name {
+					return f, true
+				}
+			case *notifier.Flow:
+				if name == notifier.Name {
+					return f, true
+				}
+			}
+		}
+		return nil, false
+	}
+}
 
 // TestNew_purchasesUseTheConfiguredCheckoutFlow builds the checkout and
 // comic flows as the app does, with a checkout timeout of 300ms, and runs
@@ -34,11 +72,7 @@ func TestNew_purchasesUseTheConfiguredCheckoutFlow(t *testing.T) {
 	tel := stream.Telemetry{Logger: slog.New(slog.DiscardHandler)}
 	deps := flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, tel), Telemetry: tel,
 		Settings: flow.Settings{Partitions: 2}.WithVars(values)}
-	co, err := checkout.New(ctx, deps)
-	if err != nil {
-		t.Fatal(err)
-	}
-	deps.Flows = func(name string) (flow.Flow, bool) { return co, name == checkout.Name }
+	deps, co, _ := buildBefore(t, deps)
 	f, err := comic.New(ctx, deps)
 	if err != nil {
 		t.Fatal(err)
@@ -96,5 +130,22 @@ func TestNew_needsTheCheckoutFlow(t *testing.T) {
 		Flows: func(string) (flow.Flow, bool) { return nil, false }})
 	if !errors.Is(err, flow.ErrNotBuilt) {
 		t.Errorf("New without the checkout flow = %v, want ErrNotBuilt", err)
+	}
+}
+
+// TestNew_needsTheNotifierFlow: the comic flow relays its notifications to
+// the notifier flow, built before it, and refuses to be built without it,
+// naming it.
+func TestNew_needsTheNotifierFlow(t *testing.T) {
+	rdb := testenv.Dial(t, testenv.RedisURL(t))
+	deps := flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, stream.Telemetry{}), Settings: flow.Settings{Partitions: 2}}
+	co, err := checkout.New(t.Context(), deps)
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps.Flows = lookup(co)
+	_, err = comic.New(t.Context(), deps)
+	if !errors.Is(err, flow.ErrNotBuilt) || !strings.Contains(err.Error(), `"notifier"`) {
+		t.Errorf("New without the notifier flow = %v, want ErrNotBuilt naming the notifier", err)
 	}
 }

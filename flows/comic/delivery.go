@@ -36,11 +36,12 @@ type DeliveryConfig struct {
 	// Relay, when set, hands every notification that has a destination
 	// (the flow's NotifyURL or the subscriber's own) to the notifier's
 	// generic request path instead of sending it here: a
-	// notifier.Request with an inline comic_notify destination, window
+	// notifier.Request with an inline KindNotify destination, window
 	// "<comic id>:<gen>:<email hash>", so the notifier delivers it once,
-	// throttled, retried and recorded in its history. Set it to
-	// notifier.PublishRequests over notifier.RequestTopic. Notifications
-	// without a destination still go to the log channel here.
+	// throttled, retried and recorded in its history. New sets it to the
+	// notifier flow's Notify; the kind must be registered (NotifyKind) for
+	// the requests to be valid. Notifications without a destination still
+	// go to the log channel here.
 	Relay func(ctx context.Context, reqs ...notifier.Request) error
 	// Concurrency bounds the notifications of one message sent at once
 	// when they are sent here (not relayed). Default 8.
@@ -216,7 +217,7 @@ func (d *Delivery) send(ctx context.Context, m *stream.Message, tag string, r Re
 	for _, t := range targets {
 		if t.channel == ChannelNotifier {
 			relayed = append(relayed, notifier.Request{Flow: Name, Event: EventComicListed, Subject: r.ComicID,
-				Destination: &subscriber.Destination{Kind: subscriber.KindComic, Address: t.to.Address, Secret: t.to.Secret, Status: subscriber.StatusActive},
+				Destination: &subscriber.Destination{Kind: KindNotify, Address: t.to.Address, Secret: t.to.Secret, Status: subscriber.StatusActive},
 				Window:      r.ComicID + ":" + strconv.FormatInt(r.Gen, 10) + ":" + hashHex([]byte(t.sub.Email)),
 				Critical:    true, Title: "A comic you watch is for sale", Text: t.sub.Email + ": comic " + r.ComicID + " is listed",
 				Payload: t.payload, ObservedAt: time.UnixMilli(r.ListedAtMs), TraceID: traceIDOf(ctx), EventID: t.key})

@@ -110,25 +110,31 @@ type Flow struct {
 }
 
 // New builds the flow over the app's Redis; it implements flow.Flow.
-// Purchases are charged through the checkout flow, built before it (its
-// stages and its waiter run the saga, configured as the app configures
-// them), and notifications with a destination are relayed to the
-// notifier's request topic.
+// Purchases are charged through the checkout flow, and notifications with
+// a destination are relayed to the notifier flow (Notify) as requests to a
+// KindNotify destination, a kind New registers on it; both flows are built
+// before it (the checkout's stages and waiter run the saga, configured as
+// the app configures them). Without either New fails with an error
+// wrapping flow.ErrNotBuilt.
 func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	co, err := flow.Find[*checkout.Flow](d.Flows, checkout.Name)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("comic: %w", err)
 	}
-	requests := notifier.RequestTopic(d.Settings.Partitions)
+	nf, err := flow.Find[*notifier.Flow](d.Flows, notifier.Name)
+	if err != nil {
+		return nil, fmt.Errorf("comic: %w", err)
+	}
+	if err := nf.RegisterKind(NotifyKind()); err != nil {
+		return nil, fmt.Errorf("comic: %w", err)
+	}
 	cfg := Config{Partitions: d.Settings.Partitions, Delivery: DeliveryConfig{
-		NotifyURL: d.Settings.String(VarNotifyURL), NotifySecret: d.Settings.String(VarNotifySecret),
-		Relay: func(ctx context.Context, reqs ...notifier.Request) error {
-			return notifier.PublishRequests(ctx, d.Publisher, requests, reqs...)
-		}}}
+		NotifyURL: d.Settings.String(VarNotifyURL), NotifySecret: d.Settings.String(VarNotifySecret), Relay: nf.Notify}}
 	f, err := NewWith(d.Redis, cfg, NewCheckoutPayments(d.Redis, co), d.Telemetry)
 	if err != nil {
 		return nil, err
 	}
+	requests := nf.Topics().Requests
 	f.checkout, f.relayTopic, f.ch = co, &requests, d.ClickHouse
 	return f, nil
 }

@@ -222,6 +222,7 @@ func TestDelivery_retriesAFailingDestinationAndSendsOnce(t *testing.T) {
 // history records it and nothing is sent directly.
 func TestDelivery_relaysToTheNotifierRequestPath(t *testing.T) {
 	ctx := context.Background()
+	registerNotifyKind(t)
 	rdb := backends()[0].Client(t)
 	rcv := newReceiver(t)
 	var mu sync.Mutex

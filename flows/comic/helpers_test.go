@@ -17,8 +17,18 @@ import (
 
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
 )
+
+// registerNotifyKind registers KindNotify, as New does on the notifier
+// flow, for a test that relays requests from a flow built by NewWith.
+func registerNotifyKind(t *testing.T) {
+	t.Helper()
+	if err := subscriber.RegisterKind(NotifyKind()); err != nil {
+		t.Fatal(err)
+	}
+}
 
 // backends are the Redis implementations the flow's tests run on.
 func backends() []testenv.Backend { return testenv.Backends() }

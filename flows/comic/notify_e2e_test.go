@@ -80,6 +80,7 @@ func (e *notifyEndpoint) received() (map[[2]string]int, int, []string) {
 // acknowledgement) and a subscriber matches by two subscriptions.
 func TestNotify_endToEndThroughTheNotifierExactlyOnce(t *testing.T) {
 	ctx := context.Background()
+	registerNotifyKind(t)
 	rdb := testenv.Dial(t, testenv.RedisURL(t))
 	tel := stream.Telemetry{Logger: quietLogger()}
 	ep := newNotifyEndpoint(t, 0)
@@ -128,7 +129,7 @@ func TestNotify_endToEndThroughTheNotifierExactlyOnce(t *testing.T) {
 	waitDone(t, svc, hellboy.ID(), usagi.ID())
 	// Every request relayed (twice each) is acknowledged by the notifier.
 	testenv.WaitFor(t, waitTimeout, func() bool {
-		n, err := backlogOf(ctx, rdb, requests, notifier.DeliverStageName)
+		n, err := backlogOf(ctx, rdb, requests, notifier.StageDeliver)
 		return err == nil && n == 0
 	}, "notifier backlog")
 	got, n, bad := ep.received()

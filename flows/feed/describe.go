@@ -2,11 +2,11 @@ package feed
 
 import (
 	"context"
+	"fmt"
 	"log/slog"
 
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/notifier"
-	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/writer/flowhistory"
 )
 
@@ -17,42 +17,21 @@ const ServicePoller = "feed-poller"
 // service; it implements flow.Flow. The links of its messages start with
 // d.Settings.PublicURL.
 //
-// The flow builds its collaborators in the notifier (see Deps) over the
-// app's Redis: the subscriber store, a delivery ledger and the log and
-// webhook channels behind a dispatcher for log destinations, and a
-// publisher of notifier requests to notify.requests, which the
-// "notifier-deliver" stage reads. Their Redis keys are the notifier's, so
-// they act as the notifier's own.
+// The flow's collaborators in the notifier (see Deps) are the notifier
+// flow's, built before it: its subscriber store, its Notify to
+// notify.requests, which its "notifier-deliver" stage reads, and its
+// dispatcher (delivery ledger and channels) for log destinations. Without
+// the notifier flow New fails with an error wrapping flow.ErrNotBuilt.
 func New(_ context.Context, d flow.Deps) (*Flow, error) {
+	nf, err := flow.Find[*notifier.Flow](d.Flows, notifier.Name)
+	if err != nil {
+		return nil, fmt.Errorf("feed: %w", err)
+	}
 	log := d.Telemetry.Logger
 	if log == nil {
 		log = slog.Default()
 	}
-	// Once the notifier is a flow, these pieces come from it instead:
-	// n, err := flow.Find[*notifier.Flow](d.Flows, notifier.Name), then its
-	// subscriber store, its dispatcher (ledger and channels) and its
-	// request publisher.
-	ledger, err := notifier.NewDeliveryLedger(d.Redis, notifier.DeliveryLedgerConfig{})
-	if err != nil {
-		return nil, err
-	}
-	channels, err := notifier.NewChannels(notifier.WebhookConfig{}, log)
-	if err != nil {
-		return nil, err
-	}
-	dispatcher, err := notifier.NewDispatcher(ledger, channels, d.Telemetry)
-	if err != nil {
-		return nil, err
-	}
-	subs, err := subscriber.NewStore(d.Redis, subscriber.StoreConfig{Logger: log})
-	if err != nil {
-		return nil, err
-	}
-	requests := notifier.RequestTopic(d.Settings.Partitions)
-	notify := func(ctx context.Context, reqs ...notifier.Request) error {
-		return notifier.PublishRequests(ctx, d.Publisher, requests, reqs...)
-	}
-	f, err := NewWith(d.Redis, d.Publisher, Deps{Subscribers: subs, Notify: notify, Sender: dispatcher},
+	f, err := NewWith(d.Redis, d.Publisher, Deps{Subscribers: nf.Subscribers(), Notify: nf.Notify, Sender: nf.Dispatcher()},
 		Config{Partitions: d.Settings.Partitions, PublicURL: d.Settings.PublicURL, Logger: log, MeterProvider: d.Telemetry.MeterProvider})
 	if err != nil {
 		return nil, err

@@ -40,7 +40,7 @@ type Deps struct {
 	// destinations.
 	Subscribers *subscriber.Store
 	// Notify hands notification requests to the notifier's generic
-	// delivery (notifier.PublishRequests to notify.requests): the
+	// delivery (the notifier flow's Notify to notify.requests): the
 	// "notifier-deliver" stage sends each once per (subscriber,
 	// destination, subject, window) on its channels, SMTP e-mail included,
 	// with the subscriber's unsubscribe link.

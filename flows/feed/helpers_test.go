@@ -249,7 +249,7 @@ func (h *harness) settle() {
 	h.t.Helper()
 	testenv.WaitFor(h.t, waitTimeout, func() bool {
 		return drained(h.ctx, h.rdb, h.flow.topics.Polls, StageAssign) && drained(h.ctx, h.rdb, h.flow.topics.Collections, StageDeliver) &&
-			drained(h.ctx, h.rdb, h.requests, notifier.DeliverStageName)
+			drained(h.ctx, h.rdb, h.requests, notifier.StageDeliver)
 	}, "feed and notifier stages did not drain")
 }
 

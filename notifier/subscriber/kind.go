@@ -92,8 +92,8 @@ func Kinds() []Kind {
 	return append([]Kind(nil), kinds.list...)
 }
 
-// errUnknownKind names the registered kinds: "want email, webhook, slack
-// or comic_notify".
+// errUnknownKind names the registered kinds: "want email, webhook or
+// slack", and the kinds flows registered after them.
 func errUnknownKind(name string) error {
 	all := Kinds()
 	names := make([]string, len(all))

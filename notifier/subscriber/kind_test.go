@@ -16,7 +16,6 @@ func TestKinds_builtIn(t *testing.T) {
 		{KindEmail, "Ann@Example.COM", "email", "email:ann@example.com", false},
 		{KindWebhook, "HTTPS://Hooks.example.com:443/a/", "webhook", "url:https://hooks.example.com/a", true},
 		{KindSlack, "https://hooks.slack.test/T1", "slack", "url:https://hooks.slack.test/T1", true},
-		{KindComic, "https://comic.test/notify", "webhook", "url:https://comic.test/notify", true},
 	} {
 		d := Destination{Kind: tt.kind, Address: tt.address}
 		k, ok := LookupKind(tt.kind)
@@ -25,7 +24,7 @@ func TestKinds_builtIn(t *testing.T) {
 		}
 	}
 	_, err := Destination{Kind: "fax", Address: "x"}.Core()
-	if !errors.Is(err, ErrInvalid) || !strings.HasSuffix(err.Error(), `destination kind "fax": want email, webhook, slack or comic_notify`) {
+	if !errors.Is(err, ErrInvalid) || !strings.HasSuffix(err.Error(), `destination kind "fax": want email, webhook or slack`) {
 		t.Errorf("unknown kind: %v", err)
 	}
 	if err := (Destination{Kind: KindEmail, Address: "a@b.co", Secret: "0123456789abcdef"}).Validate(); err == nil ||

@@ -65,7 +65,7 @@ func TestStore_lifecycle(t *testing.T) {
 			if _, err := st.Create(ctx, dup); !errors.Is(err, ErrDuplicate) {
 				t.Fatalf("duplicate email: %v, want ErrDuplicate", err)
 			}
-			dupURL := Subscriber{Name: "Mallory", Destinations: []Destination{{Kind: KindComic, Address: "HTTPS://HOOKS.example.com/a"}}}
+			dupURL := Subscriber{Name: "Mallory", Destinations: []Destination{{Kind: KindSlack, Address: "HTTPS://HOOKS.example.com/a"}}}
 			if _, err := st.Create(ctx, dupURL); !errors.Is(err, ErrDuplicate) {
 				t.Fatalf("duplicate url: %v, want ErrDuplicate", err)
 			}

@@ -164,7 +164,7 @@ func (h *harness) settle() {
 	topics := h.flow.Topics()
 	testenv.WaitFor(h.t, waitTimeout, func() bool {
 		return h.drained(topics.Polls, feed.StageAssign) && h.drained(topics.Collections, feed.StageDeliver) &&
-			h.drained(h.requests, notifier.DeliverStageName)
+			h.drained(h.requests, notifier.StageDeliver)
 	}, "feed and notifier stages did not drain")
 }
 
