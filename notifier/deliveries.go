@@ -202,11 +202,5 @@ func (l *DeliveryLedger) release(ctx context.Context, key string, rec DeliveryRe
 	return l.settleAll(ctx, []settleOp{{key: key, rec: rec, kind: settleRelease}})[0]
 }
 
-// clipReason bounds an error text kept in a record.
-func clipReason(s string) string {
-	const n = 512
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
+// maxReason bounds an error text kept in a record (clip.String).
+const maxReason = 512

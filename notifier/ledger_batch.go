@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // scriptCall is one call of a Lua script in a pipeline.
@@ -151,7 +153,7 @@ func (l *DeliveryLedger) settleAll(ctx context.Context, ops []settleOp) []error 
 		case settleSent:
 			rec.State, rec.SentAt = DeliverySent, now
 		case settleReject:
-			rec.State, rec.Error = DeliveryRejected, clipReason(op.reason.Error())
+			rec.State, rec.Error = DeliveryRejected, clip.String(op.reason.Error(), maxReason)
 		}
 		var body []byte
 		if op.kind != settleRelease {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -64,9 +65,9 @@ func (del Delivery) HistoryRecord(outcome string, err error, at time.Time) (rec 
 			rec.LatencyMs = max(at.Sub(n.ObservedAt).Milliseconds(), 0)
 		}
 	case stream.IsPermanent(err):
-		rec.Status, rec.Error = history.StatusRejected, clipReason(err.Error())
+		rec.Status, rec.Error = history.StatusRejected, clip.String(err.Error(), maxReason)
 	default:
-		rec.Status, rec.Error = history.StatusFailed, clipReason(err.Error())
+		rec.Status, rec.Error = history.StatusFailed, clip.String(err.Error(), maxReason)
 	}
 	return rec, true
 }

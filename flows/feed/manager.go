@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	textclip "github.com/dropstream/dropstream/internal/clip"
 )
 
 // Manager kinds: how a subscribable gathers items into collections.
@@ -127,13 +128,6 @@ func (s Subscribable) Validate() error {
 	return s.Manager.Validate()
 }
 
-// clip returns at most n bytes of s, cut at a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+// clip is clip.String (package textclip here: this package's flow.go and
+// history.go call it by this name).
+func clip(s string, n int) string { return textclip.String(s, n) }

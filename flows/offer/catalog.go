@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // catalogTag is the hash tag of every catalog key: the SellOffers index,
@@ -208,7 +210,7 @@ func (c *Catalog) List(ctx context.Context, cursor string, limit int) ([]Offer, 
 	if cursor != "" {
 		n, err := strconv.ParseUint(cursor, 10, 64)
 		if err != nil {
-			return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalidOffer, clip(cursor))
+			return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalidOffer, clip.Marked(cursor, maxQuoted))
 		}
 		cur = n
 	}

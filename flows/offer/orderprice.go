@@ -14,6 +14,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // MaxOrderOffers bounds the offers of one order price.
@@ -47,10 +49,10 @@ func (r OrderPriceRequest) canonical() (OrderPriceRequest, error) {
 	slices.SortFunc(c.Quantities, func(a, b OfferQuantity) int { return strings.Compare(a.OfferID, b.OfferID) })
 	for i, q := range c.Quantities {
 		if !validID(q.OfferID) || q.Quantity < 1 || q.Quantity > MaxQuantity {
-			return r, fmt.Errorf("%w: order line %q: want an offer id and a quantity of 1..%d", ErrInvalidFilter, clip(q.OfferID), MaxQuantity)
+			return r, fmt.Errorf("%w: order line %q: want an offer id and a quantity of 1..%d", ErrInvalidFilter, clip.Marked(q.OfferID, maxQuoted), MaxQuantity)
 		}
 		if i > 0 && c.Quantities[i-1].OfferID == q.OfferID {
-			return r, fmt.Errorf("%w: offer %q appears twice", ErrInvalidFilter, clip(q.OfferID))
+			return r, fmt.Errorf("%w: offer %q appears twice", ErrInvalidFilter, clip.Marked(q.OfferID, maxQuoted))
 		}
 	}
 	return c, nil

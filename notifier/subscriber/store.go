@@ -13,6 +13,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Errors of the store, for errors.Is.
@@ -208,7 +210,7 @@ func (st *Store) Create(ctx context.Context, s Subscriber) (Created, error) {
 		return Created{}, fmt.Errorf("%w: the store holds %d", ErrTooMany, st.cfg.MaxSubscribers)
 	case res < 0:
 		d := s.Destinations[-res-1]
-		return Created{}, fmt.Errorf("%w: %s %s", ErrDuplicate, d.Kind, clip(d.Address))
+		return Created{}, fmt.Errorf("%w: %s %s", ErrDuplicate, d.Kind, clip.Marked(d.Address, maxQuoted))
 	}
 	out.Subscriber = s
 	return out, nil
@@ -225,7 +227,7 @@ func (st *Store) Get(ctx context.Context, id string) (Subscriber, error) {
 // for delivery. Errors wrap ErrNotFound or are Redis errors.
 func (st *Store) Resolve(ctx context.Context, id string) (Subscriber, error) {
 	if !ValidSubscriberID(id) {
-		return Subscriber{}, fmt.Errorf("%w: subscriber %q", ErrNotFound, clip(id))
+		return Subscriber{}, fmt.Errorf("%w: subscriber %q", ErrNotFound, clip.Marked(id, maxQuoted))
 	}
 	raw, err := st.rdb.Get(ctx, subKey(id)).Bytes()
 	if errors.Is(err, redis.Nil) {
@@ -246,7 +248,7 @@ func (st *Store) Resolve(ctx context.Context, id string) (Subscriber, error) {
 // malformed cursor wraps ErrInvalid.
 func (st *Store) List(ctx context.Context, cursor string, limit int) ([]Subscriber, string, error) {
 	if cursor != "" && !ValidSubscriberID(cursor) {
-		return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalid, clip(cursor))
+		return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalid, clip.Marked(cursor, maxQuoted))
 	}
 	if limit < 1 {
 		limit = DefaultPageSize
