@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -230,11 +229,6 @@ func parseReply(id string, now time.Time, raw any, offset int) (string, Result, 
 		r.NextOffset = offset + len(r.Matches)
 	}
 	return outcome, r, nil
-}
-
-// isNoScript reports whether err says a script is not loaded.
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
 // loadScripts loads the scripts run by EVALSHA in pipelines.
