@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/internal/script"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
@@ -99,7 +100,7 @@ func (c RetryConfig) Delay(attempt int, r float64) time.Duration {
 //	ds:{notify.p}:notifier:retry       sorted set: stream ids of failed requests, scored by their due time (Unix ms)
 //	ds:{notify.p}:notifier:retry:msgs  hash: stream id → the entry's fields (JSON array), attempt number raised
 func (d *Deliverer) retryKeys(p int) (schedule, entries string) {
-	base := "ds:" + d.topic.HashTag(p) + ":notifier:retry"
+	base := rediskey.Key(d.topic.HashTag(p), "notifier", "retry")
 	return base, base + ":msgs"
 }
 

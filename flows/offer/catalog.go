@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // catalogTag is the hash tag of every catalog key: the SellOffers index,
@@ -18,11 +19,7 @@ import (
 const catalogTag = "{" + Name + ".catalog}"
 
 func catalogKey(parts ...string) string {
-	k := "ds:" + catalogTag + ":offer"
-	for _, p := range parts {
-		k += ":" + p
-	}
-	return k
+	return rediskey.Key(catalogTag, append([]string{"offer"}, parts...)...)
 }
 
 // Catalog is the store of sell offers: the SellOffers index (offer id →

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // MaxOrderOffers bounds the offers of one order price.
@@ -135,7 +136,7 @@ func (s *Flow) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPric
 	}
 	id, _ := OrderPriceID(c)
 	_, tag := s.cfg.resultTag(id)
-	key := "ds:" + tag + ":offer:price:" + id
+	key := rediskey.Key(tag, "offer", "price", id)
 	uid := randomID()
 	now := s.cfg.Now()
 	keep := (s.cfg.ProcessingTimeout + s.cfg.OrderPriceTTL).Milliseconds()

@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // resultKeys are the keys of one logical result; they share the hash tag of
@@ -22,7 +24,7 @@ type resultKeys struct {
 
 func (c Config) resultKeys(id string) resultKeys {
 	p, tag := c.resultTag(id)
-	base := "ds:" + tag + ":offer:result:" + id
+	base := rediskey.Key(tag, "offer", "result", id)
 	return resultKeys{partition: p, main: base, data: base + ":data", values: base + ":values",
 		waiting: base + ":waiting", done: base + ":done"}
 }
@@ -32,7 +34,7 @@ func (k resultKeys) all() []string { return []string{k.main, k.data, k.values, k
 // requestKey records a client's request id against the result it asked for.
 func (c Config) requestKey(resultID, requestID string) string {
 	_, tag := c.resultTag(resultID)
-	return "ds:" + tag + ":offer:request:" + resultID + ":" + requestID
+	return rediskey.Key(tag, "offer", "request", resultID, requestID)
 }
 
 // pageLua replies {outcome, main fields (without the element), total, ids,

@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // Errors of the store, for errors.Is.
@@ -45,11 +46,11 @@ const (
 
 const (
 	tag         = "{notifier}"
-	subPrefix   = "ds:" + tag + ":sub:"
-	subsKey     = "ds:" + tag + ":subs"
-	corePrefix  = "ds:" + tag + ":core:"
-	tokenPrefix = "ds:" + tag + ":token:"
-	pendingKey  = "ds:" + tag + ":pending"
+	subPrefix   = rediskey.Prefix + tag + ":sub:"
+	subsKey     = rediskey.Prefix + tag + ":subs"
+	corePrefix  = rediskey.Prefix + tag + ":core:"
+	tokenPrefix = rediskey.Prefix + tag + ":token:"
+	pendingKey  = rediskey.Prefix + tag + ":pending"
 )
 
 func subKey(id string) string           { return subPrefix + id }
