@@ -81,7 +81,7 @@ func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs
 	}
 	for i := range msgs {
 		if errs[i] == nil {
-			errs[i] = settle(perMsg[i])
+			errs[i] = Settle(perMsg[i])
 		}
 	}
 	return recs

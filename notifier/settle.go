@@ -42,9 +42,6 @@ func Settle(errs []error) error {
 	return nil
 }
 
-// settle is Settle.
-func settle(errs []error) error { return Settle(errs) }
-
 // HistoryRecord returns the history record of the outcome of Deliver(del)
 // at the time at: sent (with the latency from ObservedAt), rejected (a
 // permanent error) or failed (any other), under the notification id of
