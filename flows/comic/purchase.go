@@ -13,7 +13,7 @@ import (
 	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
-// SorryMessage is the seed's answer when the comic is gone.
+// SorryMessage is the answer to a buyer when the comic is gone.
 const SorryMessage = "We're sorry, but we cannot complete this transaction. We'll notify you again if this comic becomess available in the future."
 
 // ErrSoldOut: the comic was not in inventory; the buyer was refunded.

@@ -26,7 +26,7 @@ const (
 // MaxEveryN bounds EveryN's N.
 const MaxEveryN = 1000
 
-// Manager is a subscription manager (the seed's SubscriptionManager): it
+// Manager is a subscription manager: it
 // names the collection (within_type_id) an item assigned at a given time
 // goes to and says when that collection is complete.
 type Manager struct {
