@@ -20,8 +20,3 @@ func IntQuery(c *fiber.Ctx, name string, def, lo, hi int) (int, error) {
 	}
 	return n, nil
 }
-
-// intQuery is IntQuery.
-func intQuery(c *fiber.Ctx, name string, def, lo, hi int) (int, error) {
-	return IntQuery(c, name, def, lo, hi)
-}

@@ -64,7 +64,7 @@ func ParseStatsQuery(c *fiber.Ctx, groups []string, now func() time.Time) (click
 			return q, BadRequest("invalid_filter", "filters are at most 256 bytes")
 		}
 	}
-	if q.Limit, err = intQuery(c, "limit", clickhouse.DefaultStatsRows, 1, clickhouse.MaxStatsRows); err != nil {
+	if q.Limit, err = IntQuery(c, "limit", clickhouse.DefaultStatsRows, 1, clickhouse.MaxStatsRows); err != nil {
 		return q, err
 	}
 	return q, nil

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/notifier/digest"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -257,7 +258,7 @@ func (d *Deliverer) recordAll(ctx context.Context, recs []history.Record) {
 // permanent.
 func decodeRequest(m *stream.Message, r *Request) error {
 	if m.Type != TypeRequest {
-		return stream.Permanentf("notifier: message %s has type %q, want %q", m.ID, clip(m.Type), TypeRequest)
+		return stream.Permanentf("notifier: message %s has type %q, want %q", m.ID, clip.Marked(m.Type, maxQuoted), TypeRequest)
 	}
 	if len(m.Payload) > MaxRequestBytes {
 		return stream.Permanentf("notifier: request %s of %d bytes exceeds %d", m.ID, len(m.Payload), MaxRequestBytes)

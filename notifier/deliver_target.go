@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/notifier/digest"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -80,7 +81,7 @@ func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs
 	}
 	for i := range msgs {
 		if errs[i] == nil {
-			errs[i] = settle(perMsg[i])
+			errs[i] = Settle(perMsg[i])
 		}
 	}
 	return recs
@@ -279,7 +280,7 @@ func (d *Deliverer) finish(rec history.Record, status string, cause error) histo
 		rec.LatencyMs = max(rec.At.Sub(rec.ObservedAt).Milliseconds(), 0)
 	}
 	if cause != nil {
-		rec.Error = clipReason(cause.Error())
+		rec.Error = clip.String(cause.Error(), maxReason)
 	}
 	return rec
 }

@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/script"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -169,7 +170,7 @@ const (
 // claimScript takes the lease unless a record forbids it. A value that is
 // not a record (a plain stream.Ledger mark) counts as sent: never send
 // twice. KEYS: record; ARGV: new record, lease ms, message id.
-var claimScript = redis.NewScript(`
+var claimScript = script.New(`
 local v = redis.call('GET', KEYS[1])
 if v then
   local ok, r = pcall(cjson.decode, v)
@@ -183,7 +184,7 @@ return 'claimed'`)
 // settleScript replaces (ARGV[2] non-empty, for ARGV[3] ms) or deletes the
 // record, only while it still holds the caller's token. KEYS: record;
 // ARGV: token, new record or an empty string, ttl ms.
-var settleScript = redis.NewScript(`
+var settleScript = script.New(`
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end
 local ok, r = pcall(cjson.decode, v)
@@ -202,11 +203,5 @@ func (l *DeliveryLedger) release(ctx context.Context, key string, rec DeliveryRe
 	return l.settleAll(ctx, []settleOp{{key: key, rec: rec, kind: settleRelease}})[0]
 }
 
-// clipReason bounds an error text kept in a record.
-func clipReason(s string) string {
-	const n = 512
-	if len(s) <= n {
-		return s
-	}
-	return s[:n]
-}
+// maxReason bounds an error text kept in a record (clip.String).
+const maxReason = 512

@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -92,7 +93,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 			continue
 		}
 		if _, ok := d.channels[del.Channel]; !ok {
-			fail(i, errorPermanent, stream.Permanent(fmt.Errorf("%w %q", ErrUnknownChannel, clip(del.Channel))))
+			fail(i, errorPermanent, stream.Permanent(fmt.Errorf("%w %q", ErrUnknownChannel, clip.Marked(del.Channel, maxQuoted))))
 			continue
 		}
 		key := d.ledger.Key(del.HashTag, del.Key)

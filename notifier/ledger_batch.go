@@ -10,43 +10,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/script"
 )
-
-// scriptCall is one call of a Lua script in a pipeline.
-type scriptCall struct {
-	keys []string
-	args []any
-}
-
-// evalAll runs script once per call in one pipeline (EVALSHA). Calls that
-// find the script missing (a restarted or flushed Redis, a new cluster
-// node) did nothing, so they run again by EVAL, which loads it, in a
-// second pipeline. Each call is as atomic as a lone script call.
-func evalAll(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, calls []scriptCall) []*redis.Cmd {
-	cmds := make([]*redis.Cmd, len(calls))
-	if len(calls) == 0 {
-		return cmds
-	}
-	pipe := rdb.Pipeline()
-	for i, c := range calls {
-		cmds[i] = script.EvalSha(ctx, pipe, c.keys, c.args...)
-	}
-	_, _ = pipe.Exec(ctx)
-	var again []int
-	for i, c := range cmds {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			again = append(again, i)
-		}
-	}
-	if len(again) > 0 {
-		pipe = rdb.Pipeline()
-		for _, i := range again {
-			cmds[i] = script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
-		}
-		_, _ = pipe.Exec(ctx)
-	}
-	return cmds
-}
 
 // claimAll is claim for many records in few round trips: it fills each
 // record's token, state and start and tries to take each lease, with the
@@ -89,7 +56,7 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 		_, _ = pipe.Exec(ctx)
 	}
 	lease := l.cfg.Lease.Milliseconds()
-	var calls []scriptCall
+	var calls []script.Call
 	var idx []int
 	for i, c := range sets {
 		switch {
@@ -99,11 +66,12 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 		case c.Val():
 			res[i] = claimed
 		default:
-			calls = append(calls, scriptCall{keys: []string{keys[i]}, args: []any{bodies[i], lease, recs[i].MessageID}})
+			calls = append(calls, script.Call{Keys: []string{keys[i]}, Args: []any{bodies[i], lease, recs[i].MessageID}})
 			idx = append(idx, i)
 		}
 	}
-	for j, c := range evalAll(ctx, l.rdb, claimScript, calls) {
+	cmds, _ := claimScript.RunAll(ctx, l.rdb, calls) // a failed load is each retried command's error
+	for j, c := range cmds {
 		i := idx[j]
 		s, err := c.Text()
 		if err != nil {
@@ -142,7 +110,7 @@ func (l *DeliveryLedger) settleAll(ctx context.Context, ops []settleOp) []error 
 	ttl := strconv.FormatInt(l.cfg.TTL.Milliseconds(), 10)
 	pipe := l.rdb.Pipeline()
 	sets := make([]*redis.StatusCmd, len(ops))
-	var calls []scriptCall
+	var calls []script.Call
 	var idx []int
 	now := time.Now().UTC()
 	for i, op := range ops {
@@ -151,7 +119,7 @@ func (l *DeliveryLedger) settleAll(ctx context.Context, ops []settleOp) []error 
 		case settleSent:
 			rec.State, rec.SentAt = DeliverySent, now
 		case settleReject:
-			rec.State, rec.Error = DeliveryRejected, clipReason(op.reason.Error())
+			rec.State, rec.Error = DeliveryRejected, clip.String(op.reason.Error(), maxReason)
 		}
 		var body []byte
 		if op.kind != settleRelease {
@@ -165,24 +133,12 @@ func (l *DeliveryLedger) settleAll(ctx context.Context, ops []settleOp) []error 
 			sets[i] = pipe.Set(ctx, op.key, body, l.cfg.TTL)
 			continue
 		}
-		calls = append(calls, scriptCall{keys: []string{op.key}, args: []any{rec.Token, body, ttl}})
+		calls = append(calls, script.Call{Keys: []string{op.key}, Args: []any{rec.Token, body, ttl}})
 		idx = append(idx, i)
 	}
-	evals := make([]*redis.Cmd, len(calls))
-	for j, c := range calls {
-		evals[j] = settleScript.EvalSha(ctx, pipe, c.keys, c.args...)
-	}
+	evals := settleScript.Queue(ctx, pipe, calls)
 	_, _ = pipe.Exec(ctx)
-	var again []scriptCall
-	var againIdx []int
-	for j, c := range evals {
-		if redis.HasErrorPrefix(c.Err(), "NOSCRIPT") {
-			again, againIdx = append(again, calls[j]), append(againIdx, j)
-		}
-	}
-	for k, c := range evalAll(ctx, l.rdb, settleScript, again) {
-		evals[againIdx[k]] = c
-	}
+	_ = settleScript.Retry(ctx, l.rdb, calls, evals) // a failed load is each retried command's error
 	for i, c := range sets {
 		if c != nil && c.Err() != nil {
 			errs[i] = fmt.Errorf("notifier: record delivery %s: %w", ops[i].key, c.Err())

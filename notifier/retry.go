@@ -8,8 +8,8 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/script"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -100,7 +100,7 @@ func (c RetryConfig) Delay(attempt int, r float64) time.Duration {
 //	ds:{notify.p}:notifier:retry       sorted set: stream ids of failed requests, scored by their due time (Unix ms)
 //	ds:{notify.p}:notifier:retry:msgs  hash: stream id → the entry's fields (JSON array), attempt number raised
 func (d *Deliverer) retryKeys(p int) (schedule, entries string) {
-	base := "ds:" + d.topic.HashTag(p) + ":notifier:retry"
+	base := rediskey.Key(d.topic.HashTag(p), "notifier", "retry")
 	return base, base + ":msgs"
 }
 
@@ -109,7 +109,7 @@ func (d *Deliverer) retryKeys(p int) (schedule, entries string) {
 // it at ARGV[2]. Filing one id twice (a redelivery) files it once. KEYS:
 // stream, schedule, entries. ARGV: id, due ms, attempt. Returns 0 when
 // the entry is gone from the stream.
-var scheduleScript = redis.NewScript(`
+var scheduleScript = script.New(`
 local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
 if #e == 0 then return 0 end
 local f = e[1][2]
@@ -126,7 +126,7 @@ return 1`)
 // moveScript appends up to ARGV[2] retries due by ARGV[1] to the stream as
 // new entries and forgets them, atomically. KEYS: schedule, entries,
 // stream. Returns how many it looked at.
-var moveScript = redis.NewScript(`
+var moveScript = script.New(`
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 for _, id in ipairs(ids) do
   local v = redis.call('HGET', KEYS[2], id)
@@ -157,7 +157,7 @@ func attemptOf(m *stream.Message) int {
 // batch's history records; those of messages that gave up become
 // rejected.
 func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message, errs []error, recs []history.Record) {
-	var calls []scriptCall
+	var calls []script.Call
 	var idx []int
 	gaveUp := map[string]bool{}
 	now := time.Now() // wall-clock, as the mover's: DeliverConfig.Now is the subscribers' clock
@@ -175,11 +175,12 @@ func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message,
 		}
 		due := now.Add(max(d.cfg.Retry.Delay(attempt, rand.Float64()), notBefore(errs[i])))
 		schedule, entries := d.retryKeys(m.Partition)
-		calls = append(calls, scriptCall{keys: []string{m.Stream, schedule, entries},
-			args: []any{m.ID, due.UnixMilli(), attempt + 1}})
+		calls = append(calls, script.Call{Keys: []string{m.Stream, schedule, entries},
+			Args: []any{m.ID, due.UnixMilli(), attempt + 1}})
 		idx = append(idx, i)
 	}
-	for k, c := range evalAll(ctx, d.rdb, scheduleScript, calls) {
+	cmds, _ := scheduleScript.RunAll(ctx, d.rdb, calls) // a failed load is each retried command's error
+	for k, c := range cmds {
 		i := idx[k]
 		n, err := c.Int()
 		switch {
@@ -234,14 +235,15 @@ func (d *Deliverer) MoveDueRetries(ctx context.Context) (int, error) {
 	const page = 500
 	total := 0
 	for {
-		calls := make([]scriptCall, d.topic.Partitions)
+		calls := make([]script.Call, d.topic.Partitions)
 		for p := range calls {
 			schedule, entries := d.retryKeys(p)
-			calls[p] = scriptCall{keys: []string{schedule, entries, d.topic.Stream(p)}, args: []any{time.Now().UnixMilli(), page}}
+			calls[p] = script.Call{Keys: []string{schedule, entries, d.topic.Stream(p)}, Args: []any{time.Now().UnixMilli(), page}}
 		}
 		full := false
 		var errs []error
-		for p, c := range evalAll(ctx, d.rdb, moveScript, calls) {
+		cmds, _ := moveScript.RunAll(ctx, d.rdb, calls) // a failed load is each retried command's error
+		for p, c := range cmds {
 			n, err := c.Int()
 			if err != nil {
 				errs = append(errs, fmt.Errorf("notifier: move retries of partition %d: %w", p, err))

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -41,9 +42,6 @@ func Settle(errs []error) error {
 	return nil
 }
 
-// settle is Settle.
-func settle(errs []error) error { return Settle(errs) }
-
 // HistoryRecord returns the history record of the outcome of Deliver(del)
 // at the time at: sent (with the latency from ObservedAt), rejected (a
 // permanent error) or failed (any other), under the notification id of
@@ -64,9 +62,9 @@ func (del Delivery) HistoryRecord(outcome string, err error, at time.Time) (rec 
 			rec.LatencyMs = max(at.Sub(n.ObservedAt).Milliseconds(), 0)
 		}
 	case stream.IsPermanent(err):
-		rec.Status, rec.Error = history.StatusRejected, clipReason(err.Error())
+		rec.Status, rec.Error = history.StatusRejected, clip.String(err.Error(), maxReason)
 	default:
-		rec.Status, rec.Error = history.StatusFailed, clipReason(err.Error())
+		rec.Status, rec.Error = history.StatusFailed, clip.String(err.Error(), maxReason)
 	}
 	return rec, true
 }

@@ -9,6 +9,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Webhook request headers.
@@ -68,7 +70,7 @@ func VerifySignature(secret, header string, body []byte, now time.Time, toleranc
 	for part := range strings.SplitSeq(header, ",") {
 		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
 		if !ok {
-			return fmt.Errorf("%w: element %q is not key=value", ErrSignatureMalformed, clip(part))
+			return fmt.Errorf("%w: element %q is not key=value", ErrSignatureMalformed, clip.Marked(part, maxQuoted))
 		}
 		switch k {
 		case "t":
@@ -86,7 +88,7 @@ func VerifySignature(secret, header string, body []byte, now time.Time, toleranc
 	}
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || sec <= 0 {
-		return fmt.Errorf("%w: t %q is not a Unix time", ErrSignatureMalformed, clip(ts))
+		return fmt.Errorf("%w: t %q is not a Unix time", ErrSignatureMalformed, clip.Marked(ts, maxQuoted))
 	}
 	if len(sigs) == 0 {
 		return fmt.Errorf("%w: no v1 signature", ErrSignatureMalformed)

@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -163,7 +164,7 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 	if code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500 {
 		var after time.Duration
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
-			detail = strings.TrimSpace("retry-after " + clip(ra) + " " + detail)
+			detail = strings.TrimSpace("retry-after " + clip.Marked(ra, maxQuoted) + " " + detail)
 			after, _ = throttle.ParseRetryAfter(ra, w.cfg.Now())
 		}
 		return &DeliveryError{Channel: ChannelWebhook, StatusCode: code, Retryable: true, Detail: detail, Err: readErr, RetryAfter: after}

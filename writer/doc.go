@@ -1,6 +1,5 @@
-// Package writer is the writer of the availability pipeline (seed 003, step
-// 4). It reads the transition and run streams as three independent consumer
-// groups:
+// Package writer is the writer of the availability pipeline. It reads the
+// transition and run streams as three independent consumer groups:
 //
 //   - "avail-projection" (Projection) keeps the soft state of every entity in
 //     Redis: open or closed with its timestamps, its availability sessions,

@@ -3,6 +3,7 @@ package checkout
 import (
 	"strconv"
 
+	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -66,27 +67,31 @@ func (k Keys) Partition(id string) int { return k.t.Partition(id) }
 func (k Keys) Tag(p int) string { return k.t.HashTag(p) }
 
 // Item is the hash {stock, price} of an item.
-func (k Keys) Item(id string) string { return "ds:" + k.t.HashTag(k.Partition(id)) + ":co:item:" + id }
+func (k Keys) Item(id string) string {
+	return rediskey.Key(k.t.HashTag(k.Partition(id)), "co", "item", id)
+}
 
 // User is the hash {credit} of a user.
-func (k Keys) User(id string) string { return "ds:" + k.t.HashTag(k.Partition(id)) + ":co:user:" + id }
+func (k Keys) User(id string) string {
+	return rediskey.Key(k.t.HashTag(k.Partition(id)), "co", "user", id)
+}
 
 // Order is the hash of an order: user_id, items, total_cost, paid, tr
 // (the last attempt number), status (of the last attempt) and ver (bumped
 // by every change of its items).
 func (k Keys) Order(id string) string {
-	return "ds:" + k.t.HashTag(k.Partition(id)) + ":co:order:" + id
+	return rediskey.Key(k.t.HashTag(k.Partition(id)), "co", "order", id)
 }
 
 // Saga is the hash of one checkout attempt of an order.
 func (k Keys) Saga(orderID string, tr int64) string {
-	return "ds:" + k.t.HashTag(k.Partition(orderID)) + ":co:saga:" + orderID + ":" + strconv.FormatInt(tr, 10)
+	return rediskey.Key(k.t.HashTag(k.Partition(orderID)), "co", "saga", orderID, strconv.FormatInt(tr, 10))
 }
 
 // Open is the sorted set of the attempts of partition p's orders that have
 // not reached a final status ("<order>|<tr>", scored by their start in
 // Unix ms): the Sweeper's work list.
-func (k Keys) Open(p int) string { return "ds:" + k.t.HashTag(p) + ":co:open" }
+func (k Keys) Open(p int) string { return rediskey.Key(k.t.HashTag(p), "co", "open") }
 
 // Ledger is the ledger entry of (order, tr_num, is_rollback) of one side
 // ("stock" or "payment") in partition p, the partition of the keys the
@@ -97,10 +102,10 @@ func (k Keys) Ledger(p int, side, orderID string, tr int64, rollback bool) strin
 	if rollback {
 		rb = "1"
 	}
-	return "ds:" + k.t.HashTag(p) + ":ledger:checkout-" + side + ":" + orderID + ":" + strconv.FormatInt(tr, 10) + ":" + rb
+	return rediskey.Key(k.t.HashTag(p), "ledger", "checkout-"+side, orderID, strconv.FormatInt(tr, 10), rb)
 }
 
 // DoneChannel is the Pub/Sub channel on which the script that finishes an
 // attempt announces it ("<order>|<tr>|<status>|<reason>"), so waiting HTTP
 // calls wake up.
-const DoneChannel = "ds:checkout:done"
+const DoneChannel = rediskey.Prefix + "checkout:done"

@@ -6,7 +6,7 @@ import (
 	"strings"
 )
 
-// Command types, as in the seed: "sub"/"add" on the stock topic,
+// Command types: "sub"/"add" on the stock topic,
 // "pay"/"can" on the payment topic. "add" and "can" are compensations.
 const (
 	CmdSubtract = "sub"

@@ -2,18 +2,15 @@ package checkout
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
-	"github.com/redis/go-redis/v9"
-
+	"github.com/dropstream/dropstream/internal/script"
 	"github.com/dropstream/dropstream/stream"
 )
 
-// call is one script call of a pipeline, or one command's part of a
-// batched call (p is then the partition of its keys).
+// call is one command's part of a batched effect script call (p is the
+// partition of its keys).
 type call struct {
 	keys []string
 	args []any
@@ -74,16 +71,19 @@ func (s *Flow) applyEffects(ctx context.Context, header []any, parts []call) ([]
 		}
 		byPart[c.p] = append(byPart[c.p], i)
 	}
-	calls := make([]call, len(order))
+	calls := make([]script.Call, len(order))
 	for j, p := range order {
-		cl := call{args: append([]any(nil), header...)}
+		cl := script.Call{Args: append([]any(nil), header...)}
 		for _, i := range byPart[p] {
-			cl.keys = append(cl.keys, parts[i].keys...)
-			cl.args = append(cl.args, parts[i].args...)
+			cl.Keys = append(cl.Keys, parts[i].keys...)
+			cl.Args = append(cl.Args, parts[i].args...)
 		}
 		calls[j] = cl
 	}
-	for j, reply := range runPipelined(ctx, s.rdb, effectScript, calls) {
+	// The calls are on distinct partitions, so the reordering of a NOSCRIPT
+	// retry is harmless; a failed load is each retried command's error.
+	replies, _ := effectScript.RunAll(ctx, s.rdb, calls)
+	for j, reply := range replies {
 		members := byPart[order[j]]
 		res, err := reply.StringSlice()
 		if err == nil && len(res) != len(members) {
@@ -98,42 +98,6 @@ func (s *Flow) applyEffects(ctx context.Context, header []any, parts []call) ([]
 		}
 	}
 	return results, errs
-}
-
-// runPipelined runs script once per call in one pipeline round trip (per
-// cluster node) and returns the replies by index. Calls that find the
-// script missing from the server's cache (a restarted Redis) are sent again
-// with EVAL, which caches it; the scripts of this package are commutative
-// or independent per call, so that reordering is harmless.
-func runPipelined(ctx context.Context, rdb redis.UniversalClient, script *redis.Script, calls []call) []*redis.Cmd {
-	out := make([]*redis.Cmd, len(calls))
-	if len(calls) == 0 {
-		return out
-	}
-	pipe := rdb.Pipeline()
-	for i, c := range calls {
-		out[i] = script.EvalSha(ctx, pipe, c.keys, c.args...)
-	}
-	_, _ = pipe.Exec(ctx) // errors are read per command
-	var missing []int
-	for i, cmd := range out {
-		if err := cmd.Err(); err != nil && isNoScript(err) {
-			missing = append(missing, i)
-		}
-	}
-	if len(missing) == 0 {
-		return out
-	}
-	pipe = rdb.Pipeline()
-	for _, i := range missing {
-		out[i] = script.Eval(ctx, pipe, calls[i].keys, calls[i].args...)
-	}
-	_, _ = pipe.Exec(ctx)
-	return out
-}
-
-func isNoScript(err error) bool {
-	return errors.Is(err, redis.ErrNoScript) || strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
 // outcomeRec is one outcome to record in its attempt's saga.
@@ -160,18 +124,19 @@ func (s *Flow) recordOutcomes(ctx context.Context, recs []outcomeRec, nowMs int6
 		}
 		byPart[p] = append(byPart[p], i)
 	}
-	calls := make([]call, len(order))
+	calls := make([]script.Call, len(order))
 	for j, p := range order {
-		cl := call{keys: []string{s.topics.Sagas.Stream(p), s.keys.Open(p)},
-			args: []any{strconv.FormatInt(nowMs, 10), s.cfg.StateTTL.Milliseconds(), DoneChannel}}
+		cl := script.Call{Keys: []string{s.topics.Sagas.Stream(p), s.keys.Open(p)},
+			Args: []any{strconv.FormatInt(nowMs, 10), s.cfg.StateTTL.Milliseconds(), DoneChannel}}
 		for _, i := range byPart[p] {
 			r := recs[i]
-			cl.keys = append(cl.keys, s.keys.Order(r.orderID), s.keys.Saga(r.orderID, r.tr))
-			cl.args = append(cl.args, r.orderID, strconv.FormatInt(r.tr, 10), r.part, flag(r.rollback), r.result)
+			cl.Keys = append(cl.Keys, s.keys.Order(r.orderID), s.keys.Saga(r.orderID, r.tr))
+			cl.Args = append(cl.Args, r.orderID, strconv.FormatInt(r.tr, 10), r.part, flag(r.rollback), r.result)
 		}
 		calls[j] = cl
 	}
-	for j, reply := range runPipelined(ctx, s.rdb, outcomeScript, calls) {
+	replies, _ := outcomeScript.RunAll(ctx, s.rdb, calls) // one call per partition: see applyEffects
+	for j, reply := range replies {
 		members := byPart[order[j]]
 		res, err := reply.Slice()
 		if err == nil && len(res) != len(members) {

@@ -1,6 +1,6 @@
 package checkout
 
-import "github.com/redis/go-redis/v9"
+import "github.com/dropstream/dropstream/internal/script"
 
 // Every script touches the keys of one partition (one slot) only. Amounts
 // travel as decimal strings and are never turned into Lua numbers before
@@ -9,7 +9,7 @@ import "github.com/redis/go-redis/v9"
 // adjustScript changes one integer field of an existing hash.
 // KEYS[1] hash. ARGV: field, delta (signed decimal), max.
 // Returns {0, new value}, {1} missing, {2} would go below 0, {3} above max.
-var adjustScript = redis.NewScript(`
+var adjustScript = script.New(`
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if not v then return {1} end
 local n = tonumber(v) + tonumber(ARGV[2])
@@ -21,7 +21,7 @@ return {0, redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])}`)
 // KEYS[1] order. ARGV: item id, quantity, line cost, max lines.
 // Returns {0, total} or {1} missing, {2} paid, {3} checkout in progress,
 // {4} too many lines.
-var addLineScript = redis.NewScript(`
+var addLineScript = script.New(`
 local f = redis.call('HMGET', KEYS[1], 'user_id', 'paid', 'status', 'items')
 if not f[1] then return {1} end
 if f[2] == '1' then return {2} end
@@ -46,7 +46,7 @@ return {0, redis.call('HINCRBY', KEYS[1], 'total_cost', ARGV[3])}`)
 // then pairs (part, command JSON).
 // Returns {status, tr}: started, paid, inflight (an attempt is running),
 // missing, or retry (the order changed since it was read).
-var beginScript = redis.NewScript(`
+var beginScript = script.New(`
 local o = KEYS[1]
 local f = redis.call('HMGET', o, 'paid', 'status', 'tr', 'ver', 'user_id')
 if not f[5] then return {'missing', '0'} end
@@ -84,7 +84,7 @@ return {'started', ARGV[4]}`)
 // number of hashes n, and n pairs id, amount.
 // Returns the recorded result of each command, in order: "ok",
 // "fail:<reason>", "noop" or "cancelled" (for a late forward command).
-var effectScript = redis.NewScript(`
+var effectScript = script.New(`
 local ttl, field, noun = ARGV[1], ARGV[2], ARGV[3]
 local function forward(k, a, n)
   local prev = redis.call('GET', KEYS[k])
@@ -149,7 +149,7 @@ return out`)
 // or {'compensating', 'new'|'old', part, command JSON, ...} listing the
 // compensations still unconfirmed (new when this call decided to
 // compensate).
-var outcomeScript = redis.NewScript(`
+var outcomeScript = script.New(`
 local now, ttl, channel = ARGV[1], ARGV[2], ARGV[3]
 local function comp(r) return r == 'ok' or r == 'abandoned' end
 local function record(okey, saga, id, tr, part, rb, result)

@@ -9,11 +9,12 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // orderPrefix names a transaction's checkout order, in the adapter's own
 // slot: string per txn.
-const orderPrefix = "ds:{comic-pay}:comic:pay:order:"
+const orderPrefix = rediskey.Prefix + "{comic-pay}:comic:pay:order:"
 
 // keyTTL bounds how long a transaction's order and refund marks are kept.
 const keyTTL = 30 * 24 * time.Hour
@@ -121,7 +122,7 @@ func (p *CheckoutPayments) Refund(ctx context.Context, txnID, payment string, ce
 		return fmt.Errorf("comic: checkout: refund %s: invalid user %q or amount %d", txnID, payment, cents)
 	}
 	keys := p.co.Store().Keys()
-	mark := "ds:" + keys.Tag(keys.Partition(payment)) + ":comic:pay:refund:" + txnID
+	mark := rediskey.Key(keys.Tag(keys.Partition(payment)), "comic", "pay", "refund", txnID)
 	res, err := refundScript.Run(ctx, p.rdb, []string{keys.User(payment), mark}, cents, int64(checkout.MaxAmount), int64(keyTTL/time.Second)).Int()
 	switch {
 	case err != nil:

@@ -1,4 +1,4 @@
-// Package comic is the comic flow (seed 000, "Comicazi"): a published
+// Package comic is the comic flow: a comic marketplace with a published
 // Comic JSON Schema with strict validation and a canonical form; email
 // subscriptions to partial comics indexed by SearchPattern and values;
 // intake of comics into inventory; resumable notification jobs as stream
@@ -10,7 +10,7 @@
 // (variant "", printing 1, key_issue false), no white space and grades as
 // the CGC decimal; its id is the first 128 bits of the SHA-256 of that
 // form. A subscription's id is derived from (lower-cased email, canonical
-// body), which is the seed's unique index on (email, body).
+// body), so an email subscribes to one body once.
 //
 // # Matching
 //
@@ -28,26 +28,25 @@
 // per active pattern plus the ids matched, whatever the number of
 // subscriptions: the matcher never loads a subscription.
 //
-// # Improvements on the seed
+// # Guarantees
 //
-//   - Intake: the seed's steps 2–4 (pending queries, job, inventory insert)
-//     could fail half-way, notifying a comic not in inventory. Here one Lua
-//     script writes the inventory hash, its generation, the job on the
+//   - Intake is atomic, so a comic not in inventory is never notified: one
+//     Lua script writes the inventory hash, its generation, the job on the
 //     jobs stream and the "listed" event, or nothing; a comic already in
 //     inventory writes nothing and returns 200 with created=false.
-//   - Jobs: the seed's handler loop with a per-handler number becomes the
-//     "comic-matcher" consumer group. A dead copy's job is claimed by
-//     another after ClaimIdle (XAUTOCLAIM) — the seed's "reassign the jobs
-//     of an unhealthy handler" without a health protocol. The matcher hands
+//   - Jobs are read by the "comic-matcher" consumer group. A dead copy's
+//     job is claimed by another after ClaimIdle (XAUTOCLAIM), so the jobs
+//     of an unhealthy copy move on without a health protocol. The matcher hands
 //     the matching subscription ids off in chunks; each chunk's script
 //     records them as pending and XADDs them, MaxRequestBatch per notify
 //     message, skipping the ids the job handed off already, and the last
 //     marks the job matched: a copy killed between chunks leaves a
 //     consistent prefix and the next copy hands off exactly the rest.
-//   - PendingQuery disappears: the lookups are idempotent reads.
+//   - Matching keeps no pending-query state: the lookups are idempotent
+//     reads.
 //   - Delivery ("comic-delivery") loads the subscribers of a notify message
 //     in one read, skips every email already in the comic's notification
-//     history (the seed's Notification table), delivers the rest through
+//     history (one entry per comic and email), delivers the rest through
 //     notifier.Dispatcher and its DeliveryLedger keyed by (comic, email) —
 //     or hands them to the notifier's request path — and records the
 //     history in the comic's slot. The history keeps later jobs of the
@@ -65,15 +64,14 @@
 //     between charge and sale is settled by a retry of the transaction or
 //     by Sales.Recover (the "comic-purchase-recovery" service). A declined
 //     charge leaves nothing behind, so the buyer may try again.
-//   - Bloated patterns: the seed gives a pattern past 10^4–10^5
-//     subscriptions a new name with an integer suffix. Here lookups are by
-//     a pattern's exact values, so a pattern with many subscriptions over
+//   - Bloated patterns: lookups are by a pattern's exact values, so a
+//     pattern with many subscriptions over
 //     many values costs nothing more; what bloats is one value set (say,
 //     everyone who asked for {"publisher":"Marvel"}). Past
 //     StoreConfig.BloatThreshold members such a set continues in shard
 //     "#k", so no single SMEMBERS blocks Redis for long. Store.Stats
-//     reports the bloated value sets per pattern and the seed's diversity
-//     heuristic (top value frequency ÷ total per field); matching does not
+//     reports the bloated value sets per pattern and a diversity heuristic
+//     per field (top value frequency ÷ total); matching does not
 //     need the latter because it looks up every field of the pattern.
 //   - Strings match case-insensitively with white space collapsed.
 //

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/script"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -65,7 +66,7 @@ func NewInventory(rdb redis.UniversalClient, topics Topics, prop propagation.Tex
 
 // intakeScript: KEYS inv, gen, jobs stream, events stream, inventory zset;
 // ARGV id, canonical comic, now ms, then metadata name/value pairs.
-var intakeScript = redis.NewScript(`
+var intakeScript = script.New(`
 local cur = redis.call('HGET', KEYS[1], 'gen')
 if cur then return {0, tonumber(cur), ''} end
 if redis.call('TYPE', KEYS[3]).ok ~= 'stream' and redis.call('EXISTS', KEYS[3]) == 1 then return redis.error_reply('jobs key is not a stream') end
@@ -144,23 +145,22 @@ func (inv *Inventory) AddMany(ctx context.Context, comics []Comic) ([]bool, erro
 		}
 	}
 	now := inv.now()
-	pipe := inv.rdb.Pipeline()
-	cmds := make([]*redis.Cmd, len(comics))
+	calls := make([]script.Call, len(comics))
 	for i, c := range comics {
 		keys, args := inv.intakeArgs(ctx, c, now)
-		cmds[i] = intakeScript.EvalSha(ctx, pipe, keys, args...)
+		calls[i] = script.Call{Keys: keys, Args: args}
 	}
-	if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+	pipe := inv.rdb.Pipeline()
+	cmds := intakeScript.Queue(ctx, pipe, calls)
+	if _, err := pipe.Exec(ctx); err != nil && !script.IsNoScript(err) {
 		return nil, fmt.Errorf("comic: intake: %w", err)
 	}
+	// The script was not loaded yet: Retry loads it and re-sends those
+	// calls; a failed load is each of their errors.
+	_ = intakeScript.Retry(ctx, inv.rdb, calls, cmds)
 	created := make([]bool, len(comics))
 	for i, cmd := range cmds {
 		res, err := cmd.Slice()
-		if isNoScript(err) {
-			// The script was not loaded yet: Run loads it.
-			keys, args := inv.intakeArgs(ctx, comics[i], now)
-			res, err = intakeScript.Run(ctx, inv.rdb, keys, args...).Slice()
-		}
 		if err != nil {
 			return nil, fmt.Errorf("comic: intake %s: %w", comics[i].ID(), err)
 		}

@@ -3,6 +3,7 @@ package comic
 import (
 	"strconv"
 
+	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -49,18 +50,18 @@ func (t Topics) tag(comicID string) string {
 }
 
 // Per-comic keys, in the comic's partition slot.
-func inventoryKey(tag, id string) string { return "ds:" + tag + ":comic:inv:" + id }
-func genKey(tag, id string) string       { return "ds:" + tag + ":comic:gen:" + id }
-func jobDoneKey(tag, id string) string   { return "ds:" + tag + ":comic:jobdone:" + id }
-func pendingKey(tag, id string) string   { return "ds:" + tag + ":comic:pending:" + id }
+func inventoryKey(tag, id string) string { return rediskey.Key(tag, "comic", "inv", id) }
+func genKey(tag, id string) string       { return rediskey.Key(tag, "comic", "gen", id) }
+func jobDoneKey(tag, id string) string   { return rediskey.Key(tag, "comic", "jobdone", id) }
+func pendingKey(tag, id string) string   { return rediskey.Key(tag, "comic", "pending", id) }
 func handedKey(tag, id string, gen int64) string {
-	return "ds:" + tag + ":comic:handed:" + id + ":" + strconv.FormatInt(gen, 10)
+	return rediskey.Key(tag, "comic", "handed", id, strconv.FormatInt(gen, 10))
 }
-func notifiedKey(tag, id string) string  { return "ds:" + tag + ":comic:notified:" + id }
-func saleKey(tag, id string) string      { return "ds:" + tag + ":comic:sale:" + id }
-func inventoryIndex(tag string) string   { return "ds:" + tag + ":comic:inventory" }
-func purchaseKey(tag, txn string) string { return "ds:" + tag + ":comic:txn:" + txn }
-func purchasesKey(tag string) string     { return "ds:" + tag + ":comic:purchases" }
+func notifiedKey(tag, id string) string  { return rediskey.Key(tag, "comic", "notified", id) }
+func saleKey(tag, id string) string      { return rediskey.Key(tag, "comic", "sale", id) }
+func inventoryIndex(tag string) string   { return rediskey.Key(tag, "comic", "inventory") }
+func purchaseKey(tag, txn string) string { return rediskey.Key(tag, "comic", "txn", txn) }
+func purchasesKey(tag string) string     { return rediskey.Key(tag, "comic", "purchases") }
 func eventsStream(t Topics, id string) string {
 	return t.Events.Stream(t.Events.Partition(id))
 }
@@ -71,14 +72,14 @@ func eventsStream(t Topics, id string) string {
 const subsTag = "{comic-subs}"
 
 const (
-	subsKey       = "ds:" + subsTag + ":comic:subs"       // hash: id → Subscription JSON
-	patternsKey   = "ds:" + subsTag + ":comic:patterns"   // zset: pattern → subscriptions
-	patVersionKey = "ds:" + subsTag + ":comic:patver"     // counter: bumped when a pattern appears or disappears, or a value set gets a new shard
-	bloatKey      = "ds:" + subsTag + ":comic:bloat"      // hash: "<pattern>:<values hash>" → shards past the first
-	fieldTotalKey = "ds:" + subsTag + ":comic:fieldtotal" // hash: field → subscriptions constraining it
-	emailPrefix   = "ds:" + subsTag + ":comic:email:"     // set per email: subscription ids
-	indexPrefix   = "ds:" + subsTag + ":comic:idx:"       // set per (pattern, values, shard): ids
-	fieldStatsPfx = "ds:" + subsTag + ":comic:field:"     // zset per field: index value → subscriptions
+	subsKey       = rediskey.Prefix + subsTag + ":comic:subs"       // hash: id → Subscription JSON
+	patternsKey   = rediskey.Prefix + subsTag + ":comic:patterns"   // zset: pattern → subscriptions
+	patVersionKey = rediskey.Prefix + subsTag + ":comic:patver"     // counter: bumped when a pattern appears or disappears, or a value set gets a new shard
+	bloatKey      = rediskey.Prefix + subsTag + ":comic:bloat"      // hash: "<pattern>:<values hash>" → shards past the first
+	fieldTotalKey = rediskey.Prefix + subsTag + ":comic:fieldtotal" // hash: field → subscriptions constraining it
+	emailPrefix   = rediskey.Prefix + subsTag + ":comic:email:"     // set per email: subscription ids
+	indexPrefix   = rediskey.Prefix + subsTag + ":comic:idx:"       // set per (pattern, values, shard): ids
+	fieldStatsPfx = rediskey.Prefix + subsTag + ":comic:field:"     // zset per field: index value → subscriptions
 )
 
 func emailKey(email string) string { return emailPrefix + email }

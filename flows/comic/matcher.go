@@ -40,7 +40,7 @@ type Request struct {
 // message is delivered (and retried) as a whole.
 const MaxRequestBatch = 100
 
-// NotifyBody is what POST /notify receives: the seed's {comic, email},
+// NotifyBody is what POST /notify receives: {comic, email},
 // with the comic's id and the subscription that matched.
 type NotifyBody struct {
 	Event          string          `json:"event"`

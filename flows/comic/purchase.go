@@ -9,9 +9,11 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
-// SorryMessage is the seed's answer when the comic is gone.
+// SorryMessage is the answer to a buyer when the comic is gone.
 const SorryMessage = "We're sorry, but we cannot complete this transaction. We'll notify you again if this comic becomess available in the future."
 
 // ErrSoldOut: the comic was not in inventory; the buyer was refunded.
@@ -247,7 +249,7 @@ func (s *Sales) Recover(ctx context.Context, olderThan time.Duration) (int, erro
 // ledgerRecord is the delivery ledger key of email's notification of id.
 func (s *Sales) ledgerRecord(tag, id, email string) string {
 	if s.ledgerKey == nil {
-		return "ds:" + tag + ":comic:noledger"
+		return rediskey.Key(tag, "comic", "noledger")
 	}
 	return s.ledgerKey(tag, businessKey(id, email))
 }

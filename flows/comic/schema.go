@@ -13,6 +13,8 @@ import (
 	"strings"
 	"unicode"
 	"unicode/utf8"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Limits of the comic schema.
@@ -253,16 +255,15 @@ func (f fieldSpec) parse(raw json.RawMessage) (any, error) {
 	return nil, errors.New("unknown kind")
 }
 
+// clipName makes outside input quoted in an error printable: at most 64
+// bytes cut at a rune boundary, control characters as '?'.
 func clipName(s string) string {
-	if len(s) > 64 {
-		s = s[:64]
-	}
 	return strings.ToValidUTF8(strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
 			return '?'
 		}
 		return r
-	}, s), "?")
+	}, clip.String(s, 64)), "?")
 }
 
 func (b Body) comic() Comic {

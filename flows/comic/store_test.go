@@ -181,7 +181,7 @@ func firstBit(mask int) int {
 	}
 }
 
-// TestStore_bloatedPatternIsSharded checks the seed's mitigation: past
+// TestStore_bloatedPatternIsSharded checks the bloat mitigation: past
 // BloatThreshold subscriptions, the value set of a pattern (everyone who
 // asked for {"publisher":"Marvel"}) continues in a new shard; the other
 // values of the pattern stay in one set, the stats report the bloat, and

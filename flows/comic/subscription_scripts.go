@@ -3,12 +3,10 @@ package comic
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"strconv"
-	"strings"
 
-	"github.com/redis/go-redis/v9"
+	"github.com/dropstream/dropstream/internal/script"
 )
 
 // createScript stores a subscription with all its index entries. KEYS
@@ -20,7 +18,7 @@ import (
 // full, the value set's next subscriptions go to a new shard (concurrent
 // creates may each add one past the threshold) and the version moves so
 // matchers reread the shards.
-var createScript = redis.NewScript(`
+var createScript = script.New(`
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
 if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[5]) then return -1 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
@@ -41,7 +39,7 @@ return 1`)
 
 // deleteScript removes a subscription; it takes createScript's keys and
 // arguments. A value set keeps its shards when they empty.
-var deleteScript = redis.NewScript(`
+var deleteScript = script.New(`
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('SREM', KEYS[2], ARGV[1])
 if tonumber(redis.call('ZINCRBY', KEYS[3], -1, ARGV[3])) <= 0 then
@@ -81,7 +79,7 @@ func (s *Store) scriptArgs(sub Subscription, b Body, vh string) ([]string, []any
 // the first invalid one stops the import with its error (the ones before
 // it are created).
 func (s *Store) CreateMany(ctx context.Context, subs []NewSubscription) (int, error) {
-	if err := createScript.Load(ctx, s.rdb).Err(); err != nil {
+	if err := createScript.Load(ctx, s.rdb); err != nil {
 		return 0, fmt.Errorf("comic: load script: %w", err)
 	}
 	created := 0
@@ -105,29 +103,23 @@ func (s *Store) CreateMany(ctx context.Context, subs []NewSubscription) (int, er
 		if err != nil {
 			return created, fmt.Errorf("comic: shards: %w", err)
 		}
-		pipe := s.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, len(batch))
+		calls := make([]script.Call, len(batch))
 		for i := range batch {
 			if v, ok := shards[i].(string); ok {
 				parsed[i].Shard, _ = strconv.Atoi(v)
 			}
 			keys, args := s.scriptArgs(parsed[i], bodies[i], hashes[i])
-			cmds[i] = createScript.EvalSha(ctx, pipe, keys, args...)
+			calls[i] = script.Call{Keys: keys, Args: args}
 		}
-		if _, err := pipe.Exec(ctx); err != nil && !isNoScript(err) {
+		pipe := s.rdb.Pipeline()
+		cmds := createScript.Queue(ctx, pipe, calls)
+		if _, err := pipe.Exec(ctx); err != nil && !script.IsNoScript(err) {
 			return created, fmt.Errorf("comic: create subscriptions: %w", err)
 		}
-		for i, c := range cmds {
-			if isNoScript(c.Err()) {
-				// The script was flushed meanwhile: Create loads it again.
-				in := batch[i]
-				if _, err := s.Create(ctx, in.Email, in.Body, in.NotifyURL); err == nil {
-					created++
-				} else if !errors.Is(err, ErrDuplicate) && !errors.Is(err, ErrTooMany) {
-					return created, err
-				}
-				continue
-			}
+		// A script flushed meanwhile is loaded again and its calls re-sent;
+		// a failed load is each of their errors.
+		_ = createScript.Retry(ctx, s.rdb, calls, cmds)
+		for _, c := range cmds {
 			n, err := c.Int64()
 			if err != nil {
 				return created, fmt.Errorf("comic: create subscription: %w", err)
@@ -138,8 +130,4 @@ func (s *Store) CreateMany(ctx context.Context, subs []NewSubscription) (int, er
 		}
 	}
 	return created, nil
-}
-
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }

@@ -58,7 +58,7 @@ type StoreConfig struct {
 	MaxPerEmail int
 	// BloatThreshold is the size past which the set of subscriptions of
 	// one SearchPattern and values (say, everyone who asked for
-	// {"publisher":"Marvel"}) is continued in a new shard: the seed's
+	// {"publisher":"Marvel"}) is continued in a new shard: the
 	// mitigation for a bloated pattern, applied where a lookup pays for
 	// it. No index set grows much past this size, so no single SMEMBERS
 	// blocks Redis for long, while a pattern with many subscriptions

@@ -23,7 +23,7 @@ const maxCollectionsListed = 1000
 // n), not by time.
 const noDue = 9000000000000000
 
-// CollectionView is a collection (the seed's assignable) as the API shows
+// CollectionView is a collection (what items are assigned to) as the API shows
 // it: open, or completed and waiting for its delivery. A delivered
 // collection is deleted; its items' history keeps the delivery.
 type CollectionView struct {

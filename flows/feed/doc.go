@@ -1,4 +1,4 @@
-// Package feed is the feed flow (seed 001, "feedletter"): RSS and Atom
+// Package feed is the feed flow (a feed newsletter): RSS and Atom
 // feeds polled politely, items that must settle before they are sent, and
 // subscription definitions that gather items into collections (digests)
 // delivered once to confirmed subscribers.
@@ -19,7 +19,7 @@
 //	    on feed.polls, keyed by feed id; a failed fetch is a Poll with OK
 //	    false, never an empty feed: items are never taken for gone (an item
 //	    that vanishes from the feed is still delivered from its cached
-//	    content, as the seed wants), but time-based assignment and
+//	    content), but time-based assignment and
 //	    completion still proceed.
 //	  - "feed-assign" applies a Poll in two Lua scripts over the feed's
 //	    partition: observe (new items Unassigned with first_seen =
@@ -59,13 +59,12 @@
 //	    feed.history in the same atomic steps, to ClickHouse
 //	    (feed_item_events, deterministic event ids).
 //
-// # Where this departs from the seed
+// # Rules
 //
 //   - Feed ids derive from the URL, so adding a feed is idempotent.
 //   - Items present at a feed's first successful poll are Excluded unless
 //     the feed sets IncludeExisting: adding a feed does not mail its archive.
-//   - Completed collections are deleted once delivered (the seed kept the
-//     latest per subscribable and wondered why); the delivery message
+//   - Completed collections are deleted once delivered; the delivery message
 //     carries the items, so nothing is lost if an item is cleared first.
 //     Until then GET .../subscribables/{name}/collections shows them
 //     (opened, completed) with the open ones (opened, due).
@@ -79,7 +78,7 @@
 //     its poll is published: a poll lost on the way is fetched again in
 //     full, never answered 304 with its items unseen.
 //   - Content of assigned items is frozen: what was assigned is sent.
-//   - Subscribable names are scoped by feed (the seed's note), and the
+//   - Subscribable names are scoped by feed, and the
 //     destination's unique core (lower-cased bare e-mail address, webhook
 //     URL, log name) is unique per subscribable.
 //   - Confirmation and unsubscribe are the notifier's: Flow.Subscribe

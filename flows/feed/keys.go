@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -49,7 +50,7 @@ const Name = "feed"
 //	ds:{feed.p}:history                      stream: item history (Topics.History)
 const defsTag = "{feeds}"
 
-func defsKey(suffix string) string { return "ds:" + defsTag + ":" + suffix }
+func defsKey(suffix string) string { return rediskey.Key(defsTag, suffix) }
 
 // Topics are the feed flow's streams.
 type Topics struct {
@@ -74,5 +75,5 @@ func NewTopics(partitions int) Topics {
 // feedPrefix is the prefix of a feed's item keys in its partition.
 func (t Topics) feedPrefix(feedID string) string {
 	p := t.Polls.Partition(feedID)
-	return "ds:" + t.Polls.HashTag(p) + ":feed:" + feedID + ":"
+	return rediskey.Key(t.Polls.HashTag(p), "feed", feedID, "")
 }

@@ -5,7 +5,8 @@ import (
 	"fmt"
 	"strings"
 	"time"
-	"unicode/utf8"
+
+	textclip "github.com/dropstream/dropstream/internal/clip"
 )
 
 // Manager kinds: how a subscribable gathers items into collections.
@@ -25,7 +26,7 @@ const (
 // MaxEveryN bounds EveryN's N.
 const MaxEveryN = 1000
 
-// Manager is a subscription manager (the seed's SubscriptionManager): it
+// Manager is a subscription manager: it
 // names the collection (within_type_id) an item assigned at a given time
 // goes to and says when that collection is complete.
 type Manager struct {
@@ -127,13 +128,6 @@ func (s Subscribable) Validate() error {
 	return s.Manager.Validate()
 }
 
-// clip returns at most n bytes of s, cut at a rune boundary.
-func clip(s string, n int) string {
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
-}
+// clip is clip.String (package textclip here: this package's flow.go and
+// history.go call it by this name).
+func clip(s string, n int) string { return textclip.String(s, n) }

@@ -81,7 +81,7 @@ func IID(guid string) string {
 	return hex.EncodeToString(h[:12])
 }
 
-// Item states (the seed's assignability), as the API shows them.
+// Item states (whether an item may be assigned), as the API shows them.
 const (
 	StateUnassigned = "unassigned"
 	StateAssigned   = "assigned"

@@ -30,8 +30,8 @@ const (
 	DefaultPollEvery = 15 * time.Minute
 )
 
-// Feed is a feed to poll and what it means for its items to be ready
-// (seed 001, table feed). Its ID is derived from its URL, so adding the
+// Feed is a feed to poll and what it means for its items to be ready.
+// Its ID is derived from its URL, so adding the
 // same URL twice names the same feed.
 type Feed struct {
 	ID  string `json:"id"`
@@ -48,7 +48,7 @@ type Feed struct {
 	PollEvery string `json:"poll_every,omitempty"`
 	// IncludeExisting makes the items present at the first successful poll
 	// eligible for notification. By default they are Excluded: adding a
-	// feed does not mail its whole archive (the seed leaves this open).
+	// feed does not mail its whole archive.
 	IncludeExisting bool      `json:"include_existing,omitempty"`
 	Added           time.Time `json:"added"`
 }

@@ -26,9 +26,8 @@ const (
 	DestLog = "log"
 )
 
-// Destination is where a subscription's collections go (the seed's
-// destination_json). Unique returns its core: two destinations with the
-// same core are the same subscriber.
+// Destination is where a subscription's collections go. Unique returns its
+// core: two destinations with the same core are the same subscriber.
 type Destination struct {
 	Kind string `json:"kind"`
 	// Address is the e-mail address (DestEmail).
@@ -96,8 +95,7 @@ func (d Destination) notifierDestination() (dest subscriber.Destination, name st
 	return subscriber.Destination{}, "", false
 }
 
-// Subscription maps a destination to a subscribable (the seed's
-// subscription table). An e-mail or webhook subscription delivers to a
+// Subscription maps a destination to a subscribable. An e-mail or webhook subscription delivers to a
 // destination of a notifier subscriber, which holds its confirmation and
 // its unsubscribe link; a log subscription is confirmed when created.
 type Subscription struct {

@@ -8,6 +8,9 @@ import (
 	"strconv"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // catalogTag is the hash tag of every catalog key: the SellOffers index,
@@ -16,11 +19,7 @@ import (
 const catalogTag = "{" + Name + ".catalog}"
 
 func catalogKey(parts ...string) string {
-	k := "ds:" + catalogTag + ":offer"
-	for _, p := range parts {
-		k += ":" + p
-	}
-	return k
+	return rediskey.Key(catalogTag, append([]string{"offer"}, parts...)...)
 }
 
 // Catalog is the store of sell offers: the SellOffers index (offer id →
@@ -208,7 +207,7 @@ func (c *Catalog) List(ctx context.Context, cursor string, limit int) ([]Offer, 
 	if cursor != "" {
 		n, err := strconv.ParseUint(cursor, 10, 64)
 		if err != nil {
-			return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalidOffer, clip(cursor))
+			return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalidOffer, clip.Marked(cursor, maxQuoted))
 		}
 		cur = n
 	}

@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"slices"
 	"strings"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Bounds on a filter, checked by Element.Validate.
@@ -55,7 +57,7 @@ const (
 // complexFilterTypes are the filterType values a complexFilter may carry.
 var complexFilterTypes = []string{"sellOffer", "sellOfferPlan", "planDeliveryPaymentCombination", "orderPrice"}
 
-// Element is one node of a complex filter request, as in seed 002: a group
+// Element is one node of a complex filter request: a group
 // of elements (all must hold), a complexFilter wrapping a group of another
 // filterType, or a logical element identified by LogicalTag. Which of the
 // logical fields apply depends on the tag (see the Tag* constants).
@@ -131,7 +133,7 @@ func (e Element) validate(depth int, prices *int) error {
 		}
 		return e.validateLogical(prices)
 	}
-	return fmt.Errorf("type %q: want group, complexFilter or logical", clip(e.Type))
+	return fmt.Errorf("type %q: want group, complexFilter or logical", clip.Marked(e.Type, maxQuoted))
 }
 
 func (e Element) hasLogicalFields() bool {
@@ -147,7 +149,7 @@ func (e Element) validateLogical(prices *int) error {
 			}
 			for _, id := range l {
 				if !validID(id) {
-					return fmt.Errorf("%s: id %q empty, too long or with control characters", names[i], clip(id))
+					return fmt.Errorf("%s: id %q empty, too long or with control characters", names[i], clip.Marked(id, maxQuoted))
 				}
 			}
 		}
@@ -191,14 +193,14 @@ func (e Element) validateLogical(prices *int) error {
 			return fmt.Errorf("%s takes no sellOfferId", TagAggregated)
 		}
 		if e.Aggregate != AggMin && e.Aggregate != AggMax && e.Aggregate != AggAverage {
-			return fmt.Errorf("aggregate %q: want %s, %s or %s", clip(e.Aggregate), AggMin, AggMax, AggAverage)
+			return fmt.Errorf("aggregate %q: want %s, %s or %s", clip.Marked(e.Aggregate, maxQuoted), AggMin, AggMax, AggAverage)
 		}
 		if e.MinPrice != nil && e.MaxPrice != nil && *e.MinPrice > *e.MaxPrice {
 			return fmt.Errorf("minPrice %d above maxPrice %d", *e.MinPrice, *e.MaxPrice)
 		}
 		return nil
 	}
-	return fmt.Errorf("logicalTag %q: want %s, %s, %s or %s", clip(e.LogicalTag), TagProduct, TagSeller, TagCombinations, TagAggregated)
+	return fmt.Errorf("logicalTag %q: want %s, %s, %s or %s", clip.Marked(e.LogicalTag, maxQuoted), TagProduct, TagSeller, TagCombinations, TagAggregated)
 }
 
 // Canonical returns e with every id list sorted and deduplicated and every

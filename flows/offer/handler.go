@@ -11,6 +11,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/dropstream/dropstream/internal/script"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -70,7 +71,7 @@ func (s *Flow) answer(ctx context.Context, tag string, p evalPayload, matches []
 	fin := finishScript.EvalSha(ctx, pipe, keys.all(), p.UniqueRequestID, tag, now.UnixMilli(),
 		s.cfg.ResultTTL.Milliseconds(), s.cfg.ResultGrace.Milliseconds())
 	if _, err := pipe.Exec(ctx); err != nil {
-		if isNoScript(err) {
+		if script.IsNoScript(err) {
 			return fmt.Errorf("offer: answer %s: %w", p.ResultID, errors.Join(err, loadScripts(ctx, s.rdb)))
 		}
 		return fmt.Errorf("offer: answer %s: %w", p.ResultID, err)

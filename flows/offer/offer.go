@@ -4,6 +4,8 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Bounds on an offer, checked by Offer.Validate.
@@ -57,7 +59,7 @@ func (o Offer) Validate() error {
 	bad := func(format string, args ...any) { errs = append(errs, fmt.Errorf(format, args...)) }
 	for name, v := range map[string]string{"offerId": o.ID, "handler": o.Handler, "productId": o.ProductID, "sellerId": o.SellerID} {
 		if !validID(v) {
-			bad("%s %q: want 1-%d characters without control characters or '|'", name, clip(v), MaxIDLength)
+			bad("%s %q: want 1-%d characters without control characters or '|'", name, clip.Marked(v, maxQuoted), MaxIDLength)
 		}
 	}
 	if o.Quantity < 0 || o.Quantity > MaxQuantity {
@@ -69,11 +71,11 @@ func (o Offer) Validate() error {
 	seen := map[string]bool{}
 	for _, p := range o.Plans {
 		if !validID(p.ID) || seen["p"+p.ID] {
-			bad("price plan id %q empty, too long or repeated", clip(p.ID))
+			bad("price plan id %q empty, too long or repeated", clip.Marked(p.ID, maxQuoted))
 		}
 		seen["p"+p.ID] = true
 		if p.MinQuantity < 1 || p.MinQuantity > MaxQuantity || p.UnitPrice < 0 || p.UnitPrice > MaxUnitAmount {
-			bad("price plan %q: minQuantity %d (1..%d) or unitPrice %d (0..%d) out of range", clip(p.ID), p.MinQuantity, MaxQuantity, p.UnitPrice, MaxUnitAmount)
+			bad("price plan %q: minQuantity %d (1..%d) or unitPrice %d (0..%d) out of range", clip.Marked(p.ID, maxQuoted), p.MinQuantity, MaxQuantity, p.UnitPrice, MaxUnitAmount)
 		}
 	}
 	for kind, ms := range map[string][]Method{"delivery": o.Delivery, "payment": o.Payment} {
@@ -82,11 +84,11 @@ func (o Offer) Validate() error {
 		}
 		for _, m := range ms {
 			if !validID(m.ID) || seen[kind+m.ID] {
-				bad("%s method id %q empty, too long or repeated", kind, clip(m.ID))
+				bad("%s method id %q empty, too long or repeated", kind, clip.Marked(m.ID, maxQuoted))
 			}
 			seen[kind+m.ID] = true
 			if m.Cost < 0 || m.Cost > MaxUnitAmount {
-				bad("%s method %q: cost %d out of range 0..%d", kind, clip(m.ID), m.Cost, MaxUnitAmount)
+				bad("%s method %q: cost %d out of range 0..%d", kind, clip.Marked(m.ID, maxQuoted), m.Cost, MaxUnitAmount)
 			}
 		}
 	}
@@ -95,7 +97,7 @@ func (o Offer) Validate() error {
 	}
 	for _, l := range o.Locations {
 		if !validID(l) || seen["l"+l] {
-			bad("location %q empty, too long or repeated", clip(l))
+			bad("location %q empty, too long or repeated", clip.Marked(l, maxQuoted))
 		}
 		seen["l"+l] = true
 	}
@@ -117,12 +119,8 @@ func validID(s string) bool {
 	return true
 }
 
-func clip(s string) string {
-	if len(s) > 40 {
-		return s[:40] + "…"
-	}
-	return s
-}
+// maxQuoted bounds outside input quoted in an error (clip.Marked).
+const maxQuoted = 40
 
 // Kind is a handler's pricing rule.
 type Kind string

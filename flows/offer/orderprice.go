@@ -14,6 +14,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
+
+	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // MaxOrderOffers bounds the offers of one order price.
@@ -47,10 +50,10 @@ func (r OrderPriceRequest) canonical() (OrderPriceRequest, error) {
 	slices.SortFunc(c.Quantities, func(a, b OfferQuantity) int { return strings.Compare(a.OfferID, b.OfferID) })
 	for i, q := range c.Quantities {
 		if !validID(q.OfferID) || q.Quantity < 1 || q.Quantity > MaxQuantity {
-			return r, fmt.Errorf("%w: order line %q: want an offer id and a quantity of 1..%d", ErrInvalidFilter, clip(q.OfferID), MaxQuantity)
+			return r, fmt.Errorf("%w: order line %q: want an offer id and a quantity of 1..%d", ErrInvalidFilter, clip.Marked(q.OfferID, maxQuoted), MaxQuantity)
 		}
 		if i > 0 && c.Quantities[i-1].OfferID == q.OfferID {
-			return r, fmt.Errorf("%w: offer %q appears twice", ErrInvalidFilter, clip(q.OfferID))
+			return r, fmt.Errorf("%w: offer %q appears twice", ErrInvalidFilter, clip.Marked(q.OfferID, maxQuoted))
 		}
 	}
 	return c, nil
@@ -133,7 +136,7 @@ func (s *Flow) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPric
 	}
 	id, _ := OrderPriceID(c)
 	_, tag := s.cfg.resultTag(id)
-	key := "ds:" + tag + ":offer:price:" + id
+	key := rediskey.Key(tag, "offer", "price", id)
 	uid := randomID()
 	now := s.cfg.Now()
 	keep := (s.cfg.ProcessingTimeout + s.cfg.OrderPriceTTL).Milliseconds()

@@ -4,10 +4,11 @@ import (
 	"context"
 	"fmt"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // resultKeys are the keys of one logical result; they share the hash tag of
@@ -23,7 +24,7 @@ type resultKeys struct {
 
 func (c Config) resultKeys(id string) resultKeys {
 	p, tag := c.resultTag(id)
-	base := "ds:" + tag + ":offer:result:" + id
+	base := rediskey.Key(tag, "offer", "result", id)
 	return resultKeys{partition: p, main: base, data: base + ":data", values: base + ":values",
 		waiting: base + ":waiting", done: base + ":done"}
 }
@@ -33,7 +34,7 @@ func (k resultKeys) all() []string { return []string{k.main, k.data, k.values, k
 // requestKey records a client's request id against the result it asked for.
 func (c Config) requestKey(resultID, requestID string) string {
 	_, tag := c.resultTag(resultID)
-	return "ds:" + tag + ":offer:request:" + resultID + ":" + requestID
+	return rediskey.Key(tag, "offer", "request", resultID, requestID)
 }
 
 // pageLua replies {outcome, main fields (without the element), total, ids,
@@ -230,11 +231,6 @@ func parseReply(id string, now time.Time, raw any, offset int) (string, Result, 
 		r.NextOffset = offset + len(r.Matches)
 	}
 	return outcome, r, nil
-}
-
-// isNoScript reports whether err says a script is not loaded.
-func isNoScript(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOSCRIPT")
 }
 
 // loadScripts loads the scripts run by EVALSHA in pipelines.

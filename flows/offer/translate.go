@@ -7,6 +7,8 @@ import (
 	"slices"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Translation types of the TranslateIds cache.
@@ -32,7 +34,7 @@ func TranslateCacheID(fromType, fromID, toType string) string {
 // for at most TranslateTTL.
 func (c *Catalog) Translate(ctx context.Context, fromType, fromID, toType string) (ids []string, cached bool, err error) {
 	if fromType != FromProduct && fromType != FromSeller || toType != ToSellOffer || !validID(fromID) {
-		return nil, false, fmt.Errorf("%w: translate %q %q to %q: want product or seller ids to sellOffer", ErrInvalidOffer, fromType, clip(fromID), toType)
+		return nil, false, fmt.Errorf("%w: translate %q %q to %q: want product or seller ids to sellOffer", ErrInvalidOffer, fromType, clip.Marked(fromID, maxQuoted), toType)
 	}
 	key := catalogKey("translate", TranslateCacheID(fromType, fromID, toType))
 	pipe := c.rdb.Pipeline()
@@ -100,7 +102,7 @@ func (c *Catalog) scan(ctx context.Context, fromType, fromID string) ([]string, 
 				}
 			}
 			if len(ids) > maxTranslated {
-				return nil, fmt.Errorf("translate %s %s: more than %d ids", fromType, clip(fromID), maxTranslated)
+				return nil, fmt.Errorf("translate %s %s: more than %d ids", fromType, clip.Marked(fromID, maxQuoted), maxTranslated)
 			}
 			if cursor = next; cursor == 0 {
 				break

@@ -14,6 +14,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -85,7 +86,7 @@ func stages(rdb redis.UniversalClient, pub *stream.Publisher, topics Topics) ([]
 }
 
 // CountsKey is the hash of readings per sensor of one partition.
-func CountsKey(hashTag string) string { return "ds:" + hashTag + ":sample:counts" }
+func CountsKey(hashTag string) string { return rediskey.Key(hashTag, "sample", "counts") }
 
 // Counts sums the readings counted per sensor over all partitions.
 func Counts(ctx context.Context, rdb redis.UniversalClient, partitions int) (map[string]int64, error) {

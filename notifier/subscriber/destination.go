@@ -10,6 +10,8 @@ import (
 	"net/url"
 	"strings"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Destination statuses.
@@ -110,11 +112,11 @@ func normalizeEmail(s string) (string, error) {
 	}
 	a, err := mail.ParseAddress(s)
 	if err != nil || a.Name != "" || a.Address != strings.TrimSpace(s) {
-		return "", fmt.Errorf("%w: email address %q: want a bare address like name@example.com", ErrInvalid, clip(s))
+		return "", fmt.Errorf("%w: email address %q: want a bare address like name@example.com", ErrInvalid, clip.Marked(s, maxQuoted))
 	}
 	local, domain, ok := strings.Cut(a.Address, "@")
 	if !ok || local == "" || len(local) > maxEmailLocalPart || !strings.Contains(domain, ".") || strings.ContainsAny(a.Address, " \t\r\n<>") {
-		return "", fmt.Errorf("%w: email address %q: want name@domain.tld", ErrInvalid, clip(s))
+		return "", fmt.Errorf("%w: email address %q: want name@domain.tld", ErrInvalid, clip.Marked(s, maxQuoted))
 	}
 	return strings.ToLower(local) + "@" + strings.ToLower(domain), nil
 }
@@ -128,7 +130,7 @@ func normalizeURL(s string) (string, error) {
 	case err != nil:
 		return "", fmt.Errorf("%w: url: %w", ErrInvalid, err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return "", fmt.Errorf("%w: url scheme %q: want http or https", ErrInvalid, clip(u.Scheme))
+		return "", fmt.Errorf("%w: url scheme %q: want http or https", ErrInvalid, clip.Marked(u.Scheme, maxQuoted))
 	case u.Hostname() == "":
 		return "", fmt.Errorf("%w: url has no host", ErrInvalid)
 	case u.User != nil:
@@ -171,11 +173,5 @@ func randomHex(n int) (string, error) {
 	return hex.EncodeToString(b), nil
 }
 
-// clip shortens outside input quoted in an error.
-func clip(s string) string {
-	const n = 64
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
-}
+// maxQuoted bounds outside input quoted in an error (clip.Marked).
+const maxQuoted = 64

@@ -5,6 +5,8 @@ import (
 	"reflect"
 	"strings"
 	"sync"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Kind is a kind of destination: how its address is checked and named,
@@ -56,7 +58,7 @@ var kinds = struct {
 // under a registered name is an error.
 func RegisterKind(k Kind) error {
 	if k.Name == "" || len(k.Name) > 64 || !printable(k.Name) || k.Channel == "" || k.Core == nil {
-		return fmt.Errorf("subscriber: kind %q needs a name of 1-64 bytes, a channel and a Core", clip(k.Name))
+		return fmt.Errorf("subscriber: kind %q needs a name of 1-64 bytes, a channel and a Core", clip.Marked(k.Name, maxQuoted))
 	}
 	kinds.Lock()
 	defer kinds.Unlock()
@@ -104,7 +106,7 @@ func errUnknownKind(name string) error {
 	if len(names) > 1 {
 		want = strings.Join(names[:len(names)-1], ", ") + " or " + want
 	}
-	return fmt.Errorf("%w: destination kind %q: want %s", ErrInvalid, clip(name), want)
+	return fmt.Errorf("%w: destination kind %q: want %s", ErrInvalid, clip.Marked(name, maxQuoted), want)
 }
 
 // EmailCore is the core of an email address: "email:" + the address with
@@ -136,5 +138,5 @@ func errNoSecret(kind string) error {
 	if kind != "" && strings.ContainsRune("aeiou", rune(kind[0])) {
 		article = "an"
 	}
-	return fmt.Errorf("%w: %s %s destination takes no secret", ErrInvalid, article, clip(kind))
+	return fmt.Errorf("%w: %s %s destination takes no secret", ErrInvalid, article, clip.Marked(kind, maxQuoted))
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 	_ "time/tzdata" // time zones without the system database
 
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/notifier/digest"
 )
 
@@ -56,7 +57,7 @@ func (p Preferences) Validate() error {
 		for _, pat := range list.v {
 			if pat == "" || pat == "*" && list.name == "exclude" || len(pat) > MaxPatternLen || strings.ContainsAny(pat, "\x00\r\n") ||
 				strings.Contains(strings.TrimSuffix(pat, "*"), "*") {
-				errs = append(errs, fmt.Errorf("%s pattern %q: want 1-%d bytes, an exact subject or a prefix ending in *", list.name, clip(pat), MaxPatternLen))
+				errs = append(errs, fmt.Errorf("%s pattern %q: want 1-%d bytes, an exact subject or a prefix ending in *", list.name, clip.Marked(pat, maxQuoted), MaxPatternLen))
 			}
 		}
 	}
@@ -73,7 +74,7 @@ func (p Preferences) Validate() error {
 	}
 	for ch := range p.Channels {
 		if ch != "email" && ch != "webhook" && ch != "slack" && ch != "log" {
-			errs = append(errs, fmt.Errorf("channel %q: want email, webhook, slack or log", clip(ch)))
+			errs = append(errs, fmt.Errorf("channel %q: want email, webhook, slack or log", clip.Marked(ch, maxQuoted)))
 		}
 	}
 	errs = append(errs, p.Digest.Validate())
@@ -157,7 +158,7 @@ func LoadLocation(tz string) (*time.Location, error) {
 	}
 	loc, err := time.LoadLocation(tz)
 	if err != nil {
-		return nil, fmt.Errorf("%w: time zone %q: %w", ErrInvalid, clip(tz), err)
+		return nil, fmt.Errorf("%w: time zone %q: %w", ErrInvalid, clip.Marked(tz, maxQuoted), err)
 	}
 	return loc, nil
 }

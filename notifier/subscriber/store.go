@@ -13,6 +13,9 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
 // Errors of the store, for errors.Is.
@@ -43,11 +46,11 @@ const (
 
 const (
 	tag         = "{notifier}"
-	subPrefix   = "ds:" + tag + ":sub:"
-	subsKey     = "ds:" + tag + ":subs"
-	corePrefix  = "ds:" + tag + ":core:"
-	tokenPrefix = "ds:" + tag + ":token:"
-	pendingKey  = "ds:" + tag + ":pending"
+	subPrefix   = rediskey.Prefix + tag + ":sub:"
+	subsKey     = rediskey.Prefix + tag + ":subs"
+	corePrefix  = rediskey.Prefix + tag + ":core:"
+	tokenPrefix = rediskey.Prefix + tag + ":token:"
+	pendingKey  = rediskey.Prefix + tag + ":pending"
 )
 
 func subKey(id string) string           { return subPrefix + id }
@@ -208,7 +211,7 @@ func (st *Store) Create(ctx context.Context, s Subscriber) (Created, error) {
 		return Created{}, fmt.Errorf("%w: the store holds %d", ErrTooMany, st.cfg.MaxSubscribers)
 	case res < 0:
 		d := s.Destinations[-res-1]
-		return Created{}, fmt.Errorf("%w: %s %s", ErrDuplicate, d.Kind, clip(d.Address))
+		return Created{}, fmt.Errorf("%w: %s %s", ErrDuplicate, d.Kind, clip.Marked(d.Address, maxQuoted))
 	}
 	out.Subscriber = s
 	return out, nil
@@ -225,7 +228,7 @@ func (st *Store) Get(ctx context.Context, id string) (Subscriber, error) {
 // for delivery. Errors wrap ErrNotFound or are Redis errors.
 func (st *Store) Resolve(ctx context.Context, id string) (Subscriber, error) {
 	if !ValidSubscriberID(id) {
-		return Subscriber{}, fmt.Errorf("%w: subscriber %q", ErrNotFound, clip(id))
+		return Subscriber{}, fmt.Errorf("%w: subscriber %q", ErrNotFound, clip.Marked(id, maxQuoted))
 	}
 	raw, err := st.rdb.Get(ctx, subKey(id)).Bytes()
 	if errors.Is(err, redis.Nil) {
@@ -246,7 +249,7 @@ func (st *Store) Resolve(ctx context.Context, id string) (Subscriber, error) {
 // malformed cursor wraps ErrInvalid.
 func (st *Store) List(ctx context.Context, cursor string, limit int) ([]Subscriber, string, error) {
 	if cursor != "" && !ValidSubscriberID(cursor) {
-		return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalid, clip(cursor))
+		return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalid, clip.Marked(cursor, maxQuoted))
 	}
 	if limit < 1 {
 		limit = DefaultPageSize

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -37,7 +38,7 @@ func testLedgerOnceByKey(t *testing.T, b Backend) {
 local v = tonumber(ARGV[1])
 if v == nil then return redis.error_reply('amount is not a number') end
 return redis.call('INCRBY', KEYS[1], v)`)
-	balance := "ds:" + tag + ":balance:u1"
+	balance := rediskey.Key(tag, "balance", "u1")
 	effectKey := l.Key(tag, "pay:order-9")
 	for i, want := range []bool{true, false, false} {
 		applied, res, err := l.Apply(ctx, credit, effectKey, []string{balance}, 25)

@@ -2,6 +2,7 @@ package watch
 
 import (
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -12,9 +13,9 @@ const watcherTag = "{notifier}"
 
 // Keys of the watcher store; see the package documentation.
 const (
-	watcherPrefix = "ds:" + watcherTag + ":watcher:"
-	watchersKey   = "ds:" + watcherTag + ":watchers"
-	matchPrefix   = "ds:" + watcherTag + ":match:"
+	watcherPrefix = rediskey.Prefix + watcherTag + ":watcher:"
+	watchersKey   = rediskey.Prefix + watcherTag + ":watchers"
+	matchPrefix   = rediskey.Prefix + watcherTag + ":match:"
 )
 
 func watcherKey(id string) string { return watcherPrefix + id }
@@ -47,5 +48,5 @@ func matchKeys(e avail.Entity) []string {
 // eventsKey is the sorted set of an entity's recent raw opens and closes,
 // in the partition of the transition stream that carries them.
 func eventsKey(topic stream.Topic, partition int, entityKey string) string {
-	return "ds:" + topic.HashTag(partition) + ":notifier:events:" + entityKey
+	return rediskey.Key(topic.HashTag(partition), "notifier", "events", entityKey)
 }

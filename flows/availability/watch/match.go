@@ -6,6 +6,7 @@ import (
 	"slices"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Match returns the watchers whose filters the entity satisfies, in id
@@ -24,7 +25,7 @@ func (s *Store) Match(ctx context.Context, e avail.Entity) ([]Watcher, error) {
 	}
 	ids, err := s.rdb.SUnion(ctx, matchKeys(e)...).Result()
 	if err != nil {
-		return nil, fmt.Errorf("notifier: match %s: %w", clip(e.Key), err)
+		return nil, fmt.Errorf("notifier: match %s: %w", clip.Marked(e.Key, maxQuoted), err)
 	}
 	if len(ids) == 0 {
 		return nil, nil

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/avail/availjson"
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -91,7 +92,7 @@ type handler struct {
 
 func (h *handler) handle(ctx context.Context, m *stream.Message) error {
 	if m.Type != avail.TypeTransition && m.Type != avail.TypeTransitions {
-		return stream.Permanentf("notifier: message %s has type %q, want %q or %q", m.ID, clip(m.Type),
+		return stream.Permanentf("notifier: message %s has type %q, want %q or %q", m.ID, clip.Marked(m.Type, maxQuoted),
 			avail.TypeTransition, avail.TypeTransitions)
 	}
 	if len(m.Payload) > h.cfg.MaxPayloadBytes {
@@ -137,7 +138,7 @@ func checkTransition(t avail.Transition) error {
 	case t.RunID == "" || len(t.RunID) > avail.MaxIDLen || hasControl(t.RunID):
 		return fmt.Errorf("run id: want 1-%d bytes without control characters", avail.MaxIDLen)
 	case t.Kind != avail.KindOpen && t.Kind != avail.KindClose:
-		return fmt.Errorf("kind %q: want open or close", clip(t.Kind))
+		return fmt.Errorf("kind %q: want open or close", clip.Marked(t.Kind, maxQuoted))
 	case t.RunAt.IsZero():
 		return errors.New("run_at is missing")
 	case len(t.TraceID) > 64 || len(t.EventID) > 64:

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Defaults and limits of the watcher store.
@@ -126,7 +128,7 @@ func (s *Store) Get(ctx context.Context, id string) (Watcher, error) {
 
 func (s *Store) get(ctx context.Context, id string) (Watcher, error) {
 	if !validID(id) {
-		return Watcher{}, fmt.Errorf("%w: id %q", ErrInvalidWatcher, clip(id))
+		return Watcher{}, fmt.Errorf("%w: id %q", ErrInvalidWatcher, clip.Marked(id, maxQuoted))
 	}
 	raw, err := s.rdb.Get(ctx, watcherKey(id)).Bytes()
 	if errors.Is(err, redis.Nil) {
@@ -149,7 +151,7 @@ func (s *Store) get(ctx context.Context, id string) (Watcher, error) {
 // is an error wrapping ErrInvalidWatcher.
 func (s *Store) List(ctx context.Context, cursor string, limit int) ([]Watcher, string, error) {
 	if cursor != "" && !validID(cursor) {
-		return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalidWatcher, clip(cursor))
+		return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalidWatcher, clip.Marked(cursor, maxQuoted))
 	}
 	if limit < 1 {
 		limit = DefaultPageSize

@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/notifier"
 )
 
@@ -107,7 +108,7 @@ func (w Watcher) Validate() error {
 			errs = append(errs, errors.New("webhook_url is only for the webhook channel"))
 		}
 	default:
-		errs = append(errs, fmt.Errorf("channel %q: want %q or %q", clip(w.Channel), notifier.ChannelWebhook, notifier.ChannelLog))
+		errs = append(errs, fmt.Errorf("channel %q: want %q or %q", clip.Marked(w.Channel, maxQuoted), notifier.ChannelWebhook, notifier.ChannelLog))
 	}
 	if w.Secret != "" && !validSecret(w.Secret) {
 		errs = append(errs, fmt.Errorf("secret: want %d-%d printable ASCII characters without spaces", MinSecretLen, MaxSecretLen))
@@ -124,7 +125,7 @@ func validSlot(w Watcher) error {
 	}
 	e, err := avail.ParseKey(w.Slot)
 	if err != nil || (e.Kind != avail.EntitySlot && e.Kind != avail.EntityRestaurant) {
-		return fmt.Errorf("slot %q: want an entity key provider|venue|date|time|party", clip(w.Slot))
+		return fmt.Errorf("slot %q: want an entity key provider|venue|date|time|party", clip.Marked(w.Slot, maxQuoted))
 	}
 	var errs []error
 	for _, part := range []struct{ name, v string }{{"slot provider", e.Provider}, {"slot venue", e.Venue}, {"slot date", e.Date}} {
@@ -155,7 +156,7 @@ func validDates(from, to string) error {
 		}
 		parsed, err := time.Parse(dateLayout, d.v)
 		if err != nil || parsed.Year() < 2000 || parsed.Year() > 2100 {
-			errs = append(errs, fmt.Errorf("%s %q: want YYYY-MM-DD between 2000 and 2100", d.name, clip(d.v)))
+			errs = append(errs, fmt.Errorf("%s %q: want YYYY-MM-DD between 2000 and 2100", d.name, clip.Marked(d.v, maxQuoted)))
 			continue
 		}
 		*d.out = parsed
@@ -193,7 +194,7 @@ func validWebhookURL(s string) error {
 	case err != nil:
 		return fmt.Errorf("webhook_url: %w", err)
 	case u.Scheme != "http" && u.Scheme != "https":
-		return fmt.Errorf("webhook_url scheme %q: want http or https", clip(u.Scheme))
+		return fmt.Errorf("webhook_url scheme %q: want http or https", clip.Marked(u.Scheme, maxQuoted))
 	case u.Host == "" || u.Hostname() == "":
 		return errors.New("webhook_url has no host")
 	case u.User != nil:
@@ -228,14 +229,8 @@ func printable(s string) bool {
 	return true
 }
 
-// clip shortens outside input quoted in an error.
-func clip(s string) string {
-	const n = 64
-	if len(s) <= n {
-		return s
-	}
-	return strings.ToValidUTF8(s[:n], "") + "…"
-}
+// maxQuoted bounds outside input quoted in an error (clip.Marked).
+const maxQuoted = 64
 
 // Matches reports whether the entity satisfies every filter of the
 // watcher. The match index finds candidates; Matches is the final check.

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -44,7 +45,7 @@ func (w *windows) record(ctx context.Context, partition int, entityKey, kind, ru
 		return nil
 	})
 	if err != nil {
-		return fmt.Errorf("notifier: record %s of %s: %w", kind, clip(entityKey), err)
+		return fmt.Errorf("notifier: record %s of %s: %w", kind, clip.Marked(entityKey, maxQuoted), err)
 	}
 	return nil
 }
@@ -58,7 +59,7 @@ func (w *windows) session(ctx context.Context, partition int, entityKey, runID s
 	zs, err := w.rdb.ZRevRangeByScoreWithScores(ctx, eventsKey(w.topic, partition, entityKey), &redis.ZRangeBy{
 		Max: fmt.Sprint(ms), Min: "-inf", Count: int64(w.max)}).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return "", false, fmt.Errorf("notifier: session of %s: %w", clip(entityKey), err)
+		return "", false, fmt.Errorf("notifier: session of %s: %w", clip.Marked(entityKey, maxQuoted), err)
 	}
 	for _, z := range zs {
 		member, _ := z.Member.(string)

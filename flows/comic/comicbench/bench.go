@@ -22,6 +22,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flows/comic"
+	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -261,7 +262,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, cfg Config, progress fu
 
 // worldKey records the world and seed of the loaded subscriptions, so a
 // run with Reuse measures comics of the same world.
-const worldKey = "ds:comicbench:world"
+const worldKey = rediskey.Prefix + "comicbench:world"
 
 // checkLoadedWorld reports a Reuse run whose world or seed differs from the
 // loaded one.

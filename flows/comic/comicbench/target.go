@@ -6,14 +6,11 @@ import (
 	"fmt"
 	"io"
 	"runtime"
-	"strconv"
 	"strings"
-	"syscall"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/benchstat"
 )
 
 // Bench is `dropstream bench comic`: Run over the app's Redis, its
@@ -46,7 +43,9 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 		bc.MaxRedisMemory = int64(maxMemMB) << 20
 		bc.Partitions = env.Settings.Partitions
 		bc.Progress = env.Progress
-		bc.CPU = func() (time.Duration, time.Duration) { return processCPU(), redisCPU(ctx, env.Redis) }
+		bc.CPU = func() (time.Duration, time.Duration) {
+			return benchstat.ProcessCPU(), benchstat.RedisCPU(ctx, env.Redis)
+		}
 		out := env.Stdout
 		fmt.Fprintf(out, "bench comic: %s world, %s, %d partitions, GOMAXPROCS %d\n", bc.World, env.RedisName, bc.Partitions, runtime.GOMAXPROCS(0))
 		r, err := Run(ctx, env.Redis, bc)
@@ -82,31 +81,4 @@ func printResult(out io.Writer, bc Config, r Result) {
 		r.MatcherPerSecond, r.MatcherCPU.Process.Round(time.Microsecond), r.MatcherCPU.Redis.Round(time.Microsecond), r.Handed, r.NotifyPeak)
 	fmt.Fprintf(out, "redis used_memory: %d MB after loading, %d MB at the end, %d MB at most\n",
 		r.RedisMemoryLoaded>>20, r.RedisMemory>>20, r.PeakMemory>>20)
-}
-
-// processCPU is the CPU time (user and system) this process used so far.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
-}
-
-// redisCPU is the CPU time Redis reports it used (INFO cpu), 0 when it
-// cannot tell (a cluster, the embedded Redis).
-func redisCPU(ctx context.Context, rdb redis.UniversalClient) time.Duration {
-	info, err := rdb.Info(ctx, "cpu").Result()
-	if err != nil {
-		return 0
-	}
-	var total float64
-	for line := range strings.Lines(info) {
-		k, v, ok := strings.Cut(strings.TrimSpace(line), ":")
-		if ok && (k == "used_cpu_sys" || k == "used_cpu_user") {
-			f, _ := strconv.ParseFloat(v, 64)
-			total += f
-		}
-	}
-	return time.Duration(total * float64(time.Second))
 }

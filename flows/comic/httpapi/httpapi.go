@@ -15,6 +15,7 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flows/comic"
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // routes are the comic flow's handlers.
@@ -133,7 +134,7 @@ func (r routes) createComic(c *fiber.Ctx) error {
 func (r routes) getComic(c *fiber.Ctx) error {
 	id := c.Params("id")
 	if !validComicID(id) {
-		return api.NotFound("comic_not_found", "no comic "+clip(id))
+		return api.NotFound("comic_not_found", "no comic "+clip.String(id, 64))
 	}
 	st, err := r.f.Inventory.Status(c.UserContext(), id)
 	if errors.Is(err, comic.ErrNotFound) {
@@ -209,7 +210,7 @@ func (r routes) listSubscriptions(c *fiber.Ctx) error {
 func (r routes) deleteSubscription(c *fiber.Ctx) error {
 	id := c.Params("id")
 	if !validComicID(id) {
-		return api.NotFound("subscription_not_found", "no subscription "+clip(id))
+		return api.NotFound("subscription_not_found", "no subscription "+clip.String(id, 64))
 	}
 	err := r.f.Subscriptions.Delete(c.UserContext(), id)
 	if errors.Is(err, comic.ErrNotFound) {
@@ -290,11 +291,4 @@ func validComicID(s string) bool {
 		}
 	}
 	return true
-}
-
-func clip(s string) string {
-	if len(s) > 64 {
-		return s[:64]
-	}
-	return s
 }

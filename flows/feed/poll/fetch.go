@@ -171,7 +171,7 @@ func NewFetcher(cfg Config) (*Fetcher, error) {
 func (f *Fetcher) Fetch(ctx context.Context, rawURL string, v Validators) (Response, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-		return Response{}, fmt.Errorf("poll: bad feed URL %q", clip(rawURL, 200))
+		return Response{}, fmt.Errorf("poll: bad feed URL %q", validText(rawURL, 200))
 	}
 	b := f.bucket(u.Host)
 	if err := b.Wait(ctx); err != nil {
@@ -197,7 +197,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, v Validators) (Respo
 	}
 	defer resp.Body.Close()
 	out := Response{FinalURL: resp.Request.URL.String(), Validators: Validators{
-		ETag: clip(resp.Header.Get("ETag"), 256), LastModified: clip(resp.Header.Get("Last-Modified"), 64)}}
+		ETag: validText(resp.Header.Get("ETag"), 256), LastModified: validText(resp.Header.Get("Last-Modified"), 64)}}
 	switch {
 	case resp.StatusCode == http.StatusNotModified:
 		out.NotModified = true

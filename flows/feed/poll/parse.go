@@ -11,6 +11,8 @@ import (
 	"unicode/utf8"
 
 	"github.com/mmcdole/gofeed"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Bounds of a parsed item's fields, in bytes. Longer values are cut at a
@@ -66,9 +68,9 @@ type Parsed struct {
 func Parse(body []byte) (Parsed, error) {
 	f, err := gofeed.NewParser().Parse(bytes.NewReader(body))
 	if err != nil {
-		return Parsed{}, fmt.Errorf("%w: %s", ErrMalformed, clip(err.Error(), 200))
+		return Parsed{}, fmt.Errorf("%w: %s", ErrMalformed, validText(err.Error(), 200))
 	}
-	out := Parsed{Title: clip(f.Title, MaxTitleBytes)}
+	out := Parsed{Title: validText(f.Title, MaxTitleBytes)}
 	seen := make(map[string]bool, len(f.Items))
 	for _, gi := range f.Items {
 		if gi == nil {
@@ -96,12 +98,12 @@ func Parse(body []byte) (Parsed, error) {
 // guid made from link and title.
 func toItem(gi *gofeed.Item) (Item, bool) {
 	it := Item{
-		Title:       clip(strings.TrimSpace(gi.Title), MaxTitleBytes),
-		Link:        clip(strings.TrimSpace(gi.Link), MaxLinkBytes),
-		Description: clip(strings.TrimSpace(firstNonEmpty(gi.Content, gi.Description)), MaxDescriptionBytes),
+		Title:       validText(strings.TrimSpace(gi.Title), MaxTitleBytes),
+		Link:        validText(strings.TrimSpace(gi.Link), MaxLinkBytes),
+		Description: validText(strings.TrimSpace(firstNonEmpty(gi.Content, gi.Description)), MaxDescriptionBytes),
 	}
 	if len(gi.Authors) > 0 && gi.Authors[0] != nil {
-		it.Author = clip(strings.TrimSpace(firstNonEmpty(gi.Authors[0].Name, gi.Authors[0].Email)), MaxAuthorBytes)
+		it.Author = validText(strings.TrimSpace(firstNonEmpty(gi.Authors[0].Name, gi.Authors[0].Email)), MaxAuthorBytes)
 	}
 	switch {
 	case gi.PublishedParsed != nil:
@@ -154,14 +156,8 @@ func firstNonEmpty(ss ...string) string {
 	return ""
 }
 
-// clip returns valid UTF-8 of at most n bytes, cut at a rune boundary.
-func clip(s string, n int) string {
-	s = strings.ToValidUTF8(s, "\uFFFD")
-	if len(s) <= n {
-		return s
-	}
-	for n > 0 && !utf8.RuneStart(s[n]) {
-		n--
-	}
-	return s[:n]
+// validText returns valid UTF-8 (invalid bytes as U+FFFD) of at most n
+// bytes, cut at a rune boundary.
+func validText(s string, n int) string {
+	return clip.String(strings.ToValidUTF8(s, "\uFFFD"), n)
 }

@@ -108,7 +108,7 @@ func TestParse_identityAndHash(t *testing.T) {
 	long := strings.Replace(rss20, "urn:x:1</guid><title>One", strings.Repeat("g", 5000)+"</guid><title>One", 1)
 	c, err := Parse([]byte(long))
 	if err != nil || !strings.HasPrefix(c.Items[0].GUID, "long:") || len(c.Items[0].GUID) > MaxGUIDBytes {
-		t.Errorf("a 5000-byte guid became %q (%v)", clip(c.Items[0].GUID, 40), err)
+		t.Errorf("a 5000-byte guid became %q (%v)", validText(c.Items[0].GUID, 40), err)
 	}
 }
 

@@ -78,7 +78,7 @@ func (r routes) put(c *fiber.Ctx) error {
 }
 
 func (r routes) list(c *fiber.Ctx) error {
-	limit, err := intQuery(c, "limit", 100, 1, 1000)
+	limit, err := api.IntQuery(c, "limit", 100, 1, 1000)
 	if err != nil {
 		return err
 	}
@@ -100,7 +100,7 @@ func (r routes) list(c *fiber.Ctx) error {
 	if seller != "" {
 		from, id = offer.FromSeller, seller
 	}
-	start, err := intQuery(c, "cursor", 0, 0, 1<<30)
+	start, err := api.IntQuery(c, "cursor", 0, 0, 1<<30)
 	if err != nil {
 		return err
 	}
@@ -174,11 +174,11 @@ func (r routes) search(c *fiber.Ctx) error {
 }
 
 func (r routes) result(c *fiber.Ctx) error {
-	offset, err := intQuery(c, "offset", 0, 0, offer.MaxListOffset)
+	offset, err := api.IntQuery(c, "offset", 0, 0, offer.MaxListOffset)
 	if err != nil {
 		return err
 	}
-	limit, err := intQuery(c, "limit", offer.DefaultPageSize, 1, offer.MaxPageSize)
+	limit, err := api.IntQuery(c, "limit", offer.DefaultPageSize, 1, offer.MaxPageSize)
 	if err != nil {
 		return err
 	}
@@ -205,20 +205,4 @@ func (r routes) orderPrice(c *fiber.Ctx) error {
 		return err
 	}
 	return c.JSON(op)
-}
-
-// intQuery parses an optional integer query parameter within [lo, hi]; a
-// value outside is a 400 "invalid_<name>".
-func intQuery(c *fiber.Ctx, name string, def, lo, hi int) (int, error) {
-	n := def
-	if s := c.Query(name); s != "" {
-		var err error
-		if n, err = strconv.Atoi(s); err != nil {
-			n = lo - 1
-		}
-	}
-	if n < lo || n > hi {
-		return 0, api.BadRequest("invalid_"+name, name+" must be a whole number in "+strconv.Itoa(lo)+".."+strconv.Itoa(hi))
-	}
-	return n, nil
 }
