@@ -87,7 +87,7 @@ func notifierDelivery(t *testing.T, nodes string) {
 	if err := notifier.PublishRequests(ctx, pub, topic, reqs...); err != nil {
 		t.Fatal(err)
 	}
-	groups := []group{{topic, notifier.DeliverStageName}}
+	groups := []group{{topic, notifier.StageDeliver}}
 	testenv.WaitFor(t, clusterWait, func() bool { return hook.count() >= len(want) && busy(ctx, rdb, groups) == "" },
 		"every request delivered and the deliver group idle")
 	got := hook.received()

@@ -62,11 +62,11 @@ func TestDeliver_crashBetweenSendAndAck(t *testing.T) {
 			sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
 			w.publish(t, req(sub, "comic:1", "w1"))
 			p := w.topic.Partition(sub)
-			if err := stream.EnsureGroups(ctx, w.rdb, w.topic, DeliverStageName); err != nil {
+			if err := stream.EnsureGroups(ctx, w.rdb, w.topic, StageDeliver); err != nil {
 				t.Fatal(err)
 			}
 			// The doomed copy reads the message and sends it, but never acks.
-			xs, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: DeliverStageName, Consumer: "doomed",
+			xs, err := w.rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: StageDeliver, Consumer: "doomed",
 				Streams: []string{w.topic.Stream(p), ">"}, Count: 1}).Result()
 			if err != nil || len(xs) != 1 || len(xs[0].Messages) != 1 {
 				t.Fatalf("read: %v %v", xs, err)
@@ -83,7 +83,7 @@ func TestDeliver_crashBetweenSendAndAck(t *testing.T) {
 				t.Fatalf("received %d notifications, want 1", n)
 			}
 			testenv.WaitFor(t, waitTimeout, func() bool {
-				pending, err := w.rdb.XPending(ctx, w.topic.Stream(p), DeliverStageName).Result()
+				pending, err := w.rdb.XPending(ctx, w.topic.Stream(p), StageDeliver).Result()
 				return err == nil && pending.Count == 0
 			}, "the claimed message is acknowledged")
 		})

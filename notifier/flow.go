@@ -31,11 +31,6 @@ const (
 	ExpiryService = "notifier-expiry"
 )
 
-// DeliverStageName is the generic delivery stage's name and group.
-//
-// Deprecated: use StageDeliver.
-const DeliverStageName = StageDeliver
-
 // Vars are the variables of the notifier: the email channel (off without
 // DROPSTREAM_SMTP_ADDR) and the sends in flight per deliver stage copy.
 // The links in messages start with the app's public URL
