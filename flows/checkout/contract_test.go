@@ -237,3 +237,35 @@ func TestCheckout_oneTraceCoversTheSaga(t *testing.T) {
 		t.Errorf("saga = %q %q %v", st, reason, err)
 	}
 }
+
+// An order whose total is 0 — empty, or of items priced 0 — is paid at
+// once: its payment takes nothing (a zero amount is not sent to Redis as
+// "-0", which HINCRBY refuses) and its stock part runs as for any order.
+func TestContract_zeroTotalOrderIsPaidAtOnce(t *testing.T) {
+	for _, b := range contractBackends() {
+		t.Run(b.name, func(t *testing.T) {
+			e := newEnv(t, b.url(t), envOptions{timeout: 5 * time.Second})
+			free := str(t, e.must(t, 200, "POST", "/stock/item/create/0"), "item_id")
+			e.must(t, 200, "POST", "/stock/add/"+free+"/3")
+			user := str(t, e.must(t, 200, "POST", "/payment/create_user"), "user_id")
+			e.must(t, 200, "POST", "/payment/add_funds/"+user+"/7")
+			empty := str(t, e.must(t, 200, "POST", "/orders/create/"+user), "order_id")
+			priced0 := str(t, e.must(t, 200, "POST", "/orders/create/"+user), "order_id")
+			e.must(t, 200, "POST", "/orders/addItem/"+priced0+"/"+free+"/2")
+			for _, order := range []string{empty, priced0} {
+				if out := e.must(t, 200, "POST", "/orders/checkout/"+order); out["already_paid"] != false {
+					t.Errorf("checkout of %s = %v", order, out)
+				}
+				if find := e.must(t, 200, "GET", "/orders/find/"+order); find["paid"] != true {
+					t.Errorf("order %s found as %v, want paid", order, find)
+				}
+			}
+			if s := num(t, e.must(t, 200, "GET", "/stock/find/"+free), "stock"); s != 1 {
+				t.Errorf("stock of the free item = %d, want 1", s)
+			}
+			if c := num(t, e.must(t, 200, "GET", "/payment/find_user/"+user), "credit"); c != 7 {
+				t.Errorf("credit = %d, want 7 (nothing charged)", c)
+			}
+		})
+	}
+}

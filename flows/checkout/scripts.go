@@ -100,7 +100,12 @@ local function forward(k, a, n)
       return r
     end
   end
-  for i = 0, n - 1 do redis.call('HINCRBY', KEYS[k + 2 + i], field, '-' .. ARGV[a + 2 * i + 1]) end
+  for i = 0, n - 1 do
+    -- A zero amount (an order of total 0) changes nothing; Redis would
+    -- refuse "-0" as an increment.
+    local amt = ARGV[a + 2 * i + 1]
+    if tonumber(amt) ~= 0 then redis.call('HINCRBY', KEYS[k + 2 + i], field, '-' .. amt) end
+  end
   redis.call('SET', KEYS[k], 'ok', 'PX', ttl)
   return 'ok'
 end
