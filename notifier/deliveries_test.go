@@ -9,6 +9,7 @@ import (
 
 	"github.com/alicebob/miniredis/v2"
 
+	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -47,7 +48,7 @@ func newDispatcher(t *testing.T, ch Channel, cfg DeliveryLedgerConfig) (*Dispatc
 	if err != nil {
 		t.Fatal(err)
 	}
-	mp, collect := metricsReader(t)
+	mp, collect := telemetrytest.Metrics(t)
 	d, err := NewDispatcher(ledger, map[string]Channel{ch.Name(): ch}, stream.Telemetry{MeterProvider: mp, Logger: quiet})
 	if err != nil {
 		t.Fatal(err)
@@ -56,10 +57,10 @@ func newDispatcher(t *testing.T, ch Channel, cfg DeliveryLedgerConfig) (*Dispatc
 		rm := collect()
 		out := map[string]int64{}
 		for _, o := range []string{OutcomeSent, OutcomeDuplicate, OutcomeFailed} {
-			out[o] = counterValue(rm, MetricNotifications, map[string]string{"outcome": o, "flow": "avail", "channel": ch.Name()})
+			out[o] = telemetrytest.CounterSum(rm, MetricNotifications, map[string]string{"outcome": o, "flow": "avail", "channel": ch.Name()})
 		}
-		out["e2e"] = int64(histogramCount(rm, MetricEndToEndLatency, map[string]string{"flow": "avail"}))
-		out["duration"] = int64(histogramCount(rm, MetricDeliveryDuration, map[string]string{"flow": "avail"}))
+		out["e2e"] = int64(telemetrytest.HistogramCount(rm, MetricEndToEndLatency, map[string]string{"flow": "avail"}))
+		out["duration"] = int64(telemetrytest.HistogramCount(rm, MetricDeliveryDuration, map[string]string{"flow": "avail"}))
 		return out
 	}
 }

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
@@ -143,7 +144,7 @@ func startPipeline(t *testing.T, rdb redis.UniversalClient, runner stream.Runner
 // Throttle).
 func startPipelineWith(t *testing.T, rdb redis.UniversalClient, runner stream.RunnerConfig, cfg Config) *pipeline {
 	t.Helper()
-	mp, collect := metricsReader(t)
+	mp, collect := telemetrytest.Metrics(t)
 	tel := stream.Telemetry{MeterProvider: mp, Logger: quiet}
 	store, err := NewStore(rdb, StoreConfig{Logger: quiet})
 	if err != nil {
@@ -250,11 +251,11 @@ func (p *pipeline) settled(n int64) {
 }
 
 func (p *pipeline) stageMessages(rm metricdata.ResourceMetrics, outcome string) int64 {
-	return counterValue(rm, "dropstream.stage.messages", map[string]string{"stage": StageNotifier, "outcome": outcome})
+	return telemetrytest.CounterSum(rm, "dropstream.stage.messages", map[string]string{"stage": StageNotifier, "outcome": outcome})
 }
 
 func (p *pipeline) notifications(outcome string) int64 {
-	return counterValue(p.collect(), notifier.MetricNotifications, map[string]string{"outcome": outcome})
+	return telemetrytest.CounterSum(p.collect(), notifier.MetricNotifications, map[string]string{"outcome": outcome})
 }
 
 func (p *pipeline) deadLetters() []stream.DeadLetter {

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/history"
@@ -81,13 +82,13 @@ func TestStage_deliversOncePerSession(t *testing.T) {
 				t.Errorf("log watcher notified %d times, want 2", n)
 			}
 			rm := p.collect()
-			if n := histogramCount(rm, notifier.MetricEndToEndLatency, map[string]string{"flow": "avail"}); n != 6 {
+			if n := telemetrytest.HistogramCount(rm, notifier.MetricEndToEndLatency, map[string]string{"flow": "avail"}); n != 6 {
 				t.Errorf("%s has %d observations, want 6", notifier.MetricEndToEndLatency, n)
 			}
-			if n := histogramCount(rm, notifier.MetricDeliveryDuration, map[string]string{"channel": notifier.ChannelWebhook, "outcome": notifier.OutcomeSent}); n != 4 {
+			if n := telemetrytest.HistogramCount(rm, notifier.MetricDeliveryDuration, map[string]string{"channel": notifier.ChannelWebhook, "outcome": notifier.OutcomeSent}); n != 4 {
 				t.Errorf("%s has %d webhook observations, want 4", notifier.MetricDeliveryDuration, n)
 			}
-			if n := counterValue(rm, notifier.MetricNotifications, map[string]string{"channel": notifier.ChannelLog, "outcome": notifier.OutcomeSent}); n != 2 {
+			if n := telemetrytest.CounterSum(rm, notifier.MetricNotifications, map[string]string{"channel": notifier.ChannelLog, "outcome": notifier.OutcomeSent}); n != 2 {
 				t.Errorf("log notifications sent = %d, want 2", n)
 			}
 			if dls := p.deadLetters(); len(dls) != 0 {
@@ -303,7 +304,7 @@ func TestStage_sessionIDs(t *testing.T) {
 	if evs := p.recv.events("v2"); len(evs) != 1 || evs[0].SessionID != "" {
 		t.Errorf("events %+v: want one without a session id", evs)
 	}
-	if n := counterValue(p.collect(), MetricUnresolvedSessions, nil); n != 1 {
+	if n := telemetrytest.CounterSum(p.collect(), MetricUnresolvedSessions, nil); n != 1 {
 		t.Errorf("%s = %d, want 1", MetricUnresolvedSessions, n)
 	}
 }
