@@ -18,33 +18,26 @@ type StatsRoutes struct {
 	Now func() time.Time
 }
 
-// statsKey is the group of a stats row: time for hour and day groupings
-// (RFC 3339, UTC), value for the others.
-type statsKey struct {
-	Time  string `json:"time,omitempty"`
-	Value string `json:"value,omitempty"`
-}
-
 // availabilityRow is one group of GET /v1/stats/availability.
 type availabilityRow struct {
-	Key               statsKey `json:"key"`
-	Opens             uint64   `json:"opens"`
-	Closes            uint64   `json:"closes"`
-	StableOpens       uint64   `json:"stable_opens"`
-	StableCloses      uint64   `json:"stable_closes"`
-	NotificationsSent uint64   `json:"notifications_sent"`
+	Key               api.StatsKey `json:"key"`
+	Opens             uint64       `json:"opens"`
+	Closes            uint64       `json:"closes"`
+	StableOpens       uint64       `json:"stable_opens"`
+	StableCloses      uint64       `json:"stable_closes"`
+	NotificationsSent uint64       `json:"notifications_sent"`
 }
 
 // sessionRow is one group of sessions in GET /v1/stats/availability.
 type sessionRow struct {
-	Key      statsKey `json:"key"`
-	Sessions uint64   `json:"sessions"`
-	Closed   uint64   `json:"closed"`
-	TotalMs  int64    `json:"total_duration_ms"`
-	MeanMs   int64    `json:"mean_duration_ms"`
-	P50Ms    int64    `json:"p50_duration_ms"`
-	P90Ms    int64    `json:"p90_duration_ms"`
-	P99Ms    int64    `json:"p99_duration_ms"`
+	Key      api.StatsKey `json:"key"`
+	Sessions uint64       `json:"sessions"`
+	Closed   uint64       `json:"closed"`
+	TotalMs  int64        `json:"total_duration_ms"`
+	MeanMs   int64        `json:"mean_duration_ms"`
+	P50Ms    int64        `json:"p50_duration_ms"`
+	P90Ms    int64        `json:"p90_duration_ms"`
+	P99Ms    int64        `json:"p99_duration_ms"`
 }
 
 // availabilityStats is GET /v1/stats/availability.
@@ -67,13 +60,6 @@ func (r StatsRoutes) Register(srv *api.Server) {
 		Response: availabilityStats{}, Handler: r.availability})
 }
 
-func toKey(k clickhouse.StatKey) statsKey {
-	if !k.Time.IsZero() {
-		return statsKey{Time: k.Time.UTC().Format(time.RFC3339)}
-	}
-	return statsKey{Value: k.Value}
-}
-
 func (r StatsRoutes) availability(c *fiber.Ctx) error {
 	q, err := api.ParseStatsQuery(c, clickhouse.FlowGroups, r.Now)
 	if err != nil {
@@ -86,7 +72,7 @@ func (r StatsRoutes) availability(c *fiber.Ctx) error {
 	out := availabilityStats{From: q.From.Format(time.RFC3339), To: q.To.Format(time.RFC3339), GroupBy: q.GroupBy,
 		Items: make([]availabilityRow, 0, len(rows))}
 	for _, s := range rows {
-		out.Items = append(out.Items, availabilityRow{Key: toKey(s.Key), Opens: s.Opens, Closes: s.Closes,
+		out.Items = append(out.Items, availabilityRow{Key: api.StatsKeyOf(s.Key), Opens: s.Opens, Closes: s.Closes,
 			StableOpens: s.StableOpens, StableCloses: s.StableCloses, NotificationsSent: s.NotificationsSent})
 	}
 	if slices.Contains(clickhouse.SessionGroups, q.GroupBy) && q.Flow == "" {
@@ -96,7 +82,7 @@ func (r StatsRoutes) availability(c *fiber.Ctx) error {
 		}
 		out.Sessions = make([]sessionRow, 0, len(sess))
 		for _, s := range sess {
-			out.Sessions = append(out.Sessions, sessionRow{Key: toKey(s.Key), Sessions: s.Sessions, Closed: s.Closed,
+			out.Sessions = append(out.Sessions, sessionRow{Key: api.StatsKeyOf(s.Key), Sessions: s.Sessions, Closed: s.Closed,
 				TotalMs: s.TotalDuration.Milliseconds(), MeanMs: s.MeanDuration.Milliseconds(),
 				P50Ms: s.P50.Milliseconds(), P90Ms: s.P90.Milliseconds(), P99Ms: s.P99.Milliseconds()})
 		}

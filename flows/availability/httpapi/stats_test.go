@@ -59,8 +59,8 @@ func TestStatsRoutes_availability(t *testing.T) {
 	if code := call(t, srv, "GET", "/v1/stats/availability?group_by=venue&provider=resy", "r", "", &byVenue); code != http.StatusOK {
 		t.Fatalf("status %d", code)
 	}
-	if len(byVenue.Items) != 2 || byVenue.Items[0] != (availabilityRow{Key: statsKey{Value: "v0"}, Opens: 3, Closes: 1}) ||
-		byVenue.Items[1] != (availabilityRow{Key: statsKey{Value: "v1"}, Opens: 1}) {
+	if len(byVenue.Items) != 2 || byVenue.Items[0] != (availabilityRow{Key: api.StatsKey{Value: "v0"}, Opens: 3, Closes: 1}) ||
+		byVenue.Items[1] != (availabilityRow{Key: api.StatsKey{Value: "v1"}, Opens: 1}) {
 		t.Errorf("items by venue = %+v", byVenue.Items)
 	}
 	if len(byVenue.Sessions) != 1 || byVenue.Sessions[0].Sessions != 2 || byVenue.Sessions[0].TotalMs != 40000 || byVenue.Sessions[0].MeanMs != 20000 {
@@ -71,13 +71,13 @@ func TestStatsRoutes_availability(t *testing.T) {
 	}
 	var byHour availabilityStats
 	call(t, srv, "GET", "/v1/stats/availability?from=2024-03-10T00:00:00Z&to=1710115200&group_by=hour", "r", "", &byHour)
-	if len(byHour.Items) != 1 || byHour.Items[0] != (availabilityRow{Key: statsKey{Time: "2024-03-10T14:00:00Z"}, Opens: 4, Closes: 1, NotificationsSent: 2}) ||
+	if len(byHour.Items) != 1 || byHour.Items[0] != (availabilityRow{Key: api.StatsKey{Time: "2024-03-10T14:00:00Z"}, Opens: 4, Closes: 1, NotificationsSent: 2}) ||
 		len(byHour.Sessions) != 0 {
 		t.Errorf("by hour = %+v, want one row for 14:00 (both flows) and no sessions", byHour)
 	}
 	var byFlow availabilityStats
 	call(t, srv, "GET", "/v1/stats/availability?group_by=flow", "r", "", &byFlow)
-	if len(byFlow.Items) != 2 || byFlow.Items[0] != (availabilityRow{Key: statsKey{Value: "avail"}, Opens: 4, Closes: 1}) {
+	if len(byFlow.Items) != 2 || byFlow.Items[0] != (availabilityRow{Key: api.StatsKey{Value: "avail"}, Opens: 4, Closes: 1}) {
 		t.Errorf("by flow = %+v", byFlow.Items)
 	}
 }
