@@ -162,6 +162,8 @@ var exportedMetrics = map[string]string{
 	"dropstream_stage_message_age_seconds":          "dropstream.stage.message.age",
 	"dropstream_stage_lag":                          "dropstream.stage.lag",
 	"dropstream_stage_pending":                      "dropstream.stage.pending",
+	"dropstream_stage_pending_oldest_age_seconds":   "dropstream.stage.pending.oldest_age",
+	"dropstream_collector_consecutive_failures":     "dropstream.collector.consecutive_failures",
 	"dropstream_dlq_length":                         "dropstream.dlq.length",
 	"dropstream_stream_published_total":             "dropstream.stream.published",
 	"dropstream_e2e_latency_seconds":                "dropstream.e2e.latency",

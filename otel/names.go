@@ -166,6 +166,13 @@ const (
 	// stream. Prometheus: dropstream_stage_pending.
 	MetricStagePending = "dropstream.stage.pending"
 
+	// MetricStagePendingOldestAge is the age of the oldest delivered but
+	// unacknowledged entry of the stage's group (from the time it was
+	// published), 0 when nothing is pending. Gauge, unit s, attributes
+	// stage, stream, group. Prometheus:
+	// dropstream_stage_pending_oldest_age_seconds.
+	MetricStagePendingOldestAge = "dropstream.stage.pending.oldest_age"
+
 	// MetricDLQLength is the length of a dead-letter stream. Gauge, unit
 	// {message}, attribute stream (the source stream). Prometheus:
 	// dropstream_dlq_length.

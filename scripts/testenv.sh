@@ -3,8 +3,8 @@
 #
 # Usage: scripts/testenv.sh <command...>
 #
-# Installs Debian's redis-server / clickhouse-server / clickhouse-client when
-# missing, starts one redis-server, a 3-master Redis Cluster (redis-server
+# Installs Debian's redis-server / clickhouse-server / clickhouse-client and
+# prometheus (for promtool) when missing, starts one redis-server, a 3-master Redis Cluster (redis-server
 # --cluster-enabled yes, joined by `redis-cli --cluster create`, no replicas)
 # and one clickhouse-server on free loopback ports inside a temporary
 # directory, waits until all answer, exports
@@ -13,6 +13,7 @@
 #   DROPSTREAM_TEST_REDIS_CLUSTER   127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
 #   DROPSTREAM_TEST_CLICKHOUSE_DSN  clickhouse://default:@127.0.0.1:PORT/default
 #   DROPSTREAM_TEST_REDIS_SERVER    absolute path of the redis-server binary
+#   DROPSTREAM_TEST_PROMTOOL        absolute path of promtool (Debian's prometheus)
 #   DROPSTREAM_TEST_REQUIRE         1 (tests must not skip for lack of servers)
 #
 # runs the command, then stops the servers and removes the temporary
@@ -49,6 +50,7 @@ install_missing() {
 	command -v redis-cli >/dev/null 2>&1 || pkgs+=(redis-tools)
 	command -v clickhouse-server >/dev/null 2>&1 || pkgs+=(clickhouse-server)
 	command -v clickhouse-client >/dev/null 2>&1 || pkgs+=(clickhouse-client)
+	command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus)
 	[ "${#pkgs[@]}" -eq 0 ] && return 0
 	log "installing ${pkgs[*]} (apt-get)"
 	# RUNLEVEL=1 keeps invoke-rc.d from starting the packaged services.
@@ -278,6 +280,7 @@ export DROPSTREAM_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
 export DROPSTREAM_TEST_REDIS_CLUSTER="$REDIS_CLUSTER"
 export DROPSTREAM_TEST_CLICKHOUSE_DSN="clickhouse://default:@127.0.0.1:$CH_TCP_PORT/default"
 export DROPSTREAM_TEST_REDIS_SERVER="$REDIS_SERVER"
+export DROPSTREAM_TEST_PROMTOOL="$(command -v promtool)"
 export DROPSTREAM_TEST_REQUIRE=1
 
 # --- run --------------------------------------------------------------------

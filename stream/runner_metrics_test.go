@@ -17,8 +17,9 @@ import (
 )
 
 // TestRunner_metrics checks that a stage is visible in metrics from the
-// runtime alone: throughput by outcome, handler latency, lag, pending and
-// dead-letter length, with no instrumentation in the handler.
+// runtime alone: throughput by outcome, handler latency, lag, pending, the
+// oldest pending entry's age and dead-letter length, with no
+// instrumentation in the handler.
 func TestRunner_metrics(t *testing.T) {
 	rdb, err := stream.Dial(context.Background(), testenv.RedisURL(t))
 	if err != nil {
@@ -66,13 +67,13 @@ func TestRunner_metrics(t *testing.T) {
 	testenv.WaitFor(t, 10*time.Second, func() bool {
 		m := collect()
 		return m["dropstream.stage.pending"]["observed"] >= 1 && m["dropstream.stage.lag"]["observed"] >= 1 &&
-			m["dropstream.dlq.length"]["observed"] == 1
-	}, "lag, pending and dlq gauges never showed the stalled partition")
+			m["dropstream.dlq.length"]["observed"] == 1 && m["dropstream.stage.pending.oldest_age"]["observed"] >= 1
+	}, "lag, pending, oldest pending age and dlq gauges never showed the stalled partition")
 	close(release)
 	testenv.WaitFor(t, 10*time.Second, func() bool {
 		m := collect()
 		return m["dropstream.stage.messages"]["observed/acked"] == 51 && m["dropstream.stage.lag"]["observed"] == 0 &&
-			m["dropstream.stage.pending"]["observed"] == 0
+			m["dropstream.stage.pending"]["observed"] == 0 && m["dropstream.stage.pending.oldest_age"]["observed"] == 0
 	}, "counts never settled")
 	m := collect()
 	for name, want := range map[string]int64{
@@ -116,6 +117,10 @@ func flatten(rm metricdata.ResourceMetrics) map[string]map[string]int64 {
 			case metricdata.Gauge[int64]:
 				for _, p := range d.DataPoints {
 					vals[key(p.Attributes)] += p.Value
+				}
+			case metricdata.Gauge[float64]: // seconds, kept as milliseconds
+				for _, p := range d.DataPoints {
+					vals[key(p.Attributes)] += int64(p.Value * 1000)
 				}
 			case metricdata.Histogram[float64]:
 				for _, p := range d.DataPoints {

@@ -2,6 +2,8 @@ package stream
 
 import (
 	"context"
+	"strconv"
+	"strings"
 	"sync/atomic"
 	"time"
 
@@ -13,13 +15,17 @@ import (
 
 // stageStats samples a stage's consumer lag, pending entries and
 // dead-letter length every StatsInterval and reports them as gauges:
-// dropstream.stage.lag, dropstream.stage.pending and dropstream.dlq.length.
+// dropstream.stage.lag, dropstream.stage.pending,
+// dropstream.stage.pending.oldest_age and dropstream.dlq.length.
 type stageStats struct {
 	r       *Runner
 	lag     atomic.Int64
 	pending atomic.Int64
-	dlq     atomic.Int64
-	reg     metric.Registration
+	// oldestMs is the publish time (Unix ms) of the oldest pending entry,
+	// 0 when nothing is pending.
+	oldestMs atomic.Int64
+	dlq      atomic.Int64
+	reg      metric.Registration
 }
 
 func newStageStats(r *Runner) (*stageStats, error) {
@@ -32,7 +38,9 @@ func newStageStats(r *Runner) (*stageStats, error) {
 		metric.WithDescription("Entries delivered to the stage's group and not yet acknowledged."), metric.WithUnit(dsotel.UnitMessages))
 	dlq, err3 := meter.Int64ObservableGauge(dsotel.MetricDLQLength,
 		metric.WithDescription("Entries in the stage's dead-letter streams."), metric.WithUnit(dsotel.UnitMessages))
-	for _, err := range []error{err1, err2, err3} {
+	oldest, err4 := meter.Float64ObservableGauge(dsotel.MetricStagePendingOldestAge,
+		metric.WithDescription("Age of the oldest entry delivered to the stage's group and not yet acknowledged; 0 when none."), metric.WithUnit(dsotel.UnitSeconds))
+	for _, err := range []error{err1, err2, err3, err4} {
 		if err != nil {
 			return nil, err
 		}
@@ -45,8 +53,13 @@ func newStageStats(r *Runner) (*stageStats, error) {
 		}
 		o.ObserveInt64(pending, s.pending.Load(), attrs)
 		o.ObserveInt64(dlq, s.dlq.Load(), attrs)
+		age := 0.0
+		if ms := s.oldestMs.Load(); ms > 0 {
+			age = max(0, time.Since(time.UnixMilli(ms)).Seconds())
+		}
+		o.ObserveFloat64(oldest, age, attrs)
 		return nil
-	}, lag, pending, dlq)
+	}, lag, pending, dlq, oldest)
 	if err != nil {
 		return nil, err
 	}
@@ -78,7 +91,7 @@ func (s *stageStats) run(ctx context.Context) {
 
 // sample reads XINFO GROUPS and XLEN of every partition of this copy.
 func (s *stageStats) sample(ctx context.Context) {
-	var lag, pending, dlq int64
+	var lag, pending, dlq, oldestMs int64
 	lagKnown := true
 	for _, p := range s.r.cfg.Partitions {
 		groups, err := s.r.rdb.XInfoGroups(ctx, s.r.stage.Topic.Stream(p)).Result()
@@ -90,6 +103,11 @@ func (s *stageStats) sample(ctx context.Context) {
 				continue
 			}
 			pending += g.Pending
+			if g.Pending > 0 {
+				if ms := s.oldestPending(ctx, s.r.stage.Topic.Stream(p)); ms > 0 && (oldestMs == 0 || ms < oldestMs) {
+					oldestMs = ms
+				}
+			}
 			n := g.Lag
 			if n < 0 || (g.EntriesRead == 0 && g.LastDeliveredID != "0-0") {
 				// Redis cannot tell after deletions, and miniredis does not
@@ -113,6 +131,25 @@ func (s *stageStats) sample(ctx context.Context) {
 	s.lag.Store(lag)
 	s.pending.Store(pending)
 	s.dlq.Store(dlq)
+	s.oldestMs.Store(oldestMs)
+}
+
+// oldestPending returns the publish time (Unix ms, from the entry id) of
+// the group's oldest pending entry in stream, or 0 if unknown.
+func (s *stageStats) oldestPending(ctx context.Context, stream string) int64 {
+	sum, err := s.r.rdb.XPending(ctx, stream, s.r.cfg.Group).Result()
+	if err != nil || sum.Count == 0 {
+		return 0
+	}
+	ms, _, ok := strings.Cut(sum.Lower, "-")
+	if !ok {
+		return 0
+	}
+	v, err := strconv.ParseInt(ms, 10, 64)
+	if err != nil {
+		return 0
+	}
+	return v
 }
 
 // lagCountCap bounds the fallback count of undelivered entries.

@@ -7,6 +7,7 @@
 //	DROPSTREAM_TEST_REDIS_URL       redis://127.0.0.1:PORT/0 of a shared redis-server
 //	DROPSTREAM_TEST_CLICKHOUSE_DSN  clickhouse://default:@127.0.0.1:PORT/default
 //	DROPSTREAM_TEST_REDIS_SERVER    path of the redis-server binary for StartRedis
+//	DROPSTREAM_TEST_PROMTOOL        path of promtool, for checks of Prometheus rules
 //	DROPSTREAM_TEST_REQUIRE         "1": a missing server fails the test instead of skipping it
 //
 // When a server is missing, tests are skipped with a hint to run `make test`,
@@ -32,6 +33,8 @@ const (
 	EnvClickHouseDSN = "DROPSTREAM_TEST_CLICKHOUSE_DSN"
 	// EnvRedisServer is the path of the redis-server binary used by StartRedis.
 	EnvRedisServer = "DROPSTREAM_TEST_REDIS_SERVER"
+	// EnvPromtool is the path of Prometheus' promtool.
+	EnvPromtool = "DROPSTREAM_TEST_PROMTOOL"
 	// EnvRequire set to "1" makes a missing server a test failure, not a skip.
 	EnvRequire = "DROPSTREAM_TEST_REQUIRE"
 )
