@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"os"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -54,6 +56,32 @@ func series(families map[string]*dto.MetricFamily, name string, want map[string]
 		}
 		if ok {
 			out = append(out, m)
+		}
+	}
+	return out
+}
+
+var readmeCreateRe = regexp.MustCompile(`curl -XPOST -H 'content-type: application/json' localhost:8080(/v1/[a-z]+) -d '([^']*)'`)
+
+type readmeExample struct{ path, body string }
+
+// readmeCreates returns the README's examples of creating a source, a
+// watcher and a subscriber, which the demo must accept as written.
+func readmeCreates(t *testing.T) []readmeExample {
+	t.Helper()
+	b, err := os.ReadFile("../../README.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []readmeExample
+	seen := map[string]bool{}
+	for _, m := range readmeCreateRe.FindAllStringSubmatch(string(b), -1) {
+		out = append(out, readmeExample{path: m[1], body: m[2]})
+		seen[m[1]] = true
+	}
+	for _, want := range []string{"/v1/sources", "/v1/watchers", "/v1/subscribers"} {
+		if !seen[want] {
+			t.Errorf("README has no example creating %s", want)
 		}
 	}
 	return out
@@ -110,6 +138,18 @@ func TestDemo_servesAPIMetricsAndStatusUntilCancelled(t *testing.T) {
 	}
 	if status != http.StatusOK || json.Unmarshal(body, &page) != nil || len(page.Items) == 0 || page.Items[0].State != "open" {
 		t.Errorf("GET /v1/availability?state=open = %d %s, want open entities", status, body)
+	}
+
+	for _, ex := range readmeCreates(t) {
+		resp, err := http.Post(base+ex.path, "application/json", strings.NewReader(ex.body))
+		if err != nil {
+			t.Fatalf("README example POST %s: %v", ex.path, err)
+		}
+		got, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if resp.StatusCode != http.StatusCreated {
+			t.Errorf("README example POST %s = %d %s, want 201", ex.path, resp.StatusCode, got)
+		}
 	}
 
 	demo.waitFor(t, 10*time.Second, func() bool {
