@@ -360,9 +360,15 @@ func (a *app) start(ctx context.Context, wg *sync.WaitGroup, o startOptions) ([]
 
 // keepBacklogs creates, without ClickHouse, the consumer groups of every
 // flow's ClickHouse appends, so their backlog waits in the streams until
-// ClickHouse is configured.
+// ClickHouse is configured. On the embedded Redis it keeps none: no
+// ClickHouse will ever read it, and the data is gone at exit, so the
+// trimmer may drop what only the appends would have read.
 func (a *app) keepBacklogs(ctx context.Context) error {
 	if a.ch != nil {
+		return nil
+	}
+	if a.embedded != nil {
+		a.log.Info("embedded Redis without ClickHouse: the ClickHouse appends are off and keep no backlog")
 		return nil
 	}
 	idle := 0

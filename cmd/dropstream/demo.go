@@ -5,12 +5,18 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime/debug"
 	"strconv"
 	"sync"
 	"time"
 
 	"github.com/dropstream/dropstream/stream"
 )
+
+// embeddedMaxTTL bounds how long the demo's embedded Redis keeps records
+// that expire: longer than its trim age and every claim timeout, so a
+// redelivered message still finds its ledger entry.
+const embeddedMaxTTL = 30 * time.Minute
 
 func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	var cfg Config
@@ -52,7 +58,16 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	// A demo left running keeps the embedded Redis bounded: acknowledged
-	// entries older than ten minutes are trimmed, as `run` does after an hour.
+	// entries older than ten minutes are trimmed, as `run` does after an hour,
+	// records kept for days (notification history, delivery ledgers) live at
+	// most embeddedMaxTTL, and the heap, which holds that data, is collected
+	// at twice its live size rather than the stream processor's default.
+	if a.embedded != nil {
+		wg.Go(func() { a.embedded.BoundTTLs(ctx, embeddedMaxTTL, 30*time.Second) })
+		if _, set := os.LookupEnv("GOGC"); !set {
+			debug.SetGCPercent(100)
+		}
+	}
 	runners, failed, err := a.start(ctx, &wg, startOptions{stages: stages, services: services, copies: 1, trimAge: 10 * time.Minute})
 	if err != nil {
 		return err
