@@ -77,7 +77,7 @@ func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, st
 			return nil, err
 		}
 	}
-	prov, err := dsotel.Setup(ctx, dsotel.Config{Embedded: cfg.RedisURL == ""})
+	prov, err := dsotel.Setup(ctx, dsotel.Config{Embedded: cfg.RedisURL == "", ServiceName: cfg.serviceName()})
 	if err != nil {
 		return nil, err
 	}

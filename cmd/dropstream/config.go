@@ -7,10 +7,12 @@ import (
 	"io"
 	"log/slog"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 
 	"github.com/dropstream/dropstream/flow"
+	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -33,6 +35,44 @@ type Config struct {
 	LogFormat string
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
+	// Role is what the process runs, set by its command (not a flag): its
+	// traces' service.name is "dropstream-" + Role ("dropstream" when
+	// empty) unless OTEL_SERVICE_NAME is set. See roleOf.
+	Role string
+}
+
+// roleOf returns the role of a process running the stages of list (a
+// comma list, or "all"): the stage's name for one stage, the flow prefix
+// ("avail" of avail-diff) when every stage shares it, else "" (a process
+// running everything, or stages of several flows).
+func roleOf(list string) string {
+	var names []string
+	for _, n := range strings.Split(list, ",") {
+		if n = strings.TrimSpace(n); n != "" {
+			names = append(names, n)
+		}
+	}
+	switch {
+	case len(names) == 0 || slices.Contains(names, "all"):
+		return ""
+	case len(names) == 1:
+		return names[0]
+	}
+	prefix, _, _ := strings.Cut(names[0], "-")
+	for _, n := range names[1:] {
+		if p, _, _ := strings.Cut(n, "-"); p != prefix {
+			return ""
+		}
+	}
+	return prefix
+}
+
+// serviceName is the service.name of the process's traces by default.
+func (c Config) serviceName() string {
+	if c.Role == "" {
+		return dsotel.DefaultServiceName
+	}
+	return dsotel.DefaultServiceName + "-" + c.Role
 }
 
 // flags is a flag set whose defaults may come from DROPSTREAM_* variables.

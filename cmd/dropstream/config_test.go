@@ -221,3 +221,19 @@ func TestUsage_listsNotifierVariables(t *testing.T) {
 		}
 	}
 }
+
+func TestRoleOf_namesTheProcessByItsStages(t *testing.T) {
+	tests := []struct{ stages, role, service string }{
+		{"all", "", "dropstream"},
+		{"", "", "dropstream"},
+		{"avail-collector", "avail-collector", "dropstream-avail-collector"},
+		{"avail-diff, avail-projection,avail-notifier", "avail", "dropstream-avail"},
+		{"avail-diff,checkout-stock", "", "dropstream"},
+	}
+	for _, tc := range tests {
+		role := roleOf(tc.stages)
+		if role != tc.role || (Config{Role: role}).serviceName() != tc.service {
+			t.Errorf("roleOf(%q) = %q (service %q), want %q (%q)", tc.stages, role, (Config{Role: role}).serviceName(), tc.role, tc.service)
+		}
+	}
+}

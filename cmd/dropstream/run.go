@@ -39,6 +39,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if sourcesFile != "" {
 		overrides = map[string]string{"DROPSTREAM_SOURCES_FILE": sourcesFile}
 	}
+	cfg.Role = roleOf(stages)
 	a, err := newAppWith(ctx, cfg, overrides, stderr)
 	if err != nil {
 		return err
