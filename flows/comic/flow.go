@@ -12,8 +12,8 @@ import (
 
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
-	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
