@@ -17,8 +17,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/internal/egress/egresstest"
+	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/notifier/throttle"
