@@ -408,8 +408,24 @@ func deniedRange(addr netip.Addr) string {
 			return r.name
 		}
 	}
+	// NAT64 and 6to4 addresses carry an IPv4 address, which a gateway
+	// may reach on the service's behalf.
+	if b := addr.As16(); nat64.Contains(addr) {
+		if r := deniedRange(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
+			return "NAT64 " + r
+		}
+	} else if sixToFour.Contains(addr) {
+		if r := deniedRange(netip.AddrFrom4([4]byte(b[2:6]))); r != "" {
+			return "6to4 " + r
+		}
+	}
 	return ""
 }
+
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
 
 // extraDenied are the denied ranges netip has no predicate for.
 var extraDenied = []struct {
