@@ -8,6 +8,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -62,8 +63,13 @@ type CollectorConfig struct {
 	// UserAgent is sent with every request. Default
 	// "dropstream-collector/1 (+https://github.com/dropstream/dropstream)".
 	UserAgent string
-	// HTTPClient sends the requests. Default: a client of its own over a
-	// clone of http.DefaultTransport, without redirects to other hosts.
+	// Egress is the policy of the collector's connections: a provider on
+	// a denied address (loopback, private, …) is not polled, nor is a
+	// redirect to one followed. Default: egress.Default().
+	Egress *egress.Policy
+	// HTTPClient sends the requests. Default: a client of its own over
+	// Egress's transport, without redirects to other hosts. A client set
+	// here must keep to an egress policy itself.
 	HTTPClient *http.Client
 	// Clock is the source of time. Default SystemClock.
 	Clock Clock
@@ -108,8 +114,11 @@ func (c CollectorConfig) WithDefaults() CollectorConfig {
 	if c.UserAgent == "" {
 		c.UserAgent = DefaultUserAgent
 	}
+	if c.Egress == nil {
+		c.Egress = egress.Default()
+	}
 	if c.HTTPClient == nil {
-		c.HTTPClient = defaultHTTPClient()
+		c.HTTPClient = defaultHTTPClient(c.Egress)
 	}
 	if c.Clock == nil {
 		c.Clock = SystemClock{}
@@ -150,12 +159,12 @@ func (c CollectorConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// defaultHTTPClient returns a client that follows redirects only within the
-// original host, at most 3: a provider's redirect must not send the bearer
-// token elsewhere.
-func defaultHTTPClient() *http.Client {
+// defaultHTTPClient returns a client connecting through policy that
+// follows redirects only within the original host, at most 3: a provider's
+// redirect must not send the bearer token elsewhere.
+func defaultHTTPClient(policy *egress.Policy) *http.Client {
 	return &http.Client{
-		Transport: http.DefaultTransport.(*http.Transport).Clone(),
+		Transport: policy.Transport(),
 		CheckRedirect: func(req *http.Request, via []*http.Request) error {
 			if len(via) >= 3 {
 				return errors.New("stopped after 3 redirects")
@@ -163,7 +172,7 @@ func defaultHTTPClient() *http.Client {
 			if req.URL.Host != via[0].URL.Host {
 				return fmt.Errorf("redirect to another host %q refused", req.URL.Host)
 			}
-			return nil
+			return policy.CheckRedirect(req)
 		},
 	}
 }

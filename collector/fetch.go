@@ -6,12 +6,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
-	"unicode"
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector/provider"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/ratelimit"
 )
 
@@ -29,9 +28,6 @@ const (
 	// OutcomeAuthExpired: HTTP 401 or 403; the source is paused.
 	OutcomeAuthExpired = "auth_expired"
 )
-
-// errorSnippetLen bounds the part of an error response quoted in a run.
-const errorSnippetLen = 256
 
 // fetchResult is the outcome of one request.
 type fetchResult struct {
@@ -69,7 +65,7 @@ func (c *Collector) fetch(ctx context.Context, src Source, ad provider.Adapter, 
 			return c.transportError(ctx, fmt.Errorf("read body: %w", err), resp.StatusCode)
 		}
 		if len(body) > avail.MaxRawBodySize {
-			res.err, res.outcome = fmt.Errorf("response body exceeds %d bytes", avail.MaxRawBodySize), OutcomeFailed
+			res.err, res.outcome = fmt.Errorf("%w: response body exceeds %d bytes", egress.ErrTooLarge, avail.MaxRawBodySize), OutcomeFailed
 			return res
 		}
 		res.body, res.outcome = body, OutcomeOK
@@ -79,13 +75,15 @@ func (c *Collector) fetch(ctx context.Context, src Source, ad provider.Adapter, 
 			d = c.cfg.DefaultRetryAfter
 		}
 		res.retryAfter, res.outcome = d, OutcomeThrottled
-		res.err = fmt.Errorf("throttled: HTTP 429, retry after %s", d)
+		res.err = fmt.Errorf("throttled, retry after %s: %w", d, egress.Status(resp.StatusCode))
 	case resp.StatusCode == http.StatusUnauthorized || resp.StatusCode == http.StatusForbidden:
 		res.outcome = OutcomeAuthExpired
-		res.err = fmt.Errorf("%w: HTTP %d", ErrAuthExpired, resp.StatusCode)
+		res.err = fmt.Errorf("%w: %w", ErrAuthExpired, egress.Status(resp.StatusCode))
 	default:
+		// Only the status is kept: the provider's answer is never read
+		// back to whoever reads the source's health or runs.
 		res.outcome = OutcomeFailed
-		res.err = fmt.Errorf("HTTP %d: %s", resp.StatusCode, snippet(resp.Body))
+		res.err = egress.Status(resp.StatusCode)
 	}
 	return res
 }
@@ -96,16 +94,4 @@ func (c *Collector) transportError(ctx context.Context, err error, status int) f
 		return fetchResult{status: status, outcome: OutcomeTimeout, err: fmt.Errorf("timeout after %s: %w", c.cfg.Timeout, err)}
 	}
 	return fetchResult{status: status, outcome: OutcomeFailed, err: err}
-}
-
-// snippet returns the start of an error body, printable and bounded.
-func snippet(r io.Reader) string {
-	b, _ := io.ReadAll(io.LimitReader(r, errorSnippetLen))
-	s := strings.Map(func(r rune) rune {
-		if unicode.IsPrint(r) {
-			return r
-		}
-		return ' '
-	}, strings.ToValidUTF8(string(b), ""))
-	return strings.TrimSpace(s)
 }

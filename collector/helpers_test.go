@@ -20,6 +20,7 @@ import (
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -131,6 +132,9 @@ func newEnv(t *testing.T, simCfg simulator.Config, cfg collector.CollectorConfig
 	}
 	e.pub = stream.NewPublisher(e.rdb, e.tel)
 	cfg.Clock, cfg.Telemetry = e.clock, e.tel
+	if cfg.Egress == nil {
+		cfg.Egress = egresstest.Loopback(t) // the simulator and startServer's servers
+	}
 	if cfg.Burst == 0 {
 		cfg.Burst = 100 // no rate-limit waits unless a test asks for them
 	}

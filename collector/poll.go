@@ -14,6 +14,7 @@ import (
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector/provider"
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -67,7 +68,7 @@ func (c *Collector) poll(ctx context.Context, src Source, gen uint64, i int) (po
 		StartedAt: started.UTC(), FinishedAt: finished.UTC(), Status: avail.StatusOK, HTTPStatus: res.status,
 		Stabilization: src.Stabilization, NotifyFirstSight: src.NotifyFirstSight, RestaurantLevel: src.RestaurantLevel}
 	if res.err != nil {
-		run.Status, run.Error = avail.StatusFailed, clip.Marked(res.err.Error(), maxRunError)
+		run.Status, run.Error = avail.StatusFailed, clip.Marked(egress.Describe(res.err), maxRunError)
 		span.SetStatus(codes.Error, run.Error)
 	} else {
 		run.Body = res.body

@@ -16,6 +16,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/provider"
 	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -61,7 +62,7 @@ func newCopies(t *testing.T, rdb redis.UniversalClient, venues, n int, cfg colle
 	tel := stream.Telemetry{Logger: slog.New(slog.DiscardHandler)}
 	for i := range n {
 		c := cfg
-		c.Shared, c.Telemetry = rdb, tel
+		c.Shared, c.Telemetry, c.Egress = rdb, tel, egresstest.Allow(t, srv.URL)
 		c.Owner = "copy-" + itoa(int64(i))
 		c.UserAgent = "dropstream-test/" + c.Owner
 		col, err := collector.NewCollector(k.topics, stream.NewPublisher(rdb, tel), c)

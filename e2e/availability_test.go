@@ -17,6 +17,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/diff"
 	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
@@ -51,7 +52,7 @@ func simulatorToWebhook(t *testing.T, redisURL string) {
 	proj := startStages(t, rdb, ch, topics, tel)
 
 	pub := stream.NewPublisher(rdb, tel)
-	col, err := collector.NewCollector(topics, pub, collector.CollectorConfig{NoJitter: true, Telemetry: tel})
+	col, err := collector.NewCollector(topics, pub, collector.CollectorConfig{NoJitter: true, Telemetry: tel, Egress: egresstest.Loopback(t)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -102,7 +103,7 @@ func startStages(t *testing.T, rdb redis.UniversalClient, ch *clickhouse.Client,
 	if err != nil {
 		t.Fatal(err)
 	}
-	channels, err := notifier.NewChannels(notifier.WebhookConfig{Propagator: tel.Propagator}, tel.Logger)
+	channels, err := notifier.NewChannels(notifier.WebhookConfig{Propagator: tel.Propagator, Egress: egresstest.Loopback(t)}, tel.Logger)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/dropstream/dropstream/flows/availability/watch"
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/flows/sample"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
@@ -54,7 +55,7 @@ func (a *availCopies) setup(t *testing.T, e *copiesEnv) {
 	if a.proj, err = writer.NewProjection(e.rdb, writer.ProjectionConfig{Partitions: copiesPartitions}, tel); err != nil {
 		t.Fatal(err)
 	}
-	if a.col, err = collector.NewCollector(a.topics, stream.NewPublisher(e.rdb, tel), collector.CollectorConfig{NoJitter: true, Telemetry: tel}); err != nil {
+	if a.col, err = collector.NewCollector(a.topics, stream.NewPublisher(e.rdb, tel), collector.CollectorConfig{NoJitter: true, Telemetry: tel, Egress: egresstest.Loopback(t)}); err != nil {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = a.col.Close() })

@@ -13,6 +13,7 @@ import (
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/flows/feed"
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -182,7 +183,7 @@ func (f *feedCopies) setup(t *testing.T, e *copiesEnv) {
 	}
 	pollOnly := func(context.Context, ...notifier.Request) error { return errors.New("the test's feed flow only polls") }
 	fl, err := feed.NewWith(e.rdb, stream.NewPublisher(e.rdb, tel), feed.Deps{Subscribers: subs, Notify: pollOnly, Sender: pollOnlySender{}},
-		feed.Config{Partitions: copiesPartitions, Logger: tel.Logger})
+		feed.Config{Partitions: copiesPartitions, Logger: tel.Logger, Egress: egresstest.Loopback(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

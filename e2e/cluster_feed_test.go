@@ -13,6 +13,7 @@ import (
 
 	"github.com/dropstream/dropstream/flows/feed"
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -64,7 +65,7 @@ func feedFlow(t *testing.T, nodes string) {
 	notify := func(ctx context.Context, reqs ...notifier.Request) error {
 		return notifier.PublishRequests(ctx, pub, requests, reqs...)
 	}
-	fl, err := feed.NewWith(rdb, pub, feed.Deps{Subscribers: subs, Notify: notify, Sender: disp}, feed.Config{Partitions: 8, Logger: tel.Logger})
+	fl, err := feed.NewWith(rdb, pub, feed.Deps{Subscribers: subs, Notify: notify, Sender: disp}, feed.Config{Partitions: 8, Logger: tel.Logger, Egress: egresstest.Allow(t, srv.URL)})
 	if err != nil {
 		t.Fatal(err)
 	}

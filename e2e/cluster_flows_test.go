@@ -18,7 +18,9 @@ import (
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/flows/offer"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -170,8 +172,9 @@ func comicFlow(t *testing.T, nodes string) {
 	srv := httptest.NewServer(rcv)
 	t.Cleanup(srv.Close)
 	pay := &comicPayments{charged: map[string]int64{}, refunded: map[string]int64{}}
-	svc, err := comic.NewWith(rdb, comic.Config{Partitions: 8, Delivery: comic.DeliveryConfig{NotifyURL: srv.URL + "/notify",
-		NotifySecret: "0123456789abcdef0123456789abcdef"}}, pay, quietTel())
+	svc, err := comic.NewWith(rdb, comic.Config{Partitions: 8, Webhook: notifier.WebhookConfig{Egress: egresstest.Allow(t, srv.URL)},
+		Delivery: comic.DeliveryConfig{NotifyURL: srv.URL + "/notify",
+			NotifySecret: "0123456789abcdef0123456789abcdef"}}, pay, quietTel())
 	if err != nil {
 		t.Fatal(err)
 	}

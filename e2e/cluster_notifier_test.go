@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/history"
@@ -43,7 +44,7 @@ func notifierDelivery(t *testing.T, nodes string) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	wh, err := notifier.NewWebhookChannel(notifier.WebhookConfig{Timeout: time.Second})
+	wh, err := notifier.NewWebhookChannel(notifier.WebhookConfig{Timeout: time.Second, Egress: egresstest.Loopback(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/diff"
 	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
@@ -56,7 +57,7 @@ func TestAvailability_killStagesAndRestartRedis(t *testing.T) {
 	w := newWorld(t, 6)
 	hook := newWebhook(t)
 	w.newWatchers(t, ctx, rdb, hook)
-	col, err := collector.NewCollector(topics, stream.NewPublisher(rdb, tel), collector.CollectorConfig{NoJitter: true, Telemetry: tel})
+	col, err := collector.NewCollector(topics, stream.NewPublisher(rdb, tel), collector.CollectorConfig{NoJitter: true, Telemetry: tel, Egress: egresstest.Loopback(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -47,7 +47,9 @@ type proc struct {
 
 // startProc starts bin with args; the process is stopped when the test
 // ends. Variables DROPSTREAM_* of the test's environment are not passed
-// on (except DROPSTREAM_TEST_*), so only the flags configure it.
+// on (except DROPSTREAM_TEST_*), so only the flags configure it, but for
+// DROPSTREAM_EGRESS_ALLOW, which allows the loopback addresses: the
+// tests' providers and receivers listen there.
 func startProc(t *testing.T, bin, name string, args ...string) *proc {
 	t.Helper()
 	cmd := exec.Command(bin, args...)
@@ -56,6 +58,7 @@ func startProc(t *testing.T, bin, name string, args ...string) *proc {
 			cmd.Env = append(cmd.Env, kv)
 		}
 	}
+	cmd.Env = append(cmd.Env, "DROPSTREAM_EGRESS_ALLOW=127.0.0.0/8,::1")
 	logs := &procLog{t: t, name: name, started: map[string]bool{}}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

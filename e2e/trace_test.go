@@ -21,6 +21,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
@@ -152,7 +153,7 @@ func TestTrace_pollToDeliveredNotification(t *testing.T) {
 	w.newWatchers(t, ctx, rdb, hook)
 	startStages(t, rdb, ch, topics, tel)
 	pub := stream.NewPublisher(rdb, tel)
-	col, err := collector.NewCollector(topics, pub, collector.CollectorConfig{NoJitter: true, Telemetry: tel})
+	col, err := collector.NewCollector(topics, pub, collector.CollectorConfig{NoJitter: true, Telemetry: tel, Egress: egresstest.Loopback(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/egress"
 )
 
 // Kind is the type of a Var's value.
@@ -85,9 +87,17 @@ type Settings struct {
 	PublicURL string
 	// APIAddr is the API's listen address; empty when there is no API.
 	APIAddr string
+	// Egress is the policy of every outbound connection a flow opens
+	// (DROPSTREAM_EGRESS_ALLOW); nil is the default policy (see
+	// EgressPolicy).
+	Egress *egress.Policy
 	// vars are the values of the declared variables, defaults applied.
 	vars map[string]string
 }
+
+// EgressPolicy returns the egress policy, a new default one when Egress
+// is nil.
+func (s Settings) EgressPolicy() *egress.Policy { return egress.OrDefault(s.Egress) }
 
 // DefaultPublicURL is the public URL for an API listening on ":8080".
 const DefaultPublicURL = "http://localhost:8080"

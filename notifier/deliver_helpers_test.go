@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -150,7 +151,7 @@ func newWorldWith(t *testing.T, rdb redis.UniversalClient, th throttle.Config, h
 	if w.throttle, err = throttle.New(rdb, th); err != nil {
 		t.Fatal(err)
 	}
-	wh, err := NewWebhookChannel(WebhookConfig{Timeout: time.Second})
+	wh, err := NewWebhookChannel(WebhookConfig{Timeout: time.Second, Egress: egresstest.Loopback(t)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/notifier/email"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -36,7 +37,7 @@ const (
 // The links in messages start with the app's public URL
 // (flow.Settings.PublicURL).
 var Vars = []flow.Var{
-	{Name: "DROPSTREAM_SMTP_ADDR", Usage: "SMTP server host:port of the notifier's email channel (STARTTLS required); empty: no email channel"},
+	{Name: "DROPSTREAM_SMTP_ADDR", Usage: "SMTP server host:port of the notifier's email channel (STARTTLS required; on a loopback or private address, list it in DROPSTREAM_EGRESS_ALLOW); empty: no email channel"},
 	{Name: "DROPSTREAM_SMTP_FROM", Usage: "sender address of notification emails (required with DROPSTREAM_SMTP_ADDR)"},
 	{Name: "DROPSTREAM_SMTP_USERNAME", Usage: "SMTP AUTH PLAIN user name; empty: no authentication"},
 	{Name: "DROPSTREAM_SMTP_PASSWORD", Secret: true, Usage: "SMTP AUTH password"},
@@ -75,6 +76,7 @@ type Flow struct {
 	ch        *clickhouse.Client
 	logger    *slog.Logger
 	tel       stream.Telemetry
+	egress    *egress.Policy
 }
 
 // New builds the notifier; it implements flow.Flow. It reads Vars from
@@ -84,7 +86,8 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if logger == nil {
 		logger = slog.Default()
 	}
-	f := &Flow{topics: NewTopics(d.Settings.Partitions), pub: d.Publisher, ch: d.ClickHouse, logger: logger, tel: d.Telemetry}
+	f := &Flow{topics: NewTopics(d.Settings.Partitions), pub: d.Publisher, ch: d.ClickHouse, logger: logger, tel: d.Telemetry,
+		egress: d.Settings.EgressPolicy()}
 	var err error
 	if f.subs, err = subscriber.NewStore(d.Redis, subscriber.StoreConfig{Logger: logger}); err != nil {
 		return nil, err
@@ -96,7 +99,7 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if err != nil {
 		return nil, err
 	}
-	if f.channels, err = newChannels(d.Settings, logger); err != nil {
+	if f.channels, err = newChannels(d.Settings, f.egress, logger); err != nil {
 		return nil, err
 	}
 	cfg, err := deliverConfig(d.Settings)
@@ -120,16 +123,16 @@ func deliverConfig(s flow.Settings) (DeliverConfig, error) {
 }
 
 // newChannels are the notifier's channels: webhook, slack, log, and email
-// when DROPSTREAM_SMTP_ADDR is set.
-func newChannels(s flow.Settings, logger *slog.Logger) (map[string]Channel, error) {
-	channels, err := NewChannels(WebhookConfig{}, logger)
+// when DROPSTREAM_SMTP_ADDR is set, each connecting through policy.
+func newChannels(s flow.Settings, policy *egress.Policy, logger *slog.Logger) (map[string]Channel, error) {
+	channels, err := NewChannels(WebhookConfig{Egress: policy}, logger)
 	if err != nil {
 		return nil, err
 	}
 	channels[ChannelSlack] = NewSlackChannel(channels[ChannelWebhook].(*WebhookChannel))
 	if addr := s.String("DROPSTREAM_SMTP_ADDR"); addr != "" {
 		mail, err := email.New(email.Config{Addr: addr, From: s.String("DROPSTREAM_SMTP_FROM"),
-			Username: s.String("DROPSTREAM_SMTP_USERNAME"), Password: s.String("DROPSTREAM_SMTP_PASSWORD")})
+			Username: s.String("DROPSTREAM_SMTP_USERNAME"), Password: s.String("DROPSTREAM_SMTP_PASSWORD"), Egress: policy})
 		if err != nil {
 			return nil, fmt.Errorf("DROPSTREAM_SMTP_*: %w", err)
 		}
@@ -165,6 +168,10 @@ func (f *Flow) Channels() map[string]Channel { return maps.Clone(f.channels) }
 // ledger (DefaultLedgerName) and channels, for a flow that sends some
 // notifications itself rather than by request.
 func (f *Flow) Dispatcher() *Dispatcher { return f.deliverer.dispatch }
+
+// Egress is the policy of every outbound connection of the notifier's
+// channels; the routes refuse a destination URL whose host it denies.
+func (f *Flow) Egress() *egress.Policy { return f.egress }
 
 // PublicURL is the base of the links in messages (opt-in, unsubscribe).
 func (f *Flow) PublicURL() string { return f.publicURL }

@@ -9,6 +9,8 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
@@ -124,5 +126,25 @@ func TestFlow_registerKind(t *testing.T) {
 	}
 	if err := f.Notify(t.Context(), notifier.Request{Flow: "test", Event: "e", Subject: "s", Destination: &dest, Window: "w"}); err != nil {
 		t.Fatal(err)
+	}
+}
+
+// An SMTP server on a denied address must be allowed by the egress policy:
+// without it the notifier does not start, and says why.
+func TestNew_smtpServerOnADeniedAddressNeedsTheEgressAllowList(t *testing.T) {
+	s, err := settings(map[string]string{"DROPSTREAM_SMTP_ADDR": "127.0.0.1:2525", "DROPSTREAM_SMTP_FROM": "alerts@dropstream.test"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := newFlow(t, s); !errors.Is(err, egress.ErrDenied) {
+		t.Errorf("New with a loopback SMTP server and the default policy = %v, want ErrDenied", err)
+	}
+	s.Egress = egresstest.Allow(t, "127.0.0.1:2525")
+	f, err := newFlow(t, s)
+	if err != nil {
+		t.Fatalf("New with the SMTP server allowed: %v", err)
+	}
+	if _, ok := f.Channels()["email"]; !ok {
+		t.Error("no email channel")
 	}
 }

@@ -7,12 +7,11 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"strings"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -27,9 +26,6 @@ const (
 // maxIdleConns is the default transport's idle pool, in all and per host.
 const maxIdleConns = 4096
 
-// maxDetail bounds the excerpt of a response kept in a DeliveryError.
-const maxDetail = 256
-
 // WebhookConfig configures the webhook channel. Zero fields take their
 // defaults.
 type WebhookConfig struct {
@@ -37,13 +33,17 @@ type WebhookConfig struct {
 	// Default 5s.
 	Timeout time.Duration
 	// MaxResponseBytes bounds how much of a response body is read (and
-	// discarded, but for a short excerpt kept on errors). Default 64 KiB.
+	// discarded: nothing of it is kept). Default 64 KiB.
 	MaxResponseBytes int64
 	// UserAgent is the User-Agent header. Default "dropstream-webhook/1".
 	UserAgent string
-	// Transport sends the requests. Default: a clone of
-	// http.DefaultTransport keeping up to 4096 idle connections, all of
-	// them to one host if need be.
+	// Egress is the policy of the receivers' addresses: a receiver on a
+	// denied address (loopback, private, …) gets nothing. Default:
+	// egress.Default().
+	Egress *egress.Policy
+	// Transport sends the requests. Default: Egress's transport keeping
+	// up to 4096 idle connections, all of them to one host if need be. A
+	// transport set here must keep to an egress policy itself.
 	Transport http.RoundTripper
 	// Propagator writes the trace context into the request headers.
 	// Default propagation.TraceContext{}.
@@ -63,8 +63,11 @@ func (c WebhookConfig) WithDefaults() WebhookConfig {
 	if c.UserAgent == "" {
 		c.UserAgent = DefaultUserAgent
 	}
+	if c.Egress == nil {
+		c.Egress = egress.Default()
+	}
 	if c.Transport == nil {
-		t := http.DefaultTransport.(*http.Transport).Clone()
+		t := c.Egress.Transport()
 		// Many sends in flight to one receiver reuse their connections
 		// instead of opening (and leaving in TIME_WAIT) one per send. The
 		// pool must hold every send in flight (the stages' partitions ×
@@ -109,8 +112,10 @@ type WebhookChannel struct {
 // context, and X-Dropstream-Signature (see Sign) keyed with
 // Recipient.Secret. Redirects are not followed. A 2xx answer is a delivery;
 // 408, 429, 5xx, a network error or a timeout are retryable errors; any
-// other answer (3xx, other 4xx) is a permanent error (stream.Permanent).
-// Errors wrap a *DeliveryError.
+// other answer (3xx, other 4xx) and a receiver on an address the egress
+// policy denies are permanent errors (stream.Permanent). Errors wrap a
+// *DeliveryError, which keeps the status and the class of the failure,
+// never the receiver's answer.
 func NewWebhookChannel(cfg WebhookConfig) (*WebhookChannel, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -150,7 +155,11 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 	w.cfg.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
 	resp, err := w.client.Do(req)
 	if err != nil {
-		return &DeliveryError{Channel: ChannelWebhook, Retryable: true, Err: err}
+		class := egress.Classify(err)
+		if class == egress.ClassDenied {
+			return stream.Permanent(&DeliveryError{Channel: ChannelWebhook, Class: class, Err: err})
+		}
+		return &DeliveryError{Channel: ChannelWebhook, Class: class, Retryable: true, Err: err}
 	}
 	defer resp.Body.Close()
 	code := resp.StatusCode
@@ -160,35 +169,19 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, w.cfg.MaxResponseBytes))
 		return nil
 	}
-	detail, readErr := w.drain(resp.Body)
+	// The answer is read to let the connection be reused, and dropped:
+	// only its status and class are kept.
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, w.cfg.MaxResponseBytes))
+	class := egress.Classify(egress.Status(code))
 	if code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500 {
 		var after time.Duration
+		detail := ""
 		if ra := resp.Header.Get("Retry-After"); ra != "" {
-			detail = strings.TrimSpace("retry-after " + clip.Marked(ra, maxQuoted) + " " + detail)
-			after, _ = throttle.ParseRetryAfter(ra, w.cfg.Now())
+			if after, _ = throttle.ParseRetryAfter(ra, w.cfg.Now()); after > 0 {
+				detail = "retry after " + after.String()
+			}
 		}
-		return &DeliveryError{Channel: ChannelWebhook, StatusCode: code, Retryable: true, Detail: detail, Err: readErr, RetryAfter: after}
+		return &DeliveryError{Channel: ChannelWebhook, StatusCode: code, Class: class, Retryable: true, Detail: detail, RetryAfter: after}
 	}
-	return stream.Permanent(&DeliveryError{Channel: ChannelWebhook, StatusCode: code, Detail: detail, Err: readErr})
-}
-
-// drain reads at most MaxResponseBytes of a response body and returns a
-// printable excerpt of its beginning.
-func (w *WebhookChannel) drain(body io.Reader) (string, error) {
-	var head bytes.Buffer
-	lr := io.LimitReader(body, w.cfg.MaxResponseBytes)
-	_, err := io.CopyN(&head, lr, maxDetail)
-	if err == nil {
-		_, err = io.Copy(io.Discard, lr)
-	}
-	if errors.Is(err, io.EOF) {
-		err = nil
-	}
-	detail := strings.Map(func(r rune) rune {
-		if r < ' ' || r == 0x7f {
-			return ' '
-		}
-		return r
-	}, strings.ToValidUTF8(head.String(), ""))
-	return strings.TrimSpace(detail), err
+	return stream.Permanent(&DeliveryError{Channel: ChannelWebhook, StatusCode: code, Class: class})
 }

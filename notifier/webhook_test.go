@@ -9,12 +9,15 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -25,8 +28,13 @@ func testNotification(url string) Notification {
 		ObservedAt: time.Now(), Body: []byte(`{"event":"availability.open","watcher_id":"w_1"}`)}
 }
 
+// newWebhook returns a webhook channel of cfg that may reach the test's
+// servers on loopback, unless cfg sets its own policy.
 func newWebhook(t *testing.T, cfg WebhookConfig) *WebhookChannel {
 	t.Helper()
+	if cfg.Egress == nil {
+		cfg.Egress = egresstest.Loopback(t)
+	}
 	w, err := NewWebhookChannel(cfg)
 	if err != nil {
 		t.Fatal(err)
@@ -77,19 +85,20 @@ func TestWebhookChannel_classify(t *testing.T) {
 		body      string
 		wantErr   bool
 		permanent bool
+		class     egress.Class
 	}{
-		{"200", 200, "ok", false, false},
-		{"202", 202, "", false, false},
-		{"204", 204, "", false, false},
-		{"301 not followed", 301, "", true, true},
-		{"400", 400, `{"error":"bad watcher"}`, true, true},
-		{"401", 401, "", true, true},
-		{"404", 404, "", true, true},
-		{"410", 410, "", true, true},
-		{"408", 408, "", true, false},
-		{"429", 429, "slow down", true, false},
-		{"500", 500, "boom", true, false},
-		{"503", 503, "", true, false},
+		{"200", 200, "ok", false, false, ""},
+		{"202", 202, "", false, false, ""},
+		{"204", 204, "", false, false, ""},
+		{"301 not followed", 301, "", true, true, egress.ClassHTTPStatus},
+		{"400", 400, `{"error":"bad watcher"}`, true, true, egress.ClassHTTP4xx},
+		{"401", 401, "", true, true, egress.ClassHTTP4xx},
+		{"404", 404, "", true, true, egress.ClassHTTP4xx},
+		{"410", 410, "", true, true, egress.ClassHTTP4xx},
+		{"408", 408, "", true, false, egress.ClassHTTP4xx},
+		{"429", 429, "slow down", true, false, egress.ClassHTTP4xx},
+		{"500", 500, "boom: AWS_SECRET_ACCESS_KEY=wJalrXUtnFEMI", true, false, egress.ClassHTTP5xx},
+		{"503", 503, "", true, false, egress.ClassHTTP5xx},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -119,11 +128,16 @@ func TestWebhookChannel_classify(t *testing.T) {
 				t.Errorf("permanent = %v, want %v (%v)", !tt.permanent, tt.permanent, err)
 			}
 			var de *DeliveryError
-			if !errors.As(err, &de) || de.StatusCode != tt.status || de.Retryable == tt.permanent {
-				t.Fatalf("error %v: want a *DeliveryError with status %d", err, tt.status)
+			if !errors.As(err, &de) || de.StatusCode != tt.status || de.Retryable == tt.permanent || de.Class != tt.class {
+				t.Fatalf("error %v: want a *DeliveryError with status %d and class %s", err, tt.status, tt.class)
 			}
-			if tt.body != "" && !strings.Contains(err.Error(), tt.body) {
-				t.Errorf("error %q does not quote the answer %q", err, tt.body)
+			// The error is what the history keeps: the status and the
+			// class, never the receiver's answer.
+			if tt.body != "" && strings.Contains(err.Error(), tt.body) {
+				t.Errorf("error %q quotes the answer %q", err, tt.body)
+			}
+			if !strings.Contains(err.Error(), "status "+strconv.Itoa(tt.status)) || !strings.Contains(err.Error(), string(tt.class)) {
+				t.Errorf("error %q lacks the status %d or the class %s", err, tt.status, tt.class)
 			}
 		})
 	}
@@ -169,11 +183,26 @@ func TestWebhookChannel_failures(t *testing.T) {
 		defer srv.Close()
 		err := newWebhook(t, WebhookConfig{MaxResponseBytes: 1024}).Send(context.Background(), testNotification(srv.URL))
 		var de *DeliveryError
-		if !errors.As(err, &de) || len(de.Detail) > maxDetail {
-			t.Fatalf("Send = %v, want a *DeliveryError with a short detail", err)
+		if !errors.As(err, &de) || de.Detail != "" || de.Class != egress.ClassHTTP5xx {
+			t.Fatalf("Send = %v, want a *DeliveryError of class http_5xx without detail", err)
 		}
 		if n := <-written; n >= 64<<20 {
 			t.Errorf("server wrote its whole %d-byte body: the response was read to the end", n)
+		}
+	})
+	t.Run("receiver on a denied address is permanent and unreached", func(t *testing.T) {
+		reached := false
+		srv := httptest.NewServer(http.HandlerFunc(func(http.ResponseWriter, *http.Request) { reached = true }))
+		defer srv.Close()
+		for _, url := range []string{srv.URL, "http://169.254.169.254/latest/meta-data/"} {
+			err := newWebhook(t, WebhookConfig{Egress: egress.Default()}).Send(context.Background(), testNotification(url))
+			var de *DeliveryError
+			if !stream.IsPermanent(err) || !errors.As(err, &de) || de.Class != egress.ClassDenied || !errors.Is(err, egress.ErrDenied) {
+				t.Errorf("Send to %s = %v, want a permanent denied *DeliveryError", url, err)
+			}
+		}
+		if reached {
+			t.Error("the loopback receiver was reached")
 		}
 	})
 	t.Run("recipient without url is permanent", func(t *testing.T) {

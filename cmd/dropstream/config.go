@@ -12,6 +12,7 @@ import (
 	"strings"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/egress"
 	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -117,10 +118,15 @@ func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string
 var publicURLVar = flow.Var{Name: "DROPSTREAM_PUBLIC_URL", Kind: flow.URL,
 	Usage: "base URL of the links in notifications (opt-in, unsubscribe, items) (default http://localhost:<port of --api-addr>)"}
 
+// egressAllowVar is the allow list of the egress policy every flow's
+// outbound connections go through.
+var egressAllowVar = flow.Var{Name: "DROPSTREAM_EGRESS_ALLOW",
+	Usage: "comma-separated CIDRs, addresses, host names and host:port pairs outbound requests (sources, feeds, webhooks, SMTP) may reach although they are loopback, link-local, private, CGNAT or multicast; empty: all of those are refused"}
+
 // variables are every variable the flows read: the shared ones, then each
 // definition's, in order.
 func variables() []flow.Var {
-	vars := []flow.Var{publicURLVar}
+	vars := []flow.Var{publicURLVar, egressAllowVar}
 	for _, d := range definitions() {
 		vars = append(vars, d.Vars...)
 	}
@@ -149,7 +155,11 @@ func readSettingsWith(cfg Config, overrides map[string]string, lookup func(strin
 	if public == "" {
 		public = flow.PublicURLFor(cfg.APIAddr)
 	}
-	return flow.Settings{Partitions: cfg.Partitions, PublicURL: public, APIAddr: cfg.APIAddr}.WithVars(values), nil
+	policy, err := egress.New(egress.Config{Allow: egress.ParseAllow(values[egressAllowVar.Name])})
+	if err != nil {
+		return flow.Settings{}, fmt.Errorf("%s: %w", egressAllowVar.Name, err)
+	}
+	return flow.Settings{Partitions: cfg.Partitions, PublicURL: public, APIAddr: cfg.APIAddr, Egress: policy}.WithVars(values), nil
 }
 
 // printFlowVariables writes the flows' environment variables to w; a

@@ -2,13 +2,16 @@ package main
 
 import (
 	"context"
+	"errors"
 	"io"
+	"os"
 	"reflect"
 	"strings"
 	"testing"
 
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/sample"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -235,5 +238,42 @@ func TestRoleOf_namesTheProcessByItsStages(t *testing.T) {
 		if role != tc.role || (Config{Role: role}).serviceName() != tc.service {
 			t.Errorf("roleOf(%q) = %q (service %q), want %q (%q)", tc.stages, role, (Config{Role: role}).serviceName(), tc.role, tc.service)
 		}
+	}
+}
+
+// DROPSTREAM_EGRESS_ALLOW is read once into the settings' egress policy;
+// a bad entry fails the start, naming the variable and the entry; unset,
+// the policy denies the internal ranges.
+func TestReadSettings_egressAllowList(t *testing.T) {
+	cfg := Config{APIAddr: ":8080", Partitions: 8}
+	clearEnv(t)
+	s, err := readSettings(cfg, os.LookupEnv)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Egress.CheckURL("http://169.254.169.254/"); !errors.Is(err, egress.ErrDenied) {
+		t.Errorf("default policy: link-local %v, want ErrDenied", err)
+	}
+	t.Setenv("DROPSTREAM_EGRESS_ALLOW", "10.1.0.0/16, feeds.internal ,127.0.0.1:9000")
+	if s, err = readSettings(cfg, os.LookupEnv); err != nil {
+		t.Fatal(err)
+	}
+	for u, allowed := range map[string]bool{"http://10.1.2.3/": true, "http://10.2.0.1/": false, "http://127.0.0.1:9000/x": true,
+		"http://127.0.0.1:9001/x": false, "http://169.254.169.254/": false} {
+		if err := s.Egress.CheckURL(u); (err == nil) != allowed {
+			t.Errorf("CheckURL(%s) = %v, want allowed %v", u, err, allowed)
+		}
+	}
+	t.Setenv("DROPSTREAM_EGRESS_ALLOW", "10.0.0.0/99,ok.example")
+	if _, err := readSettings(cfg, os.LookupEnv); err == nil || !strings.Contains(err.Error(), "DROPSTREAM_EGRESS_ALLOW") ||
+		!strings.Contains(err.Error(), "10.0.0.0/99") {
+		t.Errorf("readSettings with a bad entry = %v, want an error naming the variable and the entry", err)
+	}
+	var out strings.Builder
+	if err := dispatch(context.Background(), []string{"--help"}, &out, io.Discard); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(out.String(), "  DROPSTREAM_EGRESS_ALLOW\n") {
+		t.Errorf("--help does not list DROPSTREAM_EGRESS_ALLOW")
 	}
 }

@@ -152,6 +152,21 @@ func TestDemo_servesAPIMetricsAndStatusUntilCancelled(t *testing.T) {
 		}
 	}
 
+	// The demo's feed server, on loopback, is allowed by the egress policy:
+	// its feed is polled.
+	demo.waitFor(t, 30*time.Second, func() bool {
+		status, body := get(t, base+"/v1/feeds")
+		var feeds struct {
+			Items []struct {
+				LastPoll *struct {
+					OK bool `json:"ok"`
+				} `json:"last_poll"`
+			} `json:"items"`
+		}
+		return status == http.StatusOK && json.Unmarshal(body, &feeds) == nil && len(feeds.Items) == 1 &&
+			feeds.Items[0].LastPoll != nil && feeds.Items[0].LastPoll.OK
+	}, "the demo feed polled")
+
 	demo.waitFor(t, 10*time.Second, func() bool {
 		out := demo.stdout.String()
 		return strings.Contains(out, "runs ") && strings.Contains(out, "| observations ") &&

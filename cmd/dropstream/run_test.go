@@ -278,6 +278,9 @@ func TestRun_sourcesFilePollsTheSimulator(t *testing.T) {
 	if err := os.WriteFile(file, []byte(body), 0o600); err != nil {
 		t.Fatal(err)
 	}
+	// The simulator listens on loopback: the app may poll it because the
+	// allow list names it.
+	t.Setenv("DROPSTREAM_EGRESS_ALLOW", strings.TrimPrefix(simURL, "http://"))
 	run := startDispatch(t, "run", "--redis-url", url, "--api-addr", "", "--partitions", "2",
 		"--stages", "avail-collector,avail-normalizer", "--sources-file", file)
 	topics := avail.NewTopics(2)

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector"
@@ -35,6 +36,10 @@ func (f *Flow) demo(ctx context.Context) error {
 		return err
 	}
 	f.log.Info("demo: simulated reservation provider started", "url", url)
+	// The collector may reach this simulator, and no other loopback port.
+	if err := f.egress.Permit(strings.TrimPrefix(url, "http://")); err != nil {
+		return err
+	}
 	simCfg := sim.Config()
 	src := collector.Source{ID: DemoSource, Provider: "simulator", BaseURL: url, Interval: s.Duration(VarDemoInterval),
 		Stabilization: 2, RateLimit: 100}

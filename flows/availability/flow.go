@@ -19,6 +19,7 @@ import (
 	"github.com/dropstream/dropstream/diff"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
@@ -74,6 +75,7 @@ type Flow struct {
 	projection *writer.Projection
 	watchers   *watch.Store
 	stages     []stream.Stage
+	egress     *egress.Policy
 }
 
 // New builds the flow: the collector, the normalizer, diff, projection
@@ -87,11 +89,12 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 		return nil, fmt.Errorf("availability: %w", err)
 	}
 	f := &Flow{topics: NewTopics(d.Settings.Partitions), settings: d.Settings, tel: d.Telemetry, log: d.Telemetry.Logger,
-		ch: d.ClickHouse, sources: collector.NewStore(d.Redis)}
+		ch: d.ClickHouse, sources: collector.NewStore(d.Redis), egress: d.Settings.EgressPolicy()}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
-	if f.collector, err = collector.NewCollector(f.topics, d.Publisher, collector.CollectorConfig{Store: f.sources, Shared: d.Redis}); err != nil {
+	if f.collector, err = collector.NewCollector(f.topics, d.Publisher, collector.CollectorConfig{Store: f.sources, Shared: d.Redis,
+		Egress: f.egress}); err != nil {
 		return nil, fmt.Errorf("collector: %w", err)
 	}
 	if f.projection, err = writer.NewProjection(d.Redis, writer.ProjectionConfig{Partitions: d.Settings.Partitions}, d.Telemetry); err != nil {
@@ -141,6 +144,11 @@ func (f *Flow) Projection() *writer.Projection { return f.projection }
 
 // Watchers is the store of the watchers.
 func (f *Flow) Watchers() *watch.Store { return f.watchers }
+
+// Egress is the policy of the flow's outbound connections (the
+// collector's polls): the routes refuse a source or watcher URL whose host
+// is a denied address.
+func (f *Flow) Egress() *egress.Policy { return f.egress }
 
 // ClickHouse is the app's ClickHouse, nil without one: the statistics
 // read it.

@@ -13,6 +13,8 @@ import (
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/comic"
+	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
@@ -147,5 +149,26 @@ func TestNew_needsTheNotifierFlow(t *testing.T) {
 	_, err = comic.New(t.Context(), deps)
 	if !errors.Is(err, flow.ErrNotBuilt) || !strings.Contains(err.Error(), `"notifier"`) {
 		t.Errorf("New without the notifier flow = %v, want ErrNotBuilt naming the notifier", err)
+	}
+}
+
+// The flow's own notify URL (DROPSTREAM_COMIC_NOTIFY_URL) on a denied
+// address makes the start fail, naming the allow list; allowed, it starts.
+func TestNew_notifyURLOnADeniedAddressNeedsTheAllowList(t *testing.T) {
+	rdb := testenv.Dial(t, testenv.RedisURL(t))
+	values, err := flow.ReadVars(slices.Concat(checkout.Vars, comic.Vars), func(name string) (string, bool) {
+		return map[string]string{comic.VarNotifyURL: "http://127.0.0.1:9000/notify", comic.VarNotifySecret: "0123456789abcdef0123"}[name], true
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	deps := flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, stream.Telemetry{}), Settings: flow.Settings{Partitions: 2}.WithVars(values)}
+	deps, _, _ = buildBefore(t, deps)
+	if _, err := comic.New(t.Context(), deps); !errors.Is(err, egress.ErrDenied) || !strings.Contains(err.Error(), "DROPSTREAM_EGRESS_ALLOW") {
+		t.Errorf("New with a loopback notify URL = %v, want ErrDenied naming DROPSTREAM_EGRESS_ALLOW", err)
+	}
+	deps.Settings.Egress = egresstest.Allow(t, "127.0.0.1:9000")
+	if _, err := comic.New(t.Context(), deps); err != nil {
+		t.Errorf("New with the notify URL allowed: %v", err)
 	}
 }

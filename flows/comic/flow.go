@@ -13,6 +13,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -107,6 +108,7 @@ type Flow struct {
 	relayTopic *stream.Topic
 	ch         *clickhouse.Client
 	log        *slog.Logger
+	egress     *egress.Policy
 }
 
 // New builds the flow over the app's Redis; it implements flow.Flow.
@@ -128,7 +130,11 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if err := nf.RegisterKind(NotifyKind()); err != nil {
 		return nil, fmt.Errorf("comic: %w", err)
 	}
-	cfg := Config{Partitions: d.Settings.Partitions, Delivery: DeliveryConfig{
+	policy := d.Settings.EgressPolicy()
+	if err := policy.CheckURL(d.Settings.String(VarNotifyURL)); err != nil {
+		return nil, fmt.Errorf("comic: %s: %w (list it in DROPSTREAM_EGRESS_ALLOW)", VarNotifyURL, err)
+	}
+	cfg := Config{Partitions: d.Settings.Partitions, Webhook: notifier.WebhookConfig{Egress: policy}, Delivery: DeliveryConfig{
 		NotifyURL: d.Settings.String(VarNotifyURL), NotifySecret: d.Settings.String(VarNotifySecret), Relay: nf.Notify}}
 	f, err := NewWith(d.Redis, cfg, NewCheckoutPayments(d.Redis, co), d.Telemetry)
 	if err != nil {
@@ -160,6 +166,9 @@ func NewWith(rdb redis.UniversalClient, cfg Config, payments Payments, tel strea
 	if logger == nil {
 		logger = slog.Default()
 	}
+	if cfg.Webhook.Egress == nil {
+		cfg.Webhook.Egress = egress.Default()
+	}
 	channels, err := notifier.NewChannels(cfg.Webhook, logger)
 	if err != nil {
 		return nil, err
@@ -174,7 +183,7 @@ func NewWith(rdb redis.UniversalClient, cfg Config, payments Payments, tel strea
 		return nil, err
 	}
 	s := &Flow{topics: topics, Subscriptions: store, Inventory: inv, Matcher: NewMatcher(rdb, topics, nil, tel.Propagator),
-		Delivery: del, ledger: ledger, log: logger}
+		Delivery: del, ledger: ledger, log: logger, egress: cfg.Webhook.Egress}
 	if payments != nil {
 		s.Sales = NewSales(rdb, topics, inv, payments, ledger.Key)
 	}
@@ -183,6 +192,10 @@ func NewWith(rdb redis.UniversalClient, cfg Config, payments Payments, tel strea
 
 // Topics returns the flow's topics.
 func (s *Flow) Topics() Topics { return s.topics }
+
+// Egress is the policy of the flow's outbound connections (its webhook
+// channel's): the routes refuse a notify_url whose host it denies.
+func (s *Flow) Egress() *egress.Policy { return s.egress }
 
 // Checkout returns the checkout flow purchases are charged through; nil
 // for a flow built by NewWith.

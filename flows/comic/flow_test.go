@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
@@ -227,7 +228,7 @@ func TestDelivery_relaysToTheNotifierRequestPath(t *testing.T) {
 	rcv := newReceiver(t)
 	var mu sync.Mutex
 	var got []notifier.Request
-	cfg := Config{Partitions: 2, Delivery: DeliveryConfig{NotifyURL: rcv.URL(), NotifySecret: testSecret,
+	cfg := Config{Partitions: 2, Webhook: notifier.WebhookConfig{Egress: egresstest.Loopback(t)}, Delivery: DeliveryConfig{NotifyURL: rcv.URL(), NotifySecret: testSecret,
 		Relay: func(_ context.Context, reqs ...notifier.Request) error {
 			for _, r := range reqs {
 				if err := r.Validate(); err != nil {

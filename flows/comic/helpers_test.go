@@ -15,6 +15,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -145,7 +146,8 @@ func (p *testPayments) Refund(_ context.Context, txn, _ string, cents int64) err
 // destination, 2 partitions.
 func newService(t *testing.T, rdb redis.UniversalClient, r *receiver, p Payments, store StoreConfig) *Flow {
 	t.Helper()
-	cfg := Config{Partitions: 2, Store: store}
+	// The receivers of the tests listen on loopback.
+	cfg := Config{Partitions: 2, Store: store, Webhook: notifier.WebhookConfig{Egress: egresstest.Loopback(t)}}
 	if r != nil {
 		cfg.Delivery = DeliveryConfig{NotifyURL: r.URL(), NotifySecret: testSecret}
 	}

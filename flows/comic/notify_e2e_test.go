@@ -13,6 +13,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -99,7 +100,7 @@ func TestNotify_endToEndThroughTheNotifierExactlyOnce(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	channels, err := notifier.NewChannels(notifier.WebhookConfig{}, quietLogger())
+	channels, err := notifier.NewChannels(notifier.WebhookConfig{Egress: egresstest.Allow(t, ep.srv.URL)}, quietLogger())
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -44,6 +44,12 @@ func (f *Flow) Demo(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	// The poller may fetch this server, and no other loopback port.
+	if u, err := url.Parse(base); err != nil {
+		return err
+	} else if err := f.cfg.Egress.Permit(u.Host); err != nil {
+		return err
+	}
 	go func() {
 		t := time.NewTicker(10 * time.Second)
 		defer t.Stop()

@@ -32,7 +32,8 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 		log = slog.Default()
 	}
 	f, err := NewWith(d.Redis, d.Publisher, Deps{Subscribers: nf.Subscribers(), Notify: nf.Notify, Sender: nf.Dispatcher()},
-		Config{Partitions: d.Settings.Partitions, PublicURL: d.Settings.PublicURL, Logger: log, MeterProvider: d.Telemetry.MeterProvider})
+		Config{Partitions: d.Settings.Partitions, PublicURL: d.Settings.PublicURL, Logger: log, MeterProvider: d.Telemetry.MeterProvider,
+			Egress: d.Settings.EgressPolicy()})
 	if err != nil {
 		return nil, err
 	}

@@ -13,6 +13,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -152,6 +153,35 @@ func TestFlow_aFailedFetchObservesNothingButTimeStillAssigns(t *testing.T) {
 				t.Errorf("status after a good poll %+v", st)
 			}
 		})
+	}
+}
+
+// A failed poll keeps the class of its failure (and the status of an
+// answer), never the server's answer.
+func TestFlow_aFailedPollKeepsStatusAndClassNotTheBody(t *testing.T) {
+	b := testenv.Backends()[0]
+	h := newHarness(t, b, feedsim.New(feedsim.RSS, item("a", "A")), Feed{IncludeExisting: true})
+	for i, tc := range []struct {
+		mode  string
+		class egress.Class
+		want  string
+	}{
+		{"secret500", egress.ClassHTTP5xx, "HTTP 500"},
+		{"malformed", egress.ClassMalformed, "malformed"},
+		{"huge", egress.ClassTooLarge, "too large"},
+		{"slow", egress.ClassTimeout, "timed out"},
+	} {
+		h.mode.Store(tc.mode)
+		p := h.pollAt(t0.Add(time.Duration(i) * time.Minute))
+		st, _ := h.flow.store.Status(h.ctx, h.feed.ID)
+		for what, text := range map[string]string{"poll error": p.Error, "status error": st.Error} {
+			if !strings.HasPrefix(text, string(tc.class)+":") || !strings.Contains(text, tc.want) {
+				t.Errorf("%s: %s %q, want the class %s and %q", tc.mode, what, text, tc.class, tc.want)
+			}
+			if strings.Contains(text, "hunter2") || strings.Contains(text, "internal.corp") || strings.Contains(text, "broken") {
+				t.Errorf("%s: %s %q reads back the server's answer", tc.mode, what, text)
+			}
+		}
 	}
 }
 

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
@@ -65,6 +66,10 @@ type Config struct {
 	// next collection ("<within>+2"). An every-n collection is bounded by
 	// its n (at most MaxEveryN). Default 1000.
 	CollectionItems int
+	// Egress is the policy of the feeds' fetches (the poller's, unless its
+	// PollerConfig.Fetch sets one); the routes refuse a feed or webhook
+	// URL whose host it denies. Default: egress.Default().
+	Egress *egress.Policy
 	// Logger defaults to slog.Default.
 	Logger *slog.Logger
 	// MeterProvider defaults to the global one.
@@ -84,6 +89,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.CollectionItems == 0 {
 		c.CollectionItems = 1000
+	}
+	if c.Egress == nil {
+		c.Egress = egress.Default()
 	}
 	if c.Logger == nil {
 		c.Logger = slog.Default()
@@ -166,6 +174,9 @@ func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, deps Deps, cfg Co
 	}
 	return f, nil
 }
+
+// Egress is the policy of the flow's outbound connections.
+func (f *Flow) Egress() *egress.Policy { return f.cfg.Egress }
 
 // Store returns the flow's definitions store.
 func (f *Flow) Store() *Store { return f.store }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
 	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/email"
@@ -146,6 +147,10 @@ func (h *harness) runStage(s stream.Stage, consumer string, claimIdle time.Durat
 	return cancel
 }
 
+// secretBody is what the "secret500" mode answers with its 500: it must
+// never be read back through a poll's error.
+const secretBody = "DB_PASSWORD=hunter2-0123456789 stack trace at internal.corp:5432"
+
 // newHarness starts the stages and registers fd (its URL replaced by the
 // simulated feed's).
 func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opts ...func(*harness)) *harness {
@@ -171,6 +176,9 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opt
 			}
 		case "loop":
 			http.Redirect(w, r, r.URL.Path, http.StatusFound)
+		case "secret500":
+			w.WriteHeader(http.StatusInternalServerError)
+			_, _ = w.Write([]byte(secretBody))
 		default:
 			sim.ServeHTTP(w, r)
 		}
@@ -189,7 +197,8 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opt
 		t.Fatal(err)
 	}
 	h.smtp = startSMTP(t)
-	mailer, err := email.New(email.Config{Addr: h.smtp.addr, From: "feeds@dropstream.test", InsecureNoTLS: true, Timeout: 5 * time.Second})
+	mailer, err := email.New(email.Config{Addr: h.smtp.addr, From: "feeds@dropstream.test", InsecureNoTLS: true, Timeout: 5 * time.Second,
+		Egress: egresstest.Allow(t, h.smtp.addr)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -204,8 +213,9 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opt
 		return notifier.PublishRequests(ctx, pub, h.requests, reqs...)
 	}
 	h.reader = sdkmetric.NewManualReader()
+	// The poller may fetch the test's feed server, on loopback.
 	h.flow, err = NewWith(rdb, pub, Deps{Subscribers: h.subs, Notify: notify, Sender: disp}, Config{Partitions: 4, PublicURL: "http://api.test",
-		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader))})
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader)), Egress: egresstest.Allow(t, h.srv.URL)})
 	if err != nil {
 		t.Fatal(err)
 	}

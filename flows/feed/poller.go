@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/pollgate"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -103,8 +104,12 @@ type Poller struct {
 	next map[string]time.Time
 }
 
-// NewPoller returns the polling service of the flow.
+// NewPoller returns the polling service of the flow; its fetches go
+// through the flow's egress policy unless cfg.Fetch sets one.
 func (f *Flow) NewPoller(cfg PollerConfig) (*Poller, error) {
+	if cfg.Fetch.Egress == nil {
+		cfg.Fetch.Egress = f.cfg.Egress
+	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -245,7 +250,8 @@ func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error)
 	}
 	var retryAfter time.Duration
 	if err != nil {
-		out.Error = clip(err.Error(), 512)
+		// The class and the status, never the server's answer.
+		out.Error = clip(egress.Describe(err), 512)
 		var th *poll.Throttled
 		if errors.As(err, &th) {
 			retryAfter = th.RetryAfter

@@ -10,6 +10,8 @@ import (
 	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/egress"
 )
 
 // Channel delivers notifications over one medium (webhook, Slack-style
@@ -74,11 +76,15 @@ type Notification struct {
 type DeliveryError struct {
 	// Channel is the channel's name.
 	Channel string
-	// StatusCode is the HTTP status of the answer; 0 when there was none.
+	// StatusCode is the HTTP status (or SMTP reply code) of the answer; 0
+	// when there was none.
 	StatusCode int
+	// Class is the kind of failure (egress.Classify): with StatusCode, all
+	// that is kept of the receiver's answer.
+	Class egress.Class
 	// Retryable is true when a later try may succeed.
 	Retryable bool
-	// Detail is a bounded excerpt of the answer or a reason.
+	// Detail is the sender's own reason (never the receiver's words).
 	Detail string
 	// RetryAfter is the receiver's Retry-After (on 429 or 503); 0 when it
 	// gave none.
@@ -89,6 +95,9 @@ type DeliveryError struct {
 
 func (e *DeliveryError) Error() string {
 	s := e.Channel + " delivery failed"
+	if e.Class != egress.ClassNone {
+		s += " (" + string(e.Class) + ")"
+	}
 	if e.StatusCode != 0 {
 		s += ": status " + strconv.Itoa(e.StatusCode)
 	}

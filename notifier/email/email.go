@@ -6,8 +6,10 @@
 // id as Message-ID.
 //
 // Errors: an SMTP 4xx answer, a network error or a timeout is retryable;
-// a 5xx answer (unknown mailbox, rejected) is permanent (stream.Permanent).
-// Errors wrap a *channel.DeliveryError.
+// a 5xx answer (unknown mailbox, rejected) and a server on an address the
+// egress policy denies are permanent (stream.Permanent). Errors wrap a
+// *channel.DeliveryError, which keeps the reply code and the class of the
+// failure, never the server's text.
 package email
 
 import (
@@ -18,6 +20,7 @@ import (
 	"fmt"
 	htmltemplate "html/template"
 	"net"
+	"net/netip"
 	"strings"
 	texttemplate "text/template"
 	"time"
@@ -25,7 +28,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
-	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/notifier/channel"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -57,6 +60,10 @@ type Config struct {
 	TLS *tls.Config
 	// Timeout bounds one send, connection included. Default 10s.
 	Timeout time.Duration
+	// Egress is the policy the connection to Addr goes through: a server
+	// on a denied address (loopback, private, …) must be allowed by it.
+	// Default: egress.Default().
+	Egress *egress.Policy
 	// TextTemplate and HTMLTemplate override the bodies' templates (see
 	// Data for what they get). Default: DefaultTextTemplate and
 	// DefaultHTMLTemplate.
@@ -109,6 +116,9 @@ func (c Config) WithDefaults() Config {
 	if c.HTMLTemplate == "" {
 		c.HTMLTemplate = DefaultHTMLTemplate
 	}
+	if c.Egress == nil {
+		c.Egress = egress.Default()
+	}
 	if c.TLS == nil {
 		host, _, _ := net.SplitHostPort(c.Addr)
 		c.TLS = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}
@@ -119,8 +129,12 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
 	var errs []error
-	if _, _, err := net.SplitHostPort(c.Addr); err != nil {
+	if host, port, err := net.SplitHostPort(c.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("email: addr %q: want host:port", c.Addr))
+	} else if a, err := netip.ParseAddr(host); err == nil {
+		if err := c.Egress.CheckAddr(host, a, port); err != nil {
+			errs = append(errs, fmt.Errorf("email: addr %q: not allowed by the egress policy: %w", c.Addr, err))
+		}
 	}
 	if !strings.Contains(c.From, "@") || strings.ContainsAny(c.From, "\r\n<> ") || len(c.From) > 254 {
 		errs = append(errs, fmt.Errorf("email: from %q: want an address", c.From))
@@ -178,8 +192,7 @@ func (c *Channel) Send(ctx context.Context, n channel.Notification) error {
 
 // send runs one SMTP session; the connection's deadline follows ctx.
 func (c *Channel) send(ctx context.Context, to string, msg []byte) error {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "tcp", c.cfg.Addr)
+	conn, err := c.cfg.Egress.DialContext(ctx, "tcp", c.cfg.Addr)
 	if err != nil {
 		return err
 	}
@@ -220,23 +233,25 @@ func (c *Channel) send(ctx context.Context, to string, msg []byte) error {
 	return cl.Quit()
 }
 
-// classify turns an SMTP session's error into a delivery error.
+// classify turns an SMTP session's error into a delivery error: of an SMTP
+// reply, only its code is kept.
 func classify(err error) error {
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {
-		de := &channel.DeliveryError{Channel: ChannelName, StatusCode: se.Code, Detail: clip.String(se.Message, maxDetail), Err: err,
+		status := &egress.StatusError{Code: se.Code, SMTP: true}
+		de := &channel.DeliveryError{Channel: ChannelName, StatusCode: se.Code, Class: egress.Classify(status), Err: status,
 			Retryable: se.Code < 500}
 		if !de.Retryable {
 			return stream.Permanent(de)
 		}
 		return de
 	}
-	return &channel.DeliveryError{Channel: ChannelName, Retryable: true, Err: err}
+	class := egress.Classify(err)
+	if class == egress.ClassDenied {
+		return stream.Permanent(&channel.DeliveryError{Channel: ChannelName, Class: class, Err: err})
+	}
+	return &channel.DeliveryError{Channel: ChannelName, Class: class, Retryable: true, Err: err}
 }
-
-// maxDetail bounds the server's reply kept in a DeliveryError (see
-// clip.String).
-const maxDetail = 256
 
 // compose builds the MIME message.
 func (c *Channel) compose(n channel.Notification) ([]byte, error) {

@@ -3,12 +3,16 @@ package email
 import (
 	"context"
 	"errors"
+	"net"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/emersion/go-smtp"
 
+	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/notifier/channel"
 	"github.com/dropstream/dropstream/notifier/email/smtptest"
 	"github.com/dropstream/dropstream/stream"
@@ -23,7 +27,7 @@ func startServer(t *testing.T, rcpt func(to string) error) *smtptest.Server {
 func newChannel(t *testing.T, s *smtptest.Server, pass string) *Channel {
 	t.Helper()
 	c, err := New(Config{Addr: s.Addr, From: "alerts@dropstream.test", Username: "notifier", Password: pass,
-		TLS: s.ClientTLS(), Timeout: 5 * time.Second})
+		TLS: s.ClientTLS(), Timeout: 5 * time.Second, Egress: egresstest.Allow(t, s.Addr)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -117,9 +121,18 @@ func TestChannel_failures(t *testing.T) {
 		if !errors.As(err, &de) || stream.IsPermanent(err) != tc.permanent || de.StatusCode != tc.code {
 			t.Errorf("%s: %v (permanent %v), want code %d permanent %v", tc.to, err, stream.IsPermanent(err), tc.code, tc.permanent)
 		}
+		// Only the reply code and its class are kept, never the server's text.
+		wantClass := egress.ClassSMTP4xx
+		if tc.code >= 500 {
+			wantClass = egress.ClassSMTP5xx
+		}
+		if de != nil && (de.Class != wantClass || !strings.Contains(err.Error(), strconv.Itoa(tc.code)) ||
+			strings.Contains(err.Error(), "mailbox full") || strings.Contains(err.Error(), "no such user") || strings.Contains(err.Error(), "bad credentials")) {
+			t.Errorf("%s: %v (class %q), want the code and the class %s without the server's text", tc.to, err, de.Class, wantClass)
+		}
 	}
 	// A server that is down: retryable.
-	down, err := New(Config{Addr: "127.0.0.1:1", From: "a@b.co", Timeout: time.Second})
+	down, err := New(Config{Addr: "127.0.0.1:1", From: "a@b.co", Timeout: time.Second, Egress: egresstest.Allow(t, "127.0.0.1:1")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -127,11 +140,36 @@ func TestChannel_failures(t *testing.T) {
 		t.Errorf("server down: %v, want retryable", err)
 	}
 	// An untrusted certificate is never accepted.
-	untrusted, _ := New(Config{Addr: s.Addr, From: "a@b.co", Username: "notifier", Password: "s3cret", Timeout: 5 * time.Second})
+	untrusted, _ := New(Config{Addr: s.Addr, From: "a@b.co", Username: "notifier", Password: "s3cret", Timeout: 5 * time.Second,
+		Egress: egresstest.Allow(t, s.Addr)})
 	if err := untrusted.Send(ctx, note()); err == nil {
 		t.Error("self-signed certificate accepted without its root")
 	}
 	if n := len(s.Received()); n != 0 {
 		t.Errorf("%d mails delivered by failing sends", n)
+	}
+}
+
+// The default policy refuses a server on loopback: when its address is
+// literal, at construction (the app does not start); when it is a name,
+// at each send, permanently.
+func TestChannel_egressPolicy(t *testing.T) {
+	s := startServer(t, nil)
+	_, err := New(Config{Addr: s.Addr, From: "a@b.co", TLS: s.ClientTLS()})
+	if !errors.Is(err, egress.ErrDenied) {
+		t.Errorf("New with a loopback server and the default policy = %v, want ErrDenied", err)
+	}
+	_, port, _ := net.SplitHostPort(s.Addr)
+	c, err := New(Config{Addr: "localhost:" + port, From: "a@b.co", TLS: s.ClientTLS(), Timeout: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = c.Send(context.Background(), note())
+	var de *channel.DeliveryError
+	if !stream.IsPermanent(err) || !errors.As(err, &de) || de.Class != egress.ClassDenied {
+		t.Errorf("Send to localhost = %v, want a permanent denied *DeliveryError", err)
+	}
+	if n := len(s.Received()); n != 0 {
+		t.Errorf("%d mails delivered", n)
 	}
 }

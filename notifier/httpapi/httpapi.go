@@ -12,7 +12,7 @@ import (
 // NotificationRoutes over f, and with ClickHouse the causes of
 // notifications and StatsRoutes.
 func Register(srv *api.Server, f *notifier.Flow) {
-	SubscriberRoutes{Store: f.Subscribers(), Notify: f.Notify, PublicURL: f.PublicURL()}.Register(srv)
+	SubscriberRoutes{Store: f.Subscribers(), Notify: f.Notify, PublicURL: f.PublicURL(), Egress: f.Egress()}.Register(srv)
 	nr := NotificationRoutes{History: f.History()}
 	if f.ClickHouse() != nil {
 		nr.Cause = f.Cause

@@ -3,12 +3,14 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"html/template"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 )
@@ -22,6 +24,9 @@ type SubscriberRoutes struct {
 	Notify func(ctx context.Context, reqs ...notifier.Request) error
 	// PublicURL is the base of the links sent to subscribers.
 	PublicURL string
+	// Egress refuses a destination URL whose host is a denied address
+	// (nil: the default policy).
+	Egress *egress.Policy
 }
 
 // subscriberPage is GET /v1/subscribers.
@@ -70,6 +75,11 @@ func (r SubscriberRoutes) create(c *fiber.Ctx) error {
 	var in subscriber.Subscriber
 	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
+	}
+	for i, d := range in.Destinations {
+		if err := r.Egress.CheckURL(d.Address); err != nil {
+			return api.UnprocessableEntity("invalid_subscriber", fmt.Sprintf("field destinations[%d].address: %v", i, err))
+		}
 	}
 	ctx := c.UserContext()
 	created, err := r.Store.Create(ctx, in)

@@ -255,3 +255,40 @@ func TestSubscriberRoutes_linksArePublicAndDocumented(t *testing.T) {
 		}
 	}
 }
+
+// A destination URL whose host is a denied address is refused with 422,
+// and nothing is stored or sent (no confirmation POST to it).
+func TestSubscriberRoutes_destinationOnADeniedAddressRefused(t *testing.T) {
+	ctx := context.Background()
+	rdb, err := stream.Dial(ctx, "redis://"+miniredis.RunT(t).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := subscriber.NewStore(rdb, subscriber.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := &outbox{}
+	srv, _ := apitest.NewServer(t, api.Config{})
+	SubscriberRoutes{Store: store, Notify: box.notify, PublicURL: "http://ds.test"}.Register(srv)
+	for _, addr := range []string{"http://127.0.0.1:9000/hook", "http://169.254.169.254/latest/meta-data/", "https://[::ffff:127.0.0.1]/x",
+		"http://10.0.0.7/hook", "http://[::1]:8080/"} {
+		in := subscriber.Subscriber{Name: "Mal", Destinations: []subscriber.Destination{
+			{Kind: subscriber.KindEmail, Address: "mal@example.com"}, {Kind: subscriber.KindWebhook, Address: addr}}}
+		e := apitest.WantEnvelope(t, sendJSON(t, srv, "POST", "/v1/subscribers", in), http.StatusUnprocessableEntity, "invalid_subscriber")
+		if !strings.Contains(e.Message, "destinations[1].address") || !strings.Contains(e.Message, "denied") {
+			t.Errorf("%s: message %q does not name the field and the denial", addr, e.Message)
+		}
+	}
+	if subs, _, err := store.List(ctx, "", 10); err != nil || len(subs) != 0 {
+		t.Errorf("stored %d subscribers (%v), want none", len(subs), err)
+	}
+	if reqs := box.take(); len(reqs) != 0 {
+		t.Errorf("%d confirmation requests sent", len(reqs))
+	}
+	// A public address passes.
+	in := subscriber.Subscriber{Name: "Ann", Destinations: []subscriber.Destination{{Kind: subscriber.KindWebhook, Address: "https://93.184.216.34/hook"}}}
+	if r := sendJSON(t, srv, "POST", "/v1/subscribers", in); r.Status != http.StatusCreated {
+		t.Errorf("public address: %d %s", r.Status, r.Body)
+	}
+}

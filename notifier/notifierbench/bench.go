@@ -12,11 +12,13 @@ import (
 	"fmt"
 	"runtime"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -100,7 +102,12 @@ func run(ctx context.Context, env flow.BenchEnv, c config) error {
 	if err != nil {
 		return err
 	}
-	wh, err := notifier.NewWebhookChannel(notifier.WebhookConfig{})
+	// The webhooks may reach the bench's sink, on loopback, and nothing else.
+	policy, err := egress.New(egress.Config{Allow: []string{strings.TrimPrefix(sink.url, "http://")}})
+	if err != nil {
+		return err
+	}
+	wh, err := notifier.NewWebhookChannel(notifier.WebhookConfig{Egress: policy})
 	if err != nil {
 		return err
 	}

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dropstream/dropstream/diff"
 	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
@@ -35,7 +36,7 @@ func (b *Harness) Latency(ctx context.Context) (Latency, error) {
 	recv := &receiver{seen: map[string]bool{}, from: time.Now()}
 	srv := httptest.NewServer(recv)
 	defer srv.Close()
-	store, stages, closeStages, err := b.pipeline()
+	store, stages, closeStages, err := b.pipeline(srv.Listener.Addr().String())
 	if err != nil {
 		return Latency{}, err
 	}
@@ -98,13 +99,18 @@ func (b *Harness) Latency(ctx context.Context) (Latency, error) {
 }
 
 // pipeline returns the watcher store and the stages of the pipeline after
-// the collector, and a function releasing them.
-func (b *Harness) pipeline() (*watch.Store, []stream.Stage, func(), error) {
+// the collector, whose webhooks may reach the receiver at receiver
+// (host:port) only, and a function releasing them.
+func (b *Harness) pipeline(receiver string) (*watch.Store, []stream.Stage, func(), error) {
 	store, err := watch.NewStore(b.rdb, watch.StoreConfig{MaxWatchers: max(watch.DefaultMaxWatchers, b.cfg.Scopes), Logger: b.log})
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	channels, err := notifier.NewChannels(notifier.WebhookConfig{}, b.log)
+	policy, err := egress.New(egress.Config{Allow: []string{receiver}})
+	if err != nil {
+		return nil, nil, nil, err
+	}
+	channels, err := notifier.NewChannels(notifier.WebhookConfig{Egress: policy}, b.log)
 	if err != nil {
 		return nil, nil, nil, err
 	}

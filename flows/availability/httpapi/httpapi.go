@@ -13,8 +13,8 @@ import (
 // app has ClickHouse.
 func Register(srv *api.Server, f *availability.Flow) {
 	AvailabilityRoutes{Projection: f.Projection()}.Register(srv)
-	SourceRoutes{Store: f.Sources(), Collector: f.Collector()}.Register(srv)
-	WatcherRoutes{Store: f.Watchers()}.Register(srv)
+	SourceRoutes{Store: f.Sources(), Collector: f.Collector(), Egress: f.Egress()}.Register(srv)
+	WatcherRoutes{Store: f.Watchers(), Egress: f.Egress()}.Register(srv)
 	if ch := f.ClickHouse(); ch != nil {
 		StatsRoutes{ClickHouse: ch}.Register(srv)
 	}

@@ -8,6 +8,7 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/collector"
+	"github.com/dropstream/dropstream/internal/egress"
 )
 
 // SourceRoutes manage the collector's sources.
@@ -16,6 +17,9 @@ type SourceRoutes struct {
 	// Collector, when set, applies a change at once; otherwise running
 	// collectors pick it up at their next sync.
 	Collector *collector.Collector
+	// Egress refuses a base URL whose host is a denied address (nil: the
+	// default policy).
+	Egress *egress.Policy
 }
 
 // sourcePage is GET /v1/sources.
@@ -49,6 +53,9 @@ func (r SourceRoutes) put(c *fiber.Ctx) error {
 	}
 	if err := src.Validate(); err != nil {
 		return api.UnprocessableEntity("invalid_source", err.Error())
+	}
+	if err := r.Egress.CheckURL(src.BaseURL); err != nil {
+		return api.UnprocessableEntity("invalid_source", "field base_url: "+err.Error())
 	}
 	if err := r.Store.Put(c.UserContext(), src); err != nil {
 		return err

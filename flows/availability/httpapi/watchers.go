@@ -8,11 +8,15 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/internal/egress"
 )
 
 // WatcherRoutes manage who is told about availability.
 type WatcherRoutes struct {
 	Store *watch.Store
+	// Egress refuses a webhook URL whose host is a denied address
+	// (nil: the default policy).
+	Egress *egress.Policy
 }
 
 // watcherPage is GET /v1/watchers.
@@ -39,6 +43,9 @@ func (r WatcherRoutes) create(c *fiber.Ctx) error {
 	var w watch.Watcher
 	if err := api.DecodeJSON(c, &w); err != nil {
 		return err
+	}
+	if err := r.Egress.CheckURL(w.WebhookURL); err != nil {
+		return api.UnprocessableEntity("invalid_watcher", "field webhook_url: "+err.Error())
 	}
 	created, err := r.Store.Create(c.UserContext(), w)
 	if errors.Is(err, watch.ErrInvalidWatcher) {

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
@@ -150,12 +151,14 @@ func startPipelineWith(t *testing.T, rdb redis.UniversalClient, runner stream.Ru
 	if err != nil {
 		t.Fatal(err)
 	}
-	webhook, err := notifier.NewWebhookChannel(notifier.WebhookConfig{Timeout: 300 * time.Millisecond})
+	recv := newReceiver(t)
+	// The webhooks may reach the test's receiver, on loopback.
+	webhook, err := notifier.NewWebhookChannel(notifier.WebhookConfig{Timeout: 300 * time.Millisecond, Egress: egresstest.Allow(t, recv.srv.URL)})
 	if err != nil {
 		t.Fatal(err)
 	}
 	logged := &countingChannel{LogChannel: notifier.NewLogChannel(quiet), n: map[string]int{}}
-	p := &pipeline{t: t, rdb: rdb, topics: avail.NewTopics(2), store: store, recv: newReceiver(t),
+	p := &pipeline{t: t, rdb: rdb, topics: avail.NewTopics(2), store: store, recv: recv,
 		pub: stream.NewPublisher(rdb, tel), collect: collect, logged: logged}
 	stage, err := NewStage(rdb, p.topics, store, map[string]notifier.Channel{notifier.ChannelWebhook: webhook, notifier.ChannelLog: logged},
 		Config{Runner: runner, Ledger: notifier.DeliveryLedgerConfig{Lease: time.Second}, History: cfg.History, Throttle: cfg.Throttle}, tel)

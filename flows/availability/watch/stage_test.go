@@ -187,9 +187,11 @@ func TestStage_refusedIsDeadLettered(t *testing.T) {
 			p.publish(rawFlip(e, avail.KindOpen, 1), stableFlip(e, avail.KindOpen, 2, true))
 			p.settled(2)
 			dls := p.deadLetters()
-			if len(dls) != 1 || !strings.Contains(dls[0].Reason, "status 400") || !strings.Contains(dls[0].Reason, "answer 400") ||
-				dls[0].Attempts != 1 || dls[0].Stage != StageNotifier {
-				t.Fatalf("dead letters %+v: want one after 1 attempt, with the 400 and its answer as reason", dls)
+			// The reason keeps the status and its class, never the
+			// receiver's answer.
+			if len(dls) != 1 || !strings.Contains(dls[0].Reason, "status 400") || !strings.Contains(dls[0].Reason, "http_4xx") ||
+				strings.Contains(dls[0].Reason, "answer 400") || dls[0].Attempts != 1 || dls[0].Stage != StageNotifier {
+				t.Fatalf("dead letters %+v: want one after 1 attempt, with the 400 and its class, not its answer, as reason", dls)
 			}
 			if hits, _ := p.recv.counts("refusing"); hits != 1 {
 				t.Errorf("refusing receiver called %d times, want 1: no retry", hits)

@@ -179,6 +179,9 @@ func (r routes) subscribe(c *fiber.Ctx) error {
 	if len(in.Body) == 0 {
 		return api.UnprocessableEntity("invalid_subscription", "field body: required (use {} for every comic)")
 	}
+	if err := r.f.Egress().CheckURL(in.NotifyURL); err != nil {
+		return api.UnprocessableEntity("invalid_subscription", "field notify_url: "+err.Error())
+	}
 	sub, err := r.f.Subscriptions.Create(c.UserContext(), in.Email, in.Body, in.NotifyURL)
 	switch {
 	case errors.Is(err, comic.ErrInvalid):

@@ -197,3 +197,26 @@ func TestRoutes_storeFailureIs5xxAndWritesNothing(t *testing.T) {
 		t.Errorf("POST /comics once the store works: %d %+v, want 201", code, created)
 	}
 }
+
+// A notify_url whose host is a denied address is refused with 422 and no
+// subscription is stored.
+func TestRoutes_notifyURLOnADeniedAddressRefused(t *testing.T) {
+	srv, svc, _ := newServer(t, false)
+	for _, u := range []string{"http://127.0.0.1:9000/notify", "http://169.254.169.254/latest/meta-data/", "http://[::ffff:127.0.0.1]/n",
+		"https://172.20.0.4/notify", "http://[fe80::1]/n"} {
+		var e errBody
+		body := `{"email":"mj@example.com","body":{"series":"The Amazing Spider-Man"},"notify_url":"` + u + `"}`
+		if code := call(t, srv, "POST", "/v1/subscriptions", body, &e); code != 422 || e.Error.Code != "invalid_subscription" ||
+			!strings.Contains(e.Error.Message, "notify_url") || !strings.Contains(e.Error.Message, "denied") {
+			t.Errorf("POST a subscription notifying %s: %d %+v, want 422 naming notify_url", u, code, e)
+		}
+	}
+	if subs, err := svc.Subscriptions.ByEmail(context.Background(), "mj@example.com"); err != nil || len(subs) != 0 {
+		t.Errorf("stored %d subscriptions (%v), want none", len(subs), err)
+	}
+	var s comic.Subscription
+	body := `{"email":"mj@example.com","body":{"series":"The Amazing Spider-Man"},"notify_url":"https://93.184.216.34/notify"}`
+	if code := call(t, srv, "POST", "/v1/subscriptions", body, &s); code != 201 {
+		t.Errorf("a public notify_url: %d, want 201", code)
+	}
+}

@@ -17,6 +17,7 @@ import (
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
 	"github.com/dropstream/dropstream/flows/feed/httpapi"
 	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/email"
@@ -100,7 +101,8 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd feed.Feed
 		t.Fatal(err)
 	}
 	h.smtp = smtptest.Start(t, smtptest.Config{})
-	mailer, err := email.New(email.Config{Addr: h.smtp.Addr, From: "feeds@dropstream.test", InsecureNoTLS: true, Timeout: 5 * time.Second})
+	mailer, err := email.New(email.Config{Addr: h.smtp.Addr, From: "feeds@dropstream.test", InsecureNoTLS: true, Timeout: 5 * time.Second,
+		Egress: egresstest.Allow(t, h.smtp.Addr)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -114,7 +116,7 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd feed.Feed
 		return notifier.PublishRequests(ctx, pub, h.requests, reqs...)
 	}
 	if h.flow, err = feed.NewWith(rdb, pub, feed.Deps{Subscribers: h.subs, Notify: h.notify, Sender: disp},
-		feed.Config{Partitions: 4, PublicURL: "http://api.test"}); err != nil {
+		feed.Config{Partitions: 4, PublicURL: "http://api.test", Egress: egresstest.Allow(t, srv.URL)}); err != nil {
 		t.Fatal(err)
 	}
 	fetch := poll.Config{RatePerHost: 1000, Burst: 100, Timeout: 500 * time.Millisecond, MaxBodyBytes: 64 << 10}

@@ -106,6 +106,9 @@ func (f routes) postFeed(c *fiber.Ctx) error {
 	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
 	}
+	if err := f.f.Egress().CheckURL(in.URL); err != nil {
+		return api.UnprocessableEntity("invalid_feed", "field url: "+err.Error())
+	}
 	out, created, err := f.store.PutFeed(c.UserContext(), in)
 	if err != nil {
 		return apiError(err, "feed")
@@ -240,6 +243,9 @@ func (f routes) postSubscription(c *fiber.Ctx) error {
 	var in subscribeBody
 	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
+	}
+	if err := f.f.Egress().CheckURL(in.Destination.URL); err != nil {
+		return api.UnprocessableEntity("invalid_subscription", "field destination.url: "+err.Error())
 	}
 	sub, created, err := f.f.Subscribe(c.UserContext(), c.Params("id"), c.Params("name"), in.Destination)
 	if err != nil {

@@ -106,6 +106,47 @@ func TestRoutes_feedsCRUDAndValidation(t *testing.T) {
 	}
 }
 
+// A feed or webhook URL whose host is a denied address is refused with
+// 422 and stored nowhere; the test's own feed server (allowed by its
+// host:port) is no exception for its other ports.
+func TestRoutes_urlsOnDeniedAddressesRefused(t *testing.T) {
+	b := testenv.Backends()[0]
+	h := newHarness(t, b, feedsim.New(feedsim.RSS), feed.Feed{})
+	srv := newAPI(t, h.flow)
+	denied := []string{"http://127.0.0.1:1/feed.xml", "http://169.254.169.254/latest/meta-data/", "http://[::ffff:127.0.0.1]/x",
+		"http://10.1.2.3/feed.xml", "https://[fd00::1]/feed", "http://100.64.0.1/rss"}
+	for _, u := range denied {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if code := call(t, srv, "POST", "/v1/feeds", feed.Feed{URL: u}, &e); code != http.StatusUnprocessableEntity || e.Error.Code != "invalid_feed" ||
+			!strings.Contains(e.Error.Message, "denied") {
+			t.Errorf("POST feed %s: %d %+v, want 422 invalid_feed saying denied", u, code, e.Error)
+		}
+	}
+	var page feedPage
+	if code := call(t, srv, "GET", "/v1/feeds", nil, &page); code != http.StatusOK || len(page.Items) != 1 {
+		t.Errorf("GET /v1/feeds: %d, %d feeds, want only the harness's", code, len(page.Items))
+	}
+	if code := call(t, srv, "POST", "/v1/feeds/"+h.feed.ID+"/subscribables", feed.Subscribable{Name: "each", Manager: feed.Manager{Kind: feed.EachItem}}, nil); code != http.StatusCreated {
+		t.Fatalf("subscribable: %d", code)
+	}
+	for _, u := range denied {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		body := map[string]any{"destination": feed.Destination{Kind: feed.DestWebhook, URL: u}}
+		if code := call(t, srv, "POST", "/v1/feeds/"+h.feed.ID+"/subscribables/each/subscriptions", body, &e); code != http.StatusUnprocessableEntity ||
+			e.Error.Code != "invalid_subscription" || !strings.Contains(e.Error.Message, "destination.url") {
+			t.Errorf("POST webhook subscription %s: %d %+v, want 422 invalid_subscription", u, code, e.Error)
+		}
+	}
+	var subs subscriptionPage
+	if code := call(t, srv, "GET", "/v1/feeds/"+h.feed.ID+"/subscribables/each/subscriptions", nil, &subs); code != http.StatusOK || len(subs.Items) != 0 {
+		t.Errorf("subscriptions: %d, %d, want none", code, len(subs.Items))
+	}
+}
+
 // The items API shows each item's state, timestamps (a 304 answer checks
 // the items of the last document again, not one that vanished) and (until
 // it is cleared) content; an excluded item is never sent, even when it

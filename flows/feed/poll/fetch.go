@@ -11,20 +11,22 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/ratelimit"
 )
 
 // Errors of Fetch, for errors.Is.
 var (
 	// ErrTooLarge: the body, decompressed, exceeds Config.MaxBodyBytes.
-	ErrTooLarge = errors.New("poll: feed body too large")
+	ErrTooLarge = fmt.Errorf("poll: feed body: %w", egress.ErrTooLarge)
 	// ErrTimeout: no complete answer within Config.Timeout.
 	ErrTimeout = errors.New("poll: feed fetch timed out")
 	// ErrTooManyRedirects: more than Config.MaxRedirects redirects.
 	ErrTooManyRedirects = errors.New("poll: too many redirects")
 	// ErrThrottled: the server answered 429 or 503; see Throttled.
 	ErrThrottled = errors.New("poll: throttled by the server")
-	// ErrStatus: the server answered another non-2xx status.
+	// ErrStatus: the server answered another non-2xx status (the error
+	// wraps an *egress.StatusError too).
 	ErrStatus = errors.New("poll: unexpected HTTP status")
 )
 
@@ -47,8 +49,13 @@ type Config struct {
 	DefaultRetryAfter time.Duration
 	// MaxRetryAfter caps the pause a server may ask for. Default 1h.
 	MaxRetryAfter time.Duration
-	// Transport sends the requests. Default: a clone of
-	// http.DefaultTransport (gzip is negotiated and decoded by it).
+	// Egress is the policy of the feeds' addresses: a feed (or a redirect)
+	// on a denied address (loopback, private, …) is not fetched. Default:
+	// egress.Default().
+	Egress *egress.Policy
+	// Transport sends the requests. Default: Egress's transport (gzip is
+	// negotiated and decoded by it). A transport set here must keep to an
+	// egress policy itself.
 	Transport http.RoundTripper
 }
 
@@ -78,8 +85,11 @@ func (c Config) WithDefaults() Config {
 	if c.MaxRetryAfter == 0 {
 		c.MaxRetryAfter = time.Hour
 	}
+	if c.Egress == nil {
+		c.Egress = egress.Default()
+	}
 	if c.Transport == nil {
-		c.Transport = http.DefaultTransport.(*http.Transport).Clone()
+		c.Transport = c.Egress.Transport()
 	}
 	return c
 }
@@ -134,8 +144,9 @@ func (e *Throttled) Error() string {
 	return fmt.Sprintf("poll: HTTP %d, retry after %s", e.Status, e.RetryAfter)
 }
 
-// Unwrap makes errors.Is(err, ErrThrottled) true.
-func (e *Throttled) Unwrap() error { return ErrThrottled }
+// Unwrap makes errors.Is(err, ErrThrottled) true, and finds the status as
+// an *egress.StatusError.
+func (e *Throttled) Unwrap() []error { return []error{ErrThrottled, egress.Status(e.Status)} }
 
 // Fetcher fetches feeds. It is safe for concurrent use.
 type Fetcher struct {
@@ -159,7 +170,7 @@ func NewFetcher(cfg Config) (*Fetcher, error) {
 		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 			return fmt.Errorf("poll: redirect to scheme %q refused", req.URL.Scheme)
 		}
-		return nil
+		return cfg.Egress.CheckRedirect(req)
 	}}
 	return f, nil
 }
@@ -213,7 +224,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, v Validators) (Respo
 		b.Pause(time.Now().Add(d))
 		return Response{}, &Throttled{Status: resp.StatusCode, RetryAfter: d}
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
-		return Response{}, fmt.Errorf("%w: %d", ErrStatus, resp.StatusCode)
+		return Response{}, fmt.Errorf("%w: %w", ErrStatus, egress.Status(resp.StatusCode))
 	}
 	body, err := io.ReadAll(io.LimitReader(resp.Body, f.cfg.MaxBodyBytes+1))
 	if err != nil {

@@ -11,10 +11,18 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 )
 
+// newFetcher returns a fetcher of cfg that may reach the test's servers on
+// loopback, unless cfg sets its own policy.
 func newFetcher(t *testing.T, cfg Config) *Fetcher {
 	t.Helper()
+	if cfg.Egress == nil {
+		cfg.Egress = egresstest.Loopback(t)
+	}
 	if cfg.RatePerHost == 0 {
 		cfg.RatePerHost, cfg.Burst = 1000, 100
 	}
@@ -71,19 +79,20 @@ func TestFetch_failures(t *testing.T) {
 		name    string
 		handler http.HandlerFunc
 		want    error
+		class   egress.Class
 	}{
-		{"oversize", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(big) }, ErrTooLarge},
+		{"oversize", func(w http.ResponseWriter, r *http.Request) { _, _ = w.Write(big) }, ErrTooLarge, egress.ClassTooLarge},
 		{"oversize once decompressed", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Content-Encoding", "gzip")
 			_, _ = w.Write(gzBomb.Bytes())
-		}, ErrTooLarge},
-		{"redirect loop", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, r.URL.Path, http.StatusFound) }, ErrTooManyRedirects},
+		}, ErrTooLarge, egress.ClassTooLarge},
+		{"redirect loop", func(w http.ResponseWriter, r *http.Request) { http.Redirect(w, r, r.URL.Path, http.StatusFound) }, ErrTooManyRedirects, ""},
 		{"slow", func(w http.ResponseWriter, r *http.Request) {
 			select {
 			case <-r.Context().Done():
 			case <-time.After(5 * time.Second):
 			}
-		}, ErrTimeout},
+		}, ErrTimeout, egress.ClassTimeout},
 		{"slow body", func(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte("<rss>"))
 			w.(http.Flusher).Flush()
@@ -91,12 +100,12 @@ func TestFetch_failures(t *testing.T) {
 			case <-r.Context().Done():
 			case <-time.After(5 * time.Second):
 			}
-		}, ErrTimeout},
-		{"server error", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusInternalServerError) }, ErrStatus},
+		}, ErrTimeout, egress.ClassTimeout},
+		{"server error", func(w http.ResponseWriter, r *http.Request) { w.WriteHeader(http.StatusInternalServerError) }, ErrStatus, egress.ClassHTTP5xx},
 		{"throttled", func(w http.ResponseWriter, r *http.Request) {
 			w.Header().Set("Retry-After", "1")
 			w.WriteHeader(http.StatusTooManyRequests)
-		}, ErrThrottled},
+		}, ErrThrottled, egress.ClassHTTP4xx},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -106,6 +115,9 @@ func TestFetch_failures(t *testing.T) {
 			_, err := f.Fetch(t.Context(), srv.URL+"/feed", Validators{})
 			if !errors.Is(err, tt.want) {
 				t.Fatalf("Fetch: %v, want %v", err, tt.want)
+			}
+			if tt.class != "" && egress.Classify(err) != tt.class {
+				t.Errorf("Fetch: %v of class %q, want %q", err, egress.Classify(err), tt.class)
 			}
 		})
 	}
@@ -176,5 +188,32 @@ func TestConfig_Validate(t *testing.T) {
 	}
 	if err := (Config{}).WithDefaults().Validate(); err != nil {
 		t.Errorf("defaults: %v", err)
+	}
+}
+
+// The default policy fetches nothing on loopback, nor follows a redirect
+// from an allowed server to a denied address.
+func TestFetch_egressPolicy(t *testing.T) {
+	reached := false
+	internal := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { reached = true }))
+	defer internal.Close()
+	redirecting := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		http.Redirect(w, r, "http://[::ffff:127.0.0.1]:"+internal.URL[strings.LastIndex(internal.URL, ":")+1:]+"/feed", http.StatusFound)
+	}))
+	defer redirecting.Close()
+	for name, tc := range map[string]struct {
+		policy *egress.Policy
+		url    string
+	}{
+		"default policy, loopback feed":        {egress.Default(), internal.URL + "/feed"},
+		"allowed server redirecting to denied": {egresstest.Allow(t, redirecting.URL), redirecting.URL + "/feed"},
+	} {
+		_, err := newFetcher(t, Config{Egress: tc.policy}).Fetch(t.Context(), tc.url, Validators{})
+		if !errors.Is(err, egress.ErrDenied) || egress.Classify(err) != egress.ClassDenied {
+			t.Errorf("%s: Fetch = %v, want ErrDenied", name, err)
+		}
+	}
+	if reached {
+		t.Error("the loopback server was reached")
 	}
 }

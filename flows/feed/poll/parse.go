@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -13,6 +12,7 @@ import (
 	"github.com/mmcdole/gofeed"
 
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/egress"
 )
 
 // Bounds of a parsed item's fields, in bytes. Longer values are cut at a
@@ -28,7 +28,7 @@ const (
 )
 
 // ErrMalformed: the body is not an RSS or Atom document gofeed can read.
-var ErrMalformed = errors.New("poll: malformed feed")
+var ErrMalformed = fmt.Errorf("poll: feed: %w", egress.ErrMalformed)
 
 // Item is one entry of a feed, bounded and identified.
 type Item struct {
@@ -68,7 +68,8 @@ type Parsed struct {
 func Parse(body []byte) (Parsed, error) {
 	f, err := gofeed.NewParser().Parse(bytes.NewReader(body))
 	if err != nil {
-		return Parsed{}, fmt.Errorf("%w: %s", ErrMalformed, validText(err.Error(), 200))
+		// The parser's words may quote the document: only the class is kept.
+		return Parsed{}, ErrMalformed
 	}
 	out := Parsed{Title: validText(f.Title, MaxTitleBytes)}
 	seen := make(map[string]bool, len(f.Items))

@@ -1,0 +1,439 @@
+// Package egress is the policy of every outbound connection the service
+// opens on someone else's say-so: source polls, feed fetches, webhooks,
+// subscriber destinations and SMTP. By default it refuses the addresses
+// of the service's own network (loopback, link-local, private, CGNAT,
+// multicast, unspecified, and their IPv4-mapped forms); named CIDRs, hosts
+// and host:port pairs are allowed through Config.Allow
+// (DROPSTREAM_EGRESS_ALLOW in the app).
+//
+// The policy checks the address actually connected to (its DialContext
+// resolves a host name itself and dials only the addresses it allowed, so
+// a name that resolves to a public address when a URL is created and to a
+// private one later gets nothing), URLs whose host is a literal address
+// when they are created (CheckURL), and every redirect (CheckRedirect).
+//
+// Classify sorts the failures of an exchange into classes (timeout, dns,
+// refused, tls, http_4xx, http_5xx, malformed, denied, …), the only
+// account of a failed exchange the service stores: never the peer's words.
+package egress
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"net"
+	"net/http"
+	"net/netip"
+	"net/url"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// ErrDenied is wrapped by the error of a connection or URL the policy
+// refuses.
+var ErrDenied = errors.New("egress: address denied")
+
+// DeniedError says which address was refused and why.
+type DeniedError struct {
+	// Host is the host asked for (a name or a literal address).
+	Host string
+	// Addr is the refused address.
+	Addr netip.Addr
+	// Range names the denied range it is in ("loopback", "private", …).
+	Range string
+}
+
+func (e *DeniedError) Error() string {
+	if e.Host != "" && e.Host != e.Addr.String() {
+		return fmt.Sprintf("egress: %s resolves to %s, a %s address, which is denied", e.Host, e.Addr, e.Range)
+	}
+	return fmt.Sprintf("egress: %s is a %s address, which is denied", e.Addr, e.Range)
+}
+
+// Unwrap makes errors.Is(err, ErrDenied) true.
+func (e *DeniedError) Unwrap() error { return ErrDenied }
+
+// Resolver resolves host names; *net.Resolver is one.
+type Resolver interface {
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
+}
+
+// Config configures a Policy. The zero value is the default policy.
+type Config struct {
+	// Allow lists what is allowed despite the denied ranges: CIDRs
+	// ("10.1.0.0/16"), addresses ("10.1.2.3", "::1"), host names
+	// ("feeds.internal", any port) and host:port pairs ("127.0.0.1:8081",
+	// "[::1]:8081", "smtp.internal:25"). A host name is allowed whatever
+	// it resolves to. Default none.
+	Allow []string
+	// Resolver resolves host names at connect time. Default
+	// net.DefaultResolver.
+	Resolver Resolver
+	// DialTimeout bounds one connection attempt. Default 10s.
+	DialTimeout time.Duration
+}
+
+// ParseAllow splits a comma-separated allow list (DROPSTREAM_EGRESS_ALLOW)
+// into its entries, blanks dropped.
+func ParseAllow(list string) []string {
+	var out []string
+	for e := range strings.SplitSeq(list, ",") {
+		if e = strings.TrimSpace(e); e != "" {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c Config) WithDefaults() Config {
+	if c.Resolver == nil {
+		c.Resolver = net.DefaultResolver
+	}
+	if c.DialTimeout == 0 {
+		c.DialTimeout = 10 * time.Second
+	}
+	return c
+}
+
+// Validate reports every invalid entry of Allow and every invalid field.
+func (c Config) Validate() error {
+	var errs []error
+	for _, e := range c.Allow {
+		if _, err := parseEntry(e); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.DialTimeout < time.Millisecond || c.DialTimeout > 5*time.Minute {
+		errs = append(errs, fmt.Errorf("egress: dial timeout %s out of range 1ms..5m", c.DialTimeout))
+	}
+	return errors.Join(errs...)
+}
+
+// entry is one parsed allow entry: a prefix, or a host (lower-case name
+// or canonical address) with an optional port.
+type entry struct {
+	prefix netip.Prefix
+	host   string
+	port   string
+}
+
+func parseEntry(s string) (entry, error) {
+	bad := func(why string) (entry, error) {
+		return entry{}, fmt.Errorf("egress: allow entry %q: %s", clipEntry(s), why)
+	}
+	s = strings.TrimSpace(s)
+	if s == "" || len(s) > 255 {
+		return bad("want a CIDR, an address, a host name or host:port")
+	}
+	if strings.Contains(s, "/") {
+		p, err := netip.ParsePrefix(s)
+		if err != nil {
+			return bad("not a CIDR")
+		}
+		return entry{prefix: p.Masked()}, nil
+	}
+	if a, err := netip.ParseAddr(s); err == nil {
+		return entry{prefix: netip.PrefixFrom(a.Unmap(), a.Unmap().BitLen())}, nil
+	}
+	host, port := s, ""
+	if h, p, err := net.SplitHostPort(s); err == nil {
+		n, perr := strconv.Atoi(p)
+		if perr != nil || n < 1 || n > 65535 {
+			return bad("port out of range 1..65535")
+		}
+		host, port = h, strconv.Itoa(n)
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if port == "" {
+			return bad("want a CIDR, an address, a host name or host:port")
+		}
+		return entry{host: a.Unmap().String(), port: port}, nil
+	}
+	if !validName(host) {
+		return bad("not a host name")
+	}
+	return entry{host: strings.ToLower(strings.TrimSuffix(host, ".")), port: port}, nil
+}
+
+// validName reports whether s is a DNS host name (letters, digits,
+// hyphens and underscores in dot-separated labels).
+func validName(s string) bool {
+	s = strings.TrimSuffix(s, ".")
+	if s == "" || len(s) > 253 {
+		return false
+	}
+	for label := range strings.SplitSeq(s, ".") {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+			return false
+		}
+		for _, r := range label {
+			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
+				return false
+			}
+		}
+	}
+	return true
+}
+
+func clipEntry(s string) string {
+	if len(s) > 64 {
+		return s[:64] + "…"
+	}
+	return s
+}
+
+// Policy decides which addresses outbound connections may reach. It is
+// safe for concurrent use. A nil *Policy is the default policy.
+type Policy struct {
+	cfg    Config
+	dialer net.Dialer
+
+	mu      sync.RWMutex
+	entries []entry
+}
+
+// New returns the policy of cfg; cfg is defaulted and validated.
+func New(cfg Config) (*Policy, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	p := &Policy{cfg: cfg, dialer: net.Dialer{Timeout: cfg.DialTimeout}}
+	for _, s := range cfg.Allow {
+		e, _ := parseEntry(s)
+		p.entries = append(p.entries, e)
+	}
+	return p, nil
+}
+
+// Default returns a new default policy: every denied range denied,
+// nothing allowed.
+func Default() *Policy {
+	p, _ := New(Config{})
+	return p
+}
+
+// OrDefault returns p, or a new default policy when p is nil.
+func OrDefault(p *Policy) *Policy {
+	if p == nil {
+		return Default()
+	}
+	return p
+}
+
+// Permit allows one more host:port (a server the process itself starts,
+// such as the demo's), from now on. p must not be nil.
+func (p *Policy) Permit(hostport string) error {
+	if _, _, err := net.SplitHostPort(hostport); err != nil {
+		return fmt.Errorf("egress: permit %q: want host:port", clipEntry(hostport))
+	}
+	e, err := parseEntry(hostport)
+	if err != nil {
+		return err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.entries = append(p.entries, e)
+	return nil
+}
+
+// allowed reports whether an allow entry admits host (as asked for, a
+// name or an address), addr (the address connected to, if valid) and
+// port.
+func (p *Policy) allowed(host string, addr netip.Addr, port string) bool {
+	if p == nil {
+		return false
+	}
+	host = strings.ToLower(strings.TrimSuffix(host, "."))
+	p.mu.RLock()
+	defer p.mu.RUnlock()
+	for _, e := range p.entries {
+		switch {
+		case e.prefix.IsValid():
+			if addr.IsValid() && e.prefix.Contains(addr) {
+				return true
+			}
+		case e.port != "" && e.port != port:
+		case e.host == host, addr.IsValid() && e.host == addr.String():
+			return true
+		}
+	}
+	return false
+}
+
+// CheckAddr reports, as a *DeniedError, whether connecting to addr on
+// port (host being the name asked for, or the address) is refused.
+func (p *Policy) CheckAddr(host string, addr netip.Addr, port string) error {
+	addr = addr.Unmap().WithZone("")
+	r := deniedRange(addr)
+	if r == "" || p.allowed(host, addr, port) {
+		return nil
+	}
+	return &DeniedError{Host: host, Addr: addr, Range: r}
+}
+
+// CheckURL refuses, as a *DeniedError, a URL whose host is a literal
+// denied address (a host name is checked when connecting). It does not
+// otherwise judge the URL: a URL that does not parse passes.
+func (p *Policy) CheckURL(raw string) error {
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil
+	}
+	return p.checkURL(u)
+}
+
+func (p *Policy) checkURL(u *url.URL) error {
+	host := u.Hostname()
+	addr, err := netip.ParseAddr(host)
+	if err != nil {
+		return nil
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
+	}
+	return p.CheckAddr(host, addr, port)
+}
+
+// CheckRedirect refuses a redirect to a literal denied address; an
+// http.Client's CheckRedirect calls it for every redirect (the dial check
+// covers host names).
+func (p *Policy) CheckRedirect(req *http.Request) error {
+	return p.checkURL(req.URL)
+}
+
+// DialContext connects to addr ("host:port") on network as a net.Dialer
+// does, but only to allowed addresses: a literal address is checked; a
+// host name is resolved through the policy's resolver and the addresses
+// it resolves to are dialed (those of a name the policy allows), or only
+// those allowed (any other name), each checked as dialed. Refusals wrap
+// ErrDenied.
+func (p *Policy) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
+	p = OrDefaultShared(p)
+	host, port, err := net.SplitHostPort(addr)
+	if err != nil {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	if a, err := netip.ParseAddr(host); err == nil {
+		if err := p.CheckAddr(host, a, port); err != nil {
+			return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+		}
+		return p.dialer.DialContext(ctx, network, addr)
+	}
+	nameAllowed := p.allowed(host, netip.Addr{}, port)
+	ipNet := "ip"
+	switch network {
+	case "tcp4", "udp4":
+		ipNet = "ip4"
+	case "tcp6", "udp6":
+		ipNet = "ip6"
+	}
+	addrs, err := p.cfg.Resolver.LookupNetIP(ctx, ipNet, host)
+	if err != nil {
+		var dnsErr *net.DNSError
+		if !errors.As(err, &dnsErr) {
+			err = &net.DNSError{Err: err.Error(), Name: host}
+		}
+		return nil, &net.OpError{Op: "dial", Net: network, Err: err}
+	}
+	var errs []error
+	for _, a := range addrs {
+		if !nameAllowed {
+			if err := p.CheckAddr(host, a, port); err != nil {
+				errs = append(errs, err)
+				continue
+			}
+		}
+		conn, err := p.dialer.DialContext(ctx, network, net.JoinHostPort(a.Unmap().String(), port))
+		if err == nil {
+			return conn, nil
+		}
+		errs = append(errs, err)
+		if ctx.Err() != nil {
+			break
+		}
+	}
+	if len(errs) == 0 {
+		return nil, &net.OpError{Op: "dial", Net: network, Err: &net.DNSError{Err: "no addresses", Name: host, IsNotFound: true}}
+	}
+	return nil, &net.OpError{Op: "dial", Net: network, Err: errors.Join(errs...)}
+}
+
+// defaultShared is the policy a nil *Policy dials with.
+var defaultShared = sync.OnceValue(Default)
+
+// OrDefaultShared returns p, or a shared default policy when p is nil;
+// unlike OrDefault, the result must not be given to Permit.
+func OrDefaultShared(p *Policy) *Policy {
+	if p == nil {
+		return defaultShared()
+	}
+	return p
+}
+
+// Transport returns a new transport like http.DefaultTransport that
+// connects through DialContext and uses no proxy (a proxy would connect
+// to the addresses the policy checks on its behalf).
+func (p *Policy) Transport() *http.Transport {
+	t := http.DefaultTransport.(*http.Transport).Clone()
+	t.Proxy = nil
+	t.DialContext = p.DialContext
+	return t
+}
+
+// deniedRange names the denied range addr is in, "" when it is in none.
+// addr is unmapped first: ::ffff:127.0.0.1 is loopback.
+func deniedRange(addr netip.Addr) string {
+	addr = addr.Unmap()
+	switch {
+	case !addr.IsValid():
+		return "invalid"
+	case addr.IsUnspecified():
+		return "unspecified"
+	case addr.IsLoopback():
+		return "loopback"
+	case addr.IsLinkLocalUnicast(), addr.IsLinkLocalMulticast():
+		return "link-local"
+	case addr.IsMulticast(), addr.IsInterfaceLocalMulticast():
+		return "multicast"
+	case addr.IsPrivate():
+		return "private"
+	}
+	for _, r := range extraDenied {
+		if r.prefix.Contains(addr) {
+			return r.name
+		}
+	}
+	// NAT64 and 6to4 addresses carry an IPv4 address, which a gateway
+	// may reach on the service's behalf.
+	if b := addr.As16(); nat64.Contains(addr) {
+		if r := deniedRange(netip.AddrFrom4([4]byte(b[12:16]))); r != "" {
+			return "NAT64 " + r
+		}
+	} else if sixToFour.Contains(addr) {
+		if r := deniedRange(netip.AddrFrom4([4]byte(b[2:6]))); r != "" {
+			return "6to4 " + r
+		}
+	}
+	return ""
+}
+
+var (
+	nat64     = netip.MustParsePrefix("64:ff9b::/96")
+	sixToFour = netip.MustParsePrefix("2002::/16")
+)
+
+// extraDenied are the denied ranges netip has no predicate for.
+var extraDenied = []struct {
+	name   string
+	prefix netip.Prefix
+}{
+	{"CGNAT", netip.MustParsePrefix("100.64.0.0/10")},
+	{"this-network", netip.MustParsePrefix("0.0.0.0/8")},
+	{"reserved", netip.MustParsePrefix("240.0.0.0/4")},
+	{"IPv4-compatible", netip.MustParsePrefix("::/96")},
+}
