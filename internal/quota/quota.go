@@ -49,9 +49,10 @@ func (q *Quota) ownersKey() string            { return rediskey.Key(q.tag, "owne
 
 // claimScript files an id under its owner unless the owner holds max ids.
 // KEYS: the owner's set, the id → owner hash. ARGV: id, owner, max.
-// Returns 1 when filed (or filed already), 0 when the owner is at its cap.
+// Returns 1 when filed (or filed already, under any owner), 0 when the
+// owner is at its cap.
 var claimScript = script.New(`
-if redis.call('SISMEMBER', KEYS[1], ARGV[1]) == 1 then return 1 end
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 1 end
 if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
 redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
@@ -59,7 +60,8 @@ return 1`)
 
 // Claim files the record id under owner, or returns an error wrapping
 // ErrExceeded when owner already holds Max records. Claiming an id filed
-// already changes nothing. Call it before writing the record, and Release
+// already changes nothing: a record replaced by another caller stays its
+// first owner's. Call it before writing the record, and Release
 // when the write fails.
 func (q *Quota) Claim(ctx context.Context, owner, id string) error {
 	n, err := claimScript.Run(ctx, q.rdb, []string{q.ownerKey(owner), q.ownersKey()}, id, owner, q.max).Int()

@@ -27,6 +27,7 @@ func TestQuota_capsEachOwner(t *testing.T) {
 				{"claim", "a", "2", false},
 				{"claim", "a", "3", true},
 				{"claim", "b", "3", false}, // another owner has its own cap
+				{"claim", "b", "1", false}, // filed under a: stays a's
 				{"release", "a", "2", false},
 				{"release", "a", "2", false}, // twice: changes nothing
 				{"release", "a", "nope", false},

@@ -40,9 +40,13 @@ func (r WatcherRoutes) create(c *fiber.Ctx) error {
 	if err := api.DecodeJSON(c, &w); err != nil {
 		return err
 	}
+	w.Owner = api.Caller(c)
 	created, err := r.Store.Create(c.UserContext(), w)
-	if errors.Is(err, watch.ErrInvalidWatcher) {
+	switch {
+	case errors.Is(err, watch.ErrInvalidWatcher):
 		return api.UnprocessableEntity("invalid_watcher", err.Error())
+	case errors.Is(err, watch.ErrQuotaExceeded):
+		return api.QuotaExceeded(err.Error())
 	}
 	if err != nil {
 		return err
