@@ -93,6 +93,10 @@ type Config struct {
 
 	// Checks are run by GET /readyz. None: /readyz always reports ready.
 	Checks []ReadinessCheck
+
+	// RateLimit limits each caller's writes; see [RateLimitConfig] for its
+	// defaults (500 at once, 50 a second).
+	RateLimit RateLimitConfig
 }
 
 // Validate reports the first problem of c, wrapped around [ErrInvalidConfig].
@@ -139,6 +143,9 @@ func (c Config) validate() (keyring, error) {
 		}
 		seen[chk.Name] = true
 	}
+	if err := c.RateLimit.Validate(); err != nil {
+		return keyring{}, err
+	}
 	keys, err := parseAPIKeys(c.APIKeys)
 	if err != nil {
 		return keyring{}, fmt.Errorf("%w: APIKeys: %w", ErrInvalidConfig, err)
@@ -178,6 +185,7 @@ func (c Config) withDefaults() Config {
 	if c.MeterProvider == nil {
 		c.MeterProvider = otel.GetMeterProvider()
 	}
+	c.RateLimit = c.RateLimit.WithDefaults()
 	if c.Propagator == nil {
 		c.Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 	}

@@ -30,7 +30,7 @@ func (s *schemaSet) schema(t reflect.Type) map[string]any {
 	case t == timeType:
 		return map[string]any{"type": "string", "format": "date-time"}
 	case t.Kind() == reflect.Struct:
-		name := t.Name()
+		name := componentName(t.Name())
 		if name == "" {
 			return s.object(t)
 		}
@@ -99,4 +99,30 @@ func (s *schemaSet) object(t reflect.Type) map[string]any {
 		out["required"] = required
 	}
 	return out
+}
+
+// componentName is a schema component's name for a Go type name: a
+// generic type's ("Page[example.com/x.Thing]") becomes its name followed
+// by its type arguments' ("PageThing"), since component names allow only
+// letters, digits, '.', '-' and '_'.
+func componentName(goName string) string {
+	base, args, ok := strings.Cut(goName, "[")
+	if !ok {
+		return goName
+	}
+	var b strings.Builder
+	b.WriteString(base)
+	for _, arg := range strings.Split(strings.TrimSuffix(args, "]"), ",") {
+		arg = strings.TrimLeft(arg, "*[]")
+		if i := strings.LastIndex(arg, "."); i >= 0 {
+			arg = arg[i+1:]
+		}
+		b.WriteString(strings.Map(func(r rune) rune {
+			if r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+				return r
+			}
+			return -1
+		}, arg))
+	}
+	return b.String()
 }

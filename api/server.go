@@ -24,6 +24,8 @@ type Server struct {
 	log  *slog.Logger
 	keys keyring
 	app  *fiber.App
+	// limiter limits each caller's writes; nil when disabled.
+	limiter *writeLimiter
 
 	listening chan struct{} // closed once bound to a listener
 	spec      openAPI       // operations registered with Handle
@@ -49,6 +51,9 @@ func New(cfg Config) (*Server, error) {
 		log:       cfg.Logger,
 		keys:      keys,
 		listening: make(chan struct{}),
+	}
+	if !cfg.RateLimit.Disabled {
+		s.limiter = newWriteLimiter(cfg.RateLimit)
 	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "dropstream",

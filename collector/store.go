@@ -87,6 +87,18 @@ func (s *Store) List(ctx context.Context) ([]Source, error) {
 	return srcs, err
 }
 
+// Page returns limit sources (1 or more) after cursor ("" for the first)
+// in id order — exactly limit when that many follow, unreadable entries
+// skipped and reported as List does — and the cursor of the next page (""
+// on the last).
+func (s *Store) Page(ctx context.Context, cursor string, limit int) ([]Source, string, error) {
+	page, err := s.records.List(ctx, cursor, limit)
+	if page.Items == nil {
+		return nil, "", fmt.Errorf("list sources: %w", err)
+	}
+	return page.Items, page.NextCursor, err
+}
+
 // Delete removes a source, or returns an error wrapping ErrSourceNotFound.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	err := s.records.Delete(ctx, id)

@@ -60,9 +60,17 @@ type Embedded struct {
 	done chan struct{}
 }
 
-// expiryTick is how often the embedded Redis's keys age: TTLs count down
-// in steps of about this much.
+// expiryTick is how often the embedded Redis's keys age when it holds
+// few keys: TTLs count down in steps of about this much.
 const expiryTick = 50 * time.Millisecond
+
+// agingShare bounds the time the aging holds the embedded Redis: a step
+// of aging walks every key under the server's lock (miniredis sorts them
+// all), so the next step waits agingShare times as long as the last one
+// took. With a few hundred thousand keys TTLs then count down in steps of
+// seconds rather than expiryTick, and commands wait on the aging at most
+// 1/agingShare of the time.
+const agingShare = 50
 
 // StartEmbedded starts an in-process Redis on a free loopback port. Its
 // keys expire on the wall clock, as on a real Redis (miniredis, made for
@@ -78,19 +86,23 @@ func StartEmbedded() (*Embedded, error) {
 	return e, nil
 }
 
-// age moves the server's clock with the wall clock until Close.
+// age moves the server's clock with the wall clock until Close, one step
+// every expiryTick or, when a step is slow (many keys), agingShare times
+// the step's duration.
 func (e *Embedded) age() {
 	defer close(e.done)
-	t := time.NewTicker(expiryTick)
-	defer t.Stop()
 	last := time.Now()
+	wait := expiryTick
 	for {
+		t := time.NewTimer(wait)
 		select {
 		case <-e.stop:
+			t.Stop()
 			return
 		case now := <-t.C:
 			e.srv.FastForward(now.Sub(last))
 			last = now
+			wait = max(expiryTick, agingShare*time.Since(now))
 		}
 	}
 }

@@ -51,6 +51,9 @@ const (
 	VarDemoInterval = "DROPSTREAM_DEMO_INTERVAL"
 	VarDemoChurn    = "DROPSTREAM_DEMO_CHURN"
 	VarDemoFlap     = "DROPSTREAM_DEMO_FLAP"
+	// VarQuotaWatchers bounds the watchers each caller (API key, or client
+	// address on an open API) may hold.
+	VarQuotaWatchers = "DROPSTREAM_QUOTA_WATCHERS"
 )
 
 // Vars are the variables the flow reads.
@@ -61,6 +64,7 @@ var Vars = []flow.Var{
 	{Name: VarDemoInterval, Kind: flow.Duration, Default: "2s", Usage: "demo: poll interval of the simulated source (at least 1s)"},
 	{Name: VarDemoChurn, Default: "0.05", Usage: "demo: fraction of slots that flip per tick"},
 	{Name: VarDemoFlap, Default: "0.02", Usage: "demo: fraction of slots that toggle every tick"},
+	{Name: VarQuotaWatchers, Kind: flow.Int, Default: "1000", Usage: "watchers each API key (each client address on an open API) may hold; beyond it 409 quota_exceeded"},
 }
 
 // Flow is the availability flow, built over the app's Redis.
@@ -100,7 +104,7 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if f.projection, err = writer.NewProjection(d.Redis, writer.ProjectionConfig{Partitions: d.Settings.Partitions}, d.Telemetry); err != nil {
 		return nil, fmt.Errorf("projection: %w", err)
 	}
-	if f.watchers, err = watch.NewStore(d.Redis, watch.StoreConfig{Logger: f.log}); err != nil {
+	if f.watchers, err = watch.NewStore(d.Redis, watch.StoreConfig{Logger: f.log, MaxPerOwner: d.Settings.Int(VarQuotaWatchers)}); err != nil {
 		return nil, fmt.Errorf("watchers: %w", err)
 	}
 	notify, err := f.watcherStage(d, nf)

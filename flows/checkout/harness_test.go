@@ -129,7 +129,7 @@ type envOptions struct {
 	clientTimeout time.Duration
 }
 
-func newEnv(t *testing.T, url string, opt envOptions) *env {
+func newEnv(t testing.TB, url string, opt envOptions) *env {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup
@@ -159,7 +159,8 @@ func newEnv(t *testing.T, url string, opt envOptions) *env {
 			wg.Go(func() { _ = r.Run(ctx) })
 		}
 	}
-	srv, err := api.New(api.Config{Addr: "127.0.0.1:0", Logger: quiet(), TracerProvider: opt.tracer})
+	srv, err := api.New(api.Config{Addr: "127.0.0.1:0", Logger: quiet(), TracerProvider: opt.tracer,
+		RateLimit: api.RateLimitConfig{Disabled: true}}) // the load tests send thousands of checkouts
 	if err != nil {
 		t.Fatal(err)
 	}

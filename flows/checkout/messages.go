@@ -106,8 +106,10 @@ const (
 	// MaxAmount bounds stock and credit, and one change of either, so sums
 	// stay exact in Lua's doubles (below 2^53).
 	MaxAmount = 1_000_000_000_000_000
-	// MaxBatch bounds the n of a batch_init.
-	MaxBatch = 1_000_000
+	// MaxBatch bounds the n of a batch_init (and its n_items and n_users):
+	// 100,000, written in pipelines of batchChunk commands so that other
+	// requests keep being served meanwhile. A larger n is refused (400).
+	MaxBatch = 100_000
 )
 
 // ValidID reports whether s is a well-formed id.

@@ -11,6 +11,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/recordstore"
 )
 
 // MaxListed bounds the definitions one list call returns.
@@ -34,11 +36,16 @@ type Store struct {
 	rdb    redis.UniversalClient
 	topics Topics
 	now    func() time.Time
+	feeds  *recordstore.Store[Feed]
 }
 
 // NewStore returns a store over rdb for the flow's topics.
 func NewStore(rdb redis.UniversalClient, topics Topics) *Store {
-	return &Store{rdb: rdb, topics: topics, now: time.Now}
+	feeds, err := recordstore.New(rdb, recordstore.Config[Feed]{Layout: recordstore.Layout{Hash: defsKey("feeds")}})
+	if err != nil {
+		panic(err) // the layout above is valid
+	}
+	return &Store{rdb: rdb, topics: topics, now: time.Now, feeds: feeds}
 }
 
 // PutFeed adds f (its ID derived from its URL) and returns it with created
@@ -75,35 +82,34 @@ func (s *Store) Feed(ctx context.Context, id string) (Feed, error) {
 	if !validID(id) {
 		return Feed{}, ErrNotFound
 	}
-	raw, err := s.rdb.HGet(ctx, defsKey("feeds"), id).Bytes()
-	if errors.Is(err, redis.Nil) {
+	f, err := s.feeds.Get(ctx, id)
+	if errors.Is(err, recordstore.ErrNotFound) {
 		return Feed{}, ErrNotFound
 	}
 	if err != nil {
 		return Feed{}, fmt.Errorf("feed: get %s: %w", id, err)
 	}
-	var f Feed
-	if err := json.Unmarshal(raw, &f); err != nil {
-		return Feed{}, fmt.Errorf("feed: decode %s: %w", id, err)
-	}
 	return f, nil
 }
 
-// Feeds returns every feed, by id.
+// Feeds returns every readable feed, by id.
 func (s *Store) Feeds(ctx context.Context) ([]Feed, error) {
-	all, err := s.rdb.HGetAll(ctx, defsKey("feeds")).Result()
-	if err != nil {
+	all, err := s.feeds.All(ctx)
+	if all == nil {
 		return nil, fmt.Errorf("feed: list: %w", err)
 	}
-	out := make([]Feed, 0, len(all))
-	for _, raw := range all {
-		var f Feed
-		if json.Unmarshal([]byte(raw), &f) == nil {
-			out = append(out, f)
-		}
+	return all, nil
+}
+
+// FeedPage returns limit readable feeds (1 or more) after cursor ("" for
+// the first) by id — exactly limit when that many follow — and the cursor
+// of the next page ("" on the last).
+func (s *Store) FeedPage(ctx context.Context, cursor string, limit int) ([]Feed, string, error) {
+	page, err := s.feeds.List(ctx, cursor, limit)
+	if page.Items == nil {
+		return nil, "", fmt.Errorf("feed: list: %w", err)
 	}
-	slices.SortFunc(out, func(a, b Feed) int { return strings.Compare(a.ID, b.ID) })
-	return out, nil
+	return page.Items, page.NextCursor, nil
 }
 
 // DeleteFeed removes a feed and its items; ErrConflict while it has

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -199,46 +200,90 @@ func (c *Catalog) Delete(ctx context.Context, id string) error {
 	return fmt.Errorf("delete offer %s: %w", id, ErrConflict)
 }
 
-// List returns up to limit offers from cursor ("" or "0" to start) and the
-// next cursor ("" at the end). Like HSCAN, it may return a few more than
-// limit.
+// List returns limit offers from cursor ("" to start) — exactly limit
+// when that many follow — and the next cursor ("" at the end). A cursor is
+// a position in a scan of the index, "<scan cursor>.<entries to skip>",
+// so a page ends wherever limit is reached. Offers present for the whole
+// walk are each listed; one changed meanwhile may be listed twice or not
+// at all, as with HSCAN. A malformed cursor is an error wrapping
+// ErrInvalidOffer.
 func (c *Catalog) List(ctx context.Context, cursor string, limit int) ([]Offer, string, error) {
-	cur := uint64(0)
-	if cursor != "" {
-		n, err := strconv.ParseUint(cursor, 10, 64)
-		if err != nil {
-			return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalidOffer, clip.Marked(cursor, maxQuoted))
-		}
-		cur = n
-	}
-	kv, next, err := c.rdb.HScan(ctx, indexKey, cur, "", int64(limit)).Result()
+	cur, skip, err := parseListCursor(cursor)
 	if err != nil {
-		return nil, "", fmt.Errorf("offer index: %w", err)
+		return nil, "", err
 	}
-	pipe := c.rdb.Pipeline()
-	cmds := make([]*redis.StringCmd, 0, len(kv)/2)
-	for i := 0; i+1 < len(kv); i += 2 {
-		cmds = append(cmds, pipe.HGet(ctx, offersKey(kv[i+1]), kv[i]))
+	if limit < 1 {
+		return nil, "", fmt.Errorf("%w: limit %d: want 1 or more", ErrInvalidOffer, limit)
 	}
-	_, _ = pipe.Exec(ctx)
-	out := make([]Offer, 0, len(cmds))
-	for _, cmd := range cmds {
-		body, err := cmd.Result()
-		if errors.Is(err, redis.Nil) {
-			continue // deleted meanwhile
-		}
+	out := make([]Offer, 0, min(limit, 1000))
+	for {
+		kv, next, err := c.rdb.HScan(ctx, indexKey, cur, "", listScanCount).Result()
 		if err != nil {
-			return nil, "", fmt.Errorf("list offers: %w", err)
+			return nil, "", fmt.Errorf("offer index: %w", err)
 		}
-		var o Offer
-		if err := json.Unmarshal([]byte(body), &o); err != nil {
-			return nil, "", fmt.Errorf("decode offer: %w", err)
+		entries := len(kv) / 2
+		if skip > entries {
+			skip = entries
 		}
-		out = append(out, o)
+		pipe := c.rdb.Pipeline()
+		cmds := make([]*redis.StringCmd, 0, entries-skip)
+		for i := skip; i < entries; i++ {
+			cmds = append(cmds, pipe.HGet(ctx, offersKey(kv[2*i+1]), kv[2*i]))
+		}
+		if len(cmds) > 0 {
+			_, _ = pipe.Exec(ctx)
+		}
+		for j, cmd := range cmds {
+			body, err := cmd.Result()
+			if errors.Is(err, redis.Nil) {
+				continue // deleted meanwhile
+			}
+			if err != nil {
+				return nil, "", fmt.Errorf("list offers: %w", err)
+			}
+			var o Offer
+			if err := json.Unmarshal([]byte(body), &o); err != nil {
+				return nil, "", fmt.Errorf("decode offer: %w", err)
+			}
+			out = append(out, o)
+			if len(out) == limit {
+				if pos := skip + j + 1; pos < entries {
+					return out, strconv.FormatUint(cur, 10) + "." + strconv.Itoa(pos), nil
+				}
+				if next == 0 {
+					return out, "", nil
+				}
+				return out, strconv.FormatUint(next, 10) + ".0", nil
+			}
+		}
+		if next == 0 {
+			return out, "", nil
+		}
+		cur, skip = next, 0
 	}
-	nextCursor := ""
-	if next != 0 {
-		nextCursor = strconv.FormatUint(next, 10)
+}
+
+// listScanCount is the COUNT of every HSCAN of List: fixed, so that a
+// cursor's scan step returns the same entries again whatever the limit.
+const listScanCount = 200
+
+// parseListCursor reads a cursor of List: "", "<scan cursor>" or "<scan
+// cursor>.<skip>".
+func parseListCursor(cursor string) (uint64, int, error) {
+	if cursor == "" {
+		return 0, 0, nil
 	}
-	return out, nextCursor, nil
+	scan, skip, _ := strings.Cut(cursor, ".")
+	cur, err := strconv.ParseUint(scan, 10, 64)
+	n := 0
+	if err == nil && skip != "" {
+		n, err = strconv.Atoi(skip)
+		if err == nil && (n < 0 || n > 1<<20) {
+			err = errors.New("skip out of range")
+		}
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("%w: cursor %q", ErrInvalidOffer, clip.Marked(cursor, maxQuoted))
+	}
+	return cur, n, nil
 }

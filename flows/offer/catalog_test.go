@@ -96,6 +96,9 @@ func TestCatalog_putMoveDeleteKeepIndexAndViewsInStep(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
+				if len(page) > 7 || (next != "" && len(page) != 7) {
+					t.Fatalf("a page of limit 7 holds %d offers (next %q)", len(page), next)
+				}
 				all = append(all, page...)
 				if cursor = next; cursor == "" {
 					break
@@ -104,6 +107,9 @@ func TestCatalog_putMoveDeleteKeepIndexAndViewsInStep(t *testing.T) {
 			ids := map[string]bool{}
 			for _, o := range all {
 				ids[o.ID] = true
+			}
+			if len(all) != len(ids) {
+				t.Errorf("List gave %d offers, %d distinct: each must come once", len(all), len(ids))
 			}
 			if len(ids) != 49 || ids["o0"] {
 				t.Errorf("List found %d distinct offers (o0: %v), want 49 without o0", len(ids), ids["o0"])

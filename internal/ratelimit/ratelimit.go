@@ -59,6 +59,38 @@ func (b *Bucket) Reserve(now time.Time) time.Time {
 	return b.last.Add(time.Duration(-b.tokens / b.rate * float64(time.Second)))
 }
 
+// Take takes one token when one is available at now and reports true;
+// otherwise it takes nothing and returns how long until one is. It is the
+// admission of incoming requests (refused, not queued), where Reserve
+// spaces outgoing ones.
+func (b *Bucket) Take(now time.Time) (time.Duration, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.last.IsZero() {
+		b.last = now
+	}
+	if now.After(b.last) {
+		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
+		b.last = now
+	}
+	if b.pausedUntil.After(now) {
+		return b.pausedUntil.Sub(now), false
+	}
+	if b.tokens >= 1 {
+		b.tokens--
+		return 0, true
+	}
+	return time.Duration((1 - b.tokens) / b.rate * float64(time.Second)), false
+}
+
+// Full reports whether the bucket holds its whole burst at now: a caller
+// idle long enough that forgetting its bucket changes nothing.
+func (b *Bucket) Full(now time.Time) bool {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.last.IsZero() || b.tokens+now.Sub(b.last).Seconds()*b.rate >= b.burst
+}
+
 // Wait reserves a turn on the wall clock and blocks until it comes; it
 // returns ctx's error when ctx ends first (the turn is then lost).
 func (b *Bucket) Wait(ctx context.Context) error {

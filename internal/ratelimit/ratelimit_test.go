@@ -103,3 +103,60 @@ func TestParseRetryAfter_secondsAndDates(t *testing.T) {
 		}
 	}
 }
+
+func TestBucket_takeAdmitsUpToTheBurstThenRefusesWithTheWait(t *testing.T) {
+	ms := time.Millisecond
+	tests := []struct {
+		name  string
+		rate  float64
+		burst int
+		steps []struct {
+			at   time.Duration // take at epoch+at
+			ok   bool
+			wait time.Duration // when refused
+		}
+	}{
+		{"burst 2 at 4/s", 4, 2, []struct {
+			at   time.Duration
+			ok   bool
+			wait time.Duration
+		}{{0, true, 0}, {0, true, 0}, {0, false, 250 * ms}, {100 * ms, false, 150 * ms}, {250 * ms, true, 0}, {250 * ms, false, 250 * ms}}},
+		{"refused takes cost nothing", 1, 1, []struct {
+			at   time.Duration
+			ok   bool
+			wait time.Duration
+		}{{0, true, 0}, {500 * ms, false, 500 * ms}, {500 * ms, false, 500 * ms}, {time.Second, true, 0}}},
+		{"refill is capped by the burst", 10, 1, []struct {
+			at   time.Duration
+			ok   bool
+			wait time.Duration
+		}{{time.Hour, true, 0}, {time.Hour, false, 100 * ms}}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			b := NewBucket(tt.rate, tt.burst)
+			for i, s := range tt.steps {
+				wait, ok := b.Take(epoch.Add(s.at))
+				if ok != s.ok || (!ok && (wait-s.wait).Abs() > time.Microsecond) {
+					t.Errorf("step %d: Take = %v, %v; want %v, %v", i, wait, ok, s.wait, s.ok)
+				}
+			}
+		})
+	}
+}
+
+func TestBucket_fullOnceTheBurstIsBack(t *testing.T) {
+	b := NewBucket(2, 2)
+	if !b.Full(epoch) {
+		t.Fatal("a new bucket is not full")
+	}
+	b.Take(epoch)
+	for _, tc := range []struct {
+		at   time.Duration
+		full bool
+	}{{0, false}, {499 * time.Millisecond, false}, {500 * time.Millisecond, true}} {
+		if got := b.Full(epoch.Add(tc.at)); got != tc.full {
+			t.Errorf("Full at +%v = %v, want %v", tc.at, got, tc.full)
+		}
+	}
+}

@@ -22,8 +22,14 @@ import (
 )
 
 // routesServer serves the availability, source and watcher routes over a
-// real Redis, with a read key "r" and a write key "w".
+// real Redis, with a read key "r" and write keys "w" and "w2".
 func routesServer(t *testing.T) (*api.Server, redis.UniversalClient, *writer.Projection) {
+	t.Helper()
+	return routesServerWith(t, 0)
+}
+
+// routesServerWith is routesServer with a cap of watchers per key.
+func routesServerWith(t *testing.T, watchersPerKey int) (*api.Server, redis.UniversalClient, *writer.Projection) {
 	t.Helper()
 	rdb, err := stream.Dial(context.Background(), testenv.RedisURL(t))
 	if err != nil {
@@ -34,11 +40,11 @@ func routesServer(t *testing.T) (*api.Server, redis.UniversalClient, *writer.Pro
 	if err != nil {
 		t.Fatal(err)
 	}
-	watchers, err := watch.NewStore(rdb, watch.StoreConfig{})
+	watchers, err := watch.NewStore(rdb, watch.StoreConfig{MaxPerOwner: watchersPerKey})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read;w:write"})
+	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read;w:write;w2:write"})
 	AvailabilityRoutes{Projection: proj}.Register(srv)
 	SourceRoutes{Store: collector.NewStore(rdb)}.Register(srv)
 	WatcherRoutes{Store: watchers}.Register(srv)
@@ -222,5 +228,35 @@ func TestAvailabilityRoutes_listGetSessions(t *testing.T) {
 	}
 	if code := call(t, srv, "GET", "/v1/availability", "", "", &e); code != 401 {
 		t.Errorf("no key = %d", code)
+	}
+}
+
+func TestWatcherRoutes_capPerKey(t *testing.T) {
+	srv, _, _ := routesServerWith(t, 3)
+	body := `{"name":"dinner","provider":"resy","channel":"log"}`
+	var ids []string
+	for i := range 3 {
+		var w map[string]any
+		if code := call(t, srv, "POST", "/v1/watchers", "w", body, &w); code != http.StatusCreated {
+			t.Fatalf("create %d = %d %v", i, code, w)
+		}
+		ids = append(ids, w["id"].(string))
+	}
+	var e envelopeOut
+	if code := call(t, srv, "POST", "/v1/watchers", "w", body, &e); code != http.StatusConflict || e.Error.Code != "quota_exceeded" {
+		t.Fatalf("fourth create = %d %+v, want 409 quota_exceeded", code, e)
+	}
+	if code := call(t, srv, "POST", "/v1/watchers", "w2", body, nil); code != http.StatusCreated {
+		t.Fatalf("another key's create = %d, want 201", code)
+	}
+	var list struct{ Items []map[string]any }
+	if code := call(t, srv, "GET", "/v1/watchers?limit=100", "r", "", &list); code != 200 || len(list.Items) != 4 {
+		t.Fatalf("list = %d, %d watchers; want the 4 created", code, len(list.Items))
+	}
+	if code := call(t, srv, "DELETE", "/v1/watchers/"+ids[0], "w", "", nil); code != http.StatusNoContent {
+		t.Fatalf("delete = %d", code)
+	}
+	if code := call(t, srv, "POST", "/v1/watchers", "w", body, nil); code != http.StatusCreated {
+		t.Fatalf("create after a delete = %d, want 201", code)
 	}
 }

@@ -24,7 +24,8 @@ type SourceRoutes struct {
 
 // sourcePage is GET /v1/sources.
 type sourcePage struct {
-	Items []collector.Source `json:"items"`
+	Items      []collector.Source `json:"items"`
+	NextCursor string             `json:"next_cursor,omitempty"`
 }
 
 // sourceDetail is a source with its health, when this process polls it.
@@ -39,7 +40,8 @@ func (r SourceRoutes) Register(srv *api.Server) {
 		Summary: "Create or replace a source (provider, base URL, scopes, interval)",
 		Body:    collector.Source{}, Response: collector.Source{}, Status: http.StatusCreated, Handler: r.put})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sources", Tag: "sources", Scope: api.ScopeRead,
-		Summary: "List sources (auth tokens redacted)", Response: sourcePage{}, Handler: r.list})
+		Summary: "List sources (auth tokens redacted), by id", Query: []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
+		Response: sourcePage{}, Handler: r.list})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sources/:id", Tag: "sources", Scope: api.ScopeRead,
 		Summary: "One source and its health", Response: sourceDetail{}, Handler: r.get})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/sources/:id", Tag: "sources", Scope: api.ScopeWrite,
@@ -69,11 +71,15 @@ func (r SourceRoutes) put(c *fiber.Ctx) error {
 }
 
 func (r SourceRoutes) list(c *fiber.Ctx) error {
-	srcs, err := r.Store.List(c.UserContext())
+	cursor, limit, err := api.PageQuery(c)
 	if err != nil {
 		return err
 	}
-	out := sourcePage{Items: make([]collector.Source, 0, len(srcs))}
+	srcs, next, err := r.Store.Page(c.UserContext(), cursor, limit)
+	if err != nil {
+		return err
+	}
+	out := sourcePage{Items: make([]collector.Source, 0, len(srcs)), NextCursor: next}
 	for _, s := range srcs {
 		out.Items = append(out.Items, s.Redacted())
 	}

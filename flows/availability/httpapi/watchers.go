@@ -47,9 +47,13 @@ func (r WatcherRoutes) create(c *fiber.Ctx) error {
 	if err := r.Egress.CheckURL(w.WebhookURL); err != nil {
 		return api.UnprocessableEntity("invalid_watcher", "field webhook_url: "+err.Error())
 	}
+	w.Owner = api.Caller(c)
 	created, err := r.Store.Create(c.UserContext(), w)
-	if errors.Is(err, watch.ErrInvalidWatcher) {
+	switch {
+	case errors.Is(err, watch.ErrInvalidWatcher):
 		return api.UnprocessableEntity("invalid_watcher", err.Error())
+	case errors.Is(err, watch.ErrQuotaExceeded):
+		return api.QuotaExceeded(err.Error())
 	}
 	if err != nil {
 		return err

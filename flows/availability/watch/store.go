@@ -11,6 +11,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/quota"
+	"github.com/dropstream/dropstream/internal/recordstore"
 )
 
 // Defaults and limits of the watcher store.
@@ -26,6 +28,9 @@ var (
 	ErrNotFound = errors.New("notifier: watcher not found")
 	// ErrTooManyWatchers: the store holds StoreConfig.MaxWatchers watchers.
 	ErrTooManyWatchers = errors.New("notifier: too many watchers")
+	// ErrQuotaExceeded: the watcher's owner holds StoreConfig.MaxPerOwner
+	// watchers; it wraps quota.ErrExceeded.
+	ErrQuotaExceeded = fmt.Errorf("notifier: watchers per owner: %w", quota.ErrExceeded)
 )
 
 // StoreConfig configures a Store. Zero fields take their defaults.
@@ -33,6 +38,11 @@ type StoreConfig struct {
 	// MaxWatchers bounds the number of watchers; Create fails with
 	// ErrTooManyWatchers beyond it. Default 100,000.
 	MaxWatchers int
+	// MaxPerOwner bounds the watchers of one Watcher.Owner (an API key, a
+	// client address); Create fails with ErrQuotaExceeded beyond it.
+	// Watchers without an owner count against MaxWatchers only. 0: no
+	// bound.
+	MaxPerOwner int
 	// Logger reports stored watchers that cannot be decoded (they are
 	// skipped). Default slog.Default().
 	Logger *slog.Logger
@@ -54,6 +64,9 @@ func (c StoreConfig) Validate() error {
 	if c.MaxWatchers < 1 || c.MaxWatchers > 100_000_000 {
 		return fmt.Errorf("notifier: max watchers %d out of range 1..100000000", c.MaxWatchers)
 	}
+	if c.MaxPerOwner < 0 || c.MaxPerOwner > c.MaxWatchers {
+		return fmt.Errorf("notifier: max watchers per owner %d out of range 0..%d", c.MaxPerOwner, c.MaxWatchers)
+	}
 	return nil
 }
 
@@ -62,8 +75,10 @@ func (c StoreConfig) Validate() error {
 // number of watchers. See the package documentation for the key layout.
 // It is safe for concurrent use.
 type Store struct {
-	rdb redis.UniversalClient
-	cfg StoreConfig
+	rdb     redis.UniversalClient
+	cfg     StoreConfig
+	records *recordstore.Store[Watcher]
+	owners  *quota.Quota // nil: no bound per owner
 }
 
 // NewStore returns a store over rdb.
@@ -72,7 +87,30 @@ func NewStore(rdb redis.UniversalClient, cfg StoreConfig) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{rdb: rdb, cfg: cfg}, nil
+	records, err := recordstore.New(rdb, recordstore.Config[Watcher]{Layout: recordstore.Layout{Prefix: watcherPrefix, Index: watchersKey},
+		Max: cfg.MaxWatchers, Decode: decodeWatcher})
+	if err != nil {
+		return nil, err
+	}
+	s := &Store{rdb: rdb, cfg: cfg, records: records}
+	if cfg.MaxPerOwner > 0 {
+		if s.owners, err = quota.New(rdb, "watchers", cfg.MaxPerOwner); err != nil {
+			return nil, err
+		}
+	}
+	return s, nil
+}
+
+// decodeWatcher reads a stored watcher, which must carry its own id.
+func decodeWatcher(id string, raw []byte) (Watcher, error) {
+	var w Watcher
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return Watcher{}, fmt.Errorf("notifier: decode watcher %s: %w", clip.Marked(id, maxQuoted), err)
+	}
+	if w.ID != id {
+		return Watcher{}, fmt.Errorf("notifier: watcher stored under %s has id %q", clip.Marked(id, maxQuoted), clip.Marked(w.ID, maxQuoted))
+	}
+	return w, nil
 }
 
 // createScript stores a watcher, lists it and indexes it, unless the store
@@ -86,8 +124,10 @@ return 1`)
 
 // Create validates w, gives it an ID, a CreatedAt and (when empty) a
 // generated Secret, stores and indexes it in one atomic step, and returns
-// it with its Secret: the only time the secret is shown. Errors wrap
-// ErrInvalidWatcher or ErrTooManyWatchers, or are Redis errors.
+// it with its Secret: the only time the secret is shown. A watcher with an
+// Owner counts against the owner's StoreConfig.MaxPerOwner. Errors wrap
+// ErrInvalidWatcher, ErrTooManyWatchers or ErrQuotaExceeded, or are Redis
+// errors.
 func (s *Store) Create(ctx context.Context, w Watcher) (Watcher, error) {
 	if err := w.Validate(); err != nil {
 		return Watcher{}, err
@@ -108,12 +148,25 @@ func (s *Store) Create(ctx context.Context, w Watcher) (Watcher, error) {
 	if err != nil {
 		return Watcher{}, fmt.Errorf("notifier: encode watcher: %w", err)
 	}
-	n, err := createScript.Run(ctx, s.rdb, []string{watcherKey(id), watchersKey, indexKey(w)}, id, body, s.cfg.MaxWatchers).Int()
-	if err != nil {
-		return Watcher{}, fmt.Errorf("notifier: create watcher: %w", err)
+	if s.owners != nil && w.Owner != "" {
+		if err := s.owners.Claim(ctx, w.Owner, id); errors.Is(err, quota.ErrExceeded) {
+			return Watcher{}, fmt.Errorf("%w: %w", ErrQuotaExceeded, err)
+		} else if err != nil {
+			return Watcher{}, fmt.Errorf("notifier: create watcher: %w", err)
+		}
 	}
-	if n == 0 {
-		return Watcher{}, fmt.Errorf("%w: the store holds %d", ErrTooManyWatchers, s.cfg.MaxWatchers)
+	n, err := createScript.Run(ctx, s.rdb, []string{watcherKey(id), watchersKey, indexKey(w)}, id, body, s.cfg.MaxWatchers).Int()
+	if err == nil && n == 0 {
+		err = fmt.Errorf("%w: the store holds %d", ErrTooManyWatchers, s.cfg.MaxWatchers)
+	}
+	if err != nil {
+		if s.owners != nil && w.Owner != "" {
+			err = errors.Join(err, s.owners.Release(ctx, id))
+		}
+		if !errors.Is(err, ErrTooManyWatchers) {
+			err = fmt.Errorf("notifier: create watcher: %w", err)
+		}
+		return Watcher{}, err
 	}
 	return w, nil
 }
@@ -130,25 +183,22 @@ func (s *Store) get(ctx context.Context, id string) (Watcher, error) {
 	if !validID(id) {
 		return Watcher{}, fmt.Errorf("%w: id %q", ErrInvalidWatcher, clip.Marked(id, maxQuoted))
 	}
-	raw, err := s.rdb.Get(ctx, watcherKey(id)).Bytes()
-	if errors.Is(err, redis.Nil) {
+	w, err := s.records.Get(ctx, id)
+	if errors.Is(err, recordstore.ErrNotFound) {
 		return Watcher{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return Watcher{}, fmt.Errorf("notifier: get watcher %s: %w", id, err)
 	}
-	var w Watcher
-	if err := json.Unmarshal(raw, &w); err != nil {
-		return Watcher{}, fmt.Errorf("notifier: decode watcher %s: %w", id, err)
-	}
 	return w, nil
 }
 
-// List returns up to limit watchers (without their Secret) in id order,
-// which is creation order, after cursor ("" for the first page), and the
-// cursor of the next page ("" when there is none). A limit below 1 means
-// DefaultPageSize; above MaxPageSize it is MaxPageSize. A malformed cursor
-// is an error wrapping ErrInvalidWatcher.
+// List returns limit watchers (without their Secret) in id order, which
+// is creation order, after cursor ("" for the first page) — exactly limit
+// when that many follow, watchers that cannot be decoded skipped and logged
+// — and the cursor of the next page ("" when there is none). A limit below
+// 1 means DefaultPageSize; above MaxPageSize it is MaxPageSize. A
+// malformed cursor is an error wrapping ErrInvalidWatcher.
 func (s *Store) List(ctx context.Context, cursor string, limit int) ([]Watcher, string, error) {
 	if cursor != "" && !validID(cursor) {
 		return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalidWatcher, clip.Marked(cursor, maxQuoted))
@@ -157,27 +207,17 @@ func (s *Store) List(ctx context.Context, cursor string, limit int) ([]Watcher, 
 		limit = DefaultPageSize
 	}
 	limit = min(limit, MaxPageSize)
-	start := "-"
-	if cursor != "" {
-		start = "(" + cursor
-	}
-	ids, err := s.rdb.ZRangeByLex(ctx, watchersKey, &redis.ZRangeBy{Min: start, Max: "+", Count: int64(limit) + 1}).Result()
-	if err != nil {
+	page, err := s.records.List(ctx, cursor, limit)
+	if err != nil && page.Items == nil {
 		return nil, "", fmt.Errorf("notifier: list watchers: %w", err)
 	}
-	next := ""
-	if len(ids) > limit {
-		ids = ids[:limit]
-		next = ids[limit-1]
-	}
-	ws, err := s.load(ctx, ids)
 	if err != nil {
-		return nil, "", err
+		s.cfg.Logger.WarnContext(ctx, "notifier: skipping undecodable watchers", "error", err)
 	}
-	for i := range ws {
-		ws[i].Secret = ""
+	for i := range page.Items {
+		page.Items[i].Secret = ""
 	}
-	return ws, next, nil
+	return page.Items, page.NextCursor, nil
 }
 
 // Delete removes a watcher and its index entry atomically; it no longer
@@ -200,6 +240,9 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	}
 	if del.Val() == 0 {
 		return fmt.Errorf("%w: %s", ErrNotFound, id) // deleted concurrently
+	}
+	if s.owners != nil {
+		return s.owners.Release(ctx, id)
 	}
 	return nil
 }

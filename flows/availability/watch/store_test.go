@@ -226,3 +226,50 @@ func TestWatcherStore_match(t *testing.T) {
 		})
 	}
 }
+
+func TestWatcherStore_listPagesAreExactPastUnreadableWatchers(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			rdb := b.Client(t)
+			s, err := NewStore(rdb, StoreConfig{Logger: quiet})
+			if err != nil {
+				t.Fatal(err)
+			}
+			var ids []string
+			for range 7 {
+				w, err := s.Create(ctx, validWatcher())
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, w.ID)
+			}
+			if err := rdb.Set(ctx, watcherKey(ids[1]), "{not json", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			want := append(append([]string{}, ids[:1]...), ids[2:]...)
+			slices.Sort(want) // ids made in one millisecond sort by their random part
+			var got []string
+			cursor := ""
+			for page := 0; ; page++ {
+				ws, next, err := s.List(ctx, cursor, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if next != "" && len(ws) != 2 {
+					t.Fatalf("page %d has %d watchers, want exactly 2", page, len(ws))
+				}
+				for _, w := range ws {
+					got = append(got, w.ID)
+				}
+				if next == "" {
+					break
+				}
+				cursor = next
+			}
+			if !slices.Equal(got, want) {
+				t.Fatalf("listed %v, want %v (each readable watcher once)", got, want)
+			}
+		})
+	}
+}

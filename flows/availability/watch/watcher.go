@@ -74,6 +74,10 @@ type Watcher struct {
 	Secret string `json:"secret,omitempty"`
 	// CreatedAt is set by Store.Create.
 	CreatedAt time.Time `json:"created_at"`
+	// Owner is who created it (api.Caller: an API key's digest or a client
+	// address), whose StoreConfig.MaxPerOwner it counts against; set by the
+	// API, never by the client.
+	Owner string `json:"owner,omitempty"`
 }
 
 // Validate reports every invalid field of a watcher given for creation; ID,

@@ -47,9 +47,7 @@ type subscriptionIn struct {
 	NotifyURL string `json:"notify_url,omitempty"`
 }
 
-type subscriptionPage struct {
-	Items []comic.Subscription `json:"items"`
-}
+type subscriptionPage = api.Page[comic.Subscription]
 
 // transactionIn is the body of POST /v1/completetransaction.
 type transactionIn struct {
@@ -86,7 +84,7 @@ func Register(srv *api.Server, f *comic.Flow) {
 			Body:    subscriptionIn{}, Response: comic.Subscription{}, Status: http.StatusCreated, Handler: r.subscribe})
 	}
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscriptions", Tag: "comics", Scope: api.ScopeRead,
-		Summary: "The subscriptions of an email", Query: []api.Param{{Name: "email", Required: true}},
+		Summary: "The subscriptions of an email, by id", Query: []api.Param{{Name: "email", Required: true}, {Name: "cursor"}, {Name: "limit", Type: "integer"}},
 		Response: subscriptionPage{}, Handler: r.listSubscriptions})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/subscriptions/:id", Tag: "comics", Scope: api.ScopeWrite,
 		Summary: "Unsubscribe", Status: http.StatusNoContent, Handler: r.deleteSubscription})
@@ -197,6 +195,10 @@ func (r routes) subscribe(c *fiber.Ctx) error {
 }
 
 func (r routes) listSubscriptions(c *fiber.Ctx) error {
+	cursor, limit, err := api.PageQuery(c)
+	if err != nil {
+		return err
+	}
 	subs, err := r.f.Subscriptions.ByEmail(c.UserContext(), c.Query("email"))
 	if errors.Is(err, comic.ErrInvalid) {
 		return api.BadRequest("invalid_email", err.Error())
@@ -204,10 +206,7 @@ func (r routes) listSubscriptions(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if subs == nil {
-		subs = []comic.Subscription{}
-	}
-	return c.JSON(subscriptionPage{Items: subs})
+	return c.JSON(api.PageOf(subs, func(s comic.Subscription) string { return s.ID }, cursor, limit))
 }
 
 func (r routes) deleteSubscription(c *fiber.Ctx) error {

@@ -5,6 +5,7 @@ package httpapi
 import (
 	"errors"
 	"net/http"
+	"strconv"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -18,25 +19,20 @@ type FeedView struct {
 	LastPoll *feed.PollStatus `json:"last_poll,omitempty"`
 }
 
-type feedPage struct {
-	Items []FeedView `json:"items"`
-}
+type (
+	feedPage         = api.Page[FeedView]
+	itemPage         = api.Page[feed.ItemView]
+	subscribablePage = api.Page[feed.Subscribable]
+	collectionPage   = api.Page[feed.CollectionView]
+	subscriptionPage = api.Page[feed.Subscription]
+)
 
-type itemPage struct {
-	Items []feed.ItemView `json:"items"`
-}
+// maxItemOffset bounds the position a page of items starts at.
+const maxItemOffset = 1_000_000
 
-type subscribablePage struct {
-	Items []feed.Subscribable `json:"items"`
-}
-
-type collectionPage struct {
-	Items []feed.CollectionView `json:"items"`
-}
-
-type subscriptionPage struct {
-	Items []feed.Subscription `json:"items"`
-}
+// pageParams are the query parameters of every list route.
+var pageParams = []api.Param{{Name: "cursor", Description: "next_cursor of the previous page"},
+	{Name: "limit", Type: "integer", Description: "page size, 1..1000 (default 100)"}}
 
 // subscribeBody is the body of POST .../subscriptions.
 type subscribeBody struct {
@@ -58,32 +54,32 @@ func Register(srv *api.Server, fl *feed.Flow) {
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusCreated,
 		Summary: "Add a feed (its id derives from its URL; adding it again returns it with 200)", Body: feed.Feed{}, Response: feed.Feed{}, Handler: f.postFeed})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeRead,
-		Summary: "List feeds with their latest poll", Response: feedPage{}, Handler: f.listFeeds})
+		Summary: "List feeds with their latest poll, by id", Query: pageParams, Response: feedPage{}, Handler: f.listFeeds})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id", Tag: tag, Scope: api.ScopeRead,
 		Summary: "One feed with its latest poll", Response: FeedView{}, Handler: f.getFeed})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
 		Summary: "Remove a feed and its items (409 while it has subscribables)", Handler: f.deleteFeed})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/items", Tag: tag, Scope: api.ScopeRead,
 		Summary: "A feed's items by first seen, with state and timestamps", Response: itemPage{},
-		Query: []api.Param{{Name: "offset", Type: "integer"}, {Name: "limit", Type: "integer"}}, Handler: f.listItems})
+		Query: pageParams, Handler: f.listItems})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/items/:iid/exclude", Tag: tag, Scope: api.ScopeWrite,
 		Summary: "Exclude an unassigned item: it is never sent", Response: feed.ItemView{}, Handler: f.excludeItem})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusCreated,
 		Summary: "Define a subscription (each item, daily, weekly, every n)", Body: feed.Subscribable{}, Response: feed.Subscribable{}, Handler: f.postSubscribable})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeRead,
-		Summary: "A feed's subscribables", Response: subscribablePage{}, Handler: f.listSubscribables})
+		Summary: "A feed's subscribables, by name", Query: pageParams, Response: subscribablePage{}, Handler: f.listSubscribables})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeRead,
 		Summary: "One subscribable", Response: feed.Subscribable{}, Handler: f.getSubscribable})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/collections", Tag: tag, Scope: api.ScopeRead,
-		Summary:  "A subscribable's collections: the open ones (opened, due) and the completed ones waiting for their delivery (delivered ones are deleted)",
-		Response: collectionPage{}, Handler: f.listCollections})
+		Summary: "A subscribable's collections: the open ones (opened, due) and the completed ones waiting for their delivery (delivered ones are deleted)",
+		Query:   pageParams, Response: collectionPage{}, Handler: f.listCollections})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
 		Summary: "Remove a subscribable and its subscriptions", Handler: f.deleteSubscribable})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeWrite,
 		Status: http.StatusCreated, Body: subscribeBody{}, Response: feed.Subscription{},
 		Summary: "Subscribe a destination: e-mail and webhook destinations are notifier subscribers, unconfirmed until the notifier's opt-in link sent to them is followed (an address already confirmed there is confirmed at once); a webhook secret is shown only when its notifier destination is created", Handler: f.postSubscription})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeRead,
-		Summary: "A subscribable's subscriptions, confirmed as the notifier says (unsubscribed ones are left out)", Response: subscriptionPage{}, Handler: f.listSubscriptions})
+		Summary: "A subscribable's subscriptions, confirmed as the notifier says (unsubscribed ones are left out), by id", Query: pageParams, Response: subscriptionPage{}, Handler: f.listSubscriptions})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feed-subscriptions/:sid", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
 		Summary: "Remove a subscription", Handler: f.deleteSubscription})
 }
@@ -128,12 +124,16 @@ func (f routes) view(c *fiber.Ctx, fd feed.Feed) FeedView {
 }
 
 func (f routes) listFeeds(c *fiber.Ctx) error {
-	feeds, err := f.store.Feeds(c.UserContext())
+	cursor, limit, err := api.PageQuery(c)
 	if err != nil {
 		return err
 	}
-	out := feedPage{Items: make([]FeedView, 0, min(len(feeds), feed.MaxListed))}
-	for _, fd := range feeds[:min(len(feeds), feed.MaxListed)] {
+	feeds, next, err := f.store.FeedPage(c.UserContext(), cursor, limit)
+	if err != nil {
+		return err
+	}
+	out := feedPage{Items: make([]FeedView, 0, len(feeds)), NextCursor: next}
+	for _, fd := range feeds {
 		out.Items = append(out.Items, f.view(c, fd))
 	}
 	return c.JSON(out)
@@ -158,15 +158,29 @@ func (f routes) listItems(c *fiber.Ctx) error {
 	if _, err := f.store.Feed(c.UserContext(), c.Params("id")); err != nil {
 		return apiError(err, "feed")
 	}
-	offset, limit := c.QueryInt("offset", 0), c.QueryInt("limit", 100)
-	if offset < 0 || offset > 1_000_000 || limit < 1 || limit > 1000 {
-		return api.BadRequest("invalid_page", "offset must be 0..1000000 and limit 1..1000")
+	cursor, limit, err := api.PageQuery(c)
+	if err != nil {
+		return err
 	}
-	items, err := f.f.Items(c.UserContext(), c.Params("id"), offset, limit)
+	// The cursor is the position of the next item by first seen (the
+	// offset query of earlier versions is read the same way).
+	offset := 0
+	if cursor == "" {
+		if offset, err = api.IntQuery(c, "offset", 0, 0, maxItemOffset); err != nil {
+			return err
+		}
+	} else if offset, err = strconv.Atoi(cursor); err != nil || offset < 0 || offset > maxItemOffset {
+		return api.BadRequest("invalid_cursor", "cursor must be a next_cursor of this list")
+	}
+	items, err := f.f.Items(c.UserContext(), c.Params("id"), offset, limit+1)
 	if err != nil {
 		return apiError(err, "feed")
 	}
-	return c.JSON(itemPage{Items: items})
+	page := itemPage{Items: items}
+	if len(items) > limit {
+		page.Items, page.NextCursor = items[:limit], strconv.Itoa(offset+limit)
+	}
+	return c.JSON(page)
 }
 
 func (f routes) excludeItem(c *fiber.Ctx) error {
@@ -203,14 +217,15 @@ func (f routes) listSubscribables(c *fiber.Ctx) error {
 	if _, err := f.store.Feed(c.UserContext(), c.Params("id")); err != nil {
 		return apiError(err, "feed")
 	}
+	cursor, limit, err := api.PageQuery(c)
+	if err != nil {
+		return err
+	}
 	subs, err := f.store.Subscribables(c.UserContext(), c.Params("id"))
 	if err != nil {
 		return err
 	}
-	if subs == nil {
-		subs = []feed.Subscribable{}
-	}
-	return c.JSON(subscribablePage{Items: subs})
+	return c.JSON(api.PageOf(subs, func(s feed.Subscribable) string { return s.Name }, cursor, limit))
 }
 
 func (f routes) getSubscribable(c *fiber.Ctx) error {
@@ -225,11 +240,15 @@ func (f routes) listCollections(c *fiber.Ctx) error {
 	if _, err := f.store.Subscribable(c.UserContext(), c.Params("id"), c.Params("name")); err != nil {
 		return apiError(err, "subscribable")
 	}
+	cursor, limit, err := api.PageQuery(c)
+	if err != nil {
+		return err
+	}
 	colls, err := f.f.Collections(c.UserContext(), c.Params("id"), c.Params("name"))
 	if err != nil {
 		return err
 	}
-	return c.JSON(collectionPage{Items: colls})
+	return c.JSON(api.PageOf(colls, func(v feed.CollectionView) string { return v.Within + "/" + v.State }, cursor, limit))
 }
 
 func (f routes) deleteSubscribable(c *fiber.Ctx) error {
@@ -261,15 +280,19 @@ func (f routes) listSubscriptions(c *fiber.Ctx) error {
 	if _, err := f.store.Subscribable(c.UserContext(), c.Params("id"), c.Params("name")); err != nil {
 		return apiError(err, "subscribable")
 	}
+	cursor, limit, err := api.PageQuery(c)
+	if err != nil {
+		return err
+	}
 	subs, err := f.f.Subscriptions(c.UserContext(), c.Params("id"), c.Params("name"))
 	if err != nil {
 		return err
 	}
-	out := subscriptionPage{Items: make([]feed.Subscription, 0, len(subs))}
+	public := make([]feed.Subscription, 0, len(subs))
 	for _, s := range subs {
-		out.Items = append(out.Items, s.Public())
+		public = append(public, s.Public())
 	}
-	return c.JSON(out)
+	return c.JSON(api.PageOf(public, func(s feed.Subscription) string { return s.ID }, cursor, limit))
 }
 
 func (f routes) deleteSubscription(c *fiber.Ctx) error {

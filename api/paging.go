@@ -1,0 +1,63 @@
+package api
+
+import (
+	"slices"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+)
+
+// Defaults of list routes' paging.
+const (
+	// DefaultPageLimit is a page's size when the query gives no limit.
+	DefaultPageLimit = 100
+	// MaxPageLimit bounds the limit a query may ask for.
+	MaxPageLimit = 1000
+	// MaxCursorLen bounds a cursor a query may give.
+	MaxCursorLen = 512
+)
+
+// Page is the JSON body of a list route: exactly the limit asked for when
+// that many follow, and NextCursor, given back as ?cursor= for the next
+// page, until the last page (none).
+type Page[T any] struct {
+	Items      []T    `json:"items"`
+	NextCursor string `json:"next_cursor,omitempty"`
+}
+
+// PageQuery reads a list route's ?cursor= (at most MaxCursorLen bytes) and
+// ?limit= (1..MaxPageLimit, default DefaultPageLimit): 400
+// "invalid_cursor" or "invalid_limit" otherwise.
+func PageQuery(c *fiber.Ctx) (cursor string, limit int, err error) {
+	limit, err = IntQuery(c, "limit", DefaultPageLimit, 1, MaxPageLimit)
+	if err != nil {
+		return "", 0, err
+	}
+	cursor = c.Query("cursor")
+	if len(cursor) > MaxCursorLen {
+		return "", 0, BadRequest("invalid_cursor", "cursor must be a next_cursor of this list")
+	}
+	return cursor, limit, nil
+}
+
+// PageOf returns the page of items after cursor ("" for the first) in the
+// order of key (unique per item), exactly limit of them when that many
+// follow, with the cursor of the next page ("" on the last): the paging
+// of a list held whole in memory. items is not changed.
+func PageOf[T any](items []T, key func(T) string, cursor string, limit int) Page[T] {
+	sorted := slices.Clone(items)
+	slices.SortStableFunc(sorted, func(a, b T) int { return strings.Compare(key(a), key(b)) })
+	start := 0
+	if cursor != "" {
+		start, _ = slices.BinarySearchFunc(sorted, cursor, func(it T, c string) int { return strings.Compare(key(it), c) })
+		for start < len(sorted) && key(sorted[start]) <= cursor {
+			start++
+		}
+	}
+	end := min(len(sorted), start+max(limit, 1))
+	page := Page[T]{Items: append([]T{}, sorted[start:end]...)}
+	if end < len(sorted) {
+		page.NextCursor = key(sorted[end-1])
+	}
+	return page
+}

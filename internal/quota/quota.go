@@ -1,0 +1,109 @@
+// Package quota bounds how many records of one kind each owner (an API key,
+// a client address) holds: a set of record ids per owner, which a record
+// joins, atomically checked against the cap, before it is written, and
+// leaves when it is deleted. The sets of one kind share a hash tag, so each
+// step is one script on one Redis Cluster slot.
+package quota
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/script"
+)
+
+// ErrExceeded is wrapped by Claim when the owner already holds its cap.
+var ErrExceeded = errors.New("quota exceeded")
+
+// maxQuoted bounds the owners and ids quoted in errors.
+const maxQuoted = 80
+
+// Quota is the cap of one kind of record per owner. It is safe for
+// concurrent use.
+type Quota struct {
+	rdb  redis.UniversalClient
+	kind string
+	max  int
+	tag  string
+}
+
+// New returns the quota of kind ("watchers", "feeds") with cap max records
+// per owner; max below 1 is an error.
+func New(rdb redis.UniversalClient, kind string, max int) (*Quota, error) {
+	if kind == "" || max < 1 {
+		return nil, fmt.Errorf("quota: kind %q, max %d: want a kind and a max of 1 or more", kind, max)
+	}
+	return &Quota{rdb: rdb, kind: kind, max: max, tag: rediskey.Tag("quota." + kind)}, nil
+}
+
+// Max returns the cap per owner.
+func (q *Quota) Max() int { return q.max }
+
+func (q *Quota) ownerKey(owner string) string { return rediskey.Key(q.tag, "owner", owner) }
+func (q *Quota) ownersKey() string            { return rediskey.Key(q.tag, "owners") }
+
+// claimScript files an id under its owner unless the owner holds max ids.
+// KEYS: the owner's set, the id → owner hash. ARGV: id, owner, max.
+// Returns 1 when filed (or filed already, under any owner), 0 when the
+// owner is at its cap.
+var claimScript = script.New(`
+if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 1 end
+if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
+redis.call('SADD', KEYS[1], ARGV[1])
+redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
+return 1`)
+
+// Claim files the record id under owner, or returns an error wrapping
+// ErrExceeded when owner already holds Max records. Claiming an id filed
+// already changes nothing: a record replaced by another caller stays its
+// first owner's. Call it before writing the record, and Release
+// when the write fails.
+func (q *Quota) Claim(ctx context.Context, owner, id string) error {
+	n, err := claimScript.Run(ctx, q.rdb, []string{q.ownerKey(owner), q.ownersKey()}, id, owner, q.max).Int()
+	if err != nil {
+		return fmt.Errorf("quota: claim %s %q: %w", q.kind, clip.Marked(id, maxQuoted), err)
+	}
+	if n == 0 {
+		return fmt.Errorf("%w: %q already holds %d %s", ErrExceeded, clip.Marked(owner, maxQuoted), q.max, q.kind)
+	}
+	return nil
+}
+
+// releaseScript takes an id out of its owner's set when it is still filed
+// under that owner. KEYS: the owner's set, the id → owner hash. ARGV: id,
+// owner.
+var releaseScript = script.New(`
+if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('SREM', KEYS[1], ARGV[1])
+redis.call('HDEL', KEYS[2], ARGV[1])
+return 1`)
+
+// Release takes the record id out of its owner's count; an id never
+// claimed, or released already, changes nothing.
+func (q *Quota) Release(ctx context.Context, id string) error {
+	owner, err := q.rdb.HGet(ctx, q.ownersKey(), id).Result()
+	if errors.Is(err, redis.Nil) {
+		return nil
+	}
+	if err == nil {
+		err = releaseScript.Run(ctx, q.rdb, []string{q.ownerKey(owner), q.ownersKey()}, id, owner).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("quota: release %s %q: %w", q.kind, clip.Marked(id, maxQuoted), err)
+	}
+	return nil
+}
+
+// Count returns how many records owner holds.
+func (q *Quota) Count(ctx context.Context, owner string) (int64, error) {
+	n, err := q.rdb.SCard(ctx, q.ownerKey(owner)).Result()
+	if err != nil {
+		return 0, fmt.Errorf("quota: count %s: %w", q.kind, err)
+	}
+	return n, nil
+}
