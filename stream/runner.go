@@ -145,27 +145,31 @@ type partitionState struct {
 
 // consume is the loop of one partition: own pending entries first, then
 // stale entries of any consumer every ClaimInterval, then new entries.
+// Redis commands run under io, which outlives stop (reads end within
+// Block, acks go out); handlers run under work, which ends HandlerTimeout
+// after stop (see drainContext).
 func (r *Runner) consume(stop context.Context, p int) {
-	// Work in hand is finished after stop; reads end within Block.
-	ctx := context.WithoutCancel(stop)
+	io := context.WithoutCancel(stop)
+	work, cancel := drainContext(stop, r.cfg.HandlerTimeout)
+	defer cancel()
 	st := &partitionState{p: p, stream: r.stage.Topic.Stream(p), ownFrom: "-", claimFrom: "-", nextClaim: time.Now()}
 	pause := time.Duration(0)
 	for stop.Err() == nil {
 		var err error
 		if len(st.redeliver) > 0 {
-			err = r.redeliverOne(ctx, st)
+			err = r.redeliverOne(stop, work, io, st)
 		} else {
 			var msgs []*Message
-			if msgs, err = r.next(ctx, st); err == nil {
-				r.process(ctx, st, msgs)
+			if msgs, err = r.next(io, st); err == nil {
+				r.process(work, io, st, msgs)
 			}
 		}
 		if err != nil {
 			if isNoGroup(err) {
-				err = errors.Join(err, r.ensureGroup(ctx, st.stream))
+				err = errors.Join(err, r.ensureGroup(io, st.stream))
 			}
 			pause = min(max(2*pause, 50*time.Millisecond), r.cfg.ErrorBackoff)
-			r.tel.Logger.WarnContext(ctx, "stream read failed", "stage", r.stage.Name, "stream", st.stream, "error", err, "retry_in", pause)
+			r.tel.Logger.WarnContext(io, "stream read failed", "stage", r.stage.Name, "stream", st.stream, "error", err, "retry_in", pause)
 			select {
 			case <-stop.Done():
 			case <-time.After(pause):
@@ -174,7 +178,7 @@ func (r *Runner) consume(stop context.Context, p int) {
 		}
 		pause = 0
 	}
-	r.flushAcks(ctx, st)
+	r.flushAcks(io, st)
 }
 
 // next returns the next batch of new entries, once this copy's own pending
@@ -194,9 +198,10 @@ func (r *Runner) next(ctx context.Context, st *partitionState) ([]*Message, erro
 	return r.read(ctx, st, r.cfg.Block)
 }
 
-// process runs each message through the chain and settles it; acks are
-// queued in st.acks and sent with the next read.
-func (r *Runner) process(ctx context.Context, st *partitionState, msgs []*Message) {
+// process runs each message through the chain under work and settles it
+// under io; acks are queued in st.acks and sent with the next read. Once
+// work has ended no further message starts: the rest stay pending.
+func (r *Runner) process(work, ctx context.Context, st *partitionState, msgs []*Message) {
 	var counts outcomeCounts
 	defer r.settled.add(&counts)
 	began := time.Now()
@@ -214,8 +219,8 @@ func (r *Runner) process(ctx context.Context, st *partitionState, msgs []*Messag
 				live = append(live, m)
 			}
 		}
-		if len(live) > 0 { // an empty read is no batch: no span, no handler call
-			batchErrs = r.batch.handle(ctx, live)
+		if len(live) > 0 && work.Err() == nil { // an empty read is no batch: no span, no handler call
+			batchErrs = r.batch.handle(work, live)
 		}
 	}
 	next := 0
@@ -224,12 +229,15 @@ func (r *Runner) process(ctx context.Context, st *partitionState, msgs []*Messag
 			st.acks = append(st.acks, m.ID) // entry deleted from the stream: nothing to handle
 			continue
 		}
+		if work.Err() != nil || (r.batch != nil && batchErrs == nil) {
+			break // stopped: left pending
+		}
 		var err error
 		if r.batch != nil {
 			err = batchErrs[next]
 			next++
 		} else {
-			err = r.handler(ctx, m)
+			err = r.handler(work, m)
 		}
 		outcome := Classify(err)
 		counts.count(outcome)
