@@ -3,7 +3,7 @@ package stream
 import (
 	"context"
 	"math/rand/v2"
-	)
+)
 
 // Retry calls the handler again, with doubling pauses and full jitter, while
 // it fails with a retryable error (not Permanent, not ErrDrop), up to
