@@ -27,8 +27,10 @@ type RunnerConfig struct {
 	// it is redelivered (to this copy or another). Default 30s. It must
 	// exceed the longest a delivery can take — (Retry.MaxRetries+1) ×
 	// HandlerTimeout plus the retry pauses — or a slow but live handler has
-	// its work taken over; a batch that takes longer than ClaimIdle/2 is
-	// logged as a warning.
+	// its work taken over. A batch in hand is acknowledged as it goes and
+	// its unsettled messages kept fresh every min(ClaimIdle/4, 1s), so a
+	// batch may take longer than ClaimIdle; messages started later than
+	// ClaimIdle/2 after their read are logged in a warning.
 	ClaimIdle time.Duration
 	// MaxDeliveries is how many deliveries a message gets before it is
 	// dead-lettered. Default 5.

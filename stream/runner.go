@@ -199,58 +199,110 @@ func (r *Runner) next(ctx context.Context, st *partitionState) ([]*Message, erro
 }
 
 // process runs each message through the chain under work and settles it
-// under io; acks are queued in st.acks and sent with the next read. Once
-// work has ended no further message starts: the rest stay pending.
+// under ctx. While it works, the batch is kept fresh (see inflight): acks
+// go out every keepEvery, and the rest are queued in st.acks to go with
+// the next read. Once work has ended no further message starts: the rest
+// stay pending.
 func (r *Runner) process(work, ctx context.Context, st *partitionState, msgs []*Message) {
+	if len(msgs) == 0 {
+		return
+	}
 	var counts outcomeCounts
 	defer r.settled.add(&counts)
-	began := time.Now()
-	defer func() {
-		if took := time.Since(began); took > r.cfg.ClaimIdle/2 {
-			r.tel.Logger.WarnContext(ctx, "slow batch: messages near its end risk being claimed by another copy",
-				"stage", r.stage.Name, "stream", st.stream, "messages", len(msgs), "took", took, "claim_idle", r.cfg.ClaimIdle)
-		}
-	}()
-	var batchErrs []error
-	if r.batch != nil {
-		live := make([]*Message, 0, len(msgs))
-		for _, m := range msgs {
-			if !m.deleted {
-				live = append(live, m)
-			}
-		}
-		if len(live) > 0 && work.Err() == nil { // an empty read is no batch: no span, no handler call
-			batchErrs = r.batch.handle(work, live)
-		}
-	}
-	next := 0
+	f := r.keep(ctx, st, msgs)
+	defer func() { st.acks = append(st.acks, f.end()...) }()
+	slow := newSlowBatch(r, st, len(msgs))
+	defer slow.report(ctx)
+	live := make([]*Message, 0, len(msgs))
 	for _, m := range msgs {
 		if m.deleted {
-			st.acks = append(st.acks, m.ID) // entry deleted from the stream: nothing to handle
-			continue
-		}
-		if work.Err() != nil || (r.batch != nil && batchErrs == nil) {
-			break // stopped: left pending
-		}
-		var err error
-		if r.batch != nil {
-			err = batchErrs[next]
-			next++
+			f.settled(m.ID, true) // entry deleted from the stream: nothing to handle
 		} else {
-			err = r.handler(work, m)
-		}
-		outcome := Classify(err)
-		counts.count(outcome)
-		switch outcome {
-		case OutcomeAcked, OutcomeDropped:
-			st.acks = append(st.acks, m.ID)
-		case OutcomeDeadLettered:
-			if dlqErr := r.moveToDeadLetter(ctx, st.p, m, err); dlqErr != nil {
-				r.tel.Logger.ErrorContext(ctx, "dead-letter move failed; message stays pending",
-					"stage", r.stage.Name, "id", m.ID, "error", dlqErr)
-			}
+			live = append(live, m)
 		}
 	}
+	if r.batch != nil {
+		mine := live[:0]
+		for _, m := range live {
+			if f.take(m.ID) {
+				mine = append(mine, m)
+			}
+		}
+		if len(mine) == 0 || work.Err() != nil { // an empty read is no batch: no span, no handler call
+			return
+		}
+		slow.starting(mine[0].ID)
+		for i, err := range r.batch.handle(work, mine) {
+			r.settle(ctx, st, f, &counts, mine[i], err)
+		}
+		return
+	}
+	for _, m := range live {
+		if work.Err() != nil {
+			return // stopped: the rest stay pending
+		}
+		if !f.take(m.ID) {
+			continue // another copy took it over and handles it
+		}
+		slow.starting(m.ID)
+		r.settle(ctx, st, f, &counts, m, r.handler(work, m))
+	}
+}
+
+// settle settles a handled message by its handler's error.
+func (r *Runner) settle(ctx context.Context, st *partitionState, f *inflight, counts *outcomeCounts, m *Message, err error) {
+	outcome := Classify(err)
+	counts.count(outcome)
+	switch outcome {
+	case OutcomeAcked, OutcomeDropped:
+		f.settled(m.ID, true)
+	case OutcomeDeadLettered:
+		f.settled(m.ID, false)
+		if dlqErr := r.moveToDeadLetter(ctx, st.p, m, err); dlqErr != nil {
+			r.tel.Logger.ErrorContext(ctx, "dead-letter move failed; message stays pending",
+				"stage", r.stage.Name, "id", m.ID, "error", dlqErr)
+		}
+	default:
+		f.settled(m.ID, false) // left pending: it goes stale and is redelivered
+	}
+}
+
+// slowBatch notes the messages of a batch whose handling started late:
+// more than ClaimIdle/2 after the batch was read, the messages a stalled
+// keeper would let another copy claim.
+type slowBatch struct {
+	r           *Runner
+	st          *partitionState
+	n           int
+	began       time.Time
+	late        int
+	first, last string
+}
+
+func newSlowBatch(r *Runner, st *partitionState, n int) *slowBatch {
+	return &slowBatch{r: r, st: st, n: n, began: time.Now()}
+}
+
+// starting notes that the handling of message id starts now.
+func (s *slowBatch) starting(id string) {
+	if time.Since(s.began) <= s.r.cfg.ClaimIdle/2 {
+		return
+	}
+	if s.late == 0 {
+		s.first = id
+	}
+	s.late++
+	s.last = id
+}
+
+// report logs a warning naming the late messages, if any.
+func (s *slowBatch) report(ctx context.Context) {
+	if s.late == 0 {
+		return
+	}
+	s.r.tel.Logger.WarnContext(ctx, "slow batch: messages started more than claim_idle/2 after the read; only keeping them fresh stops another copy from claiming them",
+		"stage", s.r.stage.Name, "stream", s.st.stream, "messages", s.n, "late", s.late, "first_late_id", s.first,
+		"last_late_id", s.last, "took", time.Since(s.began), "claim_idle", s.r.cfg.ClaimIdle)
 }
 
 // flushAcks acknowledges the queued acks now.

@@ -59,6 +59,7 @@ func Run(t *testing.T, b Backend) {
 		{"Shutdown_noRetryAfterStop", testShutdownNoRetryAfterStop},
 		{"Shutdown_hangingHandlerBounded", testShutdownHangingHandler},
 		{"Redelivery_stagesIndependent", testRedeliveryStagesIndependent},
+		{"SlowBatch_notHandledTwice", testSlowBatchNotHandledTwice},
 		{"Order_perPartition", testOrderPerPartition},
 		{"Trace_propagation", testTracePropagation},
 		{"Ledger_onceByKey", testLedgerOnceByKey},
