@@ -94,14 +94,21 @@ func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, 
 // Info returns the stage's identity, including its consumer name.
 func (r *Runner) Info() StageInfo { return r.info }
 
-// Run consumes until ctx ends, then finishes and acknowledges the batch in
-// hand and returns nil. Redis errors are logged and retried with backoff;
-// Run returns an error only if it cannot start.
+// Run consumes until ctx ends, then finishes the batch in hand within
+// HandlerTimeout (see drainContext), acknowledges what it handled and
+// returns nil. It returns ErrConsumerTaken, after stopping the same way,
+// when another copy took its consumer name over. Redis errors are logged
+// and retried with backoff; Run returns another error only if it cannot
+// start.
 func (r *Runner) Run(ctx context.Context) error {
 	for _, p := range r.cfg.Partitions {
 		if err := r.ensureGroup(ctx, r.stage.Topic.Stream(p)); err != nil {
 			return err
 		}
+	}
+	lease, err := r.acquireLease(ctx)
+	if err != nil {
+		return err
 	}
 	stats, err := newStageStats(r)
 	if err != nil {
@@ -114,12 +121,33 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.reads = reads
 	r.tel.Logger.InfoContext(ctx, "stage started", "stage", r.stage.Name, "stream", r.stage.Topic.String(),
 		"group", r.cfg.Group, "consumer", r.cfg.Consumer, "partitions", len(r.cfg.Partitions))
+	consuming, stopConsuming := context.WithCancel(ctx)
+	defer stopConsuming()
+	background, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var taken atomic.Bool
+	var bg sync.WaitGroup
+	bg.Go(func() { stats.run(consuming) })
+	bg.Go(func() { r.sweepConsumers(consuming) })
+	bg.Go(func() {
+		if lease.hold(background) {
+			taken.Store(true)
+			stopConsuming()
+		}
+	})
 	var wg sync.WaitGroup
-	wg.Go(func() { stats.run(ctx) })
 	for _, p := range r.cfg.Partitions {
-		wg.Go(func() { r.consume(ctx, p) })
+		wg.Go(func() { r.consume(consuming, p) })
 	}
 	wg.Wait()
+	stopBackground()
+	bg.Wait()
+	if taken.Load() {
+		r.tel.Logger.Warn("stage stopped: consumer name taken over", "stage", r.stage.Name, "consumer", r.cfg.Consumer)
+		return fmt.Errorf("stage %s consumer %s: %w", r.stage.Name, r.cfg.Consumer, ErrConsumerTaken)
+	}
+	done := context.WithoutCancel(ctx)
+	r.retire(done)
+	lease.release(done)
 	r.tel.Logger.Info("stage stopped", "stage", r.stage.Name, "consumer", r.cfg.Consumer)
 	return nil
 }
