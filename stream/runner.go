@@ -106,12 +106,13 @@ func (r *Runner) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	lease, err := r.acquireLease(ctx)
+	stats, err := newStageStats(r)
 	if err != nil {
 		return err
 	}
-	stats, err := newStageStats(r)
+	lease, err := r.acquireLease(ctx)
 	if err != nil {
+		stats.close()
 		return err
 	}
 	r.stats.Store(stats)
