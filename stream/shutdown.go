@@ -21,12 +21,17 @@ type stopKey struct{}
 // drain, and carries stop's Done channel for stopping to see.
 func drainContext(stop context.Context, drain time.Duration) (context.Context, context.CancelFunc) {
 	ctx, cancel := context.WithCancel(context.WithValue(context.WithoutCancel(stop), stopKey{}, stop.Done()))
-	var timer *time.Timer
-	unhook := context.AfterFunc(stop, func() { timer = time.AfterFunc(drain, cancel) })
-	return ctx, func() {
-		if !unhook() && timer != nil {
-			timer.Stop()
+	unhook := context.AfterFunc(stop, func() {
+		t := time.NewTimer(drain)
+		defer t.Stop()
+		select {
+		case <-t.C:
+			cancel()
+		case <-ctx.Done(): // released before the drain ended
 		}
+	})
+	return ctx, func() {
+		unhook()
 		cancel()
 	}
 }
