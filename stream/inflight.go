@@ -15,7 +15,10 @@ import (
 // live copy then neither claims messages this copy already handled nor
 // ones it is about to handle. A message the keeper finds owned by another
 // consumer (this copy stalled past ClaimIdle and lost it) is skipped here:
-// the other copy handles it.
+// the other copy handles it. A batch whose handler call runs past the
+// longest a delivery may take (a handler stuck, deaf to its context) is
+// no longer kept fresh: its messages go stale and another copy claims
+// them, as if this copy had died.
 
 // maxKeepEvery bounds the interval between two keeps of a batch.
 const maxKeepEvery = time.Second
@@ -54,6 +57,7 @@ type inflight struct {
 	open map[string]bool // read, not settled yet
 	lost map[string]bool // now another consumer's
 	acks []string        // handled, not acknowledged yet
+	busy time.Time       // when the handler call in progress started; zero between calls
 
 	stop chan struct{}
 	done chan struct{}
@@ -90,10 +94,13 @@ func (f *inflight) refresh(ctx context.Context) {
 	f.mu.Lock()
 	acks := f.acks
 	f.acks = nil
+	stuck := !f.busy.IsZero() && time.Since(f.busy) > f.r.cfg.worstDelivery()
 	open := make([]any, 0, 2+len(f.open))
 	open = append(open, f.r.cfg.Group, f.r.cfg.Consumer)
 	for id := range f.open {
-		open = append(open, id)
+		if !stuck {
+			open = append(open, id)
+		}
 	}
 	f.mu.Unlock()
 	if len(acks) > 0 {
@@ -127,11 +134,16 @@ func (f *inflight) refresh(ctx context.Context) {
 	}
 }
 
-// take reports whether the message is still this copy's to handle.
+// take reports whether the message is still this copy's to handle; if
+// so, a handler call starts now.
 func (f *inflight) take(id string) bool {
 	f.mu.Lock()
 	defer f.mu.Unlock()
-	return !f.lost[id]
+	if f.lost[id] {
+		return false
+	}
+	f.busy = time.Now()
+	return true
 }
 
 // settled records the message as settled; ack queues its acknowledgement.
@@ -139,6 +151,7 @@ func (f *inflight) settled(id string, ack bool) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.open, id)
+	f.busy = time.Time{}
 	if ack {
 		f.acks = append(f.acks, id)
 	}
