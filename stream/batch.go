@@ -99,21 +99,17 @@ func (b *batchRunner) handle(ctx context.Context, msgs []*Message) []error {
 	ctx, span := b.tracer.Start(ctx, "process "+b.info.Topic.String(),
 		append(b.spanOpts, trace.WithLinks(links...), trace.WithAttributes(keyBatchCount.Int(len(msgs))))...)
 	defer span.End()
-	pause := b.cfg.Retry.InitialInterval
+	wait := b.cfg.Retry.InitialInterval
 	for try := 0; len(run) > 0; try++ {
 		b.call(ctx, msgs, run, errs)
 		run = retryable(run, errs)
 		if b.cfg.Retry.Disabled || try >= b.cfg.Retry.MaxRetries || len(run) == 0 {
 			break
 		}
-		t := time.NewTimer(pause/2 + rand.N(pause/2+1))
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			run = nil
-		case <-t.C:
+		if !pauseFor(ctx, wait/2+rand.N(wait/2+1)) {
+			break
 		}
-		pause = min(2*pause, b.cfg.Retry.MaxInterval)
+		wait = min(2*wait, b.cfg.Retry.MaxInterval)
 	}
 	b.duration.Record(context.Background(), time.Since(start).Seconds(), b.opts...)
 	failed := 0

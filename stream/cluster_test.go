@@ -24,7 +24,7 @@ func TestConformance_redisCluster(t *testing.T) {
 	nodes := testenv.RedisClusterURL(t)
 	streamtest.Run(t, streamtest.Backend{
 		Name:     "redis-cluster",
-		Features: streamtest.Features{Cluster: true},
+		Features: streamtest.Features{Cluster: true, IdleTimes: true},
 		Client: func(t *testing.T) redis.UniversalClient {
 			return dialCluster(t, nodes)
 		},

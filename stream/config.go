@@ -5,7 +5,11 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"time"
+	"unicode"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // RunnerConfig tunes a stage runner. The zero value of every field means its
@@ -13,9 +17,29 @@ import (
 type RunnerConfig struct {
 	// Group is the consumer group. Default: the stage name.
 	Group string
-	// Consumer names this copy within the group; it must be unique among
-	// live copies. Default: "<hostname>-<pid>-<random>".
+	// Consumer names this copy within the group. Default:
+	// "<Instance>-<stage>-<Copy>" when Instance is set, so a restarted
+	// process reads its own pending entries first; else
+	// "<hostname>-<pid>-<random>", new for every copy. The copy holds its
+	// name by a lease (ConsumerLease): a copy started under a name whose
+	// lease is live takes it over, and the older copy stops.
 	Consumer string
+	// Instance is the stable identity of the process across restarts
+	// (DROPSTREAM_INSTANCE), like Kafka's group.instance.id. At most
+	// maxInstanceLen bytes, no spaces or control characters. Default "".
+	Instance string
+	// Copy is the index of this copy of the stage within the process,
+	// part of its default consumer name. Default 0.
+	Copy int
+	// ConsumerLease is how long the copy's hold on its consumer name lasts
+	// unrenewed; it is renewed every ConsumerLease/3. Default 15s.
+	ConsumerLease time.Duration
+	// ConsumerIdle is how long a consumer of the group with nothing
+	// pending may stay idle before a copy deletes it (a copy gone without
+	// stopping gracefully); consumers with pending entries are never
+	// deleted. Swept every min(ConsumerIdle/2, 1m). Default 10m; at least
+	// 2 × Block.
+	ConsumerIdle time.Duration
 	// BatchSize is the XREADGROUP COUNT. Default 256.
 	BatchSize int
 	// Block is how long one read waits for new entries. Default 1s; it also
@@ -27,8 +51,10 @@ type RunnerConfig struct {
 	// it is redelivered (to this copy or another). Default 30s. It must
 	// exceed the longest a delivery can take — (Retry.MaxRetries+1) ×
 	// HandlerTimeout plus the retry pauses — or a slow but live handler has
-	// its work taken over; a batch that takes longer than ClaimIdle/2 is
-	// logged as a warning.
+	// its work taken over. A batch in hand is acknowledged as it goes and
+	// its unsettled messages kept fresh every min(ClaimIdle/4, 1s), so a
+	// batch may take longer than ClaimIdle; messages started later than
+	// ClaimIdle/2 after their read are logged in a warning.
 	ClaimIdle time.Duration
 	// MaxDeliveries is how many deliveries a message gets before it is
 	// dead-lettered. Default 5.
@@ -66,8 +92,17 @@ func (c RunnerConfig) WithDefaults(stage string) RunnerConfig {
 	if c.Group == "" {
 		c.Group = stage
 	}
+	if c.Consumer == "" && c.Instance != "" {
+		c.Consumer = c.Instance + "-" + stage + "-" + strconv.Itoa(c.Copy)
+	}
 	if c.Consumer == "" {
 		c.Consumer = DefaultConsumerName()
+	}
+	if c.ConsumerLease == 0 {
+		c.ConsumerLease = 15 * time.Second
+	}
+	if c.ConsumerIdle == 0 {
+		c.ConsumerIdle = 10 * time.Minute
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 256
@@ -135,6 +170,18 @@ func (c RunnerConfig) Validate() error {
 	if c.HandlerTimeout <= 0 {
 		errs = append(errs, fmt.Errorf("handler timeout %s must be positive", c.HandlerTimeout))
 	}
+	if len(c.Instance) > maxInstanceLen || strings.IndexFunc(c.Instance, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
+		errs = append(errs, fmt.Errorf("instance %q: want at most %d bytes without spaces or control characters", clip.String(c.Instance, maxInstanceLen), maxInstanceLen))
+	}
+	if c.Copy < 0 {
+		errs = append(errs, fmt.Errorf("copy %d must not be negative", c.Copy))
+	}
+	if c.ConsumerLease < 3*time.Millisecond {
+		errs = append(errs, fmt.Errorf("consumer lease %s below 3ms", c.ConsumerLease))
+	}
+	if c.ConsumerIdle < 2*c.Block {
+		errs = append(errs, fmt.Errorf("consumer idle %s below twice the block %s", c.ConsumerIdle, c.Block))
+	}
 	if c.StatsInterval <= 0 || c.ErrorBackoff <= 0 {
 		errs = append(errs, errors.New("stats interval and error backoff must be positive"))
 	}
@@ -143,6 +190,9 @@ func (c RunnerConfig) Validate() error {
 	}
 	return errors.Join(errs...)
 }
+
+// maxInstanceLen bounds RunnerConfig.Instance.
+const maxInstanceLen = 64
 
 // tries is how many handler calls one delivery may make.
 func (c RunnerConfig) tries() int {

@@ -32,7 +32,8 @@ func TestConformance_miniredis(t *testing.T) {
 func TestConformance_redisServer(t *testing.T) {
 	url := testenv.RedisURL(t)
 	streamtest.Run(t, streamtest.Backend{
-		Name: "redis-server",
+		Name:     "redis-server",
+		Features: streamtest.Features{IdleTimes: true},
 		Client: func(t *testing.T) redis.UniversalClient {
 			rdb, err := stream.Dial(context.Background(), url)
 			if err != nil {

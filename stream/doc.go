@@ -14,6 +14,14 @@
 //   - any other error: left pending, and delivered again once it has been
 //     idle for ClaimIdle (to this consumer or another copy).
 //
+// A copy acknowledges a long batch as it works through it and keeps the
+// rest of it from going stale, so another live copy does not handle its
+// messages again. Stopped, a copy finishes the batch in hand within
+// HandlerTimeout and starts no retry pause; what it did not settle stays
+// pending. Each copy's consumer name is held by a lease in Redis; with
+// RunnerConfig.Instance it is stable across restarts, and consumers left
+// idle with nothing pending are deleted.
+//
 // Delivery is at least once. Effects that must happen once are guarded by a
 // business key in the Ledger.
 package stream

@@ -3,13 +3,13 @@ package stream
 import (
 	"context"
 	"math/rand/v2"
-	"time"
 )
 
 // Retry calls the handler again, with doubling pauses and full jitter, while
 // it fails with a retryable error (not Permanent, not ErrDrop), up to
-// cfg.MaxRetries times within one delivery. When the context ends the last
-// error is returned.
+// cfg.MaxRetries times within one delivery. When the context ends, or the
+// runner is asked to stop, no further pause starts and the last error is
+// returned.
 func Retry(cfg RetryConfig) Middleware {
 	cfg = cfg.withDefaults()
 	return func(next Handler) Handler {
@@ -18,17 +18,13 @@ func Retry(cfg RetryConfig) Middleware {
 		}
 		return func(ctx context.Context, msg *Message) error {
 			err := next(ctx, msg)
-			pause := cfg.InitialInterval
+			wait := cfg.InitialInterval
 			for i := 0; i < cfg.MaxRetries && Classify(err) == OutcomeFailed; i++ {
-				t := time.NewTimer(pause/2 + rand.N(pause/2+1))
-				select {
-				case <-ctx.Done():
-					t.Stop()
+				if !pauseFor(ctx, wait/2+rand.N(wait/2+1)) {
 					return err
-				case <-t.C:
 				}
 				err = next(ctx, msg)
-				pause = min(2*pause, cfg.MaxInterval)
+				wait = min(2*wait, cfg.MaxInterval)
 			}
 			return err
 		}

@@ -20,11 +20,20 @@ import (
 // stale entry claimed by one copy is no longer idle, so the other's XCLAIM
 // returns nothing.
 //
-// Redeliveries are also serialized across every runner of the process: a
-// crash then catches at most one redelivered message in flight, so a
-// message that crashes the process does not raise the delivery count of
-// another redelivered message each time it crashes.
-var redeliveryMu sync.Mutex
+// Redeliveries are also serialized across the copies of a stage in the
+// process (one consumer group of one topic): a crash then catches at most
+// one of its redelivered messages in flight, so a message that crashes the
+// process does not raise the delivery count of another redelivered message
+// of the stage each time it crashes. Other stages are not held up: each
+// group has its own lock, and a copy waiting for it stops waiting when it
+// is asked to stop.
+var redeliveryLocks sync.Map // topic "/" group -> chan struct{} (capacity 1)
+
+// redeliveryLock returns the lock of the runner's group.
+func (r *Runner) redeliveryLock() chan struct{} {
+	l, _ := redeliveryLocks.LoadOrStore(r.stage.Topic.String()+"/"+r.cfg.Group, make(chan struct{}, 1))
+	return l.(chan struct{})
+}
 
 // pendingEntry is an entry to redeliver with its delivery count so far and
 // the idle time it must still have when it is claimed.
@@ -124,14 +133,20 @@ func (r *Runner) claim(ctx context.Context, st *partitionState) error {
 }
 
 // redeliverOne claims the first queued entry, counting its delivery, and
-// handles it, holding redeliveryMu throughout.
-func (r *Runner) redeliverOne(ctx context.Context, st *partitionState) error {
-	redeliveryMu.Lock()
-	defer redeliveryMu.Unlock()
-	msgs, err := r.redeliverNext(ctx, st)
+// handles it, holding its group's redelivery lock throughout. It returns
+// without doing anything when stop ends while it waits for the lock.
+func (r *Runner) redeliverOne(stop, work, io context.Context, st *partitionState) error {
+	lock := r.redeliveryLock()
+	select {
+	case lock <- struct{}{}:
+	case <-stop.Done():
+		return nil
+	}
+	defer func() { <-lock }()
+	msgs, err := r.redeliverNext(io, st)
 	if err == nil {
-		r.process(ctx, st, msgs)
-		r.flushAcks(ctx, st)
+		r.process(work, io, st, msgs)
+		r.flushAcks(io, st)
 	}
 	return err
 }

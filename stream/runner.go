@@ -94,9 +94,12 @@ func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, 
 // Info returns the stage's identity, including its consumer name.
 func (r *Runner) Info() StageInfo { return r.info }
 
-// Run consumes until ctx ends, then finishes and acknowledges the batch in
-// hand and returns nil. Redis errors are logged and retried with backoff;
-// Run returns an error only if it cannot start.
+// Run consumes until ctx ends, then finishes the batch in hand within
+// HandlerTimeout (see drainContext), acknowledges what it handled and
+// returns nil. It returns ErrConsumerTaken, after stopping the same way,
+// when another copy took its consumer name over. Redis errors are logged
+// and retried with backoff; Run returns another error only if it cannot
+// start.
 func (r *Runner) Run(ctx context.Context) error {
 	for _, p := range r.cfg.Partitions {
 		if err := r.ensureGroup(ctx, r.stage.Topic.Stream(p)); err != nil {
@@ -107,6 +110,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	lease, err := r.acquireLease(ctx)
+	if err != nil {
+		stats.close()
+		return err
+	}
 	r.stats.Store(stats)
 	defer stats.close()
 	reads, closeReads := readClient(r.rdb, len(r.cfg.Partitions))
@@ -114,12 +122,33 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.reads = reads
 	r.tel.Logger.InfoContext(ctx, "stage started", "stage", r.stage.Name, "stream", r.stage.Topic.String(),
 		"group", r.cfg.Group, "consumer", r.cfg.Consumer, "partitions", len(r.cfg.Partitions))
+	consuming, stopConsuming := context.WithCancel(ctx)
+	defer stopConsuming()
+	background, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
+	var taken atomic.Bool
+	var bg sync.WaitGroup
+	bg.Go(func() { stats.run(consuming) })
+	bg.Go(func() { r.sweepConsumers(consuming) })
+	bg.Go(func() {
+		if lease.hold(background) {
+			taken.Store(true)
+			stopConsuming()
+		}
+	})
 	var wg sync.WaitGroup
-	wg.Go(func() { stats.run(ctx) })
 	for _, p := range r.cfg.Partitions {
-		wg.Go(func() { r.consume(ctx, p) })
+		wg.Go(func() { r.consume(consuming, p) })
 	}
 	wg.Wait()
+	stopBackground()
+	bg.Wait()
+	if taken.Load() {
+		r.tel.Logger.Warn("stage stopped: consumer name taken over", "stage", r.stage.Name, "consumer", r.cfg.Consumer)
+		return fmt.Errorf("stage %s consumer %s: %w", r.stage.Name, r.cfg.Consumer, ErrConsumerTaken)
+	}
+	done := context.WithoutCancel(ctx)
+	r.retire(done)
+	lease.release(done)
 	r.tel.Logger.Info("stage stopped", "stage", r.stage.Name, "consumer", r.cfg.Consumer)
 	return nil
 }
@@ -145,27 +174,31 @@ type partitionState struct {
 
 // consume is the loop of one partition: own pending entries first, then
 // stale entries of any consumer every ClaimInterval, then new entries.
+// Redis commands run under io, which outlives stop (reads end within
+// Block, acks go out); handlers run under work, which ends HandlerTimeout
+// after stop (see drainContext).
 func (r *Runner) consume(stop context.Context, p int) {
-	// Work in hand is finished after stop; reads end within Block.
-	ctx := context.WithoutCancel(stop)
+	io := context.WithoutCancel(stop)
+	work, cancel := drainContext(stop, r.cfg.HandlerTimeout)
+	defer cancel()
 	st := &partitionState{p: p, stream: r.stage.Topic.Stream(p), ownFrom: "-", claimFrom: "-", nextClaim: time.Now()}
 	pause := time.Duration(0)
 	for stop.Err() == nil {
 		var err error
 		if len(st.redeliver) > 0 {
-			err = r.redeliverOne(ctx, st)
+			err = r.redeliverOne(stop, work, io, st)
 		} else {
 			var msgs []*Message
-			if msgs, err = r.next(ctx, st); err == nil {
-				r.process(ctx, st, msgs)
+			if msgs, err = r.next(io, st); err == nil {
+				r.process(work, io, st, msgs)
 			}
 		}
 		if err != nil {
 			if isNoGroup(err) {
-				err = errors.Join(err, r.ensureGroup(ctx, st.stream))
+				err = errors.Join(err, r.ensureGroup(io, st.stream))
 			}
 			pause = min(max(2*pause, 50*time.Millisecond), r.cfg.ErrorBackoff)
-			r.tel.Logger.WarnContext(ctx, "stream read failed", "stage", r.stage.Name, "stream", st.stream, "error", err, "retry_in", pause)
+			r.tel.Logger.WarnContext(io, "stream read failed", "stage", r.stage.Name, "stream", st.stream, "error", err, "retry_in", pause)
 			select {
 			case <-stop.Done():
 			case <-time.After(pause):
@@ -174,7 +207,7 @@ func (r *Runner) consume(stop context.Context, p int) {
 		}
 		pause = 0
 	}
-	r.flushAcks(ctx, st)
+	r.flushAcks(io, st)
 }
 
 // next returns the next batch of new entries, once this copy's own pending
@@ -194,55 +227,111 @@ func (r *Runner) next(ctx context.Context, st *partitionState) ([]*Message, erro
 	return r.read(ctx, st, r.cfg.Block)
 }
 
-// process runs each message through the chain and settles it; acks are
-// queued in st.acks and sent with the next read.
-func (r *Runner) process(ctx context.Context, st *partitionState, msgs []*Message) {
+// process runs each message through the chain under work and settles it
+// under ctx. While it works, the batch is kept fresh (see inflight): acks
+// go out every keepEvery, and the rest are queued in st.acks to go with
+// the next read. Once work has ended no further message starts: the rest
+// stay pending.
+func (r *Runner) process(work, ctx context.Context, st *partitionState, msgs []*Message) {
+	if len(msgs) == 0 {
+		return
+	}
 	var counts outcomeCounts
 	defer r.settled.add(&counts)
-	began := time.Now()
-	defer func() {
-		if took := time.Since(began); took > r.cfg.ClaimIdle/2 {
-			r.tel.Logger.WarnContext(ctx, "slow batch: messages near its end risk being claimed by another copy",
-				"stage", r.stage.Name, "stream", st.stream, "messages", len(msgs), "took", took, "claim_idle", r.cfg.ClaimIdle)
-		}
-	}()
-	var batchErrs []error
-	if r.batch != nil {
-		live := make([]*Message, 0, len(msgs))
-		for _, m := range msgs {
-			if !m.deleted {
-				live = append(live, m)
-			}
-		}
-		if len(live) > 0 { // an empty read is no batch: no span, no handler call
-			batchErrs = r.batch.handle(ctx, live)
-		}
-	}
-	next := 0
+	f := r.keep(ctx, st, msgs)
+	defer func() { st.acks = append(st.acks, f.end()...) }()
+	slow := newSlowBatch(r, st, len(msgs))
+	defer slow.report(ctx)
+	live := make([]*Message, 0, len(msgs))
 	for _, m := range msgs {
 		if m.deleted {
-			st.acks = append(st.acks, m.ID) // entry deleted from the stream: nothing to handle
-			continue
-		}
-		var err error
-		if r.batch != nil {
-			err = batchErrs[next]
-			next++
+			f.settled(m.ID, true) // entry deleted from the stream: nothing to handle
 		} else {
-			err = r.handler(ctx, m)
-		}
-		outcome := Classify(err)
-		counts.count(outcome)
-		switch outcome {
-		case OutcomeAcked, OutcomeDropped:
-			st.acks = append(st.acks, m.ID)
-		case OutcomeDeadLettered:
-			if dlqErr := r.moveToDeadLetter(ctx, st.p, m, err); dlqErr != nil {
-				r.tel.Logger.ErrorContext(ctx, "dead-letter move failed; message stays pending",
-					"stage", r.stage.Name, "id", m.ID, "error", dlqErr)
-			}
+			live = append(live, m)
 		}
 	}
+	if r.batch != nil {
+		mine := live[:0]
+		for _, m := range live {
+			if f.take(m.ID) {
+				mine = append(mine, m)
+			}
+		}
+		if len(mine) == 0 || work.Err() != nil { // an empty read is no batch: no span, no handler call
+			return
+		}
+		slow.starting(mine[0].ID)
+		for i, err := range r.batch.handle(work, mine) {
+			r.settle(ctx, st, f, &counts, mine[i], err)
+		}
+		return
+	}
+	for _, m := range live {
+		if work.Err() != nil {
+			return // stopped: the rest stay pending
+		}
+		if !f.take(m.ID) {
+			continue // another copy took it over and handles it
+		}
+		slow.starting(m.ID)
+		r.settle(ctx, st, f, &counts, m, r.handler(work, m))
+	}
+}
+
+// settle settles a handled message by its handler's error.
+func (r *Runner) settle(ctx context.Context, st *partitionState, f *inflight, counts *outcomeCounts, m *Message, err error) {
+	outcome := Classify(err)
+	counts.count(outcome)
+	switch outcome {
+	case OutcomeAcked, OutcomeDropped:
+		f.settled(m.ID, true)
+	case OutcomeDeadLettered:
+		f.settled(m.ID, false)
+		if dlqErr := r.moveToDeadLetter(ctx, st.p, m, err); dlqErr != nil {
+			r.tel.Logger.ErrorContext(ctx, "dead-letter move failed; message stays pending",
+				"stage", r.stage.Name, "id", m.ID, "error", dlqErr)
+		}
+	default:
+		f.settled(m.ID, false) // left pending: it goes stale and is redelivered
+	}
+}
+
+// slowBatch notes the messages of a batch whose handling started late:
+// more than ClaimIdle/2 after the batch was read, the messages a stalled
+// keeper would let another copy claim.
+type slowBatch struct {
+	r           *Runner
+	st          *partitionState
+	n           int
+	began       time.Time
+	late        int
+	first, last string
+}
+
+func newSlowBatch(r *Runner, st *partitionState, n int) *slowBatch {
+	return &slowBatch{r: r, st: st, n: n, began: time.Now()}
+}
+
+// starting notes that the handling of message id starts now.
+func (s *slowBatch) starting(id string) {
+	if time.Since(s.began) <= s.r.cfg.ClaimIdle/2 {
+		return
+	}
+	if s.late == 0 {
+		s.first = id
+	}
+	s.late++
+	s.last = id
+}
+
+// report logs a warning naming the late messages, if any.
+func (s *slowBatch) report(ctx context.Context) {
+	if s.late == 0 {
+		return
+	}
+	s.r.tel.Logger.WarnContext(ctx, "slow batch: messages started more than claim_idle/2 after the read; only keeping them fresh stops another copy from claiming them",
+		"stage", s.r.stage.Name, "stream", s.st.stream, "messages", s.n, "late", s.late, "first_late_id", s.first,
+		"last_late_id", s.last, "took", time.Since(s.began), "claim_idle", s.r.cfg.ClaimIdle)
 }
 
 // flushAcks acknowledges the queued acks now.

@@ -24,6 +24,8 @@ func TestRunnerConfig_withDefaults(t *testing.T) {
 		HandlerTimeout: 5 * time.Second,
 		StatsInterval:  2 * time.Second,
 		ErrorBackoff:   2 * time.Second,
+		ConsumerLease:  15 * time.Second,
+		ConsumerIdle:   10 * time.Minute,
 		Retry:          RetryConfig{MaxRetries: 2, InitialInterval: 50 * time.Millisecond, MaxInterval: time.Second},
 	}
 	if !unitConfigEqual(c, want) {
@@ -58,7 +60,8 @@ func TestRunnerConfig_withDefaultsKeepsSetFields(t *testing.T) {
 	in := RunnerConfig{
 		Group: "g", Consumer: "c", BatchSize: 100, Block: 2 * time.Second, ClaimInterval: time.Second,
 		ClaimIdle: time.Minute, MaxDeliveries: 9, HandlerTimeout: 3 * time.Second, Partitions: []int{1, 3},
-		StatsInterval: time.Second, ErrorBackoff: 5 * time.Second,
+		StatsInterval: time.Second, ErrorBackoff: 5 * time.Second, Instance: "i", Copy: 2,
+		ConsumerLease: time.Minute, ConsumerIdle: time.Hour,
 		Retry: RetryConfig{MaxRetries: 4, InitialInterval: time.Millisecond, MaxInterval: 7 * time.Millisecond, Disabled: true},
 	}
 	if got := in.WithDefaults("stage"); !unitConfigEqual(got, in) {
@@ -76,6 +79,30 @@ func TestRunnerConfig_withDefaultsKeepsSetFields(t *testing.T) {
 	r := RunnerConfig{Retry: RetryConfig{MaxInterval: 5 * time.Second}}.WithDefaults("s").Retry
 	if r != (RetryConfig{MaxRetries: 2, InitialInterval: 50 * time.Millisecond, MaxInterval: 5 * time.Second}) {
 		t.Errorf("partial retry config defaulted to %+v", r)
+	}
+}
+
+func TestRunnerConfig_consumerName(t *testing.T) {
+	tests := []struct {
+		name string
+		in   RunnerConfig
+		want string // "" for a random per-copy name
+	}{
+		{"instance, first copy", RunnerConfig{Instance: "node-a"}, "node-a-enrich-0"},
+		{"instance, third copy", RunnerConfig{Instance: "node-a", Copy: 2}, "node-a-enrich-2"},
+		{"explicit consumer wins", RunnerConfig{Instance: "node-a", Consumer: "c"}, "c"},
+		{"no instance", RunnerConfig{Copy: 1}, ""},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			a, b := tc.in.WithDefaults("enrich").Consumer, tc.in.WithDefaults("enrich").Consumer
+			if tc.want != "" && (a != tc.want || b != tc.want) {
+				t.Errorf("consumer names %q, %q; want %q for both", a, b, tc.want)
+			}
+			if tc.want == "" && a == b {
+				t.Errorf("two copies without an instance both named %q", a)
+			}
+		})
 	}
 }
 
@@ -121,6 +148,13 @@ func TestRunnerConfig_validateRejectsEachBadField(t *testing.T) {
 		{"retry max interval equals initial", func(c *RunnerConfig) {
 			c.Retry.InitialInterval, c.Retry.MaxInterval = time.Second, time.Second
 		}, ""},
+		{"instance with a space", func(c *RunnerConfig) { c.Instance = "a b" }, "instance"},
+		{"instance too long", func(c *RunnerConfig) { c.Instance = strings.Repeat("i", 65) }, "instance"},
+		{"instance of 64 bytes", func(c *RunnerConfig) { c.Instance = strings.Repeat("i", 64) }, ""},
+		{"negative copy", func(c *RunnerConfig) { c.Copy = -1 }, "copy -1"},
+		{"consumer lease below 3ms", func(c *RunnerConfig) { c.ConsumerLease = 2 * time.Millisecond }, "consumer lease"},
+		{"consumer idle below twice the block", func(c *RunnerConfig) { c.ConsumerIdle = c.Block }, "consumer idle"},
+		{"consumer idle twice the block", func(c *RunnerConfig) { c.ConsumerIdle = 2 * c.Block }, ""},
 		{"disabled retry ignores its other fields", func(c *RunnerConfig) {
 			c.Retry = RetryConfig{MaxRetries: -1, InitialInterval: -1, MaxInterval: -2, Disabled: true}
 		}, ""},
@@ -152,18 +186,19 @@ func TestRunnerConfig_validateRejectsEachBadField(t *testing.T) {
 func TestRunnerConfig_validateReportsEveryBadField(t *testing.T) {
 	c := RunnerConfig{Group: "", Consumer: "c", BatchSize: 0, Block: 0, ClaimInterval: 0, ClaimIdle: time.Second,
 		MaxDeliveries: 0, HandlerTimeout: 2 * time.Second, StatsInterval: 0, ErrorBackoff: time.Second,
+		Instance: "a b", Copy: -1, ConsumerLease: 0, ConsumerIdle: -1,
 		Retry: RetryConfig{MaxRetries: -1, InitialInterval: time.Second, MaxInterval: time.Second}}
 	err := c.Validate()
 	if err == nil {
 		t.Fatal("Validate() = nil")
 	}
 	for _, w := range []string{"group", "batch size", "block", "claim interval", "claim idle", "max deliveries",
-		"stats interval", "retry"} {
+		"stats interval", "retry", "instance", "copy", "consumer lease", "consumer idle"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("Validate() = %q, does not name %q", err, w)
 		}
 	}
-	if n := strings.Count(err.Error(), "\n") + 1; n != 8 {
-		t.Errorf("Validate() reported %d problems, want 8: %q", n, err)
+	if n := strings.Count(err.Error(), "\n") + 1; n != 12 {
+		t.Errorf("Validate() reported %d problems, want 12: %q", n, err)
 	}
 }

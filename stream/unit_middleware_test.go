@@ -229,6 +229,79 @@ func TestRetry_stopsWhenContextEnds(t *testing.T) {
 	}
 }
 
+// TestRetry_noPauseAfterStop: in a runner's handler context, the handler
+// keeps running after the runner is asked to stop, but no retry pause
+// starts, and one in progress ends.
+func TestRetry_noPauseAfterStop(t *testing.T) {
+	base := errors.New("fail")
+	slow := RetryConfig{MaxRetries: 5, InitialInterval: time.Hour, MaxInterval: time.Hour}
+	tests := []struct {
+		name        string
+		stopBefore  bool // stop before the call
+		stopInCall1 bool // stop during the first call
+	}{
+		{"stopped before the call", true, false},
+		{"stopped during the handler", false, true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			stop, stopNow := context.WithCancel(context.Background())
+			defer stopNow()
+			ctx, release := drainContext(stop, time.Hour)
+			defer release()
+			if tc.stopBefore {
+				stopNow()
+			}
+			calls := 0
+			h := Chain(func(ctx context.Context, _ *Message) error {
+				calls++
+				if tc.stopInCall1 {
+					stopNow()
+				}
+				if ctx.Err() != nil {
+					return ctx.Err() // the handler context must outlive the stop
+				}
+				return base
+			}, Retry(slow))
+			done := make(chan error, 1)
+			go func() { done <- h(ctx, NewMessage("k", "t", nil)) }()
+			select {
+			case err := <-done:
+				if calls != 1 || err != base {
+					t.Errorf("calls %d, err %v; want 1 call returning the handler's error", calls, err)
+				}
+			case <-time.After(30 * time.Second): // a safety net only: the pause is an hour
+				t.Fatal("Retry paused after the runner was asked to stop")
+			}
+		})
+	}
+}
+
+// TestDrainContext_endsDrainAfterStop: the handler context outlives the
+// stop by the drain, then ends; without a stop it lasts until released.
+func TestDrainContext_endsDrainAfterStop(t *testing.T) {
+	stop, stopNow := context.WithCancel(context.Background())
+	ctx, release := drainContext(stop, 50*time.Millisecond)
+	defer release()
+	if stopped(ctx) || ctx.Err() != nil {
+		t.Fatal("handler context ended or stopped before the stop")
+	}
+	stopNow()
+	if !stopped(ctx) {
+		t.Error("stop not seen through the handler context")
+	}
+	select {
+	case <-ctx.Done():
+	case <-time.After(30 * time.Second): // a safety net only
+		t.Fatal("handler context did not end after the drain")
+	}
+	other, releaseOther := drainContext(context.Background(), time.Millisecond)
+	releaseOther()
+	if other.Err() == nil {
+		t.Error("released handler context still open")
+	}
+}
+
 func TestGiveUp_attempts(t *testing.T) {
 	const maxDel = 3
 	base := errors.New("transient")

@@ -64,6 +64,11 @@ func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, st
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	instance, err := instanceID(cfg.Instance, os.Hostname)
+	if err != nil {
+		return nil, err
+	}
+	cfg.Instance = instance
 	settings, err := readSettingsWith(cfg, overrides, os.LookupEnv)
 	if err != nil {
 		return nil, err
@@ -316,7 +321,12 @@ func (a *app) start(ctx context.Context, wg *sync.WaitGroup, o startOptions) ([]
 	var runners []*stream.Runner
 	for _, s := range o.stages {
 		for i := 0; i < o.copies; i++ {
-			r, err := stream.NewRunner(a.rdb, s, a.tel)
+			st := s
+			if st.Config.Instance == "" {
+				st.Config.Instance = a.cfg.Instance
+			}
+			st.Config.Copy = i
+			r, err := stream.NewRunner(a.rdb, st, a.tel)
 			if err != nil {
 				return nil, nil, err
 			}

@@ -40,6 +40,26 @@ type Config struct {
 	// traces' service.name is "dropstream-" + Role ("dropstream" when
 	// empty) unless OTEL_SERVICE_NAME is set. See roleOf.
 	Role string
+	// Instance is the process's stable identity across restarts: its
+	// stage copies are the consumers "<instance>-<stage>-<copy>", and a
+	// restart reads their pending entries first (stream.RunnerConfig).
+	// "{hostname}" in it stands for the host's name (a container's id), so
+	// replicas of one compose service get ids of their own. Empty: new
+	// consumer names for every process.
+	Instance string
+}
+
+// instanceID returns the instance id with "{hostname}" replaced by the
+// host's name.
+func instanceID(instance string, hostname func() (string, error)) (string, error) {
+	if !strings.Contains(instance, "{hostname}") {
+		return instance, nil
+	}
+	host, err := hostname()
+	if err != nil || host == "" {
+		return "", fmt.Errorf("instance %q: no host name to put in it: %v", instance, err)
+	}
+	return strings.ReplaceAll(instance, "{hostname}", host), nil
 }
 
 // roleOf returns the role of a process running the stages of list (a
@@ -111,6 +131,7 @@ func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string
 	envInt(fs, &c.Partitions, "partitions", "DROPSTREAM_PARTITIONS", 8, "stream partitions per flow, fixed for a deployment")
 	envString(fs, &c.LogFormat, "log-format", "DROPSTREAM_LOG_FORMAT", logFormat, "log format: json or text")
 	envString(fs, &c.LogLevel, "log-level", "DROPSTREAM_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	envString(fs, &c.Instance, "instance", "DROPSTREAM_INSTANCE", "", "stable identity of this process across restarts, unique among live processes ({hostname} stands for the host name); empty gives new consumer names each start")
 	return fs
 }
 

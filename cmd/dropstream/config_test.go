@@ -277,3 +277,28 @@ func TestReadSettings_egressAllowList(t *testing.T) {
 		t.Errorf("--help does not list DROPSTREAM_EGRESS_ALLOW")
 	}
 }
+
+func TestInstanceID_hostnamePlaceholder(t *testing.T) {
+	host := func() (string, error) { return "c0ffee", nil }
+	noHost := func() (string, error) { return "", errors.New("no host name") }
+	tests := []struct {
+		name     string
+		instance string
+		hostname func() (string, error)
+		want     string
+		wantErr  bool
+	}{
+		{"empty", "", noHost, "", false},
+		{"fixed", "diff", noHost, "diff", false},
+		{"placeholder", "diff-{hostname}", host, "diff-c0ffee", false},
+		{"placeholder without a host name", "diff-{hostname}", noHost, "", true},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := instanceID(tc.instance, tc.hostname)
+			if (err != nil) != tc.wantErr || got != tc.want {
+				t.Errorf("instanceID(%q) = %q, %v; want %q, error %v", tc.instance, got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}

@@ -41,6 +41,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		"DROPSTREAM_DEMO_INTERVAL": interval.String(), "DROPSTREAM_DEMO_CHURN": strconv.FormatFloat(churn, 'g', -1, 64),
 		"DROPSTREAM_DEMO_FLAP": strconv.FormatFloat(flap, 'g', -1, 64)}
 	cfg.Role = "demo"
+	if cfg.Instance == "" {
+		cfg.Instance = "demo" // a restarted demo resumes its own pending messages
+	}
 	a, err := newAppWith(ctx, cfg, overrides, stderr)
 	if err != nil {
 		return err

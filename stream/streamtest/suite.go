@@ -36,6 +36,10 @@ type Features struct {
 	// Cluster is set for Redis Cluster: keys of different partitions live
 	// in different slots.
 	Cluster bool
+	// IdleTimes is set when XINFO CONSUMERS reports how long each consumer
+	// has been idle (the embedded Redis does not for consumers that only
+	// read, so it deletes no consumer for being idle).
+	IdleTimes bool
 }
 
 // waitTimeout bounds every wait of the suite.
@@ -56,6 +60,14 @@ func Run(t *testing.T, b Backend) {
 		{"Restart_noLoss", testRestartNoLoss},
 		{"Restart_ownPendingFirst", testOwnPendingFirst},
 		{"Shutdown_finishesBatch", testShutdownFinishesBatch},
+		{"Shutdown_noRetryAfterStop", testShutdownNoRetryAfterStop},
+		{"Shutdown_hangingHandlerBounded", testShutdownHangingHandler},
+		{"Redelivery_stagesIndependent", testRedeliveryStagesIndependent},
+		{"SlowBatch_notHandledTwice", testSlowBatchNotHandledTwice},
+		{"Restart_consumersBounded", testRestartConsumersBounded},
+		{"Restart_instanceOwnPendingFirst", testRestartInstanceOwnPending},
+		{"Consumers_idleDeleted", testConsumersIdleDeleted},
+		{"Consumer_takenOver", testConsumerTakenOver},
 		{"Order_perPartition", testOrderPerPartition},
 		{"Trace_propagation", testTracePropagation},
 		{"Ledger_onceByKey", testLedgerOnceByKey},

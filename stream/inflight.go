@@ -1,0 +1,165 @@
+package stream
+
+import (
+	"context"
+	"sync"
+	"time"
+
+	"github.com/dropstream/dropstream/internal/script"
+)
+
+// In-flight batches. A batch may take longer to work through than
+// ClaimIdle (many messages, each within its timeout). While a partition
+// works on one, a keeper acknowledges the messages handled so far and
+// resets the idle time of those not settled yet, every keepEvery: another
+// live copy then neither claims messages this copy already handled nor
+// ones it is about to handle. A message the keeper finds owned by another
+// consumer (this copy stalled past ClaimIdle and lost it) is skipped here:
+// the other copy handles it. A batch whose handler call runs past the
+// longest a delivery may take (a handler stuck, deaf to its context) is
+// no longer kept fresh: its messages go stale and another copy claims
+// them, as if this copy had died.
+
+// maxKeepEvery bounds the interval between two keeps of a batch.
+const maxKeepEvery = time.Second
+
+// keepEvery returns how often a batch in hand is kept fresh: well within
+// ClaimIdle, so a keep late by a whole handler call still comes in time.
+func (c RunnerConfig) keepEvery() time.Duration {
+	return min(c.ClaimIdle/4, maxKeepEvery)
+}
+
+// refreshSource resets the idle time of the entries (ARGV[3..]) still
+// pending to this consumer (ARGV[2]) in group ARGV[1] of stream KEYS[1],
+// keeping their delivery count, and returns the ids that are not: taken by
+// another consumer, or no longer pending.
+const refreshSource = `
+local lost = {}
+for i = 3, #ARGV do
+  local id = ARGV[i]
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1], id, id, 1)
+  if #p == 0 or p[1][2] ~= ARGV[2] then
+    lost[#lost + 1] = id
+  else
+    redis.call('XCLAIM', KEYS[1], ARGV[1], ARGV[2], 0, id, 'RETRYCOUNT', p[1][4], 'JUSTID')
+  end
+end
+return lost`
+
+var refreshScript = script.New(refreshSource)
+
+// inflight is a batch in hand on one partition.
+type inflight struct {
+	r      *Runner
+	stream string
+
+	mu   sync.Mutex
+	open map[string]bool // read, not settled yet
+	lost map[string]bool // now another consumer's
+	acks []string        // handled, not acknowledged yet
+	busy time.Time       // when the handler call in progress started; zero between calls
+
+	stop chan struct{}
+	done chan struct{}
+}
+
+// keep starts keeping the batch msgs of st fresh until end is called.
+func (r *Runner) keep(ctx context.Context, st *partitionState, msgs []*Message) *inflight {
+	f := &inflight{r: r, stream: st.stream, open: make(map[string]bool, len(msgs)), lost: map[string]bool{},
+		stop: make(chan struct{}), done: make(chan struct{})}
+	for _, m := range msgs {
+		f.open[m.ID] = true
+	}
+	go f.run(ctx)
+	return f
+}
+
+func (f *inflight) run(ctx context.Context) {
+	defer close(f.done)
+	t := time.NewTicker(f.r.cfg.keepEvery())
+	defer t.Stop()
+	for {
+		select {
+		case <-f.stop:
+			return
+		case <-t.C:
+			f.refresh(ctx)
+		}
+	}
+}
+
+// refresh acknowledges the handled messages and resets the idle time of
+// the open ones.
+func (f *inflight) refresh(ctx context.Context) {
+	f.mu.Lock()
+	acks := f.acks
+	f.acks = nil
+	stuck := !f.busy.IsZero() && time.Since(f.busy) > f.r.cfg.worstDelivery()
+	open := make([]any, 0, 2+len(f.open))
+	open = append(open, f.r.cfg.Group, f.r.cfg.Consumer)
+	for id := range f.open {
+		if !stuck {
+			open = append(open, id)
+		}
+	}
+	f.mu.Unlock()
+	if len(acks) > 0 {
+		if err := f.r.rdb.XAck(ctx, f.stream, f.r.cfg.Group, acks...).Err(); err != nil {
+			f.r.tel.Logger.WarnContext(ctx, "ack failed; messages will be redelivered", "stage", f.r.stage.Name,
+				"stream", f.stream, "count", len(acks), "error", err)
+		}
+	}
+	if len(open) == 2 {
+		return
+	}
+	lost, err := refreshScript.Run(ctx, f.r.rdb, []string{f.stream}, open...).StringSlice()
+	if err != nil {
+		f.r.tel.Logger.WarnContext(ctx, "keeping a slow batch failed; its messages may be claimed by another copy",
+			"stage", f.r.stage.Name, "stream", f.stream, "error", err)
+		return
+	}
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	var taken []string
+	for _, id := range lost {
+		if f.open[id] {
+			delete(f.open, id)
+			f.lost[id] = true
+			taken = append(taken, id)
+		}
+	}
+	if len(taken) > 0 {
+		f.r.tel.Logger.WarnContext(ctx, "slow batch: messages taken over by another copy are left to it",
+			"stage", f.r.stage.Name, "stream", f.stream, "count", len(taken), "first_id", taken[0])
+	}
+}
+
+// take reports whether the message is still this copy's to handle; if
+// so, a handler call starts now.
+func (f *inflight) take(id string) bool {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.lost[id] {
+		return false
+	}
+	f.busy = time.Now()
+	return true
+}
+
+// settled records the message as settled; ack queues its acknowledgement.
+func (f *inflight) settled(id string, ack bool) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	delete(f.open, id)
+	f.busy = time.Time{}
+	if ack {
+		f.acks = append(f.acks, id)
+	}
+}
+
+// end stops keeping the batch and returns the acks still to send.
+func (f *inflight) end() []string {
+	close(f.stop)
+	<-f.done
+	return f.acks
+}
