@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -47,10 +48,20 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var srv *api.Server
+	if cfg.APIAddr != "" {
+		// Built before anything starts: a route that cannot be registered
+		// stops the demo at once.
+		if srv, err = a.apiServer(); err != nil {
+			return err
+		}
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// Cancelled before wg.Wait (defers run last first): a part that fails
+	// stops the others, and the demo exits with its error.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	// A demo left running keeps the embedded Redis bounded: acknowledged
 	// entries older than ten minutes are trimmed, as `run` does after an hour.
 	runners, failed, err := a.start(ctx, &wg, startOptions{stages: stages, services: services, copies: 1, trimAge: 10 * time.Minute})
@@ -68,11 +79,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			})
 		}
 	}
-	if cfg.APIAddr != "" {
-		srv, err := a.apiServer()
-		if err != nil {
-			return err
-		}
+	if srv != nil {
 		wg.Go(func() {
 			if err := srv.Listen(ctx); err != nil {
 				failed <- fmt.Errorf("api: %w", err)
