@@ -87,6 +87,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		})
 		fmt.Fprintf(stdout, "dropstream demo: API on %s — try /v1/availability?state=open, /v1/sources, /v1/watchers, /metrics, /openapi.json; Ctrl-C stops\n", cfg.APIAddr)
 	}
+	if a.embedded != nil {
+		// On the demo's own output only, for redis-cli: the password is new
+		// at each start and dies with the process; the logs show the
+		// address alone.
+		fmt.Fprintf(stdout, "dropstream demo: embedded Redis at %s (redis-cli -u %s)\n", a.embedded.Addr(), a.embedded.URL())
+	}
 	wg.Go(func() { a.status(ctx, stdout, runners, every) })
 	select {
 	case <-ctx.Done():
