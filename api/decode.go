@@ -48,7 +48,7 @@ func DecodeJSON(c *fiber.Ctx, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		return jsonError(err, reflect.TypeOf(v))
 	}
 	end := dec.InputOffset()
 	var extra json.RawMessage
@@ -74,8 +74,9 @@ func isJSONMediaType(ct string) bool {
 }
 
 // jsonError translates an encoding/json decoding error into an *Error, or
-// returns it unchanged if it is not the client's fault.
-func jsonError(err error) error {
+// returns it unchanged if it is not the client's fault. t is the type
+// decoded into, to name fields by their JSON names.
+func jsonError(err error, t reflect.Type) error {
 	var (
 		syntaxErr *json.SyntaxError
 		typeErr   *json.UnmarshalTypeError
@@ -92,7 +93,7 @@ func jsonError(err error) error {
 				fmt.Sprintf("the request body must be a JSON %s, not %s", want, typeErr.Value))
 		}
 		return BadRequest(CodeInvalidJSON,
-			fmt.Sprintf("field %q must be a JSON %s, not %s (offset %d)", typeErr.Field, want, typeErr.Value, typeErr.Offset))
+			fmt.Sprintf("field %q must be a JSON %s, not %s (offset %d)", jsonFieldPath(t, typeErr.Field), want, typeErr.Value, typeErr.Offset))
 	case errors.As(err, &invalid):
 		return fmt.Errorf("api: DecodeJSON: %w", err)
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -101,7 +102,11 @@ func jsonError(err error) error {
 		// encoding/json has no typed error for unknown fields.
 		return BadRequest(CodeInvalidJSON, trimJSONPrefix(err.Error()))
 	}
-	return BadRequest(CodeInvalidJSON, "malformed JSON: "+trimJSONPrefix(err.Error()))
+	if strings.HasPrefix(err.Error(), "json: ") {
+		return BadRequest(CodeInvalidJSON, "malformed JSON: "+trimJSONPrefix(err.Error()))
+	}
+	// A type's own UnmarshalJSON refused a value: its message says which.
+	return BadRequest(CodeInvalidJSON, err.Error())
 }
 
 // jsonKind names the JSON type a Go type decodes from, without revealing

@@ -114,7 +114,7 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
-	if err := c.Status(out.Status).JSON(envelope{Error: envelopeError{Code: out.Code, Message: out.Message}}); err != nil {
+	if err := c.Status(out.Status).JSON(envelope{Error: envelopeError{Code: out.Code, Message: clientMessage(out.Message)}}); err != nil {
 		return fmt.Errorf("api: write error response: %w", err)
 	}
 	if outsideChain {
