@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net/http"
 	"reflect"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -48,7 +51,7 @@ func DecodeJSON(c *fiber.Ctx, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err, reflect.TypeOf(v))
+		return blameField(jsonError(err, reflect.TypeOf(v)), body, reflect.TypeOf(v))
 	}
 	end := dec.InputOffset()
 	var extra json.RawMessage
@@ -105,8 +108,51 @@ func jsonError(err error, t reflect.Type) error {
 	if strings.HasPrefix(err.Error(), "json: ") {
 		return BadRequest(CodeInvalidJSON, "malformed JSON: "+trimJSONPrefix(err.Error()))
 	}
+	var timeErr *time.ParseError
+	if errors.As(err, &timeErr) || strings.HasPrefix(err.Error(), "Time.UnmarshalJSON") {
+		return valueError("want a time in RFC 3339 format")
+	}
 	// A type's own UnmarshalJSON refused a value: its message says which.
-	return BadRequest(CodeInvalidJSON, err.Error())
+	return valueError(err.Error())
+}
+
+// valueError is the message of a value refused by a type's own
+// UnmarshalJSON, which may not name the field: [blameField] finds it and
+// makes it a 400 invalid_json.
+type valueError string
+
+func (e valueError) Error() string { return string(e) }
+
+// blameField names, in a value error, the top-level field of the body
+// whose value its type refused, when t is a struct and one does; other
+// errors are returned as they are.
+func blameField(err error, body []byte, t reflect.Type) error {
+	ve, ok := err.(valueError)
+	if !ok {
+		return err
+	}
+	out := Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON, Message: string(ve)}
+	t = elemType(t)
+	var fields map[string]json.RawMessage
+	if t == nil || t.Kind() != reflect.Struct || json.Unmarshal(body, &fields) != nil {
+		return &out
+	}
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		f, ok := jsonField(t, name)
+		if !ok {
+			continue
+		}
+		if json.Unmarshal(fields[name], reflect.New(f.Type).Interface()) != nil {
+			out.Message = fmt.Sprintf("field %q: %s", name, out.Message)
+			break
+		}
+	}
+	return &out
 }
 
 // jsonKind names the JSON type a Go type decodes from, without revealing

@@ -71,6 +71,13 @@ func (r SubscriberRoutes) create(c *fiber.Ctx) error {
 	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
 	}
+	texts := []api.TextField{api.Text("name", in.Name), api.Text("time_zone", in.TimeZone)}
+	for _, d := range in.Destinations {
+		texts = append(texts, api.Text("destinations.kind", d.Kind), api.Text("destinations.address", d.Address))
+	}
+	if err := api.CheckText(texts...); err != nil {
+		return err
+	}
 	ctx := c.UserContext()
 	created, err := r.Store.Create(ctx, in)
 	switch {

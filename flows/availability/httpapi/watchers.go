@@ -40,6 +40,10 @@ func (r WatcherRoutes) create(c *fiber.Ctx) error {
 	if err := api.DecodeJSON(c, &w); err != nil {
 		return err
 	}
+	if err := api.CheckText(api.Text("name", w.Name), api.Text("provider", w.Provider), api.Text("venue", w.Venue),
+		api.Text("slot", w.Slot)); err != nil {
+		return err
+	}
 	created, err := r.Store.Create(c.UserContext(), w)
 	if errors.Is(err, watch.ErrInvalidWatcher) {
 		return api.UnprocessableEntity("invalid_watcher", err.Error())

@@ -106,6 +106,9 @@ func (f routes) postFeed(c *fiber.Ctx) error {
 	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
 	}
+	if err := api.CheckText(api.Text("id", in.ID), api.Text("url", in.URL)); err != nil {
+		return err
+	}
 	out, created, err := f.store.PutFeed(c.UserContext(), in)
 	if err != nil {
 		return apiError(err, "feed")
@@ -183,6 +186,9 @@ func (f routes) excludeItem(c *fiber.Ctx) error {
 func (f routes) postSubscribable(c *fiber.Ctx) error {
 	var in feed.Subscribable
 	if err := api.DecodeJSON(c, &in); err != nil {
+		return err
+	}
+	if err := api.CheckText(api.Text("name", in.Name)); err != nil {
 		return err
 	}
 	in.FeedID = c.Params("id")
