@@ -26,7 +26,9 @@ type Error struct {
 	// "not_found" or "invalid_json".
 	Code string
 	// Message is a human-readable explanation. It is sent to the client, so
-	// it must not contain secrets or internal details.
+	// it must not contain secrets or internal details. It is sent on one
+	// line (newlines become "; "), a prefix repeated back to back once, and
+	// encoding/json's Go type and field names replaced by the JSON ones.
 	Message string
 }
 
