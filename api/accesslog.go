@@ -32,7 +32,9 @@ func (s *Server) accessLogMiddleware(c *fiber.Ctx) error {
 
 // logAccess writes the access log record of the request handled by c.
 func (s *Server) logAccess(c *fiber.Ctx, route string, d time.Duration) {
-	path := string(c.Request().URI().Path()) // copied: the buffer is reused
+	// As received: not unescaped, dot segments and slashes not cleaned
+	// (copied: the buffer is reused).
+	path := string(c.Request().URI().PathOriginal())
 	level := slog.LevelInfo
 	if isOperational(path) {
 		level = slog.LevelDebug

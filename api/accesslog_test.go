@@ -32,6 +32,8 @@ func TestAccessLog_fields(t *testing.T) {
 		{"feature route at info", "/v1/things/42", "INFO", "/v1/things/:id", http.StatusOK},
 		{"unknown route", "/v1/nope", "INFO", "", http.StatusNotFound},
 		{"probe at debug", "/healthz", "DEBUG", "/healthz", http.StatusOK},
+		{"escaped path logged as received", "/v1/things/%34%32%2F", "INFO", "/v1/things/:id", http.StatusOK},
+		{"dot segments and slashes logged as received", "/v1/x/..//things/42", "INFO", "", http.StatusNotFound},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

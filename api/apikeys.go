@@ -86,6 +86,17 @@ func (k keyring) lookup(presented string) (Scope, bool) {
 	return Scope(found), found != 0
 }
 
+// ValidateAPIKeys reports the first problem of an API key list in the
+// format of [Config.APIKeys] (DROPSTREAM_API_KEYS): an empty key, a key
+// with whitespace or ',', an entry without a scope, an unknown scope
+// (wrapping [ErrUnknownScope]) or a key listed twice. The error names the
+// entry by its 1-based position, never by its key. An empty list is valid
+// (the API is open).
+func ValidateAPIKeys(s string) error {
+	_, err := parseAPIKeys(s)
+	return err
+}
+
 // parseAPIKeys parses "key:scope,scope;key2:scope". A key's scope is the
 // highest one listed. Errors name the entry by its 1-based position and
 // never contain key material.

@@ -7,8 +7,11 @@ import (
 	"fmt"
 	"io"
 	"mime"
+	"net/http"
 	"reflect"
+	"sort"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 )
@@ -48,7 +51,7 @@ func DecodeJSON(c *fiber.Ctx, v any) error {
 	dec := json.NewDecoder(bytes.NewReader(body))
 	dec.DisallowUnknownFields()
 	if err := dec.Decode(v); err != nil {
-		return jsonError(err)
+		return blameField(jsonError(err, reflect.TypeOf(v)), body, reflect.TypeOf(v))
 	}
 	end := dec.InputOffset()
 	var extra json.RawMessage
@@ -74,8 +77,9 @@ func isJSONMediaType(ct string) bool {
 }
 
 // jsonError translates an encoding/json decoding error into an *Error, or
-// returns it unchanged if it is not the client's fault.
-func jsonError(err error) error {
+// returns it unchanged if it is not the client's fault. t is the type
+// decoded into, to name fields by their JSON names.
+func jsonError(err error, t reflect.Type) error {
 	var (
 		syntaxErr *json.SyntaxError
 		typeErr   *json.UnmarshalTypeError
@@ -92,7 +96,7 @@ func jsonError(err error) error {
 				fmt.Sprintf("the request body must be a JSON %s, not %s", want, typeErr.Value))
 		}
 		return BadRequest(CodeInvalidJSON,
-			fmt.Sprintf("field %q must be a JSON %s, not %s (offset %d)", typeErr.Field, want, typeErr.Value, typeErr.Offset))
+			fmt.Sprintf("field %q must be a JSON %s, not %s (offset %d)", jsonFieldPath(t, typeErr.Field), want, typeErr.Value, typeErr.Offset))
 	case errors.As(err, &invalid):
 		return fmt.Errorf("api: DecodeJSON: %w", err)
 	case errors.Is(err, io.ErrUnexpectedEOF):
@@ -101,7 +105,54 @@ func jsonError(err error) error {
 		// encoding/json has no typed error for unknown fields.
 		return BadRequest(CodeInvalidJSON, trimJSONPrefix(err.Error()))
 	}
-	return BadRequest(CodeInvalidJSON, "malformed JSON: "+trimJSONPrefix(err.Error()))
+	if strings.HasPrefix(err.Error(), "json: ") {
+		return BadRequest(CodeInvalidJSON, "malformed JSON: "+trimJSONPrefix(err.Error()))
+	}
+	var timeErr *time.ParseError
+	if errors.As(err, &timeErr) || strings.HasPrefix(err.Error(), "Time.UnmarshalJSON") {
+		return valueError("want a time in RFC 3339 format")
+	}
+	// A type's own UnmarshalJSON refused a value: its message says which.
+	return valueError(err.Error())
+}
+
+// valueError is the message of a value refused by a type's own
+// UnmarshalJSON, which may not name the field: [blameField] finds it and
+// makes it a 400 invalid_json.
+type valueError string
+
+func (e valueError) Error() string { return string(e) }
+
+// blameField names, in a value error, the top-level field of the body
+// whose value its type refused, when t is a struct and one does; other
+// errors are returned as they are.
+func blameField(err error, body []byte, t reflect.Type) error {
+	ve, ok := err.(valueError)
+	if !ok {
+		return err
+	}
+	out := Error{Status: http.StatusBadRequest, Code: CodeInvalidJSON, Message: string(ve)}
+	t = elemType(t)
+	var fields map[string]json.RawMessage
+	if t == nil || t.Kind() != reflect.Struct || json.Unmarshal(body, &fields) != nil {
+		return &out
+	}
+	names := make([]string, 0, len(fields))
+	for name := range fields {
+		names = append(names, name)
+	}
+	sort.Strings(names)
+	for _, name := range names {
+		f, ok := jsonField(t, name)
+		if !ok {
+			continue
+		}
+		if json.Unmarshal(fields[name], reflect.New(f.Type).Interface()) != nil {
+			out.Message = fmt.Sprintf("field %q: %s", name, out.Message)
+			break
+		}
+	}
+	return &out
 }
 
 // jsonKind names the JSON type a Go type decodes from, without revealing

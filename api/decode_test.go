@@ -1,6 +1,9 @@
 package api
 
 import (
+	"encoding/json"
+	"errors"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
@@ -122,4 +125,54 @@ func FuzzDecodeJSON(f *testing.F) {
 		}
 		wantEnvelope(t, response{status: res.StatusCode, header: res.Header, body: b}, http.StatusBadRequest, CodeInvalidJSON)
 	})
+}
+
+// wireThing decodes through its own UnmarshalJSON over an embedded alias,
+// the way a type with a wire form does: encoding/json then names the Go
+// alias in the field path.
+type wireThing struct {
+	ID    string `json:"id"`
+	Every string `json:"every"`
+}
+
+type wireThingFields wireThing
+
+func (w *wireThing) UnmarshalJSON(b []byte) error {
+	var in struct {
+		wireThingFields
+		Extra int `json:"extra"`
+	}
+	if err := json.Unmarshal(b, &in); err != nil {
+		return fmt.Errorf("invalid thing: %w", err)
+	}
+	if in.Every == "never" {
+		return errors.New("invalid thing: every: want a duration")
+	}
+	*w = wireThing(in.wireThingFields)
+	return nil
+}
+
+func TestDecodeJSON_messagesNameJSONFieldsNotGoOnes(t *testing.T) {
+	tests := []struct {
+		body, want string
+	}{
+		{`{"id":5}`, `field "id" must be a JSON string, not number`},
+		{`{"every":"never"}`, "invalid thing: every: want a duration"},
+	}
+	for _, tt := range tests {
+		s, _ := newTestServer(t, Config{})
+		s.App().Post("/things", func(c *fiber.Ctx) error {
+			var w wireThing
+			if err := DecodeJSON(c, &w); err != nil {
+				return err
+			}
+			return c.SendStatus(http.StatusOK)
+		})
+		req, _ := http.NewRequest(http.MethodPost, "/things", strings.NewReader(tt.body))
+		req.Header.Set("Content-Type", "application/json")
+		e := wantEnvelope(t, do(t, s, req), http.StatusBadRequest, CodeInvalidJSON)
+		if !strings.HasPrefix(e.Message, tt.want) || strings.Contains(e.Message, "wireThing") || strings.Contains(e.Message, "malformed") {
+			t.Errorf("%s: message = %q, want it to start with %q and name no Go type", tt.body, e.Message, tt.want)
+		}
+	}
 }

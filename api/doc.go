@@ -26,8 +26,11 @@
 //
 //  1. request id ([RequestID]): honours a sane incoming X-Request-Id, else
 //     generates one; echoed in the response;
-//  2. OpenTelemetry server span (otelfiber), named "<METHOD> <route pattern>",
-//     continuing an incoming W3C traceparent;
+//  2. OpenTelemetry server span, named "<METHOD> <route pattern>",
+//     continuing an incoming W3C traceparent, and the histogram
+//     [MetricRequestDuration] labelled by method, route template (or
+//     [RouteUnmatched]) and status only, so that no Host header or path a
+//     client sends adds a series to /metrics;
 //  3. access log (slog, one Info record per request; Debug for the
 //     operational routes);
 //  4. panic recovery (500 envelope, panic logged with its stack);

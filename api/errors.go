@@ -26,7 +26,9 @@ type Error struct {
 	// "not_found" or "invalid_json".
 	Code string
 	// Message is a human-readable explanation. It is sent to the client, so
-	// it must not contain secrets or internal details.
+	// it must not contain secrets or internal details. It is sent on one
+	// line (newlines become "; "), a prefix repeated back to back once, and
+	// encoding/json's Go type and field names replaced by the JSON ones.
 	Message string
 }
 
@@ -114,7 +116,7 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		span.RecordError(err)
 		span.SetStatus(codes.Error, err.Error())
 	}
-	if err := c.Status(out.Status).JSON(envelope{Error: envelopeError{Code: out.Code, Message: out.Message}}); err != nil {
+	if err := c.Status(out.Status).JSON(envelope{Error: envelopeError{Code: out.Code, Message: clientMessage(out.Message)}}); err != nil {
 		return fmt.Errorf("api: write error response: %w", err)
 	}
 	if outsideChain {

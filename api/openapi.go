@@ -59,15 +59,19 @@ type openAPI struct {
 	ops []Operation
 }
 
-// Handle registers op's route under its scope and documents it.
+// Handle registers op's route under its scope and documents it. A GET
+// route also answers HEAD (the same handler; the server sends no body).
 func (s *Server) Handle(op Operation) {
 	if op.Status == 0 {
 		op.Status = http.StatusOK
 	}
-	if op.Public {
-		s.App().Add(op.Method, op.Path, op.Handler)
-	} else {
-		s.Group("", op.Scope).Add(op.Method, op.Path, op.Handler)
+	var r fiber.Router = s.App()
+	if !op.Public {
+		r = s.Group("", op.Scope)
+	}
+	r.Add(op.Method, op.Path, op.Handler)
+	if op.Method == http.MethodGet {
+		r.Add(http.MethodHead, op.Path, op.Handler)
 	}
 	s.spec.mu.Lock()
 	s.spec.ops = append(s.spec.ops, op)

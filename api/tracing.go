@@ -1,34 +1,140 @@
 package api
 
 import (
-	"github.com/gofiber/contrib/otelfiber/v2"
+	"net/http"
+	"time"
+
 	"github.com/gofiber/fiber/v2"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
+	"go.opentelemetry.io/otel/propagation"
+	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
+	"go.opentelemetry.io/otel/trace"
+
+	dsotel "github.com/dropstream/dropstream/otel"
 )
+
+// ServerName is the fixed server.address of the server spans: the name of
+// the service, never the Host header a client sent.
+const ServerName = "dropstream"
+
+// RouteUnmatched is the http.route of a request no route matched (Fiber's
+// own 404 and 405), in span attributes and metric labels alike.
+const RouteUnmatched = "unmatched"
+
+// MetricRequestDuration is the HTTP server histogram, in seconds, labelled
+// by method, route template and status only: http.request.method (a
+// standard method or "_OTHER"), http.route (a registered pattern or
+// [RouteUnmatched]) and http.response.status_code. Nothing a client chooses
+// freely (Host, path, query, headers) becomes a label, so its series are
+// bounded by the routes registered.
+const MetricRequestDuration = "http.server.request.duration"
+
+// instrumentationName is the tracer and meter name of the server.
+const instrumentationName = "github.com/dropstream/dropstream/api"
+
+// knownMethods are the methods kept as they are in telemetry; any other
+// becomes "_OTHER", as the HTTP semantic conventions ask.
+var knownMethods = map[string]bool{
+	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
+	http.MethodPatch: true, http.MethodDelete: true, http.MethodConnect: true,
+	http.MethodOptions: true, http.MethodTrace: true,
+}
+
+// telemetryMethod returns m if it is a standard method, else "_OTHER".
+func telemetryMethod(m string) string {
+	if knownMethods[m] {
+		return m
+	}
+	return "_OTHER"
+}
+
+// telemetryRoute returns the matched route pattern, or [RouteUnmatched].
+func telemetryRoute(c *fiber.Ctx) string {
+	if p := matchedRoute(c); p != "" {
+		return p
+	}
+	return RouteUnmatched
+}
 
 // spanName names a server span "<METHOD> <route pattern>", or "<METHOD>"
 // alone when no route matched, as the HTTP semantic conventions ask (raw
 // paths would explode the span-name cardinality). The pattern is the one the
 // access log middleware, which runs inside the span, resolved.
 func spanName(c *fiber.Ctx) string {
+	m := telemetryMethod(c.Method())
 	if p := matchedRoute(c); p != "" {
-		return c.Method() + " " + p
+		return m + " " + p
 	}
-	return c.Method()
+	return m
 }
 
-// tracingMiddleware starts an OpenTelemetry server span per request (and
-// records the HTTP server metrics) with the configured providers. The span
-// continues the trace of an incoming traceparent header and is in
-// c.UserContext() for the handlers. Operational routes are not traced.
+// tracingMiddleware starts an OpenTelemetry server span per request and
+// records [MetricRequestDuration], with the configured providers. The span
+// continues the trace of an incoming traceparent header, is in
+// c.UserContext() for the handlers, and its context is injected into the
+// response headers. Operational routes are neither traced nor measured.
 //
-// otelfiber hands any error returned downstream to the ErrorHandler itself;
-// the access log below it already does so, so no error reaches it.
+// The access log below it renders any error itself, so the status is final
+// when the chain returns here.
 func (s *Server) tracingMiddleware() fiber.Handler {
-	return otelfiber.Middleware(
-		otelfiber.WithTracerProvider(s.cfg.TracerProvider),
-		otelfiber.WithMeterProvider(s.cfg.MeterProvider),
-		otelfiber.WithPropagators(s.cfg.Propagator),
-		otelfiber.WithSpanNameFormatter(spanName),
-		otelfiber.WithNext(func(c *fiber.Ctx) bool { return isOperational(c.Path()) }),
-	)
+	tracer := s.cfg.TracerProvider.Tracer(instrumentationName, trace.WithSchemaURL(dsotel.SchemaURL))
+	meter := s.cfg.MeterProvider.Meter(instrumentationName, metric.WithSchemaURL(dsotel.SchemaURL))
+	duration, err := meter.Float64Histogram(MetricRequestDuration,
+		metric.WithUnit(dsotel.UnitSeconds),
+		metric.WithDescription("Duration of HTTP server requests, by method, route template and status."))
+	if err != nil {
+		s.log.Warn("api: HTTP server metrics disabled", "error", err)
+	}
+	prop := s.cfg.Propagator
+	return func(c *fiber.Ctx) error {
+		if isOperational(c.Path()) {
+			return c.Next()
+		}
+		start := time.Now()
+		method := telemetryMethod(c.Method())
+		in := make(http.Header)
+		c.Request().Header.VisitAll(func(k, v []byte) { in.Add(string(k), string(v)) })
+		ctx := prop.Extract(c.UserContext(), propagation.HeaderCarrier(in))
+		ctx, span := tracer.Start(ctx, method,
+			trace.WithSpanKind(trace.SpanKindServer),
+			trace.WithAttributes(
+				semconv.HTTPRequestMethodKey.String(method),
+				semconv.ServerAddress(ServerName),
+				semconv.URLScheme(c.Protocol()),
+				semconv.URLPath(string(c.Request().URI().PathOriginal())),
+			))
+		defer span.End()
+		parent := c.UserContext()
+		c.SetUserContext(ctx)
+		defer c.SetUserContext(parent)
+
+		err := c.Next()
+		if err != nil { // not expected: the access log renders errors
+			span.RecordError(err)
+			_ = s.handleError(c, err)
+		}
+
+		status := c.Response().StatusCode()
+		route := telemetryRoute(c)
+		span.SetName(spanName(c))
+		span.SetAttributes(semconv.HTTPRoute(route), semconv.HTTPResponseStatusCode(status))
+		if status >= 500 {
+			span.SetStatus(codes.Error, http.StatusText(status))
+		}
+		out := make(propagation.HeaderCarrier)
+		prop.Inject(ctx, out)
+		for _, k := range out.Keys() {
+			c.Set(k, out.Get(k))
+		}
+		if duration != nil {
+			duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributeSet(attribute.NewSet(
+				semconv.HTTPRequestMethodKey.String(method),
+				semconv.HTTPRoute(route),
+				semconv.HTTPResponseStatusCode(status),
+			)))
+		}
+		return nil
+	}
 }

@@ -5,6 +5,7 @@ import (
 	"testing"
 
 	"github.com/gofiber/fiber/v2"
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 	"go.opentelemetry.io/otel/trace"
@@ -22,13 +23,14 @@ func TestTracing_serverSpanContinuesTraceparent(t *testing.T) {
 		path        string
 		traceparent string
 		wantName    string
+		wantRoute   string
 		wantStatus  int
 	}{
-		{"route with parameter", http.MethodGet, "/v1/things/42", traceparent, "GET /v1/things/:id", http.StatusOK},
-		{"error response keeps route name", http.MethodPost, "/v1/things/42", traceparent, "POST /v1/things/:id", http.StatusConflict},
-		{"unknown route named by method only", http.MethodGet, "/v1/nope/42", traceparent, "GET", http.StatusNotFound},
-		{"wrong method named by method only", http.MethodDelete, "/v1/things/42", traceparent, "DELETE", http.StatusMethodNotAllowed},
-		{"no traceparent starts a new trace", http.MethodGet, "/v1/things/7", "", "GET /v1/things/:id", http.StatusOK},
+		{"route with parameter", http.MethodGet, "/v1/things/42", traceparent, "GET /v1/things/:id", "/v1/things/:id", http.StatusOK},
+		{"error response keeps route name", http.MethodPost, "/v1/things/42", traceparent, "POST /v1/things/:id", "/v1/things/:id", http.StatusConflict},
+		{"unknown route named by method only", http.MethodGet, "/v1/nope/42", traceparent, "GET", RouteUnmatched, http.StatusNotFound},
+		{"wrong method named by method only", http.MethodDelete, "/v1/things/42", traceparent, "DELETE", RouteUnmatched, http.StatusMethodNotAllowed},
+		{"no traceparent starts a new trace", http.MethodGet, "/v1/things/7", "", "GET /v1/things/:id", "/v1/things/:id", http.StatusOK},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -46,6 +48,7 @@ func TestTracing_serverSpanContinuesTraceparent(t *testing.T) {
 			v1.Post("/things/:id", func(*fiber.Ctx) error { return Conflict("exists", "thing exists") })
 
 			req, _ := http.NewRequest(tt.method, tt.path, nil)
+			req.Host = "client-chosen.example"
 			if tt.traceparent != "" {
 				req.Header.Set("traceparent", tt.traceparent)
 			}
@@ -61,6 +64,13 @@ func TestTracing_serverSpanContinuesTraceparent(t *testing.T) {
 			span := spans[0]
 			if span.Name() != tt.wantName {
 				t.Errorf("span name = %q, want %q", span.Name(), tt.wantName)
+			}
+			attrs := attribute.NewSet(span.Attributes()...)
+			if v, _ := attrs.Value("http.route"); v.AsString() != tt.wantRoute {
+				t.Errorf("http.route = %q, want %q", v.AsString(), tt.wantRoute)
+			}
+			if v, _ := attrs.Value("server.address"); v.AsString() != ServerName {
+				t.Errorf("server.address = %q, want the fixed %q, not the Host header", v.AsString(), ServerName)
 			}
 			if span.SpanKind() != trace.SpanKindServer {
 				t.Errorf("span kind = %v, want server", span.SpanKind())

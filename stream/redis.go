@@ -53,11 +53,14 @@ func redactURL(u string) string {
 }
 
 // Embedded is an in-process Redis (miniredis) for the embedded mode: no
-// persistence, one process, every stream feature the runtime uses.
+// persistence, one process, every stream feature the runtime uses. It
+// listens on loopback and requires a password chosen at random at each
+// start, so that no other local user or process can read or change it.
 type Embedded struct {
-	srv  *miniredis.Miniredis
-	stop chan struct{}
-	done chan struct{}
+	srv      *miniredis.Miniredis
+	password string
+	stop     chan struct{}
+	done     chan struct{}
 }
 
 // expiryTick is how often the embedded Redis's keys age when it holds
@@ -76,12 +79,21 @@ const agingShare = 50
 // keys expire on the wall clock, as on a real Redis (miniredis, made for
 // tests, leaves TTLs alone unless told time passed: a lease, a gate or a
 // cache would never end).
+//
+// Its password is random (128 bits) and new at each start: [Embedded.URL]
+// carries it, [Embedded.Addr] does not.
 func StartEmbedded() (*Embedded, error) {
+	var pw [16]byte
+	if _, err := rand.Read(pw[:]); err != nil {
+		return nil, fmt.Errorf("start embedded redis: password: %w", err)
+	}
 	srv := miniredis.NewMiniRedis()
+	password := hex.EncodeToString(pw[:])
+	srv.RequireAuth(password)
 	if err := srv.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("start embedded redis: %w", err)
 	}
-	e := &Embedded{srv: srv, stop: make(chan struct{}), done: make(chan struct{})}
+	e := &Embedded{srv: srv, password: password, stop: make(chan struct{}), done: make(chan struct{})}
 	go e.age()
 	return e, nil
 }
@@ -107,8 +119,12 @@ func (e *Embedded) age() {
 	}
 }
 
-// URL returns the redis:// URL of the embedded server.
-func (e *Embedded) URL() string { return "redis://" + e.srv.Addr() + "/0" }
+// URL returns the redis:// URL of the embedded server, its password
+// included: give it to the clients, never to a log.
+func (e *Embedded) URL() string { return "redis://:" + e.password + "@" + e.srv.Addr() + "/0" }
+
+// Addr returns the embedded server's host:port, without the password.
+func (e *Embedded) Addr() string { return e.srv.Addr() }
 
 // Close stops the embedded server; its data is gone.
 func (e *Embedded) Close() {

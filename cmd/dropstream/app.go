@@ -104,8 +104,10 @@ func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, st
 		a.embedded = emb
 		a.closers = append(a.closers, emb.Close)
 		url = emb.URL()
+		// The address only: the password is for the in-process clients
+		// (and the demo's own terminal), never for a log.
 		logger.Warn("DROPSTREAM_REDIS_URL is empty: using an embedded in-process Redis; nothing survives a restart",
-			"addr", strings.TrimPrefix(url, "redis://"))
+			"addr", emb.Addr())
 	}
 	rdb, err := stream.Dial(ctx, url)
 	if err != nil {

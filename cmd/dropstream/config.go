@@ -6,11 +6,17 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/url"
 	"os"
 	"slices"
 	"strconv"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/internal/egress"
 	dsotel "github.com/dropstream/dropstream/otel"
@@ -124,10 +130,10 @@ func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string
 		fmt.Fprintf(stderr, "Usage: dropstream %s [flags]\n\n%s\n\nFlags (each also set by the variable in brackets):\n", name, summary)
 		fs.PrintDefaults()
 	}
-	envString(fs, &c.RedisURL, "redis-url", "DROPSTREAM_REDIS_URL", "", "Redis URL (redis://, rediss://) or host:port,... for Redis Cluster; empty starts an embedded Redis")
-	envString(fs, &c.ClickHouseDSN, "clickhouse-dsn", "DROPSTREAM_CLICKHOUSE_DSN", "", "ClickHouse DSN clickhouse://user:pass@host:9000/db; empty disables analytics")
+	envSecret(fs, &c.RedisURL, "redis-url", "DROPSTREAM_REDIS_URL", redactURLPassword, "Redis `URL` (redis://, rediss://) or host:port,... for Redis Cluster; empty starts an embedded Redis")
+	envSecret(fs, &c.ClickHouseDSN, "clickhouse-dsn", "DROPSTREAM_CLICKHOUSE_DSN", redactURLPassword, "ClickHouse `DSN` clickhouse://user:pass@host:9000/db; empty disables analytics")
 	envString(fs, &c.APIAddr, "api-addr", "DROPSTREAM_API_ADDR", ":8080", "API listen address; empty disables the API")
-	envString(fs, &c.APIKeys, "api-keys", "DROPSTREAM_API_KEYS", "", "API keys as key:scope,scope;key2:scope (scopes read, write, admin); empty leaves the API open")
+	envSecret(fs, &c.APIKeys, "api-keys", "DROPSTREAM_API_KEYS", hideAll, "API `keys` as key:scope,scope;key2:scope (scopes read, write, admin); empty leaves the API open")
 	envInt(fs, &c.Partitions, "partitions", "DROPSTREAM_PARTITIONS", 8, "stream partitions per flow, fixed for a deployment")
 	envString(fs, &c.LogFormat, "log-format", "DROPSTREAM_LOG_FORMAT", logFormat, "log format: json or text")
 	envString(fs, &c.LogLevel, "log-level", "DROPSTREAM_LOG_LEVEL", "info", "log level: debug, info, warn, error")
@@ -196,9 +202,29 @@ func printFlowVariables(w io.Writer) {
 	}
 }
 
-// Validate checks the configuration.
+// Validate checks the configuration without connecting to anything and
+// reports every problem: the partitions, the log format and level, the
+// Redis URL and ClickHouse DSN (their syntax), the API address and API keys
+// (an unknown scope, a duplicate key). Messages never contain a password or
+// a key.
 func (c Config) Validate() error {
 	var errs []error
+	if err := validateRedisURL(c.RedisURL); err != nil {
+		errs = append(errs, err)
+	}
+	if c.ClickHouseDSN != "" {
+		if err := (clickhouse.Config{DSN: c.ClickHouseDSN}).Validate(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	if c.APIAddr != "" {
+		if _, _, err := net.SplitHostPort(c.APIAddr); err != nil {
+			errs = append(errs, fmt.Errorf("api address %q: want host:port or :port", c.APIAddr))
+		}
+	}
+	if err := api.ValidateAPIKeys(c.APIKeys); err != nil {
+		errs = append(errs, fmt.Errorf("api keys (DROPSTREAM_API_KEYS): %w", err))
+	}
 	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
 		errs = append(errs, fmt.Errorf("partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
 	}
@@ -217,6 +243,85 @@ func parseLevel(s string) (slog.Level, error) {
 		return 0, fmt.Errorf("log level %q: want debug, info, warn or error", s)
 	}
 	return l, nil
+}
+
+// validateRedisURL checks the syntax of a Redis URL as stream.Dial reads
+// it: empty (embedded Redis), a redis:// or rediss:// URL, or a comma list
+// of host:port for Redis Cluster. The URL itself is never in the error.
+func validateRedisURL(u string) error {
+	switch {
+	case u == "":
+		return nil
+	case strings.Contains(u, "://"):
+		if _, err := redis.ParseURL(u); err != nil {
+			var uerr *url.Error
+			if errors.As(err, &uerr) {
+				err = uerr.Err // url.Error quotes the URL, password included
+			}
+			return fmt.Errorf("redis URL: %w", err)
+		}
+	default:
+		for i, addr := range strings.Split(u, ",") {
+			if _, _, err := net.SplitHostPort(strings.TrimSpace(addr)); err != nil {
+				return fmt.Errorf("redis URL: cluster address %d: want host:port", i+1)
+			}
+		}
+	}
+	return nil
+}
+
+// secretValue is a string flag whose printed value (its default in
+// --help) is redacted: taken from the environment, it may hold a
+// password or API keys.
+type secretValue struct {
+	p      *string
+	redact func(string) string
+}
+
+func (v secretValue) String() string {
+	if v.p == nil || *v.p == "" {
+		return ""
+	}
+	return v.redact(*v.p)
+}
+
+func (v secretValue) Set(s string) error { *v.p = s; return nil }
+
+// hideAll redacts a value entirely.
+func hideAll(string) string { return "(set, hidden)" }
+
+// redactURLPassword replaces the password of a URL (and query parameters
+// named like a password, secret or token) by "xxxxx"; a value that
+// does not parse as a URL is hidden entirely.
+func redactURLPassword(s string) string {
+	if !strings.Contains(s, "://") {
+		if strings.Contains(s, "@") {
+			return hideAll(s)
+		}
+		return s
+	}
+	u, err := url.Parse(s)
+	if err != nil {
+		return hideAll(s)
+	}
+	if _, has := u.User.Password(); has {
+		u.User = url.UserPassword(u.User.Username(), "***")
+	}
+	q := u.Query()
+	for k := range q {
+		if lk := strings.ToLower(k); strings.Contains(lk, "pass") || strings.Contains(lk, "secret") || strings.Contains(lk, "token") {
+			q.Set(k, "xxxxx")
+		}
+	}
+	u.RawQuery = q.Encode()
+	return u.Redacted()
+}
+
+// envSecret binds a string flag whose default comes from env, like
+// envString, but whose value --help shows only through redact.
+func envSecret(fs *flags, p *string, name, env string, redact func(string) string, usage string) {
+	*p, _ = os.LookupEnv(env)
+	fs.Var(secretValue{p: p, redact: redact}, name, usage+" ["+env+"]")
 }
 
 func envString(fs *flags, p *string, name, env, def, usage string) {

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -57,10 +58,20 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	if err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
+	var srv *api.Server
+	if cfg.APIAddr != "" {
+		// Built before anything starts: a route that cannot be registered
+		// stops the demo at once.
+		if srv, err = a.apiServer(); err != nil {
+			return err
+		}
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
+	// Cancelled before wg.Wait (defers run last first): a part that fails
+	// stops the others, and the demo exits with its error.
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	// A demo left running keeps the embedded Redis bounded: acknowledged
 	// entries older than ten minutes are trimmed, as `run` does after an hour,
 	// records kept for days (notification history, delivery ledgers) live at
@@ -87,17 +98,19 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			})
 		}
 	}
-	if cfg.APIAddr != "" {
-		srv, err := a.apiServer()
-		if err != nil {
-			return err
-		}
+	if srv != nil {
 		wg.Go(func() {
 			if err := srv.Listen(ctx); err != nil {
 				failed <- fmt.Errorf("api: %w", err)
 			}
 		})
 		fmt.Fprintf(stdout, "dropstream demo: API on %s — try /v1/availability?state=open, /v1/sources, /v1/watchers, /metrics, /openapi.json; Ctrl-C stops\n", cfg.APIAddr)
+	}
+	if a.embedded != nil {
+		// On the demo's own output only, for redis-cli: the password is new
+		// at each start and dies with the process; the logs show the
+		// address alone.
+		fmt.Fprintf(stdout, "dropstream demo: embedded Redis at %s (redis-cli -u %s)\n", a.embedded.Addr(), a.embedded.URL())
 	}
 	wg.Go(func() { a.status(ctx, stdout, runners, every) })
 	select {

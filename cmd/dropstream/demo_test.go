@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"os"
 	"regexp"
 	"strings"
@@ -14,6 +15,7 @@ import (
 	dto "github.com/prometheus/client_model/go"
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/testenv"
 )
@@ -179,6 +181,26 @@ func TestDemo_servesAPIMetricsAndStatusUntilCancelled(t *testing.T) {
 	}
 	if !strings.Contains(demo.stderr.String(), "embedded in-process Redis") {
 		t.Errorf("stderr does not warn about the embedded Redis:\n%s", demo.stderr.String())
+	}
+	// The embedded Redis wants the password the demo shows on its own
+	// output, and the logs never show it.
+	_, redisURL, ok := strings.Cut(out, "(redis-cli -u ")
+	redisURL, _, _ = strings.Cut(redisURL, ")")
+	u, err := url.Parse(redisURL)
+	if !ok || err != nil {
+		t.Fatalf("stdout does not show the embedded Redis URL:\n%s", out)
+	}
+	password, _ := u.User.Password()
+	if len(password) < 32 || strings.Contains(demo.stderr.String(), password) {
+		t.Errorf("embedded Redis password %q: want a random one, absent from the logs", password)
+	}
+	anon := redis.NewClient(&redis.Options{Addr: u.Host})
+	defer anon.Close()
+	if err := anon.Ping(t.Context()).Err(); err == nil {
+		t.Error("the embedded Redis answers a client without its password")
+	}
+	if err := testenv.Dial(t, redisURL).Ping(t.Context()).Err(); err != nil {
+		t.Errorf("PING with the shown URL: %v", err)
 	}
 	if err := demo.stop(t); err != nil {
 		t.Fatalf("demo returned %v after cancellation, want nil\nstderr:\n%s", err, demo.stderr)

@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -65,6 +66,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 			chosen[i].Config.HandlerTimeout = handlerTimeout
 		}
 	}
+	var srv *api.Server
+	if cfg.APIAddr != "" {
+		// Built before anything starts: a route that cannot be registered
+		// stops the process at once.
+		if srv, err = a.apiServer(); err != nil {
+			return err
+		}
+	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
 	ctx, cancel := context.WithCancel(ctx)
@@ -74,11 +83,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		return err
 	}
 	apiFailed := make(chan error, 1)
-	if cfg.APIAddr != "" {
-		srv, err := a.apiServer()
-		if err != nil {
-			return err
-		}
+	if srv != nil {
 		a.log.Info("api listening", "addr", cfg.APIAddr)
 		wg.Go(func() {
 			if err := srv.Listen(ctx); err != nil {

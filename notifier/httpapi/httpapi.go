@@ -9,8 +9,8 @@ import (
 )
 
 // Register adds the notifier's routes to srv: SubscriberRoutes and
-// NotificationRoutes over f, and with ClickHouse the causes of
-// notifications and StatsRoutes.
+// NotificationRoutes over f (with ClickHouse, the causes of
+// notifications) and StatsRoutes (503 not_configured without ClickHouse).
 func Register(srv *api.Server, f *notifier.Flow) {
 	SubscriberRoutes{Store: f.Subscribers(), Notify: f.Notify, PublicURL: f.PublicURL(), Egress: f.Egress()}.Register(srv)
 	nr := NotificationRoutes{History: f.History()}
@@ -18,7 +18,5 @@ func Register(srv *api.Server, f *notifier.Flow) {
 		nr.Cause = f.Cause
 	}
 	nr.Register(srv)
-	if ch := f.ClickHouse(); ch != nil {
-		StatsRoutes{ClickHouse: ch}.Register(srv)
-	}
+	StatsRoutes{ClickHouse: f.ClickHouse()}.Register(srv)
 }

@@ -52,6 +52,9 @@ func (r StatsRoutes) Register(srv *api.Server) {
 }
 
 func (r StatsRoutes) notifications(c *fiber.Ctx) error {
+	if r.ClickHouse == nil {
+		return api.NotConfigured("ClickHouse", "DROPSTREAM_CLICKHOUSE_DSN")
+	}
 	q, err := api.ParseStatsQuery(c, clickhouse.NotificationGroups, r.Now)
 	if err != nil {
 		return err

@@ -76,6 +76,13 @@ func (r SubscriberRoutes) create(c *fiber.Ctx) error {
 	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
 	}
+	texts := []api.TextField{api.Text("name", in.Name), api.Text("time_zone", in.TimeZone)}
+	for _, d := range in.Destinations {
+		texts = append(texts, api.Text("destinations.kind", d.Kind), api.Text("destinations.address", d.Address))
+	}
+	if err := api.CheckText(texts...); err != nil {
+		return err
+	}
 	for i, d := range in.Destinations {
 		if err := r.Egress.CheckURL(d.Address); err != nil {
 			return api.UnprocessableEntity("invalid_subscriber", fmt.Sprintf("field destinations[%d].address: %v", i, err))

@@ -70,7 +70,11 @@ func (a AvailabilityRoutes) list(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	f := writer.Filter{Provider: c.Query("provider"), Venue: c.Query("venue"), Date: c.Query("date"),
+	date, err := api.DateQuery(c, "date")
+	if err != nil {
+		return err
+	}
+	f := writer.Filter{Provider: c.Query("provider"), Venue: c.Query("venue"), Date: date,
 		PartySize: party, State: c.Query("state")}
 	if err := f.Validate(); err != nil {
 		return api.BadRequest("invalid_filter", err.Error())

@@ -9,13 +9,11 @@ import (
 	"github.com/dropstream/dropstream/flows/availability"
 )
 
-// Register adds the flow's routes to srv; the statistics only when the
-// app has ClickHouse.
+// Register adds the flow's routes to srv; without ClickHouse the
+// statistics answer 503 not_configured.
 func Register(srv *api.Server, f *availability.Flow) {
 	AvailabilityRoutes{Projection: f.Projection()}.Register(srv)
 	SourceRoutes{Store: f.Sources(), Collector: f.Collector(), Egress: f.Egress()}.Register(srv)
 	WatcherRoutes{Store: f.Watchers(), Egress: f.Egress()}.Register(srv)
-	if ch := f.ClickHouse(); ch != nil {
-		StatsRoutes{ClickHouse: ch}.Register(srv)
-	}
+	StatsRoutes{ClickHouse: f.ClickHouse()}.Register(srv)
 }

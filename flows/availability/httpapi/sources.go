@@ -53,6 +53,13 @@ func (r SourceRoutes) put(c *fiber.Ctx) error {
 	if err := api.DecodeJSON(c, &src); err != nil {
 		return err
 	}
+	texts := []api.TextField{api.Text("id", src.ID), api.Text("provider", src.Provider)}
+	for _, sc := range src.Scopes {
+		texts = append(texts, api.Text("scopes.venue", sc.Venue), api.Text("scopes.query", sc.Query))
+	}
+	if err := api.CheckText(texts...); err != nil {
+		return err
+	}
 	if err := src.Validate(); err != nil {
 		return api.UnprocessableEntity("invalid_source", err.Error())
 	}

@@ -11,7 +11,8 @@ import (
 )
 
 // StatsRoutes are the availability statistics over the ClickHouse rollups
-// (schema/0005_rollups.sql). They need a ClickHouse client.
+// (schema/0005_rollups.sql). Without a ClickHouse client they answer 503
+// not_configured.
 type StatsRoutes struct {
 	ClickHouse *clickhouse.Client
 	// Now is the clock for the default range. Default time.Now.
@@ -61,6 +62,9 @@ func (r StatsRoutes) Register(srv *api.Server) {
 }
 
 func (r StatsRoutes) availability(c *fiber.Ctx) error {
+	if r.ClickHouse == nil {
+		return api.NotConfigured("ClickHouse", "DROPSTREAM_CLICKHOUSE_DSN")
+	}
 	q, err := api.ParseStatsQuery(c, clickhouse.FlowGroups, r.Now)
 	if err != nil {
 		return err

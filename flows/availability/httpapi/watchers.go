@@ -44,6 +44,10 @@ func (r WatcherRoutes) create(c *fiber.Ctx) error {
 	if err := api.DecodeJSON(c, &w); err != nil {
 		return err
 	}
+	if err := api.CheckText(api.Text("name", w.Name), api.Text("provider", w.Provider), api.Text("venue", w.Venue),
+		api.Text("slot", w.Slot)); err != nil {
+		return err
+	}
 	if err := r.Egress.CheckURL(w.WebhookURL); err != nil {
 		return api.UnprocessableEntity("invalid_watcher", "field webhook_url: "+err.Error())
 	}

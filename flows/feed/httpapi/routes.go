@@ -102,6 +102,9 @@ func (f routes) postFeed(c *fiber.Ctx) error {
 	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
 	}
+	if err := api.CheckText(api.Text("id", in.ID), api.Text("url", in.URL)); err != nil {
+		return err
+	}
 	if err := f.f.Egress().CheckURL(in.URL); err != nil {
 		return api.UnprocessableEntity("invalid_feed", "field url: "+err.Error())
 	}
@@ -200,6 +203,9 @@ func (f routes) excludeItem(c *fiber.Ctx) error {
 func (f routes) postSubscribable(c *fiber.Ctx) error {
 	var in feed.Subscribable
 	if err := api.DecodeJSON(c, &in); err != nil {
+		return err
+	}
+	if err := api.CheckText(api.Text("name", in.Name)); err != nil {
 		return err
 	}
 	in.FeedID = c.Params("id")

@@ -61,6 +61,14 @@ func (r routes) put(c *fiber.Ctx) error {
 	if err := api.DecodeJSON(c, &o); err != nil {
 		return err
 	}
+	texts := []api.TextField{api.Text("offerId", o.ID), api.Text("handler", o.Handler), api.Text("productId", o.ProductID),
+		api.Text("sellerId", o.SellerID)}
+	for _, l := range o.Locations {
+		texts = append(texts, api.Text("locations", l))
+	}
+	if err := api.CheckText(texts...); err != nil {
+		return err
+	}
 	created, err := r.f.Catalog().Put(c.UserContext(), o)
 	switch {
 	case errors.Is(err, offer.ErrInvalidOffer):

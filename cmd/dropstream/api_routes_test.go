@@ -1,0 +1,243 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"io"
+	"net/http"
+	"net/http/httptest"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/dropstream/dropstream/api"
+)
+
+// binaryAPI returns the API of the binary over an embedded Redis, without
+// ClickHouse, with every flow's routes, and its app, closed when the test
+// ends.
+func binaryAPI(t *testing.T) *api.Server {
+	t.Helper()
+	clearEnv(t)
+	a, err := newApp(context.Background(), Config{Partitions: 2, APIAddr: "127.0.0.1:0", LogFormat: "json", LogLevel: "error"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.close)
+	if _, err := a.stages(); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := a.apiServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return srv
+}
+
+// routeParam matches a Fiber path parameter.
+var routeParam = regexp.MustCompile(`:[A-Za-z0-9_]+\??`)
+
+// concrete fills a route pattern's parameters with plausible values.
+func concrete(pattern string) string {
+	return routeParam.ReplaceAllString(pattern, "x1")
+}
+
+// call sends a request to srv and returns the status and body.
+func call(t *testing.T, srv *api.Server, method, path, body string) (int, []byte) {
+	t.Helper()
+	var r io.Reader
+	if body != "" {
+		r = strings.NewReader(body)
+	}
+	req := httptest.NewRequest(method, path, r)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	res, err := srv.App().Test(req, -1)
+	if err != nil {
+		t.Fatalf("%s %s: %v", method, path, err)
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return res.StatusCode, b
+}
+
+// Every GET route of the binary answers HEAD as it answers GET, without a
+// body.
+func TestAPI_headOnEveryGetRoute(t *testing.T) {
+	srv := binaryAPI(t)
+	var n int
+	for _, r := range srv.App().GetRoutes(true) {
+		if r.Method != http.MethodGet {
+			continue
+		}
+		n++
+		path := concrete(r.Path)
+		t.Run(r.Path, func(t *testing.T) {
+			getStatus, _ := call(t, srv, http.MethodGet, path, "")
+			headStatus, body := call(t, srv, http.MethodHead, path, "")
+			if headStatus != getStatus || len(body) != 0 {
+				t.Errorf("HEAD %s = %d with %d bytes; GET = %d", path, headStatus, len(body), getStatus)
+			}
+		})
+	}
+	if n < 30 {
+		t.Fatalf("walked %d GET routes, want every flow's", n)
+	}
+}
+
+// Routes whose backend is not configured stay documented and say so with
+// 503 not_configured, not 404.
+func TestAPI_statsWithoutClickHouseAre503NotConfigured(t *testing.T) {
+	srv := binaryAPI(t)
+	paths := srv.OpenAPI()["paths"].(map[string]any)
+	for _, path := range []string{"/v1/stats/availability", "/v1/stats/notifications"} {
+		if _, ok := paths[path]; !ok {
+			t.Errorf("%s missing from /openapi.json", path)
+		}
+		status, body := call(t, srv, http.MethodGet, path, "")
+		var env struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if status != http.StatusServiceUnavailable || json.Unmarshal(body, &env) != nil || env.Error.Code != api.CodeNotConfigured {
+			t.Errorf("GET %s = %d %s, want 503 %s", path, status, body, api.CodeNotConfigured)
+		}
+	}
+}
+
+// checkMessage fails the test unless body is an error envelope whose
+// message a client can read: one line, no repeated prefix, no Go names.
+func checkMessage(t *testing.T, what string, status int, body []byte) string {
+	t.Helper()
+	var env struct {
+		Error struct{ Code, Message string } `json:"error"`
+	}
+	if status < 400 || status > 499 || json.Unmarshal(body, &env) != nil || env.Error.Code == "" || env.Error.Message == "" {
+		t.Errorf("%s = %d %s, want a 4xx error envelope", what, status, body)
+		return ""
+	}
+	msg := env.Error.Message
+	if strings.ContainsAny(msg, "\r\n") {
+		t.Errorf("%s: message has a newline: %q", what, msg)
+	}
+	for _, goName := range []string{"Go struct", "Go value", "of type", "json: ", "Fields.", "main.", "UnmarshalJSON"} {
+		if strings.Contains(msg, goName) {
+			t.Errorf("%s: message names Go internals (%q): %q", what, goName, msg)
+		}
+	}
+	parts := strings.Split(msg, ": ")
+	for i := 1; i < len(parts); i++ {
+		if strings.EqualFold(parts[i], parts[i-1]) {
+			t.Errorf("%s: message repeats %q: %q", what, parts[i], msg)
+		}
+	}
+	return msg
+}
+
+// Representative bad bodies of every route taking one: the answer is a
+// 4xx envelope a client can read, naming JSON fields.
+func TestAPI_badBodiesOfEveryCreateRouteGetClientMessages(t *testing.T) {
+	srv := binaryAPI(t)
+	doc := srv.OpenAPI()
+	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
+	var routes int
+	for path, item := range doc["paths"].(map[string]any) {
+		for method, op := range item.(map[string]any) {
+			rb, ok := op.(map[string]any)["requestBody"].(map[string]any)
+			if !ok {
+				continue
+			}
+			routes++
+			fiberPath := concrete(regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(path, ":p"))
+			bodies := []string{`[]`, `"text"`, `{"no_such_field_x":1}`, `{"a":`, `{}{}`}
+			// Each property given a value of the wrong kind.
+			for prop, kind := range bodyProperties(rb, schemas) {
+				wrong := `"text"`
+				if kind == "string" {
+					wrong = `123`
+				}
+				bodies = append(bodies, `{"`+prop+`":`+wrong+`}`)
+			}
+			for _, body := range bodies {
+				what := strings.ToUpper(method) + " " + path + " " + body
+				status, resp := call(t, srv, strings.ToUpper(method), fiberPath, body)
+				msg := checkMessage(t, what, status, resp)
+				if prop, _, ok := strings.Cut(strings.TrimPrefix(body, `{"`), `":`); ok && strings.HasPrefix(body, `{"`) &&
+					prop != "no_such_field_x" && msg != "" && status == http.StatusBadRequest && !strings.Contains(msg, prop) {
+					t.Errorf("%s: message %q does not name the field %q", what, msg, prop)
+				}
+			}
+		}
+	}
+	if routes < 10 {
+		t.Fatalf("found %d routes with a body, want every flow's", routes)
+	}
+}
+
+// bodyProperties returns the top-level properties of a request body's
+// schema and their JSON types.
+func bodyProperties(requestBody map[string]any, schemas map[string]any) map[string]string {
+	content, _ := requestBody["content"].(map[string]any)
+	media, _ := content["application/json"].(map[string]any)
+	schema, _ := media["schema"].(map[string]any)
+	if ref, ok := schema["$ref"].(string); ok {
+		schema, _ = schemas[strings.TrimPrefix(ref, "#/components/schemas/")].(map[string]any)
+	}
+	props, _ := schema["properties"].(map[string]any)
+	out := map[string]string{}
+	for name, p := range props {
+		typ, _ := p.(map[string]any)["type"].(string)
+		if typ != "" && !slices.Contains([]string{"object"}, typ) {
+			out[name] = typ
+		}
+	}
+	return out
+}
+
+// Identifiers and names with control or bidirectional formatting
+// characters are refused with 422 invalid_text, naming the field.
+func TestAPI_controlAndBidiCharactersRefusedInIdentifiers(t *testing.T) {
+	srv := binaryAPI(t)
+	tests := []struct {
+		path, body, field string
+	}{
+		{"/v1/watchers", `{"name":"evil\u202Etxt","channel":"log"}`, "name"},
+		{"/v1/watchers", `{"name":"w","provider":"simulator","venue":"v\u20661","channel":"log"}`, "venue"},
+		{"/v1/watchers", `{"name":"w","provider":"sim\u0007","channel":"log"}`, "provider"},
+		{"/v1/sources", `{"id":"s\u200F1","provider":"simulator","base_url":"http://127.0.0.1:1","scopes":[{"venue":"1","date":"2026-12-01","party_size":2}]}`, "id"},
+		{"/v1/sources", `{"id":"s1","provider":"simulator","base_url":"http://127.0.0.1:1","scopes":[{"venue":"1\u202A","date":"2026-12-01","party_size":2}]}`, "scopes.venue"},
+		{"/v1/subscribers", `{"name":"a\u202Db","destinations":[{"kind":"log","address":"x"}]}`, "name"},
+		{"/v1/feeds", `{"id":"f\u200E1","url":"http://127.0.0.1:1/feed.xml"}`, "id"},
+		{"/v1/feeds/x1/subscribables", `{"name":"n\u2067","manager":{"kind":"all"}}`, "name"},
+		{"/v1/offers", `{"offerId":"o\u001b1","handler":"h","productId":"p","sellerId":"s","quantity":1}`, "offerId"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.path+" "+tt.field, func(t *testing.T) {
+			status, body := call(t, srv, http.MethodPost, tt.path, tt.body)
+			msg := checkMessage(t, tt.path, status, body)
+			if status != http.StatusUnprocessableEntity || !strings.Contains(string(body), api.CodeInvalidText) ||
+				!strings.HasPrefix(msg, tt.field+" ") {
+				t.Errorf("POST %s %s = %d %s, want 422 %s naming %s", tt.path, tt.body, status, body, api.CodeInvalidText, tt.field)
+			}
+		})
+	}
+}
+
+// A date that is no calendar date is a 400, not an empty page.
+func TestAPI_availabilityDateMustBeACalendarDate(t *testing.T) {
+	srv := binaryAPI(t)
+	for _, date := range []string{"2026-13-45", "2026-02-30", "tomorrow"} {
+		status, body := call(t, srv, http.MethodGet, "/v1/availability?date="+date, "")
+		checkMessage(t, date, status, body)
+		if status != http.StatusBadRequest || !strings.Contains(string(body), "invalid_date") {
+			t.Errorf("GET /v1/availability?date=%s = %d %s, want 400 invalid_date", date, status, body)
+		}
+	}
+	if status, body := call(t, srv, http.MethodGet, "/v1/availability?date=2026-12-01", ""); status != http.StatusOK {
+		t.Errorf("a real date = %d %s, want 200", status, body)
+	}
+}
