@@ -71,3 +71,40 @@ func readFile(t *testing.T, path string) string {
 	}
 	return string(b)
 }
+
+var (
+	composeImageRe = regexp.MustCompile(`(?m)^\s*image:\s*(\S+)`)
+	jaegerImageRe  = regexp.MustCompile(`(?m)^# compose image: (\S+)$`)
+	promtoolVerRe  = regexp.MustCompile(`version (\d+\.\d+)\.`)
+)
+
+// TestCompose_runsTheJaegerAndPrometheusTheTestsRun checks that the compose
+// stack names the Jaeger that scripts/jaeger.sh builds for the tests, and a
+// Prometheus of the version the tests run.
+func TestCompose_runsTheJaegerAndPrometheusTheTestsRun(t *testing.T) {
+	images := map[string]bool{}
+	for _, m := range composeImageRe.FindAllStringSubmatch(readFile(t, "../compose.yaml"), -1) {
+		images[m[1]] = true
+	}
+	jaeger := jaegerImageRe.FindStringSubmatch(readFile(t, "../scripts/jaeger.sh"))
+	if jaeger == nil || !images[jaeger[1]] {
+		t.Errorf("compose.yaml does not run the Jaeger image scripts/jaeger.sh names (%v); images %v", jaeger, images)
+	}
+	out, err := exec.Command(testenv.Promtool(t), "--version").CombinedOutput()
+	if err != nil {
+		t.Fatalf("promtool --version: %v\n%s", err, out)
+	}
+	v := promtoolVerRe.FindStringSubmatch(string(out))
+	if v == nil {
+		t.Fatalf("promtool --version: no version in %q", out)
+	}
+	found := false
+	for img := range images {
+		if strings.HasPrefix(img, "prom/prometheus:v"+v[1]+".") {
+			found = true
+		}
+	}
+	if !found {
+		t.Errorf("compose.yaml runs no prom/prometheus:v%s.x, the version the tests run; images %v", v[1], images)
+	}
+}

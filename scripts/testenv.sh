@@ -1,12 +1,13 @@
 #!/usr/bin/env bash
-# testenv.sh — run a command with a private redis-server and clickhouse-server.
+# testenv.sh — run a command with private Redis, ClickHouse, Jaeger and Prometheus.
 #
 # Usage: scripts/testenv.sh <command...>
 #
 # Installs Debian's redis-server / clickhouse-server / clickhouse-client and
-# prometheus (for promtool) when missing, starts one redis-server, a 3-master Redis Cluster (redis-server
-# --cluster-enabled yes, joined by `redis-cli --cluster create`, no replicas)
-# and one clickhouse-server on free loopback ports inside a temporary
+# prometheus (with promtool) when missing, starts one redis-server, a
+# 3-master Redis Cluster (redis-server --cluster-enabled yes, joined by
+# `redis-cli --cluster create`, no replicas), one clickhouse-server, Jaeger (built once by scripts/jaeger.sh) and
+# Prometheus (on deploy/prometheus) on free loopback ports inside a temporary
 # directory, waits until all answer, exports
 #
 #   DROPSTREAM_TEST_REDIS_URL       redis://127.0.0.1:PORT/0
@@ -14,6 +15,10 @@
 #   DROPSTREAM_TEST_CLICKHOUSE_DSN  clickhouse://default:@127.0.0.1:PORT/default
 #   DROPSTREAM_TEST_REDIS_SERVER    absolute path of the redis-server binary
 #   DROPSTREAM_TEST_PROMTOOL        absolute path of promtool (Debian's prometheus)
+#   DROPSTREAM_TEST_JAEGER_OTLP     http://127.0.0.1:PORT, Jaeger's OTLP/HTTP receiver
+#   DROPSTREAM_TEST_JAEGER_QUERY    http://127.0.0.1:PORT, Jaeger's query API (/api/traces…)
+#   DROPSTREAM_TEST_PROMETHEUS_URL  http://127.0.0.1:PORT of a Prometheus on deploy/prometheus
+#   DROPSTREAM_TEST_PROMETHEUS_TARGETS  directory of its scrape targets (file_sd JSON files)
 #   DROPSTREAM_TEST_REQUIRE         1 (tests must not skip for lack of servers)
 #
 # runs the command, then stops the servers and removes the temporary
@@ -62,6 +67,8 @@ install_missing() {
 }
 
 install_missing
+JAEGER="$("$(dirname "$0")/jaeger.sh")" || die "could not build jaeger (scripts/jaeger.sh)"
+PROMETHEUS="$(command -v prometheus)"
 REDIS_SERVER="$(command -v redis-server)"
 CLICKHOUSE_SERVER="$(command -v clickhouse-server)"
 [ -f /etc/clickhouse-server/config.xml ] || die "/etc/clickhouse-server/config.xml not found"
@@ -71,6 +78,8 @@ CLICKHOUSE_SERVER="$(command -v clickhouse-server)"
 TMP="$(mktemp -d "${TMPDIR:-/tmp}/dropstream-testenv.XXXXXX")"
 REDIS_PID=""
 CH_PID=""
+JAEGER_PID=""
+PROM_PID=""
 CLUSTER_PIDS=()
 
 stop_pid() { # stop_pid PID...: SIGTERM, wait up to 15 s, then SIGKILL.
@@ -97,6 +106,8 @@ cleanup() {
 	local pids=()
 	[ -n "$REDIS_PID" ] && pids+=("$REDIS_PID")
 	[ -n "$CH_PID" ] && pids+=("$CH_PID")
+	[ -n "$JAEGER_PID" ] && pids+=("$JAEGER_PID")
+	[ -n "$PROM_PID" ] && pids+=("$PROM_PID")
 	pids+=("${CLUSTER_PIDS[@]}")
 	[ "${#pids[@]}" -gt 0 ] && stop_pid "${pids[@]}"
 	rm -rf "$TMP"
@@ -152,6 +163,12 @@ pick_port; REDIS_PORT=$PORT
 pick_port; CH_TCP_PORT=$PORT
 pick_port; CH_HTTP_PORT=$PORT
 pick_port; CH_INTER_PORT=$PORT
+pick_port; JAEGER_OTLP_GRPC_PORT=$PORT
+pick_port; JAEGER_OTLP_HTTP_PORT=$PORT
+pick_port; JAEGER_QUERY_PORT=$PORT
+pick_port; JAEGER_QUERY_GRPC_PORT=$PORT
+pick_port; JAEGER_HEALTH_PORT=$PORT
+pick_port; PROM_PORT=$PORT
 # Redis Cluster nodes: a client port and a cluster bus port each.
 CLUSTER_NODES=3
 CLUSTER_PORTS=()
@@ -208,6 +225,84 @@ grep -q "<tcp_port>$CH_TCP_PORT</tcp_port>" "$CH_DIR/config.xml" ||
 	--config-file="$CH_DIR/config.xml" >"$CH_DIR/log/stdout.log" 2>&1) &
 CH_PID=$!
 
+# Jaeger v2 all-in-one on memory storage: OTLP in, the query API out, every
+# port free and on loopback (its defaults are fixed ports on all interfaces).
+JAEGER_DIR="$TMP/jaeger"
+mkdir -p "$JAEGER_DIR"
+cat >"$JAEGER_DIR/config.yaml" <<YAML
+service:
+  extensions: [jaeger_storage, jaeger_query, healthcheckv2]
+  pipelines:
+    traces:
+      receivers: [otlp]
+      processors: [batch]
+      exporters: [jaeger_storage_exporter]
+  telemetry:
+    metrics:
+      level: none
+    logs:
+      level: warn
+extensions:
+  healthcheckv2:
+    use_v2: true
+    http:
+      endpoint: 127.0.0.1:$JAEGER_HEALTH_PORT
+  jaeger_query:
+    storage:
+      traces: memstore
+    http:
+      endpoint: 127.0.0.1:$JAEGER_QUERY_PORT
+    grpc:
+      endpoint: 127.0.0.1:$JAEGER_QUERY_GRPC_PORT
+  jaeger_storage:
+    backends:
+      memstore:
+        memory:
+          max_traces: 100000
+receivers:
+  otlp:
+    protocols:
+      grpc:
+        endpoint: 127.0.0.1:$JAEGER_OTLP_GRPC_PORT
+      http:
+        endpoint: 127.0.0.1:$JAEGER_OTLP_HTTP_PORT
+processors:
+  batch:
+    timeout: 200ms
+exporters:
+  jaeger_storage_exporter:
+    trace_storage: memstore
+YAML
+"$JAEGER" --config "$JAEGER_DIR/config.yaml" >"$JAEGER_DIR/jaeger.log" 2>&1 &
+JAEGER_PID=$!
+
+# Prometheus on the project's own prometheus.yml, rewritten for tests: scrapes
+# and rule evaluation every second, the alert rules from the repository, and
+# the scrape targets taken from files the tests write into
+# $PROM_DIR/targets (file_sd: one JSON file per test, read within a second)
+# instead of the compose stack's host names.
+PROM_DIR="$TMP/prometheus"
+PROM_CONFIG_SRC="$(cd "$(dirname "$0")/.." && pwd)/deploy/prometheus"
+mkdir -p "$PROM_DIR/targets" "$PROM_DIR/data"
+cp "$PROM_CONFIG_SRC/alerts.yml" "$PROM_DIR/alerts.yml"
+awk -v targets="$PROM_DIR/targets/*.json" '
+	/^[[:space:]]*(scrape|evaluation)_interval:/ { sub(/:.*/, ": 1s"); print; next }
+	/^[[:space:]]*static_configs:/ {
+		indent = substr($0, 1, match($0, /[^ ]/) - 1)
+		print indent "file_sd_configs:"
+		print indent "  - files: [\"" targets "\"]"
+		print indent "    refresh_interval: 1s"
+		skipping = 1; next
+	}
+	skipping && /^[[:space:]]*(-[[:space:]]|targets:)/ { next }
+	{ skipping = 0; print }
+' "$PROM_CONFIG_SRC/prometheus.yml" >"$PROM_DIR/prometheus.yml"
+grep -q "file_sd_configs" "$PROM_DIR/prometheus.yml" || die "could not rewrite the scrape targets of prometheus.yml"
+(cd "$PROM_DIR" && exec "$PROMETHEUS" --config.file="$PROM_DIR/prometheus.yml" \
+	--storage.tsdb.path="$PROM_DIR/data" --web.listen-address="127.0.0.1:$PROM_PORT" \
+	>"$PROM_DIR/prometheus.log" 2>&1) &
+PROM_PID=$!
+
 show_logs() { # show_logs FILE...: last lines of each existing file.
 	local f
 	for f in "$@"; do
@@ -246,6 +341,15 @@ cluster_ok() { # cluster_ok PORT: the node serves every slot of the cluster.
 	case "$info" in *cluster_state:ok*) ;; *) return 1 ;; esac
 	case "$info" in *cluster_slots_ok:16384*) return 0 ;; *) return 1 ;; esac
 }
+# http_ok PORT PATH: GET answers 200 (bash's /dev/tcp: no curl needed).
+http_ok() {
+	(
+		exec 3<>"/dev/tcp/127.0.0.1/$1" || exit 1
+		printf 'GET %s HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n' "$2" >&3
+		IFS= read -r status <&3
+		case "$status" in *" 200 "*) exit 0 ;; *) exit 1 ;; esac
+	)
+}
 ch_ping() { clickhouse-client --host 127.0.0.1 --port "$CH_TCP_PORT" --query 'select 1'; }
 
 started=$(date +%s%N)
@@ -272,15 +376,22 @@ for i in $(seq 0 $((CLUSTER_NODES - 1))); do
 	wait_ready "redis cluster node $i (cluster_state:ok)" "${CLUSTER_PIDS[$i]}" \
 		"$TMP/cluster/$i/redis.log $TMP/cluster/create.log" cluster_ok "${CLUSTER_PORTS[$i]}"
 done
+wait_ready jaeger "$JAEGER_PID" "$JAEGER_DIR/jaeger.log" http_ok "$JAEGER_QUERY_PORT" /api/services
+wait_ready prometheus "$PROM_PID" "$PROM_DIR/prometheus.log" http_ok "$PROM_PORT" /-/ready
 REDIS_CLUSTER="$(IFS=,; echo "${CLUSTER_ADDRS[*]}")"
 log "redis on 127.0.0.1:$REDIS_PORT, redis cluster on $REDIS_CLUSTER," \
-	"clickhouse on 127.0.0.1:$CH_TCP_PORT, ready in $((($(date +%s%N) - started) / 1000000)) ms"
+	"clickhouse on 127.0.0.1:$CH_TCP_PORT, jaeger on 127.0.0.1:$JAEGER_QUERY_PORT (OTLP/HTTP $JAEGER_OTLP_HTTP_PORT)," \
+	"prometheus on 127.0.0.1:$PROM_PORT, ready in $((($(date +%s%N) - started) / 1000000)) ms"
 
 export DROPSTREAM_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
 export DROPSTREAM_TEST_REDIS_CLUSTER="$REDIS_CLUSTER"
 export DROPSTREAM_TEST_CLICKHOUSE_DSN="clickhouse://default:@127.0.0.1:$CH_TCP_PORT/default"
 export DROPSTREAM_TEST_REDIS_SERVER="$REDIS_SERVER"
 export DROPSTREAM_TEST_PROMTOOL="$(command -v promtool)"
+export DROPSTREAM_TEST_JAEGER_OTLP="http://127.0.0.1:$JAEGER_OTLP_HTTP_PORT"
+export DROPSTREAM_TEST_JAEGER_QUERY="http://127.0.0.1:$JAEGER_QUERY_PORT"
+export DROPSTREAM_TEST_PROMETHEUS_URL="http://127.0.0.1:$PROM_PORT"
+export DROPSTREAM_TEST_PROMETHEUS_TARGETS="$PROM_DIR/targets"
 export DROPSTREAM_TEST_REQUIRE=1
 
 # --- run --------------------------------------------------------------------
