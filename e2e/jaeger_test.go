@@ -31,6 +31,8 @@ type jaegerTrace struct {
 			TraceID string `json:"traceID"`
 			SpanID  string `json:"spanID"`
 		} `json:"references"`
+		StartTime int64  `json:"startTime"` // µs since the epoch
+		Duration  int64  `json:"duration"`  // µs
 		ProcessID string `json:"processID"`
 		Tags      []struct {
 			Key   string `json:"key"`
@@ -84,7 +86,8 @@ func otlpSpans(t *testing.T, traces []jaegerTrace) ([]*tracepb.Span, map[string]
 	services := map[string]string{}
 	for _, tr := range traces {
 		for _, js := range tr.Spans {
-			s := &tracepb.Span{TraceId: id(js.TraceID), SpanId: id(js.SpanID), Name: js.OperationName}
+			s := &tracepb.Span{TraceId: id(js.TraceID), SpanId: id(js.SpanID), Name: js.OperationName,
+				StartTimeUnixNano: uint64(js.StartTime) * 1000, EndTimeUnixNano: uint64(js.StartTime+js.Duration) * 1000}
 			for _, r := range js.References {
 				switch {
 				case r.RefType == "CHILD_OF" && s.ParentSpanId == nil && r.TraceID == js.TraceID:
@@ -184,14 +187,18 @@ func TestJaeger_pollToWebhookAcrossTwoProcesses(t *testing.T) {
 	var spans []*tracepb.Span
 	var services map[string]string
 	testenv.WaitFor(t, 60*time.Second, func() bool {
+		// Each process exports on its own schedule: wait for a whole trace,
+		// the webhook's span and every parent.
 		spans, services = otlpSpans(t, jaegerGet(t, jaeger.Query, "/api/traces/"+d.traceID))
+		ix, notified := indexSpans(spans), false
 		for _, s := range spans {
-			if s.Name == "notify webhook" {
-				return true
+			if len(s.ParentSpanId) != 0 && ix.parent(s) == nil {
+				return false
 			}
+			notified = notified || s.Name == "notify webhook"
 		}
-		return false
-	}, "trace %s with its notify webhook span in Jaeger", d.traceID)
+		return notified
+	}, "trace %s, whole, with its notify webhook span in Jaeger", d.traceID)
 	ix := indexSpans(spans)
 	checkDeliveryTrace(t, ix, d)
 	for _, s := range spans {
