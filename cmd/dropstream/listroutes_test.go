@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/internal/testenv"
 )
 
@@ -26,6 +27,12 @@ func TestListRoutes_exactPagesAndCompleteWalks(t *testing.T) {
 		status, body := get(t, base+"/v1/sources")
 		return status == http.StatusOK && strings.Contains(string(body), `"id"`)
 	}, "the demo's sources")
+	// The offers are seeded beside the running API: walk them once all are in.
+	demo.waitFor(t, 60*time.Second, func() bool {
+		status, body := get(t, base+"/v1/offers?limit=1000")
+		var p rawPage
+		return status == http.StatusOK && json.Unmarshal(body, &p) == nil && len(p.Items) == offer.DemoOffers
+	}, "the demo's offers")
 
 	status, body := get(t, base+"/openapi.json")
 	if status != http.StatusOK {
@@ -45,7 +52,10 @@ func TestListRoutes_exactPagesAndCompleteWalks(t *testing.T) {
 	var routes []string
 	for path, ops := range doc.Paths {
 		op, ok := ops["get"]
-		if !ok || strings.Contains(path, "{") {
+		// Statistics are aggregates over ClickHouse (their limit bounds
+		// rows, they list no stored objects; without ClickHouse they
+		// answer 503): their query checks are in the flows' stats tests.
+		if !ok || strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/stats/") {
 			continue
 		}
 		limited, required := false, false

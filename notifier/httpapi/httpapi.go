@@ -12,7 +12,9 @@ import (
 // NotificationRoutes over f (with ClickHouse, the causes of
 // notifications) and StatsRoutes (503 not_configured without ClickHouse).
 func Register(srv *api.Server, f *notifier.Flow) {
-	SubscriberRoutes{Store: f.Subscribers(), Notify: f.Notify, PublicURL: f.PublicURL(), Egress: f.Egress()}.Register(srv)
+	channels := f.Channels()
+	SubscriberRoutes{Store: f.Subscribers(), Notify: f.Notify, PublicURL: f.PublicURL(), Egress: f.Egress(),
+		HasChannel: func(ch string) bool { _, ok := channels[ch]; return ok }}.Register(srv)
 	nr := NotificationRoutes{History: f.History()}
 	if f.ClickHouse() != nil {
 		nr.Cause = f.Cause

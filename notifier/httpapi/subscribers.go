@@ -27,6 +27,10 @@ type SubscriberRoutes struct {
 	// Egress refuses a destination URL whose host is a denied address
 	// (nil: the default policy).
 	Egress *egress.Policy
+	// HasChannel reports whether the notifier can send on a channel
+	// ("email" needs SMTP); a destination on any other is refused with
+	// 422. Nil: every channel is configured.
+	HasChannel func(channel string) bool
 }
 
 // subscriberPage is GET /v1/subscribers.
@@ -84,6 +88,10 @@ func (r SubscriberRoutes) create(c *fiber.Ctx) error {
 		return err
 	}
 	for i, d := range in.Destinations {
+		if ch := d.Channel(); r.HasChannel != nil && !r.HasChannel(ch) {
+			return api.UnprocessableEntity("channel_not_configured",
+				fmt.Sprintf("field destinations[%d].kind: this server has no %s channel configured", i, ch))
+		}
 		if err := r.Egress.CheckURL(d.Address); err != nil {
 			return api.UnprocessableEntity("invalid_subscriber", fmt.Sprintf("field destinations[%d].address: %v", i, err))
 		}

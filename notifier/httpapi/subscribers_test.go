@@ -292,3 +292,37 @@ func TestSubscriberRoutes_destinationOnADeniedAddressRefused(t *testing.T) {
 		t.Errorf("public address: %d %s", r.Status, r.Body)
 	}
 }
+
+func TestSubscriberRoutes_destinationOnAChannelNotConfiguredRefused(t *testing.T) {
+	ctx := context.Background()
+	rdb, err := stream.Dial(ctx, "redis://"+miniredis.RunT(t).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := subscriber.NewStore(rdb, subscriber.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	box := &outbox{}
+	srv, _ := apitest.NewServer(t, api.Config{})
+	// No SMTP: the notifier has webhooks only.
+	configured := map[string]bool{"webhook": true, "slack": true}
+	SubscriberRoutes{Store: store, Notify: box.notify, PublicURL: "http://ds.test",
+		HasChannel: func(ch string) bool { return configured[ch] }}.Register(srv)
+	in := subscriber.Subscriber{Name: "Ann", Destinations: []subscriber.Destination{
+		{Kind: subscriber.KindWebhook, Address: "https://hooks.example.com/ann"}, {Kind: subscriber.KindEmail, Address: "ann@example.com"}}}
+	e := apitest.WantEnvelope(t, sendJSON(t, srv, "POST", "/v1/subscribers", in), http.StatusUnprocessableEntity, "channel_not_configured")
+	if !strings.Contains(e.Message, "destinations[1].kind") || !strings.Contains(e.Message, "email") {
+		t.Errorf("message %q does not name the field and the channel", e.Message)
+	}
+	if subs, _, err := store.List(ctx, "", 10); err != nil || len(subs) != 0 {
+		t.Errorf("stored %d subscribers (%v), want none", len(subs), err)
+	}
+	if reqs := box.take(); len(reqs) != 0 {
+		t.Errorf("%d confirmation requests sent, want none", len(reqs))
+	}
+	in.Destinations = in.Destinations[:1]
+	if r := sendJSON(t, srv, "POST", "/v1/subscribers", in); r.Status != http.StatusCreated {
+		t.Errorf("webhook only: %d %s, want 201", r.Status, r.Body)
+	}
+}
