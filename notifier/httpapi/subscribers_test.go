@@ -67,9 +67,11 @@ func linkPath(t *testing.T, r notifier.Request) string {
 	return strings.Fields(r.Text[i+len("http://ds.test"):])[0]
 }
 
-func TestSubscriberRoutes_optInAndPrefetchSafeUnsubscribe(t *testing.T) {
-	ctx := context.Background()
-	rdb, err := stream.Dial(ctx, "redis://"+miniredis.RunT(t).Addr())
+// newSubscriberEnv returns a subscriber store on miniredis, an outbox of
+// the requests sent to the notifier, and a server to register routes on.
+func newSubscriberEnv(t *testing.T) (*subscriber.Store, *outbox, *api.Server) {
+	t.Helper()
+	rdb, err := stream.Dial(context.Background(), "redis://"+miniredis.RunT(t).Addr())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -77,8 +79,13 @@ func TestSubscriberRoutes_optInAndPrefetchSafeUnsubscribe(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	box := &outbox{}
 	srv, _ := apitest.NewServer(t, api.Config{})
+	return store, &outbox{}, srv
+}
+
+func TestSubscriberRoutes_optInAndPrefetchSafeUnsubscribe(t *testing.T) {
+	ctx := context.Background()
+	store, box, srv := newSubscriberEnv(t)
 	SubscriberRoutes{Store: store, Notify: box.notify, PublicURL: "http://ds.test"}.Register(srv)
 
 	in := subscriber.Subscriber{Name: "Ann", TimeZone: "Europe/Paris", Destinations: []subscriber.Destination{
@@ -260,16 +267,7 @@ func TestSubscriberRoutes_linksArePublicAndDocumented(t *testing.T) {
 // and nothing is stored or sent (no confirmation POST to it).
 func TestSubscriberRoutes_destinationOnADeniedAddressRefused(t *testing.T) {
 	ctx := context.Background()
-	rdb, err := stream.Dial(ctx, "redis://"+miniredis.RunT(t).Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := subscriber.NewStore(rdb, subscriber.StoreConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	box := &outbox{}
-	srv, _ := apitest.NewServer(t, api.Config{})
+	store, box, srv := newSubscriberEnv(t)
 	SubscriberRoutes{Store: store, Notify: box.notify, PublicURL: "http://ds.test"}.Register(srv)
 	for _, addr := range []string{"http://127.0.0.1:9000/hook", "http://169.254.169.254/latest/meta-data/", "https://[::ffff:127.0.0.1]/x",
 		"http://10.0.0.7/hook", "http://[::1]:8080/"} {
@@ -295,16 +293,7 @@ func TestSubscriberRoutes_destinationOnADeniedAddressRefused(t *testing.T) {
 
 func TestSubscriberRoutes_destinationOnAChannelNotConfiguredRefused(t *testing.T) {
 	ctx := context.Background()
-	rdb, err := stream.Dial(ctx, "redis://"+miniredis.RunT(t).Addr())
-	if err != nil {
-		t.Fatal(err)
-	}
-	store, err := subscriber.NewStore(rdb, subscriber.StoreConfig{})
-	if err != nil {
-		t.Fatal(err)
-	}
-	box := &outbox{}
-	srv, _ := apitest.NewServer(t, api.Config{})
+	store, box, srv := newSubscriberEnv(t)
 	// No SMTP: the notifier has webhooks only.
 	configured := map[string]bool{"webhook": true, "slack": true}
 	SubscriberRoutes{Store: store, Notify: box.notify, PublicURL: "http://ds.test",
