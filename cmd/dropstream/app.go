@@ -284,6 +284,9 @@ func pick(all map[string]stream.Stage, services map[string]func(context.Context)
 	slices.Sort(known)
 	var stages []stream.Stage
 	var svcs []string
+	if strings.TrimSpace(names) == "none" {
+		return nil, nil, nil
+	}
 	want := known
 	if names != "" && names != "all" {
 		want = nil

@@ -77,9 +77,10 @@ func instanceID(instance string, hostname func() (string, error)) (string, error
 }
 
 // roleOf returns the role of a process running the stages of list (a
-// comma list, or "all"): the stage's name for one stage, the flow prefix
-// ("avail" of avail-diff) when every stage shares it, else "" (a process
-// running everything, or stages of several flows).
+// comma list, "all" or "none"): the stage's name for one stage, the flow
+// prefix ("avail" of avail-diff) when every stage shares it, "api" for
+// none (a process serving the API only), else "" (a process running
+// everything, or stages of several flows).
 func roleOf(list string) string {
 	var names []string
 	for _, n := range strings.Split(list, ",") {
@@ -88,6 +89,8 @@ func roleOf(list string) string {
 		}
 	}
 	switch {
+	case len(names) == 1 && names[0] == "none":
+		return "api"
 	case len(names) == 0 || slices.Contains(names, "all"):
 		return ""
 	case len(names) == 1:

@@ -198,6 +198,7 @@ func TestPick_selectsStagesByName(t *testing.T) {
 		{"sample-sink", []string{"sample-sink"}},
 		{"sample-sink,sample-enrich", []string{"sample-sink", "sample-enrich"}},
 		{" sample-enrich , sample-sink ", []string{"sample-enrich", "sample-sink"}},
+		{"none", []string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.names, func(t *testing.T) {
@@ -256,6 +257,7 @@ func TestRoleOf_namesTheProcessByItsStages(t *testing.T) {
 		{"avail-collector", "avail-collector", "dropstream-avail-collector"},
 		{"avail-diff, avail-projection,avail-notifier", "avail", "dropstream-avail"},
 		{"avail-diff,checkout-stock", "", "dropstream"},
+		{"none", "api", "dropstream-api"},
 	}
 	for _, tc := range tests {
 		role := roleOf(tc.stages)
