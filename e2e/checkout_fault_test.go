@@ -10,6 +10,7 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -43,12 +44,17 @@ type checkoutCluster struct {
 	web   *http.Client
 }
 
+// clusterStages are the stages of each process of a checkout cluster (a
+// second copy's name ends in "2").
 var clusterStages = map[string][]string{
 	"effects": {checkout.StageStock, checkout.StagePayment},
 	"order":   {checkout.StageOrder},
 }
 
-func startCheckoutCluster(t *testing.T, bin string) *checkoutCluster {
+// startCheckoutCluster starts the processes; with copies 2, the stock and
+// payment process and the order process run twice, as "effects2" and
+// "order2" beside "effects" and "order".
+func startCheckoutCluster(t *testing.T, bin string, copies int) *checkoutCluster {
 	t.Helper()
 	srv := testenv.StartRedis(t, testenv.RedisConfig{AppendOnly: true, AppendFsync: "always"})
 	api := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
@@ -61,7 +67,13 @@ func startCheckoutCluster(t *testing.T, bin string) *checkoutCluster {
 			// The workload's one client writes faster than a caller may by default.
 			"api": append(common, "--api-addr", api, "--instance", "api", "--stages", "none", "--api-write-rate", "0"),
 		}}
-	for _, name := range []string{"effects", "order", "api"} {
+	names := []string{"effects", "order", "api"}
+	if copies == 2 {
+		c.args["effects2"] = append(common, "--api-addr", "", "--instance", "effects2", "--stages", "checkout-stock,checkout-payment")
+		c.args["order2"] = append(common, "--api-addr", "", "--instance", "order2", "--stages", "checkout-order")
+		names = append(names, "effects2", "order2")
+	}
+	for _, name := range names {
 		c.start(name)
 	}
 	return c
@@ -78,7 +90,7 @@ func (c *checkoutCluster) start(name string) {
 	}
 	p := startProc(c.t, c.bin, name, args...)
 	c.procs[name] = p
-	if stages, ok := clusterStages[name]; ok {
+	if stages, ok := clusterStages[strings.TrimSuffix(name, "2")]; ok {
 		p.waitStarted(c.t, stages...)
 		return
 	}
@@ -100,6 +112,28 @@ func (c *checkoutCluster) crash(name string) {
 	start := time.Now()
 	c.start(name)
 	c.t.Logf("%s killed and serving again after %s", name, time.Since(start).Round(time.Millisecond))
+}
+
+// restart ends the named process with SIGTERM, checks that it left by
+// itself, with status 0, within bound — it stopped reading, finished and
+// acknowledged its batch — and starts it again.
+func (c *checkoutCluster) restart(name string, bound time.Duration) {
+	c.t.Helper()
+	p := c.procs[name]
+	start := time.Now()
+	p.signal(syscall.SIGTERM)
+	select {
+	case <-p.done:
+		if code := p.cmd.ProcessState.ExitCode(); code != 0 {
+			c.t.Errorf("%s left with status %d after SIGTERM, want 0", name, code)
+		}
+	case <-time.After(bound):
+		c.t.Errorf("%s still running %s after SIGTERM", name, bound)
+		p.kill()
+	}
+	left := time.Since(start)
+	c.start(name)
+	c.t.Logf("%s left %s after SIGTERM and serves again", name, left.Round(time.Millisecond))
 }
 
 // call sends a request to the API and decodes a JSON answer into out.
@@ -304,14 +338,20 @@ func (c *checkoutCluster) openAttempts() int64 {
 // checkouts of 100 units over three dropstream processes and, once 30
 // units are sold, kills one part with SIGKILL and restarts it at once:
 // the stock and payment stages' process, the order stage's, the API's, or
-// Redis (restarted from its append-only file). Each run must end with
+// Redis (restarted from its append-only file); or, with two copies of
+// each stage process, restarts every copy in turn with SIGTERM (a rolling
+// restart). Each run must end with
 // every checkout answered, exactly 100 units sold, the credit spent equal
 // to the units sold, and no checkout given up.
 func TestCheckout_faultsUnderTheConsistencyWorkload(t *testing.T) {
 	bin := buildBinary(t)
-	for _, fault := range []string{"effects", "order", "api", "redis"} {
+	for _, fault := range []string{"effects", "order", "api", "redis", "rolling"} {
 		t.Run(fault, func(t *testing.T) {
-			c := startCheckoutCluster(t, bin)
+			copies := 1
+			if fault == "rolling" {
+				copies = 2
+			}
+			c := startCheckoutCluster(t, bin, copies)
 			w := c.setUp()
 			var tally checkoutTally
 			done := make(chan struct{})
@@ -325,6 +365,11 @@ func TestCheckout_faultsUnderTheConsistencyWorkload(t *testing.T) {
 				c.redis.Kill()
 				c.redis.Restart(t)
 				t.Logf("redis killed and restarted")
+			case "rolling":
+				// Each copy in turn, the other one serving meanwhile.
+				for _, name := range []string{"effects", "effects2", "order", "order2"} {
+					c.restart(name, 15*time.Second)
+				}
 			default:
 				c.crash(fault)
 			}
