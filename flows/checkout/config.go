@@ -34,9 +34,9 @@ type Config struct {
 	// the sweeper gives up the silent ones and compensates the attempt.
 	// Default 5m; it must exceed SweepAge.
 	AbandonAge time.Duration
-	// Stage tunes the runners of the flow's stages. Its zero timing fields
-	// are derived from Timeout (stream.RunnerConfig.ForDeadline: ClaimIdle
-	// Timeout/3, so 10s by default), the others take the runtime's
+	// Stage tunes the runners of the flow's stages. For the saga's stages
+	// its zero timing fields are derived from Timeout (SagaStage: ClaimIdle
+	// Timeout/3, so 10s by default); the others take the runtime's
 	// defaults. Validate refuses timings under which a crashed copy's saga
 	// step could not be taken over before the waiting call gives up.
 	Stage stream.RunnerConfig
@@ -65,9 +65,14 @@ func (c Config) WithDefaults() Config {
 	if c.StateTTL == 0 {
 		c.StateTTL = 7 * 24 * time.Hour
 	}
-	c.Stage = c.Stage.ForDeadline(c.Timeout)
 	return c
 }
+
+// SagaStage is the runner configuration of the saga's stages (stock,
+// payment, order): Stage with its zero timing fields derived from Timeout
+// (stream.RunnerConfig.ForDeadline). The history stage keeps Stage as it
+// is: it batches for ClickHouse, and no call waits on it.
+func (c Config) SagaStage() stream.RunnerConfig { return c.Stage.ForDeadline(c.Timeout) }
 
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
@@ -90,7 +95,7 @@ func (c Config) Validate() error {
 	if c.StateTTL < time.Minute {
 		errs = append(errs, fmt.Errorf("checkout: state ttl %s below 1m", c.StateTTL))
 	}
-	if err := c.Stage.CheckDeadline("checkout timeout", c.Timeout); err != nil {
+	if err := c.SagaStage().CheckDeadline("checkout timeout", c.Timeout); err != nil {
 		errs = append(errs, fmt.Errorf("checkout: stages: %w", err))
 	}
 	return errors.Join(errs...)

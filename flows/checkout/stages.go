@@ -34,9 +34,9 @@ const instrumentationScope = "github.com/dropstream/dropstream/flows/checkout"
 // the HTTP call to the saga record.
 func (s *Flow) Stages() []stream.Stage {
 	return []stream.Stage{
-		{Name: StageStock, Topic: s.topics.Stock, BatchHandler: s.effectBatch("stock", s.stockCall), Config: s.cfg.Stage},
-		{Name: StagePayment, Topic: s.topics.Payment, BatchHandler: s.effectBatch("payment", s.paymentCall), Config: s.cfg.Stage},
-		{Name: StageOrder, Topic: s.topics.Outcomes, BatchHandler: s.orderBatch, Config: s.cfg.Stage},
+		{Name: StageStock, Topic: s.topics.Stock, BatchHandler: s.effectBatch("stock", s.stockCall), Config: s.cfg.SagaStage()},
+		{Name: StagePayment, Topic: s.topics.Payment, BatchHandler: s.effectBatch("payment", s.paymentCall), Config: s.cfg.SagaStage()},
+		{Name: StageOrder, Topic: s.topics.Outcomes, BatchHandler: s.orderBatch, Config: s.cfg.SagaStage()},
 	}
 }
 
