@@ -47,6 +47,7 @@ type Runner struct {
 	batch   *batchRunner
 	stats   atomic.Pointer[stageStats] // set while Run runs
 	settled *outcomeCounter
+	gate    pauseGate
 }
 
 // NewRunner checks the stage and builds its middleware chain.
@@ -117,6 +118,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	r.stats.Store(stats)
 	defer stats.close()
+	r.checkPaused(ctx)
 	reads, closeReads := readClient(r.rdb, len(r.cfg.Partitions))
 	defer closeReads()
 	r.reads = reads
@@ -129,6 +131,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	bg.Go(func() { stats.run(consuming) })
 	bg.Go(func() { r.sweepConsumers(consuming) })
+	bg.Go(func() { r.watchPaused(consuming) })
 	bg.Go(func() {
 		if lease.hold(background) {
 			taken.Store(true)
@@ -173,7 +176,8 @@ type partitionState struct {
 }
 
 // consume is the loop of one partition: own pending entries first, then
-// stale entries of any consumer every ClaimInterval, then new entries.
+// stale entries of any consumer every ClaimInterval, then new entries;
+// nothing while the stage is paused.
 // Redis commands run under io, which outlives stop (reads end within
 // Block, acks go out); handlers run under work, which ends HandlerTimeout
 // after stop (see drainContext).
@@ -184,6 +188,9 @@ func (r *Runner) consume(stop context.Context, p int) {
 	st := &partitionState{p: p, stream: r.stage.Topic.Stream(p), ownFrom: "-", claimFrom: "-", nextClaim: time.Now()}
 	pause := time.Duration(0)
 	for stop.Err() == nil {
+		if r.holdWhilePaused(stop, io, st); stop.Err() != nil {
+			break
+		}
 		var err error
 		if len(st.redeliver) > 0 {
 			err = r.redeliverOne(stop, work, io, st)

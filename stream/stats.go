@@ -16,7 +16,8 @@ import (
 // stageStats samples a stage's consumer lag, pending entries and
 // dead-letter length every StatsInterval and reports them as gauges:
 // dropstream.stage.lag, dropstream.stage.pending,
-// dropstream.stage.pending.oldest_age and dropstream.dlq.length.
+// dropstream.stage.pending.oldest_age and dropstream.dlq.length; and
+// whether the stage is paused, dropstream.stage.paused.
 type stageStats struct {
 	r       *Runner
 	lag     atomic.Int64
@@ -40,7 +41,9 @@ func newStageStats(r *Runner) (*stageStats, error) {
 		metric.WithDescription("Entries in the stage's dead-letter streams."), metric.WithUnit(dsotel.UnitMessages))
 	oldest, err4 := meter.Float64ObservableGauge(dsotel.MetricStagePendingOldestAge,
 		metric.WithDescription("Age of the oldest entry delivered to the stage's group and not yet acknowledged; 0 when none."), metric.WithUnit(dsotel.UnitSeconds))
-	for _, err := range []error{err1, err2, err3, err4} {
+	paused, err5 := meter.Int64ObservableGauge(dsotel.MetricStagePaused,
+		metric.WithDescription("1 while the stage is paused, else 0."))
+	for _, err := range []error{err1, err2, err3, err4, err5} {
 		if err != nil {
 			return nil, err
 		}
@@ -58,8 +61,13 @@ func newStageStats(r *Runner) (*stageStats, error) {
 			age = max(0, time.Since(time.UnixMilli(ms)).Seconds())
 		}
 		o.ObserveFloat64(oldest, age, attrs)
+		var p int64
+		if s.r.gate.isPaused() {
+			p = 1
+		}
+		o.ObserveInt64(paused, p, attrs)
 		return nil
-	}, lag, pending, dlq, oldest)
+	}, lag, pending, dlq, oldest, paused)
 	if err != nil {
 		return nil, err
 	}
