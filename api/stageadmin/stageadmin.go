@@ -2,7 +2,8 @@
 // stages on the API server, under /v1/admin/stages, every route with the
 // admin scope: the list of stages with whether each is paused, pausing and
 // resuming a stage across all its copies in every process (see
-// stream.Control), and the accounting of a stage's messages.
+// stream.Control), and the accounting of a stage's messages (see
+// stream.Conservation).
 //
 // A stage the binary does not know answers 404 "stage_not_found".
 package stageadmin
@@ -65,6 +66,28 @@ func Register(srv *api.Server, ctl *stream.Control, stages []Stage) {
 		StageOut{}, nil, r.pause)
 	op(http.MethodPost, "/v1/admin/stages/:stage/resume", "Resume a paused stage: its copies read again within a second",
 		StageOut{}, nil, r.resume)
+	op(http.MethodGet, "/v1/admin/stages/:stage/conservation",
+		"The accounting of a stage's messages: published = acked + dead_lettered + dropped + skipped + delayed + requeued + pending + lag; drift is the difference, 0 unless messages were lost",
+		ConservationOut{}, nil, r.conservation)
+}
+
+// ConservationOut is the accounting of a stage's messages over every
+// partition of its topic (see stream.Conservation).
+type ConservationOut struct {
+	Stage string `json:"stage"`
+	stream.Conservation
+}
+
+func (r *routes) conservation(c *fiber.Ctx) error {
+	s, err := r.stage(c)
+	if err != nil {
+		return err
+	}
+	cons, err := r.ctl.Conservation(c.UserContext(), s.Topic, s.Group)
+	if err != nil {
+		return err
+	}
+	return c.JSON(ConservationOut{Stage: s.Name, Conservation: cons})
 }
 
 // stage returns the stage named by the path, or 404.

@@ -109,9 +109,35 @@ func TestStageRoutes_refusals(t *testing.T) {
 func TestStageRoutes_inOpenAPI(t *testing.T) {
 	h := newHarness(t)
 	paths, _ := h.srv.OpenAPI()["paths"].(map[string]any)
-	for _, p := range []string{"/v1/admin/stages", "/v1/admin/stages/{stage}/pause", "/v1/admin/stages/{stage}/resume"} {
+	for _, p := range []string{"/v1/admin/stages", "/v1/admin/stages/{stage}/pause", "/v1/admin/stages/{stage}/resume", "/v1/admin/stages/{stage}/conservation"} {
 		if _, ok := paths[p]; !ok {
 			t.Errorf("/openapi.json lacks %s", p)
 		}
 	}
+}
+
+func TestStageRoutes_conservation(t *testing.T) {
+	h := newHarness(t)
+	ctx := context.Background()
+	topic := testStages[0].Topic
+	if err := stream.EnsureGroups(ctx, h.rdb, topic, "sample-enrich"); err != nil {
+		t.Fatal(err)
+	}
+	msgs := make([]*stream.Message, 5)
+	for i := range msgs {
+		msgs[i] = stream.NewMessage("k"+string(rune('a'+i)), "sample.tick", []byte("{}"))
+	}
+	if err := stream.NewPublisher(h.rdb, stream.Telemetry{}).Publish(ctx, topic, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	res := h.do(t, "GET", "/v1/admin/stages/sample-enrich/conservation", "a")
+	var got stageadmin.ConservationOut
+	res.JSON(t, &got)
+	want := stageadmin.ConservationOut{Stage: "sample-enrich", Conservation: stream.Conservation{
+		Topic: "sample.ticks", Group: "sample-enrich", Published: 5, Lag: 5, LagKnown: true}}
+	if res.Status != http.StatusOK || got != want {
+		t.Fatalf("conservation: %d %s\nwant %+v", res.Status, res.Body, want)
+	}
+	apitest.WantEnvelope(t, h.do(t, "GET", "/v1/admin/stages/nope/conservation", "a"), http.StatusNotFound, "stage_not_found")
+	apitest.WantEnvelope(t, h.do(t, "GET", "/v1/admin/stages/sample-enrich/conservation", "r"), http.StatusForbidden, "forbidden")
 }

@@ -75,6 +75,7 @@ func Run(t *testing.T, b Backend) {
 		{"BatchHandler_settlesPerMessage", testBatchHandler},
 		{"Pause_stopsAllCopiesUntilResumed", testPauseResume},
 		{"Pause_copyStartedPaused", testPauseBeforeStart},
+		{"Conservation_everyOutcome", testConservationEveryOutcome},
 	}
 	for _, tc := range tests {
 		t.Run(b.Name+"/"+tc.name, func(t *testing.T) { tc.fn(t, b) })
