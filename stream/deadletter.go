@@ -234,9 +234,11 @@ func (d *DeadLetters) each(ctx context.Context, topic Topic, refs []string, fn f
 // ErrNotFound reports dead letters that do not exist.
 var ErrNotFound = errors.New("stream: not found")
 
+// withoutDLQ removes the dead-letter fields and the delivery count of a
+// delayed retry: a replayed message starts its deliveries again.
 func withoutDLQ(md map[string]string) map[string]string {
 	for k := range md {
-		if strings.HasPrefix(k, "dlq.") {
+		if strings.HasPrefix(k, "dlq.") || k == MetaRetryAttempts || k == MetaRetryOrigin {
 			delete(md, k)
 		}
 	}

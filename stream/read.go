@@ -178,6 +178,6 @@ func (r *Runner) redeliverNext(ctx context.Context, st *partitionState) ([]*Mess
 		return nil, nil
 	}
 	m := decodeMessage(st.stream, st.p, xs[0].ID, xs[0].Values)
-	m.Attempt = int(e.count) + 1
+	m.Attempt += int(e.count) // deliveries of this entry so far, after those before it was parked
 	return []*Message{m}, nil
 }

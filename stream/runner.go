@@ -172,6 +172,8 @@ type partitionState struct {
 	nextClaim time.Time
 	redeliver []pendingEntry
 	acks      ackSet // settled, to acknowledge with the next read
+	// nextRequeue is when parked messages may be due next (see requeueDue).
+	nextRequeue time.Time
 }
 
 // consume is the loop of one partition: own pending entries first, then
@@ -184,7 +186,7 @@ func (r *Runner) consume(stop context.Context, p int) {
 	io := context.WithoutCancel(stop)
 	work, cancel := drainContext(stop, r.cfg.HandlerTimeout)
 	defer cancel()
-	st := &partitionState{p: p, stream: r.stage.Topic.Stream(p), ownFrom: "-", claimFrom: "-", nextClaim: time.Now()}
+	st := &partitionState{p: p, stream: r.stage.Topic.Stream(p), ownFrom: "-", claimFrom: "-", nextClaim: time.Now(), nextRequeue: time.Now()}
 	pause := time.Duration(0)
 	for stop.Err() == nil {
 		if r.holdWhilePaused(stop, io, st); stop.Err() != nil {
@@ -222,6 +224,9 @@ func (r *Runner) next(ctx context.Context, st *partitionState) ([]*Message, erro
 	if st.ownFrom != "" || !time.Now().Before(st.nextClaim) {
 		r.flushAcks(ctx, st)
 	}
+	if err := r.requeueDue(ctx, st); err != nil {
+		return nil, err
+	}
 	switch {
 	case st.ownFrom != "":
 		return nil, r.ownPending(ctx, st)
@@ -250,9 +255,12 @@ func (r *Runner) process(work, ctx context.Context, st *partitionState, msgs []*
 	defer slow.report(ctx)
 	live := make([]*Message, 0, len(msgs))
 	for _, m := range msgs {
-		if m.deleted {
+		switch group, _ := retryFor(m); {
+		case m.deleted:
 			f.settled(m.ID, ackDeleted) // entry deleted from the stream: nothing to handle
-		} else {
+		case group != "" && group != r.cfg.Group:
+			f.settled(m.ID, ackSkipped) // another group's delayed retry
+		default:
 			live = append(live, m)
 		}
 	}
@@ -293,6 +301,10 @@ func (r *Runner) settle(ctx context.Context, st *partitionState, f *inflight, co
 		f.settled(m.ID, ackHandled)
 	case OutcomeDropped:
 		f.settled(m.ID, ackDropped)
+	case OutcomeDelayed:
+		f.settled(m.ID, ackNone)
+		delay, _ := RetryDelay(err)
+		r.park(ctx, st, m, delay)
 	case OutcomeDeadLettered:
 		f.settled(m.ID, ackNone)
 		if dlqErr := r.moveToDeadLetter(ctx, st.p, m, err); dlqErr != nil {

@@ -76,6 +76,8 @@ func Run(t *testing.T, b Backend) {
 		{"Pause_stopsAllCopiesUntilResumed", testPauseResume},
 		{"Pause_copyStartedPaused", testPauseBeforeStart},
 		{"Conservation_everyOutcome", testConservationEveryOutcome},
+		{"DelayedRetry_doesNotBlockThePartition", testDelayedRetryDoesNotBlock},
+		{"DelayedRetry_deadLettersAtMaxDeliveries", testDelayedRetryDeadLettersAtMaxDeliveries},
 	}
 	for _, tc := range tests {
 		t.Run(b.Name+"/"+tc.name, func(t *testing.T) { tc.fn(t, b) })
