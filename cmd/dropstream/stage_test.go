@@ -4,6 +4,9 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 	"time"
@@ -121,4 +124,43 @@ func TestStage_refusals(t *testing.T) {
 			t.Errorf("stage %s %v = %v, want an error with %q", tc.verb, tc.args, err, tc.want)
 		}
 	}
+}
+
+// TestRun_redisDownAnswers503 stops the Redis of a running `run`: the
+// stage routes answer 503 "unavailable" with Retry-After, /readyz says
+// unready, and both recover once Redis is back.
+func TestRun_redisDownAnswers503(t *testing.T) {
+	clearEnv(t)
+	srv := testenv.StartRedis(t, testenv.RedisConfig{})
+	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	base := "http://" + addr
+	run := startDispatch(t, "run", "--redis-url", srv.URL(), "--api-addr", addr, "--partitions", "2", "--stages", "sample-enrich")
+	run.waitFor(t, 30*time.Second, func() bool { status, _ := get(t, base+"/v1/admin/stages"); return status == http.StatusOK },
+		"the stage routes")
+
+	srv.Stop()
+	res, err := http.Get(base + "/v1/admin/stages")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(res.Body)
+	_ = res.Body.Close()
+	var env struct {
+		Error struct{ Code, Message string }
+	}
+	if res.StatusCode != http.StatusServiceUnavailable || json.Unmarshal(body, &env) != nil || env.Error.Code != "unavailable" ||
+		res.Header.Get("Retry-After") == "" || strings.Contains(string(body), "refused") {
+		t.Errorf("with Redis down: %d %s (Retry-After %q); want 503 unavailable with Retry-After and no connection error",
+			res.StatusCode, body, res.Header.Get("Retry-After"))
+	}
+	if status, body := get(t, base+"/readyz"); status != http.StatusServiceUnavailable {
+		t.Errorf("/readyz with Redis down: %d %s", status, body)
+	}
+
+	srv.Restart(t)
+	run.waitFor(t, 30*time.Second, func() bool {
+		s1, _ := get(t, base+"/v1/admin/stages")
+		s2, _ := get(t, base+"/readyz")
+		return s1 == http.StatusOK && s2 == http.StatusOK
+	}, "the API once Redis was back")
 }
