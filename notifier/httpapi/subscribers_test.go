@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -14,6 +15,7 @@ import (
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/history"
@@ -313,5 +315,61 @@ func TestSubscriberRoutes_destinationOnAChannelNotConfiguredRefused(t *testing.T
 	in.Destinations = in.Destinations[:1]
 	if r := sendJSON(t, srv, "POST", "/v1/subscribers", in); r.Status != http.StatusCreated {
 		t.Errorf("webhook only: %d %s, want 201", r.Status, r.Body)
+	}
+}
+
+func TestSubscriberRoutes_capPerKey(t *testing.T) {
+	rdb, err := stream.Dial(context.Background(), "redis://"+miniredis.RunT(t).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := quota.New(rdb, "subscribers", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := subscriber.NewStore(rdb, subscriber.StoreConfig{Quota: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "w:write;w2:write"})
+	box := &outbox{}
+	SubscriberRoutes{Store: store, Notify: box.notify, PublicURL: "http://ds.test", Quota: q}.Register(srv)
+	body := func(i int) any {
+		return subscriber.Subscriber{Name: "s", TimeZone: "UTC", Destinations: []subscriber.Destination{
+			{Kind: subscriber.KindEmail, Address: fmt.Sprintf("s%d@example.com", i)}}}
+	}
+	apitest.CheckCap(t, srv, apitest.Cap{Max: 2, Key: "w", OtherKey: "w2",
+		Create: func(i int) (string, string, any) { return "POST", "/v1/subscribers", body(i) },
+		ID:     func(t testing.TB, r apitest.Response) string { var s subscriber.Subscriber; r.JSON(t, &s); return s.ID },
+		Delete: func(id string) string { return "/v1/subscribers/" + id },
+	})
+	// w holds its cap again. A subscriber whose last destination
+	// unsubscribes is gone: its slot is free again.
+	create := func(i int) apitest.Response {
+		return apitest.Request(t, srv, "POST", "/v1/subscribers", body(i), api.HeaderAPIKey, "w")
+	}
+	apitest.WantEnvelope(t, create(100), http.StatusConflict, "quota_exceeded")
+	var unsubscribed bool
+	for _, req := range box.take() {
+		if !strings.Contains(req.Text, notifier.ConfirmPath) || req.Destination.Address != "s1@example.com" {
+			continue
+		}
+		if r := apitest.Request(t, srv, "POST", linkPath(t, req), nil); r.Status != http.StatusOK {
+			t.Fatalf("confirm: %d %s", r.Status, r.Body)
+		}
+		s, err := store.Resolve(t.Context(), req.SubscriberID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := store.Unsubscribe(t.Context(), s.Destinations[0].UnsubscribeToken); err != nil {
+			t.Fatal(err)
+		}
+		unsubscribed = true
+	}
+	if !unsubscribed {
+		t.Fatal("no confirmation request for s1@example.com")
+	}
+	if r := create(101); r.Status != http.StatusCreated {
+		t.Errorf("create after w's subscriber unsubscribed = %d %s, want 201", r.Status, r.Body)
 	}
 }
