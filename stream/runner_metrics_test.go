@@ -132,3 +132,56 @@ func flatten(rm metricdata.ResourceMetrics) map[string]map[string]int64 {
 	}
 	return out
 }
+
+// TestRunner_pausedAndDriftGauges: a copy reports its stage paused while
+// it is, and its group's conservation drift: 0, then 1 once an entry is
+// deleted unread behind its back.
+func TestRunner_pausedAndDriftGauges(t *testing.T) {
+	rdb, err := stream.Dial(context.Background(), testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, collectMetrics := telemetrytest.Metrics(t)
+	topic := stream.NewTopic("gauges"+strconv.FormatInt(time.Now().UnixNano(), 36), "in", 1)
+	name := "gauged-" + topic.Flow
+	runner, err := stream.NewRunner(rdb, stream.Stage{Name: name, Topic: topic,
+		Config:  stream.RunnerConfig{Block: 20 * time.Millisecond, StatsInterval: 20 * time.Millisecond, ControlInterval: 20 * time.Millisecond},
+		Handler: func(context.Context, *stream.Message) error { return nil }}, stream.Telemetry{MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runner.Run(ctx) }()
+	defer func() { cancel(); <-done }()
+	gauge := func(metric string) (int64, bool) {
+		v, ok := flatten(collectMetrics())[metric][name]
+		return v, ok
+	}
+	testenv.WaitFor(t, 10*time.Second, func() bool {
+		p, pok := gauge("dropstream.stage.paused")
+		d, dok := gauge("dropstream.stage.conservation.drift")
+		return pok && p == 0 && dok && d == 0
+	}, "the paused and drift gauges never showed a running, conserved stage")
+	ctl := stream.NewControl(rdb)
+	if err := ctl.Pause(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ctl.Resume(context.Background(), name) })
+	testenv.WaitFor(t, 10*time.Second, func() bool { p, _ := gauge("dropstream.stage.paused"); return p == 1 && runner.Paused() },
+		"the paused gauge never showed the pause")
+	msgs := []*stream.Message{stream.NewMessage("a", "t", []byte("1")), stream.NewMessage("a", "t", []byte("2"))}
+	if err := stream.NewPublisher(rdb, stream.Telemetry{}).Publish(ctx, topic, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.XDel(ctx, msgs[0].Stream, msgs[0].ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, func() bool { d, _ := gauge("dropstream.stage.conservation.drift"); return d == 1 },
+		"the drift gauge never showed the entry deleted unread")
+	if err := ctl.Resume(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, func() bool { p, _ := gauge("dropstream.stage.paused"); return p == 0 },
+		"the paused gauge never showed the resume")
+}
