@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -372,4 +373,56 @@ func TestSubscriberRoutes_capPerKey(t *testing.T) {
 	if r := create(101); r.Status != http.StatusCreated {
 		t.Errorf("create after w's subscriber unsubscribed = %d %s, want 201", r.Status, r.Body)
 	}
+}
+
+// A subscriber's notifications page newest first with exact pages, and a
+// walk started before new notifications arrive still sees each older one
+// once.
+func TestNotificationRoutes_pagesHoldWhileNotificationsArrive(t *testing.T) {
+	ctx := context.Background()
+	rdb, err := stream.Dial(ctx, "redis://"+miniredis.RunT(t).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := history.NewRecorder(rdb, nil, history.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	record := func(i int) {
+		t.Helper()
+		if err := rec.Record(ctx, history.Record{ID: fmt.Sprintf("n_%02d", i), Flow: "avail", Event: "availability.open", SubscriberID: "w_1",
+			Channel: "webhook", Subject: "s", Window: fmt.Sprint(i), Status: history.StatusSent, Attempts: 1, At: at.Add(time.Duration(i) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 7 {
+		record(i)
+	}
+	srv, _ := apitest.NewServer(t, api.Config{})
+	NotificationRoutes{History: rec}.Register(srv)
+	var got []string
+	cursor := ""
+	for pages := 0; pages < 10; pages++ {
+		r := apitest.Get(t, srv, "/v1/notifications?subscriber=w_1&limit=3&cursor="+cursor)
+		var page notificationPage
+		r.JSON(t, &page)
+		if page.NextCursor != "" && len(page.Items) != 3 {
+			t.Fatalf("page %d: %d items with a next cursor, want exactly 3", pages, len(page.Items))
+		}
+		for _, n := range page.Items {
+			got = append(got, n.ID)
+		}
+		if pages == 0 {
+			record(7) // a new notification arrives mid-walk, at the head
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	want := []string{"n_06", "n_05", "n_04", "n_03", "n_02", "n_01", "n_00"}
+	if !slices.Equal(got, want) {
+		t.Errorf("walk = %v, want %v: newest first, each once", got, want)
+	}
+	apitest.WantEnvelope(t, apitest.Get(t, srv, "/v1/notifications?subscriber=w_1&limit=0"), http.StatusBadRequest, "invalid_limit")
 }
