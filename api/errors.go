@@ -10,6 +10,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/stream"
 )
 
 // Error is an error with an HTTP status, a stable machine-readable code and
@@ -71,6 +73,16 @@ func UnsupportedMediaType(code, msg string) *Error {
 // *fiber.Error: the cause is logged, never sent.
 var errInternal = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
 
+// errUnavailable is the response for an error saying that Redis cannot be
+// reached for now (see stream.IsUnavailable): the cause is logged, never
+// sent, and the client is asked to try again after RetryAfterUnavailable.
+var errUnavailable = &Error{Status: http.StatusServiceUnavailable, Code: "unavailable",
+	Message: "a backing store is unavailable; try again shortly"}
+
+// RetryAfterUnavailable is the Retry-After, in seconds, of a 503
+// "unavailable" answer.
+const RetryAfterUnavailable = "5"
+
 // envelope is the JSON body of every error response.
 type envelope struct {
 	Error envelopeError `json:"error"`
@@ -104,6 +116,15 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		if out.Status == fiber.StatusNotFound && isRoutingError(err) {
 			out.Message = "no route for " + c.Method() + " " + string(c.Request().URI().Path())
 		}
+	case stream.IsUnavailable(err):
+		out = errUnavailable
+		c.Set(fiber.HeaderRetryAfter, RetryAfterUnavailable)
+		s.log.LogAttrs(c.UserContext(), slog.LevelWarn, "api: request failed: a backing store is unavailable",
+			slog.String("method", c.Method()),
+			slog.String("path", string(c.Request().URI().Path())),
+			slog.String("request_id", requestID),
+			slog.Any("error", err))
+		trace.SpanFromContext(c.UserContext()).SetStatus(codes.Error, "unavailable")
 	default:
 		out = errInternal
 		ctx := c.UserContext()

@@ -165,6 +165,8 @@ var exportedMetrics = map[string]string{
 	"dropstream_stage_pending_oldest_age_seconds":   "dropstream.stage.pending.oldest_age",
 	"dropstream_collector_consecutive_failures":     "dropstream.collector.consecutive_failures",
 	"dropstream_dlq_length":                         "dropstream.dlq.length",
+	"dropstream_stage_paused":                       "dropstream.stage.paused",
+	"dropstream_stage_conservation_drift":           "dropstream.stage.conservation.drift",
 	"dropstream_stream_published_total":             "dropstream.stream.published",
 	"dropstream_e2e_latency_seconds":                "dropstream.e2e.latency",
 	"dropstream_notifier_notifications_total":       "dropstream.notifier.notifications",

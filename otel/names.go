@@ -173,6 +173,20 @@ const (
 	// dropstream_stage_pending_oldest_age_seconds.
 	MetricStagePendingOldestAge = "dropstream.stage.pending.oldest_age"
 
+	// MetricStagePaused is 1 while the stage is paused (see
+	// stream.Control), else 0, as each copy of the stage last saw it.
+	// Int64ObservableGauge, no unit, attributes stage, stream, group.
+	// Prometheus: dropstream_stage_paused.
+	MetricStagePaused = "dropstream.stage.paused"
+
+	// MetricStageConservationDrift is the stage group's published entries
+	// minus those accounted for (acknowledged, dead-lettered, dropped,
+	// skipped, delayed, requeued, pending, not yet delivered): 0 unless
+	// entries were lost or counted twice. Int64ObservableGauge, unit
+	// {message}, attributes stage, stream, group. Prometheus:
+	// dropstream_stage_conservation_drift.
+	MetricStageConservationDrift = "dropstream.stage.conservation.drift"
+
 	// MetricDLQLength is the length of a dead-letter stream. Gauge, unit
 	// {message}, attribute stream (the source stream). Prometheus:
 	// dropstream_dlq_length.

@@ -114,7 +114,7 @@ func (b *batchRunner) handle(ctx context.Context, msgs []*Message) []error {
 	b.duration.Record(context.Background(), time.Since(start).Seconds(), b.opts...)
 	failed := 0
 	for i, m := range msgs {
-		if Classify(errs[i]) == OutcomeFailed && m.Attempt >= b.cfg.MaxDeliveries {
+		if retrying(errs[i]) && m.Attempt >= b.cfg.MaxDeliveries {
 			errs[i] = Permanent(fmt.Errorf("gave up after %d deliveries: %w", m.Attempt, errs[i]))
 		}
 		switch Classify(errs[i]) {

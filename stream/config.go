@@ -68,6 +68,9 @@ type RunnerConfig struct {
 	// StatsInterval is how often lag, pending and dead-letter sizes are
 	// sampled for metrics. Default 2s.
 	StatsInterval time.Duration
+	// ControlInterval is how often the copy reads whether its stage is
+	// paused (see Control). Default 1s.
+	ControlInterval time.Duration
 	// ErrorBackoff is the longest pause after a Redis error before the
 	// loop tries again; pauses grow from 50ms up to it. Default 2s.
 	ErrorBackoff time.Duration
@@ -128,6 +131,9 @@ func (c RunnerConfig) WithDefaults(stage string) RunnerConfig {
 	if c.ErrorBackoff == 0 {
 		c.ErrorBackoff = 2 * time.Second
 	}
+	if c.ControlInterval == 0 {
+		c.ControlInterval = time.Second
+	}
 	c.Retry = c.Retry.withDefaults()
 	return c
 }
@@ -182,8 +188,8 @@ func (c RunnerConfig) Validate() error {
 	if c.ConsumerIdle < 2*c.Block {
 		errs = append(errs, fmt.Errorf("consumer idle %s below twice the block %s", c.ConsumerIdle, c.Block))
 	}
-	if c.StatsInterval <= 0 || c.ErrorBackoff <= 0 {
-		errs = append(errs, errors.New("stats interval and error backoff must be positive"))
+	if c.StatsInterval <= 0 || c.ErrorBackoff <= 0 || c.ControlInterval <= 0 {
+		errs = append(errs, errors.New("stats interval, control interval and error backoff must be positive"))
 	}
 	if !c.Retry.Disabled && (c.Retry.MaxRetries < 0 || c.Retry.InitialInterval <= 0 || c.Retry.MaxInterval < c.Retry.InitialInterval) {
 		errs = append(errs, fmt.Errorf("retry config %+v is inconsistent", c.Retry))

@@ -9,6 +9,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/script"
 )
 
 // Dead-letter entry fields, beside the original message's fields.
@@ -23,27 +25,34 @@ const (
 	maxReasonLen = 2048
 )
 
+// deadLetterScript moves entry ARGV[2] of stream KEYS[1], pending in
+// group ARGV[1], to the dead-letter stream KEYS[2] with the fields
+// ARGV[3..] and counts it in the group's counters hash KEYS[3]; it does
+// nothing (0) when the entry is no longer pending (settled by another copy).
+var deadLetterScript = script.New(`
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
+redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3))
+redis.call('HINCRBY', KEYS[3], '` + countDead + `', 1)
+return 1`)
+
 // moveToDeadLetter appends the message with its reason to the partition's
 // dead-letter stream and acknowledges it, atomically (both keys share the
-// partition's hash tag).
+// partition's hash tag), unless another copy settled it meanwhile.
 func (r *Runner) moveToDeadLetter(ctx context.Context, p int, m *Message, reason error) error {
 	why := reason.Error()
 	if len(why) > maxReasonLen {
 		why = why[:maxReasonLen]
 	}
-	values := append(m.values(),
+	args := append([]any{r.cfg.Group, m.ID}, m.values()...)
+	args = append(args,
 		dlqReason, why,
 		dlqStage, r.stage.Name,
 		dlqGroup, r.cfg.Group,
 		dlqAttempts, strconv.Itoa(m.Attempt),
 		dlqOrigin, m.ID,
 		dlqAt, time.Now().UTC().Format(time.RFC3339Nano))
-	_, err := r.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-		pipe.XAdd(ctx, &redis.XAddArgs{Stream: r.stage.Topic.DeadLetterStream(p), Values: values})
-		pipe.XAck(ctx, m.Stream, r.cfg.Group, m.ID)
-		return nil
-	})
-	return err
+	keys := []string{m.Stream, r.stage.Topic.DeadLetterStream(p), r.stage.Topic.groupCountsKey(p, r.cfg.Group)}
+	return deadLetterScript.Run(ctx, r.rdb, keys, args...).Err()
 }
 
 // DeadLetter is one entry of a dead-letter stream.
@@ -225,9 +234,11 @@ func (d *DeadLetters) each(ctx context.Context, topic Topic, refs []string, fn f
 // ErrNotFound reports dead letters that do not exist.
 var ErrNotFound = errors.New("stream: not found")
 
+// withoutDLQ removes the dead-letter fields and the delivery count of a
+// delayed retry: a replayed message starts its deliveries again.
 func withoutDLQ(md map[string]string) map[string]string {
 	for k := range md {
-		if strings.HasPrefix(k, "dlq.") {
+		if strings.HasPrefix(k, "dlq.") || k == MetaRetryAttempts || k == MetaRetryOrigin {
 			delete(md, k)
 		}
 	}

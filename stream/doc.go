@@ -11,8 +11,15 @@
 //   - an error wrapping ErrDrop: acknowledged and counted as dropped;
 //   - a Permanent error, or any error at the last allowed delivery: moved
 //     to the partition's dead-letter stream with its reason, then acknowledged;
+//   - RetryAfter(err, d): parked aside for d and then put back on the
+//     stream, for this group only, while the partition's next messages
+//     flow (see delay.go);
 //   - any other error: left pending, and delivered again once it has been
 //     idle for ClaimIdle (to this consumer or another copy).
+//
+// Every entry a group can read is accounted for in Redis as it is settled
+// (Conservation), and a stage can be paused and resumed in every process
+// at once (Control).
 //
 // A copy acknowledges a long batch as it works through it and keeps the
 // rest of it from going stale, so another live copy does not handle its

@@ -3,6 +3,7 @@ package stream
 import (
 	"errors"
 	"fmt"
+	"time"
 )
 
 // ErrDrop, wrapped in a handler's error, acknowledges the message without
@@ -35,6 +36,43 @@ func IsPermanent(err error) bool {
 	return errors.As(err, &p)
 }
 
+// MaxRetryDelay bounds the delay of RetryAfter.
+const MaxRetryDelay = 24 * time.Hour
+
+// delayError asks for a retry after a delay.
+type delayError struct {
+	err   error
+	delay time.Duration
+}
+
+func (e *delayError) Error() string {
+	return fmt.Sprintf("retry after %s: %s", e.delay, e.err.Error())
+}
+func (e *delayError) Unwrap() error { return e.err }
+
+// RetryAfter marks err as retryable after delay (clamped to 0..MaxRetryDelay):
+// the runner parks the message in its partition's delay set, acknowledges
+// it, and puts it back on the stream once the delay has passed, so the
+// partition's next messages flow meanwhile. The message keeps its delivery
+// count: at its last allowed delivery (MaxDeliveries) it is dead-lettered
+// instead. RetryAfter(nil, d) is nil; a Permanent or ErrDrop error stays
+// what it is.
+func RetryAfter(err error, delay time.Duration) error {
+	if err == nil {
+		return nil
+	}
+	return &delayError{err: err, delay: min(max(delay, 0), MaxRetryDelay)}
+}
+
+// RetryDelay returns the delay err asks for with RetryAfter, if any.
+func RetryDelay(err error) (time.Duration, bool) {
+	var d *delayError
+	if !errors.As(err, &d) {
+		return 0, false
+	}
+	return d.delay, true
+}
+
 // Outcome is how the runtime settles a handled message.
 type Outcome string
 
@@ -44,6 +82,9 @@ const (
 	OutcomeDropped      Outcome = "dropped"
 	OutcomeDeadLettered Outcome = "dead_lettered"
 	OutcomeFailed       Outcome = "failed"
+	// OutcomeDelayed is a message parked for a retry after a delay
+	// (RetryAfter).
+	OutcomeDelayed Outcome = "delayed"
 )
 
 // Classify maps a handler's error to the outcome the runtime gives it.
@@ -55,6 +96,8 @@ func Classify(err error) Outcome {
 		return OutcomeDropped
 	case IsPermanent(err):
 		return OutcomeDeadLettered
+	case errors.As(err, new(*delayError)):
+		return OutcomeDelayed
 	default:
 		return OutcomeFailed
 	}

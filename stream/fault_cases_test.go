@@ -13,6 +13,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/stream/streamtest"
 )
 
 const faultWait = 60 * time.Second
@@ -46,6 +47,7 @@ func TestFault_consumerKilledMidBatch(t *testing.T) {
 	if calls["700"] != 2 {
 		t.Errorf("stalled message handled %d times, want 2 (A, then B after the claim)", calls["700"])
 	}
+	streamtest.AssertConserved(t, rdb, topic, "work")
 }
 
 // TestFault_redisKilledAndRestarted kills -9 redis-server while a consumer
@@ -105,6 +107,7 @@ func TestFault_redisKilledAndRestarted(t *testing.T) {
 	if c.exited() {
 		t.Error("the consumer process exited instead of reconnecting")
 	}
+	streamtest.AssertConserved(t, rdb, topic, "work")
 }
 
 // TestFault_poisonCrashesConsumer runs a consumer that a poison message
@@ -149,6 +152,7 @@ func TestFault_poisonCrashesConsumer(t *testing.T) {
 	effects, _ := faultState(t, rdb, topic)
 	assertExactlyOnce(t, effects, n, map[string]bool{poison: true})
 	waitPendingZero(t, rdb, topic)
+	streamtest.AssertConserved(t, rdb, topic, "work")
 }
 
 // waitPendingZero waits until the "work" group has no pending entries.

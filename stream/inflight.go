@@ -52,11 +52,12 @@ var refreshScript = script.New(refreshSource)
 type inflight struct {
 	r      *Runner
 	stream string
+	p      int
 
 	mu   sync.Mutex
 	open map[string]bool // read, not settled yet
 	lost map[string]bool // now another consumer's
-	acks []string        // handled, not acknowledged yet
+	acks ackSet          // settled, not acknowledged yet
 	busy time.Time       // when the handler call in progress started; zero between calls
 
 	stop chan struct{}
@@ -65,7 +66,7 @@ type inflight struct {
 
 // keep starts keeping the batch msgs of st fresh until end is called.
 func (r *Runner) keep(ctx context.Context, st *partitionState, msgs []*Message) *inflight {
-	f := &inflight{r: r, stream: st.stream, open: make(map[string]bool, len(msgs)), lost: map[string]bool{},
+	f := &inflight{r: r, stream: st.stream, p: st.p, open: make(map[string]bool, len(msgs)), lost: map[string]bool{},
 		stop: make(chan struct{}), done: make(chan struct{})}
 	for _, m := range msgs {
 		f.open[m.ID] = true
@@ -93,7 +94,7 @@ func (f *inflight) run(ctx context.Context) {
 func (f *inflight) refresh(ctx context.Context) {
 	f.mu.Lock()
 	acks := f.acks
-	f.acks = nil
+	f.acks = ackSet{}
 	stuck := !f.busy.IsZero() && time.Since(f.busy) > f.r.cfg.worstDelivery()
 	open := make([]any, 0, 2+len(f.open))
 	open = append(open, f.r.cfg.Group, f.r.cfg.Consumer)
@@ -103,10 +104,10 @@ func (f *inflight) refresh(ctx context.Context) {
 		}
 	}
 	f.mu.Unlock()
-	if len(acks) > 0 {
-		if err := f.r.rdb.XAck(ctx, f.stream, f.r.cfg.Group, acks...).Err(); err != nil {
+	if acks.len() > 0 {
+		if err := f.r.ack(ctx, f.p, &acks); err != nil {
 			f.r.tel.Logger.WarnContext(ctx, "ack failed; messages will be redelivered", "stage", f.r.stage.Name,
-				"stream", f.stream, "count", len(acks), "error", err)
+				"stream", f.stream, "count", acks.len(), "error", err)
 		}
 	}
 	if len(open) == 2 {
@@ -146,20 +147,24 @@ func (f *inflight) take(id string) bool {
 	return true
 }
 
-// settled records the message as settled; ack queues its acknowledgement.
-func (f *inflight) settled(id string, ack bool) {
+// ackNone settles a message without acknowledging it.
+const ackNone ackKind = -1
+
+// settled records the message as settled; a kind other than ackNone
+// queues its acknowledgement.
+func (f *inflight) settled(id string, kind ackKind) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	delete(f.open, id)
 	f.busy = time.Time{}
-	if ack {
-		f.acks = append(f.acks, id)
+	if kind != ackNone {
+		f.acks.add(kind, id)
 	}
 }
 
 // end stops keeping the batch and returns the acks still to send.
-func (f *inflight) end() []string {
+func (f *inflight) end() *ackSet {
 	close(f.stop)
 	<-f.done
-	return f.acks
+	return &f.acks
 }

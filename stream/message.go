@@ -88,6 +88,7 @@ func (m *Message) values() []any {
 // decodeMessage builds a message from a stream entry's fields.
 func decodeMessage(stream string, partition int, id string, fields map[string]any) *Message {
 	m := &Message{ID: id, Stream: stream, Partition: partition, Attempt: 1, deleted: len(fields) == 0}
+	defer func() { _, before := retryFor(m); m.Attempt += before }()
 	for k, raw := range fields {
 		s, _ := raw.(string)
 		switch k {

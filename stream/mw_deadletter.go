@@ -10,6 +10,13 @@ import (
 // every time).
 var ErrMaxDeliveries = fmt.Errorf("max deliveries exceeded")
 
+// retrying reports whether err leaves its message to be delivered again:
+// a retryable failure, now or after a delay.
+func retrying(err error) bool {
+	o := Classify(err)
+	return o == OutcomeFailed || o == OutcomeDelayed
+}
+
 // GiveUp gives up on a message at its last allowed delivery: a failure on
 // delivery maxDeliveries becomes Permanent, and a message delivered more
 // often than that is not handled at all but dead-lettered with
@@ -22,7 +29,7 @@ func GiveUp(maxDeliveries int) Middleware {
 				return Permanent(fmt.Errorf("%w: delivery %d of %d", ErrMaxDeliveries, msg.Attempt, maxDeliveries))
 			}
 			err := next(ctx, msg)
-			if Classify(err) == OutcomeFailed && msg.Attempt >= maxDeliveries {
+			if retrying(err) && msg.Attempt >= maxDeliveries {
 				return Permanent(fmt.Errorf("gave up after %d deliveries: %w", msg.Attempt, err))
 			}
 			return err

@@ -20,6 +20,8 @@ func Logging(logger *slog.Logger, info StageInfo) Middleware {
 				logger.ErrorContext(ctx, "message dead-lettered", withStack(attrsOf(msg, outcome, err), err)...)
 			case outcome == OutcomeFailed:
 				logger.WarnContext(ctx, "message failed", withStack(attrsOf(msg, outcome, err), err)...)
+			case outcome == OutcomeDelayed:
+				logger.InfoContext(ctx, "message delayed", attrsOf(msg, outcome, err)...)
 			case logger.Enabled(ctx, slog.LevelDebug):
 				logger.DebugContext(ctx, "message handled", attrsOf(msg, outcome, err)...)
 			}

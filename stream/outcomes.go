@@ -13,14 +13,14 @@ import (
 // handled, by outcome. It is added to once per batch, not per message.
 type outcomeCounter struct {
 	counter metric.Int64Counter
-	opts    [4][]metric.AddOption
+	opts    [5][]metric.AddOption
 }
 
 // outcomeIndex orders the outcomes in outcomeCounts.
-var outcomeIndex = map[Outcome]int{OutcomeAcked: 0, OutcomeDropped: 1, OutcomeDeadLettered: 2, OutcomeFailed: 3}
+var outcomeIndex = map[Outcome]int{OutcomeAcked: 0, OutcomeDropped: 1, OutcomeDeadLettered: 2, OutcomeFailed: 3, OutcomeDelayed: 4}
 
 // outcomeCounts tallies one batch.
-type outcomeCounts [4]int64
+type outcomeCounts [5]int64
 
 func (c *outcomeCounts) count(o Outcome) { c[outcomeIndex[o]]++ }
 

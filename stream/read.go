@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/script"
 )
 
 // Redelivery. A message delivered before (this copy's own pending entries
@@ -58,12 +60,17 @@ func (r *Runner) read(ctx context.Context, st *partitionState, block time.Durati
 		Block:    block,
 	}
 	var cmd *redis.XStreamSliceCmd
-	if len(st.acks) > 0 && block <= maxPipelinedBlock {
+	if st.acks.len() > 0 && block <= maxPipelinedBlock {
 		pipe := r.reads.Pipeline()
-		ack := pipe.XAck(ctx, st.stream, r.cfg.Group, st.acks...)
+		calls := []script.Call{r.ackCall(st.p, &st.acks)}
+		acks := ackScript.Queue(ctx, pipe, calls)
 		cmd = pipe.XReadGroup(ctx, args)
 		_, _ = pipe.Exec(ctx)
-		r.ackFailed(ctx, st, ack.Err())
+		err := ackScript.Retry(ctx, r.rdb, calls, acks)
+		if err == nil {
+			err = acks[0].Err()
+		}
+		r.ackFailed(ctx, st, err)
 	} else {
 		r.flushAcks(ctx, st)
 		cmd = r.reads.XReadGroup(ctx, args)
@@ -167,10 +174,10 @@ func (r *Runner) redeliverNext(ctx context.Context, st *partitionState) ([]*Mess
 	}
 	if len(xs[0].Values) == 0 {
 		// Deleted from the stream while pending: nothing left to handle.
-		st.acks = append(st.acks, e.id)
+		st.acks.add(ackDeleted, e.id)
 		return nil, nil
 	}
 	m := decodeMessage(st.stream, st.p, xs[0].ID, xs[0].Values)
-	m.Attempt = int(e.count) + 1
+	m.Attempt += int(e.count) // deliveries of this entry so far, after those before it was parked
 	return []*Message{m}, nil
 }

@@ -47,6 +47,7 @@ type Runner struct {
 	batch   *batchRunner
 	stats   atomic.Pointer[stageStats] // set while Run runs
 	settled *outcomeCounter
+	gate    pauseGate
 }
 
 // NewRunner checks the stage and builds its middleware chain.
@@ -102,9 +103,12 @@ func (r *Runner) Info() StageInfo { return r.info }
 // start.
 func (r *Runner) Run(ctx context.Context) error {
 	for _, p := range r.cfg.Partitions {
-		if err := r.ensureGroup(ctx, r.stage.Topic.Stream(p)); err != nil {
+		if err := r.ensureGroup(ctx, p); err != nil {
 			return err
 		}
+	}
+	if _, err := conserve(ctx, r.rdb, r.stage.Topic, r.cfg.Group, r.cfg.Partitions, true); err != nil {
+		return err
 	}
 	stats, err := newStageStats(r)
 	if err != nil {
@@ -117,6 +121,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	}
 	r.stats.Store(stats)
 	defer stats.close()
+	r.checkPaused(ctx)
 	reads, closeReads := readClient(r.rdb, len(r.cfg.Partitions))
 	defer closeReads()
 	r.reads = reads
@@ -129,6 +134,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	var bg sync.WaitGroup
 	bg.Go(func() { stats.run(consuming) })
 	bg.Go(func() { r.sweepConsumers(consuming) })
+	bg.Go(func() { r.watchPaused(consuming) })
 	bg.Go(func() {
 		if lease.hold(background) {
 			taken.Store(true)
@@ -153,12 +159,8 @@ func (r *Runner) Run(ctx context.Context) error {
 	return nil
 }
 
-func (r *Runner) ensureGroup(ctx context.Context, stream string) error {
-	err := r.rdb.XGroupCreateMkStream(ctx, stream, r.cfg.Group, "0").Err()
-	if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-		return fmt.Errorf("create group %s on %s: %w", r.cfg.Group, stream, err)
-	}
-	return nil
+func (r *Runner) ensureGroup(ctx context.Context, p int) error {
+	return createGroup(ctx, r.rdb, r.stage.Topic, p, r.cfg.Group)
 }
 
 // partitionState is one partition's reading position.
@@ -169,11 +171,14 @@ type partitionState struct {
 	claimFrom string // next stale entry to look at
 	nextClaim time.Time
 	redeliver []pendingEntry
-	acks      []string // handled, to acknowledge with the next read
+	acks      ackSet // settled, to acknowledge with the next read
+	// nextRequeue is when parked messages may be due next (see requeueDue).
+	nextRequeue time.Time
 }
 
 // consume is the loop of one partition: own pending entries first, then
-// stale entries of any consumer every ClaimInterval, then new entries.
+// stale entries of any consumer every ClaimInterval, then new entries;
+// nothing while the stage is paused.
 // Redis commands run under io, which outlives stop (reads end within
 // Block, acks go out); handlers run under work, which ends HandlerTimeout
 // after stop (see drainContext).
@@ -181,9 +186,12 @@ func (r *Runner) consume(stop context.Context, p int) {
 	io := context.WithoutCancel(stop)
 	work, cancel := drainContext(stop, r.cfg.HandlerTimeout)
 	defer cancel()
-	st := &partitionState{p: p, stream: r.stage.Topic.Stream(p), ownFrom: "-", claimFrom: "-", nextClaim: time.Now()}
+	st := &partitionState{p: p, stream: r.stage.Topic.Stream(p), ownFrom: "-", claimFrom: "-", nextClaim: time.Now(), nextRequeue: time.Now()}
 	pause := time.Duration(0)
 	for stop.Err() == nil {
+		if r.holdWhilePaused(stop, io, st); stop.Err() != nil {
+			break
+		}
 		var err error
 		if len(st.redeliver) > 0 {
 			err = r.redeliverOne(stop, work, io, st)
@@ -195,7 +203,7 @@ func (r *Runner) consume(stop context.Context, p int) {
 		}
 		if err != nil {
 			if isNoGroup(err) {
-				err = errors.Join(err, r.ensureGroup(io, st.stream))
+				err = errors.Join(err, r.ensureGroup(io, st.p))
 			}
 			pause = min(max(2*pause, 50*time.Millisecond), r.cfg.ErrorBackoff)
 			r.tel.Logger.WarnContext(io, "stream read failed", "stage", r.stage.Name, "stream", st.stream, "error", err, "retry_in", pause)
@@ -215,6 +223,9 @@ func (r *Runner) consume(stop context.Context, p int) {
 func (r *Runner) next(ctx context.Context, st *partitionState) ([]*Message, error) {
 	if st.ownFrom != "" || !time.Now().Before(st.nextClaim) {
 		r.flushAcks(ctx, st)
+	}
+	if err := r.requeueDue(ctx, st); err != nil {
+		return nil, err
 	}
 	switch {
 	case st.ownFrom != "":
@@ -239,14 +250,17 @@ func (r *Runner) process(work, ctx context.Context, st *partitionState, msgs []*
 	var counts outcomeCounts
 	defer r.settled.add(&counts)
 	f := r.keep(ctx, st, msgs)
-	defer func() { st.acks = append(st.acks, f.end()...) }()
+	defer func() { st.acks.addAll(f.end()) }()
 	slow := newSlowBatch(r, st, len(msgs))
 	defer slow.report(ctx)
 	live := make([]*Message, 0, len(msgs))
 	for _, m := range msgs {
-		if m.deleted {
-			f.settled(m.ID, true) // entry deleted from the stream: nothing to handle
-		} else {
+		switch group, _ := retryFor(m); {
+		case m.deleted:
+			f.settled(m.ID, ackDeleted) // entry deleted from the stream: nothing to handle
+		case group != "" && group != r.cfg.Group:
+			f.settled(m.ID, ackSkipped) // another group's delayed retry
+		default:
 			live = append(live, m)
 		}
 	}
@@ -283,16 +297,22 @@ func (r *Runner) settle(ctx context.Context, st *partitionState, f *inflight, co
 	outcome := Classify(err)
 	counts.count(outcome)
 	switch outcome {
-	case OutcomeAcked, OutcomeDropped:
-		f.settled(m.ID, true)
+	case OutcomeAcked:
+		f.settled(m.ID, ackHandled)
+	case OutcomeDropped:
+		f.settled(m.ID, ackDropped)
+	case OutcomeDelayed:
+		f.settled(m.ID, ackNone)
+		delay, _ := RetryDelay(err)
+		r.park(ctx, st, m, delay)
 	case OutcomeDeadLettered:
-		f.settled(m.ID, false)
+		f.settled(m.ID, ackNone)
 		if dlqErr := r.moveToDeadLetter(ctx, st.p, m, err); dlqErr != nil {
 			r.tel.Logger.ErrorContext(ctx, "dead-letter move failed; message stays pending",
 				"stage", r.stage.Name, "id", m.ID, "error", dlqErr)
 		}
 	default:
-		f.settled(m.ID, false) // left pending: it goes stale and is redelivered
+		f.settled(m.ID, ackNone) // left pending: it goes stale and is redelivered
 	}
 }
 
@@ -336,10 +356,10 @@ func (s *slowBatch) report(ctx context.Context) {
 
 // flushAcks acknowledges the queued acks now.
 func (r *Runner) flushAcks(ctx context.Context, st *partitionState) {
-	if len(st.acks) == 0 {
+	if st.acks.len() == 0 {
 		return
 	}
-	r.ackFailed(ctx, st, r.rdb.XAck(ctx, st.stream, r.cfg.Group, st.acks...).Err())
+	r.ackFailed(ctx, st, r.ack(ctx, st.p, &st.acks))
 }
 
 // ackFailed logs a failed XACK and forgets the acks: the messages stay
@@ -347,9 +367,9 @@ func (r *Runner) flushAcks(ctx context.Context, st *partitionState) {
 func (r *Runner) ackFailed(ctx context.Context, st *partitionState, err error) {
 	if err != nil {
 		r.tel.Logger.WarnContext(ctx, "ack failed; messages will be redelivered", "stage", r.stage.Name,
-			"stream", st.stream, "count", len(st.acks), "error", err)
+			"stream", st.stream, "count", st.acks.len(), "error", err)
 	}
-	st.acks = st.acks[:0]
+	st.acks.clear()
 }
 
 func isNoGroup(err error) bool {
@@ -362,9 +382,8 @@ func isNoGroup(err error) bool {
 // entry the group has not acknowledged.
 func EnsureGroups(ctx context.Context, rdb redis.UniversalClient, topic Topic, group string) error {
 	for p := 0; p < topic.Partitions; p++ {
-		err := rdb.XGroupCreateMkStream(ctx, topic.Stream(p), group, "0").Err()
-		if err != nil && !strings.HasPrefix(err.Error(), "BUSYGROUP") {
-			return fmt.Errorf("create group %s on %s: %w", group, topic.Stream(p), err)
+		if err := createGroup(ctx, rdb, topic, p, group); err != nil {
+			return err
 		}
 	}
 	return nil

@@ -8,7 +8,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/dropstream/dropstream/internal/telemetrytest"
@@ -21,15 +23,10 @@ import (
 // oldest pending entry's age and dead-letter length, with no
 // instrumentation in the handler.
 func TestRunner_metrics(t *testing.T) {
-	rdb, err := stream.Dial(context.Background(), testenv.RedisURL(t))
-	if err != nil {
-		t.Fatal(err)
-	}
-	mp, collectMetrics := telemetrytest.Metrics(t)
-	topic := stream.NewTopic("metrics"+strconv.FormatInt(time.Now().UnixNano(), 36), "in", 2)
+	rdb, mp, collectMetrics, topic := observed(t, "metrics", 2)
 	release := make(chan struct{})
 	var bad = errors.New("bad")
-	runner, err := stream.NewRunner(rdb, stream.Stage{Name: "observed", Topic: topic,
+	ctx := runObserved(t, rdb, mp, stream.Stage{Name: "observed", Topic: topic,
 		Config: stream.RunnerConfig{Block: 20 * time.Millisecond, StatsInterval: 20 * time.Millisecond, BatchSize: 10,
 			Retry: stream.RetryConfig{Disabled: true}},
 		Handler: func(ctx context.Context, m *stream.Message) error {
@@ -40,14 +37,7 @@ func TestRunner_metrics(t *testing.T) {
 				<-release
 			}
 			return nil
-		}}, stream.Telemetry{MeterProvider: mp})
-	if err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan error, 1)
-	go func() { done <- runner.Run(ctx) }()
-	defer func() { cancel(); <-done }()
+		}})
 	pub := stream.NewPublisher(rdb, stream.Telemetry{MeterProvider: mp})
 	msgs := []*stream.Message{stream.NewMessage("a", "t", []byte("poison"))}
 	for i := 0; i < 20; i++ {
@@ -88,6 +78,37 @@ func TestRunner_metrics(t *testing.T) {
 			t.Errorf("%s{%s} = %d, want %d", metricName, key, got, want)
 		}
 	}
+}
+
+// observed returns a Redis, a meter provider with its collector, and a new
+// topic of the given partitions.
+func observed(t *testing.T, prefix string, partitions int) (redis.UniversalClient, metric.MeterProvider, func() metricdata.ResourceMetrics, stream.Topic) {
+	t.Helper()
+	rdb, err := stream.Dial(context.Background(), testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	mp, collect := telemetrytest.Metrics(t)
+	return rdb, mp, collect, stream.NewTopic(prefix+strconv.FormatInt(time.Now().UnixNano(), 36), "in", partitions)
+}
+
+// runObserved runs a copy of stage reporting to mp until the test ends,
+// and returns the context it runs under; into, if given, receives the
+// runner.
+func runObserved(t *testing.T, rdb redis.UniversalClient, mp metric.MeterProvider, stage stream.Stage, into ...**stream.Runner) context.Context {
+	t.Helper()
+	runner, err := stream.NewRunner(rdb, stage, stream.Telemetry{MeterProvider: mp})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range into {
+		*p = runner
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- runner.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+	return ctx
 }
 
 // flatten maps metric name -> "stage[/outcome]" (or stream) -> value, with
@@ -131,4 +152,46 @@ func flatten(rm metricdata.ResourceMetrics) map[string]map[string]int64 {
 		}
 	}
 	return out
+}
+
+// TestRunner_pausedAndDriftGauges: a copy reports its stage paused while
+// it is, and its group's conservation drift: 0, then 1 once an entry is
+// deleted unread behind its back.
+func TestRunner_pausedAndDriftGauges(t *testing.T) {
+	rdb, mp, collectMetrics, topic := observed(t, "gauges", 1)
+	name := "gauged-" + topic.Flow
+	var runner *stream.Runner
+	ctx := runObserved(t, rdb, mp, stream.Stage{Name: name, Topic: topic,
+		Config:  stream.RunnerConfig{Block: 20 * time.Millisecond, StatsInterval: 20 * time.Millisecond, ControlInterval: 20 * time.Millisecond},
+		Handler: func(context.Context, *stream.Message) error { return nil }}, &runner)
+	gauge := func(metric string) (int64, bool) {
+		v, ok := flatten(collectMetrics())[metric][name]
+		return v, ok
+	}
+	testenv.WaitFor(t, 10*time.Second, func() bool {
+		p, pok := gauge("dropstream.stage.paused")
+		d, dok := gauge("dropstream.stage.conservation.drift")
+		return pok && p == 0 && dok && d == 0
+	}, "the paused and drift gauges never showed a running, conserved stage")
+	ctl := stream.NewControl(rdb)
+	if err := ctl.Pause(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = ctl.Resume(context.Background(), name) })
+	testenv.WaitFor(t, 10*time.Second, func() bool { p, _ := gauge("dropstream.stage.paused"); return p == 1 && runner.Paused() },
+		"the paused gauge never showed the pause")
+	msgs := []*stream.Message{stream.NewMessage("a", "t", []byte("1")), stream.NewMessage("a", "t", []byte("2"))}
+	if err := stream.NewPublisher(rdb, stream.Telemetry{}).Publish(ctx, topic, msgs...); err != nil {
+		t.Fatal(err)
+	}
+	if err := rdb.XDel(ctx, msgs[0].Stream, msgs[0].ID).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, func() bool { d, _ := gauge("dropstream.stage.conservation.drift"); return d == 1 },
+		"the drift gauge never showed the entry deleted unread")
+	if err := ctl.Resume(ctx, name); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 10*time.Second, func() bool { p, _ := gauge("dropstream.stage.paused"); return p == 0 },
+		"the paused gauge never showed the resume")
 }

@@ -16,7 +16,9 @@ import (
 // stageStats samples a stage's consumer lag, pending entries and
 // dead-letter length every StatsInterval and reports them as gauges:
 // dropstream.stage.lag, dropstream.stage.pending,
-// dropstream.stage.pending.oldest_age and dropstream.dlq.length.
+// dropstream.stage.pending.oldest_age and dropstream.dlq.length; and
+// whether the stage is paused, dropstream.stage.paused; and the drift of
+// its accounting, dropstream.stage.conservation.drift (see Conservation).
 type stageStats struct {
 	r       *Runner
 	lag     atomic.Int64
@@ -25,7 +27,11 @@ type stageStats struct {
 	// 0 when nothing is pending.
 	oldestMs atomic.Int64
 	dlq      atomic.Int64
-	reg      metric.Registration
+	// drift is the group's conservation drift; driftKnown is false before
+	// the first sample and while the lag cannot be counted.
+	drift      atomic.Int64
+	driftKnown atomic.Bool
+	reg        metric.Registration
 }
 
 func newStageStats(r *Runner) (*stageStats, error) {
@@ -40,7 +46,12 @@ func newStageStats(r *Runner) (*stageStats, error) {
 		metric.WithDescription("Entries in the stage's dead-letter streams."), metric.WithUnit(dsotel.UnitMessages))
 	oldest, err4 := meter.Float64ObservableGauge(dsotel.MetricStagePendingOldestAge,
 		metric.WithDescription("Age of the oldest entry delivered to the stage's group and not yet acknowledged; 0 when none."), metric.WithUnit(dsotel.UnitSeconds))
-	for _, err := range []error{err1, err2, err3, err4} {
+	paused, err5 := meter.Int64ObservableGauge(dsotel.MetricStagePaused,
+		metric.WithDescription("1 while the stage is paused, else 0."))
+	drift, err6 := meter.Int64ObservableGauge(dsotel.MetricStageConservationDrift,
+		metric.WithDescription("Entries published to the stage's streams less those accounted for (acknowledged, dead-lettered, dropped, skipped, delayed, requeued, pending, not yet delivered); 0 unless entries were lost or counted twice."),
+		metric.WithUnit(dsotel.UnitMessages))
+	for _, err := range []error{err1, err2, err3, err4, err5, err6} {
 		if err != nil {
 			return nil, err
 		}
@@ -58,8 +69,16 @@ func newStageStats(r *Runner) (*stageStats, error) {
 			age = max(0, time.Since(time.UnixMilli(ms)).Seconds())
 		}
 		o.ObserveFloat64(oldest, age, attrs)
+		var p int64
+		if s.r.gate.isPaused() {
+			p = 1
+		}
+		o.ObserveInt64(paused, p, attrs)
+		if s.driftKnown.Load() {
+			o.ObserveInt64(drift, s.drift.Load(), attrs)
+		}
 		return nil
-	}, lag, pending, dlq, oldest)
+	}, lag, pending, dlq, oldest, paused, drift)
 	if err != nil {
 		return nil, err
 	}
@@ -127,6 +146,10 @@ func (s *stageStats) sample(ctx context.Context) {
 	}
 	if !lagKnown {
 		lag = -1
+	}
+	if c, err := conserve(ctx, s.r.rdb, s.r.stage.Topic, s.r.cfg.Group, s.r.cfg.Partitions, false); err == nil {
+		s.drift.Store(c.Drift)
+		s.driftKnown.Store(c.LagKnown)
 	}
 	s.lag.Store(lag)
 	s.pending.Store(pending)

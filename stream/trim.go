@@ -83,7 +83,7 @@ func (t *Trimmer) TrimStream(ctx context.Context, stream string) (int64, error) 
 	if compareIDs(byAge, boundary) < 0 {
 		boundary = byAge
 	}
-	n, err := t.rdb.XTrimMinID(ctx, stream, boundary).Result()
+	n, err := trimScript.Run(ctx, t.rdb, []string{stream, countsKeyOf(stream)}, boundary).Int64()
 	if err != nil {
 		return 0, fmt.Errorf("trim %s: %w", stream, err)
 	}

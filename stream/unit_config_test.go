@@ -14,19 +14,20 @@ import (
 func TestRunnerConfig_withDefaults(t *testing.T) {
 	c := RunnerConfig{}.WithDefaults("enrich")
 	want := RunnerConfig{
-		Group:          "enrich",
-		Consumer:       c.Consumer, // random, checked below
-		BatchSize:      256,
-		Block:          time.Second,
-		ClaimInterval:  5 * time.Second,
-		ClaimIdle:      30 * time.Second,
-		MaxDeliveries:  5,
-		HandlerTimeout: 5 * time.Second,
-		StatsInterval:  2 * time.Second,
-		ErrorBackoff:   2 * time.Second,
-		ConsumerLease:  15 * time.Second,
-		ConsumerIdle:   10 * time.Minute,
-		Retry:          RetryConfig{MaxRetries: 2, InitialInterval: 50 * time.Millisecond, MaxInterval: time.Second},
+		Group:           "enrich",
+		Consumer:        c.Consumer, // random, checked below
+		BatchSize:       256,
+		Block:           time.Second,
+		ClaimInterval:   5 * time.Second,
+		ClaimIdle:       30 * time.Second,
+		MaxDeliveries:   5,
+		HandlerTimeout:  5 * time.Second,
+		StatsInterval:   2 * time.Second,
+		ControlInterval: time.Second,
+		ErrorBackoff:    2 * time.Second,
+		ConsumerLease:   15 * time.Second,
+		ConsumerIdle:    10 * time.Minute,
+		Retry:           RetryConfig{MaxRetries: 2, InitialInterval: 50 * time.Millisecond, MaxInterval: time.Second},
 	}
 	if !unitConfigEqual(c, want) {
 		t.Errorf("WithDefaults = %+v\nwant          %+v", c, want)
@@ -60,7 +61,7 @@ func TestRunnerConfig_withDefaultsKeepsSetFields(t *testing.T) {
 	in := RunnerConfig{
 		Group: "g", Consumer: "c", BatchSize: 100, Block: 2 * time.Second, ClaimInterval: time.Second,
 		ClaimIdle: time.Minute, MaxDeliveries: 9, HandlerTimeout: 3 * time.Second, Partitions: []int{1, 3},
-		StatsInterval: time.Second, ErrorBackoff: 5 * time.Second, Instance: "i", Copy: 2,
+		StatsInterval: time.Second, ControlInterval: 3 * time.Second, ErrorBackoff: 5 * time.Second, Instance: "i", Copy: 2,
 		ConsumerLease: time.Minute, ConsumerIdle: time.Hour,
 		Retry: RetryConfig{MaxRetries: 4, InitialInterval: time.Millisecond, MaxInterval: 7 * time.Millisecond, Disabled: true},
 	}
@@ -138,6 +139,7 @@ func TestRunnerConfig_validateRejectsEachBadField(t *testing.T) {
 		{"handler timeout 0", func(c *RunnerConfig) { c.HandlerTimeout = 0 }, "handler timeout 0s must be positive"},
 		{"handler timeout negative", func(c *RunnerConfig) { c.HandlerTimeout = -time.Second }, "handler timeout -1s must be positive"},
 		{"stats interval 0", func(c *RunnerConfig) { c.StatsInterval = 0 }, "stats interval"},
+		{"control interval negative", func(c *RunnerConfig) { c.ControlInterval = -time.Second }, "control interval"},
 		{"error backoff negative", func(c *RunnerConfig) { c.ErrorBackoff = -1 }, "error backoff"},
 		{"negative retries", func(c *RunnerConfig) { c.Retry.MaxRetries = -1 }, "retry"},
 		{"retry initial interval 0", func(c *RunnerConfig) { c.Retry.InitialInterval = 0 }, "retry"},

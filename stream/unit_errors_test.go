@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"testing"
+	"time"
 )
 
 func TestPermanent_nilIsNil(t *testing.T) {
@@ -124,5 +125,49 @@ func TestClassify_outcomes(t *testing.T) {
 				t.Errorf("Classify(%v) = %q, want %q", tc.err, got, tc.want)
 			}
 		})
+	}
+}
+
+func TestRetryAfter_classifiedDelayedUnlessDropOrPermanent(t *testing.T) {
+	base := errors.New("busy")
+	tests := []struct {
+		name      string
+		err       error
+		want      Outcome
+		wantDelay time.Duration
+	}{
+		{"delayed", RetryAfter(base, time.Second), OutcomeDelayed, time.Second},
+		{"wrapped", fmt.Errorf("stage: %w", RetryAfter(base, 2*time.Second)), OutcomeDelayed, 2 * time.Second},
+		{"negative delay is none", RetryAfter(base, -time.Second), OutcomeDelayed, 0},
+		{"bounded", RetryAfter(base, 1000*time.Hour), OutcomeDelayed, MaxRetryDelay},
+		{"permanent wins", Permanent(RetryAfter(base, time.Second)), OutcomeDeadLettered, time.Second},
+		{"drop wins", RetryAfter(fmt.Errorf("x: %w", ErrDrop), time.Second), OutcomeDropped, time.Second},
+		{"plain failure", base, OutcomeFailed, 0},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := Classify(tc.err); got != tc.want {
+				t.Errorf("Classify(%q) = %s, want %s", tc.err, got, tc.want)
+			}
+			d, _ := RetryDelay(tc.err)
+			if d != tc.wantDelay {
+				t.Errorf("RetryDelay(%q) = %s, want %s", tc.err, d, tc.wantDelay)
+			}
+			if !errors.Is(tc.err, base) && tc.name != "drop wins" {
+				t.Errorf("%q does not wrap its cause", tc.err)
+			}
+		})
+	}
+	if RetryAfter(nil, time.Second) != nil {
+		t.Error("RetryAfter(nil) is not nil")
+	}
+}
+
+func TestGiveUp_delayedRetryAtLastDeliveryIsPermanent(t *testing.T) {
+	h := GiveUp(3)(func(context.Context, *Message) error { return RetryAfter(errors.New("busy"), time.Second) })
+	for attempt, want := range map[int]Outcome{1: OutcomeDelayed, 2: OutcomeDelayed, 3: OutcomeDeadLettered} {
+		if got := Classify(h(context.Background(), &Message{Attempt: attempt})); got != want {
+			t.Errorf("attempt %d: %s, want %s", attempt, got, want)
+		}
 	}
 }

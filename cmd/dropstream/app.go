@@ -220,6 +220,9 @@ func (a *app) apiServer() (*api.Server, error) {
 			f.def.Routes(srv, f.flow)
 		}
 	}
+	if err := a.registerStageAdmin(srv); err != nil {
+		return nil, err
+	}
 	return srv, nil
 }
 

@@ -98,4 +98,5 @@ func testBatchHandler(t *testing.T, b Backend) {
 	if !linked {
 		t.Error("no batch span links the producer's trace")
 	}
+	AssertConserved(t, rdb, topic, "batch")
 }

@@ -49,6 +49,7 @@ func testDeadLetterAfterMaxDeliveries(t *testing.T, b Backend) {
 		t.Errorf("dead letter = %+v (payload %q), want poison payload, stage dlq, 3 attempts, reason with %q",
 			dl, dl.Message.Payload, errPoison)
 	}
+	AssertConserved(t, rdb, topic, "dlq")
 }
 
 func testPermanentAndDrop(t *testing.T, b Backend) {
@@ -103,6 +104,7 @@ func testPermanentAndDrop(t *testing.T, b Backend) {
 			t.Errorf("message %d dead-lettered: %q", i, dl.Reason)
 		}
 	}
+	AssertConserved(t, rdb, topic, "perm")
 }
 
 func testDeadLetterReplayAndPurge(t *testing.T, b Backend) {
@@ -153,4 +155,5 @@ func testDeadLetterReplayAndPurge(t *testing.T, b Backend) {
 			t.Errorf("payload %s handled %d times", p, c)
 		}
 	}
+	AssertConserved(t, rdb, topic, "replay")
 }

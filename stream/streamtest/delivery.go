@@ -45,6 +45,7 @@ func testPublishConsumeManyConsumers(t *testing.T, b Backend) {
 		t.Errorf("copies handled %d messages in all, want %d", total, n)
 	}
 	waitPending(t, rdb, topic, "many", 0)
+	AssertConserved(t, rdb, topic, "many")
 }
 
 func testRedeliveryAfterError(t *testing.T, b Backend) {
@@ -76,6 +77,7 @@ func testRedeliveryAfterError(t *testing.T, b Backend) {
 		}
 	}
 	waitPending(t, rdb, topic, "redeliver", 0)
+	AssertConserved(t, rdb, topic, "redeliver")
 }
 
 func testCrashRecoveryByClaim(t *testing.T, b Backend) {
@@ -112,6 +114,7 @@ func testCrashRecoveryByClaim(t *testing.T, b Backend) {
 		}
 	}
 	waitPending(t, rdb, topic, "crash", 0)
+	AssertConserved(t, rdb, topic, "crash")
 }
 
 func testOrderPerPartition(t *testing.T, b Backend) {

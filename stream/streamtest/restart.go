@@ -35,6 +35,7 @@ func testRestartNoLoss(t *testing.T, b Backend) {
 		}
 	}
 	waitPending(t, rdb, topic, "restart", 0)
+	AssertConserved(t, rdb, topic, "restart")
 }
 
 func testOwnPendingFirst(t *testing.T, b Backend) {
@@ -80,6 +81,7 @@ func testOwnPendingFirst(t *testing.T, b Backend) {
 			t.Errorf("payload %s handled %d times", p, c)
 		}
 	}
+	AssertConserved(t, rdb, topic, "own")
 }
 
 func testShutdownFinishesBatch(t *testing.T, b Backend) {

@@ -49,4 +49,5 @@ func testSlowBatchNotHandledTwice(t *testing.T, b Backend) {
 	if twice > 0 {
 		t.Errorf("%d of %d messages handled more than once by two live copies", twice, n)
 	}
+	AssertConserved(t, rdb, topic, "slow")
 }

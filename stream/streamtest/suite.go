@@ -73,6 +73,11 @@ func Run(t *testing.T, b Backend) {
 		{"Ledger_onceByKey", testLedgerOnceByKey},
 		{"Trim_keepsUnacknowledged", testTrimKeepsUnacknowledged},
 		{"BatchHandler_settlesPerMessage", testBatchHandler},
+		{"Pause_stopsAllCopiesUntilResumed", testPauseResume},
+		{"Pause_copyStartedPaused", testPauseBeforeStart},
+		{"Conservation_everyOutcome", testConservationEveryOutcome},
+		{"DelayedRetry_doesNotBlockThePartition", testDelayedRetryDoesNotBlock},
+		{"DelayedRetry_deadLettersAtMaxDeliveries", testDelayedRetryDeadLettersAtMaxDeliveries},
 	}
 	for _, tc := range tests {
 		t.Run(b.Name+"/"+tc.name, func(t *testing.T) { tc.fn(t, b) })

@@ -1,0 +1,212 @@
+package stream
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/rediskey"
+)
+
+// Pausing a stage. Whether a stage is paused is one field of a Redis hash
+// that every copy of every stage, in any process, looks at every
+// ControlInterval (one HEXISTS per copy, never one per message). A copy
+// that sees its stage paused finishes the batch in hand, acknowledges it
+// and stops reading and claiming; it keeps its consumer name and keeps
+// sampling its stage's lag, pending entries and dead letters, so a paused
+// stage's backlog stays visible. Once the stage is resumed, the copies
+// read again within ControlInterval. A copy that starts while its stage is
+// paused starts paused.
+
+// pausedKey is the hash of paused stages: stage name -> when it was paused
+// (RFC 3339).
+var pausedKey = rediskey.Key(rediskey.Tag("stages"), "paused")
+
+// MaxStageNameLen bounds the stage names Control accepts.
+const MaxStageNameLen = 128
+
+// ErrInvalidStage reports a stage name Control cannot store: empty or
+// longer than MaxStageNameLen.
+var ErrInvalidStage = errors.New("stream: invalid stage name")
+
+// Control pauses and resumes stages across all their copies and reads the
+// accounting of a stage's messages (Conservation). It holds no state of
+// its own: it is safe for concurrent use and cheap to build.
+type Control struct {
+	rdb redis.UniversalClient
+}
+
+// NewControl returns the stage control over rdb.
+func NewControl(rdb redis.UniversalClient) *Control { return &Control{rdb: rdb} }
+
+func checkStageName(stage string) error {
+	if stage == "" || len(stage) > MaxStageNameLen {
+		return fmt.Errorf("%w: %q", ErrInvalidStage, stage)
+	}
+	return nil
+}
+
+// Pause pauses the stage named stage in every process: each copy finishes
+// the batch in hand and stops reading and claiming within ControlInterval.
+// Pausing a paused stage keeps the time it was first paused. Control does
+// not know which stages exist: callers check the name.
+func (c *Control) Pause(ctx context.Context, stage string) error {
+	if err := checkStageName(stage); err != nil {
+		return err
+	}
+	if err := c.rdb.HSetNX(ctx, pausedKey, stage, time.Now().UTC().Format(time.RFC3339Nano)).Err(); err != nil {
+		return fmt.Errorf("pause stage %s: %w", stage, err)
+	}
+	return nil
+}
+
+// Resume resumes the stage named stage: its copies read again within
+// ControlInterval. Resuming a stage that is not paused does nothing.
+func (c *Control) Resume(ctx context.Context, stage string) error {
+	if err := checkStageName(stage); err != nil {
+		return err
+	}
+	if err := c.rdb.HDel(ctx, pausedKey, stage).Err(); err != nil {
+		return fmt.Errorf("resume stage %s: %w", stage, err)
+	}
+	return nil
+}
+
+// IsPaused reports whether the stage named stage is paused.
+func (c *Control) IsPaused(ctx context.Context, stage string) (bool, error) {
+	ok, err := c.rdb.HExists(ctx, pausedKey, stage).Result()
+	if err != nil {
+		return false, fmt.Errorf("paused state of stage %s: %w", stage, err)
+	}
+	return ok, nil
+}
+
+// Paused returns every paused stage with the time it was paused (zero
+// when unreadable).
+func (c *Control) Paused(ctx context.Context) (map[string]time.Time, error) {
+	all, err := c.rdb.HGetAll(ctx, pausedKey).Result()
+	if err != nil {
+		return nil, fmt.Errorf("paused stages: %w", err)
+	}
+	out := make(map[string]time.Time, len(all))
+	for stage, at := range all {
+		t, _ := time.Parse(time.RFC3339Nano, at)
+		out[stage] = t
+	}
+	return out, nil
+}
+
+// pauseGate is a copy's view of its stage's paused state: set by the
+// watcher, looked at by each partition's loop between batches.
+type pauseGate struct {
+	mu      sync.Mutex
+	paused  bool
+	resumed chan struct{} // closed when the stage is resumed; nil while running
+	parked  int           // partition loops waiting for the resume
+}
+
+// set records the paused state.
+func (g *pauseGate) set(paused bool) {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	switch {
+	case paused && !g.paused:
+		g.paused, g.resumed = true, make(chan struct{})
+	case !paused && g.paused:
+		g.paused = false
+		close(g.resumed)
+		g.resumed = nil
+	}
+}
+
+// wait returns a channel closed on resume while the stage is paused, nil
+// while it runs.
+func (g *pauseGate) wait() <-chan struct{} {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.resumed
+}
+
+// isPaused reports the last known paused state.
+func (g *pauseGate) isPaused() bool {
+	g.mu.Lock()
+	defer g.mu.Unlock()
+	return g.paused
+}
+
+// park notes a partition loop waiting while paused, out of n; it reports
+// whether every one now waits. The returned func notes it leaving.
+func (g *pauseGate) park(n int) (all bool, leave func()) {
+	g.mu.Lock()
+	g.parked++
+	all = g.parked == n
+	g.mu.Unlock()
+	return all, func() {
+		g.mu.Lock()
+		g.parked--
+		g.mu.Unlock()
+	}
+}
+
+// Paused reports whether this copy is paused: it saw its stage paused and
+// every partition it consumes has stopped reading.
+func (r *Runner) Paused() bool {
+	r.gate.mu.Lock()
+	defer r.gate.mu.Unlock()
+	return r.gate.paused && r.gate.parked == len(r.cfg.Partitions)
+}
+
+// checkPaused reads the stage's paused state into the gate. On a Redis
+// error the state is left as it was.
+func (r *Runner) checkPaused(ctx context.Context) {
+	paused, err := r.rdb.HExists(ctx, pausedKey, r.stage.Name).Result()
+	if err != nil {
+		if ctx.Err() == nil {
+			r.tel.Logger.WarnContext(ctx, "reading the stage's paused state failed", "stage", r.stage.Name, "error", err)
+		}
+		return
+	}
+	if !paused && r.gate.isPaused() {
+		r.tel.Logger.InfoContext(ctx, "stage resumed", "stage", r.stage.Name, "consumer", r.cfg.Consumer)
+	}
+	r.gate.set(paused)
+}
+
+// watchPaused reads the paused state every ControlInterval until ctx ends.
+func (r *Runner) watchPaused(ctx context.Context) {
+	t := time.NewTicker(r.cfg.ControlInterval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			r.checkPaused(ctx)
+		}
+	}
+}
+
+// holdWhilePaused returns at once while the stage runs; while it is
+// paused, it acknowledges what the partition handled and waits for the
+// resume or stop.
+func (r *Runner) holdWhilePaused(stop, io context.Context, st *partitionState) {
+	resumed := r.gate.wait()
+	if resumed == nil {
+		return
+	}
+	r.flushAcks(io, st)
+	all, leave := r.gate.park(len(r.cfg.Partitions))
+	defer leave()
+	if all {
+		r.tel.Logger.InfoContext(io, "stage paused: every partition stopped reading", "stage", r.stage.Name,
+			"consumer", r.cfg.Consumer)
+	}
+	select {
+	case <-resumed:
+	case <-stop.Done():
+	}
+}

@@ -1,0 +1,145 @@
+package stream
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/dropstream/dropstream/internal/script"
+)
+
+// Delayed retries. A handler that fails with RetryAfter(err, d) has its
+// message parked: one script acknowledges it and adds it to the delay set
+// of its group and partition (a sorted set by due time, beside the stream
+// under the partition's hash tag), so the partition's next messages flow
+// meanwhile. Each copy reading the partition looks for due messages before
+// its reads, at the earliest due time it knows of and at least every
+// ClaimInterval; one script moves each due message back onto the stream
+// exactly once (the ZREM that succeeds does the XADD). The message goes
+// back as a new entry carrying the group it is for, its delivery count and
+// its first entry's ID in its metadata: other groups of the topic
+// acknowledge it unread (skipped), and MaxDeliveries still dead-letters it
+// in the end.
+
+// Metadata of a requeued message.
+const (
+	// MetaRetryGroup is the consumer group a requeued message is for.
+	MetaRetryGroup = "retry.group"
+	// MetaRetryAttempts is how many deliveries the message had before it
+	// was parked.
+	MetaRetryAttempts = "retry.attempts"
+	// MetaRetryOrigin is the ID of the entry that was parked.
+	MetaRetryOrigin = "retry.origin_id"
+)
+
+// parkScript acknowledges entry ARGV[2] of stream KEYS[1] for group
+// ARGV[1] and adds the encoded message ARGV[4] to the delay set KEYS[2],
+// due at ARGV[3] (Unix ms); 0 when the entry was no longer pending.
+var parkScript = script.New(`
+if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
+redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
+return 1`)
+
+// requeueScript moves up to ARGV[2] messages of the delay set KEYS[1] due
+// by ARGV[1] (Unix ms) back onto stream KEYS[2], counting them in the
+// group's counters hash KEYS[3]; it returns {moved, next due time or -1}.
+// A member is a run of netstrings "<len>:<bytes>", the entry's fields and
+// values in turn.
+var requeueScript = script.New(`
+local function fields(s)
+  local out, i = {}, 1
+  while i <= #s do
+    local c = string.find(s, ':', i, true)
+    local n = tonumber(string.sub(s, i, c - 1))
+    out[#out + 1] = string.sub(s, c + 1, c + n)
+    i = c + n + 1
+  end
+  return out
+end
+local moved = 0
+for _, m in ipairs(redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, ARGV[2])) do
+  if redis.call('ZREM', KEYS[1], m) == 1 then
+    redis.call('XADD', KEYS[2], '*', unpack(fields(m)))
+    moved = moved + 1
+  end
+end
+if moved > 0 then redis.call('HINCRBY', KEYS[3], '` + countRequeued + `', moved) end
+local nxt = redis.call('ZRANGE', KEYS[1], 0, 0, 'WITHSCORES')
+if #nxt == 0 then return {moved, -1} end
+return {moved, tonumber(nxt[2])}`)
+
+// encodeParked encodes the fields of a message to requeue as netstrings.
+func encodeParked(values []any) string {
+	var b strings.Builder
+	for _, v := range values {
+		var s string
+		switch x := v.(type) {
+		case string:
+			s = x
+		case []byte:
+			s = string(x)
+		}
+		b.WriteString(strconv.Itoa(len(s)))
+		b.WriteByte(':')
+		b.WriteString(s)
+	}
+	return b.String()
+}
+
+// park moves m, whose handler asked for a retry after delay, to its
+// partition's delay set. On failure the message stays pending and is
+// redelivered after ClaimIdle.
+func (r *Runner) park(ctx context.Context, st *partitionState, m *Message, delay time.Duration) {
+	md := make(map[string]string, len(m.Metadata)+3)
+	for k, v := range m.Metadata {
+		md[k] = v
+	}
+	md[MetaRetryGroup] = r.cfg.Group
+	md[MetaRetryAttempts] = strconv.Itoa(m.Attempt)
+	md[MetaRetryOrigin] = m.ID
+	parked := &Message{Key: m.Key, Type: m.Type, Payload: m.Payload, Metadata: md}
+	due := time.Now().Add(delay)
+	keys := []string{st.stream, r.stage.Topic.delayedKey(st.p, r.cfg.Group)}
+	err := parkScript.Run(ctx, r.rdb, keys, r.cfg.Group, m.ID, due.UnixMilli(), encodeParked(parked.values())).Err()
+	if err != nil {
+		r.tel.Logger.WarnContext(ctx, "parking a message for a delayed retry failed; it stays pending",
+			"stage", r.stage.Name, "id", m.ID, "error", err)
+		return
+	}
+	if due.Before(st.nextRequeue) {
+		st.nextRequeue = due
+	}
+}
+
+// requeueDue moves the partition's due parked messages back onto its
+// stream when the earliest due time known has come, and learns the next.
+func (r *Runner) requeueDue(ctx context.Context, st *partitionState) error {
+	now := time.Now()
+	if now.Before(st.nextRequeue) {
+		return nil
+	}
+	keys := []string{r.stage.Topic.delayedKey(st.p, r.cfg.Group), st.stream, r.stage.Topic.groupCountsKey(st.p, r.cfg.Group)}
+	res, err := requeueScript.Run(ctx, r.rdb, keys, now.UnixMilli(), r.cfg.BatchSize).Int64Slice()
+	if err != nil {
+		return err
+	}
+	st.nextRequeue = now.Add(r.cfg.ClaimInterval)
+	if len(res) == 2 && res[1] >= 0 {
+		if next := time.UnixMilli(res[1]); next.Before(st.nextRequeue) {
+			st.nextRequeue = next
+		}
+	}
+	if res[0] > 0 {
+		r.tel.Logger.DebugContext(ctx, "requeued delayed messages", "stage", r.stage.Name, "stream", st.stream, "count", res[0])
+	}
+	return nil
+}
+
+// retryFor returns the group a requeued message is for ("" for any) and
+// the deliveries it had before it was parked.
+func retryFor(m *Message) (group string, attempts int) {
+	group = m.Metadata[MetaRetryGroup]
+	attempts, _ = strconv.Atoi(m.Metadata[MetaRetryAttempts])
+	return group, max(attempts, 0)
+}

@@ -1,0 +1,36 @@
+package stream
+
+import (
+	"errors"
+	"io"
+	"net"
+	"strings"
+	"syscall"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// IsUnavailable reports whether err says that Redis cannot be reached or
+// cannot serve for now — a refused, reset or timed-out connection, a
+// connection closed mid-reply, no free connection in the pool, a server
+// still loading its data, a cluster without a master for a slot — rather
+// than that a command failed. Such an error goes away by itself: callers
+// answer "try again later" (an HTTP 503) instead of reporting a fault.
+func IsUnavailable(err error) bool {
+	if err == nil {
+		return false
+	}
+	var op *net.OpError
+	if errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
+		return true
+	}
+	msg := err.Error()
+	for _, prefix := range []string{"LOADING ", "CLUSTERDOWN ", "MASTERDOWN ", "TRYAGAIN "} {
+		if strings.HasPrefix(msg, prefix) || strings.Contains(msg, ": "+prefix) {
+			return true
+		}
+	}
+	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "i/o timeout")
+}
