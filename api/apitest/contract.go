@@ -58,6 +58,17 @@ func LoadContract(s *api.Server) (*Contract, error) {
 	if c, ok := contracts.Load(s); ok && bytes.Equal(c.(*Contract).json, data) {
 		return c.(*Contract), nil
 	}
+	c, err := ParseContract(data)
+	if err != nil {
+		return nil, err
+	}
+	contracts.Store(s, c)
+	return c, nil
+}
+
+// ParseContract loads a document (the body of /openapi.json), validates it
+// as OpenAPI 3 and builds its router.
+func ParseContract(data []byte) (*Contract, error) {
 	doc, err := openapi3.NewLoader().LoadFromData(data)
 	if err != nil {
 		return nil, fmt.Errorf("openapi: load the document: %w", err)
@@ -69,9 +80,7 @@ func LoadContract(s *api.Server) (*Contract, error) {
 	if err != nil {
 		return nil, fmt.Errorf("openapi: route the document: %w", err)
 	}
-	c := &Contract{Doc: doc, router: router, json: data}
-	contracts.Store(s, c)
-	return c, nil
+	return &Contract{Doc: doc, router: router, json: data}, nil
 }
 
 // Operations counts the document's operations.
