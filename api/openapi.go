@@ -122,8 +122,10 @@ func (s *Server) OpenAPI() map[string]any {
 	add(PathReadyz, "get", operational("Readiness of Redis (and ClickHouse when configured)", map[string]any{
 		"200": map[string]any{"description": "Ready", "content": content("application/json", ready)},
 		"503": map[string]any{"description": "A check failed", "content": content("application/json", ready)}}))
-	add(PathMetrics, "get", operational("Prometheus metrics", map[string]any{
-		"200": map[string]any{"description": "Metrics in the Prometheus text format", "content": content("text/plain", map[string]any{"type": "string"})}}))
+	if s.cfg.MetricsHandler != nil {
+		add(PathMetrics, "get", operational("Prometheus metrics", map[string]any{
+			"200": map[string]any{"description": "Metrics in the Prometheus text format", "content": content("text/plain", map[string]any{"type": "string"})}}))
+	}
 	add(PathOpenAPI, "get", operational("This document", map[string]any{
 		"200": map[string]any{"description": "The OpenAPI 3 document", "content": content("application/json", map[string]any{"type": "object"})}}))
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
@@ -138,8 +140,13 @@ func (s *Server) OpenAPI() map[string]any {
 			if typ == "" {
 				typ = "string"
 			}
-			params = append(params, map[string]any{"name": q.Name, "in": "query", "required": q.Required,
-				"description": q.Description, "schema": map[string]any{"type": typ}})
+			param := map[string]any{"name": q.Name, "in": "query", "required": q.Required,
+				"description": q.Description, "schema": map[string]any{"type": typ}}
+			if !q.Required {
+				// An empty optional parameter ("?limit=") is as if absent.
+				param["allowEmptyValue"] = true
+			}
+			params = append(params, param)
 		}
 		success := map[string]any{"description": http.StatusText(op.Status)}
 		if sch := schemas.of(op.Response); sch != nil {

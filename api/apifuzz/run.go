@@ -1,0 +1,290 @@
+package apifuzz
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/api/apitest"
+)
+
+// Failure is one answer that breaks a promise of the server.
+type Failure struct {
+	// Kind is "server_error", "no_envelope", "contract" or "state_changed".
+	Kind string
+	// Operation is the documented operation ("POST /v1/feeds").
+	Operation string
+	// What is the mutation sent.
+	What    string
+	Request string
+	Status  int
+	Detail  string
+}
+
+func (f Failure) String() string {
+	return fmt.Sprintf("%s: %s (%s): %s → %d: %s", f.Kind, f.Operation, f.What, f.Request, f.Status, f.Detail)
+}
+
+// Report is what a run did and found.
+type Report struct {
+	Seed       int64
+	Operations int
+	// Requests is the number of fuzz requests sent (snapshot reads of
+	// the list routes not counted).
+	Requests int
+	// Refused is the number of requests answered 4xx.
+	Refused  int
+	Failures []Failure
+}
+
+// runner is one run's state.
+type runner struct {
+	t        testing.TB
+	srv      *api.Server
+	cfg      Config
+	contract *apitest.Contract
+	base     string
+	client   *http.Client
+	gen      *generator
+	lists    []operation
+	report   Report
+	reported map[string]bool
+}
+
+// Run fuzzes srv's operations within cfg's budget and returns what it
+// found. It fails t only when the run cannot start (an invalid document
+// or configuration); the caller reports the failures.
+func Run(t testing.TB, srv *api.Server, cfg Config) Report {
+	t.Helper()
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	contract := apitest.Document(t, srv)
+	ops := operations(contract.Doc, cfg.Skip)
+	// Over a real connection: the limits of the HTTP server (413, 431)
+	// are part of what a client sees.
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	served := make(chan error, 1)
+	go func() { served <- srv.Serve(ctx, ln) }()
+	t.Cleanup(func() {
+		cancel()
+		if err := <-served; err != nil {
+			t.Errorf("apifuzz: serve: %v", err)
+		}
+	})
+	r := &runner{t: t, srv: srv, cfg: cfg, contract: contract, reported: map[string]bool{},
+		base:   "http://" + ln.Addr().String(),
+		client: &http.Client{Timeout: cfg.RequestTimeout},
+		gen:    &generator{rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed)), bodyLimit: cfg.BodyLimit, seen: map[string][]string{}},
+		report: Report{Seed: cfg.Seed, Operations: len(ops)}}
+	for _, op := range ops {
+		// The list routes: paged, no parameter to choose.
+		paged := slices.ContainsFunc(op.query, func(q *openapi3.Parameter) bool { return q.Name == "limit" })
+		if op.method == http.MethodGet && paged {
+			if len(op.pathParams) == 0 && !slices.ContainsFunc(op.query, func(q *openapi3.Parameter) bool { return q.Required }) {
+				r.lists = append(r.lists, op)
+			}
+		}
+	}
+	t.Logf("apifuzz: seed %d, budget %s, %d operations (%s=%d %s=%s reproduce this run)",
+		cfg.Seed, cfg.Budget, len(ops), EnvSeed, cfg.Seed, EnvBudget, cfg.Budget)
+	deadline := time.Now().Add(cfg.Budget)
+	// Every operation's systematic cases, interleaved so that a short
+	// budget still reaches every operation; then random ones.
+	queues := make([][]fuzzCase, len(ops))
+	for i, op := range ops {
+		queues[i] = r.gen.systematic(op)
+	}
+	state := r.snapshot()
+	for step := 0; time.Now().Before(deadline); step++ {
+		sent := false
+		for i := range ops {
+			if !time.Now().Before(deadline) {
+				break
+			}
+			var c fuzzCase
+			switch {
+			case step < len(queues[i]):
+				c = queues[i][step]
+			case step%2 == 0:
+				c = r.gen.random(ops[i])
+			default:
+				continue
+			}
+			state = r.exec(c, state)
+			sent = true
+		}
+		if !sent && len(ops) == 0 {
+			break
+		}
+	}
+	return r.report
+}
+
+// exec sends c, checks the answer, and returns the stored state after it.
+func (r *runner) exec(c fuzzCase, before string) string {
+	r.t.Helper()
+	target := c.url()
+	var body io.Reader
+	if c.body != nil {
+		body = bytes.NewReader(c.body)
+	}
+	req, err := http.NewRequest(strings.ToUpper(c.op.method), r.base+target, body)
+	if err != nil {
+		r.t.Fatalf("apifuzz: %s %s: %v", c.op.method, target, err)
+	}
+	if c.contentType != "" {
+		req.Header.Set("Content-Type", c.contentType)
+	}
+	for k, v := range r.cfg.Headers {
+		req.Header.Set(k, v)
+	}
+	res, err := r.do(req)
+	req.Body = nil
+	r.report.Requests++
+	fail := func(kind, detail string) {
+		r.fail(Failure{Kind: kind, Operation: c.op.String(), What: c.what, Request: clip(req.Method+" "+target+" "+string(c.body), 400),
+			Status: res.Status, Detail: clip(detail, 600)})
+	}
+	if err != nil {
+		// A server may refuse an oversized body at once and close the
+		// connection while the client still writes it.
+		if c.what == whatOversized && isReset(err) {
+			r.report.Refused++
+			return r.compare(before, fail)
+		}
+		fail("server_error", "no answer: "+err.Error())
+		return r.snapshot()
+	}
+	code, isEnvelope := envelopeCode(res)
+	switch {
+	case res.Status >= 500 && !(isEnvelope && slices.Contains(r.cfg.AllowedServerErrors, code)):
+		fail("server_error", string(res.Body))
+	case res.Status >= 400 && !isEnvelope && !(c.op.htmlErrors && strings.HasPrefix(res.Header.Get("Content-Type"), "text/html")):
+		fail("no_envelope", fmt.Sprintf("Content-Type %q body %s", res.Header.Get("Content-Type"), res.Body))
+	}
+	if err := r.contract.Check(context.Background(), req, c.body, res); err != nil {
+		fail("contract", err.Error())
+	}
+	if res.Status >= 400 && res.Status < 500 {
+		r.report.Refused++
+		if !(isEnvelope && slices.Contains(r.cfg.OutcomeCodes, code)) {
+			return r.compare(before, fail)
+		}
+	}
+	if res.Status < 300 {
+		r.harvest(res.Body)
+	}
+	return r.snapshot()
+}
+
+// compare fails when the stored state is not before any more, and returns
+// it.
+func (r *runner) compare(before string, fail func(kind, detail string)) string {
+	after := r.snapshot()
+	if after != before {
+		fail("state_changed", diff(before, after))
+	}
+	return after
+}
+
+// isReset reports whether err is the connection closed under a request.
+func isReset(err error) bool {
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+}
+
+// do sends req to the server.
+func (r *runner) do(req *http.Request) (apitest.Response, error) {
+	res, err := r.client.Do(req)
+	if err != nil {
+		return apitest.Response{}, err
+	}
+	defer res.Body.Close()
+	b, err := io.ReadAll(res.Body)
+	return apitest.Response{Status: res.StatusCode, Header: res.Header, Body: b}, err
+}
+
+// fail records f once per kind, operation and mutation.
+func (r *runner) fail(f Failure) {
+	key := f.Kind + "|" + f.Operation + "|" + f.What
+	if r.reported[key] || len(r.report.Failures) >= MaxFailures {
+		return
+	}
+	r.reported[key] = true
+	r.report.Failures = append(r.report.Failures, f)
+}
+
+// envelopeCode returns the code of a JSON error envelope answer.
+func envelopeCode(res apitest.Response) (string, bool) {
+	if !strings.HasPrefix(res.Header.Get("Content-Type"), "application/json") {
+		return "", false
+	}
+	var env struct {
+		Error *struct {
+			Code    string `json:"code"`
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(res.Body, &env) != nil || env.Error == nil || env.Error.Code == "" || env.Error.Message == "" {
+		return "", false
+	}
+	return env.Error.Code, true
+}
+
+// harvest remembers the string values of an answer's fields, by name, as
+// candidate path parameters of later requests.
+func (r *runner) harvest(body []byte) {
+	var v any
+	if json.Unmarshal(body, &v) != nil {
+		return
+	}
+	var walk func(v any, depth int)
+	walk = func(v any, depth int) {
+		if depth > 4 {
+			return
+		}
+		switch x := v.(type) {
+		case map[string]any:
+			for _, k := range sortedKeys(x) {
+				if s, ok := x[k].(string); ok && s != "" && len(s) < 200 {
+					seen := r.gen.seen[k]
+					if !slices.Contains(seen, s) && len(seen) < 32 {
+						r.gen.seen[k] = append(seen, s)
+					}
+				}
+				walk(x[k], depth+1)
+			}
+		case []any:
+			for _, e := range x {
+				walk(e, depth+1)
+			}
+		}
+	}
+	walk(v, 0)
+}
+
+func clip(s string, n int) string {
+	if len(s) <= n {
+		return s
+	}
+	return s[:n] + fmt.Sprintf("… (%d bytes)", len(s))
+}

@@ -1,0 +1,53 @@
+package main
+
+import (
+	"context"
+	"io"
+	"testing"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/api/apifuzz"
+	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/internal/testenv"
+)
+
+// TestOpenAPIFuzz_everyOperationRefusesBadInputCleanly sends the binary's
+// API, every flow's routes registered over a real Redis, requests derived
+// from /openapi.json that the document refuses, within a time budget
+// (apifuzz.EnvBudget, default 30s; apifuzz.EnvSeed chooses the requests),
+// and fails on any 5xx, any 4xx without the error envelope, any exchange
+// the document does not describe, and any refused request that changed
+// the stored state.
+func TestOpenAPIFuzz_everyOperationRefusesBadInputCleanly(t *testing.T) {
+	cfg, err := apifuzz.ConfigFromEnv()
+	if err != nil {
+		t.Fatal(err)
+	}
+	clearEnv(t)
+	// No stage runs: a checkout call gives its saga up quickly.
+	a, err := newAppWith(context.Background(), Config{Partitions: 2, APIAddr: "127.0.0.1:0", LogFormat: "json", LogLevel: "error",
+		RedisURL: testenv.RedisURL(t)}, map[string]string{checkout.VarTimeout: "200ms"}, io.Discard)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(a.close)
+	if _, err := a.stages(); err != nil {
+		t.Fatal(err)
+	}
+	srv, err := a.apiServer()
+	if err != nil {
+		t.Fatal(err)
+	}
+	cfg.Redis = a.rdb
+	cfg.BodyLimit = api.DefaultBodyLimit
+	// Without ClickHouse the statistics routes answer 503 not_configured.
+	cfg.AllowedServerErrors = []string{api.CodeNotConfigured}
+	// A checkout the saga gave up is compensated and recorded: 400
+	// checkout_failed is its outcome, not a refused input.
+	cfg.OutcomeCodes = []string{"checkout_failed"}
+	report := apifuzz.Run(t, srv, cfg)
+	t.Logf("apifuzz: %d operations, %d requests (%d refused), %d failures", report.Operations, report.Requests, report.Refused, len(report.Failures))
+	for _, f := range report.Failures {
+		t.Error(f)
+	}
+}
