@@ -37,6 +37,9 @@ const (
 	// DefaultBodyLimit is the server's body limit assumed when none is
 	// given (api.DefaultBodyLimit).
 	DefaultBodyLimit = 1 << 20
+	// DefaultHeadLimit is the HTTP server's read buffer (fasthttp's
+	// default): a longer request head is refused.
+	DefaultHeadLimit = 4096
 	// DefaultRequestTimeout bounds one request.
 	DefaultRequestTimeout = 10 * time.Second
 	// MaxFailures bounds the failures a run reports (the first of each
@@ -76,6 +79,10 @@ type Config struct {
 	BodyLimit int
 	// RequestTimeout bounds one request. Default DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// HeadLimit is the size of a request head the server may refuse by
+	// closing the connection (431 sent, perhaps lost). Default
+	// DefaultHeadLimit.
+	HeadLimit int
 }
 
 // ConfigFromEnv returns a Config with Budget and Seed from EnvBudget and
@@ -113,6 +120,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
+	}
+	if c.HeadLimit == 0 {
+		c.HeadLimit = DefaultHeadLimit
 	}
 	return c
 }

@@ -10,6 +10,7 @@ import (
 	"math/rand/v2"
 	"net"
 	"net/http"
+	"net/url"
 	"slices"
 	"strings"
 	"syscall"
@@ -168,9 +169,13 @@ func (r *runner) exec(c fuzzCase, before string) string {
 	if err != nil {
 		// A server may refuse an oversized body at once and close the
 		// connection while the client still writes it.
-		if c.what == whatOversized && isReset(err) {
+		if (c.what == whatOversized || len(target) >= r.cfg.HeadLimit) && isReset(err) {
 			r.report.Refused++
 			return r.compare(before, fail)
+		}
+		var uerr *url.Error
+		if errors.As(err, &uerr) {
+			err = uerr.Err
 		}
 		fail("server_error", "no answer: "+err.Error())
 		return r.snapshot()
@@ -209,7 +214,7 @@ func (r *runner) compare(before string, fail func(kind, detail string)) string {
 
 // isReset reports whether err is the connection closed under a request.
 func isReset(err error) bool {
-	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE)
+	return errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) || errors.Is(err, io.EOF)
 }
 
 // do sends req to the server.

@@ -107,6 +107,10 @@ func TestAPI_documentIsValidOpenAPI3(t *testing.T) {
 			}
 		}
 	}
+	// A source's interval is a duration string, as its JSON says.
+	if p := body("/v1/sources", http.MethodPost).Properties["interval"]; p == nil || !p.Value.Type.Is(openapi3.TypeString) {
+		t.Errorf("a source's interval is not documented as a string: %v", p)
+	}
 	watcher := body("/v1/watchers", http.MethodPost)
 	for _, field := range []string{"id", "created_at"} {
 		if p := watcher.Properties[field]; p == nil || !p.Value.ReadOnly {

@@ -2,12 +2,17 @@ package main
 
 import (
 	"context"
+	"encoding/json"
 	"io"
+	"net/http"
 	"testing"
+	"time"
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/api/apifuzz"
+	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/internal/testenv"
 )
 
@@ -37,6 +42,32 @@ func TestOpenAPIFuzz_everyOperationRefusesBadInputCleanly(t *testing.T) {
 	srv, err := a.apiServer()
 	if err != nil {
 		t.Fatal(err)
+	}
+	// The flows' demo data gives the fuzz real resources (ids in paths,
+	// values such as providers and kinds in bodies). Without stages some
+	// of it waits: what is seeded in a few seconds is enough.
+	for _, f := range a.flows {
+		if f.desc.Demo == nil {
+			continue
+		}
+		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+		err := f.desc.Demo(ctx)
+		cancel()
+		t.Logf("demo data of %s: %v", f.def.Name, err)
+	}
+	// The offers are seeded beside the API: fuzz once all are in, so
+	// that the stored state moves only with the fuzz's requests.
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		res := apitest.Get(t, srv, "/v1/offers?limit=1000")
+		var page struct{ Items []json.RawMessage }
+		if res.Status == http.StatusOK && json.Unmarshal(res.Body, &page) == nil && len(page.Items) == offer.DemoOffers {
+			break
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the demo's %d offers are not all in: %d %s", offer.DemoOffers, res.Status, res.Body)
+		}
+		time.Sleep(50 * time.Millisecond)
 	}
 	cfg.Redis = a.rdb
 	cfg.BodyLimit = api.DefaultBodyLimit
