@@ -191,10 +191,11 @@ func (s *schemaSet) schema(t reflect.Type) map[string]any {
 // object describes a struct by its JSON fields. Fields without omitempty
 // are required, but for those tagged openapi:"optional"; fields tagged
 // openapi:"readonly" are readOnly. A nil slice, map or pointer without
-// omitempty encodes as null, so such fields are nullable.
+// omitempty encodes as null, and an optional field may be sent as null
+// (as if absent), so such fields are nullable.
 func (s *schemaSet) object(t reflect.Type) map[string]any {
 	props := map[string]any{}
-	var required []string
+	var requiredNames []string
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
@@ -207,7 +208,7 @@ func (s *schemaSet) object(t reflect.Type) map[string]any {
 				props[k] = v
 			}
 			if req, ok := embedded["required"].([]string); ok {
-				required = append(required, req...)
+				requiredNames = append(requiredNames, req...)
 			}
 			continue
 		}
@@ -221,7 +222,10 @@ func (s *schemaSet) object(t reflect.Type) map[string]any {
 		sch := s.schema(f.Type)
 		openapiOpts := strings.Split(f.Tag.Get(TagOpenAPI), ",")
 		readOnly := slices.Contains(openapiOpts, "readonly")
-		nullable := !omitEmpty && nilable(f.Type) && f.Type != rawMessageType
+		required := !omitEmpty && !slices.Contains(openapiOpts, "optional")
+		// A nil slice, map or pointer encodes as null; a request's null
+		// leaves an optional field at its default, as if absent.
+		nullable := (!omitEmpty && nilable(f.Type) || !required) && f.Type != rawMessageType
 		if readOnly || nullable {
 			if _, ref := sch["$ref"]; ref {
 				sch = map[string]any{"allOf": []any{sch}}
@@ -234,13 +238,13 @@ func (s *schemaSet) object(t reflect.Type) map[string]any {
 			}
 		}
 		props[name] = sch
-		if !omitEmpty && !slices.Contains(openapiOpts, "optional") {
-			required = append(required, name)
+		if required {
+			requiredNames = append(requiredNames, name)
 		}
 	}
 	out := map[string]any{"type": "object", "properties": props}
-	if len(required) > 0 {
-		out["required"] = required
+	if len(requiredNames) > 0 {
+		out["required"] = requiredNames
 	}
 	return out
 }

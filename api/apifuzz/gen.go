@@ -97,6 +97,10 @@ type generator struct {
 	bodyLimit int
 	// seen are values of path parameters taken from answers, by name.
 	seen map[string][]string
+	// examples are stored objects listed at a path (GET's items): the
+	// base of the bodies sent to the same path, more valid than made-up
+	// ones, so mutations reach past the first check.
+	examples map[string][]map[string]any
 }
 
 // whatOversized names the case of a body over the server's limit.
@@ -201,10 +205,25 @@ func (g *generator) base(op operation, what string) fuzzCase {
 		}
 	}
 	if op.body != nil {
-		c.body, _ = json.Marshal(g.value(op.body, "", 0))
+		c.body, _ = json.Marshal(g.bodyValue(op))
 		c.contentType = "application/json"
 	}
 	return c
+}
+
+// bodyValue is a body for op: a stored object of its path, writable fields
+// only, when one is listed, else one made from the schema.
+func (g *generator) bodyValue(op operation) any {
+	if ex := g.examples[op.path]; len(ex) > 0 && g.rng.IntN(4) > 0 {
+		out := map[string]any{}
+		for k, v := range ex[g.rng.IntN(len(ex))] {
+			if p := op.body.Properties[k]; p != nil && p.Value != nil && !p.Value.ReadOnly {
+				out[k] = v
+			}
+		}
+		return out
+	}
+	return g.value(op.body, "", 0)
 }
 
 func (g *generator) queryValue(q *openapi3.Parameter) string {
@@ -261,7 +280,7 @@ func (g *generator) systematic(op operation) []fuzzCase {
 		out = append(out, c)
 	}
 	out = append(out, g.wholeBodies(op)...)
-	obj, _ := g.value(op.body, "", 0).(map[string]any)
+	obj, _ := g.bodyValue(op).(map[string]any)
 	if obj == nil {
 		return out
 	}
@@ -399,7 +418,7 @@ func (g *generator) random(op operation) fuzzCase {
 	if op.body == nil {
 		return c
 	}
-	obj, ok := g.value(op.body, "", 0).(map[string]any)
+	obj, ok := g.bodyValue(op).(map[string]any)
 	if !ok {
 		return c
 	}

@@ -95,7 +95,8 @@ func Run(t testing.TB, srv *api.Server, cfg Config) Report {
 	r := &runner{t: t, srv: srv, cfg: cfg, contract: contract, reported: map[string]bool{},
 		base:   "http://" + ln.Addr().String(),
 		client: &http.Client{Timeout: cfg.RequestTimeout},
-		gen:    &generator{rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed)), bodyLimit: cfg.BodyLimit, seen: map[string][]string{}},
+		gen: &generator{rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed)), bodyLimit: cfg.BodyLimit, seen: map[string][]string{},
+			examples: map[string][]map[string]any{}},
 		report: Report{Seed: cfg.Seed, Operations: len(ops)}}
 	for _, op := range ops {
 		// The list routes: paged, no parameter to choose.
@@ -111,11 +112,11 @@ func Run(t testing.TB, srv *api.Server, cfg Config) Report {
 	deadline := time.Now().Add(cfg.Budget)
 	// Every operation's systematic cases, interleaved so that a short
 	// budget still reaches every operation; then random ones.
+	state := r.snapshot() // also lists the stored objects the bodies start from
 	queues := make([][]fuzzCase, len(ops))
 	for i, op := range ops {
 		queues[i] = r.gen.systematic(op)
 	}
-	state := r.snapshot()
 	for step := 0; time.Now().Before(deadline); step++ {
 		sent := false
 		for i := range ops {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
+	"encoding/json"
 	"fmt"
 	"net/http"
 	"path"
@@ -45,6 +46,12 @@ func (r *runner) snapshot() string {
 		lines = append(lines, fmt.Sprintf("list %s %d %s", op.path, res.Status, hex.EncodeToString(sum[:8])))
 		if res.Status < 300 {
 			r.harvest(res.Body)
+			var page struct {
+				Items []map[string]any `json:"items"`
+			}
+			if json.Unmarshal(res.Body, &page) == nil && len(page.Items) > 0 {
+				r.gen.examples[op.path] = page.Items[:min(len(page.Items), 16)]
+			}
 		}
 	}
 	slices.Sort(lines)

@@ -31,7 +31,7 @@ type Offer struct {
 	Handler   string      `json:"handler"`
 	ProductID string      `json:"productId"`
 	SellerID  string      `json:"sellerId"`
-	Quantity  int64       `json:"quantity"`
+	Quantity  int64       `json:"quantity" openapi:"optional"`
 	Plans     []PricePlan `json:"pricePlans"`
 	Delivery  []Method    `json:"deliveryMethods"`
 	Payment   []Method    `json:"paymentMethods"`
