@@ -55,7 +55,6 @@ type Report struct {
 // runner is one run's state.
 type runner struct {
 	t        testing.TB
-	srv      *api.Server
 	cfg      Config
 	contract *apitest.Contract
 	base     string
@@ -92,7 +91,7 @@ func Run(t testing.TB, srv *api.Server, cfg Config) Report {
 			t.Errorf("apifuzz: serve: %v", err)
 		}
 	})
-	r := &runner{t: t, srv: srv, cfg: cfg, contract: contract, reported: map[string]bool{},
+	r := &runner{t: t, cfg: cfg, contract: contract, reported: map[string]bool{},
 		base:   "http://" + ln.Addr().String(),
 		client: &http.Client{Timeout: cfg.RequestTimeout},
 		gen: &generator{rng: rand.New(rand.NewPCG(uint64(cfg.Seed), 0x5eed)), bodyLimit: cfg.BodyLimit, seen: map[string][]string{},

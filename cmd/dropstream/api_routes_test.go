@@ -22,8 +22,17 @@ import (
 // ends.
 func binaryAPI(t *testing.T) *api.Server {
 	t.Helper()
+	_, srv := binaryAPIWith(t, "", nil)
+	return srv
+}
+
+// binaryAPIWith is binaryAPI over the Redis of redisURL (empty: embedded)
+// with flow variables set, and its app.
+func binaryAPIWith(t *testing.T, redisURL string, vars map[string]string) (*app, *api.Server) {
+	t.Helper()
 	clearEnv(t)
-	a, err := newApp(context.Background(), Config{Partitions: 2, APIAddr: "127.0.0.1:0", LogFormat: "json", LogLevel: "error"}, io.Discard)
+	a, err := newAppWith(context.Background(), Config{Partitions: 2, APIAddr: "127.0.0.1:0", LogFormat: "json", LogLevel: "error",
+		RedisURL: redisURL}, vars, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -35,7 +44,7 @@ func binaryAPI(t *testing.T) *api.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv
+	return a, srv
 }
 
 // routeParam matches a Fiber path parameter.
