@@ -418,25 +418,48 @@ func (g *generator) random(op operation) fuzzCase {
 	if op.body == nil {
 		return c
 	}
-	obj, ok := g.bodyValue(op).(map[string]any)
-	if !ok {
-		return c
-	}
-	for _, prop := range sortedKeys(op.body.Properties) {
-		ps := op.body.Properties[prop].Value
-		if ps == nil || ps.ReadOnly {
-			continue
-		}
-		switch g.rng.IntN(6) {
-		case 0:
-			delete(obj, prop)
-		case 1:
-			bad := g.badValues(ps)
-			obj[prop] = bad[g.rng.IntN(len(bad))]
-		}
-	}
-	c.body, _ = json.Marshal(obj)
+	c.body, _ = json.Marshal(g.mutate(g.bodyValue(op), op.body, 0))
 	return c
+}
+
+// mutate changes a valid-looking value of schema s at random, at any
+// depth: a field or element replaced by a bad value, left out, repeated.
+func (g *generator) mutate(v any, s *openapi3.Schema, depth int) any {
+	s = resolve(s)
+	if g.rng.IntN(8) == 0 || depth > 8 {
+		bad := g.badValues(s)
+		return bad[g.rng.IntN(len(bad))]
+	}
+	switch x := v.(type) {
+	case map[string]any:
+		out := map[string]any{}
+		for _, k := range sortedKeys(x) {
+			p := s.Properties[k]
+			switch {
+			case p == nil || p.Value == nil || p.Value.ReadOnly:
+				out[k] = x[k]
+			case g.rng.IntN(10) == 0:
+				// left out
+			default:
+				out[k] = g.mutate(x[k], p.Value, depth+1)
+			}
+		}
+		return out
+	case []any:
+		var items *openapi3.Schema
+		if s.Items != nil {
+			items = s.Items.Value
+		}
+		out := make([]any, 0, len(x)+1)
+		for _, e := range x {
+			out = append(out, g.mutate(e, items, depth+1))
+		}
+		if len(out) > 0 && g.rng.IntN(10) == 0 {
+			out = append(out, out[0]) // a repeated element
+		}
+		return out
+	}
+	return v
 }
 
 func (g *generator) withBody(op operation, what string, body map[string]any) fuzzCase {
