@@ -89,12 +89,16 @@ func TestOpenAPI_documentsHandledRoutes(t *testing.T) {
 		t.Error("/metrics documented though the server has no metrics handler")
 	}
 	var get struct {
-		Parameters []struct{ Name, In string } `json:"parameters"`
-		Responses  map[string]json.RawMessage  `json:"responses"`
+		Parameters []struct {
+			Name, In        string
+			AllowEmptyValue bool `json:"allowEmptyValue"`
+		} `json:"parameters"`
+		Responses map[string]json.RawMessage `json:"responses"`
 	}
 	_ = json.Unmarshal(doc.Paths["/v1/things/{id}"]["get"], &get)
-	if len(get.Parameters) != 2 || get.Parameters[0].Name != "id" || get.Parameters[0].In != "path" || get.Parameters[1].Name != "limit" {
-		t.Errorf("parameters = %+v, want path id and query limit", get.Parameters)
+	if len(get.Parameters) != 2 || get.Parameters[0].Name != "id" || get.Parameters[0].In != "path" || get.Parameters[1].Name != "limit" ||
+		!get.Parameters[1].AllowEmptyValue {
+		t.Errorf("parameters = %+v, want path id and query limit (empty allowed: as if absent)", get.Parameters)
 	}
 	if _, ok := get.Responses["4XX"]; !ok {
 		t.Error("no 4XX error response")
