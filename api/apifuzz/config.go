@@ -37,6 +37,9 @@ const (
 	// DefaultBodyLimit is the server's body limit assumed when none is
 	// given (api.DefaultBodyLimit).
 	DefaultBodyLimit = 1 << 20
+	// DefaultListEvery: the list routes are read once every 8 refused
+	// or GET requests, and after every other accepted one.
+	DefaultListEvery = 8
 	// DefaultHeadLimit is the HTTP server's read buffer (fasthttp's
 	// default): a longer request head is refused.
 	DefaultHeadLimit = 4096
@@ -58,6 +61,10 @@ type Config struct {
 	// Redis, when set, is the server's store: its keyspace is compared
 	// before and after each refused request.
 	Redis redis.UniversalClient
+	// DigestKeys compares the keyspace by a digest of every key before
+	// and after each request instead of following its keyspace events
+	// (slower; the only way with a Redis Cluster).
+	DigestKeys bool
 	// Volatile are patterns (path.Match syntax) of keys a refused
 	// request may change by design: counters, metrics, rate limits.
 	Volatile []string
@@ -79,6 +86,10 @@ type Config struct {
 	BodyLimit int
 	// RequestTimeout bounds one request. Default DefaultRequestTimeout.
 	RequestTimeout time.Duration
+	// ListEvery is how many refused (or GET) requests in a row share one
+	// check of the list routes' answers (each refused request's Redis
+	// writes are checked alone). Default DefaultListEvery.
+	ListEvery int
 	// HeadLimit is the size of a request head the server may refuse by
 	// closing the connection (431 sent, perhaps lost). Default
 	// DefaultHeadLimit.
@@ -121,6 +132,9 @@ func (c Config) WithDefaults() Config {
 	if c.RequestTimeout == 0 {
 		c.RequestTimeout = DefaultRequestTimeout
 	}
+	if c.ListEvery == 0 {
+		c.ListEvery = DefaultListEvery
+	}
 	if c.HeadLimit == 0 {
 		c.HeadLimit = DefaultHeadLimit
 	}
@@ -135,6 +149,9 @@ func (c Config) Validate() error {
 	}
 	if c.BodyLimit < 0 {
 		errs = append(errs, fmt.Errorf("apifuzz: body limit %d is negative", c.BodyLimit))
+	}
+	if c.ListEvery < 0 {
+		errs = append(errs, fmt.Errorf("apifuzz: list every %d is negative", c.ListEvery))
 	}
 	if c.RequestTimeout < 0 {
 		errs = append(errs, fmt.Errorf("apifuzz: request timeout %s is negative", c.RequestTimeout))

@@ -59,10 +59,17 @@ type runner struct {
 	contract *apitest.Contract
 	base     string
 	client   *http.Client
-	gen      *generator
-	lists    []operation
-	report   Report
-	reported map[string]bool
+	writes   *writeWatcher     // nil: the keyspace is compared by digests
+	digests  map[string]string // by key, when compared by digests
+	// listsBase are the list routes' answers before the requests since
+	// (window: refused ones and safe ones), checked every
+	// Config.ListEvery of them.
+	listsBase string
+	window    []string
+	gen       *generator
+	listOps   []operation
+	report    Report
+	reported  map[string]bool
 }
 
 // Run fuzzes srv's operations within cfg's budget and returns what it
@@ -102,7 +109,7 @@ func Run(t testing.TB, srv *api.Server, cfg Config) Report {
 		paged := slices.ContainsFunc(op.query, func(q *openapi3.Parameter) bool { return q.Name == "limit" })
 		if op.method == http.MethodGet && paged {
 			if len(op.pathParams) == 0 && !slices.ContainsFunc(op.query, func(q *openapi3.Parameter) bool { return q.Required }) {
-				r.lists = append(r.lists, op)
+				r.listOps = append(r.listOps, op)
 			}
 		}
 	}
@@ -111,7 +118,11 @@ func Run(t testing.TB, srv *api.Server, cfg Config) Report {
 	deadline := time.Now().Add(cfg.Budget)
 	// Every operation's systematic cases, interleaved so that a short
 	// budget still reaches every operation; then random ones.
-	state := r.snapshot() // also lists the stored objects the bodies start from
+	if cfg.Redis != nil && !cfg.DigestKeys {
+		r.writes = watchWrites(t, cfg.Redis)
+	}
+	r.written()
+	r.listsBase = r.lists() // also lists the stored objects the bodies start from
 	queues := make([][]fuzzCase, len(ops))
 	for i, op := range ops {
 		queues[i] = r.gen.systematic(op)
@@ -131,18 +142,19 @@ func Run(t testing.TB, srv *api.Server, cfg Config) Report {
 			default:
 				continue
 			}
-			state = r.exec(c, state)
+			r.exec(c)
 			sent = true
 		}
 		if !sent && len(ops) == 0 {
 			break
 		}
 	}
+	r.checkLists()
 	return r.report
 }
 
-// exec sends c, checks the answer, and returns the stored state after it.
-func (r *runner) exec(c fuzzCase, before string) string {
+// exec sends c and checks the answer and what it stored.
+func (r *runner) exec(c fuzzCase) {
 	r.t.Helper()
 	target := c.url()
 	var body io.Reader
@@ -162,23 +174,32 @@ func (r *runner) exec(c fuzzCase, before string) string {
 	res, err := r.do(req)
 	req.Body = nil
 	r.report.Requests++
+	sent := clip(req.Method+" "+target+" "+string(c.body), 400)
 	fail := func(kind, detail string) {
-		r.fail(Failure{Kind: kind, Operation: c.op.String(), What: c.what, Request: clip(req.Method+" "+target+" "+string(c.body), 400),
-			Status: res.Status, Detail: clip(detail, 600)})
+		r.fail(Failure{Kind: kind, Operation: c.op.String(), What: c.what, Request: sent, Status: res.Status, Detail: clip(detail, 600)})
+	}
+	written := r.written()
+	refused := func() {
+		r.report.Refused++
+		if len(written) > 0 {
+			fail("state_changed", "stored state changed: Redis keys written: "+clip(strings.Join(written, " "), 400))
+		}
+		r.inWindow(c.op.String() + " (" + c.what + "): " + clip(sent, 120))
 	}
 	if err != nil {
 		// A server may refuse an oversized body at once and close the
 		// connection while the client still writes it.
 		if (c.what == whatOversized || len(target) >= r.cfg.HeadLimit) && isReset(err) {
-			r.report.Refused++
-			return r.compare(before, fail)
+			refused()
+			return
 		}
 		var uerr *url.Error
 		if errors.As(err, &uerr) {
 			err = uerr.Err
 		}
 		fail("server_error", "no answer: "+err.Error())
-		return r.snapshot()
+		r.listsBase, r.window = r.lists(), nil
+		return
 	}
 	code, isEnvelope := envelopeCode(res)
 	switch {
@@ -190,26 +211,50 @@ func (r *runner) exec(c fuzzCase, before string) string {
 	if err := r.contract.Check(context.Background(), req, c.body, res); err != nil {
 		fail("contract", err.Error())
 	}
+	if res.Status >= 400 && res.Status < 500 && !(isEnvelope && slices.Contains(r.cfg.OutcomeCodes, code)) {
+		refused()
+		return
+	}
 	if res.Status >= 400 && res.Status < 500 {
 		r.report.Refused++
-		if !(isEnvelope && slices.Contains(r.cfg.OutcomeCodes, code)) {
-			return r.compare(before, fail)
-		}
 	}
 	if res.Status < 300 {
 		r.harvest(res.Body)
 	}
-	return r.snapshot()
+	if req.Method == http.MethodGet {
+		// A safe request must not change the lists either.
+		r.inWindow(c.op.String() + " (" + c.what + "): " + clip(sent, 120))
+		return
+	}
+	// The request may have changed what the lists show: a new baseline
+	// (the requests since the last check are left unchecked by the
+	// lists; the Redis writes of the refused ones were checked one by
+	// one).
+	r.listsBase, r.window = r.lists(), nil
 }
 
-// compare fails when the stored state is not before any more, and returns
-// it.
-func (r *runner) compare(before string, fail func(kind, detail string)) string {
-	after := r.snapshot()
-	if after != before {
-		fail("state_changed", diff(before, after))
+// inWindow adds a request that must not change the lists to those since
+// their last check, and checks them every Config.ListEvery.
+func (r *runner) inWindow(request string) {
+	r.window = append(r.window, request)
+	if len(r.window) >= r.cfg.ListEvery {
+		r.checkLists()
 	}
-	return after
+}
+
+// checkLists compares the list routes' answers with those before the
+// requests of the window, and fails naming those requests when they
+// differ.
+func (r *runner) checkLists() {
+	if len(r.window) == 0 {
+		return
+	}
+	now := r.lists()
+	if d := listChanges(r.listsBase, now); d != "" {
+		r.fail(Failure{Kind: "state_changed", Operation: "list routes", What: "after refused or safe requests",
+			Request: clip(strings.Join(r.window, " | "), 1200), Detail: d})
+	}
+	r.listsBase, r.window = now, nil
 }
 
 // isReset reports whether err is the connection closed under a request.

@@ -3,6 +3,7 @@ package apifuzz
 import (
 	"net/http"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -26,12 +27,31 @@ func brokenServer(t *testing.T, fixed bool) (*api.Server, redis.UniversalClient)
 	t.Helper()
 	srv, _ := apitest.NewServer(t, api.Config{})
 	rdb := testenv.Dial(t, testenv.RedisURL(t))
+	var (
+		mu       sync.Mutex
+		attempts []widget // in memory, listed
+	)
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/widgets", Scope: api.ScopeRead, Response: api.Page[widget]{},
+		Query: []api.Param{{Name: "limit", Type: "integer"}, {Name: "cursor"}},
+		Handler: func(c *fiber.Ctx) error {
+			if _, _, err := api.PageQuery(c); err != nil {
+				return err
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			return c.JSON(api.Page[widget]{Items: append([]widget{}, attempts...)})
+		}})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/widgets", Scope: api.ScopeWrite, Body: widget{}, Response: widget{}, Status: http.StatusCreated,
 		Handler: func(c *fiber.Ctx) error {
 			var w widget
 			if !fixed {
 				// Stores before it validates.
 				rdb.Incr(c.UserContext(), "widgets:attempts")
+				mu.Lock()
+				if len(attempts) < 3 {
+					attempts = append(attempts, widget{ID: "attempt"})
+				}
+				mu.Unlock()
 			}
 			if err := api.DecodeJSON(c, &w); err != nil {
 				return err
@@ -58,17 +78,19 @@ func brokenServer(t *testing.T, fixed bool) (*api.Server, redis.UniversalClient)
 // The fuzz finds a 5xx, a 4xx without the envelope and a refused request
 // that stored something, and reports the seed; the fixed server passes.
 func TestRun_findsEachKindOfBrokenPromise(t *testing.T) {
-	for _, fixed := range []bool{false, true} {
+	for _, tc := range []struct{ fixed, digests bool }{{false, false}, {false, true}, {true, false}} {
+		fixed := tc.fixed
 		srv, rdb := brokenServer(t, fixed)
-		rep := Run(t, srv, Config{Budget: 2 * time.Second, Seed: 7, Redis: rdb})
+		rep := Run(t, srv, Config{Budget: 2 * time.Second, Seed: 7, Redis: rdb, DigestKeys: tc.digests})
 		kinds := map[string]bool{}
 		for _, f := range rep.Failures {
 			kinds[f.Kind] = true
+			kinds["in "+f.Operation] = true
 		}
-		if rep.Seed != 7 || rep.Operations != 5 || rep.Requests < 100 {
+		if rep.Seed != 7 || rep.Operations != 6 || rep.Requests < 100 {
 			t.Errorf("report = seed %d, %d operations, %d requests", rep.Seed, rep.Operations, rep.Requests)
 		}
-		for _, kind := range []string{"server_error", "no_envelope", "state_changed"} {
+		for _, kind := range []string{"server_error", "no_envelope", "state_changed", "in list routes"} {
 			if kinds[kind] == fixed {
 				t.Errorf("fixed=%v: failures of kind %s: %v (all: %v)", fixed, kind, kinds[kind], rep.Failures)
 			}

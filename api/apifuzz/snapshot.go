@@ -9,28 +9,55 @@ import (
 	"net/http"
 	"path"
 	"slices"
+	"strconv"
 	"strings"
+	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 )
 
-// snapshot returns the stored state a refused request must leave alone:
-// a digest of each Redis key (its DUMP) but the volatile ones, and the
-// body of each list route (a paged GET without path or required
-// parameters), one line each, sorted.
-func (r *runner) snapshot() string {
+// written returns the Redis keys written since the last call, volatile
+// keys left out: from keyspace events, or else from a digest of each
+// key's DUMP.
+func (r *runner) written() []string {
 	r.t.Helper()
-	var lines []string
-	if r.cfg.Redis != nil {
+	var written []string
+	switch {
+	case r.writes != nil:
+		var err error
+		if written, err = r.writes.since(); err != nil {
+			r.t.Fatalf("apifuzz: keyspace events: %v", err)
+		}
+	case r.cfg.Redis != nil:
 		keys, err := r.keys()
 		if err != nil {
 			r.t.Fatalf("apifuzz: snapshot of the keyspace: %v", err)
 		}
 		for k, digest := range keys {
-			lines = append(lines, "redis "+k+" "+digest)
+			if r.digests[k] != digest {
+				written = append(written, k)
+			}
 		}
+		for k := range r.digests {
+			if _, ok := keys[k]; !ok {
+				written = append(written, k)
+			}
+		}
+		r.digests = keys
 	}
-	for _, op := range r.lists {
+	written = slices.DeleteFunc(written, r.volatile)
+	slices.Sort(written)
+	return written
+}
+
+// lists returns the answer of each list route (a paged GET without path
+// or required parameters), one line each, and keeps the values and
+// objects they show for later requests.
+func (r *runner) lists() string {
+	r.t.Helper()
+	var lines []string
+	for _, op := range r.listOps {
 		req, err := http.NewRequest(http.MethodGet, r.base+op.path, nil)
 		if err != nil {
 			r.t.Fatal(err)
@@ -54,8 +81,22 @@ func (r *runner) snapshot() string {
 			}
 		}
 	}
-	slices.Sort(lines)
 	return strings.Join(lines, "\n")
+}
+
+// listChanges describes the list answers that differ, or "".
+func listChanges(before, after string) string {
+	var out []string
+	b, a := strings.Split(before, "\n"), strings.Split(after, "\n")
+	for i := range a {
+		if i < len(b) && a[i] != b[i] {
+			out = append(out, "- "+b[i], "+ "+a[i])
+		}
+	}
+	if len(out) == 0 {
+		return ""
+	}
+	return "a list changed: " + strings.Join(out, "; ")
 }
 
 // keys returns a digest of the value of every key but the volatile ones.
@@ -115,22 +156,73 @@ func (r *runner) volatile(key string) bool {
 	return false
 }
 
-// diff names the lines that differ between two snapshots, a few of them.
-func diff(before, after string) string {
-	b, a := strings.Split(before, "\n"), strings.Split(after, "\n")
-	var out []string
-	for _, l := range a {
-		if !slices.Contains(b, l) {
-			out = append(out, "+ "+l)
+// writeWatcher follows the keyspace events of one Redis database: the keys
+// written by commands (not expirations or evictions, which happen by
+// themselves).
+type writeWatcher struct {
+	rdb     *redis.Client
+	sub     *redis.PubSub
+	barrier string
+	seq     int
+}
+
+// watchWrites subscribes to rdb's keyspace events, turning them on for
+// the test's duration; nil when rdb is no single Redis.
+func watchWrites(t testing.TB, rdb redis.UniversalClient) *writeWatcher {
+	t.Helper()
+	c, ok := rdb.(*redis.Client)
+	if !ok {
+		return nil
+	}
+	ctx := context.Background()
+	old, err := c.ConfigGet(ctx, "notify-keyspace-events").Result()
+	if err != nil {
+		t.Fatalf("apifuzz: keyspace events: %v", err)
+	}
+	if err := c.ConfigSet(ctx, "notify-keyspace-events", "EA").Err(); err != nil {
+		t.Fatalf("apifuzz: keyspace events: %v", err)
+	}
+	w := &writeWatcher{rdb: c, barrier: fmt.Sprintf("apifuzz:barrier:%d", time.Now().UnixNano())}
+	w.sub = c.PSubscribe(ctx, fmt.Sprintf("__keyevent@%d__:*", c.Options().DB))
+	if err := w.sub.Subscribe(ctx, w.barrier); err != nil {
+		t.Fatalf("apifuzz: keyspace events: %v", err)
+	}
+	t.Cleanup(func() {
+		_ = w.sub.Close()
+		_ = c.ConfigSet(context.Background(), "notify-keyspace-events", old["notify-keyspace-events"]).Err()
+	})
+	if _, err := w.since(); err != nil { // the subscriptions confirmed
+		t.Fatalf("apifuzz: keyspace events: %v", err)
+	}
+	return w
+}
+
+// since returns the keys written since the last call, sorted: it
+// publishes a barrier and reads the events up to it.
+func (w *writeWatcher) since() ([]string, error) {
+	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+	defer cancel()
+	w.seq++
+	marker := strconv.Itoa(w.seq)
+	if err := w.rdb.Publish(ctx, w.barrier, marker).Err(); err != nil {
+		return nil, err
+	}
+	var keys []string
+	for {
+		msg, err := w.sub.ReceiveMessage(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if msg.Channel == w.barrier {
+			if msg.Payload == marker {
+				slices.Sort(keys)
+				return slices.Compact(keys), nil
+			}
+			continue
+		}
+		event := msg.Channel[strings.LastIndexByte(msg.Channel, ':')+1:]
+		if event != "expired" && event != "evicted" {
+			keys = append(keys, msg.Payload)
 		}
 	}
-	for _, l := range b {
-		if !slices.Contains(a, l) {
-			out = append(out, "- "+l)
-		}
-	}
-	if len(out) > 8 {
-		out = append(out[:8], fmt.Sprintf("… %d more", len(out)-8))
-	}
-	return "stored state changed: " + strings.Join(out, "; ")
 }
