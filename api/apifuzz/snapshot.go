@@ -166,8 +166,9 @@ type writeWatcher struct {
 	seq     int
 }
 
-// watchWrites subscribes to rdb's keyspace events, turning them on for
-// the test's duration; nil when rdb is no single Redis.
+// watchWrites subscribes to rdb's keyspace events, turning them on (and
+// leaving them on: a test's Redis may serve other tests at the same time);
+// nil when rdb is no single Redis.
 func watchWrites(t testing.TB, rdb redis.UniversalClient) *writeWatcher {
 	t.Helper()
 	c, ok := rdb.(*redis.Client)
@@ -175,22 +176,22 @@ func watchWrites(t testing.TB, rdb redis.UniversalClient) *writeWatcher {
 		return nil
 	}
 	ctx := context.Background()
-	old, err := c.ConfigGet(ctx, "notify-keyspace-events").Result()
+	// Turned on, never off: runs in other packages may share the server.
+	cur, err := c.ConfigGet(ctx, "notify-keyspace-events").Result()
 	if err != nil {
 		t.Fatalf("apifuzz: keyspace events: %v", err)
 	}
-	if err := c.ConfigSet(ctx, "notify-keyspace-events", "EA").Err(); err != nil {
-		t.Fatalf("apifuzz: keyspace events: %v", err)
+	if flags := cur["notify-keyspace-events"]; !strings.Contains(flags, "E") || !strings.Contains(flags, "A") {
+		if err := c.ConfigSet(ctx, "notify-keyspace-events", flags+"EA").Err(); err != nil {
+			t.Fatalf("apifuzz: keyspace events: %v", err)
+		}
 	}
 	w := &writeWatcher{rdb: c, barrier: fmt.Sprintf("apifuzz:barrier:%d", time.Now().UnixNano())}
 	w.sub = c.PSubscribe(ctx, fmt.Sprintf("__keyevent@%d__:*", c.Options().DB))
 	if err := w.sub.Subscribe(ctx, w.barrier); err != nil {
 		t.Fatalf("apifuzz: keyspace events: %v", err)
 	}
-	t.Cleanup(func() {
-		_ = w.sub.Close()
-		_ = c.ConfigSet(context.Background(), "notify-keyspace-events", old["notify-keyspace-events"]).Err()
-	})
+	t.Cleanup(func() { _ = w.sub.Close() })
 	if _, err := w.since(); err != nil { // the subscriptions confirmed
 		t.Fatalf("apifuzz: keyspace events: %v", err)
 	}
