@@ -6,8 +6,9 @@
 // a 5xx, a 4xx without the JSON error envelope, an exchange that does not
 // match the document, or stored state changed by a refused request.
 //
-// A run is reproducible: the same seed against the same server sends the
-// same requests in the same order (the budget only decides how many).
+// A run is reproducible: the same seed against the same server makes the
+// same choices in the same order (the budget decides how many requests;
+// ids the server generates, taken from its answers, differ between runs).
 package apifuzz
 
 import (
