@@ -6,7 +6,8 @@ local run_id, run_at_ms, run_at, started_at = ARGV[1], tonumber(ARGV[2]), ARGV[3
 local scope, source_id, provider = ARGV[5], ARGV[6], ARGV[7]
 local ok, err_msg, k, nfs = ARGV[8] == '1', ARGV[9], tonumber(ARGV[10]), ARGV[11] == '1'
 local traceparent, trace_id, ttl = ARGV[12], ARGV[13], ARGV[14]
-local FIRST = 15 -- ARGV[FIRST..] are (entity key, entity) pairs: see entity_json
+local guard_min, guard_permille = tonumber(ARGV[15]), tonumber(ARGV[16])
+local FIRST = 17 -- ARGV[FIRST..] are (entity key, entity) pairs: see entity_json
 local nobs = (#ARGV - FIRST + 1) / 2
 
 -- newer reports whether (at, id) orders after (last_at, last_id): run_at
@@ -43,7 +44,7 @@ local function run_record(status, observed, opened, closed, applied)
   emit(run_stream, 'avail.run', run_json(status, observed, opened, closed, applied))
 end
 
-local last = redis.call('HMGET', scope_hash, 'at', 'id', 'ok')
+local last = redis.call('HMGET', scope_hash, 'at', 'id', 'ok', 'held')
 if last[1] and not newer(run_at_ms, run_id, tonumber(last[1]), last[2]) then
   run_record(ok and 'ok' or 'failed', nobs, 0, 0, false)
   return {0, 0, 0, 0, 0}
@@ -95,6 +96,22 @@ for _, key in ipairs(open_keys) do
   isopen[key] = true
   if not obs[key] then to_close[#to_close + 1] = key end
 end
+
+-- The guard: a run that would close more than guard_min entities and more
+-- than guard_permille/1000 of the scope's open ones (a blank or blocked
+-- page answered as an empty one) is held, changing nothing but the scope's
+-- last run, unless the run before it was held too: the next run confirms
+-- the closes or shows them false.
+if guard_min > 0 and #to_close > guard_min and #to_close * 1000 > guard_permille * #open_keys then
+  if not last[4] then
+    redis.call('HSET', scope_hash, 'at', ARGV[2], 'id', run_id, 'held', run_id)
+    for _, key in ipairs({open_key, scope_hash, pend_key}) do redis.call('PEXPIRE', key, ttl) end
+    run_record('held', nobs, 0, #to_close, false)
+    return {2, 0, 0, 0, 0}
+  end
+end
+if last[4] then redis.call('HDEL', scope_hash, 'held') end
+
 for i = FIRST, #ARGV, 2 do
   local key = ARGV[i]
   if not isopen[key] then

@@ -52,6 +52,17 @@
 // acknowledgement only replays the snapshot, which is then a no-op: nothing
 // is lost and nothing is emitted twice.
 //
+// # The false-close guard
+//
+// A provider that answers a blank or blocked page with 200 reads as a scope
+// where nothing is open. With a Guard (Input.Guard, WithGuard), a run that
+// would close more than Guard.Min entities and more than Guard.Share of the
+// scope's open ones is held: it changes nothing but the scope's last run,
+// emits no transition, and its run record has status "held" (the stage
+// counts it in dropstream.diff.runs{status="held"}). The next OK run
+// confirms it — it would close as much, and then applies — or shows the
+// closes false, and then nothing is heard of them.
+//
 // # Redis layout
 //
 // For scope key s in partition p = Snapshots.Partition(s), with tag

@@ -16,6 +16,8 @@ import (
 // not safe for concurrent use.
 type Model struct {
 	scopes map[string]*modelScope
+	// Guard is the false-close guard the model applies; none by default.
+	Guard Guard
 }
 
 // modelScope is the state the script keeps in the scope's three keys.
@@ -27,6 +29,7 @@ type modelScope struct {
 	lastOK  time.Time // run_at of the last applied OK run
 	open    map[string]opening
 	pending map[string]Pending
+	held    string // the run the guard held last, when it was the last run
 }
 
 // opening is the run that raw-opened an entity, and its venue name then.
@@ -63,16 +66,9 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 		return Result{Applied: true}, nil, rec
 	}
 
-	k := stabilization(snap)
-	baseline, prevOK := !s.hasOK, s.lastOK
-	s.hasOK, s.lastOK = true, snap.RunAt
 	byKey := make(map[string]avail.Entity, len(obs))
-	var toOpen []avail.Entity
 	for _, e := range obs {
 		byKey[e.Key] = e
-		if _, open := s.open[e.Key]; !open {
-			toOpen = append(toOpen, e)
-		}
 	}
 	var toClose []string
 	for key := range s.open {
@@ -81,6 +77,23 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 		}
 	}
 	slices.Sort(toClose)
+	g := m.Guard
+	if g.Min > 0 && len(toClose) > g.Min && len(toClose)*1000 > g.permille()*len(s.open) && s.held == "" {
+		s.held = snap.RunID
+		rec.Status, rec.Applied, rec.Closed = "held", false, len(toClose)
+		return Result{Held: true}, nil, rec
+	}
+	s.held = ""
+
+	k := stabilization(snap)
+	baseline, prevOK := !s.hasOK, s.lastOK
+	s.hasOK, s.lastOK = true, snap.RunAt
+	var toOpen []avail.Entity
+	for _, e := range obs {
+		if _, open := s.open[e.Key]; !open {
+			toOpen = append(toOpen, e)
+		}
+	}
 
 	// Entities pending before this run: flipped back, or one run closer.
 	back := map[string]bool{}
@@ -166,7 +179,7 @@ func (m *Model) State(scopeKey string) State {
 	if !ok {
 		return State{}
 	}
-	st := State{Open: slices.Sorted(maps.Keys(s.open)), LastRunID: s.lastID}
+	st := State{Open: slices.Sorted(maps.Keys(s.open)), LastRunID: s.lastID, HeldRunID: s.held}
 	if len(s.pending) > 0 {
 		st.Pending = maps.Clone(s.pending)
 	}

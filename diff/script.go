@@ -21,9 +21,10 @@ import (
 // transitions stream, runs stream, legacy open set (see Keys). ARGV: run_id, run_at (ms),
 // run_at (JSON text), started_at (JSON text), scope key, source id,
 // provider, ok ("1"/"0"), error, k, notify_first_sight ("1"/"0"),
-// traceparent, trace id, state TTL (ms), then one (entity key, entity)
-// pair per observed entity, the entity as entityArg gives it. It returns {applied, opened, closed,
-// stable opened, stable closed}.
+// traceparent, trace id, state TTL (ms), guard min, guard share (‰), then
+// one (entity key, entity) pair per observed entity, the entity as
+// entityArg gives it. It returns {applied (1; 0: late or replayed; 2:
+// held), opened, closed, stable opened, stable closed}.
 //
 //go:embed diff.lua
 var luaSource string
@@ -35,6 +36,8 @@ var diffScript = script.New(luaSource)
 type Input struct {
 	Snapshot    avail.Snapshot
 	TraceParent string
+	// Guard is the false-close guard; nil: none.
+	Guard *Guard
 }
 
 // Apply applies one snapshot to its scope's diff state and appends its
@@ -119,11 +122,15 @@ func prepare(topics avail.Topics, in Input, validated bool) ([]string, []any, er
 	}
 	obs := observed(snap)
 	tp, traceID := traceParent(in.TraceParent)
-	args := make([]any, 0, 14+2*len(obs))
+	var guard Guard
+	if in.Guard != nil {
+		guard = *in.Guard
+	}
+	args := make([]any, 0, 16+2*len(obs))
 	args = append(args, snap.RunID, strconv.FormatInt(snap.RunAt.UnixMilli(), 10),
 		timeText(snap.RunAt), timeText(snap.StartedAt), snap.ScopeKey, snap.SourceID, snap.Provider,
 		flag(snap.OK), runError(snap), strconv.Itoa(stabilization(snap)), flag(snap.NotifyFirstSight),
-		tp, traceID, strconv.FormatInt(StateTTL.Milliseconds(), 10))
+		tp, traceID, strconv.FormatInt(StateTTL.Milliseconds(), 10), strconv.Itoa(guard.Min), strconv.Itoa(guard.permille()))
 	// Each entity's argument, all in one buffer: see entityArg.
 	buf := make([]byte, 0, 32*len(obs))
 	ends := make([]int, len(obs))
@@ -171,6 +178,9 @@ func entityArg(dst []byte, e avail.Entity, at int, extras map[string]int) []byte
 func parseReply(r []int64) (Result, error) {
 	if len(r) != 5 {
 		return Result{}, fmt.Errorf("diff: script replied %v, want 5 integers", r)
+	}
+	if r[0] == 2 {
+		return Result{Held: true}, nil
 	}
 	return Result{Applied: r[0] == 1, Opened: int(r[1]), Closed: int(r[2]),
 		StableOpened: int(r[3]), StableClosed: int(r[4])}, nil

@@ -28,8 +28,9 @@ const (
 	// stabilization-1 event, both at once, counts in both. Int64Counter,
 	// unit {transition}.
 	MetricTransitions = "dropstream.diff.transitions"
-	// MetricRuns counts snapshots handled, by status (ok, failed) and
-	// applied (true, false). Int64Counter, unit {run}.
+	// MetricRuns counts snapshots handled, by status (ok, failed, held:
+	// stopped by the guard) and applied (true, false). Int64Counter, unit
+	// {run}.
 	MetricRuns = "dropstream.diff.runs"
 	// MetricObservations counts the entities observed by applied OK runs.
 	// Int64Counter, unit {observation}.
@@ -51,26 +52,41 @@ const (
 // applied. A Redis error fails the whole batch retryably: applying is
 // idempotent, so the snapshots that were applied are no-ops when it comes
 // again. Nil fields of tel default to the OpenTelemetry globals.
-func NewStage(rdb redis.UniversalClient, topics avail.Topics, tel stream.Telemetry) stream.Stage {
+//
+// Options change the stage: WithGuard sets the false-close guard (none
+// otherwise).
+func NewStage(rdb redis.UniversalClient, topics avail.Topics, tel stream.Telemetry, opts ...Option) stream.Stage {
 	mp := tel.MeterProvider
 	if mp == nil {
 		mp = gotel.GetMeterProvider()
 	}
 	h := &handler{rdb: rdb, topics: topics}
+	for _, o := range opts {
+		o(h)
+	}
 	h.counters(mp.Meter(instrumentationScope))
 	return stream.Stage{Name: StageName, Topic: topics.Snapshots, BatchHandler: h.handleBatch}
 }
+
+// Option changes the diff stage (NewStage).
+type Option func(*handler)
+
+// WithGuard sets the stage's false-close guard, which must pass
+// Guard.Validate; Guard{} turns it off.
+func WithGuard(g Guard) Option { return func(h *handler) { h.guard = g } }
 
 // handler is the diff stage's batch handler.
 type handler struct {
 	rdb          redis.UniversalClient
 	topics       avail.Topics
+	guard        Guard
 	transitions  metric.Int64Counter
 	runs         metric.Int64Counter
 	observations metric.Int64Counter
 	// Option slices built once: [kind open/close][phase raw/stable].
 	transOpts [2][2][]metric.AddOption
 	runOpts   [2][2][]metric.AddOption // [ok][applied]
+	heldOpts  []metric.AddOption
 }
 
 func (h *handler) counters(meter metric.Meter) {
@@ -86,6 +102,7 @@ func (h *handler) counters(meter metric.Meter) {
 				attribute.String("kind", kind), attribute.String("phase", ph))}
 		}
 	}
+	h.heldOpts = []metric.AddOption{metric.WithAttributes(attribute.String("status", "held"), attribute.Bool("applied", false))}
 	for i, status := range []string{avail.StatusFailed, avail.StatusOK} {
 		for j, applied := range []bool{false, true} {
 			h.runOpts[i][j] = []metric.AddOption{metric.WithAttributes(
@@ -117,7 +134,7 @@ func (h *handler) handleBatch(ctx context.Context, msgs []*stream.Message) error
 			errs[i] = err
 			continue
 		}
-		inputs = append(inputs, Input{Snapshot: snap, TraceParent: traceparentOf(m.Context())})
+		inputs = append(inputs, Input{Snapshot: snap, TraceParent: traceparentOf(m.Context()), Guard: &h.guard})
 		idx = append(idx, i)
 	}
 	results, err := h.apply(ctx, inputs)
@@ -219,7 +236,11 @@ func failed(errs []error, err error) error {
 func (h *handler) applyEach(ctx context.Context, inputs []Input, idx []int, errs []error) ([]Result, error) {
 	results := make([]Result, len(inputs))
 	for j, in := range inputs {
-		res, err := Apply(ctx, h.rdb, h.topics, in.Snapshot, in.TraceParent)
+		rs, err := applyBatch(ctx, h.rdb, h.topics, []Input{in}, false)
+		var res Result
+		if len(rs) == 1 {
+			res = rs[0]
+		}
 		switch {
 		case errors.Is(err, ErrInvalidSnapshot):
 			errs[idx[j]] = stream.Permanent(err)
@@ -234,6 +255,10 @@ func (h *handler) applyEach(ctx context.Context, inputs []Input, idx []int, errs
 // record reports a handled snapshot in metrics.
 func (h *handler) record(snap avail.Snapshot, res Result) {
 	bg := context.Background() // no exemplar per measurement
+	if res.Held {
+		h.runs.Add(bg, 1, h.heldOpts...)
+		return
+	}
 	ok, applied := 0, 0
 	if snap.OK {
 		ok = 1

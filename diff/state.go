@@ -25,7 +25,7 @@ func ReadState(ctx context.Context, rdb redis.UniversalClient, topics avail.Topi
 	pipe := rdb.Pipeline()
 	open := pipe.HKeys(ctx, keys.Open)
 	pend := pipe.HGetAll(ctx, keys.Pending)
-	last := pipe.HMGet(ctx, keys.Scope, "at", "id", "ok")
+	last := pipe.HMGet(ctx, keys.Scope, "at", "id", "ok", "held")
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return State{}, fmt.Errorf("diff: read state of scope %q: %w", scopeKey, err)
 	}
@@ -50,6 +50,7 @@ func ReadState(ctx context.Context, rdb redis.UniversalClient, topics avail.Topi
 		st.LastRunAt = time.UnixMilli(ms)
 	}
 	st.LastRunID, _ = vals[1].(string)
+	st.HeldRunID, _ = vals[3].(string)
 	if okAt, ok := vals[2].(string); ok {
 		if st.LastOKRunAt, err = time.Parse(time.RFC3339Nano, okAt); err != nil {
 			return State{}, fmt.Errorf("diff: scope %q: last ok run_at: %w", scopeKey, err)

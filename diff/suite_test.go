@@ -27,6 +27,7 @@ func TestScript_sameOnEveryRedis(t *testing.T) {
 		{"Apply_eventIDsMatchGo", testEventIDsMatchGo},
 		{"Apply_withoutTraceparent", testWithoutTraceparent},
 		{"Apply_matchesModelOnRandomSequences", testMatchesModel},
+		{"Apply_guardMatchesModelOnRandomSequences", testGuardMatchesModel},
 		{"Apply_largeSnapshot", testLargeSnapshot},
 		{"Apply_adoptsLegacyOpenSet", testAdoptsLegacyOpenSet},
 		{"Apply_rejectsInvalid", testApplyRejectsInvalid},

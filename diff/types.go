@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"fmt"
 	"strings"
 	"time"
 
@@ -29,8 +30,12 @@ type Transition = avail.Transition
 
 // Result is the outcome of applying one snapshot.
 type Result struct {
-	// Applied is false for a replay or a late run: nothing changed.
+	// Applied is false for a replay, a late run or a held run: nothing
+	// changed.
 	Applied bool
+	// Held reports a run the guard held (see Guard): it would have closed
+	// too much of its scope at once, and changed nothing.
+	Held bool
 	// Opened and Closed count raw flips (transitions with Raw true).
 	Opened, Closed int
 	// StableOpened and StableClosed count stable transitions, including
@@ -67,6 +72,42 @@ type State struct {
 	// LastOKRunAt is the run_at of the last applied OK run; zero before the
 	// first one (the next OK run is then the baseline).
 	LastOKRunAt time.Time
+	// HeldRunID names the last run when the guard held it: the next OK run
+	// confirms its closes (it would close as much) or shows them false.
+	HeldRunID string
+}
+
+// Guard holds a run that would close too much of its scope at once — a
+// provider answering a blank or blocked page as if nothing were open —
+// until the next run confirms it: a run closing more than Min entities and
+// more than Share of the scope's open entities produces no transition and
+// changes nothing but the scope's last run, and its run record has status
+// "held". If the next OK run would close as much, it applies; if not, the
+// held closes never happen.
+type Guard struct {
+	// Min is the most closes a run may make without the guard looking at
+	// it; 0 turns the guard off.
+	Min int
+	// Share is the share of the scope's open entities (0..1) a run may
+	// close at once.
+	Share float64
+}
+
+// DefaultGuard holds a run closing more than 10 entities and more than half
+// of its scope's open ones: the availability flow's default
+// (DROPSTREAM_AVAIL_GUARD_MIN, DROPSTREAM_AVAIL_GUARD_SHARE). The diff
+// package's functions apply no guard unless given one.
+var DefaultGuard = Guard{Min: 10, Share: 0.5}
+
+// permille is Share in thousandths, as the script takes it.
+func (g Guard) permille() int { return int(g.Share*1000 + 0.5) }
+
+// Validate reports a guard with a negative Min or a Share outside 0..1.
+func (g Guard) Validate() error {
+	if g.Min < 0 || g.Share < 0 || g.Share > 1 || g.Share != g.Share {
+		return fmt.Errorf("diff: guard %+v: want min ≥ 0 and share in 0..1", g)
+	}
+	return nil
 }
 
 // stabilization returns the effective k of a snapshot.

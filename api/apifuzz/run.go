@@ -60,7 +60,7 @@ type runner struct {
 	base     string
 	client   *http.Client
 	writes   *writeWatcher     // nil: the keyspace is compared by digests
-	digests  map[string]string // by key, when compared by digests
+	digests  map[string]string // by key: the values last seen
 	// listsBase are the list routes' answers before the requests since
 	// (window: refused ones and safe ones), checked every
 	// Config.ListEvery of them.
@@ -120,6 +120,9 @@ func Run(t testing.TB, srv *api.Server, cfg Config) Report {
 	// budget still reaches every operation; then random ones.
 	if cfg.Redis != nil && !cfg.DigestKeys {
 		r.writes = watchWrites(t, cfg.Redis)
+		if r.digests, err = r.keys(); err != nil {
+			t.Fatalf("apifuzz: snapshot of the keyspace: %v", err)
+		}
 	}
 	r.written()
 	r.listsBase = r.lists() // also lists the stored objects the bodies start from

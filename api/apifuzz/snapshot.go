@@ -17,17 +17,34 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// written returns the Redis keys written since the last call, volatile
-// keys left out: from keyspace events, or else from a digest of each
-// key's DUMP.
+// written returns the Redis keys whose value changed since the last call,
+// volatile keys left out: the keys written (keyspace events) whose DUMP
+// differs, or else every key whose DUMP differs.
 func (r *runner) written() []string {
 	r.t.Helper()
 	var written []string
 	switch {
 	case r.writes != nil:
-		var err error
-		if written, err = r.writes.since(); err != nil {
+		// Of the keys written, those whose value is not what it was: a
+		// write that puts a key back as it was changes nothing.
+		touched, err := r.writes.since()
+		if err != nil {
 			r.t.Fatalf("apifuzz: keyspace events: %v", err)
+		}
+		touched = slices.DeleteFunc(touched, r.volatile)
+		now, err := r.digest(touched)
+		if err != nil {
+			r.t.Fatalf("apifuzz: keys written: %v", err)
+		}
+		for _, k := range touched {
+			if now[k] != r.digests[k] {
+				written = append(written, k)
+			}
+			if d, ok := now[k]; ok {
+				r.digests[k] = d
+			} else {
+				delete(r.digests, k)
+			}
 		}
 	case r.cfg.Redis != nil:
 		keys, err := r.keys()
@@ -124,6 +141,13 @@ func (r *runner) keys() (map[string]string, error) {
 	if err != nil {
 		return nil, err
 	}
+	return r.digest(keys)
+}
+
+// digest returns a digest of each key's DUMP; a key that does not exist
+// is left out.
+func (r *runner) digest(keys []string) (map[string]string, error) {
+	ctx := context.Background()
 	out := make(map[string]string, len(keys))
 	pipe := r.cfg.Redis.Pipeline()
 	dumps := make([]*redis.StringCmd, len(keys))
@@ -136,7 +160,7 @@ func (r *runner) keys() (map[string]string, error) {
 	for i, k := range keys {
 		v, err := dumps[i].Result()
 		if err == redis.Nil {
-			continue // expired between SCAN and DUMP
+			continue // no such key (deleted, or expired since SCAN)
 		}
 		if err != nil {
 			return nil, err

@@ -28,7 +28,8 @@ func TestOpenAPIFuzz_everyOperationRefusesBadInputCleanly(t *testing.T) {
 		t.Fatal(err)
 	}
 	// No stage runs: a checkout call gives its saga up quickly.
-	a, srv := binaryAPIWith(t, testenv.RedisURL(t), map[string]string{checkout.VarTimeout: "200ms"})
+	redisURL := testenv.RedisURL(t)
+	a, srv := binaryApp(t, func(c *Config) { c.RedisURL = redisURL }, map[string]string{checkout.VarTimeout: "200ms"})
 	// The flows' demo data gives the fuzz real resources (ids in paths,
 	// values such as providers and kinds in bodies, stored objects as the
 	// bases of bodies). Each flow's seeding is bounded in time.

@@ -82,6 +82,8 @@ func TestMain_invalidConfigExitsAtOnceWithTheReason(t *testing.T) {
 			`DROPSTREAM_CHECKOUT_TIMEOUT="soon": want a positive duration`},
 		{"flow URL", map[string]string{"DROPSTREAM_PUBLIC_URL": "ftp://example.com"},
 			"DROPSTREAM_PUBLIC_URL"},
+		{"guard share", map[string]string{"DROPSTREAM_AVAIL_GUARD_SHARE": "2"},
+			"flow avail: DROPSTREAM_AVAIL_GUARD_MIN, DROPSTREAM_AVAIL_GUARD_SHARE: diff: guard {Min:10 Share:2}: want min ≥ 0 and share in 0..1"},
 	}
 	for _, cmd := range []string{"demo", "run"} {
 		for _, tt := range tests {

@@ -12,6 +12,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"strconv"
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/clickhouse"
@@ -20,6 +21,7 @@ import (
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/availability/watch"
 	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
@@ -54,6 +56,12 @@ const (
 	// VarQuotaWatchers bounds the watchers each caller (API key, or client
 	// address on an open API) may hold.
 	VarQuotaWatchers = "DROPSTREAM_QUOTA_WATCHERS"
+	// VarQuotaSources bounds the sources each caller may hold.
+	VarQuotaSources = "DROPSTREAM_QUOTA_SOURCES"
+	// VarGuardMin and VarGuardShare set the diff's false-close guard
+	// (diff.Guard).
+	VarGuardMin   = "DROPSTREAM_AVAIL_GUARD_MIN"
+	VarGuardShare = "DROPSTREAM_AVAIL_GUARD_SHARE"
 )
 
 // Vars are the variables the flow reads.
@@ -65,6 +73,9 @@ var Vars = []flow.Var{
 	{Name: VarDemoChurn, Default: "0.05", Usage: "demo: fraction of slots that flip per tick"},
 	{Name: VarDemoFlap, Default: "0.02", Usage: "demo: fraction of slots that toggle every tick"},
 	{Name: VarQuotaWatchers, Kind: flow.Int, Default: "1000", Usage: "watchers each API key (each client address on an open API) may hold; beyond it 409 quota_exceeded"},
+	{Name: VarGuardMin, Kind: flow.Int, Default: "10", Usage: "a run closing more than this many entities of a scope, and more than DROPSTREAM_AVAIL_GUARD_SHARE of its open ones, is held until the next run confirms it (a blank or blocked page); 0 turns the guard off"},
+	{Name: VarGuardShare, Default: "0.5", Usage: "share (0..1) of a scope's open entities a run may close at once before the guard holds it"},
+	{Name: VarQuotaSources, Kind: flow.Int, Default: "100", Usage: "sources each API key (each client address on an open API) may create; beyond it 409 quota_exceeded; 0: no cap"},
 }
 
 // Flow is the availability flow, built over the app's Redis.
@@ -78,6 +89,7 @@ type Flow struct {
 	collector  *collector.Collector
 	projection *writer.Projection
 	watchers   *watch.Store
+	sourceCap  *quota.Quota
 	stages     []stream.Stage
 	egress     *egress.Policy
 }
@@ -104,6 +116,9 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if f.projection, err = writer.NewProjection(d.Redis, writer.ProjectionConfig{Partitions: d.Settings.Partitions}, d.Telemetry); err != nil {
 		return nil, fmt.Errorf("projection: %w", err)
 	}
+	if f.sourceCap, err = d.Settings.Quota(d.Redis, VarQuotaSources, "sources"); err != nil {
+		return nil, err
+	}
 	if f.watchers, err = watch.NewStore(d.Redis, watch.StoreConfig{Logger: f.log, MaxPerOwner: d.Settings.Int(VarQuotaWatchers)}); err != nil {
 		return nil, fmt.Errorf("watchers: %w", err)
 	}
@@ -111,9 +126,30 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.stages = []stream.Stage{collector.NewNormalizer(f.topics, d.Publisher), diff.NewStage(d.Redis, f.topics, d.Telemetry),
+	guard, err := guardOf(d.Settings)
+	if err != nil {
+		return nil, err
+	}
+	f.stages = []stream.Stage{collector.NewNormalizer(f.topics, d.Publisher), diff.NewStage(d.Redis, f.topics, d.Telemetry, diff.WithGuard(guard)),
 		f.projection.Stage(), notify}
 	return f, nil
+}
+
+// guardOf reads the diff's false-close guard from the settings.
+func guardOf(s flow.Settings) (diff.Guard, error) {
+	g := diff.Guard{Min: s.Int(VarGuardMin)}
+	share := s.String(VarGuardShare)
+	if share == "" {
+		share = "0.5"
+	}
+	var err error
+	if g.Share, err = strconv.ParseFloat(share, 64); err != nil {
+		return diff.Guard{}, fmt.Errorf("%s=%q: want a share in 0..1", VarGuardShare, share)
+	}
+	if err := g.Validate(); err != nil {
+		return diff.Guard{}, fmt.Errorf("%s, %s: %w", VarGuardMin, VarGuardShare, err)
+	}
+	return g, nil
 }
 
 // watcherStage builds the "avail-notifier" stage over the notifier flow's
@@ -138,6 +174,10 @@ func (f *Flow) Topics() Topics { return f.topics }
 
 // Sources is the store of the collector's sources.
 func (f *Flow) Sources() *collector.Store { return f.sources }
+
+// SourceQuota is the cap of sources per caller (DROPSTREAM_QUOTA_SOURCES);
+// nil: none.
+func (f *Flow) SourceQuota() *quota.Quota { return f.sourceCap }
 
 // Collector is this process's collector: it applies source changes at
 // once.

@@ -1,6 +1,7 @@
 package quota_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"sync"
@@ -94,5 +95,106 @@ func TestNew_refusesABadCap(t *testing.T) {
 		if _, err := quota.New(nil, tc.kind, tc.max); err == nil {
 			t.Errorf("New(%q, %d) accepted", tc.kind, tc.max)
 		}
+	}
+}
+
+func TestReservation_holdsASlotUntilKeptOrDropped(t *testing.T) {
+	for _, be := range testenv.WithCluster() {
+		t.Run(be.Name, func(t *testing.T) {
+			ctx := t.Context()
+			q, err := quota.New(be.Client(t), "things", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			count := func(want int64) {
+				t.Helper()
+				if n, err := q.Count(ctx, "a"); err != nil || n != want {
+					t.Fatalf("Count = %d, %v; want %d", n, err, want)
+				}
+			}
+			r1, err := q.Reserve(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r2, err := q.Reserve(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.Reserve(ctx, "a"); !errors.Is(err, quota.ErrExceeded) {
+				t.Fatalf("third reservation: %v, want ErrExceeded", err)
+			}
+			if err := r1.Keep(ctx, "x"); err != nil {
+				t.Fatal(err)
+			}
+			if err := r2.Drop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			count(1)
+			// A reservation kept for an id filed already (a replace) frees
+			// its slot.
+			r3, err := q.Reserve(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r3.Keep(ctx, "x"); err != nil {
+				t.Fatal(err)
+			}
+			count(1)
+			if err := q.Release(ctx, "x"); err != nil {
+				t.Fatal(err)
+			}
+			count(0)
+			var none *quota.Quota
+			if r, err := none.Reserve(ctx, "a"); r != nil || err != nil || r.Keep(ctx, "y") != nil || r.Drop(ctx) != nil {
+				t.Errorf("nil quota: reservation %v, %v; want nil, nil and no-op Keep and Drop", r, err)
+			}
+		})
+	}
+}
+
+func TestQuota_withExistsFreesTheSlotsOfRemovedRecordsAtTheCap(t *testing.T) {
+	for _, be := range testenv.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			ctx := t.Context()
+			stored := map[string]bool{"a": true, "b": true}
+			var mu sync.Mutex
+			base, err := quota.New(be.Client(t), "things", 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := base.WithExists(func(_ context.Context, id string) (bool, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return stored[id], nil
+			})
+			for _, id := range []string{"a", "b"} {
+				if err := q.Claim(ctx, "o", id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A reservation from a process that died long ago.
+			if err := q.Claim(ctx, "o", "\x00ticket:0:dead"); err != nil {
+				t.Fatal(err)
+			}
+			if err := base.Claim(ctx, "o", "c"); err != nil {
+				t.Fatalf("claim at the cap with a stale reservation: %v, want its slot reclaimed", err)
+			}
+			mu.Lock()
+			stored["c"] = true
+			delete(stored, "a") // removed without a release
+			mu.Unlock()
+			if err := base.Claim(ctx, "o", "d"); !errors.Is(err, quota.ErrExceeded) {
+				t.Fatalf("claim at the cap without WithExists: %v, want ErrExceeded", err)
+			}
+			if err := q.Claim(ctx, "o", "d"); err != nil {
+				t.Fatalf("claim at the cap with a removed record: %v, want its slot reclaimed", err)
+			}
+			mu.Lock()
+			stored["d"] = true
+			mu.Unlock()
+			if err := q.Claim(ctx, "o", "e"); !errors.Is(err, quota.ErrExceeded) {
+				t.Fatalf("claim at the cap with every record stored: %v, want ErrExceeded", err)
+			}
+		})
 	}
 }
