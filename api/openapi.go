@@ -1,7 +1,9 @@
 package api
 
 import (
+	"maps"
 	"net/http"
+	"reflect"
 	"regexp"
 	"sort"
 	"strconv"
@@ -40,7 +42,8 @@ type Operation struct {
 	// Scope is ignored.
 	Public bool
 	// ContentType is the success response's media type. Default
-	// application/json.
+	// application/json. The response is a string of that type, unless
+	// Response gives its shape.
 	ContentType string
 	// Query documents query parameters.
 	Query []Param
@@ -49,8 +52,12 @@ type Operation struct {
 	// Response is a value of the success response's type, or nil.
 	Response any
 	// Status is the success status. Default 200.
-	Status  int
-	Handler fiber.Handler
+	Status int
+	// OtherStatuses are further success statuses answered with the same
+	// body (200 when a create finds the thing already there, 202 when an
+	// answer is not complete yet).
+	OtherStatuses []int
+	Handler       fiber.Handler
 }
 
 // openAPI accumulates documented operations.
@@ -86,11 +93,14 @@ func (s *Server) OpenAPI() map[string]any {
 	s.spec.mu.Lock()
 	ops := append([]Operation(nil), s.spec.ops...)
 	s.spec.mu.Unlock()
-	schemas := &schemaSet{components: map[string]any{}}
-	schemas.of(envelope{})
-	schemas.components["Error"] = schemas.components["envelope"]
-	delete(schemas.components, "envelope")
-	errRef := map[string]any{"$ref": "#/components/schemas/Error"}
+	values := []any{envelope{}, healthBody{}, readyBody{}}
+	for _, op := range ops {
+		values = append(values, op.Body, op.Response)
+	}
+	schemas := newSchemaSet(values...)
+	schemas.names[reflect.TypeOf(envelope{})] = "Error"
+	errRef := schemas.of(envelope{})
+	errResponse := map[string]any{"description": "Error: the JSON error envelope", "content": map[string]any{"application/json": map[string]any{"schema": errRef}}}
 	paths := map[string]any{}
 	add := func(path, method string, op map[string]any) {
 		item, _ := paths[path].(map[string]any)
@@ -100,14 +110,24 @@ func (s *Server) OpenAPI() map[string]any {
 		}
 		item[method] = op
 	}
-	plain := func(summary string, status int) map[string]any {
-		return map[string]any{"summary": summary, "tags": []string{"operations"},
-			"responses": map[string]any{strconv.Itoa(status): map[string]any{"description": http.StatusText(status)}}}
+	operational := func(summary string, responses map[string]any) map[string]any {
+		return map[string]any{"summary": summary, "tags": []string{"operations"}, "security": []any{}, "responses": responses}
 	}
-	add(PathHealthz, "get", plain("Liveness", 200))
-	add(PathReadyz, "get", plain("Readiness of Redis (and ClickHouse when configured)", 200))
-	add(PathMetrics, "get", plain("Prometheus metrics", 200))
-	add(PathOpenAPI, "get", plain("This document", 200))
+	content := func(media string, schema map[string]any) map[string]any {
+		return map[string]any{media: map[string]any{"schema": schema}}
+	}
+	ready := schemas.of(readyBody{})
+	add(PathHealthz, "get", operational("Liveness", map[string]any{
+		"200": map[string]any{"description": "Alive", "content": content("application/json", schemas.of(healthBody{}))}}))
+	add(PathReadyz, "get", operational("Readiness of Redis (and ClickHouse when configured)", map[string]any{
+		"200": map[string]any{"description": "Ready", "content": content("application/json", ready)},
+		"503": map[string]any{"description": "A check failed", "content": content("application/json", ready)}}))
+	if s.cfg.MetricsHandler != nil {
+		add(PathMetrics, "get", operational("Prometheus metrics", map[string]any{
+			"200": map[string]any{"description": "Metrics in the Prometheus text format", "content": content("text/plain", map[string]any{"type": "string"})}}))
+	}
+	add(PathOpenAPI, "get", operational("This document", map[string]any{
+		"200": map[string]any{"description": "The OpenAPI 3 document", "content": content("application/json", map[string]any{"type": "object"})}}))
 	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
 	for _, op := range ops {
 		path := pathParam.ReplaceAllString(op.Path, "{$1}")
@@ -120,23 +140,43 @@ func (s *Server) OpenAPI() map[string]any {
 			if typ == "" {
 				typ = "string"
 			}
-			params = append(params, map[string]any{"name": q.Name, "in": "query", "required": q.Required,
-				"description": q.Description, "schema": map[string]any{"type": typ}})
+			param := map[string]any{"name": q.Name, "in": "query", "required": q.Required,
+				"description": q.Description, "schema": map[string]any{"type": typ}}
+			if !q.Required {
+				// An empty optional parameter ("?limit=") is as if absent.
+				param["allowEmptyValue"] = true
+			}
+			params = append(params, param)
 		}
 		success := map[string]any{"description": http.StatusText(op.Status)}
 		if sch := schemas.of(op.Response); sch != nil {
 			success["content"] = map[string]any{"application/json": map[string]any{"schema": sch}}
 		}
 		if op.ContentType != "" {
-			success["content"] = map[string]any{op.ContentType: map[string]any{"schema": map[string]any{"type": "string"}}}
+			sch := schemas.of(op.Response)
+			if sch == nil {
+				sch = map[string]any{"type": "string"}
+			}
+			success["content"] = map[string]any{op.ContentType: map[string]any{"schema": sch}}
+		}
+		opErr := errResponse
+		if op.ContentType != "" && op.ContentType != "application/json" {
+			// A page people open answers its errors as a page too.
+			opErr = map[string]any{"description": errResponse["description"], "content": map[string]any{
+				"application/json": map[string]any{"schema": errRef},
+				op.ContentType:     map[string]any{"schema": map[string]any{"type": "string"}},
+			}}
+		}
+		responses := map[string]any{strconv.Itoa(op.Status): success, "4XX": opErr, "5XX": opErr}
+		for _, st := range op.OtherStatuses {
+			other := maps.Clone(success)
+			other["description"] = http.StatusText(st)
+			responses[strconv.Itoa(st)] = other
 		}
 		o := map[string]any{
-			"summary": op.Summary,
-			"responses": map[string]any{
-				strconv.Itoa(op.Status): success,
-				"default":               map[string]any{"description": "Error", "content": map[string]any{"application/json": map[string]any{"schema": errRef}}},
-			},
-			"security": []any{map[string]any{"bearer": []string{op.Scope.String()}}, map[string]any{"apiKey": []string{op.Scope.String()}}},
+			"summary":   op.Summary,
+			"responses": responses,
+			"security":  []any{map[string]any{"bearer": []string{op.Scope.String()}}, map[string]any{"apiKey": []string{op.Scope.String()}}},
 		}
 		if op.Public {
 			o["security"] = []any{}

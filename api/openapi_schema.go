@@ -1,18 +1,144 @@
 package api
 
 import (
+	"encoding"
+	"encoding/json"
+	"fmt"
 	"reflect"
+	"slices"
 	"strings"
 	"time"
 )
 
-// schemaSet turns Go types into OpenAPI 3 schemas, naming struct types as
-// components so each appears once.
-type schemaSet struct {
-	components map[string]any
+// TagOpenAPI is the struct tag that refines a field's schema beyond what
+// its json tag says. Its comma-separated options:
+//
+//   - readonly: the server sets the field; a client leaves it out of
+//     request bodies (it is documented readOnly, required in responses
+//     only).
+//   - optional: the field is always in responses but a client may leave
+//     it out of a request body (the server fills in a default).
+const TagOpenAPI = "openapi"
+
+// JSONShaper is implemented by types whose JSON is not their fields' (a
+// custom MarshalJSON): JSONShape returns a value whose type's fields have
+// the same JSON, which the document describes under the type's own name.
+type JSONShaper interface {
+	JSONShape() any
 }
 
-var timeType = reflect.TypeOf(time.Time{})
+// schemaSet turns Go types into OpenAPI 3 schemas, naming struct types as
+// components so each appears once. Two Go types of the same name get names
+// qualified by their package (see newSchemaSet).
+type schemaSet struct {
+	components map[string]any
+	names      map[reflect.Type]string
+}
+
+var (
+	timeType          = reflect.TypeOf(time.Time{})
+	rawMessageType    = reflect.TypeOf(json.RawMessage{})
+	textMarshalerType = reflect.TypeOf((*encoding.TextMarshaler)(nil)).Elem()
+	jsonShaperType    = reflect.TypeOf((*JSONShaper)(nil)).Elem()
+)
+
+// newSchemaSet returns a schemaSet whose component names are unique among
+// the named struct types reachable from values: a type's own name
+// ("Subscription") when no other type has it, else qualified by its
+// package ("feed.Subscription", "comic.Subscription"), else by its whole
+// package path.
+func newSchemaSet(values ...any) *schemaSet {
+	s := &schemaSet{components: map[string]any{}, names: map[reflect.Type]string{}}
+	seen := map[reflect.Type]bool{}
+	var types []reflect.Type
+	for _, v := range values {
+		if v != nil {
+			collectStructs(reflect.TypeOf(v), seen, &types)
+		}
+	}
+	slices.SortFunc(types, func(a, b reflect.Type) int { return strings.Compare(typeKey(a), typeKey(b)) })
+	for level := 0; len(types) > 0; level++ {
+		byName := map[string][]reflect.Type{}
+		for _, t := range types {
+			n := qualifiedName(t, level)
+			byName[n] = append(byName[n], t)
+		}
+		var left []reflect.Type
+		for _, t := range types {
+			n := qualifiedName(t, level)
+			switch {
+			case len(byName[n]) == 1:
+				s.names[t] = n
+			case level == 2:
+				// Two types of one package path and name: only generic
+				// instances can be, by their type arguments' paths.
+				s.names[t] = fmt.Sprintf("%s_%d", n, slices.Index(byName[n], t)+1)
+			default:
+				left = append(left, t)
+			}
+		}
+		types = left
+	}
+	return s
+}
+
+// typeKey identifies a type by package path and name.
+func typeKey(t reflect.Type) string { return t.PkgPath() + "." + t.Name() }
+
+// collectStructs appends to out every named struct type reachable from t.
+func collectStructs(t reflect.Type, seen map[reflect.Type]bool, out *[]reflect.Type) {
+	for t.Kind() == reflect.Pointer {
+		t = t.Elem()
+	}
+	if seen[t] || special(t) != nil {
+		return
+	}
+	seen[t] = true
+	switch t.Kind() {
+	case reflect.Struct:
+		if t.Name() != "" {
+			*out = append(*out, t)
+		}
+		shape := shapeOf(t)
+		for i := 0; i < shape.NumField(); i++ {
+			if f := shape.Field(i); f.IsExported() || f.Anonymous {
+				collectStructs(f.Type, seen, out)
+			}
+		}
+	case reflect.Slice, reflect.Array, reflect.Map:
+		collectStructs(t.Elem(), seen, out)
+	}
+}
+
+// shapeOf is the struct type whose fields describe t's JSON.
+func shapeOf(t reflect.Type) reflect.Type {
+	if t.Implements(jsonShaperType) {
+		if v, ok := reflect.Zero(t).Interface().(JSONShaper); ok {
+			st := reflect.TypeOf(v.JSONShape())
+			for st.Kind() == reflect.Pointer {
+				st = st.Elem()
+			}
+			return st
+		}
+	}
+	return t
+}
+
+// special returns the schema of types whose JSON is not their Go shape,
+// or nil.
+func special(t reflect.Type) map[string]any {
+	switch {
+	case t == timeType:
+		return map[string]any{"type": "string", "format": "date-time"}
+	case t == rawMessageType:
+		// Any JSON value.
+		return map[string]any{}
+	case t.Kind() != reflect.Struct && t.Implements(textMarshalerType),
+		t.Kind() == reflect.Struct && !t.Implements(jsonShaperType) && t.Implements(textMarshalerType):
+		return map[string]any{"type": "string"}
+	}
+	return nil
+}
 
 // of returns the schema of v's type (nil v: no schema).
 func (s *schemaSet) of(v any) map[string]any {
@@ -26,17 +152,17 @@ func (s *schemaSet) schema(t reflect.Type) map[string]any {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	switch {
-	case t == timeType:
-		return map[string]any{"type": "string", "format": "date-time"}
-	case t.Kind() == reflect.Struct:
-		name := componentName(t.Name())
-		if name == "" {
-			return s.object(t)
+	if sch := special(t); sch != nil {
+		return sch
+	}
+	if t.Kind() == reflect.Struct {
+		name, ok := s.names[t]
+		if !ok {
+			return s.object(shapeOf(t))
 		}
 		if _, ok := s.components[name]; !ok {
 			s.components[name] = map[string]any{} // breaks recursion
-			s.components[name] = s.object(t)
+			s.components[name] = s.object(shapeOf(t))
 		}
 		return map[string]any{"$ref": "#/components/schemas/" + name}
 	}
@@ -62,67 +188,152 @@ func (s *schemaSet) schema(t reflect.Type) map[string]any {
 	}
 }
 
-// object describes a struct by its JSON fields; fields without omitempty
-// are required.
+// object describes a struct by its JSON fields. Fields without omitempty
+// are required, but for those tagged openapi:"optional"; fields tagged
+// openapi:"readonly" are readOnly. A nil slice, map or pointer without
+// omitempty encodes as null, and an optional field may be sent as null
+// (as if absent), so such fields are nullable.
 func (s *schemaSet) object(t reflect.Type) map[string]any {
 	props := map[string]any{}
-	var required []string
+	var requiredNames []string
 	for i := 0; i < t.NumField(); i++ {
 		f := t.Field(i)
-		if !f.IsExported() {
-			continue
-		}
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" {
+		if name == "-" || !f.IsExported() && !f.Anonymous {
 			continue
 		}
 		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
-			embedded := s.object(f.Type)
+			embedded := s.object(shapeOf(f.Type))
 			for k, v := range embedded["properties"].(map[string]any) {
 				props[k] = v
 			}
 			if req, ok := embedded["required"].([]string); ok {
-				required = append(required, req...)
+				requiredNames = append(requiredNames, req...)
 			}
+			continue
+		}
+		if !f.IsExported() {
 			continue
 		}
 		if name == "" {
 			name = f.Name
 		}
-		props[name] = s.schema(f.Type)
-		if !strings.Contains(opts, "omitempty") {
-			required = append(required, name)
+		omitEmpty := strings.Contains(opts, "omitempty") || strings.Contains(opts, "omitzero")
+		sch := s.schema(f.Type)
+		openapiOpts := strings.Split(f.Tag.Get(TagOpenAPI), ",")
+		readOnly := slices.Contains(openapiOpts, "readonly")
+		required := !omitEmpty && !slices.Contains(openapiOpts, "optional")
+		// A nil slice, map or pointer encodes as null; a request's null
+		// leaves an optional field at its default, as if absent.
+		nullable := (!omitEmpty && nilable(f.Type) || !required) && f.Type != rawMessageType
+		if readOnly || nullable {
+			if _, ref := sch["$ref"]; ref {
+				sch = map[string]any{"allOf": []any{sch}}
+			}
+			if readOnly {
+				sch["readOnly"] = true
+			}
+			if nullable {
+				sch["nullable"] = true
+			}
+		}
+		props[name] = sch
+		if required {
+			requiredNames = append(requiredNames, name)
 		}
 	}
 	out := map[string]any{"type": "object", "properties": props}
-	if len(required) > 0 {
-		out["required"] = required
+	if len(requiredNames) > 0 {
+		out["required"] = requiredNames
 	}
 	return out
 }
 
-// componentName is a schema component's name for a Go type name: a
-// generic type's ("Page[example.com/x.Thing]") becomes its name followed
-// by its type arguments' ("PageThing"), since component names allow only
-// letters, digits, '.', '-' and '_'.
-func componentName(goName string) string {
-	base, args, ok := strings.Cut(goName, "[")
-	if !ok {
-		return goName
+// nilable reports whether a value of t can encode as JSON null.
+func nilable(t reflect.Type) bool {
+	switch t.Kind() {
+	case reflect.Pointer, reflect.Slice, reflect.Map, reflect.Interface:
+		return true
 	}
+	return false
+}
+
+// qualifiedName is a component's name for t at a qualification level: 0
+// its own name, 1 prefixed by its package's short name, 2 by its whole
+// package path. A generic type's name is followed by its type arguments'
+// ("Page[x/feed.Item]" is "PageItem", "Page.feed.Item", …), since
+// component names allow only letters, digits, '.', '-' and '_'.
+func qualifiedName(t reflect.Type, level int) string {
+	base, args, generic := strings.Cut(t.Name(), "[")
 	var b strings.Builder
-	b.WriteString(base)
-	for _, arg := range strings.Split(strings.TrimSuffix(args, "]"), ",") {
-		arg = strings.TrimLeft(arg, "*[]")
-		if i := strings.LastIndex(arg, "."); i >= 0 {
-			arg = arg[i+1:]
-		}
-		b.WriteString(strings.Map(func(r rune) rune {
-			if r == '_' || r == '-' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
-				return r
-			}
-			return -1
-		}, arg))
+	if level > 0 && !generic {
+		b.WriteString(packageName(t.PkgPath(), level))
+		b.WriteString(".")
 	}
-	return b.String()
+	b.WriteString(base)
+	if !generic {
+		return sanitize(b.String())
+	}
+	for _, arg := range splitTypeArgs(strings.TrimSuffix(args, "]")) {
+		arg = strings.TrimLeft(arg, "*[]")
+		pkg, name := "", arg
+		if i := strings.LastIndex(arg, "."); i >= 0 {
+			pkg, name = arg[:i], arg[i+1:]
+		}
+		if level > 0 && pkg != "" {
+			b.WriteString(".")
+			b.WriteString(packageName(pkg, level))
+			b.WriteString(".")
+		}
+		b.WriteString(name)
+	}
+	return sanitize(b.String())
+}
+
+// splitTypeArgs splits a type argument list at its top-level commas.
+func splitTypeArgs(args string) []string {
+	var out []string
+	depth, start := 0, 0
+	for i, r := range args {
+		switch r {
+		case '[':
+			depth++
+		case ']':
+			depth--
+		case ',':
+			if depth == 0 {
+				out = append(out, args[start:i])
+				start = i + 1
+			}
+		}
+	}
+	return append(out, args[start:])
+}
+
+// packageName is a package's short name for a component name: at level 1
+// the last element of its path, or for a flow's route package (…/httpapi)
+// the flow's; at level 2 its whole path.
+func packageName(path string, level int) string {
+	if level >= 2 {
+		return path
+	}
+	parts := strings.Split(path, "/")
+	last := parts[len(parts)-1]
+	if last == "httpapi" && len(parts) > 1 {
+		last = parts[len(parts)-2]
+	}
+	return last
+}
+
+// sanitize keeps the characters a component name allows.
+func sanitize(name string) string {
+	return strings.Map(func(r rune) rune {
+		if r == '_' || r == '-' || r == '.' || r >= '0' && r <= '9' || r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' {
+			return r
+		}
+		if r == '/' {
+			return '.'
+		}
+		return -1
+	}, name)
 }

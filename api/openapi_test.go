@@ -2,9 +2,13 @@ package api
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
+	"net/url"
+	"reflect"
+	"slices"
 	"testing"
 	"time"
 
@@ -76,24 +80,32 @@ func TestOpenAPI_documentsHandledRoutes(t *testing.T) {
 		t.Errorf("openapi version %q", doc.OpenAPI)
 	}
 	for path, method := range map[string]string{"/v1/things/{id}": "get", "/v1/things": "post", "/healthz": "get",
-		"/readyz": "get", "/metrics": "get", "/openapi.json": "get"} {
+		"/readyz": "get", "/openapi.json": "get"} {
 		if _, ok := doc.Paths[path][method]; !ok {
 			t.Errorf("no %s %s in the document", method, path)
 		}
 	}
+	if _, ok := doc.Paths["/metrics"]; ok {
+		t.Error("/metrics documented though the server has no metrics handler")
+	}
 	var get struct {
-		Parameters []struct{ Name, In string } `json:"parameters"`
-		Responses  map[string]json.RawMessage  `json:"responses"`
+		Parameters []struct {
+			Name, In        string
+			AllowEmptyValue bool `json:"allowEmptyValue"`
+		} `json:"parameters"`
+		Responses map[string]json.RawMessage `json:"responses"`
 	}
 	_ = json.Unmarshal(doc.Paths["/v1/things/{id}"]["get"], &get)
-	if len(get.Parameters) != 2 || get.Parameters[0].Name != "id" || get.Parameters[0].In != "path" || get.Parameters[1].Name != "limit" {
-		t.Errorf("parameters = %+v, want path id and query limit", get.Parameters)
+	if len(get.Parameters) != 2 || get.Parameters[0].Name != "id" || get.Parameters[0].In != "path" || get.Parameters[1].Name != "limit" ||
+		!get.Parameters[1].AllowEmptyValue {
+		t.Errorf("parameters = %+v, want path id and query limit (empty allowed: as if absent)", get.Parameters)
 	}
-	if _, ok := get.Responses["default"]; !ok {
-		t.Error("no default error response")
+	if _, ok := get.Responses["4XX"]; !ok {
+		t.Error("no 4XX error response")
 	}
 	th := doc.Components.Schemas["thing"]
-	if th.Properties["seen"]["format"] != "date-time" || th.Properties["tags"]["type"] != "array" || th.Properties["child"]["$ref"] != "#/components/schemas/thing" {
+	if th.Properties["seen"]["format"] != "date-time" || th.Properties["tags"]["type"] != "array" || fmt.Sprint(th.Properties["child"]["allOf"]) != "[map[$ref:#/components/schemas/thing]]" ||
+		th.Properties["count"]["nullable"] != true || th.Properties["id"]["nullable"] != nil {
 		t.Errorf("thing schema = %+v", th.Properties)
 	}
 	if _, ok := th.Properties["Skip"]; ok {
@@ -104,5 +116,56 @@ func TestOpenAPI_documentsHandledRoutes(t *testing.T) {
 	}
 	if _, ok := doc.Components.Schemas["Error"]; !ok {
 		t.Error("no Error schema")
+	}
+}
+
+type written struct {
+	ID      string          `json:"id" openapi:"readonly"`
+	Name    string          `json:"name"`
+	Mode    string          `json:"mode" openapi:"optional"`
+	Body    json.RawMessage `json:"body"`
+	Tags    []string        `json:"tags"`
+	Created time.Time       `json:"created_at" openapi:"readonly"`
+	Child   *thing          `json:"child" openapi:"readonly"`
+}
+
+// TestSchemaSet_fieldsAndNames checks what the document says of fields
+// (server-set ones readOnly, defaulted ones optional, raw JSON any value,
+// nil slices nullable) and that two Go types of one name get distinct
+// component names qualified by their packages.
+func TestSchemaSet_fieldsAndNames(t *testing.T) {
+	s := newSchemaSet(written{}, Page[Error]{}, Page[url.Error]{}, url.Error{}, Error{})
+	s.of(written{})
+	w := s.components["written"].(map[string]any)
+	props := w["properties"].(map[string]any)
+	if props["id"].(map[string]any)["readOnly"] != true || props["created_at"].(map[string]any)["readOnly"] != true {
+		t.Errorf("server-set fields not readOnly: %v", props)
+	}
+	if child := props["child"].(map[string]any); child["readOnly"] != true || child["nullable"] != true || child["allOf"] == nil {
+		t.Errorf("child = %v, want a readOnly nullable allOf of the reference", child)
+	}
+	if body := props["body"].(map[string]any); len(body) != 0 {
+		t.Errorf("raw JSON body schema = %v, want any value", body)
+	}
+	if props["tags"].(map[string]any)["nullable"] != true {
+		t.Errorf("tags = %v, want nullable (a nil slice encodes as null)", props["tags"])
+	}
+	if req := w["required"].([]string); !slices.Equal(req, []string{"id", "name", "body", "tags", "created_at", "child"}) {
+		t.Errorf("required = %v", req)
+	}
+	for _, tc := range []struct {
+		v    any
+		want string
+	}{
+		{Error{}, "api.Error"}, {url.Error{}, "url.Error"},
+		{Page[Error]{}, "Page.api.Error"}, {Page[url.Error]{}, "Page.url.Error"}, {written{}, "written"},
+	} {
+		v, want := tc.v, tc.want
+		if ref := s.of(v)["$ref"]; ref != "#/components/schemas/"+want {
+			t.Errorf("%T: $ref %v, want %s", v, ref, want)
+		}
+	}
+	if got := qualifiedName(reflect.TypeOf(Page[thing]{}), 0); got != "Pagething" {
+		t.Errorf("generic name = %q", got)
 	}
 }

@@ -61,15 +61,3 @@ func TestPageQuery_rejectsBadLimitsAndCursors(t *testing.T) {
 		t.Fatalf("a valid page query: %d %s", r.status, r.body)
 	}
 }
-
-func TestComponentName_genericTypes(t *testing.T) {
-	for in, want := range map[string]string{
-		"Thing": "Thing",
-		"Page[github.com/dropstream/dropstream/flows/feed/httpapi.FeedView]": "PageFeedView",
-		"Pair[a.B,*c.D]": "PairBD",
-	} {
-		if got := componentName(in); got != want {
-			t.Errorf("componentName(%q) = %q, want %q", in, got, want)
-		}
-	}
-}

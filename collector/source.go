@@ -78,6 +78,10 @@ type sourceJSON struct {
 // sourceFields has Source's fields without its methods.
 type sourceFields Source
 
+// JSONShape returns a value of the type whose fields are Source's JSON
+// (Interval as a duration string), for the API's OpenAPI document.
+func (Source) JSONShape() any { return sourceJSON{} }
+
 // MarshalJSON encodes the source with Interval as a duration string.
 func (s Source) MarshalJSON() ([]byte, error) {
 	out := sourceJSON{sourceFields: sourceFields(s)}

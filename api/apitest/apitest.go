@@ -1,6 +1,7 @@
 // Package apitest serves the tests of every package that registers routes
-// on an api.Server: an in-memory server with captured logs, requests, and
-// checks of the JSON error envelope.
+// on an api.Server: an in-memory server with captured logs, requests
+// checked against the server's OpenAPI document, and checks of the JSON
+// error envelope.
 package apitest
 
 import (
@@ -80,9 +81,19 @@ func (r Response) JSON(t testing.TB, v any) {
 	}
 }
 
-// Do runs req through the server in memory, without a timeout.
+// Do runs req through the server in memory, without a timeout, and checks
+// the exchange against the server's OpenAPI document (Contract.Check):
+// the test fails when they do not match.
 func Do(t testing.TB, s *api.Server, req *http.Request) Response {
 	t.Helper()
+	var reqBody []byte
+	if req.Body != nil {
+		var err error
+		if reqBody, err = io.ReadAll(req.Body); err != nil {
+			t.Fatalf("read request body: %v", err)
+		}
+		req.Body = io.NopCloser(bytes.NewReader(reqBody))
+	}
 	res, err := s.App().Test(req, -1)
 	if err != nil {
 		t.Fatalf("%s %s: %v", req.Method, req.URL, err)
@@ -92,7 +103,11 @@ func Do(t testing.TB, s *api.Server, req *http.Request) Response {
 	if err != nil {
 		t.Fatalf("read body: %v", err)
 	}
-	return Response{Status: res.StatusCode, Header: res.Header, Body: body}
+	out := Response{Status: res.StatusCode, Header: res.Header, Body: body}
+	if err := Document(t, s).Check(req.Context(), req, reqBody, out); err != nil {
+		t.Errorf("OpenAPI contract: %v", err)
+	}
+	return out
 }
 
 // Request runs method path with body (JSON-encoded unless it is a string,

@@ -11,7 +11,10 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/getkin/kin-openapi/openapi3"
+
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/api/apitest"
 )
 
 // binaryAPI returns the API of the binary over an embedded Redis, without
@@ -25,10 +28,17 @@ func binaryAPI(t *testing.T) *api.Server {
 // binaryAPIWith is binaryAPI with its configuration edited by edit.
 func binaryAPIWith(t *testing.T, edit func(*Config)) *api.Server {
 	t.Helper()
+	_, srv := binaryApp(t, edit, nil)
+	return srv
+}
+
+// binaryApp is binaryAPIWith with flow variables set, and its app.
+func binaryApp(t *testing.T, edit func(*Config), vars map[string]string) (*app, *api.Server) {
+	t.Helper()
 	clearEnv(t)
 	cfg := Config{Partitions: 2, APIAddr: "127.0.0.1:0", LogFormat: "json", LogLevel: "error"}
 	edit(&cfg)
-	a, err := newApp(context.Background(), cfg, io.Discard)
+	a, err := newAppWith(context.Background(), cfg, vars, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +50,7 @@ func binaryAPIWith(t *testing.T, edit func(*Config)) *api.Server {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return srv
+	return a, srv
 }
 
 // routeParam matches a Fiber path parameter.
@@ -51,7 +61,8 @@ func concrete(pattern string) string {
 	return routeParam.ReplaceAllString(pattern, "x1")
 }
 
-// call sends a request to srv and returns the status and body.
+// call sends a request to srv and returns the status and body; the
+// exchange is checked against the binary's OpenAPI document.
 func call(t *testing.T, srv *api.Server, method, path, body string) (int, []byte) {
 	t.Helper()
 	var r io.Reader
@@ -62,16 +73,65 @@ func call(t *testing.T, srv *api.Server, method, path, body string) (int, []byte
 	if body != "" {
 		req.Header.Set("Content-Type", "application/json")
 	}
-	res, err := srv.App().Test(req, -1)
-	if err != nil {
-		t.Fatalf("%s %s: %v", method, path, err)
+	res := apitest.Do(t, srv, req)
+	return res.Status, res.Body
+}
+
+// The binary's whole document, every flow's routes registered, is valid
+// OpenAPI 3, and documents every route the server answers but HEAD.
+func TestAPI_documentIsValidOpenAPI3(t *testing.T) {
+	srv := binaryAPI(t)
+	doc := apitest.Document(t, srv)
+	routes := 0
+	for _, r := range srv.App().GetRoutes(true) {
+		if r.Method == http.MethodHead || r.Path == "/" {
+			continue
+		}
+		routes++
+		path := routeParam.ReplaceAllStringFunc(r.Path, func(p string) string { return "{" + strings.Trim(p, ":?") + "}" })
+		if item := doc.Doc.Paths.Find(path); item == nil || item.GetOperation(r.Method) == nil {
+			t.Errorf("%s %s is not in the document", r.Method, r.Path)
+		}
 	}
-	defer res.Body.Close()
-	b, err := io.ReadAll(res.Body)
-	if err != nil {
-		t.Fatal(err)
+	if n := doc.Operations(); n != routes || n < 70 {
+		t.Errorf("the document has %d operations, the server %d routes", n, routes)
 	}
-	return res.StatusCode, b
+	t.Logf("%d operations", doc.Operations())
+
+	// Each route's own types: the notifier's subscriber destinations (no
+	// url) are not the feed's, a feed subscription is not a comic one.
+	body := func(path, method string) *openapi3.Schema {
+		return doc.Doc.Paths.Find(path).GetOperation(method).RequestBody.Value.Content.Get("application/json").Schema.Value
+	}
+	dest := body("/v1/subscribers", http.MethodPost).Properties["destinations"].Value.Items.Value
+	if _, ok := dest.Properties["url"]; ok || dest.Properties["id"] == nil || !dest.Properties["id"].Value.ReadOnly {
+		t.Errorf("POST /v1/subscribers destinations = %v, want the notifier's destination with a readOnly id", dest.Properties)
+	}
+	if _, ok := body("/v1/feeds/{id}/subscribables/{name}/subscriptions", http.MethodPost).Properties["destination"].Value.Properties["url"]; !ok {
+		t.Error("a feed subscription's destination has no url")
+	}
+	feedSub := doc.Doc.Paths.Find("/v1/feeds/{id}/subscribables/{name}/subscriptions").Post.Responses.Status(http.StatusCreated).Value.Content.Get("application/json").Schema
+	if feedSub.Ref != "#/components/schemas/feed.Subscription" {
+		t.Errorf("a feed subscription is documented as %s", feedSub.Ref)
+	}
+	// No raw JSON documented as base64, no server-set field required in a request.
+	for name, sch := range doc.Doc.Components.Schemas {
+		for prop, p := range sch.Value.Properties {
+			if p.Value.Format == "byte" {
+				t.Errorf("%s.%s is documented as base64", name, prop)
+			}
+		}
+	}
+	// A source's interval is a duration string, as its JSON says.
+	if p := body("/v1/sources", http.MethodPost).Properties["interval"]; p == nil || !p.Value.Type.Is(openapi3.TypeString) {
+		t.Errorf("a source's interval is not documented as a string: %v", p)
+	}
+	watcher := body("/v1/watchers", http.MethodPost)
+	for _, field := range []string{"id", "created_at"} {
+		if p := watcher.Properties[field]; p == nil || !p.Value.ReadOnly {
+			t.Errorf("watcher %s is not readOnly", field)
+		}
+	}
 }
 
 // Every GET route of the binary answers HEAD as it answers GET, without a

@@ -1,14 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"net/http"
 	"net/url"
 	"strings"
 	"testing"
 	"time"
 
+	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/internal/testenv"
 )
@@ -38,6 +41,13 @@ func TestListRoutes_exactPagesAndCompleteWalks(t *testing.T) {
 	if status != http.StatusOK {
 		t.Fatalf("/openapi.json: %d", status)
 	}
+	contract, err := apitest.ParseContract(body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	// get and page check every answer against the document.
+	get := func(t *testing.T, u string) (int, []byte) { return checkedGet(t, contract, u) }
+	page := func(t *testing.T, u string) rawPage { return checkedPage(t, contract, u) }
 	var doc struct {
 		Paths map[string]map[string]struct {
 			Parameters []struct {
@@ -111,9 +121,33 @@ type rawPage struct {
 	NextCursor string            `json:"next_cursor"`
 }
 
-func page(t *testing.T, u string) rawPage {
+// checkedGet runs GET u and checks the exchange against the contract.
+func checkedGet(t *testing.T, contract *apitest.Contract, u string) (int, []byte) {
 	t.Helper()
-	status, body := get(t, u)
+	req, err := http.NewRequest(http.MethodGet, u, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := (&http.Client{Timeout: 10 * time.Second}).Do(req)
+	if err != nil {
+		t.Fatalf("GET %s: %v", u, err)
+	}
+	defer res.Body.Close()
+	body, err := io.ReadAll(res.Body)
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := apitest.Response{Status: res.StatusCode, Header: res.Header, Body: body}
+	if err := contract.Check(context.Background(), req, nil, out); err != nil {
+		t.Errorf("OpenAPI contract: %v", err)
+	}
+	return res.StatusCode, body
+}
+
+// checkedPage runs GET u, checked against the contract, and decodes its page.
+func checkedPage(t *testing.T, contract *apitest.Contract, u string) rawPage {
+	t.Helper()
+	status, body := checkedGet(t, contract, u)
 	var p rawPage
 	if status != http.StatusOK || json.Unmarshal(body, &p) != nil {
 		t.Fatalf("GET %s: %d %s", u, status, body)

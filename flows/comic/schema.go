@@ -59,16 +59,16 @@ type Comic struct {
 	// Issue is the issue number as printed ("1", "129", "½", "1A").
 	Issue string `json:"issue"`
 	// KeyIssue marks a key issue (first appearance, origin, ...).
-	KeyIssue bool `json:"key_issue"`
+	KeyIssue bool `json:"key_issue" openapi:"optional"`
 	// PriceCents is the asking price in cents, 0 to MaxPriceCents.
 	PriceCents int64 `json:"price_cents"`
 	// Printing is the printing, 1 (first printing) to MaxPrintings.
-	Printing int64 `json:"printing"`
+	Printing int64 `json:"printing" openapi:"optional"`
 	// Publisher, Series, Title and Variant are free text; Variant may be empty.
 	Publisher string `json:"publisher"`
 	Series    string `json:"series"`
 	Title     string `json:"title"`
-	Variant   string `json:"variant"`
+	Variant   string `json:"variant" openapi:"optional"`
 	// Year is the cover year, MinYear to MaxYear.
 	Year int64 `json:"year"`
 }

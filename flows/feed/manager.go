@@ -111,10 +111,10 @@ func (m Manager) Window(now time.Time) (within string, due time.Time, ok bool) {
 // Subscribable is a subscription definition over a feed: a name (unique
 // within its feed) and a manager.
 type Subscribable struct {
-	FeedID  string    `json:"feed_id"`
+	FeedID  string    `json:"feed_id" openapi:"readonly"`
 	Name    string    `json:"name"`
 	Manager Manager   `json:"manager"`
-	Added   time.Time `json:"added"`
+	Added   time.Time `json:"added" openapi:"readonly"`
 }
 
 // Validate checks a subscribable as given by a client.

@@ -34,23 +34,23 @@ const (
 // Its ID is derived from its URL, so adding the
 // same URL twice names the same feed.
 type Feed struct {
-	ID  string `json:"id"`
+	ID  string `json:"id" openapi:"readonly"`
 	URL string `json:"url"`
 	// MinDelayMinutes: an item is not assigned before it is this old.
-	MinDelayMinutes int `json:"min_delay_minutes"`
+	MinDelayMinutes int `json:"min_delay_minutes" openapi:"optional"`
 	// AwaitStabilizationMinutes: an item is assigned once its content has
 	// not changed for this long (and it is MinDelay old).
-	AwaitStabilizationMinutes int `json:"await_stabilization_minutes"`
+	AwaitStabilizationMinutes int `json:"await_stabilization_minutes" openapi:"optional"`
 	// MaxDelayMinutes: an item is assigned once it is this old, stable or
 	// not.
-	MaxDelayMinutes int `json:"max_delay_minutes"`
+	MaxDelayMinutes int `json:"max_delay_minutes" openapi:"optional"`
 	// PollEvery is the polling period, a Go duration ("15m"). Default 15m.
 	PollEvery string `json:"poll_every,omitempty"`
 	// IncludeExisting makes the items present at the first successful poll
 	// eligible for notification. By default they are Excluded: adding a
 	// feed does not mail its whole archive.
 	IncludeExisting bool      `json:"include_existing,omitempty"`
-	Added           time.Time `json:"added"`
+	Added           time.Time `json:"added" openapi:"readonly"`
 }
 
 // Poll returns the polling period.

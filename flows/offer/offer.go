@@ -31,7 +31,7 @@ type Offer struct {
 	Handler   string      `json:"handler"`
 	ProductID string      `json:"productId"`
 	SellerID  string      `json:"sellerId"`
-	Quantity  int64       `json:"quantity"`
+	Quantity  int64       `json:"quantity" openapi:"optional"`
 	Plans     []PricePlan `json:"pricePlans"`
 	Delivery  []Method    `json:"deliveryMethods"`
 	Payment   []Method    `json:"paymentMethods"`
@@ -43,14 +43,14 @@ type Offer struct {
 type PricePlan struct {
 	ID          string `json:"planId"`
 	MinQuantity int64  `json:"minQuantity"`
-	UnitPrice   int64  `json:"unitPrice"`
+	UnitPrice   int64  `json:"unitPrice" openapi:"optional"`
 }
 
 // Method is a delivery or payment method with the cost it adds to an order
 // of the offer.
 type Method struct {
 	ID   string `json:"id"`
-	Cost int64  `json:"cost"`
+	Cost int64  `json:"cost" openapi:"optional"`
 }
 
 // Validate checks the offer's bounds and that its ids are unique.

@@ -41,7 +41,7 @@ var ErrInvalid = errors.New("subscriber: invalid")
 // webhook, a Slack-style webhook, or a kind a flow registered (Kind).
 type Destination struct {
 	// ID is set by the store: "d" + 16 hex digits.
-	ID string `json:"id"`
+	ID string `json:"id" openapi:"readonly"`
 	// Kind names a registered Kind: KindEmail, KindWebhook, KindSlack or
 	// one a flow registered.
 	Kind string `json:"kind"`
@@ -50,18 +50,18 @@ type Destination struct {
 	// Secret signs the deliveries of kinds with a secret (Kind.Secret:
 	// webhooks, HMAC-SHA256); generated when empty and shown only when the
 	// subscriber is created.
-	Secret string `json:"secret,omitempty"`
+	Secret string `json:"secret,omitempty" openapi:"readonly"`
 	// UnsubscribeToken is the destination's unsubscribe link token, set
 	// when it is confirmed; channels put the link in every message. Never
 	// shown by Get or List.
-	UnsubscribeToken string `json:"unsubscribe_token,omitempty"`
+	UnsubscribeToken string `json:"unsubscribe_token,omitempty" openapi:"readonly"`
 	// Status is StatusPending or StatusActive.
-	Status string `json:"status"`
+	Status string `json:"status" openapi:"readonly"`
 	// CreatedAt, ConfirmedAt and ExpiresAt (pending only) are set by the
 	// store.
-	CreatedAt   time.Time `json:"created_at"`
-	ConfirmedAt time.Time `json:"confirmed_at,omitzero"`
-	ExpiresAt   time.Time `json:"expires_at,omitzero"`
+	CreatedAt   time.Time `json:"created_at" openapi:"readonly"`
+	ConfirmedAt time.Time `json:"confirmed_at,omitzero" openapi:"readonly"`
+	ExpiresAt   time.Time `json:"expires_at,omitzero" openapi:"readonly"`
 }
 
 // Channel returns the name of the channel that delivers to d: its kind's

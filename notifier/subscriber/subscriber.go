@@ -38,18 +38,18 @@ const MaxNameLen = 128
 type Subscriber struct {
 	// ID is set by the store: "s_" + 12 hex digits of creation time in
 	// Unix ms + 16 random hex digits, so ids sort by age.
-	ID string `json:"id"`
+	ID string `json:"id" openapi:"readonly"`
 	// Name is a label: 1..MaxNameLen bytes of printable UTF-8.
 	Name string `json:"name"`
 	// TimeZone is the IANA zone quiet hours and digests are computed in;
 	// empty is UTC.
 	TimeZone string `json:"time_zone,omitempty"`
 	// Preferences filter and batch what reaches the subscriber.
-	Preferences Preferences `json:"preferences"`
+	Preferences Preferences `json:"preferences" openapi:"optional"`
 	// Destinations are where the subscriber is reached, 1..MaxDestinations.
 	Destinations []Destination `json:"destinations"`
 	// CreatedAt is set by the store.
-	CreatedAt time.Time `json:"created_at"`
+	CreatedAt time.Time `json:"created_at" openapi:"readonly"`
 }
 
 // Validate reports every invalid field of a subscriber given for creation

@@ -66,11 +66,12 @@ type transactionIn struct {
 func Register(srv *api.Server, f *comic.Flow) {
 	r := routes{f: f}
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/schemas/comic.json", Tag: "comics", Scope: api.ScopeRead,
-		Summary: "The comic JSON Schema (a subscription body is a partial comic)", Handler: r.schema})
+		Summary:     "The comic JSON Schema (a subscription body is a partial comic)",
+		ContentType: "application/schema+json", Response: map[string]any{}, Handler: r.schema})
 	for _, p := range []string{"/v1/comics", "/comics"} {
 		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite,
 			Summary: "List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)",
-			Body:    comic.Comic{}, Response: createdComic{}, Status: http.StatusCreated, Handler: r.createComic})
+			Body:    comic.Comic{}, Response: createdComic{}, Status: http.StatusCreated, OtherStatuses: []int{http.StatusOK}, Handler: r.createComic})
 	}
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/patterns/stats", Tag: "comics", Scope: api.ScopeRead,
 		Summary:  "Subscriptions per SearchPattern (with shards) and the diversity of each field",

@@ -53,7 +53,8 @@ func Register(srv *api.Server, fl *feed.Flow) {
 	f := routes{f: fl, store: fl.Store()}
 	tag := "feeds"
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusCreated,
-		Summary: "Add a feed (its id derives from its URL; adding it again returns it with 200)", Body: feed.Feed{}, Response: feed.Feed{}, Handler: f.postFeed})
+		Summary: "Add a feed (its id derives from its URL; adding it again returns it with 200)", Body: feed.Feed{}, Response: feed.Feed{},
+		OtherStatuses: []int{http.StatusOK}, Handler: f.postFeed})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeRead,
 		Summary: "List feeds with their latest poll, by id", Query: pageParams, Response: feedPage{}, Handler: f.listFeeds})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id", Tag: tag, Scope: api.ScopeRead,
@@ -64,9 +65,10 @@ func Register(srv *api.Server, fl *feed.Flow) {
 		Summary: "A feed's items by first seen, with state and timestamps", Response: itemPage{},
 		Query: pageParams, Handler: f.listItems})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/items/:iid/exclude", Tag: tag, Scope: api.ScopeWrite,
-		Summary: "Exclude an unassigned item: it is never sent", Response: feed.ItemView{}, Handler: f.excludeItem})
+		Summary: "Exclude an unassigned item: it is never sent", Response: excludedItem{}, Handler: f.excludeItem})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusCreated,
-		Summary: "Define a subscription (each item, daily, weekly, every n)", Body: feed.Subscribable{}, Response: feed.Subscribable{}, Handler: f.postSubscribable})
+		Summary: "Define a subscription (each item, daily, weekly, every n)", Body: feed.Subscribable{}, Response: feed.Subscribable{},
+		OtherStatuses: []int{http.StatusOK}, Handler: f.postSubscribable})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeRead,
 		Summary: "A feed's subscribables, by name", Query: pageParams, Response: subscribablePage{}, Handler: f.listSubscribables})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeRead,
@@ -77,7 +79,7 @@ func Register(srv *api.Server, fl *feed.Flow) {
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
 		Summary: "Remove a subscribable and its subscriptions", Handler: f.deleteSubscribable})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeWrite,
-		Status: http.StatusCreated, Body: subscribeBody{}, Response: feed.Subscription{},
+		Status: http.StatusCreated, OtherStatuses: []int{http.StatusOK}, Body: subscribeBody{}, Response: feed.Subscription{},
 		Summary: "Subscribe a destination: e-mail and webhook destinations are notifier subscribers, unconfirmed until the notifier's opt-in link sent to them is followed (an address already confirmed there is confirmed at once); a webhook secret is shown only when its notifier destination is created", Handler: f.postSubscription})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeRead,
 		Summary: "A subscribable's subscriptions, confirmed as the notifier says (unsubscribed ones are left out), by id", Query: pageParams, Response: subscriptionPage{}, Handler: f.listSubscriptions})
@@ -197,6 +199,12 @@ func (f routes) listItems(c *fiber.Ctx) error {
 	return c.JSON(page)
 }
 
+// excludedItem is the answer to an item's exclusion.
+type excludedItem struct {
+	IID   string `json:"iid"`
+	State string `json:"state"`
+}
+
 func (f routes) excludeItem(c *fiber.Ctx) error {
 	before, err := f.f.Exclude(c.UserContext(), c.Params("id"), c.Params("iid"))
 	if err != nil {
@@ -206,7 +214,7 @@ func (f routes) excludeItem(c *fiber.Ctx) error {
 	case "":
 		return api.NotFound("item_not_found", "no such item")
 	case feed.StateUnassigned, feed.StateExcluded:
-		return c.JSON(fiber.Map{"iid": c.Params("iid"), "state": feed.StateExcluded})
+		return c.JSON(excludedItem{IID: c.Params("iid"), State: feed.StateExcluded})
 	}
 	return api.Conflict("item_not_unassigned", "the item is "+before+"; only unassigned items can be excluded")
 }

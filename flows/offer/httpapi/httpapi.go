@@ -33,7 +33,7 @@ func Register(srv *api.Server, f *offer.Flow) {
 	r := routes{f: f}
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/offers", Tag: "offers", Scope: api.ScopeWrite,
 		Summary: "Create or replace a sell offer (201 created, 200 replaced); its handler is recorded in the SellOffers index",
-		Body:    offer.Offer{}, Response: offer.Offer{}, Status: http.StatusCreated, Handler: r.put})
+		Body:    offer.Offer{}, Response: offer.Offer{}, Status: http.StatusCreated, OtherStatuses: []int{http.StatusOK}, Handler: r.put})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/offers", Tag: "offers", Scope: api.ScopeRead,
 		Summary:  "List sell offers, or those of one product or seller (through the TranslateIds cache)",
 		Query:    []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}, {Name: "productId"}, {Name: "sellerId"}},
@@ -45,7 +45,7 @@ func Register(srv *api.Server, f *offer.Flow) {
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/offers/search", Tag: "offers", Scope: api.ScopeRead,
 		Summary: "Complex filter search: 200 with the matches once the logical result is complete (cached, joined or " +
 			"computed by every handler), or 202 with the result id and status processing after a bounded wait",
-		Body: offer.SearchRequest{}, Response: offer.SearchResponse{}, Handler: r.search})
+		Body: offer.SearchRequest{}, Response: offer.SearchResponse{}, OtherStatuses: []int{http.StatusAccepted}, Handler: r.search})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/offers/results/:id", Tag: "offers", Scope: api.ScopeRead,
 		Summary:  "A page of a logical result: status processing, complete or expired",
 		Query:    []api.Param{{Name: "offset", Type: "integer"}, {Name: "limit", Type: "integer"}},
