@@ -48,7 +48,15 @@ type Runner struct {
 	stats   atomic.Pointer[stageStats] // set while Run runs
 	settled *outcomeCounter
 	gate    pauseGate
+	started chan struct{} // closed once Run has its groups, accounting and lease
+	once    sync.Once
 }
+
+// Started is closed once Run has created the stage's groups, read its
+// accounting and taken its consumer name, just before it starts reading:
+// from then on a published message is handled. A Run that fails before
+// never closes it.
+func (r *Runner) Started() <-chan struct{} { return r.started }
 
 // NewRunner checks the stage and builds its middleware chain.
 func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, error) {
@@ -83,7 +91,8 @@ func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, 
 		Timeout(cfg.HandlerTimeout),
 		Recovery(),
 	}
-	r := &Runner{rdb: rdb, stage: stage, cfg: cfg, tel: tel, info: info, settled: newOutcomeCounter(tel.MeterProvider, info)}
+	r := &Runner{rdb: rdb, stage: stage, cfg: cfg, tel: tel, info: info, settled: newOutcomeCounter(tel.MeterProvider, info),
+		started: make(chan struct{})}
 	if stage.BatchHandler != nil {
 		r.batch = newBatchRunner(stage.BatchHandler, cfg, tel, info)
 	} else {
@@ -127,6 +136,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.reads = reads
 	r.tel.Logger.InfoContext(ctx, "stage started", "stage", r.stage.Name, "stream", r.stage.Topic.String(),
 		"group", r.cfg.Group, "consumer", r.cfg.Consumer, "partitions", len(r.cfg.Partitions))
+	r.once.Do(func() { close(r.started) })
 	consuming, stopConsuming := context.WithCancel(ctx)
 	defer stopConsuming()
 	background, stopBackground := context.WithCancel(context.WithoutCancel(ctx))

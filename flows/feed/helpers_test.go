@@ -143,7 +143,15 @@ func (h *harness) runStage(s stream.Stage, consumer string, claimIdle time.Durat
 		h.t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(h.ctx)
-	h.wg.Go(func() { _ = r.Run(ctx) })
+	failed := make(chan error, 1)
+	h.wg.Go(func() { failed <- r.Run(ctx) })
+	select {
+	case <-r.Started():
+	case err := <-failed:
+		h.t.Fatalf("stage %s did not start: %v", s.Name, err)
+	case <-time.After(waitTimeout):
+		h.t.Fatalf("stage %s not started within %s", s.Name, waitTimeout)
+	}
 	return cancel
 }
 
