@@ -13,6 +13,8 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/collector"
@@ -80,6 +82,7 @@ type Flow struct {
 	watchers   *watch.Store
 	stages     []stream.Stage
 	egress     *egress.Policy
+	rdb        redis.UniversalClient // read by Events
 }
 
 // New builds the flow: the collector, the normalizer, diff, projection
@@ -93,7 +96,7 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 		return nil, fmt.Errorf("availability: %w", err)
 	}
 	f := &Flow{topics: NewTopics(d.Settings.Partitions), settings: d.Settings, tel: d.Telemetry, log: d.Telemetry.Logger,
-		ch: d.ClickHouse, sources: collector.NewStore(d.Redis), egress: d.Settings.EgressPolicy()}
+		ch: d.ClickHouse, sources: collector.NewStore(d.Redis), egress: d.Settings.EgressPolicy(), rdb: d.Redis}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
@@ -184,7 +187,8 @@ func (f *Flow) Describe() flow.Description {
 				}
 				return analytics.Stages(), analytics.Close, nil
 			}}},
-		Demo: f.demo,
+		Demo:   f.demo,
+		Events: f.events,
 	}
 }
 
