@@ -192,6 +192,23 @@ func TestConsole_inABrowser(t *testing.T) {
 			chromedp.WaitVisible(chromedp.CSS("#waterfall .row .bar span")))
 	})
 
+	t.Run("a notification shows its cause and why", func(t *testing.T) {
+		run(t, ctx, 60*time.Second, "a notification with its cause",
+			chromedp.Click(chromedp.CSS(`#tabs button[data-tab="events"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#eventlist li[data-kind="notification"] button.why`)))
+		chips := eval[[]string](t, ctx, `[...document.querySelectorAll('#eventlist li[data-kind="notification"]')][0].querySelectorAll(".chip").values().map(c => c.textContent).toArray()`)
+		if len(chips) != 2 || !strings.HasPrefix(chips[0], "avail event ") || !strings.HasPrefix(chips[1], "run ") {
+			t.Errorf("a notification's causes %q, want its availability event and its run", chips)
+		}
+		run(t, ctx, 30*time.Second, "why",
+			chromedp.Click(chromedp.CSS(`#eventlist li[data-kind="notification"] button.why`)),
+			chromedp.WaitVisible(chromedp.CSS(`#why a.trace`)))
+		why := eval[string](t, ctx, `document.querySelector("#why").textContent`)
+		if !strings.Contains(why, "← transition ") || !strings.Contains(why, "← run ") {
+			t.Errorf("why %q: want the transition and the run", why)
+		}
+	})
+
 	t.Run("replaying a dead letter puts it back on its stream", func(t *testing.T) {
 		payload := `[{"id":"n_console_replay","status":"sent"}]`
 		ref := addDeadLetter(t, rdb, payload)

@@ -13,7 +13,7 @@
       else if (k.startsWith("on")) el.addEventListener(k.slice(2), v);
       else if (v !== undefined && v !== null && v !== false) el.setAttribute(k, v);
     }
-    for (const k of kids.flat()) if (k !== null && k !== undefined) el.append(k.nodeType ? k : String(k));
+    for (const k of kids.flat(Infinity)) if (k !== null && k !== undefined) el.append(k.nodeType ? k : String(k));
     return el;
   }
   function s(tag, attrs, ...kids) {

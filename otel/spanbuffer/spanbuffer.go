@@ -68,7 +68,7 @@ type Summary struct {
 	Errors     int     `json:"errors"`
 }
 
-type trace struct {
+type kept struct {
 	id    string
 	spans []Span
 }
@@ -77,7 +77,7 @@ type trace struct {
 type Buffer struct {
 	cfg   Config
 	mu    sync.Mutex
-	byID  map[string]*trace
+	byID  map[string]*kept
 	order []string // trace ids, oldest first
 }
 
@@ -91,7 +91,7 @@ func New(cfg Config) *Buffer {
 	if cfg.SpansPerTrace <= 0 {
 		cfg.SpansPerTrace = DefaultSpansPerTrace
 	}
-	return &Buffer{cfg: cfg, byID: map[string]*trace{}}
+	return &Buffer{cfg: cfg, byID: map[string]*kept{}}
 }
 
 // OnStart does nothing: spans are kept when they end.
@@ -136,7 +136,7 @@ func (b *Buffer) OnEnd(s sdktrace.ReadOnlySpan) {
 	defer b.mu.Unlock()
 	t, ok := b.byID[sp.TraceID]
 	if !ok {
-		t = &trace{id: sp.TraceID}
+		t = &kept{id: sp.TraceID}
 		b.byID[sp.TraceID] = t
 		b.order = append(b.order, sp.TraceID)
 		for len(b.order) > b.cfg.Traces {
@@ -187,7 +187,7 @@ func (b *Buffer) Trace(id string) ([]Span, bool) {
 	return spans, ok
 }
 
-func summarize(t *trace) Summary {
+func summarize(t *kept) Summary {
 	s := Summary{TraceID: t.id, Spans: len(t.spans)}
 	var end time.Time
 	ids := map[string]bool{}
