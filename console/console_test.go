@@ -50,14 +50,21 @@ func TestConfig_Validate_reportsEveryMissingField(t *testing.T) {
 	}
 }
 
+// grouped returns a client of backend b on which testTopic has the group
+// of stage t-a.
+func grouped(t *testing.T, b testenv.Backend) redis.UniversalClient {
+	t.Helper()
+	rdb := b.Client(t)
+	if err := stream.EnsureGroups(t.Context(), rdb, testTopic, "t-a"); err != nil {
+		t.Fatal(err)
+	}
+	return rdb
+}
+
 func TestStages_figuresComeFromRedis(t *testing.T) {
 	for _, b := range testenv.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
-			ctx := t.Context()
-			rdb := b.Client(t)
-			if err := stream.EnsureGroups(ctx, rdb, testTopic, "t-a"); err != nil {
-				t.Fatal(err)
-			}
+			ctx, rdb := t.Context(), grouped(t, b)
 			for i := range 5 {
 				rdb.XAdd(ctx, &redis.XAddArgs{Stream: testTopic.Stream(0), Values: []any{"type", "x", "payload", i}})
 			}
@@ -86,11 +93,7 @@ func TestStages_figuresComeFromRedis(t *testing.T) {
 func TestSampler_throughputFromDeliveriesBetweenSamples(t *testing.T) {
 	for _, b := range testenv.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
-			ctx := t.Context()
-			rdb := b.Client(t)
-			if err := stream.EnsureGroups(ctx, rdb, testTopic, "t-a"); err != nil {
-				t.Fatal(err)
-			}
+			ctx, rdb := t.Context(), grouped(t, b)
 			s := newSampler(rdb, nil, []stageRef{{Flow: "t", Name: "t-a", Group: "t-a", Topic: testTopic}})
 			read := func(n int) {
 				for range n {

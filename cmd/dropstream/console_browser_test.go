@@ -223,7 +223,7 @@ func TestConsole_inABrowser(t *testing.T) {
 			if err != nil || n != 0 {
 				return false
 			}
-			xs, err := rdb.XRevRangeN(t.Context(), topic.Stream(0), "+", "-", 50).Result()
+			xs, _ := rdb.XRevRangeN(t.Context(), topic.Stream(0), "+", "-", 50).Result()
 			for _, x := range xs {
 				if x.Values["payload"] == payload {
 					return true

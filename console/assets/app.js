@@ -199,7 +199,7 @@
 
   async function control(stage, what) {
     try {
-      await call(`/v1/admin/stages/${encodeURIComponent(stage)}/${what}`, { method: "POST", body: {} });
+      await call(`/v1/admin/stages/${encodeURIComponent(stage)}/${what}`, { method: "POST" });
       state.stages = [];
       await refreshStages();
     } catch (e) { status(`${what} ${stage}: ${e.message}`, true); }
@@ -210,7 +210,7 @@
     let paused = null;
     if (state.control) {
       try {
-        const a = await call("/v1/admin/stages");
+        const a = await call("/v1/admin/stages?limit=1000");
         paused = new Map((a.items || a.stages || []).map((x) => [x.stage || x.name, !!x.paused]));
       } catch (e) { if (e.status === 404) state.control = false; }
     }
@@ -384,7 +384,7 @@
     $("#login").hidden = true;
     $("main").hidden = false;
     // Pause and resume are offered when the API has the stage controls.
-    try { await call("/v1/admin/stages"); state.control = true; } catch (e) { state.control = false; }
+    try { await call("/v1/admin/stages?limit=1000"); state.control = true; } catch (e) { state.control = false; }
     document.body.classList.toggle("readonly", !canAct());
     drawGraph();
     await refresh();

@@ -117,7 +117,7 @@ func (b *Buffer) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 	if r := s.Resource(); r != nil {
 		if v, ok := r.Set().Value("service.name"); ok {
-			sp.Service = v.Emit()
+			sp.Service = v.String()
 		}
 	}
 	for i, kv := range s.Attributes() {
@@ -127,7 +127,7 @@ func (b *Buffer) OnEnd(s sdktrace.ReadOnlySpan) {
 		if sp.Attrs == nil {
 			sp.Attrs = map[string]string{}
 		}
-		sp.Attrs[string(kv.Key)] = clip(kv.Value.Emit())
+		sp.Attrs[string(kv.Key)] = clip(kv.Value.String())
 	}
 	for _, l := range s.Links() {
 		sp.Links = append(sp.Links, Link{TraceID: l.SpanContext.TraceID().String(), SpanID: l.SpanContext.SpanID().String()})
