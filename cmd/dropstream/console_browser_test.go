@@ -149,7 +149,7 @@ func TestConsole_inABrowser(t *testing.T) {
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	base := "http://" + addr
 	demo := startDispatch(t, "demo", "--api-addr", addr, "--redis-url", redisURL, "--tick", "500ms", "--interval", "1s",
-		"--api-keys", "console-admin-key:admin;console-read-key:read")
+		"--api-keys", "console-admin-key:admin;console-read-key:read", "--jaeger-ui-url", "http://jaeger.example:16686")
 	demo.waitFor(t, 60*time.Second, func() bool {
 		status, _ := get(t, base+"/console")
 		return status == http.StatusOK
@@ -189,13 +189,29 @@ func TestConsole_inABrowser(t *testing.T) {
 			chromedp.Click(chromedp.CSS(`#tabs button[data-tab="traces"]`)),
 			chromedp.WaitVisible(chromedp.CSS("#tracelist li")),
 			chromedp.Click(chromedp.CSS("#tracelist li")),
-			chromedp.WaitVisible(chromedp.CSS("#waterfall .row .bar span")))
+			chromedp.WaitVisible(chromedp.CSS("#waterfall .row .bar span")),
+			chromedp.WaitReady(chromedp.CSS(`#waterfall a[href^="http://jaeger.example:16686/trace/"]`)))
+	})
+
+	t.Run("the availability board counts open slots per venue", func(t *testing.T) {
+		run(t, ctx, 30*time.Second, "the board",
+			chromedp.Click(chromedp.CSS(`#tabs button[data-tab="avail"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#venues tbody tr[data-venue] td.open`)))
+		testenv.WaitFor(t, 10*time.Second, func() bool {
+			return eval[int](t, ctx, `[...document.querySelectorAll("#venues td.open")].reduce((a, td) => a + Number(td.textContent), 0)`) > 0
+		}, "open slots on the board")
+		if note := eval[string](t, ctx, `document.querySelector("#sessionsnote").textContent`); !strings.Contains(note, "ClickHouse") {
+			t.Errorf("sessions note %q: want it to say sessions need ClickHouse", note)
+		}
 	})
 
 	t.Run("a notification shows its cause and why", func(t *testing.T) {
 		run(t, ctx, 60*time.Second, "a notification with its cause",
 			chromedp.Click(chromedp.CSS(`#tabs button[data-tab="events"]`)),
 			chromedp.WaitVisible(chromedp.CSS(`#eventlist li[data-kind="notification"] button.why`)))
+		if list := eval[string](t, ctx, `document.querySelector("#eventlist").textContent`); strings.Contains(list, "[object") {
+			t.Errorf("the events list shows an unrendered value: %.300s", list)
+		}
 		chips := eval[[]string](t, ctx, `[...document.querySelectorAll('#eventlist li[data-kind="notification"]')][0].querySelectorAll(".chip").values().map(c => c.textContent).toArray()`)
 		if len(chips) != 2 || !strings.HasPrefix(chips[0], "avail event ") || !strings.HasPrefix(chips[1], "run ") {
 			t.Errorf("a notification's causes %q, want its availability event and its run", chips)
@@ -204,7 +220,7 @@ func TestConsole_inABrowser(t *testing.T) {
 			chromedp.Click(chromedp.CSS(`#eventlist li[data-kind="notification"] button.why`)),
 			chromedp.WaitVisible(chromedp.CSS(`#why a.trace`)))
 		why := eval[string](t, ctx, `document.querySelector("#why").textContent`)
-		if !strings.Contains(why, "← transition ") || !strings.Contains(why, "← run ") {
+		if !strings.Contains(why, "← transition ") || !strings.Contains(why, "← run ") || strings.Contains(why, "[object") {
 			t.Errorf("why %q: want the transition and the run", why)
 		}
 	})

@@ -280,11 +280,11 @@
     try {
       const w = await call(`/v1/notifications/${encodeURIComponent(id)}/why`);
       const n = w.notification;
-      box.replaceChildren(h("b", {}, "why notification " + n.id), h("br"),
+      box.replaceChildren(h("div", {}, h("b", {}, "why notification " + n.id), h("br"),
         `notification: ${n.status} to ${n.subscriber_id} via ${n.channel} at ${fmtT(n.at)} — ${n.subject}`, h("br"),
         w.transition ? [`← transition ${w.transition.event_id} ${w.transition.kind || ""} ${w.transition.entity_key || ""}`, h("br")] : "",
         w.run ? [`← run ${w.run.run_id} ${w.run.source_id || ""} ${w.run.status || ""}`, h("br")] : "",
-        "← trace ", traceLink(w.trace_id), w.complete ? "" : " (chain incomplete: ClickHouse not configured or not written yet)");
+        "← trace ", traceLink(w.trace_id), w.complete ? "" : " (chain incomplete: ClickHouse not configured or not written yet)"));
     } catch (e) { box.textContent = "why: " + e.message; }
   }
 
