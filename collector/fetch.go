@@ -16,10 +16,11 @@ import (
 
 // Poll outcomes, the "outcome" attribute of the polls metric.
 const (
-	// OutcomeOK: the provider answered 2xx with a body within bounds.
+	// OutcomeOK: the provider answered 2xx with a body within bounds that
+	// its adapter reads.
 	OutcomeOK = "ok"
-	// OutcomeFailed: a network error, an unexpected HTTP status or a body
-	// too large.
+	// OutcomeFailed: a network error, an unexpected HTTP status, a body
+	// too large or one that does not parse.
 	OutcomeFailed = "failed"
 	// OutcomeTimeout: no complete answer within the timeout.
 	OutcomeTimeout = "timeout"
@@ -66,6 +67,13 @@ func (c *Collector) fetch(ctx context.Context, src Source, ad provider.Adapter, 
 		}
 		if len(body) > avail.MaxRawBodySize {
 			res.err, res.outcome = fmt.Errorf("%w: response body exceeds %d bytes", egress.ErrTooLarge, avail.MaxRawBodySize), OutcomeFailed
+			return res
+		}
+		// An answer that does not describe availability is a failed poll,
+		// not an ok run: the source's health must show it. Only the class is
+		// kept, as the parser's message may quote the answer.
+		if _, err := ad.Parse(body, scope, src.RestaurantLevel); err != nil {
+			res.err, res.outcome = fmt.Errorf("%w: the %s answer does not describe availability", egress.ErrMalformed, ad.Name()), OutcomeFailed
 			return res
 		}
 		res.body, res.outcome = body, OutcomeOK

@@ -147,7 +147,7 @@ func TestNormalizer_failedRunBecomesAFailedSnapshot(t *testing.T) {
 	}
 }
 
-func TestNormalizer_malformedBodyGoesToTheDeadLetterStreamWithItsReason(t *testing.T) {
+func TestNormalizer_malformedAnswerIsAFailedSnapshotNotADeadLetter(t *testing.T) {
 	e := newEnv(t, simulator.Config{}, collector.CollectorConfig{})
 	e.upsert(e.source("s", provider.Resy, scopeA, scopeB))
 	e.sim.Fail(simulator.Failure{Mode: simulator.FailMalformed, Venue: "1002", Times: 1})
@@ -155,19 +155,19 @@ func TestNormalizer_malformedBodyGoesToTheDeadLetterStreamWithItsReason(t *testi
 		t.Fatal(err)
 	}
 	e.startNormalizer()
-	dead := e.deadLetters(1)[0]
-	bad := e.runs()[1]
-	if dead.Stage != collector.NormalizerStage || dead.Message.Key != scopeB.Key("s") || dead.Attempts != 1 {
-		t.Errorf("dead letter %+v, want the run of %s from %s at its first attempt", dead, scopeB.Key("s"), collector.NormalizerStage)
+	snaps, _ := e.snapshots(2)
+	byScope := map[string]avail.Snapshot{}
+	for _, s := range snaps {
+		byScope[s.ScopeKey] = s
 	}
-	for _, want := range []string{"permanent", "malformed provider response", "resy", bad.RunID, "invalid JSON"} {
-		if !strings.Contains(dead.Reason, want) {
-			t.Errorf("reason %q lacks %q", dead.Reason, want)
-		}
+	if s := byScope[scopeA.Key("s")]; !s.OK {
+		t.Errorf("good scope's snapshot %+v, want OK", s)
 	}
-	snaps, _ := e.snapshots(1)
-	if snaps[0].ScopeKey != scopeA.Key("s") || !snaps[0].OK {
-		t.Errorf("snapshot %+v, want only the good scope's", snaps[0])
+	if s := byScope[scopeB.Key("s")]; s.OK || !strings.HasPrefix(s.Error, "malformed: ") || len(s.Entities) != 0 {
+		t.Errorf("malformed scope's snapshot %+v, want not OK with a malformed error", s)
+	}
+	if n, err := stream.NewDeadLetters(e.rdb).Count(context.Background(), e.topics.Raw); err != nil || n != 0 {
+		t.Errorf("%d dead letters, want none: a malformed answer is a failed poll", n)
 	}
 }
 

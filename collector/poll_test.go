@@ -183,15 +183,26 @@ func TestCollector_expiredAuthPausesTheSourceUntilItsConfigChanges(t *testing.T)
 	}
 }
 
-func TestCollector_malformedBodyIsAnOkRunForTheNormalizerToJudge(t *testing.T) {
+func TestCollector_malformedAnswerIsAFailedPoll(t *testing.T) {
 	e := newEnv(t, simulator.Config{}, collector.CollectorConfig{})
 	e.upsert(e.source("m", provider.Resy, scopeA))
 	e.sim.Fail(simulator.Failure{Mode: simulator.FailMalformed})
 	if err := e.c.PollOnce(context.Background(), "m"); err != nil {
 		t.Fatal(err)
 	}
-	if r := e.runs()[0]; r.Status != avail.StatusOK || string(r.Body) != simulator.DefaultMalformedBody {
-		t.Errorf("run %s with body %q, want ok with the body as fetched", r.Status, r.Body)
+	r := e.runs()[0]
+	if r.Status != avail.StatusFailed || r.Body != nil || !strings.HasPrefix(r.Error, "malformed: ") {
+		t.Errorf("run %s, error %q, body %q; want a failed run of class malformed without the body", r.Status, r.Error, r.Body)
+	}
+	if strings.Contains(r.Error, "invalid JSON") || strings.Contains(r.Error, simulator.DefaultMalformedBody) {
+		t.Errorf("run error %q repeats the parser's account of the answer", r.Error)
+	}
+	h, err := e.c.Health("m")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if h.ConsecutiveFailures != 1 || !strings.HasPrefix(h.LastError, "malformed: ") {
+		t.Errorf("health %+v, want one failure of class malformed", h)
 	}
 }
 

@@ -69,7 +69,7 @@ func checkoutSaga(t *testing.T, nodes string) {
 	ctx := context.Background()
 	rdb := dial(t, nodes)
 	pub := stream.NewPublisher(rdb, quietTel())
-	svc, err := checkout.NewWith(rdb, pub, checkout.Config{Partitions: partitions, Stage: clusterRunner()}, quietTel())
+	svc, err := checkout.NewWith(rdb, pub, checkout.Config{Partitions: partitions, Timeout: time.Minute, Stage: clusterRunner()}, quietTel())
 	if err != nil {
 		t.Fatal(err)
 	}

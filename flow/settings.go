@@ -9,7 +9,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/quota"
 )
 
 // Kind is the type of a Var's value.
@@ -161,6 +164,21 @@ func (s Settings) String(name string) string { return s.vars[name] }
 func (s Settings) Duration(name string) time.Duration {
 	d, _ := time.ParseDuration(s.vars[name])
 	return d
+}
+
+// Quota returns the cap per caller of records of kind ("sources",
+// "feeds") set by the Int variable name, or nil — no cap — when it is 0 or
+// unset.
+func (s Settings) Quota(rdb redis.UniversalClient, name, kind string) (*quota.Quota, error) {
+	n := s.Int(name)
+	if n <= 0 {
+		return nil, nil
+	}
+	q, err := quota.New(rdb, kind, n)
+	if err != nil {
+		return nil, fmt.Errorf("%s: %w", name, err)
+	}
+	return q, nil
 }
 
 // Int returns an Int variable's value, 0 when unset.

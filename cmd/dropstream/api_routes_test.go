@@ -19,8 +19,16 @@ import (
 // ends.
 func binaryAPI(t *testing.T) *api.Server {
 	t.Helper()
+	return binaryAPIWith(t, func(*Config) {})
+}
+
+// binaryAPIWith is binaryAPI with its configuration edited by edit.
+func binaryAPIWith(t *testing.T, edit func(*Config)) *api.Server {
+	t.Helper()
 	clearEnv(t)
-	a, err := newApp(context.Background(), Config{Partitions: 2, APIAddr: "127.0.0.1:0", LogFormat: "json", LogLevel: "error"}, io.Discard)
+	cfg := Config{Partitions: 2, APIAddr: "127.0.0.1:0", LogFormat: "json", LogLevel: "error"}
+	edit(&cfg)
+	a, err := newApp(context.Background(), cfg, io.Discard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -239,5 +247,24 @@ func TestAPI_availabilityDateMustBeACalendarDate(t *testing.T) {
 	}
 	if status, body := call(t, srv, http.MethodGet, "/v1/availability?date=2026-12-01", ""); status != http.StatusOK {
 		t.Errorf("a real date = %d %s, want 200", status, body)
+	}
+}
+
+// The write limit set by --api-write-rate and --api-write-burst reaches the
+// API: a caller's writes beyond the burst are refused with 429 and a
+// Retry-After, while its reads still pass.
+func TestAPI_writeLimitFromTheConfiguration(t *testing.T) {
+	srv := binaryAPIWith(t, func(c *Config) { c.APIWriteRate, c.APIWriteBurst = 0.01, 2 })
+	body := `{"venue":"v1","provider":"resy","date":"2030-01-02","party_size":2,"webhook_url":"https://example.org/hook"}`
+	var codes []int
+	for range 3 {
+		code, _ := call(t, srv, http.MethodPost, "/v1/watchers", body)
+		codes = append(codes, code)
+	}
+	if codes[0] == http.StatusTooManyRequests || codes[1] == http.StatusTooManyRequests || codes[2] != http.StatusTooManyRequests {
+		t.Errorf("statuses of three writes %v, want the third alone refused with 429", codes)
+	}
+	if code, _ := call(t, srv, http.MethodGet, "/v1/watchers", ""); code != http.StatusOK {
+		t.Errorf("read after the limit: %d, want 200", code)
 	}
 }

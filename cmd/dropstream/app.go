@@ -214,6 +214,7 @@ func (a *app) apiServer() (*api.Server, error) {
 		MeterProvider:  a.otel.MeterProvider,
 		MetricsHandler: a.otel.MetricsHandler(),
 		Checks:         checks,
+		RateLimit:      api.RateLimitConfig{Rate: a.cfg.APIWriteRate, Burst: a.cfg.APIWriteBurst, Disabled: a.cfg.APIWriteRate == 0},
 	})
 	if err != nil {
 		return nil, err
@@ -290,6 +291,9 @@ func pick(all map[string]stream.Stage, services map[string]func(context.Context)
 	slices.Sort(known)
 	var stages []stream.Stage
 	var svcs []string
+	if strings.TrimSpace(names) == "none" {
+		return nil, nil, nil
+	}
 	want := known
 	if names != "" && names != "all" {
 		want = nil

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"math"
 	"net"
 	"net/url"
 	"os"
@@ -36,6 +37,13 @@ type Config struct {
 	APIAddr string
 	// APIKeys is "key:scope,scope;key2:scope"; empty leaves the API open.
 	APIKeys string
+	// APIWriteRate is the sustained writes per second of one caller (an API
+	// key, or a client address when the API is open); 0 turns the limit
+	// off. Default 50.
+	APIWriteRate float64
+	// APIWriteBurst is the most writes one caller may send at once; 0
+	// takes the default. Default 500.
+	APIWriteBurst int
 	// Partitions per flow, fixed for a deployment. Default 8.
 	Partitions int
 	// LogFormat is json or text. Default json (text in demo).
@@ -72,9 +80,10 @@ func instanceID(instance string, hostname func() (string, error)) (string, error
 }
 
 // roleOf returns the role of a process running the stages of list (a
-// comma list, or "all"): the stage's name for one stage, the flow prefix
-// ("avail" of avail-diff) when every stage shares it, else "" (a process
-// running everything, or stages of several flows).
+// comma list, "all" or "none"): the stage's name for one stage, the flow
+// prefix ("avail" of avail-diff) when every stage shares it, "api" for
+// none (a process serving the API only), else "" (a process running
+// everything, or stages of several flows).
 func roleOf(list string) string {
 	var names []string
 	for _, n := range strings.Split(list, ",") {
@@ -83,6 +92,8 @@ func roleOf(list string) string {
 		}
 	}
 	switch {
+	case len(names) == 1 && names[0] == "none":
+		return "api"
 	case len(names) == 0 || slices.Contains(names, "all"):
 		return ""
 	case len(names) == 1:
@@ -137,6 +148,8 @@ func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string
 	envSecret(fs, &c.ClickHouseDSN, "clickhouse-dsn", "DROPSTREAM_CLICKHOUSE_DSN", redactURLPassword, "ClickHouse `DSN` clickhouse://user:pass@host:9000/db; empty disables analytics")
 	envString(fs, &c.APIAddr, "api-addr", "DROPSTREAM_API_ADDR", ":8080", "API listen address; empty disables the API")
 	envSecret(fs, &c.APIKeys, "api-keys", "DROPSTREAM_API_KEYS", hideAll, "API `keys` as key:scope,scope;key2:scope (scopes read, write, admin); empty leaves the API open")
+	envFloat(fs, &c.APIWriteRate, "api-write-rate", "DROPSTREAM_API_WRITE_RATE", api.DefaultWriteRate, "sustained API writes per second of one caller (API key, or client address when the API is open); 0 turns the limit off")
+	envInt(fs, &c.APIWriteBurst, "api-write-burst", "DROPSTREAM_API_WRITE_BURST", api.DefaultWriteBurst, "most API writes one caller may send at once")
 	envInt(fs, &c.Partitions, "partitions", "DROPSTREAM_PARTITIONS", 8, "stream partitions per flow, fixed for a deployment")
 	envString(fs, &c.LogFormat, "log-format", "DROPSTREAM_LOG_FORMAT", logFormat, "log format: json or text")
 	envString(fs, &c.LogLevel, "log-level", "DROPSTREAM_LOG_LEVEL", "info", "log level: debug, info, warn, error")
@@ -228,6 +241,12 @@ func (c Config) Validate() error {
 	}
 	if err := api.ValidateAPIKeys(c.APIKeys); err != nil {
 		errs = append(errs, fmt.Errorf("api keys (DROPSTREAM_API_KEYS): %w", err))
+	}
+	if c.APIWriteRate < 0 || math.IsNaN(c.APIWriteRate) || math.IsInf(c.APIWriteRate, 0) {
+		errs = append(errs, fmt.Errorf("api write rate %v: want 0 (no limit) or a positive number of writes per second", c.APIWriteRate))
+	}
+	if c.APIWriteBurst < 0 {
+		errs = append(errs, fmt.Errorf("api write burst %d: want a positive number of writes", c.APIWriteBurst))
 	}
 	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
 		errs = append(errs, fmt.Errorf("partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
@@ -336,6 +355,19 @@ func envString(fs *flags, p *string, name, env, def, usage string) {
 		def = v
 	}
 	fs.StringVar(p, name, def, usage+" ["+env+"]")
+}
+
+// envFloat binds a float flag whose default comes from env. A value of env
+// that is not a number fails parse unless the flag is given.
+func envFloat(fs *flags, p *float64, name, env string, def float64, usage string) {
+	if v, ok := os.LookupEnv(env); ok {
+		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
+		if err != nil {
+			fs.envErrs[name] = fmt.Errorf("%s=%q is not a number", env, v)
+		}
+		def = n
+	}
+	fs.Float64Var(p, name, def, usage+" ["+env+"]")
 }
 
 // envInt binds an int flag whose default comes from env. A value of env

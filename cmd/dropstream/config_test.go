@@ -25,18 +25,20 @@ func parseConfig(t *testing.T, logFormat string, args ...string) (Config, error)
 }
 
 func TestConfig_envSetsDefaultsAndFlagsOverride(t *testing.T) {
-	defaults := Config{APIAddr: ":8080", Partitions: 8, LogFormat: "json", LogLevel: "info"}
+	defaults := Config{APIAddr: ":8080", Partitions: 8, LogFormat: "json", LogLevel: "info", APIWriteRate: 50, APIWriteBurst: 500}
 	fullEnv := map[string]string{
-		"DROPSTREAM_REDIS_URL":      "redis://env:6379/0",
-		"DROPSTREAM_CLICKHOUSE_DSN": "clickhouse://u:p@env:9000/db",
-		"DROPSTREAM_API_ADDR":       "127.0.0.1:9999",
-		"DROPSTREAM_API_KEYS":       "k1:read;k2:admin",
-		"DROPSTREAM_PARTITIONS":     "16",
-		"DROPSTREAM_LOG_FORMAT":     "text",
-		"DROPSTREAM_LOG_LEVEL":      "debug",
+		"DROPSTREAM_REDIS_URL":       "redis://env:6379/0",
+		"DROPSTREAM_CLICKHOUSE_DSN":  "clickhouse://u:p@env:9000/db",
+		"DROPSTREAM_API_ADDR":        "127.0.0.1:9999",
+		"DROPSTREAM_API_KEYS":        "k1:read;k2:admin",
+		"DROPSTREAM_PARTITIONS":      "16",
+		"DROPSTREAM_LOG_FORMAT":      "text",
+		"DROPSTREAM_LOG_LEVEL":       "debug",
+		"DROPSTREAM_API_WRITE_RATE":  "2.5",
+		"DROPSTREAM_API_WRITE_BURST": "10",
 	}
 	fromEnv := Config{RedisURL: "redis://env:6379/0", ClickHouseDSN: "clickhouse://u:p@env:9000/db", APIAddr: "127.0.0.1:9999",
-		APIKeys: "k1:read;k2:admin", Partitions: 16, LogFormat: "text", LogLevel: "debug"}
+		APIKeys: "k1:read;k2:admin", Partitions: 16, LogFormat: "text", LogLevel: "debug", APIWriteRate: 2.5, APIWriteBurst: 10}
 	tests := []struct {
 		name      string
 		env       map[string]string
@@ -45,25 +47,26 @@ func TestConfig_envSetsDefaultsAndFlagsOverride(t *testing.T) {
 		want      Config
 	}{
 		{"defaults", nil, nil, "json", defaults},
-		{"demo default log format", nil, nil, "text", Config{APIAddr: ":8080", Partitions: 8, LogFormat: "text", LogLevel: "info"}},
+		{"demo default log format", nil, nil, "text", Config{APIAddr: ":8080", Partitions: 8, LogFormat: "text", LogLevel: "info", APIWriteRate: 50, APIWriteBurst: 500}},
 		{"env", fullEnv, nil, "json", fromEnv},
 		{"flags without env", nil, []string{"--redis-url", "redis://flag:1/0", "--partitions", "4", "--log-level", "warn"}, "json",
-			Config{RedisURL: "redis://flag:1/0", APIAddr: ":8080", Partitions: 4, LogFormat: "json", LogLevel: "warn"}},
+			Config{RedisURL: "redis://flag:1/0", APIAddr: ":8080", Partitions: 4, LogFormat: "json", LogLevel: "warn", APIWriteRate: 50, APIWriteBurst: 500}},
 		{"flags override env", fullEnv, []string{
 			"--redis-url", "redis://flag:1/0", "--clickhouse-dsn", "clickhouse://flag:9000/x", "--api-addr", ":7000",
-			"--api-keys", "k:write", "--partitions", "2", "--log-format", "json", "--log-level", "error"}, "text",
+			"--api-keys", "k:write", "--partitions", "2", "--log-format", "json", "--log-level", "error",
+			"--api-write-rate", "0", "--api-write-burst", "1"}, "text",
 			Config{RedisURL: "redis://flag:1/0", ClickHouseDSN: "clickhouse://flag:9000/x", APIAddr: ":7000",
-				APIKeys: "k:write", Partitions: 2, LogFormat: "json", LogLevel: "error"}},
+				APIKeys: "k:write", Partitions: 2, LogFormat: "json", LogLevel: "error", APIWriteRate: 0, APIWriteBurst: 1}},
 		{"flag overrides env partially", fullEnv, []string{"--partitions", "3"}, "json",
 			func() Config { c := fromEnv; c.Partitions = 3; return c }()},
 		{"empty env var disables the API", map[string]string{"DROPSTREAM_API_ADDR": ""}, nil, "json",
-			Config{Partitions: 8, LogFormat: "json", LogLevel: "info"}},
+			Config{Partitions: 8, LogFormat: "json", LogLevel: "info", APIWriteRate: 50, APIWriteBurst: 500}},
 		{"empty flag disables the API", nil, []string{"--api-addr", ""}, "json",
-			Config{Partitions: 8, LogFormat: "json", LogLevel: "info"}},
+			Config{Partitions: 8, LogFormat: "json", LogLevel: "info", APIWriteRate: 50, APIWriteBurst: 500}},
 		{"partitions env with spaces", map[string]string{"DROPSTREAM_PARTITIONS": " 32 "}, nil, "json",
-			Config{APIAddr: ":8080", Partitions: 32, LogFormat: "json", LogLevel: "info"}},
+			Config{APIAddr: ":8080", Partitions: 32, LogFormat: "json", LogLevel: "info", APIWriteRate: 50, APIWriteBurst: 500}},
 		{"flag fixes a bad env value", map[string]string{"DROPSTREAM_PARTITIONS": "abc"}, []string{"--partitions", "4"}, "json",
-			Config{APIAddr: ":8080", Partitions: 4, LogFormat: "json", LogLevel: "info"}},
+			Config{APIAddr: ":8080", Partitions: 4, LogFormat: "json", LogLevel: "info", APIWriteRate: 50, APIWriteBurst: 500}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -85,6 +88,25 @@ func TestConfig_envSetsDefaultsAndFlagsOverride(t *testing.T) {
 	}
 }
 
+func TestConfig_malformedVariablesFailTheParse(t *testing.T) {
+	tests := []struct{ env, value, want string }{
+		{"DROPSTREAM_API_WRITE_RATE", "fast", `DROPSTREAM_API_WRITE_RATE="fast" is not a number`},
+		{"DROPSTREAM_API_WRITE_BURST", "1e3", `DROPSTREAM_API_WRITE_BURST="1e3" is not a whole number`},
+		{"DROPSTREAM_PARTITIONS", "eight", `DROPSTREAM_PARTITIONS="eight" is not a whole number`},
+	}
+	for _, tt := range tests {
+		t.Run(tt.env, func(t *testing.T) {
+			clearEnv(t)
+			t.Setenv(tt.env, tt.value)
+			var c Config
+			err := flagSet("test", "test", io.Discard, &c, "json").parse(nil)
+			if err == nil || !strings.Contains(err.Error(), tt.want) {
+				t.Errorf("parse = %v, want an error containing %q", err, tt.want)
+			}
+		})
+	}
+}
+
 func TestConfig_validateRejectsBadValues(t *testing.T) {
 	tests := []struct {
 		name string
@@ -100,6 +122,8 @@ func TestConfig_validateRejectsBadValues(t *testing.T) {
 		{"empty log level", nil, []string{"--log-level", ""}, []string{`log level ""`}},
 		{"log format", map[string]string{"DROPSTREAM_LOG_FORMAT": "yaml"}, nil, []string{`log format "yaml"`, "json or text"}},
 		{"log format is case sensitive", nil, []string{"--log-format", "JSON"}, []string{`log format "JSON"`}},
+		{"negative write rate", nil, []string{"--api-write-rate", "-1"}, []string{"api write rate -1"}},
+		{"negative write burst", map[string]string{"DROPSTREAM_API_WRITE_BURST": "-5"}, nil, []string{"api write burst -5"}},
 		{"every error reported", map[string]string{"DROPSTREAM_PARTITIONS": "0", "DROPSTREAM_LOG_FORMAT": "yaml", "DROPSTREAM_LOG_LEVEL": "loud"}, nil,
 			[]string{"partitions 0", `log format "yaml"`, `log level "loud"`}},
 	}
@@ -174,6 +198,7 @@ func TestPick_selectsStagesByName(t *testing.T) {
 		{"sample-sink", []string{"sample-sink"}},
 		{"sample-sink,sample-enrich", []string{"sample-sink", "sample-enrich"}},
 		{" sample-enrich , sample-sink ", []string{"sample-enrich", "sample-sink"}},
+		{"none", []string{}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.names, func(t *testing.T) {
@@ -232,6 +257,7 @@ func TestRoleOf_namesTheProcessByItsStages(t *testing.T) {
 		{"avail-collector", "avail-collector", "dropstream-avail-collector"},
 		{"avail-diff, avail-projection,avail-notifier", "avail", "dropstream-avail"},
 		{"avail-diff,checkout-stock", "", "dropstream"},
+		{"none", "api", "dropstream-api"},
 	}
 	for _, tc := range tests {
 		role := roleOf(tc.stages)

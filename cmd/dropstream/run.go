@@ -21,7 +21,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	var trimAge time.Duration
 	fs := flagSet("run", "Runs stages, any number of copies at once in one or many processes, and the API.", stderr, &cfg, "json")
 	var sourcesFile string
-	envString(fs, &stages, "stages", "DROPSTREAM_STAGES", "all", "comma list of stages to run, or all")
+	envString(fs, &stages, "stages", "DROPSTREAM_STAGES", "all", "comma list of stages and services to run, all, or none (the API and its waiters only)")
 	fs.StringVar(&sourcesFile, "sources-file", "", "JSON file of availability sources the avail-collector service creates or replaces at start [DROPSTREAM_SOURCES_FILE]")
 	envInt(fs, &copies, "copies", "DROPSTREAM_COPIES", 1, "copies of each stage in this process")
 	fs.DurationVar(&trimAge, "trim-min-age", time.Hour, "keep acknowledged stream entries at least this long before trimming")

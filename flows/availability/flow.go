@@ -22,6 +22,7 @@ import (
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/availability/watch"
 	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
@@ -56,6 +57,8 @@ const (
 	// VarQuotaWatchers bounds the watchers each caller (API key, or client
 	// address on an open API) may hold.
 	VarQuotaWatchers = "DROPSTREAM_QUOTA_WATCHERS"
+	// VarQuotaSources bounds the sources each caller may hold.
+	VarQuotaSources = "DROPSTREAM_QUOTA_SOURCES"
 )
 
 // Vars are the variables the flow reads.
@@ -67,6 +70,7 @@ var Vars = []flow.Var{
 	{Name: VarDemoChurn, Default: "0.05", Usage: "demo: fraction of slots that flip per tick"},
 	{Name: VarDemoFlap, Default: "0.02", Usage: "demo: fraction of slots that toggle every tick"},
 	{Name: VarQuotaWatchers, Kind: flow.Int, Default: "1000", Usage: "watchers each API key (each client address on an open API) may hold; beyond it 409 quota_exceeded"},
+	{Name: VarQuotaSources, Kind: flow.Int, Default: "100", Usage: "sources each API key (each client address on an open API) may create; beyond it 409 quota_exceeded; 0: no cap"},
 }
 
 // Flow is the availability flow, built over the app's Redis.
@@ -80,6 +84,7 @@ type Flow struct {
 	collector  *collector.Collector
 	projection *writer.Projection
 	watchers   *watch.Store
+	sourceCap  *quota.Quota
 	stages     []stream.Stage
 	egress     *egress.Policy
 	rdb        redis.UniversalClient // read by Events
@@ -106,6 +111,9 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	}
 	if f.projection, err = writer.NewProjection(d.Redis, writer.ProjectionConfig{Partitions: d.Settings.Partitions}, d.Telemetry); err != nil {
 		return nil, fmt.Errorf("projection: %w", err)
+	}
+	if f.sourceCap, err = d.Settings.Quota(d.Redis, VarQuotaSources, "sources"); err != nil {
+		return nil, err
 	}
 	if f.watchers, err = watch.NewStore(d.Redis, watch.StoreConfig{Logger: f.log, MaxPerOwner: d.Settings.Int(VarQuotaWatchers)}); err != nil {
 		return nil, fmt.Errorf("watchers: %w", err)
@@ -141,6 +149,10 @@ func (f *Flow) Topics() Topics { return f.topics }
 
 // Sources is the store of the collector's sources.
 func (f *Flow) Sources() *collector.Store { return f.sources }
+
+// SourceQuota is the cap of sources per caller (DROPSTREAM_QUOTA_SOURCES);
+// nil: none.
+func (f *Flow) SourceQuota() *quota.Quota { return f.sourceCap }
 
 // Collector is this process's collector: it applies source changes at
 // once.

@@ -34,8 +34,11 @@ type Config struct {
 	// the sweeper gives up the silent ones and compensates the attempt.
 	// Default 5m; it must exceed SweepAge.
 	AbandonAge time.Duration
-	// Stage tunes the runners of the flow's stages; zero fields take the
-	// runtime's defaults.
+	// Stage tunes the runners of the flow's stages. Its zero timing fields
+	// are derived from Timeout (stream.RunnerConfig.ForDeadline: ClaimIdle
+	// Timeout/3, so 10s by default), the others take the runtime's
+	// defaults. Validate refuses timings under which a crashed copy's saga
+	// step could not be taken over before the waiting call gives up.
 	Stage stream.RunnerConfig
 }
 
@@ -62,6 +65,7 @@ func (c Config) WithDefaults() Config {
 	if c.StateTTL == 0 {
 		c.StateTTL = 7 * 24 * time.Hour
 	}
+	c.Stage = c.Stage.ForDeadline(c.Timeout)
 	return c
 }
 
@@ -85,6 +89,9 @@ func (c Config) Validate() error {
 	}
 	if c.StateTTL < time.Minute {
 		errs = append(errs, fmt.Errorf("checkout: state ttl %s below 1m", c.StateTTL))
+	}
+	if err := c.Stage.CheckDeadline("checkout timeout", c.Timeout); err != nil {
+		errs = append(errs, fmt.Errorf("checkout: stages: %w", err))
 	}
 	return errors.Join(errs...)
 }

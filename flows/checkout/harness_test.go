@@ -43,11 +43,17 @@ func TestMain(m *testing.M) {
 	os.Exit(m.Run())
 }
 
-// stageConfig makes redelivery quick in tests.
-func stageConfig() stream.RunnerConfig {
-	return stream.RunnerConfig{Block: 100 * time.Millisecond, ClaimIdle: 8 * time.Second, ClaimInterval: 500 * time.Millisecond,
-		HandlerTimeout: 2 * time.Second, Retry: stream.RetryConfig{MaxInterval: 200 * time.Millisecond}, ErrorBackoff: 200 * time.Millisecond,
-		MaxDeliveries: 20}
+// stageConfig makes redelivery quick in tests of a flow whose checkout
+// timeout is timeout (0: the default): the give-up tests, whose waits are
+// a few seconds, take over a crashed copy's work within half of them;
+// longer waits keep the timings the flow derives from them.
+func stageConfig(timeout time.Duration) stream.RunnerConfig {
+	c := stream.RunnerConfig{Block: 100 * time.Millisecond, ErrorBackoff: 200 * time.Millisecond, MaxDeliveries: 20}
+	if timeout > 0 && timeout < 10*time.Second {
+		c.ClaimIdle, c.ClaimInterval, c.HandlerTimeout = timeout*2/5, timeout/20, timeout*3/10
+		c.Retry = stream.RetryConfig{Disabled: true}
+	}
+	return c
 }
 
 func quiet() *slog.Logger { return slog.New(slog.DiscardHandler) }
@@ -62,7 +68,7 @@ func runStageProcess(url, consumer string) int {
 		return 1
 	}
 	tel := stream.Telemetry{Logger: quiet()}
-	cfg := checkout.Config{Partitions: partitions, Stage: stageConfig()}
+	cfg := checkout.Config{Partitions: partitions, Stage: stageConfig(0)}
 	cfg.Stage.Consumer = consumer
 	svc, err := checkout.NewWith(rdb, stream.NewPublisher(rdb, tel), cfg, tel)
 	if err != nil {
@@ -141,7 +147,7 @@ func newEnv(t testing.TB, url string, opt envOptions) *env {
 	t.Cleanup(func() { _ = rdb.Close() })
 	tel := stream.Telemetry{Logger: quiet(), TracerProvider: opt.tracer, Propagator: propagation.TraceContext{}}
 	svc, err := checkout.NewWith(rdb, stream.NewPublisher(rdb, tel), checkout.Config{Partitions: partitions,
-		Timeout: opt.timeout, Recheck: 200 * time.Millisecond, SweepInterval: time.Hour, Stage: stageConfig()}, tel)
+		Timeout: opt.timeout, Recheck: 200 * time.Millisecond, SweepInterval: time.Hour, Stage: stageConfig(opt.timeout)}, tel)
 	if err != nil {
 		t.Fatal(err)
 	}

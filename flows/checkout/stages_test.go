@@ -3,7 +3,10 @@ package checkout_test
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"strings"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -146,4 +149,23 @@ func containsResult(outs []checkout.Outcome, c checkout.Command, result string) 
 		}
 	}
 	return false
+}
+
+// A flow whose stages would take a crashed copy's saga step over only after
+// its checkout calls gave up is refused when it is built.
+func TestNewWith_refusesStageTimingsLaterThanTheCheckoutTimeout(t *testing.T) {
+	rdb, err := stream.Dial(t.Context(), miniredisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	_, err = checkout.NewWith(rdb, stream.NewPublisher(rdb, stream.Telemetry{}), checkout.Config{Partitions: 2,
+		Timeout: 30 * time.Second, Stage: stream.RunnerConfig{ClaimIdle: 30 * time.Second}}, stream.Telemetry{Logger: quiet()})
+	if !errors.Is(err, stream.ErrDeadlineConflict) || !strings.Contains(err.Error(), "checkout timeout") {
+		t.Errorf("NewWith = %v, want a deadline conflict naming the checkout timeout", err)
+	}
+	if _, err := checkout.NewWith(rdb, stream.NewPublisher(rdb, stream.Telemetry{}), checkout.Config{Partitions: 2,
+		Timeout: 30 * time.Second}, stream.Telemetry{Logger: quiet()}); err != nil {
+		t.Errorf("NewWith with derived stage timings = %v, want nil", err)
+	}
 }

@@ -68,6 +68,28 @@ func FeedID(rawURL string) string {
 	return hex.EncodeToString(h[:8])
 }
 
+// NormalizeURL returns the form of a feed URL that names the feed: spaces
+// around it trimmed, scheme and host in lower case, the scheme's default
+// port and the fragment (never sent to the server) dropped. Path and query
+// are kept as given, since servers may treat their case as meaningful. A
+// URL that does not parse is returned trimmed, for Validate to refuse.
+func NormalizeURL(raw string) string {
+	raw = strings.TrimSpace(raw)
+	u, err := url.Parse(raw)
+	if err != nil || u.Host == "" {
+		return raw
+	}
+	u.Scheme, u.Host = strings.ToLower(u.Scheme), strings.ToLower(u.Host)
+	if port := u.Port(); (u.Scheme == "http" && port == "80") || (u.Scheme == "https" && port == "443") {
+		u.Host = u.Hostname()
+		if strings.Contains(u.Host, ":") { // an IPv6 literal keeps its brackets
+			u.Host = "[" + u.Host + "]"
+		}
+	}
+	u.Fragment, u.RawFragment = "", ""
+	return u.String()
+}
+
 // Validate checks a feed as given by a client, ID and Added ignored.
 func (f Feed) Validate() error {
 	var errs []error

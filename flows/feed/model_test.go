@@ -4,6 +4,8 @@ import (
 	"errors"
 	"testing"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/testenv"
 )
 
 func TestManager_Window(t *testing.T) {
@@ -100,5 +102,42 @@ func TestFeed_Assignable(t *testing.T) {
 		if got := f.Assignable(first, first.Add(tt.stable), first.Add(tt.now)); got != tt.want {
 			t.Errorf("stable +%s, now +%s: %v, want %v", tt.stable, tt.now, got, tt.want)
 		}
+	}
+}
+
+func TestNormalizeURL_equivalentFormsNameOneFeed(t *testing.T) {
+	tests := []struct{ in, want string }{
+		{"https://example.org/feed.xml", "https://example.org/feed.xml"},
+		{"  HTTPS://Example.ORG/feed.xml ", "https://example.org/feed.xml"},
+		{"https://example.org:443/feed.xml", "https://example.org/feed.xml"},
+		{"http://example.org:80/feed.xml#top", "http://example.org/feed.xml"},
+		{"http://example.org:8080/Feed.XML?Page=1", "http://example.org:8080/Feed.XML?Page=1"},
+		{"https://[2001:DB8::1]:443/f", "https://[2001:db8::1]/f"},
+		{"not a url", "not a url"},
+	}
+	for _, tt := range tests {
+		if got := NormalizeURL(tt.in); got != tt.want {
+			t.Errorf("NormalizeURL(%q) = %q, want %q", tt.in, got, tt.want)
+		}
+	}
+}
+
+func TestStore_putFeedOfAnEquivalentURLReturnsTheSameFeed(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			f := bareFlow(t, b)
+			first, created, err := f.store.PutFeed(t.Context(), Feed{URL: "https://example.org/feed.xml"})
+			if err != nil || !created {
+				t.Fatalf("first put: created %v, %v", created, err)
+			}
+			again, created, err := f.store.PutFeed(t.Context(), Feed{URL: "HTTPS://EXAMPLE.org:443/feed.xml#latest"})
+			if err != nil || created || again.ID != first.ID || again.URL != "https://example.org/feed.xml" {
+				t.Fatalf("second put = %+v, created %v, %v; want the first feed, not created", again, created, err)
+			}
+			all, err := f.store.Feeds(t.Context())
+			if err != nil || len(all) != 1 {
+				t.Fatalf("feeds %+v, %v; want one", all, err)
+			}
+		})
 	}
 }

@@ -48,10 +48,11 @@ func NewStore(rdb redis.UniversalClient, topics Topics) *Store {
 	return &Store{rdb: rdb, topics: topics, now: time.Now, feeds: feeds}
 }
 
-// PutFeed adds f (its ID derived from its URL) and returns it with created
-// true, or returns the feed already at that URL when its settings agree,
+// PutFeed adds f (its URL normalized by NormalizeURL, its ID derived from
+// that URL) and returns it with created true, or returns the feed already at that URL when its settings agree,
 // and ErrConflict when they do not.
 func (s *Store) PutFeed(ctx context.Context, f Feed) (Feed, bool, error) {
+	f.URL = NormalizeURL(f.URL)
 	if err := f.Validate(); err != nil {
 		return Feed{}, false, err
 	}

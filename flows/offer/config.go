@@ -37,7 +37,8 @@ type Config struct {
 	ResultGrace time.Duration
 	// ProcessingTimeout is how long a result may stay processing before a
 	// new request computes it again (a fan-out message dead-lettered, say).
-	// Default 60s.
+	// Default 3m. The handler stages take over a crashed copy's work well
+	// within it (see Runner).
 	ProcessingTimeout time.Duration
 	// MaxWait is how long a search waits for its result before answering
 	// 202 with the result id. Default 2s.
@@ -49,9 +50,13 @@ type Config struct {
 	// ChangeLogLength caps each handler's change stream (approximately);
 	// a handler view that falls further behind reloads. Default 100000.
 	ChangeLogLength int64
-	// Runner tunes the handler stages. Its HandlerTimeout defaults to 30s
-	// and its ClaimIdle to 2m: the first message a handler copy handles
-	// loads the handler's whole view of its offers.
+	// Runner tunes the handler stages. Its HandlerTimeout defaults to 15s
+	// (the first message a handler copy handles loads the handler's whole
+	// view of its offers); its other zero timing fields are derived from
+	// ProcessingTimeout (stream.RunnerConfig.ForDeadline: ClaimIdle
+	// ProcessingTimeout/3, 1m by default). Validate refuses timings under
+	// which a crashed copy's work could not be taken over before the
+	// result is computed again.
 	Runner stream.RunnerConfig
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -72,7 +77,7 @@ func (c Config) WithDefaults() Config {
 		c.ResultGrace = time.Minute
 	}
 	if c.ProcessingTimeout == 0 {
-		c.ProcessingTimeout = time.Minute
+		c.ProcessingTimeout = 3 * time.Minute
 	}
 	if c.MaxWait == 0 {
 		c.MaxWait = 2 * time.Second
@@ -90,11 +95,9 @@ func (c Config) WithDefaults() Config {
 		c.Now = time.Now
 	}
 	if c.Runner.HandlerTimeout == 0 {
-		c.Runner.HandlerTimeout = 30 * time.Second
+		c.Runner.HandlerTimeout = 15 * time.Second
 	}
-	if c.Runner.ClaimIdle == 0 {
-		c.Runner.ClaimIdle = 2 * time.Minute
-	}
+	c.Runner = c.Runner.ForDeadline(c.ProcessingTimeout)
 	return c
 }
 
@@ -119,6 +122,9 @@ func (c Config) Validate() error {
 		if d < time.Millisecond {
 			errs = append(errs, fmt.Errorf("%s %s below 1ms", name, d))
 		}
+	}
+	if err := c.Runner.CheckDeadline("processing timeout", c.ProcessingTimeout); err != nil {
+		errs = append(errs, fmt.Errorf("handler stages: %w", err))
 	}
 	if c.ChangeLogLength < 100 {
 		errs = append(errs, fmt.Errorf("change log length %d below 100", c.ChangeLogLength))

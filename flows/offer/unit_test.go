@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/dropstream/dropstream/stream"
 )
 
 func TestResultID_sameForReorderedAndDuplicatedElements(t *testing.T) {
@@ -185,5 +187,16 @@ func TestConfig_Validate(t *testing.T) {
 		if err := c.WithDefaults().Validate(); err == nil {
 			t.Errorf("%s: Validate accepted %+v", name, c)
 		}
+	}
+}
+
+func TestConfig_handlerStagesTakeOverWithinTheProcessingTimeout(t *testing.T) {
+	def := Config{}.WithDefaults()
+	if err := def.Validate(); err != nil {
+		t.Fatalf("defaults refused: %v", err)
+	}
+	late := Config{ProcessingTimeout: time.Minute, Runner: stream.RunnerConfig{ClaimIdle: 2 * time.Minute}}.WithDefaults()
+	if err := late.Validate(); !errors.Is(err, stream.ErrDeadlineConflict) {
+		t.Errorf("Validate with a claim idle beyond the processing timeout = %v, want a deadline conflict", err)
 	}
 }

@@ -24,7 +24,8 @@ var ErrExceeded = errors.New("quota exceeded")
 const maxQuoted = 80
 
 // Quota is the cap of one kind of record per owner. It is safe for
-// concurrent use.
+// concurrent use. A nil *Quota caps nothing: its Claim, Release and
+// Reserve succeed and do nothing.
 type Quota struct {
 	rdb  redis.UniversalClient
 	kind string
@@ -64,6 +65,9 @@ return 1`)
 // first owner's. Call it before writing the record, and Release
 // when the write fails.
 func (q *Quota) Claim(ctx context.Context, owner, id string) error {
+	if q == nil {
+		return nil
+	}
 	n, err := claimScript.Run(ctx, q.rdb, []string{q.ownerKey(owner), q.ownersKey()}, id, owner, q.max).Int()
 	if err != nil {
 		return fmt.Errorf("quota: claim %s %q: %w", q.kind, clip.Marked(id, maxQuoted), err)
@@ -86,6 +90,9 @@ return 1`)
 // Release takes the record id out of its owner's count; an id never
 // claimed, or released already, changes nothing.
 func (q *Quota) Release(ctx context.Context, id string) error {
+	if q == nil {
+		return nil
+	}
 	owner, err := q.rdb.HGet(ctx, q.ownersKey(), id).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil

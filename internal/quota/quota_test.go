@@ -96,3 +96,57 @@ func TestNew_refusesABadCap(t *testing.T) {
 		}
 	}
 }
+
+func TestReservation_holdsASlotUntilKeptOrDropped(t *testing.T) {
+	for _, be := range testenv.WithCluster() {
+		t.Run(be.Name, func(t *testing.T) {
+			ctx := t.Context()
+			q, err := quota.New(be.Client(t), "things", 2)
+			if err != nil {
+				t.Fatal(err)
+			}
+			count := func(want int64) {
+				t.Helper()
+				if n, err := q.Count(ctx, "a"); err != nil || n != want {
+					t.Fatalf("Count = %d, %v; want %d", n, err, want)
+				}
+			}
+			r1, err := q.Reserve(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			r2, err := q.Reserve(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := q.Reserve(ctx, "a"); !errors.Is(err, quota.ErrExceeded) {
+				t.Fatalf("third reservation: %v, want ErrExceeded", err)
+			}
+			if err := r1.Keep(ctx, "x"); err != nil {
+				t.Fatal(err)
+			}
+			if err := r2.Drop(ctx); err != nil {
+				t.Fatal(err)
+			}
+			count(1)
+			// A reservation kept for an id filed already (a replace) frees
+			// its slot.
+			r3, err := q.Reserve(ctx, "a")
+			if err != nil {
+				t.Fatal(err)
+			}
+			if err := r3.Keep(ctx, "x"); err != nil {
+				t.Fatal(err)
+			}
+			count(1)
+			if err := q.Release(ctx, "x"); err != nil {
+				t.Fatal(err)
+			}
+			count(0)
+			var none *quota.Quota
+			if r, err := none.Reserve(ctx, "a"); r != nil || err != nil || r.Keep(ctx, "y") != nil || r.Drop(ctx) != nil {
+				t.Errorf("nil quota: reservation %v, %v; want nil, nil and no-op Keep and Drop", r, err)
+			}
+		})
+	}
+}

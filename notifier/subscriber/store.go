@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
@@ -109,8 +110,9 @@ func (c StoreConfig) Validate() error {
 // Store keeps subscribers; see the package documentation. It is safe for
 // concurrent use.
 type Store struct {
-	rdb redis.UniversalClient
-	cfg StoreConfig
+	rdb     redis.UniversalClient
+	cfg     StoreConfig
+	records *recordstore.Store[Subscriber] // the subscribers by id, as Create writes them
 }
 
 // NewStore returns a store over rdb.
@@ -119,7 +121,34 @@ func NewStore(rdb redis.UniversalClient, cfg StoreConfig) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{rdb: rdb, cfg: cfg}, nil
+	records, err := recordstore.New(rdb, recordstore.Config[Subscriber]{
+		Layout: recordstore.Layout{Prefix: subPrefix, Index: subsKey},
+		Decode: decodeSubscriber,
+	})
+	if err != nil {
+		return nil, err
+	}
+	return &Store{rdb: rdb, cfg: cfg, records: records}, nil
+}
+
+// decodeSubscriber reads a stored subscriber, which must carry its id.
+func decodeSubscriber(id string, raw []byte) (Subscriber, error) {
+	var s Subscriber
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return Subscriber{}, fmt.Errorf("%w: subscriber %s: %w", recordstore.ErrCorrupt, id, err)
+	}
+	if s.ID != id {
+		return Subscriber{}, fmt.Errorf("%w: subscriber %s holds the record of %q", recordstore.ErrCorrupt, id, clip.Marked(s.ID, maxQuoted))
+	}
+	return s, nil
+}
+
+// notFound maps the record store's ErrNotFound to the subscriber's.
+func notFound(id string, err error) error {
+	if errors.Is(err, recordstore.ErrNotFound) {
+		return fmt.Errorf("%w: subscriber %s", ErrNotFound, id)
+	}
+	return err
 }
 
 // Created is what Create returns: the subscriber with its destinations'
@@ -230,18 +259,8 @@ func (st *Store) Resolve(ctx context.Context, id string) (Subscriber, error) {
 	if !ValidSubscriberID(id) {
 		return Subscriber{}, fmt.Errorf("%w: subscriber %q", ErrNotFound, clip.Marked(id, maxQuoted))
 	}
-	raw, err := st.rdb.Get(ctx, subKey(id)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return Subscriber{}, fmt.Errorf("%w: subscriber %s", ErrNotFound, id)
-	}
-	if err != nil {
-		return Subscriber{}, fmt.Errorf("subscriber: get %s: %w", id, err)
-	}
-	var s Subscriber
-	if err := json.Unmarshal(raw, &s); err != nil {
-		return Subscriber{}, fmt.Errorf("subscriber: decode %s: %w", id, err)
-	}
-	return s, nil
+	s, err := st.records.Get(ctx, id)
+	return s, notFound(id, err)
 }
 
 // List returns up to limit subscribers (without secrets) in id order after
@@ -254,28 +273,18 @@ func (st *Store) List(ctx context.Context, cursor string, limit int) ([]Subscrib
 	if limit < 1 {
 		limit = DefaultPageSize
 	}
-	limit = min(limit, MaxPageSize)
-	start := "-"
-	if cursor != "" {
-		start = "(" + cursor
-	}
-	ids, err := st.rdb.ZRangeByLex(ctx, subsKey, &redis.ZRangeBy{Min: start, Max: "+", Count: int64(limit) + 1}).Result()
-	if err != nil {
+	page, err := st.records.List(ctx, cursor, min(limit, MaxPageSize))
+	if err != nil && !errors.Is(err, recordstore.ErrCorrupt) {
 		return nil, "", fmt.Errorf("subscriber: list: %w", err)
 	}
-	next := ""
-	if len(ids) > limit {
-		ids, next = ids[:limit], ids[limit-1]
-	}
-	subs, err := st.load(ctx, "list", ids)
 	if err != nil {
-		return nil, "", err
+		st.cfg.Logger.WarnContext(ctx, "subscriber: skipping undecodable records", "error", err)
 	}
-	out := make([]Subscriber, len(subs))
-	for i, s := range subs {
+	out := make([]Subscriber, len(page.Items))
+	for i, s := range page.Items {
 		out[i] = s.public()
 	}
-	return out, next, nil
+	return out, page.NextCursor, nil
 }
 
 // Delete removes a subscriber and every destination core and token.
@@ -312,31 +321,17 @@ func (st *Store) SetPreferences(ctx context.Context, id, timeZone string, p Pref
 	if _, err := LoadLocation(timeZone); err != nil {
 		return Subscriber{}, err
 	}
-	var out Subscriber
-	for range maxTxTries {
-		err := st.rdb.Watch(ctx, func(tx *redis.Tx) error {
-			s, err := st.Resolve(ctx, id)
-			if err != nil {
-				return err
-			}
-			s.Preferences, s.TimeZone = p, timeZone
-			body, err := json.Marshal(s)
-			if err != nil {
-				return err
-			}
-			_, err = tx.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-				pipe.Set(ctx, subKey(id), body, 0)
-				return nil
-			})
-			out = s.public()
-			return err
-		}, subKey(id))
-		if errors.Is(err, redis.TxFailedErr) {
-			continue
-		}
-		return out, err
+	if !ValidSubscriberID(id) {
+		return Subscriber{}, fmt.Errorf("%w: subscriber %q", ErrNotFound, clip.Marked(id, maxQuoted))
 	}
-	return Subscriber{}, fmt.Errorf("subscriber: preferences of %s: too much contention", id)
+	s, err := st.records.Update(ctx, id, func(s *Subscriber) error {
+		s.Preferences, s.TimeZone = p, timeZone
+		return nil
+	})
+	if err != nil {
+		return Subscriber{}, fmt.Errorf("subscriber: preferences of %s: %w", id, notFound(id, err))
+	}
+	return s.public(), nil
 }
 
 // ExpireUnconfirmed removes the destinations whose opt-in expired before

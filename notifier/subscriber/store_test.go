@@ -3,6 +3,7 @@ package subscriber
 import (
 	"context"
 	"errors"
+	"slices"
 	"testing"
 	"time"
 
@@ -136,5 +137,57 @@ func TestStore_invalidInput(t *testing.T) {
 	}
 	if _, err := st.Peek(context.Background(), "nope"); !errors.Is(err, ErrTokenNotFound) {
 		t.Errorf("peek of a malformed token: %v", err)
+	}
+}
+
+func TestStore_listPagesExactlyAndSkipsUnreadableRecords(t *testing.T) {
+	for name, client := range backends() {
+		t.Run(name, func(t *testing.T) {
+			ctx := context.Background()
+			now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+			rdb := client(t)
+			st := newStore(t, rdb, &now)
+			var ids []string
+			for i := range 5 {
+				c, err := st.Create(ctx, Subscriber{Name: "s", TimeZone: "UTC",
+					Destinations: []Destination{{Kind: KindEmail, Address: "s" + string(rune('a'+i)) + "@example.com"}}})
+				if err != nil {
+					t.Fatal(err)
+				}
+				ids = append(ids, c.Subscriber.ID)
+				now = now.Add(time.Millisecond)
+			}
+			// One record is overwritten with what no subscriber decodes from.
+			if err := rdb.Set(ctx, subKey(ids[2]), "{not json", 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			cursor := ""
+			for pages := 0; ; pages++ {
+				subs, next, err := st.List(ctx, cursor, 2)
+				if err != nil {
+					t.Fatal(err)
+				}
+				if next != "" && len(subs) != 2 {
+					t.Fatalf("page %d holds %d subscribers with a next cursor, want exactly 2", pages, len(subs))
+				}
+				for _, s := range subs {
+					got = append(got, s.ID)
+				}
+				if cursor = next; cursor == "" || pages > 5 {
+					break
+				}
+			}
+			want := []string{ids[0], ids[1], ids[3], ids[4]}
+			if !slices.Equal(got, want) {
+				t.Errorf("listed %v, want %v (every readable subscriber once, in id order)", got, want)
+			}
+			if _, err := st.SetPreferences(ctx, ids[2], "UTC", Preferences{}); err == nil {
+				t.Error("preferences of an unreadable record: nil error, want one")
+			}
+			if _, err := st.SetPreferences(ctx, "s_000000000000deadbeefdeadbeef", "UTC", Preferences{}); !errors.Is(err, ErrNotFound) {
+				t.Errorf("preferences of an unknown subscriber: %v, want ErrNotFound", err)
+			}
+		})
 	}
 }

@@ -13,7 +13,7 @@ import (
 // statistics answer 503 not_configured.
 func Register(srv *api.Server, f *availability.Flow) {
 	AvailabilityRoutes{Projection: f.Projection()}.Register(srv)
-	SourceRoutes{Store: f.Sources(), Collector: f.Collector(), Egress: f.Egress()}.Register(srv)
+	SourceRoutes{Store: f.Sources(), Collector: f.Collector(), Egress: f.Egress(), Quota: f.SourceQuota()}.Register(srv)
 	WatcherRoutes{Store: f.Watchers(), Egress: f.Egress()}.Register(srv)
 	StatsRoutes{ClickHouse: f.ClickHouse()}.Register(srv)
 }

@@ -3,6 +3,7 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
 	"net/url"
 	"strings"
@@ -16,6 +17,7 @@ import (
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
@@ -258,5 +260,31 @@ func TestWatcherRoutes_capPerKey(t *testing.T) {
 	}
 	if code := call(t, srv, "POST", "/v1/watchers", "w", body, nil); code != http.StatusCreated {
 		t.Fatalf("create after a delete = %d, want 201", code)
+	}
+}
+
+func TestSourceRoutes_capPerKey(t *testing.T) {
+	rdb, err := stream.Dial(context.Background(), testenv.RedisURL(t))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	q, err := quota.New(rdb, "sources", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "w:write;w2:write"})
+	SourceRoutes{Store: collector.NewStore(rdb), Quota: q}.Register(srv)
+	source := func(i int) string {
+		return fmt.Sprintf(`{"id":"src-%d","provider":"resy","base_url":"https://api.example.test","scopes":[{"venue":"1505","date":"2026-12-01","party_size":2}]}`, i)
+	}
+	apitest.CheckCap(t, srv, apitest.Cap{Max: 2, Key: "w", OtherKey: "w2",
+		Create: func(i int) (string, string, any) { return "POST", "/v1/sources", source(i) },
+		ID:     func(t testing.TB, r apitest.Response) string { var s collector.Source; r.JSON(t, &s); return s.ID },
+		Delete: func(id string) string { return "/v1/sources/" + id },
+	})
+	// Replacing a source the caller holds takes no second slot.
+	if code := call(t, srv, "POST", "/v1/sources", "w", source(1), nil); code != http.StatusCreated {
+		t.Errorf("replace of a held source at the cap = %d, want 201", code)
 	}
 }

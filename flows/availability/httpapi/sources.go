@@ -9,6 +9,7 @@ import (
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/quota"
 )
 
 // SourceRoutes manage the collector's sources.
@@ -20,6 +21,9 @@ type SourceRoutes struct {
 	// Egress refuses a base URL whose host is a denied address (nil: the
 	// default policy).
 	Egress *egress.Policy
+	// Quota caps the sources each caller creates (nil: no cap); a
+	// replace does not count again.
+	Quota *quota.Quota
 }
 
 // sourcePage is GET /v1/sources.
@@ -66,7 +70,14 @@ func (r SourceRoutes) put(c *fiber.Ctx) error {
 	if err := r.Egress.CheckURL(src.BaseURL); err != nil {
 		return api.UnprocessableEntity("invalid_source", "field base_url: "+err.Error())
 	}
+	slot, err := api.ReserveFor(c, r.Quota, "sources", src.ID)
+	if err != nil {
+		return err
+	}
 	if err := r.Store.Put(c.UserContext(), src); err != nil {
+		return errors.Join(err, slot.Drop(c.UserContext()))
+	}
+	if err := slot.Keep(c.UserContext(), src.ID); err != nil {
 		return err
 	}
 	if r.Collector != nil {
@@ -121,6 +132,9 @@ func (r SourceRoutes) delete(c *fiber.Ctx) error {
 	if err := r.Store.Delete(c.UserContext(), id); errors.Is(err, collector.ErrSourceNotFound) {
 		return api.NotFound("source_not_found", err.Error())
 	} else if err != nil {
+		return err
+	}
+	if err := r.Quota.Release(c.UserContext(), id); err != nil {
 		return err
 	}
 	if r.Collector != nil {

@@ -1,0 +1,64 @@
+package stream
+
+import (
+	"errors"
+	"fmt"
+	"time"
+)
+
+// ErrDeadlineConflict is wrapped by CheckDeadline when a stage's copies
+// could not take over a crashed copy's work before the flow waiting on it
+// gives up.
+var ErrDeadlineConflict = errors.New("stage timing conflicts with the flow's deadline")
+
+// ForDeadline returns c with its zero timing fields derived from deadline,
+// the longest a caller waits for the work of this stage (a checkout call
+// waiting for its saga, say), so that a crashed copy's work is taken over
+// well within it:
+//
+//   - ClaimIdle: deadline/3;
+//   - ClaimInterval: min(5s, deadline/10);
+//   - HandlerTimeout: min(5s, ClaimIdle/4);
+//   - Retry.MaxInterval: min(1s, ClaimIdle/16), Retry.InitialInterval:
+//     min(50ms, Retry.MaxInterval/2).
+//
+// With those, one delivery's worst case (3 tries and 2 pauses) stays below
+// ClaimIdle. Fields already set are kept; CheckDeadline tells whether they
+// agree with deadline.
+func (c RunnerConfig) ForDeadline(deadline time.Duration) RunnerConfig {
+	if deadline <= 0 {
+		return c
+	}
+	if c.ClaimIdle == 0 {
+		c.ClaimIdle = deadline / 3
+	}
+	if c.ClaimInterval == 0 {
+		c.ClaimInterval = min(5*time.Second, deadline/10)
+	}
+	if c.HandlerTimeout == 0 {
+		c.HandlerTimeout = min(5*time.Second, c.ClaimIdle/4)
+	}
+	if c.Retry.MaxInterval == 0 {
+		c.Retry.MaxInterval = min(time.Second, c.ClaimIdle/16)
+	}
+	if c.Retry.InitialInterval == 0 {
+		c.Retry.InitialInterval = min(50*time.Millisecond, c.Retry.MaxInterval/2)
+	}
+	return c
+}
+
+// CheckDeadline reports whether work of this stage held by a crashed copy
+// can be taken over in time for a caller that gives up after deadline
+// (what names that deadline in the error): the entry's idle time before it
+// may be claimed plus one claim round, ClaimIdle + ClaimInterval with the
+// runtime's defaults, must not exceed half of deadline, which leaves the
+// other half to the redelivered work and the steps after it. Errors wrap
+// ErrDeadlineConflict.
+func (c RunnerConfig) CheckDeadline(what string, deadline time.Duration) error {
+	d := c.WithDefaults("check")
+	if takeover := d.ClaimIdle + d.ClaimInterval; takeover > deadline/2 {
+		return fmt.Errorf("%w: claim idle %s + claim interval %s = %s exceed half of the %s %s: a crashed copy's work would be taken over too late",
+			ErrDeadlineConflict, d.ClaimIdle, d.ClaimInterval, takeover, what, deadline)
+	}
+	return nil
+}
