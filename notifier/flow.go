@@ -13,6 +13,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/notifier/email"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -34,6 +35,9 @@ const (
 	ExpiryService = "notifier-expiry"
 )
 
+// VarQuotaSubscribers bounds the subscribers each caller may create.
+const VarQuotaSubscribers = "DROPSTREAM_QUOTA_SUBSCRIBERS"
+
 // Vars are the variables of the notifier: the email channel (off without
 // DROPSTREAM_SMTP_ADDR) and the sends in flight per deliver stage copy.
 // The links in messages start with the app's public URL
@@ -43,6 +47,7 @@ var Vars = []flow.Var{
 	{Name: "DROPSTREAM_SMTP_FROM", Usage: "sender address of notification emails (required with DROPSTREAM_SMTP_ADDR)"},
 	{Name: "DROPSTREAM_SMTP_USERNAME", Usage: "SMTP AUTH PLAIN user name; empty: no authentication"},
 	{Name: "DROPSTREAM_SMTP_PASSWORD", Secret: true, Usage: "SMTP AUTH password"},
+	{Name: VarQuotaSubscribers, Kind: flow.Int, Default: "1000", Usage: "subscribers each API key (each client address on an open API) may create; beyond it 409 quota_exceeded; 0: no cap"},
 	{Name: "DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT", Kind: flow.Int, Usage: "notifier: sends in flight at once per notifier-deliver copy; a copy sends at most this many ÷ the receivers' answer time per second (default 64)"},
 }
 
@@ -71,6 +76,7 @@ type Flow struct {
 	topics    Topics
 	pub       *stream.Publisher
 	subs      *subscriber.Store
+	subCap    *quota.Quota
 	hist      *history.Recorder
 	deliverer *Deliverer
 	channels  map[string]Channel
@@ -92,7 +98,10 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	f := &Flow{topics: NewTopics(d.Settings.Partitions), pub: d.Publisher, ch: d.ClickHouse, logger: logger, tel: d.Telemetry,
 		egress: d.Settings.EgressPolicy(), rdb: d.Redis}
 	var err error
-	if f.subs, err = subscriber.NewStore(d.Redis, subscriber.StoreConfig{Logger: logger}); err != nil {
+	if f.subCap, err = d.Settings.Quota(d.Redis, VarQuotaSubscribers, "subscribers"); err != nil {
+		return nil, err
+	}
+	if f.subs, err = subscriber.NewStore(d.Redis, subscriber.StoreConfig{Logger: logger, Quota: f.subCap}); err != nil {
 		return nil, err
 	}
 	if f.hist, err = history.NewRecorder(d.Redis, d.Publisher, history.Config{Partitions: d.Settings.Partitions}); err != nil {
@@ -157,6 +166,10 @@ func (f *Flow) Notify(ctx context.Context, reqs ...Request) error {
 
 // Subscribers is the subscriber store.
 func (f *Flow) Subscribers() *subscriber.Store { return f.subs }
+
+// SubscriberQuota is the cap of subscribers per caller
+// (DROPSTREAM_QUOTA_SUBSCRIBERS); nil: none.
+func (f *Flow) SubscriberQuota() *quota.Quota { return f.subCap }
 
 // History is the recorder of what the notifier did with every
 // notification; a flow that delivers by itself records there too.

@@ -32,6 +32,6 @@ func definitions() []flow.Definition {
 		flow.Define(checkout.Name, checkout.New, checkouthttp.Register).WithVars(checkout.Vars...).WithBench(checkoutbench.Bench),
 		flow.Define(comic.Name, comic.New, comichttp.Register).WithVars(comic.Vars...).WithBench(comicbench.Bench),
 		flow.Define(offer.Name, offer.New, offerhttp.Register).WithBench(offerbench.Bench),
-		flow.Define(feed.Name, feed.New, feedhttp.Register),
+		flow.Define(feed.Name, feed.New, feedhttp.Register).WithVars(feed.Vars...),
 	}
 }

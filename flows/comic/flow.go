@@ -14,6 +14,7 @@ import (
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -31,6 +32,9 @@ type Config struct {
 	// Ledger configures the delivery ledger of the built-in dispatcher.
 	// Default name "comic-notify".
 	Ledger notifier.DeliveryLedgerConfig
+	// MaxSubscriptionsPerCaller caps the subscriptions each API caller
+	// creates through the routes (SubscriptionQuota). 0: no cap.
+	MaxSubscriptionsPerCaller int
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -80,6 +84,9 @@ const (
 const (
 	VarNotifyURL    = "DROPSTREAM_COMIC_NOTIFY_URL"
 	VarNotifySecret = "DROPSTREAM_COMIC_NOTIFY_SECRET"
+	// VarQuotaSubscriptions bounds the subscriptions each caller may
+	// create.
+	VarQuotaSubscriptions = "DROPSTREAM_QUOTA_COMIC_SUBSCRIPTIONS"
 )
 
 // Vars are the variables New reads from the settings: the flow's POST
@@ -88,6 +95,7 @@ const (
 var Vars = []flow.Var{
 	{Name: VarNotifyURL, Kind: flow.URL, Usage: "comic flow: POST /notify URL for subscriptions without their own; empty: such notifications go to the log channel"},
 	{Name: VarNotifySecret, Secret: true, Usage: "comic flow: HMAC secret (at least 16 bytes) signing requests to DROPSTREAM_COMIC_NOTIFY_URL"},
+	{Name: VarQuotaSubscriptions, Kind: flow.Int, Default: "1000", Usage: "comic subscriptions each API key (each client address on an open API) may create; beyond it 409 quota_exceeded; 0: no cap"},
 }
 
 // Flow is the comic flow: subscriptions, inventory, the matching and
@@ -109,6 +117,7 @@ type Flow struct {
 	ch         *clickhouse.Client
 	log        *slog.Logger
 	egress     *egress.Policy
+	subCap     *quota.Quota
 }
 
 // New builds the flow over the app's Redis; it implements flow.Flow.
@@ -135,7 +144,8 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 		return nil, fmt.Errorf("comic: %s: %w (list it in DROPSTREAM_EGRESS_ALLOW)", VarNotifyURL, err)
 	}
 	cfg := Config{Partitions: d.Settings.Partitions, Webhook: notifier.WebhookConfig{Egress: policy}, Delivery: DeliveryConfig{
-		NotifyURL: d.Settings.String(VarNotifyURL), NotifySecret: d.Settings.String(VarNotifySecret), Relay: nf.Notify}}
+		NotifyURL: d.Settings.String(VarNotifyURL), NotifySecret: d.Settings.String(VarNotifySecret), Relay: nf.Notify},
+		MaxSubscriptionsPerCaller: d.Settings.Int(VarQuotaSubscriptions)}
 	f, err := NewWith(d.Redis, cfg, NewCheckoutPayments(d.Redis, co), d.Telemetry)
 	if err != nil {
 		return nil, err
@@ -187,8 +197,26 @@ func NewWith(rdb redis.UniversalClient, cfg Config, payments Payments, tel strea
 	if payments != nil {
 		s.Sales = NewSales(rdb, topics, inv, payments, ledger.Key)
 	}
+	if n := cfg.MaxSubscriptionsPerCaller; n > 0 {
+		q, err := quota.New(rdb, "comic-subscriptions", n)
+		if err != nil {
+			return nil, err
+		}
+		// A subscription removed by its unsubscribe link frees its slot
+		// once its caller reaches the cap.
+		s.subCap = q.WithExists(func(ctx context.Context, id string) (bool, error) {
+			_, err := store.Get(ctx, id)
+			if errors.Is(err, ErrNotFound) {
+				return false, nil
+			}
+			return err == nil, err
+		})
+	}
 	return s, nil
 }
+
+// SubscriptionQuota is the cap of subscriptions per caller; nil: none.
+func (s *Flow) SubscriptionQuota() *quota.Quota { return s.subCap }
 
 // Topics returns the flow's topics.
 func (s *Flow) Topics() Topics { return s.topics }

@@ -33,13 +33,15 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	}
 	f, err := NewWith(d.Redis, d.Publisher, Deps{Subscribers: nf.Subscribers(), Notify: nf.Notify, Sender: nf.Dispatcher()},
 		Config{Partitions: d.Settings.Partitions, PublicURL: d.Settings.PublicURL, Logger: log, MeterProvider: d.Telemetry.MeterProvider,
-			Egress: d.Settings.EgressPolicy()})
+			Egress: d.Settings.EgressPolicy(), MaxFeedsPerCaller: d.Settings.Int(VarQuotaFeeds),
+			MaxSubscriptionsPerCaller: d.Settings.Int(VarQuotaSubscriptions)})
 	if err != nil {
 		return nil, err
 	}
 	if f.poller, err = f.NewPoller(PollerConfig{}); err != nil {
 		return nil, err
 	}
+
 	f.tel = d.Telemetry
 	return f, nil
 }

@@ -15,6 +15,7 @@ import (
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
 	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
@@ -74,6 +75,10 @@ type Config struct {
 	Logger *slog.Logger
 	// MeterProvider defaults to the global one.
 	MeterProvider metric.MeterProvider
+	// MaxFeedsPerCaller and MaxSubscriptionsPerCaller cap the feeds and
+	// subscriptions each API caller creates through the routes
+	// (FeedQuota, SubscriptionQuota). 0: no cap.
+	MaxFeedsPerCaller, MaxSubscriptionsPerCaller int
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -117,6 +122,10 @@ func (c Config) Validate() error {
 	if len(c.PublicURL) > 512 {
 		errs = append(errs, errors.New("feed: public URL too long"))
 	}
+	if c.MaxFeedsPerCaller < 0 || c.MaxSubscriptionsPerCaller < 0 {
+		errs = append(errs, fmt.Errorf("feed: caps per caller %d feeds, %d subscriptions: want 0 (none) or more",
+			c.MaxFeedsPerCaller, c.MaxSubscriptionsPerCaller))
+	}
 	return errors.Join(errs...)
 }
 
@@ -136,6 +145,8 @@ type Flow struct {
 
 	// poller is the feed-poller service of a flow built by New.
 	poller *Poller
+	// feedCap and subCap cap what each caller creates (New); nil: none.
+	feedCap, subCap *quota.Quota
 	// tel is the app's telemetry (New), for the history's writer.
 	tel stream.Telemetry
 
@@ -170,6 +181,9 @@ func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, deps Deps, cfg Co
 	f.collections, err3 = meter.Int64Counter("dropstream.feed.collections",
 		metric.WithDescription("Collections completed and forwarded, and delivered."), metric.WithUnit("{collection}"))
 	if err := errors.Join(err1, err2, err3); err != nil {
+		return nil, err
+	}
+	if err := f.quotas(); err != nil {
 		return nil, err
 	}
 	return f, nil

@@ -27,10 +27,11 @@ const maxQuoted = 80
 // concurrent use. A nil *Quota caps nothing: its Claim, Release and
 // Reserve succeed and do nothing.
 type Quota struct {
-	rdb  redis.UniversalClient
-	kind string
-	max  int
-	tag  string
+	rdb    redis.UniversalClient
+	kind   string
+	max    int
+	tag    string
+	exists func(ctx context.Context, id string) (bool, error)
 }
 
 // New returns the quota of kind ("watchers", "feeds") with cap max records
@@ -69,6 +70,9 @@ func (q *Quota) Claim(ctx context.Context, owner, id string) error {
 		return nil
 	}
 	n, err := claimScript.Run(ctx, q.rdb, []string{q.ownerKey(owner), q.ownersKey()}, id, owner, q.max).Int()
+	if err == nil && n == 0 && q.prune(ctx, owner) > 0 {
+		n, err = claimScript.Run(ctx, q.rdb, []string{q.ownerKey(owner), q.ownersKey()}, id, owner, q.max).Int()
+	}
 	if err != nil {
 		return fmt.Errorf("quota: claim %s %q: %w", q.kind, clip.Marked(id, maxQuoted), err)
 	}

@@ -1,6 +1,7 @@
 package quota_test
 
 import (
+	"context"
 	"errors"
 	"strconv"
 	"sync"
@@ -146,6 +147,53 @@ func TestReservation_holdsASlotUntilKeptOrDropped(t *testing.T) {
 			var none *quota.Quota
 			if r, err := none.Reserve(ctx, "a"); r != nil || err != nil || r.Keep(ctx, "y") != nil || r.Drop(ctx) != nil {
 				t.Errorf("nil quota: reservation %v, %v; want nil, nil and no-op Keep and Drop", r, err)
+			}
+		})
+	}
+}
+
+func TestQuota_withExistsFreesTheSlotsOfRemovedRecordsAtTheCap(t *testing.T) {
+	for _, be := range testenv.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
+			ctx := t.Context()
+			stored := map[string]bool{"a": true, "b": true}
+			var mu sync.Mutex
+			base, err := quota.New(be.Client(t), "things", 3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			q := base.WithExists(func(_ context.Context, id string) (bool, error) {
+				mu.Lock()
+				defer mu.Unlock()
+				return stored[id], nil
+			})
+			for _, id := range []string{"a", "b"} {
+				if err := q.Claim(ctx, "o", id); err != nil {
+					t.Fatal(err)
+				}
+			}
+			// A reservation from a process that died long ago.
+			if err := q.Claim(ctx, "o", "\x00ticket:0:dead"); err != nil {
+				t.Fatal(err)
+			}
+			if err := base.Claim(ctx, "o", "c"); err != nil {
+				t.Fatalf("claim at the cap with a stale reservation: %v, want its slot reclaimed", err)
+			}
+			mu.Lock()
+			stored["c"] = true
+			delete(stored, "a") // removed without a release
+			mu.Unlock()
+			if err := base.Claim(ctx, "o", "d"); !errors.Is(err, quota.ErrExceeded) {
+				t.Fatalf("claim at the cap without WithExists: %v, want ErrExceeded", err)
+			}
+			if err := q.Claim(ctx, "o", "d"); err != nil {
+				t.Fatalf("claim at the cap with a removed record: %v, want its slot reclaimed", err)
+			}
+			mu.Lock()
+			stored["d"] = true
+			mu.Unlock()
+			if err := q.Claim(ctx, "o", "e"); !errors.Is(err, quota.ErrExceeded) {
+				t.Fatalf("claim at the cap with every record stored: %v, want ErrExceeded", err)
 			}
 		})
 	}

@@ -6,6 +6,8 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -38,7 +40,7 @@ func (q *Quota) Reserve(ctx context.Context, owner string) (*Reservation, error)
 	if _, err := rand.Read(b[:]); err != nil {
 		return nil, fmt.Errorf("quota: reserve %s: %w", q.kind, err)
 	}
-	r := &Reservation{q: q, ticket: ticketPrefix + hex.EncodeToString(b[:])}
+	r := &Reservation{q: q, ticket: ticketPrefix + strconv.FormatInt(time.Now().UnixMilli(), 10) + ":" + hex.EncodeToString(b[:])}
 	if err := q.Claim(ctx, owner, r.ticket); err != nil {
 		return nil, err
 	}

@@ -14,7 +14,7 @@ import (
 func Register(srv *api.Server, f *notifier.Flow) {
 	channels := f.Channels()
 	SubscriberRoutes{Store: f.Subscribers(), Notify: f.Notify, PublicURL: f.PublicURL(), Egress: f.Egress(),
-		HasChannel: func(ch string) bool { _, ok := channels[ch]; return ok }}.Register(srv)
+		HasChannel: func(ch string) bool { _, ok := channels[ch]; return ok }, Quota: f.SubscriberQuota()}.Register(srv)
 	nr := NotificationRoutes{History: f.History()}
 	if f.ClickHouse() != nil {
 		nr.Cause = f.Cause

@@ -3,6 +3,8 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"math"
+	"strconv"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -21,9 +23,7 @@ type NotificationRoutes struct {
 }
 
 // notificationPage is GET /v1/notifications.
-type notificationPage struct {
-	Items []history.Record `json:"items"`
-}
+type notificationPage = api.Page[history.Record]
 
 // whyChain is GET /v1/notifications/{id}/why: notification → transition →
 // run → trace id.
@@ -60,7 +60,7 @@ type whyRun struct {
 func (r NotificationRoutes) Register(srv *api.Server) {
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/notifications", Tag: "notifications", Scope: api.ScopeRead,
 		Summary:  "Recent notifications of a subscriber (or watcher), newest first",
-		Query:    []api.Param{{Name: "subscriber", Required: true}, {Name: "limit", Type: "integer"}},
+		Query:    []api.Param{{Name: "subscriber", Required: true}, {Name: "cursor"}, {Name: "limit", Type: "integer"}},
 		Response: notificationPage{}, Handler: r.list})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/notifications/:id/why", Tag: "notifications", Scope: api.ScopeRead,
 		Summary:  "Why a notification was sent: notification → transition → run → trace id",
@@ -72,15 +72,20 @@ func (r NotificationRoutes) list(c *fiber.Ctx) error {
 	if sub == "" || len(sub) > 64 {
 		return api.BadRequest("invalid_subscriber", "subscriber: want a subscriber or watcher id")
 	}
-	limit, err := api.IntQuery(c, "limit", 50, 1, 200)
+	cursor, limit, err := api.PageQuery(c)
 	if err != nil {
 		return err
 	}
-	items, err := r.History.Recent(c.UserContext(), sub, limit)
+	// The subscriber's recent notifications are a bounded list: read it
+	// whole and page it by time, so a page's cursor holds while new
+	// notifications arrive.
+	items, err := r.History.Recent(c.UserContext(), sub, math.MaxInt32)
 	if err != nil {
 		return err
 	}
-	return c.JSON(notificationPage{Items: items})
+	return c.JSON(api.PageOf(items, func(rec history.Record) string {
+		return api.NewestFirst(rec.At, rec.ID+"/"+rec.Status+"/"+strconv.Itoa(rec.Attempts))
+	}, cursor, limit))
 }
 
 func (r NotificationRoutes) why(c *fiber.Ctx) error {

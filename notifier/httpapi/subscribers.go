@@ -11,6 +11,7 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 )
@@ -31,6 +32,10 @@ type SubscriberRoutes struct {
 	// ("email" needs SMTP); a destination on any other is refused with
 	// 422. Nil: every channel is configured.
 	HasChannel func(channel string) bool
+	// Quota caps the subscribers each caller creates; it must be the
+	// store's (subscriber.StoreConfig.Quota), which frees the slots of
+	// removed subscribers. Nil: no cap.
+	Quota *quota.Quota
 }
 
 // subscriberPage is GET /v1/subscribers.
@@ -97,7 +102,16 @@ func (r SubscriberRoutes) create(c *fiber.Ctx) error {
 		}
 	}
 	ctx := c.UserContext()
+	slot, err := api.Reserve(c, r.Quota, "subscribers")
+	if err != nil {
+		return err
+	}
 	created, err := r.Store.Create(ctx, in)
+	if err == nil {
+		err = slot.Keep(ctx, created.Subscriber.ID)
+	} else if dropErr := slot.Drop(ctx); dropErr != nil {
+		return errors.Join(err, dropErr)
+	}
 	switch {
 	case errors.Is(err, subscriber.ErrInvalid):
 		return api.UnprocessableEntity("invalid_subscriber", err.Error())

@@ -3,7 +3,9 @@ package httpapi
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"net/http"
+	"slices"
 	"strings"
 	"sync"
 	"testing"
@@ -14,6 +16,7 @@ import (
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/history"
@@ -314,4 +317,112 @@ func TestSubscriberRoutes_destinationOnAChannelNotConfiguredRefused(t *testing.T
 	if r := sendJSON(t, srv, "POST", "/v1/subscribers", in); r.Status != http.StatusCreated {
 		t.Errorf("webhook only: %d %s, want 201", r.Status, r.Body)
 	}
+}
+
+func TestSubscriberRoutes_capPerKey(t *testing.T) {
+	rdb, err := stream.Dial(context.Background(), "redis://"+miniredis.RunT(t).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	q, err := quota.New(rdb, "subscribers", 2)
+	if err != nil {
+		t.Fatal(err)
+	}
+	store, err := subscriber.NewStore(rdb, subscriber.StoreConfig{Quota: q})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "w:write;w2:write"})
+	box := &outbox{}
+	SubscriberRoutes{Store: store, Notify: box.notify, PublicURL: "http://ds.test", Quota: q}.Register(srv)
+	body := func(i int) any {
+		return subscriber.Subscriber{Name: "s", TimeZone: "UTC", Destinations: []subscriber.Destination{
+			{Kind: subscriber.KindEmail, Address: fmt.Sprintf("s%d@example.com", i)}}}
+	}
+	apitest.CheckCap(t, srv, apitest.Cap{Max: 2, Key: "w", OtherKey: "w2",
+		Create: func(i int) (string, string, any) { return "POST", "/v1/subscribers", body(i) },
+		ID:     func(t testing.TB, r apitest.Response) string { var s subscriber.Subscriber; r.JSON(t, &s); return s.ID },
+		Delete: func(id string) string { return "/v1/subscribers/" + id },
+	})
+	// w holds its cap again. A subscriber whose last destination
+	// unsubscribes is gone: its slot is free again.
+	create := func(i int) apitest.Response {
+		return apitest.Request(t, srv, "POST", "/v1/subscribers", body(i), api.HeaderAPIKey, "w")
+	}
+	apitest.WantEnvelope(t, create(100), http.StatusConflict, "quota_exceeded")
+	var unsubscribed bool
+	for _, req := range box.take() {
+		if !strings.Contains(req.Text, notifier.ConfirmPath) || req.Destination.Address != "s1@example.com" {
+			continue
+		}
+		if r := apitest.Request(t, srv, "POST", linkPath(t, req), nil); r.Status != http.StatusOK {
+			t.Fatalf("confirm: %d %s", r.Status, r.Body)
+		}
+		s, err := store.Resolve(t.Context(), req.SubscriberID)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if _, _, err := store.Unsubscribe(t.Context(), s.Destinations[0].UnsubscribeToken); err != nil {
+			t.Fatal(err)
+		}
+		unsubscribed = true
+	}
+	if !unsubscribed {
+		t.Fatal("no confirmation request for s1@example.com")
+	}
+	if r := create(101); r.Status != http.StatusCreated {
+		t.Errorf("create after w's subscriber unsubscribed = %d %s, want 201", r.Status, r.Body)
+	}
+}
+
+// A subscriber's notifications page newest first with exact pages, and a
+// walk started before new notifications arrive still sees each older one
+// once.
+func TestNotificationRoutes_pagesHoldWhileNotificationsArrive(t *testing.T) {
+	ctx := context.Background()
+	rdb, err := stream.Dial(ctx, "redis://"+miniredis.RunT(t).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	rec, err := history.NewRecorder(rdb, nil, history.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	at := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	record := func(i int) {
+		t.Helper()
+		if err := rec.Record(ctx, history.Record{ID: fmt.Sprintf("n_%02d", i), Flow: "avail", Event: "availability.open", SubscriberID: "w_1",
+			Channel: "webhook", Subject: "s", Window: fmt.Sprint(i), Status: history.StatusSent, Attempts: 1, At: at.Add(time.Duration(i) * time.Second)}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for i := range 7 {
+		record(i)
+	}
+	srv, _ := apitest.NewServer(t, api.Config{})
+	NotificationRoutes{History: rec}.Register(srv)
+	var got []string
+	cursor := ""
+	for pages := 0; pages < 10; pages++ {
+		r := apitest.Get(t, srv, "/v1/notifications?subscriber=w_1&limit=3&cursor="+cursor)
+		var page notificationPage
+		r.JSON(t, &page)
+		if page.NextCursor != "" && len(page.Items) != 3 {
+			t.Fatalf("page %d: %d items with a next cursor, want exactly 3", pages, len(page.Items))
+		}
+		for _, n := range page.Items {
+			got = append(got, n.ID)
+		}
+		if pages == 0 {
+			record(7) // a new notification arrives mid-walk, at the head
+		}
+		if cursor = page.NextCursor; cursor == "" {
+			break
+		}
+	}
+	want := []string{"n_06", "n_05", "n_04", "n_03", "n_02", "n_01", "n_00"}
+	if !slices.Equal(got, want) {
+		t.Errorf("walk = %v, want %v: newest first, each once", got, want)
+	}
+	apitest.WantEnvelope(t, apitest.Get(t, srv, "/v1/notifications?subscriber=w_1&limit=0"), http.StatusBadRequest, "invalid_limit")
 }

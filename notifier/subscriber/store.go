@@ -15,6 +15,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/internal/rediskey"
 )
@@ -72,6 +73,11 @@ type StoreConfig struct {
 	ConfirmTTL time.Duration
 	// MaxSubscribers bounds the store. Default 1,000,000.
 	MaxSubscribers int
+	// Quota is the cap of subscribers per caller that the create route
+	// reserves a slot in (see api.Reserve); a subscriber that is removed
+	// — deleted, or left without destinations by an unsubscribe or an
+	// expired opt-in — frees its slot. Nil: no cap.
+	Quota *quota.Quota
 	// Logger reports undecodable records. Default slog.Default().
 	Logger *slog.Logger
 	// Now is the clock. Default time.Now.
@@ -307,6 +313,9 @@ func (st *Store) Delete(ctx context.Context, id string) error {
 		if errors.Is(err, redis.TxFailedErr) {
 			continue
 		}
+		if err == nil {
+			st.release(ctx, id)
+		}
 		return err
 	}
 	return fmt.Errorf("subscriber: delete %s: too much contention", id)
@@ -365,6 +374,9 @@ func (st *Store) ExpireUnconfirmed(ctx context.Context, now time.Time, limit int
 			})
 			if err == nil {
 				removed++
+				if len(s.Destinations) == 0 {
+					st.release(ctx, id)
+				}
 			}
 			return err
 		}, subKey(id))
@@ -373,4 +385,12 @@ func (st *Store) ExpireUnconfirmed(ctx context.Context, now time.Time, limit int
 		}
 	}
 	return removed, nil
+}
+
+// release frees the quota slot of a removed subscriber; a failure is
+// logged, not returned: the removal stands.
+func (st *Store) release(ctx context.Context, id string) {
+	if err := st.cfg.Quota.Release(ctx, id); err != nil {
+		st.cfg.Logger.WarnContext(ctx, "subscriber: quota slot not freed", "subscriber_id", id, "error", err)
+	}
 }

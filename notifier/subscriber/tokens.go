@@ -102,6 +102,9 @@ func (st *Store) Unsubscribe(ctx context.Context, token string) (Subscriber, Des
 		st.removeDestination(ctx, pipe, &s, d)
 		return nil
 	})
+	if err == nil && len(s.Destinations) == 0 {
+		st.release(ctx, s.ID)
+	}
 	return s, d, err
 }
 

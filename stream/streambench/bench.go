@@ -93,18 +93,8 @@ func Throughput(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Res
 	}
 	topic := benchTopic(cfg.Partitions)
 	defer cleanup(rdb, topic)
-	pub := stream.NewPublisher(rdb, cfg.Telemetry)
-	payload := make([]byte, cfg.PayloadSize)
-	batch := make([]*stream.Message, 0, 5000)
-	for i := 0; i < cfg.Messages; i++ {
-		batch = append(batch, stream.NewMessage(fmt.Sprint(i%1024), "bench", payload))
-		if len(batch) == cap(batch) || i == cfg.Messages-1 {
-			if err := pub.Publish(ctx, topic, batch...); err != nil {
-				return Result{}, err
-			}
-			batch = batch[:0]
-			report(cfg, "published %d/%d", i+1, cfg.Messages)
-		}
+	if err := publishAll(ctx, rdb, topic, cfg); err != nil {
+		return Result{}, err
 	}
 	var handled atomic.Int64
 	done := make(chan struct{})

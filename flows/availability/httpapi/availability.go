@@ -37,9 +37,7 @@ type entityDetail struct {
 }
 
 // sessionsPage is GET /v1/availability/{key}/sessions.
-type sessionsPage struct {
-	Items []writer.Session `json:"items"`
-}
+type sessionsPage = api.Page[writer.Session]
 
 // recentTransitions bounds the transitions shown with an entity.
 const recentTransitions = 20
@@ -57,7 +55,7 @@ func (a AvailabilityRoutes) Register(srv *api.Server) {
 		Summary:  "One entity's projection and its recent transitions (key URL-escaped)",
 		Response: entityDetail{}, Handler: a.get})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/availability/:key/sessions", Tag: "availability", Scope: api.ScopeRead,
-		Summary: "One entity's availability sessions, newest first", Query: []api.Param{limitParam},
+		Summary: "One entity's availability sessions, newest first", Query: []api.Param{{Name: "cursor", Description: "next_cursor of the previous page"}, limitParam},
 		Response: sessionsPage{}, Handler: a.sessions})
 }
 
@@ -123,7 +121,7 @@ func (a AvailabilityRoutes) sessions(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	limit, err := api.IntQuery(c, "limit", 100, 1, 100)
+	cursor, limit, err := api.PageQuery(c)
 	if err != nil {
 		return err
 	}
@@ -132,14 +130,13 @@ func (a AvailabilityRoutes) sessions(c *fiber.Ctx) error {
 	} else if err != nil {
 		return err
 	}
-	items, err := a.Projection.Sessions(c.UserContext(), key, limit)
+	// An entity keeps a bounded number of sessions: read them whole and
+	// page them by their opening, newest first.
+	items, err := a.Projection.Sessions(c.UserContext(), key, 0)
 	if err != nil {
 		return err
 	}
-	if items == nil {
-		items = []writer.Session{}
-	}
-	return c.JSON(sessionsPage{Items: items})
+	return c.JSON(api.PageOf(items, func(s writer.Session) string { return api.NewestFirst(s.OpenedAt, s.ID) }, cursor, limit))
 }
 
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"

@@ -180,7 +180,16 @@ func (r routes) subscribe(c *fiber.Ctx) error {
 	if err := r.f.Egress().CheckURL(in.NotifyURL); err != nil {
 		return api.UnprocessableEntity("invalid_subscription", "field notify_url: "+err.Error())
 	}
+	slot, err := api.Reserve(c, r.f.SubscriptionQuota(), "comic subscriptions")
+	if err != nil {
+		return err
+	}
 	sub, err := r.f.Subscriptions.Create(c.UserContext(), in.Email, in.Body, in.NotifyURL)
+	if err == nil {
+		err = slot.Keep(c.UserContext(), sub.ID)
+	} else if dropErr := slot.Drop(c.UserContext()); dropErr != nil {
+		return errors.Join(err, dropErr)
+	}
 	switch {
 	case errors.Is(err, comic.ErrInvalid):
 		return invalid("invalid_subscription", err)
@@ -219,6 +228,9 @@ func (r routes) deleteSubscription(c *fiber.Ctx) error {
 		return api.NotFound("subscription_not_found", "no subscription "+id)
 	}
 	if err != nil {
+		return err
+	}
+	if err := r.f.SubscriptionQuota().Release(c.UserContext(), id); err != nil {
 		return err
 	}
 	return c.SendStatus(http.StatusNoContent)

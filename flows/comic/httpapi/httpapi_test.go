@@ -2,6 +2,7 @@ package httpapi_test
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"strings"
 	"sync"
@@ -219,4 +220,21 @@ func TestRoutes_notifyURLOnADeniedAddressRefused(t *testing.T) {
 	if code := call(t, srv, "POST", "/v1/subscriptions", body, &s); code != 201 {
 		t.Errorf("a public notify_url: %d, want 201", code)
 	}
+}
+
+func TestRoutes_subscriptionsCappedPerKey(t *testing.T) {
+	rdb := testenv.Dial(t, testenv.RedisURL(t))
+	svc, err := comic.NewWith(rdb, comic.Config{Partitions: 2, MaxSubscriptionsPerCaller: 2}, nil, stream.Telemetry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "w:write;w2:write"})
+	httpapi.Register(srv, svc)
+	apitest.CheckCap(t, srv, apitest.Cap{Max: 2, Key: "w", OtherKey: "w2",
+		Create: func(i int) (string, string, any) {
+			return "POST", "/v1/subscriptions", fmt.Sprintf(`{"email":"reader%d@example.com","body":{}}`, i)
+		},
+		ID:     func(t testing.TB, r apitest.Response) string { var s comic.Subscription; r.JSON(t, &s); return s.ID },
+		Delete: func(id string) string { return "/v1/subscriptions/" + id },
+	})
 }

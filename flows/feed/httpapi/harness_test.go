@@ -78,8 +78,8 @@ type harness struct {
 }
 
 // newHarness starts the stages and registers fd (its URL replaced by the
-// simulated feed's).
-func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd feed.Feed) *harness {
+// simulated feed's); edits change the flow's configuration.
+func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd feed.Feed, edits ...func(*feed.Config)) *harness {
 	t.Helper()
 	rdb := b.Client(t)
 	ctx, cancel := context.WithCancel(context.Background())
@@ -115,8 +115,11 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd feed.Feed
 	h.notify = func(ctx context.Context, reqs ...notifier.Request) error {
 		return notifier.PublishRequests(ctx, pub, h.requests, reqs...)
 	}
-	if h.flow, err = feed.NewWith(rdb, pub, feed.Deps{Subscribers: h.subs, Notify: h.notify, Sender: disp},
-		feed.Config{Partitions: 4, PublicURL: "http://api.test", Egress: egresstest.Allow(t, srv.URL)}); err != nil {
+	cfg := feed.Config{Partitions: 4, PublicURL: "http://api.test", Egress: egresstest.Allow(t, srv.URL)}
+	for _, edit := range edits {
+		edit(&cfg)
+	}
+	if h.flow, err = feed.NewWith(rdb, pub, feed.Deps{Subscribers: h.subs, Notify: h.notify, Sender: disp}, cfg); err != nil {
 		t.Fatal(err)
 	}
 	fetch := poll.Config{RatePerHost: 1000, Burst: 100, Timeout: 500 * time.Millisecond, MaxBodyBytes: 64 << 10}

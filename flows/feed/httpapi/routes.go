@@ -11,6 +11,7 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flows/feed"
+	"github.com/dropstream/dropstream/internal/quota"
 )
 
 // FeedView is a feed with its latest poll.
@@ -108,7 +109,14 @@ func (f routes) postFeed(c *fiber.Ctx) error {
 	if err := f.f.Egress().CheckURL(in.URL); err != nil {
 		return api.UnprocessableEntity("invalid_feed", "field url: "+err.Error())
 	}
+	slot, err := api.ReserveFor(c, f.f.FeedQuota(), "feeds", feed.FeedID(feed.NormalizeURL(in.URL)))
+	if err != nil {
+		return err
+	}
 	out, created, err := f.store.PutFeed(c.UserContext(), in)
+	if err := keepIf(c, slot, created, out.ID, err); err != nil {
+		return err
+	}
 	if err != nil {
 		return apiError(err, "feed")
 	}
@@ -153,6 +161,9 @@ func (f routes) getFeed(c *fiber.Ctx) error {
 func (f routes) deleteFeed(c *fiber.Ctx) error {
 	if err := f.store.DeleteFeed(c.UserContext(), c.Params("id")); err != nil {
 		return apiError(err, "feed")
+	}
+	if err := f.f.FeedQuota().Release(c.UserContext(), c.Params("id")); err != nil {
+		return err
 	}
 	return c.SendStatus(http.StatusNoContent)
 }
@@ -272,7 +283,14 @@ func (f routes) postSubscription(c *fiber.Ctx) error {
 	if err := f.f.Egress().CheckURL(in.Destination.URL); err != nil {
 		return api.UnprocessableEntity("invalid_subscription", "field destination.url: "+err.Error())
 	}
+	slot, err := api.Reserve(c, f.f.SubscriptionQuota(), "feed subscriptions")
+	if err != nil {
+		return err
+	}
 	sub, created, err := f.f.Subscribe(c.UserContext(), c.Params("id"), c.Params("name"), in.Destination)
+	if err := keepIf(c, slot, created, sub.ID, err); err != nil {
+		return err
+	}
 	if err != nil {
 		return apiError(err, "subscription")
 	}
@@ -305,5 +323,18 @@ func (f routes) deleteSubscription(c *fiber.Ctx) error {
 	if err := f.store.DeleteSubscription(c.UserContext(), c.Params("sid")); err != nil {
 		return apiError(err, "subscription")
 	}
+	if err := f.f.SubscriptionQuota().Release(c.UserContext(), c.Params("sid")); err != nil {
+		return err
+	}
 	return c.SendStatus(http.StatusNoContent)
+}
+
+// keepIf ends a create's quota reservation: kept for the object id when
+// the create stored a new one, dropped otherwise. It returns only a
+// failure of the reservation itself.
+func keepIf(c *fiber.Ctx, slot *quota.Reservation, created bool, id string, createErr error) error {
+	if createErr == nil && created {
+		return slot.Keep(c.UserContext(), id)
+	}
+	return slot.Drop(c.UserContext())
 }

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/flows/feed"
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
 	"github.com/dropstream/dropstream/flows/feed/httpapi"
@@ -228,4 +229,31 @@ func TestRoutes_itemsAndExclusion(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestRoutes_feedsAndSubscriptionsCappedPerKey(t *testing.T) {
+	h := newHarness(t, testenv.Backends()[0], feedsim.New(feedsim.RSS), feed.Feed{}, func(c *feed.Config) {
+		c.MaxFeedsPerCaller, c.MaxSubscriptionsPerCaller = 2, 2
+	})
+	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "w:write;w2:write"})
+	httpapi.Register(srv, h.flow)
+	apitest.CheckCap(t, srv, apitest.Cap{Max: 2, Key: "w", OtherKey: "w2",
+		Create: func(i int) (string, string, any) {
+			return "POST", "/v1/feeds", feed.Feed{URL: fmt.Sprintf("https://example.org/%d.xml", i)}
+		},
+		ID:     func(t testing.TB, r apitest.Response) string { var f feed.Feed; r.JSON(t, &f); return f.ID },
+		Delete: func(id string) string { return "/v1/feeds/" + id },
+	})
+	if r := apitest.Request(t, srv, "POST", "/v1/feeds/"+h.feed.ID+"/subscribables", feed.Subscribable{Name: "each", Manager: feed.Manager{Kind: feed.EachItem}},
+		api.HeaderAPIKey, "w2"); r.Status != http.StatusCreated {
+		t.Fatalf("subscribable: %d %s", r.Status, r.Body)
+	}
+	apitest.CheckCap(t, srv, apitest.Cap{Max: 2, Key: "w", OtherKey: "w2",
+		Create: func(i int) (string, string, any) {
+			return "POST", "/v1/feeds/" + h.feed.ID + "/subscribables/each/subscriptions",
+				map[string]any{"destination": feed.Destination{Kind: feed.DestLog, Name: fmt.Sprintf("reader-%d", i)}}
+		},
+		ID:     func(t testing.TB, r apitest.Response) string { var s feed.Subscription; r.JSON(t, &s); return s.ID },
+		Delete: func(id string) string { return "/v1/feed-subscriptions/" + id },
+	})
 }

@@ -1,0 +1,91 @@
+package streambench
+
+import (
+	"context"
+	"fmt"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Plain is the baseline of Throughput: the same messages on the same Redis
+// consumed and acknowledged by go-redis alone, with no runtime — one
+// XREADGROUP of cfg.BatchSize over every partition's stream at a time,
+// then one pipelined XACK per stream of what it read. A runtime figure
+// divided by Plain's, from the same run, is the runtime's cost whatever
+// the machine's load.
+func Plain(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	topic := benchTopic(cfg.Partitions)
+	defer cleanup(rdb, topic)
+	if err := publishAll(ctx, rdb, topic, cfg); err != nil {
+		return Result{}, err
+	}
+	const group = "plain"
+	streams := make([]string, 0, 2*cfg.Partitions)
+	for p := range cfg.Partitions {
+		if err := rdb.XGroupCreateMkStream(ctx, topic.Stream(p), group, "0").Err(); err != nil {
+			return Result{}, fmt.Errorf("streambench: create group: %w", err)
+		}
+		streams = append(streams, topic.Stream(p))
+	}
+	for range cfg.Partitions {
+		streams = append(streams, ">")
+	}
+	begin, lastReport := time.Now(), time.Now()
+	handled := 0
+	for handled < cfg.Messages {
+		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "plain", Streams: streams,
+			Count: int64(cfg.BatchSize), Block: 100 * time.Millisecond}).Result()
+		if err != nil && err != redis.Nil {
+			return Result{}, fmt.Errorf("streambench: read: %w", err)
+		}
+		pipe := rdb.Pipeline()
+		for _, s := range res {
+			if len(s.Messages) == 0 {
+				continue
+			}
+			ids := make([]string, len(s.Messages))
+			for i, m := range s.Messages {
+				ids[i] = m.ID
+			}
+			pipe.XAck(ctx, s.Stream, group, ids...)
+			handled += len(ids)
+		}
+		if pipe.Len() > 0 {
+			if _, err := pipe.Exec(ctx); err != nil {
+				return Result{}, fmt.Errorf("streambench: ack: %w", err)
+			}
+		}
+		if time.Since(lastReport) > time.Second {
+			lastReport = time.Now()
+			report(cfg, "plain: consumed %d/%d", handled, cfg.Messages)
+		}
+	}
+	elapsed := time.Since(begin)
+	return Result{Messages: cfg.Messages, Elapsed: elapsed, PerSecond: float64(cfg.Messages) / elapsed.Seconds()}, nil
+}
+
+// publishAll publishes cfg.Messages of cfg.PayloadSize bytes to topic, in
+// pipelines of 5,000, through the runtime's publisher without telemetry.
+func publishAll(ctx context.Context, rdb redis.UniversalClient, topic stream.Topic, cfg Config) error {
+	pub := stream.NewPublisher(rdb, cfg.Telemetry)
+	payload := make([]byte, cfg.PayloadSize)
+	batch := make([]*stream.Message, 0, 5000)
+	for i := 0; i < cfg.Messages; i++ {
+		batch = append(batch, stream.NewMessage(fmt.Sprint(i%1024), "bench", payload))
+		if len(batch) == cap(batch) || i == cfg.Messages-1 {
+			if err := pub.Publish(ctx, topic, batch...); err != nil {
+				return err
+			}
+			batch = batch[:0]
+			report(cfg, "published %d/%d", i+1, cfg.Messages)
+		}
+	}
+	return nil
+}
