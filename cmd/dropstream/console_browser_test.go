@@ -165,6 +165,20 @@ func TestConsole_inABrowser(t *testing.T) {
 		}
 	})
 
+	t.Run("pause and resume are offered only with the stage controls", func(t *testing.T) {
+		req, _ := http.NewRequest(http.MethodGet, base+"/v1/admin/stages", nil)
+		req.Header.Set("Authorization", "Bearer console-admin-key")
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		resp.Body.Close()
+		buttons := eval[int](t, ctx, `document.querySelectorAll("#stages button.act").length`)
+		if controls := resp.StatusCode == http.StatusOK; controls != (buttons > 0) {
+			t.Errorf("GET /v1/admin/stages = %d and the page offers %d pause/resume buttons", resp.StatusCode, buttons)
+		}
+	})
+
 	t.Run("the figures move while the pipeline runs", func(t *testing.T) {
 		read := func() (string, float64) {
 			v := eval[struct {
