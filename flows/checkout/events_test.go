@@ -14,14 +14,7 @@ import (
 
 func TestEvents_aCompensatedCheckoutWithItsSteps(t *testing.T) {
 	e := newEnv(t, miniredisURL(t), envOptions{timeout: 20 * time.Second, tracer: sdktrace.NewTracerProvider()})
-	a, c := itemsInTwoPartitions(t, e, 1)
-	e.must(t, 200, "POST", "/stock/add/"+a+"/1")
-	user := str(t, e.must(t, 200, "POST", "/payment/create_user"), "user_id")
-	e.must(t, 200, "POST", "/payment/add_funds/"+user+"/10")
-	order := str(t, e.must(t, 200, "POST", "/orders/create/"+user), "order_id")
-	e.must(t, 200, "POST", "/orders/addItem/"+order+"/"+a)
-	e.must(t, 200, "POST", "/orders/addItem/"+order+"/"+c) // c has no stock: compensation
-	e.must(t, 400, "POST", "/orders/checkout/"+order)
+	order, user, _ := compensatedCheckout(t, e)
 
 	events := e.svc.Describe().Events
 	var ev flow.Event
@@ -49,4 +42,20 @@ func TestEvents_aCompensatedCheckoutWithItsSteps(t *testing.T) {
 	if undone != 2 || failed != 1 {
 		t.Errorf("steps %+v: want two undone and one failed", ev.Steps)
 	}
+}
+
+// compensatedCheckout checks out an order of two items in two partitions,
+// the second out of stock: the attempt fails and the other parts are
+// undone. It returns the order, its user and the item out of stock.
+func compensatedCheckout(t *testing.T, e *env) (order, user, missing string) {
+	t.Helper()
+	a, c := itemsInTwoPartitions(t, e, 1)
+	e.must(t, 200, "POST", "/stock/add/"+a+"/1")
+	user = str(t, e.must(t, 200, "POST", "/payment/create_user"), "user_id")
+	e.must(t, 200, "POST", "/payment/add_funds/"+user+"/10")
+	order = str(t, e.must(t, 200, "POST", "/orders/create/"+user), "order_id")
+	e.must(t, 200, "POST", "/orders/addItem/"+order+"/"+a)
+	e.must(t, 200, "POST", "/orders/addItem/"+order+"/"+c) // c has no stock: compensation
+	e.must(t, 400, "POST", "/orders/checkout/"+order)
+	return order, user, c
 }
