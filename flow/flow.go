@@ -58,6 +58,9 @@ type Description struct {
 	// Demo prepares the flow's demo data once its stages run. It must be
 	// idempotent: the demo may run against a persistent Redis. Nil: none.
 	Demo func(ctx context.Context) error
+	// Events returns up to limit of the flow's recent events, newest
+	// first, with what caused each (see Event). Nil: the flow shows none.
+	Events func(ctx context.Context, limit int) ([]Event, error)
 }
 
 // Service is a named loop. Run returns nil when ctx ends; an error stops

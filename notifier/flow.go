@@ -8,6 +8,8 @@ import (
 	"maps"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/internal/egress"
@@ -83,6 +85,7 @@ type Flow struct {
 	logger    *slog.Logger
 	tel       stream.Telemetry
 	egress    *egress.Policy
+	rdb       redis.UniversalClient // read by Events
 }
 
 // New builds the notifier; it implements flow.Flow. It reads Vars from
@@ -93,7 +96,7 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 		logger = slog.Default()
 	}
 	f := &Flow{topics: NewTopics(d.Settings.Partitions), pub: d.Publisher, ch: d.ClickHouse, logger: logger, tel: d.Telemetry,
-		egress: d.Settings.EgressPolicy()}
+		egress: d.Settings.EgressPolicy(), rdb: d.Redis}
 	var err error
 	if f.subCap, err = d.Settings.Quota(d.Redis, VarQuotaSubscribers, "subscribers"); err != nil {
 		return nil, err
@@ -234,6 +237,7 @@ func (f *Flow) Describe() flow.Description {
 			{From: RetryService, Topic: f.topics.Requests},
 			{From: flow.FromAPI, Topic: f.topics.Requests},
 		},
+		Events: f.events,
 	}
 }
 

@@ -4,7 +4,7 @@
 # Usage: scripts/testenv.sh <command...>
 #
 # Installs Debian's redis-server / clickhouse-server / clickhouse-client and
-# prometheus (with promtool) when missing, starts one redis-server, a
+# prometheus (with promtool) and chromium when missing, starts one redis-server, a
 # 3-master Redis Cluster (redis-server --cluster-enabled yes, joined by
 # `redis-cli --cluster create`, no replicas), one clickhouse-server, Jaeger (built once by scripts/jaeger.sh) and
 # Prometheus (on deploy/prometheus) on free loopback ports inside a temporary
@@ -15,6 +15,7 @@
 #   DROPSTREAM_TEST_CLICKHOUSE_DSN  clickhouse://default:@127.0.0.1:PORT/default
 #   DROPSTREAM_TEST_REDIS_SERVER    absolute path of the redis-server binary
 #   DROPSTREAM_TEST_PROMTOOL        absolute path of promtool (Debian's prometheus)
+#   DROPSTREAM_TEST_CHROMIUM        absolute path of Debian's chromium, for the console's browser tests
 #   DROPSTREAM_TEST_JAEGER_OTLP     http://127.0.0.1:PORT, Jaeger's OTLP/HTTP receiver
 #   DROPSTREAM_TEST_JAEGER_QUERY    http://127.0.0.1:PORT, Jaeger's query API (/api/traces…)
 #   DROPSTREAM_TEST_PROMETHEUS_URL  http://127.0.0.1:PORT of a Prometheus on deploy/prometheus
@@ -56,6 +57,7 @@ install_missing() {
 	command -v clickhouse-server >/dev/null 2>&1 || pkgs+=(clickhouse-server)
 	command -v clickhouse-client >/dev/null 2>&1 || pkgs+=(clickhouse-client)
 	command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus)
+	command -v chromium >/dev/null 2>&1 || pkgs+=(chromium)
 	[ "${#pkgs[@]}" -eq 0 ] && return 0
 	log "installing ${pkgs[*]} (apt-get)"
 	# RUNLEVEL=1 keeps invoke-rc.d from starting the packaged services.
@@ -388,6 +390,7 @@ export DROPSTREAM_TEST_REDIS_CLUSTER="$REDIS_CLUSTER"
 export DROPSTREAM_TEST_CLICKHOUSE_DSN="clickhouse://default:@127.0.0.1:$CH_TCP_PORT/default"
 export DROPSTREAM_TEST_REDIS_SERVER="$REDIS_SERVER"
 export DROPSTREAM_TEST_PROMTOOL="$(command -v promtool)"
+export DROPSTREAM_TEST_CHROMIUM="$(command -v chromium)"
 export DROPSTREAM_TEST_JAEGER_OTLP="http://127.0.0.1:$JAEGER_OTLP_HTTP_PORT"
 export DROPSTREAM_TEST_JAEGER_QUERY="http://127.0.0.1:$JAEGER_QUERY_PORT"
 export DROPSTREAM_TEST_PROMETHEUS_URL="http://127.0.0.1:$PROM_PORT"

@@ -18,6 +18,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	dsotel "github.com/dropstream/dropstream/otel"
+	"github.com/dropstream/dropstream/otel/spanbuffer"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -40,7 +41,9 @@ type app struct {
 	// flows are the built flows, in the order of definitions().
 	flows      []*builtFlow
 	flowsBuilt bool
-	closers    []func()
+	// traces are the recent traces the console shows.
+	traces  *spanbuffer.Buffer
+	closers []func()
 }
 
 // builtFlow is one flow as built: its definition, its main type, what it
@@ -88,6 +91,7 @@ func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, st
 	}
 	prov.SetGlobal()
 	a.otel = prov
+	a.keepTraces()
 	a.closers = append(a.closers, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -221,6 +225,9 @@ func (a *app) apiServer() (*api.Server, error) {
 		}
 	}
 	if err := a.registerStageAdmin(srv); err != nil {
+		return nil, err
+	}
+	if err := a.registerConsole(srv); err != nil {
 		return nil, err
 	}
 	return srv, nil

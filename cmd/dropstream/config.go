@@ -61,6 +61,9 @@ type Config struct {
 	// replicas of one compose service get ids of their own. Empty: new
 	// consumer names for every process.
 	Instance string
+	// JaegerUIURL is the trace UI the console links traces to; empty: no
+	// links.
+	JaegerUIURL string
 }
 
 // instanceID returns the instance id with "{hostname}" replaced by the
@@ -150,6 +153,7 @@ func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string
 	envInt(fs, &c.Partitions, "partitions", "DROPSTREAM_PARTITIONS", 8, "stream partitions per flow, fixed for a deployment")
 	envString(fs, &c.LogFormat, "log-format", "DROPSTREAM_LOG_FORMAT", logFormat, "log format: json or text")
 	envString(fs, &c.LogLevel, "log-level", "DROPSTREAM_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	envString(fs, &c.JaegerUIURL, "jaeger-ui-url", "DROPSTREAM_JAEGER_UI_URL", "", "base `URL` of a Jaeger UI the console links each trace to (<url>/trace/<id>); empty: no links")
 	envString(fs, &c.Instance, "instance", "DROPSTREAM_INSTANCE", "", "stable identity of this process across restarts, unique among live processes ({hostname} stands for the host name); empty gives new consumer names each start")
 	return fs
 }
@@ -252,6 +256,9 @@ func (c Config) Validate() error {
 	}
 	if _, err := parseLevel(c.LogLevel); err != nil {
 		errs = append(errs, err)
+	}
+	if u, err := url.Parse(c.JaegerUIURL); c.JaegerUIURL != "" && (err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "") {
+		errs = append(errs, fmt.Errorf("jaeger UI URL: want an http:// or https:// URL"))
 	}
 	return errors.Join(errs...)
 }

@@ -31,9 +31,15 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&interval, "interval", 2*time.Second, "poll interval of the simulated source")
 	fs.Float64Var(&churn, "churn", 0.05, "fraction of slots that flip per tick")
 	fs.Float64Var(&flap, "flap", 0.02, "fraction of slots that toggle every tick")
-	fs.DurationVar(&every, "status-every", time.Second, "how often the status line is refreshed")
+	fs.DurationVar(&every, "status-every", time.Second, "how often the status line is refreshed (on a terminal)")
+	var verbose bool
+	fs.BoolVar(&verbose, "verbose", false, "show the logs from level info (same as --log-level info); by default the demo logs warnings and errors only, so the status line stays readable")
+	demoLogLevel(fs, &cfg)
 	if err := fs.parse(args); err != nil {
 		return err
+	}
+	if verbose {
+		cfg.LogLevel = "info"
 	}
 	if venues < 1 || venues > 100 || tick <= 0 || interval < time.Second || every <= 0 {
 		return fmt.Errorf("venues %d (1..100), tick %s, interval %s (≥1s) or status-every %s out of range", venues, tick, interval, every)
@@ -65,6 +71,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		if srv, err = a.apiServer(); err != nil {
 			return err
 		}
+		redirectRootToConsole(srv)
 	}
 	var wg sync.WaitGroup
 	defer wg.Wait()
@@ -104,6 +111,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				failed <- fmt.Errorf("api: %w", err)
 			}
 		})
+		fmt.Fprintf(stdout, "dropstream demo: console on %s\n", consoleURL(cfg.APIAddr))
 		fmt.Fprintf(stdout, "dropstream demo: API on %s — try /v1/availability?state=open, /v1/sources, /v1/watchers, /metrics, /openapi.json; Ctrl-C stops\n", cfg.APIAddr)
 	}
 	if a.embedded != nil {
@@ -121,37 +129,46 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 }
 
-// status prints a live status line: on a terminal it rewrites one line,
-// otherwise it prints a line each period. The figures are the process's own
-// metrics, as /metrics shows them.
+// status keeps a live status line on a terminal, rewriting one line each
+// period; on anything else (a file, a pipe) it prints nothing. The figures
+// are the process's own metrics, as /metrics shows them.
 func (a *app) status(ctx context.Context, w io.Writer, runners []*stream.Runner, every time.Duration) {
-	tty := isTerminal(w)
+	if !isTerminal(w) {
+		return
+	}
 	t := time.NewTicker(every)
 	defer t.Stop()
 	for {
 		select {
 		case <-ctx.Done():
-			if tty {
-				fmt.Fprintln(w)
-			}
+			fmt.Fprintln(w)
 			return
 		case <-t.C:
 		}
-		m := a.metricTotals()
 		var lag int64
 		for _, r := range runners {
 			lag += max(0, r.Lag())
 		}
-		line := fmt.Sprintf("runs %d | observations %d | transitions %d | notifications %d | lag %d | dlq %d",
-			int64(m["dropstream_diff_runs_total"]), int64(m["dropstream_diff_observations_total"]),
-			int64(m["dropstream_diff_transitions_total"]), int64(m[`dropstream_notifier_notifications_total{outcome="sent"}`]),
-			lag, int64(m["dropstream_dlq_length"]))
-		if tty {
-			fmt.Fprintf(w, "\r\033[K%s", line)
-		} else {
-			fmt.Fprintln(w, line)
-		}
+		fmt.Fprintf(w, "\r\033[K%s", statusLine(a.metricTotals(), lag))
 	}
+}
+
+// statusLine is the demo's status line; the README explains each field.
+func statusLine(m map[string]float64, lag int64) string {
+	return fmt.Sprintf("runs %d | observations %d | transitions %d | notifications %d | lag %d | dlq %d",
+		int64(m["dropstream_diff_runs_total"]), int64(m["dropstream_diff_observations_total"]),
+		int64(m["dropstream_diff_transitions_total"]), int64(m[`dropstream_notifier_notifications_total{outcome="sent"}`]),
+		lag, int64(m["dropstream_dlq_length"]))
+}
+
+// demoLogLevel makes warn the demo's log level unless DROPSTREAM_LOG_LEVEL
+// sets one: info logs, several a second, would scroll the status line away.
+func demoLogLevel(fs *flags, cfg *Config) {
+	if _, set := os.LookupEnv("DROPSTREAM_LOG_LEVEL"); set {
+		return
+	}
+	cfg.LogLevel = "warn"
+	fs.Lookup("log-level").DefValue = "warn"
 }
 
 // metricTotals sums the process's metrics by name, and by name with an

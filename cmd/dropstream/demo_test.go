@@ -169,15 +169,21 @@ func TestDemo_servesAPIMetricsAndStatusUntilCancelled(t *testing.T) {
 			feeds.Items[0].LastPoll != nil && feeds.Items[0].LastPoll.OK
 	}, "the demo feed polled")
 
-	demo.waitFor(t, 10*time.Second, func() bool {
-		out := demo.stdout.String()
-		return strings.Contains(out, "runs ") && strings.Contains(out, "| observations ") &&
-			strings.Contains(out, "| transitions ") && strings.Contains(out, "| notifications ") && strings.Contains(out, "| lag ")
-	}, "a status line on stdout")
-
 	out := demo.stdout.String()
+	// stdout is no terminal here: it gets no status line, and the console's
+	// address comes first.
+	if strings.Contains(out, "| observations ") {
+		t.Errorf("a status line on stdout, which is no terminal:\n%s", out)
+	}
+	if !strings.HasPrefix(out, "dropstream demo: console on http://"+addr+"/console\n") {
+		t.Errorf("stdout does not begin with the console's address:\n%s", out)
+	}
 	if !strings.Contains(out, "API on "+addr) {
 		t.Errorf("stdout does not announce the API address:\n%s", out)
+	}
+	// The demo logs warnings only by default: no info line among them.
+	if strings.Contains(demo.stderr.String(), "level=INFO") {
+		t.Errorf("the demo logs at info by default:\n%s", demo.stderr.String())
 	}
 	if !strings.Contains(demo.stderr.String(), "embedded in-process Redis") {
 		t.Errorf("stderr does not warn about the embedded Redis:\n%s", demo.stderr.String())
@@ -207,5 +213,14 @@ func TestDemo_servesAPIMetricsAndStatusUntilCancelled(t *testing.T) {
 	}
 	if status, _ := get(t, base+"/healthz"); status != 0 {
 		t.Errorf("API still answers (%d) after demo returned", status)
+	}
+}
+
+func TestStatusLine_namesEachFigure(t *testing.T) {
+	m := map[string]float64{"dropstream_diff_runs_total": 12, "dropstream_diff_observations_total": 340,
+		"dropstream_diff_transitions_total": 56, `dropstream_notifier_notifications_total{outcome="sent"}`: 7, "dropstream_dlq_length": 2}
+	want := "runs 12 | observations 340 | transitions 56 | notifications 7 | lag 3 | dlq 2"
+	if got := statusLine(m, 3); got != want {
+		t.Errorf("statusLine = %q, want %q", got, want)
 	}
 }

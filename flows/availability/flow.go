@@ -14,6 +14,8 @@ import (
 	"log/slog"
 	"strconv"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/collector"
@@ -92,6 +94,7 @@ type Flow struct {
 	sourceCap  *quota.Quota
 	stages     []stream.Stage
 	egress     *egress.Policy
+	rdb        redis.UniversalClient // read by Events
 }
 
 // New builds the flow: the collector, the normalizer, diff, projection
@@ -105,7 +108,7 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 		return nil, fmt.Errorf("availability: %w", err)
 	}
 	f := &Flow{topics: NewTopics(d.Settings.Partitions), settings: d.Settings, tel: d.Telemetry, log: d.Telemetry.Logger,
-		ch: d.ClickHouse, sources: collector.NewStore(d.Redis), egress: d.Settings.EgressPolicy()}
+		ch: d.ClickHouse, sources: collector.NewStore(d.Redis), egress: d.Settings.EgressPolicy(), rdb: d.Redis}
 	if f.log == nil {
 		f.log = slog.Default()
 	}
@@ -224,7 +227,8 @@ func (f *Flow) Describe() flow.Description {
 				}
 				return analytics.Stages(), analytics.Close, nil
 			}}},
-		Demo: f.demo,
+		Demo:   f.demo,
+		Events: f.events,
 	}
 }
 

@@ -193,14 +193,7 @@ func TestCheckout_oneTraceCoversTheSaga(t *testing.T) {
 	rec := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))
 	e := newEnv(t, miniredisURL(t), envOptions{timeout: 20 * time.Second, tracer: tp})
-	a, c := itemsInTwoPartitions(t, e, 1)
-	e.must(t, 200, "POST", "/stock/add/"+a+"/1")
-	user := str(t, e.must(t, 200, "POST", "/payment/create_user"), "user_id")
-	e.must(t, 200, "POST", "/payment/add_funds/"+user+"/10")
-	order := str(t, e.must(t, 200, "POST", "/orders/create/"+user), "order_id")
-	e.must(t, 200, "POST", "/orders/addItem/"+order+"/"+a)
-	e.must(t, 200, "POST", "/orders/addItem/"+order+"/"+c) // c has no stock: compensation
-	e.must(t, 400, "POST", "/orders/checkout/"+order)
+	order, _, c := compensatedCheckout(t, e)
 	var traceID string
 	for _, s := range rec.Ended() {
 		if s.Name() == "POST /orders/checkout/:order_id" {

@@ -126,6 +126,7 @@ func (s *Flow) Describe() flow.Description {
 		},
 		History: []flow.History{s.History()},
 		Demo:    s.seedDemo,
+		Events:  s.events,
 	}
 }
 

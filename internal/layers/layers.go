@@ -14,7 +14,8 @@
 //     stages. A stage package imports no other stage package, but for the
 //     writer's batched ClickHouse appends (writer, writer/flowhistory),
 //     which every flow's history goes through; the notifier imports no
-//     flow's types (it knows no flow).
+//     flow's types (it knows no flow). The console (console) sits here too: it
+//     reads every flow through the contract and serves its page with api.
 //  5. flows: flows/<name>/... A flow may import another flow's root
 //     package (the comic flow buys through the checkout flow), never its
 //     sub-packages. Only a flow's httpapi package (and its bench package,
@@ -50,7 +51,7 @@ func Of(rel string) (Layer, string) {
 		return HTTP, top
 	case "flow":
 		return Contract, top
-	case "collector", "diff", "writer", "notifier":
+	case "collector", "diff", "writer", "notifier", "console":
 		return Stages, top
 	case "flows":
 		name, _, _ := strings.Cut(rest, "/")

@@ -1,0 +1,48 @@
+package main
+
+import (
+	"net/http"
+	"strings"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/console"
+	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/otel/spanbuffer"
+)
+
+// keptTraces is how many recent traces the process keeps for the console.
+const keptTraces = 200
+
+// keepTraces registers the buffer of recent traces the console shows.
+func (a *app) keepTraces() {
+	a.traces = spanbuffer.New(spanbuffer.Config{Traces: keptTraces, Ignore: func(name string) bool {
+		// The console's own polling would push the pipeline's traces out.
+		return strings.Contains(name, " "+console.Path)
+	}})
+	a.otel.AddSpanProcessor(a.traces)
+}
+
+// registerConsole serves the console at /console, over every built flow.
+func (a *app) registerConsole(srv *api.Server) error {
+	flows := make([]console.Flow, 0, len(a.flows))
+	for _, f := range a.flows {
+		flows = append(flows, console.Flow{Name: f.def.Name, Desc: f.desc})
+	}
+	c, err := console.New(console.Config{Redis: a.rdb, Flows: flows, Metrics: a.otel.Registry(), Traces: a.traces,
+		JaegerUIURL: a.cfg.JaegerUIURL})
+	if err != nil {
+		return err
+	}
+	c.Register(srv)
+	return nil
+}
+
+// consoleURL is the console's address for an API listening on addr.
+func consoleURL(addr string) string { return flow.PublicURLFor(addr) + console.Path }
+
+// redirectRootToConsole sends / to the console (the demo's front door).
+func redirectRootToConsole(srv *api.Server) {
+	srv.App().Get("/", func(c *fiber.Ctx) error { return c.Redirect(console.Path, http.StatusFound) })
+}

@@ -1,0 +1,213 @@
+// Package spanbuffer keeps the last traces a process recorded, bounded, so
+// a console can show them without an external trace store. Buffer is an
+// OpenTelemetry SDK SpanProcessor: register it on the tracer provider.
+package spanbuffer
+
+import (
+	"context"
+	"slices"
+	"sync"
+	"time"
+
+	"go.opentelemetry.io/otel/codes"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+)
+
+// Defaults of Config.
+const (
+	DefaultTraces        = 100
+	DefaultSpansPerTrace = 200
+	// maxAttrs bounds the attributes kept per span.
+	maxAttrs = 24
+	// maxValueLen bounds an attribute value kept.
+	maxValueLen = 256
+)
+
+// Config bounds a Buffer. Zero fields take their defaults.
+type Config struct {
+	// Traces is how many traces are kept, the newest. Default 100.
+	Traces int
+	// SpansPerTrace is how many spans are kept per trace, the first
+	// ended. Default 200.
+	SpansPerTrace int
+	// Ignore, when set, drops the spans it answers true for (the
+	// console's own requests, say).
+	Ignore func(name string) bool
+}
+
+// Span is an ended span as kept.
+type Span struct {
+	TraceID  string            `json:"trace_id"`
+	SpanID   string            `json:"span_id"`
+	ParentID string            `json:"parent_id,omitempty"`
+	Name     string            `json:"name"`
+	Kind     string            `json:"kind"`
+	Service  string            `json:"service,omitempty"`
+	Start    time.Time         `json:"start"`
+	End      time.Time         `json:"end"`
+	Error    string            `json:"error,omitempty"`
+	Attrs    map[string]string `json:"attrs,omitempty"`
+	Links    []Link            `json:"links,omitempty"`
+}
+
+// Link is a span link: the span this one follows from (a message's
+// producer, for a batch).
+type Link struct {
+	TraceID string `json:"trace_id"`
+	SpanID  string `json:"span_id"`
+}
+
+// Summary describes a kept trace.
+type Summary struct {
+	TraceID string    `json:"trace_id"`
+	Root    string    `json:"root"`
+	Start   time.Time `json:"start"`
+	// DurationMs spans the first start to the last end of its kept spans.
+	DurationMs float64 `json:"duration_ms"`
+	Spans      int     `json:"spans"`
+	Errors     int     `json:"errors"`
+}
+
+type kept struct {
+	id    string
+	spans []Span
+}
+
+// Buffer keeps the newest traces. Safe for concurrent use.
+type Buffer struct {
+	cfg   Config
+	mu    sync.Mutex
+	byID  map[string]*kept
+	order []string // trace ids, oldest first
+}
+
+var _ sdktrace.SpanProcessor = (*Buffer)(nil)
+
+// New returns an empty buffer.
+func New(cfg Config) *Buffer {
+	if cfg.Traces <= 0 {
+		cfg.Traces = DefaultTraces
+	}
+	if cfg.SpansPerTrace <= 0 {
+		cfg.SpansPerTrace = DefaultSpansPerTrace
+	}
+	return &Buffer{cfg: cfg, byID: map[string]*kept{}}
+}
+
+// OnStart does nothing: spans are kept when they end.
+func (b *Buffer) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+
+// OnEnd keeps a sampled span in its trace, evicting the oldest trace when
+// the buffer is full.
+func (b *Buffer) OnEnd(s sdktrace.ReadOnlySpan) {
+	sc := s.SpanContext()
+	if !sc.IsSampled() || (b.cfg.Ignore != nil && b.cfg.Ignore(s.Name())) {
+		return
+	}
+	sp := Span{TraceID: sc.TraceID().String(), SpanID: sc.SpanID().String(), Name: s.Name(), Kind: s.SpanKind().String(),
+		Start: s.StartTime(), End: s.EndTime()}
+	if p := s.Parent(); p.IsValid() {
+		sp.ParentID = p.SpanID().String()
+	}
+	if st := s.Status(); st.Code == codes.Error {
+		sp.Error = clip(st.Description)
+		if sp.Error == "" {
+			sp.Error = "error"
+		}
+	}
+	if r := s.Resource(); r != nil {
+		if v, ok := r.Set().Value("service.name"); ok {
+			sp.Service = v.String()
+		}
+	}
+	for i, kv := range s.Attributes() {
+		if i == maxAttrs {
+			break
+		}
+		if sp.Attrs == nil {
+			sp.Attrs = map[string]string{}
+		}
+		sp.Attrs[string(kv.Key)] = clip(kv.Value.String())
+	}
+	for _, l := range s.Links() {
+		sp.Links = append(sp.Links, Link{TraceID: l.SpanContext.TraceID().String(), SpanID: l.SpanContext.SpanID().String()})
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.byID[sp.TraceID]
+	if !ok {
+		t = &kept{id: sp.TraceID}
+		b.byID[sp.TraceID] = t
+		b.order = append(b.order, sp.TraceID)
+		for len(b.order) > b.cfg.Traces {
+			delete(b.byID, b.order[0])
+			b.order = b.order[1:]
+		}
+	}
+	if len(t.spans) < b.cfg.SpansPerTrace {
+		t.spans = append(t.spans, sp)
+	}
+}
+
+func clip(s string) string {
+	if len(s) > maxValueLen {
+		return s[:maxValueLen]
+	}
+	return s
+}
+
+// Shutdown does nothing.
+func (b *Buffer) Shutdown(context.Context) error { return nil }
+
+// ForceFlush does nothing.
+func (b *Buffer) ForceFlush(context.Context) error { return nil }
+
+// Traces returns the kept traces, newest first.
+func (b *Buffer) Traces() []Summary {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	out := make([]Summary, 0, len(b.order))
+	for i := len(b.order) - 1; i >= 0; i-- {
+		out = append(out, summarize(b.byID[b.order[i]]))
+	}
+	return out
+}
+
+// Trace returns a kept trace's spans, by start time, and false when it is
+// not kept.
+func (b *Buffer) Trace(id string) ([]Span, bool) {
+	b.mu.Lock()
+	t, ok := b.byID[id]
+	var spans []Span
+	if ok {
+		spans = slices.Clone(t.spans)
+	}
+	b.mu.Unlock()
+	slices.SortStableFunc(spans, func(a, b Span) int { return a.Start.Compare(b.Start) })
+	return spans, ok
+}
+
+func summarize(t *kept) Summary {
+	s := Summary{TraceID: t.id, Spans: len(t.spans)}
+	var end time.Time
+	ids := map[string]bool{}
+	for _, sp := range t.spans {
+		ids[sp.SpanID] = true
+	}
+	for _, sp := range t.spans {
+		if s.Start.IsZero() || sp.Start.Before(s.Start) {
+			s.Start = sp.Start
+		}
+		if sp.End.After(end) {
+			end = sp.End
+		}
+		if sp.Error != "" {
+			s.Errors++
+		}
+		if s.Root == "" && !ids[sp.ParentID] {
+			s.Root = sp.Name
+		}
+	}
+	s.DurationMs = float64(end.Sub(s.Start).Microseconds()) / 1000
+	return s
+}
