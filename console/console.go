@@ -10,7 +10,6 @@ import (
 	"context"
 	"embed"
 	"errors"
-	"net/http"
 	"path"
 	"slices"
 	"strings"
@@ -120,11 +119,15 @@ func New(cfg Config) (*Console, error) {
 // routes under /v1/console/ (read scope; acting on dead letters needs
 // admin).
 func (c *Console) Register(srv *api.Server) {
-	app := srv.App()
-	app.Get(Path, c.asset("index.html"))
-	app.Get(Path+"/", func(ctx *fiber.Ctx) error { return ctx.Redirect(Path, http.StatusMovedPermanently) })
-	for _, name := range []string{"app.js", "app.css"} {
-		app.Get(Path+"/"+name, c.asset(name))
+	// The page and its two assets are documented operations like every
+	// route ("/console/" is "/console": routing is not strict).
+	for _, a := range []struct{ path, name, ctype, summary string }{
+		{Path, "index.html", "text/html", "The console: the flow graph with live figures, dead letters, events, traces and the availability board"},
+		{Path + "/app.js", "app.js", "text/javascript", "The console's script"},
+		{Path + "/app.css", "app.css", "text/css", "The console's style sheet"},
+	} {
+		srv.Handle(api.Operation{Method: "GET", Path: a.path, Tag: "console", Public: true, ContentType: a.ctype,
+			Summary: a.summary, Handler: c.asset(a.name)})
 	}
 	c.registerRoutes(srv)
 }

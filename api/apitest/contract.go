@@ -22,6 +22,8 @@ import (
 func init() {
 	// Pages people follow from messages answer HTML; streams are text.
 	openapi3filter.RegisterBodyDecoder("text/html", openapi3filter.FileBodyDecoder)
+	openapi3filter.RegisterBodyDecoder("text/javascript", openapi3filter.FileBodyDecoder)
+	openapi3filter.RegisterBodyDecoder("text/css", openapi3filter.FileBodyDecoder)
 	openapi3filter.RegisterBodyDecoder("text/event-stream", openapi3filter.FileBodyDecoder)
 	openapi3filter.RegisterBodyDecoder("application/schema+json", openapi3filter.JSONBodyDecoder)
 }
