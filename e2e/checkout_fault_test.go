@@ -18,6 +18,7 @@ import (
 
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream/streamtest"
 )
 
 // The consistency workload of the checkout fault tests: one item with 100
@@ -315,6 +316,16 @@ func (c *checkoutCluster) verify(w checkoutWorkload, tally *checkoutTally) {
 	if givenUp != 0 {
 		c.t.Errorf("%d checkout attempts given up, want none", givenUp)
 	}
+	if n := tally.other5xx.Load(); n != 0 {
+		c.t.Errorf("%d answers were a 5xx other than 503: an outage must answer 503 with Retry-After", n)
+	}
+	// Every entry of every saga stream is accounted for by its groups:
+	// acknowledged, dead-lettered, dropped, pending or not yet read.
+	topics := checkout.NewTopics(8)
+	streamtest.AssertConserved(c.t, c.rdb, topics.Stock, checkout.StageStock)
+	streamtest.AssertConserved(c.t, c.rdb, topics.Payment, checkout.StagePayment)
+	streamtest.AssertConserved(c.t, c.rdb, topics.Outcomes, checkout.StageOrder)
+	streamtest.AssertConserved(c.t, c.rdb, topics.Sagas, checkout.StageHistory)
 	c.t.Logf("answered %d (200: %d, 400: %d); retried: %d × 503, %d × other 5xx, %d without an answer",
 		tally.answered.Load(), tally.paid.Load(), tally.refused.Load(), tally.unavailable.Load(), tally.other5xx.Load(), tally.transport.Load())
 }
