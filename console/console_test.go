@@ -81,6 +81,10 @@ func TestStages_figuresComeFromRedis(t *testing.T) {
 				t.Fatal(err)
 			}
 			rdb.XAdd(ctx, &redis.XAddArgs{Stream: testTopic.DeadLetterStream(1), Values: []any{"type", "x", "payload", "bad", "dlq.reason", "r"}})
+			// Paused from anywhere: every console shows it, to read keys too.
+			if err := stream.NewControl(rdb).Pause(ctx, "t-a"); err != nil {
+				t.Fatal(err)
+			}
 
 			// Two processes' consoles over one Redis show one truth.
 			var seen []StageStats
@@ -91,8 +95,8 @@ func TestStages_figuresComeFromRedis(t *testing.T) {
 					t.Fatalf("stages %+v, want t-a", v.Items)
 				}
 				st := v.Items[0]
-				if !st.Known || st.Pending != 3 || st.Lag != 2 || st.DeadLetters != 1 || st.Copies != 2 || st.P99Ms != -1 {
-					t.Errorf("t-a = %+v, want pending 3, lag 2, 1 dead letter, 2 copies, no p99", st)
+				if !st.Known || st.Pending != 3 || st.Lag != 2 || st.DeadLetters != 1 || st.Copies != 2 || st.P99Ms != -1 || !st.Paused {
+					t.Errorf("t-a = %+v, want pending 3, lag 2, 1 dead letter, 2 copies, no p99, paused", st)
 				}
 				seen = append(seen, st)
 			}

@@ -68,6 +68,8 @@ type StageStats struct {
 	// P99Ms is the 99th percentile handler latency between the last two
 	// samples, from this process's copies only; -1 when it ran none.
 	P99Ms float64 `json:"p99_ms"`
+	// Paused reports a stage paused in every process (stream.Control).
+	Paused bool `json:"paused"`
 	// Known is false while the stage's group does not exist yet.
 	Known bool `json:"known"`
 }
@@ -107,12 +109,17 @@ func (s *sampler) stats(ctx context.Context) ([]StageStats, error) {
 		return s.last, nil
 	}
 	p99 := s.latencies()
+	paused, err := stream.NewControl(s.rdb).Paused(ctx)
+	if err != nil {
+		return nil, err
+	}
 	out := make([]StageStats, 0, len(s.stages))
 	for _, st := range s.stages {
 		v, err := s.sample(ctx, st, now)
 		if err != nil {
 			return nil, err
 		}
+		_, v.Paused = paused[st.Name]
 		v.P99Ms = -1
 		if ms, ok := p99[st.Name]; ok {
 			v.P99Ms = ms
