@@ -59,7 +59,7 @@ func startProc(t *testing.T, bin, name string, args ...string) *proc {
 		}
 	}
 	cmd.Env = append(cmd.Env, "DROPSTREAM_EGRESS_ALLOW=127.0.0.0/8,::1")
-	logs := &procLog{t: t, name: name, started: map[string]bool{}}
+	logs := &procLog{t: t, name: name, started: map[string]bool{}, paused: map[string]bool{}}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -141,6 +141,17 @@ func (p *proc) waitStarted(t *testing.T, stages ...string) {
 	}, "%s started %v", p.name, stages)
 }
 
+// waitPaused waits until the process has logged that stage's copies
+// stopped reading.
+func (p *proc) waitPaused(t *testing.T, stage string) {
+	t.Helper()
+	testenv.WaitFor(t, 30*time.Second, func() bool {
+		p.logs.mu.Lock()
+		defer p.logs.mu.Unlock()
+		return p.logs.paused[stage]
+	}, "%s paused %s", p.name, stage)
+}
+
 // pendingOf returns, per group, the entries delivered to process pid and
 // not acknowledged, in one round trip.
 func pendingOf(ctx context.Context, rdb redis.UniversalClient, pid int, groups ...group) (map[string]int64, error) {
@@ -187,6 +198,7 @@ type procLog struct {
 	partial []byte
 	shown   int
 	started map[string]bool
+	paused  map[string]bool // stages whose every partition stopped reading
 }
 
 const maxLogLines = 25
@@ -203,8 +215,13 @@ func (l *procLog) Write(b []byte) (int, error) {
 		line := string(l.partial[:i])
 		l.partial = l.partial[i+1:]
 		var rec struct{ Msg, Stage string }
-		if json.Unmarshal([]byte(line), &rec) == nil && rec.Msg == "stage started" {
-			l.started[rec.Stage] = true
+		if json.Unmarshal([]byte(line), &rec) == nil {
+			switch rec.Msg {
+			case "stage started":
+				l.started[rec.Stage] = true
+			case "stage paused: every partition stopped reading":
+				l.paused[rec.Stage] = true
+			}
 		}
 		if !strings.Contains(line, `"level":"WARN"`) && !strings.Contains(line, `"level":"ERROR"`) &&
 			!strings.Contains(line, "claiming") && strings.HasPrefix(line, "{") {
