@@ -60,8 +60,17 @@ func (f *churnFleet) next(s int) avail.Snapshot {
 // is one snapshot.
 func BenchmarkApply(b *testing.B) {
 	const scopes, perScope = 1000, 100
-	for _, batch := range []int{1, 100} {
-		b.Run(fmt.Sprintf("batch=%d", batch), func(b *testing.B) {
+	cases := []struct {
+		batch int
+		guard *Guard
+	}{{1, nil}, {100, nil}, {100, &DefaultGuard}}
+	for _, tc := range cases {
+		batch, guard := tc.batch, tc.guard
+		name := fmt.Sprintf("batch=%d", batch)
+		if guard != nil {
+			name += "/guard=on"
+		}
+		b.Run(name, func(b *testing.B) {
 			rdb := testenv.Dial(b, testenv.RedisURL(b))
 			ctx := context.Background()
 			topics := avail.NewTopics(8)
@@ -84,11 +93,11 @@ func BenchmarkApply(b *testing.B) {
 			for i := 0; i < b.N; i += batch {
 				n := min(batch, b.N-i)
 				for j := range n {
-					inputs[j] = Input{Snapshot: fleet.next(next), TraceParent: testTraceParent}
+					inputs[j] = Input{Snapshot: fleet.next(next), TraceParent: testTraceParent, Guard: guard}
 					next = (next + 1) % scopes
 				}
 				var err error
-				if batch == 1 {
+				if batch == 1 && guard == nil {
 					_, err = Apply(ctx, rdb, topics, inputs[0].Snapshot, inputs[0].TraceParent)
 				} else {
 					_, err = ApplyBatch(ctx, rdb, topics, inputs[:n])
