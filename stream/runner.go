@@ -52,6 +52,29 @@ type Runner struct {
 	once    sync.Once
 }
 
+// startTries bounds the attempts at a copy's start-up steps that a
+// passing Redis error (a reply lost, a failover) may fail.
+const startTries = 5
+
+// initAccounting records the group's accounting base, retrying a failed
+// attempt with backoff: a lost reply at start must not stop the stage.
+func (r *Runner) initAccounting(ctx context.Context) error {
+	pause := 50 * time.Millisecond
+	for try := 1; ; try++ {
+		_, err := conserve(ctx, r.rdb, r.stage.Topic, r.cfg.Group, r.cfg.Partitions, true)
+		if err == nil || try == startTries || ctx.Err() != nil {
+			return err
+		}
+		r.tel.Logger.WarnContext(ctx, "stage accounting not read; retrying", "stage", r.stage.Name, "error", err, "retry_in", pause)
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(pause): // backoff before the next attempt
+		}
+		pause = min(2*pause, r.cfg.ErrorBackoff)
+	}
+}
+
 // Started is closed once Run has created the stage's groups, read its
 // accounting and taken its consumer name, just before it starts reading:
 // from then on a published message is handled. A Run that fails before
@@ -116,7 +139,7 @@ func (r *Runner) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if _, err := conserve(ctx, r.rdb, r.stage.Topic, r.cfg.Group, r.cfg.Partitions, true); err != nil {
+	if err := r.initAccounting(ctx); err != nil {
 		return err
 	}
 	stats, err := newStageStats(r)
