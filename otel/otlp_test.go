@@ -2,6 +2,8 @@ package otel
 
 import (
 	"context"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -83,6 +85,8 @@ func TestSetup_otlpHTTPExportsOnShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Add(ctx, 1)
+	p.MeterProvider.(*MeterProvider).Histograms().Histogram(instrumentation.Scope{Name: ScopeName},
+		MetricStageHandlerDuration, "d", UnitSeconds, LatencyBuckets()).Series(attribute.NewSet(StageKey.String("s"))).Record(0.01)
 
 	// Shutdown flushes the batch span processor and the periodic reader.
 	if err := p.Shutdown(ctx); err != nil {
@@ -93,7 +97,9 @@ func TestSetup_otlpHTTPExportsOnShutdown(t *testing.T) {
 	if id := span.SpanContext().TraceID().String(); !sink.traceIDs[id] {
 		t.Errorf("trace %s not received; got %v", id, sink.traceIDs)
 	}
-	if !sink.metrics[MetricStreamPublished] {
-		t.Errorf("metric %s not received; got %v", MetricStreamPublished, sink.metrics)
+	for _, name := range []string{MetricStreamPublished, MetricStageHandlerDuration} {
+		if !sink.metrics[name] {
+			t.Errorf("metric %s not received; got %v", name, sink.metrics)
+		}
 	}
 }

@@ -36,9 +36,10 @@ type Providers struct {
 	// trace and span ids exist for logs and propagation even when nothing
 	// is exported.
 	TracerProvider trace.TracerProvider
-	// MeterProvider is an SDK meter provider read by the Prometheus
-	// exporter and, if OTEL_METRICS_EXPORTER asks for it, by an OTLP or
-	// console periodic reader.
+	// MeterProvider is a *[MeterProvider]: an SDK meter provider read by
+	// the Prometheus exporter and, if OTEL_METRICS_EXPORTER asks for it, by
+	// an OTLP or console periodic reader, with the [Histograms] those
+	// readers read too.
 	MeterProvider metric.MeterProvider
 
 	tp       *sdktrace.TracerProvider

@@ -9,7 +9,6 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
-	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	dsotel "github.com/dropstream/dropstream/otel"
@@ -57,21 +56,16 @@ type batchRunner struct {
 	tel      Telemetry
 	info     StageInfo
 	tracer   trace.Tracer
-	duration metric.Float64Histogram
-	age      metric.Float64Histogram
-	opts     []metric.RecordOption
+	duration func(float64)
+	age      func(float64)
 	spanOpts []trace.SpanStartOption
 }
 
 func newBatchRunner(h BatchHandler, cfg RunnerConfig, tel Telemetry, info StageInfo) *batchRunner {
-	meter := tel.MeterProvider.Meter(instrumentationScope)
-	duration, _ := meter.Float64Histogram(dsotel.MetricStageHandlerDuration,
-		metric.WithDescription("Time spent in a stage's handler per call."), metric.WithUnit(dsotel.UnitSeconds))
-	age, _ := meter.Float64Histogram(dsotel.MetricStageMessageAge,
-		metric.WithDescription("Time from a message's publication to the start of its processing."), metric.WithUnit(dsotel.UnitSeconds))
+	attrs := attribute.NewSet(keyStage.String(info.Stage), keyStream.String(info.Topic.String()))
 	return &batchRunner{h: h, cfg: cfg, tel: tel, info: info, tracer: tel.TracerProvider.Tracer(instrumentationScope),
-		duration: duration, age: age,
-		opts: []metric.RecordOption{metric.WithAttributeSet(attribute.NewSet(keyStage.String(info.Stage), keyStream.String(info.Topic.String())))},
+		duration: latencyHistogram(tel.MeterProvider, dsotel.MetricStageHandlerDuration, descHandlerDuration, attrs),
+		age:      latencyHistogram(tel.MeterProvider, dsotel.MetricStageMessageAge, descMessageAge, attrs),
 		spanOpts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrSystem,
 			keyOperation.String("process"), keyDestination.String(info.Topic.String()), keyGroup.String(info.Group))}}
 }
@@ -88,7 +82,7 @@ func (b *batchRunner) handle(ctx context.Context, msgs []*Message) []error {
 			links = append(links, trace.Link{SpanContext: sc})
 		}
 		if ms, ok := idMillis(m.ID); ok && m.Attempt == 1 {
-			b.age.Record(context.Background(), max(0, float64(start.UnixMilli()-ms)/1e3), b.opts...)
+			b.age(max(0, float64(start.UnixMilli()-ms)/1e3))
 		}
 		if m.Attempt > b.cfg.MaxDeliveries {
 			errs[i] = Permanent(fmt.Errorf("%w: delivery %d of %d", ErrMaxDeliveries, m.Attempt, b.cfg.MaxDeliveries))
@@ -111,7 +105,7 @@ func (b *batchRunner) handle(ctx context.Context, msgs []*Message) []error {
 		}
 		wait = min(2*wait, b.cfg.Retry.MaxInterval)
 	}
-	b.duration.Record(context.Background(), time.Since(start).Seconds(), b.opts...)
+	b.duration(time.Since(start).Seconds())
 	failed := 0
 	for i, m := range msgs {
 		if retrying(errs[i]) && m.Attempt >= b.cfg.MaxDeliveries {

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
@@ -20,26 +21,44 @@ type StageInfo struct {
 // the trace context the message carries, following the OTel messaging
 // conventions. The handler's context carries the span, and so does
 // msg.Context(), so anything it publishes continues the trace.
-func Tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info StageInfo) Middleware {
+//
+// A message whose parent context says "not sampled" gets no span of its
+// own unless recordUnsampled is set: the parent's context passes through
+// to the handler unchanged, so logs keep the trace id and what the handler
+// publishes carries the same unsampled parent on, as W3C Trace Context
+// allows a participant that does not record. This is what a parent-based
+// sampler would decide anyway, at none of the cost of starting a span that
+// records nothing. Messages without a parent start a root span, which the
+// provider's sampler decides.
+func Tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info StageInfo, recordUnsampled bool) Middleware {
 	tracer := tp.Tracer(instrumentationScope)
 	name := "process " + info.Topic.String()
-	opts := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrSystem,
-		keyOperation.String("process"), keyDestination.String(info.Topic.String()), keyGroup.String(info.Group))}
+	// Only the kind is passed at start: the attributes are set when the
+	// span records, as passing them would copy them for every message.
+	start := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
+	attrs := []attribute.KeyValue{attrSystem, keyOperation.String("process"),
+		keyDestination.String(info.Topic.String()), keyGroup.String(info.Group)}
 	return func(next Handler) Handler {
 		return func(ctx context.Context, msg *Message) error {
 			ctx = ExtractTrace(ctx, prop, msg)
-			// Few attributes per span, and options built once: this runs
-			// for every message. Redeliveries add their attempt.
-			ctx, span := tracer.Start(ctx, name, opts...)
-			if span.IsRecording() {
-				span.SetAttributes(keyMessageID.String(msg.ID))
+			if !recordUnsampled {
+				if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsSampled() {
+					msg.ctx = ctx
+					return next(ctx, msg)
+				}
 			}
-			if msg.Attempt > 1 {
-				span.SetAttributes(keyDeliveries.Int(msg.Attempt), keyConsumerName.String(info.Consumer))
+			ctx, span := tracer.Start(ctx, name, start...)
+			recording := span.IsRecording()
+			if recording {
+				span.SetAttributes(attrs...)
+				span.SetAttributes(keyMessageID.String(msg.ID))
+				if msg.Attempt > 1 {
+					span.SetAttributes(keyDeliveries.Int(msg.Attempt), keyConsumerName.String(info.Consumer))
+				}
 			}
 			msg.ctx = ctx
 			err := next(ctx, msg)
-			if err != nil {
+			if err != nil && recording {
 				span.RecordError(err)
 				span.SetStatus(codes.Error, err.Error())
 				span.SetAttributes(keyOutcome.String(string(Classify(err))))

@@ -106,7 +106,7 @@ func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, 
 	tel = tel.withDefaults()
 	info := StageInfo{Stage: stage.Name, Topic: stage.Topic, Group: cfg.Group, Consumer: cfg.Consumer}
 	runtime := []Middleware{
-		Tracing(tel.TracerProvider, tel.Propagator, info),
+		Tracing(tel.TracerProvider, tel.Propagator, info, tel.RecordUnsampled),
 		Metrics(tel.MeterProvider, info),
 		Logging(tel.Logger, info),
 		GiveUp(cfg.MaxDeliveries),

@@ -22,6 +22,11 @@ type Telemetry struct {
 	MeterProvider  metric.MeterProvider
 	Propagator     propagation.TextMapPropagator
 	Logger         *slog.Logger
+	// RecordUnsampled makes the runtime start a span for a message whose
+	// parent trace context is not sampled, for a sampler that may record
+	// such children. By default (false) such a message is handled in its
+	// parent's context with no span of its own; see Tracing.
+	RecordUnsampled bool
 }
 
 func (t Telemetry) withDefaults() Telemetry {

@@ -155,7 +155,7 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	fmt.Fprintf(stdout, "bench stream: %s, %d partitions, batch %d, payload %d B, GOMAXPROCS %d\n",
 		redisKind, bc.Partitions, bc.BatchSize, bc.PayloadSize, runtime.GOMAXPROCS(0))
-	rates := map[string]float64{}
+	rates, cpus := map[string]float64{}, map[string]time.Duration{}
 	for _, mode := range runs {
 		tel, shutdown := benchTelemetry(a, mode)
 		c := bc
@@ -171,12 +171,14 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 			return fmt.Errorf("bench stream %s: %w", mode, err)
 		}
 		rates[mode] = r.PerSecond
-		line := fmt.Sprintf("throughput %-8s %d messages in %s = %.0f msg/s", mode+":", r.Messages, r.Elapsed.Round(time.Millisecond), r.PerSecond)
+		cpus[mode] = r.CPUPerMessage
+		line := fmt.Sprintf("throughput %-8s %d messages in %s = %.0f msg/s, %.2f µs CPU/msg", mode+":", r.Messages,
+			r.Elapsed.Round(time.Millisecond), r.PerSecond, float64(r.CPUPerMessage.Nanoseconds())/1e3)
 		if base := rates["plain"]; base > 0 && mode != "plain" {
 			line += fmt.Sprintf(", %.2f× plain", r.PerSecond/base)
 		}
 		if none := rates["none"]; none > 0 && mode != "plain" && mode != "none" {
-			line += fmt.Sprintf(", %.2f× no telemetry", r.PerSecond/none)
+			line += fmt.Sprintf(", %.2f× no telemetry (CPU %.2f×)", r.PerSecond/none, float64(r.CPUPerMessage)/float64(cpus["none"]))
 		}
 		fmt.Fprintln(stdout, line)
 	}

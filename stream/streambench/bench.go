@@ -18,6 +18,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -82,6 +83,10 @@ type Result struct {
 	P50, P99   time.Duration
 	Max        time.Duration
 	Duplicates int
+	// CPUPerMessage is this process's CPU time (user and system) per
+	// message while a throughput run consumed, publishing excluded: the
+	// runtime's own cost, steadier than PerSecond on a loaded machine.
+	CPUPerMessage time.Duration
 }
 
 // Throughput publishes cfg.Messages, then measures how fast one stage copy
@@ -107,7 +112,7 @@ func Throughput(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Res
 			}
 			return nil
 		}}
-	begin := time.Now()
+	begin, cpu := time.Now(), benchstat.ProcessCPU()
 	stop, err := runStage(ctx, rdb, stage, cfg.Telemetry)
 	if err != nil {
 		return Result{}, err
@@ -126,9 +131,10 @@ wait:
 			report(cfg, "consumed %d/%d", handled.Load(), total)
 		}
 	}
-	elapsed := time.Since(begin)
+	elapsed, used := time.Since(begin), benchstat.ProcessCPU()-cpu
 	stop()
-	return Result{Messages: cfg.Messages, Elapsed: elapsed, PerSecond: float64(cfg.Messages) / elapsed.Seconds()}, nil
+	return Result{Messages: cfg.Messages, Elapsed: elapsed, PerSecond: float64(cfg.Messages) / elapsed.Seconds(),
+		CPUPerMessage: used / time.Duration(cfg.Messages)}, nil
 }
 
 // Latency publishes at cfg.Rate for cfg.Duration while one stage consumes,

@@ -7,6 +7,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -37,7 +38,7 @@ func Plain(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, 
 	for range cfg.Partitions {
 		streams = append(streams, ">")
 	}
-	begin, lastReport := time.Now(), time.Now()
+	begin, lastReport, cpu := time.Now(), time.Now(), benchstat.ProcessCPU()
 	handled := 0
 	for handled < cfg.Messages {
 		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "plain", Streams: streams,
@@ -67,8 +68,9 @@ func Plain(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, 
 			report(cfg, "plain: consumed %d/%d", handled, cfg.Messages)
 		}
 	}
-	elapsed := time.Since(begin)
-	return Result{Messages: cfg.Messages, Elapsed: elapsed, PerSecond: float64(cfg.Messages) / elapsed.Seconds()}, nil
+	elapsed, used := time.Since(begin), benchstat.ProcessCPU()-cpu
+	return Result{Messages: cfg.Messages, Elapsed: elapsed, PerSecond: float64(cfg.Messages) / elapsed.Seconds(),
+		CPUPerMessage: used / time.Duration(cfg.Messages)}, nil
 }
 
 // publishAll publishes cfg.Messages of cfg.PayloadSize bytes to topic, in
