@@ -111,15 +111,15 @@ func (h *handler) mark(ctx context.Context, key string, fields map[string]string
 // notice.
 func (h *handler) notify(ctx context.Context, m *stream.Message, t avail.Transition) error {
 	entity := withIdentity(t.Entity)
-	if err := h.windows.rdb.Del(ctx, h.markKey(m.Partition, "prov", entity.Key)).Err(); err != nil {
-		return fmt.Errorf("notifier: confirm provisional notices of %s: %w", entity.Key, err)
+	win, err := h.windows.window(ctx, m.Partition, entity.Key, t.RunID, t.RunAt)
+	if err != nil {
+		return err
+	}
+	if err := h.confirm(ctx, m.Partition, entity.Key, win); err != nil {
+		return err
 	}
 	watchers, err := h.store.Match(ctx, entity)
 	if watchers = active(watchers); err != nil || len(watchers) == 0 {
-		return err
-	}
-	win, err := h.windows.window(ctx, m.Partition, entity.Key, t.RunID, t.RunAt)
-	if err != nil {
 		return err
 	}
 	if !win.OK {
@@ -221,6 +221,27 @@ func (h *handler) provisional(ctx context.Context, m *stream.Message, t avail.Tr
 	return notifier.Settle(errs)
 }
 
+// confirmedField is the field of an entity's "prov" hash naming the
+// session a stable open confirmed; watcher ids never start with "~".
+const confirmedField = "~confirmed"
+
+// confirm records that the window was confirmed, so that its raw close
+// retracts none of its provisional notices (even one recorded again by a
+// replay of its raw open).
+func (h *handler) confirm(ctx context.Context, partition int, entityKey string, win window) error {
+	key := h.markKey(partition, "prov", entityKey)
+	var err error
+	if win.OK {
+		err = h.mark(ctx, key, map[string]string{confirmedField: win.Session})
+	} else {
+		err = h.windows.rdb.Del(ctx, key).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("notifier: confirm provisional notices of %s: %w", entityKey, err)
+	}
+	return nil
+}
+
 // retract follows a raw close of an entity whose provisional notices
 // were not confirmed with a retraction to each watcher told one, paused
 // or not (a retraction corrects what it was told).
@@ -239,16 +260,25 @@ func (h *handler) retract(ctx context.Context, m *stream.Message, t avail.Transi
 	if err != nil {
 		return err
 	}
+	// The provisional notices of the window this close ends, unless a
+	// stable open confirmed it: the diff names the window's raw open; a
+	// close that does not (an entity opened under an older diff) ends the
+	// notices remembered, unless some window was confirmed.
+	session, provID := "", ""
+	if t.OpenRunID != "" {
+		session, provID = avail.SessionID(entity.Key, t.OpenRunID), avail.EventID(t.OpenRunID, entity.Key, avail.KindOpen, false)
+	}
 	eventID := avail.EventID(t.RunID, entity.Key, avail.KindClose, false)
 	outs := make([]outgoing, 0, len(watchers))
 	for _, w := range watchers {
 		prov := marks[w.ID]
-		outs = append(outs, outgoing{w: w, key: w.ID + ":retract:" + prov, ev: OpenEvent{Event: EventAvailabilityRetracted, WatcherID: w.ID,
-			Entity: entity, RunAt: t.RunAt, EventID: eventID, SessionID: avail.SessionID(entity.Key, t.OpenRunID),
-			TraceID: traceOf(ctx, t), RetractsEventID: prov, Text: "the provisional opening closed before it was confirmed"}})
-		if t.OpenRunID == "" {
-			outs[len(outs)-1].ev.SessionID = ""
+		if session != "" && (marks[confirmedField] == session || prov != provID) || session == "" && marks[confirmedField] != "" {
+			continue
 		}
+		outs = append(outs, outgoing{w: w, key: w.ID + ":retract:" + prov, ev: OpenEvent{Event: EventAvailabilityRetracted, WatcherID: w.ID,
+			Entity: entity, RunAt: t.RunAt, EventID: eventID,
+			TraceID: traceOf(ctx, t), RetractsEventID: prov, Text: "the provisional opening closed before it was confirmed"}})
+		outs[len(outs)-1].ev.SessionID = session
 	}
 	_, errs := h.send(ctx, m, t.RunID, outs)
 	if err := notifier.Settle(errs); err != nil {

@@ -147,7 +147,7 @@ func (h *handler) sourceHealth(ctx context.Context, m *stream.Message, t avail.T
 		s := st
 		outs = append(outs, outgoing{w: w, key: w.ID + ":source:" + sourceID + ":" + t.RunID, ev: OpenEvent{Event: event, WatcherID: w.ID,
 			Entity: avail.Entity{Key: t.Entity.Key, Kind: avail.EntitySource, Provider: info.Provider, Venue: sourceID},
-			RunAt: t.RunAt, EventID: eventID, TraceID: traceOf(ctx, t), Source: &s, BlindForSeconds: st.BlindForSeconds, Text: text}})
+			RunAt:  t.RunAt, EventID: eventID, TraceID: traceOf(ctx, t), Source: &s, BlindForSeconds: st.BlindForSeconds, Text: text}})
 	}
 	_, errs := h.send(ctx, m, t.RunID, outs)
 	return notifier.Settle(errs)
