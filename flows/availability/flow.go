@@ -10,6 +10,7 @@ package availability
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -165,11 +166,26 @@ func (f *Flow) watcherStage(d flow.Deps, nf *notifier.Flow) (stream.Stage, error
 	if err != nil {
 		return stream.Stage{}, err
 	}
-	stage, err := watch.NewStage(d.Redis, f.topics, f.watchers, nf.Channels(), watch.Config{History: nf.History(), Throttle: retryAfter}, d.Telemetry)
+	stage, err := watch.NewStage(d.Redis, f.topics, f.watchers, nf.Channels(), watch.Config{History: nf.History(), Throttle: retryAfter,
+		Sources: f.sourceInfo}, d.Telemetry)
 	if err != nil {
 		return stream.Stage{}, fmt.Errorf("notifier: %w", err)
 	}
 	return stage, nil
+}
+
+// sourceInfo is the watcher stage's watch.SourceLookup over the sources'
+// store.
+func (f *Flow) sourceInfo(ctx context.Context, id string) (watch.SourceInfo, error) {
+	src, err := f.sources.Get(ctx, id)
+	if errors.Is(err, collector.ErrSourceNotFound) {
+		return watch.SourceInfo{}, fmt.Errorf("%w: %w", watch.ErrSourceUnknown, err)
+	}
+	if err != nil {
+		return watch.SourceInfo{}, err
+	}
+	src = src.WithDefaults()
+	return watch.SourceInfo{Provider: src.Provider, Scopes: src.Scopes, Interval: src.Interval}, nil
 }
 
 // Topics are the flow's topics.

@@ -88,10 +88,11 @@ const updateAttempts = 5
 // does (its id, creation time, owner and secret are kept) and stores it
 // with its index entries in one atomic step; concurrent updates are
 // applied one after the other. It returns the watcher without its Secret.
-// Errors wrap ErrInvalidWatcher or ErrNotFound, or are Redis errors.
+// Errors wrap ErrInvalidWatcher (the result is invalid) or ErrNotFound
+// (also for a malformed id), or are Redis errors.
 func (s *Store) Update(ctx context.Context, id string, p Patch) (Watcher, error) {
 	if !validID(id) {
-		return Watcher{}, fmt.Errorf("%w: id %q", ErrInvalidWatcher, id[:min(len(id), maxQuoted)])
+		return Watcher{}, fmt.Errorf("%w: malformed id", ErrNotFound)
 	}
 	for range updateAttempts {
 		raw, err := s.rdb.Get(ctx, watcherKey(id)).Result()
