@@ -29,6 +29,7 @@ import (
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/flowhistory"
 )
 
 // Name is the flow's name: the flow of its topics and the prefix of its
@@ -219,7 +220,8 @@ func (f *Flow) ClickHouse() *clickhouse.Client { return f.ch }
 
 // Describe declares the stages, the collector service (which first loads
 // the sources file, when one is set), the edges, the ClickHouse appends of
-// transitions, runs and sessions, and the demo's simulated source.
+// transitions, runs and sessions and of the sources' health, and the
+// demo's simulated source.
 func (f *Flow) Describe() flow.Description {
 	topics, partitions, tel := f.topics, f.settings.Partitions, f.tel
 	return flow.Description{
@@ -242,7 +244,8 @@ func (f *Flow) Describe() flow.Description {
 					return nil, nil, fmt.Errorf("analytics: %w", err)
 				}
 				return analytics.Stages(), analytics.Close, nil
-			}}},
+			}},
+			flowhistory.Of(HealthHistoryConfig(topics), stream.Telemetry{Logger: f.log})},
 		Demo:   f.demo,
 		Events: f.events,
 	}
