@@ -120,3 +120,35 @@ func TestCollector_timeoutIsAFailedRun(t *testing.T) {
 		t.Errorf("run %s HTTP %d %q, want a failed run saying timeout", r.Status, r.HTTPStatus, r.Error)
 	}
 }
+
+// A source that comes back tells, on its up transition, since when it was
+// blind: its last good answer before it went down.
+func TestCollector_sourceUpCarriesBlindSince(t *testing.T) {
+	e := newEnv(t, simulator.Config{}, collector.CollectorConfig{DownAfter: 2})
+	e.upsert(e.source("s", provider.Resy, scopeA))
+	poll := func() {
+		t.Helper()
+		e.clock.Advance(time.Second)
+		if err := e.c.PollOnce(context.Background(), "s"); err != nil {
+			t.Fatal(err)
+		}
+	}
+	poll()
+	h, _ := e.c.Health("s")
+	lastGood := h.LastSuccess
+	e.sim.Fail(simulator.Failure{Mode: simulator.FailServerError})
+	poll()
+	poll()
+	e.sim.ClearFailures()
+	poll()
+	trs := e.transitions()
+	if len(trs) != 2 || trs[1].Kind != avail.KindOpen {
+		t.Fatalf("transitions %+v, want a down and an up", trs)
+	}
+	if got := trs[1].Entity.Attrs["blind_since"]; got != lastGood.UTC().Format(time.RFC3339Nano) {
+		t.Errorf("blind_since = %q, want the last good run's %s", got, lastGood.UTC().Format(time.RFC3339Nano))
+	}
+	if _, ok := trs[0].Entity.Attrs["blind_since"]; ok {
+		t.Error("the down transition carries blind_since")
+	}
+}

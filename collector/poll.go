@@ -129,6 +129,7 @@ func (c *Collector) recordHealth(ctx context.Context, src Source, gen uint64, ru
 	}
 	var kind string
 	var h SourceHealth
+	blindSince := st.health.LastSuccess // before this run: a recovery's blind period starts there
 	if c.cfg.Shared == nil {
 		kind = st.health.record(run.Status == avail.StatusOK, run.RunID, run.FinishedAt, run.Error, authExpired, c.cfg.DownAfter)
 		h = st.health
@@ -154,6 +155,9 @@ func (c *Collector) recordHealth(ctx context.Context, src Source, gen uint64, ru
 		traceID = sc.TraceID().String()
 	}
 	tr := sourceTransition(src, h, kind, run.RunID, run.FinishedAt, traceID)
+	if kind == avail.KindOpen && !blindSince.IsZero() {
+		tr.Entity.Attrs["blind_since"] = blindSince.UTC().Format(time.RFC3339Nano)
+	}
 	payload, err := json.Marshal(tr)
 	if err != nil {
 		return 0, fmt.Errorf("encode source transition: %w", err)

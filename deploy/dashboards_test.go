@@ -313,7 +313,8 @@ func TestDashboards_clickHouseQueriesRun(t *testing.T) {
 }
 
 // loadRows writes rows of every raw table a rollup reads (transitions,
-// sessions, runs, notifications, checkout attempts) around hour.
+// sessions, runs, notifications, checkout attempts, source health) around
+// hour.
 func loadRows(t *testing.T, ch *clickhouse.Client, hour time.Time) {
 	t.Helper()
 	ctx := t.Context()
@@ -352,6 +353,16 @@ func loadRows(t *testing.T, ch *clickhouse.Client, hour time.Time) {
 		t.Fatal(err)
 	}
 	if err := clickhouse.InsertCheckoutSagas(ctx, ch, sagas); err != nil {
+		t.Fatal(err)
+	}
+	var health []clickhouse.SourceHealthRow
+	for i := range 6 {
+		at := hour.Add(time.Duration(i-3) * 31 * time.Minute)
+		health = append(health, clickhouse.SourceHealthRow{EventID: fmt.Sprintf("h%d", i), SourceID: fmt.Sprintf("src%d", i%2), Provider: "resy",
+			Status: []string{"down", "down", "up", "up"}[i%4], RunID: fmt.Sprintf("hr%d", i), At: at, BlindSince: at.Add(-10 * time.Minute),
+			BlindForSeconds: uint32(600 * (i % 3))})
+	}
+	if err := clickhouse.InsertSourceHealth(ctx, ch, health); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -10,6 +10,7 @@ package availability
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"strconv"
@@ -28,6 +29,7 @@ import (
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/flowhistory"
 )
 
 // Name is the flow's name: the flow of its topics and the prefix of its
@@ -165,11 +167,26 @@ func (f *Flow) watcherStage(d flow.Deps, nf *notifier.Flow) (stream.Stage, error
 	if err != nil {
 		return stream.Stage{}, err
 	}
-	stage, err := watch.NewStage(d.Redis, f.topics, f.watchers, nf.Channels(), watch.Config{History: nf.History(), Throttle: retryAfter}, d.Telemetry)
+	stage, err := watch.NewStage(d.Redis, f.topics, f.watchers, nf.Channels(), watch.Config{History: nf.History(), Throttle: retryAfter,
+		Sources: f.sourceInfo}, d.Telemetry)
 	if err != nil {
 		return stream.Stage{}, fmt.Errorf("notifier: %w", err)
 	}
 	return stage, nil
+}
+
+// sourceInfo is the watcher stage's watch.SourceLookup over the sources'
+// store.
+func (f *Flow) sourceInfo(ctx context.Context, id string) (watch.SourceInfo, error) {
+	src, err := f.sources.Get(ctx, id)
+	if errors.Is(err, collector.ErrSourceNotFound) {
+		return watch.SourceInfo{}, fmt.Errorf("%w: %w", watch.ErrSourceUnknown, err)
+	}
+	if err != nil {
+		return watch.SourceInfo{}, err
+	}
+	src = src.WithDefaults()
+	return watch.SourceInfo{Provider: src.Provider, Scopes: src.Scopes, Interval: src.Interval}, nil
 }
 
 // Topics are the flow's topics.
@@ -203,7 +220,8 @@ func (f *Flow) ClickHouse() *clickhouse.Client { return f.ch }
 
 // Describe declares the stages, the collector service (which first loads
 // the sources file, when one is set), the edges, the ClickHouse appends of
-// transitions, runs and sessions, and the demo's simulated source.
+// transitions, runs and sessions and of the sources' health, and the
+// demo's simulated source.
 func (f *Flow) Describe() flow.Description {
 	topics, partitions, tel := f.topics, f.settings.Partitions, f.tel
 	return flow.Description{
@@ -226,7 +244,8 @@ func (f *Flow) Describe() flow.Description {
 					return nil, nil, fmt.Errorf("analytics: %w", err)
 				}
 				return analytics.Stages(), analytics.Close, nil
-			}}},
+			}},
+			flowhistory.Of(HealthHistoryConfig(topics), stream.Telemetry{Logger: f.log})},
 		Demo:   f.demo,
 		Events: f.events,
 	}

@@ -57,7 +57,8 @@ func TestFlow_describe(t *testing.T) {
 	if topics != availability.NewTopics(2) || topics.Transitions.Partitions != 2 {
 		t.Errorf("topics %+v", topics)
 	}
-	if len(d.Edges) != 4 || len(d.History) != 1 || len(d.History[0].Groups) != 2 || d.Demo == nil {
+	if len(d.Edges) != 4 || len(d.History) != 2 || len(d.History[0].Groups) != 2 || d.Demo == nil ||
+		!slices.Equal(d.History[1].Tables, []string{"source_health"}) || d.History[1].Groups[0].Name != availability.StageHealthHistory {
 		t.Errorf("edges %+v, history %+v", d.Edges, d.History)
 	}
 	if f.ClickHouse() != nil {

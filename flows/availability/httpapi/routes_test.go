@@ -288,3 +288,52 @@ func TestSourceRoutes_capPerKey(t *testing.T) {
 		t.Errorf("replace of a held source at the cap = %d, want 201", code)
 	}
 }
+
+func TestWatcherRoutes_patchPauseResume(t *testing.T) {
+	srv, _, _ := routesServer(t)
+	var w watch.Watcher
+	body := `{"name":"dinner","provider":"resy","venue":"1505","channel":"log"}`
+	if code := call(t, srv, "POST", "/v1/watchers", "w", body, &w); code != http.StatusCreated {
+		t.Fatalf("create = %d", code)
+	}
+	path := "/v1/watchers/" + w.ID
+	var got watch.Watcher
+	patch := `{"name":"late dinner","time_zone":"America/New_York","windows":[{"days":["fri","sat"],"from":"20:00","to":"23:00"}],
+		"notify_gone":true,"rearm_after_minutes":45,"provisional":true,"mute_source_health":true}`
+	if code := call(t, srv, "PATCH", path, "w", patch, &got); code != 200 || got.Name != "late dinner" || got.Venue != "1505" ||
+		len(got.Windows) != 1 || got.TimeZone != "America/New_York" || !got.NotifyGone || got.RearmAfterMinutes != 45 ||
+		!got.Provisional || !got.MuteSourceHealth || got.Secret != "" {
+		t.Fatalf("PATCH = %d %+v, want the fields given changed and the others kept", code, got)
+	}
+	for _, tc := range []struct {
+		name, method, path, key, body string
+		want                          int
+		code                          string
+	}{
+		{"read key cannot patch", "PATCH", path, "r", `{"name":"x"}`, http.StatusForbidden, "forbidden"},
+		{"unknown field", "PATCH", path, "w", `{"nope":1}`, http.StatusBadRequest, "invalid_json"},
+		{"bad zone", "PATCH", path, "w", `{"time_zone":"Mars/Olympus"}`, http.StatusUnprocessableEntity, "invalid_watcher"},
+		{"bad window", "PATCH", path, "w", `{"windows":[{"from":"23:00","to":"20:00"}]}`, http.StatusUnprocessableEntity, "invalid_watcher"},
+		{"webhook without url", "PATCH", path, "w", `{"channel":"webhook"}`, http.StatusUnprocessableEntity, "invalid_watcher"},
+		{"rearm out of range", "PATCH", path, "w", `{"rearm_after_minutes":100000}`, http.StatusUnprocessableEntity, "invalid_watcher"},
+		{"no such watcher", "PATCH", "/v1/watchers/w_00000000000000000000000000ff", "w", `{"name":"x"}`, http.StatusNotFound, "watcher_not_found"},
+		{"malformed id", "POST", "/v1/watchers/nope/pause", "w", "", http.StatusNotFound, "watcher_not_found"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			var e envelopeOut
+			if code := call(t, srv, tc.method, tc.path, tc.key, tc.body, &e); code != tc.want || e.Error.Code != tc.code {
+				t.Errorf("%s %s = %d %+v, want %d %s", tc.method, tc.path, code, e, tc.want, tc.code)
+			}
+		})
+	}
+	if code := call(t, srv, "POST", path+"/pause", "w", "", &got); code != 200 || !got.Paused {
+		t.Errorf("pause = %d %+v", code, got)
+	}
+	if code := call(t, srv, "GET", path, "r", "", &got); code != 200 || !got.Paused || got.Name != "late dinner" {
+		t.Errorf("get after pause = %d %+v", code, got)
+	}
+	var resumed watch.Watcher
+	if code := call(t, srv, "POST", path+"/resume", "w", "", &resumed); code != 200 || resumed.Paused || resumed.ID != w.ID {
+		t.Errorf("resume = %d %+v", code, resumed)
+	}
+}

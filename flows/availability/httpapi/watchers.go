@@ -35,6 +35,13 @@ func (r WatcherRoutes) Register(srv *api.Server) {
 		Response: watcherPage{}, Handler: r.list})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeRead,
 		Summary: "One watcher", Response: watch.Watcher{}, Handler: r.get})
+	srv.Handle(api.Operation{Method: "PATCH", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeWrite,
+		Summary: "Change some fields of a watcher (those given); the result is validated as on creation",
+		Body:    watch.Patch{}, Response: watch.Watcher{}, Handler: r.patch})
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/watchers/:id/pause", Tag: "watchers", Scope: api.ScopeWrite,
+		Summary: "Pause a watcher: it is told nothing until resumed", Response: watch.Watcher{}, Handler: r.pause(true)})
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/watchers/:id/resume", Tag: "watchers", Scope: api.ScopeWrite,
+		Summary: "Resume a paused watcher", Response: watch.Watcher{}, Handler: r.pause(false)})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeWrite,
 		Summary: "Stop watching", Status: http.StatusNoContent, Handler: r.delete})
 }
@@ -103,4 +110,47 @@ func (r WatcherRoutes) delete(c *fiber.Ctx) error {
 		return err
 	}
 	return c.SendStatus(http.StatusNoContent)
+}
+
+func (r WatcherRoutes) patch(c *fiber.Ctx) error {
+	var p watch.Patch
+	if err := api.DecodeJSON(c, &p); err != nil {
+		return err
+	}
+	var texts []api.TextField
+	for _, f := range []struct {
+		name string
+		v    *string
+	}{{"name", p.Name}, {"provider", p.Provider}, {"venue", p.Venue}, {"slot", p.Slot}, {"time_zone", p.TimeZone}} {
+		if f.v != nil {
+			texts = append(texts, api.Text(f.name, *f.v))
+		}
+	}
+	if err := api.CheckText(texts...); err != nil {
+		return err
+	}
+	if p.WebhookURL != nil {
+		if err := r.Egress.CheckURL(*p.WebhookURL); err != nil {
+			return api.UnprocessableEntity("invalid_watcher", "field webhook_url: "+err.Error())
+		}
+	}
+	return r.update(c, p)
+}
+
+// pause is the handler of pause (true) or resume (false).
+func (r WatcherRoutes) pause(paused bool) fiber.Handler {
+	return func(c *fiber.Ctx) error { return r.update(c, watch.Patch{Paused: &paused}) }
+}
+
+func (r WatcherRoutes) update(c *fiber.Ctx, p watch.Patch) error {
+	w, err := r.Store.Update(c.UserContext(), c.Params("id"), p)
+	switch {
+	case errors.Is(err, watch.ErrNotFound):
+		return api.NotFound("watcher_not_found", "no watcher "+c.Params("id"))
+	case errors.Is(err, watch.ErrInvalidWatcher):
+		return api.UnprocessableEntity("invalid_watcher", err.Error())
+	case err != nil:
+		return err
+	}
+	return c.JSON(w)
 }

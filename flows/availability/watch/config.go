@@ -48,6 +48,11 @@ type Config struct {
 	// channel) and blocks a destination for its 429's Retry-After. Default
 	// none.
 	Throttle *throttle.Throttle
+	// Sources, when set, looks up a source's provider, scopes and poll
+	// interval, so that a source going down or coming back is told to the
+	// watchers its scopes serve. Default none: source health is not told
+	// (openings after a blind period still carry it).
+	Sources SourceLookup
 	// Runner tunes the stage's runner. Zero HandlerTimeout and ClaimIdle
 	// take DefaultHandlerTimeout and notifier.DefaultClaimIdle; other zero fields
 	// take the stream defaults.

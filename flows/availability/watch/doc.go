@@ -42,6 +42,31 @@
 // out with an empty session_id and dropstream.notifier.sessions.unresolved
 // counts it; deduplication is unaffected.
 //
+// # What else a watcher may hear
+//
+// Every notice goes through the same ledger, once per business key:
+//   - "availability.provisional" (Watcher.Provisional) on a raw open, key
+//     "<watcher>:<raw open event id>"; if the window's raw close comes
+//     before a stable open confirmed it, "availability.retracted" follows,
+//     key "<watcher>:retract:<provisional event id>". The watchers told are
+//     kept in the entity's "prov" hash; a stable open records the session
+//     it confirmed there, so a replayed raw open cannot lead to a
+//     retraction of a confirmed window.
+//   - "availability.gone" (Watcher.NotifyGone) on the stable close of a
+//     window the watcher was told, key "<watcher>:gone:<stable close event
+//     id>"; the told watchers are kept in the entity's "told" hash.
+//   - "availability.source_down" and "availability.source_up" when a source
+//     serving the watcher's scopes (Store.ServedBy over Config.Sources)
+//     goes down or comes back, key "<watcher>:source:<source id>:<run id>"
+//     (unless Watcher.MuteSourceHealth). The stage keeps the source's last
+//     blind period; a stable open whose window began after the source went
+//     blind and within two poll intervals of its recovery carries
+//     blind_for_seconds and a text.
+//
+// Paused watchers hear none of these but retractions. Windows filter what
+// matches (the slot's time); RearmAfterMinutes skips a window that began
+// less than N minutes after the previous one closed (raw flips).
+//
 // # Delivery
 //
 // Each (watcher, stable open) goes through the notifier.DeliveryLedger in two
@@ -69,6 +94,9 @@
 //	ds:{notifier}:match:slot:<entity key>         set: ids of watchers of that exact slot
 //	ds:{notifier}:match:venue:<provider>|<venue>  set: ids of venue watchers (no slot)
 //	ds:{notifier}:match:provider:<provider>       set: ids of provider-wide watchers
+//	ds:{notifier}:match:slotvenue:<provider>|<venue> set: ids of slot watchers of the venue
+//	    (a second entry, for Store.ServedBy; slot watchers created before it
+//	    are not in it until updated)
 //
 // A watcher is filed under its most specific constraint only, so matching
 // an entity is one SUNION of its three sets, then one MGET of the
@@ -80,6 +108,9 @@
 //	ds:{avail.p}:notifier:events:<entity key>     sorted set: the entity's last raw
 //	    flips, score run_at ms, member "<run id>\x00open|close"; expires
 //	    Config.WindowTTL after the last one
+//	ds:{avail.p}:notifier:prov:<entity key>     hash: watcher id → provisional event id, "~confirmed" → session
+//	ds:{avail.p}:notifier:told:<entity key>     hash: watcher id → open event id (gone notices)
+//	ds:{src.<source id>}:notifier:blind         hash: since_ms, up_ms, blind_s, grace_ms
 //	ds:{avail.p}:ledger:notifier:avail:<watcher id>:<event id>
 //	    string: the notifier.DeliveryRecord (JSON, state sending|sent|rejected);
 //	    expires after the lease (sending) or notifier.DeliveryLedgerConfig.TTL

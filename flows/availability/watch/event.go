@@ -6,11 +6,42 @@ import (
 	"github.com/dropstream/dropstream/avail"
 )
 
-// EventAvailabilityOpen is the event of an availability notification.
-const EventAvailabilityOpen = "availability.open"
+// The events of watcher notifications (OpenEvent.Event).
+const (
+	// EventAvailabilityOpen: a stable opening (once per open window, or
+	// per Watcher.RearmAfterMinutes).
+	EventAvailabilityOpen = "availability.open"
+	// EventAvailabilityProvisional: an opening on first sight, before it is
+	// confirmed (Watcher.Provisional).
+	EventAvailabilityProvisional = "availability.provisional"
+	// EventAvailabilityRetracted: a provisional opening closed before it
+	// was confirmed; RetractsEventID names the provisional notice.
+	EventAvailabilityRetracted = "availability.retracted"
+	// EventAvailabilityGone: a told opening closed for good
+	// (Watcher.NotifyGone).
+	EventAvailabilityGone = "availability.gone"
+	// EventSourceDown and EventSourceUp: a source serving the watcher's
+	// scopes went down (the watcher is blind to its openings) or came
+	// back; Source tells which and for how long.
+	EventSourceDown = "availability.source_down"
+	EventSourceUp   = "availability.source_up"
+)
 
-// OpenEvent is the JSON body of an availability notification, as a webhook
-// receives it. Receivers verify X-Dropstream-Signature with
+// SourceStatus is the source part of a source health notice.
+type SourceStatus struct {
+	SourceID string `json:"source_id"`
+	// Status is "down" or "up".
+	Status              string `json:"status"`
+	ConsecutiveFailures int    `json:"consecutive_failures,omitempty"`
+	// BlindSince is when the source last answered before it went down.
+	BlindSince time.Time `json:"blind_since,omitzero"`
+	// BlindForSeconds, on "up", is how long it was blind: from
+	// BlindSince to the run that brought it back.
+	BlindForSeconds int64 `json:"blind_for_seconds,omitempty"`
+}
+
+// OpenEvent is the JSON body of every watcher notification (its Event says
+// which), as a webhook receives it. Receivers verify X-Dropstream-Signature with
 // notifier.VerifySignature and dedupe on (watcher_id, event_id): a notification is
 // delivered at least once, and more than once only when a send succeeded
 // and its record could not be written.
@@ -32,4 +63,15 @@ type OpenEvent struct {
 	SessionID string `json:"session_id"`
 	// TraceID is the trace of the run that confirmed the opening.
 	TraceID string `json:"trace_id,omitempty"`
+	// BlindForSeconds, on an opening first seen right after its source
+	// was blind (down), is how long it was: the opening may have begun
+	// any time in that period. Text says so in words.
+	BlindForSeconds int64 `json:"blind_for_seconds,omitempty"`
+	// RetractsEventID, on EventAvailabilityRetracted, is the event id of
+	// the provisional notice it retracts.
+	RetractsEventID string `json:"retracts_event_id,omitempty"`
+	// Source is set on EventSourceDown and EventSourceUp.
+	Source *SourceStatus `json:"source,omitempty"`
+	// Text is a short human summary ("source was blind for 12 min").
+	Text string `json:"text,omitempty"`
 }

@@ -33,6 +33,36 @@ func indexKey(w Watcher) string {
 	}
 }
 
+// indexKeys are the sets a watcher is filed under: its match-index set
+// and, for a slot watcher, the set of slot watchers of the slot's venue
+// (sourceKeys finds the watchers a source serves through it).
+func indexKeys(w Watcher) []string {
+	keys := []string{indexKey(w)}
+	if w.Slot != "" {
+		if e, err := avail.ParseKey(w.Slot); err == nil {
+			keys = append(keys, slotVenueKey(e.Provider, e.Venue))
+		}
+	}
+	return keys
+}
+
+// slotVenueKey is the set of slot watchers of a venue.
+func slotVenueKey(provider, venue string) string {
+	return matchPrefix + "slotvenue:" + provider + "|" + venue
+}
+
+// sourceKeys are the index sets that may hold watchers of a source's
+// scopes: its provider's, and per venue its scopes name, the venue's and
+// its slot watchers'. (A scope without a venue, a search, reaches only the
+// provider's watchers; see Store.ServedBy.)
+func sourceKeys(provider string, venues []string) []string {
+	keys := []string{matchPrefix + "provider:" + provider}
+	for _, v := range venues {
+		keys = append(keys, matchPrefix+"venue:"+provider+"|"+v, slotVenueKey(provider, v))
+	}
+	return keys
+}
+
 // matchKeys are the index sets that may hold watchers of an entity.
 func matchKeys(e avail.Entity) []string {
 	keys := []string{matchPrefix + "slot:" + e.Key}

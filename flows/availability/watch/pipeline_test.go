@@ -55,7 +55,7 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 		r.bad = append(r.bad, fmt.Sprintf("%s: %v", path, err))
 	}
 	var ev OpenEvent
-	if err := json.Unmarshal(body, &ev); err != nil || req.Header.Get(notifier.HeaderEventID) != ev.EventID {
+	if err := json.Unmarshal(body, &ev); err != nil || req.Header.Get(notifier.HeaderEventID) != ev.EventID || ev.WatcherID == "" {
 		r.bad = append(r.bad, fmt.Sprintf("%s: body %s, event id header %q", path, body, req.Header.Get(notifier.HeaderEventID)))
 	}
 	code := r.status(path, r.hits[path])
@@ -161,7 +161,7 @@ func startPipelineWith(t *testing.T, rdb redis.UniversalClient, runner stream.Ru
 	p := &pipeline{t: t, rdb: rdb, topics: avail.NewTopics(2), store: store, recv: recv,
 		pub: stream.NewPublisher(rdb, tel), collect: collect, logged: logged}
 	stage, err := NewStage(rdb, p.topics, store, map[string]notifier.Channel{notifier.ChannelWebhook: webhook, notifier.ChannelLog: logged},
-		Config{Runner: runner, Ledger: notifier.DeliveryLedgerConfig{Lease: time.Second}, History: cfg.History, Throttle: cfg.Throttle}, tel)
+		Config{Runner: runner, Ledger: notifier.DeliveryLedgerConfig{Lease: time.Second}, History: cfg.History, Throttle: cfg.Throttle, Sources: cfg.Sources}, tel)
 	if err != nil {
 		t.Fatalf("NewStage: %v", err)
 	}

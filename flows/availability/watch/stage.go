@@ -2,17 +2,14 @@ package watch
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/avail/availjson"
@@ -119,15 +116,28 @@ func (h *handler) handle(ctx context.Context, m *stream.Message) error {
 
 // handleOne handles one transition of message m.
 func (h *handler) handleOne(ctx context.Context, m *stream.Message, t avail.Transition) error {
+	if t.Entity.Kind == avail.EntitySource {
+		if !t.Stable || !t.Notify {
+			return nil
+		}
+		return h.sourceHealth(ctx, m, t)
+	}
 	if t.Raw || !t.Stable {
 		if err := h.windows.record(ctx, m.Partition, t.Entity.Key, t.Kind, t.RunID, t.RunAt); err != nil {
 			return err
 		}
 	}
-	if !t.Stable || !t.Notify || t.Kind != avail.KindOpen {
+	switch {
+	case t.Raw && !t.Stable && t.Kind == avail.KindOpen && !t.Baseline:
+		return h.provisional(ctx, m, t)
+	case t.Raw && !t.Stable && t.Kind == avail.KindClose:
+		return h.retract(ctx, m, t)
+	case !t.Stable || !t.Notify:
 		return nil
+	case t.Kind == avail.KindOpen:
+		return h.notify(ctx, m, t)
 	}
-	return h.notify(ctx, m, t)
+	return h.gone(ctx, m, t)
 }
 
 // checkTransition reports why a transition cannot be handled.
@@ -149,58 +159,6 @@ func checkTransition(t avail.Transition) error {
 
 func hasControl(s string) bool {
 	return strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f })
-}
-
-// notify delivers a stable open to every matching watcher.
-func (h *handler) notify(ctx context.Context, m *stream.Message, t avail.Transition) error {
-	entity := withIdentity(t.Entity)
-	watchers, err := h.store.Match(ctx, entity)
-	if err != nil || len(watchers) == 0 {
-		return err
-	}
-	session, ok, err := h.windows.session(ctx, m.Partition, entity.Key, t.RunID, t.RunAt)
-	if err != nil {
-		return err
-	}
-	if !ok {
-		h.unresolved.Add(context.Background(), 1)
-		h.logger.WarnContext(ctx, "notifier: raw open of a stable open not seen; notifying without session id",
-			"entity", entity.Key, "run_id", t.RunID, "message_id", m.ID)
-	}
-	eventID := avail.EventID(t.RunID, entity.Key, avail.KindOpen, true)
-	traceID := t.TraceID
-	if sc := trace.SpanContextFromContext(ctx); traceID == "" && sc.IsValid() {
-		traceID = sc.TraceID().String()
-	}
-	errs := make([]error, len(watchers))
-	sem := make(chan struct{}, h.cfg.Concurrency)
-	var wg sync.WaitGroup
-	for i, w := range watchers {
-		body, err := json.Marshal(OpenEvent{Event: EventAvailabilityOpen, WatcherID: w.ID, Entity: entity, RunAt: t.RunAt,
-			EventID: eventID, SessionID: session, TraceID: traceID})
-		if err != nil {
-			errs[i] = stream.Permanent(fmt.Errorf("notifier: encode event for %s: %w", w.ID, err))
-			continue
-		}
-		del := notifier.Delivery{HashTag: h.topic.HashTag(m.Partition), Key: avail.Flow + ":" + w.ID + ":" + eventID,
-			Channel: w.Channel, MessageID: m.ID, Attempt: m.Attempt,
-			Notification: notifier.Notification{Flow: avail.Flow, Event: EventAvailabilityOpen,
-				Recipient: notifier.Recipient{ID: w.ID, Address: w.WebhookURL, Secret: w.Secret},
-				EventID:   eventID, SessionID: session, Subject: entity.Key, TraceID: traceID, ObservedAt: t.RunAt, Body: body}}
-		if h.cfg.Throttle != nil {
-			dest, channel := w.ID, w.Channel
-			del.Before = func(ctx context.Context) error { return h.waitThrottle(ctx, dest, channel) }
-		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			var outcome string
-			outcome, errs[i] = h.dispatch.Deliver(ctx, del)
-			h.recordWatcher(ctx, del, t.RunID, outcome, errs[i])
-		})
-	}
-	wg.Wait()
-	return notifier.Settle(errs)
 }
 
 // waitThrottle waits for the watcher's throttle, up to notifier.DefaultMaxThrottleWait.

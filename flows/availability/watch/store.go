@@ -114,12 +114,12 @@ func decodeWatcher(id string, raw []byte) (Watcher, error) {
 }
 
 // createScript stores a watcher, lists it and indexes it, unless the store
-// is full. KEYS: watcher, watchers, index set; ARGV: id, JSON, max.
+// is full. KEYS: watcher, watchers, index sets; ARGV: id, JSON, max.
 var createScript = redis.NewScript(`
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 0 end
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[2], 0, ARGV[1])
-redis.call('SADD', KEYS[3], ARGV[1])
+for i = 3, #KEYS do redis.call('SADD', KEYS[i], ARGV[1]) end
 return 1`)
 
 // Create validates w, gives it an ID, a CreatedAt and (when empty) a
@@ -155,7 +155,7 @@ func (s *Store) Create(ctx context.Context, w Watcher) (Watcher, error) {
 			return Watcher{}, fmt.Errorf("notifier: create watcher: %w", err)
 		}
 	}
-	n, err := createScript.Run(ctx, s.rdb, []string{watcherKey(id), watchersKey, indexKey(w)}, id, body, s.cfg.MaxWatchers).Int()
+	n, err := createScript.Run(ctx, s.rdb, append([]string{watcherKey(id), watchersKey}, indexKeys(w)...), id, body, s.cfg.MaxWatchers).Int()
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%w: the store holds %d", ErrTooManyWatchers, s.cfg.MaxWatchers)
 	}
@@ -232,7 +232,9 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	_, err = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 		del = pipe.Del(ctx, watcherKey(id))
 		pipe.ZRem(ctx, watchersKey, id)
-		pipe.SRem(ctx, indexKey(w), id)
+		for _, k := range indexKeys(w) {
+			pipe.SRem(ctx, k, id)
+		}
 		return nil
 	})
 	if err != nil {

@@ -78,6 +78,44 @@ type Watcher struct {
 	// address), whose StoreConfig.MaxPerOwner it counts against; set by the
 	// API, never by the client.
 	Owner string `json:"owner,omitempty" openapi:"readonly"`
+
+	// Paused watchers are told nothing (openings, provisional notices,
+	// retractions, gone notices, source health) until resumed; what
+	// happens meanwhile is not told later.
+	Paused bool `json:"paused,omitempty"`
+	// Windows, when set (at most MaxWindows), narrow the match to openings
+	// whose slot starts inside one of them: the slot's weekday and time of
+	// day, read in TimeZone (see Window). They filter what is watched, not
+	// when it is told: a matching opening is told at once, whatever the
+	// time. A slot without a time (a venue's whole day) matches when its
+	// weekday is in a window's Days.
+	Windows []Window `json:"windows,omitempty"`
+	// TimeZone is the IANA name (at most MaxTimeZoneLen bytes) the Windows
+	// are in. A slot's time is the venue's wall clock; when the entity
+	// names its venue's zone (attribute "time_zone") the slot's start is
+	// converted from it into TimeZone, otherwise it is read as given.
+	// Default "UTC".
+	TimeZone string `json:"time_zone,omitempty"`
+	// NotifyGone asks for an "availability.gone" notice when a slot whose
+	// opening the watcher was told (while NotifyGone was on) closes for
+	// good (its stable close). Default off.
+	NotifyGone bool `json:"notify_gone,omitempty"`
+	// RearmAfterMinutes is when an entity that was told can be told again:
+	// 0 (default) once per open window, every new window is told; N
+	// (1..MaxRearmMinutes) only when the entity stayed closed at least N
+	// minutes before it reopened, so a slot that closes and reopens within
+	// N minutes is told once. A reopening not told has no gone notice.
+	RearmAfterMinutes int `json:"rearm_after_minutes,omitempty"`
+	// Provisional asks for an "availability.provisional" notice on first
+	// sight of an opening (its raw open), before the diff confirms it;
+	// the confirmation is the usual "availability.open", and an opening
+	// that closes before it is confirmed is followed by a signed
+	// "availability.retracted" naming the provisional notice. Default off.
+	Provisional bool `json:"provisional,omitempty"`
+	// MuteSourceHealth turns off the "availability.source_down" and
+	// "availability.source_up" notices of the sources that serve the
+	// watcher's scopes. Default off: a watcher is told when it goes blind.
+	MuteSourceHealth bool `json:"mute_source_health,omitempty"`
 }
 
 // Validate reports every invalid field of a watcher given for creation; ID,
@@ -113,6 +151,10 @@ func (w Watcher) Validate() error {
 		}
 	default:
 		errs = append(errs, fmt.Errorf("channel %q: want %q or %q", clip.Marked(w.Channel, maxQuoted), notifier.ChannelWebhook, notifier.ChannelLog))
+	}
+	errs = append(errs, validWindows(w.Windows, w.TimeZone))
+	if w.RearmAfterMinutes < 0 || w.RearmAfterMinutes > MaxRearmMinutes {
+		errs = append(errs, fmt.Errorf("rearm_after_minutes %d out of range 0..%d", w.RearmAfterMinutes, MaxRearmMinutes))
 	}
 	if w.Secret != "" && !validSecret(w.Secret) {
 		errs = append(errs, fmt.Errorf("secret: want %d-%d printable ASCII characters without spaces", MinSecretLen, MaxSecretLen))
@@ -251,7 +293,7 @@ func (w Watcher) Matches(e avail.Entity) bool {
 	case len(w.PartySizes) > 0 && !slices.Contains(w.PartySizes, e.PartySize):
 		return false
 	}
-	return true
+	return len(w.Windows) == 0 || w.inWindows(e)
 }
 
 // newWatcherID returns "w_" + 12 hex digits of Unix milliseconds + 16

@@ -50,27 +50,58 @@ func (w *windows) record(ctx context.Context, partition int, entityKey, kind, ru
 	return nil
 }
 
-// session returns the session id of the open window a stable open of run
-// (runAt, runID) confirms: that of the newest raw flip at or before the
-// run, if it is an open. ok is false when that flip is a close or none is
-// remembered (its raw open was not seen, or is older than what is kept).
-func (w *windows) session(ctx context.Context, partition int, entityKey, runID string, runAt time.Time) (id string, ok bool, err error) {
+// window is what the remembered flips tell of the open window a stable
+// open confirms.
+type window struct {
+	// Session is avail.SessionID(entity key, run id of the raw open that
+	// began the window); OK false when that open is not remembered.
+	Session string
+	OK      bool
+	// OpenedAt is the raw open's run_at (zero when not OK).
+	OpenedAt time.Time
+	// ClosedFor is how long the entity was closed before that raw open:
+	// from the raw close before it; Reopened false when none is
+	// remembered (a first window, or one older than what is kept).
+	ClosedFor time.Duration
+	Reopened  bool
+}
+
+// window returns the open window a stable open of run (runAt, runID)
+// confirms: that of the newest raw flip at or before the run, if it is an
+// open, and the raw close before it.
+func (w *windows) window(ctx context.Context, partition int, entityKey, runID string, runAt time.Time) (window, error) {
 	ms := runAt.UnixMilli()
 	zs, err := w.rdb.ZRevRangeByScoreWithScores(ctx, eventsKey(w.topic, partition, entityKey), &redis.ZRangeBy{
 		Max: fmt.Sprint(ms), Min: "-inf", Count: int64(w.max)}).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
-		return "", false, fmt.Errorf("notifier: session of %s: %w", clip.Marked(entityKey, maxQuoted), err)
+		return window{}, fmt.Errorf("notifier: session of %s: %w", clip.Marked(entityKey, maxQuoted), err)
 	}
+	var out window
 	for _, z := range zs {
 		member, _ := z.Member.(string)
 		run, kind, found := strings.Cut(member, memberSep)
 		if !found || int64(z.Score) == ms && run > runID {
 			continue // a later run of the same millisecond
 		}
-		if kind != avail.KindOpen {
-			return "", false, nil
+		at := time.UnixMilli(int64(z.Score)).UTC()
+		if !out.OK {
+			if kind != avail.KindOpen {
+				return window{}, nil
+			}
+			out.Session, out.OK, out.OpenedAt = avail.SessionID(entityKey, run), true, at
+			continue
 		}
-		return avail.SessionID(entityKey, run), true, nil
+		if kind == avail.KindClose {
+			out.ClosedFor, out.Reopened = out.OpenedAt.Sub(at), true
+		}
+		break
 	}
-	return "", false, nil
+	return out, nil
+}
+
+// session returns the session id of the window a stable open of run
+// (runAt, runID) confirms (see window); ok false when it is unresolved.
+func (w *windows) session(ctx context.Context, partition int, entityKey, runID string, runAt time.Time) (id string, ok bool, err error) {
+	win, err := w.window(ctx, partition, entityKey, runID, runAt)
+	return win.Session, win.OK, err
 }

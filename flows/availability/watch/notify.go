@@ -1,0 +1,288 @@
+package watch
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"sync"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// outgoing is one notification to one watcher.
+type outgoing struct {
+	w   Watcher
+	key string // business key, after "avail:"
+	ev  OpenEvent
+}
+
+// send delivers every notification through the dispatcher (at most
+// Concurrency at once) and records each in the history. It returns each
+// one's outcome and error.
+func (h *handler) send(ctx context.Context, m *stream.Message, runID string, outs []outgoing) ([]string, []error) {
+	outcomes, errs := make([]string, len(outs)), make([]error, len(outs))
+	sem := make(chan struct{}, h.cfg.Concurrency)
+	var wg sync.WaitGroup
+	for i, o := range outs {
+		body, err := json.Marshal(o.ev)
+		if err != nil {
+			errs[i] = stream.Permanent(fmt.Errorf("notifier: encode event for %s: %w", o.w.ID, err))
+			continue
+		}
+		del := notifier.Delivery{HashTag: h.topic.HashTag(m.Partition), Key: avail.Flow + ":" + o.key,
+			Channel: o.w.Channel, MessageID: m.ID, Attempt: m.Attempt,
+			Notification: notifier.Notification{Flow: avail.Flow, Event: o.ev.Event,
+				Recipient: notifier.Recipient{ID: o.w.ID, Address: o.w.WebhookURL, Secret: o.w.Secret},
+				EventID:   o.ev.EventID, SessionID: o.ev.SessionID, Subject: o.ev.Entity.Key, TraceID: o.ev.TraceID,
+				ObservedAt: o.ev.RunAt, Body: body, Text: o.ev.Text}}
+		if h.cfg.Throttle != nil {
+			dest, channel := o.w.ID, o.w.Channel
+			del.Before = func(ctx context.Context) error { return h.waitThrottle(ctx, dest, channel) }
+		}
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			outcomes[i], errs[i] = h.dispatch.Deliver(ctx, del)
+			h.recordWatcher(ctx, del, runID, outcomes[i], errs[i])
+		})
+	}
+	wg.Wait()
+	return outcomes, errs
+}
+
+// told reports whether a delivery reached its watcher (now or before).
+func told(outcome string, err error) bool {
+	return err == nil && (outcome == notifier.OutcomeSent || outcome == notifier.OutcomeDuplicate)
+}
+
+// traceOf is the transition's trace id, else the handler's.
+func traceOf(ctx context.Context, t avail.Transition) string {
+	if sc := trace.SpanContextFromContext(ctx); t.TraceID == "" && sc.IsValid() {
+		return sc.TraceID().String()
+	}
+	return t.TraceID
+}
+
+// active drops paused watchers.
+func active(ws []Watcher) []Watcher {
+	out := ws[:0]
+	for _, w := range ws {
+		if !w.Paused {
+			out = append(out, w)
+		}
+	}
+	return out
+}
+
+// markKey is a hash of an entity's watchers in the transition partition:
+// "prov" (provisional notices not yet confirmed or retracted: watcher id →
+// provisional event id) or "told" (openings told to watchers that want
+// gone notices: watcher id → open event id).
+func (h *handler) markKey(partition int, kind, entityKey string) string {
+	return rediskey.Key(h.topic.HashTag(partition), "notifier", kind, entityKey)
+}
+
+// mark sets fields of an entity's mark hash and renews its expiry.
+func (h *handler) mark(ctx context.Context, key string, fields map[string]string) error {
+	if len(fields) == 0 {
+		return nil
+	}
+	_, err := h.windows.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.HSet(ctx, key, fields)
+		pipe.PExpire(ctx, key, h.cfg.WindowTTL)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("notifier: mark %s: %w", key, err)
+	}
+	return nil
+}
+
+// notify tells a stable open to every matching, unpaused watcher, but for
+// those whose re-arm rule holds it back, with the blind period of its
+// source when it was first seen right after one. It settles the
+// entity's provisional notices (confirmed) and remembers who wants a gone
+// notice.
+func (h *handler) notify(ctx context.Context, m *stream.Message, t avail.Transition) error {
+	entity := withIdentity(t.Entity)
+	win, err := h.windows.window(ctx, m.Partition, entity.Key, t.RunID, t.RunAt)
+	if err != nil {
+		return err
+	}
+	if err := h.confirm(ctx, m.Partition, entity.Key, win); err != nil {
+		return err
+	}
+	watchers, err := h.store.Match(ctx, entity)
+	if watchers = active(watchers); err != nil || len(watchers) == 0 {
+		return err
+	}
+	if !win.OK {
+		h.unresolved.Add(context.Background(), 1)
+		h.logger.WarnContext(ctx, "notifier: raw open of a stable open not seen; notifying without session id",
+			"entity", entity.Key, "run_id", t.RunID, "message_id", m.ID)
+		win.OpenedAt = t.RunAt
+	}
+	blind, err := h.blindBefore(ctx, t.SourceID, win.OpenedAt)
+	if err != nil {
+		return err
+	}
+	eventID := avail.EventID(t.RunID, entity.Key, avail.KindOpen, true)
+	ev := OpenEvent{Event: EventAvailabilityOpen, Entity: entity, RunAt: t.RunAt, EventID: eventID, SessionID: win.Session,
+		TraceID: traceOf(ctx, t), BlindForSeconds: blind}
+	if blind > 0 {
+		ev.Text = fmt.Sprintf("source was blind for %s before this opening was seen", minutes(blind))
+	}
+	var outs []outgoing
+	for _, w := range watchers {
+		if w.RearmAfterMinutes > 0 && win.Reopened && win.ClosedFor.Minutes() < float64(w.RearmAfterMinutes) {
+			continue // closed for less than the watcher's re-arm time: still the opening it was told
+		}
+		ev.WatcherID = w.ID
+		outs = append(outs, outgoing{w: w, key: w.ID + ":" + eventID, ev: ev})
+	}
+	outcomes, errs := h.send(ctx, m, t.RunID, outs)
+	toldGone := map[string]string{}
+	for i, o := range outs {
+		if o.w.NotifyGone && told(outcomes[i], errs[i]) {
+			toldGone[o.w.ID] = eventID
+		}
+	}
+	errs = append(errs, h.mark(ctx, h.markKey(m.Partition, "told", entity.Key), toldGone))
+	return notifier.Settle(errs)
+}
+
+// gone tells a stable close to the watchers that were told the opening
+// and still want gone notices.
+func (h *handler) gone(ctx context.Context, m *stream.Message, t avail.Transition) error {
+	entity := withIdentity(t.Entity)
+	key := h.markKey(m.Partition, "told", entity.Key)
+	marks, err := h.windows.rdb.HGetAll(ctx, key).Result()
+	if err != nil || len(marks) == 0 {
+		return err
+	}
+	ids := make([]string, 0, len(marks))
+	for id := range marks {
+		ids = append(ids, id)
+	}
+	watchers, err := h.store.load(ctx, ids)
+	if err != nil {
+		return err
+	}
+	eventID := avail.EventID(t.RunID, entity.Key, avail.KindClose, true)
+	var outs []outgoing
+	for _, w := range active(watchers) {
+		if w.NotifyGone {
+			outs = append(outs, outgoing{w: w, key: w.ID + ":gone:" + eventID, ev: OpenEvent{Event: EventAvailabilityGone, WatcherID: w.ID,
+				Entity: entity, RunAt: t.RunAt, EventID: eventID, TraceID: traceOf(ctx, t), Text: "the opening you were told of is gone"}})
+		}
+	}
+	_, errs := h.send(ctx, m, t.RunID, outs)
+	if err := notifier.Settle(errs); err != nil {
+		return err
+	}
+	// Every told watcher is settled (told, refused for good, paused or no
+	// longer wanting it): the next window starts afresh.
+	return h.windows.rdb.Del(ctx, key).Err()
+}
+
+// provisional tells a raw open, before it is confirmed, to the matching
+// watchers that asked for it, and remembers them so that the window's
+// raw close retracts it unless a stable open confirms it first.
+func (h *handler) provisional(ctx context.Context, m *stream.Message, t avail.Transition) error {
+	entity := withIdentity(t.Entity)
+	watchers, err := h.store.Match(ctx, entity)
+	if err != nil {
+		return err
+	}
+	eventID := avail.EventID(t.RunID, entity.Key, avail.KindOpen, false)
+	session := avail.SessionID(entity.Key, t.RunID)
+	var outs []outgoing
+	for _, w := range active(watchers) {
+		if w.Provisional {
+			outs = append(outs, outgoing{w: w, key: w.ID + ":" + eventID, ev: OpenEvent{Event: EventAvailabilityProvisional, WatcherID: w.ID,
+				Entity: entity, RunAt: t.RunAt, EventID: eventID, SessionID: session, TraceID: traceOf(ctx, t),
+				Text: "seen open once, not yet confirmed"}})
+		}
+	}
+	outcomes, errs := h.send(ctx, m, t.RunID, outs)
+	pending := map[string]string{}
+	for i, o := range outs {
+		if told(outcomes[i], errs[i]) {
+			pending[o.w.ID] = eventID
+		}
+	}
+	errs = append(errs, h.mark(ctx, h.markKey(m.Partition, "prov", entity.Key), pending))
+	return notifier.Settle(errs)
+}
+
+// confirmedField is the field of an entity's "prov" hash naming the
+// session a stable open confirmed; watcher ids never start with "~".
+const confirmedField = "~confirmed"
+
+// confirm records that the window was confirmed, so that its raw close
+// retracts none of its provisional notices (even one recorded again by a
+// replay of its raw open).
+func (h *handler) confirm(ctx context.Context, partition int, entityKey string, win window) error {
+	key := h.markKey(partition, "prov", entityKey)
+	var err error
+	if win.OK {
+		err = h.mark(ctx, key, map[string]string{confirmedField: win.Session})
+	} else {
+		err = h.windows.rdb.Del(ctx, key).Err()
+	}
+	if err != nil {
+		return fmt.Errorf("notifier: confirm provisional notices of %s: %w", entityKey, err)
+	}
+	return nil
+}
+
+// retract follows a raw close of an entity whose provisional notices
+// were not confirmed with a retraction to each watcher told one, paused
+// or not (a retraction corrects what it was told).
+func (h *handler) retract(ctx context.Context, m *stream.Message, t avail.Transition) error {
+	entity := withIdentity(t.Entity)
+	key := h.markKey(m.Partition, "prov", entity.Key)
+	marks, err := h.windows.rdb.HGetAll(ctx, key).Result()
+	if err != nil || len(marks) == 0 {
+		return err
+	}
+	ids := make([]string, 0, len(marks))
+	for id := range marks {
+		ids = append(ids, id)
+	}
+	watchers, err := h.store.load(ctx, ids)
+	if err != nil {
+		return err
+	}
+	// The provisional notices of the window this close ends, unless a
+	// stable open confirmed it: the diff names the window's raw open; a
+	// close that does not (an entity opened under an older diff) ends the
+	// notices remembered, unless some window was confirmed.
+	session, provID := "", ""
+	if t.OpenRunID != "" {
+		session, provID = avail.SessionID(entity.Key, t.OpenRunID), avail.EventID(t.OpenRunID, entity.Key, avail.KindOpen, false)
+	}
+	eventID := avail.EventID(t.RunID, entity.Key, avail.KindClose, false)
+	outs := make([]outgoing, 0, len(watchers))
+	for _, w := range watchers {
+		prov := marks[w.ID]
+		if session != "" && (marks[confirmedField] == session || prov != provID) || session == "" && marks[confirmedField] != "" {
+			continue
+		}
+		outs = append(outs, outgoing{w: w, key: w.ID + ":retract:" + prov, ev: OpenEvent{Event: EventAvailabilityRetracted, WatcherID: w.ID,
+			Entity: entity, RunAt: t.RunAt, EventID: eventID,
+			TraceID: traceOf(ctx, t), RetractsEventID: prov, Text: "the provisional opening closed before it was confirmed"}})
+		outs[len(outs)-1].ev.SessionID = session
+	}
+	_, errs := h.send(ctx, m, t.RunID, outs)
+	if err := notifier.Settle(errs); err != nil {
+		return err
+	}
+	return h.windows.rdb.Del(ctx, key).Err()
+}

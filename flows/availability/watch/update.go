@@ -1,0 +1,189 @@
+package watch
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"slices"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/avail"
+)
+
+// Patch is a partial update of a watcher (PATCH /v1/watchers/{id}): a
+// field left out (or null) keeps its value, a field given replaces it
+// (an empty string or list clears it). The result is validated as a new
+// watcher is.
+type Patch struct {
+	Name              *string   `json:"name,omitempty"`
+	Provider          *string   `json:"provider,omitempty"`
+	Venue             *string   `json:"venue,omitempty"`
+	DateFrom          *string   `json:"date_from,omitempty"`
+	DateTo            *string   `json:"date_to,omitempty"`
+	PartySizes        *[]int    `json:"party_sizes,omitempty"`
+	Slot              *string   `json:"slot,omitempty"`
+	Channel           *string   `json:"channel,omitempty"`
+	WebhookURL        *string   `json:"webhook_url,omitempty"`
+	Paused            *bool     `json:"paused,omitempty"`
+	Windows           *[]Window `json:"windows,omitempty"`
+	TimeZone          *string   `json:"time_zone,omitempty"`
+	NotifyGone        *bool     `json:"notify_gone,omitempty"`
+	RearmAfterMinutes *int      `json:"rearm_after_minutes,omitempty"`
+	Provisional       *bool     `json:"provisional,omitempty"`
+	MuteSourceHealth  *bool     `json:"mute_source_health,omitempty"`
+}
+
+// apply returns w with the patch's fields set.
+func (p Patch) apply(w Watcher) Watcher {
+	for _, f := range []struct {
+		from *string
+		to   *string
+	}{{p.Name, &w.Name}, {p.Provider, &w.Provider}, {p.Venue, &w.Venue}, {p.DateFrom, &w.DateFrom}, {p.DateTo, &w.DateTo},
+		{p.Slot, &w.Slot}, {p.Channel, &w.Channel}, {p.WebhookURL, &w.WebhookURL}, {p.TimeZone, &w.TimeZone}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	for _, f := range []struct {
+		from *bool
+		to   *bool
+	}{{p.Paused, &w.Paused}, {p.NotifyGone, &w.NotifyGone}, {p.Provisional, &w.Provisional}, {p.MuteSourceHealth, &w.MuteSourceHealth}} {
+		if f.from != nil {
+			*f.to = *f.from
+		}
+	}
+	if p.PartySizes != nil {
+		w.PartySizes = slices.Clone(*p.PartySizes)
+	}
+	if p.Windows != nil {
+		w.Windows = slices.Clone(*p.Windows)
+	}
+	if p.RearmAfterMinutes != nil {
+		w.RearmAfterMinutes = *p.RearmAfterMinutes
+	}
+	return w
+}
+
+// updateScript replaces a watcher that still holds what was read and
+// moves its index entries. KEYS: watcher, old index sets (ARGV[4] of
+// them), new index sets; ARGV: JSON read, new JSON, id, old set count. It
+// returns 0 when the watcher is gone, -1 when it changed meanwhile.
+var updateScript = redis.NewScript(`
+local cur = redis.call('GET', KEYS[1])
+if not cur then return 0 end
+if cur ~= ARGV[1] then return -1 end
+redis.call('SET', KEYS[1], ARGV[2])
+local n = tonumber(ARGV[4])
+for i = 2, 1 + n do redis.call('SREM', KEYS[i], ARGV[3]) end
+for i = 2 + n, #KEYS do redis.call('SADD', KEYS[i], ARGV[3]) end
+return 1`)
+
+// updateAttempts bounds the retries of Update when the watcher changes
+// between its read and its write.
+const updateAttempts = 5
+
+// Update applies a patch to a watcher, validates the result as Create
+// does (its id, creation time, owner and secret are kept) and stores it
+// with its index entries in one atomic step; concurrent updates are
+// applied one after the other. It returns the watcher without its Secret.
+// Errors wrap ErrInvalidWatcher (the result is invalid) or ErrNotFound
+// (also for a malformed id), or are Redis errors.
+func (s *Store) Update(ctx context.Context, id string, p Patch) (Watcher, error) {
+	if !validID(id) {
+		return Watcher{}, fmt.Errorf("%w: malformed id", ErrNotFound)
+	}
+	for range updateAttempts {
+		raw, err := s.rdb.Get(ctx, watcherKey(id)).Result()
+		if errors.Is(err, redis.Nil) {
+			return Watcher{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+		}
+		if err != nil {
+			return Watcher{}, fmt.Errorf("notifier: update watcher %s: %w", id, err)
+		}
+		old, err := decodeWatcher(id, []byte(raw))
+		if err != nil {
+			return Watcher{}, err
+		}
+		w := p.apply(old)
+		if err := w.Validate(); err != nil {
+			return Watcher{}, err
+		}
+		body, err := json.Marshal(w)
+		if err != nil {
+			return Watcher{}, fmt.Errorf("notifier: encode watcher: %w", err)
+		}
+		oldKeys := indexKeys(old)
+		keys := append(append([]string{watcherKey(id)}, oldKeys...), indexKeys(w)...)
+		n, err := updateScript.Run(ctx, s.rdb, keys, raw, body, id, len(oldKeys)).Int()
+		switch {
+		case err != nil:
+			return Watcher{}, fmt.Errorf("notifier: update watcher %s: %w", id, err)
+		case n == 0:
+			return Watcher{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+		case n == 1:
+			w.Secret = ""
+			return w, nil
+		}
+	}
+	return Watcher{}, fmt.Errorf("notifier: update watcher %s: changed %d times while updating", id, updateAttempts)
+}
+
+// ServedBy returns the watchers a source serves (those that may match an
+// entity of one of its scopes), with their Secrets, in id order: the
+// provider-wide watchers of the source's provider, and the venue and slot
+// watchers of the venues its scopes name, whose date range and party
+// sizes meet a scope's. A scope without a venue (a search) reaches the
+// provider-wide watchers only. Paused and muted watchers are included;
+// the caller filters them.
+func (s *Store) ServedBy(ctx context.Context, provider string, scopes []avail.Scope) ([]Watcher, error) {
+	if provider == "" {
+		return nil, nil
+	}
+	var venues []string
+	for _, sc := range scopes {
+		if sc.Venue != "" && !slices.Contains(venues, sc.Venue) {
+			venues = append(venues, sc.Venue)
+		}
+	}
+	ids, err := s.rdb.SUnion(ctx, sourceKeys(provider, venues)...).Result()
+	if err != nil {
+		return nil, fmt.Errorf("notifier: watchers of provider %s: %w", provider, err)
+	}
+	slices.Sort(ids)
+	candidates, err := s.load(ctx, ids)
+	if err != nil {
+		return nil, err
+	}
+	out := candidates[:0]
+	for _, w := range candidates {
+		if slices.ContainsFunc(scopes, func(sc avail.Scope) bool { return w.serves(provider, sc) }) {
+			out = append(out, w)
+		}
+	}
+	return out, nil
+}
+
+// serves reports whether a scope of a provider may yield entities the
+// watcher matches (its windows aside).
+func (w Watcher) serves(provider string, sc avail.Scope) bool {
+	venue, date, party := w.Venue, "", 0
+	if w.Slot != "" {
+		e, err := avail.ParseKey(w.Slot)
+		if err != nil {
+			return false
+		}
+		venue, date, party = e.Venue, e.Date, e.PartySize
+	}
+	switch {
+	case w.Provider != "" && w.Provider != provider,
+		venue != "" && venue != sc.Venue,
+		date != "" && sc.Date != "" && date != sc.Date,
+		party != 0 && sc.PartySize != 0 && party != sc.PartySize,
+		sc.Date != "" && (w.DateFrom != "" && sc.Date < w.DateFrom || w.DateTo != "" && sc.Date > w.DateTo),
+		sc.PartySize != 0 && len(w.PartySizes) > 0 && !slices.Contains(w.PartySizes, sc.PartySize):
+		return false
+	}
+	return true
+}
