@@ -116,8 +116,11 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 
 // benchStreamModes are the throughput runs of `bench stream`, in order:
 // plain go-redis, then the runtime without telemetry, with 1 % of traces
-// sampled (parent-based) and every metric, and with every message traced.
-var benchStreamModes = []string{"plain", "none", "sampled", "traced"}
+// sampled (parent-based) and every metric, and with every message traced;
+// "carried" is the runtime without telemetry reading messages that carry
+// a trace context (published 1 % sampled), which parts the cost of
+// carrying trace context from that of the runtime's telemetry.
+var benchStreamModes = []string{"plain", "none", "carried", "sampled", "traced"}
 
 // runBenchStream is `dropstream bench stream`.
 func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -130,7 +133,7 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.IntVar(&bc.PayloadSize, "payload", 200, "payload bytes")
 	fs.IntVar(&bc.Rate, "rate", 10000, "publish rate of the latency run, messages/s")
 	fs.DurationVar(&bc.Duration, "duration", 10*time.Second, "length of the latency run (0: none)")
-	fs.StringVar(&modes, "modes", strings.Join(benchStreamModes, ","), "throughput runs: plain (go-redis alone), none (runtime, no telemetry), sampled (1% of traces, all metrics), traced (every message traced, all metrics)")
+	fs.StringVar(&modes, "modes", strings.Join(benchStreamModes, ","), "throughput runs: plain (go-redis alone), none (runtime, no telemetry), carried (no telemetry, messages carrying a trace context), sampled (1% of traces, all metrics), traced (every message traced, all metrics)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file")
 	if err := fs.parse(args[1:]); err != nil {
 		return err
@@ -160,6 +163,11 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 		tel, shutdown := benchTelemetry(a, mode)
 		c := bc
 		c.Telemetry = tel
+		if mode == "carried" {
+			pubTel, pubShutdown := benchTelemetry(a, "sampled")
+			defer pubShutdown()
+			c.PublishTelemetry = &pubTel
+		}
 		var r streambench.Result
 		if mode == "plain" {
 			r, err = streambench.Plain(ctx, a.rdb, c)
@@ -177,8 +185,10 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 		if base := rates["plain"]; base > 0 && mode != "plain" {
 			line += fmt.Sprintf(", %.2f× plain", r.PerSecond/base)
 		}
-		if none := rates["none"]; none > 0 && mode != "plain" && mode != "none" {
-			line += fmt.Sprintf(", %.2f× no telemetry (CPU %.2f×)", r.PerSecond/none, float64(r.CPUPerMessage)/float64(cpus["none"]))
+		for _, base := range []string{"none", "carried"} {
+			if rates[base] > 0 && mode != "plain" && mode != "none" && mode != base {
+				line += fmt.Sprintf(", %.2f× %s (CPU %.2f×)", r.PerSecond/rates[base], base, float64(r.CPUPerMessage)/float64(cpus[base]))
+			}
 		}
 		fmt.Fprintln(stdout, line)
 	}
@@ -202,7 +212,7 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 // batched and discarded, sampling 1 % of new traces (parent-based) for
 // sampled and every one for traced.
 func benchTelemetry(a *app, mode string) (stream.Telemetry, func()) {
-	if mode == "plain" || mode == "none" {
+	if mode == "plain" || mode == "none" || mode == "carried" {
 		return stream.Telemetry{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider(), Logger: a.log}, func() {}
 	}
 	sampler := sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01))

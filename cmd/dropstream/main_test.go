@@ -70,6 +70,10 @@ func startDispatch(t *testing.T, args ...string) *background {
 		b.err = dispatch(ctx, args, b.stdout, b.stderr)
 	}()
 	t.Cleanup(func() {
+		if t.Failed() && b.exited() {
+			// A command that stopped early is often why the test failed.
+			t.Logf("dispatch %q returned %v before the test ended; its stderr ends with:\n%s", args, b.err, tail(b.stderr.String(), 4000))
+		}
 		cancel()
 		select {
 		case <-b.done:
@@ -78,6 +82,14 @@ func startDispatch(t *testing.T, args ...string) *background {
 		}
 	})
 	return b
+}
+
+// tail is the last n bytes of s.
+func tail(s string, n int) string {
+	if len(s) > n {
+		return s[len(s)-n:]
+	}
+	return s
 }
 
 // exited reports whether dispatch has returned.

@@ -39,6 +39,10 @@ type Config struct {
 	// Telemetry instruments the stage (pass real providers to measure
 	// the runtime with tracing and metrics on).
 	Telemetry stream.Telemetry
+	// PublishTelemetry, when set, instruments the publisher instead of
+	// Telemetry: a traced publisher with a stage that has no telemetry
+	// measures what carrying trace context alone costs the stage.
+	PublishTelemetry *stream.Telemetry
 	// Progress, when set, is called about once a second with a line of
 	// progress.
 	Progress func(line string)
@@ -50,6 +54,13 @@ func (c Config) Validate() error {
 		return fmt.Errorf("streambench: invalid config %+v", c)
 	}
 	return nil
+}
+
+func (c Config) publishTelemetry() stream.Telemetry {
+	if c.PublishTelemetry != nil {
+		return *c.PublishTelemetry
+	}
+	return c.Telemetry
 }
 
 // WithDefaults fills zero fields.
@@ -170,7 +181,7 @@ func Latency(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result
 		return Result{}, err
 	}
 	defer stop()
-	pub := stream.NewPublisher(rdb, cfg.Telemetry)
+	pub := stream.NewPublisher(rdb, cfg.publishTelemetry())
 	// Publish in ticks of 1ms: Rate/1000 messages per tick, one pipeline.
 	perTick := max(1, cfg.Rate/1000)
 	interval := time.Duration(float64(time.Second) * float64(perTick) / float64(cfg.Rate))

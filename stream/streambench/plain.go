@@ -76,7 +76,7 @@ func Plain(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, 
 // publishAll publishes cfg.Messages of cfg.PayloadSize bytes to topic, in
 // pipelines of 5,000, through the runtime's publisher without telemetry.
 func publishAll(ctx context.Context, rdb redis.UniversalClient, topic stream.Topic, cfg Config) error {
-	pub := stream.NewPublisher(rdb, cfg.Telemetry)
+	pub := stream.NewPublisher(rdb, cfg.publishTelemetry())
 	payload := make([]byte, cfg.PayloadSize)
 	batch := make([]*stream.Message, 0, 5000)
 	for i := 0; i < cfg.Messages; i++ {

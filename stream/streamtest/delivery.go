@@ -5,6 +5,7 @@ import (
 	"errors"
 	"strconv"
 	"testing"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -20,10 +21,15 @@ func testPublishConsumeManyConsumers(t *testing.T, b Backend) {
 	publishN(t, rdb, topic, 0, n, 97)
 	rec := newRecorder()
 	perCopy := make([]*recorder, 3)
+	// No copy fails or stalls here, so no entry should ever be claimed;
+	// a long claim idle keeps a starved machine from claiming one anyway
+	// (claims and their duplicates have tests of their own).
+	cfg := fastConfig()
+	cfg.ClaimIdle = 10 * time.Second
 	for i := range perCopy {
 		perCopy[i] = newRecorder()
 		mine := perCopy[i]
-		start(t, rdb, stream.Stage{Name: "many", Topic: topic, Config: fastConfig(),
+		start(t, rdb, stream.Stage{Name: "many", Topic: topic, Config: cfg,
 			Handler: func(_ context.Context, m *stream.Message) error {
 				rec.ok(m)
 				mine.ok(m)
