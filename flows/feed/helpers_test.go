@@ -223,7 +223,8 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opt
 	h.reader = sdkmetric.NewManualReader()
 	// The poller may fetch the test's feed server, on loopback.
 	h.flow, err = NewWith(rdb, pub, Deps{Subscribers: h.subs, Notify: notify, Sender: disp}, Config{Partitions: 4, PublicURL: "http://api.test",
-		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader)), Egress: egresstest.Allow(t, h.srv.URL)})
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader)), Egress: egresstest.Allow(t, h.srv.URL),
+		Etiquette: EtiquetteConfig{HostSpacing: time.Millisecond}, Now: h.clock.Now})
 	if err != nil {
 		t.Fatal(err)
 	}
