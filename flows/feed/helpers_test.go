@@ -110,8 +110,16 @@ type harness struct {
 	// skip names stages newHarness does not start (a test runs its own
 	// copies of them with runStage).
 	skip map[string]bool
+	// edit changes the flow's config before it is built (withConfig).
+	edit func(*Config)
 	stop context.CancelFunc
 	wg   sync.WaitGroup
+}
+
+// withConfig returns an option of newHarness that changes the flow's
+// config.
+func withConfig(edit func(*Config)) func(*harness) {
+	return func(h *harness) { h.edit = edit }
 }
 
 // without returns an option of newHarness that leaves a stage to the test.
@@ -187,6 +195,15 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opt
 		case "secret500":
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = w.Write([]byte(secretBody))
+		case "gone":
+			w.WriteHeader(http.StatusGone)
+			_, _ = w.Write([]byte(secretBody))
+		case "moved301", "moved308", "found302":
+			if r.URL.Path != "/moved.xml" {
+				http.Redirect(w, r, "/moved.xml", map[string]int{"moved301": 301, "moved308": 308, "found302": 302}[mode])
+				return
+			}
+			sim.ServeHTTP(w, r)
 		default:
 			sim.ServeHTTP(w, r)
 		}
@@ -221,10 +238,17 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opt
 		return notifier.PublishRequests(ctx, pub, h.requests, reqs...)
 	}
 	h.reader = sdkmetric.NewManualReader()
+	for _, o := range opts {
+		o(h)
+	}
 	// The poller may fetch the test's feed server, on loopback.
-	h.flow, err = NewWith(rdb, pub, Deps{Subscribers: h.subs, Notify: notify, Sender: disp}, Config{Partitions: 4, PublicURL: "http://api.test",
+	cfg := Config{Partitions: 4, PublicURL: "http://api.test",
 		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader)), Egress: egresstest.Allow(t, h.srv.URL),
-		Etiquette: EtiquetteConfig{HostSpacing: time.Millisecond}, Now: h.clock.Now})
+		Etiquette: EtiquetteConfig{HostSpacing: time.Millisecond}, Now: h.clock.Now}
+	if h.edit != nil {
+		h.edit(&cfg)
+	}
+	h.flow, err = NewWith(rdb, pub, Deps{Subscribers: h.subs, Notify: notify, Sender: disp}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -233,9 +257,6 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opt
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); h.wg.Wait() })
-	for _, o := range opts {
-		o(h)
-	}
 	for _, s := range append(h.flow.Stages(), deliverer.Stage()) {
 		if !h.skip[s.Name] {
 			h.runStage(s, "", 10*time.Second)
