@@ -105,10 +105,16 @@ var stateNames = map[string]string{"u": StateUnassigned, "a": StateAssigned, "c"
 // guid: its canonical link (NormalizeURL, a trailing "/" and utm_* query
 // parameters dropped) and the hash of its content (title, author,
 // description, publication date), so an item republished under a rotated
-// guid is known again.
+// guid is known again. An item without a link has none (""): items
+// without links that read alike (an empty title and description) are not
+// taken for one another.
 func Fingerprint(it poll.Item) string {
+	link := canonicalLink(it.Link)
+	if link == "" {
+		return ""
+	}
 	var b strings.Builder
-	for _, s := range []string{canonicalLink(it.Link), it.Title, it.Author, it.Description} {
+	for _, s := range []string{link, it.Title, it.Author, it.Description} {
 		b.WriteString(s)
 		b.WriteByte(0)
 	}
