@@ -210,7 +210,24 @@ func TestDead_feedFailingInARowIsMarkedDeadAndToldOnce(t *testing.T) {
 			sim := feedsim.New(feedsim.RSS, item("a", "A"))
 			h := newHarness(t, b, sim, Feed{IncludeExisting: true}, withConfig(func(c *Config) { c.Etiquette.DeadAfter = 3 }))
 			h.subscribe("each", Manager{Kind: EachItem})
+			// An e-mail subscriber of two subscribables, confirmed.
+			const willow = "willow@sunnydale.edu"
+			for _, name := range []string{"each", "tens"} {
+				if name == "tens" {
+					if _, _, err := h.flow.store.PutSubscribable(h.ctx, Subscribable{FeedID: h.feed.ID, Name: name, Manager: Manager{Kind: EveryN, N: 10}}); err != nil {
+						t.Fatal(err)
+					}
+				}
+				if _, _, err := h.flow.Subscribe(h.ctx, h.feed.ID, name, Destination{Kind: DestEmail, Address: willow}); err != nil {
+					t.Fatal(err)
+				}
+			}
+			h.settle()
+			if _, _, err := h.subs.Confirm(h.ctx, confirmToken(t, h.mailsTo(willow)[0])); err != nil {
+				t.Fatal(err)
+			}
 			h.pollAt(t0)
+			mailsBefore := len(h.mailsTo(willow))
 			h.mode.Store("secret500")
 			for i := 1; i <= 3; i++ {
 				if p := h.polling(); p.State != FeedActive {
@@ -230,7 +247,11 @@ func TestDead_feedFailingInARowIsMarkedDeadAndToldOnce(t *testing.T) {
 				t.Errorf("the feed's server answered %d good requests, want 1 (none once dead)", all)
 			}
 			if n := len(h.sink.messages(FeedDead)); n != 1 {
-				t.Errorf("told %d times, want once", n)
+				t.Errorf("told the log destination %d times, want once", n)
+			}
+			mails := h.mailsTo(willow)[mailsBefore:]
+			if len(mails) != 1 || !strings.Contains(mails[0].header.Get("Subject"), "Feed unreachable") || !strings.Contains(mails[0].parts["text/plain"], h.feed.URL) {
+				t.Errorf("mails to the e-mail subscriber after the feed died: %d %v, want one telling the feed unreachable", len(mails), mails)
 			}
 		})
 	}
