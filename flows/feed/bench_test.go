@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -109,7 +110,9 @@ func BenchmarkFlow_feeds(b *testing.B) {
 		if err != nil {
 			b.Fatal(err)
 		}
-		poller, err := fl.NewPoller(PollerConfig{Fetch: poll.Config{RatePerHost: 1e6, Burst: 1000}})
+		// The feeds' server is on loopback, which the default egress
+		// policy denies.
+		poller, err := fl.NewPoller(PollerConfig{Fetch: poll.Config{RatePerHost: 1e6, Burst: 1000, Egress: egresstest.Allow(b, srv.URL)}})
 		if err != nil {
 			b.Fatal(err)
 		}
