@@ -208,7 +208,7 @@ func TestDead_feedFailingInARowIsMarkedDeadAndToldOnce(t *testing.T) {
 	for _, b := range testenv.Backends() {
 		t.Run(b.Name, func(t *testing.T) {
 			sim := feedsim.New(feedsim.RSS, item("a", "A"))
-			h := newHarness(t, b, sim, Feed{IncludeExisting: true}, withConfig(func(c *Config) { c.Etiquette.DeadAfter = 3 }))
+			h := newHarnessWith(t, b, sim, Feed{IncludeExisting: true}, func(c *Config) { c.Etiquette.DeadAfter = 3 })
 			h.subscribe("each", Manager{Kind: EachItem})
 			// An e-mail subscriber of two subscribables, confirmed.
 			const willow = "willow@sunnydale.edu"

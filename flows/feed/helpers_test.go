@@ -110,16 +110,8 @@ type harness struct {
 	// skip names stages newHarness does not start (a test runs its own
 	// copies of them with runStage).
 	skip map[string]bool
-	// edit changes the flow's config before it is built (withConfig).
-	edit func(*Config)
 	stop context.CancelFunc
 	wg   sync.WaitGroup
-}
-
-// withConfig returns an option of newHarness that changes the flow's
-// config.
-func withConfig(edit func(*Config)) func(*harness) {
-	return func(h *harness) { h.edit = edit }
 }
 
 // without returns an option of newHarness that leaves a stage to the test.
@@ -170,6 +162,13 @@ const secretBody = "DB_PASSWORD=hunter2-0123456789 stack trace at internal.corp:
 // newHarness starts the stages and registers fd (its URL replaced by the
 // simulated feed's).
 func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opts ...func(*harness)) *harness {
+	t.Helper()
+	return newHarnessWith(t, b, sim, fd, nil, opts...)
+}
+
+// newHarnessWith is newHarness with edit changing the flow's config before
+// the flow is built.
+func newHarnessWith(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, edit func(*Config), opts ...func(*harness)) *harness {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	rdb := b.Client(t)
@@ -238,15 +237,12 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opt
 		return notifier.PublishRequests(ctx, pub, h.requests, reqs...)
 	}
 	h.reader = sdkmetric.NewManualReader()
-	for _, o := range opts {
-		o(h)
-	}
 	// The poller may fetch the test's feed server, on loopback.
 	cfg := Config{Partitions: 4, PublicURL: "http://api.test",
 		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader)), Egress: egresstest.Allow(t, h.srv.URL),
 		Etiquette: EtiquetteConfig{HostSpacing: time.Millisecond}, Now: h.clock.Now}
-	if h.edit != nil {
-		h.edit(&cfg)
+	if edit != nil {
+		edit(&cfg)
 	}
 	h.flow, err = NewWith(rdb, pub, Deps{Subscribers: h.subs, Notify: notify, Sender: disp}, cfg)
 	if err != nil {
@@ -257,6 +253,9 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opt
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { cancel(); h.wg.Wait() })
+	for _, o := range opts {
+		o(h)
+	}
 	for _, s := range append(h.flow.Stages(), deliverer.Stage()) {
 		if !h.skip[s.Name] {
 			h.runStage(s, "", 10*time.Second)
