@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"context"
 	"errors"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -60,5 +61,26 @@ func (f *Flow) initEtiquetteMetrics(meter metric.Meter) error {
 		metric.WithUnit("{event}"))
 	f.moved, errs[6] = meter.Int64Counter(metricMoved,
 		metric.WithDescription("Feeds whose URL was updated after a permanent redirect (301, 308)."), metric.WithUnit("{feed}"))
-	return errors.Join(errs[:]...)
+	if err := errors.Join(errs[:]...); err != nil {
+		return err
+	}
+	// Every series of a bounded set starts at 0, so dashboards and alerts
+	// see the rare ones (a halt, a push) as 0 before the first happens.
+	ctx := context.Background()
+	for _, o := range outcomeSets {
+		f.requests.Add(ctx, 0, metric.WithAttributeSet(o))
+	}
+	for _, r := range reasonSets {
+		f.schedules.Add(ctx, 0, metric.WithAttributeSet(r))
+	}
+	for _, st := range []string{FeedGone, FeedDead} {
+		f.halts.Add(ctx, 0, metric.WithAttributeSet(attrSet("state", st)))
+	}
+	for _, e := range []string{"subscribe", "verified", "denied", "pushed", "rejected"} {
+		f.websubEvents.Add(ctx, 0, metric.WithAttributeSet(attrSet("event", e)))
+	}
+	f.bytes.Add(ctx, 0)
+	f.held.Add(ctx, 0)
+	f.moved.Add(ctx, 0)
+	return nil
 }
