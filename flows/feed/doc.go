@@ -122,8 +122,8 @@
 // Known limits: each poll assigns at most Config.AssignLimit items (the
 // rest wait for the next poll); the token bucket of package poll is per
 // copy, but the host spacing of EtiquetteConfig.HostSpacing holds across
-// copies; a halted (gone or dead) feed stays halted until it is removed
-// and added again; the flow never unsubscribes from a hub (a removed
+// copies; a halted (gone or dead) feed stays halted until Flow.Resume
+// (POST /v1/feeds/{id}/resume); the flow never unsubscribes from a hub (a removed
 // feed's pushes get 404 until its lease ends);
 // a request's text is at most notifier.MaxTextLen bytes, so a long
 // collection's plain-text mail lists its first items and counts the rest,

@@ -198,6 +198,20 @@ func TestEtiquette_goneFeedStopsAndItsSubscribersAreToldOnce(t *testing.T) {
 			if n := h.counter("dropstream.feed.halts", "state", FeedGone); n != 1 {
 				t.Errorf("halts counted %d, want 1", n)
 			}
+			// Resumed (the feed is back): polled again.
+			h.mode.Store("")
+			if err := h.flow.Resume(h.ctx, h.feed.ID); err != nil {
+				t.Fatal(err)
+			}
+			if p := h.pollAt(t0.Add(3 * time.Hour)); !p.OK {
+				t.Errorf("poll of a resumed feed: %+v", p)
+			}
+			if p := h.polling(); p.State != FeedActive || p.Halted != nil {
+				t.Errorf("resumed feed: %+v, want active", p)
+			}
+			if err := h.flow.Resume(h.ctx, "0123456789abcdef"); !errors.Is(err, ErrNotFound) {
+				t.Errorf("resume of no feed: %v, want ErrNotFound", err)
+			}
 		})
 	}
 }

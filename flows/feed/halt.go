@@ -108,6 +108,22 @@ func renderHalt(fd Feed, h Halt) Message {
 		subject, why = "Feed unreachable: "+fd.URL, "Its polls failed too many times in a row ("+h.Reason+")."
 	}
 	text := "The feed " + fd.URL + " is no longer polled since " + h.Since.Format(time.RFC3339) + ". " + why +
-		" No new items will be sent from it; remove it and add it again to poll it anew."
+		" No new items will be sent from it until it is resumed."
 	return Message{Kind: h.State, FeedID: fd.ID, FeedURL: fd.URL, Subject: clip(subject, notifier.MaxTextLen), Text: clip(text, notifier.MaxTextLen)}
+}
+
+// Resume polls a gone or dead feed again: its halt and its run of
+// failures are forgotten, and its next poll is due at once. A feed that
+// was not halted is left as it is. ErrNotFound when there is no such feed.
+func (f *Flow) Resume(ctx context.Context, id string) error {
+	if _, err := f.store.Feed(ctx, id); err != nil {
+		return err
+	}
+	pipe := f.rdb.TxPipeline()
+	pipe.HDel(ctx, defsKey("halted"), id)
+	pipe.HDel(ctx, defsKey("failures"), id)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("feed: resume %s: %w", id, err)
+	}
+	return nil
 }

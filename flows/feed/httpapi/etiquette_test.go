@@ -36,6 +36,12 @@ func TestEtiquette_feedAPIShowsThePollingFigures(t *testing.T) {
 			if st := call(t, srv, "GET", "/v1/feeds", nil, &page); st != 200 || len(page.Items) != 1 || page.Items[0].Polling.Requests != 2 {
 				t.Errorf("list: %d %+v", st, page.Items)
 			}
+			if st := call(t, srv, "POST", "/v1/feeds/"+h.feed.ID+"/resume", nil, &v); st != 200 || v.Polling.State != feed.FeedActive || v.Polling.Requests != 2 {
+				t.Errorf("resume of a polled feed: %d %+v, want it as it was", st, v.Polling)
+			}
+			if st := call(t, srv, "POST", "/v1/feeds/0123456789abcdef/resume", nil, nil); st != 404 {
+				t.Errorf("resume of no feed: %d, want 404", st)
+			}
 		})
 	}
 }

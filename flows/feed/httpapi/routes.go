@@ -88,7 +88,17 @@ func Register(srv *api.Server, fl *feed.Flow) {
 		Summary: "A subscribable's subscriptions, confirmed as the notifier says (unsubscribed ones are left out), by id", Query: pageParams, Response: subscriptionPage{}, Handler: f.listSubscriptions})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feed-subscriptions/:sid", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
 		Summary: "Remove a subscription", Handler: f.deleteSubscription})
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/resume", Tag: tag, Scope: api.ScopeWrite,
+		Summary: "Poll a gone or dead feed again (its halt and its run of failures forgotten); a polled feed is left as it is", Response: FeedView{},
+		Handler: f.resumeFeed})
 	f.registerWebSub(srv)
+}
+
+func (f routes) resumeFeed(c *fiber.Ctx) error {
+	if err := f.f.Resume(c.UserContext(), c.Params("id")); err != nil {
+		return apiError(err, "feed")
+	}
+	return f.getFeed(c)
 }
 
 // apiError maps the package's errors to API errors.
