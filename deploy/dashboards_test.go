@@ -176,6 +176,13 @@ var exportedMetrics = map[string]string{
 	"dropstream_writer_flush_errors_total":          "dropstream.writer.flush.errors",
 	"dropstream_writer_flush_duration_seconds":      "dropstream.writer.flush.duration",
 	"dropstream_writer_buffered":                    "dropstream.writer.buffered",
+	"dropstream_feed_requests_total":                "dropstream.feed.requests",
+	"dropstream_feed_response_bytes_total":          "dropstream.feed.response.bytes",
+	"dropstream_feed_schedules_total":               "dropstream.feed.schedules",
+	"dropstream_feed_duplicates_held_total":         "dropstream.feed.duplicates.held",
+	"dropstream_feed_halts_total":                   "dropstream.feed.halts",
+	"dropstream_feed_websub_total":                  "dropstream.feed.websub",
+	"dropstream_feed_moved_total":                   "dropstream.feed.moved",
 }
 
 var metricRe = regexp.MustCompile(`\bdropstream_[a-z0-9_]+`)

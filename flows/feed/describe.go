@@ -62,6 +62,8 @@ func (f *Flow) Describe() flow.Description {
 			// a subscription to confirm requests its opt-in message.
 			{From: flow.FromAPI, Topic: f.topics.History},
 			{From: flow.FromAPI, Topic: requests},
+			// Content a WebSub hub pushes to its callback is a Poll.
+			{From: flow.FromAPI, Topic: f.topics.Polls},
 		},
 		History: []flow.History{f.History()},
 		Demo:    f.Demo,

@@ -13,9 +13,22 @@
 //
 //	  - The Poller (a service; any number of copies share each feed's
 //	    schedule through its poll gate, package pollgate) fetches each feed
-//	    every PollEvery with package poll: conditional GET (ETag, Last-Modified),
+//	    with package poll: conditional GET (ETag, Last-Modified),
 //	    gzip, bounded size, time and redirects, per-host rate limit and
-//	    Retry-After pauses, backoff after failures. Every fetch becomes a Poll
+//	    Retry-After pauses, backoff after failures. Etiquette
+//	    (EtiquetteConfig): the next poll honours the feed's Cache-Control
+//	    max-age or Expires, its RSS <ttl>, <skipHours> and <skipDays>, and
+//	    adapts to how often its items arrive (half their median gap, from
+//	    the PollEvery until three arrivals are known), every hint capped at
+//	    MaxInterval; requests to one host are spaced across every copy
+//	    (pollgate.Pacer in Redis); a 301 or 308 updates the feed's URL (its
+//	    id stays); a 410, or DeadAfter failures in a row, halts the feed
+//	    (gone, dead: no longer polled) and tells its subscribers once. A
+//	    feed advertising a WebSub hub is subscribed to it (WebSubConfig):
+//	    the hub verifies the intent at WebSubPath+id, pushes signed content
+//	    there (HMAC with a per-subscription secret), which becomes a Poll
+//	    like a fetch, the lease is renewed before it ends, and the feed is
+//	    polled only every Fallback meanwhile. Every fetch becomes a Poll
 //	    on feed.polls, keyed by feed id; a failed fetch is a Poll with OK
 //	    false, never an empty feed: items are never taken for gone (an item
 //	    that vanishes from the feed is still delivered from its cached
@@ -78,6 +91,12 @@
 //     its poll is published: a poll lost on the way is fetched again in
 //     full, never answered 304 with its items unseen.
 //   - Content of assigned items is frozen: what was assigned is sent.
+//   - A new item whose Fingerprint (canonical link and content) names an
+//     item already seen under another guid is Held: never sent, counted
+//     on the feed (FeedStats.HeldDuplicates) and in a metric.
+//   - Per-feed figures (requests, share of 304s, bytes, next poll, held
+//     duplicates, pushes) live in the feed's record (Flow.Polling, the
+//     API's "polling"); metrics carry only bounded labels.
 //   - Subscribable names are scoped by feed, and the
 //     destination's unique core (lower-cased bare e-mail address, webhook
 //     URL, log name) is unique per subscribable.
@@ -101,9 +120,11 @@
 //     them all to the assignment script).
 //
 // Known limits: each poll assigns at most Config.AssignLimit items (the
-// rest wait for the next poll); the per-host rate limit is per copy of the
-// Poller (the gates keep each feed to one poll per period, whatever the
-// number of copies, but a host serving many feeds sees each copy's limit);
+// rest wait for the next poll); the token bucket of package poll is per
+// copy, but the host spacing of EtiquetteConfig.HostSpacing holds across
+// copies; a halted (gone or dead) feed stays halted until Flow.Resume
+// (POST /v1/feeds/{id}/resume); the flow never unsubscribes from a hub (a removed
+// feed's pushes get 404 until its lease ends);
 // a request's text is at most notifier.MaxTextLen bytes, so a long
 // collection's plain-text mail lists its first items and counts the rest,
 // while its HTML part (the flow's template, notifier.Request.HTML, up to

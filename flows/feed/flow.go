@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"net/http"
 	"strconv"
 	"time"
 
@@ -79,6 +80,15 @@ type Config struct {
 	// subscriptions each API caller creates through the routes
 	// (FeedQuota, SubscriptionQuota). 0: no cap.
 	MaxFeedsPerCaller, MaxSubscriptionsPerCaller int
+	// Etiquette bounds how feeds are polled: their cache headers and
+	// hints, the adaptive interval, the per-host spacing across copies,
+	// when a feed is dead.
+	Etiquette EtiquetteConfig
+	// WebSub configures subscribing to the hubs feeds advertise.
+	WebSub WebSubConfig
+	// Now is the clock of the WebSub callback (verifications, pushes).
+	// Default time.Now.
+	Now func() time.Time
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -104,6 +114,11 @@ func (c Config) WithDefaults() Config {
 	if c.MeterProvider == nil {
 		c.MeterProvider = gotel.GetMeterProvider()
 	}
+	c.Etiquette = c.Etiquette.WithDefaults()
+	c.WebSub = c.WebSub.WithDefaults()
+	if c.Now == nil {
+		c.Now = time.Now
+	}
 	return c
 }
 
@@ -126,6 +141,12 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("feed: caps per caller %d feeds, %d subscriptions: want 0 (none) or more",
 			c.MaxFeedsPerCaller, c.MaxSubscriptionsPerCaller))
 	}
+	if err := c.Etiquette.Validate(); err != nil {
+		errs = append(errs, err)
+	}
+	if err := c.WebSub.Validate(); err != nil {
+		errs = append(errs, err)
+	}
 	return errors.Join(errs...)
 }
 
@@ -142,6 +163,12 @@ type Flow struct {
 	guidWarnings metric.Int64Counter
 	items        metric.Int64Counter
 	collections  metric.Int64Counter
+	// Etiquette, WebSub and duplicates (metrics.go).
+	requests, bytes, schedules, held, halts, websubEvents, moved metric.Int64Counter
+
+	// hubClient sends WebSub subscription requests, through the egress
+	// policy.
+	hubClient *http.Client
 
 	// poller is the feed-poller service of a flow built by New.
 	poller *Poller
@@ -183,6 +210,16 @@ func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, deps Deps, cfg Co
 	if err := errors.Join(err1, err2, err3); err != nil {
 		return nil, err
 	}
+	if err := f.initEtiquetteMetrics(meter); err != nil {
+		return nil, err
+	}
+	f.hubClient = &http.Client{Transport: cfg.Egress.Transport(), Timeout: cfg.WebSub.Timeout,
+		CheckRedirect: func(req *http.Request, via []*http.Request) error {
+			if len(via) >= 3 {
+				return errors.New("feed: websub hub: too many redirects")
+			}
+			return cfg.Egress.CheckRedirect(req)
+		}}
 	if err := f.quotas(); err != nil {
 		return nil, err
 	}
@@ -242,11 +279,11 @@ func (f *Flow) handlePoll(ctx context.Context, m *stream.Message) error {
 	tp := m.Metadata[stream.MetaTraceParent]
 	now := strconv.FormatInt(p.PolledAtMs, 10)
 	if p.OK && !p.NotModified {
-		args := make([]any, 0, 6+5*len(p.Items))
-		args = append(args, prefix, now, flag(fd.IncludeExisting), f.topics.History.Stream(part), tp, p.FeedID)
+		args := make([]any, 0, 7+6*len(p.Items))
+		args = append(args, prefix, now, flag(fd.IncludeExisting), f.topics.History.Stream(part), tp, p.FeedID, f.cfg.Etiquette.History)
 		for i, it := range p.Items {
 			content, _ := jsonMarshal(it)
-			args = append(args, IID(it.GUID), it.GUID, it.Hash, content, strconv.FormatInt(p.PolledAtMs*1000+int64(i), 10))
+			args = append(args, IID(it.GUID), it.GUID, it.Hash, content, strconv.FormatInt(p.PolledAtMs*1000+int64(i), 10), Fingerprint(it))
 		}
 		res, err := observeScript.Run(ctx, f.rdb, []string{prefix + "meta"}, args...).Int64Slice()
 		if err != nil {
@@ -257,6 +294,9 @@ func (f *Flow) handlePoll(ctx context.Context, m *stream.Message) error {
 		}
 		f.items.Add(ctx, res[1], metric.WithAttributes(attribute.String("step", "new")))
 		f.items.Add(ctx, res[2], metric.WithAttributes(attribute.String("step", "edited")))
+		if res[3] > 0 {
+			f.held.Add(ctx, res[3])
+		}
 	}
 	if f.crashPoint != nil {
 		if err := f.crashPoint("observed", m); err != nil {

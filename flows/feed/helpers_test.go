@@ -163,6 +163,13 @@ const secretBody = "DB_PASSWORD=hunter2-0123456789 stack trace at internal.corp:
 // simulated feed's).
 func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opts ...func(*harness)) *harness {
 	t.Helper()
+	return newHarnessWith(t, b, sim, fd, nil, opts...)
+}
+
+// newHarnessWith is newHarness with edit changing the flow's config before
+// the flow is built.
+func newHarnessWith(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, edit func(*Config), opts ...func(*harness)) *harness {
+	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	rdb := b.Client(t)
 	h := &harness{t: t, ctx: ctx, rdb: rdb, clock: &clock{now: t0}, sink: &sink{name: notifier.ChannelLog, fail: map[string]int{}}, sim: sim,
@@ -187,6 +194,15 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opt
 		case "secret500":
 			w.WriteHeader(http.StatusInternalServerError)
 			_, _ = w.Write([]byte(secretBody))
+		case "gone":
+			w.WriteHeader(http.StatusGone)
+			_, _ = w.Write([]byte(secretBody))
+		case "moved301", "moved308", "found302":
+			if r.URL.Path != "/moved.xml" {
+				http.Redirect(w, r, "/moved.xml", map[string]int{"moved301": 301, "moved308": 308, "found302": 302}[mode])
+				return
+			}
+			sim.ServeHTTP(w, r)
 		default:
 			sim.ServeHTTP(w, r)
 		}
@@ -222,8 +238,13 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed, opt
 	}
 	h.reader = sdkmetric.NewManualReader()
 	// The poller may fetch the test's feed server, on loopback.
-	h.flow, err = NewWith(rdb, pub, Deps{Subscribers: h.subs, Notify: notify, Sender: disp}, Config{Partitions: 4, PublicURL: "http://api.test",
-		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader)), Egress: egresstest.Allow(t, h.srv.URL)})
+	cfg := Config{Partitions: 4, PublicURL: "http://api.test",
+		MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(h.reader)), Egress: egresstest.Allow(t, h.srv.URL),
+		Etiquette: EtiquetteConfig{HostSpacing: time.Millisecond}, Now: h.clock.Now}
+	if edit != nil {
+		edit(&cfg)
+	}
+	h.flow, err = NewWith(rdb, pub, Deps{Subscribers: h.subs, Notify: notify, Sender: disp}, cfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -22,13 +22,18 @@ const Name = "feed"
 //	ds:{feeds}:validators                    hash: feed id → poll.Validators JSON
 //	ds:{feeds}:failures                      hash: feed id → consecutive failed polls (shared by the poller copies)
 //	ds:{feeds}:status                        hash: feed id → PollStatus JSON of the latest poll
+//	ds:{feeds}:stats:<id>                    hash: requests, not_modified, bytes, pushes, next_ms,
+//	                                         interval_ms, reason, hints (the latest document's poll.Hints)
+//	ds:{feeds}:halted                        hash: feed id → Halt JSON (gone or dead: not polled)
+//	ds:{feeds}:websub                        hash: feed id → its WebSub subscription JSON (hub, topic, secret)
+//	ds:{pace:feed:<host>}:next               string: the host's next request slot (pollgate.Pacer)
 //
 // Item state lives in the partition of the feed (tag {feed.p}, p the
 // partition of the feed id in every feed topic), with the streams the
 // scripts append to, so observing, assigning and completing each are one
 // atomic script:
 //
-//	ds:{feed.p}:feed:<id>:item:<iid>         hash: hash, first, checked, stable (ms), state (u|a|c|x),
+//	ds:{feed.p}:feed:<id>:item:<iid>         hash: hash, first, checked, stable (ms), state (u|a|c|x|h),
 //	                                         refs (collections still to deliver); small, so a listpack
 //	ds:{feed.p}:feed:<id>:guids              hash: iid → guid (kept forever, like the item)
 //	ds:{feed.p}:feed:<id>:content            hash: iid → item JSON (only while unassigned or assigned)
@@ -37,7 +42,7 @@ const Name = "feed"
 //	ds:{feed.p}:feed:<id>:items              sorted set: every iid by first seen
 //	ds:{feed.p}:feed:<id>:unassigned         sorted set: iids in state u, by first seen
 //	ds:{feed.p}:feed:<id>:meta               hash: first and last (ms of the first and newest document applied),
-//	                                         seen (ms of the newest poll answered 200 or 304), cur:<sub>
+//	                                         seen (ms of the newest poll answered 200 or 304), held (duplicates), cur:<sub>
 //	                                         (within of the sub's open daily, weekly or every-n collection)
 //	ds:{feed.p}:feed:<id>:coll:<sub>:<w>     hash: opened, due, completed (ms)
 //	ds:{feed.p}:feed:<id>:coll:<sub>:<w>:i   list: the iids assigned to the collection
@@ -46,6 +51,8 @@ const Name = "feed"
 //	                                         for their delivery, by completion (ms)
 //	ds:{feed.p}:feed:<id>:seq:<sub>          string: the open EveryN collection's number
 //	ds:{feed.p}:feed:<id>:dropped            hash: name → 1, subscribables deleted (assignment skips them)
+//	ds:{feed.p}:feed:<id>:prints             hash: Fingerprint → iid of the first item with it
+//	ds:{feed.p}:feed:<id>:arrivals           list: ms of the latest documents with new items, newest first
 //	ds:{feed.p}:collections                  stream: completed collections (Topics.Collections)
 //	ds:{feed.p}:history                      stream: item history (Topics.History)
 const defsTag = "{feeds}"

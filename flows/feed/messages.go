@@ -3,6 +3,8 @@ package feed
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"net/url"
+	"strings"
 	"time"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
@@ -32,6 +34,8 @@ type Poll struct {
 	// MissingGUIDs and DuplicateGUIDs are the parser's warnings.
 	MissingGUIDs   int `json:"missing_guids,omitempty"`
 	DuplicateGUIDs int `json:"duplicate_guids,omitempty"`
+	// Push: the content a WebSub hub pushed, not a poll's.
+	Push bool `json:"push,omitempty"`
 }
 
 // PolledAt returns the poll's time.
@@ -58,6 +62,9 @@ const (
 	EventAssigned  = "assigned"
 	EventDelivered = "delivered"
 	EventCleared   = "cleared"
+	// EventHeld: a new item held back as a duplicate of an item seen
+	// under another guid (same canonical link and content).
+	EventHeld = "held"
 )
 
 // ItemEvent is one step of an item's history, on Topics.History. EventID
@@ -87,6 +94,50 @@ const (
 	StateAssigned   = "assigned"
 	StateCleared    = "cleared"
 	StateExcluded   = "excluded"
+	// StateHeld: a duplicate of an item seen under another guid; never
+	// sent.
+	StateHeld = "held"
 )
 
-var stateNames = map[string]string{"u": StateUnassigned, "a": StateAssigned, "c": StateCleared, "x": StateExcluded}
+var stateNames = map[string]string{"u": StateUnassigned, "a": StateAssigned, "c": StateCleared, "x": StateExcluded, "h": StateHeld}
+
+// Fingerprint identifies an item by what a reader sees rather than by its
+// guid: its canonical link (NormalizeURL, a trailing "/" and utm_* query
+// parameters dropped) and the hash of its content (title, author,
+// description, publication date), so an item republished under a rotated
+// guid is known again. An item without a link has none (""): items
+// without links that read alike (an empty title and description) are not
+// taken for one another.
+func Fingerprint(it poll.Item) string {
+	link := canonicalLink(it.Link)
+	if link == "" {
+		return ""
+	}
+	var b strings.Builder
+	for _, s := range []string{link, it.Title, it.Author, it.Description} {
+		b.WriteString(s)
+		b.WriteByte(0)
+	}
+	if !it.Published.IsZero() {
+		b.WriteString(it.Published.UTC().Format(time.RFC3339))
+	}
+	h := sha256.Sum256([]byte(b.String()))
+	return hex.EncodeToString(h[:12])
+}
+
+// canonicalLink is the form of an item link that names the item.
+func canonicalLink(raw string) string {
+	u, err := url.Parse(NormalizeURL(raw))
+	if err != nil || u.Host == "" {
+		return strings.TrimSpace(raw)
+	}
+	q := u.Query()
+	for k := range q {
+		if strings.HasPrefix(strings.ToLower(k), "utm_") {
+			q.Del(k)
+		}
+	}
+	u.RawQuery = q.Encode()
+	u.Path = strings.TrimSuffix(u.Path, "/")
+	return u.String()
+}

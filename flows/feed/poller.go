@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"strconv"
 	"sync"
 	"time"
 
@@ -110,6 +111,16 @@ func (f *Flow) NewPoller(cfg PollerConfig) (*Poller, error) {
 	if cfg.Fetch.Egress == nil {
 		cfg.Fetch.Egress = f.cfg.Egress
 	}
+	if cfg.Fetch.HostGate == nil {
+		pacer, err := pollgate.NewPacer(f.rdb, pollgate.PacerConfig{Name: Name, Spacing: f.cfg.Etiquette.HostSpacing})
+		if err != nil {
+			return nil, fmt.Errorf("feed poller: %w", err)
+		}
+		cfg.Fetch.HostGate = pacer
+	}
+	if cfg.Fetch.Now == nil {
+		cfg.Fetch.Now = cfg.Now
+	}
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -133,19 +144,26 @@ func (p *Poller) Run(ctx context.Context) error {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	var feeds []Feed
+	var halted map[string]bool
 	var loaded time.Time
 	for {
 		now := p.cfg.Now()
 		if now.Sub(loaded) >= p.cfg.Refresh {
 			fs, err := p.flow.store.Feeds(ctx)
+			if err == nil {
+				halted, err = p.flow.store.halted(ctx)
+			}
 			if err != nil {
 				p.flow.log.WarnContext(ctx, "feed poller: cannot load feeds", "error", err)
 			} else {
 				feeds, loaded = fs, now
 			}
+			if _, err := p.RenewWebSub(ctx); err != nil && ctx.Err() == nil {
+				p.flow.log.WarnContext(ctx, "feed poller: websub lease not renewed; trying again later", "error", err)
+			}
 		}
 		for _, fd := range feeds {
-			if !p.due(fd, now) {
+			if halted[fd.ID] || !p.due(fd, now) {
 				continue
 			}
 			select {
@@ -202,6 +220,11 @@ func (p *Poller) pollShared(ctx context.Context, fd Feed) {
 		return
 	}
 	_, d, err := p.poll(ctx, fd)
+	if errors.Is(err, ErrHalted) {
+		_ = p.gate.Open(context.WithoutCancel(ctx), key)
+		p.book(fd.ID, p.cfg.MaxBackoff)
+		return
+	}
 	if err != nil && ctx.Err() == nil {
 		p.flow.log.WarnContext(ctx, "feed poller: poll not published", "feed_id", fd.ID, "error", err)
 	}
@@ -233,19 +256,34 @@ func (p *Poller) PollOnce(ctx context.Context, fd Feed) (Poll, error) {
 }
 
 // poll fetches fd once and publishes the outcome, and returns it with the
-// delay before the feed's next poll.
+// delay before the feed's next poll (see EtiquetteConfig.next). A feed
+// that is gone or dead is not fetched (ErrHalted). On the way it keeps
+// the feed's figures, follows a permanent redirect (the feed's URL is
+// updated), halts a feed gone (410) or failing DeadAfter times in a row,
+// and subscribes to the WebSub hub the feed advertises.
 func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error) {
 	f := p.flow
+	if halted, err := f.store.isHalted(ctx, fd.ID); err != nil || halted {
+		if err == nil {
+			err = ErrHalted
+		}
+		return Poll{}, p.cfg.MaxBackoff, err
+	}
 	var v poll.Validators
 	if raw, err := f.rdb.HGet(ctx, defsKey("validators"), fd.ID).Bytes(); err == nil {
 		_ = json.Unmarshal(raw, &v)
 	}
 	resp, err := p.fetcher.Fetch(ctx, fd.URL, v)
-	out := Poll{FeedID: fd.ID, PolledAtMs: p.cfg.Now().UnixMilli()}
+	now := p.cfg.Now()
+	p.recordFetch(ctx, fd.ID, resp, err)
+	out := Poll{FeedID: fd.ID, PolledAtMs: now.UnixMilli()}
+	var doc *poll.Hints
 	if err == nil && !resp.NotModified {
 		var parsed poll.Parsed
 		if parsed, err = poll.Parse(resp.Body); err == nil {
 			out.Items, out.MissingGUIDs, out.DuplicateGUIDs = parsed.Items, parsed.MissingGUIDs, parsed.DuplicateGUIDs
+			h := poll.DocumentHints(resp.Body)
+			doc = &h
 		}
 	}
 	var retryAfter time.Duration
@@ -260,7 +298,21 @@ func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error)
 		out.OK, out.NotModified = true, resp.NotModified
 	}
 	failures := p.countFailures(ctx, fd.ID, out.OK)
-	d := p.delay(fd, failures, retryAfter)
+	hints := resp.Hints.Merge(p.docHints(ctx, fd.ID, doc))
+	if out.OK && resp.MovedTo != "" {
+		p.follow(ctx, &fd, resp.MovedTo)
+	}
+	if out.OK {
+		if err := f.ensureWebSub(ctx, fd, hints, now); err != nil {
+			f.log.WarnContext(ctx, "feed poller: websub subscription not asked; polling on", "feed_id", fd.ID, "error", err)
+		}
+	}
+	s := schedule{every: fd.Poll(), hints: hints, arrivals: p.arrivals(ctx, fd.ID), now: now, failures: failures,
+		retryAfter: retryAfter, maxBackoff: p.cfg.MaxBackoff}
+	if w, ok, _ := f.webSub(ctx, fd.ID); ok && w.pushed(now) {
+		s.fallback = f.cfg.WebSub.Fallback
+	}
+	d, reason := f.cfg.Etiquette.next(s)
 	body, _ := json.Marshal(out)
 	if err := f.pub.Publish(ctx, f.topics.Polls, stream.NewMessage(fd.ID, TypePoll, body)); err != nil {
 		// The poll is lost; the next one fetches the feed again in full,
@@ -280,7 +332,34 @@ func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error)
 		Items: len(out.Items), MissingGUIDs: out.MissingGUIDs, Duplicates: out.DuplicateGUIDs, Failures: failures}
 	sb, _ := json.Marshal(st)
 	_ = f.rdb.HSet(ctx, defsKey("status"), fd.ID, sb).Err()
+	var halt error
+	switch {
+	case errors.Is(err, poll.ErrGone):
+		halt = f.halt(ctx, fd, FeedGone, "HTTP 410", now)
+	case failures >= f.cfg.Etiquette.DeadAfter:
+		halt = f.halt(ctx, fd, FeedDead, strconv.Itoa(failures)+" failed polls in a row, the last: "+out.Error, now)
+	}
+	if halt != nil {
+		f.log.WarnContext(ctx, "feed poller: halted feed's subscribers not told yet", "feed_id", fd.ID, "error", halt)
+	}
+	p.recordSchedule(ctx, fd.ID, now, d, reason)
 	return out, d, nil
+}
+
+// follow updates a feed's URL after a permanent redirect, when the new
+// URL is one the flow may fetch; the feed keeps its id.
+func (p *Poller) follow(ctx context.Context, fd *Feed, moved string) {
+	moved = NormalizeURL(moved)
+	if moved == fd.URL || p.flow.cfg.Egress.CheckURL(moved) != nil {
+		return
+	}
+	next, err := p.flow.store.moveFeed(ctx, fd.ID, fd.URL, moved)
+	if err != nil {
+		p.flow.log.WarnContext(ctx, "feed poller: moved feed's URL not updated", "feed_id", fd.ID, "error", err)
+		return
+	}
+	p.flow.moved.Add(ctx, 1)
+	*fd = next
 }
 
 // countFailures records a poll's outcome in the feed's consecutive
@@ -296,20 +375,6 @@ func (p *Poller) countFailures(ctx context.Context, id string, ok bool) int {
 		return 1
 	}
 	return int(n)
-}
-
-// delay is the time until a feed's next poll: one period after a success;
-// after k consecutive failures 2^k periods (capped at MaxBackoff), and at
-// least the server's Retry-After.
-func (p *Poller) delay(fd Feed, failures int, retryAfter time.Duration) time.Duration {
-	d := fd.Poll()
-	if failures == 0 {
-		return d
-	}
-	for i := 0; i < failures && d < p.cfg.MaxBackoff; i++ {
-		d *= 2
-	}
-	return max(min(d, p.cfg.MaxBackoff), retryAfter)
 }
 
 // Status returns the latest poll status of a feed, if any.

@@ -40,20 +40,26 @@ local function release(prefix, hist, tp, feed, now, iid, delivered, name, within
 end
 `
 
-// observeScript applies one successful poll to a feed's items.
+// observeScript applies one successful poll (or push) to a feed's items.
 // KEYS[1] meta. ARGV: prefix, now ms, include_existing (0|1), hist, tp,
-// feed, then (iid, guid, hash, content, order) per item; order is the
-// item's score in the items and unassigned sets: first seen (ms) × 1000
-// plus its position in the document, so items are assigned in first-seen,
-// then document, order.
-// Returns {-1,0,0} for a poll older than the newest applied, else
-// {0, new, edited}.
+// feed, keep (the arrivals kept), then (iid, guid, hash, content, order,
+// fingerprint) per item; order is the item's score in the items and
+// unassigned sets: first seen (ms) × 1000 plus its position in the
+// document, so items are assigned in first-seen, then document, order.
+//
+// A new item whose fingerprint (canonical link and content, Fingerprint)
+// names another item is Held: a duplicate under a rotated guid, never
+// sent, counted in meta's held. A document that brings a new Unassigned
+// item records its time in the feed's arrivals (newest first, keep of
+// them), which the adaptive interval reads.
+// Returns {-1,0,0,0} for a poll older than the newest applied, else
+// {0, new, edited, held}.
 var observeScript = redis.NewScript(luaHistory + `
 local prefix, now, include = ARGV[1], tonumber(ARGV[2]), ARGV[3]
-local hist, tp, feed = ARGV[4], ARGV[5], ARGV[6]
+local hist, tp, feed, keep = ARGV[4], ARGV[5], ARGV[6], tonumber(ARGV[7])
 local meta = KEYS[1]
 local last = tonumber(redis.call('HGET', meta, 'last') or '-1')
-if now < last then return {-1, 0, 0} end
+if now < last then return {-1, 0, 0, 0} end
 local first = redis.call('HGET', meta, 'first')
 if not first then
   redis.call('HSET', meta, 'first', ARGV[2])
@@ -61,14 +67,22 @@ if not first then
 end
 local initial = (tonumber(first) == now) and include == '0'
 redis.call('HSET', meta, 'last', ARGV[2])
-local new, edited = 0, 0
-for i = 7, #ARGV, 5 do
-  local iid, guid, hash, content, order = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4]
+local new, edited, held, arrived = 0, 0, 0, false
+for i = 8, #ARGV, 6 do
+  local iid, guid, hash, content, order, fp = ARGV[i], ARGV[i+1], ARGV[i+2], ARGV[i+3], ARGV[i+4], ARGV[i+5]
   local k = prefix .. 'item:' .. iid
   local st = redis.call('HGET', k, 'state')
   if not st then
     local state = 'u'
     if initial then state = 'x' end
+    if fp ~= '' then
+      local other = redis.call('HGET', prefix .. 'prints', fp)
+      if other and other ~= iid then
+        state = 'h'
+      else
+        redis.call('HSET', prefix .. 'prints', fp, iid)
+      end
+    end
     redis.call('HSET', k, 'hash', hash, 'first', ARGV[2], 'checked', ARGV[2], 'stable', ARGV[2], 'state', state, 'refs', '0')
     redis.call('HSET', prefix .. 'guids', iid, guid)
     if state == 'u' then redis.call('HSET', prefix .. 'content', iid, content) end
@@ -76,10 +90,16 @@ for i = 7, #ARGV, 5 do
     if state == 'u' then
       redis.call('ZADD', prefix .. 'unassigned', order, iid)
       history(hist, tp, feed, now, 'first_seen', iid, guid, hash, '', '')
+      arrived = true
+      new = new + 1
+    elseif state == 'h' then
+      redis.call('HINCRBY', meta, 'held', 1)
+      history(hist, tp, feed, now, 'held', iid, guid, hash, '', '')
+      held = held + 1
     else
       history(hist, tp, feed, now, 'excluded', iid, guid, hash, '', '')
+      new = new + 1
     end
-    new = new + 1
   else
     redis.call('HSET', k, 'checked', ARGV[2])
     if st == 'u' and redis.call('HGET', k, 'hash') ~= hash then
@@ -90,7 +110,11 @@ for i = 7, #ARGV, 5 do
     end
   end
 end
-return {0, new, edited}`)
+if arrived then
+  redis.call('LPUSH', prefix .. 'arrivals', ARGV[2])
+  redis.call('LTRIM', prefix .. 'arrivals', 0, keep - 1)
+end
+return {0, new, edited, held}`)
 
 // assignScript assigns every assignable item of a feed to all the
 // collections of the feed's subscribables, each item in this one atomic

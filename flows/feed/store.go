@@ -133,6 +133,9 @@ func (s *Store) DeleteFeed(ctx context.Context, id string) error {
 	}
 	_ = s.rdb.HDel(ctx, defsKey("validators"), id).Err()
 	_ = s.rdb.HDel(ctx, defsKey("failures"), id).Err()
+	_ = s.rdb.HDel(ctx, defsKey("halted"), id).Err()
+	_ = s.rdb.HDel(ctx, defsKey("websub"), id).Err()
+	_ = s.rdb.Del(ctx, statsKey(id)).Err()
 	prefix := s.topics.feedPrefix(id)
 	_ = s.rdb.Del(ctx, prefix+"poll").Err()
 	for {
@@ -155,7 +158,8 @@ func (s *Store) DeleteFeed(ctx context.Context, id string) error {
 			return fmt.Errorf("feed: delete items of %s: %w", id, err)
 		}
 	}
-	return s.rdb.Del(ctx, prefix+"unassigned", prefix+"meta", prefix+"open", prefix+"completed", prefix+"guids", prefix+"content", prefix+"dropped").Err()
+	return s.rdb.Del(ctx, prefix+"unassigned", prefix+"meta", prefix+"open", prefix+"completed", prefix+"guids", prefix+"content", prefix+"dropped",
+		prefix+"prints", prefix+"arrivals").Err()
 }
 
 func subKey(feedID, name string) string { return feedID + "/" + name }
@@ -261,4 +265,36 @@ func (s *Store) DeleteSubscribable(ctx context.Context, feedID, name string) err
 		return fmt.Errorf("feed: close the collections of %s: %w", name, err)
 	}
 	return s.rdb.HDel(ctx, defsKey("subscribables:"+feedID), name).Err()
+}
+
+// moveFeedScript replaces the feed record KEYS[1][ARGV[1]] by ARGV[3]
+// when it is still ARGV[2]; returns 1 when replaced.
+var moveFeedScript = redis.NewScript(`
+if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
+redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
+return 1`)
+
+// moveFeed sets the URL of feed id from old to moved (a permanent
+// redirect), unless the feed changed meanwhile; the feed keeps its id.
+func (s *Store) moveFeed(ctx context.Context, id, old, moved string) (Feed, error) {
+	raw, err := s.rdb.HGet(ctx, defsKey("feeds"), id).Result()
+	if err != nil {
+		return Feed{}, fmt.Errorf("feed: move %s: %w", id, err)
+	}
+	var fd Feed
+	if err := json.Unmarshal([]byte(raw), &fd); err != nil {
+		return Feed{}, fmt.Errorf("feed: move %s: %w", id, err)
+	}
+	if fd.URL != old {
+		return fd, nil
+	}
+	fd.URL = moved
+	if err := fd.Validate(); err != nil {
+		return Feed{}, err
+	}
+	body, _ := json.Marshal(fd)
+	if err := moveFeedScript.Run(ctx, s.rdb, []string{defsKey("feeds")}, id, raw, body).Err(); err != nil {
+		return Feed{}, fmt.Errorf("feed: move %s: %w", id, err)
+	}
+	return fd, nil
 }

@@ -36,15 +36,41 @@ const (
 	Atom = "atom"
 )
 
+// Etiquette is what a simulated feed says about how to poll it and where
+// to subscribe to it. Zero fields are left out.
+type Etiquette struct {
+	// MaxAge is sent as Cache-Control: max-age (seconds).
+	MaxAge int
+	// TTL is RSS's <ttl> (minutes).
+	TTL int
+	// SkipHours (UTC, 0..23) and SkipDays ("Saturday") are RSS's
+	// <skipHours> and <skipDays>.
+	SkipHours []int
+	SkipDays  []string
+	// Hub and Self are the WebSub links (rel="hub", rel="self") of the
+	// document.
+	Hub, Self string
+}
+
 // Feed is a simulated feed, safe for concurrent use. Its zero value serves
 // an empty RSS feed.
 type Feed struct {
-	mu       sync.Mutex
-	format   string
-	items    []Item
-	modified time.Time
-	requests atomic.Int64
-	notMod   atomic.Int64
+	mu        sync.Mutex
+	format    string
+	items     []Item
+	modified  time.Time
+	etiquette Etiquette
+	requests  atomic.Int64
+	notMod    atomic.Int64
+	bytes     atomic.Int64
+}
+
+// SetEtiquette sets the feed's cache header, hints and WebSub links.
+func (f *Feed) SetEtiquette(e Etiquette) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.etiquette = e
+	f.modified = f.modified.Add(time.Second)
 }
 
 // New returns a feed in the given format (RSS or Atom) with items.
@@ -73,15 +99,18 @@ func (f *Feed) Add(items ...Item) {
 // were answered 304.
 func (f *Feed) Requests() (all, notModified int64) { return f.requests.Load(), f.notMod.Load() }
 
+// Bytes returns the body bytes served (before compression).
+func (f *Feed) Bytes() int64 { return f.bytes.Load() }
+
 // Document returns the current document and its ETag.
 func (f *Feed) Document() ([]byte, string, time.Time) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	var doc []byte
 	if f.format == Atom {
-		doc = atomDoc(f.items)
+		doc = atomDoc(f.items, f.etiquette)
 	} else {
-		doc = rssDoc(f.items)
+		doc = rssDoc(f.items, f.etiquette)
 	}
 	h := sha256.Sum256(doc)
 	return doc, `"` + hex.EncodeToString(h[:8]) + `"`, f.modified
@@ -91,6 +120,12 @@ func (f *Feed) Document() ([]byte, string, time.Time) {
 func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	f.requests.Add(1)
 	doc, etag, mod := f.Document()
+	f.mu.Lock()
+	maxAge := f.etiquette.MaxAge
+	f.mu.Unlock()
+	if maxAge > 0 {
+		w.Header().Set("Cache-Control", fmt.Sprintf("max-age=%d", maxAge))
+	}
 	if inm := r.Header.Get("If-None-Match"); inm != "" && inm == etag {
 		f.notMod.Add(1)
 		w.WriteHeader(http.StatusNotModified)
@@ -103,6 +138,7 @@ func (f *Feed) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	} else {
 		w.Header().Set("Content-Type", "application/rss+xml")
 	}
+	f.bytes.Add(int64(len(doc)))
 	if strings.Contains(r.Header.Get("Accept-Encoding"), "gzip") {
 		w.Header().Set("Content-Encoding", "gzip")
 		gz := gzip.NewWriter(w)
@@ -119,9 +155,32 @@ func esc(s string) string {
 	return b.String()
 }
 
-func rssDoc(items []Item) []byte {
+func rssDoc(items []Item, e Etiquette) []byte {
 	var b strings.Builder
-	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><rss version="2.0"><channel><title>feedsim</title><link>http://feedsim.invalid/</link><description>simulated</description>`)
+	b.WriteString(`<?xml version="1.0" encoding="UTF-8"?><rss version="2.0" xmlns:atom="http://www.w3.org/2005/Atom"><channel><title>feedsim</title><link>http://feedsim.invalid/</link><description>simulated</description>`)
+	if e.TTL > 0 {
+		fmt.Fprintf(&b, "<ttl>%d</ttl>", e.TTL)
+	}
+	if len(e.SkipHours) > 0 {
+		b.WriteString("<skipHours>")
+		for _, h := range e.SkipHours {
+			fmt.Fprintf(&b, "<hour>%d</hour>", h)
+		}
+		b.WriteString("</skipHours>")
+	}
+	if len(e.SkipDays) > 0 {
+		b.WriteString("<skipDays>")
+		for _, d := range e.SkipDays {
+			fmt.Fprintf(&b, "<day>%s</day>", esc(d))
+		}
+		b.WriteString("</skipDays>")
+	}
+	if e.Hub != "" {
+		fmt.Fprintf(&b, `<atom:link rel="hub" href="%s"/>`, esc(e.Hub))
+	}
+	if e.Self != "" {
+		fmt.Fprintf(&b, `<atom:link rel="self" href="%s"/>`, esc(e.Self))
+	}
 	for _, it := range items {
 		b.WriteString("<item>")
 		if it.GUID != "" {
@@ -137,9 +196,15 @@ func rssDoc(items []Item) []byte {
 	return []byte(b.String())
 }
 
-func atomDoc(items []Item) []byte {
+func atomDoc(items []Item, e Etiquette) []byte {
 	var b strings.Builder
 	b.WriteString(`<?xml version="1.0" encoding="utf-8"?><feed xmlns="http://www.w3.org/2005/Atom"><title>feedsim</title><id>urn:feedsim</id><updated>2026-01-01T00:00:00Z</updated>`)
+	if e.Hub != "" {
+		fmt.Fprintf(&b, `<link rel="hub" href="%s"/>`, esc(e.Hub))
+	}
+	if e.Self != "" {
+		fmt.Fprintf(&b, `<link rel="self" href="%s"/>`, esc(e.Self))
+	}
 	for _, it := range items {
 		b.WriteString("<entry>")
 		if it.GUID != "" {

@@ -115,7 +115,8 @@ func newHarness(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd feed.Feed
 	h.notify = func(ctx context.Context, reqs ...notifier.Request) error {
 		return notifier.PublishRequests(ctx, pub, h.requests, reqs...)
 	}
-	cfg := feed.Config{Partitions: 4, PublicURL: "http://api.test", Egress: egresstest.Allow(t, srv.URL)}
+	cfg := feed.Config{Partitions: 4, PublicURL: "http://api.test", Egress: egresstest.Allow(t, srv.URL),
+		Etiquette: feed.EtiquetteConfig{HostSpacing: time.Millisecond}, Now: h.clock}
 	for _, edit := range edits {
 		edit(&cfg)
 	}

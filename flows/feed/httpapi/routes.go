@@ -14,10 +14,13 @@ import (
 	"github.com/dropstream/dropstream/internal/quota"
 )
 
-// FeedView is a feed with its latest poll.
+// FeedView is a feed with its latest poll and how it is polled: its
+// state (active, gone, dead), its figures (requests, share of 304s,
+// bytes, next poll, duplicates held) and its WebSub subscription.
 type FeedView struct {
 	feed.Feed
 	LastPoll *feed.PollStatus `json:"last_poll,omitempty"`
+	Polling  feed.FeedPolling `json:"polling"`
 }
 
 type (
@@ -85,6 +88,17 @@ func Register(srv *api.Server, fl *feed.Flow) {
 		Summary: "A subscribable's subscriptions, confirmed as the notifier says (unsubscribed ones are left out), by id", Query: pageParams, Response: subscriptionPage{}, Handler: f.listSubscriptions})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feed-subscriptions/:sid", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
 		Summary: "Remove a subscription", Handler: f.deleteSubscription})
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/resume", Tag: tag, Scope: api.ScopeWrite,
+		Summary: "Poll a gone or dead feed again (its halt and its run of failures forgotten); a polled feed is left as it is", Response: FeedView{},
+		Handler: f.resumeFeed})
+	f.registerWebSub(srv)
+}
+
+func (f routes) resumeFeed(c *fiber.Ctx) error {
+	if err := f.f.Resume(c.UserContext(), c.Params("id")); err != nil {
+		return apiError(err, "feed")
+	}
+	return f.getFeed(c)
 }
 
 // apiError maps the package's errors to API errors.
@@ -128,12 +142,14 @@ func (f routes) postFeed(c *fiber.Ctx) error {
 	return c.JSON(out)
 }
 
-func (f routes) view(c *fiber.Ctx, fd feed.Feed) FeedView {
+func (f routes) view(c *fiber.Ctx, fd feed.Feed) (FeedView, error) {
 	v := FeedView{Feed: fd}
 	if st, ok := f.store.Status(c.UserContext(), fd.ID); ok {
 		v.LastPoll = &st
 	}
-	return v
+	var err error
+	v.Polling, err = f.f.Polling(c.UserContext(), fd.ID)
+	return v, err
 }
 
 func (f routes) listFeeds(c *fiber.Ctx) error {
@@ -147,7 +163,11 @@ func (f routes) listFeeds(c *fiber.Ctx) error {
 	}
 	out := feedPage{Items: make([]FeedView, 0, len(feeds)), NextCursor: next}
 	for _, fd := range feeds {
-		out.Items = append(out.Items, f.view(c, fd))
+		v, err := f.view(c, fd)
+		if err != nil {
+			return err
+		}
+		out.Items = append(out.Items, v)
 	}
 	return c.JSON(out)
 }
@@ -157,7 +177,11 @@ func (f routes) getFeed(c *fiber.Ctx) error {
 	if err != nil {
 		return apiError(err, "feed")
 	}
-	return c.JSON(f.view(c, fd))
+	v, err := f.view(c, fd)
+	if err != nil {
+		return err
+	}
+	return c.JSON(v)
 }
 
 func (f routes) deleteFeed(c *fiber.Ctx) error {

@@ -28,7 +28,17 @@ var (
 	// ErrStatus: the server answered another non-2xx status (the error
 	// wraps an *egress.StatusError too).
 	ErrStatus = errors.New("poll: unexpected HTTP status")
+	// ErrGone: the server answered 410 Gone, the feed is no more (the
+	// error wraps ErrStatus too).
+	ErrGone = fmt.Errorf("%w: 410 gone", ErrStatus)
 )
+
+// HostGate spaces the requests to one host, across every process that
+// fetches feeds (package pollgate's Pacer over Redis).
+type HostGate interface {
+	// Wait returns when a request to host may go, or ctx's error.
+	Wait(ctx context.Context, host string) error
+}
 
 // Config configures a Fetcher. Zero fields take their defaults.
 type Config struct {
@@ -57,6 +67,13 @@ type Config struct {
 	// negotiated and decoded by it). A transport set here must keep to an
 	// egress policy itself.
 	Transport http.RoundTripper
+	// HostGate, when set, spaces the requests to each host across every
+	// fetcher sharing it, beside this fetcher's own rate limit. Default
+	// none.
+	HostGate HostGate
+	// Now is the clock the cache headers are read against. Default
+	// time.Now.
+	Now func() time.Time
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -90,6 +107,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.Transport == nil {
 		c.Transport = c.Egress.Transport()
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }
@@ -132,7 +152,27 @@ type Response struct {
 	Validators Validators
 	// FinalURL is the URL after redirects.
 	FinalURL string
+	// MovedTo is the URL the feed moved to for good: where the chain of
+	// redirects ends when every one of them was permanent (301, 308);
+	// empty otherwise.
+	MovedTo string
+	// Status is the HTTP status of the answer (200, 304).
+	Status int
+	// Bytes is the size of the body read (decompressed).
+	Bytes int64
+	// Hints are the answer's: its freshness (Cache-Control, Expires) and
+	// the WebSub links of its Link header; Parse's document hints are
+	// merged in by the caller (Hints.Merge).
+	Hints Hints
 }
+
+// redirects records the redirects of one fetch (in its request's context).
+type redirects struct {
+	moved     string
+	permanent bool
+}
+
+type redirectsKey struct{}
 
 // Throttled is the error of a 429 or 503: the host is paused for RetryAfter.
 type Throttled struct {
@@ -170,6 +210,13 @@ func NewFetcher(cfg Config) (*Fetcher, error) {
 		if req.URL.Scheme != "http" && req.URL.Scheme != "https" {
 			return fmt.Errorf("poll: redirect to scheme %q refused", req.URL.Scheme)
 		}
+		if rd, ok := req.Context().Value(redirectsKey{}).(*redirects); ok {
+			if st := req.Response; rd.permanent && st != nil && (st.StatusCode == http.StatusMovedPermanently || st.StatusCode == http.StatusPermanentRedirect) {
+				rd.moved = req.URL.String()
+			} else {
+				rd.permanent = false
+			}
+		}
 		return cfg.Egress.CheckRedirect(req)
 	}}
 	return f, nil
@@ -188,8 +235,15 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, v Validators) (Respo
 	if err := b.Wait(ctx); err != nil {
 		return Response{}, err
 	}
+	if f.cfg.HostGate != nil {
+		if err := f.cfg.HostGate.Wait(ctx, strings.ToLower(u.Host)); err != nil {
+			return Response{}, fmt.Errorf("poll: host gate: %w", err)
+		}
+	}
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.Timeout)
 	defer cancel()
+	rd := &redirects{permanent: true}
+	ctx = context.WithValue(ctx, redirectsKey{}, rd)
 	req, err := http.NewRequestWithContext(ctx, http.MethodGet, rawURL, nil)
 	if err != nil {
 		return Response{}, fmt.Errorf("poll: %w", err)
@@ -207,8 +261,13 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, v Validators) (Respo
 		return Response{}, f.transportError(ctx, err)
 	}
 	defer resp.Body.Close()
-	out := Response{FinalURL: resp.Request.URL.String(), Validators: Validators{
+	out := Response{FinalURL: resp.Request.URL.String(), Status: resp.StatusCode, Validators: Validators{
 		ETag: validText(resp.Header.Get("ETag"), 256), LastModified: validText(resp.Header.Get("Last-Modified"), 64)}}
+	out.Hints.FreshFor = cacheHints(resp.Header, f.cfg.Now())
+	linkHeaderHints(resp.Header, &out.Hints)
+	if rd.permanent && rd.moved != "" {
+		out.MovedTo = validText(rd.moved, MaxLinkBytes)
+	}
 	switch {
 	case resp.StatusCode == http.StatusNotModified:
 		out.NotModified = true
@@ -223,6 +282,8 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, v Validators) (Respo
 		}
 		b.Pause(time.Now().Add(d))
 		return Response{}, &Throttled{Status: resp.StatusCode, RetryAfter: d}
+	case resp.StatusCode == http.StatusGone:
+		return Response{}, fmt.Errorf("%w: %w", ErrGone, egress.Status(resp.StatusCode))
 	case resp.StatusCode < 200 || resp.StatusCode > 299:
 		return Response{}, fmt.Errorf("%w: %w", ErrStatus, egress.Status(resp.StatusCode))
 	}
@@ -233,7 +294,7 @@ func (f *Fetcher) Fetch(ctx context.Context, rawURL string, v Validators) (Respo
 	if int64(len(body)) > f.cfg.MaxBodyBytes {
 		return Response{}, fmt.Errorf("%w: over %d bytes", ErrTooLarge, f.cfg.MaxBodyBytes)
 	}
-	out.Body = body
+	out.Body, out.Bytes = body, int64(len(body))
 	return out, nil
 }
 

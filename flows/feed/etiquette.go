@@ -1,0 +1,171 @@
+package feed
+
+import (
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+
+	"github.com/dropstream/dropstream/flows/feed/poll"
+)
+
+// EtiquetteConfig bounds how the poller honours what each feed asks for
+// and how it adapts to each feed. Zero fields take their defaults.
+type EtiquetteConfig struct {
+	// MinInterval is the shortest interval the adaptive schedule chooses
+	// (a feed whose PollEvery is shorter keeps its PollEvery as floor).
+	// Default 1m.
+	MinInterval time.Duration
+	// MaxInterval caps every delay the schedule takes from a feed: its
+	// Cache-Control max-age or Expires, its RSS <ttl>, its <skipHours> and
+	// <skipDays>, and the adaptive interval. Default 24h.
+	MaxInterval time.Duration
+	// History is how many of a feed's latest arrivals (polls that found
+	// new items) the adaptive interval is computed from; it adapts from
+	// the third on. Default 16.
+	History int
+	// HostSpacing is the least time between two requests to one host
+	// across every copy of the poller (kept in Redis, package pollgate's
+	// Pacer). Default 200ms.
+	HostSpacing time.Duration
+	// DeadAfter is the run of consecutive failed polls after which a feed
+	// is marked dead: it is no longer polled and its subscribers are told
+	// once. Default 10.
+	DeadAfter int
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c EtiquetteConfig) WithDefaults() EtiquetteConfig {
+	if c.MinInterval == 0 {
+		c.MinInterval = time.Minute
+	}
+	if c.MaxInterval == 0 {
+		c.MaxInterval = 24 * time.Hour
+	}
+	if c.History == 0 {
+		c.History = 16
+	}
+	if c.HostSpacing == 0 {
+		c.HostSpacing = 200 * time.Millisecond
+	}
+	if c.DeadAfter == 0 {
+		c.DeadAfter = 10
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c EtiquetteConfig) Validate() error {
+	var errs []error
+	if c.MinInterval < MinPollEvery || c.MinInterval > MaxPollEvery {
+		errs = append(errs, fmt.Errorf("feed etiquette: min interval %s out of range %s..%s", c.MinInterval, MinPollEvery, MaxPollEvery))
+	}
+	if c.MaxInterval < c.MinInterval || c.MaxInterval > 30*24*time.Hour {
+		errs = append(errs, fmt.Errorf("feed etiquette: max interval %s out of range min interval..720h", c.MaxInterval))
+	}
+	if c.History < 3 || c.History > 1000 {
+		errs = append(errs, fmt.Errorf("feed etiquette: history %d out of range 3..1000", c.History))
+	}
+	if c.HostSpacing < time.Millisecond || c.HostSpacing > time.Hour {
+		errs = append(errs, fmt.Errorf("feed etiquette: host spacing %s out of range 1ms..1h", c.HostSpacing))
+	}
+	if c.DeadAfter < 1 || c.DeadAfter > 10000 {
+		errs = append(errs, fmt.Errorf("feed etiquette: dead after %d out of range 1..10000", c.DeadAfter))
+	}
+	return errors.Join(errs...)
+}
+
+// Reasons of a scheduled delay, as FeedStats.IntervalReason shows them.
+const (
+	ReasonInterval   = "interval"    // the feed's PollEvery
+	ReasonAdaptive   = "adaptive"    // from the feed's arrivals
+	ReasonFresh      = "fresh"       // Cache-Control max-age or Expires
+	ReasonTTL        = "ttl"         // RSS <ttl>
+	ReasonSkip       = "skip"        // RSS <skipHours>/<skipDays>
+	ReasonPush       = "push"        // WebSub: polled as a fallback only
+	ReasonBackoff    = "backoff"     // consecutive failures
+	ReasonRetryAfter = "retry_after" // the server's Retry-After
+)
+
+// schedule is what the next poll of a feed is chosen from.
+type schedule struct {
+	every      time.Duration // the feed's PollEvery
+	hints      poll.Hints
+	arrivals   []time.Time // newest first
+	now        time.Time
+	failures   int
+	retryAfter time.Duration
+	maxBackoff time.Duration
+	// fallback is the polling interval of a feed whose content is pushed
+	// (an active WebSub subscription); 0 when none.
+	fallback time.Duration
+}
+
+// next returns the delay until a feed's next poll and its reason: after
+// failures, the backoff (2^k periods, capped) or the Retry-After; else the
+// adaptive interval, lengthened to the feed's freshness (max-age, Expires,
+// <ttl>) and, for a pushed feed, to the fallback, then moved out of its
+// skipped hours and days, every hint capped at MaxInterval.
+func (c EtiquetteConfig) next(s schedule) (time.Duration, string) {
+	if s.failures > 0 {
+		d := s.every
+		for i := 0; i < s.failures && d < s.maxBackoff; i++ {
+			d *= 2
+		}
+		d = min(d, s.maxBackoff)
+		if s.retryAfter > d {
+			return s.retryAfter, ReasonRetryAfter
+		}
+		return d, ReasonBackoff
+	}
+	d, reason := c.adaptive(s.every, s.arrivals, s.now)
+	if f := min(s.hints.FreshFor, c.MaxInterval); f > d {
+		d, reason = f, ReasonFresh
+	}
+	if t := min(s.hints.TTL, c.MaxInterval); t > d {
+		d, reason = t, ReasonTTL
+	}
+	if s.fallback > d {
+		d, reason = s.fallback, ReasonPush
+	}
+	if skipped := c.skip(s.now, d, s.hints); skipped > d {
+		d, reason = skipped, ReasonSkip
+	}
+	if s.retryAfter > d {
+		d, reason = s.retryAfter, ReasonRetryAfter
+	}
+	return d, reason
+}
+
+// adaptive is the interval a feed's arrivals suggest: half the larger of
+// their median gap and the time since the last one, within
+// [min(MinInterval, every), MaxInterval]; every until three arrivals are
+// known.
+func (c EtiquetteConfig) adaptive(every time.Duration, arrivals []time.Time, now time.Time) (time.Duration, string) {
+	if len(arrivals) < 3 {
+		return every, ReasonInterval
+	}
+	gaps := make([]time.Duration, 0, len(arrivals)-1)
+	for i := 1; i < len(arrivals); i++ {
+		gaps = append(gaps, arrivals[i-1].Sub(arrivals[i]).Abs())
+	}
+	slices.Sort(gaps)
+	typical := max(gaps[len(gaps)/2], now.Sub(arrivals[0]))
+	return min(max(typical/2, min(c.MinInterval, every)), c.MaxInterval), ReasonAdaptive
+}
+
+// skip returns the delay from now, at least d, to the first time outside
+// the feed's skipped hours (UTC) and days; at most MaxInterval.
+func (c EtiquetteConfig) skip(now time.Time, d time.Duration, h poll.Hints) time.Duration {
+	if len(h.SkipHours) == 0 && len(h.SkipDays) == 0 {
+		return d
+	}
+	at := now.Add(d).UTC()
+	for range 8 * 24 {
+		if !slices.Contains(h.SkipHours, at.Hour()) && !slices.Contains(h.SkipDays, at.Weekday()) {
+			break
+		}
+		at = at.Truncate(time.Hour).Add(time.Hour)
+	}
+	return min(at.Sub(now), max(d, c.MaxInterval))
+}

@@ -1,0 +1,88 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+	"strconv"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flows/feed"
+)
+
+// Bounds of the WebSub verification's query.
+const (
+	maxChallenge = 256
+	maxTopic     = 2048
+)
+
+var webSubParams = []api.Param{
+	{Name: "hub.mode", Required: true, Description: "subscribe or denied"},
+	{Name: "hub.topic", Required: true, Description: "the topic the feed subscribed to"},
+	{Name: "hub.challenge", Description: "echoed back to verify the subscription (subscribe)"},
+	{Name: "hub.lease_seconds", Type: "integer", Description: "the lease the hub grants (subscribe)"},
+	{Name: "hub.reason", Description: "why the hub denied the subscription (denied)"},
+}
+
+// registerWebSub adds the WebSub callback of every feed: public routes a
+// hub calls (no API key; a push proves itself by its HMAC signature).
+func (f routes) registerWebSub(srv *api.Server) {
+	path := feed.WebSubPath + ":id"
+	srv.Handle(api.Operation{Method: "GET", Path: path, Tag: "feeds", Public: true, ContentType: "text/plain", Query: webSubParams,
+		Summary: "WebSub verification of intent: a hub confirms a subscription the flow asked for (the challenge is echoed back) or says it denied it; anything else is 404",
+		Handler: f.verifyWebSub})
+	srv.Handle(api.Operation{Method: "POST", Path: path, Tag: "feeds", Public: true, Status: http.StatusAccepted,
+		Summary: "WebSub content distribution: the hub pushes the feed's new content (RSS or Atom, signed with X-Hub-Signature: sha1=, sha256= or sha512= HMAC of the body with the subscription's secret); it goes through the same item pipeline as a poll. 403 for a bad signature, 404 without an active subscription",
+		Handler: f.pushWebSub})
+}
+
+func (f routes) verifyWebSub(c *fiber.Ctx) error {
+	mode, topic, challenge := c.Query("hub.mode"), c.Query("hub.topic"), c.Query("hub.challenge")
+	if err := api.CheckText(api.Text("hub.mode", mode), api.Text("hub.topic", topic), api.Text("hub.challenge", challenge)); err != nil {
+		return err
+	}
+	if len(topic) > maxTopic || len(challenge) > maxChallenge || len(c.Query("hub.reason")) > maxTopic {
+		return api.BadRequest("invalid_websub", "hub.topic, hub.challenge or hub.reason too long")
+	}
+	if mode == "subscribe" && challenge == "" {
+		return api.BadRequest("invalid_websub", "hub.challenge is required to subscribe")
+	}
+	lease := 0
+	if raw := c.Query("hub.lease_seconds"); raw != "" {
+		n, err := strconv.Atoi(raw)
+		if err != nil || n < 0 || n > 10*365*24*3600 {
+			return api.BadRequest("invalid_websub", "hub.lease_seconds must be a number of seconds")
+		}
+		lease = n
+	}
+	if err := f.f.VerifyWebSub(c.UserContext(), c.Params("id"), mode, topic, lease); err != nil {
+		if errors.Is(err, feed.ErrNotFound) {
+			return api.NotFound("websub_not_found", "no such subscription asked for")
+		}
+		return err
+	}
+	c.Set(fiber.HeaderContentType, "text/plain")
+	return c.Status(http.StatusOK).SendString(challenge)
+}
+
+func (f routes) pushWebSub(c *fiber.Ctx) error {
+	sig := c.Get("X-Hub-Signature-256")
+	if sig == "" {
+		sig = c.Get("X-Hub-Signature")
+	}
+	err := f.f.Push(c.UserContext(), c.Params("id"), c.Body(), sig)
+	switch {
+	case err == nil:
+		return c.SendStatus(http.StatusAccepted)
+	case errors.Is(err, feed.ErrNotFound):
+		return api.NotFound("websub_not_found", "no active subscription for this feed")
+	case errors.Is(err, feed.ErrBadSignature):
+		return api.Forbidden("invalid_signature", "X-Hub-Signature does not match the content")
+	case errors.Is(err, feed.ErrTooLarge):
+		return api.NewError(http.StatusRequestEntityTooLarge, "too_large", err.Error())
+	case errors.Is(err, feed.ErrInvalid):
+		return api.UnprocessableEntity("invalid_feed", "the pushed content is not an RSS or Atom feed")
+	}
+	return err
+}

@@ -1,0 +1,86 @@
+package feed
+
+import (
+	"context"
+	"errors"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+)
+
+// Metrics of polling etiquette, WebSub and duplicates. Their labels come
+// from bounded sets (an outcome, a reason, a state, an event); per-feed
+// figures live in the feed's record (Flow.Polling), never in labels.
+const (
+	metricRequests   = "dropstream.feed.requests"
+	metricBytes      = "dropstream.feed.response.bytes"
+	metricSchedules  = "dropstream.feed.schedules"
+	metricDuplicates = "dropstream.feed.duplicates.held"
+	metricHalts      = "dropstream.feed.halts"
+	metricWebSub     = "dropstream.feed.websub"
+	metricMoved      = "dropstream.feed.moved"
+)
+
+func attrSet(k, v string) attribute.Set { return attribute.NewSet(attribute.String(k, v)) }
+
+var (
+	outcomeSets = map[string]attribute.Set{}
+	reasonSets  = map[string]attribute.Set{}
+)
+
+func init() {
+	for _, o := range []string{"ok", "not_modified", "error", "gone", "push"} {
+		outcomeSets[o] = attrSet("outcome", o)
+	}
+	for _, r := range []string{ReasonInterval, ReasonAdaptive, ReasonFresh, ReasonTTL, ReasonSkip, ReasonPush, ReasonBackoff, ReasonRetryAfter} {
+		reasonSets[r] = attrSet("reason", r)
+	}
+}
+
+func outcomeAttrs(o string) attribute.Set { return outcomeSets[o] }
+func reasonAttrs(r string) attribute.Set  { return reasonSets[r] }
+
+// initEtiquetteMetrics creates the instruments of polling etiquette.
+func (f *Flow) initEtiquetteMetrics(meter metric.Meter) error {
+	var errs [7]error
+	f.requests, errs[0] = meter.Int64Counter(metricRequests,
+		metric.WithDescription("Feed fetches by outcome (ok, not_modified, error, gone) and contents pushed by WebSub hubs (push)."),
+		metric.WithUnit("{request}"))
+	f.bytes, errs[1] = meter.Int64Counter(metricBytes,
+		metric.WithDescription("Body bytes of feed answers and pushes (decompressed)."), metric.WithUnit("By"))
+	f.schedules, errs[2] = meter.Int64Counter(metricSchedules,
+		metric.WithDescription("Next polls scheduled, by what chose the delay (interval, adaptive, fresh, ttl, skip, push, backoff, retry_after)."),
+		metric.WithUnit("{poll}"))
+	f.held, errs[3] = meter.Int64Counter(metricDuplicates,
+		metric.WithDescription("New feed items held back as duplicates: the canonical link and content of an item already seen under another guid."),
+		metric.WithUnit("{item}"))
+	f.halts, errs[4] = meter.Int64Counter(metricHalts,
+		metric.WithDescription("Feeds no longer polled, by state: gone (410) or dead (consecutive failures)."), metric.WithUnit("{feed}"))
+	f.websubEvents, errs[5] = meter.Int64Counter(metricWebSub,
+		metric.WithDescription("WebSub steps: subscribe (requested of a hub), verified, denied, pushed, rejected (bad signature or body)."),
+		metric.WithUnit("{event}"))
+	f.moved, errs[6] = meter.Int64Counter(metricMoved,
+		metric.WithDescription("Feeds whose URL was updated after a permanent redirect (301, 308)."), metric.WithUnit("{feed}"))
+	if err := errors.Join(errs[:]...); err != nil {
+		return err
+	}
+	// Every series of a bounded set starts at 0, so dashboards and alerts
+	// see the rare ones (a halt, a push) as 0 before the first happens.
+	ctx := context.Background()
+	for _, o := range outcomeSets {
+		f.requests.Add(ctx, 0, metric.WithAttributeSet(o))
+	}
+	for _, r := range reasonSets {
+		f.schedules.Add(ctx, 0, metric.WithAttributeSet(r))
+	}
+	for _, st := range []string{FeedGone, FeedDead} {
+		f.halts.Add(ctx, 0, metric.WithAttributeSet(attrSet("state", st)))
+	}
+	for _, e := range []string{"subscribe", "verified", "denied", "pushed", "rejected"} {
+		f.websubEvents.Add(ctx, 0, metric.WithAttributeSet(attrSet("event", e)))
+	}
+	f.bytes.Add(ctx, 0)
+	f.held.Add(ctx, 0)
+	f.moved.Add(ctx, 0)
+	return nil
+}

@@ -1,0 +1,370 @@
+package feed
+
+import (
+	"context"
+	"crypto/hmac"
+	"crypto/sha1" //nolint:gosec // WebSub hubs may sign with sha1; sha256 and sha512 too
+	"crypto/sha256"
+	"crypto/sha512"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"net/http"
+	"net/url"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// WebSubPath is the path of the WebSub callbacks: WebSubPath + feed id.
+const WebSubPath = "/v1/websub/"
+
+// WebSub subscription states.
+const (
+	WebSubPending = "pending" // asked of the hub, not verified yet
+	WebSubActive  = "active"  // verified: content is pushed until it expires
+	WebSubDenied  = "denied"  // the hub refused it
+)
+
+// Errors of the WebSub callback, for errors.Is.
+var (
+	// ErrBadSignature: a push without a valid X-Hub-Signature of the
+	// subscription's secret.
+	ErrBadSignature = errors.New("feed: websub: bad signature")
+	// ErrTooLarge: a pushed body above WebSubConfig.MaxBodyBytes.
+	ErrTooLarge = errors.New("feed: websub: body too large")
+)
+
+// WebSubConfig configures WebSub: subscribing to the hubs feeds advertise
+// and taking their pushed content. Zero fields take their defaults.
+type WebSubConfig struct {
+	// Disabled turns subscribing off (feeds are only polled). The callback
+	// must be reachable by hubs at Config.PublicURL + WebSubPath.
+	Disabled bool
+	// Lease is the lease asked of hubs. Default 10 days.
+	Lease time.Duration
+	// RenewBefore is how long before its expiry a lease is renewed (at
+	// most half the lease granted). Default 1h.
+	RenewBefore time.Duration
+	// Fallback is how often a feed whose content is pushed is still polled,
+	// in case pushes are lost. Default 6h.
+	Fallback time.Duration
+	// Retry is how long a subscription request the hub did not verify (or
+	// denied) waits before it is asked again. Default 15m.
+	Retry time.Duration
+	// MaxBodyBytes bounds a pushed body. Default 1 MiB.
+	MaxBodyBytes int
+	// Timeout bounds a subscription request to a hub. Default 10s.
+	Timeout time.Duration
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c WebSubConfig) WithDefaults() WebSubConfig {
+	if c.Lease == 0 {
+		c.Lease = 10 * 24 * time.Hour
+	}
+	if c.RenewBefore == 0 {
+		c.RenewBefore = time.Hour
+	}
+	if c.Fallback == 0 {
+		c.Fallback = 6 * time.Hour
+	}
+	if c.Retry == 0 {
+		c.Retry = 15 * time.Minute
+	}
+	if c.MaxBodyBytes == 0 {
+		c.MaxBodyBytes = 1 << 20
+	}
+	if c.Timeout == 0 {
+		c.Timeout = 10 * time.Second
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c WebSubConfig) Validate() error {
+	var errs []error
+	if c.Lease < time.Minute || c.Lease > 365*24*time.Hour {
+		errs = append(errs, fmt.Errorf("feed websub: lease %s out of range 1m..8760h", c.Lease))
+	}
+	if c.RenewBefore < time.Second || c.Fallback < time.Minute || c.Fallback > 30*24*time.Hour || c.Retry < time.Second {
+		errs = append(errs, fmt.Errorf("feed websub: renew before %s (min 1s), fallback %s (1m..720h), retry %s (min 1s)", c.RenewBefore, c.Fallback, c.Retry))
+	}
+	if c.MaxBodyBytes < 1<<10 || c.MaxBodyBytes > 16<<20 {
+		errs = append(errs, fmt.Errorf("feed websub: max body %d out of range 1KiB..16MiB", c.MaxBodyBytes))
+	}
+	if c.Timeout < 10*time.Millisecond || c.Timeout > time.Minute {
+		errs = append(errs, fmt.Errorf("feed websub: timeout %s out of range 10ms..1m", c.Timeout))
+	}
+	return errors.Join(errs...)
+}
+
+// webSub is a feed's subscription at a hub, in ds:{feeds}:websub.
+type webSub struct {
+	Hub         string    `json:"hub"`
+	Topic       string    `json:"topic"`
+	Secret      string    `json:"secret"`
+	State       string    `json:"state"`
+	RequestedAt time.Time `json:"requested_at"`
+	ExpiresAt   time.Time `json:"expires_at,omitzero"`
+}
+
+// WebSubView is a feed's WebSub subscription as the API shows it (its
+// secret never).
+type WebSubView struct {
+	Hub         string     `json:"hub"`
+	Topic       string     `json:"topic"`
+	State       string     `json:"state"`
+	RequestedAt time.Time  `json:"requested_at"`
+	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
+}
+
+func (w webSub) view() WebSubView {
+	v := WebSubView{Hub: w.Hub, Topic: w.Topic, State: w.State, RequestedAt: w.RequestedAt}
+	if !w.ExpiresAt.IsZero() {
+		t := w.ExpiresAt
+		v.ExpiresAt = &t
+	}
+	return v
+}
+
+// pushed reports whether the feed's content is pushed at now.
+func (w webSub) pushed(now time.Time) bool { return w.State == WebSubActive && now.Before(w.ExpiresAt) }
+
+func (f *Flow) webSub(ctx context.Context, id string) (webSub, bool, error) {
+	raw, err := f.rdb.HGet(ctx, defsKey("websub"), id).Bytes()
+	if err != nil {
+		if errors.Is(err, redis.Nil) {
+			return webSub{}, false, nil
+		}
+		return webSub{}, false, fmt.Errorf("feed: websub of %s: %w", id, err)
+	}
+	var w webSub
+	if err := json.Unmarshal(raw, &w); err != nil {
+		return webSub{}, false, nil
+	}
+	return w, true, nil
+}
+
+func (f *Flow) putWebSub(ctx context.Context, id string, w webSub) error {
+	b, _ := json.Marshal(w)
+	if err := f.rdb.HSet(ctx, defsKey("websub"), id, b).Err(); err != nil {
+		return fmt.Errorf("feed: keep websub of %s: %w", id, err)
+	}
+	return nil
+}
+
+// ensureWebSub subscribes a feed at the hub it advertises (the first of
+// hints.Hubs, the topic its rel="self" or its URL) unless a subscription
+// is active and not due for renewal, or was asked for less than Retry ago.
+func (f *Flow) ensureWebSub(ctx context.Context, fd Feed, hints poll.Hints, now time.Time) error {
+	if f.cfg.WebSub.Disabled || len(hints.Hubs) == 0 {
+		return nil
+	}
+	hub, topic := hints.Hubs[0], hints.Self
+	if topic == "" {
+		topic = fd.URL
+	}
+	w, ok, err := f.webSub(ctx, fd.ID)
+	if err != nil {
+		return err
+	}
+	if ok && w.Hub == hub && w.Topic == topic {
+		switch {
+		case w.State == WebSubActive && now.Before(f.renewAt(w)):
+			return nil
+		case w.State != WebSubActive && now.Sub(w.RequestedAt) < f.cfg.WebSub.Retry:
+			return nil
+		}
+	}
+	return f.subscribeHub(ctx, fd.ID, hub, topic, now)
+}
+
+// renewAt is when an active subscription is renewed.
+func (f *Flow) renewAt(w webSub) time.Time {
+	lease := w.ExpiresAt.Sub(w.RequestedAt)
+	return w.ExpiresAt.Add(-min(f.cfg.WebSub.RenewBefore, lease/2))
+}
+
+// subscribeHub asks hub to push topic to the feed's callback, with a new
+// secret, kept (pending, or the active one renewed) before the request so
+// a hub verifying at once finds it.
+func (f *Flow) subscribeHub(ctx context.Context, feedID, hub, topic string, now time.Time) error {
+	if err := f.cfg.Egress.CheckURL(hub); err != nil {
+		return fmt.Errorf("feed: websub hub: %w", err)
+	}
+	old, ok, err := f.webSub(ctx, feedID)
+	if err != nil {
+		return err
+	}
+	w := webSub{Hub: hub, Topic: topic, Secret: randomHex(32), State: WebSubPending, RequestedAt: now.UTC().Truncate(time.Millisecond)}
+	if ok && old.State == WebSubActive && old.Hub == hub && old.Topic == topic {
+		// A renewal: pushes signed with the old secret stay valid until
+		// the hub verifies the new request.
+		w.State, w.ExpiresAt, w.Secret = WebSubActive, old.ExpiresAt, old.Secret
+	}
+	if err := f.putWebSub(ctx, feedID, w); err != nil {
+		return err
+	}
+	form := url.Values{"hub.mode": {"subscribe"}, "hub.topic": {topic}, "hub.callback": {f.cfg.PublicURL + WebSubPath + feedID},
+		"hub.secret": {w.Secret}, "hub.lease_seconds": {strconv.Itoa(int(f.cfg.WebSub.Lease.Seconds()))}}
+	ctx, cancel := context.WithTimeout(ctx, f.cfg.WebSub.Timeout)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hub, strings.NewReader(form.Encode()))
+	if err != nil {
+		return fmt.Errorf("feed: websub request: %w", err)
+	}
+	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := f.hubClient.Do(req)
+	if err != nil {
+		return fmt.Errorf("feed: websub subscribe at %s: %s", clip(hub, 256), egress.Describe(err))
+	}
+	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, 64<<10))
+	_ = resp.Body.Close()
+	if resp.StatusCode < 200 || resp.StatusCode > 299 {
+		return fmt.Errorf("feed: websub subscribe at %s: %w", clip(hub, 256), egress.Status(resp.StatusCode))
+	}
+	f.websubEvents.Add(ctx, 1, metric.WithAttributeSet(attrSet("event", "subscribe")))
+	return nil
+}
+
+// VerifyWebSub answers a hub's verification of intent for a feed's
+// subscription: mode "subscribe" with the topic asked for makes it active
+// for leaseSeconds (the lease asked for when 0); "denied" records the
+// hub's refusal. Anything the flow did not ask for is ErrNotFound, and the
+// hub must then not push.
+func (f *Flow) VerifyWebSub(ctx context.Context, feedID, mode, topic string, leaseSeconds int) error {
+	w, ok, err := f.webSub(ctx, feedID)
+	if err != nil {
+		return err
+	}
+	if !ok || w.Topic != topic {
+		return ErrNotFound
+	}
+	now := f.cfg.Now()
+	switch mode {
+	case "subscribe":
+		lease := f.cfg.WebSub.Lease
+		if leaseSeconds > 0 {
+			lease = min(time.Duration(leaseSeconds)*time.Second, 365*24*time.Hour)
+		}
+		w.State, w.RequestedAt, w.ExpiresAt = WebSubActive, now.UTC().Truncate(time.Millisecond), now.Add(lease).UTC().Truncate(time.Millisecond)
+		f.websubEvents.Add(ctx, 1, metric.WithAttributeSet(attrSet("event", "verified")))
+	case "denied":
+		w.State, w.ExpiresAt = WebSubDenied, time.Time{}
+		f.websubEvents.Add(ctx, 1, metric.WithAttributeSet(attrSet("event", "denied")))
+	default: // the flow never unsubscribes by itself
+		return ErrNotFound
+	}
+	return f.putWebSub(ctx, feedID, w)
+}
+
+// Push takes content a hub pushed for a feed: it checks its X-Hub-Signature
+// ("sha1=", "sha256=" or "sha512=" and the hex HMAC of the body with the
+// subscription's secret), parses it and publishes it as a Poll (Push
+// true) on Topics.Polls, so its items go through the same pipeline (and
+// deduplication) as polled ones. A feed without an active subscription
+// is ErrNotFound, a bad signature ErrBadSignature, a body that is no feed
+// ErrInvalid.
+func (f *Flow) Push(ctx context.Context, feedID string, body []byte, signature string) error {
+	w, ok, err := f.webSub(ctx, feedID)
+	if err != nil {
+		return err
+	}
+	if !ok || w.State != WebSubActive {
+		return ErrNotFound
+	}
+	if len(body) > f.cfg.WebSub.MaxBodyBytes {
+		f.websubEvents.Add(ctx, 1, metric.WithAttributeSet(attrSet("event", "rejected")))
+		return fmt.Errorf("%w: over %d bytes", ErrTooLarge, f.cfg.WebSub.MaxBodyBytes)
+	}
+	if !validSignature(w.Secret, body, signature) {
+		f.websubEvents.Add(ctx, 1, metric.WithAttributeSet(attrSet("event", "rejected")))
+		return ErrBadSignature
+	}
+	parsed, err := poll.Parse(body)
+	if err != nil {
+		f.websubEvents.Add(ctx, 1, metric.WithAttributeSet(attrSet("event", "rejected")))
+		return fmt.Errorf("%w push: %w", ErrInvalid, err)
+	}
+	p := Poll{FeedID: feedID, PolledAtMs: f.cfg.Now().UnixMilli(), OK: true, Push: true, Items: parsed.Items,
+		MissingGUIDs: parsed.MissingGUIDs, DuplicateGUIDs: parsed.DuplicateGUIDs}
+	b, _ := json.Marshal(p)
+	if err := f.pub.Publish(ctx, f.topics.Polls, stream.NewMessage(feedID, TypePoll, b)); err != nil {
+		return fmt.Errorf("feed: publish push of %s: %w", feedID, err)
+	}
+	f.websubEvents.Add(ctx, 1, metric.WithAttributeSet(attrSet("event", "pushed")))
+	f.requests.Add(ctx, 1, metric.WithAttributeSet(outcomeAttrs("push")))
+	f.bytes.Add(ctx, int64(len(body)))
+	_ = f.rdb.HIncrBy(ctx, statsKey(feedID), "pushes", 1).Err()
+	return nil
+}
+
+// validSignature checks an X-Hub-Signature header against body.
+func validSignature(secret string, body []byte, header string) bool {
+	algo, sig, ok := strings.Cut(strings.TrimSpace(header), "=")
+	if !ok || secret == "" {
+		return false
+	}
+	var mk func() hash.Hash
+	switch strings.ToLower(algo) {
+	case "sha1":
+		mk = sha1.New
+	case "sha256":
+		mk = sha256.New
+	case "sha512":
+		mk = sha512.New
+	default:
+		return false
+	}
+	want, err := hex.DecodeString(sig)
+	if err != nil {
+		return false
+	}
+	m := hmac.New(mk, []byte(secret))
+	m.Write(body)
+	return hmac.Equal(m.Sum(nil), want)
+}
+
+// RenewWebSub renews every active subscription due for renewal at now
+// (one copy of the poller renews each, through the feed's websub gate),
+// and returns how many it asked for.
+func (p *Poller) RenewWebSub(ctx context.Context) (int, error) {
+	f := p.flow
+	if f.cfg.WebSub.Disabled {
+		return 0, nil
+	}
+	all, err := f.rdb.HGetAll(ctx, defsKey("websub")).Result()
+	if err != nil {
+		return 0, fmt.Errorf("feed: websub subscriptions: %w", err)
+	}
+	now, n := p.cfg.Now(), 0
+	var errs []error
+	for id, raw := range all {
+		var w webSub
+		if json.Unmarshal([]byte(raw), &w) != nil || w.State != WebSubActive || now.Before(f.renewAt(w)) {
+			continue
+		}
+		ok, _, err := p.gate.Take(ctx, f.topics.feedPrefix(id)+"websub", f.cfg.WebSub.Retry)
+		if err != nil || !ok {
+			errs = append(errs, err)
+			continue
+		}
+		if err := f.subscribeHub(ctx, id, w.Hub, w.Topic, now); err != nil {
+			errs = append(errs, err)
+			continue
+		}
+		n++
+	}
+	return n, errors.Join(errs...)
+}

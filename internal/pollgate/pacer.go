@@ -1,0 +1,129 @@
+package pollgate
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/rediskey"
+)
+
+// paceScript books the next slot of KEYS[1] (the ms of the next free
+// slot): the slot is max(now ARGV[1], the key's), the key moves one
+// spacing ARGV[2] past it, and it returns how many ms the slot is away.
+// The key expires once its slot has passed, so idle hosts cost nothing.
+var paceScript = redis.NewScript(`
+local now, spacing = tonumber(ARGV[1]), tonumber(ARGV[2])
+local slot = tonumber(redis.call('GET', KEYS[1]) or '0')
+if slot < now then slot = now end
+redis.call('SET', KEYS[1], tostring(slot + spacing), 'PX', slot + spacing - now + spacing)
+return slot - now`)
+
+// PacerConfig configures a Pacer.
+type PacerConfig struct {
+	// Name scopes the pacer's keys ("feed"): pacers of one name share each
+	// host's budget. Required: 1..32 characters of [a-z0-9-].
+	Name string
+	// Spacing is the least time between two requests to one host, across
+	// every copy. Default 200ms (5 requests a second).
+	Spacing time.Duration
+	// MaxWait bounds how far ahead a request may book its slot; a host
+	// whose queue is longer answers ErrBusy. Default 1m.
+	MaxWait time.Duration
+	// Now is the clock of the slots (every copy's must agree). Default
+	// time.Now.
+	Now func() time.Time
+}
+
+// ErrBusy: the host's queue is longer than PacerConfig.MaxWait.
+var ErrBusy = errors.New("pollgate: host busy")
+
+// WithDefaults returns c with zero fields set to their defaults.
+func (c PacerConfig) WithDefaults() PacerConfig {
+	if c.Spacing == 0 {
+		c.Spacing = 200 * time.Millisecond
+	}
+	if c.MaxWait == 0 {
+		c.MaxWait = time.Minute
+	}
+	if c.Now == nil {
+		c.Now = time.Now
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c PacerConfig) Validate() error {
+	var errs []error
+	if c.Name == "" || len(c.Name) > 32 || strings.Trim(c.Name, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
+		errs = append(errs, fmt.Errorf("pollgate: pacer name %q: want 1..32 of [a-z0-9-]", c.Name))
+	}
+	if c.Spacing < time.Millisecond || c.Spacing > time.Hour {
+		errs = append(errs, fmt.Errorf("pollgate: spacing %s out of range 1ms..1h", c.Spacing))
+	}
+	if c.MaxWait < c.Spacing {
+		errs = append(errs, fmt.Errorf("pollgate: max wait %s below the spacing %s", c.MaxWait, c.Spacing))
+	}
+	return errors.Join(errs...)
+}
+
+// Pacer spaces the requests to each host across every copy of a service:
+// each request books the host's next slot in Redis (one key per host) and
+// waits for it, so a host sees at most one request per Spacing however
+// many copies poll it. It is safe for concurrent use.
+type Pacer struct {
+	rdb redis.UniversalClient
+	cfg PacerConfig
+}
+
+// NewPacer returns a pacer over rdb.
+func NewPacer(rdb redis.UniversalClient, cfg PacerConfig) (*Pacer, error) {
+	if rdb == nil {
+		return nil, errors.New("pollgate: redis client is nil")
+	}
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return &Pacer{rdb: rdb, cfg: cfg}, nil
+}
+
+// Key is the Redis key of a host's next slot.
+func (p *Pacer) Key(host string) string {
+	return rediskey.Key("{pace:"+p.cfg.Name+":"+strings.ToLower(host)+"}", "next")
+}
+
+// Reserve books the host's next slot and returns how long until it. A
+// slot beyond MaxWait gives ErrBusy (the slot stays booked and passes
+// unused, so a crowded host's queue still drains at its pace).
+func (p *Pacer) Reserve(ctx context.Context, host string) (time.Duration, error) {
+	ms, err := paceScript.Run(ctx, p.rdb, []string{p.Key(host)}, p.cfg.Now().UnixMilli(), p.cfg.Spacing.Milliseconds()).Int64()
+	if err != nil {
+		return 0, fmt.Errorf("pollgate: pace %s: %w", host, err)
+	}
+	wait := time.Duration(ms) * time.Millisecond
+	if wait > p.cfg.MaxWait {
+		return wait, fmt.Errorf("%w: %s waits %s", ErrBusy, host, wait)
+	}
+	return wait, nil
+}
+
+// Wait books the host's next slot and waits for it (or ctx).
+func (p *Pacer) Wait(ctx context.Context, host string) error {
+	wait, err := p.Reserve(ctx, host)
+	if err != nil || wait <= 0 {
+		return err
+	}
+	t := time.NewTimer(wait)
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
