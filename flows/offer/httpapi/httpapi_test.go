@@ -45,6 +45,7 @@ func offerServer(t *testing.T, maxWait time.Duration, running bool) *api.Server 
 			}
 			wg.Go(func() { _ = r.Run(ctx) })
 		}
+		wg.Go(func() { _ = svc.RunFresh(ctx) })
 	}
 	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read;w:write"})
 	httpapi.Register(srv, svc)
