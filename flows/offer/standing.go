@@ -230,6 +230,8 @@ func (s *Flow) DeleteStanding(ctx context.Context, owner, id string) error {
 var percolateScript = script.New(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local mode = ARGV[2]
+-- Evaluated first by another keeper meanwhile: a full evaluation.
+if mode == 'init' and redis.call('HEXISTS', KEYS[1], 'init') == 0 then mode = 'full' end
 local changed = false
 local seen = {}
 for i = 4, #ARGV, 2 do

@@ -28,7 +28,7 @@ func offerServer(t *testing.T, maxWait time.Duration, running bool) *api.Server 
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	tel := stream.Telemetry{Logger: slog.New(slog.DiscardHandler)}
-	svc, err := offer.NewWith(context.Background(), rdb, offer.Config{Partitions: 2, MaxWait: maxWait,
+	svc, err := offer.NewWith(context.Background(), rdb, offer.Config{Partitions: 2, MaxWait: maxWait, MaxStandingPerCaller: 3,
 		Runner: stream.RunnerConfig{Block: 20 * time.Millisecond}}, tel)
 	if err != nil {
 		t.Fatal(err)
