@@ -9,6 +9,7 @@ import (
 	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -53,15 +54,29 @@ type Flow struct {
 	waiter *Waiter
 	log    *slog.Logger
 	tracer trace.Tracer
+	// ch holds the saga records of attempts gone from Redis (nil: none).
+	ch *clickhouse.Client
 }
 
 // New builds the flow over the app's Redis and publisher, configured by
 // the settings' partitions and Vars; it implements flow.Flow.
 func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	s := d.Settings
-	return NewWith(d.Redis, d.Publisher, Config{Partitions: s.Partitions, Timeout: s.Duration(VarTimeout),
+	f, err := NewWith(d.Redis, d.Publisher, Config{Partitions: s.Partitions, Timeout: s.Duration(VarTimeout),
 		SweepInterval: s.Duration(VarSweepInterval), SweepAge: s.Duration(VarSweepAge),
 		AbandonAge: s.Duration(VarAbandonAge)}, d.Telemetry)
+	if err != nil {
+		return nil, err
+	}
+	f.ch = d.ClickHouse
+	return f, nil
+}
+
+// WithHistory has Timeline read attempts gone from Redis from ch's
+// checkout_sagas table; it returns s.
+func (s *Flow) WithHistory(ch *clickhouse.Client) *Flow {
+	s.ch = ch
+	return s
 }
 
 // NewWith returns the flow over rdb with cfg (defaults applied); pub

@@ -135,8 +135,9 @@ return out`)
 
 // outcomeScript records stages' outcomes in their attempts' sagas and
 // decides, in one call for a batch of outcomes of one partition's orders.
-// Outcomes are recorded once per part (HSETNX), so a redelivered outcome
-// changes nothing; the saga counts the parts that have answered, so an
+// Outcomes are recorded once per part (HSETNX), with the time each was
+// recorded ("rt:<part>", "ct:<part>" for a compensation), so a redelivered
+// outcome changes nothing; the saga counts the parts that have answered, so an
 // attempt still waiting costs no scan of its parts. Once every part has
 // answered: all ok → the order is paid and the attempt succeeded;
 // otherwise the attempt compensates every part that succeeded — and every
@@ -165,13 +166,14 @@ local function record(okey, saga, id, tr, part, rb, result)
   for p in string.gmatch(h[2] or '', '[^,]+') do parts[#parts + 1] = p end
   if rb == '0' then
     local fresh = redis.call('HSETNX', saga, 'r:' .. part, result)
+    if fresh == 1 then redis.call('HSET', saga, 'rt:' .. part, now) end
     if st == 'pending' and h[3] then
       local n = tonumber(h[3])
       if fresh == 1 then n = redis.call('HINCRBY', saga, 'answered', 1) end
       if n < #parts then return {'pending'} end
     end
-  else
-    redis.call('HSETNX', saga, 'c:' .. part, result)
+  elseif redis.call('HSETNX', saga, 'c:' .. part, result) == 1 then
+    redis.call('HSET', saga, 'ct:' .. part, now)
   end
   local function finish(status, reason, ncomp)
     local f = redis.call('HMGET', saga, 'started_ms', 'decided_ms', 'user', 'total', 'tp')
