@@ -38,7 +38,7 @@ func (e *env) timeline(t *testing.T, order string) checkout.Timeline {
 // sagaOrders makes a user with credit 10 and an item of price 2 with stock
 // 1, then checks out two orders of one item each: the first succeeds, the
 // second fails on stock and is compensated.
-func sagaOrders(t *testing.T, e *env) (user, item, paid, failed string) {
+func sagaOrdersTB(t testing.TB, e *env) (user, item, paid, failed string) {
 	t.Helper()
 	item = str(t, e.must(t, 200, "POST", "/stock/item/create/2"), "item_id")
 	e.must(t, 200, "POST", "/stock/add/"+item+"/1")
@@ -57,7 +57,7 @@ func TestSaga_timelineShowsEveryStepWithItsTrace(t *testing.T) {
 	for _, b := range contractBackends() {
 		t.Run(b.name, func(t *testing.T) {
 			e := newEnv(t, b.url(t), envOptions{timeout: 20 * time.Second, tracer: sdktrace.NewTracerProvider()})
-			user, item, paid, failed := sagaOrders(t, e)
+			user, item, paid, failed := sagaOrdersTB(t, e)
 			stockPart := "stock." + itoa(e.svc.Store().Keys().Partition(item))
 			tests := []struct {
 				order, status, reason string
@@ -125,7 +125,7 @@ func TestSaga_timelineComesFromClickHouseOnceRedisForgetsTheAttempt(t *testing.T
 	}
 	wg.Go(func() { _ = r.Run(ctx) })
 
-	_, item, _, failed := sagaOrders(t, e)
+	_, item, _, failed := sagaOrdersTB(t, e)
 	hot := e.timeline(t, failed).Attempts[0]
 	testenv.WaitFor(t, 20*time.Second, func() bool {
 		var n uint64
