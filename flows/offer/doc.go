@@ -40,8 +40,13 @@
 //	ds:{offer.catalog}:offer:translate:<fromType>_<fromId>_<toType>
 //
 // The orderPrice cache (Flow.OrderPrice) and the TranslateIds cache
-// (Catalog.Translate) have their own TTLs. Results are a snapshot of the
-// offers when they were computed, served until they expire.
+// (Catalog.Translate) have their own TTLs. Results stay fresh: the
+// freshness keeper (Flow.RunFresh, service "offer-fresh") follows the
+// change streams and invalidates every live result (ds:{offer.p}:offer:live)
+// an offer change affects, and a search bypasses the cache while a change
+// older than Config.FreshBound is not applied. Standing searches
+// (Flow.CreateStanding) are re-evaluated on each change and notify their
+// subscriber through the notifier once per result version.
 //
 // Every search is recorded, off the request path, on the offer.history
 // topic; the "offer-history" stage writes it to ClickHouse.

@@ -430,7 +430,7 @@ func (s *Flow) flushOutbox(ctx context.Context) error {
 		body, _ := json.Marshal(map[string]any{"searchId": id, "version": vs, "total": total})
 		reqs = append(reqs, notifier.Request{Flow: Name, Event: EventSearchChanged, Subject: "offer search " + id,
 			SubscriberID: sub, Window: "v" + vs, Title: "Offer search " + name + " changed",
-			Text: "The result of offer search " + name + " changed: " + total + " offers match now (version " + vs + ").",
+			Text:    "The result of offer search " + name + " changed: " + total + " offers match now (version " + vs + ").",
 			Payload: body, ObservedAt: s.cfg.Now().UTC(), EventID: m})
 	}
 	if len(reqs) > 0 {
