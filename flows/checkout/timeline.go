@@ -53,12 +53,17 @@ type Attempt struct {
 	// Parts and Compensated count the participants and the effects undone.
 	Parts       int `json:"parts"`
 	Compensated int `json:"compensated"`
+	// CancelRequestedAt and CancelRequestedBy are set when an operator
+	// asked to cancel the attempt (Flow.Cancel; Source redis only): its
+	// silent parts then show the result "cancelled".
+	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
+	CancelRequestedBy string     `json:"cancel_requested_by,omitempty"`
 	// Steps are the participants (Source redis only).
 	Steps []Step `json:"steps,omitempty"`
 }
 
 // Step is one participant of an attempt: the command it was sent, its
-// outcome ("ok", "fail:<reason>", "abandoned"; empty while it has not
+// outcome ("ok", "fail:<reason>", "abandoned", "cancelled"; empty while it has not
 // answered) and, when the attempt compensated it, the compensation's.
 type Step struct {
 	Part          string     `json:"part"`
@@ -114,7 +119,7 @@ func (s *Flow) Timeline(ctx context.Context, orderID string) (Timeline, error) {
 func attemptOf(tr int64, h map[string]string) Attempt {
 	a := Attempt{TrNum: tr, Source: SourceRedis, UserID: h["user"], Status: h["status"], Reason: h["reason"],
 		TraceID: traceIDOf(h["tp"]), StartedAt: msTime(h["started_ms"]), DecidedAt: msTime(h["decided_ms"]),
-		FinishedAt: msTime(h["finished_ms"])}
+		FinishedAt: msTime(h["finished_ms"]), CancelRequestedAt: msTime(h["cancel_ms"]), CancelRequestedBy: h["cancel_by"]}
 	a.TotalCost, _ = strconv.ParseInt(h["total"], 10, 64)
 	for _, part := range strings.Split(h["parts"], ",") {
 		if part == "" {
