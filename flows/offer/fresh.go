@@ -138,6 +138,8 @@ type keeper struct {
 	pos      map[string]string
 	ver      map[string]int64
 	programs map[string]*program
+	// priceOffers are the offer ids of the orderPrice records it has seen.
+	priceOffers map[string][]string
 	// searches are the standing searches and the catalog epoch of
 	// standing searches they were read at.
 	searches      []standing
@@ -160,7 +162,7 @@ const maxPrograms = 10000
 // so a served result never misses a change older than the bound. More
 // copies are harmless. It returns nil when ctx ends.
 func (s *Flow) RunFresh(ctx context.Context) error {
-	k := &keeper{pos: map[string]string{}, ver: map[string]int64{}, programs: map[string]*program{}}
+	k := &keeper{pos: map[string]string{}, ver: map[string]int64{}, programs: map[string]*program{}, priceOffers: map[string][]string{}}
 	for ctx.Err() == nil {
 		if err := s.freshStep(ctx, k); err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "offer: freshness keeper step failed", "error", err)
@@ -222,6 +224,9 @@ func (s *Flow) freshStep(ctx context.Context, k *keeper) error {
 		k.ver[c.handler] = c.version
 	}
 	if err := s.invalidate(ctx, k, changes, gap); err != nil {
+		return err
+	}
+	if err := s.invalidatePrices(ctx, k, changes, gap); err != nil {
 		return err
 	}
 	if err := s.percolate(ctx, k, changes, gap); err != nil {

@@ -46,6 +46,7 @@ func (s *Flow) handler(tag string, kind Kind) stream.Handler {
 			return stream.Permanent(err)
 		}
 		prog := compile(filter)
+		s.usePriceCache(ctx, v, p.ResultID, &prog)
 		matches, _, err := v.evaluate(ctx, &prog, kind)
 		if err != nil {
 			return err

@@ -32,7 +32,8 @@ const (
 	// (dropstream_offer_handler_answers_total)
 	MetricHandlerAnswers = "dropstream.offer.handler.answers"
 	// MetricOrderPrices counts orderPrice lookups by outcome: hit, miss,
-	// processing. (dropstream_offer_order_price_requests_total)
+	// processing, and search_hit (a search's combination priced from the
+	// cache). (dropstream_offer_order_price_requests_total)
 	MetricOrderPrices = "dropstream.offer.order_price.requests"
 	// MetricHistoryDropped counts history events dropped because the
 	// recorder's buffer was full. (dropstream_offer_history_dropped_total)
@@ -85,7 +86,7 @@ func newMetrics(mp metric.MeterProvider) *metrics {
 	met.age, _ = m.Float64Histogram(MetricResultAge, metric.WithDescription("Age of a logical result served from the cache."), metric.WithUnit("s"))
 	met.fanout, _ = m.Float64Histogram(MetricFanoutLatency, metric.WithDescription("Time from a search's fan-out to the last handler's answer."), metric.WithUnit("s"))
 	met.answers, _ = m.Int64Counter(MetricHandlerAnswers, metric.WithDescription("Handler answers by outcome (partial, complete, duplicate, stale)."), metric.WithUnit("{message}"))
-	met.orderPrices, _ = m.Int64Counter(MetricOrderPrices, metric.WithDescription("orderPrice lookups by outcome (hit, miss, processing)."), metric.WithUnit("{request}"))
+	met.orderPrices, _ = m.Int64Counter(MetricOrderPrices, metric.WithDescription("orderPrice lookups by outcome (hit, miss, processing, search_hit)."), metric.WithUnit("{request}"))
 	met.dropped, _ = m.Int64Counter(MetricHistoryDropped, metric.WithDescription("Search history events dropped: recorder buffer full."), metric.WithUnit("{event}"))
 	met.freshDelay, _ = m.Float64Histogram(MetricFreshDelay, metric.WithDescription("Time from an offer change to its cached results invalidated and standing searches re-evaluated."), metric.WithUnit("s"))
 	met.invalidated, _ = m.Int64Counter(MetricInvalidated, metric.WithDescription("Cached results invalidated by offer changes."), metric.WithUnit("{result}"))
