@@ -2,7 +2,6 @@ package checkout_test
 
 import (
 	"context"
-	"encoding/json"
 	"net/http"
 	"sync"
 	"testing"
@@ -10,6 +9,7 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
+	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/internal/testenv"
@@ -17,22 +17,11 @@ import (
 	"github.com/dropstream/dropstream/writer"
 )
 
-// timeline reads GET /v1/sagas/{order}.
+// timeline reads GET /v1/sagas/{order} through the apitest harness, which
+// checks the exchange against /openapi.json.
 func (e *env) timeline(t *testing.T, order string) checkout.Timeline {
 	t.Helper()
-	resp, err := e.http.Get(e.base + "/v1/sagas/" + order)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK || resp.Header.Get("Content-Type") != "application/json" {
-		t.Fatalf("GET /v1/sagas/%s = %d %s", order, resp.StatusCode, resp.Header.Get("Content-Type"))
-	}
-	var tl checkout.Timeline
-	if err := json.NewDecoder(resp.Body).Decode(&tl); err != nil {
-		t.Fatal(err)
-	}
-	return tl
+	return sagaTimeline(t, e.apiServer(t), order)
 }
 
 // sagaOrders makes a user with credit 10 and an item of price 2 with stock
@@ -88,12 +77,13 @@ func TestSaga_timelineShowsEveryStepWithItsTrace(t *testing.T) {
 					}
 				}
 			}
-			if code, out, err := e.call(t, "GET", "/v1/sagas/nope"); err != nil || code != 404 {
-				t.Errorf("timeline of an unknown order = %d %v, %v; want 404", code, out, err)
+			srv := e.apiServer(t)
+			get := func(order string) apitest.Response {
+				return apitest.Request(t, srv, http.MethodGet, "/v1/sagas/"+order, nil, "Authorization", "Bearer "+readKey)
 			}
-			if code, out, err := e.call(t, "GET", "/v1/sagas/bad%21id"); err != nil || code != 400 {
-				t.Errorf("timeline of a malformed id = %d %v, %v; want 400", code, out, err)
-			}
+			apitest.WantEnvelope(t, get("nope"), http.StatusNotFound, "order_not_found")
+			apitest.WantEnvelope(t, get("bad%21id"), http.StatusBadRequest, "invalid")
+			apitest.WantEnvelope(t, apitest.Get(t, srv, "/v1/sagas/"+paid), http.StatusUnauthorized, "unauthenticated")
 		})
 	}
 }

@@ -117,6 +117,9 @@ func TestSearch_concurrentIdenticalRequestsComputeOnce(t *testing.T) {
 			clk := newClock()
 			s, offers := seeded(t, b, clk, 300)
 			req := SearchRequest{Filter: aggFilter([]string{"p5", "p6"}, testAgg), Limit: MaxPageSize}
+			// The keeper runs from the start: while it lags past the
+			// freshness bound every search would bypass the cache.
+			runKeeper(t, s)
 			const callers = 12
 			var wg sync.WaitGroup
 			resps := make([]SearchResponse, callers)
@@ -134,7 +137,6 @@ func TestSearch_concurrentIdenticalRequestsComputeOnce(t *testing.T) {
 			// The handlers start once every caller is on its way: most of
 			// them join the computation in progress.
 			runStages(t, s.rdb, s.Stages()...)
-			runKeeper(t, s)
 			wg.Wait()
 			outcomes := map[string]int{}
 			want := bruteSearch(offers, s.cfg.Handlers, []string{"p5", "p6"}, nil, &testAgg)
