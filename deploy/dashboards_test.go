@@ -176,6 +176,8 @@ var exportedMetrics = map[string]string{
 	"dropstream_writer_flush_errors_total":          "dropstream.writer.flush.errors",
 	"dropstream_writer_flush_duration_seconds":      "dropstream.writer.flush.duration",
 	"dropstream_writer_buffered":                    "dropstream.writer.buffered",
+	"dropstream_checkout_conservation_drift":        "dropstream.checkout.conservation.drift",
+	"dropstream_checkout_conservation_drifting":     "dropstream.checkout.conservation.drifting",
 }
 
 var metricRe = regexp.MustCompile(`\bdropstream_[a-z0-9_]+`)
