@@ -183,6 +183,8 @@ var exportedMetrics = map[string]string{
 	"dropstream_feed_halts_total":                   "dropstream.feed.halts",
 	"dropstream_feed_websub_total":                  "dropstream.feed.websub",
 	"dropstream_feed_moved_total":                   "dropstream.feed.moved",
+	"dropstream_checkout_conservation_drift":        "dropstream.checkout.conservation.drift",
+	"dropstream_checkout_conservation_drifting":     "dropstream.checkout.conservation.drifting",
 }
 
 var metricRe = regexp.MustCompile(`\bdropstream_[a-z0-9_]+`)

@@ -31,7 +31,7 @@ func definitions() []flow.Definition {
 		flow.Define(availability.Name, availability.New, availhttp.Register).WithVars(availability.Vars...).WithBench(availbench.Bench),
 		flow.Define(checkout.Name, checkout.New, checkouthttp.Register).WithVars(checkout.Vars...).WithBench(checkoutbench.Bench),
 		flow.Define(comic.Name, comic.New, comichttp.Register).WithVars(comic.Vars...).WithBench(comicbench.Bench),
-		flow.Define(offer.Name, offer.New, offerhttp.Register).WithBench(offerbench.Bench),
+		flow.Define(offer.Name, offer.New, offerhttp.Register).WithVars(offer.Vars...).WithBench(offerbench.Bench),
 		flow.Define(feed.Name, feed.New, feedhttp.Register).WithVars(feed.Vars...),
 	}
 }

@@ -34,6 +34,10 @@ type Config struct {
 	// the sweeper gives up the silent ones and compensates the attempt.
 	// Default 5m; it must exceed SweepAge.
 	AbandonAge time.Duration
+	// ConservationInterval is how often Flow.RunSweeper checks that stock
+	// and credit are conserved (Flow.CheckConservation), reading every
+	// item and user. Default 1m.
+	ConservationInterval time.Duration
 	// Stage tunes the runners of the flow's stages. For the saga's stages
 	// its zero timing fields are derived from Timeout (SagaStage: ClaimIdle
 	// Timeout/3, so 10s by default); the others take the runtime's
@@ -62,6 +66,9 @@ func (c Config) WithDefaults() Config {
 	if c.AbandonAge == 0 {
 		c.AbandonAge = 5 * time.Minute
 	}
+	if c.ConservationInterval == 0 {
+		c.ConservationInterval = time.Minute
+	}
 	if c.StateTTL == 0 {
 		c.StateTTL = 7 * 24 * time.Hour
 	}
@@ -88,6 +95,9 @@ func (c Config) Validate() error {
 	}
 	if c.SweepInterval < time.Millisecond || c.SweepAge < time.Millisecond {
 		errs = append(errs, fmt.Errorf("checkout: sweep interval %s and sweep age %s must be at least 1ms", c.SweepInterval, c.SweepAge))
+	}
+	if c.ConservationInterval < time.Second {
+		errs = append(errs, fmt.Errorf("checkout: conservation interval %s below 1s", c.ConservationInterval))
 	}
 	if c.AbandonAge <= c.SweepAge || c.AbandonAge >= c.StateTTL {
 		errs = append(errs, fmt.Errorf("checkout: abandon age %s must exceed sweep age %s and stay below state ttl %s", c.AbandonAge, c.SweepAge, c.StateTTL))

@@ -9,6 +9,7 @@ import (
 	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -31,6 +32,8 @@ const (
 	VarSweepInterval = "DROPSTREAM_CHECKOUT_SWEEP_INTERVAL"
 	VarSweepAge      = "DROPSTREAM_CHECKOUT_SWEEP_AGE"
 	VarAbandonAge    = "DROPSTREAM_CHECKOUT_ABANDON_AGE"
+	// VarConservationInterval sets Config.ConservationInterval.
+	VarConservationInterval = "DROPSTREAM_CHECKOUT_CONSERVATION_INTERVAL"
 )
 
 // Vars are the variables New reads from the settings.
@@ -39,6 +42,7 @@ var Vars = []flow.Var{
 	{Name: VarSweepInterval, Kind: flow.Duration, Usage: "checkout flow: how often the checkout-sweeper service looks for attempts left open (default 10s)"},
 	{Name: VarSweepAge, Kind: flow.Duration, Usage: "checkout flow: age of an open attempt whose missing commands the sweeper sends again (default 30s)"},
 	{Name: VarAbandonAge, Kind: flow.Duration, Usage: "checkout flow: age of a pending attempt whose silent parts the sweeper gives up and compensates (default 5m)"},
+	{Name: VarConservationInterval, Kind: flow.Duration, Usage: "checkout flow: how often the checkout-sweeper service checks that stock and credit are conserved, reading every item and user (default 1m)"},
 }
 
 // Flow is the checkout flow: its store, its stages, the sweeper and the
@@ -53,15 +57,30 @@ type Flow struct {
 	waiter *Waiter
 	log    *slog.Logger
 	tracer trace.Tracer
+	cons   *conservationGauge
+	// ch holds the saga records of attempts gone from Redis (nil: none).
+	ch *clickhouse.Client
 }
 
 // New builds the flow over the app's Redis and publisher, configured by
 // the settings' partitions and Vars; it implements flow.Flow.
 func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	s := d.Settings
-	return NewWith(d.Redis, d.Publisher, Config{Partitions: s.Partitions, Timeout: s.Duration(VarTimeout),
+	f, err := NewWith(d.Redis, d.Publisher, Config{Partitions: s.Partitions, Timeout: s.Duration(VarTimeout),
 		SweepInterval: s.Duration(VarSweepInterval), SweepAge: s.Duration(VarSweepAge),
-		AbandonAge: s.Duration(VarAbandonAge)}, d.Telemetry)
+		AbandonAge: s.Duration(VarAbandonAge), ConservationInterval: s.Duration(VarConservationInterval)}, d.Telemetry)
+	if err != nil {
+		return nil, err
+	}
+	f.ch = d.ClickHouse
+	return f, nil
+}
+
+// WithHistory has Timeline read attempts gone from Redis from ch's
+// checkout_sagas table; it returns s.
+func (s *Flow) WithHistory(ch *clickhouse.Client) *Flow {
+	s.ch = ch
+	return s
 }
 
 // NewWith returns the flow over rdb with cfg (defaults applied); pub
@@ -81,10 +100,14 @@ func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel s
 	if tp == nil {
 		tp = gotel.GetTracerProvider()
 	}
+	cons, err := newConservationGauge(tel.MeterProvider)
+	if err != nil {
+		return nil, err
+	}
 	w := NewWaiter(rdb, log)
 	w.recheck = cfg.Recheck
 	return &Flow{rdb: rdb, cfg: cfg, store: NewStore(rdb, cfg.Partitions), keys: NewKeys(cfg.Partitions),
-		topics: NewTopics(cfg.Partitions), pub: pub, waiter: w, log: log,
+		topics: NewTopics(cfg.Partitions), pub: pub, waiter: w, log: log, cons: cons,
 		tracer: tp.Tracer(instrumentationScope)}, nil
 }
 
@@ -139,5 +162,5 @@ func (s *Flow) seedDemo(ctx context.Context) error {
 	return errors.Join(st.BatchInitItems(ctx, 10, 100, 10), st.BatchInitUsers(ctx, 10, 1000), st.BatchInitOrders(ctx, 10, 10, 10, 10))
 }
 
-// Close releases nothing: the flow holds only what the app gave it.
-func (s *Flow) Close() error { return nil }
+// Close unregisters the flow's gauges; it holds nothing else of its own.
+func (s *Flow) Close() error { return s.cons.reg.Unregister() }

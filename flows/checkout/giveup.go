@@ -3,6 +3,7 @@ package checkout
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"strings"
 	"time"
@@ -23,7 +24,7 @@ func openParts(h map[string]string) (silent, unconfirmed []string) {
 		switch {
 		case !answered:
 			silent = append(silent, part)
-		case (r == "ok" || r == "abandoned") && h["c:"+part] == "":
+		case (r == "ok" || r == ResultAbandoned || r == ResultCancelled) && h["c:"+part] == "":
 			unconfirmed = append(unconfirmed, part)
 		}
 	}
@@ -61,7 +62,7 @@ func (s *Flow) giveUp(ctx context.Context, orderID string, tr int64) (Result, er
 	ctx, span := s.tracer.Start(ctx, "checkout.give_up", trace.WithAttributes(
 		attribute.String("checkout.order_id", orderID), attribute.Int64("checkout.tr_num", tr)))
 	defer span.End()
-	r, err := s.giveUpAttempt(ctx, orderID, tr)
+	r, err := s.settle(ctx, orderID, tr, ResultAbandoned)
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		s.log.WarnContext(ctx, "checkout: wait expired, attempt not given up: the stages and the sweeper will finish it",
@@ -74,7 +75,27 @@ func (s *Flow) giveUp(ctx context.Context, orderID string, tr int64) (Result, er
 	return r, nil
 }
 
-func (s *Flow) giveUpAttempt(ctx context.Context, orderID string, tr int64) (Result, error) {
+// errRaced: an attempt was read between its last answer and the decision
+// on it.
+var errRaced = errors.New("attempt read while it was being decided")
+
+// settle is giveUpAttempt, read again (a few times) when it raced the
+// decision on the attempt.
+func (s *Flow) settle(ctx context.Context, orderID string, tr int64, silentAs string) (Result, error) {
+	for range 3 {
+		r, err := s.giveUpAttempt(ctx, orderID, tr, silentAs)
+		if !errors.Is(err, errRaced) {
+			return r, err
+		}
+	}
+	return s.giveUpAttempt(ctx, orderID, tr, silentAs)
+}
+
+// giveUpAttempt records the silent parts of attempt tr with result silentAs
+// (ResultAbandoned, ResultCancelled), applies the compensations the attempt
+// then needs and records them: the attempt ends failed — or succeeded, if
+// its parts all answered ok first.
+func (s *Flow) giveUpAttempt(ctx context.Context, orderID string, tr int64, silentAs string) (Result, error) {
 	span := trace.SpanFromContext(ctx)
 	h, err := s.rdb.HGetAll(ctx, s.keys.Saga(orderID, tr)).Result()
 	if err != nil {
@@ -86,11 +107,16 @@ func (s *Flow) giveUpAttempt(ctx context.Context, orderID string, tr int64) (Res
 	case StatusSucceeded, StatusFailed:
 		return Result{OrderID: orderID, TrNum: tr, Status: h["status"], Reason: h["reason"]}, nil
 	case StatusPending:
+		if len(silent) == 0 {
+			// Every part has answered: the outcome script decides at the
+			// last answer, so this is a read racing it; read again.
+			return Result{}, fmt.Errorf("checkout: attempt %d of order %s: %w", tr, orderID, errRaced)
+		}
 		recs := make([]outcomeRec, len(silent))
 		for i, part := range silent {
-			recs[i] = outcomeRec{orderID, tr, part, false, "abandoned"}
+			recs[i] = outcomeRec{orderID, tr, part, false, silentAs}
 		}
-		span.SetAttributes(attribute.StringSlice("checkout.abandoned", silent))
+		span.SetAttributes(attribute.StringSlice("checkout."+silentAs, silent))
 		if reply, err = s.recordLast(ctx, recs); err != nil {
 			return Result{}, err
 		}

@@ -23,6 +23,15 @@ const (
 	StatusFailed       = "failed"
 )
 
+// Results recorded in a saga for a part that never answered: given up by
+// the sweeper or at the end of a checkout's wait (ResultAbandoned), or by
+// an operator's cancel (ResultCancelled, see Flow.Cancel). Either makes the
+// attempt compensate the part, whose effect may or may not have applied.
+const (
+	ResultAbandoned = "abandoned"
+	ResultCancelled = "cancelled"
+)
+
 // Line is an item and a quantity.
 type Line struct {
 	ID     string `json:"id"`

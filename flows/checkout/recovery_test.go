@@ -20,7 +20,10 @@ import (
 var allStages = []string{checkout.StageOrder, checkout.StageStock, checkout.StagePayment}
 
 // startStages runs the named stages of e's service until the test ends.
-func (e *env) startStages(t *testing.T, names ...string) {
+func (e *env) startStages(t *testing.T, names ...string) { e.startStagesTB(t, names...) }
+
+// startStagesTB is startStages for a test or a benchmark.
+func (e *env) startStagesTB(t testing.TB, names ...string) {
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	var wg sync.WaitGroup

@@ -6,15 +6,39 @@ import "github.com/dropstream/dropstream/internal/script"
 // travel as decimal strings and are never turned into Lua numbers before
 // HINCRBY (Lua formats large numbers as 1e+15, which HINCRBY rejects).
 
-// adjustScript changes one integer field of an existing hash.
+// The conservation counters of an item ("stocked", "sold") and a user
+// ("funded", "charged") live in its hash beside the amount ("stock",
+// "credit"), changed by the same script as it, so that at any instant
+// stocked = stock + sold and funded = credit + charged (see
+// Flow.Conservation). countersLua names them and starts them for a hash
+// written before they existed.
+const countersLua = `
+local function counters(key, field)
+  local prov, sales = 'stocked', 'sold'
+  if field == 'credit' then prov, sales = 'funded', 'charged' end
+  if redis.call('HEXISTS', key, prov) == 0 then
+    local f = redis.call('HMGET', key, field, sales)
+    if f[1] then
+      redis.call('HSET', key, prov, f[1])
+      if f[2] then redis.call('HINCRBY', key, prov, f[2]) end
+    end
+  end
+  return prov, sales
+end
+`
+
+// adjustScript changes one integer field of an existing hash, and its
+// provisioned counter ("stocked", "funded") with it.
 // KEYS[1] hash. ARGV: field, delta (signed decimal), max.
 // Returns {0, new value}, {1} missing, {2} would go below 0, {3} above max.
-var adjustScript = script.New(`
+var adjustScript = script.New(countersLua + `
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if not v then return {1} end
 local n = tonumber(v) + tonumber(ARGV[2])
 if n < 0 then return {2} end
 if n > tonumber(ARGV[3]) then return {3} end
+local prov = counters(KEYS[1], ARGV[1])
+redis.call('HINCRBY', KEYS[1], prov, ARGV[2])
 return {0, redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])}`)
 
 // addLineScript appends an item line to an order.
@@ -84,7 +108,7 @@ return {'started', ARGV[4]}`)
 // number of hashes n, and n pairs id, amount.
 // Returns the recorded result of each command, in order: "ok",
 // "fail:<reason>", "noop" or "cancelled" (for a late forward command).
-var effectScript = script.New(`
+var effectScript = script.New(countersLua + `
 local ttl, field, noun = ARGV[1], ARGV[2], ARGV[3]
 local function forward(k, a, n)
   local prev = redis.call('GET', KEYS[k])
@@ -104,7 +128,11 @@ local function forward(k, a, n)
     -- A zero amount (an order of total 0) changes nothing; Redis would
     -- refuse "-0" as an increment.
     local amt = ARGV[a + 2 * i + 1]
-    if tonumber(amt) ~= 0 then redis.call('HINCRBY', KEYS[k + 2 + i], field, '-' .. amt) end
+    if tonumber(amt) ~= 0 then
+      local _, sales = counters(KEYS[k + 2 + i], field)
+      redis.call('HINCRBY', KEYS[k + 2 + i], field, '-' .. amt)
+      redis.call('HINCRBY', KEYS[k + 2 + i], sales, amt)
+    end
   end
   redis.call('SET', KEYS[k], 'ok', 'PX', ttl)
   return 'ok'
@@ -117,7 +145,14 @@ local function rollback(k, a, n)
   if not fwd then
     redis.call('SET', KEYS[k], 'cancelled', 'PX', ttl)
   elseif fwd == 'ok' then
-    for i = 0, n - 1 do redis.call('HINCRBY', KEYS[k + 2 + i], field, ARGV[a + 2 * i + 1]) end
+    for i = 0, n - 1 do
+      local amt = ARGV[a + 2 * i + 1]
+      if tonumber(amt) ~= 0 then
+        local _, sales = counters(KEYS[k + 2 + i], field)
+        redis.call('HINCRBY', KEYS[k + 2 + i], field, amt)
+        redis.call('HINCRBY', KEYS[k + 2 + i], sales, '-' .. amt)
+      end
+    end
     r = 'ok'
   end
   redis.call('SET', KEYS[k + 1], r, 'PX', ttl)
@@ -135,12 +170,14 @@ return out`)
 
 // outcomeScript records stages' outcomes in their attempts' sagas and
 // decides, in one call for a batch of outcomes of one partition's orders.
-// Outcomes are recorded once per part (HSETNX), so a redelivered outcome
-// changes nothing; the saga counts the parts that have answered, so an
+// Outcomes are recorded once per part (HSETNX), with the time each was
+// recorded ("rt:<part>", "ct:<part>" for a compensation), so a redelivered
+// outcome changes nothing; the saga counts the parts that have answered, so an
 // attempt still waiting costs no scan of its parts. Once every part has
 // answered: all ok → the order is paid and the attempt succeeded;
 // otherwise the attempt compensates every part that succeeded — and every
-// part abandoned by the sweeper (result "abandoned"), whose effect may or
+// part abandoned by the sweeper (result "abandoned") or cancelled by an
+// operator (result "cancelled", see Flow.Cancel), whose effect may or
 // may not have been applied — and fails once each has confirmed its
 // compensation. The transition to a final status appends the saga record
 // to the sagas stream, removes the attempt from the open index and
@@ -156,7 +193,7 @@ return out`)
 // compensate).
 var outcomeScript = script.New(`
 local now, ttl, channel = ARGV[1], ARGV[2], ARGV[3]
-local function comp(r) return r == 'ok' or r == 'abandoned' end
+local function comp(r) return r == 'ok' or r == 'abandoned' or r == 'cancelled' end
 local function record(okey, saga, id, tr, part, rb, result)
   local h = redis.call('HMGET', saga, 'status', 'parts', 'answered')
   local st = h[1]
@@ -165,13 +202,14 @@ local function record(okey, saga, id, tr, part, rb, result)
   for p in string.gmatch(h[2] or '', '[^,]+') do parts[#parts + 1] = p end
   if rb == '0' then
     local fresh = redis.call('HSETNX', saga, 'r:' .. part, result)
+    if fresh == 1 then redis.call('HSET', saga, 'rt:' .. part, now) end
     if st == 'pending' and h[3] then
       local n = tonumber(h[3])
       if fresh == 1 then n = redis.call('HINCRBY', saga, 'answered', 1) end
       if n < #parts then return {'pending'} end
     end
-  else
-    redis.call('HSETNX', saga, 'c:' .. part, result)
+  elseif redis.call('HSETNX', saga, 'c:' .. part, result) == 1 then
+    redis.call('HSET', saga, 'ct:' .. part, now)
   end
   local function finish(status, reason, ncomp)
     local f = redis.call('HMGET', saga, 'started_ms', 'decided_ms', 'user', 'total', 'tp')
@@ -206,6 +244,7 @@ local function record(okey, saga, id, tr, part, rb, result)
       if r ~= 'ok' and not reason then
         if string.sub(r, 1, 5) == 'fail:' then reason = string.sub(r, 6)
         elseif r == 'abandoned' then reason = 'no answer from ' .. p .. ' in time'
+        elseif r == 'cancelled' then reason = 'cancelled by an operator'
         else reason = r end
       end
     end

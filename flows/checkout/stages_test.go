@@ -15,7 +15,7 @@ import (
 )
 
 // stage returns the named stage of svc.
-func stage(t *testing.T, svc *checkout.Flow, name string) stream.Stage {
+func stage(t testing.TB, svc *checkout.Flow, name string) stream.Stage {
 	t.Helper()
 	for _, s := range svc.Stages() {
 		if s.Name == name {

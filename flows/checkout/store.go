@@ -84,7 +84,7 @@ func (s *Store) CreateItem(ctx context.Context, price int64) (string, error) {
 		return "", err
 	}
 	id := newID()
-	if err := s.rdb.HSet(ctx, s.keys.Item(id), "stock", 0, "price", price).Err(); err != nil {
+	if err := s.rdb.HSet(ctx, s.keys.Item(id), "stock", 0, "price", price, "stocked", 0, "sold", 0).Err(); err != nil {
 		return "", fmt.Errorf("checkout: create item: %w", err)
 	}
 	return id, nil
@@ -127,7 +127,7 @@ func (s *Store) SubtractStock(ctx context.Context, id string, amount int64) (int
 // CreateUser creates a user with credit 0 and returns its id.
 func (s *Store) CreateUser(ctx context.Context) (string, error) {
 	id := newID()
-	if err := s.rdb.HSet(ctx, s.keys.User(id), "credit", 0).Err(); err != nil {
+	if err := s.rdb.HSet(ctx, s.keys.User(id), "credit", 0, "funded", 0, "charged", 0).Err(); err != nil {
 		return "", fmt.Errorf("checkout: create user: %w", err)
 	}
 	return id, nil
@@ -285,7 +285,7 @@ func (s *Store) BatchInitItems(ctx context.Context, n, stock, price int64) error
 		return err
 	}
 	return s.batch(ctx, "items", n, func(p redis.Pipeliner, i int64) {
-		p.HSet(ctx, s.keys.Item(strconv.FormatInt(i, 10)), "stock", stock, "price", price)
+		p.HSet(ctx, s.keys.Item(strconv.FormatInt(i, 10)), "stock", stock, "price", price, "stocked", stock, "sold", 0)
 	})
 }
 
@@ -296,7 +296,7 @@ func (s *Store) BatchInitUsers(ctx context.Context, n, money int64) error {
 		return err
 	}
 	return s.batch(ctx, "users", n, func(p redis.Pipeliner, i int64) {
-		p.HSet(ctx, s.keys.User(strconv.FormatInt(i, 10)), "credit", money)
+		p.HSet(ctx, s.keys.User(strconv.FormatInt(i, 10)), "credit", money, "funded", money, "charged", 0)
 	})
 }
 

@@ -106,7 +106,7 @@ func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 		silent, unconfirmed := openParts(h)
 		if abandon {
 			for _, part := range silent {
-				recs = append(recs, outcomeRec{a.order, a.tr, part, false, "abandoned"})
+				recs = append(recs, outcomeRec{a.order, a.tr, part, false, ResultAbandoned})
 				callCtx = append(callCtx, sctx)
 				st.Abandoned++
 			}
@@ -159,16 +159,28 @@ func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 	return st, nil
 }
 
-// RunSweeper sweeps (Sweep) every Config.SweepInterval until ctx ends; a
-// failed sweep is logged and tried again at the next tick. It returns nil
-// when ctx ends. One copy per deployment is enough; more are harmless.
+// RunSweeper sweeps (Sweep) every Config.SweepInterval, and checks the
+// conservation of stock and credit (CheckConservation) at once and every
+// Config.ConservationInterval, until ctx ends; a failed sweep or check is
+// logged and tried again at the next tick. It returns nil when ctx ends.
+// One copy per deployment is enough; more are harmless.
 func (s *Flow) RunSweeper(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
+	c := time.NewTicker(s.cfg.ConservationInterval)
+	defer c.Stop()
+	check := func() {
+		if _, err := s.CheckConservation(ctx); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "checkout: conservation check failed", "error", err)
+		}
+	}
+	check()
 	for {
 		select {
 		case <-ctx.Done():
 			return nil
+		case <-c.C:
+			check()
 		case now := <-t.C:
 			if _, err := s.Sweep(ctx, now); err != nil && ctx.Err() == nil {
 				s.log.WarnContext(ctx, "checkout: sweep failed", "error", err)

@@ -50,22 +50,28 @@ func offersKey(h string) string  { return catalogKey("offers", h) }
 func changesKey(h string) string { return catalogKey("changes", h) }
 func versionKey(h string) string { return catalogKey("version", h) }
 
+// Each change stream entry carries the offer id, the operation, the
+// handler's version v and the catalog's epoch e (one counter over every
+// handler, bumped once per put or delete): a result records the epoch it
+// was computed after, so the freshness keeper tells the changes it
+// reflects from those it may miss.
+//
 // putScript moves or writes an offer if the index still holds the handler
 // the caller read (ARGV[3], "" for none): returns 1 created, 0 replaced,
 // -1 when the index changed in between.
 var putScript = redis.NewScript(`
 local cur = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 if cur ~= ARGV[3] then return -1 end
+local e = redis.call('INCR', KEYS[5])
 if cur ~= '' and cur ~= ARGV[2] then
   redis.call('HDEL', KEYS[6], ARGV[1])
   local v = redis.call('INCR', KEYS[8])
-  redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[5], '*', 'id', ARGV[1], 'op', 'del', 'v', v)
+  redis.call('XADD', KEYS[7], 'MAXLEN', '~', ARGV[5], '*', 'id', ARGV[1], 'op', 'del', 'v', v, 'e', e)
 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[4])
 local v = redis.call('INCR', KEYS[4])
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'id', ARGV[1], 'op', 'put', 'v', v)
-redis.call('INCR', KEYS[5])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[5], '*', 'id', ARGV[1], 'op', 'put', 'v', v, 'e', e)
 if cur == '' then return 1 end
 return 0`)
 
@@ -78,8 +84,8 @@ if cur ~= ARGV[2] then return -1 end
 redis.call('HDEL', KEYS[1], ARGV[1])
 redis.call('HDEL', KEYS[2], ARGV[1])
 local v = redis.call('INCR', KEYS[4])
-redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'id', ARGV[1], 'op', 'del', 'v', v)
-redis.call('INCR', KEYS[5])
+local e = redis.call('INCR', KEYS[5])
+redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'id', ARGV[1], 'op', 'del', 'v', v, 'e', e)
 return 1`)
 
 // ErrConflict is returned when an offer changed handler while it was

@@ -1,10 +1,12 @@
 package offer
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -50,6 +52,25 @@ type Config struct {
 	// ChangeLogLength caps each handler's change stream (approximately);
 	// a handler view that falls further behind reloads. Default 100000.
 	ChangeLogLength int64
+	// FreshBound is the freshness bound: a search never serves a cached
+	// result (nor joins a computation) that may miss an offer change older
+	// than FreshBound. The freshness keeper (Flow.RunFresh) invalidates
+	// the results a change affects, typically within milliseconds; while
+	// it has not applied a change older than FreshBound (it lags, or no
+	// keeper runs), searches bypass the cache and compute their results
+	// again. Default 1s.
+	FreshBound time.Duration
+	// FreshBlock is how long the keeper's read of the change streams
+	// blocks when nothing changes (it returns as soon as a change comes).
+	// Default 500ms; at most FreshBound.
+	FreshBlock time.Duration
+	// Notify publishes the notification requests of standing searches
+	// whose result changed (the notifier flow's Notify). Nil: standing
+	// searches are kept current but tell no one.
+	Notify func(ctx context.Context, reqs ...notifier.Request) error
+	// MaxStandingPerCaller caps the standing searches each API caller
+	// holds (internal/quota). Default 100.
+	MaxStandingPerCaller int
 	// Runner tunes the handler stages. Its HandlerTimeout defaults to 15s
 	// (the first message a handler copy handles loads the handler's whole
 	// view of its offers); its other zero timing fields are derived from
@@ -94,6 +115,15 @@ func (c Config) WithDefaults() Config {
 	if c.Now == nil {
 		c.Now = time.Now
 	}
+	if c.FreshBound == 0 {
+		c.FreshBound = time.Second
+	}
+	if c.FreshBlock == 0 {
+		c.FreshBlock = min(500*time.Millisecond, c.FreshBound)
+	}
+	if c.MaxStandingPerCaller == 0 {
+		c.MaxStandingPerCaller = 100
+	}
 	if c.Runner.HandlerTimeout == 0 {
 		c.Runner.HandlerTimeout = 15 * time.Second
 	}
@@ -125,6 +155,15 @@ func (c Config) Validate() error {
 	}
 	if err := c.Runner.CheckDeadline("processing timeout", c.ProcessingTimeout); err != nil {
 		errs = append(errs, fmt.Errorf("handler stages: %w", err))
+	}
+	if c.FreshBound < 10*time.Millisecond || c.FreshBound > time.Hour {
+		errs = append(errs, fmt.Errorf("fresh bound %s out of range 10ms..1h", c.FreshBound))
+	}
+	if c.FreshBlock < time.Millisecond || c.FreshBlock > c.FreshBound {
+		errs = append(errs, fmt.Errorf("fresh block %s out of range 1ms..fresh bound %s", c.FreshBlock, c.FreshBound))
+	}
+	if c.MaxStandingPerCaller < 1 || c.MaxStandingPerCaller > MaxStandingSearches {
+		errs = append(errs, fmt.Errorf("max standing searches per caller %d out of range 1..%d", c.MaxStandingPerCaller, MaxStandingSearches))
 	}
 	if c.ChangeLogLength < 100 {
 		errs = append(errs, fmt.Errorf("change log length %d below 100", c.ChangeLogLength))

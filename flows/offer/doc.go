@@ -37,11 +37,23 @@
 //	ds:{offer.p}:offer:result:R:done      completion notices (stream)
 //	ds:{offer.p}:offer:request:R:<id>     a client request id seen
 //	ds:{offer.p}:offer:price:<id>         an orderPrice record
+//	ds:{offer.p}:offer:prices             live orderPrice records (sorted set)
 //	ds:{offer.catalog}:offer:translate:<fromType>_<fromId>_<toType>
 //
 // The orderPrice cache (Flow.OrderPrice) and the TranslateIds cache
-// (Catalog.Translate) have their own TTLs. Results are a snapshot of the
-// offers when they were computed, served until they expire.
+// (Catalog.Translate) have their own TTLs. Results stay fresh: the
+// freshness keeper (Flow.RunFresh, service "offer-fresh") follows the
+// change streams and invalidates every live result (ds:{offer.p}:offer:live)
+// an offer change affects, and a search bypasses the cache while a change
+// older than Config.FreshBound is not applied. orderPrice records are kept
+// fresh the same way, within the same bound: the keeper deletes every live
+// record (ds:{offer.p}:offer:prices) whose order holds a changed offer, and
+// Flow.OrderPrice bypasses the cache while the keeper lags. A search's
+// sellOfferQuantityLocationIdCombinations element prices each combination
+// from the orderPrice record of that one-line order when one reflects the
+// result's epoch (usePriceCache). Standing searches
+// (Flow.CreateStanding) are re-evaluated on each change and notify their
+// subscriber through the notifier once per result version.
 //
 // Every search is recorded, off the request path, on the offer.history
 // topic; the "offer-history" stage writes it to ClickHouse.

@@ -25,6 +25,11 @@ type program struct {
 	products []string
 	price    *Element
 	combos   []Combination
+	// cached are prices of the TagCombinations offer read from the
+	// orderPrice cache by the handler that holds it (see cachedPrices):
+	// a combination's price, or false when it has none.
+	cached map[Combination]bool
+	prices map[Combination]int64
 }
 
 // compile turns a validated filter into a program.
@@ -84,7 +89,7 @@ func (p *program) eval(o *Offer, kind Kind) (Match, float64, bool) {
 	if p.price.LogicalTag == TagCombinations && o.ID != p.price.SellOfferID {
 		return Match{}, 0, false
 	}
-	st, ok := stats(o, kind, p.price.OrderQuantity, p.combos)
+	st, ok := stats(o, kind, p.price.OrderQuantity, p.combos, p.cached, p.prices)
 	if !ok {
 		return Match{}, 0, false
 	}
@@ -102,15 +107,25 @@ func (p *program) eval(o *Offer, kind Kind) (Match, float64, bool) {
 	return m, score, true
 }
 
-// stats aggregates the prices of q units of o over combos; false when no
-// combination has a price.
-func stats(o *Offer, kind Kind, q int64, combos []Combination) (Stats, bool) {
+// stats aggregates the prices of q units of o over combos — taking the
+// price of a combination in cached from prices (when cached[c] is true) or
+// as none (false) instead of computing it; false when no combination has
+// a price.
+func stats(o *Offer, kind Kind, q int64, combos []Combination, cached map[Combination]bool, prices map[Combination]int64) (Stats, bool) {
 	var st Stats
 	var sum int64
 	for _, c := range combos {
-		price, err := kind.Price(o, q, c)
-		if err != nil {
-			continue
+		var price int64
+		if has, ok := cached[c]; ok {
+			if !has {
+				continue
+			}
+			price = prices[c]
+		} else {
+			var err error
+			if price, err = kind.Price(o, q, c); err != nil {
+				continue
+			}
 		}
 		if st.Combinations == 0 || price < st.Min {
 			st.Min = price

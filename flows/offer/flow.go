@@ -5,6 +5,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"errors"
+	"fmt"
 	"log/slog"
 
 	"github.com/redis/go-redis/v9"
@@ -13,6 +14,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/quota"
+	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -31,6 +34,7 @@ type Flow struct {
 	prop    propagation.TextMapPropagator
 	views   map[string]*view
 	history *recorder
+	quota   *quota.Quota
 }
 
 // DemoOffers is how many sample offers the demo creates.
@@ -38,8 +42,27 @@ const DemoOffers = 60
 
 // New builds the flow over the app's Redis with the default handlers and
 // the settings' partitions; it implements flow.Flow.
+// Standing searches notify through the notifier flow (built before it);
+// without it New fails with an error wrapping flow.ErrNotBuilt.
 func New(ctx context.Context, d flow.Deps) (*Flow, error) {
-	return NewWith(ctx, d.Redis, Config{Partitions: d.Settings.Partitions}, d.Telemetry)
+	nf, err := flow.Find[*notifier.Flow](d.Flows, notifier.Name)
+	if err != nil {
+		return nil, fmt.Errorf("offer: %w", err)
+	}
+	return NewWith(ctx, d.Redis, Config{Partitions: d.Settings.Partitions, FreshBound: d.Settings.Duration(VarFreshBound),
+		MaxStandingPerCaller: d.Settings.Int(VarQuotaStanding), Notify: nf.Notify}, d.Telemetry)
+}
+
+// The variables of the flow.
+const (
+	VarFreshBound    = "DROPSTREAM_OFFER_FRESH_BOUND"
+	VarQuotaStanding = "DROPSTREAM_OFFER_QUOTA_STANDING"
+)
+
+// Vars are the variables New reads from the settings.
+var Vars = []flow.Var{
+	{Name: VarFreshBound, Kind: flow.Duration, Usage: "offer flow: a search never serves a cached result that may miss an offer change older than this (default 1s)"},
+	{Name: VarQuotaStanding, Kind: flow.Int, Usage: "offer flow: standing searches each API caller may hold (default 100)"},
 }
 
 // NewWith validates cfg (after defaults) and starts the history recorder.
@@ -73,11 +96,22 @@ func NewWith(ctx context.Context, rdb redis.UniversalClient, cfg Config, tel str
 		s.views[h.Tag] = newView(rdb, h.Tag)
 	}
 	s.history = newRecorder(stream.NewPublisher(rdb, tel), cfg.HistoryTopic(), s.met, s.log)
+	q, err := quota.New(rdb, "offer-standing-searches", cfg.MaxStandingPerCaller)
+	if err != nil {
+		return nil, err
+	}
+	s.quota = q.WithExists(func(ctx context.Context, id string) (bool, error) {
+		n, err := rdb.Exists(ctx, standingMain(id)).Result()
+		return n == 1, err
+	})
 	return s, nil
 }
 
 // Config returns the service's config with defaults.
 func (s *Flow) Config() Config { return s.cfg }
+
+// StandingQuota is the cap of standing searches per caller.
+func (s *Flow) StandingQuota() *quota.Quota { return s.quota }
 
 // Catalog returns the offer store.
 func (s *Flow) Catalog() *Catalog { return s.catalog }
@@ -97,8 +131,10 @@ func (s *Flow) Topics() Topics { return s.cfg.Topics() }
 func (s *Flow) Describe() flow.Description {
 	t := s.Topics()
 	d := flow.Description{
-		Stages:  s.Stages(),
-		Edges:   []flow.Edge{{From: flow.FromAPI, Topic: t.History}},
+		Stages:   s.Stages(),
+		Services: []flow.Service{{Name: ServiceFresh, Run: s.RunFresh}},
+		Edges: []flow.Edge{{From: flow.FromAPI, Topic: t.History},
+			{From: ServiceFresh, Topic: notifier.RequestTopic(s.cfg.Partitions)}},
 		History: []flow.History{s.History()},
 		Demo:    s.seedDemo,
 	}

@@ -33,6 +33,7 @@ func TestSearch_missHitExpiryMatchBruteForce(t *testing.T) {
 			clk := newClock()
 			s, offers := seeded(t, b, clk, 600)
 			runStages(t, s.rdb, s.Stages()...)
+			runKeeper(t, s)
 			ctx := context.Background()
 			agg := testAgg
 			agg.MaxPrice = ptr(int64(20000))
@@ -89,6 +90,7 @@ func TestSearch_pagesAndFiltersWithoutPrices(t *testing.T) {
 	clk := newClock()
 	s, offers := seeded(t, testenv.Backends()[0], clk, 300)
 	runStages(t, s.rdb, s.Stages()...)
+	runKeeper(t, s)
 	filter := Element{Type: TypeGroup, FilterType: "sellOffer", Elements: []Element{
 		{Type: TypeLogical, LogicalTag: TagSeller, SellerIDs: []string{"s1", "s2", "s3", "s4", "s5", "s6"}}}}
 	want := bruteSearch(offers, s.cfg.Handlers, nil, []string{"s1", "s2", "s3", "s4", "s5", "s6"}, nil)
@@ -115,6 +117,9 @@ func TestSearch_concurrentIdenticalRequestsComputeOnce(t *testing.T) {
 			clk := newClock()
 			s, offers := seeded(t, b, clk, 300)
 			req := SearchRequest{Filter: aggFilter([]string{"p5", "p6"}, testAgg), Limit: MaxPageSize}
+			// The keeper runs from the start: while it lags past the
+			// freshness bound every search would bypass the cache.
+			runKeeper(t, s)
 			const callers = 12
 			var wg sync.WaitGroup
 			resps := make([]SearchResponse, callers)
@@ -158,6 +163,7 @@ func TestSearch_repeatedRequestIDNeverStartsASecondComputation(t *testing.T) {
 			clk := newClock()
 			s, _ := seeded(t, b, clk, 100)
 			runStages(t, s.rdb, s.Stages()...)
+			runKeeper(t, s)
 			ctx := context.Background()
 			req := SearchRequest{RequestID: "client-req-1", Filter: aggFilter([]string{"p1"}, testAgg)}
 			first, err := s.Search(ctx, req, "")
@@ -207,6 +213,7 @@ func TestSearch_boundedWaitAnswersProcessing(t *testing.T) {
 			resp.Outcome, resp.Status, resp.Waiting, err, len(s.cfg.Handlers))
 	}
 	runStages(t, rdb, s.Stages()...)
+	runKeeper(t, s)
 	var r Result
 	waitFor(t, func() bool {
 		r, err = s.Result(context.Background(), resp.ResultID, 0, 10)

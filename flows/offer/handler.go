@@ -46,6 +46,7 @@ func (s *Flow) handler(tag string, kind Kind) stream.Handler {
 			return stream.Permanent(err)
 		}
 		prog := compile(filter)
+		s.usePriceCache(ctx, v, p.ResultID, &prog)
 		matches, _, err := v.evaluate(ctx, &prog, kind)
 		if err != nil {
 			return err
@@ -68,8 +69,8 @@ func (s *Flow) answer(ctx context.Context, tag string, p evalPayload, matches []
 		appendScript.EvalSha(ctx, pipe, []string{keys.main, keys.data, keys.values, keys.waiting}, args...)
 	}
 	now := s.cfg.Now()
-	fin := finishScript.EvalSha(ctx, pipe, keys.all(), p.UniqueRequestID, tag, now.UnixMilli(),
-		s.cfg.ResultTTL.Milliseconds(), s.cfg.ResultGrace.Milliseconds())
+	fin := finishScript.EvalSha(ctx, pipe, append(keys.all(), keys.live), p.UniqueRequestID, tag, now.UnixMilli(),
+		s.cfg.ResultTTL.Milliseconds(), s.cfg.ResultGrace.Milliseconds(), p.ResultID)
 	if _, err := pipe.Exec(ctx); err != nil {
 		if script.IsNoScript(err) {
 			return fmt.Errorf("offer: answer %s: %w", p.ResultID, errors.Join(err, loadScripts(ctx, s.rdb)))

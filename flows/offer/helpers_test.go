@@ -226,3 +226,34 @@ func waitFor(t *testing.T, cond func() bool) {
 	t.Helper()
 	testenv.WaitFor(t, waitTimeout, cond)
 }
+
+// runKeeper runs the flow's freshness keeper until the test ends and
+// waits until it has applied every change made so far.
+func runKeeper(t *testing.T, s *Flow) {
+	t.Helper()
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	t.Cleanup(func() { cancel(); <-done })
+	go func() { defer close(done); _ = s.RunFresh(ctx) }()
+	waitCaughtUp(t, s)
+}
+
+// waitCaughtUp waits until the keeper has applied every change made so
+// far.
+func waitCaughtUp(t *testing.T, s *Flow) {
+	t.Helper()
+	deadline := time.Now().Add(waitTimeout)
+	for {
+		ok, err := s.CaughtUp(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		if ok {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatal("freshness keeper did not catch up")
+		}
+		time.Sleep(2 * time.Millisecond)
+	}
+}

@@ -44,6 +44,7 @@ func TestHistory_writesEverySearchToClickHouseOnce(t *testing.T) {
 	}
 	t.Cleanup(func() { _ = hist.Close() })
 	runStages(t, s.rdb, append(s.Stages(), hist.Stage())...)
+	runKeeper(t, s)
 	req := SearchRequest{Filter: aggFilter([]string{"p1"}, testAgg)}
 	var id string
 	for i, want := range []string{OutcomeMiss, OutcomeHit, OutcomeHit} {

@@ -131,10 +131,14 @@ func (s *Flow) search(ctx context.Context, req SearchRequest, id string, canonic
 	payload, _ := json.Marshal(evalPayload{ResultID: id, UniqueRequestID: uid, Filter: canonical})
 	carrier := stream.NewMessage(id, "", nil)
 	stream.InjectTrace(ctx, s.prop, carrier)
-	allKeys := append(keys.all(), s.cfg.requestKey(id, req.RequestID))
+	bypass, epoch, err := s.guard(ctx)
+	if err != nil {
+		return SearchResponse{}, err
+	}
+	allKeys := append(keys.all(), s.cfg.requestKey(id, req.RequestID), keys.live)
 	args := []any{s.cfg.Now().UnixMilli(), s.cfg.ProcessingTimeout.Milliseconds(), req.RequestID, uid, canonical, payload,
 		carrier.Metadata[stream.MetaTraceParent], (s.cfg.ProcessingTimeout + s.cfg.ResultTTL + s.cfg.ResultGrace).Milliseconds(),
-		req.Offset, req.Limit, (s.cfg.ProcessingTimeout + s.cfg.ResultTTL + s.cfg.ResultGrace).Milliseconds(), id}
+		req.Offset, req.Limit, (s.cfg.ProcessingTimeout + s.cfg.ResultTTL + s.cfg.ResultGrace).Milliseconds(), id, flag(bypass), epoch}
 	for _, h := range s.cfg.Handlers {
 		allKeys = append(allKeys, s.cfg.EvalTopic(h.Tag).Stream(keys.partition))
 		args = append(args, h.Tag)

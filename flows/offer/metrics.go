@@ -32,11 +32,27 @@ const (
 	// (dropstream_offer_handler_answers_total)
 	MetricHandlerAnswers = "dropstream.offer.handler.answers"
 	// MetricOrderPrices counts orderPrice lookups by outcome: hit, miss,
-	// processing. (dropstream_offer_order_price_requests_total)
+	// processing, and search_hit (a search's combination priced from the
+	// cache). (dropstream_offer_order_price_requests_total)
 	MetricOrderPrices = "dropstream.offer.order_price.requests"
 	// MetricHistoryDropped counts history events dropped because the
 	// recorder's buffer was full. (dropstream_offer_history_dropped_total)
 	MetricHistoryDropped = "dropstream.offer.history.dropped"
+	// MetricFreshDelay is the time from an offer change to the freshness
+	// keeper having invalidated the results it affects and re-evaluated
+	// the standing searches, by handler.
+	// (dropstream_offer_fresh_delay_seconds)
+	MetricFreshDelay = "dropstream.offer.fresh.delay"
+	// MetricInvalidated counts cached results invalidated by offer
+	// changes. (dropstream_offer_results_invalidated_total)
+	MetricInvalidated = "dropstream.offer.results.invalidated"
+	// MetricCacheBypass counts searches that bypassed the cache because
+	// the keeper had not applied a change older than the freshness bound.
+	// (dropstream_offer_cache_bypass_total)
+	MetricCacheBypass = "dropstream.offer.cache.bypass"
+	// MetricStandingNotified counts standing-search change notifications
+	// published. (dropstream_offer_standing_notifications_total)
+	MetricStandingNotified = "dropstream.offer.standing.notifications"
 )
 
 var (
@@ -53,6 +69,10 @@ type metrics struct {
 	answers     metric.Int64Counter
 	orderPrices metric.Int64Counter
 	dropped     metric.Int64Counter
+	freshDelay  metric.Float64Histogram
+	invalidated metric.Int64Counter
+	bypass      metric.Int64Counter
+	percolated  metric.Int64Counter
 }
 
 func newMetrics(mp metric.MeterProvider) *metrics {
@@ -66,8 +86,12 @@ func newMetrics(mp metric.MeterProvider) *metrics {
 	met.age, _ = m.Float64Histogram(MetricResultAge, metric.WithDescription("Age of a logical result served from the cache."), metric.WithUnit("s"))
 	met.fanout, _ = m.Float64Histogram(MetricFanoutLatency, metric.WithDescription("Time from a search's fan-out to the last handler's answer."), metric.WithUnit("s"))
 	met.answers, _ = m.Int64Counter(MetricHandlerAnswers, metric.WithDescription("Handler answers by outcome (partial, complete, duplicate, stale)."), metric.WithUnit("{message}"))
-	met.orderPrices, _ = m.Int64Counter(MetricOrderPrices, metric.WithDescription("orderPrice lookups by outcome (hit, miss, processing)."), metric.WithUnit("{request}"))
+	met.orderPrices, _ = m.Int64Counter(MetricOrderPrices, metric.WithDescription("orderPrice lookups by outcome (hit, miss, processing, search_hit)."), metric.WithUnit("{request}"))
 	met.dropped, _ = m.Int64Counter(MetricHistoryDropped, metric.WithDescription("Search history events dropped: recorder buffer full."), metric.WithUnit("{event}"))
+	met.freshDelay, _ = m.Float64Histogram(MetricFreshDelay, metric.WithDescription("Time from an offer change to its cached results invalidated and standing searches re-evaluated."), metric.WithUnit("s"))
+	met.invalidated, _ = m.Int64Counter(MetricInvalidated, metric.WithDescription("Cached results invalidated by offer changes."), metric.WithUnit("{result}"))
+	met.bypass, _ = m.Int64Counter(MetricCacheBypass, metric.WithDescription("Searches that bypassed the cache: the freshness keeper lagged past the bound."), metric.WithUnit("{request}"))
+	met.percolated, _ = m.Int64Counter(MetricStandingNotified, metric.WithDescription("Standing-search change notifications published."), metric.WithUnit("{notification}"))
 	return &met
 }
 

@@ -28,6 +28,7 @@ func TestMetrics_hitRateResultAgeAndFanoutLatency(t *testing.T) {
 		t.Fatal(err)
 	}
 	runStages(t, rdb, s.Stages()...)
+	runKeeper(t, s)
 	req := SearchRequest{Filter: aggFilter([]string{"p1"}, testAgg)}
 	for i, want := range []string{OutcomeMiss, OutcomeHit, OutcomeHit, OutcomeHit} {
 		if resp, err := s.Search(ctx, req, ""); err != nil || resp.Outcome != want {

@@ -94,21 +94,27 @@ type OrderPrice struct {
 
 // beginPriceScript: a complete or error record that has not expired is
 // served; a processing one started less than ProcessingTimeout ago is
-// reported; otherwise the record becomes processing with a new
-// uniqueRequestId. KEYS: the record; ARGV: now, uid, processing timeout,
-// key lifetime, request.
+// reported — neither when the caller says the freshness keeper lags
+// (ARGV[6] = "1"); otherwise the record becomes processing with a new
+// uniqueRequestId and the catalog epoch it will reflect, and is listed
+// among its partition's live records for the keeper. KEYS: the record,
+// the partition's live price records; ARGV: now, uid, processing timeout,
+// key lifetime, request, lags, epoch, record id.
 var beginPriceScript = redis.NewScript(`
 local st = redis.call('HMGET', KEYS[1], 'status', 'expiry', 'startedAt', 'price', 'error')
 local now = tonumber(ARGV[1])
-if (st[1] == 'complete' or st[1] == 'error') and tonumber(st[2]) > now then
-  return {'hit', st[1], st[4] or '0', st[5] or '', st[2]}
-end
-if st[1] == 'processing' and tonumber(st[3]) + tonumber(ARGV[3]) > now then
-  return {'processing', 'processing', '0', '', '0'}
+if ARGV[6] ~= '1' then
+  if (st[1] == 'complete' or st[1] == 'error') and tonumber(st[2]) > now then
+    return {'hit', st[1], st[4] or '0', st[5] or '', st[2]}
+  end
+  if st[1] == 'processing' and tonumber(st[3]) + tonumber(ARGV[3]) > now then
+    return {'processing', 'processing', '0', '', '0'}
+  end
 end
 redis.call('DEL', KEYS[1])
-redis.call('HSET', KEYS[1], 'status', 'processing', 'uniqueRequestId', ARGV[2], 'startedAt', ARGV[1], 'request', ARGV[5])
+redis.call('HSET', KEYS[1], 'status', 'processing', 'uniqueRequestId', ARGV[2], 'startedAt', ARGV[1], 'request', ARGV[5], 'epoch', ARGV[7])
 redis.call('PEXPIRE', KEYS[1], ARGV[4])
+redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[8])
 return {'miss', 'processing', '0', '', '0'}`)
 
 // finishPriceScript records the outcome if the record is still this
@@ -120,6 +126,19 @@ redis.call('HSET', KEYS[1], 'status', ARGV[2], 'price', ARGV[3], 'error', ARGV[4
 redis.call('HDEL', KEYS[1], 'uniqueRequestId')
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return 1`)
+
+// priceKeys returns the key of orderPrice record id and the sorted set of
+// its partition's live records (record id → when its key expires, Unix
+// ms), which the freshness keeper checks offer changes against.
+func (c Config) priceKeys(id string) (record, live string) {
+	_, tag := c.resultTag(id)
+	return rediskey.Key(tag, "offer", "price", id), rediskey.Key(tag, "offer", "prices")
+}
+
+// priceLiveKey is priceKeys' live set of partition p.
+func (c Config) priceLiveKey(p int) string {
+	return rediskey.Key(c.EvalTopic(c.Handlers[0].Tag).HashTag(p), "offer", "prices")
+}
 
 // ErrOfferNotFound is the error reason of an order line whose offer does
 // not exist.
@@ -135,14 +154,17 @@ func (s *Flow) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPric
 		return OrderPrice{}, err
 	}
 	id, _ := OrderPriceID(c)
-	_, tag := s.cfg.resultTag(id)
-	key := rediskey.Key(tag, "offer", "price", id)
+	key, live := s.cfg.priceKeys(id)
+	lags, epoch, err := s.guard(ctx)
+	if err != nil {
+		return OrderPrice{}, err
+	}
 	uid := randomID()
 	now := s.cfg.Now()
 	keep := (s.cfg.ProcessingTimeout + s.cfg.OrderPriceTTL).Milliseconds()
 	body, _ := json.Marshal(c)
-	raw, err := beginPriceScript.Run(ctx, s.rdb, []string{key}, now.UnixMilli(), uid,
-		s.cfg.ProcessingTimeout.Milliseconds(), keep, body).StringSlice()
+	raw, err := beginPriceScript.Run(ctx, s.rdb, []string{key, live}, now.UnixMilli(), uid,
+		s.cfg.ProcessingTimeout.Milliseconds(), keep, body, flag(lags), epoch, id).StringSlice()
 	if err != nil || len(raw) != 5 {
 		return OrderPrice{}, fmt.Errorf("offer: order price %s: %v %w", id, raw, err)
 	}

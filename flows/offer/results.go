@@ -20,13 +20,21 @@ type resultKeys struct {
 	values    string // LogicalResultsData: offer id → encoded match (a hash)
 	waiting   string // the waiting handlers (a set)
 	done      string // completion notice for waiters (a stream)
+	live      string // the partition's live results (liveKey)
 }
 
 func (c Config) resultKeys(id string) resultKeys {
 	p, tag := c.resultTag(id)
 	base := rediskey.Key(tag, "offer", "result", id)
 	return resultKeys{partition: p, main: base, data: base + ":data", values: base + ":values",
-		waiting: base + ":waiting", done: base + ":done"}
+		waiting: base + ":waiting", done: base + ":done", live: c.liveKey(p)}
+}
+
+// liveKey is the sorted set of partition p's results that may still be
+// served or joined (result id → the time its keys expire, Unix ms): what
+// the freshness keeper checks an offer change against.
+func (c Config) liveKey(p int) string {
+	return rediskey.Key(c.EvalTopic(c.Handlers[0].Tag).HashTag(p), "offer", "live")
 }
 
 func (k resultKeys) all() []string { return []string{k.main, k.data, k.values, k.waiting, k.done} }
@@ -61,21 +69,31 @@ end
 //   - request id seen before: "seen" (never a second computation), or
 //     "gone" when its result no longer exists;
 //   - complete and unexpired: "hit", with a page of the data;
-//   - processing and started less than ProcessingTimeout ago: "join";
+//   - processing, started less than ProcessingTimeout ago and not
+//     invalidated by an offer change since: "join";
+//   - neither hit nor join when the caller says the freshness keeper lags
+//     (ARGV[13] = "1"): the cache may miss a change, so the result is
+//     computed again;
 //   - otherwise "miss": the result is reset to processing with a new
 //     uniqueRequestId, every handler is put in the waiting set, and one
 //     fan-out message per handler is appended to its stream, all in the
 //     same step, so a crash cannot leave a result processing without its
 //     messages.
 //
-// KEYS: main, data, values, waiting, done, request, then one stream per
-// handler. ARGV: now, processing timeout, request id, unique request id,
-// element, payload, traceparent, key lifetime while processing, offset,
-// limit, request key lifetime, result id, then the handler tags.
+// A miss also files the result in its partition's live index (liveKey).
+//
+// KEYS: main, data, values, waiting, done, request, live index, then one
+// stream per handler. ARGV: now, processing timeout, request id, unique
+// request id, element, payload, traceparent, key lifetime while
+// processing, offset, limit, request key lifetime, result id, bypass the
+// cache ("1"/"0"), the catalog epoch the computation reflects (see
+// guardScript), then the handler tags.
 var beginScript = redis.NewScript(pageLua + `
 local now = tonumber(ARGV[1])
 local st = redis.call('HMGET', KEYS[1], 'status', 'expiry', 'startedAt')
 local status, expiry, started = st[1], tonumber(st[2] or '0'), tonumber(st[3] or '0')
+local bypass = ARGV[13] == '1'
+
 local off, lim = tonumber(ARGV[9]), tonumber(ARGV[10])
 if ARGV[3] ~= '' and redis.call('EXISTS', KEYS[6]) == 1 then
   if not status then return {'gone', {}, 0, {}, {}} end
@@ -84,19 +102,21 @@ end
 local function remember()
   if ARGV[3] ~= '' then redis.call('SET', KEYS[6], '1', 'PX', ARGV[11]) end
 end
-if status == 'complete' and expiry > now then
+if status == 'complete' and expiry > now and not bypass then
   remember()
   return reply('hit', true, off, lim)
 end
-if status == 'processing' and started + tonumber(ARGV[2]) > now then
+if status == 'processing' and started + tonumber(ARGV[2]) > now and not bypass
+  and redis.call('HEXISTS', KEYS[1], 'invalidated') == 0 then
   remember()
   return reply('join', false, off, lim)
 end
 redis.call('DEL', KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5])
 redis.call('HSET', KEYS[1], 'status', 'processing', 'logicalType', 'sellOffer', 'logicalElement', ARGV[5],
-  'uniqueRequestId', ARGV[4], 'startedAt', ARGV[1], 'expiry', 0, 'handlers', #ARGV - 12, 'applied', 0)
-for i = 13, #ARGV do redis.call('SADD', KEYS[4], ARGV[i]) end
-for i = 7, #KEYS do
+  'uniqueRequestId', ARGV[4], 'startedAt', ARGV[1], 'expiry', 0, 'handlers', #ARGV - 14, 'applied', 0, 'epoch', ARGV[14])
+for i = 15, #ARGV do redis.call('SADD', KEYS[4], ARGV[i]) end
+redis.call('ZADD', KEYS[7], now + tonumber(ARGV[8]), ARGV[12])
+for i = 8, #KEYS do
   if ARGV[7] ~= '' then
     redis.call('XADD', KEYS[i], '*', 'key', ARGV[12], 'type', 'offer.evaluate', 'payload', ARGV[6], 'traceparent', ARGV[7])
   else
@@ -136,8 +156,11 @@ return 1`)
 // matches are written; whoever empties the set marks the result complete,
 // sets its expiry and notifies the waiters. Replies {outcome, startedAt}:
 // "stale" (another generation), "duplicate" (already removed), "partial"
-// or "complete". KEYS main, data, values, waiting, done; ARGV uid,
-// handler, now, ttl, grace.
+// or "complete". A result an offer change invalidated while it was
+// computed (field invalidated) completes for the searches waiting on it,
+// already expired: the next search computes it again. KEYS main, data,
+// values, waiting, done, live index; ARGV uid, handler, now, ttl, grace,
+// result id.
 var finishScript = redis.NewScript(`
 local m = redis.call('HMGET', KEYS[1], 'uniqueRequestId', 'startedAt')
 if m[1] ~= ARGV[1] then return {'stale', '0'} end
@@ -145,11 +168,14 @@ if redis.call('SREM', KEYS[4], ARGV[2]) == 0 then return {'duplicate', m[2]} end
 redis.call('HINCRBY', KEYS[1], 'applied', 1)
 if redis.call('SCARD', KEYS[4]) > 0 then return {'partial', m[2]} end
 local now, ttl = tonumber(ARGV[3]), tonumber(ARGV[4])
-redis.call('HSET', KEYS[1], 'status', 'complete', 'completedAt', ARGV[3], 'expiry', now + ttl,
+local expiry = now + ttl
+if redis.call('HEXISTS', KEYS[1], 'invalidated') == 1 then expiry = now end
+redis.call('HSET', KEYS[1], 'status', 'complete', 'completedAt', ARGV[3], 'expiry', expiry,
   'matches', redis.call('ZCARD', KEYS[2]), 'lastRequestId', ARGV[1])
-redis.call('HDEL', KEYS[1], 'uniqueRequestId')
+redis.call('HDEL', KEYS[1], 'uniqueRequestId', 'invalidated')
 redis.call('XADD', KEYS[5], '*', 'status', 'complete')
 for i = 1, 5 do redis.call('PEXPIRE', KEYS[i], ttl + tonumber(ARGV[5])) end
+redis.call('ZADD', KEYS[6], now + ttl + tonumber(ARGV[5]), ARGV[6])
 return {'complete', m[2]}`)
 
 // Result statuses.

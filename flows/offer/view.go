@@ -211,6 +211,18 @@ func (v *view) reload(ctx context.Context) error {
 	return nil
 }
 
+// holds syncs the view and reports whether it holds offer id; false when
+// the sync fails.
+func (v *view) holds(ctx context.Context, id string) bool {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	if v.sync(ctx) != nil {
+		return false
+	}
+	_, ok := v.pos[id]
+	return ok
+}
+
 // scored is a match with its ordering score.
 type scored struct {
 	match Match

@@ -106,6 +106,44 @@ func Register(srv *api.Server, f *checkout.Flow) {
 		w, checkoutOut{}, r.checkout)
 	op("POST", "/orders/batch_init/:n/:n_items/:n_users/:item_price", "Create or reset orders \"0\"..\"n-1\" of two random items each", adm,
 		message{}, r.batchOrders)
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sagas/:order_id", Tag: "checkout", Scope: rd,
+		Summary: "The checkout timeline of an order, newest attempt first (at most 20): each attempt's steps (request, " +
+			"outcome, compensation) from Redis while its saga is kept, its answer and counts from ClickHouse afterwards, with trace ids",
+		Response: checkout.Timeline{}, Handler: r.timeline})
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/admin/sagas/:order_id/cancel", Tag: "checkout", Scope: adm,
+		Summary: "Cancel an order's running checkout attempt (one stuck on a participant): its silent parts are recorded " +
+			"cancelled and every effect it applied is undone, exactly once; a repeated cancel answers the same. " +
+			"404 without an attempt, 409 when the attempt succeeded (paid) or failed without a cancel",
+		Response: checkout.Cancellation{}, Handler: r.cancel})
+}
+
+func (r routes) cancel(c *fiber.Ctx) error {
+	id := c.Params("order_id")
+	out, err := r.f.Cancel(c.UserContext(), id, api.Caller(c))
+	switch {
+	case errors.Is(err, checkout.ErrNotFound):
+		return api.NotFound("order_not_found", err.Error())
+	case errors.Is(err, checkout.ErrInvalid):
+		return api.BadRequest("invalid", err.Error())
+	case errors.Is(err, checkout.ErrConflict):
+		return api.Conflict("not_running", err.Error())
+	case err != nil:
+		return err
+	}
+	return c.JSON(out)
+}
+
+func (r routes) timeline(c *fiber.Ctx) error {
+	tl, err := r.f.Timeline(c.UserContext(), c.Params("order_id"))
+	switch {
+	case errors.Is(err, checkout.ErrNotFound):
+		return api.NotFound("order_not_found", "no order "+c.Params("order_id"))
+	case errors.Is(err, checkout.ErrInvalid):
+		return api.BadRequest("invalid", err.Error())
+	case err != nil:
+		return err
+	}
+	return c.JSON(tl)
 }
 
 // fail maps the flow's errors to the contract's 400; a checkout whose

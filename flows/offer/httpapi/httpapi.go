@@ -54,6 +54,7 @@ func Register(srv *api.Server, f *offer.Flow) {
 		Summary: "The price of an order (offer quantities, location, delivery and payment method) from the orderPrice " +
 			"cache: status complete with the price, error with the reason, or processing",
 		Body: offer.OrderPriceRequest{}, Response: offer.OrderPrice{}, Handler: r.orderPrice})
+	registerStanding(srv, r)
 }
 
 func (r routes) put(c *fiber.Ctx) error {

@@ -28,7 +28,7 @@ func offerServer(t *testing.T, maxWait time.Duration, running bool) *api.Server 
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	tel := stream.Telemetry{Logger: slog.New(slog.DiscardHandler)}
-	svc, err := offer.NewWith(context.Background(), rdb, offer.Config{Partitions: 2, MaxWait: maxWait,
+	svc, err := offer.NewWith(context.Background(), rdb, offer.Config{Partitions: 2, MaxWait: maxWait, MaxStandingPerCaller: 3,
 		Runner: stream.RunnerConfig{Block: 20 * time.Millisecond}}, tel)
 	if err != nil {
 		t.Fatal(err)
@@ -45,6 +45,7 @@ func offerServer(t *testing.T, maxWait time.Duration, running bool) *api.Server 
 			}
 			wg.Go(func() { _ = r.Run(ctx) })
 		}
+		wg.Go(func() { _ = svc.RunFresh(ctx) })
 	}
 	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read;w:write"})
 	httpapi.Register(srv, svc)

@@ -147,6 +147,18 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 		}
 		wg.Go(func() { _ = r.Run(runCtx) })
 	}
+	wg.Go(func() { _ = svc.RunFresh(runCtx) })
+	for {
+		ok, err := svc.CaughtUp(ctx)
+		if err != nil {
+			return Result{}, err
+		}
+		if ok {
+			break
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
+	cfg.Progress("freshness keeper caught up with the seeded offers")
 
 	search := func(req offer.SearchRequest) (time.Duration, offer.SearchResponse, error) {
 		t0 := time.Now()

@@ -1,0 +1,209 @@
+package checkout
+
+import (
+	"context"
+	"fmt"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/dropstream/dropstream/internal/rediskey"
+)
+
+// Metric names of the flow (Prometheus names in parentheses).
+const (
+	// MetricConservationDrift is the flow's conservation drift by kind
+	// ("stock": units, "credit": money), as the last check (Flow.
+	// Conservation, every Config.ConservationInterval in the sweeper)
+	// found it: the sum over items of stocked − stock − sold, over users
+	// of funded − credit − charged. 0 unless an amount changed outside the
+	// flow's scripts. Int64ObservableGauge, attribute kind.
+	// (dropstream_checkout_conservation_drift)
+	MetricConservationDrift = "dropstream.checkout.conservation.drift"
+	// MetricConservationDrifting is the number of items ("stock") or users
+	// ("credit") whose equation does not hold, by kind — drifts of
+	// opposite signs do not cancel here.
+	// (dropstream_checkout_conservation_drifting)
+	MetricConservationDrifting = "dropstream.checkout.conservation.drifting"
+)
+
+// Kinds of conservation: the attribute "kind" of the drift metrics.
+const (
+	KindStock  = "stock"
+	KindCredit = "credit"
+)
+
+var keyKind = attribute.Key("kind")
+
+// Drift is what a conservation check found.
+type Drift struct {
+	// Stock is the sum over items of stocked − stock − sold: units that
+	// left (positive) or came into (negative) the shelves without a sale,
+	// a compensation, or a stock change through the API.
+	Stock int64 `json:"stock"`
+	// Credit is the sum over users of funded − credit − charged.
+	Credit int64 `json:"credit"`
+	// Items and Users count the items and users whose equation does not
+	// hold.
+	Items int `json:"items"`
+	Users int `json:"users"`
+}
+
+// scanCount is the COUNT hint of the conservation check's SCAN and the
+// size of its pipelines.
+const scanCount = 1000
+
+// Conservation checks, for every item and user, the equation its hash
+// keeps (see the scripts): stocked = stock + sold, funded = credit +
+// charged, where sold and charged are the net amounts the saga's effects
+// and compensations took, changed in the same script as the stock or
+// credit, and stocked and funded what the API and batch_init provisioned.
+// So sold = charged for every attempt that finished, per item and over the
+// users, and the equation holds at any instant, sagas in flight or not:
+// a drift means an amount changed outside the flow (a direct write to
+// Redis, a lost write) — a unit sold without its sale, or given back
+// twice. It reads every item and user once (SCAN, every master of a
+// cluster), so its cost grows with the catalog; the sweeper runs it every
+// Config.ConservationInterval. A hash written before the counters existed
+// starts them at its next change.
+func (s *Flow) Conservation(ctx context.Context) (Drift, error) {
+	var d Drift
+	var mu sync.Mutex
+	for _, kind := range []struct {
+		noun, field, prov, sales string
+		sum                      *int64
+		n                        *int
+	}{{"item", "stock", "stocked", "sold", &d.Stock, &d.Items}, {"user", "credit", "funded", "charged", &d.Credit, &d.Users}} {
+		err := scanEach(ctx, s.rdb, s.keys.pattern(kind.noun), func(ctx context.Context, c redis.Cmdable, keys []string) error {
+			pipe := c.Pipeline()
+			cmds := make([]*redis.SliceCmd, len(keys))
+			for i, k := range keys {
+				cmds[i] = pipe.HMGet(ctx, k, kind.field, kind.prov, kind.sales)
+			}
+			if _, err := pipe.Exec(ctx); err != nil {
+				return err
+			}
+			var sum int64
+			var n int
+			for _, c := range cmds {
+				v := c.Val()
+				if len(v) != 3 || v[0] == nil || v[1] == nil {
+					continue // gone, or not counted yet
+				}
+				amt, prov, sales := intOf(v[0]), intOf(v[1]), intOf(v[2])
+				if diff := prov - amt - sales; diff != 0 {
+					sum += diff
+					n++
+				}
+			}
+			mu.Lock()
+			*kind.sum += sum
+			*kind.n += n
+			mu.Unlock()
+			return nil
+		})
+		if err != nil {
+			return Drift{}, fmt.Errorf("checkout: conservation of %ss: %w", kind.noun, err)
+		}
+	}
+	return d, nil
+}
+
+func intOf(v any) int64 {
+	s, _ := v.(string)
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
+}
+
+// pattern matches the hashes of every item or user of every partition.
+func (k Keys) pattern(noun string) string {
+	return rediskey.Key(rediskey.Tag(Name+".*"), "co", noun, "*")
+}
+
+// scanEach SCANs the keys matching pat — on every master of a cluster —
+// and hands them, a page at a time, to fn with the client that holds them.
+func scanEach(ctx context.Context, rdb redis.UniversalClient, pat string, fn func(context.Context, redis.Cmdable, []string) error) error {
+	scan := func(ctx context.Context, c redis.Cmdable) error {
+		var cursor uint64
+		for {
+			keys, next, err := c.Scan(ctx, cursor, pat, scanCount).Result()
+			if err != nil {
+				return err
+			}
+			if len(keys) > 0 {
+				if err := fn(ctx, c, keys); err != nil {
+					return err
+				}
+			}
+			if cursor = next; cursor == 0 {
+				return nil
+			}
+		}
+	}
+	if cc, ok := rdb.(*redis.ClusterClient); ok {
+		return cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error { return scan(ctx, c) })
+	}
+	return scan(ctx, rdb)
+}
+
+// conservationGauge exports the last check's drift (nothing before the
+// first check).
+type conservationGauge struct {
+	last atomic.Pointer[Drift]
+	reg  metric.Registration
+}
+
+func newConservationGauge(mp metric.MeterProvider) (*conservationGauge, error) {
+	if mp == nil {
+		mp = gotel.GetMeterProvider()
+	}
+	g := &conservationGauge{}
+	m := mp.Meter(instrumentationScope)
+	drift, err1 := m.Int64ObservableGauge(MetricConservationDrift, metric.WithUnit("{unit}"),
+		metric.WithDescription("Checkout conservation drift by kind (stock: stocked − stock − sold over items; credit: funded − credit − charged over users); 0 unless an amount changed outside the flow."))
+	drifting, err2 := m.Int64ObservableGauge(MetricConservationDrifting, metric.WithUnit("{entity}"),
+		metric.WithDescription("Items (stock) or users (credit) whose conservation equation does not hold."))
+	if err1 != nil || err2 != nil {
+		return nil, fmt.Errorf("checkout: conservation gauges: %v %v", err1, err2)
+	}
+	stock, credit := metric.WithAttributes(keyKind.String(KindStock)), metric.WithAttributes(keyKind.String(KindCredit))
+	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
+		d := g.last.Load()
+		if d == nil {
+			return nil
+		}
+		o.ObserveInt64(drift, d.Stock, stock)
+		o.ObserveInt64(drift, d.Credit, credit)
+		o.ObserveInt64(drifting, int64(d.Items), stock)
+		o.ObserveInt64(drifting, int64(d.Users), credit)
+		return nil
+	}, drift, drifting)
+	if err != nil {
+		return nil, fmt.Errorf("checkout: conservation gauges: %w", err)
+	}
+	g.reg = reg
+	return g, nil
+}
+
+// CheckConservation runs Conservation and exports its result as the
+// gauges MetricConservationDrift and MetricConservationDrifting; a failed
+// check leaves the last result.
+func (s *Flow) CheckConservation(ctx context.Context) (Drift, error) {
+	start := time.Now()
+	d, err := s.Conservation(ctx)
+	if err != nil {
+		return d, err
+	}
+	s.cons.last.Store(&d)
+	if d != (Drift{}) {
+		s.log.ErrorContext(ctx, "checkout: stock or credit not conserved", "stock_drift", d.Stock, "items", d.Items,
+			"credit_drift", d.Credit, "users", d.Users, "took", time.Since(start))
+	}
+	return d, nil
+}

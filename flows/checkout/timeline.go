@@ -1,0 +1,192 @@
+package checkout
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/clickhouse"
+)
+
+// MaxTimelineAttempts bounds the attempts a timeline lists: the newest.
+const MaxTimelineAttempts = 20
+
+// Where an attempt of a timeline was read from.
+const (
+	// SourceRedis: the attempt's saga hash, kept Config.StateTTL after it
+	// began: every step, its request, outcome and compensation.
+	SourceRedis = "redis"
+	// SourceClickHouse: the attempt's row of checkout_sagas, once its saga
+	// hash has expired: its answer and counts, not its steps.
+	SourceClickHouse = "clickhouse"
+)
+
+// Timeline is the checkout history of an order, newest attempt first.
+type Timeline struct {
+	OrderID  string    `json:"order_id"`
+	Paid     bool      `json:"paid"`
+	Attempts []Attempt `json:"attempts"`
+}
+
+// Attempt is one checkout attempt of an order: when it began, each step,
+// and its answer.
+type Attempt struct {
+	TrNum     int64  `json:"tr_num"`
+	Source    string `json:"source"`
+	UserID    string `json:"user_id"`
+	TotalCost int64  `json:"total_cost"`
+	// Status is pending, compensating, succeeded or failed; Reason says
+	// why it failed.
+	Status string `json:"status"`
+	Reason string `json:"reason,omitempty"`
+	// TraceID is the attempt's trace: the checkout call, its commands,
+	// outcomes and compensations.
+	TraceID    string     `json:"trace_id,omitempty"`
+	StartedAt  *time.Time `json:"started_at,omitempty"`
+	DecidedAt  *time.Time `json:"decided_at,omitempty"`
+	FinishedAt *time.Time `json:"finished_at,omitempty"`
+	// Parts and Compensated count the participants and the effects undone.
+	Parts       int `json:"parts"`
+	Compensated int `json:"compensated"`
+	// CancelRequestedAt and CancelRequestedBy are set when an operator
+	// asked to cancel the attempt (Flow.Cancel; Source redis only): its
+	// silent parts then show the result "cancelled".
+	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
+	CancelRequestedBy string     `json:"cancel_requested_by,omitempty"`
+	// Steps are the participants (Source redis only).
+	Steps []Step `json:"steps,omitempty"`
+}
+
+// Step is one participant of an attempt: the command it was sent, its
+// outcome ("ok", "fail:<reason>", "abandoned", "cancelled"; empty while it has not
+// answered) and, when the attempt compensated it, the compensation's.
+type Step struct {
+	Part          string     `json:"part"`
+	Request       Command    `json:"request"`
+	Result        string     `json:"result,omitempty"`
+	AnsweredAt    *time.Time `json:"answered_at,omitempty"`
+	Compensation  string     `json:"compensation,omitempty"`
+	CompensatedAt *time.Time `json:"compensated_at,omitempty"`
+}
+
+// Timeline returns the newest MaxTimelineAttempts checkout attempts of an
+// order: from their saga hashes while Redis keeps them, from ClickHouse's
+// checkout_sagas afterwards (when the flow has ClickHouse: WithHistory;
+// otherwise an expired attempt is left out). ErrNotFound for an unknown
+// order.
+func (s *Flow) Timeline(ctx context.Context, orderID string) (Timeline, error) {
+	o, err := s.store.FindOrder(ctx, orderID)
+	if err != nil {
+		return Timeline{}, err
+	}
+	tl := Timeline{OrderID: orderID, Paid: o.Paid, Attempts: []Attempt{}}
+	first := max(1, o.TrNum-MaxTimelineAttempts+1)
+	pipe := s.rdb.Pipeline()
+	cmds := map[int64]*redis.MapStringStringCmd{}
+	for tr := o.TrNum; tr >= first; tr-- {
+		cmds[tr] = pipe.HGetAll(ctx, s.keys.Saga(orderID, tr))
+	}
+	if len(cmds) > 0 {
+		if _, err := pipe.Exec(ctx); err != nil {
+			return Timeline{}, fmt.Errorf("checkout: timeline of %s: %w", orderID, err)
+		}
+	}
+	var cold []int64
+	for tr := o.TrNum; tr >= first; tr-- {
+		h := cmds[tr].Val()
+		if len(h) == 0 {
+			cold = append(cold, tr)
+			continue
+		}
+		tl.Attempts = append(tl.Attempts, attemptOf(tr, h))
+	}
+	if len(cold) > 0 && s.ch != nil {
+		old, err := coldAttempts(ctx, s.ch, orderID, cold)
+		if err != nil {
+			return Timeline{}, err
+		}
+		tl.Attempts = append(tl.Attempts, old...)
+	}
+	return tl, nil
+}
+
+// attemptOf reads a saga hash.
+func attemptOf(tr int64, h map[string]string) Attempt {
+	a := Attempt{TrNum: tr, Source: SourceRedis, UserID: h["user"], Status: h["status"], Reason: h["reason"],
+		TraceID: traceIDOf(h["tp"]), StartedAt: msTime(h["started_ms"]), DecidedAt: msTime(h["decided_ms"]),
+		FinishedAt: msTime(h["finished_ms"]), CancelRequestedAt: msTime(h["cancel_ms"]), CancelRequestedBy: h["cancel_by"]}
+	a.TotalCost, _ = strconv.ParseInt(h["total"], 10, 64)
+	for _, part := range strings.Split(h["parts"], ",") {
+		if part == "" {
+			continue
+		}
+		st := Step{Part: part, Result: h["r:"+part], AnsweredAt: msTime(h["rt:"+part]), Compensation: h["c:"+part],
+			CompensatedAt: msTime(h["ct:"+part])}
+		_ = json.Unmarshal([]byte(h["cmd:"+part]), &st.Request)
+		if st.Compensation == "ok" {
+			a.Compensated++
+		}
+		a.Steps = append(a.Steps, st)
+	}
+	a.Parts = len(a.Steps)
+	return a
+}
+
+// coldAttempts reads attempts of an order from checkout_sagas, newest
+// first.
+func coldAttempts(ctx context.Context, ch *clickhouse.Client, orderID string, trs []int64) ([]Attempt, error) {
+	nums := make([]string, len(trs))
+	for i, tr := range trs {
+		nums[i] = strconv.FormatInt(tr, 10)
+	}
+	// The tr_num list is built from integers; the order id is bound.
+	rows, err := ch.Conn().Query(ctx, `SELECT tr_num, user_id, status, reason, total_cost, parts, compensated,
+		toUInt64(started_at) * 1000 + started_at_ms, toUInt64(finished_at) * 1000 + finished_at_ms, decide_ms, trace_id
+		FROM `+clickhouse.TableCheckoutSagas+` FINAL WHERE order_id = ? AND tr_num IN (`+strings.Join(nums, ",")+`)
+		ORDER BY tr_num DESC`, orderID)
+	if err != nil {
+		return nil, fmt.Errorf("checkout: timeline of %s from ClickHouse: %w", orderID, err)
+	}
+	defer rows.Close()
+	var out []Attempt
+	for rows.Next() {
+		var tr uint32
+		var parts, comp uint16
+		var started, finished uint64
+		var decide uint32
+		a := Attempt{Source: SourceClickHouse}
+		if err := rows.Scan(&tr, &a.UserID, &a.Status, &a.Reason, &a.TotalCost, &parts, &comp, &started, &finished, &decide, &a.TraceID); err != nil {
+			return nil, fmt.Errorf("checkout: timeline of %s from ClickHouse: %w", orderID, err)
+		}
+		a.TrNum, a.Parts, a.Compensated = int64(tr), int(parts), int(comp)
+		st, fin, dec := time.UnixMilli(int64(started)).UTC(), time.UnixMilli(int64(finished)).UTC(), time.UnixMilli(int64(started)+int64(decide)).UTC()
+		a.StartedAt, a.FinishedAt, a.DecidedAt = &st, &fin, &dec
+		out = append(out, a)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("checkout: timeline of %s from ClickHouse: %w", orderID, err)
+	}
+	return out, nil
+}
+
+func msTime(v string) *time.Time {
+	n, err := strconv.ParseInt(v, 10, 64)
+	if err != nil || n <= 0 {
+		return nil
+	}
+	t := time.UnixMilli(n).UTC()
+	return &t
+}
+
+// traceIDOf returns the trace id of a W3C traceparent, or "".
+func traceIDOf(tp string) string {
+	if p := strings.Split(tp, "-"); len(p) == 4 && len(p[1]) == 32 {
+		return p[1]
+	}
+	return ""
+}

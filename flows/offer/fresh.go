@@ -1,0 +1,437 @@
+package offer
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/dropstream/dropstream/internal/script"
+)
+
+// ServiceFresh is the freshness keeper among the flow's services
+// (Flow.RunFresh).
+const ServiceFresh = "offer-fresh"
+
+// freshKey is the hash of the keeper's position in each handler's change
+// stream: handler tag → the last change applied (entry id), and
+// "v:"+tag → its version.
+var freshKey = catalogKey("fresh")
+
+// guardScript tells a search whether the keeper lags — whether some
+// handler's change stream holds a change after the keeper's position that
+// is older than the bound — and the catalog's epoch, which a computed
+// result records: every change of a lower or equal epoch is committed, so
+// the handlers' evaluation, which comes after, sees it. Stream ids and the
+// clock are the server's (TIME), so the check does not depend on the
+// callers' clocks. KEYS: the keeper's position, the epoch, then each
+// handler's change stream. ARGV: bound ms, then the handler tags. Returns
+// {1 when the keeper lags else 0, epoch}.
+var guardScript = script.New(`
+local t = redis.call('TIME')
+local cutoff = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[1])
+local epoch = redis.call('GET', KEYS[2]) or '0'
+for i = 3, #KEYS do
+  local pos = redis.call('HGET', KEYS[1], ARGV[i - 1]) or '-'
+  local start = pos
+  if pos ~= '-' then start = '(' .. pos end
+  local next = redis.call('XRANGE', KEYS[i], start, '+', 'COUNT', 1)
+  if #next > 0 then
+    local ms = tonumber(string.match(next[1][1], '^(%d+)'))
+    if ms <= cutoff then return {1, epoch} end
+  end
+end
+return {0, epoch}`)
+
+// guard reports whether a search must bypass the cache — the keeper has
+// not applied a change older than Config.FreshBound, so a cached result
+// may not reflect it — and the catalog epoch a result computed now
+// reflects.
+func (s *Flow) guard(ctx context.Context) (bool, int64, error) {
+	keys := make([]string, 0, 2+len(s.cfg.Handlers))
+	args := make([]any, 0, 1+len(s.cfg.Handlers))
+	keys = append(keys, freshKey, epochKey)
+	args = append(args, s.cfg.FreshBound.Milliseconds())
+	for _, h := range s.cfg.Handlers {
+		keys = append(keys, changesKey(h.Tag))
+		args = append(args, h.Tag)
+	}
+	r, err := guardScript.Run(ctx, s.rdb, keys, args...).Int64Slice()
+	if err != nil || len(r) != 2 {
+		return false, 0, fmt.Errorf("offer: freshness guard: %v %w", r, err)
+	}
+	if r[0] == 1 {
+		s.met.bypass.Add(ctx, 1)
+	}
+	return r[0] == 1, r[1], nil
+}
+
+// invalidateScript invalidates the results of one partition that an
+// offer change they may not reflect affects. A result reflects every
+// change up to the catalog epoch it recorded when computed (field epoch);
+// a later change affects it when its data holds the changed offer, when
+// the caller found the changed offer now matches its filter (the forced
+// epoch: the latest such change), or, while it is processing, when the
+// changed offer's handler has not answered yet. A complete result expires
+// now; a processing one is marked invalidated, so no search joins it and
+// it completes already expired (finishScript). KEYS: per result main,
+// data, waiting. ARGV: now ms, change count n, n triples (offer id,
+// handler, epoch), then per result its forced epoch (0: none). Returns how
+// many results it invalidated.
+var invalidateScript = script.New(`
+local now = ARGV[1]
+local n = tonumber(ARGV[2])
+local forced = 3 + 3 * n
+local count = 0
+for r = 0, #KEYS / 3 - 1 do
+  local main, data, waiting = KEYS[3 * r + 1], KEYS[3 * r + 2], KEYS[3 * r + 3]
+  local h = redis.call('HMGET', main, 'status', 'epoch')
+  local st, epoch = h[1], tonumber(h[2] or '0')
+  if st then
+    local hit = tonumber(ARGV[forced + r]) > epoch
+    for i = 3, 2 + 3 * n, 3 do
+      if hit then break end
+      if tonumber(ARGV[i + 2]) > epoch then
+        if redis.call('ZSCORE', data, ARGV[i]) then hit = true
+        elseif st == 'processing' and redis.call('SISMEMBER', waiting, ARGV[i + 1]) == 1 then hit = true end
+      end
+    end
+    if hit then
+      if st == 'complete' then
+        if tonumber(redis.call('HGET', main, 'expiry') or '0') > tonumber(now) then
+          redis.call('HSET', main, 'expiry', now, 'invalidatedAt', now)
+          count = count + 1
+        end
+      else
+        redis.call('HSET', main, 'invalidated', '1', 'invalidatedAt', now)
+        count = count + 1
+      end
+    end
+  end
+end
+return count`)
+
+// change is one entry of a handler's change stream, with the offer's body
+// under that handler now (nil when the handler no longer holds it).
+type change struct {
+	handler string
+	id      string
+	entry   string
+	version int64
+	epoch   int64
+	at      time.Time
+	offer   *Offer
+}
+
+// keeper is the freshness keeper's state: its position in the change
+// streams and the compiled filters of the results it has seen.
+type keeper struct {
+	mu       sync.Mutex
+	pos      map[string]string
+	ver      map[string]int64
+	programs map[string]*program
+	// priceOffers are the offer ids of the orderPrice records it has seen.
+	priceOffers map[string][]string
+	// searches are the standing searches and the catalog epoch of
+	// standing searches they were read at.
+	searches      []standing
+	searchesEpoch string
+	initPending   bool
+}
+
+// maxPrograms bounds the compiled filters the keeper keeps.
+const maxPrograms = 10000
+
+// RunFresh keeps cached results and standing searches in step with the
+// offers until ctx ends: it follows every handler's change stream from
+// the position it last applied, invalidates the cached results each batch
+// of changes affects, re-evaluates the standing searches on the changed
+// offers, notifies their owners (Flow.RunFresh is the flow's service
+// ServiceFresh), and then records its new position, so a restarted keeper
+// applies a batch again rather than skip it (both steps are idempotent).
+// A search bypasses the cache while a change older than
+// Config.FreshBound is not applied (the keeper lags or is not running),
+// so a served result never misses a change older than the bound. More
+// copies are harmless. It returns nil when ctx ends.
+func (s *Flow) RunFresh(ctx context.Context) error {
+	k := &keeper{pos: map[string]string{}, ver: map[string]int64{}, programs: map[string]*program{}, priceOffers: map[string][]string{}}
+	for ctx.Err() == nil {
+		if err := s.freshStep(ctx, k); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "offer: freshness keeper step failed", "error", err)
+			select {
+			case <-ctx.Done():
+			case <-time.After(s.cfg.FreshBlock):
+			}
+		}
+	}
+	return nil
+}
+
+// freshStep reads one batch of changes (waiting up to FreshBlock), applies
+// it, and flushes the standing searches' notifications.
+func (s *Flow) freshStep(ctx context.Context, k *keeper) error {
+	k.mu.Lock()
+	defer k.mu.Unlock()
+	if len(k.pos) == 0 {
+		pos, err := s.rdb.HGetAll(ctx, freshKey).Result()
+		if err != nil {
+			return fmt.Errorf("read position: %w", err)
+		}
+		for _, h := range s.cfg.Handlers {
+			k.pos[h.Tag] = "0-0"
+			if p := pos[h.Tag]; p != "" {
+				k.pos[h.Tag] = p
+			}
+			if v, err := strconv.ParseInt(pos["v:"+h.Tag], 10, 64); err == nil {
+				k.ver[h.Tag] = v
+			}
+		}
+	}
+	streams := make([]string, 0, 2*len(s.cfg.Handlers))
+	for _, h := range s.cfg.Handlers {
+		streams = append(streams, changesKey(h.Tag))
+	}
+	for _, h := range s.cfg.Handlers {
+		streams = append(streams, k.pos[h.Tag])
+	}
+	xs, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: freshBatch, Block: s.cfg.FreshBlock}).Result()
+	if errors.Is(err, redis.Nil) {
+		// Idle: evaluate the standing searches created meanwhile.
+		return errors.Join(s.percolate(ctx, k, nil, false), s.flushOutbox(ctx))
+	}
+	if err != nil {
+		return fmt.Errorf("read changes: %w", err)
+	}
+	changes, err := s.readChanges(ctx, xs)
+	if err != nil {
+		return err
+	}
+	gap := false
+	for _, c := range changes {
+		// Versions of a handler's changes run from 1 without holes: a
+		// hole is changes trimmed before the keeper applied them.
+		if v := k.ver[c.handler]; c.version != v+1 {
+			gap = true
+		}
+		k.ver[c.handler] = c.version
+	}
+	if err := s.invalidate(ctx, k, changes, gap); err != nil {
+		return err
+	}
+	if err := s.invalidatePrices(ctx, k, changes, gap); err != nil {
+		return err
+	}
+	if err := s.percolate(ctx, k, changes, gap); err != nil {
+		return err
+	}
+	fields := []any{}
+	for _, c := range changes {
+		k.pos[c.handler] = c.entry
+	}
+	for _, h := range s.cfg.Handlers {
+		fields = append(fields, h.Tag, k.pos[h.Tag])
+		if v, ok := k.ver[h.Tag]; ok {
+			fields = append(fields, "v:"+h.Tag, v)
+		}
+	}
+	if err := s.rdb.HSet(ctx, freshKey, fields...).Err(); err != nil {
+		return fmt.Errorf("record position: %w", err)
+	}
+	now := time.Now()
+	for _, c := range changes {
+		s.met.freshDelay.Record(ctx, max(0, now.Sub(c.at).Seconds()), metric.WithAttributes(keyHandler.String(c.handler)))
+	}
+	return s.flushOutbox(ctx)
+}
+
+// freshBatch bounds the changes one step reads per handler.
+const freshBatch = 1000
+
+// readChanges decodes a read of the change streams, with each changed
+// offer's current body under its handler.
+func (s *Flow) readChanges(ctx context.Context, xs []redis.XStream) ([]change, error) {
+	var out []change
+	pipe := s.rdb.Pipeline()
+	bodies := map[string]*redis.SliceCmd{}
+	for _, x := range xs {
+		h := strings.TrimPrefix(x.Stream, catalogKey("changes")+":")
+		var ids []string
+		for _, m := range x.Messages {
+			id, _ := m.Values["id"].(string)
+			ms, _, _ := strings.Cut(m.ID, "-")
+			at, _ := strconv.ParseInt(ms, 10, 64)
+			e, _ := m.Values["e"].(string)
+			epoch, _ := strconv.ParseInt(e, 10, 64)
+			out = append(out, change{handler: h, id: id, entry: m.ID, version: changeVersion(m), epoch: epoch, at: time.UnixMilli(at)})
+			ids = append(ids, id)
+		}
+		if len(ids) > 0 {
+			bodies[h] = pipe.HMGet(ctx, offersKey(h), ids...)
+		}
+	}
+	if len(bodies) == 0 {
+		return out, nil
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("read changed offers: %w", err)
+	}
+	pos := map[string]int{}
+	for i := range out {
+		c := &out[i]
+		vals := bodies[c.handler].Val()
+		j := pos[c.handler]
+		pos[c.handler]++
+		if j >= len(vals) {
+			continue
+		}
+		if b, ok := vals[j].(string); ok {
+			o := new(Offer)
+			if err := json.Unmarshal([]byte(b), o); err != nil {
+				return nil, fmt.Errorf("decode offer %s: %w", c.id, err)
+			}
+			c.offer = o
+		}
+	}
+	return out, nil
+}
+
+// invalidateChunk is how many results one invalidate script checks.
+const invalidateChunk = 200
+
+// invalidate invalidates every live result the changes affect, or every
+// live result when all is set (changes were trimmed before the keeper
+// applied them).
+func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all bool) error {
+	nowMs := s.cfg.Now().UnixMilli()
+	pipe := s.rdb.Pipeline()
+	lives := make([]*redis.StringSliceCmd, s.cfg.Partitions)
+	for p := range s.cfg.Partitions {
+		pipe.ZRemRangeByScore(ctx, s.cfg.liveKey(p), "-inf", strconv.FormatInt(s.cfg.Now().UnixMilli(), 10))
+		lives[p] = pipe.ZRange(ctx, s.cfg.liveKey(p), 0, -1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("list live results: %w", err)
+	}
+	// Compile the filters not seen before.
+	pipe = s.rdb.Pipeline()
+	elems := map[string]*redis.StringCmd{}
+	for _, l := range lives {
+		for _, id := range l.Val() {
+			if _, ok := k.programs[id]; !ok && validResultID(id) {
+				elems[id] = pipe.HGet(ctx, s.cfg.resultKeys(id).main, "logicalElement")
+			}
+		}
+	}
+	if len(elems) > 0 {
+		_, _ = pipe.Exec(ctx)
+		if len(k.programs)+len(elems) > maxPrograms {
+			clear(k.programs)
+		}
+		for id, cmd := range elems {
+			var e Element
+			if err := json.Unmarshal([]byte(cmd.Val()), &e); err != nil || e.Validate() != nil {
+				continue // gone meanwhile: nothing to invalidate
+			}
+			p := compile(e)
+			k.programs[id] = &p
+		}
+	}
+	head := []any{nowMs, len(changes)}
+	for _, c := range changes {
+		head = append(head, c.id, c.handler, c.epoch)
+	}
+	var calls []script.Call
+	for _, l := range lives {
+		var keys []string
+		var flags []any
+		flush := func() {
+			if len(keys) > 0 {
+				calls = append(calls, script.Call{Keys: keys, Args: append(append([]any{}, head...), flags...)})
+			}
+			keys, flags = nil, nil
+		}
+		for _, id := range l.Val() {
+			prog, ok := k.programs[id]
+			if !ok {
+				continue
+			}
+			rk := s.cfg.resultKeys(id)
+			keys = append(keys, rk.main, rk.data, rk.waiting)
+			forced := s.forcedEpoch(prog, changes)
+			if all {
+				forced = math.MaxInt64
+			}
+			flags = append(flags, forced)
+			if len(keys) >= 3*invalidateChunk {
+				flush()
+			}
+		}
+		flush()
+	}
+	cmds, err := invalidateScript.RunAll(ctx, s.rdb, calls)
+	if err != nil {
+		return fmt.Errorf("invalidate: %w", err)
+	}
+	for _, c := range cmds {
+		n, err := c.Int64()
+		if err != nil {
+			return fmt.Errorf("invalidate: %w", err)
+		}
+		s.met.invalidated.Add(ctx, n)
+	}
+	return nil
+}
+
+// forcedEpoch returns the epoch of the latest change whose offer, as it
+// is now, matches prog, or 0.
+func (s *Flow) forcedEpoch(prog *program, changes []change) int64 {
+	var e int64
+	for _, c := range changes {
+		if c.offer == nil || c.epoch <= e {
+			continue
+		}
+		kind, ok := s.cfg.kindOf(c.handler)
+		if !ok {
+			continue
+		}
+		if _, _, ok := prog.eval(c.offer, kind); ok {
+			e = c.epoch
+		}
+	}
+	return e
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// CaughtUp reports whether the freshness keeper has applied every change
+// the change streams hold now.
+func (s *Flow) CaughtUp(ctx context.Context) (bool, error) {
+	pipe := s.rdb.Pipeline()
+	pos := pipe.HGetAll(ctx, freshKey)
+	last := make([]*redis.XMessageSliceCmd, len(s.cfg.Handlers))
+	for i, h := range s.cfg.Handlers {
+		last[i] = pipe.XRevRangeN(ctx, changesKey(h.Tag), "+", "-", 1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, fmt.Errorf("offer: keeper position: %w", err)
+	}
+	for i, h := range s.cfg.Handlers {
+		if xs := last[i].Val(); len(xs) > 0 && pos.Val()[h.Tag] != xs[0].ID {
+			return false, nil
+		}
+	}
+	return true, nil
+}

@@ -1,0 +1,96 @@
+package httpapi
+
+import (
+	"errors"
+	"net/http"
+
+	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flows/offer"
+)
+
+// registerStanding adds the standing-search routes: a caller's filters
+// whose result the flow keeps current, telling a notifier subscriber each
+// time it changes.
+func registerStanding(srv *api.Server, r routes) {
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/standing-searches", Tag: "offers", Scope: api.ScopeWrite,
+		Summary: "Create a standing search: its result is kept current as offers change, and the notifier subscriber is " +
+			"told of each change once (per search and result version); 409 quota_exceeded at the caller's cap",
+		Body: offer.StandingRequest{}, Response: offer.StandingSearch{}, Status: http.StatusCreated, Handler: r.createStanding})
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/standing-searches", Tag: "offers", Scope: api.ScopeRead,
+		Summary: "The caller's standing searches, a page in id order",
+		Query:   []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}}, Response: api.Page[offer.StandingSearch]{},
+		Handler: r.listStanding})
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/standing-searches/:id", Tag: "offers", Scope: api.ScopeRead,
+		Summary: "One of the caller's standing searches, with its result's version and size", Response: offer.StandingSearch{},
+		Handler: r.getStanding})
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/standing-searches/:id", Tag: "offers", Scope: api.ScopeWrite,
+		Summary: "Delete one of the caller's standing searches", Status: http.StatusNoContent, Handler: r.deleteStanding})
+}
+
+func (r routes) createStanding(c *fiber.Ctx) error {
+	var req offer.StandingRequest
+	if err := api.DecodeJSON(c, &req); err != nil {
+		return err
+	}
+	if err := req.Validate(); err != nil {
+		return api.UnprocessableEntity("invalid_standing_search", err.Error())
+	}
+	slot, err := api.Reserve(c, r.f.StandingQuota(), "standing searches")
+	if err != nil {
+		return err
+	}
+	ss, err := r.f.CreateStanding(c.UserContext(), api.Caller(c), req)
+	if err == nil {
+		err = slot.Keep(c.UserContext(), ss.ID)
+	} else if dropErr := slot.Drop(c.UserContext()); dropErr != nil {
+		return errors.Join(err, dropErr)
+	}
+	switch {
+	case errors.Is(err, offer.ErrInvalidFilter):
+		return api.UnprocessableEntity("invalid_standing_search", err.Error())
+	case errors.Is(err, offer.ErrTooManyStanding):
+		return api.Conflict("too_many_standing_searches", err.Error())
+	case err != nil:
+		return err
+	}
+	return c.Status(http.StatusCreated).JSON(ss)
+}
+
+func (r routes) listStanding(c *fiber.Ctx) error {
+	cursor, limit, err := api.PageQuery(c)
+	if err != nil {
+		return err
+	}
+	all, err := r.f.ListStanding(c.UserContext(), api.Caller(c))
+	if err != nil {
+		return err
+	}
+	return c.JSON(api.PageOf(all, func(s offer.StandingSearch) string { return s.ID }, cursor, limit))
+}
+
+func (r routes) getStanding(c *fiber.Ctx) error {
+	ss, err := r.f.GetStanding(c.UserContext(), api.Caller(c), c.Params("id"))
+	if errors.Is(err, offer.ErrNotFound) {
+		return api.NotFound("standing_search_not_found", "no standing search "+c.Params("id")+" of this caller")
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(ss)
+}
+
+func (r routes) deleteStanding(c *fiber.Ctx) error {
+	err := r.f.DeleteStanding(c.UserContext(), api.Caller(c), c.Params("id"))
+	if errors.Is(err, offer.ErrNotFound) {
+		return api.NotFound("standing_search_not_found", "no standing search "+c.Params("id")+" of this caller")
+	}
+	if err != nil {
+		return err
+	}
+	if err := r.f.StandingQuota().Release(c.UserContext(), c.Params("id")); err != nil {
+		return err
+	}
+	return c.SendStatus(http.StatusNoContent)
+}
