@@ -43,6 +43,8 @@ type Collector struct {
 	gate    *pollgate.Gate // with CollectorConfig.Shared
 	jobs    jobHeap
 	wake    chan struct{}
+	// releases is the learned release schedule (CollectorConfig.Releases).
+	releases ReleaseSchedule
 	running bool
 }
 
