@@ -45,7 +45,7 @@ type Collector struct {
 	wake    chan struct{}
 	// releases is the learned release schedule (CollectorConfig.Releases).
 	releases ReleaseSchedule
-	running bool
+	running  bool
 }
 
 // sourceState is the collector's view of one source.

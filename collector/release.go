@@ -189,7 +189,9 @@ func clusterPeaks(h map[int]map[string]bool, base, weekday, minSupport int) []Re
 // weekday and minute.
 func (s ReleaseSchedule) Peaks(sourceID, venue string) []ReleasePeak {
 	out := slices.Clone(s.peaks[sourceID][venue])
-	slices.SortFunc(out, func(a, b ReleasePeak) int { return cmp.Or(cmp.Compare(a.Weekday, b.Weekday), cmp.Compare(a.Minute, b.Minute)) })
+	slices.SortFunc(out, func(a, b ReleasePeak) int {
+		return cmp.Or(cmp.Compare(a.Weekday, b.Weekday), cmp.Compare(a.Minute, b.Minute))
+	})
 	return out
 }
 
