@@ -43,7 +43,9 @@ type Collector struct {
 	gate    *pollgate.Gate // with CollectorConfig.Shared
 	jobs    jobHeap
 	wake    chan struct{}
-	running bool
+	// releases is the learned release schedule (CollectorConfig.Releases).
+	releases ReleaseSchedule
+	running  bool
 }
 
 // sourceState is the collector's view of one source.

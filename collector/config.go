@@ -71,6 +71,9 @@ type CollectorConfig struct {
 	// Egress's transport, without redirects to other hosts. A client set
 	// here must keep to an egress policy itself.
 	HTTPClient *http.Client
+	// Releases learns each venue's release times and polls its scopes in
+	// bursts around them (see ReleaseConfig). Default: off.
+	Releases ReleaseConfig
 	// Clock is the source of time. Default SystemClock.
 	Clock Clock
 	// Telemetry supplies the tracer, meter and propagator providers and
@@ -123,6 +126,7 @@ func (c CollectorConfig) WithDefaults() CollectorConfig {
 	if c.Clock == nil {
 		c.Clock = SystemClock{}
 	}
+	c.Releases = c.Releases.WithDefaults()
 	if c.Shared != nil && c.Owner == "" {
 		c.Owner = stream.DefaultConsumerName()
 	}
@@ -152,6 +156,9 @@ func (c CollectorConfig) Validate() error {
 	}
 	if len(c.UserAgent) > 256 {
 		errs = append(errs, errors.New("user agent longer than 256 bytes"))
+	}
+	if err := c.Releases.Validate(); err != nil {
+		errs = append(errs, err)
 	}
 	if c.HTTPClient == nil || c.Clock == nil {
 		errs = append(errs, errors.New("HTTP client and clock must be set"))

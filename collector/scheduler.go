@@ -76,6 +76,9 @@ func (c *Collector) Run(ctx context.Context) error {
 		wg.Wait()
 	}()
 
+	if c.cfg.Releases.Learner != nil {
+		wg.Go(func() { c.learnLoop(ctx) })
+	}
 	var refresh <-chan time.Time
 	if c.cfg.Store != nil {
 		c.sync(ctx)
@@ -190,7 +193,7 @@ func (c *Collector) runJob(ctx context.Context, j *job) {
 	if res.outcome == OutcomeAuthExpired {
 		return // paused until the configuration changes
 	}
-	delay := c.nextDelay(src.Interval, res)
+	delay := c.releaseDelay(src, j.scope, res, c.nextDelay(src.Interval, res))
 	if gate != "" {
 		if delay, err = c.gate.Hold(ctx, gate, delay); err != nil {
 			c.log.WarnContext(ctx, "poll gate not held; another copy may poll early", "source", src.ID, "error", err)

@@ -44,7 +44,7 @@ local function run_record(status, observed, opened, closed, applied)
   emit(run_stream, 'avail.run', run_json(status, observed, opened, closed, applied))
 end
 
-local last = redis.call('HMGET', scope_hash, 'at', 'id', 'ok', 'held')
+local last = redis.call('HMGET', scope_hash, 'at', 'id', 'ok', 'held', 'okms')
 if last[1] and not newer(run_at_ms, run_id, tonumber(last[1]), last[2]) then
   run_record(ok and 'ok' or 'failed', nobs, 0, 0, false)
   return {0, 0, 0, 0, 0}
@@ -73,6 +73,10 @@ end
 -- values say when each opened (see since below).
 local baseline = not last[3]
 local prev_ok = last[3] or ''
+-- prev_ms: the previous OK run's run_at in ms, '' when not known. A
+-- release came after it: pending opens keep it ('@<ms>') so that their
+-- confirmation can tell how long the notice took at most.
+local prev_ms = last[5] or ''
 local obs = {} -- entity key -> ARGV index of its JSON
 for i = FIRST, #ARGV, 2 do obs[ARGV[i]] = i + 1 end
 local isopen, to_close, to_open = {}, {}, {}
@@ -131,7 +135,7 @@ local pend = redis.call('HGETALL', pend_key)
 local back, confirmed, hset, hdel = {}, {}, {}, {}
 for i = 1, #pend, 2 do
   local key = pend[i]
-  local kc, count, b, seen = string.match(pend[i + 1], '^([oc])(%d+)(b?):?(.*)$')
+  local kc, count, b, after, seen = string.match(pend[i + 1], '^([oc])(%d+)(b?)@?(%d*):?(.*)$')
   if not kc then return redis.error_reply('diff: corrupt pending entry of ' .. key .. ' in ' .. pend_key) end
   if (kc == 'o') ~= (obs[key] ~= nil) then
     back[key] = true
@@ -139,11 +143,11 @@ for i = 1, #pend, 2 do
   else
     count = tonumber(count) + 1
     if count >= k then
-      confirmed[#confirmed + 1] = {key, kc == 'o' and 'open' or 'close', b == 'b', seen}
+      confirmed[#confirmed + 1] = {key, kc == 'o' and 'open' or 'close', b == 'b', seen, after}
       hdel[#hdel + 1] = key
     else
       hset[#hset + 1] = key
-      hset[#hset + 1] = kc .. count .. b .. (seen ~= '' and (':' .. seen) or '')
+      hset[#hset + 1] = kc .. count .. b .. (after ~= '' and ('@' .. after) or '') .. (seen ~= '' and (':' .. seen) or '')
     end
   end
 end
@@ -230,6 +234,16 @@ local function transition(key, kind, stable, raw, base, last_seen)
 end
 
 local opened, closed, s_opened, s_closed = #to_open, #to_close, 0, 0
+-- notices: stable opens that notify and whose release is bounded; since:
+-- the earliest bound (ms) among them.
+local notices, since_ms = 0, 0
+local function notice(base, after)
+  if after ~= '' and (nfs or not base) then
+    notices = notices + 1
+    local ms = tonumber(after)
+    if since_ms == 0 or ms < since_ms then since_ms = ms end
+  end
+end
 for _, key in ipairs(to_close) do
   if back[key] then
     transition(key, 'close', false, true, false, prev_ok)
@@ -247,15 +261,21 @@ for _, key in ipairs(to_open) do
     transition(key, 'open', false, true, baseline, '')
   elseif k == 1 then
     s_opened = s_opened + 1
+    notice(baseline, prev_ms)
     transition(key, 'open', true, true, baseline, '')
   else
     hset[#hset + 1] = key
-    hset[#hset + 1] = baseline and 'o1b' or 'o1'
+    hset[#hset + 1] = (baseline and 'o1b' or 'o1') .. (prev_ms ~= '' and ('@' .. prev_ms) or '')
     transition(key, 'open', false, true, baseline, '')
   end
 end
 for _, c in ipairs(confirmed) do
-  if c[2] == 'open' then s_opened = s_opened + 1 else s_closed = s_closed + 1 end
+  if c[2] == 'open' then
+    s_opened = s_opened + 1
+    notice(c[3], c[5])
+  else
+    s_closed = s_closed + 1
+  end
   transition(c[1], c[2], true, false, c[3], c[4])
 end
 
@@ -270,7 +290,7 @@ chunked('HSET', open_key, hopen)
 chunked('HDEL', open_key, to_close)
 chunked('HDEL', pend_key, hdel)
 chunked('HSET', pend_key, hset)
-redis.call('HSET', scope_hash, 'at', ARGV[2], 'id', run_id, 'ok', run_at)
+redis.call('HSET', scope_hash, 'at', ARGV[2], 'id', run_id, 'ok', run_at, 'okms', ARGV[2])
 for _, key in ipairs({open_key, scope_hash, pend_key}) do redis.call('PEXPIRE', key, ttl) end
 -- A run that flipped something goes out on the transition stream only:
 -- {"run": run record, "transitions": [...]}, an entry per at most 64
@@ -280,7 +300,7 @@ for _, key in ipairs({open_key, scope_hash, pend_key}) do redis.call('PEXPIRE', 
 -- the run's fields to the record. Other runs go out on the run stream.
 if #out == 0 then
   run_record('ok', nobs, opened, closed, true)
-  return {1, opened, closed, s_opened, s_closed}
+  return {1, opened, closed, s_opened, s_closed, notices, since_ms}
 end
 local head = '{"run":' .. run_json('ok', nobs, opened, closed, true) .. ',"transitions":['
 local from, size = 1, 0
@@ -292,4 +312,4 @@ for i, payload in ipairs(out) do
   size = size + #payload + 1
 end
 emit(tr_stream, 'avail.transitions', head .. table.concat(out, ',', from) .. ']}')
-return {1, opened, closed, s_opened, s_closed}
+return {1, opened, closed, s_opened, s_closed, notices, since_ms}

@@ -34,6 +34,10 @@
 //     OK run: the last run in which the entity was observed. Opens carry
 //     the entity as the snapshot gave it; closes carry avail.ParseKey of
 //     the entity key plus the venue name it had when it opened.
+//   - Release bound. A stable open that notifies opened after the scope's
+//     OK run before its raw open; Result.Notices counts them and
+//     Result.ReleasedAfterMS is the earliest such run (the stage's
+//     release → notice histogram).
 //   - Sessions. A raw close also carries OpenRunID and OpenedAtMS, the run
 //     that opened the entity (its raw open), so each raw flip tells its
 //     session on its own: a raw open starts avail.SessionID(key, RunID), a
@@ -74,10 +78,12 @@
 //	                             versions: adopted into opened (with "")
 //	                             and deleted by the scope's next run
 //	ds:{avail.p}:diff:scope:<s>  HASH at (last run_at ms), id (last run_id),
-//	                             ok (run_at of the last applied OK run, as JSON text)
+//	                             ok (run_at of the last applied OK run, as JSON text),
+//	                             okms (the same in ms)
 //	ds:{avail.p}:diff:pend:<s>   HASH entity key → pending entry, only for
 //	                             entities whose raw state differs from their
-//	                             stable state: "<o|c><count>[b][:<last seen>]"
+//	                             stable state: "<o|c><count>[b][@<ms>][:<last seen>]",
+//	                             @<ms> on opens: the OK run before the raw open
 //	ds:{avail.p}:transitions     stream of runs that flipped something
 //	                             (avail.TypeTransitions: avail.RunTransitions,
 //	                             the run record and up to 64 transitions and

@@ -22,14 +22,17 @@ type Model struct {
 
 // modelScope is the state the script keeps in the scope's three keys.
 type modelScope struct {
-	hasRun  bool
-	lastAt  int64 // run_at in ms of the last applied run
-	lastID  string
-	hasOK   bool
-	lastOK  time.Time // run_at of the last applied OK run
-	open    map[string]opening
-	pending map[string]Pending
-	held    string // the run the guard held last, when it was the last run
+	hasRun bool
+	lastAt int64 // run_at in ms of the last applied run
+	lastID string
+	hasOK  bool
+	lastOK time.Time // run_at of the last applied OK run
+	// lastOKms is lastOK in Unix ms as the script keeps it; 0 before the
+	// first OK run.
+	lastOKms int64
+	open     map[string]opening
+	pending  map[string]Pending
+	held     string // the run the guard held last, when it was the last run
 }
 
 // opening is the run that raw-opened an entity, and its venue name then.
@@ -86,8 +89,8 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 	s.held = ""
 
 	k := stabilization(snap)
-	baseline, prevOK := !s.hasOK, s.lastOK
-	s.hasOK, s.lastOK = true, snap.RunAt
+	baseline, prevOK, prevMS := !s.hasOK, s.lastOK, s.lastOKms
+	s.hasOK, s.lastOK, s.lastOKms = true, snap.RunAt, at
 	var toOpen []avail.Entity
 	for _, e := range obs {
 		if _, open := s.open[e.Key]; !open {
@@ -121,6 +124,14 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 
 	var res Result
 	var out []Transition
+	notice := func(base bool, after int64) {
+		if after != 0 && (snap.NotifyFirstSight || !base) {
+			res.Notices++
+			if res.ReleasedAfterMS == 0 || after < res.ReleasedAfterMS {
+				res.ReleasedAfterMS = after
+			}
+		}
+	}
 	emit := func(e avail.Entity, kind string, stable, raw, base bool, lastSeen time.Time) {
 		out = append(out, newTransition(snap, traceID, e, kind, stable, raw, base, lastSeen))
 	}
@@ -151,9 +162,10 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 			emit(e, avail.KindOpen, false, true, baseline, time.Time{})
 		case k == 1:
 			res.StableOpened++
+			notice(baseline, prevMS)
 			emit(e, avail.KindOpen, true, true, baseline, time.Time{})
 		default:
-			s.pending[e.Key] = Pending{Kind: avail.KindOpen, Count: 1, Baseline: baseline}
+			s.pending[e.Key] = Pending{Kind: avail.KindOpen, Count: 1, Baseline: baseline, ReleasedAfterMS: prevMS}
 			emit(e, avail.KindOpen, false, true, baseline, time.Time{})
 		}
 	}
@@ -162,6 +174,7 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 		if c.p.Kind == avail.KindOpen {
 			e = byKey[c.key]
 			res.StableOpened++
+			notice(c.p.Baseline, c.p.ReleasedAfterMS)
 		} else {
 			res.StableClosed++
 		}

@@ -24,7 +24,8 @@ import (
 // traceparent, trace id, state TTL (ms), guard min, guard share (‰), then
 // one (entity key, entity) pair per observed entity, the entity as
 // entityArg gives it. It returns {applied (1; 0: late or replayed; 2:
-// held), opened, closed, stable opened, stable closed}.
+// held), opened, closed, stable opened, stable closed[, notices, released
+// after (ms)]} (see Result).
 //
 //go:embed diff.lua
 var luaSource string
@@ -176,14 +177,18 @@ func entityArg(dst []byte, e avail.Entity, at int, extras map[string]int) []byte
 // parseReply reads the script's {applied, opened, closed, stable opened,
 // stable closed}.
 func parseReply(r []int64) (Result, error) {
-	if len(r) != 5 {
-		return Result{}, fmt.Errorf("diff: script replied %v, want 5 integers", r)
+	if len(r) != 5 && len(r) != 7 {
+		return Result{}, fmt.Errorf("diff: script replied %v, want 5 or 7 integers", r)
 	}
 	if r[0] == 2 {
 		return Result{Held: true}, nil
 	}
-	return Result{Applied: r[0] == 1, Opened: int(r[1]), Closed: int(r[2]),
-		StableOpened: int(r[3]), StableClosed: int(r[4])}, nil
+	res := Result{Applied: r[0] == 1, Opened: int(r[1]), Closed: int(r[2]),
+		StableOpened: int(r[3]), StableClosed: int(r[4])}
+	if len(r) == 7 {
+		res.Notices, res.ReleasedAfterMS = int(r[5]), r[6]
+	}
+	return res, nil
 }
 
 // traceParent returns a well-formed W3C traceparent (version 00) and its

@@ -3,6 +3,7 @@ package diff
 import (
 	"context"
 	"errors"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 	gotel "go.opentelemetry.io/otel"
@@ -35,7 +36,19 @@ const (
 	// MetricObservations counts the entities observed by applied OK runs.
 	// Int64Counter, unit {observation}.
 	MetricObservations = "dropstream.diff.observations"
+	// MetricReleaseToNotice is, for each stable open that notifies, the
+	// time from the scope's last OK run before the open was first seen
+	// (the release came after it) to the diff appending the stable open,
+	// which the watchers' notices follow within milliseconds: an upper
+	// bound of the release → notice latency, the availability SLO.
+	// Float64Histogram, unit s, attribute provider. Prometheus:
+	// dropstream_availability_release_to_notice_seconds.
+	MetricReleaseToNotice = "dropstream.availability.release_to_notice"
 )
+
+// releaseBuckets are MetricReleaseToNotice's bucket bounds, in seconds:
+// from bursts of a few seconds to an interval or two of a minute and more.
+var releaseBuckets = []float64{1, 2.5, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600}
 
 // NewStage returns the "avail-diff" stage, a batch stage: it consumes
 // topics.Snapshots and applies each batch read from a partition with
@@ -81,6 +94,7 @@ type handler struct {
 	topics       avail.Topics
 	guard        Guard
 	transitions  metric.Int64Counter
+	release      metric.Float64Histogram
 	runs         metric.Int64Counter
 	observations metric.Int64Counter
 	// Option slices built once: [kind open/close][phase raw/stable].
@@ -94,6 +108,9 @@ func (h *handler) counters(meter metric.Meter) {
 		metric.WithDescription("Transitions appended by the diff stage, by kind and phase."), metric.WithUnit("{transition}"))
 	h.observations, _ = meter.Int64Counter(MetricObservations,
 		metric.WithDescription("Entities observed by applied runs."), metric.WithUnit("{observation}"))
+	h.release, _ = meter.Float64Histogram(MetricReleaseToNotice,
+		metric.WithDescription("Release → notice latency, at most: from the last OK run before an opening was first seen to its stable open."),
+		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(releaseBuckets...))
 	h.runs, _ = meter.Int64Counter(MetricRuns,
 		metric.WithDescription("Snapshots handled by the diff stage, by status and whether they were applied."), metric.WithUnit("{run}"))
 	for i, kind := range []string{avail.KindOpen, avail.KindClose} {
@@ -269,6 +286,13 @@ func (h *handler) record(snap avail.Snapshot, res Result) {
 	h.runs.Add(bg, 1, h.runOpts[ok][applied]...)
 	if snap.OK && res.Applied {
 		h.observations.Add(bg, int64(len(snap.Entities)))
+	}
+	if res.Notices > 0 && res.ReleasedAfterMS > 0 {
+		lat := max(0, time.Since(time.UnixMilli(res.ReleasedAfterMS)).Seconds())
+		opt := metric.WithAttributes(attribute.String("provider", snap.Provider))
+		for range res.Notices {
+			h.release.Record(bg, lat, opt)
+		}
 	}
 	for i, n := range [2][2]int{{res.Opened, res.StableOpened}, {res.Closed, res.StableClosed}} {
 		for j, c := range n {

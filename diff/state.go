@@ -60,9 +60,10 @@ func ReadState(ctx context.Context, rdb redis.UniversalClient, topics avail.Topi
 }
 
 // pendingRE matches a pending entry: kind, count, baseline flag, last seen.
-var pendingRE = regexp.MustCompile(`^([oc])([0-9]+)(b?):?(.*)$`)
+var pendingRE = regexp.MustCompile(`^([oc])([0-9]+)(b?)@?([0-9]*):?(.*)$`)
 
-// parsePending decodes a pending entry "<o|c><count>[b][:<last seen>]".
+// parsePending decodes a pending entry
+// "<o|c><count>[b][@<released after ms>][:<last seen>]".
 func parsePending(v string) (Pending, error) {
 	m := pendingRE.FindStringSubmatch(v)
 	if m == nil {
@@ -77,7 +78,12 @@ func parsePending(v string) (Pending, error) {
 		p.Kind = avail.KindClose
 	}
 	if m[4] != "" {
-		if p.LastSeen, err = time.Parse(time.RFC3339Nano, m[4]); err != nil {
+		if p.ReleasedAfterMS, err = strconv.ParseInt(m[4], 10, 64); err != nil {
+			return Pending{}, fmt.Errorf("pending entry %q: %w", v, err)
+		}
+	}
+	if m[5] != "" {
+		if p.LastSeen, err = time.Parse(time.RFC3339Nano, m[5]); err != nil {
 			return Pending{}, fmt.Errorf("pending entry %q: last seen: %w", v, err)
 		}
 	}

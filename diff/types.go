@@ -41,6 +41,13 @@ type Result struct {
 	// StableOpened and StableClosed count stable transitions, including
 	// the combined raw+stable ones of stabilization 1.
 	StableOpened, StableClosed int
+	// Notices counts the stable opens that notify and whose release time
+	// is bounded: each opened after the scope's OK run before its raw
+	// open. ReleasedAfterMS is the earliest of those runs' run_at in Unix
+	// ms (0 with no notices): a release → notice latency is at most the
+	// time from it to the notice.
+	Notices         int
+	ReleasedAfterMS int64
 }
 
 // Pending is an entity whose raw state differs from its stable state and
@@ -57,6 +64,10 @@ type Pending struct {
 	// LastSeen is, for a close, the run_at of the last run that observed
 	// the entity open; zero for opens.
 	LastSeen time.Time
+	// ReleasedAfterMS is, for an open, the run_at in Unix ms of the
+	// scope's OK run before the one that first saw it (it opened after);
+	// 0 when not known.
+	ReleasedAfterMS int64
 }
 
 // State is the diff state of one scope.

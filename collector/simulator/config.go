@@ -3,6 +3,7 @@ package simulator
 import (
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 )
 
@@ -15,7 +16,19 @@ const (
 	MaxSlotsPerVenue = 28
 	// MaxSlots bounds the model: venues × dates × party sizes × slots.
 	MaxSlots = 1 << 20
+	// MaxReleases bounds Config.Releases.
+	MaxReleases = 100_000
 )
+
+// Release is a date a venue releases at a scheduled time.
+type Release struct {
+	// Venue is the venue's numeric id (1001…); 0: every venue.
+	Venue int64
+	// Date is the released date, one of Config.Dates.
+	Date string
+	// At is when the date comes out.
+	At time.Time
+}
 
 // Config describes the simulated world. The zero value is valid: every zero
 // field takes its documented default.
@@ -48,6 +61,14 @@ type Config struct {
 	// AutoTick, when positive, makes Start tick the model at that interval
 	// (for the demo). Default 0: the model changes only on Tick or Advance.
 	AutoTick time.Duration
+	// Releases hold back dates until a scheduled time, as a venue that
+	// releases its tables for a new date at a set time of day: before
+	// Release.At the release's venue has no slots on its date, after it the
+	// model's slots. Default none: every date is out from the start.
+	Releases []Release
+	// Now is the simulator's clock, read to tell whether a release is out.
+	// Default time.Now.
+	Now func() time.Time
 	// Token, when set, is the bearer token every request must carry
 	// ("Authorization: Bearer <token>"); others get 401. Default empty: no
 	// authentication. SetToken changes it, as a provider expiring a token.
@@ -70,6 +91,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.OpenFraction == 0 {
 		c.OpenFraction = 0.5
+	}
+	if c.Now == nil {
+		c.Now = time.Now
 	}
 	return c
 }
@@ -111,6 +135,20 @@ func (c Config) Validate() error {
 	}
 	if c.AutoTick < 0 {
 		errs = append(errs, fmt.Errorf("auto tick %s is negative", c.AutoTick))
+	}
+	if len(c.Releases) > MaxReleases {
+		errs = append(errs, fmt.Errorf("%d releases exceed %d", len(c.Releases), MaxReleases))
+	}
+	for i, r := range c.Releases {
+		if !slices.Contains(c.Dates, r.Date) {
+			errs = append(errs, fmt.Errorf("release %d: date %q is not one of the dates", i, r.Date))
+		}
+		if r.Venue != 0 && (r.Venue < 1001 || r.Venue > 1000+int64(c.Venues)) {
+			errs = append(errs, fmt.Errorf("release %d: venue %d is not simulated", i, r.Venue))
+		}
+		if r.At.IsZero() {
+			errs = append(errs, fmt.Errorf("release %d: no time", i))
+		}
 	}
 	if len(c.Token) > 4096 {
 		errs = append(errs, errors.New("token longer than 4096 bytes"))

@@ -19,6 +19,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"time"
 
 	"github.com/dropstream/dropstream/avail"
 )
@@ -63,6 +64,9 @@ type Simulator struct {
 	token    string
 	failures []*Failure
 	requests []Request
+	// releases holds, by venue index and date index, when the date comes
+	// out for the venue; absent: out from the start.
+	releases map[[2]int]time.Time
 }
 
 // New builds the model at tick 0.
@@ -85,6 +89,16 @@ func New(cfg Config) (*Simulator, error) {
 	}
 	for i, p := range cfg.PartySizes {
 		s.sizes[p] = i
+	}
+	for _, r := range cfg.Releases {
+		for vi, v := range s.venues {
+			if r.Venue == 0 || r.Venue == v.ID {
+				if s.releases == nil {
+					s.releases = map[[2]int]time.Time{}
+				}
+				s.releases[[2]int{vi, s.dates[r.Date]}] = r.At
+			}
+		}
 	}
 	n := cfg.Venues * len(cfg.Dates) * len(cfg.PartySizes) * cfg.SlotsPerVenue
 	s.open = make([]bool, n)
@@ -179,21 +193,30 @@ func (s *Simulator) lookup(venueID, query, date string, party int) []venueSlots 
 	defer s.mu.Unlock()
 	di, okDate := s.dates[date]
 	pi, okSize := s.sizes[party]
-	var out []venueSlots
+	now := s.cfg.Now()
+	var res []venueSlots
 	for vi, v := range s.venues {
 		if !matches(v, venueID, query) {
 			continue
 		}
 		vs := venueSlots{venue: v}
-		for t := 0; okDate && okSize && t < s.cfg.SlotsPerVenue; t++ {
+		out := okDate && s.releasedLocked(vi, di, now)
+		for t := 0; out && okSize && t < s.cfg.SlotsPerVenue; t++ {
 			if s.open[s.index(vi, di, pi, t)] {
 				vs.slots = append(vs.slots, Slot{Venue: v, Date: date, Time: slotTime(t), PartySize: party,
 					Type: seatingTypes[(vi+t)%len(seatingTypes)]})
 			}
 		}
-		out = append(out, vs)
+		res = append(res, vs)
 	}
-	return out
+	return res
+}
+
+// releasedLocked reports whether date number di is out for venue number vi
+// at now (see Config.Releases).
+func (s *Simulator) releasedLocked(vi, di int, now time.Time) bool {
+	at, held := s.releases[[2]int{vi, di}]
+	return !held || !now.Before(at)
 }
 
 // OpenSlots returns the slots open now in scope (venue, date, party size and

@@ -80,6 +80,7 @@ var Vars = []flow.Var{
 	{Name: VarGuardMin, Kind: flow.Int, Default: "10", Usage: "a run closing more than this many entities of a scope, and more than DROPSTREAM_AVAIL_GUARD_SHARE of its open ones, is held until the next run confirms it (a blank or blocked page); 0 turns the guard off"},
 	{Name: VarGuardShare, Default: "0.5", Usage: "share (0..1) of a scope's open entities a run may close at once before the guard holds it"},
 	{Name: VarQuotaSources, Kind: flow.Int, Default: "100", Usage: "sources each API key (each client address on an open API) may create; beyond it 409 quota_exceeded; 0: no cap"},
+	releaseVars[0],
 }
 
 // Flow is the availability flow, built over the app's Redis.
@@ -114,8 +115,12 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if f.log == nil {
 		f.log = slog.Default()
 	}
+	releases, err := releaseConfig(d.Settings, d.ClickHouse)
+	if err != nil {
+		return nil, err
+	}
 	if f.collector, err = collector.NewCollector(f.topics, d.Publisher, collector.CollectorConfig{Store: f.sources, Shared: d.Redis,
-		Egress: f.egress}); err != nil {
+		Egress: f.egress, Releases: releases}); err != nil {
 		return nil, fmt.Errorf("collector: %w", err)
 	}
 	if f.projection, err = writer.NewProjection(d.Redis, writer.ProjectionConfig{Partitions: d.Settings.Partitions}, d.Telemetry); err != nil {

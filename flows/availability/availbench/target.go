@@ -35,8 +35,24 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 	fs.IntVar(&bc.AnalyticsCopies, "analytics-copies", 1, "copies of each analytics stage")
 	fs.IntVar(&bc.DiffBatch, "diff-batch", 0, "XREADGROUP COUNT of the diff stage (0: the stage's default)")
 	fs.BoolVar(&bc.Keep, "keep", false, "keep the Redis keys and the ClickHouse database")
+	var release bool
+	var rc ReleaseConfig
+	fs.BoolVar(&release, "release", false, "instead: release → webhook latency on the simulator with daily releases, at the fixed interval, then with learned release times (Redis only)")
+	fs.IntVar(&rc.Venues, "release-venues", 20, "--release: simulated venues, one watcher each")
+	fs.IntVar(&rc.HistoryDays, "release-history-days", 3, "--release: days at the fixed interval, learned from")
+	fs.IntVar(&rc.LearnedDays, "release-learned-days", 3, "--release: days with bursts around the learned times")
+	fs.DurationVar(&rc.Interval, "release-interval", time.Minute, "--release: the sources' poll interval")
+	fs.DurationVar(&rc.Burst, "release-burst", 5*time.Second, "--release: the poll interval around a learned release")
+	fs.Float64Var(&rc.Scale, "release-scale", 60, "--release: virtual time runs this many times faster than the wall clock (processing time is multiplied by it too)")
 	return flow.BenchRun{
 		Check: func(env flow.BenchEnv) error {
+			if release {
+				if env.RedisURL == "" {
+					return errors.New("bench availability --release needs a real Redis: set --redis-url")
+				}
+				rc = rc.WithDefaults()
+				return rc.Validate()
+			}
 			if env.RedisURL == "" || env.ClickHouseDSN == "" {
 				return errors.New("bench availability needs a real Redis and ClickHouse: set --redis-url and --clickhouse-dsn")
 			}
@@ -45,6 +61,17 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 			return bc.Validate()
 		},
 		Run: func(ctx context.Context, env flow.BenchEnv) error {
+			if release {
+				rc.Telemetry, rc.Progress = env.Telemetry, env.Progress
+				fmt.Fprintf(env.Stdout, "bench availability --release: %s, %d venues, interval %s, burst %s, k %d, virtual clock ×%g, GOMAXPROCS %d\n",
+					env.RedisName, rc.Venues, rc.Interval, rc.Burst, rc.Stabilization, rc.Scale, runtime.GOMAXPROCS(0))
+				res, err := RunRelease(ctx, env.Redis, rc)
+				if err != nil {
+					return err
+				}
+				PrintRelease(env.Stdout, rc, res)
+				return nil
+			}
 			bc.Telemetry, bc.Progress = env.Telemetry, env.Progress
 			fmt.Fprintf(env.Stdout, "bench availability: %s, %d scopes × %d entities = %d, churn %g, %d runs, %d partitions, GOMAXPROCS %d\n",
 				env.RedisName, bc.Scopes, bc.PerScope, bc.Scopes*bc.PerScope, bc.Churn, bc.Runs, bc.Partitions, runtime.GOMAXPROCS(0))
@@ -76,4 +103,15 @@ func Print(w io.Writer, bc Config, r Result) {
 	fmt.Fprintf(w, "(d) redis memory: %.1f bytes/entity after the baseline run (%d bytes for %d entities), %.1f after stabilization [target ≤ %d: %s]\n",
 		r.MemoryAfterBaseline.PerEntity(), r.MemoryAfterBaseline.Bytes, r.MemoryAfterBaseline.Entities, r.MemorySteady.PerEntity(),
 		TargetBytesPerEntity, flow.Verdict(r.MemoryAfterBaseline.PerEntity() <= TargetBytesPerEntity))
+}
+
+// PrintRelease writes the release bench's figures.
+func PrintRelease(w io.Writer, rc ReleaseConfig, r ReleaseResult) {
+	line := func(name string, l ReleaseLatency) {
+		fmt.Fprintf(w, "%s: %d of %d notices, release → webhook p50 %s, p99 %s, max %s, %d polls\n", name, l.Received, l.Expected,
+			l.P50.Round(100*time.Millisecond), l.P99.Round(100*time.Millisecond), l.Max.Round(100*time.Millisecond), l.Polls)
+	}
+	line(fmt.Sprintf("fixed interval %s (%d days)", rc.Interval, rc.HistoryDays), r.Fixed)
+	line(fmt.Sprintf("learned, bursts every %s (%d days)", rc.Burst, rc.LearnedDays), r.Learned)
+	fmt.Fprintf(w, "learned peaks of the first venue: %+v\n", r.Peaks)
 }

@@ -1,0 +1,313 @@
+package collector
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"time"
+)
+
+// Defaults of ReleaseConfig.
+const (
+	DefaultReleaseBurst      = 5 * time.Second
+	DefaultReleaseBefore     = 2 * time.Minute
+	DefaultReleaseAfter      = 3 * time.Minute
+	DefaultReleaseMinSupport = 3
+	DefaultReleaseRefresh    = 10 * time.Minute
+	// MaxReleaseObservations bounds what one learning reads.
+	MaxReleaseObservations = 100_000
+)
+
+// ReleaseObservation is the first opening of a new date of a venue: the
+// run_at of the first raw open of any of its slots, when the scope had been
+// observed before (not a baseline).
+type ReleaseObservation struct {
+	SourceID string
+	Venue    string
+	Date     string
+	At       time.Time
+}
+
+// ReleaseLearner reads the recent release observations, at most
+// MaxReleaseObservations of them.
+type ReleaseLearner interface {
+	ReleaseObservations(ctx context.Context) ([]ReleaseObservation, error)
+}
+
+// ReleaseConfig is the learning of release times: from the history of
+// first openings, each venue's release minutes (by weekday, and daily) are
+// learned, and the scopes of that venue are polled every Burst from Before
+// to After around them, at their normal interval otherwise. Bursts keep to
+// the provider host's rate limit and to Retry-After pauses like every
+// poll; after a failed run the normal backoff applies. The zero value is
+// off (no Learner).
+type ReleaseConfig struct {
+	// Learner reads the history. Default nil: learning off.
+	Learner ReleaseLearner
+	// Burst is the poll interval around a learned release, MinInterval..
+	// Before. Default 5s, scaled by the jitter.
+	Burst time.Duration
+	// Before and After bound the burst around a learned release minute.
+	// Default 2m and 3m.
+	Before, After time.Duration
+	// MinSupport is the number of distinct days a release minute must be
+	// seen on (within a minute) to be kept, 1..100. Default 3.
+	MinSupport int
+	// Refresh is how often Run learns again. Default 10m.
+	Refresh time.Duration
+	// Location is the time zone of the minutes and weekdays. Default UTC.
+	Location *time.Location
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c ReleaseConfig) WithDefaults() ReleaseConfig {
+	c.Burst = cmp.Or(c.Burst, DefaultReleaseBurst)
+	c.Before = cmp.Or(c.Before, DefaultReleaseBefore)
+	c.After = cmp.Or(c.After, DefaultReleaseAfter)
+	c.MinSupport = cmp.Or(c.MinSupport, DefaultReleaseMinSupport)
+	c.Refresh = cmp.Or(c.Refresh, DefaultReleaseRefresh)
+	if c.Location == nil {
+		c.Location = time.UTC
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c ReleaseConfig) Validate() error {
+	var errs []error
+	if c.Burst < MinInterval || c.Burst > c.Before {
+		errs = append(errs, fmt.Errorf("release burst %s out of range %s..%s", c.Burst, MinInterval, c.Before))
+	}
+	if c.Before <= 0 || c.After <= 0 || c.Before+c.After > time.Hour {
+		errs = append(errs, fmt.Errorf("release window -%s..+%s: want positive bounds within an hour", c.Before, c.After))
+	}
+	if c.MinSupport < 1 || c.MinSupport > 100 {
+		errs = append(errs, fmt.Errorf("release min support %d out of range 1..100", c.MinSupport))
+	}
+	if c.Refresh < time.Second {
+		errs = append(errs, fmt.Errorf("release refresh %s below 1s", c.Refresh))
+	}
+	return errors.Join(errs...)
+}
+
+// Daily is ReleasePeak.Weekday of a minute seen on any weekday.
+const Daily = -1
+
+// ReleasePeak is a learned release minute of a venue.
+type ReleasePeak struct {
+	// Weekday is the day it applies to (time.Weekday), or Daily.
+	Weekday int
+	// Minute is the minute of the day, 0..1439.
+	Minute int
+	// Support is the number of distinct days it was seen on.
+	Support int
+}
+
+// ReleaseSchedule holds the learned release peaks by source id and venue.
+type ReleaseSchedule struct {
+	peaks map[string]map[string][]ReleasePeak
+	loc   *time.Location
+}
+
+// LearnReleases builds the schedule of obs: for every source and venue,
+// the minutes of day of its first openings are counted once per day, per
+// weekday and over all days; runs of neighbouring minutes form a cluster,
+// and a cluster seen on at least minSupport distinct days is a peak at its
+// busiest minute (the earliest of equals). Times are read in loc.
+func LearnReleases(obs []ReleaseObservation, minSupport int, loc *time.Location) ReleaseSchedule {
+	type venueKey struct{ source, venue string }
+	// days[venue][(weekday or 7 for daily)*1440 + minute] = distinct days
+	days := map[venueKey]map[int]map[string]bool{}
+	for _, o := range obs {
+		k := venueKey{o.SourceID, o.Venue}
+		h := days[k]
+		if h == nil {
+			h = map[int]map[string]bool{}
+			days[k] = h
+		}
+		t := o.At.In(loc)
+		m, day := t.Hour()*60+t.Minute(), t.Format(time.DateOnly)
+		for _, w := range []int{int(t.Weekday()), 7} {
+			if h[w*minutesPerDay+m] == nil {
+				h[w*minutesPerDay+m] = map[string]bool{}
+			}
+			h[w*minutesPerDay+m][day] = true
+		}
+	}
+	s := ReleaseSchedule{peaks: map[string]map[string][]ReleasePeak{}, loc: loc}
+	for k, h := range days {
+		var peaks []ReleasePeak
+		for w := range 8 {
+			weekday := w
+			if w == 7 {
+				weekday = Daily
+			}
+			peaks = append(peaks, clusterPeaks(h, w*minutesPerDay, weekday, minSupport)...)
+		}
+		if len(peaks) == 0 {
+			continue
+		}
+		if s.peaks[k.source] == nil {
+			s.peaks[k.source] = map[string][]ReleasePeak{}
+		}
+		s.peaks[k.source][k.venue] = peaks
+	}
+	return s
+}
+
+// minutesPerDay is the number of minutes of a day.
+const minutesPerDay = 1440
+
+// clusterPeaks returns the peaks of one day of histogram h (distinct days
+// per minute), whose minute m is at h[base+m].
+func clusterPeaks(h map[int]map[string]bool, base, weekday, minSupport int) []ReleasePeak {
+	var out []ReleasePeak
+	for m := 0; m < minutesPerDay; {
+		if len(h[base+m]) == 0 {
+			m++
+			continue
+		}
+		support, best := map[string]bool{}, m
+		for ; m < minutesPerDay && len(h[base+m]) > 0; m++ {
+			for d := range h[base+m] {
+				support[d] = true
+			}
+			if len(h[base+m]) > len(h[base+best]) {
+				best = m
+			}
+		}
+		if len(support) >= minSupport {
+			out = append(out, ReleasePeak{Weekday: weekday, Minute: best, Support: len(support)})
+		}
+	}
+	return out
+}
+
+// Peaks returns the peaks of a source's venue, daily ones first, then by
+// weekday and minute.
+func (s ReleaseSchedule) Peaks(sourceID, venue string) []ReleasePeak {
+	out := slices.Clone(s.peaks[sourceID][venue])
+	slices.SortFunc(out, func(a, b ReleasePeak) int {
+		return cmp.Or(cmp.Compare(a.Weekday, b.Weekday), cmp.Compare(a.Minute, b.Minute))
+	})
+	return out
+}
+
+// Len is the number of venues with peaks.
+func (s ReleaseSchedule) Len() int {
+	n := 0
+	for _, v := range s.peaks {
+		n += len(v)
+	}
+	return n
+}
+
+// window reports, for the scope of a source's venue ("" for a scope over
+// all its venues) at now, whether now is within a burst window (and its
+// end), else the start of the next window after now within a day (zero
+// when none).
+func (s ReleaseSchedule) window(sourceID, venue string, now time.Time, before, after time.Duration) (in bool, next time.Time) {
+	venues := s.peaks[sourceID]
+	if len(venues) == 0 {
+		return false, time.Time{}
+	}
+	local := now.In(s.loc)
+	midnight := time.Date(local.Year(), local.Month(), local.Day(), 0, 0, 0, 0, s.loc)
+	for v, peaks := range venues {
+		if venue != "" && v != venue {
+			continue
+		}
+		for _, p := range peaks {
+			for day := -1; day <= 1; day++ {
+				d := midnight.AddDate(0, 0, day)
+				if p.Weekday != Daily && int(d.Weekday()) != p.Weekday {
+					continue
+				}
+				at := d.Add(time.Duration(p.Minute) * time.Minute)
+				start, end := at.Add(-before), at.Add(after)
+				if !now.Before(start) && now.Before(end) {
+					return true, time.Time{}
+				}
+				if start.After(now) && (next.IsZero() || start.Before(next)) {
+					next = start
+				}
+			}
+		}
+	}
+	return false, next
+}
+
+// Learn reads the release observations of CollectorConfig.Releases'
+// learner and makes their schedule the collector's. Run calls it at start
+// and every Refresh.
+func (c *Collector) Learn(ctx context.Context) error {
+	rc := c.cfg.Releases
+	if rc.Learner == nil {
+		return errors.New("collector: learning needs CollectorConfig.Releases.Learner")
+	}
+	obs, err := rc.Learner.ReleaseObservations(ctx)
+	if err != nil {
+		return fmt.Errorf("collector: learn release times: %w", err)
+	}
+	if len(obs) > MaxReleaseObservations {
+		obs = obs[:MaxReleaseObservations]
+	}
+	s := LearnReleases(obs, rc.MinSupport, rc.Location)
+	c.mu.Lock()
+	c.releases = s
+	c.mu.Unlock()
+	return nil
+}
+
+// Releases returns the learned release schedule.
+func (c *Collector) Releases() ReleaseSchedule {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.releases
+}
+
+// learnLoop learns at once and every Refresh until ctx ends.
+func (c *Collector) learnLoop(ctx context.Context) {
+	for {
+		if err := c.Learn(ctx); err != nil && ctx.Err() == nil {
+			c.log.WarnContext(ctx, "release times not learned; keeping the last ones", "error", err)
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-c.cfg.Clock.Alarm(c.cfg.Clock.Now().Add(c.cfg.Releases.Refresh)):
+		}
+	}
+}
+
+// releaseDelay shortens delay, the normal delay before polling scope
+// number scope of src again, around the learned releases of its venue:
+// within a burst window to the (jittered) burst interval, and before one to
+// the window's start. After a failed run the delay (its backoff) stands;
+// after a 429 within a window the next poll waits for the Retry-After, or a
+// burst interval if longer.
+func (c *Collector) releaseDelay(src Source, scope int, res pollResult, delay time.Duration) time.Duration {
+	rc := c.cfg.Releases
+	throttled := res.outcome == OutcomeThrottled
+	if rc.Learner == nil || (res.outcome != OutcomeOK && !throttled) || scope >= len(src.Scopes) {
+		return delay
+	}
+	c.mu.Lock()
+	s := c.releases
+	c.mu.Unlock()
+	now := c.cfg.Clock.Now()
+	in, next := s.window(src.ID, src.Scopes[scope].Venue, now, rc.Before, rc.After)
+	switch {
+	case in && throttled:
+		return min(delay, max(c.jitter(rc.Burst), res.retryAfter))
+	case throttled:
+		return delay
+	case in:
+		return min(delay, c.jitter(rc.Burst))
+	case !next.IsZero() && next.Sub(now) < delay:
+		return next.Sub(now)
+	}
+	return delay
+}

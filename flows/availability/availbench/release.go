@@ -1,0 +1,367 @@
+package availbench
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"slices"
+	"strconv"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/avail/availjson"
+	"github.com/dropstream/dropstream/collector"
+	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// ReleaseConfig describes the release bench: Venues simulated venues
+// release a new date every day at ReleaseAt; one source polls a scope per
+// venue and date at Interval; each venue has a webhook watcher. The first
+// HistoryDays run at the fixed interval; their first opens are then
+// learned (collector.LearnReleases) and LearnedDays run with bursts around
+// the learned minute. Zero fields take their defaults.
+type ReleaseConfig struct {
+	// Venues is the number of venues, 1..100. Default 20.
+	Venues int
+	// HistoryDays and LearnedDays, each 1..30. Default 3 and 3.
+	HistoryDays, LearnedDays int
+	// Interval is the sources' poll interval. Default 60s.
+	Interval time.Duration
+	// Burst is the poll interval around a learned release. Default 5s.
+	Burst time.Duration
+	// Stabilization is the sources' k. Default 2.
+	Stabilization int
+	// Scale is how much faster than the wall clock the virtual clock runs,
+	// 1..600. Default 60.
+	Scale float64
+	// ReleaseAt is the release's time of day (UTC). Default 10:00.
+	ReleaseAt time.Duration
+	// Telemetry instruments the stages; Progress receives progress lines.
+	Telemetry stream.Telemetry
+	Progress  func(line string)
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c ReleaseConfig) WithDefaults() ReleaseConfig {
+	set := func(v *int, d int) {
+		if *v == 0 {
+			*v = d
+		}
+	}
+	set(&c.Venues, 20)
+	set(&c.HistoryDays, 3)
+	set(&c.LearnedDays, 3)
+	set(&c.Stabilization, 2)
+	if c.Interval == 0 {
+		c.Interval = 60 * time.Second
+	}
+	if c.Burst == 0 {
+		c.Burst = 5 * time.Second
+	}
+	if c.Scale == 0 {
+		c.Scale = 60
+	}
+	if c.ReleaseAt == 0 {
+		c.ReleaseAt = 10 * time.Hour
+	}
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c ReleaseConfig) Validate() error {
+	var errs []error
+	if c.Venues < 1 || c.Venues > 100 {
+		errs = append(errs, fmt.Errorf("availbench: venues %d out of range 1..100", c.Venues))
+	}
+	if c.HistoryDays < 1 || c.HistoryDays > 30 || c.LearnedDays < 1 || c.LearnedDays > 30 {
+		errs = append(errs, fmt.Errorf("availbench: days %d and %d out of range 1..30", c.HistoryDays, c.LearnedDays))
+	}
+	if c.Interval < collector.MinInterval || c.Interval > time.Hour || c.Burst < collector.MinInterval || c.Burst > c.Interval {
+		errs = append(errs, fmt.Errorf("availbench: interval %s and burst %s: want 1s ≤ burst ≤ interval ≤ 1h", c.Interval, c.Burst))
+	}
+	if c.Stabilization < 1 || c.Stabilization > collector.MaxStabilization {
+		errs = append(errs, fmt.Errorf("availbench: stabilization %d out of range 1..%d", c.Stabilization, collector.MaxStabilization))
+	}
+	if !(c.Scale >= 1 && c.Scale <= 600) {
+		errs = append(errs, fmt.Errorf("availbench: scale %v out of range 1..600", c.Scale))
+	}
+	if c.ReleaseAt < 10*time.Minute || c.ReleaseAt > 23*time.Hour {
+		errs = append(errs, fmt.Errorf("availbench: release at %s out of range 10m..23h", c.ReleaseAt))
+	}
+	return errors.Join(errs...)
+}
+
+// ReleaseLatency is the release → webhook latency of one phase, in virtual
+// time.
+type ReleaseLatency struct {
+	// Expected and Received count the notices (one per open slot of a
+	// released date and watcher).
+	Expected, Received int
+	P50, P99, Max      time.Duration
+	// Polls is the number of requests the simulator answered in the phase.
+	Polls int64
+}
+
+// ReleaseResult is what RunRelease measured.
+type ReleaseResult struct {
+	Fixed, Learned ReleaseLatency
+	// Peaks are the learned release peaks of the first venue.
+	Peaks []collector.ReleasePeak
+}
+
+// benchDay0 is the first day of the release bench.
+var benchDay0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
+
+// RunRelease runs the release bench on rdb (an empty database, emptied
+// again at the end): the production collector (collector.Run's schedule on
+// a virtual clock) polling the simulator over HTTP, the normalizer, diff,
+// projection and watcher stages, and a webhook receiver.
+func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfig) (res ReleaseResult, err error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return res, err
+	}
+	days := cfg.HistoryDays + cfg.LearnedDays
+	b, err := Open(ctx, rdb, Config{Scopes: cfg.Venues, PerScope: 1, Partitions: 1, Telemetry: cfg.Telemetry, Progress: cfg.Progress})
+	if err != nil {
+		return res, err
+	}
+	defer func() { err = errors.Join(err, b.Close()) }()
+	done := make(chan struct{})
+	defer close(done)
+	clock := newVClock(benchDay0.Add(cfg.ReleaseAt-4*time.Minute), cfg.Scale, done)
+
+	// The simulator: a new date per day, released at ReleaseAt.
+	var dates []string
+	var releases []simulator.Release
+	for d := range days {
+		day := benchDay0.AddDate(0, 0, d)
+		date := day.AddDate(0, 0, 30).Format(time.DateOnly)
+		dates = append(dates, date)
+		releases = append(releases, simulator.Release{Date: date, At: day.Add(cfg.ReleaseAt)})
+	}
+	simCfg := simulator.Config{Venues: cfg.Venues, Dates: dates, PartySizes: []int{2}, Now: clock.Now}
+	// full is the same static world with every date out: the slots each
+	// release opens, hence the notices expected.
+	full, err := simulator.New(simCfg)
+	if err != nil {
+		return res, err
+	}
+	simCfg.Releases = releases
+	sim, err := simulator.New(simCfg)
+	if err != nil {
+		return res, err
+	}
+	var polls atomic.Int64
+	simSrv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		polls.Add(1)
+		sim.ServeHTTP(w, r)
+	}))
+	defer simSrv.Close()
+	recv := &releaseReceiver{clock: clock, at: map[string]time.Time{}, seen: map[string]bool{}}
+	for _, r := range releases {
+		recv.at[r.Date] = r.At
+	}
+	hook := httptest.NewServer(recv)
+	defer hook.Close()
+
+	// The pipeline after the collector, and a watcher per venue.
+	store, stages, release, err := b.pipeline(hook.Listener.Addr().String())
+	if err != nil {
+		return res, err
+	}
+	defer release()
+	stages = append(stages, collector.NewNormalizer(b.topics, b.pub))
+	stop, err := b.run(ctx, 1, stages...)
+	if err != nil {
+		return res, err
+	}
+	defer stop()
+	var scopes []avail.Scope
+	for _, v := range sim.Venues() {
+		id := strconv.FormatInt(v.ID, 10)
+		if _, err := store.Create(ctx, watch.Watcher{Name: "release " + id, Provider: "resy", Venue: id,
+			Channel: notifier.ChannelWebhook, WebhookURL: hook.URL + "/hook"}); err != nil {
+			return res, fmt.Errorf("availbench: watcher: %w", err)
+		}
+		for _, d := range dates {
+			scopes = append(scopes, avail.Scope{Venue: id, Date: d, PartySize: 2})
+		}
+	}
+
+	// The collector, as the flow runs it, on the virtual clock.
+	policy, err := egress.New(egress.Config{Allow: []string{simSrv.Listener.Addr().String()}})
+	if err != nil {
+		return res, err
+	}
+	learner := &streamLearner{b: b}
+	c, err := collector.NewCollector(b.topics, b.pub, collector.CollectorConfig{Egress: policy, Clock: clock, Telemetry: cfg.Telemetry,
+		Releases: collector.ReleaseConfig{Learner: learner, Burst: cfg.Burst, Refresh: 24 * time.Hour}})
+	if err != nil {
+		return res, err
+	}
+	defer func() { _ = c.Close() }()
+	learner.off.Store(true) // nothing to learn before the history
+	if err := c.Upsert(collector.Source{ID: "sim", Provider: "resy", BaseURL: simSrv.URL, Scopes: scopes,
+		Interval: cfg.Interval, Stabilization: cfg.Stabilization, RateLimit: 100}); err != nil {
+		return res, err
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	runDone := make(chan error, 1)
+	go func() { runDone <- c.Run(runCtx) }()
+	defer func() { cancel(); err = errors.Join(err, <-runDone) }()
+
+	for d := range days {
+		phase := &res.Fixed
+		if d == cfg.HistoryDays {
+			learner.off.Store(false)
+			if err := c.Learn(ctx); err != nil {
+				return res, err
+			}
+			res.Peaks = c.Releases().Peaks("sim", strconv.FormatInt(sim.Venues()[0].ID, 10))
+			b.progress("release: learned %d venues' release times, first venue %+v", c.Releases().Len(), res.Peaks)
+		}
+		if d >= cfg.HistoryDays {
+			phase = &res.Learned
+		}
+		day := benchDay0.AddDate(0, 0, d)
+		clock.JumpTo(day.Add(cfg.ReleaseAt - 4*time.Minute))
+		p0 := polls.Load()
+		want := 0
+		for _, v := range full.Venues() {
+			want += len(full.Open("resy", avail.Scope{Venue: strconv.FormatInt(v.ID, 10), Date: dates[d], PartySize: 2}))
+		}
+		phase.Expected += want
+		deadline := day.Add(cfg.ReleaseAt + 30*time.Minute)
+		for recv.count(dates[d]) < want && clock.Now().Before(deadline) {
+			select {
+			case <-ctx.Done():
+				return res, ctx.Err()
+			case <-time.After(5 * time.Millisecond):
+			}
+		}
+		phase.Polls += polls.Load() - p0
+		b.progress("release: day %d (%s): %d/%d notices", d+1, dates[d], recv.count(dates[d]), want)
+	}
+	res.Fixed.Received, res.Fixed.P50, res.Fixed.P99, res.Fixed.Max = recv.summary(dates[:cfg.HistoryDays])
+	res.Learned.Received, res.Learned.P50, res.Learned.P99, res.Learned.Max = recv.summary(dates[cfg.HistoryDays:])
+	return res, nil
+}
+
+// releaseReceiver is the webhook endpoint: it records each notice's
+// virtual receive time − its date's release time, once per watcher and
+// event.
+type releaseReceiver struct {
+	clock *vclock
+	at    map[string]time.Time // release time by date; read only
+
+	mu   sync.Mutex
+	seen map[string]bool
+	lat  map[string][]time.Duration // by date
+}
+
+func (r *releaseReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
+	now := r.clock.Now()
+	var ev watch.OpenEvent
+	if err := json.NewDecoder(req.Body).Decode(&ev); err != nil {
+		http.Error(w, err.Error(), http.StatusBadRequest)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+	at, ok := r.at[ev.Entity.Date]
+	if !ok || ev.Event != watch.EventAvailabilityOpen {
+		return
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	key := ev.WatcherID + "/" + ev.EventID
+	if r.seen[key] {
+		return
+	}
+	r.seen[key] = true
+	if r.lat == nil {
+		r.lat = map[string][]time.Duration{}
+	}
+	r.lat[ev.Entity.Date] = append(r.lat[ev.Entity.Date], now.Sub(at))
+}
+
+func (r *releaseReceiver) count(date string) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return len(r.lat[date])
+}
+
+// summary returns the notices of dates and their latency quantiles.
+func (r *releaseReceiver) summary(dates []string) (n int, p50, p99, maxLat time.Duration) {
+	r.mu.Lock()
+	var lat []time.Duration
+	for _, d := range dates {
+		lat = append(lat, r.lat[d]...)
+	}
+	r.mu.Unlock()
+	if len(lat) == 0 {
+		return 0, 0, 0, 0
+	}
+	slices.Sort(lat)
+	q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
+	return len(lat), q(0.50), q(0.99), lat[len(lat)-1]
+}
+
+// streamLearner is the bench's collector.ReleaseLearner: the rule of the
+// flow's ClickHouse learner (the first raw open of a source's venue and
+// date, not of a baseline) applied to the transitions stream the bench
+// keeps in Redis.
+type streamLearner struct {
+	b   *Harness
+	off atomic.Bool
+}
+
+func (l *streamLearner) ReleaseObservations(ctx context.Context) ([]collector.ReleaseObservation, error) {
+	if l.off.Load() {
+		return nil, nil
+	}
+	type key struct{ source, venue, date string }
+	first := map[key]avail.Transition{}
+	t := l.b.topics.Transitions
+	for p := range t.Partitions {
+		xs, err := l.b.rdb.XRange(ctx, t.Stream(p), "-", "+").Result()
+		if err != nil {
+			return nil, err
+		}
+		for _, x := range xs {
+			typ, _ := x.Values["type"].(string)
+			payload, _ := x.Values["payload"].(string)
+			ts, err := availjson.DecodeTransitions(typ, []byte(payload))
+			if err != nil {
+				return nil, err
+			}
+			for _, tr := range ts {
+				if !tr.Raw || tr.Kind != avail.KindOpen || tr.Entity.Venue == "" {
+					continue
+				}
+				k := key{tr.SourceID, tr.Entity.Venue, tr.Entity.Date}
+				if f, ok := first[k]; !ok || tr.RunAt.Before(f.RunAt) {
+					first[k] = tr
+				}
+			}
+		}
+	}
+	var out []collector.ReleaseObservation
+	for k, tr := range first {
+		if !tr.Baseline {
+			out = append(out, collector.ReleaseObservation{SourceID: k.source, Venue: k.venue, Date: k.date, At: tr.RunAt})
+		}
+	}
+	return out, nil
+}
