@@ -142,9 +142,11 @@ return #ids`)
 // attemptOf is the attempt number of a request message: its MetaAttempt,
 // plus the runtime's redeliveries of this very entry.
 func attemptOf(m *stream.Message) int {
-	n, err := strconv.Atoi(m.Metadata[MetaAttempt])
-	if err != nil || n < 1 {
-		n = 1
+	n := 1
+	if v, ok := m.Metadata[MetaAttempt]; ok { // a first attempt carries none: no parse error to build
+		if a, err := strconv.Atoi(v); err == nil && a > 1 {
+			n = a
+		}
 	}
 	return n + max(m.Attempt, 1) - 1
 }

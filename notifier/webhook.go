@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/url"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -101,8 +102,7 @@ func (c WebhookConfig) Validate() error {
 
 // WebhookChannel posts notifications as signed JSON to the recipient's URL.
 type WebhookChannel struct {
-	cfg    WebhookConfig
-	client *http.Client
+	cfg WebhookConfig
 }
 
 // NewWebhookChannel returns the "webhook" channel.
@@ -121,14 +121,7 @@ func NewWebhookChannel(cfg WebhookConfig) (*WebhookChannel, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	client := &http.Client{
-		Transport: cfg.Transport,
-		Timeout:   cfg.Timeout,
-		CheckRedirect: func(*http.Request, []*http.Request) error {
-			return http.ErrUseLastResponse
-		},
-	}
-	return &WebhookChannel{cfg: cfg, client: client}, nil
+	return &WebhookChannel{cfg: cfg}, nil
 }
 
 // Name returns ChannelWebhook.
@@ -152,9 +145,19 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 		HeaderEventID:   {n.EventID},
 		HeaderSignature: {Sign(n.Recipient.Secret, n.Body, w.cfg.Now())},
 	}
+	if u := req.URL.User; u != nil {
+		// Credentials in the URL, as http.Client sends them.
+		pass, _ := u.Password()
+		req.SetBasicAuth(u.Username(), pass)
+	}
 	w.cfg.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	resp, err := w.client.Do(req)
+	// One round trip on the transport, as an http.Client that follows no
+	// redirect would send it, without the client's per-request work (a
+	// second deadline timer, a copy of the headers for redirects): the
+	// context's deadline bounds the send and the reading of the answer.
+	resp, err := w.cfg.Transport.RoundTrip(req)
 	if err != nil {
+		err = &url.Error{Op: "Post", URL: n.Recipient.Address, Err: err}
 		class := egress.Classify(err)
 		if class == egress.ClassDenied {
 			return stream.Permanent(&DeliveryError{Channel: ChannelWebhook, Class: class, Err: err})

@@ -173,6 +173,64 @@ func TestWebhookChannel_failures(t *testing.T) {
 			t.Errorf("Send took %v with a 100ms timeout", took)
 		}
 	})
+	t.Run("timeout is classified as a timeout", func(t *testing.T) {
+		release := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		}))
+		defer srv.Close()
+		defer close(release)
+		err := newWebhook(t, WebhookConfig{Timeout: 100 * time.Millisecond}).Send(context.Background(), testNotification(srv.URL))
+		var de *DeliveryError
+		if !errors.As(err, &de) || de.Class != egress.ClassTimeout || !de.Retryable {
+			t.Errorf("Send to a stuck server = %v, want a retryable *DeliveryError of class %q", err, egress.ClassTimeout)
+		}
+	})
+	t.Run("answer whose body stalls ends at the timeout", func(t *testing.T) {
+		release := make(chan struct{})
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			w.WriteHeader(http.StatusOK)
+			_, _ = w.Write([]byte("partial"))
+			w.(http.Flusher).Flush()
+			select {
+			case <-r.Context().Done():
+			case <-release:
+			}
+		}))
+		defer srv.Close()
+		defer close(release)
+		done := make(chan error, 1)
+		go func() {
+			done <- newWebhook(t, WebhookConfig{Timeout: 100 * time.Millisecond}).Send(context.Background(), testNotification(srv.URL))
+		}()
+		select {
+		case err := <-done:
+			if err != nil {
+				t.Errorf("Send of a 200 whose body stalls = %v, want delivered", err)
+			}
+		case <-time.After(10 * time.Second):
+			t.Fatal("Send still reading a stalled answer 10s after its 100ms timeout")
+		}
+	})
+	t.Run("credentials in the URL are sent as basic auth", func(t *testing.T) {
+		got := make(chan string, 1)
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			user, pass, _ := r.BasicAuth()
+			got <- user + ":" + pass
+			w.WriteHeader(http.StatusNoContent)
+		}))
+		defer srv.Close()
+		u := strings.Replace(srv.URL, "http://", "http://hook:s3cret@", 1)
+		if err := newWebhook(t, WebhookConfig{}).Send(context.Background(), testNotification(u)); err != nil {
+			t.Fatalf("Send: %v", err)
+		}
+		if a := <-got; a != "hook:s3cret" {
+			t.Errorf("basic auth %q, want hook:s3cret", a)
+		}
+	})
 	t.Run("response body is read bounded", func(t *testing.T) {
 		written := make(chan int64, 1)
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
