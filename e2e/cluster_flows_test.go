@@ -450,4 +450,5 @@ func offerSearch(t *testing.T, nodes string) {
 			t.Fatalf("order price #%d = %+v, %v; want complete %d cached %v", i+1, op, err, wantPrice, wantCached)
 		}
 	}
+	offerFreshness(t, svc, a, preq, wantPrice)
 }

@@ -41,6 +41,7 @@ var clusterScenarios = []struct {
 	{"ledger effects", ledgerEffects},
 	{"sample flow", sampleFlow},
 	{"checkout saga", checkoutSaga},
+	{"checkout cancel", checkoutCancel},
 	{"comic flow", comicFlow},
 	{"offer search", offerSearch},
 	{"notifier stores", notifierStores},
