@@ -23,8 +23,8 @@ import (
 
 // feedFlow polls two feeds (of different partitions) on the cluster: each
 // item of a pair manager's subscribable is delivered once in a collection
-// of two, an excluded item is skipped, and a deleted subscribable releases
-// its open collection.
+// of two, an excluded item is skipped, a deleted subscribable releases
+// its open collection, and a 308 moves a feed's stored URL.
 func feedFlow(t *testing.T, nodes string) {
 	ctx := context.Background()
 	rdb := dial(t, nodes)

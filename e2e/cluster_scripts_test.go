@@ -27,7 +27,7 @@ import (
 )
 
 // clusterScenarios drive dropstream's code on a private Redis Cluster (its
-// node list is the argument). TestClusterScripts_everyScriptRanOnCluster
+// node list is the argument). TestCluster_scenariosRunEveryScript
 // runs them all, then checks that every Lua script of the module ran there.
 // To cover a new script, add a scenario here that makes it run on the
 // cluster and checks its outcome (or extend an existing one).
