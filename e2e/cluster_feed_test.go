@@ -8,6 +8,7 @@ import (
 	"net/http/httptest"
 	"reflect"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -22,8 +23,8 @@ import (
 
 // feedFlow polls two feeds (of different partitions) on the cluster: each
 // item of a pair manager's subscribable is delivered once in a collection
-// of two, an excluded item is skipped, and a deleted subscribable releases
-// its open collection.
+// of two, an excluded item is skipped, a deleted subscribable releases
+// its open collection, and a 308 moves a feed's stored URL.
 func feedFlow(t *testing.T, nodes string) {
 	ctx := context.Background()
 	rdb := dial(t, nodes)
@@ -43,8 +44,23 @@ func feedFlow(t *testing.T, nodes string) {
 		}
 	}
 	for name, sim := range sims {
-		mux.Handle(paths[name], sim)
+		if name != "a" {
+			mux.Handle(paths[name], sim)
+		}
 	}
+	// Once moved, feed "a" answers a permanent redirect to its new URL.
+	const movedPath = "/a-moved.xml"
+	var moved atomic.Bool
+	var redirects atomic.Int64
+	mux.Handle(movedPath, sims["a"])
+	mux.Handle(paths["a"], http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if moved.Load() {
+			redirects.Add(1)
+			http.Redirect(w, r, movedPath, http.StatusPermanentRedirect)
+			return
+		}
+		sims["a"].ServeHTTP(w, r)
+	}))
 
 	tel := quietTel()
 	ledger, err := notifier.NewDeliveryLedger(rdb, notifier.DeliveryLedgerConfig{Lease: time.Second})
@@ -146,6 +162,27 @@ func feedFlow(t *testing.T, nodes string) {
 	}
 	if got := log.collections(); !reflect.DeepEqual(got, want) {
 		t.Errorf("collections sent %v, want %v", got, want)
+	}
+
+	// A 308 moves feed "a": its stored URL becomes the new one, its id
+	// stays, and polling the stored feed no longer meets the redirect.
+	moved.Store(true)
+	pollAll(t0.Add(26 * time.Minute))
+	got, err := fl.Store().Feed(ctx, feeds["a"].ID)
+	if err != nil || got.URL != srv.URL+movedPath {
+		t.Fatalf("feed a after a 308: %+v, %v; want its URL moved to %s", got, err, srv.URL+movedPath)
+	}
+	if other, err := fl.Store().Feed(ctx, feeds["b"].ID); err != nil || other.URL != srv.URL+paths["b"] {
+		t.Errorf("feed b after a's move: %+v, %v; want its URL kept", other, err)
+	}
+	seen := redirects.Load()
+	if seen == 0 {
+		t.Fatal("the old URL of feed a answered no redirect")
+	}
+	feeds["a"] = got
+	pollAll(t0.Add(27 * time.Minute))
+	if n := redirects.Load(); n != seen {
+		t.Errorf("polling the moved feed met %d more redirects, want none", n-seen)
 	}
 }
 

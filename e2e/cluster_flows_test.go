@@ -390,7 +390,7 @@ func mapsEqual[K comparable](a, b map[K]int) bool {
 
 // offerSearch seeds offers, deletes one, and runs a search (fan-out to the
 // handler stages, fan-in), its cached repeat, a page of its result and an
-// order price, on the cluster.
+// order price, on the cluster; then the freshness keeper (offerFreshness).
 func offerSearch(t *testing.T, nodes string) {
 	ctx := context.Background()
 	rdb := dial(t, nodes)
@@ -450,4 +450,5 @@ func offerSearch(t *testing.T, nodes string) {
 			t.Fatalf("order price #%d = %+v, %v; want complete %d cached %v", i+1, op, err, wantPrice, wantCached)
 		}
 	}
+	offerFreshness(t, svc, a, preq, wantPrice)
 }

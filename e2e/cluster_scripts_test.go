@@ -27,7 +27,7 @@ import (
 )
 
 // clusterScenarios drive dropstream's code on a private Redis Cluster (its
-// node list is the argument). TestClusterScripts_everyScriptRanOnCluster
+// node list is the argument). TestCluster_scenariosRunEveryScript
 // runs them all, then checks that every Lua script of the module ran there.
 // To cover a new script, add a scenario here that makes it run on the
 // cluster and checks its outcome (or extend an existing one).
@@ -41,24 +41,35 @@ var clusterScenarios = []struct {
 	{"ledger effects", ledgerEffects},
 	{"sample flow", sampleFlow},
 	{"checkout saga", checkoutSaga},
+	{"checkout cancel", checkoutCancel},
 	{"comic flow", comicFlow},
 	{"offer search", offerSearch},
 	{"notifier stores", notifierStores},
 	{"notifier delivery", notifierDelivery},
 	{"feed flow", feedFlow},
 	{"projection sweep", projectionSweep},
+	{"watcher update", watcherUpdate},
 }
 
 // scriptsRunElsewhere are scripts run on a Redis Cluster by another test.
 // A script in neither this list nor a scenario fails the test, so new
 // scripts are not forgotten.
 var scriptsRunElsewhere = map[string]string{
-	"stream/streamtest/ledger.go:credit":       "TestConformance_redisCluster (stream)",
-	"internal/pollgate/pollgate.go:takeScript": "TestGate_oneCopyPollsWhileTheGateIsClosed/redis-cluster (internal/pollgate)",
-	"internal/pollgate/pollgate.go:holdScript": "TestGate_oneCopyPollsWhileTheGateIsClosed/redis-cluster (internal/pollgate)",
-	"internal/pollgate/pollgate.go:openScript": "TestGate_oneCopyPollsWhileTheGateIsClosed/redis-cluster (internal/pollgate)",
-	"collector/shared.go:healthScript":         "TestCollector_copiesShareTheSourceHealth/redis-cluster (collector)",
-	"collector/shared.go:unflipScript":         "TestCollector_copiesShareTheSourceHealth/redis-cluster (collector)",
+	"stream/streamtest/ledger.go:credit":            "TestConformance_redisCluster (stream)",
+	"internal/pollgate/pollgate.go:takeScript":      "TestGate_oneCopyPollsWhileTheGateIsClosed/redis-cluster (internal/pollgate)",
+	"internal/pollgate/pollgate.go:holdScript":      "TestGate_oneCopyPollsWhileTheGateIsClosed/redis-cluster (internal/pollgate)",
+	"internal/pollgate/pollgate.go:openScript":      "TestGate_oneCopyPollsWhileTheGateIsClosed/redis-cluster (internal/pollgate)",
+	"collector/shared.go:healthScript":              "TestCollector_copiesShareTheSourceHealth/redis-cluster (collector)",
+	"collector/shared.go:unflipScript":              "TestCollector_copiesShareTheSourceHealth/redis-cluster (collector)",
+	"internal/quota/quota.go:claimScript":           "TestQuota_capsEachOwner/redis-cluster (internal/quota)",
+	"internal/quota/quota.go:releaseScript":         "TestQuota_capsEachOwner/redis-cluster (internal/quota)",
+	"internal/quota/reserve.go:keepScript":          "TestReservation_holdsASlotUntilKeptOrDropped/redis-cluster (internal/quota)",
+	"internal/recordstore/recordstore.go:putScript": "TestList_pagesExactly/redis-cluster/hash and /keys (internal/recordstore)",
+	"stream/accounting.go:trimScript":               "TestConformance_redisCluster/redis-cluster/Trim_keepsUnacknowledged (stream)",
+	"stream/consumers.go:renewLease":                "TestConformance_redisCluster/redis-cluster/Consumer_takenOver (stream)",
+	"stream/deadletter.go:deadLetterScript":         "TestConformance_redisCluster/redis-cluster/DeadLetter_afterMaxDeliveries (stream)",
+	"stream/delay.go:parkScript":                    "TestConformance_redisCluster/redis-cluster/DelayedRetry_doesNotBlockThePartition (stream)",
+	"stream/inflight.go:refreshScript":              "TestConformance_redisCluster/redis-cluster/SlowBatch_notHandledTwice (stream)",
 }
 
 // scriptsOnlyInTests are scripts no production code runs (only their
@@ -67,7 +78,7 @@ var scriptsRunElsewhere = map[string]string{
 var scriptsOnlyInTests = map[string]string{}
 
 // TestCluster_scenariosRunEveryScript finds every Lua script of the module
-// (redis.NewScript and stream.NewEffect in non-test files), runs the
+// (redis.NewScript, script.New and stream.NewEffect in non-test files), runs the
 // cluster scenarios on a private 3-master Redis Cluster with every command
 // logged (SLOWLOG with a threshold of 0) and every script loaded on every
 // node (so a script run through redis.Script.Run is an EVALSHA naming it;
@@ -244,7 +255,7 @@ type script struct {
 	src   string // its source; "" for effects, whose wrapper is the stream package's
 }
 
-// findScripts returns every redis.NewScript and stream.NewEffect call of
+// findScripts returns every redis.NewScript, script.New and stream.NewEffect call of
 // the non-test Go files under root with its source's SHA1. The source must
 // be a constant string expression: literals, package-level constants and
 // variables of literals, //go:embed files, and + of those.
@@ -358,7 +369,8 @@ func packageScripts(t *testing.T, root, dir string) []script {
 	return out
 }
 
-// scriptCall tells what a call makes: "script" (redis.NewScript), "effect"
+// scriptCall tells what a call makes: "script" (redis.NewScript or
+// script.New, the internal/script package's EVALSHA wrapper), "effect"
 // (stream.NewEffect or NewEffect inside package stream), "effect-wrapper"
 // (the NewScript inside stream.NewEffect), or "".
 func scriptCall(c *ast.CallExpr) string {
@@ -370,6 +382,8 @@ func scriptCall(c *ast.CallExpr) string {
 			if id, ok := c.Args[0].(*ast.Ident); ok && id.Name == "src" {
 				return "effect-wrapper"
 			}
+			return "script"
+		case ok && x.Name == "script" && fn.Sel.Name == "New":
 			return "script"
 		case ok && x.Name == "stream" && fn.Sel.Name == "NewEffect":
 			return "effect"

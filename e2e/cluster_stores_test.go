@@ -2,11 +2,15 @@ package e2e
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"slices"
 	"testing"
 	"time"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/digest"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/notifier/throttle"
@@ -157,5 +161,60 @@ func projectionSweep(t *testing.T, nodes string) {
 	}
 	if live != entities-len(expired) {
 		t.Errorf("%d open entities listed after the sweep, want %d", live, entities-len(expired))
+	}
+}
+
+// watcherUpdate patches a watcher on the cluster (PATCH of a watcher):
+// moved to another venue and renamed, it matches the new venue's slots
+// and no longer the old one's, and reads back as patched.
+func watcherUpdate(t *testing.T, nodes string) {
+	ctx := context.Background()
+	rdb := dial(t, nodes)
+	store, err := watch.NewStore(rdb, watch.StoreConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const provider = "updatetest"
+	slot := func(venue string) avail.Entity {
+		return avail.Entity{Key: avail.SlotKey(provider, venue, "2026-03-02", "19:00", 2), Kind: avail.EntitySlot,
+			Provider: provider, Venue: venue, Date: "2026-03-02", Time: "19:00", PartySize: 2}
+	}
+	matches := func(venue string) []string {
+		t.Helper()
+		ws, err := store.Match(ctx, slot(venue))
+		if err != nil {
+			t.Fatalf("match a slot of %s: %v", venue, err)
+		}
+		var ids []string
+		for _, w := range ws {
+			ids = append(ids, w.ID)
+		}
+		return ids
+	}
+	w, err := store.Create(ctx, watch.Watcher{Name: "before", Provider: provider, Venue: "old",
+		Channel: notifier.ChannelWebhook, WebhookURL: "https://hooks.example/update"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := matches("old"); !slices.Equal(got, []string{w.ID}) {
+		t.Fatalf("before the update, a slot of the old venue matches %v, want %s", got, w.ID)
+	}
+	name, venue := "after", "new"
+	up, err := store.Update(ctx, w.ID, watch.Patch{Name: &name, Venue: &venue})
+	if err != nil || up.Name != "after" || up.Venue != "new" || up.ID != w.ID {
+		t.Fatalf("Update = %+v, %v; want watcher %s renamed after, on venue new", up, err, w.ID)
+	}
+	if got, err := store.Get(ctx, w.ID); err != nil || got.Name != "after" || got.Venue != "new" {
+		t.Fatalf("Get after the update = %+v, %v; want it patched", got, err)
+	}
+	if got := matches("new"); !slices.Equal(got, []string{w.ID}) {
+		t.Errorf("a slot of the new venue matches %v, want %s", got, w.ID)
+	}
+	if got := matches("old"); len(got) != 0 {
+		t.Errorf("a slot of the old venue still matches %v after the watcher moved", got)
+	}
+	missing := "gone"
+	if _, err := store.Update(ctx, "w_0123456789abcdef0123456789ab", watch.Patch{Name: &missing}); !errors.Is(err, watch.ErrNotFound) {
+		t.Errorf("update of an unknown watcher: %v, want ErrNotFound", err)
 	}
 }
