@@ -57,18 +57,23 @@ func (f *churnFleet) next(s int) avail.Snapshot {
 // BenchmarkApply measures observations per second through the diff script
 // on a real redis-server: scopes of 100 entities, 1% churn per run, one
 // script per round trip (Apply) or 100 per pipeline (ApplyBatch). One op
-// is one snapshot.
+// is one snapshot. kPerVenue=4 turns per-venue stabilization on
+// (PerVenueMaxK 4).
 func BenchmarkApply(b *testing.B) {
 	const scopes, perScope = 1000, 100
 	cases := []struct {
 		batch int
 		guard *Guard
-	}{{1, nil}, {100, nil}, {100, &DefaultGuard}}
+		maxK  int
+	}{{1, nil, 0}, {100, nil, 0}, {100, &DefaultGuard, 0}, {100, nil, 4}}
 	for _, tc := range cases {
-		batch, guard := tc.batch, tc.guard
+		batch, guard, maxK := tc.batch, tc.guard, tc.maxK
 		name := fmt.Sprintf("batch=%d", batch)
 		if guard != nil {
 			name += "/guard=on"
+		}
+		if maxK > 0 {
+			name += fmt.Sprintf("/kPerVenue=%d", maxK)
 		}
 		b.Run(name, func(b *testing.B) {
 			rdb := testenv.Dial(b, testenv.RedisURL(b))
@@ -79,7 +84,7 @@ func BenchmarkApply(b *testing.B) {
 			for range 2 { // baseline, then its confirmation: steady state
 				warm = warm[:0]
 				for s := range scopes {
-					warm = append(warm, Input{Snapshot: fleet.next(s), TraceParent: testTraceParent})
+					warm = append(warm, Input{Snapshot: fleet.next(s), TraceParent: testTraceParent, PerVenueMaxK: maxK})
 				}
 				if _, err := ApplyBatch(ctx, rdb, topics, warm); err != nil {
 					b.Fatal(err)
@@ -93,11 +98,11 @@ func BenchmarkApply(b *testing.B) {
 			for i := 0; i < b.N; i += batch {
 				n := min(batch, b.N-i)
 				for j := range n {
-					inputs[j] = Input{Snapshot: fleet.next(next), TraceParent: testTraceParent, Guard: guard}
+					inputs[j] = Input{Snapshot: fleet.next(next), TraceParent: testTraceParent, Guard: guard, PerVenueMaxK: maxK}
 					next = (next + 1) % scopes
 				}
 				var err error
-				if batch == 1 && guard == nil {
+				if batch == 1 && guard == nil && maxK == 0 {
 					_, err = Apply(ctx, rdb, topics, inputs[0].Snapshot, inputs[0].TraceParent)
 				} else {
 					_, err = ApplyBatch(ctx, rdb, topics, inputs[:n])

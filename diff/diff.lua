@@ -1,13 +1,14 @@
 -- diff.lua applies one snapshot of one scope atomically; see script.go for
 -- KEYS and ARGV and the package documentation for the semantics. Every read
 -- and check comes before the first write: Redis does not roll a script back.
-local open_key, scope_hash, pend_key, tr_stream, run_stream, legacy_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local open_key, scope_hash, pend_key, tr_stream, run_stream, legacy_key, flaps_key = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local run_id, run_at_ms, run_at, started_at = ARGV[1], tonumber(ARGV[2]), ARGV[3], ARGV[4]
 local scope, source_id, provider = ARGV[5], ARGV[6], ARGV[7]
 local ok, err_msg, k, nfs = ARGV[8] == '1', ARGV[9], tonumber(ARGV[10]), ARGV[11] == '1'
 local traceparent, trace_id, ttl = ARGV[12], ARGV[13], ARGV[14]
 local guard_min, guard_permille = tonumber(ARGV[15]), tonumber(ARGV[16])
-local FIRST = 17 -- ARGV[FIRST..] are (entity key, entity) pairs: see entity_json
+local maxk = tonumber(ARGV[17]) -- per-venue stabilization's largest k; 0: off
+local FIRST = 18 -- ARGV[FIRST..] are (entity key, entity) pairs: see entity_json
 local nobs = (#ARGV - FIRST + 1) / 2
 
 -- newer reports whether (at, id) orders after (last_at, last_id): run_at
@@ -44,6 +45,9 @@ local function run_record(status, observed, opened, closed, applied)
   emit(run_stream, 'avail.run', run_json(status, observed, opened, closed, applied))
 end
 
+local state_keys = {open_key, scope_hash, pend_key}
+if maxk > 0 then state_keys[4] = flaps_key end
+
 local last = redis.call('HMGET', scope_hash, 'at', 'id', 'ok', 'held', 'okms')
 if last[1] and not newer(run_at_ms, run_id, tonumber(last[1]), last[2]) then
   run_record(ok and 'ok' or 'failed', nobs, 0, 0, false)
@@ -51,7 +55,7 @@ if last[1] and not newer(run_at_ms, run_id, tonumber(last[1]), last[2]) then
 end
 if not ok then
   redis.call('HSET', scope_hash, 'at', ARGV[2], 'id', run_id)
-  for _, key in ipairs({open_key, scope_hash, pend_key}) do redis.call('PEXPIRE', key, ttl) end
+  for _, key in ipairs(state_keys) do redis.call('PEXPIRE', key, ttl) end
   run_record('failed', 0, 0, 0, true)
   return {1, 0, 0, 0, 0}
 end
@@ -109,7 +113,7 @@ end
 if guard_min > 0 and #to_close > guard_min and #to_close * 1000 > guard_permille * #open_keys then
   if not last[4] then
     redis.call('HSET', scope_hash, 'at', ARGV[2], 'id', run_id, 'held', run_id)
-    for _, key in ipairs({open_key, scope_hash, pend_key}) do redis.call('PEXPIRE', key, ttl) end
+    for _, key in ipairs(state_keys) do redis.call('PEXPIRE', key, ttl) end
     run_record('held', nobs, 0, #to_close, false)
     return {2, 0, 0, 0, 0}
   end
@@ -130,15 +134,64 @@ local since = {}
 local vals = chunked('HMGET', open_key, to_close)
 for j, key in ipairs(to_close) do since[key] = vals[j] or '' end
 
+-- Per-venue stabilization: each venue's flap record (opens, flaps), and
+-- the k of each venue the run looks at, chosen from the record as it
+-- stood before the run (see pervenue.go).
+local vcnt, vk = {}, {}
+if maxk > 0 then
+  local h = redis.call('HGETALL', flaps_key)
+  for i = 1, #h, 2 do
+    local o, f = string.match(h[i + 1], '^(%d+):(%d+)$')
+    if not o then return redis.error_reply('diff: corrupt flap record of ' .. h[i] .. ' in ' .. flaps_key) end
+    vcnt[h[i]] = {tonumber(o), tonumber(f)}
+  end
+end
+local function venue_of(key)
+  local i = string.find(key, '|', 1, true)
+  if not i then return '' end
+  local j = string.find(key, '|', i + 1, true)
+  return string.sub(key, i + 1, (j or 0) - 1)
+end
+local function kof(key)
+  if maxk == 0 then return k end
+  local v = venue_of(key)
+  local kv = vk[v]
+  if kv then return kv end
+  local c = vcnt[v]
+  if not c or c[1] < 4 then
+    kv = k
+  elseif c[2] * 20 <= c[1] then
+    kv = 1
+  else
+    kv = math.min(maxk, 2 + math.floor(c[2] * (maxk - 1) / c[1]))
+  end
+  vk[v] = kv
+  return kv
+end
+local vtouched = {}
+local function bump(key, opens, flaps)
+  if maxk == 0 then return end
+  local v = venue_of(key)
+  local c = vcnt[v]
+  if not c then
+    c = {0, 0}
+    vcnt[v] = c
+  end
+  c[1], c[2] = c[1] + opens, c[2] + flaps
+  vtouched[v] = true
+end
+
 -- Entities pending before this run: flipped back, or one run closer.
 local pend = redis.call('HGETALL', pend_key)
-local back, confirmed, hset, hdel = {}, {}, {}, {}
+local back, confirmed, hset, hdel, flapped = {}, {}, {}, {}, {}
 for i = 1, #pend, 2 do
   local key = pend[i]
+  local k = kof(key)
   local kc, count, b, after, seen = string.match(pend[i + 1], '^([oc])(%d+)(b?)@?(%d*):?(.*)$')
   if not kc then return redis.error_reply('diff: corrupt pending entry of ' .. key .. ' in ' .. pend_key) end
   if (kc == 'o') ~= (obs[key] ~= nil) then
     back[key] = true
+    flapped[key] = kc == 'o'
     hdel[#hdel + 1] = key
   else
     count = tonumber(count) + 1
@@ -245,6 +298,10 @@ local function notice(base, after)
   end
 end
 for _, key in ipairs(to_close) do
+  local k = kof(key)
+  if maxk > 0 and (flapped[key] or (prev_ms ~= '' and string.match(since[key], '^(%d+)\n') == prev_ms)) then
+    bump(key, 0, 1)
+  end
   if back[key] then
     transition(key, 'close', false, true, false, prev_ok)
   elseif k == 1 then
@@ -257,6 +314,8 @@ for _, key in ipairs(to_close) do
   end
 end
 for _, key in ipairs(to_open) do
+  local k = kof(key)
+  bump(key, 1, 0)
   if back[key] then
     transition(key, 'open', false, true, baseline, '')
   elseif k == 1 then
@@ -290,8 +349,27 @@ chunked('HSET', open_key, hopen)
 chunked('HDEL', open_key, to_close)
 chunked('HDEL', pend_key, hdel)
 chunked('HSET', pend_key, hset)
+local venue_ks = {}
+if maxk > 0 then
+  local hf = {}
+  for v in pairs(vtouched) do
+    local c = vcnt[v]
+    while c[1] > 32 do c[1], c[2] = math.floor(c[1] / 2), math.floor(c[2] / 2) end
+    hf[#hf + 1] = v
+    hf[#hf + 1] = c[1] .. ':' .. c[2]
+  end
+  chunked('HSET', flaps_key, hf)
+  for i = 1, 10 do venue_ks[i] = 0 end
+  for _, kv in pairs(vk) do venue_ks[kv] = venue_ks[kv] + 1 end
+end
+-- reply is the script's reply to an applied OK run.
+local function reply(opened, closed, s_opened, s_closed, notices, since_ms)
+  local r = {1, opened, closed, s_opened, s_closed, notices, since_ms}
+  for _, n in ipairs(venue_ks) do r[#r + 1] = n end
+  return r
+end
 redis.call('HSET', scope_hash, 'at', ARGV[2], 'id', run_id, 'ok', run_at, 'okms', ARGV[2])
-for _, key in ipairs({open_key, scope_hash, pend_key}) do redis.call('PEXPIRE', key, ttl) end
+for _, key in ipairs(state_keys) do redis.call('PEXPIRE', key, ttl) end
 -- A run that flipped something goes out on the transition stream only:
 -- {"run": run record, "transitions": [...]}, an entry per at most 64
 -- (avail.MaxTransitionsPerMessage) transitions and 32 KiB of them (or one larger transition), each entry
@@ -300,7 +378,7 @@ for _, key in ipairs({open_key, scope_hash, pend_key}) do redis.call('PEXPIRE', 
 -- the run's fields to the record. Other runs go out on the run stream.
 if #out == 0 then
   run_record('ok', nobs, opened, closed, true)
-  return {1, opened, closed, s_opened, s_closed, notices, since_ms}
+  return reply(opened, closed, s_opened, s_closed, notices, since_ms)
 end
 local head = '{"run":' .. run_json('ok', nobs, opened, closed, true) .. ',"transitions":['
 local from, size = 1, 0
@@ -312,4 +390,4 @@ for i, payload in ipairs(out) do
   size = size + #payload + 1
 end
 emit(tr_stream, 'avail.transitions', head .. table.concat(out, ',', from) .. ']}')
-return {1, opened, closed, s_opened, s_closed, notices, since_ms}
+return reply(opened, closed, s_opened, s_closed, notices, since_ms)

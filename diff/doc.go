@@ -27,6 +27,14 @@
 //     back to the stable state before that drops the entry: flapping
 //     notifies nobody, though its raw flips are emitted. With k == 1 a flip
 //     away from the stable state is emitted once, with Raw and Stable true.
+//   - Per-venue stabilization (Input.PerVenueMaxK, WithPerVenueK; off by
+//     default). The scope keeps each venue's raw opens and flaps (raw
+//     closes of openings still pending or made by the previous OK run),
+//     decayed, and each run uses per venue a k in 1..PerVenueMaxK chosen
+//     from them instead of the snapshot's: 1 for a venue that (nearly)
+//     never flaps, larger the more it flaps, the snapshot's until the
+//     venue has a few opens (see FlapWindow). Result.VenueK counts the
+//     venues by the k chosen.
 //   - Baseline. The opens of a scope's first applied OK run carry Baseline
 //     true, as do the stable confirmations of those same pending entries.
 //     Notify = Stable && (!Baseline || Snapshot.NotifyFirstSight).
@@ -80,6 +88,8 @@
 //	ds:{avail.p}:diff:scope:<s>  HASH at (last run_at ms), id (last run_id),
 //	                             ok (run_at of the last applied OK run, as JSON text),
 //	                             okms (the same in ms)
+//	ds:{avail.p}:diff:flaps:<s>  HASH venue → "<raw opens>:<flaps>", under
+//	                             per-venue stabilization only
 //	ds:{avail.p}:diff:pend:<s>   HASH entity key → pending entry, only for
 //	                             entities whose raw state differs from their
 //	                             stable state: "<o|c><count>[b][@<ms>][:<last seen>]",
@@ -90,8 +100,8 @@
 //	                             about 32 KiB of them per entry)
 //	ds:{avail.p}:runs            stream of the other run records (avail.TypeRun)
 //
-// All six keys share the partition's hash tag, so the script touches one
-// slot, also on Redis Cluster. The three state keys expire StateTTL after
+// All seven keys share the partition's hash tag, so the script touches one
+// slot, also on Redis Cluster. The state keys expire StateTTL after
 // the scope's last applied run, so scopes that are no longer polled (past
 // dates) do not keep memory forever; a scope polled again after that starts
 // over with a baseline run.

@@ -222,6 +222,9 @@ func normState(s State) State {
 	if len(s.Pending) == 0 {
 		s.Pending = nil
 	}
+	if len(s.Flaps) == 0 {
+		s.Flaps = nil
+	}
 	for k, p := range s.Pending {
 		p.LastSeen = normTime(p.LastSeen)
 		s.Pending[k] = p

@@ -24,6 +24,9 @@ type Keys struct {
 	Scope string
 	// Pending is the HASH of the scope's entities awaiting stabilization.
 	Pending string
+	// Flaps is the HASH of the scope's venues' flap records, "<opens>:<flaps>"
+	// (see VenueFlaps), kept under per-venue stabilization.
+	Flaps string
 	// Transitions and Runs are the partition's output streams.
 	Transitions, Runs string
 }
@@ -48,6 +51,7 @@ func KeysOf(topics avail.Topics, scopeKey string) (Keys, error) {
 		LegacyOpen:  prefix + "open:" + scopeKey,
 		Scope:       prefix + "scope:" + scopeKey,
 		Pending:     prefix + "pend:" + scopeKey,
+		Flaps:       prefix + "flaps:" + scopeKey,
 		Transitions: topics.Transitions.Stream(p),
 		Runs:        topics.Runs.Stream(p),
 	}, nil
@@ -55,5 +59,5 @@ func KeysOf(topics avail.Topics, scopeKey string) (Keys, error) {
 
 // list returns the keys in the script's KEYS order.
 func (k Keys) list() []string {
-	return []string{k.Open, k.Scope, k.Pending, k.Transitions, k.Runs, k.LegacyOpen}
+	return []string{k.Open, k.Scope, k.Pending, k.Transitions, k.Runs, k.LegacyOpen, k.Flaps}
 }

@@ -18,6 +18,9 @@ type Model struct {
 	scopes map[string]*modelScope
 	// Guard is the false-close guard the model applies; none by default.
 	Guard Guard
+	// PerVenueMaxK turns per-venue stabilization on with k at most this
+	// (see FlapWindow); 0, the default, leaves it off.
+	PerVenueMaxK int
 }
 
 // modelScope is the state the script keeps in the scope's three keys.
@@ -33,6 +36,7 @@ type modelScope struct {
 	open     map[string]opening
 	pending  map[string]Pending
 	held     string // the run the guard held last, when it was the last run
+	flaps    map[string]VenueFlaps
 }
 
 // opening is the run that raw-opened an entity, and its venue name then.
@@ -88,7 +92,29 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 	}
 	s.held = ""
 
-	k := stabilization(snap)
+	snapK := stabilization(snap)
+	venueKs := map[string]int{} // the k of each venue the run looks at
+	kOf := func(key string) int {
+		if m.PerVenueMaxK == 0 {
+			return snapK
+		}
+		v := venueOf(key)
+		if k, ok := venueKs[v]; ok {
+			return k
+		}
+		c, ok := s.flaps[v]
+		venueKs[v] = venueK(c, ok, snapK, m.PerVenueMaxK)
+		return venueKs[v]
+	}
+	bump := func(key string, opens, flaps int) {
+		if m.PerVenueMaxK == 0 {
+			return
+		}
+		c := s.flaps[venueOf(key)]
+		c.Opens += opens
+		c.Flaps += flaps
+		s.flaps[venueOf(key)] = c
+	}
 	baseline, prevOK, prevMS := !s.hasOK, s.lastOK, s.lastOKms
 	s.hasOK, s.lastOK, s.lastOKms = true, snap.RunAt, at
 	var toOpen []avail.Entity
@@ -100,6 +126,7 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 
 	// Entities pending before this run: flipped back, or one run closer.
 	back := map[string]bool{}
+	flapped := map[string]bool{} // pending opens that closed before stabilizing
 	type confirmation struct {
 		key string
 		p   Pending
@@ -107,9 +134,11 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 	var confirmed []confirmation
 	for _, key := range slices.Sorted(maps.Keys(s.pending)) {
 		p := s.pending[key]
+		k := kOf(key)
 		_, rawOpen := byKey[key]
 		if (p.Kind == avail.KindOpen) != rawOpen {
 			back[key] = true
+			flapped[key] = p.Kind == avail.KindOpen
 			delete(s.pending, key)
 			continue
 		}
@@ -139,6 +168,10 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 		o := s.open[key]
 		delete(s.open, key)
 		res.Closed++
+		k := kOf(key)
+		if flapped[key] || prevMS != 0 && o.runID != "" && o.atMS == prevMS {
+			bump(key, 0, 1)
+		}
 		e, _ := avail.ParseKey(key)
 		e.VenueName = o.venueName
 		t := newTransition(snap, traceID, e, avail.KindClose, k == 1 && !back[key], true, false, prevOK)
@@ -157,6 +190,8 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 	for _, e := range toOpen {
 		s.open[e.Key] = opening{atMS: at, runID: snap.RunID, venueName: canonicalEntity(e).VenueName}
 		res.Opened++
+		k := kOf(e.Key)
+		bump(e.Key, 1, 0)
 		switch {
 		case back[e.Key]:
 			emit(e, avail.KindOpen, false, true, baseline, time.Time{})
@@ -180,6 +215,12 @@ func (m *Model) Apply(snap avail.Snapshot, traceID string) (Result, []Transition
 		}
 		emit(e, c.p.Kind, true, false, c.p.Baseline, c.p.LastSeen)
 	}
+	for v, c := range s.flaps {
+		s.flaps[v] = c.decay()
+	}
+	for _, k := range venueKs {
+		res.VenueK[k-1]++
+	}
 	res.Applied = true
 	rec.Opened, rec.Closed = res.Opened, res.Closed
 	return res, out, rec
@@ -196,6 +237,9 @@ func (m *Model) State(scopeKey string) State {
 	if len(s.pending) > 0 {
 		st.Pending = maps.Clone(s.pending)
 	}
+	if len(s.flaps) > 0 {
+		st.Flaps = maps.Clone(s.flaps)
+	}
 	if s.hasRun {
 		st.LastRunAt = time.UnixMilli(s.lastAt)
 	}
@@ -208,7 +252,7 @@ func (m *Model) State(scopeKey string) State {
 func (m *Model) scope(key string) *modelScope {
 	s, ok := m.scopes[key]
 	if !ok {
-		s = &modelScope{open: map[string]opening{}, pending: map[string]Pending{}}
+		s = &modelScope{open: map[string]opening{}, pending: map[string]Pending{}, flaps: map[string]VenueFlaps{}}
 		m.scopes[key] = s
 	}
 	return s

@@ -214,7 +214,7 @@ func testEntityArgumentForms(t *testing.T, rdb redis.UniversalClient) {
 		t.Fatal(err)
 	}
 	var forms []string
-	for i := 17; i < len(args); i += 2 { // the entities follow the 16 run arguments
+	for i := 18; i < len(args); i += 2 { // the entities follow the 17 run arguments
 		forms = append(forms, string(args[i].([]byte)[:min(1, len(args[i].([]byte)))]))
 	}
 	if want := []string{"", "+", "=", "{", "+"}; !reflect.DeepEqual(forms, want) {

@@ -18,14 +18,16 @@ import (
 )
 
 // luaSource is the diff script. KEYS: open hash, scope hash, pending hash,
-// transitions stream, runs stream, legacy open set (see Keys). ARGV: run_id, run_at (ms),
+// transitions stream, runs stream, legacy open set, flap records (see Keys). ARGV: run_id, run_at (ms),
 // run_at (JSON text), started_at (JSON text), scope key, source id,
 // provider, ok ("1"/"0"), error, k, notify_first_sight ("1"/"0"),
-// traceparent, trace id, state TTL (ms), guard min, guard share (‰), then
+// traceparent, trace id, state TTL (ms), guard min, guard share (‰),
+// per-venue max k (0: off), then
 // one (entity key, entity) pair per observed entity, the entity as
 // entityArg gives it. It returns {applied (1; 0: late or replayed; 2:
 // held), opened, closed, stable opened, stable closed[, notices, released
-// after (ms)]} (see Result).
+// after (ms)[, venues by k (MaxStabilization of them, under per-venue
+// stabilization)]]} (see Result).
 //
 //go:embed diff.lua
 var luaSource string
@@ -39,6 +41,11 @@ type Input struct {
 	TraceParent string
 	// Guard is the false-close guard; nil: none.
 	Guard *Guard
+	// PerVenueMaxK turns per-venue stabilization on (see FlapWindow): each
+	// venue's entities stabilize after a k in 1..PerVenueMaxK chosen from
+	// its flap rate. 0, the default, leaves it off; at most
+	// MaxStabilization.
+	PerVenueMaxK int
 }
 
 // Apply applies one snapshot to its scope's diff state and appends its
@@ -117,6 +124,9 @@ func prepare(topics avail.Topics, in Input, validated bool) ([]string, []any, er
 			return nil, nil, err
 		}
 	}
+	if err := validPerVenueMaxK(in.PerVenueMaxK); err != nil {
+		return nil, nil, err
+	}
 	keys, err := KeysOf(topics, snap.ScopeKey)
 	if err != nil {
 		return nil, nil, err
@@ -127,11 +137,12 @@ func prepare(topics avail.Topics, in Input, validated bool) ([]string, []any, er
 	if in.Guard != nil {
 		guard = *in.Guard
 	}
-	args := make([]any, 0, 16+2*len(obs))
+	args := make([]any, 0, 17+2*len(obs))
 	args = append(args, snap.RunID, strconv.FormatInt(snap.RunAt.UnixMilli(), 10),
 		timeText(snap.RunAt), timeText(snap.StartedAt), snap.ScopeKey, snap.SourceID, snap.Provider,
 		flag(snap.OK), runError(snap), strconv.Itoa(stabilization(snap)), flag(snap.NotifyFirstSight),
-		tp, traceID, strconv.FormatInt(StateTTL.Milliseconds(), 10), strconv.Itoa(guard.Min), strconv.Itoa(guard.permille()))
+		tp, traceID, strconv.FormatInt(StateTTL.Milliseconds(), 10), strconv.Itoa(guard.Min), strconv.Itoa(guard.permille()),
+		strconv.Itoa(in.PerVenueMaxK))
 	// Each entity's argument, all in one buffer: see entityArg.
 	buf := make([]byte, 0, 32*len(obs))
 	ends := make([]int, len(obs))
@@ -177,16 +188,19 @@ func entityArg(dst []byte, e avail.Entity, at int, extras map[string]int) []byte
 // parseReply reads the script's {applied, opened, closed, stable opened,
 // stable closed}.
 func parseReply(r []int64) (Result, error) {
-	if len(r) != 5 && len(r) != 7 {
-		return Result{}, fmt.Errorf("diff: script replied %v, want 5 or 7 integers", r)
+	if len(r) != 5 && len(r) != 7 && len(r) != 7+MaxStabilization {
+		return Result{}, fmt.Errorf("diff: script replied %v, want 5, 7 or %d integers", r, 7+MaxStabilization)
 	}
 	if r[0] == 2 {
 		return Result{Held: true}, nil
 	}
 	res := Result{Applied: r[0] == 1, Opened: int(r[1]), Closed: int(r[2]),
 		StableOpened: int(r[3]), StableClosed: int(r[4])}
-	if len(r) == 7 {
+	if len(r) >= 7 {
 		res.Notices, res.ReleasedAfterMS = int(r[5]), r[6]
+	}
+	for i, n := range r[min(len(r), 7):] {
+		res.VenueK[i] = int(n)
 	}
 	return res, nil
 }

@@ -44,6 +44,10 @@ const (
 	// Float64Histogram, unit s, attribute provider. Prometheus:
 	// dropstream_availability_release_to_notice_seconds.
 	MetricReleaseToNotice = "dropstream.availability.release_to_notice"
+	// MetricVenueK counts, under per-venue stabilization (WithPerVenueK),
+	// the k chosen for each venue an applied run looked at (its raw flips
+	// and pending entities), by k ("1".."10"). Int64Counter, unit {venue}.
+	MetricVenueK = "dropstream.diff.venue_k"
 )
 
 // releaseBuckets are MetricReleaseToNotice's bucket bounds, in seconds:
@@ -67,7 +71,7 @@ var releaseBuckets = []float64{1, 2.5, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 
 // again. Nil fields of tel default to the OpenTelemetry globals.
 //
 // Options change the stage: WithGuard sets the false-close guard (none
-// otherwise).
+// otherwise); WithPerVenueK turns per-venue stabilization on.
 func NewStage(rdb redis.UniversalClient, topics avail.Topics, tel stream.Telemetry, opts ...Option) stream.Stage {
 	mp := tel.MeterProvider
 	if mp == nil {
@@ -88,12 +92,25 @@ type Option func(*handler)
 // Guard.Validate; Guard{} turns it off.
 func WithGuard(g Guard) Option { return func(h *handler) { h.guard = g } }
 
+// WithPerVenueK turns per-venue stabilization on with k at most maxK (see
+// FlapWindow and Input.PerVenueMaxK); 0 leaves it off. It panics on a maxK
+// outside 0..MaxStabilization, a programming error.
+func WithPerVenueK(maxK int) Option {
+	if err := validPerVenueMaxK(maxK); err != nil {
+		panic(err)
+	}
+	return func(h *handler) { h.perVenueMaxK = maxK }
+}
+
 // handler is the diff stage's batch handler.
 type handler struct {
 	rdb          redis.UniversalClient
 	topics       avail.Topics
 	guard        Guard
+	perVenueMaxK int
 	transitions  metric.Int64Counter
+	venueK       metric.Int64Counter
+	venueKOpts   [MaxStabilization][]metric.AddOption
 	release      metric.Float64Histogram
 	runs         metric.Int64Counter
 	observations metric.Int64Counter
@@ -111,6 +128,11 @@ func (h *handler) counters(meter metric.Meter) {
 	h.release, _ = meter.Float64Histogram(MetricReleaseToNotice,
 		metric.WithDescription("Release → notice latency, at most: from the last OK run before an opening was first seen to its stable open."),
 		metric.WithUnit("s"), metric.WithExplicitBucketBoundaries(releaseBuckets...))
+	h.venueK, _ = meter.Int64Counter(MetricVenueK,
+		metric.WithDescription("Venues looked at by applied runs under per-venue stabilization, by the k chosen for them."), metric.WithUnit("{venue}"))
+	for i := range h.venueKOpts {
+		h.venueKOpts[i] = []metric.AddOption{metric.WithAttributes(attribute.Int("k", i+1))}
+	}
 	h.runs, _ = meter.Int64Counter(MetricRuns,
 		metric.WithDescription("Snapshots handled by the diff stage, by status and whether they were applied."), metric.WithUnit("{run}"))
 	for i, kind := range []string{avail.KindOpen, avail.KindClose} {
@@ -151,7 +173,7 @@ func (h *handler) handleBatch(ctx context.Context, msgs []*stream.Message) error
 			errs[i] = err
 			continue
 		}
-		inputs = append(inputs, Input{Snapshot: snap, TraceParent: traceparentOf(m.Context()), Guard: &h.guard})
+		inputs = append(inputs, Input{Snapshot: snap, TraceParent: traceparentOf(m.Context()), Guard: &h.guard, PerVenueMaxK: h.perVenueMaxK})
 		idx = append(idx, i)
 	}
 	results, err := h.apply(ctx, inputs)
@@ -292,6 +314,11 @@ func (h *handler) record(snap avail.Snapshot, res Result) {
 		opt := metric.WithAttributes(attribute.String("provider", snap.Provider))
 		for range res.Notices {
 			h.release.Record(bg, lat, opt)
+		}
+	}
+	for i, n := range res.VenueK {
+		if n > 0 {
+			h.venueK.Add(bg, int64(n), h.venueKOpts[i]...)
 		}
 	}
 	for i, n := range [2][2]int{{res.Opened, res.StableOpened}, {res.Closed, res.StableClosed}} {

@@ -15,7 +15,7 @@ import (
 )
 
 // ReadState returns the diff state of one scope as the script keeps it in
-// Redis (for inspection, debugging and tests). It reads three keys without
+// Redis (for inspection, debugging and tests). It reads four keys without
 // a transaction, so under concurrent applies it may mix two runs' states.
 func ReadState(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, scopeKey string) (State, error) {
 	keys, err := KeysOf(topics, scopeKey)
@@ -26,6 +26,7 @@ func ReadState(ctx context.Context, rdb redis.UniversalClient, topics avail.Topi
 	open := pipe.HKeys(ctx, keys.Open)
 	pend := pipe.HGetAll(ctx, keys.Pending)
 	last := pipe.HMGet(ctx, keys.Scope, "at", "id", "ok", "held")
+	flaps := pipe.HGetAll(ctx, keys.Flaps)
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
 		return State{}, fmt.Errorf("diff: read state of scope %q: %w", scopeKey, err)
 	}
@@ -40,6 +41,16 @@ func ReadState(ctx context.Context, rdb redis.UniversalClient, topics avail.Topi
 			st.Pending = map[string]Pending{}
 		}
 		st.Pending[key] = p
+	}
+	for venue, v := range flaps.Val() {
+		c, err := parseFlaps(v)
+		if err != nil {
+			return State{}, fmt.Errorf("diff: venue %q in scope %q: %w", venue, scopeKey, err)
+		}
+		if st.Flaps == nil {
+			st.Flaps = map[string]VenueFlaps{}
+		}
+		st.Flaps[venue] = c
 	}
 	vals := last.Val()
 	if at, ok := vals[0].(string); ok {

@@ -28,6 +28,7 @@ func TestScript_sameOnEveryRedis(t *testing.T) {
 		{"Apply_withoutTraceparent", testWithoutTraceparent},
 		{"Apply_matchesModelOnRandomSequences", testMatchesModel},
 		{"Apply_guardMatchesModelOnRandomSequences", testGuardMatchesModel},
+		{"Apply_perVenueMatchesModelOnRandomSequences", testPerVenueMatchesModel},
 		{"Apply_largeSnapshot", testLargeSnapshot},
 		{"Apply_adoptsLegacyOpenSet", testAdoptsLegacyOpenSet},
 		{"Apply_rejectsInvalid", testApplyRejectsInvalid},

@@ -48,6 +48,11 @@ type Result struct {
 	// time from it to the notice.
 	Notices         int
 	ReleasedAfterMS int64
+	// VenueK counts, under per-venue stabilization, the venues of the
+	// run's raw flips and pending entities by the k the run chose for
+	// them: VenueK[i] venues had k = i+1. All zero when it is off, and for
+	// runs not applied or failed.
+	VenueK [MaxStabilization]int
 }
 
 // Pending is an entity whose raw state differs from its stable state and
@@ -86,6 +91,9 @@ type State struct {
 	// HeldRunID names the last run when the guard held it: the next OK run
 	// confirms its closes (it would close as much) or shows them false.
 	HeldRunID string
+	// Flaps holds, under per-venue stabilization, each venue's flap
+	// record (see FlapWindow); nil when it was never on.
+	Flaps map[string]VenueFlaps
 }
 
 // Guard holds a run that would close too much of its scope at once — a

@@ -66,6 +66,9 @@ const (
 	// (diff.Guard).
 	VarGuardMin   = "DROPSTREAM_AVAIL_GUARD_MIN"
 	VarGuardShare = "DROPSTREAM_AVAIL_GUARD_SHARE"
+	// VarPerVenueK turns the diff's per-venue stabilization on
+	// (diff.WithPerVenueK) with k at most its value; unset, the default: off.
+	VarPerVenueK = "DROPSTREAM_AVAIL_K_PER_VENUE"
 )
 
 // Vars are the variables the flow reads.
@@ -79,6 +82,7 @@ var Vars = []flow.Var{
 	{Name: VarQuotaWatchers, Kind: flow.Int, Default: "1000", Usage: "watchers each API key (each client address on an open API) may hold; beyond it 409 quota_exceeded"},
 	{Name: VarGuardMin, Kind: flow.Int, Default: "10", Usage: "a run closing more than this many entities of a scope, and more than DROPSTREAM_AVAIL_GUARD_SHARE of its open ones, is held until the next run confirms it (a blank or blocked page); 0 turns the guard off"},
 	{Name: VarGuardShare, Default: "0.5", Usage: "share (0..1) of a scope's open entities a run may close at once before the guard holds it"},
+	{Name: VarPerVenueK, Kind: flow.Int, Usage: "unset: every venue's openings stabilize after the source's k runs; N in 1..10: each venue's k is chosen in 1..N from its measured flap rate (steady venues notify after one run, flappy ones wait longer)"},
 	{Name: VarQuotaSources, Kind: flow.Int, Default: "100", Usage: "sources each API key (each client address on an open API) may create; beyond it 409 quota_exceeded; 0: no cap"},
 	releaseVars[0],
 }
@@ -140,7 +144,12 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if err != nil {
 		return nil, err
 	}
-	f.stages = []stream.Stage{collector.NewNormalizer(f.topics, d.Publisher), diff.NewStage(d.Redis, f.topics, d.Telemetry, diff.WithGuard(guard)),
+	maxK := d.Settings.Int(VarPerVenueK)
+	if maxK < 0 || maxK > diff.MaxStabilization {
+		return nil, fmt.Errorf("%s=%d: want 1 to %d, or unset (off)", VarPerVenueK, maxK, diff.MaxStabilization)
+	}
+	f.stages = []stream.Stage{collector.NewNormalizer(f.topics, d.Publisher),
+		diff.NewStage(d.Redis, f.topics, d.Telemetry, diff.WithGuard(guard), diff.WithPerVenueK(maxK)),
 		f.projection.Stage(), notify}
 	return f, nil
 }

@@ -28,12 +28,12 @@ type loseReplies struct {
 	n  int
 }
 
-// isDiffScript reports a call of the diff's script, the one EVALSHA of six
+// isDiffScript reports a call of the diff's script, the one EVALSHA of seven
 // keys (the runtime's own scripts, acknowledgements among them, take
 // fewer).
 func isDiffScript(c redis.Cmder) bool {
 	args := c.Args()
-	return c.Name() == "evalsha" && len(args) > 2 && fmt.Sprint(args[2]) == "6"
+	return c.Name() == "evalsha" && len(args) > 2 && fmt.Sprint(args[2]) == "7"
 }
 
 func (h *loseReplies) DialHook(next redis.DialHook) redis.DialHook          { return next }
