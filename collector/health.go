@@ -15,7 +15,8 @@ const (
 	// StatusDown: the source has failed DownAfter or more times in a row.
 	StatusDown = "down"
 	// StatusAuthExpired: the provider refused the source's credentials;
-	// the source is paused until its configuration changes.
+	// the source is paused until its configuration changes, and counts as
+	// down (blind) from the refusal on.
 	StatusAuthExpired = "auth_expired"
 )
 
@@ -69,7 +70,9 @@ func (h *SourceHealth) record(ok bool, runID string, at time.Time, errText strin
 		if authExpired {
 			h.Paused = true
 		}
-		if !h.Down && h.ConsecutiveFailures >= downAfter {
+		// A refused credential pauses the source: it is blind from now on,
+		// whatever DownAfter says, so its watchers are told at once.
+		if !h.Down && (h.ConsecutiveFailures >= downAfter || authExpired) {
 			h.Down = true
 			kind = avail.KindClose
 		}

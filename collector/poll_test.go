@@ -159,8 +159,13 @@ func TestCollector_expiredAuthPausesTheSourceUntilItsConfigChanges(t *testing.T)
 				t.Errorf("refused run = %s HTTP %d %q", r.Status, r.HTTPStatus, r.Error)
 			}
 			h, _ := e.c.Health("auth")
-			if h.Status != collector.StatusAuthExpired || !h.Paused {
-				t.Errorf("health %+v, want auth_expired and paused", h)
+			if h.Status != collector.StatusAuthExpired || !h.Paused || !h.Down {
+				t.Errorf("health %+v, want auth_expired, paused and down", h)
+			}
+			// Blind at once: the source's watchers hear of it with the refusal.
+			if trs := e.transitions(); len(trs) != 1 || trs[0].Kind != avail.KindClose || trs[0].RunID != runs[2].RunID ||
+				trs[0].Entity.Attrs["status"] != collector.StatusAuthExpired {
+				t.Errorf("transitions after the refusal %+v, want the source's close by the refused run", trs)
 			}
 			asked := len(e.sim.Requests())
 			e.upsert(src) // the same configuration: still paused
@@ -176,8 +181,11 @@ func TestCollector_expiredAuthPausesTheSourceUntilItsConfigChanges(t *testing.T)
 			if err := e.c.PollOnce(context.Background(), "auth"); err != nil {
 				t.Fatalf("PollOnce after a new token = %v", err)
 			}
-			if h, _ := e.c.Health("auth"); h.Status != collector.StatusUp || h.Paused {
+			if h, _ := e.c.Health("auth"); h.Status != collector.StatusUp || h.Paused || h.Down {
 				t.Errorf("health after a new token %+v, want up", h)
+			}
+			if trs := e.transitions(); len(trs) != 2 || trs[1].Kind != avail.KindOpen {
+				t.Errorf("transitions after a new token %+v, want the close, then the source's open", trs)
 			}
 		})
 	}
