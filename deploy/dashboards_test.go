@@ -13,7 +13,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
-	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 )
 
 // Datasource types and uids of grafana/provisioning/datasources.
@@ -276,14 +276,7 @@ func expandMacros(sql string, from, to time.Time) string {
 // rows of every raw table, and fails on any error or empty answer.
 func TestDashboards_clickHouseQueriesRun(t *testing.T) {
 	ctx := t.Context()
-	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ch.Close() })
-	if _, err := clickhouse.Migrate(ctx, ch, nil); err != nil {
-		t.Fatal(err)
-	}
+	ch := clickhousetest.Open(t)
 	hour := time.Date(2024, 3, 10, 14, 0, 0, 0, time.UTC)
 	loadRows(t, ch, hour)
 	from, to := hour.Add(-24*time.Hour), hour.Add(24*time.Hour)

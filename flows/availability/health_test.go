@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/avail"
-	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
@@ -19,14 +19,7 @@ import (
 // blind period on the way up, and nothing of the other transitions.
 func TestHealthHistory_BlindPeriodsReachClickHouseOnce(t *testing.T) {
 	ctx := t.Context()
-	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ch.Close() })
-	if _, err := clickhouse.Migrate(ctx, ch, nil); err != nil {
-		t.Fatal(err)
-	}
+	ch := clickhousetest.Open(t)
 	rdb := testenv.Dial(t, testenv.RedisURL(t))
 	topics := NewTopics(2)
 	src := fmt.Sprintf("blind-%d", time.Now().UnixNano())

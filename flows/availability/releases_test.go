@@ -7,22 +7,15 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/collector"
-	"github.com/dropstream/dropstream/internal/testenv"
 )
 
 // The learner reads, per source, venue and date, the first open of a new
 // date: not a baseline's, not older than the history.
 func TestRelease_learnerReadsFirstOpensOfNewDates(t *testing.T) {
 	ctx := t.Context()
-	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ch.Close() })
-	if _, err := clickhouse.Migrate(ctx, ch, nil); err != nil {
-		t.Fatal(err)
-	}
+	ch := clickhousetest.Open(t)
 	src := fmt.Sprintf("rel-%d", time.Now().UnixNano())
 	now := time.Now().UTC().Truncate(time.Second)
 	released := now.Add(-50 * time.Hour)

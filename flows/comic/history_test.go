@@ -6,7 +6,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
@@ -17,14 +17,7 @@ import (
 // sold, relisted; then the events, sessions and statistics are queried.
 func TestHistory_inventorySalesAndNotificationsInClickHouse(t *testing.T) {
 	ctx := context.Background()
-	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ch.Close() })
-	if _, err := clickhouse.Migrate(ctx, ch, nil); err != nil {
-		t.Fatal(err)
-	}
+	ch := clickhousetest.Open(t)
 	rdb := backends()[1].Client(t)
 	rcv := newReceiver(t)
 	svc := newService(t, rdb, rcv, newTestPayments(), StoreConfig{})

@@ -8,20 +8,14 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/writer"
 )
 
 func TestHistory_writesEverySearchToClickHouseOnce(t *testing.T) {
 	ctx := context.Background()
-	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { _ = ch.Close() })
-	if _, err := clickhouse.Migrate(ctx, ch, nil); err != nil {
-		t.Fatal(err)
-	}
+	ch := clickhousetest.Open(t)
 	clk := newClock()
 	rdb := testenv.Backends()[1].Client(t)
 	tp := sdktrace.NewTracerProvider()

@@ -162,16 +162,8 @@ func (h *handler) notify(ctx context.Context, m *stream.Message, t avail.Transit
 func (h *handler) gone(ctx context.Context, m *stream.Message, t avail.Transition) error {
 	entity := withIdentity(t.Entity)
 	key := h.markKey(m.Partition, "told", entity.Key)
-	marks, err := h.windows.rdb.HGetAll(ctx, key).Result()
+	marks, watchers, err := h.marked(ctx, key)
 	if err != nil || len(marks) == 0 {
-		return err
-	}
-	ids := make([]string, 0, len(marks))
-	for id := range marks {
-		ids = append(ids, id)
-	}
-	watchers, err := h.store.load(ctx, ids)
-	if err != nil {
 		return err
 	}
 	eventID := avail.EventID(t.RunID, entity.Key, avail.KindClose, true)
@@ -248,16 +240,8 @@ func (h *handler) confirm(ctx context.Context, partition int, entityKey string, 
 func (h *handler) retract(ctx context.Context, m *stream.Message, t avail.Transition) error {
 	entity := withIdentity(t.Entity)
 	key := h.markKey(m.Partition, "prov", entity.Key)
-	marks, err := h.windows.rdb.HGetAll(ctx, key).Result()
+	marks, watchers, err := h.marked(ctx, key)
 	if err != nil || len(marks) == 0 {
-		return err
-	}
-	ids := make([]string, 0, len(marks))
-	for id := range marks {
-		ids = append(ids, id)
-	}
-	watchers, err := h.store.load(ctx, ids)
-	if err != nil {
 		return err
 	}
 	// The provisional notices of the window this close ends, unless a
@@ -285,4 +269,22 @@ func (h *handler) retract(ctx context.Context, m *stream.Message, t avail.Transi
 		return err
 	}
 	return h.windows.rdb.Del(ctx, key).Err()
+}
+
+// marked returns the marks of the hash key (watcher id → the event it was
+// told) and those watchers that still exist.
+func (h *handler) marked(ctx context.Context, key string) (map[string]string, []Watcher, error) {
+	marks, err := h.windows.rdb.HGetAll(ctx, key).Result()
+	if err != nil || len(marks) == 0 {
+		return nil, nil, err
+	}
+	ids := make([]string, 0, len(marks))
+	for id := range marks {
+		ids = append(ids, id)
+	}
+	watchers, err := h.store.load(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	return marks, watchers, nil
 }
