@@ -2,8 +2,12 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"math"
 	"net/http"
+	"net/url"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -163,6 +167,48 @@ func TestQuantile_interpolatesWithinBuckets(t *testing.T) {
 			}
 		})
 	}
+}
+
+func TestDeadLetters_pagedByCursorOverEveryPartition(t *testing.T) {
+	ctx := t.Context()
+	rdb := testenv.Dial(t, testenv.RedisURL(t))
+	var want []string
+	for p := testTopic.Partitions - 1; p >= 0; p-- { // added out of order: the walk orders them
+		for i := range 3 {
+			id := rdb.XAdd(ctx, &redis.XAddArgs{Stream: testTopic.DeadLetterStream(p), Values: []any{"key", "k", "type", "x",
+				"payload", fmt.Sprintf("p%d-%d", p, i), "dlq.reason", "boom"}}).Val()
+			want = append(want, fmt.Sprintf("%d/%s", p, id))
+		}
+	}
+	slices.SortStableFunc(want, func(a, b string) int {
+		return strings.Compare(a[:strings.IndexByte(a, '/')], b[:strings.IndexByte(b, '/')])
+	})
+	srv := newTestConsole(t, rdb)
+
+	var got []string
+	cursor, pages := "", 0
+	for {
+		var page deadLetterPage
+		get(t, srv, "/v1/console/deadletters?topic=t.in&limit=2&cursor="+url.QueryEscape(cursor), "r").JSON(t, &page)
+		pages++
+		if page.Count != int64(len(want)) || len(page.Items) > 2 || page.NextCursor != "" && len(page.Items) != 2 {
+			t.Fatalf("page %d: %+v, want at most 2 of %d, full while another follows", pages, page, len(want))
+		}
+		for _, it := range page.Items {
+			got = append(got, it.Ref)
+		}
+		if page.NextCursor == "" {
+			break
+		}
+		cursor = page.NextCursor
+	}
+	if !slices.Equal(got, want) {
+		t.Errorf("walk gave %v, want every dead letter once in order %v", got, want)
+	}
+	if wantPages := (len(want) + 1) / 2; pages != wantPages {
+		t.Errorf("%d pages, want %d", pages, wantPages)
+	}
+	apitest.WantEnvelope(t, get(t, srv, "/v1/console/deadletters?topic=t.in&cursor=nonsense", "r"), http.StatusBadRequest, "invalid_cursor")
 }
 
 func TestDeadLetters_listedByTopicAndReplayedByAnAdmin(t *testing.T) {

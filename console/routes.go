@@ -22,6 +22,8 @@ const (
 	maxPayload = 4096
 	// maxRefs bounds the dead letters named in one action.
 	maxRefs = 500
+	// maxCursorLen bounds a dead-letter cursor (a ref).
+	maxCursorLen = 64
 )
 
 // session is GET /v1/console/session.
@@ -64,12 +66,15 @@ type deadLetter struct {
 	Clipped bool `json:"clipped,omitempty"`
 }
 
-// deadLetterPage is GET /v1/console/deadletters: the oldest dead letters
-// of a topic, up to limit, and how many it holds.
+// deadLetterPage is GET /v1/console/deadletters: a topic's dead letters,
+// oldest first (partition by partition), up to limit from the cursor, and
+// how many it holds.
 type deadLetterPage struct {
 	Topic string       `json:"topic"`
 	Count int64        `json:"count"`
 	Items []deadLetter `json:"items"`
+	// NextCursor, when set, is the cursor of the next page.
+	NextCursor string `json:"next_cursor,omitempty"`
 }
 
 // deadLetterAction is the body of the replay and purge routes.
@@ -112,9 +117,10 @@ func (c *Console) registerRoutes(srv *api.Server) {
 		Summary:  "Every stage's cluster-wide throughput, lag, pending entries, dead letters and copies (from Redis); p99 from this process",
 		Response: stagesView{}, Handler: c.stagesRoute})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/deadletters", Tag: tag, Scope: api.ScopeRead,
-		Summary: "The oldest dead letters of a topic, with reason, attempts, stage and payload",
+		Summary: "A topic's dead letters, oldest first, a page at a time, with reason, attempts, stage and payload",
 		Query: []api.Param{{Name: "topic", Required: true, Description: "flow.name, a topic a stage reads"},
-			{Name: "limit", Type: "integer", Description: "1..200 (default 50)"}},
+			{Name: "limit", Type: "integer", Description: "1..200 (default 50)"},
+			{Name: "cursor", Description: "next_cursor of the previous page"}},
 		Response: deadLetterPage{}, Handler: c.deadLetters})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/console/deadletters/replay", Tag: tag, Scope: api.ScopeAdmin,
 		Summary: "Put dead letters back on their stream as new messages", Body: deadLetterAction{}, Response: actionResult{},
@@ -180,11 +186,23 @@ func (c *Console) deadLetters(ctx *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	dls, err := c.dead.List(ctx.UserContext(), t, limit)
+	cursor := ctx.Query("cursor")
+	if len(cursor) > maxCursorLen {
+		return api.BadRequest("invalid_cursor", "cursor: too long")
+	}
+	// One more than the page tells whether another follows.
+	dls, err := c.dead.ListAfter(ctx.UserContext(), t, cursor, limit+1)
 	if err != nil {
+		if errors.Is(err, stream.ErrBadRef) {
+			return api.BadRequest("invalid_cursor", "cursor: want the next_cursor of a page (partition/entry-id)")
+		}
 		return err
 	}
 	page := deadLetterPage{Topic: t.String(), Count: n, Items: make([]deadLetter, 0, len(dls))}
+	if len(dls) > limit {
+		dls = dls[:limit]
+		page.NextCursor = dls[limit-1].Ref()
+	}
 	for _, d := range dls {
 		v := deadLetter{Ref: d.Ref(), Stage: d.Stage, Reason: d.Reason, Attempts: d.Attempts, At: d.At, OriginID: d.OriginID}
 		if m := d.Message; m != nil {

@@ -76,6 +76,9 @@ type DeadLetter struct {
 // hold the same ID.
 func (d DeadLetter) Ref() string { return strconv.Itoa(d.Partition) + "/" + d.ID }
 
+// ErrBadRef is wrapped by the errors of a malformed dead-letter ref.
+var ErrBadRef = errors.New("dead letter ref")
+
 // parseRefs turns refs into a set per partition.
 func parseRefs(topic Topic, refs []string) (map[int]map[string]bool, error) {
 	out := map[int]map[string]bool{}
@@ -83,7 +86,7 @@ func parseRefs(topic Topic, refs []string) (map[int]map[string]bool, error) {
 		ps, id, ok := strings.Cut(ref, "/")
 		p, err := strconv.Atoi(ps)
 		if _, _, idOK := parseID(id); !ok || err != nil || p < 0 || p >= topic.Partitions || !idOK {
-			return nil, fmt.Errorf("dead letter ref %q: want partition/entry-id, partition in 0..%d", ref, topic.Partitions-1)
+			return nil, fmt.Errorf("%w %q: want partition/entry-id, partition in 0..%d", ErrBadRef, ref, topic.Partitions-1)
 		}
 		if out[p] == nil {
 			out[p] = map[string]bool{}
@@ -117,9 +120,33 @@ func (d *DeadLetters) Count(ctx context.Context, topic Topic) (int64, error) {
 // List returns up to limit dead letters of a topic, oldest first within
 // each partition, partitions in order.
 func (d *DeadLetters) List(ctx context.Context, topic Topic, limit int) ([]DeadLetter, error) {
+	return d.ListAfter(ctx, topic, "", limit)
+}
+
+// ListAfter is List from just after the dead letter named by the ref
+// after (a DeadLetter.Ref; empty: from the start), so the last ref of one
+// page is the cursor of the next. A ref that names no entry still orders:
+// the page starts at the first entry after it.
+func (d *DeadLetters) ListAfter(ctx context.Context, topic Topic, after string, limit int) ([]DeadLetter, error) {
+	first, start := 0, "-"
+	if after != "" {
+		refs, err := parseRefs(topic, []string{after})
+		if err != nil {
+			return nil, err
+		}
+		for p, ids := range refs {
+			for id := range ids {
+				first, start = p, "("+id
+			}
+		}
+	}
 	var out []DeadLetter
-	for p := 0; p < topic.Partitions && len(out) < limit; p++ {
-		xs, err := d.rdb.XRangeN(ctx, topic.DeadLetterStream(p), "-", "+", int64(limit-len(out))).Result()
+	for p := first; p < topic.Partitions && len(out) < limit; p++ {
+		from := "-"
+		if p == first {
+			from = start
+		}
+		xs, err := d.rdb.XRangeN(ctx, topic.DeadLetterStream(p), from, "+", int64(limit-len(out))).Result()
 		if err != nil {
 			return nil, fmt.Errorf("dead letters of %s: %w", topic, err)
 		}
