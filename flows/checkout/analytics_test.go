@@ -2,7 +2,6 @@ package checkout_test
 
 import (
 	"context"
-	"sync"
 	"testing"
 	"time"
 
@@ -11,8 +10,6 @@ import (
 
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/internal/testenv"
-	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
 )
 
 // sagaRow is a row of checkout_sagas.
@@ -24,32 +21,9 @@ type sagaRow struct {
 }
 
 func TestAnalytics_finishedAttemptsReachClickHouse(t *testing.T) {
-	ch, err := clickhouse.Open(t.Context(), clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	if _, err := clickhouse.Migrate(t.Context(), ch, nil); err != nil {
-		t.Fatal(err)
-	}
 	rec := tracetest.NewSpanRecorder()
 	e := newEnv(t, testenv.RedisURL(t), envOptions{timeout: 20 * time.Second, tracer: sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(rec))})
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	cfg := e.svc.HistoryConfig()
-	// The flow's test runners time handlers out at 2s.
-	cfg.FlushInterval, cfg.FlushTimeout = 20*time.Millisecond, time.Second
-	hist, err := writer.NewHistory(ch, cfg, stream.Telemetry{Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = hist.Close() }()
-	r, err := stream.NewRunner(e.rdb, hist.Stage(), stream.Telemetry{Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wg.Go(func() { _ = r.Run(ctx) })
+	ch := e.runHistory(t)
 
 	item := str(t, e.must(t, 200, "POST", "/stock/item/create/2"), "item_id")
 	e.must(t, 200, "POST", "/stock/add/"+item+"/1")
@@ -64,6 +38,7 @@ func TestAnalytics_finishedAttemptsReachClickHouse(t *testing.T) {
 	e.must(t, 200, "POST", "/orders/checkout/"+orders[0])
 	e.must(t, 400, "POST", "/orders/checkout/"+orders[1]) // no stock left: payment compensated
 	var s clickhouse.CheckoutStats
+	var err error
 	testenv.WaitFor(t, 20*time.Second, func() bool {
 		s, err = clickhouse.CheckoutSagaStats(context.Background(), ch)
 		return err == nil && s.Attempts == 2
@@ -80,7 +55,7 @@ func TestAnalytics_finishedAttemptsReachClickHouse(t *testing.T) {
 			traces[sp.SpanContext().TraceID().String()] = true
 		}
 	}
-	rows, err := ch.Conn().Query(ctx, `SELECT order_id, tr_num, user_id, status, reason, total_cost, parts, compensated,
+	rows, err := ch.Conn().Query(t.Context(), `SELECT order_id, tr_num, user_id, status, reason, total_cost, parts, compensated,
 	decide_ms, duration_ms, trace_id FROM checkout_sagas FINAL`)
 	if err != nil {
 		t.Fatal(err)

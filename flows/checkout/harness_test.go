@@ -22,10 +22,13 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/checkout/httpapi"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
 )
 
 const partitions = 4
@@ -279,3 +282,28 @@ func str(t testing.TB, m map[string]any, field string) string {
 }
 
 func itoa(n int) string { return strconv.Itoa(n) }
+
+// runHistory opens a migrated ClickHouse database of the test's own and
+// runs the flow's history stage into it (flushing every 20 ms) until the
+// test ends.
+func (e *env) runHistory(t *testing.T) *clickhouse.Client {
+	t.Helper()
+	ch := clickhousetest.Open(t)
+	cfg := e.svc.HistoryConfig()
+	// The flow's test runners time handlers out at 2s.
+	cfg.FlushInterval, cfg.FlushTimeout = 20*time.Millisecond, time.Second
+	hist, err := writer.NewHistory(ch, cfg, stream.Telemetry{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = hist.Close() })
+	r, err := stream.NewRunner(e.rdb, hist.Stage(), stream.Telemetry{Logger: quiet()})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	wg.Go(func() { _ = r.Run(ctx) })
+	t.Cleanup(func() { cancel(); wg.Wait() })
+	return ch
+}

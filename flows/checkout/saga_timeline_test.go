@@ -1,20 +1,15 @@
 package checkout_test
 
 import (
-	"context"
 	"net/http"
-	"sync"
 	"testing"
 	"time"
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/dropstream/dropstream/api/apitest"
-	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/internal/testenv"
-	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
 )
 
 // timeline reads GET /v1/sagas/{order} through the apitest harness, which
@@ -89,41 +84,19 @@ func TestSaga_timelineShowsEveryStepWithItsTrace(t *testing.T) {
 }
 
 func TestSaga_timelineComesFromClickHouseOnceRedisForgetsTheAttempt(t *testing.T) {
-	ch, err := clickhouse.Open(t.Context(), clickhouse.Config{DSN: testenv.ClickHouseDSN(t)})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ch.Close()
-	if _, err := clickhouse.Migrate(t.Context(), ch, nil); err != nil {
-		t.Fatal(err)
-	}
 	e := newEnv(t, testenv.RedisURL(t), envOptions{timeout: 20 * time.Second, tracer: sdktrace.NewTracerProvider()})
+	ch := e.runHistory(t)
 	e.svc.WithHistory(ch)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	cfg := e.svc.HistoryConfig()
-	cfg.FlushInterval, cfg.FlushTimeout = 20*time.Millisecond, time.Second
-	hist, err := writer.NewHistory(ch, cfg, stream.Telemetry{Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer func() { _ = hist.Close() }()
-	r, err := stream.NewRunner(e.rdb, hist.Stage(), stream.Telemetry{Logger: quiet()})
-	if err != nil {
-		t.Fatal(err)
-	}
-	wg.Go(func() { _ = r.Run(ctx) })
 
 	_, item, _, failed := sagaOrdersTB(t, e)
 	hot := e.timeline(t, failed).Attempts[0]
 	testenv.WaitFor(t, 20*time.Second, func() bool {
 		var n uint64
-		err := ch.Conn().QueryRow(ctx, `SELECT count() FROM checkout_sagas WHERE order_id = ?`, failed).Scan(&n)
+		err := ch.Conn().QueryRow(t.Context(), `SELECT count() FROM checkout_sagas WHERE order_id = ?`, failed).Scan(&n)
 		return err == nil && n == 1
 	})
 	// Redis forgets the saga (its state TTL passes).
-	if err := e.rdb.Del(ctx, e.svc.Store().Keys().Saga(failed, 1)).Err(); err != nil {
+	if err := e.rdb.Del(t.Context(), e.svc.Store().Keys().Saga(failed, 1)).Err(); err != nil {
 		t.Fatal(err)
 	}
 	tl := e.timeline(t, failed)
