@@ -3,6 +3,7 @@ package diff
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"reflect"
 	"strings"
 	"testing"
@@ -208,7 +209,8 @@ func testEntityArgumentForms(t *testing.T, rdb redis.UniversalClient) {
 	odd.Venue = "not the key's venue"
 	rest := avail.Entity{Key: avail.RestaurantKey("resy", "v1", "2025-07-04", 4), Kind: avail.EntityRestaurant,
 		Provider: "resy", Venue: "v1", Date: "2025-07-04", PartySize: 4, VenueName: "Chez v1"}
-	ents := []avail.Entity{bare, extra, same, odd, rest}
+	again := slot("v1", "22:00") // extra's extras again, after others
+	ents := []avail.Entity{bare, extra, same, odd, rest, again}
 	_, args, err := prepare(topics, Input{Snapshot: snapOf(scope, 1, 1, ents...)}, false)
 	if err != nil {
 		t.Fatal(err)
@@ -217,8 +219,13 @@ func testEntityArgumentForms(t *testing.T, rdb redis.UniversalClient) {
 	for i := 18; i < len(args); i += 2 { // the entities follow the 17 run arguments
 		forms = append(forms, string(args[i].([]byte)[:min(1, len(args[i].([]byte)))]))
 	}
-	if want := []string{"", "+", "=", "{", "+"}; !reflect.DeepEqual(forms, want) {
+	if want := []string{"", "+", "=", "{", "+", "="}; !reflect.DeepEqual(forms, want) {
 		t.Fatalf("argument forms %q, want %q", forms, want)
+	}
+	// Both repeats name extra's argument: ARGV is 1-based.
+	extraAt := fmt.Sprintf("=%d", 18+2*1+1)
+	if a, b := string(args[18+2*2].([]byte)), string(args[18+2*5].([]byte)); a != extraAt || b != extraAt {
+		t.Fatalf("repeated extras sent as %q and %q, want %q", a, b, extraAt)
 	}
 	if _, err := Apply(ctx, rdb, topics, snapOf(scope, 1, 1, ents...), ""); err != nil {
 		t.Fatal(err)

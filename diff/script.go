@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -144,11 +145,11 @@ func prepare(topics avail.Topics, in Input, validated bool) ([]string, []any, er
 		tp, traceID, strconv.FormatInt(StateTTL.Milliseconds(), 10), strconv.Itoa(guard.Min), strconv.Itoa(guard.permille()),
 		strconv.Itoa(in.PerVenueMaxK))
 	// Each entity's argument, all in one buffer: see entityArg.
-	buf := make([]byte, 0, 32*len(obs))
+	buf := make([]byte, 0, 8*len(obs))
 	ends := make([]int, len(obs))
-	extras := map[string]int{} // extras → ARGV index (1-based) of the first entity with them
+	ex := extrasIndex{at: map[string]int{}}
 	for i, e := range obs {
-		buf = entityArg(buf, e, len(args)+2*i+2, extras)
+		buf = ex.entityArg(buf, e, len(args)+2*i+2)
 		ends[i] = len(buf)
 	}
 	start := 0
@@ -159,16 +160,26 @@ func prepare(topics avail.Topics, in Input, validated bool) ([]string, []any, er
 	return keys.list(), args, nil
 }
 
+// extrasIndex remembers, while one snapshot's arguments are built, the
+// ARGV index of the first entity with each venue name and attributes.
+type extrasIndex struct {
+	at map[string]int // extras' JSON → ARGV index (1-based)
+	// last is the entity whose extras were added last, at lastAt (0: none):
+	// entities of a scope mostly repeat them, which then costs no encoding.
+	last   avail.Entity
+	lastAt int
+}
+
 // entityArg appends the script argument that gives the JSON of entity e,
 // whose argument is ARGV[at]: when e is what avail.ParseKey rebuilds from
 // its key plus a venue name and attributes (the usual case), "" if it has
 // neither, "+" and the JSON object of the two
 // (availjson.AppendEntityExtras), or "=<i>" when ARGV[i] holds the same
-// (extras remembers them); otherwise e's whole JSON encoding, which starts
+// (x remembers them); otherwise e's whole JSON encoding, which starts
 // with "{". The script rebuilds the entity from its key like a closed one
 // and adds the extras, so the JSON of the entities that stay open, which
 // the script does not need, costs little to send.
-func entityArg(dst []byte, e avail.Entity, at int, extras map[string]int) []byte {
+func (x *extrasIndex) entityArg(dst []byte, e avail.Entity, at int) []byte {
 	if p, err := avail.ParseKey(e.Key); err != nil || p.Kind != e.Kind || p.Provider != e.Provider ||
 		p.Venue != e.Venue || p.Date != e.Date || p.Time != e.Time || p.PartySize != e.PartySize {
 		return availjson.AppendEntity(dst, e)
@@ -176,12 +187,20 @@ func entityArg(dst []byte, e avail.Entity, at int, extras map[string]int) []byte
 	if e.VenueName == "" && len(e.Attrs) == 0 {
 		return dst
 	}
+	if x.lastAt > 0 && e.VenueName == x.last.VenueName && maps.Equal(e.Attrs, x.last.Attrs) {
+		return strconv.AppendInt(append(dst, '='), int64(x.lastAt), 10)
+	}
 	start := len(dst)
 	dst = availjson.AppendEntityExtras(append(dst, '+'), e)
-	if i, ok := extras[string(dst[start:])]; ok {
+	i, ok := x.at[string(dst[start:])]
+	if !ok {
+		i = at
+		x.at[string(dst[start:])] = at
+	}
+	x.last, x.lastAt = e, i
+	if ok {
 		return strconv.AppendInt(append(dst[:start], '='), int64(i), 10)
 	}
-	extras[string(dst[start:])] = at
 	return dst
 }
 

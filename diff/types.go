@@ -139,10 +139,13 @@ func stabilization(snap avail.Snapshot) int {
 
 // observed returns the snapshot's entities with duplicate keys removed (the
 // first occurrence wins), or nil for a failed run, whose entities say
-// nothing.
+// nothing. Without duplicates it returns snap.Entities itself.
 func observed(snap avail.Snapshot) []avail.Entity {
 	if !snap.OK {
 		return nil
+	}
+	if !duplicateKeys(snap.Entities) {
+		return snap.Entities
 	}
 	seen := make(map[string]struct{}, len(snap.Entities))
 	out := make([]avail.Entity, 0, len(snap.Entities))
@@ -154,6 +157,26 @@ func observed(snap avail.Snapshot) []avail.Entity {
 		out = append(out, e)
 	}
 	return out
+}
+
+// duplicateKeys reports whether two entities have the same key. Sources
+// mostly list entities in key order, which proves there are none.
+func duplicateKeys(es []avail.Entity) bool {
+	ascending := true
+	for i := 1; i < len(es) && ascending; i++ {
+		ascending = es[i-1].Key < es[i].Key
+	}
+	if ascending {
+		return false
+	}
+	seen := make(map[string]struct{}, len(es))
+	for _, e := range es {
+		if _, dup := seen[e.Key]; dup {
+			return true
+		}
+		seen[e.Key] = struct{}{}
+	}
+	return false
 }
 
 // runError returns the snapshot's error as recorded: valid UTF-8, at most

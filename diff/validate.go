@@ -182,7 +182,16 @@ func plainEntityKey(key string) bool {
 
 // cleanPart is avail.CleanPart(name, v) == nil.
 func cleanPart(v string) bool {
-	return v != "" && len(v) <= avail.MaxFieldLen && !strings.ContainsAny(v, "|{}\n\r")
+	if v == "" || len(v) > avail.MaxFieldLen {
+		return false
+	}
+	for i := 0; i < len(v); i++ {
+		switch v[i] {
+		case '|', '{', '}', '\n', '\r':
+			return false
+		}
+	}
+	return true
 }
 
 // encodableTime reports whether t has a JSON encoding (years 0..9999, a

@@ -3,6 +3,8 @@ package diff
 import (
 	"encoding/json"
 	"errors"
+	"fmt"
+	"reflect"
 	"strings"
 	"testing"
 	"time"
@@ -168,5 +170,40 @@ func TestValidateEntityKey_fastPathAgrees(t *testing.T) {
 		if (ValidateEntityKey(key) == nil) != (checkEntityKey(key) == nil) {
 			t.Errorf("%q: ValidateEntityKey %v, full check %v", key, ValidateEntityKey(key), checkEntityKey(key))
 		}
+	}
+}
+
+func TestObserved_dropsLaterDuplicatesAndKeepsUniqueSnapshotsAsTheyAre(t *testing.T) {
+	e := func(keys ...string) []avail.Entity {
+		out := make([]avail.Entity, len(keys))
+		for i, k := range keys {
+			out[i] = avail.Entity{Key: k, VenueName: fmt.Sprint(i)}
+		}
+		return out
+	}
+	for _, tc := range []struct {
+		name string
+		in   []avail.Entity
+		want []avail.Entity
+		same bool // observed returns the snapshot's own slice
+	}{
+		{"ascending", e("a", "b", "c"), e("a", "b", "c"), true},
+		{"unordered, unique", e("c", "a", "b"), e("c", "a", "b"), true},
+		{"equal neighbours", e("a", "a", "b"), []avail.Entity{{Key: "a", VenueName: "0"}, {Key: "b", VenueName: "2"}}, false},
+		{"apart", e("b", "a", "b"), []avail.Entity{{Key: "b", VenueName: "0"}, {Key: "a", VenueName: "1"}}, false},
+		{"empty", e(), e(), true},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got := observed(avail.Snapshot{OK: true, Entities: tc.in})
+			if !reflect.DeepEqual(got, tc.want) {
+				t.Fatalf("observed %+v, want %+v", got, tc.want)
+			}
+			if same := len(got) > 0 && &got[0] == &tc.in[0]; same != (tc.same && len(got) > 0) {
+				t.Errorf("returned the snapshot's slice: %v, want %v", same, tc.same)
+			}
+		})
+	}
+	if got := observed(avail.Snapshot{Entities: e("a")}); got != nil {
+		t.Errorf("failed run observed %+v, want nil", got)
 	}
 }

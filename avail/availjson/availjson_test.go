@@ -322,3 +322,42 @@ func TestAppendEntityExtras_holdsWhatTheKeyLacks(t *testing.T) {
 		}
 	}
 }
+
+func TestUnmarshalSnapshot_entitiesWithTheSameAttrsShareOneMap(t *testing.T) {
+	same := map[string]string{"type": "Dining Room", "area": "bar"}
+	snap := avail.Snapshot{RunID: "r", ScopeKey: "s", RunAt: t0, OK: true, Entities: []avail.Entity{
+		{Key: "resy|v|2025-07-04|19:00|2", Attrs: same},
+		{Key: "resy|v|2025-07-04|19:15|2", Attrs: same},
+		{Key: "resy|v|2025-07-04|19:30|2", Attrs: map[string]string{"type": "Patio"}},
+		{Key: "resy|v|2025-07-04|19:45|2", Attrs: map[string]string{"type": "Patio"}},
+		{Key: "resy|v|2025-07-04|20:00|2"},
+		{Key: "resy|v|2025-07-04|20:15|2", Attrs: map[string]string{"type": "Patio", "area": "bar"}},
+	}}
+	data, err := json.Marshal(snap)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var got, want avail.Snapshot
+	if err := UnmarshalSnapshot(data, &got); err != nil {
+		t.Fatal(err)
+	}
+	if err := json.Unmarshal(data, &want); err != nil {
+		t.Fatal(err)
+	}
+	if !reflect.DeepEqual(got, want) {
+		t.Fatalf("decoded\n%+v\nwant\n%+v", got, want)
+	}
+	es := got.Entities
+	shared := func(i, j int) bool {
+		return reflect.ValueOf(es[i].Attrs).UnsafePointer() == reflect.ValueOf(es[j].Attrs).UnsafePointer()
+	}
+	if !shared(0, 1) || !shared(2, 3) {
+		t.Error("entities with the same attrs text decoded to different maps")
+	}
+	if shared(1, 2) || shared(3, 5) {
+		t.Error("entities with different attrs share a map")
+	}
+	if es[4].Attrs != nil {
+		t.Errorf("entity without attrs decoded %v", es[4].Attrs)
+	}
+}

@@ -8,7 +8,9 @@
 // does not recognise — escapes, unknown or repeated fields, nulls, other
 // spellings, invalid UTF-8, malformed JSON — is decoded by encoding/json
 // instead, so the outcome, value and error alike, is always what
-// json.Unmarshal gives.
+// json.Unmarshal gives. One difference: entities of one message whose
+// attrs objects are the same text share one map, so decoded attributes
+// are read-only.
 package availjson
 
 import (
@@ -104,6 +106,10 @@ type scanner struct {
 	text string
 	// name is the offsets in b of the member name object passes to field.
 	name [2]int
+	// lastAttrs is the text of the last attrs object read, lastMap its
+	// map, which entities with the same text share.
+	lastAttrs []byte
+	lastMap   map[string]string
 }
 
 func (s *scanner) ws() {

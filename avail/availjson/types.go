@@ -1,6 +1,7 @@
 package availjson
 
 import (
+	"bytes"
 	"time"
 
 	"github.com/dropstream/dropstream/avail"
@@ -170,8 +171,15 @@ func (s *scanner) entity(v *avail.Entity) bool {
 // entities reads an array of entities; [] gives an empty, non-nil slice,
 // as encoding/json does.
 func (s *scanner) entities(v *[]avail.Entity) bool {
-	return array(s, v, 16, (*scanner).entity)
+	// Each entity is an object: counting the braces sizes the slice once,
+	// at most twice too large (an attrs object is one more; an entity
+	// takes at least 12 bytes).
+	rest := s.b[s.i:]
+	n := min(bytes.Count(rest, openBrace), len(rest)/12+1, avail.MaxEntities+1)
+	return array(s, v, max(n, 16), (*scanner).entity)
 }
+
+var openBrace = []byte{'{'}
 
 // array reads an array of Ts with read into *v, made with capacity
 // capacity; [] gives an empty, non-nil slice, as encoding/json does.
@@ -204,6 +212,15 @@ func array[T any](s *scanner, v *[]T, capacity int, read func(*scanner, *T) bool
 // attrs reads an object of strings; {} gives an empty, non-nil map, as
 // encoding/json does.
 func (s *scanner) attrs(v *map[string]string) bool {
+	s.ws()
+	// The entities of a scope mostly carry the same attributes: an object
+	// byte for byte equal to the last one read decodes to the same map.
+	if len(s.lastAttrs) > 0 && bytes.HasPrefix(s.b[s.i:], s.lastAttrs) {
+		s.i += len(s.lastAttrs)
+		*v = s.lastMap
+		return true
+	}
+	start := s.i
 	m := map[string]string{}
 	ok := s.object(func([]byte) bool {
 		name := s.substring(s.name[0], s.name[1])
@@ -215,6 +232,7 @@ func (s *scanner) attrs(v *map[string]string) bool {
 	})
 	if ok {
 		*v = m
+		s.lastAttrs, s.lastMap = s.b[start:s.i], m
 	}
 	return ok
 }

@@ -23,6 +23,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/diff"
 	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
 )
@@ -208,6 +209,8 @@ func (b *Harness) Diff(ctx context.Context, runs int) (Rate, error) {
 		}
 		total.Count += rate.Count
 		total.Elapsed += rate.Elapsed
+		total.GoCPU += rate.GoCPU
+		total.RedisCPU += rate.RedisCPU
 	}
 	return total, nil
 }
@@ -251,7 +254,7 @@ func (b *Harness) diffRound(ctx context.Context, name string, n int) (Rate, erro
 	stage := diff.NewStage(b.rdb, b.topics, b.cfg.Telemetry)
 	stage.Config.Block = stageBlock
 	stage.Config.BatchSize = b.cfg.DiffBatch
-	start := time.Now()
+	start, cpu := time.Now(), b.cpu(ctx)
 	stop, err := b.run(ctx, b.cfg.DiffCopies, stage)
 	if err != nil {
 		return Rate{}, err
@@ -266,9 +269,31 @@ func (b *Harness) diffRound(ctx context.Context, name string, n int) (Rate, erro
 		return Rate{}, err
 	}
 	r := Rate{Count: int64(n * b.cfg.PerScope), Elapsed: elapsed}
+	r.GoCPU, r.RedisCPU = cpu.since(ctx)
 	b.progress("%s: %d observations applied in %s = %.0f observations/s", name, r.Count,
 		elapsed.Round(time.Millisecond), r.PerSecond())
 	return r, nil
+}
+
+// cpuMark is the CPU time of the bench process and of Redis at a moment.
+type cpuMark struct {
+	b           *Harness
+	proc, redis time.Duration
+}
+
+// cpu marks the CPU time used so far.
+func (b *Harness) cpu(ctx context.Context) cpuMark {
+	return cpuMark{b: b, proc: benchstat.ProcessCPU(), redis: benchstat.RedisCPU(ctx, b.rdb)}
+}
+
+// since returns the CPU time of the bench process and of Redis since the
+// mark; Redis's is 0 when it cannot tell.
+func (m cpuMark) since(ctx context.Context) (goCPU, redisCPU time.Duration) {
+	goCPU = benchstat.ProcessCPU() - m.proc
+	if r := benchstat.RedisCPU(ctx, m.b.rdb); r > 0 && m.redis > 0 {
+		redisCPU = r - m.redis
+	}
+	return goCPU, redisCPU
 }
 
 // nextScope returns the scopes round robin.
@@ -300,7 +325,7 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 	defer func() { _ = a.Close() }()
 	b.progress("analytics: backlog of %d transitions and %d run records", want, wantRuns)
 	runtime.GC() // counting left garbage; the stages start on a clean heap
-	start := time.Now()
+	start, cpu := time.Now(), b.cpu(ctx)
 	stop, err := b.run(ctx, b.cfg.AnalyticsCopies, a.Stages()...)
 	if err != nil {
 		return Rate{}, err
@@ -334,6 +359,7 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 		return Rate{}, err
 	}
 	r := Rate{Count: want, Elapsed: countedAt.Sub(start)}
+	r.GoCPU, r.RedisCPU = cpu.since(ctx)
 	b.progress("analytics: %d transitions in clickhouse in %s = %.0f transitions/s", want,
 		r.Elapsed.Round(time.Millisecond), r.PerSecond())
 	if err := b.await(ctx, "analytics: runs in clickhouse", pollClickHouse, wantRuns, count(clickhouse.TableRuns, wantRuns, clickhouse.CountRuns)); err != nil {

@@ -149,10 +149,21 @@ func (c Config) churned() int {
 	return min(c.PerScope, max(1, int(math.Round(c.Churn*float64(c.PerScope)))))
 }
 
-// Rate is a count over a duration.
+// Rate is a count over a duration, with the CPU time the bench process
+// (GoCPU) and Redis (RedisCPU, 0 when Redis cannot tell: a cluster) used
+// over that duration.
 type Rate struct {
-	Count   int64
-	Elapsed time.Duration
+	Count           int64
+	Elapsed         time.Duration
+	GoCPU, RedisCPU time.Duration
+}
+
+// cpuPer returns the microseconds of CPU per counted item of d, or 0.
+func (r Rate) cpuPer(d time.Duration) float64 {
+	if r.Count <= 0 {
+		return 0
+	}
+	return float64(d.Nanoseconds()) / 1e3 / float64(r.Count)
 }
 
 // PerSecond is Count / Elapsed in seconds (0 for no time).

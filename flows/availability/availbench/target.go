@@ -91,10 +91,13 @@ func Print(w io.Writer, bc Config, r Result) {
 		return fmt.Sprintf("%d in %s = %.0f/s", x.Count, x.Elapsed.Round(time.Millisecond), x.PerSecond())
 	}
 	fmt.Fprintf(w, "setup: baseline run %s observations, stabilization run %s observations\n", rate(r.Baseline), rate(r.Stabilization))
-	fmt.Fprintf(w, "(a) diff: %s observations (%d churn runs) [target ≥ %d/s: %s]\n", rate(r.Diff), bc.Runs,
-		TargetObservationsPerSecond, flow.Verdict(r.Diff.PerSecond() >= TargetObservationsPerSecond))
-	fmt.Fprintf(w, "(b) clickhouse: %s transitions [target ≥ %d/s: %s]\n", rate(r.Analytics),
-		TargetTransitionsPerSecond, flow.Verdict(r.Analytics.PerSecond() >= TargetTransitionsPerSecond))
+	cpu := func(x Rate, item string) string {
+		return fmt.Sprintf("CPU per %s: bench process %.2f µs, Redis %.2f µs", item, x.cpuPer(x.GoCPU), x.cpuPer(x.RedisCPU))
+	}
+	fmt.Fprintf(w, "(a) diff: %s observations (%d churn runs); %s [target ≥ %d/s: %s]\n", rate(r.Diff), bc.Runs,
+		cpu(r.Diff, "observation"), TargetObservationsPerSecond, flow.Verdict(r.Diff.PerSecond() >= TargetObservationsPerSecond))
+	fmt.Fprintf(w, "(b) clickhouse: %s transitions; %s [target ≥ %d/s: %s]\n", rate(r.Analytics),
+		cpu(r.Analytics, "transition"), TargetTransitionsPerSecond, flow.Verdict(r.Analytics.PerSecond() >= TargetTransitionsPerSecond))
 	l := r.Latency
 	fmt.Fprintf(w, "(c) end to end at %d observations/s for %s: %d of %d notifications, %d duplicates, p50 %s, p99 %s, max %s [target p99 ≤ %dms: %s]\n",
 		l.Rate, l.Elapsed.Round(time.Millisecond), l.Received, l.Expected, l.Duplicates, l.P50.Round(10*time.Microsecond),
