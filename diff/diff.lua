@@ -8,8 +8,15 @@ local ok, err_msg, k, nfs = ARGV[8] == '1', ARGV[9], tonumber(ARGV[10]), ARGV[11
 local traceparent, trace_id, ttl = ARGV[12], ARGV[13], ARGV[14]
 local guard_min, guard_permille = tonumber(ARGV[15]), tonumber(ARGV[16])
 local maxk = tonumber(ARGV[17]) -- per-venue stabilization's largest k; 0: off
-local FIRST = 18 -- ARGV[FIRST..] are (entity key, entity) pairs: see entity_json
-local nobs = (#ARGV - FIRST + 1) / 2
+-- ARGV[18] is the number of observed entities, ARGV[DEFAULT] the argument
+-- of every entity not listed among the overrides, ARGV[FIRST..LAST] their
+-- keys, and ARGV[LAST+1..] (key's ARGV index, argument) pairs, the
+-- overrides: see entity_json.
+local nobs = tonumber(ARGV[18])
+local DEFAULT, FIRST = 19, 20
+local LAST = FIRST + nobs - 1
+local over = {} -- ARGV index of an entity key -> its argument, when not the default
+for i = LAST + 1, #ARGV, 2 do over[tonumber(ARGV[i])] = ARGV[i + 1] end
 
 -- newer reports whether (at, id) orders after (last_at, last_id): run_at
 -- first, then run_id byte by byte (Lua's < on strings follows the locale).
@@ -81,8 +88,8 @@ local prev_ok = last[3] or ''
 -- release came after it: pending opens keep it ('@<ms>') so that their
 -- confirmation can tell how long the notice took at most.
 local prev_ms = last[5] or ''
-local obs = {} -- entity key -> ARGV index of its JSON
-for i = FIRST, #ARGV, 2 do obs[ARGV[i]] = i + 1 end
+local obs = {} -- entity key -> its ARGV index
+for i = FIRST, LAST do obs[ARGV[i]] = i end
 local isopen, to_close, to_open = {}, {}, {}
 local open_keys = redis.call('HKEYS', open_key)
 if #open_keys == 0 and not baseline then
@@ -120,7 +127,7 @@ if guard_min > 0 and #to_close > guard_min and #to_close * 1000 > guard_permille
 end
 if last[4] then redis.call('HDEL', scope_hash, 'held') end
 
-for i = FIRST, #ARGV, 2 do
+for i = FIRST, LAST do
   local key = ARGV[i]
   if not isopen[key] then
     to_open[#to_open + 1] = key
@@ -227,16 +234,27 @@ local function entity(key)
   return e
 end
 
+-- argument returns the argument of the observed entity whose key is
+-- ARGV[i] (its override, or the default; "=m" stands for the override of
+-- the key at m) and an id that is the same for the same argument.
+local function argument(i)
+  local a = over[i]
+  if a == nil then return ARGV[DEFAULT], DEFAULT end
+  if string.byte(a, 1) == 61 then
+    local m = tonumber(string.sub(a, 2))
+    return over[m] or '', m
+  end
+  return a, i
+end
+
 -- entity_json returns the JSON of the observed entity whose key is
--- ARGV[i - 1], from its argument ARGV[i]: its own JSON ("{..."), or the
--- entity its key gives with the venue name and attrs of "+{...}", of
--- ARGV[n] for "=n", or none for "" (see entityArg in script.go).
+-- ARGV[i], from its argument: its own JSON ("{..."), or the entity its key
+-- gives with the venue name and attrs of "+{...}", or none for "" (see
+-- entityArgs in script.go).
 local function entity_json(i)
-  local a = ARGV[i]
-  local c = string.byte(a, 1)
-  if c == 123 then return a end
-  if c == 61 then a = ARGV[tonumber(string.sub(a, 2))] end
-  local base = cjson.encode(entity(ARGV[i - 1]))
+  local a = argument(i)
+  if string.byte(a, 1) == 123 then return a end
+  local base = cjson.encode(entity(ARGV[i]))
   if a == '' then return base end
   -- Merge the two objects' members (their names differ): drop base's "}"
   -- and the extras' "+{".
@@ -244,21 +262,16 @@ local function entity_json(i)
 end
 
 -- venue_name returns the venue name of the observed entity whose key is
--- ARGV[i - 1], or "".
-local names = {} -- ARGV index of an entity argument -> its venue name
+-- ARGV[i], or "".
+local names = {} -- argument id -> its venue name
 local function venue_name(i)
-  local a = ARGV[i]
+  local a, id = argument(i)
   local c = string.byte(a, 1)
-  if c == 61 then
-    i = tonumber(string.sub(a, 2))
-    a = ARGV[i]
-    c = string.byte(a, 1)
-  end
   if not c then return '' end
-  if names[i] then return names[i] end
+  if names[id] then return names[id] end
   local obj = cjson.decode(c == 123 and a or string.sub(a, 2))
   local name = type(obj.venue_name) == 'string' and obj.venue_name or ''
-  names[i] = name
+  names[id] = name
   return name
 end
 

@@ -194,9 +194,10 @@ func testWithoutTraceparent(t *testing.T, rdb redis.UniversalClient) {
 }
 
 // testEntityArgumentForms checks that an opened entity's payload decodes to
-// the entity as observed whichever form entityArg sends it in: rebuilt from
-// the key alone, from the key and extras, from the key and an earlier
-// entity's extras, or its own JSON when its fields differ from its key.
+// the entity as observed whichever form entityArgs sends it in: rebuilt from
+// the key and the default extras, from the key alone, from the key and
+// extras of its own, from the key and an earlier entity's extras, or its
+// own JSON when its fields differ from its key.
 func testEntityArgumentForms(t *testing.T, rdb redis.UniversalClient) {
 	ctx := context.Background()
 	topics := avail.NewTopics(2)
@@ -204,28 +205,45 @@ func testEntityArgumentForms(t *testing.T, rdb redis.UniversalClient) {
 	bare := avail.Entity{Key: avail.SlotKey("resy", "v1", "2025-07-04", "18:00", 2), Kind: avail.EntitySlot,
 		Provider: "resy", Venue: "v1", Date: "2025-07-04", Time: "18:00", PartySize: 2}
 	extra := slot("v1", "19:00")
-	same := slot("v1", "20:00") // same venue name and attrs as extra
+	same := slot("v1", "20:00") // same venue name and attrs as extra: the default
 	odd := slot("v1", "21:00")
 	odd.Venue = "not the key's venue"
 	rest := avail.Entity{Key: avail.RestaurantKey("resy", "v1", "2025-07-04", 4), Kind: avail.EntityRestaurant,
 		Provider: "resy", Venue: "v1", Date: "2025-07-04", PartySize: 4, VenueName: "Chez v1"}
-	again := slot("v1", "22:00") // extra's extras again, after others
-	ents := []avail.Entity{bare, extra, same, odd, rest, again}
+	again := avail.Entity{Key: avail.RestaurantKey("resy", "v1", "2025-07-04", 6), Kind: avail.EntityRestaurant,
+		Provider: "resy", Venue: "v1", Date: "2025-07-04", PartySize: 6, VenueName: "Chez v1"} // rest's extras
+	ents := []avail.Entity{extra, bare, same, odd, rest, again}
 	_, args, err := prepare(topics, Input{Snapshot: snapOf(scope, 1, 1, ents...)}, false)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var forms []string
-	for i := 18; i < len(args); i += 2 { // the entities follow the 17 run arguments
-		forms = append(forms, string(args[i].([]byte)[:min(1, len(args[i].([]byte)))]))
+	// 17 run arguments, the count, the default, the keys, the overrides.
+	str := func(a any) string {
+		if b, ok := a.([]byte); ok {
+			return string(b)
+		}
+		return a.(string)
 	}
-	if want := []string{"", "+", "=", "{", "+", "="}; !reflect.DeepEqual(forms, want) {
-		t.Fatalf("argument forms %q, want %q", forms, want)
+	if n := str(args[17]); n != "6" {
+		t.Fatalf("entity count %q, want 6", n)
 	}
-	// Both repeats name extra's argument: ARGV is 1-based.
-	extraAt := fmt.Sprintf("=%d", 18+2*1+1)
-	if a, b := string(args[18+2*2].([]byte)), string(args[18+2*5].([]byte)); a != extraAt || b != extraAt {
-		t.Fatalf("repeated extras sent as %q and %q, want %q", a, b, extraAt)
+	if def := str(args[18]); !strings.HasPrefix(def, "+{") || !strings.Contains(def, extra.VenueName) {
+		t.Fatalf("default argument %q, want extra's extras", def)
+	}
+	over := map[string]string{} // key's ARGV index -> first byte of its argument ("" for none)
+	for i := 19 + len(ents); i < len(args); i += 2 {
+		a := str(args[i+1])
+		over[str(args[i])] = a[:min(1, len(a))]
+	}
+	at := func(j int) string { return fmt.Sprint(20 + j) } // ARGV is 1-based
+	want := map[string]string{at(1): "", at(3): "{", at(4): "+", at(5): "="}
+	if !reflect.DeepEqual(over, want) {
+		t.Fatalf("overrides %q, want %q", over, want)
+	}
+	for i := 19 + len(ents); i < len(args); i += 2 {
+		if str(args[i]) == at(5) && str(args[i+1]) != "="+at(4) {
+			t.Fatalf("repeated extras sent as %q, want %q", str(args[i+1]), "="+at(4))
+		}
 	}
 	if _, err := Apply(ctx, rdb, topics, snapOf(scope, 1, 1, ents...), ""); err != nil {
 		t.Fatal(err)

@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"bytes"
 	"context"
 	_ "embed"
 	"encoding/hex"
@@ -23,9 +24,10 @@ import (
 // run_at (JSON text), started_at (JSON text), scope key, source id,
 // provider, ok ("1"/"0"), error, k, notify_first_sight ("1"/"0"),
 // traceparent, trace id, state TTL (ms), guard min, guard share (‰),
-// per-venue max k (0: off), then
-// one (entity key, entity) pair per observed entity, the entity as
-// entityArg gives it. It returns {applied (1; 0: late or replayed; 2:
+// per-venue max k (0: off), the number of observed entities, the default
+// entity argument, their keys, then (key's ARGV index, entity argument)
+// pairs for the entities whose argument is not the default (see
+// entityArgs). It returns {applied (1; 0: late or replayed; 2:
 // held), opened, closed, stable opened, stable closed[, notices, released
 // after (ms)[, venues by k (MaxStabilization of them, under per-venue
 // stabilization)]]} (see Result).
@@ -144,64 +146,78 @@ func prepare(topics avail.Topics, in Input, validated bool) ([]string, []any, er
 		flag(snap.OK), runError(snap), strconv.Itoa(stabilization(snap)), flag(snap.NotifyFirstSight),
 		tp, traceID, strconv.FormatInt(StateTTL.Milliseconds(), 10), strconv.Itoa(guard.Min), strconv.Itoa(guard.permille()),
 		strconv.Itoa(in.PerVenueMaxK))
-	// Each entity's argument, all in one buffer: see entityArg.
-	buf := make([]byte, 0, 8*len(obs))
-	ends := make([]int, len(obs))
-	ex := extrasIndex{at: map[string]int{}}
+	// The entities: their number, the default argument, their keys, then
+	// the arguments that differ from the default (see entityArgs).
+	x := entityArgs{seen: map[string]int{}, buf: make([]byte, 0, 256)}
+	first := len(args) + 3 // ARGV index (1-based) of the first key
 	for i, e := range obs {
-		buf = ex.entityArg(buf, e, len(args)+2*i+2)
-		ends[i] = len(buf)
+		x.add(e, first+i)
 	}
-	start := 0
-	for i, e := range obs {
-		args = append(args, e.Key, buf[start:ends[i]:ends[i]])
-		start = ends[i]
+	if x.def == nil {
+		x.def = []byte{}
 	}
-	return keys.list(), args, nil
+	args = append(args, strconv.Itoa(len(obs)), x.def)
+	for _, e := range obs {
+		args = append(args, e.Key)
+	}
+	return keys.list(), append(args, x.over...), nil
 }
 
-// extrasIndex remembers, while one snapshot's arguments are built, the
-// ARGV index of the first entity with each venue name and attributes.
-type extrasIndex struct {
-	at map[string]int // extras' JSON → ARGV index (1-based)
-	// last is the entity whose extras were added last, at lastAt (0: none):
-	// entities of a scope mostly repeat them, which then costs no encoding.
-	last   avail.Entity
-	lastAt int
-}
-
-// entityArg appends the script argument that gives the JSON of entity e,
-// whose argument is ARGV[at]: when e is what avail.ParseKey rebuilds from
+// entityArgs builds the script's entity arguments. Each observed entity
+// has one that gives its JSON: when e is what avail.ParseKey rebuilds from
 // its key plus a venue name and attributes (the usual case), "" if it has
-// neither, "+" and the JSON object of the two
-// (availjson.AppendEntityExtras), or "=<i>" when ARGV[i] holds the same
-// (x remembers them); otherwise e's whole JSON encoding, which starts
-// with "{". The script rebuilds the entity from its key like a closed one
-// and adds the extras, so the JSON of the entities that stay open, which
-// the script does not need, costs little to send.
-func (x *extrasIndex) entityArg(dst []byte, e avail.Entity, at int) []byte {
+// neither, or "+" and the JSON object of the two
+// (availjson.AppendEntityExtras); otherwise e's whole JSON encoding, which
+// starts with "{". The script rebuilds the entity from its key like a
+// closed one and adds the extras, so the JSON of the entities that stay
+// open, which the script does not need, costs little to send.
+//
+// The entities of a scope mostly share their venue name and attributes, so
+// the first rebuildable entity's argument is the default, sent once, and
+// only the others go as (key's ARGV index, argument) pairs: an argument
+// sent before as "=<i>", i the ARGV index of the key that sent it.
+type entityArgs struct {
+	buf     []byte
+	def     []byte // the default argument; nil until the first rebuildable entity
+	seen    map[string]int
+	over    []any
+	last    avail.Entity // the last rebuildable entity, whose argument is lastArg
+	lastOK  bool
+	lastArg []byte
+}
+
+// add adds the argument of entity e, whose key is ARGV[at].
+func (x *entityArgs) add(e avail.Entity, at int) {
 	if p, err := avail.ParseKey(e.Key); err != nil || p.Kind != e.Kind || p.Provider != e.Provider ||
 		p.Venue != e.Venue || p.Date != e.Date || p.Time != e.Time || p.PartySize != e.PartySize {
-		return availjson.AppendEntity(dst, e)
+		start := len(x.buf)
+		x.buf = availjson.AppendEntity(x.buf, e)
+		x.over = append(x.over, strconv.Itoa(at), x.buf[start:len(x.buf):len(x.buf)])
+		return
 	}
-	if e.VenueName == "" && len(e.Attrs) == 0 {
-		return dst
+	arg := x.lastArg
+	if !x.lastOK || e.VenueName != x.last.VenueName || !maps.Equal(e.Attrs, x.last.Attrs) {
+		arg = []byte{}
+		if e.VenueName != "" || len(e.Attrs) > 0 {
+			start := len(x.buf)
+			x.buf = availjson.AppendEntityExtras(append(x.buf, '+'), e)
+			arg = x.buf[start:len(x.buf):len(x.buf)]
+		}
+		x.last, x.lastOK, x.lastArg = e, true, arg
 	}
-	if x.lastAt > 0 && e.VenueName == x.last.VenueName && maps.Equal(e.Attrs, x.last.Attrs) {
-		return strconv.AppendInt(append(dst, '='), int64(x.lastAt), 10)
+	if x.def == nil {
+		x.def = arg
+		return
 	}
-	start := len(dst)
-	dst = availjson.AppendEntityExtras(append(dst, '+'), e)
-	i, ok := x.at[string(dst[start:])]
-	if !ok {
-		i = at
-		x.at[string(dst[start:])] = at
+	if bytes.Equal(arg, x.def) {
+		return
 	}
-	x.last, x.lastAt = e, i
-	if ok {
-		return strconv.AppendInt(append(dst[:start], '='), int64(i), 10)
+	if m, ok := x.seen[string(arg)]; ok {
+		x.over = append(x.over, strconv.Itoa(at), "="+strconv.Itoa(m))
+		return
 	}
-	return dst
+	x.seen[string(arg)] = at
+	x.over = append(x.over, strconv.Itoa(at), arg)
 }
 
 // parseReply reads the script's {applied, opened, closed, stable opened,
