@@ -90,7 +90,14 @@ local prev_ok = last[3] or ''
 local prev_ms = last[5] or ''
 local obs = {} -- entity key -> its ARGV index
 for i = FIRST, LAST do obs[ARGV[i]] = i end
-local isopen, to_close, to_open = {}, {}, {}
+local to_close, to_open = {}, {}
+-- obs[key] turns negative once key is known to be open (or to open): one
+-- table for both sets.
+local function at(key)
+  local i = obs[key]
+  if i and i < 0 then return -i end
+  return i
+end
 local open_keys = redis.call('HKEYS', open_key)
 if #open_keys == 0 and not baseline then
   -- The open set of an earlier version: adopt its members, whose opening
@@ -107,9 +114,15 @@ if #open_keys == 0 and not baseline then
     open_keys = old
   end
 end
+local matched = 0
 for _, key in ipairs(open_keys) do
-  isopen[key] = true
-  if not obs[key] then to_close[#to_close + 1] = key end
+  local i = obs[key]
+  if i then
+    obs[key] = -i
+    matched = matched + 1
+  else
+    to_close[#to_close + 1] = key
+  end
 end
 
 -- The guard: a run that would close more than guard_min entities and more
@@ -127,11 +140,14 @@ if guard_min > 0 and #to_close > guard_min and #to_close * 1000 > guard_permille
 end
 if last[4] then redis.call('HDEL', scope_hash, 'held') end
 
-for i = FIRST, LAST do
-  local key = ARGV[i]
-  if not isopen[key] then
-    to_open[#to_open + 1] = key
-    isopen[key] = true
+if matched < nobs then
+  for i = FIRST, LAST do
+    local key = ARGV[i]
+    local j = obs[key]
+    if j > 0 then
+      to_open[#to_open + 1] = key
+      obs[key] = -j
+    end
   end
 end
 
@@ -286,7 +302,7 @@ local function transition(key, kind, stable, raw, base, last_seen)
   if last_seen ~= '' then t.last_seen = last_seen end
   local ent
   if kind == 'open' then
-    ent = entity_json(obs[key])
+    ent = entity_json(at(key))
   else
     local e = entity(key)
     local ms, rid, name = string.match(since[key] or '', '^(%d+)\n([^\n]*)\n(.*)$')
@@ -356,7 +372,7 @@ local opened_at = ARGV[2] .. '\n' .. run_id .. '\n'
 local hopen = {}
 for _, key in ipairs(to_open) do
   hopen[#hopen + 1] = key
-  hopen[#hopen + 1] = opened_at .. venue_name(obs[key])
+  hopen[#hopen + 1] = opened_at .. venue_name(at(key))
 end
 chunked('HSET', open_key, hopen)
 chunked('HDEL', open_key, to_close)
