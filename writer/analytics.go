@@ -100,8 +100,10 @@ func (a *Analytics) Stages() []stream.Stage {
 		if cfg.Consumer != "" && i > 0 {
 			cfg.Consumer = fmt.Sprintf("%s-%d", cfg.Consumer, i)
 		}
+		tcfg := cfg
+		tcfg.BatchSize = a.cfg.TransitionsBatchSize
 		out = append(out,
-			stream.Stage{Name: StageAnalyticsTransitions, Topic: a.topics.Transitions, Config: cfg,
+			stream.Stage{Name: StageAnalyticsTransitions, Topic: a.topics.Transitions, Config: tcfg,
 				BatchHandler: a.HandleTransitions},
 			stream.Stage{Name: StageAnalyticsRuns, Topic: a.topics.Runs, Config: cfg, BatchHandler: a.HandleRuns})
 	}

@@ -5,6 +5,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
 )
@@ -52,6 +53,8 @@ func TestAnalyticsConfig_validate(t *testing.T) {
 			wantErr: "handler timeout"},
 		{name: "claim idle below handler timeout", cfg: writer.AnalyticsConfig{Runner: stream.RunnerConfig{ClaimIdle: 20 * time.Second}},
 			wantErr: "claim idle"},
+		{name: "transitions batch too large", cfg: writer.AnalyticsConfig{TransitionsBatchSize: 10_001}, wantErr: "transitions batch size"},
+		{name: "negative transitions batch", cfg: writer.AnalyticsConfig{TransitionsBatchSize: -1}, wantErr: "transitions batch size"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -63,8 +66,23 @@ func TestAnalyticsConfig_validate(t *testing.T) {
 		d.Linger != writer.DefaultLinger || d.Runner.HandlerTimeout != writer.DefaultAnalyticsHandlerTimeout ||
 		d.Runner.ClaimIdle != 2*writer.DefaultAnalyticsHandlerTimeout ||
 		d.Runner.MaxDeliveries != writer.DefaultAnalyticsMaxDeliveries || !d.Runner.Retry.Disabled ||
-		d.Runner.BatchSize != writer.DefaultAnalyticsBatchSize {
+		d.Runner.BatchSize != writer.DefaultAnalyticsBatchSize || d.TransitionsBatchSize != writer.DefaultTransitionsBatchSize {
 		t.Fatalf("defaults = %+v", d)
+	}
+}
+
+func TestAnalytics_stagesReadTransitionEntriesInSmallerBatches(t *testing.T) {
+	a, err := writer.NewAnalytics(clickhousetest.Open(t), writer.AnalyticsConfig{TransitionsBatchSize: 300}, stream.Telemetry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = a.Close() })
+	seen := map[string]int{}
+	for _, st := range a.Stages() {
+		seen[st.Name] = st.Config.BatchSize
+	}
+	if seen[writer.StageAnalyticsTransitions] != 300 || seen[writer.StageAnalyticsRuns] != writer.DefaultAnalyticsBatchSize {
+		t.Fatalf("batch sizes %v, want transitions 300 and runs %d", seen, writer.DefaultAnalyticsBatchSize)
 	}
 }
 

@@ -369,9 +369,11 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 }
 
 // await polls count every so often until it reaches want, reporting
-// progress every second.
+// progress every second. From nine tenths of want on it polls every
+// pollEvery, so that the time it sees the end is within pollEvery of it,
+// while a slower every keeps the polling's own cost low before that.
 func (b *Harness) await(ctx context.Context, what string, every time.Duration, want int64, count func() (int64, error)) error {
-	t := time.NewTicker(every)
+	t := time.NewTimer(every)
 	defer t.Stop()
 	last := time.Now()
 	for {
@@ -386,6 +388,11 @@ func (b *Harness) await(ctx context.Context, what string, every time.Duration, w
 			last = time.Now()
 			b.progress("%s %d/%d", what, n, want)
 		}
+		wait := every
+		if n >= want-want/10 {
+			wait = min(every, pollEvery)
+		}
+		t.Reset(wait)
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("availbench: %s: %d of %d: %w", what, n, want, ctx.Err())
