@@ -139,7 +139,7 @@ func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Messag
 	b, errs := a.prepareTransitions(msgs)
 	var err error
 	if len(b.transitions) > 0 {
-		err = a.transitions.add(ctx, b, len(b.transitions)+len(b.sessions)+len(b.runs), urgent(msgs, a.cfg.Runner.BatchSize))
+		err = a.transitions.add(ctx, b, len(b.transitions)+len(b.sessions)+len(b.runs), urgent(msgs, a.cfg.TransitionsBatchSize))
 	}
 	return settle(errs, err)
 }

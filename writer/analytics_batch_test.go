@@ -193,3 +193,22 @@ func TestAnalytics_readAheadCopiesShareOneFlush(t *testing.T) {
 		t.Fatalf("%d flushes of transitions, want both copies' batches in one", n)
 	}
 }
+
+// TestAnalytics_fullTransitionsBatchFlushesWithoutWaiting checks that a
+// batch as large as the transitions stage reads (TransitionsBatchSize,
+// smaller than the runs stage's) is flushed once no other batch comes,
+// not after FlushInterval.
+func TestAnalytics_fullTransitionsBatchFlushesWithoutWaiting(t *testing.T) {
+	ch := migrated(t)
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, TransitionsBatchSize: 2,
+		FlushInterval: time.Hour, Runner: stream.RunnerConfig{HandlerTimeout: 2 * time.Hour}}, nil)
+	e := slot("full-batch")
+	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
+	defer cancel()
+	if err := a.HandleTransitions(ctx, delivered(1, scoped(e, "open", 2, true), scoped(e, "close", 4, true))); err != nil {
+		t.Fatalf("HandleTransitions of a full batch: %v (waited for the flush interval)", err)
+	}
+	if n, err := clickhouse.CountTransitions(t.Context(), ch, clickhouse.Filter{}); err != nil || n != 2 {
+		t.Fatalf("CountTransitions = %d, %v; want 2", n, err)
+	}
+}
