@@ -52,7 +52,7 @@ type RunnerConfig struct {
 	// exceed the longest a delivery can take — (Retry.MaxRetries+1) ×
 	// HandlerTimeout plus the retry pauses — or a slow but live handler has
 	// its work taken over. A batch in hand is acknowledged as it goes and
-	// its unsettled messages kept fresh every min(ClaimIdle/4, 1s), so a
+	// its unsettled messages kept fresh every min(ClaimIdle/4, 10s), so a
 	// batch may take longer than ClaimIdle; messages started later than
 	// ClaimIdle/2 after their read are logged in a warning.
 	ClaimIdle time.Duration
