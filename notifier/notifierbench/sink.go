@@ -4,20 +4,25 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"io"
 	"net"
-	"net/http"
 	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // benchSink is the local webhook receiver of the bench: it counts
 // deliveries and duplicates (by notification id) and, for requests with
-// an observed_at, the latency from it.
+// an observed_at, the latency from it. It is a fasthttp server, the
+// lightest receiver at hand, so that the CPU it takes from the two cores
+// the bench shares goes to the notifier instead: net/http's server took
+// about 25 µs and 30 allocations per request here, a quarter of the
+// process's CPU per delivery.
 type benchSink struct {
-	srv        *http.Server
+	srv        *fasthttp.Server
+	ln         net.Listener
 	url        string
 	received   atomic.Int64
 	duplicates atomic.Int64
@@ -33,28 +38,32 @@ func newBenchSink() (*benchSink, error) {
 		return nil, err
 	}
 	s := &benchSink{url: "http://" + ln.Addr().String(), seen: map[string]bool{}}
-	s.srv = &http.Server{Handler: http.HandlerFunc(s.serve), ReadHeaderTimeout: 5 * time.Second,
-		ConnState: func(_ net.Conn, st http.ConnState) {
-			if st == http.StateNew {
-				s.conns.Add(1)
-			}
-		}}
-	go func() { _ = s.srv.Serve(ln) }()
+	s.ln = countingListener{Listener: ln, accepted: &s.conns}
+	s.srv = &fasthttp.Server{Handler: s.serve, ReadTimeout: 5 * time.Second, MaxRequestBodySize: 1 << 20,
+		NoDefaultServerHeader: true, NoDefaultDate: true, NoDefaultContentType: true}
+	go func() { _ = s.srv.Serve(s.ln) }()
 	return s, nil
 }
 
-// sinkBuffers are the sink's request body buffers, reused.
-var sinkBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+// countingListener counts the connections it accepts.
+type countingListener struct {
+	net.Listener
+	accepted *atomic.Int64
+}
+
+func (l countingListener) Accept() (net.Conn, error) {
+	c, err := l.Listener.Accept()
+	if err == nil {
+		l.accepted.Add(1)
+	}
+	return c, err
+}
 
 // serve reads a notification's "id" and "observed_at" without decoding the
 // whole body: the notifier writes them as plain JSON strings.
-func (s *benchSink) serve(w http.ResponseWriter, r *http.Request) {
+func (s *benchSink) serve(ctx *fasthttp.RequestCtx) {
 	now := time.Now()
-	buf := sinkBuffers.Get().(*bytes.Buffer)
-	buf.Reset()
-	defer sinkBuffers.Put(buf)
-	_, _ = buf.ReadFrom(io.LimitReader(r.Body, 1<<20))
-	body := buf.Bytes()
+	body := ctx.PostBody()
 	id := jsonString(body, `"id":"`)
 	var observed time.Time
 	if v := jsonString(body, `"observed_at":"`); v != "" {
@@ -70,7 +79,7 @@ func (s *benchSink) serve(w http.ResponseWriter, r *http.Request) {
 	}
 	s.mu.Unlock()
 	s.received.Add(1)
-	w.WriteHeader(http.StatusNoContent)
+	ctx.SetStatusCode(fasthttp.StatusNoContent)
 }
 
 // jsonString returns the string after the first occurrence of prefix (a
@@ -114,4 +123,4 @@ func (s *benchSink) waitFor(ctx context.Context, n int64, timeout time.Duration)
 	return nil
 }
 
-func (s *benchSink) close() { _ = s.srv.Close() }
+func (s *benchSink) close() { _ = s.srv.Shutdown() }
