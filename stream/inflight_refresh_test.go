@@ -5,7 +5,6 @@ import (
 	"slices"
 	"testing"
 
-	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/testenv"
@@ -16,18 +15,10 @@ import (
 // entries another consumer took and some of which were redelivered, on
 // both Redis servers.
 func TestRefreshScript_keepsOwnEntriesAndReportsTakenOnes(t *testing.T) {
-	for _, tc := range []struct {
-		name string
-		dial func(t *testing.T) redis.UniversalClient
-	}{
-		{"miniredis", func(t *testing.T) redis.UniversalClient {
-			return redis.NewClient(&redis.Options{Addr: miniredis.RunT(t).Addr()})
-		}},
-		{"redis-server", func(t *testing.T) redis.UniversalClient { return testenv.Dial(t, testenv.RedisURL(t)) }},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
+	for _, be := range testenv.Backends() {
+		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
-			rdb := tc.dial(t)
+			rdb := be.Client(t)
 			const stream, group, me, other = "refresh-test", "g", "me", "other"
 			if err := rdb.XGroupCreateMkStream(ctx, stream, group, "0").Err(); err != nil {
 				t.Fatal(err)
