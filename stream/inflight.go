@@ -127,16 +127,15 @@ func (f *inflight) refresh(ctx context.Context) {
 	open := make([]any, 4, 4+len(f.open))
 	open[0], open[1] = f.r.cfg.Group, f.r.cfg.Consumer
 	first, last := "", ""
-	for id := range f.open {
-		if stuck {
-			break
-		}
-		open = append(open, id)
-		if first == "" || compareIDs(id, first) < 0 {
-			first = id
-		}
-		if last == "" || compareIDs(id, last) > 0 {
-			last = id
+	if !stuck {
+		for id := range f.open {
+			open = append(open, id)
+			if first == "" || compareIDs(id, first) < 0 {
+				first = id
+			}
+			if last == "" || compareIDs(id, last) > 0 {
+				last = id
+			}
 		}
 	}
 	open[2], open[3] = first, last
