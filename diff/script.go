@@ -181,8 +181,7 @@ type entityArgs struct {
 	def     []byte // the default argument; nil until the first rebuildable entity
 	seen    map[string]int
 	over    []any
-	last    avail.Entity // the last rebuildable entity, whose argument is lastArg
-	lastOK  bool
+	last    avail.Entity // the last rebuildable entity, whose argument is lastArg (nil: none yet)
 	lastArg []byte
 }
 
@@ -196,14 +195,14 @@ func (x *entityArgs) add(e avail.Entity, at int) {
 		return
 	}
 	arg := x.lastArg
-	if !x.lastOK || e.VenueName != x.last.VenueName || !maps.Equal(e.Attrs, x.last.Attrs) {
+	if arg == nil || e.VenueName != x.last.VenueName || !maps.Equal(e.Attrs, x.last.Attrs) {
 		arg = []byte{}
 		if e.VenueName != "" || len(e.Attrs) > 0 {
 			start := len(x.buf)
 			x.buf = availjson.AppendEntityExtras(append(x.buf, '+'), e)
 			arg = x.buf[start:len(x.buf):len(x.buf)]
 		}
-		x.last, x.lastOK, x.lastArg = e, true, arg
+		x.last, x.lastArg = e, arg
 	}
 	if x.def == nil {
 		x.def = arg
