@@ -40,7 +40,7 @@ type RunnerConfig struct {
 	// deleted. Swept every min(ConsumerIdle/2, 1m). Default 10m; at least
 	// 2 × Block.
 	ConsumerIdle time.Duration
-	// BatchSize is the XREADGROUP COUNT. Default 256.
+	// BatchSize is the XREADGROUP COUNT. Default 256, at most MaxBatchSize.
 	BatchSize int
 	// Block is how long one read waits for new entries. Default 1s; it also
 	// bounds how long shutdown waits for an idle read.
@@ -157,8 +157,8 @@ func (c RunnerConfig) Validate() error {
 	if c.Group == "" || c.Consumer == "" {
 		errs = append(errs, errors.New("group and consumer must be set"))
 	}
-	if c.BatchSize < 1 || c.BatchSize > 10000 {
-		errs = append(errs, fmt.Errorf("batch size %d out of range 1..10000", c.BatchSize))
+	if c.BatchSize < 1 || c.BatchSize > MaxBatchSize {
+		errs = append(errs, fmt.Errorf("batch size %d out of range 1..%d", c.BatchSize, MaxBatchSize))
 	}
 	if c.Block < time.Millisecond {
 		errs = append(errs, fmt.Errorf("block %s below 1ms", c.Block))
@@ -199,6 +199,9 @@ func (c RunnerConfig) Validate() error {
 
 // maxInstanceLen bounds RunnerConfig.Instance.
 const maxInstanceLen = 64
+
+// MaxBatchSize bounds RunnerConfig.BatchSize.
+const MaxBatchSize = 10_000
 
 // tries is how many handler calls one delivery may make.
 func (c RunnerConfig) tries() int {

@@ -41,10 +41,10 @@ const (
 	// gets, and so the rows it adds to a flush.
 	DefaultAnalyticsBatchSize = 5000
 	// DefaultTransitionsBatchSize is the transitions stage's read batch.
-	// Its entries hold up to 64 transitions each (a run's), so it reads
-	// fewer of them: at most 32,000 transitions per handler call, a third
-	// of a flush. Reading 5,000 at a time (up to 160 MB from a backlog)
-	// cost twice the CPU per transition in copies, page faults and GC.
+	// Its entries hold a run's transitions (up to 64), so it reads fewer
+	// of them than the runs stage: reading 5,000 at a time held a whole
+	// backlog in memory at once and cost twice the Go CPU per transition
+	// (BENCHMARKS.md, the long backlog).
 	DefaultTransitionsBatchSize = 500
 	// DefaultReadAhead is the copies of each analytics stage that
 	// Analytics.Stages returns.
@@ -196,7 +196,7 @@ type AnalyticsConfig struct {
 	Runner stream.RunnerConfig
 	// TransitionsBatchSize is the transitions stage's BatchSize, in place
 	// of Runner's: entries of up to 64 transitions. Default 500
-	// (DefaultTransitionsBatchSize), at most 10,000.
+	// (DefaultTransitionsBatchSize), at most stream.MaxBatchSize.
 	TransitionsBatchSize int
 }
 
@@ -224,8 +224,8 @@ func (c AnalyticsConfig) Validate() error {
 		errs = append(errs, fmt.Errorf("writer: partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
 	}
 	errs = append(errs, c.batching().validate(c.ReadAhead, c.Runner, StageAnalyticsTransitions, StageAnalyticsRuns)...)
-	if c.TransitionsBatchSize < 1 || c.TransitionsBatchSize > 10_000 {
-		errs = append(errs, fmt.Errorf("writer: transitions batch size %d out of range 1..10000", c.TransitionsBatchSize))
+	if c.TransitionsBatchSize < 1 || c.TransitionsBatchSize > stream.MaxBatchSize {
+		errs = append(errs, fmt.Errorf("writer: transitions batch size %d out of range 1..%d", c.TransitionsBatchSize, stream.MaxBatchSize))
 	}
 	return errors.Join(errs...)
 }
