@@ -17,9 +17,9 @@ import (
 // deliveries and duplicates (by notification id) and, for requests with
 // an observed_at, the latency from it. It is a fasthttp server, the
 // lightest receiver at hand, so that the CPU it takes from the two cores
-// the bench shares goes to the notifier instead: net/http's server took
-// about 25 µs and 30 allocations per request here, a quarter of the
-// process's CPU per delivery.
+// the bench shares goes to the notifier instead: with net/http's server
+// the process spent 12–16 µs and 31 allocations more per delivery
+// (BENCHMARKS.md, the notifier's current figures).
 type benchSink struct {
 	srv        *fasthttp.Server
 	ln         net.Listener
