@@ -86,6 +86,30 @@ func TestSearch_missHitExpiryMatchBruteForce(t *testing.T) {
 	}
 }
 
+func TestSearch_aHitIsJudgedAtTheTimeTheCacheWasRead(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			clk := newClock()
+			s, _ := seeded(t, b, clk, 60)
+			runStages(t, s.rdb, s.Stages()...)
+			ctx := context.Background()
+			req := SearchRequest{Filter: aggFilter([]string{"p1"}, testAgg), Limit: 10}
+			first, err := s.Search(ctx, req, "")
+			if err != nil || first.Status != StatusComplete || first.CompletedAt == nil {
+				t.Fatalf("first search = %s, %v; want complete", first.Status, err)
+			}
+			clk.advance(first.CompletedAt.Add(s.cfg.ResultTTL - time.Second).Sub(clk.Now()))
+			// The cache is read a second before expiry; the clock passes the
+			// expiry before the reply is judged.
+			clk.jumpAfterNextRead(2 * time.Second)
+			second, err := s.Search(ctx, req, "")
+			if err != nil || second.Outcome != OutcomeHit || second.Status != StatusComplete {
+				t.Fatalf("second search = %s/%s, %v; want a complete hit", second.Outcome, second.Status, err)
+			}
+		})
+	}
+}
+
 func TestSearch_pagesAndFiltersWithoutPrices(t *testing.T) {
 	clk := newClock()
 	s, offers := seeded(t, testenv.Backends()[0], clk, 300)

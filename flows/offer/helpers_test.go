@@ -19,8 +19,9 @@ const waitTimeout = 20 * time.Second
 
 // clock is a settable test clock.
 type clock struct {
-	mu  sync.Mutex
-	now time.Time
+	mu   sync.Mutex
+	now  time.Time
+	jump time.Duration // added once, just after the next read
 }
 
 func newClock() *clock { return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
@@ -28,7 +29,17 @@ func newClock() *clock { return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, ti
 func (c *clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	return c.now
+	now := c.now
+	c.now, c.jump = c.now.Add(c.jump), 0
+	return now
+}
+
+// jumpAfterNextRead moves the clock by d just after its next read, as a
+// real clock does between two reads around a slow call.
+func (c *clock) jumpAfterNextRead(d time.Duration) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.jump = d
 }
 
 func (c *clock) advance(d time.Duration) {

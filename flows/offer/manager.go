@@ -136,7 +136,11 @@ func (s *Flow) search(ctx context.Context, req SearchRequest, id string, canonic
 		return SearchResponse{}, err
 	}
 	allKeys := append(keys.all(), s.cfg.requestKey(id, req.RequestID), keys.live)
-	args := []any{s.cfg.Now().UnixMilli(), s.cfg.ProcessingTimeout.Milliseconds(), req.RequestID, uid, canonical, payload,
+	// The reply is judged with the same now the script was given: a result
+	// the freshness keeper invalidates in between is a hit to the script and
+	// must not come back expired.
+	now := s.cfg.Now()
+	args := []any{now.UnixMilli(), s.cfg.ProcessingTimeout.Milliseconds(), req.RequestID, uid, canonical, payload,
 		carrier.Metadata[stream.MetaTraceParent], (s.cfg.ProcessingTimeout + s.cfg.ResultTTL + s.cfg.ResultGrace).Milliseconds(),
 		req.Offset, req.Limit, (s.cfg.ProcessingTimeout + s.cfg.ResultTTL + s.cfg.ResultGrace).Milliseconds(), id, flag(bypass), epoch}
 	for _, h := range s.cfg.Handlers {
@@ -147,7 +151,7 @@ func (s *Flow) search(ctx context.Context, req SearchRequest, id string, canonic
 	if err != nil {
 		return SearchResponse{}, fmt.Errorf("offer: search %s: %w", id, err)
 	}
-	outcome, res, err := parseReply(id, s.cfg.Now(), raw, req.Offset)
+	outcome, res, err := parseReply(id, now, raw, req.Offset)
 	if err != nil {
 		return SearchResponse{}, err
 	}
