@@ -13,11 +13,11 @@ import (
 	"time"
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
-	"go.opentelemetry.io/otel/propagation"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/dropstream/dropstream/flow"
+	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/stream/streambench"
 )
@@ -220,7 +220,7 @@ func benchTelemetry(a *app, mode string) (stream.Telemetry, func()) {
 		sampler = sdktrace.AlwaysSample()
 	}
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithBatcher(discardExporter{}))
-	return stream.Telemetry{TracerProvider: tp, MeterProvider: a.otel.MeterProvider, Propagator: propagation.TraceContext{}, Logger: a.log},
+	return stream.Telemetry{TracerProvider: tp, MeterProvider: a.otel.MeterProvider, Propagator: dsotel.NewPropagator(), Logger: a.log},
 		func() { _ = tp.Shutdown(context.Background()) }
 }
 
