@@ -272,13 +272,14 @@ func insertColumns(ctx context.Context, c *Client, table, query string, n int, c
 const minReserve = 1024
 
 // reserveStrings makes room in col, an empty String column of a batch, for
-// vals at once. Appended one by one, they would grow its buffers (the
-// bytes and the positions of the strings) a quarter at a time, Go's growth
-// of large slices, copying them at every step: for a flush of tens of
-// thousands of rows, the client's largest cost of an insert. Decoding a
-// column of as many strings, the first as long as them all, sizes both
-// buffers at once; Reset empties the column and keeps them. Should a
-// version of the driver not keep them, only the gain is lost.
+// the bytes of vals at once. Appended one by one, they would grow its byte
+// buffer a quarter at a time, Go's growth of large slices, copying it at
+// every step: for a flush of tens of thousands of rows, the client's
+// largest cost of an insert. Decoding one string as long as them all sizes
+// the buffer at once, and Reset empties the column and keeps it. (Decoding
+// len(vals) strings would size the positions too, but reads a length per
+// row, which cost more than the positions' growth saves.) Should a version
+// of the driver not keep the buffer, only the gain is lost.
 func reserveStrings(col column.Interface, vals []string) {
 	if col.Type() != "String" || col.Rows() != 0 || len(vals) < minReserve {
 		return
@@ -288,8 +289,8 @@ func reserveStrings(col column.Interface, vals []string) {
 		size += len(v)
 	}
 	head := binary.AppendUvarint(nil, uint64(size))
-	r := proto.NewReader(io.MultiReader(bytes.NewReader(head), io.LimitReader(zeros{}, int64(size+len(vals)-1))))
-	_ = col.Decode(r, len(vals))
+	r := proto.NewReader(io.MultiReader(bytes.NewReader(head), io.LimitReader(zeros{}, int64(size))))
+	_ = col.Decode(r, 1)
 	col.Reset()
 }
 
