@@ -43,9 +43,12 @@ const (
 	// DefaultTransitionsBatchSize is the transitions stage's read batch.
 	// Its entries hold a run's transitions (up to 64), so it reads fewer
 	// of them than the runs stage: reading 5,000 at a time held a whole
-	// backlog in memory at once and cost twice the Go CPU per transition
-	// (BENCHMARKS.md, the long backlog).
-	DefaultTransitionsBatchSize = 500
+	// backlog in memory at once and cost twice the Go CPU per transition.
+	// Under a backlog a flush holds about one read of each partition, so
+	// the batch also sets the size of ClickHouse's parts: 500 made parts
+	// small enough that merging them cost ClickHouse about a quarter more
+	// CPU per transition than 1,000 does (BENCHMARKS.md, the long backlog).
+	DefaultTransitionsBatchSize = 1000
 	// DefaultReadAhead is the copies of each analytics stage that
 	// Analytics.Stages returns.
 	DefaultReadAhead = 2
@@ -195,7 +198,7 @@ type AnalyticsConfig struct {
 	// retries are always off: the batcher retries flushes itself.
 	Runner stream.RunnerConfig
 	// TransitionsBatchSize is the transitions stage's BatchSize, in place
-	// of Runner's: entries of up to 64 transitions. Default 500
+	// of Runner's: entries of up to 64 transitions. Default 1,000
 	// (DefaultTransitionsBatchSize), at most stream.MaxBatchSize.
 	TransitionsBatchSize int
 }
