@@ -32,16 +32,23 @@ func mustSpanContext(tb testing.TB, flags trace.TraceFlags, state string) trace.
 	})
 }
 
-func TestInjectExtract_roundTrip(t *testing.T) {
-	useGlobalPropagator(t)
+// tenantBaggage is a baggage of one member, tenant=acme.
+func tenantBaggage(tb testing.TB) baggage.Baggage {
+	tb.Helper()
 	member, err := baggage.NewMember("tenant", "acme")
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
 	bag, err := baggage.New(member)
 	if err != nil {
-		t.Fatal(err)
+		tb.Fatal(err)
 	}
+	return bag
+}
+
+func TestInjectExtract_roundTrip(t *testing.T) {
+	useGlobalPropagator(t)
+	bag := tenantBaggage(t)
 
 	tests := []struct {
 		name       string

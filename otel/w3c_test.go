@@ -59,14 +59,7 @@ func TestPropagator_extractsWhatTheStandardPropagatorsDo(t *testing.T) {
 }
 
 func TestPropagator_injectsWhatTheStandardPropagatorsDo(t *testing.T) {
-	member, err := baggage.NewMember("tenant", "acme")
-	if err != nil {
-		t.Fatal(err)
-	}
-	bag, err := baggage.New(member)
-	if err != nil {
-		t.Fatal(err)
-	}
+	bag := tenantBaggage(t)
 	ctxs := map[string]context.Context{"empty": context.Background()}
 	for _, flags := range []trace.TraceFlags{0, trace.FlagsSampled, trace.FlagsSampled | trace.FlagsRandom, 0xff} {
 		for _, state := range []string{"", "vendor=value"} {
