@@ -183,8 +183,7 @@ func (p *Providers) SetGlobal() {
 // NewPropagator returns the propagator dropstream uses: W3C TraceContext
 // followed by W3C Baggage. It reads and writes exactly what the composite
 // of propagation.TraceContext and propagation.Baggage does, and a lone
-// traceparent (the common case on every message) without its
-// allocations.
+// traceparent (the common case on every message) with less work.
 func NewPropagator() propagation.TextMapPropagator { return w3c{} }
 
 // MetricsHandler returns the handler serving the Prometheus text exposition

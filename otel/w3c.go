@@ -18,10 +18,12 @@ const (
 // w3c is W3C TraceContext followed by W3C Baggage, the composite of
 // propagation.TraceContext and propagation.Baggage, with the common case
 // done by hand: a version-00 traceparent alone (no tracestate, no baggage)
-// is parsed and written without the general parser's allocations. That
-// case is every message of a pipeline that does not use trace state or
-// baggage, so it is on the runtime's per-message path. Everything else
-// goes to the two standard propagators, so the results are theirs.
+// is parsed with a table lookup per hex digit and written in one pass,
+// about a third less CPU than the general code (the allocations, the
+// context's and the header's, are the same). That case is every message of
+// a pipeline that does not use trace state or baggage, so it is on the
+// runtime's per-message path. Everything else goes to the two standard
+// propagators, so the results are theirs.
 type w3c struct{}
 
 var (
@@ -85,9 +87,10 @@ func formatTraceParent(sc trace.SpanContext) string {
 
 // parseTraceParent parses a version-00 traceparent of exactly 55
 // characters, lowercase hex, with non-zero ids and no reserved flag bits,
-// as the W3C recommendation and propagation.TraceContext accept it. It reports false
-// for anything else, which the caller hands to propagation.TraceContext
-// (later versions, which may be longer, are its to judge).
+// as the W3C recommendation and propagation.TraceContext accept it. It
+// reports false for anything else, which the caller hands to
+// propagation.TraceContext (later versions, which may be longer, are its
+// to judge).
 func parseTraceParent(h string) (trace.SpanContext, bool) {
 	if len(h) != 55 || h[0] != '0' || h[1] != '0' || h[2] != '-' || h[35] != '-' || h[52] != '-' {
 		return trace.SpanContext{}, false
