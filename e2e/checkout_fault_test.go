@@ -31,8 +31,8 @@ const (
 
 // checkoutCluster is the checkout flow split over three dropstream
 // processes on one redis-server with an append-only file fsynced at every
-// write: the stock and payment stages, the order stage with the sweeper,
-// and the API. Each has a stable instance id, so a process restarted after
+// write: the stock stage, the payment stage with the sweeper, and the API
+// (whose checkout calls begin the attempts and send their commands). Each has a stable instance id, so a process restarted after
 // a crash takes its consumers, and what they held, back at once.
 type checkoutCluster struct {
 	t     *testing.T
@@ -48,13 +48,13 @@ type checkoutCluster struct {
 // clusterStages are the stages of each process of a checkout cluster (a
 // second copy's name ends in "2").
 var clusterStages = map[string][]string{
-	"effects": {checkout.StageStock, checkout.StagePayment},
-	"order":   {checkout.StageOrder},
+	"stock":   {checkout.StageStock},
+	"payment": {checkout.StagePayment},
 }
 
-// startCheckoutCluster starts the processes; with copies 2, the stock and
-// payment process and the order process run twice, as "effects2" and
-// "order2" beside "effects" and "order".
+// startCheckoutCluster starts the processes; with copies 2, the stock
+// process and the payment process run twice, as "stock2" and "payment2"
+// beside "stock" and "payment".
 func startCheckoutCluster(t *testing.T, bin string, copies int) *checkoutCluster {
 	t.Helper()
 	srv := testenv.StartRedis(t, testenv.RedisConfig{AppendOnly: true, AppendFsync: "always"})
@@ -63,16 +63,16 @@ func startCheckoutCluster(t *testing.T, bin string, copies int) *checkoutCluster
 	c := &checkoutCluster{t: t, bin: bin, redis: srv, rdb: dial(t, srv.URL()), api: "http://" + api, procs: map[string]*proc{},
 		web: &http.Client{Timeout: time.Minute},
 		args: map[string][]string{
-			"effects": append(common, "--api-addr", "", "--instance", "effects", "--stages", "checkout-stock,checkout-payment"),
-			"order":   append(common, "--api-addr", "", "--instance", "order", "--stages", "checkout-order,checkout-sweeper"),
+			"stock":   append(common, "--api-addr", "", "--instance", "stock", "--stages", "checkout-stock"),
+			"payment": append(common, "--api-addr", "", "--instance", "payment", "--stages", "checkout-payment,checkout-sweeper"),
 			// The workload's one client writes faster than a caller may by default.
 			"api": append(common, "--api-addr", api, "--instance", "api", "--stages", "none", "--api-write-rate", "0"),
 		}}
-	names := []string{"effects", "order", "api"}
+	names := []string{"stock", "payment", "api"}
 	if copies == 2 {
-		c.args["effects2"] = append(common, "--api-addr", "", "--instance", "effects2", "--stages", "checkout-stock,checkout-payment")
-		c.args["order2"] = append(common, "--api-addr", "", "--instance", "order2", "--stages", "checkout-order")
-		names = append(names, "effects2", "order2")
+		c.args["stock2"] = append(common, "--api-addr", "", "--instance", "stock2", "--stages", "checkout-stock")
+		c.args["payment2"] = append(common, "--api-addr", "", "--instance", "payment2", "--stages", "checkout-payment")
+		names = append(names, "stock2", "payment2")
 	}
 	for _, name := range names {
 		c.start(name)
@@ -324,7 +324,6 @@ func (c *checkoutCluster) verify(w checkoutWorkload, tally *checkoutTally) {
 	topics := checkout.NewTopics(8)
 	streamtest.AssertConserved(c.t, c.rdb, topics.Stock, checkout.StageStock)
 	streamtest.AssertConserved(c.t, c.rdb, topics.Payment, checkout.StagePayment)
-	streamtest.AssertConserved(c.t, c.rdb, topics.Outcomes, checkout.StageOrder)
 	streamtest.AssertConserved(c.t, c.rdb, topics.Sagas, checkout.StageHistory)
 	c.t.Logf("answered %d (200: %d, 400: %d); retried: %d × 503, %d × other 5xx, %d without an answer",
 		tally.answered.Load(), tally.paid.Load(), tally.refused.Load(), tally.unavailable.Load(), tally.other5xx.Load(), tally.transport.Load())
@@ -348,7 +347,7 @@ func (c *checkoutCluster) openAttempts() int64 {
 // TestCheckout_faultsUnderTheConsistencyWorkload runs 1,000 concurrent
 // checkouts of 100 units over three dropstream processes and, once 30
 // units are sold, kills one part with SIGKILL and restarts it at once:
-// the stock and payment stages' process, the order stage's, the API's, or
+// the stock stage's process, the payment stage's, the API's, or
 // Redis (restarted from its append-only file); or, with two copies of
 // each stage process, restarts every copy in turn with SIGTERM (a rolling
 // restart). Each run must end with
@@ -356,7 +355,7 @@ func (c *checkoutCluster) openAttempts() int64 {
 // to the units sold, and no checkout given up.
 func TestCheckout_faultsUnderTheConsistencyWorkload(t *testing.T) {
 	bin := buildBinary(t)
-	for _, fault := range []string{"effects", "order", "api", "redis", "rolling"} {
+	for _, fault := range []string{"stock", "payment", "api", "redis", "rolling"} {
 		t.Run(fault, func(t *testing.T) {
 			copies := 1
 			if fault == "rolling" {
@@ -378,7 +377,7 @@ func TestCheckout_faultsUnderTheConsistencyWorkload(t *testing.T) {
 				t.Logf("redis killed and restarted")
 			case "rolling":
 				// Each copy in turn, the other one serving meanwhile.
-				for _, name := range []string{"effects", "effects2", "order", "order2"} {
+				for _, name := range []string{"stock", "stock2", "payment", "payment2"} {
 					c.restart(name, 15*time.Second)
 				}
 			default:

@@ -14,11 +14,11 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// TestRun_checkoutSweeperFinishesAnAttemptWhoseIntentWasLost shows that
+// TestRun_checkoutSweeperFinishesAnAttemptWhoseCommandsWereLost shows that
 // `run` runs the checkout sweeper service with the flow's variables: an
-// attempt whose intent never reached the order stage (its checkout process
-// gone, the entry trimmed) is driven to its end by the sweeper alone.
-func TestRun_checkoutSweeperFinishesAnAttemptWhoseIntentWasLost(t *testing.T) {
+// attempt whose commands never reached the stages (its checkout process
+// gone, the entries trimmed) is driven to its end by the sweeper alone.
+func TestRun_checkoutSweeperFinishesAnAttemptWhoseCommandsWereLost(t *testing.T) {
 	clearEnv(t)
 	const partitions = 4
 	ctx := context.Background()
@@ -40,7 +40,7 @@ func TestRun_checkoutSweeperFinishesAnAttemptWhoseIntentWasLost(t *testing.T) {
 	if _, err := st.AddItem(ctx, order, "0", 2); err != nil {
 		t.Fatal(err)
 	}
-	// The attempt begins, its caller goes away, and its intent is lost.
+	// The attempt begins, its caller goes away, and its commands are lost.
 	cctx, cancel := context.WithCancel(ctx)
 	errc := make(chan error, 1)
 	go func() {
@@ -52,15 +52,18 @@ func TestRun_checkoutSweeperFinishesAnAttemptWhoseIntentWasLost(t *testing.T) {
 	if err := <-errc; !errors.Is(err, checkout.ErrPending) {
 		t.Fatalf("cancelled checkout = %v, want ErrPending", err)
 	}
-	outcomes := svc.Topics().Outcomes
-	if err := rdb.XTrimMaxLen(ctx, outcomes.Stream(outcomes.Partition(order)), 0).Err(); err != nil {
-		t.Fatal(err)
+	for _, topic := range []stream.Topic{svc.Topics().Stock, svc.Topics().Payment} {
+		for p := range topic.Partitions {
+			if err := rdb.XTrimMaxLen(ctx, topic.Stream(p), 0).Err(); err != nil {
+				t.Fatal(err)
+			}
+		}
 	}
 
 	t.Setenv("DROPSTREAM_CHECKOUT_SWEEP_INTERVAL", "100ms")
 	t.Setenv("DROPSTREAM_CHECKOUT_SWEEP_AGE", "200ms")
 	b := startDispatch(t, "run", "--redis-url", url, "--partitions", "4", "--api-addr", "", "--log-format", "text",
-		"--stages", strings.Join([]string{checkout.ServiceSweeper, checkout.StageOrder, checkout.StageStock, checkout.StagePayment}, ","))
+		"--stages", strings.Join([]string{checkout.ServiceSweeper, checkout.StageStock, checkout.StagePayment}, ","))
 	b.waitFor(t, 20*time.Second, func() bool {
 		o, err := st.FindOrder(ctx, order)
 		return err == nil && o.Paid

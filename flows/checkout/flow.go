@@ -129,7 +129,7 @@ func (s *Flow) Run(ctx context.Context) error { return s.waiter.Run(ctx) }
 // Ready is closed once the waiter listens for outcomes.
 func (s *Flow) Ready() <-chan struct{} { return s.waiter.Ready() }
 
-// Describe declares the stock, payment and order stages, the sweeper
+// Describe declares the stock and payment stages, the sweeper
 // service, the waiter of checkout calls, the saga records' ClickHouse
 // history, the topics each part publishes to, and the demo's items, users
 // and orders.
@@ -140,12 +140,14 @@ func (s *Flow) Describe() flow.Description {
 		Services: []flow.Service{{Name: ServiceSweeper, Run: s.RunSweeper}},
 		Waiters:  []flow.Service{{Name: WaiterName, Run: s.Run}},
 		Edges: []flow.Edge{
-			{From: StageStock, Topic: t.Outcomes}, {From: StagePayment, Topic: t.Outcomes},
-			{From: StageOrder, Topic: t.Stock}, {From: StageOrder, Topic: t.Payment}, {From: StageOrder, Topic: t.Sagas},
+			// A stage that finishes an attempt appends its saga record; one
+			// that makes it compensate sends the compensations.
+			{From: StageStock, Topic: t.Stock}, {From: StageStock, Topic: t.Payment}, {From: StageStock, Topic: t.Sagas},
+			{From: StagePayment, Topic: t.Stock}, {From: StagePayment, Topic: t.Payment}, {From: StagePayment, Topic: t.Sagas},
 			{From: ServiceSweeper, Topic: t.Stock}, {From: ServiceSweeper, Topic: t.Payment}, {From: ServiceSweeper, Topic: t.Sagas},
-			// A checkout call begins its attempt on the outcomes topic, and
-			// one given up at the end of its wait records its saga.
-			{From: flow.FromAPI, Topic: t.Outcomes}, {From: flow.FromAPI, Topic: t.Sagas},
+			// A checkout call sends its attempt's commands, and one given
+			// up at the end of its wait records its saga.
+			{From: flow.FromAPI, Topic: t.Stock}, {From: flow.FromAPI, Topic: t.Payment}, {From: flow.FromAPI, Topic: t.Sagas},
 		},
 		History: []flow.History{s.History()},
 		Demo:    s.seedDemo,

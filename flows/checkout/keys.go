@@ -13,13 +13,8 @@ const Name = "checkout"
 
 // Message types of the flow's streams.
 const (
-	// TypeBegin is the intent of a checkout attempt, appended to the
-	// outcomes topic by the script that starts the attempt.
-	TypeBegin = "checkout.begin"
 	// TypeCommand is a stock or payment command (effect or compensation).
 	TypeCommand = "checkout.command"
-	// TypeOutcome is a stock or payment stage's answer to a command.
-	TypeOutcome = "checkout.outcome"
 	// TypeSaga is the record of a finished attempt, for analytics.
 	TypeSaga = "checkout.saga"
 )
@@ -32,9 +27,6 @@ type Topics struct {
 	Stock stream.Topic
 	// Payment carries payment commands, in the partition of their user.
 	Payment stream.Topic
-	// Outcomes carries, in the partition of the order, the begin record of
-	// every attempt and the answers of the stock and payment stages.
-	Outcomes stream.Topic
 	// Sagas carries one record per finished attempt, in the partition of
 	// the order; the analytics stage writes them to ClickHouse.
 	Sagas stream.Topic
@@ -43,10 +35,9 @@ type Topics struct {
 // NewTopics returns the flow's topics with the given partition count.
 func NewTopics(partitions int) Topics {
 	return Topics{
-		Stock:    stream.NewTopic(Name, "stock", partitions),
-		Payment:  stream.NewTopic(Name, "payment", partitions),
-		Outcomes: stream.NewTopic(Name, "outcomes", partitions),
-		Sagas:    stream.NewTopic(Name, "sagas", partitions),
+		Stock:   stream.NewTopic(Name, "stock", partitions),
+		Payment: stream.NewTopic(Name, "payment", partitions),
+		Sagas:   stream.NewTopic(Name, "sagas", partitions),
 	}
 }
 

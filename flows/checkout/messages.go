@@ -67,24 +67,6 @@ func (c Command) Compensation() Command {
 	return out
 }
 
-// Outcome is a stage's answer to a command: OK with Result "ok" (or "noop"
-// for a compensation with nothing to undo), or not OK with the reason.
-type Outcome struct {
-	OrderID  string `json:"order_id"`
-	TrNum    int64  `json:"tr_num"`
-	Part     string `json:"part"`
-	Rollback bool   `json:"rollback,omitempty"`
-	OK       bool   `json:"ok"`
-	Result   string `json:"result"`
-}
-
-// Begin is the intent of one attempt: the commands to send.
-type Begin struct {
-	OrderID  string    `json:"order_id"`
-	TrNum    int64     `json:"tr_num"`
-	Commands []Command `json:"commands"`
-}
-
 // Saga is the record of a finished attempt (the sagas topic and the
 // checkout_sagas table).
 type Saga struct {
@@ -100,6 +82,17 @@ type Saga struct {
 	DecidedMs   int64  `json:"decided_ms"`
 	FinishedMs  int64  `json:"finished_ms"`
 	TraceParent string `json:"traceparent"`
+	// Steps are the parts' answers, in the order of the saga's parts.
+	Steps []SagaStep `json:"steps,omitempty"`
+}
+
+// SagaStep is one part's answer in a finished attempt: the result of its
+// command ("ok", "fail:<reason>", "abandoned", "cancelled") and, when it
+// was compensated, the result of its compensation ("ok", "noop").
+type SagaStep struct {
+	Part   string `json:"part"`
+	Result string `json:"result"`
+	Undo   string `json:"undo,omitempty"`
 }
 
 // Limits on outside input.

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"go.opentelemetry.io/otel/attribute"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
@@ -17,7 +18,7 @@ import (
 )
 
 // allStages are the saga's stages.
-var allStages = []string{checkout.StageOrder, checkout.StageStock, checkout.StagePayment}
+var allStages = []string{checkout.StageStock, checkout.StagePayment}
 
 // startStages runs the named stages of e's service until the test ends.
 func (e *env) startStages(t *testing.T, names ...string) { e.startStagesTB(t, names...) }
@@ -111,7 +112,6 @@ type answer struct {
 }
 
 func TestCheckout_expiredWaitGivesTheAttemptUpAndAnswers400Compensated(t *testing.T) {
-	ctx := context.Background()
 	tests := []struct {
 		name    string
 		timeout time.Duration // the flow's
@@ -128,7 +128,7 @@ func TestCheckout_expiredWaitGivesTheAttemptUpAndAnswers400Compensated(t *testin
 		lateCount  int
 	}{
 		{name: "no stage runs", timeout: time.Second, late: allStages, lateResult: "cancelled", lateCount: 2},
-		{name: "payment stage down", timeout: time.Second, running: []string{checkout.StageOrder, checkout.StageStock},
+		{name: "payment stage down", timeout: time.Second, running: []string{checkout.StageStock},
 			during: func(t *testing.T, e *env, s shop) {
 				part := "r:stock." + itoa(e.svc.Store().Keys().Partition(s.item))
 				testenv.WaitFor(t, 20*time.Second, func() bool { return e.sagaField(s.order, 1, part) != "" }, "the stock part's answer")
@@ -137,24 +137,6 @@ func TestCheckout_expiredWaitGivesTheAttemptUpAndAnswers400Compensated(t *testin
 				}
 			},
 			stockAnswered: true, late: []string{checkout.StagePayment}, lateResult: "cancelled", lateCount: 1},
-		// The effects are applied but their outcomes wait for the order
-		// stage: giving up undoes both, and the outcomes change nothing
-		// when they are recorded.
-		{name: "order stage down after the effects", timeout: 3 * time.Second, running: []string{checkout.StageStock, checkout.StagePayment},
-			during: func(t *testing.T, e *env, s shop) {
-				// No order stage dispatches: the sweeper sends the commands.
-				testenv.WaitFor(t, 20*time.Second, func() bool { return e.sagaField(s.order, 1, "status") != "" }, "attempt 1 begun")
-				if _, err := e.svc.Sweep(ctx, time.Now().Add(e.svc.Config().SweepAge+time.Second)); err != nil {
-					t.Fatal(err)
-				}
-				keys := e.svc.Store().Keys()
-				testenv.WaitFor(t, 20*time.Second, func() bool {
-					return e.rdb.Get(ctx, keys.Ledger(keys.Partition(s.item), "stock", s.order, 1, false)).Val() == "ok" &&
-						e.rdb.Get(ctx, keys.Ledger(keys.Partition(s.user), "payment", s.order, 1, false)).Val() == "ok"
-				}, "both effects applied before the deadline")
-				s.expect(t, e, 8, 4, false)
-			},
-			late: []string{checkout.StageOrder}, lateResult: "ok", lateCount: 4},
 	}
 	for _, b := range contractBackends() {
 		for _, tc := range tests {
@@ -207,15 +189,8 @@ func TestCheckout_expiredWaitGivesTheAttemptUpAndAnswers400Compensated(t *testin
 				// The late stages answer the attempt's forward commands from
 				// their ledger entries and change nothing.
 				e.startStages(t, tc.late...)
-				testenv.WaitFor(t, 20*time.Second, func() bool {
-					n := 0
-					for _, o := range outcomes(t, e.rdb, e.svc) {
-						if o.OrderID == s.order && o.TrNum == 1 && !o.Rollback && o.Result == tc.lateResult {
-							n++
-						}
-					}
-					return n == tc.lateCount
-				}, "%d late answers %q", tc.lateCount, tc.lateResult)
+				testenv.WaitFor(t, 20*time.Second, func() bool { return forwardAnswers(rec, s.order, 1, tc.lateResult) == tc.lateCount },
+					"%d late answers %q", tc.lateCount, tc.lateResult)
 				s.expect(t, e, 10, 10, false)
 				// Nothing was charged: the order can be checked out again.
 				e.startStages(t, missing(tc.running, tc.late)...)
@@ -226,6 +201,27 @@ func TestCheckout_expiredWaitGivesTheAttemptUpAndAnswers400Compensated(t *testin
 			})
 		}
 	}
+}
+
+// forwardAnswers counts the stages' spans of the forward commands of attempt tr
+// of an order whose result was result.
+func forwardAnswers(rec *tracetest.SpanRecorder, order string, tr int64, result string) int {
+	n := 0
+	for _, sp := range rec.Ended() {
+		if sp.Name() != "checkout.stock" && sp.Name() != "checkout.payment" {
+			continue
+		}
+		got := map[attribute.Key]attribute.Value{}
+		for _, kv := range sp.Attributes() {
+			got[kv.Key] = kv.Value
+		}
+		cmd := got["checkout.command"].AsString()
+		if got["checkout.order_id"].AsString() == order && got["checkout.tr_num"].AsInt64() == tr &&
+			(cmd == checkout.CmdSubtract || cmd == checkout.CmdPay) && got["checkout.result"].AsString() == result {
+			n++
+		}
+	}
+	return n
 }
 
 // missing returns the stages of allStages in none of the lists.

@@ -11,7 +11,10 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // ErrPending: the outcome of the checkout is not known. Its wait ended
@@ -61,12 +64,15 @@ func (s *Flow) Checkout(ctx context.Context, orderID string) (Result, error) {
 			return Result{OrderID: orderID, TrNum: o.TrNum, Status: StatusSucceeded, AlreadyPaid: true}, nil
 		}
 		if o.Status == StatusPending || o.Status == StatusCompensating {
-			return s.wait(ctx, orderID, o.TrNum)
+			return s.join(ctx, orderID, o.TrNum)
 		}
 		c, done := s.waiter.register(s.keys, orderID, o.TrNum+1, s.cfg.Recheck)
-		status, tr, err := s.begin(ctx, o, tp)
+		status, tr, err := s.beginAndSend(ctx, o, tp)
 		if err != nil {
 			done()
+			if errors.Is(err, ErrPending) {
+				return Result{OrderID: orderID, TrNum: tr, Status: StatusPending}, err
+			}
 			return Result{}, err
 		}
 		if status == "started" {
@@ -77,7 +83,7 @@ func (s *Flow) Checkout(ctx context.Context, orderID string) (Result, error) {
 		done()
 		switch status {
 		case "inflight":
-			return s.wait(ctx, orderID, tr)
+			return s.join(ctx, orderID, tr)
 		case "paid":
 			return Result{OrderID: orderID, TrNum: tr, Status: StatusSucceeded, AlreadyPaid: true}, nil
 		case "missing":
@@ -120,54 +126,110 @@ func (s *Flow) Commands(o Order, tr int64) ([]Command, error) {
 	return append(cmds, Command{OrderID: o.ID, TrNum: tr, Type: CmdPay, Part: "pay", UserID: o.UserID, Amount: o.TotalCost}), nil
 }
 
-// begin runs the begin script for the next attempt of o. Each command is
-// encoded once: the begin payload embeds the same JSON as the saga's
-// command fields.
-func (s *Flow) begin(ctx context.Context, o Order, tp string) (string, int64, error) {
+// beginAndSend begins the next attempt of o and, when it started, sends
+// its commands, under a "checkout.begin" span that the commands' spans
+// continue. An attempt that started but whose commands could not be sent
+// is an error wrapping ErrPending: the Sweeper sends them.
+func (s *Flow) beginAndSend(ctx context.Context, o Order, tp string) (string, int64, error) {
+	ctx, span := s.tracer.Start(ctx, "checkout.begin", trace.WithAttributes(attribute.String("checkout.order_id", o.ID)))
+	defer span.End()
+	status, tr, cmds, err := s.begin(ctx, o, tp)
+	if err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return status, tr, err
+	}
+	span.SetAttributes(attribute.Int64("checkout.tr_num", tr), attribute.String("checkout.begin", status))
+	if status != "started" {
+		return status, tr, nil
+	}
+	span.SetAttributes(attribute.Int("checkout.commands", len(cmds)))
+	if err := s.dispatch(ctx, cmds); err != nil {
+		span.SetStatus(codes.Error, err.Error())
+		return status, tr, fmt.Errorf("%w: attempt %d of order %s not sent (the sweeper sends it): %w", ErrPending, tr, o.ID, err)
+	}
+	return status, tr, nil
+}
+
+// begin runs the begin script for the next attempt of o, and returns the
+// attempt's commands to send when it started. Each command is encoded
+// once, for the saga's command fields.
+func (s *Flow) begin(ctx context.Context, o Order, tp string) (string, int64, []Command, error) {
 	tr := o.TrNum + 1
 	cmds, err := s.Commands(o, tr)
 	if err != nil {
-		return "", 0, err
-	}
-	trs := strconv.FormatInt(tr, 10)
-	raw := make([]json.RawMessage, len(cmds))
-	for i, c := range cmds {
-		if raw[i], err = json.Marshal(c); err != nil {
-			return "", 0, err
-		}
-	}
-	payload, err := json.Marshal(beginPayload{OrderID: o.ID, TrNum: tr, Commands: raw})
-	if err != nil {
-		return "", 0, err
+		return "", 0, nil, err
 	}
 	parts := make([]string, len(cmds))
-	args := make([]any, 0, 11+2*len(cmds))
-	args = append(args, o.ID, strconv.FormatInt(o.TrNum, 10), strconv.FormatInt(o.Ver, 10), trs,
-		payload, tp, strconv.FormatInt(time.Now().UnixMilli(), 10), "", strconv.FormatInt(s.cfg.StateTTL.Milliseconds(), 10),
+	args := make([]any, 0, 10+2*len(cmds))
+	args = append(args, o.ID, strconv.FormatInt(o.TrNum, 10), strconv.FormatInt(o.Ver, 10), strconv.FormatInt(tr, 10),
+		tp, strconv.FormatInt(time.Now().UnixMilli(), 10), "", strconv.FormatInt(s.cfg.StateTTL.Milliseconds(), 10),
 		o.UserID, strconv.FormatInt(o.TotalCost, 10))
 	for i, c := range cmds {
+		raw, err := json.Marshal(c)
+		if err != nil {
+			return "", 0, nil, err
+		}
 		parts[i] = c.Part
-		args = append(args, c.Part, []byte(raw[i]))
+		args = append(args, c.Part, raw)
 	}
-	args[7] = strings.Join(parts, ",")
-	p := s.keys.Partition(o.ID)
-	keys := []string{s.keys.Order(o.ID), s.keys.Saga(o.ID, tr), s.topics.Outcomes.Stream(p), s.keys.Open(p)}
+	args[6] = strings.Join(parts, ",")
+	keys := []string{s.keys.Order(o.ID), s.keys.Saga(o.ID, tr), s.keys.Open(s.keys.Partition(o.ID))}
 	res, err := beginScript.Run(ctx, s.rdb, keys, args...).StringSlice()
 	if err != nil {
-		return "", 0, fmt.Errorf("checkout: begin attempt %d of order %s: %w", tr, o.ID, err)
+		return "", 0, nil, fmt.Errorf("checkout: begin attempt %d of order %s: %w", tr, o.ID, err)
 	}
 	if len(res) != 2 {
-		return "", 0, fmt.Errorf("checkout: begin script replied %v", res)
+		return "", 0, nil, fmt.Errorf("checkout: begin script replied %v", res)
 	}
 	n, _ := strconv.ParseInt(res[1], 10, 64)
-	return res[0], n, nil
+	return res[0], n, cmds, nil
 }
 
-// beginPayload encodes a Begin whose commands are already encoded.
-type beginPayload struct {
-	OrderID  string            `json:"order_id"`
-	TrNum    int64             `json:"tr_num"`
-	Commands []json.RawMessage `json:"commands"`
+// dispatch sends the forward commands of an attempt that began, each a
+// message carrying ctx's trace context. A caller that went away does not
+// stop them: its attempt completes or compensates all the same.
+func (s *Flow) dispatch(ctx context.Context, cmds []Command) error {
+	ctx = context.WithoutCancel(ctx)
+	sends := make([]send, len(cmds))
+	for i, c := range cmds {
+		sends[i] = send{cmd: c, ctx: ctx}
+	}
+	return s.send(ctx, sends)
+}
+
+// join waits for attempt tr of an order, which another call began. It
+// first sends again the commands of the parts that have not answered: the
+// call that began the attempt may have died before it sent them, and the
+// caller checking out again after an error is what finds it then. Their
+// effects are idempotent by the ledger, so a command sent twice only
+// answers twice. A failed resend is logged: the Sweeper sends them later.
+func (s *Flow) join(ctx context.Context, orderID string, tr int64) (Result, error) {
+	if err := s.resendSilent(ctx, orderID, tr); err != nil {
+		s.log.WarnContext(ctx, "checkout: commands of a joined attempt not sent again", "order_id", orderID, "tr_num", tr, "error", err)
+	}
+	return s.wait(ctx, orderID, tr)
+}
+
+// resendSilent sends the forward commands of the silent parts of attempt
+// tr of an order, if it is still pending.
+func (s *Flow) resendSilent(ctx context.Context, orderID string, tr int64) error {
+	h, err := s.rdb.HGetAll(ctx, s.keys.Saga(orderID, tr)).Result()
+	if err != nil {
+		return err
+	}
+	if h["status"] != StatusPending {
+		return nil
+	}
+	silent, _ := openParts(h)
+	cmds := make([]Command, 0, len(silent))
+	for _, part := range silent {
+		c, err := sagaCommand(h, part)
+		if err != nil {
+			return err
+		}
+		cmds = append(cmds, c)
+	}
+	return s.dispatch(ctx, cmds)
 }
 
 // wait waits for attempt tr of an order.

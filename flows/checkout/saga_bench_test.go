@@ -44,7 +44,7 @@ func BenchmarkSaga_timelineRoute(b *testing.B) {
 func BenchmarkSaga_cancelRoute(b *testing.B) {
 	ctx := context.Background()
 	e := newEnv(b, testenv.RedisURL(b), envOptions{noStages: true, timeout: 20 * time.Second})
-	e.startStagesTB(b, checkout.StageOrder, checkout.StageStock)
+	e.startStagesTB(b, checkout.StageStock)
 	st := e.svc.Store()
 	lat := make([]time.Duration, 0, b.N)
 	b.ResetTimer()

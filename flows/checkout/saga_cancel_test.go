@@ -59,7 +59,7 @@ func TestSaga_cancelStuckAttemptReturnsStockAndCreditExactlyOnce(t *testing.T) {
 			s := newShop(t, e, 10, 2)
 			stockPart := "stock." + itoa(e.svc.Store().Keys().Partition(s.item))
 			// No payment stage: the attempt is stuck on its payment.
-			e.startStages(t, checkout.StageOrder, checkout.StageStock)
+			e.startStages(t, checkout.StageStock)
 			e.leave(t, s.order, 1)
 			testenv.WaitFor(t, 20*time.Second, func() bool { return e.sagaField(s.order, 1, "r:"+stockPart) == "ok" }, "the stock taken")
 			s.expect(t, e, 8, 10, false)

@@ -60,14 +60,14 @@ redis.call('HSET', KEYS[1], 'items', items .. line)
 redis.call('HINCRBY', KEYS[1], 'ver', 1)
 return {0, redis.call('HINCRBY', KEYS[1], 'total_cost', ARGV[3])}`)
 
-// beginScript starts an attempt: it numbers it, records its saga, indexes
-// it among the open attempts of the order's partition (for the Sweeper) and
-// appends its intent (TypeBegin) to the order's outcomes stream, in one
-// step, so an attempt is either not started or certain to be dispatched.
-// KEYS: order, saga, outcomes stream, open index. ARGV: 1 order id,
-// 2 expected tr, 3 expected ver, 4 new tr, 5 begin payload, 6 traceparent,
-// 7 now ms, 8 parts (comma list), 9 saga ttl ms, 10 user id, 11 total cost,
-// then pairs (part, command JSON).
+// beginScript starts an attempt: it numbers it, records its saga (with
+// the command of every part) and indexes it among the open attempts of the
+// order's partition, in one step. The caller then sends the commands; the
+// Sweeper sends them again for an attempt whose parts stay silent, so an
+// attempt whose caller died before sending is dispatched all the same.
+// KEYS: order, saga, open index. ARGV: 1 order id, 2 expected tr, 3
+// expected ver, 4 new tr, 5 traceparent, 6 now ms, 7 parts (comma list),
+// 8 saga ttl ms, 9 user id, 10 total cost, then pairs (part, command JSON).
 // Returns {status, tr}: started, paid, inflight (an attempt is running),
 // missing, or retry (the order changed since it was read).
 var beginScript = script.New(`
@@ -79,20 +79,15 @@ if f[1] == '1' then return {'paid', tr} end
 if f[2] == 'pending' or f[2] == 'compensating' then return {'inflight', tr} end
 if tr ~= ARGV[2] or (f[4] or '0') ~= ARGV[3] then return {'retry', tr} end
 redis.call('HSET', o, 'tr', ARGV[4], 'status', 'pending')
-local h = {'status', 'pending', 'parts', ARGV[8], 'answered', '0', 'started_ms', ARGV[7],
-  'user', ARGV[10], 'total', ARGV[11], 'tp', ARGV[6]}
-for i = 12, #ARGV, 2 do
+local h = {'status', 'pending', 'parts', ARGV[7], 'answered', '0', 'started_ms', ARGV[6],
+  'user', ARGV[9], 'total', ARGV[10], 'tp', ARGV[5]}
+for i = 11, #ARGV, 2 do
   h[#h + 1] = 'cmd:' .. ARGV[i]
   h[#h + 1] = ARGV[i + 1]
 end
 redis.call('HSET', KEYS[2], unpack(h))
-redis.call('PEXPIRE', KEYS[2], ARGV[9])
-redis.call('ZADD', KEYS[4], ARGV[7], ARGV[1] .. '|' .. ARGV[4])
-if ARGV[6] ~= '' then
-  redis.call('XADD', KEYS[3], '*', 'key', ARGV[1], 'type', 'checkout.begin', 'payload', ARGV[5], 'traceparent', ARGV[6])
-else
-  redis.call('XADD', KEYS[3], '*', 'key', ARGV[1], 'type', 'checkout.begin', 'payload', ARGV[5])
-end
+redis.call('PEXPIRE', KEYS[2], ARGV[8])
+redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1] .. '|' .. ARGV[4])
 return {'started', ARGV[4]}`)
 
 // effectScript applies a batch of stock or payment commands, each exactly
@@ -222,10 +217,18 @@ local function record(okey, saga, id, tr, part, rb, result)
       end
     end
     local tp = f[5] or ''
+    local steps = {}
+    for _, p in ipairs(parts) do
+      local r = redis.call('HMGET', saga, 'r:' .. p, 'c:' .. p)
+      local step = '{"part":"' .. p .. '","result":"' .. (r[1] or '') .. '"'
+      if r[2] then step = step .. ',"undo":"' .. r[2] .. '"' end
+      steps[#steps + 1] = step .. '}'
+    end
     local rec = '{"order_id":"' .. id .. '","tr_num":' .. tr .. ',"user_id":"' .. (f[3] or '') ..
       '","status":"' .. status .. '","reason":"' .. reason .. '","total_cost":' .. (f[4] or '0') ..
       ',"parts":' .. #parts .. ',"compensated":' .. ncomp .. ',"started_ms":' .. (f[1] or '0') ..
-      ',"decided_ms":' .. (f[2] or now) .. ',"finished_ms":' .. now .. ',"traceparent":"' .. tp .. '"}'
+      ',"decided_ms":' .. (f[2] or now) .. ',"finished_ms":' .. now .. ',"traceparent":"' .. tp ..
+      '","steps":[' .. table.concat(steps, ',') .. ']}'
     if tp ~= '' then
       redis.call('XADD', KEYS[1], '*', 'key', id, 'type', 'checkout.saga', 'payload', rec, 'traceparent', tp)
     else

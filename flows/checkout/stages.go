@@ -18,7 +18,6 @@ import (
 const (
 	StageStock   = "checkout-stock"
 	StagePayment = "checkout-payment"
-	StageOrder   = "checkout-order"
 	// StageHistory appends the saga records to ClickHouse (HistoryConfig).
 	StageHistory = "checkout-analytics"
 )
@@ -26,17 +25,16 @@ const (
 // instrumentationScope names the tracer of this package.
 const instrumentationScope = "github.com/dropstream/dropstream/flows/checkout"
 
-// Stages returns the stock, payment and order stages. Each is a batch
-// stage: the scripts of a batch go in one pipeline and its output messages
-// in another, and each message gets a span of its own ("checkout.stock",
-// "checkout.payment", "checkout.order"), a child of its producer's, which
-// the messages it causes continue — so one trace covers a whole saga, from
-// the HTTP call to the saga record.
+// Stages returns the stock and payment stages. Each is a batch stage: the
+// effect scripts of a batch go in one pipeline, the outcome scripts in a
+// second and its compensations in a third, and each command gets a span of
+// its own ("checkout.stock", "checkout.payment"), a child of its
+// producer's, which the compensations it causes continue — so one trace
+// covers a whole saga, from the HTTP call to the saga record.
 func (s *Flow) Stages() []stream.Stage {
 	return []stream.Stage{
 		{Name: StageStock, Topic: s.topics.Stock, BatchHandler: s.effectBatch("stock", s.stockCall), Config: s.cfg.SagaStage()},
 		{Name: StagePayment, Topic: s.topics.Payment, BatchHandler: s.effectBatch("payment", s.paymentCall), Config: s.cfg.SagaStage()},
-		{Name: StageOrder, Topic: s.topics.Outcomes, BatchHandler: s.orderBatch, Config: s.cfg.SagaStage()},
 	}
 }
 
@@ -80,16 +78,19 @@ func (s *Flow) paymentCall(m *stream.Message) (Command, call, error) {
 
 // effectBatch applies a batch of stock or payment commands with the effect
 // script — one call per partition of the batch, which is one partition
-// unless a command was misrouted — and publishes each recorded result as
-// an outcome — also when the effect was applied by an earlier delivery,
-// whose outcome may not have been published. A Redis error fails the
-// messages it concerns retryably.
+// unless a command was misrouted — then records each recorded result in its
+// attempt's saga with the outcome script, on the orders' partitions — also
+// when the effect was applied by an earlier delivery, whose outcome may not
+// have been recorded — and sends the compensations an attempt that starts
+// compensating needs. A Redis error fails the messages it concerns
+// retryably.
 func (s *Flow) effectBatch(side string, build func(*stream.Message) (Command, call, error)) stream.BatchHandler {
 	spanName := "checkout." + side
 	header := s.effectHeader(side)
 	return func(ctx context.Context, msgs []*stream.Message) error {
 		errs := make([]error, len(msgs))
 		cmds := make([]Command, len(msgs))
+		spans := make([]trace.Span, len(msgs))
 		parts := make([]call, 0, len(msgs))
 		idx := make([]int, 0, len(msgs))
 		for i, m := range msgs {
@@ -99,131 +100,74 @@ func (s *Flow) effectBatch(side string, build func(*stream.Message) (Command, ca
 				continue
 			}
 			cmds[i] = c
+			_, spans[i] = s.tracer.Start(m.Context(), spanName, trace.WithAttributes(
+				attribute.String("checkout.order_id", c.OrderID), attribute.Int64("checkout.tr_num", c.TrNum),
+				attribute.String("checkout.part", c.Part), attribute.String("checkout.command", c.Type)))
 			parts = append(parts, cl)
 			idx = append(idx, i)
 		}
 		results, rerrs := s.applyEffects(ctx, header, parts)
-		outs := make([]*stream.Message, 0, len(idx))
-		sent := make([]int, 0, len(idx))
+		recs := make([]outcomeRec, 0, len(idx))
+		applied := make([]int, 0, len(idx))
 		for j, i := range idx {
 			c := cmds[i]
-			_, span := s.tracer.Start(msgs[i].Context(), spanName, trace.WithAttributes(
-				attribute.String("checkout.order_id", c.OrderID), attribute.Int64("checkout.tr_num", c.TrNum),
-				attribute.String("checkout.part", c.Part), attribute.String("checkout.command", c.Type)))
-			res, err := results[j], rerrs[j]
-			if err != nil {
+			if err := rerrs[j]; err != nil {
 				errs[i] = fmt.Errorf("checkout: apply %s of order %s attempt %d: %w", c.Type, c.OrderID, c.TrNum, err)
+				spans[i].SetStatus(codes.Error, err.Error())
+				spans[i].End()
+				continue
+			}
+			spans[i].SetAttributes(attribute.String("checkout.result", results[j]))
+			recs = append(recs, outcomeRec{c.OrderID, c.TrNum, c.Part, c.Rollback(), results[j]})
+			applied = append(applied, i)
+		}
+		replies, oerrs := s.recordOutcomes(ctx, recs, time.Now().UnixMilli())
+		var sends []send
+		for j, i := range applied {
+			c, span := cmds[i], spans[i]
+			if err := oerrs[j]; err != nil {
+				errs[i] = fmt.Errorf("checkout: record %s of order %s attempt %d: %w", c.Type, c.OrderID, c.TrNum, err)
+				// The script may have run (a reply lost to a timeout): the
+				// retry within this delivery must send what it decided.
+				msgs[i].Metadata = withRetry(msgs[i].Metadata)
 				span.SetStatus(codes.Error, err.Error())
 				span.End()
 				continue
 			}
-			span.SetAttributes(attribute.String("checkout.result", res))
-			out := Outcome{OrderID: c.OrderID, TrNum: c.TrNum, Part: c.Part, Rollback: c.Rollback(), Result: res,
-				OK: res == "ok" || (c.Rollback() && res == "noop")}
-			body, _ := json.Marshal(out)
-			msg := stream.NewMessage(c.OrderID, TypeOutcome, body)
-			msg.SetContext(trace.ContextWithSpan(msgs[i].Context(), span))
+			res := replies[j]
+			span.SetAttributes(attribute.String("checkout.saga_status", res[0]))
+			switch res[0] {
+			case StatusCompensating:
+				// The compensations go out once, when the attempt starts
+				// compensating — and again whenever the command comes
+				// again, since the first sending may have failed.
+				if res[1] != "new" && !again(msgs[i]) {
+					break
+				}
+				comps, err := compensations(res)
+				if err != nil {
+					errs[i] = stream.Permanentf("checkout: %w", err)
+					break
+				}
+				sctx := trace.ContextWithSpan(msgs[i].Context(), span)
+				for _, cm := range comps {
+					sends = append(sends, send{cm, sctx, i})
+				}
+			case "unknown":
+				s.log.WarnContext(msgs[i].Context(), "checkout: answer to an unknown attempt", "order_id", c.OrderID, "tr_num", c.TrNum, "part", c.Part)
+			}
 			span.End()
-			outs = append(outs, msg)
-			sent = append(sent, i)
 		}
-		if err := s.pub.Publish(ctx, s.topics.Outcomes, outs...); err != nil {
-			for _, i := range sent {
-				errs[i] = err
+		if err := s.send(ctx, sends); err != nil {
+			for _, sd := range sends {
+				errs[sd.msg] = err
+				// The runtime retries within this delivery: mark the message
+				// so that the retry sends what this call could not.
+				msgs[sd.msg].Metadata = withRetry(msgs[sd.msg].Metadata)
 			}
 		}
 		return &stream.BatchError{Errs: errs}
 	}
-}
-
-// orderBatch dispatches the commands of begun attempts, and records the
-// stages' outcomes in their sagas, publishing the compensations a failed
-// attempt needs. The script that finishes an attempt announces it on
-// DoneChannel itself.
-func (s *Flow) orderBatch(ctx context.Context, msgs []*stream.Message) error {
-	errs := make([]error, len(msgs))
-	var sends []send
-	var recs []outcomeRec
-	var outcomes []Outcome
-	var idx []int
-	now := time.Now().UnixMilli()
-	for i, m := range msgs {
-		switch m.Type {
-		case TypeBegin:
-			var b Begin
-			if err := json.Unmarshal(m.Payload, &b); err != nil {
-				errs[i] = stream.Permanentf("checkout: decode begin: %w", err)
-				continue
-			}
-			sctx, span := s.tracer.Start(m.Context(), "checkout.order dispatch", trace.WithAttributes(
-				attribute.String("checkout.order_id", b.OrderID), attribute.Int64("checkout.tr_num", b.TrNum),
-				attribute.Int("checkout.commands", len(b.Commands))))
-			span.End()
-			for _, c := range b.Commands {
-				sends = append(sends, send{c, sctx, i})
-			}
-		case TypeOutcome:
-			var o Outcome
-			if err := json.Unmarshal(m.Payload, &o); err != nil || !ValidID(o.OrderID) || o.Part == "" || o.TrNum < 1 {
-				errs[i] = stream.Permanentf("checkout: decode outcome %q: %v", m.Payload, err)
-				continue
-			}
-			result := o.Result
-			if !o.OK && result == "" {
-				result = "fail:unknown"
-			}
-			recs = append(recs, outcomeRec{o.OrderID, o.TrNum, o.Part, o.Rollback, result})
-			outcomes = append(outcomes, o)
-			idx = append(idx, i)
-		default:
-			errs[i] = stream.Permanentf("checkout: message type %q on the outcomes topic", m.Type)
-		}
-	}
-	replies, rerrs := s.recordOutcomes(ctx, recs, now)
-	for j, i := range idx {
-		o := outcomes[j]
-		res, err := replies[j], rerrs[j]
-		if err != nil {
-			errs[i] = fmt.Errorf("checkout: record outcome of %s for order %s attempt %d: %w", o.Part, o.OrderID, o.TrNum, err)
-			// The script may have run (a reply lost to a timeout): the
-			// retry within this delivery must send what it decided.
-			msgs[i].Metadata = withRetry(msgs[i].Metadata)
-			continue
-		}
-		sctx, span := s.tracer.Start(msgs[i].Context(), "checkout.order record", trace.WithAttributes(
-			attribute.String("checkout.order_id", o.OrderID), attribute.Int64("checkout.tr_num", o.TrNum),
-			attribute.String("checkout.part", o.Part), attribute.Bool("checkout.rollback", o.Rollback),
-			attribute.String("checkout.result", o.Result), attribute.String("checkout.saga_status", res[0])))
-		switch res[0] {
-		case StatusCompensating:
-			// The compensations go out once, when the attempt starts
-			// compensating — and again whenever the message comes again,
-			// since the first sending may have failed.
-			if res[1] != "new" && !again(msgs[i]) {
-				break
-			}
-			comps, err := compensations(res)
-			if err != nil {
-				errs[i] = stream.Permanentf("checkout: %w", err)
-				break
-			}
-			for _, c := range comps {
-				sends = append(sends, send{c, sctx, i})
-			}
-		case "unknown":
-			s.log.WarnContext(sctx, "checkout: outcome of an unknown attempt", "order_id", o.OrderID, "tr_num", o.TrNum, "part", o.Part)
-		}
-		span.End()
-	}
-	if err := s.send(ctx, sends); err != nil {
-		for _, sd := range sends {
-			errs[sd.msg] = err
-			// The runtime retries within this delivery: mark the message
-			// so that the retry sends what this call could not.
-			msgs[sd.msg].Metadata = withRetry(msgs[sd.msg].Metadata)
-		}
-	}
-	return &stream.BatchError{Errs: errs}
 }
 
 // compensations decodes the compensations listed by an outcome script

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
 )
 
 func TestSweep_lostCommandIsSentAgainAndTheSagaIsPaid(t *testing.T) {
@@ -16,7 +17,6 @@ func TestSweep_lostCommandIsSentAgainAndTheSagaIsPaid(t *testing.T) {
 			e := newEnv(t, b.url(t), envOptions{noStages: true, timeout: 20 * time.Second})
 			s := newShop(t, e, 10, 2)
 			keys := e.svc.Store().Keys()
-			e.startStages(t, checkout.StageOrder)
 			e.leave(t, s.order, 1)
 			pay := e.svc.Topics().Payment
 			p := pay.Partition(s.user)
@@ -59,7 +59,7 @@ func TestSweep_silentPartIsAbandonedAndCompensated(t *testing.T) {
 			s := newShop(t, e, 10, 2)
 			stockPart := "stock." + itoa(e.svc.Store().Keys().Partition(s.item))
 			// No payment stage: the payment part stays silent.
-			e.startStages(t, checkout.StageOrder, checkout.StageStock)
+			e.startStages(t, checkout.StageStock)
 			e.leave(t, s.order, 1)
 			testenv.WaitFor(t, 20*time.Second, func() bool { return e.sagaField(s.order, 1, "r:"+stockPart) == "ok" }, "the stock taken")
 			s.expect(t, e, 8, 10, false)
@@ -85,6 +85,38 @@ func TestSweep_silentPartIsAbandonedAndCompensated(t *testing.T) {
 				t.Errorf("checkout after the failed attempt = %v, want attempt 2", out)
 			}
 			s.expect(t, e, 8, 4, true)
+		})
+	}
+}
+
+// A call that dies after beginning its attempt and before sending its
+// commands leaves them unsent. Its caller's retry joins the attempt and
+// sends them, so the attempt is paid well before any sweep.
+func TestCheckout_checkingOutAgainSendsTheCommandsOfACallThatDied(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			e := newEnv(t, b.url(t), envOptions{noStages: true, timeout: 20 * time.Second})
+			s := newShop(t, e, 10, 2)
+			e.leave(t, s.order, 1)
+			topics := e.svc.Topics()
+			for _, topic := range []stream.Topic{topics.Stock, topics.Payment} {
+				for p := range topic.Partitions {
+					if err := e.rdb.Del(ctx, topic.Stream(p)).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+			}
+			e.startStages(t, allStages...)
+			if out := e.must(t, 200, "POST", "/orders/checkout/"+s.order); num(t, out, "tr_num") != 1 {
+				t.Errorf("checkout again = %v, want attempt 1 paid", out)
+			}
+			s.expect(t, e, 8, 4, true)
+			for _, part := range []string{"stock." + itoa(e.svc.Store().Keys().Partition(s.item)), "pay"} {
+				if r := e.sagaField(s.order, 1, "r:"+part); r != "ok" {
+					t.Errorf("part %s answered %q, want ok", part, r)
+				}
+			}
 		})
 	}
 }

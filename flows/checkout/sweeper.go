@@ -34,7 +34,7 @@ type SweepStats struct {
 // Sweep drives every attempt that has stayed open longer than
 // Config.SweepAge towards a final status, so that no saga stays unresolved
 // when a message was lost on the way (a command or outcome dead-lettered,
-// an intent never dispatched):
+// commands never sent by a call that died):
 //
 //   - a pending attempt younger than Config.AbandonAge gets the forward
 //     commands of its silent parts again; their effects are idempotent by

@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Waiter wakes checkout calls when the order stage announces their
-// attempt's outcome on DoneChannel. One Pub/Sub connection serves every
+// Waiter wakes checkout calls when the script that finishes their attempt
+// announces its outcome on DoneChannel. One Pub/Sub connection serves every
 // waiting call of the process. Notifications are a shortcut, not the
 // record: a call that joins a running attempt reads the saga's status when
 // it starts waiting, and one shared loop reads, in one pipeline, the status

@@ -265,7 +265,8 @@ func (s *Flow) Describe() flow.Description {
 		// A purchase begins a checkout attempt, and gives it up at the end
 		// of the checkout's wait.
 		co := s.checkout.Topics()
-		d.Edges = append(d.Edges, flow.Edge{From: flow.FromAPI, Topic: co.Outcomes}, flow.Edge{From: flow.FromAPI, Topic: co.Sagas})
+		d.Edges = append(d.Edges, flow.Edge{From: flow.FromAPI, Topic: co.Stock},
+			flow.Edge{From: flow.FromAPI, Topic: co.Payment}, flow.Edge{From: flow.FromAPI, Topic: co.Sagas})
 	}
 	if s.Sales != nil {
 		d.Services = append(d.Services, flow.Service{Name: ServiceRecovery, Run: s.runRecovery})
