@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"strconv"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/codes"
@@ -43,23 +44,94 @@ func NewPublisher(rdb redis.UniversalClient, tel Telemetry) *Publisher {
 // of its own Context when it has one, otherwise that of the publish span.
 // On error some messages may have been appended; their IDs are set.
 func (p *Publisher) Publish(ctx context.Context, topic Topic, msgs ...*Message) error {
-	if len(msgs) == 0 {
+	return p.PublishAll(ctx, Batch{Topic: topic, Messages: msgs})
+}
+
+// Batch is messages for one topic.
+type Batch struct {
+	Topic    Topic
+	Messages []*Message
+}
+
+// PublishAll appends the messages of several topics like Publish, in the
+// same pipelined round trips: a caller that sends to two topics at once
+// pays one round trip, not two. Each topic still gets its own "send" span
+// and its own count.
+func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
+	type part struct {
+		batch Batch
+		ctx   context.Context
+		span  trace.Span
+	}
+	parts := make([]part, 0, len(batches))
+	total := 0
+	for _, b := range batches {
+		if len(b.Messages) == 0 {
+			continue
+		}
+		sctx, span := p.tracer.Start(ctx, "send "+b.Topic.String(),
+			trace.WithSpanKind(trace.SpanKindProducer),
+			trace.WithAttributes(attrSystem, keyDestination.String(b.Topic.String()),
+				keyOperation.String("send"), keyBatchCount.Int(len(b.Messages))))
+		parts = append(parts, part{b, sctx, span})
+		total += len(b.Messages)
+	}
+	if total == 0 {
 		return nil
 	}
-	ctx, span := p.tracer.Start(ctx, "send "+topic.String(),
-		trace.WithSpanKind(trace.SpanKindProducer),
-		trace.WithAttributes(attrSystem, keyDestination.String(topic.String()),
-			keyOperation.String("send"), keyBatchCount.Int(len(msgs))))
-	defer span.End()
-	cmds := make([]*redis.StringCmd, 0, min(len(msgs), publishChunk))
-	for start := 0; start < len(msgs); start += publishChunk {
-		chunk := msgs[start:min(start+publishChunk, len(msgs))]
-		cmds = cmds[:0]
-		pipe := p.rdb.Pipeline()
-		for _, m := range chunk {
+	var err error
+	defer func() {
+		for _, pt := range parts {
+			if err != nil {
+				pt.span.RecordError(err)
+				pt.span.SetStatus(codes.Error, err.Error())
+			} else if len(pt.batch.Messages) == 1 {
+				m := pt.batch.Messages[0]
+				pt.span.SetAttributes(keyMessageID.String(m.ID), keyPartition.String(strconv.Itoa(m.Partition)))
+			}
+			pt.span.End()
+		}
+	}()
+	type pending struct {
+		m   *Message
+		cmd *redis.StringCmd
+	}
+	names := make([]string, len(parts))
+	for i, pt := range parts {
+		names[i] = pt.batch.Topic.String()
+	}
+	sent := make([]pending, 0, min(total, publishChunk))
+	// counts are the messages of each part in the round trip being built.
+	counts := make([]int64, len(parts))
+	var pipe redis.Pipeliner
+	flush := func() error {
+		_, err := pipe.Exec(ctx)
+		for _, x := range sent {
+			if x.cmd.Err() == nil {
+				x.m.ID = x.cmd.Val()
+			}
+		}
+		sent, pipe = sent[:0], nil
+		if err != nil {
+			return fmt.Errorf("publish to %s: %w", strings.Join(names, ", "), err)
+		}
+		for i, n := range counts {
+			if n > 0 {
+				p.count.Add(ctx, n, metric.WithAttributes(keyStream.String(names[i])))
+				counts[i] = 0
+			}
+		}
+		return nil
+	}
+	for i, pt := range parts {
+		topic := pt.batch.Topic
+		for _, m := range pt.batch.Messages {
+			if pipe == nil {
+				pipe = p.rdb.Pipeline()
+			}
 			m.Partition = topic.Partition(m.Key)
 			m.Stream = topic.Stream(m.Partition)
-			parent := ctx
+			parent := pt.ctx
 			if m.ctx != nil && trace.SpanContextFromContext(m.ctx).IsValid() {
 				parent = m.ctx
 			}
@@ -68,23 +140,17 @@ func (p *Publisher) Publish(ctx context.Context, topic Topic, msgs ...*Message) 
 			if p.MaxLen > 0 {
 				args.MaxLen, args.Approx = p.MaxLen, true
 			}
-			cmds = append(cmds, pipe.XAdd(ctx, args))
-		}
-		_, err := pipe.Exec(ctx)
-		for i, c := range cmds {
-			if c.Err() == nil {
-				chunk[i].ID = c.Val()
+			sent = append(sent, pending{m, pipe.XAdd(ctx, args)})
+			counts[i]++
+			if len(sent) == publishChunk {
+				if err = flush(); err != nil {
+					return err
+				}
 			}
 		}
-		if err != nil {
-			span.RecordError(err)
-			span.SetStatus(codes.Error, err.Error())
-			return fmt.Errorf("publish to %s: %w", topic, err)
-		}
-		p.count.Add(ctx, int64(len(chunk)), metric.WithAttributes(keyStream.String(topic.String())))
 	}
-	if len(msgs) == 1 {
-		span.SetAttributes(keyMessageID.String(msgs[0].ID), keyPartition.String(strconv.Itoa(msgs[0].Partition)))
+	if len(sent) > 0 {
+		err = flush()
 	}
-	return nil
+	return err
 }

@@ -3,7 +3,6 @@ package checkout
 import (
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"time"
 
@@ -194,8 +193,8 @@ type send struct {
 
 // send publishes commands to the stock and payment topics — a payment
 // command keyed by its user, a stock command by its first item, so each
-// lands in the partition of the keys it changes — the two topics in
-// parallel round trips.
+// lands in the partition of the keys it changes — both topics in one
+// pipelined round trip.
 func (s *Flow) send(ctx context.Context, sends []send) error {
 	var stock, pay []*stream.Message
 	for _, sd := range sends {
@@ -216,18 +215,7 @@ func (s *Flow) send(ctx context.Context, sends []send) error {
 			stock = append(stock, msg)
 		}
 	}
-	if len(stock) == 0 || len(pay) == 0 {
-		return errors.Join(s.pub.Publish(ctx, s.topics.Stock, stock...), s.pub.Publish(ctx, s.topics.Payment, pay...))
-	}
-	var payErr error
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
-		payErr = s.pub.Publish(ctx, s.topics.Payment, pay...)
-	}()
-	stockErr := s.pub.Publish(ctx, s.topics.Stock, stock...)
-	<-done
-	return errors.Join(stockErr, payErr)
+	return s.pub.PublishAll(ctx, stream.Batch{Topic: s.topics.Stock, Messages: stock}, stream.Batch{Topic: s.topics.Payment, Messages: pay})
 }
 
 // metaResend marks, in a message's metadata, that an earlier call may have

@@ -52,6 +52,7 @@ func Run(t *testing.T, b Backend) {
 		fn   func(t *testing.T, b Backend)
 	}{
 		{"PublishConsume_manyConsumers", testPublishConsumeManyConsumers},
+		{"PublishAll_manyTopics", testPublishAllManyTopics},
 		{"Redelivery_afterError", testRedeliveryAfterError},
 		{"CrashRecovery_byClaim", testCrashRecoveryByClaim},
 		{"DeadLetter_afterMaxDeliveries", testDeadLetterAfterMaxDeliveries},
