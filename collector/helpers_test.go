@@ -178,6 +178,8 @@ func messages(t *testing.T, rdb redis.UniversalClient, topic stream.Topic) []*st
 					m.Type = s
 				case "payload":
 					m.Payload = []byte(s)
+				case stream.MetaTraceParent:
+					m.TraceParent = s
 				default:
 					m.Metadata[k] = s
 				}

@@ -60,7 +60,7 @@ func (e *env) deadLetters(n int) []stream.DeadLetter {
 }
 
 func traceID(m *stream.Message) string {
-	parts := strings.Split(m.Metadata[stream.MetaTraceParent], "-")
+	parts := strings.Split(m.TraceParent, "-")
 	if len(parts) != 4 {
 		return ""
 	}

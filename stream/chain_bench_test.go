@@ -61,7 +61,7 @@ func BenchmarkRunnerChain(b *testing.B) {
 				span.End()
 				parent := &Message{}
 				InjectTrace(ctx, tel.Propagator, parent)
-				fields["traceparent"] = parent.Metadata["traceparent"]
+				fields["traceparent"] = parent.TraceParent
 			}
 			b.ReportAllocs()
 			b.ResetTimer()

@@ -98,7 +98,7 @@ func (r *Runner) park(ctx context.Context, st *partitionState, m *Message, delay
 	md[MetaRetryGroup] = r.cfg.Group
 	md[MetaRetryAttempts] = strconv.Itoa(m.Attempt)
 	md[MetaRetryOrigin] = m.ID
-	parked := &Message{Key: m.Key, Type: m.Type, Payload: m.Payload, Metadata: md}
+	parked := &Message{Key: m.Key, Type: m.Type, Payload: m.Payload, TraceParent: m.TraceParent, TraceState: m.TraceState, Metadata: md}
 	due := time.Now().Add(delay)
 	keys := []string{st.stream, r.stage.Topic.delayedKey(st.p, r.cfg.Group)}
 	err := parkScript.Run(ctx, r.rdb, keys, r.cfg.Group, m.ID, due.UnixMilli(), encodeParked(parked.values())).Err()

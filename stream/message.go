@@ -25,9 +25,10 @@ const (
 // Message is one entry of a stream.
 //
 // Key selects the partition and is the business key the message is about;
-// Type names the payload's schema; Metadata carries transport facts such as
-// the trace context. ID, Stream, Partition and Attempt are set by the runtime
-// when a message is published or delivered.
+// Type names the payload's schema; TraceParent and TraceState carry the
+// producer's trace context and Metadata any other transport facts (the
+// entry's other fields). ID, Stream, Partition and Attempt are set by the
+// runtime when a message is published or delivered.
 type Message struct {
 	ID        string
 	Stream    string
@@ -35,7 +36,14 @@ type Message struct {
 	Key       string
 	Type      string
 	Payload   []byte
-	Metadata  map[string]string
+	// TraceParent and TraceState are the W3C trace context of the
+	// message's producer (the entry's fields MetaTraceParent and
+	// MetaTraceState), set by the publisher. They are fields of their own,
+	// not Metadata entries, so that a message that carries only its trace
+	// context costs no map.
+	TraceParent string
+	TraceState  string
+	Metadata    map[string]string
 	// Attempt is the delivery number of this message, starting at 1.
 	Attempt int
 
@@ -74,15 +82,44 @@ func (m *Message) PublishedAt() time.Time {
 
 // values encodes the message as XADD field/value pairs.
 func (m *Message) values() []any {
-	v := make([]any, 0, 6+2*len(m.Metadata))
+	v := make([]any, 0, 10+2*len(m.Metadata))
 	v = append(v, fieldKey, m.Key, fieldType, m.Type, fieldPayload, m.Payload)
+	if m.TraceParent != "" {
+		v = append(v, MetaTraceParent, m.TraceParent)
+	}
+	if m.TraceState != "" {
+		v = append(v, MetaTraceState, m.TraceState)
+	}
 	for k, val := range m.Metadata {
-		if k == fieldKey || k == fieldType || k == fieldPayload {
+		if reservedField(k) {
 			continue
 		}
 		v = append(v, k, val)
 	}
 	return v
+}
+
+// TraceFields returns the message's trace context as entry field/value
+// pairs (none without one), for callers that append entries themselves.
+func (m *Message) TraceFields() []any {
+	var v []any
+	if m.TraceParent != "" {
+		v = append(v, MetaTraceParent, m.TraceParent)
+	}
+	if m.TraceState != "" {
+		v = append(v, MetaTraceState, m.TraceState)
+	}
+	return v
+}
+
+// reservedField reports whether an entry field is one of the message's own,
+// never a Metadata entry.
+func reservedField(k string) bool {
+	switch k {
+	case fieldKey, fieldType, fieldPayload, MetaTraceParent, MetaTraceState:
+		return true
+	}
+	return false
 }
 
 // decodeMessage builds a message from a stream entry's fields.
@@ -98,9 +135,13 @@ func decodeMessage(stream string, partition int, id string, fields map[string]an
 			m.Type = s
 		case fieldPayload:
 			m.Payload = []byte(s)
+		case MetaTraceParent:
+			m.TraceParent = s
+		case MetaTraceState:
+			m.TraceState = s
 		default:
 			if m.Metadata == nil {
-				m.Metadata = make(map[string]string, len(fields)-3)
+				m.Metadata = make(map[string]string, 1)
 			}
 			m.Metadata[k] = s
 		}

@@ -62,33 +62,60 @@ var (
 	keyConsumerName = dsotel.MessagingConsumerNameKey
 )
 
-// metadataCarrier adapts message metadata to a propagation carrier.
+// metadataCarrier adapts a message's trace context and metadata to a
+// propagation carrier: the W3C trace context goes to its own fields, any
+// other entry (baggage) to Metadata.
 type metadataCarrier struct{ m *Message }
 
-func (c metadataCarrier) Get(key string) string { return c.m.Metadata[key] }
+func (c metadataCarrier) Get(key string) string {
+	switch key {
+	case MetaTraceParent:
+		return c.m.TraceParent
+	case MetaTraceState:
+		return c.m.TraceState
+	}
+	return c.m.Metadata[key]
+}
+
 func (c metadataCarrier) Set(key, value string) {
+	switch key {
+	case MetaTraceParent:
+		c.m.TraceParent = value
+		return
+	case MetaTraceState:
+		c.m.TraceState = value
+		return
+	}
 	if c.m.Metadata == nil {
 		c.m.Metadata = make(map[string]string, 2)
 	}
 	c.m.Metadata[key] = value
 }
+
 func (c metadataCarrier) Keys() []string {
-	keys := make([]string, 0, len(c.m.Metadata))
+	keys := make([]string, 0, 2+len(c.m.Metadata))
+	if c.m.TraceParent != "" {
+		keys = append(keys, MetaTraceParent)
+	}
+	if c.m.TraceState != "" {
+		keys = append(keys, MetaTraceState)
+	}
 	for k := range c.m.Metadata {
 		keys = append(keys, k)
 	}
 	return keys
 }
 
-// InjectTrace writes the trace context of ctx into the message's metadata.
+// InjectTrace writes the trace context of ctx into the message: its
+// TraceParent and TraceState, and any baggage into its metadata.
 func InjectTrace(ctx context.Context, p propagation.TextMapPropagator, m *Message) {
 	p.Inject(ctx, metadataCarrier{m})
 }
 
-// ExtractTrace returns ctx carrying the trace context found in the message's
-// metadata, as a remote parent.
+// ExtractTrace returns ctx carrying the trace context found in the message
+// (and any baggage in its metadata), as a remote parent.
 func ExtractTrace(ctx context.Context, p propagation.TextMapPropagator, m *Message) context.Context {
-	if len(m.Metadata) == 0 {
+	if m.TraceParent == "" && len(m.Metadata) == 0 {
 		return ctx
 	}
 	return p.Extract(ctx, metadataCarrier{m})

@@ -48,9 +48,12 @@ func TestMessage_valuesEncoding(t *testing.T) {
 			map[string]any{"key": "k1", "type": "t1", "payload": "p1"}},
 		{"empty fields", &Message{},
 			map[string]any{"key": "", "type": "", "payload": ""}},
-		{"metadata", &Message{Key: "k", Type: "t", Payload: []byte{0, 1, 2},
-			Metadata: map[string]string{MetaTraceParent: "tp", MetaTraceState: "ts", "x": ""}},
+		{"trace context and metadata", &Message{Key: "k", Type: "t", Payload: []byte{0, 1, 2},
+			TraceParent: "tp", TraceState: "ts", Metadata: map[string]string{"x": ""}},
 			map[string]any{"key": "k", "type": "t", "payload": "\x00\x01\x02", "traceparent": "tp", "tracestate": "ts", "x": ""}},
+		{"metadata may not override the trace context", &Message{Key: "k", TraceParent: "tp",
+			Metadata: map[string]string{MetaTraceParent: "evil", MetaTraceState: "evil"}},
+			map[string]any{"key": "k", "type": "", "payload": "", "traceparent": "tp"}},
 		{"metadata may not override reserved fields", &Message{Key: "real-key", Type: "real-type", Payload: []byte("real"),
 			Metadata: map[string]string{"key": "evil", "type": "evil", "payload": "evil", "Key": "ok"}},
 			map[string]any{"key": "real-key", "type": "real-type", "payload": "real", "Key": "ok"}},
@@ -77,8 +80,8 @@ func TestMessage_decodeRoundTrip(t *testing.T) {
 		{"plain", NewMessage("order-1", "order.v1", []byte(`{"a":1}`))},
 		{"binary payload", NewMessage("k", "t", []byte{0xff, 0x00, 0x80})},
 		{"empty", &Message{}},
-		{"metadata", &Message{Key: "k", Type: "t", Payload: []byte("p"),
-			Metadata: map[string]string{MetaTraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", "x": "y"}}},
+		{"trace context and metadata", &Message{Key: "k", Type: "t", Payload: []byte("p"),
+			TraceParent: "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01", TraceState: "v=1", Metadata: map[string]string{"x": "y"}}},
 		{"reserved metadata is dropped", &Message{Key: "k", Type: "t", Payload: []byte("p"),
 			Metadata: map[string]string{"key": "evil", "x": "y"}}},
 	}
@@ -90,8 +93,11 @@ func TestMessage_decodeRoundTrip(t *testing.T) {
 					got.Key, got.Type, got.Payload, tc.msg.Key, tc.msg.Type, tc.msg.Payload)
 			}
 			want := maps.Clone(tc.msg.Metadata)
-			for _, r := range []string{fieldKey, fieldType, fieldPayload} {
+			for _, r := range []string{fieldKey, fieldType, fieldPayload, MetaTraceParent, MetaTraceState} {
 				delete(want, r)
+			}
+			if got.TraceParent != tc.msg.TraceParent || got.TraceState != tc.msg.TraceState {
+				t.Errorf("decoded trace context %q %q, want %q %q", got.TraceParent, got.TraceState, tc.msg.TraceParent, tc.msg.TraceState)
 			}
 			if len(got.Metadata) != len(want) || !maps.Equal(got.Metadata, want) {
 				t.Errorf("decoded metadata = %v, want %v", got.Metadata, want)
@@ -113,9 +119,14 @@ func TestMessage_decodeDeletedAndOddFields(t *testing.T) {
 	if m := decodeMessage("s", 0, "1-1", map[string]any{}); !m.deleted {
 		t.Error("empty fields: want deleted")
 	}
-	// Only metadata, no reserved fields (the map size hint goes negative).
-	m := decodeMessage("s", 0, "1-1", map[string]any{"traceparent": "tp"})
-	if m.deleted || m.Key != "" || m.Metadata["traceparent"] != "tp" {
+	// Only a trace context, no other field: no metadata map.
+	m := decodeMessage("s", 0, "1-1", map[string]any{"traceparent": "tp", "tracestate": "ts"})
+	if m.deleted || m.Key != "" || m.TraceParent != "tp" || m.TraceState != "ts" || m.Metadata != nil {
+		t.Errorf("trace-only entry decoded as %+v", m)
+	}
+	// Only metadata, no reserved fields.
+	m = decodeMessage("s", 0, "1-1", map[string]any{"baggage": "b"})
+	if m.deleted || m.Metadata["baggage"] != "b" || m.TraceParent != "" {
 		t.Errorf("metadata-only entry decoded as %+v", m)
 	}
 	// Non-string values (not produced by go-redis) decode as empty strings.
@@ -298,24 +309,28 @@ func FuzzDecodeMessage(f *testing.F) {
 		if m.Key != want(fieldKey) || m.Type != want(fieldType) || string(m.Payload) != want(fieldPayload) {
 			t.Fatalf("decode(%q) = %q/%q/%q", fields, m.Key, m.Type, m.Payload)
 		}
+		if m.TraceParent != want(MetaTraceParent) || m.TraceState != want(MetaTraceState) {
+			t.Fatalf("decode(%q): trace context %q %q", fields, m.TraceParent, m.TraceState)
+		}
 		for name, v := range fields {
-			if name != fieldKey && name != fieldType && name != fieldPayload && m.Metadata[name] != v {
+			if !reservedField(name) && m.Metadata[name] != v {
 				t.Fatalf("decode(%q): metadata %q = %q, want %q", fields, name, m.Metadata[name], v)
 			}
 		}
 		again := decodeMessage("s", 1, "1-1", unitFields(t, m.values()))
 		if again.Key != m.Key || again.Type != m.Type || !bytes.Equal(again.Payload, m.Payload) ||
-			!maps.Equal(again.Metadata, m.Metadata) {
+			again.TraceParent != m.TraceParent || again.TraceState != m.TraceState || !maps.Equal(again.Metadata, m.Metadata) {
 			t.Fatalf("round trip of %+v gave %+v", m, again)
 		}
 		// Encoding a message built by hand with the same strings as metadata
-		// never lets metadata replace the reserved fields.
+		// never lets metadata replace the reserved fields or the trace
+		// context.
 		built := &Message{Key: v1, Type: v2, Payload: []byte(v3),
 			Metadata: map[string]string{n1: v4, n2: v4, n3: v4, n4: v4}}
 		back := decodeMessage("s", 1, "1-1", unitFields(t, built.values()))
-		if back.Key != v1 || back.Type != v2 || string(back.Payload) != v3 {
-			t.Fatalf("metadata %q overrode key/type/payload %q/%q/%q: got %q/%q/%q",
-				built.Metadata, v1, v2, v3, back.Key, back.Type, back.Payload)
+		if back.Key != v1 || back.Type != v2 || string(back.Payload) != v3 || back.TraceParent != "" || back.TraceState != "" {
+			t.Fatalf("metadata %q overrode key/type/payload/trace context %q/%q/%q: got %q/%q/%q/%q/%q",
+				built.Metadata, v1, v2, v3, back.Key, back.Type, back.Payload, back.TraceParent, back.TraceState)
 		}
 	})
 }

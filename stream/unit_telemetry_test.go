@@ -157,7 +157,7 @@ func TestTracing_consumerSpanContinuesRemoteParent(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			sr.Reset()
 			m := &Message{ID: "1700000000000-1", Key: "k", Type: "t", Payload: []byte(tc.payload), Attempt: tc.attempt,
-				Metadata: map[string]string{MetaTraceParent: "00-" + traceID + "-" + parentID + "-01"}}
+				TraceParent: "00-" + traceID + "-" + parentID + "-01"}
 			var handlerSpan trace.SpanContext
 			err := Chain(func(ctx context.Context, m *Message) error {
 				handlerSpan = trace.SpanContextFromContext(ctx)
@@ -216,15 +216,15 @@ func TestTracing_noTraceContextStartsRoot(t *testing.T) {
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	for _, md := range []map[string]string{nil, {MetaTraceParent: "garbage"}} {
+	for _, parent := range []string{"", "garbage"} {
 		sr.Reset()
-		m := &Message{Key: "k", Payload: []byte("ok"), Attempt: 1, Metadata: md}
+		m := &Message{Key: "k", Payload: []byte("ok"), Attempt: 1, TraceParent: parent}
 		if err := Chain(unitOutcomeHandler, Tracing(tp, propagation.TraceContext{}, unitInfo, false))(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
 		ended := sr.Ended()
 		if len(ended) != 1 || ended[0].Parent().IsValid() || !ended[0].SpanContext().IsValid() {
-			t.Fatalf("metadata %v: want one valid root span, got %v", md, ended)
+			t.Fatalf("traceparent %q: want one valid root span, got %v", parent, ended)
 		}
 	}
 }
@@ -243,7 +243,7 @@ func TestTracing_unsampledParentPassesThroughUnlessAsked(t *testing.T) {
 			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSampler(sdktrace.AlwaysSample()))
 			defer func() { _ = tp.Shutdown(context.Background()) }()
 			m := &Message{ID: "1700000000000-1", Key: "k", Payload: []byte("ok"), Attempt: 1,
-				Metadata: map[string]string{MetaTraceParent: parent}}
+				TraceParent: parent}
 			var out Message
 			err := Chain(func(ctx context.Context, m *Message) error {
 				InjectTrace(m.Context(), propagation.TraceContext{}, &out)
@@ -255,7 +255,7 @@ func TestTracing_unsampledParentPassesThroughUnlessAsked(t *testing.T) {
 			if got := len(sr.Ended()); got != tc.wantSpans {
 				t.Fatalf("%d spans, want %d", got, tc.wantSpans)
 			}
-			got := out.Metadata[MetaTraceParent]
+			got := out.TraceParent
 			if tc.wantSpans == 0 && got != parent {
 				t.Errorf("published traceparent %q, want the parent's %q passed on", got, parent)
 			}

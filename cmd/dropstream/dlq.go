@@ -87,23 +87,27 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 }
 
 type deadLetterOut struct {
-	Ref       string            `json:"ref"`
-	ID        string            `json:"id"`
-	Partition int               `json:"partition"`
-	OriginID  string            `json:"origin_id"`
-	Stage     string            `json:"stage"`
-	Group     string            `json:"group"`
-	Attempts  int               `json:"attempts"`
-	Reason    string            `json:"reason"`
-	At        string            `json:"at"`
-	Key       string            `json:"key"`
-	Type      string            `json:"type"`
-	Payload   string            `json:"payload"`
-	Metadata  map[string]string `json:"metadata,omitempty"`
+	Ref       string `json:"ref"`
+	ID        string `json:"id"`
+	Partition int    `json:"partition"`
+	OriginID  string `json:"origin_id"`
+	Stage     string `json:"stage"`
+	Group     string `json:"group"`
+	Attempts  int    `json:"attempts"`
+	Reason    string `json:"reason"`
+	At        string `json:"at"`
+	Key       string `json:"key"`
+	Type      string `json:"type"`
+	Payload   string `json:"payload"`
+	// TraceParent is the W3C trace context the message carried: the trace
+	// to open.
+	TraceParent string            `json:"traceparent,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
 }
 
 func deadLetterJSON(dl stream.DeadLetter) deadLetterOut {
 	return deadLetterOut{Ref: dl.Ref(), ID: dl.ID, Partition: dl.Partition, OriginID: dl.OriginID, Stage: dl.Stage, Group: dl.Group,
 		Attempts: dl.Attempts, Reason: dl.Reason, At: dl.At.Format("2006-01-02T15:04:05.000Z07:00"),
-		Key: dl.Message.Key, Type: dl.Message.Type, Payload: string(dl.Message.Payload), Metadata: dl.Message.Metadata}
+		Key: dl.Message.Key, Type: dl.Message.Type, Payload: string(dl.Message.Payload),
+		TraceParent: dl.Message.TraceParent, Metadata: dl.Message.Metadata}
 }

@@ -94,7 +94,7 @@ func traceArgs(ctx context.Context, prop propagation.TextMapPropagator) []any {
 	}
 	m := &stream.Message{}
 	stream.InjectTrace(ctx, prop, m)
-	out := make([]any, 0, 2*len(m.Metadata))
+	out := m.TraceFields()
 	for k, v := range m.Metadata {
 		out = append(out, k, v)
 	}

@@ -69,7 +69,7 @@ func (f *Flow) handleCollection(ctx context.Context, m *stream.Message) error {
 	prefix := f.topics.feedPrefix(c.FeedID)
 	part := f.topics.Polls.Partition(c.FeedID)
 	if err := cleanupScript.Run(ctx, f.rdb, []string{prefix + "meta"}, prefix, strconv.FormatInt(time.Now().UnixMilli(), 10),
-		f.topics.History.Stream(part), m.Metadata[stream.MetaTraceParent], c.FeedID, c.Subscribable, c.Within).Err(); err != nil {
+		f.topics.History.Stream(part), m.TraceParent, c.FeedID, c.Subscribable, c.Within).Err(); err != nil {
 		return fmt.Errorf("feed: release collection %s/%s: %w", c.Subscribable, c.Within, err)
 	}
 	return nil

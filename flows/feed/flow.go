@@ -276,7 +276,7 @@ func (f *Flow) handlePoll(ctx context.Context, m *stream.Message) error {
 	}
 	prefix := f.topics.feedPrefix(p.FeedID)
 	part := f.topics.Polls.Partition(p.FeedID)
-	tp := m.Metadata[stream.MetaTraceParent]
+	tp := m.TraceParent
 	now := strconv.FormatInt(p.PolledAtMs, 10)
 	if p.OK && !p.NotModified {
 		args := make([]any, 0, 7+6*len(p.Items))

@@ -41,7 +41,7 @@ func historyRow(m *stream.Message) (clickhouse.FeedItemEventRow, error) {
 		return clickhouse.FeedItemEventRow{}, stream.Permanentf("feed: history event %q malformed", clip(e.EventID, 64))
 	}
 	traceID := ""
-	if tp := m.Metadata[stream.MetaTraceParent]; len(tp) == 55 {
+	if tp := m.TraceParent; len(tp) == 55 {
 		traceID = strings.Split(tp, "-")[1]
 	}
 	return clickhouse.FeedItemEventRow{EventID: e.EventID, FeedID: e.FeedID, IID: e.IID, GUID: e.GUID, Kind: e.Kind,

@@ -141,7 +141,7 @@ func (s *Flow) search(ctx context.Context, req SearchRequest, id string, canonic
 	// must not come back expired.
 	now := s.cfg.Now()
 	args := []any{now.UnixMilli(), s.cfg.ProcessingTimeout.Milliseconds(), req.RequestID, uid, canonical, payload,
-		carrier.Metadata[stream.MetaTraceParent], (s.cfg.ProcessingTimeout + s.cfg.ResultTTL + s.cfg.ResultGrace).Milliseconds(),
+		carrier.TraceParent, (s.cfg.ProcessingTimeout + s.cfg.ResultTTL + s.cfg.ResultGrace).Milliseconds(),
 		req.Offset, req.Limit, (s.cfg.ProcessingTimeout + s.cfg.ResultTTL + s.cfg.ResultGrace).Milliseconds(), id, flag(bypass), epoch}
 	for _, h := range s.cfg.Handlers {
 		allKeys = append(allKeys, s.cfg.EvalTopic(h.Tag).Stream(keys.partition))
