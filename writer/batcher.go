@@ -40,6 +40,9 @@ type batching struct {
 //     cfg.Linger without a new item once no handler is preparing one
 //     (between begin and end: decoding), so that the
 //     batches of every partition read at once share a flush;
+//   - within cfg.FlushInterval of a flush that held an urgent item (the
+//     tail of a backlog: the last partial reads of its partitions), when
+//     the oldest item has waited 20 × cfg.Linger;
 //   - otherwise when the oldest item has waited cfg.FlushInterval, so that
 //     at low rates a stage inserts about once per FlushInterval.
 //
@@ -64,6 +67,9 @@ type batcher[E any] struct {
 	closed   bool
 	active   int  // handlers between begin and end
 	urgent   bool // the last successful flush held an urgent item
+	// urgentAt is when the last successful flush that held an urgent item
+	// ended: until FlushInterval after it, a backlog's tail is flushing.
+	urgentAt time.Time
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -202,6 +208,10 @@ func (b *batcher[E]) run(ctx context.Context) {
 	}
 }
 
+// tailLingers is how many Lingers the tail of a drained backlog waits for
+// its stragglers (see due).
+const tailLingers = 20
+
 // due returns when the queue must be flushed; ok is false when it is empty.
 func (b *batcher[E]) due() (time.Time, bool) {
 	b.mu.Lock()
@@ -215,6 +225,14 @@ func (b *batcher[E]) due() (time.Time, bool) {
 	due := b.queue[0].at.Add(b.cfg.FlushInterval)
 	if l := b.last.Add(b.cfg.Linger); b.cfg.Linger > 0 && b.active == 0 && l.Before(due) && b.hurry() {
 		due = l
+	}
+	// The last partial reads of a drained backlog can miss the flush after
+	// the last full one: they go together tailLingers × Linger later, not
+	// a whole FlushInterval.
+	if b.cfg.Linger > 0 && !b.urgentAt.IsZero() && time.Since(b.urgentAt) < b.cfg.FlushInterval {
+		if t := b.queue[0].at.Add(tailLingers * b.cfg.Linger); t.Before(due) {
+			due = t
+		}
 	}
 	return due, true
 }
@@ -297,6 +315,9 @@ func (b *batcher[E]) flushOnce(ctx context.Context) error {
 		b.urgent = false
 		for _, w := range batch {
 			b.urgent = b.urgent || w.urgent
+		}
+		if b.urgent {
+			b.urgentAt = time.Now()
 		}
 		b.mu.Unlock()
 		for _, w := range batch {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"log/slog"
 	"strings"
+	"slices"
 	"sync"
 	"testing"
 	"time"
@@ -195,5 +196,28 @@ func TestBatcher_lingerWaitsForAnUrgentItem(t *testing.T) {
 	}
 	if _, batches := sink.state(); len(batches) != 1 || len(batches[0]) != 4 {
 		t.Fatalf("flushed %v, want the four items in one flush", batches)
+	}
+}
+
+// TestBatcher_backlogTailWaitsTwentyLingersNotTheInterval: after a flush
+// that held a full batch, the flush after it goes after Linger; a partial
+// batch that missed it — the last read of another partition of the
+// backlog — waits 20 Lingers, not FlushInterval (an hour here).
+func TestBatcher_backlogTailWaitsTwentyLingersNotTheInterval(t *testing.T) {
+	sink := &fakeSink{}
+	b := testBatcher(t, AnalyticsConfig{BatchRows: 1000, FlushInterval: time.Hour, Linger: time.Millisecond}, sink)
+	if err := b.add(t.Context(), 1, 1, true); err != nil {
+		t.Fatalf("full batch: %v", err)
+	}
+	if err := b.add(t.Context(), 2, 1, false); err != nil {
+		t.Fatalf("partial batch after the full one: %v", err)
+	}
+	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
+	defer cancel()
+	if err := b.add(ctx, 3, 1, false); err != nil {
+		t.Fatalf("the tail's last partial batch: %v (it waited for the flush interval)", err)
+	}
+	if _, batches := sink.state(); !slices.EqualFunc(batches, [][]int{{1}, {2}, {3}}, slices.Equal) {
+		t.Fatalf("flushed %v, want [1] [2] [3]", batches)
 	}
 }
