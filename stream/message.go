@@ -84,12 +84,7 @@ func (m *Message) PublishedAt() time.Time {
 func (m *Message) values() []any {
 	v := make([]any, 0, 10+2*len(m.Metadata))
 	v = append(v, fieldKey, m.Key, fieldType, m.Type, fieldPayload, m.Payload)
-	if m.TraceParent != "" {
-		v = append(v, MetaTraceParent, m.TraceParent)
-	}
-	if m.TraceState != "" {
-		v = append(v, MetaTraceState, m.TraceState)
-	}
+	v = m.appendTrace(v)
 	for k, val := range m.Metadata {
 		if reservedField(k) {
 			continue
@@ -101,8 +96,10 @@ func (m *Message) values() []any {
 
 // TraceFields returns the message's trace context as entry field/value
 // pairs (none without one), for callers that append entries themselves.
-func (m *Message) TraceFields() []any {
-	var v []any
+func (m *Message) TraceFields() []any { return m.appendTrace(nil) }
+
+// appendTrace appends the message's trace context fields to v.
+func (m *Message) appendTrace(v []any) []any {
 	if m.TraceParent != "" {
 		v = append(v, MetaTraceParent, m.TraceParent)
 	}

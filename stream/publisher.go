@@ -60,6 +60,7 @@ type Batch struct {
 func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 	type part struct {
 		batch Batch
+		name  string
 		ctx   context.Context
 		span  trace.Span
 	}
@@ -69,11 +70,12 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 		if len(b.Messages) == 0 {
 			continue
 		}
-		sctx, span := p.tracer.Start(ctx, "send "+b.Topic.String(),
+		name := b.Topic.String()
+		sctx, span := p.tracer.Start(ctx, "send "+name,
 			trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(attrSystem, keyDestination.String(b.Topic.String()),
+			trace.WithAttributes(attrSystem, keyDestination.String(name),
 				keyOperation.String("send"), keyBatchCount.Int(len(b.Messages))))
-		parts = append(parts, part{b, sctx, span})
+		parts = append(parts, part{b, name, sctx, span})
 		total += len(b.Messages)
 	}
 	if total == 0 {
@@ -96,10 +98,6 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 		m   *Message
 		cmd *redis.StringCmd
 	}
-	names := make([]string, len(parts))
-	for i, pt := range parts {
-		names[i] = pt.batch.Topic.String()
-	}
 	sent := make([]pending, 0, min(total, publishChunk))
 	// counts are the messages of each part in the round trip being built.
 	counts := make([]int64, len(parts))
@@ -113,11 +111,15 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 		}
 		sent, pipe = sent[:0], nil
 		if err != nil {
+			names := make([]string, len(parts))
+			for i, pt := range parts {
+				names[i] = pt.name
+			}
 			return fmt.Errorf("publish to %s: %w", strings.Join(names, ", "), err)
 		}
 		for i, n := range counts {
 			if n > 0 {
-				p.count.Add(ctx, n, metric.WithAttributes(keyStream.String(names[i])))
+				p.count.Add(ctx, n, metric.WithAttributes(keyStream.String(parts[i].name)))
 				counts[i] = 0
 			}
 		}
