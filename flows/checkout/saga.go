@@ -70,9 +70,6 @@ func (s *Flow) Checkout(ctx context.Context, orderID string) (Result, error) {
 		status, tr, err := s.beginAndSend(ctx, o, tp)
 		if err != nil {
 			done()
-			if errors.Is(err, ErrPending) {
-				return Result{OrderID: orderID, TrNum: tr, Status: StatusPending}, err
-			}
 			return Result{}, err
 		}
 		if status == "started" {
@@ -129,7 +126,10 @@ func (s *Flow) Commands(o Order, tr int64) ([]Command, error) {
 // beginAndSend begins the next attempt of o and, when it started, sends
 // its commands, under a "checkout.begin" span that the commands' spans
 // continue. An attempt that started but whose commands could not be sent
-// is an error wrapping ErrPending: the Sweeper sends them.
+// (Redis failing) is that error, not ErrPending: the outage answers as
+// one (503 when Redis cannot be reached), and checking out again joins the
+// attempt and sends them — as the Sweeper does for a caller that does not
+// come back.
 func (s *Flow) beginAndSend(ctx context.Context, o Order, tp string) (string, int64, error) {
 	ctx, span := s.tracer.Start(ctx, "checkout.begin", trace.WithAttributes(attribute.String("checkout.order_id", o.ID)))
 	defer span.End()
@@ -145,7 +145,7 @@ func (s *Flow) beginAndSend(ctx context.Context, o Order, tp string) (string, in
 	span.SetAttributes(attribute.Int("checkout.commands", len(cmds)))
 	if err := s.dispatch(ctx, cmds); err != nil {
 		span.SetStatus(codes.Error, err.Error())
-		return status, tr, fmt.Errorf("%w: attempt %d of order %s not sent (the sweeper sends it): %w", ErrPending, tr, o.ID, err)
+		return status, tr, fmt.Errorf("checkout: attempt %d of order %s begun, its commands not sent (checking out again sends them): %w", tr, o.ID, err)
 	}
 	return status, tr, nil
 }
