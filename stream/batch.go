@@ -77,7 +77,7 @@ func (b *batchRunner) handle(ctx context.Context, msgs []*Message) []error {
 	links := make([]trace.Link, 0, min(len(msgs), maxBatchLinks))
 	var run []int // indices handed to the handler
 	for i, m := range msgs {
-		m.ctx = ExtractTrace(ctx, b.tel.Propagator, m)
+		m.ctx = m.reuse.extract(ctx, b.tel.Propagator, m)
 		if sc := trace.SpanContextFromContext(m.ctx); sc.IsValid() && len(links) < maxBatchLinks {
 			links = append(links, trace.Link{SpanContext: sc})
 		}

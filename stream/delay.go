@@ -140,6 +140,8 @@ func (r *Runner) requeueDue(ctx context.Context, st *partitionState) error {
 // the deliveries it had before it was parked.
 func retryFor(m *Message) (group string, attempts int) {
 	group = m.Metadata[MetaRetryGroup]
-	attempts, _ = strconv.Atoi(m.Metadata[MetaRetryAttempts])
+	if s := m.Metadata[MetaRetryAttempts]; s != "" { // Atoi allocates its error
+		attempts, _ = strconv.Atoi(s)
+	}
 	return group, max(attempts, 0)
 }

@@ -48,7 +48,8 @@ type Message struct {
 	Attempt int
 
 	ctx     context.Context
-	deleted bool // the entry was removed from the stream while pending
+	deleted bool        // the entry was removed from the stream while pending
+	reuse   *traceReuse // the partition's last extracted trace context, set by the runner
 }
 
 // NewMessage returns a message with the given key, type and payload.

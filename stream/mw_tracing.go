@@ -31,6 +31,13 @@ type StageInfo struct {
 // records nothing. Messages without a parent start a root span, which the
 // provider's sampler decides.
 func Tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info StageInfo, recordUnsampled bool) Middleware {
+	return tracing(tp, prop, info, recordUnsampled, false)
+}
+
+// tracing is Tracing; the runner's own copy, outermost in its chain and
+// called with the partition's context, sets reuse to extract a run of
+// entries with the same trace context once (see traceReuse).
+func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info StageInfo, recordUnsampled, reuse bool) Middleware {
 	tracer := tp.Tracer(instrumentationScope)
 	name := "process " + info.Topic.String()
 	// Only the kind is passed at start: the attributes are set when the
@@ -40,7 +47,11 @@ func Tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 		keyDestination.String(info.Topic.String()), keyGroup.String(info.Group)}
 	return func(next Handler) Handler {
 		return func(ctx context.Context, msg *Message) error {
-			ctx = ExtractTrace(ctx, prop, msg)
+			if reuse {
+				ctx = msg.reuse.extract(ctx, prop, msg)
+			} else {
+				ctx = ExtractTrace(ctx, prop, msg)
+			}
 			if !recordUnsampled {
 				if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsSampled() {
 					msg.ctx = ctx

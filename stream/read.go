@@ -45,26 +45,24 @@ type pendingEntry struct {
 	minIdle time.Duration
 }
 
-// maxPipelinedBlock is the longest BLOCK sent in one pipeline with the
-// acks: pipelines read under the client's ReadTimeout (3s by default).
-const maxPipelinedBlock = 2 * time.Second
-
 // read acknowledges the queued acks and runs XREADGROUP for new entries,
-// waiting up to block, in one round trip.
+// waiting up to block, in one round trip. The reply is read raw (see
+// parseReadReply) unless the wait is too long for the client's read
+// deadline, which only go-redis's typed command extends, or the reply
+// sends the read to another cluster node, which go-redis follows.
 func (r *Runner) read(ctx context.Context, st *partitionState, block time.Duration) ([]*Message, error) {
-	args := &redis.XReadGroupArgs{
-		Group:    r.cfg.Group,
-		Consumer: r.cfg.Consumer,
-		Streams:  []string{st.stream, ">"},
-		Count:    int64(r.cfg.BatchSize),
-		Block:    block,
+	if !rawReadFits(r.reads, block) {
+		r.flushAcks(ctx, st)
+		return r.readTyped(ctx, st, block)
 	}
-	var cmd *redis.XStreamSliceCmd
-	if st.acks.len() > 0 && block <= maxPipelinedBlock {
+	cmd := redis.NewRawCmd(ctx, "xreadgroup", "group", r.cfg.Group, r.cfg.Consumer,
+		"count", r.cfg.BatchSize, "block", block.Milliseconds(), "streams", st.stream, ">")
+	cmd.SetFirstKeyPos(9)
+	if st.acks.len() > 0 {
 		pipe := r.reads.Pipeline()
 		calls := []script.Call{r.ackCall(st.p, &st.acks)}
 		acks := ackScript.Queue(ctx, pipe, calls)
-		cmd = pipe.XReadGroup(ctx, args)
+		_ = pipe.Process(ctx, cmd)
 		_, _ = pipe.Exec(ctx)
 		err := ackScript.Retry(ctx, r.rdb, calls, acks)
 		if err == nil {
@@ -72,10 +70,28 @@ func (r *Runner) read(ctx context.Context, st *partitionState, block time.Durati
 		}
 		r.ackFailed(ctx, st, err)
 	} else {
-		r.flushAcks(ctx, st)
-		cmd = r.reads.XReadGroup(ctx, args)
+		_ = r.reads.Process(ctx, cmd)
 	}
-	res, err := cmd.Result()
+	raw, err := cmd.Result()
+	if err != nil {
+		return nil, err
+	}
+	msgs, err := parseReadReply(raw, st.stream, st.p, &st.entries)
+	if redirected(err) {
+		return r.readTyped(ctx, st, block)
+	}
+	return msgs, err
+}
+
+// readTyped is read through go-redis's XReadGroup, without the acks.
+func (r *Runner) readTyped(ctx context.Context, st *partitionState, block time.Duration) ([]*Message, error) {
+	res, err := r.reads.XReadGroup(ctx, &redis.XReadGroupArgs{
+		Group:    r.cfg.Group,
+		Consumer: r.cfg.Consumer,
+		Streams:  []string{st.stream, ">"},
+		Count:    int64(r.cfg.BatchSize),
+		Block:    block,
+	}).Result()
 	if errors.Is(err, redis.Nil) {
 		return nil, nil
 	}

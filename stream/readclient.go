@@ -1,6 +1,11 @@
 package stream
 
-import "github.com/redis/go-redis/v9"
+import (
+	"cmp"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+)
 
 // readClient returns the client a runner's blocking reads go through: a
 // client of its own on the same server (or cluster) as rdb, with one
@@ -32,4 +37,28 @@ func readClient(rdb redis.UniversalClient, partitions int) (redis.UniversalClien
 		return rc, func() { _ = rc.Close() }
 	}
 	return rdb, func() {}
+}
+
+// maxRawBlock is the longest BLOCK of a read whose reply is read raw or
+// in a pipeline: those read under the client's ReadTimeout (3s by
+// default), which go-redis extends only for its typed blocking commands.
+const maxRawBlock = 2 * time.Second
+
+// rawReadFits reports whether a read blocking for block may go raw or in
+// a pipeline: block is at most maxRawBlock and leaves a second of the
+// client's read deadline for the reply.
+func rawReadFits(c redis.UniversalClient, block time.Duration) bool {
+	if block > maxRawBlock {
+		return false
+	}
+	var timeout time.Duration
+	switch c := c.(type) {
+	case *redis.Client:
+		timeout = c.Options().ReadTimeout
+	case *redis.ClusterClient:
+		timeout = c.Options().ReadTimeout
+	}
+	// go-redis: 0 is its 3s default (assumed for other kinds of client),
+	// negative values no deadline.
+	return timeout < 0 || block+time.Second <= cmp.Or(timeout, 3*time.Second)
 }

@@ -106,7 +106,7 @@ func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, 
 	tel = tel.withDefaults()
 	info := StageInfo{Stage: stage.Name, Topic: stage.Topic, Group: cfg.Group, Consumer: cfg.Consumer}
 	runtime := []Middleware{
-		Tracing(tel.TracerProvider, tel.Propagator, info, tel.RecordUnsampled),
+		tracing(tel.TracerProvider, tel.Propagator, info, tel.RecordUnsampled, true),
 		Metrics(tel.MeterProvider, info),
 		Logging(tel.Logger, info),
 		GiveUp(cfg.MaxDeliveries),
@@ -207,6 +207,8 @@ type partitionState struct {
 	acks      ackSet // settled, to acknowledge with the next read
 	// nextRequeue is when parked messages may be due next (see requeueDue).
 	nextRequeue time.Time
+	traces      traceReuse // the trace context extracted last
+	entries     entryReuse // the type and trace context read last
 }
 
 // consume is the loop of one partition: own pending entries first, then
@@ -288,6 +290,7 @@ func (r *Runner) process(work, ctx context.Context, st *partitionState, msgs []*
 	defer slow.report(ctx)
 	live := make([]*Message, 0, len(msgs))
 	for _, m := range msgs {
+		m.reuse = &st.traces
 		switch group, _ := retryFor(m); {
 		case m.deleted:
 			f.settled(m.ID, ackDeleted) // entry deleted from the stream: nothing to handle

@@ -98,6 +98,10 @@ type Result struct {
 	// message while a throughput run consumed, publishing excluded: the
 	// runtime's own cost, steadier than PerSecond on a loaded machine.
 	CPUPerMessage time.Duration
+	// RedisCPUPerMessage is Redis's CPU time per message over the same
+	// window (INFO cpu; 0 where Redis does not tell, as with a cluster or
+	// the embedded Redis).
+	RedisCPUPerMessage time.Duration
 }
 
 // Throughput publishes cfg.Messages, then measures how fast one stage copy
@@ -123,7 +127,7 @@ func Throughput(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Res
 			}
 			return nil
 		}}
-	begin, cpu := time.Now(), benchstat.ProcessCPU()
+	begin, cpu, redisCPU := time.Now(), benchstat.ProcessCPU(), benchstat.RedisCPU(ctx, rdb)
 	stop, err := runStage(ctx, rdb, stage, cfg.Telemetry)
 	if err != nil {
 		return Result{}, err
@@ -143,9 +147,10 @@ wait:
 		}
 	}
 	elapsed, used := time.Since(begin), benchstat.ProcessCPU()-cpu
+	redisUsed := redisPerMessage(ctx, rdb, redisCPU, cfg.Messages)
 	stop()
 	return Result{Messages: cfg.Messages, Elapsed: elapsed, PerSecond: float64(cfg.Messages) / elapsed.Seconds(),
-		CPUPerMessage: used / time.Duration(cfg.Messages)}, nil
+		CPUPerMessage: used / time.Duration(cfg.Messages), RedisCPUPerMessage: redisUsed}, nil
 }
 
 // Latency publishes at cfg.Rate for cfg.Duration while one stage consumes,
@@ -228,6 +233,16 @@ func Latency(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result
 	slices.Sort(lat)
 	return Result{Messages: total, Elapsed: cfg.Duration, PerSecond: float64(cfg.Rate),
 		P50: quantile(lat, 0.50), P99: quantile(lat, 0.99), Max: lat[len(lat)-1], Duplicates: dups}, nil
+}
+
+// redisPerMessage is Redis's CPU since before (a RedisCPU reading) per
+// message; 0 when Redis does not report its CPU.
+func redisPerMessage(ctx context.Context, rdb redis.UniversalClient, before time.Duration, messages int) time.Duration {
+	after := benchstat.RedisCPU(ctx, rdb)
+	if before == 0 || after < before {
+		return 0
+	}
+	return (after - before) / time.Duration(messages)
 }
 
 func quantile(sorted []time.Duration, q float64) time.Duration {

@@ -38,7 +38,7 @@ func Plain(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, 
 	for range cfg.Partitions {
 		streams = append(streams, ">")
 	}
-	begin, lastReport, cpu := time.Now(), time.Now(), benchstat.ProcessCPU()
+	begin, lastReport, cpu, redisCPU := time.Now(), time.Now(), benchstat.ProcessCPU(), benchstat.RedisCPU(ctx, rdb)
 	handled := 0
 	for handled < cfg.Messages {
 		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "plain", Streams: streams,
@@ -70,7 +70,7 @@ func Plain(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, 
 	}
 	elapsed, used := time.Since(begin), benchstat.ProcessCPU()-cpu
 	return Result{Messages: cfg.Messages, Elapsed: elapsed, PerSecond: float64(cfg.Messages) / elapsed.Seconds(),
-		CPUPerMessage: used / time.Duration(cfg.Messages)}, nil
+		CPUPerMessage: used / time.Duration(cfg.Messages), RedisCPUPerMessage: redisPerMessage(ctx, rdb, redisCPU, cfg.Messages)}, nil
 }
 
 // publishAll publishes cfg.Messages of cfg.PayloadSize bytes to topic, in

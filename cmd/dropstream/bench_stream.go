@@ -1,0 +1,228 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"runtime"
+	"slices"
+	"strings"
+	"time"
+
+	metricnoop "go.opentelemetry.io/otel/metric/noop"
+	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	dsotel "github.com/dropstream/dropstream/otel"
+	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/stream/streambench"
+)
+
+// benchStreamModes are the throughput runs of `bench stream`, in order:
+// plain go-redis, then the runtime without telemetry, with 1 % of traces
+// sampled (parent-based) and every metric, and with every message traced;
+// "carried" is the runtime without telemetry reading messages that carry
+// a trace context (published 1 % sampled), which parts the cost of
+// carrying trace context from that of the runtime's telemetry.
+var benchStreamModes = []string{"plain", "none", "carried", "sampled", "traced"}
+
+// streamRound is what one round of `bench stream` measured, by mode.
+type streamRound struct {
+	rate     map[string]float64
+	cpu      map[string]time.Duration
+	redisCPU map[string]time.Duration
+}
+
+// ratio is mode's throughput over base's in the round (0 when either is
+// missing).
+func (r streamRound) ratio(mode, base string) float64 {
+	if r.rate[mode] == 0 || r.rate[base] == 0 {
+		return 0
+	}
+	return r.rate[mode] / r.rate[base]
+}
+
+// runBenchStream is `dropstream bench stream`.
+func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg Config
+	var bc streambench.Config
+	var modes string
+	var rounds int
+	fs := flagSet("bench stream", "Measures the stream runtime against the configured Redis, beside plain go-redis on the same Redis in the same run.", stderr, &cfg, "json")
+	fs.IntVar(&bc.Messages, "messages", 500000, "messages of each throughput run")
+	fs.IntVar(&bc.BatchSize, "batch", 500, "XREADGROUP COUNT")
+	fs.IntVar(&bc.PayloadSize, "payload", 200, "payload bytes")
+	fs.IntVar(&bc.Rate, "rate", 10000, "publish rate of the latency run, messages/s")
+	fs.DurationVar(&bc.Duration, "duration", 10*time.Second, "length of the latency run (0: none)")
+	fs.StringVar(&modes, "modes", strings.Join(benchStreamModes, ","), "throughput runs: plain (go-redis alone), none (runtime, no telemetry), carried (no telemetry, messages carrying a trace context), sampled (1% of traces, all metrics), traced (every message traced, all metrics)")
+	fs.IntVar(&rounds, "rounds", 1, "times to run the modes, one after the other; with more than one, the medians of the rounds' ratios follow")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file")
+	if err := fs.parse(args[1:]); err != nil {
+		return err
+	}
+	if rounds < 1 || rounds > 100 {
+		return fmt.Errorf("bench stream: --rounds %d: want 1 to 100", rounds)
+	}
+	var runs []string
+	for _, m := range strings.Split(modes, ",") {
+		if m = strings.TrimSpace(m); !slices.Contains(benchStreamModes, m) {
+			return fmt.Errorf("bench stream: mode %q: want some of %s", m, strings.Join(benchStreamModes, ", "))
+		}
+		runs = append(runs, m)
+	}
+	a, stop, err := benchApp(ctx, cfg, *cpuProfile, stderr)
+	if err != nil {
+		return err
+	}
+	defer stop()
+	bc.Partitions = cfg.Partitions
+	bc.Progress = func(line string) { fmt.Fprintln(stderr, "  ", line) }
+	redisKind := "redis " + redacted(cfg.RedisURL)
+	if a.embedded != nil {
+		redisKind = "embedded miniredis"
+	}
+	fmt.Fprintf(stdout, "bench stream: %s, %d partitions, batch %d, payload %d B, GOMAXPROCS %d\n",
+		redisKind, bc.Partitions, bc.BatchSize, bc.PayloadSize, runtime.GOMAXPROCS(0))
+	var all []streamRound
+	for i := range rounds {
+		prefix := ""
+		if rounds > 1 {
+			prefix = fmt.Sprintf("round %d/%d ", i+1, rounds)
+		}
+		r, err := benchStreamRound(ctx, a, bc, runs, prefix, stdout)
+		if err != nil {
+			return err
+		}
+		all = append(all, r)
+	}
+	if rounds > 1 {
+		printStreamMedians(stdout, all, runs)
+	}
+	if bc.Duration <= 0 {
+		return nil
+	}
+	tel, shutdown := benchTelemetry(a, "sampled")
+	defer shutdown()
+	bc.Telemetry = tel
+	lr, err := streambench.Latency(ctx, a.rdb, bc)
+	if err != nil {
+		return err
+	}
+	fmt.Fprintf(stdout, "latency at %d msg/s for %s (1%% sampled, all metrics): p50 %s, p99 %s, max %s, %d duplicates\n",
+		bc.Rate, bc.Duration, lr.P50.Round(time.Microsecond), lr.P99.Round(time.Microsecond), lr.Max.Round(time.Microsecond), lr.Duplicates)
+	return nil
+}
+
+// benchStreamRound runs each mode's throughput once and prints a line per
+// mode with its ratios to plain, none and carried of the same round.
+func benchStreamRound(ctx context.Context, a *app, bc streambench.Config, runs []string, prefix string, stdout io.Writer) (streamRound, error) {
+	round := streamRound{rate: map[string]float64{}, cpu: map[string]time.Duration{}, redisCPU: map[string]time.Duration{}}
+	for _, mode := range runs {
+		tel, shutdown := benchTelemetry(a, mode)
+		c := bc
+		c.Telemetry = tel
+		pubShutdown := func() {}
+		if mode == "carried" {
+			var pubTel stream.Telemetry
+			pubTel, pubShutdown = benchTelemetry(a, "sampled")
+			c.PublishTelemetry = &pubTel
+		}
+		var r streambench.Result
+		var err error
+		if mode == "plain" {
+			r, err = streambench.Plain(ctx, a.rdb, c)
+		} else {
+			r, err = streambench.Throughput(ctx, a.rdb, c)
+		}
+		shutdown()
+		pubShutdown()
+		if err != nil {
+			return round, fmt.Errorf("bench stream %s: %w", mode, err)
+		}
+		round.rate[mode] = r.PerSecond
+		round.cpu[mode] = r.CPUPerMessage
+		round.redisCPU[mode] = r.RedisCPUPerMessage
+		line := fmt.Sprintf("%sthroughput %-8s %d messages in %s = %.0f msg/s, %.2f µs CPU/msg", prefix, mode+":", r.Messages,
+			r.Elapsed.Round(time.Millisecond), r.PerSecond, micros(r.CPUPerMessage))
+		if r.RedisCPUPerMessage > 0 {
+			line += fmt.Sprintf(" + %.2f µs Redis", micros(r.RedisCPUPerMessage))
+		}
+		if mode != "plain" && round.rate["plain"] > 0 {
+			line += fmt.Sprintf(", %.2f× plain", round.ratio(mode, "plain"))
+		}
+		for _, base := range []string{"none", "carried"} {
+			if round.rate[base] > 0 && mode != "plain" && mode != "none" && mode != base {
+				line += fmt.Sprintf(", %.2f× %s (CPU %.2f×)", round.ratio(mode, base), base, float64(r.CPUPerMessage)/float64(round.cpu[base]))
+			}
+		}
+		fmt.Fprintln(stdout, line)
+	}
+	return round, nil
+}
+
+// printStreamMedians prints, per mode, the median throughput of the rounds
+// and the median of its per-round ratios to plain and none, with their
+// range: each ratio compares runs of the same round, so a machine whose
+// speed drifts between rounds moves the ratios less than the rates.
+func printStreamMedians(stdout io.Writer, rounds []streamRound, runs []string) {
+	for _, mode := range runs {
+		rates := make([]float64, len(rounds))
+		for i, r := range rounds {
+			rates[i] = r.rate[mode]
+		}
+		line := fmt.Sprintf("median of %d rounds %-8s %.0f msg/s", len(rounds), mode+":", median(rates))
+		for _, base := range []string{"plain", "none"} {
+			if mode == base || rounds[0].rate[base] == 0 {
+				continue
+			}
+			ratios := make([]float64, len(rounds))
+			for i, r := range rounds {
+				ratios[i] = r.ratio(mode, base)
+			}
+			slices.Sort(ratios)
+			line += fmt.Sprintf(", %.2f× %s (%.2f–%.2f)", median(ratios), base, ratios[0], ratios[len(ratios)-1])
+		}
+		fmt.Fprintln(stdout, line)
+	}
+}
+
+// micros is d in microseconds.
+func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
+
+// median is the median of xs (the mean of the middle two for an even
+// count); xs is sorted in place.
+func median(xs []float64) float64 {
+	slices.Sort(xs)
+	n := len(xs)
+	if n == 0 {
+		return 0
+	}
+	if n%2 == 1 {
+		return xs[n/2]
+	}
+	return (xs[n/2-1] + xs[n/2]) / 2
+}
+
+// benchTelemetry is the telemetry of a bench stream mode: noop providers
+// for plain and none; the app's metrics and a tracer whose spans are
+// batched and discarded, sampling 1 % of new traces (parent-based) for
+// sampled and every one for traced.
+func benchTelemetry(a *app, mode string) (stream.Telemetry, func()) {
+	if mode == "plain" || mode == "none" || mode == "carried" {
+		return stream.Telemetry{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider(), Logger: a.log}, func() {}
+	}
+	sampler := sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01))
+	if mode == "traced" {
+		sampler = sdktrace.AlwaysSample()
+	}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithBatcher(discardExporter{}))
+	return stream.Telemetry{TracerProvider: tp, MeterProvider: a.otel.MeterProvider, Propagator: dsotel.NewPropagator(), Logger: a.log},
+		func() { _ = tp.Shutdown(context.Background()) }
+}
+
+// discardExporter receives spans and drops them, so the benchmark pays for
+// span creation and batching but not for a network.
+type discardExporter struct{}
+
+func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
+func (discardExporter) Shutdown(context.Context) error                             { return nil }

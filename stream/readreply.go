@@ -1,0 +1,242 @@
+package stream
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"strings"
+
+	"github.com/redis/go-redis/v9"
+)
+
+// Reading entries from the raw reply. go-redis parses an XREADGROUP reply
+// into a map of boxed strings per entry: for the runtime's four fields
+// that is a dozen allocations per message, the largest cost of a read. The
+// runner instead reads the reply's RESP bytes (redis.RawCmd) and builds
+// each message from them directly: the ID, key and payload are copied out,
+// and a type or trace context equal to the entry before's reuses that
+// entry's string (a stream's entries mostly share their type, and a run of
+// entries from one publish, or from one unsampled trace, shares its trace
+// context). RESP2 and RESP3 replies are both read.
+
+// errBadReply reports a reply that is not the shape of an XREADGROUP reply.
+var errBadReply = errors.New("stream: malformed XREADGROUP reply")
+
+// replyError is an error reply of the server, read from raw RESP. Like
+// go-redis's own, it is a redis.Error, and its text is the server's.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+// RedisError marks it as a reply of the server (redis.Error).
+func (replyError) RedisError() {}
+
+var _ redis.Error = replyError("")
+
+// redirected reports whether err asks for the command to go to another
+// node of a cluster: the raw read leaves such a reply to go-redis.
+func redirected(err error) bool {
+	var re replyError
+	if !errors.As(err, &re) {
+		return false
+	}
+	s := string(re)
+	return strings.HasPrefix(s, "MOVED ") || strings.HasPrefix(s, "ASK ") ||
+		strings.HasPrefix(s, "TRYAGAIN") || strings.HasPrefix(s, "CLUSTERDOWN")
+}
+
+// entryReuse holds the last type and trace context a partition's reads
+// decoded, whose strings later equal entries reuse.
+type entryReuse struct {
+	typ, traceParent string
+}
+
+// str returns b as a string, last itself when the bytes are equal.
+func str(b []byte, last *string) string {
+	if string(b) == *last {
+		return *last
+	}
+	*last = string(b)
+	return *last
+}
+
+// resp walks RESP bytes.
+type resp struct {
+	b []byte
+	i int
+}
+
+// header reads a type line: its type byte and its number (a length or a
+// count; -1 for a RESP2 null, and for the RESP3 null "_"). An error reply
+// is returned as a replyError.
+func (r *resp) header() (byte, int, error) {
+	if r.i >= len(r.b) {
+		return 0, 0, errBadReply
+	}
+	end := bytes.IndexByte(r.b[r.i:], '\r')
+	if end < 1 || r.i+end+1 >= len(r.b) || r.b[r.i+end+1] != '\n' {
+		return 0, 0, errBadReply
+	}
+	kind, line := r.b[r.i], r.b[r.i+1:r.i+end]
+	r.i += end + 2
+	switch kind {
+	case '-':
+		return kind, 0, replyError(line)
+	case '!': // RESP3 blob error
+		n, ok := respInt(line)
+		if !ok || n < 0 || r.i+n+2 > len(r.b) {
+			return 0, 0, errBadReply
+		}
+		msg := r.b[r.i : r.i+n]
+		r.i += n + 2
+		return kind, 0, replyError(msg)
+	case '_':
+		return kind, -1, nil
+	}
+	n, ok := respInt(line)
+	if !ok || n < -1 {
+		return 0, 0, fmt.Errorf("%w: %q", errBadReply, line)
+	}
+	return kind, n, nil
+}
+
+// respInt parses a header's number: decimal digits, "-1" for null.
+func respInt(b []byte) (int, bool) {
+	if len(b) == 2 && b[0] == '-' && b[1] == '1' {
+		return -1, true
+	}
+	if len(b) == 0 || len(b) > 10 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
+}
+
+// bulk reads a bulk string.
+func (r *resp) bulk() ([]byte, error) {
+	kind, n, err := r.header()
+	if err != nil {
+		return nil, err
+	}
+	if kind != '$' || n < 0 || r.i+n+2 > len(r.b) {
+		return nil, errBadReply
+	}
+	s := r.b[r.i : r.i+n]
+	r.i += n + 2
+	return s, nil
+}
+
+// array reads an array's count, -1 for a null array.
+func (r *resp) array() (int, error) {
+	kind, n, err := r.header()
+	if err != nil {
+		return 0, err
+	}
+	if kind == '_' || (kind == '*' && n == -1) {
+		return -1, nil
+	}
+	if kind != '*' {
+		return 0, errBadReply
+	}
+	return n, nil
+}
+
+// parseReadReply returns the messages of a raw XREADGROUP reply over one
+// stream (none for a null reply), or the server's error reply.
+func parseReadReply(raw []byte, stream string, partition int, reuse *entryReuse) ([]*Message, error) {
+	r := &resp{b: raw}
+	kind, n, err := r.header()
+	if err != nil || n == -1 {
+		return nil, err
+	}
+	if (kind != '*' && kind != '%') || n != 1 {
+		return nil, fmt.Errorf("%w: %d streams", errBadReply, n)
+	}
+	if kind == '*' { // RESP2: [[name, entries]]
+		if pair, err := r.array(); err != nil || pair != 2 {
+			return nil, errors.Join(errBadReply, err)
+		}
+	}
+	if _, err := r.bulk(); err != nil { // the stream's name
+		return nil, err
+	}
+	count, err := r.array()
+	if err != nil || count < 0 {
+		return nil, errors.Join(errBadReply, err)
+	}
+	msgs := make([]*Message, 0, count)
+	for range count {
+		m, err := r.entry(stream, partition, reuse)
+		if err != nil {
+			return nil, err
+		}
+		msgs = append(msgs, m)
+	}
+	return msgs, nil
+}
+
+// entry reads one entry: [id, fields] (fields null when the entry was
+// deleted while pending), with two more integers when the server adds the
+// entry's idle time and delivery count.
+func (r *resp) entry(stream string, partition int, reuse *entryReuse) (*Message, error) {
+	parts, err := r.array()
+	if err != nil || (parts != 2 && parts != 4) {
+		return nil, errors.Join(errBadReply, err)
+	}
+	id, err := r.bulk()
+	if err != nil {
+		return nil, err
+	}
+	m := &Message{ID: string(id), Stream: stream, Partition: partition, Attempt: 1}
+	fields, err := r.array()
+	if err != nil || (fields > 0 && fields%2 != 0) {
+		return nil, errors.Join(errBadReply, err)
+	}
+	m.deleted = fields <= 0
+	for i := 0; i < fields; i += 2 {
+		k, err := r.bulk()
+		if err != nil {
+			return nil, err
+		}
+		v, err := r.bulk()
+		if err != nil {
+			return nil, err
+		}
+		m.setField(k, v, reuse)
+	}
+	for ; parts > 2; parts-- {
+		if _, _, err := r.header(); err != nil {
+			return nil, err
+		}
+	}
+	_, before := retryFor(m)
+	m.Attempt += before
+	return m, nil
+}
+
+// setField sets the message's field k to v, as decodeMessage does.
+func (m *Message) setField(k, v []byte, reuse *entryReuse) {
+	switch {
+	case string(k) == fieldKey:
+		m.Key = string(v)
+	case string(k) == fieldType:
+		m.Type = str(v, &reuse.typ)
+	case string(k) == fieldPayload:
+		m.Payload = bytes.Clone(v)
+	case string(k) == MetaTraceParent:
+		m.TraceParent = str(v, &reuse.traceParent)
+	case string(k) == MetaTraceState:
+		m.TraceState = string(v)
+	default:
+		if m.Metadata == nil {
+			m.Metadata = make(map[string]string, 1)
+		}
+		m.Metadata[string(k)] = string(v)
+	}
+}
