@@ -61,11 +61,14 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 			ctx, span := tracer.Start(ctx, name, start...)
 			recording := span.IsRecording()
 			if recording {
-				span.SetAttributes(attrs...)
-				span.SetAttributes(keyMessageID.String(msg.ID))
+				// One call: the SDK grows the span's attributes once.
+				all := make([]attribute.KeyValue, len(attrs), len(attrs)+3)
+				copy(all, attrs)
+				all = append(all, keyMessageID.String(msg.ID))
 				if msg.Attempt > 1 {
-					span.SetAttributes(keyDeliveries.Int(msg.Attempt), keyConsumerName.String(info.Consumer))
+					all = append(all, keyDeliveries.Int(msg.Attempt), keyConsumerName.String(info.Consumer))
 				}
+				span.SetAttributes(all...)
 			}
 			msg.ctx = ctx
 			err := next(ctx, msg)

@@ -55,6 +55,9 @@ func (r *Runner) read(ctx context.Context, st *partitionState, block time.Durati
 		r.flushAcks(ctx, st)
 		return r.readTyped(ctx, st, block)
 	}
+	if r.direct != nil {
+		return r.readDirect(ctx, st, block)
+	}
 	cmd := redis.NewRawCmd(ctx, "xreadgroup", "group", r.cfg.Group, r.cfg.Consumer,
 		"count", r.cfg.BatchSize, "block", block.Milliseconds(), "streams", st.stream, ">")
 	cmd.SetFirstKeyPos(9)

@@ -7,6 +7,8 @@ import (
 	"strings"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/respconn"
 )
 
 // Reading entries from the raw reply. go-redis parses an XREADGROUP reply
@@ -83,7 +85,7 @@ func (r *resp) header() (byte, int, error) {
 	case '-':
 		return kind, 0, replyError(line)
 	case '!': // RESP3 blob error
-		n, ok := respInt(line)
+		n, ok := respconn.Length(line)
 		if !ok || n < 0 || r.i+n+2 > len(r.b) {
 			return 0, 0, errBadReply
 		}
@@ -93,33 +95,26 @@ func (r *resp) header() (byte, int, error) {
 	case '_':
 		return kind, -1, nil
 	}
-	n, ok := respInt(line)
+	n, ok := respconn.Length(line)
 	if !ok || n < -1 {
 		return 0, 0, fmt.Errorf("%w: %q", errBadReply, line)
 	}
 	return kind, n, nil
 }
 
-// respInt parses a header's number: decimal digits, "-1" for null.
-func respInt(b []byte) (int, bool) {
-	if len(b) == 2 && b[0] == '-' && b[1] == '1' {
-		return -1, true
-	}
-	if len(b) == 0 || len(b) > 10 {
-		return 0, false
-	}
-	n := 0
-	for _, c := range b {
-		if c < '0' || c > '9' {
-			return 0, false
-		}
-		n = n*10 + int(c-'0')
-	}
-	return n, true
-}
-
-// bulk reads a bulk string.
+// bulk reads a bulk string. A bulk string of at most 9,999,999 bytes, as
+// almost every field is, is read inline; anything else takes header.
 func (r *resp) bulk() ([]byte, error) {
+	if b, i := r.b, r.i; i+3 < len(r.b) && b[i] == '$' {
+		n, j := 0, i+1
+		for ; j < len(b) && j < i+8 && b[j] >= '0' && b[j] <= '9'; j++ {
+			n = n*10 + int(b[j]-'0')
+		}
+		if j > i+1 && j+1 < len(b) && b[j] == '\r' && b[j+1] == '\n' && j+2+n+2 <= len(b) {
+			r.i = j + 2 + n + 2
+			return b[j+2 : j+2+n], nil
+		}
+	}
 	kind, n, err := r.header()
 	if err != nil {
 		return nil, err

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/respconn"
 )
 
 // Stage is a named handler over one topic.
@@ -39,6 +41,7 @@ type Stage struct {
 type Runner struct {
 	rdb     redis.UniversalClient
 	reads   redis.UniversalClient // blocking reads (readClient), set by Run
+	direct  *redis.Options        // options of reads when it can be read directly (see readDirect), set by Run
 	stage   Stage
 	cfg     RunnerConfig
 	tel     Telemetry
@@ -156,7 +159,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.checkPaused(ctx)
 	reads, closeReads := readClient(r.rdb, len(r.cfg.Partitions))
 	defer closeReads()
-	r.reads = reads
+	r.reads, r.direct = reads, directOptions(reads)
 	r.tel.Logger.InfoContext(ctx, "stage started", "stage", r.stage.Name, "stream", r.stage.Topic.String(),
 		"group", r.cfg.Group, "consumer", r.cfg.Consumer, "partitions", len(r.cfg.Partitions))
 	r.once.Do(func() { close(r.started) })
@@ -207,8 +210,9 @@ type partitionState struct {
 	acks      ackSet // settled, to acknowledge with the next read
 	// nextRequeue is when parked messages may be due next (see requeueDue).
 	nextRequeue time.Time
-	traces      traceReuse // the trace context extracted last
-	entries     entryReuse // the type and trace context read last
+	traces      traceReuse     // the trace context extracted last
+	entries     entryReuse     // the type and trace context read last
+	conn        *respconn.Conn // the direct read connection, dialled on first use
 }
 
 // consume is the loop of one partition: own pending entries first, then
@@ -222,6 +226,7 @@ func (r *Runner) consume(stop context.Context, p int) {
 	work, cancel := drainContext(stop, r.cfg.HandlerTimeout)
 	defer cancel()
 	st := &partitionState{p: p, stream: r.stage.Topic.Stream(p), ownFrom: "-", claimFrom: "-", nextClaim: time.Now(), nextRequeue: time.Now()}
+	defer st.closeConn()
 	pause := time.Duration(0)
 	for stop.Err() == nil {
 		if r.holdWhilePaused(stop, io, st); stop.Err() != nil {

@@ -55,7 +55,7 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs.IntVar(&bc.Rate, "rate", 10000, "publish rate of the latency run, messages/s")
 	fs.DurationVar(&bc.Duration, "duration", 10*time.Second, "length of the latency run (0: none)")
 	fs.StringVar(&modes, "modes", strings.Join(benchStreamModes, ","), "throughput runs: plain (go-redis alone), none (runtime, no telemetry), carried (no telemetry, messages carrying a trace context), sampled (1% of traces, all metrics), traced (every message traced, all metrics)")
-	fs.IntVar(&rounds, "rounds", 1, "times to run the modes, one after the other; with more than one, the medians of the rounds' ratios follow")
+	fs.IntVar(&rounds, "rounds", 1, "times to run the modes, every other time in reverse order; with more than one, the medians of the rounds' ratios follow")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file")
 	if err := fs.parse(args[1:]); err != nil {
 		return err
@@ -89,7 +89,9 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 		if rounds > 1 {
 			prefix = fmt.Sprintf("round %d/%d ", i+1, rounds)
 		}
-		r, err := benchStreamRound(ctx, a, bc, runs, prefix, stdout)
+		// Every other round runs the modes in reverse, so that a machine
+		// slowing down or speeding up over a run favours no mode.
+		r, err := benchStreamRound(ctx, a, bc, runs, i%2 == 1, prefix, stdout)
 		if err != nil {
 			return err
 		}
@@ -113,35 +115,29 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	return nil
 }
 
-// benchStreamRound runs each mode's throughput once and prints a line per
-// mode with its ratios to plain, none and carried of the same round.
-func benchStreamRound(ctx context.Context, a *app, bc streambench.Config, runs []string, prefix string, stdout io.Writer) (streamRound, error) {
+// benchStreamRound runs each mode's throughput once, in the order given
+// (reversed when reverse is set), then prints a line per mode, in the
+// order given, with its ratios to plain, none and carried of the same
+// round.
+func benchStreamRound(ctx context.Context, a *app, bc streambench.Config, runs []string, reverse bool, prefix string, stdout io.Writer) (streamRound, error) {
 	round := streamRound{rate: map[string]float64{}, cpu: map[string]time.Duration{}, redisCPU: map[string]time.Duration{}}
-	for _, mode := range runs {
-		tel, shutdown := benchTelemetry(a, mode)
-		c := bc
-		c.Telemetry = tel
-		pubShutdown := func() {}
-		if mode == "carried" {
-			var pubTel stream.Telemetry
-			pubTel, pubShutdown = benchTelemetry(a, "sampled")
-			c.PublishTelemetry = &pubTel
-		}
-		var r streambench.Result
-		var err error
-		if mode == "plain" {
-			r, err = streambench.Plain(ctx, a.rdb, c)
-		} else {
-			r, err = streambench.Throughput(ctx, a.rdb, c)
-		}
-		shutdown()
-		pubShutdown()
+	order := slices.Clone(runs)
+	if reverse {
+		slices.Reverse(order)
+	}
+	results := map[string]streambench.Result{}
+	for _, mode := range order {
+		r, err := benchStreamMode(ctx, a, bc, mode)
 		if err != nil {
 			return round, fmt.Errorf("bench stream %s: %w", mode, err)
 		}
+		results[mode] = r
 		round.rate[mode] = r.PerSecond
 		round.cpu[mode] = r.CPUPerMessage
 		round.redisCPU[mode] = r.RedisCPUPerMessage
+	}
+	for _, mode := range runs {
+		r := results[mode]
 		line := fmt.Sprintf("%sthroughput %-8s %d messages in %s = %.0f msg/s, %.2f µs CPU/msg", prefix, mode+":", r.Messages,
 			r.Elapsed.Round(time.Millisecond), r.PerSecond, micros(r.CPUPerMessage))
 		if r.RedisCPUPerMessage > 0 {
@@ -158,6 +154,23 @@ func benchStreamRound(ctx context.Context, a *app, bc streambench.Config, runs [
 		fmt.Fprintln(stdout, line)
 	}
 	return round, nil
+}
+
+// benchStreamMode runs one mode's throughput with that mode's telemetry.
+func benchStreamMode(ctx context.Context, a *app, bc streambench.Config, mode string) (streambench.Result, error) {
+	tel, shutdown := benchTelemetry(a, mode)
+	defer shutdown()
+	c := bc
+	c.Telemetry = tel
+	if mode == "carried" {
+		pubTel, pubShutdown := benchTelemetry(a, "sampled")
+		defer pubShutdown()
+		c.PublishTelemetry = &pubTel
+	}
+	if mode == "plain" {
+		return streambench.Plain(ctx, a.rdb, c)
+	}
+	return streambench.Throughput(ctx, a.rdb, c)
 }
 
 // printStreamMedians prints, per mode, the median throughput of the rounds
