@@ -2,6 +2,8 @@ package stream
 
 import (
 	"context"
+	"errors"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -67,7 +69,20 @@ func (r *Runner) readDirect(ctx context.Context, st *partitionState, block time.
 		}
 		r.ackFailed(ctx, st, err)
 	}
-	return parseReadReply(replies[len(replies)-1], st.stream, st.p, &st.entries)
+	msgs, err := parseReadReply(replies[len(replies)-1], st.stream, st.p, &st.entries)
+	if staleServer(err) {
+		st.closeConn()
+	}
+	return msgs, err
+}
+
+// staleServer reports whether err says the connection reached a server
+// that can no longer take the read: a replica (READONLY), as the server
+// an address named becomes after a failover. Like go-redis, the runner
+// then dials again, which may reach the new master.
+func staleServer(err error) bool {
+	var re replyError
+	return errors.As(err, &re) && strings.HasPrefix(string(re), "READONLY ")
 }
 
 // closeConn closes the partition's direct connection, if it has one.

@@ -2,10 +2,15 @@ package stream_test
 
 import (
 	"context"
+	"net"
 	"strconv"
+	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
@@ -83,4 +88,64 @@ func TestRunner_acksSurviveAFlushedScriptCache(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestRunner_directReadFollowsAFailover points a client's address at a
+// server that then becomes a replica, as a name can for a while after a
+// failover: the direct read meets READONLY, dials again, reaches the new
+// master once the name moves, and handles what is published there.
+func TestRunner_directReadFollowsAFailover(t *testing.T) {
+	ctx := context.Background()
+	oldMaster, newMaster := testenv.StartRedis(t, testenv.RedisConfig{}), testenv.StartRedis(t, testenv.RedisConfig{})
+	var target atomic.Value
+	target.Store(oldMaster.Addr())
+	rdb := redis.NewClient(&redis.Options{Addr: "redis.example:6379",
+		Dialer: func(ctx context.Context, network, _ string) (net.Conn, error) {
+			var d net.Dialer
+			return d.DialContext(ctx, network, target.Load().(string))
+		}})
+	t.Cleanup(func() { _ = rdb.Close() })
+	topic := stream.NewTopic("failover", "events", 1)
+	var handled atomic.Int64
+	r, err := stream.NewRunner(rdb, stream.Stage{Name: "failover", Topic: topic,
+		Config: stream.RunnerConfig{Block: 50 * time.Millisecond, ErrorBackoff: 100 * time.Millisecond},
+		Handler: func(context.Context, *stream.Message) error {
+			handled.Add(1)
+			return nil
+		}}, stream.Telemetry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runCtx, cancel := context.WithCancel(ctx)
+	done := make(chan error, 1)
+	go func() { done <- r.Run(runCtx) }()
+	defer func() { cancel(); <-done }()
+	publish := func(c redis.UniversalClient) {
+		msgs := []*stream.Message{stream.NewMessage("k", "e", []byte("1")), stream.NewMessage("k", "e", []byte("2"))}
+		if err := stream.NewPublisher(c, stream.Telemetry{}).Publish(ctx, topic, msgs...); err != nil {
+			t.Fatal(err)
+		}
+	}
+	publish(rdb)
+	testenv.WaitFor(t, 20*time.Second, func() bool { return handled.Load() == 2 }, "not handled on the first master")
+
+	promoted := testenv.Dial(t, newMaster.URL())
+	if err := stream.EnsureGroups(ctx, promoted, topic, "failover"); err != nil {
+		t.Fatal(err)
+	}
+	// The old master turns replica (closing its clients) while the name
+	// still points at it: the runner dials it again and its reads meet
+	// READONLY. Only then does the name move.
+	old := testenv.Dial(t, oldMaster.URL())
+	host, port, _ := net.SplitHostPort(newMaster.Addr())
+	if err := old.SlaveOf(ctx, host, port).Err(); err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, 20*time.Second, func() bool {
+		clients, err := old.ClientList(ctx).Result()
+		return err == nil && strings.Contains(clients, "cmd=xreadgroup")
+	}, "the runner never read from the old master turned replica")
+	target.Store(newMaster.Addr())
+	publish(promoted)
+	testenv.WaitFor(t, 20*time.Second, func() bool { return handled.Load() == 4 }, "not handled on the new master: %d", handled.Load())
 }
