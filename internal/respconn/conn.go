@@ -178,6 +178,9 @@ func (c *Conn) roundTrip(n int) ([][]byte, error) {
 	if err := c.nc.SetReadDeadline(deadline(c.readTimeout)); err != nil {
 		return nil, fmt.Errorf("respconn: %w", err)
 	}
+	if cap(c.in) > maxKept {
+		c.in = nil // one huge reply should not pin its buffer for good
+	}
 	c.in = c.in[:0]
 	c.scan.reset()
 	ends := make([]int, 0, n)
@@ -227,6 +230,9 @@ func (c *Conn) fill() error {
 	}
 	return nil
 }
+
+// maxKept is the largest read buffer a connection keeps between calls.
+const maxKept = 4 << 20
 
 func deadline(d time.Duration) time.Time {
 	if d == 0 {

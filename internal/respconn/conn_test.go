@@ -181,3 +181,19 @@ type streaming struct{}
 func (streaming) Subscribe(auth.CredentialsListener) (auth.Credentials, auth.UnsubscribeFunc, error) {
 	return nil, func() error { return nil }, errors.New("unused")
 }
+
+func TestConn_dropsAHugeBufferAfterItsReply(t *testing.T) {
+	rdb := testenv.Dial(t, testenv.RedisURL(t)).(*redis.Client)
+	c := dial(t, rdb.Options())
+	huge := strings.Repeat("y", maxKept+1)
+	r, err := c.Do(context.Background(), []any{"set", "huge", huge}, []any{"get", "huge"})
+	if err != nil || len(r[1]) != len(huge)+len("$4194305\r\n\r\n") {
+		t.Fatalf("GET huge: %d bytes, %v", len(r[1]), err)
+	}
+	if r, err := c.Do(context.Background(), []any{"ping"}); err != nil || string(r[0]) != "+PONG\r\n" {
+		t.Fatalf("PING = %q, %v", r, err)
+	}
+	if cap(c.in) > maxKept {
+		t.Fatalf("the connection keeps a %d-byte buffer after a small reply", cap(c.in))
+	}
+}
