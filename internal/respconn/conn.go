@@ -153,6 +153,16 @@ func (c *Conn) Do(ctx context.Context, cmds ...[]any) ([][]byte, error) {
 			return nil, err // nothing was sent: the connection is fine
 		}
 	}
+	// The deadlines are set before the context can cut them short, so
+	// that a context ending at once is not undone by them.
+	if err := c.nc.SetWriteDeadline(deadline(c.writeTimeout)); err != nil {
+		c.broken = fmt.Errorf("respconn: %w", err)
+		return nil, c.broken
+	}
+	if err := c.nc.SetReadDeadline(deadline(c.readTimeout)); err != nil {
+		c.broken = fmt.Errorf("respconn: %w", err)
+		return nil, c.broken
+	}
 	stop := func() bool { return true }
 	if ctx.Done() != nil {
 		stop = context.AfterFunc(ctx, func() { _ = c.nc.SetDeadline(time.Now()) })
@@ -169,14 +179,8 @@ func (c *Conn) Do(ctx context.Context, cmds ...[]any) ([][]byte, error) {
 }
 
 func (c *Conn) roundTrip(n int) ([][]byte, error) {
-	if err := c.nc.SetWriteDeadline(deadline(c.writeTimeout)); err != nil {
-		return nil, fmt.Errorf("respconn: %w", err)
-	}
 	if _, err := c.nc.Write(c.out); err != nil {
 		return nil, fmt.Errorf("respconn: write: %w", err)
-	}
-	if err := c.nc.SetReadDeadline(deadline(c.readTimeout)); err != nil {
-		return nil, fmt.Errorf("respconn: %w", err)
 	}
 	if cap(c.in) > maxKept {
 		c.in = nil // one huge reply should not pin its buffer for good
