@@ -47,12 +47,7 @@ func (r *Runner) readDirect(ctx context.Context, st *partitionState, block time.
 	var ack script.Call
 	if acking {
 		ack = r.ackCall(st.p, &st.acks)
-		eval := make([]any, 0, 3+len(ack.Keys)+len(ack.Args))
-		eval = append(eval, "evalsha", ackScript.Hash(), len(ack.Keys))
-		for _, k := range ack.Keys {
-			eval = append(eval, k)
-		}
-		cmds = [][]any{append(eval, ack.Args...), read}
+		cmds = [][]any{ackScript.EvalSha(ack), read}
 	}
 	replies, err := st.conn.Do(ctx, cmds...)
 	if err != nil {
@@ -81,7 +76,7 @@ func (r *Runner) readDirect(ctx context.Context, st *partitionState, block time.
 // an address named becomes after a failover. Like go-redis, the runner
 // then dials again, which may reach the new master.
 func staleServer(err error) bool {
-	var re replyError
+	var re respconn.Error
 	return errors.As(err, &re) && strings.HasPrefix(string(re), "READONLY ")
 }
 

@@ -16,6 +16,14 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
+// runInBackground runs r until the test ends, then waits for it to stop.
+func runInBackground(t *testing.T, r *stream.Runner) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan error, 1)
+	go func() { done <- r.Run(ctx) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
 // TestRunner_acksSurviveAFlushedScriptCache flushes the server's scripts
 // while a stage runs: the acknowledgements that go with its next reads
 // (EVALSHA of the ack script) meet NOSCRIPT, and must still land, or the
@@ -48,10 +56,7 @@ func TestRunner_acksSurviveAFlushedScriptCache(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			runCtx, cancel := context.WithCancel(ctx)
-			done := make(chan error, 1)
-			go func() { done <- r.Run(runCtx) }()
-			defer func() { cancel(); <-done }()
+			runInBackground(t, r)
 			pub := stream.NewPublisher(rdb, stream.Telemetry{})
 			publish := func(from, n int) {
 				msgs := make([]*stream.Message, n)
@@ -116,10 +121,7 @@ func TestRunner_directReadFollowsAFailover(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runCtx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(runCtx) }()
-	defer func() { cancel(); <-done }()
+	runInBackground(t, r)
 	publish := func(c redis.UniversalClient) {
 		msgs := []*stream.Message{stream.NewMessage("k", "e", []byte("1")), stream.NewMessage("k", "e", []byte("2"))}
 		if err := stream.NewPublisher(c, stream.Telemetry{}).Publish(ctx, topic, msgs...); err != nil {

@@ -6,8 +6,6 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dropstream/dropstream/internal/respconn"
 )
 
@@ -24,21 +22,10 @@ import (
 // errBadReply reports a reply that is not the shape of an XREADGROUP reply.
 var errBadReply = errors.New("stream: malformed XREADGROUP reply")
 
-// replyError is an error reply of the server, read from raw RESP. Like
-// go-redis's own, it is a redis.Error, and its text is the server's.
-type replyError string
-
-func (e replyError) Error() string { return string(e) }
-
-// RedisError marks it as a reply of the server (redis.Error).
-func (replyError) RedisError() {}
-
-var _ redis.Error = replyError("")
-
 // redirected reports whether err asks for the command to go to another
 // node of a cluster: the raw read leaves such a reply to go-redis.
 func redirected(err error) bool {
-	var re replyError
+	var re respconn.Error
 	if !errors.As(err, &re) {
 		return false
 	}
@@ -70,7 +57,7 @@ type resp struct {
 
 // header reads a type line: its type byte and its number (a length or a
 // count; -1 for a RESP2 null, and for the RESP3 null "_"). An error reply
-// is returned as a replyError.
+// is returned as a respconn.Error.
 func (r *resp) header() (byte, int, error) {
 	if r.i >= len(r.b) {
 		return 0, 0, errBadReply
@@ -83,7 +70,7 @@ func (r *resp) header() (byte, int, error) {
 	r.i += end + 2
 	switch kind {
 	case '-':
-		return kind, 0, replyError(line)
+		return kind, 0, respconn.Error(line)
 	case '!': // RESP3 blob error
 		n, ok := respconn.Length(line)
 		if !ok || n < 0 || r.i+n+2 > len(r.b) {
@@ -91,7 +78,7 @@ func (r *resp) header() (byte, int, error) {
 		}
 		msg := r.b[r.i : r.i+n]
 		r.i += n + 2
-		return kind, 0, replyError(msg)
+		return kind, 0, respconn.Error(msg)
 	case '_':
 		return kind, -1, nil
 	}

@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
+
+	"github.com/dropstream/dropstream/internal/respconn"
 )
 
 // replyEntry is an entry of a reply built by encodeReadReply; nil fields
@@ -130,7 +132,7 @@ func TestParseReadReply_errorsAndBadReplies(t *testing.T) {
 			if err == nil {
 				t.Fatalf("no error, %d messages", len(msgs))
 			}
-			var re replyError
+			var re respconn.Error
 			if errors.As(err, &re) != tc.serverErr || isNoGroup(err) != tc.noGroup || redirected(err) != tc.redirect {
 				t.Errorf("error %v: server error %v, no group %v, redirect %v; want %v, %v, %v",
 					err, errors.As(err, &re), isNoGroup(err), redirected(err), tc.serverErr, tc.noGroup, tc.redirect)

@@ -29,6 +29,18 @@ type Call struct {
 // Hash returns the script's SHA1 digest, the name EVALSHA runs it by.
 func (s *Script) Hash() string { return s.s.Hash() }
 
+// EvalSha returns the arguments of the EVALSHA command that runs c, for a
+// caller that sends commands on a connection of its own; its NOSCRIPT
+// reply is the caller's to handle (Run sends the call again).
+func (s *Script) EvalSha(c Call) []any {
+	cmd := make([]any, 0, 3+len(c.Keys)+len(c.Args))
+	cmd = append(cmd, "evalsha", s.Hash(), len(c.Keys))
+	for _, k := range c.Keys {
+		cmd = append(cmd, k)
+	}
+	return append(cmd, c.Args...)
+}
+
 // Load caches the script on the server (on every master of a cluster).
 func (s *Script) Load(ctx context.Context, rdb redis.Scripter) error {
 	if err := s.s.Load(ctx, rdb).Err(); err != nil {

@@ -284,3 +284,17 @@ func TestIsNoScript_recognisesTheServersError(t *testing.T) {
 		})
 	}
 }
+
+// TestEvalSha_isTheCommandQueueSends holds the arguments EvalSha gives a
+// caller with its own connection to the command Queue puts in a pipeline.
+func TestEvalSha_isTheCommandQueueSends(t *testing.T) {
+	s := script.New("return redis.call('GET', KEYS[1])")
+	call := script.Call{Keys: []string{"{a}k1", "{a}k2"}, Args: []any{"x", 7}}
+	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
+	defer rdb.Close()
+	queued := s.Queue(context.Background(), rdb.Pipeline(), []script.Call{call})[0].Args()
+	got := s.EvalSha(call)
+	if fmt.Sprint(got) != fmt.Sprint(queued) {
+		t.Fatalf("EvalSha = %v, want %v as Queue sends", got, queued)
+	}
+}
