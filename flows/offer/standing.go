@@ -230,8 +230,10 @@ func (s *Flow) DeleteStanding(ctx context.Context, owner, id string) error {
 var percolateScript = script.New(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local mode = ARGV[2]
--- Evaluated first by another keeper meanwhile: a full evaluation.
-if mode == 'init' and redis.call('HEXISTS', KEYS[1], 'init') == 0 then mode = 'full' end
+-- Evaluated first by another keeper meanwhile: that keeper's result
+-- stands. This one may have read the offers before changes the other has
+-- applied since; its own deltas bring it forward, as they do the other's.
+if mode == 'init' and redis.call('HEXISTS', KEYS[1], 'init') == 0 then return 0 end
 local changed = false
 local seen = {}
 for i = 4, #ARGV, 2 do
