@@ -378,8 +378,19 @@ func TestCheckout_faultsUnderTheConsistencyWorkload(t *testing.T) {
 			go func() { defer close(done); c.checkoutAll(w, &tally) }()
 			// Read from Redis, not through the API: an answer of the API,
 			// busy with the workload, would come after much of the run.
-			testenv.WaitFor(t, time.Minute, func() bool { return c.soldInRedis(w) >= 30 }, "30 units sold")
-			if open := c.openAttempts(); open == 0 || tally.answered.Load() == faultUsers {
+			// Attempts begin as the busy API gets to them and close soon
+			// after, so none may be open at one instant of a run still
+			// going: the fault waits for a moment with attempts open, or
+			// for the run's end, which fails below.
+			var open int64
+			testenv.WaitFor(t, time.Minute, func() bool {
+				if c.soldInRedis(w) < 30 {
+					return false
+				}
+				open = c.openAttempts()
+				return open > 0 || tally.answered.Load() == faultUsers
+			}, "30 units sold")
+			if open == 0 || tally.answered.Load() == faultUsers {
 				t.Fatalf("%d attempts open, %d checkouts answered just before the fault: the fault came after the run", open, tally.answered.Load())
 			}
 			switch fault {

@@ -295,6 +295,14 @@ func TestCheckout_redisDownAtTheDeadlineAnswers500AndTheSagaStillCompletes(t *te
 	}()
 	saga := e.svc.Store().Keys().Saga(s.order, 1)
 	testenv.WaitFor(t, 20*time.Second, func() bool { return e.rdb.Exists(context.Background(), saga).Val() == 1 }, "attempt 1 begun")
+	// Redis goes down once the commands are out, as the begin script and
+	// the send are two round trips: killed between them, the call answers
+	// with the send's error (503) instead.
+	stock, pay := e.svc.Topics().Stock, e.svc.Topics().Payment
+	testenv.WaitFor(t, 20*time.Second, func() bool {
+		ctx := context.Background()
+		return e.rdb.XLen(ctx, stock.Stream(stock.Partition(s.item))).Val() == 1 && e.rdb.XLen(ctx, pay.Stream(pay.Partition(s.user))).Val() == 1
+	}, "the commands of attempt 1 sent")
 	srv.Kill()
 	a := <-answers
 	if a.err != nil || a.code != 500 || errorCode(a.out) != "checkout_pending" {
