@@ -40,8 +40,17 @@ type RunnerConfig struct {
 	// deleted. Swept every min(ConsumerIdle/2, 1m). Default 10m; at least
 	// 2 × Block.
 	ConsumerIdle time.Duration
-	// BatchSize is the XREADGROUP COUNT. Default 256, at most MaxBatchSize.
+	// BatchSize is the most entries one read of new entries asks for (the
+	// XREADGROUP COUNT). Default 256, at most MaxBatchSize.
 	BatchSize int
+	// ReadBytes bounds the reply of one read of new entries: a read asks
+	// for as many entries as fit in about ReadBytes, judged by the size of
+	// the entries the partition read last (256 bytes each before its
+	// first read), and at most BatchSize. It bounds the memory a read takes when
+	// entries are large, and keeps a reply within what Redis writes to a
+	// client in two turns of its event loop (see readsize.go). Default
+	// 128 KiB, from MinReadBytes to MaxReadBytes.
+	ReadBytes int
 	// Block is how long one read waits for new entries. Default 1s; it also
 	// bounds how long shutdown waits for an idle read.
 	Block time.Duration
@@ -110,6 +119,9 @@ func (c RunnerConfig) WithDefaults(stage string) RunnerConfig {
 	if c.BatchSize == 0 {
 		c.BatchSize = 256
 	}
+	if c.ReadBytes == 0 {
+		c.ReadBytes = DefaultReadBytes
+	}
 	if c.Block == 0 {
 		c.Block = time.Second
 	}
@@ -160,6 +172,9 @@ func (c RunnerConfig) Validate() error {
 	if c.BatchSize < 1 || c.BatchSize > MaxBatchSize {
 		errs = append(errs, fmt.Errorf("batch size %d out of range 1..%d", c.BatchSize, MaxBatchSize))
 	}
+	if c.ReadBytes < MinReadBytes || c.ReadBytes > MaxReadBytes {
+		errs = append(errs, fmt.Errorf("read bytes %d out of range %d..%d", c.ReadBytes, MinReadBytes, MaxReadBytes))
+	}
 	if c.Block < time.Millisecond {
 		errs = append(errs, fmt.Errorf("block %s below 1ms", c.Block))
 	}
@@ -202,6 +217,13 @@ const maxInstanceLen = 64
 
 // MaxBatchSize bounds RunnerConfig.BatchSize.
 const MaxBatchSize = 10_000
+
+// Bounds and default of RunnerConfig.ReadBytes.
+const (
+	DefaultReadBytes = 128 << 10
+	MinReadBytes     = 1 << 10
+	MaxReadBytes     = 64 << 20
+)
 
 // tries is how many handler calls one delivery may make.
 func (c RunnerConfig) tries() int {

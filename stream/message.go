@@ -49,6 +49,7 @@ type Message struct {
 
 	ctx     context.Context
 	deleted bool        // the entry was removed from the stream while pending
+	full    bool        // the read that delivered it returned all it asked for
 	reuse   *traceReuse // the partition's last extracted trace context, set by the runner
 }
 
@@ -70,6 +71,13 @@ func (m *Message) Context() context.Context {
 // published. Handlers that publish a message derived from another one set it
 // to the input's context so the trace follows the data.
 func (m *Message) SetContext(ctx context.Context) { m.ctx = ctx }
+
+// MoreWaiting reports whether the message came in a read of new entries
+// that returned as many as it asked for (BatchSize, or fewer when
+// ReadBytes bounded the read), so that more were likely waiting in the
+// stream behind it: a batch stage can write at once rather than wait to
+// gather more. Redelivered messages report false.
+func (m *Message) MoreWaiting() bool { return m.full }
 
 // PublishedAt is the time the entry was added to its stream, read from its
 // ID; zero when the message has no ID yet.

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -61,14 +62,17 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 			ctx, span := tracer.Start(ctx, name, start...)
 			recording := span.IsRecording()
 			if recording {
-				// One call: the SDK grows the span's attributes once.
-				all := make([]attribute.KeyValue, len(attrs), len(attrs)+3)
-				copy(all, attrs)
-				all = append(all, keyMessageID.String(msg.ID))
+				// One call: the SDK grows the span's attributes once, and
+				// copies them, so the slice goes back to the pool.
+				buf := spanAttrs.Get().(*[]attribute.KeyValue)
+				all := append(append((*buf)[:0], attrs...), keyMessageID.String(msg.ID))
 				if msg.Attempt > 1 {
 					all = append(all, keyDeliveries.Int(msg.Attempt), keyConsumerName.String(info.Consumer))
 				}
 				span.SetAttributes(all...)
+				clear(all)
+				*buf = all[:0]
+				spanAttrs.Put(buf)
 			}
 			msg.ctx = ctx
 			err := next(ctx, msg)
@@ -82,3 +86,9 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 		}
 	}
 }
+
+// spanAttrs holds the slices a recording span's attributes are gathered in.
+var spanAttrs = sync.Pool{New: func() any {
+	s := make([]attribute.KeyValue, 0, 8)
+	return &s
+}}

@@ -58,8 +58,9 @@ func (r *Runner) read(ctx context.Context, st *partitionState, block time.Durati
 	if r.direct != nil {
 		return r.readDirect(ctx, st, block)
 	}
+	count := st.size.count(r.cfg)
 	cmd := redis.NewRawCmd(ctx, "xreadgroup", "group", r.cfg.Group, r.cfg.Consumer,
-		"count", r.cfg.BatchSize, "block", block.Milliseconds(), "streams", st.stream, ">")
+		"count", count, "block", block.Milliseconds(), "streams", st.stream, ">")
 	cmd.SetFirstKeyPos(9)
 	if st.acks.len() > 0 {
 		pipe := r.reads.Pipeline()
@@ -83,16 +84,19 @@ func (r *Runner) read(ctx context.Context, st *partitionState, block time.Durati
 	if redirected(err) {
 		return r.readTyped(ctx, st, block)
 	}
+	st.size.learn(len(raw), len(msgs))
+	markFull(msgs, count)
 	return msgs, err
 }
 
 // readTyped is read through go-redis's XReadGroup, without the acks.
 func (r *Runner) readTyped(ctx context.Context, st *partitionState, block time.Duration) ([]*Message, error) {
+	count := st.size.count(r.cfg)
 	res, err := r.reads.XReadGroup(ctx, &redis.XReadGroupArgs{
 		Group:    r.cfg.Group,
 		Consumer: r.cfg.Consumer,
 		Streams:  []string{st.stream, ">"},
-		Count:    int64(r.cfg.BatchSize),
+		Count:    int64(count),
 		Block:    block,
 	}).Result()
 	if errors.Is(err, redis.Nil) {
@@ -102,13 +106,28 @@ func (r *Runner) readTyped(ctx context.Context, st *partitionState, block time.D
 		return nil, err
 	}
 	var msgs []*Message
+	size := 0
 	for _, s := range res {
 		msgs = make([]*Message, 0, len(s.Messages))
 		for _, x := range s.Messages {
 			msgs = append(msgs, decodeMessage(st.stream, st.p, x.ID, x.Values))
+			size += replyBytes(x)
 		}
 	}
+	st.size.learn(size, len(msgs))
+	markFull(msgs, count)
 	return msgs, nil
+}
+
+// replyBytes is about what entry x took in a RESP2 reply: its ID and
+// fields, each with its few bytes of framing.
+func replyBytes(x redis.XMessage) int {
+	n := 16 + len(x.ID)
+	for k, v := range x.Values {
+		s, _ := v.(string)
+		n += 16 + len(k) + len(s)
+	}
+	return n
 }
 
 // ownPending queues the next page of this consumer's own pending entries

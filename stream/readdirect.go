@@ -40,8 +40,9 @@ func (r *Runner) readDirect(ctx context.Context, st *partitionState, block time.
 		}
 		st.conn = c
 	}
+	count := st.size.count(r.cfg)
 	read := []any{"xreadgroup", "group", r.cfg.Group, r.cfg.Consumer,
-		"count", r.cfg.BatchSize, "block", block.Milliseconds(), "streams", st.stream, ">"}
+		"count", count, "block", block.Milliseconds(), "streams", st.stream, ">"}
 	cmds := [][]any{read}
 	acking := st.acks.len() > 0
 	var ack script.Call
@@ -64,10 +65,13 @@ func (r *Runner) readDirect(ctx context.Context, st *partitionState, block time.
 		}
 		r.ackFailed(ctx, st, err)
 	}
-	msgs, err := parseReadReply(replies[len(replies)-1], st.stream, st.p, &st.entries)
+	raw := replies[len(replies)-1]
+	msgs, err := parseReadReply(raw, st.stream, st.p, &st.entries)
 	if staleServer(err) {
 		st.closeConn()
 	}
+	st.size.learn(len(raw), len(msgs))
+	markFull(msgs, count)
 	return msgs, err
 }
 

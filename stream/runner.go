@@ -213,6 +213,7 @@ type partitionState struct {
 	traces      traceReuse     // the trace context extracted last
 	entries     entryReuse     // the type and trace context read last
 	conn        *respconn.Conn // the direct read connection, dialled on first use
+	size        readSize       // how large the partition's entries are
 }
 
 // consume is the loop of one partition: own pending entries first, then

@@ -17,6 +17,7 @@ func TestRunnerConfig_withDefaults(t *testing.T) {
 		Group:           "enrich",
 		Consumer:        c.Consumer, // random, checked below
 		BatchSize:       256,
+		ReadBytes:       128 << 10,
 		Block:           time.Second,
 		ClaimInterval:   5 * time.Second,
 		ClaimIdle:       30 * time.Second,
@@ -59,7 +60,7 @@ func unitConfigEqual(a, b RunnerConfig) bool {
 
 func TestRunnerConfig_withDefaultsKeepsSetFields(t *testing.T) {
 	in := RunnerConfig{
-		Group: "g", Consumer: "c", BatchSize: 100, Block: 2 * time.Second, ClaimInterval: time.Second,
+		Group: "g", Consumer: "c", BatchSize: 100, ReadBytes: 4096, Block: 2 * time.Second, ClaimInterval: time.Second,
 		ClaimIdle: time.Minute, MaxDeliveries: 9, HandlerTimeout: 3 * time.Second, Partitions: []int{1, 3},
 		StatsInterval: time.Second, ControlInterval: 3 * time.Second, ErrorBackoff: 5 * time.Second, Instance: "i", Copy: 2,
 		ConsumerLease: time.Minute, ConsumerIdle: time.Hour,
@@ -121,6 +122,10 @@ func TestRunnerConfig_validateRejectsEachBadField(t *testing.T) {
 		{"batch size too big", func(c *RunnerConfig) { c.BatchSize = 10001 }, "batch size 10001"},
 		{"batch size 1", func(c *RunnerConfig) { c.BatchSize = 1 }, ""},
 		{"batch size 10000", func(c *RunnerConfig) { c.BatchSize = 10000 }, ""},
+		{"read bytes too small", func(c *RunnerConfig) { c.ReadBytes = 1023 }, "read bytes 1023"},
+		{"read bytes too big", func(c *RunnerConfig) { c.ReadBytes = 64<<20 + 1 }, "read bytes 67108865"},
+		{"read bytes 1 KiB", func(c *RunnerConfig) { c.ReadBytes = 1 << 10 }, ""},
+		{"read bytes 64 MiB", func(c *RunnerConfig) { c.ReadBytes = 64 << 20 }, ""},
 		{"block 0", func(c *RunnerConfig) { c.Block = 0 }, "block"},
 		{"block below 1ms", func(c *RunnerConfig) { c.Block = 999 * time.Microsecond }, "block"},
 		{"block 1ms", func(c *RunnerConfig) { c.Block = time.Millisecond }, ""},
@@ -186,7 +191,7 @@ func TestRunnerConfig_validateRejectsEachBadField(t *testing.T) {
 }
 
 func TestRunnerConfig_validateReportsEveryBadField(t *testing.T) {
-	c := RunnerConfig{Group: "", Consumer: "c", BatchSize: 0, Block: 0, ClaimInterval: 0, ClaimIdle: time.Second,
+	c := RunnerConfig{Group: "", Consumer: "c", BatchSize: 0, ReadBytes: -1, Block: 0, ClaimInterval: 0, ClaimIdle: time.Second,
 		MaxDeliveries: 0, HandlerTimeout: 2 * time.Second, StatsInterval: 0, ErrorBackoff: time.Second,
 		Instance: "a b", Copy: -1, ConsumerLease: 0, ConsumerIdle: -1,
 		Retry: RetryConfig{MaxRetries: -1, InitialInterval: time.Second, MaxInterval: time.Second}}
@@ -194,13 +199,13 @@ func TestRunnerConfig_validateReportsEveryBadField(t *testing.T) {
 	if err == nil {
 		t.Fatal("Validate() = nil")
 	}
-	for _, w := range []string{"group", "batch size", "block", "claim interval", "claim idle", "max deliveries",
+	for _, w := range []string{"group", "batch size", "read bytes", "block", "claim interval", "claim idle", "max deliveries",
 		"stats interval", "retry", "instance", "copy", "consumer lease", "consumer idle"} {
 		if !strings.Contains(err.Error(), w) {
 			t.Errorf("Validate() = %q, does not name %q", err, w)
 		}
 	}
-	if n := strings.Count(err.Error(), "\n") + 1; n != 12 {
-		t.Errorf("Validate() reported %d problems, want 12: %q", n, err)
+	if n := strings.Count(err.Error(), "\n") + 1; n != 13 {
+		t.Errorf("Validate() reported %d problems, want 13: %q", n, err)
 	}
 }

@@ -211,11 +211,12 @@ func (a *Analytics) decodeRuns(msgs []*stream.Message) ([]clickhouse.RunRow, []e
 	return rows, errs
 }
 
-// urgent reports whether a batch read batchSize messages at a time is to
-// be flushed without waiting for FlushInterval: it is full (its partition
-// holds more messages) or redelivered (redeliveries come one at a time).
+// urgent reports whether a batch of a stage reading batchSize messages at
+// a time is to be flushed without waiting for FlushInterval: it is full,
+// or its read was (its partition holds more messages), or it is
+// redelivered (redeliveries come one at a time).
 func urgent(msgs []*stream.Message, batchSize int) bool {
-	return len(msgs) >= batchSize || len(msgs) > 0 && msgs[0].Attempt > 1
+	return len(msgs) >= batchSize || len(msgs) > 0 && (msgs[len(msgs)-1].MoreWaiting() || msgs[0].Attempt > 1)
 }
 
 // settle returns a batch's outcome: errs (permanent) for the messages that

@@ -131,8 +131,8 @@ func (c ProjectionConfig) Validate() error {
 // number of copies). It flushes:
 //
 //   - at once when it holds BatchRows rows (N);
-//   - when a full batch is queued (the read returned Runner.BatchSize
-//     messages, so its partition holds more and waiting for rows is
+//   - when a full batch is queued (the read returned all the messages it
+//     asked for, so its partition holds more and waiting for rows is
 //     pointless), or a redelivered one, or the previous flush held one:
 //     after Linger without a new batch once no handler is still decoding
 //     its batch, so the batches of every partition read at once
@@ -194,8 +194,10 @@ type AnalyticsConfig struct {
 	// defaults, except HandlerTimeout (default 30s, and at least
 	// FlushInterval + FlushTimeout), ClaimIdle (default twice
 	// HandlerTimeout), MaxDeliveries (default 1000, see
-	// DefaultAnalyticsMaxDeliveries) and BatchSize (default 5,000). In-process
-	// retries are always off: the batcher retries flushes itself.
+	// DefaultAnalyticsMaxDeliveries), BatchSize (default 5,000) and
+	// ReadBytes (default stream.MaxReadBytes: reads go by count, which sets
+	// the size of the inserts). In-process retries are always off: the
+	// batcher retries flushes itself.
 	Runner stream.RunnerConfig
 	// TransitionsBatchSize is the transitions stage's BatchSize, in place
 	// of Runner's: entries of up to 64 transitions. Default 1,000
@@ -264,8 +266,10 @@ func (b batching) withDefaults() batching {
 // batchRunner returns the runner config of a batched append stage: zero
 // fields take the stream defaults, except HandlerTimeout
 // (DefaultAnalyticsHandlerTimeout), ClaimIdle (twice HandlerTimeout),
-// MaxDeliveries (DefaultAnalyticsMaxDeliveries) and BatchSize (batchSize);
-// in-process retries are off, as the batcher retries flushes itself.
+// MaxDeliveries (DefaultAnalyticsMaxDeliveries), BatchSize (batchSize)
+// and ReadBytes (stream.MaxReadBytes: a read's batch sets the size of the
+// inserts, so reads go by count); in-process retries are off, as the
+// batcher retries flushes itself.
 func batchRunner(r stream.RunnerConfig, batchSize int) stream.RunnerConfig {
 	if r.HandlerTimeout == 0 {
 		r.HandlerTimeout = DefaultAnalyticsHandlerTimeout
@@ -278,6 +282,9 @@ func batchRunner(r stream.RunnerConfig, batchSize int) stream.RunnerConfig {
 	}
 	if r.BatchSize == 0 {
 		r.BatchSize = batchSize
+	}
+	if r.ReadBytes == 0 {
+		r.ReadBytes = stream.MaxReadBytes
 	}
 	r.Retry = stream.RetryConfig{Disabled: true}
 	return r

@@ -74,9 +74,10 @@ type HistoryConfig[R any] struct {
 	// Runner tunes the stage's runner. Zero fields take the stream
 	// defaults, except HandlerTimeout (default 30s, and at least
 	// FlushInterval + FlushTimeout), ClaimIdle (default twice
-	// HandlerTimeout), MaxDeliveries (default 1000) and BatchSize
-	// (default DefaultHistoryBatchSize). In-process retries are always
-	// off: the batcher retries flushes itself.
+	// HandlerTimeout), MaxDeliveries (default 1000), BatchSize (default
+	// DefaultHistoryBatchSize) and ReadBytes (default
+	// stream.MaxReadBytes: reads go by count). In-process retries are
+	// always off: the batcher retries flushes itself.
 	Runner stream.RunnerConfig
 }
 

@@ -50,7 +50,8 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	var rounds int
 	fs := flagSet("bench stream", "Measures the stream runtime against the configured Redis, beside plain go-redis on the same Redis in the same run.", stderr, &cfg, "json")
 	fs.IntVar(&bc.Messages, "messages", 500000, "messages of each throughput run")
-	fs.IntVar(&bc.BatchSize, "batch", 500, "XREADGROUP COUNT")
+	fs.IntVar(&bc.BatchSize, "batch", 500, "XREADGROUP COUNT of plain go-redis, and the most the stage's reads ask for")
+	fs.IntVar(&bc.ReadBytes, "read-bytes", stream.DefaultReadBytes, "the stage's ReadBytes: its reads ask for about this many bytes of entries")
 	fs.IntVar(&bc.PayloadSize, "payload", 200, "payload bytes")
 	fs.IntVar(&bc.Rate, "rate", 10000, "publish rate of the latency run, messages/s")
 	fs.DurationVar(&bc.Duration, "duration", 10*time.Second, "length of the latency run (0: none)")
@@ -81,8 +82,8 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	if a.embedded != nil {
 		redisKind = "embedded miniredis"
 	}
-	fmt.Fprintf(stdout, "bench stream: %s, %d partitions, batch %d, payload %d B, GOMAXPROCS %d\n",
-		redisKind, bc.Partitions, bc.BatchSize, bc.PayloadSize, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(stdout, "bench stream: %s, %d partitions, batch %d, read bytes %d, payload %d B, GOMAXPROCS %d\n",
+		redisKind, bc.Partitions, bc.BatchSize, bc.ReadBytes, bc.PayloadSize, runtime.GOMAXPROCS(0))
 	var all []streamRound
 	for i := range rounds {
 		prefix := ""

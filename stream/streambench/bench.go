@@ -28,8 +28,12 @@ type Config struct {
 	Messages int
 	// Partitions of the benchmark topic. Default 4.
 	Partitions int
-	// BatchSize is the stage's XREADGROUP COUNT. Default 500.
+	// BatchSize is the stage's XREADGROUP COUNT (plain go-redis reads
+	// this many; the stage at most this many). Default 500.
 	BatchSize int
+	// ReadBytes is the stage's stream.RunnerConfig.ReadBytes. Default
+	// the runtime's, stream.DefaultReadBytes.
+	ReadBytes int
 	// PayloadSize is the payload length in bytes. Default 200.
 	PayloadSize int
 	// Rate is the publish rate of a latency run, in messages/s. Default 10000.
@@ -73,6 +77,9 @@ func (c Config) WithDefaults() Config {
 	}
 	if c.BatchSize == 0 {
 		c.BatchSize = 500
+	}
+	if c.ReadBytes == 0 {
+		c.ReadBytes = stream.DefaultReadBytes
 	}
 	if c.PayloadSize == 0 {
 		c.PayloadSize = 200
@@ -120,7 +127,7 @@ func Throughput(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Res
 	done := make(chan struct{})
 	total := int64(cfg.Messages)
 	stage := stream.Stage{Name: "bench", Topic: topic,
-		Config: stream.RunnerConfig{BatchSize: cfg.BatchSize, Block: 100 * time.Millisecond},
+		Config: stream.RunnerConfig{BatchSize: cfg.BatchSize, ReadBytes: cfg.ReadBytes, Block: 100 * time.Millisecond},
 		Handler: func(context.Context, *stream.Message) error {
 			if handled.Add(1) == total {
 				close(done)
@@ -167,7 +174,7 @@ func Latency(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result
 	seen := make(map[uint64]bool, cap(lat))
 	dups := 0
 	stage := stream.Stage{Name: "bench", Topic: topic,
-		Config: stream.RunnerConfig{BatchSize: cfg.BatchSize, Block: 100 * time.Millisecond},
+		Config: stream.RunnerConfig{BatchSize: cfg.BatchSize, ReadBytes: cfg.ReadBytes, Block: 100 * time.Millisecond},
 		Handler: func(_ context.Context, m *stream.Message) error {
 			now := time.Now().UnixNano()
 			sent := int64(binary.LittleEndian.Uint64(m.Payload))

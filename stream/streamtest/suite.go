@@ -74,6 +74,7 @@ func Run(t *testing.T, b Backend) {
 		{"Ledger_onceByKey", testLedgerOnceByKey},
 		{"Trim_keepsUnacknowledged", testTrimKeepsUnacknowledged},
 		{"BatchHandler_settlesPerMessage", testBatchHandler},
+		{"ReadBytes_boundsLargeEntries", testReadBytesBoundsReads},
 		{"Pause_stopsAllCopiesUntilResumed", testPauseResume},
 		{"Pause_copyStartedPaused", testPauseBeforeStart},
 		{"Conservation_everyOutcome", testConservationEveryOutcome},
