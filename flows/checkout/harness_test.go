@@ -136,6 +136,9 @@ type envOptions struct {
 	// clientTimeout bounds each HTTP call of the test's client (default
 	// 60s).
 	clientTimeout time.Duration
+	// sendVia, when set, is the client the flow publishes its commands
+	// through (its scripts still go through the env's own client).
+	sendVia redis.UniversalClient
 }
 
 func newEnv(t testing.TB, url string, opt envOptions) *env {
@@ -149,7 +152,11 @@ func newEnv(t testing.TB, url string, opt envOptions) *env {
 	}
 	t.Cleanup(func() { _ = rdb.Close() })
 	tel := stream.Telemetry{Logger: quiet(), TracerProvider: opt.tracer, Propagator: propagation.TraceContext{}}
-	svc, err := checkout.NewWith(rdb, stream.NewPublisher(rdb, tel), checkout.Config{Partitions: partitions,
+	sendVia := opt.sendVia
+	if sendVia == nil {
+		sendVia = rdb
+	}
+	svc, err := checkout.NewWith(rdb, stream.NewPublisher(sendVia, tel), checkout.Config{Partitions: partitions,
 		Timeout: opt.timeout, Recheck: 200 * time.Millisecond, SweepInterval: time.Hour, Stage: stageConfig(opt.timeout)}, tel)
 	if err != nil {
 		t.Fatal(err)

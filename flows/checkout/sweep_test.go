@@ -2,8 +2,13 @@ package checkout_test
 
 import (
 	"context"
+	"net"
+	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/internal/testenv"
@@ -117,6 +122,71 @@ func TestCheckout_checkingOutAgainSendsTheCommandsOfACallThatDied(t *testing.T) 
 					t.Errorf("part %s answered %q, want ok", part, r)
 				}
 			}
+		})
+	}
+}
+
+// failingSends fails every pipeline of its client while down is set, as
+// go-redis does when the server cannot be reached.
+type failingSends struct{ down *atomic.Bool }
+
+func (failingSends) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (failingSends) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+
+func (f failingSends) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		if f.down.Load() {
+			err := &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED}
+			for _, c := range cmds {
+				c.SetErr(err)
+			}
+			return err
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// TestCheckout_sendFailingAfterTheBeginAnswers503AndCheckingOutAgainSendsTheCommands
+// covers Redis failing between the two round trips of a checkout: the
+// attempt begun, its commands not sent. The call answers 503 (try again),
+// the attempt stays open with no command out, and checking out again joins
+// it, sends them, and the order is paid once.
+func TestCheckout_sendFailingAfterTheBeginAnswers503AndCheckingOutAgainSendsTheCommands(t *testing.T) {
+	ctx := context.Background()
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			url := b.url(t)
+			sends, err := stream.Dial(ctx, url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = sends.Close() })
+			var down atomic.Bool
+			sends.AddHook(failingSends{&down})
+			e := newEnv(t, url, envOptions{noStages: true, timeout: 20 * time.Second, sendVia: sends})
+			s := newShop(t, e, 10, 2)
+			down.Store(true)
+			code, out, err := e.call(t, "POST", "/orders/checkout/"+s.order)
+			if err != nil || code != 503 || errorCode(out) != "unavailable" {
+				t.Fatalf("checkout with its sends failing = %d %v, %v; want 503 unavailable", code, out, err)
+			}
+			if st := e.sagaField(s.order, 1, "status"); st != checkout.StatusPending {
+				t.Fatalf("attempt 1 status %q, want %q: begun and left open", st, checkout.StatusPending)
+			}
+			topics := e.svc.Topics()
+			for _, topic := range []stream.Topic{topics.Stock, topics.Payment} {
+				for p := range topic.Partitions {
+					if n := e.rdb.XLen(ctx, topic.Stream(p)).Val(); n != 0 {
+						t.Fatalf("%s holds %d commands, want none sent", topic.Stream(p), n)
+					}
+				}
+			}
+			down.Store(false)
+			e.startStages(t, allStages...)
+			if out := e.must(t, 200, "POST", "/orders/checkout/"+s.order); num(t, out, "tr_num") != 1 {
+				t.Errorf("checkout again = %v, want attempt 1 paid", out)
+			}
+			s.expect(t, e, 8, 4, true)
 		})
 	}
 }
