@@ -2,17 +2,227 @@ package stream
 
 import (
 	"context"
+	"sync"
+	"sync/atomic"
 	"time"
 )
 
 // Timeout bounds each handler call with a context deadline of d. Handlers
 // must honour their context for the bound to hold.
+//
+// The handler's context means what context.WithTimeout(ctx, d) would: its
+// Deadline is d after the call starts (or the parent's, when earlier); Err
+// is context.DeadlineExceeded once the deadline passes, the parent's error
+// once the parent ends, and context.Canceled once the handler has
+// returned; contexts derived from it end with it, with the same error.
+// What it saves is the runtime timer every call would start and stop: one
+// timer per middleware, armed for the earliest deadline of the calls in
+// progress, ends them (see tryContext).
 func Timeout(d time.Duration) Middleware {
+	w := &watchdog{d: d}
 	return func(next Handler) Handler {
 		return func(ctx context.Context, msg *Message) error {
-			ctx, cancel := context.WithTimeout(ctx, d)
-			defer cancel()
-			return next(ctx, msg)
+			c := w.start(ctx)
+			defer w.finish(c)
+			return next(c, msg)
 		}
 	}
 }
+
+// watchdog ends the calls of one Timeout middleware whose deadline has
+// passed. Every call has the same length d, so calls in progress, kept in
+// the order they started, are also in the order of their deadlines: the
+// timer is armed for the first one's, and a call that starts never needs
+// it sooner.
+type watchdog struct {
+	d          time.Duration
+	mu         sync.Mutex
+	head, tail *tryContext // calls in progress, oldest first
+	timer      *time.Timer
+	armed      bool
+}
+
+// start returns the context of a call starting now under parent.
+func (w *watchdog) start(parent context.Context) *tryContext {
+	c := &tryContext{parent: parent}
+	w.mu.Lock()
+	c.expires = time.Now().Add(w.d)
+	c.prev = w.tail
+	if w.tail != nil {
+		w.tail.next = c
+	} else {
+		w.head = c
+	}
+	w.tail = c
+	c.listed = true
+	if !w.armed {
+		w.armed = true
+		if w.timer == nil {
+			w.timer = time.AfterFunc(w.d, w.fire)
+		} else {
+			w.timer.Reset(w.d)
+		}
+	}
+	w.mu.Unlock()
+	c.deadline = c.expires
+	if pd, ok := parent.Deadline(); ok && pd.Before(c.deadline) {
+		c.deadline = pd
+	}
+	return c
+}
+
+// finish ends a call that returned.
+func (w *watchdog) finish(c *tryContext) {
+	w.mu.Lock()
+	w.unlink(c)
+	w.mu.Unlock()
+	c.end(context.Canceled)
+}
+
+// fire ends the calls whose deadline has passed and arms the timer for the
+// next one.
+func (w *watchdog) fire() {
+	var expired []*tryContext
+	w.mu.Lock()
+	now := time.Now()
+	for w.head != nil && !w.head.expires.After(now) {
+		c := w.head
+		w.unlink(c)
+		expired = append(expired, c)
+	}
+	if w.head != nil {
+		w.timer.Reset(w.head.expires.Sub(now))
+	} else {
+		w.armed = false
+	}
+	w.mu.Unlock()
+	for _, c := range expired {
+		c.end(context.DeadlineExceeded)
+	}
+}
+
+// unlink takes c out of the calls in progress; w.mu is held.
+func (w *watchdog) unlink(c *tryContext) {
+	if !c.listed {
+		return
+	}
+	if c.prev != nil {
+		c.prev.next = c.next
+	} else {
+		w.head = c.next
+	}
+	if c.next != nil {
+		c.next.prev = c.prev
+	} else {
+		w.tail = c.prev
+	}
+	c.prev, c.next, c.listed = nil, nil, false
+}
+
+// tryContext is the context of one handler call under Timeout. It makes
+// its Done channel, and watches its parent, only when Done is asked for;
+// it implements AfterFunc so that contexts derived from it are registered
+// with it (context.WithCancel does so for a parent with an AfterFunc
+// method) and end with its own error, as they would under a
+// context.WithTimeout. Value, and so context.Cause, go to the parent.
+type tryContext struct {
+	parent   context.Context
+	deadline time.Time // reported: the earlier of expires and the parent's
+	expires  time.Time // when the watchdog ends the call
+
+	prev, next *tryContext // the watchdog's list, under its mu
+	listed     bool
+
+	err     atomic.Pointer[error]
+	mu      sync.Mutex
+	done    chan struct{}
+	funcs   []*func()
+	unwatch func() bool // stops watching the parent
+}
+
+func (c *tryContext) Deadline() (time.Time, bool) { return c.deadline, true }
+
+func (c *tryContext) Value(key any) any { return c.parent.Value(key) }
+
+func (c *tryContext) Err() error {
+	if err := c.err.Load(); err != nil {
+		return *err
+	}
+	if err := c.parent.Err(); err != nil {
+		c.end(err)
+		return c.Err()
+	}
+	return nil
+}
+
+func (c *tryContext) Done() <-chan struct{} {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if c.done == nil {
+		c.done = make(chan struct{})
+		if c.err.Load() != nil {
+			close(c.done)
+		} else {
+			c.watchParent()
+		}
+	}
+	return c.done
+}
+
+// AfterFunc arranges for f to run in its own goroutine once c ends, as
+// context.AfterFunc does; stop reports whether it kept f from running.
+func (c *tryContext) AfterFunc(f func()) (stop func() bool) {
+	c.mu.Lock()
+	if c.err.Load() != nil {
+		c.mu.Unlock()
+		go f()
+		return func() bool { return false }
+	}
+	p := &f
+	c.funcs = append(c.funcs, p)
+	c.watchParent()
+	c.mu.Unlock()
+	return func() bool {
+		c.mu.Lock()
+		defer c.mu.Unlock()
+		for i, q := range c.funcs {
+			if q == p {
+				c.funcs = append(c.funcs[:i], c.funcs[i+1:]...)
+				return true
+			}
+		}
+		return false
+	}
+}
+
+// watchParent ends c when its parent ends; c.mu is held.
+func (c *tryContext) watchParent() {
+	if c.unwatch != nil || c.parent.Done() == nil {
+		return
+	}
+	c.unwatch = context.AfterFunc(c.parent, func() { c.end(c.parent.Err()) })
+}
+
+// end ends c with err, unless it has ended already.
+func (c *tryContext) end(err error) {
+	c.mu.Lock()
+	if c.err.Load() != nil {
+		c.mu.Unlock()
+		return
+	}
+	c.err.Store(&err)
+	if c.done != nil {
+		close(c.done)
+	}
+	funcs, unwatch := c.funcs, c.unwatch
+	c.funcs, c.unwatch = nil, nil
+	c.mu.Unlock()
+	if unwatch != nil {
+		unwatch()
+	}
+	for _, f := range funcs {
+		go (*f)()
+	}
+}
+
+func (c *tryContext) String() string { return "stream.Timeout" }
