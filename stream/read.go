@@ -84,8 +84,7 @@ func (r *Runner) read(ctx context.Context, st *partitionState, block time.Durati
 	if redirected(err) {
 		return r.readTyped(ctx, st, block)
 	}
-	st.size.learn(len(raw), len(msgs))
-	markFull(msgs, count)
+	st.size.took(len(raw), msgs, count)
 	return msgs, err
 }
 
@@ -114,8 +113,7 @@ func (r *Runner) readTyped(ctx context.Context, st *partitionState, block time.D
 			size += replyBytes(x)
 		}
 	}
-	st.size.learn(size, len(msgs))
-	markFull(msgs, count)
+	st.size.took(size, msgs, count)
 	return msgs, nil
 }
 

@@ -70,8 +70,7 @@ func (r *Runner) readDirect(ctx context.Context, st *partitionState, block time.
 	if staleServer(err) {
 		st.closeConn()
 	}
-	st.size.learn(len(raw), len(msgs))
-	markFull(msgs, count)
+	st.size.took(len(raw), msgs, count)
 	return msgs, err
 }
 

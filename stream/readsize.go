@@ -33,16 +33,14 @@ func (s *readSize) count(cfg RunnerConfig) int {
 	return max(1, min(cfg.BatchSize, cfg.ReadBytes/per))
 }
 
-// learn records a read of n entries whose reply took size bytes.
-func (s *readSize) learn(size, n int) {
-	if n > 0 && size > 0 {
+// took records a read that asked for asked entries and returned msgs in a
+// reply of size bytes: what it teaches of the entries' size, and, when it
+// returned all it asked for, that more are likely waiting (see
+// Message.MoreWaiting).
+func (s *readSize) took(size int, msgs []*Message, asked int) {
+	if n := len(msgs); n > 0 && size > 0 {
 		s.entryBytes = max(1, size/n)
 	}
-}
-
-// markFull flags the messages of a read that returned the count it asked
-// for: more entries are likely waiting (see Message.MoreWaiting).
-func markFull(msgs []*Message, asked int) {
 	if len(msgs) < asked {
 		return
 	}

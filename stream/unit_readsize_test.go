@@ -30,7 +30,7 @@ func TestReadSize_count(t *testing.T) {
 			}
 			var s readSize
 			for _, r := range tt.reads {
-				s.learn(r[0], r[1])
+				s.took(r[0], unitMessages(r[1]), c.BatchSize)
 			}
 			if got := s.count(c); got != tt.want {
 				t.Errorf("count = %d, want %d", got, tt.want)
@@ -39,20 +39,27 @@ func TestReadSize_count(t *testing.T) {
 	}
 }
 
-func TestMarkFull_onlyAFullRead(t *testing.T) {
+func TestReadSize_tookMarksOnlyAFullRead(t *testing.T) {
 	for _, tt := range []struct {
 		got, asked int
 		want       bool
 	}{{3, 3, true}, {2, 3, false}, {0, 3, false}} {
-		msgs := make([]*Message, tt.got)
-		for i := range msgs {
-			msgs[i] = &Message{}
-		}
-		markFull(msgs, tt.asked)
+		msgs := unitMessages(tt.got)
+		var s readSize
+		s.took(100*tt.got, msgs, tt.asked)
 		for _, m := range msgs {
 			if m.MoreWaiting() != tt.want {
 				t.Errorf("%d of %d asked: MoreWaiting %v, want %v", tt.got, tt.asked, m.MoreWaiting(), tt.want)
 			}
 		}
 	}
+}
+
+// unitMessages returns n empty messages.
+func unitMessages(n int) []*Message {
+	msgs := make([]*Message, n)
+	for i := range msgs {
+		msgs[i] = &Message{}
+	}
+	return msgs
 }
