@@ -5,6 +5,8 @@ import (
 	"crypto/subtle"
 	"errors"
 	"fmt"
+	"math"
+	"strconv"
 	"strings"
 	"unicode"
 )
@@ -63,6 +65,21 @@ func ParseScope(name string) (Scope, error) {
 type apiKey struct {
 	digest [sha256.Size]byte
 	scope  Scope
+	// tenant owns what the key creates; "" means the key is a tenant of
+	// its own (see [Tenant]).
+	tenant string
+	// limits override the write limits of every route class for this key;
+	// zero fields keep the class's.
+	limits KeyLimits
+}
+
+// KeyLimits are the write limits a key carries in DROPSTREAM_API_KEYS
+// (rate= and burst=). Zero fields keep the route class's defaults.
+type KeyLimits struct {
+	// Rate is the sustained writes per second.
+	Rate float64
+	// Burst is the most writes at once.
+	Burst int
 }
 
 // keyring is the parsed APIKeys setting. The zero keyring is empty (open API).
@@ -73,17 +90,20 @@ type keyring struct {
 // open reports whether no key is configured.
 func (k keyring) open() bool { return len(k.keys) == 0 }
 
-// lookup returns the scope of presented and whether it is a configured key.
-// It compares against every key in constant time: neither the position of
-// a match nor the length of the keys influences its duration.
-func (k keyring) lookup(presented string) (Scope, bool) {
+// lookup returns the configured key matching presented and whether there is
+// one. It compares against every key in constant time: neither the position
+// of a match nor the length of the keys influences its duration.
+func (k keyring) lookup(presented string) (apiKey, bool) {
 	d := sha256.Sum256([]byte(presented))
-	found := 0
-	for _, key := range k.keys {
+	found := 0 // 1-based index of the match
+	for i, key := range k.keys {
 		eq := subtle.ConstantTimeCompare(d[:], key.digest[:])
-		found = subtle.ConstantTimeSelect(eq, int(key.scope), found)
+		found = subtle.ConstantTimeSelect(eq, i+1, found)
 	}
-	return Scope(found), found != 0
+	if found == 0 {
+		return apiKey{}, false
+	}
+	return k.keys[found-1], true
 }
 
 // ValidateAPIKeys reports the first problem of an API key list in the
@@ -97,9 +117,11 @@ func ValidateAPIKeys(s string) error {
 	return err
 }
 
-// parseAPIKeys parses "key:scope,scope;key2:scope". A key's scope is the
-// highest one listed. Errors name the entry by its 1-based position and
-// never contain key material.
+// parseAPIKeys parses "key:scope,scope[:field=value…];key2:scope". A key's
+// scope is the highest one listed. The fields after the scopes are
+// tenant=NAME (who owns what the key creates), rate=N (writes a second) and
+// burst=N (writes at once). Errors name the entry by its 1-based position
+// and never contain key material.
 func parseAPIKeys(s string) (keyring, error) {
 	var (
 		ring  keyring
@@ -111,21 +133,23 @@ func parseAPIKeys(s string) (keyring, error) {
 		if entry == "" {
 			continue
 		}
-		key, scopes, ok := strings.Cut(entry, ":")
+		key, rest, ok := strings.Cut(entry, ":")
 		key = strings.TrimSpace(key)
+		parts := strings.Split(rest, ":")
+		scopes := parts[0]
 		switch {
 		case key == "":
 			return keyring{}, fmt.Errorf("entry %d: empty key", n)
 		case strings.ContainsFunc(key, unicode.IsSpace) || strings.Contains(key, ","):
 			return keyring{}, fmt.Errorf("entry %d: key contains whitespace or ','", n)
 		case !ok || strings.TrimSpace(scopes) == "":
-			return keyring{}, fmt.Errorf("entry %d: no scope (want key:scope[,scope])", n)
+			return keyring{}, fmt.Errorf("entry %d: no scope (want key:scope[,scope][:field=value])", n)
 		}
 		if prev, dup := first[key]; dup {
 			return keyring{}, fmt.Errorf("entry %d: duplicate key (same as entry %d)", n, prev)
 		}
 		first[key] = n
-		var best Scope
+		k := apiKey{digest: sha256.Sum256([]byte(key))}
 		for _, name := range strings.Split(scopes, ",") {
 			name = strings.TrimSpace(name)
 			if name == "" {
@@ -135,9 +159,68 @@ func parseAPIKeys(s string) (keyring, error) {
 			if err != nil {
 				return keyring{}, fmt.Errorf("entry %d: %w", n, err)
 			}
-			best = max(best, sc)
+			k.scope = max(k.scope, sc)
 		}
-		ring.keys = append(ring.keys, apiKey{digest: sha256.Sum256([]byte(key)), scope: best})
+		if err := k.parseFields(parts[1:]); err != nil {
+			return keyring{}, fmt.Errorf("entry %d: %w", n, err)
+		}
+		ring.keys = append(ring.keys, k)
 	}
 	return ring, nil
+}
+
+// MaxTenantLen bounds a tenant's name.
+const MaxTenantLen = 64
+
+// parseFields sets k's named fields from "name=value" strings.
+func (k *apiKey) parseFields(fields []string) error {
+	seen := map[string]bool{}
+	for _, f := range fields {
+		name, value, ok := strings.Cut(strings.TrimSpace(f), "=")
+		name, value = strings.ToLower(strings.TrimSpace(name)), strings.TrimSpace(value)
+		if !ok || value == "" {
+			return fmt.Errorf("field %q: want name=value (tenant, rate or burst)", name)
+		}
+		if seen[name] {
+			return fmt.Errorf("field %s given twice", name)
+		}
+		seen[name] = true
+		switch name {
+		case "tenant":
+			if !validTenant(value) {
+				return fmt.Errorf("tenant: want 1 to %d letters, digits, '.', '_' or '-'", MaxTenantLen)
+			}
+			k.tenant = value
+		case "rate":
+			r, err := strconv.ParseFloat(value, 64)
+			if err != nil || !(r > 0) || math.IsInf(r, 0) {
+				return fmt.Errorf("rate: want a positive number of writes a second")
+			}
+			k.limits.Rate = r
+		case "burst":
+			b, err := strconv.Atoi(value)
+			if err != nil || b < 1 {
+				return fmt.Errorf("burst: want a positive whole number of writes")
+			}
+			k.limits.Burst = b
+		default:
+			return fmt.Errorf("unknown field %q (want tenant, rate or burst)", name)
+		}
+	}
+	return nil
+}
+
+// validTenant reports whether name is a tenant's name: 1 to MaxTenantLen
+// ASCII letters, digits, '.', '_' or '-'.
+func validTenant(name string) bool {
+	if name == "" || len(name) > MaxTenantLen {
+		return false
+	}
+	for _, r := range name {
+		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
+		if !ok {
+			return false
+		}
+	}
+	return true
 }

@@ -42,6 +42,8 @@ func (s *Server) requireScope(required Scope) fiber.Handler {
 // caller's scope and identity.
 func (s *Server) authorize(c *fiber.Ctx, required Scope) error {
 	if s.keys.open() {
+		c.Locals(tenantKey{}, OpenTenant)
+		c.Locals(seesAllKey{}, true)
 		return nil
 	}
 	presented, ok := presentedKey(c)
@@ -49,7 +51,8 @@ func (s *Server) authorize(c *fiber.Ctx, required Scope) error {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="dropstream"`)
 		return Unauthorized("unauthenticated", "missing API key: send \"Authorization: Bearer <key>\" or \""+HeaderAPIKey+": <key>\"")
 	}
-	scope, ok := s.keys.lookup(presented)
+	key, ok := s.keys.lookup(presented)
+	scope := key.scope
 	if !ok {
 		c.Set(fiber.HeaderWWWAuthenticate, `Bearer realm="dropstream", error="invalid_token"`)
 		return Unauthorized("unauthenticated", "invalid API key")
@@ -57,9 +60,54 @@ func (s *Server) authorize(c *fiber.Ctx, required Scope) error {
 	if !scope.Allows(required) {
 		return Forbidden("forbidden", "this API key has scope "+scope.String()+"; the route requires "+required.String())
 	}
+	caller := keyCaller(presented)
+	tenant := key.tenant
+	if tenant == "" {
+		tenant = caller
+	}
 	c.Locals(scopeKey{}, scope)
-	c.Locals(callerKey{}, keyCaller(presented))
+	c.Locals(callerKey{}, caller)
+	c.Locals(tenantKey{}, tenant)
+	c.Locals(keyLimitsKey{}, key.limits)
+	c.Locals(seesAllKey{}, scope == ScopeAdmin)
 	return nil
+}
+
+// OpenTenant is the one tenant of an open API (no keys configured).
+const OpenTenant = "open"
+
+// tenantKey and keyLimitsKey are the Locals keys of the caller's tenant and
+// of its key's own write limits.
+type (
+	tenantKey    struct{}
+	keyLimitsKey struct{}
+	seesAllKey   struct{}
+)
+
+// Tenant returns who owns what the request creates, and whose objects it
+// may see: the key's tenant= field, else the key itself (the same
+// identity as [Caller]). On an open API, and on routes that need no key,
+// it is [OpenTenant].
+func Tenant(c *fiber.Ctx) string {
+	if t, ok := c.Locals(tenantKey{}).(string); ok {
+		return t
+	}
+	return OpenTenant
+}
+
+// SeesAll reports whether the caller may see and change every tenant's
+// objects: an admin key, or anyone on an open API (one tenant). It is
+// false on routes that need no key.
+func SeesAll(c *fiber.Ctx) bool {
+	all, _ := c.Locals(seesAllKey{}).(bool)
+	return all
+}
+
+// CallerLimits returns the write limits the caller's key carries (zero
+// fields: the route class's defaults).
+func CallerLimits(c *fiber.Ctx) KeyLimits {
+	l, _ := c.Locals(keyLimitsKey{}).(KeyLimits)
+	return l
 }
 
 // presentedKey extracts the API key from "Authorization: Bearer <key>" or,

@@ -66,12 +66,13 @@ type Config struct {
 	// and [Server.Serve] when their context is cancelled. Default 10s.
 	ShutdownTimeout time.Duration
 
-	// APIKeys lists the accepted API keys and their scopes, in the format of
-	// DROPSTREAM_API_KEYS: "key:scope,scope;key2:scope". Scopes are read,
-	// write and admin; admin implies write, write implies read. Whitespace
-	// around entries, keys and scopes is ignored, and so are empty entries.
-	// Empty: the API is open and every route accepts unauthenticated
-	// requests.
+	// APIKeys lists the accepted API keys, in the format of
+	// DROPSTREAM_API_KEYS: "key:scope,scope[:field=value…];key2:scope".
+	// Scopes are read, write and admin; admin implies write, write implies
+	// read. Fields: tenant=NAME (who owns what the key creates; default the
+	// key itself), rate=N and burst=N (the key's own write limits). Empty
+	// entries and whitespace around parts are ignored. Empty: the API is
+	// open, one tenant, and every route accepts unauthenticated requests.
 	APIKeys string
 
 	// Logger receives the access log, errors and panics. Default

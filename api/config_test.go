@@ -104,8 +104,8 @@ func TestKeyring_lookupHighestScope(t *testing.T) {
 		{"", 0, false},
 	}
 	for _, tt := range tests {
-		if sc, ok := ring.lookup(tt.key); sc != tt.wantScope || ok != tt.wantOK {
-			t.Errorf("lookup(%q) = %v, %v, want %v, %v", tt.key, sc, ok, tt.wantScope, tt.wantOK)
+		if k, ok := ring.lookup(tt.key); k.scope != tt.wantScope || ok != tt.wantOK {
+			t.Errorf("lookup(%q) = %v, %v, want %v, %v", tt.key, k.scope, ok, tt.wantScope, tt.wantOK)
 		}
 	}
 }
@@ -146,4 +146,48 @@ func FuzzParseAPIKeys(f *testing.F) {
 			}
 		}
 	})
+}
+
+func TestParseAPIKeys_fields(t *testing.T) {
+	tests := []struct {
+		in      string
+		want    apiKey
+		wantErr string
+	}{
+		{in: "k:write", want: apiKey{scope: ScopeWrite}},
+		{in: "k:write:rate=5000:tenant=shop", want: apiKey{scope: ScopeWrite, tenant: "shop", limits: KeyLimits{Rate: 5000}}},
+		{in: "k:read,write: burst=20 : RATE=2.5", want: apiKey{scope: ScopeWrite, limits: KeyLimits{Rate: 2.5, Burst: 20}}},
+		{in: "k:write:tenant=", wantErr: "want name=value"},
+		{in: "k:write:tenant=a b", wantErr: "tenant"},
+		{in: "k:write:tenant=" + strings.Repeat("t", MaxTenantLen+1), wantErr: "tenant"},
+		{in: "k:write:rate=0", wantErr: "rate"},
+		{in: "k:write:rate=-1", wantErr: "rate"},
+		{in: "k:write:rate=NaN", wantErr: "rate"},
+		{in: "k:write:burst=1.5", wantErr: "burst"},
+		{in: "k:write:owner=x", wantErr: "unknown field"},
+		{in: "k:write:rate=1:rate=2", wantErr: "twice"},
+		{in: "k::tenant=x", wantErr: "no scope"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.in, func(t *testing.T) {
+			ring, err := parseAPIKeys(tt.in)
+			if tt.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tt.wantErr) {
+					t.Fatalf("parseAPIKeys(%q) = %v, want an error mentioning %q", tt.in, err, tt.wantErr)
+				}
+				if strings.Contains(err.Error(), "k:") {
+					t.Fatalf("error %q shows key material", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			got, ok := ring.lookup("k")
+			got.digest = [32]byte{}
+			if !ok || got != tt.want {
+				t.Fatalf("lookup = %+v, %v, want %+v", got, ok, tt.want)
+			}
+		})
+	}
 }
