@@ -66,7 +66,7 @@ var scriptsRunElsewhere = map[string]string{
 	"internal/quota/reserve.go:keepScript":          "TestReservation_holdsASlotUntilKeptOrDropped/redis-cluster (internal/quota)",
 	"internal/recordstore/recordstore.go:putScript": "TestList_pagesExactly/redis-cluster/hash and /keys (internal/recordstore)",
 	"stream/accounting.go:trimScript":               "TestConformance_redisCluster/redis-cluster/Trim_keepsUnacknowledged (stream)",
-	"stream/consumers.go:renewLease":                "TestConformance_redisCluster/redis-cluster/Consumer_takenOver (stream)",
+	"stream/consumers.go:renewLease":                "TestConformance_redisCluster/redis-cluster/Consumer_heldByAnotherStopsReadingUntilFree (stream)",
 	"stream/deadletter.go:deadLetterScript":         "TestConformance_redisCluster/redis-cluster/DeadLetter_afterMaxDeliveries (stream)",
 	"stream/delay.go:parkScript":                    "TestConformance_redisCluster/redis-cluster/DelayedRetry_doesNotBlockThePartition (stream)",
 	"stream/inflight.go:refreshScript":              "TestConformance_redisCluster/redis-cluster/SlowBatch_notHandledTwice (stream)",

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -16,8 +17,19 @@ import (
 // renewed every ConsumerLease/3, so that two live copies never read under
 // one name (with a stable Instance, a process restarted while its old self
 // still runs would). A copy starting under a name takes the lease over
-// whoever holds it; the copy that held it sees its lease gone at its next
-// renewal and stops: its Run returns ErrConsumerTaken.
+// whoever holds it.
+//
+// A copy reads (and claims) only while its lease is confirmed: a renewal
+// sent less than ConsumerLease ago succeeded. After a stall (a stopped
+// process, a VM pause, a long GC) the lease may have expired, and the copy
+// does not know whether another copy took the name meanwhile; it stops
+// reading until its next renewal answers. A renewal that finds the lease
+// gone takes it again: an expired lease is no takeover. A renewal that
+// finds another copy's token stops this copy's reading (its batch in hand
+// is finished and acknowledged) without stopping the copy: it tries again
+// every ConsumerLease/3, never taking the name from a live holder, and
+// reads again once the other copy is gone and its lease expired or
+// released. LeaseErr tells which state the copy is in.
 //
 // Consumers left behind (copies with names of their own that crashed, or
 // instances retired) are deleted once they have nothing pending and have
@@ -26,16 +38,30 @@ import (
 // drop its entries from the group. A copy stopping gracefully deletes its
 // own consumer when it has nothing pending.
 
-// ErrConsumerTaken is returned by Run when another copy took over the
-// runner's consumer name.
-var ErrConsumerTaken = errors.New("stream: consumer name taken over by another copy")
+// ErrConsumerTaken is wrapped by LeaseErr while another live copy holds
+// the runner's consumer name.
+var ErrConsumerTaken = errors.New("stream: consumer name held by another copy")
+
+// Replies of renewLease.
+const (
+	leaseOther   = 0 // another copy holds the lease
+	leaseRenewed = 1 // ours, extended
+	leaseRetaken = 2 // was gone (expired), taken again
+)
 
 var (
-	// renewLease extends the lease KEYS[1] by ARGV[2] ms if it still
-	// holds the token ARGV[1]; 0 when it does not.
+	// renewLease extends the lease KEYS[1] by ARGV[2] ms if it holds the
+	// token ARGV[1], or sets it to ARGV[1] if it is gone; see the leaseX
+	// replies.
 	renewLease = script.New(`
-if redis.call('GET', KEYS[1]) == ARGV[1] then
-  return redis.call('PEXPIRE', KEYS[1], ARGV[2])
+local v = redis.call('GET', KEYS[1])
+if v == ARGV[1] then
+  redis.call('PEXPIRE', KEYS[1], ARGV[2])
+  return 1
+end
+if not v then
+  redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+  return 2
 end
 return 0`)
 	// releaseLease deletes the lease KEYS[1] if it holds the token ARGV[1].
@@ -73,6 +99,13 @@ type consumerLease struct {
 	r     *Runner
 	key   string
 	token string
+
+	mu      sync.Mutex
+	until   time.Time     // the lease is ours at least until then (monotonic)
+	other   bool          // the last renewal found another copy's token
+	gen     int           // times the name came back from another copy
+	waiting int           // partition loops waiting for a confirmation
+	renewed chan struct{} // closed at the next confirmation
 }
 
 // leaseKey is the key of the lease on the runner's consumer name.
@@ -82,7 +115,8 @@ func (r *Runner) leaseKey() string {
 
 // acquireLease takes the lease on the consumer name, from whoever holds it.
 func (r *Runner) acquireLease(ctx context.Context) (*consumerLease, error) {
-	l := &consumerLease{r: r, key: r.leaseKey(), token: DefaultConsumerName()}
+	l := &consumerLease{r: r, key: r.leaseKey(), token: DefaultConsumerName(), renewed: make(chan struct{})}
+	sent := time.Now()
 	prev, err := r.rdb.SetArgs(ctx, l.key, l.token, redis.SetArgs{TTL: r.cfg.ConsumerLease, Get: true}).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {
 		return nil, fmt.Errorf("lease on consumer %s: %w", r.cfg.Consumer, err)
@@ -90,30 +124,114 @@ func (r *Runner) acquireLease(ctx context.Context) (*consumerLease, error) {
 	if prev != "" {
 		r.tel.Logger.WarnContext(ctx, "consumer name taken over from a live copy", "stage", r.stage.Name, "consumer", r.cfg.Consumer)
 	}
+	l.confirm(sent)
 	return l, nil
 }
 
-// hold renews the lease until ctx ends; it returns true as soon as it
-// finds the lease held by another copy (or gone). Renewal errors are
-// logged and retried.
-func (l *consumerLease) hold(ctx context.Context) bool {
+// confirm records that the lease was ours when a request sent at sent
+// reached Redis, and wakes the partition loops waiting for it. It reports
+// whether the lease had lapsed unconfirmed and whether the name came back
+// from another copy.
+func (l *consumerLease) confirm(sent time.Time) (lapsed, back bool) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	lapsed = !l.until.IsZero() && !l.other && sent.After(l.until)
+	back = l.other
+	if back {
+		l.other = false
+		l.gen++
+	}
+	l.until = sent.Add(l.r.cfg.ConsumerLease)
+	close(l.renewed)
+	l.renewed = make(chan struct{})
+	return lapsed, back
+}
+
+// lose records that another copy holds the name; it reports whether that
+// is news.
+func (l *consumerLease) lose() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	news := !l.other
+	l.other, l.until = true, time.Time{}
+	return news
+}
+
+// readable reports whether the copy may read now, and the generation of
+// its hold on the name; when it may not, wake is closed at the next
+// confirmation.
+func (l *consumerLease) readable() (ok bool, gen int, wake <-chan struct{}) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if !l.other && time.Now().Before(l.until) {
+		return true, l.gen, nil
+	}
+	return false, l.gen, l.renewed
+}
+
+// heldByOther reports whether the last renewal found another copy's token.
+func (l *consumerLease) heldByOther() bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.other
+}
+
+// wait notes a partition loop waiting for a confirmation; the returned
+// func notes it leaving.
+func (l *consumerLease) wait() (leave func()) {
+	l.mu.Lock()
+	l.waiting++
+	l.mu.Unlock()
+	return func() {
+		l.mu.Lock()
+		l.waiting--
+		l.mu.Unlock()
+	}
+}
+
+// standing reports whether another copy holds the name and every one of
+// the copy's n partition loops has stopped reading.
+func (l *consumerLease) standing(n int) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.other && l.waiting == n
+}
+
+// hold renews the lease every ConsumerLease/3 until ctx ends, taking it
+// again when it expired, and notes when another copy holds it. Renewal
+// errors are logged and retried; they leave the lease to lapse.
+func (l *consumerLease) hold(ctx context.Context) {
 	t := time.NewTicker(l.r.cfg.ConsumerLease / 3)
 	defer t.Stop()
+	log := l.r.tel.Logger
 	for {
 		select {
 		case <-ctx.Done():
-			return false
+			return
 		case <-t.C:
 		}
+		sent := time.Now()
 		n, err := renewLease.Run(ctx, l.r.rdb, []string{l.key}, l.token, l.r.cfg.ConsumerLease.Milliseconds()).Int()
+		attrs := []any{"stage", l.r.stage.Name, "consumer", l.r.cfg.Consumer}
 		switch {
-		case err != nil && ctx.Err() == nil:
-			l.r.tel.Logger.WarnContext(ctx, "renewing the consumer lease failed", "stage", l.r.stage.Name,
-				"consumer", l.r.cfg.Consumer, "error", err)
-		case err == nil && n == 0:
-			l.r.tel.Logger.ErrorContext(ctx, "consumer name taken over by another copy; stopping", "stage", l.r.stage.Name,
-				"consumer", l.r.cfg.Consumer)
-			return true
+		case err != nil:
+			if ctx.Err() == nil {
+				log.WarnContext(ctx, "renewing the consumer lease failed", append(attrs, "error", err)...)
+			}
+		case n == leaseOther:
+			if l.lose() {
+				log.WarnContext(ctx, "consumer name held by another copy; this copy stops reading until the name is free", attrs...)
+			}
+		default:
+			lapsed, back := l.confirm(sent)
+			switch {
+			case back:
+				log.InfoContext(ctx, "consumer name free again; this copy reads again", attrs...)
+			case n == leaseRetaken:
+				log.WarnContext(ctx, "consumer lease had expired with no other holder (the process stalled or Redis was unreachable); taken again", attrs...)
+			case lapsed:
+				log.WarnContext(ctx, "consumer lease was unconfirmed for longer than the lease; reading resumes", attrs...)
+			}
 		}
 	}
 }
@@ -124,6 +242,40 @@ func (l *consumerLease) release(ctx context.Context) {
 		l.r.tel.Logger.WarnContext(ctx, "releasing the consumer lease failed", "stage", l.r.stage.Name,
 			"consumer", l.r.cfg.Consumer, "error", err)
 	}
+}
+
+// LeaseErr returns an error wrapping ErrConsumerTaken once another live
+// copy holds this copy's consumer name and every partition of this copy
+// has stopped reading (its batch in hand finished); nil otherwise, and
+// before Run has taken the name.
+func (r *Runner) LeaseErr() error {
+	if l := r.lease.Load(); l != nil && l.standing(len(r.cfg.Partitions)) {
+		return fmt.Errorf("stage %s consumer %s: %w", r.stage.Name, r.cfg.Consumer, ErrConsumerTaken)
+	}
+	return nil
+}
+
+// holdWhileUnleased returns false at once while the copy's lease is
+// confirmed. Otherwise it acknowledges what the partition handled, waits
+// for a confirmation or stop, and returns true. When the name came back
+// from another copy, the partition looks at its own pending entries again
+// first: the other copy may have left some under the name.
+func (r *Runner) holdWhileUnleased(stop, io context.Context, st *partitionState) bool {
+	l := r.lease.Load()
+	ok, gen, wake := l.readable()
+	if gen != st.leaseGen {
+		st.leaseGen, st.ownFrom, st.redeliver = gen, "-", nil
+	}
+	if ok {
+		return false
+	}
+	r.flushAcks(io, st)
+	defer l.wait()()
+	select {
+	case <-wake:
+	case <-stop.Done():
+	}
+	return true
 }
 
 // sweepEvery is how often idle consumers are looked for.

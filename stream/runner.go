@@ -48,7 +48,8 @@ type Runner struct {
 	info    StageInfo
 	handler Handler
 	batch   *batchRunner
-	stats   atomic.Pointer[stageStats] // set while Run runs
+	stats   atomic.Pointer[stageStats]    // set while Run runs
+	lease   atomic.Pointer[consumerLease] // set by Run once it holds its consumer name
 	settled *outcomeCounter
 	gate    pauseGate
 	started chan struct{} // closed once Run has its groups, accounting and lease
@@ -132,10 +133,9 @@ func (r *Runner) Info() StageInfo { return r.info }
 
 // Run consumes until ctx ends, then finishes the batch in hand within
 // HandlerTimeout (see drainContext), acknowledges what it handled and
-// returns nil. It returns ErrConsumerTaken, after stopping the same way,
-// when another copy took its consumer name over. Redis errors are logged
-// and retried with backoff; Run returns another error only if it cannot
-// start.
+// returns nil. While another copy holds its consumer name it reads nothing
+// but keeps running (see LeaseErr). Redis errors are logged and retried
+// with backoff; Run returns an error only if it cannot start.
 func (r *Runner) Run(ctx context.Context) error {
 	for _, p := range r.cfg.Partitions {
 		if err := r.ensureGroup(ctx, p); err != nil {
@@ -155,6 +155,7 @@ func (r *Runner) Run(ctx context.Context) error {
 		return err
 	}
 	r.stats.Store(stats)
+	r.lease.Store(lease)
 	defer stats.close()
 	r.checkPaused(ctx)
 	reads, closeReads := readClient(r.rdb, len(r.cfg.Partitions))
@@ -166,17 +167,11 @@ func (r *Runner) Run(ctx context.Context) error {
 	consuming, stopConsuming := context.WithCancel(ctx)
 	defer stopConsuming()
 	background, stopBackground := context.WithCancel(context.WithoutCancel(ctx))
-	var taken atomic.Bool
 	var bg sync.WaitGroup
 	bg.Go(func() { stats.run(consuming) })
 	bg.Go(func() { r.sweepConsumers(consuming) })
 	bg.Go(func() { r.watchPaused(consuming) })
-	bg.Go(func() {
-		if lease.hold(background) {
-			taken.Store(true)
-			stopConsuming()
-		}
-	})
+	bg.Go(func() { lease.hold(background) })
 	var wg sync.WaitGroup
 	for _, p := range r.cfg.Partitions {
 		wg.Go(func() { r.consume(consuming, p) })
@@ -184,9 +179,10 @@ func (r *Runner) Run(ctx context.Context) error {
 	wg.Wait()
 	stopBackground()
 	bg.Wait()
-	if taken.Load() {
-		r.tel.Logger.Warn("stage stopped: consumer name taken over", "stage", r.stage.Name, "consumer", r.cfg.Consumer)
-		return fmt.Errorf("stage %s consumer %s: %w", r.stage.Name, r.cfg.Consumer, ErrConsumerTaken)
+	if lease.heldByOther() {
+		// The name, and the consumer under it, are the other copy's.
+		r.tel.Logger.Info("stage stopped; its consumer name is held by another copy", "stage", r.stage.Name, "consumer", r.cfg.Consumer)
+		return nil
 	}
 	done := context.WithoutCancel(ctx)
 	r.retire(done)
@@ -214,11 +210,13 @@ type partitionState struct {
 	entries     entryReuse     // the type and trace context read last
 	conn        *respconn.Conn // the direct read connection, dialled on first use
 	size        readSize       // how large the partition's entries are
+	leaseGen    int            // the generation of the lease seen last (see holdWhileUnleased)
 }
 
 // consume is the loop of one partition: own pending entries first, then
 // stale entries of any consumer every ClaimInterval, then new entries;
-// nothing while the stage is paused.
+// nothing while the stage is paused or the copy's lease on its consumer
+// name is not confirmed.
 // Redis commands run under io, which outlives stop (reads end within
 // Block, acks go out); handlers run under work, which ends HandlerTimeout
 // after stop (see drainContext).
@@ -232,6 +230,9 @@ func (r *Runner) consume(stop context.Context, p int) {
 	for stop.Err() == nil {
 		if r.holdWhilePaused(stop, io, st); stop.Err() != nil {
 			break
+		}
+		if r.holdWhileUnleased(stop, io, st) {
+			continue // paused meanwhile, perhaps, or stopped
 		}
 		var err error
 		if len(st.redeliver) > 0 {

@@ -2,7 +2,6 @@ package streamtest
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -208,49 +207,6 @@ func testConsumersIdleDeleted(t *testing.T, b Backend) {
 	if n := len(consumers(t, rdb, topic, 0, "ghosts-unused")); n != 1 {
 		t.Errorf("another group has %d consumers, want its 1", n)
 	}
-}
-
-// testConsumerTakenOver: a copy started under the consumer name of a live
-// copy takes it over; the older copy stops with ErrConsumerTaken, and the
-// newer one handles everything published after.
-func testConsumerTakenOver(t *testing.T, b Backend) {
-	rdb := b.Client(t)
-	topic := newTopic(2)
-	cfg := fastConfig()
-	cfg.Instance = "node-c"
-	cfg.ConsumerLease = 300 * time.Millisecond
-	older, newer := newRecorder(), newRecorder()
-	stage := func(rec *recorder) stream.Stage {
-		return stream.Stage{Name: "takeover", Topic: topic, Config: cfg,
-			Handler: func(_ context.Context, m *stream.Message) error {
-				rec.ok(m)
-				return nil
-			}}
-	}
-	first := start(t, rdb, stage(older), stream.Telemetry{})
-	publishN(t, rdb, topic, 0, 20, 5)
-	older.waitAll(t, 20)
-	second := start(t, rdb, stage(newer), stream.Telemetry{})
-	select {
-	case err := <-first.done:
-		first.done <- nil
-		if !errors.Is(err, stream.ErrConsumerTaken) {
-			t.Fatalf("older copy's Run = %v, want ErrConsumerTaken", err)
-		}
-	case <-time.After(waitTimeout):
-		t.Fatal("older copy still runs after its consumer name was taken over")
-	}
-	before := older.distinct()
-	publishN(t, rdb, topic, 20, 50, 5)
-	newer.waitAll(t, 50)
-	if got := older.distinct(); got != before {
-		t.Errorf("older copy handled %d messages after it stopped", got-before)
-	}
-	second.stop()
-	if err := <-second.done; err != nil {
-		t.Errorf("newer copy's Run = %v, want nil", err)
-	}
-	second.done <- nil
 }
 
 // lazyConsumers prints the consumers of a group when formatted.
