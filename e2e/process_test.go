@@ -108,13 +108,7 @@ func (p *proc) stop() {
 // it stopped.
 func (p *proc) freeze(t *testing.T) {
 	t.Helper()
-	p.signal(syscall.SIGSTOP)
-	testenv.WaitFor(t, 5*time.Second, func() bool {
-		stat, err := os.ReadFile("/proc/" + strconv.Itoa(p.pid()) + "/stat")
-		// The state follows the parenthesized command name.
-		i := bytes.LastIndexByte(stat, ')')
-		return err == nil && i > 0 && i+2 < len(stat) && stat[i+2] == 'T'
-	}, "%s stopped", p.name)
+	testenv.Freeze(t, p.cmd.Process)
 }
 
 func (p *proc) resume() { p.signal(syscall.SIGCONT) }

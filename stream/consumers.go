@@ -176,13 +176,15 @@ func (l *consumerLease) heldByOther() bool {
 	return l.other
 }
 
-// wait notes a partition loop waiting for a confirmation; the returned
-// func notes it leaving.
-func (l *consumerLease) wait() (leave func()) {
+// wait notes a partition loop waiting for a confirmation, out of n; it
+// reports whether another copy holds the name and every loop now waits.
+// The returned func notes it leaving.
+func (l *consumerLease) wait(n int) (standing bool, leave func()) {
 	l.mu.Lock()
 	l.waiting++
+	standing = l.other && l.waiting == n
 	l.mu.Unlock()
-	return func() {
+	return standing, func() {
 		l.mu.Lock()
 		l.waiting--
 		l.mu.Unlock()
@@ -270,7 +272,12 @@ func (r *Runner) holdWhileUnleased(stop, io context.Context, st *partitionState)
 		return false
 	}
 	r.flushAcks(io, st)
-	defer l.wait()()
+	standing, leave := l.wait(len(r.cfg.Partitions))
+	defer leave()
+	if standing {
+		r.tel.Logger.WarnContext(io, "every partition stopped reading: the consumer name is held by another copy",
+			"stage", r.stage.Name, "consumer", r.cfg.Consumer)
+	}
 	select {
 	case <-wake:
 	case <-stop.Done():

@@ -3,10 +3,12 @@ package stream_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -26,6 +28,8 @@ const (
 	envDelay    = "DROPSTREAM_FAULT_DELAY"
 	envPoison   = "DROPSTREAM_FAULT_POISON"
 	envStall    = "DROPSTREAM_FAULT_STALL"
+	envLease    = "DROPSTREAM_FAULT_LEASE" // the copy's ConsumerLease; empty: the default
+	envTag      = "DROPSTREAM_FAULT_TAG"   // when set, messages handled are counted under it too
 	faultParts  = 2
 )
 
@@ -48,17 +52,18 @@ func runFaultConsumer(name string) int {
 	}
 	topic := stream.NewTopic(os.Getenv(envFlow), "work", faultParts)
 	delay, _ := time.ParseDuration(os.Getenv(envDelay))
-	poison, stall := os.Getenv(envPoison), os.Getenv(envStall)
+	poison, stall, tag := os.Getenv(envPoison), os.Getenv(envStall), os.Getenv(envTag)
+	lease, _ := time.ParseDuration(os.Getenv(envLease))
 	ledger, _ := stream.NewLedger(rdb, stream.LedgerConfig{Name: "fault"})
 	effect := stream.NewEffect(`return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)`)
 	r, err := stream.NewRunner(rdb, stream.Stage{Name: "work", Topic: topic,
-		Config: stream.RunnerConfig{Consumer: name, BatchSize: 50, Block: 100 * time.Millisecond,
+		Config: stream.RunnerConfig{Consumer: name, ConsumerLease: lease, BatchSize: 50, Block: 100 * time.Millisecond,
 			ClaimInterval: 100 * time.Millisecond, ClaimIdle: time.Second, HandlerTimeout: 500 * time.Millisecond,
 			MaxDeliveries: 3, ErrorBackoff: 200 * time.Millisecond, Retry: stream.RetryConfig{Disabled: true}},
 		Handler: func(ctx context.Context, m *stream.Message) error {
 			p := string(m.Payload)
-			tag := topic.HashTag(m.Partition)
-			if err := rdb.HIncrBy(ctx, "ds:"+tag+":fault:calls", p, 1).Err(); err != nil {
+			hashTag := topic.HashTag(m.Partition)
+			if err := rdb.HIncrBy(ctx, "ds:"+hashTag+":fault:calls", p, 1).Err(); err != nil {
 				return err
 			}
 			switch {
@@ -68,7 +73,10 @@ func runFaultConsumer(name string) int {
 				select {} // hangs mid-batch until the process is killed
 			}
 			time.Sleep(delay) // simulated work
-			_, _, err := ledger.Apply(ctx, effect, ledger.Key(tag, p), []string{"ds:" + tag + ":fault:effects"}, p)
+			_, _, err := ledger.Apply(ctx, effect, ledger.Key(hashTag, p), []string{"ds:" + hashTag + ":fault:effects"}, p)
+			if err == nil && tag != "" {
+				err = rdb.HIncrBy(ctx, "ds:"+hashTag+":fault:by:"+tag, p, 1).Err()
+			}
 			return err
 		}}, stream.Telemetry{})
 	if err != nil {
@@ -89,8 +97,10 @@ func runFaultConsumer(name string) int {
 
 // consumerProc is a consumer process under test.
 type consumerProc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
+	cmd   *exec.Cmd
+	stdin io.Closer
+	log   *prefixWriter
+	done  chan struct{}
 }
 
 // consumerOpts are the behaviours of a consumer process.
@@ -98,22 +108,25 @@ type consumerOpts struct {
 	delay  time.Duration // per message
 	poison string        // payload that kills the process
 	stall  string        // payload whose handler never returns
+	lease  time.Duration // ConsumerLease; 0: the default
+	tag    string        // counts what the process handled under this tag (see handledBy)
 }
 
 func startConsumer(t *testing.T, url, flow, name string, o consumerOpts) *consumerProc {
 	t.Helper()
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
 	cmd.Env = append(os.Environ(), envConsumer+"="+name, envURL+"="+url, envFlow+"="+flow,
-		envDelay+"="+o.delay.String(), envPoison+"="+o.poison, envStall+"="+o.stall)
+		envDelay+"="+o.delay.String(), envPoison+"="+o.poison, envStall+"="+o.stall, envLease+"="+o.lease.String(), envTag+"="+o.tag)
 	stdin, err := cmd.StdinPipe()
 	if err != nil {
 		t.Fatal(err)
 	}
-	cmd.Stderr = &prefixWriter{t: t, prefix: name}
+	log := &prefixWriter{t: t, prefix: name}
+	cmd.Stderr = log
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
 	}
-	p := &consumerProc{cmd: cmd, done: make(chan struct{})}
+	p := &consumerProc{cmd: cmd, stdin: stdin, log: log, done: make(chan struct{})}
 	go func() { _ = cmd.Wait(); close(p.done) }()
 	t.Cleanup(func() {
 		_ = stdin.Close()
@@ -145,12 +158,30 @@ func (p *consumerProc) exited() bool {
 	}
 }
 
+// stop asks the process to stop gracefully and waits for it to exit.
+func (p *consumerProc) stop() {
+	_ = p.stdin.Close()
+	<-p.done
+}
+
+// logged reports whether the process has logged a line containing s.
+func (p *consumerProc) logged(s string) bool {
+	p.log.mu.Lock()
+	defer p.log.mu.Unlock()
+	return strings.Contains(p.log.all.String(), s)
+}
+
 type prefixWriter struct {
 	t      *testing.T
 	prefix string
+	mu     sync.Mutex
+	all    strings.Builder // everything written, for logged
 }
 
 func (w *prefixWriter) Write(b []byte) (int, error) {
+	w.mu.Lock()
+	w.all.Write(b)
+	w.mu.Unlock()
 	for _, line := range strings.Split(strings.TrimRight(string(b), "\n"), "\n") {
 		if strings.Contains(line, "level=ERROR") || strings.Contains(line, "level=WARN") || !strings.HasPrefix(line, "time=") {
 			w.t.Logf("[%s] %s", w.prefix, line)

@@ -10,6 +10,7 @@ import (
 	"sort"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -41,6 +42,8 @@ type app struct {
 	// flows are the built flows, in the order of definitions().
 	flows      []*builtFlow
 	flowsBuilt bool
+	// runners are the stage copies start runs, for the "stages" check.
+	runners atomic.Pointer[[]*stream.Runner]
 	// traces are the recent traces the console shows.
 	traces  *spanbuffer.Buffer
 	closers []func()
@@ -202,7 +205,8 @@ func (a *app) buildFlows(ctx context.Context) error {
 // apiServer builds the API with its readiness checks and every flow's
 // routes.
 func (a *app) apiServer() (*api.Server, error) {
-	checks := []api.ReadinessCheck{{Name: "redis", Check: func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() }}}
+	checks := []api.ReadinessCheck{{Name: "redis", Check: func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() }},
+		{Name: "stages", Check: a.stagesReady}}
 	if a.ch != nil {
 		checks = append(checks, api.ReadinessCheck{Name: "clickhouse", Check: a.ch.Ping})
 	}
@@ -349,6 +353,7 @@ func (a *app) start(ctx context.Context, wg *sync.WaitGroup, o startOptions) ([]
 			runners = append(runners, r)
 		}
 	}
+	a.runners.Store(&runners)
 	failed := make(chan error, len(runners)+len(o.services)+len(a.flows)*2+8)
 	for _, f := range a.flows {
 		for _, w := range f.desc.Waiters {
@@ -382,6 +387,28 @@ func (a *app) start(ctx context.Context, wg *sync.WaitGroup, o startOptions) ([]
 	trimmer := stream.NewTrimmer(a.rdb, stream.TrimConfig{MinAge: o.trimAge}, a.log, topics...)
 	wg.Go(func() { trimmer.Run(ctx) })
 	return runners, failed, nil
+}
+
+// stagesReady fails while another process holds the consumer name of one
+// of this process's stage copies (the same DROPSTREAM_INSTANCE started
+// twice): that copy reads nothing until the name is free (see
+// stream.Runner.LeaseErr). The message names the stages, not the consumer
+// names: /readyz is unauthenticated.
+func (a *app) stagesReady(context.Context) error {
+	rs := a.runners.Load()
+	if rs == nil {
+		return nil
+	}
+	var held []string
+	for _, r := range *rs {
+		if r.LeaseErr() != nil && !slices.Contains(held, r.Info().Stage) {
+			held = append(held, r.Info().Stage)
+		}
+	}
+	if len(held) == 0 {
+		return nil
+	}
+	return fmt.Errorf("consumer name held by another process, not reading: stage %s", strings.Join(held, ", "))
 }
 
 // keepBacklogs creates, without ClickHouse, the consumer groups of every
