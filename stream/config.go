@@ -22,7 +22,8 @@ type RunnerConfig struct {
 	// process reads its own pending entries first; else
 	// "<hostname>-<pid>-<random>", new for every copy. The copy holds its
 	// name by a lease (ConsumerLease): a copy started under a name whose
-	// lease is live takes it over, and the older copy stops.
+	// lease is live takes it over, and the older copy stops reading until
+	// the name is free (see Runner.LeaseErr).
 	Consumer string
 	// Instance is the stable identity of the process across restarts
 	// (DROPSTREAM_INSTANCE), like Kafka's group.instance.id. At most
@@ -32,7 +33,9 @@ type RunnerConfig struct {
 	// part of its default consumer name. Default 0.
 	Copy int
 	// ConsumerLease is how long the copy's hold on its consumer name lasts
-	// unrenewed; it is renewed every ConsumerLease/3. Default 15s.
+	// unrenewed; it is renewed every ConsumerLease/3, and the copy reads
+	// only while a renewal sent less than ConsumerLease ago answered.
+	// Default 15s.
 	ConsumerLease time.Duration
 	// ConsumerIdle is how long a consumer of the group with nothing
 	// pending may stay idle before a copy deletes it (a copy gone without
