@@ -109,7 +109,9 @@ func TestFault_sameNameTwoProcessesOneReads(t *testing.T) {
 	publishRange(t, rdb, topic, 0, third)
 	waitEffects(t, rdb, topic, third)
 	later := startConsumer(t, srv.URL(), topic.Flow, "D", consumerOpts{lease: lease, tag: "later"})
-	testenv.WaitFor(t, faultWait, func() bool { return earlier.logged("every partition stopped reading: the consumer name is held by another copy") },
+	testenv.WaitFor(t, faultWait, func() bool {
+		return earlier.logged("every partition stopped reading: the consumer name is held by another copy")
+	},
 		"the earlier process never stopped reading")
 	before := len(handledBy(t, rdb, topic, "earlier"))
 	publishRange(t, rdb, topic, third, 2*third)
