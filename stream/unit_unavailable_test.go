@@ -24,6 +24,7 @@ func TestIsUnavailable_connectionErrorsOnly(t *testing.T) {
 		{"pool timeout", redis.ErrPoolTimeout, true},
 		{"closed client", redis.ErrClosed, true},
 		{"loading", errors.New("LOADING Redis is loading the dataset in memory"), true},
+		{"failover", fmt.Errorf("x: %w", errors.New("READONLY You can't write against a read only replica.")), true},
 		{"cluster down", fmt.Errorf("x: %w", errors.New("CLUSTERDOWN The cluster is down")), true},
 		{"refused as text", errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), true},
 		{"nil", nil, false},
