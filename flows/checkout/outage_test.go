@@ -154,12 +154,14 @@ func verifyAnswers(t *testing.T, e *env, s scenario, answers []reply) {
 // 200 or 400, and the stored state agrees with the answers exactly.
 func TestCheckout_redisRestartWithinTheWaitAnswersNo5xx(t *testing.T) {
 	srv := testenv.StartRedis(t, testenv.RedisConfig{AppendOnly: true, AppendFsync: "always"})
-	e := newEnv(t, srv.URL(), envOptions{}) // the flow's default wait and retry budget
+	// The flow's default wait and retry budget; the client waits longer
+	// than the call's deadline, on a machine loaded by other tests.
+	e := newEnv(t, srv.URL(), envOptions{clientTimeout: 3 * time.Minute})
 	s := setUp(t, e, stockStart, users)
 	var answered atomic.Int64
 	result := make(chan []reply, 1)
 	go func() { result <- checkoutEach(e, s, false, &answered) }()
-	testenv.WaitFor(t, 30*time.Second, func() bool {
+	testenv.WaitFor(t, 2*time.Minute, func() bool {
 		stock, _, err := e.svc.Store().FindItem(context.Background(), s.item)
 		return err == nil && stock <= 70
 	}, "30 units of stock taken")
