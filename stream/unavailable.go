@@ -13,7 +13,8 @@ import (
 // IsUnavailable reports whether err says that Redis cannot be reached or
 // cannot serve for now — a refused, reset or timed-out connection, a
 // connection closed mid-reply, no free connection in the pool, a server
-// still loading its data, a cluster without a master for a slot — rather
+// still loading its data, a replica refusing a write during a failover, a
+// cluster without a master for a slot — rather
 // than that a command failed. Such an error goes away by itself: callers
 // answer "try again later" (an HTTP 503) instead of reporting a fault.
 func IsUnavailable(err error) bool {
@@ -27,7 +28,7 @@ func IsUnavailable(err error) bool {
 		return true
 	}
 	msg := err.Error()
-	for _, prefix := range []string{"LOADING ", "CLUSTERDOWN ", "MASTERDOWN ", "TRYAGAIN "} {
+	for _, prefix := range []string{"LOADING ", "READONLY ", "CLUSTERDOWN ", "MASTERDOWN ", "TRYAGAIN "} {
 		if strings.HasPrefix(msg, prefix) || strings.Contains(msg, ": "+prefix) {
 			return true
 		}

@@ -16,8 +16,22 @@ type Config struct {
 	Partitions int
 	// Timeout bounds how long a checkout call waits for its saga's outcome;
 	// an attempt still running then is given up and compensated before
-	// the call returns (see Flow.Checkout). Default 30s.
+	// the call returns (see Flow.Checkout). It is also the call's budget
+	// for a Redis that cannot be reached: a checkout keeps trying within
+	// its wait, then for RetryFor more to give its attempt up, before it
+	// fails as unavailable (503 with Retry-After). Default 30s.
 	Timeout time.Duration
+	// RetryFor is how long a store call (every contract route but the
+	// checkout: create, find, add, subtract, pay, add item) keeps trying
+	// while Redis cannot be reached — refused, reset or timed-out
+	// connections, a server loading its append-only file, a replica during
+	// a failover — before it fails as unavailable (503 with Retry-After).
+	// Every write it retries is idempotent: ids are chosen before the first
+	// try, and a change of an amount or an order's items records its
+	// outcome under a key of the call's own, so a try whose reply was lost
+	// is not applied twice. Default 5s: a Redis restart with its AOF
+	// replayed goes unnoticed by callers.
+	RetryFor time.Duration
 	// Recheck is how often a waiting checkout reads its saga's status in
 	// case a notification was lost (a Pub/Sub reconnect). Default 1s.
 	Recheck time.Duration
@@ -54,6 +68,9 @@ func (c Config) WithDefaults() Config {
 	if c.Timeout == 0 {
 		c.Timeout = 30 * time.Second
 	}
+	if c.RetryFor == 0 {
+		c.RetryFor = 5 * time.Second
+	}
 	if c.Recheck == 0 {
 		c.Recheck = time.Second
 	}
@@ -89,6 +106,9 @@ func (c Config) Validate() error {
 	}
 	if c.Timeout < time.Millisecond || c.Timeout > 10*time.Minute {
 		errs = append(errs, fmt.Errorf("checkout: timeout %s out of range 1ms..10m", c.Timeout))
+	}
+	if c.RetryFor < time.Millisecond || c.RetryFor > 10*time.Minute {
+		errs = append(errs, fmt.Errorf("checkout: retry for %s out of range 1ms..10m", c.RetryFor))
 	}
 	if c.Recheck < time.Millisecond {
 		errs = append(errs, fmt.Errorf("checkout: recheck %s below 1ms", c.Recheck))

@@ -106,7 +106,9 @@ func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel s
 	}
 	w := NewWaiter(rdb, log)
 	w.recheck = cfg.Recheck
-	return &Flow{rdb: rdb, cfg: cfg, store: NewStore(rdb, cfg.Partitions), keys: NewKeys(cfg.Partitions),
+	store := NewStore(rdb, cfg.Partitions)
+	store.retryFor = cfg.RetryFor
+	return &Flow{rdb: rdb, cfg: cfg, store: store, keys: NewKeys(cfg.Partitions),
 		topics: NewTopics(cfg.Partitions), pub: pub, waiter: w, log: log, cons: cons,
 		tracer: tp.Tracer(instrumentationScope)}, nil
 }

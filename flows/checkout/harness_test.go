@@ -132,6 +132,7 @@ type env struct {
 type envOptions struct {
 	noStages bool
 	timeout  time.Duration // the flow's Config.Timeout
+	retryFor time.Duration // the flow's Config.RetryFor
 	tracer   trace.TracerProvider
 	// clientTimeout bounds each HTTP call of the test's client (default
 	// 60s).
@@ -157,7 +158,7 @@ func newEnv(t testing.TB, url string, opt envOptions) *env {
 		sendVia = rdb
 	}
 	svc, err := checkout.NewWith(rdb, stream.NewPublisher(sendVia, tel), checkout.Config{Partitions: partitions,
-		Timeout: opt.timeout, Recheck: 200 * time.Millisecond, SweepInterval: time.Hour, Stage: stageConfig(opt.timeout)}, tel)
+		Timeout: opt.timeout, RetryFor: opt.retryFor, Recheck: 200 * time.Millisecond, SweepInterval: time.Hour, Stage: stageConfig(opt.timeout)}, tel)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -74,6 +74,14 @@ func (k Keys) Order(id string) string {
 	return rediskey.Key(k.t.HashTag(k.Partition(id)), "co", "order", id)
 }
 
+// Call is the outcome of one store call that changed the entity id (an
+// item's stock, a user's credit, an order's items), in the partition of
+// id, under the call's own token: a call retried after its reply was lost
+// finds it and is not applied twice.
+func (k Keys) Call(id, token string) string {
+	return rediskey.Key(k.t.HashTag(k.Partition(id)), "co", "call", token)
+}
+
 // Saga is the hash of one checkout attempt of an order.
 func (k Keys) Saga(orderID string, tr int64) string {
 	return rediskey.Key(k.t.HashTag(k.Partition(orderID)), "co", "saga", orderID, strconv.FormatInt(tr, 10))

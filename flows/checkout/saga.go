@@ -15,13 +15,16 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/stream"
 )
 
 // ErrPending: the outcome of the checkout is not known. Its wait ended
 // without one — the call's context ended, or the attempt could not be
-// given up after Config.Timeout because Redis failed. The attempt goes on
-// and completes or is compensated (by the stages, or the sweeper);
-// checking the order out again answers its outcome.
+// given up after Config.Timeout because Redis failed (then the error also
+// wraps Redis's, and stream.IsUnavailable tells an outage). The attempt
+// goes on and completes or is compensated (by the stages, or the
+// sweeper); checking the order out again answers its outcome.
 var ErrPending = errors.New("checkout outcome not known yet")
 
 // Result is the outcome of one checkout attempt.
@@ -53,10 +56,29 @@ const beginRetries = 8
 // ErrCheckoutFailed — or it returns the success that came meanwhile. It
 // returns an error wrapping ErrPending only when no outcome is known: ctx
 // ended, or Redis failed while giving the attempt up.
+//
+// A step that cannot reach Redis (stream.IsUnavailable) is not the call's
+// answer: the call starts over — reading the order, joining the attempt it
+// began or beginning one — until its wait ends, and for Config.RetryFor
+// more to give the attempt up; only then does it fail with Redis's error.
+// Starting over is safe: the begin script starts an attempt only for the
+// order's version it read (a begin whose reply was lost is joined, not
+// begun again), commands sent twice apply once by their ledger keys
+// (order, tr_num, is_rollback), and giving up records outcomes once per
+// part. The wait ends Config.Timeout after the call began, whatever the
+// tries.
 func (s *Flow) Checkout(ctx context.Context, orderID string) (Result, error) {
+	deadline := time.Now().Add(s.cfg.Timeout)
+	return stream.RetryUnavailable(ctx, s.cfg.Timeout+s.cfg.RetryFor, func() (Result, error) {
+		return s.checkout(ctx, orderID, deadline)
+	})
+}
+
+// checkout is one try of Checkout, whose wait ends at deadline.
+func (s *Flow) checkout(ctx context.Context, orderID string, deadline time.Time) (Result, error) {
 	tp := traceparent(ctx)
 	for range beginRetries {
-		o, err := s.store.FindOrder(ctx, orderID)
+		o, err := s.store.findOrder(ctx, orderID)
 		if err != nil {
 			return Result{}, err
 		}
@@ -64,7 +86,7 @@ func (s *Flow) Checkout(ctx context.Context, orderID string) (Result, error) {
 			return Result{OrderID: orderID, TrNum: o.TrNum, Status: StatusSucceeded, AlreadyPaid: true}, nil
 		}
 		if o.Status == StatusPending || o.Status == StatusCompensating {
-			return s.join(ctx, orderID, o.TrNum)
+			return s.join(ctx, orderID, o.TrNum, deadline)
 		}
 		c, done := s.waiter.register(s.keys, orderID, o.TrNum+1, s.cfg.Recheck)
 		status, tr, err := s.beginAndSend(ctx, o, tp)
@@ -73,14 +95,14 @@ func (s *Flow) Checkout(ctx context.Context, orderID string) (Result, error) {
 			return Result{}, err
 		}
 		if status == "started" {
-			r, err := s.waiter.await(ctx, s.keys, orderID, tr, c, false, s.cfg.Timeout)
+			r, err := s.waiter.await(ctx, s.keys, orderID, tr, c, false, time.Until(deadline))
 			done()
 			return s.result(ctx, r, err)
 		}
 		done()
 		switch status {
 		case "inflight":
-			return s.join(ctx, orderID, tr)
+			return s.join(ctx, orderID, tr, deadline)
 		case "paid":
 			return Result{OrderID: orderID, TrNum: tr, Status: StatusSucceeded, AlreadyPaid: true}, nil
 		case "missing":
@@ -197,17 +219,23 @@ func (s *Flow) dispatch(ctx context.Context, cmds []Command) error {
 	return s.send(ctx, sends)
 }
 
-// join waits for attempt tr of an order, which another call began. It
-// first sends again the commands of the parts that have not answered: the
-// call that began the attempt may have died before it sent them, and the
-// caller checking out again after an error is what finds it then. Their
-// effects are idempotent by the ledger, so a command sent twice only
-// answers twice. A failed resend is logged: the Sweeper sends them later.
-func (s *Flow) join(ctx context.Context, orderID string, tr int64) (Result, error) {
+// join waits until deadline for attempt tr of an order, which another call
+// (or an earlier try of this one) began. It first sends again the commands
+// of the parts that have not answered: the call that began the attempt may
+// have died before it sent them, and the caller checking out again after
+// an error is what finds it then. Their effects are idempotent by the
+// ledger, so a command sent twice only answers twice. A resend that cannot
+// reach Redis is the call's error (Checkout tries again); another failed
+// resend is logged: the Sweeper sends them later.
+func (s *Flow) join(ctx context.Context, orderID string, tr int64, deadline time.Time) (Result, error) {
 	if err := s.resendSilent(ctx, orderID, tr); err != nil {
+		if stream.IsUnavailable(err) {
+			return Result{}, fmt.Errorf("checkout: resend the commands of attempt %d of order %s: %w", tr, orderID, err)
+		}
 		s.log.WarnContext(ctx, "checkout: commands of a joined attempt not sent again", "order_id", orderID, "tr_num", tr, "error", err)
 	}
-	return s.wait(ctx, orderID, tr)
+	r, err := s.waiter.Wait(ctx, s.keys, orderID, tr, time.Until(deadline), s.cfg.Recheck)
+	return s.result(ctx, r, err)
 }
 
 // resendSilent sends the forward commands of the silent parts of attempt
@@ -230,12 +258,6 @@ func (s *Flow) resendSilent(ctx context.Context, orderID string, tr int64) error
 		cmds = append(cmds, c)
 	}
 	return s.dispatch(ctx, cmds)
-}
-
-// wait waits for attempt tr of an order.
-func (s *Flow) wait(ctx context.Context, orderID string, tr int64) (Result, error) {
-	r, err := s.waiter.Wait(ctx, s.keys, orderID, tr, s.cfg.Timeout, s.cfg.Recheck)
-	return s.result(ctx, r, err)
 }
 
 // result turns a waiter's answer into Checkout's, giving up an attempt

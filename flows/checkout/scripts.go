@@ -28,10 +28,15 @@ end
 `
 
 // adjustScript changes one integer field of an existing hash, and its
-// provisioned counter ("stocked", "funded") with it.
-// KEYS[1] hash. ARGV: field, delta (signed decimal), max.
+// provisioned counter ("stocked", "funded") with it, once per call: the
+// new value is recorded under the call's key, and a call whose key holds
+// one (a try whose reply was lost) answers it without changing anything.
+// KEYS[1] hash, KEYS[2] call key (same slot). ARGV: field, delta (signed
+// decimal), max, call key ttl ms.
 // Returns {0, new value}, {1} missing, {2} would go below 0, {3} above max.
 var adjustScript = script.New(countersLua + `
+local done = redis.call('GET', KEYS[2])
+if done then return {0, done} end
 local v = redis.call('HGET', KEYS[1], ARGV[1])
 if not v then return {1} end
 local n = tonumber(v) + tonumber(ARGV[2])
@@ -39,13 +44,20 @@ if n < 0 then return {2} end
 if n > tonumber(ARGV[3]) then return {3} end
 local prov = counters(KEYS[1], ARGV[1])
 redis.call('HINCRBY', KEYS[1], prov, ARGV[2])
-return {0, redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])}`)
+redis.call('HINCRBY', KEYS[1], ARGV[1], ARGV[2])
+local now = redis.call('HGET', KEYS[1], ARGV[1])
+redis.call('SET', KEYS[2], now, 'PX', ARGV[4])
+return {0, now}`)
 
-// addLineScript appends an item line to an order.
-// KEYS[1] order. ARGV: item id, quantity, line cost, max lines.
+// addLineScript appends an item line to an order, once per call (see
+// adjustScript: the new total is recorded under the call's key).
+// KEYS[1] order, KEYS[2] call key (same slot). ARGV: item id, quantity,
+// line cost, max lines, call key ttl ms.
 // Returns {0, total} or {1} missing, {2} paid, {3} checkout in progress,
 // {4} too many lines.
 var addLineScript = script.New(`
+local done = redis.call('GET', KEYS[2])
+if done then return {0, done} end
 local f = redis.call('HMGET', KEYS[1], 'user_id', 'paid', 'status', 'items')
 if not f[1] then return {1} end
 if f[2] == '1' then return {2} end
@@ -58,7 +70,10 @@ local line = ARGV[1] .. ':' .. ARGV[2]
 if items ~= '' then line = ',' .. line end
 redis.call('HSET', KEYS[1], 'items', items .. line)
 redis.call('HINCRBY', KEYS[1], 'ver', 1)
-return {0, redis.call('HINCRBY', KEYS[1], 'total_cost', ARGV[3])}`)
+redis.call('HINCRBY', KEYS[1], 'total_cost', ARGV[3])
+local total = redis.call('HGET', KEYS[1], 'total_cost')
+redis.call('SET', KEYS[2], total, 'PX', ARGV[5])
+return {0, total}`)
 
 // beginScript starts an attempt: it numbers it, records its saga (with
 // the command of every part) and indexes it among the open attempts of the

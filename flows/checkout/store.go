@@ -8,8 +8,11 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"strconv"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/stream"
 )
 
 // Errors of the store and of checkouts. The HTTP API answers every one of
@@ -29,15 +32,30 @@ var (
 )
 
 // Store keeps items, users and orders in Redis hashes, each in the
-// partition of its id.
+// partition of its id. A call that cannot reach Redis tries again for up
+// to Config.RetryFor (stream.RetryUnavailable); every write it may repeat
+// is idempotent (see Config.RetryFor).
 type Store struct {
-	rdb  redis.UniversalClient
-	keys Keys
+	rdb      redis.UniversalClient
+	keys     Keys
+	retryFor time.Duration
 }
 
-// NewStore returns a store over rdb with the given partition count.
+// NewStore returns a store over rdb with the given partition count and
+// the default Config.RetryFor.
 func NewStore(rdb redis.UniversalClient, partitions int) *Store {
-	return &Store{rdb: rdb, keys: NewKeys(partitions)}
+	return &Store{rdb: rdb, keys: NewKeys(partitions), retryFor: Config{}.WithDefaults().RetryFor}
+}
+
+// retry runs op again while Redis is unavailable, for up to s.retryFor.
+func retry[T any](ctx context.Context, s *Store, op func() (T, error)) (T, error) {
+	return stream.RetryUnavailable(ctx, s.retryFor, op)
+}
+
+// callTTL is how long the outcome of a change is kept under its call's
+// key: past every try of the call.
+func (s *Store) callTTL() string {
+	return strconv.FormatInt((s.retryFor + time.Minute).Milliseconds(), 10)
 }
 
 // Keys returns the store's key names.
@@ -84,7 +102,9 @@ func (s *Store) CreateItem(ctx context.Context, price int64) (string, error) {
 		return "", err
 	}
 	id := newID()
-	if err := s.rdb.HSet(ctx, s.keys.Item(id), "stock", 0, "price", price, "stocked", 0, "sold", 0).Err(); err != nil {
+	if _, err := retry(ctx, s, func() (int64, error) {
+		return s.rdb.HSet(ctx, s.keys.Item(id), "stock", 0, "price", price, "stocked", 0, "sold", 0).Result()
+	}); err != nil {
 		return "", fmt.Errorf("checkout: create item: %w", err)
 	}
 	return id, nil
@@ -95,7 +115,7 @@ func (s *Store) FindItem(ctx context.Context, id string) (stock, price int64, er
 	if err := checkID("item", id); err != nil {
 		return 0, 0, err
 	}
-	v, err := s.rdb.HMGet(ctx, s.keys.Item(id), "stock", "price").Result()
+	v, err := retry(ctx, s, func() ([]any, error) { return s.rdb.HMGet(ctx, s.keys.Item(id), "stock", "price").Result() })
 	if err != nil {
 		return 0, 0, fmt.Errorf("checkout: find item: %w", err)
 	}
@@ -127,7 +147,9 @@ func (s *Store) SubtractStock(ctx context.Context, id string, amount int64) (int
 // CreateUser creates a user with credit 0 and returns its id.
 func (s *Store) CreateUser(ctx context.Context) (string, error) {
 	id := newID()
-	if err := s.rdb.HSet(ctx, s.keys.User(id), "credit", 0, "funded", 0, "charged", 0).Err(); err != nil {
+	if _, err := retry(ctx, s, func() (int64, error) {
+		return s.rdb.HSet(ctx, s.keys.User(id), "credit", 0, "funded", 0, "charged", 0).Result()
+	}); err != nil {
 		return "", fmt.Errorf("checkout: create user: %w", err)
 	}
 	return id, nil
@@ -138,7 +160,7 @@ func (s *Store) FindUser(ctx context.Context, id string) (int64, error) {
 	if err := checkID("user", id); err != nil {
 		return 0, err
 	}
-	v, err := s.rdb.HGet(ctx, s.keys.User(id), "credit").Result()
+	v, err := retry(ctx, s, func() (string, error) { return s.rdb.HGet(ctx, s.keys.User(id), "credit").Result() })
 	if errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("%w: user %s", ErrNotFound, id)
 	}
@@ -177,7 +199,10 @@ func (s *Store) adjust(ctx context.Context, kind, id, field string, delta int64)
 	if kind == "user" {
 		key = s.keys.User(id)
 	}
-	res, err := adjustScript.Run(ctx, s.rdb, []string{key}, field, strconv.FormatInt(delta, 10), strconv.FormatInt(MaxAmount, 10)).Int64Slice()
+	keys := []string{key, s.keys.Call(id, newID())}
+	res, err := retry(ctx, s, func() ([]int64, error) {
+		return adjustScript.Run(ctx, s.rdb, keys, field, strconv.FormatInt(delta, 10), strconv.FormatInt(MaxAmount, 10), s.callTTL()).Int64Slice()
+	})
 	if err != nil {
 		return 0, fmt.Errorf("checkout: change %s of %s %s: %w", field, kind, id, err)
 	}
@@ -198,7 +223,9 @@ func (s *Store) CreateOrder(ctx context.Context, userID string) (string, error) 
 		return "", err
 	}
 	id := newID()
-	if err := s.rdb.HSet(ctx, s.keys.Order(id), "user_id", userID, "paid", 0, "total_cost", 0, "items", "").Err(); err != nil {
+	if _, err := retry(ctx, s, func() (int64, error) {
+		return s.rdb.HSet(ctx, s.keys.Order(id), "user_id", userID, "paid", 0, "total_cost", 0, "items", "").Result()
+	}); err != nil {
 		return "", fmt.Errorf("checkout: create order: %w", err)
 	}
 	return id, nil
@@ -206,6 +233,12 @@ func (s *Store) CreateOrder(ctx context.Context, userID string) (string, error) 
 
 // FindOrder returns an order.
 func (s *Store) FindOrder(ctx context.Context, id string) (Order, error) {
+	return retry(ctx, s, func() (Order, error) { return s.findOrder(ctx, id) })
+}
+
+// findOrder is FindOrder without its retries, for a caller that retries
+// a larger step (Flow.Checkout).
+func (s *Store) findOrder(ctx context.Context, id string) (Order, error) {
 	if err := checkID("order", id); err != nil {
 		return Order{}, err
 	}
@@ -241,7 +274,10 @@ func (s *Store) AddItem(ctx context.Context, orderID, itemID string, quantity in
 	if err != nil {
 		return 0, err
 	}
-	res, err := addLineScript.Run(ctx, s.rdb, []string{s.keys.Order(orderID)}, itemID, quantity, quantity*price, MaxLines).Int64Slice()
+	keys := []string{s.keys.Order(orderID), s.keys.Call(orderID, newID())}
+	res, err := retry(ctx, s, func() ([]int64, error) {
+		return addLineScript.Run(ctx, s.rdb, keys, itemID, quantity, quantity*price, MaxLines, s.callTTL()).Int64Slice()
+	})
 	if err != nil {
 		return 0, fmt.Errorf("checkout: add item: %w", err)
 	}

@@ -13,10 +13,18 @@
 // gives the attempt up and undoes what it applied before answering 400
 // "checkout_failed" with the reason "no answer from <part> in time" (or
 // 200, if the saga succeeded meanwhile); nothing was charged and the order
-// may be checked out again. The one answer outside the contract is 500
-// when Redis fails; for a checkout its code is "checkout_pending" when the
-// attempt had started: it then completes or is compensated by the stages
-// and the sweeper, and checking out again answers its outcome.
+// may be checked out again.
+//
+// A Redis that cannot be reached for a moment (a restart replaying its
+// append-only file, a failover) is not an answer: a call keeps trying
+// within its own deadline — a checkout within its wait, every other route
+// within the flow's Config.RetryFor — and every write it repeats is
+// idempotent. Only an outage longer than that answers outside the
+// contract: 503 "unavailable" with Retry-After; a checkout whose attempt
+// had started then completes or is compensated by the stages and the
+// sweeper, and checking out again answers its outcome. Another Redis
+// failure is 500 ("checkout_pending" for a checkout whose outcome is not
+// known).
 package httpapi
 
 import (
@@ -29,6 +37,7 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/stream"
 )
 
 // routes are the contract's handlers over the checkout flow.
@@ -148,10 +157,13 @@ func (r routes) timeline(c *fiber.Ctx) error {
 
 // fail maps the flow's errors to the contract's 400; a checkout whose
 // outcome is not known is a 500 "checkout_pending", other errors are
-// returned as they are (500).
+// returned as they are: the API answers a Redis outage 503 with
+// Retry-After, anything else 500.
 func fail(err error) error {
 	code := ""
 	switch {
+	case stream.IsUnavailable(err):
+		return err
 	case errors.Is(err, checkout.ErrPending):
 		return api.NewError(http.StatusInternalServerError, "checkout_pending",
 			"the checkout's outcome is not known yet; it will complete or be compensated: check the order out again for its outcome")
