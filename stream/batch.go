@@ -133,7 +133,8 @@ func (b *batchRunner) handle(ctx context.Context, msgs []*Message, take func(id 
 	b.duration(time.Since(start).Seconds())
 	failed, stillHeld := 0, 0
 	for i, m := range msgs {
-		if retrying(errs[i]) && m.Attempt >= b.cfg.MaxDeliveries {
+		// A batch still held was stopped, not failed: it stays pending.
+		if retrying(errs[i]) && !IsHold(errs[i]) && m.Attempt >= b.cfg.MaxDeliveries {
 			errs[i] = Permanent(fmt.Errorf("gave up after %d deliveries: %w", m.Attempt, errs[i]))
 		}
 		switch Classify(errs[i]) {

@@ -17,8 +17,8 @@ func (e *holdError) Unwrap() error { return e.err }
 // runner calls the handler again with those messages after a pause
 // (growing from 50ms to ErrorBackoff), each call with a fresh
 // HandlerTimeout, and keeps them fresh meanwhile, until they settle
-// otherwise or the runner stops (then they stay pending, as for any
-// retryable error). While held, a message keeps its delivery count, the
+// otherwise or the runner stops (then they stay pending, even on their
+// last allowed delivery: a stop is not a failure). While held, a message keeps its delivery count, the
 // partition reads nothing new (the backlog waits in the stream), and no
 // per-message failure is logged; once the sink answers the held batch is
 // written at once, not ClaimIdle later. For a Handler (one message at a
