@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
@@ -42,7 +43,7 @@ func TestE2E_clickHouseKilledUnderLoadLosesAndDuplicatesNothing(t *testing.T) {
 	if err := ch.Conn().Exec(ctx, "CREATE MATERIALIZED VIEW runs_inserted ENGINE = MergeTree() ORDER BY run_id AS SELECT run_id FROM runs"); err != nil {
 		t.Fatal(err)
 	}
-	logs := &logRecords{next: slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})}
+	logs := &telemetrytest.Logs{Next: slog.NewTextHandler(testWriter{t}, &slog.HandlerOptions{Level: slog.LevelWarn})}
 	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
@@ -106,7 +107,10 @@ func TestE2E_clickHouseKilledUnderLoadLosesAndDuplicatesNothing(t *testing.T) {
 	// as it was killed; the table collapses it by run id.
 	t.Logf("rows inserted: %d for %d runs", count("SELECT count() FROM runs_inserted"), n)
 
-	failed, recovered, perMessage := logs.count(writer.StageAnalyticsRuns)
+	stage := map[string]string{"stage": writer.StageAnalyticsRuns}
+	failed := logs.Count("clickhouse write failing; the stage holds its batches and retries until it answers", stage)
+	recovered := logs.Count("clickhouse write recovered", stage)
+	perMessage := logs.Count("message failed", stage)
 	if failed != 1 || recovered != 1 || perMessage != 0 {
 		t.Errorf("log: %d failing warnings, %d recovered lines and %d per-message warnings for %s; want 1, 1 and 0",
 			failed, recovered, perMessage, writer.StageAnalyticsRuns)
@@ -233,53 +237,4 @@ func gauge(t *testing.T, reader *sdkmetric.ManualReader, name, stage string) flo
 		}
 	}
 	return 0
-}
-
-// logRecords keeps the log records at Info and above and passes them on.
-type logRecords struct {
-	next slog.Handler
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (l *logRecords) Enabled(context.Context, slog.Level) bool { return true }
-
-func (l *logRecords) Handle(ctx context.Context, r slog.Record) error {
-	if r.Level < slog.LevelInfo {
-		return nil
-	}
-	l.mu.Lock()
-	l.recs = append(l.recs, r.Clone())
-	l.mu.Unlock()
-	if l.next.Enabled(ctx, r.Level) {
-		return l.next.Handle(ctx, r)
-	}
-	return nil
-}
-
-func (l *logRecords) WithAttrs([]slog.Attr) slog.Handler { return l }
-func (l *logRecords) WithGroup(string) slog.Handler      { return l }
-
-// count returns, for stage, the writer's failing warnings and recovered
-// lines, and the runtime's per-message failure warnings.
-func (l *logRecords) count(stage string) (failing, recovered, perMessage int) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	for _, r := range l.recs {
-		of := false
-		r.Attrs(func(a slog.Attr) bool {
-			of = of || a.Key == "stage" && a.Value.String() == stage
-			return true
-		})
-		switch {
-		case !of:
-		case r.Message == "clickhouse write failing; the stage holds its batches and retries until it answers":
-			failing++
-		case r.Message == "clickhouse write recovered":
-			recovered++
-		case r.Message == "message failed":
-			perMessage++
-		}
-	}
-	return failing, recovered, perMessage
 }

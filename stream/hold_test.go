@@ -10,37 +10,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
-
-// messages keeps the messages of the log records it handles.
-type messages struct {
-	mu   sync.Mutex
-	msgs []string
-}
-
-func (m *messages) Enabled(context.Context, slog.Level) bool { return true }
-func (m *messages) Handle(_ context.Context, r slog.Record) error {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	m.msgs = append(m.msgs, r.Message)
-	return nil
-}
-func (m *messages) WithAttrs([]slog.Attr) slog.Handler { return m }
-func (m *messages) WithGroup(string) slog.Handler      { return m }
-
-func (m *messages) count(msg string) int {
-	m.mu.Lock()
-	defer m.mu.Unlock()
-	n := 0
-	for _, s := range m.msgs {
-		if s == msg {
-			n++
-		}
-	}
-	return n
-}
 
 // TestBatchHandler_heldBatchStaysInHandUntilTheSinkAnswers: a batch handler
 // that returns stream.Hold (its sink is down) past its timeout is called
@@ -73,7 +46,7 @@ func TestBatchHandler_heldBatchStaysInHandUntilTheSinkAnswers(t *testing.T) {
 			var calls, later atomic.Int64 // later: messages handed over on a delivery after the first
 			handled := map[string]int{}
 			var mu sync.Mutex
-			logs := &messages{}
+			logs := &telemetrytest.Logs{}
 			stage := stream.Stage{Name: "held", Topic: topic,
 				Config: stream.RunnerConfig{Block: 20 * time.Millisecond, BatchSize: n, HandlerTimeout: 100 * time.Millisecond,
 					ClaimIdle: 10 * time.Minute, MaxDeliveries: 1, ErrorBackoff: 50 * time.Millisecond, Retry: stream.RetryConfig{Disabled: true}},
@@ -129,7 +102,7 @@ func TestBatchHandler_heldBatchStaysInHandUntilTheSinkAnswers(t *testing.T) {
 				if p := pending(); p != n {
 					t.Errorf("%d messages pending after the stop, want the %d held", p, n)
 				}
-				if got := logs.count("held batch released at stop; its messages stay pending"); got != 1 {
+				if got := logs.Count("held batch released at stop; its messages stay pending", nil); got != 1 {
 					t.Errorf("%d lines about the held batch at stop, want 1", got)
 				}
 			}
@@ -139,7 +112,7 @@ func TestBatchHandler_heldBatchStaysInHandUntilTheSinkAnswers(t *testing.T) {
 			if dead := rdb.XLen(t.Context(), topic.DeadLetterStream(0)).Val(); dead != 0 {
 				t.Errorf("%d dead letters, want none", dead)
 			}
-			if got := logs.count("message failed"); got != 0 {
+			if got := logs.Count("message failed", nil); got != 0 {
 				t.Errorf("%d per-message failure warnings, want none", got)
 			}
 		})

@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/metric/noop"
 	tnoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -112,38 +113,6 @@ func TestBatcher_deadlineDuringAFlushWaitsForItsOutcome(t *testing.T) {
 	}
 }
 
-// records collects log records.
-type records struct {
-	mu   sync.Mutex
-	recs []slog.Record
-}
-
-func (r *records) Enabled(context.Context, slog.Level) bool { return true }
-func (r *records) Handle(_ context.Context, rec slog.Record) error {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	r.recs = append(r.recs, rec)
-	return nil
-}
-func (r *records) WithAttrs([]slog.Attr) slog.Handler { return r }
-func (r *records) WithGroup(string) slog.Handler      { return r }
-
-// above returns the records at level Info or above, with their attributes.
-func (r *records) above() []map[string]any {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	var out []map[string]any
-	for _, rec := range r.recs {
-		if rec.Level < slog.LevelInfo {
-			continue
-		}
-		m := map[string]any{"msg": rec.Message, "level": rec.Level}
-		rec.Attrs(func(a slog.Attr) bool { m[a.Key] = a.Value.Any(); return true })
-		out = append(out, m)
-	}
-	return out
-}
-
 // TestBatcher_outageLogsOnceWhenItStartsAndOnceWhenItEnds: many failed
 // flushes of many waiting batches log one warning when the failures start
 // and one line when a flush succeeds again, with the failed attempts and
@@ -151,7 +120,7 @@ func (r *records) above() []map[string]any {
 // the whole of it and clear after.
 func TestBatcher_outageLogsOnceWhenItStartsAndOnceWhenItEnds(t *testing.T) {
 	const failures, items = 20, 5
-	log := &records{}
+	log := &telemetrytest.Logs{}
 	sink := &fakeSink{failures: failures, err: refused}
 	met, err := newAnalyticsMetrics(noop.NewMeterProvider())
 	if err != nil {
@@ -183,19 +152,20 @@ func TestBatcher_outageLogsOnceWhenItStartsAndOnceWhenItEnds(t *testing.T) {
 	if after := b.health(); after != (health{}) {
 		t.Fatalf("after recovery health = %+v, want zero", after)
 	}
-	recs := log.above()
+	recs := log.Records()
 	if len(recs) != 2 {
 		t.Fatalf("%d log lines, want 2 (failing, recovered): %v", len(recs), recs)
 	}
 	start, end := recs[0], recs[1]
-	if start["level"] != slog.LevelWarn || start["stage"] != "notifier-history" || !errors.Is(start["error"].(error), syscall.ECONNREFUSED) {
+	if err, _ := start.Attrs["error"].(error); start.Level != slog.LevelWarn || start.Attrs["stage"] != "notifier-history" ||
+		!errors.Is(err, syscall.ECONNREFUSED) {
 		t.Errorf("first line %v, want a warning naming the stage and the error", start)
 	}
-	if end["msg"] != "clickhouse write recovered" || end["failed_attempts"] != int64(failures) ||
-		end["held_batches"] != int64(items) || end["held_messages"] != int64(3*items) || end["held_rows"] != int64(2*items) {
+	if a := end.Attrs; end.Msg != "clickhouse write recovered" || a["failed_attempts"] != int64(failures) ||
+		a["held_batches"] != int64(items) || a["held_messages"] != int64(3*items) || a["held_rows"] != int64(2*items) {
 		t.Errorf("last line %v, want %d failed attempts and %d batches, %d messages, %d rows held", end, failures, items, 3*items, 2*items)
 	}
-	if d, ok := end["down_for"].(time.Duration); !ok || d <= 0 {
+	if d, ok := end.Attrs["down_for"].(time.Duration); !ok || d <= 0 {
 		t.Errorf("last line %v has no down_for duration", end)
 	}
 }
