@@ -176,6 +176,8 @@ var exportedMetrics = map[string]string{
 	"dropstream_writer_flush_errors_total":              "dropstream.writer.flush.errors",
 	"dropstream_writer_flush_duration_seconds":          "dropstream.writer.flush.duration",
 	"dropstream_writer_buffered":                        "dropstream.writer.buffered",
+	"dropstream_writer_sink_failing_for_seconds":        "dropstream.writer.sink.failing_for",
+	"dropstream_writer_flush_consecutive_failures":      "dropstream.writer.flush.consecutive_failures",
 	"dropstream_feed_requests_total":                    "dropstream.feed.requests",
 	"dropstream_feed_response_bytes_total":              "dropstream.feed.response.bytes",
 	"dropstream_feed_schedules_total":                   "dropstream.feed.schedules",

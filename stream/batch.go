@@ -70,8 +70,10 @@ func newBatchRunner(h BatchHandler, cfg RunnerConfig, tel Telemetry, info StageI
 			keyOperation.String("process"), keyDestination.String(info.Topic.String()), keyGroup.String(info.Group))}}
 }
 
-// handle runs the batch and returns one error per message.
-func (b *batchRunner) handle(ctx context.Context, msgs []*Message) []error {
+// handle runs the batch and returns one error per message. take(id)
+// reports whether a held message is still this copy's to call again, and
+// restarts the clock of its delivery (see inflight).
+func (b *batchRunner) handle(ctx context.Context, msgs []*Message, take func(id string) bool) []error {
 	errs := make([]error, len(msgs))
 	start := time.Now()
 	links := make([]trace.Link, 0, min(len(msgs), maxBatchLinks))
@@ -93,32 +95,64 @@ func (b *batchRunner) handle(ctx context.Context, msgs []*Message) []error {
 	ctx, span := b.tracer.Start(ctx, "process "+b.info.Topic.String(),
 		append(b.spanOpts, trace.WithLinks(links...), trace.WithAttributes(keyBatchCount.Int(len(msgs))))...)
 	defer span.End()
-	wait := b.cfg.Retry.InitialInterval
-	for try := 0; len(run) > 0; try++ {
+	wait, hold := b.cfg.Retry.InitialInterval, time.Duration(0)
+	for try := 0; len(run) > 0; {
 		b.call(ctx, msgs, run, errs)
-		run = retryable(run, errs)
-		if b.cfg.Retry.Disabled || try >= b.cfg.Retry.MaxRetries || len(run) == 0 {
+		// Held messages (Hold) are called again for as long as they stay
+		// this copy's; other failures by the Retry rules.
+		again := !b.cfg.Retry.Disabled && try < b.cfg.Retry.MaxRetries
+		pause, held := time.Duration(0), false
+		next := run[:0]
+		for _, i := range run {
+			switch {
+			case Classify(errs[i]) != OutcomeFailed:
+			case IsHold(errs[i]):
+				if take(msgs[i].ID) {
+					next, held = append(next, i), true
+				}
+			case again:
+				next = append(next, i)
+				pause = wait/2 + rand.N(wait/2+1)
+			}
+		}
+		run = next
+		if pause > 0 {
+			try++
+			wait = min(2*wait, b.cfg.Retry.MaxInterval)
+		}
+		if held {
+			hold = min(max(2*hold, minHoldPause), b.cfg.ErrorBackoff)
+			if pause == 0 || hold < pause {
+				pause = hold
+			}
+		}
+		if len(run) == 0 || !pauseFor(ctx, pause) {
 			break
 		}
-		if !pauseFor(ctx, wait/2+rand.N(wait/2+1)) {
-			break
-		}
-		wait = min(2*wait, b.cfg.Retry.MaxInterval)
 	}
 	b.duration(time.Since(start).Seconds())
-	failed := 0
+	failed, stillHeld := 0, 0
 	for i, m := range msgs {
-		if retrying(errs[i]) && m.Attempt >= b.cfg.MaxDeliveries {
+		// A batch still held was stopped, not failed: it stays pending.
+		if retrying(errs[i]) && !IsHold(errs[i]) && m.Attempt >= b.cfg.MaxDeliveries {
 			errs[i] = Permanent(fmt.Errorf("gave up after %d deliveries: %w", m.Attempt, errs[i]))
 		}
 		switch Classify(errs[i]) {
 		case OutcomeFailed:
 			failed++
+			if IsHold(errs[i]) {
+				stillHeld++ // one line for the batch, below
+				continue
+			}
 			b.tel.Logger.WarnContext(m.ctx, "message failed", append(attrsOf(m, OutcomeFailed, errs[i]), "stage", b.info.Stage)...)
 		case OutcomeDeadLettered:
 			failed++
 			b.tel.Logger.ErrorContext(m.ctx, "message dead-lettered", append(attrsOf(m, OutcomeDeadLettered, errs[i]), "stage", b.info.Stage)...)
 		}
+	}
+	if stillHeld > 0 {
+		b.tel.Logger.WarnContext(ctx, "held batch released at stop; its messages stay pending", "stage", b.info.Stage,
+			"stream", b.info.Topic.String(), "messages", stillHeld)
 	}
 	if failed > 0 {
 		span.SetStatus(codes.Error, fmt.Sprintf("%d of %d messages failed", failed, len(msgs)))
@@ -149,15 +183,4 @@ func (b *batchRunner) call(ctx context.Context, msgs []*Message, idx []int, errs
 	for _, i := range idx {
 		errs[i] = err
 	}
-}
-
-// retryable keeps the indices whose error may succeed on a retry.
-func retryable(idx []int, errs []error) []int {
-	out := idx[:0]
-	for _, i := range idx {
-		if Classify(errs[i]) == OutcomeFailed {
-			out = append(out, i)
-		}
-	}
-	return out
 }

@@ -14,6 +14,9 @@
 //   - RetryAfter(err, d): parked aside for d and then put back on the
 //     stream, for this group only, while the partition's next messages
 //     flow (see delay.go);
+//   - Hold(err), from a BatchHandler whose sink does not answer: kept in
+//     hand, fresh, and handed to the handler again after a pause until it
+//     settles otherwise (see Hold);
 //   - any other error: left pending, and delivered again once it has been
 //     idle for ClaimIdle (to this consumer or another copy).
 //

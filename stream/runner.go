@@ -318,7 +318,7 @@ func (r *Runner) process(work, ctx context.Context, st *partitionState, msgs []*
 			return
 		}
 		slow.starting(mine[0].ID)
-		for i, err := range r.batch.handle(work, mine) {
+		for i, err := range r.batch.handle(work, mine, f.take) {
 			r.settle(ctx, st, f, &counts, mine[i], err)
 		}
 		return

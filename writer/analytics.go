@@ -139,7 +139,7 @@ func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Messag
 	b, errs := a.prepareTransitions(msgs)
 	var err error
 	if len(b.transitions) > 0 {
-		err = a.transitions.add(ctx, b, len(b.transitions)+len(b.sessions)+len(b.runs), urgent(msgs, a.cfg.TransitionsBatchSize))
+		err = a.transitions.add(ctx, b, len(b.transitions)+len(b.sessions)+len(b.runs), len(msgs), urgent(msgs, a.cfg.TransitionsBatchSize))
 	}
 	return settle(errs, err)
 }
@@ -189,7 +189,7 @@ func (a *Analytics) HandleRuns(ctx context.Context, msgs []*stream.Message) erro
 	rows, errs := a.decodeRuns(msgs)
 	var err error
 	if len(rows) > 0 {
-		err = a.runs.add(ctx, rows, len(rows), urgent(msgs, a.cfg.Runner.BatchSize))
+		err = a.runs.add(ctx, rows, len(rows), len(msgs), urgent(msgs, a.cfg.Runner.BatchSize))
 	}
 	return settle(errs, err)
 }

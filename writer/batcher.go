@@ -14,6 +14,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	dsotel "github.com/dropstream/dropstream/otel"
+	"github.com/dropstream/dropstream/stream"
 )
 
 // ErrClosed is returned (wrapped) by handlers of a closed Analytics or
@@ -48,7 +49,15 @@ type batching struct {
 //
 // A failed flush is retried with backoff for the handlers still waiting; a
 // handler whose context ends stops waiting and its item is dropped from the
-// next attempt (its messages will be delivered again).
+// next attempt, unless a flush holding it is under way: then the handler
+// waits for that flush's outcome, so an item written is never reported
+// unwritten (and written again on redelivery). While the sink does not
+// answer (see sinkDown), a handler whose context ends gets a stream.Hold
+// error: the runner keeps its batch in hand and hands it back at once.
+//
+// A failure episode — from the first failed flush to the next successful
+// one — is logged twice: a warning when it starts and one line when it
+// ends, with how long it lasted, the failed attempts and what was held.
 type batcher[E any] struct {
 	stage  string
 	cfg    batching
@@ -70,6 +79,11 @@ type batcher[E any] struct {
 	// urgentAt is when the last successful flush that held an urgent item
 	// ended: until FlushInterval after it, a backlog's tail is flushing.
 	urgentAt time.Time
+	// failingSince is when the first failed flush of the current failure
+	// episode started; zero while flushes succeed. failures counts the
+	// episode's failed attempts.
+	failingSince time.Time
+	failures     int
 
 	wake   chan struct{}
 	cancel context.CancelFunc
@@ -77,12 +91,14 @@ type batcher[E any] struct {
 }
 
 type waiter[E any] struct {
-	item   E
-	rows   int
-	urgent bool
-	at     time.Time
-	ctx    context.Context
-	res    chan error // receives the outcome once
+	item     E
+	rows     int
+	msgs     int // messages whose rows item holds
+	urgent   bool
+	flushing bool // in the flush under way
+	at       time.Time
+	ctx      context.Context
+	res      chan error // receives the outcome once
 }
 
 // newBatcher starts the batcher's flush loop; close stops it.
@@ -98,10 +114,21 @@ func newBatcher[E any](stage string, cfg batching, met *analyticsMetrics, log *s
 
 func (b *batcher[E]) stageName() string { return b.stage }
 
-func (b *batcher[E]) bufferedRows() int {
+// health is what the batcher's gauges report (see analyticsMetrics).
+type health struct {
+	buffered   int           // rows queued or being flushed
+	failingFor time.Duration // since the first failed flush of the episode; 0 when the last flush succeeded
+	failures   int           // failed flushes since the last successful one
+}
+
+func (b *batcher[E]) health() health {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	return b.buffered
+	h := health{buffered: b.buffered, failures: b.failures}
+	if !b.failingSince.IsZero() {
+		h.failingFor = time.Since(b.failingSince)
+	}
+	return h
 }
 
 // begin tells the batcher that a handler is preparing an item: Linger
@@ -127,11 +154,14 @@ func (b *batcher[E]) signal() {
 	}
 }
 
-// add queues item (rows rows) and waits until it is flushed, ctx ends or the
-// batcher closes. urgent asks for a flush after Linger rather than
-// FlushInterval (see batcher).
-func (b *batcher[E]) add(ctx context.Context, item E, rows int, urgent bool) error {
-	w := &waiter[E]{item: item, rows: rows, urgent: urgent, at: time.Now(), ctx: ctx, res: make(chan error, 1)}
+// add queues item (rows rows of msgs messages) and waits until it is
+// flushed, ctx ends or the batcher closes. urgent asks for a flush after
+// Linger rather than FlushInterval (see batcher). When ctx ends while a
+// flush holding item is under way, add waits for that flush (at most
+// FlushTimeout) and returns its outcome. Otherwise an ended ctx returns an
+// error, marked stream.Hold while the sink does not answer.
+func (b *batcher[E]) add(ctx context.Context, item E, rows, msgs int, urgent bool) error {
+	w := &waiter[E]{item: item, rows: rows, msgs: msgs, urgent: urgent, at: time.Now(), ctx: ctx, res: make(chan error, 1)}
 	b.mu.Lock()
 	if b.closed {
 		b.mu.Unlock()
@@ -148,14 +178,36 @@ func (b *batcher[E]) add(ctx context.Context, item E, rows int, urgent bool) err
 		return err
 	case <-ctx.Done():
 		b.mu.Lock()
-		last := b.lastErr
-		b.mu.Unlock()
-		if last != nil {
-			return fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w (last flush: %w)",
-				b.stage, ctx.Err(), last)
+		select {
+		case err := <-w.res: // settled as ctx ended
+			b.mu.Unlock()
+			return err
+		default:
 		}
-		return fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w", b.stage, ctx.Err())
+		last, flushing := b.lastErr, w.flushing
+		b.mu.Unlock()
+		if flushing {
+			return <-w.res
+		}
+		if last == nil {
+			return fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w", b.stage, ctx.Err())
+		}
+		err := fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w (last flush: %w)",
+			b.stage, ctx.Err(), last)
+		if sinkDown(last) {
+			return stream.Hold(err)
+		}
+		return err
 	}
+}
+
+// sinkDown reports whether a flush failed because ClickHouse did not
+// answer — refused or lost connection, or no answer within FlushTimeout —
+// rather than refused the rows: a batch waiting on such a failure is held
+// in hand (stream.Hold), where a refused batch is left to redelivery and,
+// in the end, to the dead letters.
+func sinkDown(err error) bool {
+	return stream.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
 // close stops the loop after the flush in progress, if any, and fails every
@@ -265,6 +317,7 @@ func (b *batcher[E]) take() []*waiter[E] {
 			b.buffered -= w.rows
 			continue
 		}
+		w.flushing = true
 		batch = append(batch, w)
 		rows += w.rows
 	}
@@ -309,7 +362,11 @@ func (b *batcher[E]) flushOnce(ctx context.Context) error {
 	b.met.duration.Record(bg, time.Since(start).Seconds(), b.attrs,
 		metric.WithAttributes(keyOutcome.String(outcome)))
 	b.mu.Lock()
+	for _, w := range batch {
+		w.flushing = false
+	}
 	if err == nil {
+		b.recovered(batch, rows)
 		b.buffered -= rows
 		b.lastErr = nil
 		b.urgent = false
@@ -319,18 +376,20 @@ func (b *batcher[E]) flushOnce(ctx context.Context) error {
 		if b.urgent {
 			b.urgentAt = time.Now()
 		}
-		b.mu.Unlock()
 		for _, w := range batch {
-			w.res <- nil
+			w.res <- nil // under b.mu: add sees the outcome or the flush under way
 		}
+		b.mu.Unlock()
 		return nil
 	}
 	b.lastErr = err
 	live := batch[:0]
-	liveRows := 0
+	liveRows, gone := 0, 0
 	for _, w := range batch {
 		if w.ctx.Err() != nil {
 			b.buffered -= w.rows
+			w.res <- b.failed(err) // its handler waited for this flush
+			gone++
 			continue
 		}
 		live = append(live, w)
@@ -338,11 +397,50 @@ func (b *batcher[E]) flushOnce(ctx context.Context) error {
 	}
 	b.queue = append(live, b.queue...)
 	b.queued += liveRows
+	b.failures++
+	first := b.failingSince.IsZero()
+	if first {
+		b.failingSince = start
+	}
 	b.mu.Unlock()
 	b.met.errors.Add(bg, 1, b.attrs)
-	b.log.Warn("clickhouse flush failed; retrying", "stage", b.stage, "rows", rows,
-		"messages", len(batch), "waiting", len(live), "error", err)
+	if first {
+		b.log.Warn("clickhouse write failing; the stage holds its batches and retries until it answers",
+			"stage", b.stage, "rows", rows, "batches", len(batch), "error", err)
+	} else {
+		b.log.Debug("clickhouse flush failed again", "stage", b.stage, "attempt", b.failures, "error", err)
+	}
 	return err
+}
+
+// failed is the outcome of a waiter whose handler's context ended during
+// a failed flush: held if the sink is down.
+func (b *batcher[E]) failed(err error) error {
+	err = fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w", b.stage, err)
+	if sinkDown(err) {
+		return stream.Hold(err)
+	}
+	return err
+}
+
+// recovered ends a failure episode, if any, with one log line saying how
+// long it lasted and what was held: the batch just written and those still
+// queued. b.mu is held.
+func (b *batcher[E]) recovered(batch []*waiter[E], rows int) {
+	if b.failingSince.IsZero() {
+		return
+	}
+	msgs := 0
+	for _, w := range batch {
+		msgs += w.msgs
+	}
+	for _, w := range b.queue {
+		msgs += w.msgs
+	}
+	b.log.Info("clickhouse write recovered", "stage", b.stage, "down_for", time.Since(b.failingSince).Round(time.Millisecond),
+		"failed_attempts", b.failures, "held_batches", len(batch)+len(b.queue), "held_messages", msgs,
+		"held_rows", rows+b.queued, "last_error", b.lastErr)
+	b.failingSince, b.failures = time.Time{}, 0
 }
 
 // failAll closes the batcher: queued waiters get ErrClosed, later adds too.

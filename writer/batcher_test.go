@@ -20,6 +20,7 @@ import (
 type fakeSink struct {
 	mu       sync.Mutex
 	failures int
+	err      error // what a failure returns; default "clickhouse down"
 	calls    int
 	batches  [][]int
 }
@@ -30,6 +31,9 @@ func (s *fakeSink) flush(_ context.Context, items []int) error {
 	s.calls++
 	if s.failures != 0 {
 		s.failures--
+		if s.err != nil {
+			return s.err
+		}
 		return errors.New("clickhouse down")
 	}
 	s.batches = append(s.batches, append([]int(nil), items...))
@@ -64,7 +68,7 @@ func addAll(ctx context.Context, b *batcher[int], urgent bool, items ...int) []e
 	errs := make([]error, len(items))
 	var wg sync.WaitGroup
 	for i, it := range items {
-		wg.Go(func() { errs[i] = b.add(ctx, it, 1, urgent) })
+		wg.Go(func() { errs[i] = b.add(ctx, it, 1, 1, urgent) })
 	}
 	wg.Wait()
 	return errs
@@ -114,7 +118,7 @@ func TestBatcher_flushTriggers(t *testing.T) {
 			if len(seen) != tt.items || (tt.wantCalls > 0 && calls != tt.wantCalls) {
 				t.Fatalf("flushed %v in %d calls, want %d items in %d calls", batches, calls, tt.items, tt.wantCalls)
 			}
-			if n := b.bufferedRows(); n != 0 {
+			if n := b.health().buffered; n != 0 {
 				t.Fatalf("buffered rows = %d after the flush, want 0", n)
 			}
 		})
@@ -126,11 +130,11 @@ func TestBatcher_waiterDeadlineDropsItsRow(t *testing.T) {
 	b := testBatcher(t, AnalyticsConfig{BatchRows: 10, FlushInterval: time.Millisecond, Linger: -1}, sink)
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	err := b.add(ctx, 1, 1, true)
+	err := b.add(ctx, 1, 1, 1, true)
 	if !errors.Is(err, context.DeadlineExceeded) || err == nil || !strings.Contains(err.Error(), "clickhouse down") {
 		t.Fatalf("add = %v, want the deadline and the last flush error", err)
 	}
-	testenv.WaitFor(t, 5*time.Second, func() bool { return b.bufferedRows() == 0 },
+	testenv.WaitFor(t, 5*time.Second, func() bool { return b.health().buffered == 0 },
 		"the abandoned row leaves the buffer")
 }
 
@@ -138,13 +142,13 @@ func TestBatcher_closeFailsWaiters(t *testing.T) {
 	sink := &fakeSink{failures: -1}
 	b := testBatcher(t, AnalyticsConfig{BatchRows: 10, FlushInterval: time.Millisecond, Linger: -1}, sink)
 	res := make(chan error, 1)
-	go func() { res <- b.add(context.Background(), 1, 1, true) }()
+	go func() { res <- b.add(context.Background(), 1, 1, 1, true) }()
 	testenv.WaitFor(t, 5*time.Second, func() bool { c, _ := sink.state(); return c > 0 }, "a flush attempt")
 	b.close()
 	if err := <-res; !errors.Is(err, ErrClosed) {
 		t.Fatalf("waiting add after close = %v, want ErrClosed", err)
 	}
-	if err := b.add(context.Background(), 2, 1, true); !errors.Is(err, ErrClosed) {
+	if err := b.add(context.Background(), 2, 1, 1, true); !errors.Is(err, ErrClosed) {
 		t.Fatalf("add after close = %v, want ErrClosed", err)
 	}
 }
@@ -162,11 +166,11 @@ func TestBatcher_lingerWaitsForHandlersInProgress(t *testing.T) {
 	first := make(chan error, 1)
 	go func() {
 		b.end()
-		first <- b.add(t.Context(), 1, 1, true)
+		first <- b.add(t.Context(), 1, 1, 1, true)
 	}()
-	testenv.WaitFor(t, 5*time.Second, func() bool { return b.bufferedRows() == 1 }, "the first item queued")
+	testenv.WaitFor(t, 5*time.Second, func() bool { return b.health().buffered == 1 }, "the first item queued")
 	b.end()
-	if err := b.add(t.Context(), 2, 1, true); err != nil {
+	if err := b.add(t.Context(), 2, 1, 1, true); err != nil {
 		t.Fatalf("add 2: %v", err)
 	}
 	if err := <-first; err != nil {
@@ -185,8 +189,8 @@ func TestBatcher_lingerWaitsForAnUrgentItem(t *testing.T) {
 	b := testBatcher(t, AnalyticsConfig{BatchRows: 1000, FlushInterval: time.Hour, Linger: time.Millisecond}, sink)
 	partial := make(chan []error, 1)
 	go func() { partial <- addAll(t.Context(), b, false, 1, 2, 3) }()
-	testenv.WaitFor(t, 5*time.Second, func() bool { return b.bufferedRows() == 3 }, "three partial batches queued")
-	if err := b.add(t.Context(), 4, 1, true); err != nil {
+	testenv.WaitFor(t, 5*time.Second, func() bool { return b.health().buffered == 3 }, "three partial batches queued")
+	if err := b.add(t.Context(), 4, 1, 1, true); err != nil {
 		t.Fatalf("urgent add: %v", err)
 	}
 	for i, err := range <-partial {
@@ -206,15 +210,15 @@ func TestBatcher_lingerWaitsForAnUrgentItem(t *testing.T) {
 func TestBatcher_backlogTailWaitsTwentyLingersNotTheInterval(t *testing.T) {
 	sink := &fakeSink{}
 	b := testBatcher(t, AnalyticsConfig{BatchRows: 1000, FlushInterval: time.Hour, Linger: time.Millisecond}, sink)
-	if err := b.add(t.Context(), 1, 1, true); err != nil {
+	if err := b.add(t.Context(), 1, 1, 1, true); err != nil {
 		t.Fatalf("full batch: %v", err)
 	}
-	if err := b.add(t.Context(), 2, 1, false); err != nil {
+	if err := b.add(t.Context(), 2, 1, 1, false); err != nil {
 		t.Fatalf("partial batch after the full one: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if err := b.add(ctx, 3, 1, false); err != nil {
+	if err := b.add(ctx, 3, 1, 1, false); err != nil {
 		t.Fatalf("the tail's last partial batch: %v (it waited for the flush interval)", err)
 	}
 	if _, batches := sink.state(); !slices.EqualFunc(batches, [][]int{{1}, {2}, {3}}, slices.Equal) {

@@ -160,9 +160,18 @@ func (c ProjectionConfig) Validate() error {
 // else on the machine.
 //
 // While ClickHouse fails, the batcher retries the flush with backoff and the
-// handlers keep waiting, up to their handler timeout; then their messages
-// stay pending and are redelivered later. Meanwhile each partition's loop is
-// busy, so the rest of the backlog waits in the streams, unread. A message
+// handlers keep waiting, up to their handler timeout. If ClickHouse did not
+// answer (a refused or lost connection, no answer within FlushTimeout), a
+// handler at its deadline returns stream.Hold: the runner keeps the batch
+// in hand and calls the handler again, so the held batches are written
+// within MaxBackoff of ClickHouse answering, not ClaimIdle later, and no
+// delivery is counted. Otherwise (ClickHouse refused the rows) the messages
+// stay pending and are redelivered after ClaimIdle. Meanwhile each
+// partition's loop is busy, so the rest of the backlog waits in the
+// streams, unread. A failure episode is logged once when it starts and
+// once when it ends (see batcher), and MetricSinkFailingFor measures it. A
+// flush under way when a handler's deadline passes is waited for, so a
+// batch is never inserted twice by one process. A message
 // that cannot be decoded is dead-lettered (stream.Permanent in a
 // *stream.BatchError) and the rest of its batch is written.
 type AnalyticsConfig struct {

@@ -34,10 +34,10 @@ const DefaultHistoryBatchSize = 1000
 // split, and flushes at once at BatchRows rows, after Linger for full or
 // redelivered batches, otherwise when the oldest batch has waited
 // FlushInterval (see AnalyticsConfig for the rules and why). While
-// ClickHouse fails, the flush is retried with backoff up to MaxBackoff and
-// the handlers wait, up to their handler timeout; then their messages stay
-// pending and are delivered again later, so the backlog waits in the
-// stream.
+// ClickHouse does not answer, the flush is retried with backoff up to
+// MaxBackoff and the batches are held in hand (stream.Hold) until it does,
+// so the backlog waits in the stream and drains as soon as ClickHouse
+// answers (see AnalyticsConfig).
 //
 // A message is written at least once: a batch redelivered after a crash
 // or a handler timeout is inserted again, so the table must collapse
@@ -179,7 +179,7 @@ func (h *History[R]) Handle(ctx context.Context, msgs []*stream.Message) error {
 	rows, errs := h.rows(msgs)
 	var err error
 	if len(rows) > 0 {
-		err = h.batcher.add(ctx, rows, len(rows), urgent(msgs, h.cfg.Runner.BatchSize))
+		err = h.batcher.add(ctx, rows, len(rows), len(msgs), urgent(msgs, h.cfg.Runner.BatchSize))
 	}
 	return settle(errs, err)
 }

@@ -1,5 +1,5 @@
 // Package telemetrytest reads, in tests, the metrics that the code under
-// test records through an OpenTelemetry MeterProvider.
+// test records through an OpenTelemetry MeterProvider, and its logs (Logs).
 package telemetrytest
 
 import (

@@ -74,7 +74,9 @@ func (c ClickHouseClusterConfig) WithDefaults() ClickHouseClusterConfig {
 type ClickHouseCluster struct {
 	// Name is the cluster's name in remote_servers.
 	Name   string
+	bin    string
 	shards []*chServer
+	start  time.Duration // StartTimeout
 }
 
 type chServer struct {
@@ -107,7 +109,7 @@ func StartClickHouseCluster(t testing.TB, cfg ClickHouseClusterConfig) *ClickHou
 	if err != nil {
 		missing(t, fmt.Sprintf("clickhouse-server users.xml not available (%v)", err))
 	}
-	c := &ClickHouseCluster{Name: cfg.Name}
+	c := &ClickHouseCluster{Name: cfg.Name, bin: bin, start: cfg.StartTimeout}
 	for range cfg.Shards {
 		c.shards = append(c.shards, &chServer{dir: t.TempDir(), tcpPort: FreePort(t)})
 	}
@@ -285,4 +287,27 @@ func (c *ClickHouseCluster) Port(i int) int { return c.shards[i].tcpPort }
 // Addr returns "127.0.0.1:port" of shard i.
 func (c *ClickHouseCluster) Addr(i int) string {
 	return "127.0.0.1:" + strconv.Itoa(c.shards[i].tcpPort)
+}
+
+// Kill kills shard i's clickhouse-server with SIGKILL (kill -9) and waits
+// for it to exit: what it had not written to disk is lost, as in a crash.
+func (c *ClickHouseCluster) Kill(i int) {
+	s := c.shards[i]
+	_ = s.cmd.Process.Signal(syscall.SIGKILL)
+	<-s.done
+}
+
+// Restart starts shard i's clickhouse-server again, on the same data
+// directory and ports, and waits until it answers (within StartTimeout).
+func (c *ClickHouseCluster) Restart(t testing.TB, i int) {
+	t.Helper()
+	s := c.shards[i]
+	if err := s.start(c.bin); err != nil {
+		t.Fatalf("testenv: restart clickhouse shard %d: %v", i, err)
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), c.start)
+	defer cancel()
+	if err := s.waitReady(ctx); err != nil {
+		t.Fatalf("testenv: clickhouse shard %d: %v", i, err)
+	}
 }
