@@ -325,3 +325,37 @@ func TestInstanceID_hostnamePlaceholder(t *testing.T) {
 		})
 	}
 }
+
+// A bench's header names every setting that differs from the binary's
+// defaults, whether a variable or a flag set it, and hides secrets.
+func TestFlags_benchSettingsNameWhatDiffersFromTheDefaults(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"defaults", nil, nil, "settings: the binary's defaults\n"},
+		{"a variable, a flag and a secret", map[string]string{"DROPSTREAM_PARTITIONS": "4", "DROPSTREAM_API_KEYS": "k:write"},
+			[]string{"--api-limits", "off", "--limiter", "on,off"},
+			"settings differing from the binary's defaults: --api-keys=(set) --api-limits=off --limiter=on,off --partitions=4\n"},
+		{"a flag given its default", nil, []string{"--partitions", "8", "--limiter", "on"}, "settings: the binary's defaults\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var c Config
+			fs := flagSet("test", "test", io.Discard, &c, "json")
+			fs.String("limiter", "on", "a bench's own flag")
+			if err := fs.parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			if got := fs.benchSettings(); got != tt.want {
+				t.Errorf("benchSettings() = %q, want %q", got, tt.want)
+			}
+		})
+	}
+}
