@@ -21,9 +21,11 @@ func CallerScope(c *fiber.Ctx) (Scope, bool) {
 
 // requireScope returns the handler guarding a route that needs required:
 // no or an unknown key gives 401 "unauthenticated", a key with a lower scope
-// 403 "forbidden". With no keys configured every request passes. A write
-// beyond the caller's rate is then refused with 429 (see [RateLimitConfig]).
-func (s *Server) requireScope(required Scope) fiber.Handler {
+// 403 "forbidden". With no keys configured every request passes. A request
+// beyond the caller's limit for class is then refused with 429 (see
+// [RateLimitConfig]); ClassUnset takes the class of the request's method
+// (a route added through [Server.Group]).
+func (s *Server) requireScope(required Scope, class Class) fiber.Handler {
 	if !required.Valid() {
 		panic("api: invalid scope " + required.String())
 	}
@@ -31,7 +33,7 @@ func (s *Server) requireScope(required Scope) fiber.Handler {
 		if err := s.authorize(c, required); err != nil {
 			return err
 		}
-		if err := s.limitWrites(c); err != nil {
+		if err := s.limit(c, class); err != nil {
 			return err
 		}
 		return c.Next()

@@ -95,8 +95,8 @@ type Config struct {
 	// Checks are run by GET /readyz. None: /readyz always reports ready.
 	Checks []ReadinessCheck
 
-	// RateLimit limits each caller's writes; see [RateLimitConfig] for its
-	// defaults (500 at once, 50 a second).
+	// RateLimit limits each caller's requests per route class; see
+	// [RateLimitConfig] for the defaults of each class.
 	RateLimit RateLimitConfig
 }
 

@@ -41,6 +41,10 @@ type Operation struct {
 	// Public routes need no API key (links people follow from messages);
 	// Scope is ignored.
 	Public bool
+	// Class is what the route does, for its rate limit (see [Class] and
+	// [RateLimitConfig]). Every operation names one; one that does not is
+	// limited as ClassCreate, the strictest.
+	Class Class
 	// ContentType is the success response's media type. Default
 	// application/json. The response is a string of that type, unless
 	// Response gives its shape.
@@ -72,17 +76,29 @@ func (s *Server) Handle(op Operation) {
 	if op.Status == 0 {
 		op.Status = http.StatusOK
 	}
+	// The class of an operation that names none is the strictest, not
+	// that of its method.
+	class := op.Class.effective()
 	var r fiber.Router = s.App()
+	handlers := []fiber.Handler{s.limitAs(class), op.Handler}
 	if !op.Public {
-		r = s.Group("", op.Scope)
+		r = &scopedRouter{r: s.app, guard: s.requireScope(op.Scope, class)}
+		handlers = handlers[1:]
 	}
-	r.Add(op.Method, op.Path, op.Handler)
+	r.Add(op.Method, op.Path, handlers...)
 	if op.Method == http.MethodGet {
-		r.Add(http.MethodHead, op.Path, op.Handler)
+		r.Add(http.MethodHead, op.Path, handlers...)
 	}
 	s.spec.mu.Lock()
 	s.spec.ops = append(s.spec.ops, op)
 	s.spec.mu.Unlock()
+}
+
+// Operations returns the operations registered with Handle, in order.
+func (s *Server) Operations() []Operation {
+	s.spec.mu.Lock()
+	defer s.spec.mu.Unlock()
+	return append([]Operation(nil), s.spec.ops...)
 }
 
 var pathParam = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
@@ -181,6 +197,7 @@ func (s *Server) OpenAPI() map[string]any {
 		if op.Public {
 			o["security"] = []any{}
 		}
+		o["x-rate-class"] = op.Class.effective().String()
 		if op.Tag != "" {
 			o["tags"] = []string{op.Tag}
 		}

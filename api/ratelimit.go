@@ -1,59 +1,166 @@
 package api
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"math"
-	"net/http"
 	"strconv"
-	"sync"
-	"time"
-
-	"github.com/gofiber/fiber/v2"
-
-	"github.com/dropstream/dropstream/internal/ratelimit"
+	"strings"
 )
 
-// Defaults of [RateLimitConfig].
+// Class is what a route does, for its rate limit. Each caller has a bucket
+// per class, so a flood of one kind of request never starves another, and
+// each class has a limit that fits what its routes cost.
+type Class int
+
+// The classes. The zero Class is an operation that names none: it is
+// limited as ClassCreate, the strictest.
 const (
-	// DefaultWriteRate is the sustained writes per second of one caller.
-	DefaultWriteRate = 50.0
-	// DefaultWriteBurst is how many writes one caller may send at once.
-	DefaultWriteBurst = 500
-	// DefaultMaxCallers bounds the callers whose buckets are kept.
-	DefaultMaxCallers = 100_000
+	// ClassUnset is an operation without a class (limited as ClassCreate).
+	ClassUnset Class = iota
+	// ClassCreate creates what makes the service keep records or send
+	// requests for the caller: sources, watchers, subscribers, feeds,
+	// subscriptions, standing searches, offers.
+	ClassCreate
+	// ClassContract is a transactional contract — checkout, stock,
+	// payment, the comic purchase — with the creation of its users, items
+	// and orders, and its reads.
+	ClassContract
+	// ClassChange changes or deletes what a caller has: updates, pauses,
+	// resumes, deletes, exclusions.
+	ClassChange
+	// ClassRead reads: lists, lookups, statistics, searches.
+	ClassRead
+	// ClassAdmin is an operator's action: batch inits, replays, purges,
+	// cancellations, stage administration.
+	ClassAdmin
+	// ClassPublic needs no key: the links people follow from messages,
+	// the console's pages, a WebSub hub's deliveries. Its caller is always
+	// the client's address.
+	ClassPublic
+
+	numClasses = iota
 )
 
-// RateLimitConfig limits the writes (POST, PUT, PATCH, DELETE) of each
-// caller — each API key, or each client address when the API is open — with
-// a token bucket: Burst writes at once, then Rate a second. A write beyond
-// it is refused with 429 "rate_limited" and a Retry-After header. Zero
-// fields take their defaults.
-type RateLimitConfig struct {
-	// Rate is the sustained writes per second of one caller. Default 50.
+// Classes lists every class, in order.
+var Classes = []Class{ClassCreate, ClassContract, ClassChange, ClassRead, ClassAdmin, ClassPublic}
+
+var classNames = [numClasses]string{"unset", "create", "contract", "change", "read", "admin", "public"}
+
+// String returns the class's name as DROPSTREAM_API_LIMITS spells it.
+func (c Class) String() string {
+	if c < 0 || c >= numClasses {
+		return "Class(" + strconv.Itoa(int(c)) + ")"
+	}
+	return classNames[c]
+}
+
+// effective returns the class c is limited as: ClassCreate for ClassUnset
+// or an unknown value.
+func (c Class) effective() Class {
+	if c <= ClassUnset || c >= numClasses {
+		return ClassCreate
+	}
+	return c
+}
+
+// Limit is a token bucket: Burst requests at once, then Rate a second.
+type Limit struct {
+	// Rate is the sustained requests per second.
 	Rate float64
-	// Burst is the most writes one caller may send at once. Default 500.
+	// Burst is the most requests at once.
 	Burst int
-	// MaxCallers bounds the callers tracked at once; when it is reached the
-	// callers whose buckets are full again (idle) are forgotten, and while
-	// none is, a new caller is refused (429). Default 100,000.
-	MaxCallers int
-	// Disabled turns the limit off (benches that measure throughput).
+}
+
+// Defaults of [RateLimitConfig], per class, for one caller.
+var (
+	// DefaultCreateLimit keeps one caller from filling Redis or making
+	// the service send requests for it: 50 a second, 500 at once.
+	DefaultCreateLimit = Limit{Rate: 50, Burst: 500}
+	// DefaultContractLimit is sized from the checkout target, 5,000
+	// checkouts a second from one caller (a gateway's address): five
+	// writes each (user, funds, order, item, checkout), so 25,000 a
+	// second; bursts of 5,000 let a benchmark's 1,000 concurrent
+	// requests of every phase through.
+	DefaultContractLimit = Limit{Rate: 25_000, Burst: 5_000}
+	// DefaultChangeLimit: 200 a second, 1,000 at once.
+	DefaultChangeLimit = Limit{Rate: 200, Burst: 1_000}
+	// DefaultReadLimit: 2,000 a second, 4,000 at once.
+	DefaultReadLimit = Limit{Rate: 2_000, Burst: 4_000}
+	// DefaultAdminLimit: 20 a second, 100 at once.
+	DefaultAdminLimit = Limit{Rate: 20, Burst: 100}
+	// DefaultPublicLimit: 200 a second, 1,000 at once, per address.
+	DefaultPublicLimit = Limit{Rate: 200, Burst: 1_000}
+)
+
+// DefaultMaxBuckets bounds the buckets (caller and class) kept.
+const DefaultMaxBuckets = 100_000
+
+// RateLimitConfig limits the requests of each caller — each API key, or
+// each client address when the route needs no key or the API is open —
+// with a token bucket per caller and route class (see [Class]). A request
+// beyond it is refused with 429 "rate_limited" and a Retry-After header.
+// A key's own rate= and burst= (see [KeyLimits]) replace every class's
+// for that key. Zero fields take their defaults.
+type RateLimitConfig struct {
+	// Create limits ClassCreate (and operations without a class). Default
+	// 50 a second, 500 at once.
+	Create Limit
+	// Contract limits ClassContract. Default 25,000 a second, 5,000 at once.
+	Contract Limit
+	// Change limits ClassChange. Default 200 a second, 1,000 at once.
+	Change Limit
+	// Read limits ClassRead. Default 2,000 a second, 4,000 at once.
+	Read Limit
+	// Admin limits ClassAdmin. Default 20 a second, 100 at once.
+	Admin Limit
+	// Public limits ClassPublic. Default 200 a second, 1,000 at once.
+	Public Limit
+	// MaxBuckets bounds the buckets kept at once; when it is reached the
+	// buckets that are full again (idle) are forgotten, and while none is,
+	// a new caller is refused (429). Default 100,000.
+	MaxBuckets int
+	// Disabled turns every limit off.
 	Disabled bool
 }
 
+// limit returns a pointer to the limit of class (ClassCreate for an
+// unset or unknown class).
+func (c *RateLimitConfig) limit(class Class) *Limit {
+	switch class.effective() {
+	case ClassContract:
+		return &c.Contract
+	case ClassChange:
+		return &c.Change
+	case ClassRead:
+		return &c.Read
+	case ClassAdmin:
+		return &c.Admin
+	case ClassPublic:
+		return &c.Public
+	}
+	return &c.Create
+}
+
+// Of returns the limit of class, ClassCreate's for an unset class.
+func (c RateLimitConfig) Of(class Class) Limit { return *c.limit(class) }
+
+var defaultLimits = RateLimitConfig{Create: DefaultCreateLimit, Contract: DefaultContractLimit, Change: DefaultChangeLimit,
+	Read: DefaultReadLimit, Admin: DefaultAdminLimit, Public: DefaultPublicLimit, MaxBuckets: DefaultMaxBuckets}
+
 // WithDefaults returns c with every zero field set to its default.
 func (c RateLimitConfig) WithDefaults() RateLimitConfig {
-	if c.Rate == 0 {
-		c.Rate = DefaultWriteRate
+	for _, class := range Classes {
+		l, def := c.limit(class), defaultLimits.Of(class)
+		if l.Rate == 0 {
+			l.Rate = def.Rate
+		}
+		if l.Burst == 0 {
+			l.Burst = def.Burst
+		}
 	}
-	if c.Burst == 0 {
-		c.Burst = DefaultWriteBurst
-	}
-	if c.MaxCallers == 0 {
-		c.MaxCallers = DefaultMaxCallers
+	if c.MaxBuckets == 0 {
+		c.MaxBuckets = DefaultMaxBuckets
 	}
 	return c
 }
@@ -62,94 +169,90 @@ func (c RateLimitConfig) WithDefaults() RateLimitConfig {
 // take their defaults), wrapped around ErrInvalidConfig.
 func (c RateLimitConfig) Validate() error {
 	var errs []error
-	if c.Rate < 0 || math.IsNaN(c.Rate) || math.IsInf(c.Rate, 0) {
-		errs = append(errs, fmt.Errorf("%w: RateLimit.Rate %v: want a positive number of writes per second", ErrInvalidConfig, c.Rate))
+	for _, class := range Classes {
+		l := c.Of(class)
+		name := strings.ToUpper(class.String()[:1]) + class.String()[1:]
+		if l.Rate < 0 || math.IsNaN(l.Rate) || math.IsInf(l.Rate, 0) {
+			errs = append(errs, fmt.Errorf("%w: RateLimit.%s.Rate %v: want a positive number of requests per second", ErrInvalidConfig, name, l.Rate))
+		}
+		if l.Burst < 0 {
+			errs = append(errs, fmt.Errorf("%w: RateLimit.%s.Burst %d is negative", ErrInvalidConfig, name, l.Burst))
+		}
 	}
-	if c.Burst < 0 {
-		errs = append(errs, fmt.Errorf("%w: RateLimit.Burst %d is negative", ErrInvalidConfig, c.Burst))
-	}
-	if c.MaxCallers < 0 {
-		errs = append(errs, fmt.Errorf("%w: RateLimit.MaxCallers %d is negative", ErrInvalidConfig, c.MaxCallers))
+	if c.MaxBuckets < 0 {
+		errs = append(errs, fmt.Errorf("%w: RateLimit.MaxBuckets %d is negative", ErrInvalidConfig, c.MaxBuckets))
 	}
 	return errors.Join(errs...)
 }
 
-// callerKey is the Locals key of the caller's identity.
-type callerKey struct{}
-
-// Caller returns who sends the request, the owner of what it creates and
-// the subject of its rate limit: "key:" and 16 hex digits of the SHA-256 of
-// the API key that authenticated it (never the key itself), or "addr:" and
-// the client's address when the route required no key or the API is open.
-func Caller(c *fiber.Ctx) string {
-	if id, ok := c.Locals(callerKey{}).(string); ok {
-		return id
+// ParseRateLimits reads the limits of DROPSTREAM_API_LIMITS: "off" (no
+// limit), or a comma list of class=RATE[/BURST] ("contract=30000/8000,
+// create=20"); classes not listed keep their defaults. Empty is the
+// defaults.
+func ParseRateLimits(s string) (RateLimitConfig, error) {
+	var c RateLimitConfig
+	s = strings.TrimSpace(s)
+	if strings.EqualFold(s, "off") {
+		c.Disabled = true
+		return c, nil
 	}
-	return "addr:" + c.IP()
-}
-
-// keyCaller returns the caller identity of a presented API key.
-func keyCaller(presented string) string {
-	d := sha256.Sum256([]byte(presented))
-	return "key:" + hex.EncodeToString(d[:8])
-}
-
-// isWrite reports whether method changes something.
-func isWrite(method string) bool {
-	switch method {
-	case fiber.MethodPost, fiber.MethodPut, fiber.MethodPatch, fiber.MethodDelete:
-		return true
-	}
-	return false
-}
-
-// writeLimiter holds a token bucket per caller.
-type writeLimiter struct {
-	cfg     RateLimitConfig
-	mu      sync.Mutex
-	buckets map[string]*ratelimit.Bucket
-}
-
-func newWriteLimiter(cfg RateLimitConfig) *writeLimiter {
-	return &writeLimiter{cfg: cfg, buckets: map[string]*ratelimit.Bucket{}}
-}
-
-// admit takes a token of caller's bucket at now, or returns how long until
-// one is available.
-func (l *writeLimiter) admit(caller string, now time.Time) (time.Duration, bool) {
-	l.mu.Lock()
-	b := l.buckets[caller]
-	if b == nil {
-		if len(l.buckets) >= l.cfg.MaxCallers {
-			for k, old := range l.buckets {
-				if old.Full(now) {
-					delete(l.buckets, k)
-				}
+	seen := map[Class]bool{}
+	for part := range strings.SplitSeq(s, ",") {
+		part = strings.TrimSpace(part)
+		if part == "" {
+			continue
+		}
+		name, value, ok := strings.Cut(part, "=")
+		class := ClassUnset
+		for _, cl := range Classes {
+			if strings.EqualFold(strings.TrimSpace(name), cl.String()) {
+				class = cl
 			}
 		}
-		if len(l.buckets) >= l.cfg.MaxCallers {
-			l.mu.Unlock()
-			return time.Duration(float64(time.Second) / l.cfg.Rate), false
+		if class == ClassUnset {
+			return RateLimitConfig{}, fmt.Errorf("%q: unknown class (want %s)", name, classList())
 		}
-		b = ratelimit.NewBucket(l.cfg.Rate, l.cfg.Burst)
-		l.buckets[caller] = b
+		if seen[class] {
+			return RateLimitConfig{}, fmt.Errorf("%s given twice", class)
+		}
+		seen[class] = true
+		rate, burst, hasBurst := strings.Cut(value, "/")
+		l := c.limit(class)
+		var err error
+		if l.Rate, err = strconv.ParseFloat(strings.TrimSpace(rate), 64); !ok || err != nil || !(l.Rate > 0) || math.IsInf(l.Rate, 0) {
+			return RateLimitConfig{}, fmt.Errorf("%s: want %s=RATE[/BURST] with a positive rate a second", class, class)
+		}
+		if hasBurst {
+			if l.Burst, err = strconv.Atoi(strings.TrimSpace(burst)); err != nil || l.Burst < 1 {
+				return RateLimitConfig{}, fmt.Errorf("%s: the burst after '/' must be a positive whole number", class)
+			}
+		}
 	}
-	l.mu.Unlock()
-	return b.Take(now)
+	return c, nil
 }
 
-// limitWrites refuses a write beyond the caller's rate with 429
-// "rate_limited" and Retry-After (whole seconds, at least 1); reads pass.
-func (s *Server) limitWrites(c *fiber.Ctx) error {
-	if s.limiter == nil || !isWrite(c.Method()) {
-		return nil
+// classList is the classes' names for messages.
+func classList() string {
+	names := make([]string, len(Classes))
+	for i, c := range Classes {
+		names[i] = c.String()
 	}
-	wait, ok := s.limiter.admit(Caller(c), time.Now())
-	if ok {
-		return nil
+	return strings.Join(names, ", ")
+}
+
+// String returns c in the grammar of [ParseRateLimits], listing only the
+// classes whose limit differs from the default: "" for the defaults,
+// "off" when disabled.
+func (c RateLimitConfig) String() string {
+	if c.Disabled {
+		return "off"
 	}
-	secs := max(1, int(math.Ceil(wait.Seconds())))
-	c.Set(fiber.HeaderRetryAfter, strconv.Itoa(secs))
-	return NewError(http.StatusTooManyRequests, "rate_limited",
-		fmt.Sprintf("too many writes: at most %d at once and %g a second per caller; retry in %d s", s.limiter.cfg.Burst, s.limiter.cfg.Rate, secs))
+	c = c.WithDefaults()
+	var parts []string
+	for _, class := range Classes {
+		if l := c.Of(class); l != defaultLimits.Of(class) {
+			parts = append(parts, fmt.Sprintf("%s=%g/%d", class, l.Rate, l.Burst))
+		}
+	}
+	return strings.Join(parts, ",")
 }

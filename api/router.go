@@ -22,7 +22,7 @@ import (
 //
 // Group panics if scope is not ScopeRead, ScopeWrite or ScopeAdmin.
 func (s *Server) Group(prefix string, scope Scope) fiber.Router {
-	return &scopedRouter{r: s.app.Group(prefix), guard: s.requireScope(scope)}
+	return &scopedRouter{r: s.app.Group(prefix), guard: s.requireScope(scope, ClassUnset)}
 }
 
 // scopedRouter is a fiber.Router that prepends guard to every route.

@@ -24,8 +24,8 @@ type Server struct {
 	log  *slog.Logger
 	keys keyring
 	app  *fiber.App
-	// limiter limits each caller's writes; nil when disabled.
-	limiter *writeLimiter
+	// limiter limits each caller's requests per class; nil when disabled.
+	limiter *limiter
 
 	listening chan struct{} // closed once bound to a listener
 	spec      openAPI       // operations registered with Handle
@@ -53,7 +53,7 @@ func New(cfg Config) (*Server, error) {
 		listening: make(chan struct{}),
 	}
 	if !cfg.RateLimit.Disabled {
-		s.limiter = newWriteLimiter(cfg.RateLimit)
+		s.limiter = newLimiter(cfg.RateLimit)
 	}
 	s.app = fiber.New(fiber.Config{
 		AppName:               "dropstream",

@@ -126,7 +126,7 @@ func (c *Console) Register(srv *api.Server) {
 		{Path + "/app.js", "app.js", "text/javascript", "The console's script"},
 		{Path + "/app.css", "app.css", "text/css", "The console's style sheet"},
 	} {
-		srv.Handle(api.Operation{Method: "GET", Path: a.path, Tag: "console", Public: true, ContentType: a.ctype,
+		srv.Handle(api.Operation{Method: "GET", Path: a.path, Tag: "console", Public: true, Class: api.ClassPublic, ContentType: a.ctype,
 			Summary: a.summary, Handler: c.asset(a.name)})
 	}
 	c.registerRoutes(srv)

@@ -109,32 +109,32 @@ type traceView struct {
 
 func (c *Console) registerRoutes(srv *api.Server) {
 	const tag = "console"
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/session", Tag: tag, Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/session", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "The caller's scope and the console's settings", Response: session{}, Handler: c.session})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/graph", Tag: tag, Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/graph", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "The flows' stages, services and topics, from their declarations", Response: graphView{}, Handler: c.graphRoute})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/stages", Tag: tag, Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/stages", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "Every stage's cluster-wide throughput, lag, pending entries, dead letters and copies (from Redis); p99 from this process",
 		Response: stagesView{}, Handler: c.stagesRoute})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/deadletters", Tag: tag, Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/deadletters", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "A topic's dead letters, oldest first, a page at a time, with reason, attempts, stage and payload",
 		Query: []api.Param{{Name: "topic", Required: true, Description: "flow.name, a topic a stage reads"},
 			{Name: "limit", Type: "integer", Description: "1..200 (default 50)"},
 			{Name: "cursor", Description: "next_cursor of the previous page"}},
 		Response: deadLetterPage{}, Handler: c.deadLetters})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/console/deadletters/replay", Tag: tag, Scope: api.ScopeAdmin,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/console/deadletters/replay", Tag: tag, Scope: api.ScopeAdmin, Class: api.ClassAdmin,
 		Summary: "Put dead letters back on their stream as new messages", Body: deadLetterAction{}, Response: actionResult{},
 		Handler: c.act(c.dead.Replay)})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/console/deadletters/purge", Tag: tag, Scope: api.ScopeAdmin,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/console/deadletters/purge", Tag: tag, Scope: api.ScopeAdmin, Class: api.ClassAdmin,
 		Summary: "Delete dead letters", Body: deadLetterAction{}, Response: actionResult{}, Handler: c.act(c.dead.Purge)})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/events", Tag: tag, Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/events", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "A flow's recent events (transitions, notifications, checkouts), newest first, with their causes",
 		Query: []api.Param{{Name: "flow", Required: true, Description: "a flow of graph.event_flows"},
 			{Name: "limit", Type: "integer", Description: "1..200 (default 50)"}},
 		Response: eventPage{}, Handler: c.eventsRoute})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/traces", Tag: tag, Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/traces", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "The last traces this process recorded, newest first", Response: tracePage{}, Handler: c.traces})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/traces/:id", Tag: tag, Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/traces/:id", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One kept trace's spans, by start time, with their links", Response: traceView{}, Handler: c.trace})
 }
 

@@ -66,7 +66,7 @@ func startCheckoutCluster(t *testing.T, bin string, copies int) *checkoutCluster
 			"stock":   append(common, "--api-addr", "", "--instance", "stock", "--stages", "checkout-stock"),
 			"payment": append(common, "--api-addr", "", "--instance", "payment", "--stages", "checkout-payment,checkout-sweeper"),
 			// The workload's one client writes faster than a caller may by default.
-			"api": append(common, "--api-addr", api, "--instance", "api", "--stages", "none", "--api-write-rate", "0"),
+			"api": append(common, "--api-addr", api, "--instance", "api", "--stages", "none", "--api-limits", "off"),
 		}}
 	names := []string{"stock", "payment", "api"}
 	if copies == 2 {

@@ -122,6 +122,10 @@ type BenchEnv struct {
 	RedisURL, ClickHouseDSN, RedisName string
 	// Embedded says the Redis is the in-process one.
 	Embedded bool
+	// RateLimit is the API's rate limit as the binary's settings give it
+	// (its defaults unless --api-limits says otherwise): a bench serving
+	// the API serves it with this one.
+	RateLimit api.RateLimitConfig
 	// Stdout takes the figures; Progress writes a line of progress to
 	// stderr.
 	Stdout   io.Writer

@@ -53,7 +53,7 @@ func Register(srv *api.Server, ctl *stream.Control, stages []Stage) {
 		r.stages[s.Name] = s
 	}
 	op := func(method, path, summary string, resp any, query []api.Param, h fiber.Handler) {
-		srv.Handle(api.Operation{Method: method, Path: path, Summary: summary, Tag: "admin", Scope: api.ScopeAdmin,
+		srv.Handle(api.Operation{Method: method, Path: path, Summary: summary, Tag: "admin", Scope: api.ScopeAdmin, Class: api.ClassAdmin,
 			Query: query, Response: resp, Handler: h})
 	}
 	paging := []api.Param{

@@ -310,11 +310,11 @@ func TestAPI_availabilityDateMustBeACalendarDate(t *testing.T) {
 	}
 }
 
-// The write limit set by --api-write-rate and --api-write-burst reaches the
-// API: a caller's writes beyond the burst are refused with 429 and a
-// Retry-After, while its reads still pass.
-func TestAPI_writeLimitFromTheConfiguration(t *testing.T) {
-	srv := binaryAPIWith(t, func(c *Config) { c.APIWriteRate, c.APIWriteBurst = 0.01, 2 })
+// The limits set by --api-limits reach the API: a caller's requests of a
+// class beyond its burst are refused with 429 and a Retry-After, while
+// its requests of other classes still pass.
+func TestAPI_limitsFromTheConfiguration(t *testing.T) {
+	srv := binaryAPIWith(t, func(c *Config) { c.APILimits = "create=0.01/2" })
 	body := `{"venue":"v1","provider":"resy","date":"2030-01-02","party_size":2,"webhook_url":"https://example.org/hook"}`
 	var codes []int
 	for range 3 {
@@ -322,9 +322,30 @@ func TestAPI_writeLimitFromTheConfiguration(t *testing.T) {
 		codes = append(codes, code)
 	}
 	if codes[0] == http.StatusTooManyRequests || codes[1] == http.StatusTooManyRequests || codes[2] != http.StatusTooManyRequests {
-		t.Errorf("statuses of three writes %v, want the third alone refused with 429", codes)
+		t.Errorf("statuses of three creates %v, want the third alone refused with 429", codes)
 	}
 	if code, _ := call(t, srv, http.MethodGet, "/v1/watchers", ""); code != http.StatusOK {
-		t.Errorf("read after the limit: %d, want 200", code)
+		t.Errorf("read after the create limit: %d, want 200", code)
+	}
+	if code, body := call(t, srv, http.MethodPost, "/payment/create_user", ""); code != http.StatusOK {
+		t.Errorf("contract write after the create limit: %d %s, want 200", code, body)
+	}
+}
+
+// Every operation of the binary names its rate-limit class: one without
+// would be limited as a create, whatever it does.
+func TestAPI_everyOperationNamesItsRateClass(t *testing.T) {
+	srv := binaryAPI(t)
+	ops := srv.Operations()
+	if len(ops) < 50 {
+		t.Fatalf("%d operations registered, want every flow's", len(ops))
+	}
+	for _, op := range ops {
+		if op.Class == api.ClassUnset {
+			t.Errorf("%s %s names no rate-limit class (api.Operation.Class)", op.Method, op.Path)
+		}
+		if op.Public && op.Class != api.ClassPublic {
+			t.Errorf("%s %s needs no key but is in class %s, want public", op.Method, op.Path, op.Class)
+		}
 	}
 }

@@ -218,7 +218,7 @@ func (a *app) apiServer() (*api.Server, error) {
 		MeterProvider:  a.otel.MeterProvider,
 		MetricsHandler: a.otel.MetricsHandler(),
 		Checks:         checks,
-		RateLimit:      api.RateLimitConfig{Rate: a.cfg.APIWriteRate, Burst: a.cfg.APIWriteBurst, Disabled: a.cfg.APIWriteRate == 0},
+		RateLimit:      a.cfg.rateLimits(),
 	})
 	if err != nil {
 		return nil, err

@@ -58,8 +58,12 @@ func runFlowBench(ctx context.Context, b flow.Bench, args []string, stdout, stde
 	if cfg.RedisURL == "" {
 		name = "embedded miniredis"
 	}
+	if err := cfg.Validate(); err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, fs.benchSettings())
 	env := flow.BenchEnv{RedisURL: cfg.RedisURL, ClickHouseDSN: cfg.ClickHouseDSN, RedisName: name, Embedded: cfg.RedisURL == "",
-		Stdout: stdout, Progress: func(line string) { fmt.Fprintln(stderr, "  ", line) }}
+		RateLimit: cfg.rateLimits(), Stdout: stdout, Progress: func(line string) { fmt.Fprintln(stderr, "  ", line) }}
 	env.Settings = flow.Settings{Partitions: cfg.Partitions}
 	if run.Check != nil {
 		if err := run.Check(env); err != nil {

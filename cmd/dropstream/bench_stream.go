@@ -82,6 +82,7 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	if a.embedded != nil {
 		redisKind = "embedded miniredis"
 	}
+	fmt.Fprint(stdout, fs.benchSettings())
 	fmt.Fprintf(stdout, "bench stream: %s, %d partitions, batch %d, read bytes %d, payload %d B, GOMAXPROCS %d\n",
 		redisKind, bc.Partitions, bc.BatchSize, bc.ReadBytes, bc.PayloadSize, runtime.GOMAXPROCS(0))
 	var all []streamRound

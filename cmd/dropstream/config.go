@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"math"
 	"net"
 	"net/url"
 	"os"
@@ -37,13 +36,10 @@ type Config struct {
 	APIAddr string
 	// APIKeys is "key:scope,scope;key2:scope"; empty leaves the API open.
 	APIKeys string
-	// APIWriteRate is the sustained writes per second of one caller (an API
-	// key, or a client address when the API is open); 0 turns the limit
-	// off. Default 50.
-	APIWriteRate float64
-	// APIWriteBurst is the most writes one caller may send at once; 0
-	// takes the default. Default 500.
-	APIWriteBurst int
+	// APILimits are the API's rate limits per route class, in the grammar
+	// of api.ParseRateLimits: "off", or class=RATE[/BURST],... for the
+	// classes that differ from their defaults. Empty: the defaults.
+	APILimits string
 	// Partitions per flow, fixed for a deployment. Default 8.
 	Partitions int
 	// LogFormat is json or text. Default json (text in demo).
@@ -120,6 +116,42 @@ func (c Config) serviceName() string {
 type flags struct {
 	*flag.FlagSet
 	envErrs map[string]error // by flag name: malformed variables
+	// builtin is the binary's default of each flag bound to a variable,
+	// before the variable sets it.
+	builtin map[string]string
+}
+
+// changed lists "--name=value" for every flag whose value differs from
+// the binary's default, set by its variable or on the command line, in
+// flag order; a secret shows as "(set)".
+func (f *flags) changed() []string {
+	var out []string
+	f.VisitAll(func(fl *flag.Flag) {
+		def, ok := f.builtin[fl.Name]
+		if !ok {
+			def = fl.DefValue
+		}
+		v := fl.Value.String()
+		if sv, secret := fl.Value.(secretValue); secret {
+			if v = *sv.p; v != "" {
+				v = "(set)"
+			}
+		}
+		if v != def {
+			out = append(out, "--"+fl.Name+"="+v)
+		}
+	})
+	return out
+}
+
+// benchSettings is the line of a bench's header that names every setting
+// differing from the binary's defaults.
+func (f *flags) benchSettings() string {
+	changed := f.changed()
+	if len(changed) == 0 {
+		return "settings: the binary's defaults\n"
+	}
+	return "settings differing from the binary's defaults: " + strings.Join(changed, " ") + "\n"
 }
 
 // parse parses args and reports malformed variables of flags not given.
@@ -138,7 +170,7 @@ func (f *flags) parse(args []string) error {
 // flagSet binds the common configuration to a new flag set whose usage
 // lists every flag with its variable.
 func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string) *flags {
-	fs := &flags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), envErrs: map[string]error{}}
+	fs := &flags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), envErrs: map[string]error{}, builtin: map[string]string{}}
 	fs.SetOutput(stderr)
 	fs.Usage = func() {
 		fmt.Fprintf(stderr, "Usage: dropstream %s [flags]\n\n%s\n\nFlags (each also set by the variable in brackets):\n", name, summary)
@@ -148,8 +180,7 @@ func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string
 	envSecret(fs, &c.ClickHouseDSN, "clickhouse-dsn", "DROPSTREAM_CLICKHOUSE_DSN", redactURLPassword, "ClickHouse `DSN` clickhouse://user:pass@host:9000/db; empty disables analytics")
 	envString(fs, &c.APIAddr, "api-addr", "DROPSTREAM_API_ADDR", ":8080", "API listen address; empty disables the API")
 	envSecret(fs, &c.APIKeys, "api-keys", "DROPSTREAM_API_KEYS", hideAll, "API `keys` as key:scope,scope;key2:scope (scopes read, write, admin); empty leaves the API open")
-	envFloat(fs, &c.APIWriteRate, "api-write-rate", "DROPSTREAM_API_WRITE_RATE", api.DefaultWriteRate, "sustained API writes per second of one caller (API key, or client address when the API is open); 0 turns the limit off")
-	envInt(fs, &c.APIWriteBurst, "api-write-burst", "DROPSTREAM_API_WRITE_BURST", api.DefaultWriteBurst, "most API writes one caller may send at once")
+	envString(fs, &c.APILimits, "api-limits", "DROPSTREAM_API_LIMITS", "", "API rate limits of one caller (API key, or client address on an open API) per route class, as class=RATE[/BURST],... for the classes that differ from their defaults (create=50/500, contract=25000/5000, change=200/1000, read=2000/4000, admin=20/100, public=200/1000), or off; empty: the defaults")
 	envInt(fs, &c.Partitions, "partitions", "DROPSTREAM_PARTITIONS", 8, "stream partitions per flow, fixed for a deployment")
 	envString(fs, &c.LogFormat, "log-format", "DROPSTREAM_LOG_FORMAT", logFormat, "log format: json or text")
 	envString(fs, &c.LogLevel, "log-level", "DROPSTREAM_LOG_LEVEL", "info", "log level: debug, info, warn, error")
@@ -242,11 +273,8 @@ func (c Config) Validate() error {
 	if err := api.ValidateAPIKeys(c.APIKeys); err != nil {
 		errs = append(errs, fmt.Errorf("api keys (DROPSTREAM_API_KEYS): %w", err))
 	}
-	if c.APIWriteRate < 0 || math.IsNaN(c.APIWriteRate) || math.IsInf(c.APIWriteRate, 0) {
-		errs = append(errs, fmt.Errorf("api write rate %v: want 0 (no limit) or a positive number of writes per second", c.APIWriteRate))
-	}
-	if c.APIWriteBurst < 0 {
-		errs = append(errs, fmt.Errorf("api write burst %d: want a positive number of writes", c.APIWriteBurst))
+	if _, err := api.ParseRateLimits(c.APILimits); err != nil {
+		errs = append(errs, fmt.Errorf("api limits (DROPSTREAM_API_LIMITS): %w", err))
 	}
 	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
 		errs = append(errs, fmt.Errorf("partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
@@ -347,32 +375,22 @@ func redactURLPassword(s string) string {
 // envString, but whose value --help shows only through redact.
 func envSecret(fs *flags, p *string, name, env string, redact func(string) string, usage string) {
 	*p, _ = os.LookupEnv(env)
+	fs.builtin[name] = ""
 	fs.Var(secretValue{p: p, redact: redact}, name, usage+" ["+env+"]")
 }
 
 func envString(fs *flags, p *string, name, env, def, usage string) {
+	fs.builtin[name] = def
 	if v, ok := os.LookupEnv(env); ok {
 		def = v
 	}
 	fs.StringVar(p, name, def, usage+" ["+env+"]")
 }
 
-// envFloat binds a float flag whose default comes from env. A value of env
-// that is not a number fails parse unless the flag is given.
-func envFloat(fs *flags, p *float64, name, env string, def float64, usage string) {
-	if v, ok := os.LookupEnv(env); ok {
-		n, err := strconv.ParseFloat(strings.TrimSpace(v), 64)
-		if err != nil {
-			fs.envErrs[name] = fmt.Errorf("%s=%q is not a number", env, v)
-		}
-		def = n
-	}
-	fs.Float64Var(p, name, def, usage+" ["+env+"]")
-}
-
 // envInt binds an int flag whose default comes from env. A value of env
 // that is not a whole number fails parse unless the flag is given.
 func envInt(fs *flags, p *int, name, env string, def int, usage string) {
+	fs.builtin[name] = strconv.Itoa(def)
 	if v, ok := os.LookupEnv(env); ok {
 		n, err := strconv.Atoi(strings.TrimSpace(v))
 		if err != nil {
@@ -381,4 +399,11 @@ func envInt(fs *flags, p *int, name, env string, def int, usage string) {
 		def = n
 	}
 	fs.IntVar(p, name, def, usage+" ["+env+"]")
+}
+
+// rateLimits returns the API's rate limits of APILimits (checked by
+// Validate).
+func (c Config) rateLimits() api.RateLimitConfig {
+	rl, _ := api.ParseRateLimits(c.APILimits)
+	return rl
 }

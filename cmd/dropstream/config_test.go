@@ -25,20 +25,19 @@ func parseConfig(t *testing.T, logFormat string, args ...string) (Config, error)
 }
 
 func TestConfig_envSetsDefaultsAndFlagsOverride(t *testing.T) {
-	defaults := Config{APIAddr: ":8080", Partitions: 8, LogFormat: "json", LogLevel: "info", APIWriteRate: 50, APIWriteBurst: 500}
+	defaults := Config{APIAddr: ":8080", Partitions: 8, LogFormat: "json", LogLevel: "info"}
 	fullEnv := map[string]string{
-		"DROPSTREAM_REDIS_URL":       "redis://env:6379/0",
-		"DROPSTREAM_CLICKHOUSE_DSN":  "clickhouse://u:p@env:9000/db",
-		"DROPSTREAM_API_ADDR":        "127.0.0.1:9999",
-		"DROPSTREAM_API_KEYS":        "k1:read;k2:admin",
-		"DROPSTREAM_PARTITIONS":      "16",
-		"DROPSTREAM_LOG_FORMAT":      "text",
-		"DROPSTREAM_LOG_LEVEL":       "debug",
-		"DROPSTREAM_API_WRITE_RATE":  "2.5",
-		"DROPSTREAM_API_WRITE_BURST": "10",
+		"DROPSTREAM_REDIS_URL":      "redis://env:6379/0",
+		"DROPSTREAM_CLICKHOUSE_DSN": "clickhouse://u:p@env:9000/db",
+		"DROPSTREAM_API_ADDR":       "127.0.0.1:9999",
+		"DROPSTREAM_API_KEYS":       "k1:read;k2:admin",
+		"DROPSTREAM_PARTITIONS":     "16",
+		"DROPSTREAM_LOG_FORMAT":     "text",
+		"DROPSTREAM_LOG_LEVEL":      "debug",
+		"DROPSTREAM_API_LIMITS":     "contract=100/10",
 	}
 	fromEnv := Config{RedisURL: "redis://env:6379/0", ClickHouseDSN: "clickhouse://u:p@env:9000/db", APIAddr: "127.0.0.1:9999",
-		APIKeys: "k1:read;k2:admin", Partitions: 16, LogFormat: "text", LogLevel: "debug", APIWriteRate: 2.5, APIWriteBurst: 10}
+		APIKeys: "k1:read;k2:admin", Partitions: 16, LogFormat: "text", LogLevel: "debug", APILimits: "contract=100/10"}
 	tests := []struct {
 		name      string
 		env       map[string]string
@@ -47,26 +46,26 @@ func TestConfig_envSetsDefaultsAndFlagsOverride(t *testing.T) {
 		want      Config
 	}{
 		{"defaults", nil, nil, "json", defaults},
-		{"demo default log format", nil, nil, "text", Config{APIAddr: ":8080", Partitions: 8, LogFormat: "text", LogLevel: "info", APIWriteRate: 50, APIWriteBurst: 500}},
+		{"demo default log format", nil, nil, "text", Config{APIAddr: ":8080", Partitions: 8, LogFormat: "text", LogLevel: "info"}},
 		{"env", fullEnv, nil, "json", fromEnv},
 		{"flags without env", nil, []string{"--redis-url", "redis://flag:1/0", "--partitions", "4", "--log-level", "warn"}, "json",
-			Config{RedisURL: "redis://flag:1/0", APIAddr: ":8080", Partitions: 4, LogFormat: "json", LogLevel: "warn", APIWriteRate: 50, APIWriteBurst: 500}},
+			Config{RedisURL: "redis://flag:1/0", APIAddr: ":8080", Partitions: 4, LogFormat: "json", LogLevel: "warn"}},
 		{"flags override env", fullEnv, []string{
 			"--redis-url", "redis://flag:1/0", "--clickhouse-dsn", "clickhouse://flag:9000/x", "--api-addr", ":7000",
 			"--api-keys", "k:write", "--partitions", "2", "--log-format", "json", "--log-level", "error",
-			"--api-write-rate", "0", "--api-write-burst", "1"}, "text",
+			"--api-limits", "off"}, "text",
 			Config{RedisURL: "redis://flag:1/0", ClickHouseDSN: "clickhouse://flag:9000/x", APIAddr: ":7000",
-				APIKeys: "k:write", Partitions: 2, LogFormat: "json", LogLevel: "error", APIWriteRate: 0, APIWriteBurst: 1}},
+				APIKeys: "k:write", Partitions: 2, LogFormat: "json", LogLevel: "error", APILimits: "off"}},
 		{"flag overrides env partially", fullEnv, []string{"--partitions", "3"}, "json",
 			func() Config { c := fromEnv; c.Partitions = 3; return c }()},
 		{"empty env var disables the API", map[string]string{"DROPSTREAM_API_ADDR": ""}, nil, "json",
-			Config{Partitions: 8, LogFormat: "json", LogLevel: "info", APIWriteRate: 50, APIWriteBurst: 500}},
+			Config{Partitions: 8, LogFormat: "json", LogLevel: "info"}},
 		{"empty flag disables the API", nil, []string{"--api-addr", ""}, "json",
-			Config{Partitions: 8, LogFormat: "json", LogLevel: "info", APIWriteRate: 50, APIWriteBurst: 500}},
+			Config{Partitions: 8, LogFormat: "json", LogLevel: "info"}},
 		{"partitions env with spaces", map[string]string{"DROPSTREAM_PARTITIONS": " 32 "}, nil, "json",
-			Config{APIAddr: ":8080", Partitions: 32, LogFormat: "json", LogLevel: "info", APIWriteRate: 50, APIWriteBurst: 500}},
+			Config{APIAddr: ":8080", Partitions: 32, LogFormat: "json", LogLevel: "info"}},
 		{"flag fixes a bad env value", map[string]string{"DROPSTREAM_PARTITIONS": "abc"}, []string{"--partitions", "4"}, "json",
-			Config{APIAddr: ":8080", Partitions: 4, LogFormat: "json", LogLevel: "info", APIWriteRate: 50, APIWriteBurst: 500}},
+			Config{APIAddr: ":8080", Partitions: 4, LogFormat: "json", LogLevel: "info"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -90,8 +89,6 @@ func TestConfig_envSetsDefaultsAndFlagsOverride(t *testing.T) {
 
 func TestConfig_malformedVariablesFailTheParse(t *testing.T) {
 	tests := []struct{ env, value, want string }{
-		{"DROPSTREAM_API_WRITE_RATE", "fast", `DROPSTREAM_API_WRITE_RATE="fast" is not a number`},
-		{"DROPSTREAM_API_WRITE_BURST", "1e3", `DROPSTREAM_API_WRITE_BURST="1e3" is not a whole number`},
 		{"DROPSTREAM_PARTITIONS", "eight", `DROPSTREAM_PARTITIONS="eight" is not a whole number`},
 	}
 	for _, tt := range tests {
@@ -122,8 +119,8 @@ func TestConfig_validateRejectsBadValues(t *testing.T) {
 		{"empty log level", nil, []string{"--log-level", ""}, []string{`log level ""`}},
 		{"log format", map[string]string{"DROPSTREAM_LOG_FORMAT": "yaml"}, nil, []string{`log format "yaml"`, "json or text"}},
 		{"log format is case sensitive", nil, []string{"--log-format", "JSON"}, []string{`log format "JSON"`}},
-		{"negative write rate", nil, []string{"--api-write-rate", "-1"}, []string{"api write rate -1"}},
-		{"negative write burst", map[string]string{"DROPSTREAM_API_WRITE_BURST": "-5"}, nil, []string{"api write burst -5"}},
+		{"unknown limit class", nil, []string{"--api-limits", "checkout=5"}, []string{"api limits (DROPSTREAM_API_LIMITS)", "unknown class"}},
+		{"zero limit rate", map[string]string{"DROPSTREAM_API_LIMITS": "contract=0"}, nil, []string{"api limits", "positive rate"}},
 		{"every error reported", map[string]string{"DROPSTREAM_PARTITIONS": "0", "DROPSTREAM_LOG_FORMAT": "yaml", "DROPSTREAM_LOG_LEVEL": "loud"}, nil,
 			[]string{"partitions 0", `log format "yaml"`, `log level "loud"`}},
 	}
@@ -324,6 +321,40 @@ func TestInstanceID_hostnamePlaceholder(t *testing.T) {
 			got, err := instanceID(tc.instance, tc.hostname)
 			if (err != nil) != tc.wantErr || got != tc.want {
 				t.Errorf("instanceID(%q) = %q, %v; want %q, error %v", tc.instance, got, err, tc.want, tc.wantErr)
+			}
+		})
+	}
+}
+
+// A bench's header names every setting that differs from the binary's
+// defaults, whether a variable or a flag set it, and hides secrets.
+func TestFlags_benchSettingsNameWhatDiffersFromTheDefaults(t *testing.T) {
+	tests := []struct {
+		name string
+		env  map[string]string
+		args []string
+		want string
+	}{
+		{"defaults", nil, nil, "settings: the binary's defaults\n"},
+		{"a variable, a flag and a secret", map[string]string{"DROPSTREAM_PARTITIONS": "4", "DROPSTREAM_API_KEYS": "k:write"},
+			[]string{"--api-limits", "off", "--limiter", "on,off"},
+			"settings differing from the binary's defaults: --api-keys=(set) --api-limits=off --limiter=on,off --partitions=4\n"},
+		{"a flag given its default", nil, []string{"--partitions", "8", "--limiter", "on"}, "settings: the binary's defaults\n"},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			clearEnv(t)
+			for k, v := range tt.env {
+				t.Setenv(k, v)
+			}
+			var c Config
+			fs := flagSet("test", "test", io.Discard, &c, "json")
+			fs.String("limiter", "on", "a bench's own flag")
+			if err := fs.parse(tt.args); err != nil {
+				t.Fatal(err)
+			}
+			if got := fs.benchSettings(); got != tt.want {
+				t.Errorf("benchSettings() = %q, want %q", got, tt.want)
 			}
 		})
 	}

@@ -58,11 +58,11 @@ type whyRun struct {
 
 // Register adds the routes to srv.
 func (r NotificationRoutes) Register(srv *api.Server) {
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/notifications", Tag: "notifications", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/notifications", Tag: "notifications", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "Recent notifications of a subscriber (or watcher), newest first",
 		Query:    []api.Param{{Name: "subscriber", Required: true}, {Name: "cursor"}, {Name: "limit", Type: "integer"}},
 		Response: notificationPage{}, Handler: r.list})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/notifications/:id/why", Tag: "notifications", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/notifications/:id/why", Tag: "notifications", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "Why a notification was sent: notification → transition → run → trace id",
 		Response: whyChain{}, Handler: r.why})
 }

@@ -44,7 +44,7 @@ type notificationStats struct {
 
 // Register adds the route to srv.
 func (r StatsRoutes) Register(srv *api.Server) {
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/stats/notifications", Tag: "stats", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/stats/notifications", Tag: "stats", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "Notifications by status and their latency per group from the hourly rollup of the notifier's history",
 		Query: append([]api.Param{{Name: "group_by", Description: "hour, day, flow, channel or event (default hour)"},
 			{Name: "channel"}}, api.StatsParams()...),

@@ -52,18 +52,18 @@ type preferencesBody struct {
 
 // Register adds the routes to srv.
 func (r SubscriberRoutes) Register(srv *api.Server) {
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/subscribers", Tag: "subscribers", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/subscribers", Tag: "subscribers", Scope: api.ScopeWrite, Class: api.ClassCreate,
 		Summary: "Subscribe someone: each destination gets an opt-in link and receives nothing else until it is confirmed; webhook secrets are shown only here",
 		Body:    subscriber.Subscriber{}, Response: subscriber.Subscriber{}, Status: http.StatusCreated, Handler: r.create})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscribers", Tag: "subscribers", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscribers", Tag: "subscribers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "List subscribers", Query: []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
 		Response: subscriberPage{}, Handler: r.list})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscribers/:id", Tag: "subscribers", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscribers/:id", Tag: "subscribers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One subscriber", Response: subscriber.Subscriber{}, Handler: r.get})
-	srv.Handle(api.Operation{Method: "PUT", Path: "/v1/subscribers/:id/preferences", Tag: "subscribers", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "PUT", Path: "/v1/subscribers/:id/preferences", Tag: "subscribers", Scope: api.ScopeWrite, Class: api.ClassChange,
 		Summary: "Replace a subscriber's preferences (include/exclude, quiet hours, channel switches, digest) and time zone",
 		Body:    preferencesBody{}, Response: subscriber.Subscriber{}, Handler: r.preferences})
-	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/subscribers/:id", Tag: "subscribers", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/subscribers/:id", Tag: "subscribers", Scope: api.ScopeWrite, Class: api.ClassChange,
 		Summary: "Remove a subscriber and every destination", Status: http.StatusNoContent, Handler: r.delete})
 	for _, op := range []api.Operation{
 		{Method: "GET", Path: notifier.ConfirmPath + ":token", Handler: r.confirmPage,
@@ -75,7 +75,7 @@ func (r SubscriberRoutes) Register(srv *api.Server) {
 		{Method: "POST", Path: notifier.UnsubscribePath + ":token", Handler: r.unsubscribe,
 			Summary: "Unsubscribe the destination of the token and send it a removal notice (also RFC 8058 one-click)"},
 	} {
-		op.Tag, op.Public, op.ContentType = "subscribers", true, "text/html"
+		op.Tag, op.Public, op.Class, op.ContentType = "subscribers", true, api.ClassPublic, "text/html"
 		srv.Handle(op)
 	}
 }

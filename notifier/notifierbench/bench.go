@@ -46,7 +46,7 @@ var Bench = flow.Bench{
 type config struct {
 	subscribers, messages, rate, copies, concurrency int
 	duration                                         time.Duration
-	history                                          bool
+	history, throttle                                bool
 	memProfile                                       string
 }
 
@@ -59,6 +59,7 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 	fs.IntVar(&c.copies, "copies", 1, "copies of the notifier-deliver stage")
 	fs.IntVar(&c.concurrency, "concurrency", 0, "sends in flight per stage copy (DeliverConfig.MaxInFlight); 0 takes the default")
 	fs.BoolVar(&c.history, "history", true, "record every delivery in the history (Redis and notify.history)")
+	fs.BoolVar(&c.throttle, "throttle", true, "the notifier's per-destination throttle, at the binary's defaults (false: off)")
 	fs.StringVar(&c.memProfile, "memprofile", "", "write an allocation profile of the throughput run to this file")
 	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error { return run(ctx, env, c) }}
 }
@@ -98,7 +99,7 @@ func run(ctx context.Context, env flow.BenchEnv, c config) error {
 			return err
 		}
 	}
-	th, err := throttle.New(env.Redis, throttle.Config{Disabled: true})
+	th, err := throttle.New(env.Redis, throttle.Config{Disabled: !c.throttle})
 	if err != nil {
 		return err
 	}
@@ -116,8 +117,8 @@ func run(ctx context.Context, env flow.BenchEnv, c config) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "bench notifier: %s, %d partitions, %d subscribers, %d stage copies, history %v, GOMAXPROCS %d\n",
-		env.RedisName, partitions, c.subscribers, c.copies, c.history, runtime.GOMAXPROCS(0))
+	fmt.Fprintf(env.Stdout, "bench notifier: %s, %d partitions, %d subscribers, %d stage copies, history %v, throttle %v, GOMAXPROCS %d\n",
+		env.RedisName, partitions, c.subscribers, c.copies, c.history, c.throttle, runtime.GOMAXPROCS(0))
 
 	// Throughput: a backlog of requests, then the stage drains it.
 	reqs := make([]notifier.Request, 0, 500)

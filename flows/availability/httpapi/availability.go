@@ -45,16 +45,16 @@ const recentTransitions = 20
 // Register adds the routes to srv.
 func (a AvailabilityRoutes) Register(srv *api.Server) {
 	limitParam := api.Param{Name: "limit", Type: "integer", Description: "page size, 1..1000 (default 100)"}
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/availability", Tag: "availability", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/availability", Tag: "availability", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "List entities of the projection, filtered and paged",
 		Query: []api.Param{{Name: "provider"}, {Name: "venue"}, {Name: "date", Description: "YYYY-MM-DD"},
 			{Name: "party_size", Type: "integer"}, {Name: "state", Description: "open or closed"},
 			{Name: "cursor", Description: "next_cursor of the previous page"}, limitParam},
 		Response: availabilityPage{}, Handler: a.list})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/availability/:key", Tag: "availability", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/availability/:key", Tag: "availability", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "One entity's projection and its recent transitions (key URL-escaped)",
 		Response: entityDetail{}, Handler: a.get})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/availability/:key/sessions", Tag: "availability", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/availability/:key/sessions", Tag: "availability", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One entity's availability sessions, newest first", Query: []api.Param{{Name: "cursor", Description: "next_cursor of the previous page"}, limitParam},
 		Response: sessionsPage{}, Handler: a.sessions})
 }

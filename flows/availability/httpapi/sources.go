@@ -40,15 +40,15 @@ type sourceDetail struct {
 
 // Register adds the routes to srv.
 func (r SourceRoutes) Register(srv *api.Server) {
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/sources", Tag: "sources", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/sources", Tag: "sources", Scope: api.ScopeWrite, Class: api.ClassCreate,
 		Summary: "Create or replace a source (provider, base URL, scopes, interval)",
 		Body:    collector.Source{}, Response: collector.Source{}, Status: http.StatusCreated, Handler: r.put})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sources", Tag: "sources", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sources", Tag: "sources", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "List sources (auth tokens redacted), by id", Query: []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
 		Response: sourcePage{}, Handler: r.list})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sources/:id", Tag: "sources", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sources/:id", Tag: "sources", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One source and its health", Response: sourceDetail{}, Handler: r.get})
-	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/sources/:id", Tag: "sources", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/sources/:id", Tag: "sources", Scope: api.ScopeWrite, Class: api.ClassChange,
 		Summary: "Delete a source; its history stays", Status: http.StatusNoContent, Handler: r.delete})
 }
 

@@ -54,7 +54,7 @@ type availabilityStats struct {
 
 // Register adds the routes to srv.
 func (r StatsRoutes) Register(srv *api.Server) {
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/stats/availability", Tag: "stats", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/stats/availability", Tag: "stats", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "Opens, closes, stable transitions and notifications sent per group from the hourly rollup; sessions by day, provider or venue",
 		Query: append([]api.Param{{Name: "group_by", Description: "hour, day, flow, scope, provider or venue (default hour)"},
 			{Name: "provider"}, {Name: "venue"}}, api.StatsParams()...),

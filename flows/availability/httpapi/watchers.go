@@ -27,22 +27,22 @@ type watcherPage struct {
 
 // Register adds the routes to srv.
 func (r WatcherRoutes) Register(srv *api.Server) {
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/watchers", Tag: "watchers", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/watchers", Tag: "watchers", Scope: api.ScopeWrite, Class: api.ClassCreate,
 		Summary: "Watch a venue, a date range, party sizes or a slot; the webhook secret is shown only here",
 		Body:    watch.Watcher{}, Response: watch.Watcher{}, Status: http.StatusCreated, Handler: r.create})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/watchers", Tag: "watchers", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/watchers", Tag: "watchers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "List watchers", Query: []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
 		Response: watcherPage{}, Handler: r.list})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One watcher", Response: watch.Watcher{}, Handler: r.get})
-	srv.Handle(api.Operation{Method: "PATCH", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "PATCH", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeWrite, Class: api.ClassChange,
 		Summary: "Change some fields of a watcher (those given); the result is validated as on creation",
 		Body:    watch.Patch{}, Response: watch.Watcher{}, Handler: r.patch})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/watchers/:id/pause", Tag: "watchers", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/watchers/:id/pause", Tag: "watchers", Scope: api.ScopeWrite, Class: api.ClassChange,
 		Summary: "Pause a watcher: it is told nothing until resumed", Response: watch.Watcher{}, Handler: r.pause(true)})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/watchers/:id/resume", Tag: "watchers", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/watchers/:id/resume", Tag: "watchers", Scope: api.ScopeWrite, Class: api.ClassChange,
 		Summary: "Resume a paused watcher", Response: watch.Watcher{}, Handler: r.pause(false)})
-	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeWrite, Class: api.ClassChange,
 		Summary: "Stop watching", Status: http.StatusNoContent, Handler: r.delete})
 }
 

@@ -90,7 +90,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 		}
 	}
 	srv, err := api.New(api.Config{Addr: "127.0.0.1:0", Logger: cfg.Telemetry.Logger, TracerProvider: cfg.Telemetry.TracerProvider,
-		MeterProvider: cfg.Telemetry.MeterProvider, RateLimit: api.RateLimitConfig{Disabled: true}}) // it measures throughput
+		MeterProvider: cfg.Telemetry.MeterProvider, RateLimit: cfg.RateLimit})
 	if err != nil {
 		return Result{}, err
 	}

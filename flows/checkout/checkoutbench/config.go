@@ -11,6 +11,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -44,6 +45,10 @@ type Config struct {
 	Copies int
 	// Partitions of the flow. Default 8.
 	Partitions int
+	// RateLimit is the API's rate limit: the binary's as configured
+	// (flow.BenchEnv.RateLimit), so the bench measures the defaults. Its
+	// zero value is the API's defaults.
+	RateLimit api.RateLimitConfig
 	// Telemetry instruments the stages and the API.
 	Telemetry stream.Telemetry
 	// Progress, when set, receives progress lines.

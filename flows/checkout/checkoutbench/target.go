@@ -4,7 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"io"
 	"runtime"
+	"strings"
 	"time"
 
 	"github.com/dropstream/dropstream/flow"
@@ -34,7 +36,13 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 	fs.IntVar(&bc.Rate, "rate", TargetRate, "checkouts/s of the latency run")
 	fs.DurationVar(&bc.LatencyDuration, "latency-duration", 10*time.Second, "length of the latency run")
 	fs.IntVar(&bc.Copies, "copies", 1, "copies of each stage")
+	limiter := fs.String("limiter", "on", "the API's rate limiter in each run, in order: on (the binary's, as --api-limits sets it), "+
+		"off, or a list (on,off runs both in one invocation and prints the throughput ratio on/off)")
 	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
+		modes, err := limiterModes(*limiter)
+		if err != nil {
+			return err
+		}
 		bc.Partitions = env.Settings.Partitions
 		bc = bc.WithDefaults()
 		if err := bc.Validate(); err != nil {
@@ -45,24 +53,73 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 		out := env.Stdout
 		fmt.Fprintf(out, "bench checkout: %s, %d items, %d users, %d orders, %d partitions, %d copies per stage, GOMAXPROCS %d\n",
 			env.RedisName, bc.Items, bc.Users, bc.Orders, bc.Partitions, bc.Copies, runtime.GOMAXPROCS(0))
-		res, err := Run(ctx, env.Redis, env.Publisher, bc)
-		if err != nil {
-			return err
+		perSecond := map[string][]float64{}
+		for _, mode := range modes {
+			bc.RateLimit = env.RateLimit
+			bc.RateLimit.Disabled = env.RateLimit.Disabled || mode == "off"
+			limits := bc.RateLimit.String()
+			if limits == "" {
+				limits = "the defaults"
+			}
+			fmt.Fprintf(out, "[limiter %s: %s]\n", mode, limits)
+			res, err := Run(ctx, env.Redis, env.Publisher, bc)
+			if err != nil {
+				return err
+			}
+			report(out, bc, res)
+			perSecond[mode] = append(perSecond[mode], res.Throughput.PerSecond())
 		}
-		t, l := res.Throughput, res.Latency
-		fmt.Fprintf(out, "setup: batch_init in %s\n", res.Setup.Round(time.Millisecond))
-		fmt.Fprintf(out, "(a) throughput, %d clients: %d checkouts (%d ok, %d failed, %d errors) in %s = %.0f/s, p50 %s, p99 %s [target ≥ %d/s: %s]\n",
-			bc.Clients, t.Checkouts, t.OK, t.Failed, t.Errors, t.Elapsed.Round(time.Millisecond), t.PerSecond(),
-			t.P50.Round(10*time.Microsecond), t.P99.Round(10*time.Microsecond), TargetCheckoutsPerSecond,
-			flow.Verdict(t.PerSecond() >= TargetCheckoutsPerSecond))
-		fmt.Fprintf(out, "(b) latency at %d/s: %d checkouts (%d ok, %d failed, %d errors), p50 %s, p99 %s, max %s [target p99 ≤ %dms: %s]\n",
-			bc.Rate, l.Checkouts, l.OK, l.Failed, l.Errors, l.P50.Round(10*time.Microsecond), l.P99.Round(10*time.Microsecond),
-			l.Max.Round(10*time.Microsecond), TargetP99Millis, flow.Verdict(l.P99 <= TargetP99Millis*time.Millisecond))
-		fmt.Fprintf(out, "(c) consistency: %d orders checked, %d inconsistencies [target 0: %s]\n",
-			res.Checked, len(res.Inconsistencies), flow.Verdict(len(res.Inconsistencies) == 0))
-		for _, s := range res.Inconsistencies {
-			fmt.Fprintln(out, "   ", s)
+		if on, off := perSecond["on"], perSecond["off"]; len(on) > 0 && len(off) > 0 {
+			ratio := mean(on) / mean(off)
+			fmt.Fprintf(out, "limiter on / off: %.0f/s / %.0f/s = %.2f [target ≥ %.1f: %s]\n",
+				mean(on), mean(off), ratio, TargetLimiterRatio, flow.Verdict(ratio >= TargetLimiterRatio))
 		}
 		return nil
 	}}
+}
+
+// TargetLimiterRatio is the least throughput of the checkout bench with
+// the default limiter on, as a share of the same bench with it off.
+const TargetLimiterRatio = 0.9
+
+// limiterModes parses --limiter: a comma list of on and off.
+func limiterModes(s string) ([]string, error) {
+	var modes []string
+	for _, m := range strings.Split(s, ",") {
+		m = strings.TrimSpace(m)
+		if m != "on" && m != "off" {
+			return nil, fmt.Errorf("checkoutbench: --limiter %q: want on, off or a comma list of them", s)
+		}
+		modes = append(modes, m)
+	}
+	if len(modes) > 10 {
+		return nil, fmt.Errorf("checkoutbench: --limiter: at most 10 runs")
+	}
+	return modes, nil
+}
+
+func mean(xs []float64) float64 {
+	sum := 0.0
+	for _, x := range xs {
+		sum += x
+	}
+	return sum / float64(len(xs))
+}
+
+// report prints the figures of one run.
+func report(out io.Writer, bc Config, res Result) {
+	t, l := res.Throughput, res.Latency
+	fmt.Fprintf(out, "setup: batch_init in %s\n", res.Setup.Round(time.Millisecond))
+	fmt.Fprintf(out, "(a) throughput, %d clients: %d checkouts (%d ok, %d failed, %d errors) in %s = %.0f/s, p50 %s, p99 %s [target ≥ %d/s: %s]\n",
+		bc.Clients, t.Checkouts, t.OK, t.Failed, t.Errors, t.Elapsed.Round(time.Millisecond), t.PerSecond(),
+		t.P50.Round(10*time.Microsecond), t.P99.Round(10*time.Microsecond), TargetCheckoutsPerSecond,
+		flow.Verdict(t.PerSecond() >= TargetCheckoutsPerSecond))
+	fmt.Fprintf(out, "(b) latency at %d/s: %d checkouts (%d ok, %d failed, %d errors), p50 %s, p99 %s, max %s [target p99 ≤ %dms: %s]\n",
+		bc.Rate, l.Checkouts, l.OK, l.Failed, l.Errors, l.P50.Round(10*time.Microsecond), l.P99.Round(10*time.Microsecond),
+		l.Max.Round(10*time.Microsecond), TargetP99Millis, flow.Verdict(l.P99 <= TargetP99Millis*time.Millisecond))
+	fmt.Fprintf(out, "(c) consistency: %d orders checked, %d inconsistencies [target 0: %s]\n",
+		res.Checked, len(res.Inconsistencies), flow.Verdict(len(res.Inconsistencies) == 0))
+	for _, s := range res.Inconsistencies {
+		fmt.Fprintln(out, "   ", s)
+	}
 }

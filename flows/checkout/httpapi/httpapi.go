@@ -93,8 +93,14 @@ type (
 // Register adds the contract's routes over the checkout flow f to srv.
 func Register(srv *api.Server, f *checkout.Flow) {
 	r := routes{f: f}
+	// The contract's routes are ClassContract, sized for its checkout
+	// target; its batch inits are an operator's (admin).
 	op := func(method, path, summary string, scope api.Scope, resp any, h fiber.Handler) {
-		srv.Handle(api.Operation{Method: method, Path: path, Summary: summary, Tag: "checkout", Scope: scope, Response: resp, Handler: h})
+		class := api.ClassContract
+		if scope == api.ScopeAdmin {
+			class = api.ClassAdmin
+		}
+		srv.Handle(api.Operation{Method: method, Path: path, Summary: summary, Tag: "checkout", Scope: scope, Class: class, Response: resp, Handler: h})
 	}
 	w, rd, adm := api.ScopeWrite, api.ScopeRead, api.ScopeAdmin
 	op("POST", "/stock/item/create/:price", "Create an item with stock 0", w, itemID{}, r.createItem)
@@ -115,11 +121,11 @@ func Register(srv *api.Server, f *checkout.Flow) {
 		w, checkoutOut{}, r.checkout)
 	op("POST", "/orders/batch_init/:n/:n_items/:n_users/:item_price", "Create or reset orders \"0\"..\"n-1\" of two random items each", adm,
 		message{}, r.batchOrders)
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sagas/:order_id", Tag: "checkout", Scope: rd,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sagas/:order_id", Tag: "checkout", Scope: rd, Class: api.ClassRead,
 		Summary: "The checkout timeline of an order, newest attempt first (at most 20): each attempt's steps (request, " +
 			"outcome, compensation) from Redis while its saga is kept, its answer and counts from ClickHouse afterwards, with trace ids",
 		Response: checkout.Timeline{}, Handler: r.timeline})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/admin/sagas/:order_id/cancel", Tag: "checkout", Scope: adm,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/admin/sagas/:order_id/cancel", Tag: "checkout", Scope: adm, Class: api.ClassAdmin,
 		Summary: "Cancel an order's running checkout attempt (one stuck on a participant): its silent parts are recorded " +
 			"cancelled and every effect it applied is undone, exactly once; a repeated cancel answers the same. " +
 			"404 without an attempt, 409 when the attempt succeeded (paid) or failed without a cancel",

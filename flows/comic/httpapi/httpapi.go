@@ -65,32 +65,32 @@ type transactionIn struct {
 // Register adds the comic flow f's routes to srv.
 func Register(srv *api.Server, f *comic.Flow) {
 	r := routes{f: f}
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/schemas/comic.json", Tag: "comics", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/schemas/comic.json", Tag: "comics", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:     "The comic JSON Schema (a subscription body is a partial comic)",
 		ContentType: "application/schema+json", Response: map[string]any{}, Handler: r.schema})
 	for _, p := range []string{"/v1/comics", "/comics"} {
-		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite,
+		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite, Class: api.ClassContract,
 			Summary: "List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)",
 			Body:    comic.Comic{}, Response: createdComic{}, Status: http.StatusCreated, OtherStatuses: []int{http.StatusOK}, Handler: r.createComic})
 	}
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/patterns/stats", Tag: "comics", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/patterns/stats", Tag: "comics", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "Subscriptions per SearchPattern (with shards) and the diversity of each field",
 		Response: comic.Stats{}, Handler: r.stats})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/:id", Tag: "comics", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/:id", Tag: "comics", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "A comic's listing, notification job status and sales",
 		Response: comicDetail{}, Handler: r.getComic})
 	for _, p := range []string{"/v1/subscriptions", "/subscriptions"} {
-		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite,
+		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite, Class: api.ClassCreate,
 			Summary: "Subscribe an email to comics matching a partial comic; 409 for a duplicate (email, body)",
 			Body:    subscriptionIn{}, Response: comic.Subscription{}, Status: http.StatusCreated, Handler: r.subscribe})
 	}
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscriptions", Tag: "comics", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscriptions", Tag: "comics", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "The subscriptions of an email, by id", Query: []api.Param{{Name: "email", Required: true}, {Name: "cursor"}, {Name: "limit", Type: "integer"}},
 		Response: subscriptionPage{}, Handler: r.listSubscriptions})
-	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/subscriptions/:id", Tag: "comics", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/subscriptions/:id", Tag: "comics", Scope: api.ScopeWrite, Class: api.ClassChange,
 		Summary: "Unsubscribe", Status: http.StatusNoContent, Handler: r.deleteSubscription})
 	for _, p := range []string{"/v1/completetransaction", "/completetransaction"} {
-		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite,
+		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite, Class: api.ClassContract,
 			Summary: "Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out",
 			Body:    transactionIn{}, Response: comic.Receipt{}, Handler: r.purchase})
 	}

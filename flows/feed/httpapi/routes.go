@@ -55,40 +55,40 @@ type routes struct {
 func Register(srv *api.Server, fl *feed.Flow) {
 	f := routes{f: fl, store: fl.Store()}
 	tag := "feeds"
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusCreated,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassCreate, Status: http.StatusCreated,
 		Summary: "Add a feed (its id derives from its URL; adding it again returns it with 200)", Body: feed.Feed{}, Response: feed.Feed{},
 		OtherStatuses: []int{http.StatusOK}, Handler: f.postFeed})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "List feeds with their latest poll, by id", Query: pageParams, Response: feedPage{}, Handler: f.listFeeds})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id", Tag: tag, Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One feed with its latest poll", Response: FeedView{}, Handler: f.getFeed})
-	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange, Status: http.StatusNoContent,
 		Summary: "Remove a feed and its items (409 while it has subscribables)", Handler: f.deleteFeed})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/items", Tag: tag, Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/items", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "A feed's items by first seen, with state and timestamps", Response: itemPage{},
 		Query: pageParams, Handler: f.listItems})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/items/:iid/exclude", Tag: tag, Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/items/:iid/exclude", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange,
 		Summary: "Exclude an unassigned item: it is never sent", Response: excludedItem{}, Handler: f.excludeItem})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusCreated,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassCreate, Status: http.StatusCreated,
 		Summary: "Define a subscription (each item, daily, weekly, every n)", Body: feed.Subscribable{}, Response: feed.Subscribable{},
 		OtherStatuses: []int{http.StatusOK}, Handler: f.postSubscribable})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "A feed's subscribables, by name", Query: pageParams, Response: subscribablePage{}, Handler: f.listSubscribables})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One subscribable", Response: feed.Subscribable{}, Handler: f.getSubscribable})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/collections", Tag: tag, Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/collections", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "A subscribable's collections: the open ones (opened, due) and the completed ones waiting for their delivery (delivered ones are deleted)",
 		Query:   pageParams, Response: collectionPage{}, Handler: f.listCollections})
-	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange, Status: http.StatusNoContent,
 		Summary: "Remove a subscribable and its subscriptions", Handler: f.deleteSubscribable})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassCreate,
 		Status: http.StatusCreated, OtherStatuses: []int{http.StatusOK}, Body: subscribeBody{}, Response: feed.Subscription{},
 		Summary: "Subscribe a destination: e-mail and webhook destinations are notifier subscribers, unconfirmed until the notifier's opt-in link sent to them is followed (an address already confirmed there is confirmed at once); a webhook secret is shown only when its notifier destination is created", Handler: f.postSubscription})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "A subscribable's subscriptions, confirmed as the notifier says (unsubscribed ones are left out), by id", Query: pageParams, Response: subscriptionPage{}, Handler: f.listSubscriptions})
-	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feed-subscriptions/:sid", Tag: tag, Scope: api.ScopeWrite, Status: http.StatusNoContent,
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feed-subscriptions/:sid", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange, Status: http.StatusNoContent,
 		Summary: "Remove a subscription", Handler: f.deleteSubscription})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/resume", Tag: tag, Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/resume", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange,
 		Summary: "Poll a gone or dead feed again (its halt and its run of failures forgotten); a polled feed is left as it is", Response: FeedView{},
 		Handler: f.resumeFeed})
 	f.registerWebSub(srv)

@@ -29,10 +29,10 @@ var webSubParams = []api.Param{
 // hub calls (no API key; a push proves itself by its HMAC signature).
 func (f routes) registerWebSub(srv *api.Server) {
 	path := feed.WebSubPath + ":id"
-	srv.Handle(api.Operation{Method: "GET", Path: path, Tag: "feeds", Public: true, ContentType: "text/plain", Query: webSubParams,
+	srv.Handle(api.Operation{Method: "GET", Path: path, Tag: "feeds", Public: true, Class: api.ClassPublic, ContentType: "text/plain", Query: webSubParams,
 		Summary: "WebSub verification of intent: a hub confirms a subscription the flow asked for (the challenge is echoed back) or says it denied it; anything else is 404",
 		Handler: f.verifyWebSub})
-	srv.Handle(api.Operation{Method: "POST", Path: path, Tag: "feeds", Public: true, Status: http.StatusAccepted,
+	srv.Handle(api.Operation{Method: "POST", Path: path, Tag: "feeds", Public: true, Class: api.ClassPublic, Status: http.StatusAccepted,
 		Summary: "WebSub content distribution: the hub pushes the feed's new content (RSS or Atom, signed with X-Hub-Signature: sha1=, sha256= or sha512= HMAC of the body with the subscription's secret); it goes through the same item pipeline as a poll. 403 for a bad signature, 404 without an active subscription",
 		Handler: f.pushWebSub})
 }

@@ -31,26 +31,26 @@ type offerPage struct {
 // Register adds the sell-offer routes over the flow f to srv.
 func Register(srv *api.Server, f *offer.Flow) {
 	r := routes{f: f}
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/offers", Tag: "offers", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/offers", Tag: "offers", Scope: api.ScopeWrite, Class: api.ClassCreate,
 		Summary: "Create or replace a sell offer (201 created, 200 replaced); its handler is recorded in the SellOffers index",
 		Body:    offer.Offer{}, Response: offer.Offer{}, Status: http.StatusCreated, OtherStatuses: []int{http.StatusOK}, Handler: r.put})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/offers", Tag: "offers", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/offers", Tag: "offers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "List sell offers, or those of one product or seller (through the TranslateIds cache)",
 		Query:    []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}, {Name: "productId"}, {Name: "sellerId"}},
 		Response: offerPage{}, Handler: r.list})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/offers/:id", Tag: "offers", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/offers/:id", Tag: "offers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One sell offer", Response: offer.Offer{}, Handler: r.get})
-	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/offers/:id", Tag: "offers", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/offers/:id", Tag: "offers", Scope: api.ScopeWrite, Class: api.ClassChange,
 		Summary: "Delete a sell offer", Status: http.StatusNoContent, Handler: r.delete})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/offers/search", Tag: "offers", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/offers/search", Tag: "offers", Scope: api.ScopeRead, Class: api.ClassCreate,
 		Summary: "Complex filter search: 200 with the matches once the logical result is complete (cached, joined or " +
 			"computed by every handler), or 202 with the result id and status processing after a bounded wait",
 		Body: offer.SearchRequest{}, Response: offer.SearchResponse{}, OtherStatuses: []int{http.StatusAccepted}, Handler: r.search})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/offers/results/:id", Tag: "offers", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/offers/results/:id", Tag: "offers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "A page of a logical result: status processing, complete or expired",
 		Query:    []api.Param{{Name: "offset", Type: "integer"}, {Name: "limit", Type: "integer"}},
 		Response: offer.Result{}, Handler: r.result})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/offers/order-price", Tag: "offers", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/offers/order-price", Tag: "offers", Scope: api.ScopeRead, Class: api.ClassCreate,
 		Summary: "The price of an order (offer quantities, location, delivery and payment method) from the orderPrice " +
 			"cache: status complete with the price, error with the reason, or processing",
 		Body: offer.OrderPriceRequest{}, Response: offer.OrderPrice{}, Handler: r.orderPrice})

@@ -14,18 +14,18 @@ import (
 // whose result the flow keeps current, telling a notifier subscriber each
 // time it changes.
 func registerStanding(srv *api.Server, r routes) {
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/standing-searches", Tag: "offers", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "POST", Path: "/v1/standing-searches", Tag: "offers", Scope: api.ScopeWrite, Class: api.ClassCreate,
 		Summary: "Create a standing search: its result is kept current as offers change, and the notifier subscriber is " +
 			"told of each change once (per search and result version); 409 quota_exceeded at the caller's cap",
 		Body: offer.StandingRequest{}, Response: offer.StandingSearch{}, Status: http.StatusCreated, Handler: r.createStanding})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/standing-searches", Tag: "offers", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/standing-searches", Tag: "offers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "The caller's standing searches, a page in id order",
 		Query:   []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}}, Response: api.Page[offer.StandingSearch]{},
 		Handler: r.listStanding})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/standing-searches/:id", Tag: "offers", Scope: api.ScopeRead,
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/standing-searches/:id", Tag: "offers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One of the caller's standing searches, with its result's version and size", Response: offer.StandingSearch{},
 		Handler: r.getStanding})
-	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/standing-searches/:id", Tag: "offers", Scope: api.ScopeWrite,
+	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/standing-searches/:id", Tag: "offers", Scope: api.ScopeWrite, Class: api.ClassChange,
 		Summary: "Delete one of the caller's standing searches", Status: http.StatusNoContent, Handler: r.deleteStanding})
 }
 
