@@ -65,7 +65,7 @@ func (c soakConfig) settle() time.Duration {
 	if c.Settle > 0 {
 		return c.Settle
 	}
-	return max(c.Every, (c.Duration/2).Truncate(c.Every))
+	return max(c.Every, (c.Duration / 2).Truncate(c.Every))
 }
 
 func runBenchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) error {
