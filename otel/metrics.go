@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"net/http"
 	"os"
+	"regexp"
 	"strings"
 	"sync"
 
@@ -99,7 +100,10 @@ type meterSetup struct {
 func newMeterProvider(ctx context.Context, res *resource.Resource) (meterSetup, error) {
 	reg := prometheus.NewRegistry()
 	for _, c := range []prometheus.Collector{
-		collectors.NewGoCollector(),
+		// The Go collector's defaults plus the live heap after the last
+		// GC (go_gc_heap_live_bytes), the figure a leak shows in first.
+		collectors.NewGoCollector(collectors.WithGoCollectorRuntimeMetrics(
+			collectors.GoRuntimeMetricsRule{Matcher: regexp.MustCompile(`^/gc/heap/live:bytes$`)})),
 		collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}),
 	} {
 		if err := reg.Register(c); err != nil {

@@ -164,7 +164,7 @@ func TestSetup_metricsHandlerServesCounter(t *testing.T) {
 		}
 	}
 
-	for _, name := range []string{"go_goroutines", "process_cpu_seconds_total", "target_info"} {
+	for _, name := range []string{"go_goroutines", "go_gc_heap_live_bytes", "process_resident_memory_bytes", "process_cpu_seconds_total", "target_info"} {
 		if fams[name] == nil {
 			t.Errorf("%s missing from /metrics", name)
 		}

@@ -42,3 +42,26 @@ func TestEmbedded_boundTTLsShortensOnlyLongerTTLs(t *testing.T) {
 		}
 	}
 }
+
+// TestAgingWait_boundedStep: the wait between two steps of the embedded
+// Redis's aging is agingShare times the last step, never under expiryTick
+// and never over maxAgingWait, so a key renewed every third of a 15s TTL
+// cannot expire at a jump of the clock.
+func TestAgingWait_boundedStep(t *testing.T) {
+	for _, tc := range []struct {
+		took, want time.Duration
+	}{
+		{0, expiryTick},
+		{time.Millisecond, expiryTick},
+		{10 * time.Millisecond, agingShare * 10 * time.Millisecond},
+		{time.Second, maxAgingWait},
+		{time.Minute, maxAgingWait},
+	} {
+		if got := agingWait(tc.took); got != tc.want {
+			t.Errorf("agingWait(%s) = %s, want %s", tc.took, got, tc.want)
+		}
+	}
+	if maxAgingWait >= 15*time.Second*2/3 {
+		t.Errorf("maxAgingWait %s lets a 15s lease renewed every 5s expire at a step", maxAgingWait)
+	}
+}

@@ -71,9 +71,22 @@ const expiryTick = 50 * time.Millisecond
 // of aging walks every key under the server's lock (miniredis sorts them
 // all), so the next step waits agingShare times as long as the last one
 // took. With a few hundred thousand keys TTLs then count down in steps of
-// seconds rather than expiryTick, and commands wait on the aging at most
-// 1/agingShare of the time.
+// up to maxAgingWait rather than expiryTick, and commands wait on the
+// aging at most 1/agingShare of the time (more once the cap holds: a
+// keyspace whose one step takes over 40ms).
 const agingShare = 50
+
+// maxAgingWait bounds the time between two steps of aging. The clock
+// stands still between steps and then jumps: a key renewed in between
+// (a consumer lease renewed every third of its 15s life) expires at the
+// jump if the step is longer than what remained of its TTL.
+const maxAgingWait = 2 * time.Second
+
+// agingWait is the wait before the next step of aging after one that took
+// took: agingShare times it, at least expiryTick and at most maxAgingWait.
+func agingWait(took time.Duration) time.Duration {
+	return min(maxAgingWait, max(expiryTick, agingShare*took))
+}
 
 // StartEmbedded starts an in-process Redis on a free loopback port. Its
 // keys expire on the wall clock, as on a real Redis (miniredis, made for
@@ -100,7 +113,7 @@ func StartEmbedded() (*Embedded, error) {
 
 // age moves the server's clock with the wall clock until Close, one step
 // every expiryTick or, when a step is slow (many keys), agingShare times
-// the step's duration.
+// the step's duration, up to maxAgingWait.
 func (e *Embedded) age() {
 	defer close(e.done)
 	last := time.Now()
@@ -111,10 +124,14 @@ func (e *Embedded) age() {
 		case <-e.stop:
 			t.Stop()
 			return
-		case now := <-t.C:
+		case <-t.C:
+			// The step is timed from its own start, not from the timer's
+			// firing: on a busy machine the goroutine runs late, and that
+			// delay, multiplied, would freeze the clock for seconds.
+			now := time.Now()
 			e.srv.FastForward(now.Sub(last))
 			last = now
-			wait = max(expiryTick, agingShare*time.Since(now))
+			wait = agingWait(time.Since(now))
 		}
 	}
 }

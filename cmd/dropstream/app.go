@@ -133,6 +133,14 @@ func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, st
 		a.closers = append(a.closers, func() { _ = ch.Close() })
 	}
 	a.pub = stream.NewPublisher(rdb, a.tel)
+	if cfg.PprofAddr != "" {
+		stop, err := servePprof(cfg.PprofAddr, logger)
+		if err != nil {
+			a.close()
+			return nil, err
+		}
+		a.closers = append(a.closers, stop)
+	}
 	return a, nil
 }
 

@@ -28,6 +28,7 @@ var benchTargets = []benchTarget{
 		func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runBenchStream(ctx, append([]string{"stream"}, args...), stdout, stderr)
 		}},
+	{"soak", "demo and run, idle and under a light load, side by side for an hour: RSS, live heap, goroutines, Redis keys", runBenchSoak},
 }
 
 // allBenchTargets are the binary's own targets and every flow's.

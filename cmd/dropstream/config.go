@@ -57,6 +57,9 @@ type Config struct {
 	// replicas of one compose service get ids of their own. Empty: new
 	// consumer names for every process.
 	Instance string
+	// PprofAddr is a loopback host:port serving net/http/pprof
+	// (/debug/pprof/); empty, the default, serves none.
+	PprofAddr string
 	// JaegerUIURL is the trace UI the console links traces to; empty: no
 	// links.
 	JaegerUIURL string
@@ -184,6 +187,7 @@ func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string
 	envInt(fs, &c.Partitions, "partitions", "DROPSTREAM_PARTITIONS", 8, "stream partitions per flow, fixed for a deployment")
 	envString(fs, &c.LogFormat, "log-format", "DROPSTREAM_LOG_FORMAT", logFormat, "log format: json or text")
 	envString(fs, &c.LogLevel, "log-level", "DROPSTREAM_LOG_LEVEL", "info", "log level: debug, info, warn, error")
+	envString(fs, &c.PprofAddr, "pprof-addr", "DROPSTREAM_PPROF_ADDR", "", "loopback host:port serving Go profiles at /debug/pprof/ (heap, goroutine, CPU); empty serves none")
 	envString(fs, &c.JaegerUIURL, "jaeger-ui-url", "DROPSTREAM_JAEGER_UI_URL", "", "base `URL` of a Jaeger UI the console links each trace to (<url>/trace/<id>); empty: no links")
 	envString(fs, &c.Instance, "instance", "DROPSTREAM_INSTANCE", "", "stable identity of this process across restarts, unique among live processes ({hostname} stands for the host name); empty gives new consumer names each start")
 	return fs
@@ -269,6 +273,9 @@ func (c Config) Validate() error {
 		if _, _, err := net.SplitHostPort(c.APIAddr); err != nil {
 			errs = append(errs, fmt.Errorf("api address %q: want host:port or :port", c.APIAddr))
 		}
+	}
+	if err := validatePprofAddr(c.PprofAddr); err != nil {
+		errs = append(errs, err)
 	}
 	if err := api.ValidateAPIKeys(c.APIKeys); err != nil {
 		errs = append(errs, fmt.Errorf("api keys (DROPSTREAM_API_KEYS): %w", err))

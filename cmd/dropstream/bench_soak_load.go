@@ -1,0 +1,157 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"maps"
+	"net/http"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// soakLoad drives a light, steady load over a process's API: one request
+// per tick, going round a cycle of the availability read, a whole checkout
+// (an item with stock, a user with funds, an order of the item, its
+// checkout) and, every tenth round, a log watcher created or deleted (at
+// most soakWatchers live). Nothing it asks for reaches outside the machine.
+type soakLoad struct {
+	base   string
+	every  time.Duration
+	client *http.Client
+
+	mu       sync.Mutex
+	byStatus map[string]int // "200", "error", …
+}
+
+// soakWatchers is the most watchers the load keeps at once.
+const soakWatchers = 5
+
+func newSoakLoad(base string, rate float64) *soakLoad {
+	return &soakLoad{base: base, every: time.Duration(float64(time.Second) / rate),
+		client: &http.Client{Timeout: 30 * time.Second}, byStatus: map[string]int{}}
+}
+
+// soakStep is one request of the cycle: its method and path (with the ids
+// it needs), and the JSON field of the answer it keeps.
+type soakStep struct {
+	method, path, body string
+	keep               string
+}
+
+// cycle is the requests of round n, given the ids kept so far.
+func (l *soakLoad) cycle(n int, ids map[string]string, watchers []string) []soakStep {
+	steps := []soakStep{
+		{method: "GET", path: "/v1/availability?limit=20"},
+		{method: "POST", path: "/stock/item/create/3", keep: "item_id"},
+		{method: "POST", path: "/stock/add/{item_id}/2"},
+		{method: "POST", path: "/payment/create_user", keep: "user_id"},
+		{method: "POST", path: "/payment/add_funds/{user_id}/10"},
+		{method: "POST", path: "/orders/create/{user_id}", keep: "order_id"},
+		{method: "POST", path: "/orders/addItem/{order_id}/{item_id}"},
+		{method: "POST", path: "/orders/checkout/{order_id}"},
+	}
+	if n%10 == 9 {
+		if len(watchers) < soakWatchers {
+			steps = append(steps, soakStep{method: "POST", path: "/v1/watchers", keep: "id",
+				body: fmt.Sprintf(`{"name":"soak %d","provider":"simulator","channel":"log","party_sizes":[2]}`, n)})
+		} else {
+			steps = append(steps, soakStep{method: "DELETE", path: "/v1/watchers/" + watchers[0]})
+		}
+	}
+	for i := range steps {
+		for k, v := range ids {
+			steps[i].path = strings.ReplaceAll(steps[i].path, "{"+k+"}", v)
+		}
+	}
+	return steps
+}
+
+// run sends the load until ctx ends.
+func (l *soakLoad) run(ctx context.Context) {
+	t := time.NewTicker(l.every)
+	defer t.Stop()
+	var watchers []string
+	for n := 0; ; n++ {
+		ids := map[string]string{}
+		for i := 0; ; i++ {
+			steps := l.cycle(n, ids, watchers)
+			if i >= len(steps) {
+				break
+			}
+			select {
+			case <-ctx.Done():
+				return
+			case <-t.C:
+			}
+			s := steps[i]
+			got, ok := l.do(ctx, s)
+			switch {
+			case s.keep == "id" && ok:
+				watchers = append(watchers, got)
+			case s.method == "DELETE":
+				watchers = watchers[1:] // deleted, or gone: either way not kept
+			case s.keep != "" && ok:
+				ids[s.keep] = got
+			}
+		}
+	}
+}
+
+// do sends one step and counts its answer; it returns the kept field.
+func (l *soakLoad) do(ctx context.Context, s soakStep) (string, bool) {
+	var body io.Reader
+	if s.body != "" {
+		body = strings.NewReader(s.body)
+	}
+	req, err := http.NewRequestWithContext(ctx, s.method, l.base+s.path, body)
+	if err != nil {
+		l.count("error")
+		return "", false
+	}
+	if s.body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := l.client.Do(req)
+	if err != nil {
+		if ctx.Err() == nil {
+			l.count("error")
+		}
+		return "", false
+	}
+	defer resp.Body.Close()
+	l.count(fmt.Sprint(resp.StatusCode))
+	if s.keep == "" || resp.StatusCode/100 != 2 {
+		_, _ = io.Copy(io.Discard, resp.Body)
+		return "", false
+	}
+	var out map[string]any
+	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
+		return "", false
+	}
+	v, ok := out[s.keep].(string)
+	return v, ok && v != ""
+}
+
+func (l *soakLoad) count(status string) {
+	l.mu.Lock()
+	l.byStatus[status]++
+	l.mu.Unlock()
+}
+
+// summary is the answers so far by status, as "200:1234 400:5".
+func (l *soakLoad) summary() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(l.byStatus)) {
+		parts = append(parts, fmt.Sprintf("%s:%d", k, l.byStatus[k]))
+	}
+	if len(parts) == 0 {
+		return "none yet"
+	}
+	return strings.Join(parts, " ")
+}

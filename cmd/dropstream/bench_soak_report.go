@@ -1,0 +1,216 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/prometheus/common/expfmt"
+	"github.com/prometheus/common/model"
+)
+
+// soakMaxGrowth is the most a figure may grow from the settle sample to
+// the end.
+const soakMaxGrowth = 0.10
+
+// soakSample is one process's figures at one time.
+type soakSample struct {
+	At time.Duration
+	// RSS is process_resident_memory_bytes; Heap go_gc_heap_live_bytes
+	// (the heap marked live by the last GC); Goroutines go_goroutines.
+	RSS, Heap, Goroutines float64
+	// Keys is DBSIZE of the process's Redis.
+	Keys int64
+}
+
+// soakFigures are the metrics a sample reads from /metrics.
+var soakFigures = []string{"process_resident_memory_bytes", "go_gc_heap_live_bytes", "go_goroutines"}
+
+// parseSoakMetrics reads the sample's process figures from a Prometheus
+// text exposition; a figure missing is an error.
+func parseSoakMetrics(r io.Reader) (soakSample, error) {
+	parser := expfmt.NewTextParser(model.UTF8Validation)
+	fams, err := parser.TextToMetricFamilies(r)
+	if err != nil {
+		return soakSample{}, fmt.Errorf("parse /metrics: %w", err)
+	}
+	vals := make([]float64, len(soakFigures))
+	for i, name := range soakFigures {
+		f, ok := fams[name]
+		if !ok || len(f.GetMetric()) == 0 {
+			return soakSample{}, fmt.Errorf("/metrics has no %s", name)
+		}
+		m := f.GetMetric()[0]
+		vals[i] = m.GetGauge().GetValue() + m.GetUntyped().GetValue() + m.GetCounter().GetValue()
+	}
+	return soakSample{RSS: vals[0], Heap: vals[1], Goroutines: vals[2]}, nil
+}
+
+// sample reads the process's /metrics and its Redis's DBSIZE.
+func (p *soakProc) sample(ctx context.Context, at time.Duration) (soakSample, error) {
+	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.api+"/metrics", nil)
+	if err != nil {
+		return soakSample{}, err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return soakSample{}, err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return soakSample{}, fmt.Errorf("/metrics: %s", resp.Status)
+	}
+	s, err := parseSoakMetrics(resp.Body)
+	if err != nil {
+		return soakSample{}, err
+	}
+	s.At = at
+	if s.Keys, err = p.rdb.DBSize(ctx).Result(); err != nil {
+		return soakSample{}, fmt.Errorf("dbsize: %w", err)
+	}
+	return s, nil
+}
+
+// heapProfile saves the process's heap profile (after a GC) to path; a
+// failure is reported on the line, not fatal.
+func (p *soakProc) heapProfile(ctx context.Context, path string) {
+	err := func() error {
+		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprof+"/debug/pprof/heap?gc=1", nil)
+		if err != nil {
+			return err
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return err
+		}
+		defer resp.Body.Close()
+		f, err := os.Create(path)
+		if err != nil {
+			return err
+		}
+		if _, err := io.Copy(f, resp.Body); err != nil {
+			f.Close()
+			return err
+		}
+		return f.Close()
+	}()
+	if err != nil {
+		fmt.Fprintf(os.Stderr, "soak: heap profile of %s: %v\n", p.name, err)
+	}
+}
+
+func mib(b float64) string { return fmt.Sprintf("%.1f MiB", b/(1<<20)) }
+
+// line is the sample as one printed line.
+func (s soakSample) line(name string, l *soakLoad) string {
+	out := fmt.Sprintf("%8s  %-12s rss %10s  heap %10s  goroutines %5.0f  redis keys %7d",
+		s.At, name, mib(s.RSS), mib(s.Heap), s.Goroutines, s.Keys)
+	if l != nil {
+		out += "  load " + l.summary()
+	}
+	return out
+}
+
+// soakRow is one process's verdict: its figures at the settle sample and
+// at the end, and their growth.
+type soakRow struct {
+	Name string
+	// Base is the last sample at or before the settle time; End the last
+	// sample; Peak the largest of each figure after Base.
+	Base, End, Peak soakSample
+	// Growth of each figure from Base to End (0.05 is 5%).
+	RSS, Heap, Goroutines, Keys float64
+	// KeysBounded says the keys count in the verdict: the demo's embedded
+	// Redis lives in the process and bounds its records; `run`'s Redis
+	// keeps records for days by design.
+	KeysBounded bool
+}
+
+// growth is (end-base)/base; 0 when both are 0.
+func growth(base, end float64) float64 {
+	if base == 0 {
+		if end == 0 {
+			return 0
+		}
+		return 1
+	}
+	return (end - base) / base
+}
+
+// soakRowOf is the row of samples (in time order, at least one after
+// settle).
+func soakRowOf(name string, keysBounded bool, samples []soakSample, settle time.Duration) soakRow {
+	r := soakRow{Name: name, KeysBounded: keysBounded}
+	if len(samples) == 0 {
+		return r
+	}
+	r.Base, r.End = samples[0], samples[len(samples)-1]
+	for _, s := range samples {
+		if s.At <= settle {
+			r.Base = s
+		}
+	}
+	for _, s := range samples {
+		if s.At > r.Base.At {
+			r.Peak.At = max(r.Peak.At, s.At)
+			r.Peak.RSS, r.Peak.Heap = max(r.Peak.RSS, s.RSS), max(r.Peak.Heap, s.Heap)
+			r.Peak.Goroutines, r.Peak.Keys = max(r.Peak.Goroutines, s.Goroutines), max(r.Peak.Keys, s.Keys)
+		}
+	}
+	r.RSS, r.Heap = growth(r.Base.RSS, r.End.RSS), growth(r.Base.Heap, r.End.Heap)
+	r.Goroutines, r.Keys = growth(r.Base.Goroutines, r.End.Goroutines), growth(float64(r.Base.Keys), float64(r.End.Keys))
+	return r
+}
+
+// failed names the figures that grew more than soakMaxGrowth.
+func (r soakRow) failed() []string {
+	var out []string
+	for _, f := range []struct {
+		name string
+		g    float64
+		in   bool
+	}{{"rss", r.RSS, true}, {"heap", r.Heap, true}, {"goroutines", r.Goroutines, true}, {"keys", r.Keys, r.KeysBounded}} {
+		if f.in && f.g > soakMaxGrowth {
+			out = append(out, f.name)
+		}
+	}
+	return out
+}
+
+func (r soakRow) ok() bool { return len(r.failed()) == 0 }
+
+// verdict is "ok" or "GREW: <figures>".
+func (r soakRow) verdict() string {
+	if f := r.failed(); len(f) > 0 {
+		return "GREW: " + strings.Join(f, ", ")
+	}
+	return "ok"
+}
+
+func pct(g float64) string { return fmt.Sprintf("%+.1f%%", 100*g) }
+
+// writeSoakTable prints the rows as a Markdown table.
+func writeSoakTable(w io.Writer, rows []soakRow, settle time.Duration) {
+	fmt.Fprintf(w, "\nGrowth from the %s sample to the end (verdict: no figure above +%.0f%%; run's Redis keys are reported, not judged):\n\n",
+		settle, 100*soakMaxGrowth)
+	tw := tabwriter.NewWriter(w, 0, 0, 1, ' ', 0)
+	fmt.Fprintln(tw, "| process\t| RSS base → end\t| live heap base → end\t| goroutines\t| Redis keys\t| verdict\t|")
+	fmt.Fprintln(tw, "|---\t|---\t|---\t|---\t|---\t|---\t|")
+	for _, r := range rows {
+		keys := fmt.Sprintf(" %d → %d (%s)", r.Base.Keys, r.End.Keys, pct(r.Keys))
+		if !r.KeysBounded {
+			keys += " by design"
+		}
+		fmt.Fprintf(tw, "| %s\t| %s → %s (%s)\t| %s → %s (%s)\t| %.0f → %.0f (%s)\t|%s\t| %s\t|\n", r.Name,
+			mib(r.Base.RSS), mib(r.End.RSS), pct(r.RSS), mib(r.Base.Heap), mib(r.End.Heap), pct(r.Heap),
+			r.Base.Goroutines, r.End.Goroutines, pct(r.Goroutines), keys, r.verdict())
+	}
+	tw.Flush()
+}

@@ -1,0 +1,185 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"io"
+	"log/slog"
+	"net/http"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+)
+
+func TestParseSoakMetrics_figures(t *testing.T) {
+	const full = `# TYPE go_goroutines gauge
+go_goroutines 238
+# TYPE go_gc_heap_live_bytes gauge
+go_gc_heap_live_bytes 1.5e+07
+# TYPE process_resident_memory_bytes gauge
+process_resident_memory_bytes 6.2e+07
+# TYPE dropstream_dlq_length gauge
+dropstream_dlq_length{flow="x"} 3
+`
+	for _, tc := range []struct {
+		name, text string
+		want       soakSample
+		wantErr    string
+	}{
+		{name: "all three", text: full, want: soakSample{RSS: 6.2e7, Heap: 1.5e7, Goroutines: 238}},
+		{name: "live heap missing", text: strings.ReplaceAll(full, "go_gc_heap_live_bytes", "go_other"), wantErr: "no go_gc_heap_live_bytes"},
+		{name: "not an exposition", text: "{not metrics", wantErr: "parse /metrics"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			got, err := parseSoakMetrics(strings.NewReader(tc.text))
+			if tc.wantErr != "" {
+				if err == nil || !strings.Contains(err.Error(), tc.wantErr) {
+					t.Fatalf("err = %v, want one with %q", err, tc.wantErr)
+				}
+				return
+			}
+			if err != nil || got != tc.want {
+				t.Fatalf("got %+v, %v; want %+v", got, err, tc.want)
+			}
+		})
+	}
+}
+
+func TestSoakRowOf_growthAndVerdict(t *testing.T) {
+	at := func(m int, rss, heap, gor float64, keys int64) soakSample {
+		return soakSample{At: time.Duration(m) * time.Minute, RSS: rss, Heap: heap, Goroutines: gor, Keys: keys}
+	}
+	for _, tc := range []struct {
+		name        string
+		keysBounded bool
+		samples     []soakSample
+		wantBase    time.Duration
+		wantRSS     float64
+		wantVerdict string
+	}{
+		{name: "flat after settle", keysBounded: true,
+			samples:  []soakSample{at(5, 50, 10, 100, 10), at(30, 100, 20, 200, 1000), at(45, 104, 21, 205, 1050), at(60, 105, 21, 200, 1000)},
+			wantBase: 30 * time.Minute, wantRSS: 0.05, wantVerdict: "ok"},
+		{name: "growth before settle does not count", keysBounded: true,
+			samples:  []soakSample{at(5, 10, 1, 10, 1), at(30, 100, 20, 200, 1000), at(60, 100, 20, 200, 1000)},
+			wantBase: 30 * time.Minute, wantRSS: 0, wantVerdict: "ok"},
+		{name: "heap and goroutines grow", keysBounded: true,
+			samples:  []soakSample{at(30, 100, 20, 200, 1000), at(60, 109, 30, 300, 1000)},
+			wantBase: 30 * time.Minute, wantRSS: 0.09, wantVerdict: "GREW: heap, goroutines"},
+		{name: "run's keys grow by design", keysBounded: false,
+			samples:  []soakSample{at(30, 100, 20, 200, 1000), at(60, 100, 20, 200, 5000)},
+			wantBase: 30 * time.Minute, wantRSS: 0, wantVerdict: "ok"},
+		{name: "demo's keys are judged", keysBounded: true,
+			samples:  []soakSample{at(30, 100, 20, 200, 1000), at(60, 100, 20, 200, 5000)},
+			wantBase: 30 * time.Minute, wantRSS: 0, wantVerdict: "GREW: keys"},
+		{name: "settle between samples takes the one before", keysBounded: true,
+			samples:  []soakSample{at(20, 100, 20, 200, 10), at(40, 200, 20, 200, 10), at(60, 200, 20, 200, 10)},
+			wantBase: 20 * time.Minute, wantRSS: 1, wantVerdict: "GREW: rss"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := soakRowOf("p", tc.keysBounded, tc.samples, 30*time.Minute)
+			if r.Base.At != tc.wantBase {
+				t.Errorf("base at %s, want %s", r.Base.At, tc.wantBase)
+			}
+			if d := r.RSS - tc.wantRSS; d > 1e-9 || d < -1e-9 {
+				t.Errorf("rss growth %v, want %v", r.RSS, tc.wantRSS)
+			}
+			if got := r.verdict(); got != tc.wantVerdict {
+				t.Errorf("verdict %q, want %q", got, tc.wantVerdict)
+			}
+			var b bytes.Buffer
+			writeSoakTable(&b, []soakRow{r}, 30*time.Minute)
+			if !strings.Contains(b.String(), "| p ") || !strings.Contains(b.String(), tc.wantVerdict) {
+				t.Errorf("table lacks the row or its verdict:\n%s", b.String())
+			}
+		})
+	}
+}
+
+func TestEmbeddedRedisURL_fromDemoLine(t *testing.T) {
+	for _, tc := range []struct {
+		line, want string
+		ok         bool
+	}{
+		{"dropstream demo: embedded Redis at 127.0.0.1:4000 (redis-cli -u redis://:pw@127.0.0.1:4000/0)", "redis://:pw@127.0.0.1:4000/0", true},
+		{"dropstream demo: API on 127.0.0.1:8080 — try /v1/availability", "", false},
+		{"dropstream demo: embedded Redis at 127.0.0.1:4000 (redis-cli -u )", "", false},
+	} {
+		got, ok := embeddedRedisURL(tc.line)
+		if got != tc.want || ok != tc.ok {
+			t.Errorf("embeddedRedisURL(%q) = %q, %v; want %q, %v", tc.line, got, ok, tc.want, tc.ok)
+		}
+	}
+}
+
+func TestSoakConfig_Validate(t *testing.T) {
+	ok := soakConfig{Duration: time.Hour, Every: 5 * time.Minute, Load: 4}
+	for _, tc := range []struct {
+		name    string
+		change  func(*soakConfig)
+		wantErr string
+	}{
+		{name: "defaults", change: func(*soakConfig) {}},
+		{name: "one period only", change: func(c *soakConfig) { c.Duration = 5 * time.Minute }, wantErr: "two sampling periods"},
+		{name: "settle at the end", change: func(c *soakConfig) { c.Settle = time.Hour }, wantErr: "settle"},
+		{name: "load over the write limit", change: func(c *soakConfig) { c.Load = 60 }, wantErr: "write limit"},
+		{name: "no load", change: func(c *soakConfig) { c.Load = 0 }, wantErr: "load"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			c := ok
+			tc.change(&c)
+			err := c.Validate()
+			if (tc.wantErr == "") != (err == nil) || (err != nil && !strings.Contains(err.Error(), tc.wantErr)) {
+				t.Fatalf("Validate() = %v, want error with %q", err, tc.wantErr)
+			}
+		})
+	}
+	if got := ok.settle(); got != 30*time.Minute {
+		t.Errorf("settle of an hour = %s, want 30m", got)
+	}
+}
+
+func TestValidatePprofAddr_loopbackOnly(t *testing.T) {
+	for _, tc := range []struct {
+		addr string
+		ok   bool
+	}{
+		{"", true}, {"127.0.0.1:6060", true}, {"[::1]:6060", true}, {"localhost:6060", true},
+		{":6060", false}, {"0.0.0.0:6060", false}, {"10.0.0.1:6060", false}, {"example.com:6060", false}, {"6060", false},
+	} {
+		if err := validatePprofAddr(tc.addr); (err == nil) != tc.ok {
+			t.Errorf("validatePprofAddr(%q) = %v, want ok %v", tc.addr, err, tc.ok)
+		}
+	}
+}
+
+// TestServePprof_heapProfile: the pprof listener serves a heap profile,
+// and nothing once stopped.
+func TestServePprof_heapProfile(t *testing.T) {
+	port, err := freeLoopbackPort()
+	if err != nil {
+		t.Fatal(err)
+	}
+	addr := "127.0.0.1:" + strconv.Itoa(port)
+	stop, err := servePprof(addr, slog.New(slog.DiscardHandler))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequestWithContext(context.Background(), http.MethodGet, "http://"+addr+"/debug/pprof/heap?gc=1", nil)
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	// A gzipped protobuf profile starts with the gzip magic bytes.
+	if resp.StatusCode != http.StatusOK || len(body) < 2 || body[0] != 0x1f || body[1] != 0x8b {
+		t.Fatalf("GET heap: %s, %d bytes, want a gzipped profile", resp.Status, len(body))
+	}
+	stop()
+	if resp, err := http.Get("http://" + addr + "/debug/pprof/"); err == nil {
+		resp.Body.Close()
+		t.Fatal("pprof still served after stop")
+	}
+}
