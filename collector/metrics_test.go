@@ -95,4 +95,3 @@ func TestCollector_metricsCountPollsLatencyAndFailures(t *testing.T) {
 		t.Errorf("consecutive failures %v, want resy:1 opentable:0", failures)
 	}
 }
-
