@@ -68,7 +68,7 @@ func New(cfg Config) (*Server, error) {
 		// goroutines. Without it Fiber reuses their memory: a classic bug.
 		Immutable: true,
 	})
-	s.app.Use(requestIDMiddleware, s.tracingMiddleware(), s.accessLogMiddleware, s.recoverMiddleware)
+	s.app.Use(requestIDMiddleware, s.tracingMiddleware(), s.accessLogMiddleware, s.recoverMiddleware, csrfMiddleware)
 	s.registerOperationalRoutes()
 
 	if keys.open() {

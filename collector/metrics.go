@@ -10,28 +10,29 @@ import (
 	dsotel "github.com/dropstream/dropstream/otel"
 )
 
-// Metric (instrument) names of the collector.
+// Metric (instrument) names of the collector. Their attributes come from
+// bounded sets the operator configures (provider, outcome), never from a
+// source's id, which a client chooses: a source's own figures are its
+// health in the API (GET /v1/sources/{id}).
 const (
 	// MetricPolls counts polls. Int64Counter, unit {poll}, attributes
-	// source, provider, outcome (see the Outcome* values). Prometheus:
+	// provider, outcome (see the Outcome* values). Prometheus:
 	// dropstream_collector_polls_total.
 	MetricPolls = "dropstream.collector.polls"
 	// MetricFetchDuration is the wall time of one request, body included.
-	// Float64Histogram, unit s, attributes source, provider, outcome.
+	// Float64Histogram, unit s, attributes provider, outcome.
 	// Prometheus: dropstream_collector_fetch_duration_seconds.
 	MetricFetchDuration = "dropstream.collector.fetch.duration"
-	// MetricConsecutiveFailures is the number of failed runs of a source
-	// since its last successful one. Int64ObservableGauge, unit {run},
-	// attributes source, provider. Prometheus:
+	// MetricConsecutiveFailures is, per provider, the most failed runs any
+	// of its sources had since its last successful one.
+	// Int64ObservableGauge, unit {run}, attribute provider. Prometheus:
 	// dropstream_collector_consecutive_failures.
 	MetricConsecutiveFailures = "dropstream.collector.consecutive_failures"
 )
 
-// Metric attribute keys of the collector.
-var (
-	attrSource   = attribute.Key("source")
-	attrProvider = attribute.Key("provider")
-)
+// attrProvider is the collector's metric attribute key: a source's
+// provider, one of the registered ones.
+var attrProvider = attribute.Key("provider")
 
 type metrics struct {
 	polls    metric.Int64Counter
@@ -40,7 +41,8 @@ type metrics struct {
 }
 
 // newMetrics creates the instruments; failures reports the consecutive
-// failures of every source when the gauge is observed.
+// failures of every source when the gauge is observed, and the gauge keeps
+// the highest of each provider.
 func newMetrics(mp metric.MeterProvider, failures func(yield func(sourceID, provider string, n int))) (*metrics, error) {
 	meter := mp.Meter(dsotel.ScopeName, metric.WithSchemaURL(dsotel.SchemaURL))
 	polls, err1 := meter.Int64Counter(MetricPolls,
@@ -55,9 +57,11 @@ func newMetrics(mp metric.MeterProvider, failures func(yield func(sourceID, prov
 		return nil, err
 	}
 	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		failures(func(id, provider string, n int) {
-			o.ObserveInt64(gauge, int64(n), metric.WithAttributes(attrSource.String(id), attrProvider.String(provider)))
-		})
+		worst := map[string]int{}
+		failures(func(_, provider string, n int) { worst[provider] = max(worst[provider], n) })
+		for provider, n := range worst {
+			o.ObserveInt64(gauge, int64(n), metric.WithAttributes(attrProvider.String(provider)))
+		}
 		return nil
 	}, gauge)
 	if err != nil {
@@ -78,7 +82,7 @@ func firstErr(errs ...error) error {
 
 // recordPoll counts a poll and records its fetch latency.
 func (m *metrics) recordPoll(ctx context.Context, src Source, outcome string, latency time.Duration) {
-	attrs := metric.WithAttributes(attrSource.String(src.ID), attrProvider.String(src.Provider), dsotel.OutcomeKey.String(outcome))
+	attrs := metric.WithAttributes(attrProvider.String(src.Provider), dsotel.OutcomeKey.String(outcome))
 	m.polls.Add(ctx, 1, attrs)
 	m.duration.Record(ctx, latency.Seconds(), attrs)
 }

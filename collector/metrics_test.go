@@ -54,9 +54,12 @@ func TestCollector_metricsCountPollsLatencyAndFailures(t *testing.T) {
 	}
 	got := map[[2]string]int64{}
 	for _, dp := range polls.DataPoints {
-		got[[2]string{attr(dp.Attributes, "source"), attr(dp.Attributes, "outcome")}] += dp.Value
+		if _, ok := dp.Attributes.Value("source"); ok {
+			t.Errorf("a poll counted by its source id: %v", dp.Attributes.ToSlice())
+		}
+		got[[2]string{attr(dp.Attributes, "provider"), attr(dp.Attributes, "outcome")}] += dp.Value
 	}
-	want := map[[2]string]int64{{"m", "ok"}: 2, {"m", "failed"}: 2, {"ok", "ok"}: 2}
+	want := map[[2]string]int64{{"resy", "ok"}: 2, {"resy", "failed"}: 2, {"opentable", "ok"}: 2}
 	if len(got) != len(want) {
 		t.Errorf("polls %v, want %v", got, want)
 	}
@@ -85,10 +88,10 @@ func TestCollector_metricsCountPollsLatencyAndFailures(t *testing.T) {
 	}
 	failures := map[string]int64{}
 	for _, dp := range gauge.DataPoints {
-		failures[attr(dp.Attributes, "source")] = dp.Value
+		failures[attr(dp.Attributes, "provider")] = dp.Value
 	}
 	// m's scopes alternate ok and failed: each failure follows a success.
-	if failures["m"] != 1 || failures["ok"] != 0 || len(failures) != 2 {
-		t.Errorf("consecutive failures %v, want m:1 ok:0", failures)
+	if failures["resy"] != 1 || failures["opentable"] != 0 || len(failures) != 2 {
+		t.Errorf("consecutive failures %v, want resy:1 opentable:0", failures)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"crypto/sha1" //nolint:gosec // WebSub hubs may sign with sha1; sha256 and sha512 too
 	"crypto/sha256"
 	"crypto/sha512"
+	"crypto/subtle"
 	"encoding/hex"
 	"encoding/json"
 	"errors"
@@ -111,12 +112,44 @@ func (c WebSubConfig) Validate() error {
 
 // webSub is a feed's subscription at a hub, in ds:{feeds}:websub.
 type webSub struct {
-	Hub         string    `json:"hub"`
-	Topic       string    `json:"topic"`
-	Secret      string    `json:"secret"`
+	Hub   string `json:"hub"`
+	Topic string `json:"topic"`
+	// Secret is the HMAC key the hub signs pushes with (hub.secret).
+	Secret string `json:"secret"`
+	// Token is the callback's own secret, the last segment of the
+	// callback URL (only the hub learns it): every verification and push
+	// must present it. Kept across renewals, so the hub sees one callback.
+	Token       string    `json:"token,omitempty"`
 	State       string    `json:"state"`
 	RequestedAt time.Time `json:"requested_at"`
 	ExpiresAt   time.Time `json:"expires_at,omitzero"`
+	// Pending is the request the flow last sent the hub and the hub has
+	// not verified yet; nil when none.
+	Pending *webSubRequest `json:"pending,omitempty"`
+}
+
+// webSubRequest is a (re)subscription the flow asked a hub for: only a
+// verification of intent matching it (mode, topic, callback token) before
+// it expires is accepted.
+type webSubRequest struct {
+	Mode      string    `json:"mode"`
+	Hub       string    `json:"hub"`
+	Topic     string    `json:"topic"`
+	Token     string    `json:"token"`
+	Secret    string    `json:"secret"`
+	ExpiresAt time.Time `json:"expires_at"`
+}
+
+// open reports whether a verification of mode for topic with token
+// answers this request at now.
+func (r *webSubRequest) open(mode, topic, token string, now time.Time) bool {
+	return r != nil && now.Before(r.ExpiresAt) && r.Mode == mode && r.Topic == topic && sameSecret(r.Token, token)
+}
+
+// sameSecret compares a presented secret with the stored one in constant
+// time; an empty stored secret matches nothing.
+func sameSecret(stored, presented string) bool {
+	return stored != "" && subtle.ConstantTimeCompare([]byte(stored), []byte(presented)) == 1
 }
 
 // WebSubView is a feed's WebSub subscription as the API shows it (its
@@ -138,8 +171,12 @@ func (w webSub) view() WebSubView {
 	return v
 }
 
-// pushed reports whether the feed's content is pushed at now.
-func (w webSub) pushed(now time.Time) bool { return w.State == WebSubActive && now.Before(w.ExpiresAt) }
+// pushed reports whether the feed's content is pushed at now. A
+// subscription kept before callbacks had a token counts as none (its
+// callback no longer answers): it is asked again.
+func (w webSub) pushed(now time.Time) bool {
+	return w.State == WebSubActive && w.Token != "" && now.Before(w.ExpiresAt)
+}
 
 func (f *Flow) webSub(ctx context.Context, id string) (webSub, bool, error) {
 	raw, err := f.rdb.HGet(ctx, defsKey("websub"), id).Bytes()
@@ -181,9 +218,9 @@ func (f *Flow) ensureWebSub(ctx context.Context, fd Feed, hints poll.Hints, now 
 	}
 	if ok && w.Hub == hub && w.Topic == topic {
 		switch {
-		case w.State == WebSubActive && now.Before(f.renewAt(w)):
+		case w.pushed(now) && now.Before(f.renewAt(w)):
 			return nil
-		case w.State != WebSubActive && now.Sub(w.RequestedAt) < f.cfg.WebSub.Retry:
+		case !w.pushed(now) && now.Sub(w.RequestedAt) < f.cfg.WebSub.Retry:
 			return nil
 		}
 	}
@@ -196,9 +233,11 @@ func (f *Flow) renewAt(w webSub) time.Time {
 	return w.ExpiresAt.Add(-min(f.cfg.WebSub.RenewBefore, lease/2))
 }
 
-// subscribeHub asks hub to push topic to the feed's callback, with a new
-// secret, kept (pending, or the active one renewed) before the request so
-// a hub verifying at once finds it.
+// subscribeHub asks hub to push topic to the feed's callback. The request
+// is kept as pending (mode, topic, callback token, secret; it expires after
+// WebSubConfig.Retry) before it is sent, so a hub verifying at once finds
+// it. A renewal keeps the callback and secret of the active subscription
+// (pushes stay valid meanwhile); any other request takes new ones.
 func (f *Flow) subscribeHub(ctx context.Context, feedID, hub, topic string, now time.Time) error {
 	if err := f.cfg.Egress.CheckURL(hub); err != nil {
 		return fmt.Errorf("feed: websub hub: %w", err)
@@ -207,25 +246,28 @@ func (f *Flow) subscribeHub(ctx context.Context, feedID, hub, topic string, now 
 	if err != nil {
 		return err
 	}
-	w := webSub{Hub: hub, Topic: topic, Secret: randomHex(32), State: WebSubPending, RequestedAt: now.UTC().Truncate(time.Millisecond)}
-	if ok && old.State == WebSubActive && old.Hub == hub && old.Topic == topic {
-		// A renewal: pushes signed with the old secret stay valid until
-		// the hub verifies the new request.
-		w.State, w.ExpiresAt, w.Secret = WebSubActive, old.ExpiresAt, old.Secret
+	now = now.UTC().Truncate(time.Millisecond)
+	w := webSub{Hub: hub, Topic: topic, State: WebSubPending, RequestedAt: now}
+	req := webSubRequest{Mode: "subscribe", Hub: hub, Topic: topic, Token: randomHex(32), Secret: randomHex(32),
+		ExpiresAt: now.Add(f.cfg.WebSub.Retry)}
+	if ok && old.pushed(now) && old.Hub == hub && old.Topic == topic {
+		w, req.Token, req.Secret = old, old.Token, old.Secret
+		w.RequestedAt = now
 	}
+	w.Pending = &req
 	if err := f.putWebSub(ctx, feedID, w); err != nil {
 		return err
 	}
-	form := url.Values{"hub.mode": {"subscribe"}, "hub.topic": {topic}, "hub.callback": {f.cfg.PublicURL + WebSubPath + feedID},
-		"hub.secret": {w.Secret}, "hub.lease_seconds": {strconv.Itoa(int(f.cfg.WebSub.Lease.Seconds()))}}
+	form := url.Values{"hub.mode": {req.Mode}, "hub.topic": {topic}, "hub.callback": {f.webSubCallback(feedID, req.Token)},
+		"hub.secret": {req.Secret}, "hub.lease_seconds": {strconv.Itoa(int(f.cfg.WebSub.Lease.Seconds()))}}
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.WebSub.Timeout)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, hub, strings.NewReader(form.Encode()))
+	hreq, err := http.NewRequestWithContext(ctx, http.MethodPost, hub, strings.NewReader(form.Encode()))
 	if err != nil {
 		return fmt.Errorf("feed: websub request: %w", err)
 	}
-	req.Header.Set("Content-Type", "application/x-www-form-urlencoded")
-	resp, err := f.hubClient.Do(req)
+	hreq.Header.Set("Content-Type", "application/x-www-form-urlencoded")
+	resp, err := f.hubClient.Do(hreq)
 	if err != nil {
 		return fmt.Errorf("feed: websub subscribe at %s: %s", clip(hub, 256), egress.Describe(err))
 	}
@@ -238,50 +280,70 @@ func (f *Flow) subscribeHub(ctx context.Context, feedID, hub, topic string, now 
 	return nil
 }
 
-// VerifyWebSub answers a hub's verification of intent for a feed's
-// subscription: mode "subscribe" with the topic asked for makes it active
-// for leaseSeconds (the lease asked for when 0); "denied" records the
-// hub's refusal. Anything the flow did not ask for is ErrNotFound, and the
-// hub must then not push.
-func (f *Flow) VerifyWebSub(ctx context.Context, feedID, mode, topic string, leaseSeconds int) error {
+// webSubCallback is the callback URL of a feed's subscription.
+func (f *Flow) webSubCallback(feedID, token string) string {
+	return f.cfg.PublicURL + WebSubPath + feedID + "/" + token
+}
+
+// VerifyWebSub answers a hub's verification of intent on a feed's callback
+// (token is the callback's secret). A "subscribe" is accepted only as the
+// answer to the pending request the flow sent (same mode, topic and token,
+// not expired): the subscription is then active for leaseSeconds, capped
+// at the lease asked (WebSubConfig.Lease; that lease when 0). A "denied"
+// ends the pending request, or the subscription, whose token and topic it
+// names. Anything else, unsubscriptions included (the flow asks none), is
+// ErrNotFound, and the hub must then not push.
+func (f *Flow) VerifyWebSub(ctx context.Context, feedID, token, mode, topic string, leaseSeconds int) error {
 	w, ok, err := f.webSub(ctx, feedID)
 	if err != nil {
 		return err
 	}
-	if !ok || w.Topic != topic {
+	if !ok {
 		return ErrNotFound
 	}
-	now := f.cfg.Now()
+	now := f.cfg.Now().UTC().Truncate(time.Millisecond)
 	switch mode {
 	case "subscribe":
+		p := w.Pending
+		if !p.open(mode, topic, token, now) {
+			return ErrNotFound
+		}
 		lease := f.cfg.WebSub.Lease
 		if leaseSeconds > 0 {
-			lease = min(time.Duration(leaseSeconds)*time.Second, 365*24*time.Hour)
+			lease = min(time.Duration(leaseSeconds)*time.Second, f.cfg.WebSub.Lease)
 		}
-		w.State, w.RequestedAt, w.ExpiresAt = WebSubActive, now.UTC().Truncate(time.Millisecond), now.Add(lease).UTC().Truncate(time.Millisecond)
+		w = webSub{Hub: p.Hub, Topic: p.Topic, Secret: p.Secret, Token: p.Token, State: WebSubActive,
+			RequestedAt: now, ExpiresAt: now.Add(lease)}
 		f.websubEvents.Add(ctx, 1, metric.WithAttributeSet(attrSet("event", "verified")))
 	case "denied":
-		w.State, w.ExpiresAt = WebSubDenied, time.Time{}
+		switch {
+		case w.Pending.open("subscribe", topic, token, now) && !w.pushed(now):
+		case w.pushed(now) && w.Topic == topic && sameSecret(w.Token, token):
+		default:
+			return ErrNotFound
+		}
+		w.State, w.ExpiresAt, w.Pending = WebSubDenied, time.Time{}, nil
 		f.websubEvents.Add(ctx, 1, metric.WithAttributeSet(attrSet("event", "denied")))
-	default: // the flow never unsubscribes by itself
+	default:
 		return ErrNotFound
 	}
 	return f.putWebSub(ctx, feedID, w)
 }
 
-// Push takes content a hub pushed for a feed: it checks its X-Hub-Signature
+// Push takes content a hub pushed to a feed's callback (token is the
+// callback's secret): it checks its X-Hub-Signature
 // ("sha1=", "sha256=" or "sha512=" and the hex HMAC of the body with the
 // subscription's secret), parses it and publishes it as a Poll (Push
 // true) on Topics.Polls, so its items go through the same pipeline (and
 // deduplication) as polled ones. A feed without an active subscription
 // is ErrNotFound, a bad signature ErrBadSignature, a body that is no feed
 // ErrInvalid.
-func (f *Flow) Push(ctx context.Context, feedID string, body []byte, signature string) error {
+func (f *Flow) Push(ctx context.Context, feedID, token string, body []byte, signature string) error {
 	w, ok, err := f.webSub(ctx, feedID)
 	if err != nil {
 		return err
 	}
-	if !ok || w.State != WebSubActive {
+	if !ok || w.State != WebSubActive || !sameSecret(w.Token, token) {
 		return ErrNotFound
 	}
 	if len(body) > f.cfg.WebSub.MaxBodyBytes {
@@ -352,7 +414,7 @@ func (p *Poller) RenewWebSub(ctx context.Context) (int, error) {
 	var errs []error
 	for id, raw := range all {
 		var w webSub
-		if json.Unmarshal([]byte(raw), &w) != nil || w.State != WebSubActive || now.Before(f.renewAt(w)) {
+		if json.Unmarshal([]byte(raw), &w) != nil || !w.pushed(now) || now.Before(f.renewAt(w)) {
 			continue
 		}
 		ok, _, err := p.gate.Take(ctx, f.topics.feedPrefix(id)+"websub", f.cfg.WebSub.Retry)

@@ -135,13 +135,18 @@ func statusClass(se *StatusError) Class {
 	return ClassHTTPStatus
 }
 
-// Describe is the stored account of an exchange's error: its class, then
-// the error's text ("http_5xx: HTTP 500"). Callers keep peers' answers
-// out of the errors they describe: an unexpected status is a
-// *StatusError.
+// Describe is the stored account of an exchange's error: its class and,
+// for an unexpected status, its code ("http_5xx: HTTP 500", "timeout",
+// "malformed"). Never the error's text: a transport's error may quote the
+// peer (a banner read as a status line) or a redirect's target.
 func Describe(err error) string {
 	if err == nil {
 		return ""
 	}
-	return fmt.Sprintf("%s: %v", Classify(err), err)
+	class := Classify(err)
+	var se *StatusError
+	if errors.As(err, &se) {
+		return fmt.Sprintf("%s: %s", class, se)
+	}
+	return string(class)
 }

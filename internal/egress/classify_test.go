@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 )
 
 func TestClassify_sortsFailuresIntoClasses(t *testing.T) {
@@ -71,11 +72,36 @@ func TestClassify_realFailures(t *testing.T) {
 	}
 }
 
-func TestDescribe_classThenTextWithoutBody(t *testing.T) {
-	if got := egress.Describe(fmt.Errorf("poll: %w", egress.Status(500))); got != "http_5xx: poll: HTTP 500" {
-		t.Errorf("Describe = %q", got)
+// Describe keeps the class and a status's code: never the error's text,
+// which may quote a peer's banner or a redirect's target.
+func TestDescribe_classAndStatusOnly(t *testing.T) {
+	redirected := egresstest.RedirectServer(t, "http://10.0.0.1/private")
+	c := &http.Client{Transport: egresstest.Loopback(t).Transport(), CheckRedirect: func(req *http.Request, _ []*http.Request) error {
+		return egresstest.Loopback(t).CheckRedirect(req)
+	}}
+	get := func(url string) error {
+		resp, err := c.Get(url)
+		if err == nil {
+			_ = resp.Body.Close()
+		}
+		return err
 	}
-	if got := egress.Describe(nil); got != "" {
-		t.Errorf("Describe(nil) = %q", got)
+	for _, tc := range []struct {
+		name string
+		err  error
+		want string
+	}{
+		{"a status", fmt.Errorf("poll: %w", egress.Status(500)), "http_5xx: HTTP 500"},
+		{"an SMTP reply", fmt.Errorf("send: %w", &egress.StatusError{Code: 550, SMTP: true}), "smtp_5xx: SMTP 550"},
+		{"a banner read as a status line", get(egresstest.BannerServer(t)), "network"},
+		{"a redirect to a denied address", get(redirected), "denied"},
+		{"a malformed answer", fmt.Errorf("%w: <html>secret", egress.ErrMalformed), "malformed"},
+		{"none", nil, ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			if got := egress.Describe(tc.err); got != tc.want {
+				t.Errorf("Describe(%v) = %q, want %q", tc.err, got, tc.want)
+			}
+		})
 	}
 }

@@ -275,15 +275,35 @@ func (p *Policy) CheckAddr(host string, addr netip.Addr, port string) error {
 	return &DeniedError{Host: host, Addr: addr, Range: r}
 }
 
-// CheckURL refuses, as a *DeniedError, a URL whose host is a literal
-// denied address (a host name is checked when connecting). It does not
-// otherwise judge the URL: a URL that does not parse passes.
-func (p *Policy) CheckURL(raw string) error {
+// ErrInvalidURL is wrapped by the error of a URL a client gave that does
+// not parse, or that carries credentials (user:password@).
+var ErrInvalidURL = errors.New("egress: invalid URL")
+
+// NormalizeURL is the one check of every URL a client gives (feed URLs,
+// source base URLs, webhooks, destinations, notify URLs, hubs): raw is
+// normalized (spaces around it trimmed) and parsed, a URL that does not
+// parse or that carries credentials is refused (ErrInvalidURL), and so is
+// one whose host is a literal denied address (*DeniedError; a host name is
+// checked when connecting). It returns the normalized URL, which the
+// caller stores: what is stored is what was checked. A value with no host
+// (an email address) is returned trimmed.
+func (p *Policy) NormalizeURL(raw string) (string, error) {
+	raw = strings.TrimSpace(raw)
 	u, err := url.Parse(raw)
 	if err != nil {
-		return nil
+		return raw, fmt.Errorf("%w: does not parse", ErrInvalidURL)
 	}
-	return p.checkURL(u)
+	if u.User != nil {
+		return raw, fmt.Errorf("%w: must not carry credentials (user:password@)", ErrInvalidURL)
+	}
+	return raw, p.checkURL(u)
+}
+
+// CheckURL is NormalizeURL's check of raw, for a URL the caller does not
+// store.
+func (p *Policy) CheckURL(raw string) error {
+	_, err := p.NormalizeURL(raw)
+	return err
 }
 
 func (p *Policy) checkURL(u *url.URL) error {

@@ -269,3 +269,28 @@ func hostPort(t *testing.T, raw string) string {
 func itoa(n int) string {
 	return netip.AddrPortFrom(netip.IPv4Unspecified(), uint16(n)).String()[len("0.0.0.0:"):]
 }
+
+// Every URL a client gives is trimmed and parsed before it is checked, so
+// what is stored is what was checked; credentials are refused.
+func TestNormalizeURL_trimsThenChecksAndRefusesCredentials(t *testing.T) {
+	p := egress.Default()
+	for _, tc := range []struct {
+		raw, want string
+		err       error
+	}{
+		{" http://127.0.0.1:8080/x", "http://127.0.0.1:8080/x", egress.ErrDenied},
+		{"\thttps://example.org/feed.xml \n", "https://example.org/feed.xml", nil},
+		{"https://user:password@example.org/feed.xml", "", egress.ErrInvalidURL},
+		{"https://user@example.org/", "", egress.ErrInvalidURL},
+		{"http://[::1", "", egress.ErrInvalidURL},
+		{" ops@example.org ", "ops@example.org", nil},
+	} {
+		got, err := p.NormalizeURL(tc.raw)
+		if !errors.Is(err, tc.err) || (tc.err == nil && err != nil) || (tc.want != "" && got != tc.want) {
+			t.Errorf("NormalizeURL(%q) = %q, %v; want %q, %v", tc.raw, got, err, tc.want, tc.err)
+		}
+		if cerr := p.CheckURL(tc.raw); !errors.Is(cerr, tc.err) || (tc.err == nil && cerr != nil) {
+			t.Errorf("CheckURL(%q) = %v, want %v", tc.raw, cerr, tc.err)
+		}
+	}
+}

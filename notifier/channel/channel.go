@@ -7,7 +7,6 @@ package channel
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
 
@@ -89,7 +88,9 @@ type DeliveryError struct {
 	// RetryAfter is the receiver's Retry-After (on 429 or 503); 0 when it
 	// gave none.
 	RetryAfter time.Duration
-	// Err is the underlying error, if any.
+	// Err is the underlying error, if any: for errors.Is and As, never
+	// in Error's text (a transport's error may quote the receiver or a
+	// redirect's target).
 	Err error
 }
 
@@ -103,9 +104,6 @@ func (e *DeliveryError) Error() string {
 	}
 	if e.Detail != "" {
 		s += ": " + e.Detail
-	}
-	if e.Err != nil {
-		s += fmt.Sprintf(": %v", e.Err)
 	}
 	return s
 }

@@ -97,7 +97,8 @@ func (r SubscriberRoutes) create(c *fiber.Ctx) error {
 			return api.UnprocessableEntity("channel_not_configured",
 				fmt.Sprintf("field destinations[%d].kind: this server has no %s channel configured", i, ch))
 		}
-		if err := r.Egress.CheckURL(d.Address); err != nil {
+		var err error
+		if in.Destinations[i].Address, err = r.Egress.NormalizeURL(d.Address); err != nil {
 			return api.UnprocessableEntity("invalid_subscriber", fmt.Sprintf("field destinations[%d].address: %v", i, err))
 		}
 	}

@@ -67,7 +67,8 @@ func (r SourceRoutes) put(c *fiber.Ctx) error {
 	if err := src.Validate(); err != nil {
 		return api.UnprocessableEntity("invalid_source", err.Error())
 	}
-	if err := r.Egress.CheckURL(src.BaseURL); err != nil {
+	var err error
+	if src.BaseURL, err = r.Egress.NormalizeURL(src.BaseURL); err != nil {
 		return api.UnprocessableEntity("invalid_source", "field base_url: "+err.Error())
 	}
 	slot, err := api.ReserveFor(c, r.Quota, "sources", src.ID)

@@ -55,7 +55,8 @@ func (r WatcherRoutes) create(c *fiber.Ctx) error {
 		api.Text("slot", w.Slot)); err != nil {
 		return err
 	}
-	if err := r.Egress.CheckURL(w.WebhookURL); err != nil {
+	var err error
+	if w.WebhookURL, err = r.Egress.NormalizeURL(w.WebhookURL); err != nil {
 		return api.UnprocessableEntity("invalid_watcher", "field webhook_url: "+err.Error())
 	}
 	w.Owner = api.Caller(c)
@@ -130,9 +131,11 @@ func (r WatcherRoutes) patch(c *fiber.Ctx) error {
 		return err
 	}
 	if p.WebhookURL != nil {
-		if err := r.Egress.CheckURL(*p.WebhookURL); err != nil {
+		u, err := r.Egress.NormalizeURL(*p.WebhookURL)
+		if err != nil {
 			return api.UnprocessableEntity("invalid_watcher", "field webhook_url: "+err.Error())
 		}
+		p.WebhookURL = &u
 	}
 	return r.update(c, p)
 }

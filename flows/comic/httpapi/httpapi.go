@@ -178,7 +178,8 @@ func (r routes) subscribe(c *fiber.Ctx) error {
 	if len(in.Body) == 0 {
 		return api.UnprocessableEntity("invalid_subscription", "field body: required (use {} for every comic)")
 	}
-	if err := r.f.Egress().CheckURL(in.NotifyURL); err != nil {
+	var err error
+	if in.NotifyURL, err = r.f.Egress().NormalizeURL(in.NotifyURL); err != nil {
 		return api.UnprocessableEntity("invalid_subscription", "field notify_url: "+err.Error())
 	}
 	slot, err := api.Reserve(c, r.f.SubscriptionQuota(), "comic subscriptions")

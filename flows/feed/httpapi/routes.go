@@ -122,7 +122,8 @@ func (f routes) postFeed(c *fiber.Ctx) error {
 	if err := api.CheckText(api.Text("id", in.ID), api.Text("url", in.URL)); err != nil {
 		return err
 	}
-	if err := f.f.Egress().CheckURL(in.URL); err != nil {
+	var err error
+	if in.URL, err = f.f.Egress().NormalizeURL(in.URL); err != nil {
 		return api.UnprocessableEntity("invalid_feed", "field url: "+err.Error())
 	}
 	slot, err := api.ReserveFor(c, f.f.FeedQuota(), "feeds", feed.FeedID(feed.NormalizeURL(in.URL)))
@@ -312,7 +313,8 @@ func (f routes) postSubscription(c *fiber.Ctx) error {
 	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	if err := f.f.Egress().CheckURL(in.Destination.URL); err != nil {
+	var err error
+	if in.Destination.URL, err = f.f.Egress().NormalizeURL(in.Destination.URL); err != nil {
 		return api.UnprocessableEntity("invalid_subscription", "field destination.url: "+err.Error())
 	}
 	slot, err := api.Reserve(c, f.f.SubscriptionQuota(), "feed subscriptions")

@@ -26,14 +26,15 @@ var webSubParams = []api.Param{
 }
 
 // registerWebSub adds the WebSub callback of every feed: public routes a
-// hub calls (no API key; a push proves itself by its HMAC signature).
+// hub calls (no API key). The callback's last segment is a secret only the
+// hub was given; a push also proves itself by its HMAC signature.
 func (f routes) registerWebSub(srv *api.Server) {
-	path := feed.WebSubPath + ":id"
+	path := feed.WebSubPath + ":id/:token"
 	srv.Handle(api.Operation{Method: "GET", Path: path, Tag: "feeds", Public: true, Class: api.ClassPublic, ContentType: "text/plain", Query: webSubParams,
-		Summary: "WebSub verification of intent: a hub confirms a subscription the flow asked for (the challenge is echoed back) or says it denied it; anything else is 404",
+		Summary: "WebSub verification of intent: a hub confirms the subscription the flow asked it for, on the callback (with its secret token) it was given, before the request expires (the challenge is echoed back; the lease is capped at the one asked), or says it denied it; anything else is 404",
 		Handler: f.verifyWebSub})
 	srv.Handle(api.Operation{Method: "POST", Path: path, Tag: "feeds", Public: true, Class: api.ClassPublic, Status: http.StatusAccepted,
-		Summary: "WebSub content distribution: the hub pushes the feed's new content (RSS or Atom, signed with X-Hub-Signature: sha1=, sha256= or sha512= HMAC of the body with the subscription's secret); it goes through the same item pipeline as a poll. 403 for a bad signature, 404 without an active subscription",
+		Summary: "WebSub content distribution: on the callback (with its secret token) of an active subscription, the hub pushes the feed's new content (RSS or Atom, signed with X-Hub-Signature: sha1=, sha256= or sha512= HMAC of the body with the subscription's secret); it goes through the same item pipeline as a poll. 403 for a bad signature, 404 without an active subscription",
 		Handler: f.pushWebSub})
 }
 
@@ -56,7 +57,7 @@ func (f routes) verifyWebSub(c *fiber.Ctx) error {
 		}
 		lease = n
 	}
-	if err := f.f.VerifyWebSub(c.UserContext(), c.Params("id"), mode, topic, lease); err != nil {
+	if err := f.f.VerifyWebSub(c.UserContext(), c.Params("id"), c.Params("token"), mode, topic, lease); err != nil {
 		if errors.Is(err, feed.ErrNotFound) {
 			return api.NotFound("websub_not_found", "no such subscription asked for")
 		}
@@ -71,7 +72,7 @@ func (f routes) pushWebSub(c *fiber.Ctx) error {
 	if sig == "" {
 		sig = c.Get("X-Hub-Signature")
 	}
-	err := f.f.Push(c.UserContext(), c.Params("id"), c.Body(), sig)
+	err := f.f.Push(c.UserContext(), c.Params("id"), c.Params("token"), c.Body(), sig)
 	switch {
 	case err == nil:
 		return c.SendStatus(http.StatusAccepted)

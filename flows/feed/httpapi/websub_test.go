@@ -79,7 +79,6 @@ func TestWebSub_subscribeVerifyPushAndRenewWithASimulatedHub(t *testing.T) {
 			})
 			h.subscribe("each", feed.Manager{Kind: feed.EachItem})
 			srv := newAPI(t, h.flow)
-			callback := feed.WebSubPath + h.feed.ID
 			h.pollAt(t0)
 
 			reqs := hub.requests()
@@ -88,7 +87,9 @@ func TestWebSub_subscribeVerifyPushAndRenewWithASimulatedHub(t *testing.T) {
 			}
 			sub := reqs[0]
 			secret := sub.Get("hub.secret")
-			if sub.Get("hub.mode") != "subscribe" || sub.Get("hub.topic") != topic || sub.Get("hub.callback") != "http://api.test"+callback ||
+			callback := strings.TrimPrefix(sub.Get("hub.callback"), "http://api.test")
+			if sub.Get("hub.mode") != "subscribe" || sub.Get("hub.topic") != topic ||
+				!regexp.MustCompile(`^`+feed.WebSubPath+h.feed.ID+`/[0-9a-f]{64}$`).MatchString(callback) ||
 				!regexp.MustCompile(`^[0-9a-f]{64}$`).MatchString(secret) || sub.Get("hub.lease_seconds") != "864000" {
 				t.Fatalf("subscription request %v", sub)
 			}
@@ -108,7 +109,7 @@ func TestWebSub_subscribeVerifyPushAndRenewWithASimulatedHub(t *testing.T) {
 			if r := verify("unsubscribe", topic, "c1"); r.Status != 404 {
 				t.Errorf("verification of an unsubscription never asked for: %d, want 404", r.Status)
 			}
-			if r := apitest.Request(t, srv, "GET", feed.WebSubPath+"0123456789abcdef?hub.mode=subscribe&hub.topic=x&hub.challenge=c", nil); r.Status != 404 {
+			if r := apitest.Request(t, srv, "GET", feed.WebSubPath+"0123456789abcdef/"+strings.Repeat("0", 64)+"?hub.mode=subscribe&hub.topic=x&hub.challenge=c", nil); r.Status != 404 {
 				t.Errorf("verification for an unknown feed: %d, want 404", r.Status)
 			}
 			if r := verify("subscribe", topic, "challenge-42"); r.Status != 200 || string(r.Body) != "challenge-42" {
@@ -168,8 +169,9 @@ func TestWebSub_subscribeVerifyPushAndRenewWithASimulatedHub(t *testing.T) {
 			if n, err := h.poller.RenewWebSub(h.ctx); err != nil || n != 1 {
 				t.Fatalf("renewal at t0+31m: %d, %v; want 1", n, err)
 			}
-			if reqs := hub.requests(); len(reqs) != 2 || reqs[1].Get("hub.topic") != topic || reqs[1].Get("hub.secret") != secret {
-				t.Fatalf("the hub got %v, want a second subscription with the same topic and secret", reqs)
+			if reqs := hub.requests(); len(reqs) != 2 || reqs[1].Get("hub.topic") != topic || reqs[1].Get("hub.secret") != secret ||
+				reqs[1].Get("hub.callback") != reqs[0].Get("hub.callback") {
+				t.Fatalf("the hub got %v, want a second subscription with the same topic, callback and secret", reqs)
 			}
 			if r := verify("subscribe", topic, "again"); r.Status != 200 {
 				t.Fatalf("verification of the renewal: %d", r.Status)
