@@ -11,11 +11,14 @@ import (
 	"strings"
 	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/history"
 )
 
 // The ownership test's keys: two tenants' write keys and an admin key.
@@ -44,6 +47,10 @@ type ownedKind struct {
 	// own returns the created object's own path parameters from create's
 	// answer.
 	own func(created map[string]any) params
+	// store, set in place of create and body, stores an object no client
+	// creates (a notification, as the notifier records it) for the parent
+	// object, and returns its own path parameters.
+	store func(t *testing.T, o *ownership, parent params) params
 	// setup are operations the owner runs on a new object (stock, credit).
 	setup []string
 	// read is the operation that shows the object to its owner, to check
@@ -136,6 +143,19 @@ var ownedKinds = map[string]ownedKind{
 		own:  field("id", "sid"),
 		read: "GET /v1/feeds/{id}/subscribables/{name}/subscriptions",
 	},
+	"/v1/notifications/{id}": {
+		parent: "/v1/subscribers/{id}",
+		store: func(t *testing.T, o *ownership, sub params) params {
+			id := fmt.Sprintf("own-n-%dx", o.n.Add(1))
+			rec := history.Record{ID: id, Flow: "test", Event: "test.sent", SubscriberID: sub["id"], Channel: "webhook",
+				Subject: "s", Status: "sent", Attempts: 1, At: time.Now().UTC()}
+			if err := o.notifier().History().Record(t.Context(), rec); err != nil {
+				t.Fatal(err)
+			}
+			return params{"id": id}
+		},
+		read: "GET /v1/notifications/{id}/why",
+	},
 	"{item_id}": {
 		create: "POST /stock/item/create/{price}",
 		own:    field("item_id", "item_id"),
@@ -210,6 +230,7 @@ var docParam = regexp.MustCompile(`\{[^}]+\}`)
 // ownership is the test's server, document and counters.
 type ownership struct {
 	t   *testing.T
+	app *app
 	srv *api.Server
 	doc map[string]any
 	n   atomic.Int64
@@ -261,6 +282,10 @@ func (o *ownership) make(t *testing.T, key, kind string) params {
 		maps.Copy(deps, o.make(t, key, need))
 	}
 	maps.Copy(deps, ps)
+	if k.store != nil {
+		maps.Copy(ps, k.store(t, o, ps))
+		return ps
+	}
 	body := ""
 	if k.body != nil {
 		body = k.body(o.n.Add(1), deps)
@@ -371,7 +396,7 @@ func (o *ownership) operations() []string {
 
 func newOwnership(t *testing.T) *ownership {
 	redisURL := testenv.RedisURL(t)
-	_, srv := binaryApp(t, func(c *Config) { c.RedisURL, c.APIKeys = redisURL, ownershipKeys },
+	a, srv := binaryApp(t, func(c *Config) { c.RedisURL, c.APIKeys = redisURL, ownershipKeys },
 		map[string]string{checkout.VarTimeout: "200ms"})
 	// The document as a client reads it.
 	raw, err := json.Marshal(srv.OpenAPI())
@@ -382,7 +407,18 @@ func newOwnership(t *testing.T) *ownership {
 	if err := json.Unmarshal(raw, &doc); err != nil {
 		t.Fatal(err)
 	}
-	return &ownership{t: t, srv: srv, doc: doc}
+	return &ownership{t: t, app: a, srv: srv, doc: doc}
+}
+
+// notifier returns the app's notifier flow.
+func (o *ownership) notifier() *notifier.Flow {
+	for _, f := range o.app.flows {
+		if nf, ok := f.flow.(*notifier.Flow); ok {
+			return nf
+		}
+	}
+	o.t.Fatal("no notifier flow")
+	return nil
 }
 
 // TestOwnership_everyOperationOfAnotherTenantAnswers404 walks every
@@ -535,7 +571,7 @@ func requestBody(o *ownership, method, path string) string {
 // none.
 var operationBodies = map[string]string{
 	"PATCH /v1/watchers/{id}":              `{"name":"renamed"}`,
-	"PUT /v1/subscribers/{id}/preferences": `{"exclude":["avail:x|*"]}`,
+	"PUT /v1/subscribers/{id}/preferences": `{"time_zone":"UTC","preferences":{"exclude":["avail:x|*"]}}`,
 }
 
 // TestOwnership_listsShowOnlyTheCallersTenant creates one object of every
@@ -545,24 +581,32 @@ var operationBodies = map[string]string{
 func TestOwnership_listsShowOnlyTheCallersTenant(t *testing.T) {
 	o := newOwnership(t)
 	var ids []string
+	queries := maps.Clone(listQueries)
 	for kind, k := range ownedKinds {
 		// Objects under another are listed under it (the matrix covers
 		// those lists); the checkout contract has no lists.
 		if slices.Contains(unlistedKinds, kind) || strings.Contains(k.create, "{") {
 			continue
 		}
-		for _, v := range o.make(t, keyA, kind) {
+		ps := o.make(t, keyA, kind)
+		if kind == "/v1/subscribers/{id}" {
+			// A's subscriber, with a notification of its own.
+			notified := ownedKinds["/v1/notifications/{id}"].store(t, o, ps)
+			queries["/v1/notifications"] = "subscriber=" + ps["id"] + "&limit=1000"
+			ids = append(ids, notified["id"])
+		}
+		for _, v := range ps {
 			ids = append(ids, v)
 		}
 	}
 	seenByA := map[string]bool{}
 	for _, op := range o.operations() {
 		method, path, _ := strings.Cut(op, " ")
-		if method != http.MethodGet || strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/console/") {
+		if method != http.MethodGet || strings.Contains(path, "{") || strings.HasPrefix(path, "/v1/console/") || path == "/metrics" {
 			continue
 		}
 		url := path + "?limit=1000"
-		if q, ok := listQueries[path]; ok {
+		if q, ok := queries[path]; ok {
 			url = path + "?" + q
 		}
 		t.Run(op, func(t *testing.T) {
@@ -570,7 +614,7 @@ func TestOwnership_listsShowOnlyTheCallersTenant(t *testing.T) {
 			for _, id := range ids {
 				inA := strings.Contains(string(a.Body), `"`+id+`"`)
 				seenByA[id] = seenByA[id] || inA
-				if inA && strings.Contains(string(b.Body), id) {
+				if inA && b.Status == http.StatusOK && strings.Contains(string(b.Body), id) {
 					t.Errorf("B's %s shows A's %s: %s", url, id, b.Body)
 				}
 				if inA && !strings.Contains(string(adm.Body), id) {
