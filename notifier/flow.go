@@ -74,7 +74,7 @@ func NewTopics(partitions int) Topics {
 // history through it, and add their destination kinds with RegisterKind.
 type Flow struct {
 	// owners are the tenants' lookups flows registered (RegisterOwners).
-	owners owners
+	owners    owners
 	topics    Topics
 	pub       *stream.Publisher
 	subs      *subscriber.Store

@@ -17,8 +17,8 @@ import (
 	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/recordstore"
-	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // Errors of the store, for errors.Is.
