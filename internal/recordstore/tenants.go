@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 
 	"github.com/redis/go-redis/v9"
 
@@ -16,10 +17,16 @@ import (
 // its index. They share its hash tag, so one script on one Redis Cluster
 // slot writes them all.
 func (s *Store[T]) base() string {
+	b := s.cfg.Layout.Index
 	if s.cfg.Layout.Hash != "" {
-		return s.cfg.Layout.Hash
+		b = s.cfg.Layout.Hash
 	}
-	return s.cfg.Layout.Index
+	if open := strings.IndexByte(b, '{'); open < 0 || !strings.Contains(b[open:], "}") {
+		// A key without a hash tag: tagged with itself, the derived keys
+		// share its slot.
+		b = "{" + b + "}"
+	}
+	return b
 }
 
 // OwnersKey returns the key of the hash of each record's tenant (id →
