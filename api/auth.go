@@ -4,6 +4,8 @@ import (
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // HeaderAPIKey is the alternative to "Authorization: Bearer <key>".
@@ -76,7 +78,7 @@ func (s *Server) authorize(c *fiber.Ctx, required Scope) error {
 }
 
 // OpenTenant is the one tenant of an open API (no keys configured).
-const OpenTenant = "open"
+const OpenTenant = tenancy.Open
 
 // tenantKey and keyLimitsKey are the Locals keys of the caller's tenant and
 // of its key's own write limits.

@@ -12,6 +12,8 @@ var (
 	ErrInvalidSource = errors.New("invalid source")
 	// ErrSourceNotFound reports a source id that is not known.
 	ErrSourceNotFound = errors.New("source not found")
+	// ErrSourceTaken reports a source id another tenant's source holds.
+	ErrSourceTaken = errors.New("source id taken")
 	// ErrAuthExpired reports a source paused because its provider refused
 	// its credentials (HTTP 401 or 403); it stays paused until its
 	// configuration changes.

@@ -41,6 +41,10 @@ const (
 type Source struct {
 	// ID names the source: 1-64 characters of [a-z0-9_-].
 	ID string `json:"id"`
+	// Tenant is the tenant the source belongs to, set by the API (the
+	// caller's); a source without one (from a file, or stored before
+	// tenants were recorded) is tenancy.Open's.
+	Tenant string `json:"tenant,omitempty" openapi:"readonly"`
 	// Provider is the adapter: "resy", "opentable" or "simulator".
 	Provider string `json:"provider"`
 	// BaseURL is the provider's http or https URL, with a host and possibly

@@ -14,6 +14,7 @@ import (
 	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // SourcesKey is the Redis hash of sources: source id → source JSON.
@@ -40,7 +41,7 @@ type Store struct {
 // NewStore returns a store over rdb.
 func NewStore(rdb redis.UniversalClient) *Store {
 	records, err := recordstore.New(rdb, recordstore.Config[Source]{Layout: recordstore.Layout{Hash: SourcesKey},
-		Max: MaxSources, MaxSize: MaxSourceSize, Decode: decodeStored})
+		Max: MaxSources, MaxSize: MaxSourceSize, Decode: decodeStored, Tenant: func(s Source) string { return s.Tenant }})
 	if err != nil {
 		panic(err) // the configuration above is valid
 	}
@@ -49,7 +50,8 @@ func NewStore(rdb redis.UniversalClient) *Store {
 
 // Put validates src and creates or replaces it, with defaults applied. An
 // invalid source returns an error wrapping ErrInvalidSource; a new source
-// beyond MaxSources is refused.
+// beyond MaxSources is refused; a source whose id another tenant's source
+// holds is an error wrapping ErrSourceTaken.
 func (s *Store) Put(ctx context.Context, src Source) error {
 	if err := src.Validate(); err != nil {
 		return err
@@ -58,6 +60,8 @@ func (s *Store) Put(ctx context.Context, src Source) error {
 	switch {
 	case errors.Is(err, recordstore.ErrTooLarge):
 		return fmt.Errorf("%w %q: %w", ErrInvalidSource, src.ID, err)
+	case errors.Is(err, recordstore.ErrTaken):
+		return fmt.Errorf("%w: %q", ErrSourceTaken, src.ID)
 	case errors.Is(err, recordstore.ErrFull):
 		return fmt.Errorf("%w %q: the store already holds %d sources", ErrInvalidSource, src.ID, MaxSources)
 	case err != nil:
@@ -68,7 +72,12 @@ func (s *Store) Put(ctx context.Context, src Source) error {
 
 // Get returns a source, or an error wrapping ErrSourceNotFound.
 func (s *Store) Get(ctx context.Context, id string) (Source, error) {
-	src, err := s.records.Get(ctx, id)
+	return s.GetIn(ctx, tenancy.View{All: true}, id)
+}
+
+// GetIn is Get of a source v sees: another tenant's is ErrSourceNotFound.
+func (s *Store) GetIn(ctx context.Context, v tenancy.View, id string) (Source, error) {
+	src, err := s.records.GetIn(ctx, v, id)
 	if errors.Is(err, recordstore.ErrNotFound) {
 		return Source{}, fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(id, maxQuoted))
 	}
@@ -92,7 +101,12 @@ func (s *Store) List(ctx context.Context) ([]Source, error) {
 // skipped and reported as List does — and the cursor of the next page (""
 // on the last).
 func (s *Store) Page(ctx context.Context, cursor string, limit int) ([]Source, string, error) {
-	page, err := s.records.List(ctx, cursor, limit)
+	return s.PageIn(ctx, tenancy.View{All: true}, cursor, limit)
+}
+
+// PageIn is Page of the sources v sees, paged over its tenant's own.
+func (s *Store) PageIn(ctx context.Context, v tenancy.View, cursor string, limit int) ([]Source, string, error) {
+	page, err := s.records.ListIn(ctx, v, cursor, limit)
 	if page.Items == nil {
 		return nil, "", fmt.Errorf("list sources: %w", err)
 	}
@@ -101,7 +115,13 @@ func (s *Store) Page(ctx context.Context, cursor string, limit int) ([]Source, s
 
 // Delete removes a source, or returns an error wrapping ErrSourceNotFound.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	err := s.records.Delete(ctx, id)
+	return s.DeleteIn(ctx, tenancy.View{All: true}, id)
+}
+
+// DeleteIn is Delete of a source v sees: another tenant's is
+// ErrSourceNotFound.
+func (s *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error {
+	err := s.records.DeleteIn(ctx, v, id)
 	if errors.Is(err, recordstore.ErrNotFound) {
 		return fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(id, maxQuoted))
 	}

@@ -12,6 +12,8 @@ import (
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
+
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // offerFreshness runs the offer flow's freshness keeper on the cluster
@@ -43,7 +45,7 @@ func offerFreshness(t *testing.T, svc *offer.Flow, a offer.Offer, preq offer.Ord
 		t.Helper()
 		var cur offer.StandingSearch
 		testenv.WaitFor(t, clusterWait, func() bool {
-			cur, err = svc.GetStanding(ctx, "cluster", ss.ID)
+			cur, err = svc.GetStanding(ctx, tenancy.View{Tenant: "cluster"}, ss.ID)
 			return err == nil && cur.Version >= version
 		}, "standing search at version %d", version)
 		if cur.Version != version || cur.Total != total {

@@ -73,6 +73,8 @@ func NewTopics(partitions int) Topics {
 // flow: flows publish requests with Notify, find the subscribers and the
 // history through it, and add their destination kinds with RegisterKind.
 type Flow struct {
+	// owners are the tenants' lookups flows registered (RegisterOwners).
+	owners    owners
 	topics    Topics
 	pub       *stream.Publisher
 	subs      *subscriber.Store

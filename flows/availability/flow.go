@@ -136,6 +136,14 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if f.watchers, err = watch.NewStore(d.Redis, watch.StoreConfig{Logger: f.log, MaxPerOwner: d.Settings.Int(VarQuotaWatchers)}); err != nil {
 		return nil, fmt.Errorf("watchers: %w", err)
 	}
+	// A watcher's notifications are its tenant's.
+	nf.RegisterOwners(func(ctx context.Context, id string) (string, bool, error) {
+		w, err := f.watchers.Get(ctx, id)
+		if errors.Is(err, watch.ErrNotFound) || errors.Is(err, watch.ErrInvalidWatcher) {
+			return "", false, nil
+		}
+		return w.Owner, err == nil, err
+	})
 	notify, err := f.watcherStage(d, nf)
 	if err != nil {
 		return nil, err

@@ -12,6 +12,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -98,10 +99,15 @@ func checkRange(what string, v, lo, hi int64) error {
 
 // CreateItem creates an item with stock 0 and returns its id.
 func (s *Store) CreateItem(ctx context.Context, price int64) (string, error) {
+	return s.CreateItemOf(ctx, tenancy.Open, price)
+}
+
+// CreateItemOf is CreateItem of an item of tenant (see Sees).
+func (s *Store) CreateItemOf(ctx context.Context, tenant string, price int64) (string, error) {
 	if err := checkRange("price", price, 0, MaxPrice); err != nil {
 		return "", err
 	}
-	id := newID()
+	id := NewIDOf(tenant)
 	if _, err := retry(ctx, s, func() (int64, error) {
 		return s.rdb.HSet(ctx, s.keys.Item(id), "stock", 0, "price", price, "stocked", 0, "sold", 0).Result()
 	}); err != nil {
@@ -146,7 +152,12 @@ func (s *Store) SubtractStock(ctx context.Context, id string, amount int64) (int
 
 // CreateUser creates a user with credit 0 and returns its id.
 func (s *Store) CreateUser(ctx context.Context) (string, error) {
-	id := newID()
+	return s.CreateUserOf(ctx, tenancy.Open)
+}
+
+// CreateUserOf is CreateUser of a user of tenant (see Sees).
+func (s *Store) CreateUserOf(ctx context.Context, tenant string) (string, error) {
+	id := NewIDOf(tenant)
 	if _, err := retry(ctx, s, func() (int64, error) {
 		return s.rdb.HSet(ctx, s.keys.User(id), "credit", 0, "funded", 0, "charged", 0).Result()
 	}); err != nil {
@@ -217,12 +228,16 @@ func (s *Store) adjust(ctx context.Context, kind, id, field string, delta int64)
 	return res[1], nil
 }
 
-// CreateOrder creates an empty order of an existing user.
+// CreateOrder creates an empty order of an existing user; the order is
+// the user's tenant's.
 func (s *Store) CreateOrder(ctx context.Context, userID string) (string, error) {
 	if _, err := s.FindUser(ctx, userID); err != nil {
 		return "", err
 	}
 	id := newID()
+	if tag := idTag(userID); tag != "" {
+		id = tag + "_" + id
+	}
 	if _, err := retry(ctx, s, func() (int64, error) {
 		return s.rdb.HSet(ctx, s.keys.Order(id), "user_id", userID, "paid", 0, "total_cost", 0, "items", "").Result()
 	}); err != nil {

@@ -14,6 +14,8 @@ import (
 	"unicode"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // Errors of the subscription store, for errors.Is.
@@ -31,8 +33,14 @@ var (
 type Subscription struct {
 	// ID is derived from (email, canonical body), so it is the same for
 	// the same request.
-	ID    string `json:"id"`
-	Email string `json:"email"`
+	ID string `json:"id"`
+	// Tenant is the tenant it belongs to (set by the API, the caller's):
+	// only that tenant, and admin keys, list and delete it. A subscription
+	// without one is tenancy.Open's, and its id is that of (email, body)
+	// alone; another tenant's id also hashes the tenant, so two tenants
+	// may subscribe one email to one body.
+	Tenant string `json:"tenant,omitempty" openapi:"readonly"`
+	Email  string `json:"email"`
 	// Body is the canonical form of the partial comic.
 	Body json.RawMessage `json:"body"`
 	// Pattern is the body's SearchPattern (its sorted field names).
@@ -148,7 +156,12 @@ func ValidateNotifyURL(s string) error {
 // the subscription with its secret (when NotifyURL is set); the error wraps
 // ErrInvalid (a *FieldError), ErrDuplicate or ErrTooMany.
 func (s *Store) Create(ctx context.Context, email string, body json.RawMessage, notifyURL string) (Subscription, error) {
-	sub, b, err := s.newSubscription(NewSubscription{Email: email, Body: body, NotifyURL: notifyURL})
+	return s.CreateFor(ctx, tenancy.Open, email, body, notifyURL)
+}
+
+// CreateFor is Create of a subscription of tenant.
+func (s *Store) CreateFor(ctx context.Context, tenant, email string, body json.RawMessage, notifyURL string) (Subscription, error) {
+	sub, b, err := s.newSubscription(NewSubscription{Email: email, Body: body, NotifyURL: notifyURL, Tenant: tenant})
 	if err != nil {
 		return Subscription{}, err
 	}
@@ -173,6 +186,8 @@ func (s *Store) Create(ctx context.Context, email string, body json.RawMessage, 
 
 // NewSubscription is one subscription to create (see CreateMany).
 type NewSubscription struct {
+	// Tenant owns it ("": tenancy.Open).
+	Tenant    string
 	Email     string
 	Body      json.RawMessage
 	NotifyURL string
@@ -196,6 +211,10 @@ func (s *Store) newSubscription(in NewSubscription) (Subscription, Body, error) 
 	}
 	sub := Subscription{Email: email, Body: b.Canonical(), Pattern: b.Pattern(), CreatedAt: s.cfg.Now().UTC()}
 	sub.ID = hashHex([]byte(email + "\x00" + string(sub.Body)))
+	if t := tenancy.Of(in.Tenant); t != tenancy.Open {
+		sub.Tenant = t
+		sub.ID = hashHex([]byte(t + "\x00" + email + "\x00" + string(sub.Body)))
+	}
 	if in.NotifyURL != "" {
 		if err := ValidateNotifyURL(in.NotifyURL); err != nil {
 			return Subscription{}, nil, err
@@ -227,6 +246,13 @@ func (s *Store) Get(ctx context.Context, id string) (Subscription, error) {
 // ByEmail returns the subscriptions of an email, oldest first, without
 // their secrets.
 func (s *Store) ByEmail(ctx context.Context, email string) ([]Subscription, error) {
+	return s.ByEmailIn(ctx, tenancy.View{All: true}, email)
+}
+
+// ByEmailIn is ByEmail of the subscriptions v sees. An email holds at most
+// StoreConfig.MaxPerEmail subscriptions, read whole, so the tenant's are
+// all there to page.
+func (s *Store) ByEmailIn(ctx context.Context, v tenancy.View, email string) ([]Subscription, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
 		return nil, err
@@ -241,6 +267,9 @@ func (s *Store) ByEmail(ctx context.Context, email string) ([]Subscription, erro
 	}
 	out := make([]Subscription, 0, len(subs))
 	for _, sub := range subs {
+		if !v.Sees(sub.Tenant) {
+			continue
+		}
 		sub.Secret = ""
 		out = append(out, sub)
 	}
@@ -280,7 +309,16 @@ func (s *Store) load(ctx context.Context, ids []string) ([]Subscription, error) 
 // Delete removes a subscription and its index entries. The error wraps
 // ErrNotFound when there is none.
 func (s *Store) Delete(ctx context.Context, id string) error {
+	return s.DeleteIn(ctx, tenancy.View{All: true}, id)
+}
+
+// DeleteIn is Delete of a subscription v sees: another tenant's is
+// ErrNotFound.
+func (s *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error {
 	sub, err := s.Get(ctx, id)
+	if err == nil && !v.Sees(sub.Tenant) {
+		err = fmt.Errorf("%w: subscription %s", ErrNotFound, clipName(id))
+	}
 	if err != nil {
 		return err
 	}

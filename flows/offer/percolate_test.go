@@ -10,6 +10,8 @@ import (
 
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
+
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // notices records the notification requests a flow publishes.
@@ -75,7 +77,7 @@ func TestPercolate_standingSearchNotifiesOncePerResultChange(t *testing.T) {
 				t.Helper()
 				var cur StandingSearch
 				waitFor(t, func() bool {
-					cur, err = s.GetStanding(ctx, "owner-a", ss.ID)
+					cur, err = s.GetStanding(ctx, tenancy.View{Tenant: "owner-a"}, ss.ID)
 					return err == nil && cur.Version >= want
 				})
 				if cur.Version != want || cur.Total != total {
@@ -140,19 +142,19 @@ func TestPercolate_ownersSeeOnlyTheirStandingSearches(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if _, err := s.GetStanding(ctx, "b", a.ID); err != ErrNotFound {
+	if _, err := s.GetStanding(ctx, tenancy.View{Tenant: "b"}, a.ID); err != ErrNotFound {
 		t.Errorf("get another owner's search = %v, want ErrNotFound", err)
 	}
-	if err := s.DeleteStanding(ctx, "b", a.ID); err != ErrNotFound {
+	if err := s.DeleteStanding(ctx, tenancy.View{Tenant: "b"}, a.ID); err != ErrNotFound {
 		t.Errorf("delete another owner's search = %v, want ErrNotFound", err)
 	}
-	if l, err := s.ListStanding(ctx, "b"); err != nil || len(l) != 0 {
+	if l, err := s.ListStanding(ctx, tenancy.View{Tenant: "b"}); err != nil || len(l) != 0 {
 		t.Errorf("list of b = %v, %v; want none", l, err)
 	}
-	if err := s.DeleteStanding(ctx, "a", a.ID); err != nil {
+	if err := s.DeleteStanding(ctx, tenancy.View{Tenant: "a"}, a.ID); err != nil {
 		t.Fatal(err)
 	}
-	if l, err := s.ListStanding(ctx, "a"); err != nil || len(l) != 0 {
+	if l, err := s.ListStanding(ctx, tenancy.View{Tenant: "a"}); err != nil || len(l) != 0 {
 		t.Errorf("list of a after delete = %v, %v; want none", l, err)
 	}
 }

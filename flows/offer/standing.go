@@ -15,6 +15,8 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
+
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // standingTag is the hash tag of every standing-search key, so one script
@@ -142,9 +144,9 @@ func (s *Flow) CreateStanding(ctx context.Context, owner string, req StandingReq
 	return ss, nil
 }
 
-// GetStanding returns owner's standing search id, or ErrNotFound (also
-// for another owner's).
-func (s *Flow) GetStanding(ctx context.Context, owner, id string) (StandingSearch, error) {
+// GetStanding returns the standing search id when v sees its owner (a
+// tenant), or ErrNotFound (also for another tenant's).
+func (s *Flow) GetStanding(ctx context.Context, v tenancy.View, id string) (StandingSearch, error) {
 	if !validStandingID(id) {
 		return StandingSearch{}, ErrNotFound
 	}
@@ -152,7 +154,7 @@ func (s *Flow) GetStanding(ctx context.Context, owner, id string) (StandingSearc
 	if err != nil {
 		return StandingSearch{}, fmt.Errorf("offer: standing search %s: %w", id, err)
 	}
-	if len(m) == 0 || m["owner"] != owner {
+	if len(m) == 0 || !v.Sees(m["owner"]) {
 		return StandingSearch{}, ErrNotFound
 	}
 	return decodeStanding(id, m)
@@ -170,12 +172,20 @@ func decodeStanding(id string, m map[string]string) (StandingSearch, error) {
 	return ss, nil
 }
 
-// ListStanding returns every standing search of owner (at most its
-// quota), in id order.
-func (s *Flow) ListStanding(ctx context.Context, owner string) ([]StandingSearch, error) {
-	ids, err := s.rdb.SMembers(ctx, standingOwner(owner)).Result()
+// ListStanding returns every standing search v sees: its tenant's own
+// (at most its quota, read from the tenant's own set), or every one (at
+// most MaxStandingSearches) when v sees all.
+func (s *Flow) ListStanding(ctx context.Context, v tenancy.View) ([]StandingSearch, error) {
+	owner := v.Owner()
+	var ids []string
+	var err error
+	if v.All {
+		ids, err = s.rdb.ZRange(ctx, standingIndex, 0, -1).Result()
+	} else {
+		ids, err = s.rdb.SMembers(ctx, standingOwner(owner)).Result()
+	}
 	if err != nil {
-		return nil, fmt.Errorf("offer: standing searches of %s: %w", owner, err)
+		return nil, fmt.Errorf("offer: standing searches: %w", err)
 	}
 	pipe := s.rdb.Pipeline()
 	cmds := make([]*redis.MapStringStringCmd, len(ids))
@@ -184,13 +194,13 @@ func (s *Flow) ListStanding(ctx context.Context, owner string) ([]StandingSearch
 	}
 	if len(ids) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("offer: standing searches of %s: %w", owner, err)
+			return nil, fmt.Errorf("offer: standing searches: %w", err)
 		}
 	}
 	out := make([]StandingSearch, 0, len(ids))
 	for i, id := range ids {
 		m := cmds[i].Val()
-		if len(m) == 0 || m["owner"] != owner {
+		if len(m) == 0 || !v.Sees(m["owner"]) {
 			continue
 		}
 		ss, err := decodeStanding(id, m)
@@ -202,12 +212,14 @@ func (s *Flow) ListStanding(ctx context.Context, owner string) ([]StandingSearch
 	return out, nil
 }
 
-// DeleteStanding removes owner's standing search id, or returns
-// ErrNotFound.
-func (s *Flow) DeleteStanding(ctx context.Context, owner, id string) error {
-	if _, err := s.GetStanding(ctx, owner, id); err != nil {
+// DeleteStanding removes the standing search id when v sees it, or
+// returns ErrNotFound.
+func (s *Flow) DeleteStanding(ctx context.Context, v tenancy.View, id string) error {
+	ss, err := s.GetStanding(ctx, v, id)
+	if err != nil {
 		return err
 	}
+	owner := ss.owner
 	tx := s.rdb.TxPipeline()
 	tx.Del(ctx, standingMain(id), standingMatches(id))
 	tx.ZRem(ctx, standingIndex, id)

@@ -9,6 +9,11 @@
 // sorted set of the ids, all scored 0, so that ZRANGEBYLEX lists them in
 // id (byte) order however many there are; both keys must share a hash tag
 // on Redis Cluster.
+//
+// A store whose Config.Tenant is set keeps, beside its records, the tenant
+// of each (a hash, id → tenant) and an index of each tenant's ids, so that
+// a tenant's list pages over its own records only (see ListIn), and a
+// record's id stays its first tenant's until it is deleted.
 package recordstore
 
 import (
@@ -24,6 +29,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/internal/script"
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // Errors of a store, for errors.Is.
@@ -38,6 +44,8 @@ var (
 	ErrCorrupt = errors.New("recordstore: stored record unreadable")
 	// ErrConflict: Update found the record changed by others too often.
 	ErrConflict = errors.New("recordstore: too much contention")
+	// ErrTaken: Put of a record whose id another tenant's record holds.
+	ErrTaken = errors.New("recordstore: id held by another tenant")
 )
 
 // Layout is where a store keeps its records; set Hash, or Prefix and Index.
@@ -62,6 +70,11 @@ type Config[T any] struct {
 	// record's id, its values). Its errors are returned as they are.
 	// Default: json.Unmarshal, its errors wrapping ErrCorrupt.
 	Decode func(id string, raw []byte) (T, error)
+	// Tenant returns the tenant a record belongs to ("" for tenancy.Open,
+	// the tenant of records stored before tenants were recorded). Set, it
+	// makes the store keep an index per tenant; the record's tenant must
+	// not change once stored. Default: none (one index).
+	Tenant func(T) string
 }
 
 // Store keeps records of type T. It is safe for concurrent use.
@@ -103,20 +116,38 @@ func (s *Store[T]) Key(id string) string {
 	return s.cfg.Layout.Prefix + id
 }
 
-// putScript writes a record unless the store is full and it is new.
-// KEYS: record key (the hash in the hash layout), index ("" in the hash
-// layout). ARGV: id, JSON, max (0: none), "hash" or "keys". Returns 1 when
-// written, 0 when full.
+// putScript writes a record unless the store is full and it is new, or
+// (with tenants) the id is another tenant's. KEYS: record key (the hash in
+// the hash layout), index (the owners hash in the hash layout), then with
+// tenants: owners hash, the tenant's index. ARGV: id, JSON, max (0: none),
+// "hash" or "keys", the tenant ("" without tenants), tenancy.Open.
+// Returns 1 when written, 0 when full, -1 when taken.
 var putScript = script.New(`
 local max = tonumber(ARGV[3])
-if ARGV[4] == 'hash' then
+local hash = ARGV[4] == 'hash'
+local owners, tindex = KEYS[3], KEYS[4]
+if hash then owners, tindex = KEYS[2], KEYS[3] end
+if ARGV[5] ~= '' then
+  local prev = redis.call('HGET', owners, ARGV[1])
+  if not prev then
+    local held
+    if hash then held = redis.call('HEXISTS', KEYS[1], ARGV[1]) else held = redis.call('EXISTS', KEYS[1]) end
+    if held == 1 then prev = ARGV[6] end
+  end
+  if prev and prev ~= ARGV[5] then return -1 end
+end
+if hash then
   if max > 0 and redis.call('HLEN', KEYS[1]) >= max and redis.call('HEXISTS', KEYS[1], ARGV[1]) == 0 then return 0 end
   redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
-  return 1
+else
+  if max > 0 and redis.call('ZCARD', KEYS[2]) >= max and not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
+  redis.call('SET', KEYS[1], ARGV[2])
+  redis.call('ZADD', KEYS[2], 0, ARGV[1])
 end
-if max > 0 and redis.call('ZCARD', KEYS[2]) >= max and not redis.call('ZSCORE', KEYS[2], ARGV[1]) then return 0 end
-redis.call('SET', KEYS[1], ARGV[2])
-redis.call('ZADD', KEYS[2], 0, ARGV[1])
+if ARGV[5] ~= '' then
+  redis.call('HSET', owners, ARGV[1], ARGV[5])
+  redis.call('ZADD', tindex, 0, ARGV[1])
+end
 return 1`)
 
 // encode returns rec's JSON, or an error wrapping ErrTooLarge.
@@ -132,7 +163,9 @@ func (s *Store[T]) encode(id string, rec *T) ([]byte, error) {
 }
 
 // Put creates or replaces the record of id, atomically: a new record when
-// the store holds Config.Max fails with ErrFull and writes nothing.
+// the store holds Config.Max fails with ErrFull, and (with tenants) a
+// record whose id another tenant's record holds fails with ErrTaken; both
+// write nothing.
 func (s *Store[T]) Put(ctx context.Context, id string, rec T) error {
 	b, err := s.encode(id, &rec)
 	if err != nil {
@@ -142,12 +175,20 @@ func (s *Store[T]) Put(ctx context.Context, id string, rec T) error {
 	if s.cfg.Layout.Hash != "" {
 		keys, layout = keys[:1], "hash"
 	}
-	n, err := putScript.Run(ctx, s.rdb, keys, id, b, s.cfg.Max, layout).Int()
+	tenant := ""
+	if s.cfg.Tenant != nil {
+		tenant = tenancy.Of(s.cfg.Tenant(rec))
+		keys = append(keys, s.OwnersKey(), s.TenantIndex(tenant))
+	}
+	n, err := putScript.Run(ctx, s.rdb, keys, id, b, s.cfg.Max, layout, tenant, tenancy.Open).Int()
 	if err != nil {
 		return fmt.Errorf("recordstore: put %q: %w", clip.Marked(id, maxIDBytes), err)
 	}
-	if n == 0 {
+	switch n {
+	case 0:
 		return fmt.Errorf("%w: it holds %d records", ErrFull, s.cfg.Max)
+	case -1:
+		return fmt.Errorf("%w: %q", ErrTaken, clip.Marked(id, maxIDBytes))
 	}
 	return nil
 }
@@ -184,25 +225,7 @@ func (s *Store[T]) read(ctx context.Context, c redis.Cmdable, id string) ([]byte
 // Delete removes the record of id, or returns an error wrapping
 // ErrNotFound.
 func (s *Store[T]) Delete(ctx context.Context, id string) error {
-	var del *redis.IntCmd
-	var err error
-	if s.cfg.Layout.Hash != "" {
-		del = s.rdb.HDel(ctx, s.cfg.Layout.Hash, id)
-		err = del.Err()
-	} else {
-		_, err = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			del = pipe.Del(ctx, s.Key(id))
-			pipe.ZRem(ctx, s.cfg.Layout.Index, id)
-			return nil
-		})
-	}
-	if err != nil {
-		return fmt.Errorf("recordstore: delete %q: %w", clip.Marked(id, maxIDBytes), err)
-	}
-	if del.Val() == 0 {
-		return fmt.Errorf("%w: %q", ErrNotFound, clip.Marked(id, maxIDBytes))
-	}
-	return nil
+	return s.DeleteIn(ctx, tenancy.View{All: true}, id)
 }
 
 // maxTries bounds the attempts of Update when others change the record.
@@ -275,17 +298,18 @@ func (s *Store[T]) List(ctx context.Context, cursor string, limit int) (Page[T],
 	if limit < 1 {
 		return Page[T]{}, fmt.Errorf("recordstore: list limit %d: want 1 or more", limit)
 	}
-	page, bad, err := s.list(ctx, cursor, limit)
+	page, bad, err := s.list(ctx, "", nil, cursor, limit)
 	if err != nil {
 		return Page[T]{}, err
 	}
 	return page, errors.Join(bad...)
 }
 
-// list is List; it returns the errors of unreadable records apart from a
-// Redis failure.
-func (s *Store[T]) list(ctx context.Context, cursor string, limit int) (Page[T], []error, error) {
-	ids, more, err := s.ids(ctx, cursor)
+// list is List over index ("" for the store's own), keeping the records
+// keep accepts (nil: every one); it returns the errors of unreadable
+// records apart from a Redis failure.
+func (s *Store[T]) list(ctx context.Context, index string, keep func(T) bool, cursor string, limit int) (Page[T], []error, error) {
+	ids, more, err := s.ids(ctx, index, cursor)
 	if err != nil {
 		return Page[T]{}, nil, err
 	}
@@ -314,6 +338,9 @@ func (s *Store[T]) list(ctx context.Context, cursor string, limit int) (Page[T],
 				errs = append(errs, err)
 				continue
 			}
+			if keep != nil && !keep(rec) {
+				continue // deleted and stored again by another tenant meanwhile
+			}
 			page.Items = append(page.Items, rec)
 		}
 		cursor, ids = ids[n-1], ids[n:]
@@ -329,11 +356,11 @@ func (s *Store[T]) list(ctx context.Context, cursor string, limit int) (Page[T],
 	return page, errs, nil
 }
 
-// ids returns the ids after cursor that are known at once (the hash
-// layout reads them all) and a function returning up to n ids after the
-// last ones returned (by either).
-func (s *Store[T]) ids(ctx context.Context, cursor string) ([]string, func(n int) ([]string, error), error) {
-	if s.cfg.Layout.Hash != "" {
+// ids returns the ids of index ("" for the store's own) after cursor
+// that are known at once (the hash layout reads them all) and a function
+// returning up to n ids after the last ones returned (by either).
+func (s *Store[T]) ids(ctx context.Context, index, cursor string) ([]string, func(n int) ([]string, error), error) {
+	if index == "" && s.cfg.Layout.Hash != "" {
 		all, err := s.rdb.HKeys(ctx, s.cfg.Layout.Hash).Result()
 		if err != nil {
 			return nil, nil, fmt.Errorf("recordstore: list: %w", err)
@@ -345,13 +372,16 @@ func (s *Store[T]) ids(ctx context.Context, cursor string) ([]string, func(n int
 		}
 		return all, func(int) ([]string, error) { return nil, nil }, nil
 	}
+	if index == "" {
+		index = s.cfg.Layout.Index
+	}
 	after := cursor
 	return nil, func(n int) ([]string, error) {
 		start := "-"
 		if after != "" {
 			start = "(" + after
 		}
-		ids, err := s.rdb.ZRangeByLex(ctx, s.cfg.Layout.Index, &redis.ZRangeBy{Min: start, Max: "+", Count: int64(n)}).Result()
+		ids, err := s.rdb.ZRangeByLex(ctx, index, &redis.ZRangeBy{Min: start, Max: "+", Count: int64(n)}).Result()
 		if err != nil {
 			return nil, fmt.Errorf("recordstore: list: %w", err)
 		}
@@ -416,7 +446,7 @@ func (s *Store[T]) All(ctx context.Context) ([]T, error) {
 			return nil, fmt.Errorf("%w: %d records exceed %d", ErrFull, n, s.cfg.Max)
 		}
 	}
-	page, bad, err := s.list(ctx, "", math.MaxInt)
+	page, bad, err := s.list(ctx, "", nil, "", math.MaxInt)
 	if err != nil {
 		return nil, err
 	}

@@ -15,8 +15,9 @@ import (
 )
 
 type rec struct {
-	ID string `json:"id"`
-	N  int    `json:"n"`
+	ID     string `json:"id"`
+	N      int    `json:"n"`
+	Tenant string `json:"tenant,omitempty"`
 }
 
 // layouts are the two layouts under one hash tag, so that the Prefix and

@@ -15,7 +15,7 @@ func Register(srv *api.Server, f *notifier.Flow) {
 	channels := f.Channels()
 	SubscriberRoutes{Store: f.Subscribers(), Notify: f.Notify, PublicURL: f.PublicURL(), Egress: f.Egress(),
 		HasChannel: func(ch string) bool { _, ok := channels[ch]; return ok }, Quota: f.SubscriberQuota()}.Register(srv)
-	nr := NotificationRoutes{History: f.History()}
+	nr := NotificationRoutes{History: f.History(), Owner: f.OwnerOf}
 	if f.ClickHouse() != nil {
 		nr.Cause = f.Cause
 	}

@@ -20,6 +20,23 @@ type NotificationRoutes struct {
 	// Cause, when set (ClickHouse configured), finds a notification's
 	// transition and run.
 	Cause func(ctx context.Context, eventID, runID string) (clickhouse.Cause, error)
+	// Owner returns the tenant of a subscriber or watcher: its
+	// notifications are its tenant's (and admin keys'). Nil: every
+	// notification is tenancy.Open's.
+	Owner func(ctx context.Context, subscriberID string) (string, error)
+}
+
+// sees reports whether the caller sees the notifications of subscriberID.
+func (r NotificationRoutes) sees(c *fiber.Ctx, subscriberID string) (bool, error) {
+	v := api.View(c)
+	if v.All {
+		return true, nil
+	}
+	if r.Owner == nil {
+		return v.Sees(""), nil
+	}
+	owner, err := r.Owner(c.UserContext(), subscriberID)
+	return err == nil && v.Sees(owner), err
 }
 
 // notificationPage is GET /v1/notifications.
@@ -76,6 +93,11 @@ func (r NotificationRoutes) list(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	if ok, err := r.sees(c, sub); err != nil {
+		return err
+	} else if !ok {
+		return api.NotFound("subscriber_not_found", "no subscriber or watcher "+sub)
+	}
 	// The subscriber's recent notifications are a bounded list: read it
 	// whole and page it by time, so a page's cursor holds while new
 	// notifications arrive.
@@ -96,6 +118,11 @@ func (r NotificationRoutes) why(c *fiber.Ctx) error {
 	}
 	if err != nil {
 		return err
+	}
+	if ok, err := r.sees(c, rec.SubscriberID); err != nil {
+		return err
+	} else if !ok {
+		return api.NotFound("notification_not_found", "no recent notification "+c.Params("id"))
 	}
 	out := whyChain{Notification: rec, TraceID: rec.TraceID}
 	if rec.EventID != "" {

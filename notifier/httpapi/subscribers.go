@@ -107,6 +107,7 @@ func (r SubscriberRoutes) create(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
+	in.Tenant = api.Tenant(c)
 	created, err := r.Store.Create(ctx, in)
 	if err == nil {
 		err = slot.Keep(ctx, created.Subscriber.ID)
@@ -144,7 +145,7 @@ func (r SubscriberRoutes) list(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	items, next, err := r.Store.List(c.UserContext(), c.Query("cursor"), limit)
+	items, next, err := r.Store.ListIn(c.UserContext(), api.View(c), c.Query("cursor"), limit)
 	if errors.Is(err, subscriber.ErrInvalid) {
 		return api.BadRequest("invalid_cursor", err.Error())
 	}
@@ -155,7 +156,7 @@ func (r SubscriberRoutes) list(c *fiber.Ctx) error {
 }
 
 func (r SubscriberRoutes) get(c *fiber.Ctx) error {
-	s, err := r.Store.Get(c.UserContext(), c.Params("id"))
+	s, err := r.Store.GetIn(c.UserContext(), api.View(c), c.Params("id"))
 	if errors.Is(err, subscriber.ErrNotFound) {
 		return api.NotFound("subscriber_not_found", "no subscriber "+c.Params("id"))
 	}
@@ -170,7 +171,7 @@ func (r SubscriberRoutes) preferences(c *fiber.Ctx) error {
 	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	s, err := r.Store.SetPreferences(c.UserContext(), c.Params("id"), in.TimeZone, in.Preferences)
+	s, err := r.Store.SetPreferencesIn(c.UserContext(), api.View(c), c.Params("id"), in.TimeZone, in.Preferences)
 	switch {
 	case errors.Is(err, subscriber.ErrInvalid):
 		return api.UnprocessableEntity("invalid_preferences", err.Error())
@@ -183,7 +184,7 @@ func (r SubscriberRoutes) preferences(c *fiber.Ctx) error {
 }
 
 func (r SubscriberRoutes) delete(c *fiber.Ctx) error {
-	err := r.Store.Delete(c.UserContext(), c.Params("id"))
+	err := r.Store.DeleteIn(c.UserContext(), api.View(c), c.Params("id"))
 	if errors.Is(err, subscriber.ErrNotFound) {
 		return api.NotFound("subscriber_not_found", "no subscriber "+c.Params("id"))
 	}

@@ -18,6 +18,7 @@ import (
 	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // Errors of the store, for errors.Is.
@@ -130,6 +131,7 @@ func NewStore(rdb redis.UniversalClient, cfg StoreConfig) (*Store, error) {
 	records, err := recordstore.New(rdb, recordstore.Config[Subscriber]{
 		Layout: recordstore.Layout{Prefix: subPrefix, Index: subsKey},
 		Decode: decodeSubscriber,
+		Tenant: func(s Subscriber) string { return s.Tenant },
 	})
 	if err != nil {
 		return nil, err
@@ -166,9 +168,10 @@ type Created struct {
 }
 
 // createScript stores a subscriber, its cores, tokens and pending entries,
-// unless a core is taken or the store is full.
-// KEYS: sub, subs, pending, n cores, n tokens. ARGV: id, json, max, n,
-// confirm ttl ms, expiry ms, n core values, n token values, n pending members.
+// and files it under its tenant, unless a core is taken or the store is
+// full. KEYS: sub, subs, pending, n cores, n tokens, owners, the tenant's
+// index. ARGV: id, json, max, n, confirm ttl ms, expiry ms, n core values,
+// n token values, n pending members, tenant.
 var createScript = redis.NewScript(`
 local n = tonumber(ARGV[4])
 for i = 1, n do
@@ -182,6 +185,8 @@ for i = 1, n do
   redis.call('SET', KEYS[3 + n + i], ARGV[6 + n + i], 'PX', ARGV[5])
   redis.call('ZADD', KEYS[3], ARGV[6], ARGV[6 + 2 * n + i])
 end
+redis.call('HSET', KEYS[#KEYS - 1], ARGV[1], ARGV[#ARGV])
+redis.call('ZADD', KEYS[#KEYS], 0, ARGV[1])
 return 1`)
 
 // Create validates s, gives it and its destinations ids, times, pending
@@ -231,13 +236,15 @@ func (st *Store) Create(ctx context.Context, s Subscriber) (Created, error) {
 	if err != nil {
 		return Created{}, fmt.Errorf("subscriber: encode: %w", err)
 	}
-	keys = append(append(keys, cores...), tokKeys...)
+	tenant := tenancy.Of(s.Tenant)
+	keys = append(append(append(keys, cores...), tokKeys...), st.records.OwnersKey(), st.records.TenantIndex(tenant))
 	args := []any{s.ID, body, st.cfg.MaxSubscribers, n, st.cfg.ConfirmTTL.Milliseconds(), expires.UnixMilli()}
 	for _, l := range [][]string{coreVals, tokVals, members} {
 		for _, v := range l {
 			args = append(args, v)
 		}
 	}
+	args = append(args, tenant)
 	res, err := createScript.Run(ctx, st.rdb, keys, args...).Int()
 	switch {
 	case err != nil:
@@ -255,7 +262,15 @@ func (st *Store) Create(ctx context.Context, s Subscriber) (Created, error) {
 // Get returns the subscriber without secrets or tokens. Errors wrap
 // ErrNotFound (also for a malformed id) or are Redis errors.
 func (st *Store) Get(ctx context.Context, id string) (Subscriber, error) {
+	return st.GetIn(ctx, tenancy.View{All: true}, id)
+}
+
+// GetIn is Get of a subscriber v sees: another tenant's is ErrNotFound.
+func (st *Store) GetIn(ctx context.Context, v tenancy.View, id string) (Subscriber, error) {
 	s, err := st.Resolve(ctx, id)
+	if err == nil && !v.Sees(s.Tenant) {
+		return Subscriber{}, fmt.Errorf("%w: subscriber %s", ErrNotFound, id)
+	}
 	return s.public(), err
 }
 
@@ -273,13 +288,18 @@ func (st *Store) Resolve(ctx context.Context, id string) (Subscriber, error) {
 // cursor ("" for the first page), and the next cursor ("" at the end). A
 // malformed cursor wraps ErrInvalid.
 func (st *Store) List(ctx context.Context, cursor string, limit int) ([]Subscriber, string, error) {
+	return st.ListIn(ctx, tenancy.View{All: true}, cursor, limit)
+}
+
+// ListIn is List of the subscribers v sees, paged over its tenant's own.
+func (st *Store) ListIn(ctx context.Context, v tenancy.View, cursor string, limit int) ([]Subscriber, string, error) {
 	if cursor != "" && !ValidSubscriberID(cursor) {
 		return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalid, clip.Marked(cursor, maxQuoted))
 	}
 	if limit < 1 {
 		limit = DefaultPageSize
 	}
-	page, err := st.records.List(ctx, cursor, min(limit, MaxPageSize))
+	page, err := st.records.ListIn(ctx, v, cursor, min(limit, MaxPageSize))
 	if err != nil && !errors.Is(err, recordstore.ErrCorrupt) {
 		return nil, "", fmt.Errorf("subscriber: list: %w", err)
 	}
@@ -296,9 +316,18 @@ func (st *Store) List(ctx context.Context, cursor string, limit int) ([]Subscrib
 // Delete removes a subscriber and every destination core and token.
 // Errors wrap ErrNotFound.
 func (st *Store) Delete(ctx context.Context, id string) error {
+	return st.DeleteIn(ctx, tenancy.View{All: true}, id)
+}
+
+// DeleteIn is Delete of a subscriber v sees: another tenant's is
+// ErrNotFound.
+func (st *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error {
 	for range maxTxTries {
 		err := st.rdb.Watch(ctx, func(tx *redis.Tx) error {
 			s, err := st.Resolve(ctx, id)
+			if err == nil && !v.Sees(s.Tenant) {
+				err = fmt.Errorf("%w: subscriber %s", ErrNotFound, id)
+			}
 			if err != nil {
 				return err
 			}
@@ -324,6 +353,12 @@ func (st *Store) Delete(ctx context.Context, id string) error {
 // SetPreferences replaces a subscriber's preferences and time zone.
 // Errors wrap ErrInvalid or ErrNotFound.
 func (st *Store) SetPreferences(ctx context.Context, id, timeZone string, p Preferences) (Subscriber, error) {
+	return st.SetPreferencesIn(ctx, tenancy.View{All: true}, id, timeZone, p)
+}
+
+// SetPreferencesIn is SetPreferences of a subscriber v sees: another
+// tenant's is ErrNotFound.
+func (st *Store) SetPreferencesIn(ctx context.Context, v tenancy.View, id, timeZone string, p Preferences) (Subscriber, error) {
 	if err := p.Validate(); err != nil {
 		return Subscriber{}, err
 	}
@@ -333,7 +368,7 @@ func (st *Store) SetPreferences(ctx context.Context, id, timeZone string, p Pref
 	if !ValidSubscriberID(id) {
 		return Subscriber{}, fmt.Errorf("%w: subscriber %q", ErrNotFound, clip.Marked(id, maxQuoted))
 	}
-	s, err := st.records.Update(ctx, id, func(s *Subscriber) error {
+	s, err := st.records.UpdateIn(ctx, v, id, func(s *Subscriber) error {
 		s.Preferences, s.TimeZone = p, timeZone
 		return nil
 	})

@@ -39,6 +39,10 @@ type Subscriber struct {
 	// ID is set by the store: "s_" + 12 hex digits of creation time in
 	// Unix ms + 16 random hex digits, so ids sort by age.
 	ID string `json:"id" openapi:"readonly"`
+	// Tenant is the tenant it belongs to, set by the API (the caller's):
+	// only that tenant, and admin keys, see and change it. A subscriber
+	// without one is tenancy.Open's.
+	Tenant string `json:"tenant,omitempty" openapi:"readonly"`
 	// Name is a label: 1..MaxNameLen bytes of printable UTF-8.
 	Name string `json:"name"`
 	// TimeZone is the IANA zone quiet hours and digests are computed in;

@@ -127,6 +127,8 @@ func (st *Store) removeDestination(ctx context.Context, pipe redis.Pipeliner, s 
 	if len(kept) == 0 {
 		pipe.Del(ctx, subKey(s.ID))
 		pipe.ZRem(ctx, subsKey, s.ID)
+		pipe.HDel(ctx, st.records.OwnersKey(), s.ID)
+		pipe.ZRem(ctx, st.records.TenantIndex(s.Tenant), s.ID)
 		return
 	}
 	body, _ := json.Marshal(s)

@@ -46,7 +46,7 @@ func routesServerWith(t *testing.T, watchersPerKey int) (*api.Server, redis.Univ
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read;w:write;w2:write"})
+	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read:tenant=t;w:write:tenant=t;w2:write"})
 	AvailabilityRoutes{Projection: proj}.Register(srv)
 	SourceRoutes{Store: collector.NewStore(rdb)}.Register(srv)
 	WatcherRoutes{Store: watchers}.Register(srv)
@@ -252,8 +252,9 @@ func TestWatcherRoutes_capPerKey(t *testing.T) {
 		t.Fatalf("another key's create = %d, want 201", code)
 	}
 	var list struct{ Items []map[string]any }
-	if code := call(t, srv, "GET", "/v1/watchers?limit=100", "r", "", &list); code != 200 || len(list.Items) != 4 {
-		t.Fatalf("list = %d, %d watchers; want the 4 created", code, len(list.Items))
+	// r shares w's tenant; w2 is a tenant of its own.
+	if code := call(t, srv, "GET", "/v1/watchers?limit=100", "r", "", &list); code != 200 || len(list.Items) != 3 {
+		t.Fatalf("list = %d, %d watchers; want the 3 of the reader's tenant", code, len(list.Items))
 	}
 	if code := call(t, srv, "DELETE", "/v1/watchers/"+ids[0], "w", "", nil); code != http.StatusNoContent {
 		t.Fatalf("delete = %d", code)

@@ -71,11 +71,15 @@ func (r SourceRoutes) put(c *fiber.Ctx) error {
 	if src.BaseURL, err = r.Egress.NormalizeURL(src.BaseURL); err != nil {
 		return api.UnprocessableEntity("invalid_source", "field base_url: "+err.Error())
 	}
+	src.Tenant = api.Tenant(c)
 	slot, err := api.ReserveFor(c, r.Quota, "sources", src.ID)
 	if err != nil {
 		return err
 	}
 	if err := r.Store.Put(c.UserContext(), src); err != nil {
+		if errors.Is(err, collector.ErrSourceTaken) {
+			err = api.Conflict("source_id_taken", "another source holds id "+src.ID+"; choose another id")
+		}
 		return errors.Join(err, slot.Drop(c.UserContext()))
 	}
 	if err := slot.Keep(c.UserContext(), src.ID); err != nil {
@@ -94,7 +98,7 @@ func (r SourceRoutes) list(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	srcs, next, err := r.Store.Page(c.UserContext(), cursor, limit)
+	srcs, next, err := r.Store.PageIn(c.UserContext(), api.View(c), cursor, limit)
 	if err != nil {
 		return err
 	}
@@ -106,7 +110,7 @@ func (r SourceRoutes) list(c *fiber.Ctx) error {
 }
 
 func (r SourceRoutes) get(c *fiber.Ctx) error {
-	src, err := r.Store.Get(c.UserContext(), c.Params("id"))
+	src, err := r.Store.GetIn(c.UserContext(), api.View(c), c.Params("id"))
 	if errors.Is(err, collector.ErrSourceNotFound) {
 		return api.NotFound("source_not_found", err.Error())
 	}
@@ -130,7 +134,7 @@ func (r SourceRoutes) get(c *fiber.Ctx) error {
 
 func (r SourceRoutes) delete(c *fiber.Ctx) error {
 	id := c.Params("id")
-	if err := r.Store.Delete(c.UserContext(), id); errors.Is(err, collector.ErrSourceNotFound) {
+	if err := r.Store.DeleteIn(c.UserContext(), api.View(c), id); errors.Is(err, collector.ErrSourceNotFound) {
 		return api.NotFound("source_not_found", err.Error())
 	} else if err != nil {
 		return err

@@ -59,7 +59,7 @@ func (r WatcherRoutes) create(c *fiber.Ctx) error {
 	if w.WebhookURL, err = r.Egress.NormalizeURL(w.WebhookURL); err != nil {
 		return api.UnprocessableEntity("invalid_watcher", "field webhook_url: "+err.Error())
 	}
-	w.Owner = api.Caller(c)
+	w.Owner = api.Tenant(c)
 	created, err := r.Store.Create(c.UserContext(), w)
 	switch {
 	case errors.Is(err, watch.ErrInvalidWatcher):
@@ -78,7 +78,7 @@ func (r WatcherRoutes) list(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	items, next, err := r.Store.List(c.UserContext(), c.Query("cursor"), limit)
+	items, next, err := r.Store.ListIn(c.UserContext(), api.View(c), c.Query("cursor"), limit)
 	if errors.Is(err, watch.ErrInvalidWatcher) {
 		return api.BadRequest("invalid_cursor", err.Error())
 	}
@@ -92,7 +92,7 @@ func (r WatcherRoutes) list(c *fiber.Ctx) error {
 }
 
 func (r WatcherRoutes) get(c *fiber.Ctx) error {
-	w, err := r.Store.Get(c.UserContext(), c.Params("id"))
+	w, err := r.Store.GetIn(c.UserContext(), api.View(c), c.Params("id"))
 	switch {
 	case errors.Is(err, watch.ErrNotFound), errors.Is(err, watch.ErrInvalidWatcher):
 		return api.NotFound("watcher_not_found", "no watcher "+c.Params("id"))
@@ -103,7 +103,7 @@ func (r WatcherRoutes) get(c *fiber.Ctx) error {
 }
 
 func (r WatcherRoutes) delete(c *fiber.Ctx) error {
-	err := r.Store.Delete(c.UserContext(), c.Params("id"))
+	err := r.Store.DeleteIn(c.UserContext(), api.View(c), c.Params("id"))
 	switch {
 	case errors.Is(err, watch.ErrNotFound), errors.Is(err, watch.ErrInvalidWatcher):
 		return api.NotFound("watcher_not_found", "no watcher "+c.Params("id"))
@@ -146,7 +146,7 @@ func (r WatcherRoutes) pause(paused bool) fiber.Handler {
 }
 
 func (r WatcherRoutes) update(c *fiber.Ctx, p watch.Patch) error {
-	w, err := r.Store.Update(c.UserContext(), c.Params("id"), p)
+	w, err := r.Store.UpdateIn(c.UserContext(), api.View(c), c.Params("id"), p)
 	switch {
 	case errors.Is(err, watch.ErrNotFound):
 		return api.NotFound("watcher_not_found", "no watcher "+c.Params("id"))

@@ -13,6 +13,7 @@ import (
 	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/recordstore"
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // Defaults and limits of the watcher store.
@@ -38,7 +39,7 @@ type StoreConfig struct {
 	// MaxWatchers bounds the number of watchers; Create fails with
 	// ErrTooManyWatchers beyond it. Default 100,000.
 	MaxWatchers int
-	// MaxPerOwner bounds the watchers of one Watcher.Owner (an API key, a
+	// MaxPerOwner bounds the watchers of one Watcher.Owner (a tenant, a
 	// client address); Create fails with ErrQuotaExceeded beyond it.
 	// Watchers without an owner count against MaxWatchers only. 0: no
 	// bound.
@@ -88,7 +89,7 @@ func NewStore(rdb redis.UniversalClient, cfg StoreConfig) (*Store, error) {
 		return nil, err
 	}
 	records, err := recordstore.New(rdb, recordstore.Config[Watcher]{Layout: recordstore.Layout{Prefix: watcherPrefix, Index: watchersKey},
-		Max: cfg.MaxWatchers, Decode: decodeWatcher})
+		Max: cfg.MaxWatchers, Decode: decodeWatcher, Tenant: func(w Watcher) string { return w.Owner }})
 	if err != nil {
 		return nil, err
 	}
@@ -113,13 +114,17 @@ func decodeWatcher(id string, raw []byte) (Watcher, error) {
 	return w, nil
 }
 
-// createScript stores a watcher, lists it and indexes it, unless the store
-// is full. KEYS: watcher, watchers, index sets; ARGV: id, JSON, max.
+// createScript stores a watcher, lists it (among all and among its
+// tenant's) and indexes it, unless the store is full. KEYS: watcher,
+// watchers, owners hash, the tenant's watchers, index sets; ARGV: id,
+// JSON, max, tenant.
 var createScript = redis.NewScript(`
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 0 end
 redis.call('SET', KEYS[1], ARGV[2])
 redis.call('ZADD', KEYS[2], 0, ARGV[1])
-for i = 3, #KEYS do redis.call('SADD', KEYS[i], ARGV[1]) end
+redis.call('HSET', KEYS[3], ARGV[1], ARGV[4])
+redis.call('ZADD', KEYS[4], 0, ARGV[1])
+for i = 5, #KEYS do redis.call('SADD', KEYS[i], ARGV[1]) end
 return 1`)
 
 // Create validates w, gives it an ID, a CreatedAt and (when empty) a
@@ -155,7 +160,9 @@ func (s *Store) Create(ctx context.Context, w Watcher) (Watcher, error) {
 			return Watcher{}, fmt.Errorf("notifier: create watcher: %w", err)
 		}
 	}
-	n, err := createScript.Run(ctx, s.rdb, append([]string{watcherKey(id), watchersKey}, indexKeys(w)...), id, body, s.cfg.MaxWatchers).Int()
+	tenant := tenancy.Of(w.Owner)
+	keys := append([]string{watcherKey(id), watchersKey, s.records.OwnersKey(), s.records.TenantIndex(tenant)}, indexKeys(w)...)
+	n, err := createScript.Run(ctx, s.rdb, keys, id, body, s.cfg.MaxWatchers, tenant).Int()
 	if err == nil && n == 0 {
 		err = fmt.Errorf("%w: the store holds %d", ErrTooManyWatchers, s.cfg.MaxWatchers)
 	}
@@ -174,16 +181,21 @@ func (s *Store) Create(ctx context.Context, w Watcher) (Watcher, error) {
 // Get returns the watcher with the given id, without its Secret. Errors
 // wrap ErrInvalidWatcher (malformed id) or ErrNotFound, or are Redis errors.
 func (s *Store) Get(ctx context.Context, id string) (Watcher, error) {
-	w, err := s.get(ctx, id)
+	return s.GetIn(ctx, tenancy.View{All: true}, id)
+}
+
+// GetIn is Get of a watcher v sees: another tenant's is ErrNotFound.
+func (s *Store) GetIn(ctx context.Context, v tenancy.View, id string) (Watcher, error) {
+	w, err := s.get(ctx, v, id)
 	w.Secret = ""
 	return w, err
 }
 
-func (s *Store) get(ctx context.Context, id string) (Watcher, error) {
+func (s *Store) get(ctx context.Context, v tenancy.View, id string) (Watcher, error) {
 	if !validID(id) {
 		return Watcher{}, fmt.Errorf("%w: id %q", ErrInvalidWatcher, clip.Marked(id, maxQuoted))
 	}
-	w, err := s.records.Get(ctx, id)
+	w, err := s.records.GetIn(ctx, v, id)
 	if errors.Is(err, recordstore.ErrNotFound) {
 		return Watcher{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 	}
@@ -200,6 +212,11 @@ func (s *Store) get(ctx context.Context, id string) (Watcher, error) {
 // 1 means DefaultPageSize; above MaxPageSize it is MaxPageSize. A
 // malformed cursor is an error wrapping ErrInvalidWatcher.
 func (s *Store) List(ctx context.Context, cursor string, limit int) ([]Watcher, string, error) {
+	return s.ListIn(ctx, tenancy.View{All: true}, cursor, limit)
+}
+
+// ListIn is List of the watchers v sees, paged over its tenant's own.
+func (s *Store) ListIn(ctx context.Context, v tenancy.View, cursor string, limit int) ([]Watcher, string, error) {
 	if cursor != "" && !validID(cursor) {
 		return nil, "", fmt.Errorf("%w: cursor %q", ErrInvalidWatcher, clip.Marked(cursor, maxQuoted))
 	}
@@ -207,7 +224,7 @@ func (s *Store) List(ctx context.Context, cursor string, limit int) ([]Watcher, 
 		limit = DefaultPageSize
 	}
 	limit = min(limit, MaxPageSize)
-	page, err := s.records.List(ctx, cursor, limit)
+	page, err := s.records.ListIn(ctx, v, cursor, limit)
 	if err != nil && page.Items == nil {
 		return nil, "", fmt.Errorf("notifier: list watchers: %w", err)
 	}
@@ -224,7 +241,12 @@ func (s *Store) List(ctx context.Context, cursor string, limit int) ([]Watcher, 
 // matches anything. Errors wrap ErrInvalidWatcher or ErrNotFound, or are
 // Redis errors.
 func (s *Store) Delete(ctx context.Context, id string) error {
-	w, err := s.get(ctx, id)
+	return s.DeleteIn(ctx, tenancy.View{All: true}, id)
+}
+
+// DeleteIn is Delete of a watcher v sees: another tenant's is ErrNotFound.
+func (s *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error {
+	w, err := s.get(ctx, v, id)
 	if err != nil {
 		return err
 	}
@@ -232,6 +254,8 @@ func (s *Store) Delete(ctx context.Context, id string) error {
 	_, err = s.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
 		del = pipe.Del(ctx, watcherKey(id))
 		pipe.ZRem(ctx, watchersKey, id)
+		pipe.HDel(ctx, s.records.OwnersKey(), id)
+		pipe.ZRem(ctx, s.records.TenantIndex(w.Owner), id)
 		for _, k := range indexKeys(w) {
 			pipe.SRem(ctx, k, id)
 		}

@@ -10,6 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/avail"
+
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // Patch is a partial update of a watcher (PATCH /v1/watchers/{id}): a
@@ -91,6 +93,11 @@ const updateAttempts = 5
 // Errors wrap ErrInvalidWatcher (the result is invalid) or ErrNotFound
 // (also for a malformed id), or are Redis errors.
 func (s *Store) Update(ctx context.Context, id string, p Patch) (Watcher, error) {
+	return s.UpdateIn(ctx, tenancy.View{All: true}, id, p)
+}
+
+// UpdateIn is Update of a watcher v sees: another tenant's is ErrNotFound.
+func (s *Store) UpdateIn(ctx context.Context, v tenancy.View, id string, p Patch) (Watcher, error) {
 	if !validID(id) {
 		return Watcher{}, fmt.Errorf("%w: malformed id", ErrNotFound)
 	}
@@ -105,6 +112,9 @@ func (s *Store) Update(ctx context.Context, id string, p Patch) (Watcher, error)
 		old, err := decodeWatcher(id, []byte(raw))
 		if err != nil {
 			return Watcher{}, err
+		}
+		if !v.Sees(old.Owner) {
+			return Watcher{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
 		w := p.apply(old)
 		if err := w.Validate(); err != nil {

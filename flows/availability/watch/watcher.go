@@ -74,9 +74,11 @@ type Watcher struct {
 	Secret string `json:"secret,omitempty" openapi:"readonly"`
 	// CreatedAt is set by Store.Create.
 	CreatedAt time.Time `json:"created_at" openapi:"readonly"`
-	// Owner is who created it (api.Caller: an API key's digest or a client
-	// address), whose StoreConfig.MaxPerOwner it counts against; set by the
-	// API, never by the client.
+	// Owner is the tenant it belongs to (api.Tenant: the API key's tenant,
+	// else the key itself): only that tenant, and admin keys, see and
+	// change it, and it counts against the tenant's StoreConfig.MaxPerOwner.
+	// Set by the API, never by the client; a watcher without one is
+	// tenancy.Open's.
 	Owner string `json:"owner,omitempty" openapi:"readonly"`
 
 	// Paused watchers are told nothing (openings, provisional notices,

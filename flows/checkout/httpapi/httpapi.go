@@ -30,6 +30,7 @@ package httpapi
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net/http"
 	"strconv"
 
@@ -149,6 +150,9 @@ func (r routes) cancel(c *fiber.Ctx) error {
 }
 
 func (r routes) timeline(c *fiber.Ctx) error {
+	if !api.SeesAll(c) && !checkout.Sees(api.View(c), c.Params("order_id")) {
+		return api.NotFound("order_not_found", "no order "+c.Params("order_id"))
+	}
 	tl, err := r.f.Timeline(c.UserContext(), c.Params("order_id"))
 	switch {
 	case errors.Is(err, checkout.ErrNotFound):
@@ -189,6 +193,23 @@ func fail(err error) error {
 	return api.BadRequest(code, err.Error())
 }
 
+// seen returns the contract's not-found failure unless the caller sees
+// every (kind, id) pair of named: another tenant's item, user or order
+// answers as one that does not exist. On an open API, and for admin keys,
+// it costs nothing.
+func seen(c *fiber.Ctx, named ...string) error {
+	v := api.View(c)
+	if v.All {
+		return nil
+	}
+	for i := 0; i+1 < len(named); i += 2 {
+		if !checkout.Sees(v, named[i+1]) {
+			return fail(fmt.Errorf("%w: %s %s", checkout.ErrNotFound, named[i], named[i+1]))
+		}
+	}
+	return nil
+}
+
 // intParam parses an integer path parameter; 400 if it is not one.
 func intParam(c *fiber.Ctx, name string) (int64, error) {
 	s := c.Params(name)
@@ -217,7 +238,7 @@ func (r routes) createItem(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	id, err := r.f.Store().CreateItem(c.UserContext(), price)
+	id, err := r.f.Store().CreateItemOf(c.UserContext(), api.Tenant(c), price)
 	if err != nil {
 		return fail(err)
 	}
@@ -225,6 +246,9 @@ func (r routes) createItem(c *fiber.Ctx) error {
 }
 
 func (r routes) findItem(c *fiber.Ctx) error {
+	if err := seen(c, "item", c.Params("item_id")); err != nil {
+		return err
+	}
 	stock, price, err := r.f.Store().FindItem(c.UserContext(), c.Params("item_id"))
 	if err != nil {
 		return fail(err)
@@ -241,6 +265,9 @@ func (r routes) stock(c *fiber.Ctx, change func(ctx context.Context, id string, 
 		return err
 	}
 	id := c.Params("item_id")
+	if err := seen(c, "item", id); err != nil {
+		return err
+	}
 	n, err := change(c.UserContext(), id, amount)
 	if err != nil {
 		return fail(err)
@@ -260,7 +287,7 @@ func (r routes) batchItems(c *fiber.Ctx) error {
 }
 
 func (r routes) createUser(c *fiber.Ctx) error {
-	id, err := r.f.Store().CreateUser(c.UserContext())
+	id, err := r.f.Store().CreateUserOf(c.UserContext(), api.Tenant(c))
 	if err != nil {
 		return fail(err)
 	}
@@ -269,6 +296,9 @@ func (r routes) createUser(c *fiber.Ctx) error {
 
 func (r routes) findUser(c *fiber.Ctx) error {
 	id := c.Params("user_id")
+	if err := seen(c, "user", id); err != nil {
+		return err
+	}
 	credit, err := r.f.Store().FindUser(c.UserContext(), id)
 	if err != nil {
 		return fail(err)
@@ -285,6 +315,9 @@ func (r routes) credit(c *fiber.Ctx, change func(ctx context.Context, id string,
 		return err
 	}
 	id := c.Params("user_id")
+	if err := seen(c, "user", id); err != nil {
+		return err
+	}
 	n, err := change(c.UserContext(), id, amount)
 	if err != nil {
 		return fail(err)
@@ -304,6 +337,9 @@ func (r routes) batchUsers(c *fiber.Ctx) error {
 }
 
 func (r routes) createOrder(c *fiber.Ctx) error {
+	if err := seen(c, "user", c.Params("user_id")); err != nil {
+		return err
+	}
 	id, err := r.f.Store().CreateOrder(c.UserContext(), c.Params("user_id"))
 	if err != nil {
 		return fail(err)
@@ -312,6 +348,9 @@ func (r routes) createOrder(c *fiber.Ctx) error {
 }
 
 func (r routes) findOrder(c *fiber.Ctx) error {
+	if err := seen(c, "order", c.Params("order_id")); err != nil {
+		return err
+	}
 	o, err := r.f.Store().FindOrder(c.UserContext(), c.Params("order_id"))
 	if err != nil {
 		return fail(err)
@@ -333,6 +372,9 @@ func (r routes) addItem(c *fiber.Ctx) error {
 		qty = q
 	}
 	id := c.Params("order_id")
+	if err := seen(c, "order", id, "item", c.Params("item_id")); err != nil {
+		return err
+	}
 	total, err := r.f.Store().AddItem(c.UserContext(), id, c.Params("item_id"), qty)
 	if err != nil {
 		return fail(err)
@@ -341,6 +383,9 @@ func (r routes) addItem(c *fiber.Ctx) error {
 }
 
 func (r routes) checkout(c *fiber.Ctx) error {
+	if err := seen(c, "order", c.Params("order_id")); err != nil {
+		return err
+	}
 	res, err := r.f.Checkout(c.UserContext(), c.Params("order_id"))
 	if err != nil {
 		return fail(err)

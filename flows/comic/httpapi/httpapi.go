@@ -186,7 +186,7 @@ func (r routes) subscribe(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	sub, err := r.f.Subscriptions.Create(c.UserContext(), in.Email, in.Body, in.NotifyURL)
+	sub, err := r.f.Subscriptions.CreateFor(c.UserContext(), api.Tenant(c), in.Email, in.Body, in.NotifyURL)
 	if err == nil {
 		err = slot.Keep(c.UserContext(), sub.ID)
 	} else if dropErr := slot.Drop(c.UserContext()); dropErr != nil {
@@ -210,7 +210,7 @@ func (r routes) listSubscriptions(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	subs, err := r.f.Subscriptions.ByEmail(c.UserContext(), c.Query("email"))
+	subs, err := r.f.Subscriptions.ByEmailIn(c.UserContext(), api.View(c), c.Query("email"))
 	if errors.Is(err, comic.ErrInvalid) {
 		return api.BadRequest("invalid_email", err.Error())
 	}
@@ -225,7 +225,7 @@ func (r routes) deleteSubscription(c *fiber.Ctx) error {
 	if !validComicID(id) {
 		return api.NotFound("subscription_not_found", "no subscription "+clip.String(id, 64))
 	}
-	err := r.f.Subscriptions.Delete(c.UserContext(), id)
+	err := r.f.Subscriptions.DeleteIn(c.UserContext(), api.View(c), id)
 	if errors.Is(err, comic.ErrNotFound) {
 		return api.NotFound("subscription_not_found", "no subscription "+id)
 	}

@@ -61,36 +61,36 @@ func Register(srv *api.Server, fl *feed.Flow) {
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "List feeds with their latest poll, by id", Query: pageParams, Response: feedPage{}, Handler: f.listFeeds})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
-		Summary: "One feed with its latest poll", Response: FeedView{}, Handler: f.getFeed})
+		Summary: "One feed with its latest poll", Response: FeedView{}, Handler: f.held(f.getFeed)})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange, Status: http.StatusNoContent,
-		Summary: "Remove a feed and its items (409 while it has subscribables)", Handler: f.deleteFeed})
+		Summary: "Remove a feed and its items (409 while it has subscribables)", Handler: f.held(f.deleteFeed)})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/items", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "A feed's items by first seen, with state and timestamps", Response: itemPage{},
-		Query: pageParams, Handler: f.listItems})
+		Query: pageParams, Handler: f.held(f.listItems)})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/items/:iid/exclude", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange,
-		Summary: "Exclude an unassigned item: it is never sent", Response: excludedItem{}, Handler: f.excludeItem})
+		Summary: "Exclude an unassigned item: it is never sent", Response: excludedItem{}, Handler: f.held(f.excludeItem)})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassCreate, Status: http.StatusCreated,
 		Summary: "Define a subscription (each item, daily, weekly, every n)", Body: feed.Subscribable{}, Response: feed.Subscribable{},
-		OtherStatuses: []int{http.StatusOK}, Handler: f.postSubscribable})
+		OtherStatuses: []int{http.StatusOK}, Handler: f.held(f.postSubscribable)})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
-		Summary: "A feed's subscribables, by name", Query: pageParams, Response: subscribablePage{}, Handler: f.listSubscribables})
+		Summary: "A feed's subscribables, by name", Query: pageParams, Response: subscribablePage{}, Handler: f.held(f.listSubscribables)})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
-		Summary: "One subscribable", Response: feed.Subscribable{}, Handler: f.getSubscribable})
+		Summary: "One subscribable", Response: feed.Subscribable{}, Handler: f.held(f.getSubscribable)})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/collections", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "A subscribable's collections: the open ones (opened, due) and the completed ones waiting for their delivery (delivered ones are deleted)",
-		Query:   pageParams, Response: collectionPage{}, Handler: f.listCollections})
+		Query:   pageParams, Response: collectionPage{}, Handler: f.held(f.listCollections)})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange, Status: http.StatusNoContent,
-		Summary: "Remove a subscribable and its subscriptions", Handler: f.deleteSubscribable})
+		Summary: "Remove a subscribable and its subscriptions", Handler: f.held(f.deleteSubscribable)})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassCreate,
 		Status: http.StatusCreated, OtherStatuses: []int{http.StatusOK}, Body: subscribeBody{}, Response: feed.Subscription{},
-		Summary: "Subscribe a destination: e-mail and webhook destinations are notifier subscribers, unconfirmed until the notifier's opt-in link sent to them is followed (an address already confirmed there is confirmed at once); a webhook secret is shown only when its notifier destination is created", Handler: f.postSubscription})
+		Summary: "Subscribe a destination: e-mail and webhook destinations are notifier subscribers, unconfirmed until the notifier's opt-in link sent to them is followed (an address already confirmed there is confirmed at once); a webhook secret is shown only when its notifier destination is created", Handler: f.held(f.postSubscription)})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
-		Summary: "A subscribable's subscriptions, confirmed as the notifier says (unsubscribed ones are left out), by id", Query: pageParams, Response: subscriptionPage{}, Handler: f.listSubscriptions})
+		Summary: "A subscribable's subscriptions, confirmed as the notifier says (unsubscribed ones are left out), by id", Query: pageParams, Response: subscriptionPage{}, Handler: f.held(f.listSubscriptions)})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feed-subscriptions/:sid", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange, Status: http.StatusNoContent,
-		Summary: "Remove a subscription", Handler: f.deleteSubscription})
+		Summary: "Remove a subscription", Handler: f.heldSubscription(f.deleteSubscription)})
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/resume", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange,
 		Summary: "Poll a gone or dead feed again (its halt and its run of failures forgotten); a polled feed is left as it is", Response: FeedView{},
-		Handler: f.resumeFeed})
+		Handler: f.held(f.resumeFeed)})
 	f.registerWebSub(srv)
 }
 
@@ -137,6 +137,9 @@ func (f routes) postFeed(c *fiber.Ctx) error {
 	if err != nil {
 		return apiError(err, "feed")
 	}
+	if err := f.store.AddTenant(c.UserContext(), out.ID, api.Tenant(c)); err != nil {
+		return err
+	}
 	if created {
 		c.Status(http.StatusCreated)
 	}
@@ -158,7 +161,7 @@ func (f routes) listFeeds(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	feeds, next, err := f.store.FeedPage(c.UserContext(), cursor, limit)
+	feeds, next, err := f.feedPage(c, cursor, limit)
 	if err != nil {
 		return err
 	}
@@ -186,7 +189,21 @@ func (f routes) getFeed(c *fiber.Ctx) error {
 }
 
 func (f routes) deleteFeed(c *fiber.Ctx) error {
-	if err := f.store.DeleteFeed(c.UserContext(), c.Params("id")); err != nil {
+	ctx, id := c.UserContext(), c.Params("id")
+	if !api.SeesAll(c) {
+		// A feed other tenants hold stays: this tenant lets go of it.
+		othersHold, err := f.store.DropTenant(ctx, id, api.Tenant(c))
+		if err != nil {
+			return err
+		}
+		if othersHold {
+			return c.SendStatus(http.StatusNoContent)
+		}
+	}
+	if err := f.store.DeleteFeed(ctx, id); err != nil {
+		if !api.SeesAll(c) {
+			err = errors.Join(err, f.store.AddTenant(ctx, id, api.Tenant(c)))
+		}
 		return apiError(err, "feed")
 	}
 	if err := f.f.FeedQuota().Release(c.UserContext(), c.Params("id")); err != nil {
@@ -371,4 +388,65 @@ func keepIf(c *fiber.Ctx, slot *quota.Reservation, created bool, id string, crea
 		return slot.Keep(c.UserContext(), id)
 	}
 	return slot.Drop(c.UserContext())
+}
+
+// held wraps the handler of a route under /v1/feeds/:id: a feed the
+// caller's tenant does not hold answers as one that does not exist.
+func (f routes) held(h fiber.Handler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		ok, err := f.store.Holds(c.UserContext(), api.View(c), c.Params("id"))
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return apiError(feed.ErrNotFound, "feed")
+		}
+		return h(c)
+	}
+}
+
+// heldSubscription wraps the handler of a route naming a feed
+// subscription: one of a feed the caller's tenant does not hold answers
+// as one that does not exist.
+func (f routes) heldSubscription(h fiber.Handler) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		sub, err := f.store.Subscription(c.UserContext(), c.Params("sid"))
+		if err != nil {
+			return apiError(err, "subscription")
+		}
+		ok, err := f.store.Holds(c.UserContext(), api.View(c), sub.FeedID)
+		if err != nil {
+			return err
+		}
+		if !ok {
+			return apiError(feed.ErrNotFound, "subscription")
+		}
+		return h(c)
+	}
+}
+
+// feedPage is the page of feeds the caller sees: every feed for admin
+// keys and the open API, else its tenant's own (at most its feed quota),
+// read whole and paged by id.
+func (f routes) feedPage(c *fiber.Ctx, cursor string, limit int) ([]feed.Feed, string, error) {
+	if api.SeesAll(c) {
+		return f.store.FeedPage(c.UserContext(), cursor, limit)
+	}
+	ids, err := f.store.TenantFeeds(c.UserContext(), api.Tenant(c))
+	if err != nil {
+		return nil, "", err
+	}
+	feeds := make([]feed.Feed, 0, len(ids))
+	for _, id := range ids {
+		fd, err := f.store.Feed(c.UserContext(), id)
+		if errors.Is(err, feed.ErrNotFound) {
+			continue
+		}
+		if err != nil {
+			return nil, "", err
+		}
+		feeds = append(feeds, fd)
+	}
+	page := api.PageOf(feeds, func(fd feed.Feed) string { return fd.ID }, cursor, limit)
+	return page.Items, page.NextCursor, nil
 }

@@ -70,8 +70,10 @@ func (r routes) put(c *fiber.Ctx) error {
 	if err := api.CheckText(texts...); err != nil {
 		return err
 	}
-	created, err := r.f.Catalog().Put(c.UserContext(), o)
+	created, err := r.f.Catalog().PutFor(c.UserContext(), api.View(c), o)
 	switch {
+	case errors.Is(err, offer.ErrTaken):
+		return api.Conflict("offer_id_taken", "another offer holds id "+o.ID+"; choose another id")
 	case errors.Is(err, offer.ErrInvalidOffer):
 		return api.UnprocessableEntity("invalid_offer", err.Error())
 	case errors.Is(err, offer.ErrConflict):
@@ -80,7 +82,7 @@ func (r routes) put(c *fiber.Ctx) error {
 		return err
 	}
 	status := http.StatusOK
-	if created[0] {
+	if created {
 		status = http.StatusCreated
 	}
 	return c.Status(status).JSON(o)
@@ -138,7 +140,11 @@ func (r routes) list(c *fiber.Ctx) error {
 }
 
 func (r routes) get(c *fiber.Ctx) error {
-	o, err := r.f.Catalog().Get(c.UserContext(), c.Params("id"))
+	err := r.f.Catalog().Sees(c.UserContext(), api.View(c), c.Params("id"))
+	var o offer.Offer
+	if err == nil {
+		o, err = r.f.Catalog().Get(c.UserContext(), c.Params("id"))
+	}
 	if errors.Is(err, offer.ErrNotFound) {
 		return api.NotFound("offer_not_found", "no offer "+c.Params("id"))
 	}
@@ -149,7 +155,7 @@ func (r routes) get(c *fiber.Ctx) error {
 }
 
 func (r routes) delete(c *fiber.Ctx) error {
-	err := r.f.Catalog().Delete(c.UserContext(), c.Params("id"))
+	err := r.f.Catalog().DeleteIn(c.UserContext(), api.View(c), c.Params("id"))
 	switch {
 	case errors.Is(err, offer.ErrNotFound):
 		return api.NotFound("offer_not_found", "no offer "+c.Params("id"))

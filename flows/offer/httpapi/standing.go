@@ -41,7 +41,7 @@ func (r routes) createStanding(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ss, err := r.f.CreateStanding(c.UserContext(), api.Caller(c), req)
+	ss, err := r.f.CreateStanding(c.UserContext(), api.Tenant(c), req)
 	if err == nil {
 		err = slot.Keep(c.UserContext(), ss.ID)
 	} else if dropErr := slot.Drop(c.UserContext()); dropErr != nil {
@@ -63,7 +63,7 @@ func (r routes) listStanding(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	all, err := r.f.ListStanding(c.UserContext(), api.Caller(c))
+	all, err := r.f.ListStanding(c.UserContext(), api.View(c))
 	if err != nil {
 		return err
 	}
@@ -71,9 +71,9 @@ func (r routes) listStanding(c *fiber.Ctx) error {
 }
 
 func (r routes) getStanding(c *fiber.Ctx) error {
-	ss, err := r.f.GetStanding(c.UserContext(), api.Caller(c), c.Params("id"))
+	ss, err := r.f.GetStanding(c.UserContext(), api.View(c), c.Params("id"))
 	if errors.Is(err, offer.ErrNotFound) {
-		return api.NotFound("standing_search_not_found", "no standing search "+c.Params("id")+" of this caller")
+		return api.NotFound("standing_search_not_found", "no standing search "+c.Params("id")+"")
 	}
 	if err != nil {
 		return err
@@ -82,9 +82,9 @@ func (r routes) getStanding(c *fiber.Ctx) error {
 }
 
 func (r routes) deleteStanding(c *fiber.Ctx) error {
-	err := r.f.DeleteStanding(c.UserContext(), api.Caller(c), c.Params("id"))
+	err := r.f.DeleteStanding(c.UserContext(), api.View(c), c.Params("id"))
 	if errors.Is(err, offer.ErrNotFound) {
-		return api.NotFound("standing_search_not_found", "no standing search "+c.Params("id")+" of this caller")
+		return api.NotFound("standing_search_not_found", "no standing search "+c.Params("id")+"")
 	}
 	if err != nil {
 		return err

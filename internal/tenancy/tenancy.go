@@ -1,0 +1,34 @@
+// Package tenancy says whose a stored object is and who may see it. Every
+// object the API stores belongs to one tenant (the API key's tenant= field,
+// else the key itself); a caller sees its own tenant's objects, and an
+// admin key, or anyone on an open API, sees every tenant's.
+package tenancy
+
+// Open is the one tenant of an open API (no keys configured). Objects
+// stored without a tenant (before tenants were recorded) belong to it.
+const Open = "open"
+
+// Of returns the tenant of an object that records owner: owner itself, or
+// Open for an object that records none.
+func Of(owner string) string {
+	if owner == "" {
+		return Open
+	}
+	return owner
+}
+
+// View is whose objects a call may see and change: its Tenant's, or every
+// tenant's when All.
+type View struct {
+	// Tenant owns what the call creates.
+	Tenant string
+	// All lets the call see and change every tenant's objects.
+	All bool
+}
+
+// Sees reports whether the view may see an object that records owner
+// ("" for Open).
+func (v View) Sees(owner string) bool { return v.All || Of(owner) == Of(v.Tenant) }
+
+// Owner returns the tenant the view creates objects for.
+func (v View) Owner() string { return Of(v.Tenant) }
