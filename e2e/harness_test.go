@@ -250,10 +250,10 @@ func (h *webhook) serve(w http.ResponseWriter, r *http.Request) {
 	switch {
 	case err != nil:
 		h.bad = append(h.bad, fmt.Sprintf("body %q: %v", body, err))
-	case r.Header.Get(notifier.HeaderEventID) != ev.EventID:
-		h.bad = append(h.bad, fmt.Sprintf("event id header %q, body %q", r.Header.Get(notifier.HeaderEventID), ev.EventID))
+	case r.Header.Get(notifier.HeaderWebhookID) != ev.EventID:
+		h.bad = append(h.bad, fmt.Sprintf("event id header %q, body %q", r.Header.Get(notifier.HeaderWebhookID), ev.EventID))
 	}
-	if err := notifier.VerifySignature(h.secrets[ev.WatcherID], r.Header.Get(notifier.HeaderSignature), body, time.Now(), 0); err != nil {
+	if err := notifier.VerifyWebhook(h.secrets[ev.WatcherID], r.Header, body, time.Now(), 0); err != nil {
 		h.bad = append(h.bad, fmt.Sprintf("watcher %q event %s: %v", ev.WatcherID, ev.EventID, err))
 	}
 	d := delivery{watcher: ev.WatcherID, event: ev.EventID, session: ev.SessionID, entity: ev.Entity.Key, traceID: ev.TraceID}

@@ -65,7 +65,7 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 		s.bad = append(s.bad, "undecodable body")
 	}
 	if sec := s.secrets[r.URL.Path]; sec != "" {
-		if err := VerifySignature(sec, r.Header.Get(HeaderSignature), body, time.Now(), 0); err != nil {
+		if err := VerifyWebhook(sec, r.Header, body, time.Now(), 0); err != nil {
 			s.bad = append(s.bad, err.Error())
 		}
 	}

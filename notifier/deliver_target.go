@@ -134,13 +134,27 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 		}
 		live = append(live, j)
 		dels = append(dels, Delivery{HashTag: d.tag(m.Partition), Key: j.key, Channel: j.channel, MessageID: m.ID,
-			Attempt: attemptOf(m), parent: trace.SpanContextFromContext(m.Context()),
+			Attempt: attemptOf(m), Redelivered: m.Attempt > 1, parent: trace.SpanContextFromContext(m.Context()),
 			Notification: Notification{Flow: r.Flow, Event: r.Event,
 				Recipient: Recipient{ID: j.t.subscriberID, Address: j.t.dest.Address, Secret: j.t.dest.Secret},
 				EventID:   j.rec.ID, Subject: r.Subject, TraceID: r.TraceID, ObservedAt: r.ObservedAt, Body: body,
 				Title: r.Title, Text: r.Text, HTML: r.HTML, UnsubscribeURL: d.unsubscribeURL(j.t.dest)}})
 	}
 	opts := BatchOptions{Concurrency: d.cfg.Concurrency, Slots: d.slots}
+	// Each claimed send's history is written with its ledger record, as it
+	// completes; the others' (found sent, refused before, failed to
+	// claim) below.
+	recorded := make([]bool, len(live))
+	if d.history != nil {
+		opts.History = d.history
+		opts.Record = func(k int, outcome string, err error) []history.Record {
+			recorded[k] = true
+			if errors.Is(err, ErrInFlight) {
+				return nil
+			}
+			return []history.Record{d.finish(live[k].rec, d.sendStatus(err, live[k].rec.Attempts), err)}
+		}
+	}
 	if d.throttle != nil {
 		opts.Before = func(ctx context.Context, idx []int) []func(context.Context) error {
 			return d.throttleAll(ctx, live, idx)
@@ -154,7 +168,9 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 		case err == nil && outcome == OutcomeDuplicate:
 			continue // recorded when it was sent
 		case err == nil:
-			recs = append(recs, d.finish(j.rec, history.StatusSent, nil))
+			if !recorded[k] {
+				recs = append(recs, d.finish(j.rec, history.StatusSent, nil))
+			}
 			continue
 		case errors.Is(err, ErrInFlight):
 			continue // another copy is sending it; it records the outcome
@@ -165,13 +181,25 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 				d.logger.WarnContext(ctx, "notifier: retry-after not recorded", "error", berr)
 			}
 		}
-		status := history.StatusFailed
-		if stream.IsPermanent(err) {
-			status = history.StatusRejected
+		if !recorded[k] {
+			recs = append(recs, d.finish(j.rec, d.sendStatus(err, j.rec.Attempts), err))
 		}
-		recs = append(recs, d.finish(j.rec, status, err))
 	}
 	return recs
+}
+
+// sendStatus is the history status of a send that ended with err on the
+// attempt-th attempt: sent; rejected when the channel refused it or it
+// was the last attempt (the request is then dead-lettered, see
+// scheduleRetries); failed otherwise.
+func (d *Deliverer) sendStatus(err error, attempt int) string {
+	switch {
+	case err == nil:
+		return history.StatusSent
+	case stream.IsPermanent(err) || attempt >= d.cfg.Retry.MaxAttempts:
+		return history.StatusRejected
+	}
+	return history.StatusFailed
 }
 
 // throttleKey is the throttle bucket of a destination: its core's hash.

@@ -165,17 +165,27 @@ const (
 	claimSent     claimResult = "sent"     // already delivered
 	claimBusy     claimResult = "busy"     // another holder's lease is live
 	claimRejected claimResult = "rejected" // refused for this very message
+	claimResumed  claimResult = "resumed"  // taken back from this message's stopped delivery
 )
 
 // claimScript takes the lease unless a record forbids it. A value that is
 // not a record (a plain stream.Ledger mark) counts as sent: never send
-// twice. KEYS: record; ARGV: new record, lease ms, message id.
+// twice. A lease taken for the very message being redelivered (ARGV[4]
+// "1") is taken back at once: only that message's earlier delivery held
+// it, and the runtime hands a message to one copy at a time, so that
+// delivery stopped mid-send (a crash); the send may have reached its
+// receiver, which deduplicates on the notification id. KEYS: record;
+// ARGV: new record, lease ms, message id, "1" for a redelivery.
 var claimScript = script.New(`
 local v = redis.call('GET', KEYS[1])
 if v then
   local ok, r = pcall(cjson.decode, v)
   if not ok or type(r) ~= 'table' or r.state == 'sent' then return 'sent' end
-  if r.state == 'sending' then return 'busy' end
+  if r.state == 'sending' then
+    if ARGV[4] ~= '1' or r.message_id ~= ARGV[3] then return 'busy' end
+    redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+    return 'resumed'
+  end
   if r.state == 'rejected' and r.message_id == ARGV[3] then return 'rejected' end
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
@@ -194,7 +204,7 @@ return 1`)
 
 // claim fills rec's token, state and start and tries to take the lease.
 func (l *DeliveryLedger) claim(ctx context.Context, key string, rec *DeliveryRecord) (claimResult, error) {
-	res, errs := l.claimAll(ctx, []string{key}, []*DeliveryRecord{rec})
+	res, errs := l.claimAll(ctx, []string{key}, []*DeliveryRecord{rec}, nil)
 	return res[0], errs[0]
 }
 

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"sync/atomic"
 	"time"
 
 	gotel "go.opentelemetry.io/otel"
@@ -40,6 +41,11 @@ type Delivery struct {
 	Attempt   int
 	// Notification is what to send.
 	Notification Notification
+	// Redelivered says the stream hands the message again after its
+	// delivery stopped (stream.Message.Attempt above 1): a send lease that
+	// same message left is taken back at once, rather than after the
+	// lease (see DeliveryLedger).
+	Redelivered bool
 	// Before, when set, runs once the lease is taken and before the send
 	// (a throttle's wait); its error releases the lease and fails the
 	// delivery retryably, so duplicates never spend it.
@@ -60,6 +66,8 @@ type Dispatcher struct {
 	attrs    outcomeAttrs
 	tracer   trace.Tracer
 	logger   *slog.Logger
+	// resumedLog is when resumed sends were last logged (Unix ns).
+	resumedLog atomic.Int64
 }
 
 // NewDispatcher returns a dispatcher over the channels, keyed by their

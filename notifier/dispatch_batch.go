@@ -7,11 +7,14 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/script"
+	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -30,6 +33,13 @@ type BatchOptions struct {
 	// sharing it: each send holds a slot while its channel sends (not while
 	// it waits for its throttle).
 	Slots chan struct{}
+	// History, when set, records what became of each claimed delivery in
+	// the same step as its ledger record, as soon as that delivery is done
+	// (not when the batch is): Record returns the records of delivery i
+	// (its index in the batch) for its outcome and error. A crash then
+	// keeps both or neither.
+	History *history.Recorder
+	Record  func(i int, outcome string, err error) []history.Record
 }
 
 // DeliverBatch delivers each of dels as Deliver does and returns their
@@ -38,7 +48,9 @@ type BatchOptions struct {
 // a record (SET NX), a second one (only when some key holds a record) lets
 // the claim script decide on the others, each claim atomic on its own as
 // in Deliver; then the sends run, up to opts.Concurrency at once (and
-// within opts.Slots), then one pipeline settles every claimed record.
+// within opts.Slots), and each settles its record (with its history, see
+// BatchOptions.History) in one round trip as soon as it is done: a crash
+// mid-batch leaves only the sends truly in flight unrecorded.
 // Keys repeated in one batch are claimed once: the later ones find the
 // first's lease (ErrInFlight) or its record.
 func (d *Dispatcher) DeliverBatch(ctx context.Context, dels []Delivery, opts BatchOptions) ([]string, []error) {
@@ -85,6 +97,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 	keys := make([]string, 0, len(dels))
 	recs := make([]*DeliveryRecord, 0, len(dels))
 	var idx []int
+	var resume []bool
 	seen := make(map[string]bool, len(dels))
 	for i, del := range dels {
 		n := del.Notification
@@ -106,9 +119,11 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 		recs = append(recs, &DeliveryRecord{Flow: n.Flow, Channel: del.Channel, RecipientID: n.Recipient.ID, EventID: n.EventID,
 			SessionID: n.SessionID, Subject: n.Subject, TraceID: n.TraceID, MessageID: del.MessageID, Attempt: del.Attempt})
 		idx = append(idx, i)
+		resume = append(resume, del.Redelivered)
 	}
-	results, cerrs := d.ledger.claimAll(ctx, keys, recs)
+	results, cerrs := d.ledger.claimAll(ctx, keys, recs, resume)
 	var held []int // positions in keys whose lease this call holds
+	resumed := 0
 	for j, i := range idx {
 		del := dels[i]
 		switch res := results[j]; {
@@ -121,11 +136,18 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 		case res == claimRejected:
 			fail(i, "", stream.Permanent(fmt.Errorf("notifier: %s refused %s earlier for message %s", del.Channel,
 				del.Notification.Recipient.ID, del.MessageID)))
+		case res == claimResumed:
+			resumed++
+			d.in.resumed.Add(context.Background(), 1, d.attrs.flowChannel(del.Notification.Flow, del.Channel))
+			held = append(held, j)
 		case res != claimed:
 			fail(i, errorRetryable, fmt.Errorf("notifier: claim %s: unexpected answer %q", keys[j], res))
 		default:
 			held = append(held, j)
 		}
+	}
+	if resumed > 0 {
+		d.logResumed(ctx, resumed)
 	}
 	if len(held) == 0 {
 		return
@@ -159,27 +181,72 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 					pre = before[k]
 				}
 				d.send(ctxs[i], dels[i], pre, opts.Slots, &ops[k], outcomes, errTypes, errs, i)
+				d.settle(ctx, &ops[k], opts, i, outcomes[i], errs[i])
 			}
 		})
 	}
 	wg.Wait()
-	// The ledger is settled even when ctx has ended: the sends happened.
+}
+
+// settle records what became of one claimed delivery (index i of the
+// batch) in one round trip: its history records first, then its ledger
+// record, in one transaction on one Redis server (on a cluster the history
+// goes first, in a round trip of its own). It runs even when ctx has
+// ended: the send happened.
+func (d *Dispatcher) settle(ctx context.Context, op *settleOp, opts BatchOptions, i int, outcome string, err error) {
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
 	defer cancel()
-	for k, err := range d.ledger.settleAll(sctx, ops) {
-		if err == nil {
-			continue
+	var recs []history.Record
+	if opts.History != nil && opts.Record != nil {
+		recs = opts.Record(i, outcome, err)
+	}
+	rdb := d.ledger.rdb
+	_, cluster := rdb.(*redis.ClusterClient)
+	var pipe redis.Pipeliner
+	if cluster {
+		pipe = rdb.Pipeline()
+	} else {
+		pipe = rdb.TxPipeline()
+	}
+	var herr error
+	if len(recs) > 0 {
+		if herr = opts.History.Queue(sctx, pipe, recs...); herr == nil && cluster {
+			// The history is on other nodes than the ledger: it is written
+			// first, so a crash never leaves a send recorded without it.
+			_, herr = pipe.Exec(sctx)
 		}
-		switch ops[k].kind {
+	}
+	q := d.ledger.queueSettles(sctx, pipe, []settleOp{*op})
+	_, xerr := pipe.Exec(sctx)
+	if len(recs) > 0 && !cluster && herr == nil && xerr != nil && !script.IsNoScript(xerr) {
+		herr = xerr
+	}
+	if herr != nil {
+		d.logger.WarnContext(ctx, "notifier: history not recorded", "key", op.key, "error", herr)
+	}
+	if err := d.ledger.settled(sctx, q)[0]; err != nil {
+		switch op.kind {
 		case settleSent:
 			// Sent but not recorded: the lease still guards it until it
 			// expires; only a redelivery after that could send it again.
-			d.logger.ErrorContext(ctx, "notifier: delivery sent but not recorded", "key", ops[k].key, "error", err)
+			d.logger.ErrorContext(ctx, "notifier: delivery sent but not recorded", "key", op.key, "error", err)
 		default:
 			// The lease expires by itself; a retry meanwhile finds it in flight.
-			d.logger.WarnContext(ctx, "notifier: delivery not settled", "key", ops[k].key, "error", err)
+			d.logger.WarnContext(ctx, "notifier: delivery not settled", "key", op.key, "error", err)
 		}
 	}
+}
+
+// logResumed logs, once per episode (a minute without one), that sends a
+// stopped delivery left in flight are being sent again.
+func (d *Dispatcher) logResumed(ctx context.Context, n int) {
+	now := time.Now().UnixNano()
+	last := d.resumedLog.Load()
+	if now-last < int64(time.Minute) || !d.resumedLog.CompareAndSwap(last, now) {
+		return
+	}
+	d.logger.WarnContext(ctx, "notifier: resending deliveries a stopped copy left in flight; their receivers may get them twice, "+
+		"with the same webhook-id (counted in "+MetricResumed+")", "deliveries", n)
 }
 
 // send runs one claimed delivery's pre and Before hooks and, holding one

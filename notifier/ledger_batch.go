@@ -20,8 +20,10 @@ import (
 // per-key atomicity of claimScript. A first pipeline takes the leases of
 // keys without a record by SET NX (the common case, no script); the keys
 // that hold one go through claimScript in a second pipeline, which decides
-// on their record. It returns each key's result or error.
-func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*DeliveryRecord) ([]claimResult, []error) {
+// on their record. A key whose resume is true may take back a lease its
+// record's message left (see claimScript). It returns each key's result or
+// error.
+func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*DeliveryRecord, resume []bool) ([]claimResult, []error) {
 	res := make([]claimResult, len(keys))
 	errs := make([]error, len(keys))
 	var toks []byte
@@ -66,7 +68,11 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 		case c.Val():
 			res[i] = claimed
 		default:
-			calls = append(calls, script.Call{Keys: []string{keys[i]}, Args: []any{bodies[i], lease, recs[i].MessageID}})
+			again := "0"
+			if resume != nil && resume[i] {
+				again = "1"
+			}
+			calls = append(calls, script.Call{Keys: []string{keys[i]}, Args: []any{bodies[i], lease, recs[i].MessageID, again}})
 			idx = append(idx, i)
 		}
 	}
@@ -103,15 +109,30 @@ type settleOp struct {
 // settleAll settles every op in one round trip (sent records by SET,
 // rejections and releases by settleScript) and returns each op's error.
 func (l *DeliveryLedger) settleAll(ctx context.Context, ops []settleOp) []error {
-	errs := make([]error, len(ops))
 	if len(ops) == 0 {
-		return errs
+		return nil
 	}
-	ttl := strconv.FormatInt(l.cfg.TTL.Milliseconds(), 10)
 	pipe := l.rdb.Pipeline()
-	sets := make([]*redis.StatusCmd, len(ops))
-	var calls []script.Call
-	var idx []int
+	q := l.queueSettles(ctx, pipe, ops)
+	_, _ = pipe.Exec(ctx)
+	return l.settled(ctx, q)
+}
+
+// queuedSettles are the commands of settles queued in a pipeline.
+type queuedSettles struct {
+	ops   []settleOp
+	errs  []error
+	sets  []*redis.StatusCmd
+	calls []script.Call
+	idx   []int // op of each call
+	evals []*redis.Cmd
+}
+
+// queueSettles adds the settles of ops to pipe; after pipe runs, settled
+// returns their errors.
+func (l *DeliveryLedger) queueSettles(ctx context.Context, pipe redis.Pipeliner, ops []settleOp) *queuedSettles {
+	q := &queuedSettles{ops: ops, errs: make([]error, len(ops)), sets: make([]*redis.StatusCmd, len(ops))}
+	ttl := strconv.FormatInt(l.cfg.TTL.Milliseconds(), 10)
 	now := time.Now().UTC()
 	for i, op := range ops {
 		rec := op.rec
@@ -125,29 +146,34 @@ func (l *DeliveryLedger) settleAll(ctx context.Context, ops []settleOp) []error 
 		if op.kind != settleRelease {
 			var err error
 			if body, err = json.Marshal(rec); err != nil {
-				errs[i] = fmt.Errorf("notifier: encode delivery record: %w", err)
+				q.errs[i] = fmt.Errorf("notifier: encode delivery record: %w", err)
 				continue
 			}
 		}
 		if op.kind == settleSent {
-			sets[i] = pipe.Set(ctx, op.key, body, l.cfg.TTL)
+			q.sets[i] = pipe.Set(ctx, op.key, body, l.cfg.TTL)
 			continue
 		}
-		calls = append(calls, script.Call{Keys: []string{op.key}, Args: []any{rec.Token, body, ttl}})
-		idx = append(idx, i)
+		q.calls = append(q.calls, script.Call{Keys: []string{op.key}, Args: []any{rec.Token, body, ttl}})
+		q.idx = append(q.idx, i)
 	}
-	evals := settleScript.Queue(ctx, pipe, calls)
-	_, _ = pipe.Exec(ctx)
-	_ = settleScript.Retry(ctx, l.rdb, calls, evals) // a failed load is each retried command's error
-	for i, c := range sets {
+	q.evals = settleScript.Queue(ctx, pipe, q.calls)
+	return q
+}
+
+// settled sends again the settles that found the script missing and
+// returns each op's error.
+func (l *DeliveryLedger) settled(ctx context.Context, q *queuedSettles) []error {
+	_ = settleScript.Retry(ctx, l.rdb, q.calls, q.evals) // a failed load is each retried command's error
+	for i, c := range q.sets {
 		if c != nil && c.Err() != nil {
-			errs[i] = fmt.Errorf("notifier: record delivery %s: %w", ops[i].key, c.Err())
+			q.errs[i] = fmt.Errorf("notifier: record delivery %s: %w", q.ops[i].key, c.Err())
 		}
 	}
-	for j, c := range evals {
+	for j, c := range q.evals {
 		if err := c.Err(); err != nil {
-			errs[idx[j]] = fmt.Errorf("notifier: settle delivery %s: %w", ops[idx[j]].key, err)
+			q.errs[q.idx[j]] = fmt.Errorf("notifier: settle delivery %s: %w", q.ops[q.idx[j]].key, err)
 		}
 	}
-	return errs
+	return q.errs
 }

@@ -31,6 +31,11 @@ const (
 	// (the transition's run_at) to its delivery, by flow (and channel).
 	// Float64Histogram, unit s.
 	MetricEndToEndLatency = dsotel.MetricEndToEndLatency
+	// MetricResumed counts the sends a stopped delivery (a crash) left in
+	// flight that a redelivery sent again, by flow and channel: each may
+	// have reached its receiver already. Int64Counter, unit
+	// {notification}; Prometheus dropstream_notifier_resumed_total.
+	MetricResumed = "dropstream.notifier.resumed"
 )
 
 // Values of the outcome attribute of MetricNotifications.
@@ -57,6 +62,7 @@ type instruments struct {
 	notifications metric.Int64Counter
 	duration      metric.Float64Histogram
 	e2e           metric.Float64Histogram
+	resumed       metric.Int64Counter
 }
 
 func newInstruments(mp metric.MeterProvider) (*instruments, error) {
@@ -65,7 +71,7 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	}
 	m := mp.Meter(instrumentationScope)
 	var in instruments
-	var errs [3]error
+	var errs [4]error
 	in.notifications, errs[0] = m.Int64Counter(MetricNotifications,
 		metric.WithDescription("Notifications by flow, channel and outcome (sent, duplicate, failed)."),
 		metric.WithUnit("{notification}"))
@@ -73,6 +79,8 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 		metric.WithDescription("Time of one send of a notification over its channel."), metric.WithUnit(dsotel.UnitSeconds))
 	in.e2e, errs[2] = m.Float64Histogram(MetricEndToEndLatency,
 		metric.WithDescription("Time from a change being observed to its delivery."), metric.WithUnit(dsotel.UnitSeconds))
+	in.resumed, errs[3] = m.Int64Counter(MetricResumed,
+		metric.WithDescription("Sends a stopped delivery left in flight, sent again by its redelivery."), metric.WithUnit("{notification}"))
 	if err := errors.Join(errs[:]...); err != nil {
 		return nil, fmt.Errorf("notifier: metrics: %w", err)
 	}
@@ -85,6 +93,7 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 type outcomeAttrs struct {
 	m     sync.Map // outcomeKey → metric.MeasurementOption
 	flows sync.Map // flow → metric.MeasurementOption
+	pairs sync.Map // outcomeKey{flow, channel} → metric.MeasurementOption
 }
 
 type outcomeKey struct{ flow, channel, outcome, errType string }
@@ -113,5 +122,16 @@ func (a *outcomeAttrs) flow(flow string) metric.MeasurementOption {
 	}
 	opt := metric.WithAttributeSet(attribute.NewSet(dsotel.FlowKey.String(flow)))
 	a.flows.Store(flow, opt)
+	return opt
+}
+
+// flowChannel returns the attributes flow and channel.
+func (a *outcomeAttrs) flowChannel(flow, channel string) metric.MeasurementOption {
+	k := outcomeKey{flow: flow, channel: channel}
+	if v, ok := a.pairs.Load(k); ok {
+		return v.(metric.MeasurementOption)
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(dsotel.FlowKey.String(flow), keyChannel.String(channel)))
+	a.pairs.Store(k, opt)
 	return opt
 }

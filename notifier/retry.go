@@ -139,16 +139,33 @@ for _, id in ipairs(ids) do
 end
 return #ids`)
 
-// attemptOf is the attempt number of a request message: its MetaAttempt,
-// plus the runtime's redeliveries of this very entry.
+// attemptOf is the attempt number of a request message: its MetaAttempt
+// (absent: 1). The runtime's redeliveries of one entry (after a crash) do
+// not count: an attempt is a send that failed, and a crash is not one.
 func attemptOf(m *stream.Message) int {
-	n := 1
 	if v, ok := m.Metadata[MetaAttempt]; ok { // a first attempt carries none: no parse error to build
 		if a, err := strconv.Atoi(v); err == nil && a > 1 {
-			n = a
+			return a
 		}
 	}
-	return n + max(m.Attempt, 1) - 1
+	return 1
+}
+
+// onlyInFlight reports whether every failure err holds is ErrInFlight:
+// another delivery holds the sends' leases, none of them failed.
+func onlyInFlight(err error) bool {
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !onlyInFlight(e) {
+				return false
+			}
+		}
+		return true
+	}
+	if u := errors.Unwrap(err); u != nil {
+		return onlyInFlight(u)
+	}
+	return err == ErrInFlight
 }
 
 // scheduleRetries turns the retryable errors of a handled batch into
@@ -167,8 +184,12 @@ func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message,
 		if stream.Classify(errs[i]) != stream.OutcomeFailed {
 			continue
 		}
-		attempt := attemptOf(m)
-		if attempt >= d.cfg.Retry.MaxAttempts {
+		attempt, next := attemptOf(m), attemptOf(m)+1
+		if onlyInFlight(errs[i]) {
+			// Nothing failed: another delivery is sending. Try again soon,
+			// on the same attempt; its lease ends the wait.
+			next = attempt
+		} else if attempt >= d.cfg.Retry.MaxAttempts {
 			// The dead letter starts again at attempt 1 when replayed.
 			delete(m.Metadata, MetaAttempt)
 			errs[i] = stream.Permanent(fmt.Errorf("notifier: gave up after %d attempts: %w", attempt, errs[i]))
@@ -176,9 +197,12 @@ func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message,
 			continue
 		}
 		due := now.Add(max(d.cfg.Retry.Delay(attempt, rand.Float64()), notBefore(errs[i])))
+		if next == attempt {
+			due = now.Add(d.cfg.Retry.Delay(1, rand.Float64()))
+		}
 		schedule, entries := d.retryKeys(m.Partition)
 		calls = append(calls, script.Call{Keys: []string{m.Stream, schedule, entries},
-			Args: []any{m.ID, due.UnixMilli(), attempt + 1}})
+			Args: []any{m.ID, due.UnixMilli(), next}})
 		idx = append(idx, i)
 	}
 	cmds, _ := scheduleScript.RunAll(ctx, d.rdb, calls) // a failed load is each retried command's error

@@ -3,9 +3,11 @@ package notifier
 import (
 	"crypto/hmac"
 	"crypto/sha256"
+	"encoding/base64"
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"time"
@@ -13,8 +15,18 @@ import (
 	"github.com/dropstream/dropstream/internal/clip"
 )
 
-// Webhook request headers.
+// Webhook request headers. The Standard Webhooks headers
+// (https://www.standardwebhooks.com) are always sent; the X-Dropstream ones
+// only when WebhookConfig.LegacySignature asks for them.
 const (
+	// HeaderWebhookID carries the notification's id: the same on every
+	// send of it, so receivers deduplicate on it.
+	HeaderWebhookID = "Webhook-Id"
+	// HeaderWebhookTimestamp carries the send's Unix time in seconds.
+	HeaderWebhookTimestamp = "Webhook-Timestamp"
+	// HeaderWebhookSignature carries "v1,<base64 HMAC-SHA256 of
+	// "<id>.<timestamp>.<body>">" (see SignStandard).
+	HeaderWebhookSignature = "Webhook-Signature"
 	// HeaderSignature carries "t=<unix seconds>,v1=<hex HMAC-SHA256 of
 	// "<t>.<body>" keyed with the watcher's secret>".
 	HeaderSignature = "X-Dropstream-Signature"
@@ -35,6 +47,31 @@ var (
 	ErrSignatureStale     = errors.New("notifier: signature timestamp outside tolerance")
 	ErrSignatureMismatch  = errors.New("notifier: signature mismatch")
 )
+
+// SignStandard returns the Standard Webhooks signature ("v1,<base64>") of
+// body sent with id at t: the HMAC-SHA256 of "<id>.<unix seconds>.<body>".
+// Its key is the base64 text after "whsec_" when the secret is of that
+// form (the convention of the specification's libraries: new
+// Webhook(secret)), else the secret's own bytes (their raw constructor,
+// e.g. Go's NewWebhookRaw).
+func SignStandard(secret, id string, body []byte, t time.Time) string {
+	h := hmac.New(sha256.New, standardKey(secret))
+	b := make([]byte, 0, len(id)+24)
+	b = strconv.AppendInt(append(append(b, id...), '.'), t.Unix(), 10)
+	h.Write(append(b, '.'))
+	h.Write(body)
+	return "v1," + base64.StdEncoding.EncodeToString(h.Sum(nil))
+}
+
+// standardKey is the HMAC key of a secret (see SignStandard).
+func standardKey(secret string) []byte {
+	if rest, ok := strings.CutPrefix(secret, "whsec_"); ok {
+		if key, err := base64.StdEncoding.DecodeString(rest); err == nil && len(key) > 0 {
+			return key
+		}
+	}
+	return []byte(secret)
+}
 
 // Sign returns the X-Dropstream-Signature value of body sent at t.
 func Sign(secret string, body []byte, t time.Time) string {
@@ -99,6 +136,37 @@ func VerifySignature(secret, header string, body []byte, now time.Time, toleranc
 	want := mac(secret, []byte(ts), body)
 	for _, sig := range sigs {
 		if hmac.Equal(sig, want) {
+			return nil
+		}
+	}
+	return ErrSignatureMismatch
+}
+
+// VerifyWebhook checks the Standard Webhooks headers of a request for
+// receivers in Go that do without the specification's library (which
+// verifies the same): webhook-id and webhook-timestamp present, the
+// timestamp within tolerance of now (zero means
+// DefaultSignatureTolerance), and one of the space-separated "v1,<base64>"
+// signatures equal to SignStandard's (compared in constant time). Errors
+// wrap ErrSignatureMalformed, ErrSignatureStale or ErrSignatureMismatch.
+func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
+	if tolerance <= 0 {
+		tolerance = DefaultSignatureTolerance
+	}
+	id, ts, sigs := h.Get(HeaderWebhookID), h.Get(HeaderWebhookTimestamp), h.Get(HeaderWebhookSignature)
+	if id == "" || ts == "" || sigs == "" || len(sigs) > maxSignatureHeader {
+		return fmt.Errorf("%w: want webhook-id, webhook-timestamp and webhook-signature (at most %d bytes)", ErrSignatureMalformed, maxSignatureHeader)
+	}
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || sec <= 0 {
+		return fmt.Errorf("%w: webhook-timestamp %q is not a Unix time", ErrSignatureMalformed, clip.Marked(ts, maxQuoted))
+	}
+	if skew := now.Sub(time.Unix(sec, 0)).Abs(); skew > tolerance {
+		return fmt.Errorf("%w: %s off, tolerance %s", ErrSignatureStale, skew.Truncate(time.Second), tolerance)
+	}
+	want := []byte(SignStandard(secret, id, body, time.Unix(sec, 0)))
+	for sig := range strings.SplitSeq(sigs, " ") {
+		if hmac.Equal([]byte(sig), want) {
 			return nil
 		}
 	}

@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"net/url"
+	"strconv"
 	"time"
 
 	"go.opentelemetry.io/otel/propagation"
@@ -51,6 +52,11 @@ type WebhookConfig struct {
 	Propagator propagation.TextMapPropagator
 	// Now is the clock of the signature timestamp. Default time.Now.
 	Now func() time.Time
+	// LegacySignature also sends the headers of earlier releases,
+	// X-Dropstream-Signature ("t=…,v1=<hex>", see Sign) and
+	// X-Dropstream-Event-Id, for receivers not yet verifying the Standard
+	// Webhooks headers. Default off.
+	LegacySignature bool
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -108,9 +114,13 @@ type WebhookChannel struct {
 // NewWebhookChannel returns the "webhook" channel.
 //
 // Each Send is one POST of Notification.Body to Recipient.Address with
-// Content-Type application/json, X-Dropstream-Event-Id, the W3C trace
-// context, and X-Dropstream-Signature (see Sign) keyed with
-// Recipient.Secret. Redirects are not followed. A 2xx answer is a delivery;
+// Content-Type application/json, the W3C trace context and the Standard
+// Webhooks headers: webhook-id (Notification.EventID, the notification's
+// stable id: the same on every send of it), webhook-timestamp and
+// webhook-signature (see SignStandard) keyed with Recipient.Secret, so
+// receivers verify with the specification's libraries and deduplicate on
+// webhook-id. With LegacySignature it also sends X-Dropstream-Event-Id and
+// X-Dropstream-Signature (see Sign). Redirects are not followed. A 2xx answer is a delivery;
 // 408, 429, 5xx, a network error or a timeout are retryable errors; any
 // other answer (3xx, other 4xx) and a receiver on an address the egress
 // policy denies are permanent errors (stream.Permanent). Errors wrap a
@@ -139,11 +149,17 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 		return stream.Permanent(&DeliveryError{Channel: ChannelWebhook, Detail: "bad request", Err: err})
 	}
 	// Canonical keys, set directly: Header.Set canonicalizes each, per send.
+	now := w.cfg.Now()
 	req.Header = http.Header{
-		"Content-Type":  {"application/json"},
-		"User-Agent":    {w.cfg.UserAgent},
-		HeaderEventID:   {n.EventID},
-		HeaderSignature: {Sign(n.Recipient.Secret, n.Body, w.cfg.Now())},
+		"Content-Type":         {"application/json"},
+		"User-Agent":           {w.cfg.UserAgent},
+		HeaderWebhookID:        {n.EventID},
+		HeaderWebhookTimestamp: {strconv.FormatInt(now.Unix(), 10)},
+		HeaderWebhookSignature: {SignStandard(n.Recipient.Secret, n.EventID, n.Body, now)},
+	}
+	if w.cfg.LegacySignature {
+		req.Header[HeaderEventID] = []string{n.EventID}
+		req.Header[HeaderSignature] = []string{Sign(n.Recipient.Secret, n.Body, now)}
 	}
 	if u := req.URL.User; u != nil {
 		// Credentials in the URL, as http.Client sends them.

@@ -65,12 +65,12 @@ func TestWebhookChannel_send(t *testing.T) {
 	if r.method != http.MethodPost || !bytes.Equal(r.body, n.Body) {
 		t.Errorf("got %s %s", r.method, r.body)
 	}
-	for k, want := range map[string]string{"Content-Type": "application/json", HeaderEventID: "ev-1", "User-Agent": DefaultUserAgent} {
+	for k, want := range map[string]string{"Content-Type": "application/json", HeaderWebhookID: "ev-1", "User-Agent": DefaultUserAgent} {
 		if v := r.header.Get(k); v != want {
 			t.Errorf("header %s = %q, want %q", k, v, want)
 		}
 	}
-	if err := VerifySignature(n.Recipient.Secret, r.header.Get(HeaderSignature), r.body, time.Now(), time.Minute); err != nil {
+	if err := VerifyWebhook(n.Recipient.Secret, r.header, r.body, time.Now(), time.Minute); err != nil {
 		t.Errorf("signature does not verify: %v", err)
 	}
 	if tp := r.header.Get("traceparent"); !strings.Contains(tp, sc.TraceID().String()) {
@@ -348,7 +348,7 @@ func TestSlackChannel_send(t *testing.T) {
 		msg["text"] != "Amazing Fantasy #15 is in\nA copy in stock\n<http://ds.test/v1/unsubscribe/tok|Unsubscribe>" {
 		t.Fatalf("body %s (%v): want the title, text and unsubscribe link as text", r.body, err)
 	}
-	if err := VerifySignature(n.Recipient.Secret, r.header.Get(HeaderSignature), r.body, time.Now(), time.Minute); err != nil {
+	if err := VerifyWebhook(n.Recipient.Secret, r.header, r.body, time.Now(), time.Minute); err != nil {
 		t.Errorf("signature does not verify: %v", err)
 	}
 }

@@ -131,18 +131,7 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 			if pipe == nil {
 				pipe = p.rdb.Pipeline()
 			}
-			m.Partition = topic.Partition(m.Key)
-			m.Stream = topic.Stream(m.Partition)
-			parent := pt.ctx
-			if m.ctx != nil && trace.SpanContextFromContext(m.ctx).IsValid() {
-				parent = m.ctx
-			}
-			InjectTrace(parent, p.tel.Propagator, m)
-			args := &redis.XAddArgs{Stream: m.Stream, Values: m.values()}
-			if p.MaxLen > 0 {
-				args.MaxLen, args.Approx = p.MaxLen, true
-			}
-			sent = append(sent, pending{m, pipe.XAdd(ctx, args)})
+			sent = append(sent, pending{m, p.xadd(ctx, pt.ctx, pipe, topic, m)})
 			counts[i]++
 			if len(sent) == publishChunk {
 				if err = flush(); err != nil {
@@ -155,4 +144,35 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 		err = flush()
 	}
 	return err
+}
+
+// Queue adds the XADDs of msgs to topic to pipe, for a caller whose
+// appends must go in the same round trip as its own writes (and after
+// them, in pipe's order). It sets each message's Partition and Stream and
+// the trace context of ctx (or of the message's own Context); after pipe
+// runs, the returned commands hold the IDs. Unlike Publish it starts no
+// span and counts nothing.
+func (p *Publisher) Queue(ctx context.Context, pipe redis.Pipeliner, topic Topic, msgs ...*Message) []*redis.StringCmd {
+	cmds := make([]*redis.StringCmd, len(msgs))
+	for i, m := range msgs {
+		cmds[i] = p.xadd(ctx, ctx, pipe, topic, m)
+	}
+	return cmds
+}
+
+// xadd queues the XADD of m to its partition of topic, carrying the trace
+// context of m's own Context, else of traceCtx.
+func (p *Publisher) xadd(ctx, traceCtx context.Context, pipe redis.Pipeliner, topic Topic, m *Message) *redis.StringCmd {
+	m.Partition = topic.Partition(m.Key)
+	m.Stream = topic.Stream(m.Partition)
+	parent := traceCtx
+	if m.ctx != nil && trace.SpanContextFromContext(m.ctx).IsValid() {
+		parent = m.ctx
+	}
+	InjectTrace(parent, p.tel.Propagator, m)
+	args := &redis.XAddArgs{Stream: m.Stream, Values: m.values()}
+	if p.MaxLen > 0 {
+		args.MaxLen, args.Approx = p.MaxLen, true
+	}
+	return pipe.XAdd(ctx, args)
 }

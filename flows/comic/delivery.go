@@ -30,7 +30,8 @@ type DeliveryConfig struct {
 	// subscriptions without their own. Empty: such notifications go to the
 	// log channel.
 	NotifyURL string
-	// NotifySecret signs requests to NotifyURL (HMAC, see notifier.Sign).
+	// NotifySecret signs requests to NotifyURL (Standard Webhooks, see
+	// notifier.SignStandard).
 	// Required with NotifyURL.
 	NotifySecret string
 	// Relay, when set, hands every notification that has a destination

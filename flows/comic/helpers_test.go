@@ -54,7 +54,7 @@ func newReceiver(t *testing.T) *receiver {
 		body, _ := io.ReadAll(req.Body)
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		if err := notifier.VerifySignature(r.secret, req.Header.Get(notifier.HeaderSignature), body, time.Now(), time.Minute); err != nil {
+		if err := notifier.VerifyWebhook(r.secret, req.Header, body, time.Now(), time.Minute); err != nil {
 			http.Error(w, "bad signature", http.StatusUnauthorized)
 			return
 		}

@@ -176,13 +176,41 @@ func (r *Recorder) Record(ctx context.Context, recs ...Record) error {
 		return nil
 	}
 	pipe := r.rdb.Pipeline()
+	msgs, err := r.queue(ctx, pipe, recs)
+	if err != nil {
+		return err
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("history: record: %w", err)
+	}
+	if len(msgs) == 0 {
+		return nil
+	}
+	return r.pub.Publish(ctx, r.topic, msgs...)
+}
+
+// Queue adds the writes of recs to pipe, the stream's appends included,
+// for a caller that records something else in the same step: a send and
+// its history are written together, so a crash cannot keep one without
+// the other (the caller queues its own writes after these).
+func (r *Recorder) Queue(ctx context.Context, pipe redis.Pipeliner, recs ...Record) error {
+	msgs, err := r.queue(ctx, pipe, recs)
+	if err == nil && len(msgs) > 0 {
+		r.pub.Queue(ctx, pipe, r.topic, msgs...)
+	}
+	return err
+}
+
+// queue adds the Redis writes of recs to pipe and returns the stream
+// messages that carry them (none without a stream).
+func (r *Recorder) queue(ctx context.Context, pipe redis.Pipeliner, recs []Record) ([]*stream.Message, error) {
 	bySub := make(map[string][]any, len(recs))
 	var subs []string
 	var batch batcher
 	for _, rec := range recs {
 		body, err := json.Marshal(rec)
 		if err != nil {
-			return fmt.Errorf("history: encode: %w", err)
+			return nil, fmt.Errorf("history: encode: %w", err)
 		}
 		sk := subscriberKey(rec.SubscriberID)
 		if _, ok := bySub[sk]; !ok {
@@ -197,13 +225,10 @@ func (r *Recorder) Record(ctx context.Context, recs ...Record) error {
 		pipe.LTrim(ctx, sk, 0, int64(r.cfg.Recent-1))
 		pipe.PExpire(ctx, sk, r.cfg.TTL)
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("history: record: %w", err)
-	}
 	if r.pub == nil || r.cfg.Partitions == 0 {
-		return nil
+		return nil, nil
 	}
-	return r.pub.Publish(ctx, r.topic, batch.messages()...)
+	return batch.messages(), nil
 }
 
 // batcher packs encoded records into TypeRecords messages.

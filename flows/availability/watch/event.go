@@ -41,10 +41,11 @@ type SourceStatus struct {
 }
 
 // OpenEvent is the JSON body of every watcher notification (its Event says
-// which), as a webhook receives it. Receivers verify X-Dropstream-Signature with
-// notifier.VerifySignature and dedupe on (watcher_id, event_id): a notification is
-// delivered at least once, and more than once only when a send succeeded
-// and its record could not be written.
+// which), as a webhook receives it. Receivers verify the Standard Webhooks
+// headers (the specification's libraries, or notifier.VerifyWebhook) and
+// dedupe on webhook-id: a notification is delivered at least once, and
+// more than once only when a send was in flight at a crash or its record
+// could not be written.
 type OpenEvent struct {
 	// Event is EventAvailabilityOpen.
 	Event string `json:"event"`

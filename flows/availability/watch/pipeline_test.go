@@ -51,12 +51,12 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	r.hits[path]++
-	if err := notifier.VerifySignature(r.secrets[path], req.Header.Get(notifier.HeaderSignature), body, time.Now(), time.Minute); err != nil {
+	if err := notifier.VerifyWebhook(r.secrets[path], req.Header, body, time.Now(), time.Minute); err != nil {
 		r.bad = append(r.bad, fmt.Sprintf("%s: %v", path, err))
 	}
 	var ev OpenEvent
-	if err := json.Unmarshal(body, &ev); err != nil || req.Header.Get(notifier.HeaderEventID) != ev.EventID || ev.WatcherID == "" {
-		r.bad = append(r.bad, fmt.Sprintf("%s: body %s, event id header %q", path, body, req.Header.Get(notifier.HeaderEventID)))
+	if err := json.Unmarshal(body, &ev); err != nil || req.Header.Get(notifier.HeaderWebhookID) != ev.EventID || ev.WatcherID == "" {
+		r.bad = append(r.bad, fmt.Sprintf("%s: body %s, event id header %q", path, body, req.Header.Get(notifier.HeaderWebhookID)))
 	}
 	code := r.status(path, r.hits[path])
 	if code/100 == 2 {
