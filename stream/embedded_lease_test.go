@@ -27,7 +27,8 @@ func TestLease_embeddedClockPastTheLeaseStopsNoRunner(t *testing.T) {
 	const copies, n = 50, 200
 	lease := 5 * time.Second
 	cfg := RunnerConfig{ConsumerLease: lease, BatchSize: 50, Block: 500 * time.Millisecond, ClaimInterval: time.Second,
-		ClaimIdle: 5 * time.Second, HandlerTimeout: time.Second, StatsInterval: time.Second, ControlInterval: time.Second,
+		ClaimIdle:      time.Minute, // no claim on a starved machine: only the leases are under test
+		HandlerTimeout: time.Second, StatsInterval: time.Second, ControlInterval: time.Second,
 		ErrorBackoff: 100 * time.Millisecond, Retry: RetryConfig{Disabled: true}}
 	var mu sync.Mutex
 	seen := map[string]int{}
