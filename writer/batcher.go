@@ -159,7 +159,8 @@ func (b *batcher[E]) signal() {
 // Linger rather than FlushInterval (see batcher). When ctx ends while a
 // flush holding item is under way, add waits for that flush (at most
 // FlushTimeout) and returns its outcome. Otherwise an ended ctx returns an
-// error, marked stream.Hold while the sink does not answer.
+// error, marked stream.Hold unless the last flush failed because
+// ClickHouse refused the rows (the sink does not answer, or not in time).
 func (b *batcher[E]) add(ctx context.Context, item E, rows, msgs int, urgent bool) error {
 	w := &waiter[E]{item: item, rows: rows, msgs: msgs, urgent: urgent, at: time.Now(), ctx: ctx, res: make(chan error, 1)}
 	b.mu.Lock()
@@ -189,8 +190,8 @@ func (b *batcher[E]) add(ctx context.Context, item E, rows, msgs int, urgent boo
 		if flushing {
 			return <-w.res
 		}
-		if last == nil {
-			return fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w", b.stage, ctx.Err())
+		if last == nil { // queued behind flushes slower than the deadline
+			return stream.Hold(fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w", b.stage, ctx.Err()))
 		}
 		err := fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w (last flush: %w)",
 			b.stage, ctx.Err(), last)

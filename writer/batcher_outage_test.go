@@ -19,8 +19,8 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// refused is the error of a flush to a ClickHouse that is not running.
-var refused = fmt.Errorf("clickhouse: insert: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
+// errRefused is the error of a flush to a ClickHouse that is not running.
+var errRefused = fmt.Errorf("clickhouse: insert: %w", &net.OpError{Op: "dial", Net: "tcp", Err: syscall.ECONNREFUSED})
 
 // TestBatcher_deadlineUntilTheSinkAnswersHoldsTheBatch: a handler whose
 // deadline passes while ClickHouse does not answer gets a stream.Hold
@@ -32,7 +32,7 @@ func TestBatcher_deadlineUntilTheSinkAnswersHoldsTheBatch(t *testing.T) {
 		err      error
 		wantHold bool
 	}{
-		{name: "connection refused", err: refused, wantHold: true},
+		{name: "connection refused", err: errRefused, wantHold: true},
 		{name: "no answer within the flush timeout", err: fmt.Errorf("insert: %w", context.DeadlineExceeded), wantHold: true},
 		{name: "rows refused", err: errors.New("code: 53, message: type mismatch"), wantHold: false},
 	}
@@ -81,7 +81,7 @@ func TestBatcher_deadlineDuringAFlushWaitsForItsOutcome(t *testing.T) {
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			sink := &blockingSink{fakeSink: fakeSink{failures: tt.failures, err: refused},
+			sink := &blockingSink{fakeSink: fakeSink{failures: tt.failures, err: errRefused},
 				started: make(chan struct{}, 10), release: make(chan struct{})}
 			met, err := newAnalyticsMetrics(noop.NewMeterProvider())
 			if err != nil {
@@ -121,7 +121,7 @@ func TestBatcher_deadlineDuringAFlushWaitsForItsOutcome(t *testing.T) {
 func TestBatcher_outageLogsOnceWhenItStartsAndOnceWhenItEnds(t *testing.T) {
 	const failures, items = 20, 5
 	log := &telemetrytest.Logs{}
-	sink := &fakeSink{failures: failures, err: refused}
+	sink := &fakeSink{failures: failures, err: errRefused}
 	met, err := newAnalyticsMetrics(noop.NewMeterProvider())
 	if err != nil {
 		t.Fatal(err)
