@@ -43,7 +43,7 @@ func newServer(t *testing.T, withSales bool) (*api.Server, *comic.Flow, redis.Un
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read;w:write"})
+	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read:tenant=shop;w:write:tenant=shop"})
 	httpapi.Register(srv, svc)
 	return srv, svc, rdb
 }
