@@ -85,8 +85,10 @@ var (
 	DefaultContractLimit = Limit{Rate: 25_000, Burst: 5_000}
 	// DefaultChangeLimit: 200 a second, 1,000 at once.
 	DefaultChangeLimit = Limit{Rate: 200, Burst: 1_000}
-	// DefaultReadLimit: 2,000 a second, 4,000 at once.
-	DefaultReadLimit = Limit{Rate: 2_000, Burst: 4_000}
+	// DefaultReadLimit is sized above the read target of one API process,
+	// 10,000 a second, so reads from behind one gateway address are never
+	// its bound: 20,000 a second, 10,000 at once.
+	DefaultReadLimit = Limit{Rate: 20_000, Burst: 10_000}
 	// DefaultAdminLimit: 20 a second, 100 at once.
 	DefaultAdminLimit = Limit{Rate: 20, Burst: 100}
 	// DefaultPublicLimit: 200 a second, 1,000 at once, per address.
@@ -110,7 +112,7 @@ type RateLimitConfig struct {
 	Contract Limit
 	// Change limits ClassChange. Default 200 a second, 1,000 at once.
 	Change Limit
-	// Read limits ClassRead. Default 2,000 a second, 4,000 at once.
+	// Read limits ClassRead. Default 20,000 a second, 10,000 at once.
 	Read Limit
 	// Admin limits ClassAdmin. Default 20 a second, 100 at once.
 	Admin Limit

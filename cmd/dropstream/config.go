@@ -183,7 +183,7 @@ func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string
 	envSecret(fs, &c.ClickHouseDSN, "clickhouse-dsn", "DROPSTREAM_CLICKHOUSE_DSN", redactURLPassword, "ClickHouse `DSN` clickhouse://user:pass@host:9000/db; empty disables analytics")
 	envString(fs, &c.APIAddr, "api-addr", "DROPSTREAM_API_ADDR", ":8080", "API listen address; empty disables the API")
 	envSecret(fs, &c.APIKeys, "api-keys", "DROPSTREAM_API_KEYS", hideAll, "API `keys` as key:scope,scope;key2:scope (scopes read, write, admin); empty leaves the API open")
-	envString(fs, &c.APILimits, "api-limits", "DROPSTREAM_API_LIMITS", "", "API rate limits of one caller (API key, or client address on an open API) per route class, as class=RATE[/BURST],... for the classes that differ from their defaults (create=50/500, contract=25000/5000, change=200/1000, read=2000/4000, admin=20/100, public=200/1000), or off; empty: the defaults")
+	envString(fs, &c.APILimits, "api-limits", "DROPSTREAM_API_LIMITS", "", "API rate limits of one caller (API key, or client address on an open API) per route class, as class=RATE[/BURST],... for the classes that differ from their defaults (create=50/500, contract=25000/5000, change=200/1000, read=20000/10000, admin=20/100, public=200/1000), or off; empty: the defaults")
 	envInt(fs, &c.Partitions, "partitions", "DROPSTREAM_PARTITIONS", 8, "stream partitions per flow, fixed for a deployment")
 	envString(fs, &c.LogFormat, "log-format", "DROPSTREAM_LOG_FORMAT", logFormat, "log format: json or text")
 	envString(fs, &c.LogLevel, "log-level", "DROPSTREAM_LOG_LEVEL", "info", "log level: debug, info, warn, error")
