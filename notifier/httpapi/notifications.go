@@ -76,7 +76,7 @@ type whyRun struct {
 // Register adds the routes to srv.
 func (r NotificationRoutes) Register(srv *api.Server) {
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/notifications", Tag: "notifications", Scope: api.ScopeRead, Class: api.ClassRead,
-		Summary:  "Recent notifications of a subscriber (or watcher), newest first",
+		Summary:  "Recent notifications of a subscriber (or watcher), newest first. Each was decided once per (subscriber, subject, window); a receiver gets it at least once, every time with the same id (the webhook-id header), on which it deduplicates",
 		Query:    []api.Param{{Name: "subscriber", Required: true}, {Name: "cursor"}, {Name: "limit", Type: "integer"}},
 		Response: notificationPage{}, Handler: r.list})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/notifications/:id/why", Tag: "notifications", Scope: api.ScopeRead, Class: api.ClassRead,
