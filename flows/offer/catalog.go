@@ -92,6 +92,18 @@ return 1`)
 // written; retrying is safe.
 var ErrConflict = errors.New("offer changed concurrently")
 
+// check reports why o cannot be stored: its bounds, or a handler that is
+// not configured (both wrap ErrInvalidOffer).
+func (c *Catalog) check(o Offer) error {
+	if err := o.Validate(); err != nil {
+		return err
+	}
+	if _, ok := c.cfg.kindOf(o.Handler); !ok {
+		return fmt.Errorf("%w: handler %q is not one of the configured handlers", ErrInvalidOffer, o.Handler)
+	}
+	return nil
+}
+
 // Put creates or replaces offers, each with its handler recorded in the
 // SellOffers index; an offer moved to another handler leaves the old one.
 // created says, per offer, whether it was new. Offers are validated first:
@@ -100,11 +112,8 @@ func (c *Catalog) Put(ctx context.Context, offers ...Offer) (created []bool, err
 	bodies := make([][]byte, len(offers))
 	ids := make([]string, len(offers))
 	for i, o := range offers {
-		if err := o.Validate(); err != nil {
+		if err := c.check(o); err != nil {
 			return nil, fmt.Errorf("offer %d: %w", i, err)
-		}
-		if _, ok := c.cfg.kindOf(o.Handler); !ok {
-			return nil, fmt.Errorf("offer %d: %w: handler %q is not one of the configured handlers", i, ErrInvalidOffer, o.Handler)
 		}
 		bodies[i], _ = json.Marshal(o)
 		ids[i] = o.ID

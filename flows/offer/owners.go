@@ -49,6 +49,9 @@ func (c *Catalog) Sees(ctx context.Context, v tenancy.View, id string) error {
 // PutFor is Put of one offer of v's tenant: a new offer becomes its, one
 // that exists must be one v sees (else ErrTaken) and keeps its tenant.
 func (c *Catalog) PutFor(ctx context.Context, v tenancy.View, o Offer) (created bool, err error) {
+	if err := c.check(o); err != nil {
+		return false, err
+	}
 	owner, exists, err := c.Owner(ctx, o.ID)
 	if err != nil {
 		return false, err
@@ -65,6 +68,9 @@ func (c *Catalog) PutFor(ctx context.Context, v tenancy.View, o Offer) (created 
 	}
 	put, err := c.Put(ctx, o)
 	if err != nil {
+		if !exists { // a refused offer leaves nothing behind
+			c.rdb.HDel(context.WithoutCancel(ctx), ownersKey, o.ID)
+		}
 		return false, err
 	}
 	return put[0], nil
