@@ -53,7 +53,13 @@ func Register(srv *api.Server, ctl *stream.Control, stages []Stage) {
 		r.stages[s.Name] = s
 	}
 	op := func(method, path, summary string, resp any, query []api.Param, h fiber.Handler) {
-		srv.Handle(api.Operation{Method: method, Path: path, Summary: summary, Tag: "admin", Scope: api.ScopeAdmin, Class: api.ClassAdmin,
+		// Reads are limited as reads: an operator's dashboard polling
+		// them never spends the budget of the actions.
+		class := api.ClassAdmin
+		if method == http.MethodGet {
+			class = api.ClassRead
+		}
+		srv.Handle(api.Operation{Method: method, Path: path, Summary: summary, Tag: "admin", Scope: api.ScopeAdmin, Class: class,
 			Query: query, Response: resp, Handler: h})
 	}
 	paging := []api.Param{
