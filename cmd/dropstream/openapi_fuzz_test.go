@@ -27,45 +27,65 @@ func TestOpenAPIFuzz_everyOperationRefusesBadInputCleanly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	// No stage runs: a checkout call gives its saga up quickly.
-	redisURL := testenv.RedisURL(t)
-	a, srv := binaryApp(t, func(c *Config) { c.RedisURL = redisURL }, map[string]string{checkout.VarTimeout: "200ms"})
-	// The flows' demo data gives the fuzz real resources (ids in paths,
-	// values such as providers and kinds in bodies, stored objects as the
-	// bases of bodies). Each flow's seeding is bounded in time.
-	for _, f := range a.flows {
-		if f.desc.Demo == nil {
-			continue
-		}
-		ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
-		err := f.desc.Demo(ctx)
-		cancel()
-		t.Logf("demo data of %s: %v", f.def.Name, err)
+	// The budget is shared by an open server and one with keys (every
+	// request sent with an admin key), so the keyed one's checks run too.
+	if cfg.Budget == 0 {
+		cfg.Budget = apifuzz.DefaultBudget
 	}
-	// The offers are seeded beside the API: fuzz once all are in, so
-	// that the stored state moves only with the fuzz's requests.
-	deadline := time.Now().Add(30 * time.Second)
-	for {
-		res := apitest.Get(t, srv, "/v1/offers?limit=1000")
-		var page struct{ Items []json.RawMessage }
-		if res.Status == http.StatusOK && json.Unmarshal(res.Body, &page) == nil && len(page.Items) == offer.DemoOffers {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the demo's %d offers are not all in: %d %s", offer.DemoOffers, res.Status, res.Body)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	cfg.Redis = a.rdb
-	cfg.BodyLimit = api.DefaultBodyLimit
-	// Without ClickHouse the statistics routes answer 503 not_configured.
-	cfg.AllowedServerErrors = []string{api.CodeNotConfigured}
-	// A checkout the saga gave up is compensated and recorded: 400
-	// checkout_failed is its outcome, not a refused input.
-	cfg.OutcomeCodes = []string{"checkout_failed"}
-	report := apifuzz.Run(t, srv, cfg)
-	t.Logf("apifuzz: %d operations, %d requests (%d refused), %d failures", report.Operations, report.Requests, report.Refused, len(report.Failures))
-	for _, f := range report.Failures {
-		t.Error(f)
+	cfg.Budget /= 2
+	for _, tc := range []struct {
+		name    string
+		keys    string
+		headers map[string]string
+	}{
+		{"open", "", nil},
+		{"keyed", "fuzz-admin:admin", map[string]string{"Authorization": "Bearer fuzz-admin"}},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			cfg, keys, headers := cfg, tc.keys, tc.headers
+			// No stage runs: a checkout call gives its saga up quickly.
+			redisURL := testenv.RedisURL(t)
+			a, srv := binaryApp(t, func(c *Config) { c.RedisURL, c.APIKeys = redisURL, keys }, map[string]string{checkout.VarTimeout: "200ms"})
+			// The flows' demo data gives the fuzz real resources (ids in paths,
+			// values such as providers and kinds in bodies, stored objects as the
+			// bases of bodies). Each flow's seeding is bounded in time.
+			for _, f := range a.flows {
+				if f.desc.Demo == nil {
+					continue
+				}
+				ctx, cancel := context.WithTimeout(context.Background(), 3*time.Second)
+				err := f.desc.Demo(ctx)
+				cancel()
+				t.Logf("demo data of %s: %v", f.def.Name, err)
+			}
+			// The offers are seeded beside the API: fuzz once all are in, so
+			// that the stored state moves only with the fuzz's requests.
+			deadline := time.Now().Add(30 * time.Second)
+			for {
+				res := apitest.Request(t, srv, http.MethodGet, "/v1/offers?limit=1000", nil, api.HeaderAPIKey, "fuzz-admin")
+				var page struct{ Items []json.RawMessage }
+				if res.Status == http.StatusOK && json.Unmarshal(res.Body, &page) == nil && len(page.Items) == offer.DemoOffers {
+					break
+				}
+				if time.Now().After(deadline) {
+					t.Fatalf("the demo's %d offers are not all in: %d %s", offer.DemoOffers, res.Status, res.Body)
+				}
+				time.Sleep(50 * time.Millisecond)
+			}
+			cfg.Redis = a.rdb
+			cfg.Headers = headers
+			cfg.BodyLimit = api.DefaultBodyLimit
+			// Without ClickHouse the statistics routes answer 503 not_configured.
+			cfg.AllowedServerErrors = []string{api.CodeNotConfigured}
+			// A checkout the saga gave up is compensated and recorded: 400
+			// checkout_failed is its outcome, not a refused input.
+			cfg.OutcomeCodes = []string{"checkout_failed"}
+			report := apifuzz.Run(t, srv, cfg)
+			t.Logf("apifuzz: %d operations, %d requests (%d refused), %d failures", report.Operations, report.Requests, report.Refused, len(report.Failures))
+			for _, f := range report.Failures {
+				t.Error(f)
+			}
+
+		})
 	}
 }
