@@ -65,6 +65,7 @@ var scriptsRunElsewhere = map[string]string{
 	"internal/quota/quota.go:releaseScript":         "TestQuota_capsEachOwner/redis-cluster (internal/quota)",
 	"internal/quota/reserve.go:keepScript":          "TestReservation_holdsASlotUntilKeptOrDropped/redis-cluster (internal/quota)",
 	"internal/recordstore/recordstore.go:putScript": "TestList_pagesExactly/redis-cluster/hash and /keys (internal/recordstore)",
+	"internal/recordstore/tenants.go:deleteScript":  "TestTenants_eachSeesOnlyItsOwnRecords/redis-cluster (internal/recordstore)",
 	"stream/accounting.go:trimScript":               "TestConformance_redisCluster/redis-cluster/Trim_keepsUnacknowledged (stream)",
 	"stream/consumers.go:renewLease":                "TestConformance_redisCluster/redis-cluster/Consumer_heldByAnotherStopsReadingUntilFree (stream)",
 	"stream/deadletter.go:deadLetterScript":         "TestConformance_redisCluster/redis-cluster/DeadLetter_afterMaxDeliveries (stream)",
