@@ -115,14 +115,26 @@ func TestRoutes_urlsOnDeniedAddressesRefused(t *testing.T) {
 	h := newHarness(t, b, feedsim.New(feedsim.RSS), feed.Feed{})
 	srv := newAPI(t, h.flow)
 	denied := []string{"http://127.0.0.1:1/feed.xml", "http://169.254.169.254/latest/meta-data/", "http://[::ffff:127.0.0.1]/x",
-		"http://10.1.2.3/feed.xml", "https://[fd00::1]/feed", "http://100.64.0.1/rss"}
+		"http://10.1.2.3/feed.xml", "https://[fd00::1]/feed", "http://100.64.0.1/rss",
+		// Checked as stored: trimmed first, then checked.
+		" http://127.0.0.1:1/feed.xml", "  http://169.254.169.254/latest/meta-data/ "}
 	for _, u := range denied {
 		var e struct {
 			Error struct{ Code, Message string } `json:"error"`
 		}
 		if code := call(t, srv, "POST", "/v1/feeds", feed.Feed{URL: u}, &e); code != http.StatusUnprocessableEntity || e.Error.Code != "invalid_feed" ||
 			!strings.Contains(e.Error.Message, "denied") {
-			t.Errorf("POST feed %s: %d %+v, want 422 invalid_feed saying denied", u, code, e.Error)
+			t.Errorf("POST feed %q: %d %+v, want 422 invalid_feed saying denied", u, code, e.Error)
+		}
+	}
+	// Credentials in a URL are refused, and never echoed.
+	for _, u := range []string{"https://reader:s3cr3t@example.org/feed.xml", " https://reader@example.org/feed.xml"} {
+		var e struct {
+			Error struct{ Code, Message string } `json:"error"`
+		}
+		if code := call(t, srv, "POST", "/v1/feeds", feed.Feed{URL: u}, &e); code != http.StatusUnprocessableEntity || e.Error.Code != "invalid_feed" ||
+			strings.Contains(e.Error.Message, "s3cr3t") {
+			t.Errorf("POST feed %q: %d %+v, want 422 invalid_feed without the password", u, code, e.Error)
 		}
 	}
 	var page feedPage
