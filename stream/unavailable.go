@@ -23,7 +23,7 @@ func IsUnavailable(err error) bool {
 	}
 	var op *net.OpError
 	if errors.As(err, &op) || errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) ||
-		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) ||
+		errors.Is(err, redis.ErrPoolTimeout) || errors.Is(err, redis.ErrClosed) || errors.Is(err, net.ErrClosed) ||
 		errors.Is(err, syscall.ECONNREFUSED) || errors.Is(err, syscall.ECONNRESET) || errors.Is(err, syscall.EPIPE) {
 		return true
 	}
@@ -33,5 +33,6 @@ func IsUnavailable(err error) bool {
 			return true
 		}
 	}
-	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "i/o timeout")
+	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "i/o timeout") ||
+		strings.Contains(msg, "unexpected read from socket") // go-redis: a pooled connection with stray data
 }

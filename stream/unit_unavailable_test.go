@@ -27,6 +27,8 @@ func TestIsUnavailable_connectionErrorsOnly(t *testing.T) {
 		{"closed client", redis.ErrClosed, true},
 		{"loading", errors.New("LOADING Redis is loading the dataset in memory"), true},
 		{"failover", fmt.Errorf("x: %w", errors.New("READONLY You can't write against a read only replica.")), true},
+		{"closed connection", fmt.Errorf("x: %w", net.ErrClosed), true},
+		{"stray data on a pooled connection", errors.New("redis: connection pool: unexpected read from socket"), true},
 		{"cluster down", fmt.Errorf("x: %w", errors.New("CLUSTERDOWN The cluster is down")), true},
 		{"refused as text", errors.New("dial tcp 127.0.0.1:1: connect: connection refused"), true},
 		{"nil", nil, false},
