@@ -220,7 +220,9 @@ func (r *roundTrips) ProcessHook(next redis.ProcessHook) redis.ProcessHook {
 }
 func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
 	return func(ctx context.Context, cmds []redis.Cmder) error {
-		if cmds[0].Name() != "client" { // not a new connection's handshake
+		// A new connection's handshake (HELLO, SELECT, CLIENT SETINFO) is no
+		// round trip of the batch's own.
+		if name := cmds[0].Name(); name != "client" && name != "hello" && name != "select" {
 			r.n.Add(1)
 		}
 		return next(ctx, cmds)
