@@ -8,7 +8,6 @@ import (
 	"os"
 	"regexp"
 	"strings"
-	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -68,28 +67,9 @@ func latencyView(inst sdkmetric.Instrument) (sdkmetric.Stream, bool) {
 	return sdkmetric.Stream{}, false
 }
 
-// MeterProvider is the SDK meter provider [Setup] builds, with the
-// [Histograms] its readers read beside the SDK's instruments. Code that
-// records a histogram for every message asks a provider for Histograms
-// (an interface assertion) and falls back to the metric API when it has
-// none.
-type MeterProvider struct {
-	*sdkmetric.MeterProvider
-	histograms *Histograms
-}
-
-// NewMeterProvider pairs an SDK meter provider with hist, which each of
-// its readers must read as a producer ([sdkmetric.WithProducer]).
-func NewMeterProvider(mp *sdkmetric.MeterProvider, hist *Histograms) *MeterProvider {
-	return &MeterProvider{MeterProvider: mp, histograms: hist}
-}
-
-// Histograms returns the set read with this provider's instruments.
-func (p *MeterProvider) Histograms() *Histograms { return p.histograms }
-
 // meterSetup is what newMeterProvider builds.
 type meterSetup struct {
-	provider *MeterProvider
+	provider *sdkmetric.MeterProvider
 	registry *prometheus.Registry
 	handler  http.Handler
 	extra    sdkmetric.Reader // from OTEL_METRICS_EXPORTER; nil if none
@@ -111,10 +91,8 @@ func newMeterProvider(ctx context.Context, res *resource.Resource) (meterSetup, 
 		}
 	}
 
-	hist := NewHistograms()
 	promReader, err := promexporter.New(
 		promexporter.WithRegisterer(reg),
-		promexporter.WithProducer(hist),
 		// Explicit, so a future change of the exporter's default cannot
 		// rename every series: dots become underscores, units and _total
 		// suffixes are added.
@@ -124,7 +102,7 @@ func newMeterProvider(ctx context.Context, res *resource.Resource) (meterSetup, 
 		return meterSetup{}, fmt.Errorf("otel: prometheus exporter: %w", err)
 	}
 
-	extra, err := newMetricReader(ctx, hist)
+	extra, err := newMetricReader(ctx)
 	if err != nil {
 		return meterSetup{}, errors.Join(err, promReader.Shutdown(ctx))
 	}
@@ -137,29 +115,21 @@ func newMeterProvider(ctx context.Context, res *resource.Resource) (meterSetup, 
 	if extra != nil {
 		opts = append(opts, sdkmetric.WithReader(extra))
 	}
-	mp := &MeterProvider{MeterProvider: sdkmetric.NewMeterProvider(opts...), histograms: hist}
+	mp := sdkmetric.NewMeterProvider(opts...)
 
 	handler := promhttp.InstrumentMetricHandler(reg,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return meterSetup{provider: mp, registry: reg, handler: handler, extra: extra}, nil
 }
 
-// readerMu serializes newMetricReader: autoexport takes its fallback
-// producer from a package variable.
-var readerMu sync.Mutex
-
 // newMetricReader returns the autoexport reader selected by
-// OTEL_METRICS_EXPORTER, or nil when only Prometheus is wanted. The reader
-// also reads hist, unless OTEL_METRICS_PRODUCERS names its producers.
-func newMetricReader(ctx context.Context, hist *Histograms) (sdkmetric.Reader, error) {
+// OTEL_METRICS_EXPORTER, or nil when only Prometheus is wanted.
+func newMetricReader(ctx context.Context) (sdkmetric.Reader, error) {
 	v := os.Getenv(envMetricsExporter)
 	switch v {
 	case "", "none", "prometheus":
 		return nil, nil
 	}
-	readerMu.Lock()
-	defer readerMu.Unlock()
-	autoexport.WithFallbackMetricProducer(func(context.Context) (sdkmetric.Producer, error) { return hist, nil })
 	r, err := autoexport.NewMetricReader(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("otel: %s=%q: %w", envMetricsExporter, v, err)

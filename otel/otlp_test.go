@@ -2,8 +2,7 @@ package otel
 
 import (
 	"context"
-	"go.opentelemetry.io/otel/attribute"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
+	"go.opentelemetry.io/otel/metric"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -85,8 +84,11 @@ func TestSetup_otlpHTTPExportsOnShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Add(ctx, 1)
-	p.MeterProvider.(*MeterProvider).Histograms().Histogram(instrumentation.Scope{Name: ScopeName},
-		MetricStageHandlerDuration, "d", UnitSeconds, LatencyBuckets()).Series(attribute.NewSet(StageKey.String("s"))).Record(0.01)
+	h, err := p.MeterProvider.Meter(ScopeName).Float64Histogram(MetricStageHandlerDuration, metric.WithUnit(UnitSeconds))
+	if err != nil {
+		t.Fatal(err)
+	}
+	h.Record(ctx, 0.01, metric.WithAttributes(StageKey.String("s")))
 
 	// Shutdown flushes the batch span processor and the periodic reader.
 	if err := p.Shutdown(ctx); err != nil {

@@ -36,10 +36,9 @@ type Providers struct {
 	// trace and span ids exist for logs and propagation even when nothing
 	// is exported.
 	TracerProvider trace.TracerProvider
-	// MeterProvider is a *[MeterProvider]: an SDK meter provider read by
-	// the Prometheus exporter and, if OTEL_METRICS_EXPORTER asks for it, by
-	// an OTLP or console periodic reader, with the [Histograms] those
-	// readers read too.
+	// MeterProvider is an SDK meter provider read by the Prometheus
+	// exporter and, if OTEL_METRICS_EXPORTER asks for it, by an OTLP or
+	// console periodic reader.
 	MeterProvider metric.MeterProvider
 
 	tp       *sdktrace.TracerProvider
@@ -181,10 +180,10 @@ func (p *Providers) SetGlobal() {
 }
 
 // NewPropagator returns the propagator dropstream uses: W3C TraceContext
-// followed by W3C Baggage. It reads and writes exactly what the composite
-// of propagation.TraceContext and propagation.Baggage does, and a lone
-// traceparent (the common case on every message) with less work.
-func NewPropagator() propagation.TextMapPropagator { return w3c{} }
+// followed by W3C Baggage.
+func NewPropagator() propagation.TextMapPropagator {
+	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
+}
 
 // MetricsHandler returns the handler serving the Prometheus text exposition
 // of the registry (OTel instruments, Go runtime and process metrics). The

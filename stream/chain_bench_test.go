@@ -9,7 +9,6 @@ import (
 	"testing"
 
 	"github.com/dropstream/dropstream/internal/benchstat"
-	dsotel "github.com/dropstream/dropstream/otel"
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
@@ -48,10 +47,8 @@ func BenchmarkRunnerChain(b *testing.B) {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(tc.sampler), sdktrace.WithBatcher(discardExporter{}))
 				defer tp.Shutdown(context.Background())
 				tel.TracerProvider = tp
-				// The binary's provider: the SDK's, with bound histograms.
-				hist := dsotel.NewHistograms()
-				tel.MeterProvider = dsotel.NewMeterProvider(sdkmetric.NewMeterProvider(
-					sdkmetric.WithReader(sdkmetric.NewManualReader(sdkmetric.WithProducer(hist)))), hist)
+				// The binary's provider: the SDK's.
+				tel.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
 			}
 			r, err := NewRunner(nil, Stage{Name: "b", Topic: NewTopic("b", "c", 1),
 				Handler: func(context.Context, *Message) error { return nil }}, tel)

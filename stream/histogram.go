@@ -5,25 +5,13 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/sdk/instrumentation"
 
 	dsotel "github.com/dropstream/dropstream/otel"
 )
 
-// histogramSource is implemented by meter providers that offer histograms
-// bound to one attribute set (the otel package's MeterProvider).
-type histogramSource interface{ Histograms() *dsotel.Histograms }
-
 // latencyHistogram returns a function that records one measurement, in
-// seconds, of the latency histogram name with attrs: bound once, through
-// the provider's Histograms when it has them (a bucket search and a few
-// atomic adds per measurement), else through the metric API. Both export
-// the same name, unit, buckets and attributes.
+// seconds, of the latency histogram name with attrs, bound once.
 func latencyHistogram(mp metric.MeterProvider, name, description string, attrs attribute.Set) func(float64) {
-	if src, ok := mp.(histogramSource); ok && src.Histograms() != nil {
-		return src.Histograms().Histogram(instrumentation.Scope{Name: instrumentationScope}, name, description,
-			dsotel.UnitSeconds, dsotel.LatencyBuckets()).Series(attrs).Record
-	}
 	h, _ := mp.Meter(instrumentationScope).Float64Histogram(name, metric.WithDescription(description),
 		metric.WithUnit(dsotel.UnitSeconds), metric.WithExplicitBucketBoundaries(dsotel.LatencyBuckets()...))
 	opts := []metric.RecordOption{metric.WithAttributeSet(attrs)}

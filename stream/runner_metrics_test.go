@@ -23,22 +23,8 @@ import (
 // oldest pending entry's age and dead-letter length, with no
 // instrumentation in the handler.
 func TestRunner_metrics(t *testing.T) {
-	for _, tc := range []struct {
-		name     string
-		provider func(testing.TB) (metric.MeterProvider, func() metricdata.ResourceMetrics)
-	}{
-		{"bound histograms", func(t testing.TB) (metric.MeterProvider, func() metricdata.ResourceMetrics) {
-			return telemetrytest.Metrics(t)
-		}},
-		{"metric API alone", func(t testing.TB) (metric.MeterProvider, func() metricdata.ResourceMetrics) {
-			return telemetrytest.SDKMetrics(t)
-		}},
-	} {
-		t.Run(tc.name, func(t *testing.T) {
-			mp, collect := tc.provider(t)
-			testRunnerMetrics(t, mp, collect)
-		})
-	}
+	mp, collect := telemetrytest.Metrics(t)
+	testRunnerMetrics(t, mp, collect)
 }
 
 func testRunnerMetrics(t *testing.T, mp metric.MeterProvider, collectMetrics func() metricdata.ResourceMetrics) {

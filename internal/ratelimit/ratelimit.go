@@ -13,26 +13,26 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"golang.org/x/time/rate"
 )
 
-// Bucket is a token bucket: rate tokens per second up to burst, taken one
-// per request. Reservations may run into debt, so every caller learns at
-// once when its turn comes and requests are spaced evenly. A pause (after a
-// 429 or 503) holds every turn until it ends. It is safe for concurrent
-// use.
+// Bucket is a token bucket (golang.org/x/time/rate) that can be paused:
+// rate tokens per second up to burst, one per request. Reservations may run
+// into debt, so every caller learns at once when its turn comes and
+// requests are spaced evenly. A pause (after a 429 or 503) holds every turn
+// until it ends. It is safe for concurrent use.
 type Bucket struct {
 	mu          sync.Mutex
-	rate        float64
-	burst       float64
-	tokens      float64
-	last        time.Time
+	lim         *rate.Limiter
+	rate        rate.Limit // applied at the next reservation, on its clock
 	pausedUntil time.Time
 }
 
-// NewBucket returns a full bucket of burst tokens refilled at rate tokens
-// per second. rate must be positive and burst at least 1.
-func NewBucket(rate float64, burst int) *Bucket {
-	return &Bucket{rate: rate, burst: float64(burst), tokens: float64(burst)}
+// NewBucket returns a full bucket of burst tokens refilled at r tokens per
+// second. r must be positive and burst at least 1.
+func NewBucket(r float64, burst int) *Bucket {
+	return &Bucket{lim: rate.NewLimiter(rate.Limit(r), burst), rate: rate.Limit(r)}
 }
 
 // Reserve takes one token and returns the time the request may be sent:
@@ -45,50 +45,10 @@ func (b *Bucket) Reserve(now time.Time) time.Time {
 	if b.pausedUntil.After(t) {
 		t = b.pausedUntil
 	}
-	if b.last.IsZero() {
-		b.last = t
+	if b.lim.Limit() != b.rate {
+		b.lim.SetLimitAt(t, b.rate)
 	}
-	if t.After(b.last) {
-		b.tokens = min(b.burst, b.tokens+t.Sub(b.last).Seconds()*b.rate)
-		b.last = t
-	}
-	b.tokens--
-	if b.tokens >= 0 {
-		return t
-	}
-	return b.last.Add(time.Duration(-b.tokens / b.rate * float64(time.Second)))
-}
-
-// Take takes one token when one is available at now and reports true;
-// otherwise it takes nothing and returns how long until one is. It is the
-// admission of incoming requests (refused, not queued), where Reserve
-// spaces outgoing ones.
-func (b *Bucket) Take(now time.Time) (time.Duration, bool) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	if b.last.IsZero() {
-		b.last = now
-	}
-	if now.After(b.last) {
-		b.tokens = min(b.burst, b.tokens+now.Sub(b.last).Seconds()*b.rate)
-		b.last = now
-	}
-	if b.pausedUntil.After(now) {
-		return b.pausedUntil.Sub(now), false
-	}
-	if b.tokens >= 1 {
-		b.tokens--
-		return 0, true
-	}
-	return time.Duration((1 - b.tokens) / b.rate * float64(time.Second)), false
-}
-
-// Full reports whether the bucket holds its whole burst at now: a caller
-// idle long enough that forgetting its bucket changes nothing.
-func (b *Bucket) Full(now time.Time) bool {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.last.IsZero() || b.tokens+now.Sub(b.last).Seconds()*b.rate >= b.burst
+	return t.Add(b.lim.ReserveN(t, 1).DelayFrom(t))
 }
 
 // Wait reserves a turn on the wall clock and blocks until it comes; it
@@ -118,9 +78,8 @@ func (b *Bucket) Pause(until time.Time) {
 		return
 	}
 	b.pausedUntil = until
-	b.tokens = min(b.tokens, 1)
-	if until.After(b.last) {
-		b.last = until
+	if n := int(b.lim.TokensAt(until)) - 1; n > 0 {
+		b.lim.ReserveN(until, n)
 	}
 }
 
@@ -131,11 +90,12 @@ func (b *Bucket) Paused(now time.Time) (time.Time, bool) {
 	return b.pausedUntil, b.pausedUntil.After(now)
 }
 
-// SetRate changes the rate (positive); tokens already earned are kept.
-func (b *Bucket) SetRate(rate float64) {
+// SetRate changes the rate (positive) from the next reservation; tokens
+// already earned are kept.
+func (b *Bucket) SetRate(r float64) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	b.rate = rate
+	b.rate = rate.Limit(r)
 }
 
 // ParseRetryAfter reads a Retry-After header value: delay seconds or an

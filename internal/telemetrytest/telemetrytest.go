@@ -9,31 +9,14 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
-
-	dsotel "github.com/dropstream/dropstream/otel"
 )
 
-// Metrics returns a MeterProvider like the one the binary runs with (the
-// SDK's, with the otel package's bound histograms) read by a manual
-// reader, shut down when the test ends, and a function that collects what
-// it recorded so far; a failed collection fails the test.
-func Metrics(t testing.TB) (*dsotel.MeterProvider, func() metricdata.ResourceMetrics) {
+// Metrics returns the SDK's MeterProvider, as the binary runs with, read by
+// a manual reader and shut down when the test ends, and a function that
+// collects what it recorded so far; a failed collection fails the test.
+func Metrics(t testing.TB) (*sdkmetric.MeterProvider, func() metricdata.ResourceMetrics) {
 	t.Helper()
-	hist := dsotel.NewHistograms()
-	mp, collect := metrics(t, sdkmetric.WithProducer(hist))
-	return dsotel.NewMeterProvider(mp, hist), collect
-}
-
-// SDKMetrics is Metrics with the SDK's provider alone, for code paths that
-// must also work with any provider.
-func SDKMetrics(t testing.TB) (*sdkmetric.MeterProvider, func() metricdata.ResourceMetrics) {
-	t.Helper()
-	return metrics(t)
-}
-
-func metrics(t testing.TB, opts ...sdkmetric.ManualReaderOption) (*sdkmetric.MeterProvider, func() metricdata.ResourceMetrics) {
-	t.Helper()
-	reader := sdkmetric.NewManualReader(opts...)
+	reader := sdkmetric.NewManualReader()
 	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	return mp, func() metricdata.ResourceMetrics {

@@ -13,22 +13,15 @@ import (
 func TestFleet_slidesItsWindowByTheChurn(t *testing.T) {
 	const perScope, churn = 100, 3
 	f := newFleet(2, perScope, churn)
-	m := diff.NewModel()
 	at := time.Date(2099, 1, 1, 0, 0, 0, 0, time.UTC)
-	// run applies scope s's next snapshot to the model and returns the
-	// entities it observed and the stable opens that notify.
-	run := func(s int) (map[string]bool, int) {
+	// run returns the entities scope s's next snapshot observes. (Whether
+	// opensNext predicts the diff's notifying opens is checked end to end
+	// by the bench's own run, which compares it with what is notified.)
+	run := func(s int) map[string]bool {
 		snap := f.next(s, at)
 		at = at.Add(time.Minute)
 		if err := diff.Validate(snap); err != nil {
 			t.Fatalf("snapshot of scope %d: %v", s, err)
-		}
-		_, trs, _ := m.Apply(snap, "")
-		notified := 0
-		for _, tr := range trs {
-			if tr.Stable && tr.Notify && tr.Kind == "open" {
-				notified++
-			}
 		}
 		out := map[string]bool{}
 		for _, e := range snap.Entities {
@@ -37,12 +30,11 @@ func TestFleet_slidesItsWindowByTheChurn(t *testing.T) {
 		if len(out) != perScope {
 			t.Fatalf("run of scope %d observes %d distinct entities, want %d", s, len(out), perScope)
 		}
-		return out, notified
+		return out
 	}
-	prev, _ := run(0)
+	prev := run(0)
 	for r := 1; r < 8; r++ {
-		predicted := f.opensNext(0)
-		cur, notified := run(0)
+		cur := run(0)
 		changed := 0
 		for k := range cur {
 			if !prev[k] {
@@ -52,12 +44,9 @@ func TestFleet_slidesItsWindowByTheChurn(t *testing.T) {
 		if want := map[bool]int{true: 0, false: churn}[r == 1]; changed != want {
 			t.Fatalf("run %d replaced %d entities, want %d", r, changed, want)
 		}
-		if predicted != notified {
-			t.Fatalf("run %d: opensNext predicted %d notifying stable opens, the diff model emitted %d", r, predicted, notified)
-		}
 		prev = cur
 	}
-	if other, _ := run(1); len(other) != perScope || slices.ContainsFunc(slices.Collect(maps.Keys(other)),
+	if other := run(1); len(other) != perScope || slices.ContainsFunc(slices.Collect(maps.Keys(other)),
 		func(k string) bool { return !strings.Contains(k, venue(1)) }) {
 		t.Fatal("scope 1 observes entities of another venue")
 	}
