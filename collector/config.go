@@ -47,15 +47,12 @@ type CollectorConfig struct {
 	// Store, when set, is the source of truth Run reloads sources from.
 	// Default nil: sources come from Upsert and Remove only.
 	Store *Store
-	// Shared, when set, lets any number of collector copies, in one
-	// process or many, run the same sources on this Redis: in Run each
-	// scope is polled by one copy per delay (the scope's poll gate, package
-	// pollgate), and the sources' health (consecutive failures, down, the
-	// auth pause) is counted over every copy's runs, so a source goes down
-	// or up once and one copy publishes that transition (Store.Health reads
-	// it). PollOnce polls at once whatever the gates. The gates run on
-	// Redis time: Shared needs the system clock. Default nil: this
-	// collector alone polls its sources, with its own health.
+	// Shared, when set, lets many collector copies run the same sources
+	// on this Redis. Each scope is polled by one copy at a time (package
+	// pollgate), and a source's health is counted over every copy, so it
+	// goes down or up once. PollOnce ignores the gates. Shared needs the
+	// system clock (the gates run on Redis time). Default nil: this
+	// collector polls alone and keeps its own health.
 	Shared redis.UniversalClient
 	// Owner names this copy in the gates it takes, with Shared. Default
 	// stream.DefaultConsumerName().

@@ -31,33 +31,24 @@ type batching struct {
 	FlushInterval, Linger, FlushTimeout, MaxBackoff time.Duration
 }
 
-// batcher gathers the items of waiting handlers — for the analytics and
-// history stages, each item is the rows of one batch read from one
-// partition — and flushes them together, an item never split:
+// batcher collects the items of waiting handlers and writes them in one
+// flush. An item is the rows of one batch read from one partition; it is
+// never split. A flush starts:
 //
-//   - at once when the queue holds cfg.BatchRows rows;
-//   - when an urgent item is queued (a full batch: its partition holds more
-//     messages; or a redelivery), or the previous flush held one, after
-//     cfg.Linger without a new item once no handler is preparing one
-//     (between begin and end: decoding), so that the
-//     batches of every partition read at once share a flush;
-//   - within cfg.FlushInterval of a flush that held an urgent item (the
-//     tail of a backlog: the last partial reads of its partitions), when
-//     the oldest item has waited 20 × cfg.Linger;
-//   - otherwise when the oldest item has waited cfg.FlushInterval, so that
-//     at low rates a stage inserts about once per FlushInterval.
+//   - when the queue holds BatchRows rows;
+//   - Linger after the last new item, once no handler is still decoding,
+//     if an urgent item waits (a full batch, or a redelivery): the reads of
+//     every partition then share one flush;
+//   - when the oldest item has waited FlushInterval, or 20 × Linger just
+//     after an urgent flush (the tail of a backlog).
 //
-// A failed flush is retried with backoff for the handlers still waiting; a
-// handler whose context ends stops waiting and its item is dropped from the
-// next attempt, unless a flush holding it is under way: then the handler
-// waits for that flush's outcome, so an item written is never reported
-// unwritten (and written again on redelivery). While the sink does not
-// answer (see sinkDown), a handler whose context ends gets a stream.Hold
-// error: the runner keeps its batch in hand and hands it back at once.
-//
-// A failure episode — from the first failed flush to the next successful
-// one — is logged twice: a warning when it starts and one line when it
-// ends, with how long it lasted, the failed attempts and what was held.
+// A failed flush is retried with backoff. A handler whose context ends
+// leaves the next attempt, unless a flush holding its item is running:
+// then it waits for that outcome, so a written item is never reported
+// unwritten. While the sink is down, such a handler gets stream.Hold and
+// the runner keeps its batch in hand (see sinkDown). A failure episode is
+// logged twice: when it starts, and when it ends with its duration, the
+// failed attempts and what was held.
 type batcher[E any] struct {
 	stage  string
 	cfg    batching

@@ -41,13 +41,10 @@ const (
 	// gets, and so the rows it adds to a flush.
 	DefaultAnalyticsBatchSize = 5000
 	// DefaultTransitionsBatchSize is the transitions stage's read batch.
-	// Its entries hold a run's transitions (up to 64), so it reads fewer
-	// of them than the runs stage: reading 5,000 at a time held a whole
-	// backlog in memory at once and cost twice the Go CPU per transition.
-	// Under a backlog a flush holds about one read of each partition, so
-	// the batch also sets the size of ClickHouse's parts: 500 made parts
-	// small enough that merging them cost ClickHouse about a quarter more
-	// CPU per transition than 1,000 does (BENCHMARKS.md, the long backlog).
+	// Its entries hold up to 64 transitions each. 5,000 held a whole
+	// backlog in memory and cost twice the Go CPU per transition; 500 made
+	// ClickHouse parts so small that merging them cost a quarter more CPU
+	// (BENCHMARKS.md, "the long backlog").
 	DefaultTransitionsBatchSize = 1000
 	// DefaultReadAhead is the copies of each analytics stage that
 	// Analytics.Stages returns.
@@ -199,14 +196,11 @@ type AnalyticsConfig struct {
 	// one copy's batches wait for their INSERT another's are read, decoded
 	// and paired. Default 2 (DefaultReadAhead), at most MaxReadAhead.
 	ReadAhead int
-	// Runner tunes both stages' runners. Zero fields take the stream
-	// defaults, except HandlerTimeout (default 30s, and at least
-	// FlushInterval + FlushTimeout), ClaimIdle (default twice
-	// HandlerTimeout), MaxDeliveries (default 1000, see
-	// DefaultAnalyticsMaxDeliveries), BatchSize (default 5,000) and
-	// ReadBytes (default stream.MaxReadBytes: reads go by count, which sets
-	// the size of the inserts). In-process retries are always off: the
-	// batcher retries flushes itself.
+	// Runner tunes both stages' runners; zero fields take the stream
+	// defaults, except: HandlerTimeout 30s (at least FlushInterval +
+	// FlushTimeout), ClaimIdle twice HandlerTimeout, MaxDeliveries 1000,
+	// BatchSize 5,000, and ReadBytes stream.MaxReadBytes (reads go by
+	// count). Retries are off: the batcher retries its flushes.
 	Runner stream.RunnerConfig
 	// TransitionsBatchSize is the transitions stage's BatchSize, in place
 	// of Runner's: entries of up to 64 transitions. Default 1,000
