@@ -71,13 +71,8 @@ type HistoryConfig[R any] struct {
 	// consumer of the group, sharing the batcher. Default 1, at most
 	// MaxReadAhead.
 	ReadAhead int
-	// Runner tunes the stage's runner. Zero fields take the stream
-	// defaults, except HandlerTimeout (default 30s, and at least
-	// FlushInterval + FlushTimeout), ClaimIdle (default twice
-	// HandlerTimeout), MaxDeliveries (default 1000), BatchSize (default
-	// DefaultHistoryBatchSize) and ReadBytes (default
-	// stream.MaxReadBytes: reads go by count). In-process retries are
-	// always off: the batcher retries flushes itself.
+	// Runner tunes the stage's runner as AnalyticsConfig.Runner does,
+	// but BatchSize defaults to DefaultHistoryBatchSize.
 	Runner stream.RunnerConfig
 }
 
