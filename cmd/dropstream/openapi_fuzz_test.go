@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/api"
-	"github.com/dropstream/dropstream/api/apifuzz"
+	"github.com/dropstream/dropstream/api/apitest/fuzz"
 	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/offer"
@@ -18,19 +18,19 @@ import (
 // TestOpenAPIFuzz_everyOperationRefusesBadInputCleanly sends the binary's
 // API, every flow's routes registered over a real Redis, requests derived
 // from /openapi.json that the document refuses, within a time budget
-// (apifuzz.EnvBudget, default 30s; apifuzz.EnvSeed chooses the requests),
+// (fuzz.EnvBudget, default 30s; fuzz.EnvSeed chooses the requests),
 // and fails on any 5xx, any 4xx without the error envelope, any exchange
 // the document does not describe, and any refused request that changed
 // the stored state.
 func TestOpenAPIFuzz_everyOperationRefusesBadInputCleanly(t *testing.T) {
-	cfg, err := apifuzz.ConfigFromEnv()
+	cfg, err := fuzz.ConfigFromEnv()
 	if err != nil {
 		t.Fatal(err)
 	}
 	// The budget is shared by an open server and one with keys (every
 	// request sent with an admin key), so the keyed one's checks run too.
 	if cfg.Budget == 0 {
-		cfg.Budget = apifuzz.DefaultBudget
+		cfg.Budget = fuzz.DefaultBudget
 	}
 	cfg.Budget /= 2
 	for _, tc := range []struct {
@@ -80,8 +80,8 @@ func TestOpenAPIFuzz_everyOperationRefusesBadInputCleanly(t *testing.T) {
 			// A checkout the saga gave up is compensated and recorded: 400
 			// checkout_failed is its outcome, not a refused input.
 			cfg.OutcomeCodes = []string{"checkout_failed"}
-			report := apifuzz.Run(t, srv, cfg)
-			t.Logf("apifuzz: %d operations, %d requests (%d refused), %d failures", report.Operations, report.Requests, report.Refused, len(report.Failures))
+			report := fuzz.Run(t, srv, cfg)
+			t.Logf("fuzz: %d operations, %d requests (%d refused), %d failures", report.Operations, report.Requests, report.Refused, len(report.Failures))
 			for _, f := range report.Failures {
 				t.Error(f)
 			}

@@ -1,4 +1,4 @@
-package apifuzz
+package fuzz
 
 import (
 	"encoding/json"

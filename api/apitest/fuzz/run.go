@@ -1,4 +1,4 @@
-package apifuzz
+package fuzz
 
 import (
 	"bytes"
@@ -95,7 +95,7 @@ func Run(t testing.TB, srv *api.Server, cfg Config) Report {
 	t.Cleanup(func() {
 		cancel()
 		if err := <-served; err != nil {
-			t.Errorf("apifuzz: serve: %v", err)
+			t.Errorf("fuzz: serve: %v", err)
 		}
 	})
 	r := &runner{t: t, cfg: cfg, contract: contract, reported: map[string]bool{},
@@ -113,7 +113,7 @@ func Run(t testing.TB, srv *api.Server, cfg Config) Report {
 			}
 		}
 	}
-	t.Logf("apifuzz: seed %d, budget %s, %d operations (%s=%d %s=%s reproduce this run)",
+	t.Logf("fuzz: seed %d, budget %s, %d operations (%s=%d %s=%s reproduce this run)",
 		cfg.Seed, cfg.Budget, len(ops), EnvSeed, cfg.Seed, EnvBudget, cfg.Budget)
 	deadline := time.Now().Add(cfg.Budget)
 	// Every operation's systematic cases, interleaved so that a short
@@ -121,7 +121,7 @@ func Run(t testing.TB, srv *api.Server, cfg Config) Report {
 	if cfg.Redis != nil && !cfg.DigestKeys {
 		r.writes = watchWrites(t, cfg.Redis)
 		if r.digests, err = r.keys(); err != nil {
-			t.Fatalf("apifuzz: snapshot of the keyspace: %v", err)
+			t.Fatalf("fuzz: snapshot of the keyspace: %v", err)
 		}
 	}
 	r.written()
@@ -166,7 +166,7 @@ func (r *runner) exec(c fuzzCase) {
 	}
 	req, err := http.NewRequest(strings.ToUpper(c.op.method), r.base+target, body)
 	if err != nil {
-		r.t.Fatalf("apifuzz: %s %s: %v", c.op.method, target, err)
+		r.t.Fatalf("fuzz: %s %s: %v", c.op.method, target, err)
 	}
 	if c.contentType != "" {
 		req.Header.Set("Content-Type", c.contentType)

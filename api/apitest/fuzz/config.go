@@ -1,4 +1,4 @@
-// Package apifuzz sends an API server, for every operation of its OpenAPI
+// Package fuzz sends an API server, for every operation of its OpenAPI
 // document, requests the document refuses (wrong types, out-of-range
 // numbers, unicode and control characters, oversized and deeply nested
 // bodies, missing required fields, bad path and query parameters) within a
@@ -9,7 +9,7 @@
 // A run is reproducible: the same seed against the same server makes the
 // same choices in the same order (the budget decides how many requests;
 // ids the server generates, taken from its answers, differ between runs).
-package apifuzz
+package fuzz
 
 import (
 	"errors"
@@ -146,16 +146,16 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	var errs []error
 	if c.Budget < 0 {
-		errs = append(errs, fmt.Errorf("apifuzz: budget %s is negative", c.Budget))
+		errs = append(errs, fmt.Errorf("fuzz: budget %s is negative", c.Budget))
 	}
 	if c.BodyLimit < 0 {
-		errs = append(errs, fmt.Errorf("apifuzz: body limit %d is negative", c.BodyLimit))
+		errs = append(errs, fmt.Errorf("fuzz: body limit %d is negative", c.BodyLimit))
 	}
 	if c.ListEvery < 0 {
-		errs = append(errs, fmt.Errorf("apifuzz: list every %d is negative", c.ListEvery))
+		errs = append(errs, fmt.Errorf("fuzz: list every %d is negative", c.ListEvery))
 	}
 	if c.RequestTimeout < 0 {
-		errs = append(errs, fmt.Errorf("apifuzz: request timeout %s is negative", c.RequestTimeout))
+		errs = append(errs, fmt.Errorf("fuzz: request timeout %s is negative", c.RequestTimeout))
 	}
 	return errors.Join(errs...)
 }

@@ -1,4 +1,4 @@
-package apifuzz
+package fuzz
 
 import (
 	"context"
@@ -29,12 +29,12 @@ func (r *runner) written() []string {
 		// write that puts a key back as it was changes nothing.
 		touched, err := r.writes.since()
 		if err != nil {
-			r.t.Fatalf("apifuzz: keyspace events: %v", err)
+			r.t.Fatalf("fuzz: keyspace events: %v", err)
 		}
 		touched = slices.DeleteFunc(touched, r.volatile)
 		now, err := r.digest(touched)
 		if err != nil {
-			r.t.Fatalf("apifuzz: keys written: %v", err)
+			r.t.Fatalf("fuzz: keys written: %v", err)
 		}
 		for _, k := range touched {
 			if now[k] != r.digests[k] {
@@ -49,7 +49,7 @@ func (r *runner) written() []string {
 	case r.cfg.Redis != nil:
 		keys, err := r.keys()
 		if err != nil {
-			r.t.Fatalf("apifuzz: snapshot of the keyspace: %v", err)
+			r.t.Fatalf("fuzz: snapshot of the keyspace: %v", err)
 		}
 		for k, digest := range keys {
 			if r.digests[k] != digest {
@@ -84,7 +84,7 @@ func (r *runner) lists() string {
 		}
 		res, err := r.do(req)
 		if err != nil {
-			r.t.Fatalf("apifuzz: snapshot of %s: %v", op, err)
+			r.t.Fatalf("fuzz: snapshot of %s: %v", op, err)
 		}
 		sum := sha256.Sum256(res.Body)
 		lines = append(lines, fmt.Sprintf("list %s %d %s", op.path, res.Status, hex.EncodeToString(sum[:8])))
@@ -203,21 +203,21 @@ func watchWrites(t testing.TB, rdb redis.UniversalClient) *writeWatcher {
 	// Turned on, never off: runs in other packages may share the server.
 	cur, err := c.ConfigGet(ctx, "notify-keyspace-events").Result()
 	if err != nil {
-		t.Fatalf("apifuzz: keyspace events: %v", err)
+		t.Fatalf("fuzz: keyspace events: %v", err)
 	}
 	if flags := cur["notify-keyspace-events"]; !strings.Contains(flags, "E") || !strings.Contains(flags, "A") {
 		if err := c.ConfigSet(ctx, "notify-keyspace-events", flags+"EA").Err(); err != nil {
-			t.Fatalf("apifuzz: keyspace events: %v", err)
+			t.Fatalf("fuzz: keyspace events: %v", err)
 		}
 	}
-	w := &writeWatcher{rdb: c, barrier: fmt.Sprintf("apifuzz:barrier:%d", time.Now().UnixNano())}
+	w := &writeWatcher{rdb: c, barrier: fmt.Sprintf("fuzz:barrier:%d", time.Now().UnixNano())}
 	w.sub = c.PSubscribe(ctx, fmt.Sprintf("__keyevent@%d__:*", c.Options().DB))
 	if err := w.sub.Subscribe(ctx, w.barrier); err != nil {
-		t.Fatalf("apifuzz: keyspace events: %v", err)
+		t.Fatalf("fuzz: keyspace events: %v", err)
 	}
 	t.Cleanup(func() { _ = w.sub.Close() })
 	if _, err := w.since(); err != nil { // the subscriptions confirmed
-		t.Fatalf("apifuzz: keyspace events: %v", err)
+		t.Fatalf("fuzz: keyspace events: %v", err)
 	}
 	return w
 }
