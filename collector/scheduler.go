@@ -10,6 +10,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dropstream/dropstream/stream"
 )
 
 // job is one scheduled poll of scope number scope of a source's
@@ -217,11 +219,7 @@ func (c *Collector) reschedule(j *job, d time.Duration) {
 func (c *Collector) nextDelay(interval time.Duration, res pollResult) time.Duration {
 	d := interval
 	if res.outcome != OutcomeOK && res.failures > 1 {
-		limit := max(c.cfg.MaxBackoff, interval)
-		for i := 1; i < res.failures && d < limit; i++ {
-			d *= 2
-		}
-		d = min(d, limit)
+		d = stream.BackoffAfter(res.failures, interval, max(c.cfg.MaxBackoff, interval))
 	}
 	d = c.jitter(d)
 	if res.outcome == OutcomeThrottled {

@@ -18,13 +18,16 @@ func Retry(cfg RetryConfig) Middleware {
 		}
 		return func(ctx context.Context, msg *Message) error {
 			err := next(ctx, msg)
-			wait := cfg.InitialInterval
+			if cfg.MaxRetries == 0 || Classify(err) != OutcomeFailed {
+				return err
+			}
+			bo := NewBackoff(cfg.InitialInterval, cfg.MaxInterval, 0)
 			for i := 0; i < cfg.MaxRetries && Classify(err) == OutcomeFailed; i++ {
+				wait := bo.NextBackOff()
 				if !pauseFor(ctx, wait/2+rand.N(wait/2+1)) {
 					return err
 				}
 				err = next(ctx, msg)
-				wait = min(2*wait, cfg.MaxInterval)
 			}
 			return err
 		}

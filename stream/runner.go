@@ -63,8 +63,9 @@ const startTries = 5
 // initAccounting records the group's accounting base, retrying a failed
 // attempt with backoff: a lost reply at start must not stop the stage.
 func (r *Runner) initAccounting(ctx context.Context) error {
-	pause := 50 * time.Millisecond
+	bo := NewBackoff(50*time.Millisecond, r.cfg.ErrorBackoff, 0)
 	for try := 1; ; try++ {
+		pause := bo.NextBackOff()
 		_, err := conserve(ctx, r.rdb, r.stage.Topic, r.cfg.Group, r.cfg.Partitions, true)
 		if err == nil || try == startTries || ctx.Err() != nil {
 			return err
@@ -75,7 +76,6 @@ func (r *Runner) initAccounting(ctx context.Context) error {
 			return ctx.Err()
 		case <-time.After(pause): // backoff before the next attempt
 		}
-		pause = min(2*pause, r.cfg.ErrorBackoff)
 	}
 }
 
@@ -226,7 +226,7 @@ func (r *Runner) consume(stop context.Context, p int) {
 	defer cancel()
 	st := &partitionState{p: p, stream: r.stage.Topic.Stream(p), ownFrom: "-", claimFrom: "-", nextClaim: time.Now(), nextRequeue: time.Now()}
 	defer st.closeConn()
-	pause := time.Duration(0)
+	bo := NewBackoff(50*time.Millisecond, r.cfg.ErrorBackoff, 0)
 	for stop.Err() == nil {
 		if r.holdWhilePaused(stop, io, st); stop.Err() != nil {
 			break
@@ -247,7 +247,7 @@ func (r *Runner) consume(stop context.Context, p int) {
 			if isNoGroup(err) {
 				err = errors.Join(err, r.ensureGroup(io, st.p))
 			}
-			pause = min(max(2*pause, 50*time.Millisecond), r.cfg.ErrorBackoff)
+			pause := bo.NextBackOff()
 			r.tel.Logger.WarnContext(io, "stream read failed", "stage", r.stage.Name, "stream", st.stream, "error", err, "retry_in", pause)
 			select {
 			case <-stop.Done():
@@ -255,7 +255,7 @@ func (r *Runner) consume(stop context.Context, p int) {
 			}
 			continue
 		}
-		pause = 0
+		bo.Reset()
 	}
 	r.flushAcks(io, st)
 }

@@ -31,8 +31,7 @@ func RetryUnavailable[T any](ctx context.Context, budget time.Duration, op func(
 	if budget <= 0 {
 		return op()
 	}
-	b := backoff.NewExponentialBackOff()
-	b.InitialInterval, b.MaxInterval = unavailableFirstPause, unavailableMaxPause
+	b := NewBackoff(unavailableFirstPause, unavailableMaxPause, 0.5)
 	return backoff.Retry(ctx, func() (T, error) {
 		v, err := op()
 		if err != nil && !IsUnavailable(err) {

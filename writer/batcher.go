@@ -214,7 +214,7 @@ func (b *batcher[E]) run(ctx context.Context) {
 	defer b.failAll()
 	timer := time.NewTimer(time.Hour)
 	timer.Stop()
-	backoff := time.Duration(0)
+	bo := stream.NewBackoff(50*time.Millisecond, b.cfg.MaxBackoff, 0)
 	for {
 		due, ok := b.due()
 		if !ok {
@@ -238,11 +238,10 @@ func (b *batcher[E]) run(ctx context.Context) {
 			continue
 		}
 		if err := b.flushOnce(ctx); err == nil {
-			backoff = 0
+			bo.Reset()
 			continue
 		}
-		backoff = min(max(2*backoff, 50*time.Millisecond), b.cfg.MaxBackoff)
-		timer.Reset(backoff)
+		timer.Reset(bo.NextBackOff())
 		select {
 		case <-ctx.Done():
 			timer.Stop()
