@@ -43,7 +43,9 @@ func TestPercolateRoutes_createListGetDeleteWithinTheCallersQuota(t *testing.T) 
 	}{
 		{"get own", "GET", "/v1/standing-searches/" + ids[0], "w", "", 200, ""},
 		{"get another's", "GET", "/v1/standing-searches/" + ids[0], "r", "", 404, "standing_search_not_found"},
-		{"create without a subscriber", "POST", "/v1/standing-searches", "w", strings.Replace(standingJSON, "s_0123456789abcdef0123456789ab", "nobody", 1), 422, "invalid_standing_search"},
+		{"create without a subscriber", "POST", "/v1/standing-searches", "w", strings.Replace(standingJSON, writersSubscriber, "nobody", 1), 422, "invalid_standing_search"},
+		{"create naming another tenant's subscriber", "POST", "/v1/standing-searches", "w", strings.Replace(standingJSON, writersSubscriber, readersSubscriber, 1), 404, "subscriber_not_found"},
+		{"create naming a subscriber never stored", "POST", "/v1/standing-searches", "w", strings.Replace(standingJSON, writersSubscriber, "s_0123456789abcdef0123456789ff", 1), 404, "subscriber_not_found"},
 		{"create with a bad filter", "POST", "/v1/standing-searches", "w", strings.Replace(standingJSON, `"sellOffer"`, `"other"`, 1), 422, "invalid_standing_search"},
 		{"create with the read key", "POST", "/v1/standing-searches", "r", standingJSON, 403, "forbidden"},
 		{"create beyond the quota", "POST", "/v1/standing-searches", "w", standingJSON, 409, "quota_exceeded"},
