@@ -20,6 +20,7 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/otel/spanbuffer"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -69,7 +70,7 @@ type Console struct {
 	graph   flow.Graph
 	stages  []stageRef
 	topics  map[string]stream.Topic
-	events  map[string]func(ctx context.Context, limit int) ([]flow.Event, error)
+	events  map[string]func(ctx context.Context, v tenancy.View, limit int) ([]flow.Event, error)
 	sampler *sampler
 	dead    *stream.DeadLetters
 }
@@ -79,7 +80,7 @@ func New(cfg Config) (*Console, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	c := &Console{cfg: cfg, topics: map[string]stream.Topic{}, events: map[string]func(context.Context, int) ([]flow.Event, error){},
+	c := &Console{cfg: cfg, topics: map[string]stream.Topic{}, events: map[string]func(context.Context, tenancy.View, int) ([]flow.Event, error){},
 		dead: stream.NewDeadLetters(cfg.Redis)}
 	names := make([]string, 0, len(cfg.Flows))
 	descs := make([]flow.Description, 0, len(cfg.Flows))

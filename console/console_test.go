@@ -16,6 +16,7 @@ import (
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -23,21 +24,29 @@ import (
 var testTopic = stream.NewTopic("t", "in", 2)
 
 // newTestConsole serves a console over one flow with one stage reading
-// testTopic, and an event list.
+// testTopic, and an event list: one event of shared data, and one of each
+// of the tenants ta and tb, which the flow shows to the views that see
+// them.
 func newTestConsole(t *testing.T, rdb redis.UniversalClient) *api.Server {
 	t.Helper()
 	desc := flow.Description{
 		Stages: []stream.Stage{{Name: "t-a", Topic: testTopic}},
-		Events: func(_ context.Context, limit int) ([]flow.Event, error) {
-			return []flow.Event{{Kind: "thing", ID: "e1", Subject: "s", Summary: "happened",
-				Cause: []flow.Ref{{Kind: "run", ID: "r1"}}}}[:min(limit, 1)], nil
+		Events: func(_ context.Context, v tenancy.View, limit int) ([]flow.Event, error) {
+			out := []flow.Event{{Kind: "thing", ID: "e1", Subject: "s", Summary: "happened",
+				Cause: []flow.Ref{{Kind: "run", ID: "r1"}}}}
+			for _, tenant := range []string{"ta", "tb"} {
+				if v.Sees(tenant) {
+					out = append(out, flow.Event{Kind: "thing", ID: "of-" + tenant})
+				}
+			}
+			return out[:min(limit, len(out))], nil
 		},
 	}
 	c, err := New(Config{Redis: rdb, Flows: []Flow{{Name: "t", Desc: desc}}})
 	if err != nil {
 		t.Fatal(err)
 	}
-	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read;a:admin"})
+	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read;a:admin;ra:read:tenant=ta;rb:write:tenant=tb"})
 	c.Register(srv)
 	return srv
 }
@@ -263,6 +272,34 @@ func TestEvents_byFlowWithTheirCause(t *testing.T) {
 	apitest.WantEnvelope(t, get(t, srv, "/v1/console/events?flow=nope", "r"), http.StatusBadRequest, "unknown_flow")
 	apitest.WantEnvelope(t, get(t, srv, "/v1/console/events?flow=t", ""), http.StatusUnauthorized, "unauthenticated")
 	apitest.WantEnvelope(t, get(t, srv, "/v1/console/traces/0123", "r"), http.StatusNotFound, "trace_not_found")
+}
+
+// TestEvents_eachTenantSeesItsOwn lists a flow's events with keys of
+// several tenants: each sees its own tenant's events and those of shared
+// data, an admin key every tenant's.
+func TestEvents_eachTenantSeesItsOwn(t *testing.T) {
+	srv := newTestConsole(t, testenv.Dial(t, testenv.RedisURL(t)))
+	for _, tc := range []struct {
+		key  string
+		want []string
+	}{
+		{"ra", []string{"e1", "of-ta"}},
+		{"rb", []string{"e1", "of-tb"}},
+		{"r", []string{"e1"}}, // a key without tenant= is a tenant of its own
+		{"a", []string{"e1", "of-ta", "of-tb"}},
+	} {
+		t.Run(tc.key, func(t *testing.T) {
+			var page eventPage
+			get(t, srv, "/v1/console/events?flow=t&limit=50", tc.key).JSON(t, &page)
+			var got []string
+			for _, ev := range page.Items {
+				got = append(got, ev.ID)
+			}
+			if !slices.Equal(got, tc.want) {
+				t.Errorf("events of key %s = %v, want %v", tc.key, got, tc.want)
+			}
+		})
+	}
 }
 
 func TestPage_isOpenAndSmall(t *testing.T) {

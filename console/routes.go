@@ -128,7 +128,7 @@ func (c *Console) registerRoutes(srv *api.Server) {
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/console/deadletters/purge", Tag: tag, Scope: api.ScopeAdmin, Class: api.ClassAdmin,
 		Summary: "Delete dead letters", Body: deadLetterAction{}, Response: actionResult{}, Handler: c.act(c.dead.Purge)})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/events", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
-		Summary: "A flow's recent events (transitions, notifications, checkouts), newest first, with their causes",
+		Summary: "A flow's recent events (transitions, notifications, checkouts), newest first, with their causes: the caller's tenant's and those of shared data (every tenant's for an admin key)",
 		Query: []api.Param{{Name: "flow", Required: true, Description: "a flow of graph.event_flows"},
 			{Name: "limit", Type: "integer", Description: "1..200 (default 50)"}},
 		Response: eventPage{}, Handler: c.eventsRoute})
@@ -251,7 +251,9 @@ func (c *Console) eventsRoute(ctx *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	items, err := fn(ctx.UserContext(), limit)
+	// A caller sees its own tenant's events and those of shared data; an
+	// admin key (or anyone on an open API) every tenant's.
+	items, err := fn(ctx.UserContext(), api.View(ctx), limit)
 	if err != nil {
 		return err
 	}

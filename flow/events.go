@@ -10,11 +10,22 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/stream"
 )
 
 // MaxEvents bounds the limit a Description.Events is asked for.
 const MaxEvents = 200
+
+// ScanFor returns how many of a flow's newest events Description.Events
+// reads to find limit that v sees: limit when v sees all, else ten times
+// as many (Recent bounds it), since other tenants' events are skipped.
+func ScanFor(v tenancy.View, limit int) int {
+	if v.All {
+		return limit
+	}
+	return 10 * limit
+}
 
 // Event is something a flow did that a person may ask about: a
 // transition, a notification sent, a checkout decided. The console lists

@@ -26,6 +26,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -58,9 +59,14 @@ type Description struct {
 	// Demo prepares the flow's demo data once its stages run. It must be
 	// idempotent: the demo may run against a persistent Redis. Nil: none.
 	Demo func(ctx context.Context) error
-	// Events returns up to limit of the flow's recent events, newest
-	// first, with what caused each (see Event). Nil: the flow shows none.
-	Events func(ctx context.Context, limit int) ([]Event, error)
+	// Events returns up to limit of the flow's recent events that v sees,
+	// newest first, with what caused each (see Event). An event about a
+	// tenant's object (a notification to its subscriber, its order's
+	// checkout) is seen by that tenant and by a view that sees all; one
+	// about shared data (the availability of venues) by every view. A
+	// tenant's events are those among the newest ScanFor(v, limit). Nil:
+	// the flow shows none.
+	Events func(ctx context.Context, v tenancy.View, limit int) ([]Event, error)
 }
 
 // Service is a named loop. Run returns nil when ctx ends; an error stops

@@ -5,18 +5,20 @@ import (
 	"encoding/json"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/notifier/history"
 )
 
 // events lists the newest notification records still in the history
 // stream, newest first, each caused by its event (a transition, for
 // availability) and that event's run: the flow's Description.Events.
-func (f *Flow) events(ctx context.Context, limit int) ([]flow.Event, error) {
-	entries, err := flow.Recent(ctx, f.rdb, f.topics.History, limit)
+func (f *Flow) events(ctx context.Context, v tenancy.View, limit int) ([]flow.Event, error) {
+	entries, err := flow.Recent(ctx, f.rdb, f.topics.History, flow.ScanFor(v, limit))
 	if err != nil {
 		return nil, err
 	}
 	var out []flow.Event
+	owners := map[string]string{} // recipient id → tenant, read once per call
 	for _, e := range entries {
 		var recs []history.Record
 		switch e.Type {
@@ -33,6 +35,18 @@ func (f *Flow) events(ctx context.Context, limit int) ([]flow.Event, error) {
 		}
 		// A message's records are in the order they happened: newest last.
 		for i := len(recs) - 1; i >= 0; i-- {
+			if !v.All {
+				owner, ok := owners[recs[i].SubscriberID]
+				if !ok {
+					if owner, err = f.OwnerOf(ctx, recs[i].SubscriberID); err != nil {
+						return nil, err
+					}
+					owners[recs[i].SubscriberID] = owner
+				}
+				if !v.Sees(owner) {
+					continue
+				}
+			}
 			out = append(out, notificationEvent(recs[i]))
 			if len(out) == limit {
 				return out, nil

@@ -127,9 +127,18 @@ var ownedKinds = map[string]ownedKind{
 		own:  field("id", "id"),
 		read: "GET /v1/feeds/{id}",
 	},
+	// A feed both tenants add (one URL): the subscribables and
+	// subscriptions of a feed are each tenant's even where the feed is
+	// shared. No path names this kind; subscribables are made on it.
+	sharedFeed: {
+		create: "POST /v1/feeds",
+		body:   func(int64, params) string { return `{"url":"https://feeds.example.org/own/shared.xml"}` },
+		own:    field("id", "id"),
+		read:   "GET /v1/feeds/{id}",
+	},
 	"/v1/feeds/{id}/subscribables/{name}": {
 		create: "POST /v1/feeds/{id}/subscribables",
-		parent: "/v1/feeds/{id}",
+		parent: sharedFeed,
 		body:   func(n int64, _ params) string { return fmt.Sprintf(`{"name":"n%dx","manager":{"kind":"each"}}`, n) },
 		own:    field("name", "name"),
 		read:   "GET /v1/feeds/{id}/subscribables/{name}",
@@ -177,6 +186,9 @@ var ownedKinds = map[string]ownedKind{
 		read:   "GET /orders/find/{order_id}",
 	},
 }
+
+// sharedFeed is the kind of the feed both tenants hold.
+const sharedFeed = "feed shared by URL"
 
 // plainParams are path parameters that name no object, with the value
 // the test gives them.
@@ -465,6 +477,9 @@ func TestOwnership_everyOperationOfAnotherTenantAnswers404(t *testing.T) {
 			// B's answer is that of an id that never existed: 404, or the
 			// checkout contract's 400 not_found.
 			missing := o.do(t, keyA, method+" "+fill(t, path, neverStored(byKind)), body)
+			if missing.Status/100 == 2 {
+				t.Fatalf("%s on ids never stored = %d %s", op, missing.Status, missing.Body)
+			}
 			wantMissing := "404"
 			if contractPath(path) {
 				wantMissing = "400 not_found"
@@ -520,13 +535,20 @@ func TestOwnership_everyOperationOfAnotherTenantAnswers404(t *testing.T) {
 	}
 }
 
-// neverStored returns the parameters of objects, each id changed in its
-// last character: the ids of objects never stored (the fixtures' ids end
-// in a letter or a hex digit, changed to a digit they never end in).
+// neverStored returns the parameters of objects, by kind, each kind's own
+// id changed in its last character (its parents' kept): the ids of
+// objects never stored (the fixtures' ids end in a letter or a hex digit,
+// changed to a digit they never end in).
 func neverStored(objects map[string]params) params {
 	out := params{}
 	for _, ps := range objects {
+		maps.Copy(out, ps)
+	}
+	for kind, ps := range objects {
 		for name, v := range ps {
+			if own := ownParam(kind); own != "" && name != own {
+				continue // a parent's, kept
+			}
 			last := byte('0')
 			if v[len(v)-1] == '0' {
 				last = '1'
@@ -535,6 +557,16 @@ func neverStored(objects map[string]params) params {
 		}
 	}
 	return out
+}
+
+// ownParam returns the path parameter naming a kind's own object: the
+// last of its key ("" for a kind no path names).
+func ownParam(kind string) string {
+	all := docParam.FindAllString(kind, -1)
+	if len(all) == 0 {
+		return ""
+	}
+	return strings.Trim(all[len(all)-1], "{}")
 }
 
 // contractPath reports whether a path is of the checkout contract, whose

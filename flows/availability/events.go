@@ -7,11 +7,12 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // events lists the newest transitions still in the transitions stream,
 // newest first, each caused by its run: the flow's Description.Events.
-func (f *Flow) events(ctx context.Context, limit int) ([]flow.Event, error) {
+func (f *Flow) events(ctx context.Context, _ tenancy.View, limit int) ([]flow.Event, error) {
 	entries, err := flow.Recent(ctx, f.rdb, f.topics.Transitions, limit)
 	if err != nil {
 		return nil, err

@@ -8,20 +8,21 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // events lists the newest finished checkout attempts still in the sagas
 // stream, newest first, with each part's answer and compensation: the
 // flow's Description.Events.
-func (s *Flow) events(ctx context.Context, limit int) ([]flow.Event, error) {
-	sagas, err := flow.Recent(ctx, s.rdb, s.topics.Sagas, limit)
+func (s *Flow) events(ctx context.Context, v tenancy.View, limit int) ([]flow.Event, error) {
+	sagas, err := flow.Recent(ctx, s.rdb, s.topics.Sagas, flow.ScanFor(v, limit))
 	if err != nil {
 		return nil, err
 	}
 	var out []flow.Event
 	for _, e := range sagas {
 		var sg Saga
-		if e.Type != TypeSaga || json.Unmarshal(e.Payload, &sg) != nil {
+		if e.Type != TypeSaga || json.Unmarshal(e.Payload, &sg) != nil || !Sees(v, sg.OrderID) {
 			continue
 		}
 		summary := fmt.Sprintf("%s, total %d", sg.Status, sg.TotalCost)
@@ -39,6 +40,9 @@ func (s *Flow) events(ctx context.Context, limit int) ([]flow.Event, error) {
 			Subject: "order " + sg.OrderID + " by user " + sg.UserID, Summary: summary,
 			Cause: []flow.Ref{{Kind: "order", ID: sg.OrderID}}, TraceID: flow.TraceIDOf(sg.TraceParent),
 			Steps: sagaSteps(sg.Steps)})
+		if len(out) == limit {
+			break
+		}
 	}
 	return out, nil
 }

@@ -2,6 +2,7 @@ package checkout_test
 
 import (
 	"context"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -9,6 +10,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/testenv"
 )
 
@@ -19,7 +21,7 @@ func TestEvents_aCompensatedCheckoutWithItsSteps(t *testing.T) {
 	events := e.svc.Describe().Events
 	var ev flow.Event
 	testenv.WaitFor(t, 10*time.Second, func() bool {
-		evs, err := events(context.Background(), 10)
+		evs, err := events(context.Background(), tenancy.View{All: true}, 10)
 		if err != nil || len(evs) == 0 {
 			return false
 		}
@@ -41,6 +43,28 @@ func TestEvents_aCompensatedCheckoutWithItsSteps(t *testing.T) {
 	}
 	if undone != 2 || failed != 1 {
 		t.Errorf("steps %+v: want two undone and one failed", ev.Steps)
+	}
+	// The order is the open tenant's (the contract's routes on an open
+	// API): its checkout is that tenant's event, and no other tenant's.
+	for _, tc := range []struct {
+		name  string
+		v     tenancy.View
+		shown bool
+	}{
+		{"its tenant", tenancy.View{Tenant: tenancy.Open}, true},
+		{"an admin view", tenancy.View{Tenant: "ops", All: true}, true},
+		{"another tenant", tenancy.View{Tenant: "shop"}, false},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			evs, err := events(context.Background(), tc.v, 10)
+			if err != nil {
+				t.Fatal(err)
+			}
+			shown := slices.ContainsFunc(evs, func(e flow.Event) bool { return e.Cause[0].ID == order })
+			if shown != tc.shown {
+				t.Errorf("%+v sees the checkout of %s: %v, want %v (events %+v)", tc.v, order, shown, tc.shown, evs)
+			}
+		})
 	}
 }
 

@@ -152,23 +152,51 @@ func TestNew_needsTheNotifierFlow(t *testing.T) {
 	}
 }
 
-// The flow's own notify URL (DROPSTREAM_COMIC_NOTIFY_URL) on a denied
-// address makes the start fail, naming the allow list; allowed, it starts.
-func TestNew_notifyURLOnADeniedAddressNeedsTheAllowList(t *testing.T) {
+// The flow's own notify URL (DROPSTREAM_COMIC_NOTIFY_URL) goes through
+// the egress policy's normalization and check before it is stored: spaces
+// around it are trimmed, credentials are refused, a denied address makes
+// the start fail naming the allow list, and an allowed one starts with the
+// normalized URL stored.
+func TestNew_notifyURLIsNormalizedAndCheckedBeforeItIsStored(t *testing.T) {
 	rdb := testenv.Dial(t, testenv.RedisURL(t))
-	values, err := flow.ReadVars(slices.Concat(checkout.Vars, comic.Vars), func(name string) (string, bool) {
-		return map[string]string{comic.VarNotifyURL: "http://127.0.0.1:9000/notify", comic.VarNotifySecret: "0123456789abcdef0123"}[name], true
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	deps := flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, stream.Telemetry{}), Settings: flow.Settings{Partitions: 2}.WithVars(values)}
-	deps, _, _ = buildBefore(t, deps)
-	if _, err := comic.New(t.Context(), deps); !errors.Is(err, egress.ErrDenied) || !strings.Contains(err.Error(), "DROPSTREAM_EGRESS_ALLOW") {
-		t.Errorf("New with a loopback notify URL = %v, want ErrDenied naming DROPSTREAM_EGRESS_ALLOW", err)
-	}
-	deps.Settings.Egress = egresstest.Allow(t, "127.0.0.1:9000")
-	if _, err := comic.New(t.Context(), deps); err != nil {
-		t.Errorf("New with the notify URL allowed: %v", err)
+	for _, tc := range []struct {
+		name, url, allow string
+		wantErr          error
+		wantStored       string
+	}{
+		{name: "denied loopback", url: "http://127.0.0.1:9000/notify", wantErr: egress.ErrDenied},
+		{name: "loopback allowed", url: "http://127.0.0.1:9000/notify", allow: "127.0.0.1:9000", wantStored: "http://127.0.0.1:9000/notify"},
+		{name: "spaces trimmed", url: "  https://hooks.example.org/notify \t", wantStored: "https://hooks.example.org/notify"},
+		{name: "spaces around a denied address", url: " http://127.0.0.1:9000/notify", wantErr: egress.ErrDenied},
+		{name: "credentials", url: "https://user:secret@hooks.example.org/notify", wantErr: egress.ErrInvalidURL},
+		{name: "user alone", url: "https://user@hooks.example.org/notify", wantErr: egress.ErrInvalidURL},
+		{name: "unset", url: "", wantStored: ""},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			// The settings as given, not as ReadVars trims them: New's own
+			// check is under test.
+			values := map[string]string{comic.VarNotifyURL: tc.url, comic.VarNotifySecret: "0123456789abcdef0123"}
+			deps := flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, stream.Telemetry{}), Settings: flow.Settings{Partitions: 2}.WithVars(values)}
+			if tc.allow != "" {
+				deps.Settings.Egress = egresstest.Allow(t, tc.allow)
+			}
+			deps, _, _ = buildBefore(t, deps)
+			f, err := comic.New(t.Context(), deps)
+			if tc.wantErr != nil {
+				if !errors.Is(err, tc.wantErr) || !strings.Contains(err.Error(), comic.VarNotifyURL) {
+					t.Fatalf("New with notify URL %q = %v, want %v naming %s", tc.url, err, tc.wantErr, comic.VarNotifyURL)
+				}
+				if strings.Contains(err.Error(), "secret") {
+					t.Errorf("the error shows the URL's credentials: %v", err)
+				}
+				return
+			}
+			if err != nil {
+				t.Fatalf("New with notify URL %q: %v", tc.url, err)
+			}
+			if got := comic.NotifyURLOf(f); got != tc.wantStored {
+				t.Errorf("stored notify URL %q, want %q", got, tc.wantStored)
+			}
+		})
 	}
 }

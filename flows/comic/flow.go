@@ -139,12 +139,15 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if err := nf.RegisterKind(NotifyKind()); err != nil {
 		return nil, fmt.Errorf("comic: %w", err)
 	}
+	// The notify URL is stored as the egress policy normalized and checked
+	// it: trimmed, parsed, without credentials, no denied literal address.
 	policy := d.Settings.EgressPolicy()
-	if err := policy.CheckURL(d.Settings.String(VarNotifyURL)); err != nil {
-		return nil, fmt.Errorf("comic: %s: %w (list it in DROPSTREAM_EGRESS_ALLOW)", VarNotifyURL, err)
+	notifyURL, err := policy.NormalizeURL(d.Settings.String(VarNotifyURL))
+	if err != nil {
+		return nil, fmt.Errorf("comic: %s: %w (list its host in DROPSTREAM_EGRESS_ALLOW)", VarNotifyURL, err)
 	}
 	cfg := Config{Partitions: d.Settings.Partitions, Webhook: notifier.WebhookConfig{Egress: policy}, Delivery: DeliveryConfig{
-		NotifyURL: d.Settings.String(VarNotifyURL), NotifySecret: d.Settings.String(VarNotifySecret), Relay: nf.Notify},
+		NotifyURL: notifyURL, NotifySecret: d.Settings.String(VarNotifySecret), Relay: nf.Notify},
 		MaxSubscriptionsPerCaller: d.Settings.Int(VarQuotaSubscriptions)}
 	f, err := NewWith(d.Redis, cfg, NewCheckoutPayments(d.Redis, co), d.Telemetry)
 	if err != nil {

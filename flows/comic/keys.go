@@ -4,6 +4,7 @@ import (
 	"strconv"
 
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -78,11 +79,18 @@ const (
 	bloatKey      = rediskey.Prefix + subsTag + ":comic:bloat"      // hash: "<pattern>:<values hash>" → shards past the first
 	fieldTotalKey = rediskey.Prefix + subsTag + ":comic:fieldtotal" // hash: field → subscriptions constraining it
 	emailPrefix   = rediskey.Prefix + subsTag + ":comic:email:"     // set per email: subscription ids
+	tenantEmailPx = rediskey.Prefix + subsTag + ":comic:temail:"    // set per tenant and email: its subscription ids
 	indexPrefix   = rediskey.Prefix + subsTag + ":comic:idx:"       // set per (pattern, values, shard): ids
 	fieldStatsPfx = rediskey.Prefix + subsTag + ":comic:field:"     // zset per field: index value → subscriptions
 )
 
 func emailKey(email string) string { return emailPrefix + email }
+
+// tenantEmailKey is the set of one tenant's subscriptions of email: the
+// cap of subscriptions per email counts it, so each tenant has its own.
+func tenantEmailKey(tenant, email string) string {
+	return tenantEmailPx + tenancy.Of(tenant) + ":" + email
+}
 
 // indexKey is shard k of the set of subscription ids of one pattern whose
 // values hash to vh (k = 0 for the first shard).

@@ -11,6 +11,8 @@ import (
 	"testing"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 func TestStore_duplicateSubscriptionIsRefused(t *testing.T) {
@@ -106,6 +108,78 @@ func TestStore_rejectsInvalidSubscriptions(t *testing.T) {
 	mustSubscribe(t, s, "a@example.com", `{"year":1990}`)
 	if _, err := s.Create(ctx, "a@example.com", json.RawMessage(`{"year":1991}`), ""); !errors.Is(err, ErrTooMany) {
 		t.Errorf("third subscription = %v, want ErrTooMany", err)
+	}
+}
+
+// TestStore_emailCapCountsPerTenant fills one email's cap as one tenant:
+// another tenant still subscribes the same email up to its own cap, a
+// delete frees a slot of its tenant's only, and each tenant lists its own
+// subscriptions of the email while an admin view lists every one.
+func TestStore_emailCapCountsPerTenant(t *testing.T) {
+	ctx := t.Context()
+	s, err := NewStore(backends()[0].Client(t), StoreConfig{MaxPerEmail: 2})
+	if err != nil {
+		t.Fatal(err)
+	}
+	const email = "shared@example.com"
+	created := map[string][]string{}
+	for _, step := range []struct {
+		tenant, body string
+		wantErr      error
+	}{
+		{"acme", `{"year":1990}`, nil},
+		{"acme", `{"year":1991}`, nil},
+		{"acme", `{"year":1992}`, ErrTooMany},
+		{"globex", `{"year":1990}`, nil}, // the body acme subscribed too
+		{"globex", `{"year":1993}`, nil},
+		{"globex", `{"year":1994}`, ErrTooMany},
+		{tenancy.Open, `{"year":1995}`, nil},
+	} {
+		sub, err := s.CreateFor(ctx, step.tenant, email, json.RawMessage(step.body), "")
+		if !errors.Is(err, step.wantErr) {
+			t.Fatalf("%s subscribes %s to %s = %v, want %v", step.tenant, email, step.body, err, step.wantErr)
+		}
+		if err == nil {
+			created[step.tenant] = append(created[step.tenant], sub.ID)
+		}
+	}
+	// A delete frees its own tenant's slot, not another's.
+	if err := s.DeleteIn(ctx, tenancy.View{Tenant: "acme"}, created["acme"][0]); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := s.CreateFor(ctx, "globex", email, json.RawMessage(`{"year":1996}`), ""); !errors.Is(err, ErrTooMany) {
+		t.Errorf("globex after acme's delete = %v, want ErrTooMany", err)
+	}
+	sub, err := s.CreateFor(ctx, "acme", email, json.RawMessage(`{"year":1996}`), "")
+	if err != nil {
+		t.Fatalf("acme after its delete: %v", err)
+	}
+	created["acme"] = append(created["acme"][1:], sub.ID)
+	for _, tc := range []struct {
+		name string
+		v    tenancy.View
+		want []string
+	}{
+		{"acme", tenancy.View{Tenant: "acme"}, created["acme"]},
+		{"globex", tenancy.View{Tenant: "globex"}, created["globex"]},
+		{"open", tenancy.View{Tenant: tenancy.Open}, created[tenancy.Open]},
+		{"admin", tenancy.View{Tenant: "acme", All: true}, slices.Concat(created["acme"], created["globex"], created[tenancy.Open])},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			subs, err := s.ByEmailIn(ctx, tc.v, email)
+			if err != nil {
+				t.Fatal(err)
+			}
+			var got []string
+			for _, sub := range subs {
+				got = append(got, sub.ID)
+			}
+			slices.Sort(got)
+			want := slices.Sorted(slices.Values(tc.want))
+			if !slices.Equal(got, want) {
+				t.Errorf("ByEmailIn = %v, want %v", got, want)
+			}
+		})
 	}
 }
 

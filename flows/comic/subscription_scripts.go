@@ -11,18 +11,19 @@ import (
 
 // createScript stores a subscription with all its index entries. KEYS
 // subs, email set, patterns, index shard, field totals, version, bloat,
-// then one field-stats zset per field of the pattern; ARGV id, record,
-// pattern, bloat field, max per email, bloat threshold, shard, then the
-// index values and the field names. Returns 1, 0 for a duplicate, -1 when
-// the email has too many. The shard was read before the call; when it is
+// the tenant's email set, then one field-stats zset per field of the
+// pattern; ARGV id, record, pattern, bloat field, max per email, bloat
+// threshold, shard, then the index values and the field names. Returns 1,
+// 0 for a duplicate, -1 when the tenant has too many for the email. The shard was read before the call; when it is
 // full, the value set's next subscriptions go to a new shard (concurrent
 // creates may each add one past the threshold) and the version moves so
 // matchers reread the shards.
 var createScript = script.New(`
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
-if redis.call('SCARD', KEYS[2]) >= tonumber(ARGV[5]) then return -1 end
+if redis.call('SCARD', KEYS[8]) >= tonumber(ARGV[5]) then return -1 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[1])
+redis.call('SADD', KEYS[8], ARGV[1])
 if tonumber(redis.call('ZINCRBY', KEYS[3], 1, ARGV[3])) == 1 then redis.call('INCR', KEYS[6]) end
 redis.call('SADD', KEYS[4], ARGV[1])
 local k = tonumber(ARGV[7])
@@ -30,9 +31,9 @@ if redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[6]) and tonumber(redis.call('HG
   redis.call('HSET', KEYS[7], ARGV[4], k + 1)
   redis.call('INCR', KEYS[6])
 end
-local nf = #KEYS - 7
+local nf = #KEYS - 8
 for i = 1, nf do
-  redis.call('ZINCRBY', KEYS[7 + i], 1, ARGV[7 + i])
+  redis.call('ZINCRBY', KEYS[8 + i], 1, ARGV[7 + i])
   redis.call('HINCRBY', KEYS[5], ARGV[7 + nf + i], 1)
 end
 return 1`)
@@ -42,14 +43,15 @@ return 1`)
 var deleteScript = script.New(`
 if redis.call('HDEL', KEYS[1], ARGV[1]) == 0 then return 0 end
 redis.call('SREM', KEYS[2], ARGV[1])
+redis.call('SREM', KEYS[8], ARGV[1])
 if tonumber(redis.call('ZINCRBY', KEYS[3], -1, ARGV[3])) <= 0 then
   redis.call('ZREM', KEYS[3], ARGV[3])
   redis.call('INCR', KEYS[6])
 end
 redis.call('SREM', KEYS[4], ARGV[1])
-local nf = #KEYS - 7
+local nf = #KEYS - 8
 for i = 1, nf do
-  if tonumber(redis.call('ZINCRBY', KEYS[7 + i], -1, ARGV[7 + i])) <= 0 then redis.call('ZREM', KEYS[7 + i], ARGV[7 + i]) end
+  if tonumber(redis.call('ZINCRBY', KEYS[8 + i], -1, ARGV[7 + i])) <= 0 then redis.call('ZREM', KEYS[8 + i], ARGV[7 + i]) end
   if redis.call('HINCRBY', KEYS[5], ARGV[7 + nf + i], -1) <= 0 then redis.call('HDEL', KEYS[5], ARGV[7 + nf + i]) end
 end
 return 1`)
@@ -60,7 +62,7 @@ func (s *Store) scriptArgs(sub Subscription, b Body, vh string) ([]string, []any
 	rec, _ := json.Marshal(sub)
 	names := splitPattern(sub.Pattern)
 	keys := []string{subsKey, emailKey(sub.Email), patternsKey, indexKey(sub.Pattern, vh, sub.Shard), fieldTotalKey,
-		patVersionKey, bloatKey}
+		patVersionKey, bloatKey, tenantEmailKey(sub.Tenant, sub.Email)}
 	args := []any{sub.ID, rec, sub.Pattern, bloatField(sub.Pattern, vh), s.cfg.MaxPerEmail, s.cfg.BloatThreshold, sub.Shard}
 	for _, n := range names {
 		keys = append(keys, fieldStatsKey(n))

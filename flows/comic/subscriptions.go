@@ -24,7 +24,8 @@ var (
 	ErrDuplicate = errors.New("comic: duplicate subscription")
 	// ErrNotFound: no such subscription (or comic).
 	ErrNotFound = errors.New("comic: not found")
-	// ErrTooMany: the email has MaxPerEmail subscriptions already.
+	// ErrTooMany: the tenant has MaxPerEmail subscriptions of the email
+	// already.
 	ErrTooMany = errors.New("comic: too many subscriptions for this email")
 )
 
@@ -62,7 +63,8 @@ type Subscription struct {
 
 // StoreConfig configures a Store.
 type StoreConfig struct {
-	// MaxPerEmail bounds the subscriptions of one email. Default 1000.
+	// MaxPerEmail bounds the subscriptions one tenant holds for one
+	// email (each tenant has its own cap). Default 1000.
 	MaxPerEmail int
 	// BloatThreshold is the size past which the set of subscriptions of
 	// one SearchPattern and values (say, everyone who asked for
@@ -107,6 +109,7 @@ func (c StoreConfig) Validate() error {
 //
 //	ds:{comic-subs}:comic:subs                     hash: id → Subscription JSON
 //	ds:{comic-subs}:comic:email:<email>            set: ids of one email
+//	ds:{comic-subs}:comic:temail:<tenant>:<email>  set: ids of one tenant's subscriptions of one email
 //	ds:{comic-subs}:comic:idx:<pattern>:<values>   set: ids of one pattern and values (shard 0)
 //	ds:{comic-subs}:comic:idx:<pattern>:<values>#k set: shard k of a bloated value set
 //	ds:{comic-subs}:comic:bloat                    hash: <pattern>:<values> → shards past the first
@@ -249,15 +252,19 @@ func (s *Store) ByEmail(ctx context.Context, email string) ([]Subscription, erro
 	return s.ByEmailIn(ctx, tenancy.View{All: true}, email)
 }
 
-// ByEmailIn is ByEmail of the subscriptions v sees. An email holds at most
-// StoreConfig.MaxPerEmail subscriptions, read whole, so the tenant's are
-// all there to page.
+// ByEmailIn is ByEmail of the subscriptions v sees: its tenant's own,
+// at most StoreConfig.MaxPerEmail read whole from the tenant's set, so
+// they are all there to page; every tenant's when v sees all.
 func (s *Store) ByEmailIn(ctx context.Context, v tenancy.View, email string) ([]Subscription, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
 		return nil, err
 	}
-	ids, err := s.rdb.SMembers(ctx, emailKey(email)).Result()
+	key := emailKey(email)
+	if !v.All {
+		key = tenantEmailKey(v.Tenant, email)
+	}
+	ids, err := s.rdb.SMembers(ctx, key).Result()
 	if err != nil {
 		return nil, fmt.Errorf("comic: subscriptions of %s: %w", email, err)
 	}

@@ -40,10 +40,11 @@ type CollectionView struct {
 }
 
 // Collections returns the open and the completed, not yet delivered,
-// collections of a subscribable: open ones by due time, then completed ones
-// by completion, at most maxCollectionsListed.
+// collections of the subscribable stored under name (its key): open ones
+// by due time, then completed ones by completion, at most
+// maxCollectionsListed.
 func (f *Flow) Collections(ctx context.Context, feedID, name string) ([]CollectionView, error) {
-	if !validID(feedID) || !validName(name) {
+	if !validID(feedID) || !validKey(name) {
 		return nil, ErrNotFound
 	}
 	prefix := f.topics.feedPrefix(feedID)

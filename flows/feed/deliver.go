@@ -35,7 +35,7 @@ func (f *Flow) handleCollection(ctx context.Context, m *stream.Message) error {
 	if err != nil {
 		return err
 	}
-	if !validID(c.FeedID) || !validName(c.Subscribable) || c.Within == "" || len(c.Within) > 64 {
+	if !validID(c.FeedID) || !validKey(c.Subscribable) || c.Within == "" || len(c.Within) > 64 {
 		return stream.Permanentf("feed: collection %q/%q/%q malformed", clip(c.FeedID, 64), clip(c.Subscribable, 64), clip(c.Within, 64))
 	}
 	fd, err := f.store.Feed(ctx, c.FeedID)

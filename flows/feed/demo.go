@@ -30,7 +30,7 @@ func (f *Flow) Demo(ctx context.Context) error {
 				return err
 			}
 			for _, sb := range subs {
-				if err := st.DeleteSubscribable(ctx, fd.ID, sb.Name); err != nil {
+				if err := st.DeleteSubscribable(ctx, fd.ID, sb.Key()); err != nil {
 					return err
 				}
 			}

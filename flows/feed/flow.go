@@ -314,7 +314,7 @@ func (f *Flow) handlePoll(ctx context.Context, m *stream.Message) error {
 		if w, d, ok := sb.Manager.Window(p.PolledAt()); ok {
 			within, due = w, strconv.FormatInt(d.UnixMilli(), 10)
 		}
-		args = append(args, sb.Name, sb.Manager.Kind, within, due, max(sb.Manager.N, 1))
+		args = append(args, sb.Key(), sb.Manager.Kind, within, due, max(sb.Manager.N, 1))
 	}
 	res, err := assignScript.Run(ctx, f.rdb, []string{prefix + "meta"}, args...).Int64Slice()
 	if err != nil {

@@ -2,6 +2,8 @@ package feed
 
 import (
 	"reflect"
+	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -171,4 +173,56 @@ func TestFlow_itemsOfTheFirstPollAreExcludedByDefault(t *testing.T) {
 			}
 		})
 	}
+}
+
+// TestFlow_tenantsSubscribablesOfOneFeedAreEachDelivered has three
+// tenants define a subscribable of the same name on one feed, each with
+// its own manager: each gets its own collections, under the name it gave
+// (no tenant tag shows), and deleting one tenant's leaves the others'.
+func TestFlow_tenantsSubscribablesOfOneFeedAreEachDelivered(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			sim := feedsim.New(feedsim.RSS, item("1", "one"), item("2", "two"))
+			h := newHarness(t, b, sim, Feed{IncludeExisting: true})
+			tenants := []struct {
+				tenant string
+				m      Manager
+			}{{"", Manager{Kind: EachItem}}, {"acme", Manager{Kind: EveryN, N: 2}}, {"globex", Manager{Kind: EachItem}}}
+			for _, tc := range tenants {
+				sb, created, err := h.flow.store.PutSubscribable(h.ctx, Subscribable{FeedID: h.feed.ID, Name: "news", Tenant: tc.tenant, Manager: tc.m})
+				if err != nil || !created || sb.Key() != SubscribableKey(tc.tenant, "news") {
+					t.Fatalf("%q's subscribable %+v created %v: %v", tc.tenant, sb, created, err)
+				}
+				sub, _, err := h.flow.Subscribe(h.ctx, h.feed.ID, sb.Key(), Destination{Kind: DestLog, Name: "reader"})
+				if err != nil || !sub.Confirmed || sub.Subscribable != "news" || sub.Tenant != tc.tenant {
+					t.Fatalf("%q's subscription %+v: %v", tc.tenant, sub, err)
+				}
+			}
+			h.pollAt(t0)
+			// Open's and globex's one item each, acme's a pair.
+			if got, want := h.delivered(), map[string][][]string{"news": {{"1"}, {"1"}, {"1", "2"}, {"2"}, {"2"}}}; !reflect.DeepEqual(sortedCollections(got), want) {
+				t.Fatalf("delivered %v, want %v", got, want)
+			}
+			if err := h.flow.store.DeleteSubscribable(h.ctx, h.feed.ID, SubscribableKey("globex", "news")); err != nil {
+				t.Fatal(err)
+			}
+			left, err := h.flow.store.Subscribables(h.ctx, h.feed.ID)
+			var owners []string
+			for _, sb := range left {
+				owners = append(owners, sb.Tenant)
+			}
+			if slices.Sort(owners); err != nil || !slices.Equal(owners, []string{"", "acme"}) {
+				t.Errorf("subscribables after globex's delete: %+v, %v", left, err)
+			}
+		})
+	}
+}
+
+// sortedCollections returns delivered with each subscribable's
+// collections sorted, for collections whose order is not the test's.
+func sortedCollections(delivered map[string][][]string) map[string][][]string {
+	for _, colls := range delivered {
+		slices.SortFunc(colls, func(a, b []string) int { return strings.Compare(strings.Join(a, ","), strings.Join(b, ",")) })
+	}
+	return delivered
 }

@@ -56,7 +56,7 @@ func (f *Flow) tellHalted(ctx context.Context, fd Feed) error {
 	var errs []error
 	told := map[string]bool{}
 	for _, sb := range subs {
-		all, err := f.store.Subscriptions(ctx, fd.ID, sb.Name)
+		all, err := f.store.Subscriptions(ctx, fd.ID, sb.Key())
 		if err != nil {
 			return err
 		}
@@ -65,10 +65,13 @@ func (f *Flow) tellHalted(ctx context.Context, fd Feed) error {
 			return err
 		}
 		for _, sub := range live {
-			if !sub.Confirmed || told[sub.Unique] {
+			// Once per destination of each tenant (each has its own
+			// notifier subscriber).
+			if once := sub.Tenant + "|" + sub.Unique; !sub.Confirmed || told[once] {
 				continue
+			} else {
+				told[once] = true
 			}
-			told[sub.Unique] = true
 			if sub.Destination.Kind == DestLog {
 				m := msg
 				m.Subscribable, m.SubscriptionID = sb.Name, sub.ID

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	textclip "github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // Manager kinds: how a subscribable gathers items into collections.
@@ -109,12 +110,56 @@ func (m Manager) Window(now time.Time) (within string, due time.Time, ok bool) {
 }
 
 // Subscribable is a subscription definition over a feed: a name (unique
-// within its feed) and a manager.
+// within its feed and tenant) and a manager. It is its tenant's: a feed
+// is shared by URL, but each tenant holding it defines, sees and removes
+// its own subscribables, under names of its own.
 type Subscribable struct {
-	FeedID  string    `json:"feed_id" openapi:"readonly"`
-	Name    string    `json:"name"`
+	FeedID string `json:"feed_id" openapi:"readonly"`
+	Name   string `json:"name"`
+	// Tenant owns it ("": tenancy.Open, also for one stored before
+	// tenants were recorded).
+	Tenant  string    `json:"tenant,omitempty" openapi:"readonly"`
 	Manager Manager   `json:"manager"`
 	Added   time.Time `json:"added" openapi:"readonly"`
+}
+
+// Key is the name the subscribable is stored under (SubscribableKey).
+func (s Subscribable) Key() string { return SubscribableKey(s.Tenant, s.Name) }
+
+// SubscribableKey is the name tenant's subscribable name is stored under
+// within its feed, which its collections, subscriptions and history name:
+// the name itself for tenancy.Open, else the tenant's tenancy.Tag, '.'
+// and the name ('.' is in no name, so no tenant's key is another's).
+func SubscribableKey(tenant, name string) string {
+	if tag := tenancy.Tag(tenant); tag != "" {
+		return tag + "." + name
+	}
+	return name
+}
+
+// displayName is the name of the subscribable stored under key, as its
+// tenant named it (what messages show).
+func displayName(key string) string {
+	if tag, name, ok := strings.Cut(key, "."); ok && tenancy.IsTag(tag) {
+		return name
+	}
+	return key
+}
+
+// validKey reports whether key is a SubscribableKey.
+func validKey(key string) bool {
+	if tag, name, ok := strings.Cut(key, "."); ok {
+		return tenancy.IsTag(tag) && validName(name)
+	}
+	return validName(key)
+}
+
+// ownerOf returns the stored form of tenant: "" for tenancy.Open.
+func ownerOf(tenant string) string {
+	if t := tenancy.Of(tenant); t != tenancy.Open {
+		return t
+	}
+	return ""
 }
 
 // Validate checks a subscribable as given by a client.

@@ -15,13 +15,15 @@ import (
 // request stays within notifier.MaxRequestBytes.
 const requestItems = 100
 
-// Subscribe subscribes dest to a subscribable and returns the subscription
-// with created true; when the destination's core is already subscribed to
+// Subscribe subscribes dest to the subscribable stored under key
+// (SubscribableKey) and returns the subscription, its subscribable's
+// tenant's, with created true; when the destination's core is already subscribed to
 // it, it returns that subscription with created false (its secret hidden).
 //
 // An e-mail or webhook destination is a destination of a notifier
-// subscriber (package subscriber), shared by every subscription of the
-// same core, to any subscribable: the first subscription creates it,
+// subscriber (package subscriber) of the subscribable's tenant, shared by
+// every subscription of that tenant with the same core, to any
+// subscribable: the first subscription creates it,
 // pending, and sends it a confirmation request with the notifier's opt-in
 // link (Config.PublicURL + notifier.ConfirmPath + token) through the
 // notifier; nothing else reaches it until it is confirmed there, and the
@@ -32,10 +34,10 @@ const requestItems = 100
 // removes the destination: every subscription delivering to it ends (and
 // is deleted at its subscribable's next delivery).
 //
-// A destination core the notifier holds for a subscriber the flow did not
-// create is ErrConflict; so is a core being subscribed concurrently.
+// A destination core the notifier holds for a subscriber of the tenant
+// the flow did not create is ErrConflict; so is a core being subscribed concurrently.
 // A log destination is confirmed at once.
-func (f *Flow) Subscribe(ctx context.Context, feedID, name string, dest Destination) (Subscription, bool, error) {
+func (f *Flow) Subscribe(ctx context.Context, feedID, key string, dest Destination) (Subscription, bool, error) {
 	core, err := dest.Unique()
 	if err != nil {
 		return Subscription{}, false, err
@@ -44,10 +46,11 @@ func (f *Flow) Subscribe(ctx context.Context, feedID, name string, dest Destinat
 	if err != nil {
 		return Subscription{}, false, err
 	}
-	if _, err := f.store.Subscribable(ctx, feedID, name); err != nil {
+	sb, err := f.store.Subscribable(ctx, feedID, key)
+	if err != nil {
 		return Subscription{}, false, err
 	}
-	if old, ok, err := f.store.existingSubscription(ctx, feedID, name, core); err != nil {
+	if old, ok, err := f.store.existingSubscription(ctx, feedID, key, core); err != nil {
 		return Subscription{}, false, err
 	} else if ok {
 		live, _, err := f.resolve(ctx, []Subscription{old})
@@ -62,13 +65,14 @@ func (f *Flow) Subscribe(ctx context.Context, feedID, name string, dest Destinat
 			return Subscription{}, false, err
 		}
 	}
-	sub := Subscription{ID: randomHex(12), FeedID: feedID, Subscribable: name, Destination: dest, Unique: core, Added: f.store.stamp()}
+	sub := Subscription{ID: randomHex(12), FeedID: feedID, Subscribable: sb.Name, Tenant: sb.Tenant, Destination: dest, Unique: core,
+		Added: f.store.stamp()}
 	nd, who, ok := dest.notifierDestination()
 	if !ok {
 		sub.Confirmed = true
 		return f.store.createSubscription(ctx, sub)
 	}
-	if sub.SubscriberID, sub.DestinationID, sub.Secret, sub.Confirmed, err = f.notifierSubscriber(ctx, fd, name, nd, who); err != nil {
+	if sub.SubscriberID, sub.DestinationID, sub.Secret, sub.Confirmed, err = f.notifierSubscriber(ctx, fd, sb, nd, who); err != nil {
 		return Subscription{}, false, err
 	}
 	out, created, err := f.store.createSubscription(ctx, sub)
@@ -81,15 +85,16 @@ func (f *Flow) Subscribe(ctx context.Context, feedID, name string, dest Destinat
 }
 
 // notifierSubscriber returns the notifier subscriber and destination of
-// d's core, creating them (pending, with a confirmation request on its
-// way) unless the flow created them before and they are still there.
-// secret is the new destination's (webhook) secret.
-func (f *Flow) notifierSubscriber(ctx context.Context, fd Feed, name string, d subscriber.Destination, who string) (sid, did, secret string, active bool, err error) {
+// d's core for sb's tenant, creating them (the tenant's, pending, with a
+// confirmation request on its way) unless the flow created them before
+// and they are still there. secret is the new destination's (webhook)
+// secret.
+func (f *Flow) notifierSubscriber(ctx context.Context, fd Feed, sb Subscribable, d subscriber.Destination, who string) (sid, did, secret string, active bool, err error) {
 	core, err := d.Core()
 	if err != nil {
 		return "", "", "", false, fmt.Errorf("%w destination: %w", ErrInvalid, err)
 	}
-	if sid, did, err = f.store.notifierDestination(ctx, core); err != nil {
+	if sid, did, err = f.store.notifierDestination(ctx, sb.Tenant, core); err != nil {
 		return "", "", "", false, err
 	}
 	if sid != "" {
@@ -103,7 +108,7 @@ func (f *Flow) notifierSubscriber(ctx context.Context, fd Feed, name string, d s
 		}
 		// Unsubscribed, or expired unconfirmed: subscribe afresh.
 	}
-	created, err := f.deps.Subscribers.Create(ctx, subscriber.Subscriber{Name: who, Destinations: []subscriber.Destination{d}})
+	created, err := f.deps.Subscribers.Create(ctx, subscriber.Subscriber{Name: who, Tenant: sb.Tenant, Destinations: []subscriber.Destination{d}})
 	switch {
 	case errors.Is(err, subscriber.ErrInvalid):
 		return "", "", "", false, fmt.Errorf("%w destination: %w", ErrInvalid, err)
@@ -116,12 +121,12 @@ func (f *Flow) notifierSubscriber(ctx context.Context, fd Feed, name string, d s
 	}
 	s := created.Subscriber
 	x := s.Destinations[0]
-	req, err := f.confirmRequest(fd, name, s.ID, x, created.ConfirmTokens[x.ID])
+	req, err := f.confirmRequest(fd, sb.Name, s.ID, x, created.ConfirmTokens[x.ID])
 	if err == nil {
 		err = f.deps.Notify(ctx, req)
 	}
 	if err == nil {
-		err = f.store.setNotifierDestination(ctx, core, s.ID, x.ID)
+		err = f.store.setNotifierDestination(ctx, sb.Tenant, core, s.ID, x.ID)
 	}
 	if err != nil {
 		// Nobody could confirm it: remove it, so subscribing again starts
@@ -135,12 +140,12 @@ func (f *Flow) notifierSubscriber(ctx context.Context, fd Feed, name string, d s
 	return s.ID, x.ID, x.Secret, false, nil
 }
 
-// Subscriptions returns a subscribable's subscriptions, each confirmed as
-// the notifier says. Those whose notifier destination is gone
-// (unsubscribed, expired unconfirmed) are left out; the next delivery
-// deletes them.
-func (f *Flow) Subscriptions(ctx context.Context, feedID, name string) ([]Subscription, error) {
-	subs, err := f.store.Subscriptions(ctx, feedID, name)
+// Subscriptions returns the subscriptions of the subscribable stored
+// under key, each confirmed as the notifier says. Those whose notifier
+// destination is gone (unsubscribed, expired unconfirmed) are left out;
+// the next delivery deletes them.
+func (f *Flow) Subscriptions(ctx context.Context, feedID, key string) ([]Subscription, error) {
+	subs, err := f.store.Subscriptions(ctx, feedID, key)
 	if err != nil {
 		return nil, err
 	}
@@ -225,7 +230,7 @@ func payload(msg Message) json.RawMessage {
 // defined again never shares a window with its predecessor): the notifier
 // delivers it once per destination.
 func collectionRequest(sub Subscription, c Collection, msg Message, body json.RawMessage, traceID string) notifier.Request {
-	return notifier.Request{Flow: Name, Event: "feed.collection", Subject: clip(subject(c.FeedID, c.Subscribable), notifier.MaxSubjectLen),
+	return notifier.Request{Flow: Name, Event: "feed.collection", Subject: clip(subject(c.FeedID, displayName(c.Subscribable)), notifier.MaxSubjectLen),
 		SubscriberID: sub.SubscriberID, DestinationID: sub.DestinationID,
 		Window: clip(c.Within+"@"+fmt.Sprint(c.OpenedMs), notifier.MaxWindowLen), Title: clip(msg.Subject, notifier.MaxTextLen),
 		Text: msg.Text, HTML: msg.HTMLBody, Payload: body, ObservedAt: time.UnixMilli(c.CompletedMs), TraceID: traceID,

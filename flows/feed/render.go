@@ -55,17 +55,18 @@ type view struct {
 // items with their links, as many as fit notifier.MaxTextLen (then a line
 // counts the others and points to the feed); the HTML lists them all.
 func renderCollection(f Feed, c Collection) (Message, error) {
-	title := strconv.Itoa(len(c.Items)) + " new items: " + c.Subscribable
+	name := displayName(c.Subscribable) // as its tenant named it
+	title := strconv.Itoa(len(c.Items)) + " new items: " + name
 	if len(c.Items) == 1 {
 		title = c.Items[0].Title
 		if title == "" {
-			title = "New item: " + c.Subscribable
+			title = "New item: " + name
 		}
 	}
 	title = clip(title, notifier.MaxTextLen)
-	m := Message{Kind: "collection", FeedID: f.ID, FeedURL: f.URL, Subscribable: c.Subscribable, Collection: c.Within,
+	m := Message{Kind: "collection", FeedID: f.ID, FeedURL: f.URL, Subscribable: name, Collection: c.Within,
 		Subject: title, Items: c.Items}
-	v := view{Title: title, Subscribable: c.Subscribable, FeedURL: f.URL, Items: c.Items}
+	v := view{Title: title, Subscribable: name, FeedURL: f.URL, Items: c.Items}
 	var err error
 	if m.HTML, err = renderHTML("collection", v); err != nil {
 		return Message{}, err

@@ -13,20 +13,27 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/recordstore"
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // MaxListed bounds the definitions one list call returns.
 const MaxListed = 10000
 
-// MaxSubscribables bounds the subscribables of one feed: every poll of the
-// feed hands them all to the assignment script.
+// MaxSubscribables bounds the subscribables one tenant defines on one
+// feed: every poll of the feed hands them all to the assignment script.
 const MaxSubscribables = 100
 
-// putSubscribable adds a subscribable (ARGV name, JSON) to the feed's hash
-// unless the name is taken (0) or the feed has ARGV[3] already (-1).
+// putSubscribable adds a subscribable (ARGV key, JSON) to the feed's hash
+// unless the key is taken (0) or the tenant whose tag is ARGV[4] ("" for
+// tenancy.Open) has ARGV[3] there already (-1).
 var putSubscribable = redis.NewScript(`
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
-if redis.call('HLEN', KEYS[1]) >= tonumber(ARGV[3]) then return -1 end
+local n = 0
+for _, k in ipairs(redis.call('HKEYS', KEYS[1])) do
+  local dot = string.find(k, '.', 1, true)
+  if (dot and string.sub(k, 1, dot - 1) or '') == ARGV[4] then n = n + 1 end
+end
+if n >= tonumber(ARGV[3]) then return -1 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1`)
 
@@ -164,9 +171,10 @@ func (s *Store) DeleteFeed(ctx context.Context, id string) error {
 
 func subKey(feedID, name string) string { return feedID + "/" + name }
 
-// PutSubscribable adds a subscribable to an existing feed; adding the same
-// definition again returns it, another one under the same name is
-// ErrConflict, and so is one more than MaxSubscribables.
+// PutSubscribable adds a subscribable of sb.Tenant to an existing feed;
+// adding the same definition again returns it, another one under the
+// same name of the same tenant is ErrConflict, and so is one more than
+// MaxSubscribables of the tenant. Other tenants' names are no conflict.
 func (s *Store) PutSubscribable(ctx context.Context, sb Subscribable) (Subscribable, bool, error) {
 	if err := sb.Validate(); err != nil {
 		return Subscribable{}, false, err
@@ -174,17 +182,20 @@ func (s *Store) PutSubscribable(ctx context.Context, sb Subscribable) (Subscriba
 	if _, err := s.Feed(ctx, sb.FeedID); err != nil {
 		return Subscribable{}, false, err
 	}
+	sb.Tenant = ownerOf(sb.Tenant)
 	sb.Added = s.now().UTC().Truncate(time.Millisecond)
 	body, _ := json.Marshal(sb)
-	if exists, err := s.rdb.HExists(ctx, defsKey("subscribables:"+sb.FeedID), sb.Name).Result(); err != nil {
+	key := sb.Key()
+	if exists, err := s.rdb.HExists(ctx, defsKey("subscribables:"+sb.FeedID), key).Result(); err != nil {
 		return Subscribable{}, false, fmt.Errorf("feed: put subscribable: %w", err)
 	} else if !exists {
 		// A name deleted before (dropScript) takes items again.
-		if err := s.rdb.HDel(ctx, s.topics.feedPrefix(sb.FeedID)+"dropped", sb.Name).Err(); err != nil {
+		if err := s.rdb.HDel(ctx, s.topics.feedPrefix(sb.FeedID)+"dropped", key).Err(); err != nil {
 			return Subscribable{}, false, fmt.Errorf("feed: put subscribable: %w", err)
 		}
 	}
-	added, err := putSubscribable.Run(ctx, s.rdb, []string{defsKey("subscribables:" + sb.FeedID)}, sb.Name, body, MaxSubscribables).Int()
+	added, err := putSubscribable.Run(ctx, s.rdb, []string{defsKey("subscribables:" + sb.FeedID)}, key, body, MaxSubscribables,
+		tenancy.Tag(sb.Tenant)).Int()
 	if err != nil {
 		return Subscribable{}, false, fmt.Errorf("feed: put subscribable: %w", err)
 	}
@@ -194,7 +205,7 @@ func (s *Store) PutSubscribable(ctx context.Context, sb Subscribable) (Subscriba
 	case -1:
 		return Subscribable{}, false, fmt.Errorf("%w: feed %s has %d subscribables", ErrConflict, sb.FeedID, MaxSubscribables)
 	}
-	old, err := s.Subscribable(ctx, sb.FeedID, sb.Name)
+	old, err := s.Subscribable(ctx, sb.FeedID, key)
 	if err != nil {
 		return Subscribable{}, false, err
 	}
@@ -204,12 +215,13 @@ func (s *Store) PutSubscribable(ctx context.Context, sb Subscribable) (Subscriba
 	return old, false, nil
 }
 
-// Subscribable returns one subscribable, or ErrNotFound.
-func (s *Store) Subscribable(ctx context.Context, feedID, name string) (Subscribable, error) {
-	if !validID(feedID) || !validName(name) {
+// Subscribable returns the subscribable stored under key
+// (SubscribableKey), or ErrNotFound.
+func (s *Store) Subscribable(ctx context.Context, feedID, key string) (Subscribable, error) {
+	if !validID(feedID) || !validKey(key) {
 		return Subscribable{}, ErrNotFound
 	}
-	raw, err := s.rdb.HGet(ctx, defsKey("subscribables:"+feedID), name).Bytes()
+	raw, err := s.rdb.HGet(ctx, defsKey("subscribables:"+feedID), key).Bytes()
 	if errors.Is(err, redis.Nil) {
 		return Subscribable{}, ErrNotFound
 	}
@@ -223,7 +235,8 @@ func (s *Store) Subscribable(ctx context.Context, feedID, name string) (Subscrib
 	return sb, nil
 }
 
-// Subscribables returns the subscribables of a feed, by name.
+// Subscribables returns the subscribables of a feed, every tenant's, by
+// key (a tenant's own by name).
 func (s *Store) Subscribables(ctx context.Context, feedID string) ([]Subscribable, error) {
 	all, err := s.rdb.HGetAll(ctx, defsKey("subscribables:"+feedID)).Result()
 	if err != nil {
@@ -236,20 +249,20 @@ func (s *Store) Subscribables(ctx context.Context, feedID string) ([]Subscribabl
 			out = append(out, sb)
 		}
 	}
-	slices.SortFunc(out, func(a, b Subscribable) int { return strings.Compare(a.Name, b.Name) })
+	slices.SortFunc(out, func(a, b Subscribable) int { return strings.Compare(a.Key(), b.Key()) })
 	return out, nil
 }
 
-// DeleteSubscribable removes a subscribable and its subscriptions, and
-// closes its open collections (see dropScript): their items are released
-// undelivered, so items no other collection waits for become Cleared. A
+// DeleteSubscribable removes the subscribable stored under key and its
+// subscriptions, and closes its open collections (see dropScript): their
+// items are released undelivered, so items no other collection waits for become Cleared. A
 // completed collection already on its way is delivered to nobody and then
 // released. Deleting again after a failure finishes the job.
-func (s *Store) DeleteSubscribable(ctx context.Context, feedID, name string) error {
-	if _, err := s.Subscribable(ctx, feedID, name); err != nil {
+func (s *Store) DeleteSubscribable(ctx context.Context, feedID, key string) error {
+	if _, err := s.Subscribable(ctx, feedID, key); err != nil {
 		return err
 	}
-	subs, err := s.Subscriptions(ctx, feedID, name)
+	subs, err := s.Subscriptions(ctx, feedID, key)
 	if err != nil {
 		return err
 	}
@@ -261,10 +274,10 @@ func (s *Store) DeleteSubscribable(ctx context.Context, feedID, name string) err
 	prefix := s.topics.feedPrefix(feedID)
 	part := s.topics.Polls.Partition(feedID)
 	if err := dropScript.Run(ctx, s.rdb, []string{prefix + "meta"}, prefix, strconv.FormatInt(s.now().UnixMilli(), 10),
-		s.topics.History.Stream(part), "", feedID, name).Err(); err != nil {
-		return fmt.Errorf("feed: close the collections of %s: %w", name, err)
+		s.topics.History.Stream(part), "", feedID, key).Err(); err != nil {
+		return fmt.Errorf("feed: close the collections of %s: %w", key, err)
 	}
-	return s.rdb.HDel(ctx, defsKey("subscribables:"+feedID), name).Err()
+	return s.rdb.HDel(ctx, defsKey("subscribables:"+feedID), key).Err()
 }
 
 // moveFeedScript replaces the feed record KEYS[1][ARGV[1]] by ARGV[3]

@@ -99,10 +99,12 @@ func (d Destination) notifierDestination() (dest subscriber.Destination, name st
 // destination of a notifier subscriber, which holds its confirmation and
 // its unsubscribe link; a log subscription is confirmed when created.
 type Subscription struct {
-	ID           string      `json:"id"`
-	FeedID       string      `json:"feed_id"`
-	Subscribable string      `json:"subscribable"`
-	Destination  Destination `json:"destination"`
+	ID           string `json:"id"`
+	FeedID       string `json:"feed_id"`
+	Subscribable string `json:"subscribable"`
+	// Tenant is its subscribable's ("": tenancy.Open).
+	Tenant      string      `json:"tenant,omitempty"`
+	Destination Destination `json:"destination"`
 	// Unique is the destination's core; one subscription per core and
 	// subscribable.
 	Unique string `json:"unique"`
@@ -121,6 +123,9 @@ type Subscription struct {
 	// only when the notifier destination is created.
 	Secret string `json:"secret,omitempty"`
 }
+
+// key is the key of its subscribable (SubscribableKey).
+func (s Subscription) key() string { return SubscribableKey(s.Tenant, s.Subscribable) }
 
 // Public returns the subscription without its secret: what the API shows.
 func (s Subscription) Public() Subscription {

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 )
 
@@ -39,7 +40,7 @@ func (s *Store) createSubscription(ctx context.Context, sub Subscription) (Subsc
 		stored.Confirmed = false // the notifier's destination status says
 	}
 	body, _ := json.Marshal(stored)
-	sk := subKey(sub.FeedID, sub.Subscribable)
+	sk := subKey(sub.FeedID, sub.key())
 	id, err := createSubscription.Run(ctx, s.rdb, []string{defsKey("unique:" + sk), defsKey("subscription:" + sub.ID),
 		defsKey("subscriptions:" + sk)}, sub.Unique, sub.ID, body, MaxSubscriptions).Text()
 	if err != nil {
@@ -56,14 +57,14 @@ func (s *Store) createSubscription(ctx context.Context, sub Subscription) (Subsc
 }
 
 // existingSubscription returns the subscription of a destination core to
-// a subscribable, if any.
-func (s *Store) existingSubscription(ctx context.Context, feedID, name, core string) (Subscription, bool, error) {
-	id, err := s.rdb.HGet(ctx, defsKey("unique:"+subKey(feedID, name)), core).Result()
+// the subscribable stored under key, if any.
+func (s *Store) existingSubscription(ctx context.Context, feedID, key, core string) (Subscription, bool, error) {
+	id, err := s.rdb.HGet(ctx, defsKey("unique:"+subKey(feedID, key)), core).Result()
 	if errors.Is(err, redis.Nil) {
 		return Subscription{}, false, nil
 	}
 	if err != nil {
-		return Subscription{}, false, fmt.Errorf("feed: subscription of %s: %w", name, err)
+		return Subscription{}, false, fmt.Errorf("feed: subscription of %s: %w", key, err)
 	}
 	sub, err := s.Subscription(ctx, id)
 	if errors.Is(err, ErrNotFound) {
@@ -73,13 +74,19 @@ func (s *Store) existingSubscription(ctx context.Context, feedID, name, core str
 }
 
 // notifierKey is the key naming the notifier destination the flow created
-// for a notifier destination core.
-func notifierKey(core string) string { return defsKey("notifier:" + subscriber.CoreHash(core)) }
+// for a notifier destination core of tenant: each tenant's subscriptions
+// deliver to a notifier subscriber of its own.
+func notifierKey(tenant, core string) string {
+	if tag := tenancy.Tag(tenant); tag != "" {
+		return defsKey("notifier:" + tag + ":" + subscriber.CoreHash(core))
+	}
+	return defsKey("notifier:" + subscriber.CoreHash(core))
+}
 
 // notifierDestination returns the notifier subscriber and destination ids
-// the flow created for a core ("" when none).
-func (s *Store) notifierDestination(ctx context.Context, core string) (subscriberID, destID string, err error) {
-	v, err := s.rdb.Get(ctx, notifierKey(core)).Result()
+// the flow created for a core of tenant ("" when none).
+func (s *Store) notifierDestination(ctx context.Context, tenant, core string) (subscriberID, destID string, err error) {
+	v, err := s.rdb.Get(ctx, notifierKey(tenant, core)).Result()
 	if errors.Is(err, redis.Nil) {
 		return "", "", nil
 	}
@@ -90,8 +97,8 @@ func (s *Store) notifierDestination(ctx context.Context, core string) (subscribe
 	return subscriberID, destID, nil
 }
 
-func (s *Store) setNotifierDestination(ctx context.Context, core, subscriberID, destID string) error {
-	if err := s.rdb.Set(ctx, notifierKey(core), subscriberID+"|"+destID, 0).Err(); err != nil {
+func (s *Store) setNotifierDestination(ctx context.Context, tenant, core, subscriberID, destID string) error {
+	if err := s.rdb.Set(ctx, notifierKey(tenant, core), subscriberID+"|"+destID, 0).Err(); err != nil {
 		return fmt.Errorf("feed: notifier destination: %w", err)
 	}
 	return nil
@@ -117,10 +124,11 @@ func (s *Store) Subscription(ctx context.Context, id string) (Subscription, erro
 	return sub, nil
 }
 
-// Subscriptions returns the subscriptions of a subscribable as stored
-// (see Subscription; Flow.Subscriptions adds the notifier's status).
-func (s *Store) Subscriptions(ctx context.Context, feedID, name string) ([]Subscription, error) {
-	ids, err := s.rdb.ZRange(ctx, defsKey("subscriptions:"+subKey(feedID, name)), 0, MaxSubscriptions-1).Result()
+// Subscriptions returns the subscriptions of the subscribable stored
+// under key as stored (see Subscription; Flow.Subscriptions adds the
+// notifier's status).
+func (s *Store) Subscriptions(ctx context.Context, feedID, key string) ([]Subscription, error) {
+	ids, err := s.rdb.ZRange(ctx, defsKey("subscriptions:"+subKey(feedID, key)), 0, MaxSubscriptions-1).Result()
 	if err != nil {
 		return nil, fmt.Errorf("feed: list subscriptions: %w", err)
 	}
@@ -157,7 +165,7 @@ func (s *Store) DeleteSubscription(ctx context.Context, id string) error {
 	if err != nil {
 		return err
 	}
-	sk := subKey(sub.FeedID, sub.Subscribable)
+	sk := subKey(sub.FeedID, sub.key())
 	pipe := s.rdb.TxPipeline()
 	pipe.Del(ctx, defsKey("subscription:"+id))
 	pipe.ZRem(ctx, defsKey("subscriptions:"+sk), id)

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -68,6 +69,12 @@ type Config struct {
 	// whose result changed (the notifier flow's Notify). Nil: standing
 	// searches are kept current but tell no one.
 	Notify func(ctx context.Context, reqs ...notifier.Request) error
+	// Subscriber reports whether v sees the notifier subscriber id: nil
+	// when it does, an error wrapping subscriber.ErrNotFound when there is
+	// none or it is another tenant's (New: the notifier's subscribers).
+	// Flow.CreateStandingIn checks the subscriber a search names with it;
+	// nil refuses every one.
+	Subscriber func(ctx context.Context, v tenancy.View, id string) error
 	// MaxStandingPerCaller caps the standing searches each API caller
 	// holds (internal/quota). Default 100.
 	MaxStandingPerCaller int

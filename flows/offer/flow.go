@@ -15,6 +15,7 @@ import (
 
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/internal/quota"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -50,7 +51,10 @@ func New(ctx context.Context, d flow.Deps) (*Flow, error) {
 		return nil, fmt.Errorf("offer: %w", err)
 	}
 	return NewWith(ctx, d.Redis, Config{Partitions: d.Settings.Partitions, FreshBound: d.Settings.Duration(VarFreshBound),
-		MaxStandingPerCaller: d.Settings.Int(VarQuotaStanding), Notify: nf.Notify}, d.Telemetry)
+		MaxStandingPerCaller: d.Settings.Int(VarQuotaStanding), Notify: nf.Notify, Subscriber: func(ctx context.Context, v tenancy.View, id string) error {
+			_, err := nf.Subscribers().GetIn(ctx, v, id)
+			return err
+		}}, d.Telemetry)
 }
 
 // The variables of the flow.

@@ -144,6 +144,26 @@ func (s *Flow) CreateStanding(ctx context.Context, owner string, req StandingReq
 	return ss, nil
 }
 
+// CreateStandingIn is CreateStanding of a standing search of v's tenant,
+// whose subscriber v must see (Config.Subscriber): another tenant's, like
+// one that does not exist, is ErrNotFound.
+func (s *Flow) CreateStandingIn(ctx context.Context, v tenancy.View, req StandingRequest) (StandingSearch, error) {
+	if err := req.Validate(); err != nil {
+		return StandingSearch{}, err
+	}
+	if s.cfg.Subscriber == nil {
+		return StandingSearch{}, fmt.Errorf("%w: subscriber %s", ErrNotFound, req.SubscriberID)
+	}
+	err := s.cfg.Subscriber(ctx, v, req.SubscriberID)
+	if errors.Is(err, subscriber.ErrNotFound) {
+		return StandingSearch{}, fmt.Errorf("%w: subscriber %s", ErrNotFound, req.SubscriberID)
+	}
+	if err != nil {
+		return StandingSearch{}, fmt.Errorf("offer: subscriber of a standing search: %w", err)
+	}
+	return s.CreateStanding(ctx, v.Owner(), req)
+}
+
 // GetStanding returns the standing search id when v sees its owner (a
 // tenant), or ErrNotFound (also for another tenant's).
 func (s *Flow) GetStanding(ctx context.Context, v tenancy.View, id string) (StandingSearch, error) {

@@ -4,6 +4,11 @@
 // admin key, or anyone on an open API, sees every tenant's.
 package tenancy
 
+import (
+	"crypto/sha256"
+	"encoding/hex"
+)
+
 // Open is the one tenant of an open API (no keys configured). Objects
 // stored without a tenant (before tenants were recorded) belong to it.
 const Open = "open"
@@ -32,3 +37,32 @@ func (v View) Sees(owner string) bool { return v.All || Of(owner) == Of(v.Tenant
 
 // Owner returns the tenant the view creates objects for.
 func (v View) Owner() string { return Of(v.Tenant) }
+
+// TagLen is the length of a Tag.
+const TagLen = 12
+
+// Tag returns the tag that marks names a tenant's objects are stored
+// under (ids, names chosen within a tenant): 12 hex digits of the tenant
+// name's SHA-256, or "" for Open, whose names carry none (those stored
+// before tenants were recorded).
+func Tag(tenant string) string {
+	if Of(tenant) == Open {
+		return ""
+	}
+	sum := sha256.Sum256([]byte(tenant))
+	return hex.EncodeToString(sum[:TagLen/2])
+}
+
+// IsTag reports whether s is a Tag of some tenant: TagLen lower-case hex
+// digits.
+func IsTag(s string) bool {
+	if len(s) != TagLen {
+		return false
+	}
+	for i := range len(s) {
+		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
+			return false
+		}
+	}
+	return true
+}

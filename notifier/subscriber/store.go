@@ -25,7 +25,8 @@ import (
 var (
 	// ErrNotFound: no subscriber (or destination) has the id.
 	ErrNotFound = errors.New("subscriber: not found")
-	// ErrDuplicate: a destination's core is already subscribed.
+	// ErrDuplicate: a destination's core is already subscribed by a
+	// subscriber of the same tenant.
 	ErrDuplicate = errors.New("subscriber: destination already subscribed")
 	// ErrTooMany: the store holds StoreConfig.MaxSubscribers.
 	ErrTooMany = errors.New("subscriber: too many subscribers")
@@ -57,9 +58,19 @@ const (
 )
 
 func subKey(id string) string           { return subPrefix + id }
-func coreKey(core string) string        { return corePrefix + CoreHash(core) }
 func tokenKey(tok string) string        { return tokenPrefix + hashToken(tok) }
 func pendingMember(id, d string) string { return id + "|" + d }
+
+// coreKey names a destination core taken by one of tenant's subscribers:
+// a core is unique within a tenant, so another tenant neither collides
+// with it nor learns it is there. tenancy.Open's keys are those of the
+// cores stored before tenants were recorded.
+func coreKey(tenant, core string) string {
+	if t := tenancy.Of(tenant); t != tenancy.Open {
+		return corePrefix + CoreHash(t+"|"+core)
+	}
+	return corePrefix + CoreHash(core)
+}
 
 func hashToken(tok string) string {
 	sum := sha256.Sum256([]byte(tok))
@@ -228,7 +239,7 @@ func (st *Store) Create(ctx context.Context, s Subscriber) (Created, error) {
 			return Created{}, err
 		}
 		out.ConfirmTokens[d.ID] = tok
-		cores, coreVals = append(cores, coreKey(core)), append(coreVals, s.ID+"|"+d.ID)
+		cores, coreVals = append(cores, coreKey(s.Tenant, core)), append(coreVals, s.ID+"|"+d.ID)
 		tokKeys, tokVals = append(tokKeys, tokenKey(tok)), append(tokVals, PurposeConfirm+"|"+s.ID+"|"+d.ID)
 		members = append(members, pendingMember(s.ID, d.ID))
 	}

@@ -4,12 +4,14 @@ import (
 	"context"
 	"errors"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -113,6 +115,58 @@ func TestStore_lifecycle(t *testing.T) {
 			list, next, err := st.List(ctx, "", 10)
 			if err != nil || len(list) != 2 || next != "" {
 				t.Fatalf("list = %d items, next %q, %v", len(list), next, err)
+			}
+		})
+	}
+}
+
+// TestStore_destinationIsUniquePerTenant subscribes one address as
+// several tenants: within a tenant it is a duplicate (and the error names
+// the destination, not who holds it); another tenant subscribes it as
+// its own, and a delete frees it for its tenant alone.
+func TestStore_destinationIsUniquePerTenant(t *testing.T) {
+	for name, client := range backends() {
+		t.Run(name, func(t *testing.T) {
+			ctx := t.Context()
+			now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+			st := newStore(t, client(t), &now)
+			ids := map[string]string{}
+			for _, step := range []struct {
+				tenant, address string
+				wantErr         error
+			}{
+				{"acme", "Reader@Example.org", nil},
+				{"acme", "reader@example.org", ErrDuplicate},
+				{"globex", "reader@example.org", nil},
+				{"globex", "READER@example.org", ErrDuplicate},
+				{"", "reader@example.org", nil}, // tenancy.Open
+				{"open", "reader@example.org", ErrDuplicate},
+				{"key:0123456789abcdef", "reader@example.org", nil},
+			} {
+				s := Subscriber{Name: "Reader", Tenant: step.tenant, Destinations: []Destination{{Kind: KindEmail, Address: step.address}}}
+				c, err := st.Create(ctx, s)
+				if !errors.Is(err, step.wantErr) {
+					t.Fatalf("%q subscribes %s = %v, want %v", step.tenant, step.address, err, step.wantErr)
+				}
+				if err != nil && (strings.Contains(err.Error(), "acme") || strings.Contains(err.Error(), ids["acme"])) {
+					t.Errorf("the duplicate's error names who holds it: %v", err)
+				}
+				if err == nil {
+					ids[step.tenant] = c.Subscriber.ID
+				}
+			}
+			if err := st.DeleteIn(ctx, tenancy.View{Tenant: "globex"}, ids["globex"]); err != nil {
+				t.Fatal(err)
+			}
+			again := func(tenant string) error {
+				_, err := st.Create(ctx, Subscriber{Name: "Reader", Tenant: tenant, Destinations: []Destination{{Kind: KindEmail, Address: "reader@example.org"}}})
+				return err
+			}
+			if err := again("globex"); err != nil {
+				t.Errorf("globex after its delete: %v", err)
+			}
+			if err := again("acme"); !errors.Is(err, ErrDuplicate) {
+				t.Errorf("acme after globex's delete = %v, want ErrDuplicate", err)
 			}
 		})
 	}

@@ -119,7 +119,7 @@ func (st *Store) removeDestination(ctx context.Context, pipe redis.Pipeliner, s 
 	}
 	s.Destinations = kept
 	core, _ := d.Core()
-	pipe.Del(ctx, coreKey(core))
+	pipe.Del(ctx, coreKey(s.Tenant, core))
 	pipe.ZRem(ctx, pendingKey, pendingMember(s.ID, d.ID))
 	if d.UnsubscribeToken != "" {
 		pipe.Del(ctx, tokenKey(d.UnsubscribeToken))

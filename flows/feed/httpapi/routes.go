@@ -4,7 +4,9 @@ package httpapi
 
 import (
 	"errors"
+	"fmt"
 	"net/http"
+	"slices"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
@@ -191,6 +193,12 @@ func (f routes) getFeed(c *fiber.Ctx) error {
 func (f routes) deleteFeed(c *fiber.Ctx) error {
 	ctx, id := c.UserContext(), c.Params("id")
 	if !api.SeesAll(c) {
+		// The tenant's own subscribables hold it, whoever else holds it.
+		if own, err := f.ownSubscribables(c); err != nil {
+			return err
+		} else if len(own) > 0 {
+			return apiError(fmt.Errorf("%w: feed %s still has %d subscribables", feed.ErrConflict, id, len(own)), "feed")
+		}
 		// A feed other tenants hold stays: this tenant lets go of it.
 		othersHold, err := f.store.DropTenant(ctx, id, api.Tenant(c))
 		if err != nil {
@@ -269,7 +277,7 @@ func (f routes) postSubscribable(c *fiber.Ctx) error {
 	if err := api.CheckText(api.Text("name", in.Name)); err != nil {
 		return err
 	}
-	in.FeedID = c.Params("id")
+	in.FeedID, in.Tenant = c.Params("id"), api.Tenant(c)
 	out, created, err := f.store.PutSubscribable(c.UserContext(), in)
 	if err != nil {
 		return apiError(err, "subscribable")
@@ -288,30 +296,31 @@ func (f routes) listSubscribables(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	subs, err := f.store.Subscribables(c.UserContext(), c.Params("id"))
+	subs, err := f.ownSubscribables(c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(api.PageOf(subs, func(s feed.Subscribable) string { return s.Name }, cursor, limit))
+	return c.JSON(api.PageOf(subs, func(s feed.Subscribable) string { return s.Key() }, cursor, limit))
 }
 
 func (f routes) getSubscribable(c *fiber.Ctx) error {
-	sb, err := f.store.Subscribable(c.UserContext(), c.Params("id"), c.Params("name"))
+	sb, err := f.subscribable(c)
 	if err != nil {
-		return apiError(err, "subscribable")
+		return err
 	}
 	return c.JSON(sb)
 }
 
 func (f routes) listCollections(c *fiber.Ctx) error {
-	if _, err := f.store.Subscribable(c.UserContext(), c.Params("id"), c.Params("name")); err != nil {
-		return apiError(err, "subscribable")
+	sb, err := f.subscribable(c)
+	if err != nil {
+		return err
 	}
 	cursor, limit, err := api.PageQuery(c)
 	if err != nil {
 		return err
 	}
-	colls, err := f.f.Collections(c.UserContext(), c.Params("id"), c.Params("name"))
+	colls, err := f.f.Collections(c.UserContext(), c.Params("id"), sb.Key())
 	if err != nil {
 		return err
 	}
@@ -319,7 +328,11 @@ func (f routes) listCollections(c *fiber.Ctx) error {
 }
 
 func (f routes) deleteSubscribable(c *fiber.Ctx) error {
-	if err := f.store.DeleteSubscribable(c.UserContext(), c.Params("id"), c.Params("name")); err != nil {
+	sb, err := f.subscribable(c)
+	if err != nil {
+		return err
+	}
+	if err := f.store.DeleteSubscribable(c.UserContext(), c.Params("id"), sb.Key()); err != nil {
 		return apiError(err, "subscribable")
 	}
 	return c.SendStatus(http.StatusNoContent)
@@ -330,7 +343,10 @@ func (f routes) postSubscription(c *fiber.Ctx) error {
 	if err := api.DecodeJSON(c, &in); err != nil {
 		return err
 	}
-	var err error
+	sb, err := f.subscribable(c)
+	if err != nil {
+		return err
+	}
 	if in.Destination.URL, err = f.f.Egress().NormalizeURL(in.Destination.URL); err != nil {
 		return api.UnprocessableEntity("invalid_subscription", "field destination.url: "+err.Error())
 	}
@@ -338,7 +354,7 @@ func (f routes) postSubscription(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	sub, created, err := f.f.Subscribe(c.UserContext(), c.Params("id"), c.Params("name"), in.Destination)
+	sub, created, err := f.f.Subscribe(c.UserContext(), c.Params("id"), sb.Key(), in.Destination)
 	if err := keepIf(c, slot, created, sub.ID, err); err != nil {
 		return err
 	}
@@ -352,14 +368,15 @@ func (f routes) postSubscription(c *fiber.Ctx) error {
 }
 
 func (f routes) listSubscriptions(c *fiber.Ctx) error {
-	if _, err := f.store.Subscribable(c.UserContext(), c.Params("id"), c.Params("name")); err != nil {
-		return apiError(err, "subscribable")
+	sb, err := f.subscribable(c)
+	if err != nil {
+		return err
 	}
 	cursor, limit, err := api.PageQuery(c)
 	if err != nil {
 		return err
 	}
-	subs, err := f.f.Subscriptions(c.UserContext(), c.Params("id"), c.Params("name"))
+	subs, err := f.f.Subscriptions(c.UserContext(), c.Params("id"), sb.Key())
 	if err != nil {
 		return err
 	}
@@ -406,8 +423,8 @@ func (f routes) held(h fiber.Handler) fiber.Handler {
 }
 
 // heldSubscription wraps the handler of a route naming a feed
-// subscription: one of a feed the caller's tenant does not hold answers
-// as one that does not exist.
+// subscription: another tenant's, or one of a feed the caller's tenant
+// does not hold, answers as one that does not exist.
 func (f routes) heldSubscription(h fiber.Handler) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		sub, err := f.store.Subscription(c.UserContext(), c.Params("sid"))
@@ -418,7 +435,7 @@ func (f routes) heldSubscription(h fiber.Handler) fiber.Handler {
 		if err != nil {
 			return err
 		}
-		if !ok {
+		if !ok || !api.View(c).Sees(sub.Tenant) {
 			return apiError(feed.ErrNotFound, "subscription")
 		}
 		return h(c)
@@ -449,4 +466,39 @@ func (f routes) feedPage(c *fiber.Ctx, cursor string, limit int) ([]feed.Feed, s
 	}
 	page := api.PageOf(feeds, func(fd feed.Feed) string { return fd.ID }, cursor, limit)
 	return page.Items, page.NextCursor, nil
+}
+
+// subscribable returns the subscribable the route names (its feed held,
+// see held): the caller's tenant's of that name; for a caller that sees
+// all, failing that, the first by key of any tenant's of that name.
+// Another tenant's answers as one that does not exist.
+func (f routes) subscribable(c *fiber.Ctx) (feed.Subscribable, error) {
+	ctx, feedID, name := c.UserContext(), c.Params("id"), c.Params("name")
+	sb, err := f.store.Subscribable(ctx, feedID, feed.SubscribableKey(api.Tenant(c), name))
+	if errors.Is(err, feed.ErrNotFound) && api.SeesAll(c) {
+		all, lerr := f.store.Subscribables(ctx, feedID)
+		if lerr != nil {
+			return feed.Subscribable{}, lerr
+		}
+		for _, other := range all {
+			if other.Name == name {
+				return other, nil
+			}
+		}
+	}
+	if err != nil {
+		return feed.Subscribable{}, apiError(err, "subscribable")
+	}
+	return sb, nil
+}
+
+// ownSubscribables returns the subscribables of the route's feed the
+// caller sees, by key: its tenant's own, or every tenant's.
+func (f routes) ownSubscribables(c *fiber.Ctx) ([]feed.Subscribable, error) {
+	all, err := f.store.Subscribables(c.UserContext(), c.Params("id"))
+	if err != nil {
+		return nil, err
+	}
+	v := api.View(c)
+	return slices.DeleteFunc(all, func(sb feed.Subscribable) bool { return !v.Sees(sb.Tenant) }), nil
 }

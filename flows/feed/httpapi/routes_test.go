@@ -257,18 +257,18 @@ func TestRoutes_feedsAndSubscriptionsCappedPerKey(t *testing.T) {
 		Delete: func(id string) string { return "/v1/feeds/" + id },
 	})
 	// Subscriptions, under keys of their own (w holds its cap of feeds):
-	// each tenant holds the shared feed by adding its URL, and its
-	// subscribables are then the same for both.
+	// each tenant holds the shared feed by adding its URL, and defines its
+	// own subscribable "each" on it.
 	srv, _ = apitest.NewServer(t, api.Config{APIKeys: "s:write;s2:write"})
 	httpapi.Register(srv, h.flow)
 	for _, key := range []string{"s", "s2"} {
 		if r := apitest.Request(t, srv, "POST", "/v1/feeds", feed.Feed{URL: h.feed.URL}, api.HeaderAPIKey, key); r.Status != http.StatusOK && r.Status != http.StatusCreated {
 			t.Fatalf("hold the feed as %s: %d %s", key, r.Status, r.Body)
 		}
-	}
-	if r := apitest.Request(t, srv, "POST", "/v1/feeds/"+h.feed.ID+"/subscribables", feed.Subscribable{Name: "each", Manager: feed.Manager{Kind: feed.EachItem}},
-		api.HeaderAPIKey, "s2"); r.Status != http.StatusCreated {
-		t.Fatalf("subscribable: %d %s", r.Status, r.Body)
+		if r := apitest.Request(t, srv, "POST", "/v1/feeds/"+h.feed.ID+"/subscribables", feed.Subscribable{Name: "each", Manager: feed.Manager{Kind: feed.EachItem}},
+			api.HeaderAPIKey, key); r.Status != http.StatusCreated {
+			t.Fatalf("subscribable of %s: %d %s", key, r.Status, r.Body)
+		}
 	}
 	apitest.CheckCap(t, srv, apitest.Cap{Max: 2, Key: "s", OtherKey: "s2",
 		Create: func(i int) (string, string, any) {

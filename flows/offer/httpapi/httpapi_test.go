@@ -3,6 +3,7 @@ package httpapi_test
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"net/http"
 	"strings"
@@ -14,12 +15,33 @@ import (
 	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/flows/offer/httpapi"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
 )
 
+// The notifier subscribers the test server knows: one of the write key's
+// tenant, one of the read key's.
+const (
+	writersSubscriber = "s_0123456789abcdef0123456789ab"
+	readersSubscriber = "s_0123456789abcdef0123456789ac"
+)
+
+// subscriberOf is the test server's lookup of subscribers
+// (offer.Config.Subscriber), over writersSubscriber and
+// readersSubscriber.
+func subscriberOf(_ context.Context, v tenancy.View, id string) error {
+	owner := map[string]string{writersSubscriber: "writers", readersSubscriber: "readers"}[id]
+	if owner == "" || !v.Sees(owner) {
+		return fmt.Errorf("%w: %s", subscriber.ErrNotFound, id)
+	}
+	return nil
+}
+
 // offerServer serves the offer routes over a real Redis with the handler
-// stages running unless stopped is set; read key "r", write key "w".
+// stages running unless stopped is set; read key "r" (tenant readers),
+// write key "w" (tenant writers).
 func offerServer(t *testing.T, maxWait time.Duration, running bool) *api.Server {
 	t.Helper()
 	rdb, err := stream.Dial(context.Background(), testenv.RedisURL(t))
@@ -29,7 +51,7 @@ func offerServer(t *testing.T, maxWait time.Duration, running bool) *api.Server 
 	t.Cleanup(func() { _ = rdb.Close() })
 	tel := stream.Telemetry{Logger: slog.New(slog.DiscardHandler)}
 	svc, err := offer.NewWith(context.Background(), rdb, offer.Config{Partitions: 2, MaxWait: maxWait, MaxStandingPerCaller: 3,
-		Runner: stream.RunnerConfig{Block: 20 * time.Millisecond}}, tel)
+		Runner: stream.RunnerConfig{Block: 20 * time.Millisecond}, Subscriber: subscriberOf}, tel)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +69,7 @@ func offerServer(t *testing.T, maxWait time.Duration, running bool) *api.Server 
 		}
 		wg.Go(func() { _ = svc.RunFresh(ctx) })
 	}
-	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read;w:write"})
+	srv, _ := apitest.NewServer(t, api.Config{APIKeys: "r:read:tenant=readers;w:write:tenant=writers"})
 	httpapi.Register(srv, svc)
 	return srv
 }

@@ -16,7 +16,7 @@ import (
 func registerStanding(srv *api.Server, r routes) {
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/standing-searches", Tag: "offers", Scope: api.ScopeWrite, Class: api.ClassCreate,
 		Summary: "Create a standing search: its result is kept current as offers change, and the notifier subscriber is " +
-			"told of each change once (per search and result version); 409 quota_exceeded at the caller's cap",
+			"told of each change once (per search and result version); 404 subscriber_not_found for a subscriber the caller does not see; 409 quota_exceeded at the caller's cap",
 		Body: offer.StandingRequest{}, Response: offer.StandingSearch{}, Status: http.StatusCreated, Handler: r.createStanding})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/standing-searches", Tag: "offers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "The caller's standing searches, a page in id order",
@@ -41,7 +41,7 @@ func (r routes) createStanding(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	ss, err := r.f.CreateStanding(c.UserContext(), api.Tenant(c), req)
+	ss, err := r.f.CreateStandingIn(c.UserContext(), api.View(c), req)
 	if err == nil {
 		err = slot.Keep(c.UserContext(), ss.ID)
 	} else if dropErr := slot.Drop(c.UserContext()); dropErr != nil {
@@ -50,6 +50,9 @@ func (r routes) createStanding(c *fiber.Ctx) error {
 	switch {
 	case errors.Is(err, offer.ErrInvalidFilter):
 		return api.UnprocessableEntity("invalid_standing_search", err.Error())
+	case errors.Is(err, offer.ErrNotFound):
+		// Another tenant's subscriber answers as one that does not exist.
+		return api.NotFound("subscriber_not_found", "no subscriber "+req.SubscriberID)
 	case errors.Is(err, offer.ErrTooManyStanding):
 		return api.Conflict("too_many_standing_searches", err.Error())
 	case err != nil:

@@ -43,13 +43,17 @@ func TestPercolateRoutes_createListGetDeleteWithinTheCallersQuota(t *testing.T) 
 	}{
 		{"get own", "GET", "/v1/standing-searches/" + ids[0], "w", "", 200, ""},
 		{"get another's", "GET", "/v1/standing-searches/" + ids[0], "r", "", 404, "standing_search_not_found"},
-		{"create without a subscriber", "POST", "/v1/standing-searches", "w", strings.Replace(standingJSON, "s_0123456789abcdef0123456789ab", "nobody", 1), 422, "invalid_standing_search"},
+		{"create without a subscriber", "POST", "/v1/standing-searches", "w", strings.Replace(standingJSON, writersSubscriber, "nobody", 1), 422, "invalid_standing_search"},
 		{"create with a bad filter", "POST", "/v1/standing-searches", "w", strings.Replace(standingJSON, `"sellOffer"`, `"other"`, 1), 422, "invalid_standing_search"},
 		{"create with the read key", "POST", "/v1/standing-searches", "r", standingJSON, 403, "forbidden"},
 		{"create beyond the quota", "POST", "/v1/standing-searches", "w", standingJSON, 409, "quota_exceeded"},
 		{"delete another's", "DELETE", "/v1/standing-searches/" + ids[0], "r", "", 403, "forbidden"},
 		{"delete own", "DELETE", "/v1/standing-searches/" + ids[0], "w", "", 204, ""},
 		{"delete again", "DELETE", "/v1/standing-searches/" + ids[0], "w", "", 404, "standing_search_not_found"},
+		// Below the quota: a subscriber the caller does not see is one that
+		// does not exist, and takes no slot.
+		{"create naming another tenant's subscriber", "POST", "/v1/standing-searches", "w", strings.Replace(standingJSON, writersSubscriber, readersSubscriber, 1), 404, "subscriber_not_found"},
+		{"create naming a subscriber never stored", "POST", "/v1/standing-searches", "w", strings.Replace(standingJSON, writersSubscriber, "s_0123456789abcdef0123456789ff", 1), 404, "subscriber_not_found"},
 		{"create within the quota again", "POST", "/v1/standing-searches", "w", standingJSON, 201, ""},
 	} {
 		var env envelopeOut
