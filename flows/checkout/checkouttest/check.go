@@ -152,6 +152,7 @@ func Check(t testing.TB, h History) Result {
 		}
 	}
 	t.Logf("history: %s", res)
+	t.Logf("calls: %s", h.Summary())
 	for i, a := range res.Anomalies {
 		if i == 10 {
 			t.Logf("… %d more anomalies", len(res.Anomalies)-i)

@@ -2,6 +2,9 @@ package checkouttest
 
 import (
 	"fmt"
+	"maps"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -228,4 +231,36 @@ func keyOf(in Input) string {
 		return "item:" + in.Key
 	}
 	return "user:" + in.Key
+}
+
+// Summary counts the calls by kind and answer, e.g. "orders/checkout:
+// 200 paid 40, 200 already paid 12, 400 checkout_failed 30, unknown 3".
+func (h History) Summary() string {
+	counts := map[Kind]map[string]int{}
+	for _, op := range h {
+		k := op.Output.String()
+		switch op.Output.Outcome {
+		case OK:
+			if op.Input.Kind != Checkout {
+				k = "200"
+			}
+		case Unknown:
+			k = "unknown"
+		}
+		if counts[op.Input.Kind] == nil {
+			counts[op.Input.Kind] = map[string]int{}
+		}
+		counts[op.Input.Kind][k]++
+	}
+	var lines []string
+	for _, kind := range []Kind{AddStock, SubtractStock, FindStock, AddFunds, Pay, FindUser, Checkout, FindOrder} {
+		var parts []string
+		for _, k := range slices.Sorted(maps.Keys(counts[kind])) {
+			parts = append(parts, fmt.Sprintf("%s %d", k, counts[kind][k]))
+		}
+		if len(parts) > 0 {
+			lines = append(lines, string(kind)+": "+strings.Join(parts, ", "))
+		}
+	}
+	return strings.Join(lines, "; ")
 }
