@@ -8,6 +8,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"syscall"
 	"time"
 )
 
@@ -33,6 +34,9 @@ func (c *Client) call(ctx context.Context, method, path string, out any) (status
 	if err != nil {
 		if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled) {
 			return 0, "timeout"
+		}
+		if errors.Is(err, syscall.ECONNREFUSED) {
+			return 0, connectionRefused
 		}
 		return 0, "transport error"
 	}
@@ -66,6 +70,8 @@ func (c *Client) do(ctx context.Context, in Input, method, path string, body any
 	case status == http.StatusOK:
 		out.Outcome = OK
 		fill(&out)
+	case code == connectionRefused:
+		out.Outcome = NotSent
 	case status == 0 || status >= 500 || status == http.StatusTooManyRequests:
 		out.Outcome = Unknown
 	case status == http.StatusBadRequest && contains(refused, code):
@@ -76,6 +82,9 @@ func (c *Client) do(ctx context.Context, in Input, method, path string, body any
 	done(out)
 	return out
 }
+
+// connectionRefused is the code of a call whose connection was refused.
+const connectionRefused = "connection refused"
 
 func contains(list []string, s string) bool {
 	for _, x := range list {

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/anishathalye/porcupine"
@@ -61,6 +62,9 @@ const (
 	// connection, a 5xx (503 while Redis is away, 500
 	// "checkout_pending"). It may have taken effect, or not.
 	Unknown
+	// NotSent is a call whose connection was refused: it never reached
+	// the server, so it changed nothing and the checker leaves it out.
+	NotSent
 )
 
 // Output is a call's answer.
@@ -88,6 +92,9 @@ func (o Output) String() string {
 	case Rejected:
 		return fmt.Sprintf("%d %s", o.Status, o.Code)
 	}
+	if o.Outcome == NotSent {
+		return "not sent (" + o.Code + ")"
+	}
 	if o.Status != 0 {
 		return fmt.Sprintf("unknown (%d %s)", o.Status, o.Code)
 	}
@@ -110,9 +117,10 @@ type History []Op
 // Recorder records the calls of concurrent clients. Its methods are safe
 // for concurrent use.
 type Recorder struct {
-	start time.Time
-	mu    sync.Mutex
-	ops   []Op
+	start    time.Time
+	answered atomic.Int64
+	mu       sync.Mutex
+	ops      []Op
 }
 
 // NewRecorder returns a recorder whose clock starts now.
@@ -127,11 +135,18 @@ func (r *Recorder) Begin(client int, in Input) func(Output) {
 	r.mu.Unlock()
 	return func(out Output) {
 		now := time.Since(r.start)
+		if out.Outcome == OK || out.Outcome == Refused {
+			r.answered.Add(1)
+		}
 		r.mu.Lock()
 		r.ops[i].Output, r.ops[i].Return = out, now
 		r.mu.Unlock()
 	}
 }
+
+// Answered returns the number of calls answered 200 or refused so far:
+// the progress of a run.
+func (r *Recorder) Answered() int64 { return r.answered.Load() }
 
 // History returns a copy of the calls recorded so far. A call whose
 // answer is not recorded yet is Unknown.
@@ -179,6 +194,9 @@ func (h History) operations() []porcupine.Operation {
 			ret = end
 		}
 		in := op.Input
+		if out.Outcome == NotSent {
+			continue
+		}
 		switch in.Kind {
 		case AddStock, AddFunds:
 			add(op.Client, step{Key: keyOf(in), Act: actAdd, N: in.Amount}, call, ret, out)
@@ -246,6 +264,8 @@ func (h History) Summary() string {
 			}
 		case Unknown:
 			k = "unknown"
+		case NotSent:
+			k = "not sent"
 		}
 		if counts[op.Input.Kind] == nil {
 			counts[op.Input.Kind] = map[string]int{}
