@@ -125,9 +125,9 @@ var (
 )
 
 // linearRun runs the workload against a checkout cluster, injects the
-// faults one after another — each once the clients have had 200 more
+// faults one after another — each once the clients have had gap more
 // answers — settles the workload and checks its history.
-func linearRun(t *testing.T, c *checkoutCluster, x *toxicRedis, faults []fault) checkouttest.Result {
+func linearRun(t *testing.T, c *checkoutCluster, x *toxicRedis, gap int64, faults []fault) checkouttest.Result {
 	t.Helper()
 	ctx := context.Background()
 	w, err := checkouttest.NewWorkload(ctx, c.api, checkouttest.WorkloadConfig{CallTimeout: 10 * time.Second})
@@ -146,12 +146,12 @@ func linearRun(t *testing.T, c *checkoutCluster, x *toxicRedis, faults []fault) 
 	start := time.Now()
 	var names []string
 	for _, f := range faults {
-		progress(200)
+		progress(gap)
 		t.Logf("fault at %s: %s", time.Since(start).Round(time.Millisecond), f.name)
 		f.do(t, c, x)
 		names = append(names, f.name)
 	}
-	progress(200)
+	progress(gap)
 	stop()
 	<-done
 	if err := w.Settle(ctx, 2*time.Minute); err != nil {
@@ -184,14 +184,14 @@ func toxicCluster(t *testing.T, bin, fsync string) (*checkoutCluster, *toxicRedi
 // find the history linearizable.
 func TestCheckout_LinearizableToxiproxyAndKills(t *testing.T) {
 	c, x := toxicCluster(t, buildBinary(t), "always")
-	res := linearRun(t, c, x, []fault{latency, kill("stock"), resetPeer, kill("payment"), bandwidth, kill("api"), timeout, killRedis, cutOff})
+	res := linearRun(t, c, x, 200, []fault{latency, kill("stock"), resetPeer, kill("payment"), bandwidth, kill("api"), timeout, killRedis, cutOff})
 	if !res.Linearizable() {
 		t.Errorf("not linearizable under faults: %s", res)
 	}
 }
 
 // TestCheckout_LinearizableFaultMatrix runs each fault alone, on a
-// cluster of its own, twice in a run; with AOF everysec, the acknowledged
+// cluster of its own, three times in a run, 2,000 answers apart; with AOF everysec, the acknowledged
 // operations a Redis crash lost are listed, not failed. It takes about
 // ten minutes: it runs with DROPSTREAM_FULL_MATRIX=1 (BENCHMARKS.md has
 // its figures).
@@ -218,10 +218,13 @@ func TestCheckout_LinearizableFaultMatrix(t *testing.T) {
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c, x := toxicCluster(t, bin, tc.fsync)
-			res := linearRun(t, c, x, []fault{tc.f, tc.f})
+			res := linearRun(t, c, x, 2000, []fault{tc.f, tc.f, tc.f})
 			switch {
+			case res.Undecided:
+				t.Errorf("the checker could not decide: %s", res)
 			case tc.fsync != "always":
-				t.Logf("AOF %s: %d keys show lost acknowledged operations", tc.fsync, len(res.Anomalies))
+				// Measured, not asserted: the anomalies above list them.
+				t.Logf("AOF %s: %d keys show acknowledged operations lost", tc.fsync, len(res.Anomalies))
 			case !res.Linearizable():
 				t.Errorf("not linearizable under %s: %s", tc.f.name, res)
 			}
