@@ -140,11 +140,7 @@ func Check(t testing.TB, h History) Result {
 	t.Helper()
 	res, info := CheckHistory(h)
 	if len(res.Anomalies) > 0 {
-		dir := t.TempDir()
-		if a, ok := t.(interface{ ArtifactDir() string }); ok {
-			dir = a.ArtifactDir()
-		}
-		path := filepath.Join(dir, "history.html")
+		path := filepath.Join(t.ArtifactDir(), "history.html")
 		if err := porcupine.VisualizePath(model, info, path); err != nil {
 			t.Errorf("checkouttest: visualization: %v", err)
 		} else {
