@@ -84,27 +84,35 @@ type state struct {
 	Held   map[int]int64
 }
 
-func (s state) with(v int64, order string, level int8, call int, held int64, release bool) state {
-	n := state{V: v, Orders: s.Orders, Held: s.Held}
-	if order != "" && s.Orders[order] != level {
-		n.Orders = maps.Clone(s.Orders)
-		if n.Orders == nil {
-			n.Orders = map[string]int8{}
-		}
-		n.Orders[order] = level
+// value returns s with the value v. States are never changed in place:
+// each method returns a copy, sharing what it does not change.
+func (s state) value(v int64) state { s.V = v; return s }
+
+// paid returns s with order paid at level.
+func (s state) paid(order string, level int8) state {
+	s.Orders = maps.Clone(s.Orders)
+	if s.Orders == nil {
+		s.Orders = map[string]int8{}
 	}
-	if call >= 0 {
-		n.Held = maps.Clone(s.Held)
-		if n.Held == nil {
-			n.Held = map[int]int64{}
-		}
-		if release {
-			delete(n.Held, call)
-		} else {
-			n.Held[call] = held
-		}
+	s.Orders[order] = level
+	return s
+}
+
+// hold returns s with call holding amount (-1: nothing).
+func (s state) hold(call int, amount int64) state {
+	s.Held = maps.Clone(s.Held)
+	if s.Held == nil {
+		s.Held = map[int]int64{}
 	}
-	return n
+	s.Held[call] = amount
+	return s
+}
+
+// settled returns s without call's hold.
+func (s state) settled(call int) state {
+	s.Held = maps.Clone(s.Held)
+	delete(s.Held, call)
+	return s
 }
 
 func equal(a, b any) bool {
@@ -125,7 +133,7 @@ func next(s state, in step, out Output) []any {
 		if known && out.Value != s.V+in.N {
 			return nil
 		}
-		return []any{s.with(s.V+in.N, "", 0, -1, 0, false)}
+		return []any{s.value(s.V + in.N)}
 	case actSub:
 		switch {
 		case out.Outcome == Refused:
@@ -141,7 +149,7 @@ func next(s state, in step, out Output) []any {
 		case known && out.Value != s.V-in.N:
 			return nil
 		}
-		return []any{s.with(s.V-in.N, "", 0, -1, 0, false)}
+		return []any{s.value(s.V - in.N)}
 	case actFind:
 		if out.Value != s.V {
 			return nil
@@ -158,10 +166,10 @@ func next(s state, in step, out Output) []any {
 			if s.V < in.N {
 				return nil
 			}
-			return []any{s.with(s.V-in.N, in.Order, paidByConfirmed, -1, 0, false)}
+			return []any{s.value(s.V-in.N).paid(in.Order, paidByConfirmed)}
 		case paidByUnknown:
 			// The call joined the attempt an unanswered call began.
-			return []any{s.with(s.V, in.Order, paidByConfirmed, -1, 0, false)}
+			return []any{s.paid(in.Order, paidByConfirmed)}
 		}
 		return nil // paid twice
 	case actPaid:
@@ -171,9 +179,9 @@ func next(s state, in step, out Output) []any {
 		return []any{s}
 	case actHold:
 		if level == unpaid && s.V >= in.N {
-			return []any{s.with(s.V-in.N, "", 0, in.Call, in.N, false)}
+			return []any{s.value(s.V-in.N).hold(in.Call, in.N)}
 		}
-		return []any{s.with(s.V, "", 0, in.Call, -1, false)}
+		return []any{s.hold(in.Call, -1)}
 	case actRelease, actSettle:
 		held, ok := s.Held[in.Call]
 		if !ok {
@@ -182,10 +190,10 @@ func next(s state, in step, out Output) []any {
 		back := max(held, 0)
 		var out []any
 		if in.Act == actSettle || level == unpaid {
-			out = append(out, s.with(s.V+back, "", 0, in.Call, 0, true))
+			out = append(out, s.value(s.V+back).settled(in.Call))
 		}
 		if in.Act == actSettle && held >= 0 && level == unpaid {
-			out = append(out, s.with(s.V, in.Order, paidByUnknown, in.Call, 0, true))
+			out = append(out, s.paid(in.Order, paidByUnknown).settled(in.Call))
 		}
 		return out
 	}
