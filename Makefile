@@ -11,7 +11,7 @@ TESTENV        ?= scripts/testenv.sh
 GO_TEST_FLAGS  ?= -race -count=1 -timeout 20m ./...
 GO_BENCH_FLAGS ?= -run '^$$' -bench . -benchtime 3s ./...
 
-.PHONY: all test vet lint bench demo build
+.PHONY: all test vet lint bench faults demo build
 
 all: lint build
 
@@ -29,6 +29,11 @@ lint:
 
 bench:
 	$(TESTENV) $(GO) test $(GO_BENCH_FLAGS)
+
+# The full fault matrix of the checkout contract's linearizability (about 10 minutes);
+# `make test` runs its combined schedule only.
+faults:
+	DROPSTREAM_FULL_MATRIX=1 $(TESTENV) $(GO) test -race -count=1 -timeout 40m -v -run TestCheckout_LinearizableFaultMatrix ./e2e/
 
 demo:
 	$(GO) run ./cmd/dropstream demo

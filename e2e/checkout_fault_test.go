@@ -56,22 +56,51 @@ var clusterStages = map[string][]string{
 // process and the payment process run twice, as "stock2" and "payment2"
 // beside "stock" and "payment".
 func startCheckoutCluster(t *testing.T, bin string, copies int) *checkoutCluster {
+	return startCheckoutClusterWith(t, bin, clusterOptions{Copies: copies})
+}
+
+// clusterOptions vary a checkout cluster.
+type clusterOptions struct {
+	// Copies of the stock and payment processes: 1 (default) or 2.
+	Copies int
+	// Fsync is Redis's AOF fsync policy. Default "always".
+	Fsync string
+	// Via returns the Redis URL the named process dials, given the
+	// server's. Default: the server's (see toxicRedis).
+	Via func(name, url string) string
+	// StageArgs are added to the stage processes' arguments.
+	StageArgs []string
+}
+
+// startCheckoutClusterWith starts the processes as o says.
+func startCheckoutClusterWith(t *testing.T, bin string, o clusterOptions) *checkoutCluster {
 	t.Helper()
-	srv := testenv.StartRedis(t, testenv.RedisConfig{AppendOnly: true, AppendFsync: "always"})
+	if o.Fsync == "" {
+		o.Fsync = "always"
+	}
+	if o.Via == nil {
+		o.Via = func(_, url string) string { return url }
+	}
+	srv := testenv.StartRedis(t, testenv.RedisConfig{AppendOnly: true, AppendFsync: o.Fsync})
 	api := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	common := []string{"run", "--redis-url", srv.URL(), "--log-level", "warn"}
+	common := func(name string) []string {
+		return []string{"run", "--redis-url", o.Via(name, srv.URL()), "--log-level", "warn", "--instance", name}
+	}
+	stage := func(name, stages string) []string {
+		return append(append(common(name), "--api-addr", "", "--stages", stages), o.StageArgs...)
+	}
 	c := &checkoutCluster{t: t, bin: bin, redis: srv, rdb: dial(t, srv.URL()), api: "http://" + api, procs: map[string]*proc{},
 		web: &http.Client{Timeout: time.Minute},
 		args: map[string][]string{
-			"stock":   append(common, "--api-addr", "", "--instance", "stock", "--stages", "checkout-stock"),
-			"payment": append(common, "--api-addr", "", "--instance", "payment", "--stages", "checkout-payment,checkout-sweeper"),
+			"stock":   stage("stock", "checkout-stock"),
+			"payment": stage("payment", "checkout-payment,checkout-sweeper"),
 			// The workload's one client writes faster than a caller may by default.
-			"api": append(common, "--api-addr", api, "--instance", "api", "--stages", "none", "--api-limits", "off"),
+			"api": append(common("api"), "--api-addr", api, "--stages", "none", "--api-limits", "off"),
 		}}
 	names := []string{"stock", "payment", "api"}
-	if copies == 2 {
-		c.args["stock2"] = append(common, "--api-addr", "", "--instance", "stock2", "--stages", "checkout-stock")
-		c.args["payment2"] = append(common, "--api-addr", "", "--instance", "payment2", "--stages", "checkout-payment")
+	if o.Copies == 2 {
+		c.args["stock2"] = stage("stock2", "checkout-stock")
+		c.args["payment2"] = stage("payment2", "checkout-payment")
 		names = append(names, "stock2", "payment2")
 	}
 	for _, name := range names {

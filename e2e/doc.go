@@ -13,6 +13,12 @@
 //     checks that nothing was lost and nothing delivered twice.
 //   - TestProjection_sessionsAfterRedelivery applies one entity's flips to
 //     the projection in the orders such a kill produces.
+//   - TestCheckout_LinearizableToxiproxyAndKills drives the checkout
+//     contract with concurrent recording clients while Toxiproxy breaks
+//     the links to Redis and processes and Redis are killed, and checks
+//     the history for linearizability (flows/checkout/checkouttest);
+//     TestCheckout_LinearizableFaultMatrix runs each fault alone
+//     (DROPSTREAM_FULL_MATRIX=1, make faults).
 //
 // The package has no non-test code besides this comment.
 package e2e
