@@ -150,6 +150,9 @@ type RedisServer struct {
 	bin  string
 	dir  string
 	port int
+	// conf is the config file of a Sentinel (its first argument, which it
+	// rewrites); "" for a redis-server.
+	conf string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -259,6 +262,10 @@ func (s *RedisServer) Restart(t testing.TB) {
 }
 
 func (s *RedisServer) args() []string {
+	if s.conf != "" {
+		return append([]string{s.conf, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
+			"--daemonize", "no", "--logfile", ""}, s.cfg.ExtraArgs...)
+	}
 	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",
