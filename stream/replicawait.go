@@ -39,13 +39,15 @@ const fenceChannel = "dropstream:replication-fence"
 // for none: replication stays asynchronous, and a failover to a replica
 // that lagged loses the primary's last acknowledged writes.
 //
-// WAIT covers what the primary had replicated when its connection's last
-// write ran, so it goes on the connection that ran the write: Exec and
-// RunScript send the write, a fence and WAIT in one pipeline. The fence
-// (a PUBLISH, which Redis replicates) makes WAIT cover every write the
-// primary ran before it, on any connection — a write another process made
-// (a stage's), or one a retried call finds already applied, which changes
-// nothing and so replicates nothing itself.
+// WAIT is documented to cover the writes of its own connection, so it
+// goes on the connection that ran the write: Exec and RunScript send the
+// write, a fence and WAIT in one pipeline. The fence (a PUBLISH, which
+// Redis replicates) is a write of that connection made after every write
+// the primary ran before it, on any connection: WAIT then also covers a
+// write another process made (a stage's), or one a retried call finds
+// already applied, which changes nothing and so replicates nothing
+// itself. (Redis 7.0 happens to count from the primary's offset at the
+// connection's last command of any kind; the fence does not rely on it.)
 //
 // One primary only: on Redis Cluster WAIT covers a single node, and
 // Validate of the binary's configuration refuses it.
