@@ -13,6 +13,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/quota"
+	"github.com/dropstream/dropstream/stream"
 )
 
 // Kind is the type of a Var's value.
@@ -94,6 +95,9 @@ type Settings struct {
 	// (DROPSTREAM_EGRESS_ALLOW); nil is the default policy (see
 	// EgressPolicy).
 	Egress *egress.Policy
+	// RedisWait is how many replicas must hold a write a caller is
+	// answered on before the answer (DROPSTREAM_REDIS_WAIT; default off).
+	RedisWait stream.ReplicaWait
 	// vars are the values of the declared variables, defaults applied.
 	vars map[string]string
 }

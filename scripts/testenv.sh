@@ -3,7 +3,7 @@
 #
 # Usage: scripts/testenv.sh <command...>
 #
-# Installs Debian's redis-server / clickhouse-server / clickhouse-client and
+# Installs Debian's redis-server / redis-sentinel / clickhouse-server / clickhouse-client and
 # prometheus (with promtool) and chromium when missing, starts one redis-server, a
 # 3-master Redis Cluster (redis-server --cluster-enabled yes, joined by
 # `redis-cli --cluster create`, no replicas), one clickhouse-server, Jaeger (built once by scripts/jaeger.sh) and
@@ -14,6 +14,10 @@
 #   DROPSTREAM_TEST_REDIS_CLUSTER   127.0.0.1:P1,127.0.0.1:P2,127.0.0.1:P3
 #   DROPSTREAM_TEST_CLICKHOUSE_DSN  clickhouse://default:@127.0.0.1:PORT/default
 #   DROPSTREAM_TEST_REDIS_SERVER    absolute path of the redis-server binary
+#   DROPSTREAM_TEST_REDIS_SENTINEL  absolute path of redis-sentinel: tests of a failover
+#                                   start a primary, a replica and three Sentinels of their
+#                                   own (internal/testenv.StartRedisSentinel), so killing
+#                                   the primary disturbs no other test
 #   DROPSTREAM_TEST_PROMTOOL        absolute path of promtool (Debian's prometheus)
 #   DROPSTREAM_TEST_CHROMIUM        absolute path of Debian's chromium, for the console's browser tests
 #   DROPSTREAM_TEST_JAEGER_OTLP     http://127.0.0.1:PORT, Jaeger's OTLP/HTTP receiver
@@ -54,6 +58,7 @@ install_missing() {
 	local pkgs=()
 	command -v redis-server >/dev/null 2>&1 || pkgs+=(redis-server)
 	command -v redis-cli >/dev/null 2>&1 || pkgs+=(redis-tools)
+	command -v redis-sentinel >/dev/null 2>&1 || pkgs+=(redis-sentinel)
 	command -v clickhouse-server >/dev/null 2>&1 || pkgs+=(clickhouse-server)
 	command -v clickhouse-client >/dev/null 2>&1 || pkgs+=(clickhouse-client)
 	command -v promtool >/dev/null 2>&1 || pkgs+=(prometheus)
@@ -389,6 +394,7 @@ export DROPSTREAM_TEST_REDIS_URL="redis://127.0.0.1:$REDIS_PORT/0"
 export DROPSTREAM_TEST_REDIS_CLUSTER="$REDIS_CLUSTER"
 export DROPSTREAM_TEST_CLICKHOUSE_DSN="clickhouse://default:@127.0.0.1:$CH_TCP_PORT/default"
 export DROPSTREAM_TEST_REDIS_SERVER="$REDIS_SERVER"
+export DROPSTREAM_TEST_REDIS_SENTINEL="$(command -v redis-sentinel)"
 export DROPSTREAM_TEST_PROMTOOL="$(command -v promtool)"
 export DROPSTREAM_TEST_CHROMIUM="$(command -v chromium)"
 export DROPSTREAM_TEST_JAEGER_OTLP="http://127.0.0.1:$JAEGER_OTLP_HTTP_PORT"

@@ -44,3 +44,22 @@ func TestConformance_redisServer(t *testing.T) {
 		},
 	})
 }
+
+// TestConformance_redisSentinel runs the suite through a redis-sentinel://
+// client (go-redis's failover client) on a primary with a replica and
+// three Sentinels of its own.
+func TestConformance_redisSentinel(t *testing.T) {
+	url := testenv.StartRedisSentinel(t, testenv.RedisSentinelConfig{}).URL()
+	streamtest.Run(t, streamtest.Backend{
+		Name:     "redis-sentinel",
+		Features: streamtest.Features{IdleTimes: true},
+		Client: func(t *testing.T) redis.UniversalClient {
+			rdb, err := stream.Dial(context.Background(), url)
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = rdb.Close() })
+			return rdb
+		},
+	})
+}

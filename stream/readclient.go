@@ -20,8 +20,10 @@ import (
 // at a batch per Block. On their own clients the reads never starve the
 // shared pool, whatever its size.
 //
-// A client of another kind (a ring, a sentinel failover client) is used as
-// it is.
+// A Sentinel failover client is a *redis.Client whose dialer asks the
+// Sentinels for the primary: the copy keeps that dialer, so its reads
+// follow a failover as the shared client's commands do. A client of
+// another kind (a ring) is used as it is.
 func readClient(rdb redis.UniversalClient, partitions int) (redis.UniversalClient, func()) {
 	n := partitions + 1 // one spare for a read that outlives its timeout
 	switch c := rdb.(type) {

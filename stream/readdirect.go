@@ -19,7 +19,11 @@ import (
 // go-redis would copy them into a slice regrown dozens of times per batch.
 // The queued acks go in the same round trip, as they do through go-redis.
 // A connection that fails is closed and dialled again on the next read;
-// until then the runner's usual backoff applies.
+// until then the runner's usual backoff applies. It is dialled with the
+// read client's options, dialer included: through a Sentinel failover
+// client's dialer it reaches the primary the Sentinels name, so after a
+// failover (the old primary gone, or answering READONLY as a replica) the
+// next dial reaches the promoted one.
 
 // directOptions returns the options to dial direct reads with, nil when
 // reads must go through go-redis.

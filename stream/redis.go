@@ -13,11 +13,21 @@ import (
 )
 
 // Dial connects to Redis. url is a redis:// or rediss:// URL for one server,
-// or a comma-separated list of host:port for Redis Cluster. The pool is sized
-// for one blocking reader per partition and stage.
+// a redis-sentinel:// URL for a primary that Sentinel fails over
+// (ParseSentinelURL: the client asks the Sentinels for the primary and
+// follows it to a promoted replica), or a comma-separated list of
+// host:port for Redis Cluster. The pool is sized for one blocking reader
+// per partition and stage.
 func Dial(ctx context.Context, url string) (redis.UniversalClient, error) {
 	var rdb redis.UniversalClient
 	switch {
+	case strings.HasPrefix(url, SentinelScheme+"://"):
+		opt, err := ParseSentinelURL(url)
+		if err != nil {
+			return nil, err
+		}
+		opt.PoolSize = max(opt.PoolSize, 64)
+		rdb = redis.NewFailoverClient(opt)
 	case strings.Contains(url, "://"):
 		opt, err := redis.ParseURL(url)
 		if err != nil {
@@ -43,7 +53,12 @@ func Dial(ctx context.Context, url string) (redis.UniversalClient, error) {
 	return rdb, nil
 }
 
+// redactURL returns u without its password and query (where a Sentinel's
+// password may be).
 func redactURL(u string) string {
+	if q := strings.IndexByte(u, '?'); q >= 0 {
+		u = u[:q]
+	}
 	at := strings.LastIndexByte(u, '@')
 	scheme := strings.Index(u, "://")
 	if at < 0 || scheme < 0 || at < scheme {

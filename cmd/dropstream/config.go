@@ -26,9 +26,15 @@ import (
 // Config is the process configuration: each field comes from a DROPSTREAM_*
 // variable and is overridden by the flag of the same meaning.
 type Config struct {
-	// RedisURL is a redis:// or rediss:// URL, or host:port,... for
-	// Redis Cluster. Empty: an embedded in-process Redis.
+	// RedisURL is a redis:// or rediss:// URL, a redis-sentinel:// URL
+	// (stream.ParseSentinelURL), or host:port,... for Redis Cluster.
+	// Empty: an embedded in-process Redis.
 	RedisURL string
+	// RedisWait is how many replicas must hold a write a caller is
+	// answered on, and how long to wait for them, as
+	// stream.ParseReplicaWait reads it ("1/500ms"). Default "off":
+	// replication stays asynchronous.
+	RedisWait string
 	// ClickHouseDSN is clickhouse://user:pass@host:9000/db. Empty: no
 	// analytics; /readyz does not check it.
 	ClickHouseDSN string
@@ -179,7 +185,8 @@ func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string
 		fmt.Fprintf(stderr, "Usage: dropstream %s [flags]\n\n%s\n\nFlags (each also set by the variable in brackets):\n", name, summary)
 		fs.PrintDefaults()
 	}
-	envSecret(fs, &c.RedisURL, "redis-url", "DROPSTREAM_REDIS_URL", redactURLPassword, "Redis `URL` (redis://, rediss://) or host:port,... for Redis Cluster; empty starts an embedded Redis")
+	envSecret(fs, &c.RedisURL, "redis-url", "DROPSTREAM_REDIS_URL", redactURLPassword, "Redis `URL` (redis://, rediss://), redis-sentinel://host:port,host:port/master for a primary behind Sentinels, or host:port,... for Redis Cluster; empty starts an embedded Redis")
+	envString(fs, &c.RedisWait, "redis-wait", "DROPSTREAM_REDIS_WAIT", "off", "replicas that must hold a write before its caller is answered (a checkout, a payment, a stock change), and the longest wait, as REPLICAS/TIMEOUT (1/500ms); fewer in time answers 503; off: asynchronous replication, a failover may lose the last acknowledged writes")
 	envSecret(fs, &c.ClickHouseDSN, "clickhouse-dsn", "DROPSTREAM_CLICKHOUSE_DSN", redactURLPassword, "ClickHouse `DSN` clickhouse://user:pass@host:9000/db; empty disables analytics")
 	envString(fs, &c.APIAddr, "api-addr", "DROPSTREAM_API_ADDR", ":8080", "API listen address; empty disables the API")
 	envSecret(fs, &c.APIKeys, "api-keys", "DROPSTREAM_API_KEYS", hideAll, "API `keys` as key:scope,scope;key2:scope (scopes read, write, admin); empty leaves the API open")
@@ -238,7 +245,12 @@ func readSettingsWith(cfg Config, overrides map[string]string, lookup func(strin
 	if err != nil {
 		return flow.Settings{}, fmt.Errorf("%s: %w", egressAllowVar.Name, err)
 	}
-	return flow.Settings{Partitions: cfg.Partitions, PublicURL: public, APIAddr: cfg.APIAddr, Egress: policy}.WithVars(values), nil
+	wait, err := stream.ParseReplicaWait(cfg.RedisWait)
+	if err != nil {
+		return flow.Settings{}, fmt.Errorf("DROPSTREAM_REDIS_WAIT: %w", err)
+	}
+	return flow.Settings{Partitions: cfg.Partitions, PublicURL: public, APIAddr: cfg.APIAddr, Egress: policy,
+		RedisWait: wait}.WithVars(values), nil
 }
 
 // printFlowVariables writes the flows' environment variables to w; a
@@ -262,6 +274,9 @@ func printFlowVariables(w io.Writer) {
 func (c Config) Validate() error {
 	var errs []error
 	if err := validateRedisURL(c.RedisURL); err != nil {
+		errs = append(errs, err)
+	}
+	if err := validateRedisWait(c.RedisWait, c.RedisURL); err != nil {
 		errs = append(errs, err)
 	}
 	if c.ClickHouseDSN != "" {
@@ -307,12 +322,17 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // validateRedisURL checks the syntax of a Redis URL as stream.Dial reads
-// it: empty (embedded Redis), a redis:// or rediss:// URL, or a comma list
-// of host:port for Redis Cluster. The URL itself is never in the error.
+// it: empty (embedded Redis), a redis:// or rediss:// URL, a
+// redis-sentinel:// URL, or a comma list of host:port for Redis Cluster.
+// The URL itself is never in the error.
 func validateRedisURL(u string) error {
 	switch {
 	case u == "":
 		return nil
+	case strings.HasPrefix(u, stream.SentinelScheme+"://"):
+		if _, err := stream.ParseSentinelURL(u); err != nil {
+			return fmt.Errorf("redis URL: %w", err)
+		}
 	case strings.Contains(u, "://"):
 		if _, err := redis.ParseURL(u); err != nil {
 			var uerr *url.Error
@@ -327,6 +347,21 @@ func validateRedisURL(u string) error {
 				return fmt.Errorf("redis URL: cluster address %d: want host:port", i+1)
 			}
 		}
+	}
+	return nil
+}
+
+// validateRedisWait checks the replica wait and that the Redis of url
+// (as validateRedisURL accepts it) can honour it: one primary with
+// replicas, not the embedded Redis nor Redis Cluster, where WAIT covers
+// one node.
+func validateRedisWait(wait, url string) error {
+	w, err := stream.ParseReplicaWait(wait)
+	if err != nil {
+		return fmt.Errorf("DROPSTREAM_REDIS_WAIT: %w", err)
+	}
+	if w.On() && (url == "" || !strings.Contains(url, "://")) {
+		return fmt.Errorf("DROPSTREAM_REDIS_WAIT %s: needs one primary with replicas (a redis:// or %s:// URL), not the embedded Redis nor Redis Cluster", w, stream.SentinelScheme)
 	}
 	return nil
 }

@@ -25,7 +25,7 @@ func parseConfig(t *testing.T, logFormat string, args ...string) (Config, error)
 }
 
 func TestConfig_envSetsDefaultsAndFlagsOverride(t *testing.T) {
-	defaults := Config{APIAddr: ":8080", Partitions: 8, LogFormat: "json", LogLevel: "info"}
+	defaults := Config{RedisWait: "off", APIAddr: ":8080", Partitions: 8, LogFormat: "json", LogLevel: "info"}
 	fullEnv := map[string]string{
 		"DROPSTREAM_REDIS_URL":      "redis://env:6379/0",
 		"DROPSTREAM_CLICKHOUSE_DSN": "clickhouse://u:p@env:9000/db",
@@ -35,8 +35,9 @@ func TestConfig_envSetsDefaultsAndFlagsOverride(t *testing.T) {
 		"DROPSTREAM_LOG_FORMAT":     "text",
 		"DROPSTREAM_LOG_LEVEL":      "debug",
 		"DROPSTREAM_API_LIMITS":     "contract=100/10",
+		"DROPSTREAM_REDIS_WAIT":     "1/500ms",
 	}
-	fromEnv := Config{RedisURL: "redis://env:6379/0", ClickHouseDSN: "clickhouse://u:p@env:9000/db", APIAddr: "127.0.0.1:9999",
+	fromEnv := Config{RedisWait: "1/500ms", RedisURL: "redis://env:6379/0", ClickHouseDSN: "clickhouse://u:p@env:9000/db", APIAddr: "127.0.0.1:9999",
 		APIKeys: "k1:read;k2:admin", Partitions: 16, LogFormat: "text", LogLevel: "debug", APILimits: "contract=100/10"}
 	tests := []struct {
 		name      string
@@ -46,26 +47,28 @@ func TestConfig_envSetsDefaultsAndFlagsOverride(t *testing.T) {
 		want      Config
 	}{
 		{"defaults", nil, nil, "json", defaults},
-		{"demo default log format", nil, nil, "text", Config{APIAddr: ":8080", Partitions: 8, LogFormat: "text", LogLevel: "info"}},
+		{"demo default log format", nil, nil, "text", Config{RedisWait: "off", APIAddr: ":8080", Partitions: 8, LogFormat: "text", LogLevel: "info"}},
 		{"env", fullEnv, nil, "json", fromEnv},
 		{"flags without env", nil, []string{"--redis-url", "redis://flag:1/0", "--partitions", "4", "--log-level", "warn"}, "json",
-			Config{RedisURL: "redis://flag:1/0", APIAddr: ":8080", Partitions: 4, LogFormat: "json", LogLevel: "warn"}},
+			Config{RedisWait: "off", RedisURL: "redis://flag:1/0", APIAddr: ":8080", Partitions: 4, LogFormat: "json", LogLevel: "warn"}},
 		{"flags override env", fullEnv, []string{
 			"--redis-url", "redis://flag:1/0", "--clickhouse-dsn", "clickhouse://flag:9000/x", "--api-addr", ":7000",
 			"--api-keys", "k:write", "--partitions", "2", "--log-format", "json", "--log-level", "error",
-			"--api-limits", "off"}, "text",
-			Config{RedisURL: "redis://flag:1/0", ClickHouseDSN: "clickhouse://flag:9000/x", APIAddr: ":7000",
+			"--api-limits", "off", "--redis-wait", "off"}, "text",
+			Config{RedisWait: "off", RedisURL: "redis://flag:1/0", ClickHouseDSN: "clickhouse://flag:9000/x", APIAddr: ":7000",
 				APIKeys: "k:write", Partitions: 2, LogFormat: "json", LogLevel: "error", APILimits: "off"}},
 		{"flag overrides env partially", fullEnv, []string{"--partitions", "3"}, "json",
 			func() Config { c := fromEnv; c.Partitions = 3; return c }()},
 		{"empty env var disables the API", map[string]string{"DROPSTREAM_API_ADDR": ""}, nil, "json",
-			Config{Partitions: 8, LogFormat: "json", LogLevel: "info"}},
+			Config{RedisWait: "off", Partitions: 8, LogFormat: "json", LogLevel: "info"}},
 		{"empty flag disables the API", nil, []string{"--api-addr", ""}, "json",
-			Config{Partitions: 8, LogFormat: "json", LogLevel: "info"}},
+			Config{RedisWait: "off", Partitions: 8, LogFormat: "json", LogLevel: "info"}},
 		{"partitions env with spaces", map[string]string{"DROPSTREAM_PARTITIONS": " 32 "}, nil, "json",
-			Config{APIAddr: ":8080", Partitions: 32, LogFormat: "json", LogLevel: "info"}},
+			Config{RedisWait: "off", APIAddr: ":8080", Partitions: 32, LogFormat: "json", LogLevel: "info"}},
+		{"sentinel URL", map[string]string{"DROPSTREAM_REDIS_URL": "redis-sentinel://:pw@s1:26379,s2:26379/mymaster?db=2"}, nil, "json",
+			Config{RedisWait: "off", RedisURL: "redis-sentinel://:pw@s1:26379,s2:26379/mymaster?db=2", APIAddr: ":8080", Partitions: 8, LogFormat: "json", LogLevel: "info"}},
 		{"flag fixes a bad env value", map[string]string{"DROPSTREAM_PARTITIONS": "abc"}, []string{"--partitions", "4"}, "json",
-			Config{APIAddr: ":8080", Partitions: 4, LogFormat: "json", LogLevel: "info"}},
+			Config{RedisWait: "off", APIAddr: ":8080", Partitions: 4, LogFormat: "json", LogLevel: "info"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -121,6 +124,10 @@ func TestConfig_validateRejectsBadValues(t *testing.T) {
 		{"log format is case sensitive", nil, []string{"--log-format", "JSON"}, []string{`log format "JSON"`}},
 		{"unknown limit class", nil, []string{"--api-limits", "checkout=5"}, []string{"api limits (DROPSTREAM_API_LIMITS)", "unknown class"}},
 		{"zero limit rate", map[string]string{"DROPSTREAM_API_LIMITS": "contract=0"}, nil, []string{"api limits", "positive rate"}},
+		{"bad sentinel URL", map[string]string{"DROPSTREAM_REDIS_URL": "redis-sentinel://:hunter2@s1:26379"}, nil, []string{"redis URL: sentinel url", "master name"}},
+		{"bad redis wait", nil, []string{"--redis-url", "redis://r:1/0", "--redis-wait", "1/5s"}, []string{"DROPSTREAM_REDIS_WAIT", "out of range 1ms..2s"}},
+		{"redis wait on Redis Cluster", nil, []string{"--redis-url", "n1:1,n2:2", "--redis-wait", "1/1s"}, []string{"DROPSTREAM_REDIS_WAIT 1/1s", "not the embedded Redis nor Redis Cluster"}},
+		{"redis wait on the embedded Redis", map[string]string{"DROPSTREAM_REDIS_WAIT": "1/1s"}, nil, []string{"needs one primary with replicas"}},
 		{"every error reported", map[string]string{"DROPSTREAM_PARTITIONS": "0", "DROPSTREAM_LOG_FORMAT": "yaml", "DROPSTREAM_LOG_LEVEL": "loud"}, nil,
 			[]string{"partitions 0", `log format "yaml"`, `log level "loud"`}},
 	}

@@ -67,7 +67,8 @@ return {f[1], f[2] or '', c[1] or '', c[2] or ''}`)
 // ErrNotFound: no such order, or it has no attempt. ErrConflict: the
 // attempt succeeded (the order is paid: nothing to compensate) or failed
 // without a cancel. An error (Redis failing) leaves the attempt to the
-// stages and the sweeper; cancelling again resumes it.
+// stages and the sweeper; cancelling again resumes it. With Config.Wait
+// on, a cancel is answered once the replicas hold it (see Checkout).
 func (s *Flow) Cancel(ctx context.Context, orderID, by string) (Cancellation, error) {
 	if len(by) > MaxCancelByLen {
 		by = by[:MaxCancelByLen]
@@ -85,6 +86,9 @@ func (s *Flow) Cancel(ctx context.Context, orderID, by string) (Cancellation, er
 		attribute.String("checkout.order_id", orderID), attribute.Int64("checkout.tr_num", tr)))
 	defer span.End()
 	c, err := s.cancel(ctx, orderID, tr, by)
+	if err == nil {
+		err = s.store.confirm(ctx)
+	}
 	if err != nil {
 		span.SetStatus(codes.Error, err.Error())
 		return c, err

@@ -52,6 +52,14 @@ type Config struct {
 	// and credit are conserved (Flow.CheckConservation), reading every
 	// item and user. Default 1m.
 	ConservationInterval time.Duration
+	// Wait is how many replicas must hold the writes a call is answered
+	// on (a checkout's outcome, a payment, a stock change, a create)
+	// before it answers, and how long to wait for them (see
+	// stream.ReplicaWait); a call they do not confirm in time fails as
+	// unavailable (503 with Retry-After), its outcome unknown to the
+	// caller. Default off: replication is asynchronous, and a failover to
+	// a replica that lagged may lose the last answered changes.
+	Wait stream.ReplicaWait
 	// Stage tunes the runners of the flow's stages. For the saga's stages
 	// its zero timing fields are derived from Timeout (SagaStage: ClaimIdle
 	// Timeout/3, so 10s by default); the others take the runtime's
@@ -124,6 +132,9 @@ func (c Config) Validate() error {
 	}
 	if c.StateTTL < time.Minute {
 		errs = append(errs, fmt.Errorf("checkout: state ttl %s below 1m", c.StateTTL))
+	}
+	if err := c.Wait.Validate(); err != nil {
+		errs = append(errs, fmt.Errorf("checkout: %w", err))
 	}
 	if err := c.SagaStage().CheckDeadline("checkout timeout", c.Timeout); err != nil {
 		errs = append(errs, fmt.Errorf("checkout: stages: %w", err))

@@ -101,7 +101,9 @@
 // acknowledged; the saga record is written by the script that finishes
 // the attempt. The saga hash is the attempt's durable state, and the
 // consumer groups are the stages' offsets. With Redis persisted (AOF,
-// fsync always), a restart at any point is a pause.
+// fsync always), a restart at any point is a pause. A Sentinel failover
+// resumes from what the promoted replica holds, an earlier state of the
+// primary; with Config.Wait on it holds every outcome a call answered.
 //
 // A command can still go missing for good: never sent by a call that died
 // after the begin script, dead-lettered after too many deliveries, or

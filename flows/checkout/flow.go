@@ -68,7 +68,8 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	s := d.Settings
 	f, err := NewWith(d.Redis, d.Publisher, Config{Partitions: s.Partitions, Timeout: s.Duration(VarTimeout),
 		SweepInterval: s.Duration(VarSweepInterval), SweepAge: s.Duration(VarSweepAge),
-		AbandonAge: s.Duration(VarAbandonAge), ConservationInterval: s.Duration(VarConservationInterval)}, d.Telemetry)
+		AbandonAge: s.Duration(VarAbandonAge), ConservationInterval: s.Duration(VarConservationInterval),
+		Wait: s.RedisWait}, d.Telemetry)
 	if err != nil {
 		return nil, err
 	}
@@ -108,6 +109,7 @@ func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel s
 	w.recheck = cfg.Recheck
 	store := NewStore(rdb, cfg.Partitions)
 	store.retryFor = cfg.RetryFor
+	store.wait = cfg.Wait
 	return &Flow{rdb: rdb, cfg: cfg, store: store, keys: NewKeys(cfg.Partitions),
 		topics: NewTopics(cfg.Partitions), pub: pub, waiter: w, log: log, cons: cons,
 		tracer: tp.Tracer(instrumentationScope)}, nil

@@ -140,6 +140,8 @@ type envOptions struct {
 	// sendVia, when set, is the client the flow publishes its commands
 	// through (its scripts still go through the env's own client).
 	sendVia redis.UniversalClient
+	// wait is the flow's Config.Wait.
+	wait stream.ReplicaWait
 }
 
 func newEnv(t testing.TB, url string, opt envOptions) *env {
@@ -158,7 +160,8 @@ func newEnv(t testing.TB, url string, opt envOptions) *env {
 		sendVia = rdb
 	}
 	svc, err := checkout.NewWith(rdb, stream.NewPublisher(sendVia, tel), checkout.Config{Partitions: partitions,
-		Timeout: opt.timeout, RetryFor: opt.retryFor, Recheck: 200 * time.Millisecond, SweepInterval: time.Hour, Stage: stageConfig(opt.timeout)}, tel)
+		Timeout: opt.timeout, RetryFor: opt.retryFor, Recheck: 200 * time.Millisecond, SweepInterval: time.Hour, Stage: stageConfig(opt.timeout),
+		Wait: opt.wait}, tel)
 	if err != nil {
 		t.Fatal(err)
 	}

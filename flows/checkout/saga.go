@@ -67,11 +67,24 @@ const beginRetries = 8
 // (order, tr_num, is_rollback), and giving up records outcomes once per
 // part. The wait ends Config.Timeout after the call began, whatever the
 // tries.
+//
+// With Config.Wait on, an outcome (succeeded, failed, already paid) is
+// returned once the replicas hold every write it rests on — the stages'
+// effects and the saga's status, made on other connections — or, if they
+// do not confirm it within Config.RetryFor, the call fails with
+// stream.ErrNotReplicated: its outcome is then not known to the caller,
+// and checking out again answers it.
 func (s *Flow) Checkout(ctx context.Context, orderID string) (Result, error) {
 	deadline := time.Now().Add(s.cfg.Timeout)
-	return stream.RetryUnavailable(ctx, s.cfg.Timeout+s.cfg.RetryFor, func() (Result, error) {
+	r, err := stream.RetryUnavailable(ctx, s.cfg.Timeout+s.cfg.RetryFor, func() (Result, error) {
 		return s.checkout(ctx, orderID, deadline)
 	})
+	if err == nil || errors.Is(err, ErrCheckoutFailed) {
+		if werr := s.store.confirm(ctx); werr != nil {
+			return r, fmt.Errorf("checkout: order %s: outcome %s not on the replicas: %w", orderID, r.Status, werr)
+		}
+	}
+	return r, err
 }
 
 // checkout is one try of Checkout, whose wait ends at deadline.

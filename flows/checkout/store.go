@@ -35,11 +35,14 @@ var (
 // Store keeps items, users and orders in Redis hashes, each in the
 // partition of its id. A call that cannot reach Redis tries again for up
 // to Config.RetryFor (stream.RetryUnavailable); every write it may repeat
-// is idempotent (see Config.RetryFor).
+// is idempotent (see Config.RetryFor). With Config.Wait on, a write
+// returns once the replicas hold it, or fails with
+// stream.ErrNotReplicated, which is tried again the same way.
 type Store struct {
 	rdb      redis.UniversalClient
 	keys     Keys
 	retryFor time.Duration
+	wait     stream.ReplicaWait
 }
 
 // NewStore returns a store over rdb with the given partition count and
@@ -51,6 +54,22 @@ func NewStore(rdb redis.UniversalClient, partitions int) *Store {
 // retry runs op again while Redis is unavailable, for up to s.retryFor.
 func retry[T any](ctx context.Context, s *Store, op func() (T, error)) (T, error) {
 	return stream.RetryUnavailable(ctx, s.retryFor, op)
+}
+
+// write sends the commands queue adds in one pipeline, followed by the
+// replica wait (Config.Wait), and tries again like retry: queue's writes
+// must be idempotent.
+func (s *Store) write(ctx context.Context, queue func(redis.Pipeliner)) error {
+	_, err := retry(ctx, s, func() (struct{}, error) { return struct{}{}, s.wait.Exec(ctx, s.rdb, queue) })
+	return err
+}
+
+// confirm waits, like retry, until the replicas hold every write made so
+// far (stream.ReplicaWait.Confirm): for an answer that relies on writes
+// other connections made.
+func (s *Store) confirm(ctx context.Context) error {
+	_, err := retry(ctx, s, func() (struct{}, error) { return struct{}{}, s.wait.Confirm(ctx, s.rdb) })
+	return err
 }
 
 // callTTL is how long the outcome of a change is kept under its call's
@@ -108,8 +127,8 @@ func (s *Store) CreateItemOf(ctx context.Context, tenant string, price int64) (s
 		return "", err
 	}
 	id := NewIDOf(tenant)
-	if _, err := retry(ctx, s, func() (int64, error) {
-		return s.rdb.HSet(ctx, s.keys.Item(id), "stock", 0, "price", price, "stocked", 0, "sold", 0).Result()
+	if err := s.write(ctx, func(p redis.Pipeliner) {
+		p.HSet(ctx, s.keys.Item(id), "stock", 0, "price", price, "stocked", 0, "sold", 0)
 	}); err != nil {
 		return "", fmt.Errorf("checkout: create item: %w", err)
 	}
@@ -158,8 +177,8 @@ func (s *Store) CreateUser(ctx context.Context) (string, error) {
 // CreateUserOf is CreateUser of a user of tenant (see Sees).
 func (s *Store) CreateUserOf(ctx context.Context, tenant string) (string, error) {
 	id := NewIDOf(tenant)
-	if _, err := retry(ctx, s, func() (int64, error) {
-		return s.rdb.HSet(ctx, s.keys.User(id), "credit", 0, "funded", 0, "charged", 0).Result()
+	if err := s.write(ctx, func(p redis.Pipeliner) {
+		p.HSet(ctx, s.keys.User(id), "credit", 0, "funded", 0, "charged", 0)
 	}); err != nil {
 		return "", fmt.Errorf("checkout: create user: %w", err)
 	}
@@ -212,7 +231,7 @@ func (s *Store) adjust(ctx context.Context, kind, id, field string, delta int64)
 	}
 	keys := []string{key, s.keys.Call(id, newID())}
 	res, err := retry(ctx, s, func() ([]int64, error) {
-		return adjustScript.Run(ctx, s.rdb, keys, field, strconv.FormatInt(delta, 10), strconv.FormatInt(MaxAmount, 10), s.callTTL()).Int64Slice()
+		return s.wait.RunScript(ctx, s.rdb, adjustScript, keys, field, strconv.FormatInt(delta, 10), strconv.FormatInt(MaxAmount, 10), s.callTTL()).Int64Slice()
 	})
 	if err != nil {
 		return 0, fmt.Errorf("checkout: change %s of %s %s: %w", field, kind, id, err)
@@ -238,8 +257,8 @@ func (s *Store) CreateOrder(ctx context.Context, userID string) (string, error) 
 	if tag := idTag(userID); tag != "" {
 		id = tag + "_" + id
 	}
-	if _, err := retry(ctx, s, func() (int64, error) {
-		return s.rdb.HSet(ctx, s.keys.Order(id), "user_id", userID, "paid", 0, "total_cost", 0, "items", "").Result()
+	if err := s.write(ctx, func(p redis.Pipeliner) {
+		p.HSet(ctx, s.keys.Order(id), "user_id", userID, "paid", 0, "total_cost", 0, "items", "")
 	}); err != nil {
 		return "", fmt.Errorf("checkout: create order: %w", err)
 	}
@@ -291,7 +310,7 @@ func (s *Store) AddItem(ctx context.Context, orderID, itemID string, quantity in
 	}
 	keys := []string{s.keys.Order(orderID), s.keys.Call(orderID, newID())}
 	res, err := retry(ctx, s, func() ([]int64, error) {
-		return addLineScript.Run(ctx, s.rdb, keys, itemID, quantity, quantity*price, MaxLines, s.callTTL()).Int64Slice()
+		return s.wait.RunScript(ctx, s.rdb, addLineScript, keys, itemID, quantity, quantity*price, MaxLines, s.callTTL()).Int64Slice()
 	})
 	if err != nil {
 		return 0, fmt.Errorf("checkout: add item: %w", err)
@@ -325,6 +344,9 @@ func (s *Store) batch(ctx context.Context, what string, n int64, set func(redis.
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("checkout: batch init %s: %w", what, err)
 		}
+	}
+	if err := s.confirm(ctx); err != nil {
+		return fmt.Errorf("checkout: batch init %s: %w", what, err)
 	}
 	return nil
 }

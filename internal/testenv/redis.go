@@ -150,6 +150,9 @@ type RedisServer struct {
 	bin  string
 	dir  string
 	port int
+	// conf is the config file of a Sentinel (its first argument, which it
+	// rewrites); "" for a redis-server.
+	conf string
 
 	mu   sync.Mutex
 	cmd  *exec.Cmd
@@ -224,6 +227,27 @@ func (s *RedisServer) Kill() {
 	<-s.done
 }
 
+// Freeze stops the server with SIGSTOP (see Freeze): it keeps its
+// connections but answers nothing until Resume. A frozen server is resumed
+// when the test ends, so it can be stopped.
+func (s *RedisServer) Freeze(t testing.TB) {
+	t.Helper()
+	s.mu.Lock()
+	p := s.cmd.Process
+	s.mu.Unlock()
+	Freeze(t, p)
+	t.Cleanup(s.Resume)
+}
+
+// Resume continues a frozen server (SIGCONT); a no-op otherwise.
+func (s *RedisServer) Resume() {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.runningLocked() {
+		_ = s.cmd.Process.Signal(syscall.SIGCONT)
+	}
+}
+
 // Stop shuts the server down with SIGTERM (SIGKILL after 10s) and returns once
 // the process has exited. No-op if not running; safe to call many times.
 func (s *RedisServer) Stop() {
@@ -259,6 +283,10 @@ func (s *RedisServer) Restart(t testing.TB) {
 }
 
 func (s *RedisServer) args() []string {
+	if s.conf != "" {
+		return append([]string{s.conf, "--port", strconv.Itoa(s.port), "--bind", "127.0.0.1", "--dir", s.dir,
+			"--daemonize", "no", "--logfile", ""}, s.cfg.ExtraArgs...)
+	}
 	args := []string{
 		"--port", strconv.Itoa(s.port),
 		"--bind", "127.0.0.1",

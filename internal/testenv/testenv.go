@@ -7,6 +7,7 @@
 //	DROPSTREAM_TEST_REDIS_URL       redis://127.0.0.1:PORT/0 of a shared redis-server
 //	DROPSTREAM_TEST_CLICKHOUSE_DSN  clickhouse://default:@127.0.0.1:PORT/default
 //	DROPSTREAM_TEST_REDIS_SERVER    path of the redis-server binary for StartRedis
+//	DROPSTREAM_TEST_REDIS_SENTINEL  path of the redis-sentinel binary for StartRedisSentinel
 //	DROPSTREAM_TEST_PROMTOOL        path of promtool, for checks of Prometheus rules
 //	DROPSTREAM_TEST_CHROMIUM        path of chromium, for the console's browser tests
 //	DROPSTREAM_TEST_REQUIRE         "1": a missing server fails the test instead of skipping it

@@ -72,7 +72,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 	if progress == nil {
 		progress = func(string) {}
 	}
-	svc, err := checkout.NewWith(rdb, pub, checkout.Config{Partitions: cfg.Partitions}, cfg.Telemetry)
+	svc, err := checkout.NewWith(rdb, pub, checkout.Config{Partitions: cfg.Partitions, Wait: cfg.Wait}, cfg.Telemetry)
 	if err != nil {
 		return Result{}, err
 	}

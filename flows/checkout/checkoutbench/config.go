@@ -49,6 +49,9 @@ type Config struct {
 	// (flow.BenchEnv.RateLimit), so the bench measures the defaults. Its
 	// zero value is the API's defaults.
 	RateLimit api.RateLimitConfig
+	// Wait is the flow's replica wait (checkout.Config.Wait): the
+	// binary's DROPSTREAM_REDIS_WAIT. Default off.
+	Wait stream.ReplicaWait
 	// Telemetry instruments the stages and the API.
 	Telemetry stream.Telemetry
 	// Progress, when set, receives progress lines.

@@ -44,6 +44,7 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 			return err
 		}
 		bc.Partitions = env.Settings.Partitions
+		bc.Wait = env.Settings.RedisWait
 		bc = bc.WithDefaults()
 		if err := bc.Validate(); err != nil {
 			return err
@@ -51,8 +52,8 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 		bc.Telemetry = env.Telemetry
 		bc.Progress = env.Progress
 		out := env.Stdout
-		fmt.Fprintf(out, "bench checkout: %s, %d items, %d users, %d orders, %d partitions, %d copies per stage, GOMAXPROCS %d\n",
-			env.RedisName, bc.Items, bc.Users, bc.Orders, bc.Partitions, bc.Copies, runtime.GOMAXPROCS(0))
+		fmt.Fprintf(out, "bench checkout: %s, %d items, %d users, %d orders, %d partitions, %d copies per stage, replica wait %s, GOMAXPROCS %d\n",
+			env.RedisName, bc.Items, bc.Users, bc.Orders, bc.Partitions, bc.Copies, bc.Wait, runtime.GOMAXPROCS(0))
 		perSecond := map[string][]float64{}
 		for _, mode := range modes {
 			bc.RateLimit = env.RateLimit

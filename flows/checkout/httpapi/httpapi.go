@@ -20,7 +20,10 @@
 // within its own deadline — a checkout within its wait, every other route
 // within the flow's Config.RetryFor — and every write it repeats is
 // idempotent. Only an outage longer than that answers outside the
-// contract: 503 "unavailable" with Retry-After; a checkout whose attempt
+// contract: 503 "unavailable" with Retry-After — as is a change the
+// replicas did not confirm in time when the flow waits for them
+// (checkout.Config.Wait): applied, but not yet safe from a failover, its
+// outcome unknown to the caller; a checkout whose attempt
 // had started then completes or is compensated by the stages and the
 // sweeper, and checking out again answers its outcome. Another Redis
 // failure is 500 ("checkout_pending" for a checkout whose outcome is not

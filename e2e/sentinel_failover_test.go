@@ -1,0 +1,175 @@
+package e2e
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strconv"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/internal/testenv"
+)
+
+// startSentinelCheckoutCluster starts the three processes of a checkout
+// cluster (startCheckoutCluster) on the primary the Sentinels of set
+// name, each with the replica wait wait (--redis-wait).
+func startSentinelCheckoutCluster(t *testing.T, bin string, set *testenv.RedisSentinel, wait string) *checkoutCluster {
+	t.Helper()
+	api := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
+	common := []string{"run", "--redis-url", set.URL(), "--redis-wait", wait, "--log-level", "warn"}
+	c := &checkoutCluster{t: t, bin: bin, rdb: dial(t, set.URL()), api: "http://" + api, procs: map[string]*proc{},
+		web: &http.Client{Timeout: time.Minute},
+		args: map[string][]string{
+			"stock":   append(common, "--api-addr", "", "--instance", "stock", "--stages", "checkout-stock"),
+			"payment": append(common, "--api-addr", "", "--instance", "payment", "--stages", "checkout-payment,checkout-sweeper"),
+			"api":     append(common, "--api-addr", api, "--instance", "api", "--stages", "none", "--api-limits", "off"),
+		}}
+	for _, name := range []string{"stock", "payment", "api"} {
+		c.start(name)
+	}
+	return c
+}
+
+// checkoutEvery checks every order out at once, each client sending its
+// checkout again after a 503, another 5xx or no answer, until it gets 200
+// or 400, and returns each order's final status (0: none within 2
+// minutes, an error of the test).
+func (c *checkoutCluster) checkoutEvery(w checkoutWorkload, tally *checkoutTally) []int {
+	final := make([]int, len(w.orders))
+	var wg sync.WaitGroup
+	for i, id := range w.orders {
+		wg.Go(func() {
+			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); <-time.After(50 * time.Millisecond) {
+				code, err := c.call("POST", "/orders/checkout/"+id, nil)
+				switch {
+				case err != nil:
+					tally.transport.Add(1)
+				case code == http.StatusOK || code == http.StatusBadRequest:
+					final[i] = code
+					tally.answered.Add(1)
+					return
+				case code == http.StatusServiceUnavailable:
+					tally.unavailable.Add(1)
+				default:
+					tally.other5xx.Add(1)
+				}
+			}
+			c.t.Errorf("checkout of %s: no final answer within 2 minutes", id)
+		})
+	}
+	wg.Wait()
+	return final
+}
+
+// TestCheckout_SentinelFailover_keepsEveryAnsweredCheckoutWithReplicaWait
+// runs the consistency workload (1,000 concurrent checkouts of 100 units)
+// over three processes on a primary with one replica behind three
+// Sentinels, kills the primary with SIGKILL once 30 units are sold, and
+// restarts it once the Sentinels promoted the replica (it comes back as a
+// replica of the new primary). The processes follow the failover.
+//
+// With the replica wait on (--redis-wait 1/1s), every checkout answered
+// 200 is still paid on the new primary and every one answered 400 unpaid:
+// as many units sold and as much credit spent as 200 answers. With it off,
+// the test lists the checkouts answered 200 that the failover lost, and
+// fails only if the new primary's own counts disagree (units sold, credit
+// spent and orders paid must still be equal: the replica holds a prefix of
+// the primary's writes).
+func TestCheckout_SentinelFailover_keepsEveryAnsweredCheckoutWithReplicaWait(t *testing.T) {
+	bin := buildBinary(t)
+	for _, mode := range []struct{ name, wait string }{{"wait-on", "1/1s"}, {"wait-off", "off"}} {
+		t.Run(mode.name, func(t *testing.T) {
+			set := testenv.StartRedisSentinel(t, testenv.RedisSentinelConfig{})
+			c := startSentinelCheckoutCluster(t, bin, set, mode.wait)
+			w := c.setUp()
+			var tally checkoutTally
+			var final []int
+			done := make(chan struct{})
+			go func() { defer close(done); final = c.checkoutEvery(w, &tally) }()
+			testenv.WaitFor(t, time.Minute, func() bool {
+				return c.soldInRedis(w) >= 30 || tally.answered.Load() == faultUsers
+			}, "30 units sold")
+			if n := tally.answered.Load(); n == faultUsers {
+				t.Fatalf("every checkout answered before the fault")
+			}
+			answeredBefore := tally.answered.Load()
+			set.Node(0).Kill()
+			start := time.Now()
+			p := set.WaitFailover(t, 0)
+			t.Logf("primary killed with %d checkouts answered; the Sentinels promoted node %d after %s",
+				answeredBefore, p, time.Since(start).Round(time.Millisecond))
+			set.Node(0).Restart(t)
+			<-done
+			set.WaitReplicated(t)
+			c.verifyFailover(w, final, &tally, mode.wait != "off")
+		})
+	}
+}
+
+// verifyFailover checks, on the new primary, the answers of a run whose
+// primary failed over: an order answered 200 is paid (else lost: an error
+// when strict, listed otherwise), one answered 400 unpaid, and the units
+// sold, the credit spent and the orders paid are equal.
+func (c *checkoutCluster) verifyFailover(w checkoutWorkload, final []int, tally *checkoutTally, strict bool) {
+	c.t.Helper()
+	ctx := context.Background()
+	keys := checkout.NewKeys(8)
+	pipe := c.rdb.Pipeline()
+	paidCmds := make([]*redis.StringCmd, len(w.orders))
+	creditCmds := make([]*redis.StringCmd, len(w.orders))
+	for i, id := range w.orders {
+		paidCmds[i] = pipe.HGet(ctx, keys.Order(id), "paid")
+		creditCmds[i] = pipe.HGet(ctx, keys.User(strconv.Itoa(i)), "credit")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		c.t.Fatal(err)
+	}
+	var lost, paidAfter400 []string
+	ok200, paid := 0, 0
+	var credit int64
+	for i, id := range w.orders {
+		isPaid := paidCmds[i].Val() == "1"
+		if isPaid {
+			paid++
+		}
+		n, err := creditCmds[i].Int64()
+		if err != nil {
+			c.t.Fatalf("credit of user %d: %v", i, err)
+		}
+		credit += n
+		switch final[i] {
+		case http.StatusOK:
+			ok200++
+			if !isPaid {
+				lost = append(lost, id)
+			}
+		case http.StatusBadRequest:
+			if isPaid {
+				paidAfter400 = append(paidAfter400, id)
+			}
+		}
+	}
+	sold := c.soldInRedis(w)
+	spent := int64(faultUsers) - credit
+	c.t.Logf("answered %d (200: %d, 400: %d); retried: %d × 503, %d × other 5xx, %d without an answer; after the failover: %d orders paid, %d units sold, %d credit spent",
+		tally.answered.Load(), ok200, int(tally.answered.Load())-ok200, tally.unavailable.Load(), tally.other5xx.Load(),
+		tally.transport.Load(), paid, sold, spent)
+	if sold != int64(paid) || spent != int64(paid) {
+		c.t.Errorf("after the failover %d units sold, %d credit spent, %d orders paid: want them equal", sold, spent, paid)
+	}
+	if len(paidAfter400) > 0 {
+		c.t.Errorf("%d orders answered 400 are paid: %v", len(paidAfter400), paidAfter400)
+	}
+	switch {
+	case strict && (len(lost) > 0 || ok200 != paid):
+		c.t.Errorf("with the replica wait on, %d checkouts answered 200 were lost by the failover (%v); %d answered 200, %d paid",
+			len(lost), lost, ok200, paid)
+	case !strict:
+		c.t.Logf("with the replica wait off, the failover lost %d checkouts answered 200: %v", len(lost), lost)
+	}
+}
