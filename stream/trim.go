@@ -20,6 +20,10 @@ type TrimConfig struct {
 	Interval time.Duration
 	// Now is the clock that ages entries. Default time.Now.
 	Now func() time.Time
+	// Ungrouped also trims, by age alone, streams that no group reads.
+	// Set it only where nothing will ever read them: the embedded Redis
+	// without ClickHouse. Default false: such streams are left alone.
+	Ungrouped bool
 }
 
 // Trimmer removes stream entries that every consumer group has received
@@ -76,11 +80,11 @@ func (t *Trimmer) Run(ctx context.Context) {
 // TrimStream trims one stream now and returns the number of entries removed.
 func (t *Trimmer) TrimStream(ctx context.Context, stream string) (int64, error) {
 	boundary, ok, err := SafeTrimID(ctx, t.rdb, stream)
-	if err != nil || !ok {
+	if err != nil || (!ok && !t.cfg.Ungrouped) {
 		return 0, err
 	}
 	byAge := strconv.FormatInt(t.cfg.Now().Add(-t.cfg.MinAge).UnixMilli(), 10) + "-0"
-	if compareIDs(byAge, boundary) < 0 {
+	if !ok || compareIDs(byAge, boundary) < 0 {
 		boundary = byAge
 	}
 	n, err := trimScript.Run(ctx, t.rdb, []string{stream, countsKeyOf(stream)}, boundary).Int64()

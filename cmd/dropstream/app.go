@@ -392,7 +392,22 @@ func (a *app) start(ctx context.Context, wg *sync.WaitGroup, o startOptions) ([]
 	for _, s := range o.stages {
 		topics = append(topics, s.Topic)
 	}
-	trimmer := stream.NewTrimmer(a.rdb, stream.TrimConfig{MinAge: o.trimAge}, a.log, topics...)
+	cfg := stream.TrimConfig{MinAge: o.trimAge}
+	if a.embedded != nil && a.ch == nil {
+		// Nothing will ever read what only the ClickHouse appends would:
+		// their streams are trimmed by age, or the demo would keep them all.
+		cfg.Ungrouped = true
+		for _, f := range a.flows {
+			for _, h := range f.desc.History {
+				for _, g := range h.Groups {
+					if !slices.ContainsFunc(topics, func(t stream.Topic) bool { return t.Stream(0) == g.Topic.Stream(0) }) {
+						topics = append(topics, g.Topic)
+					}
+				}
+			}
+		}
+	}
+	trimmer := stream.NewTrimmer(a.rdb, cfg, a.log, topics...)
 	wg.Go(func() { trimmer.Run(ctx) })
 	return runners, failed, nil
 }
@@ -423,7 +438,7 @@ func (a *app) stagesReady(context.Context) error {
 // flow's ClickHouse appends, so their backlog waits in the streams until
 // ClickHouse is configured. On the embedded Redis it keeps none: no
 // ClickHouse will ever read it, and the data is gone at exit, so the
-// trimmer may drop what only the appends would have read.
+// trimmer drops what only the appends would have read (see start).
 func (a *app) keepBacklogs(ctx context.Context) error {
 	if a.ch != nil {
 		return nil

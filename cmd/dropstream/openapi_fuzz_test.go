@@ -8,8 +8,8 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/api"
-	"github.com/dropstream/dropstream/api/apitest/fuzz"
 	"github.com/dropstream/dropstream/api/apitest"
+	"github.com/dropstream/dropstream/api/apitest/fuzz"
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/internal/testenv"

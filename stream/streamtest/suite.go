@@ -74,6 +74,7 @@ func Run(t *testing.T, b Backend) {
 		{"Trace_propagation", testTracePropagation},
 		{"Ledger_onceByKey", testLedgerOnceByKey},
 		{"Trim_keepsUnacknowledged", testTrimKeepsUnacknowledged},
+		{"Trim_ungroupedByAgeOnlyWhenAsked", testTrimUngroupedByAgeOnlyWhenAsked},
 		{"BatchHandler_settlesPerMessage", testBatchHandler},
 		{"ReadBytes_boundsLargeEntries", testReadBytesBoundsReads},
 		{"Pause_stopsAllCopiesUntilResumed", testPauseResume},

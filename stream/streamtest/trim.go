@@ -77,6 +77,32 @@ func testTrimKeepsUnacknowledged(t *testing.T, b Backend) {
 	}
 }
 
+func testTrimUngroupedByAgeOnlyWhenAsked(t *testing.T, b Backend) {
+	rdb := b.Client(t)
+	ctx := context.Background()
+	topic := newTopic(1)
+	s := topic.Stream(0)
+	publishN(t, rdb, topic, 0, 10, 1)
+	later := func() time.Time { return time.Now().Add(2 * time.Hour) }
+	for _, tc := range []struct {
+		name string
+		cfg  stream.TrimConfig
+		want int64
+	}{
+		{"young entries stay", stream.TrimConfig{MinAge: time.Hour, Ungrouped: true}, 0},
+		{"left alone by default", stream.TrimConfig{MinAge: time.Hour, Now: later}, 0},
+		{"old entries go when asked", stream.TrimConfig{MinAge: time.Hour, Now: later, Ungrouped: true}, 10},
+	} {
+		n, err := stream.NewTrimmer(rdb, tc.cfg, nil, topic).TrimStream(ctx, s)
+		if err != nil || n != tc.want {
+			t.Errorf("%s: trimmed %d (%v), want %d", tc.name, n, err, tc.want)
+		}
+	}
+	if l := rdb.XLen(ctx, s).Val(); l != 0 {
+		t.Errorf("%d entries left, want 0", l)
+	}
+}
+
 func firstID(t *testing.T, rdb redis.UniversalClient, s string) string {
 	t.Helper()
 	xs, err := rdb.XRangeN(context.Background(), s, "-", "+", 1).Result()
