@@ -151,9 +151,9 @@ func (c ProjectionConfig) Validate() error {
 // stay pending and are redelivered after ClaimIdle. Meanwhile each
 // partition's loop is busy, so the rest of the backlog waits in the
 // streams, unread. A failure episode is logged once when it starts and
-// once when it ends (see sink.Batcher), and sink.MetricSinkFailingFor measures it. A
-// flush under way when a handler's deadline passes is waited for, so a
-// batch is never inserted twice by one process. A message
+// once when it ends (see sink.Batcher), and sink.MetricSinkFailingFor
+// measures it. A flush under way when a handler's deadline passes is
+// waited for, so a batch is never inserted twice by one process. A message
 // that cannot be decoded is dead-lettered (stream.Permanent in a
 // *stream.BatchError) and the rest of its batch is written.
 type AnalyticsConfig struct {

@@ -1,7 +1,7 @@
-// Package flowhistory declares a flow's ClickHouse history appended by the
-// writer (sink.NewHistory) as the flow contract's flow.History, in one
-// call. It is a package of its own because the writer is below the flow
-// contract's imports (package api reads the writer's projection).
+// Package flowhistory declares a flow's ClickHouse history appended by
+// writer/sink (sink.NewHistory) as the flow contract's flow.History, in one
+// call. It is a package of its own so that sink does not import the flow
+// contract.
 package flowhistory
 
 import (
