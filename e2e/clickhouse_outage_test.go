@@ -19,6 +19,7 @@ import (
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // TestE2E_clickHouseKilledUnderLoadLosesAndDuplicatesNothing runs the
@@ -74,7 +75,7 @@ func TestE2E_clickHouseKilledUnderLoadLosesAndDuplicatesNothing(t *testing.T) {
 
 	server.Kill(0)
 	killedAt := pub.published()
-	failing := func() float64 { return gauge(t, reader, writer.MetricSinkFailingFor, writer.StageAnalyticsRuns) }
+	failing := func() float64 { return gauge(t, reader, sink.MetricSinkFailingFor, writer.StageAnalyticsRuns) }
 	testenv.WaitFor(t, 60*time.Second, func() bool { return failing() >= (3 * handlerTimeout).Seconds() },
 		"the runs stage failing for three handler timeouts")
 	heldAt := pub.published()

@@ -25,10 +25,10 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// sink is a webhook receiver: it answers with the next status of its
+// receiver is a webhook receiver: it answers with the next status of its
 // script (200 once used up), verifies signatures with the secrets it is
 // told, and keeps the accepted messages.
-type sink struct {
+type receiver struct {
 	srv     *httptest.Server
 	mu      sync.Mutex
 	script  []int
@@ -39,14 +39,14 @@ type sink struct {
 	bad     []string
 }
 
-func newSink(t *testing.T) *sink {
-	s := &sink{secrets: map[string]string{}}
+func newSink(t *testing.T) *receiver {
+	s := &receiver{secrets: map[string]string{}}
 	s.srv = httptest.NewServer(http.HandlerFunc(s.serve))
 	t.Cleanup(s.srv.Close)
 	return s
 }
 
-func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
+func (s *receiver) serve(w http.ResponseWriter, r *http.Request) {
 	body, _ := io.ReadAll(r.Body)
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -72,19 +72,19 @@ func (s *sink) serve(w http.ResponseWriter, r *http.Request) {
 	s.got = append(s.got, m)
 }
 
-func (s *sink) messages() []Message {
+func (s *receiver) messages() []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]Message(nil), s.got...)
 }
 
-func (s *sink) callCount() int {
+func (s *receiver) callCount() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.calls
 }
 
-func (s *sink) answer(after string, codes ...int) {
+func (s *receiver) answer(after string, codes ...int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.script, s.after = codes, after
@@ -100,7 +100,7 @@ type world struct {
 	d        *Deliverer
 	now      time.Time
 	nowMu    sync.Mutex
-	hook     *sink
+	hook     *receiver
 	throttle *throttle.Throttle
 	settled  atomic.Int64 // messages acknowledged or dead-lettered by the stage
 	tel      stream.Telemetry

@@ -11,7 +11,7 @@ import (
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // A delivery's history reaches ClickHouse through notify.history and the
@@ -28,7 +28,7 @@ func TestDeliver_historyReachesClickHouse(t *testing.T) {
 	w.run(t)
 	cfg := history.AppendConfig(2, stream.RunnerConfig{Block: 50 * time.Millisecond, StatsInterval: time.Minute})
 	cfg.FlushInterval = 50 * time.Millisecond
-	hist, err := writer.NewHistory(ch, cfg, w.tel)
+	hist, err := sink.NewHistory(ch, cfg, w.tel)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // Analytics appends transitions, sessions and runs to ClickHouse: the batch
@@ -39,14 +40,16 @@ type Analytics struct {
 	ch     *clickhouse.Client
 	cfg    AnalyticsConfig
 	topics avail.Topics
-	met    *analyticsMetrics
-	reg    metric.Registration
-	log    *slog.Logger
+	met    *sink.Metrics
+	// unmatched counts MetricUnmatchedCloses.
+	unmatched metric.Int64Counter
+	reg       metric.Registration
+	log       *slog.Logger
 	// One batcher per stage, shared by its copies (AnalyticsConfig.ReadAhead):
 	// while a flush runs, the copies read and decode the next batches,
 	// which the next flush takes together.
-	transitions *batcher[transitionBatch]
-	runs        *batcher[[]clickhouse.RunRow]
+	transitions *sink.Batcher[transitionBatch]
+	runs        *sink.Batcher[[]clickhouse.RunRow]
 	closeOnce   sync.Once
 }
 
@@ -71,14 +74,19 @@ func NewAnalytics(ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemet
 	if ch == nil {
 		return nil, errors.New("writer: analytics needs a ClickHouse client")
 	}
-	met, tracer, log, err := batchTelemetry(tel)
+	met, tracer, log, err := sink.Instruments(tel)
 	if err != nil {
 		return nil, err
 	}
-	a := &Analytics{ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, log: log}
-	a.transitions = newBatcher(StageAnalyticsTransitions, cfg.batching(), met, log, tracer, a.flushTransitions)
-	a.runs = newBatcher(StageAnalyticsRuns, cfg.batching(), met, log, tracer, a.flushRuns)
-	if a.reg, err = met.observeBuffered(a.transitions, a.runs); err != nil {
+	unmatched, err := meter(tel.MeterProvider).Int64Counter(MetricUnmatchedCloses,
+		metric.WithDescription("Raw closes with no known open: no session row."), metric.WithUnit("{transition}"))
+	if err != nil {
+		return nil, fmt.Errorf("writer: analytics metrics: %w", err)
+	}
+	a := &Analytics{ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, unmatched: unmatched, log: log}
+	a.transitions = sink.NewBatcher(StageAnalyticsTransitions, cfg.batching(), met, log, tracer, a.flushTransitions)
+	a.runs = sink.NewBatcher(StageAnalyticsRuns, cfg.batching(), met, log, tracer, a.flushRuns)
+	if a.reg, err = met.Observe(a.transitions, a.runs); err != nil {
 		a.closeBatchers()
 		return nil, err
 	}
@@ -111,7 +119,7 @@ func (a *Analytics) Stages() []stream.Stage {
 }
 
 // Close stops the flush loops after the flush in progress. Handlers still
-// waiting, and later ones, fail with ErrClosed; their messages stay pending.
+// waiting, and later ones, fail with sink.ErrClosed; their messages stay pending.
 // Close is idempotent.
 func (a *Analytics) Close() error {
 	first := false
@@ -139,17 +147,17 @@ func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Messag
 	b, errs := a.prepareTransitions(msgs)
 	var err error
 	if len(b.transitions) > 0 {
-		err = a.transitions.add(ctx, b, len(b.transitions)+len(b.sessions)+len(b.runs), len(msgs), urgent(msgs, a.cfg.TransitionsBatchSize))
+		err = a.transitions.Add(ctx, b, len(b.transitions)+len(b.sessions)+len(b.runs), len(msgs), sink.Urgent(msgs, a.cfg.TransitionsBatchSize))
 	}
-	return settle(errs, err)
+	return sink.Settle(errs, err)
 }
 
 // prepareTransitions decodes msgs into transition rows and the session
 // rows of the raw ones (errs holds the permanent error of each message
 // that does not decode), while the batcher knows that a batch is coming.
 func (a *Analytics) prepareTransitions(msgs []*stream.Message) (transitionBatch, []error) {
-	a.transitions.begin()
-	defer a.transitions.end()
+	a.transitions.Begin()
+	defer a.transitions.End()
 	errs := make([]error, len(msgs))
 	b := transitionBatch{transitions: make([]clickhouse.TransitionRow, 0, 4*len(msgs)),
 		sessions: make([]clickhouse.SessionRow, 0, 2*len(msgs))}
@@ -177,7 +185,7 @@ func (a *Analytics) prepareTransitions(msgs []*stream.Message) (transitionBatch,
 		}
 	}
 	if unmatched > 0 {
-		a.met.unmatched.Add(context.Background(), int64(unmatched))
+		a.unmatched.Add(context.Background(), int64(unmatched))
 	}
 	return b, errs
 }
@@ -189,15 +197,15 @@ func (a *Analytics) HandleRuns(ctx context.Context, msgs []*stream.Message) erro
 	rows, errs := a.decodeRuns(msgs)
 	var err error
 	if len(rows) > 0 {
-		err = a.runs.add(ctx, rows, len(rows), len(msgs), urgent(msgs, a.cfg.Runner.BatchSize))
+		err = a.runs.Add(ctx, rows, len(rows), len(msgs), sink.Urgent(msgs, a.cfg.Runner.BatchSize))
 	}
-	return settle(errs, err)
+	return sink.Settle(errs, err)
 }
 
 // decodeRuns decodes msgs into rows, like prepareTransitions.
 func (a *Analytics) decodeRuns(msgs []*stream.Message) ([]clickhouse.RunRow, []error) {
-	a.runs.begin()
-	defer a.runs.end()
+	a.runs.Begin()
+	defer a.runs.End()
 	errs := make([]error, len(msgs))
 	rows := make([]clickhouse.RunRow, 0, len(msgs))
 	for i, m := range msgs {
@@ -209,36 +217,6 @@ func (a *Analytics) decodeRuns(msgs []*stream.Message) ([]clickhouse.RunRow, []e
 		rows = append(rows, row)
 	}
 	return rows, errs
-}
-
-// urgent reports whether a batch of a stage reading batchSize messages at
-// a time is to be flushed without waiting for FlushInterval: it is full,
-// or its read was (its partition holds more messages), or it is
-// redelivered (redeliveries come one at a time).
-func urgent(msgs []*stream.Message, batchSize int) bool {
-	return len(msgs) >= batchSize || len(msgs) > 0 && (msgs[len(msgs)-1].MoreWaiting() || msgs[0].Attempt > 1)
-}
-
-// settle returns a batch's outcome: errs (permanent) for the messages that
-// did not decode, writeErr for the others; nil when every one is written.
-func settle(errs []error, writeErr error) error {
-	failed := 0
-	for _, err := range errs {
-		if err != nil {
-			failed++
-		}
-	}
-	switch {
-	case failed == 0:
-		return writeErr // nil, or the same for every message
-	case writeErr != nil:
-		for i, err := range errs {
-			if err == nil {
-				errs[i] = writeErr
-			}
-		}
-	}
-	return &stream.BatchError{Errs: errs}
 }
 
 // flushTransitions inserts the batches' transitions, sessions and runs,
@@ -260,13 +238,13 @@ func (a *Analytics) flushTransitions(ctx context.Context, batches []transitionBa
 	trErr := clickhouse.InsertTransitions(ctx, a.ch, trs...)
 	wg.Wait()
 	if trErr == nil {
-		a.countRows(clickhouse.TableTransitions, clickhouse.RowCount(trs))
+		a.met.CountRows(clickhouse.TableTransitions, clickhouse.RowCount(trs))
 	}
 	if sessErr == nil {
-		a.countRows(clickhouse.TableSessions, clickhouse.RowCount(sess))
+		a.met.CountRows(clickhouse.TableSessions, clickhouse.RowCount(sess))
 	}
 	if runErr == nil {
-		a.countRows(clickhouse.TableRuns, clickhouse.RowCount(runs))
+		a.met.CountRows(clickhouse.TableRuns, clickhouse.RowCount(runs))
 	}
 	return errors.Join(trErr, sessErr, runErr)
 }
@@ -276,7 +254,7 @@ func (a *Analytics) flushRuns(ctx context.Context, batches [][]clickhouse.RunRow
 	if err := clickhouse.InsertRuns(ctx, a.ch, batches...); err != nil {
 		return err
 	}
-	a.countRows(clickhouse.TableRuns, clickhouse.RowCount(batches))
+	a.met.CountRows(clickhouse.TableRuns, clickhouse.RowCount(batches))
 	return nil
 }
 
@@ -362,19 +340,13 @@ func traceIDOf(m *stream.Message, id string) string {
 	return ""
 }
 
-func (a *Analytics) countRows(table string, n int) {
-	if n > 0 {
-		a.met.rows.Add(context.Background(), int64(n), metric.WithAttributes(keyTable.String(table)))
-	}
-}
-
 func clampU16(n int) uint16 { return uint16(min(max(n, 0), 1<<16-1)) }
 func clampU32(n int) uint32 { return uint32(min(max(n, 0), 1<<32-1)) }
 
 // closeBatchers closes both batchers, at once.
 func (a *Analytics) closeBatchers() {
 	var wg sync.WaitGroup
-	wg.Go(a.transitions.close)
-	wg.Go(a.runs.close)
+	wg.Go(a.transitions.Close)
+	wg.Go(a.runs.Close)
 	wg.Wait()
 }

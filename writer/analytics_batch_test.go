@@ -18,6 +18,7 @@ import (
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // delivered returns transition messages as the runtime hands them to a
@@ -36,7 +37,7 @@ func delivered(attempt int, trs ...avail.Transition) []*stream.Message {
 // rm for stage, or for every stage when stage is "".
 func flushes(t *testing.T, rm metricdata.ResourceMetrics, stage string) uint64 {
 	t.Helper()
-	dur, ok := telemetrytest.Find(rm, writer.MetricFlushDuration)
+	dur, ok := telemetrytest.Find(rm, sink.MetricFlushDuration)
 	if !ok {
 		t.Fatal("no flush duration metric")
 	}
@@ -91,7 +92,7 @@ func TestAnalytics_undecodableMessageIsDeadLetteredAndTheRestWritten(t *testing.
 func TestAnalytics_clickHouseDownHoldsTheBatch(t *testing.T) {
 	dsn := testenv.ClickHouseDSN(t)
 	u, _ := url.Parse(dsn)
-	proxy := startProxy(t, u.Host)
+	proxy := testenv.StartProxy(t, u.Host)
 	ch := openClickHouse(t, dsn, proxy.Addr())
 	proxy.Stop()
 	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, FlushInterval: 10 * time.Millisecond,
@@ -170,7 +171,7 @@ func TestAnalytics_readAheadCopiesShareOneFlush(t *testing.T) {
 		waiting <- stages[0].BatchHandler(t.Context(), delivered(1, scoped(e0, "open", 2, true)))
 	}()
 	testenv.WaitFor(t, 5*time.Second, func() bool {
-		m, ok := telemetrytest.Find(collect(), writer.MetricBufferedRows)
+		m, ok := telemetrytest.Find(collect(), sink.MetricBufferedRows)
 		if !ok {
 			return false
 		}

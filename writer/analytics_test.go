@@ -17,6 +17,7 @@ import (
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 const analyticsPartitions = 4
@@ -241,9 +242,9 @@ func TestAnalytics_writesExactlyOnceToClickHouse(t *testing.T) {
 
 func checkAnalyticsMetrics(t *testing.T, rm metricdata.ResourceMetrics, want history) {
 	t.Helper()
-	rows, ok := telemetrytest.Find(rm, writer.MetricRowsWritten)
+	rows, ok := telemetrytest.Find(rm, sink.MetricRowsWritten)
 	if !ok {
-		t.Fatalf("no %s metric", writer.MetricRowsWritten)
+		t.Fatalf("no %s metric", sink.MetricRowsWritten)
 	}
 	byTable := map[string]int64{}
 	for _, dp := range rows.Data.(metricdata.Sum[int64]).DataPoints {
@@ -254,11 +255,11 @@ func checkAnalyticsMetrics(t *testing.T, rm metricdata.ResourceMetrics, want his
 		byTable["sessions"] < int64(want.sessions.Total+want.sessions.Closed) {
 		t.Fatalf("rows written = %v, want at least %+v", byTable, want)
 	}
-	dur, ok := telemetrytest.Find(rm, writer.MetricFlushDuration)
+	dur, ok := telemetrytest.Find(rm, sink.MetricFlushDuration)
 	if !ok || dur.Unit != "s" || len(dur.Data.(metricdata.Histogram[float64]).DataPoints) == 0 {
 		t.Fatalf("flush duration metric = %+v, want a histogram in s", dur)
 	}
-	buf, ok := telemetrytest.Find(rm, writer.MetricBufferedRows)
+	buf, ok := telemetrytest.Find(rm, sink.MetricBufferedRows)
 	if !ok || len(buf.Data.(metricdata.Gauge[int64]).DataPoints) != 2 {
 		t.Fatalf("buffered rows metric = %+v, want one gauge per stage", buf)
 	}
@@ -276,7 +277,7 @@ func TestAnalytics_clickHouseOutageBecomesABacklog(t *testing.T) {
 		t.Fatalf("Migrate: %v", err)
 	}
 	u, _ := url.Parse(dsn)
-	proxy := startProxy(t, u.Host)
+	proxy := testenv.StartProxy(t, u.Host)
 	ch := openClickHouse(t, dsn, proxy.Addr())
 	rdb := testenv.Dial(t, testenv.RedisURL(t))
 	mp, collect := telemetrytest.Metrics(t)
@@ -315,7 +316,7 @@ func TestAnalytics_clickHouseOutageBecomesABacklog(t *testing.T) {
 	if got, ok := counts(t, direct); !ok || got.transitions+got.runs+got.sessions.Total != 0 {
 		t.Fatalf("ClickHouse holds rows during the outage: %+v", got)
 	}
-	errs, ok := telemetrytest.Find(collect(), writer.MetricFlushErrors)
+	errs, ok := telemetrytest.Find(collect(), sink.MetricFlushErrors)
 	if !ok || len(errs.Data.(metricdata.Sum[int64]).DataPoints) == 0 {
 		t.Fatal("no flush errors counted during the outage")
 	}

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // Stage names, also the consumer groups.
@@ -22,20 +23,6 @@ const (
 	DefaultMaxScan     = 10_000
 	// DefaultRetainAfterDate is how long entities are kept after their date.
 	DefaultRetainAfterDate = 7 * 24 * time.Hour
-	DefaultBatchRows       = 100_000
-	DefaultFlushInterval   = time.Second
-	DefaultLinger          = 5 * time.Millisecond
-	DefaultFlushTimeout    = 10 * time.Second
-	DefaultMaxBackoff      = 5 * time.Second
-	// DefaultAnalyticsHandlerTimeout is the analytics stages' handler
-	// timeout: how long a handler waits for its rows to reach ClickHouse.
-	DefaultAnalyticsHandlerTimeout = 30 * time.Second
-	// DefaultAnalyticsMaxDeliveries is the analytics stages' MaxDeliveries.
-	// A delivery fails only when ClickHouse stays down for a whole handler
-	// timeout, and a message is delivered again at most every ClaimIdle, so
-	// an outage shorter than about 1000 × 60s (17 hours) dead-letters
-	// nothing. Undecodable messages are dead-lettered at once anyway.
-	DefaultAnalyticsMaxDeliveries = 1000
 	// DefaultAnalyticsBatchSize is the analytics stages' read batch
 	// (XREADGROUP COUNT): the messages of one partition one handler call
 	// gets, and so the rows it adds to a flush.
@@ -49,8 +36,6 @@ const (
 	// DefaultReadAhead is the copies of each analytics stage that
 	// Analytics.Stages returns.
 	DefaultReadAhead = 2
-	// MaxReadAhead bounds AnalyticsConfig.ReadAhead.
-	MaxReadAhead = 16
 )
 
 // ProjectionConfig configures the projection. Zero fields take the defaults.
@@ -166,9 +151,9 @@ func (c ProjectionConfig) Validate() error {
 // stay pending and are redelivered after ClaimIdle. Meanwhile each
 // partition's loop is busy, so the rest of the backlog waits in the
 // streams, unread. A failure episode is logged once when it starts and
-// once when it ends (see batcher), and MetricSinkFailingFor measures it. A
-// flush under way when a handler's deadline passes is waited for, so a
-// batch is never inserted twice by one process. A message
+// once when it ends (see sink.Batcher), and sink.MetricSinkFailingFor
+// measures it. A flush under way when a handler's deadline passes is
+// waited for, so a batch is never inserted twice by one process. A message
 // that cannot be decoded is dead-lettered (stream.Permanent in a
 // *stream.BatchError) and the rest of its batch is written.
 type AnalyticsConfig struct {
@@ -194,7 +179,7 @@ type AnalyticsConfig struct {
 	// once: Stages returns this many copies of each stage, each a consumer
 	// of the stage's group (they share the stage's batcher), so that while
 	// one copy's batches wait for their INSERT another's are read, decoded
-	// and paired. Default 2 (DefaultReadAhead), at most MaxReadAhead.
+	// and paired. Default 2 (DefaultReadAhead), at most sink.MaxReadAhead.
 	ReadAhead int
 	// Runner tunes both stages' runners; zero fields take the stream
 	// defaults, except: HandlerTimeout 30s (at least FlushInterval +
@@ -216,9 +201,9 @@ func (c AnalyticsConfig) WithDefaults() AnalyticsConfig {
 	if c.ReadAhead == 0 {
 		c.ReadAhead = DefaultReadAhead
 	}
-	b := c.batching().withDefaults()
+	b := c.batching().WithDefaults()
 	c.BatchRows, c.FlushInterval, c.Linger, c.FlushTimeout, c.MaxBackoff = b.BatchRows, b.FlushInterval, b.Linger, b.FlushTimeout, b.MaxBackoff
-	c.Runner = batchRunner(c.Runner, DefaultAnalyticsBatchSize)
+	c.Runner = sink.BatchRunner(c.Runner, DefaultAnalyticsBatchSize)
 	if c.TransitionsBatchSize == 0 {
 		c.TransitionsBatchSize = DefaultTransitionsBatchSize
 	}
@@ -231,7 +216,7 @@ func (c AnalyticsConfig) Validate() error {
 	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
 		errs = append(errs, fmt.Errorf("writer: partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
 	}
-	errs = append(errs, c.batching().validate(c.ReadAhead, c.Runner, StageAnalyticsTransitions, StageAnalyticsRuns)...)
+	errs = append(errs, c.batching().Validate(c.ReadAhead, c.Runner, StageAnalyticsTransitions, StageAnalyticsRuns))
 	if c.TransitionsBatchSize < 1 || c.TransitionsBatchSize > stream.MaxBatchSize {
 		errs = append(errs, fmt.Errorf("writer: transitions batch size %d out of range 1..%d", c.TransitionsBatchSize, stream.MaxBatchSize))
 	}
@@ -239,86 +224,7 @@ func (c AnalyticsConfig) Validate() error {
 }
 
 // batching returns when the analytics batchers flush.
-func (c AnalyticsConfig) batching() batching {
-	return batching{BatchRows: c.BatchRows, FlushInterval: c.FlushInterval, Linger: c.Linger,
+func (c AnalyticsConfig) batching() sink.Batching {
+	return sink.Batching{BatchRows: c.BatchRows, FlushInterval: c.FlushInterval, Linger: c.Linger,
 		FlushTimeout: c.FlushTimeout, MaxBackoff: c.MaxBackoff}
-}
-
-// withDefaults returns b with every zero field set to the writer's
-// default (DefaultBatchRows, DefaultFlushInterval, DefaultLinger,
-// DefaultFlushTimeout, DefaultMaxBackoff).
-func (b batching) withDefaults() batching {
-	if b.BatchRows == 0 {
-		b.BatchRows = DefaultBatchRows
-	}
-	if b.FlushInterval == 0 {
-		b.FlushInterval = DefaultFlushInterval
-	}
-	if b.Linger == 0 {
-		b.Linger = DefaultLinger
-	}
-	if b.FlushTimeout == 0 {
-		b.FlushTimeout = DefaultFlushTimeout
-	}
-	if b.MaxBackoff == 0 {
-		b.MaxBackoff = DefaultMaxBackoff
-	}
-	return b
-}
-
-// batchRunner returns the runner config of a batched append stage: zero
-// fields take the stream defaults, except HandlerTimeout
-// (DefaultAnalyticsHandlerTimeout), ClaimIdle (twice HandlerTimeout),
-// MaxDeliveries (DefaultAnalyticsMaxDeliveries), BatchSize (batchSize)
-// and ReadBytes (stream.MaxReadBytes: a read's batch sets the size of the
-// inserts, so reads go by count); in-process retries are off, as the
-// batcher retries flushes itself.
-func batchRunner(r stream.RunnerConfig, batchSize int) stream.RunnerConfig {
-	if r.HandlerTimeout == 0 {
-		r.HandlerTimeout = DefaultAnalyticsHandlerTimeout
-	}
-	if r.ClaimIdle == 0 {
-		r.ClaimIdle = 2 * r.HandlerTimeout
-	}
-	if r.MaxDeliveries == 0 {
-		r.MaxDeliveries = DefaultAnalyticsMaxDeliveries
-	}
-	if r.BatchSize == 0 {
-		r.BatchSize = batchSize
-	}
-	if r.ReadBytes == 0 {
-		r.ReadBytes = stream.MaxReadBytes
-	}
-	r.Retry = stream.RetryConfig{Disabled: true}
-	return r
-}
-
-// validate reports every invalid flush setting of a defaulted config, its
-// read-ahead and the runner config of its stages.
-func (b batching) validate(readAhead int, runner stream.RunnerConfig, stages ...string) []error {
-	var errs []error
-	if b.BatchRows < 1 || b.BatchRows > 1_000_000 {
-		errs = append(errs, fmt.Errorf("writer: batch rows %d out of range 1..1000000", b.BatchRows))
-	}
-	if readAhead < 1 || readAhead > MaxReadAhead {
-		errs = append(errs, fmt.Errorf("writer: read ahead %d out of range 1..%d", readAhead, MaxReadAhead))
-	}
-	if b.FlushInterval <= 0 || b.FlushTimeout <= 0 || b.MaxBackoff <= 0 {
-		errs = append(errs, fmt.Errorf("writer: flush interval %s, flush timeout %s and max backoff %s must be positive",
-			b.FlushInterval, b.FlushTimeout, b.MaxBackoff))
-	}
-	if b.Linger > b.FlushInterval {
-		errs = append(errs, fmt.Errorf("writer: linger %s exceeds flush interval %s", b.Linger, b.FlushInterval))
-	}
-	if runner.HandlerTimeout < b.FlushInterval+b.FlushTimeout {
-		errs = append(errs, fmt.Errorf("writer: handler timeout %s below flush interval + flush timeout %s",
-			runner.HandlerTimeout, b.FlushInterval+b.FlushTimeout))
-	}
-	for _, stage := range stages {
-		if err := runner.WithDefaults(stage).Validate(); err != nil {
-			errs = append(errs, fmt.Errorf("writer: runner of %s: %w", stage, err))
-			break
-		}
-	}
-	return errs
 }

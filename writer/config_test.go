@@ -8,6 +8,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 func TestProjectionConfig_validate(t *testing.T) {
@@ -45,7 +46,7 @@ func TestAnalyticsConfig_validate(t *testing.T) {
 		{name: "short test timings", cfg: writer.AnalyticsConfig{FlushInterval: 50 * time.Millisecond,
 			FlushTimeout: 500 * time.Millisecond, Runner: stream.RunnerConfig{HandlerTimeout: time.Second}}},
 		{name: "batch rows too large", cfg: writer.AnalyticsConfig{BatchRows: 2_000_000}, wantErr: "batch rows"},
-		{name: "read ahead too large", cfg: writer.AnalyticsConfig{ReadAhead: writer.MaxReadAhead + 1}, wantErr: "read ahead"},
+		{name: "read ahead too large", cfg: writer.AnalyticsConfig{ReadAhead: sink.MaxReadAhead + 1}, wantErr: "read ahead"},
 		{name: "negative read ahead", cfg: writer.AnalyticsConfig{ReadAhead: -1}, wantErr: "read ahead"},
 		{name: "negative interval", cfg: writer.AnalyticsConfig{FlushInterval: -time.Second}, wantErr: "must be positive"},
 		{name: "linger above interval", cfg: writer.AnalyticsConfig{Linger: 2 * time.Second}, wantErr: "linger"},
@@ -62,10 +63,10 @@ func TestAnalyticsConfig_validate(t *testing.T) {
 		})
 	}
 	d := writer.AnalyticsConfig{Runner: stream.RunnerConfig{Retry: stream.RetryConfig{MaxRetries: 3}}}.WithDefaults()
-	if d.BatchRows != writer.DefaultBatchRows || d.FlushInterval != writer.DefaultFlushInterval ||
-		d.Linger != writer.DefaultLinger || d.Runner.HandlerTimeout != writer.DefaultAnalyticsHandlerTimeout ||
-		d.Runner.ClaimIdle != 2*writer.DefaultAnalyticsHandlerTimeout ||
-		d.Runner.MaxDeliveries != writer.DefaultAnalyticsMaxDeliveries || !d.Runner.Retry.Disabled ||
+	if d.BatchRows != sink.DefaultBatchRows || d.FlushInterval != sink.DefaultFlushInterval ||
+		d.Linger != sink.DefaultLinger || d.Runner.HandlerTimeout != sink.DefaultHandlerTimeout ||
+		d.Runner.ClaimIdle != 2*sink.DefaultHandlerTimeout ||
+		d.Runner.MaxDeliveries != sink.DefaultMaxDeliveries || !d.Runner.Retry.Disabled ||
 		d.Runner.BatchSize != writer.DefaultAnalyticsBatchSize || d.TransitionsBatchSize != writer.DefaultTransitionsBatchSize {
 		t.Fatalf("defaults = %+v", d)
 	}

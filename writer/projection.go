@@ -57,9 +57,6 @@ const (
 // Int64Counter, unit {transition}, attribute result (an ApplyResult).
 const MetricProjectionApplied = "dropstream.writer.projection.applied"
 
-// instrumentationScope names the writer's meter and tracer.
-const instrumentationScope = "github.com/dropstream/dropstream/writer"
-
 // Projection keeps the soft state of availability entities in Redis: the
 // "avail-projection" stage. It is safe for concurrent use.
 //

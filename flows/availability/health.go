@@ -8,7 +8,7 @@ import (
 	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // StageHealthHistory appends the sources' health transitions to
@@ -19,14 +19,14 @@ const StageHealthHistory = "avail-health-history"
 const maxHealthError = 512
 
 // HealthHistoryConfig configures the "avail-health-history" stage, the
-// writer's append (writer.NewHistory) of every source health transition
+// writer's append (sink.NewHistory) of every source health transition
 // on the transitions topic (a source going down or coming back up) to
 // source_health, which collapses rows by event id, so a redelivered
 // transition counts once. The other transitions of the topic write
 // nothing; a message that does not decode is dead-lettered. Without
 // ClickHouse its group is created and the backlog waits.
-func HealthHistoryConfig(topics Topics) writer.HistoryConfig[clickhouse.SourceHealthRow] {
-	return writer.HistoryConfig[clickhouse.SourceHealthRow]{Stage: StageHealthHistory, Topic: topics.Transitions,
+func HealthHistoryConfig(topics Topics) sink.HistoryConfig[clickhouse.SourceHealthRow] {
+	return sink.HistoryConfig[clickhouse.SourceHealthRow]{Stage: StageHealthHistory, Topic: topics.Transitions,
 		Tables: []string{clickhouse.TableSourceHealth}, Rows: HealthRows, Insert: clickhouse.InsertSourceHealth}
 }
 

@@ -12,7 +12,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // The health history keeps each source health transition once, with the
@@ -44,7 +44,7 @@ func TestHealthHistory_BlindPeriodsReachClickHouseOnce(t *testing.T) {
 	}
 	cfg := HealthHistoryConfig(topics)
 	cfg.FlushInterval, cfg.Runner = 20*time.Millisecond, stream.RunnerConfig{Block: 20 * time.Millisecond}
-	hist, err := writer.NewHistory(ch, cfg, stream.Telemetry{})
+	hist, err := sink.NewHistory(ch, cfg, stream.Telemetry{})
 	if err != nil {
 		t.Fatal(err)
 	}

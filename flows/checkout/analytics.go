@@ -8,18 +8,18 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
 	"github.com/dropstream/dropstream/writer/flowhistory"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // HistoryConfig configures the "checkout-analytics" stage, the writer's
 // append of the saga records of finished attempts to ClickHouse's
-// checkout_sagas table (writer.NewHistory). A malformed record is
+// checkout_sagas table (sink.NewHistory). A malformed record is
 // dead-lettered; rows collapse by (order_id, tr_num), so a redelivered
 // record adds nothing. Without ClickHouse its group is created and the
 // records wait (see History).
-func (s *Flow) HistoryConfig() writer.HistoryConfig[clickhouse.CheckoutSagaRow] {
-	return writer.HistoryConfig[clickhouse.CheckoutSagaRow]{Stage: StageHistory, Topic: s.topics.Sagas,
+func (s *Flow) HistoryConfig() sink.HistoryConfig[clickhouse.CheckoutSagaRow] {
+	return sink.HistoryConfig[clickhouse.CheckoutSagaRow]{Stage: StageHistory, Topic: s.topics.Sagas,
 		Tables: []string{clickhouse.TableCheckoutSagas},
 		Rows: func(m *stream.Message) ([]clickhouse.CheckoutSagaRow, error) {
 			row, err := SagaRow(m)

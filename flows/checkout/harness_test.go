@@ -28,7 +28,7 @@ import (
 	"github.com/dropstream/dropstream/flows/checkout/httpapi"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 const partitions = 4
@@ -303,7 +303,7 @@ func (e *env) runHistory(t *testing.T) *clickhouse.Client {
 	cfg := e.svc.HistoryConfig()
 	// The flow's test runners time handlers out at 2s.
 	cfg.FlushInterval, cfg.FlushTimeout = 20*time.Millisecond, time.Second
-	hist, err := writer.NewHistory(ch, cfg, stream.Telemetry{Logger: quiet()})
+	hist, err := sink.NewHistory(ch, cfg, stream.Telemetry{Logger: quiet()})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,20 +10,20 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
 	"github.com/dropstream/dropstream/writer/flowhistory"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // HistoryConfig configures the "comic-history" stage, the writer's append
 // of the events topic to ClickHouse (tables of
-// clickhouse/schema/0006_comics.sql, writer.NewHistory): every event to
+// clickhouse/schema/0006_comics.sql, sink.NewHistory): every event to
 // comic_events, and each comic's time in inventory as a session in
 // comic_sessions. Rows carry deterministic ids, so a redelivered event
 // collapses into the same rows; an event that does not decode or has no
 // comic id is dead-lettered. Without ClickHouse its group is created and
 // the backlog waits (see History).
-func (s *Flow) HistoryConfig() writer.HistoryConfig[historyRow] {
-	return writer.HistoryConfig[historyRow]{Stage: StageHistory, Topic: s.topics.Events,
+func (s *Flow) HistoryConfig() sink.HistoryConfig[historyRow] {
+	return sink.HistoryConfig[historyRow]{Stage: StageHistory, Topic: s.topics.Events,
 		Tables: []string{"comic_events", "comic_sessions"}, Rows: historyRows, Insert: insertHistory,
 		Runner: stream.RunnerConfig{BatchSize: 1000}}
 }

@@ -9,7 +9,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // TestHistory_inventorySalesAndNotificationsInClickHouse runs the flow with
@@ -26,7 +26,7 @@ func TestHistory_inventorySalesAndNotificationsInClickHouse(t *testing.T) {
 	cfg := svc.HistoryConfig()
 	cfg.FlushInterval = 20 * time.Millisecond
 	cfg.Runner.Consumer, cfg.Runner.Block = StageHistory+"-main", 50*time.Millisecond
-	appender, err := writer.NewHistory(ch, cfg, stream.Telemetry{})
+	appender, err := sink.NewHistory(ch, cfg, stream.Telemetry{})
 	if err != nil {
 		t.Fatal(err)
 	}

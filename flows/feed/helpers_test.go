@@ -47,18 +47,18 @@ func (c *clock) Set(t time.Time) {
 	c.now = t
 }
 
-// sink is a notifier channel recording what it is asked to send; fail,
+// recorder is a notifier channel recording what it is asked to send; fail,
 // when set, makes sends to a recipient fail (retryably) n times.
-type sink struct {
+type recorder struct {
 	name string
 	mu   sync.Mutex
 	got  []Message
 	fail map[string]int
 }
 
-func (s *sink) Name() string { return s.name }
+func (s *recorder) Name() string { return s.name }
 
-func (s *sink) Send(_ context.Context, n notifier.Notification) error {
+func (s *recorder) Send(_ context.Context, n notifier.Notification) error {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if s.fail[n.Recipient.ID] > 0 {
@@ -74,7 +74,7 @@ func (s *sink) Send(_ context.Context, n notifier.Notification) error {
 }
 
 // messages returns what was sent of a kind ("collection", "confirm").
-func (s *sink) messages(kind string) []Message {
+func (s *recorder) messages(kind string) []Message {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	var out []Message
@@ -100,7 +100,7 @@ type harness struct {
 	requests stream.Topic
 	poller   *Poller
 	clock    *clock
-	sink     *sink
+	sink     *recorder
 	sim      *feedsim.Feed
 	srv      *httptest.Server
 	feed     Feed
@@ -172,7 +172,7 @@ func newHarnessWith(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed,
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	rdb := b.Client(t)
-	h := &harness{t: t, ctx: ctx, rdb: rdb, clock: &clock{now: t0}, sink: &sink{name: notifier.ChannelLog, fail: map[string]int{}}, sim: sim,
+	h := &harness{t: t, ctx: ctx, rdb: rdb, clock: &clock{now: t0}, sink: &recorder{name: notifier.ChannelLog, fail: map[string]int{}}, sim: sim,
 		skip: map[string]bool{}, stop: cancel}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mode, _ := h.mode.Load().(string)

@@ -8,17 +8,17 @@ import (
 
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // HistoryConfig configures the "feed-history" stage, the writer's append
-// of the item history to ClickHouse (writer.NewHistory): every event of
+// of the item history to ClickHouse (sink.NewHistory): every event of
 // feed.history is a row of feed_item_events, which collapses rows by event
 // id, so a redelivered event counts once; a malformed event is
 // dead-lettered. Without ClickHouse its group is created and the backlog
 // waits (see History).
-func (f *Flow) HistoryConfig() writer.HistoryConfig[clickhouse.FeedItemEventRow] {
-	return writer.HistoryConfig[clickhouse.FeedItemEventRow]{Stage: StageHistory, Topic: f.topics.History,
+func (f *Flow) HistoryConfig() sink.HistoryConfig[clickhouse.FeedItemEventRow] {
+	return sink.HistoryConfig[clickhouse.FeedItemEventRow]{Stage: StageHistory, Topic: f.topics.History,
 		Tables: []string{clickhouse.TableFeedItemEvents},
 		Rows: func(m *stream.Message) ([]clickhouse.FeedItemEventRow, error) {
 			row, err := historyRow(m)

@@ -11,7 +11,7 @@ import (
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 func TestHistory_writesItemHistoryToClickHouseOnce(t *testing.T) {
@@ -33,7 +33,7 @@ func TestHistory_writesItemHistoryToClickHouseOnce(t *testing.T) {
 
 	cfg := h.flow.HistoryConfig()
 	cfg.FlushInterval, cfg.Runner = 20*time.Millisecond, stream.RunnerConfig{Block: 20 * time.Millisecond}
-	hist, err := writer.NewHistory(ch, cfg, stream.Telemetry{})
+	hist, err := sink.NewHistory(ch, cfg, stream.Telemetry{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,8 +10,8 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
 	"github.com/dropstream/dropstream/writer/flowhistory"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // HistoryEvent is one search call, published to the history topic and
@@ -119,12 +119,12 @@ func (r *recorder) close() {
 
 // HistoryConfig configures the "offer-history" stage, the writer's append
 // of the search history to ClickHouse's offer_requests table
-// (writer.NewHistory): every event is a row keyed by its call id, so a
+// (sink.NewHistory): every event is a row keyed by its call id, so a
 // redelivered event collapses into the same row; an event that does not
 // decode or has no call id is dead-lettered. Without ClickHouse its group
 // is created and the backlog waits (see History).
-func (s *Flow) HistoryConfig() writer.HistoryConfig[clickhouse.OfferRequestRow] {
-	return writer.HistoryConfig[clickhouse.OfferRequestRow]{Stage: StageHistory, Topic: s.cfg.HistoryTopic(),
+func (s *Flow) HistoryConfig() sink.HistoryConfig[clickhouse.OfferRequestRow] {
+	return sink.HistoryConfig[clickhouse.OfferRequestRow]{Stage: StageHistory, Topic: s.cfg.HistoryTopic(),
 		Tables: []string{clickhouse.TableOfferRequests}, Rows: historyRows,
 		Insert: clickhouse.InsertOfferRequests, Runner: s.cfg.Runner}
 }

@@ -10,7 +10,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/testenv"
-	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 func TestHistory_writesEverySearchToClickHouseOnce(t *testing.T) {
@@ -32,7 +32,7 @@ func TestHistory_writesEverySearchToClickHouseOnce(t *testing.T) {
 	}
 	cfg := s.HistoryConfig()
 	cfg.FlushInterval = 20 * time.Millisecond
-	hist, err := writer.NewHistory(ch, cfg, quiet)
+	hist, err := sink.NewHistory(ch, cfg, quiet)
 	if err != nil {
 		t.Fatal(err)
 	}

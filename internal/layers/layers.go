@@ -12,9 +12,10 @@
 //  3. contract: flow, what every flow declares.
 //  4. stages: collector, diff, writer and notifier, the design's top-level
 //     stages. A stage package imports no other stage package, but for the
-//     writer's batched ClickHouse appends (writer, writer/flowhistory),
-//     which every flow's history goes through; the notifier imports no
-//     flow's types (it knows no flow). The console (console) sits here too: it
+//     writer's batched ClickHouse append (writer/sink, writer/flowhistory),
+//     which every flow's history goes through and which imports no flow;
+//     the notifier imports no flow's types (it knows no flow), nor the
+//     pipeline's writer (writer), which links the availability flow. The console (console) sits here too: it
 //     reads every flow through the contract and serves its page with api.
 //  5. flows: flows/<name>/... A flow may import another flow's root
 //     package (the comic flow buys through the checkout flow), never its
@@ -86,6 +87,8 @@ func Check(from, to string) string {
 		return "a stage package imports another stage package"
 	case fu == "notifier" && (to == "avail" || strings.HasPrefix(to, "avail/")):
 		return "the notifier imports a flow's types"
+	case appendPath(from) && (to == "avail" || strings.HasPrefix(to, "avail/")):
+		return "the append path imports a flow's types"
 	case fl == Flows && tl == HTTP && !routesPackage(from):
 		return "only a flow's httpapi (or bench) package imports api"
 	case fl == Flows && tl == Flows && fu != tu && strings.Count(to, "/") > 1:
@@ -96,7 +99,7 @@ func Check(from, to string) string {
 
 // appendPath reports whether a path is the writer's ClickHouse append path,
 // which every flow's history uses.
-func appendPath(rel string) bool { return rel == "writer" || rel == "writer/flowhistory" }
+func appendPath(rel string) bool { return rel == "writer/sink" || rel == "writer/flowhistory" }
 
 // routesPackage reports whether a flows path may serve routes: the flow's
 // httpapi package or a bench package.

@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"bytes"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 
@@ -50,6 +51,35 @@ func TestLayers_importsPointDown(t *testing.T) {
 	}
 }
 
+// The notifier and the append path every flow's history uses link no
+// flow: no package under avail or flows/ is among their dependencies.
+func TestLayers_notifierLinksNoFlow(t *testing.T) {
+	roots := []string{module + "notifier/...", module + "writer/sink", module + "writer/flowhistory"}
+	cmd := exec.Command("go", append([]string{"list", "-f", `{{.ImportPath}}{{range .Deps}} {{.}}{{end}}`}, roots...)...)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("go list: %v\n%s", err, stderr.String())
+	}
+	sc := bufio.NewScanner(bytes.NewReader(out))
+	sc.Buffer(nil, 1<<20)
+	roots = roots[:0]
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		roots = append(roots, fields[0])
+		for _, dep := range fields[1:] {
+			rel, ok := strings.CutPrefix(dep, module)
+			if ok && (rel == "avail" || strings.HasPrefix(rel, "avail/") || strings.HasPrefix(rel, "flows/")) {
+				t.Errorf("%s links %s", fields[0], dep)
+			}
+		}
+	}
+	if !slices.Contains(roots, module+"notifier") || !slices.Contains(roots, module+"writer/sink") {
+		t.Fatalf("go list listed %v, want the notifier and writer/sink among them", roots)
+	}
+}
+
 func TestCheck_rules(t *testing.T) {
 	tests := []struct {
 		from, to string
@@ -62,12 +92,15 @@ func TestCheck_rules(t *testing.T) {
 		{"flow", "api", true},
 		{"stream", "flow", false},
 		{"collector", "diff", false},
-		{"notifier/history", "writer", true},
+		{"notifier/history", "writer", false},
+		{"notifier/history", "writer/sink", true},
 		{"notifier", "writer/flowhistory", true},
 		{"notifier", "diff", false},
 		{"notifier/email", "notifier", true},
 		{"notifier", "avail", false},
 		{"writer", "avail", true},
+		{"writer/sink", "avail", false},
+		{"writer/flowhistory", "writer/sink", true},
 		{"flows/comic", "flows/checkout", true},
 		{"flows/comic", "flows/checkout/httpapi", false},
 		{"flows/comic/httpapi", "flows/comic", true},

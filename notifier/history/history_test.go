@@ -11,7 +11,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // Records go to Redis (recent, by id) and, through notify.history (one
@@ -61,7 +61,7 @@ func TestRecorder_redisAndClickHouse(t *testing.T) {
 	}
 	cfg := AppendConfig(2, stream.RunnerConfig{Block: 50 * time.Millisecond, StatsInterval: time.Minute})
 	cfg.FlushInterval = 50 * time.Millisecond
-	hist, err := writer.NewHistory(ch, cfg, stream.Telemetry{})
+	hist, err := sink.NewHistory(ch, cfg, stream.Telemetry{})
 	if err != nil {
 		t.Fatal(err)
 	}

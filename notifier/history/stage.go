@@ -6,7 +6,7 @@ import (
 
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // StageName is the ClickHouse history writer's stage name and group.
@@ -18,8 +18,8 @@ const StageName = "notifier-history"
 // in batches shared by the stage's copies. A ClickHouse failure keeps the
 // batch pending (the backlog waits in the stream); a message that is not a
 // bounded, decodable record or array of records is dead-lettered whole.
-func AppendConfig(partitions int, runner stream.RunnerConfig) writer.HistoryConfig[clickhouse.NotificationRow] {
-	return writer.HistoryConfig[clickhouse.NotificationRow]{Stage: StageName, Topic: Topic(partitions),
+func AppendConfig(partitions int, runner stream.RunnerConfig) sink.HistoryConfig[clickhouse.NotificationRow] {
+	return sink.HistoryConfig[clickhouse.NotificationRow]{Stage: StageName, Topic: Topic(partitions),
 		Tables: []string{clickhouse.TableNotifications}, Rows: decode, Insert: clickhouse.InsertNotifications, Runner: runner}
 }
 

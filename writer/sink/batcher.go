@@ -1,4 +1,4 @@
-package writer
+package sink
 
 import (
 	"context"
@@ -17,21 +17,15 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// ErrClosed is returned (wrapped) by handlers of a closed Analytics or
-// History: their rows were not written and their messages stay pending.
+// ErrClosed is returned (wrapped) by Add on a closed Batcher, so by the
+// handlers of a closed History or writer.Analytics: their rows were not
+// written and their messages stay pending.
 var ErrClosed = errors.New("writer: analytics closed")
 
 // maxLinks caps the span links of one flush span.
 const maxLinks = 128
 
-// batching is when a batcher flushes (see AnalyticsConfig and
-// HistoryConfig, whose fields of the same names set it).
-type batching struct {
-	BatchRows                                       int
-	FlushInterval, Linger, FlushTimeout, MaxBackoff time.Duration
-}
-
-// batcher collects the items of waiting handlers and writes them in one
+// Batcher collects the items of waiting handlers and writes them in one
 // flush. An item is the rows of one batch read from one partition; it is
 // never split. A flush starts:
 //
@@ -49,11 +43,14 @@ type batching struct {
 // the runner keeps its batch in hand (see sinkDown). A failure episode is
 // logged twice: when it starts, and when it ends with its duration, the
 // failed attempts and what was held.
-type batcher[E any] struct {
+//
+// A handler calls Begin before decoding its batch, End after, then Add.
+// It is safe for concurrent use.
+type Batcher[E any] struct {
 	stage  string
-	cfg    batching
+	cfg    Batching
 	flush  func(ctx context.Context, items []E) error
-	met    *analyticsMetrics
+	met    *Metrics
 	log    *slog.Logger
 	tracer trace.Tracer
 	attrs  metric.MeasurementOption
@@ -65,7 +62,7 @@ type batcher[E any] struct {
 	last     time.Time
 	lastErr  error
 	closed   bool
-	active   int  // handlers between begin and end
+	active   int  // handlers between Begin and End
 	urgent   bool // the last successful flush held an urgent item
 	// urgentAt is when the last successful flush that held an urgent item
 	// ended: until FlushInterval after it, a backlog's tail is flushing.
@@ -92,67 +89,70 @@ type waiter[E any] struct {
 	res      chan error // receives the outcome once
 }
 
-// newBatcher starts the batcher's flush loop; close stops it.
-func newBatcher[E any](stage string, cfg batching, met *analyticsMetrics, log *slog.Logger,
-	tracer trace.Tracer, flush func(context.Context, []E) error) *batcher[E] {
+// NewBatcher starts a batcher for stage that writes with flush, one call
+// at a time, and reports to met; Close stops it.
+func NewBatcher[E any](stage string, cfg Batching, met *Metrics, log *slog.Logger,
+	tracer trace.Tracer, flush func(context.Context, []E) error) *Batcher[E] {
 	ctx, cancel := context.WithCancel(context.Background())
-	b := &batcher[E]{stage: stage, cfg: cfg, flush: flush, met: met, log: log, tracer: tracer,
+	b := &Batcher[E]{stage: stage, cfg: cfg, flush: flush, met: met, log: log, tracer: tracer,
 		attrs: metric.WithAttributeSet(attribute.NewSet(keyStage.String(stage))),
 		wake:  make(chan struct{}, 1), cancel: cancel, done: make(chan struct{})}
 	go b.run(ctx)
 	return b
 }
 
-func (b *batcher[E]) stageName() string { return b.stage }
+// StageName returns the stage the batcher writes for.
+func (b *Batcher[E]) StageName() string { return b.stage }
 
-// health is what the batcher's gauges report (see analyticsMetrics).
-type health struct {
-	buffered   int           // rows queued or being flushed
-	failingFor time.Duration // since the first failed flush of the episode; 0 when the last flush succeeded
-	failures   int           // failed flushes since the last successful one
+// Health is what the batcher's gauges report (see Metrics).
+type Health struct {
+	Buffered   int           // rows queued or being flushed
+	FailingFor time.Duration // since the first failed flush of the episode; 0 when the last flush succeeded
+	Failures   int           // failed flushes since the last successful one
 }
 
-func (b *batcher[E]) health() health {
+// Health returns the state the gauges report.
+func (b *Batcher[E]) Health() Health {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	h := health{buffered: b.buffered, failures: b.failures}
+	h := Health{Buffered: b.buffered, Failures: b.failures}
 	if !b.failingSince.IsZero() {
-		h.failingFor = time.Since(b.failingSince)
+		h.FailingFor = time.Since(b.failingSince)
 	}
 	return h
 }
 
-// begin tells the batcher that a handler is preparing an item: Linger
-// does not flush until it calls end.
-func (b *batcher[E]) begin() {
+// Begin tells the batcher that a handler is preparing an item: Linger
+// does not flush until it calls End.
+func (b *Batcher[E]) Begin() {
 	b.mu.Lock()
 	b.active++
 	b.mu.Unlock()
 }
 
-// end undoes begin, before the handler's add (or instead of it).
-func (b *batcher[E]) end() {
+// End undoes Begin, before the handler's Add (or instead of it).
+func (b *Batcher[E]) End() {
 	b.mu.Lock()
 	b.active--
 	b.mu.Unlock()
 	b.signal()
 }
 
-func (b *batcher[E]) signal() {
+func (b *Batcher[E]) signal() {
 	select {
 	case b.wake <- struct{}{}:
 	default:
 	}
 }
 
-// add queues item (rows rows of msgs messages) and waits until it is
+// Add queues item (rows rows of msgs messages) and waits until it is
 // flushed, ctx ends or the batcher closes. urgent asks for a flush after
-// Linger rather than FlushInterval (see batcher). When ctx ends while a
-// flush holding item is under way, add waits for that flush (at most
+// Linger rather than FlushInterval (see Batcher). When ctx ends while a
+// flush holding item is under way, Add waits for that flush (at most
 // FlushTimeout) and returns its outcome. Otherwise an ended ctx returns an
 // error, marked stream.Hold unless the last flush failed because
 // ClickHouse refused the rows (the sink does not answer, or not in time).
-func (b *batcher[E]) add(ctx context.Context, item E, rows, msgs int, urgent bool) error {
+func (b *Batcher[E]) Add(ctx context.Context, item E, rows, msgs int, urgent bool) error {
 	w := &waiter[E]{item: item, rows: rows, msgs: msgs, urgent: urgent, at: time.Now(), ctx: ctx, res: make(chan error, 1)}
 	b.mu.Lock()
 	if b.closed {
@@ -202,14 +202,14 @@ func sinkDown(err error) bool {
 	return stream.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// close stops the loop after the flush in progress, if any, and fails every
+// Close stops the loop after the flush in progress, if any, and fails every
 // queued waiter with ErrClosed.
-func (b *batcher[E]) close() {
+func (b *Batcher[E]) Close() {
 	b.cancel()
 	<-b.done
 }
 
-func (b *batcher[E]) run(ctx context.Context) {
+func (b *Batcher[E]) run(ctx context.Context) {
 	defer close(b.done)
 	defer b.failAll()
 	timer := time.NewTimer(time.Hour)
@@ -256,7 +256,7 @@ func (b *batcher[E]) run(ctx context.Context) {
 const tailLingers = 20
 
 // due returns when the queue must be flushed; ok is false when it is empty.
-func (b *batcher[E]) due() (time.Time, bool) {
+func (b *Batcher[E]) due() (time.Time, bool) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if len(b.queue) == 0 {
@@ -282,7 +282,7 @@ func (b *batcher[E]) due() (time.Time, bool) {
 
 // hurry reports whether the queue is to be flushed after Linger: it holds
 // an urgent item, or the previous flush held one. b.mu is held.
-func (b *batcher[E]) hurry() bool {
+func (b *Batcher[E]) hurry() bool {
 	if b.urgent {
 		return true
 	}
@@ -296,7 +296,7 @@ func (b *batcher[E]) hurry() bool {
 
 // take removes up to BatchRows rows of live waiters from the queue head,
 // dropping waiters that stopped waiting.
-func (b *batcher[E]) take() []*waiter[E] {
+func (b *Batcher[E]) take() []*waiter[E] {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	var batch []*waiter[E]
@@ -318,7 +318,7 @@ func (b *batcher[E]) take() []*waiter[E] {
 
 // flushOnce flushes one batch from the queue head. On failure the waiters
 // still waiting go back to the head of the queue.
-func (b *batcher[E]) flushOnce(ctx context.Context) error {
+func (b *Batcher[E]) flushOnce(ctx context.Context) error {
 	batch := b.take()
 	if len(batch) == 0 {
 		return nil
@@ -368,7 +368,7 @@ func (b *batcher[E]) flushOnce(ctx context.Context) error {
 			b.urgentAt = time.Now()
 		}
 		for _, w := range batch {
-			w.res <- nil // under b.mu: add sees the outcome or the flush under way
+			w.res <- nil // under b.mu: Add sees the outcome or the flush under way
 		}
 		b.mu.Unlock()
 		return nil
@@ -406,7 +406,7 @@ func (b *batcher[E]) flushOnce(ctx context.Context) error {
 
 // failed is the outcome of a waiter whose handler's context ended during
 // a failed flush: held if the sink is down.
-func (b *batcher[E]) failed(err error) error {
+func (b *Batcher[E]) failed(err error) error {
 	err = fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w", b.stage, err)
 	if sinkDown(err) {
 		return stream.Hold(err)
@@ -417,7 +417,7 @@ func (b *batcher[E]) failed(err error) error {
 // recovered ends a failure episode, if any, with one log line saying how
 // long it lasted and what was held: the batch just written and those still
 // queued. b.mu is held.
-func (b *batcher[E]) recovered(batch []*waiter[E], rows int) {
+func (b *Batcher[E]) recovered(batch []*waiter[E], rows int) {
 	if b.failingSince.IsZero() {
 		return
 	}
@@ -435,7 +435,7 @@ func (b *batcher[E]) recovered(batch []*waiter[E], rows int) {
 }
 
 // failAll closes the batcher: queued waiters get ErrClosed, later adds too.
-func (b *batcher[E]) failAll() {
+func (b *Batcher[E]) failAll() {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	b.closed = true

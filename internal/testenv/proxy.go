@@ -1,4 +1,4 @@
-package writer_test
+package testenv
 
 import (
 	"io"
@@ -7,10 +7,10 @@ import (
 	"testing"
 )
 
-// tcpProxy forwards a loopback port to a target address. Stop closes the
+// Proxy forwards a loopback port to a target address. Stop closes the
 // listener and every connection, so clients see a server that refuses
 // connections; Start listens on the same port again.
-type tcpProxy struct {
+type Proxy struct {
 	target string
 	addr   string
 
@@ -20,23 +20,25 @@ type tcpProxy struct {
 	wg    sync.WaitGroup
 }
 
-func startProxy(t *testing.T, target string) *tcpProxy {
+// StartProxy starts a Proxy to target on a free loopback port; it stops
+// when the test ends.
+func StartProxy(t testing.TB, target string) *Proxy {
 	t.Helper()
-	p := &tcpProxy{target: target, addr: "127.0.0.1:0", conns: map[net.Conn]struct{}{}}
+	p := &Proxy{target: target, addr: "127.0.0.1:0", conns: map[net.Conn]struct{}{}}
 	p.Start(t)
 	t.Cleanup(p.Stop)
 	return p
 }
 
 // Addr is the proxy's host:port.
-func (p *tcpProxy) Addr() string {
+func (p *Proxy) Addr() string {
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	return p.addr
 }
 
 // Start listens (again) on the proxy's address.
-func (p *tcpProxy) Start(t *testing.T) {
+func (p *Proxy) Start(t testing.TB) {
 	t.Helper()
 	p.mu.Lock()
 	defer p.mu.Unlock()
@@ -50,7 +52,7 @@ func (p *tcpProxy) Start(t *testing.T) {
 
 // Stop closes the listener and every open connection, and waits for the
 // forwarding goroutines to end.
-func (p *tcpProxy) Stop() {
+func (p *Proxy) Stop() {
 	p.mu.Lock()
 	if p.ln != nil {
 		_ = p.ln.Close()
@@ -63,7 +65,7 @@ func (p *tcpProxy) Stop() {
 	p.wg.Wait()
 }
 
-func (p *tcpProxy) accept(ln net.Listener) {
+func (p *Proxy) accept(ln net.Listener) {
 	for {
 		in, err := ln.Accept()
 		if err != nil {

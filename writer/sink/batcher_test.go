@@ -1,4 +1,4 @@
-package writer
+package sink
 
 import (
 	"context"
@@ -46,9 +46,9 @@ func (s *fakeSink) state() (calls int, batches [][]int) {
 	return s.calls, append([][]int(nil), s.batches...)
 }
 
-func testBatcher(t *testing.T, cfg AnalyticsConfig, sink *fakeSink) *batcher[int] {
+func testBatcher(t *testing.T, cfg Batching, sink *fakeSink) *Batcher[int] {
 	t.Helper()
-	met, err := newAnalyticsMetrics(noop.NewMeterProvider())
+	met, err := NewMetrics(noop.NewMeterProvider())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -58,17 +58,17 @@ func testBatcher(t *testing.T, cfg AnalyticsConfig, sink *fakeSink) *batcher[int
 	if cfg.FlushTimeout == 0 {
 		cfg.FlushTimeout = time.Second
 	}
-	b := newBatcher("test", cfg.batching(), met, slog.New(slog.DiscardHandler), tnoop.NewTracerProvider().Tracer(""), sink.flush)
-	t.Cleanup(b.close)
+	b := NewBatcher("test", cfg, met, slog.New(slog.DiscardHandler), tnoop.NewTracerProvider().Tracer(""), sink.flush)
+	t.Cleanup(b.Close)
 	return b
 }
 
 // addAll adds items concurrently and returns their errors.
-func addAll(ctx context.Context, b *batcher[int], urgent bool, items ...int) []error {
+func addAll(ctx context.Context, b *Batcher[int], urgent bool, items ...int) []error {
 	errs := make([]error, len(items))
 	var wg sync.WaitGroup
 	for i, it := range items {
-		wg.Go(func() { errs[i] = b.add(ctx, it, 1, 1, urgent) })
+		wg.Go(func() { errs[i] = b.Add(ctx, it, 1, 1, urgent) })
 	}
 	wg.Wait()
 	return errs
@@ -77,7 +77,7 @@ func addAll(ctx context.Context, b *batcher[int], urgent bool, items ...int) []e
 func TestBatcher_flushTriggers(t *testing.T) {
 	tests := []struct {
 		name      string
-		cfg       AnalyticsConfig
+		cfg       Batching
 		urgent    bool // full batches or redeliveries
 		items     int
 		failures  int
@@ -85,12 +85,12 @@ func TestBatcher_flushTriggers(t *testing.T) {
 		wantCalls int // 0: do not check
 	}{
 		// FlushInterval and Linger are an hour: only BatchRows can flush.
-		{name: "batch rows", cfg: AnalyticsConfig{BatchRows: 3, FlushInterval: time.Hour, Linger: -1}, items: 6, maxBatch: 3, wantCalls: 2},
+		{name: "batch rows", cfg: Batching{BatchRows: 3, FlushInterval: time.Hour, Linger: -1}, items: 6, maxBatch: 3, wantCalls: 2},
 		// Only the interval can flush.
-		{name: "flush interval", cfg: AnalyticsConfig{BatchRows: 1000, FlushInterval: 20 * time.Millisecond, Linger: -1}, items: 5, maxBatch: 5},
+		{name: "flush interval", cfg: Batching{BatchRows: 1000, FlushInterval: 20 * time.Millisecond, Linger: -1}, items: 5, maxBatch: 5},
 		// Only the linger can flush within the test's lifetime.
-		{name: "linger", cfg: AnalyticsConfig{BatchRows: 1000, FlushInterval: time.Hour, Linger: 5 * time.Millisecond}, urgent: true, items: 5, maxBatch: 5},
-		{name: "failed flushes are retried", cfg: AnalyticsConfig{BatchRows: 4, FlushInterval: time.Hour, Linger: -1}, items: 4, failures: 2, maxBatch: 4, wantCalls: 3},
+		{name: "linger", cfg: Batching{BatchRows: 1000, FlushInterval: time.Hour, Linger: 5 * time.Millisecond}, urgent: true, items: 5, maxBatch: 5},
+		{name: "failed flushes are retried", cfg: Batching{BatchRows: 4, FlushInterval: time.Hour, Linger: -1}, items: 4, failures: 2, maxBatch: 4, wantCalls: 3},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -118,7 +118,7 @@ func TestBatcher_flushTriggers(t *testing.T) {
 			if len(seen) != tt.items || (tt.wantCalls > 0 && calls != tt.wantCalls) {
 				t.Fatalf("flushed %v in %d calls, want %d items in %d calls", batches, calls, tt.items, tt.wantCalls)
 			}
-			if n := b.health().buffered; n != 0 {
+			if n := b.Health().Buffered; n != 0 {
 				t.Fatalf("buffered rows = %d after the flush, want 0", n)
 			}
 		})
@@ -127,28 +127,28 @@ func TestBatcher_flushTriggers(t *testing.T) {
 
 func TestBatcher_waiterDeadlineDropsItsRow(t *testing.T) {
 	sink := &fakeSink{failures: -1} // always fails
-	b := testBatcher(t, AnalyticsConfig{BatchRows: 10, FlushInterval: time.Millisecond, Linger: -1}, sink)
+	b := testBatcher(t, Batching{BatchRows: 10, FlushInterval: time.Millisecond, Linger: -1}, sink)
 	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
 	defer cancel()
-	err := b.add(ctx, 1, 1, 1, true)
+	err := b.Add(ctx, 1, 1, 1, true)
 	if !errors.Is(err, context.DeadlineExceeded) || err == nil || !strings.Contains(err.Error(), "clickhouse down") {
 		t.Fatalf("add = %v, want the deadline and the last flush error", err)
 	}
-	testenv.WaitFor(t, 5*time.Second, func() bool { return b.health().buffered == 0 },
+	testenv.WaitFor(t, 5*time.Second, func() bool { return b.Health().Buffered == 0 },
 		"the abandoned row leaves the buffer")
 }
 
 func TestBatcher_closeFailsWaiters(t *testing.T) {
 	sink := &fakeSink{failures: -1}
-	b := testBatcher(t, AnalyticsConfig{BatchRows: 10, FlushInterval: time.Millisecond, Linger: -1}, sink)
+	b := testBatcher(t, Batching{BatchRows: 10, FlushInterval: time.Millisecond, Linger: -1}, sink)
 	res := make(chan error, 1)
-	go func() { res <- b.add(context.Background(), 1, 1, 1, true) }()
+	go func() { res <- b.Add(context.Background(), 1, 1, 1, true) }()
 	testenv.WaitFor(t, 5*time.Second, func() bool { c, _ := sink.state(); return c > 0 }, "a flush attempt")
-	b.close()
+	b.Close()
 	if err := <-res; !errors.Is(err, ErrClosed) {
 		t.Fatalf("waiting add after close = %v, want ErrClosed", err)
 	}
-	if err := b.add(context.Background(), 2, 1, 1, true); !errors.Is(err, ErrClosed) {
+	if err := b.Add(context.Background(), 2, 1, 1, true); !errors.Is(err, ErrClosed) {
 		t.Fatalf("add after close = %v, want ErrClosed", err)
 	}
 }
@@ -160,17 +160,17 @@ func TestBatcher_lingerWaitsForHandlersInProgress(t *testing.T) {
 	sink := &fakeSink{}
 	// Linger must outlast the gap between the second end and add below,
 	// even on a loaded machine.
-	b := testBatcher(t, AnalyticsConfig{BatchRows: 1000, FlushInterval: time.Hour, Linger: 200 * time.Millisecond}, sink)
-	b.begin()
-	b.begin()
+	b := testBatcher(t, Batching{BatchRows: 1000, FlushInterval: time.Hour, Linger: 200 * time.Millisecond}, sink)
+	b.Begin()
+	b.Begin()
 	first := make(chan error, 1)
 	go func() {
-		b.end()
-		first <- b.add(t.Context(), 1, 1, 1, true)
+		b.End()
+		first <- b.Add(t.Context(), 1, 1, 1, true)
 	}()
-	testenv.WaitFor(t, 5*time.Second, func() bool { return b.health().buffered == 1 }, "the first item queued")
-	b.end()
-	if err := b.add(t.Context(), 2, 1, 1, true); err != nil {
+	testenv.WaitFor(t, 5*time.Second, func() bool { return b.Health().Buffered == 1 }, "the first item queued")
+	b.End()
+	if err := b.Add(t.Context(), 2, 1, 1, true); err != nil {
 		t.Fatalf("add 2: %v", err)
 	}
 	if err := <-first; err != nil {
@@ -186,11 +186,11 @@ func TestBatcher_lingerWaitsForHandlersInProgress(t *testing.T) {
 // batch) makes Linger flush them all.
 func TestBatcher_lingerWaitsForAnUrgentItem(t *testing.T) {
 	sink := &fakeSink{}
-	b := testBatcher(t, AnalyticsConfig{BatchRows: 1000, FlushInterval: time.Hour, Linger: time.Millisecond}, sink)
+	b := testBatcher(t, Batching{BatchRows: 1000, FlushInterval: time.Hour, Linger: time.Millisecond}, sink)
 	partial := make(chan []error, 1)
 	go func() { partial <- addAll(t.Context(), b, false, 1, 2, 3) }()
-	testenv.WaitFor(t, 5*time.Second, func() bool { return b.health().buffered == 3 }, "three partial batches queued")
-	if err := b.add(t.Context(), 4, 1, 1, true); err != nil {
+	testenv.WaitFor(t, 5*time.Second, func() bool { return b.Health().Buffered == 3 }, "three partial batches queued")
+	if err := b.Add(t.Context(), 4, 1, 1, true); err != nil {
 		t.Fatalf("urgent add: %v", err)
 	}
 	for i, err := range <-partial {
@@ -209,16 +209,16 @@ func TestBatcher_lingerWaitsForAnUrgentItem(t *testing.T) {
 // backlog — waits 20 Lingers, not FlushInterval (an hour here).
 func TestBatcher_backlogTailWaitsTwentyLingersNotTheInterval(t *testing.T) {
 	sink := &fakeSink{}
-	b := testBatcher(t, AnalyticsConfig{BatchRows: 1000, FlushInterval: time.Hour, Linger: time.Millisecond}, sink)
-	if err := b.add(t.Context(), 1, 1, 1, true); err != nil {
+	b := testBatcher(t, Batching{BatchRows: 1000, FlushInterval: time.Hour, Linger: time.Millisecond}, sink)
+	if err := b.Add(t.Context(), 1, 1, 1, true); err != nil {
 		t.Fatalf("full batch: %v", err)
 	}
-	if err := b.add(t.Context(), 2, 1, 1, false); err != nil {
+	if err := b.Add(t.Context(), 2, 1, 1, false); err != nil {
 		t.Fatalf("partial batch after the full one: %v", err)
 	}
 	ctx, cancel := context.WithTimeout(t.Context(), 10*time.Second)
 	defer cancel()
-	if err := b.add(ctx, 3, 1, 1, false); err != nil {
+	if err := b.Add(ctx, 3, 1, 1, false); err != nil {
 		t.Fatalf("the tail's last partial batch: %v (it waited for the flush interval)", err)
 	}
 	if _, batches := sink.state(); !slices.EqualFunc(batches, [][]int{{1}, {2}, {3}}, slices.Equal) {

@@ -1,4 +1,4 @@
-package writer_test
+package sink_test
 
 import (
 	"context"
@@ -16,7 +16,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 const historyPartitions = 4
@@ -42,8 +42,8 @@ func itemEventRows(m *stream.Message) ([]clickhouse.FeedItemEventRow, error) {
 
 // historyConfig is a history of feed item events over topic, counting
 // its inserts.
-func historyConfig(topic stream.Topic, inserts *atomic.Int64) writer.HistoryConfig[clickhouse.FeedItemEventRow] {
-	return writer.HistoryConfig[clickhouse.FeedItemEventRow]{
+func historyConfig(topic stream.Topic, inserts *atomic.Int64) sink.HistoryConfig[clickhouse.FeedItemEventRow] {
+	return sink.HistoryConfig[clickhouse.FeedItemEventRow]{
 		Stage: "test-history", Topic: topic, Tables: []string{clickhouse.TableFeedItemEvents},
 		Rows: itemEventRows,
 		Insert: func(ctx context.Context, ch *clickhouse.Client, rows []clickhouse.FeedItemEventRow) error {
@@ -53,9 +53,9 @@ func historyConfig(topic stream.Topic, inserts *atomic.Int64) writer.HistoryConf
 	}
 }
 
-func newHistory(t *testing.T, ch *clickhouse.Client, cfg writer.HistoryConfig[clickhouse.FeedItemEventRow]) *writer.History[clickhouse.FeedItemEventRow] {
+func newHistory(t *testing.T, ch *clickhouse.Client, cfg sink.HistoryConfig[clickhouse.FeedItemEventRow]) *sink.History[clickhouse.FeedItemEventRow] {
 	t.Helper()
-	h, err := writer.NewHistory(ch, cfg, stream.Telemetry{Logger: quiet})
+	h, err := sink.NewHistory(ch, cfg, stream.Telemetry{Logger: quiet})
 	if err != nil {
 		t.Fatalf("NewHistory: %v", err)
 	}
@@ -183,7 +183,7 @@ func TestHistory_clickHouseOutageBecomesABacklog(t *testing.T) {
 	dsn := testenv.ClickHouseDSN(t)
 	direct := testenv.OpenClickHouse(t, dsn)
 	u, _ := url.Parse(dsn)
-	proxy := startProxy(t, u.Host)
+	proxy := testenv.StartProxy(t, u.Host)
 	ch := openClickHouse(t, dsn, proxy.Addr())
 	rdb := testenv.Dial(t, testenv.RedisURL(t))
 	topic := stream.NewTopic("test", "history-outage", historyPartitions)
@@ -233,26 +233,26 @@ func TestHistoryConfig_validate(t *testing.T) {
 		t.Fatalf("a complete config: %v", err)
 	}
 	d := good.WithDefaults()
-	if d.BatchRows != writer.DefaultBatchRows || d.FlushInterval != writer.DefaultFlushInterval || d.ReadAhead != 1 ||
-		d.Runner.BatchSize != writer.DefaultHistoryBatchSize || !d.Runner.Retry.Disabled {
+	if d.BatchRows != sink.DefaultBatchRows || d.FlushInterval != sink.DefaultFlushInterval || d.ReadAhead != 1 ||
+		d.Runner.BatchSize != sink.DefaultHistoryBatchSize || !d.Runner.Retry.Disabled {
 		t.Errorf("defaults %+v", d)
 	}
-	for name, mutate := range map[string]func(*writer.HistoryConfig[clickhouse.FeedItemEventRow]){
-		"no stage":       func(c *writer.HistoryConfig[clickhouse.FeedItemEventRow]) { c.Stage = "" },
-		"no tables":      func(c *writer.HistoryConfig[clickhouse.FeedItemEventRow]) { c.Tables = nil },
-		"no rows":        func(c *writer.HistoryConfig[clickhouse.FeedItemEventRow]) { c.Rows = nil },
-		"no insert":      func(c *writer.HistoryConfig[clickhouse.FeedItemEventRow]) { c.Insert = nil },
-		"no topic":       func(c *writer.HistoryConfig[clickhouse.FeedItemEventRow]) { c.Topic = stream.Topic{} },
-		"short timeout":  func(c *writer.HistoryConfig[clickhouse.FeedItemEventRow]) { c.Runner.HandlerTimeout = time.Second },
-		"read ahead":     func(c *writer.HistoryConfig[clickhouse.FeedItemEventRow]) { c.ReadAhead = writer.MaxReadAhead + 1 },
-		"linger too big": func(c *writer.HistoryConfig[clickhouse.FeedItemEventRow]) { c.Linger = time.Minute },
+	for name, mutate := range map[string]func(*sink.HistoryConfig[clickhouse.FeedItemEventRow]){
+		"no stage":       func(c *sink.HistoryConfig[clickhouse.FeedItemEventRow]) { c.Stage = "" },
+		"no tables":      func(c *sink.HistoryConfig[clickhouse.FeedItemEventRow]) { c.Tables = nil },
+		"no rows":        func(c *sink.HistoryConfig[clickhouse.FeedItemEventRow]) { c.Rows = nil },
+		"no insert":      func(c *sink.HistoryConfig[clickhouse.FeedItemEventRow]) { c.Insert = nil },
+		"no topic":       func(c *sink.HistoryConfig[clickhouse.FeedItemEventRow]) { c.Topic = stream.Topic{} },
+		"short timeout":  func(c *sink.HistoryConfig[clickhouse.FeedItemEventRow]) { c.Runner.HandlerTimeout = time.Second },
+		"read ahead":     func(c *sink.HistoryConfig[clickhouse.FeedItemEventRow]) { c.ReadAhead = sink.MaxReadAhead + 1 },
+		"linger too big": func(c *sink.HistoryConfig[clickhouse.FeedItemEventRow]) { c.Linger = time.Minute },
 	} {
 		c := good
 		mutate(&c)
 		if err := c.WithDefaults().Validate(); err == nil {
 			t.Errorf("%s: Validate = nil, want an error", name)
 		}
-		if _, err := writer.NewHistory(nil, c, stream.Telemetry{}); err == nil {
+		if _, err := sink.NewHistory(nil, c, stream.Telemetry{}); err == nil {
 			t.Errorf("%s: NewHistory = nil error", name)
 		}
 	}

@@ -1,16 +1,13 @@
-package writer
+package sink
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"time"
 
-	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/stream"
@@ -21,9 +18,9 @@ import (
 const DefaultHistoryBatchSize = 1000
 
 // HistoryConfig configures a flow's ClickHouse append: the stage that
-// reads a topic and appends each message's rows to ClickHouse through the
-// writer's batcher, as Analytics does for the availability pipeline. Zero
-// fields of the batching settings take the writer's defaults.
+// reads a topic and appends each message's rows to ClickHouse through a
+// Batcher, as writer.Analytics does for the availability pipeline. Zero
+// fields of the batching settings take Batching's defaults.
 //
 // The stage is a batch stage: a handler turns the batch the runner read
 // from one partition into rows (Rows, per message), hands them to the
@@ -33,11 +30,11 @@ const DefaultHistoryBatchSize = 1000
 // batches of every partition and copy into one Insert, a batch never
 // split, and flushes at once at BatchRows rows, after Linger for full or
 // redelivered batches, otherwise when the oldest batch has waited
-// FlushInterval (see AnalyticsConfig for the rules and why). While
+// FlushInterval (see Batcher; writer.AnalyticsConfig says why). While
 // ClickHouse does not answer, the flush is retried with backoff up to
 // MaxBackoff and the batches are held in hand (stream.Hold) until it does,
 // so the backlog waits in the stream and drains as soon as ClickHouse
-// answers (see AnalyticsConfig).
+// answers (see writer.AnalyticsConfig).
 //
 // A message is written at least once: a batch redelivered after a crash
 // or a handler timeout is inserted again, so the table must collapse
@@ -60,10 +57,8 @@ type HistoryConfig[R any] struct {
 	Insert func(ctx context.Context, ch *clickhouse.Client, rows []R) error
 
 	// BatchRows, FlushInterval, Linger, FlushTimeout and MaxBackoff say
-	// when the batcher flushes and how it retries, as the fields of the
-	// same names of AnalyticsConfig, with the same defaults
-	// (DefaultBatchRows, DefaultFlushInterval, DefaultLinger,
-	// DefaultFlushTimeout, DefaultMaxBackoff); a negative Linger turns it
+	// when the batcher flushes and how it retries, as Batching's fields
+	// of the same names, with its defaults; a negative Linger turns it
 	// off.
 	BatchRows                                       int
 	FlushInterval, Linger, FlushTimeout, MaxBackoff time.Duration
@@ -71,8 +66,8 @@ type HistoryConfig[R any] struct {
 	// consumer of the group, sharing the batcher. Default 1, at most
 	// MaxReadAhead.
 	ReadAhead int
-	// Runner tunes the stage's runner as AnalyticsConfig.Runner does,
-	// but BatchSize defaults to DefaultHistoryBatchSize.
+	// Runner tunes the stage's runner; zero fields take BatchRunner's
+	// defaults, BatchSize DefaultHistoryBatchSize.
 	Runner stream.RunnerConfig
 }
 
@@ -81,9 +76,9 @@ func (c HistoryConfig[R]) WithDefaults() HistoryConfig[R] {
 	if c.ReadAhead == 0 {
 		c.ReadAhead = 1
 	}
-	b := c.batching().withDefaults()
+	b := c.batching().WithDefaults()
 	c.BatchRows, c.FlushInterval, c.Linger, c.FlushTimeout, c.MaxBackoff = b.BatchRows, b.FlushInterval, b.Linger, b.FlushTimeout, b.MaxBackoff
-	c.Runner = batchRunner(c.Runner, DefaultHistoryBatchSize)
+	c.Runner = BatchRunner(c.Runner, DefaultHistoryBatchSize)
 	return c
 }
 
@@ -96,12 +91,12 @@ func (c HistoryConfig[R]) Validate() error {
 	if err := c.Topic.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("writer: history %s: %w", c.Stage, err))
 	}
-	errs = append(errs, c.batching().validate(c.ReadAhead, c.Runner, c.Stage)...)
+	errs = append(errs, c.batching().Validate(c.ReadAhead, c.Runner, c.Stage))
 	return errors.Join(errs...)
 }
 
-func (c HistoryConfig[R]) batching() batching {
-	return batching{BatchRows: c.BatchRows, FlushInterval: c.FlushInterval, Linger: c.Linger,
+func (c HistoryConfig[R]) batching() Batching {
+	return Batching{BatchRows: c.BatchRows, FlushInterval: c.FlushInterval, Linger: c.Linger,
 		FlushTimeout: c.FlushTimeout, MaxBackoff: c.MaxBackoff}
 }
 
@@ -111,9 +106,9 @@ func (c HistoryConfig[R]) batching() batching {
 type History[R any] struct {
 	ch        *clickhouse.Client
 	cfg       HistoryConfig[R]
-	met       *analyticsMetrics
+	met       *Metrics
 	reg       metric.Registration
-	batcher   *batcher[[]R]
+	batcher   *Batcher[[]R]
 	rowsAttr  metric.MeasurementOption
 	closeOnce sync.Once
 }
@@ -132,14 +127,14 @@ func NewHistory[R any](ch *clickhouse.Client, cfg HistoryConfig[R], tel stream.T
 	if ch == nil {
 		return nil, fmt.Errorf("writer: history %s needs a ClickHouse client", cfg.Stage)
 	}
-	met, tracer, log, err := batchTelemetry(tel)
+	met, tracer, log, err := Instruments(tel)
 	if err != nil {
 		return nil, err
 	}
 	h := &History[R]{ch: ch, cfg: cfg, met: met, rowsAttr: metric.WithAttributes(keyTable.String(cfg.Tables[0]))}
-	h.batcher = newBatcher(cfg.Stage, cfg.batching(), met, log, tracer, h.flush)
-	if h.reg, err = met.observeBuffered(h.batcher); err != nil {
-		h.batcher.close()
+	h.batcher = NewBatcher(cfg.Stage, cfg.batching(), met, log, tracer, h.flush)
+	if h.reg, err = met.Observe(h.batcher); err != nil {
+		h.batcher.Close()
 		return nil, err
 	}
 	return h, nil
@@ -174,15 +169,15 @@ func (h *History[R]) Handle(ctx context.Context, msgs []*stream.Message) error {
 	rows, errs := h.rows(msgs)
 	var err error
 	if len(rows) > 0 {
-		err = h.batcher.add(ctx, rows, len(rows), len(msgs), urgent(msgs, h.cfg.Runner.BatchSize))
+		err = h.batcher.Add(ctx, rows, len(rows), len(msgs), Urgent(msgs, h.cfg.Runner.BatchSize))
 	}
-	return settle(errs, err)
+	return Settle(errs, err)
 }
 
 // rows decodes msgs, while the batcher knows that a batch is coming.
 func (h *History[R]) rows(msgs []*stream.Message) ([]R, []error) {
-	h.batcher.begin()
-	defer h.batcher.end()
+	h.batcher.Begin()
+	defer h.batcher.End()
 	errs := make([]error, len(msgs))
 	var rows []R
 	for i, m := range msgs {
@@ -225,27 +220,9 @@ func (h *History[R]) Close() error {
 	if !first {
 		return nil
 	}
-	h.batcher.close()
+	h.batcher.Close()
 	if err := h.reg.Unregister(); err != nil {
 		return fmt.Errorf("writer: history %s close: %w", h.cfg.Stage, err)
 	}
 	return nil
-}
-
-// batchTelemetry returns the instruments, tracer and logger of the
-// batched append stages from tel, whose nil fields take the OpenTelemetry
-// globals and slog.Default.
-func batchTelemetry(tel stream.Telemetry) (*analyticsMetrics, trace.Tracer, *slog.Logger, error) {
-	met, err := newAnalyticsMetrics(tel.MeterProvider)
-	if err != nil {
-		return nil, nil, nil, err
-	}
-	tp, log := tel.TracerProvider, tel.Logger
-	if tp == nil {
-		tp = gotel.GetTracerProvider()
-	}
-	if log == nil {
-		log = slog.Default()
-	}
-	return met, tp.Tracer(instrumentationScope), log, nil
 }

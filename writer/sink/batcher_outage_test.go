@@ -1,4 +1,4 @@
-package writer
+package sink
 
 import (
 	"context"
@@ -39,10 +39,10 @@ func TestBatcher_deadlineUntilTheSinkAnswersHoldsTheBatch(t *testing.T) {
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			sink := &fakeSink{failures: -1, err: tt.err}
-			b := testBatcher(t, AnalyticsConfig{BatchRows: 10, FlushInterval: time.Millisecond, Linger: -1}, sink)
+			b := testBatcher(t, Batching{BatchRows: 10, FlushInterval: time.Millisecond, Linger: -1}, sink)
 			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
 			defer cancel()
-			err := b.add(ctx, 1, 1, 1, true)
+			err := b.Add(ctx, 1, 1, 1, true)
 			if err == nil || stream.IsHold(err) != tt.wantHold || !errors.Is(err, tt.err) {
 				t.Fatalf("add = %v (held %t), want the flush error, held %t", err, stream.IsHold(err), tt.wantHold)
 			}
@@ -83,16 +83,16 @@ func TestBatcher_deadlineDuringAFlushWaitsForItsOutcome(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			sink := &blockingSink{fakeSink: fakeSink{failures: tt.failures, err: errRefused},
 				started: make(chan struct{}, 10), release: make(chan struct{})}
-			met, err := newAnalyticsMetrics(noop.NewMeterProvider())
+			met, err := NewMetrics(noop.NewMeterProvider())
 			if err != nil {
 				t.Fatal(err)
 			}
-			b := newBatcher("test", batching{BatchRows: 10, FlushInterval: time.Millisecond, FlushTimeout: time.Minute,
+			b := NewBatcher("test", Batching{BatchRows: 10, FlushInterval: time.Millisecond, FlushTimeout: time.Minute,
 				MaxBackoff: time.Hour}, met, slog.New(slog.DiscardHandler), tnoop.NewTracerProvider().Tracer(""), sink.flush)
-			t.Cleanup(b.close)
+			t.Cleanup(b.Close)
 			ctx, cancel := context.WithCancel(t.Context())
 			res := make(chan error, 1)
-			go func() { res <- b.add(ctx, 7, 1, 1, true) }()
+			go func() { res <- b.Add(ctx, 7, 1, 1, true) }()
 			<-sink.started
 			cancel() // the handler's deadline, during the flush
 			select {
@@ -122,22 +122,22 @@ func TestBatcher_outageLogsOnceWhenItStartsAndOnceWhenItEnds(t *testing.T) {
 	const failures, items = 20, 5
 	log := &telemetrytest.Logs{}
 	sink := &fakeSink{failures: failures, err: errRefused}
-	met, err := newAnalyticsMetrics(noop.NewMeterProvider())
+	met, err := NewMetrics(noop.NewMeterProvider())
 	if err != nil {
 		t.Fatal(err)
 	}
-	b := newBatcher("notifier-history", batching{BatchRows: 1000, FlushInterval: time.Millisecond, FlushTimeout: time.Second,
+	b := NewBatcher("notifier-history", Batching{BatchRows: 1000, FlushInterval: time.Millisecond, FlushTimeout: time.Second,
 		MaxBackoff: time.Millisecond}, met, slog.New(log), tnoop.NewTracerProvider().Tracer(""), sink.flush)
-	t.Cleanup(b.close)
+	t.Cleanup(b.Close)
 	var wg sync.WaitGroup
 	errs := make([]error, items)
-	sawFailing := make(chan health, 1)
+	sawFailing := make(chan Health, 1)
 	go func() {
-		testenv.WaitFor(t, 10*time.Second, func() bool { return b.health().failures >= 2 }, "failed flushes")
-		sawFailing <- b.health()
+		testenv.WaitFor(t, 10*time.Second, func() bool { return b.Health().Failures >= 2 }, "failed flushes")
+		sawFailing <- b.Health()
 	}()
 	for i := range items {
-		wg.Go(func() { errs[i] = b.add(t.Context(), i, 2, 3, true) })
+		wg.Go(func() { errs[i] = b.Add(t.Context(), i, 2, 3, true) })
 	}
 	wg.Wait()
 	for i, err := range errs {
@@ -146,10 +146,10 @@ func TestBatcher_outageLogsOnceWhenItStartsAndOnceWhenItEnds(t *testing.T) {
 		}
 	}
 	during := <-sawFailing
-	if during.failingFor <= 0 || during.buffered == 0 {
+	if during.FailingFor <= 0 || during.Buffered == 0 {
 		t.Fatalf("during the outage health = %+v, want failing for > 0 with rows buffered", during)
 	}
-	if after := b.health(); after != (health{}) {
+	if after := b.Health(); after != (Health{}) {
 		t.Fatalf("after recovery health = %+v, want zero", after)
 	}
 	recs := log.Records()

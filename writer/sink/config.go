@@ -1,0 +1,155 @@
+package sink
+
+import (
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Defaults of Batching and of the runners of the batched stages.
+const (
+	DefaultBatchRows     = 100_000
+	DefaultFlushInterval = time.Second
+	DefaultLinger        = 5 * time.Millisecond
+	DefaultFlushTimeout  = 10 * time.Second
+	DefaultMaxBackoff    = 5 * time.Second
+	// DefaultHandlerTimeout is how long a batched stage's handler waits
+	// for its rows to reach ClickHouse.
+	DefaultHandlerTimeout = 30 * time.Second
+	// DefaultMaxDeliveries is a batched stage's MaxDeliveries. A delivery
+	// fails only when ClickHouse stays down for a whole handler timeout,
+	// and a message is delivered again at most every ClaimIdle, so an
+	// outage shorter than about 1000 × 60s (17 hours) dead-letters
+	// nothing. Undecodable messages are dead-lettered at once anyway.
+	DefaultMaxDeliveries = 1000
+	// MaxReadAhead bounds the copies of a batched stage sharing a batcher.
+	MaxReadAhead = 16
+)
+
+// Batching says when a Batcher flushes and how it retries. Zero fields
+// take the defaults; a negative Linger turns Linger off.
+type Batching struct {
+	// BatchRows flushes once the queued items hold this many rows.
+	// Default 100,000.
+	BatchRows int
+	// FlushInterval flushes once the oldest queued item has waited this
+	// long. Default 1s.
+	FlushInterval time.Duration
+	// Linger flushes urgent items once no item has arrived for this long
+	// (see Batcher). Default 5ms.
+	Linger time.Duration
+	// FlushTimeout bounds one flush attempt. Default 10s.
+	FlushTimeout time.Duration
+	// MaxBackoff caps the pause between failed flush attempts, which
+	// starts at 50ms and doubles. Default 5s.
+	MaxBackoff time.Duration
+}
+
+// WithDefaults returns b with every zero field set to its default.
+func (b Batching) WithDefaults() Batching {
+	if b.BatchRows == 0 {
+		b.BatchRows = DefaultBatchRows
+	}
+	if b.FlushInterval == 0 {
+		b.FlushInterval = DefaultFlushInterval
+	}
+	if b.Linger == 0 {
+		b.Linger = DefaultLinger
+	}
+	if b.FlushTimeout == 0 {
+		b.FlushTimeout = DefaultFlushTimeout
+	}
+	if b.MaxBackoff == 0 {
+		b.MaxBackoff = DefaultMaxBackoff
+	}
+	return b
+}
+
+// Validate reports every invalid setting of a defaulted Batching, of the
+// read-ahead (copies sharing the batcher) and of the runner config of the
+// stages using it.
+func (b Batching) Validate(readAhead int, runner stream.RunnerConfig, stages ...string) error {
+	var errs []error
+	if b.BatchRows < 1 || b.BatchRows > 1_000_000 {
+		errs = append(errs, fmt.Errorf("writer: batch rows %d out of range 1..1000000", b.BatchRows))
+	}
+	if readAhead < 1 || readAhead > MaxReadAhead {
+		errs = append(errs, fmt.Errorf("writer: read ahead %d out of range 1..%d", readAhead, MaxReadAhead))
+	}
+	if b.FlushInterval <= 0 || b.FlushTimeout <= 0 || b.MaxBackoff <= 0 {
+		errs = append(errs, fmt.Errorf("writer: flush interval %s, flush timeout %s and max backoff %s must be positive",
+			b.FlushInterval, b.FlushTimeout, b.MaxBackoff))
+	}
+	if b.Linger > b.FlushInterval {
+		errs = append(errs, fmt.Errorf("writer: linger %s exceeds flush interval %s", b.Linger, b.FlushInterval))
+	}
+	if runner.HandlerTimeout < b.FlushInterval+b.FlushTimeout {
+		errs = append(errs, fmt.Errorf("writer: handler timeout %s below flush interval + flush timeout %s",
+			runner.HandlerTimeout, b.FlushInterval+b.FlushTimeout))
+	}
+	for _, stage := range stages {
+		if err := runner.WithDefaults(stage).Validate(); err != nil {
+			errs = append(errs, fmt.Errorf("writer: runner of %s: %w", stage, err))
+			break
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// BatchRunner returns the runner config of a batched stage: zero fields
+// take the stream defaults, except HandlerTimeout (DefaultHandlerTimeout),
+// ClaimIdle (twice HandlerTimeout), MaxDeliveries (DefaultMaxDeliveries),
+// BatchSize (batchSize) and ReadBytes (stream.MaxReadBytes: a read's batch
+// sets the size of the inserts, so reads go by count). Retries are off:
+// the batcher retries its flushes.
+func BatchRunner(r stream.RunnerConfig, batchSize int) stream.RunnerConfig {
+	if r.HandlerTimeout == 0 {
+		r.HandlerTimeout = DefaultHandlerTimeout
+	}
+	if r.ClaimIdle == 0 {
+		r.ClaimIdle = 2 * r.HandlerTimeout
+	}
+	if r.MaxDeliveries == 0 {
+		r.MaxDeliveries = DefaultMaxDeliveries
+	}
+	if r.BatchSize == 0 {
+		r.BatchSize = batchSize
+	}
+	if r.ReadBytes == 0 {
+		r.ReadBytes = stream.MaxReadBytes
+	}
+	r.Retry = stream.RetryConfig{Disabled: true}
+	return r
+}
+
+// Urgent reports whether a batch of a stage reading batchSize messages at
+// a time is to be flushed without waiting for FlushInterval: it is full,
+// or its read was (its partition holds more messages), or it is
+// redelivered (redeliveries come one at a time).
+func Urgent(msgs []*stream.Message, batchSize int) bool {
+	return len(msgs) >= batchSize || len(msgs) > 0 && (msgs[len(msgs)-1].MoreWaiting() || msgs[0].Attempt > 1)
+}
+
+// Settle returns a batch's outcome: errs (permanent) for the messages that
+// did not decode, writeErr for the others; nil when every one is written.
+func Settle(errs []error, writeErr error) error {
+	failed := 0
+	for _, err := range errs {
+		if err != nil {
+			failed++
+		}
+	}
+	switch {
+	case failed == 0:
+		return writeErr // nil, or the same for every message
+	case writeErr != nil:
+		for i, err := range errs {
+			if err == nil {
+				errs[i] = writeErr
+			}
+		}
+	}
+	return &stream.BatchError{Errs: errs}
+}
