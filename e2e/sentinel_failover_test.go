@@ -173,3 +173,24 @@ func (c *checkoutCluster) verifyFailover(w checkoutWorkload, final []int, tally 
 		c.t.Logf("with the replica wait off, the failover lost %d checkouts answered 200: %v", len(lost), lost)
 	}
 }
+
+// TestCheckout_LinearizableSentinelFailover records the contract's history
+// (8 clients) over three processes on a primary behind three Sentinels,
+// with the replica wait on (--redis-wait 1/1s), kills the primary with
+// SIGKILL and restarts it once the replica is promoted. What the docs
+// promise with the replica wait on: the checker finds the history
+// linearizable, so no answered change was lost by the failover.
+func TestCheckout_LinearizableSentinelFailover(t *testing.T) {
+	set := testenv.StartRedisSentinel(t, testenv.RedisSentinelConfig{})
+	c := startSentinelCheckoutCluster(t, buildBinary(t), set, "1/1s")
+	failover := fault{"kill -9 of the primary, Sentinel failover", func(t *testing.T, _ *checkoutCluster, _ *toxicRedis) {
+		set.Node(0).Kill()
+		start := time.Now()
+		p := set.WaitFailover(t, 0)
+		t.Logf("the Sentinels promoted node %d after %s", p, time.Since(start).Round(time.Millisecond))
+		set.Node(0).Restart(t)
+	}}
+	if res := linearRun(t, c, nil, 300, []fault{failover}); !res.Linearizable() {
+		t.Errorf("not linearizable across the failover: %s", res)
+	}
+}
