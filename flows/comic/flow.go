@@ -143,7 +143,7 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if err := policy.CheckURL(d.Settings.String(VarNotifyURL)); err != nil {
 		return nil, fmt.Errorf("comic: %s: %w (list it in DROPSTREAM_EGRESS_ALLOW)", VarNotifyURL, err)
 	}
-	cfg := Config{Partitions: d.Settings.Partitions, Webhook: notifier.WebhookConfig{Egress: policy}, Delivery: DeliveryConfig{
+	cfg := Config{Partitions: d.Settings.Partitions, Webhook: notifier.WebhookSettings(d.Settings, policy), Delivery: DeliveryConfig{
 		NotifyURL: d.Settings.String(VarNotifyURL), NotifySecret: d.Settings.String(VarNotifySecret), Relay: nf.Notify},
 		MaxSubscriptionsPerCaller: d.Settings.Int(VarQuotaSubscriptions)}
 	f, err := NewWith(d.Redis, cfg, NewCheckoutPayments(d.Redis, co), d.Telemetry)
