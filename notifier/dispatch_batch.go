@@ -36,8 +36,8 @@ type BatchOptions struct {
 	// History, when set, records what became of each claimed delivery in
 	// the same step as its ledger record, as soon as that delivery is done
 	// (not when the batch is): Record returns the records of delivery i
-	// (its index in the batch) for its outcome and error. A crash then
-	// keeps both or neither.
+	// (its index in the batch) for its outcome and error, called for one
+	// delivery of a batch at a time. A crash then keeps both or neither.
 	History *history.Recorder
 	Record  func(i int, outcome string, err error) []history.Record
 }
