@@ -437,8 +437,12 @@ func TestNotifier_KilledMidBatchResendsOnlyWhatWasInFlight(t *testing.T) {
 	}
 
 	// The figures.
-	t.Logf("expected %d, received %d, distinct %d, duplicates %d, missing %d; %s from the start of Redis",
-		expected, len(got), len(ids), duplicates, missing, time.Since(start).Round(time.Second))
+	failures := 0
+	for _, n := range failed {
+		failures += n
+	}
+	t.Logf("expected %d, received %d, distinct %d, duplicates %d, missing %d; history: %d sent, %d failed sends; %s from the start of Redis",
+		expected, len(got), len(ids), duplicates, missing, len(sentRecs), failures, time.Since(start).Round(time.Second))
 	for k, kl := range kills {
 		resume, back := "none", "nothing to resend"
 		for _, g := range got {
