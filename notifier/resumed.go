@@ -14,9 +14,11 @@ import (
 // another.
 const DefaultResumeEpisodeGap = 5 * time.Second
 
-// MsgResumed is the log message of an episode of resumed sends (see
-// logResumed): its attributes are deliveries (how many were sent again),
-// flows and seconds (from the first to the last).
+// MsgResumed is the warning a Dispatcher logs once per episode of resumed
+// sends, DefaultResumeEpisodeGap after the last one: its fields are
+// deliveries (how many were sent again), flows and seconds (from the
+// first to the last). A copy stopped within the episode does not log it;
+// MetricResumed still counts them.
 const MsgResumed = "notifier: resent deliveries a stopped copy left in flight; their receivers may have got them twice, " +
 	"with the same webhook-id (counted in " + MetricResumed + ")"
 
