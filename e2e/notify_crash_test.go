@@ -156,9 +156,9 @@ func ledgerStates(ctx context.Context, t *testing.T, rdb redis.UniversalClient) 
 // request and, once the restarted process has logged its resends, at its
 // 2,666th (or the first request after); the test restarts it at once.
 //
-// In flight at a kill are the requests the receiver had begun whose send
-// the ledger did not hold as sent once the process was gone: only those
-// may be sent twice. It checks that every notification arrived, each
+// In flight at a kill are the sends the killed process had begun and not
+// recorded: the ledger records that still held its send lease once it was
+// gone. Only those may be sent twice. It checks that every notification arrived, each
 // duplicate is one of those and carries the webhook-id of its first
 // delivery, history (GET /v1/notifications, paged) equals the ledger and
 // what arrived, a crash counted no attempt, and each restart logged its
@@ -251,11 +251,13 @@ func TestNotifier_KilledMidBatchResendsOnlyWhatWasInFlight(t *testing.T) {
 		}
 	}()
 
-	// Two kills, each followed by a restart at once. unrecorded[k] are the
-	// ids the receiver had begun at kill k whose send the ledger did not
-	// hold as sent; leases[k] the sends the ledger held as in flight.
-	var unrecorded []map[string]bool
-	var leases []int
+	// Two kills, each followed by a restart at once. inFlight[k] are the
+	// sends the killed process had begun and not recorded: their ledger
+	// records still held its lease (state sending) once it was gone. A
+	// request it wrote before dying may reach the receiver after that, so
+	// reached[k] counts those the receiver had begun by the restart.
+	var inFlight []map[string]bool
+	var reached []int
 	var restartedAt []time.Time
 	for k := range 2 {
 		select {
@@ -268,20 +270,19 @@ func TestNotifier_KilledMidBatchResendsOnlyWhatWasInFlight(t *testing.T) {
 		// dropped: nothing else sends until the restart.
 		testenv.WaitFor(t, 30*time.Second, func() bool { _, active, _ := rcv.state(); return active == 0 }, "the killed process's requests done")
 		_, _, got := rcv.state()
-		states := ledgerStates(ctx, t, rdb)
-		un := map[string]bool{}
-		for _, g := range got {
-			if states[g.id] != notifier.DeliverySent {
-				un[g.id] = true
-			}
-		}
-		held := 0
-		for _, s := range states {
+		held := map[string]bool{}
+		for id, s := range ledgerStates(ctx, t, rdb) {
 			if s == notifier.DeliverySending {
-				held++
+				held[id] = true
 			}
 		}
-		unrecorded, leases = append(unrecorded, un), append(leases, held)
+		seen := map[string]bool{}
+		for _, g := range got {
+			if held[g.id] {
+				seen[g.id] = true
+			}
+		}
+		inFlight, reached = append(inFlight, held), append(reached, len(seen))
 		restartedAt = append(restartedAt, time.Now())
 		p := startNotifier()
 		procs = append(procs, p)
@@ -351,18 +352,18 @@ func TestNotifier_KilledMidBatchResendsOnlyWhatWasInFlight(t *testing.T) {
 			continue
 		}
 		duplicates += n - 1
-		inFlight := 0
-		for _, un := range unrecorded {
-			if un[id] {
-				inFlight++
+		kills := 0
+		for _, held := range inFlight {
+			if held[id] {
+				kills++
 			}
 		}
-		if n-1 > inFlight {
-			t.Errorf("notification %s delivered %d times, in flight at %d kills: only a send in flight at a kill may be sent again", id, n, inFlight)
+		if n-1 > kills {
+			t.Errorf("notification %s delivered %d times, in flight at %d kills: only a send in flight at a kill may be sent again", id, n, kills)
 		}
 	}
-	resent := make([]int, len(unrecorded)) // per kill: its sends in flight received again after its restart
-	for k, un := range unrecorded {
+	resent := make([]int, len(inFlight)) // per kill: its sends in flight received after its restart
+	for k, un := range inFlight {
 		bound += len(un)
 		again := map[string]bool{}
 		for _, g := range got {
@@ -453,16 +454,16 @@ func TestNotifier_KilledMidBatchResendsOnlyWhatWasInFlight(t *testing.T) {
 		}
 		var last time.Time
 		for _, g := range got {
-			if unrecorded[k][g.id] && g.at.After(restartedAt[k]) && g.at.After(last) {
+			if inFlight[k][g.id] && g.at.After(restartedAt[k]) && g.at.After(last) {
 				last = g.at
 			}
 		}
 		if !last.IsZero() {
 			back = last.Sub(restartedAt[k]).Round(time.Millisecond).String()
 		}
-		t.Logf("kill %d at request %d: %d requests active at the receiver, %d begun and not recorded sent (the bound), %d leases held; "+
-			"%d resent; restart: first delivery after %s, the killed sends back after %s",
-			k+1, kl.count, kl.active, len(unrecorded[k]), leases[k], resent[k], resume, back)
+		t.Logf("kill %d at request %d: %d requests active at the receiver; %d sends in flight (begun, not recorded: the bound), "+
+			"%d of them at the receiver by the restart, %d received after it; restart: first delivery after %s, the killed sends back after %s",
+			k+1, kl.count, kl.active, len(inFlight[k]), reached[k], resent[k], resume, back)
 	}
 }
 
