@@ -131,16 +131,3 @@ func ledgerStates(ctx context.Context, t *testing.T, rdb redis.UniversalClient) 
 	}
 	return out
 }
-
-// mapsEqualSet reports whether a and b hold the same keys.
-func mapsEqualSet(a, b map[string]bool) bool {
-	if len(a) != len(b) {
-		return false
-	}
-	for k := range a {
-		if !b[k] {
-			return false
-		}
-	}
-	return true
-}

@@ -304,7 +304,7 @@ func TestNotifier_KilledMidBatchResendsOnlyWhatWasInFlight(t *testing.T) {
 	for id := range count {
 		distinct[id] = true
 	}
-	if !mapsEqualSet(sentHistory, sentLedger) || !mapsEqualSet(sentLedger, distinct) {
+	if !equalSets(sentHistory, sentLedger) || !equalSets(sentLedger, distinct) {
 		t.Errorf("history holds %d notifications sent, the ledger %d, the receiver got %d distinct: want the same ones",
 			len(sentHistory), len(sentLedger), len(distinct))
 	}
