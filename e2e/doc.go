@@ -11,6 +11,11 @@
 //     dropstream processes, kills the diff and writer process with work in
 //     hand, kills redis-server with work in hand (AOF, fsync always), and
 //     checks that nothing was lost and nothing delivered twice.
+//   - TestNotifier_KilledMidBatchResendsOnlyWhatWasInFlight streams 4,000
+//     comic notifications to webhooks in the test, kills the notifier's
+//     process mid-batch twice and restarts it, and checks that nothing is
+//     missing, only sends in flight at a kill come twice (with the same
+//     webhook-id), and the history equals the ledger.
 //   - TestProjection_sessionsAfterRedelivery applies one entity's flips to
 //     the projection in the orders such a kill produces.
 //   - TestCheckout_LinearizableToxiproxyAndKills drives the checkout

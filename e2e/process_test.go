@@ -59,7 +59,7 @@ func startProc(t *testing.T, bin, name string, args ...string) *proc {
 		}
 	}
 	cmd.Env = append(cmd.Env, "DROPSTREAM_EGRESS_ALLOW=127.0.0.0/8,::1")
-	logs := &procLog{t: t, name: name, started: map[string]bool{}, paused: map[string]bool{}}
+	logs := &procLog{t: t, name: name, started: map[string]bool{}, paused: map[string]bool{}, warned: map[string][]map[string]any{}}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start %s: %v", name, err)
@@ -192,7 +192,16 @@ type procLog struct {
 	partial []byte
 	shown   int
 	started map[string]bool
-	paused  map[string]bool // stages whose every partition stopped reading
+	paused  map[string]bool             // stages whose every partition stopped reading
+	warned  map[string][]map[string]any // the fields of each warning or error, by message
+}
+
+// warnings returns the fields of each warning or error logged with
+// message msg.
+func (l *procLog) warnings(msg string) []map[string]any {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return append([]map[string]any(nil), l.warned[msg]...)
 }
 
 const maxLogLines = 25
@@ -208,13 +217,17 @@ func (l *procLog) Write(b []byte) (int, error) {
 		}
 		line := string(l.partial[:i])
 		l.partial = l.partial[i+1:]
-		var rec struct{ Msg, Stage string }
+		var rec struct{ Msg, Stage, Level string }
 		if json.Unmarshal([]byte(line), &rec) == nil {
 			switch rec.Msg {
 			case "stage started":
 				l.started[rec.Stage] = true
 			case "stage paused: every partition stopped reading":
 				l.paused[rec.Stage] = true
+			}
+			var fields map[string]any
+			if (rec.Level == "WARN" || rec.Level == "ERROR") && json.Unmarshal([]byte(line), &fields) == nil {
+				l.warned[rec.Msg] = append(l.warned[rec.Msg], fields)
 			}
 		}
 		if !strings.Contains(line, `"level":"WARN"`) && !strings.Contains(line, `"level":"ERROR"`) &&

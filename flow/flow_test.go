@@ -72,23 +72,26 @@ func TestReadVars_defaultsKindsAndSecrets(t *testing.T) {
 		{Name: "U", Kind: flow.URL},
 		{Name: "S", Secret: true, Kind: flow.Int},
 		{Name: "T"},
+		{Name: "B", Kind: flow.Bool},
+		{Name: "F", Kind: flow.Bool, Default: "false"},
 	}
-	env := map[string]string{"N": " 7 ", "U": "https://example.org/base/", "T": "text"}
+	env := map[string]string{"N": " 7 ", "U": "https://example.org/base/", "T": "text", "B": "true"}
 	lookup := func(n string) (string, bool) { v, ok := env[n]; return v, ok }
 	values, err := flow.ReadVars(vars, lookup)
 	if err != nil {
 		t.Fatal(err)
 	}
 	s := flow.Settings{}.WithVars(values)
-	if s.Duration("D") != 30*time.Second || s.Int("N") != 7 || s.String("U") != "https://example.org/base" || s.String("T") != "text" || s.Int("S") != 0 {
-		t.Errorf("settings = D %v N %d U %q T %q S %d", s.Duration("D"), s.Int("N"), s.String("U"), s.String("T"), s.Int("S"))
+	if s.Duration("D") != 30*time.Second || s.Int("N") != 7 || s.String("U") != "https://example.org/base" || s.String("T") != "text" || s.Int("S") != 0 ||
+		!s.Bool("B") || s.Bool("F") {
+		t.Errorf("settings = D %v N %d U %q T %q S %d B %v F %v", s.Duration("D"), s.Int("N"), s.String("U"), s.String("T"), s.Int("S"), s.Bool("B"), s.Bool("F"))
 	}
-	bad := map[string]string{"D": "-1s", "N": "zero", "U": "ftp://x", "S": "hunter2"}
+	bad := map[string]string{"D": "-1s", "N": "zero", "U": "ftp://x", "S": "hunter2", "B": "yes please"}
 	_, err = flow.ReadVars(vars, func(n string) (string, bool) { v, ok := bad[n]; return v, ok })
 	if err == nil {
 		t.Fatal("ReadVars with bad values: no error")
 	}
-	for _, want := range []string{"D=", "N=", "U=", "S="} {
+	for _, want := range []string{"D=", "N=", "U=", "S=", "B="} {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("error %q does not name %s", err, want)
 		}

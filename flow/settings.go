@@ -29,6 +29,8 @@ const (
 	Int
 	// URL is an absolute http or https URL, kept without a trailing slash.
 	URL
+	// Bool is true or false (strconv.ParseBool: also 1/0, t/f).
+	Bool
 )
 
 // Var is a setting a flow reads: an environment variable, listed by
@@ -67,6 +69,10 @@ func (v Var) Check(value string) error {
 		u, err := url.Parse(value)
 		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
 			return fmt.Errorf("%s=%q: want an absolute http or https URL", v.Name, shown(v, value))
+		}
+	case Bool:
+		if _, err := strconv.ParseBool(value); err != nil {
+			return fmt.Errorf("%s=%q: want true or false", v.Name, shown(v, value))
 		}
 	}
 	return nil
@@ -189,6 +195,12 @@ func (s Settings) Quota(rdb redis.UniversalClient, name, kind string) (*quota.Qu
 func (s Settings) Int(name string) int {
 	n, _ := strconv.Atoi(s.vars[name])
 	return n
+}
+
+// Bool returns a Bool variable's value, false when unset.
+func (s Settings) Bool(name string) bool {
+	b, _ := strconv.ParseBool(s.vars[name])
+	return b
 }
 
 // Names returns the names of the variables held, sorted.

@@ -4,7 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"testing"
+	"time"
 
 	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
@@ -175,5 +177,55 @@ func TestAttempts_countOnlyFailedSends(t *testing.T) {
 				t.Errorf("only in flight: %v, want %v", got, tc.inFlight)
 			}
 		})
+	}
+}
+
+// The sends resumed after a restart are logged once per episode, with
+// their count, not once per send or per batch: the redeliveries of two
+// partitions' batches make one line; a later restart makes another.
+func TestDispatcher_logsEachResumeEpisodeOnce(t *testing.T) {
+	ctx := context.Background()
+	logs := &telemetrytest.Logs{}
+	ledger, err := NewDeliveryLedger(dial(t, testenv.RedisURL(t)), DeliveryLedgerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d, err := NewDispatcher(ledger, map[string]Channel{"fake": &fakeChannel{name: "fake"}}, stream.Telemetry{Logger: slog.New(logs)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	d.resumed.gap = time.Second
+	// crashed returns the redeliveries of sends a stopped copy claimed for
+	// message 1-0 of partition tag.
+	crashed := func(tag string, recipients ...string) []Delivery {
+		var dels []Delivery
+		for _, r := range recipients {
+			del := delivery("1-0")
+			del.HashTag, del.Key, del.Redelivered = tag, "avail:"+r+":ev-1", true
+			if res, err := ledger.claim(ctx, ledger.Key(del.HashTag, del.Key), &DeliveryRecord{MessageID: "1-0"}); err != nil || res != claimed {
+				t.Fatalf("claim = %s, %v", res, err)
+			}
+			dels = append(dels, del)
+		}
+		return dels
+	}
+	resend := func(dels []Delivery) {
+		for i, o := range func() []string { o, _ := d.DeliverBatch(ctx, dels, BatchOptions{Concurrency: 2}); return o }() {
+			if o != OutcomeSent {
+				t.Fatalf("resumed delivery %d: %s, want sent", i, o)
+			}
+		}
+	}
+	first, second := crashed("{avail.0}", "w_1", "w_2"), crashed("{avail.1}", "w_3")
+	resend(first)
+	resend(second)
+	testenv.WaitFor(t, waitTimeout, func() bool { return logs.Count(MsgResumed, nil) > 0 }, "the episode logged")
+	if n := logs.Count(MsgResumed, map[string]string{"deliveries": "3", "flows": "avail"}); n != 1 {
+		t.Fatalf("%d lines of three resumed deliveries; log %+v", n, logs.Records())
+	}
+	resend(crashed("{avail.0}", "w_4"))
+	testenv.WaitFor(t, waitTimeout, func() bool { return logs.Count(MsgResumed, nil) > 1 }, "the second episode logged")
+	if n := logs.Count(MsgResumed, map[string]string{"deliveries": "1"}); n != 1 || logs.Count(MsgResumed, nil) != 2 {
+		t.Fatalf("want one line per episode, the second of one delivery; log %+v", logs.Records())
 	}
 }

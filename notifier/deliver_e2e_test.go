@@ -230,9 +230,9 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 }
 
 // A batch costs a constant number of Redis round trips (subscribers,
-// ledger claims, throttle takes each in one pipeline) plus one per send:
-// each send's ledger record and history are written in one transaction
-// as soon as it is done.
+// ledger claims, throttle takes each in one pipeline) plus at most one per
+// send: each send's ledger record and history are written in one
+// transaction as soon as it is done, shared by the sends done together.
 func TestDeliver_batchCostsConstantRoundTrips(t *testing.T) {
 	for _, b := range backends() {
 		t.Run(b.name, func(t *testing.T) {
@@ -269,8 +269,8 @@ func TestDeliver_batchCostsConstantRoundTrips(t *testing.T) {
 			}
 			count(batch(1, "warm-up")) // loads the scripts
 			one, forty := count(batch(1, "w")), count(batch(40, "w2"))
-			if forty-one != 39 || len(w.hook.messages()) != 1+1+40 {
-				t.Fatalf("a batch of 1 took %d round trips, of 40 %d, with %d sent; want 39 more and 42 sent", one, forty, len(w.hook.messages()))
+			if forty-one > 39 || forty < one || len(w.hook.messages()) != 1+1+40 {
+				t.Fatalf("a batch of 1 took %d round trips, of 40 %d, with %d sent; want at most 39 more and 42 sent", one, forty, len(w.hook.messages()))
 			}
 		})
 	}

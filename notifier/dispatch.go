@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"sync/atomic"
 	"time"
 
 	gotel "go.opentelemetry.io/otel"
@@ -66,8 +65,8 @@ type Dispatcher struct {
 	attrs    outcomeAttrs
 	tracer   trace.Tracer
 	logger   *slog.Logger
-	// resumedLog is when resumed sends were last logged (Unix ns).
-	resumedLog atomic.Int64
+	// resumed gathers the resent sends of an episode, to log it once.
+	resumed resumeEpisode
 }
 
 // NewDispatcher returns a dispatcher over the channels, keyed by their

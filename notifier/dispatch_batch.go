@@ -36,8 +36,8 @@ type BatchOptions struct {
 	// History, when set, records what became of each claimed delivery in
 	// the same step as its ledger record, as soon as that delivery is done
 	// (not when the batch is): Record returns the records of delivery i
-	// (its index in the batch) for its outcome and error. A crash then
-	// keeps both or neither.
+	// (its index in the batch) for its outcome and error, called for one
+	// delivery of a batch at a time. A crash then keeps both or neither.
 	History *history.Recorder
 	Record  func(i int, outcome string, err error) []history.Record
 }
@@ -49,8 +49,11 @@ type BatchOptions struct {
 // the claim script decide on the others, each claim atomic on its own as
 // in Deliver; then the sends run, up to opts.Concurrency at once (and
 // within opts.Slots), and each settles its record (with its history, see
-// BatchOptions.History) in one round trip as soon as it is done: a crash
-// mid-batch leaves only the sends truly in flight unrecorded.
+// BatchOptions.History) as soon as it is done: at once when no record of
+// the batch is being written, else in the next write, with the others done
+// meanwhile (one round trip for all of them). A crash mid-batch leaves
+// only the sends truly in flight unrecorded, and those done during the
+// last write.
 // Keys repeated in one batch are claimed once: the later ones find the
 // first's lease (ErrInFlight) or its record.
 func (d *Dispatcher) DeliverBatch(ctx context.Context, dels []Delivery, opts BatchOptions) ([]string, []error) {
@@ -122,8 +125,8 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 		resume = append(resume, del.Redelivered)
 	}
 	results, cerrs := d.ledger.claimAll(ctx, keys, recs, resume)
-	var held []int // positions in keys whose lease this call holds
-	resumed := 0
+	var held []int             // positions in keys whose lease this call holds
+	var resumed map[string]int // by flow
 	for j, i := range idx {
 		del := dels[i]
 		switch res := results[j]; {
@@ -137,7 +140,10 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 			fail(i, "", stream.Permanent(fmt.Errorf("notifier: %s refused %s earlier for message %s", del.Channel,
 				del.Notification.Recipient.ID, del.MessageID)))
 		case res == claimResumed:
-			resumed++
+			if resumed == nil {
+				resumed = map[string]int{}
+			}
+			resumed[del.Notification.Flow]++
 			d.in.resumed.Add(context.Background(), 1, d.attrs.flowChannel(del.Notification.Flow, del.Channel))
 			held = append(held, j)
 		case res != claimed:
@@ -146,8 +152,8 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 			held = append(held, j)
 		}
 	}
-	if resumed > 0 {
-		d.logResumed(ctx, resumed)
+	for flow, n := range resumed {
+		d.logResumed(flow, n)
 	}
 	if len(held) == 0 {
 		return
@@ -164,6 +170,10 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 	for k, j := range held {
 		ops[k] = settleOp{key: keys[j], rec: *recs[j], kind: settleRelease}
 	}
+	c := &committer{d: d, ctx: ctx, opts: opts, ops: ops, batch: make([]int, len(held)), outcomes: outcomes, errs: errs}
+	for k, j := range held {
+		c.batch[k] = idx[j]
+	}
 	// A few workers rather than a goroutine per send: each keeps the stack
 	// the HTTP client grew.
 	var next atomic.Int64
@@ -175,30 +185,75 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 				if k >= len(held) {
 					return
 				}
-				i := idx[held[k]]
+				i := c.batch[k]
 				var pre func(context.Context) error
 				if before != nil {
 					pre = before[k]
 				}
 				d.send(ctxs[i], dels[i], pre, opts.Slots, &ops[k], outcomes, errTypes, errs, i)
-				d.settle(ctx, &ops[k], opts, i, outcomes[i], errs[i])
+				c.done(k)
 			}
 		})
 	}
 	wg.Wait()
 }
 
-// settle records what became of one claimed delivery (index i of the
-// batch) in one round trip: its history records first, then its ledger
-// record, in one transaction on one Redis server (on a cluster the history
-// goes first, in a round trip of its own). It runs even when ctx has
-// ended: the send happened.
-func (d *Dispatcher) settle(ctx context.Context, op *settleOp, opts BatchOptions, i int, outcome string, err error) {
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+// committer records what became of a batch's claimed deliveries as each
+// is done: a delivery done while no record of the batch is being written
+// is written at once; those done while one is written go together in the
+// next write, as soon as it returns. No record waits for others to come.
+type committer struct {
+	d        *Dispatcher
+	ctx      context.Context
+	opts     BatchOptions
+	ops      []settleOp // by position among the claimed deliveries
+	batch    []int      // index in the batch of each position
+	outcomes []string
+	errs     []error
+
+	mu      sync.Mutex
+	queued  []int // positions done, not yet written
+	writing bool
+}
+
+// done queues position k for the next write; the caller writes, now and
+// until nothing is left queued, unless another one is writing.
+func (c *committer) done(k int) {
+	c.mu.Lock()
+	c.queued = append(c.queued, k)
+	if c.writing {
+		c.mu.Unlock()
+		return
+	}
+	c.writing = true
+	for len(c.queued) > 0 {
+		ks := c.queued
+		c.queued = nil
+		c.mu.Unlock()
+		c.write(ks)
+		c.mu.Lock()
+	}
+	c.writing = false
+	c.mu.Unlock()
+}
+
+// write records the deliveries at positions ks in one round trip: their
+// history records first, then their ledger records, in one transaction on
+// one Redis server (on a cluster the history goes first, in a round trip
+// of its own). It runs even when the batch's context has ended: the sends
+// happened.
+func (c *committer) write(ks []int) {
+	d, opts := c.d, c.opts
+	sctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), settleTimeout)
 	defer cancel()
 	var recs []history.Record
-	if opts.History != nil && opts.Record != nil {
-		recs = opts.Record(i, outcome, err)
+	ops := make([]settleOp, len(ks))
+	for n, k := range ks {
+		ops[n] = c.ops[k]
+		if opts.History != nil && opts.Record != nil {
+			i := c.batch[k]
+			recs = append(recs, opts.Record(i, c.outcomes[i], c.errs[i])...)
+		}
 	}
 	rdb := d.ledger.rdb
 	_, cluster := rdb.(*redis.ClusterClient)
@@ -216,37 +271,26 @@ func (d *Dispatcher) settle(ctx context.Context, op *settleOp, opts BatchOptions
 			_, herr = pipe.Exec(sctx)
 		}
 	}
-	q := d.ledger.queueSettles(sctx, pipe, []settleOp{*op})
+	q := d.ledger.queueSettles(sctx, pipe, ops)
 	_, xerr := pipe.Exec(sctx)
 	if len(recs) > 0 && !cluster && herr == nil && xerr != nil && !script.IsNoScript(xerr) {
 		herr = xerr
 	}
 	if herr != nil {
-		d.logger.WarnContext(ctx, "notifier: history not recorded", "key", op.key, "error", herr)
+		d.logger.WarnContext(c.ctx, "notifier: history not recorded", "deliveries", len(ks), "key", ops[0].key, "error", herr)
 	}
-	if err := d.ledger.settled(sctx, q)[0]; err != nil {
-		switch op.kind {
-		case settleSent:
+	for n, err := range d.ledger.settled(sctx, q) {
+		switch {
+		case err == nil:
+		case ops[n].kind == settleSent:
 			// Sent but not recorded: the lease still guards it until it
 			// expires; only a redelivery after that could send it again.
-			d.logger.ErrorContext(ctx, "notifier: delivery sent but not recorded", "key", op.key, "error", err)
+			d.logger.ErrorContext(c.ctx, "notifier: delivery sent but not recorded", "key", ops[n].key, "error", err)
 		default:
 			// The lease expires by itself; a retry meanwhile finds it in flight.
-			d.logger.WarnContext(ctx, "notifier: delivery not settled", "key", op.key, "error", err)
+			d.logger.WarnContext(c.ctx, "notifier: delivery not settled", "key", ops[n].key, "error", err)
 		}
 	}
-}
-
-// logResumed logs, once per episode (a minute without one), that sends a
-// stopped delivery left in flight are being sent again.
-func (d *Dispatcher) logResumed(ctx context.Context, n int) {
-	now := time.Now().UnixNano()
-	last := d.resumedLog.Load()
-	if now-last < int64(time.Minute) || !d.resumedLog.CompareAndSwap(last, now) {
-		return
-	}
-	d.logger.WarnContext(ctx, "notifier: resending deliveries a stopped copy left in flight; their receivers may get them twice, "+
-		"with the same webhook-id (counted in "+MetricResumed+")", "deliveries", n)
 }
 
 // send runs one claimed delivery's pre and Before hooks and, holding one

@@ -38,8 +38,13 @@ const (
 // VarQuotaSubscribers bounds the subscribers each caller may create.
 const VarQuotaSubscribers = "DROPSTREAM_QUOTA_SUBSCRIBERS"
 
+// VarWebhookLegacySignature, when true, adds the X-Dropstream headers of
+// earlier releases to every webhook (WebhookConfig.LegacySignature).
+const VarWebhookLegacySignature = "DROPSTREAM_WEBHOOK_LEGACY_SIGNATURE"
+
 // Vars are the variables of the notifier: the email channel (off without
-// DROPSTREAM_SMTP_ADDR) and the sends in flight per deliver stage copy.
+// DROPSTREAM_SMTP_ADDR), the sends in flight per deliver stage copy and
+// the webhooks' legacy headers.
 // The links in messages start with the app's public URL
 // (flow.Settings.PublicURL).
 var Vars = []flow.Var{
@@ -49,6 +54,7 @@ var Vars = []flow.Var{
 	{Name: "DROPSTREAM_SMTP_PASSWORD", Secret: true, Usage: "SMTP AUTH password"},
 	{Name: VarQuotaSubscribers, Kind: flow.Int, Default: "1000", Usage: "subscribers each API key (each client address on an open API) may create; beyond it 409 quota_exceeded; 0: no cap"},
 	{Name: "DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT", Kind: flow.Int, Usage: "notifier: sends in flight at once per notifier-deliver copy; a copy sends at most this many ÷ the receivers' answer time per second (default 64)"},
+	{Name: VarWebhookLegacySignature, Kind: flow.Bool, Default: "false", Usage: "true: webhooks also carry the X-Dropstream-Signature and X-Dropstream-Event-Id headers of earlier releases, for receivers not yet verifying the Standard Webhooks headers (webhook-id, webhook-timestamp, webhook-signature), which are always sent"},
 }
 
 // Topics are the notifier's topics.
@@ -136,10 +142,18 @@ func deliverConfig(s flow.Settings) (DeliverConfig, error) {
 	return cfg, cfg.WithDefaults().Validate()
 }
 
-// newChannels are the notifier's channels: webhook, slack, log, and email
-// when DROPSTREAM_SMTP_ADDR is set, each connecting through policy.
+// WebhookSettings is the webhook channel's configuration from the
+// settings: connecting through policy, with the legacy headers when
+// VarWebhookLegacySignature is true.
+func WebhookSettings(s flow.Settings, policy *egress.Policy) WebhookConfig {
+	return WebhookConfig{Egress: policy, LegacySignature: s.Bool(VarWebhookLegacySignature)}
+}
+
+// newChannels are the notifier's channels: webhook (WebhookSettings),
+// slack, log, and email when DROPSTREAM_SMTP_ADDR is set, each connecting
+// through policy.
 func newChannels(s flow.Settings, policy *egress.Policy, logger *slog.Logger) (map[string]Channel, error) {
-	channels, err := NewChannels(WebhookConfig{Egress: policy}, logger)
+	channels, err := NewChannels(WebhookSettings(s, policy), logger)
 	if err != nil {
 		return nil, err
 	}

@@ -3,8 +3,11 @@ package notifier_test
 import (
 	"context"
 	"errors"
+	"net/http"
+	"net/http/httptest"
 	"slices"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 
@@ -146,5 +149,54 @@ func TestNew_smtpServerOnADeniedAddressNeedsTheEgressAllowList(t *testing.T) {
 	}
 	if _, ok := f.Channels()["email"]; !ok {
 		t.Error("no email channel")
+	}
+}
+
+// The notifier's webhooks carry the Standard Webhooks headers only; the
+// X-Dropstream headers of earlier releases are added when
+// DROPSTREAM_WEBHOOK_LEGACY_SIGNATURE asks for them, and a value that is
+// not a boolean stops the start.
+func TestNew_legacyWebhookHeadersOnlyWhenTheSettingAsks(t *testing.T) {
+	if _, err := settings(map[string]string{notifier.VarWebhookLegacySignature: "sometimes"}); err == nil {
+		t.Error("DROPSTREAM_WEBHOOK_LEGACY_SIGNATURE=sometimes: no error")
+	}
+	for _, tc := range []struct {
+		value  string // "" unset
+		legacy bool
+	}{{"", false}, {"false", false}, {"true", true}, {"1", true}} {
+		t.Run("setting "+tc.value, func(t *testing.T) {
+			got := make(chan http.Header, 1)
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { got <- r.Header.Clone() }))
+			t.Cleanup(srv.Close)
+			env := map[string]string{}
+			if tc.value != "" {
+				env[notifier.VarWebhookLegacySignature] = tc.value
+			}
+			s, err := settings(env)
+			if err != nil {
+				t.Fatal(err)
+			}
+			s.Egress = egresstest.Allow(t, srv.URL)
+			f, err := newFlow(t, s)
+			if err != nil {
+				t.Fatal(err)
+			}
+			secret, body := "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw", []byte(`{"id":"n-1"}`)
+			n := notifier.Notification{Flow: "test", EventID: "n-1", Recipient: notifier.Recipient{ID: "s-1", Address: srv.URL, Secret: secret}, Body: body}
+			if err := f.Channels()[notifier.ChannelWebhook].Send(t.Context(), n); err != nil {
+				t.Fatal(err)
+			}
+			h := <-got
+			if err := notifier.VerifyWebhook(secret, h, body, time.Now(), 0); err != nil || h.Get(notifier.HeaderWebhookID) != "n-1" {
+				t.Errorf("Standard Webhooks headers %v: %v; want them verified, webhook-id n-1", h, err)
+			}
+			sig, id := h.Get(notifier.HeaderSignature), h.Get(notifier.HeaderEventID)
+			switch {
+			case !tc.legacy && (sig != "" || id != ""):
+				t.Errorf("legacy headers %q, %q sent without the setting", sig, id)
+			case tc.legacy && (id != "n-1" || notifier.VerifySignature(secret, sig, body, time.Now(), 0) != nil):
+				t.Errorf("legacy headers %q, %q: want the event id and a valid X-Dropstream-Signature", sig, id)
+			}
+		})
 	}
 }

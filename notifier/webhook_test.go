@@ -203,8 +203,9 @@ func TestWebhookChannel_failures(t *testing.T) {
 		defer srv.Close()
 		defer close(release)
 		done := make(chan error, 1)
+		// The timeout leaves a loaded machine time to read the headers.
 		go func() {
-			done <- newWebhook(t, WebhookConfig{Timeout: 100 * time.Millisecond}).Send(context.Background(), testNotification(srv.URL))
+			done <- newWebhook(t, WebhookConfig{Timeout: time.Second}).Send(context.Background(), testNotification(srv.URL))
 		}()
 		select {
 		case err := <-done:
@@ -212,7 +213,7 @@ func TestWebhookChannel_failures(t *testing.T) {
 				t.Errorf("Send of a 200 whose body stalls = %v, want delivered", err)
 			}
 		case <-time.After(10 * time.Second):
-			t.Fatal("Send still reading a stalled answer 10s after its 100ms timeout")
+			t.Fatal("Send still reading a stalled answer 10s after its 1s timeout")
 		}
 	})
 	t.Run("credentials in the URL are sent as basic auth", func(t *testing.T) {

@@ -146,7 +146,7 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("comic: %s: %w (list its host in DROPSTREAM_EGRESS_ALLOW)", VarNotifyURL, err)
 	}
-	cfg := Config{Partitions: d.Settings.Partitions, Webhook: notifier.WebhookConfig{Egress: policy}, Delivery: DeliveryConfig{
+	cfg := Config{Partitions: d.Settings.Partitions, Webhook: notifier.WebhookSettings(d.Settings, policy), Delivery: DeliveryConfig{
 		NotifyURL: notifyURL, NotifySecret: d.Settings.String(VarNotifySecret), Relay: nf.Notify},
 		MaxSubscriptionsPerCaller: d.Settings.Int(VarQuotaSubscriptions)}
 	f, err := NewWith(d.Redis, cfg, NewCheckoutPayments(d.Redis, co), d.Telemetry)

@@ -42,7 +42,9 @@ type Config struct {
 	Concurrency int
 	// History, when set, records every watcher delivery (sent, failed,
 	// rejected), so GET /v1/notifications?subscriber=<watcher id> and its
-	// /why chain cover availability. Default none.
+	// /why chain cover availability. A send's record is written in the
+	// same step as its ledger record, as soon as it is done: every
+	// delivery marked sent has its history. Default none.
 	History *history.Recorder
 	// Throttle, when set, paces watcher sends (per destination and
 	// channel) and blocks a destination for its 429's Retry-After. Default

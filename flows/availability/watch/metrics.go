@@ -17,8 +17,8 @@ const MetricUnresolvedSessions = "dropstream.notifier.sessions.unresolved"
 // notifier's, where the metric has always been reported.
 const instrumentationScope = "github.com/dropstream/dropstream/notifier"
 
-// recordTimeout bounds a history write after a send, which runs even when
-// the handler's context has ended: a send that happened must be recorded.
+// recordTimeout bounds the history write of the outcomes decided without
+// a send, which runs even when the handler's context has ended.
 const recordTimeout = 5 * time.Second
 
 func newUnresolved(mp metric.MeterProvider) (metric.Int64Counter, error) {

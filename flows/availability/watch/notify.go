@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
@@ -12,6 +11,7 @@ import (
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -22,13 +22,14 @@ type outgoing struct {
 	ev  OpenEvent
 }
 
-// send delivers every notification through the dispatcher (at most
-// Concurrency at once) and records each in the history. It returns each
+// send delivers every notification through the dispatcher, as one batch
+// (at most Concurrency at once), and records each in the history in the
+// same step as its ledger record, as soon as it is done. It returns each
 // one's outcome and error.
 func (h *handler) send(ctx context.Context, m *stream.Message, runID string, outs []outgoing) ([]string, []error) {
 	outcomes, errs := make([]string, len(outs)), make([]error, len(outs))
-	sem := make(chan struct{}, h.cfg.Concurrency)
-	var wg sync.WaitGroup
+	dels := make([]notifier.Delivery, 0, len(outs))
+	at := make([]int, 0, len(outs)) // index in outs of each delivery
 	for i, o := range outs {
 		body, err := json.Marshal(o.ev)
 		if err != nil {
@@ -36,7 +37,7 @@ func (h *handler) send(ctx context.Context, m *stream.Message, runID string, out
 			continue
 		}
 		del := notifier.Delivery{HashTag: h.topic.HashTag(m.Partition), Key: avail.Flow + ":" + o.key,
-			Channel: o.w.Channel, MessageID: m.ID, Attempt: m.Attempt,
+			Channel: o.w.Channel, MessageID: m.ID, Attempt: m.Attempt, Redelivered: m.Attempt > 1,
 			Notification: notifier.Notification{Flow: avail.Flow, Event: o.ev.Event,
 				Recipient: notifier.Recipient{ID: o.w.ID, Address: o.w.WebhookURL, Secret: o.w.Secret},
 				EventID:   o.ev.EventID, SessionID: o.ev.SessionID, Subject: o.ev.Entity.Key, TraceID: o.ev.TraceID,
@@ -45,14 +46,41 @@ func (h *handler) send(ctx context.Context, m *stream.Message, runID string, out
 			dest, channel := o.w.ID, o.w.Channel
 			del.Before = func(ctx context.Context) error { return h.waitThrottle(ctx, dest, channel) }
 		}
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
-			outcomes[i], errs[i] = h.dispatch.Deliver(ctx, del)
-			h.recordWatcher(ctx, del, runID, outcomes[i], errs[i])
-		})
+		dels, at = append(dels, del), append(at, i)
 	}
-	wg.Wait()
+	if len(dels) == 0 {
+		return outcomes, errs
+	}
+	opts := notifier.BatchOptions{Concurrency: h.cfg.Concurrency}
+	recorded := make([]bool, len(dels)) // written with the ledger record
+	if h.cfg.History != nil {
+		opts.History = h.cfg.History
+		opts.Record = func(k int, outcome string, err error) []history.Record {
+			recorded[k] = true
+			if rec, ok := historyRecord(dels[k], runID, outcome, err); ok {
+				return []history.Record{rec}
+			}
+			return nil
+		}
+	}
+	got, gotErrs := h.dispatch.DeliverBatch(ctx, dels, opts)
+	// The outcomes decided without a send (refused before it, or failed to
+	// claim) are recorded after the batch.
+	var rest []history.Record
+	for k, i := range at {
+		outcomes[i], errs[i] = got[k], gotErrs[k]
+		h.blockRetryAfter(ctx, dels[k], errs[i])
+		if rec, ok := historyRecord(dels[k], runID, got[k], gotErrs[k]); ok && h.cfg.History != nil && !recorded[k] {
+			rest = append(rest, rec)
+		}
+	}
+	if len(rest) > 0 {
+		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
+		defer cancel()
+		if err := h.cfg.History.Record(hctx, rest...); err != nil {
+			h.logger.WarnContext(ctx, "notifier: history not recorded", "records", len(rest), "error", err)
+		}
+	}
 	return outcomes, errs
 }
 

@@ -30,7 +30,8 @@ type receiver struct {
 	srv *httptest.Server
 
 	mu       sync.Mutex
-	secrets  map[string]string // path → watcher secret
+	secrets  map[string]string        // path → watcher secret
+	holds    map[string]chan struct{} // path → closed when its requests may be answered
 	status   func(path string, hit int) int
 	hits     map[string]int         // path → requests
 	accepted map[string][]OpenEvent // path → events answered 2xx
@@ -38,7 +39,7 @@ type receiver struct {
 }
 
 func newReceiver(t *testing.T) *receiver {
-	r := &receiver{t: t, secrets: map[string]string{}, hits: map[string]int{}, accepted: map[string][]OpenEvent{},
+	r := &receiver{t: t, secrets: map[string]string{}, holds: map[string]chan struct{}{}, hits: map[string]int{}, accepted: map[string][]OpenEvent{},
 		status: func(string, int) int { return http.StatusOK }}
 	r.srv = httptest.NewServer(http.HandlerFunc(r.serve))
 	t.Cleanup(r.srv.Close)
@@ -49,8 +50,14 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	body, _ := io.ReadAll(io.LimitReader(req.Body, 1<<20))
 	path := strings.TrimPrefix(req.URL.Path, "/")
 	r.mu.Lock()
-	defer r.mu.Unlock()
 	r.hits[path]++
+	hold := r.holds[path]
+	r.mu.Unlock()
+	if hold != nil {
+		<-hold
+	}
+	r.mu.Lock()
+	defer r.mu.Unlock()
 	if err := notifier.VerifyWebhook(r.secrets[path], req.Header, body, time.Now(), time.Minute); err != nil {
 		r.bad = append(r.bad, fmt.Sprintf("%s: %v", path, err))
 	}
@@ -64,6 +71,15 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	w.WriteHeader(code)
 	_, _ = fmt.Fprintf(w, "answer %d to %s", code, path)
+}
+
+// hold keeps the requests to path unanswered until release is called.
+func (r *receiver) hold(path string) (release func()) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	c := make(chan struct{})
+	r.holds[path] = c
+	return func() { close(c) }
 }
 
 // setStatus replaces the answer script.
@@ -145,6 +161,12 @@ func startPipeline(t *testing.T, rdb redis.UniversalClient, runner stream.Runner
 // Throttle).
 func startPipelineWith(t *testing.T, rdb redis.UniversalClient, runner stream.RunnerConfig, cfg Config) *pipeline {
 	t.Helper()
+	return startPipelineTimeout(t, rdb, runner, cfg, 300*time.Millisecond)
+}
+
+// startPipelineTimeout is startPipelineWith with the webhooks' timeout.
+func startPipelineTimeout(t *testing.T, rdb redis.UniversalClient, runner stream.RunnerConfig, cfg Config, webhookTimeout time.Duration) *pipeline {
+	t.Helper()
 	mp, collect := telemetrytest.Metrics(t)
 	tel := stream.Telemetry{MeterProvider: mp, Logger: quiet}
 	store, err := NewStore(rdb, StoreConfig{Logger: quiet})
@@ -153,7 +175,7 @@ func startPipelineWith(t *testing.T, rdb redis.UniversalClient, runner stream.Ru
 	}
 	recv := newReceiver(t)
 	// The webhooks may reach the test's receiver, on loopback.
-	webhook, err := notifier.NewWebhookChannel(notifier.WebhookConfig{Timeout: 300 * time.Millisecond, Egress: egresstest.Allow(t, recv.srv.URL)})
+	webhook, err := notifier.NewWebhookChannel(notifier.WebhookConfig{Timeout: webhookTimeout, Egress: egresstest.Allow(t, recv.srv.URL)})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -15,6 +15,7 @@ import (
 	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -182,26 +183,22 @@ func (h *handler) waitThrottle(ctx context.Context, dest, channel string) error 
 	}
 }
 
-// recordWatcher records a watcher delivery's outcome in the history (when
-// configured) and blocks the watcher's destination for a Retry-After.
-func (h *handler) recordWatcher(ctx context.Context, del notifier.Delivery, runID, outcome string, err error) {
+// blockRetryAfter blocks a watcher's destination for the Retry-After its
+// receiver answered with err, if any.
+func (h *handler) blockRetryAfter(ctx context.Context, del notifier.Delivery, err error) {
 	var de *notifier.DeliveryError
 	if h.cfg.Throttle != nil && errors.As(err, &de) && de.RetryAfter > 0 {
 		if berr := h.cfg.Throttle.Block(ctx, del.Notification.Recipient.ID, time.Now().Add(de.RetryAfter)); berr != nil {
 			h.logger.WarnContext(ctx, "notifier: retry-after not recorded", "error", berr)
 		}
 	}
-	if h.cfg.History == nil {
-		return
-	}
+}
+
+// historyRecord is the history record of a watcher delivery's outcome,
+// with the run that caused it; ok is false when there is none to write
+// (see notifier.Delivery.HistoryRecord).
+func historyRecord(del notifier.Delivery, runID, outcome string, err error) (history.Record, bool) {
 	rec, ok := del.HistoryRecord(outcome, err, time.Now().UTC())
-	if !ok {
-		return
-	}
 	rec.RunID = runID
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-	defer cancel()
-	if rerr := h.cfg.History.Record(hctx, rec); rerr != nil {
-		h.logger.WarnContext(ctx, "notifier: history not recorded", "notification_id", rec.ID, "error", rerr)
-	}
+	return rec, ok
 }

@@ -3,11 +3,14 @@ package watch
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/internal/telemetrytest"
@@ -132,6 +135,103 @@ func TestStage_recordsHistoryForWhy(t *testing.T) {
 	}
 	if got, err := hist.Get(ctx, rec.ID); err != nil || got.RunID != rec.RunID {
 		t.Fatalf("Get(%s) = %+v, %v", rec.ID, got, err)
+	}
+}
+
+// A watcher's delivery is recorded, its history with its ledger record, as
+// soon as its send is done, not when the message's other sends are: while
+// one watcher's receiver hangs, another's notification is in the history.
+func TestStage_recordsEachWatcherSendAsItCompletes(t *testing.T) {
+	ctx := context.Background()
+	rdb := mini(t)
+	hist, err := history.NewRecorder(rdb, nil, history.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	runner := testRunner()
+	runner.HandlerTimeout, runner.ClaimIdle = 30*time.Second, 2*time.Minute
+	p := startPipelineTimeout(t, rdb, runner, Config{History: hist}, 30*time.Second)
+	e := slot("v1", "2025-07-04", "19:00", 2)
+	fast := p.webhookWatcher("fast", func(w *Watcher) { w.Slot = e.Key })
+	slow := p.webhookWatcher("slow", func(w *Watcher) { w.Slot = e.Key })
+	release := p.recv.hold("slow")
+	p.publish(rawFlip(e, avail.KindOpen, 1), stableFlip(e, avail.KindOpen, 2, true))
+	sent := func(id string) bool {
+		recs, err := hist.Recent(ctx, id, 10)
+		return err == nil && len(recs) == 1 && recs[0].Status == history.StatusSent
+	}
+	testenv.WaitFor(t, waitTimeout, func() bool { return sent(fast.ID) }, "the fast watcher's history while the slow one's send hangs")
+	if hits, accepted := p.recv.counts("slow"); hits != 1 || accepted != 0 || sent(slow.ID) {
+		t.Fatalf("slow watcher: %d requests, %d answered, history sent %v; want its one send still hanging", hits, accepted, sent(slow.ID))
+	}
+	release()
+	p.settled(2)
+	testenv.WaitFor(t, waitTimeout, func() bool { return sent(slow.ID) }, "the slow watcher's history once answered")
+}
+
+// failHistory fails every pipeline that writes a subscriber's history, as
+// a process that dies while writing it would.
+type failHistory struct{}
+
+func (failHistory) DialHook(next redis.DialHook) redis.DialHook          { return next }
+func (failHistory) ProcessHook(next redis.ProcessHook) redis.ProcessHook { return next }
+func (failHistory) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.ProcessPipelineHook {
+	return func(ctx context.Context, cmds []redis.Cmder) error {
+		for _, c := range cmds {
+			if c.Name() == "lpush" && strings.Contains(fmt.Sprint(c.Args()[1]), ":history:") {
+				err := errors.New("the process died")
+				for _, c := range cmds {
+					c.SetErr(err)
+				}
+				return err
+			}
+		}
+		return next(ctx, cmds)
+	}
+}
+
+// A watcher delivery the ledger holds as sent has its history: the two are
+// written in one step, so when the history cannot be written, the ledger
+// does not hold the send as sent either (its lease lapses, and a
+// redelivery would send it again).
+func TestStage_noDeliveryMarkedSentWithoutItsHistory(t *testing.T) {
+	ctx := context.Background()
+	rdb := mini(t)
+	hist, err := history.NewRecorder(rdb, nil, history.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	rdb.AddHook(failHistory{})
+	p := startPipelineWith(t, rdb, testRunner(), Config{History: hist})
+	e := slot("v1", "2025-07-04", "19:00", 2)
+	w := p.webhookWatcher("slot", func(w *Watcher) { w.Slot = e.Key })
+	p.publish(rawFlip(e, avail.KindOpen, 1), stableFlip(e, avail.KindOpen, 2, true))
+	p.settled(2)
+	if _, accepted := p.recv.counts("slot"); accepted != 1 {
+		t.Fatalf("the watcher got %d notifications, want 1", accepted)
+	}
+	business := avail.Flow + ":" + w.ID + ":" + avail.EventID(runID(2), e.Key, avail.KindOpen, true)
+	ledger, err := notifier.NewDeliveryLedger(rdb, notifier.DeliveryLedgerConfig{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	keys, err := rdb.Keys(ctx, "*"+business).Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var state notifier.DeliveryState // none: the lease may have lapsed already
+	for _, k := range keys {
+		rec, err := ledger.Get(ctx, k)
+		if err != nil && !errors.Is(err, notifier.ErrNoDelivery) {
+			t.Fatal(err)
+		}
+		if err == nil {
+			state = rec.State
+		}
+	}
+	_, herr := hist.Get(ctx, notifier.NotificationID(business))
+	if state == notifier.DeliverySent || !errors.Is(herr, history.ErrNotFound) {
+		t.Fatalf("ledger state %s, history %v: want no history and the send not marked sent", state, herr)
 	}
 }
 
