@@ -332,6 +332,31 @@ func TestCompose_runsEveryStageAndServiceOfTheBinary(t *testing.T) {
 			}
 		}
 	}
+	known := map[string]bool{}
+	for _, st := range binaryStages(t) {
+		known[st.Name] = true
+		if len(run[st.Name]) == 0 && !exampleStages[st.Name] {
+			t.Errorf("no service of compose.yaml runs the %s %s", st.Kind, st.Name)
+		}
+	}
+	for st, by := range run {
+		if !known[st] {
+			t.Errorf("service %v runs %q, which the binary does not have", by, st)
+		}
+	}
+}
+
+// listedStage is one line of `dropstream run --list-stages`.
+type listedStage struct {
+	Name, Kind, Flow, Topic, Group string
+	Partitions                     int
+}
+
+// binaryStages asks the binary for every stage and service it has (`run
+// --list-stages`, with ClickHouse configured so the analytics and history
+// stages are listed).
+func binaryStages(t *testing.T) []listedStage {
+	t.Helper()
 	cmd := exec.Command("go", "run", "./cmd/dropstream", "run", "--list-stages", "--api-addr", "",
 		"--clickhouse-dsn", testenv.ClickHouseDSN(t))
 	cmd.Dir = repoRoot
@@ -340,23 +365,16 @@ func TestCompose_runsEveryStageAndServiceOfTheBinary(t *testing.T) {
 	if err != nil {
 		t.Fatalf("dropstream run --list-stages: %v", err)
 	}
-	known := map[string]bool{}
+	var stages []listedStage
 	for line := range strings.Lines(string(out)) {
-		var st struct{ Name, Kind string }
+		var st listedStage
 		if err := json.Unmarshal([]byte(line), &st); err != nil {
 			t.Fatalf("--list-stages line %q: %v", line, err)
 		}
-		known[st.Name] = true
-		if len(run[st.Name]) == 0 && !exampleStages[st.Name] {
-			t.Errorf("no service of compose.yaml runs the %s %s", st.Kind, st.Name)
-		}
+		stages = append(stages, st)
 	}
-	if len(known) < 20 {
-		t.Fatalf("--list-stages listed %d stages and services; want every one of the binary:\n%s", len(known), out)
+	if len(stages) < 20 {
+		t.Fatalf("--list-stages listed %d stages and services; want every one of the binary:\n%s", len(stages), out)
 	}
-	for st, by := range run {
-		if !known[st] {
-			t.Errorf("service %v runs %q, which the binary does not have", by, st)
-		}
-	}
+	return stages
 }

@@ -99,6 +99,9 @@ func parseRefs(topic Topic, refs []string) (map[int]map[string]bool, error) {
 // DeadLetters administers the dead-letter streams of topics.
 type DeadLetters struct {
 	rdb redis.UniversalClient
+	// Progress, when set, is called with the running count after each dead
+	// letter that Replay, or Purge with refs, has handled.
+	Progress func(done int)
 }
 
 // NewDeadLetters returns the dead-letter administration over rdb.
@@ -245,6 +248,9 @@ func (d *DeadLetters) each(ctx context.Context, topic Topic, refs []string, fn f
 					return done, fmt.Errorf("dead letter %s: %w", dl.Ref(), err)
 				}
 				done++
+				if d.Progress != nil {
+					d.Progress(done)
+				}
 			}
 			if len(xs) < 500 {
 				break

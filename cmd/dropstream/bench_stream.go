@@ -13,6 +13,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/dropstream/dropstream/internal/progress"
 	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/stream/streambench"
@@ -77,7 +78,7 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	}
 	defer stop()
 	bc.Partitions = cfg.Partitions
-	bc.Progress = func(line string) { fmt.Fprintln(stderr, "  ", line) }
+	bc.Progress = progress.New(stderr)
 	redisKind := "redis " + redacted(cfg.RedisURL)
 	if a.embedded != nil {
 		redisKind = "embedded miniredis"
@@ -108,6 +109,7 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	tel, shutdown := benchTelemetry(a, "sampled")
 	defer shutdown()
 	bc.Telemetry = tel
+	bc.Progress = bc.Progress.With("latency ")
 	lr, err := streambench.Latency(ctx, a.rdb, bc)
 	if err != nil {
 		return err
@@ -129,7 +131,7 @@ func benchStreamRound(ctx context.Context, a *app, bc streambench.Config, runs [
 	}
 	results := map[string]streambench.Result{}
 	for _, mode := range order {
-		r, err := benchStreamMode(ctx, a, bc, mode)
+		r, err := benchStreamMode(ctx, a, bc, mode, prefix)
 		if err != nil {
 			return round, fmt.Errorf("bench stream %s: %w", mode, err)
 		}
@@ -159,11 +161,12 @@ func benchStreamRound(ctx context.Context, a *app, bc streambench.Config, runs [
 }
 
 // benchStreamMode runs one mode's throughput with that mode's telemetry.
-func benchStreamMode(ctx context.Context, a *app, bc streambench.Config, mode string) (streambench.Result, error) {
+func benchStreamMode(ctx context.Context, a *app, bc streambench.Config, mode, prefix string) (streambench.Result, error) {
 	tel, shutdown := benchTelemetry(a, mode)
 	defer shutdown()
 	c := bc
 	c.Telemetry = tel
+	c.Progress = bc.Progress.With(prefix + mode + " ")
 	if mode == "carried" {
 		pubTel, pubShutdown := benchTelemetry(a, "sampled")
 		defer pubShutdown()

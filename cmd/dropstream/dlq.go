@@ -8,6 +8,7 @@ import (
 	"io"
 	"strings"
 
+	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -73,7 +74,19 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		return nil
 	case "replay":
+		total := int64(len(ids))
+		if total == 0 {
+			if total, err = dlq.Count(ctx, topic); err != nil {
+				return err
+			}
+		}
+		// A bar on a terminal, the start and end lines otherwise (stderr).
+		phase := progress.New(stderr).Start("replay "+topic.String(), total)
+		dlq.Progress = func(done int) { phase.Set(int64(done)) }
 		n, err := dlq.Replay(ctx, topic, ids...)
+		if err == nil {
+			phase.Done("")
+		}
 		fmt.Fprintf(stdout, "replayed %d\n", n)
 		return err
 	default:

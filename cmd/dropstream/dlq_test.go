@@ -19,12 +19,19 @@ import (
 // dlqCLI runs "dlq <verb> --redis-url url --partitions 2 args..." to the end.
 func dlqCLI(t *testing.T, url, verb string, args ...string) (string, error) {
 	t.Helper()
-	var stdout, stderr bytes.Buffer
+	out, _, err := dlqCLIWithStderr(t, url, verb, args...)
+	return out, err
+}
+
+// dlqCLIWithStderr is dlqCLI that also returns what went to stderr.
+func dlqCLIWithStderr(t *testing.T, url, verb string, args ...string) (stdout, stderr string, err error) {
+	t.Helper()
+	var outBuf, errBuf bytes.Buffer
 	ctx, cancel := context.WithTimeout(context.Background(), 15*time.Second)
 	defer cancel()
 	all := append([]string{"dlq", verb, "--redis-url", url, "--partitions", "2"}, args...)
-	err := dispatch(ctx, all, &stdout, &stderr)
-	return stdout.String(), err
+	err = dispatch(ctx, all, &outBuf, &errBuf)
+	return outBuf.String(), errBuf.String(), err
 }
 
 // deadLetter runs the sample-enrich stage until the ticks topic holds want
@@ -127,9 +134,19 @@ func TestDLQ_listReplayPurgeWithRealRedis(t *testing.T) {
 	}
 
 	before := rdb.XLen(ctx, ticks.Stream(bad.Partition)).Val()
-	out, err := dlqCLI(t, url, "replay", "--topic", "sample.ticks")
+	out, progressOut, err := dlqCLIWithStderr(t, url, "replay", "--topic", "sample.ticks")
 	if err != nil || out != "replayed 1\n" {
 		t.Fatalf("dlq replay = %q, %v; want \"replayed 1\"", out, err)
+	}
+	// stderr is not a terminal: the phase's start and end lines.
+	var phase []string
+	for l := range strings.Lines(progressOut) {
+		if strings.HasPrefix(l, "replay sample.ticks: ") {
+			phase = append(phase, l)
+		}
+	}
+	if len(phase) != 2 || phase[0] != "replay sample.ticks: started, 1 to do\n" || !strings.HasPrefix(phase[1], "replay sample.ticks: done, 1/1 in ") {
+		t.Errorf("dlq replay progress %q, want its start and its end with 1/1", phase)
 	}
 	if after := rdb.XLen(ctx, ticks.Stream(bad.Partition)).Val(); after != before+1 {
 		t.Errorf("stream length %d after replay, want %d", after, before+1)

@@ -6,9 +6,11 @@ import (
 	"fmt"
 	"io"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/internal/progress"
 )
 
 func runRollups(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -55,16 +57,30 @@ func runRollups(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			rc.Tables = append(rc.Tables, strings.TrimSpace(t))
 		}
 	}
+	// One phase per server: a bar of the months on a terminal, its start
+	// and end lines on stderr otherwise; the total goes to stdout.
+	pr := progress.New(stderr)
+	var mu sync.Mutex
+	phases := map[string]*progress.Phase{}
 	rc.Progress = func(s clickhouse.RebuildStep) {
+		mu.Lock()
+		defer mu.Unlock()
 		on := ""
 		if s.Shard != "" {
 			on = s.Shard + ": "
 		}
+		ph := phases[s.Shard]
 		if s.Table == "" {
+			ph.Set(int64(s.Total))
+			ph.Done("")
 			fmt.Fprintf(stdout, "%srebuilt %d month(s) in %s\n", on, s.Total, s.Elapsed.Round(time.Millisecond))
 			return
 		}
-		fmt.Fprintf(stdout, "%s[%d/%d] %s %d (%s)\n", on, s.Done+1, s.Total, s.Table, s.Month, s.Elapsed.Round(time.Millisecond))
+		if ph == nil {
+			ph = pr.With(on).Start("rebuild rollups (table months)", int64(s.Total))
+			phases[s.Shard] = ph
+		}
+		ph.Set(int64(s.Done))
 	}
 	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: cfg.ClickHouseDSN})
 	if err != nil {

@@ -9,7 +9,6 @@ import (
 	"crypto/rand"
 	"encoding/binary"
 	"encoding/hex"
-	"errors"
 	"fmt"
 	"slices"
 	"sync"
@@ -19,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -47,9 +47,9 @@ type Config struct {
 	// Telemetry: a traced publisher with a stage that has no telemetry
 	// measures what carrying trace context alone costs the stage.
 	PublishTelemetry *stream.Telemetry
-	// Progress, when set, is called about once a second with a line of
-	// progress.
-	Progress func(line string)
+	// Progress, when set, shows each phase (publish, consume) with its
+	// counts: a bar on a terminal, a line at its start and end otherwise.
+	Progress *progress.Printer
 }
 
 // Validate checks a defaulted config.
@@ -139,6 +139,7 @@ func Throughput(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Res
 	if err != nil {
 		return Result{}, err
 	}
+	phase := cfg.Progress.Start("consume", total)
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
 wait:
@@ -150,10 +151,12 @@ wait:
 			stop()
 			return Result{}, ctx.Err()
 		case <-ticker.C:
-			report(cfg, "consumed %d/%d", handled.Load(), total)
+			phase.Set(handled.Load())
 		}
 	}
 	elapsed, used := time.Since(begin), benchstat.ProcessCPU()-cpu
+	phase.Set(handled.Load())
+	phase.Done(fmt.Sprintf("%.0f msg/s", float64(cfg.Messages)/elapsed.Seconds()))
 	redisUsed := redisPerMessage(ctx, rdb, redisCPU, cfg.Messages)
 	stop()
 	return Result{Messages: cfg.Messages, Elapsed: elapsed, PerSecond: float64(cfg.Messages) / elapsed.Seconds(),
@@ -200,6 +203,7 @@ func Latency(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result
 	total := int(float64(cfg.Rate) * cfg.Duration.Seconds())
 	next := time.Now()
 	lastReport := time.Now()
+	phase := cfg.Progress.Start(fmt.Sprintf("publish at %d msg/s", cfg.Rate), int64(total))
 	for sent := 0; sent < total; {
 		if d := time.Until(next); d > 0 {
 			time.Sleep(d) // pacing the load generator, not synchronizing
@@ -217,11 +221,13 @@ func Latency(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result
 			return Result{}, err
 		}
 		sent += n
-		if time.Since(lastReport) > time.Second {
+		if time.Since(lastReport) > 100*time.Millisecond {
 			lastReport = time.Now()
-			report(cfg, "published %d/%d at %d msg/s", sent, total, cfg.Rate)
+			phase.Set(int64(sent))
 		}
 	}
+	phase.Set(int64(total))
+	phase.Done("")
 	deadline := time.Now().Add(30 * time.Second)
 	for {
 		mu.Lock()
@@ -271,9 +277,8 @@ func runStage(ctx context.Context, rdb redis.UniversalClient, stage stream.Stage
 	return func() {
 		once.Do(func() {
 			cancel()
-			if err := <-done; err != nil && !errors.Is(err, context.Canceled) {
-				report(Config{}, "stage: %v", err)
-			}
+			// The stage's own errors surface as missing messages.
+			<-done
 		})
 	}, nil
 }
@@ -288,11 +293,5 @@ func cleanup(rdb redis.UniversalClient, topic stream.Topic) {
 	ctx := context.Background()
 	for p := 0; p < topic.Partitions; p++ {
 		rdb.Del(ctx, topic.Stream(p), topic.DeadLetterStream(p))
-	}
-}
-
-func report(cfg Config, format string, args ...any) {
-	if cfg.Progress != nil {
-		cfg.Progress(fmt.Sprintf(format, args...))
 	}
 }

@@ -39,6 +39,7 @@ func Plain(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, 
 		streams = append(streams, ">")
 	}
 	begin, lastReport, cpu, redisCPU := time.Now(), time.Now(), benchstat.ProcessCPU(), benchstat.RedisCPU(ctx, rdb)
+	phase := cfg.Progress.Start("consume", int64(cfg.Messages))
 	handled := 0
 	for handled < cfg.Messages {
 		res, err := rdb.XReadGroup(ctx, &redis.XReadGroupArgs{Group: group, Consumer: "plain", Streams: streams,
@@ -63,12 +64,14 @@ func Plain(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, 
 				return Result{}, fmt.Errorf("streambench: ack: %w", err)
 			}
 		}
-		if time.Since(lastReport) > time.Second {
+		if time.Since(lastReport) > 100*time.Millisecond {
 			lastReport = time.Now()
-			report(cfg, "plain: consumed %d/%d", handled, cfg.Messages)
+			phase.Set(int64(handled))
 		}
 	}
 	elapsed, used := time.Since(begin), benchstat.ProcessCPU()-cpu
+	phase.Set(int64(handled))
+	phase.Done(fmt.Sprintf("%.0f msg/s", float64(cfg.Messages)/elapsed.Seconds()))
 	return Result{Messages: cfg.Messages, Elapsed: elapsed, PerSecond: float64(cfg.Messages) / elapsed.Seconds(),
 		CPUPerMessage: used / time.Duration(cfg.Messages), RedisCPUPerMessage: redisPerMessage(ctx, rdb, redisCPU, cfg.Messages)}, nil
 }
@@ -79,6 +82,7 @@ func publishAll(ctx context.Context, rdb redis.UniversalClient, topic stream.Top
 	pub := stream.NewPublisher(rdb, cfg.publishTelemetry())
 	payload := make([]byte, cfg.PayloadSize)
 	batch := make([]*stream.Message, 0, 5000)
+	phase := cfg.Progress.Start("publish", int64(cfg.Messages))
 	for i := 0; i < cfg.Messages; i++ {
 		batch = append(batch, stream.NewMessage(fmt.Sprint(i%1024), "bench", payload))
 		if len(batch) == cap(batch) || i == cfg.Messages-1 {
@@ -86,8 +90,9 @@ func publishAll(ctx context.Context, rdb redis.UniversalClient, topic stream.Top
 				return err
 			}
 			batch = batch[:0]
-			report(cfg, "published %d/%d", i+1, cfg.Messages)
+			phase.Set(int64(i + 1))
 		}
 	}
+	phase.Done("")
 	return nil
 }
