@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
@@ -66,9 +67,7 @@ func (s *Server) authorize(c *fiber.Ctx, required Scope) error {
 	}
 	caller := keyCaller(presented)
 	tenant := key.tenant
-	if tenant == "" {
-		tenant = caller
-	}
+	tenant = cmp.Or(tenant, caller)
 	c.Locals(scopeKey{}, scope)
 	c.Locals(callerKey{}, caller)
 	c.Locals(tenantKey{}, tenant)

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -156,27 +157,13 @@ func (c Config) validate() (keyring, error) {
 
 // withDefaults returns c with every zero field set to its default.
 func (c Config) withDefaults() Config {
-	if c.Addr == "" {
-		c.Addr = DefaultAddr
-	}
-	if c.BodyLimit == 0 {
-		c.BodyLimit = DefaultBodyLimit
-	}
-	if c.ReadTimeout == 0 {
-		c.ReadTimeout = DefaultReadTimeout
-	}
-	if c.WriteTimeout == 0 {
-		c.WriteTimeout = DefaultWriteTimeout
-	}
-	if c.IdleTimeout == 0 {
-		c.IdleTimeout = DefaultIdleTimeout
-	}
-	if c.ReadyTimeout == 0 {
-		c.ReadyTimeout = DefaultReadyTimeout
-	}
-	if c.ShutdownTimeout == 0 {
-		c.ShutdownTimeout = DefaultShutdownTimeout
-	}
+	c.Addr = cmp.Or(c.Addr, DefaultAddr)
+	c.BodyLimit = cmp.Or(c.BodyLimit, DefaultBodyLimit)
+	c.ReadTimeout = cmp.Or(c.ReadTimeout, DefaultReadTimeout)
+	c.WriteTimeout = cmp.Or(c.WriteTimeout, DefaultWriteTimeout)
+	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
+	c.ReadyTimeout = cmp.Or(c.ReadyTimeout, DefaultReadyTimeout)
+	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

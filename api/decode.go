@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -38,9 +39,7 @@ const CodeInvalidJSON = "invalid_json"
 func DecodeJSON(c *fiber.Ctx, v any) error {
 	if ct := c.Get(fiber.HeaderContentType); !isJSONMediaType(ct) {
 		got := ct
-		if got == "" {
-			got = "none"
-		}
+		got = cmp.Or(got, "none")
 		return UnsupportedMediaType("unsupported_media_type",
 			fmt.Sprintf("Content-Type must be application/json, got %s", got))
 	}

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"maps"
 	"net/http"
 	"reflect"
@@ -73,9 +74,7 @@ type openAPI struct {
 // Handle registers op's route under its scope and documents it. A GET
 // route also answers HEAD (the same handler; the server sends no body).
 func (s *Server) Handle(op Operation) {
-	if op.Status == 0 {
-		op.Status = http.StatusOK
-	}
+	op.Status = cmp.Or(op.Status, http.StatusOK)
 	// The class of an operation that names none is the strictest, not
 	// that of its method.
 	class := op.Class.effective()
@@ -153,9 +152,7 @@ func (s *Server) OpenAPI() map[string]any {
 		}
 		for _, q := range op.Query {
 			typ := q.Type
-			if typ == "" {
-				typ = "string"
-			}
+			typ = cmp.Or(typ, "string")
 			param := map[string]any{"name": q.Name, "in": "query", "required": q.Required,
 				"description": q.Description, "schema": map[string]any{"type": typ}}
 			if !q.Required {

@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"encoding"
 	"encoding/json"
 	"fmt"
@@ -215,9 +216,7 @@ func (s *schemaSet) object(t reflect.Type) map[string]any {
 		if !f.IsExported() {
 			continue
 		}
-		if name == "" {
-			name = f.Name
-		}
+		name = cmp.Or(name, f.Name)
 		omitEmpty := strings.Contains(opts, "omitempty") || strings.Contains(opts, "omitzero")
 		sch := s.schema(f.Type)
 		openapiOpts := strings.Split(f.Tag.Get(TagOpenAPI), ",")

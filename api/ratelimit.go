@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -154,16 +155,10 @@ var defaultLimits = RateLimitConfig{Create: DefaultCreateLimit, Contract: Defaul
 func (c RateLimitConfig) WithDefaults() RateLimitConfig {
 	for _, class := range Classes {
 		l, def := c.limit(class), defaultLimits.Of(class)
-		if l.Rate == 0 {
-			l.Rate = def.Rate
-		}
-		if l.Burst == 0 {
-			l.Burst = def.Burst
-		}
+		l.Rate = cmp.Or(l.Rate, def.Rate)
+		l.Burst = cmp.Or(l.Burst, def.Burst)
 	}
-	if c.MaxBuckets == 0 {
-		c.MaxBuckets = DefaultMaxBuckets
-	}
+	c.MaxBuckets = cmp.Or(c.MaxBuckets, DefaultMaxBuckets)
 	return c
 }
 

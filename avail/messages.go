@@ -1,6 +1,7 @@
 package avail
 
 import (
+	"cmp"
 	"crypto/sha1" // an id, not a secret: matches redis.sha1hex in the diff script
 	"encoding/hex"
 	"time"
@@ -90,21 +91,13 @@ type RunTransitions struct {
 func (r RunTransitions) Expand() []Transition {
 	for i := range r.Transitions {
 		t := &r.Transitions[i]
-		if t.RunID == "" {
-			t.RunID = r.Run.RunID
-		}
+		t.RunID = cmp.Or(t.RunID, r.Run.RunID)
 		if t.RunAt.IsZero() {
 			t.RunAt = r.Run.RunAt
 		}
-		if t.ScopeKey == "" {
-			t.ScopeKey = r.Run.ScopeKey
-		}
-		if t.SourceID == "" {
-			t.SourceID = r.Run.SourceID
-		}
-		if t.TraceID == "" {
-			t.TraceID = r.Run.TraceID
-		}
+		t.ScopeKey = cmp.Or(t.ScopeKey, r.Run.ScopeKey)
+		t.SourceID = cmp.Or(t.SourceID, r.Run.SourceID)
+		t.TraceID = cmp.Or(t.TraceID, r.Run.TraceID)
 	}
 	return r.Transitions
 }

@@ -14,6 +14,7 @@
 package clickhouse
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -106,13 +107,9 @@ func (c Config) options() (*ch.Options, error) {
 		opts.Settings[SettingInsertDistributedSync] = 1 // settings must be int or bool on 18.16
 	}
 	opts.DialTimeout = c.DialTimeout
-	if opts.DialTimeout == 0 {
-		opts.DialTimeout = DefaultDialTimeout
-	}
+	opts.DialTimeout = cmp.Or(opts.DialTimeout, DefaultDialTimeout)
 	opts.MaxOpenConns = c.MaxOpenConns
-	if opts.MaxOpenConns == 0 {
-		opts.MaxOpenConns = DefaultMaxOpenConns
-	}
+	opts.MaxOpenConns = cmp.Or(opts.MaxOpenConns, DefaultMaxOpenConns)
 	if opts.MaxIdleConns <= 0 || opts.MaxIdleConns > opts.MaxOpenConns {
 		opts.MaxIdleConns = min(5, opts.MaxOpenConns)
 	}

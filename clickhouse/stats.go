@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -71,9 +72,7 @@ func (q *StatsQuery) validate(groups []string) error {
 			return bad("filter longer than %d bytes", maxFilterLen)
 		}
 	}
-	if q.Limit == 0 {
-		q.Limit = DefaultStatsRows
-	}
+	q.Limit = cmp.Or(q.Limit, DefaultStatsRows)
 	if q.Limit < 1 || q.Limit > MaxStatsRows {
 		return bad("limit %d out of 1..%d", q.Limit, MaxStatsRows)
 	}

@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/http"
@@ -84,36 +85,16 @@ const DefaultUserAgent = "dropstream-collector/1 (+https://github.com/dropstream
 
 // WithDefaults returns c with every zero field set to its default.
 func (c CollectorConfig) WithDefaults() CollectorConfig {
-	if c.Jitter == 0 {
-		c.Jitter = 0.1
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
-	}
-	if c.DownAfter == 0 {
-		c.DownAfter = 3
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = 10 * time.Minute
-	}
-	if c.MaxRetryAfter == 0 {
-		c.MaxRetryAfter = time.Hour
-	}
-	if c.DefaultRetryAfter == 0 {
-		c.DefaultRetryAfter = 30 * time.Second
-	}
-	if c.Burst == 0 {
-		c.Burst = 1
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = 4
-	}
-	if c.RefreshInterval == 0 {
-		c.RefreshInterval = 15 * time.Second
-	}
-	if c.UserAgent == "" {
-		c.UserAgent = DefaultUserAgent
-	}
+	c.Jitter = cmp.Or(c.Jitter, 0.1)
+	c.Timeout = cmp.Or(c.Timeout, 10*time.Second)
+	c.DownAfter = cmp.Or(c.DownAfter, 3)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, 10*time.Minute)
+	c.MaxRetryAfter = cmp.Or(c.MaxRetryAfter, time.Hour)
+	c.DefaultRetryAfter = cmp.Or(c.DefaultRetryAfter, 30*time.Second)
+	c.Burst = cmp.Or(c.Burst, 1)
+	c.Concurrency = cmp.Or(c.Concurrency, 4)
+	c.RefreshInterval = cmp.Or(c.RefreshInterval, 15*time.Second)
+	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
 	if c.Egress == nil {
 		c.Egress = egress.Default()
 	}

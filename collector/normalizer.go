@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -94,9 +95,7 @@ func Normalize(run avail.RawRun) (avail.Snapshot, error) {
 		NotifyFirstSight: run.NotifyFirstSight}
 	if run.Status == avail.StatusFailed {
 		snap.Error = run.Error
-		if snap.Error == "" {
-			snap.Error = "failed run without an error"
-		}
+		snap.Error = cmp.Or(snap.Error, "failed run without an error")
 		return snap, nil
 	}
 	adapter, _ := provider.For(run.Provider) // checked by validateRun

@@ -68,9 +68,7 @@ func (c ReleaseConfig) WithDefaults() ReleaseConfig {
 	c.After = cmp.Or(c.After, DefaultReleaseAfter)
 	c.MinSupport = cmp.Or(c.MinSupport, DefaultReleaseMinSupport)
 	c.Refresh = cmp.Or(c.Refresh, DefaultReleaseRefresh)
-	if c.Location == nil {
-		c.Location = time.UTC
-	}
+	c.Location = cmp.Or(c.Location, time.UTC)
 	return c
 }
 

@@ -2,6 +2,7 @@ package collector
 
 import (
 	"bytes"
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
@@ -123,15 +124,9 @@ func (s *Source) UnmarshalJSON(b []byte) error {
 // WithDefaults returns s with zero Interval, Stabilization and RateLimit set
 // to their defaults.
 func (s Source) WithDefaults() Source {
-	if s.Interval == 0 {
-		s.Interval = DefaultInterval
-	}
-	if s.Stabilization == 0 {
-		s.Stabilization = DefaultStabilization
-	}
-	if s.RateLimit == 0 {
-		s.RateLimit = DefaultRateLimit
-	}
+	s.Interval = cmp.Or(s.Interval, DefaultInterval)
+	s.Stabilization = cmp.Or(s.Stabilization, DefaultStabilization)
+	s.RateLimit = cmp.Or(s.RateLimit, DefaultRateLimit)
 	return s
 }
 

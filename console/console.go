@@ -7,6 +7,7 @@
 package console
 
 import (
+	"cmp"
 	"context"
 	"embed"
 	"errors"
@@ -89,9 +90,7 @@ func New(cfg Config) (*Console, error) {
 		descs = append(descs, f.Desc)
 		for _, s := range f.Desc.Stages {
 			group := s.Config.Group
-			if group == "" {
-				group = s.Name
-			}
+			group = cmp.Or(group, s.Name)
 			c.stages = append(c.stages, stageRef{Flow: f.Name, Name: s.Name, Group: group, Topic: s.Topic})
 			c.topics[s.Topic.String()] = s.Topic
 		}

@@ -1,6 +1,7 @@
 package flow
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"net/url"
@@ -146,9 +147,7 @@ func ReadVars(vars []Var, lookup func(string) (string, bool)) (map[string]string
 		declared[v.Name] = v
 		value, _ := lookup(v.Name)
 		value = strings.TrimSpace(value)
-		if value == "" {
-			value = v.Default
-		}
+		value = cmp.Or(value, v.Default)
 		if err := v.Check(value); err != nil {
 			errs = append(errs, err)
 			continue

@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -74,27 +75,13 @@ type DeliverConfig struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c DeliverConfig) WithDefaults() DeliverConfig {
 	c.Ledger = c.Ledger.WithDefaults()
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultDeliverConcurrency
-	}
-	if c.MaxInFlight == 0 {
-		c.MaxInFlight = DefaultMaxInFlight
-	}
-	if c.MaxThrottleWait == 0 {
-		c.MaxThrottleWait = DefaultMaxThrottleWait
-	}
-	if c.PublicURL == "" {
-		c.PublicURL = DefaultPublicURL
-	}
-	if c.DigestInterval == 0 {
-		c.DigestInterval = DefaultDigestInterval
-	}
-	if c.Runner.HandlerTimeout == 0 {
-		c.Runner.HandlerTimeout = DefaultDeliverHandlerTimeout
-	}
-	if c.Runner.ClaimIdle == 0 {
-		c.Runner.ClaimIdle = DefaultClaimIdle
-	}
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultDeliverConcurrency)
+	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
+	c.MaxThrottleWait = cmp.Or(c.MaxThrottleWait, DefaultMaxThrottleWait)
+	c.PublicURL = cmp.Or(c.PublicURL, DefaultPublicURL)
+	c.DigestInterval = cmp.Or(c.DigestInterval, DefaultDigestInterval)
+	c.Runner.HandlerTimeout = cmp.Or(c.Runner.HandlerTimeout, DefaultDeliverHandlerTimeout)
+	c.Runner.ClaimIdle = cmp.Or(c.Runner.ClaimIdle, DefaultClaimIdle)
 	if c.Runner.Retry == (stream.RetryConfig{}) {
 		c.Runner.Retry = stream.RetryConfig{Disabled: true}
 	}
@@ -317,9 +304,7 @@ func (d *Deliverer) targets(ctx context.Context, r Request, subs map[string]subs
 			dest.ID = "x" + subscriber.CoreHash(core)[:16]
 		}
 		sid := r.SubscriberID
-		if sid == "" {
-			sid = dest.ID
-		}
+		sid = cmp.Or(sid, dest.ID)
 		return []target{{subscriberID: sid, dest: dest}}
 	}
 	s, ok := subs[r.SubscriberID]

@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,15 +86,9 @@ type DeliveryLedgerConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c DeliveryLedgerConfig) WithDefaults() DeliveryLedgerConfig {
-	if c.Name == "" {
-		c.Name = DefaultLedgerName
-	}
-	if c.TTL == 0 {
-		c.TTL = DefaultDeliveryTTL
-	}
-	if c.Lease == 0 {
-		c.Lease = DefaultSendLease
-	}
+	c.Name = cmp.Or(c.Name, DefaultLedgerName)
+	c.TTL = cmp.Or(c.TTL, DefaultDeliveryTTL)
+	c.Lease = cmp.Or(c.Lease, DefaultSendLease)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -87,9 +88,7 @@ func digestRequest(b digest.Batch) (Request, bool) {
 			first = r.ObservedAt
 		}
 		t := r.Title
-		if t == "" {
-			t = r.Subject
-		}
+		t = cmp.Or(t, r.Subject)
 		if len(titles) < 20 {
 			titles = append(titles, "- "+t)
 		}

@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -54,18 +55,12 @@ type RetryConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c RetryConfig) WithDefaults() RetryConfig {
-	if c.MaxAttempts == 0 {
-		c.MaxAttempts = DefaultRetryMaxAttempts
-	}
-	if c.Initial == 0 {
-		c.Initial = DefaultRetryInitial
-	}
+	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultRetryMaxAttempts)
+	c.Initial = cmp.Or(c.Initial, DefaultRetryInitial)
 	if c.Max == 0 {
 		c.Max = max(DefaultRetryMax, c.Initial)
 	}
-	if c.PollInterval == 0 {
-		c.PollInterval = DefaultRetryPollInterval
-	}
+	c.PollInterval = cmp.Or(c.PollInterval, DefaultRetryPollInterval)
 	return c
 }
 
@@ -88,10 +83,7 @@ func (c RetryConfig) Validate() error {
 // doubling pause p = min(Initial × 2^(attempt-1), Max), jittered uniformly
 // into [p/2, p] by r (a float in [0, 1)).
 func (c RetryConfig) Delay(attempt int, r float64) time.Duration {
-	p := c.Max
-	if attempt-1 < 40 {
-		p = min(c.Initial<<(attempt-1), c.Max)
-	}
+	p := stream.BackoffAfter(attempt, c.Initial, c.Max)
 	return p/2 + time.Duration(r*float64(p-p/2))
 }
 

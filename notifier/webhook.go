@@ -2,6 +2,7 @@ package notifier
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -61,15 +62,9 @@ type WebhookConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c WebhookConfig) WithDefaults() WebhookConfig {
-	if c.Timeout == 0 {
-		c.Timeout = DefaultWebhookTimeout
-	}
-	if c.MaxResponseBytes == 0 {
-		c.MaxResponseBytes = DefaultMaxResponseBytes
-	}
-	if c.UserAgent == "" {
-		c.UserAgent = DefaultUserAgent
-	}
+	c.Timeout = cmp.Or(c.Timeout, DefaultWebhookTimeout)
+	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, DefaultMaxResponseBytes)
+	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
 	if c.Egress == nil {
 		c.Egress = egress.Default()
 	}

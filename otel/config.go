@@ -14,6 +14,7 @@
 package otel
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -46,9 +47,7 @@ type Config struct {
 
 // withDefaults returns c with empty fields replaced by their defaults.
 func (c Config) withDefaults() Config {
-	if c.ServiceName == "" {
-		c.ServiceName = DefaultServiceName
-	}
+	c.ServiceName = cmp.Or(c.ServiceName, DefaultServiceName)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -33,9 +34,7 @@ func (e *BatchError) Error() string {
 	var first error
 	for _, err := range e.Errs {
 		if err != nil {
-			if first == nil {
-				first = err
-			}
+			first = cmp.Or(first, err)
 			n++
 		}
 	}

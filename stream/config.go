@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -104,59 +105,31 @@ type RetryConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c RunnerConfig) WithDefaults(stage string) RunnerConfig {
-	if c.Group == "" {
-		c.Group = stage
-	}
+	c.Group = cmp.Or(c.Group, stage)
 	if c.Consumer == "" && c.Instance != "" {
 		c.Consumer = c.Instance + "-" + stage + "-" + strconv.Itoa(c.Copy)
 	}
 	if c.Consumer == "" {
 		c.Consumer = DefaultConsumerName()
 	}
-	if c.ConsumerLease == 0 {
-		c.ConsumerLease = 15 * time.Second
-	}
-	if c.ConsumerIdle == 0 {
-		c.ConsumerIdle = 10 * time.Minute
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = 256
-	}
-	if c.ReadBytes == 0 {
-		c.ReadBytes = DefaultReadBytes
-	}
-	if c.Block == 0 {
-		c.Block = time.Second
-	}
-	if c.ClaimInterval == 0 {
-		c.ClaimInterval = 5 * time.Second
-	}
-	if c.ClaimIdle == 0 {
-		c.ClaimIdle = 30 * time.Second
-	}
-	if c.MaxDeliveries == 0 {
-		c.MaxDeliveries = 5
-	}
-	if c.HandlerTimeout == 0 {
-		c.HandlerTimeout = 5 * time.Second
-	}
-	if c.StatsInterval == 0 {
-		c.StatsInterval = 2 * time.Second
-	}
-	if c.ErrorBackoff == 0 {
-		c.ErrorBackoff = 2 * time.Second
-	}
-	if c.ControlInterval == 0 {
-		c.ControlInterval = time.Second
-	}
+	c.ConsumerLease = cmp.Or(c.ConsumerLease, 15*time.Second)
+	c.ConsumerIdle = cmp.Or(c.ConsumerIdle, 10*time.Minute)
+	c.BatchSize = cmp.Or(c.BatchSize, 256)
+	c.ReadBytes = cmp.Or(c.ReadBytes, DefaultReadBytes)
+	c.Block = cmp.Or(c.Block, time.Second)
+	c.ClaimInterval = cmp.Or(c.ClaimInterval, 5*time.Second)
+	c.ClaimIdle = cmp.Or(c.ClaimIdle, 30*time.Second)
+	c.MaxDeliveries = cmp.Or(c.MaxDeliveries, 5)
+	c.HandlerTimeout = cmp.Or(c.HandlerTimeout, 5*time.Second)
+	c.StatsInterval = cmp.Or(c.StatsInterval, 2*time.Second)
+	c.ErrorBackoff = cmp.Or(c.ErrorBackoff, 2*time.Second)
+	c.ControlInterval = cmp.Or(c.ControlInterval, time.Second)
 	c.Retry = c.Retry.withDefaults()
 	return c
 }
 
 func (c RetryConfig) withDefaults() RetryConfig {
-	if c.MaxRetries == 0 {
-		c.MaxRetries = 2
-	}
+	c.MaxRetries = cmp.Or(c.MaxRetries, 2)
 	if c.InitialInterval <= 0 {
 		c.InitialInterval = 50 * time.Millisecond
 	}

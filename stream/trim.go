@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -40,12 +41,8 @@ type Trimmer struct {
 
 // NewTrimmer returns a trimmer of the given topics' streams.
 func NewTrimmer(rdb redis.UniversalClient, cfg TrimConfig, logger *slog.Logger, topics ...Topic) *Trimmer {
-	if cfg.MinAge == 0 {
-		cfg.MinAge = time.Hour
-	}
-	if cfg.Interval == 0 {
-		cfg.Interval = time.Minute
-	}
+	cfg.MinAge = cmp.Or(cfg.MinAge, time.Hour)
+	cfg.Interval = cmp.Or(cfg.Interval, time.Minute)
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}

@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -62,18 +63,10 @@ type ProjectionConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c ProjectionConfig) WithDefaults() ProjectionConfig {
-	if c.Partitions == 0 {
-		c.Partitions = DefaultPartitions
-	}
-	if c.MaxSessions == 0 {
-		c.MaxSessions = DefaultMaxSessions
-	}
-	if c.MaxScan == 0 {
-		c.MaxScan = DefaultMaxScan
-	}
-	if c.RetainAfterDate == 0 {
-		c.RetainAfterDate = DefaultRetainAfterDate
-	}
+	c.Partitions = cmp.Or(c.Partitions, DefaultPartitions)
+	c.MaxSessions = cmp.Or(c.MaxSessions, DefaultMaxSessions)
+	c.MaxScan = cmp.Or(c.MaxScan, DefaultMaxScan)
+	c.RetainAfterDate = cmp.Or(c.RetainAfterDate, DefaultRetainAfterDate)
 	return c
 }
 
@@ -195,18 +188,12 @@ type AnalyticsConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c AnalyticsConfig) WithDefaults() AnalyticsConfig {
-	if c.Partitions == 0 {
-		c.Partitions = DefaultPartitions
-	}
-	if c.ReadAhead == 0 {
-		c.ReadAhead = DefaultReadAhead
-	}
+	c.Partitions = cmp.Or(c.Partitions, DefaultPartitions)
+	c.ReadAhead = cmp.Or(c.ReadAhead, DefaultReadAhead)
 	b := c.batching().WithDefaults()
 	c.BatchRows, c.FlushInterval, c.Linger, c.FlushTimeout, c.MaxBackoff = b.BatchRows, b.FlushInterval, b.Linger, b.FlushTimeout, b.MaxBackoff
 	c.Runner = sink.BatchRunner(c.Runner, DefaultAnalyticsBatchSize)
-	if c.TransitionsBatchSize == 0 {
-		c.TransitionsBatchSize = DefaultTransitionsBatchSize
-	}
+	c.TransitionsBatchSize = cmp.Or(c.TransitionsBatchSize, DefaultTransitionsBatchSize)
 	return c
 }
 

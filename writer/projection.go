@@ -1,6 +1,7 @@
 package writer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -280,9 +281,7 @@ func keysOf(tag, entityKey string) keys {
 // indexKey is the sorted set of entity keys of a partition in a state ("":
 // all of them).
 func indexKey(tag, state string) string {
-	if state == "" {
-		state = "all"
-	}
+	state = cmp.Or(state, "all")
 	return rediskey.Key(tag, "entities", state)
 }
 

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -350,9 +351,7 @@ func (a *app) start(ctx context.Context, wg *sync.WaitGroup, o startOptions) ([]
 	for _, s := range o.stages {
 		for i := 0; i < o.copies; i++ {
 			st := s
-			if st.Config.Instance == "" {
-				st.Config.Instance = a.cfg.Instance
-			}
+			st.Config.Instance = cmp.Or(st.Config.Instance, a.cfg.Instance)
 			st.Config.Copy = i
 			r, err := stream.NewRunner(a.rdb, st, a.tel)
 			if err != nil {

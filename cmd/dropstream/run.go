@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -121,9 +122,7 @@ func printStages(w io.Writer, stages map[string]stream.Stage, services map[strin
 	for _, n := range slices.Sorted(maps.Keys(stages)) {
 		s := stages[n]
 		group := s.Config.Group
-		if group == "" {
-			group = s.Name
-		}
+		group = cmp.Or(group, s.Name)
 		if err := enc.Encode(listedStage{Name: n, Kind: "stage", Flow: s.Topic.Flow, Topic: s.Topic.Name,
 			Partitions: s.Topic.Partitions, Group: group}); err != nil {
 			return err

@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
@@ -77,21 +78,15 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Venues == 0 {
-		c.Venues = 4
-	}
+	c.Venues = cmp.Or(c.Venues, 4)
 	if len(c.Dates) == 0 {
 		c.Dates = []string{"2026-11-20", "2026-11-21", "2026-11-22"}
 	}
 	if len(c.PartySizes) == 0 {
 		c.PartySizes = []int{2, 4}
 	}
-	if c.SlotsPerVenue == 0 {
-		c.SlotsPerVenue = 8
-	}
-	if c.OpenFraction == 0 {
-		c.OpenFraction = 0.5
-	}
+	c.SlotsPerVenue = cmp.Or(c.SlotsPerVenue, 8)
+	c.OpenFraction = cmp.Or(c.OpenFraction, 0.5)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

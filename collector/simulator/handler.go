@@ -1,6 +1,7 @@
 package simulator
 
 import (
+	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -86,9 +87,7 @@ func writeFailure(w http.ResponseWriter, f *Failure) int {
 		return writeStatus(w, http.StatusForbidden)
 	case FailMalformed:
 		body := f.Body
-		if body == "" {
-			body = DefaultMalformedBody
-		}
+		body = cmp.Or(body, DefaultMalformedBody)
 		w.Header().Set("Content-Type", "application/json")
 		w.WriteHeader(http.StatusOK)
 		_, _ = io.WriteString(w, body)

@@ -1,6 +1,7 @@
 package availability
 
 import (
+	"cmp"
 	"strconv"
 	"time"
 
@@ -48,9 +49,7 @@ func HealthRows(m *stream.Message) ([]clickhouse.SourceHealthRow, error) {
 		}
 		r := clickhouse.SourceHealthRow{EventID: t.EventID, SourceID: t.SourceID, Provider: t.Entity.Provider, Status: "down",
 			RunID: t.RunID, At: t.RunAt, Error: t.Entity.Attrs["error"], TraceID: t.TraceID}
-		if r.SourceID == "" {
-			r.SourceID = t.Entity.Venue
-		}
+		r.SourceID = cmp.Or(r.SourceID, t.Entity.Venue)
 		if len(r.Error) > maxHealthError {
 			r.Error = r.Error[:maxHealthError]
 		}

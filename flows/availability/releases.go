@@ -1,6 +1,7 @@
 package availability
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -32,9 +33,7 @@ func releaseConfig(s flow.Settings, ch *clickhouse.Client) (collector.ReleaseCon
 	if ch == nil || v == "off" {
 		return collector.ReleaseConfig{}, nil
 	}
-	if v == "" {
-		v = "5s"
-	}
+	v = cmp.Or(v, "5s")
 	burst, err := time.ParseDuration(v)
 	if err != nil {
 		return collector.ReleaseConfig{}, fmt.Errorf("%s=%q: want a duration such as 5s, or off", VarReleaseBurst, v)

@@ -1,6 +1,7 @@
 package checkout
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -70,30 +71,14 @@ type Config struct {
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
-	if c.Partitions == 0 {
-		c.Partitions = 8
-	}
-	if c.Timeout == 0 {
-		c.Timeout = 30 * time.Second
-	}
-	if c.RetryFor == 0 {
-		c.RetryFor = 5 * time.Second
-	}
-	if c.Recheck == 0 {
-		c.Recheck = time.Second
-	}
-	if c.SweepInterval == 0 {
-		c.SweepInterval = 10 * time.Second
-	}
-	if c.SweepAge == 0 {
-		c.SweepAge = 30 * time.Second
-	}
-	if c.AbandonAge == 0 {
-		c.AbandonAge = 5 * time.Minute
-	}
-	if c.ConservationInterval == 0 {
-		c.ConservationInterval = time.Minute
-	}
+	c.Partitions = cmp.Or(c.Partitions, 8)
+	c.Timeout = cmp.Or(c.Timeout, 30*time.Second)
+	c.RetryFor = cmp.Or(c.RetryFor, 5*time.Second)
+	c.Recheck = cmp.Or(c.Recheck, time.Second)
+	c.SweepInterval = cmp.Or(c.SweepInterval, 10*time.Second)
+	c.SweepAge = cmp.Or(c.SweepAge, 30*time.Second)
+	c.AbandonAge = cmp.Or(c.AbandonAge, 5*time.Minute)
+	c.ConservationInterval = cmp.Or(c.ConservationInterval, time.Minute)
 	if c.StateTTL == 0 {
 		c.StateTTL = 7 * 24 * time.Hour
 	}

@@ -1,6 +1,7 @@
 package comic
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -101,9 +102,7 @@ type Notified struct {
 
 // NewDelivery returns the delivery stage's handler.
 func NewDelivery(rdb redis.UniversalClient, topics Topics, store *Store, d Deliverer, cfg DeliveryConfig) (*Delivery, error) {
-	if cfg.Concurrency == 0 {
-		cfg.Concurrency = 8
-	}
+	cfg.Concurrency = cmp.Or(cfg.Concurrency, 8)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

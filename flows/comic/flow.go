@@ -1,6 +1,7 @@
 package comic
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -39,13 +40,9 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Partitions == 0 {
-		c.Partitions = 8
-	}
+	c.Partitions = cmp.Or(c.Partitions, 8)
 	c.Store = c.Store.WithDefaults()
-	if c.Ledger.Name == "" {
-		c.Ledger.Name = "comic-notify"
-	}
+	c.Ledger.Name = cmp.Or(c.Ledger.Name, "comic-notify")
 	c.Ledger = c.Ledger.WithDefaults()
 	return c
 }

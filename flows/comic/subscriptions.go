@@ -1,6 +1,7 @@
 package comic
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -81,12 +82,8 @@ type StoreConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c StoreConfig) WithDefaults() StoreConfig {
-	if c.MaxPerEmail == 0 {
-		c.MaxPerEmail = 1000
-	}
-	if c.BloatThreshold == 0 {
-		c.BloatThreshold = 10000
-	}
+	c.MaxPerEmail = cmp.Or(c.MaxPerEmail, 1000)
+	c.BloatThreshold = cmp.Or(c.BloatThreshold, 10000)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

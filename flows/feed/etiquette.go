@@ -1,12 +1,14 @@
 package feed
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"slices"
 	"time"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/stream"
 )
 
 // EtiquetteConfig bounds how the poller honours what each feed asks for
@@ -36,21 +38,11 @@ type EtiquetteConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c EtiquetteConfig) WithDefaults() EtiquetteConfig {
-	if c.MinInterval == 0 {
-		c.MinInterval = time.Minute
-	}
-	if c.MaxInterval == 0 {
-		c.MaxInterval = 24 * time.Hour
-	}
-	if c.History == 0 {
-		c.History = 16
-	}
-	if c.HostSpacing == 0 {
-		c.HostSpacing = 200 * time.Millisecond
-	}
-	if c.DeadAfter == 0 {
-		c.DeadAfter = 10
-	}
+	c.MinInterval = cmp.Or(c.MinInterval, time.Minute)
+	c.MaxInterval = cmp.Or(c.MaxInterval, 24*time.Hour)
+	c.History = cmp.Or(c.History, 16)
+	c.HostSpacing = cmp.Or(c.HostSpacing, 200*time.Millisecond)
+	c.DeadAfter = cmp.Or(c.DeadAfter, 10)
 	return c
 }
 
@@ -108,11 +100,7 @@ type schedule struct {
 // skipped hours and days, every hint capped at MaxInterval.
 func (c EtiquetteConfig) next(s schedule) (time.Duration, string) {
 	if s.failures > 0 {
-		d := s.every
-		for i := 0; i < s.failures && d < s.maxBackoff; i++ {
-			d *= 2
-		}
-		d = min(d, s.maxBackoff)
+		d := stream.BackoffAfter(s.failures+1, s.every, s.maxBackoff)
 		if s.retryAfter > d {
 			return s.retryAfter, ReasonRetryAfter
 		}

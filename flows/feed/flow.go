@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -93,18 +94,10 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Partitions == 0 {
-		c.Partitions = 8
-	}
-	if c.PublicURL == "" {
-		c.PublicURL = "http://localhost:8080"
-	}
-	if c.AssignLimit == 0 {
-		c.AssignLimit = 1000
-	}
-	if c.CollectionItems == 0 {
-		c.CollectionItems = 1000
-	}
+	c.Partitions = cmp.Or(c.Partitions, 8)
+	c.PublicURL = cmp.Or(c.PublicURL, "http://localhost:8080")
+	c.AssignLimit = cmp.Or(c.AssignLimit, 1000)
+	c.CollectionItems = cmp.Or(c.CollectionItems, 1000)
 	if c.Egress == nil {
 		c.Egress = egress.Default()
 	}

@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -42,15 +43,9 @@ type PollerConfig struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c PollerConfig) WithDefaults() PollerConfig {
 	c.Fetch = c.Fetch.WithDefaults()
-	if c.Concurrency == 0 {
-		c.Concurrency = 16
-	}
-	if c.Refresh == 0 {
-		c.Refresh = 10 * time.Second
-	}
-	if c.MaxBackoff == 0 {
-		c.MaxBackoff = 6 * time.Hour
-	}
+	c.Concurrency = cmp.Or(c.Concurrency, 16)
+	c.Refresh = cmp.Or(c.Refresh, 10*time.Second)
+	c.MaxBackoff = cmp.Or(c.MaxBackoff, 6*time.Hour)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -108,9 +103,7 @@ type Poller struct {
 // NewPoller returns the polling service of the flow; its fetches go
 // through the flow's egress policy unless cfg.Fetch sets one.
 func (f *Flow) NewPoller(cfg PollerConfig) (*Poller, error) {
-	if cfg.Fetch.Egress == nil {
-		cfg.Fetch.Egress = f.cfg.Egress
-	}
+	cfg.Fetch.Egress = cmp.Or(cfg.Fetch.Egress, f.cfg.Egress)
 	if cfg.Fetch.HostGate == nil {
 		pacer, err := pollgate.NewPacer(f.rdb, pollgate.PacerConfig{Name: Name, Spacing: f.cfg.Etiquette.HostSpacing})
 		if err != nil {
@@ -264,9 +257,7 @@ func (p *Poller) PollOnce(ctx context.Context, fd Feed) (Poll, error) {
 func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error) {
 	f := p.flow
 	if halted, err := f.store.isHalted(ctx, fd.ID); err != nil || halted {
-		if err == nil {
-			err = ErrHalted
-		}
+		err = cmp.Or(err, ErrHalted)
 		return Poll{}, p.cfg.MaxBackoff, err
 	}
 	var v poll.Validators

@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"crypto/hmac"
 	"crypto/sha1" //nolint:gosec // WebSub hubs may sign with sha1; sha256 and sha512 too
@@ -74,21 +75,13 @@ func (c WebSubConfig) WithDefaults() WebSubConfig {
 	if c.Lease == 0 {
 		c.Lease = 10 * 24 * time.Hour
 	}
-	if c.RenewBefore == 0 {
-		c.RenewBefore = time.Hour
-	}
-	if c.Fallback == 0 {
-		c.Fallback = 6 * time.Hour
-	}
-	if c.Retry == 0 {
-		c.Retry = 15 * time.Minute
-	}
+	c.RenewBefore = cmp.Or(c.RenewBefore, time.Hour)
+	c.Fallback = cmp.Or(c.Fallback, 6*time.Hour)
+	c.Retry = cmp.Or(c.Retry, 15*time.Minute)
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 1 << 20
 	}
-	if c.Timeout == 0 {
-		c.Timeout = 10 * time.Second
-	}
+	c.Timeout = cmp.Or(c.Timeout, 10*time.Second)
 	return c
 }
 
@@ -209,9 +202,7 @@ func (f *Flow) ensureWebSub(ctx context.Context, fd Feed, hints poll.Hints, now 
 		return nil
 	}
 	hub, topic := hints.Hubs[0], hints.Self
-	if topic == "" {
-		topic = fd.URL
-	}
+	topic = cmp.Or(topic, fd.URL)
 	w, ok, err := f.webSub(ctx, fd.ID)
 	if err != nil {
 		return err

@@ -1,6 +1,7 @@
 package offer
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,48 +93,26 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Partitions == 0 {
-		c.Partitions = 8
-	}
+	c.Partitions = cmp.Or(c.Partitions, 8)
 	if len(c.Handlers) == 0 {
 		c.Handlers = DefaultHandlers
 	}
-	if c.ResultTTL == 0 {
-		c.ResultTTL = 5 * time.Minute
-	}
-	if c.ResultGrace == 0 {
-		c.ResultGrace = time.Minute
-	}
-	if c.ProcessingTimeout == 0 {
-		c.ProcessingTimeout = 3 * time.Minute
-	}
-	if c.MaxWait == 0 {
-		c.MaxWait = 2 * time.Second
-	}
-	if c.TranslateTTL == 0 {
-		c.TranslateTTL = time.Hour
-	}
-	if c.OrderPriceTTL == 0 {
-		c.OrderPriceTTL = 10 * time.Minute
-	}
-	if c.ChangeLogLength == 0 {
-		c.ChangeLogLength = 100000
-	}
+	c.ResultTTL = cmp.Or(c.ResultTTL, 5*time.Minute)
+	c.ResultGrace = cmp.Or(c.ResultGrace, time.Minute)
+	c.ProcessingTimeout = cmp.Or(c.ProcessingTimeout, 3*time.Minute)
+	c.MaxWait = cmp.Or(c.MaxWait, 2*time.Second)
+	c.TranslateTTL = cmp.Or(c.TranslateTTL, time.Hour)
+	c.OrderPriceTTL = cmp.Or(c.OrderPriceTTL, 10*time.Minute)
+	c.ChangeLogLength = cmp.Or(c.ChangeLogLength, 100000)
 	if c.Now == nil {
 		c.Now = time.Now
 	}
-	if c.FreshBound == 0 {
-		c.FreshBound = time.Second
-	}
+	c.FreshBound = cmp.Or(c.FreshBound, time.Second)
 	if c.FreshBlock == 0 {
 		c.FreshBlock = min(500*time.Millisecond, c.FreshBound)
 	}
-	if c.MaxStandingPerCaller == 0 {
-		c.MaxStandingPerCaller = 100
-	}
-	if c.Runner.HandlerTimeout == 0 {
-		c.Runner.HandlerTimeout = 15 * time.Second
-	}
+	c.MaxStandingPerCaller = cmp.Or(c.MaxStandingPerCaller, 100)
+	c.Runner.HandlerTimeout = cmp.Or(c.Runner.HandlerTimeout, 15*time.Second)
 	c.Runner = c.Runner.ForDeadline(c.ProcessingTimeout)
 	return c
 }

@@ -1,6 +1,7 @@
 package offer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -89,9 +90,7 @@ func (s *Flow) Search(ctx context.Context, req SearchRequest, callID string) (Se
 	if err := req.Validate(); err != nil {
 		return SearchResponse{}, err
 	}
-	if req.Limit == 0 {
-		req.Limit = DefaultPageSize
-	}
+	req.Limit = cmp.Or(req.Limit, DefaultPageSize)
 	if callID == "" {
 		callID = randomID()
 	}

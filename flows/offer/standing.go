@@ -1,6 +1,7 @@
 package offer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -458,9 +459,7 @@ func (s *Flow) flushOutbox(ctx context.Context) error {
 		}
 		name, _ := v[1].(string)
 		total, _ := v[2].(string)
-		if name == "" {
-			name = id
-		}
+		name = cmp.Or(name, id)
 		body, _ := json.Marshal(map[string]any{"searchId": id, "version": vs, "total": total})
 		reqs = append(reqs, notifier.Request{Flow: Name, Event: EventSearchChanged, Subject: "offer search " + id,
 			SubscriberID: sub, Window: "v" + vs, Title: "Offer search " + name + " changed",

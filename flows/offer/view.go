@@ -1,6 +1,7 @@
 package offer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,9 +55,7 @@ func (v *view) sync(ctx context.Context) error {
 			return nil
 		}
 		start := v.lastID
-		if start == "" {
-			start = "-"
-		}
+		start = cmp.Or(start, "-")
 		xs, err := v.rdb.XRangeN(ctx, changesKey(v.handler), start, "+", maxChangesPerRead+1).Result()
 		if err != nil {
 			return fmt.Errorf("offer view %s: changes: %w", v.handler, err)

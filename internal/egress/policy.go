@@ -18,6 +18,7 @@
 package egress
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,9 +93,7 @@ func (c Config) WithDefaults() Config {
 	if c.Resolver == nil {
 		c.Resolver = net.DefaultResolver
 	}
-	if c.DialTimeout == 0 {
-		c.DialTimeout = 10 * time.Second
-	}
+	c.DialTimeout = cmp.Or(c.DialTimeout, 10*time.Second)
 	return c
 }
 

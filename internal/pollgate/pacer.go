@@ -1,6 +1,7 @@
 package pollgate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,12 +45,8 @@ var ErrBusy = errors.New("pollgate: host busy")
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c PacerConfig) WithDefaults() PacerConfig {
-	if c.Spacing == 0 {
-		c.Spacing = 200 * time.Millisecond
-	}
-	if c.MaxWait == 0 {
-		c.MaxWait = time.Minute
-	}
+	c.Spacing = cmp.Or(c.Spacing, 200*time.Millisecond)
+	c.MaxWait = cmp.Or(c.MaxWait, time.Minute)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

@@ -16,6 +16,7 @@
 package pollgate
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -69,9 +70,7 @@ type Config struct {
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c Config) WithDefaults() Config {
-	if c.Spread == 0 {
-		c.Spread = DefaultSpread
-	}
+	c.Spread = cmp.Or(c.Spread, DefaultSpread)
 	return c
 }
 

@@ -17,6 +17,7 @@
 package recordstore
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -372,9 +373,7 @@ func (s *Store[T]) ids(ctx context.Context, index, cursor string) ([]string, fun
 		}
 		return all, func(int) ([]string, error) { return nil, nil }, nil
 	}
-	if index == "" {
-		index = s.cfg.Layout.Index
-	}
+	index = cmp.Or(index, s.cfg.Layout.Index)
 	after := cursor
 	return nil, func(n int) ([]string, error) {
 		start := "-"

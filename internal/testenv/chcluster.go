@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -50,21 +51,11 @@ func (c ClickHouseClusterConfig) Validate() error {
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c ClickHouseClusterConfig) WithDefaults() ClickHouseClusterConfig {
-	if c.Name == "" {
-		c.Name = "dropstream"
-	}
-	if c.Shards == 0 {
-		c.Shards = 2
-	}
-	if c.StartTimeout == 0 {
-		c.StartTimeout = 60 * time.Second
-	}
-	if c.Binary == "" {
-		c.Binary = "clickhouse-server"
-	}
-	if c.BaseConfig == "" {
-		c.BaseConfig = "/etc/clickhouse-server"
-	}
+	c.Name = cmp.Or(c.Name, "dropstream")
+	c.Shards = cmp.Or(c.Shards, 2)
+	c.StartTimeout = cmp.Or(c.StartTimeout, 60*time.Second)
+	c.Binary = cmp.Or(c.Binary, "clickhouse-server")
+	c.BaseConfig = cmp.Or(c.BaseConfig, "/etc/clickhouse-server")
 	return c
 }
 

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -76,15 +77,9 @@ func (c RedisClusterConfig) Validate() error {
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c RedisClusterConfig) WithDefaults() RedisClusterConfig {
-	if c.Masters == 0 {
-		c.Masters = 3
-	}
-	if c.NodeTimeout == 0 {
-		c.NodeTimeout = 2 * time.Second
-	}
-	if c.StartTimeout == 0 {
-		c.StartTimeout = 15 * time.Second
-	}
+	c.Masters = cmp.Or(c.Masters, 3)
+	c.NodeTimeout = cmp.Or(c.NodeTimeout, 2*time.Second)
+	c.StartTimeout = cmp.Or(c.StartTimeout, 15*time.Second)
 	return c
 }
 

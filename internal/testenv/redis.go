@@ -2,6 +2,7 @@ package testenv
 
 import (
 	"bufio"
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -127,18 +128,12 @@ func (c RedisConfig) Validate() error {
 }
 
 func (c RedisConfig) withDefaults() RedisConfig {
-	if c.AppendFsync == "" {
-		c.AppendFsync = "everysec"
-	}
-	if c.StartTimeout == 0 {
-		c.StartTimeout = 15 * time.Second
-	}
+	c.AppendFsync = cmp.Or(c.AppendFsync, "everysec")
+	c.StartTimeout = cmp.Or(c.StartTimeout, 15*time.Second)
 	if c.Binary == "" {
 		c.Binary = os.Getenv(EnvRedisServer)
 	}
-	if c.Binary == "" {
-		c.Binary = "redis-server"
-	}
+	c.Binary = cmp.Or(c.Binary, "redis-server")
 	return c
 }
 

@@ -1,6 +1,7 @@
 package testenv
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"os"
@@ -66,27 +67,15 @@ func (c RedisSentinelConfig) Validate() error {
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c RedisSentinelConfig) WithDefaults() RedisSentinelConfig {
-	if c.Master == "" {
-		c.Master = "dropstream"
-	}
-	if c.Replicas == 0 {
-		c.Replicas = 1
-	}
-	if c.DownAfter == 0 {
-		c.DownAfter = time.Second
-	}
-	if c.FailoverTimeout == 0 {
-		c.FailoverTimeout = 3 * time.Second
-	}
-	if c.StartTimeout == 0 {
-		c.StartTimeout = 20 * time.Second
-	}
+	c.Master = cmp.Or(c.Master, "dropstream")
+	c.Replicas = cmp.Or(c.Replicas, 1)
+	c.DownAfter = cmp.Or(c.DownAfter, time.Second)
+	c.FailoverTimeout = cmp.Or(c.FailoverTimeout, 3*time.Second)
+	c.StartTimeout = cmp.Or(c.StartTimeout, 20*time.Second)
 	if c.SentinelBinary == "" {
 		c.SentinelBinary = os.Getenv(EnvRedisSentinel)
 	}
-	if c.SentinelBinary == "" {
-		c.SentinelBinary = "redis-sentinel"
-	}
+	c.SentinelBinary = cmp.Or(c.SentinelBinary, "redis-sentinel")
 	return c
 }
 

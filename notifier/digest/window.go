@@ -14,6 +14,7 @@
 package digest
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strconv"
@@ -104,9 +105,7 @@ type Window struct {
 // TimeWindow returns the time window of p holding instant t, in loc. It
 // fails for ModeEach and ModeEvery, which have no time windows.
 func (p Policy) TimeWindow(t time.Time, loc *time.Location) (Window, error) {
-	if loc == nil {
-		loc = time.UTC
-	}
+	loc = cmp.Or(loc, time.UTC)
 	lt := t.In(loc)
 	switch p.Mode {
 	case ModeHourly:

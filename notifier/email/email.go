@@ -14,6 +14,7 @@ package email
 
 import (
 	"bytes"
+	"cmp"
 	"context"
 	"crypto/tls"
 	"errors"
@@ -107,15 +108,9 @@ const DefaultHTMLTemplate = `<!doctype html>
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Timeout == 0 {
-		c.Timeout = DefaultTimeout
-	}
-	if c.TextTemplate == "" {
-		c.TextTemplate = DefaultTextTemplate
-	}
-	if c.HTMLTemplate == "" {
-		c.HTMLTemplate = DefaultHTMLTemplate
-	}
+	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	c.TextTemplate = cmp.Or(c.TextTemplate, DefaultTextTemplate)
+	c.HTMLTemplate = cmp.Or(c.HTMLTemplate, DefaultHTMLTemplate)
 	if c.Egress == nil {
 		c.Egress = egress.Default()
 	}

@@ -18,6 +18,7 @@
 package history
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -118,12 +119,8 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Recent == 0 {
-		c.Recent = DefaultRecent
-	}
-	if c.TTL == 0 {
-		c.TTL = DefaultTTL
-	}
+	c.Recent = cmp.Or(c.Recent, DefaultRecent)
+	c.TTL = cmp.Or(c.TTL, DefaultTTL)
 	return c
 }
 

@@ -1,6 +1,7 @@
 package subscriber
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -126,9 +127,7 @@ func (q *QuietHours) Quiet(t time.Time, loc *time.Location) (bool, time.Time) {
 	if err1 != nil || err2 != nil || s == e {
 		return false, time.Time{}
 	}
-	if loc == nil {
-		loc = time.UTC
-	}
+	loc = cmp.Or(loc, time.UTC)
 	lt := t.In(loc)
 	now := lt.Hour()*60 + lt.Minute()
 	var in bool

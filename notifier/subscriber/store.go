@@ -1,6 +1,7 @@
 package subscriber
 
 import (
+	"cmp"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -98,12 +99,8 @@ type StoreConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c StoreConfig) WithDefaults() StoreConfig {
-	if c.ConfirmTTL == 0 {
-		c.ConfirmTTL = DefaultConfirmTTL
-	}
-	if c.MaxSubscribers == 0 {
-		c.MaxSubscribers = DefaultMaxSubscribers
-	}
+	c.ConfirmTTL = cmp.Or(c.ConfirmTTL, DefaultConfirmTTL)
+	c.MaxSubscribers = cmp.Or(c.MaxSubscribers, DefaultMaxSubscribers)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

@@ -15,6 +15,7 @@
 package throttle
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -66,9 +67,7 @@ func (c Config) WithDefaults() Config {
 	if c.Destination == (Limit{}) {
 		c.Destination = Limit{Rate: 10, Burst: 20}
 	}
-	if c.IdleTTL == 0 {
-		c.IdleTTL = time.Hour
-	}
+	c.IdleTTL = cmp.Or(c.IdleTTL, time.Hour)
 	if c.Now == nil {
 		c.Now = time.Now
 	}

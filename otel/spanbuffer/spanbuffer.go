@@ -4,6 +4,7 @@
 package spanbuffer
 
 import (
+	"cmp"
 	"context"
 	"slices"
 	"sync"
@@ -111,9 +112,7 @@ func (b *Buffer) OnEnd(s sdktrace.ReadOnlySpan) {
 	}
 	if st := s.Status(); st.Code == codes.Error {
 		sp.Error = clip(st.Description)
-		if sp.Error == "" {
-			sp.Error = "error"
-		}
+		sp.Error = cmp.Or(sp.Error, "error")
 	}
 	if r := s.Resource(); r != nil {
 		if v, ok := r.Set().Value("service.name"); ok {

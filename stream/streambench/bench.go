@@ -5,6 +5,7 @@
 package streambench
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/binary"
@@ -69,27 +70,13 @@ func (c Config) publishTelemetry() stream.Telemetry {
 
 // WithDefaults fills zero fields.
 func (c Config) WithDefaults() Config {
-	if c.Messages == 0 {
-		c.Messages = 200000
-	}
-	if c.Partitions == 0 {
-		c.Partitions = 4
-	}
-	if c.BatchSize == 0 {
-		c.BatchSize = 500
-	}
-	if c.ReadBytes == 0 {
-		c.ReadBytes = stream.DefaultReadBytes
-	}
-	if c.PayloadSize == 0 {
-		c.PayloadSize = 200
-	}
-	if c.Rate == 0 {
-		c.Rate = 10000
-	}
-	if c.Duration == 0 {
-		c.Duration = 10 * time.Second
-	}
+	c.Messages = cmp.Or(c.Messages, 200000)
+	c.Partitions = cmp.Or(c.Partitions, 4)
+	c.BatchSize = cmp.Or(c.BatchSize, 500)
+	c.ReadBytes = cmp.Or(c.ReadBytes, stream.DefaultReadBytes)
+	c.PayloadSize = cmp.Or(c.PayloadSize, 200)
+	c.Rate = cmp.Or(c.Rate, 10000)
+	c.Duration = cmp.Or(c.Duration, 10*time.Second)
 	return c
 }
 

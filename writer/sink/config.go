@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -49,21 +50,11 @@ type Batching struct {
 
 // WithDefaults returns b with every zero field set to its default.
 func (b Batching) WithDefaults() Batching {
-	if b.BatchRows == 0 {
-		b.BatchRows = DefaultBatchRows
-	}
-	if b.FlushInterval == 0 {
-		b.FlushInterval = DefaultFlushInterval
-	}
-	if b.Linger == 0 {
-		b.Linger = DefaultLinger
-	}
-	if b.FlushTimeout == 0 {
-		b.FlushTimeout = DefaultFlushTimeout
-	}
-	if b.MaxBackoff == 0 {
-		b.MaxBackoff = DefaultMaxBackoff
-	}
+	b.BatchRows = cmp.Or(b.BatchRows, DefaultBatchRows)
+	b.FlushInterval = cmp.Or(b.FlushInterval, DefaultFlushInterval)
+	b.Linger = cmp.Or(b.Linger, DefaultLinger)
+	b.FlushTimeout = cmp.Or(b.FlushTimeout, DefaultFlushTimeout)
+	b.MaxBackoff = cmp.Or(b.MaxBackoff, DefaultMaxBackoff)
 	return b
 }
 
@@ -105,21 +96,11 @@ func (b Batching) Validate(readAhead int, runner stream.RunnerConfig, stages ...
 // sets the size of the inserts, so reads go by count). Retries are off:
 // the batcher retries its flushes.
 func BatchRunner(r stream.RunnerConfig, batchSize int) stream.RunnerConfig {
-	if r.HandlerTimeout == 0 {
-		r.HandlerTimeout = DefaultHandlerTimeout
-	}
-	if r.ClaimIdle == 0 {
-		r.ClaimIdle = 2 * r.HandlerTimeout
-	}
-	if r.MaxDeliveries == 0 {
-		r.MaxDeliveries = DefaultMaxDeliveries
-	}
-	if r.BatchSize == 0 {
-		r.BatchSize = batchSize
-	}
-	if r.ReadBytes == 0 {
-		r.ReadBytes = stream.MaxReadBytes
-	}
+	r.HandlerTimeout = cmp.Or(r.HandlerTimeout, DefaultHandlerTimeout)
+	r.ClaimIdle = cmp.Or(r.ClaimIdle, 2*r.HandlerTimeout)
+	r.MaxDeliveries = cmp.Or(r.MaxDeliveries, DefaultMaxDeliveries)
+	r.BatchSize = cmp.Or(r.BatchSize, batchSize)
+	r.ReadBytes = cmp.Or(r.ReadBytes, stream.MaxReadBytes)
 	r.Retry = stream.RetryConfig{Disabled: true}
 	return r
 }

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -73,9 +74,7 @@ type HistoryConfig[R any] struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c HistoryConfig[R]) WithDefaults() HistoryConfig[R] {
-	if c.ReadAhead == 0 {
-		c.ReadAhead = 1
-	}
+	c.ReadAhead = cmp.Or(c.ReadAhead, 1)
 	b := c.batching().WithDefaults()
 	c.BatchRows, c.FlushInterval, c.Linger, c.FlushTimeout, c.MaxBackoff = b.BatchRows, b.FlushInterval, b.Linger, b.FlushTimeout, b.MaxBackoff
 	c.Runner = BatchRunner(c.Runner, DefaultHistoryBatchSize)

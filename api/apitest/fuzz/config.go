@@ -12,6 +12,7 @@
 package fuzz
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"os"
@@ -121,24 +122,12 @@ func ConfigFromEnv() (Config, error) {
 
 // WithDefaults returns c with its zero values replaced by the defaults.
 func (c Config) WithDefaults() Config {
-	if c.Budget == 0 {
-		c.Budget = DefaultBudget
-	}
-	if c.Seed == 0 {
-		c.Seed = DefaultSeed
-	}
-	if c.BodyLimit == 0 {
-		c.BodyLimit = DefaultBodyLimit
-	}
-	if c.RequestTimeout == 0 {
-		c.RequestTimeout = DefaultRequestTimeout
-	}
-	if c.ListEvery == 0 {
-		c.ListEvery = DefaultListEvery
-	}
-	if c.HeadLimit == 0 {
-		c.HeadLimit = DefaultHeadLimit
-	}
+	c.Budget = cmp.Or(c.Budget, DefaultBudget)
+	c.Seed = cmp.Or(c.Seed, DefaultSeed)
+	c.BodyLimit = cmp.Or(c.BodyLimit, DefaultBodyLimit)
+	c.RequestTimeout = cmp.Or(c.RequestTimeout, DefaultRequestTimeout)
+	c.ListEvery = cmp.Or(c.ListEvery, DefaultListEvery)
+	c.HeadLimit = cmp.Or(c.HeadLimit, DefaultHeadLimit)
 	return c
 }
 

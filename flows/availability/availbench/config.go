@@ -20,6 +20,7 @@
 package availbench
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -84,33 +85,15 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Scopes == 0 {
-		c.Scopes = DefaultScopes
-	}
-	if c.PerScope == 0 {
-		c.PerScope = DefaultPerScope
-	}
-	if c.Churn == 0 {
-		c.Churn = DefaultChurn
-	}
-	if c.Runs == 0 {
-		c.Runs = DefaultRuns
-	}
-	if c.Partitions == 0 {
-		c.Partitions = DefaultPartitions
-	}
-	if c.DiffCopies == 0 {
-		c.DiffCopies = 1
-	}
-	if c.AnalyticsCopies == 0 {
-		c.AnalyticsCopies = 1
-	}
-	if c.Rate == 0 {
-		c.Rate = DefaultRate
-	}
-	if c.LatencyDuration == 0 {
-		c.LatencyDuration = DefaultLatencyDuration
-	}
+	c.Scopes = cmp.Or(c.Scopes, DefaultScopes)
+	c.PerScope = cmp.Or(c.PerScope, DefaultPerScope)
+	c.Churn = cmp.Or(c.Churn, DefaultChurn)
+	c.Runs = cmp.Or(c.Runs, DefaultRuns)
+	c.Partitions = cmp.Or(c.Partitions, DefaultPartitions)
+	c.DiffCopies = cmp.Or(c.DiffCopies, 1)
+	c.AnalyticsCopies = cmp.Or(c.AnalyticsCopies, 1)
+	c.Rate = cmp.Or(c.Rate, DefaultRate)
+	c.LatencyDuration = cmp.Or(c.LatencyDuration, DefaultLatencyDuration)
 	return c
 }
 

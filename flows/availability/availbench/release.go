@@ -1,6 +1,7 @@
 package availbench
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -63,18 +64,10 @@ func (c ReleaseConfig) WithDefaults() ReleaseConfig {
 	set(&c.HistoryDays, 3)
 	set(&c.LearnedDays, 3)
 	set(&c.Stabilization, 2)
-	if c.Interval == 0 {
-		c.Interval = 60 * time.Second
-	}
-	if c.Burst == 0 {
-		c.Burst = 5 * time.Second
-	}
-	if c.Scale == 0 {
-		c.Scale = 60
-	}
-	if c.ReleaseAt == 0 {
-		c.ReleaseAt = 10 * time.Hour
-	}
+	c.Interval = cmp.Or(c.Interval, 60*time.Second)
+	c.Burst = cmp.Or(c.Burst, 5*time.Second)
+	c.Scale = cmp.Or(c.Scale, 60)
+	c.ReleaseAt = cmp.Or(c.ReleaseAt, 10*time.Hour)
 	return c
 }
 

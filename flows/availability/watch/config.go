@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -64,24 +65,12 @@ type Config struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	c.Ledger = c.Ledger.WithDefaults()
-	if c.WindowTTL == 0 {
-		c.WindowTTL = DefaultWindowTTL
-	}
-	if c.MaxWindowFlips == 0 {
-		c.MaxWindowFlips = DefaultMaxWindowFlips
-	}
-	if c.MaxPayloadBytes == 0 {
-		c.MaxPayloadBytes = DefaultMaxPayloadBytes
-	}
-	if c.Concurrency == 0 {
-		c.Concurrency = DefaultConcurrency
-	}
-	if c.Runner.HandlerTimeout == 0 {
-		c.Runner.HandlerTimeout = DefaultHandlerTimeout
-	}
-	if c.Runner.ClaimIdle == 0 {
-		c.Runner.ClaimIdle = notifier.DefaultClaimIdle
-	}
+	c.WindowTTL = cmp.Or(c.WindowTTL, DefaultWindowTTL)
+	c.MaxWindowFlips = cmp.Or(c.MaxWindowFlips, DefaultMaxWindowFlips)
+	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, DefaultMaxPayloadBytes)
+	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
+	c.Runner.HandlerTimeout = cmp.Or(c.Runner.HandlerTimeout, DefaultHandlerTimeout)
+	c.Runner.ClaimIdle = cmp.Or(c.Runner.ClaimIdle, notifier.DefaultClaimIdle)
 	return c
 }
 

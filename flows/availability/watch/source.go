@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -71,9 +72,7 @@ func minutes(seconds int64) string {
 // business key "<watcher id>:source:<source id>:<run id>".
 func (h *handler) sourceHealth(ctx context.Context, m *stream.Message, t avail.Transition) error {
 	sourceID := t.SourceID
-	if sourceID == "" {
-		sourceID = t.Entity.Venue
-	}
+	sourceID = cmp.Or(sourceID, t.Entity.Venue)
 	if sourceID == "" {
 		return nil
 	}

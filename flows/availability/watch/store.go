@@ -1,6 +1,7 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -51,9 +52,7 @@ type StoreConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c StoreConfig) WithDefaults() StoreConfig {
-	if c.MaxWatchers == 0 {
-		c.MaxWatchers = DefaultMaxWatchers
-	}
+	c.MaxWatchers = cmp.Or(c.MaxWatchers, DefaultMaxWatchers)
 	if c.Logger == nil {
 		c.Logger = slog.Default()
 	}

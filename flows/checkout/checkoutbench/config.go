@@ -7,6 +7,7 @@
 package checkoutbench
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -65,33 +66,15 @@ func (c Config) WithDefaults() Config {
 			*f = 100_000
 		}
 	}
-	if c.Stock == 0 {
-		c.Stock = 1_000_000
-	}
-	if c.Credit == 0 {
-		c.Credit = 1_000_000
-	}
-	if c.Price == 0 {
-		c.Price = 1
-	}
-	if c.Clients == 0 {
-		c.Clients = 64
-	}
-	if c.Duration == 0 {
-		c.Duration = 10 * time.Second
-	}
-	if c.Rate == 0 {
-		c.Rate = TargetRate
-	}
-	if c.LatencyDuration == 0 {
-		c.LatencyDuration = 10 * time.Second
-	}
-	if c.Copies == 0 {
-		c.Copies = 1
-	}
-	if c.Partitions == 0 {
-		c.Partitions = 8
-	}
+	c.Stock = cmp.Or(c.Stock, 1_000_000)
+	c.Credit = cmp.Or(c.Credit, 1_000_000)
+	c.Price = cmp.Or(c.Price, 1)
+	c.Clients = cmp.Or(c.Clients, 64)
+	c.Duration = cmp.Or(c.Duration, 10*time.Second)
+	c.Rate = cmp.Or(c.Rate, TargetRate)
+	c.LatencyDuration = cmp.Or(c.LatencyDuration, 10*time.Second)
+	c.Copies = cmp.Or(c.Copies, 1)
+	c.Partitions = cmp.Or(c.Partitions, 8)
 	return c
 }
 

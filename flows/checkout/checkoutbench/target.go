@@ -1,6 +1,7 @@
 package checkoutbench
 
 import (
+	"cmp"
 	"context"
 	"flag"
 	"fmt"
@@ -59,9 +60,7 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 			bc.RateLimit = env.RateLimit
 			bc.RateLimit.Disabled = env.RateLimit.Disabled || mode == "off"
 			limits := bc.RateLimit.String()
-			if limits == "" {
-				limits = "the defaults"
-			}
+			limits = cmp.Or(limits, "the defaults")
 			fmt.Fprintf(out, "[limiter %s: %s]\n", mode, limits)
 			res, err := Run(ctx, env.Redis, env.Publisher, bc)
 			if err != nil {

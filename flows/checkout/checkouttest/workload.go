@@ -1,6 +1,7 @@
 package checkouttest
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -42,15 +43,9 @@ func (c WorkloadConfig) WithDefaults() WorkloadConfig {
 	def(&c.Users, 24)
 	def(&c.OrdersPerUser, 8)
 	def(&c.Clients, 8)
-	if c.Stock == 0 {
-		c.Stock = 8
-	}
-	if c.Credit == 0 {
-		c.Credit = 12
-	}
-	if c.CallTimeout == 0 {
-		c.CallTimeout = 10 * time.Second
-	}
+	c.Stock = cmp.Or(c.Stock, 8)
+	c.Credit = cmp.Or(c.Credit, 12)
+	c.CallTimeout = cmp.Or(c.CallTimeout, 10*time.Second)
 	return c
 }
 

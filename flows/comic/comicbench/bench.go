@@ -11,6 +11,7 @@
 package comicbench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -67,33 +68,15 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Subscriptions == 0 {
-		c.Subscriptions = 1_000_000
-	}
-	if c.LoadWorkers == 0 {
-		c.LoadWorkers = 4
-	}
-	if c.Matches == 0 {
-		c.Matches = 5000
-	}
-	if c.Intake == 0 {
-		c.Intake = 50_000
-	}
-	if c.Workers == 0 {
-		c.Workers = 16
-	}
-	if c.IntakeBatch == 0 {
-		c.IntakeBatch = 1
-	}
-	if c.Partitions == 0 {
-		c.Partitions = 8
-	}
-	if c.World == "" {
-		c.World = WorldWantList
-	}
-	if c.Seed == 0 {
-		c.Seed = 1
-	}
+	c.Subscriptions = cmp.Or(c.Subscriptions, 1_000_000)
+	c.LoadWorkers = cmp.Or(c.LoadWorkers, 4)
+	c.Matches = cmp.Or(c.Matches, 5000)
+	c.Intake = cmp.Or(c.Intake, 50_000)
+	c.Workers = cmp.Or(c.Workers, 16)
+	c.IntakeBatch = cmp.Or(c.IntakeBatch, 1)
+	c.Partitions = cmp.Or(c.Partitions, 8)
+	c.World = cmp.Or(c.World, WorldWantList)
+	c.Seed = cmp.Or(c.Seed, 1)
 	if c.MaxRedisMemory == 0 {
 		c.MaxRedisMemory = 4 << 30
 	}

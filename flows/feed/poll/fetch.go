@@ -1,6 +1,7 @@
 package poll
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -78,30 +79,16 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Timeout == 0 {
-		c.Timeout = 15 * time.Second
-	}
+	c.Timeout = cmp.Or(c.Timeout, 15*time.Second)
 	if c.MaxBodyBytes == 0 {
 		c.MaxBodyBytes = 4 << 20
 	}
-	if c.MaxRedirects == 0 {
-		c.MaxRedirects = 5
-	}
-	if c.UserAgent == "" {
-		c.UserAgent = "dropstream-feed/1"
-	}
-	if c.RatePerHost == 0 {
-		c.RatePerHost = 5
-	}
-	if c.Burst == 0 {
-		c.Burst = 5
-	}
-	if c.DefaultRetryAfter == 0 {
-		c.DefaultRetryAfter = time.Minute
-	}
-	if c.MaxRetryAfter == 0 {
-		c.MaxRetryAfter = time.Hour
-	}
+	c.MaxRedirects = cmp.Or(c.MaxRedirects, 5)
+	c.UserAgent = cmp.Or(c.UserAgent, "dropstream-feed/1")
+	c.RatePerHost = cmp.Or(c.RatePerHost, 5)
+	c.Burst = cmp.Or(c.Burst, 5)
+	c.DefaultRetryAfter = cmp.Or(c.DefaultRetryAfter, time.Minute)
+	c.MaxRetryAfter = cmp.Or(c.MaxRetryAfter, time.Hour)
 	if c.Egress == nil {
 		c.Egress = egress.Default()
 	}

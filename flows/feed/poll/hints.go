@@ -2,6 +2,7 @@ package poll
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/xml"
 	"errors"
 	"io"
@@ -114,9 +115,7 @@ func (h *Hints) addLink(rel, href string) {
 			h.Hubs = append(h.Hubs, href)
 		}
 	case "self":
-		if h.Self == "" {
-			h.Self = href
-		}
+		h.Self = cmp.Or(h.Self, href)
 	}
 }
 
@@ -199,8 +198,6 @@ func (h Hints) Merge(doc Hints) Hints {
 	for _, hub := range doc.Hubs {
 		h.addLink("hub", hub)
 	}
-	if h.Self == "" {
-		h.Self = doc.Self
-	}
+	h.Self = cmp.Or(h.Self, doc.Self)
 	return h
 }

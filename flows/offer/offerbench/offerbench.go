@@ -5,6 +5,7 @@
 package offerbench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -48,21 +49,11 @@ type Config struct {
 
 // WithDefaults fills the zero fields.
 func (c Config) WithDefaults() Config {
-	if c.Offers == 0 {
-		c.Offers = 100_000
-	}
-	if c.Products == 0 {
-		c.Products = 2000
-	}
-	if c.Misses == 0 {
-		c.Misses = 200
-	}
-	if c.Hits == 0 {
-		c.Hits = 5000
-	}
-	if c.Partitions == 0 {
-		c.Partitions = 8
-	}
+	c.Offers = cmp.Or(c.Offers, 100_000)
+	c.Products = cmp.Or(c.Products, 2000)
+	c.Misses = cmp.Or(c.Misses, 200)
+	c.Hits = cmp.Or(c.Hits, 5000)
+	c.Partitions = cmp.Or(c.Partitions, 8)
 	if c.Progress == nil {
 		c.Progress = func(string) {}
 	}
