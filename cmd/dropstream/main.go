@@ -28,6 +28,7 @@ func commands() []command {
 		{"migrate", "create or upgrade the ClickHouse schema", runMigrate},
 		{"dlq", "dead letters: list, replay, purge", runDLQ},
 		{"stage", "stages: list, pause, resume (in every process)", runStage},
+		{"openapi", "the API's OpenAPI 3 document, as served at /openapi.json", runOpenAPI},
 		{"graph", "the flows' stages and topics as a Mermaid flowchart (or --format json)", runGraph},
 		{"rollups", "rollups rebuild: recompute the ClickHouse rollups from the raw tables", runRollups},
 		{"retention", "drop ClickHouse partitions past their retention period", runRetention},
