@@ -13,11 +13,13 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"testing"
 
 	"github.com/dropstream/dropstream/client"
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/redis/go-redis/v9"
 )
@@ -32,6 +34,11 @@ type clientStep struct {
 	// prefix ending in a parameter, as in ownedKinds, or a parameter) and
 	// the answer's JSON field holding it.
 	saves map[string]string
+	// before, when set, prepares the call: it makes what no operation
+	// makes (a stored notification, an opt-in token) and records it in ps.
+	before func(t *testing.T, o *ownership, ps params)
+	// with are path parameter values of this call alone.
+	with params
 	// status, when set, is the documented success status the call gets
 	// here when the first one is not it (an existing object: 200).
 	status int
@@ -87,6 +94,13 @@ var clientSteps = []struct {
 	}}},
 	{"GET /v1/notifications", clientStep{query: "subscriber={subscriber}"}},
 	{"GET /v1/stats/notifications", clientStep{}},
+	{"GET /v1/notifications/{id}/why", clientStep{before: func(t *testing.T, o *ownership, ps params) {
+		ps["/v1/notifications/{id}"] = ownedKinds["/v1/notifications/{id}"].store(t, o, params{"id": ps["subscriber"]})["id"]
+	}}},
+	{"GET /v1/confirm/{token}", clientStep{before: optIn}},
+	{"POST /v1/confirm/{token}", clientStep{}},
+	{"GET /v1/unsubscribe/{token}", clientStep{before: unsubscribeToken}},
+	{"POST /v1/unsubscribe/{token}", clientStep{}},
 	{"POST /v1/standing-searches", clientStep{body: func(ps params) string {
 		return ownedKinds["/v1/standing-searches/{id}"].body(1, params{"id": ps["/v1/subscribers/{id}"]})
 	}, saves: map[string]string{"/v1/standing-searches/{id}": "searchId"}}},
@@ -99,21 +113,6 @@ var clientSteps = []struct {
 	{"POST /v1/offers/order-price", clientStep{body: func(ps params) string {
 		return fmt.Sprintf(`{"sellOfferQuantities":[{"offerId":%q,"quantity":2}],"deliverToLocationId":"l1","deliveryMethodId":"post","paymentMethodId":"card"}`,
 			ps["/v1/offers/{id}"])
-	}}},
-
-	{"POST /v1/comics", clientStep{status: http.StatusCreated, body: func(params) string { return comicBody("121") }, saves: map[string]string{"/v1/comics/{id}": "id"}}},
-	{"POST /comics", clientStep{status: http.StatusCreated, body: func(params) string { return comicBody("122") }, saves: map[string]string{"comic": "id"}}},
-	{"GET /v1/comics/{id}", clientStep{}},
-	{"GET /v1/schemas/comic.json", clientStep{}},
-	{"POST /v1/subscriptions", clientStep{body: ownedBody("/v1/subscriptions/{id}"), saves: map[string]string{"/v1/subscriptions/{id}": "id"}}},
-	{"POST /subscriptions", clientStep{body: func(params) string { return `{"email":"legacy@example.org","body":{"publisher":"Marvel"}}` }}},
-	{"GET /v1/subscriptions", clientStep{query: "email=reader@example.org"}},
-	{"GET /v1/comics/patterns/stats", clientStep{}},
-	{"POST /v1/completetransaction", clientStep{body: func(ps params) string {
-		return fmt.Sprintf(`{"email":"peter@example.com","comic":%q,"payment":"card-1"}`, ps["/v1/comics/{id}"])
-	}}},
-	{"POST /completetransaction", clientStep{body: func(ps params) string {
-		return fmt.Sprintf(`{"email":"peter@example.com","comic":%q,"payment":"card-2"}`, ps["comic"])
 	}}},
 
 	{"POST /v1/feeds", clientStep{status: http.StatusCreated, body: ownedBody("/v1/feeds/{id}"), saves: map[string]string{"/v1/feeds/{id}": "id"}}},
@@ -131,12 +130,12 @@ var clientSteps = []struct {
 	{"GET /v1/feeds/{id}/subscribables/{name}/subscriptions", clientStep{}},
 
 	{"POST /stock/item/create/{price}", clientStep{saves: map[string]string{"{item_id}": "item_id"}}},
-	{"POST /stock/add/{item_id}/{amount}", clientStep{}},
+	{"POST /stock/add/{item_id}/{amount}", clientStep{with: params{"amount": "100"}}},
 	{"POST /stock/subtract/{item_id}/{amount}", clientStep{}},
 	{"GET /stock/find/{item_id}", clientStep{}},
 	{"POST /stock/batch_init/{n}/{starting_stock}/{item_price}", clientStep{}},
 	{"POST /payment/create_user", clientStep{saves: map[string]string{"{user_id}": "user_id"}}},
-	{"POST /payment/add_funds/{user_id}/{amount}", clientStep{}},
+	{"POST /payment/add_funds/{user_id}/{amount}", clientStep{with: params{"amount": "10000000"}}},
 	{"POST /payment/pay/{user_id}/{amount}", clientStep{}},
 	{"GET /payment/find_user/{user_id}", clientStep{}},
 	{"POST /payment/batch_init/{n}/{starting_money}", clientStep{}},
@@ -145,6 +144,24 @@ var clientSteps = []struct {
 	{"POST /orders/addItem/{order_id}/{item_id}/{quantity}", clientStep{}},
 	{"GET /orders/find/{order_id}", clientStep{}},
 	{"POST /orders/batch_init/{n}/{n_items}/{n_users}/{item_price}", clientStep{}},
+	{"POST /orders/checkout/{order_id}", clientStep{}},
+	{"GET /v1/sagas/{order_id}", clientStep{}},
+	{"POST /v1/admin/sagas/{order_id}/cancel", clientStep{}},
+
+	{"POST /v1/comics", clientStep{status: http.StatusCreated, body: func(params) string { return comicBody("121") }, saves: map[string]string{"/v1/comics/{id}": "id"}}},
+	{"POST /comics", clientStep{status: http.StatusCreated, body: func(params) string { return comicBody("122") }, saves: map[string]string{"comic": "id"}}},
+	{"GET /v1/comics/{id}", clientStep{}},
+	{"GET /v1/schemas/comic.json", clientStep{}},
+	{"POST /v1/subscriptions", clientStep{body: ownedBody("/v1/subscriptions/{id}"), saves: map[string]string{"/v1/subscriptions/{id}": "id"}}},
+	{"POST /subscriptions", clientStep{body: func(params) string { return `{"email":"legacy@example.org","body":{"publisher":"Marvel"}}` }}},
+	{"GET /v1/subscriptions", clientStep{query: "email=reader@example.org"}},
+	{"GET /v1/comics/patterns/stats", clientStep{}},
+	{"POST /v1/completetransaction", clientStep{body: func(ps params) string {
+		return fmt.Sprintf(`{"email":"peter@example.com","comic":%q,"payment":%q}`, ps["/v1/comics/{id}"], ps["{user_id}"])
+	}}},
+	{"POST /completetransaction", clientStep{body: func(ps params) string {
+		return fmt.Sprintf(`{"email":"peter@example.com","comic":%q,"payment":%q}`, ps["comic"], ps["{user_id}"])
+	}}},
 
 	{"DELETE /v1/feed-subscriptions/{sid}", clientStep{}},
 	{"DELETE /v1/feeds/{id}/subscribables/{name}", clientStep{}},
@@ -176,6 +193,31 @@ func newGeneratedClientEnv(t *testing.T) *ownership {
 		t.Fatal(err)
 	}
 	return &ownership{t: t, app: a, srv: srv, doc: doc}
+}
+
+// optIn stores a subscriber with an e-mail destination, as a client
+// would, and records the destination's opt-in token (sent to the address,
+// never answered).
+func optIn(t *testing.T, o *ownership, ps params) {
+	created, err := o.notifier().Subscribers().Create(t.Context(), subscriber.Subscriber{Name: "opt-in",
+		Destinations: []subscriber.Destination{{Kind: subscriber.KindEmail, Address: "optin@example.org"}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	ps["opt-in"] = created.Subscriber.ID
+	for _, tok := range created.ConfirmTokens {
+		ps["/v1/confirm/{token}"] = tok
+	}
+}
+
+// unsubscribeToken records the unsubscribe token of the confirmed
+// destination optIn made.
+func unsubscribeToken(t *testing.T, o *ownership, ps params) {
+	s, err := o.notifier().Subscribers().Resolve(t.Context(), ps["opt-in"])
+	if err != nil || len(s.Destinations) != 1 || s.Destinations[0].UnsubscribeToken == "" {
+		t.Fatalf("confirmed subscriber %+v, %v: want an unsubscribe token", s, err)
+	}
+	ps["/v1/unsubscribe/{token}"] = s.Destinations[0].UnsubscribeToken
 }
 
 // ownedBody is the create body of the ownership test's fixture of kind.
@@ -215,6 +257,16 @@ func clientMethod(op string, body bool) string {
 // clientSteps calls it.
 func TestGeneratedClient_everyOperationAnswersItsDocumentedSuccess(t *testing.T) {
 	o := newGeneratedClientEnv(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	stages, err := o.app.stages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, _, err := o.app.start(ctx, &wg, startOptions{stages: slices.Collect(maps.Values(stages)), copies: 1}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
@@ -253,7 +305,7 @@ func TestGeneratedClient_everyOperationAnswersItsDocumentedSuccess(t *testing.T)
 			t.Errorf("%s is not in the document: drop it from clientSteps", s.op)
 			continue
 		}
-		callGenerated(t, c, s.op, s.step, doc, ps)
+		callGenerated(t, o, c, s.op, s.step, doc, ps)
 	}
 	for _, op := range o.operations() {
 		if !stepped[op] {
@@ -265,8 +317,11 @@ func TestGeneratedClient_everyOperationAnswersItsDocumentedSuccess(t *testing.T)
 // callGenerated calls op's generated method with the objects ps and checks
 // the answer against doc, op's entry in the document; it records what the
 // answer creates in ps.
-func callGenerated(t *testing.T, c *client.ClientWithResponses, op string, s clientStep, doc map[string]any, ps params) {
+func callGenerated(t *testing.T, o *ownership, c *client.ClientWithResponses, op string, s clientStep, doc map[string]any, ps params) {
 	t.Helper()
+	if s.before != nil {
+		s.before(t, o, ps)
+	}
 	m := reflect.ValueOf(c).MethodByName(clientMethod(op, s.body != nil))
 	if !m.IsValid() {
 		t.Errorf("%s: the client has no method %s", op, clientMethod(op, s.body != nil))
@@ -275,6 +330,10 @@ func callGenerated(t *testing.T, c *client.ClientWithResponses, op string, s cli
 	_, path, _ := strings.Cut(op, " ")
 	var pathArgs []string
 	for _, p := range docParam.FindAllStringIndex(path, -1) {
+		if v, ok := s.with[strings.Trim(path[p[0]:p[1]], "{}")]; ok {
+			pathArgs = append(pathArgs, v)
+			continue
+		}
 		pathArgs = append(pathArgs, paramValue(t, path[:p[1]], path[p[0]:p[1]], ps))
 	}
 	query := docParam.ReplaceAllStringFunc(s.query, func(p string) string { return ps[strings.Trim(p, "{}")] })
