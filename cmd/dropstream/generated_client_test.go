@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -15,6 +16,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/dropstream/dropstream/client"
 	"github.com/dropstream/dropstream/flows/checkout"
@@ -144,9 +146,11 @@ var clientSteps = []struct {
 	{"POST /orders/addItem/{order_id}/{item_id}/{quantity}", clientStep{}},
 	{"GET /orders/find/{order_id}", clientStep{}},
 	{"POST /orders/batch_init/{n}/{n_items}/{n_users}/{item_price}", clientStep{}},
-	{"POST /orders/checkout/{order_id}", clientStep{}},
+	{"POST /v1/admin/sagas/{order_id}/cancel", clientStep{before: runningAttempt}},
+	{"POST /orders/checkout/{order_id}", clientStep{before: func(t *testing.T, o *ownership, _ params) {
+		startStages(t, o, func(name string) bool { return strings.HasPrefix(name, "checkout-") })
+	}}},
 	{"GET /v1/sagas/{order_id}", clientStep{}},
-	{"POST /v1/admin/sagas/{order_id}/cancel", clientStep{}},
 
 	{"POST /v1/comics", clientStep{status: http.StatusCreated, body: func(params) string { return comicBody("121") }, saves: map[string]string{"/v1/comics/{id}": "id"}}},
 	{"POST /comics", clientStep{status: http.StatusCreated, body: func(params) string { return comicBody("122") }, saves: map[string]string{"comic": "id"}}},
@@ -193,6 +197,63 @@ func newGeneratedClientEnv(t *testing.T) *ownership {
 		t.Fatal(err)
 	}
 	return &ownership{t: t, app: a, srv: srv, doc: doc}
+}
+
+// startStages runs copies of the app's stages that keep chooses until the
+// test ends.
+func startStages(t *testing.T, o *ownership, keep func(name string) bool) {
+	t.Helper()
+	all, err := o.app.stages()
+	if err != nil {
+		t.Fatal(err)
+	}
+	var stages []stream.Stage
+	for name, st := range all {
+		if keep(name) {
+			stages = append(stages, st)
+		}
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	var wg sync.WaitGroup
+	if _, _, err := o.app.start(ctx, &wg, startOptions{stages: stages, copies: 1}); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { cancel(); wg.Wait() })
+}
+
+// runningAttempt leaves a checkout attempt of a new order running (its
+// caller gone, no checkout stage running yet) for the cancel route.
+func runningAttempt(t *testing.T, o *ownership, ps params) {
+	var co *checkout.Flow
+	for _, f := range o.app.flows {
+		if c, ok := f.flow.(*checkout.Flow); ok {
+			co = c
+		}
+	}
+	if co == nil {
+		t.Fatal("no checkout flow")
+	}
+	st := co.Store()
+	order, err := st.CreateOrder(t.Context(), ps["{user_id}"])
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := st.AddItem(t.Context(), order, ps["{item_id}"], 1); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(t.Context())
+	errc := make(chan error, 1)
+	go func() {
+		_, err := co.Checkout(ctx, order)
+		errc <- err
+	}()
+	rdb := testenv.Dial(t, o.app.cfg.RedisURL)
+	testenv.WaitFor(t, 10*time.Second, func() bool { return rdb.Exists(t.Context(), st.Keys().Saga(order, 1)).Val() == 1 }, "attempt 1 begun")
+	cancel()
+	if err := <-errc; !errors.Is(err, checkout.ErrPending) {
+		t.Fatalf("abandoned checkout = %v, want ErrPending", err)
+	}
+	ps["/v1/admin/sagas/{order_id}"] = order
 }
 
 // optIn stores a subscriber with an e-mail destination, as a client
@@ -257,16 +318,9 @@ func clientMethod(op string, body bool) string {
 // clientSteps calls it.
 func TestGeneratedClient_everyOperationAnswersItsDocumentedSuccess(t *testing.T) {
 	o := newGeneratedClientEnv(t)
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	stages, err := o.app.stages()
-	if err != nil {
-		t.Fatal(err)
-	}
-	if _, _, err := o.app.start(ctx, &wg, startOptions{stages: slices.Collect(maps.Values(stages)), copies: 1}); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
+	// The checkout's stages start once an attempt was left running for
+	// the cancel to stop.
+	startStages(t, o, func(name string) bool { return !strings.HasPrefix(name, "checkout-") })
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
 		t.Fatal(err)
