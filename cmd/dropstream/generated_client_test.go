@@ -62,7 +62,6 @@ var clientSteps = []struct {
 	{"GET /v1/console/session", clientStep{}},
 	{"GET /v1/console/graph", clientStep{saves: map[string]string{"flow": "event_flows.0"}}},
 	{"GET /v1/console/stages", clientStep{}},
-	{"GET /v1/console/traces", clientStep{}},
 	{"GET /v1/console/events", clientStep{query: "flow={flow}"}},
 	{"GET /v1/console/deadletters", clientStep{query: "topic=avail.raw"}},
 	{"POST /v1/console/deadletters/replay", clientStep{body: func(ps params) string {
@@ -112,6 +111,10 @@ var clientSteps = []struct {
 	{"POST /v1/offers", clientStep{status: http.StatusCreated, body: ownedBody("/v1/offers/{id}"), saves: map[string]string{"/v1/offers/{id}": "offerId"}}},
 	{"GET /v1/offers", clientStep{}},
 	{"GET /v1/offers/{id}", clientStep{}},
+	{"POST /v1/offers/search", clientStep{body: func(params) string {
+		return `{"filter":{"filterType":"sellOffer","type":"group","elements":[{"type":"logical","logicalTag":"product","productIds":["p1"]}]}}`
+	}, saves: map[string]string{"/v1/offers/results/{id}": "resultId"}}},
+	{"GET /v1/offers/results/{id}", clientStep{}},
 	{"POST /v1/offers/order-price", clientStep{body: func(ps params) string {
 		return fmt.Sprintf(`{"sellOfferQuantities":[{"offerId":%q,"quantity":2}],"deliverToLocationId":"l1","deliveryMethodId":"post","paymentMethodId":"card"}`,
 			ps["/v1/offers/{id}"])
@@ -151,6 +154,8 @@ var clientSteps = []struct {
 		startStages(t, o, func(name string) bool { return strings.HasPrefix(name, "checkout-") })
 	}}},
 	{"GET /v1/sagas/{order_id}", clientStep{}},
+	{"GET /v1/console/traces", clientStep{saves: map[string]string{"/v1/console/traces/{id}": "items.0.trace_id"}}},
+	{"GET /v1/console/traces/{id}", clientStep{}},
 
 	{"POST /v1/comics", clientStep{status: http.StatusCreated, body: func(params) string { return comicBody("121") }, saves: map[string]string{"/v1/comics/{id}": "id"}}},
 	{"POST /comics", clientStep{status: http.StatusCreated, body: func(params) string { return comicBody("122") }, saves: map[string]string{"comic": "id"}}},
