@@ -4,4 +4,4 @@
 package client
 
 //go:generate go run ../cmd/dropstream openapi -redis-url= -clickhouse-dsn= -o openapi.json
-//go:generate go tool oapi-codegen -config oapi-codegen.yaml openapi.json
+//go:generate go tool oapi-codegen -config oapi-codegen.yaml -o client.gen.go openapi.json

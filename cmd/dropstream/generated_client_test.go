@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -9,6 +10,9 @@ import (
 	"maps"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"reflect"
 	"regexp"
 	"slices"
@@ -513,4 +517,36 @@ func jsonField(t *testing.T, body []byte, path string) string {
 	}
 	s, _ := v.(string)
 	return s
+}
+
+// The committed client and the document it was generated from are those
+// `go generate ./client` makes from the binary's document today: a route
+// changed without regenerating fails here.
+func TestGeneratedClient_committedClientIsCurrent(t *testing.T) {
+	clearEnv(t)
+	dir := t.TempDir()
+	doc := filepath.Join(dir, "openapi.json")
+	var out, errOut strings.Builder
+	if err := dispatch(t.Context(), []string{"openapi", "-redis-url=", "-clickhouse-dsn=", "-o", doc}, &out, &errOut); err != nil {
+		t.Fatalf("dropstream openapi: %v: %s", err, errOut.String())
+	}
+	gen := filepath.Join(dir, "client.gen.go")
+	cmd := exec.CommandContext(t.Context(), "go", "tool", "oapi-codegen", "-config", "oapi-codegen.yaml", "-o", gen, doc)
+	cmd.Dir = filepath.Join("..", "..", "client")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("oapi-codegen: %v: %s", err, b)
+	}
+	for _, name := range []string{"openapi.json", "client.gen.go"} {
+		want, err := os.ReadFile(filepath.Join(dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, err := os.ReadFile(filepath.Join(cmd.Dir, name))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if !bytes.Equal(got, want) {
+			t.Errorf("client/%s is stale: run go generate ./client", name)
+		}
+	}
 }
