@@ -290,6 +290,17 @@ func unsubscribeToken(t *testing.T, o *ownership, ps params) {
 	ps["/v1/unsubscribe/{token}"] = s.Destinations[0].UnsubscribeToken
 }
 
+// notCalledYet are the operations this test does not call yet, and what
+// calling them needs. Every other operation of the document must be in
+// clientSteps.
+var notCalledYet = map[string]string{
+	"GET /v1/availability/{key}":              "an entity the collector observed from a simulated provider",
+	"GET /v1/availability/{key}/sessions":     "an entity the collector observed from a simulated provider",
+	"GET /v1/websub/{id}/{token}":             "a WebSub subscription the feed flow requested of a hub",
+	"POST /v1/websub/{id}/{token}":            "a WebSub subscription and its signed push",
+	"POST /v1/feeds/{id}/items/{iid}/exclude": "a feed with an item, polled from a served feed",
+}
+
 // ownedBody is the create body of the ownership test's fixture of kind.
 func ownedBody(kind string) func(params) string {
 	return func(params) string { return ownedKinds[kind].body(1, nil) }
@@ -371,7 +382,10 @@ func TestGeneratedClient_everyOperationAnswersItsDocumentedSuccess(t *testing.T)
 		callGenerated(t, o, c, s.op, s.step, doc, ps)
 	}
 	for _, op := range o.operations() {
-		if !stepped[op] {
+		if stepped[op] && notCalledYet[op] != "" {
+			t.Errorf("%s is called: drop it from notCalledYet", op)
+		}
+		if !stepped[op] && notCalledYet[op] == "" {
 			t.Errorf("%s is not called through the generated client: add it to clientSteps", op)
 		}
 	}
