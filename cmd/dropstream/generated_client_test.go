@@ -195,17 +195,7 @@ func newGeneratedClientEnv(t *testing.T) *ownership {
 	if err := dispatch(t.Context(), []string{"migrate", "--clickhouse-dsn", dsn}, &out, &errOut); err != nil {
 		t.Fatalf("migrate: %v: %s", err, errOut.String())
 	}
-	a, srv := binaryApp(t, func(c *Config) { c.RedisURL, c.ClickHouseDSN, c.APIKeys = redisURL, dsn, ownershipKeys },
-		map[string]string{checkout.VarTimeout: "200ms"})
-	raw, err := json.Marshal(srv.OpenAPI())
-	if err != nil {
-		t.Fatal(err)
-	}
-	var doc map[string]any
-	if err := json.Unmarshal(raw, &doc); err != nil {
-		t.Fatal(err)
-	}
-	return &ownership{t: t, app: a, srv: srv, doc: doc}
+	return newOwnershipWith(t, func(c *Config) { c.RedisURL, c.ClickHouseDSN, c.APIKeys = redisURL, dsn, ownershipKeys })
 }
 
 // startStages runs copies of the app's stages that keep chooses until the

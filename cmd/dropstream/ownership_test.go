@@ -408,8 +408,13 @@ func (o *ownership) operations() []string {
 
 func newOwnership(t *testing.T) *ownership {
 	redisURL := testenv.RedisURL(t)
-	a, srv := binaryApp(t, func(c *Config) { c.RedisURL, c.APIKeys = redisURL, ownershipKeys },
-		map[string]string{checkout.VarTimeout: "200ms"})
+	return newOwnershipWith(t, func(c *Config) { c.RedisURL, c.APIKeys = redisURL, ownershipKeys })
+}
+
+// newOwnershipWith is the ownership test's binary API with the
+// configuration edit makes, and its document.
+func newOwnershipWith(t *testing.T, edit func(*Config)) *ownership {
+	a, srv := binaryApp(t, edit, map[string]string{checkout.VarTimeout: "200ms"})
 	// The document as a client reads it.
 	raw, err := json.Marshal(srv.OpenAPI())
 	if err != nil {
