@@ -17,6 +17,8 @@ import (
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/checkout/httpapi"
+	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -27,6 +29,9 @@ type Phase struct {
 	Checkouts, OK, Failed, Errors int
 	Elapsed                       time.Duration
 	P50, P99, Max                 time.Duration
+	// CPU is the CPU per checkout of this process (the stages, the API
+	// and the bench's HTTP clients, which run in it) and of Redis.
+	CPU benchstat.CPU
 }
 
 // PerSecond is answered checkouts per second.
@@ -67,10 +72,6 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
-	}
-	progress := cfg.Progress
-	if progress == nil {
-		progress = func(string) {}
 	}
 	svc, err := checkout.NewWith(rdb, pub, checkout.Config{Partitions: cfg.Partitions, Wait: cfg.Wait}, cfg.Telemetry)
 	if err != nil {
@@ -113,6 +114,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 		perm: rand.Perm(cfg.Orders), answer: make(map[int]int, cfg.Orders)}
 	var res Result
 	start := time.Now()
+	phase := cfg.Progress.Start("batch_init", 3)
 	for _, path := range []string{
 		fmt.Sprintf("/stock/batch_init/%d/%d/%d", cfg.Items, cfg.Stock, cfg.Price),
 		fmt.Sprintf("/payment/batch_init/%d/%d", cfg.Users, cfg.Credit),
@@ -121,14 +123,21 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 		if code, _ := b.post(ctx, path); code != http.StatusOK {
 			return res, fmt.Errorf("checkoutbench: POST %s answered %d", path, code)
 		}
+		phase.Add(1)
 	}
 	res.Setup = time.Since(start)
-	progress(fmt.Sprintf("batch_init of %d items, %d users, %d orders in %s", cfg.Items, cfg.Users, cfg.Orders, res.Setup.Round(time.Millisecond)))
-	res.Throughput = b.closedLoop(ctx)
-	progress(fmt.Sprintf("throughput run: %d checkouts in %s", res.Throughput.Checkouts, res.Throughput.Elapsed.Round(time.Millisecond)))
-	res.Latency = b.openLoop(ctx)
-	progress(fmt.Sprintf("latency run: %d checkouts in %s", res.Latency.Checkouts, res.Latency.Elapsed.Round(time.Millisecond)))
+	phase.Done(fmt.Sprintf("%d items, %d users, %d orders", cfg.Items, cfg.Users, cfg.Orders))
+	// The throughput run ends at its duration or when the orders run out.
+	phase = cfg.Progress.Start("throughput run", 0)
+	res.Throughput = b.run(ctx, phase, b.closedLoop)
+	phase.Done(fmt.Sprintf("%.0f checkouts/s", res.Throughput.PerSecond()))
+	phase = cfg.Progress.Start("latency run", int64(float64(cfg.Rate)*cfg.LatencyDuration.Seconds()))
+	res.Latency = b.run(ctx, phase, b.openLoop)
+	phase.Done(fmt.Sprintf("p99 %s", res.Latency.P99.Round(10*time.Microsecond)))
+	phase = cfg.Progress.Start("consistency check", int64(cfg.Orders))
 	res.Inconsistencies, res.Checked, err = b.check(ctx)
+	phase.Set(int64(res.Checked))
+	phase.Done(fmt.Sprintf("%d inconsistencies", len(res.Inconsistencies)))
 	return res, err
 }
 
@@ -164,9 +173,18 @@ func (b *bench) checkoutOne(ctx context.Context, rec *recorder) bool {
 	return true
 }
 
+// run runs one loop with its answers counted on phase, and measures the
+// CPU per checkout.
+func (b *bench) run(ctx context.Context, phase *progress.Phase, loop func(context.Context, *recorder) time.Duration) Phase {
+	rec := &recorder{progress: phase}
+	cpu := benchstat.ReadCPU(ctx, b.rdb)
+	p := rec.phase(loop(ctx, rec))
+	p.CPU = benchstat.ReadCPU(ctx, b.rdb).PerItem(cpu, p.Checkouts)
+	return p
+}
+
 // closedLoop runs Clients clients back to back for Duration.
-func (b *bench) closedLoop(ctx context.Context) Phase {
-	rec := &recorder{}
+func (b *bench) closedLoop(ctx context.Context, rec *recorder) time.Duration {
 	start := time.Now()
 	end := start.Add(b.cfg.Duration)
 	var wg sync.WaitGroup
@@ -177,13 +195,12 @@ func (b *bench) closedLoop(ctx context.Context) Phase {
 		})
 	}
 	wg.Wait()
-	return rec.phase(time.Since(start))
+	return time.Since(start)
 }
 
 // openLoop sends Rate checkouts/s for LatencyDuration, each in its own
 // goroutine, whatever the answers' latency.
-func (b *bench) openLoop(ctx context.Context) Phase {
-	rec := &recorder{}
+func (b *bench) openLoop(ctx context.Context, rec *recorder) time.Duration {
 	const tick = 10 * time.Millisecond
 	perTick := float64(b.cfg.Rate) * tick.Seconds()
 	t := time.NewTicker(tick)
@@ -199,11 +216,13 @@ func (b *bench) openLoop(ctx context.Context) Phase {
 		<-t.C
 	}
 	wg.Wait()
-	return rec.phase(time.Since(start))
+	return time.Since(start)
 }
 
-// recorder collects answers and latencies.
+// recorder collects answers and latencies, and counts them on its
+// progress phase.
 type recorder struct {
+	progress *progress.Phase
 	mu       sync.Mutex
 	lat      []time.Duration
 	ok, fail int
@@ -222,6 +241,7 @@ func (r *recorder) add(code int, d time.Duration) {
 		r.errs++
 	}
 	r.lat = append(r.lat, d)
+	r.progress.Set(int64(len(r.lat)))
 }
 
 func (r *recorder) phase(elapsed time.Duration) Phase {
