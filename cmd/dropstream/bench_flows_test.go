@@ -31,6 +31,9 @@ func TestBenchFlows_printGaugeCPUAndBoundedProgress(t *testing.T) {
 		{"offers", []string{"--offers", "600", "--products", "30", "--misses", "30", "--hits", "300", "--broad", "2"},
 			regexp.MustCompile(`miss with fan-out: 30 searches, .*; cpu per search ([0-9.]+) µs in this process, ([0-9.]+) µs in Redis`),
 			[]string{"gauge publish", "gauge consume", "seed offers", "load handler views", "misses", "broad misses", "hits"}},
+		{"comic", []string{"--subscriptions", "20000", "--matches", "200", "--intake", "40", "--workers", "4"},
+			regexp.MustCompile(`matcher stage: \d+ comics/s \(one copy; cpu per comic ([0-9.]+)µs \+ redis ([0-9.]+)µs`),
+			[]string{"gauge publish", "gauge consume", "load subscriptions", "match comics"}},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
