@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -51,6 +52,10 @@ type Result struct {
 	// (empty when consistent); Checked is the number of orders checked.
 	Inconsistencies []string
 	Checked         int
+	// Exchange is the process CPU per request of the same clients posting
+	// to an empty handler on a loopback server in this process: the bare
+	// HTTP exchange, client and server, with no flow behind it.
+	Exchange time.Duration
 }
 
 // bench is one run's state.
@@ -134,6 +139,11 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 	phase = cfg.Progress.Start("latency run", int64(float64(cfg.Rate)*cfg.LatencyDuration.Seconds()))
 	res.Latency = b.run(ctx, phase, b.openLoop)
 	phase.Done(fmt.Sprintf("p99 %s", res.Latency.P99.Round(10*time.Microsecond)))
+	phase = cfg.Progress.Start("bare HTTP exchange", int64(res.Throughput.Checkouts))
+	if res.Exchange, err = b.exchange(ctx, phase, res.Throughput.Checkouts); err != nil {
+		return res, err
+	}
+	phase.Done("")
 	phase = cfg.Progress.Start("consistency check", int64(cfg.Orders))
 	res.Inconsistencies, res.Checked, err = b.check(ctx)
 	phase.Set(int64(res.Checked))
@@ -181,6 +191,39 @@ func (b *bench) run(ctx context.Context, phase *progress.Phase, loop func(contex
 	p := rec.phase(loop(ctx, rec))
 	p.CPU = benchstat.ReadCPU(ctx, b.rdb).PerItem(cpu, p.Checkouts)
 	return p
+}
+
+// exchange is the process CPU per request of n POSTs by Clients clients to
+// an empty handler on a loopback server of this process.
+func (b *bench) exchange(ctx context.Context, phase *progress.Phase, n int) (time.Duration, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("checkoutbench: exchange: %w", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), ReadHeaderTimeout: time.Minute}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	tr := &http.Transport{MaxIdleConns: 8192, MaxIdleConnsPerHost: 8192}
+	defer tr.CloseIdleConnections()
+	c := &bench{base: "http://" + ln.Addr().String(), client: &http.Client{Transport: tr, Timeout: time.Minute}}
+	var next, failed atomic.Int64
+	cpu := benchstat.ProcessCPU()
+	var wg sync.WaitGroup
+	for range b.cfg.Clients {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) && ctx.Err() == nil {
+				if code, _ := c.post(ctx, "/"); code != http.StatusOK {
+					failed.Add(1)
+				}
+				phase.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if f := failed.Load(); f > 0 || n == 0 {
+		return 0, fmt.Errorf("checkoutbench: exchange: %d of %d requests failed", f, n)
+	}
+	return (benchstat.ProcessCPU() - cpu) / time.Duration(n), nil
 }
 
 // closedLoop runs Clients clients back to back for Duration.
