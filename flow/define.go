@@ -8,6 +8,7 @@ import (
 	"io"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/internal/progress"
 )
 
 // Definition registers a flow with the binary: its name, the variables it
@@ -127,9 +128,11 @@ type BenchEnv struct {
 	// the API serves it with this one.
 	RateLimit api.RateLimitConfig
 	// Stdout takes the figures; Progress writes a line of progress to
-	// stderr.
+	// stderr; Phases shows a phase of work on stderr (on a terminal a bar
+	// of real counts, otherwise a line at its start and one at its end).
 	Stdout   io.Writer
 	Progress func(line string)
+	Phases   *progress.Printer
 }
 
 // Verdict is "met" or "NOT met", as bench reports print a target.

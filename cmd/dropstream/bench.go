@@ -10,7 +10,11 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/progress"
+	"github.com/dropstream/dropstream/stream/streambench"
 )
 
 // benchTarget is one `dropstream bench <name>` target.
@@ -51,6 +55,7 @@ func runFlowBench(ctx context.Context, b flow.Bench, args []string, stdout, stde
 	var cfg Config
 	fs := flagSet("bench "+b.Name, b.Help, stderr, &cfg, "json")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the bench to this file")
+	gauge := fs.Int("gauge-messages", 100_000, "messages of the plain go-redis gauge run before the bench (0: no gauge)")
 	run := b.Bind(fs.FlagSet)
 	if err := fs.parse(args); err != nil {
 		return err
@@ -62,9 +67,12 @@ func runFlowBench(ctx context.Context, b flow.Bench, args []string, stdout, stde
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
+	if *gauge < 0 || *gauge > 10_000_000 {
+		return fmt.Errorf("bench %s: --gauge-messages %d out of range 0..10000000", b.Name, *gauge)
+	}
 	fmt.Fprint(stdout, fs.benchSettings())
 	env := flow.BenchEnv{RedisURL: cfg.RedisURL, ClickHouseDSN: cfg.ClickHouseDSN, RedisName: name, Embedded: cfg.RedisURL == "",
-		RateLimit: cfg.rateLimits(), Stdout: stdout, Progress: func(line string) { fmt.Fprintln(stderr, "  ", line) }}
+		RateLimit: cfg.rateLimits(), Stdout: stdout, Progress: func(line string) { fmt.Fprintln(stderr, "  ", line) }, Phases: progress.New(stderr)}
 	env.Settings = flow.Settings{Partitions: cfg.Partitions}
 	if run.Check != nil {
 		if err := run.Check(env); err != nil {
@@ -78,7 +86,40 @@ func runFlowBench(ctx context.Context, b flow.Bench, args []string, stdout, stde
 	}
 	defer stop()
 	env.Deps = a.deps()
+	if err := benchGauge(ctx, env, *gauge); err != nil {
+		return err
+	}
 	return run.Run(ctx, env)
+}
+
+// isCluster says rdb is a Redis Cluster client.
+func isCluster(rdb redis.UniversalClient) bool {
+	_, ok := rdb.(*redis.ClusterClient)
+	return ok
+}
+
+// benchGauge prints the gauge of the bench's Redis: the rate at which
+// plain go-redis consumes messages from it (streambench.Plain), so figures
+// of different machines compare. The embedded Redis gets a note instead.
+func benchGauge(ctx context.Context, env flow.BenchEnv, messages int) error {
+	switch {
+	case env.Embedded:
+		fmt.Fprintln(env.Stdout, "gauge: none, the embedded miniredis is not a Redis to gauge")
+		return nil
+	case isCluster(env.Redis):
+		fmt.Fprintln(env.Stdout, "gauge: none, the plain go-redis gauge reads every partition in one call, which a Redis Cluster refuses")
+		return nil
+	case messages == 0:
+		fmt.Fprintln(env.Stdout, "gauge: none (--gauge-messages 0)")
+		return nil
+	}
+	r, err := streambench.Plain(ctx, env.Redis, streambench.Config{Messages: messages, Progress: env.Phases.With("gauge ")})
+	if err != nil {
+		return fmt.Errorf("bench gauge: %w", err)
+	}
+	fmt.Fprintf(env.Stdout, "gauge: plain go-redis %.0f msg/s (%d messages XADDed, then read by XREADGROUP COUNT 500 and XACKed; the read is timed)\n",
+		r.PerSecond, messages)
+	return nil
 }
 
 func benchUsage() string {

@@ -81,3 +81,33 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 	i := min(int(p*float64(len(sorted))), len(sorted)-1)
 	return sorted[i].Round(10 * time.Microsecond)
 }
+
+// CPU is CPU time used by this process and by Redis.
+type CPU struct{ Process, Redis time.Duration }
+
+// ReadCPU is the CPU this process and Redis used so far (Redis 0 when it
+// cannot tell).
+func ReadCPU(ctx context.Context, rdb redis.UniversalClient) CPU {
+	return CPU{ProcessCPU(), RedisCPU(ctx, rdb)}
+}
+
+// PerItem is the CPU used since before, divided by n items; zero for no
+// items. The Redis figure is 0 when either reading is.
+func (c CPU) PerItem(before CPU, n int) CPU {
+	if n <= 0 {
+		return CPU{}
+	}
+	per := CPU{Process: (c.Process - before.Process) / time.Duration(n)}
+	if c.Redis > 0 && before.Redis > 0 {
+		per.Redis = (c.Redis - before.Redis) / time.Duration(n)
+	}
+	return per
+}
+
+// String is "P µs in this process, R µs in Redis" with one decimal.
+func (c CPU) String() string {
+	us := func(d time.Duration) string {
+		return strconv.FormatFloat(float64(d)/float64(time.Microsecond), 'f', 1, 64)
+	}
+	return us(c.Process) + " µs in this process, " + us(c.Redis) + " µs in Redis"
+}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
+	"net"
 	"net/http"
 	"slices"
 	"strconv"
@@ -17,6 +18,8 @@ import (
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/checkout/httpapi"
+	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -27,6 +30,9 @@ type Phase struct {
 	Checkouts, OK, Failed, Errors int
 	Elapsed                       time.Duration
 	P50, P99, Max                 time.Duration
+	// CPU is the CPU per checkout of this process (the stages, the API
+	// and the bench's HTTP clients, which run in it) and of Redis.
+	CPU benchstat.CPU
 }
 
 // PerSecond is answered checkouts per second.
@@ -46,6 +52,10 @@ type Result struct {
 	// (empty when consistent); Checked is the number of orders checked.
 	Inconsistencies []string
 	Checked         int
+	// Exchange is the process CPU per request of the same clients posting
+	// to an empty handler on a loopback server in this process: the bare
+	// HTTP exchange, client and server, with no flow behind it.
+	Exchange time.Duration
 }
 
 // bench is one run's state.
@@ -67,10 +77,6 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
-	}
-	progress := cfg.Progress
-	if progress == nil {
-		progress = func(string) {}
 	}
 	svc, err := checkout.NewWith(rdb, pub, checkout.Config{Partitions: cfg.Partitions, Wait: cfg.Wait}, cfg.Telemetry)
 	if err != nil {
@@ -113,6 +119,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 		perm: rand.Perm(cfg.Orders), answer: make(map[int]int, cfg.Orders)}
 	var res Result
 	start := time.Now()
+	phase := cfg.Progress.Start("batch_init", 3)
 	for _, path := range []string{
 		fmt.Sprintf("/stock/batch_init/%d/%d/%d", cfg.Items, cfg.Stock, cfg.Price),
 		fmt.Sprintf("/payment/batch_init/%d/%d", cfg.Users, cfg.Credit),
@@ -121,14 +128,26 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 		if code, _ := b.post(ctx, path); code != http.StatusOK {
 			return res, fmt.Errorf("checkoutbench: POST %s answered %d", path, code)
 		}
+		phase.Add(1)
 	}
 	res.Setup = time.Since(start)
-	progress(fmt.Sprintf("batch_init of %d items, %d users, %d orders in %s", cfg.Items, cfg.Users, cfg.Orders, res.Setup.Round(time.Millisecond)))
-	res.Throughput = b.closedLoop(ctx)
-	progress(fmt.Sprintf("throughput run: %d checkouts in %s", res.Throughput.Checkouts, res.Throughput.Elapsed.Round(time.Millisecond)))
-	res.Latency = b.openLoop(ctx)
-	progress(fmt.Sprintf("latency run: %d checkouts in %s", res.Latency.Checkouts, res.Latency.Elapsed.Round(time.Millisecond)))
+	phase.Done(fmt.Sprintf("%d items, %d users, %d orders", cfg.Items, cfg.Users, cfg.Orders))
+	// The throughput run ends at its duration or when the orders run out.
+	phase = cfg.Progress.Start("throughput run", 0)
+	res.Throughput = b.run(ctx, phase, b.closedLoop)
+	phase.Done(fmt.Sprintf("%.0f checkouts/s", res.Throughput.PerSecond()))
+	phase = cfg.Progress.Start("latency run", int64(float64(cfg.Rate)*cfg.LatencyDuration.Seconds()))
+	res.Latency = b.run(ctx, phase, b.openLoop)
+	phase.Done(fmt.Sprintf("p99 %s", res.Latency.P99.Round(10*time.Microsecond)))
+	phase = cfg.Progress.Start("bare HTTP exchange", int64(res.Throughput.Checkouts))
+	if res.Exchange, err = b.exchange(ctx, phase, res.Throughput.Checkouts); err != nil {
+		return res, err
+	}
+	phase.Done("")
+	phase = cfg.Progress.Start("consistency check", int64(cfg.Orders))
 	res.Inconsistencies, res.Checked, err = b.check(ctx)
+	phase.Set(int64(res.Checked))
+	phase.Done(fmt.Sprintf("%d inconsistencies", len(res.Inconsistencies)))
 	return res, err
 }
 
@@ -164,9 +183,51 @@ func (b *bench) checkoutOne(ctx context.Context, rec *recorder) bool {
 	return true
 }
 
+// run runs one loop with its answers counted on phase, and measures the
+// CPU per checkout.
+func (b *bench) run(ctx context.Context, phase *progress.Phase, loop func(context.Context, *recorder) time.Duration) Phase {
+	rec := &recorder{progress: phase}
+	cpu := benchstat.ReadCPU(ctx, b.rdb)
+	p := rec.phase(loop(ctx, rec))
+	p.CPU = benchstat.ReadCPU(ctx, b.rdb).PerItem(cpu, p.Checkouts)
+	return p
+}
+
+// exchange is the process CPU per request of n POSTs by Clients clients to
+// an empty handler on a loopback server of this process.
+func (b *bench) exchange(ctx context.Context, phase *progress.Phase, n int) (time.Duration, error) {
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return 0, fmt.Errorf("checkoutbench: exchange: %w", err)
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), ReadHeaderTimeout: time.Minute}
+	go func() { _ = srv.Serve(ln) }()
+	defer srv.Close()
+	tr := &http.Transport{MaxIdleConns: 8192, MaxIdleConnsPerHost: 8192}
+	defer tr.CloseIdleConnections()
+	c := &bench{base: "http://" + ln.Addr().String(), client: &http.Client{Transport: tr, Timeout: time.Minute}}
+	var next, failed atomic.Int64
+	cpu := benchstat.ProcessCPU()
+	var wg sync.WaitGroup
+	for range b.cfg.Clients {
+		wg.Go(func() {
+			for next.Add(1) <= int64(n) && ctx.Err() == nil {
+				if code, _ := c.post(ctx, "/"); code != http.StatusOK {
+					failed.Add(1)
+				}
+				phase.Add(1)
+			}
+		})
+	}
+	wg.Wait()
+	if f := failed.Load(); f > 0 || n == 0 {
+		return 0, fmt.Errorf("checkoutbench: exchange: %d of %d requests failed", f, n)
+	}
+	return (benchstat.ProcessCPU() - cpu) / time.Duration(n), nil
+}
+
 // closedLoop runs Clients clients back to back for Duration.
-func (b *bench) closedLoop(ctx context.Context) Phase {
-	rec := &recorder{}
+func (b *bench) closedLoop(ctx context.Context, rec *recorder) time.Duration {
 	start := time.Now()
 	end := start.Add(b.cfg.Duration)
 	var wg sync.WaitGroup
@@ -177,13 +238,12 @@ func (b *bench) closedLoop(ctx context.Context) Phase {
 		})
 	}
 	wg.Wait()
-	return rec.phase(time.Since(start))
+	return time.Since(start)
 }
 
 // openLoop sends Rate checkouts/s for LatencyDuration, each in its own
 // goroutine, whatever the answers' latency.
-func (b *bench) openLoop(ctx context.Context) Phase {
-	rec := &recorder{}
+func (b *bench) openLoop(ctx context.Context, rec *recorder) time.Duration {
 	const tick = 10 * time.Millisecond
 	perTick := float64(b.cfg.Rate) * tick.Seconds()
 	t := time.NewTicker(tick)
@@ -199,11 +259,13 @@ func (b *bench) openLoop(ctx context.Context) Phase {
 		<-t.C
 	}
 	wg.Wait()
-	return rec.phase(time.Since(start))
+	return time.Since(start)
 }
 
-// recorder collects answers and latencies.
+// recorder collects answers and latencies, and counts them on its
+// progress phase.
 type recorder struct {
+	progress *progress.Phase
 	mu       sync.Mutex
 	lat      []time.Duration
 	ok, fail int
@@ -222,6 +284,7 @@ func (r *recorder) add(code int, d time.Duration) {
 		r.errs++
 	}
 	r.lat = append(r.lat, d)
+	r.progress.Set(int64(len(r.lat)))
 }
 
 func (r *recorder) phase(elapsed time.Duration) Phase {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -55,8 +56,9 @@ type Config struct {
 	Wait stream.ReplicaWait
 	// Telemetry instruments the stages and the API.
 	Telemetry stream.Telemetry
-	// Progress, when set, receives progress lines.
-	Progress func(string)
+	// Progress, when set, shows each phase: the batch_init, both runs and
+	// the check.
+	Progress *progress.Printer
 }
 
 // WithDefaults returns c with zero fields set.

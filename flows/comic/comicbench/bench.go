@@ -23,6 +23,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flows/comic"
+	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -59,8 +60,10 @@ type Config struct {
 	// MaxRedisMemory stops the run (with an error) when Redis used_memory
 	// passes it. Default 4 GiB.
 	MaxRedisMemory int64
-	// Progress, when set, receives progress lines.
+	// Progress, when set, receives progress lines; Phases, when set,
+	// shows the loading and the matching with their counts.
 	Progress func(string)
+	Phases   *progress.Printer
 	// CPU, when set, returns the CPU time used so far by this process and
 	// by Redis; the CPU figures of Result are zero without it.
 	CPU func() (process, redis time.Duration)
@@ -211,7 +214,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, cfg Config, progress fu
 		if err := rdb.Set(ctx, worldKey, cfg.World+" "+strconv.FormatUint(cfg.Seed, 10), 0).Err(); err != nil {
 			return Result{}, fmt.Errorf("comicbench: record the world: %w", err)
 		}
-		if res.Subscriptions, err = load(ctx, svc.Subscriptions, w, cfg, progress); err != nil {
+		if res.Subscriptions, err = load(ctx, svc.Subscriptions, w, cfg); err != nil {
 			return Result{}, err
 		}
 	}
@@ -261,7 +264,7 @@ func checkLoadedWorld(ctx context.Context, rdb redis.UniversalClient, cfg Config
 }
 
 // load creates cfg.Subscriptions subscriptions with LoadWorkers pipelines.
-func load(ctx context.Context, store *comic.Store, w *world, cfg Config, progress func(string, ...any)) (int, error) {
+func load(ctx context.Context, store *comic.Store, w *world, cfg Config) (int, error) {
 	const batch = 5000
 	batches := make(chan []comic.NewSubscription, cfg.LoadWorkers)
 	var created, done atomic.Int64
@@ -283,7 +286,8 @@ func load(ctx context.Context, store *comic.Store, w *world, cfg Config, progres
 			}
 		})
 	}
-	began, last := time.Now(), time.Now()
+	phase := cfg.Phases.Start("load subscriptions", int64(cfg.Subscriptions))
+	defer phase.Done("")
 	for start := 0; start < cfg.Subscriptions && lctx.Err() == nil; start += batch {
 		subs := make([]comic.NewSubscription, 0, batch)
 		for i := start; i < min(start+batch, cfg.Subscriptions); i++ {
@@ -293,14 +297,12 @@ func load(ctx context.Context, store *comic.Store, w *world, cfg Config, progres
 		case batches <- subs:
 		case <-lctx.Done():
 		}
-		if time.Since(last) >= 5*time.Second {
-			last = time.Now()
-			n := done.Load()
-			progress("loading: %d of %d subscriptions, %.0f/s", n, cfg.Subscriptions, float64(n)/time.Since(began).Seconds())
-		}
+		phase.Set(done.Load())
 	}
 	close(batches)
 	wg.Wait()
+	phase.Set(done.Load())
+	phase.Done("")
 	close(errs)
 	if err := <-errs; err != nil {
 		return 0, err

@@ -34,6 +34,8 @@ func measureMatch(ctx context.Context, svc *comic.Flow, w *world, cfg Config, re
 	// comics new, so a run over reused subscriptions finds no job of an
 	// earlier run done.
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
+	phase := cfg.Phases.Start("match comics", int64(cfg.Matches))
+	defer phase.Done("")
 	for start := 0; start < cfg.Matches; start += matchRound {
 		round := make([]comic.Comic, min(matchRound, cfg.Matches-start))
 		for i := range round {
@@ -71,10 +73,9 @@ func measureMatch(ctx context.Context, svc *comic.Flow, w *world, cfg Config, re
 		if err := d.waitDrained(ctx); err != nil {
 			return err
 		}
-		if done := start + len(round); done%1000 == 0 {
-			progress("matched %d comics", done)
-		}
+		phase.Set(int64(start + len(round)))
 	}
+	phase.Done("")
 	n := time.Duration(cfg.Matches)
 	res.LookupCPU = CPU{Process: lookupCPU.Process / n, Redis: lookupCPU.Redis / n}
 	res.JobCPU = CPU{Process: jobCPU.Process / n, Redis: jobCPU.Redis / n}

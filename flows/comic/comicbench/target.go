@@ -42,7 +42,7 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
 		bc.MaxRedisMemory = int64(maxMemMB) << 20
 		bc.Partitions = env.Settings.Partitions
-		bc.Progress = env.Progress
+		bc.Progress, bc.Phases = env.Progress, env.Phases
 		bc.CPU = func() (time.Duration, time.Duration) {
 			return benchstat.ProcessCPU(), benchstat.RedisCPU(ctx, env.Redis)
 		}

@@ -17,6 +17,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flows/offer"
+	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -43,8 +45,9 @@ type Config struct {
 	Partitions int
 	// Telemetry of the service and stages.
 	Telemetry stream.Telemetry
-	// Progress, when set, gets a line per phase.
-	Progress func(string)
+	// Progress, when set, shows each phase: seeding, loading, catching
+	// up, then each kind of search.
+	Progress *progress.Printer
 }
 
 // WithDefaults fills the zero fields.
@@ -54,9 +57,6 @@ func (c Config) WithDefaults() Config {
 	c.Misses = cmp.Or(c.Misses, 200)
 	c.Hits = cmp.Or(c.Hits, 5000)
 	c.Partitions = cmp.Or(c.Partitions, 8)
-	if c.Progress == nil {
-		c.Progress = func(string) {}
-	}
 	return c
 }
 
@@ -75,12 +75,16 @@ type Latencies struct {
 	P50, P99, Max time.Duration
 	// Matches is the mean number of matching offers per search.
 	Matches float64
+	// CPU is the CPU per search of this process (the flow's service and
+	// stages; the searches are called in process, with no client apart)
+	// and of Redis.
+	CPU benchstat.CPU
 }
 
-func summarize(ds []time.Duration, matches int) Latencies {
+func summarize(ds []time.Duration, matches int, cpu benchstat.CPU) Latencies {
 	slices.Sort(ds)
 	at := func(q float64) time.Duration { return ds[min(len(ds)-1, int(q*float64(len(ds))))] }
-	return Latencies{Count: len(ds), P50: at(0.50), P99: at(0.99), Max: ds[len(ds)-1], Matches: float64(matches) / float64(len(ds))}
+	return Latencies{Count: len(ds), P50: at(0.50), P99: at(0.99), Max: ds[len(ds)-1], Matches: float64(matches) / float64(len(ds)), CPU: cpu}
 }
 
 // Result are the bench's figures.
@@ -114,20 +118,23 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	var res Result
 	start := time.Now()
 	offers := offer.SampleOffers(1, cfg.Offers, cfg.Products, svc.Config().Handlers)
+	phase := cfg.Progress.Start("seed offers", int64(len(offers)))
 	for i := 0; i < len(offers); i += 5000 {
 		if _, err := svc.Catalog().Put(ctx, offers[i:min(i+5000, len(offers))]...); err != nil {
 			return Result{}, err
 		}
+		phase.Set(int64(min(i+5000, len(offers))))
 	}
 	res.Seed = time.Since(start)
-	cfg.Progress(fmt.Sprintf("seeded %d offers over %d handlers in %s", cfg.Offers, len(svc.Config().Handlers), res.Seed.Round(time.Millisecond)))
+	phase.Done(fmt.Sprintf("over %d handlers", len(svc.Config().Handlers)))
 
 	start = time.Now()
+	phase = cfg.Progress.Start("load handler views", 0)
 	if err := svc.Warm(ctx); err != nil {
 		return Result{}, err
 	}
 	res.Warm = time.Since(start)
-	cfg.Progress(fmt.Sprintf("handler views loaded in %s", res.Warm.Round(time.Millisecond)))
+	phase.Done("")
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
@@ -139,6 +146,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 		wg.Go(func() { _ = r.Run(runCtx) })
 	}
 	wg.Go(func() { _ = svc.RunFresh(runCtx) })
+	phase = cfg.Progress.Start("freshness keeper catching up", 0)
 	for {
 		ok, err := svc.CaughtUp(ctx)
 		if err != nil {
@@ -149,7 +157,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
-	cfg.Progress("freshness keeper caught up with the seeded offers")
+	phase.Done("")
 
 	search := func(req offer.SearchRequest) (time.Duration, offer.SearchResponse, error) {
 		t0 := time.Now()
@@ -163,11 +171,11 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	if res.First, _, err = search(request(-1, 1)); err != nil {
 		return Result{}, err
 	}
-	cfg.Progress(fmt.Sprintf("first search in %s", res.First.Round(time.Millisecond)))
 
 	var reqs []offer.SearchRequest
 	var times []time.Duration
 	matches := 0
+	phase, cpu := cfg.Progress.Start("misses", int64(cfg.Misses)), benchstat.ReadCPU(ctx, rdb)
 	for i := range cfg.Misses {
 		req := request(i, cfg.Products)
 		took, resp, err := search(req)
@@ -178,24 +186,28 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 			return Result{}, fmt.Errorf("offerbench: search %d was a %s, want a miss", i, resp.Outcome)
 		}
 		reqs, times, matches = append(reqs, req), append(times, took), matches+resp.Total
+		phase.Add(1)
 	}
-	res.Miss = summarize(times, matches)
-	cfg.Progress(fmt.Sprintf("%d misses: p50 %s p99 %s", res.Miss.Count, res.Miss.P50, res.Miss.P99))
+	res.Miss = summarize(times, matches, benchstat.ReadCPU(ctx, rdb).PerItem(cpu, cfg.Misses))
+	phase.Done(fmt.Sprintf("p50 %s, p99 %s", res.Miss.P50, res.Miss.P99))
 
 	if cfg.Broad > 0 {
 		times, matches = nil, 0
+		phase, cpu = cfg.Progress.Start("broad misses", int64(cfg.Broad)), benchstat.ReadCPU(ctx, rdb)
 		for i := range cfg.Broad {
 			took, resp, err := search(broad(i))
 			if err != nil {
 				return Result{}, err
 			}
 			times, matches = append(times, took), matches+resp.Total
+			phase.Add(1)
 		}
-		res.Broad = summarize(times, matches)
-		cfg.Progress(fmt.Sprintf("%d broad misses: p50 %s p99 %s", res.Broad.Count, res.Broad.P50, res.Broad.P99))
+		res.Broad = summarize(times, matches, benchstat.ReadCPU(ctx, rdb).PerItem(cpu, cfg.Broad))
+		phase.Done(fmt.Sprintf("p50 %s, p99 %s", res.Broad.P50, res.Broad.P99))
 	}
 
 	times, matches = nil, 0
+	phase, cpu = cfg.Progress.Start("hits", int64(cfg.Hits)), benchstat.ReadCPU(ctx, rdb)
 	for i := range cfg.Hits {
 		took, resp, err := search(reqs[i%len(reqs)])
 		if err != nil {
@@ -205,9 +217,10 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 			return Result{}, errors.New("offerbench: a repeated search was not a hit: " + resp.Outcome)
 		}
 		times, matches = append(times, took), matches+resp.Total
+		phase.Add(1)
 	}
-	res.Hit = summarize(times, matches)
-	cfg.Progress(fmt.Sprintf("%d hits: p50 %s p99 %s", res.Hit.Count, res.Hit.P50, res.Hit.P99))
+	res.Hit = summarize(times, matches, benchstat.ReadCPU(ctx, rdb).PerItem(cpu, cfg.Hits))
+	phase.Done(fmt.Sprintf("p50 %s, p99 %s", res.Hit.P50, res.Hit.P99))
 	return res, nil
 }
 
