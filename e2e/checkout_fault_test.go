@@ -70,6 +70,11 @@ type clusterOptions struct {
 	Via func(name, url string) string
 	// StageArgs are added to the stage processes' arguments.
 	StageArgs []string
+	// RedisURL, when set, is a Redis the test started (a Sentinel set):
+	// no redis-server of the cluster's own is started, and Fsync is unused.
+	RedisURL string
+	// Args are added to every process's arguments.
+	Args []string
 }
 
 // startCheckoutClusterWith starts the processes as o says.
@@ -81,15 +86,20 @@ func startCheckoutClusterWith(t *testing.T, bin string, o clusterOptions) *check
 	if o.Via == nil {
 		o.Via = func(_, url string) string { return url }
 	}
-	srv := testenv.StartRedis(t, testenv.RedisConfig{AppendOnly: true, AppendFsync: o.Fsync})
+	var srv *testenv.RedisServer
+	url := o.RedisURL
+	if url == "" {
+		srv = testenv.StartRedis(t, testenv.RedisConfig{AppendOnly: true, AppendFsync: o.Fsync})
+		url = srv.URL()
+	}
 	api := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	common := func(name string) []string {
-		return []string{"run", "--redis-url", o.Via(name, srv.URL()), "--log-level", "warn", "--instance", name}
+		return append([]string{"run", "--redis-url", o.Via(name, url), "--log-level", "warn", "--instance", name}, o.Args...)
 	}
 	stage := func(name, stages string) []string {
 		return append(append(common(name), "--api-addr", "", "--stages", stages), o.StageArgs...)
 	}
-	c := &checkoutCluster{t: t, bin: bin, redis: srv, rdb: dial(t, srv.URL()), api: "http://" + api, procs: map[string]*proc{},
+	c := &checkoutCluster{t: t, bin: bin, redis: srv, rdb: dial(t, url), api: "http://" + api, procs: map[string]*proc{},
 		web: &http.Client{Timeout: time.Minute},
 		args: map[string][]string{
 			"stock":   stage("stock", "checkout-stock"),
@@ -247,12 +257,14 @@ type checkoutTally struct {
 	unavailable, other5xx, transport atomic.Int64
 }
 
-// checkoutAll checks every order out at once. A call that gets no final
-// answer (200 or 400) is sent again after a short pause: checking out
-// again joins the running attempt.
-func (c *checkoutCluster) checkoutAll(w checkoutWorkload, tally *checkoutTally) {
+// checkoutAll checks every order out at once and returns each order's
+// final status (0: none within 2 minutes, an error of the test). A call
+// that gets no final answer (200 or 400) is sent again after a short
+// pause: checking out again joins the running attempt.
+func (c *checkoutCluster) checkoutAll(w checkoutWorkload, tally *checkoutTally) []int {
+	final := make([]int, len(w.orders))
 	var wg sync.WaitGroup
-	for _, id := range w.orders {
+	for i, id := range w.orders {
 		wg.Go(func() {
 			deadline := time.Now().Add(2 * time.Minute)
 			for {
@@ -262,6 +274,7 @@ func (c *checkoutCluster) checkoutAll(w checkoutWorkload, tally *checkoutTally) 
 					tally.transport.Add(1)
 				case code == http.StatusOK || code == http.StatusBadRequest:
 					map[int]*atomic.Int64{200: &tally.paid, 400: &tally.refused}[code].Add(1)
+					final[i] = code
 					tally.answered.Add(1)
 					return
 				case code == http.StatusServiceUnavailable:
@@ -278,6 +291,7 @@ func (c *checkoutCluster) checkoutAll(w checkoutWorkload, tally *checkoutTally) 
 		})
 	}
 	wg.Wait()
+	return final
 }
 
 // soldInRedis returns the units of the item sold, read from its hash.

@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"log/slog"
-	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -18,6 +17,7 @@ import (
 	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/stream/streamtest"
 	"github.com/dropstream/dropstream/writer"
 	"github.com/dropstream/dropstream/writer/sink"
 )
@@ -57,7 +57,7 @@ func TestE2E_clickHouseKilledUnderLoadLosesAndDuplicatesNothing(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	runStagesUntilCleanup(t, rdb, tel, an.Stages())
+	streamtest.RunStages(t, rdb, tel, an.Stages()...)
 	t.Cleanup(func() { _ = an.Close() })
 
 	topics := avail.NewTopics(partitions)
@@ -174,25 +174,6 @@ func (p *runPublisher) stop() uint64 {
 	}
 	<-p.done
 	return p.n.Load()
-}
-
-// runStagesUntilCleanup runs the stages until the test ends.
-func runStagesUntilCleanup(t *testing.T, rdb redis.UniversalClient, tel stream.Telemetry, stages []stream.Stage) {
-	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	for _, s := range stages {
-		r, err := stream.NewRunner(rdb, s, tel)
-		if err != nil {
-			t.Fatalf("NewRunner %s: %v", s.Name, err)
-		}
-		wg.Go(func() {
-			if err := r.Run(ctx); err != nil {
-				t.Errorf("Run %s: %v", s.Name, err)
-			}
-		})
-	}
-	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
 // runsGroup is the state of the runs stage's group over the partitions.

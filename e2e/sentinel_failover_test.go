@@ -2,10 +2,8 @@ package e2e
 
 import (
 	"context"
-	"fmt"
 	"net/http"
 	"strconv"
-	"sync"
 	"testing"
 	"time"
 
@@ -16,54 +14,11 @@ import (
 )
 
 // startSentinelCheckoutCluster starts the three processes of a checkout
-// cluster (startCheckoutCluster) on the primary the Sentinels of set
+// cluster (startCheckoutClusterWith) on the primary the Sentinels of set
 // name, each with the replica wait wait (--redis-wait).
 func startSentinelCheckoutCluster(t *testing.T, bin string, set *testenv.RedisSentinel, wait string) *checkoutCluster {
 	t.Helper()
-	api := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
-	common := []string{"run", "--redis-url", set.URL(), "--redis-wait", wait, "--log-level", "warn"}
-	c := &checkoutCluster{t: t, bin: bin, rdb: dial(t, set.URL()), api: "http://" + api, procs: map[string]*proc{},
-		web: &http.Client{Timeout: time.Minute},
-		args: map[string][]string{
-			"stock":   append(common, "--api-addr", "", "--instance", "stock", "--stages", "checkout-stock"),
-			"payment": append(common, "--api-addr", "", "--instance", "payment", "--stages", "checkout-payment,checkout-sweeper"),
-			"api":     append(common, "--api-addr", api, "--instance", "api", "--stages", "none", "--api-limits", "off"),
-		}}
-	for _, name := range []string{"stock", "payment", "api"} {
-		c.start(name)
-	}
-	return c
-}
-
-// checkoutEvery checks every order out at once, each client sending its
-// checkout again after a 503, another 5xx or no answer, until it gets 200
-// or 400, and returns each order's final status (0: none within 2
-// minutes, an error of the test).
-func (c *checkoutCluster) checkoutEvery(w checkoutWorkload, tally *checkoutTally) []int {
-	final := make([]int, len(w.orders))
-	var wg sync.WaitGroup
-	for i, id := range w.orders {
-		wg.Go(func() {
-			for deadline := time.Now().Add(2 * time.Minute); time.Now().Before(deadline); <-time.After(50 * time.Millisecond) {
-				code, err := c.call("POST", "/orders/checkout/"+id, nil)
-				switch {
-				case err != nil:
-					tally.transport.Add(1)
-				case code == http.StatusOK || code == http.StatusBadRequest:
-					final[i] = code
-					tally.answered.Add(1)
-					return
-				case code == http.StatusServiceUnavailable:
-					tally.unavailable.Add(1)
-				default:
-					tally.other5xx.Add(1)
-				}
-			}
-			c.t.Errorf("checkout of %s: no final answer within 2 minutes", id)
-		})
-	}
-	wg.Wait()
-	return final
+	return startCheckoutClusterWith(t, bin, clusterOptions{RedisURL: set.URL(), Args: []string{"--redis-wait", wait}})
 }
 
 // TestCheckout_SentinelFailover_keepsEveryAnsweredCheckoutWithReplicaWait
@@ -90,7 +45,7 @@ func TestCheckout_SentinelFailover_keepsEveryAnsweredCheckoutWithReplicaWait(t *
 			var tally checkoutTally
 			var final []int
 			done := make(chan struct{})
-			go func() { defer close(done); final = c.checkoutEvery(w, &tally) }()
+			go func() { defer close(done); final = c.checkoutAll(w, &tally) }()
 			testenv.WaitFor(t, time.Minute, func() bool {
 				return c.soldInRedis(w) >= 30 || tally.answered.Load() == faultUsers
 			}, "30 units sold")

@@ -34,14 +34,7 @@ func TestConformance_redisServer(t *testing.T) {
 	streamtest.Run(t, streamtest.Backend{
 		Name:     "redis-server",
 		Features: streamtest.Features{IdleTimes: true},
-		Client: func(t *testing.T) redis.UniversalClient {
-			rdb, err := stream.Dial(context.Background(), url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = rdb.Close() })
-			return rdb
-		},
+		Client:   dialed(url),
 	})
 }
 
@@ -53,13 +46,19 @@ func TestConformance_redisSentinel(t *testing.T) {
 	streamtest.Run(t, streamtest.Backend{
 		Name:     "redis-sentinel",
 		Features: streamtest.Features{IdleTimes: true},
-		Client: func(t *testing.T) redis.UniversalClient {
-			rdb, err := stream.Dial(context.Background(), url)
-			if err != nil {
-				t.Fatal(err)
-			}
-			t.Cleanup(func() { _ = rdb.Close() })
-			return rdb
-		},
+		Client:   dialed(url),
 	})
+}
+
+// dialed returns a backend's client factory: stream.Dial of url, closed
+// when the test ends.
+func dialed(url string) func(t *testing.T) redis.UniversalClient {
+	return func(t *testing.T) redis.UniversalClient {
+		rdb, err := stream.Dial(context.Background(), url)
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { _ = rdb.Close() })
+		return rdb
+	}
 }

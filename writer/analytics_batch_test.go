@@ -53,7 +53,7 @@ func flushes(t *testing.T, rm metricdata.ResourceMetrics, stage string) uint64 {
 // migrated returns a client of a fresh, migrated ClickHouse database.
 func migrated(t *testing.T) *clickhouse.Client {
 	t.Helper()
-	ch := openClickHouse(t, testenv.ClickHouseDSN(t), "")
+	ch := testenv.DialClickHouse(t, testenv.ClickHouseDSN(t), "")
 	if _, err := clickhouse.Migrate(t.Context(), ch, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
@@ -93,7 +93,7 @@ func TestAnalytics_clickHouseDownHoldsTheBatch(t *testing.T) {
 	dsn := testenv.ClickHouseDSN(t)
 	u, _ := url.Parse(dsn)
 	proxy := testenv.StartProxy(t, u.Host)
-	ch := openClickHouse(t, dsn, proxy.Addr())
+	ch := testenv.DialClickHouse(t, dsn, proxy.Addr())
 	proxy.Stop()
 	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, FlushInterval: 10 * time.Millisecond,
 		FlushTimeout: 100 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}, nil)

@@ -16,31 +16,12 @@ import (
 	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/stream/streamtest"
 	"github.com/dropstream/dropstream/writer"
 	"github.com/dropstream/dropstream/writer/sink"
 )
 
 const analyticsPartitions = 4
-
-// openClickHouse connects to dsn (optionally through a proxy at addr) and
-// returns the client.
-func openClickHouse(t *testing.T, dsn, addr string) *clickhouse.Client {
-	t.Helper()
-	if addr != "" {
-		u, err := url.Parse(dsn)
-		if err != nil {
-			t.Fatalf("dsn: %v", err)
-		}
-		u.Host = addr
-		dsn = u.String()
-	}
-	c, err := clickhouse.Open(t.Context(), clickhouse.Config{DSN: dsn, DialTimeout: time.Second})
-	if err != nil {
-		t.Fatalf("clickhouse Open: %v", err)
-	}
-	t.Cleanup(func() { c.Close() })
-	return c
-}
 
 // history is what publishHistory published, counted once.
 type history struct {
@@ -109,38 +90,6 @@ func publishHistory(t *testing.T, rdb redis.UniversalClient, n int) history {
 		published: int64(len(trs) + len(runs))}
 }
 
-// groupState sums a stage group's counters over its topic's partitions.
-type groupState struct {
-	read, pending, lag, dead int64
-	maxDeliveries            int64
-}
-
-func stateOf(t *testing.T, rdb redis.UniversalClient, topic stream.Topic, group string) groupState {
-	t.Helper()
-	ctx := t.Context()
-	var s groupState
-	for p := range topic.Partitions {
-		s.dead += rdb.XLen(ctx, topic.DeadLetterStream(p)).Val()
-		groups, err := rdb.XInfoGroups(ctx, topic.Stream(p)).Result()
-		if err != nil {
-			continue // stream or group not created yet
-		}
-		for _, g := range groups {
-			if g.Name == group {
-				s.read += g.EntriesRead
-				s.pending += g.Pending
-				s.lag += g.Lag
-			}
-		}
-		pend, _ := rdb.XPendingExt(ctx, &redis.XPendingExtArgs{Stream: topic.Stream(p), Group: group,
-			Start: "-", End: "+", Count: 1000}).Result()
-		for _, e := range pend {
-			s.maxDeliveries = max(s.maxDeliveries, e.RetryCount)
-		}
-	}
-	return s
-}
-
 // counts reads the exact counts, or false when ClickHouse fails.
 func counts(t *testing.T, ch *clickhouse.Client) (history, bool) {
 	t.Helper()
@@ -175,7 +124,7 @@ func newAnalytics(t *testing.T, ch *clickhouse.Client, cfg writer.AnalyticsConfi
 
 func TestAnalytics_writesExactlyOnceToClickHouse(t *testing.T) {
 	dsn := testenv.ClickHouseDSN(t)
-	ch := openClickHouse(t, dsn, "")
+	ch := testenv.DialClickHouse(t, dsn, "")
 	if _, err := clickhouse.Migrate(t.Context(), ch, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
@@ -199,12 +148,12 @@ func TestAnalytics_writesExactlyOnceToClickHouse(t *testing.T) {
 		rs := stateOf(t, rdb, topics.Runs, writer.StageAnalyticsRuns)
 		last = fmt.Sprintf("counts %+v (ok %v), transitions group %+v, runs group %+v", got, ok, tr, rs)
 		return ok && got.transitions == want.transitions && got.runs == want.runs && got.sessions == want.sessions &&
-			tr.read+rs.read == want.published && tr.pending+rs.pending == 0
+			tr.Read+rs.Read == want.published && tr.Pending+rs.Pending == 0
 	}, "every row in ClickHouse and every message acknowledged")
-	for _, s := range []groupState{stateOf(t, rdb, topics.Transitions, writer.StageAnalyticsTransitions),
+	for _, s := range []streamtest.GroupState{stateOf(t, rdb, topics.Transitions, writer.StageAnalyticsTransitions),
 		stateOf(t, rdb, topics.Runs, writer.StageAnalyticsRuns)} {
-		if s.dead != 0 {
-			t.Fatalf("%d messages dead-lettered", s.dead)
+		if s.Dead != 0 {
+			t.Fatalf("%d messages dead-lettered", s.Dead)
 		}
 	}
 
@@ -272,13 +221,13 @@ func checkAnalyticsMetrics(t *testing.T, rm metricdata.ResourceMetrics, want his
 
 func TestAnalytics_clickHouseOutageBecomesABacklog(t *testing.T) {
 	dsn := testenv.ClickHouseDSN(t)
-	direct := openClickHouse(t, dsn, "")
+	direct := testenv.DialClickHouse(t, dsn, "")
 	if _, err := clickhouse.Migrate(t.Context(), direct, nil); err != nil {
 		t.Fatalf("Migrate: %v", err)
 	}
 	u, _ := url.Parse(dsn)
 	proxy := testenv.StartProxy(t, u.Host)
-	ch := openClickHouse(t, dsn, proxy.Addr())
+	ch := testenv.DialClickHouse(t, dsn, proxy.Addr())
 	rdb := testenv.Dial(t, testenv.RedisURL(t))
 	mp, collect := telemetrytest.Metrics(t)
 	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: analyticsPartitions,
@@ -296,7 +245,7 @@ func TestAnalytics_clickHouseOutageBecomesABacklog(t *testing.T) {
 	testenv.WaitFor(t, 30*time.Second, func() bool {
 		tr := stateOf(t, rdb, topics.Transitions, writer.StageAnalyticsTransitions)
 		rs := stateOf(t, rdb, topics.Runs, writer.StageAnalyticsRuns)
-		return tr.pending > 0 && rs.pending > 0 && tr.maxDeliveries >= 2
+		return tr.Pending > 0 && rs.Pending > 0 && tr.MaxDeliveries >= 2
 	}, "pending messages, some delivered twice")
 	var published int64
 	for _, topic := range []stream.Topic{topics.Transitions, topics.Runs} {
@@ -304,10 +253,10 @@ func TestAnalytics_clickHouseOutageBecomesABacklog(t *testing.T) {
 			published += rdb.XLen(t.Context(), topic.Stream(p)).Val()
 		}
 	}
-	for _, s := range []groupState{stateOf(t, rdb, topics.Transitions, writer.StageAnalyticsTransitions),
+	for _, s := range []streamtest.GroupState{stateOf(t, rdb, topics.Transitions, writer.StageAnalyticsTransitions),
 		stateOf(t, rdb, topics.Runs, writer.StageAnalyticsRuns)} {
-		if acked := s.read - s.pending; acked != 0 || s.dead != 0 {
-			t.Fatalf("during the outage %d messages were acknowledged and %d dead-lettered, want none (%+v)", acked, s.dead, s)
+		if acked := s.Read - s.Pending; acked != 0 || s.Dead != 0 {
+			t.Fatalf("during the outage %d messages were acknowledged and %d dead-lettered, want none (%+v)", acked, s.Dead, s)
 		}
 	}
 	if published != want.published {
@@ -327,7 +276,7 @@ func TestAnalytics_clickHouseOutageBecomesABacklog(t *testing.T) {
 		tr := stateOf(t, rdb, topics.Transitions, writer.StageAnalyticsTransitions)
 		rs := stateOf(t, rdb, topics.Runs, writer.StageAnalyticsRuns)
 		return ok && got.transitions == want.transitions && got.runs == want.runs && got.sessions == want.sessions &&
-			tr.pending+rs.pending == 0 && tr.lag+rs.lag == 0
+			tr.Pending+rs.Pending == 0 && tr.Lag+rs.Lag == 0
 	}, "the backlog drained into ClickHouse")
 	// No duplicates once deduplicated, however often rows were inserted.
 	for table, wantRows := range map[string]uint64{"transitions": want.transitions, "runs": want.runs,
@@ -340,10 +289,10 @@ func TestAnalytics_clickHouseOutageBecomesABacklog(t *testing.T) {
 			t.Fatalf("%s FINAL holds %d rows, want %d", table, got, wantRows)
 		}
 	}
-	for _, s := range []groupState{stateOf(t, rdb, topics.Transitions, writer.StageAnalyticsTransitions),
+	for _, s := range []streamtest.GroupState{stateOf(t, rdb, topics.Transitions, writer.StageAnalyticsTransitions),
 		stateOf(t, rdb, topics.Runs, writer.StageAnalyticsRuns)} {
-		if s.dead != 0 {
-			t.Fatalf("%d messages dead-lettered", s.dead)
+		if s.Dead != 0 {
+			t.Fatalf("%d messages dead-lettered", s.Dead)
 		}
 	}
 }

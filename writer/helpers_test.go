@@ -1,7 +1,6 @@
 package writer_test
 
 import (
-	"context"
 	"fmt"
 	"log/slog"
 	"testing"
@@ -12,6 +11,7 @@ import (
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/stream/streamtest"
 )
 
 // backend is a Redis the projection tests run against.
@@ -56,24 +56,11 @@ var quiet = slog.New(slog.DiscardHandler)
 // runStages runs one copy of each stage until the test ends.
 func runStages(t *testing.T, rdb redis.UniversalClient, stages ...stream.Stage) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{}, len(stages))
-	for _, s := range stages {
-		r, err := stream.NewRunner(rdb, s, stream.Telemetry{Logger: quiet})
-		if err != nil {
-			t.Fatalf("NewRunner %s: %v", s.Name, err)
-		}
-		go func() {
-			defer func() { done <- struct{}{} }()
-			if err := r.Run(ctx); err != nil {
-				t.Errorf("Run %s: %v", s.Name, err)
-			}
-		}()
-	}
-	t.Cleanup(func() {
-		cancel()
-		for range stages {
-			<-done
-		}
-	})
+	streamtest.RunStages(t, rdb, stream.Telemetry{Logger: quiet}, stages...)
+}
+
+// stateOf sums group's counters over topic's partitions.
+func stateOf(t *testing.T, rdb redis.UniversalClient, topic stream.Topic, group string) streamtest.GroupState {
+	t.Helper()
+	return streamtest.GroupStateOf(t, rdb, topic, group)
 }

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/stream/streamtest"
 )
 
 const waitTimeout = 20 * time.Second
@@ -69,20 +70,7 @@ func newService(t *testing.T, rdb redis.UniversalClient, cfg Config) *Flow {
 // runStages runs one copy of each stage until the test ends.
 func runStages(t *testing.T, rdb redis.UniversalClient, stages ...stream.Stage) {
 	t.Helper()
-	ctx, cancel := context.WithCancel(context.Background())
-	var wg sync.WaitGroup
-	t.Cleanup(func() { cancel(); wg.Wait() })
-	for _, st := range stages {
-		r, err := stream.NewRunner(rdb, st, quiet)
-		if err != nil {
-			t.Fatal(err)
-		}
-		wg.Go(func() {
-			if err := r.Run(ctx); err != nil {
-				t.Errorf("runner %s: %v", st.Name, err)
-			}
-		})
-	}
+	streamtest.RunStages(t, rdb, quiet, stages...)
 }
 
 // brutePrice prices q units of o for one combination, written apart from

@@ -2,7 +2,9 @@ package testenv
 
 import (
 	"context"
+	"net/url"
 	"testing"
+	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
 )
@@ -29,4 +31,25 @@ func OpenClickHouse(t testing.TB, dsn string) *clickhouse.Client {
 		t.Fatal(err)
 	}
 	return ch
+}
+
+// DialClickHouse returns a client of the database of dsn, reached through
+// the proxy at via when via is not empty, with a one-second dial timeout
+// and no migration, closed when the test ends.
+func DialClickHouse(t testing.TB, dsn, via string) *clickhouse.Client {
+	t.Helper()
+	if via != "" {
+		u, err := url.Parse(dsn)
+		if err != nil {
+			t.Fatalf("dsn: %v", err)
+		}
+		u.Host = via
+		dsn = u.String()
+	}
+	c, err := clickhouse.Open(t.Context(), clickhouse.Config{DSN: dsn, DialTimeout: time.Second})
+	if err != nil {
+		t.Fatalf("clickhouse Open: %v", err)
+	}
+	t.Cleanup(func() { _ = c.Close() })
+	return c
 }

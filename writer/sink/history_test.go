@@ -110,7 +110,7 @@ func TestHistory_appendsEveryMessageOnceAndDeadLettersABadOne(t *testing.T) {
 	testenv.WaitFor(t, 30*time.Second, func() bool {
 		s := stateOf(t, rdb, topic, cfg.Stage)
 		final, _ := eventCounts(t, ch, "feed-once")
-		return final == n && s.read == n+1 && s.pending == 0 && s.dead == 1
+		return final == n && s.Read == n+1 && s.Pending == 0 && s.Dead == 1
 	}, "every good event in ClickHouse, the bad one dead-lettered")
 	dead, err := stream.NewDeadLetters(rdb).List(t.Context(), topic, 10)
 	if err != nil || len(dead) != 1 {
@@ -169,7 +169,7 @@ func TestHistory_copiesShareOneBatcher(t *testing.T) {
 	testenv.WaitFor(t, 30*time.Second, func() bool {
 		s := stateOf(t, rdb, topic, cfg.Stage)
 		final, _ := eventCounts(t, ch, "feed-copies")
-		return final == n && s.pending == 0 && s.read == n
+		return final == n && s.Pending == 0 && s.Read == n
 	}, "every event in ClickHouse")
 	// The batches of every copy and partition queued within a flush
 	// interval go into one insert; 60 messages in batches of 5 are at
@@ -184,7 +184,7 @@ func TestHistory_clickHouseOutageBecomesABacklog(t *testing.T) {
 	direct := testenv.OpenClickHouse(t, dsn)
 	u, _ := url.Parse(dsn)
 	proxy := testenv.StartProxy(t, u.Host)
-	ch := openClickHouse(t, dsn, proxy.Addr())
+	ch := testenv.DialClickHouse(t, dsn, proxy.Addr())
 	rdb := testenv.Dial(t, testenv.RedisURL(t))
 	topic := stream.NewTopic("test", "history-outage", historyPartitions)
 	var inserts atomic.Int64
@@ -202,10 +202,10 @@ func TestHistory_clickHouseOutageBecomesABacklog(t *testing.T) {
 	// (pending, none acknowledged); the rest wait in the stream.
 	testenv.WaitFor(t, 30*time.Second, func() bool {
 		s := stateOf(t, rdb, topic, cfg.Stage)
-		return s.pending > 0 && s.read == s.pending
+		return s.Pending > 0 && s.Read == s.Pending
 	}, "batches read and held pending")
-	if s := stateOf(t, rdb, topic, cfg.Stage); s.read-s.pending != 0 || s.dead != 0 {
-		t.Fatalf("during the outage %d messages were acknowledged and %d dead-lettered, want none (%+v)", s.read-s.pending, s.dead, s)
+	if s := stateOf(t, rdb, topic, cfg.Stage); s.Read-s.Pending != 0 || s.Dead != 0 {
+		t.Fatalf("during the outage %d messages were acknowledged and %d dead-lettered, want none (%+v)", s.Read-s.Pending, s.Dead, s)
 	}
 	if final, _ := eventCounts(t, direct, "feed-outage"); final != 0 {
 		t.Fatalf("ClickHouse holds %d rows during the outage", final)
@@ -215,13 +215,13 @@ func TestHistory_clickHouseOutageBecomesABacklog(t *testing.T) {
 	testenv.WaitFor(t, 60*time.Second, func() bool {
 		s := stateOf(t, rdb, topic, cfg.Stage)
 		final, _ := eventCounts(t, direct, "feed-outage")
-		return final == n && s.pending == 0 && s.lag == 0
+		return final == n && s.Pending == 0 && s.Lag == 0
 	}, "the backlog drained into ClickHouse")
 	if final, distinct := eventCounts(t, direct, "feed-outage"); final != n || distinct != n {
 		t.Errorf("%d rows, %d distinct events; want %d each", final, distinct, n)
 	}
-	if s := stateOf(t, rdb, topic, cfg.Stage); s.dead != 0 {
-		t.Errorf("%d messages dead-lettered", s.dead)
+	if s := stateOf(t, rdb, topic, cfg.Stage); s.Dead != 0 {
+		t.Errorf("%d messages dead-lettered", s.Dead)
 	}
 }
 
