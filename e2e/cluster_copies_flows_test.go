@@ -10,7 +10,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector"
-	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/flows/avail/watch"
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/flows/sample"
 	"github.com/dropstream/dropstream/internal/egress/egresstest"

@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/avail"
-	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/flows/avail/watch"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/digest"
 	"github.com/dropstream/dropstream/notifier/subscriber"

@@ -18,7 +18,7 @@ import (
 	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/diff"
-	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/flows/avail/watch"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"

@@ -25,7 +25,7 @@
 // Flows that must deliver in process use the same pieces: a Dispatcher
 // over the DeliveryLedger and the channels, Settle for a message's
 // deliveries, Delivery.HistoryRecord for the history (the availability
-// flow's watchers, in flows/availability/watch, do so: their signed body
+// flow's watchers, in flows/avail/watch, do so: their signed body
 // is a contract with their receivers, and one hop fewer keeps their
 // end-to-end latency).
 //

@@ -2,9 +2,9 @@ package main
 
 import (
 	"github.com/dropstream/dropstream/flow"
-	"github.com/dropstream/dropstream/flows/availability"
-	"github.com/dropstream/dropstream/flows/availability/availbench"
-	availhttp "github.com/dropstream/dropstream/flows/availability/httpapi"
+	availflow "github.com/dropstream/dropstream/flows/avail"
+	"github.com/dropstream/dropstream/flows/avail/availbench"
+	availhttp "github.com/dropstream/dropstream/flows/avail/httpapi"
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/checkout/checkoutbench"
 	checkouthttp "github.com/dropstream/dropstream/flows/checkout/httpapi"
@@ -28,7 +28,7 @@ func definitions() []flow.Definition {
 	return []flow.Definition{
 		flow.Define(sample.Name, sample.New, nil),
 		flow.Define(notifier.Name, notifier.New, notifierhttp.Register).WithVars(notifier.Vars...).WithBench(notifierbench.Bench),
-		flow.Define(availability.Name, availability.New, availhttp.Register).WithVars(availability.Vars...).WithBench(availbench.Bench),
+		flow.Define(availflow.Name, availflow.New, availhttp.Register).WithVars(availflow.Vars...).WithBench(availbench.Bench),
 		flow.Define(checkout.Name, checkout.New, checkouthttp.Register).WithVars(checkout.Vars...).WithBench(checkoutbench.Bench),
 		flow.Define(comic.Name, comic.New, comichttp.Register).WithVars(comic.Vars...).WithBench(comicbench.Bench),
 		flow.Define(offer.Name, offer.New, offerhttp.Register).WithVars(offer.Vars...).WithBench(offerbench.Bench),

@@ -22,7 +22,7 @@ import (
 	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/diff"
-	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/flows/avail/watch"
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"

@@ -16,7 +16,7 @@ import (
 	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector"
-	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/flows/avail/watch"
 	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"

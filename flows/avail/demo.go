@@ -1,4 +1,4 @@
-package availability
+package avail
 
 import (
 	"context"
@@ -10,7 +10,7 @@ import (
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/simulator"
-	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/flows/avail/watch"
 )
 
 // DemoSource is the id of the simulated source the demo polls.

@@ -5,7 +5,7 @@ import (
 	"testing"
 
 	"github.com/dropstream/dropstream/collector"
-	"github.com/dropstream/dropstream/flows/availability/availbench"
+	"github.com/dropstream/dropstream/flows/avail/availbench"
 	"github.com/dropstream/dropstream/internal/testenv"
 )
 

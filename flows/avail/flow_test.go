@@ -1,4 +1,4 @@
-package availability_test
+package avail_test
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/dropstream/dropstream/flow"
-	"github.com/dropstream/dropstream/flows/availability"
+	availflow "github.com/dropstream/dropstream/flows/avail"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
 
-func newFlow(t *testing.T, vars map[string]string) *availability.Flow {
+func newFlow(t *testing.T, vars map[string]string) *availflow.Flow {
 	t.Helper()
 	rdb := testenv.Dial(t, "redis://"+miniredis.RunT(t).Addr())
 	deps := flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, stream.Telemetry{}), Settings: flow.Settings{Partitions: 2}.WithVars(vars)}
@@ -27,7 +27,7 @@ func newFlow(t *testing.T, vars map[string]string) *availability.Flow {
 		t.Fatal(err)
 	}
 	deps.Flows = func(name string) (flow.Flow, bool) { return nf, name == notifier.Name }
-	f, err := availability.New(context.Background(), deps)
+	f, err := availflow.New(context.Background(), deps)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -40,7 +40,7 @@ func newFlow(t *testing.T, vars map[string]string) *availability.Flow {
 func TestFlow_describe(t *testing.T) {
 	f := newFlow(t, nil)
 	d := f.Describe()
-	if err := d.Validate(availability.Name); err != nil {
+	if err := d.Validate(availflow.Name); err != nil {
 		t.Fatalf("Validate: %v", err)
 	}
 	var stages []string
@@ -50,15 +50,15 @@ func TestFlow_describe(t *testing.T) {
 	if want := []string{"avail-normalizer", "avail-diff", "avail-projection", "avail-notifier"}; !slices.Equal(stages, want) {
 		t.Errorf("stages %v, want %v", stages, want)
 	}
-	if len(d.Services) != 1 || d.Services[0].Name != "avail-collector" || availability.StageCollector != "avail-collector" {
+	if len(d.Services) != 1 || d.Services[0].Name != "avail-collector" || availflow.StageCollector != "avail-collector" {
 		t.Errorf("services %+v, want avail-collector", d.Services)
 	}
 	topics := f.Topics()
-	if topics != availability.NewTopics(2) || topics.Transitions.Partitions != 2 {
+	if topics != availflow.NewTopics(2) || topics.Transitions.Partitions != 2 {
 		t.Errorf("topics %+v", topics)
 	}
 	if len(d.Edges) != 4 || len(d.History) != 2 || len(d.History[0].Groups) != 2 || d.Demo == nil ||
-		!slices.Equal(d.History[1].Tables, []string{"source_health"}) || d.History[1].Groups[0].Name != availability.StageHealthHistory {
+		!slices.Equal(d.History[1].Tables, []string{"source_health"}) || d.History[1].Groups[0].Name != availflow.StageHealthHistory {
 		t.Errorf("edges %+v, history %+v", d.Edges, d.History)
 	}
 	if f.ClickHouse() != nil {
@@ -95,7 +95,7 @@ func TestFlow_loadSources(t *testing.T) {
 // refuses to be built without it, naming it.
 func TestNew_needsTheNotifierFlow(t *testing.T) {
 	rdb := testenv.Dial(t, "redis://"+miniredis.RunT(t).Addr())
-	_, err := availability.New(context.Background(), flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, stream.Telemetry{}),
+	_, err := availflow.New(context.Background(), flow.Deps{Redis: rdb, Publisher: stream.NewPublisher(rdb, stream.Telemetry{}),
 		Settings: flow.Settings{Partitions: 2}})
 	if !errors.Is(err, flow.ErrNotBuilt) || !strings.Contains(err.Error(), `"notifier"`) {
 		t.Errorf("New without the notifier flow = %v, want ErrNotBuilt naming the notifier", err)

@@ -6,7 +6,7 @@
 // runs and sessions are appended to ClickHouse. The flow's message types
 // and topics are the avail package's; its routes are in package httpapi,
 // its bench in package availbench.
-package availability
+package avail
 
 import (
 	"cmp"
@@ -23,7 +23,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/diff"
 	"github.com/dropstream/dropstream/flow"
-	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/flows/avail/watch"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/notifier"

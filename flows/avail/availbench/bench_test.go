@@ -11,7 +11,7 @@ import (
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
-	"github.com/dropstream/dropstream/flows/availability/availbench"
+	"github.com/dropstream/dropstream/flows/avail/availbench"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )

@@ -12,7 +12,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/diff"
-	"github.com/dropstream/dropstream/flows/availability/watch"
+	"github.com/dropstream/dropstream/flows/avail/watch"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"

@@ -1,4 +1,4 @@
-package availability
+package avail
 
 import (
 	"cmp"
