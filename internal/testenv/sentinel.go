@@ -229,15 +229,30 @@ func (s *RedisSentinel) WaitFailover(t testing.TB, old int) int {
 // the primary's replication offset. It fails the test after StartTimeout.
 func (s *RedisSentinel) WaitReplicated(t testing.TB) {
 	t.Helper()
-	var why string
-	WaitFor(t, s.cfg.StartTimeout, func() bool {
-		why = s.replicated()
-		return why == ""
-	}, "replicas in sync (last: %s)", &lazyString{&why})
+	s.waitReplicas(t, s.cfg.StartTimeout, true)
 }
 
-// replicated returns "" when the replicas are in sync, else why not.
-func (s *RedisSentinel) replicated() string {
+// WaitReplicasOnline waits until the primary the Sentinels name has every
+// other running node as a replica online, at any offset: writes that wait
+// for a replica can be acknowledged again. Clients may keep writing
+// meanwhile. It fails the test after timeout.
+func (s *RedisSentinel) WaitReplicasOnline(t testing.TB, timeout time.Duration) {
+	t.Helper()
+	s.waitReplicas(t, timeout, false)
+}
+
+func (s *RedisSentinel) waitReplicas(t testing.TB, timeout time.Duration, atOffset bool) {
+	t.Helper()
+	var why string
+	WaitFor(t, timeout, func() bool {
+		why = s.replicated(atOffset)
+		return why == ""
+	}, "replicas online (at the primary's offset: %t; last: %s)", atOffset, &lazyString{&why})
+}
+
+// replicated returns "" when every running replica is online (and, with
+// atOffset, at the primary's offset), else why not.
+func (s *RedisSentinel) replicated(atOffset bool) string {
 	p := 0
 	if len(s.sentinels) > 0 {
 		if p = s.Primary(); p < 0 {
@@ -260,7 +275,7 @@ func (s *RedisSentinel) replicated() string {
 	online := 0
 	for k, v := range info {
 		if strings.HasPrefix(k, "slave") && strings.Contains(v, "state=online") &&
-			strings.Contains(v, ",offset="+info["master_repl_offset"]+",") {
+			(!atOffset || strings.Contains(v, ",offset="+info["master_repl_offset"]+",")) {
 			online++
 		}
 	}
@@ -281,7 +296,7 @@ func (s *RedisSentinel) WaitHealthy(t testing.TB) {
 	WaitFor(t, s.cfg.StartTimeout, func() bool {
 		why = s.health()
 		if why == "" {
-			why = s.replicated()
+			why = s.replicated(true)
 		}
 		return why == ""
 	}, "sentinels of %s healthy (last: %s)", s.cfg.Master, &lazyString{&why})
