@@ -32,6 +32,7 @@ var benchTargets = []benchTarget{
 		func(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 			return runBenchStream(ctx, append([]string{"stream"}, args...), stdout, stderr)
 		}},
+	{"api", "the API serving its most called read routes and one write route, loaded from another process: requests/s, p50/p99 at a fixed rate, CPU per request", runBenchAPI},
 	{"soak", "demo and run, idle and under a light load, side by side for an hour: RSS, live heap, goroutines, Redis keys", runBenchSoak},
 }
 
@@ -133,6 +134,9 @@ func benchUsage() string {
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	targets := allBenchTargets()
+	if len(args) > 0 && args[0] == "api-load" { // bench api's load process
+		return runAPILoad(ctx, args[1:], stdout, stderr)
+	}
 	if len(args) > 0 {
 		for _, t := range targets {
 			if t.name == args[0] {

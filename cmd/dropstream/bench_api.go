@@ -1,0 +1,335 @@
+package main
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"os"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"text/tabwriter"
+	"time"
+
+	"github.com/dropstream/dropstream/flow"
+	availflow "github.com/dropstream/dropstream/flows/avail"
+	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/progress"
+)
+
+// apiBenchConfig is what `bench api` measures.
+type apiBenchConfig struct {
+	// Connections are the load process's keep-alive connections. Default 64.
+	Connections int
+	// Phase is the length of each route's two phases. Default 10s.
+	Phase time.Duration
+	// Rate is the fixed rate of the latency phase, requests/s. Default 2,000.
+	Rate int
+}
+
+// Validate reports a setting out of range.
+func (c apiBenchConfig) Validate() error {
+	if c.Connections < 1 || c.Connections > 4096 || c.Phase < 100*time.Millisecond || c.Phase > time.Hour || c.Rate < 1 || c.Rate > 1_000_000 {
+		return fmt.Errorf("bench api: connections %d (1..4096), phase %s (100ms..1h) or rate %d (1..1000000) out of range",
+			c.Connections, c.Phase, c.Rate)
+	}
+	return nil
+}
+
+// apiRouteResult is one route's figures.
+type apiRouteResult struct {
+	Route         string
+	Saturation    apiLoadResult
+	Fixed         apiLoadResult
+	CPUPerRequest benchstat.CPU
+}
+
+// selfCommand runs this binary with args: the load process. Tests point
+// it at the test binary.
+var selfCommand = func(args ...string) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return exec.Command(exe, args...)
+}
+
+// runBenchAPI is `bench api`: the binary's defaults serving the read
+// routes apps call most and one write route, loaded over HTTP from a
+// process of its own.
+func runBenchAPI(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg Config
+	fs := flagSet("bench api", "Serves the API as `demo` does (every stage and the demo data) and loads its most called read routes\n"+
+		"and one write route from a separate process: requests/s at saturation, p50/p99 at a fixed rate, CPU per request.", stderr, &cfg, "json")
+	var bc apiBenchConfig
+	fs.IntVar(&bc.Connections, "connections", 64, "keep-alive connections of the load process")
+	fs.DurationVar(&bc.Phase, "phase", 10*time.Second, "length of each route's saturation and fixed-rate phases")
+	fs.IntVar(&bc.Rate, "rate", 2000, "requests/s of the fixed-rate phase")
+	gauge := fs.Int("gauge-messages", 100_000, "messages of the plain go-redis gauge run before the bench (0: no gauge)")
+	if err := fs.parse(args); err != nil {
+		return err
+	}
+	if err := bc.Validate(); err != nil {
+		return err
+	}
+	fmt.Fprint(stdout, fs.benchSettings())
+	_, err := benchAPI(ctx, cfg, bc, *gauge, stdout, stderr)
+	return err
+}
+
+// benchAPI runs the bench and prints its table; it returns each route's
+// figures.
+func benchAPI(ctx context.Context, cfg Config, bc apiBenchConfig, gauge int, stdout, stderr io.Writer) ([]apiRouteResult, error) {
+	cfg.Role, cfg.LogLevel = "bench", "warn"
+	a, err := newAppWith(ctx, cfg, nil, stderr)
+	if err != nil {
+		return nil, err
+	}
+	defer a.close()
+	phases := progress.New(stderr)
+	env := flow.BenchEnv{Deps: a.deps(), Embedded: cfg.RedisURL == "", Stdout: stdout, Phases: phases}
+	if err := benchGauge(ctx, env, gauge); err != nil {
+		return nil, err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer wg.Wait()
+	defer cancel()
+	base, err := serveForBench(ctx, a, &wg)
+	if err != nil {
+		return nil, err
+	}
+	routes, err := seedAPIBench(ctx, base, phases)
+	if err != nil {
+		return nil, err
+	}
+	fmt.Fprintf(stdout, "bench api: %s; load from a separate process over %d keep-alive connections, %s a phase, fixed rate %d/s\n",
+		benchRedisName(cfg), bc.Connections, bc.Phase, bc.Rate)
+	var out []apiRouteResult
+	for _, r := range routes {
+		res := apiRouteResult{Route: r.method + " " + r.path}
+		before := benchstat.ReadCPU(ctx, a.rdb)
+		ph := phases.Start(res.Route+": saturation", 0)
+		if res.Saturation, err = loadPhase(ctx, apiLoad{Method: r.method, URL: base + r.path, Connections: bc.Connections, Duration: bc.Phase}); err != nil {
+			return nil, err
+		}
+		res.CPUPerRequest = benchstat.ReadCPU(ctx, a.rdb).PerItem(before, res.Saturation.Requests)
+		ph.Done(fmt.Sprintf("%.0f/s", res.Saturation.PerSecond()))
+		ph = phases.Start(fmt.Sprintf("%s: %d/s", res.Route, bc.Rate), 0)
+		if res.Fixed, err = loadPhase(ctx, apiLoad{Method: r.method, URL: base + r.path, Connections: bc.Connections, Duration: bc.Phase, Rate: bc.Rate}); err != nil {
+			return nil, err
+		}
+		ph.Done("p99 " + res.Fixed.P99.Round(10*time.Microsecond).String())
+		out = append(out, res)
+	}
+	printAPIBench(stdout, bc, out)
+	return out, nil
+}
+
+// benchRedisName describes the bench's Redis with any password masked.
+func benchRedisName(cfg Config) string {
+	if cfg.RedisURL == "" {
+		return "embedded miniredis"
+	}
+	return "redis " + redacted(cfg.RedisURL)
+}
+
+// serveForBench starts every stage, service and flow demo of a, and the
+// API on a free loopback port, until ctx ends; it returns the API's base URL.
+func serveForBench(ctx context.Context, a *app, wg *sync.WaitGroup) (string, error) {
+	all, err := a.stages()
+	if err != nil {
+		return "", err
+	}
+	stages, services, err := pick(all, a.services(), "all")
+	if err != nil {
+		return "", err
+	}
+	if _, _, err := a.start(ctx, wg, startOptions{stages: stages, services: services, copies: 1, trimAge: 10 * time.Minute}); err != nil {
+		return "", err
+	}
+	for _, f := range a.flows {
+		if f.desc.Demo != nil {
+			wg.Go(func() { _ = f.desc.Demo(ctx) })
+		}
+	}
+	srv, err := a.apiServer()
+	if err != nil {
+		return "", err
+	}
+	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		return "", err
+	}
+	wg.Go(func() { _ = srv.App().Listener(ln) })
+	wg.Go(func() { <-ctx.Done(); _ = srv.App().Shutdown() })
+	return "http://" + ln.Addr().String(), nil
+}
+
+// loadPhase runs one phase in the load process and reads its result.
+func loadPhase(ctx context.Context, l apiLoad) (apiLoadResult, error) {
+	spec, err := json.Marshal(l)
+	if err != nil {
+		return apiLoadResult{}, err
+	}
+	cmd := selfCommand("bench", "api-load", "--spec", string(spec))
+	var stderr strings.Builder
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		return apiLoadResult{}, fmt.Errorf("bench api: load process: %w: %s", err, stderr.String())
+	}
+	var res apiLoadResult
+	if err := json.Unmarshal(out, &res); err != nil {
+		return apiLoadResult{}, fmt.Errorf("bench api: load process answered %q: %w", out, err)
+	}
+	return res, ctx.Err()
+}
+
+// printAPIBench prints the table of results.
+func printAPIBench(w io.Writer, bc apiBenchConfig, results []apiRouteResult) {
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintf(tw, "route\tsaturation req/s\tp50 at %d/s\tp99 at %d/s\tprocess µs/req\tRedis µs/req\tanswers at saturation\t\n", bc.Rate, bc.Rate)
+	for _, r := range results {
+		fmt.Fprintf(tw, "%s\t%.0f\t%.2f ms\t%.2f ms\t%.1f\t%.1f\t%s\t\n", r.Route, r.Saturation.PerSecond(),
+			ms(r.Fixed.P50), ms(r.Fixed.P99), us(r.CPUPerRequest.Process), us(r.CPUPerRequest.Redis), r.Saturation.statusLine())
+	}
+	_ = tw.Flush()
+	fmt.Fprintln(w, "process µs/req is the server process's CPU per request at saturation (its stages and the demo world's ticks included); the load runs in another process")
+}
+
+func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
+func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
+
+// apiRoute is one route the bench loads.
+type apiRoute struct{ method, path string }
+
+// seedAPIBench waits for the demo data the read routes need (an open
+// slot, a notification of the demo's watcher), makes a checkout through
+// the contract, and returns the routes to load.
+func seedAPIBench(ctx context.Context, base string, phases *progress.Printer) ([]apiRoute, error) {
+	c := benchClient{base: base, client: &http.Client{Timeout: 10 * time.Second}}
+	ph := phases.Start("demo data: an open slot and a notification", 0)
+	open, err := c.waitFor(ctx, "/v1/availability?state=open&limit=1", "items.0.venue")
+	if err != nil {
+		return nil, err
+	}
+	watcher, err := c.waitFor(ctx, "/v1/watchers?limit=1", "items.0.id")
+	if err != nil {
+		return nil, err
+	}
+	note, err := c.waitFor(ctx, "/v1/notifications?limit=1&subscriber="+watcher, "items.0.id")
+	if err != nil {
+		return nil, err
+	}
+	ph.Done("")
+	ph = phases.Start("a checkout through the contract", 0)
+	ids := map[string]string{}
+	for _, step := range []struct{ path, keep, field string }{
+		{"/payment/create_user", "user", "user_id"},
+		{"/payment/add_funds/{user}/100", "", ""},
+		{"/stock/item/create/5", "item", "item_id"},
+		{"/stock/add/{item}/1000", "", ""},
+		{"/orders/create/{user}", "order", "order_id"},
+		{"/orders/addItem/{order}/{item}", "", ""},
+		{"/orders/checkout/{order}", "", ""},
+	} {
+		path := step.path
+		for k, v := range ids {
+			path = strings.ReplaceAll(path, "{"+k+"}", v)
+		}
+		v, err := c.call(ctx, http.MethodPost, path, step.field)
+		if err != nil {
+			return nil, err
+		}
+		if step.keep != "" {
+			ids[step.keep] = v
+		}
+	}
+	ph.Done("")
+	return []apiRoute{
+		{http.MethodGet, "/v1/availability?state=open&limit=20&venue=" + open},
+		{http.MethodGet, "/v1/sources/" + availflow.DemoSource},
+		{http.MethodGet, "/v1/notifications/" + note + "/why"},
+		{http.MethodGet, "/v1/sagas/" + ids["order"]},
+		{http.MethodPost, "/stock/add/" + ids["item"] + "/1"},
+	}, nil
+}
+
+// benchClient makes the bench's own calls to the API.
+type benchClient struct {
+	base   string
+	client *http.Client
+}
+
+// call makes a request that must answer 2xx and returns the answer's
+// field (a dotted path such as "items.0.id"; "" for none).
+func (c benchClient) call(ctx context.Context, method, path, field string) (string, error) {
+	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
+	if err != nil {
+		return "", err
+	}
+	resp, err := c.client.Do(req)
+	if err != nil {
+		return "", fmt.Errorf("bench api: %s %s: %w", method, path, err)
+	}
+	defer resp.Body.Close()
+	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if err != nil {
+		return "", err
+	}
+	if resp.StatusCode/100 != 2 {
+		return "", fmt.Errorf("bench api: %s %s answered %d: %.200s", method, path, resp.StatusCode, body)
+	}
+	if field == "" {
+		return "", nil
+	}
+	var v any
+	if err := json.Unmarshal(body, &v); err != nil {
+		return "", fmt.Errorf("bench api: %s %s: %w", method, path, err)
+	}
+	for _, k := range strings.Split(field, ".") {
+		switch x := v.(type) {
+		case map[string]any:
+			v = x[k]
+		case []any:
+			if k != "0" || len(x) == 0 {
+				return "", nil
+			}
+			v = x[0]
+		default:
+			return "", nil
+		}
+	}
+	switch x := v.(type) {
+	case string:
+		return x, nil
+	case float64:
+		return strconv.FormatFloat(x, 'f', -1, 64), nil
+	}
+	return "", nil
+}
+
+// waitFor polls GET path until the answer has field, for two minutes at
+// most (the demo's world changes every few seconds).
+func (c benchClient) waitFor(ctx context.Context, path, field string) (string, error) {
+	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
+	defer cancel()
+	t := time.NewTicker(200 * time.Millisecond)
+	defer t.Stop()
+	for {
+		v, err := c.call(ctx, http.MethodGet, path, field)
+		if err != nil || v != "" {
+			return v, err
+		}
+		select {
+		case <-ctx.Done():
+			return "", fmt.Errorf("bench api: no %s in GET %s after two minutes", field, path)
+		case <-t.C:
+		}
+	}
+}
