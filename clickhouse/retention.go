@@ -44,6 +44,8 @@ type RetentionConfig struct {
 	Shards []string
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
+	// Progress, when set, is called after each table of each server is done.
+	Progress func(table string)
 }
 
 // WithDefaults returns c with zero fields set to their defaults.
@@ -167,6 +169,9 @@ func enforceRetention(ctx context.Context, c *Client, cfg RetentionConfig, perio
 				}
 			}
 			dropped = append(dropped, DroppedPartition{Shard: shard, Table: local, PartitionID: id, End: end})
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(local)
 		}
 	}
 	return dropped, nil

@@ -9,6 +9,7 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
+	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -70,6 +71,7 @@ func runBenchAPI(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs.DurationVar(&bc.Phase, "phase", 10*time.Second, "length of each route's saturation and fixed-rate phases")
 	fs.IntVar(&bc.Rate, "rate", 2000, "requests/s of the fixed-rate phase")
 	gauge := fs.Int("gauge-messages", 100_000, "messages of the plain go-redis gauge run before the bench (0: no gauge)")
+	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server process to this file")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -77,6 +79,17 @@ func runBenchAPI(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	fmt.Fprint(stdout, fs.benchSettings())
+	if *cpuProfile != "" {
+		f, err := os.Create(*cpuProfile)
+		if err != nil {
+			return err
+		}
+		defer f.Close()
+		if err := pprof.StartCPUProfile(f); err != nil {
+			return err
+		}
+		defer pprof.StopCPUProfile()
+	}
 	_, err := benchAPI(ctx, cfg, bc, *gauge, stdout, stderr)
 	return err
 }

@@ -60,6 +60,9 @@ func TestRetentionCommand_dryRunThenDrop(t *testing.T) {
 			t.Errorf("dry run printed %q, want %q", out.String(), want)
 		}
 	}
+	if !strings.Contains(errOut.String(), "retention: started\n") || !strings.Contains(errOut.String(), "tables checked, 2 partition(s)") {
+		t.Errorf("dry run's stderr %q, want the phase's start and end lines", errOut.String())
+	}
 	if n := countRuns(t, ch); n != 2 {
 		t.Fatalf("dry run left %d runs, want 2", n)
 	}

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/internal/progress"
 )
 
 func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) error {
@@ -39,10 +40,28 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	defer ch.Close()
-	applied, err := clickhouse.Migrate(ctx, ch, func(line string) { fmt.Fprintln(stdout, line) })
+	all, err := clickhouse.Migrations()
 	if err != nil {
 		return err
 	}
+	// The bar stands at the last migration applied, in version order.
+	position := map[string]int64{}
+	for i, m := range all {
+		position[m.Name] = int64(i + 1)
+	}
+	ph := progress.New(stderr).Start("migrate", int64(len(all)))
+	applied, err := clickhouse.Migrate(ctx, ch, func(line string) {
+		fmt.Fprintln(stdout, line)
+		if rest, ok := strings.CutPrefix(line, "applied "); ok {
+			name, _, _ := strings.Cut(rest, " ")
+			ph.Set(position[name])
+		}
+	})
+	if err != nil {
+		return err
+	}
+	ph.Set(int64(len(all)))
+	ph.Done(fmt.Sprintf("%d applied now", len(applied)))
 	fmt.Fprintf(stdout, "schema up to date: %d migration(s) applied\n", len(applied))
 	return nil
 }

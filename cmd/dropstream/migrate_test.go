@@ -3,6 +3,7 @@ package main
 import (
 	"bytes"
 	"context"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -21,6 +22,10 @@ func TestMigrate_createsSchemaOnceAndReportsProgress(t *testing.T) {
 	}
 	if !strings.Contains(first.String(), "0001") || strings.Contains(first.String(), ": 0 migration(s) applied") {
 		t.Errorf("first migrate printed %q, want progress for 0001 and migrations applied", first.String())
+	}
+	// Piped, the progress is a line at the phase's start and one at its end.
+	if !regexp.MustCompile(`(?m)^migrate: started, \d+ to do\n(.*\n)*migrate: done, \d+/\d+ in .*, [1-9]\d* applied now$`).MatchString(errOut.String()) {
+		t.Errorf("first migrate's stderr %q, want its start and end lines", errOut.String())
 	}
 	if err := dispatch(context.Background(), []string{"migrate", "--clickhouse-dsn", dsn}, &second, &errOut); err != nil {
 		t.Fatalf("second migrate: %v", err)

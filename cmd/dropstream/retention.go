@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/internal/progress"
 )
 
 // retentionVars are the variables of the retention periods, read by
@@ -117,7 +118,10 @@ func runRetention(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	defer ch.Close()
+	ph := progress.New(stderr).Start("retention", 0)
+	rc.Progress = func(string) { ph.Add(1) }
 	dropped, err := clickhouse.EnforceRetention(ctx, ch, rc)
+	ph.Done(fmt.Sprintf("tables checked, %d partition(s)", len(dropped)))
 	verb := "dropped"
 	if rc.DryRun {
 		verb = "would drop"
