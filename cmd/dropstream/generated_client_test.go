@@ -22,11 +22,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/client"
+	"github.com/dropstream/dropstream/collector"
+	"github.com/dropstream/dropstream/collector/simulator"
 	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -89,6 +94,8 @@ var clientSteps = []struct {
 	{"POST /v1/watchers/{id}/pause", clientStep{}},
 	{"POST /v1/watchers/{id}/resume", clientStep{}},
 	{"GET /v1/availability", clientStep{}},
+	{"GET /v1/availability/{key}", clientStep{before: observedEntity}},
+	{"GET /v1/availability/{key}/sessions", clientStep{}},
 	{"GET /v1/stats/availability", clientStep{}},
 
 	{"POST /v1/subscribers", clientStep{body: ownedBody("/v1/subscribers/{id}"), saves: map[string]string{"/v1/subscribers/{id}": "id", "subscriber": "id"}}},
@@ -255,6 +262,51 @@ func runningAttempt(t *testing.T, o *ownership, ps params) {
 	ps["/v1/admin/sagas/{order_id}"] = order
 }
 
+// observedEntity has a collector poll a simulated provider once, through
+// the app's topics, and records the key of an entity the running stages
+// project from it.
+func observedEntity(t *testing.T, o *ownership, ps params) {
+	sim, err := simulator.New(simulator.Config{Seed: 1, Venues: 1})
+	if err != nil {
+		t.Fatal(err)
+	}
+	url, err := sim.Start(t.Context(), "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	src := collector.Source{ID: "client-sim", Provider: "simulator", BaseURL: url, Stabilization: 1}
+	for _, v := range sim.Venues() {
+		for _, d := range sim.Config().Dates {
+			src.Scopes = append(src.Scopes, avail.Scope{Venue: strconv.FormatInt(v.ID, 10), Date: d, PartySize: sim.Config().PartySizes[0]})
+		}
+	}
+	rdb := testenv.Dial(t, o.app.cfg.RedisURL)
+	topics := avail.NewTopics(o.app.cfg.Partitions)
+	col, err := collector.NewCollector(topics, stream.NewPublisher(rdb, stream.Telemetry{}),
+		collector.CollectorConfig{NoJitter: true, Egress: egresstest.Loopback(t)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = col.Close() })
+	if err := col.Upsert(src); err != nil {
+		t.Fatal(err)
+	}
+	if err := col.PollOnce(t.Context(), src.ID); err != nil {
+		t.Fatal(err)
+	}
+	proj, err := writer.NewProjection(rdb, writer.ProjectionConfig{Partitions: o.app.cfg.Partitions}, stream.Telemetry{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	testenv.WaitFor(t, time.Minute, func() bool {
+		items, _, err := proj.List(t.Context(), writer.Filter{Provider: "simulator"}, "", 1)
+		if err == nil && len(items) > 0 {
+			ps["/v1/availability/{key}"] = items[0].Key
+		}
+		return ps["/v1/availability/{key}"] != ""
+	}, "an entity of the simulated provider projected")
+}
+
 // optIn stores a subscriber with an e-mail destination, as a client
 // would, and records the destination's opt-in token (sent to the address,
 // never answered).
@@ -284,8 +336,6 @@ func unsubscribeToken(t *testing.T, o *ownership, ps params) {
 // calling them needs. Every other operation of the document must be in
 // clientSteps.
 var notCalledYet = map[string]string{
-	"GET /v1/availability/{key}":              "an entity the collector observed from a simulated provider",
-	"GET /v1/availability/{key}/sessions":     "an entity the collector observed from a simulated provider",
 	"GET /v1/websub/{id}/{token}":             "a WebSub subscription the feed flow requested of a hub",
 	"POST /v1/websub/{id}/{token}":            "a WebSub subscription and its signed push",
 	"POST /v1/feeds/{id}/items/{iid}/exclude": "a feed with an item, polled from a served feed",
