@@ -53,6 +53,9 @@ type clientStep struct {
 	// status, when set, is the documented success status the call gets
 	// here when the first one is not it (an existing object: 200).
 	status int
+	// edit, when set, changes the request the generated method built (a
+	// body or header the document does not describe).
+	edit func(ps params, req *http.Request)
 }
 
 // clientSteps are the operations in the order the test calls them:
@@ -185,6 +188,10 @@ var clientSteps = []struct {
 
 	{"DELETE /v1/feed-subscriptions/{sid}", clientStep{}},
 	{"DELETE /v1/feeds/{id}/subscribables/{name}", clientStep{}},
+	{"POST /v1/feeds/{id}/items/{iid}/exclude", clientStep{before: servedFeed}},
+	{"GET /v1/websub/{id}/{token}", clientStep{
+		query: "hub.mode=subscribe&hub.topic={topic}&hub.challenge=c7e1&hub.lease_seconds=600"}},
+	{"POST /v1/websub/{id}/{token}", clientStep{edit: signedPush}},
 	{"DELETE /v1/feeds/{id}", clientStep{}},
 	{"DELETE /v1/subscriptions/{id}", clientStep{}},
 	{"DELETE /v1/offers/{id}", clientStep{}},
@@ -332,15 +339,6 @@ func unsubscribeToken(t *testing.T, o *ownership, ps params) {
 	ps["/v1/unsubscribe/{token}"] = s.Destinations[0].UnsubscribeToken
 }
 
-// notCalledYet are the operations this test does not call yet, and what
-// calling them needs. Every other operation of the document must be in
-// clientSteps.
-var notCalledYet = map[string]string{
-	"GET /v1/websub/{id}/{token}":             "a WebSub subscription the feed flow requested of a hub",
-	"POST /v1/websub/{id}/{token}":            "a WebSub subscription and its signed push",
-	"POST /v1/feeds/{id}/items/{iid}/exclude": "a feed with an item, polled from a served feed",
-}
-
 // ownedBody is the create body of the ownership test's fixture of kind.
 func ownedBody(kind string) func(params) string {
 	return func(params) string { return ownedKinds[kind].body(1, nil) }
@@ -422,10 +420,7 @@ func TestGeneratedClient_everyOperationAnswersItsDocumentedSuccess(t *testing.T)
 		callGenerated(t, o, c, s.op, s.step, doc, ps)
 	}
 	for _, op := range o.operations() {
-		if stepped[op] && notCalledYet[op] != "" {
-			t.Errorf("%s is called: drop it from notCalledYet", op)
-		}
-		if !stepped[op] && notCalledYet[op] == "" {
+		if !stepped[op] {
 			t.Errorf("%s is not called through the generated client: add it to clientSteps", op)
 		}
 	}
@@ -457,6 +452,9 @@ func callGenerated(t *testing.T, o *ownership, c *client.ClientWithResponses, op
 	editor := client.RequestEditorFn(func(_ context.Context, req *http.Request) error {
 		if query != "" {
 			req.URL.RawQuery = query
+		}
+		if s.edit != nil {
+			s.edit(ps, req)
 		}
 		return nil
 	})

@@ -75,7 +75,8 @@ func (f routes) pushWebSub(c *fiber.Ctx) error {
 	err := f.f.Push(c.UserContext(), c.Params("id"), c.Params("token"), c.Body(), sig)
 	switch {
 	case err == nil:
-		return c.SendStatus(http.StatusAccepted)
+		c.Status(http.StatusAccepted) // no body: SendStatus would add "Accepted"
+		return nil
 	case errors.Is(err, feed.ErrNotFound):
 		return api.NotFound("websub_not_found", "no active subscription for this feed")
 	case errors.Is(err, feed.ErrBadSignature):
