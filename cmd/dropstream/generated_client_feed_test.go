@@ -39,15 +39,7 @@ func rssDoc(base string, guids ...string) string {
 // pushes. ps gets the feed,
 // an item, and the subscription's callback token, topic and secret.
 func servedFeed(t *testing.T, o *ownership, ps params) {
-	var fl *feed.Flow
-	for _, f := range o.app.flows {
-		if ff, ok := f.flow.(*feed.Flow); ok {
-			fl = ff
-		}
-	}
-	if fl == nil {
-		t.Fatal("no feed flow")
-	}
+	fl := appFlow[*feed.Flow](t, o)
 	asked := make(chan url.Values, 4)
 	var base string
 	mux := http.NewServeMux()

@@ -234,18 +234,23 @@ func startStages(t *testing.T, o *ownership, keep func(name string) bool) {
 	t.Cleanup(func() { cancel(); wg.Wait() })
 }
 
+// appFlow returns the app's flow of type T.
+func appFlow[T any](t *testing.T, o *ownership) T {
+	t.Helper()
+	for _, f := range o.app.flows {
+		if fl, ok := f.flow.(T); ok {
+			return fl
+		}
+	}
+	var none T
+	t.Fatalf("no flow of type %T", none)
+	return none
+}
+
 // runningAttempt leaves a checkout attempt of a new order running (its
 // caller gone, no checkout stage running yet) for the cancel route.
 func runningAttempt(t *testing.T, o *ownership, ps params) {
-	var co *checkout.Flow
-	for _, f := range o.app.flows {
-		if c, ok := f.flow.(*checkout.Flow); ok {
-			co = c
-		}
-	}
-	if co == nil {
-		t.Fatal("no checkout flow")
-	}
+	co := appFlow[*checkout.Flow](t, o)
 	st := co.Store()
 	order, err := st.CreateOrder(t.Context(), ps["{user_id}"])
 	if err != nil {
