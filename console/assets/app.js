@@ -101,9 +101,24 @@
       const t = node("t:" + st.topic, "topic", st.topic, f.name);
       edges.push([t.id, "s:" + st.name]);
     }
+    // A cycle (a stage publishing to a topic upstream of it) would push
+    // its columns right without end: its back edges, found depth first
+    // from the producers, do not place nodes.
+    const out = new Map(), into = new Set(edges.map(([, b]) => b)), back = new Set(), mark = new Map();
+    for (const [a, b] of edges) out.set(a, [...(out.get(a) || []), b]);
+    const visit = (id) => {
+      mark.set(id, 1);
+      for (const b of out.get(id) || []) {
+        if (mark.get(b) === 1) back.add(id + ">" + b);
+        else if (!mark.has(b)) visit(b);
+      }
+      mark.set(id, 2);
+    };
+    for (const id of [...nodes.keys()].sort((a, b) => into.has(a) - into.has(b))) if (!mark.has(id)) visit(id);
+    const placing = edges.filter(([a, b]) => !back.has(a + ">" + b));
     for (let i = 0; i < nodes.size * 2; i++) {
       let moved = false;
-      for (const [a, b] of edges) {
+      for (const [a, b] of placing) {
         const na = nodes.get(a), nb = nodes.get(b);
         if (nb.col < na.col + 1 && na.col < nodes.size) { nb.col = na.col + 1; moved = true; }
       }
@@ -254,10 +269,11 @@
   }
 
   // ---- charts ---------------------------------------------------------
-  // A sparkline of vals at times ts (ms) over the window ending at t1;
-  // negative values (unknown) leave gaps out.
+  // A sparkline of vals at times ts (ms) ending at t1, over the window or
+  // the samples' span when shorter; negative values (unknown) are left out.
   const SW = 160, SH = 30;
   function spark(cls, ts, vals, t1, win) {
+    if (ts.length > 1) win = Math.min(win, t1 - ts[0]);
     const pts = ts.map((t, i) => [t, vals[i]]).filter(([, v]) => v >= 0);
     const top = Math.max(1e-9, ...pts.map(([, v]) => v));
     const xy = pts.map(([t, v]) => `${((t - t1 + win) / win * SW).toFixed(1)},${(SH - 2 - v / top * (SH - 4)).toFixed(1)}`);
