@@ -157,3 +157,26 @@ func TestConfig_Validate_sampleInterval(t *testing.T) {
 		}
 	}
 }
+
+func TestRun_samplesUntilItsContextEnds(t *testing.T) {
+	rdb := grouped(t, testenv.Backends()[0])
+	c, err := New(Config{Redis: rdb, SampleInterval: time.Second,
+		Flows: []Flow{{Name: "t", Desc: flow.Description{Stages: []stream.Stage{{Name: "t-a", Topic: testTopic}}}}}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, _ := apitest.NewServer(t, api.Config{})
+	c.Register(srv)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() { done <- c.Run(ctx) }()
+	testenv.WaitFor(t, 10*time.Second, func() bool {
+		var v seriesView
+		get(t, srv, "/v1/console/series", "").JSON(t, &v)
+		return len(v.At) > 0 && len(v.Stages[0].Lag) == len(v.At)
+	}, "a sample in the series")
+	cancel()
+	if err := <-done; err != nil {
+		t.Errorf("Run = %v, want nil when its context ends", err)
+	}
+}
