@@ -968,6 +968,13 @@ type Message struct {
 	Msg string `json:"msg"`
 }
 
+// MinuteCount defines model for minuteCount.
+type MinuteCount struct {
+	At     time.Time `json:"at"`
+	Closed int       `json:"closed"`
+	Opened int       `json:"opened"`
+}
+
 // NotificationRow defines model for notificationRow.
 type NotificationRow struct {
 	Batched       int      `json:"batched"`
@@ -1032,6 +1039,15 @@ type ReadyBody struct {
 	Status string             `json:"status"`
 }
 
+// SeriesView defines model for seriesView.
+type SeriesView struct {
+	At          *[]time.Time   `json:"at"`
+	IntervalS   float32        `json:"interval_s"`
+	Stages      *[]StageSeries `json:"stages"`
+	Transitions *[]MinuteCount `json:"transitions"`
+	WindowS     float32        `json:"window_s"`
+}
+
 // ConsoleSession defines model for session.
 type ConsoleSession struct {
 	JaegerUiUrl *string `json:"jaeger_ui_url,omitempty"`
@@ -1061,6 +1077,17 @@ type SourceDetail struct {
 type SourcePage struct {
 	Items      *[]Source `json:"items"`
 	NextCursor *string   `json:"next_cursor,omitempty"`
+}
+
+// StageSeries defines model for stageSeries.
+type StageSeries struct {
+	Flow       string     `json:"flow"`
+	History    *bool      `json:"history,omitempty"`
+	Lag        *[]int     `json:"lag"`
+	P99Ms      *[]float32 `json:"p99_ms"`
+	Pending    *[]int     `json:"pending"`
+	Stage      string     `json:"stage"`
+	Throughput *[]float32 `json:"throughput"`
 }
 
 // StagesView defines model for stagesView.
@@ -1806,6 +1833,11 @@ type ClientInterface interface {
 	//
 	// Corresponds with GET /v1/console/graph (the `GetV1ConsoleGraph` operationId).
 	GetV1ConsoleGraph(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// GetV1ConsoleSeries The charts' samples of the last 15 minutes: every stage's cluster-wide throughput, lag and pending (from Redis) and this process's p99, and the availability board's openings and closings per minute
+	//
+	// Corresponds with GET /v1/console/series (the `GetV1ConsoleSeries` operationId).
+	GetV1ConsoleSeries(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetV1ConsoleSession The caller's scope and the console's settings
 	//
@@ -3018,6 +3050,21 @@ func (c *Client) GetV1ConsoleEvents(ctx context.Context, params *GetV1ConsoleEve
 // Corresponds with GET /v1/console/graph (the `GetV1ConsoleGraph` operationId).
 func (c *Client) GetV1ConsoleGraph(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
 	req, err := NewGetV1ConsoleGraphRequest(c.Server)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// GetV1ConsoleSeries The charts' samples of the last 15 minutes: every stage's cluster-wide throughput, lag and pending (from Redis) and this process's p99, and the availability board's openings and closings per minute
+//
+// Corresponds with GET /v1/console/series (the `GetV1ConsoleSeries` operationId).
+func (c *Client) GetV1ConsoleSeries(ctx context.Context, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetV1ConsoleSeriesRequest(c.Server)
 	if err != nil {
 		return nil, err
 	}
@@ -5967,6 +6014,33 @@ func NewGetV1ConsoleGraphRequest(server string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/v1/console/graph")
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetV1ConsoleSeriesRequest constructs an http.Request for the GetV1ConsoleSeries method
+func NewGetV1ConsoleSeriesRequest(server string) (*http.Request, error) {
+	var err error
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/console/series")
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -9262,6 +9336,13 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/console/graph (the `GetV1ConsoleGraph` operationId).
 	GetV1ConsoleGraphWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetV1ConsoleGraphResponse, error)
 
+	// GetV1ConsoleSeriesWithResponse The charts' samples of the last 15 minutes: every stage's cluster-wide throughput, lag and pending (from Redis) and this process's p99, and the availability board's openings and closings per minute
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/console/series (the `GetV1ConsoleSeries` operationId).
+	GetV1ConsoleSeriesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetV1ConsoleSeriesResponse, error)
+
 	// GetV1ConsoleSessionWithResponse The caller's scope and the console's settings
 	//
 	// Returns a wrapper object for the known response body format(s).
@@ -12159,6 +12240,61 @@ func (r GetV1ConsoleGraphResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetV1ConsoleGraphResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetV1ConsoleSeriesResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *SeriesView
+	// JSON4XX the response for an HTTP 4XX `application/json` response
+	JSON4XX *Error
+	// JSON5XX the response for an HTTP 5XX `application/json` response
+	JSON5XX *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetV1ConsoleSeriesResponse) GetJSON200() *SeriesView {
+	return r.JSON200
+}
+
+// GetJSON4XX returns the response for an HTTP 4XX `application/json` response
+func (r GetV1ConsoleSeriesResponse) GetJSON4XX() *Error {
+	return r.JSON4XX
+}
+
+// GetJSON5XX returns the response for an HTTP 5XX `application/json` response
+func (r GetV1ConsoleSeriesResponse) GetJSON5XX() *Error {
+	return r.JSON5XX
+}
+
+// GetBody returns the raw response body bytes
+func (r GetV1ConsoleSeriesResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetV1ConsoleSeriesResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetV1ConsoleSeriesResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetV1ConsoleSeriesResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -16044,6 +16180,19 @@ func (c *ClientWithResponses) GetV1ConsoleGraphWithResponse(ctx context.Context,
 	return ParseGetV1ConsoleGraphResponse(rsp)
 }
 
+// GetV1ConsoleSeriesWithResponse The charts' samples of the last 15 minutes: every stage's cluster-wide throughput, lag and pending (from Redis) and this process's p99, and the availability board's openings and closings per minute
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/console/series (the `GetV1ConsoleSeries` operationId).
+func (c *ClientWithResponses) GetV1ConsoleSeriesWithResponse(ctx context.Context, reqEditors ...RequestEditorFn) (*GetV1ConsoleSeriesResponse, error) {
+	rsp, err := c.GetV1ConsoleSeries(ctx, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetV1ConsoleSeriesResponse(rsp)
+}
+
 // GetV1ConsoleSessionWithResponse The caller's scope and the console's settings
 //
 // Returns a wrapper object for the known response body format(s).
@@ -18706,6 +18855,46 @@ func ParseGetV1ConsoleGraphResponse(rsp *http.Response) (*GetV1ConsoleGraphRespo
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest GraphView
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode/100 == 4:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON4XX = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode/100 == 5:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON5XX = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetV1ConsoleSeriesResponse parses an HTTP response from a GetV1ConsoleSeriesWithResponse call
+func ParseGetV1ConsoleSeriesResponse(rsp *http.Response) (*GetV1ConsoleSeriesResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetV1ConsoleSeriesResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest SeriesView
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

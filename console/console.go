@@ -14,6 +14,7 @@ import (
 	"path"
 	"slices"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"github.com/prometheus/client_golang/prometheus"
@@ -51,6 +52,9 @@ type Config struct {
 	// JaegerUIURL, when set, is the trace UI the console links each trace
 	// to ("<url>/trace/<id>").
 	JaegerUIURL string
+	// SampleInterval is how often Run samples the stages for the charts;
+	// at least 1s, default 10s.
+	SampleInterval time.Duration
 }
 
 // Validate reports every missing field.
@@ -62,6 +66,7 @@ func (c Config) Validate() error {
 	if len(c.Flows) == 0 {
 		errs = append(errs, errors.New("console: Flows are required"))
 	}
+	errs = append(errs, validInterval(c.SampleInterval))
 	return errors.Join(errs...)
 }
 
@@ -73,6 +78,7 @@ type Console struct {
 	topics  map[string]stream.Topic
 	events  map[string]func(ctx context.Context, v tenancy.View, limit int) ([]flow.Event, error)
 	sampler *sampler
+	series  *series
 	dead    *stream.DeadLetters
 }
 
@@ -112,6 +118,7 @@ func New(cfg Config) (*Console, error) {
 	})
 	c.graph = flow.NewGraph(names, descs)
 	c.sampler = newSampler(cfg.Redis, cfg.Metrics, c.stages)
+	c.series = newSeries(cmp.Or(cfg.SampleInterval, DefaultSampleInterval), time.Now)
 	return c, nil
 }
 

@@ -136,6 +136,7 @@ func (c *Console) registerRoutes(srv *api.Server) {
 		Summary: "The last traces this process recorded, newest first", Response: tracePage{}, Handler: c.traces})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/traces/:id", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One kept trace's spans, by start time, with their links", Response: traceView{}, Handler: c.trace})
+	c.registerSeries(srv)
 }
 
 func (c *Console) session(ctx *fiber.Ctx) error {

@@ -18,6 +18,7 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/console"
 	"github.com/dropstream/dropstream/flow"
 	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/otel/spanbuffer"
@@ -46,7 +47,9 @@ type app struct {
 	// runners are the stage copies start runs, for the "stages" check.
 	runners atomic.Pointer[[]*stream.Runner]
 	// traces are the recent traces the console shows.
-	traces  *spanbuffer.Buffer
+	traces *spanbuffer.Buffer
+	// console is the API's console; Run samples its charts.
+	console *console.Console
 	closers []func()
 }
 

@@ -1,8 +1,11 @@
 package main
 
 import (
+	"fmt"
 	"net/http"
+	"os"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -30,13 +33,32 @@ func (a *app) registerConsole(srv *api.Server) error {
 	for _, f := range a.flows {
 		flows = append(flows, console.Flow{Name: f.def.Name, Desc: f.desc})
 	}
+	interval, err := consoleSampleInterval()
+	if err != nil {
+		return err
+	}
 	c, err := console.New(console.Config{Redis: a.rdb, Flows: flows, Metrics: a.otel.Registry(), Traces: a.traces,
-		JaegerUIURL: a.cfg.JaegerUIURL})
+		JaegerUIURL: a.cfg.JaegerUIURL, SampleInterval: interval})
 	if err != nil {
 		return err
 	}
 	c.Register(srv)
+	a.console = c
 	return nil
+}
+
+// consoleSampleInterval reads DROPSTREAM_CONSOLE_SAMPLE_INTERVAL, how
+// often the console samples the stages for its charts (unset: 10s).
+func consoleSampleInterval() (time.Duration, error) {
+	s, ok := os.LookupEnv("DROPSTREAM_CONSOLE_SAMPLE_INTERVAL")
+	if !ok {
+		return 0, nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d < console.MinSampleInterval {
+		return 0, fmt.Errorf("console: DROPSTREAM_CONSOLE_SAMPLE_INTERVAL=%q: want a duration of at least %s", s, console.MinSampleInterval)
+	}
+	return d, nil
 }
 
 // consoleURL is the console's address for an API listening on addr.

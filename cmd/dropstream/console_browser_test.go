@@ -144,6 +144,7 @@ func addDeadLetter(t *testing.T, rdb redis.UniversalClient, payload string) stri
 
 func TestConsole_inABrowser(t *testing.T) {
 	clearEnv(t)
+	t.Setenv("DROPSTREAM_CONSOLE_SAMPLE_INTERVAL", "1s")
 	redisURL := testenv.RedisURL(t)
 	rdb := testenv.Dial(t, redisURL)
 	addr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
@@ -198,6 +199,36 @@ func TestConsole_inABrowser(t *testing.T) {
 		}, "the graph's figures change and some stage reads messages")
 	})
 
+	t.Run("the graph fits the window and zooms", func(t *testing.T) {
+		fit := `(() => { const r = document.querySelector("#graph").getBoundingClientRect(); return r.width <= document.documentElement.clientWidth && r.height <= innerHeight; })()`
+		if !eval[bool](t, ctx, fit) {
+			t.Errorf("the graph overflows the window")
+		}
+		box := `document.querySelector("#graph").viewBox.baseVal.width`
+		full := eval[float64](t, ctx, box)
+		run(t, ctx, 10*time.Second, "zoom in", chromedp.Click(chromedp.CSS(`#zoom button[data-z="in"]`)))
+		if in := eval[float64](t, ctx, box); in >= full {
+			t.Errorf("zoomed in, the graph shows %v units across, want fewer than %v", in, full)
+		}
+		run(t, ctx, 10*time.Second, "fit", chromedp.Click(chromedp.CSS(`#zoom button[data-z="fit"]`)))
+		if got := eval[float64](t, ctx, box); got != full {
+			t.Errorf("fit shows %v units across, want %v", got, full)
+		}
+	})
+
+	t.Run("a stage's chart has points after three samples", func(t *testing.T) {
+		run(t, ctx, 30*time.Second, "the charts",
+			chromedp.Click(chromedp.CSS(`#tabs button[data-tab="charts"]`)),
+			chromedp.WaitVisible(chromedp.CSS(`#chartgrid .chart[data-stage] svg.spark.throughput`)))
+		testenv.WaitFor(t, 30*time.Second, func() bool {
+			return eval[int](t, ctx, `Math.max(0, ...[...document.querySelectorAll("#chartgrid svg.spark.throughput polyline")].map(p => p.points.numberOfItems))`) >= 3
+		}, "a throughput chart with three points")
+		labels := eval[string](t, ctx, `document.querySelector("#chartgrid .chart").textContent`)
+		if !strings.Contains(labels, "p99 (this process)") {
+			t.Errorf("a chart's labels %q: want the p99 labelled as this process's", labels)
+		}
+	})
+
 	t.Run("a trace opens as a waterfall", func(t *testing.T) {
 		run(t, ctx, 30*time.Second, "open a trace",
 			chromedp.Click(chromedp.CSS(`#tabs button[data-tab="traces"]`)),
@@ -210,7 +241,8 @@ func TestConsole_inABrowser(t *testing.T) {
 	t.Run("the availability board counts open slots per venue", func(t *testing.T) {
 		run(t, ctx, 30*time.Second, "the board",
 			chromedp.Click(chromedp.CSS(`#tabs button[data-tab="avail"]`)),
-			chromedp.WaitVisible(chromedp.CSS(`#venues tbody tr[data-venue] td.open`)))
+			chromedp.WaitVisible(chromedp.CSS(`#venues tbody tr[data-venue] td.open`)),
+			chromedp.WaitReady(chromedp.CSS(`#boardchart[data-minutes="15"] rect.opened`)))
 		testenv.WaitFor(t, 10*time.Second, func() bool {
 			return eval[int](t, ctx, `[...document.querySelectorAll("#venues td.open")].reduce((a, td) => a + Number(td.textContent), 0)`) > 0
 		}, "open slots on the board")
@@ -298,8 +330,9 @@ func TestConsole_inABrowser(t *testing.T) {
 	}
 }
 
-// screenshots writes docs/console.png (the flows) and
-// docs/console-events.png when DROPSTREAM_TEST_SCREENSHOTS is set.
+// screenshots writes docs/console.png (the flows),
+// docs/console-events.png and docs/console-charts.png when
+// DROPSTREAM_TEST_SCREENSHOTS is set.
 func screenshots(t *testing.T, ctx context.Context) {
 	t.Helper()
 	if os.Getenv(envScreenshots) == "" {
@@ -319,7 +352,8 @@ func screenshots(t *testing.T, ctx context.Context) {
 	}
 	flows := shot("flows", "#stages tbody tr")
 	events := shot("events", "#eventlist li")
-	for name, b := range map[string][]byte{"console.png": flows, "console-events.png": events} {
+	charts := shot("charts", "#chartgrid svg.spark polyline")
+	for name, b := range map[string][]byte{"console.png": flows, "console-events.png": events, "console-charts.png": charts} {
 		if err := os.WriteFile(filepath.Join("..", "..", "docs", name), b, 0o644); err != nil {
 			t.Fatal(err)
 		}

@@ -111,6 +111,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 				failed <- fmt.Errorf("api: %w", err)
 			}
 		})
+		wg.Go(func() { _ = a.console.Run(ctx) })
 		fmt.Fprintf(stdout, "dropstream demo: console on %s\n", consoleURL(cfg.APIAddr))
 		fmt.Fprintf(stdout, "dropstream demo: API on %s — try /v1/availability?state=open, /v1/sources, /v1/watchers, /metrics, /openapi.json; Ctrl-C stops\n", cfg.APIAddr)
 	}

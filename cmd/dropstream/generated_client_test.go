@@ -74,6 +74,7 @@ var clientSteps = []struct {
 	{"GET /v1/console/session", clientStep{}},
 	{"GET /v1/console/graph", clientStep{saves: map[string]string{"flow": "event_flows.0"}}},
 	{"GET /v1/console/stages", clientStep{}},
+	{"GET /v1/console/series", clientStep{}},
 	{"GET /v1/console/events", clientStep{query: "flow={flow}"}},
 	{"GET /v1/console/deadletters", clientStep{query: "topic=avail.raw"}},
 	{"POST /v1/console/deadletters/replay", clientStep{body: func(ps params) string {

@@ -91,6 +91,7 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 				apiFailed <- fmt.Errorf("api: %w", err)
 			}
 		})
+		wg.Go(func() { _ = a.console.Run(ctx) })
 	}
 	select {
 	case <-ctx.Done():

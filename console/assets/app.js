@@ -4,7 +4,7 @@
   const REFRESH_MS = 2000;
   const KEY = "dropstream.apikey";
   const $ = (s, el) => (el || document).querySelector(s);
-  const state = { scope: "", graph: null, stages: [], tab: "flows", control: false, jaeger: "", timer: 0, dlTopic: "" };
+  const state = { scope: "", graph: null, stages: [], tab: "flows", control: false, jaeger: "", timer: 0, dlTopic: "", seriesAt: 0, seriesEvery: 0 };
 
   function h(tag, attrs, ...kids) {
     const el = document.createElement(tag);
@@ -71,6 +71,7 @@
   for (const b of document.querySelectorAll("#tabs button")) {
     b.addEventListener("click", () => {
       state.tab = b.dataset.tab;
+      state.seriesAt = 0;
       for (const x of document.querySelectorAll("#tabs button")) x.classList.toggle("on", x === b);
       for (const t of document.querySelectorAll(".tab")) t.classList.toggle("on", t.id === state.tab);
       refresh();
@@ -100,9 +101,24 @@
       const t = node("t:" + st.topic, "topic", st.topic, f.name);
       edges.push([t.id, "s:" + st.name]);
     }
+    // A cycle (a stage publishing to a topic upstream of it) would push
+    // its columns right without end: its back edges, found depth first
+    // from the producers, do not place nodes.
+    const out = new Map(), into = new Set(edges.map(([, b]) => b)), back = new Set(), mark = new Map();
+    for (const [a, b] of edges) out.set(a, [...(out.get(a) || []), b]);
+    const visit = (id) => {
+      mark.set(id, 1);
+      for (const b of out.get(id) || []) {
+        if (mark.get(b) === 1) back.add(id + ">" + b);
+        else if (!mark.has(b)) visit(b);
+      }
+      mark.set(id, 2);
+    };
+    for (const id of [...nodes.keys()].sort((a, b) => into.has(a) - into.has(b))) if (!mark.has(id)) visit(id);
+    const placing = edges.filter(([a, b]) => !back.has(a + ">" + b));
     for (let i = 0; i < nodes.size * 2; i++) {
       let moved = false;
-      for (const [a, b] of edges) {
+      for (const [a, b] of placing) {
         const na = nodes.get(a), nb = nodes.get(b);
         if (nb.col < na.col + 1 && na.col < nodes.size) { nb.col = na.col + 1; moved = true; }
       }
@@ -129,9 +145,10 @@
     }
     const maxCol = Math.max(...nodes.map((n) => n.col));
     const width = 20 + (maxCol + 1) * (W + GX);
-    svg.setAttribute("width", width);
-    svg.setAttribute("height", y);
-    svg.setAttribute("viewBox", `0 0 ${width} ${y}`);
+    // Scaled to the window (viewBox); zoomed and panned by moving the box.
+    state.full = [0, 0, width, y];
+    state.vb = state.full.slice();
+    svg.setAttribute("viewBox", state.vb.join(" "));
     svg.replaceChildren();
     for (const b of bands) {
       svg.append(s("rect", { class: "flowband", x: 4, y: b.y, width: width - 8, height: b.height, rx: 6 }));
@@ -160,6 +177,36 @@
     }
     paintGraph();
   }
+
+  function zoom(f, cx, cy) {
+    const [x, y, w, hh] = state.vb;
+    cx = cx === undefined ? x + w / 2 : cx;
+    cy = cy === undefined ? y + hh / 2 : cy;
+    state.vb = [cx - (cx - x) * f, cy - (cy - y) * f, w * f, hh * f];
+    $("#graph").setAttribute("viewBox", state.vb.join(" "));
+  }
+  for (const b of document.querySelectorAll("#zoom button")) {
+    b.addEventListener("click", () => {
+      if (b.dataset.z === "fit") { state.vb = state.full.slice(); zoom(1); } else zoom(b.dataset.z === "in" ? 0.8 : 1.25);
+    });
+  }
+  // The graph's units per screen pixel.
+  const scale = () => { const r = $("#graph").getBoundingClientRect(); return Math.max(state.vb[2] / r.width, state.vb[3] / r.height); };
+  $("#graph").addEventListener("wheel", (ev) => {
+    if (!ev.ctrlKey && !ev.metaKey) return;
+    ev.preventDefault();
+    const r = $("#graph").getBoundingClientRect(), k = scale();
+    zoom(ev.deltaY < 0 ? 0.9 : 1.1, state.vb[0] + (ev.clientX - r.left) * k, state.vb[1] + (ev.clientY - r.top) * k);
+  }, { passive: false });
+  $("#graph").addEventListener("pointerdown", (ev) => {
+    const svg = $("#graph"), k = scale(), x0 = ev.clientX, y0 = ev.clientY, vb0 = state.vb.slice();
+    const move = (e) => { state.vb = [vb0[0] - (e.clientX - x0) * k, vb0[1] - (e.clientY - y0) * k, vb0[2], vb0[3]]; svg.setAttribute("viewBox", state.vb.join(" ")); };
+    const up = () => { svg.removeEventListener("pointermove", move); svg.classList.remove("panning"); };
+    svg.setPointerCapture(ev.pointerId);
+    svg.classList.add("panning");
+    svg.addEventListener("pointermove", move);
+    svg.addEventListener("pointerup", up, { once: true });
+  });
 
   function paintGraph() {
     for (const st of state.stages) {
@@ -219,6 +266,52 @@
     paintGraph();
     paintTable();
     fillTopics();
+  }
+
+  // ---- charts ---------------------------------------------------------
+  // A sparkline of vals at times ts (ms) ending at t1, over the window or
+  // the samples' span when shorter; negative values (unknown) are left out.
+  const SW = 160, SH = 30;
+  function spark(cls, ts, vals, t1, win) {
+    if (ts.length > 1) win = Math.min(win, t1 - ts[0]);
+    const pts = ts.map((t, i) => [t, vals[i]]).filter(([, v]) => v >= 0);
+    const top = Math.max(1e-9, ...pts.map(([, v]) => v));
+    const xy = pts.map(([t, v]) => `${((t - t1 + win) / win * SW).toFixed(1)},${(SH - 2 - v / top * (SH - 4)).toFixed(1)}`);
+    return s("svg", { class: "spark " + cls, viewBox: `0 0 ${SW} ${SH}`, preserveAspectRatio: "none", "data-points": xy.length },
+      s("polyline", { points: xy.join(" ") }));
+  }
+  const CHARTS = [["throughput", "msg/s", (v) => v + "/s"], ["lag", "lag", fmtN], ["pending", "pending", fmtN], ["p99_ms", "p99 (this process)", fmtMs]];
+  function paintCharts(v) {
+    $("#interval").textContent = v.interval_s;
+    const ts = v.at.map((t) => Date.parse(t));
+    const t1 = ts.length ? ts[ts.length - 1] : Date.now(), win = v.window_s * 1000;
+    $("#chartgrid").replaceChildren(...v.stages.map((st) => h("div", { class: "chart", "data-stage": st.stage },
+      h("h3", {}, h("span", { class: "flowname" }, st.flow), " ", st.stage + (st.history ? " (history)" : "")),
+      CHARTS.map(([k, label, fmt]) => {
+        const vals = st[k], known = vals.filter((x) => x >= 0);
+        const now = known.length ? fmt(vals[vals.length - 1]) : "–";
+        const row = h("div", { class: "row" }, h("span", { class: "label" }, label), spark(k, ts, vals, t1, win), h("span", { class: "now" }, now));
+        row.title = `${st.stage} ${label}: now ${now}, max ${known.length ? fmt(Math.max(...known)) : "–"} over ${ts.length} samples`;
+        return row;
+      }))));
+  }
+  function paintBoard(v) {
+    const svg = $("#boardchart"), n = v.transitions.length, bw = 450 / Math.max(1, n);
+    const top = Math.max(1, ...v.transitions.map((m) => Math.max(m.opened, m.closed)));
+    svg.replaceChildren(s("line", { class: "axis", x1: 0, x2: 450, y1: 40, y2: 40 }), ...v.transitions.flatMap((m, i) => [
+      s("rect", { class: "opened", x: i * bw + 2, width: bw - 4, y: 40 - m.opened / top * 38, height: m.opened / top * 38 },
+        s("title", {}, `${fmtT(m.at)}: ${m.opened} opened, ${m.closed} closed`)),
+      s("rect", { class: "closed", x: i * bw + 2, width: bw - 4, y: 40, height: m.closed / top * 38 })]),
+    s("text", { x: 2, y: 10 }, String(top)), s("text", { x: 2, y: 78 }, String(top)));
+    svg.setAttribute("data-minutes", n);
+  }
+  async function refreshSeries() {
+    if (Date.now() - state.seriesAt < state.seriesEvery) return;
+    const v = await call("/v1/console/series");
+    state.seriesAt = Date.now();
+    state.seriesEvery = Math.min(v.interval_s * 1000, 10000);
+    paintCharts(v);
+    paintBoard(v);
   }
 
   // ---- dead letters ---------------------------------------------------
@@ -364,6 +457,7 @@
       if (state.tab === "events") await refreshEvents();
       if (state.tab === "traces") await refreshTraces();
       if (state.tab === "avail") await refreshAvail();
+      if (state.tab === "avail" || state.tab === "charts") await refreshSeries();
       status(`live · ${state.scope === "open" ? "open API" : state.scope + " key"} · ${new Date().toLocaleTimeString()}`);
     } catch (e) {
       if (e instanceof AuthError) { clearInterval(state.timer); askKey("The key was refused."); } else status(e.message, true);
