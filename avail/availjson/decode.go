@@ -31,12 +31,6 @@ func UnmarshalTransition(data []byte, t *avail.Transition) error {
 	return unmarshal(data, t, (*scanner).transition)
 }
 
-// UnmarshalTransitions decodes a JSON array of transitions into *t as
-// json.Unmarshal(data, t) does.
-func UnmarshalTransitions(data []byte, t *[]avail.Transition) error {
-	return unmarshal(data, t, (*scanner).transitions)
-}
-
 // UnmarshalRunTransitions decodes data into *r as json.Unmarshal(data, r)
 // does.
 func UnmarshalRunTransitions(data []byte, r *avail.RunTransitions) error {

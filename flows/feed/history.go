@@ -1,7 +1,6 @@
 package feed
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -46,17 +45,4 @@ func historyRow(m *stream.Message) (clickhouse.FeedItemEventRow, error) {
 	}
 	return clickhouse.FeedItemEventRow{EventID: e.EventID, FeedID: e.FeedID, IID: e.IID, GUID: e.GUID, Kind: e.Kind,
 		At: time.UnixMilli(at), ContentHash: e.Hash, Subscribable: e.Subscribable, Within: e.Within, TraceID: traceID}, nil
-}
-
-// HistoryEvents decodes the history events of a batch of messages (for
-// tests and tools reading the stream without ClickHouse).
-func HistoryEvents(msgs []*stream.Message) []ItemEvent {
-	out := make([]ItemEvent, 0, len(msgs))
-	for _, m := range msgs {
-		var e ItemEvent
-		if json.Unmarshal(m.Payload, &e) == nil {
-			out = append(out, e)
-		}
-	}
-	return out
 }

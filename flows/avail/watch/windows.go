@@ -98,10 +98,3 @@ func (w *windows) window(ctx context.Context, partition int, entityKey, runID st
 	}
 	return out, nil
 }
-
-// session returns the session id of the window a stable open of run
-// (runAt, runID) confirms (see window); ok false when it is unresolved.
-func (w *windows) session(ctx context.Context, partition int, entityKey, runID string, runAt time.Time) (id string, ok bool, err error) {
-	win, err := w.window(ctx, partition, entityKey, runID, runAt)
-	return win.Session, win.OK, err
-}
