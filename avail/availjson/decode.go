@@ -1,16 +1,10 @@
 // Package availjson decodes and encodes the availability pipeline's hot
-// messages (avail.Snapshot, avail.Transition, avail.Entity,
-// avail.RunRecord) faster than encoding/json, with exactly its results: a
-// hand-written scanner handles the plain encoding that json.Marshal (or
-// the diff script's cjson, whose members come in any order) produces
-// (known field names, strings without escapes, integers, booleans, RFC
-// 3339 times), and any input it
-// does not recognise — escapes, unknown or repeated fields, nulls, other
-// spellings, invalid UTF-8, malformed JSON — is decoded by encoding/json
-// instead, so the outcome, value and error alike, is always what
-// json.Unmarshal gives. One difference: entities of one message whose
-// attrs objects are the same text share one map, so decoded attributes
-// are read-only.
+// messages faster than encoding/json, with exactly its results. A
+// hand-written scanner reads the plain encoding that json.Marshal or the
+// diff script's cjson produces; anything else (escapes, unknown or
+// repeated fields, nulls, malformed input) falls back to encoding/json.
+// Entities of one message whose attrs are the same text share one map, so
+// decoded attributes are read-only.
 package availjson
 
 import (
