@@ -428,21 +428,30 @@ func (b *Harness) run(ctx context.Context, copies int, stages ...stream.Stage) (
 // topic: its entries hold arrays of them.
 func (b *Harness) countTransitions(ctx context.Context) (int64, error) {
 	var n int64
+	err := b.eachTransition(ctx, func(avail.Transition) { n++ })
+	return n, err
+}
+
+// eachTransition calls fn with every transition of the transition topic,
+// partition by partition, in stream order.
+func (b *Harness) eachTransition(ctx context.Context, fn func(avail.Transition)) error {
 	for p := range b.topics.Transitions.Partitions {
 		start := "-"
 		for {
 			xs, err := b.rdb.XRangeN(ctx, b.topics.Transitions.Stream(p), start, "+", 1000).Result()
 			if err != nil {
-				return 0, fmt.Errorf("availbench: count transitions: %w", err)
+				return fmt.Errorf("availbench: read transitions: %w", err)
 			}
 			for _, x := range xs {
 				typ, _ := x.Values["type"].(string)
 				payload, _ := x.Values["payload"].(string)
 				ts, err := availjson.DecodeTransitions(typ, []byte(payload))
 				if err != nil {
-					return 0, fmt.Errorf("availbench: count transitions of %s: %w", x.ID, err)
+					return fmt.Errorf("availbench: transitions of %s: %w", x.ID, err)
 				}
-				n += int64(len(ts))
+				for _, t := range ts {
+					fn(t)
+				}
 			}
 			if len(xs) < 1000 {
 				break
@@ -450,7 +459,7 @@ func (b *Harness) countTransitions(ctx context.Context) (int64, error) {
 			start = "(" + xs[len(xs)-1].ID
 		}
 	}
-	return n, nil
+	return nil
 }
 
 // drain waits until groups have handled every entry of topic.
