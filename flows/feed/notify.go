@@ -16,27 +16,15 @@ import (
 const requestItems = 100
 
 // Subscribe subscribes dest to the subscribable stored under key
-// (SubscribableKey) and returns the subscription, its subscribable's
-// tenant's, with created true; when the destination's core is already subscribed to
-// it, it returns that subscription with created false (its secret hidden).
-//
-// An e-mail or webhook destination is a destination of a notifier
-// subscriber (package subscriber) of the subscribable's tenant, shared by
-// every subscription of that tenant with the same core, to any
-// subscribable: the first subscription creates it,
-// pending, and sends it a confirmation request with the notifier's opt-in
-// link (Config.PublicURL + notifier.ConfirmPath + token) through the
-// notifier; nothing else reaches it until it is confirmed there, and the
-// notifier removes it when it stays unconfirmed past its expiry. Later
-// subscriptions of a core whose notifier destination is confirmed are
-// confirmed at once; of one still pending, they wait for the link already
-// sent. The notifier's unsubscribe link, in every message it sends,
-// removes the destination: every subscription delivering to it ends (and
-// is deleted at its subscribable's next delivery).
-//
-// A destination core the notifier holds for a subscriber of the tenant
-// the flow did not create is ErrConflict; so is a core being subscribed concurrently.
-// A log destination is confirmed at once.
+// (SubscribableKey) and returns the subscription with created true; when
+// dest's core is already subscribed it returns that subscription with
+// created false (its secret hidden). A log destination is confirmed at
+// once. An e-mail or webhook destination is a notifier subscriber's
+// destination, shared by the tenant's subscriptions with the same core:
+// the first creates it pending and sends the notifier's opt-in link; later
+// ones follow its confirmation. The notifier's unsubscribe link ends every
+// subscription to it. A core the notifier holds for a subscriber the flow
+// did not create, or one being subscribed concurrently, is ErrConflict.
 func (f *Flow) Subscribe(ctx context.Context, feedID, key string, dest Destination) (Subscription, bool, error) {
 	core, err := dest.Unique()
 	if err != nil {
