@@ -10,12 +10,9 @@ import (
 	"github.com/dropstream/dropstream/writer/sink"
 )
 
-// HistoryConfig configures the "feed-history" stage, the writer's append
-// of the item history to ClickHouse (sink.NewHistory): every event of
-// feed.history is a row of feed_item_events, which collapses rows by event
-// id, so a redelivered event counts once; a malformed event is
-// dead-lettered. Without ClickHouse its group is created and the backlog
-// waits (see History).
+// HistoryConfig configures the "feed-history" stage: every event of
+// feed.history is a row of feed_item_events, collapsed by event id; a
+// malformed event is dead-lettered.
 func (f *Flow) HistoryConfig() sink.HistoryConfig[clickhouse.FeedItemEventRow] {
 	return sink.HistoryConfig[clickhouse.FeedItemEventRow]{Stage: StageHistory, Topic: f.topics.History,
 		Tables: []string{clickhouse.TableFeedItemEvents},

@@ -225,10 +225,8 @@ func (f *Flow) renewAt(w webSub) time.Time {
 }
 
 // subscribeHub asks hub to push topic to the feed's callback. The request
-// is kept as pending (mode, topic, callback token, secret; it expires after
-// WebSubConfig.Retry) before it is sent, so a hub verifying at once finds
-// it. A renewal keeps the callback and secret of the active subscription
-// (pushes stay valid meanwhile); any other request takes new ones.
+// is stored as pending before it is sent, so a hub verifying at once finds
+// it; a renewal keeps the active callback and secret.
 func (f *Flow) subscribeHub(ctx context.Context, feedID, hub, topic string, now time.Time) error {
 	if err := f.cfg.Egress.CheckURL(hub); err != nil {
 		return fmt.Errorf("feed: websub hub: %w", err)
@@ -277,13 +275,10 @@ func (f *Flow) webSubCallback(feedID, token string) string {
 }
 
 // VerifyWebSub answers a hub's verification of intent on a feed's callback
-// (token is the callback's secret). A "subscribe" is accepted only as the
-// answer to the pending request the flow sent (same mode, topic and token,
-// not expired): the subscription is then active for leaseSeconds, capped
-// at the lease asked (WebSubConfig.Lease; that lease when 0). A "denied"
-// ends the pending request, or the subscription, whose token and topic it
-// names. Anything else, unsubscriptions included (the flow asks none), is
-// ErrNotFound, and the hub must then not push.
+// (token is the callback's secret). A "subscribe" matching the pending
+// request makes the subscription active for leaseSeconds, capped at the
+// lease asked; a "denied" ends the pending request or subscription it
+// names. Anything else is ErrNotFound, and the hub must then not push.
 func (f *Flow) VerifyWebSub(ctx context.Context, feedID, token, mode, topic string, leaseSeconds int) error {
 	w, ok, err := f.webSub(ctx, feedID)
 	if err != nil {
@@ -322,13 +317,10 @@ func (f *Flow) VerifyWebSub(ctx context.Context, feedID, token, mode, topic stri
 }
 
 // Push takes content a hub pushed to a feed's callback (token is the
-// callback's secret): it checks its X-Hub-Signature
-// ("sha1=", "sha256=" or "sha512=" and the hex HMAC of the body with the
-// subscription's secret), parses it and publishes it as a Poll (Push
-// true) on Topics.Polls, so its items go through the same pipeline (and
-// deduplication) as polled ones. A feed without an active subscription
-// is ErrNotFound, a bad signature ErrBadSignature, a body that is no feed
-// ErrInvalid.
+// callback's secret): it checks its X-Hub-Signature (sha1, sha256 or sha512
+// HMAC with the subscription's secret), parses it and publishes it as a
+// Poll with Push true. No active subscription is ErrNotFound, a bad
+// signature ErrBadSignature, a body that is no feed ErrInvalid.
 func (f *Flow) Push(ctx context.Context, feedID, token string, body []byte, signature string) error {
 	w, ok, err := f.webSub(ctx, feedID)
 	if err != nil {

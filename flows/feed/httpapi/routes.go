@@ -468,10 +468,8 @@ func (f routes) feedPage(c *fiber.Ctx, cursor string, limit int) ([]feed.Feed, s
 	return page.Items, page.NextCursor, nil
 }
 
-// subscribable returns the subscribable the route names (its feed held,
-// see held): the caller's tenant's of that name; for a caller that sees
-// all, failing that, the first by key of any tenant's of that name.
-// Another tenant's answers as one that does not exist.
+// subscribable returns the caller's tenant's subscribable the route names;
+// a caller that sees all falls back to any tenant's of that name.
 func (f routes) subscribable(c *fiber.Ctx) (feed.Subscribable, error) {
 	ctx, feedID, name := c.UserContext(), c.Params("id"), c.Params("name")
 	sb, err := f.store.Subscribable(ctx, feedID, feed.SubscribableKey(api.Tenant(c), name))
