@@ -38,12 +38,10 @@ func DecodeTransitions(typ string, payload []byte) ([]avail.Transition, error) {
 	return ts, err
 }
 
-// DecodeRunTransitions decodes the payload of a message of the transition
-// topic: one transition for avail.TypeTransition (run is nil); for
-// avail.TypeTransitions the run record and its 1 to
-// avail.MaxTransitionsPerMessage transitions, expanded
-// (avail.RunTransitions.Expand). Any other type, or a number of
-// transitions out of range, is an error.
+// DecodeRunTransitions decodes a transition topic payload: one transition
+// for avail.TypeTransition (run nil), or the run record and its 1 to
+// avail.MaxTransitionsPerMessage transitions, expanded, for
+// avail.TypeTransitions. Anything else is an error.
 func DecodeRunTransitions(typ string, payload []byte) (*avail.RunRecord, []avail.Transition, error) {
 	switch typ {
 	case avail.TypeTransition:

@@ -473,10 +473,9 @@ func (b *Harness) drain(ctx context.Context, what string, topic stream.Topic, gr
 	}
 }
 
-// unhandled is the number of entries of topic that the groups have not
-// read or not acknowledged yet (XINFO GROUPS lag + pending). A group whose
-// lag Redis cannot tell (-1) counts 1 until it has read up to the stream's
-// last entry; a missing group counts the whole stream.
+// unhandled is the number of entries of topic the groups have not read or
+// acknowledged (lag + pending); a group of unknown lag counts 1 until it
+// has read the last entry, a missing group the whole stream.
 func (b *Harness) unhandled(ctx context.Context, topic stream.Topic, groups ...string) (int64, error) {
 	var n int64
 	for p := range topic.Partitions {

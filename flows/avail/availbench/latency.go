@@ -20,15 +20,11 @@ import (
 // latency run stops publishing.
 const drainTimeout = time.Minute
 
-// Latency measures end-to-end latency: it runs the pipeline after the
-// collector (diff, projection, notifier and, with ClickHouse, both
-// analytics stages), lets the projection and the notifier catch up with
-// the transitions of the earlier runs, creates one webhook watcher per
-// venue posting to a local receiver, publishes snapshots at cfg.Rate
-// observations per second for cfg.LatencyDuration with run_at = now, and
-// records for every notification its receive time − run_at. Setup and at
-// least one churn run (Diff) must have run, so that each snapshot confirms
-// the opens of its scope's previous run and notifies.
+// Latency measures end-to-end latency: it runs the stages after the
+// collector, lets them catch up, creates a webhook watcher per venue, then
+// publishes snapshots at cfg.Rate observations per second for
+// cfg.LatencyDuration and records each notification's receive time −
+// run_at. Setup and at least one Diff run must come first.
 func (b *Harness) Latency(ctx context.Context) (Latency, error) {
 	from := time.Now()
 	recv := newReceiver(time.Now, func(ev watch.OpenEvent, now time.Time) (string, time.Duration, bool) {

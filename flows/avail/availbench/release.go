@@ -22,12 +22,11 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// ReleaseConfig describes the release bench: Venues simulated venues
-// release a new date every day at ReleaseAt; one source polls a scope per
-// venue and date at Interval; each venue has a webhook watcher. The first
-// HistoryDays run at the fixed interval; their first opens are then
-// learned (collector.LearnReleases) and LearnedDays run with bursts around
-// the learned minute. Zero fields take their defaults.
+// ReleaseConfig describes the release bench: Venues venues release a new
+// date every day at ReleaseAt, polled at Interval, one webhook watcher
+// each. HistoryDays run at the fixed interval; then the release times are
+// learned and LearnedDays run with bursts around them. Zero fields take
+// their defaults.
 type ReleaseConfig struct {
 	// Venues is the number of venues, 1..100. Default 20.
 	Venues int
@@ -112,10 +111,9 @@ type ReleaseResult struct {
 // benchDay0 is the first day of the release bench.
 var benchDay0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 
-// RunRelease runs the release bench on rdb (an empty database, emptied
-// again at the end): the production collector (collector.Run's schedule on
-// a virtual clock) polling the simulator over HTTP, the normalizer, diff,
-// projection and watcher stages, and a webhook receiver.
+// RunRelease runs the release bench on rdb (an empty database, emptied at
+// the end): the production collector on a virtual clock polling the
+// simulator, the stages after it and a webhook receiver.
 func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfig) (res ReleaseResult, err error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -252,10 +250,9 @@ func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfi
 	return res, nil
 }
 
-// streamLearner is the bench's collector.ReleaseLearner: the rule of the
-// flow's ClickHouse learner (the first raw open of a source's venue and
-// date, not of a baseline) applied to the transitions stream the bench
-// keeps in Redis.
+// streamLearner is the bench's collector.ReleaseLearner: the flow's rule
+// (first raw open of a venue and date, not of a baseline) on the
+// transitions stream in Redis.
 type streamLearner struct {
 	b   *Harness
 	off atomic.Bool
