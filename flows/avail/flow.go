@@ -2,8 +2,8 @@
 // providers, the normalizer, diff and projection turn answers into
 // observations, transitions, runs and entity state, the watchers (package
 // watch) are told of stable openings, and ClickHouse gets the history.
-// Its types and topics are package avail's; routes in httpapi, bench in
-// availbench.
+// Its message types and topics are in the top-level package avail, its
+// routes in httpapi, its bench in availbench.
 package avail
 
 import (
