@@ -109,9 +109,8 @@ type webSub struct {
 	Topic string `json:"topic"`
 	// Secret is the HMAC key the hub signs pushes with (hub.secret).
 	Secret string `json:"secret"`
-	// Token is the callback's own secret, the last segment of the
-	// callback URL (only the hub learns it): every verification and push
-	// must present it. Kept across renewals, so the hub sees one callback.
+	// Token is the callback's own secret, the last segment of its URL, kept
+	// across renewals: every verification and push must present it.
 	Token       string    `json:"token,omitempty"`
 	State       string    `json:"state"`
 	RequestedAt time.Time `json:"requested_at"`
@@ -121,9 +120,8 @@ type webSub struct {
 	Pending *webSubRequest `json:"pending,omitempty"`
 }
 
-// webSubRequest is a (re)subscription the flow asked a hub for: only a
-// verification of intent matching it (mode, topic, callback token) before
-// it expires is accepted.
+// webSubRequest is a (re)subscription asked of a hub: only a matching
+// verification before it expires is accepted.
 type webSubRequest struct {
 	Mode      string    `json:"mode"`
 	Hub       string    `json:"hub"`
@@ -164,9 +162,8 @@ func (w webSub) view() WebSubView {
 	return v
 }
 
-// pushed reports whether the feed's content is pushed at now. A
-// subscription kept before callbacks had a token counts as none (its
-// callback no longer answers): it is asked again.
+// pushed reports whether the feed's content is pushed at now; a
+// subscription without a callback token counts as none.
 func (w webSub) pushed(now time.Time) bool {
 	return w.State == WebSubActive && w.Token != "" && now.Before(w.ExpiresAt)
 }
@@ -194,9 +191,9 @@ func (f *Flow) putWebSub(ctx context.Context, id string, w webSub) error {
 	return nil
 }
 
-// ensureWebSub subscribes a feed at the hub it advertises (the first of
-// hints.Hubs, the topic its rel="self" or its URL) unless a subscription
-// is active and not due for renewal, or was asked for less than Retry ago.
+// ensureWebSub subscribes a feed at its first advertised hub unless a
+// subscription is active and not due for renewal, or was asked for less
+// than Retry ago.
 func (f *Flow) ensureWebSub(ctx context.Context, fd Feed, hints poll.Hints, now time.Time) error {
 	if f.cfg.WebSub.Disabled || len(hints.Hubs) == 0 {
 		return nil
@@ -381,9 +378,8 @@ func validSignature(secret string, body []byte, header string) bool {
 	return hmac.Equal(m.Sum(nil), want)
 }
 
-// RenewWebSub renews every active subscription due for renewal at now
-// (one copy of the poller renews each, through the feed's websub gate),
-// and returns how many it asked for.
+// RenewWebSub renews every active subscription due at now (one poller copy
+// each, through the feed's websub gate) and returns how many it asked for.
 func (p *Poller) RenewWebSub(ctx context.Context) (int, error) {
 	f := p.flow
 	if f.cfg.WebSub.Disabled {
