@@ -67,20 +67,16 @@ type Transition struct {
 	RunAt    time.Time `json:"run_at"`
 	LastSeen time.Time `json:"last_seen,omitempty"`
 	TraceID  string    `json:"trace_id,omitempty"`
-	// OpenRunID and OpenedAtMS are set on a raw close whose open the diff
-	// knows: the run that opened the session this close ends, and its
-	// run_at in Unix milliseconds. The session is
-	// SessionID(Entity.Key, OpenRunID); a raw open starts the session
-	// SessionID(Entity.Key, RunID). They are empty for an entity opened
-	// before the diff kept them (see diff's Redis layout).
+	// OpenRunID and OpenedAtMS, on a raw close whose open the diff knows,
+	// are the run that opened the session it ends (SessionID(Entity.Key,
+	// OpenRunID)) and its run_at in Unix ms.
 	OpenRunID  string `json:"open_run_id,omitempty"`
 	OpenedAtMS int64  `json:"opened_at_ms,omitempty"`
 }
 
-// RunTransitions is the payload of a TypeTransitions message: the record
-// of a run that flipped something and up to MaxTransitionsPerMessage of its
-// transitions, which leave the run's fields (RunID, RunAt, ScopeKey,
-// SourceID, TraceID) to Run. Expand fills them in.
+// RunTransitions is the payload of a TypeTransitions message: a run's
+// record and up to MaxTransitionsPerMessage of its transitions, whose run
+// fields Expand fills in from Run.
 type RunTransitions struct {
 	Run         RunRecord    `json:"run"`
 	Transitions []Transition `json:"transitions"`
@@ -122,9 +118,8 @@ type RunRecord struct {
 }
 
 // EventID is the deterministic id of a transition: SHA-1 (hex) of
-// "run_id\nentity_key\nkind\nstable|raw". The same run, entity, kind and
-// stability always give the same id, so a reprocessed run appends nothing
-// new. The diff script computes it with redis.sha1hex over the same string.
+// "run_id\nentity_key\nkind\nstable|raw", as the diff script computes it,
+// so a reprocessed run appends nothing new.
 func EventID(runID, entityKey, kind string, stable bool) string {
 	phase := "raw"
 	if stable {

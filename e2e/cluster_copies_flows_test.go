@@ -12,7 +12,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/flows/avail/watch"
 	"github.com/dropstream/dropstream/flows/offer"
-	"github.com/dropstream/dropstream/flows/sample"
+	"github.com/dropstream/dropstream/flows/sample/sampletest"
 	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
@@ -111,7 +111,7 @@ func (s *sampleCopies) setup(t *testing.T, e *copiesEnv) {
 
 func (s *sampleCopies) wave(t *testing.T, e *copiesEnv, n int) {
 	const ticks = 40
-	got, err := sample.Generate(context.Background(), s.pub, copiesPartitions, 10_000, 6, ticks, nil)
+	got, err := sampletest.Generate(context.Background(), s.pub, copiesPartitions, 10_000, 6, ticks, nil)
 	if err != nil || got != ticks {
 		t.Fatalf("wave %d: generate: %d, %v; want %d ticks", n, got, err, ticks)
 	}
@@ -123,7 +123,7 @@ func (s *sampleCopies) settled(*copiesEnv) string { return "" }
 func (s *sampleCopies) lacking(*testing.T) string { return "" }
 
 func (s *sampleCopies) check(t *testing.T, e *copiesEnv) {
-	counts, err := sample.Counts(context.Background(), e.rdb, copiesPartitions)
+	counts, err := sampletest.Counts(context.Background(), e.rdb, copiesPartitions)
 	if err != nil {
 		t.Fatal(err)
 	}

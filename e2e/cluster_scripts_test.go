@@ -22,6 +22,7 @@ import (
 
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/sample"
+	"github.com/dropstream/dropstream/flows/sample/sampletest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -229,12 +230,12 @@ func sampleFlow(t *testing.T, nodes string) {
 		}
 		wg.Go(func() { _ = r.Run(runCtx) })
 	}
-	if n, err := sample.Generate(ctx, pub, partitions, 5000, 6, ticks, nil); err != nil || n != ticks {
+	if n, err := sampletest.Generate(ctx, pub, partitions, 5000, 6, ticks, nil); err != nil || n != ticks {
 		t.Fatalf("generate: %d, %v; want %d", n, err, ticks)
 	}
 	var total int64
 	testenv.WaitFor(t, 30*time.Second, func() bool {
-		counts, err := sample.Counts(ctx, rdb, partitions)
+		counts, err := sampletest.Counts(ctx, rdb, partitions)
 		if err != nil {
 			return false
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flows/sample"
+	"github.com/dropstream/dropstream/flows/sample/sampletest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/stream/streamtest"
@@ -36,7 +37,7 @@ func TestPause_twoProcessesStopTogetherAndResume(t *testing.T) {
 		t.Helper()
 		pctx, cancel := context.WithTimeout(ctx, 20*time.Second)
 		defer cancel()
-		if got, err := sample.Generate(pctx, stream.NewPublisher(rdb, stream.Telemetry{}), partitions, 100000, 10, n, nil); err != nil || got != n {
+		if got, err := sampletest.Generate(pctx, stream.NewPublisher(rdb, stream.Telemetry{}), partitions, 100000, 10, n, nil); err != nil || got != n {
 			t.Fatalf("Generate = %d, %v; want %d", got, err, n)
 		}
 	}

@@ -81,14 +81,15 @@ func payloads(t *testing.T) (snaps, trs [][]byte) {
 	return snaps, trs
 }
 
-// same checks that UnmarshalSnapshot, UnmarshalTransition,
-// UnmarshalTransitions, UnmarshalRunTransitions and UnmarshalRunRecord
-// agree with json.Unmarshal on data, value and error.
+// same checks that UnmarshalSnapshot, UnmarshalTransition, the
+// transitions array, UnmarshalRunTransitions and UnmarshalRunRecord agree with json.Unmarshal on data, value and error.
 func same(t *testing.T, data []byte) {
 	t.Helper()
 	agree(t, "snapshot", data, UnmarshalSnapshot)
 	agree(t, "transition", data, UnmarshalTransition)
-	agree(t, "transitions", data, UnmarshalTransitions)
+	agree(t, "transitions", data, func(data []byte, t *[]avail.Transition) error {
+		return unmarshal(data, t, (*scanner).transitions)
+	})
 	agree(t, "run transitions", data, UnmarshalRunTransitions)
 	agree(t, "run record", data, UnmarshalRunRecord)
 }

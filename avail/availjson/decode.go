@@ -1,16 +1,10 @@
 // Package availjson decodes and encodes the availability pipeline's hot
-// messages (avail.Snapshot, avail.Transition, avail.Entity,
-// avail.RunRecord) faster than encoding/json, with exactly its results: a
-// hand-written scanner handles the plain encoding that json.Marshal (or
-// the diff script's cjson, whose members come in any order) produces
-// (known field names, strings without escapes, integers, booleans, RFC
-// 3339 times), and any input it
-// does not recognise — escapes, unknown or repeated fields, nulls, other
-// spellings, invalid UTF-8, malformed JSON — is decoded by encoding/json
-// instead, so the outcome, value and error alike, is always what
-// json.Unmarshal gives. One difference: entities of one message whose
-// attrs objects are the same text share one map, so decoded attributes
-// are read-only.
+// messages faster than encoding/json, with exactly its results. A
+// hand-written scanner reads the plain encoding that json.Marshal or the
+// diff script's cjson produces; anything else (escapes, unknown or
+// repeated fields, nulls, malformed input) falls back to encoding/json.
+// Entities of one message whose attrs are the same text share one map, so
+// decoded attributes are read-only.
 package availjson
 
 import (
@@ -31,12 +25,6 @@ func UnmarshalTransition(data []byte, t *avail.Transition) error {
 	return unmarshal(data, t, (*scanner).transition)
 }
 
-// UnmarshalTransitions decodes a JSON array of transitions into *t as
-// json.Unmarshal(data, t) does.
-func UnmarshalTransitions(data []byte, t *[]avail.Transition) error {
-	return unmarshal(data, t, (*scanner).transitions)
-}
-
 // UnmarshalRunTransitions decodes data into *r as json.Unmarshal(data, r)
 // does.
 func UnmarshalRunTransitions(data []byte, r *avail.RunTransitions) error {
@@ -50,12 +38,10 @@ func DecodeTransitions(typ string, payload []byte) ([]avail.Transition, error) {
 	return ts, err
 }
 
-// DecodeRunTransitions decodes the payload of a message of the transition
-// topic: one transition for avail.TypeTransition (run is nil); for
-// avail.TypeTransitions the run record and its 1 to
-// avail.MaxTransitionsPerMessage transitions, expanded
-// (avail.RunTransitions.Expand). Any other type, or a number of
-// transitions out of range, is an error.
+// DecodeRunTransitions decodes a transition topic payload: one transition
+// for avail.TypeTransition (run nil), or the run record and its 1 to
+// avail.MaxTransitionsPerMessage transitions, expanded, for
+// avail.TypeTransitions. Anything else is an error.
 func DecodeRunTransitions(typ string, payload []byte) (*avail.RunRecord, []avail.Transition, error) {
 	switch typ {
 	case avail.TypeTransition:

@@ -77,10 +77,9 @@ func plain(s string) bool {
 	return true
 }
 
-// AppendEntityExtras appends the members of e's JSON encoding that
-// avail.ParseKey cannot rebuild from its key — venue_name and attrs, each
-// only when json.Marshal would write it — as one JSON object ({} when
-// neither is).
+// AppendEntityExtras appends, as one JSON object, the members of e's
+// encoding that avail.ParseKey cannot rebuild from its key: venue_name and
+// attrs, each when json.Marshal would write it.
 func AppendEntityExtras(dst []byte, e avail.Entity) []byte {
 	dst = append(dst, '{')
 	if e.VenueName != "" {

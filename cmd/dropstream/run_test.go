@@ -17,6 +17,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/simulator"
 	"github.com/dropstream/dropstream/flows/sample"
+	"github.com/dropstream/dropstream/flows/sample/sampletest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -36,7 +37,7 @@ func redisClient(t *testing.T, url string) *redis.Client {
 // countsSummary returns the total of sample.Counts and the counts.
 func countsSummary(t *testing.T, rdb redis.UniversalClient, partitions int) (int64, map[string]int64) {
 	t.Helper()
-	counts, err := sample.Counts(context.Background(), rdb, partitions)
+	counts, err := sampletest.Counts(context.Background(), rdb, partitions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -91,7 +92,7 @@ func publishTicks(t *testing.T, rdb redis.UniversalClient, partitions int, n int
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 	defer cancel()
-	got, err := sample.Generate(ctx, stream.NewPublisher(rdb, stream.Telemetry{}), partitions, 100000, 10, n, nil)
+	got, err := sampletest.Generate(ctx, stream.NewPublisher(rdb, stream.Telemetry{}), partitions, 100000, 10, n, nil)
 	if err != nil || got != n {
 		t.Fatalf("Generate = %d, %v; want %d, nil", got, err, n)
 	}

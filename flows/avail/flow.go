@@ -1,11 +1,9 @@
-// Package availability is the availability flow: the collector polls
-// reservation providers for the sources it is given, the normalizer turns
-// their answers into observations, the diff into transitions and runs, the
-// projection keeps every entity's current state and sessions, and the
-// watchers (package watch) are told of stable openings; the transitions,
-// runs and sessions are appended to ClickHouse. The flow's message types
-// and topics are the avail package's; its routes are in package httpapi,
-// its bench in package availbench.
+// Package avail is the availability flow: the collector polls
+// providers, the normalizer, diff and projection turn answers into
+// observations, transitions, runs and entity state, the watchers (package
+// watch) are told of stable openings, and ClickHouse gets the history.
+// Its message types and topics are in the top-level package avail, its
+// routes in httpapi, its bench in availbench.
 package avail
 
 import (
@@ -105,11 +103,9 @@ type Flow struct {
 	rdb        redis.UniversalClient // read by Events
 }
 
-// New builds the flow: the collector, the normalizer, diff, projection
-// and watcher stages over d.Redis. It implements flow.Flow. The watcher
-// stage sends on the channels of the notifier flow, built before it, and
-// records in its history; without it New fails with an error wrapping
-// flow.ErrNotBuilt.
+// New builds the flow over d.Redis; it implements flow.Flow. The watcher
+// stage uses the notifier flow's channels and history; without it New
+// fails with an error wrapping flow.ErrNotBuilt.
 func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	nf, err := flow.Find[*notifier.Flow](d.Flows, notifier.Name)
 	if err != nil {
@@ -239,10 +235,8 @@ func (f *Flow) Egress() *egress.Policy { return f.egress }
 // read it.
 func (f *Flow) ClickHouse() *clickhouse.Client { return f.ch }
 
-// Describe declares the stages, the collector service (which first loads
-// the sources file, when one is set), the edges, the ClickHouse appends of
-// transitions, runs and sessions and of the sources' health, and the
-// demo's simulated source.
+// Describe declares the flow's stages, collector service, edges,
+// ClickHouse appends and demo source.
 func (f *Flow) Describe() flow.Description {
 	topics, partitions, tel := f.topics, f.settings.Partitions, f.tel
 	return flow.Description{

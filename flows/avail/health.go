@@ -19,13 +19,10 @@ const StageHealthHistory = "avail-health-history"
 // maxHealthError bounds the error text kept in a health row.
 const maxHealthError = 512
 
-// HealthHistoryConfig configures the "avail-health-history" stage, the
-// writer's append (sink.NewHistory) of every source health transition
-// on the transitions topic (a source going down or coming back up) to
-// source_health, which collapses rows by event id, so a redelivered
-// transition counts once. The other transitions of the topic write
-// nothing; a message that does not decode is dead-lettered. Without
-// ClickHouse its group is created and the backlog waits.
+// HealthHistoryConfig configures the "avail-health-history" stage: each
+// source health transition becomes a row of source_health, collapsed by
+// event id; other transitions write nothing, and an undecodable message is
+// dead-lettered.
 func HealthHistoryConfig(topics Topics) sink.HistoryConfig[clickhouse.SourceHealthRow] {
 	return sink.HistoryConfig[clickhouse.SourceHealthRow]{Stage: StageHealthHistory, Topic: topics.Transitions,
 		Tables: []string{clickhouse.TableSourceHealth}, Rows: HealthRows, Insert: clickhouse.InsertSourceHealth}

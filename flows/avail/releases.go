@@ -45,11 +45,9 @@ func releaseConfig(s flow.Settings, ch *clickhouse.Client) (collector.ReleaseCon
 	return rc, nil
 }
 
-// ReleaseLearner is the collector.ReleaseLearner over the transitions in
-// ClickHouse: for every source, venue and date, the first raw open of the
-// last ReleaseHistory, when that open was not of a scope's first run (a
-// baseline) and no open of the date came in the week before it (so the
-// date was new then, not reopened).
+// ReleaseLearner is the collector.ReleaseLearner over ClickHouse: per
+// source, venue and date, the first raw open of the last ReleaseHistory
+// that was not a baseline and had no open of the date in the week before.
 type ReleaseLearner struct {
 	CH *clickhouse.Client
 }

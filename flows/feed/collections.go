@@ -39,10 +39,8 @@ type CollectionView struct {
 	Items     int64      `json:"items"`
 }
 
-// Collections returns the open and the completed, not yet delivered,
-// collections of the subscribable stored under name (its key): open ones
-// by due time, then completed ones by completion, at most
-// maxCollectionsListed.
+// Collections returns the open collections of a subscribable by due time,
+// then the completed undelivered ones, at most maxCollectionsListed.
 func (f *Flow) Collections(ctx context.Context, feedID, name string) ([]CollectionView, error) {
 	if !validID(feedID) || !validKey(name) {
 		return nil, ErrNotFound

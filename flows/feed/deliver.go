@@ -17,12 +17,9 @@ import (
 )
 
 // handleCollection delivers a completed collection to every confirmed
-// subscription of its subscribable, then releases the collection's items.
-// E-mail and webhook subscriptions get a notifier.Request each (through
-// Deps.Notify; the notifier delivers it once per destination and window),
-// log subscriptions a message through the Sender's ledger, once per
-// (collection, subscription). Subscriptions whose notifier destination is
-// gone (unsubscribed, expired unconfirmed) are deleted.
+// subscription (a notifier.Request each, or a logged message through the
+// ledger), deletes the subscriptions whose notifier destination is gone,
+// then releases the items.
 func (f *Flow) handleCollection(ctx context.Context, m *stream.Message) error {
 	switch m.Type {
 	case TypeCollection:

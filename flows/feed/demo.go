@@ -13,10 +13,9 @@ import (
 // of earlier runs (other ports) are recognized by it and removed.
 const DemoFeedPath = "/dropstream-demo-feed.xml"
 
-// Demo serves a feed in-process, until ctx ends, that gains an item every
-// 10 seconds, and subscribes a log destination (confirmed at once) to each
-// item and to every 3 items. Demo feeds of earlier runs are removed first,
-// so it is idempotent.
+// Demo serves an in-process feed that gains an item every 10 seconds and
+// subscribes a log destination to each item and every 3 items. It removes
+// earlier demo feeds first, so it is idempotent.
 func (f *Flow) Demo(ctx context.Context) error {
 	st := f.store
 	feeds, err := st.Feeds(ctx)

@@ -13,15 +13,9 @@ import (
 // ServicePoller names the feed polling loop among the services.
 const ServicePoller = "feed-poller"
 
-// New builds the feed flow over the app's dependencies, with its poller
-// service; it implements flow.Flow. The links of its messages start with
-// d.Settings.PublicURL.
-//
-// The flow's collaborators in the notifier (see Deps) are the notifier
-// flow's, built before it: its subscriber store, its Notify to
-// notify.requests, which its "notifier-deliver" stage reads, and its
-// dispatcher (delivery ledger and channels) for log destinations. Without
-// the notifier flow New fails with an error wrapping flow.ErrNotBuilt.
+// New builds the feed flow with its poller service; it implements
+// flow.Flow. Its collaborators (Deps) are the notifier flow's, built before
+// it; without it New fails with an error wrapping flow.ErrNotBuilt.
 func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	nf, err := flow.Find[*notifier.Flow](d.Flows, notifier.Name)
 	if err != nil {

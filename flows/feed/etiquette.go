@@ -93,11 +93,10 @@ type schedule struct {
 	fallback time.Duration
 }
 
-// next returns the delay until a feed's next poll and its reason: after
-// failures, the backoff (2^k periods, capped) or the Retry-After; else the
-// adaptive interval, lengthened to the feed's freshness (max-age, Expires,
-// <ttl>) and, for a pushed feed, to the fallback, then moved out of its
-// skipped hours and days, every hint capped at MaxInterval.
+// next returns the delay until a feed's next poll and its reason: backoff
+// or Retry-After after failures, else the adaptive interval lengthened to
+// the feed's freshness hints, moved out of skipped hours and days, capped
+// at MaxInterval.
 func (c EtiquetteConfig) next(s schedule) (time.Duration, string) {
 	if s.failures > 0 {
 		d := stream.BackoffAfter(s.failures+1, s.every, s.maxBackoff)
@@ -125,10 +124,9 @@ func (c EtiquetteConfig) next(s schedule) (time.Duration, string) {
 	return d, reason
 }
 
-// adaptive is the interval a feed's arrivals suggest: half the larger of
-// their median gap and the time since the last one, within
-// [min(MinInterval, every), MaxInterval]; every until three arrivals are
-// known.
+// adaptive is half the larger of the median gap between a feed's arrivals
+// and the time since the last one, within [min(MinInterval, every),
+// MaxInterval]; every until three arrivals are known.
 func (c EtiquetteConfig) adaptive(every time.Duration, arrivals []time.Time, now time.Time) (time.Duration, string) {
 	if len(arrivals) < 3 {
 		return every, ReasonInterval

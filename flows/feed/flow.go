@@ -38,16 +38,11 @@ type Sender interface {
 
 // Deps are the flow's collaborators in the notifier; all are required.
 type Deps struct {
-	// Subscribers is the notifier's subscriber store: every e-mail and
-	// webhook subscription is (a destination of) one of its subscribers,
-	// with its opt-in link, unsubscribe link and expiry of unconfirmed
-	// destinations.
+	// Subscribers is the notifier's subscriber store, which holds every e-mail
+	// and webhook subscription's destination.
 	Subscribers *subscriber.Store
-	// Notify hands notification requests to the notifier's generic
-	// delivery (the notifier flow's Notify to notify.requests): the
-	// "notifier-deliver" stage sends each once per (subscriber,
-	// destination, subject, window) on its channels, SMTP e-mail included,
-	// with the subscriber's unsubscribe link.
+	// Notify hands notification requests to the notifier flow, which sends
+	// each once per (subscriber, destination, subject, window).
 	Notify func(ctx context.Context, reqs ...notifier.Request) error
 	// Sender delivers to log destinations (development, the demo), which
 	// are no notifier subscribers.
@@ -64,10 +59,8 @@ type Config struct {
 	PublicURL string
 	// AssignLimit bounds the items one poll message assigns. Default 1000.
 	AssignLimit int
-	// CollectionItems caps a daily or weekly collection: at this many
-	// items it is completed early and the window's later items go to the
-	// next collection ("<within>+2"). An every-n collection is bounded by
-	// its n (at most MaxEveryN). Default 1000.
+	// CollectionItems caps a daily or weekly collection: at this many items
+	// it completes early. Default 1000.
 	CollectionItems int
 	// Egress is the policy of the feeds' fetches (the poller's, unless its
 	// PollerConfig.Fetch sets one); the routes refuse a feed or webhook
@@ -170,11 +163,8 @@ type Flow struct {
 	// tel is the app's telemetry (New), for the history's writer.
 	tel stream.Telemetry
 
-	// crashPoint, when set (tests), runs at a point of a handler with the
-	// message being handled: after observing ("observed"), after assigning
-	// ("assigned"), after delivering a collection and before releasing its
-	// items ("delivered"). A test makes the copy die there (it never
-	// returns) or fail (it returns an error).
+	// crashPoint, when set (tests), runs at a named point of a handler:
+	// "observed", "assigned" or "delivered" (before the release).
 	crashPoint func(point string, m *stream.Message) error
 }
 

@@ -28,12 +28,8 @@ func (f *Flow) halt(ctx context.Context, fd Feed, state, reason string, now time
 	return f.tellHalted(ctx, fd)
 }
 
-// tellHalted tells every confirmed subscription of a halted feed's
-// subscribables that the feed is no longer polled, and marks the halt
-// told. Each destination is told once: the notifier sends a request once
-// per (destination, subject, window), the window being the halt, and log
-// destinations go through the delivery ledger, once per (halt,
-// subscription); a crash before the mark only repeats what those skip.
+// tellHalted tells every confirmed subscription of a halted feed that it is
+// no longer polled, once per destination and halt, and marks the halt told.
 func (f *Flow) tellHalted(ctx context.Context, fd Feed) error {
 	raw, err := f.rdb.HGet(ctx, defsKey("halted"), fd.ID).Bytes()
 	if err != nil {

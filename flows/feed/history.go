@@ -1,7 +1,6 @@
 package feed
 
 import (
-	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -11,12 +10,9 @@ import (
 	"github.com/dropstream/dropstream/writer/sink"
 )
 
-// HistoryConfig configures the "feed-history" stage, the writer's append
-// of the item history to ClickHouse (sink.NewHistory): every event of
-// feed.history is a row of feed_item_events, which collapses rows by event
-// id, so a redelivered event counts once; a malformed event is
-// dead-lettered. Without ClickHouse its group is created and the backlog
-// waits (see History).
+// HistoryConfig configures the "feed-history" stage: every event of
+// feed.history is a row of feed_item_events, collapsed by event id; a
+// malformed event is dead-lettered.
 func (f *Flow) HistoryConfig() sink.HistoryConfig[clickhouse.FeedItemEventRow] {
 	return sink.HistoryConfig[clickhouse.FeedItemEventRow]{Stage: StageHistory, Topic: f.topics.History,
 		Tables: []string{clickhouse.TableFeedItemEvents},
@@ -46,17 +42,4 @@ func historyRow(m *stream.Message) (clickhouse.FeedItemEventRow, error) {
 	}
 	return clickhouse.FeedItemEventRow{EventID: e.EventID, FeedID: e.FeedID, IID: e.IID, GUID: e.GUID, Kind: e.Kind,
 		At: time.UnixMilli(at), ContentHash: e.Hash, Subscribable: e.Subscribable, Within: e.Within, TraceID: traceID}, nil
-}
-
-// HistoryEvents decodes the history events of a batch of messages (for
-// tests and tools reading the stream without ClickHouse).
-func HistoryEvents(msgs []*stream.Message) []ItemEvent {
-	out := make([]ItemEvent, 0, len(msgs))
-	for _, m := range msgs {
-		var e ItemEvent
-		if json.Unmarshal(m.Payload, &e) == nil {
-			out = append(out, e)
-		}
-	}
-	return out
 }

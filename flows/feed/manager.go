@@ -83,10 +83,9 @@ func (m Manager) location() (*time.Location, error) {
 	return time.LoadLocation(m.TimeZone)
 }
 
-// Window returns, for a time-window manager (Daily, Weekly), the
-// collection an item assigned at now joins, and when that collection is
-// complete. within is the window's start date in the time zone
-// ("2026-11-22", "w2026-11-16"). ok is false for the other kinds.
+// Window returns, for a Daily or Weekly manager, the collection an item
+// assigned at now joins (within: "2026-11-22", "w2026-11-16") and when it
+// is complete; ok is false for the other kinds.
 func (m Manager) Window(now time.Time) (within string, due time.Time, ok bool) {
 	if m.Kind != Daily && m.Kind != Weekly {
 		return "", time.Time{}, false
@@ -109,10 +108,9 @@ func (m Manager) Window(now time.Time) (within string, due time.Time, ok bool) {
 	return "w" + start.Format("2006-01-02"), start.AddDate(0, 0, 7), true
 }
 
-// Subscribable is a subscription definition over a feed: a name (unique
-// within its feed and tenant) and a manager. It is its tenant's: a feed
-// is shared by URL, but each tenant holding it defines, sees and removes
-// its own subscribables, under names of its own.
+// Subscribable is a subscription definition over a feed: a name, unique
+// within its feed and tenant, and a manager. Each tenant holding a feed
+// has its own.
 type Subscribable struct {
 	FeedID string `json:"feed_id" openapi:"readonly"`
 	Name   string `json:"name"`
@@ -126,10 +124,9 @@ type Subscribable struct {
 // Key is the name the subscribable is stored under (SubscribableKey).
 func (s Subscribable) Key() string { return SubscribableKey(s.Tenant, s.Name) }
 
-// SubscribableKey is the name tenant's subscribable name is stored under
-// within its feed, which its collections, subscriptions and history name:
-// the name itself for tenancy.Open, else the tenant's tenancy.Tag, '.'
-// and the name ('.' is in no name, so no tenant's key is another's).
+// SubscribableKey is the key a tenant's subscribable name is stored under
+// within its feed: the name for tenancy.Open, else the tenant's
+// tenancy.Tag, '.' and the name ('.' is in no name).
 func SubscribableKey(tenant, name string) string {
 	if tag := tenancy.Tag(tenant); tag != "" {
 		return tag + "." + name

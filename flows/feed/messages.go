@@ -101,13 +101,10 @@ const (
 
 var stateNames = map[string]string{"u": StateUnassigned, "a": StateAssigned, "c": StateCleared, "x": StateExcluded, "h": StateHeld}
 
-// Fingerprint identifies an item by what a reader sees rather than by its
-// guid: its canonical link (NormalizeURL, a trailing "/" and utm_* query
-// parameters dropped) and the hash of its content (title, author,
-// description, publication date), so an item republished under a rotated
-// guid is known again. An item without a link has none (""): items
-// without links that read alike (an empty title and description) are not
-// taken for one another.
+// Fingerprint identifies an item by what a reader sees: its canonical link
+// (NormalizeURL, trailing "/" and utm_* parameters dropped) and the hash of
+// its content, so an item republished under a new guid is known again. An
+// item without a link has none ("").
 func Fingerprint(it poll.Item) string {
 	link := canonicalLink(it.Link)
 	if link == "" {

@@ -42,26 +42,20 @@ func reasonAttrs(r string) attribute.Set  { return reasonSets[r] }
 
 // initEtiquetteMetrics creates the instruments of polling etiquette.
 func (f *Flow) initEtiquetteMetrics(meter metric.Meter) error {
-	var errs [7]error
-	f.requests, errs[0] = meter.Int64Counter(metricRequests,
-		metric.WithDescription("Feed fetches by outcome (ok, not_modified, error, gone) and contents pushed by WebSub hubs (push)."),
-		metric.WithUnit("{request}"))
-	f.bytes, errs[1] = meter.Int64Counter(metricBytes,
-		metric.WithDescription("Body bytes of feed answers and pushes (decompressed)."), metric.WithUnit("By"))
-	f.schedules, errs[2] = meter.Int64Counter(metricSchedules,
-		metric.WithDescription("Next polls scheduled, by what chose the delay (interval, adaptive, fresh, ttl, skip, push, backoff, retry_after)."),
-		metric.WithUnit("{poll}"))
-	f.held, errs[3] = meter.Int64Counter(metricDuplicates,
-		metric.WithDescription("New feed items held back as duplicates: the canonical link and content of an item already seen under another guid."),
-		metric.WithUnit("{item}"))
-	f.halts, errs[4] = meter.Int64Counter(metricHalts,
-		metric.WithDescription("Feeds no longer polled, by state: gone (410) or dead (consecutive failures)."), metric.WithUnit("{feed}"))
-	f.websubEvents, errs[5] = meter.Int64Counter(metricWebSub,
-		metric.WithDescription("WebSub steps: subscribe (requested of a hub), verified, denied, pushed, rejected (bad signature or body)."),
-		metric.WithUnit("{event}"))
-	f.moved, errs[6] = meter.Int64Counter(metricMoved,
-		metric.WithDescription("Feeds whose URL was updated after a permanent redirect (301, 308)."), metric.WithUnit("{feed}"))
-	if err := errors.Join(errs[:]...); err != nil {
+	var errs []error
+	counter := func(name, desc, unit string) metric.Int64Counter {
+		c, err := meter.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+		errs = append(errs, err)
+		return c
+	}
+	f.requests = counter(metricRequests, "Feed fetches by outcome (ok, not_modified, error, gone) and contents pushed by WebSub hubs (push).", "{request}")
+	f.bytes = counter(metricBytes, "Body bytes of feed answers and pushes (decompressed).", "By")
+	f.schedules = counter(metricSchedules, "Next polls scheduled, by what chose the delay (interval, adaptive, fresh, ttl, skip, push, backoff, retry_after).", "{poll}")
+	f.held = counter(metricDuplicates, "New feed items held back as duplicates: the canonical link and content of an item already seen under another guid.", "{item}")
+	f.halts = counter(metricHalts, "Feeds no longer polled, by state: gone (410) or dead (consecutive failures).", "{feed}")
+	f.websubEvents = counter(metricWebSub, "WebSub steps: subscribe (requested of a hub), verified, denied, pushed, rejected (bad signature or body).", "{event}")
+	f.moved = counter(metricMoved, "Feeds whose URL was updated after a permanent redirect (301, 308).", "{feed}")
+	if err := errors.Join(errs...); err != nil {
 		return err
 	}
 	// Every series of a bounded set starts at 0, so dashboards and alerts

@@ -68,11 +68,9 @@ func FeedID(rawURL string) string {
 	return hex.EncodeToString(h[:8])
 }
 
-// NormalizeURL returns the form of a feed URL that names the feed: spaces
-// around it trimmed, scheme and host in lower case, the scheme's default
-// port and the fragment (never sent to the server) dropped. Path and query
-// are kept as given, since servers may treat their case as meaningful. A
-// URL that does not parse is returned trimmed, for Validate to refuse.
+// NormalizeURL returns the form of a feed URL that names the feed: trimmed,
+// scheme and host lower-cased, default port and fragment dropped. A URL
+// that does not parse is returned trimmed, for Validate to refuse.
 func NormalizeURL(raw string) string {
 	raw = strings.TrimSpace(raw)
 	u, err := url.Parse(raw)

@@ -16,27 +16,15 @@ import (
 const requestItems = 100
 
 // Subscribe subscribes dest to the subscribable stored under key
-// (SubscribableKey) and returns the subscription, its subscribable's
-// tenant's, with created true; when the destination's core is already subscribed to
-// it, it returns that subscription with created false (its secret hidden).
-//
-// An e-mail or webhook destination is a destination of a notifier
-// subscriber (package subscriber) of the subscribable's tenant, shared by
-// every subscription of that tenant with the same core, to any
-// subscribable: the first subscription creates it,
-// pending, and sends it a confirmation request with the notifier's opt-in
-// link (Config.PublicURL + notifier.ConfirmPath + token) through the
-// notifier; nothing else reaches it until it is confirmed there, and the
-// notifier removes it when it stays unconfirmed past its expiry. Later
-// subscriptions of a core whose notifier destination is confirmed are
-// confirmed at once; of one still pending, they wait for the link already
-// sent. The notifier's unsubscribe link, in every message it sends,
-// removes the destination: every subscription delivering to it ends (and
-// is deleted at its subscribable's next delivery).
-//
-// A destination core the notifier holds for a subscriber of the tenant
-// the flow did not create is ErrConflict; so is a core being subscribed concurrently.
-// A log destination is confirmed at once.
+// (SubscribableKey) and returns the subscription with created true; when
+// dest's core is already subscribed it returns that subscription with
+// created false (its secret hidden). A log destination is confirmed at
+// once. An e-mail or webhook destination is a notifier subscriber's
+// destination, shared by the tenant's subscriptions with the same core:
+// the first creates it pending and sends the notifier's opt-in link; later
+// ones follow its confirmation. The notifier's unsubscribe link ends every
+// subscription to it. A core the notifier holds for a subscriber the flow
+// did not create, or one being subscribed concurrently, is ErrConflict.
 func (f *Flow) Subscribe(ctx context.Context, feedID, key string, dest Destination) (Subscription, bool, error) {
 	core, err := dest.Unique()
 	if err != nil {
@@ -85,10 +73,8 @@ func (f *Flow) Subscribe(ctx context.Context, feedID, key string, dest Destinati
 }
 
 // notifierSubscriber returns the notifier subscriber and destination of
-// d's core for sb's tenant, creating them (the tenant's, pending, with a
-// confirmation request on its way) unless the flow created them before
-// and they are still there. secret is the new destination's (webhook)
-// secret.
+// d's core for sb's tenant, creating them pending unless the flow created
+// them before. secret is a new webhook destination's secret.
 func (f *Flow) notifierSubscriber(ctx context.Context, fd Feed, sb Subscribable, d subscriber.Destination, who string) (sid, did, secret string, active bool, err error) {
 	core, err := d.Core()
 	if err != nil {
@@ -140,10 +126,8 @@ func (f *Flow) notifierSubscriber(ctx context.Context, fd Feed, sb Subscribable,
 	return s.ID, x.ID, x.Secret, false, nil
 }
 
-// Subscriptions returns the subscriptions of the subscribable stored
-// under key, each confirmed as the notifier says. Those whose notifier
-// destination is gone (unsubscribed, expired unconfirmed) are left out;
-// the next delivery deletes them.
+// Subscriptions returns the live subscriptions of the subscribable stored
+// under key, confirmed as the notifier says.
 func (f *Flow) Subscriptions(ctx context.Context, feedID, key string) ([]Subscription, error) {
 	subs, err := f.store.Subscriptions(ctx, feedID, key)
 	if err != nil {
@@ -156,10 +140,8 @@ func (f *Flow) Subscriptions(ctx context.Context, feedID, key string) ([]Subscri
 // resolveChunk bounds the subscribers resolved in one round trip.
 const resolveChunk = 1000
 
-// resolve splits subs into those alive, with Confirmed set from their
-// notifier destination's status, and those whose notifier destination is
-// gone (or that never had one: e-mail and webhook subscriptions of the
-// flow's former own tokens).
+// resolve splits subs into those alive, Confirmed as their notifier
+// destination says, and those whose notifier destination is gone.
 func (f *Flow) resolve(ctx context.Context, subs []Subscription) (live, gone []Subscription, err error) {
 	var ids []string
 	for _, s := range subs {
@@ -199,10 +181,9 @@ func (f *Flow) resolve(ctx context.Context, subs []Subscription) (live, gone []S
 // subscriber's include/exclude preferences match it.
 func subject(feedID, name string) string { return "feed:" + feedID + "/" + name }
 
-// payload is the flow's JSON document in a request (the webhook body's
-// "payload"): the message with at most requestItems items, without their
-// descriptions, and its HTML when it fits half of
-// notifier.MaxRequestBytes.
+// payload is the flow's JSON document in a request: the message with at
+// most requestItems items, without descriptions, and its HTML when it fits
+// half of notifier.MaxRequestBytes.
 func payload(msg Message) json.RawMessage {
 	compact := msg
 	compact.Text = ""
@@ -224,11 +205,9 @@ func payload(msg Message) json.RawMessage {
 	return b
 }
 
-// collectionRequest is the request delivering a rendered collection to
-// one subscription's notifier destination. Its window names the
-// collection (within and opening time, so a subscribable deleted and
-// defined again never shares a window with its predecessor): the notifier
-// delivers it once per destination.
+// collectionRequest is the request delivering a rendered collection to one
+// subscription's notifier destination. Its window names the collection
+// (within and opening time), so the notifier delivers it once.
 func collectionRequest(sub Subscription, c Collection, msg Message, body json.RawMessage, traceID string) notifier.Request {
 	return notifier.Request{Flow: Name, Event: "feed.collection", Subject: clip(subject(c.FeedID, displayName(c.Subscribable)), notifier.MaxSubjectLen),
 		SubscriberID: sub.SubscriberID, DestinationID: sub.DestinationID,

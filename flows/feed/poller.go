@@ -82,14 +82,11 @@ type PollStatus struct {
 	Duplicates   int       `json:"duplicate_guids,omitempty"`
 }
 
-// Poller is the polling service: it fetches every feed every PollEvery
-// (with jitter at start, backoff after failures) and publishes each outcome
-// as a Poll on Topics.Polls. Any number of copies may run, in one process or
-// many: before polling a feed a copy takes the feed's gate (package
-// pollgate), which stays closed until the feed's next poll is due, so each
-// feed is polled once per period whatever the number of copies, by
-// whichever copy comes first. The consecutive failures that set the backoff
-// are kept in Redis, shared by the copies.
+// Poller is the polling service: it fetches every feed when due and
+// publishes each outcome as a Poll on Topics.Polls. Any number of copies
+// may run: a copy takes the feed's gate (package pollgate) before polling,
+// so each feed is polled once per period. Consecutive failures are kept in
+// Redis, shared by the copies.
 type Poller struct {
 	flow    *Flow
 	fetcher *poll.Fetcher
@@ -248,12 +245,10 @@ func (p *Poller) PollOnce(ctx context.Context, fd Feed) (Poll, error) {
 	return out, err
 }
 
-// poll fetches fd once and publishes the outcome, and returns it with the
-// delay before the feed's next poll (see EtiquetteConfig.next). A feed
-// that is gone or dead is not fetched (ErrHalted). On the way it keeps
-// the feed's figures, follows a permanent redirect (the feed's URL is
-// updated), halts a feed gone (410) or failing DeadAfter times in a row,
-// and subscribes to the WebSub hub the feed advertises.
+// poll fetches fd once, publishes the outcome and returns it with the delay
+// before the next poll (EtiquetteConfig.next). A halted feed is not fetched
+// (ErrHalted). It keeps the feed's figures, follows permanent redirects,
+// halts a feed that is gone or dead, and subscribes to its WebSub hub.
 func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error) {
 	f := p.flow
 	if halted, err := f.store.isHalted(ctx, fd.ID); err != nil || halted {

@@ -22,10 +22,8 @@ var Vars = []flow.Var{
 }
 
 // quotas builds the caps of Config.MaxFeedsPerCaller and
-// MaxSubscriptionsPerCaller. A caller at its cap
-// first gets back the slots of feeds and subscriptions removed by a path
-// that did not free them (a feed's removal takes its subscriptions along,
-// an unsubscribe link removes one).
+// MaxSubscriptionsPerCaller. A caller at its cap first gets back the slots
+// of feeds and subscriptions removed without freeing them.
 func (f *Flow) quotas() error {
 	var feeds, subs *quota.Quota
 	var err error

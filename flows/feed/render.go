@@ -21,10 +21,9 @@ var (
 	htmlTemplates = htmltemplate.Must(htmltemplate.ParseFS(templateFS, "templates/*.html.tmpl"))
 )
 
-// Message is a rendered message: its subject, its text and HTML bodies
-// (the templates in templates/) and the items themselves. Log destinations
-// receive it whole as JSON; the notifier's channels receive it as a
-// notifier.Request (see collectionRequest).
+// Message is a rendered message: subject, text and HTML bodies (templates/)
+// and the items. Log destinations get it as JSON, the notifier's channels
+// as a notifier.Request.
 type Message struct {
 	Kind         string `json:"kind"` // "collection" or "confirm"
 	FeedID       string `json:"feed_id"`

@@ -120,10 +120,8 @@ func (s *Store) FeedPage(ctx context.Context, cursor string, limit int) ([]Feed,
 	return page.Items, page.NextCursor, nil
 }
 
-// DeleteFeed removes a feed and its items; ErrConflict while it has
-// subscribables, ErrNotFound when there is no such feed. Cleared items go
-// too: re-adding the feed later starts afresh (its first poll's items are
-// then Excluded unless IncludeExisting).
+// DeleteFeed removes a feed and all its items; ErrConflict while it has
+// subscribables, ErrNotFound when there is no such feed.
 func (s *Store) DeleteFeed(ctx context.Context, id string) error {
 	if _, err := s.Feed(ctx, id); err != nil {
 		return err
@@ -172,9 +170,8 @@ func (s *Store) DeleteFeed(ctx context.Context, id string) error {
 func subKey(feedID, name string) string { return feedID + "/" + name }
 
 // PutSubscribable adds a subscribable of sb.Tenant to an existing feed;
-// adding the same definition again returns it, another one under the
-// same name of the same tenant is ErrConflict, and so is one more than
-// MaxSubscribables of the tenant. Other tenants' names are no conflict.
+// the same definition again returns it; another under the tenant's name,
+// or one past MaxSubscribables, is ErrConflict.
 func (s *Store) PutSubscribable(ctx context.Context, sb Subscribable) (Subscribable, bool, error) {
 	if err := sb.Validate(); err != nil {
 		return Subscribable{}, false, err
@@ -254,10 +251,9 @@ func (s *Store) Subscribables(ctx context.Context, feedID string) ([]Subscribabl
 }
 
 // DeleteSubscribable removes the subscribable stored under key and its
-// subscriptions, and closes its open collections (see dropScript): their
-// items are released undelivered, so items no other collection waits for become Cleared. A
-// completed collection already on its way is delivered to nobody and then
-// released. Deleting again after a failure finishes the job.
+// subscriptions, and releases the items of its open collections
+// undelivered (see dropScript). Deleting again after a failure finishes the
+// job.
 func (s *Store) DeleteSubscribable(ctx context.Context, feedID, key string) error {
 	if _, err := s.Subscribable(ctx, feedID, key); err != nil {
 		return err

@@ -74,9 +74,8 @@ func (d Destination) Unique() (string, error) {
 }
 
 // notifierDestination is the destination as the notifier's subscriber
-// store takes it (a bare e-mail address: the personal part names the
-// subscriber), and the subscriber's name. ok is false for a log
-// destination, which is no notifier subscriber.
+// store takes it, and the subscriber's name; ok is false for a log
+// destination.
 func (d Destination) notifierDestination() (dest subscriber.Destination, name string, ok bool) {
 	switch d.Kind {
 	case DestEmail:
@@ -109,9 +108,7 @@ type Subscription struct {
 	// subscribable.
 	Unique string `json:"unique"`
 	// SubscriberID and DestinationID name the notifier subscriber and
-	// destination the subscription delivers to (e-mail and webhook).
-	// Subscriptions of one destination core, to any subscribable, share
-	// them.
+	// destination (e-mail, webhook), shared by the subscriptions of one core.
 	SubscriberID  string `json:"subscriber_id,omitempty"`
 	DestinationID string `json:"destination_id,omitempty"`
 	// Confirmed: the notifier destination is confirmed (active); always

@@ -29,10 +29,9 @@ redis.call('SET', KEYS[2], ARGV[3])
 redis.call('ZADD', KEYS[3], 0, ARGV[2])
 return ARGV[2]`)
 
-// createSubscription stores sub (its ID, Unique, Added and, for e-mail
-// and webhook destinations, SubscriberID and DestinationID set) unless its
-// destination core is taken for the subscribable. When it is, the existing
-// subscription is returned with created false (its secret hidden).
+// createSubscription stores sub unless its destination core is taken for
+// the subscribable; then the existing subscription is returned with created
+// false (its secret hidden).
 func (s *Store) createSubscription(ctx context.Context, sub Subscription) (Subscription, bool, error) {
 	stored := sub
 	stored.Secret = "" // the notifier keeps it

@@ -7,10 +7,8 @@ import (
 	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
-// A feed is shared by URL (one poll per URL), and each tenant that added
-// it holds it: the set of a feed's tenants, and the set of a tenant's
-// feeds (bounded by the tenant's feed quota), say who sees it. A feed
-// without tenants (added before tenants were recorded, or by the demo) is
+// A feed is shared by URL, and each tenant that added it holds it: a feed's
+// tenants and a tenant's feeds say who sees it. A feed without tenants is
 // tenancy.Open's.
 func feedTenantsKey(id string) string     { return defsKey("tenants:" + id) }
 func tenantFeedsKey(tenant string) string { return defsKey("tenant-feeds:" + tenancy.Of(tenant)) }

@@ -109,9 +109,8 @@ type webSub struct {
 	Topic string `json:"topic"`
 	// Secret is the HMAC key the hub signs pushes with (hub.secret).
 	Secret string `json:"secret"`
-	// Token is the callback's own secret, the last segment of the
-	// callback URL (only the hub learns it): every verification and push
-	// must present it. Kept across renewals, so the hub sees one callback.
+	// Token is the callback's own secret, the last segment of its URL, kept
+	// across renewals: every verification and push must present it.
 	Token       string    `json:"token,omitempty"`
 	State       string    `json:"state"`
 	RequestedAt time.Time `json:"requested_at"`
@@ -121,9 +120,8 @@ type webSub struct {
 	Pending *webSubRequest `json:"pending,omitempty"`
 }
 
-// webSubRequest is a (re)subscription the flow asked a hub for: only a
-// verification of intent matching it (mode, topic, callback token) before
-// it expires is accepted.
+// webSubRequest is a (re)subscription asked of a hub: only a matching
+// verification before it expires is accepted.
 type webSubRequest struct {
 	Mode      string    `json:"mode"`
 	Hub       string    `json:"hub"`
@@ -164,9 +162,8 @@ func (w webSub) view() WebSubView {
 	return v
 }
 
-// pushed reports whether the feed's content is pushed at now. A
-// subscription kept before callbacks had a token counts as none (its
-// callback no longer answers): it is asked again.
+// pushed reports whether the feed's content is pushed at now; a
+// subscription without a callback token counts as none.
 func (w webSub) pushed(now time.Time) bool {
 	return w.State == WebSubActive && w.Token != "" && now.Before(w.ExpiresAt)
 }
@@ -194,9 +191,9 @@ func (f *Flow) putWebSub(ctx context.Context, id string, w webSub) error {
 	return nil
 }
 
-// ensureWebSub subscribes a feed at the hub it advertises (the first of
-// hints.Hubs, the topic its rel="self" or its URL) unless a subscription
-// is active and not due for renewal, or was asked for less than Retry ago.
+// ensureWebSub subscribes a feed at its first advertised hub unless a
+// subscription is active and not due for renewal, or was asked for less
+// than Retry ago.
 func (f *Flow) ensureWebSub(ctx context.Context, fd Feed, hints poll.Hints, now time.Time) error {
 	if f.cfg.WebSub.Disabled || len(hints.Hubs) == 0 {
 		return nil
@@ -225,10 +222,8 @@ func (f *Flow) renewAt(w webSub) time.Time {
 }
 
 // subscribeHub asks hub to push topic to the feed's callback. The request
-// is kept as pending (mode, topic, callback token, secret; it expires after
-// WebSubConfig.Retry) before it is sent, so a hub verifying at once finds
-// it. A renewal keeps the callback and secret of the active subscription
-// (pushes stay valid meanwhile); any other request takes new ones.
+// is stored as pending before it is sent, so a hub verifying at once finds
+// it; a renewal keeps the active callback and secret.
 func (f *Flow) subscribeHub(ctx context.Context, feedID, hub, topic string, now time.Time) error {
 	if err := f.cfg.Egress.CheckURL(hub); err != nil {
 		return fmt.Errorf("feed: websub hub: %w", err)
@@ -277,13 +272,10 @@ func (f *Flow) webSubCallback(feedID, token string) string {
 }
 
 // VerifyWebSub answers a hub's verification of intent on a feed's callback
-// (token is the callback's secret). A "subscribe" is accepted only as the
-// answer to the pending request the flow sent (same mode, topic and token,
-// not expired): the subscription is then active for leaseSeconds, capped
-// at the lease asked (WebSubConfig.Lease; that lease when 0). A "denied"
-// ends the pending request, or the subscription, whose token and topic it
-// names. Anything else, unsubscriptions included (the flow asks none), is
-// ErrNotFound, and the hub must then not push.
+// (token is the callback's secret). A "subscribe" matching the pending
+// request makes the subscription active for leaseSeconds, capped at the
+// lease asked; a "denied" ends the pending request or subscription it
+// names. Anything else is ErrNotFound, and the hub must then not push.
 func (f *Flow) VerifyWebSub(ctx context.Context, feedID, token, mode, topic string, leaseSeconds int) error {
 	w, ok, err := f.webSub(ctx, feedID)
 	if err != nil {
@@ -322,13 +314,10 @@ func (f *Flow) VerifyWebSub(ctx context.Context, feedID, token, mode, topic stri
 }
 
 // Push takes content a hub pushed to a feed's callback (token is the
-// callback's secret): it checks its X-Hub-Signature
-// ("sha1=", "sha256=" or "sha512=" and the hex HMAC of the body with the
-// subscription's secret), parses it and publishes it as a Poll (Push
-// true) on Topics.Polls, so its items go through the same pipeline (and
-// deduplication) as polled ones. A feed without an active subscription
-// is ErrNotFound, a bad signature ErrBadSignature, a body that is no feed
-// ErrInvalid.
+// callback's secret): it checks its X-Hub-Signature (sha1, sha256 or sha512
+// HMAC with the subscription's secret), parses it and publishes it as a
+// Poll with Push true. No active subscription is ErrNotFound, a bad
+// signature ErrBadSignature, a body that is no feed ErrInvalid.
 func (f *Flow) Push(ctx context.Context, feedID, token string, body []byte, signature string) error {
 	w, ok, err := f.webSub(ctx, feedID)
 	if err != nil {
@@ -389,9 +378,8 @@ func validSignature(secret string, body []byte, header string) bool {
 	return hmac.Equal(m.Sum(nil), want)
 }
 
-// RenewWebSub renews every active subscription due for renewal at now
-// (one copy of the poller renews each, through the feed's websub gate),
-// and returns how many it asked for.
+// RenewWebSub renews every active subscription due at now (one poller copy
+// each, through the feed's websub gate) and returns how many it asked for.
 func (p *Poller) RenewWebSub(ctx context.Context) (int, error) {
 	f := p.flow
 	if f.cfg.WebSub.Disabled {

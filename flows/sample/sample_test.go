@@ -14,6 +14,7 @@ import (
 
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/sample"
+	"github.com/dropstream/dropstream/flows/sample/sampletest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -50,7 +51,7 @@ func entries(t *testing.T, rdb redis.UniversalClient, topic stream.Topic) []*str
 
 func total(t *testing.T, rdb redis.UniversalClient, partitions int) (int64, map[string]int64) {
 	t.Helper()
-	counts, err := sample.Counts(context.Background(), rdb, partitions)
+	counts, err := sampletest.Counts(context.Background(), rdb, partitions)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -94,7 +95,7 @@ func TestGenerate_limitPublishesExactlyThatMany(t *testing.T) {
 		t.Run(fmt.Sprintf("%d partitions, rate %d, %d sensors, limit %d", tt.partitions, tt.rate, tt.sensors, tt.limit), func(t *testing.T) {
 			rdb := newRedis(t)
 			var progress []int64
-			n, err := sample.Generate(context.Background(), stream.NewPublisher(rdb, stream.Telemetry{}),
+			n, err := sampletest.Generate(context.Background(), stream.NewPublisher(rdb, stream.Telemetry{}),
 				tt.partitions, tt.rate, tt.sensors, tt.limit, func(n int64) { progress = append(progress, n) })
 			if err != nil || n != tt.limit {
 				t.Fatalf("Generate = %d, %v; want %d, nil", n, err, tt.limit)
@@ -143,7 +144,7 @@ func TestGenerate_rejectsNonPositiveRateOrSensors(t *testing.T) {
 	rdb := newRedis(t)
 	pub := stream.NewPublisher(rdb, stream.Telemetry{})
 	for _, tt := range []struct{ rate, sensors int }{{0, 10}, {-1, 10}, {10, 0}, {10, -5}} {
-		n, err := sample.Generate(context.Background(), pub, 2, tt.rate, tt.sensors, 10, nil)
+		n, err := sampletest.Generate(context.Background(), pub, 2, tt.rate, tt.sensors, 10, nil)
 		if err == nil || n != 0 {
 			t.Errorf("Generate(rate %d, sensors %d) = %d, %v; want 0 and an error", tt.rate, tt.sensors, n, err)
 		}
@@ -154,7 +155,7 @@ func TestGenerate_stopsWhenContextEndsAndReportsWhatItPublished(t *testing.T) {
 	rdb := newRedis(t)
 	ctx, cancel := context.WithCancel(context.Background())
 	defer cancel()
-	n, err := sample.Generate(ctx, stream.NewPublisher(rdb, stream.Telemetry{}), 3, 1000, 5, 0, func(n int64) {
+	n, err := sampletest.Generate(ctx, stream.NewPublisher(rdb, stream.Telemetry{}), 3, 1000, 5, 0, func(n int64) {
 		if n >= 300 {
 			cancel()
 		}
@@ -197,7 +198,7 @@ func TestStages_enrichAndSinkCountEachTickOnceThroughRunners(t *testing.T) {
 			}
 		})
 	}
-	if n, err := sample.Generate(ctx, stream.NewPublisher(rdb, stream.Telemetry{}), partitions, 100000, 10, 200, nil); err != nil || n != 200 {
+	if n, err := sampletest.Generate(ctx, stream.NewPublisher(rdb, stream.Telemetry{}), partitions, 100000, 10, 200, nil); err != nil || n != 200 {
 		t.Fatalf("Generate = %d, %v", n, err)
 	}
 	testenv.WaitFor(t, 20*time.Second, func() bool {
@@ -316,7 +317,7 @@ func TestStages_secondGeneratorRunIsCounted(t *testing.T) {
 	pub := stream.NewPublisher(rdb, stream.Telemetry{})
 	done := map[string]bool{}
 	for run := 1; run <= 2; run++ {
-		if n, err := sample.Generate(context.Background(), pub, partitions, 100000, 5, 20, nil); err != nil || n != 20 {
+		if n, err := sampletest.Generate(context.Background(), pub, partitions, 100000, 5, 20, nil); err != nil || n != 20 {
 			t.Fatalf("Generate run %d = %d, %v", run, n, err)
 		}
 		process(t, rdb, ticks, stages["sample-enrich"].Handler, done)

@@ -28,9 +28,8 @@ import (
 	"github.com/dropstream/dropstream/writer"
 )
 
-// pollEvery is how often completion is checked in Redis, and
-// pollClickHouse in ClickHouse (whose exact counts cost more); they bound
-// the error of the measured times.
+// pollEvery and pollClickHouse are how often completion is checked in
+// Redis and ClickHouse; they bound the error of the measured times.
 const (
 	pollEvery      = 10 * time.Millisecond
 	pollClickHouse = 100 * time.Millisecond
@@ -154,11 +153,10 @@ func (b *Harness) Database() string { return b.db }
 // Entities is the number of entities observed per run of every scope.
 func (b *Harness) Entities() int { return b.cfg.Scopes * b.cfg.PerScope }
 
-// Setup applies the baseline run and its stabilization run of every scope
-// through the diff stage, and measures Redis memory per entity after each
-// with the output streams trimmed. The groups of the analytics stages, the
-// projection and the notifier are then created, so that their backlog is
-// what later runs produce.
+// Setup applies the baseline and stabilization runs of every scope through
+// the diff stage, measuring Redis memory per entity after each, then
+// creates the groups of the later stages so their backlog is what later
+// runs produce.
 func (b *Harness) Setup(ctx context.Context) (baseline, stabilization Rate, afterBaseline, steady Memory, err error) {
 	if b.setupRun {
 		return Rate{}, Rate{}, Memory{}, Memory{}, errors.New("availbench: Setup runs once")
@@ -197,8 +195,7 @@ func (b *Harness) Setup(ctx context.Context) (baseline, stabilization Rate, afte
 }
 
 // Diff applies runs churn runs of every scope through the diff stage and
-// returns the observations and the time the stage took to apply them (the
-// snapshots of each run are published first, then consumed).
+// returns the observations and the time the stage took to apply them.
 func (b *Harness) Diff(ctx context.Context, runs int) (Rate, error) {
 	var total Rate
 	for r := 1; r <= runs; r++ {
@@ -226,14 +223,9 @@ func (b *Harness) DiffSnapshots(ctx context.Context, n int) (Rate, error) {
 // diffRound publishes the next snapshot of n scopes, then runs the diff
 // stage until its group has read and acknowledged every snapshot.
 //
-// Counting run records would not do: a snapshot applied again (the Redis
-// client retries a pipeline whose reply timed out, the stage retries a
-// batch that failed) appends a second run record, with applied false. The
-// round then looked done while snapshots were still unread, the stage was
-// stopped and Setup's trim dropped them: those scopes lost their baseline
-// or stabilization run, and their later runs emitted the missing baseline
-// transitions into the measured backlog (up to 3.5 times the exact count
-// under load).
+// Run records are not counted: a snapshot applied twice (a retried
+// pipeline or batch) appends a second one, so the round looked done with
+// snapshots unread.
 func (b *Harness) diffRound(ctx context.Context, name string, n int) (Rate, error) {
 	pubStart := time.Now()
 	msgs := make([]*stream.Message, 0, 500)
@@ -331,14 +323,9 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 		return Rate{}, err
 	}
 	defer stop()
-	// The exact counts (uniqExact) cost ClickHouse CPU that grows with the
-	// table, and so does count() on 18.16, which reads a column of every
-	// part: polled every 100 ms they took a sizeable share of the server's
-	// CPU from the inserts they measure. So poll the rows of the table's
-	// active parts (metadata, which duplicates can only raise) and count
-	// exactly once they reach want. The transitions are all in when the
-	// exact count that finds them all starts (it reads the parts present
-	// then), so its own duration is not measured.
+	// Exact counts cost ClickHouse CPU that grows with the table, taken
+	// from the inserts measured: poll the active parts' rows (metadata) and
+	// count exactly once they reach want, timing the count's start.
 	var countedAt time.Time
 	count := func(table string, want int64, f func(context.Context, *clickhouse.Client, clickhouse.Filter) (uint64, error)) func() (int64, error) {
 		return func() (int64, error) {
@@ -369,9 +356,8 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 }
 
 // await polls count every so often until it reaches want, reporting
-// progress every second. From nine tenths of want on it polls every
-// pollEvery, so that the time it sees the end is within pollEvery of it,
-// while a slower every keeps the polling's own cost low before that.
+// progress every second; from nine tenths of want on it polls every
+// pollEvery, to see the end within pollEvery.
 func (b *Harness) await(ctx context.Context, what string, every time.Duration, want int64, count func() (int64, error)) error {
 	t := time.NewTimer(every)
 	defer t.Stop()
@@ -428,21 +414,30 @@ func (b *Harness) run(ctx context.Context, copies int, stages ...stream.Stage) (
 // topic: its entries hold arrays of them.
 func (b *Harness) countTransitions(ctx context.Context) (int64, error) {
 	var n int64
+	err := b.eachTransition(ctx, func(avail.Transition) { n++ })
+	return n, err
+}
+
+// eachTransition calls fn with every transition of the transition topic,
+// partition by partition, in stream order.
+func (b *Harness) eachTransition(ctx context.Context, fn func(avail.Transition)) error {
 	for p := range b.topics.Transitions.Partitions {
 		start := "-"
 		for {
 			xs, err := b.rdb.XRangeN(ctx, b.topics.Transitions.Stream(p), start, "+", 1000).Result()
 			if err != nil {
-				return 0, fmt.Errorf("availbench: count transitions: %w", err)
+				return fmt.Errorf("availbench: read transitions: %w", err)
 			}
 			for _, x := range xs {
 				typ, _ := x.Values["type"].(string)
 				payload, _ := x.Values["payload"].(string)
 				ts, err := availjson.DecodeTransitions(typ, []byte(payload))
 				if err != nil {
-					return 0, fmt.Errorf("availbench: count transitions of %s: %w", x.ID, err)
+					return fmt.Errorf("availbench: transitions of %s: %w", x.ID, err)
 				}
-				n += int64(len(ts))
+				for _, t := range ts {
+					fn(t)
+				}
 			}
 			if len(xs) < 1000 {
 				break
@@ -450,7 +445,7 @@ func (b *Harness) countTransitions(ctx context.Context) (int64, error) {
 			start = "(" + xs[len(xs)-1].ID
 		}
 	}
-	return n, nil
+	return nil
 }
 
 // drain waits until groups have handled every entry of topic.
@@ -478,10 +473,9 @@ func (b *Harness) drain(ctx context.Context, what string, topic stream.Topic, gr
 	}
 }
 
-// unhandled is the number of entries of topic that the groups have not
-// read or not acknowledged yet (XINFO GROUPS lag + pending). A group whose
-// lag Redis cannot tell (-1) counts 1 until it has read up to the stream's
-// last entry; a missing group counts the whole stream.
+// unhandled is the number of entries of topic the groups have not read or
+// acknowledged (lag + pending); a group of unknown lag counts 1 until it
+// has read the last entry, a missing group the whole stream.
 func (b *Harness) unhandled(ctx context.Context, topic stream.Topic, groups ...string) (int64, error) {
 	var n int64
 	for p := range topic.Partitions {

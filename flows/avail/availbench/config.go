@@ -1,22 +1,14 @@
 // Package availbench measures the availability pipeline on a real Redis and
-// ClickHouse: observations per second through the diff
-// stage, transitions per second into ClickHouse through the analytics
-// stages, end-to-end latency from observation to webhook at a fixed
-// observation rate, and Redis memory per entity. `dropstream bench
-// availability` and the Go benchmarks of this package use it.
+// ClickHouse: observations per second through the diff stage, transitions
+// per second into ClickHouse, end-to-end latency from observation to
+// webhook, and Redis memory per entity. `dropstream bench availability` and
+// the package's Go benchmarks use it.
 //
-// The bench drives the real stages (diff.NewStage, writer.Analytics,
-// writer.Projection, watch.NewStage) on the real topics (avail.Flow), so
-// it needs a Redis database of its own: Open refuses a non-empty one, and
-// Close empties it again (FLUSHDB) unless Config.Keep is set. In ClickHouse
-// it creates a database of its own, dsbench_<hex>, next to the DSN's, and
-// drops it on Close unless Keep.
-//
-// The workload is a fleet of Scopes scopes of PerScope entities each. Every
-// scope slides a window of PerScope entities over a ring of 2×PerScope:
-// the first two runs observe the same window (the baseline, which notifies
-// nobody, and its stabilization), and every later run slides it by
-// Churn×PerScope entities, which close, while as many new ones open.
+// It drives the real stages on the real topics, so it needs an empty Redis
+// database (emptied again on Close unless Config.Keep) and creates a
+// ClickHouse database of its own, dsbench_<hex>. The workload is Scopes
+// scopes of PerScope entities, each sliding its window by Churn×PerScope
+// entities per run after a baseline and a stabilization run.
 package availbench
 
 import (

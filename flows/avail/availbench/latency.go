@@ -2,12 +2,9 @@ package availbench
 
 import (
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"net/http"
 	"net/http/httptest"
-	"slices"
 	"sync"
 	"time"
 
@@ -23,17 +20,16 @@ import (
 // latency run stops publishing.
 const drainTimeout = time.Minute
 
-// Latency measures end-to-end latency: it runs the pipeline after the
-// collector (diff, projection, notifier and, with ClickHouse, both
-// analytics stages), lets the projection and the notifier catch up with
-// the transitions of the earlier runs, creates one webhook watcher per
-// venue posting to a local receiver, publishes snapshots at cfg.Rate
-// observations per second for cfg.LatencyDuration with run_at = now, and
-// records for every notification its receive time − run_at. Setup and at
-// least one churn run (Diff) must have run, so that each snapshot confirms
-// the opens of its scope's previous run and notifies.
+// Latency measures end-to-end latency: it runs the stages after the
+// collector, lets them catch up, creates a webhook watcher per venue, then
+// publishes snapshots at cfg.Rate observations per second for
+// cfg.LatencyDuration and records each notification's receive time −
+// run_at. Setup and at least one Diff run must come first.
 func (b *Harness) Latency(ctx context.Context) (Latency, error) {
-	recv := &receiver{seen: map[string]bool{}, from: time.Now()}
+	from := time.Now()
+	recv := newReceiver(time.Now, func(ev watch.OpenEvent, now time.Time) (string, time.Duration, bool) {
+		return "", now.Sub(ev.RunAt), !ev.RunAt.Before(from) // earlier ones are not of this run
+	})
 	srv := httptest.NewServer(recv)
 	defer srv.Close()
 	store, stages, closeStages, err := b.pipeline(srv.Listener.Addr().String())
@@ -83,18 +79,18 @@ func (b *Harness) Latency(ctx context.Context) (Latency, error) {
 		}
 		if time.Since(last) >= time.Second {
 			last = time.Now()
-			b.progress("latency: published %d/%d, notifications %d", sent, total, recv.count())
+			b.progress("latency: published %d/%d, notifications %d", sent, total, recv.count(""))
 		}
 	}
 	res.Elapsed = time.Since(start)
 	wait, cancel := context.WithTimeout(ctx, drainTimeout)
 	defer cancel()
 	if err := b.await(wait, "latency: notifications", pollEvery, int64(res.Expected), func() (int64, error) {
-		return int64(recv.count()), nil
+		return int64(recv.count("")), nil
 	}); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return res, err
 	}
-	res.Received, res.Duplicates, res.P50, res.P99, res.Max = recv.summary()
+	res.Received, res.Duplicates, res.P50, res.P99, res.Max = recv.summary("")
 	return res, nil
 }
 
@@ -177,56 +173,4 @@ feed:
 	}
 	b.progress("latency: %d webhook watchers created in %s", b.cfg.Scopes, time.Since(start).Round(time.Millisecond))
 	return nil
-}
-
-// receiver is the webhook endpoint: it records each notification's latency
-// once, by watcher and event.
-type receiver struct {
-	mu   sync.Mutex
-	from time.Time
-	seen map[string]bool
-	lat  []time.Duration
-	dups int
-}
-
-func (r *receiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	now := time.Now()
-	var ev watch.OpenEvent
-	if err := json.NewDecoder(req.Body).Decode(&ev); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-	if ev.RunAt.Before(r.from) {
-		return // not of this run
-	}
-	key := ev.WatcherID + "/" + ev.EventID
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	if r.seen[key] {
-		r.dups++
-		return
-	}
-	r.seen[key] = true
-	r.lat = append(r.lat, now.Sub(ev.RunAt))
-}
-
-func (r *receiver) count() int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.lat)
-}
-
-// summary returns the distinct notifications, the duplicates and the
-// latency quantiles.
-func (r *receiver) summary() (n, dups int, p50, p99, maxLat time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	lat := slices.Clone(r.lat)
-	slices.Sort(lat)
-	if len(lat) == 0 {
-		return 0, r.dups, 0, 0, 0
-	}
-	q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
-	return len(lat), r.dups, q(0.50), q(0.99), lat[len(lat)-1]
 }

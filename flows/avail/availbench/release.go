@@ -3,21 +3,17 @@ package availbench
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"net/http"
 	"net/http/httptest"
-	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/avail"
-	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/simulator"
 	"github.com/dropstream/dropstream/flows/avail/watch"
@@ -26,12 +22,11 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// ReleaseConfig describes the release bench: Venues simulated venues
-// release a new date every day at ReleaseAt; one source polls a scope per
-// venue and date at Interval; each venue has a webhook watcher. The first
-// HistoryDays run at the fixed interval; their first opens are then
-// learned (collector.LearnReleases) and LearnedDays run with bursts around
-// the learned minute. Zero fields take their defaults.
+// ReleaseConfig describes the release bench: Venues venues release a new
+// date every day at ReleaseAt, polled at Interval, one webhook watcher
+// each. HistoryDays run at the fixed interval; then the release times are
+// learned and LearnedDays run with bursts around them. Zero fields take
+// their defaults.
 type ReleaseConfig struct {
 	// Venues is the number of venues, 1..100. Default 20.
 	Venues int
@@ -116,10 +111,9 @@ type ReleaseResult struct {
 // benchDay0 is the first day of the release bench.
 var benchDay0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 
-// RunRelease runs the release bench on rdb (an empty database, emptied
-// again at the end): the production collector (collector.Run's schedule on
-// a virtual clock) polling the simulator over HTTP, the normalizer, diff,
-// projection and watcher stages, and a webhook receiver.
+// RunRelease runs the release bench on rdb (an empty database, emptied at
+// the end): the production collector on a virtual clock polling the
+// simulator, the stages after it and a webhook receiver.
 func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfig) (res ReleaseResult, err error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -162,10 +156,14 @@ func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfi
 		sim.ServeHTTP(w, r)
 	}))
 	defer simSrv.Close()
-	recv := &releaseReceiver{clock: clock, at: map[string]time.Time{}, seen: map[string]bool{}}
+	releasedAt := map[string]time.Time{}
 	for _, r := range releases {
-		recv.at[r.Date] = r.At
+		releasedAt[r.Date] = r.At
 	}
+	recv := newReceiver(clock.Now, func(ev watch.OpenEvent, now time.Time) (string, time.Duration, bool) {
+		at, ok := releasedAt[ev.Entity.Date]
+		return ev.Entity.Date, now.Sub(at), ok && ev.Event == watch.EventAvailabilityOpen
+	})
 	hook := httptest.NewServer(recv)
 	defer hook.Close()
 
@@ -247,74 +245,14 @@ func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfi
 		phase.Polls += polls.Load() - p0
 		b.progress("release: day %d (%s): %d/%d notices", d+1, dates[d], recv.count(dates[d]), want)
 	}
-	res.Fixed.Received, res.Fixed.P50, res.Fixed.P99, res.Fixed.Max = recv.summary(dates[:cfg.HistoryDays])
-	res.Learned.Received, res.Learned.P50, res.Learned.P99, res.Learned.Max = recv.summary(dates[cfg.HistoryDays:])
+	res.Fixed.Received, _, res.Fixed.P50, res.Fixed.P99, res.Fixed.Max = recv.summary(dates[:cfg.HistoryDays]...)
+	res.Learned.Received, _, res.Learned.P50, res.Learned.P99, res.Learned.Max = recv.summary(dates[cfg.HistoryDays:]...)
 	return res, nil
 }
 
-// releaseReceiver is the webhook endpoint: it records each notice's
-// virtual receive time − its date's release time, once per watcher and
-// event.
-type releaseReceiver struct {
-	clock *vclock
-	at    map[string]time.Time // release time by date; read only
-
-	mu   sync.Mutex
-	seen map[string]bool
-	lat  map[string][]time.Duration // by date
-}
-
-func (r *releaseReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
-	now := r.clock.Now()
-	var ev watch.OpenEvent
-	if err := json.NewDecoder(req.Body).Decode(&ev); err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
-		return
-	}
-	w.WriteHeader(http.StatusNoContent)
-	at, ok := r.at[ev.Entity.Date]
-	if !ok || ev.Event != watch.EventAvailabilityOpen {
-		return
-	}
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	key := ev.WatcherID + "/" + ev.EventID
-	if r.seen[key] {
-		return
-	}
-	r.seen[key] = true
-	if r.lat == nil {
-		r.lat = map[string][]time.Duration{}
-	}
-	r.lat[ev.Entity.Date] = append(r.lat[ev.Entity.Date], now.Sub(at))
-}
-
-func (r *releaseReceiver) count(date string) int {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	return len(r.lat[date])
-}
-
-// summary returns the notices of dates and their latency quantiles.
-func (r *releaseReceiver) summary(dates []string) (n int, p50, p99, maxLat time.Duration) {
-	r.mu.Lock()
-	var lat []time.Duration
-	for _, d := range dates {
-		lat = append(lat, r.lat[d]...)
-	}
-	r.mu.Unlock()
-	if len(lat) == 0 {
-		return 0, 0, 0, 0
-	}
-	slices.Sort(lat)
-	q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
-	return len(lat), q(0.50), q(0.99), lat[len(lat)-1]
-}
-
-// streamLearner is the bench's collector.ReleaseLearner: the rule of the
-// flow's ClickHouse learner (the first raw open of a source's venue and
-// date, not of a baseline) applied to the transitions stream the bench
-// keeps in Redis.
+// streamLearner is the bench's collector.ReleaseLearner: the flow's rule
+// (first raw open of a venue and date, not of a baseline) on the
+// transitions stream in Redis.
 type streamLearner struct {
 	b   *Harness
 	off atomic.Bool
@@ -326,29 +264,17 @@ func (l *streamLearner) ReleaseObservations(ctx context.Context) ([]collector.Re
 	}
 	type key struct{ source, venue, date string }
 	first := map[key]avail.Transition{}
-	t := l.b.topics.Transitions
-	for p := range t.Partitions {
-		xs, err := l.b.rdb.XRange(ctx, t.Stream(p), "-", "+").Result()
-		if err != nil {
-			return nil, err
+	err := l.b.eachTransition(ctx, func(tr avail.Transition) {
+		if !tr.Raw || tr.Kind != avail.KindOpen || tr.Entity.Venue == "" {
+			return
 		}
-		for _, x := range xs {
-			typ, _ := x.Values["type"].(string)
-			payload, _ := x.Values["payload"].(string)
-			ts, err := availjson.DecodeTransitions(typ, []byte(payload))
-			if err != nil {
-				return nil, err
-			}
-			for _, tr := range ts {
-				if !tr.Raw || tr.Kind != avail.KindOpen || tr.Entity.Venue == "" {
-					continue
-				}
-				k := key{tr.SourceID, tr.Entity.Venue, tr.Entity.Date}
-				if f, ok := first[k]; !ok || tr.RunAt.Before(f.RunAt) {
-					first[k] = tr
-				}
-			}
+		k := key{tr.SourceID, tr.Entity.Venue, tr.Entity.Date}
+		if f, ok := first[k]; !ok || tr.RunAt.Before(f.RunAt) {
+			first[k] = tr
 		}
+	})
+	if err != nil {
+		return nil, err
 	}
 	var out []collector.ReleaseObservation
 	for k, tr := range first {

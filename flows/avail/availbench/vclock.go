@@ -5,14 +5,10 @@ import (
 	"time"
 )
 
-// vclock is a collector.Clock on virtual time: it runs Scale times faster
-// than the wall clock and can jump ahead. Everything that reads it — the
-// collector's schedule, rate limits, backoff and Retry-After pauses, the
-// simulator's releases, the receiver's times — sees the same virtual time,
-// so a day of polling runs in seconds through the production scheduler.
-// The real work in between (HTTP, Redis, the stages) takes real time, which
-// the virtual time multiplies by Scale: latencies come out longer than at
-// scale 1, never shorter.
+// vclock is a collector.Clock on virtual time, Scale times faster than the
+// wall clock, that can jump ahead: the collector, the simulator and the
+// receiver share it, so a day of polling runs in seconds. Real work takes
+// real time, multiplied by Scale: latencies come out longer, never shorter.
 type vclock struct {
 	scale float64
 	done  <-chan struct{}

@@ -1,7 +1,5 @@
-// Package httpapi is the availability flow's API: the projection's
-// entities and sessions (/v1/availability), the collector's sources
-// (/v1/sources), the watchers (/v1/watchers) and, with ClickHouse, the
-// availability statistics (/v1/stats/availability).
+// Package httpapi is the availability flow's API: /v1/availability,
+// /v1/sources, /v1/watchers and, with ClickHouse, /v1/stats/availability.
 package httpapi
 
 import (

@@ -41,20 +41,15 @@ type Config struct {
 	// Concurrency bounds the sends in flight for one message. Default 8,
 	// range 1..256.
 	Concurrency int
-	// History, when set, records every watcher delivery (sent, failed,
-	// rejected), so GET /v1/notifications?subscriber=<watcher id> and its
-	// /why chain cover availability. A send's record is written in the
-	// same step as its ledger record, as soon as it is done: every
-	// delivery marked sent has its history. Default none.
+	// History, when set, records every watcher delivery with its ledger
+	// record, for GET /v1/notifications. Default none.
 	History *history.Recorder
 	// Throttle, when set, paces watcher sends (per destination and
 	// channel) and blocks a destination for its 429's Retry-After. Default
 	// none.
 	Throttle *throttle.Throttle
-	// Sources, when set, looks up a source's provider, scopes and poll
-	// interval, so that a source going down or coming back is told to the
-	// watchers its scopes serve. Default none: source health is not told
-	// (openings after a blind period still carry it).
+	// Sources, when set, looks up sources, so that a source's health changes
+	// are told to the watchers it serves. Default none.
 	Sources SourceLookup
 	// Runner tunes the stage's runner. Zero HandlerTimeout and ClaimIdle
 	// take DefaultHandlerTimeout and notifier.DefaultClaimIdle; other zero fields

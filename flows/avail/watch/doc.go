@@ -1,88 +1,46 @@
 // Package watch is the availability flow's watchers: subscriptions to
 // availability openings kept in Redis with a match index (Store), and the
-// "avail-notifier" stage (NewStage), which matches the stable transitions
-// of the diff against the watchers and notifies each of every opening once
-// per open window.
+// "avail-notifier" stage (NewStage), which notifies each matching watcher of
+// every stable opening once per open window.
 //
 // The stage delivers in process, through the notifier's Dispatcher and
-// delivery ledger, rather than publishing to notify.requests: its business
-// key and signed OpenEvent body are a contract with its receivers (see
-// below), and one hop fewer keeps its end-to-end latency. It records its
-// deliveries in the notifier's history (Config.History) with the
-// transition and run that caused them, for GET /v1/notifications/{id}/why.
+// delivery ledger: its business key and signed OpenEvent body are a
+// contract with receivers, and one hop fewer keeps latency low. It records
+// each delivery in the notifier's history (Config.History) with the
+// transition and run that caused it.
 //
 // # Once per open window
 //
-// The diff emits, per entity, raw flips and stable transitions on the
-// transitions stream, in order within a scope's partition. A session (open
-// window) is named avail.SessionID(entity key, run id of the raw open that
-// began it), but the stable open that confirms it carries only its own run
-// id.
+// The business key of a delivery is "avail:<watcher id>:<event id of the
+// stable open>". The diff emits one stable open per open window and applies
+// each run once, so the key is the same on every redelivery or replay, and a
+// later window gets a new key. It depends on no notifier state, so
+// out-of-order handling cannot send twice. The session id in the payload
+// comes from the raw flips the stage records; when the raw open was not
+// seen it is empty and dropstream.notifier.sessions.unresolved counts it.
 //
-// The business key of a delivery is therefore (watcher id, stable open):
-// "avail:<watcher id>:<avail.EventID(stable run id, entity key, open, true)>",
-// recomputed from the transition rather than read from it. It is sound
-// because stable opens and notified windows are in one-to-one
-// correspondence: the diff emits a stable open only when an entity's stable
-// state flips from closed to open; it can flip back only after k runs
-// observed it closed, which ends the raw window; and the diff applies a run
-// once, so a run's event id is emitted once. Hence a window holds at most
-// one stable open, a stable open belongs to exactly one window, and the
-// key is the same on every redelivery, publish-twice or dead-letter replay
-// of the transition. A later window of the same entity is confirmed by a
-// later run: a new key, a new delivery. Flapping windows that never become
-// stable notify nobody. Because the key does not depend on any state the
-// notifier keeps, out-of-order handling cannot make it send twice.
+// # Other notices
 //
-// The session id in the payload comes from the flips the notifier records
-// itself (raw flips travel on the same stream): the newest raw flip of the
-// entity at or before the stable open's run must be an open, and its run
-// names the session. When that open was not seen (the group started after
-// the stream was trimmed, or it is still pending), the notification goes
-// out with an empty session_id and dropstream.notifier.sessions.unresolved
-// counts it; deduplication is unaffected.
-//
-// # What else a watcher may hear
-//
-// Every notice goes through the same ledger, once per business key:
-//   - "availability.provisional" (Watcher.Provisional) on a raw open, key
-//     "<watcher>:<raw open event id>"; if the window's raw close comes
-//     before a stable open confirmed it, "availability.retracted" follows,
-//     key "<watcher>:retract:<provisional event id>". The watchers told are
-//     kept in the entity's "prov" hash; a stable open records the session
-//     it confirmed there, so a replayed raw open cannot lead to a
-//     retraction of a confirmed window.
+// Each goes through the same ledger, once per business key:
+//   - "availability.provisional" (Watcher.Provisional) on a raw open, and
+//     "availability.retracted" if the window closes before a stable open.
 //   - "availability.gone" (Watcher.NotifyGone) on the stable close of a
-//     window the watcher was told, key "<watcher>:gone:<stable close event
-//     id>"; the told watchers are kept in the entity's "told" hash.
-//   - "availability.source_down" and "availability.source_up" when a source
-//     serving the watcher's scopes (Store.ServedBy over Config.Sources)
-//     goes down or comes back, key "<watcher>:source:<source id>:<run id>"
-//     (unless Watcher.MuteSourceHealth). The stage keeps the source's last
-//     blind period; a stable open whose window began after the source went
-//     blind and within two poll intervals of its recovery carries
-//     blind_for_seconds and a text.
+//     window the watcher was told.
+//   - "availability.source_down" and "availability.source_up" when a
+//     source serving the watcher's scopes changes health (unless
+//     Watcher.MuteSourceHealth).
 //
-// Paused watchers hear none of these but retractions. Windows filter what
-// matches (the slot's time); RearmAfterMinutes skips a window that began
-// less than N minutes after the previous one closed (raw flips).
+// Paused watchers hear only retractions. Windows filter the slot's time;
+// RearmAfterMinutes skips a window that began soon after the last closed.
 //
 // # Delivery
 //
-// Each (watcher, stable open) goes through the notifier.DeliveryLedger in two
-// phases: a "sending" record with a lease (notifier.DeliveryLedgerConfig.Lease) is
-// taken before the send, turned into "sent" (kept for TTL) after it, and
-// released when the send fails retryably, so the message's redelivery (the
-// runtime retries with backoff, then dead-letters after MaxDeliveries)
-// sends again. A message matching several watchers fails as a whole, but
-// the watchers already served are skipped when it comes back. A permanent
-// refusal (4xx) is recorded as "rejected" for that stream message, so its
-// redeliveries do not hammer the receiver, and the message is dead-lettered
-// with the reasons once nothing retryable is left; replaying it tries the
-// refused watchers again and skips the served ones. A process that dies
-// mid-send leaves a lease that expires before the message is claimed again
-// (Lease < ClaimIdle): delivery is at least once, and twice only then, so
-// receivers dedupe on (watcher_id, event_id).
+// The notifier.DeliveryLedger takes a leased "sending" record before each
+// send, turns it into "sent" after, and releases it on a retryable
+// failure, so the message's redelivery sends again. A 4xx is recorded as
+// "rejected" and the message is dead-lettered once nothing retryable is
+// left. Delivery is at least once (twice only when a process dies
+// mid-send), so receivers dedupe on (watcher_id, event_id).
 //
 // # Redis layout
 //

@@ -40,12 +40,9 @@ type SourceStatus struct {
 	BlindForSeconds int64 `json:"blind_for_seconds,omitempty"`
 }
 
-// OpenEvent is the JSON body of every watcher notification (its Event says
-// which), as a webhook receives it. Receivers verify the Standard Webhooks
-// headers (the specification's libraries, or notifier.VerifyWebhook) and
-// dedupe on webhook-id: a notification is delivered at least once, and
-// more than once only when a send was in flight at a crash or its record
-// could not be written.
+// OpenEvent is the JSON body of every watcher notification (Event says
+// which). Receivers verify the Standard Webhooks headers and dedupe on
+// webhook-id: delivery is at least once.
 type OpenEvent struct {
 	// Event is EventAvailabilityOpen.
 	Event string `json:"event"`

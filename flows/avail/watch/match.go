@@ -9,12 +9,9 @@ import (
 	"github.com/dropstream/dropstream/internal/clip"
 )
 
-// Match returns the watchers whose filters the entity satisfies, in id
-// order, with their Secrets (for signing deliveries). It costs one SUNION of
-// the entity's index sets (its slot key, its provider, and its provider and
-// venue) and one MGET per 500 candidates; date range and party sizes are
-// checked on the candidates (Watcher.Matches). Entities of other kinds than
-// slot and restaurant match nothing.
+// Match returns the watchers the entity satisfies, in id order, with
+// their Secrets: one SUNION of its index sets, one MGET per 500
+// candidates, then Watcher.Matches. Only slots and restaurants match.
 func (s *Store) Match(ctx context.Context, e avail.Entity) ([]Watcher, error) {
 	if e.Kind != "" && e.Kind != avail.EntitySlot && e.Kind != avail.EntityRestaurant {
 		return nil, nil

@@ -22,9 +22,8 @@ type outgoing struct {
 	ev  OpenEvent
 }
 
-// send delivers every notification through the dispatcher, as one batch
-// (at most Concurrency at once), and records each in the history in the
-// same step as its ledger record, as soon as it is done. It returns each
+// send delivers the notifications through the dispatcher as one batch and
+// records each in the history with its ledger record. It returns each
 // one's outcome and error.
 func (h *handler) send(ctx context.Context, m *stream.Message, runID string, outs []outgoing) ([]string, []error) {
 	outcomes, errs := make([]string, len(outs)), make([]error, len(outs))
@@ -108,10 +107,8 @@ func active(ws []Watcher) []Watcher {
 	return out
 }
 
-// markKey is a hash of an entity's watchers in the transition partition:
-// "prov" (provisional notices not yet confirmed or retracted: watcher id →
-// provisional event id) or "told" (openings told to watchers that want
-// gone notices: watcher id → open event id).
+// markKey is a hash of an entity's watchers: "prov" (watcher id →
+// provisional event id) or "told" (watcher id → told open event id).
 func (h *handler) markKey(partition int, kind, entityKey string) string {
 	return rediskey.Key(h.topic.HashTag(partition), "notifier", kind, entityKey)
 }
@@ -132,10 +129,9 @@ func (h *handler) mark(ctx context.Context, key string, fields map[string]string
 	return nil
 }
 
-// notify tells a stable open to every matching, unpaused watcher, but for
-// those whose re-arm rule holds it back, with the blind period of its
-// source when it was first seen right after one. It settles the
-// entity's provisional notices (confirmed) and remembers who wants a gone
+// notify tells a stable open to every matching, unpaused watcher its
+// re-arm rule lets through, with its source's blind period when there was
+// one, confirms the provisional notices and records who wants a gone
 // notice.
 func (h *handler) notify(ctx context.Context, m *stream.Message, t avail.Transition) error {
 	entity := withIdentity(t.Entity)

@@ -22,27 +22,14 @@ import (
 // StageNotifier is the watcher stage's name, and its consumer group.
 const StageNotifier = "avail-notifier"
 
-// NewStage returns the "avail-notifier" stage: its own consumer group on
-// topics.Transitions, notifying the matching watchers of every stable open
-// once per open window (see the package documentation).
-//
-// For each message of transitions (avail.TypeTransition or
-// avail.TypeTransitions) it:
-//   - dead-letters messages of other types, that exceed
-//     cfg.MaxPayloadBytes, do not decode, or hold a transition that lacks an
-//     entity key, run id, kind or run_at (stream.Permanent);
-//   - for each transition in order, records raw flips (raw true, or stable
-//     false) of the entity, to name sessions;
-//   - acknowledges every transition but stable, notifying opens;
-//   - for those, matches watchers (Store.Match) and delivers an
-//     OpenEvent to each on its channel through a notifier.Dispatcher, under the
-//     business key "avail:<watcher id>:<stable open event id>".
-//
-// If any delivery fails retryably the message fails and is redelivered
-// whole; watchers already served are skipped then, and flips recorded
-// again change nothing. If the only failures are
-// permanent (a 4xx answer, an unknown channel) the message is
-// dead-lettered with their reasons. Nil fields of tel default to the
+// NewStage returns the "avail-notifier" stage, its own consumer group on
+// topics.Transitions. For each transition in order it records raw flips
+// (to name sessions) and notifies the watchers matching a stable open
+// (Store.Match) once per open window, through a notifier.Dispatcher.
+// Messages of another type, too large, undecodable or missing a field are
+// dead-lettered. A retryable delivery failure fails the whole message, whose
+// redelivery skips the watchers already served; permanent failures alone
+// dead-letter it with their reasons. Nil fields of tel default to the
 // OpenTelemetry globals and slog.Default.
 func NewStage(rdb redis.UniversalClient, topics avail.Topics, store *Store, channels map[string]notifier.Channel, cfg Config, tel stream.Telemetry) (stream.Stage, error) {
 	cfg = cfg.WithDefaults()

@@ -40,10 +40,8 @@ type StoreConfig struct {
 	// MaxWatchers bounds the number of watchers; Create fails with
 	// ErrTooManyWatchers beyond it. Default 100,000.
 	MaxWatchers int
-	// MaxPerOwner bounds the watchers of one Watcher.Owner (a tenant, a
-	// client address); Create fails with ErrQuotaExceeded beyond it.
-	// Watchers without an owner count against MaxWatchers only. 0: no
-	// bound.
+	// MaxPerOwner bounds the watchers of one Owner (ErrQuotaExceeded past
+	// it); 0: no bound.
 	MaxPerOwner int
 	// Logger reports stored watchers that cannot be decoded (they are
 	// skipped). Default slog.Default().
@@ -70,10 +68,8 @@ func (c StoreConfig) Validate() error {
 	return nil
 }
 
-// Store keeps watchers in Redis with a match index, so matching an
-// entity costs one set union and one MGET of the candidates, whatever the
-// number of watchers. See the package documentation for the key layout.
-// It is safe for concurrent use.
+// Store keeps watchers in Redis with a match index (see the package
+// documentation). It is safe for concurrent use.
 type Store struct {
 	rdb     redis.UniversalClient
 	cfg     StoreConfig
@@ -126,12 +122,10 @@ redis.call('ZADD', KEYS[4], 0, ARGV[1])
 for i = 5, #KEYS do redis.call('SADD', KEYS[i], ARGV[1]) end
 return 1`)
 
-// Create validates w, gives it an ID, a CreatedAt and (when empty) a
-// generated Secret, stores and indexes it in one atomic step, and returns
-// it with its Secret: the only time the secret is shown. A watcher with an
-// Owner counts against the owner's StoreConfig.MaxPerOwner. Errors wrap
-// ErrInvalidWatcher, ErrTooManyWatchers or ErrQuotaExceeded, or are Redis
-// errors.
+// Create validates w, sets its ID, CreatedAt and (when empty) Secret,
+// stores and indexes it atomically, and returns it with its Secret, the
+// only time it is shown. Errors wrap ErrInvalidWatcher, ErrTooManyWatchers
+// or ErrQuotaExceeded, or are Redis errors.
 func (s *Store) Create(ctx context.Context, w Watcher) (Watcher, error) {
 	if err := w.Validate(); err != nil {
 		return Watcher{}, err
@@ -204,12 +198,10 @@ func (s *Store) get(ctx context.Context, v tenancy.View, id string) (Watcher, er
 	return w, nil
 }
 
-// List returns limit watchers (without their Secret) in id order, which
-// is creation order, after cursor ("" for the first page) — exactly limit
-// when that many follow, watchers that cannot be decoded skipped and logged
-// — and the cursor of the next page ("" when there is none). A limit below
-// 1 means DefaultPageSize; above MaxPageSize it is MaxPageSize. A
-// malformed cursor is an error wrapping ErrInvalidWatcher.
+// List returns up to limit watchers (without Secrets) after cursor, in id
+// (creation) order, skipping and logging undecodable ones, and the next
+// cursor ("" at the end). limit is clamped to 1..MaxPageSize
+// (DefaultPageSize below 1). A malformed cursor wraps ErrInvalidWatcher.
 func (s *Store) List(ctx context.Context, cursor string, limit int) ([]Watcher, string, error) {
 	return s.ListIn(ctx, tenancy.View{All: true}, cursor, limit)
 }

@@ -14,10 +14,8 @@ import (
 	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
-// Patch is a partial update of a watcher (PATCH /v1/watchers/{id}): a
-// field left out (or null) keeps its value, a field given replaces it
-// (an empty string or list clears it). The result is validated as a new
-// watcher is.
+// Patch is a partial update of a watcher: a field left out or null keeps
+// its value, a field given replaces it.
 type Patch struct {
 	Name              *string   `json:"name,omitempty"`
 	Provider          *string   `json:"provider,omitempty"`
@@ -86,12 +84,10 @@ return 1`)
 // between its read and its write.
 const updateAttempts = 5
 
-// Update applies a patch to a watcher, validates the result as Create
-// does (its id, creation time, owner and secret are kept) and stores it
-// with its index entries in one atomic step; concurrent updates are
-// applied one after the other. It returns the watcher without its Secret.
-// Errors wrap ErrInvalidWatcher (the result is invalid) or ErrNotFound
-// (also for a malformed id), or are Redis errors.
+// Update applies a patch to a watcher, validates the result as Create does
+// (keeping id, creation time, owner and secret) and stores it with its
+// index entries atomically. It returns the watcher without its Secret.
+// Errors wrap ErrInvalidWatcher or ErrNotFound, or are Redis errors.
 func (s *Store) Update(ctx context.Context, id string, p Patch) (Watcher, error) {
 	return s.UpdateIn(ctx, tenancy.View{All: true}, id, p)
 }
@@ -140,13 +136,10 @@ func (s *Store) UpdateIn(ctx context.Context, v tenancy.View, id string, p Patch
 	return Watcher{}, fmt.Errorf("notifier: update watcher %s: changed %d times while updating", id, updateAttempts)
 }
 
-// ServedBy returns the watchers a source serves (those that may match an
-// entity of one of its scopes), with their Secrets, in id order: the
-// provider-wide watchers of the source's provider, and the venue and slot
-// watchers of the venues its scopes name, whose date range and party
-// sizes meet a scope's. A scope without a venue (a search) reaches the
-// provider-wide watchers only. Paused and muted watchers are included;
-// the caller filters them.
+// ServedBy returns the watchers that may match an entity of one of src's
+// scopes, with Secrets, in id order: the provider's provider-wide watchers
+// and the venue and slot watchers of its venues whose dates and party
+// sizes meet a scope's. Paused and muted watchers are included.
 func (s *Store) ServedBy(ctx context.Context, provider string, scopes []avail.Scope) ([]Watcher, error) {
 	if provider == "" {
 		return nil, nil

@@ -14,17 +14,11 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// windows remembers, per entity, its recent raw flips (opens and closes),
-// so that a stable open, which carries only its own run id, can be given
-// the id of its open window: avail.SessionID(entity key, run id of the raw
-// open that began it).
-//
-// Each entity has a sorted set in the partition of its transitions, scored
-// by run_at in milliseconds, with members "<run id>\x00open" or
-// "<run id>\x00close". Redis orders equal scores by member bytes, and
-// control characters cannot occur in run ids, so the set is in the diff's
-// run order: run_at, then run id byte-wise. Adding a flip again (a
-// redelivery or replay) changes nothing.
+// windows keeps each entity's recent raw flips, so that a stable open,
+// which carries only its own run id, can be given its window's session id
+// (avail.SessionID of the raw open that began it). Each entity has a sorted
+// set scored by run_at ms, members "<run id>\x00open|close": equal scores
+// order by run id, the diff's order. Adding a flip again changes nothing.
 type windows struct {
 	rdb   redis.UniversalClient
 	topic stream.Topic
@@ -97,11 +91,4 @@ func (w *windows) window(ctx context.Context, partition int, entityKey, runID st
 		break
 	}
 	return out, nil
-}
-
-// session returns the session id of the window a stable open of run
-// (runAt, runID) confirms (see window); ok false when it is unresolved.
-func (w *windows) session(ctx context.Context, partition int, entityKey, runID string, runAt time.Time) (id string, ok bool, err error) {
-	win, err := w.window(ctx, partition, entityKey, runID, runAt)
-	return win.Session, win.OK, err
 }

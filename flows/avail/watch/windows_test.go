@@ -81,3 +81,10 @@ func TestWindows_session(t *testing.T) {
 		}
 	})
 }
+
+// session returns the session id of the window a stable open of run
+// (runAt, runID) confirms; ok false when it is unresolved.
+func (w *windows) session(ctx context.Context, partition int, entityKey, runID string, runAt time.Time) (id string, ok bool, err error) {
+	win, err := w.window(ctx, partition, entityKey, runID, runAt)
+	return win.Session, win.OK, err
+}

@@ -1,7 +1,5 @@
-// Package feedsim serves feeds that change, for tests and the demo: RSS 2.0
-// or Atom documents built from a mutable list of items, with ETag and
-// Last-Modified validators (answering 304 to a matching conditional GET)
-// and gzip when the client accepts it.
+// Package feedsim serves changing RSS 2.0 or Atom feeds, for tests and the
+// demo, with ETag and Last-Modified validators and gzip.
 package feedsim
 
 import (

@@ -3,6 +3,7 @@
 package httpapi
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"net/http"
@@ -312,19 +313,7 @@ func (f routes) getSubscribable(c *fiber.Ctx) error {
 }
 
 func (f routes) listCollections(c *fiber.Ctx) error {
-	sb, err := f.subscribable(c)
-	if err != nil {
-		return err
-	}
-	cursor, limit, err := api.PageQuery(c)
-	if err != nil {
-		return err
-	}
-	colls, err := f.f.Collections(c.UserContext(), c.Params("id"), sb.Key())
-	if err != nil {
-		return err
-	}
-	return c.JSON(api.PageOf(colls, func(v feed.CollectionView) string { return v.Within + "/" + v.State }, cursor, limit))
+	return pageOfSubscribable(f, c, f.f.Collections, func(v feed.CollectionView) string { return v.Within + "/" + v.State })
 }
 
 func (f routes) deleteSubscribable(c *fiber.Ctx) error {
@@ -368,6 +357,19 @@ func (f routes) postSubscription(c *fiber.Ctx) error {
 }
 
 func (f routes) listSubscriptions(c *fiber.Ctx) error {
+	list := func(ctx context.Context, feedID, key string) ([]feed.Subscription, error) {
+		subs, err := f.f.Subscriptions(ctx, feedID, key)
+		for i := range subs {
+			subs[i] = subs[i].Public()
+		}
+		return subs, err
+	}
+	return pageOfSubscribable(f, c, list, func(s feed.Subscription) string { return s.ID })
+}
+
+// pageOfSubscribable answers a page, by key, of what list returns for the
+// subscribable the route names.
+func pageOfSubscribable[T any](f routes, c *fiber.Ctx, list func(ctx context.Context, feedID, key string) ([]T, error), key func(T) string) error {
 	sb, err := f.subscribable(c)
 	if err != nil {
 		return err
@@ -376,15 +378,11 @@ func (f routes) listSubscriptions(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	subs, err := f.f.Subscriptions(c.UserContext(), c.Params("id"), sb.Key())
+	all, err := list(c.UserContext(), c.Params("id"), sb.Key())
 	if err != nil {
 		return err
 	}
-	public := make([]feed.Subscription, 0, len(subs))
-	for _, s := range subs {
-		public = append(public, s.Public())
-	}
-	return c.JSON(api.PageOf(public, func(s feed.Subscription) string { return s.ID }, cursor, limit))
+	return c.JSON(api.PageOf(all, key, cursor, limit))
 }
 
 func (f routes) deleteSubscription(c *fiber.Ctx) error {
@@ -468,10 +466,8 @@ func (f routes) feedPage(c *fiber.Ctx, cursor string, limit int) ([]feed.Feed, s
 	return page.Items, page.NextCursor, nil
 }
 
-// subscribable returns the subscribable the route names (its feed held,
-// see held): the caller's tenant's of that name; for a caller that sees
-// all, failing that, the first by key of any tenant's of that name.
-// Another tenant's answers as one that does not exist.
+// subscribable returns the caller's tenant's subscribable the route names;
+// a caller that sees all falls back to any tenant's of that name.
 func (f routes) subscribable(c *fiber.Ctx) (feed.Subscribable, error) {
 	ctx, feedID, name := c.UserContext(), c.Params("id"), c.Params("name")
 	sb, err := f.store.Subscribable(ctx, feedID, feed.SubscribableKey(api.Tenant(c), name))

@@ -22,10 +22,8 @@ const (
 )
 
 // Hints are what a feed says about how often to poll it and where to
-// subscribe to it: its HTTP cache headers and, in the document, RSS's
-// <ttl>, <skipHours> and <skipDays>, and the WebSub links (rel="hub",
-// rel="self") of an RSS channel's atom:link or an Atom feed's link. Every
-// field is optional; zero means the feed did not say.
+// subscribe: its cache headers, RSS's <ttl>, <skipHours> and <skipDays>,
+// and its WebSub links. Zero means the feed did not say.
 type Hints struct {
 	// FreshFor is how long the answer stays fresh: Cache-Control's
 	// max-age (s-maxage ignored), else Expires minus Date (or now). Zero
@@ -122,10 +120,9 @@ func (h *Hints) addLink(rel, href string) {
 var weekdayNames = map[string]time.Weekday{"sunday": time.Sunday, "monday": time.Monday, "tuesday": time.Tuesday,
 	"wednesday": time.Wednesday, "thursday": time.Thursday, "friday": time.Friday, "saturday": time.Saturday}
 
-// DocumentHints reads the hints of a feed document's head (everything
-// before its first item or entry): <ttl>, <skipHours>, <skipDays>, and
-// links with rel="hub" or rel="self". A document it cannot read gives no
-// hints.
+// DocumentHints reads the hints of a feed document's head: <ttl>,
+// <skipHours>, <skipDays> and rel="hub" and rel="self" links. A document it
+// cannot read gives none.
 func DocumentHints(body []byte) Hints {
 	var h Hints
 	d := xml.NewDecoder(bytes.NewReader(body))

@@ -32,10 +32,8 @@ var ErrMalformed = fmt.Errorf("poll: feed: %w", egress.ErrMalformed)
 
 // Item is one entry of a feed, bounded and identified.
 type Item struct {
-	// GUID identifies the item within its feed: the feed's own guid (RSS)
-	// or id (Atom), or, when missing, "synth:" and a hash of link and title
-	// (of description and author for an item with neither, as RSS 0.92
-	// allows).
+	// GUID identifies the item within its feed: its guid or id, else "synth:"
+	// and a hash of link and title (or description and author).
 	GUID        string    `json:"guid"`
 	Title       string    `json:"title,omitempty"`
 	Link        string    `json:"link,omitempty"`
