@@ -115,15 +115,6 @@ var fields = []fieldSpec{
 	{name: "year", kind: kindInt, min: MinYear, max: MaxYear, required: true, doc: "cover year"},
 }
 
-// FieldNames returns the schema's field names in alphabetical order.
-func FieldNames() []string {
-	out := make([]string, len(fields))
-	for i, f := range fields {
-		out[i] = f.name
-	}
-	return out
-}
-
 func specOf(name string) (fieldSpec, bool) {
 	i := sort.Search(len(fields), func(i int) bool { return fields[i].name >= name })
 	if i < len(fields) && fields[i].name == name {

@@ -202,12 +202,6 @@ type Topics struct {
 	History stream.Topic
 }
 
-// NewTopics returns the topics of the flow with the default handlers, as
-// New builds it, and the given partition count.
-func NewTopics(partitions int) Topics {
-	return Config{Partitions: partitions, Handlers: DefaultHandlers}.Topics()
-}
-
 // Topics returns the topics of the configured handlers.
 func (c Config) Topics() Topics {
 	t := Topics{Eval: make(map[string]stream.Topic, len(c.Handlers)), History: c.HistoryTopic()}

@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -223,14 +222,4 @@ func (s *Flow) Result(ctx context.Context, id string, offset, limit int) (Result
 		r.Matches, r.Total, r.NextOffset = []Match{}, 0, 0
 	}
 	return r, nil
-}
-
-// applied returns how many handler answers a result's generation took
-// (test helper: exactly one per handler).
-func (s *Flow) applied(ctx context.Context, id string) (int, error) {
-	v, err := s.rdb.HGet(ctx, s.cfg.resultKeys(id).main, "applied").Result()
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(v)
 }
