@@ -128,10 +128,9 @@ func specOf(name string) (fieldSpec, bool) {
 // one with every field.
 type Body map[string]any
 
-// ParseComic decodes and validates a full comic strictly: unknown fields,
-// wrong types, values out of range, strings too long or with control
-// characters, and missing required fields are errors wrapping ErrInvalid
-// (a *FieldError naming the field). Optional fields take their defaults.
+// ParseComic decodes and validates a full comic strictly; every error
+// wraps ErrInvalid (a *FieldError naming the field). Optional fields take
+// their defaults.
 func ParseComic(raw []byte) (Comic, error) {
 	b, err := ParseBody(raw)
 	if err != nil {
