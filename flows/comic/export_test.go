@@ -3,6 +3,7 @@ package comic
 // NotifyURLOf returns the flow's own notify URL as its delivery stage
 // stored it.
 func NotifyURLOf(f *Flow) string { return f.Delivery.cfg.NotifyURL }
+
 // FieldNames returns the schema's field names in alphabetical order.
 func FieldNames() []string {
 	out := make([]string, len(fields))
@@ -11,4 +12,3 @@ func FieldNames() []string {
 	}
 	return out
 }
-
