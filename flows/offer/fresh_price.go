@@ -12,15 +12,10 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// priceInvalidateScript deletes the orderPrice records of one partition
-// that an offer change they may not reflect affects. A record reflects
-// every change up to the catalog epoch it recorded when its computation
-// began (field epoch); ARGV holds, per record, the epoch of the latest
-// change of one of its offers. A processing record deleted this way is
-// not recorded by its computation (finishPriceScript checks the
-// uniqueRequestId), so no search serves a price computed before the
-// change. KEYS: the records. ARGV: per record that epoch. Returns how many
-// records it deleted.
+// priceInvalidateScript deletes one partition's orderPrice records that a
+// change after their epoch affects; a deleted processing record is not
+// written by its computation. KEYS: the records. ARGV: per record the
+// epoch of its offers' latest change. Returns how many it deleted.
 var priceInvalidateScript = script.New(`
 local count = 0
 for i = 1, #KEYS do

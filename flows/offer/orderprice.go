@@ -92,12 +92,10 @@ type OrderPrice struct {
 	Cached bool `json:"cached"`
 }
 
-// beginPriceScript: a complete or error record that has not expired is
-// served; a processing one started less than ProcessingTimeout ago is
-// reported — neither when the caller says the freshness keeper lags
-// (ARGV[6] = "1"); otherwise the record becomes processing with a new
-// uniqueRequestId and the catalog epoch it will reflect, and is listed
-// among its partition's live records for the keeper. KEYS: the record,
+// beginPriceScript serves a complete or error record that has not expired,
+// reports a processing one younger than ProcessingTimeout (neither when
+// ARGV[6] says the keeper lags), or else makes the record processing with
+// a new uniqueRequestId and epoch and lists it as live. KEYS: the record,
 // the partition's live price records; ARGV: now, uid, processing timeout,
 // key lifetime, request, lags, epoch, record id.
 var beginPriceScript = redis.NewScript(`
@@ -144,10 +142,9 @@ func (c Config) priceLiveKey(p int) string {
 // not exist.
 var ErrOfferNotFound = errors.New("offer_not_found")
 
-// OrderPrice returns the price of an order from the orderPrice cache, or
-// computes and caches it (complete with the price, or error with the
-// reason) for OrderPriceTTL. Status processing means another call is
-// computing it right now.
+// OrderPrice returns an order's price from the orderPrice cache, or
+// computes and caches it (its price or error) for OrderPriceTTL. Status
+// processing means another call is computing it.
 func (s *Flow) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPrice, error) {
 	c, err := req.canonical()
 	if err != nil {

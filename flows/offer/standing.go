@@ -255,11 +255,9 @@ func (s *Flow) DeleteStanding(ctx context.Context, v tenancy.View, id string) er
 // percolateScript applies a standing search's new match states: KEYS
 // main, matches, outbox; ARGV now ms, mode ("delta", "full": the pairs are
 // the whole result, "init": full and no notification), search id, then
-// pairs (offer id, encoded match or "" for none). When the result changed, it bumps
-// the version and files (search, version) in the outbox, in the same
-// step, so the notification is published once the keeper gets to it even
-// if it stops right after. Replies the new version, or 0 when nothing
-// changed (a change applied again changes nothing).
+// pairs (offer id, encoded match or "" for none). A change bumps the
+// version and files (search, version) in the outbox in the same step.
+// Replies the new version, or 0 when nothing changed.
 var percolateScript = script.New(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local mode = ARGV[2]
@@ -431,10 +429,9 @@ func (s *Flow) fullResult(ctx context.Context, prog *program) ([]any, error) {
 // outboxBatch bounds the notifications one flush publishes.
 const outboxBatch = 100
 
-// flushOutbox publishes the notifications of the outbox through the
-// notifier (Config.Notify), one request per (search, version) — the
-// notifier delivers a subject's window once, so publishing one again
-// after a crash tells no one twice — and removes them once published.
+// flushOutbox publishes the outbox's notifications through Config.Notify,
+// one request per (search, version), and removes them. The notifier
+// delivers a window once, so republishing after a crash is harmless.
 func (s *Flow) flushOutbox(ctx context.Context) error {
 	members, err := s.rdb.ZRange(ctx, standingOutbox, 0, outboxBatch-1).Result()
 	if err != nil || len(members) == 0 {

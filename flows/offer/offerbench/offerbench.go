@@ -1,7 +1,6 @@
-// Package offerbench measures the sell-offer search: offers spread
-// over the handlers, then searches that miss (fanned out to every handler
-// stage and back) and searches answered from the logical result cache.
-// `dropstream bench offers` and BenchmarkSearch run it.
+// Package offerbench measures the sell-offer search: searches that miss
+// and fan out to every handler, and searches served from the result
+// cache. `dropstream bench offers` and BenchmarkSearch run it.
 package offerbench
 
 import (
