@@ -18,12 +18,10 @@ import (
 // notify streams.
 const matchRound = 100
 
-// measureMatch times MatchIDs and Matcher.Process on cfg.Matches comics, in
-// rounds: each round first looks up its comics, then processes them as
-// jobs of generation 1 (recording their pending notifications and handing
-// them to the notify streams) while the discarding group is paused, so the
-// CPU figures are the matching's alone; between rounds the group drains
-// the notify streams.
+// measureMatch times MatchIDs and Matcher.Process on cfg.Matches comics in
+// rounds: lookups, then jobs of generation 1 with the discarding group
+// paused, so the CPU figures are the matching's alone; the group drains the
+// notify streams between rounds.
 func measureMatch(ctx context.Context, svc *comic.Flow, w *world, cfg Config, res *Result, d *drain, progress func(string, ...any)) error {
 	lookups := make([]time.Duration, 0, cfg.Matches)
 	jobs := make([]time.Duration, 0, cfg.Matches)
