@@ -295,38 +295,18 @@ const invalidateChunk = 200
 // applied them).
 func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all bool) error {
 	nowMs := s.cfg.Now().UnixMilli()
-	pipe := s.rdb.Pipeline()
-	lives := make([]*redis.StringSliceCmd, s.cfg.Partitions)
-	for p := range s.cfg.Partitions {
-		pipe.ZRemRangeByScore(ctx, s.cfg.liveKey(p), "-inf", strconv.FormatInt(s.cfg.Now().UnixMilli(), 10))
-		lives[p] = pipe.ZRange(ctx, s.cfg.liveKey(p), 0, -1)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("list live results: %w", err)
-	}
-	// Compile the filters not seen before.
-	pipe = s.rdb.Pipeline()
-	elems := map[string]*redis.StringCmd{}
-	for _, l := range lives {
-		for _, id := range l.Val() {
-			if _, ok := k.programs[id]; !ok && validResultID(id) {
-				elems[id] = pipe.HGet(ctx, s.cfg.resultKeys(id).main, "logicalElement")
-			}
-		}
-	}
-	if len(elems) > 0 {
-		_, _ = pipe.Exec(ctx)
-		if len(k.programs)+len(elems) > maxPrograms {
-			clear(k.programs)
-		}
-		for id, cmd := range elems {
+	lives, err := readLive(ctx, s, s.cfg.liveKey, k.programs, maxPrograms, "logicalElement",
+		func(id string) string { return s.cfg.resultKeys(id).main },
+		func(v string) (*program, bool) {
 			var e Element
-			if err := json.Unmarshal([]byte(cmd.Val()), &e); err != nil || e.Validate() != nil {
-				continue // gone meanwhile: nothing to invalidate
+			if err := json.Unmarshal([]byte(v), &e); err != nil || e.Validate() != nil {
+				return nil, false // gone meanwhile: nothing to invalidate
 			}
 			p := compile(e)
-			k.programs[id] = &p
-		}
+			return &p, true
+		})
+	if err != nil {
+		return fmt.Errorf("list live results: %w", err)
 	}
 	head := []any{nowMs, len(changes)}
 	for _, c := range changes {
@@ -342,7 +322,7 @@ func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all 
 			}
 			keys, flags = nil, nil
 		}
-		for _, id := range l.Val() {
+		for _, id := range l {
 			prog, ok := k.programs[id]
 			if !ok {
 				continue
@@ -418,4 +398,45 @@ func (s *Flow) CaughtUp(ctx context.Context) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// readLive drops the expired ids of every partition's live index (liveKey)
+// and returns the rest by partition. For ids not in cache it reads field
+// of key(id) and caches what decode makes of it; the cache is cleared when
+// it would pass limit.
+func readLive[T any](ctx context.Context, s *Flow, liveKey func(int) string, cache map[string]T, limit int,
+	field string, key func(string) string, decode func(string) (T, bool)) ([][]string, error) {
+	now := strconv.FormatInt(s.cfg.Now().UnixMilli(), 10)
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, s.cfg.Partitions)
+	for p := range s.cfg.Partitions {
+		pipe.ZRemRangeByScore(ctx, liveKey(p), "-inf", now)
+		cmds[p] = pipe.ZRange(ctx, liveKey(p), 0, -1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	lives := make([][]string, len(cmds))
+	pipe = s.rdb.Pipeline()
+	reads := map[string]*redis.StringCmd{}
+	for p, c := range cmds {
+		lives[p] = c.Val()
+		for _, id := range lives[p] {
+			if _, ok := cache[id]; !ok && validResultID(id) {
+				reads[id] = pipe.HGet(ctx, key(id), field)
+			}
+		}
+	}
+	if len(reads) > 0 {
+		_, _ = pipe.Exec(ctx)
+		if len(cache)+len(reads) > limit {
+			clear(cache)
+		}
+		for id, cmd := range reads {
+			if v, ok := decode(cmd.Val()); ok {
+				cache[id] = v
+			}
+		}
+	}
+	return lives, nil
 }

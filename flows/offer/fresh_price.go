@@ -5,9 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strconv"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/script"
 )
@@ -32,43 +29,21 @@ const maxPriceOrders = 10000
 // an offer the changes changed, or every live record when all is set
 // (changes were trimmed before the keeper applied them).
 func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change, all bool) error {
-	now := strconv.FormatInt(s.cfg.Now().UnixMilli(), 10)
-	pipe := s.rdb.Pipeline()
-	lives := make([]*redis.StringSliceCmd, s.cfg.Partitions)
-	for p := range s.cfg.Partitions {
-		pipe.ZRemRangeByScore(ctx, s.cfg.priceLiveKey(p), "-inf", now)
-		lives[p] = pipe.ZRange(ctx, s.cfg.priceLiveKey(p), 0, -1)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("list live order prices: %w", err)
-	}
-	// Read the offers of the records not seen before.
-	pipe = s.rdb.Pipeline()
-	reqs := map[string]*redis.StringCmd{}
-	for _, l := range lives {
-		for _, id := range l.Val() {
-			if _, ok := k.priceOffers[id]; !ok && validResultID(id) {
-				key, _ := s.cfg.priceKeys(id)
-				reqs[id] = pipe.HGet(ctx, key, "request")
-			}
-		}
-	}
-	if len(reqs) > 0 {
-		_, _ = pipe.Exec(ctx)
-		if len(k.priceOffers)+len(reqs) > maxPriceOrders {
-			clear(k.priceOffers)
-		}
-		for id, cmd := range reqs {
+	lives, err := readLive(ctx, s, s.cfg.priceLiveKey, k.priceOffers, maxPriceOrders, "request",
+		func(id string) string { key, _ := s.cfg.priceKeys(id); return key },
+		func(v string) ([]string, bool) {
 			var r OrderPriceRequest
-			if err := json.Unmarshal([]byte(cmd.Val()), &r); err != nil {
-				continue // gone meanwhile: nothing to invalidate
+			if err := json.Unmarshal([]byte(v), &r); err != nil {
+				return nil, false // gone meanwhile: nothing to invalidate
 			}
 			ids := make([]string, len(r.Quantities))
 			for i, q := range r.Quantities {
 				ids[i] = q.OfferID
 			}
-			k.priceOffers[id] = ids
-		}
+			return ids, true
+		})
+	if err != nil {
+		return fmt.Errorf("list live order prices: %w", err)
 	}
 	latest := map[string]int64{}
 	for _, c := range changes {
@@ -77,7 +52,7 @@ func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change
 	var calls []script.Call
 	for _, l := range lives {
 		var call script.Call
-		for _, id := range l.Val() {
+		for _, id := range l {
 			offers, ok := k.priceOffers[id]
 			if !ok {
 				continue
