@@ -152,19 +152,13 @@ func (s *Store) FindItem(ctx context.Context, id string) (stock, price int64, er
 
 // AddStock adds amount to an item's stock and returns the new stock.
 func (s *Store) AddStock(ctx context.Context, id string, amount int64) (int64, error) {
-	if err := checkRange("amount", amount, 0, MaxAmount); err != nil {
-		return 0, err
-	}
-	return s.adjust(ctx, "item", id, "stock", amount)
+	return s.adjust(ctx, "item", id, "stock", amount, 1)
 }
 
 // SubtractStock takes amount from an item's stock; ErrInsufficient if the
 // stock would go below zero.
 func (s *Store) SubtractStock(ctx context.Context, id string, amount int64) (int64, error) {
-	if err := checkRange("amount", amount, 0, MaxAmount); err != nil {
-		return 0, err
-	}
-	return s.adjust(ctx, "item", id, "stock", -amount)
+	return s.adjust(ctx, "item", id, "stock", amount, -1)
 }
 
 // CreateUser creates a user with credit 0 and returns its id.
@@ -201,28 +195,25 @@ func (s *Store) FindUser(ctx context.Context, id string) (int64, error) {
 
 // AddFunds adds amount to a user's credit and returns the new credit.
 func (s *Store) AddFunds(ctx context.Context, id string, amount int64) (int64, error) {
-	if err := checkRange("amount", amount, 0, MaxAmount); err != nil {
-		return 0, err
-	}
-	return s.adjust(ctx, "user", id, "credit", amount)
+	return s.adjust(ctx, "user", id, "credit", amount, 1)
 }
 
 // Pay takes amount from a user's credit; ErrInsufficient if the credit
 // would go below zero.
 func (s *Store) Pay(ctx context.Context, id string, amount int64) (int64, error) {
+	return s.adjust(ctx, "user", id, "credit", amount, -1)
+}
+
+// adjust changes field of entity id of kind by sign × amount, an amount
+// in 0..MaxAmount.
+func (s *Store) adjust(ctx context.Context, kind, id, field string, amount, sign int64) (int64, error) {
 	if err := checkRange("amount", amount, 0, MaxAmount); err != nil {
 		return 0, err
 	}
-	return s.adjust(ctx, "user", id, "credit", -amount)
-}
-
-func (s *Store) adjust(ctx context.Context, kind, id, field string, delta int64) (int64, error) {
 	if err := checkID(kind, id); err != nil {
 		return 0, err
 	}
-	if err := checkRange("amount", delta, -MaxAmount, MaxAmount); err != nil {
-		return 0, err
-	}
+	delta := sign * amount
 	key := s.keys.Item(id)
 	if kind == "user" {
 		key = s.keys.User(id)
