@@ -81,8 +81,7 @@ type Latencies struct {
 
 func summarize(ds []time.Duration, matches int, cpu benchstat.CPU) Latencies {
 	slices.Sort(ds)
-	at := func(q float64) time.Duration { return ds[min(len(ds)-1, int(q*float64(len(ds))))] }
-	return Latencies{Count: len(ds), P50: at(0.50), P99: at(0.99), Max: ds[len(ds)-1], Matches: float64(matches) / float64(len(ds)), CPU: cpu}
+	return Latencies{Count: len(ds), P50: benchstat.Quantile(ds, 0.50), P99: benchstat.Quantile(ds, 0.99), Max: ds[len(ds)-1], Matches: float64(matches) / float64(len(ds)), CPU: cpu}
 }
 
 // Result are the bench's figures.
