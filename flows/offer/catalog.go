@@ -23,8 +23,7 @@ func catalogKey(parts ...string) string {
 	return rediskey.Key(catalogTag, append([]string{"offer"}, parts...)...)
 }
 
-// Catalog stores the sell offers: the SellOffers index (offer id → handler
-// tag), each handler's offers, change stream and version, and the
+// Catalog stores the sell offers, their index, change streams and the
 // TranslateIds cache. It is safe for concurrent use.
 type Catalog struct {
 	rdb redis.UniversalClient

@@ -290,9 +290,8 @@ func (s *Flow) readChanges(ctx context.Context, xs []redis.XStream) ([]change, e
 // invalidateChunk is how many results one invalidate script checks.
 const invalidateChunk = 200
 
-// invalidate invalidates every live result the changes affect, or every
-// live result when all is set (changes were trimmed before the keeper
-// applied them).
+// invalidate invalidates the live results the changes affect, or all of
+// them when all is set (changes were trimmed before the keeper got them).
 func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all bool) error {
 	nowMs := s.cfg.Now().UnixMilli()
 	lives, err := readLive(ctx, s, s.cfg.liveKey, k.programs, maxPrograms, "logicalElement",

@@ -25,9 +25,8 @@ return count`)
 // keeps.
 const maxPriceOrders = 10000
 
-// invalidatePrices deletes every live orderPrice record whose order holds
-// an offer the changes changed, or every live record when all is set
-// (changes were trimmed before the keeper applied them).
+// invalidatePrices deletes the live orderPrice records holding a changed
+// offer, or all of them when all is set.
 func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change, all bool) error {
 	lives, err := readLive(ctx, s, s.cfg.priceLiveKey, k.priceOffers, maxPriceOrders, "request",
 		func(id string) string { key, _ := s.cfg.priceKeys(id); return key },

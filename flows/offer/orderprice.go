@@ -125,9 +125,8 @@ redis.call('HDEL', KEYS[1], 'uniqueRequestId')
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return 1`)
 
-// priceKeys returns the key of orderPrice record id and the sorted set of
-// its partition's live records (record id → when its key expires, Unix
-// ms), which the freshness keeper checks offer changes against.
+// priceKeys returns the key of orderPrice record id and its partition's
+// live records (record id → key expiry in Unix ms), for the keeper.
 func (c Config) priceKeys(id string) (record, live string) {
 	_, tag := c.resultTag(id)
 	return rediskey.Key(tag, "offer", "price", id), rediskey.Key(tag, "offer", "prices")

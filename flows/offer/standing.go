@@ -75,9 +75,8 @@ const EventSearchChanged = "offer.search.changed"
 // MaxStandingSearches standing searches.
 var ErrTooManyStanding = errors.New("too many standing searches")
 
-// StandingRequest creates a standing search: a filter whose result is
-// kept current as offers change, and the notifier subscriber told each
-// time it changes.
+// StandingRequest creates a standing search: a filter whose result is kept
+// current, with the notifier subscriber told of each change.
 type StandingRequest struct {
 	// Name is a label for the owner (optional, at most 128 characters).
 	Name string `json:"name,omitempty"`
@@ -106,18 +105,16 @@ type StandingSearch struct {
 	SubscriberID string    `json:"subscriberId"`
 	Filter       Element   `json:"filter"`
 	CreatedAt    time.Time `json:"createdAt"`
-	// Version counts the changes of the result; 0 until the freshness
-	// keeper has evaluated the search first (that evaluation notifies no
-	// one).
+	// Version counts the result's changes; 0 until the keeper's first
+	// evaluation, which notifies no one.
 	Version int64 `json:"version"`
 	// Total is the number of matching offers at Version.
 	Total int `json:"total"`
 	owner string
 }
 
-// CreateStanding stores a standing search of owner. The freshness keeper
-// (RunFresh) evaluates it over every offer first, then on each change.
-// Callers bound how many each owner holds (StandingQuota).
+// CreateStanding stores a standing search of owner, which RunFresh
+// evaluates first and then on each change. Callers bound it (StandingQuota).
 func (s *Flow) CreateStanding(ctx context.Context, owner string, req StandingRequest) (StandingSearch, error) {
 	if err := req.Validate(); err != nil {
 		return StandingSearch{}, err
@@ -145,9 +142,8 @@ func (s *Flow) CreateStanding(ctx context.Context, owner string, req StandingReq
 	return ss, nil
 }
 
-// CreateStandingIn is CreateStanding of a standing search of v's tenant,
-// whose subscriber v must see (Config.Subscriber): another tenant's, like
-// one that does not exist, is ErrNotFound.
+// CreateStandingIn is CreateStanding for v's tenant. v must see the
+// subscriber (Config.Subscriber); another tenant's is ErrNotFound.
 func (s *Flow) CreateStandingIn(ctx context.Context, v tenancy.View, req StandingRequest) (StandingSearch, error) {
 	if err := req.Validate(); err != nil {
 		return StandingSearch{}, err
@@ -193,9 +189,8 @@ func decodeStanding(id string, m map[string]string) (StandingSearch, error) {
 	return ss, nil
 }
 
-// ListStanding returns every standing search v sees: its tenant's own
-// (at most its quota, read from the tenant's own set), or every one (at
-// most MaxStandingSearches) when v sees all.
+// ListStanding returns every standing search v sees: its tenant's own, or
+// every one (at most MaxStandingSearches) when v sees all.
 func (s *Flow) ListStanding(ctx context.Context, v tenancy.View) ([]StandingSearch, error) {
 	owner := v.Owner()
 	var ids []string
@@ -340,9 +335,8 @@ func (s *Flow) loadStanding(ctx context.Context, k *keeper) error {
 	return nil
 }
 
-// percolate re-evaluates the standing searches on changed offers: a
-// search met first, or every search after changes were lost (all), over
-// every offer; the others on the changed offers only.
+// percolate re-evaluates the standing searches: new ones, or all when
+// changes were lost, over every offer; the others on the changed offers.
 func (s *Flow) percolate(ctx context.Context, k *keeper, changes []change, all bool) error {
 	if err := s.loadStanding(ctx, k); err != nil {
 		return err

@@ -73,8 +73,7 @@ type Latencies struct {
 	P50, P99, Max time.Duration
 	// Matches is the mean number of matching offers per search.
 	Matches float64
-	// CPU is the CPU per search of this process (the flow's service and
-	// stages; the searches are called in process, with no client apart)
+	// CPU is the CPU per search of this process (the searches run in it)
 	// and of Redis.
 	CPU benchstat.CPU
 }
