@@ -12,12 +12,9 @@ import (
 	"github.com/dropstream/dropstream/writer/sink"
 )
 
-// HistoryConfig configures the "checkout-analytics" stage, the writer's
-// append of the saga records of finished attempts to ClickHouse's
-// checkout_sagas table (sink.NewHistory). A malformed record is
-// dead-lettered; rows collapse by (order_id, tr_num), so a redelivered
-// record adds nothing. Without ClickHouse its group is created and the
-// records wait (see History).
+// HistoryConfig configures the "checkout-analytics" stage, which appends
+// finished attempts' saga records to ClickHouse's checkout_sagas
+// (sink.NewHistory). Rows collapse by (order_id, tr_num).
 func (s *Flow) HistoryConfig() sink.HistoryConfig[clickhouse.CheckoutSagaRow] {
 	return sink.HistoryConfig[clickhouse.CheckoutSagaRow]{Stage: StageHistory, Topic: s.topics.Sagas,
 		Tables: []string{clickhouse.TableCheckoutSagas},

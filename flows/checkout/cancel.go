@@ -50,25 +50,16 @@ end
 local c = redis.call('HMGET', KEYS[1], 'cancel_ms', 'cancel_by')
 return {f[1], f[2] or '', c[1] or '', c[2] or ''}`)
 
-// Cancel ends an order's last checkout attempt while it is still running
-// (pending or compensating — typically one stuck on a participant that
-// does not answer), on an operator's request (by: who asks, recorded in
-// the saga). It reuses the give-up step of an expired checkout: the parts
-// that have not answered are recorded "cancelled" (a real answer recorded
-// first wins), and the call applies the compensations of every part that
-// succeeded or was cancelled with the effect script — undoing an effect
-// that applied, making sure one still on its way never applies — records
-// them, and the attempt fails with every stock and credit change undone.
-// Every step is idempotent by the ledger and the saga's HSETNX, so calling
-// Cancel twice, or concurrently with the stages finishing the attempt,
-// returns stock and credit exactly once.
+// Cancel ends an order's running checkout attempt on an operator's request
+// (by is recorded in the saga). Like giveUp, it records silent parts
+// "cancelled", applies the compensations itself and fails the attempt.
+// Every step is idempotent, so stock and credit return exactly once, and a
+// repeated cancel answers the same Cancellation.
 //
-// A repeated cancel of an attempt it ended answers the same Cancellation.
-// ErrNotFound: no such order, or it has no attempt. ErrConflict: the
-// attempt succeeded (the order is paid: nothing to compensate) or failed
-// without a cancel. An error (Redis failing) leaves the attempt to the
-// stages and the sweeper; cancelling again resumes it. With Config.Wait
-// on, a cancel is answered once the replicas hold it (see Checkout).
+// ErrNotFound: no such order or attempt. ErrConflict: the attempt succeeded
+// or failed without a cancel. On an error the stages and the sweeper keep
+// the attempt; cancelling again resumes it. With Config.Wait on, a cancel
+// is answered once the replicas hold it.
 func (s *Flow) Cancel(ctx context.Context, orderID, by string) (Cancellation, error) {
 	if len(by) > MaxCancelByLen {
 		by = by[:MaxCancelByLen]

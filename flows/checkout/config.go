@@ -15,23 +15,14 @@ type Config struct {
 	// Partitions is the partition count of every topic and key of the flow,
 	// fixed for a deployment. Default 8.
 	Partitions int
-	// Timeout bounds how long a checkout call waits for its saga's outcome;
-	// an attempt still running then is given up and compensated before
-	// the call returns (see Flow.Checkout). It is also the call's budget
-	// for a Redis that cannot be reached: a checkout keeps trying within
-	// its wait, then for RetryFor more to give its attempt up, before it
-	// fails as unavailable (503 with Retry-After). Default 30s.
+	// Timeout bounds a checkout call's wait for its outcome; an attempt
+	// still running then is given up (see Flow.Checkout). A call also
+	// retries an unreachable Redis within it, plus RetryFor. Default 30s.
 	Timeout time.Duration
-	// RetryFor is how long a store call (every contract route but the
-	// checkout: create, find, add, subtract, pay, add item) keeps trying
-	// while Redis cannot be reached — refused, reset or timed-out
-	// connections, a server loading its append-only file, a replica during
-	// a failover — before it fails as unavailable (503 with Retry-After).
-	// Every write it retries is idempotent: ids are chosen before the first
-	// try, and a change of an amount or an order's items records its
-	// outcome under a key of the call's own, so a try whose reply was lost
-	// is not applied twice. Default 5s: a Redis restart with its AOF
-	// replayed goes unnoticed by callers.
+	// RetryFor is how long a store call retries while Redis cannot be
+	// reached before it fails as unavailable (503). Its writes are
+	// idempotent: ids are chosen before the first try and amount changes are
+	// recorded under a call key. Default 5s, enough for a Redis restart.
 	RetryFor time.Duration
 	// Recheck is how often a waiting checkout reads its saga's status in
 	// case a notification was lost (a Pub/Sub reconnect). Default 1s.
@@ -53,19 +44,14 @@ type Config struct {
 	// and credit are conserved (Flow.CheckConservation), reading every
 	// item and user. Default 1m.
 	ConservationInterval time.Duration
-	// Wait is how many replicas must hold the writes a call is answered
-	// on (a checkout's outcome, a payment, a stock change, a create)
-	// before it answers, and how long to wait for them (see
-	// stream.ReplicaWait); a call they do not confirm in time fails as
-	// unavailable (503 with Retry-After), its outcome unknown to the
-	// caller. Default off: replication is asynchronous, and a failover to
-	// a replica that lagged may lose the last answered changes.
+	// Wait is how many replicas must hold a call's writes before it
+	// answers, and for how long (stream.ReplicaWait); an unconfirmed call
+	// fails as unavailable. Default off: a failover may lose the last
+	// answered changes.
 	Wait stream.ReplicaWait
-	// Stage tunes the runners of the flow's stages. For the saga's stages
-	// its zero timing fields are derived from Timeout (SagaStage: ClaimIdle
-	// Timeout/3, so 10s by default); the others take the runtime's
-	// defaults. Validate refuses timings under which a crashed copy's saga
-	// step could not be taken over before the waiting call gives up.
+	// Stage tunes the flow's stage runners. The saga stages derive zero
+	// timing fields from Timeout (see SagaStage); Validate refuses timings
+	// that would not let a crashed copy's step be taken over in time.
 	Stage stream.RunnerConfig
 }
 
@@ -85,10 +71,9 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// SagaStage is the runner configuration of the saga's stages (stock,
-// payment, order): Stage with its zero timing fields derived from Timeout
-// (stream.RunnerConfig.ForDeadline). The history stage keeps Stage as it
-// is: it batches for ClickHouse, and no call waits on it.
+// SagaStage is Stage with its zero timing fields derived from Timeout
+// (stream.RunnerConfig.ForDeadline), for the stock, payment and order
+// stages. The history stage uses Stage as it is.
 func (c Config) SagaStage() stream.RunnerConfig { return c.Stage.ForDeadline(c.Timeout) }
 
 // Validate reports every invalid field of a defaulted config.

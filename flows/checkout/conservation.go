@@ -18,18 +18,15 @@ import (
 
 // Metric names of the flow (Prometheus names in parentheses).
 const (
-	// MetricConservationDrift is the flow's conservation drift by kind
-	// ("stock": units, "credit": money), as the last check (Flow.
-	// Conservation, every Config.ConservationInterval in the sweeper)
-	// found it: the sum over items of stocked − stock − sold, over users
-	// of funded − credit − charged. 0 unless an amount changed outside the
-	// flow's scripts. Int64ObservableGauge, attribute kind.
+	// MetricConservationDrift is the conservation drift by kind ("stock":
+	// units, "credit": money) at the last check: the sum of stocked − stock
+	// − sold over items, of funded − credit − charged over users. Non-zero
+	// only when an amount changed outside the flow's scripts.
+	// Int64ObservableGauge, attribute kind.
 	// (dropstream_checkout_conservation_drift)
 	MetricConservationDrift = "dropstream.checkout.conservation.drift"
-	// MetricConservationDrifting is the number of items ("stock") or users
-	// ("credit") whose equation does not hold, by kind — drifts of
-	// opposite signs do not cancel here.
-	// (dropstream_checkout_conservation_drifting)
+	// MetricConservationDrifting is the number of items or users whose
+	// equation does not hold, by kind. (dropstream_checkout_conservation_drifting)
 	MetricConservationDrifting = "dropstream.checkout.conservation.drifting"
 )
 
@@ -59,19 +56,11 @@ type Drift struct {
 // size of its pipelines.
 const scanCount = 1000
 
-// Conservation checks, for every item and user, the equation its hash
-// keeps (see the scripts): stocked = stock + sold, funded = credit +
-// charged, where sold and charged are the net amounts the saga's effects
-// and compensations took, changed in the same script as the stock or
-// credit, and stocked and funded what the API and batch_init provisioned.
-// So sold = charged for every attempt that finished, per item and over the
-// users, and the equation holds at any instant, sagas in flight or not:
-// a drift means an amount changed outside the flow (a direct write to
-// Redis, a lost write) — a unit sold without its sale, or given back
-// twice. It reads every item and user once (SCAN, every master of a
-// cluster), so its cost grows with the catalog; the sweeper runs it every
-// Config.ConservationInterval. A hash written before the counters existed
-// starts them at its next change.
+// Conservation checks stocked = stock + sold for every item and funded =
+// credit + charged for every user. The scripts change both sides together,
+// so the equations hold at any instant; a drift means an amount changed
+// outside the flow. It SCANs every item and user (every master of a
+// cluster); the sweeper runs it every Config.ConservationInterval.
 func (s *Flow) Conservation(ctx context.Context) (Drift, error) {
 	var d Drift
 	var mu sync.Mutex

@@ -85,8 +85,7 @@ func (s *Flow) WithHistory(ch *clickhouse.Client) *Flow {
 }
 
 // NewWith returns the flow over rdb with cfg (defaults applied); pub
-// publishes its commands and outcomes. Run the waiter (Flow.Run) in
-// processes that serve checkouts. Nil fields of tel default to the
+// publishes its commands and outcomes. Nil fields of tel default to the
 // OpenTelemetry globals and slog.Default.
 func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel stream.Telemetry) (*Flow, error) {
 	cfg = cfg.WithDefaults()
@@ -124,19 +123,16 @@ func (s *Flow) Topics() Topics { return s.topics }
 // Config returns the defaulted configuration.
 func (s *Flow) Config() Config { return s.cfg }
 
-// Run runs, until ctx ends, the waiter that wakes the checkout calls of
-// this process; every process that checks orders out runs it. It returns
-// an error only if the waiter cannot subscribe at first. The sweeper is
-// not part of it: run RunSweeper in at least one process of a deployment.
+// Run runs the waiter of this process's checkout calls until ctx ends; it
+// fails only if the waiter cannot subscribe at first. Run RunSweeper in at
+// least one process as well.
 func (s *Flow) Run(ctx context.Context) error { return s.waiter.Run(ctx) }
 
 // Ready is closed once the waiter listens for outcomes.
 func (s *Flow) Ready() <-chan struct{} { return s.waiter.Ready() }
 
-// Describe declares the stock and payment stages, the sweeper
-// service, the waiter of checkout calls, the saga records' ClickHouse
-// history, the topics each part publishes to, and the demo's items, users
-// and orders.
+// Describe declares the flow's stages, sweeper, waiter, ClickHouse
+// history, topics and demo data.
 func (s *Flow) Describe() flow.Description {
 	t := s.topics
 	return flow.Description{

@@ -14,10 +14,8 @@ import (
 )
 
 // openParts reads a saga hash: the parts that have not answered their
-// forward command (silent, what a pending attempt waits for) and the
-// parts to compensate whose compensation is not confirmed yet (what a
-// compensating attempt waits for: a part that succeeded, or that was
-// abandoned and so may or may not have applied).
+// forward command (silent) and the parts whose compensation is not
+// confirmed yet (unconfirmed).
 func openParts(h map[string]string) (silent, unconfirmed []string) {
 	for _, part := range strings.Split(h["parts"], ",") {
 		r, answered := h["r:"+part]
@@ -41,23 +39,12 @@ func sagaCommand(h map[string]string, part string) (Command, error) {
 	return c, nil
 }
 
-// giveUp ends attempt tr of an order whose checkout call has waited
-// Config.Timeout: the contract answers 200 or 400 only, and a 400 must
-// come after every compensation has finished, so the call does not answer
-// "still running" — it makes the outcome final.
-//
-// The parts that have not answered are recorded as "abandoned" (the
-// sweeper's step, by the same script, so a real answer recorded first
-// wins and one arriving later changes nothing); the attempt then
-// compensates every part that succeeded or was abandoned, and the call
-// applies those compensations itself with the effect script — idempotent
-// by the ledger key (order, tr_num, is_rollback), so a stage applying the
-// same compensation too changes nothing, and a forward command that has
-// not arrived yet is recorded "cancelled" and never applies. It records
-// their outcomes, which fails the attempt and announces it. So the
-// result is succeeded (the attempt finished meanwhile) or failed with
-// every compensation applied; an error (Redis failing) leaves the attempt
-// to the stages and the sweeper, which still complete or compensate it.
+// giveUp ends attempt tr when its call has waited Config.Timeout, since the
+// contract has no "still running" answer. Silent parts are recorded
+// "abandoned" (a real answer recorded first wins), the call applies the
+// compensations itself with the effect script and records them. The result
+// is succeeded (it finished meanwhile) or failed with every compensation
+// applied; on an error the stages and the sweeper finish the attempt.
 func (s *Flow) giveUp(ctx context.Context, orderID string, tr int64) (Result, error) {
 	ctx, span := s.tracer.Start(ctx, "checkout.give_up", trace.WithAttributes(
 		attribute.String("checkout.order_id", orderID), attribute.Int64("checkout.tr_num", tr)))

@@ -41,11 +41,9 @@ func NewTopics(partitions int) Topics {
 	}
 }
 
-// Keys names the flow's Redis keys. Every entity lives in the partition of
-// its id: an item's hash, its stock ledger entries and the stock stream
-// that changes it share a slot; so do a user's hash, its payment ledger
-// entries and the payment stream; and an order's hash, its saga hashes and
-// the outcomes and sagas streams of its partition.
+// Keys names the flow's Redis keys. An entity shares its partition's slot
+// with its ledger entries and the stream that changes it; an order with its
+// sagas and its partition's outcomes and sagas streams.
 type Keys struct{ t stream.Topic }
 
 // NewKeys returns the key names for a partition count.
@@ -74,10 +72,8 @@ func (k Keys) Order(id string) string {
 	return rediskey.Key(k.t.HashTag(k.Partition(id)), "co", "order", id)
 }
 
-// Call is the outcome of one store call that changed the entity id (an
-// item's stock, a user's credit, an order's items), in the partition of
-// id, under the call's own token: a call retried after its reply was lost
-// finds it and is not applied twice.
+// Call is the key recording the outcome of a store call on entity id under
+// the call's token, so a retried call is not applied twice.
 func (k Keys) Call(id, token string) string {
 	return rediskey.Key(k.t.HashTag(k.Partition(id)), "co", "call", token)
 }
@@ -93,9 +89,8 @@ func (k Keys) Saga(orderID string, tr int64) string {
 func (k Keys) Open(p int) string { return rediskey.Key(k.t.HashTag(p), "co", "open") }
 
 // Ledger is the ledger entry of (order, tr_num, is_rollback) of one side
-// ("stock" or "payment") in partition p, the partition of the keys the
-// effect changes. Its value is the effect's result ("ok", "fail:<reason>",
-// "noop" or "cancelled").
+// ("stock" or "payment") in partition p. Its value is the effect's result
+// ("ok", "fail:<reason>", "noop" or "cancelled").
 func (k Keys) Ledger(p int, side, orderID string, tr int64, rollback bool) string {
 	rb := "0"
 	if rollback {

@@ -23,10 +23,9 @@ const (
 	StatusFailed       = "failed"
 )
 
-// Results recorded in a saga for a part that never answered: given up by
-// the sweeper or at the end of a checkout's wait (ResultAbandoned), or by
-// an operator's cancel (ResultCancelled, see Flow.Cancel). Either makes the
-// attempt compensate the part, whose effect may or may not have applied.
+// Results recorded for a part that never answered: given up by the sweeper
+// or a checkout's wait (ResultAbandoned), or cancelled by an operator
+// (ResultCancelled). Both make the attempt compensate the part.
 const (
 	ResultAbandoned = "abandoned"
 	ResultCancelled = "cancelled"
@@ -38,10 +37,8 @@ type Line struct {
 	Amount int64  `json:"amnt"`
 }
 
-// Command is a stock or payment command of one attempt. Part names the
-// participant: "pay", or "stock.<p>" for the items of stock partition p —
-// an order's items are split by partition, one command per partition, so
-// each command's effect is one all-or-nothing script in one slot.
+// Command is a stock or payment command of one attempt. Part is "pay", or
+// "stock.<p>" for the order's items in stock partition p.
 type Command struct {
 	OrderID string `json:"order_id"`
 	TrNum   int64  `json:"tr_num"`

@@ -19,12 +19,9 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// ErrPending: the outcome of the checkout is not known. Its wait ended
-// without one — the call's context ended, or the attempt could not be
-// given up after Config.Timeout because Redis failed (then the error also
-// wraps Redis's, and stream.IsUnavailable tells an outage). The attempt
-// goes on and completes or is compensated (by the stages, or the
-// sweeper); checking the order out again answers its outcome.
+// ErrPending: the checkout's outcome is not known: ctx ended, or Redis
+// failed while giving the attempt up (the error then wraps Redis's). The
+// attempt still completes or is compensated; checking out again answers it.
 var ErrPending = errors.New("checkout outcome not known yet")
 
 // Result is the outcome of one checkout attempt.
@@ -46,34 +43,17 @@ type Result struct {
 // changes between the read and the begin script.
 const beginRetries = 8
 
-// Checkout checks an order out: it starts an attempt (or joins the running
-// one) and waits up to Config.Timeout for its outcome. It returns the
-// result of a succeeded attempt, or of an order already paid; an error
-// wrapping ErrCheckoutFailed once a failed attempt is fully compensated;
-// ErrNotFound for an unknown order. An attempt still running when the wait
-// expires is given up (see giveUp): its silent parts are abandoned and
-// every effect it applied is undone before Checkout returns
-// ErrCheckoutFailed — or it returns the success that came meanwhile. It
-// returns an error wrapping ErrPending only when no outcome is known: ctx
-// ended, or Redis failed while giving the attempt up.
+// Checkout starts an attempt for the order (or joins the running one) and
+// waits up to Config.Timeout for its outcome. It returns the result of a
+// succeeded attempt or of an order already paid, ErrCheckoutFailed once a
+// failed attempt is compensated, ErrNotFound for an unknown order. An
+// attempt still running at the deadline is given up (see giveUp). It
+// returns ErrPending only when no outcome is known.
 //
-// A step that cannot reach Redis (stream.IsUnavailable) is not the call's
-// answer: the call starts over — reading the order, joining the attempt it
-// began or beginning one — until its wait ends, and for Config.RetryFor
-// more to give the attempt up; only then does it fail with Redis's error.
-// Starting over is safe: the begin script starts an attempt only for the
-// order's version it read (a begin whose reply was lost is joined, not
-// begun again), commands sent twice apply once by their ledger keys
-// (order, tr_num, is_rollback), and giving up records outcomes once per
-// part. The wait ends Config.Timeout after the call began, whatever the
-// tries.
-//
-// With Config.Wait on, an outcome (succeeded, failed, already paid) is
-// returned once the replicas hold every write it rests on — the stages'
-// effects and the saga's status, made on other connections — or, if they
-// do not confirm it within Config.RetryFor, the call fails with
-// stream.ErrNotReplicated: its outcome is then not known to the caller,
-// and checking out again answers it.
+// While Redis cannot be reached the call starts over, until its wait ends
+// plus Config.RetryFor; this is safe because begin, commands and give-up
+// are idempotent. With Config.Wait on, an outcome is returned once the
+// replicas hold it, else stream.ErrNotReplicated.
 func (s *Flow) Checkout(ctx context.Context, orderID string) (Result, error) {
 	deadline := time.Now().Add(s.cfg.Timeout)
 	r, err := stream.RetryUnavailable(ctx, s.cfg.Timeout+s.cfg.RetryFor, func() (Result, error) {
@@ -158,13 +138,9 @@ func (s *Flow) Commands(o Order, tr int64) ([]Command, error) {
 	return append(cmds, Command{OrderID: o.ID, TrNum: tr, Type: CmdPay, Part: "pay", UserID: o.UserID, Amount: o.TotalCost}), nil
 }
 
-// beginAndSend begins the next attempt of o and, when it started, sends
-// its commands, under a "checkout.begin" span that the commands' spans
-// continue. An attempt that started but whose commands could not be sent
-// (Redis failing) is that error, not ErrPending: the outage answers as
-// one (503 when Redis cannot be reached), and checking out again joins the
-// attempt and sends them — as the Sweeper does for a caller that does not
-// come back.
+// beginAndSend begins the next attempt of o and, when it started, sends its
+// commands under a "checkout.begin" span. Commands that could not be sent
+// return Redis's error; checking out again (or the Sweeper) sends them.
 func (s *Flow) beginAndSend(ctx context.Context, o Order, tp string) (string, int64, error) {
 	ctx, span := s.tracer.Start(ctx, "checkout.begin", trace.WithAttributes(attribute.String("checkout.order_id", o.ID)))
 	defer span.End()
@@ -232,14 +208,10 @@ func (s *Flow) dispatch(ctx context.Context, cmds []Command) error {
 	return s.send(ctx, sends)
 }
 
-// join waits until deadline for attempt tr of an order, which another call
-// (or an earlier try of this one) began. It first sends again the commands
-// of the parts that have not answered: the call that began the attempt may
-// have died before it sent them, and the caller checking out again after
-// an error is what finds it then. Their effects are idempotent by the
-// ledger, so a command sent twice only answers twice. A resend that cannot
-// reach Redis is the call's error (Checkout tries again); another failed
-// resend is logged: the Sweeper sends them later.
+// join waits until deadline for attempt tr of an order, begun by another
+// call or an earlier try. It first resends the commands of silent parts, in
+// case the caller that began it died; they are idempotent by the ledger. An
+// unreachable Redis is returned; another failed resend is logged.
 func (s *Flow) join(ctx context.Context, orderID string, tr int64, deadline time.Time) (Result, error) {
 	if err := s.resendSilent(ctx, orderID, tr); err != nil {
 		if stream.IsUnavailable(err) {

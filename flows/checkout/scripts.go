@@ -6,12 +6,10 @@ import "github.com/dropstream/dropstream/internal/script"
 // travel as decimal strings and are never turned into Lua numbers before
 // HINCRBY (Lua formats large numbers as 1e+15, which HINCRBY rejects).
 
-// The conservation counters of an item ("stocked", "sold") and a user
-// ("funded", "charged") live in its hash beside the amount ("stock",
-// "credit"), changed by the same script as it, so that at any instant
-// stocked = stock + sold and funded = credit + charged (see
-// Flow.Conservation). countersLua names them and starts them for a hash
-// written before they existed.
+// countersLua starts the conservation counters of an item ("stocked",
+// "sold") and a user ("funded", "charged"). Scripts change them with the
+// amount, so stocked = stock + sold and funded = credit + charged (see
+// Flow.Conservation).
 const countersLua = `
 local function counters(key, field)
   local prov, sales = 'stocked', 'sold'
@@ -28,9 +26,8 @@ end
 `
 
 // adjustScript changes one integer field of an existing hash, and its
-// provisioned counter ("stocked", "funded") with it, once per call: the
-// new value is recorded under the call's key, and a call whose key holds
-// one (a try whose reply was lost) answers it without changing anything.
+// counter ("stocked", "funded"), once per call key: a retried call answers
+// the recorded value.
 // KEYS[1] hash, KEYS[2] call key (same slot). ARGV: field, delta (signed
 // decimal), max, call key ttl ms.
 // Returns {0, new value}, {1} missing, {2} would go below 0, {3} above max.
@@ -75,11 +72,8 @@ local total = redis.call('HGET', KEYS[1], 'total_cost')
 redis.call('SET', KEYS[2], total, 'PX', ARGV[5])
 return {0, total}`)
 
-// beginScript starts an attempt: it numbers it, records its saga (with
-// the command of every part) and indexes it among the open attempts of the
-// order's partition, in one step. The caller then sends the commands; the
-// Sweeper sends them again for an attempt whose parts stay silent, so an
-// attempt whose caller died before sending is dispatched all the same.
+// beginScript numbers an attempt, records its saga with each part's command
+// and indexes it among its partition's open attempts, in one step.
 // KEYS: order, saga, open index. ARGV: 1 order id, 2 expected tr, 3
 // expected ver, 4 new tr, 5 traceparent, 6 now ms, 7 parts (comma list),
 // 8 saga ttl ms, 9 user id, 10 total cost, then pairs (part, command JSON).
@@ -105,13 +99,11 @@ redis.call('PEXPIRE', KEYS[2], ARGV[8])
 redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1] .. '|' .. ARGV[4])
 return {'started', ARGV[4]}`)
 
-// effectScript applies a batch of stock or payment commands, each exactly
-// once per ledger key (order, tr_num, is_rollback), checking and recording
-// the key with the effect, in one call for the whole batch (every key of
-// the call is in one partition). A forward command changes every hash or
-// none: all are checked before any is written. A compensation undoes the
-// forward effect only if it was applied ("ok"); if the forward command has
-// not come yet, it records it as "cancelled" so that it never applies.
+// effectScript applies a batch of one partition's stock or payment
+// commands, each once per ledger key (order, tr_num, is_rollback). A
+// forward command changes all its hashes or none. A compensation undoes
+// only an applied ("ok") forward effect, else records "cancelled" so the
+// forward command never applies.
 // KEYS: per command, its forward ledger key, its rollback ledger key and
 // its hashes. ARGV: 1 ledger ttl ms, 2 field ('stock' or 'credit'), 3 noun
 // ('item' or 'user'), then per command: '0' forward / '1' rollback, the
@@ -178,21 +170,13 @@ while a <= #ARGV do
 end
 return out`)
 
-// outcomeScript records stages' outcomes in their attempts' sagas and
-// decides, in one call for a batch of outcomes of one partition's orders.
-// Outcomes are recorded once per part (HSETNX), with the time each was
-// recorded ("rt:<part>", "ct:<part>" for a compensation), so a redelivered
-// outcome changes nothing; the saga counts the parts that have answered, so an
-// attempt still waiting costs no scan of its parts. Once every part has
-// answered: all ok → the order is paid and the attempt succeeded;
-// otherwise the attempt compensates every part that succeeded — and every
-// part abandoned by the sweeper (result "abandoned") or cancelled by an
-// operator (result "cancelled", see Flow.Cancel), whose effect may or
-// may not have been applied — and fails once each has confirmed its
-// compensation. The transition to a final status appends the saga record
-// to the sagas stream, removes the attempt from the open index and
-// announces "<order>|<tr>|<status>|<reason>" on the done channel, in the
-// same step.
+// outcomeScript records a batch of one partition's outcomes in their sagas
+// (HSETNX per part, with its time "rt:<part>" or "ct:<part>") and decides.
+// When every part has answered: all ok pays the order; otherwise the
+// attempt compensates each part that succeeded, was abandoned or was
+// cancelled, and fails once all are confirmed. The final transition
+// appends the saga record, leaves the open index and publishes
+// "<order>|<tr>|<status>|<reason>" on the done channel.
 // KEYS: 1 sagas stream, 2 open index, then per outcome: order, saga.
 // ARGV: 1 now ms, 2 saga ttl ms, 3 done channel, then per outcome: order
 // id, tr, part, '0' forward / '1' rollback, result.

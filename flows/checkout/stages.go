@@ -24,12 +24,10 @@ const (
 // instrumentationScope names the tracer of this package.
 const instrumentationScope = "github.com/dropstream/dropstream/flows/checkout"
 
-// Stages returns the stock and payment stages. Each is a batch stage: the
-// effect scripts of a batch go in one pipeline, the outcome scripts in a
-// second and its compensations in a third, and each command gets a span of
-// its own ("checkout.stock", "checkout.payment"), a child of its
-// producer's, which the compensations it causes continue — so one trace
-// covers a whole saga, from the HTTP call to the saga record.
+// Stages returns the stock and payment stages. Each batch's effect scripts,
+// outcome scripts and compensations go in one pipeline each; each command
+// gets a span ("checkout.stock", "checkout.payment") continuing its
+// producer's trace.
 func (s *Flow) Stages() []stream.Stage {
 	return []stream.Stage{
 		{Name: StageStock, Topic: s.topics.Stock, BatchHandler: s.effectBatch("stock", s.stockCall), Config: s.cfg.SagaStage()},
@@ -75,14 +73,10 @@ func (s *Flow) paymentCall(m *stream.Message) (Command, call, error) {
 	return c, cl, err
 }
 
-// effectBatch applies a batch of stock or payment commands with the effect
-// script — one call per partition of the batch, which is one partition
-// unless a command was misrouted — then records each recorded result in its
-// attempt's saga with the outcome script, on the orders' partitions — also
-// when the effect was applied by an earlier delivery, whose outcome may not
-// have been recorded — and sends the compensations an attempt that starts
-// compensating needs. A Redis error fails the messages it concerns
-// retryably.
+// effectBatch applies a batch of commands with the effect script (per
+// partition), records every result in its saga with the outcome script,
+// also for effects applied by an earlier delivery, and sends the
+// compensations it starts. A Redis error fails its messages retryably.
 func (s *Flow) effectBatch(side string, build func(*stream.Message) (Command, call, error)) stream.BatchHandler {
 	spanName := "checkout." + side
 	header := s.effectHeader(side)
@@ -191,10 +185,9 @@ type send struct {
 	msg int
 }
 
-// send publishes commands to the stock and payment topics — a payment
-// command keyed by its user, a stock command by its first item, so each
-// lands in the partition of the keys it changes — both topics in one
-// pipelined round trip.
+// send publishes commands in one pipelined round trip: a payment command
+// keyed by its user, a stock command by its first item, so each lands in
+// the partition of its keys.
 func (s *Flow) send(ctx context.Context, sends []send) error {
 	var stock, pay []*stream.Message
 	for _, sd := range sends {
@@ -218,10 +211,9 @@ func (s *Flow) send(ctx context.Context, sends []send) error {
 	return s.pub.PublishAll(ctx, stream.Batch{Topic: s.topics.Stock, Messages: stock}, stream.Batch{Topic: s.topics.Payment, Messages: pay})
 }
 
-// metaResend marks, in a message's metadata, that an earlier call may have
-// recorded the message and failed to send what it causes. The runtime
-// retries a failed message within its delivery with the same *Message, so
-// the mark reaches the retry; a redelivery has Attempt > 1 instead.
+// metaResend marks in a message's metadata that an earlier try may have
+// recorded it without sending what it causes. Retries within a delivery
+// share the *Message; a redelivery has Attempt > 1 instead.
 const metaResend = "checkout-resend"
 
 func withRetry(md map[string]string) map[string]string {

@@ -33,11 +33,9 @@ var (
 )
 
 // Store keeps items, users and orders in Redis hashes, each in the
-// partition of its id. A call that cannot reach Redis tries again for up
-// to Config.RetryFor (stream.RetryUnavailable); every write it may repeat
-// is idempotent (see Config.RetryFor). With Config.Wait on, a write
-// returns once the replicas hold it, or fails with
-// stream.ErrNotReplicated, which is tried again the same way.
+// partition of its id. Calls retry an unreachable Redis for up to
+// Config.RetryFor, and with Config.Wait on return once the replicas hold
+// the write (else stream.ErrNotReplicated).
 type Store struct {
 	rdb      redis.UniversalClient
 	keys     Keys
@@ -154,19 +152,13 @@ func (s *Store) FindItem(ctx context.Context, id string) (stock, price int64, er
 
 // AddStock adds amount to an item's stock and returns the new stock.
 func (s *Store) AddStock(ctx context.Context, id string, amount int64) (int64, error) {
-	if err := checkRange("amount", amount, 0, MaxAmount); err != nil {
-		return 0, err
-	}
-	return s.adjust(ctx, "item", id, "stock", amount)
+	return s.adjust(ctx, "item", id, "stock", amount, 1)
 }
 
 // SubtractStock takes amount from an item's stock; ErrInsufficient if the
 // stock would go below zero.
 func (s *Store) SubtractStock(ctx context.Context, id string, amount int64) (int64, error) {
-	if err := checkRange("amount", amount, 0, MaxAmount); err != nil {
-		return 0, err
-	}
-	return s.adjust(ctx, "item", id, "stock", -amount)
+	return s.adjust(ctx, "item", id, "stock", amount, -1)
 }
 
 // CreateUser creates a user with credit 0 and returns its id.
@@ -203,28 +195,25 @@ func (s *Store) FindUser(ctx context.Context, id string) (int64, error) {
 
 // AddFunds adds amount to a user's credit and returns the new credit.
 func (s *Store) AddFunds(ctx context.Context, id string, amount int64) (int64, error) {
-	if err := checkRange("amount", amount, 0, MaxAmount); err != nil {
-		return 0, err
-	}
-	return s.adjust(ctx, "user", id, "credit", amount)
+	return s.adjust(ctx, "user", id, "credit", amount, 1)
 }
 
 // Pay takes amount from a user's credit; ErrInsufficient if the credit
 // would go below zero.
 func (s *Store) Pay(ctx context.Context, id string, amount int64) (int64, error) {
+	return s.adjust(ctx, "user", id, "credit", amount, -1)
+}
+
+// adjust changes field of entity id of kind by sign × amount, an amount
+// in 0..MaxAmount.
+func (s *Store) adjust(ctx context.Context, kind, id, field string, amount, sign int64) (int64, error) {
 	if err := checkRange("amount", amount, 0, MaxAmount); err != nil {
 		return 0, err
 	}
-	return s.adjust(ctx, "user", id, "credit", -amount)
-}
-
-func (s *Store) adjust(ctx context.Context, kind, id, field string, delta int64) (int64, error) {
 	if err := checkID(kind, id); err != nil {
 		return 0, err
 	}
-	if err := checkRange("amount", delta, -MaxAmount, MaxAmount); err != nil {
-		return 0, err
-	}
+	delta := sign * amount
 	key := s.keys.Item(id)
 	if kind == "user" {
 		key = s.keys.User(id)
@@ -373,12 +362,11 @@ func (s *Store) BatchInitUsers(ctx context.Context, n, money int64) error {
 	})
 }
 
-// BatchInitOrders creates (or resets) orders "0".."n-1", each of a random
-// user of "0".."nUsers-1" with two random items of "0".."nItems-1",
-// quantity 1 each, and total cost 2 × price — the well-known contract's
-// batch_init. The choice is a fixed function of the order id. An existing
-// order is reset to unpaid but keeps its attempt number. Resetting an order
-// whose checkout is running is not supported.
+// BatchInitOrders creates or resets orders "0".."n-1" as the contract's
+// batch_init: each of a random user below nUsers with two random items
+// below nItems, quantity 1, total cost 2 × price, fixed by the order id. A
+// reset order is unpaid but keeps its attempt number; orders whose
+// checkout is running must not be reset.
 func (s *Store) BatchInitOrders(ctx context.Context, n, nItems, nUsers, price int64) error {
 	if err := errors.Join(checkRange("n_items", nItems, 1, MaxBatch), checkRange("n_users", nUsers, 1, MaxBatch),
 		checkRange("item_price", price, 0, MaxPrice)); err != nil {

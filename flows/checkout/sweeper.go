@@ -31,23 +31,16 @@ type SweepStats struct {
 	Closed int
 }
 
-// Sweep drives every attempt that has stayed open longer than
-// Config.SweepAge towards a final status, so that no saga stays unresolved
-// when a message was lost on the way (a command or outcome dead-lettered,
-// commands never sent by a call that died):
+// Sweep drives every attempt open longer than Config.SweepAge towards a
+// final status, for messages lost on the way:
 //
-//   - a pending attempt younger than Config.AbandonAge gets the forward
-//     commands of its silent parts again; their effects are idempotent by
-//     the ledger, so a command that did apply only answers again;
-//   - a pending attempt older than Config.AbandonAge has its silent parts
-//     recorded as "abandoned": the attempt then compensates them like the
-//     parts that succeeded (a compensation undoes the effect if it was
-//     applied, and otherwise makes sure it never applies) and fails once
-//     every compensation is confirmed;
+//   - a pending attempt younger than Config.AbandonAge gets the commands of
+//     its silent parts again (idempotent by the ledger);
+//   - an older one has its silent parts recorded "abandoned", so it
+//     compensates them and fails;
 //   - a compensating attempt gets its unconfirmed compensations again.
 //
-// An attempt that has been re-sent is not swept again before another
-// SweepAge. Sweeping concurrently from several processes is harmless.
+// A resent attempt waits another SweepAge. Concurrent sweeps are harmless.
 func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 	var st SweepStats
 	cutoff := strconv.FormatInt(now.Add(-s.cfg.SweepAge).UnixMilli(), 10)
@@ -159,11 +152,9 @@ func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 	return st, nil
 }
 
-// RunSweeper sweeps (Sweep) every Config.SweepInterval, and checks the
-// conservation of stock and credit (CheckConservation) at once and every
-// Config.ConservationInterval, until ctx ends; a failed sweep or check is
-// logged and tried again at the next tick. It returns nil when ctx ends.
-// One copy per deployment is enough; more are harmless.
+// RunSweeper runs Sweep every Config.SweepInterval and CheckConservation at
+// once and every Config.ConservationInterval until ctx ends, logging
+// failures. It returns nil when ctx ends. More than one copy is harmless.
 func (s *Flow) RunSweeper(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()

@@ -5,11 +5,8 @@ import (
 )
 
 // The id of an item, user or order a tenant other than tenancy.Open
-// created starts with the tenant's tenancy.Tag, then '_'.
-//
-// The tenant is written in the id, not beside it, so that checking a call
-// against it costs no Redis read on the contract's hot path; ids are made
-// by the server alone, so no caller can write another tenant's tag.
+// created starts with the tenant's tenancy.Tag, then '_', so checking a
+// call costs no Redis read; only the server makes ids.
 
 // idTag returns the tenant tag an id starts with, "" for one without
 // (tenancy.Open's: the batch routes' ids, and ids made before tenants).

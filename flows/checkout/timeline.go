@@ -74,11 +74,10 @@ type Step struct {
 	CompensatedAt *time.Time `json:"compensated_at,omitempty"`
 }
 
-// Timeline returns the newest MaxTimelineAttempts checkout attempts of an
-// order: from their saga hashes while Redis keeps them, from ClickHouse's
-// checkout_sagas afterwards (when the flow has ClickHouse: WithHistory;
-// otherwise an expired attempt is left out). ErrNotFound for an unknown
-// order.
+// Timeline returns an order's newest MaxTimelineAttempts attempts: from
+// their saga hashes while Redis keeps them, then from ClickHouse's
+// checkout_sagas (with WithHistory; otherwise they are left out).
+// ErrNotFound for an unknown order.
 func (s *Flow) Timeline(ctx context.Context, orderID string) (Timeline, error) {
 	o, err := s.store.FindOrder(ctx, orderID)
 	if err != nil {

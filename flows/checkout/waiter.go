@@ -12,14 +12,11 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Waiter wakes checkout calls when the script that finishes their attempt
-// announces its outcome on DoneChannel. One Pub/Sub connection serves every
-// waiting call of the process. Notifications are a shortcut, not the
-// record: a call that joins a running attempt reads the saga's status when
-// it starts waiting, and one shared loop reads, in one pipeline, the status
-// of every call that has waited longer than its recheck interval, so a
-// notification lost (Pub/Sub drops messages while it reconnects) only
-// delays the answer — without a status read per waiting call and second.
+// Waiter wakes checkout calls when an attempt's outcome is announced on
+// DoneChannel, over one Pub/Sub connection per process. Since Pub/Sub can
+// drop messages, a call reads the saga's status when it starts waiting and
+// a shared loop rereads, in one pipeline, the status of calls waiting
+// longer than their recheck interval.
 type Waiter struct {
 	rdb     redis.UniversalClient
 	log     *slog.Logger

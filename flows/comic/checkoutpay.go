@@ -19,19 +19,12 @@ const orderPrefix = rediskey.Prefix + "{comic-pay}:comic:pay:order:"
 // keyTTL bounds how long a transaction's order and refund marks are kept.
 const keyTTL = 30 * 24 * time.Hour
 
-// CheckoutPayments charges comic purchases through the checkout saga of a
-// checkout.Flow, whose stages and waiter must run (the checkout flow
-// declares them); it implements Payments.
-//
-// A charge is a one-line checkout order: the buyer (the payment reference
-// is a checkout user id) orders one unit of an item created for the
-// transaction at the comic's price with a stock of one, and the saga runs
-// its stock and payment steps, compensating both when either fails. The
-// order of a transaction is remembered, so a retried charge checks the
-// same order out again: the saga answers "already paid", or, after a
-// refused charge, runs a new attempt of the same order. A refund adds the
-// price back to the buyer's credit, once per transaction: the credit and
-// the transaction's refund mark change in one script.
+// CheckoutPayments implements Payments over the checkout saga of a
+// checkout.Flow, whose stages and waiter must run. A charge is a one-line
+// checkout order of the buyer (a checkout user id) for an item made for the
+// transaction at the comic's price; a retried charge checks the same order
+// out again. A refund credits the buyer once per transaction, in one
+// script with the transaction's refund mark.
 type CheckoutPayments struct {
 	rdb redis.UniversalClient
 	co  *checkout.Flow
@@ -43,9 +36,8 @@ func NewCheckoutPayments(rdb redis.UniversalClient, co *checkout.Flow) *Checkout
 }
 
 // ErrCheckoutRefused wraps a charge the saga refused (not enough credit,
-// unknown user); it wraps ErrDeclined, so the comic flow knows nothing was
-// charged. Other errors of Charge (the saga still running after its
-// timeout, Redis errors) leave the outcome unknown.
+// unknown user); it wraps ErrDeclined. Other errors of Charge leave the
+// outcome unknown.
 var ErrCheckoutRefused = fmt.Errorf("comic: checkout: charge refused: %w", ErrDeclined)
 
 // Charge checks out the transaction's order; see CheckoutPayments.

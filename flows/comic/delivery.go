@@ -35,15 +35,11 @@ type DeliveryConfig struct {
 	// notifier.SignStandard).
 	// Required with NotifyURL.
 	NotifySecret string
-	// Relay, when set, hands every notification that has a destination
-	// (the flow's NotifyURL or the subscriber's own) to the notifier's
-	// generic request path instead of sending it here: a
-	// notifier.Request with an inline KindNotify destination, window
-	// "<comic id>:<gen>:<email hash>", so the notifier delivers it once,
-	// throttled, retried and recorded in its history. New sets it to the
-	// notifier flow's Notify; the kind must be registered (NotifyKind) for
-	// the requests to be valid. Notifications without a destination still
-	// go to the log channel here.
+	// Relay, when set, hands every notification with a destination to the
+	// notifier's request path as a notifier.Request to an inline KindNotify
+	// destination, window "<comic id>:<gen>:<email hash>". New sets it to
+	// the notifier flow's Notify. Notifications without a destination go
+	// to the log channel here.
 	Relay func(ctx context.Context, reqs ...notifier.Request) error
 	// Concurrency bounds the notifications of one message sent at once
 	// when they are sent here (not relayed). Default 8.
@@ -72,14 +68,10 @@ func (c DeliveryConfig) Validate() error {
 }
 
 // Delivery is the stage that delivers pending notifications. For each
-// message (a Request: one comic listing, up to MaxRequestBatch matching
-// subscriptions) it loads the subscriptions in one read (deleted ones are
-// dropped), skips every email already in the comic's notification history
-// — so a subscriber with several matching subscriptions, or notified of
-// an earlier listing, is not told twice — delivers the rest once per
-// (comic, email) through the Deliverer's ledger or the Relay, and records
-// the history of those delivered in one script. When some deliveries fail
-// the message is retried, and the ones recorded are skipped.
+// Request it loads the subscriptions in one read, skips emails already in
+// the comic's notification history, delivers the rest once per (comic,
+// email) through the Deliverer's ledger or the Relay, and records the
+// history in one script. A message with failed deliveries is retried.
 //
 //	ds:{comic.p}:comic:pending:<id>    set: subscription ids handed off, not yet delivered
 //	ds:{comic.p}:comic:notified:<id>   hash: email → Notified, the history
@@ -294,10 +286,9 @@ func (d *Delivery) record(ctx context.Context, tag string, r Request, targets []
 }
 
 // DiscardStage returns a stage in consumer group group that acknowledges
-// notification requests without delivering them and drops them from their
-// comic's pending notifications; it records no history. It is the null
-// delivery of benchmarks that measure matching alone: with it, the notify
-// streams are acknowledged and can be trimmed.
+// notification requests and drops them from their comic's pending set
+// without delivering them or recording history: the null delivery of
+// benchmarks that measure matching alone.
 func (d *Delivery) DiscardStage(group string) stream.Stage {
 	return stream.Stage{Name: group, Topic: d.topics.Notify, BatchHandler: func(ctx context.Context, msgs []*stream.Message) error {
 		pipe := d.rdb.Pipeline()

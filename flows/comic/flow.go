@@ -70,8 +70,7 @@ const (
 
 // RecoveryInterval and RecoverAfter time the recovery service. A purchase
 // is settled only once older than RecoverAfter, or than the checkout
-// flow's Timeout and a minute when that is longer, so that a purchase
-// whose charge is still running is not raced.
+// Timeout plus a minute if longer, so a running charge is not raced.
 const (
 	RecoveryInterval = 30 * time.Second
 	RecoverAfter     = 2 * time.Minute
@@ -118,12 +117,9 @@ type Flow struct {
 }
 
 // New builds the flow over the app's Redis; it implements flow.Flow.
-// Purchases are charged through the checkout flow, and notifications with
-// a destination are relayed to the notifier flow (Notify) as requests to a
-// KindNotify destination, a kind New registers on it; both flows are built
-// before it (the checkout's stages and waiter run the saga, configured as
-// the app configures them). Without either New fails with an error
-// wrapping flow.ErrNotBuilt.
+// Purchases are charged through the checkout flow and notifications are
+// relayed to the notifier flow, on which New registers KindNotify. Both
+// must be built first, or New fails with flow.ErrNotBuilt.
 func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	co, err := flow.Find[*checkout.Flow](d.Flows, checkout.Name)
 	if err != nil {
@@ -237,11 +233,9 @@ func (s *Flow) Stages() []stream.Stage {
 // Ledger returns the delivery ledger.
 func (s *Flow) Ledger() *notifier.DeliveryLedger { return s.ledger }
 
-// Describe declares the matcher and delivery stages, the purchase
-// recovery service (with sales) and the statistics snapshots (with
-// ClickHouse), the events' ClickHouse history, the topics each part
-// publishes to, and the demo subscriptions. Purchases run on the checkout
-// flow's stages and waiter, declared by the checkout flow.
+// Describe declares the matcher and delivery stages, the purchase recovery
+// service, the statistics snapshots, the ClickHouse history, the topics
+// and the demo subscriptions.
 func (s *Flow) Describe() flow.Description {
 	t := s.topics
 	d := flow.Description{

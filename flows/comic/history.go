@@ -14,14 +14,10 @@ import (
 	"github.com/dropstream/dropstream/writer/sink"
 )
 
-// HistoryConfig configures the "comic-history" stage, the writer's append
-// of the events topic to ClickHouse (tables of
-// clickhouse/schema/0006_comics.sql, sink.NewHistory): every event to
-// comic_events, and each comic's time in inventory as a session in
-// comic_sessions. Rows carry deterministic ids, so a redelivered event
-// collapses into the same rows; an event that does not decode or has no
-// comic id is dead-lettered. Without ClickHouse its group is created and
-// the backlog waits (see History).
+// HistoryConfig configures the "comic-history" stage, which appends the
+// events topic to ClickHouse (sink.NewHistory): every event to
+// comic_events, each comic's time in inventory to comic_sessions. Rows
+// have deterministic ids, so a redelivered event collapses.
 func (s *Flow) HistoryConfig() sink.HistoryConfig[historyRow] {
 	return sink.HistoryConfig[historyRow]{Stage: StageHistory, Topic: s.topics.Events,
 		Tables: []string{"comic_events", "comic_sessions"}, Rows: historyRows, Insert: insertHistory,
@@ -154,12 +150,10 @@ func flag(b bool) uint8 {
 	return 0
 }
 
-// SnapshotStats writes the current subscription statistics to
-// comic_pattern_stats, stamped with now truncated to the minute (a second
-// snapshot in the same minute replaces the first on merge). A "pattern"
-// row carries the pattern's subscriptions, its bloated value sets in
-// distinct_values and their extra shards in top_count; a "field" row the
-// field's FieldStat.
+// SnapshotStats writes the subscription statistics to comic_pattern_stats,
+// stamped with now truncated to the minute: a "pattern" row per pattern
+// (bloated value sets in distinct_values, extra shards in top_count) and a
+// "field" row per field.
 func (h *History) SnapshotStats(ctx context.Context, now time.Time) error {
 	st, err := h.store.Stats(ctx)
 	if err != nil {

@@ -38,12 +38,8 @@ type Listing struct {
 }
 
 // Inventory records comics for sale. Intake is one script per comic that
-// writes the inventory hash, its generation, the notification job on the
-// jobs stream and the "listed" event on the events stream together: a
-// comic is never notified without being in inventory nor stored without
-// its job, and a failed intake writes nothing.
-//
-// Per comic, in the slot {comic.p} of its partition:
+// writes the inventory hash, its generation, the job and the "listed"
+// event together, or nothing.
 //
 //	ds:{comic.p}:comic:inv:<id>        hash: comic (canonical), gen, added_at_ms
 //	ds:{comic.p}:comic:gen:<id>        counter: intakes of the comic
@@ -132,12 +128,9 @@ func (inv *Inventory) intakeArgs(ctx context.Context, c Comic, now time.Time) ([
 		eventsStream(inv.topics, id), inventoryIndex(tag)}, args
 }
 
-// AddMany lists comics in one pipeline of intake scripts (a bulk intake):
-// each comic is validated and recorded by the same script as Add, so the
-// result is the same as calling Add for each. created[i] reports whether
-// comics[i] was recorded now. An invalid comic fails the call before
-// anything is written; a Redis error may leave a prefix of the comics
-// listed (each one whole), and calling again lists the rest.
+// AddMany lists comics in one pipeline of Add's intake script. created[i]
+// reports whether comics[i] was recorded now. An invalid comic fails the
+// call before any write; a Redis error may leave a prefix listed.
 func (inv *Inventory) AddMany(ctx context.Context, comics []Comic) ([]bool, error) {
 	for i, c := range comics {
 		if err := ValidateComic(c); err != nil {

@@ -23,10 +23,8 @@ const (
 	TypeEvent = "comic.event"
 )
 
-// Topics are the flow's streams. Every topic is keyed by comic id and has
-// the same partition count, so everything about one comic (inventory,
-// jobs, pending notifications, history, sales) lives in the slot of the
-// hash tag {comic.p}.
+// Topics are the flow's streams, all keyed by comic id with one partition
+// count, so everything about a comic lives in the slot of {comic.p}.
 type Topics struct {
 	// Jobs carries one notification job per intake of a comic.
 	Jobs stream.Topic

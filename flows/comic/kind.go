@@ -10,10 +10,7 @@ import (
 // changes.
 const KindNotify = "comic_notify"
 
-// NotifyKind is the comic_notify destination kind, which New registers on
-// the notifier flow: an http(s) endpoint that receives the notifier's
-// signed JSON Message by POST over the webhook channel, its payload a
-// NotifyBody. Its destinations carry a signing secret (generated when the
-// subscriber gives none), and its core is a "url:" one like a webhook's, so
-// an endpoint is subscribed once whatever its kind.
+// NotifyKind is the comic_notify destination kind: an http(s) endpoint that
+// receives the notifier's signed JSON Message (payload NotifyBody) over the
+// webhook channel, with a "url:" core like a webhook's.
 func NotifyKind() subscriber.Kind { return notifier.SignedJSONKind(KindNotify) }

@@ -20,11 +20,9 @@ import (
 // StageMatcher is the name of the matching stage.
 const StageMatcher = "comic-matcher"
 
-// Request is a batch of pending notifications of one listing of a comic,
-// one per matching subscription: the payload of a TypeNotify message. The
-// matcher knows subscriptions by id only; the delivery stage loads the
-// subscribers (email, destination), keeps one notification per email and
-// comic, and builds what is sent.
+// Request is the payload of a TypeNotify message: pending notifications of
+// one listing of a comic, by subscription id. The delivery stage loads the
+// subscribers.
 type Request struct {
 	ComicID string `json:"comic_id"`
 	Gen     int64  `json:"gen"`
@@ -64,12 +62,10 @@ type Handoff interface {
 // script holds Redis for a bounded time.
 const handoffChunk = 500
 
-// streamHandoff records pending notifications and publishes them on the
-// notify topic, MaxRequestBatch subscriptions per message, in one script
-// per chunk; it skips subscriptions the job handed off already, and the
-// last chunk marks the job matched. A copy killed between chunks leaves a
-// consistent prefix, and the copy that takes the job over hands off
-// exactly the rest; a job matched before publishes nothing.
+// streamHandoff records pending notifications and publishes them,
+// MaxRequestBatch per message, in one script per chunk that skips ids the
+// job handed off already; the last chunk marks the job matched. A copy
+// killed between chunks leaves a prefix the next copy completes.
 //
 //	ds:{comic.p}:comic:jobdone:<id>       string: the latest gen matched
 //	ds:{comic.p}:comic:handed:<id>:<gen>  set: subscription ids handed off, while the job runs
@@ -85,9 +81,8 @@ type streamHandoff struct {
 // handoffScript: KEYS jobdone, pending, notify stream, handed; ARGV gen,
 // last chunk (0/1), comic id, listed at ms, canonical comic, subscriptions
 // per message, number of metadata pairs, metadata pairs, then subscription
-// ids. Each message's payload is a Request in JSON, built here so the
-// matcher encodes nothing per subscription. Returns the subscriptions
-// handed off, or -1 when the job was matched before.
+// ids. It builds each Request's JSON. Returns the subscriptions handed
+// off, or -1 when the job was matched before.
 var handoffScript = redis.NewScript(`
 local gen = tonumber(ARGV[1])
 if tonumber(redis.call('GET', KEYS[1]) or '0') >= gen then return -1 end
@@ -168,12 +163,9 @@ func (h *streamHandoff) handoffChunk(ctx context.Context, job Job, ids []string,
 	return n, nil
 }
 
-// Matcher matches a comic against the subscriptions: it expands only the
-// SearchPatterns that have at least one subscription, looks up the index
-// set of each one's values (and its shards when bloated), and hands the
-// ids of the matching subscriptions to the Handoff. It never loads a
-// subscription: its cost is one lookup per active pattern plus the ids
-// matched.
+// Matcher matches a comic against the subscriptions by looking up the
+// index set of each active SearchPattern's values (and its shards) and
+// hands the matching ids to the Handoff, without loading subscriptions.
 type Matcher struct {
 	rdb     redis.UniversalClient
 	topics  Topics
@@ -240,10 +232,9 @@ func (m *Matcher) handle(ctx context.Context, msg *stream.Message) error {
 	return err
 }
 
-// Process matches a job's comic and hands off its pending notifications;
-// it returns how many were handed off now. A job matched before (a
-// redelivery) is matched again and hands off nothing. A job whose comic
-// is invalid is a permanent error.
+// Process matches a job's comic and hands off its pending notifications,
+// returning how many it handed off now (none for a redelivered job). An
+// invalid comic is a permanent error.
 func (m *Matcher) Process(ctx context.Context, job Job) (int, error) {
 	c, err := ParseComic(job.Comic)
 	if err != nil || c.ID() != job.ComicID || job.Gen < 1 {
@@ -257,10 +248,8 @@ func (m *Matcher) Process(ctx context.Context, job Job) (int, error) {
 	return m.handoff.Handoff(ctx, job, ids)
 }
 
-// indexMaxAge bounds how long the matcher trusts its copy of the active
-// patterns and bloated value sets without rereading it, even when the
-// version counter says nothing changed (a guard against writers that do
-// not bump it).
+// indexMaxAge bounds how long the matcher trusts its cached active patterns
+// and shards, in case a writer does not bump the version.
 const indexMaxAge = 10 * time.Second
 
 // activeIndex is the matcher's copy of the active patterns and of the
@@ -275,11 +264,9 @@ type activeIndex struct {
 }
 
 // MatchIDs returns the ids of the subscriptions matching c, each once, in
-// no particular order. It expands only the patterns that have at least
-// one subscription. In the steady state it is one pipeline: the version of
-// the active patterns and shards, and one index lookup per active pattern
-// (plus one per extra shard of a bloated value set); when the version
-// moved, the patterns and shards are read again and the lookups redone.
+// no order. In the steady state it is one pipeline: the version, and one
+// lookup per active pattern and extra shard; a moved version rereads the
+// patterns and shards.
 func (m *Matcher) MatchIDs(ctx context.Context, c Comic) ([]string, error) {
 	b := c.Body()
 	if idx := m.index.Load(); idx != nil && time.Since(idx.readAt) <= indexMaxAge {

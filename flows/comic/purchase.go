@@ -23,9 +23,8 @@ var ErrSoldOut = errors.New("comic: not in inventory")
 var ErrPayment = errors.New("comic: payment refused")
 
 // ErrDeclined is what Payments.Charge wraps when the charge certainly did
-// not happen (refused card, not enough credit). Any other error leaves the
-// purchase in doubt: a retry of the transaction, or Sales.Recover,
-// charges again (idempotently) and settles it.
+// not happen. Any other error leaves the purchase in doubt for a retry or
+// Sales.Recover to settle.
 var ErrDeclined = errors.New("comic: charge declined")
 
 // Payments charges and refunds buyers. Both calls are idempotent by txnID:
@@ -37,23 +36,18 @@ type Payments interface {
 	Refund(ctx context.Context, txnID, payment string, cents int64) error
 }
 
-// Sales sells comics out of inventory as a saga whose every step is
-// idempotent by the transaction id:
+// Sales sells comics out of inventory as a saga, idempotent by the
+// transaction id:
 //
-//  1. a purchase record (state charging) is written before the charge;
+//  1. a purchase record (charging) is written before the charge;
 //  2. the charge goes through Payments;
-//  3. one script removes the comic from inventory, records the sale, emits
-//     the "sold" event and marks the record sold — or, when the comic is
-//     gone, marks it refunding; of concurrent buyers exactly one wins;
-//  4. a refunding purchase is refunded through Payments, then one script
-//     marks it refunded and removes the buyer's notification record, so
-//     they are notified again if the comic comes back.
+//  3. one script removes the comic from inventory, records the sale and
+//     emits "sold", or marks the record refunding when the comic is gone;
+//  4. a refunding purchase is refunded, then marked refunded and the
+//     buyer's notification record removed.
 //
-// A purchase interrupted anywhere (a crash between charge and sale, a
-// charge whose outcome is unknown) stays in the partition's purchases
-// zset; Purchase with the same transaction id, or Recover, resumes it from
-// its recorded state, so it converges to sold, or to charged and
-// refunded, never to charged and not sold.
+// An interrupted purchase stays in the purchases zset until Purchase with
+// the same id or Recover resumes it: it ends sold, or charged and refunded.
 //
 //	ds:{comic.p}:comic:txn:<txn>   hash: state, comic, email, payment, price, gen, at_ms
 //	ds:{comic.p}:comic:purchases   zset: txn ids in doubt by start ms
@@ -92,13 +86,10 @@ type purchase struct {
 }
 
 // Purchase buys comic id for email with payment, once per txnID (empty:
-// DefaultTxnID of the comic's current listing). It charges the price, then
-// sells the comic atomically. When the comic is gone (sold to a concurrent
-// buyer, or never listed) the charge is refunded, the buyer's notification
-// for it is forgotten, and the error wraps ErrSoldOut. A declined charge
-// wraps ErrPayment and leaves nothing behind: the same txnID may be tried
-// again. Any other error leaves the purchase in doubt; calling again with
-// the same txnID (or Recover) settles it.
+// DefaultTxnID of the current listing). When the comic is gone the charge
+// is refunded and the error wraps ErrSoldOut. A declined charge wraps
+// ErrPayment and leaves nothing behind. Any other error leaves the
+// purchase in doubt; calling again (or Recover) settles it.
 func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID string) (Receipt, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
@@ -213,11 +204,9 @@ func (s *Sales) settle(ctx context.Context, p purchase, fresh bool) (Receipt, er
 	return Receipt{}, fmt.Errorf("comic: purchase %s in unknown state %q", p.txn, p.state)
 }
 
-// Recover settles every purchase that has been in doubt for longer than
-// olderThan (a process that crashed between charge and sale, or a charge
-// whose outcome was unknown): it charges again (idempotently) and sells, or
-// refunds. It returns how many it settled; the others stay for the next
-// call.
+// Recover settles every purchase in doubt for longer than olderThan: it
+// charges again (idempotently) and sells, or refunds. It returns how many
+// it settled.
 func (s *Sales) Recover(ctx context.Context, olderThan time.Duration) (int, error) {
 	settled := 0
 	var errs []error

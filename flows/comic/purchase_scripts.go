@@ -2,11 +2,9 @@ package comic
 
 import "github.com/redis/go-redis/v9"
 
-// States of a purchase record (ds:{comic.p}:comic:txn:<txn>, a hash).
-// charging and refunding are in doubt: the record is also in the
-// partition's purchases zset until it settles. A declined purchase leaves
-// no record, so the same transaction may be tried again (say, once the
-// buyer has credit).
+// States of a purchase record (ds:{comic.p}:comic:txn:<txn>). charging and
+// refunding are in doubt and listed in the purchases zset. A declined
+// purchase leaves no record.
 const (
 	txnCharging  = "charging"
 	txnSold      = "sold"
@@ -28,13 +26,12 @@ redis.call('HSET', KEYS[1], 'state', 'charging', 'comic', ARGV[2], 'email', ARGV
 redis.call('ZADD', KEYS[2], ARGV[6], ARGV[1])
 return 'new'`)
 
-// sellScript settles a charged purchase: when the comic is in inventory it
-// is removed, the sale recorded, the "sold" event emitted and the record
-// marked sold, all at once, so of concurrent buyers exactly one wins; when
-// it is gone the record becomes refunding. KEYS inv, sale list, inventory
-// zset, events stream, txn, purchases zset; ARGV comic id, sale JSON
-// (without gen), email (JSON), txn id (JSON), price, now ms, trace id, txn
-// id. Returns {state, gen}: the record's state after the call.
+// sellScript settles a charged purchase: the comic is removed from
+// inventory, the sale recorded, "sold" emitted and the record marked sold,
+// or the record becomes refunding when the comic is gone. KEYS inv, sale
+// list, inventory zset, events stream, txn, purchases zset; ARGV comic id,
+// sale JSON (without gen), email (JSON), txn id (JSON), price, now ms,
+// trace id, txn id. Returns {state, gen}: the record's state after the call.
 var sellScript = redis.NewScript(`
 local st = redis.call('HGET', KEYS[5], 'state')
 if st ~= 'charging' then return {st or 'missing', tonumber(redis.call('HGET', KEYS[5], 'gen') or '0')} end
@@ -56,12 +53,10 @@ local ev = '{"kind":"sold","comic_id":"' .. ARGV[1] .. '","gen":' .. gen .. ',"a
 redis.call('XADD', KEYS[4], '*', 'key', ARGV[1], 'type', 'comic.event', 'payload', ev)
 return {'sold', tonumber(gen)}`)
 
-// refundedScript closes a refunded purchase: the record becomes refunded
-// and the buyer's notification record of the comic (history entry and
-// delivery ledger record) is removed, so they are notified again if it
-// comes back. KEYS txn, purchases zset, notified, ledger key, events
-// stream; ARGV txn id, email, forgotten event JSON, comic id. Returns 1
-// when this call closed it.
+// refundedScript marks a refunded purchase refunded and removes the
+// buyer's history entry and ledger record of the comic. KEYS txn,
+// purchases zset, notified, ledger key, events stream; ARGV txn id, email,
+// forgotten event JSON, comic id. Returns 1 when this call closed it.
 var refundedScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'state') ~= 'refunding' then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'refunded')

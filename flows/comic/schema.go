@@ -115,15 +115,6 @@ var fields = []fieldSpec{
 	{name: "year", kind: kindInt, min: MinYear, max: MaxYear, required: true, doc: "cover year"},
 }
 
-// FieldNames returns the schema's field names in alphabetical order.
-func FieldNames() []string {
-	out := make([]string, len(fields))
-	for i, f := range fields {
-		out[i] = f.name
-	}
-	return out
-}
-
 func specOf(name string) (fieldSpec, bool) {
 	i := sort.Search(len(fields), func(i int) bool { return fields[i].name >= name })
 	if i < len(fields) && fields[i].name == name {
@@ -137,10 +128,9 @@ func specOf(name string) (fieldSpec, bool) {
 // one with every field.
 type Body map[string]any
 
-// ParseComic decodes and validates a full comic strictly: unknown fields,
-// wrong types, values out of range, strings too long or with control
-// characters, and missing required fields are errors wrapping ErrInvalid
-// (a *FieldError naming the field). Optional fields take their defaults.
+// ParseComic decodes and validates a full comic strictly; every error
+// wraps ErrInvalid (a *FieldError naming the field). Optional fields take
+// their defaults.
 func ParseComic(raw []byte) (Comic, error) {
 	b, err := ParseBody(raw)
 	if err != nil {

@@ -10,10 +10,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// PatternStat is the subscription count of one SearchPattern and how
-// bloated its value sets are: BloatedValueSets of them (a pattern and its
-// values, say {"publisher":"Marvel"}) passed StoreConfig.BloatThreshold and
-// continue in ExtraShards shards in all.
+// PatternStat is a SearchPattern's subscription count and its value sets
+// past StoreConfig.BloatThreshold, with their extra shards.
 type PatternStat struct {
 	Pattern          string `json:"pattern"`
 	Subscriptions    int64  `json:"subscriptions"`
@@ -21,10 +19,8 @@ type PatternStat struct {
 	ExtraShards      int    `json:"extra_shards"`
 }
 
-// FieldStat is the diversity of one field over the subscriptions that
-// constrain it: Diversity is the frequency of its most frequent value
-// divided by the number of those subscriptions (lower is more diverse; 1
-// means everyone asks for the same value).
+// FieldStat is a field's diversity: the frequency of its most frequent
+// value over the subscriptions that constrain it (1: all ask the same).
 type FieldStat struct {
 	Field         string  `json:"field"`
 	Subscriptions int64   `json:"subscriptions"`
@@ -42,10 +38,8 @@ type Stats struct {
 	BloatThreshold int           `json:"bloat_threshold"`
 }
 
-// Stats returns subscriptions per pattern (with their bloated value sets)
-// and the diversity of every field. It reads at most 2^n patterns, the
-// bloated value sets and two values per field, whatever the number of
-// subscriptions.
+// Stats returns subscriptions per pattern, with their bloated value sets,
+// and every field's diversity, in reads bounded by the patterns and fields.
 func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	pipe := s.rdb.Pipeline()
 	patterns := pipe.ZRangeWithScores(ctx, patternsKey, 0, -1)

@@ -14,10 +14,8 @@ import (
 // the tenant's email set, then one field-stats zset per field of the
 // pattern; ARGV id, record, pattern, bloat field, max per email, bloat
 // threshold, shard, then the index values and the field names. Returns 1,
-// 0 for a duplicate, -1 when the tenant has too many for the email. The shard was read before the call; when it is
-// full, the value set's next subscriptions go to a new shard (concurrent
-// creates may each add one past the threshold) and the version moves so
-// matchers reread the shards.
+// 0 for a duplicate, -1 when the tenant has too many for the email. A full
+// shard starts the next one and moves the version.
 var createScript = script.New(`
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
 if redis.call('SCARD', KEYS[8]) >= tonumber(ARGV[5]) then return -1 end
@@ -74,12 +72,9 @@ func (s *Store) scriptArgs(sub Subscription, b Body, vh string) ([]string, []any
 	return keys, args
 }
 
-// CreateMany creates subscriptions in pipelined batches (a bulk import):
-// each one is validated and stored by the same script as Create, so the
-// result is the same as calling Create for each. It returns how many were
-// created; duplicates and subscriptions over MaxPerEmail are skipped, and
-// the first invalid one stops the import with its error (the ones before
-// it are created).
+// CreateMany creates subscriptions in pipelined batches of Create's script
+// and returns how many were created. Duplicates and subscriptions over
+// MaxPerEmail are skipped; the first invalid one stops the import.
 func (s *Store) CreateMany(ctx context.Context, subs []NewSubscription) (int, error) {
 	if err := createScript.Load(ctx, s.rdb); err != nil {
 		return 0, fmt.Errorf("comic: load script: %w", err)

@@ -36,11 +36,9 @@ type Subscription struct {
 	// ID is derived from (email, canonical body), so it is the same for
 	// the same request.
 	ID string `json:"id"`
-	// Tenant is the tenant it belongs to (set by the API, the caller's):
-	// only that tenant, and admin keys, list and delete it. A subscription
-	// without one is tenancy.Open's, and its id is that of (email, body)
-	// alone; another tenant's id also hashes the tenant, so two tenants
-	// may subscribe one email to one body.
+	// Tenant is the caller's tenant, set by the API: only it and admin keys
+	// list and delete the subscription. Another tenant than tenancy.Open is
+	// hashed into the id.
 	Tenant string `json:"tenant,omitempty" openapi:"readonly"`
 	Email  string `json:"email"`
 	// Body is the canonical form of the partial comic.
@@ -48,10 +46,8 @@ type Subscription struct {
 	// Pattern is the body's SearchPattern (its sorted field names).
 	Pattern string `json:"pattern"`
 	// Shard is the shard of its value set the subscription is indexed in:
-	// 0, or k once the set of subscriptions with the same pattern and
-	// values is bloated (see StoreConfig.BloatThreshold). (Records of the
-	// earlier layout, whose "shard" named a pattern shard, read as 0: the
-	// index key of an unbloated pattern is the same in both layouts.)
+	// 0, or k once the set is bloated (see StoreConfig.BloatThreshold).
+	// Records of the earlier layout read as 0.
 	Shard int `json:"value_shard"`
 	// NotifyURL, when set, is the subscriber's own destination (a POST
 	// /notify webhook); otherwise the flow's destination is used.
@@ -67,14 +63,9 @@ type StoreConfig struct {
 	// MaxPerEmail bounds the subscriptions one tenant holds for one
 	// email (each tenant has its own cap). Default 1000.
 	MaxPerEmail int
-	// BloatThreshold is the size past which the set of subscriptions of
-	// one SearchPattern and values (say, everyone who asked for
-	// {"publisher":"Marvel"}) is continued in a new shard: the
-	// mitigation for a bloated pattern, applied where a lookup pays for
-	// it. No index set grows much past this size, so no single SMEMBERS
-	// blocks Redis for long, while a pattern with many subscriptions
-	// spread over many values still costs one lookup per comic. Default
-	// 10000.
+	// BloatThreshold is the size past which the subscriptions of one
+	// SearchPattern and values continue in a new shard, so no SMEMBERS
+	// blocks Redis for long. Default 10000.
 	BloatThreshold int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time

@@ -23,10 +23,8 @@ func catalogKey(parts ...string) string {
 	return rediskey.Key(catalogTag, append([]string{"offer"}, parts...)...)
 }
 
-// Catalog is the store of sell offers: the SellOffers index (offer id →
-// handler tag), each handler's offers, a change stream and version per
-// handler that handler views follow, and the TranslateIds cache. It is safe
-// for concurrent use.
+// Catalog stores the sell offers, their index, change streams and the
+// TranslateIds cache. It is safe for concurrent use.
 type Catalog struct {
 	rdb redis.UniversalClient
 	cfg Config
@@ -51,10 +49,8 @@ func changesKey(h string) string { return catalogKey("changes", h) }
 func versionKey(h string) string { return catalogKey("version", h) }
 
 // Each change stream entry carries the offer id, the operation, the
-// handler's version v and the catalog's epoch e (one counter over every
-// handler, bumped once per put or delete): a result records the epoch it
-// was computed after, so the freshness keeper tells the changes it
-// reflects from those it may miss.
+// handler's version v and the catalog's epoch e (bumped once per put or
+// delete); a result records the epoch it reflects.
 //
 // putScript moves or writes an offer if the index still holds the handler
 // the caller read (ARGV[3], "" for none): returns 1 created, 0 replaced,
@@ -104,10 +100,10 @@ func (c *Catalog) check(o Offer) error {
 	return nil
 }
 
-// Put creates or replaces offers, each with its handler recorded in the
-// SellOffers index; an offer moved to another handler leaves the old one.
-// created says, per offer, whether it was new. Offers are validated first:
-// one invalid offer fails the call before anything is written.
+// Put creates or replaces offers and records their handlers in the index;
+// an offer moved to another handler leaves the old one. created says, per
+// offer, whether it was new. An invalid offer fails the call before any
+// write.
 func (c *Catalog) Put(ctx context.Context, offers ...Offer) (created []bool, err error) {
 	bodies := make([][]byte, len(offers))
 	ids := make([]string, len(offers))
@@ -215,13 +211,10 @@ func (c *Catalog) Delete(ctx context.Context, id string) error {
 	return fmt.Errorf("delete offer %s: %w", id, ErrConflict)
 }
 
-// List returns limit offers from cursor ("" to start) — exactly limit
-// when that many follow — and the next cursor ("" at the end). A cursor is
-// a position in a scan of the index, "<scan cursor>.<entries to skip>",
-// so a page ends wherever limit is reached. Offers present for the whole
-// walk are each listed; one changed meanwhile may be listed twice or not
-// at all, as with HSCAN. A malformed cursor is an error wrapping
-// ErrInvalidOffer.
+// List returns limit offers from cursor ("" to start) and the next cursor
+// ("" at the end). A cursor is "<scan cursor>.<entries to skip>" over the
+// index; as with HSCAN, an offer changed during the walk may be listed
+// twice or not at all. A malformed cursor wraps ErrInvalidOffer.
 func (c *Catalog) List(ctx context.Context, cursor string, limit int) ([]Offer, string, error) {
 	cur, skip, err := parseListCursor(cursor)
 	if err != nil {

@@ -40,9 +40,7 @@ type Config struct {
 	// GET /v1/offers/results/{id} can still show it. Default 1m.
 	ResultGrace time.Duration
 	// ProcessingTimeout is how long a result may stay processing before a
-	// new request computes it again (a fan-out message dead-lettered, say).
-	// Default 3m. The handler stages take over a crashed copy's work well
-	// within it (see Runner).
+	// new request computes it again. Default 3m.
 	ProcessingTimeout time.Duration
 	// MaxWait is how long a search waits for its result before answering
 	// 202 with the result id. Default 2s.
@@ -54,13 +52,10 @@ type Config struct {
 	// ChangeLogLength caps each handler's change stream (approximately);
 	// a handler view that falls further behind reloads. Default 100000.
 	ChangeLogLength int64
-	// FreshBound is the freshness bound: a search never serves a cached
-	// result (nor joins a computation) that may miss an offer change older
-	// than FreshBound. The freshness keeper (Flow.RunFresh) invalidates
-	// the results a change affects, typically within milliseconds; while
-	// it has not applied a change older than FreshBound (it lags, or no
-	// keeper runs), searches bypass the cache and compute their results
-	// again. Default 1s.
+	// FreshBound is the freshness bound: a search never serves or joins a
+	// result that may miss an offer change older than FreshBound; while the
+	// keeper (Flow.RunFresh) lags that much, searches bypass the cache.
+	// Default 1s.
 	FreshBound time.Duration
 	// FreshBlock is how long the keeper's read of the change streams
 	// blocks when nothing changes (it returns as soon as a change comes).
@@ -70,22 +65,16 @@ type Config struct {
 	// whose result changed (the notifier flow's Notify). Nil: standing
 	// searches are kept current but tell no one.
 	Notify func(ctx context.Context, reqs ...notifier.Request) error
-	// Subscriber reports whether v sees the notifier subscriber id: nil
-	// when it does, an error wrapping subscriber.ErrNotFound when there is
-	// none or it is another tenant's (New: the notifier's subscribers).
-	// Flow.CreateStandingIn checks the subscriber a search names with it;
-	// nil refuses every one.
+	// Subscriber reports whether v sees the notifier subscriber id (nil) or
+	// not (an error wrapping subscriber.ErrNotFound). Flow.CreateStandingIn
+	// checks with it; nil refuses every subscriber.
 	Subscriber func(ctx context.Context, v tenancy.View, id string) error
 	// MaxStandingPerCaller caps the standing searches each API caller
 	// holds (internal/quota). Default 100.
 	MaxStandingPerCaller int
-	// Runner tunes the handler stages. Its HandlerTimeout defaults to 15s
-	// (the first message a handler copy handles loads the handler's whole
-	// view of its offers); its other zero timing fields are derived from
-	// ProcessingTimeout (stream.RunnerConfig.ForDeadline: ClaimIdle
-	// ProcessingTimeout/3, 1m by default). Validate refuses timings under
-	// which a crashed copy's work could not be taken over before the
-	// result is computed again.
+	// Runner tunes the handler stages. HandlerTimeout defaults to 15s (a
+	// copy's first message loads the handler's view); the other zero timing
+	// fields derive from ProcessingTimeout (stream.RunnerConfig.ForDeadline).
 	Runner stream.RunnerConfig
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -200,12 +189,6 @@ type Topics struct {
 	Eval map[string]stream.Topic
 	// History carries one entry per search (HistoryTopic).
 	History stream.Topic
-}
-
-// NewTopics returns the topics of the flow with the default handlers, as
-// New builds it, and the given partition count.
-func NewTopics(partitions int) Topics {
-	return Config{Partitions: partitions, Handlers: DefaultHandlers}.Topics()
 }
 
 // Topics returns the topics of the configured handlers.

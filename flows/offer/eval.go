@@ -107,10 +107,9 @@ func (p *program) eval(o *Offer, kind Kind) (Match, float64, bool) {
 	return m, score, true
 }
 
-// stats aggregates the prices of q units of o over combos — taking the
-// price of a combination in cached from prices (when cached[c] is true) or
-// as none (false) instead of computing it; false when no combination has
-// a price.
+// stats aggregates the prices of q units of o over combos, taking a
+// combination's price from prices when cached[c] is true, or none when
+// false; false when no combination has a price.
 func stats(o *Offer, kind Kind, q int64, combos []Combination, cached map[Combination]bool, prices map[Combination]int64) (Stats, bool) {
 	var st Stats
 	var sum int64

@@ -57,10 +57,9 @@ const (
 // complexFilterTypes are the filterType values a complexFilter may carry.
 var complexFilterTypes = []string{"sellOffer", "sellOfferPlan", "planDeliveryPaymentCombination", "orderPrice"}
 
-// Element is one node of a complex filter request: a group
-// of elements (all must hold), a complexFilter wrapping a group of another
-// filterType, or a logical element identified by LogicalTag. Which of the
-// logical fields apply depends on the tag (see the Tag* constants).
+// Element is one node of a complex filter request: a group (all must hold),
+// a complexFilter of another filterType, or a logical element by
+// LogicalTag, whose fields depend on the tag.
 type Element struct {
 	Type          string    `json:"type"`
 	FilterType    string    `json:"filterType,omitempty"`

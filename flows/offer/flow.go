@@ -20,9 +20,8 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Flow is the sell-offer manager with its handlers: the catalog, searches
-// answered from the logical result cache or fanned out to the handler
-// stages, the orderPrice cache, and the search history. It is safe for
+// Flow is the sell-offer manager: the catalog, cached or fanned-out
+// searches, the orderPrice cache and the search history. It is safe for
 // concurrent use; call Close when done.
 type Flow struct {
 	cfg     Config
@@ -41,10 +40,9 @@ type Flow struct {
 // DemoOffers is how many sample offers the demo creates.
 const DemoOffers = 60
 
-// New builds the flow over the app's Redis with the default handlers and
-// the settings' partitions; it implements flow.Flow.
-// Standing searches notify through the notifier flow (built before it);
-// without it New fails with an error wrapping flow.ErrNotBuilt.
+// New builds the flow over the app's Redis with the default handlers; it
+// implements flow.Flow. The notifier flow must be built first, or New
+// fails with flow.ErrNotBuilt.
 func New(ctx context.Context, d flow.Deps) (*Flow, error) {
 	nf, err := flow.Find[*notifier.Flow](d.Flows, notifier.Name)
 	if err != nil {

@@ -26,15 +26,11 @@ const ServiceFresh = "offer-fresh"
 // "v:"+tag → its version.
 var freshKey = catalogKey("fresh")
 
-// guardScript tells a search whether the keeper lags — whether some
-// handler's change stream holds a change after the keeper's position that
-// is older than the bound — and the catalog's epoch, which a computed
-// result records: every change of a lower or equal epoch is committed, so
-// the handlers' evaluation, which comes after, sees it. Stream ids and the
-// clock are the server's (TIME), so the check does not depend on the
-// callers' clocks. KEYS: the keeper's position, the epoch, then each
-// handler's change stream. ARGV: bound ms, then the handler tags. Returns
-// {1 when the keeper lags else 0, epoch}.
+// guardScript tells whether the keeper lags (a change after its position is
+// older than the bound, by the server's clock) and returns the catalog
+// epoch a result computed now reflects. KEYS: the keeper's position, the
+// epoch, then each handler's change stream. ARGV: bound ms, then the
+// handler tags. Returns {1 when the keeper lags else 0, epoch}.
 var guardScript = script.New(`
 local t = redis.call('TIME')
 local cutoff = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[1])
@@ -51,10 +47,8 @@ for i = 3, #KEYS do
 end
 return {0, epoch}`)
 
-// guard reports whether a search must bypass the cache — the keeper has
-// not applied a change older than Config.FreshBound, so a cached result
-// may not reflect it — and the catalog epoch a result computed now
-// reflects.
+// guard reports whether a search must bypass the cache (the keeper lags
+// past Config.FreshBound) and the epoch a result computed now reflects.
 func (s *Flow) guard(ctx context.Context) (bool, int64, error) {
 	keys := make([]string, 0, 2+len(s.cfg.Handlers))
 	args := make([]any, 0, 1+len(s.cfg.Handlers))
@@ -74,18 +68,13 @@ func (s *Flow) guard(ctx context.Context) (bool, int64, error) {
 	return r[0] == 1, r[1], nil
 }
 
-// invalidateScript invalidates the results of one partition that an
-// offer change they may not reflect affects. A result reflects every
-// change up to the catalog epoch it recorded when computed (field epoch);
-// a later change affects it when its data holds the changed offer, when
-// the caller found the changed offer now matches its filter (the forced
-// epoch: the latest such change), or, while it is processing, when the
-// changed offer's handler has not answered yet. A complete result expires
-// now; a processing one is marked invalidated, so no search joins it and
-// it completes already expired (finishScript). KEYS: per result main,
-// data, waiting. ARGV: now ms, change count n, n triples (offer id,
-// handler, epoch), then per result its forced epoch (0: none). Returns how
-// many results it invalidated.
+// invalidateScript invalidates one partition's results that a change after
+// their epoch affects: their data holds the offer, the offer now matches
+// (the forced epoch), or its handler has not answered yet. A complete
+// result expires now; a processing one is marked invalidated and completes
+// already expired. KEYS: per result main, data, waiting. ARGV: now ms,
+// change count n, n triples (offer id, handler, epoch), then per result
+// its forced epoch (0: none). Returns how many results it invalidated.
 var invalidateScript = script.New(`
 local now = ARGV[1]
 local n = tonumber(ARGV[2])
@@ -151,16 +140,11 @@ type keeper struct {
 const maxPrograms = 10000
 
 // RunFresh keeps cached results and standing searches in step with the
-// offers until ctx ends: it follows every handler's change stream from
-// the position it last applied, invalidates the cached results each batch
-// of changes affects, re-evaluates the standing searches on the changed
-// offers, notifies their owners (Flow.RunFresh is the flow's service
-// ServiceFresh), and then records its new position, so a restarted keeper
-// applies a batch again rather than skip it (both steps are idempotent).
-// A search bypasses the cache while a change older than
-// Config.FreshBound is not applied (the keeper lags or is not running),
-// so a served result never misses a change older than the bound. More
-// copies are harmless. It returns nil when ctx ends.
+// offers until ctx ends (service ServiceFresh): it follows every handler's
+// change stream, invalidates the affected results, re-evaluates and
+// notifies standing searches, then records its position, so a restart
+// applies a batch again (idempotently). More copies are harmless. It
+// returns nil when ctx ends.
 func (s *Flow) RunFresh(ctx context.Context) error {
 	k := &keeper{pos: map[string]string{}, ver: map[string]int64{}, programs: map[string]*program{}, priceOffers: map[string][]string{}}
 	for ctx.Err() == nil {
@@ -306,43 +290,22 @@ func (s *Flow) readChanges(ctx context.Context, xs []redis.XStream) ([]change, e
 // invalidateChunk is how many results one invalidate script checks.
 const invalidateChunk = 200
 
-// invalidate invalidates every live result the changes affect, or every
-// live result when all is set (changes were trimmed before the keeper
-// applied them).
+// invalidate invalidates the live results the changes affect, or all of
+// them when all is set (changes were trimmed before the keeper got them).
 func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all bool) error {
 	nowMs := s.cfg.Now().UnixMilli()
-	pipe := s.rdb.Pipeline()
-	lives := make([]*redis.StringSliceCmd, s.cfg.Partitions)
-	for p := range s.cfg.Partitions {
-		pipe.ZRemRangeByScore(ctx, s.cfg.liveKey(p), "-inf", strconv.FormatInt(s.cfg.Now().UnixMilli(), 10))
-		lives[p] = pipe.ZRange(ctx, s.cfg.liveKey(p), 0, -1)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("list live results: %w", err)
-	}
-	// Compile the filters not seen before.
-	pipe = s.rdb.Pipeline()
-	elems := map[string]*redis.StringCmd{}
-	for _, l := range lives {
-		for _, id := range l.Val() {
-			if _, ok := k.programs[id]; !ok && validResultID(id) {
-				elems[id] = pipe.HGet(ctx, s.cfg.resultKeys(id).main, "logicalElement")
-			}
-		}
-	}
-	if len(elems) > 0 {
-		_, _ = pipe.Exec(ctx)
-		if len(k.programs)+len(elems) > maxPrograms {
-			clear(k.programs)
-		}
-		for id, cmd := range elems {
+	lives, err := readLive(ctx, s, s.cfg.liveKey, k.programs, maxPrograms, "logicalElement",
+		func(id string) string { return s.cfg.resultKeys(id).main },
+		func(v string) (*program, bool) {
 			var e Element
-			if err := json.Unmarshal([]byte(cmd.Val()), &e); err != nil || e.Validate() != nil {
-				continue // gone meanwhile: nothing to invalidate
+			if err := json.Unmarshal([]byte(v), &e); err != nil || e.Validate() != nil {
+				return nil, false // gone meanwhile: nothing to invalidate
 			}
 			p := compile(e)
-			k.programs[id] = &p
-		}
+			return &p, true
+		})
+	if err != nil {
+		return fmt.Errorf("list live results: %w", err)
 	}
 	head := []any{nowMs, len(changes)}
 	for _, c := range changes {
@@ -358,7 +321,7 @@ func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all 
 			}
 			keys, flags = nil, nil
 		}
-		for _, id := range l.Val() {
+		for _, id := range l {
 			prog, ok := k.programs[id]
 			if !ok {
 				continue
@@ -434,4 +397,45 @@ func (s *Flow) CaughtUp(ctx context.Context) (bool, error) {
 		}
 	}
 	return true, nil
+}
+
+// readLive drops the expired ids of every partition's live index (liveKey)
+// and returns the rest by partition. For ids not in cache it reads field
+// of key(id) and caches what decode makes of it; the cache is cleared when
+// it would pass limit.
+func readLive[T any](ctx context.Context, s *Flow, liveKey func(int) string, cache map[string]T, limit int,
+	field string, key func(string) string, decode func(string) (T, bool)) ([][]string, error) {
+	now := strconv.FormatInt(s.cfg.Now().UnixMilli(), 10)
+	pipe := s.rdb.Pipeline()
+	cmds := make([]*redis.StringSliceCmd, s.cfg.Partitions)
+	for p := range s.cfg.Partitions {
+		pipe.ZRemRangeByScore(ctx, liveKey(p), "-inf", now)
+		cmds[p] = pipe.ZRange(ctx, liveKey(p), 0, -1)
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, err
+	}
+	lives := make([][]string, len(cmds))
+	pipe = s.rdb.Pipeline()
+	reads := map[string]*redis.StringCmd{}
+	for p, c := range cmds {
+		lives[p] = c.Val()
+		for _, id := range lives[p] {
+			if _, ok := cache[id]; !ok && validResultID(id) {
+				reads[id] = pipe.HGet(ctx, key(id), field)
+			}
+		}
+	}
+	if len(reads) > 0 {
+		_, _ = pipe.Exec(ctx)
+		if len(cache)+len(reads) > limit {
+			clear(cache)
+		}
+		for id, cmd := range reads {
+			if v, ok := decode(cmd.Val()); ok {
+				cache[id] = v
+			}
+		}
+	}
+	return lives, nil
 }

@@ -5,22 +5,14 @@ import (
 	"encoding/json"
 	"fmt"
 	"math"
-	"strconv"
-
-	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// priceInvalidateScript deletes the orderPrice records of one partition
-// that an offer change they may not reflect affects. A record reflects
-// every change up to the catalog epoch it recorded when its computation
-// began (field epoch); ARGV holds, per record, the epoch of the latest
-// change of one of its offers. A processing record deleted this way is
-// not recorded by its computation (finishPriceScript checks the
-// uniqueRequestId), so no search serves a price computed before the
-// change. KEYS: the records. ARGV: per record that epoch. Returns how many
-// records it deleted.
+// priceInvalidateScript deletes one partition's orderPrice records that a
+// change after their epoch affects; a deleted processing record is not
+// written by its computation. KEYS: the records. ARGV: per record the
+// epoch of its offers' latest change. Returns how many it deleted.
 var priceInvalidateScript = script.New(`
 local count = 0
 for i = 1, #KEYS do
@@ -33,47 +25,24 @@ return count`)
 // keeps.
 const maxPriceOrders = 10000
 
-// invalidatePrices deletes every live orderPrice record whose order holds
-// an offer the changes changed, or every live record when all is set
-// (changes were trimmed before the keeper applied them).
+// invalidatePrices deletes the live orderPrice records holding a changed
+// offer, or all of them when all is set.
 func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change, all bool) error {
-	now := strconv.FormatInt(s.cfg.Now().UnixMilli(), 10)
-	pipe := s.rdb.Pipeline()
-	lives := make([]*redis.StringSliceCmd, s.cfg.Partitions)
-	for p := range s.cfg.Partitions {
-		pipe.ZRemRangeByScore(ctx, s.cfg.priceLiveKey(p), "-inf", now)
-		lives[p] = pipe.ZRange(ctx, s.cfg.priceLiveKey(p), 0, -1)
-	}
-	if _, err := pipe.Exec(ctx); err != nil {
-		return fmt.Errorf("list live order prices: %w", err)
-	}
-	// Read the offers of the records not seen before.
-	pipe = s.rdb.Pipeline()
-	reqs := map[string]*redis.StringCmd{}
-	for _, l := range lives {
-		for _, id := range l.Val() {
-			if _, ok := k.priceOffers[id]; !ok && validResultID(id) {
-				key, _ := s.cfg.priceKeys(id)
-				reqs[id] = pipe.HGet(ctx, key, "request")
-			}
-		}
-	}
-	if len(reqs) > 0 {
-		_, _ = pipe.Exec(ctx)
-		if len(k.priceOffers)+len(reqs) > maxPriceOrders {
-			clear(k.priceOffers)
-		}
-		for id, cmd := range reqs {
+	lives, err := readLive(ctx, s, s.cfg.priceLiveKey, k.priceOffers, maxPriceOrders, "request",
+		func(id string) string { key, _ := s.cfg.priceKeys(id); return key },
+		func(v string) ([]string, bool) {
 			var r OrderPriceRequest
-			if err := json.Unmarshal([]byte(cmd.Val()), &r); err != nil {
-				continue // gone meanwhile: nothing to invalidate
+			if err := json.Unmarshal([]byte(v), &r); err != nil {
+				return nil, false // gone meanwhile: nothing to invalidate
 			}
 			ids := make([]string, len(r.Quantities))
 			for i, q := range r.Quantities {
 				ids[i] = q.OfferID
 			}
-			k.priceOffers[id] = ids
-		}
+			return ids, true
+		})
+	if err != nil {
+		return fmt.Errorf("list live order prices: %w", err)
 	}
 	latest := map[string]int64{}
 	for _, c := range changes {
@@ -82,7 +51,7 @@ func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change
 	var calls []script.Call
 	for _, l := range lives {
 		var call script.Call
-		for _, id := range l.Val() {
+		for _, id := range l {
 			offers, ok := k.priceOffers[id]
 			if !ok {
 				continue

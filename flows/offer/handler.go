@@ -20,10 +20,9 @@ import (
 const appendChunk = 500
 
 // handler returns the stage handler of one handler service: it evaluates a
-// fan-out message's filter over the handler's own offers, writes its
-// matches and leaves the waiting set in one pipeline of scripts that check
-// the result's generation and the handler's membership, so a redelivered,
-// repeated or stale message changes nothing.
+// fan-out message's filter over its offers, writes its matches and leaves
+// the waiting set in scripts that check the generation, so a stale or
+// repeated message changes nothing.
 func (s *Flow) handler(tag string, kind Kind) stream.Handler {
 	v := s.views[tag]
 	return func(ctx context.Context, m *stream.Message) error {

@@ -5,6 +5,7 @@ import (
 	"log/slog"
 	"math"
 	"slices"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -255,4 +256,14 @@ func waitCaughtUp(t *testing.T, s *Flow) {
 		}
 		time.Sleep(2 * time.Millisecond)
 	}
+}
+
+// applied returns how many handler answers a result's generation took
+// (test helper: exactly one per handler).
+func (s *Flow) applied(ctx context.Context, id string) (int, error) {
+	v, err := s.rdb.HGet(ctx, s.cfg.resultKeys(id).main, "applied").Result()
+	if err != nil {
+		return 0, err
+	}
+	return strconv.Atoi(v)
 }

@@ -117,12 +117,9 @@ func (r *recorder) close() {
 	})
 }
 
-// HistoryConfig configures the "offer-history" stage, the writer's append
-// of the search history to ClickHouse's offer_requests table
-// (sink.NewHistory): every event is a row keyed by its call id, so a
-// redelivered event collapses into the same row; an event that does not
-// decode or has no call id is dead-lettered. Without ClickHouse its group
-// is created and the backlog waits (see History).
+// HistoryConfig configures the "offer-history" stage, which appends the
+// search history to ClickHouse's offer_requests (sink.NewHistory), one row
+// per call id.
 func (s *Flow) HistoryConfig() sink.HistoryConfig[clickhouse.OfferRequestRow] {
 	return sink.HistoryConfig[clickhouse.OfferRequestRow]{Stage: StageHistory, Topic: s.cfg.HistoryTopic(),
 		Tables: []string{clickhouse.TableOfferRequests}, Rows: historyRows,

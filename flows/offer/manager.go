@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -78,13 +77,11 @@ type evalPayload struct {
 	Filter          json.RawMessage `json:"filter"`
 }
 
-// Search answers a complex filter request: from the cache when its result
-// is complete and unexpired, by joining the computation in progress, or by
-// fanning out to every handler; it then waits for completion up to MaxWait
-// (no polling: a blocking read of the result's completion stream). A
-// response with Status processing means the wait ended first; the result
-// id can be fetched later with Result. callID identifies this call in the
-// history (a random id when empty).
+// Search answers a complex filter request from the cache, by joining the
+// computation in progress, or by fanning out to every handler, then waits
+// up to MaxWait on the result's completion stream. Status processing means
+// the wait ended first; fetch the result later with Result. callID names
+// the call in the history (random when empty).
 func (s *Flow) Search(ctx context.Context, req SearchRequest, callID string) (SearchResponse, error) {
 	start := time.Now()
 	if err := req.Validate(); err != nil {
@@ -223,14 +220,4 @@ func (s *Flow) Result(ctx context.Context, id string, offset, limit int) (Result
 		r.Matches, r.Total, r.NextOffset = []Match{}, 0, 0
 	}
 	return r, nil
-}
-
-// applied returns how many handler answers a result's generation took
-// (test helper: exactly one per handler).
-func (s *Flow) applied(ctx context.Context, id string) (int, error) {
-	v, err := s.rdb.HGet(ctx, s.cfg.resultKeys(id).main, "applied").Result()
-	if err != nil {
-		return 0, err
-	}
-	return strconv.Atoi(v)
 }

@@ -38,10 +38,8 @@ const (
 	// MetricHistoryDropped counts history events dropped because the
 	// recorder's buffer was full. (dropstream_offer_history_dropped_total)
 	MetricHistoryDropped = "dropstream.offer.history.dropped"
-	// MetricFreshDelay is the time from an offer change to the freshness
-	// keeper having invalidated the results it affects and re-evaluated
-	// the standing searches, by handler.
-	// (dropstream_offer_fresh_delay_seconds)
+	// MetricFreshDelay is the time from an offer change to the keeper having
+	// applied it, by handler. (dropstream_offer_fresh_delay_seconds)
 	MetricFreshDelay = "dropstream.offer.fresh.delay"
 	// MetricInvalidated counts cached results invalidated by offer
 	// changes. (dropstream_offer_results_invalidated_total)

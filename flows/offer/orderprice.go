@@ -92,12 +92,10 @@ type OrderPrice struct {
 	Cached bool `json:"cached"`
 }
 
-// beginPriceScript: a complete or error record that has not expired is
-// served; a processing one started less than ProcessingTimeout ago is
-// reported — neither when the caller says the freshness keeper lags
-// (ARGV[6] = "1"); otherwise the record becomes processing with a new
-// uniqueRequestId and the catalog epoch it will reflect, and is listed
-// among its partition's live records for the keeper. KEYS: the record,
+// beginPriceScript serves a complete or error record that has not expired,
+// reports a processing one younger than ProcessingTimeout (neither when
+// ARGV[6] says the keeper lags), or else makes the record processing with
+// a new uniqueRequestId and epoch and lists it as live. KEYS: the record,
 // the partition's live price records; ARGV: now, uid, processing timeout,
 // key lifetime, request, lags, epoch, record id.
 var beginPriceScript = redis.NewScript(`
@@ -127,9 +125,8 @@ redis.call('HDEL', KEYS[1], 'uniqueRequestId')
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 return 1`)
 
-// priceKeys returns the key of orderPrice record id and the sorted set of
-// its partition's live records (record id → when its key expires, Unix
-// ms), which the freshness keeper checks offer changes against.
+// priceKeys returns the key of orderPrice record id and its partition's
+// live records (record id → key expiry in Unix ms), for the keeper.
 func (c Config) priceKeys(id string) (record, live string) {
 	_, tag := c.resultTag(id)
 	return rediskey.Key(tag, "offer", "price", id), rediskey.Key(tag, "offer", "prices")
@@ -144,10 +141,9 @@ func (c Config) priceLiveKey(p int) string {
 // not exist.
 var ErrOfferNotFound = errors.New("offer_not_found")
 
-// OrderPrice returns the price of an order from the orderPrice cache, or
-// computes and caches it (complete with the price, or error with the
-// reason) for OrderPriceTTL. Status processing means another call is
-// computing it right now.
+// OrderPrice returns an order's price from the orderPrice cache, or
+// computes and caches it (its price or error) for OrderPriceTTL. Status
+// processing means another call is computing it.
 func (s *Flow) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPrice, error) {
 	c, err := req.canonical()
 	if err != nil {

@@ -10,10 +10,9 @@ import (
 	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
-// ownersKey is the hash of each offer's tenant (offer id → tenant), kept
-// beside the catalogue: the catalogue itself, which searches, prices and
-// lists read, is the market every tenant shares; who may replace, read
-// alone and delete an offer is its tenant (and admin keys).
+// ownersKey is the hash of each offer's tenant (offer id → tenant): the
+// catalogue is shared by every tenant, but only an offer's tenant (and
+// admin keys) may replace, read alone or delete it.
 var ownersKey = catalogKey("owner")
 
 // ErrTaken is returned when an offer id is another tenant's.

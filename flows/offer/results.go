@@ -66,21 +66,13 @@ end
 
 // beginScript decides how a search is served, atomically:
 //
-//   - request id seen before: "seen" (never a second computation), or
-//     "gone" when its result no longer exists;
+//   - a request id seen before: "seen", or "gone" if its result expired;
 //   - complete and unexpired: "hit", with a page of the data;
-//   - processing, started less than ProcessingTimeout ago and not
-//     invalidated by an offer change since: "join";
-//   - neither hit nor join when the caller says the freshness keeper lags
-//     (ARGV[13] = "1"): the cache may miss a change, so the result is
-//     computed again;
+//   - processing, younger than ProcessingTimeout, not invalidated: "join";
+//   - no hit or join when ARGV[13] says the keeper lags;
 //   - otherwise "miss": the result is reset to processing with a new
-//     uniqueRequestId, every handler is put in the waiting set, and one
-//     fan-out message per handler is appended to its stream, all in the
-//     same step, so a crash cannot leave a result processing without its
-//     messages.
-//
-// A miss also files the result in its partition's live index (liveKey).
+//     uniqueRequestId, the handlers put in the waiting set, one fan-out
+//     message sent per handler and the result filed in the live index.
 //
 // KEYS: main, data, values, waiting, done, request, live index, then one
 // stream per handler. ARGV: now, processing timeout, request id, unique
@@ -133,11 +125,10 @@ var pageScript = redis.NewScript(pageLua + `
 if redis.call('EXISTS', KEYS[1]) == 0 then return {'none', {}, 0, {}, {}} end
 return reply('page', true, tonumber(ARGV[1]), tonumber(ARGV[2]))`)
 
-// appendScript writes part of one handler's matches, only while the
-// result's generation is ARGV[1] and handler ARGV[2] is still waiting, so a
-// stale or repeated message writes nothing. The data keys expire with the
-// main key, so an abandoned computation leaves nothing behind. KEYS main, data, values,
-// waiting; ARGV uid, handler, then (offer id, score, value) triples.
+// appendScript writes part of a handler's matches while the result's
+// generation is ARGV[1] and handler ARGV[2] still waits. The data expires
+// with the main key. KEYS main, data, values, waiting; ARGV uid, handler,
+// then (offer id, score, value) triples.
 var appendScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'uniqueRequestId') ~= ARGV[1] then return 0 end
 if redis.call('SISMEMBER', KEYS[4], ARGV[2]) == 0 then return 0 end
@@ -152,15 +143,12 @@ if ttl > 0 then
 end
 return 1`)
 
-// finishScript removes handler ARGV[2] from the waiting set once its
-// matches are written; whoever empties the set marks the result complete,
-// sets its expiry and notifies the waiters. Replies {outcome, startedAt}:
-// "stale" (another generation), "duplicate" (already removed), "partial"
-// or "complete". A result an offer change invalidated while it was
-// computed (field invalidated) completes for the searches waiting on it,
-// already expired: the next search computes it again. KEYS main, data,
-// values, waiting, done, live index; ARGV uid, handler, now, ttl, grace,
-// result id.
+// finishScript removes handler ARGV[2] from the waiting set; whoever empties
+// it completes the result, sets its expiry and notifies the waiters (an
+// invalidated result completes already expired). Replies {outcome,
+// startedAt}: "stale", "duplicate", "partial" or "complete". KEYS main,
+// data, values, waiting, done, live index; ARGV uid, handler, now, ttl,
+// grace, result id.
 var finishScript = redis.NewScript(`
 local m = redis.call('HMGET', KEYS[1], 'uniqueRequestId', 'startedAt')
 if m[1] ~= ARGV[1] then return {'stale', '0'} end

@@ -7,19 +7,12 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// usePriceCache has a search use the orderPrice cache where it applies: a
-// TagCombinations element prices q units of one offer for each
-// combination, and each of those prices is the orderPrice of a one-line
-// order (the offer, q, the combination). The handler that holds the offer
-// reads those records before evaluating, and takes a record's answer — a
-// complete record's price, an error record's "no price" — instead of
-// computing it when the record has not expired and reflects at least the
-// catalog epoch the result being computed reflects (its epoch field). A
-// change after that epoch is invalidated in the record by the freshness
-// keeper, like in the result, which it invalidates too. A record missing,
-// expired, processing or older than the result's epoch is computed as
-// before; a Redis error here only means computing. The records used count
-// as orderPrice lookups with outcome "search_hit".
+// usePriceCache lets a TagCombinations element take each combination's
+// price from the orderPrice record of the one-line order (offer, q,
+// combination) when the record is complete or error, unexpired, and
+// reflects at least the result's epoch. Other combinations are computed;
+// a Redis error only means computing. Records used count as lookups with
+// outcome "search_hit".
 func (s *Flow) usePriceCache(ctx context.Context, v *view, resultID string, prog *program) {
 	e := prog.price
 	if e == nil || e.LogicalTag != TagCombinations || len(prog.combos) == 0 || !v.holds(ctx, e.SellOfferID) {

@@ -75,9 +75,8 @@ const EventSearchChanged = "offer.search.changed"
 // MaxStandingSearches standing searches.
 var ErrTooManyStanding = errors.New("too many standing searches")
 
-// StandingRequest creates a standing search: a filter whose result is
-// kept current as offers change, and the notifier subscriber told each
-// time it changes.
+// StandingRequest creates a standing search: a filter whose result is kept
+// current, with the notifier subscriber told of each change.
 type StandingRequest struct {
 	// Name is a label for the owner (optional, at most 128 characters).
 	Name string `json:"name,omitempty"`
@@ -106,18 +105,16 @@ type StandingSearch struct {
 	SubscriberID string    `json:"subscriberId"`
 	Filter       Element   `json:"filter"`
 	CreatedAt    time.Time `json:"createdAt"`
-	// Version counts the changes of the result; 0 until the freshness
-	// keeper has evaluated the search first (that evaluation notifies no
-	// one).
+	// Version counts the result's changes; 0 until the keeper's first
+	// evaluation, which notifies no one.
 	Version int64 `json:"version"`
 	// Total is the number of matching offers at Version.
 	Total int `json:"total"`
 	owner string
 }
 
-// CreateStanding stores a standing search of owner. The freshness keeper
-// (RunFresh) evaluates it over every offer first, then on each change.
-// Callers bound how many each owner holds (StandingQuota).
+// CreateStanding stores a standing search of owner, which RunFresh
+// evaluates first and then on each change. Callers bound it (StandingQuota).
 func (s *Flow) CreateStanding(ctx context.Context, owner string, req StandingRequest) (StandingSearch, error) {
 	if err := req.Validate(); err != nil {
 		return StandingSearch{}, err
@@ -145,9 +142,8 @@ func (s *Flow) CreateStanding(ctx context.Context, owner string, req StandingReq
 	return ss, nil
 }
 
-// CreateStandingIn is CreateStanding of a standing search of v's tenant,
-// whose subscriber v must see (Config.Subscriber): another tenant's, like
-// one that does not exist, is ErrNotFound.
+// CreateStandingIn is CreateStanding for v's tenant. v must see the
+// subscriber (Config.Subscriber); another tenant's is ErrNotFound.
 func (s *Flow) CreateStandingIn(ctx context.Context, v tenancy.View, req StandingRequest) (StandingSearch, error) {
 	if err := req.Validate(); err != nil {
 		return StandingSearch{}, err
@@ -193,9 +189,8 @@ func decodeStanding(id string, m map[string]string) (StandingSearch, error) {
 	return ss, nil
 }
 
-// ListStanding returns every standing search v sees: its tenant's own
-// (at most its quota, read from the tenant's own set), or every one (at
-// most MaxStandingSearches) when v sees all.
+// ListStanding returns every standing search v sees: its tenant's own, or
+// every one (at most MaxStandingSearches) when v sees all.
 func (s *Flow) ListStanding(ctx context.Context, v tenancy.View) ([]StandingSearch, error) {
 	owner := v.Owner()
 	var ids []string
@@ -255,11 +250,9 @@ func (s *Flow) DeleteStanding(ctx context.Context, v tenancy.View, id string) er
 // percolateScript applies a standing search's new match states: KEYS
 // main, matches, outbox; ARGV now ms, mode ("delta", "full": the pairs are
 // the whole result, "init": full and no notification), search id, then
-// pairs (offer id, encoded match or "" for none). When the result changed, it bumps
-// the version and files (search, version) in the outbox, in the same
-// step, so the notification is published once the keeper gets to it even
-// if it stops right after. Replies the new version, or 0 when nothing
-// changed (a change applied again changes nothing).
+// pairs (offer id, encoded match or "" for none). A change bumps the
+// version and files (search, version) in the outbox in the same step.
+// Replies the new version, or 0 when nothing changed.
 var percolateScript = script.New(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local mode = ARGV[2]
@@ -342,9 +335,8 @@ func (s *Flow) loadStanding(ctx context.Context, k *keeper) error {
 	return nil
 }
 
-// percolate re-evaluates the standing searches on changed offers: a
-// search met first, or every search after changes were lost (all), over
-// every offer; the others on the changed offers only.
+// percolate re-evaluates the standing searches: new ones, or all when
+// changes were lost, over every offer; the others on the changed offers.
 func (s *Flow) percolate(ctx context.Context, k *keeper, changes []change, all bool) error {
 	if err := s.loadStanding(ctx, k); err != nil {
 		return err
@@ -431,10 +423,9 @@ func (s *Flow) fullResult(ctx context.Context, prog *program) ([]any, error) {
 // outboxBatch bounds the notifications one flush publishes.
 const outboxBatch = 100
 
-// flushOutbox publishes the notifications of the outbox through the
-// notifier (Config.Notify), one request per (search, version) — the
-// notifier delivers a subject's window once, so publishing one again
-// after a crash tells no one twice — and removes them once published.
+// flushOutbox publishes the outbox's notifications through Config.Notify,
+// one request per (search, version), and removes them. The notifier
+// delivers a window once, so republishing after a crash is harmless.
 func (s *Flow) flushOutbox(ctx context.Context) error {
 	members, err := s.rdb.ZRange(ctx, standingOutbox, 0, outboxBatch-1).Result()
 	if err != nil || len(members) == 0 {

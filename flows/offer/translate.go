@@ -26,12 +26,10 @@ func TranslateCacheID(fromType, fromID, toType string) string {
 	return fromType + "_" + fromID + "_" + toType
 }
 
-// Translate returns the ids of toType that fromID of fromType translates
-// to (the sell offers of a product or of a seller), sorted, and whether
-// they came from the TranslateIds cache. A cache record is a hash of the
-// ids, plus the catalog epoch it was computed at; any write to the catalog
-// moves the epoch, so a record is served only while nothing changed, and
-// for at most TranslateTTL.
+// Translate returns the sorted ids of toType that fromID of fromType
+// translates to, and whether they came from the TranslateIds cache. A
+// record is served while the catalog epoch is unchanged, for at most
+// TranslateTTL.
 func (c *Catalog) Translate(ctx context.Context, fromType, fromID, toType string) (ids []string, cached bool, err error) {
 	if fromType != FromProduct && fromType != FromSeller || toType != ToSellOffer || !validID(fromID) {
 		return nil, false, fmt.Errorf("%w: translate %q %q to %q: want product or seller ids to sellOffer", ErrInvalidOffer, fromType, clip.Marked(fromID, maxQuoted), toType)

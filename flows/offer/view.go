@@ -12,11 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// view is a handler's in-memory copy of its own offers, kept in step with
-// the catalog through the handler's version counter and change stream: a
-// sync costs one GET when nothing changed, reads only the changes
-// otherwise, and reloads everything when the change stream was trimmed past
-// its position.
+// view is a handler's in-memory copy of its offers, synced through its
+// version counter (one GET when unchanged) and change stream (a reload
+// when the stream was trimmed past its position).
 type view struct {
 	rdb     redis.UniversalClient
 	handler string

@@ -78,8 +78,13 @@ func Percentile(sorted []time.Duration, p float64) time.Duration {
 	if len(sorted) == 0 {
 		return 0
 	}
-	i := min(int(p*float64(len(sorted))), len(sorted)-1)
-	return sorted[i].Round(10 * time.Microsecond)
+	return Quantile(sorted, p).Round(10 * time.Microsecond)
+}
+
+// Quantile is the q-quantile (0..1) of sorted, a non-empty slice: the
+// element at index q × len, the last for q = 1.
+func Quantile[T any](sorted []T, q float64) T {
+	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 }
 
 // CPU is CPU time used by this process and by Redis.

@@ -33,3 +33,25 @@ func TestCPU_String(t *testing.T) {
 		t.Errorf("String() = %q, want %q", got, want)
 	}
 }
+
+func TestQuantile_picksTheElementAtQTimesLength(t *testing.T) {
+	sorted := []int{10, 20, 30, 40, 50, 60, 70, 80, 90, 100}
+	for _, tt := range []struct {
+		q    float64
+		want int
+	}{{0, 10}, {0.5, 60}, {0.9, 100}, {0.99, 100}, {1, 100}} {
+		if got := Quantile(sorted, tt.q); got != tt.want {
+			t.Errorf("Quantile(%v) = %d, want %d", tt.q, got, tt.want)
+		}
+	}
+}
+
+func TestPercentile_roundsAndAnswersZeroForNone(t *testing.T) {
+	if got := Percentile(nil, 0.5); got != 0 {
+		t.Errorf("Percentile(nil) = %s, want 0", got)
+	}
+	sorted := []time.Duration{1234 * time.Microsecond, 5678 * time.Microsecond}
+	if got, want := Percentile(sorted, 0.99), 5680*time.Microsecond; got != want {
+		t.Errorf("Percentile(0.99) = %s, want %s", got, want)
+	}
+}

@@ -295,7 +295,6 @@ func (r *recorder) phase(elapsed time.Duration) Phase {
 		return p
 	}
 	slices.Sort(r.lat)
-	q := func(f float64) time.Duration { return r.lat[min(len(r.lat)-1, int(f*float64(len(r.lat))))] }
-	p.P50, p.P99, p.Max = q(0.50), q(0.99), r.lat[len(r.lat)-1]
+	p.P50, p.P99, p.Max = benchstat.Quantile(r.lat, 0.50), benchstat.Quantile(r.lat, 0.99), r.lat[len(r.lat)-1]
 	return p
 }

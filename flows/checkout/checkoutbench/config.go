@@ -1,9 +1,7 @@
-// Package checkoutbench measures the checkout saga end to end over its
-// HTTP contract: it serves the contract on a loopback port with the
-// flow's stages in the same process, batch_inits items, users and orders,
-// checks random orders out — as fast as a fixed number of clients can
-// (checkouts/s), then at a fixed rate (latency) — and finally verifies that
-// stock, credit and paid flags agree with the answers.
+// Package checkoutbench measures the checkout saga over its HTTP contract,
+// served on a loopback port with the stages in this process: batch_init,
+// then checkouts/s with fixed clients, latency at a fixed rate, and a
+// consistency check of stock, credit and paid flags.
 package checkoutbench
 
 import (

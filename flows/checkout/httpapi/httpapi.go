@@ -1,33 +1,15 @@
 // Package httpapi serves the checkout flow's order/stock/payment HTTP
-// contract on the API server: plain paths with the /stock, /payment and
-// /orders prefixes, ids as strings, amounts as integers, every body JSON
-// (application/json, errors included). Success is 200; every failure the
-// contract names — an unknown id, short stock or credit, a failed
-// checkout, malformed input — is 400 with the JSON error envelope
-// {"error":{"code","message"}}.
+// contract: paths under /stock, /payment and /orders, ids as strings,
+// amounts as integers, JSON bodies. Success is 200; every failure the
+// contract names (unknown id, short stock or credit, failed checkout,
+// malformed input) is 400 with the error envelope {"error":{"code","message"}}.
 //
-// A checkout answers 200 only once the order is paid and its stock taken,
-// and 400 only once its attempt has failed and every compensation has been
-// applied — also when its wait for the saga expires (the flow's
-// Config.Timeout): the contract has no "still running" answer, so the call
-// gives the attempt up and undoes what it applied before answering 400
-// "checkout_failed" with the reason "no answer from <part> in time" (or
-// 200, if the saga succeeded meanwhile); nothing was charged and the order
-// may be checked out again.
-//
-// A Redis that cannot be reached for a moment (a restart replaying its
-// append-only file, a failover) is not an answer: a call keeps trying
-// within its own deadline — a checkout within its wait, every other route
-// within the flow's Config.RetryFor — and every write it repeats is
-// idempotent. Only an outage longer than that answers outside the
-// contract: 503 "unavailable" with Retry-After — as is a change the
-// replicas did not confirm in time when the flow waits for them
-// (checkout.Config.Wait): applied, but not yet safe from a failover, its
-// outcome unknown to the caller; a checkout whose attempt
-// had started then completes or is compensated by the stages and the
-// sweeper, and checking out again answers its outcome. Another Redis
-// failure is 500 ("checkout_pending" for a checkout whose outcome is not
-// known).
+// A checkout answers 200 once the order is paid and 400 once its attempt has
+// failed and been compensated, also when its wait (Config.Timeout) expires.
+// A call retries a brief Redis outage within its deadline (its wait, or
+// Config.RetryFor); a longer one, or a change the replicas did not confirm
+// (Config.Wait), answers 503 "unavailable" with Retry-After. Another Redis
+// failure is 500 ("checkout_pending" for a checkout whose outcome is unknown).
 package httpapi
 
 import (
@@ -168,10 +150,8 @@ func (r routes) timeline(c *fiber.Ctx) error {
 	return c.JSON(tl)
 }
 
-// fail maps the flow's errors to the contract's 400; a checkout whose
-// outcome is not known is a 500 "checkout_pending", other errors are
-// returned as they are: the API answers a Redis outage 503 with
-// Retry-After, anything else 500.
+// fail maps the flow's errors to the contract's 400, ErrPending to 500
+// "checkout_pending"; other errors go to the API as they are.
 func fail(err error) error {
 	code := ""
 	switch {
@@ -197,9 +177,7 @@ func fail(err error) error {
 }
 
 // seen returns the contract's not-found failure unless the caller sees
-// every (kind, id) pair of named: another tenant's item, user or order
-// answers as one that does not exist. On an open API, and for admin keys,
-// it costs nothing.
+// every (kind, id) pair of named: another tenant's ids do not exist.
 func seen(c *fiber.Ctx, named ...string) error {
 	v := api.View(c)
 	if v.All {
@@ -211,6 +189,23 @@ func seen(c *fiber.Ctx, named ...string) error {
 		}
 	}
 	return nil
+}
+
+// answer is the JSON of out, or the contract's failure for err.
+func answer(c *fiber.Ctx, out any, err error) error {
+	if err != nil {
+		return fail(err)
+	}
+	return c.JSON(out)
+}
+
+// batch runs a batch_init over the integer path parameters names.
+func batch(c *fiber.Ctx, msg string, run func(ctx context.Context, v []int64) error, names ...string) error {
+	v, err := intParams(c, names...)
+	if err != nil {
+		return err
+	}
+	return answer(c, message{Msg: msg}, run(c.UserContext(), v))
 }
 
 // intParam parses an integer path parameter; 400 if it is not one.
@@ -242,10 +237,7 @@ func (r routes) createItem(c *fiber.Ctx) error {
 		return err
 	}
 	id, err := r.f.Store().CreateItemOf(c.UserContext(), api.Tenant(c), price)
-	if err != nil {
-		return fail(err)
-	}
-	return c.JSON(itemID{ItemID: id})
+	return answer(c, itemID{ItemID: id}, err)
 }
 
 func (r routes) findItem(c *fiber.Ctx) error {
@@ -253,48 +245,46 @@ func (r routes) findItem(c *fiber.Ctx) error {
 		return err
 	}
 	stock, price, err := r.f.Store().FindItem(c.UserContext(), c.Params("item_id"))
-	if err != nil {
-		return fail(err)
-	}
-	return c.JSON(itemOut{Stock: stock, Price: price})
+	return answer(c, itemOut{Stock: stock, Price: price}, err)
 }
 
-func (r routes) addStock(c *fiber.Ctx) error      { return r.stock(c, r.f.Store().AddStock) }
-func (r routes) subtractStock(c *fiber.Ctx) error { return r.stock(c, r.f.Store().SubtractStock) }
+func (r routes) addStock(c *fiber.Ctx) error {
+	return r.change(c, "item", r.f.Store().AddStock, stockOf)
+}
+func (r routes) subtractStock(c *fiber.Ctx) error {
+	return r.change(c, "item", r.f.Store().SubtractStock, stockOf)
+}
+func (r routes) addFunds(c *fiber.Ctx) error {
+	return r.change(c, "user", r.f.Store().AddFunds, creditOf)
+}
+func (r routes) pay(c *fiber.Ctx) error { return r.change(c, "user", r.f.Store().Pay, creditOf) }
 
-func (r routes) stock(c *fiber.Ctx, change func(ctx context.Context, id string, amount int64) (int64, error)) error {
+func stockOf(id string, n int64) any  { return stockOut{ItemID: id, Stock: n} }
+func creditOf(id string, n int64) any { return userOut{UserID: id, Credit: n} }
+
+// change applies change to the entity of kind named by the path and the amount parameter.
+func (r routes) change(c *fiber.Ctx, kind string, change func(ctx context.Context, id string, amount int64) (int64, error), out func(string, int64) any) error {
 	amount, err := intParam(c, "amount")
 	if err != nil {
 		return err
 	}
-	id := c.Params("item_id")
-	if err := seen(c, "item", id); err != nil {
+	id := c.Params(kind + "_id")
+	if err := seen(c, kind, id); err != nil {
 		return err
 	}
 	n, err := change(c.UserContext(), id, amount)
-	if err != nil {
-		return fail(err)
-	}
-	return c.JSON(stockOut{ItemID: id, Stock: n})
+	return answer(c, out(id, n), err)
 }
 
 func (r routes) batchItems(c *fiber.Ctx) error {
-	v, err := intParams(c, "n", "starting_stock", "item_price")
-	if err != nil {
-		return err
-	}
-	if err := r.f.Store().BatchInitItems(c.UserContext(), v[0], v[1], v[2]); err != nil {
-		return fail(err)
-	}
-	return c.JSON(message{Msg: "Batch init for stock successful"})
+	return batch(c, "Batch init for stock successful", func(ctx context.Context, v []int64) error {
+		return r.f.Store().BatchInitItems(ctx, v[0], v[1], v[2])
+	}, "n", "starting_stock", "item_price")
 }
 
 func (r routes) createUser(c *fiber.Ctx) error {
 	id, err := r.f.Store().CreateUserOf(c.UserContext(), api.Tenant(c))
-	if err != nil {
-		return fail(err)
-	}
-	return c.JSON(userID{UserID: id})
+	return answer(c, userID{UserID: id}, err)
 }
 
 func (r routes) findUser(c *fiber.Ctx) error {
@@ -303,40 +293,13 @@ func (r routes) findUser(c *fiber.Ctx) error {
 		return err
 	}
 	credit, err := r.f.Store().FindUser(c.UserContext(), id)
-	if err != nil {
-		return fail(err)
-	}
-	return c.JSON(userOut{UserID: id, Credit: credit})
-}
-
-func (r routes) addFunds(c *fiber.Ctx) error { return r.credit(c, r.f.Store().AddFunds) }
-func (r routes) pay(c *fiber.Ctx) error      { return r.credit(c, r.f.Store().Pay) }
-
-func (r routes) credit(c *fiber.Ctx, change func(ctx context.Context, id string, amount int64) (int64, error)) error {
-	amount, err := intParam(c, "amount")
-	if err != nil {
-		return err
-	}
-	id := c.Params("user_id")
-	if err := seen(c, "user", id); err != nil {
-		return err
-	}
-	n, err := change(c.UserContext(), id, amount)
-	if err != nil {
-		return fail(err)
-	}
-	return c.JSON(userOut{UserID: id, Credit: n})
+	return answer(c, userOut{UserID: id, Credit: credit}, err)
 }
 
 func (r routes) batchUsers(c *fiber.Ctx) error {
-	v, err := intParams(c, "n", "starting_money")
-	if err != nil {
-		return err
-	}
-	if err := r.f.Store().BatchInitUsers(c.UserContext(), v[0], v[1]); err != nil {
-		return fail(err)
-	}
-	return c.JSON(message{Msg: "Batch init for users successful"})
+	return batch(c, "Batch init for users successful", func(ctx context.Context, v []int64) error {
+		return r.f.Store().BatchInitUsers(ctx, v[0], v[1])
+	}, "n", "starting_money")
 }
 
 func (r routes) createOrder(c *fiber.Ctx) error {
@@ -344,10 +307,7 @@ func (r routes) createOrder(c *fiber.Ctx) error {
 		return err
 	}
 	id, err := r.f.Store().CreateOrder(c.UserContext(), c.Params("user_id"))
-	if err != nil {
-		return fail(err)
-	}
-	return c.JSON(orderID{OrderID: id})
+	return answer(c, orderID{OrderID: id}, err)
 }
 
 func (r routes) findOrder(c *fiber.Ctx) error {
@@ -379,10 +339,7 @@ func (r routes) addItem(c *fiber.Ctx) error {
 		return err
 	}
 	total, err := r.f.Store().AddItem(c.UserContext(), id, c.Params("item_id"), qty)
-	if err != nil {
-		return fail(err)
-	}
-	return c.JSON(addItemOut{OrderID: id, TotalCost: total})
+	return answer(c, addItemOut{OrderID: id, TotalCost: total}, err)
 }
 
 func (r routes) checkout(c *fiber.Ctx) error {
@@ -397,12 +354,7 @@ func (r routes) checkout(c *fiber.Ctx) error {
 }
 
 func (r routes) batchOrders(c *fiber.Ctx) error {
-	v, err := intParams(c, "n", "n_items", "n_users", "item_price")
-	if err != nil {
-		return err
-	}
-	if err := r.f.Store().BatchInitOrders(c.UserContext(), v[0], v[1], v[2], v[3]); err != nil {
-		return fail(err)
-	}
-	return c.JSON(message{Msg: "Batch init for orders successful"})
+	return batch(c, "Batch init for orders successful", func(ctx context.Context, v []int64) error {
+		return r.f.Store().BatchInitOrders(ctx, v[0], v[1], v[2], v[3])
+	}, "n", "n_items", "n_users", "item_price")
 }

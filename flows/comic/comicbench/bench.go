@@ -1,13 +1,9 @@
-// Package comicbench measures the comic flow: it loads subscriptions
-// spread over SearchPatterns by one of two data distributions (see
-// world.go: a realistic want-list world by default, and a broad one where
-// every comic reaches about 1,800 subscribers), then measures matching latency (index lookups, and
-// lookups plus loading the subscribers, delivery not included), intake
-// throughput (the atomic inventory + job script), and the matcher stage's
-// throughput over the intake backlog. The notification requests the
-// matcher hands off are consumed by a discarding group and trimmed as they
-// are acknowledged, and Redis memory is watched throughout: a run stops
-// when used_memory passes Config.MaxRedisMemory.
+// Package comicbench measures the comic flow: it loads subscriptions drawn
+// from one of the worlds in world.go, then measures match latency
+// (lookups, and lookups plus the hand-off; no delivery), intake throughput
+// and the matcher stage's throughput over the intake backlog. A discarding
+// group consumes the notify streams, and a run stops when Redis used_memory
+// passes Config.MaxRedisMemory.
 package comicbench
 
 import (
@@ -105,10 +101,8 @@ type Result struct {
 	Load          time.Duration
 	ActivePattern int
 	// Lookup is Matcher.MatchIDs (the index lookups); Job is
-	// Matcher.Process, the matching stage's whole work on one job: the
-	// lookups, then recording the pending notifications and handing them
-	// to the notify stream (delivery not included). Each is timed one
-	// comic at a time.
+	// Matcher.Process (lookups plus the hand-off to the notify stream).
+	// Each is timed one comic at a time.
 	LookupP50, LookupP99, LookupMax time.Duration
 	JobP50, JobP99, JobMax          time.Duration
 	// Matched is the distribution of subscriptions matched per comic.
@@ -119,16 +113,13 @@ type Result struct {
 	// the bench ran.
 	LookupCPU, JobCPU CPU
 	IntakePerSecond   float64
-	// MatcherPerSecond is the matching stage's throughput (one copy) over
-	// the intake backlog, with the discarding group consuming the notify
-	// streams at the same time; MatcherCPU is the CPU per comic of that
-	// phase, the discarding group's included.
+	// MatcherPerSecond is the matcher stage's throughput (one copy) over the
+	// intake backlog; MatcherCPU its CPU per comic, the discarding group's
+	// included.
 	MatcherPerSecond float64
 	MatcherCPU       CPU
-	// Handed is the number of notify messages (each of up to
-	// comic.MaxRequestBatch subscriptions) the matcher stage handed off;
-	// NotifyPeak the longest the notify streams got (summed
-	// over partitions) while the discarding group consumed them.
+	// Handed is the notify messages the matcher stage handed off;
+	// NotifyPeak the notify streams' longest total length.
 	Handed, NotifyPeak int64
 	// RedisMemory is used_memory after loading and at the end; PeakMemory
 	// the highest seen by the watch.

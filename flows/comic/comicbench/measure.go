@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flows/comic"
+	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -18,12 +19,10 @@ import (
 // notify streams.
 const matchRound = 100
 
-// measureMatch times MatchIDs and Matcher.Process on cfg.Matches comics, in
-// rounds: each round first looks up its comics, then processes them as
-// jobs of generation 1 (recording their pending notifications and handing
-// them to the notify streams) while the discarding group is paused, so the
-// CPU figures are the matching's alone; between rounds the group drains
-// the notify streams.
+// measureMatch times MatchIDs and Matcher.Process on cfg.Matches comics in
+// rounds: lookups, then jobs of generation 1 with the discarding group
+// paused, so the CPU figures are the matching's alone; the group drains the
+// notify streams between rounds.
 func measureMatch(ctx context.Context, svc *comic.Flow, w *world, cfg Config, res *Result, d *drain, progress func(string, ...any)) error {
 	lookups := make([]time.Duration, 0, cfg.Matches)
 	jobs := make([]time.Duration, 0, cfg.Matches)
@@ -83,9 +82,9 @@ func measureMatch(ctx context.Context, svc *comic.Flow, w *world, cfg Config, re
 	slices.Sort(lookups)
 	slices.Sort(jobs)
 	slices.Sort(matched)
-	res.LookupP50, res.LookupP99, res.LookupMax = pct(lookups, 0.50), pct(lookups, 0.99), lookups[len(lookups)-1]
-	res.JobP50, res.JobP99, res.JobMax = pct(jobs, 0.50), pct(jobs, 0.99), jobs[len(jobs)-1]
-	res.MatchedP50, res.MatchedP90, res.MatchedP99 = pct(matched, 0.50), pct(matched, 0.90), pct(matched, 0.99)
+	res.LookupP50, res.LookupP99, res.LookupMax = benchstat.Quantile(lookups, 0.50), benchstat.Quantile(lookups, 0.99), lookups[len(lookups)-1]
+	res.JobP50, res.JobP99, res.JobMax = benchstat.Quantile(jobs, 0.50), benchstat.Quantile(jobs, 0.99), jobs[len(jobs)-1]
+	res.MatchedP50, res.MatchedP90, res.MatchedP99 = benchstat.Quantile(matched, 0.50), benchstat.Quantile(matched, 0.90), benchstat.Quantile(matched, 0.99)
 	res.MaxMatched = matched[len(matched)-1]
 	progress("lookups p50 %s p99 %s (cpu %s + redis %s per comic); job p50 %s p99 %s max %s (cpu %s + redis %s per comic); "+
 		"subscriptions per comic: mean %.1f, p50 %d, p90 %d, p99 %d, max %d",
@@ -134,10 +133,6 @@ func measureIntake(ctx context.Context, svc *comic.Flow, w *world, cfg Config, r
 	res.IntakePerSecond = float64(cfg.Intake) / time.Since(began).Seconds()
 	progress("listed %d comics at %.0f/s", cfg.Intake, res.IntakePerSecond)
 	return nil
-}
-
-func pct[T any](sorted []T, q float64) T {
-	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
 }
 
 // measureMatcher runs the matching stage (one copy, its own batch size)

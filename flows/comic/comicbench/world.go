@@ -11,36 +11,21 @@ import (
 )
 
 // Worlds are the data distributions a run can use (Config.World). Both
-// draw comics and subscriptions from the same catalogue (series, issues
-// 1..300 with half the interest on 1..20, 20% variants, printings 1..3,
-// years 1960..2024, the 25 CGC grades, 8 publishers weighted like the
-// market, three subscriptions per email); they differ in how many
-// subscribers a listed comic reaches.
+// draw from one catalogue (issues 1..300 with half the interest on 1..20,
+// 20% variants, printings 1..3, years 1960..2024, the 25 CGC grades, 8
+// publishers weighted like the market, three subscriptions per email) and
+// differ in how many subscribers a listed comic reaches (figures in
+// BENCHMARKS.md, "Comic flow").
 //
-// WorldWantList (the default) is a rare-comic marketplace: subscriptions
-// are want lists.
+// WorldWantList (the default) is a rare-comic marketplace of want lists:
+// 50,000 series, 30% of the interest on the top 500; about 75% of
+// subscriptions name a series and an issue, 25% a series with at most one
+// more field, 1 in 30,000 a publisher or everything. key_issue
+// constraints are always true.
 //
-//   - Series: 50,000; 30% of the interest (subscriptions and listings
-//     alike) goes to the 500 most popular, the rest is spread evenly.
-//   - About 75% of subscriptions name a series and an issue (some refined
-//     by grade, variant, printing, publisher or key issue), about 25% a
-//     series with at most one more field (its key issues, a year, or the
-//     whole series), and a handful (about 1 in 30,000) a whole publisher,
-//     a publisher's key issues, or everything. A key_issue constraint is
-//     always true: nobody watches for non-key issues.
-//
-// Measured with 1,000,000 subscriptions (seed 1): 12 active patterns;
-// distinct subscribers per listed comic mean 25.6, p50 8, p90 66, p99 131,
-// max 157.
-//
-// WorldBroad is the first, deliberately heavy distribution: fewer series
-// (5,000, 40% of the interest on the top 100), 15% whole-series
-// subscriptions and about 1% publisher-wide ones (a publisher, its key
-// issues, its key issues in a grade) and 0.01% everything, with key_issue
-// drawn like a comic's (mostly false). Measured with 1,000,000
-// subscriptions (seed 1): 13 active patterns, about 1,800 distinct
-// subscribers per listed comic — every Marvel comic reaches the
-// publisher-wide Marvel subscribers.
+// WorldBroad is deliberately heavy: 5,000 series, 40% of the interest on
+// the top 100, 15% whole-series and about 1% publisher-wide subscriptions,
+// 0.01% everything, key_issue drawn like a comic's.
 const (
 	WorldWantList = "wantlist"
 	WorldBroad    = "broad"

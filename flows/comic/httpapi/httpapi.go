@@ -1,8 +1,7 @@
-// Package httpapi serves the comic flow over the API: the published comic
-// schema, comics (intake and status), subscriptions, pattern statistics
-// and purchases, under /v1 and under the short paths of the flow's first
-// clients (POST /comics, POST /subscriptions, POST /completetransaction)
-// with the same behaviour.
+// Package httpapi serves the comic flow over the API: the comic schema,
+// comics, subscriptions, pattern statistics and purchases under /v1, and
+// the short paths of its first clients (POST /comics, POST /subscriptions,
+// POST /completetransaction).
 package httpapi
 
 import (

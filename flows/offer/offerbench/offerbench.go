@@ -1,13 +1,11 @@
-// Package offerbench measures the sell-offer search: offers spread
-// over the handlers, then searches that miss (fanned out to every handler
-// stage and back) and searches answered from the logical result cache.
-// `dropstream bench offers` and BenchmarkSearch run it.
+// Package offerbench measures the sell-offer search: searches that miss
+// and fan out to every handler, and searches served from the result
+// cache. `dropstream bench offers` and BenchmarkSearch run it.
 package offerbench
 
 import (
 	"cmp"
 	"context"
-	"errors"
 	"fmt"
 	"slices"
 	"strconv"
@@ -75,16 +73,14 @@ type Latencies struct {
 	P50, P99, Max time.Duration
 	// Matches is the mean number of matching offers per search.
 	Matches float64
-	// CPU is the CPU per search of this process (the flow's service and
-	// stages; the searches are called in process, with no client apart)
+	// CPU is the CPU per search of this process (the searches run in it)
 	// and of Redis.
 	CPU benchstat.CPU
 }
 
 func summarize(ds []time.Duration, matches int, cpu benchstat.CPU) Latencies {
 	slices.Sort(ds)
-	at := func(q float64) time.Duration { return ds[min(len(ds)-1, int(q*float64(len(ds))))] }
-	return Latencies{Count: len(ds), P50: at(0.50), P99: at(0.99), Max: ds[len(ds)-1], Matches: float64(matches) / float64(len(ds)), CPU: cpu}
+	return Latencies{Count: len(ds), P50: benchstat.Quantile(ds, 0.50), P99: benchstat.Quantile(ds, 0.99), Max: ds[len(ds)-1], Matches: float64(matches) / float64(len(ds)), CPU: cpu}
 }
 
 // Result are the bench's figures.
@@ -172,55 +168,41 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 		return Result{}, err
 	}
 
-	var reqs []offer.SearchRequest
-	var times []time.Duration
-	matches := 0
-	phase, cpu := cfg.Progress.Start("misses", int64(cfg.Misses)), benchstat.ReadCPU(ctx, rdb)
-	for i := range cfg.Misses {
-		req := request(i, cfg.Products)
-		took, resp, err := search(req)
-		if err != nil {
-			return Result{}, err
-		}
-		if resp.Outcome != offer.OutcomeMiss {
-			return Result{}, fmt.Errorf("offerbench: search %d was a %s, want a miss", i, resp.Outcome)
-		}
-		reqs, times, matches = append(reqs, req), append(times, took), matches+resp.Total
-		phase.Add(1)
-	}
-	res.Miss = summarize(times, matches, benchstat.ReadCPU(ctx, rdb).PerItem(cpu, cfg.Misses))
-	phase.Done(fmt.Sprintf("p50 %s, p99 %s", res.Miss.P50, res.Miss.P99))
-
-	if cfg.Broad > 0 {
-		times, matches = nil, 0
-		phase, cpu = cfg.Progress.Start("broad misses", int64(cfg.Broad)), benchstat.ReadCPU(ctx, rdb)
-		for i := range cfg.Broad {
-			took, resp, err := search(broad(i))
+	// measure times n searches req(i), each answered with outcome want
+	// ("" for any).
+	measure := func(name string, n int, req func(int) offer.SearchRequest, want string) (Latencies, error) {
+		var times []time.Duration
+		matches := 0
+		phase, cpu := cfg.Progress.Start(name, int64(n)), benchstat.ReadCPU(ctx, rdb)
+		for i := range n {
+			took, resp, err := search(req(i))
 			if err != nil {
-				return Result{}, err
+				return Latencies{}, err
+			}
+			if want != "" && resp.Outcome != want {
+				return Latencies{}, fmt.Errorf("offerbench: search %d of the %s was a %s, want a %s", i, name, resp.Outcome, want)
 			}
 			times, matches = append(times, took), matches+resp.Total
 			phase.Add(1)
 		}
-		res.Broad = summarize(times, matches, benchstat.ReadCPU(ctx, rdb).PerItem(cpu, cfg.Broad))
-		phase.Done(fmt.Sprintf("p50 %s, p99 %s", res.Broad.P50, res.Broad.P99))
+		l := summarize(times, matches, benchstat.ReadCPU(ctx, rdb).PerItem(cpu, n))
+		phase.Done(fmt.Sprintf("p50 %s, p99 %s", l.P50, l.P99))
+		return l, nil
 	}
-
-	times, matches = nil, 0
-	phase, cpu = cfg.Progress.Start("hits", int64(cfg.Hits)), benchstat.ReadCPU(ctx, rdb)
-	for i := range cfg.Hits {
-		took, resp, err := search(reqs[i%len(reqs)])
-		if err != nil {
+	miss := func(i int) offer.SearchRequest { return request(i, cfg.Products) }
+	if res.Miss, err = measure("misses", cfg.Misses, miss, offer.OutcomeMiss); err != nil {
+		return Result{}, err
+	}
+	if cfg.Broad > 0 {
+		if res.Broad, err = measure("broad misses", cfg.Broad, broad, ""); err != nil {
 			return Result{}, err
 		}
-		if resp.Outcome != offer.OutcomeHit {
-			return Result{}, errors.New("offerbench: a repeated search was not a hit: " + resp.Outcome)
-		}
-		times, matches = append(times, took), matches+resp.Total
-		phase.Add(1)
 	}
-	res.Hit = summarize(times, matches, benchstat.ReadCPU(ctx, rdb).PerItem(cpu, cfg.Hits))
-	phase.Done(fmt.Sprintf("p50 %s, p99 %s", res.Hit.P50, res.Hit.P99))
+	// The hits repeat the misses' searches.
+	hit := func(i int) offer.SearchRequest { return miss(i % cfg.Misses) }
+	if res.Hit, err = measure("hits", cfg.Hits, hit, offer.OutcomeHit); err != nil {
+		return Result{}, err
+	}
 	return res, nil
 }
 
