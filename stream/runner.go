@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/dropstream/dropstream/internal/respconn"
 )
 
 // Stage is a named handler over one topic.
@@ -41,7 +39,6 @@ type Stage struct {
 type Runner struct {
 	rdb     redis.UniversalClient
 	reads   redis.UniversalClient // blocking reads (readClient), set by Run
-	direct  *redis.Options        // options of reads when it can be read directly (see readDirect), set by Run
 	stage   Stage
 	cfg     RunnerConfig
 	tel     Telemetry
@@ -160,7 +157,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.checkPaused(ctx)
 	reads, closeReads := readClient(r.rdb, len(r.cfg.Partitions))
 	defer closeReads()
-	r.reads, r.direct = reads, directOptions(reads)
+	r.reads = reads
 	r.tel.Logger.InfoContext(ctx, "stage started", "stage", r.stage.Name, "stream", r.stage.Topic.String(),
 		"group", r.cfg.Group, "consumer", r.cfg.Consumer, "partitions", len(r.cfg.Partitions))
 	r.once.Do(func() { close(r.started) })
@@ -206,11 +203,10 @@ type partitionState struct {
 	acks      ackSet // settled, to acknowledge with the next read
 	// nextRequeue is when parked messages may be due next (see requeueDue).
 	nextRequeue time.Time
-	traces      traceReuse     // the trace context extracted last
-	entries     entryReuse     // the type and trace context read last
-	conn        *respconn.Conn // the direct read connection, dialled on first use
-	size        readSize       // how large the partition's entries are
-	leaseGen    int            // the generation of the lease seen last (see holdWhileUnleased)
+	traces      traceReuse // the trace context extracted last
+	entries     entryReuse // the type and trace context read last
+	size        readSize   // how large the partition's entries are
+	leaseGen    int        // the generation of the lease seen last (see holdWhileUnleased)
 }
 
 // consume is the loop of one partition: own pending entries first, then
@@ -225,7 +221,6 @@ func (r *Runner) consume(stop context.Context, p int) {
 	work, cancel := drainContext(stop, r.cfg.HandlerTimeout)
 	defer cancel()
 	st := &partitionState{p: p, stream: r.stage.Topic.Stream(p), ownFrom: "-", claimFrom: "-", nextClaim: time.Now(), nextRequeue: time.Now()}
-	defer st.closeConn()
 	bo := NewBackoff(50*time.Millisecond, r.cfg.ErrorBackoff, 0)
 	for stop.Err() == nil {
 		if r.holdWhilePaused(stop, io, st); stop.Err() != nil {
