@@ -13,30 +13,14 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// Consumer names. A copy holds its consumer name by a lease in Redis,
-// renewed every ConsumerLease/3, so that two live copies never read under
-// one name (with a stable Instance, a process restarted while its old self
-// still runs would). A copy starting under a name takes the lease over
-// whoever holds it.
-//
-// A copy reads (and claims) only while its lease is confirmed: a renewal
-// sent less than ConsumerLease ago succeeded. After a stall (a stopped
-// process, a VM pause, a long GC) the lease may have expired, and the copy
-// does not know whether another copy took the name meanwhile; it stops
-// reading until its next renewal answers. A renewal that finds the lease
-// gone takes it again: an expired lease is no takeover. A renewal that
-// finds another copy's token stops this copy's reading (its batch in hand
-// is finished and acknowledged) without stopping the copy: it tries again
-// every ConsumerLease/3, never taking the name from a live holder, and
-// reads again once the other copy is gone and its lease expired or
-// released. LeaseErr tells which state the copy is in.
-//
-// Consumers left behind (copies with names of their own that crashed, or
-// instances retired) are deleted once they have nothing pending and have
-// been idle for ConsumerIdle, by a script that checks both and deletes in
-// one step: a consumer with pending entries is never deleted, as that would
-// drop its entries from the group. A copy stopping gracefully deletes its
-// own consumer when it has nothing pending.
+// Consumer names. A copy holds its consumer name by a lease, renewed every
+// ConsumerLease/3, so two live copies never read under one name; a starting
+// copy takes the lease over. A copy reads only while its lease is confirmed
+// (a renewal sent less than ConsumerLease ago answered). A renewal that finds
+// the lease gone takes it again; one that finds another's token stops this
+// copy's reading, batch in hand finished, until the name is free again.
+// Consumers idle for ConsumerIdle with nothing pending are deleted in one
+// script; a graceful stop deletes the copy's own when nothing is pending.
 
 // ErrConsumerTaken is wrapped by LeaseErr while another live copy holds
 // the runner's consumer name.
@@ -180,15 +164,7 @@ func (l *consumerLease) heldByOther() bool {
 // reports whether another copy holds the name and every loop now waits.
 // The returned func notes it leaving.
 func (l *consumerLease) wait(n int) (standing bool, leave func()) {
-	l.mu.Lock()
-	l.waiting++
-	standing = l.other && l.waiting == n
-	l.mu.Unlock()
-	return standing, func() {
-		l.mu.Lock()
-		l.waiting--
-		l.mu.Unlock()
-	}
+	return enter(&l.mu, &l.waiting, func() bool { return l.other && l.waiting == n })
 }
 
 // standing reports whether another copy holds the name and every one of

@@ -12,15 +12,10 @@ import (
 	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
-// Pausing a stage. Whether a stage is paused is one field of a Redis hash
-// that every copy of every stage, in any process, looks at every
-// ControlInterval (one HEXISTS per copy, never one per message). A copy
-// that sees its stage paused finishes the batch in hand, acknowledges it
-// and stops reading and claiming; it keeps its consumer name and keeps
-// sampling its stage's lag, pending entries and dead letters, so a paused
-// stage's backlog stays visible. Once the stage is resumed, the copies
-// read again within ControlInterval. A copy that starts while its stage is
-// paused starts paused.
+// Pausing a stage. Every copy looks at one field of a Redis hash every
+// ControlInterval. A copy seeing its stage paused finishes and acknowledges
+// its batch and stops reading and claiming, but keeps its consumer name and
+// its stats; it reads again within ControlInterval of the resume.
 
 // pausedKey is the hash of paused stages: stage name -> when it was paused
 // (RFC 3339).
@@ -141,14 +136,19 @@ func (g *pauseGate) isPaused() bool {
 // park notes a partition loop waiting while paused, out of n; it reports
 // whether every one now waits. The returned func notes it leaving.
 func (g *pauseGate) park(n int) (all bool, leave func()) {
-	g.mu.Lock()
-	g.parked++
-	all = g.parked == n
-	g.mu.Unlock()
-	return all, func() {
-		g.mu.Lock()
-		g.parked--
-		g.mu.Unlock()
+	return enter(&g.mu, &g.parked, func() bool { return g.parked == n })
+}
+
+// enter counts a waiting partition loop in *waiting under mu and returns
+// cond() then, and a func that counts it out.
+func enter(mu *sync.Mutex, waiting *int, cond func() bool) (bool, func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	*waiting++
+	return cond(), func() {
+		mu.Lock()
+		*waiting--
+		mu.Unlock()
 	}
 }
 

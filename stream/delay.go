@@ -9,18 +9,13 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// Delayed retries. A handler that fails with RetryAfter(err, d) has its
-// message parked: one script acknowledges it and adds it to the delay set
-// of its group and partition (a sorted set by due time, beside the stream
-// under the partition's hash tag), so the partition's next messages flow
-// meanwhile. Each copy reading the partition looks for due messages before
-// its reads, at the earliest due time it knows of and at least every
-// ClaimInterval; one script moves each due message back onto the stream
-// exactly once (the ZREM that succeeds does the XADD). The message goes
-// back as a new entry carrying the group it is for, its delivery count and
-// its first entry's ID in its metadata: other groups of the topic
-// acknowledge it unread (skipped), and MaxDeliveries still dead-letters it
-// in the end.
+// Delayed retries. A handler failing with RetryAfter(err, d) has its message
+// acknowledged and parked in its group and partition's delay set (a sorted
+// set by due time under the partition's hash tag), so the next messages flow.
+// Copies look for due messages before their reads; one script moves each
+// back onto the stream exactly once, as a new entry carrying its group,
+// delivery count and first ID: other groups skip it, and MaxDeliveries still
+// dead-letters it.
 
 // Metadata of a requeued message.
 const (

@@ -20,17 +20,12 @@
 //   - any other error: left pending, and delivered again once it has been
 //     idle for ClaimIdle (to this consumer or another copy).
 //
-// Every entry a group can read is accounted for in Redis as it is settled
-// (Conservation), and a stage can be paused and resumed in every process
-// at once (Control).
-//
-// A copy acknowledges a long batch as it works through it and keeps the
-// rest of it from going stale, so another live copy does not handle its
-// messages again. Stopped, a copy finishes the batch in hand within
-// HandlerTimeout and starts no retry pause; what it did not settle stays
-// pending. Each copy's consumer name is held by a lease in Redis; with
-// RunnerConfig.Instance it is stable across restarts, and consumers left
-// idle with nothing pending are deleted.
+// Every entry a group can read is accounted for as it is settled
+// (Conservation); a stage can be paused in every process at once
+// (Control). A copy keeps a long batch in hand fresh and acknowledges it as
+// it goes; stopped, it finishes the batch within HandlerTimeout. Consumer
+// names are held by a lease, stable across restarts with
+// RunnerConfig.Instance.
 //
 // Delivery is at least once. Effects that must happen once are guarded by a
 // business key in the Ledger.

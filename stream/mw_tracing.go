@@ -18,26 +18,12 @@ type StageInfo struct {
 	Consumer string
 }
 
-// Tracing starts a consumer span "process <topic>" per message, as a child of
-// the trace context the message carries, following the OTel messaging
-// conventions. The handler's context carries the span, and so does
-// msg.Context(), so anything it publishes continues the trace.
-//
-// A message whose parent context says "not sampled" gets no span of its
-// own unless recordUnsampled is set: the parent's context passes through
-// to the handler unchanged, so logs keep the trace id and what the handler
-// publishes carries the same unsampled parent on, as W3C Trace Context
-// allows a participant that does not record. This is what a parent-based
-// sampler would decide anyway, at none of the cost of starting a span that
-// records nothing. Messages without a parent start a root span, which the
-// provider's sampler decides.
-func Tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info StageInfo, recordUnsampled bool) Middleware {
-	return tracing(tp, prop, info, recordUnsampled, false)
-}
-
-// tracing is Tracing; the runner's own copy, outermost in its chain and
-// called with the partition's context, sets reuse to extract a run of
-// entries with the same trace context once (see traceReuse).
+// tracing starts a consumer span "process <topic>" per message, a child of
+// the trace context it carries (OTel messaging conventions); the handler's
+// context and msg.Context() carry it. A message of an unsampled parent gets
+// no span unless recordUnsampled: its parent passes through unchanged, as a
+// parent-based sampler would decide, without starting a span. reuse, for the
+// runner's own copy, extracts a run of one trace context once (traceReuse).
 func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info StageInfo, recordUnsampled, reuse bool) Middleware {
 	tracer := tp.Tracer(instrumentationScope)
 	name := "process " + info.Topic.String()

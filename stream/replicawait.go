@@ -13,11 +13,9 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// ErrNotReplicated: a write was applied on the primary, but fewer replicas
-// than ReplicaWait.Replicas confirmed it within ReplicaWait.Timeout. Its
-// outcome is not durable yet — a failover now could lose it — so the
-// caller must not answer success: IsUnavailable reports it, and the API
-// answers 503 with Retry-After, an outcome the client does not know.
+// ErrNotReplicated: a write was applied on the primary but fewer replicas
+// than asked confirmed it in time. The caller must not answer success;
+// IsUnavailable reports it (the API answers 503).
 var ErrNotReplicated = errors.New("write not confirmed by enough replicas in time")
 
 // Bounds of ReplicaWait.
@@ -33,24 +31,12 @@ const (
 // WAIT; nobody listens to it.
 const fenceChannel = "dropstream:replication-fence"
 
-// ReplicaWait makes a write whose acknowledgement a caller relies on wait,
-// before the caller answers, until Replicas replicas of the primary hold it
-// (Redis's WAIT), for at most Timeout. The zero value, the default, waits
-// for none: replication stays asynchronous, and a failover to a replica
-// that lagged loses the primary's last acknowledged writes.
-//
-// WAIT is documented to cover the writes of its own connection, so it
-// goes on the connection that ran the write: Exec and RunScript send the
-// write, a fence and WAIT in one pipeline. The fence (a PUBLISH, which
-// Redis replicates) is a write of that connection made after every write
-// the primary ran before it, on any connection: WAIT then also covers a
-// write another process made (a stage's), or one a retried call finds
-// already applied, which changes nothing and so replicates nothing
-// itself. (Redis 7.0 happens to count from the primary's offset at the
-// connection's last command of any kind; the fence does not rely on it.)
-//
-// One primary only: on Redis Cluster WAIT covers a single node, and
-// Validate of the binary's configuration refuses it.
+// ReplicaWait makes a write a caller relies on wait until Replicas replicas
+// hold it (Redis's WAIT), for at most Timeout, before the caller answers.
+// The zero value waits for none: a failover may lose the last writes.
+// WAIT goes on the write's connection, after a fence (a replicated PUBLISH)
+// so that it also covers writes other connections made before. One primary
+// only: on Redis Cluster WAIT covers one node, and Validate refuses it.
 type ReplicaWait struct {
 	// Replicas is how many replicas must confirm a write; 0 waits for
 	// none. At most MaxWaitReplicas.

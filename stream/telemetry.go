@@ -25,7 +25,7 @@ type Telemetry struct {
 	// RecordUnsampled makes the runtime start a span for a message whose
 	// parent trace context is not sampled, for a sampler that may record
 	// such children. By default (false) such a message is handled in its
-	// parent's context with no span of its own; see Tracing.
+	// parent's context with no span of its own; see tracing.
 	RecordUnsampled bool
 }
 

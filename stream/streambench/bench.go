@@ -98,16 +98,23 @@ type Result struct {
 	RedisCPUPerMessage time.Duration
 }
 
+// published defaults and checks cfg and publishes its messages on a new
+// benchmark topic, which the caller cleans up.
+func published(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Config, stream.Topic, error) {
+	cfg = cfg.WithDefaults()
+	topic := benchTopic(cfg.Partitions)
+	if err := cfg.Validate(); err != nil {
+		return cfg, topic, err
+	}
+	return cfg, topic, publishAll(ctx, rdb, topic, cfg)
+}
+
 // Throughput publishes cfg.Messages, then measures how fast one stage copy
 // consumes and acknowledges them all.
 func Throughput(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return Result{}, err
-	}
-	topic := benchTopic(cfg.Partitions)
+	cfg, topic, err := published(ctx, rdb, cfg)
 	defer cleanup(rdb, topic)
-	if err := publishAll(ctx, rdb, topic, cfg); err != nil {
+	if err != nil {
 		return Result{}, err
 	}
 	var handled atomic.Int64

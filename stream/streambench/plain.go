@@ -18,13 +18,9 @@ import (
 // divided by Plain's, from the same run, is the runtime's cost whatever
 // the machine's load.
 func Plain(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return Result{}, err
-	}
-	topic := benchTopic(cfg.Partitions)
+	cfg, topic, err := published(ctx, rdb, cfg)
 	defer cleanup(rdb, topic)
-	if err := publishAll(ctx, rdb, topic, cfg); err != nil {
+	if err != nil {
 		return Result{}, err
 	}
 	const group = "plain"
