@@ -89,12 +89,10 @@ func (l *Ledger) Forget(ctx context.Context, key string) error {
 	return nil
 }
 
-// Effect is a Lua script applied at most once per ledger key. The body is
-// the script of a function called with (KEYS, ARGV) holding only the
-// caller's keys and arguments; its return value is Apply's result. The body
-// must check its inputs before it writes: Redis does not roll a failed
-// script back. The ledger key is recorded only after the body returns
-// normally; a body that raises or returns redis.error_reply records nothing.
+// Effect is a Lua script applied at most once per ledger key: a function
+// body called with the caller's (KEYS, ARGV), returning Apply's result. It
+// must check its inputs before writing (Redis does not roll back); a body
+// that raises or returns redis.error_reply records nothing.
 type Effect struct{ script *redis.Script }
 
 // NewEffect wraps a Lua body into a ledger-guarded script.
@@ -118,10 +116,9 @@ return {1, r}`
 // test can tell which effects ran on a server.
 func (e *Effect) Hash() string { return e.script.Hash() }
 
-// Apply runs the effect unless ledgerKey is recorded, and records it in the
-// same atomic step. applied is false when the effect had already been
-// applied; result is the body's return value. All keys, ledgerKey included,
-// must share one hash tag.
+// Apply runs the effect unless ledgerKey is recorded, recording it in the
+// same atomic step; applied is false when it was. All keys, ledgerKey
+// included, must share one hash tag.
 func (l *Ledger) Apply(ctx context.Context, e *Effect, ledgerKey string, keys []string, args ...any) (applied bool, result any, err error) {
 	allKeys := append([]string{ledgerKey}, keys...)
 	allArgs := append([]any{l.ttl}, args...)
