@@ -15,13 +15,9 @@ import (
 	dsotel "github.com/dropstream/dropstream/otel"
 )
 
-// BatchHandler processes a whole batch at once, for stages whose effect is
-// cheaper in bulk (an insert into ClickHouse, a pipeline of scripts).
-//
-// A nil error settles every message as acknowledged; a *BatchError settles
-// each message by its own error (nil entries are acknowledged); any other
-// error applies to every message. Errors are classified as for Handler:
-// ErrDrop, Permanent, or retryable.
+// BatchHandler processes a whole batch at once. A nil error acknowledges
+// every message; a *BatchError settles each by its own error; any other
+// error applies to all. Errors are classified as for Handler.
 type BatchHandler func(ctx context.Context, msgs []*Message) error
 
 // BatchError carries one error per message of a batch, by index.
@@ -45,10 +41,9 @@ func (e *BatchError) Error() string {
 // link limit is 128).
 const maxBatchLinks = 128
 
-// batchRunner runs a BatchHandler with the runtime's concerns: one
-// "process" span per batch linked to every message's producer, metrics,
-// logging, retries of the failed subset, a timeout, panic recovery, and the
-// give-up rule per message.
+// batchRunner runs a BatchHandler with the runtime's concerns: a "process"
+// span per batch linked to each message's producer, metrics, logging,
+// retries of the failed subset, a timeout, recovery and the give-up rule.
 type batchRunner struct {
 	h        BatchHandler
 	cfg      RunnerConfig

@@ -13,12 +13,9 @@ import (
 	dsotel "github.com/dropstream/dropstream/otel"
 )
 
-// stageStats samples a stage's consumer lag, pending entries and
-// dead-letter length every StatsInterval and reports them as gauges:
-// dropstream.stage.lag, dropstream.stage.pending,
-// dropstream.stage.pending.oldest_age and dropstream.dlq.length; and
-// whether the stage is paused, dropstream.stage.paused; and the drift of
-// its accounting, dropstream.stage.conservation.drift (see Conservation).
+// stageStats samples a stage's lag, pending entries, oldest pending age,
+// dead-letter length, paused state and accounting drift every StatsInterval
+// and reports them as the dropstream.stage.* and dropstream.dlq.length gauges.
 type stageStats struct {
 	r       *Runner
 	lag     atomic.Int64
