@@ -56,12 +56,12 @@ type batchRunner struct {
 }
 
 func newBatchRunner(h BatchHandler, cfg RunnerConfig, tel Telemetry, info StageInfo) *batchRunner {
-	attrs := attribute.NewSet(keyStage.String(info.Stage), keyStream.String(info.Topic.String()))
+	attrs := attribute.NewSet(dsotel.StageKey.String(info.Stage), dsotel.StreamKey.String(info.Topic.String()))
 	return &batchRunner{h: h, cfg: cfg, tel: tel, info: info, tracer: tel.TracerProvider.Tracer(instrumentationScope),
 		duration: latencyHistogram(tel.MeterProvider, dsotel.MetricStageHandlerDuration, descHandlerDuration, attrs),
 		age:      latencyHistogram(tel.MeterProvider, dsotel.MetricStageMessageAge, descMessageAge, attrs),
-		spanOpts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrSystem,
-			keyOperation.String("process"), keyDestination.String(info.Topic.String()), keyGroup.String(info.Group))}}
+		spanOpts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(dsotel.MessagingSystem,
+			dsotel.MessagingOperationTypeKey.String("process"), dsotel.MessagingDestinationNameKey.String(info.Topic.String()), dsotel.MessagingConsumerGroupNameKey.String(info.Group))}}
 }
 
 // handle runs the batch and returns one error per message. take(id)
@@ -87,7 +87,7 @@ func (b *batchRunner) handle(ctx context.Context, msgs []*Message, take func(id 
 		run = append(run, i)
 	}
 	ctx, span := b.tracer.Start(ctx, "process "+b.info.Topic.String(),
-		append(b.spanOpts, trace.WithLinks(links...), trace.WithAttributes(keyBatchCount.Int(len(msgs))))...)
+		append(b.spanOpts, trace.WithLinks(links...), trace.WithAttributes(dsotel.MessagingBatchMessageCountKey.Int(len(msgs))))...)
 	defer span.End()
 	wait, hold := b.cfg.Retry.InitialInterval, time.Duration(0)
 	for try := 0; len(run) > 0; {

@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	dsotel "github.com/dropstream/dropstream/otel"
 )
 
 // StageInfo identifies a stage to its middlewares.
@@ -30,8 +32,8 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 	// Only the kind is passed at start: the attributes are set when the
 	// span records, as passing them would copy them for every message.
 	start := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
-	attrs := []attribute.KeyValue{attrSystem, keyOperation.String("process"),
-		keyDestination.String(info.Topic.String()), keyGroup.String(info.Group)}
+	attrs := []attribute.KeyValue{dsotel.MessagingSystem, dsotel.MessagingOperationTypeKey.String("process"),
+		dsotel.MessagingDestinationNameKey.String(info.Topic.String()), dsotel.MessagingConsumerGroupNameKey.String(info.Group)}
 	return func(next Handler) Handler {
 		return func(ctx context.Context, msg *Message) error {
 			if reuse {
@@ -51,9 +53,9 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 				// One call: the SDK grows the span's attributes once, and
 				// copies them, so the slice goes back to the pool.
 				buf := spanAttrs.Get().(*[]attribute.KeyValue)
-				all := append(append((*buf)[:0], attrs...), keyMessageID.String(msg.ID))
+				all := append(append((*buf)[:0], attrs...), dsotel.MessagingMessageIDKey.String(msg.ID))
 				if msg.Attempt > 1 {
-					all = append(all, keyDeliveries.Int(msg.Attempt), keyConsumerName.String(info.Consumer))
+					all = append(all, dsotel.MessageAttemptKey.Int(msg.Attempt), dsotel.MessagingConsumerNameKey.String(info.Consumer))
 				}
 				span.SetAttributes(all...)
 				clear(all)
@@ -65,7 +67,7 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 			if err != nil && recording {
 				span.RecordError(err)
 				span.SetStatus(codes.Error, err.Error())
-				span.SetAttributes(keyOutcome.String(string(Classify(err))))
+				span.SetAttributes(dsotel.OutcomeKey.String(string(Classify(err))))
 			}
 			span.End()
 			return err

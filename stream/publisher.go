@@ -70,8 +70,8 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 		name := b.Topic.String()
 		sctx, span := p.tracer.Start(ctx, "send "+name,
 			trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(attrSystem, keyDestination.String(name),
-				keyOperation.String("send"), keyBatchCount.Int(len(b.Messages))))
+			trace.WithAttributes(dsotel.MessagingSystem, dsotel.MessagingDestinationNameKey.String(name),
+				dsotel.MessagingOperationTypeKey.String("send"), dsotel.MessagingBatchMessageCountKey.Int(len(b.Messages))))
 		parts = append(parts, part{b, name, sctx, span})
 		total += len(b.Messages)
 	}
@@ -86,7 +86,7 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 				pt.span.SetStatus(codes.Error, err.Error())
 			} else if len(pt.batch.Messages) == 1 {
 				m := pt.batch.Messages[0]
-				pt.span.SetAttributes(keyMessageID.String(m.ID), keyPartition.String(strconv.Itoa(m.Partition)))
+				pt.span.SetAttributes(dsotel.MessagingMessageIDKey.String(m.ID), dsotel.MessagingDestinationPartitionIDKey.String(strconv.Itoa(m.Partition)))
 			}
 			pt.span.End()
 		}
@@ -116,7 +116,7 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 		}
 		for i, n := range counts {
 			if n > 0 {
-				p.count.Add(ctx, n, metric.WithAttributes(keyStream.String(parts[i].name)))
+				p.count.Add(ctx, n, metric.WithAttributes(dsotel.StreamKey.String(parts[i].name)))
 				counts[i] = 0
 			}
 		}

@@ -53,8 +53,8 @@ func newStageStats(r *Runner) (*stageStats, error) {
 			return nil, err
 		}
 	}
-	attrs := metric.WithAttributeSet(attribute.NewSet(keyStage.String(r.stage.Name),
-		keyStream.String(r.stage.Topic.String()), keyGroup.String(r.cfg.Group)))
+	attrs := metric.WithAttributeSet(attribute.NewSet(dsotel.StageKey.String(r.stage.Name),
+		dsotel.StreamKey.String(r.stage.Topic.String()), dsotel.MessagingConsumerGroupNameKey.String(r.cfg.Group)))
 	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		if v := s.lag.Load(); v >= 0 {
 			o.ObserveInt64(lag, v, attrs)
