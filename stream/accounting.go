@@ -165,14 +165,12 @@ func createGroup(ctx context.Context, rdb redis.UniversalClient, topic Topic, p 
 	return nil
 }
 
-// snapshotScript reads the accounting terms of group ARGV[1] on stream
-// KEYS[1] (topic counters KEYS[2], group counters KEYS[3], delay set
-// KEYS[4]) at one instant: {found, entries ever added, base, acked,
-// dead_lettered, dropped, skipped, requeued, delayed, pending, lag,
-// lag known}. found is 0 when the group does not exist. The lag is
-// XINFO's, or counted (up to ARGV[2]) where XINFO cannot tell. With
-// ARGV[3] = 1 and no counters yet (a group older than the counting), it
-// sets the base so that the group's entries so far are all accounted for.
+// snapshotScript reads group ARGV[1]'s accounting terms on stream KEYS[1]
+// (topic counters KEYS[2], group counters KEYS[3], delay set KEYS[4]) at one
+// instant: {found, added, base, acked, dead_lettered, dropped, skipped,
+// requeued, delayed, pending, lag, lag known}, lag counted up to ARGV[2]
+// where XINFO cannot tell. ARGV[3] = 1 sets a missing base so the group's
+// entries so far are accounted for.
 var snapshotScript = script.New(publishedLua + `
 local function num(v) return tonumber(v or '0') or 0 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end

@@ -113,9 +113,8 @@ func (r *Runner) acquireLease(ctx context.Context) (*consumerLease, error) {
 }
 
 // confirm records that the lease was ours when a request sent at sent
-// reached Redis, and wakes the partition loops waiting for it. It reports
-// whether the lease had lapsed unconfirmed and whether the name came back
-// from another copy.
+// reached Redis and wakes the waiting loops; it reports whether the lease
+// had lapsed and whether the name came back from another copy.
 func (l *consumerLease) confirm(sent time.Time) (lapsed, back bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -222,10 +221,8 @@ func (l *consumerLease) release(ctx context.Context) {
 	}
 }
 
-// LeaseErr returns an error wrapping ErrConsumerTaken once another live
-// copy holds this copy's consumer name and every partition of this copy
-// has stopped reading (its batch in hand finished); nil otherwise, and
-// before Run has taken the name.
+// LeaseErr wraps ErrConsumerTaken once another live copy holds this copy's
+// consumer name and every partition of this copy has stopped reading.
 func (r *Runner) LeaseErr() error {
 	if l := r.lease.Load(); l != nil && l.standing(len(r.cfg.Partitions)) {
 		return fmt.Errorf("stage %s consumer %s: %w", r.stage.Name, r.cfg.Consumer, ErrConsumerTaken)
@@ -233,11 +230,10 @@ func (r *Runner) LeaseErr() error {
 	return nil
 }
 
-// holdWhileUnleased returns false at once while the copy's lease is
-// confirmed. Otherwise it acknowledges what the partition handled, waits
-// for a confirmation or stop, and returns true. When the name came back
-// from another copy, the partition looks at its own pending entries again
-// first: the other copy may have left some under the name.
+// holdWhileUnleased returns false while the lease is confirmed; otherwise it
+// acknowledges what the partition handled, waits for a confirmation or stop
+// and returns true. A name back from another copy has its own pending
+// entries looked at again first.
 func (r *Runner) holdWhileUnleased(stop, io context.Context, st *partitionState) bool {
 	l := r.lease.Load()
 	ok, gen, wake := l.readable()

@@ -12,12 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Dial connects to Redis. url is a redis:// or rediss:// URL for one server,
-// a redis-sentinel:// URL for a primary that Sentinel fails over
-// (ParseSentinelURL: the client asks the Sentinels for the primary and
-// follows it to a promoted replica), or a comma-separated list of
-// host:port for Redis Cluster. The pool is sized for one blocking reader
-// per partition and stage.
+// Dial connects to Redis: a redis:// or rediss:// URL for one server, a
+// redis-sentinel:// URL for a primary behind Sentinels (ParseSentinelURL), or
+// host:port,... for Redis Cluster. The pool fits a blocking reader per
+// partition and stage.
 func Dial(ctx context.Context, url string) (redis.UniversalClient, error) {
 	var rdb redis.UniversalClient
 	switch {
