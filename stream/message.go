@@ -22,10 +22,9 @@ const (
 	MetaTraceState = "tracestate"
 )
 
-// Message is one entry of a stream. Key selects the partition and names
-// what the message is about; Type names the payload's schema; Metadata holds
-// the entry's other fields. The runtime sets ID, Stream, Partition and
-// Attempt.
+// Message is one entry of a stream. Key selects the partition; Type names
+// the payload's schema; Metadata holds the other fields. The runtime sets
+// ID, Stream, Partition and Attempt.
 type Message struct {
 	ID        string
 	Stream    string
@@ -61,9 +60,8 @@ func (m *Message) Context() context.Context {
 	return m.ctx
 }
 
-// SetContext sets the context whose trace the message continues when it is
-// published. Handlers that publish a message derived from another one set it
-// to the input's context so the trace follows the data.
+// SetContext sets the context whose trace a published message continues:
+// a handler deriving a message from another sets it to the input's context.
 func (m *Message) SetContext(ctx context.Context) { m.ctx = ctx }
 
 // MoreWaiting reports whether the message came in a read of new entries

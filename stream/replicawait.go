@@ -38,8 +38,8 @@ const fenceChannel = "dropstream:replication-fence"
 // so that it also covers writes other connections made before. One primary
 // only: on Redis Cluster WAIT covers one node, and Validate refuses it.
 type ReplicaWait struct {
-	// Replicas is how many replicas must confirm a write; 0 waits for
-	// none. At most MaxWaitReplicas.
+	// Replicas is how many replicas must confirm a write, at most
+	// MaxWaitReplicas; 0 waits for none.
 	Replicas int
 	// Timeout bounds one wait: from 1ms to MaxWaitTimeout. A write not
 	// confirmed by then fails with ErrNotReplicated.
@@ -124,9 +124,9 @@ func (w ReplicaWait) check(wait *redis.Cmd) error {
 	return nil
 }
 
-// Exec sends the commands queue adds in one pipeline, followed by the
-// fence and WAIT when w is on. It returns the first failed command's
-// error, else ErrNotReplicated (wrapped) when too few replicas confirmed.
+// Exec sends the commands queue adds in one pipeline, with the fence and
+// WAIT when w is on; it returns the first failed command's error, else a
+// wrapped ErrNotReplicated when too few replicas confirmed.
 func (w ReplicaWait) Exec(ctx context.Context, rdb redis.UniversalClient, queue func(redis.Pipeliner)) error {
 	pipe := rdb.Pipeline()
 	queue(pipe)
@@ -138,8 +138,7 @@ func (w ReplicaWait) Exec(ctx context.Context, rdb redis.UniversalClient, queue 
 }
 
 // Confirm waits until the replicas hold every write the primary ran before
-// it (the fence and WAIT alone): for an answer that relies on writes made
-// on other connections. Nil at once when w is off.
+// it, for an answer relying on other connections' writes; nil when w is off.
 func (w ReplicaWait) Confirm(ctx context.Context, rdb redis.UniversalClient) error {
 	if !w.On() {
 		return nil
@@ -147,10 +146,9 @@ func (w ReplicaWait) Confirm(ctx context.Context, rdb redis.UniversalClient) err
 	return w.Exec(ctx, rdb, func(redis.Pipeliner) {})
 }
 
-// RunScript runs one call of sc (as sc.Run: EVALSHA, loading the script
-// when the server lacks it) followed, on the same connection, by the fence
-// and WAIT when w is on. The command's error is the script's, else
-// ErrNotReplicated (wrapped) when too few replicas confirmed it.
+// RunScript runs one call of sc (as sc.Run) followed on the same connection
+// by the fence and WAIT when w is on. Its error is the script's, else a
+// wrapped ErrNotReplicated.
 func (w ReplicaWait) RunScript(ctx context.Context, rdb redis.UniversalClient, sc *script.Script, keys []string, args ...any) *redis.Cmd {
 	if !w.On() {
 		return sc.Run(ctx, rdb, keys, args...)
