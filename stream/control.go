@@ -28,9 +28,8 @@ const MaxStageNameLen = 128
 // longer than MaxStageNameLen.
 var ErrInvalidStage = errors.New("stream: invalid stage name")
 
-// Control pauses and resumes stages across all their copies and reads the
-// accounting of a stage's messages (Conservation). It holds no state of
-// its own: it is safe for concurrent use and cheap to build.
+// Control pauses and resumes stages across all their copies and reads their
+// accounting (Conservation). It is stateless and safe for concurrent use.
 type Control struct {
 	rdb redis.UniversalClient
 }
@@ -45,10 +44,9 @@ func checkStageName(stage string) error {
 	return nil
 }
 
-// Pause pauses the stage named stage in every process: each copy finishes
-// the batch in hand and stops reading and claiming within ControlInterval.
-// Pausing a paused stage keeps the time it was first paused. Control does
-// not know which stages exist: callers check the name.
+// Pause pauses the stage named stage in every process within
+// ControlInterval, keeping the time it was first paused. Callers check that
+// the stage exists.
 func (c *Control) Pause(ctx context.Context, stage string) error {
 	if err := checkStageName(stage); err != nil {
 		return err

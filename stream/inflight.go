@@ -8,12 +8,10 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// In-flight batches. A batch may take longer than ClaimIdle. While a
-// partition works on one, a keeper acknowledges the handled messages and
-// resets the idle time of the rest every keepEvery, so no live copy claims
-// them. A message another consumer took meanwhile is skipped here. A batch
-// whose handler call outlasts the longest delivery is no longer kept fresh,
-// as if this copy had died.
+// In-flight batches. While a partition works on a batch, a keeper
+// acknowledges its handled messages and resets the idle time of the rest
+// every keepEvery, so no live copy claims them even past ClaimIdle. A batch
+// whose handler call outlasts the longest delivery is let go stale.
 
 // maxKeepEvery bounds the interval between two keeps of a batch.
 const maxKeepEvery = 10 * time.Second
@@ -106,8 +104,7 @@ func (f *inflight) run(ctx context.Context) {
 	}
 }
 
-// refresh acknowledges the handled messages and resets the idle time of
-// the open ones.
+// refresh acknowledges the handled messages and keeps the open ones fresh.
 func (f *inflight) refresh(ctx context.Context) {
 	f.mu.Lock()
 	acks := f.acks
