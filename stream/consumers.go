@@ -34,9 +34,8 @@ const (
 )
 
 var (
-	// renewLease extends the lease KEYS[1] by ARGV[2] ms if it holds the
-	// token ARGV[1], or sets it to ARGV[1] if it is gone; see the leaseX
-	// replies.
+	// renewLease extends lease KEYS[1] by ARGV[2] ms if it holds token ARGV[1],
+	// or sets it if gone; see the leaseX replies.
 	renewLease = script.New(`
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
@@ -55,9 +54,8 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`)
 	// deleteIdleConsumer deletes consumer ARGV[2] of group ARGV[1] on stream
-	// KEYS[1] if it has no pending entry and has been idle for at least
-	// ARGV[3] ms (any time when ARGV[3] is 0, even unknown: an embedded
-	// Redis reports -1 for consumers that only read); 1 when deleted.
+	// KEYS[1] if nothing is pending to it and it was idle ARGV[3] ms (any time
+	// for 0: miniredis reports -1 for consumers that only read); 1 if deleted.
 	deleteIdleConsumer = script.New(`
 if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then
   return 0

@@ -60,9 +60,8 @@ type resp struct {
 	i int
 }
 
-// header reads a type line: its type byte and its number (a length or a
-// count; -1 for a RESP2 null, and for the RESP3 null "_"). An error reply
-// is returned as a replyError.
+// header reads a type line: its type byte and number (-1 for a null); an
+// error reply is returned as a replyError.
 func (r *resp) header() (byte, int, error) {
 	if r.i >= len(r.b) {
 		return 0, 0, errBadReply
@@ -168,9 +167,8 @@ func parseReadReply(raw []byte, stream string, partition int, reuse *entryReuse)
 	return msgs, nil
 }
 
-// entry reads one entry: [id, fields] (fields null when the entry was
-// deleted while pending), with two more integers when the server adds the
-// entry's idle time and delivery count.
+// entry reads one entry: [id, fields], fields null for an entry deleted
+// while pending, plus idle time and delivery count when the server adds them.
 func (r *resp) entry(stream string, partition int, reuse *entryReuse) (*Message, error) {
 	parts, err := r.array()
 	if err != nil || (parts != 2 && parts != 4) {
