@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 	"net"
+	"sync"
 	"testing"
 	"time"
 
@@ -58,7 +59,10 @@ func TestRead_rawOnClusterFollowsASlotMove(t *testing.T) {
 	}
 	var dst *redis.Client
 	var masters []*redis.Client
+	var mu sync.Mutex // ForEachMaster calls its function concurrently
 	if err := cc.ForEachMaster(ctx, func(_ context.Context, c *redis.Client) error {
+		mu.Lock()
+		defer mu.Unlock()
 		masters = append(masters, c)
 		if dst == nil && c.Options().Addr != src.Options().Addr {
 			dst = c
