@@ -10,27 +10,16 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// Accounting. Every entry a stage's group can read is, at any moment, in
-// exactly one place: not yet delivered (lag), delivered and unsettled
-// (pending), or settled — acknowledged after its handling, dead-lettered,
-// dropped, skipped (another group's delayed retry, not this group's to
-// read), or parked for a delayed retry (delayed now, or requeued: put back
-// on the stream, where it counts as published again). So per stage group
-// and partition
+// Accounting. Every entry a group can read is in exactly one place, so
+// per group and partition
 //
 //	published = acked + dead_lettered + dropped + skipped + delayed + requeued + pending + lag
 //
-// where published counts the entries added to the stream since the group
-// exists: XINFO STREAM's entries-added (Redis 7) less what was gone
-// before, or, where the server does not report it (the embedded Redis),
-// the stream's length plus the entries the Trimmer removed — which cannot
-// see an entry deleted unread. Each settlement
-// counts itself in a counters hash beside the stream (same hash tag), in
-// the same script as its XACK and by what XACK reports, so an entry
-// settled twice by racing copies counts once and no message costs a
-// round trip more. The terms of one partition are read in one script, so
-// the equation holds exactly at every instant; a non-zero drift means
-// entries were lost (trimmed unread, deleted) or counted twice.
+// published is XINFO STREAM's entries-added less what was gone before the
+// group (or, without it, the length plus what the Trimmer removed). Each
+// settlement counts itself by what its XACK reports, in the same script,
+// so a double settlement counts once; one script reads a partition's
+// terms, so a non-zero drift means entries lost or counted twice.
 
 // Counter fields of a group's counters hash.
 const (
@@ -176,14 +165,12 @@ func createGroup(ctx context.Context, rdb redis.UniversalClient, topic Topic, p 
 	return nil
 }
 
-// snapshotScript reads the accounting terms of group ARGV[1] on stream
-// KEYS[1] (topic counters KEYS[2], group counters KEYS[3], delay set
-// KEYS[4]) at one instant: {found, entries ever added, base, acked,
-// dead_lettered, dropped, skipped, requeued, delayed, pending, lag,
-// lag known}. found is 0 when the group does not exist. The lag is
-// XINFO's, or counted (up to ARGV[2]) where XINFO cannot tell. With
-// ARGV[3] = 1 and no counters yet (a group older than the counting), it
-// sets the base so that the group's entries so far are all accounted for.
+// snapshotScript reads group ARGV[1]'s accounting terms on stream KEYS[1]
+// (topic counters KEYS[2], group counters KEYS[3], delay set KEYS[4]) at one
+// instant: {found, added, base, acked, dead_lettered, dropped, skipped,
+// requeued, delayed, pending, lag, lag known}, lag counted up to ARGV[2]
+// where XINFO cannot tell. ARGV[3] = 1 sets a missing base so the group's
+// entries so far are accounted for.
 var snapshotScript = script.New(publishedLua + `
 local function num(v) return tonumber(v or '0') or 0 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end

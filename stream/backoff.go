@@ -16,9 +16,8 @@ func NewBackoff(first, max time.Duration, randomization float64) *backoff.Expone
 	return b
 }
 
-// BackoffAfter is NewBackoff's exact pause after n failures (n ≥ 1): first
-// doubled n-1 times, at most max. It serves code that stores an attempt
-// count rather than a policy.
+// BackoffAfter is NewBackoff's exact pause after n failures (n ≥ 1), first
+// doubled n-1 times up to max, for code that stores an attempt count.
 func BackoffAfter(n int, first, max time.Duration) time.Duration {
 	b := NewBackoff(first, max, 0)
 	d := b.NextBackOff()

@@ -15,13 +15,9 @@ import (
 	dsotel "github.com/dropstream/dropstream/otel"
 )
 
-// BatchHandler processes a whole batch at once, for stages whose effect is
-// cheaper in bulk (an insert into ClickHouse, a pipeline of scripts).
-//
-// A nil error settles every message as acknowledged; a *BatchError settles
-// each message by its own error (nil entries are acknowledged); any other
-// error applies to every message. Errors are classified as for Handler:
-// ErrDrop, Permanent, or retryable.
+// BatchHandler processes a whole batch at once. A nil error acknowledges
+// every message; a *BatchError settles each by its own error; any other
+// error applies to all. Errors are classified as for Handler.
 type BatchHandler func(ctx context.Context, msgs []*Message) error
 
 // BatchError carries one error per message of a batch, by index.
@@ -45,10 +41,9 @@ func (e *BatchError) Error() string {
 // link limit is 128).
 const maxBatchLinks = 128
 
-// batchRunner runs a BatchHandler with the runtime's concerns: one
-// "process" span per batch linked to every message's producer, metrics,
-// logging, retries of the failed subset, a timeout, panic recovery, and the
-// give-up rule per message.
+// batchRunner runs a BatchHandler with the runtime's concerns: a "process"
+// span per batch linked to each message's producer, metrics, logging,
+// retries of the failed subset, a timeout, recovery and the give-up rule.
 type batchRunner struct {
 	h        BatchHandler
 	cfg      RunnerConfig
@@ -61,12 +56,12 @@ type batchRunner struct {
 }
 
 func newBatchRunner(h BatchHandler, cfg RunnerConfig, tel Telemetry, info StageInfo) *batchRunner {
-	attrs := attribute.NewSet(keyStage.String(info.Stage), keyStream.String(info.Topic.String()))
+	attrs := attribute.NewSet(dsotel.StageKey.String(info.Stage), dsotel.StreamKey.String(info.Topic.String()))
 	return &batchRunner{h: h, cfg: cfg, tel: tel, info: info, tracer: tel.TracerProvider.Tracer(instrumentationScope),
 		duration: latencyHistogram(tel.MeterProvider, dsotel.MetricStageHandlerDuration, descHandlerDuration, attrs),
 		age:      latencyHistogram(tel.MeterProvider, dsotel.MetricStageMessageAge, descMessageAge, attrs),
-		spanOpts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(attrSystem,
-			keyOperation.String("process"), keyDestination.String(info.Topic.String()), keyGroup.String(info.Group))}}
+		spanOpts: []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer), trace.WithAttributes(dsotel.MessagingSystem,
+			dsotel.MessagingOperationTypeKey.String("process"), dsotel.MessagingDestinationNameKey.String(info.Topic.String()), dsotel.MessagingConsumerGroupNameKey.String(info.Group))}}
 }
 
 // handle runs the batch and returns one error per message. take(id)
@@ -92,7 +87,7 @@ func (b *batchRunner) handle(ctx context.Context, msgs []*Message, take func(id 
 		run = append(run, i)
 	}
 	ctx, span := b.tracer.Start(ctx, "process "+b.info.Topic.String(),
-		append(b.spanOpts, trace.WithLinks(links...), trace.WithAttributes(keyBatchCount.Int(len(msgs))))...)
+		append(b.spanOpts, trace.WithLinks(links...), trace.WithAttributes(dsotel.MessagingBatchMessageCountKey.Int(len(msgs))))...)
 	defer span.End()
 	wait, hold := b.cfg.Retry.InitialInterval, time.Duration(0)
 	for try := 0; len(run) > 0; {

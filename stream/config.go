@@ -13,61 +13,48 @@ import (
 	"github.com/dropstream/dropstream/internal/clip"
 )
 
-// RunnerConfig tunes a stage runner. The zero value of every field means its
-// documented default; WithDefaults fills them and Validate checks the result.
+// RunnerConfig tunes a stage runner. A zero field takes its default;
+// WithDefaults fills them and Validate checks the result.
 type RunnerConfig struct {
 	// Group is the consumer group. Default: the stage name.
 	Group string
-	// Consumer names this copy within the group. Default:
-	// "<Instance>-<stage>-<Copy>" when Instance is set, so a restarted
-	// process reads its own pending entries first; else
-	// "<hostname>-<pid>-<random>", new for every copy. The copy holds its
-	// name by a lease (ConsumerLease): a copy started under a name whose
-	// lease is live takes it over, and the older copy stops reading until
-	// the name is free (see Runner.LeaseErr).
+	// Consumer names this copy in the group. Default
+	// "<Instance>-<stage>-<Copy>" when Instance is set (a restarted process
+	// reads its own pending entries first), else "<hostname>-<pid>-<random>".
+	// A copy holds its name by a lease: a newer copy under a live name takes
+	// it over and the older one stops reading (see Runner.LeaseErr).
 	Consumer string
-	// Instance is the stable identity of the process across restarts
-	// (DROPSTREAM_INSTANCE), like Kafka's group.instance.id. At most
-	// maxInstanceLen bytes, no spaces or control characters. Default "".
+	// Instance is the process's identity across restarts
+	// (DROPSTREAM_INSTANCE): at most maxInstanceLen bytes, no spaces or
+	// control characters. Default "".
 	Instance string
-	// Copy is the index of this copy of the stage within the process,
-	// part of its default consumer name. Default 0.
+	// Copy is this copy's index in the process. Default 0.
 	Copy int
-	// ConsumerLease is how long the copy's hold on its consumer name lasts
-	// unrenewed; it is renewed every ConsumerLease/3, and the copy reads
-	// only while a renewal sent less than ConsumerLease ago answered.
-	// Default 15s.
+	// ConsumerLease is how long the hold on the consumer name lasts
+	// unrenewed; renewed every ConsumerLease/3, the copy reads only while
+	// its last answered renewal is younger than it. Default 15s.
 	ConsumerLease time.Duration
-	// ConsumerIdle is how long a consumer of the group with nothing
-	// pending may stay idle before a copy deletes it (a copy gone without
-	// stopping gracefully); consumers with pending entries are never
-	// deleted. Swept every min(ConsumerIdle/2, 1m). Default 10m; at least
-	// 2 × Block.
+	// ConsumerIdle is how long a consumer with nothing pending may stay
+	// idle before it is deleted, swept every min(ConsumerIdle/2, 1m).
+	// Default 10m; at least 2 × Block.
 	ConsumerIdle time.Duration
-	// BatchSize is the most entries one read of new entries asks for (the
-	// XREADGROUP COUNT). Default 256, at most MaxBatchSize.
+	// BatchSize is the XREADGROUP COUNT of a read. Default 256, at most
+	// MaxBatchSize.
 	BatchSize int
-	// ReadBytes bounds the reply of one read of new entries: a read asks
-	// for as many entries as fit in about ReadBytes, judged by the size of
-	// the entries the partition read last (256 bytes each before its
-	// first read), and at most BatchSize. It bounds the memory a read takes when
-	// entries are large, and keeps a reply within what Redis writes to a
-	// client in two turns of its event loop (see readsize.go). Default
+	// ReadBytes is about the most reply bytes a read asks for, judged by
+	// the size of the partition's last entries (see readsize.go). Default
 	// 128 KiB, from MinReadBytes to MaxReadBytes.
 	ReadBytes int
-	// Block is how long one read waits for new entries. Default 1s; it also
-	// bounds how long shutdown waits for an idle read.
+	// Block is how long a read waits for new entries, and so how long
+	// shutdown waits for an idle read. Default 1s.
 	Block time.Duration
 	// ClaimInterval is how often stale pending entries are claimed. Default 5s.
 	ClaimInterval time.Duration
-	// ClaimIdle is how long an entry must stay pending, unacknowledged, before
-	// it is redelivered (to this copy or another). Default 30s. It must
-	// exceed the longest a delivery can take — (Retry.MaxRetries+1) ×
-	// HandlerTimeout plus the retry pauses — or a slow but live handler has
-	// its work taken over. A batch in hand is acknowledged as it goes and
-	// its unsettled messages kept fresh every min(ClaimIdle/4, 10s), so a
-	// batch may take longer than ClaimIdle; messages started later than
-	// ClaimIdle/2 after their read are logged in a warning.
+	// ClaimIdle is how long an entry stays pending before it is
+	// redelivered. It must exceed the longest delivery,
+	// (Retry.MaxRetries+1) × HandlerTimeout plus the retry pauses. A batch
+	// in hand keeps its unsettled messages fresh every
+	// min(ClaimIdle/4, 10s). Default 30s.
 	ClaimIdle time.Duration
 	// MaxDeliveries is how many deliveries a message gets before it is
 	// dead-lettered. Default 5.
@@ -79,21 +66,20 @@ type RunnerConfig struct {
 	// Partitions restricts this copy to some partitions. Default: all.
 	Partitions []int
 	// StatsInterval is how often lag, pending and dead-letter sizes are
-	// sampled for metrics. Default 2s.
+	// sampled. Default 2s.
 	StatsInterval time.Duration
-	// ControlInterval is how often the copy reads whether its stage is
+	// ControlInterval is how often the copy checks whether its stage is
 	// paused (see Control). Default 1s.
 	ControlInterval time.Duration
-	// ErrorBackoff is the longest pause after a Redis error before the
-	// loop tries again; pauses grow from 50ms up to it. Default 2s.
+	// ErrorBackoff is the longest pause after a Redis error; pauses grow
+	// from 50ms. Default 2s.
 	ErrorBackoff time.Duration
 }
 
-// RetryConfig configures in-process retries of a failing handler. Retries
-// happen within one delivery; Attempt does not change.
+// RetryConfig configures in-process retries of a failing handler, within
+// one delivery (Attempt does not change).
 type RetryConfig struct {
-	// MaxRetries is the number of retries after the first call. Default 2;
-	// set Disabled to turn retries off.
+	// MaxRetries is the number of retries after the first call. Default 2.
 	MaxRetries int
 	// InitialInterval is the pause before the first retry. Default 50ms.
 	InitialInterval time.Duration

@@ -13,30 +13,14 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// Consumer names. A copy holds its consumer name by a lease in Redis,
-// renewed every ConsumerLease/3, so that two live copies never read under
-// one name (with a stable Instance, a process restarted while its old self
-// still runs would). A copy starting under a name takes the lease over
-// whoever holds it.
-//
-// A copy reads (and claims) only while its lease is confirmed: a renewal
-// sent less than ConsumerLease ago succeeded. After a stall (a stopped
-// process, a VM pause, a long GC) the lease may have expired, and the copy
-// does not know whether another copy took the name meanwhile; it stops
-// reading until its next renewal answers. A renewal that finds the lease
-// gone takes it again: an expired lease is no takeover. A renewal that
-// finds another copy's token stops this copy's reading (its batch in hand
-// is finished and acknowledged) without stopping the copy: it tries again
-// every ConsumerLease/3, never taking the name from a live holder, and
-// reads again once the other copy is gone and its lease expired or
-// released. LeaseErr tells which state the copy is in.
-//
-// Consumers left behind (copies with names of their own that crashed, or
-// instances retired) are deleted once they have nothing pending and have
-// been idle for ConsumerIdle, by a script that checks both and deletes in
-// one step: a consumer with pending entries is never deleted, as that would
-// drop its entries from the group. A copy stopping gracefully deletes its
-// own consumer when it has nothing pending.
+// Consumer names. A copy holds its consumer name by a lease, renewed every
+// ConsumerLease/3, so two live copies never read under one name; a starting
+// copy takes the lease over. A copy reads only while its lease is confirmed
+// (a renewal sent less than ConsumerLease ago answered). A renewal that finds
+// the lease gone takes it again; one that finds another's token stops this
+// copy's reading, batch in hand finished, until the name is free again.
+// Consumers idle for ConsumerIdle with nothing pending are deleted in one
+// script; a graceful stop deletes the copy's own when nothing is pending.
 
 // ErrConsumerTaken is wrapped by LeaseErr while another live copy holds
 // the runner's consumer name.
@@ -50,9 +34,8 @@ const (
 )
 
 var (
-	// renewLease extends the lease KEYS[1] by ARGV[2] ms if it holds the
-	// token ARGV[1], or sets it to ARGV[1] if it is gone; see the leaseX
-	// replies.
+	// renewLease extends lease KEYS[1] by ARGV[2] ms if it holds token ARGV[1],
+	// or sets it if gone; see the leaseX replies.
 	renewLease = script.New(`
 local v = redis.call('GET', KEYS[1])
 if v == ARGV[1] then
@@ -71,9 +54,8 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0`)
 	// deleteIdleConsumer deletes consumer ARGV[2] of group ARGV[1] on stream
-	// KEYS[1] if it has no pending entry and has been idle for at least
-	// ARGV[3] ms (any time when ARGV[3] is 0, even unknown: an embedded
-	// Redis reports -1 for consumers that only read); 1 when deleted.
+	// KEYS[1] if nothing is pending to it and it was idle ARGV[3] ms (any time
+	// for 0: miniredis reports -1 for consumers that only read); 1 if deleted.
 	deleteIdleConsumer = script.New(`
 if #redis.call('XPENDING', KEYS[1], ARGV[1], '-', '+', 1, ARGV[2]) > 0 then
   return 0
@@ -129,9 +111,8 @@ func (r *Runner) acquireLease(ctx context.Context) (*consumerLease, error) {
 }
 
 // confirm records that the lease was ours when a request sent at sent
-// reached Redis, and wakes the partition loops waiting for it. It reports
-// whether the lease had lapsed unconfirmed and whether the name came back
-// from another copy.
+// reached Redis and wakes the waiting loops; it reports whether the lease
+// had lapsed and whether the name came back from another copy.
 func (l *consumerLease) confirm(sent time.Time) (lapsed, back bool) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -180,15 +161,7 @@ func (l *consumerLease) heldByOther() bool {
 // reports whether another copy holds the name and every loop now waits.
 // The returned func notes it leaving.
 func (l *consumerLease) wait(n int) (standing bool, leave func()) {
-	l.mu.Lock()
-	l.waiting++
-	standing = l.other && l.waiting == n
-	l.mu.Unlock()
-	return standing, func() {
-		l.mu.Lock()
-		l.waiting--
-		l.mu.Unlock()
-	}
+	return enter(&l.mu, &l.waiting, func() bool { return l.other && l.waiting == n })
 }
 
 // standing reports whether another copy holds the name and every one of
@@ -246,10 +219,8 @@ func (l *consumerLease) release(ctx context.Context) {
 	}
 }
 
-// LeaseErr returns an error wrapping ErrConsumerTaken once another live
-// copy holds this copy's consumer name and every partition of this copy
-// has stopped reading (its batch in hand finished); nil otherwise, and
-// before Run has taken the name.
+// LeaseErr wraps ErrConsumerTaken once another live copy holds this copy's
+// consumer name and every partition of this copy has stopped reading.
 func (r *Runner) LeaseErr() error {
 	if l := r.lease.Load(); l != nil && l.standing(len(r.cfg.Partitions)) {
 		return fmt.Errorf("stage %s consumer %s: %w", r.stage.Name, r.cfg.Consumer, ErrConsumerTaken)
@@ -257,11 +228,10 @@ func (r *Runner) LeaseErr() error {
 	return nil
 }
 
-// holdWhileUnleased returns false at once while the copy's lease is
-// confirmed. Otherwise it acknowledges what the partition handled, waits
-// for a confirmation or stop, and returns true. When the name came back
-// from another copy, the partition looks at its own pending entries again
-// first: the other copy may have left some under the name.
+// holdWhileUnleased returns false while the lease is confirmed; otherwise it
+// acknowledges what the partition handled, waits for a confirmation or stop
+// and returns true. A name back from another copy has its own pending
+// entries looked at again first.
 func (r *Runner) holdWhileUnleased(stop, io context.Context, st *partitionState) bool {
 	l := r.lease.Load()
 	ok, gen, wake := l.readable()

@@ -12,15 +12,10 @@ import (
 	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
-// Pausing a stage. Whether a stage is paused is one field of a Redis hash
-// that every copy of every stage, in any process, looks at every
-// ControlInterval (one HEXISTS per copy, never one per message). A copy
-// that sees its stage paused finishes the batch in hand, acknowledges it
-// and stops reading and claiming; it keeps its consumer name and keeps
-// sampling its stage's lag, pending entries and dead letters, so a paused
-// stage's backlog stays visible. Once the stage is resumed, the copies
-// read again within ControlInterval. A copy that starts while its stage is
-// paused starts paused.
+// Pausing a stage. Every copy looks at one field of a Redis hash every
+// ControlInterval. A copy seeing its stage paused finishes and acknowledges
+// its batch and stops reading and claiming, but keeps its consumer name and
+// its stats; it reads again within ControlInterval of the resume.
 
 // pausedKey is the hash of paused stages: stage name -> when it was paused
 // (RFC 3339).
@@ -33,9 +28,8 @@ const MaxStageNameLen = 128
 // longer than MaxStageNameLen.
 var ErrInvalidStage = errors.New("stream: invalid stage name")
 
-// Control pauses and resumes stages across all their copies and reads the
-// accounting of a stage's messages (Conservation). It holds no state of
-// its own: it is safe for concurrent use and cheap to build.
+// Control pauses and resumes stages across all their copies and reads their
+// accounting (Conservation). It is stateless and safe for concurrent use.
 type Control struct {
 	rdb redis.UniversalClient
 }
@@ -50,10 +44,9 @@ func checkStageName(stage string) error {
 	return nil
 }
 
-// Pause pauses the stage named stage in every process: each copy finishes
-// the batch in hand and stops reading and claiming within ControlInterval.
-// Pausing a paused stage keeps the time it was first paused. Control does
-// not know which stages exist: callers check the name.
+// Pause pauses the stage named stage in every process within
+// ControlInterval, keeping the time it was first paused. Callers check that
+// the stage exists.
 func (c *Control) Pause(ctx context.Context, stage string) error {
 	if err := checkStageName(stage); err != nil {
 		return err
@@ -141,14 +134,19 @@ func (g *pauseGate) isPaused() bool {
 // park notes a partition loop waiting while paused, out of n; it reports
 // whether every one now waits. The returned func notes it leaving.
 func (g *pauseGate) park(n int) (all bool, leave func()) {
-	g.mu.Lock()
-	g.parked++
-	all = g.parked == n
-	g.mu.Unlock()
-	return all, func() {
-		g.mu.Lock()
-		g.parked--
-		g.mu.Unlock()
+	return enter(&g.mu, &g.parked, func() bool { return g.parked == n })
+}
+
+// enter counts a waiting partition loop in *waiting under mu and returns
+// cond() then, and a func that counts it out.
+func enter(mu *sync.Mutex, waiting *int, cond func() bool) (bool, func()) {
+	mu.Lock()
+	defer mu.Unlock()
+	*waiting++
+	return cond(), func() {
+		mu.Lock()
+		*waiting--
+		mu.Unlock()
 	}
 }
 

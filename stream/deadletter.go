@@ -25,10 +25,9 @@ const (
 	maxReasonLen = 2048
 )
 
-// deadLetterScript moves entry ARGV[2] of stream KEYS[1], pending in
-// group ARGV[1], to the dead-letter stream KEYS[2] with the fields
-// ARGV[3..] and counts it in the group's counters hash KEYS[3]; it does
-// nothing (0) when the entry is no longer pending (settled by another copy).
+// deadLetterScript moves entry ARGV[2] pending in group ARGV[1] of stream
+// KEYS[1] to dead-letter stream KEYS[2] with fields ARGV[3..], counted in
+// KEYS[3]; 0 when the entry is no longer pending.
 var deadLetterScript = script.New(`
 if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('XADD', KEYS[2], '*', unpack(ARGV, 3))
@@ -36,8 +35,7 @@ redis.call('HINCRBY', KEYS[3], '` + countDead + `', 1)
 return 1`)
 
 // moveToDeadLetter appends the message with its reason to the partition's
-// dead-letter stream and acknowledges it, atomically (both keys share the
-// partition's hash tag), unless another copy settled it meanwhile.
+// dead-letter stream and acknowledges it atomically, unless already settled.
 func (r *Runner) moveToDeadLetter(ctx context.Context, p int, m *Message, reason error) error {
 	why := reason.Error()
 	if len(why) > maxReasonLen {
@@ -71,9 +69,8 @@ type DeadLetter struct {
 	Message  *Message
 }
 
-// Ref names a dead letter across a topic's partitions: "partition/ID".
-// Entry IDs alone are ambiguous: two partitions' dead-letter streams can
-// hold the same ID.
+// Ref names a dead letter across a topic's partitions: "partition/ID"
+// (partitions' dead-letter streams may share IDs).
 func (d DeadLetter) Ref() string { return strconv.Itoa(d.Partition) + "/" + d.ID }
 
 // ErrBadRef is wrapped by the errors of a malformed dead-letter ref.
@@ -126,10 +123,8 @@ func (d *DeadLetters) List(ctx context.Context, topic Topic, limit int) ([]DeadL
 	return d.ListAfter(ctx, topic, "", limit)
 }
 
-// ListAfter is List from just after the dead letter named by the ref
-// after (a DeadLetter.Ref; empty: from the start), so the last ref of one
-// page is the cursor of the next. A ref that names no entry still orders:
-// the page starts at the first entry after it.
+// ListAfter is List from just after the ref after (empty: from the start),
+// so a page's last ref is the next page's cursor, even once deleted.
 func (d *DeadLetters) ListAfter(ctx context.Context, topic Topic, after string, limit int) ([]DeadLetter, error) {
 	first, start := 0, "-"
 	if after != "" {
@@ -186,11 +181,10 @@ func decodeDeadLetter(topic Topic, p int, x redis.XMessage) DeadLetter {
 	return dl
 }
 
-// Replay appends dead letters back to their original streams as new
-// messages (first delivery again) and removes them from the dead-letter
-// stream, atomically per entry. refs are DeadLetter.Ref values; with none it
-// replays every dead letter of the topic. It returns how many were replayed. Handlers guard their effects
-// with the Ledger, so a replay never applies an effect twice.
+// Replay puts dead letters (by DeadLetter.Ref; all of the topic's when refs
+// is empty) back on their streams as new messages and removes them,
+// atomically per entry, and returns how many it replayed. Handlers guard
+// their effects with the Ledger, so a replay applies none twice.
 func (d *DeadLetters) Replay(ctx context.Context, topic Topic, refs ...string) (int, error) {
 	return d.each(ctx, topic, refs, func(pipe redis.Pipeliner, dl DeadLetter) {
 		dl.Message.Metadata = withoutDLQ(dl.Message.Metadata)

@@ -12,19 +12,11 @@ import (
 var ErrDeadlineConflict = errors.New("stage timing conflicts with the flow's deadline")
 
 // ForDeadline returns c with its zero timing fields derived from deadline,
-// the longest a caller waits for the work of this stage (a checkout call
-// waiting for its saga, say), so that a crashed copy's work is taken over
-// well within it:
-//
-//   - ClaimIdle: deadline/3;
-//   - ClaimInterval: min(5s, deadline/10);
-//   - HandlerTimeout: min(5s, ClaimIdle/4);
-//   - Retry.MaxInterval: min(1s, ClaimIdle/16), Retry.InitialInterval:
-//     min(50ms, Retry.MaxInterval/2).
-//
-// With those, one delivery's worst case (3 tries and 2 pauses) stays below
-// ClaimIdle. Fields already set are kept; CheckDeadline tells whether they
-// agree with deadline.
+// the longest a caller waits for this stage's work, so a crashed copy's work
+// is taken over well within it: ClaimIdle deadline/3, ClaimInterval
+// min(5s, deadline/10), HandlerTimeout min(5s, ClaimIdle/4),
+// Retry.MaxInterval min(1s, ClaimIdle/16), Retry.InitialInterval
+// min(50ms, Retry.MaxInterval/2). Set fields are kept (see CheckDeadline).
 func (c RunnerConfig) ForDeadline(deadline time.Duration) RunnerConfig {
 	if deadline <= 0 {
 		return c
@@ -47,13 +39,10 @@ func (c RunnerConfig) ForDeadline(deadline time.Duration) RunnerConfig {
 	return c
 }
 
-// CheckDeadline reports whether work of this stage held by a crashed copy
-// can be taken over in time for a caller that gives up after deadline
-// (what names that deadline in the error): the entry's idle time before it
-// may be claimed plus one claim round, ClaimIdle + ClaimInterval with the
-// runtime's defaults, must not exceed half of deadline, which leaves the
-// other half to the redelivered work and the steps after it. Errors wrap
-// ErrDeadlineConflict.
+// CheckDeadline reports whether a crashed copy's work can be taken over in
+// time for a caller giving up after deadline (named by what): ClaimIdle +
+// ClaimInterval must not exceed half of deadline, leaving the other half to
+// the redelivered work. Errors wrap ErrDeadlineConflict.
 func (c RunnerConfig) CheckDeadline(what string, deadline time.Duration) error {
 	d := c.WithDefaults("check")
 	if takeover := d.ClaimIdle + d.ClaimInterval; takeover > deadline/2 {

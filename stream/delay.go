@@ -9,18 +9,11 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// Delayed retries. A handler that fails with RetryAfter(err, d) has its
-// message parked: one script acknowledges it and adds it to the delay set
-// of its group and partition (a sorted set by due time, beside the stream
-// under the partition's hash tag), so the partition's next messages flow
-// meanwhile. Each copy reading the partition looks for due messages before
-// its reads, at the earliest due time it knows of and at least every
-// ClaimInterval; one script moves each due message back onto the stream
-// exactly once (the ZREM that succeeds does the XADD). The message goes
-// back as a new entry carrying the group it is for, its delivery count and
-// its first entry's ID in its metadata: other groups of the topic
-// acknowledge it unread (skipped), and MaxDeliveries still dead-letters it
-// in the end.
+// Delayed retries. A message whose handler returns RetryAfter(err, d) is
+// acknowledged and parked in its group and partition's delay set (a sorted
+// set by due time), so the next messages flow. Before their reads, copies
+// move due messages back onto the stream exactly once, as new entries
+// carrying group, delivery count and first ID: other groups skip them.
 
 // Metadata of a requeued message.
 const (
@@ -41,11 +34,10 @@ if redis.call('XACK', KEYS[1], ARGV[1], ARGV[2]) == 0 then return 0 end
 redis.call('ZADD', KEYS[2], ARGV[3], ARGV[4])
 return 1`)
 
-// requeueScript moves up to ARGV[2] messages of the delay set KEYS[1] due
-// by ARGV[1] (Unix ms) back onto stream KEYS[2], counting them in the
-// group's counters hash KEYS[3]; it returns {moved, next due time or -1}.
-// A member is a run of netstrings "<len>:<bytes>", the entry's fields and
-// values in turn.
+// requeueScript moves up to ARGV[2] members of delay set KEYS[1] due by
+// ARGV[1] (Unix ms) onto stream KEYS[2], counted in KEYS[3], and returns
+// {moved, next due time or -1}. A member is netstrings "<len>:<bytes>" of
+// the entry's fields and values.
 var requeueScript = script.New(`
 local function fields(s)
   local out, i = {}, 1
@@ -87,9 +79,8 @@ func encodeParked(values []any) string {
 	return b.String()
 }
 
-// park moves m, whose handler asked for a retry after delay, to its
-// partition's delay set. On failure the message stays pending and is
-// redelivered after ClaimIdle.
+// park moves m to its partition's delay set, due after delay; on failure it
+// stays pending and is redelivered after ClaimIdle.
 func (r *Runner) park(ctx context.Context, st *partitionState, m *Message, delay time.Duration) {
 	md := make(map[string]string, len(m.Metadata)+3)
 	for k, v := range m.Metadata {

@@ -5,16 +5,11 @@ import (
 	"time"
 )
 
-// BoundTTLs shortens, every period until ctx ends, the time to live of any
-// key of the embedded Redis that expires later than maxTTL to maxTTL. Keys
-// without a TTL are left alone.
-//
-// Records kept "for a week" (notification history, delivery ledgers) are
-// what make a long-running embedded process grow: its data lives in the
-// process's heap and dies with it anyway. Bounding them bounds the embedded
-// mode's memory; it also bounds the windows those records stand for (a
-// ledger's idempotence window becomes maxTTL), so choose maxTTL longer than
-// any redelivery the process can see (its trim age, its claim timeouts).
+// BoundTTLs cuts, every period until ctx ends, any TTL of the embedded
+// Redis longer than maxTTL to maxTTL (keys without a TTL are left alone):
+// records kept "for a week" would otherwise grow the process's heap. A
+// ledger's idempotence window becomes maxTTL, so choose it longer than any
+// redelivery the process can see.
 func (e *Embedded) BoundTTLs(ctx context.Context, maxTTL, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()

@@ -51,12 +51,10 @@ func (e *delayError) Error() string {
 func (e *delayError) Unwrap() error { return e.err }
 
 // RetryAfter marks err as retryable after delay (clamped to 0..MaxRetryDelay):
-// the runner parks the message in its partition's delay set, acknowledges
-// it, and puts it back on the stream once the delay has passed, so the
-// partition's next messages flow meanwhile. The message keeps its delivery
-// count: at its last allowed delivery (MaxDeliveries) it is dead-lettered
-// instead. RetryAfter(nil, d) is nil; a Permanent or ErrDrop error stays
-// what it is.
+// the runner acknowledges the message and parks it, then puts it back on the
+// stream once due, while the partition flows on. It keeps its delivery count
+// (MaxDeliveries still applies). RetryAfter(nil, d) is nil; a Permanent or
+// ErrDrop error stays what it is.
 func RetryAfter(err error, delay time.Duration) error {
 	if err == nil {
 		return nil

@@ -11,18 +11,12 @@ type holdError struct{ err error }
 func (e *holdError) Error() string { return "held: " + e.err.Error() }
 func (e *holdError) Unwrap() error { return e.err }
 
-// Hold marks err, returned by a BatchHandler for messages whose effect
-// cannot be made for now because its sink (a database) does not answer,
-// as a reason to keep them in hand rather than leave them pending: the
-// runner calls the handler again with those messages after a pause
-// (growing from 50ms to ErrorBackoff), each call with a fresh
-// HandlerTimeout, and keeps them fresh meanwhile, until they settle
-// otherwise or the runner stops (then they stay pending, even on their
-// last allowed delivery: a stop is not a failure). While held, a message keeps its delivery count, the
-// partition reads nothing new (the backlog waits in the stream), and no
-// per-message failure is logged; once the sink answers the held batch is
-// written at once, not ClaimIdle later. For a Handler (one message at a
-// time) a held error is a plain retryable error. Hold(nil) is nil.
+// Hold marks err, returned by a BatchHandler whose sink does not answer, as
+// a reason to keep the messages in hand: the runner calls the handler again
+// after a pause (50ms growing to ErrorBackoff), keeping them fresh and their
+// delivery count unchanged, until they settle otherwise or the runner stops
+// (they then stay pending). The partition reads nothing new meanwhile. For
+// a Handler it is a plain retryable error. Hold(nil) is nil.
 func Hold(err error) error {
 	if err == nil || IsHold(err) {
 		return err

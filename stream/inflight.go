@@ -8,37 +8,24 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// In-flight batches. A batch may take longer to work through than
-// ClaimIdle (many messages, each within its timeout). While a partition
-// works on one, a keeper acknowledges the messages handled so far and
-// resets the idle time of those not settled yet, every keepEvery: another
-// live copy then neither claims messages this copy already handled nor
-// ones it is about to handle. A message the keeper finds owned by another
-// consumer (this copy stalled past ClaimIdle and lost it) is skipped here:
-// the other copy handles it. A batch whose handler call runs past the
-// longest a delivery may take (a handler stuck, deaf to its context) is
-// no longer kept fresh: its messages go stale and another copy claims
-// them, as if this copy had died.
+// In-flight batches. While a partition works on a batch, a keeper
+// acknowledges its handled messages and resets the idle time of the rest
+// every keepEvery, so no live copy claims them even past ClaimIdle. A batch
+// whose handler call outlasts the longest delivery is let go stale.
 
 // maxKeepEvery bounds the interval between two keeps of a batch.
 const maxKeepEvery = 10 * time.Second
 
 // keepEvery returns how often a batch in hand is kept fresh: well within
-// ClaimIdle, so a keep late by a whole handler call still comes in time.
-// A keep costs Redis about a microsecond per message in hand, so it is
-// not made more often than that asks: with the default ClaimIdle of 30 s,
-// every 7.5 s.
+// ClaimIdle, and at most maxKeepEvery (a keep costs Redis ~1 µs a message).
 func (c RunnerConfig) keepEvery() time.Duration {
 	return min(c.ClaimIdle/4, maxKeepEvery)
 }
 
-// refreshSource resets the idle time of the entries (ARGV[5..], between
-// ARGV[3] and ARGV[4] in stream order) still pending to this consumer
-// (ARGV[2]) in group ARGV[1] of stream KEYS[1], keeping their delivery
-// count, and returns the ids that are not: taken by another consumer, or
-// no longer pending. It reads the consumer's pending entries in that range
-// a thousand at a time and claims them back with one XCLAIM per delivery
-// count, not two commands per entry.
+// refreshSource resets the idle time of the entries ARGV[5..] (between
+// ARGV[3] and ARGV[4]) still pending to consumer ARGV[2] of group ARGV[1] on
+// stream KEYS[1], keeping their delivery count, with one XCLAIM per count;
+// it returns the ids that are not.
 const refreshSource = `
 local want = {}
 for i = 5, #ARGV do want[ARGV[i]] = true end
@@ -117,8 +104,7 @@ func (f *inflight) run(ctx context.Context) {
 	}
 }
 
-// refresh acknowledges the handled messages and resets the idle time of
-// the open ones.
+// refresh acknowledges the handled messages and keeps the open ones fresh.
 func (f *inflight) refresh(ctx context.Context) {
 	f.mu.Lock()
 	acks := f.acks

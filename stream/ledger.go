@@ -33,10 +33,9 @@ func (c LedgerConfig) Validate() error {
 	return nil
 }
 
-// Ledger remembers which effects were applied, keyed by business key (never
-// by payload hash), so a redelivered or replayed message applies its effect
-// once. Keys carry a hash tag, so an Effect can update the ledger and the
-// data of the same partition in one script, also on Redis Cluster.
+// Ledger remembers which effects were applied, by business key, so a
+// redelivered or replayed message applies its effect once. Its keys carry a
+// hash tag, so an Effect updates ledger and data in one script on Cluster.
 type Ledger struct {
 	rdb redis.UniversalClient
 	cfg LedgerConfig
@@ -54,16 +53,14 @@ func NewLedger(rdb redis.UniversalClient, cfg LedgerConfig) (*Ledger, error) {
 	return &Ledger{rdb: rdb, cfg: cfg, ttl: strconv.FormatInt(cfg.TTL.Milliseconds(), 10)}, nil
 }
 
-// Key returns the Redis key recording businessKey. hashTag places it in a
-// partition's slot (see Topic.HashTag); use the tag of the keys the effect
-// touches.
+// Key returns the Redis key recording businessKey in the slot of hashTag
+// (see Topic.HashTag), the tag of the keys the effect touches.
 func (l *Ledger) Key(hashTag, businessKey string) string {
 	return rediskey.Key(hashTag, "ledger", l.cfg.Name, businessKey)
 }
 
 // Mark records key with SET NX PX and reports whether this call recorded it
-// first. Use it when the effect itself is outside Redis: mark, apply, and
-// Forget if applying fails so a retry may apply it.
+// first: for an effect outside Redis, mark, apply, and Forget on failure.
 func (l *Ledger) Mark(ctx context.Context, key string) (bool, error) {
 	ok, err := l.rdb.SetNX(ctx, key, "1", l.cfg.TTL).Result()
 	if err != nil {
@@ -89,12 +86,10 @@ func (l *Ledger) Forget(ctx context.Context, key string) error {
 	return nil
 }
 
-// Effect is a Lua script applied at most once per ledger key. The body is
-// the script of a function called with (KEYS, ARGV) holding only the
-// caller's keys and arguments; its return value is Apply's result. The body
-// must check its inputs before it writes: Redis does not roll a failed
-// script back. The ledger key is recorded only after the body returns
-// normally; a body that raises or returns redis.error_reply records nothing.
+// Effect is a Lua script applied at most once per ledger key: a function
+// body called with the caller's (KEYS, ARGV), returning Apply's result. It
+// must check its inputs before writing (Redis does not roll back); a body
+// that raises or returns redis.error_reply records nothing.
 type Effect struct{ script *redis.Script }
 
 // NewEffect wraps a Lua body into a ledger-guarded script.
@@ -114,14 +109,12 @@ return {1, r}`
 	return &Effect{script: redis.NewScript(src)}
 }
 
-// Hash returns the SHA1 of the effect's script (what EVALSHA names), so a
-// test can tell which effects ran on a server.
+// Hash returns the SHA1 of the effect's script, as EVALSHA names it.
 func (e *Effect) Hash() string { return e.script.Hash() }
 
-// Apply runs the effect unless ledgerKey is recorded, and records it in the
-// same atomic step. applied is false when the effect had already been
-// applied; result is the body's return value. All keys, ledgerKey included,
-// must share one hash tag.
+// Apply runs the effect unless ledgerKey is recorded, recording it in the
+// same atomic step; applied is false when it was. All keys, ledgerKey
+// included, must share one hash tag.
 func (l *Ledger) Apply(ctx context.Context, e *Effect, ledgerKey string, keys []string, args ...any) (applied bool, result any, err error) {
 	allKeys := append([]string{ledgerKey}, keys...)
 	allArgs := append([]any{l.ttl}, args...)

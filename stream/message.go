@@ -22,13 +22,9 @@ const (
 	MetaTraceState = "tracestate"
 )
 
-// Message is one entry of a stream.
-//
-// Key selects the partition and is the business key the message is about;
-// Type names the payload's schema; TraceParent and TraceState carry the
-// producer's trace context and Metadata any other transport facts (the
-// entry's other fields). ID, Stream, Partition and Attempt are set by the
-// runtime when a message is published or delivered.
+// Message is one entry of a stream. Key selects the partition; Type names
+// the payload's schema; Metadata holds the other fields. The runtime sets
+// ID, Stream, Partition and Attempt.
 type Message struct {
 	ID        string
 	Stream    string
@@ -36,11 +32,8 @@ type Message struct {
 	Key       string
 	Type      string
 	Payload   []byte
-	// TraceParent and TraceState are the W3C trace context of the
-	// message's producer (the entry's fields MetaTraceParent and
-	// MetaTraceState), set by the publisher. They are fields of their own,
-	// not Metadata entries, so that a message that carries only its trace
-	// context costs no map.
+	// TraceParent and TraceState are the producer's W3C trace context (the
+	// fields MetaTraceParent and MetaTraceState), kept out of Metadata.
 	TraceParent string
 	TraceState  string
 	Metadata    map[string]string
@@ -67,16 +60,13 @@ func (m *Message) Context() context.Context {
 	return m.ctx
 }
 
-// SetContext sets the context whose trace the message continues when it is
-// published. Handlers that publish a message derived from another one set it
-// to the input's context so the trace follows the data.
+// SetContext sets the context whose trace a published message continues:
+// a handler deriving a message from another sets it to the input's context.
 func (m *Message) SetContext(ctx context.Context) { m.ctx = ctx }
 
 // MoreWaiting reports whether the message came in a read of new entries
-// that returned as many as it asked for (BatchSize, or fewer when
-// ReadBytes bounded the read), so that more were likely waiting in the
-// stream behind it: a batch stage can write at once rather than wait to
-// gather more. Redelivered messages report false.
+// that returned all it asked for, so more likely wait behind it (a batch
+// stage may write at once). Redelivered messages report false.
 func (m *Message) MoreWaiting() bool { return m.full }
 
 // PublishedAt is the time the entry was added to its stream, read from its

@@ -17,11 +17,8 @@ func retrying(err error) bool {
 	return o == OutcomeFailed || o == OutcomeDelayed
 }
 
-// GiveUp gives up on a message at its last allowed delivery: a failure on
-// delivery maxDeliveries becomes Permanent, and a message delivered more
-// often than that is not handled at all but dead-lettered with
-// ErrMaxDeliveries. The runner moves Permanent failures to the dead-letter
-// stream.
+// GiveUp makes a failure at delivery maxDeliveries Permanent, and
+// dead-letters a message delivered more often unhandled (ErrMaxDeliveries).
 func GiveUp(maxDeliveries int) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, msg *Message) error {

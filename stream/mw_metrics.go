@@ -14,7 +14,7 @@ import (
 // dropstream.stage.message.age (time from publish to processing). The
 // runner counts dropstream.stage.messages by outcome once per batch.
 func Metrics(mp metric.MeterProvider, info StageInfo) Middleware {
-	attrs := attribute.NewSet(keyStage.String(info.Stage), keyStream.String(info.Topic.String()))
+	attrs := attribute.NewSet(dsotel.StageKey.String(info.Stage), dsotel.StreamKey.String(info.Topic.String()))
 	duration := latencyHistogram(mp, dsotel.MetricStageHandlerDuration, descHandlerDuration, attrs)
 	age := latencyHistogram(mp, dsotel.MetricStageMessageAge, descMessageAge, attrs)
 	return func(next Handler) Handler {

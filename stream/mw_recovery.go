@@ -14,9 +14,8 @@ type PanicError struct {
 
 func (e *PanicError) Error() string { return fmt.Sprintf("handler panic: %v", e.Value) }
 
-// Recovery turns a panic in the handler into a *PanicError, which is retried
-// and dead-lettered like any other failure, so one bad message cannot stop
-// the stage.
+// Recovery turns a handler panic into a *PanicError, retried and
+// dead-lettered like any failure, so one bad message cannot stop the stage.
 func Recovery() Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, msg *Message) (err error) {

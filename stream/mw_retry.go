@@ -6,10 +6,8 @@ import (
 )
 
 // Retry calls the handler again, with doubling pauses and full jitter, while
-// it fails with a retryable error (not Permanent, not ErrDrop), up to
-// cfg.MaxRetries times within one delivery. When the context ends, or the
-// runner is asked to stop, no further pause starts and the last error is
-// returned.
+// it fails retryably, up to cfg.MaxRetries times within one delivery. No
+// pause starts once the context ends or the runner stops.
 func Retry(cfg RetryConfig) Middleware {
 	cfg = cfg.withDefaults()
 	return func(next Handler) Handler {

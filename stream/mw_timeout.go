@@ -7,17 +7,10 @@ import (
 	"time"
 )
 
-// Timeout bounds each handler call with a context deadline of d. Handlers
-// must honour their context for the bound to hold.
-//
-// The handler's context means what context.WithTimeout(ctx, d) would: its
-// Deadline is d after the call starts (or the parent's, when earlier); Err
-// is context.DeadlineExceeded once the deadline passes, the parent's error
-// once the parent ends, and context.Canceled once the handler has
-// returned; contexts derived from it end with it, with the same error.
-// What it saves is the runtime timer every call would start and stop: one
-// timer per middleware, armed for the earliest deadline of the calls in
-// progress, ends them (see tryContext).
+// Timeout bounds each handler call with a context deadline of d; handlers
+// must honour their context. The context behaves as context.WithTimeout's
+// would, without a runtime timer per call: one timer per middleware, armed
+// for the earliest deadline in progress, ends the calls (see tryContext).
 func Timeout(d time.Duration) Middleware {
 	w := &watchdog{d: d}
 	return func(next Handler) Handler {
@@ -29,11 +22,9 @@ func Timeout(d time.Duration) Middleware {
 	}
 }
 
-// watchdog ends the calls of one Timeout middleware whose deadline has
-// passed. Every call has the same length d, so calls in progress, kept in
-// the order they started, are also in the order of their deadlines: the
-// timer is armed for the first one's, and a call that starts never needs
-// it sooner.
+// watchdog ends the calls of one Timeout middleware past their deadline.
+// All calls last d, so the calls in progress, in start order, are in
+// deadline order: the timer is armed for the first.
 type watchdog struct {
 	d          time.Duration
 	mu         sync.Mutex
@@ -119,12 +110,10 @@ func (w *watchdog) unlink(c *tryContext) {
 	c.prev, c.next, c.listed = nil, nil, false
 }
 
-// tryContext is the context of one handler call under Timeout. It makes
-// its Done channel, and watches its parent, only when Done is asked for;
-// it implements AfterFunc so that contexts derived from it are registered
-// with it (context.WithCancel does so for a parent with an AfterFunc
-// method) and end with its own error, as they would under a
-// context.WithTimeout. Value, and so context.Cause, go to the parent.
+// tryContext is the context of one handler call under Timeout. It makes its
+// Done channel, and watches its parent, only when asked; its AfterFunc makes
+// derived contexts end with its own error, as under context.WithTimeout.
+// Value, and so context.Cause, go to the parent.
 type tryContext struct {
 	parent   context.Context
 	deadline time.Time // reported: the earlier of expires and the parent's

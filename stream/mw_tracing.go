@@ -8,6 +8,8 @@ import (
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	dsotel "github.com/dropstream/dropstream/otel"
 )
 
 // StageInfo identifies a stage to its middlewares.
@@ -18,34 +20,20 @@ type StageInfo struct {
 	Consumer string
 }
 
-// Tracing starts a consumer span "process <topic>" per message, as a child of
-// the trace context the message carries, following the OTel messaging
-// conventions. The handler's context carries the span, and so does
-// msg.Context(), so anything it publishes continues the trace.
-//
-// A message whose parent context says "not sampled" gets no span of its
-// own unless recordUnsampled is set: the parent's context passes through
-// to the handler unchanged, so logs keep the trace id and what the handler
-// publishes carries the same unsampled parent on, as W3C Trace Context
-// allows a participant that does not record. This is what a parent-based
-// sampler would decide anyway, at none of the cost of starting a span that
-// records nothing. Messages without a parent start a root span, which the
-// provider's sampler decides.
-func Tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info StageInfo, recordUnsampled bool) Middleware {
-	return tracing(tp, prop, info, recordUnsampled, false)
-}
-
-// tracing is Tracing; the runner's own copy, outermost in its chain and
-// called with the partition's context, sets reuse to extract a run of
-// entries with the same trace context once (see traceReuse).
+// tracing starts a consumer span "process <topic>" per message, a child of
+// the trace context it carries (OTel messaging conventions); the handler's
+// context and msg.Context() carry it. A message of an unsampled parent gets
+// no span unless recordUnsampled: its parent passes through unchanged, as a
+// parent-based sampler would decide, without starting a span. reuse, for the
+// runner's own copy, extracts a run of one trace context once (traceReuse).
 func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info StageInfo, recordUnsampled, reuse bool) Middleware {
 	tracer := tp.Tracer(instrumentationScope)
 	name := "process " + info.Topic.String()
 	// Only the kind is passed at start: the attributes are set when the
 	// span records, as passing them would copy them for every message.
 	start := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
-	attrs := []attribute.KeyValue{attrSystem, keyOperation.String("process"),
-		keyDestination.String(info.Topic.String()), keyGroup.String(info.Group)}
+	attrs := []attribute.KeyValue{dsotel.MessagingSystem, dsotel.MessagingOperationTypeKey.String("process"),
+		dsotel.MessagingDestinationNameKey.String(info.Topic.String()), dsotel.MessagingConsumerGroupNameKey.String(info.Group)}
 	return func(next Handler) Handler {
 		return func(ctx context.Context, msg *Message) error {
 			if reuse {
@@ -65,9 +53,9 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 				// One call: the SDK grows the span's attributes once, and
 				// copies them, so the slice goes back to the pool.
 				buf := spanAttrs.Get().(*[]attribute.KeyValue)
-				all := append(append((*buf)[:0], attrs...), keyMessageID.String(msg.ID))
+				all := append(append((*buf)[:0], attrs...), dsotel.MessagingMessageIDKey.String(msg.ID))
 				if msg.Attempt > 1 {
-					all = append(all, keyDeliveries.Int(msg.Attempt), keyConsumerName.String(info.Consumer))
+					all = append(all, dsotel.MessageAttemptKey.Int(msg.Attempt), dsotel.MessagingConsumerNameKey.String(info.Consumer))
 				}
 				span.SetAttributes(all...)
 				clear(all)
@@ -79,7 +67,7 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 			if err != nil && recording {
 				span.RecordError(err)
 				span.SetStatus(codes.Error, err.Error())
-				span.SetAttributes(keyOutcome.String(string(Classify(err))))
+				span.SetAttributes(dsotel.OutcomeKey.String(string(Classify(err))))
 			}
 			span.End()
 			return err

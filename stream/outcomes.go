@@ -30,7 +30,7 @@ func newOutcomeCounter(mp metric.MeterProvider, info StageInfo) *outcomeCounter 
 	c := &outcomeCounter{counter: counter}
 	for o, i := range outcomeIndex {
 		c.opts[i] = []metric.AddOption{metric.WithAttributeSet(attribute.NewSet(
-			keyStage.String(info.Stage), keyStream.String(info.Topic.String()), keyOutcome.String(string(o))))}
+			dsotel.StageKey.String(info.Stage), dsotel.StreamKey.String(info.Topic.String()), dsotel.OutcomeKey.String(string(o))))}
 	}
 	return c
 }

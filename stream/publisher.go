@@ -38,11 +38,10 @@ func NewPublisher(rdb redis.UniversalClient, tel Telemetry) *Publisher {
 	return &Publisher{rdb: rdb, tel: tel, tracer: tel.TracerProvider.Tracer(instrumentationScope), count: count}
 }
 
-// Publish appends msgs to topic, each to the partition of its Key, in
-// pipelined round trips of up to 500 entries. On success every message has
-// its ID, Stream and Partition set. Each message carries the trace context
-// of its own Context when it has one, otherwise that of the publish span.
-// On error some messages may have been appended; their IDs are set.
+// Publish appends msgs to topic, each to its Key's partition, in pipelined
+// round trips of up to 500 entries, and sets their ID, Stream and Partition.
+// Each carries the trace context of its own Context, else the publish span's.
+// On error some may have been appended (their IDs are set).
 func (p *Publisher) Publish(ctx context.Context, topic Topic, msgs ...*Message) error {
 	return p.PublishAll(ctx, Batch{Topic: topic, Messages: msgs})
 }
@@ -54,9 +53,7 @@ type Batch struct {
 }
 
 // PublishAll appends the messages of several topics like Publish, in the
-// same pipelined round trips: a caller that sends to two topics at once
-// pays one round trip, not two. Each topic still gets its own "send" span
-// and its own count.
+// same round trips, with a "send" span and count per topic.
 func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 	type part struct {
 		batch Batch
@@ -73,8 +70,8 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 		name := b.Topic.String()
 		sctx, span := p.tracer.Start(ctx, "send "+name,
 			trace.WithSpanKind(trace.SpanKindProducer),
-			trace.WithAttributes(attrSystem, keyDestination.String(name),
-				keyOperation.String("send"), keyBatchCount.Int(len(b.Messages))))
+			trace.WithAttributes(dsotel.MessagingSystem, dsotel.MessagingDestinationNameKey.String(name),
+				dsotel.MessagingOperationTypeKey.String("send"), dsotel.MessagingBatchMessageCountKey.Int(len(b.Messages))))
 		parts = append(parts, part{b, name, sctx, span})
 		total += len(b.Messages)
 	}
@@ -89,7 +86,7 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 				pt.span.SetStatus(codes.Error, err.Error())
 			} else if len(pt.batch.Messages) == 1 {
 				m := pt.batch.Messages[0]
-				pt.span.SetAttributes(keyMessageID.String(m.ID), keyPartition.String(strconv.Itoa(m.Partition)))
+				pt.span.SetAttributes(dsotel.MessagingMessageIDKey.String(m.ID), dsotel.MessagingDestinationPartitionIDKey.String(strconv.Itoa(m.Partition)))
 			}
 			pt.span.End()
 		}
@@ -119,7 +116,7 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 		}
 		for i, n := range counts {
 			if n > 0 {
-				p.count.Add(ctx, n, metric.WithAttributes(keyStream.String(parts[i].name)))
+				p.count.Add(ctx, n, metric.WithAttributes(dsotel.StreamKey.String(parts[i].name)))
 				counts[i] = 0
 			}
 		}
@@ -146,12 +143,10 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 	return err
 }
 
-// Queue adds the XADDs of msgs to topic to pipe, for a caller whose
-// appends must go in the same round trip as its own writes (and after
-// them, in pipe's order). It sets each message's Partition and Stream and
-// the trace context of ctx (or of the message's own Context); after pipe
-// runs, the returned commands hold the IDs. Unlike Publish it starts no
-// span and counts nothing.
+// Queue adds the XADDs of msgs to pipe, for a caller whose appends go in the
+// same round trip as its own writes. It sets each message's Partition, Stream
+// and trace context (ctx's, or its own Context's); after pipe runs, the
+// returned commands hold the IDs. It starts no span and counts nothing.
 func (p *Publisher) Queue(ctx context.Context, pipe redis.Pipeliner, topic Topic, msgs ...*Message) []*redis.StringCmd {
 	cmds := make([]*redis.StringCmd, len(msgs))
 	for i, m := range msgs {

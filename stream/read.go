@@ -12,23 +12,12 @@ import (
 )
 
 // Redelivery. A message delivered before (this copy's own pending entries
-// after a restart, or entries of any copy left unacknowledged for
-// ClaimIdle) is handed to the handler one at a time: the candidates are
-// listed with XPENDING, and only the message about to be handled is claimed,
-// its delivery counted, with XCLAIM. So when a message crashes the process
-// every time, only its own count grows and it alone reaches the dead-letter
-// stream; its batch-mates are not punished for its crashes. (XAUTOCLAIM
-// would count a delivery for every entry it moves.) Copies race fairly: a
-// stale entry claimed by one copy is no longer idle, so the other's XCLAIM
-// returns nothing.
-//
-// Redeliveries are also serialized across the copies of a stage in the
-// process (one consumer group of one topic): a crash then catches at most
-// one of its redelivered messages in flight, so a message that crashes the
-// process does not raise the delivery count of another redelivered message
-// of the stage each time it crashes. Other stages are not held up: each
-// group has its own lock, and a copy waiting for it stops waiting when it
-// is asked to stop.
+// after a restart, or any copy's left idle for ClaimIdle) is handled alone:
+// candidates are listed with XPENDING and each claimed with XCLAIM just
+// before it is handled, so a message that crashes the process raises only
+// its own delivery count (XAUTOCLAIM would count one for each entry it
+// moves). A group's redeliveries are serialized across its copies in the
+// process, so a crash catches at most one in flight.
 var redeliveryLocks sync.Map // topic "/" group -> chan struct{} (capacity 1)
 
 // redeliveryLock returns the lock of the runner's group.
@@ -46,17 +35,17 @@ type pendingEntry struct {
 }
 
 // read acknowledges the queued acks and runs XREADGROUP for new entries,
-// waiting up to block, in one round trip. The reply is read raw (see
-// parseReadReply) unless the wait is too long for the client's read
-// deadline, which only go-redis's typed command extends, or the reply
-// sends the read to another cluster node, which go-redis follows.
+// waiting up to block, in one round trip, on one server or a cluster (the
+// command goes to the node owning the stream's slot). Two paths, one
+// reason each: the reply is decoded raw (parseReadReply), four allocations
+// per entry instead of go-redis's dozen (BENCHMARKS.md, "The read path");
+// go-redis's typed XReadGroup runs a read blocking too long for the
+// client's read deadline, which only it extends, and one whose reply is a
+// redirect or READONLY, which only it follows.
 func (r *Runner) read(ctx context.Context, st *partitionState, block time.Duration) ([]*Message, error) {
 	if !rawReadFits(r.reads, block) {
 		r.flushAcks(ctx, st)
 		return r.readTyped(ctx, st, block)
-	}
-	if r.direct != nil {
-		return r.readDirect(ctx, st, block)
 	}
 	count := st.size.count(r.cfg)
 	cmd := redis.NewRawCmd(ctx, "xreadgroup", "group", r.cfg.Group, r.cfg.Consumer,
@@ -128,34 +117,37 @@ func replyBytes(x redis.XMessage) int {
 	return n
 }
 
+// queuePending queues for redelivery a page from from of the group's
+// pending entries idle for idle, of consumer ("" for any), and returns it.
+func (r *Runner) queuePending(ctx context.Context, st *partitionState, consumer string, idle time.Duration, from string) ([]redis.XPendingExt, error) {
+	pend, err := r.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
+		Stream: st.stream, Group: r.cfg.Group, Consumer: consumer, Idle: idle,
+		Start: from, End: "+", Count: int64(r.cfg.BatchSize),
+	}).Result()
+	for _, p := range pend {
+		st.redeliver = append(st.redeliver, pendingEntry{id: p.ID, count: p.RetryCount, minIdle: idle})
+	}
+	return pend, err
+}
+
 // ownPending queues the next page of this consumer's own pending entries
 // for redelivery; it clears st.ownFrom when there are no more.
 func (r *Runner) ownPending(ctx context.Context, st *partitionState) error {
-	pend, err := r.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream: st.stream, Group: r.cfg.Group, Consumer: r.cfg.Consumer,
-		Start: st.ownFrom, End: "+", Count: int64(r.cfg.BatchSize),
-	}).Result()
+	pend, err := r.queuePending(ctx, st, r.cfg.Consumer, 0, st.ownFrom)
 	if err != nil {
 		return err
 	}
-	if len(pend) == 0 {
-		st.ownFrom = ""
-		return nil
+	st.ownFrom = ""
+	if len(pend) > 0 {
+		st.ownFrom = nextID(pend[len(pend)-1].ID)
 	}
-	for _, p := range pend {
-		st.redeliver = append(st.redeliver, pendingEntry{id: p.ID, count: p.RetryCount})
-	}
-	st.ownFrom = nextID(pend[len(pend)-1].ID)
 	return nil
 }
 
 // claim queues one page of entries idle for ClaimIdle, of any consumer of
 // the group including this one.
 func (r *Runner) claim(ctx context.Context, st *partitionState) error {
-	pend, err := r.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
-		Stream: st.stream, Group: r.cfg.Group, Idle: r.cfg.ClaimIdle,
-		Start: st.claimFrom, End: "+", Count: int64(r.cfg.BatchSize),
-	}).Result()
+	pend, err := r.queuePending(ctx, st, "", r.cfg.ClaimIdle, st.claimFrom)
 	if err != nil {
 		return err
 	}
@@ -165,12 +157,8 @@ func (r *Runner) claim(ctx context.Context, st *partitionState) error {
 	} else {
 		st.claimFrom = nextID(pend[len(pend)-1].ID)
 	}
-	if len(pend) == 0 {
-		return nil
-	}
-	r.tel.Logger.InfoContext(ctx, "claiming stale messages", "stage", r.stage.Name, "stream", st.stream, "count", len(pend))
-	for _, p := range pend {
-		st.redeliver = append(st.redeliver, pendingEntry{id: p.ID, count: p.RetryCount, minIdle: r.cfg.ClaimIdle})
+	if len(pend) > 0 {
+		r.tel.Logger.InfoContext(ctx, "claiming stale messages", "stage", r.stage.Name, "stream", st.stream, "count", len(pend))
 	}
 	return nil
 }

@@ -5,33 +5,38 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-
-	"github.com/dropstream/dropstream/internal/respconn"
 )
 
-// Reading entries from the raw reply. go-redis parses an XREADGROUP reply
-// into a map of boxed strings per entry: for the runtime's four fields
-// that is a dozen allocations per message, the largest cost of a read. The
-// runner instead reads the reply's RESP bytes (redis.RawCmd) and builds
-// each message from them directly: the ID, key and payload are copied out,
-// and a type or trace context equal to the entry before's reuses that
-// entry's string (a stream's entries mostly share their type, and a run of
-// entries from one publish, or from one unsampled trace, shares its trace
-// context). RESP2 and RESP3 replies are both read.
+// The runner decodes XREADGROUP replies from their RESP bytes
+// (redis.RawCmd), RESP2 or RESP3: go-redis's typed reply costs a dozen
+// allocations per entry, this four (see BENCHMARKS.md, "The read path").
 
 // errBadReply reports a reply that is not the shape of an XREADGROUP reply.
 var errBadReply = errors.New("stream: malformed XREADGROUP reply")
 
-// redirected reports whether err asks for the command to go to another
-// node of a cluster: the raw read leaves such a reply to go-redis.
+// replyError is an error reply of the server, with its text. Like
+// go-redis's own, it is a redis.Error.
+type replyError string
+
+func (e replyError) Error() string { return string(e) }
+
+// RedisError marks it as a reply of the server.
+func (replyError) RedisError() {}
+
+// redirected reports whether err must go through go-redis's typed command,
+// which follows it: a cluster redirect, or a replica's READONLY (go-redis
+// then drops the connection and dials the new master).
 func redirected(err error) bool {
-	var re respconn.Error
+	var re replyError
 	if !errors.As(err, &re) {
 		return false
 	}
-	s := string(re)
-	return strings.HasPrefix(s, "MOVED ") || strings.HasPrefix(s, "ASK ") ||
-		strings.HasPrefix(s, "TRYAGAIN") || strings.HasPrefix(s, "CLUSTERDOWN")
+	for _, p := range []string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "READONLY "} {
+		if strings.HasPrefix(string(re), p) {
+			return true
+		}
+	}
+	return false
 }
 
 // entryReuse holds the last type and trace context a partition's reads
@@ -55,9 +60,8 @@ type resp struct {
 	i int
 }
 
-// header reads a type line: its type byte and its number (a length or a
-// count; -1 for a RESP2 null, and for the RESP3 null "_"). An error reply
-// is returned as a respconn.Error.
+// header reads a type line: its type byte and number (-1 for a null); an
+// error reply is returned as a replyError.
 func (r *resp) header() (byte, int, error) {
 	if r.i >= len(r.b) {
 		return 0, 0, errBadReply
@@ -70,19 +74,19 @@ func (r *resp) header() (byte, int, error) {
 	r.i += end + 2
 	switch kind {
 	case '-':
-		return kind, 0, respconn.Error(line)
+		return kind, 0, replyError(line)
 	case '!': // RESP3 blob error
-		n, ok := respconn.Length(line)
+		n, ok := respLength(line)
 		if !ok || n < 0 || r.i+n+2 > len(r.b) {
 			return 0, 0, errBadReply
 		}
 		msg := r.b[r.i : r.i+n]
 		r.i += n + 2
-		return kind, 0, respconn.Error(msg)
+		return kind, 0, replyError(msg)
 	case '_':
 		return kind, -1, nil
 	}
-	n, ok := respconn.Length(line)
+	n, ok := respLength(line)
 	if !ok || n < -1 {
 		return 0, 0, fmt.Errorf("%w: %q", errBadReply, line)
 	}
@@ -163,9 +167,8 @@ func parseReadReply(raw []byte, stream string, partition int, reuse *entryReuse)
 	return msgs, nil
 }
 
-// entry reads one entry: [id, fields] (fields null when the entry was
-// deleted while pending), with two more integers when the server adds the
-// entry's idle time and delivery count.
+// entry reads one entry: [id, fields], fields null for an entry deleted
+// while pending, plus idle time and delivery count when the server adds them.
 func (r *resp) entry(stream string, partition int, reuse *entryReuse) (*Message, error) {
 	parts, err := r.array()
 	if err != nil || (parts != 2 && parts != 4) {
@@ -221,4 +224,23 @@ func (m *Message) setField(k, v []byte, reuse *entryReuse) {
 		}
 		m.Metadata[string(k)] = string(v)
 	}
+}
+
+// respLength parses the number of a RESP type line: at most 10 decimal
+// digits, or -1 for null.
+func respLength(b []byte) (int, bool) {
+	if string(b) == "-1" {
+		return -1, true
+	}
+	if len(b) == 0 || len(b) > 10 {
+		return 0, false
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, false
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, true
 }

@@ -1,17 +1,11 @@
 package stream
 
-// Read size. A read asks for at most BatchSize entries, and fewer when
-// they are large: as many as fit in ReadBytes, judged by the mean size of
-// the entries the partition read last.
-//
-// This bounds a read's memory and keeps replies short enough for Redis to
-// send in one turn of its event loop (about 64 KB a client); a longer reply
-// waits behind the other partitions' reads. Measured: 500 entries of 370
-// bytes (three turns) read 10 % slower than 350 (two turns).
+// A read asks for at most BatchSize entries, and only as many as fit in
+// ReadBytes at the mean size of the partition's last entries: this bounds
+// a read's memory and keeps a reply within Redis's ~64 KB write turns (500
+// entries of 370 bytes read 10 % slower than 350; see BENCHMARKS.md).
 
-// firstEntryBytes is the entry size assumed before a partition's first
-// read: a read of unknown entries asks for ReadBytes/256 of them (512 at
-// the default, above the default BatchSize).
+// firstEntryBytes is the entry size assumed before a partition's first read.
 const firstEntryBytes = 256
 
 // readSize is what a partition learned of its entries' size.
@@ -28,10 +22,9 @@ func (s *readSize) count(cfg RunnerConfig) int {
 	return max(1, min(cfg.BatchSize, cfg.ReadBytes/per))
 }
 
-// took records a read that asked for asked entries and returned msgs in a
-// reply of size bytes. It updates the mean entry size and, when the read
-// returned all it asked for, marks that more are likely waiting (see
-// Message.MoreWaiting).
+// took records a read of asked entries that returned msgs in size bytes,
+// and marks msgs as likely followed by more (Message.MoreWaiting) when the
+// read was full.
 func (s *readSize) took(size int, msgs []*Message, asked int) {
 	if n := len(msgs); n > 0 && size > 0 {
 		s.entryBytes = max(1, size/n)

@@ -12,12 +12,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Dial connects to Redis. url is a redis:// or rediss:// URL for one server,
-// a redis-sentinel:// URL for a primary that Sentinel fails over
-// (ParseSentinelURL: the client asks the Sentinels for the primary and
-// follows it to a promoted replica), or a comma-separated list of
-// host:port for Redis Cluster. The pool is sized for one blocking reader
-// per partition and stage.
+// Dial connects to Redis: a redis:// or rediss:// URL for one server, a
+// redis-sentinel:// URL for a primary behind Sentinels (ParseSentinelURL), or
+// host:port,... for Redis Cluster. The pool fits a blocking reader per
+// partition and stage.
 func Dial(ctx context.Context, url string) (redis.UniversalClient, error) {
 	var rdb redis.UniversalClient
 	switch {
@@ -67,10 +65,8 @@ func redactURL(u string) string {
 	return u[:scheme+3] + "***" + u[at:]
 }
 
-// Embedded is an in-process Redis (miniredis) for the embedded mode: no
-// persistence, one process, every stream feature the runtime uses. It
-// listens on loopback and requires a password chosen at random at each
-// start, so that no other local user or process can read or change it.
+// Embedded is an in-process Redis (miniredis) for the embedded mode: one
+// process, no persistence, every stream feature the runtime uses.
 type Embedded struct {
 	srv      *miniredis.Miniredis
 	password string
@@ -78,23 +74,15 @@ type Embedded struct {
 	done     chan struct{}
 }
 
-// expiryTick is how often the embedded Redis's keys age when it holds
-// few keys: TTLs count down in steps of about this much.
+// expiryTick is the step TTLs count down in on a server with few keys.
 const expiryTick = 50 * time.Millisecond
 
-// agingShare bounds the time the aging holds the embedded Redis: a step
-// of aging walks every key under the server's lock (miniredis sorts them
-// all), so the next step waits agingShare times as long as the last one
-// took. With a few hundred thousand keys TTLs then count down in steps of
-// up to maxAgingWait rather than expiryTick, and commands wait on the
-// aging at most 1/agingShare of the time (more once the cap holds: a
-// keyspace whose one step takes over 40ms).
+// agingShare bounds the time aging holds the server: a step walks every key
+// under its lock, so the next waits agingShare times as long as it took.
 const agingShare = 50
 
-// maxAgingWait bounds the time between two steps of aging. The clock
-// stands still between steps and then jumps: a key renewed in between
-// (a consumer lease renewed every third of its 15s life) expires at the
-// jump if the step is longer than what remained of its TTL.
+// maxAgingWait bounds the time between two steps: a key renewed in between
+// (a lease, every third of its 15s) expires if the step outlasts its TTL.
 const maxAgingWait = 2 * time.Second
 
 // agingWait is the wait before the next step of aging after one that took
@@ -103,13 +91,9 @@ func agingWait(took time.Duration) time.Duration {
 	return min(maxAgingWait, max(expiryTick, agingShare*took))
 }
 
-// StartEmbedded starts an in-process Redis on a free loopback port. Its
-// keys expire on the wall clock, as on a real Redis (miniredis, made for
-// tests, leaves TTLs alone unless told time passed: a lease, a gate or a
-// cache would never end).
-//
-// Its password is random (128 bits) and new at each start: [Embedded.URL]
-// carries it, [Embedded.Addr] does not.
+// StartEmbedded starts an in-process Redis on a free loopback port, its keys
+// expiring on the wall clock (miniredis alone never ages them), behind a
+// random 128-bit password new at each start ([Embedded.URL] carries it).
 func StartEmbedded() (*Embedded, error) {
 	var pw [16]byte
 	if _, err := rand.Read(pw[:]); err != nil {
@@ -127,8 +111,7 @@ func StartEmbedded() (*Embedded, error) {
 }
 
 // age moves the server's clock with the wall clock until Close, one step
-// every expiryTick or, when a step is slow (many keys), agingShare times
-// the step's duration, up to maxAgingWait.
+// every agingWait.
 func (e *Embedded) age() {
 	defer close(e.done)
 	last := time.Now()

@@ -13,11 +13,9 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// ErrNotReplicated: a write was applied on the primary, but fewer replicas
-// than ReplicaWait.Replicas confirmed it within ReplicaWait.Timeout. Its
-// outcome is not durable yet — a failover now could lose it — so the
-// caller must not answer success: IsUnavailable reports it, and the API
-// answers 503 with Retry-After, an outcome the client does not know.
+// ErrNotReplicated: a write was applied on the primary but fewer replicas
+// than asked confirmed it in time. The caller must not answer success;
+// IsUnavailable reports it (the API answers 503).
 var ErrNotReplicated = errors.New("write not confirmed by enough replicas in time")
 
 // Bounds of ReplicaWait.
@@ -33,27 +31,15 @@ const (
 // WAIT; nobody listens to it.
 const fenceChannel = "dropstream:replication-fence"
 
-// ReplicaWait makes a write whose acknowledgement a caller relies on wait,
-// before the caller answers, until Replicas replicas of the primary hold it
-// (Redis's WAIT), for at most Timeout. The zero value, the default, waits
-// for none: replication stays asynchronous, and a failover to a replica
-// that lagged loses the primary's last acknowledged writes.
-//
-// WAIT is documented to cover the writes of its own connection, so it
-// goes on the connection that ran the write: Exec and RunScript send the
-// write, a fence and WAIT in one pipeline. The fence (a PUBLISH, which
-// Redis replicates) is a write of that connection made after every write
-// the primary ran before it, on any connection: WAIT then also covers a
-// write another process made (a stage's), or one a retried call finds
-// already applied, which changes nothing and so replicates nothing
-// itself. (Redis 7.0 happens to count from the primary's offset at the
-// connection's last command of any kind; the fence does not rely on it.)
-//
-// One primary only: on Redis Cluster WAIT covers a single node, and
-// Validate of the binary's configuration refuses it.
+// ReplicaWait makes a write a caller relies on wait until Replicas replicas
+// hold it (Redis's WAIT), for at most Timeout, before the caller answers.
+// The zero value waits for none: a failover may lose the last writes.
+// WAIT goes on the write's connection, after a fence (a replicated PUBLISH)
+// so that it also covers writes other connections made before. One primary
+// only: on Redis Cluster WAIT covers one node, and Validate refuses it.
 type ReplicaWait struct {
-	// Replicas is how many replicas must confirm a write; 0 waits for
-	// none. At most MaxWaitReplicas.
+	// Replicas is how many replicas must confirm a write, at most
+	// MaxWaitReplicas; 0 waits for none.
 	Replicas int
 	// Timeout bounds one wait: from 1ms to MaxWaitTimeout. A write not
 	// confirmed by then fails with ErrNotReplicated.
@@ -138,9 +124,9 @@ func (w ReplicaWait) check(wait *redis.Cmd) error {
 	return nil
 }
 
-// Exec sends the commands queue adds in one pipeline, followed by the
-// fence and WAIT when w is on. It returns the first failed command's
-// error, else ErrNotReplicated (wrapped) when too few replicas confirmed.
+// Exec sends the commands queue adds in one pipeline, with the fence and
+// WAIT when w is on; it returns the first failed command's error, else a
+// wrapped ErrNotReplicated when too few replicas confirmed.
 func (w ReplicaWait) Exec(ctx context.Context, rdb redis.UniversalClient, queue func(redis.Pipeliner)) error {
 	pipe := rdb.Pipeline()
 	queue(pipe)
@@ -152,8 +138,7 @@ func (w ReplicaWait) Exec(ctx context.Context, rdb redis.UniversalClient, queue 
 }
 
 // Confirm waits until the replicas hold every write the primary ran before
-// it (the fence and WAIT alone): for an answer that relies on writes made
-// on other connections. Nil at once when w is off.
+// it, for an answer relying on other connections' writes; nil when w is off.
 func (w ReplicaWait) Confirm(ctx context.Context, rdb redis.UniversalClient) error {
 	if !w.On() {
 		return nil
@@ -161,10 +146,9 @@ func (w ReplicaWait) Confirm(ctx context.Context, rdb redis.UniversalClient) err
 	return w.Exec(ctx, rdb, func(redis.Pipeliner) {})
 }
 
-// RunScript runs one call of sc (as sc.Run: EVALSHA, loading the script
-// when the server lacks it) followed, on the same connection, by the fence
-// and WAIT when w is on. The command's error is the script's, else
-// ErrNotReplicated (wrapped) when too few replicas confirmed it.
+// RunScript runs one call of sc (as sc.Run) followed on the same connection
+// by the fence and WAIT when w is on. Its error is the script's, else a
+// wrapped ErrNotReplicated.
 func (w ReplicaWait) RunScript(ctx context.Context, rdb redis.UniversalClient, sc *script.Script, keys []string, args ...any) *redis.Cmd {
 	if !w.On() {
 		return sc.Run(ctx, rdb, keys, args...)

@@ -10,8 +10,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-
-	"github.com/dropstream/dropstream/internal/respconn"
 )
 
 // Stage is a named handler over one topic.
@@ -26,22 +24,18 @@ type Stage struct {
 	// BatchHandler processes each batch read from a partition, with one
 	// span per batch linked to every message's producer.
 	BatchHandler BatchHandler
-	// Middleware wraps Handler inside the runtime's own middlewares, which
-	// are, outermost first: tracing, metrics, logging, dead-letter, retry,
-	// timeout, recovery.
+	// Middleware wraps Handler inside the runtime's own: tracing, metrics,
+	// logging, dead-letter, retry, timeout, recovery (outermost first).
 	Middleware []Middleware
 	// Config tunes the runner; zero fields take their defaults.
 	Config RunnerConfig
 }
 
-// Runner runs one copy of a stage: it consumes the stage's partitions
-// through its consumer group until its context ends. Any number of copies,
-// in one process or many, may run the same stage; each message goes to one
-// of them.
+// Runner runs one copy of a stage, consuming its partitions through its
+// consumer group until its context ends; each message goes to one copy.
 type Runner struct {
 	rdb     redis.UniversalClient
 	reads   redis.UniversalClient // blocking reads (readClient), set by Run
-	direct  *redis.Options        // options of reads when it can be read directly (see readDirect), set by Run
 	stage   Stage
 	cfg     RunnerConfig
 	tel     Telemetry
@@ -79,10 +73,8 @@ func (r *Runner) initAccounting(ctx context.Context) error {
 	}
 }
 
-// Started is closed once Run has created the stage's groups, read its
-// accounting and taken its consumer name, just before it starts reading:
-// from then on a published message is handled. A Run that fails before
-// never closes it.
+// Started is closed once Run has created the groups, read the accounting and
+// taken its consumer name: from then on a published message is handled.
 func (r *Runner) Started() <-chan struct{} { return r.started }
 
 // NewRunner checks the stage and builds its middleware chain.
@@ -131,10 +123,9 @@ func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, 
 // Info returns the stage's identity, including its consumer name.
 func (r *Runner) Info() StageInfo { return r.info }
 
-// Run consumes until ctx ends, then finishes the batch in hand within
-// HandlerTimeout (see drainContext), acknowledges what it handled and
-// returns nil. While another copy holds its consumer name it reads nothing
-// but keeps running (see LeaseErr). Redis errors are logged and retried
+// Run consumes until ctx ends, finishes the batch in hand within
+// HandlerTimeout, acknowledges it and returns nil. While another copy holds
+// its consumer name it reads nothing (see LeaseErr). Redis errors are retried
 // with backoff; Run returns an error only if it cannot start.
 func (r *Runner) Run(ctx context.Context) error {
 	for _, p := range r.cfg.Partitions {
@@ -160,7 +151,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	r.checkPaused(ctx)
 	reads, closeReads := readClient(r.rdb, len(r.cfg.Partitions))
 	defer closeReads()
-	r.reads, r.direct = reads, directOptions(reads)
+	r.reads = reads
 	r.tel.Logger.InfoContext(ctx, "stage started", "stage", r.stage.Name, "stream", r.stage.Topic.String(),
 		"group", r.cfg.Group, "consumer", r.cfg.Consumer, "partitions", len(r.cfg.Partitions))
 	r.once.Do(func() { close(r.started) })
@@ -206,26 +197,22 @@ type partitionState struct {
 	acks      ackSet // settled, to acknowledge with the next read
 	// nextRequeue is when parked messages may be due next (see requeueDue).
 	nextRequeue time.Time
-	traces      traceReuse     // the trace context extracted last
-	entries     entryReuse     // the type and trace context read last
-	conn        *respconn.Conn // the direct read connection, dialled on first use
-	size        readSize       // how large the partition's entries are
-	leaseGen    int            // the generation of the lease seen last (see holdWhileUnleased)
+	traces      traceReuse // the trace context extracted last
+	entries     entryReuse // the type and trace context read last
+	size        readSize   // how large the partition's entries are
+	leaseGen    int        // the generation of the lease seen last (see holdWhileUnleased)
 }
 
 // consume is the loop of one partition: own pending entries first, then
-// stale entries of any consumer every ClaimInterval, then new entries;
-// nothing while the stage is paused or the copy's lease on its consumer
-// name is not confirmed.
-// Redis commands run under io, which outlives stop (reads end within
-// Block, acks go out); handlers run under work, which ends HandlerTimeout
-// after stop (see drainContext).
+// stale entries every ClaimInterval, then new entries; nothing while the
+// stage is paused or the lease unconfirmed. Redis commands run under io,
+// which outlives stop; handlers under work, which ends HandlerTimeout after
+// stop (see drainContext).
 func (r *Runner) consume(stop context.Context, p int) {
 	io := context.WithoutCancel(stop)
 	work, cancel := drainContext(stop, r.cfg.HandlerTimeout)
 	defer cancel()
 	st := &partitionState{p: p, stream: r.stage.Topic.Stream(p), ownFrom: "-", claimFrom: "-", nextClaim: time.Now(), nextRequeue: time.Now()}
-	defer st.closeConn()
 	bo := NewBackoff(50*time.Millisecond, r.cfg.ErrorBackoff, 0)
 	for stop.Err() == nil {
 		if r.holdWhilePaused(stop, io, st); stop.Err() != nil {
@@ -281,10 +268,8 @@ func (r *Runner) next(ctx context.Context, st *partitionState) ([]*Message, erro
 }
 
 // process runs each message through the chain under work and settles it
-// under ctx. While it works, the batch is kept fresh (see inflight): acks
-// go out every keepEvery, and the rest are queued in st.acks to go with
-// the next read. Once work has ended no further message starts: the rest
-// stay pending.
+// under ctx, keeping the batch fresh meanwhile (see inflight); the acks left
+// go with the next read. Once work has ended the rest stay pending.
 func (r *Runner) process(work, ctx context.Context, st *partitionState, msgs []*Message) {
 	if len(msgs) == 0 {
 		return
@@ -359,9 +344,8 @@ func (r *Runner) settle(ctx context.Context, st *partitionState, f *inflight, co
 	}
 }
 
-// slowBatch notes the messages of a batch whose handling started late:
-// more than ClaimIdle/2 after the batch was read, the messages a stalled
-// keeper would let another copy claim.
+// slowBatch notes the messages of a batch whose handling started more than
+// ClaimIdle/2 after the read, which a stalled keeper would let go.
 type slowBatch struct {
 	r           *Runner
 	st          *partitionState
@@ -420,9 +404,8 @@ func isNoGroup(err error) bool {
 }
 
 // EnsureGroups creates group on every partition of topic if it is missing,
-// reading from the start of the stream. Creating a stage's group before the
-// stage runs makes its backlog wait in the stream: the Trimmer keeps every
-// entry the group has not acknowledged.
+// reading from the stream's start, so a backlog published before the stage
+// runs waits for it (the Trimmer keeps what the group has not acknowledged).
 func EnsureGroups(ctx context.Context, rdb redis.UniversalClient, topic Topic, group string) error {
 	for p := 0; p < topic.Partitions; p++ {
 		if err := createGroup(ctx, rdb, topic, p, group); err != nil {

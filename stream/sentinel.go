@@ -20,20 +20,15 @@ const SentinelScheme = "redis-sentinel"
 var sentinelOwnParams = []string{"master_name", "addr", "username", "password",
 	"replica_only", "route_by_latency", "route_randomly", "use_disconnected_replicas"}
 
-// ParseSentinelURL reads a URL of the form
+// ParseSentinelURL reads
 //
 //	redis-sentinel://[[user]:password@]host:port[,host:port...]/master[?db=N&sentinel_password=...]
 //
-// into the options of go-redis's failover client: the Sentinels' addresses
-// (at least one; the client also learns the others from them), the master
-// name Sentinel monitors, and the credentials of the Redis servers
-// (primary and replicas) in the user-info part, as in a redis:// URL. The
-// query may set the database (db, default 0), the Sentinels' own
-// credentials (sentinel_username, sentinel_password; default none) and
-// go-redis's scalar client options by their snake-case names (pool_size,
-// dial_timeout, read_timeout, ...). Options that would route commands to
-// replicas are refused: every command goes to the primary. TLS is not
-// supported. Errors never contain a password.
+// into go-redis failover options: the Sentinels (at least one), the master
+// name, and the servers' credentials as in a redis:// URL. The query may set
+// db, sentinel_username, sentinel_password and go-redis's scalar options by
+// snake-case name (pool_size, ...). Options routing commands to replicas are
+// refused; TLS is not supported. Errors never contain a password.
 func ParseSentinelURL(s string) (*redis.FailoverOptions, error) {
 	rest, ok := strings.CutPrefix(s, SentinelScheme+"://")
 	if !ok {

@@ -189,8 +189,7 @@ func TestReplicaWait_answersOnlyWhatTheReplicaHolds(t *testing.T) {
 // TestRunner_SentinelFailover_readsFollowThePrimary runs a stage through a
 // redis-sentinel:// client, kills the primary with SIGKILL, and publishes
 // again once Sentinel promoted the replica: the stage handles the new
-// messages, so its reads (the direct path's own connections) reach the
-// new primary.
+// messages, so its reads reach the new primary.
 func TestRunner_SentinelFailover_readsFollowThePrimary(t *testing.T) {
 	ctx := context.Background()
 	set := testenv.StartRedisSentinel(t, testenv.RedisSentinelConfig{})

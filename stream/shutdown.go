@@ -5,14 +5,9 @@ import (
 	"time"
 )
 
-// Shutdown. When a runner's context ends, each partition finishes the
-// batch in hand, but only within a drain deadline of HandlerTimeout: the
-// handlers' context ends then, and no further message of the batch starts.
-// No retry pause starts after the stop either (Retry and the batch runner
-// look at the stop signal the handler context carries), so a failing batch
-// does not keep the process up. Messages left unsettled stay pending: the
-// next copy under the same name reads them first, any other copy claims
-// them after ClaimIdle.
+// Shutdown. When a runner's context ends, each partition finishes its batch
+// within HandlerTimeout; then the handlers' context ends and no further
+// message starts, nor any retry pause. Unsettled messages stay pending.
 
 // stopKey carries the runner's stop signal in handler contexts.
 type stopKey struct{}

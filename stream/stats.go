@@ -13,12 +13,9 @@ import (
 	dsotel "github.com/dropstream/dropstream/otel"
 )
 
-// stageStats samples a stage's consumer lag, pending entries and
-// dead-letter length every StatsInterval and reports them as gauges:
-// dropstream.stage.lag, dropstream.stage.pending,
-// dropstream.stage.pending.oldest_age and dropstream.dlq.length; and
-// whether the stage is paused, dropstream.stage.paused; and the drift of
-// its accounting, dropstream.stage.conservation.drift (see Conservation).
+// stageStats samples a stage's lag, pending entries, oldest pending age,
+// dead-letter length, paused state and accounting drift every StatsInterval
+// and reports them as the dropstream.stage.* and dropstream.dlq.length gauges.
 type stageStats struct {
 	r       *Runner
 	lag     atomic.Int64
@@ -56,8 +53,8 @@ func newStageStats(r *Runner) (*stageStats, error) {
 			return nil, err
 		}
 	}
-	attrs := metric.WithAttributeSet(attribute.NewSet(keyStage.String(r.stage.Name),
-		keyStream.String(r.stage.Topic.String()), keyGroup.String(r.cfg.Group)))
+	attrs := metric.WithAttributeSet(attribute.NewSet(dsotel.StageKey.String(r.stage.Name),
+		dsotel.StreamKey.String(r.stage.Topic.String()), dsotel.MessagingConsumerGroupNameKey.String(r.cfg.Group)))
 	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
 		if v := s.lag.Load(); v >= 0 {
 			o.ObserveInt64(lag, v, attrs)

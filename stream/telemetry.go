@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 
@@ -8,8 +9,6 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
-
-	dsotel "github.com/dropstream/dropstream/otel"
 )
 
 // instrumentationScope names the tracer and meter of the runtime.
@@ -25,42 +24,17 @@ type Telemetry struct {
 	// RecordUnsampled makes the runtime start a span for a message whose
 	// parent trace context is not sampled, for a sampler that may record
 	// such children. By default (false) such a message is handled in its
-	// parent's context with no span of its own; see Tracing.
+	// parent's context with no span of its own; see tracing.
 	RecordUnsampled bool
 }
 
 func (t Telemetry) withDefaults() Telemetry {
-	if t.TracerProvider == nil {
-		t.TracerProvider = gotel.GetTracerProvider()
-	}
-	if t.MeterProvider == nil {
-		t.MeterProvider = gotel.GetMeterProvider()
-	}
-	if t.Propagator == nil {
-		t.Propagator = gotel.GetTextMapPropagator()
-	}
-	if t.Logger == nil {
-		t.Logger = slog.Default()
-	}
+	t.TracerProvider = cmp.Or(t.TracerProvider, gotel.GetTracerProvider())
+	t.MeterProvider = cmp.Or(t.MeterProvider, gotel.GetMeterProvider())
+	t.Propagator = cmp.Or(t.Propagator, gotel.GetTextMapPropagator())
+	t.Logger = cmp.Or(t.Logger, slog.Default())
 	return t
 }
-
-// Messaging semantic-convention attribute keys, and dropstream's (see the
-// otel package).
-var (
-	attrSystem      = dsotel.MessagingSystem
-	keyDestination  = dsotel.MessagingDestinationNameKey
-	keyGroup        = dsotel.MessagingConsumerGroupNameKey
-	keyMessageID    = dsotel.MessagingMessageIDKey
-	keyOperation    = dsotel.MessagingOperationTypeKey
-	keyBatchCount   = dsotel.MessagingBatchMessageCountKey
-	keyPartition    = dsotel.MessagingDestinationPartitionIDKey
-	keyDeliveries   = dsotel.MessageAttemptKey
-	keyStage        = dsotel.StageKey
-	keyStream       = dsotel.StreamKey
-	keyOutcome      = dsotel.OutcomeKey
-	keyConsumerName = dsotel.MessagingConsumerNameKey
-)
 
 // metadataCarrier adapts a message's trace context and metadata to a
 // propagation carrier: the W3C trace context goes to its own fields, any

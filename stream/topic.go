@@ -13,12 +13,9 @@ import (
 // MaxPartitions bounds the partitions of a topic.
 const MaxPartitions = 1024
 
-// Topic is a logical stream split into Partitions physical streams.
-//
-// Every key of partition p of a flow carries the hash tag "{flow.p}", so
-// streams, projections and ledgers of one partition live in one Redis
-// Cluster slot and a Lua script may touch them together. The partition count
-// is fixed for a deployment: changing it moves keys to other partitions.
+// Topic is a logical stream split into Partitions physical streams. Every
+// key of partition p carries the hash tag "{flow.p}", so one partition's
+// keys share a Cluster slot; the partition count is fixed for a deployment.
 type Topic struct {
 	// Flow names the domain (for example "avail"); it is part of the hash tag.
 	Flow string

@@ -6,23 +6,12 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 )
 
-// traceReuse remembers the trace context one partition's consumer
-// extracted last, so that a run of entries carrying the same trace context
-// is extracted once. Such runs are the common case: a publish gives every
-// message it sends the same parent, and a stage handling a message whose
-// trace is not sampled passes that parent on unchanged, so a whole
-// unsampled trace carries one traceparent from hop to hop. Extracting it
-// means a parse and two allocations (the span context and the context
-// holding it); reusing it costs a string comparison.
-//
-// The context returned for a reused entry is the one built for the first
-// entry of the run. That is safe because contexts are immutable and the
-// parent is the same: the cached context is reused only when the caller's
-// context is the very one it was derived from.
-//
-// Only the runner's own telemetry uses it, with the partition's context
-// (a *cancelCtx, so the comparison below cannot panic), and only the
-// partition's goroutine touches it.
+// traceReuse remembers the trace context a partition extracted last, so a
+// run of entries with one traceparent (one publish, or an unsampled trace
+// passed on hop to hop) is extracted once: a string comparison instead of a
+// parse and two allocations. The cached context is reused only under the
+// very parent it was derived from (the partition's *cancelCtx, compared
+// safely), and only the partition's goroutine touches it.
 type traceReuse struct {
 	parent      context.Context
 	traceParent string

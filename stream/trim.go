@@ -27,11 +27,9 @@ type TrimConfig struct {
 	Ungrouped bool
 }
 
-// Trimmer removes stream entries that every consumer group has received
-// and acknowledged and that are older than MinAge. It never removes an
-// entry that is pending or not yet delivered to some group: on Redis, a
-// trimmed pending entry is silently lost. Streams without any group are left
-// alone.
+// Trimmer removes stream entries older than MinAge that every group has
+// acknowledged; it never removes a pending or undelivered entry (Redis would
+// lose it silently). Streams without a group are left alone.
 type Trimmer struct {
 	rdb    redis.UniversalClient
 	cfg    TrimConfig

@@ -10,13 +10,10 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// IsUnavailable reports whether err says that Redis cannot be reached or
-// cannot serve for now — a refused, reset or timed-out connection, a
-// connection closed mid-reply, no free connection in the pool, a server
-// still loading its data, a replica refusing a write during a failover, a
-// cluster without a master for a slot — rather
-// than that a command failed. Such an error goes away by itself: callers
-// answer "try again later" (an HTTP 503) instead of reporting a fault.
+// IsUnavailable reports whether err says Redis cannot serve for now (a
+// refused, reset or timed-out connection, an exhausted pool, a server
+// loading, a replica during a failover, a slot without a master) rather
+// than that a command failed: callers answer "try again later" (503).
 func IsUnavailable(err error) bool {
 	if err == nil {
 		return false

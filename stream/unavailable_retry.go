@@ -7,26 +7,18 @@ import (
 	"github.com/cenkalti/backoff/v5"
 )
 
-// Pauses between the calls of RetryUnavailable: doubling from the first to
-// the longest, each drawn within ±50% — short enough to catch a Redis back
-// from a restart within a fraction of a second, long enough not to flood
-// one that is loading its data.
+// Pauses between calls of RetryUnavailable: doubling, each within ±50 %.
 const (
 	unavailableFirstPause = 50 * time.Millisecond
 	unavailableMaxPause   = time.Second
 )
 
-// RetryUnavailable calls op, and calls it again after a pause while it
-// fails because Redis is unavailable (IsUnavailable: a refused, reset or
-// timed-out connection, a server loading its data, a replica during a
-// failover) and budget has not passed since the first call. It returns
-// op's first other outcome, or its last result and error when the budget
-// is spent or ctx ends (ctx's error then). A budget of 0 or less calls op
-// once.
-//
-// A call whose reply was lost may have been applied: only an op that is
-// idempotent — every write keyed by a business key or an id fixed before
-// the first call — may be retried so.
+// RetryUnavailable calls op again after a pause while it fails with an
+// IsUnavailable error and budget has not passed since the first call. It
+// returns op's first other outcome, or its last when the budget is spent or
+// ctx ends (with ctx's error). A budget of 0 or less calls op once. Only an
+// idempotent op may be retried so: a call whose reply was lost may have
+// been applied.
 func RetryUnavailable[T any](ctx context.Context, budget time.Duration, op func() (T, error)) (T, error) {
 	if budget <= 0 {
 		return op()

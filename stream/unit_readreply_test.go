@@ -8,8 +8,6 @@ import (
 	"strings"
 	"testing"
 	"unsafe"
-
-	"github.com/dropstream/dropstream/internal/respconn"
 )
 
 // replyEntry is an entry of a reply built by encodeReadReply; nil fields
@@ -115,6 +113,7 @@ func TestParseReadReply_errorsAndBadReplies(t *testing.T) {
 		{name: "no group", raw: "-NOGROUP No such key 's' or consumer group 'g'\r\n", noGroup: true, serverErr: true},
 		{name: "moved", raw: "-MOVED 3999 127.0.0.1:6381\r\n", redirect: true, serverErr: true},
 		{name: "ask", raw: "-ASK 3999 127.0.0.1:6381\r\n", redirect: true, serverErr: true},
+		{name: "readonly", raw: "-READONLY You can't write against a read only replica.\r\n", redirect: true, serverErr: true},
 		{name: "resp3 blob error", raw: "!21\r\nNOGROUP no such group\r\n", noGroup: true, serverErr: true},
 		{name: "empty", raw: ""},
 		{name: "truncated", raw: good[:len(good)-3]},
@@ -132,7 +131,7 @@ func TestParseReadReply_errorsAndBadReplies(t *testing.T) {
 			if err == nil {
 				t.Fatalf("no error, %d messages", len(msgs))
 			}
-			var re respconn.Error
+			var re replyError
 			if errors.As(err, &re) != tc.serverErr || isNoGroup(err) != tc.noGroup || redirected(err) != tc.redirect {
 				t.Errorf("error %v: server error %v, no group %v, redirect %v; want %v, %v, %v",
 					err, errors.As(err, &re), isNoGroup(err), redirected(err), tc.serverErr, tc.noGroup, tc.redirect)

@@ -1,7 +1,5 @@
-// Package streambench measures the stream runtime on a real Redis: the
-// throughput of one stage with a trivial handler, and per-hop latency at a
-// fixed publish rate. Both `go test -bench` and `dropstream bench stream`
-// use it.
+// Package streambench measures the stream runtime on a real Redis: one
+// trivial stage's throughput, and per-hop latency at a fixed publish rate.
 package streambench
 
 import (
@@ -29,11 +27,10 @@ type Config struct {
 	Messages int
 	// Partitions of the benchmark topic. Default 4.
 	Partitions int
-	// BatchSize is the stage's XREADGROUP COUNT (plain go-redis reads
-	// this many; the stage at most this many). Default 500.
+	// BatchSize is plain go-redis's XREADGROUP COUNT and the stage's most.
+	// Default 500.
 	BatchSize int
-	// ReadBytes is the stage's stream.RunnerConfig.ReadBytes. Default
-	// the runtime's, stream.DefaultReadBytes.
+	// ReadBytes is the stage's ReadBytes. Default stream.DefaultReadBytes.
 	ReadBytes int
 	// PayloadSize is the payload length in bytes. Default 200.
 	PayloadSize int
@@ -41,15 +38,12 @@ type Config struct {
 	Rate int
 	// Duration of a latency run. Default 10s.
 	Duration time.Duration
-	// Telemetry instruments the stage (pass real providers to measure
-	// the runtime with tracing and metrics on).
+	// Telemetry instruments the stage.
 	Telemetry stream.Telemetry
-	// PublishTelemetry, when set, instruments the publisher instead of
-	// Telemetry: a traced publisher with a stage that has no telemetry
-	// measures what carrying trace context alone costs the stage.
+	// PublishTelemetry, when set, instruments the publisher instead: a traced
+	// publisher and a stage without telemetry cost what carrying context does.
 	PublishTelemetry *stream.Telemetry
-	// Progress, when set, shows each phase (publish, consume) with its
-	// counts: a bar on a terminal, a line at its start and end otherwise.
+	// Progress, when set, shows each phase with its counts.
 	Progress *progress.Printer
 }
 
@@ -88,26 +82,31 @@ type Result struct {
 	P50, P99   time.Duration
 	Max        time.Duration
 	Duplicates int
-	// CPUPerMessage is this process's CPU time (user and system) per
-	// message while a throughput run consumed, publishing excluded: the
-	// runtime's own cost, steadier than PerSecond on a loaded machine.
+	// CPUPerMessage is this process's CPU per message consumed, publishing
+	// excluded: steadier than PerSecond on a loaded machine.
 	CPUPerMessage time.Duration
-	// RedisCPUPerMessage is Redis's CPU time per message over the same
-	// window (INFO cpu; 0 where Redis does not tell, as with a cluster or
-	// the embedded Redis).
+	// RedisCPUPerMessage is Redis's CPU per message over the same window; 0
+	// where Redis does not report it (a cluster, the embedded Redis).
 	RedisCPUPerMessage time.Duration
+}
+
+// published defaults and checks cfg and publishes its messages on a new
+// benchmark topic, which the caller cleans up.
+func published(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Config, stream.Topic, error) {
+	cfg = cfg.WithDefaults()
+	topic := benchTopic(cfg.Partitions)
+	if err := cfg.Validate(); err != nil {
+		return cfg, topic, err
+	}
+	return cfg, topic, publishAll(ctx, rdb, topic, cfg)
 }
 
 // Throughput publishes cfg.Messages, then measures how fast one stage copy
 // consumes and acknowledges them all.
 func Throughput(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return Result{}, err
-	}
-	topic := benchTopic(cfg.Partitions)
+	cfg, topic, err := published(ctx, rdb, cfg)
 	defer cleanup(rdb, topic)
-	if err := publishAll(ctx, rdb, topic, cfg); err != nil {
+	if err != nil {
 		return Result{}, err
 	}
 	var handled atomic.Int64

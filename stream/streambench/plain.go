@@ -11,20 +11,14 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Plain is the baseline of Throughput: the same messages on the same Redis
-// consumed and acknowledged by go-redis alone, with no runtime — one
-// XREADGROUP of cfg.BatchSize over every partition's stream at a time,
-// then one pipelined XACK per stream of what it read. A runtime figure
-// divided by Plain's, from the same run, is the runtime's cost whatever
-// the machine's load.
+// Plain is the baseline of Throughput: the same messages consumed by
+// go-redis alone, one XREADGROUP over every partition then one pipelined
+// XACK per stream. A runtime figure over Plain's, from the same run, is the
+// runtime's cost whatever the machine's load.
 func Plain(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return Result{}, err
-	}
-	topic := benchTopic(cfg.Partitions)
+	cfg, topic, err := published(ctx, rdb, cfg)
 	defer cleanup(rdb, topic)
-	if err := publishAll(ctx, rdb, topic, cfg); err != nil {
+	if err != nil {
 		return Result{}, err
 	}
 	const group = "plain"

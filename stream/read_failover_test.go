@@ -95,11 +95,11 @@ func TestRunner_acksSurviveAFlushedScriptCache(t *testing.T) {
 	}
 }
 
-// TestRunner_directReadFollowsAFailover points a client's address at a
-// server that then becomes a replica, as a name can for a while after a
-// failover: the direct read meets READONLY, dials again, reaches the new
-// master once the name moves, and handles what is published there.
-func TestRunner_directReadFollowsAFailover(t *testing.T) {
+// TestRunner_readFollowsAFailover points a client's address at a server
+// that then becomes a replica, as a name can for a while after a failover:
+// the read meets READONLY, dials again, reaches the new master once the
+// name moves, and handles what is published there.
+func TestRunner_readFollowsAFailover(t *testing.T) {
 	ctx := context.Background()
 	oldMaster, newMaster := testenv.StartRedis(t, testenv.RedisConfig{}), testenv.StartRedis(t, testenv.RedisConfig{})
 	var target atomic.Value
