@@ -9,7 +9,7 @@
 // The schema is embedded as versioned files, schema/NNNN_name.sql, applied
 // by Migrate and recorded in MigrationsTable. InsertRuns, InsertTransitions
 // and InsertSessions append batches with named columns; CountRuns,
-// CountTransitions and CountSessions are exact before merges (uniqExact,
+// CountTransitions and CountRuns are exact before merges (uniqExact,
 // argMax), since duplicates only collapse when ReplacingMergeTree merges.
 package clickhouse
 
