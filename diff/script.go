@@ -51,44 +51,6 @@ type Input struct {
 	PerVenueMaxK int
 }
 
-// Apply applies one snapshot to its scope's diff state and appends its
-// transitions and run record to the partition's output streams, in one
-// atomic script (see the package documentation for the semantics).
-// traceparent, a W3C traceparent or "", is stored on every appended entry
-// so the trace continues into the stages that read them; its trace id goes
-// into the payloads' trace_id. The snapshot must pass Validate, otherwise
-// the error wraps ErrInvalidSnapshot and nothing is written. Apply is
-// idempotent: applying a snapshot again changes nothing and only appends a
-// run record with Applied false. So Result.Applied false may also mean that
-// an earlier attempt applied it: the Redis client retries a script whose
-// reply timed out (a snapshot near avail.MaxEntities can run for seconds).
-func Apply(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, snap avail.Snapshot, traceparent string) (Result, error) {
-	keys, args, err := prepare(topics, Input{Snapshot: snap, TraceParent: traceparent}, false)
-	if err != nil {
-		return Result{}, err
-	}
-	reply, err := diffScript.Run(ctx, rdb, keys, args...).Int64Slice()
-	if err != nil {
-		return Result{}, fmt.Errorf("diff: apply run %q of scope %q: %w", snap.RunID, snap.ScopeKey, err)
-	}
-	return parseReply(reply)
-}
-
-// ApplyBatch applies the snapshots in order, pipelining their scripts in
-// one round trip (per cluster node). Results are by index. Every input is
-// validated first; if one is invalid nothing is applied and the error wraps
-// ErrInvalidSnapshot. On a Redis error some snapshots may have been applied
-// and others not (their Result is zero); since applying is idempotent,
-// retrying the whole batch is safe. Snapshots of one scope in one batch are
-// applied in the batch's order, with one exception: a snapshot whose script
-// was missing from the server's cache (NOSCRIPT) is retried after the
-// others, so if the cache was loaded by another client in the middle of
-// the pipeline it may follow a newer snapshot of its scope and be ignored
-// as a late run.
-func ApplyBatch(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, inputs []Input) ([]Result, error) {
-	return applyBatch(ctx, rdb, topics, inputs, false)
-}
-
 // applyBatch is ApplyBatch; validated says that every input passed Validate
 // already (the stage's decode validates), which prepare then skips.
 func applyBatch(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, inputs []Input, validated bool) ([]Result, error) {

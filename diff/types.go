@@ -55,47 +55,6 @@ type Result struct {
 	VenueK [MaxStabilization]int
 }
 
-// Pending is an entity whose raw state differs from its stable state and
-// is waiting for confirmation.
-type Pending struct {
-	// Kind is avail.KindOpen or avail.KindClose: the raw state awaiting
-	// confirmation.
-	Kind string
-	// Count is the number of consecutive applied OK runs that observed it,
-	// the flip's own run included.
-	Count int
-	// Baseline is set for opens of the scope's first applied OK run.
-	Baseline bool
-	// LastSeen is, for a close, the run_at of the last run that observed
-	// the entity open; zero for opens.
-	LastSeen time.Time
-	// ReleasedAfterMS is, for an open, the run_at in Unix ms of the
-	// scope's OK run before the one that first saw it (it opened after);
-	// 0 when not known.
-	ReleasedAfterMS int64
-}
-
-// State is the diff state of one scope.
-type State struct {
-	// Open holds the raw open entity keys, sorted.
-	Open []string
-	// Pending holds the entities awaiting stabilization, by key.
-	Pending map[string]Pending
-	// LastRunID and LastRunAt (millisecond precision) name the last applied
-	// run; LastRunID is empty before the first one.
-	LastRunID string
-	LastRunAt time.Time
-	// LastOKRunAt is the run_at of the last applied OK run; zero before the
-	// first one (the next OK run is then the baseline).
-	LastOKRunAt time.Time
-	// HeldRunID names the last run when the guard held it: the next OK run
-	// confirms its closes (it would close as much) or shows them false.
-	HeldRunID string
-	// Flaps holds, under per-venue stabilization, each venue's flap
-	// record (see FlapWindow); nil when it was never on.
-	Flaps map[string]VenueFlaps
-}
-
 // Guard holds a run that would close too much of its scope at once — a
 // provider answering a blank or blocked page as if nothing were open —
 // until the next run confirms it: a run closing more than Min entities and
@@ -187,13 +146,4 @@ func runError(snap avail.Snapshot) string {
 		s = s[:MaxErrorLen]
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
-}
-
-// runIsNewer reports whether (at, id) orders after (lastAt, lastID): run_at
-// first, then run_id byte-wise.
-func runIsNewer(at int64, id string, lastAt int64, lastID string) bool {
-	if at != lastAt {
-		return at > lastAt
-	}
-	return id > lastID
 }

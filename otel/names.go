@@ -81,14 +81,6 @@ const (
 	OperationProcess = "process"
 )
 
-// PublishSpanName returns the span name for publishing to stream:
-// "publish <stream>".
-func PublishSpanName(stream string) string { return OperationPublish + " " + stream }
-
-// ProcessSpanName returns the span name for processing entries of stream:
-// "process <stream>".
-func ProcessSpanName(stream string) string { return OperationProcess + " " + stream }
-
 // Dropstream attribute keys used on metrics. They are short on purpose: in
 // Prometheus they become the labels stage, stream, group, flow and outcome.
 // Keep their values low-cardinality (never a message id or business key).
