@@ -35,9 +35,8 @@ const (
 	maxFilterLen = 256
 )
 
-// StatsQuery selects rollup rows: a time range [From, To), a grouping and
-// optional equality filters. Filters that the rollup does not have are
-// rejected by the query functions.
+// StatsQuery selects rollup rows: [From, To), a grouping and optional
+// filters the rollup must have.
 type StatsQuery struct {
 	From, To time.Time
 	// GroupBy is one of the Group* keys each query function accepts.
