@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/dropstream/dropstream/clickhouse"
 )
 
@@ -15,6 +17,24 @@ func joinTime(sec time.Time, ms uint16) time.Time {
 		return time.Time{}
 	}
 	return sec.UTC().Add(time.Duration(ms) * time.Millisecond)
+}
+
+// query runs q and returns its rows as scan reads them.
+func query[T any](ctx context.Context, c *clickhouse.Client, what, q string, args []any, scan func(driver.Rows) (T, error)) ([]T, error) {
+	rows, err := c.Conn().Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("clickhousetest: %s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		r, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("clickhousetest: %s: %w", what, err)
+		}
+		out = append(out, r)
+	}
+	return out, rows.Err()
 }
 
 // countBy runs q, whose rows are (key, count), and returns the counts by key.
@@ -202,22 +222,12 @@ type SourceStat struct {
 // SourceStats reads rollup_source_hourly: distinct poll runs and failed
 // runs per source, over the hours in [from, to).
 func SourceStats(ctx context.Context, c *clickhouse.Client, from, to time.Time) ([]SourceStat, error) {
-	rows, err := c.Conn().Query(ctx, `SELECT source_id, uniqExactMerge(runs), uniqExactIfMerge(failures)
+	return query(ctx, c, "source stats", `SELECT source_id, uniqExactMerge(runs), uniqExactIfMerge(failures)
 FROM `+clickhouse.TableSourceHourly+` WHERE hour >= toDateTime(?) AND hour < toDateTime(?)
-GROUP BY source_id ORDER BY source_id`, from.Unix(), to.Unix())
-	if err != nil {
-		return nil, fmt.Errorf("clickhousetest: source stats: %w", err)
-	}
-	defer rows.Close()
-	var out []SourceStat
-	for rows.Next() {
+GROUP BY source_id ORDER BY source_id`, []any{from.Unix(), to.Unix()}, func(rows driver.Rows) (SourceStat, error) {
 		var s SourceStat
-		if err := rows.Scan(&s.SourceID, &s.Runs, &s.Failures); err != nil {
-			return nil, fmt.Errorf("clickhousetest: source stats: %w", err)
-		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+		return s, rows.Scan(&s.SourceID, &s.Runs, &s.Failures)
+	})
 }
 
 // CheckoutHourStat is one hour of rollup_checkout_hourly.
@@ -236,26 +246,17 @@ type CheckoutHourStat struct {
 
 // CheckoutHourly reads rollup_checkout_hourly by hour over [from, to).
 func CheckoutHourly(ctx context.Context, c *clickhouse.Client, from, to time.Time) ([]CheckoutHourStat, error) {
-	rows, err := c.Conn().Query(ctx, `SELECT hour, uniqExactMerge(attempts), uniqExactMerge(orders),
+	return query(ctx, c, "checkout stats", `SELECT hour, uniqExactMerge(attempts), uniqExactMerge(orders),
 	uniqExactIfMerge(succeeded), uniqExactIfMerge(failed), uniqExactIfMerge(compensated), uniqExactIfMerge(retries),
 	sumIfMerge(revenue), quantilesMerge(0.5)(duration_ms_q)
 FROM `+clickhouse.TableCheckoutHourly+` WHERE hour >= toDateTime(?) AND hour < toDateTime(?)
-GROUP BY hour ORDER BY hour`, from.Unix(), to.Unix())
-	if err != nil {
-		return nil, fmt.Errorf("clickhousetest: checkout stats: %w", err)
-	}
-	defer rows.Close()
-	var out []CheckoutHourStat
-	for rows.Next() {
+GROUP BY hour ORDER BY hour`, []any{from.Unix(), to.Unix()}, func(rows driver.Rows) (CheckoutHourStat, error) {
 		var s CheckoutHourStat
 		var dur []float64
-		if err := rows.Scan(&s.Hour, &s.Attempts, &s.Orders, &s.Succeeded, &s.Failed, &s.Compensated, &s.Retries, &s.Revenue, &dur); err != nil {
-			return nil, fmt.Errorf("clickhousetest: checkout stats: %w", err)
-		}
+		err := rows.Scan(&s.Hour, &s.Attempts, &s.Orders, &s.Succeeded, &s.Failed, &s.Compensated, &s.Retries, &s.Revenue, &dur)
 		if len(dur) == 1 {
 			s.DurationP50 = time.Duration(dur[0] * float64(time.Millisecond))
 		}
-		out = append(out, s)
-	}
-	return out, rows.Err()
+		return s, err
+	})
 }
