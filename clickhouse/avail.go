@@ -45,9 +45,8 @@ type RunRow struct {
 	TraceID string
 }
 
-// TransitionRow is one row of the transitions table. EventID identifies the
-// transition: rows with the same EventID (and so the same RunAt and entity)
-// are duplicates and collapse into one.
+// TransitionRow is one row of the transitions table; rows with the same
+// EventID collapse into one.
 type TransitionRow struct {
 	EventID string
 	RunID   string
@@ -72,9 +71,8 @@ type TransitionRow struct {
 	TraceID    string
 }
 
-// SessionRow is one version of an availability session. The open version
-// (Closed false) has ClosedAt zero and Duration 0; a closed version replaces
-// it in the table (see Version). All versions must carry the same OpenedAt.
+// SessionRow is one version of an availability session; a closed version
+// replaces the open one. All versions carry the same OpenedAt.
 type SessionRow struct {
 	SessionID  string
 	EntityKey  string
@@ -100,12 +98,9 @@ type SessionRow struct {
 // milliseconds until the year 10889.
 const closedVersionBase = 1 << 48
 
-// Version is the row's ReplacingMergeTree version: 1 for the open row, and
-// for a closed row 2^48 minus ClosedAt in Unix milliseconds. So a closed row
-// replaces the open row, and of two closed rows of one session the earlier
-// close wins: a session ends at the first close after its open, and a writer
-// that paired the open with a later close before it knew the first one is
-// corrected when it learns it.
+// Version is the row's ReplacingMergeTree version: 1 open, 2^48 minus
+// ClosedAt in Unix ms closed, so a close replaces the open row and the
+// earliest close wins.
 func (r SessionRow) Version() uint64 {
 	if !r.Closed {
 		return 1
@@ -133,10 +128,8 @@ const (
 	close_run_id, opened_at, opened_at_ms, closed_at, closed_at_ms, duration_ms, state, version, trace_id)`
 )
 
-// InsertRuns appends the rows of batches to the runs table in one batch
-// (one INSERT with named columns). Nothing is sent for no rows. On error
-// some rows may have been written; inserting them again is harmless,
-// duplicates collapse.
+// InsertRuns appends the rows of batches to the runs table in one INSERT;
+// inserting them again is harmless.
 func InsertRuns(ctx context.Context, c *Client, batches ...[]RunRow) error {
 	n := RowCount(batches)
 	runID, source, provider, scope, status, errText, trace := strs(n), strs(n), strs(n), strs(n), strs(n), strs(n), strs(n)
@@ -173,9 +166,8 @@ func InsertTransitions(ctx context.Context, c *Client, batches ...[]TransitionRo
 		baseline, notify, key, entKind, provider, venue, name, date, slot, party, scope, source, seen, trace})
 }
 
-// InsertSessions appends the rows of batches to the sessions table in one
-// batch, like InsertRuns. The table keeps, per SessionID, the row of
-// highest version.
+// InsertSessions appends the rows of batches to the sessions table like
+// InsertRuns.
 func InsertSessions(ctx context.Context, c *Client, batches ...[]SessionRow) error {
 	n := RowCount(batches)
 	id, key, entKind, provider, venue, name, date, slot, scope, source, openRun, closeRun, state, trace :=
@@ -241,9 +233,8 @@ func insert(ctx context.Context, c *Client, table, query string, n int, appendRo
 	return nil
 }
 
-// insertColumns is insert with the n rows given column by column (cols[i]
-// is the slice of column i's values, in the query's column order), which
-// costs far less than appending row by row.
+// insertColumns is insert with n rows given column by column (cols[i] is a
+// slice of column i's values), far cheaper than row by row.
 func insertColumns(ctx context.Context, c *Client, table, query string, n int, cols []any) error {
 	if n == 0 {
 		return nil
@@ -271,15 +262,10 @@ func insertColumns(ctx context.Context, c *Client, table, query string, n int, c
 // room.
 const minReserve = 1024
 
-// reserveStrings makes room in col, an empty String column of a batch, for
-// the bytes of vals at once. Appended one by one, they would grow its byte
-// buffer a quarter at a time, Go's growth of large slices, copying it at
-// every step: for a flush of tens of thousands of rows, the client's
-// largest cost of an insert. Decoding one string as long as them all sizes
-// the buffer at once, and Reset empties the column and keeps it. (Decoding
-// len(vals) strings would size the positions too, but reads a length per
-// row, which cost more than the positions' growth saves.) Should a version
-// of the driver not keep the buffer, only the gain is lost.
+// reserveStrings sizes the byte buffer of col, an empty String column, for
+// vals at once: growing it string by string was the client's largest cost
+// of a large insert. It decodes one string as long as them all, then Reset
+// empties the column and keeps the buffer.
 func reserveStrings(col column.Interface, vals []string) {
 	if col.Type() != "String" || col.Rows() != 0 || len(vals) < minReserve {
 		return
@@ -294,9 +280,7 @@ func reserveStrings(col column.Interface, vals []string) {
 	col.Reset()
 }
 
-// zeros reads forever without writing: the bytes it gives are whatever p
-// held, which for reserveStrings are the new buffer's zeros (and never
-// sent: Reset drops them).
+// zeros reads forever without writing, for reserveStrings.
 type zeros struct{}
 
 func (zeros) Read(p []byte) (int, error) {

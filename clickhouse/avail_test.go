@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 )
 
 // migrated opens a fresh database with the schema applied.
@@ -188,14 +189,14 @@ func TestInsertSessions_earliestClosedVersionWins(t *testing.T) {
 			t.Fatalf("InsertSessions: %v", err)
 		}
 	}
-	n, err := clickhouse.CountSessions(ctx, c, clickhouse.Filter{})
+	n, err := clickhousetest.CountSessions(ctx, c)
 	if err != nil {
 		t.Fatalf("CountSessions: %v", err)
 	}
-	if n != (clickhouse.SessionCounts{Total: 2, Open: 1, Closed: 1}) {
+	if n != (clickhousetest.SessionCounts{Total: 2, Open: 1, Closed: 1}) {
 		t.Fatalf("CountSessions = %+v, want 2 total, 1 open, 1 closed", n)
 	}
-	got, err := clickhouse.EntitySessions(ctx, c, open.EntityKey, 10)
+	got, err := clickhousetest.EntitySessions(ctx, c, open.EntityKey, 10)
 	if err != nil {
 		t.Fatalf("EntitySessions: %v", err)
 	}

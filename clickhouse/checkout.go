@@ -2,7 +2,6 @@ package clickhouse
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -49,47 +48,4 @@ func InsertCheckoutSagas(ctx context.Context, c *Client, rows []CheckoutSagaRow)
 
 func millis32(d time.Duration) uint32 {
 	return uint32(min(max(d.Milliseconds(), 0), 1<<32-1))
-}
-
-// CheckoutStats are exact figures over the finished attempts.
-type CheckoutStats struct {
-	// Attempts, Succeeded and Failed count distinct attempts.
-	Attempts, Succeeded, Failed uint64
-	// Orders counts distinct orders with an attempt.
-	Orders uint64
-	// Compensated counts failed attempts that undid at least one effect.
-	Compensated uint64
-	// DurationP50 and DurationP99 are quantiles of duration_ms.
-	DurationP50, DurationP99 time.Duration
-	// Reasons counts failed attempts by reason.
-	Reasons map[string]uint64
-}
-
-// CheckoutSagaStats returns exact attempt counts (FINAL), duration
-// quantiles and failure reasons.
-func CheckoutSagaStats(ctx context.Context, c *Client) (CheckoutStats, error) {
-	var s CheckoutStats
-	q := `SELECT count(), countIf(status = 'succeeded'), countIf(status = 'failed'), uniqExact(order_id),
-	countIf(status = 'failed' AND compensated > 0), quantileExact(0.5)(duration_ms), quantileExact(0.99)(duration_ms)
-FROM ` + TableCheckoutSagas + ` FINAL`
-	var d50, d99 uint32
-	if err := c.conn.QueryRow(ctx, q).Scan(&s.Attempts, &s.Succeeded, &s.Failed, &s.Orders, &s.Compensated, &d50, &d99); err != nil {
-		return s, fmt.Errorf("clickhouse: checkout stats: %w", err)
-	}
-	s.DurationP50, s.DurationP99 = time.Duration(d50)*time.Millisecond, time.Duration(d99)*time.Millisecond
-	rows, err := c.conn.Query(ctx, `SELECT reason, count() FROM `+TableCheckoutSagas+` FINAL WHERE status = 'failed' GROUP BY reason`)
-	if err != nil {
-		return s, fmt.Errorf("clickhouse: checkout failure reasons: %w", err)
-	}
-	defer rows.Close()
-	s.Reasons = map[string]uint64{}
-	for rows.Next() {
-		var reason string
-		var n uint64
-		if err := rows.Scan(&reason, &n); err != nil {
-			return s, fmt.Errorf("clickhouse: checkout failure reasons: %w", err)
-		}
-		s.Reasons[reason] = n
-	}
-	return s, rows.Err()
 }

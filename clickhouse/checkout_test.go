@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 )
 
 func TestCheckoutSagas_redeliveredRowsCollapseAndStatsAreExact(t *testing.T) {
@@ -26,7 +27,7 @@ func TestCheckoutSagas_redeliveredRowsCollapseAndStatsAreExact(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	s, err := clickhouse.CheckoutSagaStats(t.Context(), c)
+	s, err := clickhousetest.CheckoutSagaStats(t.Context(), c)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -1,16 +1,10 @@
 // Package clickhouse connects dropstream to ClickHouse over the native
 // protocol (clickhouse-go v2).
 //
-// It works with Debian's clickhouse-server 18.16 and with current releases.
-// With 18.16 every INSERT must name its columns (`INSERT INTO t (a, b)`), and
-// the HTTP protocol does not work at all, so only clickhouse:// (or tcp://)
-// DSNs are accepted.
-//
-// The schema is embedded as versioned files, schema/NNNN_name.sql, applied
-// by Migrate and recorded in MigrationsTable. InsertRuns, InsertTransitions
-// and InsertSessions append batches with named columns; CountRuns,
-// CountTransitions and CountSessions are exact before merges (uniqExact,
-// argMax), since duplicates only collapse when ReplacingMergeTree merges.
+// It works with clickhouse-server 18.16 and current releases: every INSERT
+// names its columns, and only clickhouse:// (or tcp://) DSNs are accepted.
+// Migrate applies the embedded schema/NNNN_name.sql files. Counts are exact
+// before merges (uniqExact, argMax).
 package clickhouse
 
 import (
@@ -38,9 +32,8 @@ var ErrUnsupportedProtocol = errors.New("clickhouse: only the native protocol is
 // Config configures a Client. Zero fields take the documented defaults.
 type Config struct {
 	// DSN is the native-protocol address, e.g.
-	// "clickhouse://user:pass@127.0.0.1:9000/db?dial_timeout=1s". Schemes
-	// clickhouse:// and tcp:// are accepted; http:// and https:// are
-	// rejected with ErrUnsupportedProtocol. Required.
+	// "clickhouse://user:pass@127.0.0.1:9000/db". Required; http(s):// is
+	// ErrUnsupportedProtocol.
 	DSN string
 	// DialTimeout bounds establishing one connection. Default 5s. It
 	// overrides a dial_timeout parameter of the DSN.
@@ -50,16 +43,12 @@ type Config struct {
 	MaxOpenConns int
 }
 
-// SettingInsertDistributedSync is set to 1 on every connection unless the
-// DSN sets it: an insert through a Distributed table (cluster mode, see
-// MigrateCluster) returns once every shard has its rows, so an
-// acknowledged batch is durable on its shard and counts read right after
-// it are exact. It has no effect on a single server's tables.
+// SettingInsertDistributedSync is set to 1 unless the DSN sets it: an
+// insert through a Distributed table returns once every shard has its rows.
 const SettingInsertDistributedSync = "insert_distributed_sync"
 
-// Validate reports whether cfg can be used by Open: the DSN is present,
-// parses, and uses the native protocol; the durations and counts are not
-// negative.
+// Validate reports whether Open can use cfg: a native-protocol DSN and no
+// negative duration or count.
 func (c Config) Validate() error {
 	_, err := c.options()
 	return err

@@ -14,39 +14,26 @@ import (
 
 // Cluster mode.
 //
-// One set of .sql files serves a single server and a ClickHouse cluster.
-// In cluster mode every statement is rewritten before it runs on each
-// server of the cluster (ClusterStatements):
+// The same .sql files serve a cluster, each statement rewritten for every
+// server (ClusterStatements):
 //
-//   - CREATE TABLE t (...) ENGINE = E becomes the local table t_local with
-//     engine E, plus CREATE TABLE t AS t_local ENGINE = Distributed(cluster,
-//     currentDatabase(), t_local, <sharding key>). Application code keeps
-//     using the plain names: inserts into t go to the shard of the row's
-//     sharding key, queries over t read every shard.
-//   - CREATE MATERIALIZED VIEW v TO t AS SELECT ... FROM s writes to t_local
-//     and reads s_local, so each shard rolls up its own rows; a rollup read
-//     through the Distributed t merges the states of all shards. A view
-//     with an inner engine becomes v_local plus a Distributed v over it.
-//   - ALTER TABLE t ... COLUMN ... runs on t_local and on t; other ALTERs
-//     (partitions, mutations), OPTIMIZE and TRUNCATE run on t_local; DROP
-//     TABLE t drops both.
+//   - CREATE TABLE t becomes the local table t_local plus a Distributed t
+//     over it, sharded by its sharding key; code keeps using t.
+//   - CREATE MATERIALIZED VIEW v TO t ... FROM s writes t_local from
+//     s_local, so each shard rolls up its own rows.
+//   - ALTER ... COLUMN runs on t_local and t; other ALTERs, OPTIMIZE and
+//     TRUNCATE on t_local; DROP TABLE drops both.
 //
-// The sharding key of a table is ShardingKeys[t], else cityHash64 of its
-// ORDER BY columns, else rand() for tables without ORDER BY. For a
-// ReplacingMergeTree it must be a function of the ORDER BY columns, so the
-// rows that replace each other share a shard and FINAL and argMax stay exact.
-//
-// No ON CLUSTER DDL is used (it needs ZooKeeper): MigrateCluster connects to
-// every server of the cluster and runs the rewritten statements there, each
-// server recording its own MigrationsTable.
+// The sharding key is ShardingKeys[t], else cityHash64 of the ORDER BY
+// columns, so rows that replace each other share a shard. No ON CLUSTER DDL
+// (it needs ZooKeeper): MigrateCluster runs the statements on every server.
 
 // LocalSuffix names the local table behind a Distributed table in cluster
 // mode: t is Distributed over t_local on every shard.
 const LocalSuffix = "_local"
 
-// ShardingKeys are the sharding keys of the tables whose natural key is not
-// their whole ORDER BY: the history of an entity stays on one shard. A table
-// not listed here is sharded by cityHash64 of its ORDER BY columns.
+// ShardingKeys are the sharding keys of the tables not sharded by their
+// whole ORDER BY: an entity's history stays on one shard.
 var ShardingKeys = map[string]string{
 	TableRuns:        "cityHash64(scope_key)",
 	TableTransitions: "cityHash64(entity_key)",
@@ -74,12 +61,9 @@ type clusterRewriter struct {
 	tables  map[string]bool // names with a local table behind them
 }
 
-// ClusterStatements returns, for each migration, its statements rewritten
-// for the cluster named cluster (see the cluster-mode notes above). The
-// migrations must be complete and in order: later statements refer to
-// tables created by earlier ones. It fails on a statement it cannot
-// rewrite safely: a database-qualified table name, RENAME, or a CREATE
-// TABLE without a column list.
+// ClusterStatements returns each migration's statements rewritten for the
+// cluster. The migrations must be complete and in order. It fails on a
+// database-qualified name, RENAME, or a CREATE TABLE without columns.
 func ClusterStatements(migrations []Migration, cluster string) ([][]string, error) {
 	if !reIdent.MatchString(cluster) {
 		return nil, fmt.Errorf("clickhouse: cluster name %q: want letters, digits and _", cluster)
@@ -230,9 +214,8 @@ func shardingKey(table, engine string) string {
 	return "cityHash64(" + cols + ")"
 }
 
-// orderBy returns the expressions of the ORDER BY clause of an engine
-// clause, without the enclosing parentheses of a tuple, or "" when there is
-// none or it is empty (tuple()).
+// orderBy returns the ORDER BY expressions of an engine clause, "" for
+// none or tuple().
 func orderBy(engine string) string {
 	loc := reOrderBy.FindStringIndex(engine)
 	if loc == nil {
@@ -269,10 +252,8 @@ type ClusterConfig struct {
 	// Name is the cluster's name in the servers' remote_servers
 	// configuration. Required.
 	Name string
-	// Shards are the DSNs of every server to create the tables on. Default:
-	// every host of system.clusters for Name, as the server of the DSN
-	// given to MigrateCluster lists them, reached with that DSN's user,
-	// password, database and parameters.
+	// Shards are the DSNs of every server. Default: the hosts
+	// system.clusters lists for Name, with the DSN's credentials.
 	Shards []string
 }
 
@@ -295,16 +276,11 @@ type ShardMigration struct {
 	Applied []string
 }
 
-// MigrateCluster creates or upgrades the schema in cluster mode on every
-// server of a cluster: local tables and Distributed tables over them (see
-// ClusterStatements), with the same migration bookkeeping as Migrate, kept
-// per server. dsn reaches one server of the cluster (and gives the
-// credentials and database for the others); its database must exist on
-// every server. Every server must declare the cluster in remote_servers.
-// It stops at the first server that fails; running it again resumes.
-// Inserts through the Distributed tables are asynchronous unless the
-// writer's DSN sets insert_distributed_sync=1, which makes an acknowledged
-// insert durable on its shard.
+// MigrateCluster creates or upgrades the schema on every server of a
+// cluster, recording migrations per server as Migrate does. dsn reaches one
+// server; the database must exist on all. It stops at the first failing
+// server; running it again resumes. Set insert_distributed_sync=1 in the
+// writer's DSN for durable acknowledged inserts.
 func MigrateCluster(ctx context.Context, dsn string, cfg ClusterConfig, progress func(string)) ([]ShardMigration, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/testenv"
 )
 
@@ -191,12 +192,12 @@ func (w *clusterWorld) testRowsAndCounts(t *testing.T) {
 		if n, err := clickhouse.CountRuns(ctx, c, clickhouse.Filter{Provider: "p1"}); err != nil || n != 16 {
 			t.Errorf("%s: runs of p1 %d, %v; want 16", name, n, err)
 		}
-		want := clickhouse.SessionCounts{Total: uint64(2 * w.entities), Open: uint64(w.entities), Closed: uint64(w.entities)}
-		if got, err := clickhouse.CountSessions(ctx, c, clickhouse.Filter{}); err != nil || got != want {
+		want := clickhousetest.SessionCounts{Total: uint64(2 * w.entities), Open: uint64(w.entities), Closed: uint64(w.entities)}
+		if got, err := clickhousetest.CountSessions(ctx, c); err != nil || got != want {
 			t.Errorf("%s: sessions %+v, %v; want %+v", name, got, err, want)
 		}
 		key := "p2|v5|2026-01-12|03:00|2"
-		if got, err := clickhouse.EntitySessions(ctx, c, key, 10); err != nil || len(got) != 2 || !got[0].Closed || got[1].Closed {
+		if got, err := clickhousetest.EntitySessions(ctx, c, key, 10); err != nil || len(got) != 2 || !got[0].Closed || got[1].Closed {
 			t.Errorf("%s: sessions of %s: %+v, %v; want a closed one then an open one", name, key, got, err)
 		}
 	}
@@ -233,9 +234,9 @@ func (w *clusterWorld) testRollups(t *testing.T) {
 	for _, g := range []string{clickhouse.GroupDay, clickhouse.GroupProvider, clickhouse.GroupVenue} {
 		same("SessionStats by "+g, func(c *clickhouse.Client) (any, error) { return clickhouse.SessionStats(ctx, c, q(g)) })
 	}
-	for _, g := range []string{clickhouse.GroupHour, clickhouse.GroupSource, clickhouse.GroupProvider} {
-		same("SourceStats by "+g, func(c *clickhouse.Client) (any, error) { return clickhouse.SourceStats(ctx, c, q(g)) })
-	}
+	same("SourceStats", func(c *clickhouse.Client) (any, error) {
+		return clickhousetest.SourceStats(ctx, c, q(clickhouse.GroupSource).From, q(clickhouse.GroupSource).To)
+	})
 	w.dashboards(t)
 }
 

@@ -2,7 +2,6 @@ package clickhouse
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -37,24 +36,4 @@ func InsertFeedItemEvents(ctx context.Context, c *Client, rows []FeedItemEventRo
 		at, atMs := splitTime(r.At)
 		return b.Append(r.EventID, r.FeedID, r.IID, r.GUID, r.Kind, at, atMs, r.ContentHash, r.Subscribable, r.Within, r.TraceID)
 	})
-}
-
-// FeedItemEventCounts returns the exact number of distinct events per kind
-// of a feed.
-func FeedItemEventCounts(ctx context.Context, c *Client, feedID string) (map[string]uint64, error) {
-	rows, err := c.conn.Query(ctx, "SELECT kind, uniqExact(event_id) FROM "+TableFeedItemEvents+" WHERE feed_id = ? GROUP BY kind", feedID)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: feed item events: %w", err)
-	}
-	defer rows.Close()
-	out := map[string]uint64{}
-	for rows.Next() {
-		var kind string
-		var n uint64
-		if err := rows.Scan(&kind, &n); err != nil {
-			return nil, fmt.Errorf("clickhouse: feed item events: %w", err)
-		}
-		out[kind] = n
-	}
-	return out, rows.Err()
 }

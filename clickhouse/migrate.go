@@ -17,9 +17,8 @@ import (
 //go:embed schema/*.sql
 var schemaFS embed.FS
 
-// MigrationsTable records the applied migrations: one row (version, name,
-// applied_at) per migration. It is a ReplacingMergeTree keyed by version, so
-// two processes migrating at once leave one row per version after merges.
+// MigrationsTable records the applied migrations, one row per version
+// after merges (a ReplacingMergeTree).
 const MigrationsTable = "schema_migrations"
 
 const createMigrationsTable = `CREATE TABLE IF NOT EXISTS ` + MigrationsTable + ` (
@@ -103,18 +102,10 @@ func splitStatements(sql string) []string {
 	return stmts
 }
 
-// Migrate brings the database of c up to the embedded schema: it creates
-// MigrationsTable if needed, then applies, in version order, every migration
-// not recorded there, recording each one after its statements succeed. It
-// returns the names of the migrations it applied (none when the schema is
-// up to date), so running it again is harmless.
-//
-// Statements are written to be re-runnable (CREATE ... IF NOT EXISTS), so a
-// migration interrupted before it was recorded is simply applied again.
-// ClickHouse has no transactions: a failing statement leaves the earlier
-// ones of its migration in place, and Migrate returns the error wrapped with
-// the migration's name. progress, when not nil, is called with a line of
-// text before and after each migration and once at the end.
+// Migrate applies, in version order, every embedded migration not recorded
+// in MigrationsTable, recording each after it succeeds, and returns their
+// names. Statements are re-runnable, so an interrupted migration is applied
+// again. progress, if not nil, gets a line before and after each.
 func Migrate(ctx context.Context, c *Client, progress func(string)) (applied []string, err error) {
 	migrations, err := Migrations()
 	if err != nil {

@@ -62,44 +62,6 @@ func InsertNotifications(ctx context.Context, c *Client, rows []NotificationRow)
 	})
 }
 
-// SubscriberNotifications returns the latest state of a subscriber's
-// notifications (argMax by version, exact before merges), newest first, at
-// most limit (limit < 1: 100).
-func SubscriberNotifications(ctx context.Context, c *Client, subscriberID string, limit int) ([]NotificationRow, error) {
-	if limit < 1 {
-		limit = 100
-	}
-	q := `SELECT notification_id, argMax(flow, version), argMax(event, version), argMax(destination_id, version),
-	argMax(channel, version), argMax(subject, version), argMax(window_key, version), argMax(status, version),
-	argMax(attempts, version), argMax(critical, version), argMax(observed_at, version), argMax(observed_at_ms, version),
-	argMax(recorded_at, version), argMax(recorded_at_ms, version), argMax(latency_ms, version), argMax(trace_id, version),
-	argMax(event_id, version), argMax(run_id, version), argMax(message_id, version), argMax(error, version), max(version) AS v
-FROM ` + TableNotifications + ` WHERE subscriber_id = ? GROUP BY notification_id ORDER BY v DESC LIMIT ?`
-	rows, err := c.conn.Query(ctx, q, subscriberID, limit)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: notifications of %q: %w", subscriberID, err)
-	}
-	defer rows.Close()
-	var out []NotificationRow
-	for rows.Next() {
-		r := NotificationRow{SubscriberID: subscriberID}
-		var obs, rec time.Time
-		var obsMs, recMs uint16
-		var crit uint8
-		var v uint64
-		if err := rows.Scan(&r.NotificationID, &r.Flow, &r.Event, &r.DestinationID, &r.Channel, &r.Subject, &r.Window, &r.Status,
-			&r.Attempts, &crit, &obs, &obsMs, &rec, &recMs, &r.LatencyMs, &r.TraceID, &r.EventID, &r.RunID, &r.MessageID, &r.Error, &v); err != nil {
-			return nil, fmt.Errorf("clickhouse: notifications of %q: %w", subscriberID, err)
-		}
-		r.Critical, r.ObservedAt, r.RecordedAt = crit == 1, joinTime(obs, obsMs), joinTime(rec, recMs)
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("clickhouse: notifications of %q: %w", subscriberID, err)
-	}
-	return out, nil
-}
-
 // Cause is what a notification came from: its transition and that
 // transition's run, as far as ClickHouse holds them.
 type Cause struct {

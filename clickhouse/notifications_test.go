@@ -5,6 +5,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 )
 
 func TestNotifications_latestStatePerNotificationAndCause(t *testing.T) {
@@ -27,7 +28,7 @@ func TestNotifications_latestStatePerNotificationAndCause(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	got, err := clickhouse.SubscriberNotifications(ctx, c, "w_1", 10)
+	got, err := clickhousetest.SubscriberNotifications(ctx, c, "w_1", 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -2,7 +2,6 @@ package clickhouse
 
 import (
 	"context"
-	"fmt"
 	"time"
 
 	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
@@ -45,41 +44,4 @@ func InsertOfferRequests(ctx context.Context, c *Client, rows []OfferRequestRow)
 			uint32(min(max(r.Wait.Milliseconds(), 0), 1<<32-1)), r.Matches, uint64(max(r.ResultAge.Milliseconds(), 0)),
 			r.Filter, r.TraceID)
 	})
-}
-
-// OfferRequestCounts are exact counts of distinct search calls by outcome.
-type OfferRequestCounts struct {
-	Total uint64
-	// ByOutcome counts calls per outcome (hit, join, miss, seen, gone).
-	ByOutcome map[string]uint64
-}
-
-// CountOfferRequests counts distinct search calls (by request_id) of one
-// result, or of every result when resultID is empty, exact before merges.
-func CountOfferRequests(ctx context.Context, c *Client, resultID string) (OfferRequestCounts, error) {
-	where, args := "", []any{}
-	if resultID != "" {
-		where, args = " WHERE result_id = ?", append(args, resultID)
-	}
-	rows, err := c.conn.Query(ctx, `SELECT outcome, uniqExact(request_id) FROM (
-		SELECT request_id, argMax(outcome, at) AS outcome FROM `+TableOfferRequests+where+` GROUP BY request_id
-	) GROUP BY outcome`, args...)
-	if err != nil {
-		return OfferRequestCounts{}, fmt.Errorf("clickhouse: count %s: %w", TableOfferRequests, err)
-	}
-	defer rows.Close()
-	out := OfferRequestCounts{ByOutcome: map[string]uint64{}}
-	for rows.Next() {
-		var outcome string
-		var n uint64
-		if err := rows.Scan(&outcome, &n); err != nil {
-			return OfferRequestCounts{}, fmt.Errorf("clickhouse: count %s: %w", TableOfferRequests, err)
-		}
-		out.ByOutcome[outcome] = n
-		out.Total += n
-	}
-	if err := rows.Err(); err != nil {
-		return OfferRequestCounts{}, fmt.Errorf("clickhouse: count %s: %w", TableOfferRequests, err)
-	}
-	return out, nil
 }

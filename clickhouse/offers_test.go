@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 )
 
 func TestInsertOfferRequests_duplicatesCountOnceByOutcome(t *testing.T) {
@@ -24,11 +25,11 @@ func TestInsertOfferRequests_duplicatesCountOnceByOutcome(t *testing.T) {
 			t.Fatalf("InsertOfferRequests: %v", err)
 		}
 	}
-	all, err := clickhouse.CountOfferRequests(ctx, c, "")
+	all, err := clickhousetest.CountOfferRequests(ctx, c, "")
 	if err != nil || all.Total != 50 || all.ByOutcome["hit"] != 20 || all.ByOutcome["miss"] != 10 || all.ByOutcome["seen"] != 10 {
 		t.Fatalf("CountOfferRequests = %+v, %v; want 50 (20 hits, 10 misses, 10 seen)", all, err)
 	}
-	one, err := clickhouse.CountOfferRequests(ctx, c, "r1")
+	one, err := clickhousetest.CountOfferRequests(ctx, c, "r1")
 	if err != nil || one.Total != 25 {
 		t.Errorf("CountOfferRequests(r1) = %+v, %v; want 25", one, err)
 	}

@@ -63,72 +63,10 @@ func CountRuns(ctx context.Context, c *Client, f Filter) (uint64, error) {
 	return count(ctx, c, TableRuns, "SELECT uniqExact(run_id) FROM "+TableRuns+where, args)
 }
 
-// SessionCounts are exact counts of distinct sessions.
-type SessionCounts struct {
-	// Total is the number of distinct sessions.
-	Total uint64
-	// Open is the number whose latest version is open.
-	Open uint64
-	// Closed is the number whose latest version is closed.
-	Closed uint64
-}
-
-// CountSessions returns the number of distinct sessions (by session_id)
-// matching f (From and To bound opened_at), and how many of them are open
-// and closed by their latest version. It is exact before merges.
-func CountSessions(ctx context.Context, c *Client, f Filter) (SessionCounts, error) {
-	where, args := f.where("opened_at")
-	q := `SELECT count(), countIf(st = '` + SessionOpen + `'), countIf(st = '` + SessionClosed + `')
-FROM (SELECT session_id, argMax(state, version) AS st FROM ` + TableSessions + where + ` GROUP BY session_id)`
-	var n SessionCounts
-	if err := c.conn.QueryRow(ctx, q, args...).Scan(&n.Total, &n.Open, &n.Closed); err != nil {
-		return SessionCounts{}, fmt.Errorf("clickhouse: count %s: %w", TableSessions, err)
-	}
-	return n, nil
-}
-
 func count(ctx context.Context, c *Client, table, q string, args []any) (uint64, error) {
 	var n uint64
 	if err := c.conn.QueryRow(ctx, q, args...).Scan(&n); err != nil {
 		return 0, fmt.Errorf("clickhouse: count %s: %w", table, err)
 	}
 	return n, nil
-}
-
-// EntitySessions returns the sessions of one entity, latest version of each
-// (FINAL), oldest first, at most limit of them (limit < 1: 100).
-func EntitySessions(ctx context.Context, c *Client, entityKey string, limit int) ([]SessionRow, error) {
-	if limit < 1 {
-		limit = 100
-	}
-	q := `SELECT session_id, entity_key, entity_kind, provider, venue, venue_name, date, slot_time,
-	party_size, scope_key, source_id, open_run_id, close_run_id, opened_at, opened_at_ms, closed_at,
-	closed_at_ms, duration_ms, state, trace_id
-FROM ` + TableSessions + ` FINAL WHERE entity_key = ? ORDER BY opened_at, opened_at_ms, session_id LIMIT ?`
-	rows, err := c.conn.Query(ctx, q, entityKey, limit)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: sessions of %q: %w", entityKey, err)
-	}
-	defer rows.Close()
-	var out []SessionRow
-	for rows.Next() {
-		var r SessionRow
-		var opened, closed time.Time
-		var openedMs, closedMs uint16
-		var durMs uint64
-		var state string
-		if err := rows.Scan(&r.SessionID, &r.EntityKey, &r.EntityKind, &r.Provider, &r.Venue,
-			&r.VenueName, &r.Date, &r.SlotTime, &r.PartySize, &r.ScopeKey, &r.SourceID, &r.OpenRunID,
-			&r.CloseRunID, &opened, &openedMs, &closed, &closedMs, &durMs, &state, &r.TraceID); err != nil {
-			return nil, fmt.Errorf("clickhouse: sessions of %q: %w", entityKey, err)
-		}
-		r.OpenedAt, r.ClosedAt = joinTime(opened, openedMs), joinTime(closed, closedMs)
-		r.Duration = time.Duration(durMs) * time.Millisecond
-		r.Closed = state == SessionClosed
-		out = append(out, r)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("clickhouse: sessions of %q: %w", entityKey, err)
-	}
-	return out, nil
 }

@@ -16,11 +16,9 @@ const (
 	DefaultRetainRollups     = 2 * 365 * 24 * time.Hour
 )
 
-// RetentionConfig says how long each table keeps its rows. Retention drops
-// whole partitions, never single rows: a partition goes when all of its span
-// (a day for runs, a month for the other tables) is older than the table's
-// period. Zero fields take the defaults; a negative period keeps the table
-// forever.
+// RetentionConfig says how long each table keeps its rows: a partition goes
+// when all of it is older than the period. Zero fields take the defaults; a
+// negative period keeps the table forever.
 type RetentionConfig struct {
 	// Runs is the period of the raw runs table. Default 7 days.
 	Runs time.Duration
@@ -32,15 +30,13 @@ type RetentionConfig struct {
 	// Rollups is the period of every rollup table (RollupTables). Default 2
 	// years.
 	Rollups time.Duration
-	// Tables sets the period of other tables by name (e.g. a flow's own
-	// history table), or overrides one of the above. Only tables
-	// partitioned by toYYYYMM or toYYYYMMDD can be listed.
+	// Tables sets the period of other tables partitioned by toYYYYMM or
+	// toYYYYMMDD, by name.
 	Tables map[string]time.Duration
 	// DryRun lists the partitions that would go without dropping them.
 	DryRun bool
-	// Shards are the DSNs of every server of the cluster in cluster mode
-	// (see EnforceRetention). Default: the hosts system.clusters lists,
-	// reached with the client's DSN credentials and database.
+	// Shards are the DSNs of every server in cluster mode. Default: the
+	// hosts system.clusters lists.
 	Shards []string
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -106,18 +102,10 @@ type DroppedPartition struct {
 	End time.Time
 }
 
-// EnforceRetention drops, in every table covered by cfg, the partitions
-// whose whole span ended before now minus the table's period, and returns
-// them ordered by table and partition. Tables that do not exist have no
-// partitions; partitions whose id is not a day or month (an unpartitioned
-// table's "all") are kept. Dropping a partition is atomic per partition; on
-// an error, the partitions dropped so far are returned with it.
-//
-// In cluster mode (MigrateCluster), where t is a Distributed table over
-// t_local on every shard, it drops the partitions of t_local on every
-// server of the cluster (cfg.Shards, else those system.clusters lists), one
-// server after the other; partitions of a table that exists only as t_local
-// (no Distributed t) are dropped there too.
+// EnforceRetention drops the day or month partitions older than each
+// table's period and returns them by table and partition (with an error,
+// those dropped so far). In cluster mode it drops them from the local
+// tables of every server.
 func EnforceRetention(ctx context.Context, c *Client, cfg RetentionConfig) ([]DroppedPartition, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {

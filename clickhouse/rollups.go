@@ -156,14 +156,12 @@ func isKeyword(s, kw string) bool {
 
 func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\r' }
 
-// historySources are raw tables whose rows are each a record that counts
-// (a notification's failed try, then its send), although they collapse into
-// one on merge: Rebuild reads them without FINAL, as the views saw them.
+// historySources are raw tables whose every row counts although rows
+// collapse on merge: Rebuild reads them without FINAL.
 var historySources = map[string]bool{TableNotifications: true}
 
-// monthSelect is v's SELECT over the source rows of one month, read with
-// FINAL (but for historySources) so duplicates and superseded versions are
-// counted once.
+// monthSelect is v's SELECT over one month of source rows, with FINAL but
+// for historySources.
 func (v View) monthSelect(month int, source string) string {
 	loc := fromRe.FindStringIndex(v.Select)
 	g := groupByRe.FindStringIndex(v.Select[loc[0]:])
@@ -188,9 +186,8 @@ type RebuildConfig struct {
 	// Progress, when not nil, is called before each month and after the
 	// last one (of each server, in cluster mode).
 	Progress func(RebuildStep)
-	// Shards are the DSNs of every server of the cluster in cluster mode
-	// (see Rebuild). Default: the hosts system.clusters lists, reached with
-	// the client's DSN credentials and database.
+	// Shards are the DSNs of every server in cluster mode. Default: the
+	// hosts system.clusters lists.
 	Shards []string
 }
 
@@ -207,24 +204,12 @@ type RebuildStep struct {
 	Elapsed time.Duration
 }
 
-// Rebuild recomputes rollup tables from their raw tables, one monthly
-// partition at a time: it drops the rollup's partition and re-runs every
-// view into that table restricted to the month (INSERT ... SELECT). The raw
-// rows are read with FINAL (but the notifier's history, whose every record
-// counts), so a rebuild backfills rows inserted before the
-// views existed and makes duration sums exact again after duplicate inserts
-// (which the views count as inserted).
-//
-// In cluster mode (MigrateCluster) it rebuilds, on every server of the
-// cluster (cfg.Shards, else those system.clusters lists) in turn, the local
-// rollup tables from the local raw tables: each shard rolls up its own
-// rows, as its views do, and reads through the Distributed rollup tables
-// merge the shards. A server whose rebuild fails stops it; run it again.
-//
-// Rows inserted into a raw table of the month while its partition is being
-// rebuilt may be counted by the view and by the rebuild; the counts are
-// uniqExact states and stay exact, duration sums may count such a row twice.
-// Rebuild months that are no longer written for exact sums.
+// Rebuild recomputes rollup tables from their raw tables a month at a
+// time: it drops the month's partition and re-runs the views into it over
+// FINAL rows. This backfills rows older than the views and makes sums exact
+// after duplicate inserts. In cluster mode each server rebuilds its local
+// tables. Rows inserted during a rebuild may count twice in sums (counts
+// stay exact).
 func Rebuild(ctx context.Context, c *Client, cfg RebuildConfig) error {
 	return onEveryShard(ctx, c, cfg.Shards, func(shard string, sc *Client) error {
 		return rebuild(ctx, sc, cfg, shard)
@@ -342,9 +327,8 @@ func partitionMonths(ctx context.Context, c *Client, table string) ([]int, error
 	return out, nil
 }
 
-// localName returns table+LocalSuffix when that table exists in the current
-// database (cluster mode: table is Distributed over it, and the parts are
-// there), else table.
+// localName returns table+LocalSuffix when that table exists (cluster
+// mode), else table.
 func localName(ctx context.Context, c *Client, table string) (string, error) {
 	var n uint64
 	err := c.conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = ?",

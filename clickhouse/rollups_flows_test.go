@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 )
 
 func TestRollups_notificationsAndCheckout(t *testing.T) {
@@ -56,7 +57,7 @@ func TestRollups_notificationsAndCheckout(t *testing.T) {
 			t.Errorf("FlowStats = %+v, want %+v", fs, want)
 		}
 		q.GroupBy = clickhouse.GroupHour
-		cs, err := clickhouse.CheckoutHourly(ctx, c, q)
+		cs, err := clickhousetest.CheckoutHourly(ctx, c, q.From, q.To)
 		if err != nil {
 			t.Fatal(err)
 		}

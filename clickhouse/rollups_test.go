@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 )
 
 func TestViews_parseTheEmbeddedSchema(t *testing.T) {
@@ -123,11 +124,11 @@ func checkFixtureStats(t *testing.T, c *clickhouse.Client, f fixture, wantSum ti
 	if len(hours) != 1 || !hours[0].Key.Time.Equal(f.hour) || hours[0].Opens != 4 {
 		t.Errorf("FlowStats by hour = %+v, want one hour %v with 4 opens", hours, f.hour)
 	}
-	src, err := clickhouse.SourceStats(ctx, c, f.query(clickhouse.GroupSource))
+	src, err := clickhousetest.SourceStats(ctx, c, f.hour.Add(-24*time.Hour), f.hour.Add(24*time.Hour))
 	if err != nil {
 		t.Fatalf("SourceStats: %v", err)
 	}
-	if want := []clickhouse.SourceStat{{Key: clickhouse.StatKey{Value: "src-a"}, Runs: 5, Failures: 2}}; !slices.Equal(src, want) {
+	if want := []clickhousetest.SourceStat{{SourceID: "src-a", Runs: 5, Failures: 2}}; !slices.Equal(src, want) {
 		t.Errorf("SourceStats = %+v, want %+v", src, want)
 	}
 	ss, err := clickhouse.SessionStats(ctx, c, f.query(clickhouse.GroupDay))

@@ -9,9 +9,8 @@ import (
 // reDistributed reads the cluster name of a Distributed engine clause.
 var reDistributed = regexp.MustCompile(`^Distributed\(\s*'?([A-Za-z_][A-Za-z0-9_]*)'?\s*,`)
 
-// SchemaCluster returns the name of the cluster the schema on c's server
-// was created for by MigrateCluster (the cluster of the Distributed table
-// TableTransitions), or "" when the schema is a single server's.
+// SchemaCluster returns the cluster MigrateCluster created the schema for,
+// or "" for a single server's.
 func SchemaCluster(ctx context.Context, c *Client) (string, error) {
 	rows, err := c.conn.Query(ctx, `SELECT engine_full FROM system.tables
 WHERE database = currentDatabase() AND name = ? AND engine = 'Distributed'`, TableTransitions)
@@ -38,12 +37,9 @@ WHERE database = currentDatabase() AND name = ? AND engine = 'Distributed'`, Tab
 	return m[1], nil
 }
 
-// onEveryShard runs fn on c's server alone (shard "") when the schema is a
-// single server's; in cluster mode it runs fn on every server of the
-// schema's cluster, in turn, with shard set to the server's host:port.
-// The servers are reached by dsns when given, else by the hosts
-// system.clusters lists, with the user, password, database and parameters
-// of c's DSN. It stops at the first error.
+// onEveryShard runs fn on c's server (shard ""), or in cluster mode on
+// every server in turn (dsns, else system.clusters), stopping at the first
+// error.
 func onEveryShard(ctx context.Context, c *Client, dsns []string, fn func(shard string, sc *Client) error) error {
 	cluster, err := SchemaCluster(ctx, c)
 	if err != nil {

@@ -35,9 +35,8 @@ const (
 	maxFilterLen = 256
 )
 
-// StatsQuery selects rollup rows: a time range [From, To), a grouping and
-// optional equality filters. Filters that the rollup does not have are
-// rejected by the query functions.
+// StatsQuery selects rollup rows: [From, To), a grouping and optional
+// filters the rollup must have.
 type StatsQuery struct {
 	From, To time.Time
 	// GroupBy is one of the Group* keys each query function accepts.
@@ -231,48 +230,6 @@ FROM ` + TableSessionsDaily + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.
 	}
 	if err := rows.Err(); err != nil {
 		return nil, fmt.Errorf("clickhouse: session stats: %w", err)
-	}
-	return out, nil
-}
-
-// SourceStat is one row of SourceStats.
-type SourceStat struct {
-	Key            StatKey
-	Runs, Failures uint64
-}
-
-// SourceGroups are the groupings SourceStats accepts.
-var SourceGroups = []string{GroupHour, GroupDay, GroupSource, GroupProvider}
-
-// SourceStats reads rollup_source_hourly: poll runs and failed runs
-// (distinct run ids). Filters: Provider, SourceID.
-func SourceStats(ctx context.Context, c *Client, q StatsQuery) ([]SourceStat, error) {
-	if err := q.validate(SourceGroups); err != nil {
-		return nil, err
-	}
-	where, args, err := q.where("hour", map[string]string{"provider": "provider", "source_id": "source_id"})
-	if err != nil {
-		return nil, err
-	}
-	sql := `SELECT ` + keyExpr(q.GroupBy, "hour") + ` AS k, uniqExactMerge(runs), uniqExactIfMerge(failures)
-FROM ` + TableSourceHourly + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.Itoa(q.Limit)
-	rows, err := c.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: source stats: %w", err)
-	}
-	defer rows.Close()
-	var out []SourceStat
-	for rows.Next() {
-		var s SourceStat
-		var k string
-		if err := rows.Scan(&k, &s.Runs, &s.Failures); err != nil {
-			return nil, fmt.Errorf("clickhouse: source stats: %w", err)
-		}
-		s.Key = parseKey(q.GroupBy, k)
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("clickhouse: source stats: %w", err)
 	}
 	return out, nil
 }

@@ -22,9 +22,7 @@ import (
 
 // Collector polls sources and publishes every poll as an avail.RawRun to
 // the raw topic. Sources come from Upsert and Remove, or from a Store
-// through Sync (and periodically in Run when CollectorConfig.Store is set).
-// Run schedules polls; PollOnce polls one source now. All methods are safe
-// for concurrent use.
+// through Sync. It is safe for concurrent use.
 type Collector struct {
 	topics avail.Topics
 	pub    *stream.Publisher
@@ -106,11 +104,9 @@ func NewCollector(topics avail.Topics, pub *stream.Publisher, cfg CollectorConfi
 // used afterwards.
 func (c *Collector) Close() error { return c.met.close() }
 
-// Upsert adds a source or replaces its configuration. An invalid source
-// returns an error wrapping ErrInvalidSource. A changed configuration (any
-// field, see Source.Fingerprint) lifts an auth-expired pause and schedules
-// every scope afresh; an unchanged one changes nothing. Health counters
-// survive changes.
+// Upsert adds a source or replaces its configuration (ErrInvalidSource if
+// invalid). A changed configuration lifts an auth-expired pause and
+// reschedules every scope.
 func (c *Collector) Upsert(src Source) error {
 	if err := src.Validate(); err != nil {
 		return err
@@ -160,11 +156,9 @@ func (c *Collector) Remove(id string) error {
 	return nil
 }
 
-// Sync makes the collector's sources those of CollectorConfig.Store: new and
-// changed ones are upserted, missing ones removed. When the store reports
-// unreadable entries, the readable ones are applied but nothing is removed
-// (an unreadable source keeps its last good configuration), and the store's
-// error is returned.
+// Sync makes the collector's sources those of CollectorConfig.Store. With
+// unreadable entries it applies the readable ones, removes nothing and
+// returns the store's error.
 func (c *Collector) Sync(ctx context.Context) error {
 	if c.cfg.Store == nil {
 		return errors.New("collector: sync needs CollectorConfig.Store")
@@ -277,13 +271,10 @@ func (c *Collector) failureCounts(yield func(sourceID, provider string, failures
 	}
 }
 
-// PollOnce polls every scope of a source once, in order, each as a run
-// published to the raw topic, waiting for its turn in the provider's rate
-// limit (on the collector's clock). Failed fetches are failed runs, not
-// errors. It returns an error wrapping ErrSourceNotFound for an unknown
-// source, ErrAuthExpired when the source is paused or becomes paused (the
-// remaining scopes are then not polled), the context's error, or a publish
-// failure.
+// PollOnce polls every scope of a source once, in order, within its rate
+// limit; failed fetches are failed runs, not errors. It returns
+// ErrSourceNotFound, ErrAuthExpired (the source is paused), the context's
+// error or a publish failure.
 func (c *Collector) PollOnce(ctx context.Context, sourceID string) error {
 	c.mu.Lock()
 	st, ok := c.sources[sourceID]

@@ -16,9 +16,8 @@ import (
 // CollectorConfig tunes a Collector. The zero value of every field means its
 // documented default; WithDefaults fills them and Validate checks the result.
 type CollectorConfig struct {
-	// Jitter spreads polls: each interval is scaled by a random factor in
-	// [1-Jitter, 1+Jitter], 0 < Jitter ≤ 0.5. Default 0.1 (±10%); set
-	// NoJitter for exact intervals.
+	// Jitter scales each interval by a random factor in [1-Jitter,
+	// 1+Jitter], up to 0.5. Default 0.1; NoJitter for exact intervals.
 	Jitter float64
 	// NoJitter turns jitter off.
 	NoJitter bool
@@ -27,9 +26,8 @@ type CollectorConfig struct {
 	// DownAfter is the number of consecutive failed runs after which a
 	// source is down. Default 3.
 	DownAfter int
-	// MaxBackoff caps the delay before polling a failing scope again: the
-	// interval doubles per consecutive failure of the source up to it (or
-	// up to the interval, if longer). Default 10m.
+	// MaxBackoff caps the delay, doubled per consecutive failure, before
+	// polling a failing scope again. Default 10m.
 	MaxBackoff time.Duration
 	// MaxRetryAfter caps the pause a Retry-After can impose. Default 1h.
 	MaxRetryAfter time.Duration
@@ -48,12 +46,9 @@ type CollectorConfig struct {
 	// Store, when set, is the source of truth Run reloads sources from.
 	// Default nil: sources come from Upsert and Remove only.
 	Store *Store
-	// Shared, when set, lets many collector copies run the same sources
-	// on this Redis. Each scope is polled by one copy at a time (package
-	// pollgate), and a source's health is counted over every copy, so it
-	// goes down or up once. PollOnce ignores the gates. Shared needs the
-	// system clock (the gates run on Redis time). Default nil: this
-	// collector polls alone and keeps its own health.
+	// Shared, when set, lets collector copies share the sources on this
+	// Redis: one copy polls a scope at a time (package pollgate) and health
+	// is counted over all. It needs the system clock. Default: alone.
 	Shared redis.UniversalClient
 	// Owner names this copy in the gates it takes, with Shared. Default
 	// stream.DefaultConsumerName().
@@ -61,22 +56,18 @@ type CollectorConfig struct {
 	// UserAgent is sent with every request. Default
 	// "dropstream-collector/1 (+https://github.com/dropstream/dropstream)".
 	UserAgent string
-	// Egress is the policy of the collector's connections: a provider on
-	// a denied address (loopback, private, …) is not polled, nor is a
-	// redirect to one followed. Default: egress.Default().
+	// Egress is the policy of the collector's connections. Default:
+	// egress.Default().
 	Egress *egress.Policy
-	// HTTPClient sends the requests. Default: a client of its own over
-	// Egress's transport, without redirects to other hosts. A client set
-	// here must keep to an egress policy itself.
+	// HTTPClient sends the requests; one set here must keep to an egress
+	// policy. Default: over Egress, redirects within the host only.
 	HTTPClient *http.Client
 	// Releases learns each venue's release times and polls its scopes in
 	// bursts around them (see ReleaseConfig). Default: off.
 	Releases ReleaseConfig
 	// Clock is the source of time. Default SystemClock.
 	Clock Clock
-	// Telemetry supplies the tracer, meter and propagator providers and
-	// the logger. Nil fields default to the OpenTelemetry globals and
-	// slog.Default.
+	// Telemetry supplies providers and the logger (nil: the globals).
 	Telemetry stream.Telemetry
 }
 
@@ -144,9 +135,8 @@ func (c CollectorConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// defaultHTTPClient returns a client connecting through policy that
-// follows redirects only within the original host, at most 3: a provider's
-// redirect must not send the bearer token elsewhere.
+// defaultHTTPClient returns a client over policy that follows at most 3
+// redirects within the host, so the bearer token stays there.
 func defaultHTTPClient(policy *egress.Policy) *http.Client {
 	return &http.Client{
 		Transport: policy.Transport(),

@@ -23,20 +23,10 @@ const NormalizerStage = "avail-normalizer"
 // JSON, plus room for the other fields.
 const maxRawRunPayload = avail.MaxRawBodySize/3*4 + 8 + 64<<10
 
-// NewNormalizer returns the "avail-normalizer" stage. It consumes raw runs
-// from topics.Raw and publishes one avail.Snapshot per run to
-// topics.Snapshots, keyed by the run's scope key, continuing the run's
-// trace:
-//
-//   - an ok run becomes a snapshot with OK true and the entities the
-//     provider adapter finds in the body (possibly none: nothing open);
-//   - a failed run becomes a snapshot with OK false and the run's error,
-//     which says nothing about entities;
-//   - a message that is not a valid raw run, or an ok run whose body is
-//     malformed, is a permanent error (stream.Permanent): it goes to the
-//     dead-letter stream with the reason, and no snapshot is published.
-//
-// A publish failure is returned as is, so the runtime retries the message.
+// NewNormalizer returns the "avail-normalizer" stage: it publishes one
+// avail.Snapshot per raw run (see Normalize) to topics.Snapshots, keyed by
+// scope. An invalid run or malformed body is dead-lettered; a publish
+// failure is retried.
 func NewNormalizer(topics avail.Topics, pub *stream.Publisher) stream.Stage {
 	return stream.Stage{
 		Name:  NormalizerStage,
@@ -80,12 +70,9 @@ func normalizeMessage(m *stream.Message) (avail.Snapshot, error) {
 	return Normalize(run)
 }
 
-// Normalize turns a raw run into its snapshot: RunAt is FinishedAt, the
-// options are copied, and an ok run's body goes through the provider's
-// adapter. It returns an error for an invalid run (missing ids, unknown
-// status or provider, invalid scope, a scope key not of its source and
-// scope) and an error wrapping ErrMalformed for a body the adapter cannot
-// read; a failed run is a snapshot with OK false, not an error.
+// Normalize turns a raw run into its snapshot; an ok run's body goes
+// through the provider's adapter (ErrMalformed), a failed run gives OK
+// false. An invalid run is an error.
 func Normalize(run avail.RawRun) (avail.Snapshot, error) {
 	if err := validateRun(run); err != nil {
 		return avail.Snapshot{}, err

@@ -35,10 +35,9 @@ type pollResult struct {
 	failures   int // consecutive failures of the source after this run
 }
 
-// poll polls scope number i of src (of generation gen) once: it fetches,
-// publishes the run to the raw topic, updates the source's health (and
-// publishes a source transition when it goes down or up), and holds the
-// provider's bucket after a 429. Only a publish failure is an error.
+// poll polls scope i of src once: it fetches, publishes the run, updates
+// the source's health and pauses the host after a 429. Only a publish
+// failure is an error.
 func (c *Collector) poll(ctx context.Context, src Source, gen uint64, i int) (pollResult, error) {
 	scope := src.Scopes[i]
 	scopeKey := scope.Key(src.ID)
@@ -115,9 +114,8 @@ func (c *Collector) holdBucket(sourceID string, until time.Time) {
 	}
 }
 
-// recordHealth folds a run into its source's health, if the source still
-// has the configuration the run was made with, and publishes the source
-// transition it causes. It returns the source's consecutive failures.
+// recordHealth folds a run into its unchanged source's health, publishes
+// any transition and returns the consecutive failures.
 func (c *Collector) recordHealth(ctx context.Context, src Source, gen uint64, run avail.RawRun, authExpired bool) (int, error) {
 	c.healthMu.Lock()
 	defer c.healthMu.Unlock()

@@ -20,9 +20,8 @@ const (
 	MaxReleaseObservations = 100_000
 )
 
-// ReleaseObservation is the first opening of a new date of a venue: the
-// run_at of the first raw open of any of its slots, when the scope had been
-// observed before (not a baseline).
+// ReleaseObservation is the first raw open of a venue's new date, outside
+// a baseline run.
 type ReleaseObservation struct {
 	SourceID string
 	Venue    string
@@ -36,13 +35,9 @@ type ReleaseLearner interface {
 	ReleaseObservations(ctx context.Context) ([]ReleaseObservation, error)
 }
 
-// ReleaseConfig is the learning of release times: from the history of
-// first openings, each venue's release minutes (by weekday, and daily) are
-// learned, and the scopes of that venue are polled every Burst from Before
-// to After around them, at their normal interval otherwise. Bursts keep to
-// the provider host's rate limit and to Retry-After pauses like every
-// poll; after a failed run the normal backoff applies. The zero value is
-// off (no Learner).
+// ReleaseConfig learns each venue's release minutes from its first
+// openings and polls its scopes every Burst from Before to After around
+// them. Bursts keep to rate limits and Retry-After. The zero value is off.
 type ReleaseConfig struct {
 	// Learner reads the history. Default nil: learning off.
 	Learner ReleaseLearner
@@ -109,11 +104,9 @@ type ReleaseSchedule struct {
 	loc   *time.Location
 }
 
-// LearnReleases builds the schedule of obs: for every source and venue,
-// the minutes of day of its first openings are counted once per day, per
-// weekday and over all days; runs of neighbouring minutes form a cluster,
-// and a cluster seen on at least minSupport distinct days is a peak at its
-// busiest minute (the earliest of equals). Times are read in loc.
+// LearnReleases builds the schedule of obs: per source and venue, runs of
+// neighbouring first-opening minutes (in loc) seen on at least minSupport
+// days, per weekday and overall, peak at their busiest minute.
 func LearnReleases(obs []ReleaseObservation, minSupport int, loc *time.Location) ReleaseSchedule {
 	type venueKey struct{ source, venue string }
 	// days[venue][(weekday or 7 for daily)*1440 + minute] = distinct days
@@ -202,10 +195,8 @@ func (s ReleaseSchedule) Len() int {
 	return n
 }
 
-// window reports, for the scope of a source's venue ("" for a scope over
-// all its venues) at now, whether now is within a burst window (and its
-// end), else the start of the next window after now within a day (zero
-// when none).
+// window reports whether now is within a burst window of a venue ("": all
+// of the source's), else the start of the next one within a day (zero: none).
 func (s ReleaseSchedule) window(sourceID, venue string, now time.Time, before, after time.Duration) (in bool, next time.Time) {
 	venues := s.peaks[sourceID]
 	if len(venues) == 0 {
@@ -237,9 +228,8 @@ func (s ReleaseSchedule) window(sourceID, venue string, now time.Time, before, a
 	return false, next
 }
 
-// Learn reads the release observations of CollectorConfig.Releases'
-// learner and makes their schedule the collector's. Run calls it at start
-// and every Refresh.
+// Learn reads the release observations and makes their schedule the
+// collector's; Run calls it at start and every Refresh.
 func (c *Collector) Learn(ctx context.Context) error {
 	rc := c.cfg.Releases
 	if rc.Learner == nil {
@@ -280,12 +270,9 @@ func (c *Collector) learnLoop(ctx context.Context) {
 	}
 }
 
-// releaseDelay shortens delay, the normal delay before polling scope
-// number scope of src again, around the learned releases of its venue:
-// within a burst window to the (jittered) burst interval, and before one to
-// the window's start. After a failed run the delay (its backoff) stands;
-// after a 429 within a window the next poll waits for the Retry-After, or a
-// burst interval if longer.
+// releaseDelay shortens the delay before polling a scope again around its
+// venue's releases: in a window to the burst interval, before one to its
+// start. A failed run's backoff and a 429's Retry-After stand.
 func (c *Collector) releaseDelay(src Source, scope int, res pollResult, delay time.Duration) time.Duration {
 	rc := c.cfg.Releases
 	throttled := res.outcome == OutcomeThrottled

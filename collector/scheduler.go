@@ -41,15 +41,11 @@ func (h *jobHeap) Pop() any {
 }
 func (h *jobHeap) push(j *job) { heap.Push(h, j) }
 
-// Run schedules polls until ctx ends, then waits for the polls in flight
-// and returns nil. Every scope of every source is polled every Interval,
-// scaled by the jitter; after a failed run the delay doubles per
-// consecutive failure of the source, up to MaxBackoff; after a 429 it is at
-// least the Retry-After, and every request to that provider host waits it
-// out; a source paused for expired credentials is not polled until its
-// configuration changes. Requests to one provider host go no faster than
-// its rate limit. With CollectorConfig.Store set, Run first syncs sources
-// from it and again every RefreshInterval. Only one Run may be active.
+// Run polls every scope every jittered Interval until ctx ends, then waits
+// for the polls in flight. Failures back off up to MaxBackoff, a 429 pauses
+// its host, a source with expired credentials waits for a change, and
+// hosts keep their rate limit. It syncs the Store every RefreshInterval.
+// Only one Run may be active.
 func (c *Collector) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.running {
@@ -121,11 +117,9 @@ func (c *Collector) sync(ctx context.Context) {
 	}
 }
 
-// due pops the jobs ready to run now and returns them with the due time of
-// the next job (zero when none). Jobs of removed or changed sources are
-// dropped, so are those of paused sources (a configuration change schedules
-// new ones). A due job without a rate-limit turn reserves one and waits for
-// it; a turn falling inside a 429 pause is taken again after it.
+// due pops the jobs ready now and returns the next due time (zero: none),
+// dropping jobs of removed, changed or paused sources. A job first waits
+// for a rate-limit turn outside any 429 pause.
 func (c *Collector) due() ([]*job, time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -174,8 +168,7 @@ func (c *Collector) runJob(ctx context.Context, j *job) {
 			return
 		case !ok:
 			// Another copy polls the scope: come back when its gate opens,
-			// or after an interval at most (while a poll is in flight the
-			// gate's hold is the request timeout, not the next due time).
+			// or after an interval at most.
 			c.reschedule(j, min(wait, src.Interval))
 			return
 		}
@@ -253,9 +246,8 @@ type ScheduledPoll struct {
 	Due time.Time
 }
 
-// Schedule returns the polls scheduled for the sources' current
-// configurations, by due time then source and scope. Polls in flight are
-// not in it; they schedule their next poll when they finish.
+// Schedule returns the scheduled polls by due time, source and scope; polls
+// in flight are not in it.
 func (c *Collector) Schedule() []ScheduledPoll {
 	c.mu.Lock()
 	defer c.mu.Unlock()

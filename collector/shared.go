@@ -20,10 +20,8 @@ import (
 //	ds:{<raw partition tag>}:gate:<scope key>   the scope's poll gate (package pollgate)
 //	ds:{src.<source id>}:health                 hash: the source's health, see healthScript
 //
-// The gate keeps each scope to one poll per delay (the interval, a backoff,
-// a Retry-After) whatever the number of copies; the shared health makes the
-// consecutive failures count every copy's runs, so the source goes down (or
-// comes back up) once, and one copy publishes the transition.
+// The gate keeps a scope to one poll per delay; the shared health counts
+// every copy's runs, so one copy publishes each transition.
 
 // gateMargin is added to the request timeout for the time a copy holds a
 // scope's gate while it polls it.
@@ -41,12 +39,10 @@ func (c *Collector) gateKey(scopeKey string) string {
 // healthFields are the fields healthScript returns, in order.
 var healthFields = []string{"failures", "down", "paused", "last_success", "last_failure", "last_error", "last_run"}
 
-// healthScript folds one run into a source's shared health, as
-// SourceHealth.record does for a copy's own. KEYS health; ARGV ok (1/0),
-// run id, finished (Unix ms), error text, auth expired (1/0), DownAfter,
-// the source's fingerprint. A new fingerprint (a changed configuration)
-// lifts the auth pause first. It returns the transition kind ("open",
-// "close" or "") and the health fields of healthFields.
+// healthScript is SourceHealth.record on the shared health. KEYS health;
+// ARGV ok, run id, finished ms, error, auth expired, DownAfter,
+// fingerprint (a new one lifts the auth pause). It returns the transition
+// kind and the healthFields.
 var healthScript = redis.NewScript(`
 local h = KEYS[1]
 if redis.call('HGET', h, 'fp') ~= ARGV[7] then redis.call('HSET', h, 'fp', ARGV[7], 'paused', '0') end
@@ -64,9 +60,8 @@ else
 end
 return {kind, redis.call('HMGET', h, 'failures', 'down', 'paused', 'last_success', 'last_failure', 'last_error', 'last_run')}`)
 
-// unflipScript undoes the flip of run ARGV[1] (its transition could not be
-// published), so that the next run flips again. KEYS health; ARGV run id,
-// the down state to restore ("0" or "1").
+// unflipScript undoes the flip of run ARGV[1], whose transition was not
+// published. KEYS health; ARGV run id, down state ("0"/"1").
 var unflipScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'flip_run') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'down', ARGV[2], 'flip_run', '')

@@ -35,16 +35,12 @@ const (
 	MaxAuthTokenLen = 4096
 )
 
-// Source is one thing to poll: a provider at a base URL, asked for each of
-// its scopes every Interval. The zero values of Interval, Stabilization and
-// RateLimit mean their defaults (WithDefaults). In JSON, Interval is a Go
-// duration string such as "90s".
+// Source is a provider at a base URL, asked for each of its scopes every
+// Interval (in JSON a duration such as "90s"). Zero fields take defaults.
 type Source struct {
 	// ID names the source: 1-64 characters of [a-z0-9_-].
 	ID string `json:"id"`
-	// Tenant is the tenant the source belongs to, set by the API (the
-	// caller's); a source without one (from a file, or stored before
-	// tenants were recorded) is tenancy.Open's.
+	// Tenant is the caller's tenant, set by the API; none is tenancy.Open.
 	Tenant string `json:"tenant,omitempty" openapi:"readonly"`
 	// Provider is the adapter: "resy", "opentable" or "simulator".
 	Provider string `json:"provider"`
@@ -68,9 +64,8 @@ type Source struct {
 	// AuthToken, when set, is sent as "Authorization: Bearer <token>". It
 	// is a secret: use Redacted before showing a source.
 	AuthToken string `json:"auth_token,omitempty"`
-	// RateLimit is the most requests per second this source allows its
-	// provider host, (0, MaxRateLimit]. Sources sharing a provider and host
-	// share one bucket at the smallest of their rates. Default 5.
+	// RateLimit is requests per second to the provider host, (0,
+	// MaxRateLimit]; sources of one host share the smallest. Default 5.
 	RateLimit float64 `json:"rate_limit,omitempty"`
 }
 
@@ -96,9 +91,8 @@ func (s Source) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
-// UnmarshalJSON decodes a source strictly: unknown fields, a malformed
-// interval or data after the object are errors wrapping ErrInvalidSource.
-// It does not validate the values; call Validate.
+// UnmarshalJSON decodes a source strictly (errors wrap ErrInvalidSource);
+// it does not validate the values.
 func (s *Source) UnmarshalJSON(b []byte) error {
 	var in sourceJSON
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -237,9 +231,8 @@ func (s Source) Redacted() Source {
 	return s
 }
 
-// Fingerprint identifies the source's configuration once defaults are
-// applied: any change of any field, the token included, changes it. It is
-// the hex SHA-256 of the source's JSON.
+// Fingerprint is the hex SHA-256 of the source's JSON: any change of a
+// field changes it.
 func (s Source) Fingerprint() string {
 	b, _ := json.Marshal(s.WithDefaults())
 	sum := sha256.Sum256(b)

@@ -30,9 +30,8 @@ const (
 	MaxSourcesFileSize = 16 << 20
 )
 
-// Store keeps sources in the Redis hash SourcesKey, so the API and the
-// scheduler share them. Sources are stored with defaults applied. The
-// auth token is stored in clear: protect the Redis like any secret store.
+// Store keeps sources, defaulted, in the Redis hash SourcesKey. Tokens are
+// stored in clear: protect the Redis like a secret store.
 type Store struct {
 	rdb     redis.UniversalClient
 	records *recordstore.Store[Source]
@@ -48,10 +47,8 @@ func NewStore(rdb redis.UniversalClient) *Store {
 	return &Store{rdb: rdb, records: records}
 }
 
-// Put validates src and creates or replaces it, with defaults applied. An
-// invalid source returns an error wrapping ErrInvalidSource; a new source
-// beyond MaxSources is refused; a source whose id another tenant's source
-// holds is an error wrapping ErrSourceTaken.
+// Put validates and stores src (ErrInvalidSource, ErrSourceTaken; at most
+// MaxSources).
 func (s *Store) Put(ctx context.Context, src Source) error {
 	if err := src.Validate(); err != nil {
 		return err
@@ -84,10 +81,8 @@ func (s *Store) GetIn(ctx context.Context, v tenancy.View, id string) (Source, e
 	return src, err
 }
 
-// List returns every readable source, sorted by id. Entries that cannot be
-// read (corrupt JSON or invalid values written by something else) are left
-// out and reported together in an error wrapping ErrInvalidSource, returned
-// alongside the readable ones; a Redis failure returns no sources.
+// List returns every readable source by id, and ErrInvalidSource for the
+// unreadable ones.
 func (s *Store) List(ctx context.Context) ([]Source, error) {
 	srcs, err := s.records.All(ctx)
 	if srcs == nil {
@@ -96,10 +91,8 @@ func (s *Store) List(ctx context.Context) ([]Source, error) {
 	return srcs, err
 }
 
-// Page returns limit sources (1 or more) after cursor ("" for the first)
-// in id order — exactly limit when that many follow, unreadable entries
-// skipped and reported as List does — and the cursor of the next page (""
-// on the last).
+// Page returns up to limit sources after cursor ("": first) in id order,
+// and the next cursor ("" on the last page).
 func (s *Store) Page(ctx context.Context, cursor string, limit int) ([]Source, string, error) {
 	return s.PageIn(ctx, tenancy.View{All: true}, cursor, limit)
 }
@@ -152,10 +145,8 @@ func decodeStored(id string, b []byte) (Source, error) {
 	return src.WithDefaults(), nil
 }
 
-// LoadFile reads a JSON array of sources (at most MaxSourcesFileSize bytes
-// and MaxSources sources), decoded strictly (unknown fields are errors),
-// each validated, ids unique. It returns them with defaults applied, in file
-// order.
+// LoadFile reads a JSON array of at most MaxSources sources, strictly,
+// validated and defaulted, in file order.
 func LoadFile(path string) ([]Source, error) {
 	f, err := os.Open(path)
 	if err != nil {

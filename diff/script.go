@@ -19,18 +19,10 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// luaSource is the diff script. KEYS: open hash, scope hash, pending hash,
-// transitions stream, runs stream, legacy open set, flap records (see Keys). ARGV: run_id, run_at (ms),
-// run_at (JSON text), started_at (JSON text), scope key, source id,
-// provider, ok ("1"/"0"), error, k, notify_first_sight ("1"/"0"),
-// traceparent, trace id, state TTL (ms), guard min, guard share (‰),
-// per-venue max k (0: off), the number of observed entities, the default
-// entity argument, their keys, then (key's ARGV index, entity argument)
-// pairs for the entities whose argument is not the default (see
-// entityArgs). It returns {applied (1; 0: late or replayed; 2:
-// held), opened, closed, stable opened, stable closed[, notices, released
-// after (ms)[, venues by k (MaxStabilization of them, under per-venue
-// stabilization)]]} (see Result).
+// luaSource is the diff script. KEYS: see Keys.list. ARGV: see prepare.
+// It returns {applied (1; 0: late or replayed; 2: held), opened, closed,
+// stable opened, stable closed[, notices, released after ms[, venues by
+// k]]} (see parseReply).
 //
 //go:embed diff.lua
 var luaSource string
@@ -44,53 +36,14 @@ type Input struct {
 	TraceParent string
 	// Guard is the false-close guard; nil: none.
 	Guard *Guard
-	// PerVenueMaxK turns per-venue stabilization on (see FlapWindow): each
-	// venue's entities stabilize after a k in 1..PerVenueMaxK chosen from
-	// its flap rate. 0, the default, leaves it off; at most
-	// MaxStabilization.
+	// PerVenueMaxK, 1..MaxStabilization, turns per-venue stabilization on
+	// (see FlapWindow); 0, the default, leaves it off.
 	PerVenueMaxK int
 }
 
-// Apply applies one snapshot to its scope's diff state and appends its
-// transitions and run record to the partition's output streams, in one
-// atomic script (see the package documentation for the semantics).
-// traceparent, a W3C traceparent or "", is stored on every appended entry
-// so the trace continues into the stages that read them; its trace id goes
-// into the payloads' trace_id. The snapshot must pass Validate, otherwise
-// the error wraps ErrInvalidSnapshot and nothing is written. Apply is
-// idempotent: applying a snapshot again changes nothing and only appends a
-// run record with Applied false. So Result.Applied false may also mean that
-// an earlier attempt applied it: the Redis client retries a script whose
-// reply timed out (a snapshot near avail.MaxEntities can run for seconds).
-func Apply(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, snap avail.Snapshot, traceparent string) (Result, error) {
-	keys, args, err := prepare(topics, Input{Snapshot: snap, TraceParent: traceparent}, false)
-	if err != nil {
-		return Result{}, err
-	}
-	reply, err := diffScript.Run(ctx, rdb, keys, args...).Int64Slice()
-	if err != nil {
-		return Result{}, fmt.Errorf("diff: apply run %q of scope %q: %w", snap.RunID, snap.ScopeKey, err)
-	}
-	return parseReply(reply)
-}
-
-// ApplyBatch applies the snapshots in order, pipelining their scripts in
-// one round trip (per cluster node). Results are by index. Every input is
-// validated first; if one is invalid nothing is applied and the error wraps
-// ErrInvalidSnapshot. On a Redis error some snapshots may have been applied
-// and others not (their Result is zero); since applying is idempotent,
-// retrying the whole batch is safe. Snapshots of one scope in one batch are
-// applied in the batch's order, with one exception: a snapshot whose script
-// was missing from the server's cache (NOSCRIPT) is retried after the
-// others, so if the cache was loaded by another client in the middle of
-// the pipeline it may follow a newer snapshot of its scope and be ignored
-// as a late run.
-func ApplyBatch(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, inputs []Input) ([]Result, error) {
-	return applyBatch(ctx, rdb, topics, inputs, false)
-}
-
-// applyBatch is ApplyBatch; validated says that every input passed Validate
-// already (the stage's decode validates), which prepare then skips.
+// applyBatch applies the inputs in one pipeline, results by index; on a
+// Redis error some may be applied, and a retry is safe. validated skips
+// Validate.
 func applyBatch(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, inputs []Input, validated bool) ([]Result, error) {
 	calls := make([]script.Call, len(inputs))
 	for i, in := range inputs {
@@ -163,19 +116,11 @@ func prepare(topics avail.Topics, in Input, validated bool) ([]string, []any, er
 	return keys.list(), append(args, x.over...), nil
 }
 
-// entityArgs builds the script's entity arguments. Each observed entity
-// has one that gives its JSON: when e is what avail.ParseKey rebuilds from
-// its key plus a venue name and attributes (the usual case), "" if it has
-// neither, or "+" and the JSON object of the two
-// (availjson.AppendEntityExtras); otherwise e's whole JSON encoding, which
-// starts with "{". The script rebuilds the entity from its key like a
-// closed one and adds the extras, so the JSON of the entities that stay
-// open, which the script does not need, costs little to send.
-//
-// The entities of a scope mostly share their venue name and attributes, so
-// the first rebuildable entity's argument is the default, sent once, and
-// only the others go as (key's ARGV index, argument) pairs: an argument
-// sent before as "=<i>", i the ARGV index of the key that sent it.
+// entityArgs builds the script's entity arguments. An entity that
+// avail.ParseKey rebuilds from its key sends "" or "+" and the JSON of its
+// venue name and attributes; another sends its whole JSON. The first
+// rebuildable entity's argument is the default, sent once; the others go as
+// (key's ARGV index, argument) pairs, a repeated argument as "=<i>".
 type entityArgs struct {
 	buf     []byte
 	def     []byte // the default argument; nil until the first rebuildable entity

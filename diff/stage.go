@@ -24,29 +24,22 @@ const instrumentationScope = "github.com/dropstream/dropstream/diff"
 
 // Metric names of the diff stage.
 const (
-	// MetricTransitions counts transitions appended, by kind (open, close)
-	// and phase: raw counts raw flips, stable counts stable transitions; a
-	// stabilization-1 event, both at once, counts in both. Int64Counter,
-	// unit {transition}.
+	// MetricTransitions counts transitions appended, by kind and phase (raw,
+	// stable; a k = 1 event counts in both). Counter, {transition}.
 	MetricTransitions = "dropstream.diff.transitions"
-	// MetricRuns counts snapshots handled, by status (ok, failed, held:
-	// stopped by the guard) and applied (true, false). Int64Counter, unit
-	// {run}.
+	// MetricRuns counts snapshots handled, by status (ok, failed, held) and
+	// applied. Counter, {run}.
 	MetricRuns = "dropstream.diff.runs"
 	// MetricObservations counts the entities observed by applied OK runs.
 	// Int64Counter, unit {observation}.
 	MetricObservations = "dropstream.diff.observations"
-	// MetricReleaseToNotice is, for each stable open that notifies, the
-	// time from the scope's last OK run before the open was first seen
-	// (the release came after it) to the diff appending the stable open,
-	// which the watchers' notices follow within milliseconds: an upper
-	// bound of the release → notice latency, the availability SLO.
-	// Float64Histogram, unit s, attribute provider. Prometheus:
+	// MetricReleaseToNotice bounds the release → notice latency (the
+	// availability SLO): the time from the OK run before an open to the
+	// diff appending its notifying stable open. Histogram, s; provider;
 	// dropstream_availability_release_to_notice_seconds.
 	MetricReleaseToNotice = "dropstream.availability.release_to_notice"
-	// MetricVenueK counts, under per-venue stabilization (WithPerVenueK),
-	// the k chosen for each venue an applied run looked at (its raw flips
-	// and pending entities), by k ("1".."10"). Int64Counter, unit {venue}.
+	// MetricVenueK counts the venues of applied runs by the k per-venue
+	// stabilization chose ("1".."10"). Counter, {venue}.
 	MetricVenueK = "dropstream.diff.venue_k"
 )
 
@@ -54,24 +47,11 @@ const (
 // from bursts of a few seconds to an interval or two of a minute and more.
 var releaseBuckets = []float64{1, 2.5, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600}
 
-// NewStage returns the "avail-diff" stage, a batch stage: it consumes
-// topics.Snapshots and applies each batch read from a partition with
-// ApplyBatch, one pipeline of scripts per batch (one per snapshot of a scope
-// when a batch holds several of one scope), each scope's snapshots in the
-// batch's order. Each
-// snapshot is applied with the W3C traceparent of the message's producer
-// (the span that published it), so its trace continues into the
-// transitions and run records; the runtime's batch span links to every
-// message's trace. A message that is not an avail.TypeSnapshot, is not
-// valid JSON, has a scope key other than its message key, or fails Validate
-// gets a stream.Permanent error naming the reason in a *stream.BatchError,
-// so it goes to the dead-letter stream while the rest of the batch is
-// applied. A Redis error fails the whole batch retryably: applying is
-// idempotent, so the snapshots that were applied are no-ops when it comes
-// again. Nil fields of tel default to the OpenTelemetry globals.
-//
-// Options change the stage: WithGuard sets the false-close guard (none
-// otherwise); WithPerVenueK turns per-venue stabilization on.
+// NewStage returns the "avail-diff" batch stage over topics.Snapshots: it
+// applies each batch in one pipeline of scripts, each scope's snapshots in
+// order, with the producer's traceparent. An invalid message is
+// dead-lettered and the rest applied; a Redis error retries the batch,
+// which is idempotent. Options: WithGuard, WithPerVenueK.
 func NewStage(rdb redis.UniversalClient, topics avail.Topics, tel stream.Telemetry, opts ...Option) stream.Stage {
 	mp := tel.MeterProvider
 	if mp == nil {
@@ -92,9 +72,8 @@ type Option func(*handler)
 // Guard.Validate; Guard{} turns it off.
 func WithGuard(g Guard) Option { return func(h *handler) { h.guard = g } }
 
-// WithPerVenueK turns per-venue stabilization on with k at most maxK (see
-// FlapWindow and Input.PerVenueMaxK); 0 leaves it off. It panics on a maxK
-// outside 0..MaxStabilization, a programming error.
+// WithPerVenueK turns per-venue stabilization on with k at most maxK; 0
+// leaves it off. It panics on a maxK outside 0..MaxStabilization.
 func WithPerVenueK(maxK int) Option {
 	if err := validPerVenueMaxK(maxK); err != nil {
 		panic(err)
@@ -214,13 +193,8 @@ func (h *handler) handleBatch(ctx context.Context, msgs []*stream.Message) error
 	return nil
 }
 
-// apply applies the inputs with ApplyBatch, in rounds that hold at most one
-// snapshot per scope: ApplyBatch runs a snapshot whose script was not
-// cached (NOSCRIPT, after a restart or when another client loads it in the
-// middle of the pipeline) after the others, which would let a newer
-// snapshot of its scope go first and make it a late run. Across rounds,
-// each scope's snapshots keep the batch's order. Usually a batch holds one
-// snapshot per scope: one round, one pipeline.
+// apply applies the inputs in rounds of at most one snapshot per scope: a
+// NOSCRIPT retry runs after the others, which could reorder a scope.
 func (h *handler) apply(ctx context.Context, inputs []Input) ([]Result, error) {
 	var rounds [][]int // indices into inputs
 	seen := make(map[string]int, len(inputs))
@@ -270,8 +244,7 @@ func failed(errs []error, err error) error {
 }
 
 // applyEach applies the inputs one by one, giving the invalid ones a
-// permanent error in errs (at the index of their message, idx). The results
-// of the invalid ones are zero.
+// permanent error in errs at idx.
 func (h *handler) applyEach(ctx context.Context, inputs []Input, idx []int, errs []error) ([]Result, error) {
 	results := make([]Result, len(inputs))
 	for j, in := range inputs {

@@ -22,10 +22,8 @@ const StateTTL = 35 * 24 * time.Hour
 // are cut at a UTF-8 boundary.
 const MaxErrorLen = 1024
 
-// Transition is what the diff stage appends to the transitions stream. A
-// raw-only flip has Raw true and Stable false; a stable confirmation of an
-// earlier raw flip has Raw false and Stable true; with stabilization 1 a
-// flip is one event with both true.
+// Transition is what the diff stage appends to the transitions stream: a
+// raw flip (Raw), a stable confirmation (Stable), or both at k = 1.
 type Transition = avail.Transition
 
 // Result is the outcome of applying one snapshot.
@@ -41,68 +39,18 @@ type Result struct {
 	// StableOpened and StableClosed count stable transitions, including
 	// the combined raw+stable ones of stabilization 1.
 	StableOpened, StableClosed int
-	// Notices counts the stable opens that notify and whose release time
-	// is bounded: each opened after the scope's OK run before its raw
-	// open. ReleasedAfterMS is the earliest of those runs' run_at in Unix
-	// ms (0 with no notices): a release → notice latency is at most the
-	// time from it to the notice.
+	// Notices counts the notifying stable opens; ReleasedAfterMS is the
+	// earliest run_at (Unix ms) of the OK runs before their raw opens.
 	Notices         int
 	ReleasedAfterMS int64
-	// VenueK counts, under per-venue stabilization, the venues of the
-	// run's raw flips and pending entities by the k the run chose for
-	// them: VenueK[i] venues had k = i+1. All zero when it is off, and for
-	// runs not applied or failed.
+	// VenueK[i] counts the venues given k = i+1 under per-venue
+	// stabilization; all zero when it is off.
 	VenueK [MaxStabilization]int
 }
 
-// Pending is an entity whose raw state differs from its stable state and
-// is waiting for confirmation.
-type Pending struct {
-	// Kind is avail.KindOpen or avail.KindClose: the raw state awaiting
-	// confirmation.
-	Kind string
-	// Count is the number of consecutive applied OK runs that observed it,
-	// the flip's own run included.
-	Count int
-	// Baseline is set for opens of the scope's first applied OK run.
-	Baseline bool
-	// LastSeen is, for a close, the run_at of the last run that observed
-	// the entity open; zero for opens.
-	LastSeen time.Time
-	// ReleasedAfterMS is, for an open, the run_at in Unix ms of the
-	// scope's OK run before the one that first saw it (it opened after);
-	// 0 when not known.
-	ReleasedAfterMS int64
-}
-
-// State is the diff state of one scope.
-type State struct {
-	// Open holds the raw open entity keys, sorted.
-	Open []string
-	// Pending holds the entities awaiting stabilization, by key.
-	Pending map[string]Pending
-	// LastRunID and LastRunAt (millisecond precision) name the last applied
-	// run; LastRunID is empty before the first one.
-	LastRunID string
-	LastRunAt time.Time
-	// LastOKRunAt is the run_at of the last applied OK run; zero before the
-	// first one (the next OK run is then the baseline).
-	LastOKRunAt time.Time
-	// HeldRunID names the last run when the guard held it: the next OK run
-	// confirms its closes (it would close as much) or shows them false.
-	HeldRunID string
-	// Flaps holds, under per-venue stabilization, each venue's flap
-	// record (see FlapWindow); nil when it was never on.
-	Flaps map[string]VenueFlaps
-}
-
-// Guard holds a run that would close too much of its scope at once — a
-// provider answering a blank or blocked page as if nothing were open —
-// until the next run confirms it: a run closing more than Min entities and
-// more than Share of the scope's open entities produces no transition and
-// changes nothing but the scope's last run, and its run record has status
-// "held". If the next OK run would close as much, it applies; if not, the
-// held closes never happen.
+// Guard holds a run closing more than Min entities and more than Share of
+// its scope's open ones until the next OK run confirms it (see the package
+// documentation).
 type Guard struct {
 	// Min is the most closes a run may make without the guard looking at
 	// it; 0 turns the guard off.
@@ -112,10 +60,8 @@ type Guard struct {
 	Share float64
 }
 
-// DefaultGuard holds a run closing more than 10 entities and more than half
-// of its scope's open ones: the availability flow's default
-// (DROPSTREAM_AVAIL_GUARD_MIN, DROPSTREAM_AVAIL_GUARD_SHARE). The diff
-// package's functions apply no guard unless given one.
+// DefaultGuard is the availability flow's guard: more than 10 closes and
+// more than half of the open entities.
 var DefaultGuard = Guard{Min: 10, Share: 0.5}
 
 // permille is Share in thousandths, as the script takes it.
@@ -137,9 +83,8 @@ func stabilization(snap avail.Snapshot) int {
 	return snap.Stabilization
 }
 
-// observed returns the snapshot's entities with duplicate keys removed (the
-// first occurrence wins), or nil for a failed run, whose entities say
-// nothing. Without duplicates it returns snap.Entities itself.
+// observed returns the snapshot's entities without duplicate keys (the
+// first wins), or nil for a failed run.
 func observed(snap avail.Snapshot) []avail.Entity {
 	if !snap.OK {
 		return nil
@@ -187,13 +132,4 @@ func runError(snap avail.Snapshot) string {
 		s = s[:MaxErrorLen]
 	}
 	return strings.ToValidUTF8(s, "\uFFFD")
-}
-
-// runIsNewer reports whether (at, id) orders after (lastAt, lastID): run_at
-// first, then run_id byte-wise.
-func runIsNewer(at int64, id string, lastAt int64, lastID string) bool {
-	if at != lastAt {
-		return at > lastAt
-	}
-	return id > lastID
 }

@@ -7,6 +7,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/writer"
 )
 
@@ -75,7 +76,7 @@ func checkClickHouseSessions(t *testing.T, ctx context.Context, ch *clickhouse.C
 	t.Helper()
 	for _, key := range sortedKeys(exp.windowed()) {
 		ws := exp.windows[key]
-		rows, err := clickhouse.EntitySessions(ctx, ch, key, 0)
+		rows, err := clickhousetest.EntitySessions(ctx, ch, key, 0)
 		if err != nil {
 			t.Errorf("ClickHouse sessions of %s: %v", key, err)
 			continue

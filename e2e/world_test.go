@@ -11,6 +11,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/provider"
 	"github.com/dropstream/dropstream/collector/simulator"
@@ -209,8 +210,8 @@ func (w *world) checkAll(t *testing.T, ctx context.Context, rdb redis.UniversalC
 	if n, err := clickhouse.CountRuns(ctx, ch, clickhouse.Filter{}); err != nil || n != uint64(len(em.runIDs)) {
 		t.Errorf("ClickHouse runs = %d (%v), the stream holds %d distinct", n, err, len(em.runIDs))
 	}
-	want := clickhouse.SessionCounts{Total: uint64(em.rawOpens), Open: uint64(len(truth)), Closed: uint64(em.rawOpens - len(truth))}
-	if got, err := clickhouse.CountSessions(ctx, ch, clickhouse.Filter{}); err != nil || got != want {
+	want := clickhousetest.SessionCounts{Total: uint64(em.rawOpens), Open: uint64(len(truth)), Closed: uint64(em.rawOpens - len(truth))}
+	if got, err := clickhousetest.CountSessions(ctx, ch); err != nil || got != want {
 		t.Errorf("ClickHouse sessions = %+v (%v), want %+v (one per raw open; open ones = open slots)", got, err, want)
 	}
 	dl := stream.NewDeadLetters(rdb)

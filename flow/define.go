@@ -2,7 +2,6 @@ package flow
 
 import (
 	"context"
-	"errors"
 	"flag"
 	"fmt"
 	"io"
@@ -11,10 +10,9 @@ import (
 	"github.com/dropstream/dropstream/internal/progress"
 )
 
-// Definition registers a flow with the binary: its name, the variables it
-// reads, how it is built, its routes and its bench targets. The binary's
-// definitions are listed once, a line each, in cmd/dropstream/flows.go, and
-// built in that order (a flow may Find the flows listed before it).
+// Definition registers a flow with the binary: name, variables, builder,
+// routes and bench targets. Flows are built in the order of
+// cmd/dropstream/flows.go; a flow may Find those before it.
 type Definition struct {
 	// Name names the flow: the prefix of its stages and services.
 	Name string
@@ -29,9 +27,8 @@ type Definition struct {
 	Benches []Bench
 }
 
-// Define binds a flow's builder to its routes (nil: none), type-safely: the
-// routes, which live in the flow's httpapi package, receive the flow's main
-// type as its builder returned it.
+// Define binds a flow's builder to its routes (nil: none), which receive
+// the flow's main type.
 func Define[F Flow](name string, build func(context.Context, Deps) (F, error), routes func(*api.Server, F)) Definition {
 	d := Definition{Name: name, Build: func(ctx context.Context, deps Deps) (Flow, error) {
 		f, err := build(ctx, deps)
@@ -58,53 +55,20 @@ func (d Definition) WithBench(b ...Bench) Definition {
 	return d
 }
 
-// Validate checks a list of definitions: names present and unique, a
-// builder each, variables and bench targets unique.
-func Validate(defs []Definition) error {
-	var errs []error
-	names := map[string]bool{}
-	benches := map[string]bool{}
-	for _, d := range defs {
-		if d.Name == "" || d.Build == nil {
-			errs = append(errs, fmt.Errorf("flow %q: needs a name and a builder", d.Name))
-		}
-		if names[d.Name] {
-			errs = append(errs, fmt.Errorf("flow %q defined twice", d.Name))
-		}
-		names[d.Name] = true
-		for _, b := range d.Benches {
-			if benches[b.Name] || b.Name == "" || b.Bind == nil {
-				errs = append(errs, fmt.Errorf("flow %s: bench target %q unnamed, without Bind, or defined twice", d.Name, b.Name))
-			}
-			benches[b.Name] = true
-		}
-	}
-	var all []Var
-	for _, d := range defs {
-		all = append(all, d.Vars...)
-	}
-	if _, err := ReadVars(all, func(string) (string, bool) { return "", false }); err != nil {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
-}
-
 // Bench is a `dropstream bench <Name>` target.
 type Bench struct {
 	// Name is the target's name; Summary one or two lines for the list of
 	// targets; Help the paragraph of its --help.
 	Name, Summary, Help string
-	// Bind binds the target's own flags on fs, beside the common ones
-	// (Redis, ClickHouse, partitions, --cpuprofile), and returns what runs
-	// once the flags are parsed.
+	// Bind binds the target's own flags on fs and returns what runs once
+	// they are parsed.
 	Bind func(fs *flag.FlagSet) BenchRun
 }
 
 // BenchRun is a bench target's run, once its flags are bound.
 type BenchRun struct {
-	// Check, if not nil, checks the flags and the configuration before
-	// anything is opened: env holds RedisURL, ClickHouseDSN, RedisName and
-	// Settings only. Its error fails the bench at once.
+	// Check, if not nil, checks flags and configuration before anything is
+	// opened (env holds only the URLs, RedisName and Settings).
 	Check func(env BenchEnv) error
 	// Run measures, over the opened environment.
 	Run func(ctx context.Context, env BenchEnv) error
@@ -113,23 +77,17 @@ type BenchRun struct {
 // BenchEnv is what a bench target runs against: the app's Redis and
 // telemetry (no API, logs at warn), and the common settings as given.
 type BenchEnv struct {
-	// Deps are the app's dependencies. Deps.ClickHouse is nil: a bench
-	// that writes to ClickHouse opens a database of its own from
-	// ClickHouseDSN.
+	// Deps are the app's dependencies, without ClickHouse: a bench opens
+	// its own from ClickHouseDSN.
 	Deps
-	// RedisURL and ClickHouseDSN are as configured ("" for embedded Redis,
-	// "" for no ClickHouse); RedisName describes the Redis for a report's
-	// first line, with any password masked.
+	// RedisURL and ClickHouseDSN are as configured (""s: embedded Redis, no
+	// ClickHouse); RedisName names the Redis, password masked.
 	RedisURL, ClickHouseDSN, RedisName string
 	// Embedded says the Redis is the in-process one.
 	Embedded bool
-	// RateLimit is the API's rate limit as the binary's settings give it
-	// (its defaults unless --api-limits says otherwise): a bench serving
-	// the API serves it with this one.
+	// RateLimit is the API's configured rate limit.
 	RateLimit api.RateLimitConfig
-	// Stdout takes the figures; Progress writes a line of progress to
-	// stderr; Phases shows a phase of work on stderr (on a terminal a bar
-	// of real counts, otherwise a line at its start and one at its end).
+	// Stdout takes the figures; Progress and Phases report on stderr.
 	Stdout   io.Writer
 	Progress func(line string)
 	Phases   *progress.Printer

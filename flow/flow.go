@@ -2,18 +2,10 @@
 // availability pipeline, the notifier, the checkout saga, the comic, feed
 // and sell-offer flows and the sample flow alike.
 //
-// A flow is built by its Definition over the Deps the app gives it, and
-// declares in a Description what it runs and what it touches: its stages
-// and services, the topics it publishes to (its edges; the topics it
-// consumes are those of its stages), its ClickHouse history, its demo
-// set-up. Its routes and its bench target are bound to the Definition.
-// From these declarations alone the app does the generic start-up, for
-// `run` and `demo` alike — consumer groups, the choice between the
-// ClickHouse appends and a kept backlog, waiters, trimming and the
-// `--stages` selection — and the console and the docs draw the graph.
-//
-// Adding a flow touches its own folder and one registration line in
-// cmd/dropstream/flows.go; docs/adding-a-flow.md is the checklist.
+// A Definition builds a flow over Deps; its Description declares the
+// stages, services, edges, ClickHouse history and demo set-up, from which
+// the app does the generic start-up and the console draws the graph. See
+// docs/adding-a-flow.md.
 package flow
 
 import (
@@ -46,13 +38,11 @@ type Description struct {
 	// Services are loops beside the stages (pollers, sweepers, schedulers),
 	// selectable with `run --stages` like stages.
 	Services []Service
-	// Waiters are loops that serve the flow's own calls (a checkout call
-	// waiting for its saga's answer, say): they run for the life of the app
-	// whatever `--stages` selects, in every process that serves the API.
+	// Waiters serve the flow's own calls (a checkout waiting for its saga)
+	// in every process that serves the API, whatever `--stages` selects.
 	Waiters []Service
 	// Edges are the topics the flow's stages, services and routes publish
-	// to. What consumes a topic is given by the Stages and History of the
-	// flows that read it.
+	// to.
 	Edges []Edge
 	// History are the flow's ClickHouse appends, or none.
 	History []History
@@ -60,12 +50,8 @@ type Description struct {
 	// idempotent: the demo may run against a persistent Redis. Nil: none.
 	Demo func(ctx context.Context) error
 	// Events returns up to limit of the flow's recent events that v sees,
-	// newest first, with what caused each (see Event). An event about a
-	// tenant's object (a notification to its subscriber, its order's
-	// checkout) is seen by that tenant and by a view that sees all; one
-	// about shared data (the availability of venues) by every view. A
-	// tenant's events are those among the newest ScanFor(v, limit). Nil:
-	// the flow shows none.
+	// newest first: a tenant sees its own and shared ones, among the newest
+	// ScanFor(v, limit). Nil: none.
 	Events func(ctx context.Context, v tenancy.View, limit int) ([]Event, error)
 }
 
@@ -86,20 +72,15 @@ type Edge struct {
 // FromAPI is the Edge.From of messages published by a flow's routes.
 const FromAPI = "api"
 
-// History is one ClickHouse append path of a flow, written through the
-// writer package: batched, shared by the copies of its stage, acknowledged
-// after the insert.
+// History is one batched ClickHouse append path of a flow.
 type History struct {
 	// Tables are the ClickHouse tables the stages append to.
 	Tables []string
-	// Groups are the topics and consumer groups (stage names) its stages
-	// read. Without ClickHouse the app creates these groups and no stage
-	// reads them, so their backlog waits in the streams until ClickHouse
-	// is configured.
+	// Groups are the topics and groups its stages read; without ClickHouse
+	// they are created and their backlog waits.
 	Groups []Group
-	// Open builds the stages over ClickHouse. They must read exactly
-	// Groups. close, if not nil, is called when the app stops, after the
-	// stages have returned.
+	// Open builds the stages, which read exactly Groups; close, if not nil,
+	// runs after they have returned.
 	Open func(ctx context.Context, ch *clickhouse.Client) (stages []stream.Stage, close func() error, err error)
 }
 
@@ -113,9 +94,8 @@ type Group struct {
 type Deps struct {
 	Redis     redis.UniversalClient
 	Publisher *stream.Publisher
-	// ClickHouse is nil when no DSN is configured. A flow should declare
-	// its appends as History rather than use it for them; it may use it to
-	// read (statistics, explanations).
+	// ClickHouse is nil when no DSN is configured; appends go through
+	// History, reads may use it.
 	ClickHouse *clickhouse.Client
 	// Telemetry carries the providers and the logger of the app.
 	Telemetry stream.Telemetry

@@ -34,9 +34,8 @@ const (
 	Bool
 )
 
-// Var is a setting a flow reads: an environment variable, listed by
-// `dropstream --help`. The app reads every declared Var once, at start,
-// checks it against its Kind and refuses to start on a bad value.
+// Var is an environment variable a flow reads, checked against its Kind at
+// start and listed by `dropstream --help`.
 type Var struct {
 	// Name is the variable, DROPSTREAM_*.
 	Name string
@@ -86,21 +85,18 @@ func shown(v Var, value string) string {
 	return value
 }
 
-// Settings are the configuration the app gives every flow: the settings
-// every flow shares and the values of the Vars of every Definition, read
-// and checked once by the app. The zero value has no variables.
+// Settings are the configuration the app gives every flow: shared settings
+// and the values of every Definition's Vars.
 type Settings struct {
 	// Partitions is the stream partitions per flow (DROPSTREAM_PARTITIONS).
 	Partitions int
-	// PublicURL is the base of links in messages (opt-in, unsubscribe,
-	// item links), without a trailing slash (DROPSTREAM_PUBLIC_URL; default
-	// derived from the API address, http://localhost:8080 for ":8080").
+	// PublicURL is the base of links in messages, without a trailing slash
+	// (DROPSTREAM_PUBLIC_URL; default from the API address).
 	PublicURL string
 	// APIAddr is the API's listen address; empty when there is no API.
 	APIAddr string
-	// Egress is the policy of every outbound connection a flow opens
-	// (DROPSTREAM_EGRESS_ALLOW); nil is the default policy (see
-	// EgressPolicy).
+	// Egress is the policy of a flow's outbound connections; nil is the
+	// default policy.
 	Egress *egress.Policy
 	// RedisWait is how many replicas must hold a write a caller is
 	// answered on before the answer (DROPSTREAM_REDIS_WAIT; default off).
@@ -116,9 +112,8 @@ func (s Settings) EgressPolicy() *egress.Policy { return egress.OrDefault(s.Egre
 // DefaultPublicURL is the public URL for an API listening on ":8080".
 const DefaultPublicURL = "http://localhost:8080"
 
-// PublicURLFor is the default public URL of an API at addr: http on
-// localhost for ":port", http on the address otherwise, DefaultPublicURL
-// with no API.
+// PublicURLFor is the default public URL of an API at addr
+// (DefaultPublicURL for none).
 func PublicURLFor(addr string) string {
 	switch {
 	case addr == "":
@@ -130,9 +125,8 @@ func PublicURLFor(addr string) string {
 	}
 }
 
-// ReadVars reads every declared variable through lookup (os.LookupEnv in
-// the app), applies defaults, and checks each; it reports every bad value
-// and every variable declared twice with different meanings.
+// ReadVars reads, defaults and checks every declared variable through
+// lookup; it reports every bad value and conflicting declaration.
 func ReadVars(vars []Var, lookup func(string) (string, bool)) (map[string]string, error) {
 	out := map[string]string{}
 	declared := map[string]Var{}
@@ -175,9 +169,8 @@ func (s Settings) Duration(name string) time.Duration {
 	return d
 }
 
-// Quota returns the cap per caller of records of kind ("sources",
-// "feeds") set by the Int variable name, or nil — no cap — when it is 0 or
-// unset.
+// Quota returns the per-caller cap of records of kind set by the Int
+// variable name, or nil when it is 0 or unset.
 func (s Settings) Quota(rdb redis.UniversalClient, name, kind string) (*quota.Quota, error) {
 	n := s.Int(name)
 	if n <= 0 {

@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -54,7 +55,7 @@ func TestDeliver_historyReachesClickHouse(t *testing.T) {
 
 	var rows []clickhouse.NotificationRow
 	testenv.WaitFor(t, waitTimeout, func() bool {
-		rows, err = clickhouse.SubscriberNotifications(ctx, ch, sub, 10)
+		rows, err = clickhousetest.SubscriberNotifications(ctx, ch, sub, 10)
 		return err == nil && len(rows) == 1 && rows[0].Status == history.StatusSent
 	}, "the sent notification in ClickHouse (have %+v, %v)", rows, err)
 	got := w.hook.messages()

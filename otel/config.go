@@ -1,16 +1,7 @@
-// Package otel sets up OpenTelemetry for dropstream: tracer and meter
-// providers configured from the standard OTEL_* environment variables, a
-// Prometheus /metrics handler, W3C trace-context propagation through stream
-// entry fields, an slog handler that stamps trace_id/span_id on log records,
-// and the instrument and attribute names shared by the whole project.
-//
-// The package name collides with go.opentelemetry.io/otel; import it as
-//
-//	dsotel "github.com/dropstream/dropstream/otel"
-//
-// Nothing is exported by default: with no OTEL_* variables set, spans are
-// recorded (so trace ids exist for logs and propagation) but not exported, and
-// metrics are only served by [Providers.MetricsHandler].
+// Package otel sets up OpenTelemetry for dropstream: providers configured
+// from the OTEL_* variables, a Prometheus /metrics handler, an slog handler
+// adding trace ids, and the shared instrument and attribute names. Import
+// it as dsotel. By default nothing is exported.
 package otel
 
 import (
@@ -25,12 +16,8 @@ import (
 // and OTEL_SERVICE_NAME is unset.
 const DefaultServiceName = "dropstream"
 
-// Config configures [Setup]. The zero value is valid.
-//
-// Exporters are not configured here but through the standard environment
-// variables (OTEL_TRACES_EXPORTER, OTEL_METRICS_EXPORTER,
-// OTEL_EXPORTER_OTLP_*, OTEL_TRACES_SAMPLER, OTEL_SERVICE_NAME,
-// OTEL_RESOURCE_ATTRIBUTES, ...); see [Setup].
+// Config configures [Setup]; exporters come from the OTEL_* variables.
+// The zero value is valid.
 type Config struct {
 	// ServiceName is the service.name resource attribute.
 	// Default "dropstream". OTEL_SERVICE_NAME, when set, takes precedence.
@@ -38,10 +25,8 @@ type Config struct {
 	// ServiceVersion is the service.version resource attribute.
 	// Default empty (attribute omitted).
 	ServiceVersion string
-	// Embedded reports that the process runs against in-process miniredis.
-	// It is recorded as the resource attribute dropstream.embedded. It does
-	// not change exporter defaults: nothing is exported unless OTEL_*
-	// variables ask for it, in every mode. Default false.
+	// Embedded reports a process on in-process miniredis (the resource
+	// attribute dropstream.embedded).
 	Embedded bool
 }
 
@@ -51,9 +36,8 @@ func (c Config) withDefaults() Config {
 	return c
 }
 
-// Validate reports whether c is usable: ServiceName and ServiceVersion must
-// not have leading or trailing white space nor contain control characters.
-// Empty fields are valid (they take their defaults).
+// Validate reports control characters or surrounding white space in
+// ServiceName or ServiceVersion.
 func (c Config) Validate() error {
 	var errs []error
 	if err := checkName(c.ServiceName); err != nil {

@@ -2,11 +2,9 @@ package otel
 
 import (
 	"context"
-	"fmt"
 	"io"
 	"log/slog"
 	"slices"
-	"strings"
 
 	"go.opentelemetry.io/otel/trace"
 )
@@ -25,27 +23,16 @@ const (
 	LogFormatText = "text"
 )
 
-// LogConfig configures [NewLogger]. The zero value is valid: JSON at Info.
+// LogConfig configures [NewLogger]. The zero value logs JSON at Info.
 type LogConfig struct {
-	// Format is "json" (default when empty) or "text".
+	// Format is "json" (the default) or "text"; any other value means JSON.
 	Format string
-	// Level is the minimum level logged. Default slog.LevelInfo (the zero
-	// value).
+	// Level is the minimum level logged (default Info).
 	Level slog.Level
 }
 
-// Validate reports whether Format is "", "json" or "text".
-func (c LogConfig) Validate() error {
-	switch c.Format {
-	case "", LogFormatJSON, LogFormatText:
-		return nil
-	}
-	return fmt.Errorf("otel: log format %q: want %q or %q", c.Format, LogFormatJSON, LogFormatText)
-}
-
-// NewLogger returns a logger writing to w in cfg.Format at cfg.Level or
-// above, with trace_id and span_id added as by [NewLogHandler]. An invalid
-// Format falls back to JSON; call [LogConfig.Validate] first to reject it.
+// NewLogger returns a logger writing to w in cfg's format and level, with
+// trace_id and span_id added as by [NewLogHandler].
 func NewLogger(w io.Writer, cfg LogConfig) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.Level}
 	var h slog.Handler
@@ -57,33 +44,10 @@ func NewLogger(w io.Writer, cfg LogConfig) *slog.Logger {
 	return slog.New(NewLogHandler(h))
 }
 
-// ParseLevel parses a level name as slog.Level.UnmarshalText does, case
-// insensitively and ignoring surrounding white space: "debug", "info",
-// "warn", "error", optionally with an offset ("debug-2", "info+1"). It also
-// accepts "warning". The empty string gives slog.LevelInfo.
-func ParseLevel(s string) (slog.Level, error) {
-	s = strings.TrimSpace(s)
-	switch strings.ToLower(s) {
-	case "":
-		return slog.LevelInfo, nil
-	case "warning":
-		return slog.LevelWarn, nil
-	}
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(s)); err != nil {
-		return 0, fmt.Errorf("otel: parse log level: %w", err)
-	}
-	return l, nil
-}
-
-// NewLogHandler wraps inner so that every record whose context carries a
-// valid span context (trace.SpanContextFromContext) gets the attributes
-// trace_id and span_id, at the top level of the record even under
-// WithGroup. Records without a valid span context pass through unchanged;
-// a record that carries a trace_id attribute of its own (outside groups)
-// keeps it and gets only span_id.
-// Use the context-taking logger methods (InfoContext, Log, ...) for the
-// span to be seen. inner must not be nil.
+// NewLogHandler wraps inner: a record whose context holds a valid span gets
+// trace_id and span_id at its top level, even under WithGroup. A record
+// with a trace_id of its own keeps it. Log with the context-taking methods
+// (InfoContext, ...) for the span to be seen.
 func NewLogHandler(inner slog.Handler) slog.Handler {
 	return &logHandler{base: inner, full: inner}
 }

@@ -93,7 +93,7 @@ func TestLogHandler_keepsARecordsOwnTraceID(t *testing.T) {
 }
 
 func TestLogHandler_withAttrsAndGroups(t *testing.T) {
-	sc := mustSpanContext(t, trace.FlagsSampled, "")
+	sc := sampledSpanContext()
 	traced := trace.ContextWithSpanContext(context.Background(), sc)
 	ids := map[string]any{LogTraceIDKey: sc.TraceID().String(), LogSpanIDKey: sc.SpanID().String()}
 	withIDs := func(m map[string]any) map[string]any {
@@ -170,7 +170,7 @@ func TestLogHandler_withAttrsAndGroups(t *testing.T) {
 
 func TestLogHandler_siblingsDoNotShareAttrs(t *testing.T) {
 	var buf bytes.Buffer
-	ctx := trace.ContextWithSpanContext(context.Background(), mustSpanContext(t, trace.FlagsSampled, ""))
+	ctx := trace.ContextWithSpanContext(context.Background(), sampledSpanContext())
 	parent := NewLogger(&buf, LogConfig{}).WithGroup("g").With("p", "1")
 	a := parent.With("a", "1")
 	b := parent.With("b", "1")
@@ -190,7 +190,7 @@ func TestLogHandler_siblingsDoNotShareAttrs(t *testing.T) {
 }
 
 func TestNewLogger_formatAndLevel(t *testing.T) {
-	ctx := trace.ContextWithSpanContext(context.Background(), mustSpanContext(t, trace.FlagsSampled, ""))
+	ctx := trace.ContextWithSpanContext(context.Background(), sampledSpanContext())
 	tests := []struct {
 		name      string
 		cfg       LogConfig
@@ -220,59 +220,11 @@ func TestNewLogger_formatAndLevel(t *testing.T) {
 	}
 }
 
-func TestParseLevel_names(t *testing.T) {
-	tests := []struct {
-		in      string
-		want    slog.Level
-		wantErr bool
-	}{
-		{"", slog.LevelInfo, false},
-		{"debug", slog.LevelDebug, false},
-		{" INFO ", slog.LevelInfo, false},
-		{"warn", slog.LevelWarn, false},
-		{"Warning", slog.LevelWarn, false},
-		{"error", slog.LevelError, false},
-		{"debug-2", slog.LevelDebug - 2, false},
-		{"info+1", slog.LevelInfo + 1, false},
-		{"verbose", 0, true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.in, func(t *testing.T) {
-			got, err := ParseLevel(tt.in)
-			if (err != nil) != tt.wantErr {
-				t.Fatalf("ParseLevel(%q) error = %v, wantErr %v", tt.in, err, tt.wantErr)
-			}
-			if !tt.wantErr && got != tt.want {
-				t.Errorf("ParseLevel(%q) = %v, want %v", tt.in, got, tt.want)
-			}
-		})
-	}
-}
-
-func TestLogConfig_Validate(t *testing.T) {
-	tests := []struct {
-		format  string
-		wantErr bool
-	}{
-		{"", false},
-		{LogFormatJSON, false},
-		{LogFormatText, false},
-		{"logfmt", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.format, func(t *testing.T) {
-			if err := (LogConfig{Format: tt.format}).Validate(); (err != nil) != tt.wantErr {
-				t.Errorf("Validate() = %v, wantErr %v", err, tt.wantErr)
-			}
-		})
-	}
-}
-
 // TestLogHandler_slogtestConformance runs the standard handler checks with a
 // span in every record's context (via a context-injecting wrapper), so the
 // grouped slow path is exercised too.
 func TestLogHandler_slogtestConformance(t *testing.T) {
-	sc := mustSpanContext(t, trace.FlagsSampled, "")
+	sc := sampledSpanContext()
 	for _, withSpan := range []bool{false, true} {
 		t.Run(map[bool]string{false: "without span", true: "with span"}[withSpan], func(t *testing.T) {
 			var buf bytes.Buffer
@@ -319,4 +271,13 @@ func (h spanCtxHandler) WithAttrs(as []slog.Attr) slog.Handler {
 
 func (h spanCtxHandler) WithGroup(name string) slog.Handler {
 	return spanCtxHandler{h.Handler.WithGroup(name), h.sc}
+}
+
+// sampledSpanContext returns a valid, sampled span context.
+func sampledSpanContext() trace.SpanContext {
+	return trace.NewSpanContext(trace.SpanContextConfig{
+		TraceID:    trace.TraceID{0x4b, 0xf9, 0x2f, 0x35, 0x77, 0xb3, 0x4d, 0xa6, 0xa3, 0xce, 0x92, 0x9d, 0x0e, 0x0e, 0x47, 0x36},
+		SpanID:     trace.SpanID{0x00, 0xf0, 0x67, 0xaa, 0x0b, 0xa9, 0x02, 0xb7},
+		TraceFlags: trace.FlagsSampled,
+	})
 }

@@ -30,9 +30,8 @@ var latencyBuckets = []float64{
 	1, 2.5, 5, 10,
 }
 
-// LatencyBuckets returns a fresh copy of the explicit histogram bucket
-// boundaries, in seconds, that [Setup] applies to latency histograms:
-// 0.00005 (50µs) up to 10, 17 boundaries.
+// LatencyBuckets returns a copy of the bucket boundaries, in seconds, that
+// [Setup] gives latency histograms.
 func LatencyBuckets() []float64 {
 	return append([]float64(nil), latencyBuckets...)
 }
@@ -40,10 +39,8 @@ func LatencyBuckets() []float64 {
 // latencySuffixes are the instrument name endings that select LatencyBuckets.
 var latencySuffixes = []string{".duration", ".latency", ".age"}
 
-// latencyView gives LatencyBuckets to histograms whose name ends in one of
-// latencySuffixes and whose unit is seconds (or unset). Other units, e.g. a
-// "ms" histogram, keep their own or the default buckets. A view takes
-// precedence over metric.WithExplicitBucketBoundaries advice.
+// latencyView gives LatencyBuckets to histograms named with a
+// latencySuffixes suffix whose unit is seconds or unset.
 func latencyView(inst sdkmetric.Instrument) (sdkmetric.Stream, bool) {
 	if inst.Kind != sdkmetric.InstrumentKindHistogram {
 		return sdkmetric.Stream{}, false

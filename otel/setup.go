@@ -27,18 +27,14 @@ const (
 	envMetricsExporter = "OTEL_METRICS_EXPORTER"
 )
 
-// Providers holds the tracer and meter providers built by [Setup] and the
-// Prometheus registry behind /metrics. Its methods are safe for concurrent
-// use.
+// Providers holds the providers built by [Setup] and the Prometheus
+// registry behind /metrics. Its methods are safe for concurrent use.
 type Providers struct {
-	// TracerProvider is an SDK tracer provider. It always records spans
-	// (subject to OTEL_TRACES_SAMPLER, default parentbased_always_on), so
-	// trace and span ids exist for logs and propagation even when nothing
-	// is exported.
+	// TracerProvider records spans (subject to OTEL_TRACES_SAMPLER) even
+	// when nothing is exported, so logs get trace ids.
 	TracerProvider trace.TracerProvider
-	// MeterProvider is an SDK meter provider read by the Prometheus
-	// exporter and, if OTEL_METRICS_EXPORTER asks for it, by an OTLP or
-	// console periodic reader.
+	// MeterProvider is read by the Prometheus exporter and any reader
+	// OTEL_METRICS_EXPORTER asks for.
 	MeterProvider metric.MeterProvider
 
 	tp       *sdktrace.TracerProvider
@@ -66,30 +62,15 @@ type sdkMeterProvider interface {
 // environment variables. It does not install them globally; call
 // [Providers.SetGlobal] for that, and [Providers.Shutdown] on exit.
 //
-// Traces: OTEL_TRACES_EXPORTER selects the exporter through autoexport
-// ("otlp", "console" or "none"); unset or empty means "none", unlike
-// autoexport's own default of "otlp". With "otlp",
-// OTEL_EXPORTER_OTLP_PROTOCOL ("http/protobuf" default, or "grpc"),
-// OTEL_EXPORTER_OTLP_ENDPOINT, OTEL_EXPORTER_OTLP_HEADERS and the
-// per-signal variants apply. Exported spans go through a batch span
-// processor. OTEL_TRACES_SAMPLER and OTEL_TRACES_SAMPLER_ARG are honoured by
-// the SDK.
+// Traces: OTEL_TRACES_EXPORTER ("otlp", "console" or "none", the default)
+// picks the exporter through autoexport, with the usual OTEL_EXPORTER_OTLP_*
+// variables. Metrics: a Prometheus exporter feeds [Providers.MetricsHandler];
+// OTEL_METRICS_EXPORTER "otlp" or "console" adds a periodic reader.
+// Histograms named *.duration, *.latency or *.age get [LatencyBuckets].
+// OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME override cfg's resource.
 //
-// Metrics: a Prometheus exporter always feeds a dedicated registry (also
-// holding the Go runtime and process collectors) served by
-// [Providers.MetricsHandler]. OTEL_METRICS_EXPORTER="otlp" or "console" adds
-// an autoexport periodic reader; unset, "none" and "prometheus" add nothing
-// (the "prometheus" value does not open a second listener).
-//
-// Histograms named *.duration, *.latency or *.age with unit "s" or no unit
-// get the buckets of [LatencyBuckets].
-//
-// Resource: service.name and service.version from cfg, telemetry.sdk.*,
-// dropstream.embedded, then OTEL_RESOURCE_ATTRIBUTES and OTEL_SERVICE_NAME,
-// which win.
-//
-// Setup returns an error, and leaves nothing running, when cfg is invalid or
-// an OTEL_* variable holds an unsupported value.
+// On an invalid cfg or OTEL_* value Setup returns an error and leaves
+// nothing running.
 func Setup(ctx context.Context, cfg Config) (*Providers, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
@@ -170,9 +151,7 @@ func newSpanExporter(ctx context.Context) (sdktrace.SpanExporter, error) {
 }
 
 // SetGlobal installs p's providers and the W3C TraceContext + Baggage
-// propagator as the go.opentelemetry.io/otel globals. [Inject] and [Extract]
-// use the global propagator, so call SetGlobal (or install a propagator
-// yourself) before relying on them.
+// propagator as the go.opentelemetry.io/otel globals.
 func (p *Providers) SetGlobal() {
 	gotel.SetTracerProvider(p.TracerProvider)
 	gotel.SetMeterProvider(p.MeterProvider)
@@ -185,21 +164,16 @@ func NewPropagator() propagation.TextMapPropagator {
 	return propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
 }
 
-// MetricsHandler returns the handler serving the Prometheus text exposition
-// of the registry (OTel instruments, Go runtime and process metrics). The
-// same handler is returned on every call.
+// MetricsHandler returns the handler serving the registry in Prometheus
+// text format.
 func (p *Providers) MetricsHandler() http.Handler { return p.handler }
 
-// Registry returns the Prometheus registry behind [Providers.MetricsHandler].
-// Collectors registered on it are served at /metrics too. It is not the
-// prometheus.DefaultRegisterer.
+// Registry returns the Prometheus registry behind [Providers.MetricsHandler]
+// (not prometheus.DefaultRegisterer).
 func (p *Providers) Registry() *prometheus.Registry { return p.registry }
 
-// Shutdown flushes pending spans and metrics to the configured exporters and
-// stops both providers, waiting at most until ctx is done. It returns the
-// joined errors of both. Calls after the first return the first result.
-// After Shutdown, instruments and tracers of p become no-ops; the metrics
-// handler keeps serving the Go and process collectors only.
+// Shutdown flushes pending spans and metrics and stops both providers,
+// waiting at most until ctx is done. Later calls return the first result.
 func (p *Providers) Shutdown(ctx context.Context) error {
 	p.shutdownOnce.Do(func() {
 		var errs []error

@@ -19,22 +19,11 @@ import (
 )
 
 // Analytics appends transitions, sessions and runs to ClickHouse: the batch
-// stages "avail-analytics-transitions" and "avail-analytics-runs", each its
-// own consumer group, independent of the projection. Runs that flipped
-// something come with their transitions (avail.TypeTransitions), the
-// others on the run topic; both stages write runs. The batches the
-// stages' handlers get, from every partition and copy in the process, are
-// merged by a batcher per stage into one INSERT per table, and a batch's
-// messages are acknowledged only once its rows are in ClickHouse (see
-// AnalyticsConfig for flushing and outages). Sessions are derived from raw
-// transitions, each on its own: a raw open writes its session's open row,
-// a raw close the closed row (with closed_at and duration) of the session
-// the diff says it ends (Transition.OpenRunID). The closed row outranks
-// the open row (see clickhouse.SessionRow.Version), so the rows may be
-// written in any order, and again.
-//
-// NewAnalytics starts one flush loop per copy of each stage (ReadAhead);
-// call Close when the stages' runners have stopped. It is safe for
+// stages "avail-analytics-transitions" and "avail-analytics-runs". A
+// batch's messages are acknowledged once its rows are in ClickHouse (see
+// AnalyticsConfig). A raw open writes its session's open row, a raw close
+// the closed row, which outranks it, so rows may come in any order.
+// Call Close once the stages' runners have stopped. It is safe for
 // concurrent use.
 type Analytics struct {
 	ch     *clickhouse.Client
@@ -45,9 +34,7 @@ type Analytics struct {
 	unmatched metric.Int64Counter
 	reg       metric.Registration
 	log       *slog.Logger
-	// One batcher per stage, shared by its copies (AnalyticsConfig.ReadAhead):
-	// while a flush runs, the copies read and decode the next batches,
-	// which the next flush takes together.
+	// One batcher per stage, shared by its copies.
 	transitions *sink.Batcher[transitionBatch]
 	runs        *sink.Batcher[[]clickhouse.RunRow]
 	closeOnce   sync.Once
@@ -62,10 +49,8 @@ type transitionBatch struct {
 	runs []clickhouse.RunRow
 }
 
-// NewAnalytics validates cfg (after defaults) and starts the flush loops.
-// tel provides metrics, traces (a span per flush, linked to the batch spans
-// of the handlers waiting for it) and the logger; nil fields take the
-// OpenTelemetry globals and slog.Default.
+// NewAnalytics validates cfg (after defaults) and starts the flush loops,
+// reporting through tel (nil fields: the globals).
 func NewAnalytics(ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemetry) (*Analytics, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -93,14 +78,9 @@ func NewAnalytics(ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemet
 	return a, nil
 }
 
-// Stages returns the two batch stages, "avail-analytics-transitions" over
-// the transition topic and "avail-analytics-runs" over the run topic,
-// AnalyticsConfig.ReadAhead copies of each: run them all. Each copy is a
-// consumer of the stage's group, so while one copy's batches wait for
-// their INSERT, the next batches of the same partitions are read and
-// decoded by another; the copies share the stage's batcher, so that at
-// low rates they do not double the inserts. When Runner.Consumer
-// is set, copies after the first append "-<copy>" to it.
+// Stages returns AnalyticsConfig.ReadAhead copies of each of the two batch
+// stages: run them all. With Runner.Consumer set, copies after the first
+// append "-<copy>" to it.
 func (a *Analytics) Stages() []stream.Stage {
 	var out []stream.Stage
 	for i := range a.cfg.ReadAhead {
@@ -118,9 +98,8 @@ func (a *Analytics) Stages() []stream.Stage {
 	return out
 }
 
-// Close stops the flush loops after the flush in progress. Handlers still
-// waiting, and later ones, fail with sink.ErrClosed; their messages stay pending.
-// Close is idempotent.
+// Close stops the flush loops after the flush in progress; waiting and
+// later handlers fail with sink.ErrClosed. It is idempotent.
 func (a *Analytics) Close() error {
 	first := false
 	a.closeOnce.Do(func() { first = true })
@@ -134,15 +113,9 @@ func (a *Analytics) Close() error {
 	return nil
 }
 
-// HandleTransitions is the batch handler of "avail-analytics-transitions".
-// It decodes every message (one that does not decode, or lacks an entity
-// key, run id, kind or run_at, gets a stream.Permanent error in the
-// returned *stream.BatchError), hands the transition rows and the session
-// rows of the raw ones to the stage's batcher and returns nil (every
-// message acknowledged) once they are in ClickHouse. At its deadline, or
-// when the Analytics closes, it returns a retryable error for every
-// decoded message, which stays pending. Rows are deterministic, so a batch
-// written twice changes nothing once ClickHouse deduplicates.
+// HandleTransitions is the batch handler of "avail-analytics-transitions":
+// it returns nil once the rows are in ClickHouse. A message that does not
+// decode is dead-lettered; at its deadline the others stay pending.
 func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Message) error {
 	b, errs := a.prepareTransitions(msgs)
 	var err error
@@ -152,9 +125,8 @@ func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Messag
 	return sink.Settle(errs, err)
 }
 
-// prepareTransitions decodes msgs into transition rows and the session
-// rows of the raw ones (errs holds the permanent error of each message
-// that does not decode), while the batcher knows that a batch is coming.
+// prepareTransitions decodes msgs into rows; errs holds each message's
+// permanent error.
 func (a *Analytics) prepareTransitions(msgs []*stream.Message) (transitionBatch, []error) {
 	a.transitions.Begin()
 	defer a.transitions.End()
@@ -190,9 +162,8 @@ func (a *Analytics) prepareTransitions(msgs []*stream.Message) (transitionBatch,
 	return b, errs
 }
 
-// HandleRuns is the batch handler of "avail-analytics-runs": it hands the
-// runs' rows to the stage's batcher like HandleTransitions (a message that
-// does not decode, or lacks a run id or run_at, is dead-lettered).
+// HandleRuns is the batch handler of "avail-analytics-runs", like
+// HandleTransitions.
 func (a *Analytics) HandleRuns(ctx context.Context, msgs []*stream.Message) error {
 	rows, errs := a.decodeRuns(msgs)
 	var err error
@@ -219,9 +190,8 @@ func (a *Analytics) decodeRuns(msgs []*stream.Message) ([]clickhouse.RunRow, []e
 	return rows, errs
 }
 
-// flushTransitions inserts the batches' transitions, sessions and runs,
-// each table in one INSERT, all at once: a flush costs one round of
-// latency.
+// flushTransitions inserts the batches' rows, one INSERT per table, all at
+// once.
 func (a *Analytics) flushTransitions(ctx context.Context, batches []transitionBatch) error {
 	trs := make([][]clickhouse.TransitionRow, len(batches))
 	sess := make([][]clickhouse.SessionRow, len(batches))
@@ -274,12 +244,8 @@ func transitionRow(m *stream.Message, t avail.Transition) clickhouse.TransitionR
 	return row
 }
 
-// sessionRow returns the session row that raw transition t (whose row is
-// r) writes: a raw open the open row of the session it starts, a raw close
-// the closed row of the session it ends, or nothing (false) for a close
-// whose opening the diff did not know. Both ends are in whole
-// milliseconds, as the diff records the opening, so every row of a session
-// carries the same opened_at.
+// sessionRow returns the session row raw transition t writes, or false for
+// a close whose opening the diff did not know. Times are whole ms.
 func sessionRow(r *clickhouse.TransitionRow, t avail.Transition) (clickhouse.SessionRow, bool) {
 	s := clickhouse.SessionRow{EntityKey: r.EntityKey, EntityKind: r.EntityKind, Provider: r.Provider,
 		Venue: r.Venue, VenueName: r.VenueName, Date: r.Date, SlotTime: r.SlotTime, PartySize: r.PartySize,

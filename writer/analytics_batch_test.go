@@ -14,6 +14,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
@@ -80,7 +81,7 @@ func TestAnalytics_undecodableMessageIsDeadLetteredAndTheRestWritten(t *testing.
 		}
 	}
 	got, ok := counts(t, ch)
-	want := clickhouse.SessionCounts{Total: 1, Closed: 1}
+	want := clickhousetest.SessionCounts{Total: 1, Closed: 1}
 	if !ok || got.transitions != 3 || got.sessions != want {
 		t.Fatalf("ClickHouse holds %+v (ok %v), want 3 transitions and one closed session", got, ok)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
@@ -57,7 +58,7 @@ func TestAnalytics_sessionsFromRawTransitions(t *testing.T) {
 					t.Fatalf("HandleTransitions: %v", err)
 				}
 			}
-			got, err := clickhouse.EntitySessions(t.Context(), ch, e.Key, 10)
+			got, err := clickhousetest.EntitySessions(t.Context(), ch, e.Key, 10)
 			if err != nil {
 				t.Fatalf("EntitySessions: %v", err)
 			}
@@ -113,10 +114,10 @@ func TestAnalytics_runTransitionsWriteTheirRun(t *testing.T) {
 		}
 	}
 	got, ok := counts(t, ch)
-	if !ok || got.transitions != 2 || got.runs != 1 || got.sessions != (clickhouse.SessionCounts{Total: 2, Open: 2}) {
+	if !ok || got.transitions != 2 || got.runs != 1 || got.sessions != (clickhousetest.SessionCounts{Total: 2, Open: 2}) {
 		t.Fatalf("ClickHouse holds %+v (ok %v), want 2 transitions, 1 run and 2 open sessions", got, ok)
 	}
-	sessions, err := clickhouse.EntitySessions(t.Context(), ch, e1.Key, 10)
+	sessions, err := clickhousetest.EntitySessions(t.Context(), ch, e1.Key, 10)
 	if err != nil || len(sessions) != 1 || sessions[0].OpenRunID != run.RunID || sessions[0].ScopeKey != run.ScopeKey ||
 		sessions[0].TraceID != run.TraceID || !sessions[0].OpenedAt.Equal(run.RunAt) {
 		t.Fatalf("sessions of %s = %+v, %v; want one opened by %s in scope %s, trace %s", e1.Key, sessions, err, run.RunID, run.ScopeKey, run.TraceID)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
@@ -26,7 +27,7 @@ const analyticsPartitions = 4
 // history is what publishHistory published, counted once.
 type history struct {
 	transitions, runs uint64
-	sessions          clickhouse.SessionCounts
+	sessions          clickhousetest.SessionCounts
 	published         int64 // stream entries, duplicates included
 }
 
@@ -86,7 +87,7 @@ func publishHistory(t *testing.T, rdb redis.UniversalClient, n int) history {
 		t.Fatalf("publish runs: %v", err)
 	}
 	return history{transitions: uint64(4 * n), runs: uint64(5 * n),
-		sessions:  clickhouse.SessionCounts{Total: uint64(2 * n), Open: uint64(n), Closed: uint64(n)},
+		sessions:  clickhousetest.SessionCounts{Total: uint64(2 * n), Open: uint64(n), Closed: uint64(n)},
 		published: int64(len(trs) + len(runs))}
 }
 
@@ -102,7 +103,7 @@ func counts(t *testing.T, ch *clickhouse.Client) (history, bool) {
 	if h.runs, err = clickhouse.CountRuns(ctx, ch, clickhouse.Filter{}); err != nil {
 		return h, false
 	}
-	if h.sessions, err = clickhouse.CountSessions(ctx, ch, clickhouse.Filter{}); err != nil {
+	if h.sessions, err = clickhousetest.CountSessions(ctx, ch); err != nil {
 		return h, false
 	}
 	return h, true
@@ -158,7 +159,7 @@ func TestAnalytics_writesExactlyOnceToClickHouse(t *testing.T) {
 	}
 
 	e := slot("a007")
-	sessions, err := clickhouse.EntitySessions(t.Context(), ch, e.Key, 10)
+	sessions, err := clickhousetest.EntitySessions(t.Context(), ch, e.Key, 10)
 	if err != nil || len(sessions) != 2 {
 		t.Fatalf("EntitySessions = %+v, %v; want 2", sessions, err)
 	}

@@ -94,15 +94,10 @@ func (a position) compare(b position) int {
 	return cmp.Or(strings.Compare(a.key, b.key), cmp.Compare(a.part, b.part))
 }
 
-// List returns one page of entities matching f in entity key order, and the
-// cursor of the next page ("" after the last page). Pass "" to start.
-// limit < 1 means DefaultListLimit; it is capped at MaxListLimit.
-//
-// Each step reads the P partitions' index ranges in one pipelined round trip
-// and merges them (see the package doc). A filter that is not a key prefix
-// (party size, a venue without its provider, ...) examines at most MaxScan
-// entries per call, so a page may hold fewer than limit entities while the
-// cursor is not empty; so may a page whose entities changed state meanwhile.
+// List returns a page of entities matching f in key order and the next
+// cursor ("" after the last). limit < 1 means DefaultListLimit, at most
+// MaxListLimit. A page may be short while the cursor is not empty (see
+// ProjectionConfig.MaxScan).
 func (p *Projection) List(ctx context.Context, f Filter, cursor string, limit int) ([]EntityState, string, error) {
 	if err := f.Validate(); err != nil {
 		return nil, "", err
@@ -189,9 +184,8 @@ func lowBound(prefix string, pos position, started bool, q int) string {
 	return "[" + pos.key
 }
 
-// load reads the hashes of the picked entities in one round trip, dropping
-// any that left the wanted state since the index was read, and removing
-// from the indexes those whose hash expired.
+// load reads the picked entities' hashes, dropping those that left state
+// and unindexing the expired.
 func (p *Projection) load(ctx context.Context, picked []position, state string) ([]EntityState, error) {
 	if len(picked) == 0 {
 		return nil, nil

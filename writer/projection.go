@@ -31,10 +31,8 @@ const (
 	// ResultClosed: a raw close, the entity's newest raw flip, of an open
 	// entity; its session closed.
 	ResultClosed ApplyResult = "closed"
-	// ResultAlreadyOpen: a raw open, the entity's newest raw flip, of an
-	// open entity: the close between them was lost or is still to come. The
-	// open starts a session of its own, as in ClickHouse; the earlier one
-	// stays open unless that close arrives.
+	// ResultAlreadyOpen: a raw open of an open entity (the close between
+	// was lost or is late). It starts a session of its own, as in ClickHouse.
 	ResultAlreadyOpen ApplyResult = "already_open"
 	// ResultAlreadyClosed: a raw close, the entity's newest raw flip, of a
 	// closed or unknown entity; it closes no session.
@@ -44,10 +42,8 @@ const (
 	// ResultDuplicate: the raw flip is already in the entity's history, or
 	// the stable transition is the last applied one; nothing changed.
 	ResultDuplicate ApplyResult = "duplicate"
-	// ResultStale: the transition is older than the entity's newest one of
-	// its phase (raw or stable), which keeps the state (last writer wins). A
-	// raw flip still joins the entity's history, where it may open, close or
-	// split a session (a redelivery after a crash).
+	// ResultStale: the transition is older than the entity's newest of its
+	// phase, which keeps the state; a raw one still joins the history.
 	ResultStale ApplyResult = "stale"
 	// ResultExpired: the entity's date is past ProjectionConfig.RetainAfterDate;
 	// nothing is stored.
@@ -61,13 +57,9 @@ const MetricProjectionApplied = "dropstream.writer.projection.applied"
 // Projection keeps the soft state of availability entities in Redis: the
 // "avail-projection" stage. It is safe for concurrent use.
 //
-// The projection of an entity (its hash, its sessions, its index entries) is
-// the same whatever order its transitions are applied in, and applying one
-// again changes nothing: copies of the stage that share a partition, and
-// redeliveries after a crash, may apply an entity's transitions out of
-// order. Every field of the hash is a last-writer-wins value (the newest
-// run wins), a minimum or a maximum, and the sessions are derived from the
-// entity's history of raw flips, kept in time order (see rawScript).
+// An entity's projection is the same in any order of its transitions, and
+// applying one again changes nothing, since copies and redeliveries may
+// reorder them: each hash field is newest-wins, a minimum or a maximum.
 type Projection struct {
 	rdb     redis.UniversalClient
 	cfg     ProjectionConfig
@@ -75,9 +67,8 @@ type Projection struct {
 	applied metric.Int64Counter
 }
 
-// NewProjection validates cfg (after defaults) and returns a projection.
-// tel.MeterProvider provides its metrics (nil: the global one); the stage's
-// spans and logs come from the runtime.
+// NewProjection validates cfg (after defaults) and returns a projection
+// reporting to tel.MeterProvider (nil: the global one).
 func NewProjection(rdb redis.UniversalClient, cfg ProjectionConfig, tel stream.Telemetry) (*Projection, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -99,12 +90,9 @@ func (p *Projection) Stage() stream.Stage {
 	return stream.Stage{Name: StageProjection, Topic: p.topic, Handler: p.Handle, Config: p.cfg.Runner}
 }
 
-// Handle is the stage's handler: it decodes the message's transitions
-// (avail.TypeTransition or avail.TypeTransitions) and applies them in
-// order in the message's partition. A message that does not decode, or
-// holds an invalid transition, is a permanent error (dead-lettered) and
-// applies nothing; on another error the message is retried whole, which
-// applying again makes harmless.
+// Handle is the stage's handler: it applies the message's transitions in
+// order. A message that does not decode or holds an invalid transition is
+// dead-lettered; on other errors it is retried whole, which is harmless.
 func (p *Projection) Handle(ctx context.Context, m *stream.Message) error {
 	ts, err := decodeTransitions(m)
 	if err != nil {
@@ -161,14 +149,10 @@ func checkTransition(t avail.Transition) error {
 	return nil
 }
 
-// Apply applies t to the entity's projection in partition (the partition of
-// the transition's stream, i.e. of its scope key) in one atomic script, and
-// reports what it did. Applying the same transition again changes nothing
-// (ResultDuplicate); one of a run older than the entity's newest leaves the
-// state as it is (ResultStale) but, when raw, joins the entity's history and
-// its sessions. Raw transitions move state and sessions; stable ones only
-// stable_state; one that is both (stabilization 1) does both, and Apply
-// reports the raw result.
+// Apply applies t to the entity's projection in partition in one atomic
+// script and reports what it did (for a raw and stable transition, the raw
+// result). Raw transitions move state and sessions; stable ones only
+// stable_state.
 func (p *Projection) Apply(ctx context.Context, partition int, t avail.Transition) (ApplyResult, error) {
 	if partition < 0 || partition >= p.cfg.Partitions {
 		return "", fmt.Errorf("writer: partition %d out of range 0..%d", partition, p.cfg.Partitions-1)
@@ -228,9 +212,8 @@ func (p *Projection) Apply(ctx context.Context, partition int, t avail.Transitio
 	return result, nil
 }
 
-// expiry returns when an entity of the given date expires (Unix ms, 0: never)
-// and false when that time has passed. Entities without a date, and every
-// entity when retain is negative, never expire.
+// expiry returns when an entity of date expires (Unix ms, 0: never), and
+// false when that time has passed.
 func expiry(date string, retain time.Duration) (int64, bool) {
 	d, err := time.Parse(time.DateOnly, date)
 	if err != nil || retain < 0 {
@@ -262,10 +245,8 @@ func entityOf(e avail.Entity) avail.Entity {
 // maxSessions sessions of an open and a close each.
 func maxFlips(maxSessions int) int { return 2 * maxSessions }
 
-// keys are the Redis keys of one entity in one partition. sessions holds the
-// entity's history of raw flips, from which its sessions are derived (see
-// rawScript); entities last written before the history existed hold a list
-// of session records there until their next raw transition converts it.
+// keys are the Redis keys of one entity in one partition; sessions holds
+// its history of raw flips (see rawScript).
 type keys struct{ entity, sessions, all, open, closed string }
 
 func keysOf(tag, entityKey string) keys {
@@ -292,15 +273,9 @@ const (
 )
 
 // luaClock holds the functions both scripts share. Transitions are ordered
-// by (run_at ms, run id, kind), run ids compared byte by byte (Lua's < on
-// strings follows the server's locale) as the history's members are.
-// setAttrs merges the attribute field/value pairs ARGV[first], ARGV[first+1],
-// … of a transition of run run at ms (msS as sent) into the hash h: when the
-// transition is newer than every raw and stable one applied (newest) its
-// values go into f, the fields the script sets; otherwise only the fields
-// the hash lacks are filled, so the newest transition's values win in any
-// order. venue_name, which closes lack, has a clock of its own (name_at,
-// "<ms> <run id>"): the newest transition that carries a name wins.
+// by (run_at ms, run id byte by byte, kind). setAttrs merges a
+// transition's attribute pairs so that the newest transition's values win
+// in any order; venue_name has its own clock (name_at).
 const luaClock = `
 local function lt(a, b)
   if a == b then return false end
@@ -337,30 +312,12 @@ end
 // id, last_seen ms (0: unknown), trace id, entity key, history size
 // (maxFlips), expiry (Unix ms, "0": none), then attribute field/value pairs.
 //
-// The history is a sorted set of the entity's newest raw flips, scored by
-// run_at ms, each member "<run id>\n<o|c>\n<trace id>" (open or close), so
-// that ties sort by run id, then kind. A flip is added once, by run id and
-// kind (what its event id hashes, for one entity), whatever trace a
-// redelivery carries, and the history keeps the newest ones: it is the same
-// set of flips in any order of arrival. Sessions are derived from it by
-// Sessions, as the diff tracks them for ClickHouse: each
-// open starts a session, closed by the flip that follows it when that is a
-// close; an open followed by an open stays open (a close was lost; it
-// closes if the close arrives); a close not preceded by an open closes
-// nothing.
-//
-// The hash follows the newest flip — state, last_run, last_run_at,
-// last_event, trace_id, and the open and closed indexes — and the newest
-// open (opened_at, session_id, open_run, ordered like the history), so the
-// current session is the newest one; first_seen_at is the earliest open,
-// closed_at the latest close and last_seen_at the latest time a run saw the
-// entity open. Each is the same in any order of arrival.
-//
-// A list in place of the history holds the session records of the script
-// before it (JSON objects of strings: session_id, state, open_run,
-// opened_at, close_run, closed_at, trace_id); it is converted to the flips
-// it records, plus the hash's last flip, which becomes the current session
-// when it was an open of an open entity.
+// The history is a sorted set of the newest raw flips, scored by run_at
+// ms, members "<run id>\n<o|c>\n<trace id>"; a flip is added once by run id
+// and kind. Sessions derives the sessions from it: each open starts one,
+// closed by a close that follows it. The hash follows the newest flip and
+// the newest open. A list in place of the history (the older format) is
+// converted to flips.
 var rawScript = redis.NewScript(luaClock + `
 local h, hist = KEYS[1], KEYS[2]
 local kind, run, atS, trace = ARGV[1], ARGV[2], ARGV[3], ARGV[7]
@@ -444,11 +401,9 @@ end
 return result
 `)
 
-// stableScript applies a stable transition: the newest one, ordered by
-// (run_at, run id, kind) like raw flips, sets stable_state; the attributes
-// merge as setAttrs says. KEYS: entity hash, index all. ARGV: kind, run id,
-// run_at ms, event id, entity key, expiry (Unix ms, "0": none), then
-// attribute field/value pairs.
+// stableScript applies a stable transition: the newest sets stable_state.
+// KEYS: entity hash, index all. ARGV: kind, run id, run_at ms, event id,
+// entity key, expiry (Unix ms, "0": none), then attribute pairs.
 var stableScript = redis.NewScript(luaClock + `
 local h = KEYS[1]
 local run, atS = ARGV[2], ARGV[3]

@@ -67,11 +67,8 @@ type Session struct {
 	TraceID string `json:"trace_id,omitempty"`
 }
 
-// Get returns the projection of the entity with the given key. An entity
-// lives in the partition of its scope key, which the key does not tell, so
-// Get reads every partition in one pipelined round trip; when an entity was
-// seen under several scopes the most recently updated copy wins. It returns
-// an error wrapping ErrNotFound for an unknown key.
+// Get returns the projection of the entity key, reading every partition in
+// one round trip (the newest copy wins), or ErrNotFound.
 func (p *Projection) Get(ctx context.Context, key string) (EntityState, error) {
 	cmds := make([]*redis.MapStringStringCmd, p.cfg.Partitions)
 	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
@@ -102,15 +99,9 @@ func (p *Projection) Get(ctx context.Context, key string) (EntityState, error) {
 	return best, nil
 }
 
-// Sessions returns up to limit (1..MaxSessions; out of range: MaxSessions)
-// sessions of the entity, newest first. They are derived from the entity's
-// history of raw flips (its last 2×MaxSessions, see rawScript) as the
-// analytics stage derives ClickHouse's: each raw open starts a session,
-// closed by the flip right after it when that is a close, else open; a
-// close right after a close closes nothing. The current session, open or
-// not, comes first; an earlier one is open only when the close after it was
-// lost or is still to come. It returns an error wrapping ErrNotFound for an
-// unknown key.
+// Sessions returns up to limit (1..MaxSessions, else MaxSessions) sessions
+// of the entity, newest first, paired from its raw flips as ClickHouse's
+// are; or ErrNotFound.
 func (p *Projection) Sessions(ctx context.Context, key string, limit int) ([]Session, error) {
 	if limit < 1 || limit > p.cfg.MaxSessions {
 		limit = p.cfg.MaxSessions
@@ -156,10 +147,8 @@ func parseFlip(z redis.Z) (flip, error) {
 	return flip{at: int64(z.Score), run: run, open: rest[0] == 'o', trace: rest[2:]}, nil
 }
 
-// sessionsOf pairs an entity's raw flips, oldest first, into its sessions,
-// newest first: each open starts a session, closed by the next flip when
-// that is a close (the diff tracks ClickHouse's sessions alike). A session
-// carries the trace of the flip that last changed it.
+// sessionsOf pairs raw flips, oldest first, into sessions, newest first:
+// each open starts one, closed by a close right after it.
 func sessionsOf(key string, flips []flip) []Session {
 	var out []Session
 	for i := len(flips) - 1; i >= 0; i-- {
@@ -179,9 +168,7 @@ func sessionsOf(key string, flips []flip) []Session {
 	return out
 }
 
-// legacySessions reads the list of session records, newest first, that the
-// history key of an entity holds when no raw transition reached the entity
-// since the projection kept histories (its next one converts the list).
+// legacySessions reads the older format: a list of session records.
 func (p *Projection) legacySessions(ctx context.Context, k, key string, limit int) ([]Session, error) {
 	raw, err := p.rdb.LRange(ctx, k, 0, int64(limit-1)).Result()
 	if err != nil {

@@ -10,12 +10,8 @@ import (
 // sweepPage is how many index entries Sweep checks per round trip.
 const sweepPage = 1000
 
-// Sweep removes from every partition's indexes the entities whose hash has
-// expired (see ProjectionConfig.RetainAfterDate), and returns how many it
-// removed. It reads each index in key order, a page per round trip, so it
-// costs O(entities); run it now and then (List also removes the expired
-// entities it meets). It is safe to run alongside the stage: an entity
-// applied again after its hash expired is simply indexed again.
+// Sweep removes expired entities from every index and returns how many. It
+// costs O(entities); it is safe alongside the stage.
 func (p *Projection) Sweep(ctx context.Context) (removed int, err error) {
 	for part := range p.cfg.Partitions {
 		all := indexKey(p.topic.HashTag(part), "")
@@ -57,9 +53,8 @@ func (p *Projection) Sweep(ctx context.Context) (removed int, err error) {
 	return removed, nil
 }
 
-// unindex removes entities from the indexes of their partitions unless
-// their hash exists again (re-checked in the same script). The script goes
-// by EVAL: EVALSHA cannot fall back to EVAL inside a pipeline.
+// unindex removes entities whose hash is still gone from their indexes, by
+// EVAL (EVALSHA cannot fall back inside a pipeline).
 func (p *Projection) unindex(ctx context.Context, gone []position) error {
 	if len(gone) == 0 {
 		return nil

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/testenv"
 )
 
@@ -119,8 +120,8 @@ func TestRollupsRebuild_showsProgressOfTheMonths(t *testing.T) {
 		!strings.HasPrefix(lines[1], "rebuild rollups (table months): done, 2/2 in ") {
 		t.Errorf("progress %q, want its start and its end with 2/2", lines)
 	}
-	q := clickhouse.StatsQuery{From: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2020, 2, 1, 0, 0, 0, 0, time.UTC), GroupBy: clickhouse.GroupSource}
-	src, err := clickhouse.SourceStats(t.Context(), ch, q)
+	q := clickhouse.StatsQuery{From: time.Date(2020, 1, 1, 0, 0, 0, 0, time.UTC), To: time.Date(2020, 2, 1, 0, 0, 0, 0, time.UTC)}
+	src, err := clickhousetest.SourceStats(t.Context(), ch, q.From, q.To)
 	if err != nil || len(src) != 1 || src[0].Runs != 1 || src[0].Failures != 1 {
 		t.Errorf("source stats after rebuild = %+v, %v; want 1 run, 1 failure", src, err)
 	}

@@ -1,15 +1,7 @@
-// Package provider holds the adapters of the reservation providers the
-// collector polls. An adapter knows two things about its provider: how to
-// ask for the availability of one scope (an HTTP request against a
-// configurable base URL) and how to turn the response body into canonical
-// entities (avail.SlotKey, or avail.RestaurantKey at restaurant level).
-//
-// Decoders are strict about what they need and bounded in what they accept:
-// the body is at most avail.MaxRawBodySize, lists and strings have limits,
-// required fields must be present and well formed, and nothing may follow
-// the JSON document. Fields they do not use are ignored, since providers add
-// fields freely. Any violation is an error wrapping ErrMalformed that says
-// where the body went wrong.
+// Package provider holds the adapters of the reservation providers: each
+// builds the request for one scope and parses the response into entities.
+// Decoders are strict and bounded (size, lists, strings, required fields)
+// and ignore unknown fields; violations wrap ErrMalformed.
 package provider
 
 import (
@@ -46,9 +38,8 @@ const (
 	MaxAttrLen = 512
 )
 
-// ErrMalformed is wrapped by every error reporting a response body that does
-// not describe availability: invalid JSON, a missing or mistyped required
-// field, a value out of its bounds, or a list too long.
+// ErrMalformed is wrapped by every error about a response body that does
+// not describe availability.
 var ErrMalformed = errors.New("malformed provider response")
 
 // ErrUnknownProvider reports a provider name no adapter serves.
@@ -59,19 +50,14 @@ var ErrUnknownProvider = errors.New("unknown provider")
 type Adapter interface {
 	// Name is the provider name that starts every entity key built by Parse.
 	Name() string
-	// ValidateScope reports whether the provider can be asked for scope
-	// (for example, a venue id must be numeric). scope itself is assumed to
-	// have passed avail.Scope.Validate.
+	// ValidateScope reports whether the provider can be asked for a scope
+	// that passed avail.Scope.Validate.
 	ValidateScope(scope avail.Scope) error
-	// NewRequest builds the request asking the provider at base (an http or
-	// https URL, possibly with a path prefix) for the availability of scope.
-	// It sets no credentials: the caller adds them.
+	// NewRequest builds the request for scope at base, without
+	// credentials.
 	NewRequest(ctx context.Context, base string, scope avail.Scope) (*http.Request, error)
-	// Parse turns a response body to a request for scope into the entities
-	// it shows open, sorted by key and without duplicates: one per slot, or
-	// one per venue with at least one slot when restaurantLevel is set. An
-	// empty result is a valid observation (nothing open). A body that does
-	// not describe availability returns an error wrapping ErrMalformed.
+	// Parse returns the open entities a response body shows, sorted and
+	// unique: slots, or venues when restaurantLevel is set.
 	Parse(body []byte, scope avail.Scope, restaurantLevel bool) ([]avail.Entity, error)
 }
 

@@ -37,9 +37,8 @@ type Config struct {
 	// Seed makes the model deterministic: the same Config gives the same
 	// open slots after the same number of ticks. Default 0 (a valid seed).
 	Seed uint64
-	// Venues is the number of venues, 1..MaxVenues. Default 4. Venue i has
-	// the numeric id 1001+i, served as the Resy venue id and the OpenTable
-	// restaurantId alike.
+	// Venues is the number of venues, 1..MaxVenues, with ids 1001+i.
+	// Default 4.
 	Venues int
 	// Dates are the days with availability, as YYYY-MM-DD. Default
 	// 2026-11-20, 2026-11-21 and 2026-11-22. Other days have no slots.
@@ -62,17 +61,13 @@ type Config struct {
 	// AutoTick, when positive, makes Start tick the model at that interval
 	// (for the demo). Default 0: the model changes only on Tick or Advance.
 	AutoTick time.Duration
-	// Releases hold back dates until a scheduled time, as a venue that
-	// releases its tables for a new date at a set time of day: before
-	// Release.At the release's venue has no slots on its date, after it the
-	// model's slots. Default none: every date is out from the start.
+	// Releases hold back a venue's date until Release.At. Default none.
 	Releases []Release
 	// Now is the simulator's clock, read to tell whether a release is out.
 	// Default time.Now.
 	Now func() time.Time
-	// Token, when set, is the bearer token every request must carry
-	// ("Authorization: Bearer <token>"); others get 401. Default empty: no
-	// authentication. SetToken changes it, as a provider expiring a token.
+	// Token, when set, is the bearer token every request must carry;
+	// others get 401. Default: none.
 	Token string
 }
 

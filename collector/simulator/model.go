@@ -1,14 +1,8 @@
 // Package simulator is a built-in reservation provider for tests and the
-// demo. One seeded, deterministic model of venues and slots is served over
-// both the Resy-style find API (GET /4/find) and the OpenTable-style GraphQL
-// API (POST /dapi/fe/gql, operation RestaurantsAvailability), so the
-// collector's adapters can be exercised over real HTTP.
-//
-// Time is explicit: the model changes only on Tick or Advance (or every
-// Config.AutoTick once started, for the demo), and Open tells the truth of
-// the current tick, so tests can compute exact expectations. Failures (500,
-// 429 with Retry-After, 401, 403, malformed bodies) can be injected for
-// chosen requests, and every request is recorded.
+// demo: one seeded model of venues and slots served over the Resy-style
+// find API and the OpenTable-style GraphQL API. The model changes only on
+// Tick or Advance (or every Config.AutoTick), so tests know what is open.
+// Failures can be injected and every request is recorded.
 package simulator
 
 import (
@@ -120,9 +114,8 @@ func (s *Simulator) Config() Config { return s.cfg }
 // Venues returns the simulated venues.
 func (s *Simulator) Venues() []Venue { return slices.Clone(s.venues) }
 
-// Tick advances the model by one tick: every flapping slot toggles, and
-// round(Churn × stable slots) slots that are not flapping, chosen at random,
-// flip.
+// Tick advances the model: flapping slots toggle and round(Churn × stable
+// slots) random others flip.
 func (s *Simulator) Tick() {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -185,9 +178,8 @@ type venueSlots struct {
 	slots []Slot
 }
 
-// lookup returns the venues matching the request, each with its open slots
-// on date for party, in venue order and time order. Unknown dates and party
-// sizes give venues without slots.
+// lookup returns the venues matching the request with their open slots on
+// date for party, in order.
 func (s *Simulator) lookup(venueID, query, date string, party int) []venueSlots {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -253,9 +245,8 @@ func (s *Simulator) OpenRestaurants(provider string, scope avail.Scope) []string
 	return keys
 }
 
-// SetToken changes the bearer token requests must carry; "" turns
-// authentication off. Clients holding the old token now get 401, as when a
-// provider expires a token.
+// SetToken changes the bearer token requests must carry ("": none); the old
+// one gets 401.
 func (s *Simulator) SetToken(token string) {
 	s.mu.Lock()
 	defer s.mu.Unlock()

@@ -8,7 +8,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/sdk/trace/tracetest"
 
-	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/testenv"
 )
 
@@ -37,10 +37,10 @@ func TestAnalytics_finishedAttemptsReachClickHouse(t *testing.T) {
 	}
 	e.must(t, 200, "POST", "/orders/checkout/"+orders[0])
 	e.must(t, 400, "POST", "/orders/checkout/"+orders[1]) // no stock left: payment compensated
-	var s clickhouse.CheckoutStats
+	var s clickhousetest.CheckoutStats
 	var err error
 	testenv.WaitFor(t, 20*time.Second, func() bool {
-		s, err = clickhouse.CheckoutSagaStats(context.Background(), ch)
+		s, err = clickhousetest.CheckoutSagaStats(context.Background(), ch)
 		return err == nil && s.Attempts == 2
 	}, "two attempts in ClickHouse")
 	if s.Succeeded != 1 || s.Failed != 1 || s.Compensated != 1 || s.Reasons["insufficient stock for item "+item] != 1 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
@@ -50,7 +51,7 @@ func TestHistory_writesItemHistoryToClickHouseOnce(t *testing.T) {
 	want := map[string]uint64{EventFirstSeen: 2, EventEdited: 1, EventAssigned: 2, EventDelivered: 2, EventCleared: 2}
 	var got map[string]uint64
 	testenv.WaitFor(t, waitTimeout, func() bool {
-		got, err = clickhouse.FeedItemEventCounts(t.Context(), ch, h.feed.ID)
+		got, err = clickhousetest.FeedItemEventCounts(t.Context(), ch, h.feed.ID)
 		return err == nil && reflect.DeepEqual(got, want)
 	}, "feed_item_events never matched")
 	testenv.WaitFor(t, waitTimeout, func() bool { return drained(ctx, h.rdb, h.flow.topics.History, StageHistory) })
@@ -73,7 +74,7 @@ func TestHistory_writesItemHistoryToClickHouseOnce(t *testing.T) {
 	if err := clickhouse.InsertFeedItemEvents(t.Context(), ch, rows); err != nil {
 		t.Fatal(err)
 	}
-	if got, err = clickhouse.FeedItemEventCounts(t.Context(), ch, h.feed.ID); err != nil || !reflect.DeepEqual(got, want) {
+	if got, err = clickhousetest.FeedItemEventCounts(t.Context(), ch, h.feed.ID); err != nil || !reflect.DeepEqual(got, want) {
 		t.Fatalf("after a replay: %v %v, want %v", got, err, want)
 	}
 }

@@ -7,7 +7,6 @@ import (
 
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 
-	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/writer/sink"
@@ -49,9 +48,9 @@ func TestHistory_writesEverySearchToClickHouseOnce(t *testing.T) {
 		id = resp.ResultID
 		clk.advance(10 * time.Second)
 	}
-	var counts clickhouse.OfferRequestCounts
+	var counts clickhousetest.OfferRequestCounts
 	waitFor(t, func() bool {
-		counts, err = clickhouse.CountOfferRequests(ctx, ch, id)
+		counts, err = clickhousetest.CountOfferRequests(ctx, ch, id)
 		return err == nil && counts.Total == 3
 	})
 	if counts.ByOutcome[OutcomeMiss] != 1 || counts.ByOutcome[OutcomeHit] != 2 {

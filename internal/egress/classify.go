@@ -135,10 +135,8 @@ func statusClass(se *StatusError) Class {
 	return ClassHTTPStatus
 }
 
-// Describe is the stored account of an exchange's error: its class and,
-// for an unexpected status, its code ("http_5xx: HTTP 500", "timeout",
-// "malformed"). Never the error's text: a transport's error may quote the
-// peer (a banner read as a status line) or a redirect's target.
+// Describe is the stored account of an exchange's error: its class and
+// any status code, never the error's text, which may quote the peer.
 func Describe(err error) string {
 	if err == nil {
 		return ""

@@ -1,20 +1,10 @@
-// Package egress is the policy of every outbound connection the service
-// opens on someone else's say-so: source polls, feed fetches, webhooks,
-// subscriber destinations and SMTP. By default it refuses the addresses
-// of the service's own network (loopback, link-local, private, CGNAT,
-// multicast, unspecified, and their IPv4-mapped forms); named CIDRs, hosts
-// and host:port pairs are allowed through Config.Allow
-// (DROPSTREAM_EGRESS_ALLOW in the app).
-//
-// The policy checks the address actually connected to (its DialContext
-// resolves a host name itself and dials only the addresses it allowed, so
-// a name that resolves to a public address when a URL is created and to a
-// private one later gets nothing), URLs whose host is a literal address
-// when they are created (CheckURL), and every redirect (CheckRedirect).
-//
-// Classify sorts the failures of an exchange into classes (timeout, dns,
-// refused, tls, http_4xx, http_5xx, malformed, denied, …), the only
-// account of a failed exchange the service stores: never the peer's words.
+// Package egress is the policy of every outbound connection a client asks
+// for: source polls, feed fetches, webhooks, destinations and SMTP. By
+// default it refuses the service's own network (loopback, link-local,
+// private, CGNAT, multicast, unspecified); Config.Allow lets some through.
+// It checks the address actually dialed, URLs with a literal address
+// host, and every redirect. Classify sorts failures into classes, the
+// only account of a failed exchange the service stores.
 package egress
 
 import (
@@ -63,11 +53,8 @@ type Resolver interface {
 
 // Config configures a Policy. The zero value is the default policy.
 type Config struct {
-	// Allow lists what is allowed despite the denied ranges: CIDRs
-	// ("10.1.0.0/16"), addresses ("10.1.2.3", "::1"), host names
-	// ("feeds.internal", any port) and host:port pairs ("127.0.0.1:8081",
-	// "[::1]:8081", "smtp.internal:25"). A host name is allowed whatever
-	// it resolves to. Default none.
+	// Allow lists CIDRs, addresses, host names (any port, whatever they
+	// resolve to) and host:port pairs allowed despite the denied ranges.
 	Allow []string
 	// Resolver resolves host names at connect time. Default
 	// net.DefaultResolver.
@@ -278,14 +265,9 @@ func (p *Policy) CheckAddr(host string, addr netip.Addr, port string) error {
 // not parse, or that carries credentials (user:password@).
 var ErrInvalidURL = errors.New("egress: invalid URL")
 
-// NormalizeURL is the one check of every URL a client gives (feed URLs,
-// source base URLs, webhooks, destinations, notify URLs, hubs): raw is
-// normalized (spaces around it trimmed) and parsed, a URL that does not
-// parse or that carries credentials is refused (ErrInvalidURL), and so is
-// one whose host is a literal denied address (*DeniedError; a host name is
-// checked when connecting). It returns the normalized URL, which the
-// caller stores: what is stored is what was checked. A value with no host
-// (an email address) is returned trimmed.
+// NormalizeURL checks a URL a client gives and returns it trimmed, to be
+// stored as checked. One that does not parse or carries credentials is
+// ErrInvalidURL; a literal denied host is *DeniedError.
 func (p *Policy) NormalizeURL(raw string) (string, error) {
 	raw = strings.TrimSpace(raw)
 	u, err := url.Parse(raw)
@@ -325,12 +307,8 @@ func (p *Policy) CheckRedirect(req *http.Request) error {
 	return p.checkURL(req.URL)
 }
 
-// DialContext connects to addr ("host:port") on network as a net.Dialer
-// does, but only to allowed addresses: a literal address is checked; a
-// host name is resolved through the policy's resolver and the addresses
-// it resolves to are dialed (those of a name the policy allows), or only
-// those allowed (any other name), each checked as dialed. Refusals wrap
-// ErrDenied.
+// DialContext connects as a net.Dialer does, but only to allowed
+// addresses: it resolves host names itself. Refusals wrap ErrDenied.
 func (p *Policy) DialContext(ctx context.Context, network, addr string) (net.Conn, error) {
 	p = OrDefaultShared(p)
 	host, port, err := net.SplitHostPort(addr)
@@ -394,9 +372,8 @@ func OrDefaultShared(p *Policy) *Policy {
 	return p
 }
 
-// Transport returns a new transport like http.DefaultTransport that
-// connects through DialContext and uses no proxy (a proxy would connect
-// to the addresses the policy checks on its behalf).
+// Transport returns a transport like http.DefaultTransport that dials
+// through DialContext and uses no proxy.
 func (p *Policy) Transport() *http.Transport {
 	t := http.DefaultTransport.(*http.Transport).Clone()
 	t.Proxy = nil

@@ -1,18 +1,9 @@
-// Package pollgate lets any number of copies of a polling service (the
-// availability collector, the feed poller) share one schedule through
-// Redis, with no membership and no leader: every copy schedules every item
-// (a source's scope, a feed), and before polling an item it takes the
-// item's gate. The gate is a Redis key that stays closed from the moment a
-// copy takes it until the item's next poll is due; a copy that finds it
-// closed learns how long it stays so and tries again just after.
-//
-// The copy that polled closes the gate for the delay it chose (the interval,
-// a backoff after failures, a Retry-After), so the item is polled once per
-// delay whatever the number of copies. Every copy, the one that polled
-// included, comes back when the gate opens plus a random spread, so each
-// poll goes to whichever copy comes first: the polls of many items spread
-// over the copies, and when a copy dies the others take its items at
-// their next due time.
+// Package pollgate lets copies of a polling service share one schedule
+// through Redis, without a leader. Every copy schedules every item and
+// takes the item's gate, a key closed until its next poll is due, before
+// polling it; a copy finding it closed comes back when it opens, plus a
+// random spread. So an item is polled once per delay, and when a copy dies
+// the others take its items.
 package pollgate
 
 import (
@@ -26,18 +17,16 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// takeScript closes the gate KEYS[1] for ARGV[2] ms with owner ARGV[1]
-// when it is open, and returns -1; when closed, it returns the ms it stays
-// closed (0 when it has no expiry, which only a foreign writer can cause).
+// takeScript closes an open gate KEYS[1] for ARGV[2] ms with owner ARGV[1]
+// and returns -1; else the ms it stays closed (0: no expiry).
 var takeScript = redis.NewScript(`
 if redis.call('SET', KEYS[1], ARGV[1], 'NX', 'PX', ARGV[2]) then return -1 end
 local ttl = redis.call('PTTL', KEYS[1])
 if ttl < 0 then return 0 end
 return ttl`)
 
-// holdScript keeps the gate KEYS[1] closed for ARGV[2] ms from now when
-// ARGV[1] holds it, and returns 1; it returns 0 (and changes nothing) when
-// the gate has opened or another copy has taken it since.
+// holdScript keeps the gate KEYS[1] closed for ARGV[2] ms when ARGV[1]
+// holds it (1), else changes nothing (0).
 var holdScript = redis.NewScript(`
 if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
@@ -61,10 +50,8 @@ type Config struct {
 	// Owner names this copy in the gates it closes (a consumer name: host,
 	// pid and a random part). Required.
 	Owner string
-	// Spread bounds the random delay added after a gate opens before a
-	// copy tries it again, so copies do not all try at once and each poll
-	// goes to a random one. It is capped at a tenth of the gate's hold.
-	// Default DefaultSpread.
+	// Spread bounds the random delay after a gate opens before a copy
+	// tries it, at most a tenth of the hold. Default DefaultSpread.
 	Spread time.Duration
 }
 
@@ -105,11 +92,9 @@ func New(rdb redis.UniversalClient, cfg Config) (*Gate, error) {
 	return &Gate{rdb: rdb, cfg: cfg}, nil
 }
 
-// Take closes the gate key for hold (the longest a poll may take; the
-// poller then sets the real time with Hold) and returns (true, 0) when it
-// was open: this copy polls the item. When the gate is closed it returns
-// false and how long until this copy should try again: until the gate
-// opens, plus a random part of the spread.
+// Take closes an open gate for hold, the longest a poll may take, and
+// returns true: this copy polls. Else it returns false and when to try
+// again.
 func (g *Gate) Take(ctx context.Context, key string, hold time.Duration) (bool, time.Duration, error) {
 	ms, err := takeScript.Run(ctx, g.rdb, []string{key}, g.cfg.Owner, millis(hold)).Int64()
 	if err != nil {
@@ -125,13 +110,9 @@ func (g *Gate) Take(ctx context.Context, key string, hold time.Duration) (bool, 
 	return false, left + g.jitter(left), nil
 }
 
-// Hold keeps the gate key, which this copy took, closed for d from now: the
-// item's next poll is due in d. It returns the delay after which this copy
-// should try the gate again (d plus a random part of the spread), so that
-// the next poll goes to whichever copy comes first. When the gate is no
-// longer this copy's (it opened because the poll outlasted the hold of
-// Take, and another copy may have polled since), nothing changes and the
-// same delay is returned.
+// Hold keeps the gate this copy took closed for d, until the next poll, and
+// returns when to try it again. A gate no longer this copy's is left as it
+// is.
 func (g *Gate) Hold(ctx context.Context, key string, d time.Duration) (time.Duration, error) {
 	if err := holdScript.Run(ctx, g.rdb, []string{key}, g.cfg.Owner, millis(d)).Err(); err != nil {
 		return d + g.jitter(d), fmt.Errorf("pollgate: hold %s: %w", key, err)

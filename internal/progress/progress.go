@@ -1,7 +1,5 @@
-// Package progress shows the progress of long command-line work. On a
-// terminal each phase draws a bar of real counts; on anything else (a
-// pipe, a file, a CI log) a phase writes one line when it starts and one
-// when it ends with its figure, whatever the number of updates.
+// Package progress shows the progress of long command-line work: a bar on
+// a terminal, else a line at each phase's start and end.
 package progress
 
 import (
@@ -114,9 +112,8 @@ func (ph *Phase) open(fn func()) {
 	}
 }
 
-// Done ends the phase with its figure (may be empty): the bar is
-// completed, or one line gives the count, the time taken and the figure.
-// Later calls do nothing.
+// Done ends the phase with its figure (may be empty); later calls do
+// nothing.
 func (ph *Phase) Done(figure string) {
 	ph.open(func() {
 		ph.done = true

@@ -11,11 +11,8 @@ import (
 // (its process died between the two) before its slot is reclaimed.
 const ticketTTL = time.Minute
 
-// WithExists returns q checking, when an owner reaches its cap, which of
-// the owner's records still exist: the slots of records removed by a path
-// that did not release them (a cascade, an expiry, an unsubscribe link)
-// and of reservations older than a minute are freed before the claim is
-// refused. exists must report whether the record id is stored.
+// WithExists returns q freeing, at the cap, the slots of records exists
+// says are gone and of reservations older than a minute.
 func (q *Quota) WithExists(exists func(ctx context.Context, id string) (bool, error)) *Quota {
 	if q == nil {
 		return nil
@@ -25,9 +22,8 @@ func (q *Quota) WithExists(exists func(ctx context.Context, id string) (bool, er
 	return &c
 }
 
-// prune frees owner's slots whose records are gone, and returns how many
-// it freed. Errors leave the slots as they are: a refusal is then the
-// safe outcome.
+// prune frees owner's slots whose records are gone and returns how many;
+// errors leave them.
 func (q *Quota) prune(ctx context.Context, owner string) int {
 	ids, err := q.rdb.SMembers(ctx, q.ownerKey(owner)).Result()
 	if err != nil {

@@ -1,8 +1,6 @@
-// Package quota bounds how many records of one kind each owner (an API key,
-// a client address) holds: a set of record ids per owner, which a record
-// joins, atomically checked against the cap, before it is written, and
-// leaves when it is deleted. The sets of one kind share a hash tag, so each
-// step is one script on one Redis Cluster slot.
+// Package quota bounds how many records of one kind each owner holds: a
+// record joins its owner's id set, checked against the cap, before it is
+// written, and leaves when deleted. Each step is one script on one slot.
 package quota
 
 import (
@@ -23,9 +21,8 @@ var ErrExceeded = errors.New("quota exceeded")
 // maxQuoted bounds the owners and ids quoted in errors.
 const maxQuoted = 80
 
-// Quota is the cap of one kind of record per owner. It is safe for
-// concurrent use. A nil *Quota caps nothing: its Claim, Release and
-// Reserve succeed and do nothing.
+// Quota is the cap of one kind of record per owner; a nil *Quota caps
+// nothing. It is safe for concurrent use.
 type Quota struct {
 	rdb    redis.UniversalClient
 	kind   string
@@ -60,11 +57,9 @@ redis.call('SADD', KEYS[1], ARGV[1])
 redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 return 1`)
 
-// Claim files the record id under owner, or returns an error wrapping
-// ErrExceeded when owner already holds Max records. Claiming an id filed
-// already changes nothing: a record replaced by another caller stays its
-// first owner's. Call it before writing the record, and Release
-// when the write fails.
+// Claim files id under owner before the record is written, or returns
+// ErrExceeded at the cap; an id filed already stays its first owner's.
+// Release it when the write fails.
 func (q *Quota) Claim(ctx context.Context, owner, id string) error {
 	if q == nil {
 		return nil

@@ -15,11 +15,9 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// Reservation is a slot of an owner's cap held for a record whose id is
-// known only once it is written (ids the store picks, or a create that
-// turns out to be a replace). Exactly one of Keep and Drop ends it; a
-// reservation neither kept nor dropped holds its slot until its ticket is
-// released. A nil *Reservation (no quota) accepts both and does nothing.
+// Reservation holds a slot of an owner's cap for a record whose id is
+// known once written. Keep or Drop ends it; a nil *Reservation does
+// nothing.
 type Reservation struct {
 	q      *Quota
 	ticket string
@@ -29,9 +27,7 @@ type Reservation struct {
 // of records never start with it.
 const ticketPrefix = "\x00ticket:"
 
-// Reserve holds one slot of owner's cap, or returns an error wrapping
-// ErrExceeded when owner already holds Max. On a nil *Quota it returns a
-// nil *Reservation.
+// Reserve holds one slot of owner's cap, or returns ErrExceeded.
 func (q *Quota) Reserve(ctx context.Context, owner string) (*Reservation, error) {
 	if q == nil {
 		return nil, nil
@@ -47,9 +43,8 @@ func (q *Quota) Reserve(ctx context.Context, owner string) (*Reservation, error)
 	return r, nil
 }
 
-// ReserveFor is Reserve for a record whose id the caller chose: when id
-// counts already (the write replaces a record), no slot is needed and it
-// returns a nil *Reservation, whose Keep and Drop do nothing.
+// ReserveFor is Reserve for a chosen id; an id counted already needs no
+// slot (nil *Reservation).
 func (q *Quota) ReserveFor(ctx context.Context, owner, id string) (*Reservation, error) {
 	if q == nil {
 		return nil, nil
@@ -64,10 +59,8 @@ func (q *Quota) ReserveFor(ctx context.Context, owner, id string) (*Reservation,
 	return q.Reserve(ctx, owner)
 }
 
-// keepScript files a record id in place of a ticket, under the ticket's
-// owner; when the id is filed already (a replace), the ticket's slot is
-// freed and the id stays with its first owner. KEYS: the owner's set, the
-// id → owner hash. ARGV: ticket, id, owner.
+// keepScript files an id in place of a ticket (an id filed already keeps
+// its owner). KEYS: owner's set, id → owner hash. ARGV: ticket, id, owner.
 var keepScript = script.New(`
 if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[3] then return 0 end
 redis.call('SREM', KEYS[1], ARGV[1])
@@ -77,9 +70,8 @@ redis.call('SADD', KEYS[1], ARGV[2])
 redis.call('HSET', KEYS[2], ARGV[2], ARGV[3])
 return 1`)
 
-// Keep ends the reservation: the record id written with it now counts
-// against the owner (unless id counts already, against whoever first
-// stored it). Release(id) frees it when the record is deleted.
+// Keep ends the reservation: id now counts against the owner until
+// Release(id).
 func (r *Reservation) Keep(ctx context.Context, id string) error {
 	if r == nil {
 		return nil

@@ -1,8 +1,5 @@
-// Package ratelimit is the politeness of outgoing requests shared by the
-// collector (availability sources) and the feed poller: a token bucket per
-// politeness domain (a provider host, a feed host) that spaces requests
-// evenly and can be paused, and the parser of the Retry-After header whose
-// pause it applies.
+// Package ratelimit spaces outgoing requests per host: a pausable token
+// bucket, and the parser of the Retry-After header.
 package ratelimit
 
 import (
@@ -17,11 +14,9 @@ import (
 	"golang.org/x/time/rate"
 )
 
-// Bucket is a token bucket (golang.org/x/time/rate) that can be paused:
-// rate tokens per second up to burst, one per request. Reservations may run
-// into debt, so every caller learns at once when its turn comes and
-// requests are spaced evenly. A pause (after a 429 or 503) holds every turn
-// until it ends. It is safe for concurrent use.
+// Bucket is a token bucket (golang.org/x/time/rate) that spaces requests
+// evenly and can be paused after a 429 or 503. It is safe for concurrent
+// use.
 type Bucket struct {
 	mu          sync.Mutex
 	lim         *rate.Limiter
@@ -35,9 +30,7 @@ func NewBucket(r float64, burst int) *Bucket {
 	return &Bucket{lim: rate.NewLimiter(rate.Limit(r), burst), rate: rate.Limit(r)}
 }
 
-// Reserve takes one token and returns the time the request may be sent:
-// now when a token is available, later otherwise (never before a pause
-// ends).
+// Reserve takes one token and returns when the request may be sent.
 func (b *Bucket) Reserve(now time.Time) time.Time {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -68,9 +61,8 @@ func (b *Bucket) Wait(ctx context.Context) error {
 	}
 }
 
-// Pause holds every turn until until (a Retry-After); an earlier pause
-// than the current one changes nothing. Requests resume one at a time:
-// credit held now is cut to one token and none accrues during the pause.
+// Pause holds every turn until until; requests then resume one at a time.
+// An earlier pause than the current one changes nothing.
 func (b *Bucket) Pause(until time.Time) {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -98,11 +90,8 @@ func (b *Bucket) SetRate(r float64) {
 	b.rate = rate.Limit(r)
 }
 
-// ParseRetryAfter reads a Retry-After header value: delay seconds or an
-// HTTP date (relative to now). It reports false for an absent or
-// unreadable value (then the caller applies its default pause). A date in
-// the past is a zero delay; a delay beyond limit, or too large to
-// represent, is limit.
+// ParseRetryAfter reads a Retry-After value (seconds or an HTTP date),
+// capped at limit; false for an absent or unreadable one.
 func ParseRetryAfter(v string, now time.Time, limit time.Duration) (time.Duration, bool) {
 	v = strings.TrimSpace(v)
 	if v == "" || len(v) > 64 {

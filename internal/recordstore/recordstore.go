@@ -2,18 +2,11 @@
 // listed in id order with exact cursor paging: the store behind sources,
 // watchers and subscribers.
 //
-// A store has one of two layouts. With Layout.Hash, every record is a
-// field of one hash (id → JSON), listed by sorting the hash's fields: for
-// stores of up to some ten thousand records. With Layout.Prefix and
-// Layout.Index, each record is the string key Prefix+id and Index is a
-// sorted set of the ids, all scored 0, so that ZRANGEBYLEX lists them in
-// id (byte) order however many there are; both keys must share a hash tag
-// on Redis Cluster.
-//
-// A store whose Config.Tenant is set keeps, beside its records, the tenant
-// of each (a hash, id → tenant) and an index of each tenant's ids, so that
-// a tenant's list pages over its own records only (see ListIn), and a
-// record's id stays its first tenant's until it is deleted.
+// Layout.Hash keeps every record in one hash (id → JSON), for up to some
+// ten thousand records. Layout.Prefix and Layout.Index keep each record at
+// Prefix+id and its id in a sorted set read with ZRANGEBYLEX; both keys
+// share a hash tag. With Config.Tenant set, a store also keeps each
+// record's tenant and an index per tenant (see ListIn).
 package recordstore
 
 import (
@@ -67,14 +60,11 @@ type Config[T any] struct {
 	Max int
 	// MaxSize bounds one record's JSON on write (ErrTooLarge). 0: no bound.
 	MaxSize int
-	// Decode reads a stored record; use it for checks beyond decoding (the
-	// record's id, its values). Its errors are returned as they are.
+	// Decode reads a stored record; its errors are returned as they are.
 	// Default: json.Unmarshal, its errors wrapping ErrCorrupt.
 	Decode func(id string, raw []byte) (T, error)
-	// Tenant returns the tenant a record belongs to ("" for tenancy.Open,
-	// the tenant of records stored before tenants were recorded). Set, it
-	// makes the store keep an index per tenant; the record's tenant must
-	// not change once stored. Default: none (one index).
+	// Tenant returns a record's tenant, which must not change once stored
+	// ("" is tenancy.Open). Set, the store keeps an index per tenant.
 	Tenant func(T) string
 }
 
@@ -117,12 +107,11 @@ func (s *Store[T]) Key(id string) string {
 	return s.cfg.Layout.Prefix + id
 }
 
-// putScript writes a record unless the store is full and it is new, or
-// (with tenants) the id is another tenant's. KEYS: record key (the hash in
-// the hash layout), index (the owners hash in the hash layout), then with
-// tenants: owners hash, the tenant's index. ARGV: id, JSON, max (0: none),
-// "hash" or "keys", the tenant ("" without tenants), tenancy.Open.
-// Returns 1 when written, 0 when full, -1 when taken.
+// putScript writes a record unless the store is full and it is new, or the
+// id is another tenant's. KEYS: record key (or hash), index, then with
+// tenants the owners hash and the tenant's index. ARGV: id, JSON, max (0:
+// none), "hash" or "keys", tenant, tenancy.Open. Returns 1 written, 0
+// full, -1 taken.
 var putScript = script.New(`
 local max = tonumber(ARGV[3])
 local hash = ARGV[4] == 'hash'
@@ -163,10 +152,8 @@ func (s *Store[T]) encode(id string, rec *T) ([]byte, error) {
 	return b, nil
 }
 
-// Put creates or replaces the record of id, atomically: a new record when
-// the store holds Config.Max fails with ErrFull, and (with tenants) a
-// record whose id another tenant's record holds fails with ErrTaken; both
-// write nothing.
+// Put creates or replaces the record of id. A new record in a full store
+// fails with ErrFull, an id of another tenant with ErrTaken.
 func (s *Store[T]) Put(ctx context.Context, id string, rec T) error {
 	b, err := s.encode(id, &rec)
 	if err != nil {
@@ -232,12 +219,10 @@ func (s *Store[T]) Delete(ctx context.Context, id string) error {
 // maxTries bounds the attempts of Update when others change the record.
 const maxTries = 16
 
-// Update reads the record of id, lets fn change it, and writes it back,
-// in an optimistic transaction (WATCH) that starts again when the record
-// changed meanwhile, up to a bound (then an error wrapping ErrConflict).
-// fn may run more than once; its error aborts the update and is returned
-// as it is. It returns the record written, or an error wrapping
-// ErrNotFound when there is none.
+// Update reads the record of id, lets fn change it and writes it back in
+// an optimistic transaction, retried a few times (then ErrConflict); fn may
+// run more than once and its error aborts. It returns the record written,
+// or ErrNotFound.
 func (s *Store[T]) Update(ctx context.Context, id string, fn func(*T) error) (T, error) {
 	var out T
 	for range maxTries {
@@ -289,12 +274,9 @@ type Page[T any] struct {
 // loadChunk is how many records one MGET or HMGET reads.
 const loadChunk = 500
 
-// List returns the records after cursor ("" for the first) in id order:
-// exactly limit of them when that many follow, and then NextCursor, the
-// cursor of the next page. Records that cannot be read (Decode fails) are
-// left out, the page filled with the ones after them, and their errors
-// returned together, alongside the page; a Redis failure returns an empty
-// page. A limit below 1 is an error.
+// List returns up to limit records after cursor ("" for the first) in id
+// order, and NextCursor when more follow. Unreadable records are left out
+// and their errors returned with the page.
 func (s *Store[T]) List(ctx context.Context, cursor string, limit int) (Page[T], error) {
 	if limit < 1 {
 		return Page[T]{}, fmt.Errorf("recordstore: list limit %d: want 1 or more", limit)
@@ -357,9 +339,8 @@ func (s *Store[T]) list(ctx context.Context, index string, keep func(T) bool, cu
 	return page, errs, nil
 }
 
-// ids returns the ids of index ("" for the store's own) after cursor
-// that are known at once (the hash layout reads them all) and a function
-// returning up to n ids after the last ones returned (by either).
+// ids returns the ids of index after cursor known at once, and a function
+// returning up to n more.
 func (s *Store[T]) ids(ctx context.Context, index, cursor string) ([]string, func(n int) ([]string, error), error) {
 	if index == "" && s.cfg.Layout.Hash != "" {
 		all, err := s.rdb.HKeys(ctx, s.cfg.Layout.Hash).Result()
@@ -431,10 +412,8 @@ func (s *Store[T]) Len(ctx context.Context) (int64, error) {
 	return n, nil
 }
 
-// All returns every readable record in id order (never nil); the
-// records that cannot be read are reported as List does. A store holding
-// more than Config.Max records (written by something else) is an error
-// wrapping ErrFull.
+// All returns every readable record in id order (never nil); more than
+// Config.Max records is ErrFull.
 func (s *Store[T]) All(ctx context.Context) ([]T, error) {
 	if s.cfg.Max > 0 {
 		n, err := s.Len(ctx)

@@ -13,9 +13,7 @@ import (
 	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
-// base is the key the tenant keys of a store derive from: its hash, or
-// its index. They share its hash tag, so one script on one Redis Cluster
-// slot writes them all.
+// base is the key the tenant keys derive from, sharing its hash tag.
 func (s *Store[T]) base() string {
 	b := s.cfg.Layout.Index
 	if s.cfg.Layout.Hash != "" {
@@ -58,11 +56,8 @@ func (s *Store[T]) GetIn(ctx context.Context, v tenancy.View, id string) (T, err
 	return rec, err
 }
 
-// ListIn is List over the records v sees: every record when v sees all,
-// else its tenant's alone, paged over that tenant's own index (so a page
-// is exact however many records other tenants hold). Records stored before
-// tenants were recorded are tenancy.Open's but in no tenant's index: only
-// a view that sees all lists them.
+// ListIn is List over the records v sees: all, or its tenant's through
+// the tenant's own index.
 func (s *Store[T]) ListIn(ctx context.Context, v tenancy.View, cursor string, limit int) (Page[T], error) {
 	if v.All || s.cfg.Tenant == nil {
 		return s.List(ctx, cursor, limit)
@@ -78,11 +73,9 @@ func (s *Store[T]) ListIn(ctx context.Context, v tenancy.View, cursor string, li
 	return page, errors.Join(bad...)
 }
 
-// deleteScript removes a record when its tenant is the expected one.
-// KEYS: record key (the hash in the hash layout), owners hash, the
-// tenant's index, and in the keys layout the index. ARGV: id, expected
-// tenant, "hash" or "keys", tenancy.Open. Returns how many records it
-// removed (0 or 1), or -1 when the record's tenant is another.
+// deleteScript removes a record of the expected tenant. KEYS: record key
+// (or hash), owners hash, tenant's index[, index]. ARGV: id, tenant,
+// "hash" or "keys", tenancy.Open. Returns 0 or 1 removed, -1 another's.
 var deleteScript = script.New(`
 local owner = redis.call('HGET', KEYS[2], ARGV[1]) or ARGV[4]
 if owner ~= ARGV[2] then return -1 end

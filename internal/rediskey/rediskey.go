@@ -27,13 +27,9 @@ func PartitionTag(flow string, p int) string {
 	return "{" + flow + "." + strconv.Itoa(p) + "}"
 }
 
-// Key returns Prefix, tag and the parts, each after a Sep:
-// Key("{avail.3}", "diff", "scope", k) is "ds:{avail.3}:diff:scope:"+k.
-// It is the concatenation Prefix+tag+Sep+part..., byte for byte, whatever
-// tag holds (an empty tag leaves "ds::"; use Untagged for keys without
-// one). An empty last part leaves a trailing Sep, which makes a prefix to
-// append an id to: Key("{notifier}", "history", "") is
-// "ds:{notifier}:history:".
+// Key returns Prefix+tag+Sep+part..., byte for byte:
+// Key("{avail.3}", "diff", "scope", k) is "ds:{avail.3}:diff:scope:"+k. An
+// empty last part leaves a trailing Sep, a prefix to append an id to.
 func Key(tag string, parts ...string) string {
 	n := len(Prefix) + len(tag)
 	for _, p := range parts {
@@ -49,12 +45,6 @@ func Key(tag string, parts ...string) string {
 	}
 	return b.String()
 }
-
-// Untagged returns the key of parts without a hash tag, Prefix and the
-// parts joined by Sep: Untagged("sources") is "ds:sources". Such a key
-// lands in the Redis Cluster slot of its whole name, so a script cannot
-// count on it sharing a slot with other keys.
-func Untagged(parts ...string) string { return Prefix + strings.Join(parts, Sep) }
 
 // Partition returns the key of partition p of a flow:
 // Key(PartitionTag(flow, p), parts...).

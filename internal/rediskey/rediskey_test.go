@@ -20,13 +20,10 @@ func TestKey_buildsTheStoredKeyNames(t *testing.T) {
 		{"ledger", rediskey.Key("{orders.1}", "ledger", "charge", "o-1"), "ds:{orders.1}:ledger:charge:o-1"},
 		{"global tag", rediskey.Key(rediskey.Tag("notifier"), "throttle", "blocked"), "ds:{notifier}:throttle:blocked"},
 		{"prefix", rediskey.Key(rediskey.Tag("notifier"), "history", ""), "ds:{notifier}:history:"},
-		{"no tag", rediskey.Untagged("sources"), "ds:sources"},
-		{"no tag, several parts", rediskey.Untagged("checkout", "done"), "ds:checkout:done"},
 		{"empty tag as concatenated", rediskey.Key("", "ledger", "n", "k"), "ds::ledger:n:k"},
 		{"tag only", rediskey.Key("{x}"), "ds:{x}"},
 		{"per-record tag", rediskey.Key(rediskey.Tag("src.s1"), "health"), "ds:{src.s1}:health"},
 		{"empty", rediskey.Key(""), "ds:"},
-		{"empty untagged", rediskey.Untagged(), "ds:"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			if tc.got != tc.want {

@@ -1,7 +1,5 @@
-// Package script runs Redis Lua scripts by their SHA1 digest (EVALSHA) and
-// copes with a server that lacks the script (NOSCRIPT: a restarted or
-// flushed Redis, a new cluster node): a call that finds it missing did
-// nothing, so the script is loaded and the call sent again, once.
+// Package script runs Redis Lua scripts with EVALSHA; on NOSCRIPT it loads
+// the script and sends the call again, once.
 package script
 
 import (
@@ -29,9 +27,8 @@ type Call struct {
 // Hash returns the script's SHA1 digest, the name EVALSHA runs it by.
 func (s *Script) Hash() string { return s.s.Hash() }
 
-// EvalSha returns the arguments of the EVALSHA command that runs c, for a
-// caller that sends commands on a connection of its own; its NOSCRIPT
-// reply is the caller's to handle (Run sends the call again).
+// EvalSha returns the arguments of the EVALSHA command that runs c; the
+// caller handles NOSCRIPT.
 func (s *Script) EvalSha(c Call) []any {
 	cmd := make([]any, 0, 3+len(c.Keys)+len(c.Args))
 	cmd = append(cmd, "evalsha", s.Hash(), len(c.Keys))
@@ -55,15 +52,10 @@ func (s *Script) Run(ctx context.Context, rdb redis.Scripter, keys []string, arg
 	return s.s.Run(ctx, rdb, keys, args...)
 }
 
-// RunAll runs the calls in one pipeline (one round trip per cluster node)
-// and returns their commands by index; each call is as atomic as a lone
-// script call, and each command's error is its call's. Calls that find the
-// script missing are sent again, once, after loading it (Retry). So calls
-// keep their order except those: if another client loads the script in
-// the middle of the pipeline, calls before that point get NOSCRIPT and run
-// after the calls that followed them. A caller whose calls must keep their
-// order (two calls on one key) must not put both in one RunAll. The error
-// is that of loading the script, which the retried commands also hold.
+// RunAll runs the calls in one pipeline and returns their commands by
+// index. Calls that get NOSCRIPT run again after the others, so two calls
+// on one key must not share a RunAll. The error is that of loading the
+// script.
 func (s *Script) RunAll(ctx context.Context, rdb redis.UniversalClient, calls []Call) ([]*redis.Cmd, error) {
 	if len(calls) == 0 {
 		return nil, nil
@@ -74,9 +66,8 @@ func (s *Script) RunAll(ctx context.Context, rdb redis.UniversalClient, calls []
 	return cmds, s.Retry(ctx, rdb, calls, cmds)
 }
 
-// Queue adds an EVALSHA of each call to pipe and returns their commands,
-// for a caller that sends other commands in the same pipeline. After
-// executing pipe, pass the commands to Retry.
+// Queue adds an EVALSHA of each call to pipe; after executing it, pass the
+// commands to Retry.
 func (s *Script) Queue(ctx context.Context, pipe redis.Pipeliner, calls []Call) []*redis.Cmd {
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
@@ -85,11 +76,9 @@ func (s *Script) Queue(ctx context.Context, pipe redis.Pipeliner, calls []Call) 
 	return cmds
 }
 
-// Retry sends again, in one pipeline after loading the script, the calls
-// whose command in cmds (by index, as Queue returned them) failed with
-// NOSCRIPT, and puts their new commands in cmds. A call that gets NOSCRIPT
-// again keeps that error. When loading fails, Retry returns the error and
-// sets it on the commands of those calls.
+// Retry loads the script and sends again the calls whose command in cmds
+// failed with NOSCRIPT, replacing those commands. A failed load is
+// returned and set on them.
 func (s *Script) Retry(ctx context.Context, rdb redis.UniversalClient, calls []Call, cmds []*redis.Cmd) error {
 	var missing []int
 	for i, c := range cmds {

@@ -1,7 +1,5 @@
-// Package tenancy says whose a stored object is and who may see it. Every
-// object the API stores belongs to one tenant (the API key's tenant= field,
-// else the key itself); a caller sees its own tenant's objects, and an
-// admin key, or anyone on an open API, sees every tenant's.
+// Package tenancy says whose a stored object is and who may see it: a
+// caller sees its tenant's objects, an admin or an open API sees all.
 package tenancy
 
 import (
@@ -41,10 +39,8 @@ func (v View) Owner() string { return Of(v.Tenant) }
 // TagLen is the length of a Tag.
 const TagLen = 12
 
-// Tag returns the tag that marks names a tenant's objects are stored
-// under (ids, names chosen within a tenant): 12 hex digits of the tenant
-// name's SHA-256, or "" for Open, whose names carry none (those stored
-// before tenants were recorded).
+// Tag returns the tag of a tenant's stored names: 12 hex digits of its
+// SHA-256, or "" for Open.
 func Tag(tenant string) string {
 	if Of(tenant) == Open {
 		return ""

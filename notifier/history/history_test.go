@@ -9,6 +9,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer/sink"
@@ -76,7 +77,7 @@ func TestRecorder_redisAndClickHouse(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done })
 	var rows []clickhouse.NotificationRow
 	testenv.WaitFor(t, 20*time.Second, func() bool {
-		rows, err = clickhouse.SubscriberNotifications(ctx, ch, "s_1", 10)
+		rows, err = clickhousetest.SubscriberNotifications(ctx, ch, "s_1", 10)
 		return err == nil && len(rows) == 5 && rows[0].NotificationID == "n5"
 	}, "five notifications in ClickHouse, n5 last recorded")
 	want := map[string]string{"n1": StatusSent, "n2": StatusHeld, "n3": StatusSent, "n4": StatusSuppressed, "n5": StatusRejected}

@@ -17,9 +17,8 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// ErrClosed is returned (wrapped) by Add on a closed Batcher, so by the
-// handlers of a closed History or writer.Analytics: their rows were not
-// written and their messages stay pending.
+// ErrClosed is returned (wrapped) by Add on a closed Batcher; the rows were
+// not written.
 var ErrClosed = errors.New("writer: analytics closed")
 
 // maxLinks caps the span links of one flush span.
@@ -37,12 +36,8 @@ const maxLinks = 128
 //     after an urgent flush (the tail of a backlog).
 //
 // A failed flush is retried with backoff. A handler whose context ends
-// leaves the next attempt, unless a flush holding its item is running:
-// then it waits for that outcome, so a written item is never reported
-// unwritten. While the sink is down, such a handler gets stream.Hold and
-// the runner keeps its batch in hand (see sinkDown). A failure episode is
-// logged twice: when it starts, and when it ends with its duration, the
-// failed attempts and what was held.
+// waits for a running flush holding its item, so a written item is never
+// reported unwritten. A failure episode is logged when it starts and ends.
 //
 // A handler calls Begin before decoding its batch, End after, then Add.
 // It is safe for concurrent use.
@@ -67,9 +62,8 @@ type Batcher[E any] struct {
 	// urgentAt is when the last successful flush that held an urgent item
 	// ended: until FlushInterval after it, a backlog's tail is flushing.
 	urgentAt time.Time
-	// failingSince is when the first failed flush of the current failure
-	// episode started; zero while flushes succeed. failures counts the
-	// episode's failed attempts.
+	// failingSince starts the current failure episode (zero: none);
+	// failures counts its failed attempts.
 	failingSince time.Time
 	failures     int
 
@@ -146,12 +140,9 @@ func (b *Batcher[E]) signal() {
 }
 
 // Add queues item (rows rows of msgs messages) and waits until it is
-// flushed, ctx ends or the batcher closes. urgent asks for a flush after
-// Linger rather than FlushInterval (see Batcher). When ctx ends while a
-// flush holding item is under way, Add waits for that flush (at most
-// FlushTimeout) and returns its outcome. Otherwise an ended ctx returns an
-// error, marked stream.Hold unless the last flush failed because
-// ClickHouse refused the rows (the sink does not answer, or not in time).
+// flushed, ctx ends or the batcher closes; urgent asks for a flush after
+// Linger. An ended ctx returns an error, marked stream.Hold while the sink
+// does not answer (see sinkDown).
 func (b *Batcher[E]) Add(ctx context.Context, item E, rows, msgs int, urgent bool) error {
 	w := &waiter[E]{item: item, rows: rows, msgs: msgs, urgent: urgent, at: time.Now(), ctx: ctx, res: make(chan error, 1)}
 	b.mu.Lock()
@@ -194,10 +185,8 @@ func (b *Batcher[E]) Add(ctx context.Context, item E, rows, msgs int, urgent boo
 }
 
 // sinkDown reports whether a flush failed because ClickHouse did not
-// answer — refused or lost connection, or no answer within FlushTimeout —
-// rather than refused the rows: a batch waiting on such a failure is held
-// in hand (stream.Hold), where a refused batch is left to redelivery and,
-// in the end, to the dead letters.
+// answer, rather than refused the rows: such batches are held in hand, not
+// left to redelivery.
 func sinkDown(err error) bool {
 	return stream.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded)
 }
@@ -414,9 +403,8 @@ func (b *Batcher[E]) failed(err error) error {
 	return err
 }
 
-// recovered ends a failure episode, if any, with one log line saying how
-// long it lasted and what was held: the batch just written and those still
-// queued. b.mu is held.
+// recovered ends a failure episode, if any, with one log line. b.mu is
+// held.
 func (b *Batcher[E]) recovered(batch []*waiter[E], rows int) {
 	if b.failingSince.IsZero() {
 		return

@@ -19,11 +19,8 @@ const (
 	// DefaultHandlerTimeout is how long a batched stage's handler waits
 	// for its rows to reach ClickHouse.
 	DefaultHandlerTimeout = 30 * time.Second
-	// DefaultMaxDeliveries is a batched stage's MaxDeliveries. A delivery
-	// fails only when ClickHouse stays down for a whole handler timeout,
-	// and a message is delivered again at most every ClaimIdle, so an
-	// outage shorter than about 1000 × 60s (17 hours) dead-letters
-	// nothing. Undecodable messages are dead-lettered at once anyway.
+	// DefaultMaxDeliveries is a batched stage's MaxDeliveries: an outage
+	// shorter than about 1000 × ClaimIdle (17 hours) dead-letters nothing.
 	DefaultMaxDeliveries = 1000
 	// MaxReadAhead bounds the copies of a batched stage sharing a batcher.
 	MaxReadAhead = 16
@@ -58,9 +55,8 @@ func (b Batching) WithDefaults() Batching {
 	return b
 }
 
-// Validate reports every invalid setting of a defaulted Batching, of the
-// read-ahead (copies sharing the batcher) and of the runner config of the
-// stages using it.
+// Validate reports every invalid setting of a defaulted Batching, the
+// read-ahead and the stages' runner config.
 func (b Batching) Validate(readAhead int, runner stream.RunnerConfig, stages ...string) error {
 	var errs []error
 	if b.BatchRows < 1 || b.BatchRows > 1_000_000 {
@@ -89,12 +85,9 @@ func (b Batching) Validate(readAhead int, runner stream.RunnerConfig, stages ...
 	return errors.Join(errs...)
 }
 
-// BatchRunner returns the runner config of a batched stage: zero fields
-// take the stream defaults, except HandlerTimeout (DefaultHandlerTimeout),
-// ClaimIdle (twice HandlerTimeout), MaxDeliveries (DefaultMaxDeliveries),
-// BatchSize (batchSize) and ReadBytes (stream.MaxReadBytes: a read's batch
-// sets the size of the inserts, so reads go by count). Retries are off:
-// the batcher retries its flushes.
+// BatchRunner returns a batched stage's runner config: HandlerTimeout
+// DefaultHandlerTimeout, ClaimIdle twice that, DefaultMaxDeliveries,
+// batchSize, reads by count, and no retries (the batcher retries).
 func BatchRunner(r stream.RunnerConfig, batchSize int) stream.RunnerConfig {
 	r.HandlerTimeout = cmp.Or(r.HandlerTimeout, DefaultHandlerTimeout)
 	r.ClaimIdle = cmp.Or(r.ClaimIdle, 2*r.HandlerTimeout)
@@ -105,10 +98,8 @@ func BatchRunner(r stream.RunnerConfig, batchSize int) stream.RunnerConfig {
 	return r
 }
 
-// Urgent reports whether a batch of a stage reading batchSize messages at
-// a time is to be flushed without waiting for FlushInterval: it is full,
-// or its read was (its partition holds more messages), or it is
-// redelivered (redeliveries come one at a time).
+// Urgent reports whether a batch is to be flushed without waiting for
+// FlushInterval: full, more waiting in its partition, or redelivered.
 func Urgent(msgs []*stream.Message, batchSize int) bool {
 	return len(msgs) >= batchSize || len(msgs) > 0 && (msgs[len(msgs)-1].MoreWaiting() || msgs[0].Attempt > 1)
 }

@@ -18,29 +18,11 @@ import (
 // COUNT) unless HistoryConfig.Runner sets one.
 const DefaultHistoryBatchSize = 1000
 
-// HistoryConfig configures a flow's ClickHouse append: the stage that
-// reads a topic and appends each message's rows to ClickHouse through a
-// Batcher, as writer.Analytics does for the availability pipeline. Zero
-// fields of the batching settings take Batching's defaults.
-//
-// The stage is a batch stage: a handler turns the batch the runner read
-// from one partition into rows (Rows, per message), hands them to the
-// stage's batcher and waits until the flush holding them is in
-// ClickHouse; only then are the batch's messages acknowledged. The
-// batcher, shared by every copy of the stage in the process, merges the
-// batches of every partition and copy into one Insert, a batch never
-// split, and flushes at once at BatchRows rows, after Linger for full or
-// redelivered batches, otherwise when the oldest batch has waited
-// FlushInterval (see Batcher; writer.AnalyticsConfig says why). While
-// ClickHouse does not answer, the flush is retried with backoff up to
-// MaxBackoff and the batches are held in hand (stream.Hold) until it does,
-// so the backlog waits in the stream and drains as soon as ClickHouse
-// answers (see writer.AnalyticsConfig).
-//
-// A message is written at least once: a batch redelivered after a crash
-// or a handler timeout is inserted again, so the table must collapse
-// duplicates (a ReplacingMergeTree keyed by the message's event, as every
-// history table of the project is) for the rows to count once.
+// HistoryConfig configures a flow's ClickHouse append: a batch stage that
+// turns each message into rows and appends them through a Batcher,
+// acknowledging a batch once its rows are written. Zero batching fields
+// take Batching's defaults. Rows are written at least once, so the table
+// must collapse duplicates (a ReplacingMergeTree keyed by event).
 type HistoryConfig[R any] struct {
 	// Stage names the stage and its consumer group ("<flow>-history").
 	Stage string
@@ -49,23 +31,19 @@ type HistoryConfig[R any] struct {
 	// Tables are the tables Insert writes, the first being the one whose
 	// rows MetricRowsWritten counts (attribute table).
 	Tables []string
-	// Rows returns the rows of one message, none to write nothing. An
-	// error is permanent: the message is dead-lettered with it as its
-	// reason (stream.ErrDrop: dropped) and the rest of its batch written.
+	// Rows returns the rows of one message. An error dead-letters the
+	// message (stream.ErrDrop drops it).
 	Rows func(m *stream.Message) ([]R, error)
 	// Insert appends rows to ClickHouse in one batch per table. It must be
 	// safe for concurrent use (flushes are one at a time per History).
 	Insert func(ctx context.Context, ch *clickhouse.Client, rows []R) error
 
-	// BatchRows, FlushInterval, Linger, FlushTimeout and MaxBackoff say
-	// when the batcher flushes and how it retries, as Batching's fields
-	// of the same names, with its defaults; a negative Linger turns it
-	// off.
+	// BatchRows, FlushInterval, Linger, FlushTimeout and MaxBackoff are
+	// Batching's fields.
 	BatchRows                                       int
 	FlushInterval, Linger, FlushTimeout, MaxBackoff time.Duration
-	// ReadAhead is how many copies of the stage Stages returns, each a
-	// consumer of the group, sharing the batcher. Default 1, at most
-	// MaxReadAhead.
+	// ReadAhead is the copies of the stage sharing the batcher. Default 1,
+	// at most MaxReadAhead.
 	ReadAhead int
 	// Runner tunes the stage's runner; zero fields take BatchRunner's
 	// defaults, BatchSize DefaultHistoryBatchSize.
@@ -99,9 +77,8 @@ func (c HistoryConfig[R]) batching() Batching {
 		FlushTimeout: c.FlushTimeout, MaxBackoff: c.MaxBackoff}
 }
 
-// History is a flow's ClickHouse append (see HistoryConfig). NewHistory
-// starts its flush loop; call Close when its stages' runners have stopped.
-// It is safe for concurrent use.
+// History is a flow's ClickHouse append (see HistoryConfig). Call Close
+// once its stages' runners have stopped. It is safe for concurrent use.
 type History[R any] struct {
 	ch        *clickhouse.Client
 	cfg       HistoryConfig[R]
@@ -112,12 +89,8 @@ type History[R any] struct {
 	closeOnce sync.Once
 }
 
-// NewHistory validates cfg (after defaults) and starts the flush loop. tel
-// provides metrics (MetricRowsWritten, MetricFlushDuration,
-// MetricFlushErrors, MetricBufferedRows, as the analytics stages), traces
-// (a span per flush, linked to the batch spans of the handlers waiting
-// for it) and the logger; nil fields take the OpenTelemetry globals and
-// slog.Default.
+// NewHistory validates cfg (after defaults) and starts the flush loop,
+// reporting through tel (nil fields: the globals).
 func NewHistory[R any](ch *clickhouse.Client, cfg HistoryConfig[R], tel stream.Telemetry) (*History[R], error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -158,12 +131,8 @@ func (h *History[R]) Stages() []stream.Stage {
 	return out
 }
 
-// Handle is the stage's batch handler. It turns every message into its
-// rows (a message whose Rows fails gets that error, made permanent, in the
-// returned *stream.BatchError), hands the rows to the batcher and returns
-// nil, every message acknowledged, once they are in ClickHouse. At its
-// deadline, or when the History closes, it returns a retryable error for
-// every other message, which stays pending.
+// Handle is the stage's batch handler: it returns nil once the rows are in
+// ClickHouse; at its deadline the messages stay pending.
 func (h *History[R]) Handle(ctx context.Context, msgs []*stream.Message) error {
 	rows, errs := h.rows(msgs)
 	var err error
@@ -210,9 +179,8 @@ func (h *History[R]) flush(ctx context.Context, batches [][]R) error {
 	return nil
 }
 
-// Close stops the flush loop after the flush in progress. Handlers still
-// waiting, and later ones, fail with ErrClosed; their messages stay
-// pending. Close is idempotent.
+// Close stops the flush loop after the flush in progress; waiting and
+// later handlers fail with ErrClosed. It is idempotent.
 func (h *History[R]) Close() error {
 	first := false
 	h.closeOnce.Do(func() { first = true })

@@ -21,26 +21,20 @@ const (
 	// MetricRowsWritten counts rows sent to ClickHouse in successful
 	// inserts. Int64Counter, unit {row}, attribute table.
 	MetricRowsWritten = "dropstream.writer.rows"
-	// MetricFlushDuration is the wall time of one flush attempt (every
-	// table of the batch). Float64Histogram, unit s, attributes stage,
-	// outcome (ok or error).
+	// MetricFlushDuration is the wall time of one flush attempt.
+	// Histogram, s; stage, outcome.
 	MetricFlushDuration = "dropstream.writer.flush.duration"
 	// MetricFlushErrors counts failed flush attempts. Int64Counter, unit
 	// {flush}, attribute stage.
 	MetricFlushErrors = "dropstream.writer.flush.errors"
-	// MetricBufferedRows is the number of rows waiting in a stage's batcher
-	// (including a batch being flushed). Int64ObservableGauge, unit {row},
-	// attribute stage.
+	// MetricBufferedRows is the rows queued or flushing in a stage's
+	// batcher. Gauge, {row}; stage.
 	MetricBufferedRows = "dropstream.writer.buffered"
-	// MetricSinkFailingFor is how long a stage's flushes have been failing:
-	// the time since the first failed flush after the last successful one,
-	// 0 once a flush succeeds. It rises for the whole of a ClickHouse
-	// outage while the stage has rows to write, whatever the buffer holds
-	// at the scrape. Float64ObservableGauge, unit s, attribute stage.
+	// MetricSinkFailingFor is how long a stage's flushes have been failing,
+	// 0 once one succeeds. Gauge, s; stage.
 	MetricSinkFailingFor = "dropstream.writer.sink.failing_for"
-	// MetricConsecutiveFailures is the number of failed flushes of a stage
-	// since its last successful one. Int64ObservableGauge, unit {flush},
-	// attribute stage.
+	// MetricConsecutiveFailures counts a stage's failed flushes since its
+	// last success. Gauge, {flush}; stage.
 	MetricConsecutiveFailures = "dropstream.writer.flush.consecutive_failures"
 )
 
@@ -108,9 +102,7 @@ type Source interface {
 	Health() Health
 }
 
-// Observe registers the callback of the gauges (buffered rows, failing
-// for, consecutive failures) of bs; the returned registration must be
-// unregistered on close.
+// Observe registers the gauges' callback for bs; unregister it on close.
 func (m *Metrics) Observe(bs ...Source) (metric.Registration, error) {
 	sets := make([]metric.ObserveOption, len(bs))
 	for i, b := range bs {
@@ -131,9 +123,8 @@ func (m *Metrics) Observe(bs ...Source) (metric.Registration, error) {
 	return reg, nil
 }
 
-// Instruments returns the metrics, tracer and logger of a batched stage
-// from tel, whose nil fields take the OpenTelemetry globals and
-// slog.Default.
+// Instruments returns a batched stage's metrics, tracer and logger from
+// tel (nil fields: the globals).
 func Instruments(tel stream.Telemetry) (*Metrics, trace.Tracer, *slog.Logger, error) {
 	met, err := NewMetrics(tel.MeterProvider)
 	if err != nil {
