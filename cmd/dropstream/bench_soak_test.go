@@ -183,3 +183,17 @@ func TestServePprof_heapProfile(t *testing.T) {
 		t.Fatal("pprof still served after stop")
 	}
 }
+
+func TestSoakFamilyOf_idsAndPartitionsStarred(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		{"ds:{avail.3}:entity:v1:42", "ds:{avail.*}:entity:*:*"},
+		{"ds:{checkout.7}:co:item:0a1b2c3d4e5f60718293a4b5", "ds:{checkout.*}:co:item:*"},
+		{"ds:{comic-subs}:comic:patterns", "ds:{comic-subs}:comic:patterns"},
+		{"ds:{feed.0}:feed:f1:coll:demo-every-3:3:i", "ds:{feed.*}:feed:*:coll:*:*:i"},
+		{"ds:sources", "ds:sources"},
+	} {
+		if got := soakFamilyOf(tc.key); got != tc.want {
+			t.Errorf("soakFamilyOf(%q) = %q, want %q", tc.key, got, tc.want)
+		}
+	}
+}

@@ -14,7 +14,8 @@ import (
 const DemoFeedPath = "/dropstream-demo-feed.xml"
 
 // Demo serves a feed in-process, until ctx ends, that gains an item every
-// 10 seconds, and subscribes a log destination (confirmed at once) to each
+// 10 seconds and, like a real feed, shows its latest demoFeedItems, and
+// subscribes a log destination (confirmed at once) to each
 // item and to every 3 items. Demo feeds of earlier runs are removed first,
 // so it is idempotent.
 func (f *Flow) Demo(ctx context.Context) error {
@@ -39,7 +40,8 @@ func (f *Flow) Demo(ctx context.Context) error {
 			}
 		}
 	}
-	sim := feedsim.New(feedsim.RSS, demoItem(1), demoItem(2))
+	items := []feedsim.Item{demoItem(1), demoItem(2)}
+	sim := feedsim.New(feedsim.RSS, items...)
 	base, err := feedsim.Serve(ctx, "127.0.0.1:0", sim)
 	if err != nil {
 		return err
@@ -58,7 +60,8 @@ func (f *Flow) Demo(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				sim.Add(demoItem(n))
+				items = appendDemoItem(items, demoItem(n))
+				sim.Set(items...)
 			}
 		}
 	}()
@@ -76,6 +79,16 @@ func (f *Flow) Demo(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// demoFeedItems is how many items the demo feed shows: a document that
+// grew for ever would be fetched and parsed whole at every poll.
+const demoFeedItems = 20
+
+// appendDemoItem appends it and keeps the latest demoFeedItems.
+func appendDemoItem(items []feedsim.Item, it feedsim.Item) []feedsim.Item {
+	items = append(items, it)
+	return items[max(0, len(items)-demoFeedItems):]
 }
 
 func demoItem(n int) feedsim.Item {
