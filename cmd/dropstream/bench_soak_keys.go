@@ -36,6 +36,9 @@ var soakLengths = map[string]func(redis.Pipeliner, context.Context, string) *red
 	"set": redis.Pipeliner.SCard, "list": redis.Pipeliner.LLen, "stream": redis.Pipeliner.XLen,
 }
 
+// soakBatch is how many keys one pipeline of soakFamilies asks about.
+const soakBatch = 500
+
 // soakFamilyOf is the family of key: "ds:{avail.3}:entity:v1:42" is
 // "ds:{avail.*}:entity:*:*". A part with a digit is an id.
 func soakFamilyOf(key string) string {
@@ -51,24 +54,29 @@ func soakFamilies(ctx context.Context, rdb *redis.Client) ([]soakFamily, error) 
 	}
 	types := make([]*redis.StatusCmd, len(keys))
 	ttls := make([]*redis.DurationCmd, len(keys))
-	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			types[i], ttls[i] = p.Type(ctx, k), p.PTTL(ctx, k)
-		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("types: %w", err)
-	}
 	lens := make([]*redis.IntCmd, len(keys))
-	if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
-		for i, k := range keys {
-			if l := soakLengths[types[i].Val()]; l != nil {
-				lens[i] = l(p, ctx, k)
+	// In batches: a pipeline of every key outlasts the client's timeouts
+	// on a busy embedded Redis.
+	for lo := 0; lo < len(keys); lo += soakBatch {
+		batch := keys[lo:min(lo+soakBatch, len(keys))]
+		if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, k := range batch {
+				types[lo+i], ttls[lo+i] = p.Type(ctx, k), p.PTTL(ctx, k)
 			}
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("types: %w", err)
 		}
-		return nil
-	}); err != nil {
-		return nil, fmt.Errorf("lengths: %w", err)
+		if _, err := rdb.Pipelined(ctx, func(p redis.Pipeliner) error {
+			for i, k := range batch {
+				if l := soakLengths[types[lo+i].Val()]; l != nil {
+					lens[lo+i] = l(p, ctx, k)
+				}
+			}
+			return nil
+		}); err != nil {
+			return nil, fmt.Errorf("lengths: %w", err)
+		}
 	}
 	fams := map[string]*soakFamily{}
 	for i, k := range keys {
