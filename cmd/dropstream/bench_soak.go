@@ -42,8 +42,8 @@ type soakConfig struct {
 	// RedisServer is the redis-server run for each `run`. Default
 	// "redis-server" on PATH.
 	RedisServer string
-	// Dir keeps the processes' logs and heap profiles; default a new
-	// temporary directory.
+	// Dir keeps the processes' logs, heap profiles and key families (at
+	// each sample); default a new temporary directory.
 	Dir string
 }
 
@@ -175,6 +175,7 @@ func soak(ctx context.Context, c soakConfig, out io.Writer) error {
 			}
 			p.samples = append(p.samples, s)
 			fmt.Fprintln(out, s.line(p.name, p.load))
+			p.saveFamilies(ctx, filepath.Join(c.Dir, fmt.Sprintf("%s-keys-%s.txt", p.name, at)))
 			if at == settle || at+c.Every > c.Duration {
 				p.heapProfile(ctx, filepath.Join(c.Dir, fmt.Sprintf("%s-heap-%s.pb.gz", p.name, at)))
 			}

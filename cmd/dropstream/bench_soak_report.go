@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"os"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -51,51 +52,74 @@ func parseSoakMetrics(r io.Reader) (soakSample, error) {
 	return soakSample{RSS: vals[0], Heap: vals[1], Goroutines: vals[2]}, nil
 }
 
-// sample reads the process's /metrics and its Redis's DBSIZE.
+// soakHeapReads is how many live-heap figures a sample takes the median
+// of, each right after a forced GC: one figure moves by ±5 % with what is
+// in flight at that GC.
+const soakHeapReads = 5
+
+// sample reads the process's /metrics soakHeapReads times, each after a
+// GC forced through its pprof heap endpoint, and its Redis's DBSIZE. The
+// heap is the median of the reads; RSS and goroutines the last read's.
 func (p *soakProc) sample(ctx context.Context, at time.Duration) (soakSample, error) {
-	ctx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	ctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.api+"/metrics", nil)
-	if err != nil {
-		return soakSample{}, err
+	var s soakSample
+	heaps := make([]float64, 0, soakHeapReads)
+	for range soakHeapReads {
+		if err := p.get(ctx, "http://"+p.pprof+"/debug/pprof/heap?gc=1", io.Discard); err != nil {
+			return soakSample{}, fmt.Errorf("forced gc: %w", err)
+		}
+		var err error
+		if s, err = p.metrics(ctx); err != nil {
+			return soakSample{}, err
+		}
+		heaps = append(heaps, s.Heap)
 	}
-	resp, err := http.DefaultClient.Do(req)
-	if err != nil {
-		return soakSample{}, err
-	}
-	defer resp.Body.Close()
-	if resp.StatusCode != http.StatusOK {
-		return soakSample{}, fmt.Errorf("/metrics: %s", resp.Status)
-	}
-	s, err := parseSoakMetrics(resp.Body)
-	if err != nil {
-		return soakSample{}, err
-	}
-	s.At = at
+	slices.Sort(heaps)
+	s.Heap, s.At = heaps[len(heaps)/2], at
+	var err error
 	if s.Keys, err = p.rdb.DBSize(ctx).Result(); err != nil {
 		return soakSample{}, fmt.Errorf("dbsize: %w", err)
 	}
 	return s, nil
 }
 
+// metrics reads the sample's figures from the process's /metrics.
+func (p *soakProc) metrics(ctx context.Context) (soakSample, error) {
+	var b strings.Builder
+	if err := p.get(ctx, "http://"+p.api+"/metrics", &b); err != nil {
+		return soakSample{}, err
+	}
+	return parseSoakMetrics(strings.NewReader(b.String()))
+}
+
+// get copies the body of a GET of url answered 200 to w.
+func (p *soakProc) get(ctx context.Context, url string, w io.Writer) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+	if err != nil {
+		return err
+	}
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if resp.StatusCode != http.StatusOK {
+		return fmt.Errorf("GET %s: %s", url, resp.Status)
+	}
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
 // heapProfile saves the process's heap profile (after a GC) to path; a
 // failure is reported on the line, not fatal.
 func (p *soakProc) heapProfile(ctx context.Context, path string) {
 	err := func() error {
-		req, err := http.NewRequestWithContext(ctx, http.MethodGet, "http://"+p.pprof+"/debug/pprof/heap?gc=1", nil)
-		if err != nil {
-			return err
-		}
-		resp, err := http.DefaultClient.Do(req)
-		if err != nil {
-			return err
-		}
-		defer resp.Body.Close()
 		f, err := os.Create(path)
 		if err != nil {
 			return err
 		}
-		if _, err := io.Copy(f, resp.Body); err != nil {
+		if err := p.get(ctx, "http://"+p.pprof+"/debug/pprof/heap?gc=1", f); err != nil {
 			f.Close()
 			return err
 		}

@@ -3,13 +3,18 @@ package main
 import (
 	"bytes"
 	"context"
+	"fmt"
 	"io"
 	"log/slog"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/alicebob/miniredis/v2"
+	"github.com/redis/go-redis/v9"
 )
 
 func TestParseSoakMetrics_figures(t *testing.T) {
@@ -181,5 +186,45 @@ func TestServePprof_heapProfile(t *testing.T) {
 	if resp, err := http.Get("http://" + addr + "/debug/pprof/"); err == nil {
 		resp.Body.Close()
 		t.Fatal("pprof still served after stop")
+	}
+}
+
+func TestSoakFamilyOf_idsAndPartitionsStarred(t *testing.T) {
+	for _, tc := range []struct{ key, want string }{
+		{"ds:{avail.3}:entity:v1:42", "ds:{avail.*}:entity:*:*"},
+		{"ds:{checkout.7}:co:item:0a1b2c3d4e5f60718293a4b5", "ds:{checkout.*}:co:item:*"},
+		{"ds:{comic-subs}:comic:patterns", "ds:{comic-subs}:comic:patterns"},
+		{"ds:{feed.0}:feed:f1:coll:demo-every-3:3:i", "ds:{feed.*}:feed:*:coll:*:*:i"},
+		{"ds:sources", "ds:sources"},
+	} {
+		if got := soakFamilyOf(tc.key); got != tc.want {
+			t.Errorf("soakFamilyOf(%q) = %q, want %q", tc.key, got, tc.want)
+		}
+	}
+}
+
+func TestSoakFamilies_countsKeysElementsAndNoTTL(t *testing.T) {
+	mr := miniredis.RunT(t)
+	rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
+	t.Cleanup(func() { _ = rdb.Close() })
+	n := soakBatch + 100 // more than one batch
+	for i := range n {
+		k := fmt.Sprintf("ds:{checkout.%d}:co:item:%x", i%8, 1_000_000+i)
+		mr.HSet(k, "stock", "1", "price", "2")
+		if i%2 == 0 {
+			mr.SetTTL(k, time.Minute)
+		}
+	}
+	mr.Set("ds:sources", "abc")
+	fams, err := soakFamilies(context.Background(), rdb)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := []soakFamily{
+		{Name: "ds:{checkout.*}:co:item:*", Type: "hash", Keys: int64(n), Elements: int64(2 * n), NoTTL: int64(n / 2)},
+		{Name: "ds:sources", Type: "string", Keys: 1, Elements: 3, NoTTL: 1},
+	}
+	if !slices.Equal(fams, want) {
+		t.Errorf("families %+v, want %+v", fams, want)
 	}
 }

@@ -82,10 +82,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// A demo left running keeps the embedded Redis bounded: acknowledged
 	// entries older than ten minutes are trimmed, as `run` does after an hour,
 	// records kept for days (notification history, delivery ledgers) live at
-	// most embeddedMaxTTL, and the heap, which holds that data, is collected
-	// at twice its live size rather than the stream processor's default.
+	// most embeddedMaxTTL, so do the checkout entities users create, and the
+	// heap, which holds that data, is collected at twice its live size
+	// rather than the stream processor's default.
 	if a.embedded != nil {
 		wg.Go(func() { a.embedded.BoundTTLs(ctx, embeddedMaxTTL, 30*time.Second) })
+		wg.Go(func() { a.boundDemoEntities(ctx, embeddedMaxTTL, 30*time.Second) })
 		if _, set := os.LookupEnv("GOGC"); !set {
 			debug.SetGCPercent(100)
 		}

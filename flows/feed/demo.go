@@ -13,9 +13,10 @@ import (
 // of earlier runs (other ports) are recognized by it and removed.
 const DemoFeedPath = "/dropstream-demo-feed.xml"
 
-// Demo serves an in-process feed that gains an item every 10 seconds and
-// subscribes a log destination to each item and every 3 items. It removes
-// earlier demo feeds first, so it is idempotent.
+// Demo serves an in-process feed that gains an item every 10 seconds and,
+// like a real feed, shows its latest demoFeedItems. It subscribes a log
+// destination to each item and every 3 items. It removes earlier demo
+// feeds first, so it is idempotent.
 func (f *Flow) Demo(ctx context.Context) error {
 	st := f.store
 	feeds, err := st.Feeds(ctx)
@@ -38,7 +39,8 @@ func (f *Flow) Demo(ctx context.Context) error {
 			}
 		}
 	}
-	sim := feedsim.New(feedsim.RSS, demoItem(1), demoItem(2))
+	items := []feedsim.Item{demoItem(1), demoItem(2)}
+	sim := feedsim.New(feedsim.RSS, items...)
 	base, err := feedsim.Serve(ctx, "127.0.0.1:0", sim)
 	if err != nil {
 		return err
@@ -57,7 +59,8 @@ func (f *Flow) Demo(ctx context.Context) error {
 			case <-ctx.Done():
 				return
 			case <-t.C:
-				sim.Add(demoItem(n))
+				items = appendDemoItem(items, demoItem(n))
+				sim.Set(items...)
 			}
 		}
 	}()
@@ -75,6 +78,16 @@ func (f *Flow) Demo(ctx context.Context) error {
 		}
 	}
 	return nil
+}
+
+// demoFeedItems is how many items the demo feed shows: a document that
+// grew for ever would be fetched and parsed whole at every poll.
+const demoFeedItems = 20
+
+// appendDemoItem appends it and keeps the latest demoFeedItems.
+func appendDemoItem(items []feedsim.Item, it feedsim.Item) []feedsim.Item {
+	items = append(items, it)
+	return items[max(0, len(items)-demoFeedItems):]
 }
 
 func demoItem(n int) feedsim.Item {
