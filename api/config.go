@@ -101,14 +101,6 @@ type Config struct {
 	RateLimit RateLimitConfig
 }
 
-// Validate reports the first problem of c, wrapped around [ErrInvalidConfig].
-// Zero values are valid (they select the defaults). It parses APIKeys and
-// names the faulty entry by position, never by key.
-func (c Config) Validate() error {
-	_, err := c.validate()
-	return err
-}
-
 // validate checks c and returns the parsed API keys.
 func (c Config) validate() (keyring, error) {
 	if c.Addr != "" {

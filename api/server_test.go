@@ -181,39 +181,3 @@ func TestListen_servesUntilContextCancelled(t *testing.T) {
 	}
 }
 
-func TestServe_stopsOnShutdown(t *testing.T) {
-	tests := []struct {
-		name          string
-		shutdownFirst bool
-	}{
-		{"shutdown while serving", false},
-		{"shutdown before serving", true},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			s, _ := newTestServer(t, Config{})
-			ln, err := net.Listen("tcp", "127.0.0.1:0")
-			if err != nil {
-				t.Fatal(err)
-			}
-			if tt.shutdownFirst {
-				if err := s.Shutdown(t.Context()); err != nil {
-					t.Fatalf("Shutdown: %v", err)
-				}
-			}
-			done := serve(func() error { return s.Serve(t.Context(), ln) })
-			<-s.Listening()
-			if !tt.shutdownFirst {
-				if status, _ := getBody(t, "http://"+s.Addr()+"/healthz"); status != http.StatusOK {
-					t.Fatalf("GET /healthz = %d", status)
-				}
-				if err := s.Shutdown(t.Context()); err != nil {
-					t.Fatalf("Shutdown: %v", err)
-				}
-			}
-			if err := <-done; err != nil {
-				t.Fatalf("Serve = %v, want nil", err)
-			}
-		})
-	}
-}
