@@ -206,14 +206,6 @@ func (d *Deliverer) handleBatch(ctx context.Context, msgs []*stream.Message) err
 	return &stream.BatchError{Errs: errs}
 }
 
-// handle decodes and delivers one message (a batch of one) and records
-// the outcome; it schedules no retry.
-func (d *Deliverer) handle(ctx context.Context, m *stream.Message) error {
-	errs, recs := d.process(ctx, []*stream.Message{m})
-	d.recordAll(ctx, recs)
-	return errs[0]
-}
-
 // process decodes the batch's requests and delivers them, and returns
 // each message's error and the history records to write.
 func (d *Deliverer) process(ctx context.Context, msgs []*stream.Message) ([]error, []history.Record) {
