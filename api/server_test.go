@@ -180,4 +180,3 @@ func TestListen_servesUntilContextCancelled(t *testing.T) {
 		t.Errorf("second Listen = %v, want ErrServerStarted", err)
 	}
 }
-
