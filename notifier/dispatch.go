@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -92,10 +93,7 @@ func NewDispatcher(ledger *DeliveryLedger, channels map[string]Channel, tel stre
 	if tp == nil {
 		tp = gotel.GetTracerProvider()
 	}
-	logger := tel.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
+	logger := cmp.Or(tel.Logger, slog.Default())
 	return &Dispatcher{ledger: ledger, channels: chans, spans: spans, in: in, tracer: tp.Tracer(instrumentationScope), logger: logger}, nil
 }
 

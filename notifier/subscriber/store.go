@@ -101,9 +101,7 @@ type StoreConfig struct {
 func (c StoreConfig) WithDefaults() StoreConfig {
 	c.ConfirmTTL = cmp.Or(c.ConfirmTTL, DefaultConfirmTTL)
 	c.MaxSubscribers = cmp.Or(c.MaxSubscribers, DefaultMaxSubscribers)
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Now == nil {
 		c.Now = time.Now
 	}
