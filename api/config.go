@@ -157,15 +157,9 @@ func (c Config) withDefaults() Config {
 	c.ReadyTimeout = cmp.Or(c.ReadyTimeout, DefaultReadyTimeout)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
-	if c.TracerProvider == nil {
-		c.TracerProvider = otel.GetTracerProvider()
-	}
-	if c.MeterProvider == nil {
-		c.MeterProvider = otel.GetMeterProvider()
-	}
+	c.TracerProvider = cmp.Or(c.TracerProvider, otel.GetTracerProvider())
+	c.MeterProvider = cmp.Or(c.MeterProvider, otel.GetMeterProvider())
 	c.RateLimit = c.RateLimit.WithDefaults()
-	if c.Propagator == nil {
-		c.Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
-	}
+	c.Propagator = cmp.Or(c.Propagator, propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return c
 }

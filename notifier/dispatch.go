@@ -90,9 +90,7 @@ func NewDispatcher(ledger *DeliveryLedger, channels map[string]Channel, tel stre
 		return nil, err
 	}
 	tp := tel.TracerProvider
-	if tp == nil {
-		tp = gotel.GetTracerProvider()
-	}
+	tp = cmp.Or(tp, gotel.GetTracerProvider())
 	logger := cmp.Or(tel.Logger, slog.Default())
 	return &Dispatcher{ledger: ledger, channels: chans, spans: spans, in: in, tracer: tp.Tracer(instrumentationScope), logger: logger}, nil
 }

@@ -65,9 +65,7 @@ func (c WebhookConfig) WithDefaults() WebhookConfig {
 	c.Timeout = cmp.Or(c.Timeout, DefaultWebhookTimeout)
 	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, DefaultMaxResponseBytes)
 	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
-	if c.Egress == nil {
-		c.Egress = egress.Default()
-	}
+	c.Egress = cmp.Or(c.Egress, egress.Default())
 	if c.Transport == nil {
 		t := c.Egress.Transport()
 		// Many sends in flight to one receiver reuse their connections
@@ -80,9 +78,7 @@ func (c WebhookConfig) WithDefaults() WebhookConfig {
 		t.MaxIdleConnsPerHost = maxIdleConns
 		c.Transport = t
 	}
-	if c.Propagator == nil {
-		c.Propagator = propagation.TraceContext{}
-	}
+	c.Propagator = cmp.Or[propagation.TextMapPropagator](c.Propagator, propagation.TraceContext{})
 	if c.Now == nil {
 		c.Now = time.Now
 	}
