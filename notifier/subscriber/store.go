@@ -283,7 +283,7 @@ func (st *Store) Resolve(ctx context.Context, id string) (Subscriber, error) {
 }
 
 // List returns up to limit subscribers without secrets after cursor, in id
-// order, and the next cursor ("" at the end).
+// order, and the next cursor ("" at the end); a bad cursor wraps ErrInvalid.
 func (st *Store) List(ctx context.Context, cursor string, limit int) ([]Subscriber, string, error) {
 	return st.ListIn(ctx, tenancy.View{All: true}, cursor, limit)
 }
