@@ -106,12 +106,10 @@ func (k keyring) lookup(presented string) (apiKey, bool) {
 	return k.keys[found-1], true
 }
 
-// ValidateAPIKeys reports the first problem of an API key list in the
-// format of [Config.APIKeys] (DROPSTREAM_API_KEYS): an empty key, a key
-// with whitespace or ',', an entry without a scope, an unknown scope
-// (wrapping [ErrUnknownScope]) or a key listed twice. The error names the
-// entry by its 1-based position, never by its key. An empty list is valid
-// (the API is open).
+// ValidateAPIKeys reports the first problem of an API key list,
+// "key:scope,scope[:field=value…];key2:scope": scopes read, write, admin
+// (each implying the ones before); fields tenant=NAME, rate=N, burst=N.
+// The error names an entry by position, never by key; empty is valid.
 func ValidateAPIKeys(s string) error {
 	_, err := parseAPIKeys(s)
 	return err

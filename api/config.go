@@ -36,12 +36,8 @@ type ReadinessCheck struct {
 	// Name identifies the dependency in the /readyz response ("redis",
 	// "clickhouse"). Required and unique within Config.Checks.
 	Name string
-	// Check returns nil when the dependency is usable. It must honour ctx,
-	// which carries the readiness timeout; a check still running when the
-	// timeout expires is reported as failed and its result discarded. A
-	// panicking check is reported as failed. The error text is shown in the
-	// unauthenticated /readyz response: keep secrets (DSNs, passwords) out
-	// of it.
+	// Check returns nil when the dependency is usable, within ctx's
+	// deadline. Its error text is public (/readyz): no secrets in it.
 	Check func(ctx context.Context) error
 }
 
@@ -67,13 +63,9 @@ type Config struct {
 	// and [Server.Serve] when their context is cancelled. Default 10s.
 	ShutdownTimeout time.Duration
 
-	// APIKeys lists the accepted API keys, in the format of
-	// DROPSTREAM_API_KEYS: "key:scope,scope[:field=value…];key2:scope".
-	// Scopes are read, write and admin; admin implies write, write implies
-	// read. Fields: tenant=NAME (who owns what the key creates; default the
-	// key itself), rate=N and burst=N (the key's own write limits). Empty
-	// entries and whitespace around parts are ignored. Empty: the API is
-	// open, one tenant, and every route accepts unauthenticated requests.
+	// APIKeys lists the API keys as DROPSTREAM_API_KEYS spells them
+	// ("key:scope,scope[:field=value…];key2:scope", see ValidateAPIKeys).
+	// Empty: the API is open, one tenant, no key needed.
 	APIKeys string
 
 	// Logger receives the access log, errors and panics. Default
@@ -84,13 +76,11 @@ type Config struct {
 	// MeterProvider records the HTTP server metrics. Default
 	// otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
-	// Propagator extracts the incoming trace context and injects it into
-	// responses. Default W3C Trace Context plus Baggage (not the otel global
-	// propagator, which propagates nothing until it is set).
+	// Propagator carries the trace context. Default W3C Trace Context plus
+	// Baggage (the otel global propagates nothing until set).
 	Propagator propagation.TextMapPropagator
 
-	// MetricsHandler serves GET /metrics, unauthenticated (typically the
-	// Prometheus exporter's handler). Nil: no /metrics route.
+	// MetricsHandler serves GET /metrics without a key. Nil: no route.
 	MetricsHandler http.Handler
 
 	// Checks are run by GET /readyz. None: /readyz always reports ready.
@@ -99,14 +89,6 @@ type Config struct {
 	// RateLimit limits each caller's requests per route class; see
 	// [RateLimitConfig] for the defaults of each class.
 	RateLimit RateLimitConfig
-}
-
-// Validate reports the first problem of c, wrapped around [ErrInvalidConfig].
-// Zero values are valid (they select the defaults). It parses APIKeys and
-// names the faulty entry by position, never by key.
-func (c Config) Validate() error {
-	_, err := c.validate()
-	return err
 }
 
 // validate checks c and returns the parsed API keys.
@@ -164,18 +146,10 @@ func (c Config) withDefaults() Config {
 	c.IdleTimeout = cmp.Or(c.IdleTimeout, DefaultIdleTimeout)
 	c.ReadyTimeout = cmp.Or(c.ReadyTimeout, DefaultReadyTimeout)
 	c.ShutdownTimeout = cmp.Or(c.ShutdownTimeout, DefaultShutdownTimeout)
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.TracerProvider == nil {
-		c.TracerProvider = otel.GetTracerProvider()
-	}
-	if c.MeterProvider == nil {
-		c.MeterProvider = otel.GetMeterProvider()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.TracerProvider = cmp.Or(c.TracerProvider, otel.GetTracerProvider())
+	c.MeterProvider = cmp.Or(c.MeterProvider, otel.GetMeterProvider())
 	c.RateLimit = c.RateLimit.WithDefaults()
-	if c.Propagator == nil {
-		c.Propagator = propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{})
-	}
+	c.Propagator = cmp.Or(c.Propagator, propagation.NewCompositeTextMapPropagator(propagation.TraceContext{}, propagation.Baggage{}))
 	return c
 }

@@ -2,6 +2,7 @@ package api
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"io"
 	"log/slog"
@@ -110,4 +111,17 @@ func wantEnvelope(t *testing.T, r response, status int, code string) envelopeErr
 		t.Errorf("empty message in %s", r.body)
 	}
 	return *env.Error
+}
+
+// RequestIDFromContext returns the request id carried by ctx, such as
+// c.UserContext() inside a handler, or "".
+func RequestIDFromContext(ctx context.Context) string {
+	id, _ := ctx.Value(requestIDKey{}).(string)
+	return id
+}
+
+// Validate reports the first problem of c, wrapped around [ErrInvalidConfig].
+func (c Config) Validate() error {
+	_, err := c.validate()
+	return err
 }

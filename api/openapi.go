@@ -78,15 +78,13 @@ func (s *Server) Handle(op Operation) {
 	// The class of an operation that names none is the strictest, not
 	// that of its method.
 	class := op.Class.effective()
-	var r fiber.Router = s.App()
 	handlers := []fiber.Handler{s.limitAs(class), op.Handler}
 	if !op.Public {
-		r = &scopedRouter{r: s.app, guard: s.requireScope(op.Scope, class)}
-		handlers = handlers[1:]
+		handlers[0] = s.requireScope(op.Scope, class)
 	}
-	r.Add(op.Method, op.Path, handlers...)
+	s.app.Add(op.Method, op.Path, handlers...)
 	if op.Method == http.MethodGet {
-		r.Add(http.MethodHead, op.Path, handlers...)
+		s.app.Add(http.MethodHead, op.Path, handlers...)
 	}
 	s.spec.mu.Lock()
 	s.spec.ops = append(s.spec.ops, op)
@@ -105,9 +103,7 @@ var pathParam = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
 // OpenAPI returns the OpenAPI 3.0 document of the operational routes and
 // every route registered with Handle.
 func (s *Server) OpenAPI() map[string]any {
-	s.spec.mu.Lock()
-	ops := append([]Operation(nil), s.spec.ops...)
-	s.spec.mu.Unlock()
+	ops := s.Operations()
 	values := []any{envelope{}, healthBody{}, readyBody{}}
 	for _, op := range ops {
 		values = append(values, op.Body, op.Response)
@@ -151,10 +147,8 @@ func (s *Server) OpenAPI() map[string]any {
 			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
 		}
 		for _, q := range op.Query {
-			typ := q.Type
-			typ = cmp.Or(typ, "string")
 			param := map[string]any{"name": q.Name, "in": "query", "required": q.Required,
-				"description": q.Description, "schema": map[string]any{"type": typ}}
+				"description": q.Description, "schema": map[string]any{"type": cmp.Or(q.Type, "string")}}
 			if !q.Required {
 				// An empty optional parameter ("?limit=") is as if absent.
 				param["allowEmptyValue"] = true

@@ -9,35 +9,27 @@ import (
 	"strings"
 )
 
-// Class is what a route does, for its rate limit. Each caller has a bucket
-// per class, so a flood of one kind of request never starves another, and
-// each class has a limit that fits what its routes cost.
+// Class is what a route does, for its rate limit: each caller has a bucket
+// per class, so one kind of request never starves another.
 type Class int
 
-// The classes. The zero Class is an operation that names none: it is
-// limited as ClassCreate, the strictest.
+// The classes.
 const (
 	// ClassUnset is an operation without a class (limited as ClassCreate).
 	ClassUnset Class = iota
-	// ClassCreate creates what makes the service keep records or send
-	// requests for the caller: sources, watchers, subscribers, feeds,
-	// subscriptions, standing searches, offers.
+	// ClassCreate creates what the service keeps or polls for the caller.
 	ClassCreate
-	// ClassContract is a transactional contract — checkout, stock,
-	// payment, the comic purchase — with the creation of its users, items
-	// and orders, and its reads.
+	// ClassContract is a transactional contract (checkout, stock, payment,
+	// purchase), its creations and its reads.
 	ClassContract
-	// ClassChange changes or deletes what a caller has: updates, pauses,
-	// resumes, deletes, exclusions.
+	// ClassChange changes or deletes what a caller has.
 	ClassChange
 	// ClassRead reads: lists, lookups, statistics, searches.
 	ClassRead
-	// ClassAdmin is an operator's action: batch inits, replays, purges,
-	// cancellations, stage administration.
+	// ClassAdmin is an operator's action (replays, purges, stage administration).
 	ClassAdmin
-	// ClassPublic needs no key: the links people follow from messages,
-	// the console's pages, a WebSub hub's deliveries. Its caller is always
-	// the client's address.
+	// ClassPublic needs no key (message links, the console, WebSub
+	// deliveries); its caller is the client's address.
 	ClassPublic
 
 	numClasses = iota
@@ -75,20 +67,15 @@ type Limit struct {
 
 // Defaults of [RateLimitConfig], per class, for one caller.
 var (
-	// DefaultCreateLimit keeps one caller from filling Redis or making
-	// the service send requests for it: 50 a second, 500 at once.
+	// DefaultCreateLimit: 50 a second, 500 at once.
 	DefaultCreateLimit = Limit{Rate: 50, Burst: 500}
-	// DefaultContractLimit is sized from the checkout target, 5,000
-	// checkouts a second from one caller (a gateway's address): five
-	// writes each (user, funds, order, item, checkout), so 25,000 a
-	// second; bursts of 5,000 let a benchmark's 1,000 concurrent
-	// requests of every phase through.
+	// DefaultContractLimit fits the target of 5,000 checkouts a second from
+	// one caller, five writes each: 25,000 a second, 5,000 at once.
 	DefaultContractLimit = Limit{Rate: 25_000, Burst: 5_000}
 	// DefaultChangeLimit: 200 a second, 1,000 at once.
 	DefaultChangeLimit = Limit{Rate: 200, Burst: 1_000}
-	// DefaultReadLimit is sized above the read target of one API process,
-	// 10,000 a second, so reads from behind one gateway address are never
-	// its bound: 20,000 a second, 10,000 at once.
+	// DefaultReadLimit stays above one process's read target of 10,000 a
+	// second: 20,000 a second, 10,000 at once.
 	DefaultReadLimit = Limit{Rate: 20_000, Burst: 10_000}
 	// DefaultAdminLimit: 20 a second, 100 at once.
 	DefaultAdminLimit = Limit{Rate: 20, Burst: 100}
@@ -99,12 +86,10 @@ var (
 // DefaultMaxBuckets bounds the buckets (caller and class) kept.
 const DefaultMaxBuckets = 100_000
 
-// RateLimitConfig limits the requests of each caller — each API key, or
-// each client address when the route needs no key or the API is open —
-// with a token bucket per caller and route class (see [Class]). A request
-// beyond it is refused with 429 "rate_limited" and a Retry-After header.
-// A key's own rate= and burst= (see [KeyLimits]) replace every class's
-// for that key. Zero fields take their defaults.
+// RateLimitConfig limits each caller (API key, else client address) with a
+// token bucket per route class; beyond it, 429 "rate_limited" with
+// Retry-After. A key's own rate= and burst= replace every class's. Zero
+// fields take their defaults.
 type RateLimitConfig struct {
 	// Create limits ClassCreate (and operations without a class). Default
 	// 50 a second, 500 at once.
@@ -119,9 +104,8 @@ type RateLimitConfig struct {
 	Admin Limit
 	// Public limits ClassPublic. Default 200 a second, 1,000 at once.
 	Public Limit
-	// MaxBuckets bounds the buckets kept at once; when it is reached the
-	// buckets that are full again (idle) are forgotten, and while none is,
-	// a new caller is refused (429). Default 100,000.
+	// MaxBuckets bounds the buckets kept: idle ones are then forgotten, and
+	// while none is, a new caller gets 429. Default 100,000.
 	MaxBuckets int
 	// Disabled turns every limit off.
 	Disabled bool
@@ -182,10 +166,8 @@ func (c RateLimitConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// ParseRateLimits reads the limits of DROPSTREAM_API_LIMITS: "off" (no
-// limit), or a comma list of class=RATE[/BURST] ("contract=30000/8000,
-// create=20"); classes not listed keep their defaults. Empty is the
-// defaults.
+// ParseRateLimits reads DROPSTREAM_API_LIMITS: "off", or class=RATE[/BURST],...
+// for the classes that differ from their defaults.
 func ParseRateLimits(s string) (RateLimitConfig, error) {
 	var c RateLimitConfig
 	s = strings.TrimSpace(s)
@@ -238,8 +220,7 @@ func classList() string {
 }
 
 // String returns c in the grammar of [ParseRateLimits], listing only the
-// classes whose limit differs from the default: "" for the defaults,
-// "off" when disabled.
+// classes that differ from their defaults.
 func (c RateLimitConfig) String() string {
 	if c.Disabled {
 		return "off"

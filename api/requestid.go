@@ -24,13 +24,6 @@ func RequestID(c *fiber.Ctx) string {
 	return id
 }
 
-// RequestIDFromContext returns the request id carried by ctx, such as
-// c.UserContext() inside a handler, or "".
-func RequestIDFromContext(ctx context.Context) string {
-	id, _ := ctx.Value(requestIDKey{}).(string)
-	return id
-}
-
 // requestIDMiddleware assigns the request its id (see ensureRequestID).
 func requestIDMiddleware(c *fiber.Ctx) error {
 	ensureRequestID(c)

@@ -32,7 +32,6 @@ type Server struct {
 
 	mu      sync.Mutex
 	started bool         // Serve was called
-	stopped bool         // Shutdown was called
 	ln      net.Listener // the listener being served, once started
 }
 
@@ -94,8 +93,7 @@ func (s *Server) Listen(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
-// Serve serves on ln until ctx is cancelled or [Server.Shutdown] is called,
-// and takes ownership of ln. On cancellation it stops accepting connections
+// Serve serves on ln until ctx is cancelled, and takes ownership of ln. On cancellation it stops accepting connections
 // and waits up to Config.ShutdownTimeout for in-flight requests to finish.
 // It returns nil after a clean shutdown, an error wrapping
 // context.DeadlineExceeded if requests outlived the shutdown timeout,
@@ -109,13 +107,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	s.started = true
 	s.ln = ln
-	stopped := s.stopped
 	s.mu.Unlock()
 	close(s.listening)
-	if stopped {
-		_ = ln.Close()
-		return nil
-	}
 
 	addr := ln.Addr().String()
 	s.log.Info("api: listening", slog.String("addr", addr))
@@ -123,7 +116,7 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	go func() { errc <- s.app.Listener(ln) }()
 
 	select {
-	case err := <-errc: // Shutdown was called, or the listener failed
+	case err := <-errc: // the listener failed
 		if err != nil {
 			return fmt.Errorf("api: serve on %s: %w", addr, err)
 		}
@@ -142,26 +135,6 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	}
 	if serveErr != nil {
 		return fmt.Errorf("api: serve on %s: %w", addr, serveErr)
-	}
-	return nil
-}
-
-// Shutdown stops the server gracefully: it stops accepting connections and
-// waits, until ctx is done, for in-flight requests to finish. A Serve or
-// Listen in progress then returns nil. Called before serving, it makes a
-// later Serve return nil at once.
-func (s *Server) Shutdown(ctx context.Context) error {
-	s.mu.Lock()
-	s.stopped = true
-	ln := s.ln
-	s.mu.Unlock()
-	if ln == nil {
-		return nil
-	}
-	err := s.app.ShutdownWithContext(ctx)
-	_ = ln.Close() // see Serve: covers a shutdown racing the accept loop's start
-	if err != nil {
-		return fmt.Errorf("api: shutdown: %w", err)
 	}
 	return nil
 }

@@ -43,12 +43,9 @@ type DeliverConfig struct {
 	// Concurrency bounds the sends (and digest filings) of a batch in
 	// flight at once. Default 64, range 1..1024.
 	Concurrency int
-	// MaxInFlight bounds the sends in flight at once across every batch
-	// of the stage (one per partition read). More of them than it takes to
-	// keep the receivers busy costs CPU per send (goroutines and
-	// connections that take turns) and buys no throughput; receivers that
-	// answer slowly need more: a stage copy sends at most MaxInFlight /
-	// (answer time) per second. Default 64, range 1..4096.
+	// MaxInFlight bounds the sends in flight across every batch of the
+	// stage: a copy sends at most MaxInFlight / (answer time) per second,
+	// and more than keeps receivers busy only costs CPU. Default 64, range 1..4096.
 	MaxInFlight int
 	// MaxThrottleWait is how long a send waits for its throttle in the
 	// handler; longer waits fail the message retryably. Default 2s.
@@ -59,14 +56,10 @@ type DeliverConfig struct {
 	// DigestInterval is how often RunDigests looks for due windows.
 	// Default 5s.
 	DigestInterval time.Duration
-	// Retry configures the retries of failed sends (exponential backoff
-	// with jitter, then the dead-letter stream). See RetryConfig.
+	// Retry configures the retries of failed sends.
 	Retry RetryConfig
-	// Runner tunes the stage. Zero fields take: HandlerTimeout 20s,
-	// ClaimIdle 2m, Retry disabled (the notifier schedules its own
-	// retries; the runtime redelivers only what a crashed copy or a Redis
-	// failure left pending, after ClaimIdle), MaxDeliveries 5; the rest the
-	// stream defaults.
+	// Runner tunes the stage. Defaults: HandlerTimeout 20s, ClaimIdle 2m,
+	// Retry disabled (the notifier schedules its own), the rest the stream's.
 	Runner stream.RunnerConfig
 	// Now is the clock of preferences and digests. Default time.Now.
 	Now func() time.Time
@@ -114,9 +107,8 @@ func (c DeliverConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Deliverer is the generic delivery of notification requests: the
-// "notifier-deliver" stage over RequestTopic and the digest flusher. See
-// Request and the package documentation.
+// Deliverer is the "notifier-deliver" stage over RequestTopic and the
+// digest flusher.
 type Deliverer struct {
 	rdb      redis.UniversalClient
 	topic    stream.Topic
@@ -132,9 +124,7 @@ type Deliverer struct {
 	logger   *slog.Logger
 }
 
-// DeliverDeps are a Deliverer's collaborators. Subscribers, Channels and
-// Publisher are required; Throttle (nil: no throttling) and History (nil:
-// no history) are optional.
+// DeliverDeps are a Deliverer's collaborators; Throttle and History may be nil.
 type DeliverDeps struct {
 	Subscribers *subscriber.Store
 	Channels    map[string]Channel
@@ -164,10 +154,7 @@ func NewDeliverer(rdb redis.UniversalClient, topic stream.Topic, deps DeliverDep
 	if err != nil {
 		return nil, err
 	}
-	logger := tel.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
+	logger := cmp.Or(tel.Logger, slog.Default())
 	tags := make([]string, topic.Partitions)
 	for p := range tags {
 		tags[p] = topic.HashTag(p)
@@ -185,16 +172,10 @@ func (d *Deliverer) tag(p int) string {
 	return d.topic.HashTag(p)
 }
 
-// Stage returns the "notifier-deliver" stage: a batch handler sending up
-// to Concurrency notifications of a batch at once (MaxInFlight across the
-// batches of every partition), in a constant number of Redis round trips
-// per batch (see deliverAll). A request whose sends fail
-// retryably is acknowledged and filed in the retry schedule, which
-// RunRetries (the RetryService) sends back to the stream when due, with
-// exponential backoff and jitter (RetryConfig); after Retry.MaxAttempts it
-// is dead-lettered. `dropstream dlq replay` sends it again from attempt 1,
-// and the ledger skips what was already sent. A request whose retry
-// cannot be filed stays pending and is redelivered after ClaimIdle.
+// Stage returns the "notifier-deliver" stage. A request whose sends fail
+// retryably is acknowledged and filed in the retry schedule (RunRetries),
+// dead-lettered after Retry.MaxAttempts; one whose retry cannot be filed
+// stays pending and is redelivered after ClaimIdle.
 func (d *Deliverer) Stage() stream.Stage {
 	return stream.Stage{Name: StageDeliver, Topic: d.topic, BatchHandler: d.handleBatch, Config: d.cfg.Runner}
 }
@@ -204,14 +185,6 @@ func (d *Deliverer) handleBatch(ctx context.Context, msgs []*stream.Message) err
 	d.scheduleRetries(ctx, msgs, errs, recs)
 	d.recordAll(ctx, recs)
 	return &stream.BatchError{Errs: errs}
-}
-
-// handle decodes and delivers one message (a batch of one) and records
-// the outcome; it schedules no retry.
-func (d *Deliverer) handle(ctx context.Context, m *stream.Message) error {
-	errs, recs := d.process(ctx, []*stream.Message{m})
-	d.recordAll(ctx, recs)
-	return errs[0]
 }
 
 // process decodes the batch's requests and delivers them, and returns

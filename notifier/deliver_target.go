@@ -28,15 +28,10 @@ type job struct {
 	err     error
 }
 
-// deliverAll delivers the batch's requests (those whose errs entry is nil),
-// sets each message's error and returns the history records of every
-// outcome, for the caller to write at once (recordAll). It applies each
-// target's preferences and either drops a request (suppressed), files it
-// in a digest window (quiet hours, digest policy) or sends it through the
-// ledger, throttled. Whatever the batch's size, it costs a constant number
-// of Redis round trips: one to resolve the subscribers, then
-// Dispatcher.DeliverBatch's (claims, throttle takes, settles); only digest
-// filings, throttle waits and Retry-After blocks cost one each.
+// deliverAll delivers the requests whose errs entry is nil, sets each
+// message's error and returns the history records left to write: each
+// target's request is suppressed, held in a digest window or sent,
+// throttled, in a constant number of round trips.
 func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs []Request, errs []error) []history.Record {
 	subs, err := d.resolveAll(ctx, reqs, errs)
 	if err != nil {
@@ -87,9 +82,8 @@ func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs
 	return recs
 }
 
-// holdAll files the jobs in quiet-hours holds or digest windows, up to
-// Concurrency at once, appends those to be sent now to sends, and returns
-// recs with the history records of the others.
+// holdAll files the jobs in holds or digest windows, appends those to send
+// now to sends, and returns recs with the others' records.
 func (d *Deliverer) holdAll(ctx context.Context, msgs []*stream.Message, reqs []Request, holds []*job, sends *[]*job,
 	recs []history.Record) []history.Record {
 	status := make([]string, len(holds))
@@ -116,8 +110,7 @@ func (d *Deliverer) holdAll(ctx context.Context, msgs []*stream.Message, reqs []
 	return recs
 }
 
-// sendAll sends the jobs through the dispatcher in one batch, throttled,
-// and returns recs with their history records.
+// sendAll sends the jobs in one batch and returns recs with their records.
 func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []Request, sends []*job, recs []history.Record) []history.Record {
 	if len(sends) == 0 {
 		return recs
@@ -141,9 +134,7 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 				Title: r.Title, Text: r.Text, HTML: r.HTML, UnsubscribeURL: d.unsubscribeURL(j.t.dest)}})
 	}
 	opts := BatchOptions{Concurrency: d.cfg.Concurrency, Slots: d.slots}
-	// Each claimed send's history is written with its ledger record, as it
-	// completes; the others' (found sent, refused before, failed to
-	// claim) below.
+	// Claimed sends write their history with their ledger record; the others here.
 	recorded := make([]bool, len(live))
 	if d.history != nil {
 		opts.History = d.history
@@ -188,10 +179,8 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 	return recs
 }
 
-// sendStatus is the history status of a send that ended with err on the
-// attempt-th attempt: sent; rejected when the channel refused it or it
-// was the last attempt (the request is then dead-lettered, see
-// scheduleRetries); failed otherwise.
+// sendStatus is the history status of a send that ended with err: sent,
+// rejected (refused, or the last attempt) or failed.
 func (d *Deliverer) sendStatus(err error, attempt int) string {
 	switch {
 	case err == nil:
@@ -210,9 +199,8 @@ func throttleKey(dest subscriber.Destination) string {
 	return dest.ID
 }
 
-// throttleAll takes the throttle's permissions of the claimed sends at idx
-// (indices into jobs) in one round trip. A send refused for now waits (up
-// to MaxThrottleWait) in its own send, not holding up the batch's others.
+// throttleAll takes the permissions of the claimed sends idx in one round
+// trip; a refused send waits in its own send.
 func (d *Deliverer) throttleAll(ctx context.Context, jobs []*job, idx []int) []func(context.Context) error {
 	asks := make([]throttle.Ask, len(idx))
 	for k, i := range idx {
@@ -231,10 +219,8 @@ func (d *Deliverer) throttleAll(ctx context.Context, jobs []*job, idx []int) []f
 	return out
 }
 
-// hold files a non-critical request in a quiet-hours hold or a digest
-// window and returns the history status, or "" when it is to be sent now.
-// Windows are chosen by the message's publication time, so a redelivered
-// message lands in the same window.
+// hold files a non-critical request in a hold or digest window (by the
+// message's publication time) and returns its status, "" to send now.
 func (d *Deliverer) hold(ctx context.Context, m *stream.Message, r Request, t target, key, tag string) (string, error) {
 	at := m.PublishedAt()
 	if at.IsZero() {
@@ -264,8 +250,7 @@ func (d *Deliverer) hold(ctx context.Context, m *stream.Message, r Request, t ta
 	return history.StatusBatched, d.digests.AddTimed(ctx, tag, batch, key, item, w)
 }
 
-// waitThrottle waits out a first refusal (wait) and asks the throttle
-// again until it permits, up to MaxThrottleWait in all.
+// waitThrottle waits and asks again until permitted, up to MaxThrottleWait.
 func (d *Deliverer) waitThrottle(ctx context.Context, dest, channel string, wait time.Duration) error {
 	deadline := time.Now().Add(d.cfg.MaxThrottleWait)
 	for wait > 0 {
@@ -287,8 +272,7 @@ func (d *Deliverer) waitThrottle(ctx context.Context, dest, channel string, wait
 	return nil
 }
 
-// throttledError is ErrThrottled with the wait the throttle asked for: a
-// retry is not scheduled before it.
+// throttledError is ErrThrottled with the wait asked for.
 type throttledError struct {
 	dest, channel string
 	wait          time.Duration
@@ -300,8 +284,7 @@ func (e *throttledError) Error() string {
 
 func (e *throttledError) Unwrap() error { return ErrThrottled }
 
-// finish completes a history record with its status, time, latency and
-// cause.
+// finish completes a history record.
 func (d *Deliverer) finish(rec history.Record, status string, cause error) history.Record {
 	rec.Status, rec.At = status, time.Now().UTC()
 	if status == history.StatusSent && !rec.ObservedAt.IsZero() {
@@ -313,9 +296,7 @@ func (d *Deliverer) finish(rec history.Record, status string, cause error) histo
 	return rec
 }
 
-// Message is the JSON body a webhook, or the endpoint of a kind made by
-// SignedJSONKind, receives for a request: the envelope around the flow's
-// payload.
+// Message is the JSON body a webhook receives: the flow's payload in an envelope.
 type Message struct {
 	ID             string          `json:"id"`
 	Flow           string          `json:"flow"`

@@ -197,16 +197,5 @@ if not ok or type(r) ~= 'table' or r.token ~= ARGV[1] then return 0 end
 if ARGV[2] == '' then redis.call('DEL', KEYS[1]) else redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3]) end
 return 1`)
 
-// claim fills rec's token, state and start and tries to take the lease.
-func (l *DeliveryLedger) claim(ctx context.Context, key string, rec *DeliveryRecord) (claimResult, error) {
-	res, errs := l.claimAll(ctx, []string{key}, []*DeliveryRecord{rec}, nil)
-	return res[0], errs[0]
-}
-
-// release deletes the caller's claim so a retry may send.
-func (l *DeliveryLedger) release(ctx context.Context, key string, rec DeliveryRecord) error {
-	return l.settleAll(ctx, []settleOp{{key: key, rec: rec, kind: settleRelease}})[0]
-}
-
 // maxReason bounds an error text kept in a record (clip.String).
 const maxReason = 512

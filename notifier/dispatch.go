@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,17 +22,14 @@ var (
 	ErrUnknownChannel = errors.New("notifier: unknown channel")
 )
 
-// settleTimeout bounds the ledger write after a send, which runs even when
-// the handler's context has ended: a send that happened must be recorded.
+// settleTimeout bounds the ledger write after a send, even past the handler's context.
 const settleTimeout = 5 * time.Second
 
 // Delivery asks a Dispatcher to deliver one notification once.
 type Delivery struct {
-	// HashTag places the ledger record in a partition's slot
-	// (stream.Topic.HashTag of the message's partition).
+	// HashTag places the ledger record in the message's partition's slot.
 	HashTag string
-	// Key is the business key: a notification is sent at most once per
-	// key while its record lives. 1..256 bytes.
+	// Key is the business key, sent at most once while its record lives. 1..256 bytes.
 	Key string
 	// Channel names the channel to send on.
 	Channel string
@@ -40,23 +38,18 @@ type Delivery struct {
 	Attempt   int
 	// Notification is what to send.
 	Notification Notification
-	// Redelivered says the stream hands the message again after its
-	// delivery stopped (stream.Message.Attempt above 1): a send lease that
-	// same message left is taken back at once, rather than after the
-	// lease (see DeliveryLedger).
+	// Redelivered says the message is handed again: a lease it left is
+	// taken back at once.
 	Redelivered bool
-	// Before, when set, runs once the lease is taken and before the send
-	// (a throttle's wait); its error releases the lease and fails the
-	// delivery retryably, so duplicates never spend it.
+	// Before, when set, runs after the claim and before the send; its error
+	// releases the lease and fails the delivery retryably.
 	Before func(ctx context.Context) error
-	// parent is the trace the send continues (a batch's message's
-	// producer); the batch's context's when invalid.
+	// parent is the trace the send continues; the context's when invalid.
 	parent trace.SpanContext
 }
 
-// Dispatcher sends notifications on their channels, once per business key,
-// through the DeliveryLedger, and reports them in metrics and spans. Every
-// flow that notifies uses one. It is safe for concurrent use.
+// Dispatcher sends notifications once per business key through the
+// DeliveryLedger. It is safe for concurrent use.
 type Dispatcher struct {
 	ledger   *DeliveryLedger
 	channels map[string]Channel
@@ -89,13 +82,8 @@ func NewDispatcher(ledger *DeliveryLedger, channels map[string]Channel, tel stre
 		return nil, err
 	}
 	tp := tel.TracerProvider
-	if tp == nil {
-		tp = gotel.GetTracerProvider()
-	}
-	logger := tel.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
+	tp = cmp.Or(tp, gotel.GetTracerProvider())
+	logger := cmp.Or(tel.Logger, slog.Default())
 	return &Dispatcher{ledger: ledger, channels: chans, spans: spans, in: in, tracer: tp.Tracer(instrumentationScope), logger: logger}, nil
 }
 

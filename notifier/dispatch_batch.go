@@ -20,42 +20,27 @@ import (
 
 // BatchOptions tune DeliverBatch.
 type BatchOptions struct {
-	// Before, when set, runs once for all the deliveries whose lease was
-	// taken (idx are their indices in the batch) before any is sent (a
-	// throttle's takes, in one round trip), and returns per index nil (send
-	// now) or a function the delivery's send runs first (a wait), whose
-	// error releases the lease and fails the delivery retryably, as with
-	// Delivery.Before, which runs after it.
+	// Before, when set, runs once for the claimed deliveries idx before any
+	// is sent, and returns per index nil or a function their send runs
+	// first, whose error fails it retryably as Delivery.Before's does.
 	Before func(ctx context.Context, idx []int) []func(context.Context) error
 	// Concurrency bounds the sends of this batch in flight. Default 1.
 	Concurrency int
-	// Slots, when set, bounds the sends in flight across every batch
-	// sharing it: each send holds a slot while its channel sends (not while
-	// it waits for its throttle).
+	// Slots, when set, bounds the sends in flight across the batches
+	// sharing it, while their channel sends.
 	Slots chan struct{}
-	// History, when set, records what became of each claimed delivery in
-	// the same step as its ledger record, as soon as that delivery is done
-	// (not when the batch is): Record returns the records of delivery i
-	// (its index in the batch) for its outcome and error, called for one
-	// delivery of a batch at a time. A crash then keeps both or neither.
+	// History, when set, gives the history records of delivery i, written
+	// with its ledger record as soon as it is done: a crash keeps both or
+	// neither.
 	History *history.Recorder
 	Record  func(i int, outcome string, err error) []history.Record
 }
 
 // DeliverBatch delivers each of dels as Deliver does and returns their
-// outcomes and errors by index, in a constant number of Redis round trips
-// whatever the batch's size: one pipeline claims every business key without
-// a record (SET NX), a second one (only when some key holds a record) lets
-// the claim script decide on the others, each claim atomic on its own as
-// in Deliver; then the sends run, up to opts.Concurrency at once (and
-// within opts.Slots), and each settles its record (with its history, see
-// BatchOptions.History) as soon as it is done: at once when no record of
-// the batch is being written, else in the next write, with the others done
-// meanwhile (one round trip for all of them). A crash mid-batch leaves
-// only the sends truly in flight unrecorded, and those done during the
-// last write.
-// Keys repeated in one batch are claimed once: the later ones find the
-// first's lease (ErrInFlight) or its record.
+// outcomes and errors by index, in a constant number of Redis round trips:
+// the claims in one or two pipelines, then up to opts.Concurrency sends,
+// each settled as soon as it is done. A key repeated in the batch is
+// claimed once.
 func (d *Dispatcher) DeliverBatch(ctx context.Context, dels []Delivery, opts BatchOptions) ([]string, []error) {
 	n := len(dels)
 	outcomes := make([]string, n)
@@ -198,10 +183,8 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 	wg.Wait()
 }
 
-// committer records what became of a batch's claimed deliveries as each
-// is done: a delivery done while no record of the batch is being written
-// is written at once; those done while one is written go together in the
-// next write, as soon as it returns. No record waits for others to come.
+// committer writes each claimed delivery's records as it is done; those
+// done during a write go together in the next one.
 type committer struct {
 	d        *Dispatcher
 	ctx      context.Context
@@ -216,8 +199,8 @@ type committer struct {
 	writing bool
 }
 
-// done queues position k for the next write; the caller writes, now and
-// until nothing is left queued, unless another one is writing.
+// done queues position k; the caller writes until nothing is queued,
+// unless another one is writing.
 func (c *committer) done(k int) {
 	c.mu.Lock()
 	c.queued = append(c.queued, k)
@@ -237,11 +220,9 @@ func (c *committer) done(k int) {
 	c.mu.Unlock()
 }
 
-// write records the deliveries at positions ks in one round trip: their
-// history records first, then their ledger records, in one transaction on
-// one Redis server (on a cluster the history goes first, in a round trip
-// of its own). It runs even when the batch's context has ended: the sends
-// happened.
+// write records the deliveries at ks, history first then ledger, in one
+// transaction (two round trips on a cluster), even after the batch's
+// context ended.
 func (c *committer) write(ks []int) {
 	d, opts := c.d, c.opts
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), settleTimeout)

@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -99,10 +100,7 @@ type Flow struct {
 // New builds the notifier; it implements flow.Flow. It reads Vars from
 // d.Settings.
 func New(_ context.Context, d flow.Deps) (*Flow, error) {
-	logger := d.Telemetry.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
+	logger := cmp.Or(d.Telemetry.Logger, slog.Default())
 	f := &Flow{topics: NewTopics(d.Settings.Partitions), pub: d.Publisher, ch: d.ClickHouse, logger: logger, tel: d.Telemetry,
 		egress: d.Settings.EgressPolicy(), rdb: d.Redis}
 	var err error

@@ -106,18 +106,6 @@ type settleOp struct {
 	reason error // of a rejection
 }
 
-// settleAll settles every op in one round trip (sent records by SET,
-// rejections and releases by settleScript) and returns each op's error.
-func (l *DeliveryLedger) settleAll(ctx context.Context, ops []settleOp) []error {
-	if len(ops) == 0 {
-		return nil
-	}
-	pipe := l.rdb.Pipeline()
-	q := l.queueSettles(ctx, pipe, ops)
-	_, _ = pipe.Exec(ctx)
-	return l.settled(ctx, q)
-}
-
 // queuedSettles are the commands of settles queued in a pipeline.
 type queuedSettles struct {
 	ops   []settleOp

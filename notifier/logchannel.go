@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"cmp"
 	"context"
 	"log/slog"
 	"time"
@@ -15,9 +16,7 @@ type LogChannel struct {
 // NewLogChannel returns the "log" channel writing to logger (slog.Default
 // when nil).
 func NewLogChannel(logger *slog.Logger) *LogChannel {
-	if logger == nil {
-		logger = slog.Default()
-	}
+	logger = cmp.Or(logger, slog.Default())
 	return &LogChannel{logger: logger}
 }
 

@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"sync"
@@ -66,9 +67,7 @@ type instruments struct {
 }
 
 func newInstruments(mp metric.MeterProvider) (*instruments, error) {
-	if mp == nil {
-		mp = gotel.GetMeterProvider()
-	}
+	mp = cmp.Or(mp, gotel.GetMeterProvider())
 	m := mp.Meter(instrumentationScope)
 	var in instruments
 	var errs [4]error

@@ -17,8 +17,7 @@ import (
 // TypeRequest is the stream message type of a notification request.
 const TypeRequest = "notifier.request"
 
-// RequestFlow and RequestTopicName name the topic every flow publishes its
-// notification requests to: notify.requests.
+// RequestFlow and RequestTopicName name notify.requests.
 const (
 	RequestFlow      = "notify"
 	RequestTopicName = "requests"
@@ -42,60 +41,46 @@ const (
 var ErrInvalidRequest = errors.New("notifier: invalid request")
 
 // Request asks the notifier to tell a subscriber (or one inline
-// destination) about a subject. Every flow publishes requests to
-// RequestTopic with PublishRequests; the "notifier-deliver" stage delivers
-// each once per (subscriber, destination, subject, window), on the
-// subscriber's preferences, throttled, retried and recorded in the history.
+// destination) about a subject, once per (subscriber, destination,
+// subject, window).
 type Request struct {
 	// Flow is the producing flow ("comic", "feed", "checkout", ...).
 	Flow string `json:"flow"`
 	// Event names what happened ("comic.match").
 	Event string `json:"event"`
-	// Subject is what the notification is about; preferences' include and
-	// exclude lists match it. 1..MaxSubjectLen bytes.
+	// Subject is what it is about, matched by preferences. 1..MaxSubjectLen bytes.
 	Subject string `json:"subject"`
-	// SubscriberID is who is told; the request goes to each of their
-	// active destinations whose channel is on (only DestinationID's when
-	// set).
+	// SubscriberID is who is told, at each active destination whose
+	// channel is on (only DestinationID's when set).
 	SubscriberID  string `json:"subscriber_id,omitempty"`
 	DestinationID string `json:"destination_id,omitempty"`
-	// Destination is an inline destination instead (confirmation requests
-	// to pending destinations, removal notices): no preferences apply.
+	// Destination is an inline destination instead; no preferences apply.
 	Destination *subscriber.Destination `json:"destination,omitempty"`
-	// Window is the window key: a request is delivered once per
-	// (subscriber, destination, subject, window). E.g. a stable open's
-	// event id, a comic's id, a feed item's guid. 1..MaxWindowLen bytes.
+	// Window is the window key (an event id, a feed item's guid).
+	// 1..MaxWindowLen bytes.
 	Window string `json:"window"`
 	// Critical bypasses quiet hours and digests.
 	Critical bool `json:"critical,omitempty"`
 	// Title and Text are human texts for email and Slack.
 	Title string `json:"title,omitempty"`
 	Text  string `json:"text,omitempty"`
-	// HTML is the human text as an HTML fragment (a list of links, say),
-	// which the email channel puts in its HTML body in place of Text; Text
-	// stays the plain-text body. It is inserted as it is: the producing
-	// flow renders it with html/template, escaping its own data (only the
-	// flows publish requests). At most MaxHTMLLen bytes. A digest of
-	// several requests lists their texts.
+	// HTML is the text as an HTML fragment for the email's HTML body,
+	// inserted as it is: the flow escapes its data. At most MaxHTMLLen bytes.
 	HTML string `json:"html,omitempty"`
-	// Payload is the flow's JSON document, sent as the webhook body's
-	// "payload".
+	// Payload is the flow's JSON document, the webhook body's "payload".
 	Payload json.RawMessage `json:"payload,omitempty"`
-	// ObservedAt is when the change was observed; latency is measured
-	// from it.
+	// ObservedAt is when the change was observed, for latency.
 	ObservedAt time.Time `json:"observed_at,omitzero"`
 	// TraceID is the producer's trace; empty takes the message's.
 	TraceID string `json:"trace_id,omitempty"`
-	// EventID and RunID name the cause (a transition and its run), for
-	// GET /v1/notifications/{id}/why.
+	// EventID and RunID name the cause, for GET /v1/notifications/{id}/why.
 	EventID string `json:"event_id,omitempty"`
 	RunID   string `json:"run_id,omitempty"`
 	// Digest marks a digest built by the digest flusher.
 	Digest bool `json:"digest,omitempty"`
 }
 
-// Validate reports why r cannot be delivered; errors wrap
-// ErrInvalidRequest.
+// Validate reports why r cannot be delivered, wrapping ErrInvalidRequest.
 func (r Request) Validate() error {
 	var errs []error
 	for _, f := range []struct {

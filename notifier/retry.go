@@ -15,15 +15,12 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// RetryService names the loop that sends due retries back to the request
-// stream, among the binary's services. It must run wherever failed
-// requests are to be retried (`run --stages notifier-deliver,notifier-retries`);
-// any number of copies may run: each due retry is moved once.
+// RetryService names the service that sends due retries back to the
+// request stream; any number of copies may run.
 const RetryService = "notifier-retries"
 
-// MetaAttempt is the stream metadata field holding a request's attempt
-// number (absent: 1). The retry scheduler sets it on the copy it sends
-// back; a dead-lettered request loses it, so a replay starts again at 1.
+// MetaAttempt is the stream metadata field of a request's attempt number
+// (absent: 1); a replayed dead letter starts again at 1.
 const MetaAttempt = "notify.attempt"
 
 // Defaults of RetryConfig.
@@ -34,22 +31,17 @@ const (
 	DefaultRetryPollInterval = 250 * time.Millisecond
 )
 
-// RetryConfig configures how a request whose send failed retryably is
-// tried again: after a pause that doubles from Initial up to Max, with
-// jitter (each pause is drawn uniformly from [p/2, p]), but not before a
-// receiver's Retry-After or its destination's throttle allow, and
-// dead-lettered after MaxAttempts attempts. Zero fields take their
-// defaults.
+// RetryConfig configures the retries of a failed send: a jittered pause
+// doubling from Initial to Max, never before a Retry-After or the
+// throttle allow, then the dead letter. Zero fields take their defaults.
 type RetryConfig struct {
-	// MaxAttempts is how many times a request is tried before it is
-	// dead-lettered. Default 8, range 1..100.
+	// MaxAttempts is the tries before the dead letter. Default 8, range 1..100.
 	MaxAttempts int
 	// Initial is the pause after the first failed attempt. Default 1s.
 	Initial time.Duration
 	// Max caps the doubling pause. Default 5m.
 	Max time.Duration
-	// PollInterval is how often RunRetries looks for due retries; it adds
-	// up to that much to each pause. Default 250ms.
+	// PollInterval is how often RunRetries looks for due retries. Default 250ms.
 	PollInterval time.Duration
 }
 
@@ -79,28 +71,22 @@ func (c RetryConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Delay is the pause after the attempt-th failed attempt (1-based): the
-// doubling pause p = min(Initial × 2^(attempt-1), Max), jittered uniformly
-// into [p/2, p] by r (a float in [0, 1)).
+// Delay is the pause after failed attempt (1-based): min(Initial ×
+// 2^(attempt-1), Max) = p, put in [p/2, p] by r in [0, 1).
 func (c RetryConfig) Delay(attempt int, r float64) time.Duration {
 	p := stream.BackoffAfter(attempt, c.Initial, c.Max)
 	return p/2 + time.Duration(r*float64(p-p/2))
 }
 
-// Redis keys of the retry schedule, in the slot of the partition's stream:
-//
-//	ds:{notify.p}:notifier:retry       sorted set: stream ids of failed requests, scored by their due time (Unix ms)
-//	ds:{notify.p}:notifier:retry:msgs  hash: stream id → the entry's fields (JSON array), attempt number raised
+// Redis keys of the retry schedule, in the slot of the partition's stream
+// (see the package documentation).
 func (d *Deliverer) retryKeys(p int) (schedule, entries string) {
 	base := rediskey.Key(d.topic.HashTag(p), "notifier", "retry")
 	return base, base + ":msgs"
 }
 
-// scheduleScript files a pending request entry for a later attempt: it
-// copies the entry's fields with MetaAttempt set to ARGV[3] and schedules
-// it at ARGV[2]. Filing one id twice (a redelivery) files it once. KEYS:
-// stream, schedule, entries. ARGV: id, due ms, attempt. Returns 0 when
-// the entry is gone from the stream.
+// scheduleScript files entry ARGV[1] for attempt ARGV[3] at ARGV[2] ms,
+// once per id; 0 when the entry is gone. KEYS: stream, schedule, entries.
 var scheduleScript = script.New(`
 local e = redis.call('XRANGE', KEYS[1], ARGV[1], ARGV[1])
 if #e == 0 then return 0 end
@@ -115,9 +101,8 @@ redis.call('HSET', KEYS[3], ARGV[1], cjson.encode(out))
 redis.call('ZADD', KEYS[2], ARGV[2], ARGV[1])
 return 1`)
 
-// moveScript appends up to ARGV[2] retries due by ARGV[1] to the stream as
-// new entries and forgets them, atomically. KEYS: schedule, entries,
-// stream. Returns how many it looked at.
+// moveScript moves up to ARGV[2] retries due by ARGV[1] to the stream and
+// returns how many it looked at. KEYS: schedule, entries, stream.
 var moveScript = script.New(`
 local ids = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', ARGV[1], 'LIMIT', 0, tonumber(ARGV[2]))
 for _, id in ipairs(ids) do
@@ -131,9 +116,8 @@ for _, id in ipairs(ids) do
 end
 return #ids`)
 
-// attemptOf is the attempt number of a request message: its MetaAttempt
-// (absent: 1). The runtime's redeliveries of one entry (after a crash) do
-// not count: an attempt is a send that failed, and a crash is not one.
+// attemptOf is a request's MetaAttempt (absent: 1); a redelivery after a
+// crash is not an attempt.
 func attemptOf(m *stream.Message) int {
 	if v, ok := m.Metadata[MetaAttempt]; ok { // a first attempt carries none: no parse error to build
 		if a, err := strconv.Atoi(v); err == nil && a > 1 {
@@ -160,13 +144,9 @@ func onlyInFlight(err error) bool {
 	return err == ErrInFlight
 }
 
-// scheduleRetries turns the retryable errors of a handled batch into
-// scheduled retries (the message is then acknowledged: its copy comes back
-// when due), or, once a message's attempts ran out, into permanent errors
-// that dead-letter it. Messages whose retry cannot be filed keep their
-// error: they stay pending and come back after ClaimIdle. recs are the
-// batch's history records; those of messages that gave up become
-// rejected.
+// scheduleRetries files the batch's retryable failures as retries, or
+// makes them permanent (and their records rejected) once their attempts
+// ran out; a message whose retry cannot be filed keeps its error.
 func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message, errs []error, recs []history.Record) {
 	var calls []script.Call
 	var idx []int
@@ -218,9 +198,8 @@ func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message,
 	}
 }
 
-// notBefore is the longest pause a receiver or the throttle asked for in
-// err (a 429's Retry-After, a blocked destination), 0 when none: a retry
-// before then would only be refused again.
+// notBefore is the longest pause a Retry-After or the throttle asked for
+// in err, 0 when none.
 func notBefore(err error) time.Duration {
 	var longest time.Duration
 	var walk func(error)

@@ -96,9 +96,6 @@ func mac(secret string, ts, body []byte) []byte {
 // "<t>.<body>" with secret (compared in constant time). Errors wrap
 // ErrSignatureMalformed, ErrSignatureStale or ErrSignatureMismatch.
 func VerifySignature(secret, header string, body []byte, now time.Time, tolerance time.Duration) error {
-	if tolerance <= 0 {
-		tolerance = DefaultSignatureTolerance
-	}
 	if len(header) > maxSignatureHeader {
 		return fmt.Errorf("%w: longer than %d bytes", ErrSignatureMalformed, maxSignatureHeader)
 	}
@@ -123,15 +120,11 @@ func VerifySignature(secret, header string, body []byte, now time.Time, toleranc
 			sigs = append(sigs, sig)
 		}
 	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || sec <= 0 {
-		return fmt.Errorf("%w: t %q is not a Unix time", ErrSignatureMalformed, clip.Marked(ts, maxQuoted))
-	}
-	if len(sigs) == 0 {
+	if len(sigs) == 0 && ts != "" {
 		return fmt.Errorf("%w: no v1 signature", ErrSignatureMalformed)
 	}
-	if skew := now.Sub(time.Unix(sec, 0)).Abs(); skew > tolerance {
-		return fmt.Errorf("%w: %s off, tolerance %s", ErrSignatureStale, skew.Truncate(time.Second), tolerance)
+	if _, err := checkTimestamp("t", ts, now, tolerance); err != nil {
+		return err
 	}
 	want := mac(secret, []byte(ts), body)
 	for _, sig := range sigs {
@@ -150,19 +143,13 @@ func VerifySignature(secret, header string, body []byte, now time.Time, toleranc
 // signatures equal to SignStandard's (compared in constant time). Errors
 // wrap ErrSignatureMalformed, ErrSignatureStale or ErrSignatureMismatch.
 func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
-	if tolerance <= 0 {
-		tolerance = DefaultSignatureTolerance
-	}
 	id, ts, sigs := h.Get(HeaderWebhookID), h.Get(HeaderWebhookTimestamp), h.Get(HeaderWebhookSignature)
 	if id == "" || ts == "" || sigs == "" || len(sigs) > maxSignatureHeader {
 		return fmt.Errorf("%w: want webhook-id, webhook-timestamp and webhook-signature (at most %d bytes)", ErrSignatureMalformed, maxSignatureHeader)
 	}
-	sec, err := strconv.ParseInt(ts, 10, 64)
-	if err != nil || sec <= 0 {
-		return fmt.Errorf("%w: webhook-timestamp %q is not a Unix time", ErrSignatureMalformed, clip.Marked(ts, maxQuoted))
-	}
-	if skew := now.Sub(time.Unix(sec, 0)).Abs(); skew > tolerance {
-		return fmt.Errorf("%w: %s off, tolerance %s", ErrSignatureStale, skew.Truncate(time.Second), tolerance)
+	sec, err := checkTimestamp("webhook-timestamp", ts, now, tolerance)
+	if err != nil {
+		return err
 	}
 	want := []byte(SignStandard(secret, id, body, time.Unix(sec, 0)))
 	for sig := range strings.SplitSeq(sigs, " ") {
@@ -171,4 +158,20 @@ func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time, tol
 		}
 	}
 	return ErrSignatureMismatch
+}
+
+// checkTimestamp parses the Unix time ts of the header element name and
+// checks it lies within tolerance of now (zero: DefaultSignatureTolerance).
+func checkTimestamp(name, ts string, now time.Time, tolerance time.Duration) (int64, error) {
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || sec <= 0 {
+		return 0, fmt.Errorf("%w: %s %q is not a Unix time", ErrSignatureMalformed, name, clip.Marked(ts, maxQuoted))
+	}
+	if tolerance <= 0 {
+		tolerance = DefaultSignatureTolerance
+	}
+	if skew := now.Sub(time.Unix(sec, 0)).Abs(); skew > tolerance {
+		return 0, fmt.Errorf("%w: %s off, tolerance %s", ErrSignatureStale, skew.Truncate(time.Second), tolerance)
+	}
+	return sec, nil
 }

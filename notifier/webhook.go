@@ -29,34 +29,25 @@ const (
 // maxIdleConns is the default transport's idle pool, in all and per host.
 const maxIdleConns = 4096
 
-// WebhookConfig configures the webhook channel. Zero fields take their
-// defaults.
+// WebhookConfig configures the webhook channel. Zero fields take defaults.
 type WebhookConfig struct {
-	// Timeout bounds one request, connection and response included.
-	// Default 5s.
+	// Timeout bounds one request and its answer. Default 5s.
 	Timeout time.Duration
-	// MaxResponseBytes bounds how much of a response body is read (and
-	// discarded: nothing of it is kept). Default 64 KiB.
+	// MaxResponseBytes bounds the answer read (and dropped). Default 64 KiB.
 	MaxResponseBytes int64
 	// UserAgent is the User-Agent header. Default "dropstream-webhook/1".
 	UserAgent string
-	// Egress is the policy of the receivers' addresses: a receiver on a
-	// denied address (loopback, private, …) gets nothing. Default:
-	// egress.Default().
+	// Egress is the policy of receivers' addresses. Default egress.Default().
 	Egress *egress.Policy
-	// Transport sends the requests. Default: Egress's transport keeping
-	// up to 4096 idle connections, all of them to one host if need be. A
-	// transport set here must keep to an egress policy itself.
+	// Transport sends the requests; one set here must keep to an egress
+	// policy itself. Default: Egress's, with 4096 idle connections.
 	Transport http.RoundTripper
-	// Propagator writes the trace context into the request headers.
-	// Default propagation.TraceContext{}.
+	// Propagator writes the trace context. Default propagation.TraceContext{}.
 	Propagator propagation.TextMapPropagator
 	// Now is the clock of the signature timestamp. Default time.Now.
 	Now func() time.Time
-	// LegacySignature also sends the headers of earlier releases,
-	// X-Dropstream-Signature ("t=…,v1=<hex>", see Sign) and
-	// X-Dropstream-Event-Id, for receivers not yet verifying the Standard
-	// Webhooks headers. Default off.
+	// LegacySignature also sends X-Dropstream-Signature (Sign) and
+	// X-Dropstream-Event-Id, the headers of earlier releases. Default off.
 	LegacySignature bool
 }
 
@@ -65,24 +56,16 @@ func (c WebhookConfig) WithDefaults() WebhookConfig {
 	c.Timeout = cmp.Or(c.Timeout, DefaultWebhookTimeout)
 	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, DefaultMaxResponseBytes)
 	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
-	if c.Egress == nil {
-		c.Egress = egress.Default()
-	}
+	c.Egress = cmp.Or(c.Egress, egress.Default())
 	if c.Transport == nil {
 		t := c.Egress.Transport()
-		// Many sends in flight to one receiver reuse their connections
-		// instead of opening (and leaving in TIME_WAIT) one per send. The
-		// pool must hold every send in flight (the stages' partitions ×
-		// their concurrency): past MaxIdleConns, Go's transport may fail a
-		// request the receiver did get ("putIdleConn: too many idle
-		// connections"), and its retry is a duplicate.
+		// The pool holds every send in flight: past it, Go's transport may
+		// fail a request the receiver did get, and its retry is a duplicate.
 		t.MaxIdleConns = maxIdleConns
 		t.MaxIdleConnsPerHost = maxIdleConns
 		c.Transport = t
 	}
-	if c.Propagator == nil {
-		c.Propagator = propagation.TraceContext{}
-	}
+	c.Propagator = cmp.Or[propagation.TextMapPropagator](c.Propagator, propagation.TraceContext{})
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -106,21 +89,12 @@ type WebhookChannel struct {
 	cfg WebhookConfig
 }
 
-// NewWebhookChannel returns the "webhook" channel.
-//
-// Each Send is one POST of Notification.Body to Recipient.Address with
-// Content-Type application/json, the W3C trace context and the Standard
-// Webhooks headers: webhook-id (Notification.EventID, the notification's
-// stable id: the same on every send of it), webhook-timestamp and
-// webhook-signature (see SignStandard) keyed with Recipient.Secret, so
-// receivers verify with the specification's libraries and deduplicate on
-// webhook-id. With LegacySignature it also sends X-Dropstream-Event-Id and
-// X-Dropstream-Signature (see Sign). Redirects are not followed. A 2xx answer is a delivery;
-// 408, 429, 5xx, a network error or a timeout are retryable errors; any
-// other answer (3xx, other 4xx) and a receiver on an address the egress
-// policy denies are permanent errors (stream.Permanent). Errors wrap a
-// *DeliveryError, which keeps the status and the class of the failure,
-// never the receiver's answer.
+// NewWebhookChannel returns the "webhook" channel. Each Send POSTs
+// Notification.Body to Recipient.Address with the trace context and the
+// Standard Webhooks headers (webhook-id is Notification.EventID), following
+// no redirect. 2xx is a delivery; 408, 429, 5xx and network errors are
+// retryable; other answers and a denied address are permanent. Errors wrap
+// a *DeliveryError, which never keeps the receiver's answer.
 func NewWebhookChannel(cfg WebhookConfig) (*WebhookChannel, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -162,10 +136,8 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 		req.SetBasicAuth(u.Username(), pass)
 	}
 	w.cfg.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	// One round trip on the transport, as an http.Client that follows no
-	// redirect would send it, without the client's per-request work (a
-	// second deadline timer, a copy of the headers for redirects): the
-	// context's deadline bounds the send and the reading of the answer.
+	// One round trip on the transport, as a client following no redirect
+	// would send it; the context's deadline bounds it.
 	resp, err := w.cfg.Transport.RoundTrip(req)
 	if err != nil {
 		err = &url.Error{Op: "Post", URL: n.Recipient.Address, Err: err}
@@ -178,13 +150,11 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 	defer resp.Body.Close()
 	code := resp.StatusCode
 	if code >= 200 && code < 300 {
-		// Delivered, even if the body cannot be read to its end; reading
-		// it lets the connection be reused.
+		// Delivered; reading the body lets the connection be reused.
 		_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, w.cfg.MaxResponseBytes))
 		return nil
 	}
-	// The answer is read to let the connection be reused, and dropped:
-	// only its status and class are kept.
+	// The answer is read for the connection's reuse, and dropped.
 	_, _ = io.Copy(io.Discard, io.LimitReader(resp.Body, w.cfg.MaxResponseBytes))
 	class := egress.Classify(egress.Status(code))
 	if code == http.StatusRequestTimeout || code == http.StatusTooManyRequests || code >= 500 {

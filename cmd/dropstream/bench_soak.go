@@ -21,9 +21,8 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// The soak bench: `demo` and `run`, each idle and under a light load, side
-// by side for an hour, sampled every few minutes. Its figures and verdict
-// are in bench_soak_report.go, its load in bench_soak_load.go.
+// The soak bench runs `demo` and `run`, idle and lightly loaded, side by
+// side for an hour, sampled every few minutes.
 
 // soakConfig is the bench's flags.
 type soakConfig struct {
@@ -31,19 +30,17 @@ type soakConfig struct {
 	Duration time.Duration
 	// Every is the sampling period. Default 5m.
 	Every time.Duration
-	// Settle is when the figures the verdict compares against are taken;
-	// 0, the default, is half the duration (30m of an hour: the demo's
-	// 30-minute records start to expire then).
+	// Settle is when the verdict's reference figures are taken. Default
+	// half the duration, when the demo's 30-minute records start to expire.
 	Settle time.Duration
 	// Load is the loaded processes' requests per second each. Default 4.
 	Load float64
 	// Binary is the dropstream binary run; default this one.
 	Binary string
-	// RedisServer is the redis-server run for each `run`. Default
-	// "redis-server" on PATH.
+	// RedisServer is the redis-server of each `run`. Default the one on PATH.
 	RedisServer string
-	// Dir keeps the processes' logs, heap profiles and key families (at
-	// each sample); default a new temporary directory.
+	// Dir keeps logs, heap profiles and key families. Default a new
+	// temporary directory.
 	Dir string
 }
 
@@ -114,8 +111,7 @@ type soakProc struct {
 	loaded bool
 	api    string // host:port
 	pprof  string // host:port
-	// redisURL is where its keys are counted: its redis-server, or the
-	// demo's embedded Redis (read from the demo's output).
+	// redisURL is the Redis whose keys are counted.
 	redisURL string
 	rdb      *redis.Client
 	proc     *exec.Cmd
@@ -302,8 +298,7 @@ func (p *soakProc) start(ctx context.Context, c soakConfig) (stop func(), err er
 	}
 }
 
-// embeddedRedisURL is the URL in the demo's line "… embedded Redis at
-// <addr> (redis-cli -u <url>)".
+// embeddedRedisURL is the URL of the demo's "embedded Redis at" line.
 func embeddedRedisURL(line string) (string, bool) {
 	_, rest, ok := strings.Cut(line, "(redis-cli -u ")
 	if !ok || !strings.Contains(line, "embedded Redis") {
@@ -313,8 +308,8 @@ func embeddedRedisURL(line string) (string, bool) {
 	return u, ok && u != ""
 }
 
-// terminate sends SIGTERM, waits up to 20 seconds for the exit (on waited,
-// or by Wait when nil), then kills.
+// terminate sends SIGTERM, waits 20 seconds for the exit (waited, or Wait
+// when nil), then kills.
 func terminate(cmd *exec.Cmd, waited <-chan struct{}) {
 	if cmd.Process == nil {
 		return

@@ -19,12 +19,9 @@ import (
 	"github.com/dropstream/dropstream/stream/streambench"
 )
 
-// benchStreamModes are the throughput runs of `bench stream`, in order:
-// plain go-redis, then the runtime without telemetry, with 1 % of traces
-// sampled (parent-based) and every metric, and with every message traced;
-// "carried" is the runtime without telemetry reading messages that carry
-// a trace context (published 1 % sampled), which parts the cost of
-// carrying trace context from that of the runtime's telemetry.
+// benchStreamModes are the runs of `bench stream`: plain go-redis, the
+// runtime without telemetry, 1 % sampled, every message traced, and
+// "carried" (no telemetry, messages carrying a trace context).
 var benchStreamModes = []string{"plain", "none", "carried", "sampled", "traced"}
 
 // streamRound is what one round of `bench stream` measured, by mode.
@@ -34,8 +31,7 @@ type streamRound struct {
 	redisCPU map[string]time.Duration
 }
 
-// ratio is mode's throughput over base's in the round (0 when either is
-// missing).
+// ratio is mode's throughput over base's (0 when either is missing).
 func (r streamRound) ratio(mode, base string) float64 {
 	if r.rate[mode] == 0 || r.rate[base] == 0 {
 		return 0
@@ -92,8 +88,7 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 		if rounds > 1 {
 			prefix = fmt.Sprintf("round %d/%d ", i+1, rounds)
 		}
-		// Every other round runs the modes in reverse, so that a machine
-		// slowing down or speeding up over a run favours no mode.
+		// Every other round runs in reverse, so a drifting machine favours no mode.
 		r, err := benchStreamRound(ctx, a, bc, runs, i%2 == 1, prefix, stdout)
 		if err != nil {
 			return err
@@ -119,10 +114,8 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	return nil
 }
 
-// benchStreamRound runs each mode's throughput once, in the order given
-// (reversed when reverse is set), then prints a line per mode, in the
-// order given, with its ratios to plain, none and carried of the same
-// round.
+// benchStreamRound runs each mode once (reversed when reverse is set) and
+// prints a line per mode with its ratios to plain, none and carried.
 func benchStreamRound(ctx context.Context, a *app, bc streambench.Config, runs []string, reverse bool, prefix string, stdout io.Writer) (streamRound, error) {
 	round := streamRound{rate: map[string]float64{}, cpu: map[string]time.Duration{}, redisCPU: map[string]time.Duration{}}
 	order := slices.Clone(runs)
@@ -178,10 +171,8 @@ func benchStreamMode(ctx context.Context, a *app, bc streambench.Config, mode, p
 	return streambench.Throughput(ctx, a.rdb, c)
 }
 
-// printStreamMedians prints, per mode, the median throughput of the rounds
-// and the median of its per-round ratios to plain and none, with their
-// range: each ratio compares runs of the same round, so a machine whose
-// speed drifts between rounds moves the ratios less than the rates.
+// printStreamMedians prints per mode the median throughput and the median
+// and range of its per-round ratios, which a drifting machine moves less.
 func printStreamMedians(stdout io.Writer, rounds []streamRound, runs []string) {
 	for _, mode := range runs {
 		rates := make([]float64, len(rounds))
@@ -207,8 +198,7 @@ func printStreamMedians(stdout io.Writer, rounds []streamRound, runs []string) {
 // micros is d in microseconds.
 func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
-// median is the median of xs (the mean of the middle two for an even
-// count); xs is sorted in place.
+// median is the median of xs, which it sorts.
 func median(xs []float64) float64 {
 	slices.Sort(xs)
 	n := len(xs)
@@ -221,10 +211,8 @@ func median(xs []float64) float64 {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
-// benchTelemetry is the telemetry of a bench stream mode: noop providers
-// for plain and none; the app's metrics and a tracer whose spans are
-// batched and discarded, sampling 1 % of new traces (parent-based) for
-// sampled and every one for traced.
+// benchTelemetry is a mode's telemetry: noop for plain and none, else the
+// app's metrics and spans batched then discarded (1 % or all sampled).
 func benchTelemetry(a *app, mode string) (stream.Telemetry, func()) {
 	if mode == "plain" || mode == "none" || mode == "carried" {
 		return stream.Telemetry{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider(), Logger: a.log}, func() {}
@@ -238,8 +226,7 @@ func benchTelemetry(a *app, mode string) (stream.Telemetry, func()) {
 		func() { _ = tp.Shutdown(context.Background()) }
 }
 
-// discardExporter receives spans and drops them, so the benchmark pays for
-// span creation and batching but not for a network.
+// discardExporter drops spans: the bench pays for them but no network.
 type discardExporter struct{}
 
 func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }

@@ -219,14 +219,8 @@ func variables() []flow.Var {
 	return vars
 }
 
-// readSettings reads, once, every variable the flows read, and fails on a
-// bad value.
-func readSettings(cfg Config, lookup func(string) (string, bool)) (flow.Settings, error) {
-	return readSettingsWith(cfg, nil, lookup)
-}
-
-// readSettingsWith is readSettings with flow variables set by a command's
-// own flags, which win over the environment.
+// readSettingsWith reads, once, every variable the flows read, overrides
+// (a command's own flags) winning over lookup, and fails on a bad value.
 func readSettingsWith(cfg Config, overrides map[string]string, lookup func(string) (string, bool)) (flow.Settings, error) {
 	values, err := flow.ReadVars(variables(), func(name string) (string, bool) {
 		if v, ok := overrides[name]; ok {

@@ -277,7 +277,7 @@ func TestRoleOf_namesTheProcessByItsStages(t *testing.T) {
 func TestReadSettings_egressAllowList(t *testing.T) {
 	cfg := Config{APIAddr: ":8080", Partitions: 8}
 	clearEnv(t)
-	s, err := readSettings(cfg, os.LookupEnv)
+	s, err := readSettingsWith(cfg, nil, os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -285,7 +285,7 @@ func TestReadSettings_egressAllowList(t *testing.T) {
 		t.Errorf("default policy: link-local %v, want ErrDenied", err)
 	}
 	t.Setenv("DROPSTREAM_EGRESS_ALLOW", "10.1.0.0/16, feeds.internal ,127.0.0.1:9000")
-	if s, err = readSettings(cfg, os.LookupEnv); err != nil {
+	if s, err = readSettingsWith(cfg, nil, os.LookupEnv); err != nil {
 		t.Fatal(err)
 	}
 	for u, allowed := range map[string]bool{"http://10.1.2.3/": true, "http://10.2.0.1/": false, "http://127.0.0.1:9000/x": true,
@@ -295,7 +295,7 @@ func TestReadSettings_egressAllowList(t *testing.T) {
 		}
 	}
 	t.Setenv("DROPSTREAM_EGRESS_ALLOW", "10.0.0.0/99,ok.example")
-	if _, err := readSettings(cfg, os.LookupEnv); err == nil || !strings.Contains(err.Error(), "DROPSTREAM_EGRESS_ALLOW") ||
+	if _, err := readSettingsWith(cfg, nil, os.LookupEnv); err == nil || !strings.Contains(err.Error(), "DROPSTREAM_EGRESS_ALLOW") ||
 		!strings.Contains(err.Error(), "10.0.0.0/99") {
 		t.Errorf("readSettings with a bad entry = %v, want an error naming the variable and the entry", err)
 	}

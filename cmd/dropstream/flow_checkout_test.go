@@ -90,7 +90,7 @@ func TestRun_checkoutVariablesMustBePositiveDurations(t *testing.T) {
 			t.Run(v.Name+"="+bad, func(t *testing.T) {
 				clearEnv(t)
 				t.Setenv(v.Name, bad)
-				_, err := readSettings(cfg, os.LookupEnv)
+				_, err := readSettingsWith(cfg, nil, os.LookupEnv)
 				if err == nil || !strings.Contains(err.Error(), v.Name) {
 					t.Errorf("readSettings = %v, want an error naming %s", err, v.Name)
 				}
@@ -100,7 +100,7 @@ func TestRun_checkoutVariablesMustBePositiveDurations(t *testing.T) {
 	clearEnv(t)
 	t.Setenv("DROPSTREAM_CHECKOUT_TIMEOUT", "5s")
 	t.Setenv("DROPSTREAM_CHECKOUT_ABANDON_AGE", "10m")
-	s, err := readSettings(cfg, os.LookupEnv)
+	s, err := readSettingsWith(cfg, nil, os.LookupEnv)
 	if err != nil {
 		t.Fatal(err)
 	}

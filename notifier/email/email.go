@@ -111,9 +111,7 @@ func (c Config) WithDefaults() Config {
 	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
 	c.TextTemplate = cmp.Or(c.TextTemplate, DefaultTextTemplate)
 	c.HTMLTemplate = cmp.Or(c.HTMLTemplate, DefaultHTMLTemplate)
-	if c.Egress == nil {
-		c.Egress = egress.Default()
-	}
+	c.Egress = cmp.Or(c.Egress, egress.Default())
 	if c.TLS == nil {
 		host, _, _ := net.SplitHostPort(c.Addr)
 		c.TLS = &tls.Config{ServerName: host, MinVersion: tls.VersionTLS12}

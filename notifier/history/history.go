@@ -1,16 +1,8 @@
 // Package history records what the notifier did with every notification:
-// recent history in Redis (per subscriber, and per notification id for
-// GET /v1/notifications/{id}/why), and every record on the stream
-// notify.history, from which the "notifier-history" stage appends it to
-// ClickHouse (table notifications).
-//
-// A Record call puts its records on notify.history as few messages of type
-// TypeRecords (a JSON array of up to MaxRecordsPerMessage records), rather
-// than one message per record: the stream costs the notifier one entry per
-// handled batch. The stage also reads single records (TypeRecord, the
-// format of earlier releases).
-//
-// # Redis layout
+// recent history in Redis, and every record on notify.history, which the
+// "notifier-history" stage appends to ClickHouse. Record publishes few
+// TypeRecords messages (arrays of records), one entry per handled batch;
+// the stage still reads single TypeRecord messages of earlier releases.
 //
 //	ds:{notifier}:history:sub:<subscriber id>  list: the newest records as JSON, newest first,
 //	    at most Config.Recent, expiring Config.TTL after the last one

@@ -62,10 +62,8 @@ func subKey(id string) string           { return subPrefix + id }
 func tokenKey(tok string) string        { return tokenPrefix + hashToken(tok) }
 func pendingMember(id, d string) string { return id + "|" + d }
 
-// coreKey names a destination core taken by one of tenant's subscribers:
-// a core is unique within a tenant, so another tenant neither collides
-// with it nor learns it is there. tenancy.Open's keys are those of the
-// cores stored before tenants were recorded.
+// coreKey names a destination core taken within tenant: another tenant
+// neither collides with it nor learns of it.
 func coreKey(tenant, core string) string {
 	if t := tenancy.Of(tenant); t != tenancy.Open {
 		return corePrefix + CoreHash(t+"|"+core)
@@ -80,16 +78,13 @@ func hashToken(tok string) string {
 
 // StoreConfig configures a Store. Zero fields take their defaults.
 type StoreConfig struct {
-	// ConfirmTTL is how long a destination may stay unconfirmed; its
-	// confirmation token expires then and ExpireUnconfirmed removes it.
-	// Default 48h, range 1m..30 days.
+	// ConfirmTTL is how long a destination may stay unconfirmed. Default
+	// 48h, range 1m..30 days.
 	ConfirmTTL time.Duration
 	// MaxSubscribers bounds the store. Default 1,000,000.
 	MaxSubscribers int
-	// Quota is the cap of subscribers per caller that the create route
-	// reserves a slot in (see api.Reserve); a subscriber that is removed
-	// — deleted, or left without destinations by an unsubscribe or an
-	// expired opt-in — frees its slot. Nil: no cap.
+	// Quota is the cap of subscribers per caller; a removed subscriber
+	// frees its slot. Nil: no cap.
 	Quota *quota.Quota
 	// Logger reports undecodable records. Default slog.Default().
 	Logger *slog.Logger
@@ -101,9 +96,7 @@ type StoreConfig struct {
 func (c StoreConfig) WithDefaults() StoreConfig {
 	c.ConfirmTTL = cmp.Or(c.ConfirmTTL, DefaultConfirmTTL)
 	c.MaxSubscribers = cmp.Or(c.MaxSubscribers, DefaultMaxSubscribers)
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	if c.Now == nil {
 		c.Now = time.Now
 	}
@@ -167,19 +160,17 @@ func notFound(id string, err error) error {
 	return err
 }
 
-// Created is what Create returns: the subscriber with its destinations'
-// secrets (the only time they are shown) and the opt-in token of each
-// destination, by destination id, to be sent to that destination only.
+// Created is what Create returns: the subscriber with its secrets (shown
+// only then) and each destination's opt-in token by destination id.
 type Created struct {
 	Subscriber    Subscriber
 	ConfirmTokens map[string]string
 }
 
-// createScript stores a subscriber, its cores, tokens and pending entries,
-// and files it under its tenant, unless a core is taken or the store is
-// full. KEYS: sub, subs, pending, n cores, n tokens, owners, the tenant's
-// index. ARGV: id, json, max, n, confirm ttl ms, expiry ms, n core values,
-// n token values, n pending members, tenant.
+// createScript stores a subscriber with its cores, tokens and pending
+// entries unless a core is taken or the store is full. KEYS: sub, subs,
+// pending, n cores, n tokens, owners, tenant index. ARGV: id, json, max, n,
+// confirm ttl ms, expiry ms, n core values, n token values, n pending, tenant.
 var createScript = redis.NewScript(`
 local n = tonumber(ARGV[4])
 for i = 1, n do
@@ -197,10 +188,9 @@ redis.call('HSET', KEYS[#KEYS - 1], ARGV[1], ARGV[#ARGV])
 redis.call('ZADD', KEYS[#KEYS], 0, ARGV[1])
 return 1`)
 
-// Create validates s, gives it and its destinations ids, times, pending
-// status and (for webhook kinds, when empty) secrets, and stores it with
-// one opt-in token per destination, atomically. Errors wrap ErrInvalid,
-// ErrDuplicate (naming the destination, not who holds it) or ErrTooMany.
+// Create validates s, fills in ids, times, pending statuses and missing
+// webhook secrets, and stores it with an opt-in token per destination.
+// Errors wrap ErrInvalid, ErrDuplicate or ErrTooMany.
 func (st *Store) Create(ctx context.Context, s Subscriber) (Created, error) {
 	if err := s.Validate(); err != nil {
 		return Created{}, err
@@ -292,9 +282,8 @@ func (st *Store) Resolve(ctx context.Context, id string) (Subscriber, error) {
 	return s, notFound(id, err)
 }
 
-// List returns up to limit subscribers (without secrets) in id order after
-// cursor ("" for the first page), and the next cursor ("" at the end). A
-// malformed cursor wraps ErrInvalid.
+// List returns up to limit subscribers without secrets after cursor, in id
+// order, and the next cursor ("" at the end); a bad cursor wraps ErrInvalid.
 func (st *Store) List(ctx context.Context, cursor string, limit int) ([]Subscriber, string, error) {
 	return st.ListIn(ctx, tenancy.View{All: true}, cursor, limit)
 }
@@ -386,10 +375,9 @@ func (st *Store) SetPreferencesIn(ctx context.Context, v tenancy.View, id, timeZ
 	return s.public(), nil
 }
 
-// ExpireUnconfirmed removes the destinations whose opt-in expired before
-// now and were never confirmed (and subscribers left without any), at most
-// limit of them, and returns how many it removed. Their cores may be
-// subscribed again.
+// ExpireUnconfirmed removes up to limit never-confirmed destinations whose
+// opt-in expired before now (and subscribers left without any), and
+// returns how many.
 func (st *Store) ExpireUnconfirmed(ctx context.Context, now time.Time, limit int) (int, error) {
 	members, err := st.rdb.ZRangeByScore(ctx, pendingKey, &redis.ZRangeBy{Min: "-inf",
 		Max: strconv.FormatInt(now.UnixMilli(), 10), Count: int64(max(limit, 1))}).Result()

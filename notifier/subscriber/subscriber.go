@@ -1,15 +1,8 @@
-// Package subscriber keeps the notifier's subscribers in Redis: people with
-// up to MaxDestinations destinations (email, webhook, Slack-style webhook,
-// or a Kind a flow registered), each with a unique core so the same
-// address is never subscribed twice, double opt-in with expiry of
-// unconfirmed destinations, prefetch-safe unsubscribe tokens, and the
-// subscriber's preferences (include/exclude, quiet hours, channel switches,
-// digests).
+// Package subscriber keeps the notifier's subscribers in Redis: up to
+// MaxDestinations destinations each, a unique core per destination, double
+// opt-in, unsubscribe tokens and preferences.
 //
-// # Redis layout
-//
-// Every key shares the hash tag {notifier}, so the scripts and
-// transactions touch one Redis Cluster slot:
+// Every key shares the hash tag {notifier} (one Redis Cluster slot):
 //
 //	ds:{notifier}:sub:<id>              string: the subscriber as JSON (secrets and tokens included)
 //	ds:{notifier}:subs                  sorted set, score 0: every id (paging by id)
@@ -17,8 +10,7 @@
 //	ds:{notifier}:token:<token hash>    string: "confirm|<id>|<dest>" (expires with the opt-in) or "unsub|<id>|<dest>"
 //	ds:{notifier}:pending               sorted set: "<id>|<dest>" scored by the opt-in's expiry (Unix ms)
 //
-// Tokens are 32 random bytes (64 hex digits); only their SHA-256 names a
-// key, so a dump of the keys does not reveal a working link.
+// Tokens are 32 random bytes; only their SHA-256 names a key.
 package subscriber
 
 import (
@@ -119,15 +111,7 @@ func (s Subscriber) public() Subscriber {
 }
 
 func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) })
 }
 
 // validID reports whether s has the form of a generated id with the prefix.
@@ -138,14 +122,7 @@ func validID(prefix, s string, hexLen int) bool {
 	return isHex(s[len(prefix):])
 }
 
-func isHex(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
-}
+func isHex(s string) bool { return strings.Trim(s, "0123456789abcdef") == "" }
 
 // ValidSubscriberID reports whether s has the form of a subscriber id.
 func ValidSubscriberID(s string) bool { return validID("s_", s, 28) }

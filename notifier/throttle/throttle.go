@@ -1,17 +1,11 @@
-// Package throttle limits the notifier's send rate with token buckets in
-// Redis, one per destination and one per channel, shared by every copy of
-// every stage, and honours a receiver's 429 and Retry-After by blocking its
-// destination until then.
+// Package throttle limits the notifier's sends with Redis token buckets,
+// one per destination and one per channel, and blocks a destination until
+// its receiver's Retry-After.
 //
-// A bucket is a Redis hash ds:{notifier}:throttle:<name> with fields
-// tokens and ts (last refill, Unix ms). Blocks live in one sorted set,
-// ds:{notifier}:throttle:blocked: destination → Unix ms until which it
-// sends nothing. One script takes a token from every bucket of a send or
-// from none, so a send refused by its channel's bucket does not spend its
-// destination's token; a send with no bucket to take from (throttling
-// disabled, or no limit on its destination or channel) only checks the
-// blocks, and a batch of those costs one ZMSCORE. The keys share the
-// {notifier} hash tag (one Redis Cluster slot).
+// A bucket is the hash ds:{notifier}:throttle:<name> (fields tokens and ts,
+// Unix ms); blocks are the sorted set ds:{notifier}:throttle:blocked
+// (destination → Unix ms of its end). A send takes a token from every
+// bucket it has or from none.
 package throttle
 
 import (
@@ -32,8 +26,7 @@ import (
 type Limit struct {
 	// Rate is the sustained sends per second; 0 is unlimited.
 	Rate float64 `json:"rate"`
-	// Burst is how many sends may go at once after a pause; default
-	// max(1, Rate).
+	// Burst is the sends at once after a pause. Default max(1, Rate).
 	Burst int `json:"burst"`
 }
 
@@ -51,8 +44,7 @@ func (l Limit) burst() int {
 type Config struct {
 	// Destination is the limit of each destination. Default 10/s, burst 20.
 	Destination Limit
-	// Channels are the limits of each channel by name; a channel not
-	// listed is unlimited.
+	// Channels are the limits by channel name; others are unlimited.
 	Channels map[string]Limit
 	// Disabled turns every bucket off (Retry-After blocks still apply).
 	Disabled bool
@@ -110,22 +102,19 @@ func New(rdb redis.UniversalClient, cfg Config) (*Throttle, error) {
 // tag is the hash tag of every throttle key, the notifier's.
 var tag = rediskey.Tag("notifier")
 
-// DestinationKey is the bucket key of a destination (its core hash or
-// recipient id).
+// DestinationKey is the bucket key of a destination.
 func DestinationKey(dest string) string { return rediskey.Key(tag, "throttle", "dest", dest) }
 
 // ChannelKey is the bucket key of a channel.
 func ChannelKey(channel string) string { return rediskey.Key(tag, "throttle", "channel", channel) }
 
 // BlockedKey is the sorted set of blocked destinations, scored by the Unix
-// ms their block ends: rediskey.Key(rediskey.Tag("notifier"), "throttle",
-// "blocked"), a constant so that it can name the key in tests and tools.
+// ms their block ends.
 const BlockedKey = rediskey.Prefix + "{notifier}" + rediskey.Sep + "throttle" + rediskey.Sep + "blocked"
 
-// takeScript takes one token from each bucket, or none. KEYS: the blocked
-// set, then the buckets. ARGV: now ms, idle ttl ms, the destination, then
-// per bucket rate/s and burst (rate 0: no bucket). Returns 0 when taken,
-// else the wait in ms.
+// takeScript takes a token from each bucket or none; it returns 0 or the
+// wait in ms. KEYS: blocked set, buckets. ARGV: now, idle ttl, destination,
+// then rate and burst per bucket.
 var takeScript = script.New(`
 local now = tonumber(ARGV[1])
 local wait = 0
@@ -153,9 +142,8 @@ for i = 2, #KEYS do
 end
 return 0`)
 
-// Take takes one send permission for dest on channel. It returns 0 when the
-// send may go now, or how long to wait before asking again (nothing was
-// taken then).
+// Take takes one send permission for dest on channel: 0, or the wait
+// before asking again.
 func (t *Throttle) Take(ctx context.Context, dest, channel string) (time.Duration, error) {
 	waits, errs := t.TakeMany(ctx, []Ask{{Dest: dest, Channel: channel}})
 	return waits[0], errs[0]
@@ -166,8 +154,7 @@ func (t *Throttle) hasBucket(channel string) bool {
 	return !t.cfg.Disabled && (!t.cfg.Destination.Unlimited() || !t.cfg.Channels[channel].Unlimited())
 }
 
-// takeArgs are the keys and arguments of takeScript for one send that has
-// a bucket.
+// takeArgs are takeScript's keys and arguments for one send.
 func (t *Throttle) takeArgs(now int64, ask Ask) ([]string, []any) {
 	keys := []string{BlockedKey, DestinationKey(ask.Dest), ChannelKey(ask.Channel)}
 	args := make([]any, 0, 7)
@@ -187,11 +174,8 @@ type Ask struct {
 	Dest, Channel string
 }
 
-// TakeMany is Take for many sends in one round trip: one pipeline with the
-// take script of each send that has a bucket, each take atomic on its own
-// and in order (so sends to one destination within a batch spend its
-// tokens one after the other), and one ZMSCORE of the blocks of those
-// that have none. It returns each ask's wait (0: go now) or error.
+// TakeMany is Take for many sends, in order, in one round trip; it returns
+// each ask's wait or error.
 func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, []error) {
 	waits := make([]time.Duration, len(asks))
 	errs := make([]error, len(asks))
@@ -217,9 +201,7 @@ func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, [
 	}
 	cmds := takeScript.Queue(ctx, pipe, calls)
 	_, _ = pipe.Exec(ctx)
-	// A restarted or flushed Redis: the takes that found no script did
-	// nothing; Retry loads it and sends them again. A failed load is the
-	// error of each of them.
+	// Takes that found no script (a flushed Redis) did nothing: send them again.
 	_ = takeScript.Retry(ctx, t.rdb, calls, cmds)
 	for j, i := range scripted {
 		ms, err := cmds[j].Int64()
@@ -243,8 +225,7 @@ func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, [
 	return waits, errs
 }
 
-// Block stops sends to dest until the time given (a receiver's
-// Retry-After), unless it is already blocked longer.
+// Block stops sends to dest until until, unless it is blocked longer.
 func (t *Throttle) Block(ctx context.Context, dest string, until time.Time) error {
 	err := blockScript.Run(ctx, t.rdb, []string{BlockedKey}, dest, until.UnixMilli(), t.cfg.Now().UnixMilli(),
 		t.cfg.IdleTTL.Milliseconds()).Err()
@@ -254,9 +235,8 @@ func (t *Throttle) Block(ctx context.Context, dest string, until time.Time) erro
 	return nil
 }
 
-// blockScript raises a destination's block, forgets the blocks that have
-// ended, and keeps the set until its last block ends, plus the idle ttl.
-// KEYS: the blocked set. ARGV: destination, until ms, now ms, idle ttl ms.
+// blockScript raises a block and forgets ended ones. KEYS: blocked set.
+// ARGV: destination, until, now, idle ttl (ms).
 var blockScript = script.New(`
 local b = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[1])) or 0
 if tonumber(ARGV[2]) > b then redis.call('ZADD', KEYS[1], ARGV[2], ARGV[1]) end
@@ -267,9 +247,8 @@ if #last == 2 then
 end
 return 1`)
 
-// ParseRetryAfter reads a Retry-After header (delay seconds or an HTTP
-// date) relative to now; ok is false when it is absent or malformed. The
-// delay is capped at one day.
+// ParseRetryAfter reads a Retry-After header (seconds or an HTTP date)
+// relative to now, capped at one day; ok is false when absent or malformed.
 func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	if v == "" || len(v) > 64 {
 		return 0, false

@@ -4,23 +4,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 )
 
-// Group returns a router for routes under prefix that all require an API key
-// with at least scope (see [Scope.Allows]). It is the way to add feature
-// routes:
-//
-//	v1 := srv.Group("/v1", api.ScopeRead)
-//	v1.Get("/things/:id", getThing)             // needs read
-//	srv.Group("/v1", api.ScopeWrite).Post("/things", createThing) // needs write
-//
-// The scope check is prepended to the handlers of each route registered
-// through the router (Get, Post, ..., Add, All, and nested Group and Route),
-// so groups with different scopes can share a prefix and unknown paths under
-// the prefix still answer 404. Static and Mount are guarded by a prefix
-// middleware. Middleware added with Use, or passed as handlers to a nested
-// Group, runs before the scope check for every route under its prefix,
-// whatever that route's scope.
-//
-// Group panics if scope is not ScopeRead, ScopeWrite or ScopeAdmin.
+// Group returns a router, for tests, whose every route requires an API key
+// with at least scope; it panics on an invalid scope.
 func (s *Server) Group(prefix string, scope Scope) fiber.Router {
 	return &scopedRouter{r: s.app.Group(prefix), guard: s.requireScope(scope, ClassUnset)}
 }
