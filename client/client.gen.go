@@ -153,6 +153,7 @@ type Error struct {
 // Event defines model for Event.
 type Event struct {
 	Cause   *[]Ref      `json:"cause,omitempty"`
+	Change  *string     `json:"change,omitempty"`
 	Id      *string     `json:"id,omitempty"`
 	Kind    string      `json:"kind"`
 	Steps   *[]FlowStep `json:"steps,omitempty"`

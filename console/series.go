@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -158,18 +157,10 @@ func (s *series) countTransitions(name string, evs []flow.Event) {
 	}
 }
 
-// rawFlip reports whether e is a raw availability transition, and
-// whether it opens: its summary is "<kind> (<flags>)" (kind open or
-// close, flags naming "raw").
+// rawFlip reports whether e is a flip of state (its Change), and whether
+// it opens.
 func rawFlip(e flow.Event) (open, ok bool) {
-	if e.Kind != "transition" {
-		return false, false
-	}
-	kind, flags, _ := strings.Cut(e.Summary, " ")
-	if !slices.Contains(strings.FieldsFunc(flags, func(r rune) bool { return strings.ContainsRune("(), ", r) }), "raw") {
-		return false, false
-	}
-	switch kind {
+	switch e.Change {
 	case "open":
 		return true, true
 	case "close":

@@ -71,22 +71,22 @@ func TestSeries_keepsTheLast15MinutesInOrder(t *testing.T) {
 func TestSeries_countsRawOpeningsAndClosingsPerMinute(t *testing.T) {
 	clk := &clock{t: t0.Add(30 * time.Second)}
 	s := newSeries(10*time.Second, clk.now)
-	ev := func(id, summary string, at time.Time) flow.Event {
-		return flow.Event{Kind: "transition", ID: id, Summary: summary, Time: at}
+	ev := func(id, change string, at time.Time) flow.Event {
+		return flow.Event{Kind: "transition", ID: id, Change: change, Time: at}
 	}
 	first := []flow.Event{
-		ev("o1", "open (raw)", t0.Add(20*time.Second)),
-		ev("o2", "open (raw, stable, notifies)", t0.Add(-50*time.Second)),
-		ev("c1", "close (raw)", t0.Add(-40*time.Second)),
-		ev("s1", "open (stable, notifies)", t0), // a confirmation, not a flip
-		ev("old", "close (raw)", t0.Add(-20*time.Minute)),
+		ev("o1", "open", t0.Add(20*time.Second)),
+		ev("o2", "open", t0.Add(-50*time.Second)),
+		ev("c1", "close", t0.Add(-40*time.Second)),
+		ev("s1", "", t0), // a confirmation, not a flip
+		ev("old", "close", t0.Add(-20*time.Minute)),
 		{Kind: "notification", ID: "n1", Summary: "open (raw)", Time: t0},
 	}
 	s.countTransitions("avail", first)
 	// The next read holds the same newest events and one more: only
 	// that one counts.
 	clk.t = t0.Add(70 * time.Second)
-	s.countTransitions("avail", append([]flow.Event{ev("c2", "close (raw, stable)", t0.Add(65*time.Second))}, first...))
+	s.countTransitions("avail", append([]flow.Event{ev("c2", "close", t0.Add(65*time.Second))}, first...))
 	// Another flow's read forgets nothing of this one.
 	s.countTransitions("other", nil)
 	s.countTransitions("avail", first)
@@ -115,7 +115,7 @@ func TestSeries_countsRawOpeningsAndClosingsPerMinute(t *testing.T) {
 func TestSeries_routeShowsTheSamplesOfEveryStage(t *testing.T) {
 	rdb := grouped(t, testenv.Backends()[0])
 	trans := func(_ context.Context, _ tenancy.View, _ int) ([]flow.Event, error) {
-		return []flow.Event{{Kind: "transition", ID: "x", Summary: "open (raw)", Time: time.Now()}}, nil
+		return []flow.Event{{Kind: "transition", ID: "x", Change: "open", Time: time.Now()}}, nil
 	}
 	c, err := New(Config{Redis: rdb, SampleInterval: time.Second,
 		Flows: []Flow{{Name: "t", Desc: flow.Description{Stages: []stream.Stage{{Name: "t-a", Topic: testTopic}}, Events: trans}}}})

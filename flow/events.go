@@ -41,6 +41,9 @@ type Event struct {
 	// order); Summary says what happened, in a line.
 	Subject string `json:"subject"`
 	Summary string `json:"summary"`
+	// Change is the state the subject entered ("open", "close"), when the
+	// event is such a flip; the console counts them per minute.
+	Change string `json:"change,omitempty"`
 	// Cause names what led to the event, nearest first (a notification's
 	// transition, then its run).
 	Cause []Ref `json:"cause,omitempty"`

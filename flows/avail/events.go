@@ -61,6 +61,9 @@ func transitionEvent(t avail.Transition, e flow.Entry) flow.Event {
 	}
 	ev := flow.Event{Kind: "transition", ID: t.EventID, Time: e.Time(), Subject: subject,
 		Summary: t.Kind + " (" + strings.Join(flags, ", ") + ")", TraceID: t.TraceID}
+	if t.Raw {
+		ev.Change = t.Kind
+	}
 	if ev.TraceID == "" {
 		ev.TraceID = flow.TraceIDOf(e.TraceParent)
 	}
