@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"github.com/dropstream/dropstream/internal/progress"
 	"log/slog"
 	"net/url"
 	"runtime"
@@ -361,18 +362,16 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 func (b *Harness) await(ctx context.Context, what string, every time.Duration, want int64, count func() (int64, error)) error {
 	t := time.NewTimer(every)
 	defer t.Stop()
-	last := time.Now()
+	ph := b.cfg.Phases.Start(what, want)
 	for {
 		n, err := count()
 		if err != nil {
 			b.log.Warn("availbench: count failed; retrying", "what", what, "error", err)
 		}
+		ph.Set(n)
 		if n >= want {
+			ph.Done("")
 			return nil
-		}
-		if time.Since(last) >= time.Second {
-			last = time.Now()
-			b.progress("%s %d/%d", what, n, want)
 		}
 		wait := every
 		if n >= want-want/10 {
@@ -452,18 +451,20 @@ func (b *Harness) eachTransition(ctx context.Context, fn func(avail.Transition))
 func (b *Harness) drain(ctx context.Context, what string, topic stream.Topic, groups ...string) error {
 	t := time.NewTicker(pollEvery)
 	defer t.Stop()
-	last := time.Now()
+	var ph *progress.Phase
+	var first int64
 	for {
 		n, err := b.unhandled(ctx, topic, groups...)
 		if err != nil {
 			return err
 		}
-		if n == 0 {
-			return nil
+		if ph == nil {
+			first, ph = n, b.cfg.Phases.Start(what, n)
 		}
-		if time.Since(last) >= time.Second {
-			last = time.Now()
-			b.progress("%s: %d entries to go", what, n)
+		ph.Set(first - n)
+		if n == 0 {
+			ph.Done("")
+			return nil
 		}
 		select {
 		case <-ctx.Done():

@@ -15,6 +15,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/dropstream/dropstream/internal/progress"
 	"math"
 	"time"
 
@@ -70,9 +71,11 @@ type Config struct {
 	Keep bool
 	// Telemetry instruments the stages and publishers.
 	Telemetry stream.Telemetry
-	// Progress, when set, receives a line of progress about once a second
-	// and at each step.
+	// Progress, when set, receives a line at each step.
 	Progress func(line string)
+	// Phases shows the long waits: a bar on a terminal, a line at each
+	// start and end when piped. Nil shows none.
+	Phases *progress.Printer
 }
 
 // WithDefaults returns c with every zero field set to its default.

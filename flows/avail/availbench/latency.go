@@ -57,7 +57,8 @@ func (b *Harness) Latency(ctx context.Context) (Latency, error) {
 		b.cfg.Rate, b.cfg.LatencyDuration)
 	tick := time.NewTicker(time.Millisecond)
 	defer tick.Stop()
-	start, last := time.Now(), time.Now()
+	start := time.Now()
+	ph := b.cfg.Phases.Start("latency: publishing", int64(total))
 	for sent := 0; sent < total; {
 		select {
 		case <-ctx.Done():
@@ -77,11 +78,9 @@ func (b *Harness) Latency(ctx context.Context) (Latency, error) {
 			}
 			sent++
 		}
-		if time.Since(last) >= time.Second {
-			last = time.Now()
-			b.progress("latency: published %d/%d, notifications %d", sent, total, recv.count(""))
-		}
+		ph.Set(int64(sent))
 	}
+	ph.Done("")
 	res.Elapsed = time.Since(start)
 	wait, cancel := context.WithTimeout(ctx, drainTimeout)
 	defer cancel()

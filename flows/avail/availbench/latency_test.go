@@ -4,9 +4,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"strings"
 	"testing"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -18,8 +20,10 @@ func TestLatency_everyExpectedNotificationArrivesOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { rdb.Close() })
+	var piped strings.Builder
 	b, err := Open(ctx, rdb, Config{Scopes: 20, PerScope: 10, Churn: 0.2, Partitions: 2, Rate: 400,
-		LatencyDuration: time.Second, Telemetry: stream.Telemetry{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}})
+		LatencyDuration: time.Second, Telemetry: stream.Telemetry{Logger: slog.New(slog.NewTextHandler(io.Discard, nil))},
+		Phases: progress.NewWith(&piped, false)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -43,5 +47,12 @@ func TestLatency_everyExpectedNotificationArrivesOnce(t *testing.T) {
 	}
 	if lat.P50 <= 0 || lat.P50 > lat.P99 || lat.P99 > lat.Max {
 		t.Errorf("quantiles p50 %s, p99 %s, max %s out of order", lat.P50, lat.P99, lat.Max)
+	}
+	// Piped, each phase is a line at its start and one at its end.
+	for _, phase := range []string{"latency: publishing", "latency: notifications"} {
+		if n := strings.Count(piped.String(), phase+": "); n != 2 ||
+			!strings.Contains(piped.String(), phase+": started") || !strings.Contains(piped.String(), phase+": done") {
+			t.Errorf("phase %q: %d lines in %q, want its start and end", phase, n, piped.String())
+		}
 	}
 }

@@ -72,7 +72,7 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 				PrintRelease(env.Stdout, rc, res)
 				return nil
 			}
-			bc.Telemetry, bc.Progress = env.Telemetry, env.Progress
+			bc.Telemetry, bc.Progress, bc.Phases = env.Telemetry, env.Progress, env.Phases
 			fmt.Fprintf(env.Stdout, "bench availability: %s, %d scopes × %d entities = %d, churn %g, %d runs, %d partitions, GOMAXPROCS %d\n",
 				env.RedisName, bc.Scopes, bc.PerScope, bc.Scopes*bc.PerScope, bc.Churn, bc.Runs, bc.Partitions, runtime.GOMAXPROCS(0))
 			res, err := Run(ctx, env.Redis, bc)
