@@ -9,7 +9,8 @@ import (
 // Redis longer than maxTTL to maxTTL (keys without a TTL are left alone):
 // records kept "for a week" would otherwise grow the process's heap. A
 // ledger's idempotence window becomes maxTTL, so choose it longer than any
-// redelivery the process can see.
+// redelivery the process can see. Each period also drops what the server
+// keeps of deleted keys (pruneKeyVersions).
 func (e *Embedded) BoundTTLs(ctx context.Context, maxTTL, period time.Duration) {
 	t := time.NewTicker(period)
 	defer t.Stop()
@@ -24,6 +25,7 @@ func (e *Embedded) BoundTTLs(ctx context.Context, maxTTL, period time.Duration) 
 }
 
 func (e *Embedded) boundTTLs(maxTTL time.Duration) {
+	pruneKeyVersions(e.srv)
 	for _, k := range e.srv.Keys() {
 		if e.srv.TTL(k) > maxTTL {
 			e.srv.SetTTL(k, maxTTL)

@@ -1,0 +1,37 @@
+package stream
+
+import (
+	"reflect"
+	"unsafe"
+
+	"github.com/alicebob/miniredis/v2"
+)
+
+// pruneKeyVersions drops the WATCH versions the embedded server keeps of
+// keys that no longer exist, and returns how many went. miniredis (v2.40.0)
+// keeps one for every key name ever written, so without this the demo's
+// heap grows with every record it ever expired (BENCHMARKS.md, "Memory over
+// an hour"). Only WATCH reads a version, and dropstream never WATCHes. If a
+// miniredis release changes the fields it reads, it prunes nothing, and
+// TestEmbedded_prunesTheVersionsOfDeletedKeys fails.
+func pruneKeyVersions(srv *miniredis.Miniredis) int {
+	db := srv.DB(0) // takes and releases the server's lock
+	srv.Lock()
+	defer srv.Unlock()
+	v := reflect.ValueOf(db).Elem()
+	keysField, versionsField := v.FieldByName("keys"), v.FieldByName("keyVersion")
+	if !keysField.IsValid() || !versionsField.IsValid() ||
+		keysField.Type() != reflect.TypeFor[map[string]string]() || versionsField.Type() != reflect.TypeFor[map[string]uint]() {
+		return 0
+	}
+	keys := *(*map[string]string)(unsafe.Pointer(keysField.UnsafeAddr()))
+	versions := *(*map[string]uint)(unsafe.Pointer(versionsField.UnsafeAddr()))
+	n := 0
+	for k := range versions {
+		if _, ok := keys[k]; !ok {
+			delete(versions, k)
+			n++
+		}
+	}
+	return n
+}
