@@ -100,6 +100,8 @@ func runBenchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) 
 			return err
 		}
 		c.Dir = dir
+	} else if err := os.MkdirAll(c.Dir, 0o755); err != nil {
+		return err
 	}
 	return soak(ctx, c, stdout)
 }
