@@ -55,7 +55,7 @@ func TestStage_perVenueStabilizationShowsEachVenuesK(t *testing.T) {
 			reader := sdkmetric.NewManualReader()
 			tel := stream.Telemetry{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), Logger: quiet}
 			stage := NewStage(rdb, topics, tel, tc.opts...)
-			stage.Config = fastConfig()
+			stage.Config = steadyConfig()
 			startStage(t, rdb, stage, tel)
 
 			const scope = "src-1|steady|2025-07-04|2|"

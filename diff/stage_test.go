@@ -38,6 +38,14 @@ func fastConfig() stream.RunnerConfig {
 	}
 }
 
+// steadyConfig is fastConfig for a test that needs no claim: a loaded
+// machine redelivers nothing (a redelivered snapshot adds a run record).
+func steadyConfig() stream.RunnerConfig {
+	c := fastConfig()
+	c.ClaimIdle, c.HandlerTimeout = 30*time.Second, 20*time.Second
+	return c
+}
+
 // startStage runs a stage until the test ends.
 func startStage(t *testing.T, rdb redis.UniversalClient, stage stream.Stage, tel stream.Telemetry) {
 	t.Helper()
@@ -75,12 +83,12 @@ func testStageEndToEnd(t *testing.T, rdb redis.UniversalClient) {
 	if stage.Name != StageName || stage.Topic != topics.Snapshots {
 		t.Fatalf("stage %q on %s, want %q on %s", stage.Name, stage.Topic, StageName, topics.Snapshots)
 	}
-	stage.Config = fastConfig()
+	stage.Config = steadyConfig()
 	startStage(t, rdb, stage, tel)
 
 	var mu sync.Mutex
 	var got []received
-	startStage(t, rdb, stream.Stage{Name: "check", Topic: topics.Transitions, Config: fastConfig(),
+	startStage(t, rdb, stream.Stage{Name: "check", Topic: topics.Transitions, Config: steadyConfig(),
 		Handler: func(ctx context.Context, m *stream.Message) error {
 			trs, err := availjson.DecodeTransitions(m.Type, m.Payload)
 			if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"runtime"
+	"strconv"
 	"strings"
 	"time"
 
@@ -69,16 +70,20 @@ func printResult(out io.Writer, bc Config, r Result) {
 		r.MeanMatched, r.MatchedP50, r.MatchedP90, r.MatchedP99, r.MaxMatched)
 	fmt.Fprintf(out, "match, index lookups (MatchIDs): p50 %s, p99 %s, max %s; cpu per comic %s + redis %s\n",
 		r.LookupP50.Round(time.Microsecond), r.LookupP99.Round(time.Microsecond), r.LookupMax.Round(time.Microsecond),
-		r.LookupCPU.Process.Round(time.Microsecond), r.LookupCPU.Redis.Round(time.Microsecond))
+		micros(r.LookupCPU.Process), micros(r.LookupCPU.Redis))
 	fmt.Fprintf(out, "match, whole job (lookups + pending notifications handed off, no delivery): p50 %s, p99 %s, max %s; "+
 		"cpu per comic %s + redis %s [target p99 ≤ 5ms: %s]\n",
 		r.JobP50.Round(time.Microsecond), r.JobP99.Round(time.Microsecond), r.JobMax.Round(time.Microsecond),
-		r.JobCPU.Process.Round(time.Microsecond), r.JobCPU.Redis.Round(time.Microsecond), flow.Verdict(r.JobP99 <= 5*time.Millisecond))
+		micros(r.JobCPU.Process), micros(r.JobCPU.Redis), flow.Verdict(r.JobP99 <= 5*time.Millisecond))
 	fmt.Fprintf(out, "intake: %.0f comics/s (%d workers, %d per call) [target ≥ 5000/s: %s]\n", r.IntakePerSecond, bc.Workers,
 		bc.IntakeBatch, flow.Verdict(r.IntakePerSecond >= 5000))
 	fmt.Fprintf(out, "matcher stage: %.0f comics/s (one copy; cpu per comic %s + redis %s, discarding group included), "+
 		"%d notify messages handed off, notify streams peaked at %d entries\n",
-		r.MatcherPerSecond, r.MatcherCPU.Process.Round(time.Microsecond), r.MatcherCPU.Redis.Round(time.Microsecond), r.Handed, r.NotifyPeak)
+		r.MatcherPerSecond, micros(r.MatcherCPU.Process), micros(r.MatcherCPU.Redis), r.Handed, r.NotifyPeak)
 	fmt.Fprintf(out, "redis used_memory: %d MB after loading, %d MB at the end, %d MB at most\n",
 		r.RedisMemoryLoaded>>20, r.RedisMemory>>20, r.PeakMemory>>20)
 }
+
+// micros prints a CPU time per item in µs whatever its size, so figures
+// of loaded and quiet runs read alike.
+func micros(d time.Duration) string { return strconv.FormatInt(d.Microseconds(), 10) + "µs" }
