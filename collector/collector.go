@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"strings"
 	"sync"
 
 	gotel "go.opentelemetry.io/otel"
@@ -228,14 +228,7 @@ func (c *Collector) signal() {
 // Sources returns the collector's sources, with defaults applied, sorted by
 // id. They include auth tokens: use Source.Redacted before showing them.
 func (c *Collector) Sources() []Source {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]Source, 0, len(c.sources))
-	for _, st := range c.sources {
-		out = append(out, st.src)
-	}
-	slices.SortFunc(out, func(a, b Source) int { return strings.Compare(a.ID, b.ID) })
-	return out
+	return sortedByID(c, func(st *sourceState) Source { return st.src })
 }
 
 // Health returns a source's health, or an error wrapping ErrSourceNotFound.
@@ -251,13 +244,18 @@ func (c *Collector) Health(id string) (SourceHealth, error) {
 
 // Healths returns the health of every source, sorted by source id.
 func (c *Collector) Healths() []SourceHealth {
+	return sortedByID(c, func(st *sourceState) SourceHealth { return st.health })
+}
+
+// sortedByID returns get of every source, sorted by source id.
+func sortedByID[T any](c *Collector, get func(*sourceState) T) []T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]SourceHealth, 0, len(c.sources))
-	for _, st := range c.sources {
-		out = append(out, st.health)
+	ids := slices.Sorted(maps.Keys(c.sources))
+	out := make([]T, len(ids))
+	for i, id := range ids {
+		out[i] = get(c.sources[id])
 	}
-	slices.SortFunc(out, func(a, b SourceHealth) int { return strings.Compare(a.SourceID, b.SourceID) })
 	return out
 }
 
