@@ -28,8 +28,7 @@ import (
 // columns, so rows that replace each other share a shard. No ON CLUSTER DDL
 // (it needs ZooKeeper): MigrateCluster runs the statements on every server.
 
-// LocalSuffix names the local table behind a Distributed table in cluster
-// mode: t is Distributed over t_local on every shard.
+// LocalSuffix names the local table t_local behind a Distributed t.
 const LocalSuffix = "_local"
 
 // ShardingKeys are the sharding keys of the tables not sharded by their
@@ -54,8 +53,8 @@ var (
 	reColumn      = regexp.MustCompile(`(?is)\bCOLUMN\b`)
 )
 
-// clusterRewriter rewrites statements for cluster mode; it remembers the
-// tables created so far, whose reads and writes go to their local tables.
+// clusterRewriter rewrites statements for cluster mode, sending reads and
+// writes of the tables created so far to their local tables.
 type clusterRewriter struct {
 	cluster string
 	tables  map[string]bool // names with a local table behind them
@@ -169,15 +168,13 @@ func (w *clusterRewriter) rewrite(stmt string) ([]string, error) {
 	return []string{stmt}, nil // views, inserts and the rest read and write the Distributed tables
 }
 
-// distributed returns the CREATE TABLE of the Distributed table name over
-// name_local.
+// distributed returns the CREATE TABLE of Distributed name over name_local.
 func (w *clusterRewriter) distributed(ifNot, name, key string) string {
 	return "CREATE TABLE " + ifNot + name + " AS " + name + LocalSuffix +
 		" ENGINE = Distributed('" + w.cluster + "', currentDatabase(), '" + name + LocalSuffix + "', " + key + ")"
 }
 
-// localSources rewrites the tables read after FROM and JOIN to their local
-// tables, when they are tables of the schema.
+// localSources points FROM and JOIN at the schema tables' local tables.
 func (w *clusterRewriter) localSources(sel string) (string, error) {
 	var err error
 	out := reSource.ReplaceAllStringFunc(sel, func(s string) string {
@@ -214,8 +211,7 @@ func shardingKey(table, engine string) string {
 	return "cityHash64(" + cols + ")"
 }
 
-// orderBy returns the ORDER BY expressions of an engine clause, "" for
-// none or tuple().
+// orderBy returns an engine clause's ORDER BY, "" for none or tuple().
 func orderBy(engine string) string {
 	loc := reOrderBy.FindStringIndex(engine)
 	if loc == nil {
@@ -249,8 +245,7 @@ func orderBy(engine string) string {
 
 // ClusterConfig configures MigrateCluster.
 type ClusterConfig struct {
-	// Name is the cluster's name in the servers' remote_servers
-	// configuration. Required.
+	// Name is the cluster's name in remote_servers. Required.
 	Name string
 	// Shards are the DSNs of every server. Default: the hosts
 	// system.clusters lists for Name, with the DSN's credentials.
@@ -348,8 +343,7 @@ func dsnHost(dsn string) string {
 	return u.Host
 }
 
-// clusterDSNs returns a DSN per host of the cluster, as system.clusters on
-// the server of dsn lists them.
+// clusterDSNs returns a DSN per host system.clusters lists on dsn's server.
 func clusterDSNs(ctx context.Context, dsn, cluster string) ([]string, error) {
 	c, err := Open(ctx, Config{DSN: dsn})
 	if err != nil {

@@ -11,8 +11,7 @@ import (
 	"time"
 )
 
-// Rollup tables of schema/0005_rollups.sql. Dashboards and the stats API
-// read these only.
+// Rollup tables of schema/0005_rollups.sql, all dashboards and stats read.
 const (
 	// TableFlowHourly holds, per flow, hour, scope (provider, venue):
 	// opens, closes, stable opens and closes, notifications sent.
@@ -24,8 +23,7 @@ const (
 	TableSourceHourly = "rollup_source_hourly"
 )
 
-// View is one materialized view of the embedded schema that fills a rollup
-// table from a raw table.
+// View is an embedded materialized view filling a rollup from a raw table.
 type View struct {
 	// Name is the view's name.
 	Name string
@@ -107,8 +105,7 @@ func RollupTables() ([]string, error) {
 	return out, nil
 }
 
-// selectColumns returns the output names of a SELECT list: each item's alias
-// ("... AS name") or the item itself when it is a bare column.
+// selectColumns returns a SELECT list's output names (alias or bare column).
 func selectColumns(sel string) ([]string, error) {
 	body := strings.TrimSpace(sel[len("SELECT"):])
 	var items []string
@@ -160,8 +157,7 @@ func isSpace(b byte) bool { return b == ' ' || b == '\n' || b == '\t' || b == '\
 // collapse on merge: Rebuild reads them without FINAL.
 var historySources = map[string]bool{TableNotifications: true}
 
-// monthSelect is v's SELECT over one month of source rows, with FINAL but
-// for historySources.
+// monthSelect is v's SELECT over one source month (FINAL but for historySources).
 func (v View) monthSelect(month int, source string) string {
 	loc := fromRe.FindStringIndex(v.Select)
 	g := groupByRe.FindStringIndex(v.Select[loc[0]:])
@@ -173,21 +169,17 @@ func (v View) monthSelect(month int, source string) string {
 		v.Select[loc[0]+g[0]:]
 }
 
-// RebuildConfig selects what Rebuild recomputes. The zero value rebuilds
-// every month of every rollup.
+// RebuildConfig selects what Rebuild recomputes; zero rebuilds everything.
 type RebuildConfig struct {
-	// From is the first month rebuilt (only its year and month count).
-	// Zero: the oldest month of the source tables.
+	// From is the first month rebuilt; zero: the sources' oldest.
 	From time.Time
 	// To is the last month rebuilt, inclusive. Zero: the newest.
 	To time.Time
 	// Tables restricts the rebuild to these rollup tables. Empty: all.
 	Tables []string
-	// Progress, when not nil, is called before each month and after the
-	// last one (of each server, in cluster mode).
+	// Progress, if set, is called before each month and after the last (per server).
 	Progress func(RebuildStep)
-	// Shards are the DSNs of every server in cluster mode. Default: the
-	// hosts system.clusters lists.
+	// Shards are every server's DSN in cluster mode. Default: system.clusters.
 	Shards []string
 }
 
@@ -327,8 +319,7 @@ func partitionMonths(ctx context.Context, c *Client, table string) ([]int, error
 	return out, nil
 }
 
-// localName returns table+LocalSuffix when that table exists (cluster
-// mode), else table.
+// localName returns table+LocalSuffix if it exists (cluster mode), else table.
 func localName(ctx context.Context, c *Client, table string) (string, error) {
 	var n uint64
 	err := c.conn.QueryRow(ctx, "SELECT count() FROM system.tables WHERE database = currentDatabase() AND name = ?",
@@ -342,8 +333,7 @@ func localName(ctx context.Context, c *Client, table string) (string, error) {
 	return table, nil
 }
 
-// partitionIDs returns the distinct partition ids of table's active parts in
-// the current database.
+// partitionIDs returns the distinct partition ids of table's active parts.
 func partitionIDs(ctx context.Context, c *Client, table string) ([]string, error) {
 	rows, err := c.conn.Query(ctx, `SELECT DISTINCT partition_id FROM system.parts
 WHERE database = currentDatabase() AND table = ? AND active ORDER BY partition_id`, table)

@@ -5,8 +5,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
-	"strings"
 	"sync"
 
 	gotel "go.opentelemetry.io/otel"
@@ -57,8 +57,8 @@ type sourceState struct {
 	bucket *ratelimit.Bucket
 }
 
-// NewCollector returns a collector publishing raw runs to topics.Raw and
-// source transitions to topics.Transitions through pub.
+// NewCollector returns a collector publishing raw runs and source
+// transitions to topics through pub.
 func NewCollector(topics avail.Topics, pub *stream.Publisher, cfg CollectorConfig) (*Collector, error) {
 	if pub == nil {
 		return nil, errors.New("collector: publisher is nil")
@@ -100,8 +100,7 @@ func NewCollector(topics avail.Topics, pub *stream.Publisher, cfg CollectorConfi
 	return c, nil
 }
 
-// Close releases the collector's metric callback. The collector must not be
-// used afterwards.
+// Close releases the metric callback; the collector must not be used after.
 func (c *Collector) Close() error { return c.met.close() }
 
 // Upsert adds a source or replaces its configuration (ErrInvalidSource if
@@ -120,8 +119,7 @@ func (c *Collector) Upsert(src Source) error {
 	return nil
 }
 
-// upsertLocked applies a valid, defaulted source and reports whether
-// anything changed.
+// upsertLocked applies a valid, defaulted source; true if anything changed.
 func (c *Collector) upsertLocked(src Source) bool {
 	fp := src.Fingerprint()
 	st, ok := c.sources[src.ID]
@@ -143,8 +141,7 @@ func (c *Collector) upsertLocked(src Source) bool {
 	return true
 }
 
-// Remove forgets a source; its scheduled polls are dropped. An unknown id
-// returns an error wrapping ErrSourceNotFound.
+// Remove forgets a source and its scheduled polls; unknown: ErrSourceNotFound.
 func (c *Collector) Remove(id string) error {
 	c.mu.Lock()
 	defer c.mu.Unlock()
@@ -228,14 +225,7 @@ func (c *Collector) signal() {
 // Sources returns the collector's sources, with defaults applied, sorted by
 // id. They include auth tokens: use Source.Redacted before showing them.
 func (c *Collector) Sources() []Source {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	out := make([]Source, 0, len(c.sources))
-	for _, st := range c.sources {
-		out = append(out, st.src)
-	}
-	slices.SortFunc(out, func(a, b Source) int { return strings.Compare(a.ID, b.ID) })
-	return out
+	return sortedByID(c, func(st *sourceState) Source { return st.src })
 }
 
 // Health returns a source's health, or an error wrapping ErrSourceNotFound.
@@ -251,18 +241,22 @@ func (c *Collector) Health(id string) (SourceHealth, error) {
 
 // Healths returns the health of every source, sorted by source id.
 func (c *Collector) Healths() []SourceHealth {
+	return sortedByID(c, func(st *sourceState) SourceHealth { return st.health })
+}
+
+// sortedByID returns get of every source, sorted by source id.
+func sortedByID[T any](c *Collector, get func(*sourceState) T) []T {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	out := make([]SourceHealth, 0, len(c.sources))
-	for _, st := range c.sources {
-		out = append(out, st.health)
+	ids := slices.Sorted(maps.Keys(c.sources))
+	out := make([]T, len(ids))
+	for i, id := range ids {
+		out[i] = get(c.sources[id])
 	}
-	slices.SortFunc(out, func(a, b SourceHealth) int { return strings.Compare(a.SourceID, b.SourceID) })
 	return out
 }
 
-// failureCounts reports the consecutive failures of every source, for the
-// metrics callback.
+// failureCounts yields every source's consecutive failures, for metrics.
 func (c *Collector) failureCounts(yield func(sourceID, provider string, failures int)) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

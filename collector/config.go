@@ -13,8 +13,7 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// CollectorConfig tunes a Collector. The zero value of every field means its
-// documented default; WithDefaults fills them and Validate checks the result.
+// CollectorConfig tunes a Collector. Zero fields take their defaults.
 type CollectorConfig struct {
 	// Jitter scales each interval by a random factor in [1-Jitter,
 	// 1+Jitter], up to 0.5. Default 0.1; NoJitter for exact intervals.
@@ -23,47 +22,37 @@ type CollectorConfig struct {
 	NoJitter bool
 	// Timeout bounds one request, response body included. Default 10s.
 	Timeout time.Duration
-	// DownAfter is the number of consecutive failed runs after which a
-	// source is down. Default 3.
+	// DownAfter is the consecutive failed runs that make a source down. Default 3.
 	DownAfter int
-	// MaxBackoff caps the delay, doubled per consecutive failure, before
-	// polling a failing scope again. Default 10m.
+	// MaxBackoff caps a failing scope's delay, doubled per failure. Default 10m.
 	MaxBackoff time.Duration
 	// MaxRetryAfter caps the pause a Retry-After can impose. Default 1h.
 	MaxRetryAfter time.Duration
-	// DefaultRetryAfter is the pause after a 429 without a readable
-	// Retry-After. Default 30s.
+	// DefaultRetryAfter is the pause after a 429 without Retry-After. Default 30s.
 	DefaultRetryAfter time.Duration
-	// Burst is the token-bucket size per provider host: how many requests
-	// may go back to back. Default 1: requests are evenly spaced.
+	// Burst is the token-bucket size per provider host. Default 1 (even spacing).
 	Burst int
-	// Concurrency is the number of polls in flight at once in Run.
-	// Default 4.
+	// Concurrency is the number of polls in flight in Run. Default 4.
 	Concurrency int
-	// RefreshInterval is how often Run reloads sources from Store, when
-	// Store is set. Default 15s.
+	// RefreshInterval is how often Run reloads sources from Store. Default 15s.
 	RefreshInterval time.Duration
-	// Store, when set, is the source of truth Run reloads sources from.
-	// Default nil: sources come from Upsert and Remove only.
+	// Store, if set, is the source of truth Run reloads; nil: Upsert and Remove.
 	Store *Store
 	// Shared, when set, lets collector copies share the sources on this
 	// Redis: one copy polls a scope at a time (package pollgate) and health
 	// is counted over all. It needs the system clock. Default: alone.
 	Shared redis.UniversalClient
-	// Owner names this copy in the gates it takes, with Shared. Default
-	// stream.DefaultConsumerName().
+	// Owner names this copy in Shared gates. Default stream.DefaultConsumerName().
 	Owner string
 	// UserAgent is sent with every request. Default
 	// "dropstream-collector/1 (+https://github.com/dropstream/dropstream)".
 	UserAgent string
-	// Egress is the policy of the collector's connections. Default:
-	// egress.Default().
+	// Egress is the connections' policy. Default: egress.Default().
 	Egress *egress.Policy
-	// HTTPClient sends the requests; one set here must keep to an egress
-	// policy. Default: over Egress, redirects within the host only.
+	// HTTPClient sends the requests and must keep to an egress policy.
+	// Default: over Egress, redirects within the host only.
 	HTTPClient *http.Client
-	// Releases learns each venue's release times and polls its scopes in
-	// bursts around them (see ReleaseConfig). Default: off.
+	// Releases polls in bursts around learned release times. Default: off.
 	Releases ReleaseConfig
 	// Clock is the source of time. Default SystemClock.
 	Clock Clock

@@ -20,8 +20,7 @@ const (
 	MaxReleaseObservations = 100_000
 )
 
-// ReleaseObservation is the first raw open of a venue's new date, outside
-// a baseline run.
+// ReleaseObservation is a venue's new date's first raw open outside a baseline.
 type ReleaseObservation struct {
 	SourceID string
 	Venue    string
@@ -29,8 +28,7 @@ type ReleaseObservation struct {
 	At       time.Time
 }
 
-// ReleaseLearner reads the recent release observations, at most
-// MaxReleaseObservations of them.
+// ReleaseLearner reads up to MaxReleaseObservations recent observations.
 type ReleaseLearner interface {
 	ReleaseObservations(ctx context.Context) ([]ReleaseObservation, error)
 }
@@ -44,8 +42,7 @@ type ReleaseConfig struct {
 	// Burst is the poll interval around a learned release, MinInterval..
 	// Before. Default 5s, scaled by the jitter.
 	Burst time.Duration
-	// Before and After bound the burst around a learned release minute.
-	// Default 2m and 3m.
+	// Before and After bound the burst around a release. Default 2m and 3m.
 	Before, After time.Duration
 	// MinSupport is the number of distinct days a release minute must be
 	// seen on (within a minute) to be kept, 1..100. Default 3.
@@ -151,8 +148,7 @@ func LearnReleases(obs []ReleaseObservation, minSupport int, loc *time.Location)
 // minutesPerDay is the number of minutes of a day.
 const minutesPerDay = 1440
 
-// clusterPeaks returns the peaks of one day of histogram h (distinct days
-// per minute), whose minute m is at h[base+m].
+// clusterPeaks returns the peaks of one day of h (days per minute, m at h[base+m]).
 func clusterPeaks(h map[int]map[string]bool, base, weekday, minSupport int) []ReleasePeak {
 	var out []ReleasePeak
 	for m := 0; m < minutesPerDay; {
@@ -176,8 +172,7 @@ func clusterPeaks(h map[int]map[string]bool, base, weekday, minSupport int) []Re
 	return out
 }
 
-// Peaks returns the peaks of a source's venue, daily ones first, then by
-// weekday and minute.
+// Peaks returns a venue's peaks, daily first, then by weekday and minute.
 func (s ReleaseSchedule) Peaks(sourceID, venue string) []ReleasePeak {
 	out := slices.Clone(s.peaks[sourceID][venue])
 	slices.SortFunc(out, func(a, b ReleasePeak) int {
@@ -228,8 +223,8 @@ func (s ReleaseSchedule) window(sourceID, venue string, now time.Time, before, a
 	return false, next
 }
 
-// Learn reads the release observations and makes their schedule the
-// collector's; Run calls it at start and every Refresh.
+// Learn makes the observations' schedule the collector's (Run: at start
+// and every Refresh).
 func (c *Collector) Learn(ctx context.Context) error {
 	rc := c.cfg.Releases
 	if rc.Learner == nil {

@@ -24,8 +24,7 @@ const (
 	MaxInterval          = 24 * time.Hour
 	DefaultStabilization = 2
 	MaxStabilization     = 10
-	// DefaultRateLimit is the default request rate per provider host, in
-	// requests per second.
+	// DefaultRateLimit is the default requests per second per provider host.
 	DefaultRateLimit = 5.0
 	// MaxRateLimit bounds RateLimit.
 	MaxRateLimit = 1000.0
@@ -50,16 +49,13 @@ type Source struct {
 	// Scopes are what each poll asks for: 1..avail.MaxScopes distinct valid
 	// scopes the provider accepts.
 	Scopes []avail.Scope `json:"scopes"`
-	// Interval between polls of one scope, MinInterval..MaxInterval.
-	// Default 60s.
+	// Interval between polls of a scope, MinInterval..MaxInterval. Default 60s.
 	Interval time.Duration `json:"-"`
-	// Stabilization is the number of consecutive runs that confirm a flip,
-	// 1..10. Default 2.
+	// Stabilization is the consecutive runs confirming a flip, 1..10. Default 2.
 	Stabilization int `json:"stabilization,omitempty"`
 	// NotifyFirstSight makes the first run of a scope notify.
 	NotifyFirstSight bool `json:"notify_first_sight,omitempty"`
-	// RestaurantLevel keys entities by venue (avail.RestaurantKey) instead
-	// of by slot (avail.SlotKey).
+	// RestaurantLevel keys entities by venue (avail.RestaurantKey), not slot.
 	RestaurantLevel bool `json:"restaurant_level,omitempty"`
 	// AuthToken, when set, is sent as "Authorization: Bearer <token>". It
 	// is a secret: use Redacted before showing a source.
@@ -91,8 +87,7 @@ func (s Source) MarshalJSON() ([]byte, error) {
 	return json.Marshal(out)
 }
 
-// UnmarshalJSON decodes a source strictly (errors wrap ErrInvalidSource);
-// it does not validate the values.
+// UnmarshalJSON decodes strictly (errors wrap ErrInvalidSource), unvalidated.
 func (s *Source) UnmarshalJSON(b []byte) error {
 	var in sourceJSON
 	dec := json.NewDecoder(bytes.NewReader(b))
@@ -115,8 +110,7 @@ func (s *Source) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
-// WithDefaults returns s with zero Interval, Stabilization and RateLimit set
-// to their defaults.
+// WithDefaults returns s with zero Interval, Stabilization and RateLimit defaulted.
 func (s Source) WithDefaults() Source {
 	s.Interval = cmp.Or(s.Interval, DefaultInterval)
 	s.Stabilization = cmp.Or(s.Stabilization, DefaultStabilization)
@@ -124,8 +118,7 @@ func (s Source) WithDefaults() Source {
 	return s
 }
 
-// Validate reports every problem of the source once defaults are applied,
-// in one error wrapping ErrInvalidSource.
+// Validate reports every problem of a defaulted source, wrapping ErrInvalidSource.
 func (s Source) Validate() error {
 	s = s.WithDefaults()
 	var errs []error
@@ -217,12 +210,10 @@ func validID(s string) bool {
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
-// maxQuoted bounds outside input quoted in an error message (see
-// clip.Marked).
+// maxQuoted bounds outside input quoted in an error (clip.Marked).
 const maxQuoted = 80
 
-// Redacted returns a copy of s safe to show: a set AuthToken becomes
-// "redacted".
+// Redacted returns s safe to show: a set AuthToken becomes "redacted".
 func (s Source) Redacted() Source {
 	if s.AuthToken != "" {
 		s.AuthToken = "redacted"
@@ -231,8 +222,7 @@ func (s Source) Redacted() Source {
 	return s
 }
 
-// Fingerprint is the hex SHA-256 of the source's JSON: any change of a
-// field changes it.
+// Fingerprint is the hex SHA-256 of the source's JSON.
 func (s Source) Fingerprint() string {
 	b, _ := json.Marshal(s.WithDefaults())
 	sum := sha256.Sum256(b)

@@ -40,12 +40,10 @@ type ProjectionConfig struct {
 	Partitions int
 	// MaxSessions is how many sessions are kept per entity. Default 100.
 	MaxSessions int
-	// MaxScan bounds the index entries one List call examines when a filter
-	// is not a key prefix. Default 10,000.
+	// MaxScan bounds the index entries one unprefixed List scans. Default 10,000.
 	MaxScan int
-	// RetainAfterDate is how long an entity with a date is kept after that
-	// date ends; later transitions are not stored. Default 7 days; negative
-	// keeps them forever. Entities without a date never expire.
+	// RetainAfterDate keeps a dated entity this long after its date ends.
+	// Default 7 days; negative keeps it forever.
 	RetainAfterDate time.Duration
 	// Runner tunes the stage's runner (stream defaults).
 	Runner stream.RunnerConfig
@@ -62,10 +60,7 @@ func (c ProjectionConfig) WithDefaults() ProjectionConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c ProjectionConfig) Validate() error {
-	var errs []error
-	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
-		errs = append(errs, fmt.Errorf("writer: partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
-	}
+	errs := []error{partitionsErr(c.Partitions)}
 	if c.MaxSessions < 1 || c.MaxSessions > 10_000 {
 		errs = append(errs, fmt.Errorf("writer: max sessions %d out of range 1..10000", c.MaxSessions))
 	}
@@ -79,14 +74,9 @@ func (c ProjectionConfig) Validate() error {
 }
 
 // AnalyticsConfig configures the ClickHouse appends. Zero fields take the
-// defaults.
-//
-// Each analytics stage hands the batches it reads to one sink.Batcher,
-// which merges the batches of every partition and copy into one INSERT per
-// table and acknowledges them once written; see sink.Batcher for when it
-// flushes and how it retries. Up to ReadAhead × partitions × BatchSize
-// messages wait in memory. Few large inserts: ClickHouse spends about 7 µs
-// per row on inserts of 15,000 rows and 4 µs on inserts of 35,000
+// defaults. Each stage feeds one sink.Batcher, which merges every partition
+// and copy into one INSERT per table; up to ReadAhead × partitions ×
+// BatchSize messages wait in memory. Large inserts cost less per row
 // (BENCHMARKS.md).
 type AnalyticsConfig struct {
 	// Partitions of the availability topics, as deployed. Default 8.
@@ -98,9 +88,8 @@ type AnalyticsConfig struct {
 	Linger        time.Duration
 	FlushTimeout  time.Duration
 	MaxBackoff    time.Duration
-	// ReadAhead is the copies of each stage sharing its batcher: one reads
-	// while another waits for its INSERT. Default 2, at most
-	// sink.MaxReadAhead.
+	// ReadAhead is the copies of each stage sharing its batcher. Default 2,
+	// at most sink.MaxReadAhead.
 	ReadAhead int
 	// Runner tunes both stages' runners, defaulted by sink.BatchRunner.
 	Runner stream.RunnerConfig
@@ -122,15 +111,20 @@ func (c AnalyticsConfig) WithDefaults() AnalyticsConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c AnalyticsConfig) Validate() error {
-	var errs []error
-	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
-		errs = append(errs, fmt.Errorf("writer: partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
-	}
+	errs := []error{partitionsErr(c.Partitions)}
 	errs = append(errs, c.batching().Validate(c.ReadAhead, c.Runner, StageAnalyticsTransitions, StageAnalyticsRuns))
 	if c.TransitionsBatchSize < 1 || c.TransitionsBatchSize > stream.MaxBatchSize {
 		errs = append(errs, fmt.Errorf("writer: transitions batch size %d out of range 1..%d", c.TransitionsBatchSize, stream.MaxBatchSize))
 	}
 	return errors.Join(errs...)
+}
+
+// partitionsErr reports a partition count outside 1..stream.MaxPartitions.
+func partitionsErr(n int) error {
+	if n < 1 || n > stream.MaxPartitions {
+		return fmt.Errorf("writer: partitions %d out of range 1..%d", n, stream.MaxPartitions)
+	}
+	return nil
 }
 
 // batching returns when the analytics batchers flush.

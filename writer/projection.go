@@ -25,28 +25,23 @@ type ApplyResult string
 
 // Results of Projection.Apply.
 const (
-	// ResultOpened: a raw open, the entity's newest raw flip, of a closed
-	// (or new) entity; a session opened.
+	// ResultOpened: a newest raw open of a closed or new entity opened a session.
 	ResultOpened ApplyResult = "opened"
-	// ResultClosed: a raw close, the entity's newest raw flip, of an open
-	// entity; its session closed.
+	// ResultClosed: a newest raw close of an open entity closed its session.
 	ResultClosed ApplyResult = "closed"
-	// ResultAlreadyOpen: a raw open of an open entity (the close between
-	// was lost or is late). It starts a session of its own, as in ClickHouse.
+	// ResultAlreadyOpen: a raw open of an open entity (the close was lost or
+	// is late) starts its own session, as in ClickHouse.
 	ResultAlreadyOpen ApplyResult = "already_open"
-	// ResultAlreadyClosed: a raw close, the entity's newest raw flip, of a
-	// closed or unknown entity; it closes no session.
+	// ResultAlreadyClosed: a newest raw close of a closed or unknown entity.
 	ResultAlreadyClosed ApplyResult = "already_closed"
 	// ResultStable: a stable transition set stable_state.
 	ResultStable ApplyResult = "stable"
-	// ResultDuplicate: the raw flip is already in the entity's history, or
-	// the stable transition is the last applied one; nothing changed.
+	// ResultDuplicate: the flip is already applied; nothing changed.
 	ResultDuplicate ApplyResult = "duplicate"
 	// ResultStale: the transition is older than the entity's newest of its
 	// phase, which keeps the state; a raw one still joins the history.
 	ResultStale ApplyResult = "stale"
-	// ResultExpired: the entity's date is past ProjectionConfig.RetainAfterDate;
-	// nothing is stored.
+	// ResultExpired: the date is past RetainAfterDate; nothing is stored.
 	ResultExpired ApplyResult = "expired"
 )
 
@@ -67,8 +62,8 @@ type Projection struct {
 	applied metric.Int64Counter
 }
 
-// NewProjection validates cfg (after defaults) and returns a projection
-// reporting to tel.MeterProvider (nil: the global one).
+// NewProjection returns a projection reporting to tel.MeterProvider (nil:
+// the global one), or cfg's validation error.
 func NewProjection(rdb redis.UniversalClient, cfg ProjectionConfig, tel stream.Telemetry) (*Projection, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -90,9 +85,8 @@ func (p *Projection) Stage() stream.Stage {
 	return stream.Stage{Name: StageProjection, Topic: p.topic, Handler: p.Handle, Config: p.cfg.Runner}
 }
 
-// Handle is the stage's handler: it applies the message's transitions in
-// order. A message that does not decode or holds an invalid transition is
-// dead-lettered; on other errors it is retried whole, which is harmless.
+// Handle applies the message's transitions in order. An undecodable or
+// invalid message is dead-lettered; others are retried whole, harmlessly.
 func (p *Projection) Handle(ctx context.Context, m *stream.Message) error {
 	ts, err := decodeTransitions(m)
 	if err != nil {
@@ -112,8 +106,7 @@ func decodeTransitions(m *stream.Message) ([]avail.Transition, error) {
 	return ts, err
 }
 
-// decodeRunTransitions decodes and checks the transitions of a message and
-// the run record that comes with them (nil for a single transition).
+// decodeRunTransitions also returns the run record (nil for a single one).
 func decodeRunTransitions(m *stream.Message) (*avail.RunRecord, []avail.Transition, error) {
 	run, ts, err := availjson.DecodeRunTransitions(m.Type, m.Payload)
 	if err != nil {
@@ -138,8 +131,7 @@ func checkTransition(t avail.Transition) error {
 	case t.Entity.Key == "":
 		return errors.New("entity key is empty")
 	case t.RunID == "" || strings.ContainsFunc(t.RunID, func(r rune) bool { return r < 0x20 }):
-		// Control characters would sort a run id differently in the
-		// history's members (run id, newline, kind) than on its own.
+		// Control characters would sort a run id differently in history members.
 		return fmt.Errorf("run id %q is empty or holds a control character", t.RunID)
 	case t.Kind != avail.KindOpen && t.Kind != avail.KindClose:
 		return fmt.Errorf("kind %q: want open or close", t.Kind)
@@ -149,10 +141,9 @@ func checkTransition(t avail.Transition) error {
 	return nil
 }
 
-// Apply applies t to the entity's projection in partition in one atomic
-// script and reports what it did (for a raw and stable transition, the raw
-// result). Raw transitions move state and sessions; stable ones only
-// stable_state.
+// Apply applies t atomically to the entity's projection in partition and
+// reports the (raw, if both) result. Raw transitions move state and
+// sessions; stable ones only stable_state.
 func (p *Projection) Apply(ctx context.Context, partition int, t avail.Transition) (ApplyResult, error) {
 	if partition < 0 || partition >= p.cfg.Partitions {
 		return "", fmt.Errorf("writer: partition %d out of range 0..%d", partition, p.cfg.Partitions-1)
@@ -175,8 +166,7 @@ func (p *Projection) Apply(ctx context.Context, partition int, t avail.Transitio
 	k := keysOf(p.topic.HashTag(partition), e.Key)
 	runAt := strconv.FormatInt(t.RunAt.UnixMilli(), 10)
 	exp := strconv.FormatInt(expireAt, 10)
-	// Attributes the transition leaves empty (closes carry only what the key
-	// tells) keep their stored values.
+	// Attributes left empty (as on closes) keep their stored values.
 	var attrs []any
 	for _, kv := range [][2]string{{"kind", e.Kind}, {"provider", e.Provider}, {"venue", e.Venue},
 		{"venue_name", e.VenueName}, {"date", e.Date}, {"time", e.Time}, {"party_size", strconv.Itoa(e.PartySize)},
@@ -212,8 +202,7 @@ func (p *Projection) Apply(ctx context.Context, partition int, t avail.Transitio
 	return result, nil
 }
 
-// expiry returns when an entity of date expires (Unix ms, 0: never), and
-// false when that time has passed.
+// expiry returns an entity's expiry (Unix ms, 0: never); false if past.
 func expiry(date string, retain time.Duration) (int64, bool) {
 	d, err := time.Parse(time.DateOnly, date)
 	if err != nil || retain < 0 {
@@ -223,12 +212,10 @@ func expiry(date string, retain time.Duration) (int64, bool) {
 	return at.UnixMilli(), time.Now().Before(at)
 }
 
-// isRaw reports whether t is a raw flip: Raw is set, or the transition is
-// not a stable confirmation (producers that predate the Raw flag).
+// isRaw reports whether t is a raw flip: Raw, or not Stable (older producers).
 func isRaw(t avail.Transition) bool { return t.Raw || !t.Stable }
 
-// entityOf fills an entity's attributes from its key when the transition
-// left them out.
+// entityOf fills attributes the transition left out from its key.
 func entityOf(e avail.Entity) avail.Entity {
 	if e.Provider != "" || e.Kind == avail.EntitySource {
 		return e
@@ -259,8 +246,7 @@ func keysOf(tag, entityKey string) keys {
 	}
 }
 
-// indexKey is the sorted set of entity keys of a partition in a state ("":
-// all of them).
+// indexKey is a partition's sorted set of entity keys in state ("": all).
 func indexKey(tag, state string) string {
 	state = cmp.Or(state, "all")
 	return rediskey.Key(tag, "entities", state)

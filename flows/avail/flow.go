@@ -31,8 +31,7 @@ import (
 	"github.com/dropstream/dropstream/writer/flowhistory"
 )
 
-// Name is the flow's name: the flow of its topics and the prefix of its
-// stages ("avail").
+// Name is the flow's name and its stages' prefix ("avail").
 const Name = avail.Flow
 
 // StageCollector names the collector's polling loop, a service of the flow.
@@ -46,8 +45,7 @@ func NewTopics(partitions int) Topics { return avail.NewTopics(partitions) }
 
 // The variables of the flow.
 const (
-	// VarSourcesFile is the JSON file of sources loaded at start (`run
-	// --sources-file`).
+	// VarSourcesFile is the sources JSON loaded at start (`run --sources-file`).
 	VarSourcesFile = "DROPSTREAM_SOURCES_FILE"
 	// The demo's simulated world (`demo --venues`, --tick, --interval,
 	// --churn, --flap).
@@ -56,13 +54,11 @@ const (
 	VarDemoInterval = "DROPSTREAM_DEMO_INTERVAL"
 	VarDemoChurn    = "DROPSTREAM_DEMO_CHURN"
 	VarDemoFlap     = "DROPSTREAM_DEMO_FLAP"
-	// VarQuotaWatchers bounds the watchers each caller (API key, or client
-	// address on an open API) may hold.
+	// VarQuotaWatchers bounds the watchers each caller (key or address) holds.
 	VarQuotaWatchers = "DROPSTREAM_QUOTA_WATCHERS"
 	// VarQuotaSources bounds the sources each caller may hold.
 	VarQuotaSources = "DROPSTREAM_QUOTA_SOURCES"
-	// VarGuardMin and VarGuardShare set the diff's false-close guard
-	// (diff.Guard).
+	// VarGuardMin and VarGuardShare set the diff's false-close diff.Guard.
 	VarGuardMin   = "DROPSTREAM_AVAIL_GUARD_MIN"
 	VarGuardShare = "DROPSTREAM_AVAIL_GUARD_SHARE"
 	// VarPerVenueK turns the diff's per-venue stabilization on
@@ -103,9 +99,8 @@ type Flow struct {
 	rdb        redis.UniversalClient // read by Events
 }
 
-// New builds the flow over d.Redis; it implements flow.Flow. The watcher
-// stage uses the notifier flow's channels and history; without it New
-// fails with an error wrapping flow.ErrNotBuilt.
+// New builds the flow over d.Redis. The watcher stage needs the notifier
+// flow's channels and history; without them the error wraps flow.ErrNotBuilt.
 func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	nf, err := flow.Find[*notifier.Flow](d.Flows, notifier.Name)
 	if err != nil {
@@ -175,8 +170,7 @@ func guardOf(s flow.Settings) (diff.Guard, error) {
 }
 
 // watcherStage builds the "avail-notifier" stage over the notifier flow's
-// channels (watchers use its webhook and log channels) and history, with
-// a ledger of its own (watch.Config.Ledger).
+// channels and history, with a ledger of its own.
 func (f *Flow) watcherStage(d flow.Deps, nf *notifier.Flow) (stream.Stage, error) {
 	// Watcher sends are not rate limited (a venue's openings arrive in
 	// bursts), but a receiver's 429 Retry-After blocks its watcher.
@@ -192,8 +186,7 @@ func (f *Flow) watcherStage(d flow.Deps, nf *notifier.Flow) (stream.Stage, error
 	return stage, nil
 }
 
-// sourceInfo is the watcher stage's watch.SourceLookup over the sources'
-// store.
+// sourceInfo is the watch.SourceLookup over the sources' store.
 func (f *Flow) sourceInfo(ctx context.Context, id string) (watch.SourceInfo, error) {
 	src, err := f.sources.Get(ctx, id)
 	if errors.Is(err, collector.ErrSourceNotFound) {
@@ -212,12 +205,10 @@ func (f *Flow) Topics() Topics { return f.topics }
 // Sources is the store of the collector's sources.
 func (f *Flow) Sources() *collector.Store { return f.sources }
 
-// SourceQuota is the cap of sources per caller (DROPSTREAM_QUOTA_SOURCES);
-// nil: none.
+// SourceQuota caps sources per caller (DROPSTREAM_QUOTA_SOURCES); nil: none.
 func (f *Flow) SourceQuota() *quota.Quota { return f.sourceCap }
 
-// Collector is this process's collector: it applies source changes at
-// once.
+// Collector is this process's collector, applying source changes at once.
 func (f *Flow) Collector() *collector.Collector { return f.collector }
 
 // Projection is the current state and the sessions of every entity.
@@ -226,17 +217,14 @@ func (f *Flow) Projection() *writer.Projection { return f.projection }
 // Watchers is the store of the watchers.
 func (f *Flow) Watchers() *watch.Store { return f.watchers }
 
-// Egress is the policy of the flow's outbound connections (the
-// collector's polls): the routes refuse a source or watcher URL whose host
-// is a denied address.
+// Egress is the collector's outbound policy; the routes refuse a source or
+// watcher URL whose host it denies.
 func (f *Flow) Egress() *egress.Policy { return f.egress }
 
-// ClickHouse is the app's ClickHouse, nil without one: the statistics
-// read it.
+// ClickHouse is the app's ClickHouse (nil: none), read by the statistics.
 func (f *Flow) ClickHouse() *clickhouse.Client { return f.ch }
 
-// Describe declares the flow's stages, collector service, edges,
-// ClickHouse appends and demo source.
+// Describe declares the stages, collector, edges, appends and demo source.
 func (f *Flow) Describe() flow.Description {
 	topics, partitions, tel := f.topics, f.settings.Partitions, f.tel
 	return flow.Description{
@@ -269,8 +257,7 @@ func (f *Flow) Describe() flow.Description {
 // Close stops the collector's pollers.
 func (f *Flow) Close() error { return f.collector.Close() }
 
-// LoadSources creates or replaces the sources of a JSON file (see
-// collector.LoadFile) and applies them to this process's collector.
+// LoadSources puts a JSON file's sources (collector.LoadFile) and applies them.
 func (f *Flow) LoadSources(ctx context.Context, path string) error {
 	srcs, err := collector.LoadFile(path)
 	if err != nil {

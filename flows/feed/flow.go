@@ -30,22 +30,19 @@ const (
 	StageHistory = "feed-history"
 )
 
-// Sender delivers one notification once per business key: a
-// notifier.Dispatcher (over the notifier's channels and DeliveryLedger).
+// Sender delivers a notification once per business key (a notifier.Dispatcher).
 type Sender interface {
 	Deliver(ctx context.Context, d notifier.Delivery) (string, error)
 }
 
 // Deps are the flow's collaborators in the notifier; all are required.
 type Deps struct {
-	// Subscribers is the notifier's subscriber store, which holds every e-mail
-	// and webhook subscription's destination.
+	// Subscribers is the notifier's store of subscription destinations.
 	Subscribers *subscriber.Store
-	// Notify hands notification requests to the notifier flow, which sends
-	// each once per (subscriber, destination, subject, window).
+	// Notify hands requests to the notifier flow, which sends each once per
+	// (subscriber, destination, subject, window).
 	Notify func(ctx context.Context, reqs ...notifier.Request) error
-	// Sender delivers to log destinations (development, the demo), which
-	// are no notifier subscribers.
+	// Sender delivers to log destinations (development, the demo).
 	Sender Sender
 }
 
@@ -53,35 +50,29 @@ type Deps struct {
 type Config struct {
 	// Partitions of the feed topics. Default 8.
 	Partitions int
-	// PublicURL is the API's public base URL, for the opt-in link of the
-	// confirmation requests (the notifier's /v1/confirm/<token>). Default
-	// "http://localhost:8080".
+	// PublicURL is the API's base URL for opt-in links (/v1/confirm/<token>).
+	// Default "http://localhost:8080".
 	PublicURL string
 	// AssignLimit bounds the items one poll message assigns. Default 1000.
 	AssignLimit int
-	// CollectionItems caps a daily or weekly collection: at this many items
-	// it completes early. Default 1000.
+	// CollectionItems completes a daily or weekly collection early. Default 1000.
 	CollectionItems int
-	// Egress is the policy of the feeds' fetches (the poller's, unless its
-	// PollerConfig.Fetch sets one); the routes refuse a feed or webhook
-	// URL whose host it denies. Default: egress.Default().
+	// Egress is the fetches' policy (unless PollerConfig.Fetch sets one); the
+	// routes refuse URLs whose host it denies. Default: egress.Default().
 	Egress *egress.Policy
 	// Logger defaults to slog.Default.
 	Logger *slog.Logger
 	// MeterProvider defaults to the global one.
 	MeterProvider metric.MeterProvider
-	// MaxFeedsPerCaller and MaxSubscriptionsPerCaller cap the feeds and
-	// subscriptions each API caller creates through the routes
-	// (FeedQuota, SubscriptionQuota). 0: no cap.
+	// MaxFeedsPerCaller and MaxSubscriptionsPerCaller cap what each API caller
+	// creates (FeedQuota, SubscriptionQuota). 0: no cap.
 	MaxFeedsPerCaller, MaxSubscriptionsPerCaller int
-	// Etiquette bounds how feeds are polled: their cache headers and
-	// hints, the adaptive interval, the per-host spacing across copies,
-	// when a feed is dead.
+	// Etiquette bounds polling: cache headers and hints, the adaptive
+	// interval, per-host spacing, dead feeds.
 	Etiquette EtiquetteConfig
 	// WebSub configures subscribing to the hubs feeds advertise.
 	WebSub WebSubConfig
-	// Now is the clock of the WebSub callback (verifications, pushes).
-	// Default time.Now.
+	// Now is the WebSub callback's clock. Default time.Now.
 	Now func() time.Time
 }
 
@@ -152,8 +143,7 @@ type Flow struct {
 	// Etiquette, WebSub and duplicates (metrics.go).
 	requests, bytes, schedules, held, halts, websubEvents, moved metric.Int64Counter
 
-	// hubClient sends WebSub subscription requests, through the egress
-	// policy.
+	// hubClient sends WebSub requests through the egress policy.
 	hubClient *http.Client
 
 	// poller is the feed-poller service of a flow built by New.
@@ -168,8 +158,7 @@ type Flow struct {
 	crashPoint func(point string, m *stream.Message) error
 }
 
-// NewWith returns the flow over rdb and its notifier collaborators (see
-// Deps), without a poller: the lower-level constructor of New, for tests
+// NewWith returns the flow over rdb and Deps without a poller, for tests
 // and tools that run the stages and a poller themselves.
 func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, deps Deps, cfg Config) (*Flow, error) {
 	cfg = cfg.WithDefaults()

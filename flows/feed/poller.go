@@ -17,13 +17,11 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// gateMargin is added to the fetch timeout for the time a copy holds a
-// feed's gate while it polls: long enough for the fetch, the parse and the
-// publication.
+// gateMargin is added to the fetch timeout to hold a feed's gate while
+// polling: time for the parse and the publication.
 const gateMargin = 10 * time.Second
 
-// PollerConfig configures the polling service. Zero fields take their
-// defaults.
+// PollerConfig configures the polling service. Zero fields take defaults.
 type PollerConfig struct {
 	// Fetch configures the fetcher (timeouts, size, redirects, politeness).
 	Fetch poll.Config
@@ -35,8 +33,7 @@ type PollerConfig struct {
 	MaxBackoff time.Duration
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
-	// Owner names this copy of the poller in the feeds' poll gates.
-	// Default stream.DefaultConsumerName().
+	// Owner names this copy in the poll gates. Default stream.DefaultConsumerName().
 	Owner string
 }
 
@@ -82,11 +79,9 @@ type PollStatus struct {
 	Duplicates   int       `json:"duplicate_guids,omitempty"`
 }
 
-// Poller is the polling service: it fetches every feed when due and
-// publishes each outcome as a Poll on Topics.Polls. Any number of copies
-// may run: a copy takes the feed's gate (package pollgate) before polling,
-// so each feed is polled once per period. Consecutive failures are kept in
-// Redis, shared by the copies.
+// Poller fetches every feed when due and publishes each outcome as a Poll
+// on Topics.Polls. Copies take the feed's pollgate gate before polling, so
+// each feed is polled once per period; failure counts are shared in Redis.
 type Poller struct {
 	flow    *Flow
 	fetcher *poll.Fetcher
@@ -97,8 +92,8 @@ type Poller struct {
 	next map[string]time.Time
 }
 
-// NewPoller returns the polling service of the flow; its fetches go
-// through the flow's egress policy unless cfg.Fetch sets one.
+// NewPoller returns the flow's polling service; fetches go through the
+// flow's egress policy unless cfg.Fetch sets one.
 func (f *Flow) NewPoller(cfg PollerConfig) (*Poller, error) {
 	cfg.Fetch.Egress = cmp.Or(cfg.Fetch.Egress, f.cfg.Egress)
 	if cfg.Fetch.HostGate == nil {
@@ -191,9 +186,8 @@ func (p *Poller) due(fd Feed, now time.Time) bool {
 	return true
 }
 
-// pollShared polls fd when this copy takes the feed's gate, keeps the gate
-// closed until the poll after, and books when this copy looks at the feed
-// again: when its gate opens.
+// pollShared polls fd if this copy takes its gate, holds the gate until the
+// next poll, and books the next look for when the gate opens.
 func (p *Poller) pollShared(ctx context.Context, fd Feed) {
 	key := p.flow.topics.feedPrefix(fd.ID) + "poll"
 	ok, wait, err := p.gate.Take(ctx, key, p.cfg.Fetch.Timeout+gateMargin)
@@ -203,9 +197,8 @@ func (p *Poller) pollShared(ctx context.Context, fd Feed) {
 		p.book(fd.ID, fd.Poll())
 		return
 	case !ok:
-		// Another copy polls it: look again when its gate opens, or after a
-		// period at most (while a poll is in flight the gate's hold is the
-		// fetch timeout, not the next due time).
+		// Another copy polls it: look again when its gate opens, at most a
+		// period on (an in-flight poll holds it only for the fetch timeout).
 		p.book(fd.ID, min(wait, fd.Poll()))
 		return
 	}
@@ -236,19 +229,18 @@ func (p *Poller) book(id string, after time.Duration) {
 	p.next[id] = p.cfg.Now().Add(after)
 }
 
-// PollOnce fetches fd once, whatever its gate, and publishes the outcome; a
-// failed fetch is published as a Poll with OK false. It returns the
-// published Poll.
+// PollOnce fetches fd once, whatever its gate, and publishes and returns
+// the Poll (OK false on a failed fetch).
 func (p *Poller) PollOnce(ctx context.Context, fd Feed) (Poll, error) {
 	out, d, err := p.poll(ctx, fd)
 	p.book(fd.ID, d)
 	return out, err
 }
 
-// poll fetches fd once, publishes the outcome and returns it with the delay
-// before the next poll (EtiquetteConfig.next). A halted feed is not fetched
-// (ErrHalted). It keeps the feed's figures, follows permanent redirects,
-// halts a feed that is gone or dead, and subscribes to its WebSub hub.
+// poll fetches fd once (not when halted: ErrHalted), publishes the outcome
+// and returns it with the delay to the next poll. It keeps the feed's
+// figures, follows permanent redirects, halts gone or dead feeds and
+// subscribes to the WebSub hub.
 func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error) {
 	f := p.flow
 	if halted, err := f.store.isHalted(ctx, fd.ID); err != nil || halted {
@@ -301,13 +293,11 @@ func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error)
 	d, reason := f.cfg.Etiquette.next(s)
 	body, _ := json.Marshal(out)
 	if err := f.pub.Publish(ctx, f.topics.Polls, stream.NewMessage(fd.ID, TypePoll, body)); err != nil {
-		// The poll is lost; the next one fetches the feed again in full,
-		// since the validators of this answer were not kept.
+		// Lost; the validators were not kept, so the next fetch is in full.
 		return out, d, err
 	}
-	// Only once the items are on their way: with the validators kept
-	// first, a lost poll would turn the next fetch into a 304 and its
-	// items would never be observed.
+	// Only now: validators kept before a lost poll would make the next
+	// fetch a 304 and lose its items.
 	if v := resp.Validators; out.OK && v != (poll.Validators{}) {
 		vb, _ := json.Marshal(v)
 		if err := f.rdb.HSet(ctx, defsKey("validators"), fd.ID, vb).Err(); err != nil {
@@ -332,8 +322,8 @@ func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error)
 	return out, d, nil
 }
 
-// follow updates a feed's URL after a permanent redirect, when the new
-// URL is one the flow may fetch; the feed keeps its id.
+// follow moves a feed (same id) to a permanent redirect's URL if the flow
+// may fetch it.
 func (p *Poller) follow(ctx context.Context, fd *Feed, moved string) {
 	moved = NormalizeURL(moved)
 	if moved == fd.URL || p.flow.cfg.Egress.CheckURL(moved) != nil {
@@ -348,9 +338,8 @@ func (p *Poller) follow(ctx context.Context, fd *Feed, moved string) {
 	*fd = next
 }
 
-// countFailures records a poll's outcome in the feed's consecutive
-// failures, shared by every copy of the poller, and returns them. When
-// Redis cannot tell, a failed poll counts as the first.
+// countFailures updates and returns the feed's shared consecutive-failure
+// count; when Redis cannot tell, a failure counts as the first.
 func (p *Poller) countFailures(ctx context.Context, id string, ok bool) int {
 	if ok {
 		_ = p.flow.rdb.HDel(ctx, defsKey("failures"), id).Err()

@@ -19,8 +19,8 @@ import (
 // MaxListed bounds the definitions one list call returns.
 const MaxListed = 10000
 
-// MaxSubscribables bounds the subscribables one tenant defines on one
-// feed: every poll of the feed hands them all to the assignment script.
+// MaxSubscribables bounds one tenant's subscribables on a feed; every poll
+// hands them all to the assignment script.
 const MaxSubscribables = 100
 
 // putSubscribable adds a subscribable (ARGV key, JSON) to the feed's hash
@@ -37,8 +37,8 @@ if n >= tonumber(ARGV[3]) then return -1 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 return 1`)
 
-// Store keeps feeds, subscribables and subscriptions in Redis (see the
-// layout in keys.go). It is safe for concurrent use.
+// Store keeps feeds, subscribables and subscriptions in Redis (layout in
+// keys.go). It is safe for concurrent use.
 type Store struct {
 	rdb    redis.UniversalClient
 	topics Topics
@@ -55,9 +55,9 @@ func NewStore(rdb redis.UniversalClient, topics Topics) *Store {
 	return &Store{rdb: rdb, topics: topics, now: time.Now, feeds: feeds}
 }
 
-// PutFeed adds f (its URL normalized by NormalizeURL, its ID derived from
-// that URL) and returns it with created true, or returns the feed already at that URL when its settings agree,
-// and ErrConflict when they do not.
+// PutFeed adds f (URL normalized, ID derived from it) and returns it with
+// created true; the feed already at that URL is returned when its settings
+// agree, ErrConflict when they do not.
 func (s *Store) PutFeed(ctx context.Context, f Feed) (Feed, bool, error) {
 	f.URL = NormalizeURL(f.URL)
 	if err := f.Validate(); err != nil {
@@ -109,9 +109,8 @@ func (s *Store) Feeds(ctx context.Context) ([]Feed, error) {
 	return all, nil
 }
 
-// FeedPage returns limit readable feeds (1 or more) after cursor ("" for
-// the first) by id — exactly limit when that many follow — and the cursor
-// of the next page ("" on the last).
+// FeedPage returns up to limit (≥ 1) readable feeds by id after cursor
+// ("" first), and the next cursor ("" on the last page).
 func (s *Store) FeedPage(ctx context.Context, cursor string, limit int) ([]Feed, string, error) {
 	page, err := s.feeds.List(ctx, cursor, limit)
 	if page.Items == nil {
@@ -169,9 +168,8 @@ func (s *Store) DeleteFeed(ctx context.Context, id string) error {
 
 func subKey(feedID, name string) string { return feedID + "/" + name }
 
-// PutSubscribable adds a subscribable of sb.Tenant to an existing feed;
-// the same definition again returns it; another under the tenant's name,
-// or one past MaxSubscribables, is ErrConflict.
+// PutSubscribable adds sb to an existing feed, or returns the same
+// definition; a clashing name or one past MaxSubscribables is ErrConflict.
 func (s *Store) PutSubscribable(ctx context.Context, sb Subscribable) (Subscribable, bool, error) {
 	if err := sb.Validate(); err != nil {
 		return Subscribable{}, false, err
@@ -212,8 +210,7 @@ func (s *Store) PutSubscribable(ctx context.Context, sb Subscribable) (Subscriba
 	return old, false, nil
 }
 
-// Subscribable returns the subscribable stored under key
-// (SubscribableKey), or ErrNotFound.
+// Subscribable returns the subscribable under key, or ErrNotFound.
 func (s *Store) Subscribable(ctx context.Context, feedID, key string) (Subscribable, error) {
 	if !validID(feedID) || !validKey(key) {
 		return Subscribable{}, ErrNotFound
@@ -232,8 +229,7 @@ func (s *Store) Subscribable(ctx context.Context, feedID, key string) (Subscriba
 	return sb, nil
 }
 
-// Subscribables returns the subscribables of a feed, every tenant's, by
-// key (a tenant's own by name).
+// Subscribables returns every tenant's subscribables of a feed, by key.
 func (s *Store) Subscribables(ctx context.Context, feedID string) ([]Subscribable, error) {
 	all, err := s.rdb.HGetAll(ctx, defsKey("subscribables:"+feedID)).Result()
 	if err != nil {
@@ -250,10 +246,9 @@ func (s *Store) Subscribables(ctx context.Context, feedID string) ([]Subscribabl
 	return out, nil
 }
 
-// DeleteSubscribable removes the subscribable stored under key and its
-// subscriptions, and releases the items of its open collections
-// undelivered (see dropScript). Deleting again after a failure finishes the
-// job.
+// DeleteSubscribable removes the subscribable under key and its
+// subscriptions, releasing its open collections' items undelivered
+// (dropScript). Deleting again after a failure finishes the job.
 func (s *Store) DeleteSubscribable(ctx context.Context, feedID, key string) error {
 	if _, err := s.Subscribable(ctx, feedID, key); err != nil {
 		return err
@@ -283,8 +278,7 @@ if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
 redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
 return 1`)
 
-// moveFeed sets the URL of feed id from old to moved (a permanent
-// redirect), unless the feed changed meanwhile; the feed keeps its id.
+// moveFeed sets feed id's URL from old to moved unless it changed meanwhile.
 func (s *Store) moveFeed(ctx context.Context, id, old, moved string) (Feed, error) {
 	raw, err := s.rdb.HGet(ctx, defsKey("feeds"), id).Result()
 	if err != nil {

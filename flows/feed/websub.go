@@ -40,29 +40,27 @@ const (
 
 // Errors of the WebSub callback, for errors.Is.
 var (
-	// ErrBadSignature: a push without a valid X-Hub-Signature of the
-	// subscription's secret.
+	// ErrBadSignature: a push without a valid X-Hub-Signature.
 	ErrBadSignature = errors.New("feed: websub: bad signature")
 	// ErrTooLarge: a pushed body above WebSubConfig.MaxBodyBytes.
 	ErrTooLarge = errors.New("feed: websub: body too large")
 )
 
-// WebSubConfig configures WebSub: subscribing to the hubs feeds advertise
-// and taking their pushed content. Zero fields take their defaults.
+// WebSubConfig configures subscribing to the feeds' WebSub hubs and taking
+// their pushes. Zero fields take their defaults.
 type WebSubConfig struct {
 	// Disabled turns subscribing off (feeds are only polled). The callback
 	// must be reachable by hubs at Config.PublicURL + WebSubPath.
 	Disabled bool
 	// Lease is the lease asked of hubs. Default 10 days.
 	Lease time.Duration
-	// RenewBefore is how long before its expiry a lease is renewed (at
-	// most half the lease granted). Default 1h.
+	// RenewBefore renews a lease this long before expiry (at most half of
+	// it). Default 1h.
 	RenewBefore time.Duration
-	// Fallback is how often a feed whose content is pushed is still polled,
-	// in case pushes are lost. Default 6h.
+	// Fallback is how often a pushed feed is still polled. Default 6h.
 	Fallback time.Duration
-	// Retry is how long a subscription request the hub did not verify (or
-	// denied) waits before it is asked again. Default 15m.
+	// Retry is the wait before re-asking after an unverified or denied
+	// request. Default 15m.
 	Retry time.Duration
 	// MaxBodyBytes bounds a pushed body. Default 1 MiB.
 	MaxBodyBytes int
@@ -109,19 +107,18 @@ type webSub struct {
 	Topic string `json:"topic"`
 	// Secret is the HMAC key the hub signs pushes with (hub.secret).
 	Secret string `json:"secret"`
-	// Token is the callback's own secret, the last segment of its URL, kept
-	// across renewals: every verification and push must present it.
+	// Token is the callback URL's last segment, kept across renewals;
+	// every verification and push must present it.
 	Token       string    `json:"token,omitempty"`
 	State       string    `json:"state"`
 	RequestedAt time.Time `json:"requested_at"`
 	ExpiresAt   time.Time `json:"expires_at,omitzero"`
-	// Pending is the request the flow last sent the hub and the hub has
-	// not verified yet; nil when none.
+	// Pending is the last request the hub has not verified yet, or nil.
 	Pending *webSubRequest `json:"pending,omitempty"`
 }
 
-// webSubRequest is a (re)subscription asked of a hub: only a matching
-// verification before it expires is accepted.
+// webSubRequest is a (re)subscription asked of a hub, open to a matching
+// verification until it expires.
 type webSubRequest struct {
 	Mode      string    `json:"mode"`
 	Hub       string    `json:"hub"`
@@ -131,20 +128,18 @@ type webSubRequest struct {
 	ExpiresAt time.Time `json:"expires_at"`
 }
 
-// open reports whether a verification of mode for topic with token
-// answers this request at now.
+// open reports whether a verification (mode, topic, token) answers r at now.
 func (r *webSubRequest) open(mode, topic, token string, now time.Time) bool {
 	return r != nil && now.Before(r.ExpiresAt) && r.Mode == mode && r.Topic == topic && sameSecret(r.Token, token)
 }
 
-// sameSecret compares a presented secret with the stored one in constant
-// time; an empty stored secret matches nothing.
+// sameSecret compares secrets in constant time; an empty stored one
+// matches nothing.
 func sameSecret(stored, presented string) bool {
 	return stored != "" && subtle.ConstantTimeCompare([]byte(stored), []byte(presented)) == 1
 }
 
-// WebSubView is a feed's WebSub subscription as the API shows it (its
-// secret never).
+// WebSubView is a feed's WebSub subscription as the API shows it, secretless.
 type WebSubView struct {
 	Hub         string     `json:"hub"`
 	Topic       string     `json:"topic"`
@@ -162,8 +157,7 @@ func (w webSub) view() WebSubView {
 	return v
 }
 
-// pushed reports whether the feed's content is pushed at now; a
-// subscription without a callback token counts as none.
+// pushed reports whether the feed is pushed at now (a token is required).
 func (w webSub) pushed(now time.Time) bool {
 	return w.State == WebSubActive && w.Token != "" && now.Before(w.ExpiresAt)
 }
@@ -191,9 +185,8 @@ func (f *Flow) putWebSub(ctx context.Context, id string, w webSub) error {
 	return nil
 }
 
-// ensureWebSub subscribes a feed at its first advertised hub unless a
-// subscription is active and not due for renewal, or was asked for less
-// than Retry ago.
+// ensureWebSub subscribes a feed at its first hub unless it is active and
+// not due, or was asked less than Retry ago.
 func (f *Flow) ensureWebSub(ctx context.Context, fd Feed, hints poll.Hints, now time.Time) error {
 	if f.cfg.WebSub.Disabled || len(hints.Hubs) == 0 {
 		return nil
@@ -221,9 +214,9 @@ func (f *Flow) renewAt(w webSub) time.Time {
 	return w.ExpiresAt.Add(-min(f.cfg.WebSub.RenewBefore, lease/2))
 }
 
-// subscribeHub asks hub to push topic to the feed's callback. The request
-// is stored as pending before it is sent, so a hub verifying at once finds
-// it; a renewal keeps the active callback and secret.
+// subscribeHub asks hub to push topic to the feed's callback, storing the
+// request as pending first (a hub may verify at once); a renewal keeps the
+// callback and secret.
 func (f *Flow) subscribeHub(ctx context.Context, feedID, hub, topic string, now time.Time) error {
 	if err := f.cfg.Egress.CheckURL(hub); err != nil {
 		return fmt.Errorf("feed: websub hub: %w", err)
@@ -271,11 +264,10 @@ func (f *Flow) webSubCallback(feedID, token string) string {
 	return f.cfg.PublicURL + WebSubPath + feedID + "/" + token
 }
 
-// VerifyWebSub answers a hub's verification of intent on a feed's callback
-// (token is the callback's secret). A "subscribe" matching the pending
-// request makes the subscription active for leaseSeconds, capped at the
-// lease asked; a "denied" ends the pending request or subscription it
-// names. Anything else is ErrNotFound, and the hub must then not push.
+// VerifyWebSub answers a hub's verification of intent on a feed's callback.
+// A "subscribe" matching the pending request activates the subscription
+// for leaseSeconds (capped at the lease asked); a "denied" ends what it
+// names. Anything else is ErrNotFound: the hub must not push.
 func (f *Flow) VerifyWebSub(ctx context.Context, feedID, token, mode, topic string, leaseSeconds int) error {
 	w, ok, err := f.webSub(ctx, feedID)
 	if err != nil {
@@ -313,11 +305,9 @@ func (f *Flow) VerifyWebSub(ctx context.Context, feedID, token, mode, topic stri
 	return f.putWebSub(ctx, feedID, w)
 }
 
-// Push takes content a hub pushed to a feed's callback (token is the
-// callback's secret): it checks its X-Hub-Signature (sha1, sha256 or sha512
-// HMAC with the subscription's secret), parses it and publishes it as a
-// Poll with Push true. No active subscription is ErrNotFound, a bad
-// signature ErrBadSignature, a body that is no feed ErrInvalid.
+// Push checks a hub's pushed content against X-Hub-Signature (sha1, sha256
+// or sha512 HMAC), parses it and publishes it as a Poll with Push true.
+// Errors: ErrNotFound (no active subscription), ErrBadSignature, ErrInvalid.
 func (f *Flow) Push(ctx context.Context, feedID, token string, body []byte, signature string) error {
 	w, ok, err := f.webSub(ctx, feedID)
 	if err != nil {
@@ -378,8 +368,8 @@ func validSignature(secret string, body []byte, header string) bool {
 	return hmac.Equal(m.Sum(nil), want)
 }
 
-// RenewWebSub renews every active subscription due at now (one poller copy
-// each, through the feed's websub gate) and returns how many it asked for.
+// RenewWebSub renews every active subscription due at now, one copy each
+// through the websub gate, and returns how many it asked for.
 func (p *Poller) RenewWebSub(ctx context.Context) (int, error) {
 	f := p.flow
 	if f.cfg.WebSub.Disabled {

@@ -22,8 +22,7 @@ import (
 	"time"
 )
 
-// ErrDenied is wrapped by the error of a connection or URL the policy
-// refuses.
+// ErrDenied is wrapped by the error of a refused connection or URL.
 var ErrDenied = errors.New("egress: address denied")
 
 // DeniedError says which address was refused and why.
@@ -56,15 +55,13 @@ type Config struct {
 	// Allow lists CIDRs, addresses, host names (any port, whatever they
 	// resolve to) and host:port pairs allowed despite the denied ranges.
 	Allow []string
-	// Resolver resolves host names at connect time. Default
-	// net.DefaultResolver.
+	// Resolver resolves host names at connect time. Default net.DefaultResolver.
 	Resolver Resolver
 	// DialTimeout bounds one connection attempt. Default 10s.
 	DialTimeout time.Duration
 }
 
-// ParseAllow splits a comma-separated allow list (DROPSTREAM_EGRESS_ALLOW)
-// into its entries, blanks dropped.
+// ParseAllow splits a comma-separated DROPSTREAM_EGRESS_ALLOW, dropping blanks.
 func ParseAllow(list string) []string {
 	var out []string
 	for e := range strings.SplitSeq(list, ",") {
@@ -98,8 +95,7 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// entry is one parsed allow entry: a prefix, or a host (lower-case name
-// or canonical address) with an optional port.
+// entry is a parsed allow entry: a prefix, or a host with an optional port.
 type entry struct {
 	prefix netip.Prefix
 	host   string
@@ -144,8 +140,7 @@ func parseEntry(s string) (entry, error) {
 	return entry{host: strings.ToLower(strings.TrimSuffix(host, ".")), port: port}, nil
 }
 
-// validName reports whether s is a DNS host name (letters, digits,
-// hyphens and underscores in dot-separated labels).
+// validName reports whether s is a DNS host name ([A-Za-z0-9_-] labels).
 func validName(s string) bool {
 	s = strings.TrimSuffix(s, ".")
 	if s == "" || len(s) > 253 {
@@ -195,8 +190,7 @@ func New(cfg Config) (*Policy, error) {
 	return p, nil
 }
 
-// Default returns a new default policy: every denied range denied,
-// nothing allowed.
+// Default returns a new policy denying every denied range, allowing nothing.
 func Default() *Policy {
 	p, _ := New(Config{})
 	return p
@@ -210,8 +204,7 @@ func OrDefault(p *Policy) *Policy {
 	return p
 }
 
-// Permit allows one more host:port (a server the process itself starts,
-// such as the demo's), from now on. p must not be nil.
+// Permit allows one more host:port from now on (say the demo's). p must not be nil.
 func (p *Policy) Permit(hostport string) error {
 	if _, _, err := net.SplitHostPort(hostport); err != nil {
 		return fmt.Errorf("egress: permit %q: want host:port", clipEntry(hostport))

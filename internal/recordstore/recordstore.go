@@ -55,13 +55,12 @@ type Layout struct {
 // Config configures a Store. Zero fields take their defaults.
 type Config[T any] struct {
 	Layout Layout
-	// Max bounds the number of records: Put of a new record fails with
-	// ErrFull when the store holds Max. 0: no bound.
+	// Max bounds the records (a new Put past it: ErrFull). 0: no bound.
 	Max int
 	// MaxSize bounds one record's JSON on write (ErrTooLarge). 0: no bound.
 	MaxSize int
-	// Decode reads a stored record; its errors are returned as they are.
-	// Default: json.Unmarshal, its errors wrapping ErrCorrupt.
+	// Decode reads a stored record, its errors returned as they are.
+	// Default: json.Unmarshal, errors wrapping ErrCorrupt.
 	Decode func(id string, raw []byte) (T, error)
 	// Tenant returns a record's tenant, which must not change once stored
 	// ("" is tenancy.Open). Set, the store keeps an index per tenant.
@@ -98,8 +97,7 @@ func New[T any](rdb redis.UniversalClient, cfg Config[T]) (*Store[T], error) {
 	return &Store[T]{rdb: rdb, cfg: cfg}, nil
 }
 
-// Key returns the Redis key of the record of id (the hash, in the Hash
-// layout), for callers whose own scripts touch records.
+// Key returns id's Redis key (the hash in the Hash layout), for scripts.
 func (s *Store[T]) Key(id string) string {
 	if s.cfg.Layout.Hash != "" {
 		return s.cfg.Layout.Hash
@@ -152,8 +150,8 @@ func (s *Store[T]) encode(id string, rec *T) ([]byte, error) {
 	return b, nil
 }
 
-// Put creates or replaces the record of id. A new record in a full store
-// fails with ErrFull, an id of another tenant with ErrTaken.
+// Put creates or replaces id's record; ErrFull when new in a full store,
+// ErrTaken when id is another tenant's.
 func (s *Store[T]) Put(ctx context.Context, id string, rec T) error {
 	b, err := s.encode(id, &rec)
 	if err != nil {
@@ -191,8 +189,7 @@ func (s *Store[T]) Get(ctx context.Context, id string) (T, error) {
 	return s.cfg.Decode(id, raw)
 }
 
-// read returns the stored JSON of id through c (the client or a
-// transaction), or an error wrapping ErrNotFound.
+// read returns id's JSON through c (client or transaction), or ErrNotFound.
 func (s *Store[T]) read(ctx context.Context, c redis.Cmdable, id string) ([]byte, error) {
 	var cmd *redis.StringCmd
 	if s.cfg.Layout.Hash != "" {
@@ -210,8 +207,7 @@ func (s *Store[T]) read(ctx context.Context, c redis.Cmdable, id string) ([]byte
 	return raw, nil
 }
 
-// Delete removes the record of id, or returns an error wrapping
-// ErrNotFound.
+// Delete removes id's record, or returns an error wrapping ErrNotFound.
 func (s *Store[T]) Delete(ctx context.Context, id string) error {
 	return s.DeleteIn(ctx, tenancy.View{All: true}, id)
 }
@@ -219,10 +215,9 @@ func (s *Store[T]) Delete(ctx context.Context, id string) error {
 // maxTries bounds the attempts of Update when others change the record.
 const maxTries = 16
 
-// Update reads the record of id, lets fn change it and writes it back in
-// an optimistic transaction, retried a few times (then ErrConflict); fn may
-// run more than once and its error aborts. It returns the record written,
-// or ErrNotFound.
+// Update changes id's record with fn in an optimistic transaction, retried
+// a few times (then ErrConflict); fn may rerun and its error aborts. It
+// returns the record written, or ErrNotFound.
 func (s *Store[T]) Update(ctx context.Context, id string, fn func(*T) error) (T, error) {
 	var out T
 	for range maxTries {
@@ -266,17 +261,15 @@ func (s *Store[T]) Update(ctx context.Context, id string, fn func(*T) error) (T,
 type Page[T any] struct {
 	// Items are the records, in id order; never nil.
 	Items []T
-	// NextCursor is the cursor of the next page when more records follow
-	// (the last id this page covered), "" on the last page.
+	// NextCursor is the last id covered when more follow, "" on the last page.
 	NextCursor string
 }
 
 // loadChunk is how many records one MGET or HMGET reads.
 const loadChunk = 500
 
-// List returns up to limit records after cursor ("" for the first) in id
-// order, and NextCursor when more follow. Unreadable records are left out
-// and their errors returned with the page.
+// List returns up to limit records after cursor ("" first) in id order;
+// unreadable records are left out, their errors returned with the page.
 func (s *Store[T]) List(ctx context.Context, cursor string, limit int) (Page[T], error) {
 	if limit < 1 {
 		return Page[T]{}, fmt.Errorf("recordstore: list limit %d: want 1 or more", limit)
@@ -339,8 +332,7 @@ func (s *Store[T]) list(ctx context.Context, index string, keep func(T) bool, cu
 	return page, errs, nil
 }
 
-// ids returns the ids of index after cursor known at once, and a function
-// returning up to n more.
+// ids returns index's ids after cursor known at once, and a func for n more.
 func (s *Store[T]) ids(ctx context.Context, index, cursor string) ([]string, func(n int) ([]string, error), error) {
 	if index == "" && s.cfg.Layout.Hash != "" {
 		all, err := s.rdb.HKeys(ctx, s.cfg.Layout.Hash).Result()

@@ -17,8 +17,7 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// ErrClosed is returned (wrapped) by Add on a closed Batcher; the rows were
-// not written.
+// ErrClosed is wrapped by Add on a closed Batcher; the rows were not written.
 var ErrClosed = errors.New("writer: analytics closed")
 
 // maxLinks caps the span links of one flush span.
@@ -35,12 +34,10 @@ const maxLinks = 128
 //   - when the oldest item has waited FlushInterval, or 20 × Linger just
 //     after an urgent flush (the tail of a backlog).
 //
-// A failed flush is retried with backoff. A handler whose context ends
-// waits for a running flush holding its item, so a written item is never
-// reported unwritten. A failure episode is logged when it starts and ends.
-//
-// A handler calls Begin before decoding its batch, End after, then Add.
-// It is safe for concurrent use.
+// A failed flush is retried with backoff, its episode logged at start and
+// end. A handler whose context ends waits for a running flush holding its
+// item, so a written item is never reported unwritten. Handlers call Begin
+// before decoding, End after, then Add. It is safe for concurrent use.
 type Batcher[E any] struct {
 	stage  string
 	cfg    Batching
@@ -59,8 +56,7 @@ type Batcher[E any] struct {
 	closed   bool
 	active   int  // handlers between Begin and End
 	urgent   bool // the last successful flush held an urgent item
-	// urgentAt is when the last successful flush that held an urgent item
-	// ended: until FlushInterval after it, a backlog's tail is flushing.
+	// urgentAt ends the last successful urgent flush (backlog tail until +FlushInterval).
 	urgentAt time.Time
 	// failingSince starts the current failure episode (zero: none);
 	// failures counts its failed attempts.
@@ -83,8 +79,8 @@ type waiter[E any] struct {
 	res      chan error // receives the outcome once
 }
 
-// NewBatcher starts a batcher for stage that writes with flush, one call
-// at a time, and reports to met; Close stops it.
+// NewBatcher starts a batcher for stage writing with flush (one call at a
+// time) and reporting to met; Close stops it.
 func NewBatcher[E any](stage string, cfg Batching, met *Metrics, log *slog.Logger,
 	tracer trace.Tracer, flush func(context.Context, []E) error) *Batcher[E] {
 	ctx, cancel := context.WithCancel(context.Background())
@@ -116,8 +112,7 @@ func (b *Batcher[E]) Health() Health {
 	return h
 }
 
-// Begin tells the batcher that a handler is preparing an item: Linger
-// does not flush until it calls End.
+// Begin holds Linger flushes while a handler prepares an item, until End.
 func (b *Batcher[E]) Begin() {
 	b.mu.Lock()
 	b.active++
@@ -184,15 +179,13 @@ func (b *Batcher[E]) Add(ctx context.Context, item E, rows, msgs int, urgent boo
 	}
 }
 
-// sinkDown reports whether a flush failed because ClickHouse did not
-// answer, rather than refused the rows: such batches are held in hand, not
-// left to redelivery.
+// sinkDown reports whether ClickHouse did not answer (not refused the rows):
+// such batches are held, not left to redelivery.
 func sinkDown(err error) bool {
 	return stream.IsUnavailable(err) || errors.Is(err, context.DeadlineExceeded)
 }
 
-// Close stops the loop after the flush in progress, if any, and fails every
-// queued waiter with ErrClosed.
+// Close stops after any flush in progress and fails queued waiters with ErrClosed.
 func (b *Batcher[E]) Close() {
 	b.cancel()
 	<-b.done
@@ -240,8 +233,7 @@ func (b *Batcher[E]) run(ctx context.Context) {
 	}
 }
 
-// tailLingers is how many Lingers the tail of a drained backlog waits for
-// its stragglers (see due).
+// tailLingers is how many Lingers a drained backlog's tail waits (see due).
 const tailLingers = 20
 
 // due returns when the queue must be flushed; ok is false when it is empty.
@@ -258,9 +250,8 @@ func (b *Batcher[E]) due() (time.Time, bool) {
 	if l := b.last.Add(b.cfg.Linger); b.cfg.Linger > 0 && b.active == 0 && l.Before(due) && b.hurry() {
 		due = l
 	}
-	// The last partial reads of a drained backlog can miss the flush after
-	// the last full one: they go together tailLingers × Linger later, not
-	// a whole FlushInterval.
+	// A drained backlog's last partial reads go together tailLingers ×
+	// Linger later, not a whole FlushInterval.
 	if b.cfg.Linger > 0 && !b.urgentAt.IsZero() && time.Since(b.urgentAt) < b.cfg.FlushInterval {
 		if t := b.queue[0].at.Add(tailLingers * b.cfg.Linger); t.Before(due) {
 			due = t
@@ -283,8 +274,7 @@ func (b *Batcher[E]) hurry() bool {
 	return false
 }
 
-// take removes up to BatchRows rows of live waiters from the queue head,
-// dropping waiters that stopped waiting.
+// take removes up to BatchRows rows of live waiters from the queue head.
 func (b *Batcher[E]) take() []*waiter[E] {
 	b.mu.Lock()
 	defer b.mu.Unlock()
@@ -305,8 +295,7 @@ func (b *Batcher[E]) take() []*waiter[E] {
 	return batch
 }
 
-// flushOnce flushes one batch from the queue head. On failure the waiters
-// still waiting go back to the head of the queue.
+// flushOnce flushes one batch; on failure live waiters go back to the head.
 func (b *Batcher[E]) flushOnce(ctx context.Context) error {
 	batch := b.take()
 	if len(batch) == 0 {
@@ -393,8 +382,7 @@ func (b *Batcher[E]) flushOnce(ctx context.Context) error {
 	return err
 }
 
-// failed is the outcome of a waiter whose handler's context ended during
-// a failed flush: held if the sink is down.
+// failed is a waiter's outcome when its ctx ended in a failed flush: held if the sink is down.
 func (b *Batcher[E]) failed(err error) error {
 	err = fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w", b.stage, err)
 	if sinkDown(err) {
@@ -403,8 +391,7 @@ func (b *Batcher[E]) failed(err error) error {
 	return err
 }
 
-// recovered ends a failure episode, if any, with one log line. b.mu is
-// held.
+// recovered ends any failure episode with one log line. b.mu is held.
 func (b *Batcher[E]) recovered(batch []*waiter[E], rows int) {
 	if b.failingSince.IsZero() {
 		return

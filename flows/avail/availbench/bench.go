@@ -36,8 +36,7 @@ const (
 	pollClickHouse = 100 * time.Millisecond
 )
 
-// stageBlock is the stages' XREADGROUP BLOCK: it bounds how long stopping
-// them takes.
+// stageBlock is the stages' XREADGROUP BLOCK, bounding how long stopping takes.
 const stageBlock = 100 * time.Millisecond
 
 // Harness is one bench's state: the Redis database, the ClickHouse database
@@ -56,14 +55,12 @@ type Harness struct {
 	baseMem  int64
 	setupRun bool
 	cursor   int // next scope to run
-	// runs is the number of snapshots published since Setup: the distinct
-	// run ids the runs table is to hold.
+	// runs counts snapshots since Setup: the run ids the runs table will hold.
 	runs int64
 }
 
-// Open checks cfg, that rdb's database is empty, and, when
-// cfg.ClickHouseDSN is set, creates and migrates the bench's ClickHouse
-// database. Call Close when done.
+// Open checks cfg and that rdb's database is empty, and creates and
+// migrates the bench's ClickHouse database if ClickHouseDSN is set. Call Close.
 func Open(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Harness, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -94,8 +91,7 @@ func Open(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Harness,
 	return b, nil
 }
 
-// openClickHouse creates the database dsbench_<hex> on the DSN's server and
-// migrates it.
+// openClickHouse creates and migrates dsbench_<hex> on the DSN's server.
 func (b *Harness) openClickHouse(ctx context.Context) error {
 	u, err := url.Parse(b.cfg.ClickHouseDSN)
 	if err != nil {
@@ -124,8 +120,8 @@ func (b *Harness) openClickHouse(ctx context.Context) error {
 	return nil
 }
 
-// Close empties the Redis database and drops the ClickHouse database,
-// unless Config.Keep, and closes the ClickHouse clients (not rdb).
+// Close empties Redis and drops the ClickHouse database (unless Keep) and
+// closes the ClickHouse clients, not rdb.
 func (b *Harness) Close() error {
 	ctx, cancel := context.WithTimeout(context.Background(), time.Minute)
 	defer cancel()
@@ -154,10 +150,9 @@ func (b *Harness) Database() string { return b.db }
 // Entities is the number of entities observed per run of every scope.
 func (b *Harness) Entities() int { return b.cfg.Scopes * b.cfg.PerScope }
 
-// Setup applies the baseline and stabilization runs of every scope through
-// the diff stage, measuring Redis memory per entity after each, then
-// creates the groups of the later stages so their backlog is what later
-// runs produce.
+// Setup applies every scope's baseline and stabilization runs through the
+// diff, measuring Redis memory per entity, then creates the later stages'
+// groups so their backlog is only what later runs produce.
 func (b *Harness) Setup(ctx context.Context) (baseline, stabilization Rate, afterBaseline, steady Memory, err error) {
 	if b.setupRun {
 		return Rate{}, Rate{}, Memory{}, Memory{}, errors.New("availbench: Setup runs once")
@@ -195,8 +190,8 @@ func (b *Harness) Setup(ctx context.Context) (baseline, stabilization Rate, afte
 	return
 }
 
-// Diff applies runs churn runs of every scope through the diff stage and
-// returns the observations and the time the stage took to apply them.
+// Diff applies runs churn runs of every scope and returns the observations
+// and the time the diff stage took.
 func (b *Harness) Diff(ctx context.Context, runs int) (Rate, error) {
 	var total Rate
 	for r := 1; r <= runs; r++ {
@@ -214,8 +209,7 @@ func (b *Harness) Diff(ctx context.Context, runs int) (Rate, error) {
 }
 
 // DiffSnapshots publishes the next snapshot of n scopes (round robin over
-// the fleet, which Setup must have baselined) and measures the diff stage
-// applying them.
+// the baselined fleet) and measures the diff applying them.
 func (b *Harness) DiffSnapshots(ctx context.Context, n int) (Rate, error) {
 	b.runs += int64(n)
 	return b.diffRound(ctx, "snapshots", n)
@@ -224,9 +218,8 @@ func (b *Harness) DiffSnapshots(ctx context.Context, n int) (Rate, error) {
 // diffRound publishes the next snapshot of n scopes, then runs the diff
 // stage until its group has read and acknowledged every snapshot.
 //
-// Run records are not counted: a snapshot applied twice (a retried
-// pipeline or batch) appends a second one, so the round looked done with
-// snapshots unread.
+// Run records are not counted: a snapshot applied twice appends a second,
+// making the round look done with snapshots unread.
 func (b *Harness) diffRound(ctx context.Context, name string, n int) (Rate, error) {
 	pubStart := time.Now()
 	msgs := make([]*stream.Message, 0, 500)
@@ -279,8 +272,7 @@ func (b *Harness) cpu(ctx context.Context) cpuMark {
 	return cpuMark{b: b, proc: benchstat.ProcessCPU(), redis: benchstat.RedisCPU(ctx, b.rdb)}
 }
 
-// since returns the CPU time of the bench process and of Redis since the
-// mark; Redis's is 0 when it cannot tell.
+// since returns the bench's and Redis's CPU time since the mark (Redis 0 if unknown).
 func (m cpuMark) since(ctx context.Context) (goCPU, redisCPU time.Duration) {
 	goCPU = benchstat.ProcessCPU() - m.proc
 	if r := benchstat.RedisCPU(ctx, m.b.rdb); r > 0 && m.redis > 0 {
@@ -296,9 +288,8 @@ func (b *Harness) nextScope() int {
 	return s
 }
 
-// Analytics runs the analytics stages on the backlog of transitions and run
-// records produced since Setup, and returns the transitions and the time
-// until clickhouse.CountTransitions counted them all.
+// Analytics runs the analytics stages on the backlog since Setup and
+// returns the transitions and the time until ClickHouse counted them all.
 func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 	if b.ch == nil {
 		return Rate{}, errors.New("availbench: Analytics needs a ClickHouse DSN")
@@ -307,8 +298,7 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 	if err != nil {
 		return Rate{}, err
 	}
-	// Not the run stream's length: a snapshot applied twice appends a
-	// second run record of the same run id.
+	// Not the run stream's length: a replayed snapshot appends a second record.
 	wantRuns := b.runs
 	a, err := writer.NewAnalytics(b.ch, writer.AnalyticsConfig{Partitions: b.cfg.Partitions,
 		Runner: stream.RunnerConfig{Block: stageBlock}}, b.cfg.Telemetry)
@@ -356,9 +346,8 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 	return r, nil
 }
 
-// await polls count every so often until it reaches want, reporting
-// progress every second; from nine tenths of want on it polls every
-// pollEvery, to see the end within pollEvery.
+// await polls count until it reaches want, reporting progress each second,
+// every pollEvery from nine tenths of want on.
 func (b *Harness) await(ctx context.Context, what string, every time.Duration, want int64, count func() (int64, error)) error {
 	t := time.NewTimer(every)
 	defer t.Stop()
@@ -409,16 +398,14 @@ func (b *Harness) run(ctx context.Context, copies int, stages ...stream.Stage) (
 	return func() { once.Do(func() { cancel(); wg.Wait() }) }, nil
 }
 
-// countTransitions returns the number of transitions in the transition
-// topic: its entries hold arrays of them.
+// countTransitions counts the transitions in the transition topic's entries.
 func (b *Harness) countTransitions(ctx context.Context) (int64, error) {
 	var n int64
 	err := b.eachTransition(ctx, func(avail.Transition) { n++ })
 	return n, err
 }
 
-// eachTransition calls fn with every transition of the transition topic,
-// partition by partition, in stream order.
+// eachTransition calls fn on every transition, partition by partition.
 func (b *Harness) eachTransition(ctx context.Context, fn func(avail.Transition)) error {
 	for p := range b.topics.Transitions.Partitions {
 		start := "-"
@@ -517,8 +504,7 @@ func (b *Harness) unhandled(ctx context.Context, topic stream.Topic, groups ...s
 	return n, nil
 }
 
-// trim empties the snapshot, transition and run streams, whose entries the
-// stages have all acknowledged (or that no group reads yet).
+// trim empties the snapshot, transition and run streams (all acknowledged).
 func (b *Harness) trim(ctx context.Context) error {
 	pipe := b.rdb.Pipeline()
 	for _, t := range []stream.Topic{b.topics.Snapshots, b.topics.Transitions, b.topics.Runs} {

@@ -42,28 +42,22 @@ type Config struct {
 	// the bench creates a database of its own there. Required by Run and
 	// Analytics; without it Open connects no ClickHouse.
 	ClickHouseDSN string
-	// Scopes is the number of scopes (venues, one watcher each). Default
-	// 10,000.
+	// Scopes is the number of scopes (venues, one watcher each). Default 10,000.
 	Scopes int
-	// PerScope is the number of entities a scope's run observes. Default
-	// 100, at most MaxPerScope.
+	// PerScope is the entities a scope's run observes. Default 100, ≤ MaxPerScope.
 	PerScope int
-	// Churn is the fraction of a scope's entities replaced per run, at
-	// least one entity. Default 0.01.
+	// Churn is the share of a scope's entities replaced per run (≥ 1). Default 0.01.
 	Churn float64
 	// Runs is the number of churn runs of every scope whose diff is
 	// measured; their transitions are the analytics backlog. Default 5.
 	Runs int
 	// Partitions of the availability topics. Default 8.
 	Partitions int
-	// DiffCopies and AnalyticsCopies are the copies of the diff stage and
-	// of each analytics stage. Default 1.
+	// DiffCopies and AnalyticsCopies are the copies of those stages. Default 1.
 	DiffCopies, AnalyticsCopies int
-	// DiffBatch is the diff stage's XREADGROUP COUNT; 0 keeps the stage's
-	// own default.
+	// DiffBatch is the diff stage's XREADGROUP COUNT; 0: the stage's default.
 	DiffBatch int
-	// Rate is the observation rate of the latency run, per second. Default
-	// 10,000 (Rate/PerScope snapshots per second).
+	// Rate is the latency run's observations per second. Default 10,000.
 	Rate int
 	// LatencyDuration is how long the latency run publishes. Default 15s.
 	LatencyDuration time.Duration
@@ -73,8 +67,7 @@ type Config struct {
 	Telemetry stream.Telemetry
 	// Progress, when set, receives a line at each step.
 	Progress func(line string)
-	// Phases shows the long waits: a bar on a terminal, a line at each
-	// start and end when piped. Nil shows none.
+	// Phases shows the long waits (a bar, or start/end lines when piped); nil: none.
 	Phases *progress.Printer
 }
 
@@ -154,8 +147,7 @@ func (r Rate) PerSecond() float64 {
 
 // Memory is Redis's used_memory (INFO memory) growth over the entities.
 type Memory struct {
-	// Bytes is the growth of used_memory since the bench started, with the
-	// output streams trimmed: the diff state of every scope.
+	// Bytes is used_memory's growth since the start, output streams trimmed.
 	Bytes int64
 	// Entities is the number of entities the state holds.
 	Entities int
@@ -174,9 +166,8 @@ type Latency struct {
 	// Rate is the observation rate and Elapsed how long it was published.
 	Rate    int
 	Elapsed time.Duration
-	// Expected is the number of notifications the run must deliver,
-	// Received how many distinct ones arrived, Duplicates how many arrived
-	// again.
+	// Expected notifications must be delivered; Received distinct ones came,
+	// Duplicates came again.
 	Expected, Received, Duplicates int
 	// P50, P99 and Max are quantiles of receive time − transition run_at.
 	P50, P99, Max time.Duration

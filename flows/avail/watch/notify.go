@@ -22,9 +22,8 @@ type outgoing struct {
 	ev  OpenEvent
 }
 
-// send delivers the notifications through the dispatcher as one batch and
-// records each in the history with its ledger record. It returns each
-// one's outcome and error.
+// send delivers outs as one dispatcher batch, records each in the history
+// with its ledger record, and returns each one's outcome and error.
 func (h *handler) send(ctx context.Context, m *stream.Message, runID string, outs []outgoing) ([]string, []error) {
 	outcomes, errs := make([]string, len(outs)), make([]error, len(outs))
 	dels := make([]notifier.Delivery, 0, len(outs))
@@ -63,8 +62,7 @@ func (h *handler) send(ctx context.Context, m *stream.Message, runID string, out
 		}
 	}
 	got, gotErrs := h.dispatch.DeliverBatch(ctx, dels, opts)
-	// The outcomes decided without a send (refused before it, or failed to
-	// claim) are recorded after the batch.
+	// Outcomes decided without a send (refused, unclaimed) are recorded now.
 	var rest []history.Record
 	for k, i := range at {
 		outcomes[i], errs[i] = got[k], gotErrs[k]
@@ -130,9 +128,8 @@ func (h *handler) mark(ctx context.Context, key string, fields map[string]string
 }
 
 // notify tells a stable open to every matching, unpaused watcher its
-// re-arm rule lets through, with its source's blind period when there was
-// one, confirms the provisional notices and records who wants a gone
-// notice.
+// re-arm rule lets through (with any source blind period), confirms the
+// provisional notices and records who wants a gone notice.
 func (h *handler) notify(ctx context.Context, m *stream.Message, t avail.Transition) error {
 	entity := withIdentity(t.Entity)
 	win, err := h.windows.window(ctx, m.Partition, entity.Key, t.RunID, t.RunAt)
@@ -181,8 +178,7 @@ func (h *handler) notify(ctx context.Context, m *stream.Message, t avail.Transit
 	return notifier.Settle(errs)
 }
 
-// gone tells a stable close to the watchers that were told the opening
-// and still want gone notices.
+// gone tells a stable close to the watchers told the opening that want it.
 func (h *handler) gone(ctx context.Context, m *stream.Message, t avail.Transition) error {
 	entity := withIdentity(t.Entity)
 	key := h.markKey(m.Partition, "told", entity.Key)
@@ -202,14 +198,12 @@ func (h *handler) gone(ctx context.Context, m *stream.Message, t avail.Transitio
 	if err := notifier.Settle(errs); err != nil {
 		return err
 	}
-	// Every told watcher is settled (told, refused for good, paused or no
-	// longer wanting it): the next window starts afresh.
+	// Every told watcher is settled: the next window starts afresh.
 	return h.windows.rdb.Del(ctx, key).Err()
 }
 
-// provisional tells a raw open, before it is confirmed, to the matching
-// watchers that asked for it, and remembers them so that the window's
-// raw close retracts it unless a stable open confirms it first.
+// provisional tells a raw open to the matching watchers that asked, and
+// remembers them so the raw close retracts it unless a stable open confirms.
 func (h *handler) provisional(ctx context.Context, m *stream.Message, t avail.Transition) error {
 	entity := withIdentity(t.Entity)
 	watchers, err := h.store.Match(ctx, entity)
@@ -241,9 +235,8 @@ func (h *handler) provisional(ctx context.Context, m *stream.Message, t avail.Tr
 // session a stable open confirmed; watcher ids never start with "~".
 const confirmedField = "~confirmed"
 
-// confirm records that the window was confirmed, so that its raw close
-// retracts none of its provisional notices (even one recorded again by a
-// replay of its raw open).
+// confirm records the window as confirmed, so its raw close retracts no
+// provisional notice (even one a replay records again).
 func (h *handler) confirm(ctx context.Context, partition int, entityKey string, win window) error {
 	key := h.markKey(partition, "prov", entityKey)
 	var err error
@@ -258,9 +251,8 @@ func (h *handler) confirm(ctx context.Context, partition int, entityKey string, 
 	return nil
 }
 
-// retract follows a raw close of an entity whose provisional notices
-// were not confirmed with a retraction to each watcher told one, paused
-// or not (a retraction corrects what it was told).
+// retract sends, on a raw close of an unconfirmed window, a retraction to
+// each watcher told a provisional notice, paused or not.
 func (h *handler) retract(ctx context.Context, m *stream.Message, t avail.Transition) error {
 	entity := withIdentity(t.Entity)
 	key := h.markKey(m.Partition, "prov", entity.Key)
@@ -268,10 +260,9 @@ func (h *handler) retract(ctx context.Context, m *stream.Message, t avail.Transi
 	if err != nil || len(marks) == 0 {
 		return err
 	}
-	// The provisional notices of the window this close ends, unless a
-	// stable open confirmed it: the diff names the window's raw open; a
-	// close that does not (an entity opened under an older diff) ends the
-	// notices remembered, unless some window was confirmed.
+	// The window is the one the diff names as raw open; a close naming none
+	// (opened under an older diff) ends the notices remembered, unless some
+	// window was confirmed.
 	session, provID := "", ""
 	if t.OpenRunID != "" {
 		session, provID = avail.SessionID(entity.Key, t.OpenRunID), avail.EventID(t.OpenRunID, entity.Key, avail.KindOpen, false)
@@ -295,8 +286,8 @@ func (h *handler) retract(ctx context.Context, m *stream.Message, t avail.Transi
 	return h.windows.rdb.Del(ctx, key).Err()
 }
 
-// marked returns the marks of the hash key (watcher id → the event it was
-// told) and those watchers that still exist.
+// marked returns hash key's marks (watcher id → event told) and those
+// watchers that still exist.
 func (h *handler) marked(ctx context.Context, key string) (map[string]string, []Watcher, error) {
 	marks, err := h.windows.rdb.HGetAll(ctx, key).Result()
 	if err != nil || len(marks) == 0 {

@@ -30,21 +30,17 @@ var (
 	ErrNotFound = errors.New("notifier: watcher not found")
 	// ErrTooManyWatchers: the store holds StoreConfig.MaxWatchers watchers.
 	ErrTooManyWatchers = errors.New("notifier: too many watchers")
-	// ErrQuotaExceeded: the watcher's owner holds StoreConfig.MaxPerOwner
-	// watchers; it wraps quota.ErrExceeded.
+	// ErrQuotaExceeded: the owner holds MaxPerOwner; wraps quota.ErrExceeded.
 	ErrQuotaExceeded = fmt.Errorf("notifier: watchers per owner: %w", quota.ErrExceeded)
 )
 
 // StoreConfig configures a Store. Zero fields take their defaults.
 type StoreConfig struct {
-	// MaxWatchers bounds the number of watchers; Create fails with
-	// ErrTooManyWatchers beyond it. Default 100,000.
+	// MaxWatchers bounds the watchers (ErrTooManyWatchers). Default 100,000.
 	MaxWatchers int
-	// MaxPerOwner bounds the watchers of one Owner (ErrQuotaExceeded past
-	// it); 0: no bound.
+	// MaxPerOwner bounds one Owner's watchers; 0: no bound.
 	MaxPerOwner int
-	// Logger reports stored watchers that cannot be decoded (they are
-	// skipped). Default slog.Default().
+	// Logger reports skipped undecodable watchers. Default slog.Default().
 	Logger *slog.Logger
 }
 
@@ -68,8 +64,8 @@ func (c StoreConfig) Validate() error {
 	return nil
 }
 
-// Store keeps watchers in Redis with a match index (see the package
-// documentation). It is safe for concurrent use.
+// Store keeps watchers in Redis with a match index (package doc). It is
+// safe for concurrent use.
 type Store struct {
 	rdb     redis.UniversalClient
 	cfg     StoreConfig
@@ -122,10 +118,9 @@ redis.call('ZADD', KEYS[4], 0, ARGV[1])
 for i = 5, #KEYS do redis.call('SADD', KEYS[i], ARGV[1]) end
 return 1`)
 
-// Create validates w, sets its ID, CreatedAt and (when empty) Secret,
-// stores and indexes it atomically, and returns it with its Secret, the
-// only time it is shown. Errors wrap ErrInvalidWatcher, ErrTooManyWatchers
-// or ErrQuotaExceeded, or are Redis errors.
+// Create validates w, sets ID, CreatedAt and (if empty) Secret, stores and
+// indexes it atomically, and returns it with its Secret, shown only here.
+// Errors wrap ErrInvalidWatcher, ErrTooManyWatchers or ErrQuotaExceeded.
 func (s *Store) Create(ctx context.Context, w Watcher) (Watcher, error) {
 	if err := w.Validate(); err != nil {
 		return Watcher{}, err
@@ -171,8 +166,8 @@ func (s *Store) Create(ctx context.Context, w Watcher) (Watcher, error) {
 	return w, nil
 }
 
-// Get returns the watcher with the given id, without its Secret. Errors
-// wrap ErrInvalidWatcher (malformed id) or ErrNotFound, or are Redis errors.
+// Get returns a watcher without its Secret; errors wrap ErrInvalidWatcher
+// or ErrNotFound.
 func (s *Store) Get(ctx context.Context, id string) (Watcher, error) {
 	return s.GetIn(ctx, tenancy.View{All: true}, id)
 }
@@ -198,10 +193,10 @@ func (s *Store) get(ctx context.Context, v tenancy.View, id string) (Watcher, er
 	return w, nil
 }
 
-// List returns up to limit watchers (without Secrets) after cursor, in id
-// (creation) order, skipping and logging undecodable ones, and the next
-// cursor ("" at the end). limit is clamped to 1..MaxPageSize
-// (DefaultPageSize below 1). A malformed cursor wraps ErrInvalidWatcher.
+// List returns up to limit watchers (no Secrets) after cursor in id order,
+// skipping undecodable ones, and the next cursor ("" at the end). limit is
+// clamped to MaxPageSize, DefaultPageSize below 1; a bad cursor wraps
+// ErrInvalidWatcher.
 func (s *Store) List(ctx context.Context, cursor string, limit int) ([]Watcher, string, error) {
 	return s.ListIn(ctx, tenancy.View{All: true}, cursor, limit)
 }
@@ -228,9 +223,8 @@ func (s *Store) ListIn(ctx context.Context, v tenancy.View, cursor string, limit
 	return page.Items, page.NextCursor, nil
 }
 
-// Delete removes a watcher and its index entry atomically; it no longer
-// matches anything. Errors wrap ErrInvalidWatcher or ErrNotFound, or are
-// Redis errors.
+// Delete removes a watcher and its index entry atomically. Errors wrap
+// ErrInvalidWatcher or ErrNotFound.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	return s.DeleteIn(ctx, tenancy.View{All: true}, id)
 }
@@ -267,8 +261,8 @@ func (s *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error {
 // loadChunk is how many watchers one MGET reads.
 const loadChunk = 500
 
-// load reads the watchers of ids, in order, with their secrets; ids whose
-// record is gone (deleted meanwhile) or undecodable are skipped.
+// load reads the watchers of ids in order, with secrets, skipping gone or
+// undecodable ones.
 func (s *Store) load(ctx context.Context, ids []string) ([]Watcher, error) {
 	out := make([]Watcher, 0, len(ids))
 	keys := make([]string, 0, min(len(ids), loadChunk))

@@ -32,15 +32,13 @@ const (
 // dateLayout is the layout of DateFrom and DateTo.
 const dateLayout = "2006-01-02"
 
-// ErrInvalidWatcher is wrapped by every validation error of a watcher, an
-// id or a cursor.
+// ErrInvalidWatcher is wrapped by every watcher, id or cursor validation error.
 var ErrInvalidWatcher = errors.New("notifier: invalid watcher")
 
 // Watcher is a subscription to availability openings: it matches an entity
-// when every filter it sets holds, and is told on its Channel once per open
-// window. It sets at least one of Slot, Venue and Provider; Venue requires
-// Provider. An entity without a date or party size does not match a watcher
-// that constrains them.
+// when every filter it sets holds (a missing date or party size fails its
+// filter) and is told on its Channel once per open window. It sets Slot,
+// Venue or Provider; Venue requires Provider.
 type Watcher struct {
 	// ID is set by Store.Create: "w_" + 28 hex digits that sort by age.
 	ID string `json:"id" openapi:"readonly"`
@@ -50,59 +48,49 @@ type Watcher struct {
 	Provider string `json:"provider,omitempty"`
 	// Venue, when set, must equal the entity's venue.
 	Venue string `json:"venue,omitempty"`
-	// DateFrom and DateTo (YYYY-MM-DD, inclusive), when set, bound the
-	// entity's date.
+	// DateFrom and DateTo (YYYY-MM-DD, inclusive) bound the entity's date.
 	DateFrom string `json:"date_from,omitempty"`
 	DateTo   string `json:"date_to,omitempty"`
-	// PartySizes, when set (at most MaxPartySizes distinct sizes of
-	// 1..MaxPartySize), must contain the entity's party size.
+	// PartySizes (≤ MaxPartySizes distinct, 1..MaxPartySize) must contain
+	// the entity's party size.
 	PartySizes []int `json:"party_sizes,omitempty"`
-	// Slot, when set, is the exact entity key to watch (avail.SlotKey or
-	// avail.RestaurantKey).
+	// Slot is an exact entity key (avail.SlotKey or avail.RestaurantKey).
 	Slot string `json:"slot,omitempty"`
 	// Channel is notifier.ChannelWebhook or notifier.ChannelLog.
 	Channel string `json:"channel"`
-	// WebhookURL is the http or https URL a webhook watcher is posted to;
-	// required for notifier.ChannelWebhook and not allowed otherwise.
+	// WebhookURL is the http(s) URL posted to; only and always for webhooks.
 	WebhookURL string `json:"webhook_url,omitempty"`
-	// Secret is the HMAC key of the webhook signature. Create generates one
-	// when it is empty and returns it; Get and List never return it.
+	// Secret is the webhook HMAC key; Create generates and returns one when
+	// empty, Get and List never return it.
 	Secret string `json:"secret,omitempty" openapi:"readonly"`
 	// CreatedAt is set by Store.Create.
 	CreatedAt time.Time `json:"created_at" openapi:"readonly"`
-	// Owner is the tenant (api.Tenant) that alone, with admin keys, sees
-	// and changes it; it counts against StoreConfig.MaxPerOwner. Set by the
-	// API; none means tenancy.Open.
+	// Owner is the tenant that alone (with admin keys) sees and changes it,
+	// counted against MaxPerOwner. Set by the API; none means tenancy.Open.
 	Owner string `json:"owner,omitempty" openapi:"readonly"`
 
 	// Paused watchers are told nothing until resumed, nor later.
 	Paused bool `json:"paused,omitempty"`
-	// Windows, when set (at most MaxWindows), narrow the match to slots
-	// starting inside one of them, read in TimeZone (see Window). A slot
-	// without a time matches when its weekday is in a window's Days.
+	// Windows (≤ MaxWindows) narrow the match to slots starting inside one,
+	// in TimeZone; a slot without a time matches on a window's Days.
 	Windows []Window `json:"windows,omitempty"`
-	// TimeZone is the IANA zone of the Windows; a slot whose entity names
-	// its venue's zone (attribute "time_zone") is converted into it.
-	// Default "UTC".
+	// TimeZone is the Windows' IANA zone, into which a slot's "time_zone"
+	// attribute converts. Default "UTC".
 	TimeZone string `json:"time_zone,omitempty"`
-	// NotifyGone asks for an "availability.gone" notice when a slot the
-	// watcher was told of closes (its stable close).
+	// NotifyGone asks for "availability.gone" on the stable close of a told slot.
 	NotifyGone bool `json:"notify_gone,omitempty"`
-	// RearmAfterMinutes N (1..MaxRearmMinutes) tells a reopening only
-	// when the entity stayed closed at least N minutes; 0, the default,
-	// tells every open window.
+	// RearmAfterMinutes N (1..MaxRearmMinutes) tells a reopening only after
+	// N closed minutes; 0 (default) tells every window.
 	RearmAfterMinutes int `json:"rearm_after_minutes,omitempty"`
-	// Provisional asks for an "availability.provisional" notice on a raw
-	// open, and an "availability.retracted" if it closes unconfirmed.
+	// Provisional asks for "availability.provisional" on a raw open and
+	// "availability.retracted" if it closes unconfirmed.
 	Provisional bool `json:"provisional,omitempty"`
-	// MuteSourceHealth turns off the "availability.source_down" and
-	// "availability.source_up" notices.
+	// MuteSourceHealth turns off the availability.source_down/up notices.
 	MuteSourceHealth bool `json:"mute_source_health,omitempty"`
 }
 
-// Validate reports every invalid field of a watcher given for creation; ID,
-// CreatedAt and an empty Secret are ignored (Create sets them). The error
-// wraps ErrInvalidWatcher.
+// Validate reports every invalid field of a watcher to create (ignoring ID,
+// CreatedAt and an empty Secret), wrapping ErrInvalidWatcher.
 func (w Watcher) Validate() error {
 	var errs []error
 	if w.Name == "" || len(w.Name) > MaxNameLen || !printable(w.Name) {
@@ -260,8 +248,8 @@ func printable(s string) bool {
 // maxQuoted bounds outside input quoted in an error (clip.Marked).
 const maxQuoted = 64
 
-// Matches reports whether the entity satisfies every filter of the
-// watcher. The match index finds candidates; Matches is the final check.
+// Matches reports whether e satisfies every filter: the final check after
+// the match index.
 func (w Watcher) Matches(e avail.Entity) bool {
 	switch {
 	case w.Slot != "" && w.Slot != e.Key,
@@ -278,8 +266,7 @@ func (w Watcher) Matches(e avail.Entity) bool {
 	return len(w.Windows) == 0 || w.inWindows(e)
 }
 
-// newWatcherID returns "w_" + 12 hex digits of Unix milliseconds + 16
-// random hex digits.
+// newWatcherID returns "w_" + 12 hex digits of Unix ms + 16 random ones.
 func newWatcherID(now time.Time) (string, error) {
 	var b [8]byte
 	if _, err := rand.Read(b[:]); err != nil {
