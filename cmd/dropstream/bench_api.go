@@ -151,24 +151,11 @@ func benchRedisName(cfg Config) string {
 	return "redis " + redacted(cfg.RedisURL)
 }
 
-// serveForBench starts every stage, service and flow demo of a, and the
-// API on a free loopback port, until ctx ends; it returns the API's base URL.
+// serveForBench starts what `demo` does, and the API on a free loopback
+// port, until ctx ends; it returns the API's base URL.
 func serveForBench(ctx context.Context, a *app, wg *sync.WaitGroup) (string, error) {
-	all, err := a.stages()
-	if err != nil {
+	if _, _, err := a.startDemo(ctx, wg); err != nil {
 		return "", err
-	}
-	stages, services, err := pick(all, a.services(), "all")
-	if err != nil {
-		return "", err
-	}
-	if _, _, err := a.start(ctx, wg, startOptions{stages: stages, services: services, copies: 1, trimAge: 10 * time.Minute}); err != nil {
-		return "", err
-	}
-	for _, f := range a.flows {
-		if f.desc.Demo != nil {
-			wg.Go(func() { _ = f.desc.Demo(ctx) })
-		}
 	}
 	srv, err := a.apiServer()
 	if err != nil {
