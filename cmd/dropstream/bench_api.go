@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,18 +78,12 @@ func runBenchAPI(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	fmt.Fprint(stdout, fs.benchSettings())
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
-	_, err := benchAPI(ctx, cfg, bc, *gauge, stdout, stderr)
+	defer stop()
+	_, err = benchAPI(ctx, cfg, bc, *gauge, stdout, stderr)
 	return err
 }
 
@@ -141,14 +134,6 @@ func benchAPI(ctx context.Context, cfg Config, bc apiBenchConfig, gauge int, std
 	}
 	printAPIBench(stdout, bc, out)
 	return out, nil
-}
-
-// benchRedisName describes the bench's Redis with any password masked.
-func benchRedisName(cfg Config) string {
-	if cfg.RedisURL == "" {
-		return "embedded miniredis"
-	}
-	return "redis " + redacted(cfg.RedisURL)
 }
 
 // serveForBench starts what `demo` does, and the API on a free loopback
