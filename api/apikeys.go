@@ -11,9 +11,7 @@ import (
 	"unicode"
 )
 
-// Scope is the permission level of an API key. Scopes are ordered: a key
-// with a higher scope may do everything a lower scope allows (admin implies
-// write, write implies read).
+// Scope is the permission level of an API key; each implies the lower ones.
 type Scope int
 
 // The scopes, lowest first. The zero Scope is no permission at all.
@@ -26,8 +24,7 @@ const (
 // ErrUnknownScope is wrapped by [ParseScope] for a name that is not a scope.
 var ErrUnknownScope = errors.New("unknown scope")
 
-// String returns the scope's name as written in DROPSTREAM_API_KEYS
-// ("read", "write", "admin"), or "Scope(n)" for an invalid value.
+// String returns the scope's name, or "Scope(n)" for an invalid value.
 func (s Scope) String() string {
 	switch s {
 	case ScopeRead:
@@ -46,8 +43,8 @@ func (s Scope) Valid() bool { return s >= ScopeRead && s <= ScopeAdmin }
 // Allows reports whether a key holding s may use a route requiring required.
 func (s Scope) Allows(required Scope) bool { return s.Valid() && s >= required }
 
-// ParseScope parses "read", "write" or "admin" (case-insensitive). Any other
-// name yields an error wrapping [ErrUnknownScope].
+// ParseScope parses "read", "write" or "admin" (case-insensitive), else
+// fails with [ErrUnknownScope].
 func ParseScope(name string) (Scope, error) {
 	switch strings.ToLower(name) {
 	case "read":
@@ -60,16 +57,15 @@ func ParseScope(name string) (Scope, error) {
 	return 0, fmt.Errorf("%w %q (want read, write or admin)", ErrUnknownScope, name)
 }
 
-// apiKey is one configured key. Only a digest of the key is kept, so that
-// comparisons take the same time whatever the presented key's length.
+// apiKey is one configured key, kept as a digest so that comparisons take
+// the same time whatever the presented key's length.
 type apiKey struct {
 	digest [sha256.Size]byte
 	scope  Scope
 	// tenant owns what the key creates; "" means the key is a tenant of
 	// its own (see [Tenant]).
 	tenant string
-	// limits override the write limits of every route class for this key;
-	// zero fields keep the class's.
+	// limits override every class's write limits; zero fields keep them.
 	limits KeyLimits
 }
 
@@ -90,9 +86,8 @@ type keyring struct {
 // open reports whether no key is configured.
 func (k keyring) open() bool { return len(k.keys) == 0 }
 
-// lookup returns the configured key matching presented and whether there is
-// one. It compares against every key in constant time: neither the position
-// of a match nor the length of the keys influences its duration.
+// lookup returns the key matching presented, comparing against every key
+// in constant time.
 func (k keyring) lookup(presented string) (apiKey, bool) {
 	d := sha256.Sum256([]byte(presented))
 	found := 0 // 1-based index of the match
@@ -115,11 +110,8 @@ func ValidateAPIKeys(s string) error {
 	return err
 }
 
-// parseAPIKeys parses "key:scope,scope[:field=value…];key2:scope". A key's
-// scope is the highest one listed. The fields after the scopes are
-// tenant=NAME (who owns what the key creates), rate=N (writes a second) and
-// burst=N (writes at once). Errors name the entry by its 1-based position
-// and never contain key material.
+// parseAPIKeys parses the list ValidateAPIKeys checks; a key's scope is
+// the highest listed. Errors name an entry by position, never by key.
 func parseAPIKeys(s string) (keyring, error) {
 	var (
 		ring  keyring

@@ -33,8 +33,7 @@ var ErrInvalidConfig = errors.New("api: invalid config")
 
 // ReadinessCheck is one dependency probed by GET /readyz.
 type ReadinessCheck struct {
-	// Name identifies the dependency in the /readyz response ("redis",
-	// "clickhouse"). Required and unique within Config.Checks.
+	// Name identifies the dependency in /readyz; required and unique.
 	Name string
 	// Check returns nil when the dependency is usable, within ctx's
 	// deadline. Its error text is public (/readyz): no secrets in it.
@@ -53,28 +52,24 @@ type Config struct {
 	ReadTimeout time.Duration
 	// WriteTimeout bounds writing a response. Default 10s.
 	WriteTimeout time.Duration
-	// IdleTimeout bounds how long a keep-alive connection waits for the next
-	// request. Default 60s.
+	// IdleTimeout bounds a keep-alive connection's wait. Default 60s.
 	IdleTimeout time.Duration
 	// ReadyTimeout bounds GET /readyz: every check runs concurrently under
 	// this deadline. Default 2s.
 	ReadyTimeout time.Duration
-	// ShutdownTimeout bounds the graceful shutdown done by [Server.Listen]
-	// and [Server.Serve] when their context is cancelled. Default 10s.
+	// ShutdownTimeout bounds the graceful shutdown of [Server.Listen] and
+	// [Server.Serve]. Default 10s.
 	ShutdownTimeout time.Duration
 
-	// APIKeys lists the API keys as DROPSTREAM_API_KEYS spells them
-	// ("key:scope,scope[:field=value…];key2:scope", see ValidateAPIKeys).
-	// Empty: the API is open, one tenant, no key needed.
+	// APIKeys lists the API keys as ValidateAPIKeys reads them. Empty: the
+	// API is open.
 	APIKeys string
 
-	// Logger receives the access log, errors and panics. Default
-	// slog.Default().
+	// Logger receives the access log, errors and panics. Default slog.Default().
 	Logger *slog.Logger
 	// TracerProvider creates the server spans. Default otel.GetTracerProvider().
 	TracerProvider trace.TracerProvider
-	// MeterProvider records the HTTP server metrics. Default
-	// otel.GetMeterProvider().
+	// MeterProvider records the server metrics. Default otel.GetMeterProvider().
 	MeterProvider metric.MeterProvider
 	// Propagator carries the trace context. Default W3C Trace Context plus
 	// Baggage (the otel global propagates nothing until set).
@@ -86,8 +81,7 @@ type Config struct {
 	// Checks are run by GET /readyz. None: /readyz always reports ready.
 	Checks []ReadinessCheck
 
-	// RateLimit limits each caller's requests per route class; see
-	// [RateLimitConfig] for the defaults of each class.
+	// RateLimit limits each caller's requests per route class.
 	RateLimit RateLimitConfig
 }
 

@@ -9,8 +9,7 @@ import (
 )
 
 // HeaderRequestedWith is a header a page of another site cannot send
-// without a CORS preflight (which the API never grants): a browser client
-// sets it (or its API key, or a JSON body) to write.
+// without a CORS preflight; a browser client sets it to write.
 const HeaderRequestedWith = "X-Requested-With"
 
 // errCrossSite refuses a write a page of another site sent.
@@ -18,18 +17,13 @@ var errCrossSite = Forbidden("cross_site",
 	"a state-changing request from another site needs a JSON body (Content-Type: application/json) or an "+
 		HeaderRequestedWith+", "+HeaderAPIKey+" or Authorization header")
 
-// csrfMiddleware refuses cross-site writes a browser sends without a
-// preflight. A POST, PUT, PATCH or DELETE whose Origin names another host
-// than the request's own (Host, or X-Forwarded-Host behind a proxy), or
-// that has no Origin but says Sec-Fetch-Site: cross-site or same-site, is
-// refused with 403 "cross_site" unless it carries a JSON content type or
-// a header no simple request may carry (X-Requested-With, X-API-Key,
-// Authorization). Requests naming no origin at all (curl, services) and
+// csrfMiddleware refuses with 403 "cross_site" a write from a page of
+// another site that carries neither a JSON content type nor a header no
+// simple request may carry. Requests naming no origin (curl) and
 // same-origin ones (the console) pass.
 //
-// Why: a simple request (text/plain, a form, or no body) reaches the
-// server with no preflight, with the browser's ambient access to it (a
-// user's network, an open API); everything else needs a CORS grant.
+// Why: a simple request reaches the server with no preflight, with the
+// browser's ambient access to it; everything else needs a CORS grant.
 func csrfMiddleware(c *fiber.Ctx) error {
 	switch c.Method() {
 	case fiber.MethodPost, fiber.MethodPut, fiber.MethodPatch, fiber.MethodDelete:
@@ -42,8 +36,8 @@ func csrfMiddleware(c *fiber.Ctx) error {
 	return errCrossSite
 }
 
-// crossSite reports whether the browser says the request comes from a
-// page of another site.
+// crossSite reports whether the request's Origin (or Sec-Fetch-Site)
+// names another site than its Host or X-Forwarded-Host.
 func crossSite(c *fiber.Ctx) bool {
 	if origin := c.Get(fiber.HeaderOrigin); origin != "" {
 		u, err := url.Parse(origin)

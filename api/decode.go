@@ -21,27 +21,15 @@ import (
 const CodeInvalidJSON = "invalid_json"
 
 // DecodeJSON decodes the request body of c into v (a non-nil pointer)
-// strictly. It returns an [*Error] for the client's mistakes:
-//
-//   - 415 "unsupported_media_type" unless Content-Type is application/json
-//     or application/*+json (parameters such as charset are allowed);
-//   - 400 "invalid_json" for an empty body, a syntax error (with its byte
-//     offset), a value of the wrong type (with the field path and offset),
-//     an unknown object field, or data after the JSON value.
-//
-// Any other error (v not a pointer, ...) is a programming error, returned as
-// is (rendered as 500). Handlers return the error unchanged:
-//
-//	var in createThing
-//	if err := api.DecodeJSON(c, &in); err != nil {
-//		return err
-//	}
+// strictly. It returns an [*Error] for the client's mistakes: 415
+// "unsupported_media_type" unless Content-Type is application/json or
+// application/*+json; 400 "invalid_json" for an empty or malformed body, a
+// value of the wrong type, an unknown field or data after the value. Any
+// other error is a programming error (a 500). Handlers return it unchanged.
 func DecodeJSON(c *fiber.Ctx, v any) error {
 	if ct := c.Get(fiber.HeaderContentType); !isJSONMediaType(ct) {
-		got := ct
-		got = cmp.Or(got, "none")
 		return UnsupportedMediaType("unsupported_media_type",
-			fmt.Sprintf("Content-Type must be application/json, got %s", got))
+			"Content-Type must be application/json, got "+cmp.Or(ct, "none"))
 	}
 	body := c.Body()
 	if len(bytes.TrimSpace(body)) == 0 {
@@ -75,9 +63,8 @@ func isJSONMediaType(ct string) bool {
 		(strings.HasPrefix(mt, "application/") && strings.HasSuffix(mt, "+json"))
 }
 
-// jsonError translates an encoding/json decoding error into an *Error, or
-// returns it unchanged if it is not the client's fault. t is the type
-// decoded into, to name fields by their JSON names.
+// jsonError translates a decoding error into v's type t into an *Error,
+// or a valueError, or wraps it when it is not the client's fault.
 func jsonError(err error, t reflect.Type) error {
 	var (
 		syntaxErr *json.SyntaxError
@@ -115,16 +102,14 @@ func jsonError(err error, t reflect.Type) error {
 	return valueError(err.Error())
 }
 
-// valueError is the message of a value refused by a type's own
-// UnmarshalJSON, which may not name the field: [blameField] finds it and
-// makes it a 400 invalid_json.
+// valueError is the message of a value a type's UnmarshalJSON refused;
+// [blameField] names its field.
 type valueError string
 
 func (e valueError) Error() string { return string(e) }
 
-// blameField names, in a value error, the top-level field of the body
-// whose value its type refused, when t is a struct and one does; other
-// errors are returned as they are.
+// blameField makes a valueError a 400 invalid_json naming the top-level
+// field of the body its type refused; other errors are returned as they are.
 func blameField(err error, body []byte, t reflect.Type) error {
 	ve, ok := err.(valueError)
 	if !ok {
@@ -154,8 +139,7 @@ func blameField(err error, body []byte, t reflect.Type) error {
 	return &out
 }
 
-// jsonKind names the JSON type a Go type decodes from, without revealing
-// Go type names to the client.
+// jsonKind names the JSON type a Go type decodes from.
 func jsonKind(t reflect.Type) string {
 	if t == nil {
 		return "value"

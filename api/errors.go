@@ -14,23 +14,14 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Error is an error with an HTTP status, a stable machine-readable code and
-// a message safe to show to the client. Handlers return it (possibly
-// wrapped) to choose the error response; it is rendered as
-//
-//	{"error":{"code":Code,"message":Message}}
-//
-// with status Status.
+// Error is an error response: handlers return it (possibly wrapped) and
+// it is rendered with status Status as {"error":{"code":Code,"message":Message}}.
 type Error struct {
-	// Status is the HTTP status code (4xx or 5xx).
-	Status int
-	// Code is a stable snake_case identifier clients can switch on, e.g.
-	// "not_found" or "invalid_json".
+	Status int // 4xx or 5xx
+	// Code is a stable snake_case identifier clients can switch on.
 	Code string
-	// Message is a human-readable explanation. It is sent to the client, so
-	// it must not contain secrets or internal details. It is sent on one
-	// line (newlines become "; "), a prefix repeated back to back once, and
-	// encoding/json's Go type and field names replaced by the JSON ones.
+	// Message is sent to the client, so it holds no secrets. It is sent on
+	// one line, with encoding/json's Go names replaced by the JSON ones.
 	Message string
 }
 
@@ -69,13 +60,11 @@ func UnsupportedMediaType(code, msg string) *Error {
 	return NewError(http.StatusUnsupportedMediaType, code, msg)
 }
 
-// errInternal is the response for any error that is not an *Error or a
-// *fiber.Error: the cause is logged, never sent.
+// errInternal answers any other error; the cause is logged, never sent.
 var errInternal = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
 
-// errUnavailable is the response for an error saying that Redis cannot be
-// reached for now (see stream.IsUnavailable): the cause is logged, never
-// sent, and the client is asked to try again after RetryAfterUnavailable.
+// errUnavailable answers an error of stream.IsUnavailable; the cause is
+// logged, never sent.
 var errUnavailable = &Error{Status: http.StatusServiceUnavailable, Code: "unavailable",
 	Message: "a backing store is unavailable; try again shortly"}
 
@@ -93,14 +82,11 @@ type envelopeError struct {
 	Message string `json:"message"`
 }
 
-// handleError is the Fiber ErrorHandler: it renders err as the JSON envelope.
-// *Error is rendered as is, *fiber.Error (Fiber's routing, body limit and
-// protocol errors) gets a code derived from its status, and anything else is
-// logged and rendered as a 500 "internal error".
+// handleError is the Fiber ErrorHandler: it renders err as the JSON
+// envelope, an error neither *Error nor *fiber.Error as a logged 500.
 func (s *Server) handleError(c *fiber.Ctx, err error) error {
-	// Errors the HTTP server raises before routing (413 body too large, 431,
-	// malformed requests) reach this handler without the middleware chain:
-	// no request id yet, no access log.
+	// Errors raised before routing (413, 431) come without the middleware
+	// chain: no request id yet, no access log.
 	outsideChain := RequestID(c) == ""
 	requestID := ensureRequestID(c)
 	var (
@@ -116,26 +102,22 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 		if out.Status == fiber.StatusNotFound && isRoutingError(err) {
 			out.Message = "no route for " + c.Method() + " " + string(c.Request().URI().Path())
 		}
-	case stream.IsUnavailable(err):
-		out = errUnavailable
-		c.Set(fiber.HeaderRetryAfter, RetryAfterUnavailable)
-		s.log.LogAttrs(c.UserContext(), slog.LevelWarn, "api: request failed: a backing store is unavailable",
-			slog.String("method", c.Method()),
-			slog.String("path", string(c.Request().URI().Path())),
-			slog.String("request_id", requestID),
-			slog.Any("error", err))
-		trace.SpanFromContext(c.UserContext()).SetStatus(codes.Error, "unavailable")
 	default:
+		level, msg, status := slog.LevelError, "api: request failed", err.Error()
 		out = errInternal
-		ctx := c.UserContext()
-		s.log.LogAttrs(ctx, slog.LevelError, "api: request failed",
+		if stream.IsUnavailable(err) {
+			level, msg, status = slog.LevelWarn, "api: request failed: a backing store is unavailable", "unavailable"
+			out = errUnavailable
+			c.Set(fiber.HeaderRetryAfter, RetryAfterUnavailable)
+		} else {
+			trace.SpanFromContext(c.UserContext()).RecordError(err)
+		}
+		s.log.LogAttrs(c.UserContext(), level, msg,
 			slog.String("method", c.Method()),
 			slog.String("path", string(c.Request().URI().Path())),
 			slog.String("request_id", requestID),
 			slog.Any("error", err))
-		span := trace.SpanFromContext(ctx)
-		span.RecordError(err)
-		span.SetStatus(codes.Error, err.Error())
+		trace.SpanFromContext(c.UserContext()).SetStatus(codes.Error, status)
 	}
 	if err := c.Status(out.Status).JSON(envelope{Error: envelopeError{Code: out.Code, Message: clientMessage(out.Message)}}); err != nil {
 		return fmt.Errorf("api: write error response: %w", err)
@@ -146,9 +128,8 @@ func (s *Server) handleError(c *fiber.Ctx, err error) error {
 	return nil
 }
 
-// normalize fills in what a handler left out of e: a status outside 400-599
-// becomes 500, an empty code is derived from the status and an empty
-// message is the status text.
+// normalize fills in what a handler left out of e: a status outside
+// 400-599 is 500; the code and message come from the status.
 func normalize(e *Error) *Error {
 	if e.Status >= 400 && e.Status <= 599 && e.Code != "" && e.Message != "" {
 		return e
@@ -178,8 +159,8 @@ func (s *Server) fromFiberError(e *fiber.Error) *Error {
 	return &Error{Status: e.Code, Code: codeForStatus(e.Code), Message: msg}
 }
 
-// statusCodes are the envelope codes of the statuses Fiber itself produces
-// or that have a conventional name; others are derived from the status text.
+// statusCodes are the envelope codes of the statuses with a conventional
+// name; others are derived from the status text.
 var statusCodes = map[int]string{
 	http.StatusBadRequest:                  "bad_request",
 	http.StatusUnauthorized:                "unauthenticated",

@@ -11,26 +11,19 @@ import (
 	"time"
 )
 
-// TagOpenAPI is the struct tag that refines a field's schema beyond what
-// its json tag says. Its comma-separated options:
-//
-//   - readonly: the server sets the field; a client leaves it out of
-//     request bodies (it is documented readOnly, required in responses
-//     only).
-//   - optional: the field is always in responses but a client may leave
-//     it out of a request body (the server fills in a default).
+// TagOpenAPI is the struct tag that refines a field's schema. Options:
+// "readonly" (the server sets it; a client leaves it out) and "optional"
+// (always in responses; a request may leave it out for a default).
 const TagOpenAPI = "openapi"
 
-// JSONShaper is implemented by types whose JSON is not their fields' (a
-// custom MarshalJSON): JSONShape returns a value whose type's fields have
-// the same JSON, which the document describes under the type's own name.
+// JSONShaper is implemented by types with a custom MarshalJSON: JSONShape
+// returns a value whose type's fields have the same JSON.
 type JSONShaper interface {
 	JSONShape() any
 }
 
-// schemaSet turns Go types into OpenAPI 3 schemas, naming struct types as
-// components so each appears once. Two Go types of the same name get names
-// qualified by their package (see newSchemaSet).
+// schemaSet turns Go types into OpenAPI 3 schemas, named struct types as
+// components.
 type schemaSet struct {
 	components map[string]any
 	names      map[reflect.Type]string
@@ -43,10 +36,8 @@ var (
 	jsonShaperType    = reflect.TypeOf((*JSONShaper)(nil)).Elem()
 )
 
-// newSchemaSet returns a schemaSet whose component names are unique among
-// the named struct types reachable from values: a type's own name
-// ("Subscription") when no other type has it, else qualified by its
-// package ("feed.Subscription", "comic.Subscription"), else by its whole
+// newSchemaSet names the struct types reachable from values uniquely: by
+// their own name, else qualified by package ("feed.Subscription"), else by
 // package path.
 func newSchemaSet(values ...any) *schemaSet {
 	s := &schemaSet{components: map[string]any{}, names: map[reflect.Type]string{}}
@@ -70,9 +61,7 @@ func newSchemaSet(values ...any) *schemaSet {
 			switch {
 			case len(byName[n]) == 1:
 				s.names[t] = n
-			case level == 2:
-				// Two types of one package path and name: only generic
-				// instances can be, by their type arguments' paths.
+			case level == 2: // generic instances alike but for arguments' paths
 				s.names[t] = fmt.Sprintf("%s_%d", n, slices.Index(byName[n], t)+1)
 			default:
 				left = append(left, t)
@@ -125,15 +114,13 @@ func shapeOf(t reflect.Type) reflect.Type {
 	return t
 }
 
-// special returns the schema of types whose JSON is not their Go shape,
-// or nil.
+// special returns the schema of types whose JSON is not their Go shape.
 func special(t reflect.Type) map[string]any {
 	switch {
 	case t == timeType:
 		return map[string]any{"type": "string", "format": "date-time"}
 	case t == rawMessageType:
-		// Any JSON value.
-		return map[string]any{}
+		return map[string]any{} // any JSON value
 	case t.Kind() != reflect.Struct && t.Implements(textMarshalerType),
 		t.Kind() == reflect.Struct && !t.Implements(jsonShaperType) && t.Implements(textMarshalerType):
 		return map[string]any{"type": "string"}
@@ -189,11 +176,8 @@ func (s *schemaSet) schema(t reflect.Type) map[string]any {
 	}
 }
 
-// object describes a struct by its JSON fields. Fields without omitempty
-// are required, but for those tagged openapi:"optional"; fields tagged
-// openapi:"readonly" are readOnly. A nil slice, map or pointer without
-// omitempty encodes as null, and an optional field may be sent as null
-// (as if absent), so such fields are nullable.
+// object describes a struct by its JSON fields: required without
+// omitempty (unless optional), nullable when null may be sent or received.
 func (s *schemaSet) object(t reflect.Type) map[string]any {
 	props := map[string]any{}
 	var requiredNames []string
@@ -222,8 +206,6 @@ func (s *schemaSet) object(t reflect.Type) map[string]any {
 		openapiOpts := strings.Split(f.Tag.Get(TagOpenAPI), ",")
 		readOnly := slices.Contains(openapiOpts, "readonly")
 		required := !omitEmpty && !slices.Contains(openapiOpts, "optional")
-		// A nil slice, map or pointer encodes as null; a request's null
-		// leaves an optional field at its default, as if absent.
 		nullable := (!omitEmpty && nilable(f.Type) || !required) && f.Type != rawMessageType
 		if readOnly || nullable {
 			if _, ref := sch["$ref"]; ref {
@@ -257,11 +239,9 @@ func nilable(t reflect.Type) bool {
 	return false
 }
 
-// qualifiedName is a component's name for t at a qualification level: 0
-// its own name, 1 prefixed by its package's short name, 2 by its whole
-// package path. A generic type's name is followed by its type arguments'
-// ("Page[x/feed.Item]" is "PageItem", "Page.feed.Item", …), since
-// component names allow only letters, digits, '.', '-' and '_'.
+// qualifiedName is t's component name at a level: 0 its own, 1 with its
+// package's short name, 2 with its path. A generic type's is followed by
+// its arguments' ("Page[x/feed.Item]" is "PageItem", "Page.feed.Item").
 func qualifiedName(t reflect.Type, level int) string {
 	base, args, generic := strings.Cut(t.Name(), "[")
 	var b strings.Builder
@@ -309,9 +289,8 @@ func splitTypeArgs(args string) []string {
 	return append(out, args[start:])
 }
 
-// packageName is a package's short name for a component name: at level 1
-// the last element of its path, or for a flow's route package (…/httpapi)
-// the flow's; at level 2 its whole path.
+// packageName is a package's name at a level: at 1 its path's last
+// element (a flow's for …/httpapi), at 2 its path.
 func packageName(path string, level int) string {
 	if level >= 2 {
 		return path

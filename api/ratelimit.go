@@ -69,13 +69,11 @@ type Limit struct {
 var (
 	// DefaultCreateLimit: 50 a second, 500 at once.
 	DefaultCreateLimit = Limit{Rate: 50, Burst: 500}
-	// DefaultContractLimit fits the target of 5,000 checkouts a second from
-	// one caller, five writes each: 25,000 a second, 5,000 at once.
+	// DefaultContractLimit fits 5,000 checkouts a second of five writes.
 	DefaultContractLimit = Limit{Rate: 25_000, Burst: 5_000}
 	// DefaultChangeLimit: 200 a second, 1,000 at once.
 	DefaultChangeLimit = Limit{Rate: 200, Burst: 1_000}
-	// DefaultReadLimit stays above one process's read target of 10,000 a
-	// second: 20,000 a second, 10,000 at once.
+	// DefaultReadLimit stays above one process's target of 10,000 reads/s.
 	DefaultReadLimit = Limit{Rate: 20_000, Burst: 10_000}
 	// DefaultAdminLimit: 20 a second, 100 at once.
 	DefaultAdminLimit = Limit{Rate: 20, Burst: 100}
@@ -89,20 +87,19 @@ const DefaultMaxBuckets = 100_000
 // RateLimitConfig limits each caller (API key, else client address) with a
 // token bucket per route class; beyond it, 429 "rate_limited" with
 // Retry-After. A key's own rate= and burst= replace every class's. Zero
-// fields take their defaults.
+// fields take their defaults (Default*Limit).
 type RateLimitConfig struct {
-	// Create limits ClassCreate (and operations without a class). Default
-	// 50 a second, 500 at once.
+	// Create limits ClassCreate and unclassed operations.
 	Create Limit
-	// Contract limits ClassContract. Default 25,000 a second, 5,000 at once.
+	// Contract limits ClassContract.
 	Contract Limit
-	// Change limits ClassChange. Default 200 a second, 1,000 at once.
+	// Change limits ClassChange.
 	Change Limit
-	// Read limits ClassRead. Default 20,000 a second, 10,000 at once.
+	// Read limits ClassRead.
 	Read Limit
-	// Admin limits ClassAdmin. Default 20 a second, 100 at once.
+	// Admin limits ClassAdmin.
 	Admin Limit
-	// Public limits ClassPublic. Default 200 a second, 1,000 at once.
+	// Public limits ClassPublic.
 	Public Limit
 	// MaxBuckets bounds the buckets kept: idle ones are then forgotten, and
 	// while none is, a new caller gets 429. Default 100,000.
@@ -111,8 +108,7 @@ type RateLimitConfig struct {
 	Disabled bool
 }
 
-// limit returns a pointer to the limit of class (ClassCreate for an
-// unset or unknown class).
+// limit returns a pointer to the limit of class (see effective).
 func (c *RateLimitConfig) limit(class Class) *Limit {
 	switch class.effective() {
 	case ClassContract:
@@ -146,8 +142,8 @@ func (c RateLimitConfig) WithDefaults() RateLimitConfig {
 	return c
 }
 
-// Validate reports every invalid field of c (zero fields are valid: they
-// take their defaults), wrapped around ErrInvalidConfig.
+// Validate reports every invalid field of c, wrapping ErrInvalidConfig;
+// zero fields are valid.
 func (c RateLimitConfig) Validate() error {
 	var errs []error
 	for _, class := range Classes {
@@ -219,8 +215,7 @@ func classList() string {
 	return strings.Join(names, ", ")
 }
 
-// String returns c in the grammar of [ParseRateLimits], listing only the
-// classes that differ from their defaults.
+// String returns c as [ParseRateLimits] reads it, default classes left out.
 func (c RateLimitConfig) String() string {
 	if c.Disabled {
 		return "off"

@@ -15,27 +15,22 @@ import (
 	dsotel "github.com/dropstream/dropstream/otel"
 )
 
-// ServerName is the fixed server.address of the server spans: the name of
-// the service, never the Host header a client sent.
+// ServerName is the server.address of the server spans, never the Host
+// header a client sent.
 const ServerName = "dropstream"
 
-// RouteUnmatched is the http.route of a request no route matched (Fiber's
-// own 404 and 405), in span attributes and metric labels alike.
+// RouteUnmatched is the http.route of a request no route matched.
 const RouteUnmatched = "unmatched"
 
 // MetricRequestDuration is the HTTP server histogram, in seconds, labelled
-// by method, route template and status only: http.request.method (a
-// standard method or "_OTHER"), http.route (a registered pattern or
-// [RouteUnmatched]) and http.response.status_code. Nothing a client chooses
-// freely (Host, path, query, headers) becomes a label, so its series are
-// bounded by the routes registered.
+// by method ("_OTHER" for a non-standard one), route pattern and status
+// only, so its series are bounded by the routes registered.
 const MetricRequestDuration = "http.server.request.duration"
 
 // instrumentationName is the tracer and meter name of the server.
 const instrumentationName = "github.com/dropstream/dropstream/api"
 
-// knownMethods are the methods kept as they are in telemetry; any other
-// becomes "_OTHER", as the HTTP semantic conventions ask.
+// knownMethods are the methods telemetry keeps; others are "_OTHER".
 var knownMethods = map[string]bool{
 	http.MethodGet: true, http.MethodHead: true, http.MethodPost: true, http.MethodPut: true,
 	http.MethodPatch: true, http.MethodDelete: true, http.MethodConnect: true,
@@ -59,9 +54,7 @@ func telemetryRoute(c *fiber.Ctx) string {
 }
 
 // spanName names a server span "<METHOD> <route pattern>", or "<METHOD>"
-// alone when no route matched, as the HTTP semantic conventions ask (raw
-// paths would explode the span-name cardinality). The pattern is the one the
-// access log middleware, which runs inside the span, resolved.
+// when no route matched, as the HTTP semantic conventions ask.
 func spanName(c *fiber.Ctx) string {
 	m := telemetryMethod(c.Method())
 	if p := matchedRoute(c); p != "" {
@@ -70,14 +63,10 @@ func spanName(c *fiber.Ctx) string {
 	return m
 }
 
-// tracingMiddleware starts an OpenTelemetry server span per request and
-// records [MetricRequestDuration], with the configured providers. The span
-// continues the trace of an incoming traceparent header, is in
-// c.UserContext() for the handlers, and its context is injected into the
-// response headers. Operational routes are neither traced nor measured.
-//
-// The access log below it renders any error itself, so the status is final
-// when the chain returns here.
+// tracingMiddleware starts a server span per request, continuing an
+// incoming traceparent, and records [MetricRequestDuration]. The span is in
+// c.UserContext() and its context in the response headers. Operational
+// routes are neither traced nor measured.
 func (s *Server) tracingMiddleware() fiber.Handler {
 	tracer := s.cfg.TracerProvider.Tracer(instrumentationName, trace.WithSchemaURL(dsotel.SchemaURL))
 	meter := s.cfg.MeterProvider.Meter(instrumentationName, metric.WithSchemaURL(dsotel.SchemaURL))

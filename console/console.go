@@ -1,9 +1,6 @@
-// Package console is dropstream's live console: one page (embedded HTML,
-// JS and CSS under assets/) served at /console, and the JSON routes under
-// /v1/console/ it reads. The flow graph is drawn from the flows'
-// descriptions, the stages' figures are read from Redis for the whole
-// cluster, the events come from the flows' Description.Events, and the
-// traces from the process's own buffer of recent traces.
+// Package console is dropstream's live console: one embedded page served
+// at /console and the JSON routes under /v1/console/ it reads: the flows'
+// graph, the stages' cluster-wide figures, events and recent traces.
 package console
 
 import (
@@ -49,8 +46,7 @@ type Config struct {
 	Metrics prometheus.Gatherer
 	// Traces is the process's buffer of recent traces; nil shows none.
 	Traces *spanbuffer.Buffer
-	// JaegerUIURL, when set, is the trace UI the console links each trace
-	// to ("<url>/trace/<id>").
+	// JaegerUIURL, when set, is the trace UI traces link to.
 	JaegerUIURL string
 	// SampleInterval is how often Run samples the stages for the charts;
 	// at least 1s, default 10s.
@@ -123,8 +119,7 @@ func New(cfg Config) (*Console, error) {
 }
 
 // Register serves the page at Path (open: it holds no data) and the JSON
-// routes under /v1/console/ (read scope; acting on dead letters needs
-// admin).
+// routes (read scope; dead-letter actions need admin).
 func (c *Console) Register(srv *api.Server) {
 	// The page and its two assets are documented operations like every
 	// route ("/console/" is "/console": routing is not strict).

@@ -24,11 +24,9 @@ const (
 	// liveConsumer is how long since its last read a consumer counts as a
 	// running copy.
 	liveConsumer = 30 * time.Second
-	// maxCount bounds an XRANGE that counts entries (lag or deliveries
-	// where Redis keeps no entries-read count).
+	// maxCount bounds an XRANGE that counts entries.
 	maxCount = 10000
-	// handlerDurationMetric is the Prometheus name of the stage handler
-	// duration histogram (dropstream.stage.handler.duration).
+	// handlerDurationMetric is the stage handler duration histogram.
 	handlerDurationMetric = "dropstream_stage_handler_duration_seconds"
 )
 
@@ -76,7 +74,6 @@ type StageStats struct {
 
 // partMark is where a partition's group stood at the previous sample.
 type partMark struct {
-	entriesRead   int64
 	lastDelivered string
 }
 
@@ -192,7 +189,7 @@ func (s *sampler) sample(ctx context.Context, st stageRef, now time.Time) (Stage
 			}
 			v.Delivered += s.delivered[mk]
 		}
-		s.marks[mk] = partMark{entriesRead: g.EntriesRead, lastDelivered: g.LastDeliveredID}
+		s.marks[mk] = partMark{lastDelivered: g.LastDeliveredID}
 		if g.Pending > 0 {
 			sum, err := s.rdb.XPending(ctx, key, st.Group).Result()
 			if err == nil && sum.Count > 0 {
@@ -225,9 +222,8 @@ func (s *sampler) count(ctx context.Context, key, start, end string) int64 {
 	return int64(len(xs))
 }
 
-// latencies returns each stage's p99 handler latency in milliseconds over
-// the calls since the previous sample (or since start, at the first),
-// from the process's own histogram.
+// latencies returns each stage's p99 handler latency in milliseconds
+// since the previous sample, from the process's own histogram.
 func (s *sampler) latencies() map[string]float64 {
 	out := map[string]float64{}
 	if s.metrics == nil {

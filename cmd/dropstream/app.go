@@ -25,8 +25,7 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// app is the wired process: telemetry, Redis, optional ClickHouse, the
-// API and the flows of the binary, built from their definitions.
+// app is the wired process: telemetry, Redis, ClickHouse, API and flows.
 type app struct {
 	cfg      Config
 	log      *slog.Logger
@@ -36,25 +35,19 @@ type app struct {
 	embedded *stream.Embedded
 	ch       *clickhouse.Client
 	pub      *stream.Publisher
-	// settings are the flows' configuration, read once in newApp.
 	settings flow.Settings
 	// retention and retentionInterval drive the retention service.
 	retention         clickhouse.RetentionConfig
 	retentionInterval time.Duration
-	// flows are the built flows, in the order of definitions().
-	flows      []*builtFlow
-	flowsBuilt bool
-	// runners are the stage copies start runs, for the "stages" check.
-	runners atomic.Pointer[[]*stream.Runner]
-	// traces are the recent traces the console shows.
-	traces *spanbuffer.Buffer
-	// console is the API's console; Run samples its charts.
-	console *console.Console
-	closers []func()
+	flows             []*builtFlow // in the order of definitions()
+	flowsBuilt        bool
+	runners           atomic.Pointer[[]*stream.Runner] // for the "stages" check
+	traces            *spanbuffer.Buffer               // what the console shows
+	console           *console.Console
+	closers           []func()
 }
 
-// builtFlow is one flow as built: its definition, its main type, what it
-// declared, and its ClickHouse append stages when ClickHouse is configured.
+// builtFlow is one flow as built, with its ClickHouse append stages.
 type builtFlow struct {
 	def     flow.Definition
 	flow    flow.Flow
@@ -62,9 +55,8 @@ type builtFlow struct {
 	history []stream.Stage
 }
 
-// newApp connects everything the configuration names and reads the flows'
-// variables; a bad variable fails it. With no Redis URL it starts an
-// embedded Redis and says so.
+// newApp connects everything cfg names and reads the flows' variables.
+// With no Redis URL it starts an embedded Redis.
 func newApp(ctx context.Context, cfg Config, stderr io.Writer) (*app, error) {
 	return newAppWith(ctx, cfg, nil, stderr)
 }
@@ -115,8 +107,6 @@ func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, st
 		a.embedded = emb
 		a.closers = append(a.closers, emb.Close)
 		url = emb.URL()
-		// The address only: the password is for the in-process clients
-		// (and the demo's own terminal), never for a log.
 		logger.Warn("DROPSTREAM_REDIS_URL is empty: using an embedded in-process Redis; nothing survives a restart",
 			"addr", emb.Addr())
 	}
@@ -169,8 +159,7 @@ func (a *app) deps() flow.Deps {
 		}}
 }
 
-// buildFlows builds every defined flow once, in order, checks what each
-// declares, and opens its ClickHouse appends when ClickHouse is configured.
+// buildFlows builds every flow once and, with ClickHouse, opens its appends.
 func (a *app) buildFlows(ctx context.Context) error {
 	if a.flowsBuilt {
 		return nil
@@ -202,8 +191,7 @@ func (a *app) buildFlows(ctx context.Context) error {
 			if closeFn != nil {
 				a.closers = append(a.closers, func() { _ = closeFn() })
 			}
-			// A stage the writer offers in several read-ahead copies is
-			// run once per --copies, like every stage: its first copy.
+			// A stage offered in several read-ahead copies runs its first.
 			for _, st := range stages {
 				if !slices.ContainsFunc(b.history, func(h stream.Stage) bool { return h.Name == st.Name }) {
 					b.history = append(b.history, st)
@@ -214,8 +202,7 @@ func (a *app) buildFlows(ctx context.Context) error {
 	return nil
 }
 
-// apiServer builds the API with its readiness checks and every flow's
-// routes.
+// apiServer builds the API with every flow's routes.
 func (a *app) apiServer() (*api.Server, error) {
 	checks := []api.ReadinessCheck{{Name: "redis", Check: func(ctx context.Context) error { return a.rdb.Ping(ctx).Err() }},
 		{Name: "stages", Check: a.stagesReady}}
@@ -249,8 +236,7 @@ func (a *app) apiServer() (*api.Server, error) {
 	return srv, nil
 }
 
-// stages returns every stage the binary knows, by name: each flow's stages
-// and, with ClickHouse, its history stages.
+// stages returns every stage of the flows, history stages included, by name.
 func (a *app) stages() (map[string]stream.Stage, error) {
 	if err := a.buildFlows(context.Background()); err != nil {
 		return nil, err
@@ -267,8 +253,7 @@ func (a *app) stages() (map[string]stream.Stage, error) {
 	return all, nil
 }
 
-// services are the named loops that run beside the stages: the flows'
-// and the app's own.
+// services are the named loops beside the stages, by name.
 func (a *app) services() map[string]func(context.Context) error {
 	all := a.appServices()
 	for _, f := range a.flows {
@@ -297,8 +282,7 @@ func (a *app) topics() ([]stream.Topic, error) {
 	return out, nil
 }
 
-// pick selects stages and services by a comma list of names; empty or
-// "all" is every one.
+// pick selects stages and services by a comma list of names ("all", "none").
 func pick(all map[string]stream.Stage, services map[string]func(context.Context) error, names string) ([]stream.Stage, []string, error) {
 	known := make([]string, 0, len(all)+len(services))
 	for n := range all {
@@ -337,15 +321,12 @@ type startOptions struct {
 	stages   []stream.Stage
 	services []string
 	copies   int
-	// trimAge is the Trimmer's MinAge for the topics of the stages.
-	trimAge time.Duration
+	trimAge  time.Duration // the Trimmer's MinAge
 }
 
-// start does the start-up `run` and `demo` share, until ctx ends: the
-// consumer groups of the ClickHouse appends when ClickHouse is not
-// configured (their backlog waits), every flow's waiters, copies of the
-// chosen stages, the chosen services and a trimmer of the stages' topics.
-// A part that fails sends its error on the returned channel.
+// start runs, until ctx ends, the flows' waiters, copies of the chosen
+// stages, the services and a trimmer. A part that fails sends its error on
+// the returned channel.
 func (a *app) start(ctx context.Context, wg *sync.WaitGroup, o startOptions) ([]*stream.Runner, chan error, error) {
 	if err := a.keepBacklogs(ctx); err != nil {
 		return nil, nil, err
@@ -396,8 +377,7 @@ func (a *app) start(ctx context.Context, wg *sync.WaitGroup, o startOptions) ([]
 	}
 	cfg := stream.TrimConfig{MinAge: o.trimAge}
 	if a.embedded != nil && a.ch == nil {
-		// Nothing will ever read what only the ClickHouse appends would:
-		// their streams are trimmed by age, or the demo would keep them all.
+		// Nothing reads what only the appends would: trimmed by age.
 		cfg.Ungrouped = true
 		for _, f := range a.flows {
 			for _, h := range f.desc.History {
@@ -414,11 +394,46 @@ func (a *app) start(ctx context.Context, wg *sync.WaitGroup, o startOptions) ([]
 	return runners, failed, nil
 }
 
-// stagesReady fails while another process holds the consumer name of one
-// of this process's stage copies (the same DROPSTREAM_INSTANCE started
-// twice): that copy reads nothing until the name is free (see
-// stream.Runner.LeaseErr). The message names the stages, not the consumer
-// names: /readyz is unauthenticated.
+// startDemo starts, as `demo` does, every stage and service and, beside
+// them, the flows' demo data; errors go to the returned channel.
+func (a *app) startDemo(ctx context.Context, wg *sync.WaitGroup) ([]*stream.Runner, chan error, error) {
+	all, err := a.stages()
+	if err != nil {
+		return nil, nil, err
+	}
+	stages, services, err := pick(all, a.services(), "all")
+	if err != nil {
+		return nil, nil, err
+	}
+	runners, failed, err := a.start(ctx, wg, startOptions{stages: stages, services: services, copies: 1, trimAge: 10 * time.Minute})
+	if err != nil {
+		return nil, nil, err
+	}
+	for _, f := range a.flows {
+		if f.desc.Demo != nil {
+			wg.Go(func() {
+				if err := f.desc.Demo(ctx); err != nil && ctx.Err() == nil {
+					failed <- fmt.Errorf("demo of %s: %w", f.def.Name, err)
+				}
+			})
+		}
+	}
+	return runners, failed, nil
+}
+
+// serve runs srv and the console's sampler until ctx ends; a listen error
+// goes to failed.
+func (a *app) serve(ctx context.Context, wg *sync.WaitGroup, srv *api.Server, failed chan<- error) {
+	wg.Go(func() {
+		if err := srv.Listen(ctx); err != nil {
+			failed <- fmt.Errorf("api: %w", err)
+		}
+	})
+	wg.Go(func() { _ = a.console.Run(ctx) })
+}
+
+// stagesReady fails while another process holds a consumer name of this
+// one's (stream.Runner.LeaseErr). It names stages only: /readyz is public.
 func (a *app) stagesReady(context.Context) error {
 	rs := a.runners.Load()
 	if rs == nil {
@@ -436,11 +451,9 @@ func (a *app) stagesReady(context.Context) error {
 	return fmt.Errorf("consumer name held by another process, not reading: stage %s", strings.Join(held, ", "))
 }
 
-// keepBacklogs creates, without ClickHouse, the consumer groups of every
-// flow's ClickHouse appends, so their backlog waits in the streams until
-// ClickHouse is configured. On the embedded Redis it keeps none: no
-// ClickHouse will ever read it, and the data is gone at exit, so the
-// trimmer drops what only the appends would have read (see start).
+// keepBacklogs creates, without ClickHouse, the groups of the ClickHouse
+// appends so their backlog waits; on the embedded Redis it keeps none.
+
 func (a *app) keepBacklogs(ctx context.Context) error {
 	if a.ch != nil {
 		return nil

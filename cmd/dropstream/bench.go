@@ -61,10 +61,6 @@ func runFlowBench(ctx context.Context, b flow.Bench, args []string, stdout, stde
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	name := "redis " + redacted(cfg.RedisURL)
-	if cfg.RedisURL == "" {
-		name = "embedded miniredis"
-	}
 	if err := cfg.Validate(); err != nil {
 		return err
 	}
@@ -72,7 +68,7 @@ func runFlowBench(ctx context.Context, b flow.Bench, args []string, stdout, stde
 		return fmt.Errorf("bench %s: --gauge-messages %d out of range 0..10000000", b.Name, *gauge)
 	}
 	fmt.Fprint(stdout, fs.benchSettings())
-	env := flow.BenchEnv{RedisURL: cfg.RedisURL, ClickHouseDSN: cfg.ClickHouseDSN, RedisName: name, Embedded: cfg.RedisURL == "",
+	env := flow.BenchEnv{RedisURL: cfg.RedisURL, ClickHouseDSN: cfg.ClickHouseDSN, RedisName: benchRedisName(cfg), Embedded: cfg.RedisURL == "",
 		RateLimit: cfg.rateLimits(), Stdout: stdout, Progress: func(line string) { fmt.Fprintln(stderr, "  ", line) }, Phases: progress.New(stderr)}
 	env.Settings = flow.Settings{Partitions: cfg.Partitions}
 	if run.Check != nil {
@@ -155,28 +151,39 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return fmt.Errorf("bench needs a target: %s", strings.Join(names, ", "))
 }
 
-// redacted is a URL with its password masked; other strings as they are.
-func redacted(s string) string {
-	if u, err := url.Parse(s); err == nil && u.User != nil {
-		return u.Redacted()
+// benchRedisName describes the bench's Redis with any password masked.
+func benchRedisName(cfg Config) string {
+	if cfg.RedisURL == "" {
+		return "embedded miniredis"
 	}
-	return s
+	if u, err := url.Parse(cfg.RedisURL); err == nil && u.User != nil {
+		return "redis " + u.Redacted()
+	}
+	return "redis " + cfg.RedisURL
 }
 
-// benchApp starts the app of a benchmark (no API, warnings only) and, with
-// a profile path, a CPU profile; stop ends both.
+// startCPUProfile starts a CPU profile to path, if any; stop ends it.
+func startCPUProfile(path string) (stop func(), err error) {
+	if path == "" {
+		return func() {}, nil
+	}
+	f, err := os.Create(path)
+	if err != nil {
+		return nil, err
+	}
+	if err := pprof.StartCPUProfile(f); err != nil {
+		f.Close()
+		return nil, err
+	}
+	return func() { pprof.StopCPUProfile(); f.Close() }, nil
+}
+
+// benchApp starts the app of a benchmark (no API, warnings only) and a CPU
+// profile to cpuProfile, if any; stop ends both.
 func benchApp(ctx context.Context, cfg Config, cpuProfile string, stderr io.Writer) (*app, func(), error) {
-	stopProfile := func() {}
-	if cpuProfile != "" {
-		f, err := os.Create(cpuProfile)
-		if err != nil {
-			return nil, nil, err
-		}
-		if err := pprof.StartCPUProfile(f); err != nil {
-			f.Close()
-			return nil, nil, err
-		}
-		stopProfile = func() { pprof.StopCPUProfile(); f.Close() }
+	stopProfile, err := startCPUProfile(cpuProfile)
+	if err != nil {
+		return nil, nil, err
 	}
 	cfg.APIAddr = ""
 	cfg.LogLevel = "warn"

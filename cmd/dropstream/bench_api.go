@@ -9,7 +9,6 @@ import (
 	"net/http"
 	"os"
 	"os/exec"
-	"runtime/pprof"
 	"strconv"
 	"strings"
 	"sync"
@@ -79,18 +78,12 @@ func runBenchAPI(ctx context.Context, args []string, stdout, stderr io.Writer) e
 		return err
 	}
 	fmt.Fprint(stdout, fs.benchSettings())
-	if *cpuProfile != "" {
-		f, err := os.Create(*cpuProfile)
-		if err != nil {
-			return err
-		}
-		defer f.Close()
-		if err := pprof.StartCPUProfile(f); err != nil {
-			return err
-		}
-		defer pprof.StopCPUProfile()
+	stop, err := startCPUProfile(*cpuProfile)
+	if err != nil {
+		return err
 	}
-	_, err := benchAPI(ctx, cfg, bc, *gauge, stdout, stderr)
+	defer stop()
+	_, err = benchAPI(ctx, cfg, bc, *gauge, stdout, stderr)
 	return err
 }
 
@@ -143,32 +136,11 @@ func benchAPI(ctx context.Context, cfg Config, bc apiBenchConfig, gauge int, std
 	return out, nil
 }
 
-// benchRedisName describes the bench's Redis with any password masked.
-func benchRedisName(cfg Config) string {
-	if cfg.RedisURL == "" {
-		return "embedded miniredis"
-	}
-	return "redis " + redacted(cfg.RedisURL)
-}
-
-// serveForBench starts every stage, service and flow demo of a, and the
-// API on a free loopback port, until ctx ends; it returns the API's base URL.
+// serveForBench starts what `demo` does, and the API on a free loopback
+// port, until ctx ends; it returns the API's base URL.
 func serveForBench(ctx context.Context, a *app, wg *sync.WaitGroup) (string, error) {
-	all, err := a.stages()
-	if err != nil {
+	if _, _, err := a.startDemo(ctx, wg); err != nil {
 		return "", err
-	}
-	stages, services, err := pick(all, a.services(), "all")
-	if err != nil {
-		return "", err
-	}
-	if _, _, err := a.start(ctx, wg, startOptions{stages: stages, services: services, copies: 1, trimAge: 10 * time.Minute}); err != nil {
-		return "", err
-	}
-	for _, f := range a.flows {
-		if f.desc.Demo != nil {
-			wg.Go(func() { _ = f.desc.Demo(ctx) })
-		}
 	}
 	srv, err := a.apiServer()
 	if err != nil {

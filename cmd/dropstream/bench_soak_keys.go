@@ -5,7 +5,6 @@ import (
 	"fmt"
 	"io"
 	"maps"
-	"os"
 	"regexp"
 	"slices"
 	"strings"
@@ -118,25 +117,13 @@ func writeSoakFamilies(w io.Writer, fams []soakFamily) error {
 	return nil
 }
 
-// saveFamilies writes the families of the process's Redis to path; a
-// failure is reported, not fatal.
+// saveFamilies writes the families of the process's Redis to path.
 func (p *soakProc) saveFamilies(ctx context.Context, path string) {
-	err := func() error {
+	p.save(path, "key families", func(w io.Writer) error {
 		fams, err := soakFamilies(ctx, p.rdb)
 		if err != nil {
 			return err
 		}
-		f, err := os.Create(path)
-		if err != nil {
-			return err
-		}
-		if err := writeSoakFamilies(f, fams); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}()
-	if err != nil {
-		fmt.Fprintf(os.Stderr, "soak: key families of %s: %v\n", p.name, err)
-	}
+		return writeSoakFamilies(w, fams)
+	})
 }

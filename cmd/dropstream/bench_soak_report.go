@@ -111,22 +111,24 @@ func (p *soakProc) get(ctx context.Context, url string, w io.Writer) error {
 	return err
 }
 
-// heapProfile saves the process's heap profile (after a GC) to path; a
-// failure is reported on the line, not fatal.
+// heapProfile saves the process's heap profile (after a GC) to path.
 func (p *soakProc) heapProfile(ctx context.Context, path string) {
-	err := func() error {
-		f, err := os.Create(path)
-		if err != nil {
-			return err
+	p.save(path, "heap profile", func(w io.Writer) error {
+		return p.get(ctx, "http://"+p.pprof+"/debug/pprof/heap?gc=1", w)
+	})
+}
+
+// save writes a file with write; a failure is reported, not fatal.
+func (p *soakProc) save(path, what string, write func(io.Writer) error) {
+	f, err := os.Create(path)
+	if err == nil {
+		err = write(f)
+		if cerr := f.Close(); err == nil {
+			err = cerr
 		}
-		if err := p.get(ctx, "http://"+p.pprof+"/debug/pprof/heap?gc=1", f); err != nil {
-			f.Close()
-			return err
-		}
-		return f.Close()
-	}()
+	}
 	if err != nil {
-		fmt.Fprintf(os.Stderr, "soak: heap profile of %s: %v\n", p.name, err)
+		fmt.Fprintf(os.Stderr, "soak: %s of %s: %v\n", what, p.name, err)
 	}
 }
 

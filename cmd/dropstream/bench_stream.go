@@ -75,10 +75,7 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	defer stop()
 	bc.Partitions = cfg.Partitions
 	bc.Progress = progress.New(stderr)
-	redisKind := "redis " + redacted(cfg.RedisURL)
-	if a.embedded != nil {
-		redisKind = "embedded miniredis"
-	}
+	redisKind := benchRedisName(cfg)
 	fmt.Fprint(stdout, fs.benchSettings())
 	fmt.Fprintf(stdout, "bench stream: %s, %d partitions, batch %d, read bytes %d, payload %d B, GOMAXPROCS %d\n",
 		redisKind, bc.Partitions, bc.BatchSize, bc.ReadBytes, bc.PayloadSize, runtime.GOMAXPROCS(0))

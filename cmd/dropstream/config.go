@@ -26,25 +26,21 @@ import (
 // Config is the process configuration: each field comes from a DROPSTREAM_*
 // variable and is overridden by the flag of the same meaning.
 type Config struct {
-	// RedisURL is a redis:// or rediss:// URL, a redis-sentinel:// URL
-	// (stream.ParseSentinelURL), or host:port,... for Redis Cluster.
-	// Empty: an embedded in-process Redis.
+	// RedisURL is a redis://, rediss:// or redis-sentinel:// URL, or
+	// host:port,... for Redis Cluster. Empty: an embedded Redis.
 	RedisURL string
-	// RedisWait is how many replicas must hold a write a caller is
-	// answered on, and how long to wait for them, as
-	// stream.ParseReplicaWait reads it ("1/500ms"). Default "off":
-	// replication stays asynchronous.
+	// RedisWait is the replica wait of a write ("1/500ms", see
+	// stream.ParseReplicaWait). Default "off".
 	RedisWait string
 	// ClickHouseDSN is clickhouse://user:pass@host:9000/db. Empty: no
-	// analytics; /readyz does not check it.
+	// analytics.
 	ClickHouseDSN string
 	// APIAddr is the API's listen address; empty disables the API. Default ":8080".
 	APIAddr string
 	// APIKeys is "key:scope,scope;key2:scope"; empty leaves the API open.
 	APIKeys string
-	// APILimits are the API's rate limits per route class, in the grammar
-	// of api.ParseRateLimits: "off", or class=RATE[/BURST],... for the
-	// classes that differ from their defaults. Empty: the defaults.
+	// APILimits are the API's rate limits as api.ParseRateLimits reads
+	// them. Empty: the defaults.
 	APILimits string
 	// Partitions per flow, fixed for a deployment. Default 8.
 	Partitions int
@@ -52,22 +48,16 @@ type Config struct {
 	LogFormat string
 	// LogLevel is debug, info, warn or error. Default info.
 	LogLevel string
-	// Role is what the process runs, set by its command (not a flag): its
-	// traces' service.name is "dropstream-" + Role ("dropstream" when
-	// empty) unless OTEL_SERVICE_NAME is set. See roleOf.
+	// Role is what the process runs, set by its command: it names the
+	// traces' service ("dropstream-" + Role). See roleOf.
 	Role string
-	// Instance is the process's stable identity across restarts: its
-	// stage copies are the consumers "<instance>-<stage>-<copy>", and a
-	// restart reads their pending entries first (stream.RunnerConfig).
-	// "{hostname}" in it stands for the host's name (a container's id), so
-	// replicas of one compose service get ids of their own. Empty: new
-	// consumer names for every process.
+	// Instance is the process's identity across restarts, the prefix of
+	// its consumer names; "{hostname}" stands for the host's name. Empty:
+	// new consumer names every start.
 	Instance string
-	// PprofAddr is a loopback host:port serving net/http/pprof
-	// (/debug/pprof/); empty, the default, serves none.
+	// PprofAddr is a loopback host:port serving /debug/pprof/; empty: none.
 	PprofAddr string
-	// JaegerUIURL is the trace UI the console links traces to; empty: no
-	// links.
+	// JaegerUIURL is the trace UI the console links to; empty: no links.
 	JaegerUIURL string
 }
 
@@ -84,11 +74,9 @@ func instanceID(instance string, hostname func() (string, error)) (string, error
 	return strings.ReplaceAll(instance, "{hostname}", host), nil
 }
 
-// roleOf returns the role of a process running the stages of list (a
-// comma list, "all" or "none"): the stage's name for one stage, the flow
-// prefix ("avail" of avail-diff) when every stage shares it, "api" for
-// none (a process serving the API only), else "" (a process running
-// everything, or stages of several flows).
+// roleOf returns the role of a process running the stages of list: the
+// stage for one, their shared flow prefix ("avail"), "api" for "none",
+// else "".
 func roleOf(list string) string {
 	var names []string
 	for _, n := range strings.Split(list, ",") {
@@ -124,15 +112,12 @@ func (c Config) serviceName() string {
 // flags is a flag set whose defaults may come from DROPSTREAM_* variables.
 type flags struct {
 	*flag.FlagSet
-	envErrs map[string]error // by flag name: malformed variables
-	// builtin is the binary's default of each flag bound to a variable,
-	// before the variable sets it.
-	builtin map[string]string
+	envErrs map[string]error  // by flag name: malformed variables
+	builtin map[string]string // by flag name: the default before its variable
 }
 
-// changed lists "--name=value" for every flag whose value differs from
-// the binary's default, set by its variable or on the command line, in
-// flag order; a secret shows as "(set)".
+// changed lists "--name=value" for every flag not at the binary's default;
+// a secret shows as "(set)".
 func (f *flags) changed() []string {
 	var out []string
 	f.VisitAll(func(fl *flag.Flag) {
@@ -153,8 +138,7 @@ func (f *flags) changed() []string {
 	return out
 }
 
-// benchSettings is the line of a bench's header that names every setting
-// differing from the binary's defaults.
+// benchSettings is a bench header's line of the changed settings.
 func (f *flags) benchSettings() string {
 	changed := f.changed()
 	if len(changed) == 0 {
@@ -176,8 +160,7 @@ func (f *flags) parse(args []string) error {
 	return errors.Join(errs...)
 }
 
-// flagSet binds the common configuration to a new flag set whose usage
-// lists every flag with its variable.
+// flagSet binds the common configuration to a new flag set.
 func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string) *flags {
 	fs := &flags{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), envErrs: map[string]error{}, builtin: map[string]string{}}
 	fs.SetOutput(stderr)
@@ -204,13 +187,11 @@ func flagSet(name, summary string, stderr io.Writer, c *Config, logFormat string
 var publicURLVar = flow.Var{Name: "DROPSTREAM_PUBLIC_URL", Kind: flow.URL,
 	Usage: "base URL of the links in notifications (opt-in, unsubscribe, items) (default http://localhost:<port of --api-addr>)"}
 
-// egressAllowVar is the allow list of the egress policy every flow's
-// outbound connections go through.
+// egressAllowVar is the allow list of the flows' egress policy.
 var egressAllowVar = flow.Var{Name: "DROPSTREAM_EGRESS_ALLOW",
 	Usage: "comma-separated CIDRs, addresses, host names and host:port pairs outbound requests (sources, feeds, webhooks, SMTP) may reach although they are loopback, link-local, private, CGNAT or multicast; empty: all of those are refused"}
 
-// variables are every variable the flows read: the shared ones, then each
-// definition's, in order.
+// variables are every variable the flows read.
 func variables() []flow.Var {
 	vars := []flow.Var{publicURLVar, egressAllowVar}
 	for _, d := range definitions() {
@@ -219,8 +200,8 @@ func variables() []flow.Var {
 	return vars
 }
 
-// readSettingsWith reads, once, every variable the flows read, overrides
-// (a command's own flags) winning over lookup, and fails on a bad value.
+// readSettingsWith reads the flows' variables, overrides winning over
+// lookup; a bad value fails it.
 func readSettingsWith(cfg Config, overrides map[string]string, lookup func(string) (string, bool)) (flow.Settings, error) {
 	values, err := flow.ReadVars(variables(), func(name string) (string, bool) {
 		if v, ok := overrides[name]; ok {
@@ -247,8 +228,8 @@ func readSettingsWith(cfg Config, overrides map[string]string, lookup func(strin
 		RedisWait: wait}.WithVars(values), nil
 }
 
-// printFlowVariables writes the flows' environment variables to w; a
-// secret's value is never shown.
+// printFlowVariables writes the flows' variables to w, secrets' values
+// hidden.
 func printFlowVariables(w io.Writer) {
 	fmt.Fprintln(w, "\nEnvironment variables read by the flows (in `run` and `demo`):")
 	for _, v := range variables() {
@@ -260,11 +241,8 @@ func printFlowVariables(w io.Writer) {
 	}
 }
 
-// Validate checks the configuration without connecting to anything and
-// reports every problem: the partitions, the log format and level, the
-// Redis URL and ClickHouse DSN (their syntax), the API address and API keys
-// (an unknown scope, a duplicate key). Messages never contain a password or
-// a key.
+// Validate reports every problem of the configuration without connecting
+// to anything. Messages never contain a password or a key.
 func (c Config) Validate() error {
 	var errs []error
 	if err := validateRedisURL(c.RedisURL); err != nil {
@@ -316,9 +294,7 @@ func parseLevel(s string) (slog.Level, error) {
 }
 
 // validateRedisURL checks the syntax of a Redis URL as stream.Dial reads
-// it: empty (embedded Redis), a redis:// or rediss:// URL, a
-// redis-sentinel:// URL, or a comma list of host:port for Redis Cluster.
-// The URL itself is never in the error.
+// it. The URL is never in the error.
 func validateRedisURL(u string) error {
 	switch {
 	case u == "":
@@ -345,10 +321,8 @@ func validateRedisURL(u string) error {
 	return nil
 }
 
-// validateRedisWait checks the replica wait and that the Redis of url
-// (as validateRedisURL accepts it) can honour it: one primary with
-// replicas, not the embedded Redis nor Redis Cluster, where WAIT covers
-// one node.
+// validateRedisWait checks the replica wait, and that url names one
+// primary: WAIT covers one node.
 func validateRedisWait(wait, url string) error {
 	w, err := stream.ParseReplicaWait(wait)
 	if err != nil {
@@ -360,9 +334,7 @@ func validateRedisWait(wait, url string) error {
 	return nil
 }
 
-// secretValue is a string flag whose printed value (its default in
-// --help) is redacted: taken from the environment, it may hold a
-// password or API keys.
+// secretValue is a string flag whose printed value is redacted.
 type secretValue struct {
 	p      *string
 	redact func(string) string
@@ -380,9 +352,8 @@ func (v secretValue) Set(s string) error { *v.p = s; return nil }
 // hideAll redacts a value entirely.
 func hideAll(string) string { return "(set, hidden)" }
 
-// redactURLPassword replaces the password of a URL (and query parameters
-// named like a password, secret or token) by "xxxxx"; a value that
-// does not parse as a URL is hidden entirely.
+// redactURLPassword masks a URL's password and secret-like query
+// parameters; a value that does not parse is hidden.
 func redactURLPassword(s string) string {
 	if !strings.Contains(s, "://") {
 		if strings.Contains(s, "@") {
@@ -407,8 +378,7 @@ func redactURLPassword(s string) string {
 	return u.Redacted()
 }
 
-// envSecret binds a string flag whose default comes from env, like
-// envString, but whose value --help shows only through redact.
+// envSecret is envString for a value --help shows only through redact.
 func envSecret(fs *flags, p *string, name, env string, redact func(string) string, usage string) {
 	*p, _ = os.LookupEnv(env)
 	fs.builtin[name] = ""
@@ -423,8 +393,8 @@ func envString(fs *flags, p *string, name, env, def, usage string) {
 	fs.StringVar(p, name, def, usage+" ["+env+"]")
 }
 
-// envInt binds an int flag whose default comes from env. A value of env
-// that is not a whole number fails parse unless the flag is given.
+// envInt binds an int flag whose default comes from env; a malformed
+// value fails parse unless the flag is given.
 func envInt(fs *flags, p *int, name, env string, def int, usage string) {
 	fs.builtin[name] = strconv.Itoa(def)
 	if v, ok := os.LookupEnv(env); ok {
@@ -437,8 +407,8 @@ func envInt(fs *flags, p *int, name, env string, def int, usage string) {
 	fs.IntVar(p, name, def, usage+" ["+env+"]")
 }
 
-// rateLimits returns the API's rate limits of APILimits (checked by
-// Validate).
+// rateLimits returns the parsed APILimits (checked by Validate).
+
 func (c Config) rateLimits() api.RateLimitConfig {
 	rl, _ := api.ParseRateLimits(c.APILimits)
 	return rl

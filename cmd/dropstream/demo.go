@@ -56,12 +56,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		return err
 	}
 	defer a.close()
-	all, err := a.stages()
-	if err != nil {
-		return err
-	}
-	stages, services, err := pick(all, a.services(), "all")
-	if err != nil {
+	if _, err := a.stages(); err != nil {
 		return err
 	}
 	var srv *api.Server
@@ -79,12 +74,9 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	// stops the others, and the demo exits with its error.
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
-	// A demo left running keeps the embedded Redis bounded: acknowledged
-	// entries older than ten minutes are trimmed, as `run` does after an hour,
-	// records kept for days (notification history, delivery ledgers) live at
-	// most embeddedMaxTTL, so do the checkout entities users create, and the
-	// heap, which holds that data, is collected at twice its live size
-	// rather than the stream processor's default.
+	// A demo left running keeps the embedded Redis bounded: records kept
+	// for days and checkout entities live at most embeddedMaxTTL, and the
+	// heap holding them is collected at twice its live size.
 	if a.embedded != nil {
 		wg.Go(func() { a.embedded.BoundTTLs(ctx, embeddedMaxTTL, 30*time.Second) })
 		wg.Go(func() { a.boundDemoEntities(ctx, embeddedMaxTTL, 30*time.Second) })
@@ -92,28 +84,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 			debug.SetGCPercent(100)
 		}
 	}
-	runners, failed, err := a.start(ctx, &wg, startOptions{stages: stages, services: services, copies: 1, trimAge: 10 * time.Minute})
+	runners, failed, err := a.startDemo(ctx, &wg)
 	if err != nil {
 		return err
 	}
-	// The flows' demo data is seeded beside the running API, so the API
-	// answers at once (seeding on the embedded Redis takes seconds).
-	for _, f := range a.flows {
-		if f.desc.Demo != nil {
-			wg.Go(func() {
-				if err := f.desc.Demo(ctx); err != nil && ctx.Err() == nil {
-					failed <- fmt.Errorf("demo of %s: %w", f.def.Name, err)
-				}
-			})
-		}
-	}
 	if srv != nil {
-		wg.Go(func() {
-			if err := srv.Listen(ctx); err != nil {
-				failed <- fmt.Errorf("api: %w", err)
-			}
-		})
-		wg.Go(func() { _ = a.console.Run(ctx) })
+		a.serve(ctx, &wg, srv, failed)
 		fmt.Fprintf(stdout, "dropstream demo: console on %s\n", consoleURL(cfg.APIAddr))
 		fmt.Fprintf(stdout, "dropstream demo: API on %s — try /v1/availability?state=open, /v1/sources, /v1/watchers, /metrics, /openapi.json; Ctrl-C stops\n", cfg.APIAddr)
 	}
@@ -132,9 +108,8 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	}
 }
 
-// status keeps a live status line on a terminal, rewriting one line each
-// period; on anything else (a file, a pipe) it prints nothing. The figures
-// are the process's own metrics, as /metrics shows them.
+// status keeps a live status line of the process's metrics on a terminal;
+// on anything else it prints nothing.
 func (a *app) status(ctx context.Context, w io.Writer, runners []*stream.Runner, every time.Duration) {
 	if !isTerminal(w) {
 		return
@@ -174,8 +149,7 @@ func demoLogLevel(fs *flags, cfg *Config) {
 	fs.Lookup("log-level").DefValue = "warn"
 }
 
-// metricTotals sums the process's metrics by name, and by name with an
-// outcome label, from the Prometheus registry.
+// metricTotals sums the process's metrics by name, and by name and outcome.
 func (a *app) metricTotals() map[string]float64 {
 	out := map[string]float64{}
 	fams, err := a.otel.Registry().Gather()

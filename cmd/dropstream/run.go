@@ -83,22 +83,14 @@ func runRun(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 	if err != nil {
 		return err
 	}
-	apiFailed := make(chan error, 1)
 	if srv != nil {
 		a.log.Info("api listening", "addr", cfg.APIAddr)
-		wg.Go(func() {
-			if err := srv.Listen(ctx); err != nil {
-				apiFailed <- fmt.Errorf("api: %w", err)
-			}
-		})
-		wg.Go(func() { _ = a.console.Run(ctx) })
+		a.serve(ctx, &wg, srv, failed)
 	}
 	select {
 	case <-ctx.Done():
 		return nil
 	case err := <-failed:
-		return err
-	case err := <-apiFailed:
 		return err
 	}
 }
