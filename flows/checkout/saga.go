@@ -50,7 +50,8 @@ const beginRetries = 8
 // returns ErrPending only when no outcome is known.
 //
 // An unreachable Redis is retried (idempotently) for the wait plus
-// Config.RetryFor.
+// Config.RetryFor; with Config.Wait, an unreplicated outcome is
+// stream.ErrNotReplicated.
 func (s *Flow) Checkout(ctx context.Context, orderID string) (Result, error) {
 	deadline := time.Now().Add(s.cfg.Timeout)
 	r, err := stream.RetryUnavailable(ctx, s.cfg.Timeout+s.cfg.RetryFor, func() (Result, error) {
