@@ -10,9 +10,8 @@ const (
 	ChannelLog     = "log"
 )
 
-// NewChannels returns the channels a watcher may name, keyed by name: the
-// webhook channel configured by webhook, and the log channel writing to
-// logger (slog.Default when nil). Pass the map to a Dispatcher.
+// NewChannels returns the webhook and log channels by name, for a
+// Dispatcher; logger defaults to slog.Default.
 func NewChannels(webhook WebhookConfig, logger *slog.Logger) (map[string]Channel, error) {
 	wh, err := NewWebhookChannel(webhook)
 	if err != nil {

@@ -20,8 +20,7 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// ErrThrottled: a destination or channel is over its rate (or blocked by a
-// Retry-After) for longer than DeliverConfig.MaxThrottleWait. Retryable.
+// ErrThrottled: throttled longer than DeliverConfig.MaxThrottleWait. Retryable.
 var ErrThrottled = errors.New("notifier: throttled")
 
 // Defaults of DeliverConfig.
@@ -40,21 +39,16 @@ const (
 type DeliverConfig struct {
 	// Ledger configures the delivery ledger shared with every flow.
 	Ledger DeliveryLedgerConfig
-	// Concurrency bounds the sends (and digest filings) of a batch in
-	// flight at once. Default 64, range 1..1024.
+	// Concurrency bounds a batch's sends in flight. Default 64, 1..1024.
 	Concurrency int
-	// MaxInFlight bounds the sends in flight across every batch of the
-	// stage: a copy sends at most MaxInFlight / (answer time) per second,
-	// and more than keeps receivers busy only costs CPU. Default 64, range 1..4096.
+	// MaxInFlight bounds sends in flight across the stage's batches: a copy
+	// sends at most MaxInFlight / (answer time) per second. Default 64, 1..4096.
 	MaxInFlight int
-	// MaxThrottleWait is how long a send waits for its throttle in the
-	// handler; longer waits fail the message retryably. Default 2s.
+	// MaxThrottleWait bounds a throttle wait; longer fails retryably. Default 2s.
 	MaxThrottleWait time.Duration
-	// PublicURL is the base of the links in messages (unsubscribe).
-	// Default "http://localhost:8080".
+	// PublicURL is the links' base. Default "http://localhost:8080".
 	PublicURL string
-	// DigestInterval is how often RunDigests looks for due windows.
-	// Default 5s.
+	// DigestInterval is how often RunDigests looks for due windows. Default 5s.
 	DigestInterval time.Duration
 	// Retry configures the retries of failed sends.
 	Retry RetryConfig
@@ -107,8 +101,7 @@ func (c DeliverConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Deliverer is the "notifier-deliver" stage over RequestTopic and the
-// digest flusher.
+// Deliverer is the "notifier-deliver" stage and the digest flusher.
 type Deliverer struct {
 	rdb      redis.UniversalClient
 	topic    stream.Topic
@@ -172,10 +165,9 @@ func (d *Deliverer) tag(p int) string {
 	return d.topic.HashTag(p)
 }
 
-// Stage returns the "notifier-deliver" stage. A request whose sends fail
-// retryably is acknowledged and filed in the retry schedule (RunRetries),
-// dead-lettered after Retry.MaxAttempts; one whose retry cannot be filed
-// stays pending and is redelivered after ClaimIdle.
+// Stage returns the "notifier-deliver" stage. A retryable failure is acked
+// and filed for RunRetries (dead-lettered after Retry.MaxAttempts); one
+// that cannot be filed stays pending.
 func (d *Deliverer) Stage() stream.Stage {
 	return stream.Stage{Name: StageDeliver, Topic: d.topic, BatchHandler: d.handleBatch, Config: d.cfg.Runner}
 }
@@ -187,8 +179,8 @@ func (d *Deliverer) handleBatch(ctx context.Context, msgs []*stream.Message) err
 	return &stream.BatchError{Errs: errs}
 }
 
-// process decodes the batch's requests and delivers them, and returns
-// each message's error and the history records to write.
+// process delivers the batch and returns each message's error and the
+// history records to write.
 func (d *Deliverer) process(ctx context.Context, msgs []*stream.Message) ([]error, []history.Record) {
 	errs := make([]error, len(msgs))
 	reqs := make([]Request, len(msgs))
@@ -199,10 +191,8 @@ func (d *Deliverer) process(ctx context.Context, msgs []*stream.Message) ([]erro
 	return errs, recs
 }
 
-// recordAll writes the history records in two round trips (Redis, then
-// the history stream), logging a failure (history must not fail a
-// delivery), even when the batch's deadline has passed: the sends
-// happened.
+// recordAll writes the history records even past the batch's deadline,
+// logging a failure: history never fails a delivery.
 func (d *Deliverer) recordAll(ctx context.Context, recs []history.Record) {
 	if d.history == nil || len(recs) == 0 {
 		return
@@ -214,8 +204,7 @@ func (d *Deliverer) recordAll(ctx context.Context, recs []history.Record) {
 	}
 }
 
-// decodeRequest decodes and checks m's request into r; its errors are
-// permanent.
+// decodeRequest decodes and checks m's request; errors are permanent.
 func decodeRequest(m *stream.Message, r *Request) error {
 	if m.Type != TypeRequest {
 		return stream.Permanentf("notifier: message %s has type %q, want %q", m.ID, clip.Marked(m.Type, maxQuoted), TypeRequest)
@@ -245,16 +234,14 @@ type target struct {
 	loc          *time.Location
 }
 
-// Deliver delivers one request carried by m to each of its targets and
-// returns the message's error (see settle).
+// Deliver delivers m's request to each target; it returns m's error.
 func (d *Deliverer) Deliver(ctx context.Context, m *stream.Message, r Request) error {
 	errs := []error{nil}
 	d.recordAll(ctx, d.deliverAll(ctx, []*stream.Message{m}, []Request{r}, errs))
 	return errs[0]
 }
 
-// resolveAll returns the subscribers the requests name (those without an
-// error), by id, in one round trip.
+// resolveAll returns the requests' subscribers by id in one round trip.
 func (d *Deliverer) resolveAll(ctx context.Context, reqs []Request, errs []error) (map[string]subscriber.Subscriber, error) {
 	var ids []string
 	for i, r := range reqs {

@@ -28,10 +28,9 @@ type job struct {
 	err     error
 }
 
-// deliverAll delivers the requests whose errs entry is nil, sets each
-// message's error and returns the history records left to write: each
-// target's request is suppressed, held in a digest window or sent,
-// throttled, in a constant number of round trips.
+// deliverAll suppresses, holds or sends (throttled) each target of the
+// requests without error, in a constant number of round trips; it sets
+// errs and returns the history records left to write.
 func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs []Request, errs []error) []history.Record {
 	subs, err := d.resolveAll(ctx, reqs, errs)
 	if err != nil {
@@ -82,8 +81,8 @@ func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs
 	return recs
 }
 
-// holdAll files the jobs in holds or digest windows, appends those to send
-// now to sends, and returns recs with the others' records.
+// holdAll files holds and digests, appends those to send now to sends and
+// returns recs with the others' records.
 func (d *Deliverer) holdAll(ctx context.Context, msgs []*stream.Message, reqs []Request, holds []*job, sends *[]*job,
 	recs []history.Record) []history.Record {
 	status := make([]string, len(holds))
@@ -179,8 +178,7 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 	return recs
 }
 
-// sendStatus is the history status of a send that ended with err: sent,
-// rejected (refused, or the last attempt) or failed.
+// sendStatus is a send's history status: sent, rejected or failed.
 func (d *Deliverer) sendStatus(err error, attempt int) string {
 	switch {
 	case err == nil:
@@ -199,8 +197,7 @@ func throttleKey(dest subscriber.Destination) string {
 	return dest.ID
 }
 
-// throttleAll takes the permissions of the claimed sends idx in one round
-// trip; a refused send waits in its own send.
+// throttleAll takes the sends' permissions in one round trip.
 func (d *Deliverer) throttleAll(ctx context.Context, jobs []*job, idx []int) []func(context.Context) error {
 	asks := make([]throttle.Ask, len(idx))
 	for k, i := range idx {
@@ -219,8 +216,7 @@ func (d *Deliverer) throttleAll(ctx context.Context, jobs []*job, idx []int) []f
 	return out
 }
 
-// hold files a non-critical request in a hold or digest window (by the
-// message's publication time) and returns its status, "" to send now.
+// hold files a non-critical request in a window; "" means send now.
 func (d *Deliverer) hold(ctx context.Context, m *stream.Message, r Request, t target, key, tag string) (string, error) {
 	at := m.PublishedAt()
 	if at.IsZero() {

@@ -19,23 +19,19 @@ type DeliveryState string
 
 // Delivery states.
 const (
-	// DeliverySending: a copy holds the lease and is sending. The record
-	// expires after the lease, so a crash mid-send frees it for a retry.
+	// DeliverySending: a copy holds the lease; it expires, so a crash frees it.
 	DeliverySending DeliveryState = "sending"
-	// DeliverySent: the channel accepted the notification; it is never
-	// sent again while the record lives (DeliveryLedgerConfig.TTL).
+	// DeliverySent: accepted; never sent again while the record lives.
 	DeliverySent DeliveryState = "sent"
-	// DeliveryRejected: the channel refused it permanently for the stream
-	// message in MessageID. Redeliveries of that message skip it; another
-	// message (a dead letter replayed after a fix, say) tries again.
+	// DeliveryRejected: refused for good for message MessageID; another
+	// message (a replayed dead letter, say) tries again.
 	DeliveryRejected DeliveryState = "rejected"
 )
 
 // ErrNoDelivery: the ledger holds no record under the key.
 var ErrNoDelivery = errors.New("notifier: no delivery record")
 
-// DeliveryRecord is what the delivery ledger keeps per business key: the
-// state of the one delivery of a notification and how it came about.
+// DeliveryRecord is the ledger's record of one notification's delivery.
 type DeliveryRecord struct {
 	State       DeliveryState `json:"state"`
 	Flow        string        `json:"flow"`
@@ -45,8 +41,7 @@ type DeliveryRecord struct {
 	SessionID   string        `json:"session_id,omitempty"`
 	Subject     string        `json:"subject,omitempty"`
 	TraceID     string        `json:"trace_id,omitempty"`
-	// MessageID and Attempt name the stream message and delivery attempt
-	// that wrote the record.
+	// MessageID and Attempt name the delivery that wrote the record.
 	MessageID string `json:"message_id"`
 	Attempt   int    `json:"attempt"`
 	// Token is random per claim: only its holder may release the lease.
@@ -67,20 +62,15 @@ const (
 // maxDeliveryKeyBytes bounds a ledger key.
 const maxDeliveryKeyBytes = 512
 
-// DeliveryLedgerConfig configures a DeliveryLedger. Zero fields take their
-// defaults.
+// DeliveryLedgerConfig configures a DeliveryLedger; zero fields take defaults.
 type DeliveryLedgerConfig struct {
-	// Name scopes the ledger keys (stream.LedgerConfig.Name). Default
-	// "notifier".
+	// Name scopes the ledger keys (stream.LedgerConfig.Name). Default "notifier".
 	Name string
-	// TTL is how long sent and rejected records are kept. It must outlive
-	// every redelivery and dead-letter replay of the message: a replay
-	// after it sends again. Default 30 days.
+	// TTL keeps sent and rejected records; it must outlive every redelivery
+	// and replay, or the replay sends again. Default 30 days.
 	TTL time.Duration
-	// Lease is how long a "sending" claim lasts. It must exceed the
-	// longest send (the channel's timeout) and should stay below the
-	// runner's ClaimIdle, so a message redelivered after a crash finds the
-	// lease expired. Default 1 minute.
+	// Lease is how long a "sending" claim lasts: above the longest send and
+	// below the runner's ClaimIdle. Default 1 minute.
 	Lease time.Duration
 }
 
@@ -104,13 +94,10 @@ func (c DeliveryLedgerConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// DeliveryLedger records deliveries in two phases, so a notification is
-// sent once per business key although messages are delivered at least
-// once: a claim writes a "sending" record with a lease (SET with expiry,
-// only when no live record forbids it), a successful send turns it into
-// "sent" kept for TTL, and a failed send releases it for a retry. Keys are
-// stream.Ledger keys, so they carry the partition's hash tag. Every flow
-// that notifies shares it.
+// DeliveryLedger sends a notification once per business key under
+// at-least-once delivery: a claim writes a "sending" record with a lease, a
+// send turns it "sent" for TTL, a failure releases it. Keys are
+// stream.Ledger keys, in the partition's slot.
 type DeliveryLedger struct {
 	rdb    redis.UniversalClient
 	ledger *stream.Ledger
@@ -135,8 +122,7 @@ func (l *DeliveryLedger) Key(hashTag, businessKey string) string {
 	return l.ledger.Key(hashTag, businessKey)
 }
 
-// Get returns the record under key; the error wraps ErrNoDelivery when
-// there is none.
+// Get returns the record under key; errors wrap ErrNoDelivery.
 func (l *DeliveryLedger) Get(ctx context.Context, key string) (DeliveryRecord, error) {
 	raw, err := l.rdb.Get(ctx, key).Bytes()
 	if errors.Is(err, redis.Nil) {
@@ -163,14 +149,12 @@ const (
 	claimResumed  claimResult = "resumed"  // taken back from this message's stopped delivery
 )
 
-// claimScript takes the lease unless a record forbids it. A value that is
-// not a record (a plain stream.Ledger mark) counts as sent: never send
-// twice. A lease taken for the very message being redelivered (ARGV[4]
-// "1") is taken back at once: only that message's earlier delivery held
-// it, and the runtime hands a message to one copy at a time, so that
-// delivery stopped mid-send (a crash); the send may have reached its
-// receiver, which deduplicates on the notification id. KEYS: record;
-// ARGV: new record, lease ms, message id, "1" for a redelivery.
+// claimScript takes the lease unless a record forbids it; a non-record
+// value counts as sent. A redelivery (ARGV[4] "1") of the message holding
+// the lease takes it back: one copy holds a message at a time, so that
+// delivery crashed (the receiver deduplicates on the notification id).
+// KEYS: record; ARGV: new record, lease ms, message id, "1" for a
+// redelivery. Returns a claimResult.
 var claimScript = script.New(`
 local v = redis.call('GET', KEYS[1])
 if v then
@@ -187,8 +171,8 @@ redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 'claimed'`)
 
 // settleScript replaces (ARGV[2] non-empty, for ARGV[3] ms) or deletes the
-// record, only while it still holds the caller's token. KEYS: record;
-// ARGV: token, new record or an empty string, ttl ms.
+// record while it holds the caller's token. KEYS: record; ARGV: token, new
+// record or "", ttl ms. Returns 1 when it acted.
 var settleScript = script.New(`
 local v = redis.call('GET', KEYS[1])
 if not v then return 0 end

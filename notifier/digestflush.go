@@ -15,9 +15,8 @@ import (
 // DigestService names the digest flusher among the binary's services.
 const DigestService = "notifier-digests"
 
-// maxDigestItems bounds the items of one digest; the rest wait for the
-// next flush of the same window (same business key: they are then dropped
-// as duplicates, so the bound is generous).
+// maxDigestItems bounds a digest; the rest are later dropped as duplicates,
+// so the bound is generous.
 const maxDigestItems = 500
 
 // DigestItem is one notification inside a digest's payload.
@@ -37,12 +36,9 @@ type DigestPayload struct {
 	Items  []DigestItem `json:"items"`
 }
 
-// FlushDigests publishes every window due by now, on every partition, as
-// one digest request each (critical: it bypasses quiet hours and digests),
-// then forgets the window's items. A window published twice (a crash before
-// it was forgotten, two flushers) is delivered once: its business key is
-// (subscriber, destination, "digest", window). It returns how many digests
-// it published.
+// FlushDigests publishes each due window as one critical digest request,
+// then forgets its items, and returns how many. A window published twice
+// is delivered once (keyed by subscriber, destination, window).
 func (d *Deliverer) FlushDigests(ctx context.Context) (int, error) {
 	now := d.cfg.Now()
 	published := 0
@@ -67,8 +63,7 @@ func (d *Deliverer) FlushDigests(ctx context.Context) (int, error) {
 	return published, nil
 }
 
-// digestRequest builds the digest of a due batch; ok is false when it has
-// no decodable item.
+// digestRequest builds a batch's digest; false without a decodable item.
 func digestRequest(b digest.Batch) (Request, bool) {
 	sub, dest, _ := strings.Cut(b.Batch, "|")
 	pl := DigestPayload{Window: b.Window}

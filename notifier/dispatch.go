@@ -38,18 +38,15 @@ type Delivery struct {
 	Attempt   int
 	// Notification is what to send.
 	Notification Notification
-	// Redelivered says the message is handed again: a lease it left is
-	// taken back at once.
+	// Redelivered takes back at once a lease the message left.
 	Redelivered bool
-	// Before, when set, runs after the claim and before the send; its error
-	// releases the lease and fails the delivery retryably.
+	// Before runs between claim and send; its error fails it retryably.
 	Before func(ctx context.Context) error
 	// parent is the trace the send continues; the context's when invalid.
 	parent trace.SpanContext
 }
 
-// Dispatcher sends notifications once per business key through the
-// DeliveryLedger. It is safe for concurrent use.
+// Dispatcher sends each business key once via the ledger; concurrency-safe.
 type Dispatcher struct {
 	ledger   *DeliveryLedger
 	channels map[string]Channel
@@ -62,9 +59,8 @@ type Dispatcher struct {
 	resumed resumeEpisode
 }
 
-// NewDispatcher returns a dispatcher over the channels, keyed by their
-// Name. Nil fields of tel default to the OpenTelemetry globals and
-// slog.Default.
+// NewDispatcher returns a dispatcher over channels by Name; nil fields of
+// tel take the OpenTelemetry globals and slog.Default.
 func NewDispatcher(ledger *DeliveryLedger, channels map[string]Channel, tel stream.Telemetry) (*Dispatcher, error) {
 	if ledger == nil || len(channels) == 0 {
 		return nil, errors.New("notifier: dispatcher needs a ledger and at least one channel")
@@ -103,12 +99,9 @@ func (d *Dispatcher) Ledger() *DeliveryLedger { return d.ledger }
 //
 //   - OutcomeSent, nil: sent now and recorded;
 //   - OutcomeDuplicate, nil: already sent, nothing done;
-//   - OutcomeFailed, a permanent error (stream.IsPermanent): the channel
-//     refused it, or refused it before for the same message, or the channel
-//     is unknown (ErrUnknownChannel), or the key is not 1..256 bytes. A
-//     later message with the same key tries again;
-//   - OutcomeFailed, another error: a retry may succeed (the channel
-//     failed, Redis failed, or ErrInFlight).
+//   - OutcomeFailed, a permanent error: refused (now or before for this
+//     message), ErrUnknownChannel, or a key not 1..256 bytes;
+//   - OutcomeFailed, another error: a retry may succeed (or ErrInFlight).
 func (d *Dispatcher) Deliver(ctx context.Context, del Delivery) (string, error) {
 	outcomes, errs := d.DeliverBatch(ctx, []Delivery{del}, BatchOptions{})
 	return outcomes[0], errs[0]

@@ -20,27 +20,22 @@ import (
 
 // BatchOptions tune DeliverBatch.
 type BatchOptions struct {
-	// Before, when set, runs once for the claimed deliveries idx before any
-	// is sent, and returns per index nil or a function their send runs
-	// first, whose error fails it retryably as Delivery.Before's does.
+	// Before runs once for the claimed deliveries idx and returns per index
+	// nil or a hook their send runs first (as Delivery.Before).
 	Before func(ctx context.Context, idx []int) []func(context.Context) error
 	// Concurrency bounds the sends of this batch in flight. Default 1.
 	Concurrency int
-	// Slots, when set, bounds the sends in flight across the batches
-	// sharing it, while their channel sends.
+	// Slots bounds the sends in flight across the batches sharing it.
 	Slots chan struct{}
-	// History, when set, gives the history records of delivery i, written
-	// with its ledger record as soon as it is done: a crash keeps both or
-	// neither.
+	// History receives each delivery's records, written with its ledger
+	// record: a crash keeps both or neither.
 	History *history.Recorder
 	Record  func(i int, outcome string, err error) []history.Record
 }
 
-// DeliverBatch delivers each of dels as Deliver does and returns their
-// outcomes and errors by index, in a constant number of Redis round trips:
-// the claims in one or two pipelines, then up to opts.Concurrency sends,
-// each settled as soon as it is done. A key repeated in the batch is
-// claimed once.
+// DeliverBatch is Deliver for each of dels in a constant number of round
+// trips, returning outcomes and errors by index; a repeated key is claimed
+// once.
 func (d *Dispatcher) DeliverBatch(ctx context.Context, dels []Delivery, opts BatchOptions) ([]string, []error) {
 	n := len(dels)
 	outcomes := make([]string, n)
@@ -77,8 +72,7 @@ func (d *Dispatcher) DeliverBatch(ctx context.Context, dels []Delivery, opts Bat
 	return outcomes, errs
 }
 
-// deliverBatch fills each delivery's outcome, error and error type ("" when
-// a failure must not be counted again).
+// deliverBatch fills each outcome, error and error type ("": not counted).
 func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []context.Context, opts BatchOptions,
 	outcomes, errTypes []string, errs []error) {
 	fail := func(i int, typ string, err error) { outcomes[i], errTypes[i], errs[i] = OutcomeFailed, typ, err }
@@ -159,8 +153,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 	for k, j := range held {
 		c.batch[k] = idx[j]
 	}
-	// A few workers rather than a goroutine per send: each keeps the stack
-	// the HTTP client grew.
+	// A few workers, not one goroutine per send: each keeps its grown stack.
 	var next atomic.Int64
 	var wg sync.WaitGroup
 	for range min(max(opts.Concurrency, 1), len(held)) {
@@ -199,8 +192,7 @@ type committer struct {
 	writing bool
 }
 
-// done queues position k; the caller writes until nothing is queued,
-// unless another one is writing.
+// done queues k and writes until the queue is empty, unless another writes.
 func (c *committer) done(k int) {
 	c.mu.Lock()
 	c.queued = append(c.queued, k)
@@ -220,9 +212,8 @@ func (c *committer) done(k int) {
 	c.mu.Unlock()
 }
 
-// write records the deliveries at ks, history first then ledger, in one
-// transaction (two round trips on a cluster), even after the batch's
-// context ended.
+// write records the deliveries at ks, history then ledger, even after the
+// batch's context ended.
 func (c *committer) write(ks []int) {
 	d, opts := c.d, c.opts
 	sctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), settleTimeout)
@@ -247,8 +238,7 @@ func (c *committer) write(ks []int) {
 	var herr error
 	if len(recs) > 0 {
 		if herr = opts.History.Queue(sctx, pipe, recs...); herr == nil && cluster {
-			// The history is on other nodes than the ledger: it is written
-			// first, so a crash never leaves a send recorded without it.
+			// History first: no send is recorded without it after a crash.
 			_, herr = pipe.Exec(sctx)
 		}
 	}
@@ -264,8 +254,7 @@ func (c *committer) write(ks []int) {
 		switch {
 		case err == nil:
 		case ops[n].kind == settleSent:
-			// Sent but not recorded: the lease still guards it until it
-			// expires; only a redelivery after that could send it again.
+			// The lease still guards the send until it expires.
 			d.logger.ErrorContext(c.ctx, "notifier: delivery sent but not recorded", "key", ops[n].key, "error", err)
 		default:
 			// The lease expires by itself; a retry meanwhile finds it in flight.
@@ -274,8 +263,8 @@ func (c *committer) write(ks []int) {
 	}
 }
 
-// send runs one claimed delivery's pre and Before hooks and, holding one
-// of slots (when set), its send, and sets how its record is settled.
+// send runs a claimed delivery's hooks and send (holding a slot) and sets
+// how its record is settled.
 func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Context) error, slots chan struct{}, op *settleOp,
 	outcomes, errTypes []string, errs []error, i int) {
 	n := del.Notification

@@ -9,9 +9,8 @@ import (
 	"github.com/dropstream/dropstream/notifier/history"
 )
 
-// events lists the newest notification records still in the history
-// stream, newest first, each caused by its event (a transition, for
-// availability) and that event's run: the flow's Description.Events.
+// events lists the newest notification records in the history stream,
+// with their cause (Description.Events).
 func (f *Flow) events(ctx context.Context, v tenancy.View, limit int) ([]flow.Event, error) {
 	entries, err := flow.Recent(ctx, f.rdb, f.topics.History, flow.ScanFor(v, limit))
 	if err != nil {

@@ -43,11 +43,8 @@ const VarQuotaSubscribers = "DROPSTREAM_QUOTA_SUBSCRIBERS"
 // earlier releases to every webhook (WebhookConfig.LegacySignature).
 const VarWebhookLegacySignature = "DROPSTREAM_WEBHOOK_LEGACY_SIGNATURE"
 
-// Vars are the variables of the notifier: the email channel (off without
-// DROPSTREAM_SMTP_ADDR), the sends in flight per deliver stage copy and
-// the webhooks' legacy headers.
-// The links in messages start with the app's public URL
-// (flow.Settings.PublicURL).
+// Vars are the notifier's variables: the email channel (off without
+// DROPSTREAM_SMTP_ADDR), sends in flight per deliver copy, legacy headers.
 var Vars = []flow.Var{
 	{Name: "DROPSTREAM_SMTP_ADDR", Usage: "SMTP server host:port of the notifier's email channel (STARTTLS required; on a loopback or private address, list it in DROPSTREAM_EGRESS_ALLOW); empty: no email channel"},
 	{Name: "DROPSTREAM_SMTP_FROM", Usage: "sender address of notification emails (required with DROPSTREAM_SMTP_ADDR)"},
@@ -60,11 +57,9 @@ var Vars = []flow.Var{
 
 // Topics are the notifier's topics.
 type Topics struct {
-	// Requests is notify.requests, where every flow publishes its
-	// notification requests (Flow.Notify).
+	// Requests is notify.requests, where flows publish requests (Flow.Notify).
 	Requests stream.Topic
-	// History is notify.history, every delivery's record, which
-	// StageHistory appends to ClickHouse.
+	// History is notify.history, every delivery's record (see StageHistory).
 	History stream.Topic
 }
 
@@ -73,15 +68,11 @@ func NewTopics(partitions int) Topics {
 	return Topics{Requests: RequestTopic(partitions), History: history.Topic(partitions)}
 }
 
-// Flow is the generic notifier: the StageDeliver stage over
-// notify.requests, StageHistory into ClickHouse (its backlog waits in
-// notify.history without it), the digest flusher, the retry scheduler and
-// the expiry of unconfirmed destinations as services. It knows no other
-// flow: flows publish requests with Notify, find the subscribers and the
-// history through it, and add their destination kinds with RegisterKind.
+// Flow is the generic notifier: StageDeliver, StageHistory and the digest,
+// retry and expiry services. It knows no other flow; flows publish with
+// Notify and add destination kinds with RegisterKind.
 type Flow struct {
-	// owners are the tenants' lookups flows registered (RegisterOwners).
-	owners    owners
+	owners    owners // registered by RegisterOwners
 	topics    Topics
 	pub       *stream.Publisher
 	subs      *subscriber.Store
@@ -133,23 +124,20 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	return f, nil
 }
 
-// deliverConfig is the StageDeliver stage's configuration from the
-// settings.
+// deliverConfig is StageDeliver's configuration from the settings.
 func deliverConfig(s flow.Settings) (DeliverConfig, error) {
 	cfg := DeliverConfig{PublicURL: s.PublicURL, MaxInFlight: s.Int("DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT")}
 	return cfg, cfg.WithDefaults().Validate()
 }
 
-// WebhookSettings is the webhook channel's configuration from the
-// settings: connecting through policy, with the legacy headers when
-// VarWebhookLegacySignature is true.
+// WebhookSettings is the webhook channel's configuration from the settings,
+// connecting through policy.
 func WebhookSettings(s flow.Settings, policy *egress.Policy) WebhookConfig {
 	return WebhookConfig{Egress: policy, LegacySignature: s.Bool(VarWebhookLegacySignature)}
 }
 
-// newChannels are the notifier's channels: webhook (WebhookSettings),
-// slack, log, and email when DROPSTREAM_SMTP_ADDR is set, each connecting
-// through policy.
+// newChannels are webhook, slack, log, and email when DROPSTREAM_SMTP_ADDR
+// is set, each connecting through policy.
 func newChannels(s flow.Settings, policy *egress.Policy, logger *slog.Logger) (map[string]Channel, error) {
 	channels, err := NewChannels(WebhookSettings(s, policy), logger)
 	if err != nil {
@@ -170,10 +158,9 @@ func newChannels(s flow.Settings, policy *egress.Policy, logger *slog.Logger) (m
 // Topics are the notifier's topics.
 func (f *Flow) Topics() Topics { return f.topics }
 
-// Notify validates reqs and publishes them to notify.requests, each keyed
-// by its recipient, continuing the trace of ctx: the notifier delivers
-// each once per (subscriber, destination, subject, window). Errors wrap
-// ErrInvalidRequest for a request that cannot be delivered.
+// Notify validates reqs and publishes them to notify.requests in the trace
+// of ctx; each is delivered once per (subscriber, destination, subject,
+// window). Errors wrap ErrInvalidRequest for an undeliverable request.
 func (f *Flow) Notify(ctx context.Context, reqs ...Request) error {
 	return PublishRequests(ctx, f.pub, f.topics.Requests, reqs...)
 }
@@ -185,35 +172,28 @@ func (f *Flow) Subscribers() *subscriber.Store { return f.subs }
 // (DROPSTREAM_QUOTA_SUBSCRIBERS); nil: none.
 func (f *Flow) SubscriberQuota() *quota.Quota { return f.subCap }
 
-// History is the recorder of what the notifier did with every
-// notification; a flow that delivers by itself records there too.
+// History records what the notifier did with every notification.
 func (f *Flow) History() *history.Recorder { return f.hist }
 
 // Channels returns the notifier's channels by name (a new map each call):
 // webhook, slack, log, and email when configured.
 func (f *Flow) Channels() map[string]Channel { return maps.Clone(f.channels) }
 
-// Dispatcher is the notifier-deliver stage's dispatcher: it sends a
-// notification once per business key through the notifier's delivery
-// ledger (DefaultLedgerName) and channels, for a flow that sends some
-// notifications itself rather than by request.
+// Dispatcher is the deliver stage's dispatcher, for a flow that sends in
+// process: once per business key through the ledger and channels.
 func (f *Flow) Dispatcher() *Dispatcher { return f.deliverer.dispatch }
 
-// Egress is the policy of every outbound connection of the notifier's
-// channels; the routes refuse a destination URL whose host it denies.
+// Egress is the policy of the channels' outbound connections.
 func (f *Flow) Egress() *egress.Policy { return f.egress }
 
 // PublicURL is the base of the links in messages (opt-in, unsubscribe).
 func (f *Flow) PublicURL() string { return f.publicURL }
 
-// ClickHouse is the app's ClickHouse client, for the routes' reads; nil
-// without ClickHouse.
+// ClickHouse is the app's ClickHouse client; nil without ClickHouse.
 func (f *Flow) ClickHouse() *clickhouse.Client { return f.ch }
 
-// RegisterKind adds a destination kind that subscribers may use and
-// requests may name inline, sent by the notifier's channel k.Channel (see
-// subscriber.Kind and SignedJSONKind). Call it while building (a flow's
-// New); registering the same kind again does nothing.
+// RegisterKind adds a destination kind sent by channel k.Channel. Call it
+// from a flow's New; registering the same kind again does nothing.
 func (f *Flow) RegisterKind(k subscriber.Kind) error {
 	if _, ok := f.channels[k.Channel]; !ok {
 		return fmt.Errorf("notifier: kind %q: no channel %q", k.Name, k.Channel)
@@ -224,17 +204,12 @@ func (f *Flow) RegisterKind(k subscriber.Kind) error {
 	return nil
 }
 
-// SignedJSONKind is a destination kind named name for an http(s) endpoint
-// receiving the signed JSON Message a webhook receives, over the webhook
-// channel; like a webhook it has a secret and a "url:" core.
+// SignedJSONKind is a webhook-like kind: signed JSON to an http(s) URL.
 func SignedJSONKind(name string) subscriber.Kind {
 	return subscriber.Kind{Name: name, Channel: ChannelWebhook, Core: subscriber.URLCore, Secret: true}
 }
 
-// Describe declares the deliver stage, the history append, the digest,
-// retry and expiry services, and what each publishes: deliveries record
-// on notify.history; digests, retries and the routes (opt-in requests,
-// removal notices) publish requests.
+// Describe declares the stages, services and the topics each publishes.
 func (f *Flow) Describe() flow.Description {
 	partitions := f.topics.Requests.Partitions
 	return flow.Description{
@@ -280,9 +255,8 @@ func (f *Flow) runExpiry(ctx context.Context) error {
 // errNoClickHouse is returned by Cause without ClickHouse.
 var errNoClickHouse = errors.New("notifier: no ClickHouse")
 
-// Cause finds the transition and run that caused a notification, from the
-// ClickHouse analytics (GET /v1/notifications/{id}/why). Without
-// ClickHouse it fails; check ClickHouse first.
+// Cause finds the transition and run that caused a notification, from
+// ClickHouse; without ClickHouse it fails.
 func (f *Flow) Cause(ctx context.Context, eventID, runID string) (clickhouse.Cause, error) {
 	if f.ch == nil {
 		return clickhouse.Cause{}, errNoClickHouse

@@ -15,14 +15,9 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// claimAll is claim for many records in few round trips: it fills each
-// record's token, state and start and tries to take each lease, with the
-// per-key atomicity of claimScript. A first pipeline takes the leases of
-// keys without a record by SET NX (the common case, no script); the keys
-// that hold one go through claimScript in a second pipeline, which decides
-// on their record. A key whose resume is true may take back a lease its
-// record's message left (see claimScript). It returns each key's result or
-// error.
+// claimAll claims many keys in two pipelines: SET NX for keys without a
+// record, then claimScript for the rest. resume[i] may take back a lease
+// its message left. It returns each key's result or error.
 func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*DeliveryRecord, resume []bool) ([]claimResult, []error) {
 	res := make([]claimResult, len(keys))
 	errs := make([]error, len(keys))
@@ -116,8 +111,7 @@ type queuedSettles struct {
 	evals []*redis.Cmd
 }
 
-// queueSettles adds the settles of ops to pipe; after pipe runs, settled
-// returns their errors.
+// queueSettles adds ops' settles to pipe; settled returns their errors.
 func (l *DeliveryLedger) queueSettles(ctx context.Context, pipe redis.Pipeliner, ops []settleOp) *queuedSettles {
 	q := &queuedSettles{ops: ops, errs: make([]error, len(ops)), sets: make([]*redis.StatusCmd, len(ops))}
 	ttl := strconv.FormatInt(l.cfg.TTL.Milliseconds(), 10)
@@ -149,8 +143,7 @@ func (l *DeliveryLedger) queueSettles(ctx context.Context, pipe redis.Pipeliner,
 	return q
 }
 
-// settled sends again the settles that found the script missing and
-// returns each op's error.
+// settled retries settles that found the script missing.
 func (l *DeliveryLedger) settled(ctx context.Context, q *queuedSettles) []error {
 	_ = settleScript.Retry(ctx, l.rdb, q.calls, q.evals) // a failed load is each retried command's error
 	for i, c := range q.sets {

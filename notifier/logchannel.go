@@ -7,14 +7,12 @@ import (
 	"time"
 )
 
-// LogChannel writes one structured log line per notification. It never
-// fails; it suits development and recipients who read the logs.
+// LogChannel writes one log line per notification; it never fails.
 type LogChannel struct {
 	logger *slog.Logger
 }
 
-// NewLogChannel returns the "log" channel writing to logger (slog.Default
-// when nil).
+// NewLogChannel returns the "log" channel; logger defaults to slog.Default.
 func NewLogChannel(logger *slog.Logger) *LogChannel {
 	logger = cmp.Or(logger, slog.Default())
 	return &LogChannel{logger: logger}
@@ -23,10 +21,8 @@ func NewLogChannel(logger *slog.Logger) *LogChannel {
 // Name returns ChannelLog.
 func (l *LogChannel) Name() string { return ChannelLog }
 
-// Send logs "notification" at Info level with the notification's flow,
-// event, recipient, subject, event and session ids, observation time and
-// origin_trace_id (the trace that produced the event; the log handler adds
-// trace_id and span_id of the delivery's own span). The body is not logged.
+// Send logs "notification" at Info with n's fields and origin_trace_id,
+// not its body.
 func (l *LogChannel) Send(ctx context.Context, n Notification) error {
 	l.logger.LogAttrs(ctx, slog.LevelInfo, "notification",
 		slog.String("channel", ChannelLog),

@@ -16,26 +16,19 @@ import (
 // instrumentationScope names the tracer and meter of this package.
 const instrumentationScope = "github.com/dropstream/dropstream/notifier"
 
-// Metric (instrument) names of the notifier. Prometheus exposes them with
-// dots as underscores, plus _total for counters and _seconds for
-// histograms.
+// Metric names of the notifier; Prometheus shows dots as underscores, plus
+// _total for counters and _seconds for histograms.
 const (
-	// MetricNotifications counts notifications by flow, channel and
-	// outcome: sent, duplicate (already delivered: a redelivery or replay)
-	// or failed (with error.type retryable, permanent or in_flight).
-	// Int64Counter, unit {notification}.
+	// MetricNotifications counts notifications by flow, channel and outcome
+	// (sent, duplicate or failed with error.type). Int64Counter.
 	MetricNotifications = "dropstream.notifier.notifications"
-	// MetricDeliveryDuration is the time of one send, by flow, channel and
-	// outcome (sent or failed). Float64Histogram, unit s.
+	// MetricDeliveryDuration is one send's time, by flow, channel, outcome.
 	MetricDeliveryDuration = "dropstream.notifier.delivery.duration"
-	// MetricEndToEndLatency is the time from the observation of a change
-	// (the transition's run_at) to its delivery, by flow (and channel).
-	// Float64Histogram, unit s.
+	// MetricEndToEndLatency is the time from a change's run_at to its
+	// delivery, by flow (and channel).
 	MetricEndToEndLatency = dsotel.MetricEndToEndLatency
-	// MetricResumed counts the sends a stopped delivery (a crash) left in
-	// flight that a redelivery sent again, by flow and channel: each may
-	// have reached its receiver already. Int64Counter, unit
-	// {notification}; Prometheus dropstream_notifier_resumed_total.
+	// MetricResumed counts sends a crashed delivery left in flight that a
+	// redelivery sent again (each may have arrived already), by flow, channel.
 	MetricResumed = "dropstream.notifier.resumed"
 )
 
@@ -86,9 +79,8 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 	return &in, nil
 }
 
-// outcomeAttrs caches the attribute sets of the notifier's metrics (flow,
-// channel, outcome and error.type): building a set sorts and hashes it, on
-// every send otherwise.
+// outcomeAttrs caches the metrics' attribute sets, which cost a sort and a
+// hash to build.
 type outcomeAttrs struct {
 	m     sync.Map // outcomeKey → metric.MeasurementOption
 	flows sync.Map // flow → metric.MeasurementOption
@@ -97,9 +89,8 @@ type outcomeAttrs struct {
 
 type outcomeKey struct{ flow, channel, outcome, errType string }
 
-// get returns the attributes flow, channel, outcome and, when errType is
-// not empty, error.type. The cache is bounded by the flows, channels and
-// outcomes there are.
+// get returns the attributes flow, channel, outcome and error.type when
+// errType is not empty.
 func (a *outcomeAttrs) get(flow, channel, outcome, errType string) metric.MeasurementOption {
 	k := outcomeKey{flow, channel, outcome, errType}
 	if v, ok := a.m.Load(k); ok {

@@ -10,8 +10,8 @@ import (
 	"github.com/dropstream/dropstream/notifier/subscriber"
 )
 
-// OwnerLookup returns the tenant of a recipient of notifications a flow
-// keeps (a watcher), and whether it knows the id.
+// OwnerLookup returns the tenant of a flow's own recipient and whether the
+// id is known.
 type OwnerLookup func(ctx context.Context, id string) (tenant string, found bool, err error)
 
 // owners are the lookups flows registered, beside the subscribers'.
@@ -20,19 +20,15 @@ type owners struct {
 	lookups []OwnerLookup
 }
 
-// RegisterOwners adds the lookup of the tenants of a flow's own recipients
-// of notifications (the availability flow's watchers), so that a
-// notification is shown to its recipient's tenant alone. Call it while
-// building (a flow's New).
+// RegisterOwners adds a lookup of a flow's own recipients' tenants, so a
+// notification shows only to its tenant. Call it from a flow's New.
 func (f *Flow) RegisterOwners(l OwnerLookup) {
 	f.owners.mu.Lock()
 	defer f.owners.mu.Unlock()
 	f.owners.lookups = append(f.owners.lookups, l)
 }
 
-// OwnerOf returns the tenant of the recipient id of notifications (a
-// subscriber, or one a flow registered): tenancy.Open for one no longer
-// known (deleted: its recent notifications stay, for admin keys).
+// OwnerOf returns the tenant of recipient id; tenancy.Open if unknown.
 func (f *Flow) OwnerOf(ctx context.Context, id string) (string, error) {
 	if subscriber.ValidSubscriberID(id) {
 		s, err := f.Subscribers().Resolve(ctx, id)

@@ -40,9 +40,8 @@ const (
 // ErrInvalidRequest is wrapped by Request.Validate's errors.
 var ErrInvalidRequest = errors.New("notifier: invalid request")
 
-// Request asks the notifier to tell a subscriber (or one inline
-// destination) about a subject, once per (subscriber, destination,
-// subject, window).
+// Request asks to tell a subscriber (or an inline destination) about a
+// subject, once per (subscriber, destination, subject, window).
 type Request struct {
 	// Flow is the producing flow ("comic", "feed", "checkout", ...).
 	Flow string `json:"flow"`
@@ -50,22 +49,20 @@ type Request struct {
 	Event string `json:"event"`
 	// Subject is what it is about, matched by preferences. 1..MaxSubjectLen bytes.
 	Subject string `json:"subject"`
-	// SubscriberID is who is told, at each active destination whose
-	// channel is on (only DestinationID's when set).
+	// SubscriberID is told at each active destination (or DestinationID).
 	SubscriberID  string `json:"subscriber_id,omitempty"`
 	DestinationID string `json:"destination_id,omitempty"`
 	// Destination is an inline destination instead; no preferences apply.
 	Destination *subscriber.Destination `json:"destination,omitempty"`
-	// Window is the window key (an event id, a feed item's guid).
-	// 1..MaxWindowLen bytes.
+	// Window is the window key (e.g. an event id), 1..MaxWindowLen bytes.
 	Window string `json:"window"`
 	// Critical bypasses quiet hours and digests.
 	Critical bool `json:"critical,omitempty"`
 	// Title and Text are human texts for email and Slack.
 	Title string `json:"title,omitempty"`
 	Text  string `json:"text,omitempty"`
-	// HTML is the text as an HTML fragment for the email's HTML body,
-	// inserted as it is: the flow escapes its data. At most MaxHTMLLen bytes.
+	// HTML is Text as an HTML fragment, inserted as is (the flow escapes
+	// its data). At most MaxHTMLLen bytes.
 	HTML string `json:"html,omitempty"`
 	// Payload is the flow's JSON document, the webhook body's "payload".
 	Payload json.RawMessage `json:"payload,omitempty"`
@@ -118,9 +115,8 @@ func (r Request) Validate() error {
 	return nil
 }
 
-// recipientKey is the request's partition key: the subscriber, or the
-// inline destination's core, so one recipient's requests stay in order in
-// one partition.
+// recipientKey is the partition key (subscriber, or inline core), keeping
+// a recipient's requests in order.
 func (r Request) recipientKey() string {
 	if r.SubscriberID != "" {
 		return r.SubscriberID
@@ -129,8 +125,7 @@ func (r Request) recipientKey() string {
 	return subscriber.CoreHash(core)
 }
 
-// PublishRequests validates and publishes requests to topic (RequestTopic),
-// each keyed by its recipient. Each message continues the trace of ctx.
+// PublishRequests validates and publishes reqs to topic in ctx's trace.
 func PublishRequests(ctx context.Context, pub *stream.Publisher, topic stream.Topic, reqs ...Request) error {
 	msgs := make([]*stream.Message, 0, len(reqs))
 	for _, r := range reqs {
@@ -151,16 +146,14 @@ func PublishRequests(ctx context.Context, pub *stream.Publisher, topic stream.To
 	return pub.Publish(ctx, topic, msgs...)
 }
 
-// NotificationID is the id of the notification a business key names:
-// "n_" + 24 hex digits of its SHA-256. Records and receivers see it.
+// NotificationID is "n_" + 24 hex digits of the business key's SHA-256.
 func NotificationID(businessKey string) string {
 	sum := sha256.Sum256([]byte(businessKey))
 	return "n_" + hex.EncodeToString(sum[:12])
 }
 
-// requestKey is the business key of a request's delivery to one
-// destination: flow, subscriber, destination, subject and window; subject
-// and window are hashed when the key would exceed the ledger's bound.
+// requestKey is a delivery's business key (flow, subscriber, destination,
+// subject, window), hashing subject and window past the ledger's bound.
 func requestKey(r Request, subscriberID, destID string) string {
 	k := r.Flow + ":" + subscriberID + ":" + destID + ":" + r.Subject + ":" + r.Window
 	if r.Digest {
@@ -173,8 +166,7 @@ func requestKey(r Request, subscriberID, destID string) string {
 	return r.Flow + ":" + subscriberID + ":" + destID + ":h" + hex.EncodeToString(sum[:16])
 }
 
-// hasControlHTML reports whether an HTML fragment is not valid UTF-8 or
-// holds a control character other than tab, newline and carriage return.
+// hasControlHTML reports invalid UTF-8 or a control character but \t\n\r.
 func hasControlHTML(s string) bool {
 	if !utf8.ValidString(s) {
 		return true

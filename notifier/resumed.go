@@ -8,17 +8,12 @@ import (
 	"time"
 )
 
-// DefaultResumeEpisodeGap ends an episode of resumed sends: the sends a
-// stopped delivery left in flight, resent by the redeliveries that follow
-// a restart, are logged in one line once this long has passed without
-// another.
+// DefaultResumeEpisodeGap ends an episode of resumed sends, logged in one
+// line once this long passes without another.
 const DefaultResumeEpisodeGap = 5 * time.Second
 
-// MsgResumed is the warning a Dispatcher logs once per episode of resumed
-// sends, DefaultResumeEpisodeGap after the last one: its fields are
-// deliveries (how many were sent again), flows and seconds (from the
-// first to the last). A copy stopped within the episode does not log it;
-// MetricResumed still counts them.
+// MsgResumed is the warning logged once per episode of resumed sends, with
+// fields deliveries, flows and seconds (first to last).
 const MsgResumed = "notifier: resent deliveries a stopped copy left in flight; their receivers may have got them twice, " +
 	"with the same webhook-id (counted in " + MetricResumed + ")"
 
@@ -32,9 +27,7 @@ type resumeEpisode struct {
 	first, last time.Time
 }
 
-// logResumed adds n resumed sends of flow to the current episode,
-// opening one if none is: the episode is logged once, with its count,
-// when no send was resumed for the gap.
+// logResumed adds n resumed sends of flow to the episode, opening one.
 func (d *Dispatcher) logResumed(flow string, n int) {
 	e := &d.resumed
 	e.mu.Lock()
@@ -58,8 +51,7 @@ func (e *resumeEpisode) gapOrDefault() time.Duration {
 	return DefaultResumeEpisodeGap
 }
 
-// endResumed logs the episode once the gap has passed since its last
-// resumed send, or waits for that.
+// endResumed logs the episode once the gap has passed.
 func (d *Dispatcher) endResumed() {
 	e := &d.resumed
 	e.mu.Lock()

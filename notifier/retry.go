@@ -15,12 +15,10 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// RetryService names the service that sends due retries back to the
-// request stream; any number of copies may run.
+// RetryService sends due retries back to the stream; copies may run.
 const RetryService = "notifier-retries"
 
-// MetaAttempt is the stream metadata field of a request's attempt number
-// (absent: 1); a replayed dead letter starts again at 1.
+// MetaAttempt is the metadata field of a request's attempt (absent: 1).
 const MetaAttempt = "notify.attempt"
 
 // Defaults of RetryConfig.
@@ -31,9 +29,8 @@ const (
 	DefaultRetryPollInterval = 250 * time.Millisecond
 )
 
-// RetryConfig configures the retries of a failed send: a jittered pause
-// doubling from Initial to Max, never before a Retry-After or the
-// throttle allow, then the dead letter. Zero fields take their defaults.
+// RetryConfig configures retries: a jittered pause doubling from Initial
+// to Max, honouring Retry-After, then the dead letter. Zero takes defaults.
 type RetryConfig struct {
 	// MaxAttempts is the tries before the dead letter. Default 8, range 1..100.
 	MaxAttempts int
@@ -78,8 +75,7 @@ func (c RetryConfig) Delay(attempt int, r float64) time.Duration {
 	return p/2 + time.Duration(r*float64(p-p/2))
 }
 
-// Redis keys of the retry schedule, in the slot of the partition's stream
-// (see the package documentation).
+// retryKeys are partition p's retry schedule keys (see the package doc).
 func (d *Deliverer) retryKeys(p int) (schedule, entries string) {
 	base := rediskey.Key(d.topic.HashTag(p), "notifier", "retry")
 	return base, base + ":msgs"
@@ -116,8 +112,7 @@ for _, id in ipairs(ids) do
 end
 return #ids`)
 
-// attemptOf is a request's MetaAttempt (absent: 1); a redelivery after a
-// crash is not an attempt.
+// attemptOf is a request's MetaAttempt (absent: 1).
 func attemptOf(m *stream.Message) int {
 	if v, ok := m.Metadata[MetaAttempt]; ok { // a first attempt carries none: no parse error to build
 		if a, err := strconv.Atoi(v); err == nil && a > 1 {
@@ -127,8 +122,7 @@ func attemptOf(m *stream.Message) int {
 	return 1
 }
 
-// onlyInFlight reports whether every failure err holds is ErrInFlight:
-// another delivery holds the sends' leases, none of them failed.
+// onlyInFlight reports whether every failure in err is ErrInFlight.
 func onlyInFlight(err error) bool {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
 		for _, e := range j.Unwrap() {
@@ -144,9 +138,8 @@ func onlyInFlight(err error) bool {
 	return err == ErrInFlight
 }
 
-// scheduleRetries files the batch's retryable failures as retries, or
-// makes them permanent (and their records rejected) once their attempts
-// ran out; a message whose retry cannot be filed keeps its error.
+// scheduleRetries files retryable failures, or makes them permanent once
+// attempts ran out; one that cannot be filed keeps its error.
 func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message, errs []error, recs []history.Record) {
 	var calls []script.Call
 	var idx []int
@@ -158,8 +151,7 @@ func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message,
 		}
 		attempt, next := attemptOf(m), attemptOf(m)+1
 		if onlyInFlight(errs[i]) {
-			// Nothing failed: another delivery is sending. Try again soon,
-			// on the same attempt; its lease ends the wait.
+			// Another delivery is sending: retry soon on the same attempt.
 			next = attempt
 		} else if attempt >= d.cfg.Retry.MaxAttempts {
 			// The dead letter starts again at attempt 1 when replayed.
@@ -198,8 +190,7 @@ func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message,
 	}
 }
 
-// notBefore is the longest pause a Retry-After or the throttle asked for
-// in err, 0 when none.
+// notBefore is the longest pause err's Retry-After or throttle asks for.
 func notBefore(err error) time.Duration {
 	var longest time.Duration
 	var walk func(error)
@@ -226,8 +217,7 @@ func notBefore(err error) time.Duration {
 	return longest
 }
 
-// MoveDueRetries appends every retry due by now back to the request
-// stream, on every partition, and returns how many it moved.
+// MoveDueRetries moves every due retry back to the stream; it returns how many.
 func (d *Deliverer) MoveDueRetries(ctx context.Context) (int, error) {
 	const page = 500
 	total := 0
@@ -255,8 +245,7 @@ func (d *Deliverer) MoveDueRetries(ctx context.Context) (int, error) {
 	}
 }
 
-// RunRetries moves due retries back to the request stream every
-// PollInterval until ctx ends.
+// RunRetries runs MoveDueRetries every PollInterval until ctx ends.
 func (d *Deliverer) RunRetries(ctx context.Context) error {
 	t := time.NewTicker(d.cfg.Retry.PollInterval)
 	defer t.Stop()

@@ -10,15 +10,12 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// DefaultClaimIdle is the ClaimIdle of the stages that deliver through a
-// Dispatcher; it exceeds three handler calls and the retry pauses, and the
-// default send lease.
+// DefaultClaimIdle is the ClaimIdle of stages delivering via a Dispatcher;
+// above three handler calls, retry pauses and the send lease.
 const DefaultClaimIdle = 2 * time.Minute
 
-// Settle turns the errors of one message's deliveries into the message's:
-// retryable if any is (the permanent ones are named but not wrapped, so
-// the message is retried), permanent if all failures are, nil if none
-// failed.
+// Settle turns a message's delivery errors into its error: retryable if
+// any is, permanent if all failures are, nil if none failed.
 func Settle(errs []error) error {
 	var retry, perm []error
 	for _, err := range errs {
@@ -42,12 +39,9 @@ func Settle(errs []error) error {
 	return nil
 }
 
-// HistoryRecord returns the history record of the outcome of Deliver(del)
-// at the time at: sent (with the latency from ObservedAt), rejected (a
-// permanent error) or failed (any other), under the notification id of
-// del.Key, its subscriber the recipient and its window the event id. ok is
-// false when there is nothing to record: a duplicate, or a delivery in
-// flight elsewhere.
+// HistoryRecord returns the history record of Deliver(del)'s outcome at
+// at: sent, rejected (permanent) or failed. ok is false for a duplicate or
+// a delivery in flight elsewhere.
 func (del Delivery) HistoryRecord(outcome string, err error, at time.Time) (rec history.Record, ok bool) {
 	if outcome == OutcomeDuplicate || errors.Is(err, ErrInFlight) {
 		return history.Record{}, false

@@ -15,12 +15,10 @@ import (
 	"github.com/dropstream/dropstream/internal/clip"
 )
 
-// Webhook request headers. The Standard Webhooks headers
-// (https://www.standardwebhooks.com) are always sent; the X-Dropstream ones
-// only when WebhookConfig.LegacySignature asks for them.
+// Webhook headers: Standard Webhooks (https://www.standardwebhooks.com)
+// always, X-Dropstream ones with WebhookConfig.LegacySignature.
 const (
-	// HeaderWebhookID carries the notification's id: the same on every
-	// send of it, so receivers deduplicate on it.
+	// HeaderWebhookID carries the notification's id, to deduplicate on.
 	HeaderWebhookID = "Webhook-Id"
 	// HeaderWebhookTimestamp carries the send's Unix time in seconds.
 	HeaderWebhookTimestamp = "Webhook-Timestamp"
@@ -34,8 +32,7 @@ const (
 	HeaderEventID = "X-Dropstream-Event-Id"
 )
 
-// DefaultSignatureTolerance is the clock skew VerifySignature accepts when
-// given a tolerance of zero.
+// DefaultSignatureTolerance is the clock skew a zero tolerance accepts.
 const DefaultSignatureTolerance = 5 * time.Minute
 
 // maxSignatureHeader bounds the header VerifySignature parses.
@@ -48,12 +45,9 @@ var (
 	ErrSignatureMismatch  = errors.New("notifier: signature mismatch")
 )
 
-// SignStandard returns the Standard Webhooks signature ("v1,<base64>") of
-// body sent with id at t: the HMAC-SHA256 of "<id>.<unix seconds>.<body>".
-// Its key is the base64 text after "whsec_" when the secret is of that
-// form (the convention of the specification's libraries: new
-// Webhook(secret)), else the secret's own bytes (their raw constructor,
-// e.g. Go's NewWebhookRaw).
+// SignStandard returns "v1,<base64 HMAC-SHA256 of "<id>.<unix>.<body>">".
+// The key is the base64 after "whsec_" for such secrets (as the spec's
+// libraries), else the secret's bytes.
 func SignStandard(secret, id string, body []byte, t time.Time) string {
 	h := hmac.New(sha256.New, standardKey(secret))
 	b := make([]byte, 0, len(id)+24)
@@ -89,12 +83,10 @@ func mac(secret string, ts, body []byte) []byte {
 	return h.Sum(nil)
 }
 
-// VerifySignature checks a X-Dropstream-Signature header for receivers: the
-// header must hold one t and at least one v1 (several are allowed, to
-// rotate secrets), t must lie within tolerance of now (zero means
-// DefaultSignatureTolerance), and one v1 must equal the HMAC of
-// "<t>.<body>" with secret (compared in constant time). Errors wrap
-// ErrSignatureMalformed, ErrSignatureStale or ErrSignatureMismatch.
+// VerifySignature checks an X-Dropstream-Signature header: one t within
+// tolerance of now, and one of its v1 values equal to the HMAC of
+// "<t>.<body>". Errors wrap ErrSignatureMalformed, ErrSignatureStale or
+// ErrSignatureMismatch.
 func VerifySignature(secret, header string, body []byte, now time.Time, tolerance time.Duration) error {
 	if len(header) > maxSignatureHeader {
 		return fmt.Errorf("%w: longer than %d bytes", ErrSignatureMalformed, maxSignatureHeader)
@@ -135,13 +127,10 @@ func VerifySignature(secret, header string, body []byte, now time.Time, toleranc
 	return ErrSignatureMismatch
 }
 
-// VerifyWebhook checks the Standard Webhooks headers of a request for
-// receivers in Go that do without the specification's library (which
-// verifies the same): webhook-id and webhook-timestamp present, the
-// timestamp within tolerance of now (zero means
-// DefaultSignatureTolerance), and one of the space-separated "v1,<base64>"
-// signatures equal to SignStandard's (compared in constant time). Errors
-// wrap ErrSignatureMalformed, ErrSignatureStale or ErrSignatureMismatch.
+// VerifyWebhook checks Standard Webhooks headers: id present, timestamp
+// within tolerance of now, one "v1,<base64>" equal to SignStandard's.
+// Errors wrap ErrSignatureMalformed, ErrSignatureStale or
+// ErrSignatureMismatch.
 func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
 	id, ts, sigs := h.Get(HeaderWebhookID), h.Get(HeaderWebhookTimestamp), h.Get(HeaderWebhookSignature)
 	if id == "" || ts == "" || sigs == "" || len(sigs) > maxSignatureHeader {
@@ -160,8 +149,7 @@ func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time, tol
 	return ErrSignatureMismatch
 }
 
-// checkTimestamp parses the Unix time ts of the header element name and
-// checks it lies within tolerance of now (zero: DefaultSignatureTolerance).
+// checkTimestamp parses Unix time ts and checks it is within tolerance.
 func checkTimestamp(name, ts string, now time.Time, tolerance time.Duration) (int64, error) {
 	sec, err := strconv.ParseInt(ts, 10, 64)
 	if err != nil || sec <= 0 {

@@ -9,9 +9,8 @@ import (
 // ChannelSlack is the Slack-style webhook channel's name.
 const ChannelSlack = "slack"
 
-// SlackChannel posts {"text": …} to Slack-style incoming webhooks: the
-// notification's title, text and unsubscribe link, over the webhook
-// channel (same timeouts, signature and error classification).
+// SlackChannel posts {"text": …} (title, text, unsubscribe link) to
+// Slack-style webhooks over the webhook channel.
 type SlackChannel struct{ wh *WebhookChannel }
 
 // NewSlackChannel returns the "slack" channel over a webhook channel.

@@ -39,15 +39,14 @@ type WebhookConfig struct {
 	UserAgent string
 	// Egress is the policy of receivers' addresses. Default egress.Default().
 	Egress *egress.Policy
-	// Transport sends the requests; one set here must keep to an egress
-	// policy itself. Default: Egress's, with 4096 idle connections.
+	// Transport sends the requests and must keep to an egress policy.
+	// Default: Egress's, with 4096 idle connections.
 	Transport http.RoundTripper
 	// Propagator writes the trace context. Default propagation.TraceContext{}.
 	Propagator propagation.TextMapPropagator
 	// Now is the clock of the signature timestamp. Default time.Now.
 	Now func() time.Time
-	// LegacySignature also sends X-Dropstream-Signature (Sign) and
-	// X-Dropstream-Event-Id, the headers of earlier releases. Default off.
+	// LegacySignature also sends the X-Dropstream headers. Default off.
 	LegacySignature bool
 }
 
@@ -89,12 +88,10 @@ type WebhookChannel struct {
 	cfg WebhookConfig
 }
 
-// NewWebhookChannel returns the "webhook" channel. Each Send POSTs
-// Notification.Body to Recipient.Address with the trace context and the
-// Standard Webhooks headers (webhook-id is Notification.EventID), following
-// no redirect. 2xx is a delivery; 408, 429, 5xx and network errors are
-// retryable; other answers and a denied address are permanent. Errors wrap
-// a *DeliveryError, which never keeps the receiver's answer.
+// NewWebhookChannel returns the "webhook" channel: Send POSTs the body to
+// the address with Standard Webhooks headers, following no redirect. 2xx
+// delivers; 408, 429, 5xx and network errors are retryable; the rest are
+// permanent. Errors wrap a *DeliveryError.
 func NewWebhookChannel(cfg WebhookConfig) (*WebhookChannel, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -136,8 +133,7 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 		req.SetBasicAuth(u.Username(), pass)
 	}
 	w.cfg.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
-	// One round trip on the transport, as a client following no redirect
-	// would send it; the context's deadline bounds it.
+	// One round trip, following no redirect.
 	resp, err := w.cfg.Transport.RoundTrip(req)
 	if err != nil {
 		err = &url.Error{Op: "Post", URL: n.Recipient.Address, Err: err}

@@ -12,9 +12,8 @@ import (
 	"github.com/dropstream/dropstream/writer/sink"
 )
 
-// HistoryConfig configures the "checkout-analytics" stage, which appends
-// finished attempts' saga records to ClickHouse's checkout_sagas
-// (sink.NewHistory). Rows collapse by (order_id, tr_num).
+// HistoryConfig configures the "checkout-analytics" stage, appending saga
+// records to checkout_sagas; rows collapse by (order_id, tr_num).
 func (s *Flow) HistoryConfig() sink.HistoryConfig[clickhouse.CheckoutSagaRow] {
 	return sink.HistoryConfig[clickhouse.CheckoutSagaRow]{Stage: StageHistory, Topic: s.topics.Sagas,
 		Tables: []string{clickhouse.TableCheckoutSagas},
@@ -28,15 +27,12 @@ func (s *Flow) HistoryConfig() sink.HistoryConfig[clickhouse.CheckoutSagaRow] {
 		Insert: clickhouse.InsertCheckoutSagas, Runner: s.cfg.Stage}
 }
 
-// History is the flow's ClickHouse append declared in its Description:
-// the HistoryConfig stage, logging to the flow's logger (metrics and
-// traces go to the OpenTelemetry globals, which the app sets).
+// History is the HistoryConfig stage as the Description declares it.
 func (s *Flow) History() flow.History {
 	return flowhistory.Of(s.HistoryConfig(), stream.Telemetry{Logger: s.log})
 }
 
-// SagaRow turns a saga record message into its ClickHouse row; a malformed
-// record is a stream.Permanent error.
+// SagaRow turns a saga record into its row; malformed is stream.Permanent.
 func SagaRow(m *stream.Message) (clickhouse.CheckoutSagaRow, error) {
 	if m.Type != TypeSaga {
 		return clickhouse.CheckoutSagaRow{}, stream.Permanentf("checkout: message type %q, want %q", m.Type, TypeSaga)

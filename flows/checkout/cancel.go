@@ -16,21 +16,16 @@ import (
 // MaxCancelByLen bounds the requester recorded with a cancel.
 const MaxCancelByLen = 100
 
-// Cancellation is the answer to an operator's cancel of an order's
-// running checkout attempt.
+// Cancellation answers an operator's cancel of a running attempt.
 type Cancellation struct {
 	OrderID string `json:"order_id"`
 	TrNum   int64  `json:"tr_num"`
-	// Status is StatusFailed: the attempt ended and every effect it
-	// applied was undone.
+	// Status is StatusFailed: every effect applied was undone.
 	Status string `json:"status"`
-	// Reason is the attempt's failure reason: "cancelled by an operator"
-	// when the cancel ended it, the first failure's otherwise (an attempt
-	// that was already compensating).
+	// Reason is "cancelled by an operator", or the first failure's when the
+	// attempt was already compensating.
 	Reason string `json:"reason"`
-	// RequestedAt and RequestedBy are the first cancel request's, kept in
-	// the saga and shown in the timeline; a repeated cancel answers them
-	// unchanged.
+	// RequestedAt and RequestedBy are the first cancel request's.
 	RequestedAt time.Time `json:"requested_at"`
 	RequestedBy string    `json:"requested_by"`
 }
@@ -50,16 +45,12 @@ end
 local c = redis.call('HMGET', KEYS[1], 'cancel_ms', 'cancel_by')
 return {f[1], f[2] or '', c[1] or '', c[2] or ''}`)
 
-// Cancel ends an order's running checkout attempt on an operator's request
-// (by is recorded in the saga). Like giveUp, it records silent parts
-// "cancelled", applies the compensations itself and fails the attempt.
-// Every step is idempotent, so stock and credit return exactly once, and a
-// repeated cancel answers the same Cancellation.
+// Cancel ends an order's running attempt for operator by: like giveUp, it
+// records silent parts "cancelled" and compensates. It is idempotent; a
+// repeat answers the same Cancellation.
 //
-// ErrNotFound: no such order or attempt. ErrConflict: the attempt succeeded
-// or failed without a cancel. On an error the stages and the sweeper keep
-// the attempt; cancelling again resumes it. With Config.Wait on, a cancel
-// is answered once the replicas hold it.
+// ErrNotFound: no such order or attempt. ErrConflict: it ended without a
+// cancel. After an error, cancelling again resumes it.
 func (s *Flow) Cancel(ctx context.Context, orderID, by string) (Cancellation, error) {
 	if len(by) > MaxCancelByLen {
 		by = by[:MaxCancelByLen]

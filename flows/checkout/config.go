@@ -9,49 +9,36 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Config configures the flow. Zero fields take their documented defaults
-// (WithDefaults); Validate checks the result.
+// Config configures the flow; zero fields take defaults (WithDefaults).
 type Config struct {
-	// Partitions is the partition count of every topic and key of the flow,
-	// fixed for a deployment. Default 8.
+	// Partitions of every topic and key, fixed per deployment. Default 8.
 	Partitions int
-	// Timeout bounds a checkout call's wait for its outcome; an attempt
-	// still running then is given up (see Flow.Checkout). A call also
-	// retries an unreachable Redis within it, plus RetryFor. Default 30s.
+	// Timeout bounds a checkout's wait; a running attempt is then given up
+	// (see Flow.Checkout). Default 30s.
 	Timeout time.Duration
-	// RetryFor is how long a store call retries while Redis cannot be
-	// reached before it fails as unavailable (503). Its writes are
-	// idempotent: ids are chosen before the first try and amount changes are
-	// recorded under a call key. Default 5s, enough for a Redis restart.
+	// RetryFor is how long a store call retries an unreachable Redis
+	// (idempotently) before failing with 503. Default 5s.
 	RetryFor time.Duration
-	// Recheck is how often a waiting checkout reads its saga's status in
-	// case a notification was lost (a Pub/Sub reconnect). Default 1s.
+	// Recheck is how often a waiting checkout rereads its status. Default 1s.
 	Recheck time.Duration
-	// StateTTL is how long ledger entries and finished sagas are kept. It
-	// must outlive every redelivery of a command. Default 7 days.
+	// StateTTL keeps ledger entries and finished sagas, past every
+	// redelivery. Default 7 days.
 	StateTTL time.Duration
-	// SweepInterval is how often Flow.RunSweeper sweeps attempts left
-	// open (see Flow.Sweep). Default 10s.
+	// SweepInterval is how often Flow.RunSweeper sweeps. Default 10s.
 	SweepInterval time.Duration
-	// SweepAge is how long an attempt stays open before the sweeper sends
-	// its missing commands again. Default 30s.
+	// SweepAge is the age at which the sweeper resends commands. Default 30s.
 	SweepAge time.Duration
-	// AbandonAge is how long a pending attempt waits for its parts before
-	// the sweeper gives up the silent ones and compensates the attempt.
-	// Default 5m; it must exceed SweepAge.
+	// AbandonAge is the age at which the sweeper abandons silent parts;
+	// above SweepAge. Default 5m.
 	AbandonAge time.Duration
-	// ConservationInterval is how often Flow.RunSweeper checks that stock
-	// and credit are conserved (Flow.CheckConservation), reading every
-	// item and user. Default 1m.
+	// ConservationInterval is how often Flow.RunSweeper runs
+	// Flow.CheckConservation. Default 1m.
 	ConservationInterval time.Duration
-	// Wait is how many replicas must hold a call's writes before it
-	// answers, and for how long (stream.ReplicaWait); an unconfirmed call
-	// fails as unavailable. Default off: a failover may lose the last
-	// answered changes.
+	// Wait makes calls answer once replicas hold their writes, else fail
+	// as unavailable. Default off: a failover may lose the last changes.
 	Wait stream.ReplicaWait
-	// Stage tunes the flow's stage runners. The saga stages derive zero
-	// timing fields from Timeout (see SagaStage); Validate refuses timings
-	// that would not let a crashed copy's step be taken over in time.
+	// Stage tunes the stage runners (see SagaStage); Validate refuses
+	// timings too slow to take over a crashed copy's step.
 	Stage stream.RunnerConfig
 }
 
@@ -71,9 +58,8 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// SagaStage is Stage with its zero timing fields derived from Timeout
-// (stream.RunnerConfig.ForDeadline), for the stock, payment and order
-// stages. The history stage uses Stage as it is.
+// SagaStage is Stage with zero timings derived from Timeout, for the saga
+// stages.
 func (c Config) SagaStage() stream.RunnerConfig { return c.Stage.ForDeadline(c.Timeout) }
 
 // Validate reports every invalid field of a defaulted config.

@@ -18,15 +18,10 @@ import (
 
 // Metric names of the flow (Prometheus names in parentheses).
 const (
-	// MetricConservationDrift is the conservation drift by kind ("stock":
-	// units, "credit": money) at the last check: the sum of stocked − stock
-	// − sold over items, of funded − credit − charged over users. Non-zero
-	// only when an amount changed outside the flow's scripts.
-	// Int64ObservableGauge, attribute kind.
-	// (dropstream_checkout_conservation_drift)
+	// MetricConservationDrift is the last check's Drift by kind ("stock",
+	// "credit"). Int64ObservableGauge.
 	MetricConservationDrift = "dropstream.checkout.conservation.drift"
-	// MetricConservationDrifting is the number of items or users whose
-	// equation does not hold, by kind. (dropstream_checkout_conservation_drifting)
+	// MetricConservationDrifting counts items or users off balance, by kind.
 	MetricConservationDrifting = "dropstream.checkout.conservation.drifting"
 )
 
@@ -40,27 +35,21 @@ var keyKind = attribute.Key("kind")
 
 // Drift is what a conservation check found.
 type Drift struct {
-	// Stock is the sum over items of stocked − stock − sold: units that
-	// left (positive) or came into (negative) the shelves without a sale,
-	// a compensation, or a stock change through the API.
+	// Stock is the sum over items of stocked − stock − sold.
 	Stock int64 `json:"stock"`
 	// Credit is the sum over users of funded − credit − charged.
 	Credit int64 `json:"credit"`
-	// Items and Users count the items and users whose equation does not
-	// hold.
+	// Items and Users count those off balance.
 	Items int `json:"items"`
 	Users int `json:"users"`
 }
 
-// scanCount is the COUNT hint of the conservation check's SCAN and the
-// size of its pipelines.
+// scanCount is the check's SCAN COUNT and pipeline size.
 const scanCount = 1000
 
 // Conservation checks stocked = stock + sold for every item and funded =
-// credit + charged for every user. The scripts change both sides together,
-// so the equations hold at any instant; a drift means an amount changed
-// outside the flow. It SCANs every item and user (every master of a
-// cluster); the sweeper runs it every Config.ConservationInterval.
+// credit + charged for every user; the scripts keep both at any instant,
+// so a drift means a change outside the flow. It SCANs every master.
 func (s *Flow) Conservation(ctx context.Context) (Drift, error) {
 	var d Drift
 	var mu sync.Mutex
@@ -115,8 +104,7 @@ func (k Keys) pattern(noun string) string {
 	return rediskey.Key(rediskey.Tag(Name+".*"), "co", noun, "*")
 }
 
-// scanEach SCANs the keys matching pat — on every master of a cluster —
-// and hands them, a page at a time, to fn with the client that holds them.
+// scanEach hands fn each page of keys matching pat, on every master.
 func scanEach(ctx context.Context, rdb redis.UniversalClient, pat string, fn func(context.Context, redis.Cmdable, []string) error) error {
 	scan := func(ctx context.Context, c redis.Cmdable) error {
 		var cursor uint64
@@ -141,8 +129,7 @@ func scanEach(ctx context.Context, rdb redis.UniversalClient, pat string, fn fun
 	return scan(ctx, rdb)
 }
 
-// conservationGauge exports the last check's drift (nothing before the
-// first check).
+// conservationGauge exports the last check's drift.
 type conservationGauge struct {
 	last atomic.Pointer[Drift]
 	reg  metric.Registration
@@ -180,9 +167,8 @@ func newConservationGauge(mp metric.MeterProvider) (*conservationGauge, error) {
 	return g, nil
 }
 
-// CheckConservation runs Conservation and exports its result as the
-// gauges MetricConservationDrift and MetricConservationDrifting; a failed
-// check leaves the last result.
+// CheckConservation runs Conservation and exports it as gauges; a failed
+// check keeps the last result.
 func (s *Flow) CheckConservation(ctx context.Context) (Drift, error) {
 	start := time.Now()
 	d, err := s.Conservation(ctx)

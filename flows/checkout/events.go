@@ -11,9 +11,8 @@ import (
 	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
-// events lists the newest finished checkout attempts still in the sagas
-// stream, newest first, with each part's answer and compensation: the
-// flow's Description.Events.
+// events lists the newest finished attempts in the sagas stream
+// (Description.Events).
 func (s *Flow) events(ctx context.Context, v tenancy.View, limit int) ([]flow.Event, error) {
 	sagas, err := flow.Recent(ctx, s.rdb, s.topics.Sagas, flow.ScanFor(v, limit))
 	if err != nil {

@@ -16,17 +16,14 @@ import (
 
 // The flow's loops beside its stages.
 const (
-	// ServiceSweeper drives attempts left open (a message dead-lettered, a
-	// checkout process gone) to a final status (Flow.RunSweeper). One copy
-	// per deployment is enough; more are harmless.
+	// ServiceSweeper drives attempts left open to a final status
+	// (Flow.RunSweeper); one copy is enough, more are harmless.
 	ServiceSweeper = "checkout-sweeper"
-	// WaiterName wakes the checkout calls of a process (Flow.Run); it runs
-	// in every process that serves the API.
+	// WaiterName wakes a process's checkout calls (Flow.Run).
 	WaiterName = "checkout-waiter"
 )
 
-// The variables of the flow, each a duration setting a field of Config
-// (unset: the field's default).
+// The flow's variables: durations setting Config fields.
 const (
 	VarTimeout       = "DROPSTREAM_CHECKOUT_TIMEOUT"
 	VarSweepInterval = "DROPSTREAM_CHECKOUT_SWEEP_INTERVAL"
@@ -45,8 +42,7 @@ var Vars = []flow.Var{
 	{Name: VarConservationInterval, Kind: flow.Duration, Usage: "checkout flow: how often the checkout-sweeper service checks that stock and credit are conserved, reading every item and user (default 1m)"},
 }
 
-// Flow is the checkout flow: its store, its stages, the sweeper and the
-// checkout call with its waiter.
+// Flow is the checkout flow: store, stages, sweeper, checkout and waiter.
 type Flow struct {
 	rdb    redis.UniversalClient
 	cfg    Config
@@ -62,8 +58,7 @@ type Flow struct {
 	ch *clickhouse.Client
 }
 
-// New builds the flow over the app's Redis and publisher, configured by
-// the settings' partitions and Vars; it implements flow.Flow.
+// New builds the flow from d and Vars; it implements flow.Flow.
 func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	s := d.Settings
 	f, err := NewWith(d.Redis, d.Publisher, Config{Partitions: s.Partitions, Timeout: s.Duration(VarTimeout),
@@ -77,16 +72,14 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	return f, nil
 }
 
-// WithHistory has Timeline read attempts gone from Redis from ch's
-// checkout_sagas table; it returns s.
+// WithHistory has Timeline read expired attempts from ch; it returns s.
 func (s *Flow) WithHistory(ch *clickhouse.Client) *Flow {
 	s.ch = ch
 	return s
 }
 
-// NewWith returns the flow over rdb with cfg (defaults applied); pub
-// publishes its commands and outcomes. Nil fields of tel default to the
-// OpenTelemetry globals and slog.Default.
+// NewWith returns the flow over rdb and pub with cfg (defaulted); nil
+// fields of tel take the OpenTelemetry globals and slog.Default.
 func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel stream.Telemetry) (*Flow, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -123,16 +116,14 @@ func (s *Flow) Topics() Topics { return s.topics }
 // Config returns the defaulted configuration.
 func (s *Flow) Config() Config { return s.cfg }
 
-// Run runs the waiter of this process's checkout calls until ctx ends; it
-// fails only if the waiter cannot subscribe at first. Run RunSweeper in at
-// least one process as well.
+// Run runs the process's waiter until ctx ends; it fails only if the
+// first subscribe fails. Run RunSweeper somewhere too.
 func (s *Flow) Run(ctx context.Context) error { return s.waiter.Run(ctx) }
 
 // Ready is closed once the waiter listens for outcomes.
 func (s *Flow) Ready() <-chan struct{} { return s.waiter.Ready() }
 
-// Describe declares the flow's stages, sweeper, waiter, ClickHouse
-// history, topics and demo data.
+// Describe declares the flow's stages, services, history, topics and demo.
 func (s *Flow) Describe() flow.Description {
 	t := s.topics
 	return flow.Description{
@@ -140,13 +131,11 @@ func (s *Flow) Describe() flow.Description {
 		Services: []flow.Service{{Name: ServiceSweeper, Run: s.RunSweeper}},
 		Waiters:  []flow.Service{{Name: WaiterName, Run: s.Run}},
 		Edges: []flow.Edge{
-			// A stage that finishes an attempt appends its saga record; one
-			// that makes it compensate sends the compensations.
+			// Stages append saga records and send compensations.
 			{From: StageStock, Topic: t.Stock}, {From: StageStock, Topic: t.Payment}, {From: StageStock, Topic: t.Sagas},
 			{From: StagePayment, Topic: t.Stock}, {From: StagePayment, Topic: t.Payment}, {From: StagePayment, Topic: t.Sagas},
 			{From: ServiceSweeper, Topic: t.Stock}, {From: ServiceSweeper, Topic: t.Payment}, {From: ServiceSweeper, Topic: t.Sagas},
-			// A checkout call sends its attempt's commands, and one given
-			// up at the end of its wait records its saga.
+			// A checkout sends commands; one given up records its saga.
 			{From: flow.FromAPI, Topic: t.Stock}, {From: flow.FromAPI, Topic: t.Payment}, {From: flow.FromAPI, Topic: t.Sagas},
 		},
 		History: []flow.History{s.History()},

@@ -13,9 +13,8 @@ import (
 	"go.opentelemetry.io/otel/trace"
 )
 
-// openParts reads a saga hash: the parts that have not answered their
-// forward command (silent) and the parts whose compensation is not
-// confirmed yet (unconfirmed).
+// openParts returns a saga's parts without an answer (silent) and those
+// with an unconfirmed compensation.
 func openParts(h map[string]string) (silent, unconfirmed []string) {
 	for _, part := range strings.Split(h["parts"], ",") {
 		r, answered := h["r:"+part]
@@ -29,8 +28,7 @@ func openParts(h map[string]string) (silent, unconfirmed []string) {
 	return silent, unconfirmed
 }
 
-// sagaCommand decodes the forward command of a part recorded in a saga
-// hash by the begin script.
+// sagaCommand decodes a part's forward command from the saga hash.
 func sagaCommand(h map[string]string, part string) (Command, error) {
 	var c Command
 	if err := json.Unmarshal([]byte(h["cmd:"+part]), &c); err != nil {
@@ -39,12 +37,9 @@ func sagaCommand(h map[string]string, part string) (Command, error) {
 	return c, nil
 }
 
-// giveUp ends attempt tr when its call has waited Config.Timeout, since the
-// contract has no "still running" answer. Silent parts are recorded
-// "abandoned" (a real answer recorded first wins), the call applies the
-// compensations itself with the effect script and records them. The result
-// is succeeded (it finished meanwhile) or failed with every compensation
-// applied; on an error the stages and the sweeper finish the attempt.
+// giveUp ends attempt tr after Config.Timeout (the contract has no "still
+// running"): silent parts become "abandoned" and the call compensates. It
+// returns succeeded or failed; after an error the sweeper finishes it.
 func (s *Flow) giveUp(ctx context.Context, orderID string, tr int64) (Result, error) {
 	ctx, span := s.tracer.Start(ctx, "checkout.give_up", trace.WithAttributes(
 		attribute.String("checkout.order_id", orderID), attribute.Int64("checkout.tr_num", tr)))
@@ -62,12 +57,10 @@ func (s *Flow) giveUp(ctx context.Context, orderID string, tr int64) (Result, er
 	return r, nil
 }
 
-// errRaced: an attempt was read between its last answer and the decision
-// on it.
+// errRaced: an attempt was read between its last answer and its decision.
 var errRaced = errors.New("attempt read while it was being decided")
 
-// settle is giveUpAttempt, read again (a few times) when it raced the
-// decision on the attempt.
+// settle is giveUpAttempt, retried a few times on errRaced.
 func (s *Flow) settle(ctx context.Context, orderID string, tr int64, silentAs string) (Result, error) {
 	for range 3 {
 		r, err := s.giveUpAttempt(ctx, orderID, tr, silentAs)
@@ -78,10 +71,8 @@ func (s *Flow) settle(ctx context.Context, orderID string, tr int64, silentAs st
 	return s.giveUpAttempt(ctx, orderID, tr, silentAs)
 }
 
-// giveUpAttempt records the silent parts of attempt tr with result silentAs
-// (ResultAbandoned, ResultCancelled), applies the compensations the attempt
-// then needs and records them: the attempt ends failed — or succeeded, if
-// its parts all answered ok first.
+// giveUpAttempt records attempt tr's silent parts as silentAs and applies
+// the compensations: it ends failed, or succeeded if all answered ok first.
 func (s *Flow) giveUpAttempt(ctx context.Context, orderID string, tr int64, silentAs string) (Result, error) {
 	span := trace.SpanFromContext(ctx)
 	h, err := s.rdb.HGetAll(ctx, s.keys.Saga(orderID, tr)).Result()
@@ -95,8 +86,7 @@ func (s *Flow) giveUpAttempt(ctx context.Context, orderID string, tr int64, sile
 		return Result{OrderID: orderID, TrNum: tr, Status: h["status"], Reason: h["reason"]}, nil
 	case StatusPending:
 		if len(silent) == 0 {
-			// Every part has answered: the outcome script decides at the
-			// last answer, so this is a read racing it; read again.
+			// All answered: this read raced the outcome script's decision.
 			return Result{}, fmt.Errorf("checkout: attempt %d of order %s: %w", tr, orderID, errRaced)
 		}
 		recs := make([]outcomeRec, len(silent))
@@ -129,8 +119,7 @@ func (s *Flow) giveUpAttempt(ctx context.Context, orderID string, tr int64, sile
 	return s.final(orderID, tr, reply)
 }
 
-// compensateNow applies the compensations of parts of attempt tr with the
-// effect script and returns their outcomes to record.
+// compensateNow applies parts' compensations and returns their outcomes.
 func (s *Flow) compensateNow(ctx context.Context, orderID string, tr int64, h map[string]string, parts []string) ([]outcomeRec, error) {
 	var stock, pay []call
 	var stockParts, payParts []string
@@ -174,9 +163,7 @@ func (s *Flow) compensateNow(ctx context.Context, orderID string, tr int64, h ma
 	return recs, nil
 }
 
-// recordLast records outcomes of one attempt and returns the outcome
-// script's reply to the last, which says where the attempt stands after
-// all of them.
+// recordLast records an attempt's outcomes and returns the last reply.
 func (s *Flow) recordLast(ctx context.Context, recs []outcomeRec) ([]string, error) {
 	if len(recs) == 0 {
 		return nil, fmt.Errorf("checkout: no outcome to record")
@@ -190,8 +177,7 @@ func (s *Flow) recordLast(ctx context.Context, recs []outcomeRec) ([]string, err
 	return replies[len(replies)-1], nil
 }
 
-// final turns an outcome script reply {status, new|old, reason} into a
-// Result; any other reply is an error.
+// final turns an outcome reply {status, new|old, reason} into a Result.
 func (s *Flow) final(orderID string, tr int64, reply []string) (Result, error) {
 	if len(reply) == 3 && (reply[0] == StatusSucceeded || reply[0] == StatusFailed) {
 		return Result{OrderID: orderID, TrNum: tr, Status: reply[0], Reason: reply[2]}, nil

@@ -7,8 +7,7 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Name is the flow name: the "{checkout.p}" hash tags and the topics'
-// prefix.
+// Name is the flow name, prefix of its hash tags and topics.
 const Name = "checkout"
 
 // Message types of the flow's streams.
@@ -19,16 +18,14 @@ const (
 	TypeSaga = "checkout.saga"
 )
 
-// Topics are the flow's streams. They share one partition count, so the
-// partition of an id is the same whichever topic computes it, and every
-// key of an entity carries the hash tag of its partition.
+// Topics are the flow's streams; they share one partition count, so an
+// id's partition and hash tag are the same in each.
 type Topics struct {
 	// Stock carries stock commands, in the partition of their items.
 	Stock stream.Topic
 	// Payment carries payment commands, in the partition of their user.
 	Payment stream.Topic
-	// Sagas carries one record per finished attempt, in the partition of
-	// the order; the analytics stage writes them to ClickHouse.
+	// Sagas carries one record per finished attempt, by order.
 	Sagas stream.Topic
 }
 
@@ -72,8 +69,7 @@ func (k Keys) Order(id string) string {
 	return rediskey.Key(k.t.HashTag(k.Partition(id)), "co", "order", id)
 }
 
-// Call is the key recording the outcome of a store call on entity id under
-// the call's token, so a retried call is not applied twice.
+// Call records a store call's outcome under its token, against retries.
 func (k Keys) Call(id, token string) string {
 	return rediskey.Key(k.t.HashTag(k.Partition(id)), "co", "call", token)
 }

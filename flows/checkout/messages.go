@@ -23,9 +23,8 @@ const (
 	StatusFailed       = "failed"
 )
 
-// Results recorded for a part that never answered: given up by the sweeper
-// or a checkout's wait (ResultAbandoned), or cancelled by an operator
-// (ResultCancelled). Both make the attempt compensate the part.
+// Results of a part that never answered: given up (ResultAbandoned) or
+// cancelled by an operator; both compensate it.
 const (
 	ResultAbandoned = "abandoned"
 	ResultCancelled = "cancelled"
@@ -64,8 +63,7 @@ func (c Command) Compensation() Command {
 	return out
 }
 
-// Saga is the record of a finished attempt (the sagas topic and the
-// checkout_sagas table).
+// Saga is a finished attempt's record (sagas topic, checkout_sagas).
 type Saga struct {
 	OrderID     string `json:"order_id"`
 	TrNum       int64  `json:"tr_num"`
@@ -105,9 +103,8 @@ const (
 	// MaxAmount bounds stock and credit, and one change of either, so sums
 	// stay exact in Lua's doubles (below 2^53).
 	MaxAmount = 1_000_000_000_000_000
-	// MaxBatch bounds the n of a batch_init (and its n_items and n_users):
-	// 100,000, written in pipelines of batchChunk commands so that other
-	// requests keep being served meanwhile. A larger n is refused (400).
+	// MaxBatch bounds a batch_init's n, n_items and n_users (else 400);
+	// writes go in pipelines of batchChunk.
 	MaxBatch = 100_000
 )
 

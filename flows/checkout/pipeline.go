@@ -9,16 +9,14 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// call is one command's part of a batched effect script call (p is the
-// partition of its keys).
+// call is one command's part of a batched effect call in partition p.
 type call struct {
 	keys []string
 	args []any
 	p    int
 }
 
-// stockEffect builds the effect script part of a stock command: all its
-// items are in one partition, the partition of the ledger keys.
+// stockEffect builds a stock command's effect call (one partition).
 func (s *Flow) stockEffect(c Command) (call, error) {
 	if len(c.Items) == 0 || len(c.Items) > MaxLines {
 		return call{}, stream.Permanentf("checkout: stock command with %d items", len(c.Items))
@@ -57,9 +55,8 @@ func (s *Flow) effectHeader(side string) []any {
 	return []any{s.cfg.StateTTL.Milliseconds(), "stock", "item"}
 }
 
-// applyEffects runs effectScript once per partition for the commands of
-// parts (KEYS and ARGV of one command each), all calls in one pipeline,
-// and returns each command's result or error by index.
+// applyEffects runs effectScript once per partition in one pipeline and
+// returns each command's result or error.
 func (s *Flow) applyEffects(ctx context.Context, header []any, parts []call) ([]string, []error) {
 	results := make([]string, len(parts))
 	errs := make([]error, len(parts))
@@ -80,8 +77,7 @@ func (s *Flow) applyEffects(ctx context.Context, header []any, parts []call) ([]
 		}
 		calls[j] = cl
 	}
-	// The calls are on distinct partitions, so the reordering of a NOSCRIPT
-	// retry is harmless; a failed load is each retried command's error.
+	// Distinct partitions: a NOSCRIPT retry's reordering is harmless.
 	replies, _ := effectScript.RunAll(ctx, s.rdb, calls)
 	for j, reply := range replies {
 		members := byPart[order[j]]
@@ -109,9 +105,8 @@ type outcomeRec struct {
 	result   string
 }
 
-// recordOutcomes records recs with outcomeScript, one call per partition
-// of their orders, all calls in one pipeline, and returns each outcome's
-// reply or error by index.
+// recordOutcomes runs outcomeScript per partition in one pipeline and
+// returns each reply or error.
 func (s *Flow) recordOutcomes(ctx context.Context, recs []outcomeRec, nowMs int64) ([][]string, []error) {
 	out := make([][]string, len(recs))
 	errs := make([]error, len(recs))

@@ -39,8 +39,7 @@ type Result struct {
 	AlreadyPaid bool
 }
 
-// beginRetries bounds the optimistic retries of a checkout whose order
-// changes between the read and the begin script.
+// beginRetries bounds retries when the order changes before begin.
 const beginRetries = 8
 
 // Checkout starts an attempt for the order (or joins the running one) and
@@ -50,10 +49,9 @@ const beginRetries = 8
 // attempt still running at the deadline is given up (see giveUp). It
 // returns ErrPending only when no outcome is known.
 //
-// While Redis cannot be reached the call starts over, until its wait ends
-// plus Config.RetryFor; this is safe because begin, commands and give-up
-// are idempotent. With Config.Wait on, an outcome is returned once the
-// replicas hold it, else stream.ErrNotReplicated.
+// An unreachable Redis is retried (idempotently) for the wait plus
+// Config.RetryFor; with Config.Wait, an unreplicated outcome is
+// stream.ErrNotReplicated.
 func (s *Flow) Checkout(ctx context.Context, orderID string) (Result, error) {
 	deadline := time.Now().Add(s.cfg.Timeout)
 	r, err := stream.RetryUnavailable(ctx, s.cfg.Timeout+s.cfg.RetryFor, func() (Result, error) {
@@ -105,9 +103,8 @@ func (s *Flow) checkout(ctx context.Context, orderID string, deadline time.Time)
 	return Result{}, fmt.Errorf("checkout: order %s kept changing during %d tries", orderID, beginRetries)
 }
 
-// Commands returns the forward commands of attempt tr of o: one stock
-// command per partition of its items (quantities of repeated items summed)
-// and one payment command.
+// Commands returns attempt tr's forward commands: one stock command per
+// partition of o's items (repeats summed) and one payment command.
 func (s *Flow) Commands(o Order, tr int64) ([]Command, error) {
 	perItem := map[string]int64{}
 	for _, l := range o.Lines {
@@ -138,9 +135,8 @@ func (s *Flow) Commands(o Order, tr int64) ([]Command, error) {
 	return append(cmds, Command{OrderID: o.ID, TrNum: tr, Type: CmdPay, Part: "pay", UserID: o.UserID, Amount: o.TotalCost}), nil
 }
 
-// beginAndSend begins the next attempt of o and, when it started, sends its
-// commands under a "checkout.begin" span. Commands that could not be sent
-// return Redis's error; checking out again (or the Sweeper) sends them.
+// beginAndSend begins o's next attempt and sends its commands under a
+// "checkout.begin" span; unsent ones are resent later.
 func (s *Flow) beginAndSend(ctx context.Context, o Order, tp string) (string, int64, error) {
 	ctx, span := s.tracer.Start(ctx, "checkout.begin", trace.WithAttributes(attribute.String("checkout.order_id", o.ID)))
 	defer span.End()
@@ -161,9 +157,8 @@ func (s *Flow) beginAndSend(ctx context.Context, o Order, tp string) (string, in
 	return status, tr, nil
 }
 
-// begin runs the begin script for the next attempt of o, and returns the
-// attempt's commands to send when it started. Each command is encoded
-// once, for the saga's command fields.
+// begin runs the begin script for o's next attempt and returns its
+// commands when it started.
 func (s *Flow) begin(ctx context.Context, o Order, tp string) (string, int64, []Command, error) {
 	tr := o.TrNum + 1
 	cmds, err := s.Commands(o, tr)
@@ -196,9 +191,7 @@ func (s *Flow) begin(ctx context.Context, o Order, tp string) (string, int64, []
 	return res[0], n, cmds, nil
 }
 
-// dispatch sends the forward commands of an attempt that began, each a
-// message carrying ctx's trace context. A caller that went away does not
-// stop them: its attempt completes or compensates all the same.
+// dispatch sends an attempt's forward commands in ctx's trace.
 func (s *Flow) dispatch(ctx context.Context, cmds []Command) error {
 	ctx = context.WithoutCancel(ctx)
 	sends := make([]send, len(cmds))
@@ -208,10 +201,8 @@ func (s *Flow) dispatch(ctx context.Context, cmds []Command) error {
 	return s.send(ctx, sends)
 }
 
-// join waits until deadline for attempt tr of an order, begun by another
-// call or an earlier try. It first resends the commands of silent parts, in
-// case the caller that began it died; they are idempotent by the ledger. An
-// unreachable Redis is returned; another failed resend is logged.
+// join waits until deadline for attempt tr begun elsewhere, first
+// resending its silent parts' commands in case that caller died.
 func (s *Flow) join(ctx context.Context, orderID string, tr int64, deadline time.Time) (Result, error) {
 	if err := s.resendSilent(ctx, orderID, tr); err != nil {
 		if stream.IsUnavailable(err) {
@@ -223,8 +214,7 @@ func (s *Flow) join(ctx context.Context, orderID string, tr int64, deadline time
 	return s.result(ctx, r, err)
 }
 
-// resendSilent sends the forward commands of the silent parts of attempt
-// tr of an order, if it is still pending.
+// resendSilent resends a pending attempt's silent parts' commands.
 func (s *Flow) resendSilent(ctx context.Context, orderID string, tr int64) error {
 	h, err := s.rdb.HGetAll(ctx, s.keys.Saga(orderID, tr)).Result()
 	if err != nil {
@@ -245,8 +235,7 @@ func (s *Flow) resendSilent(ctx context.Context, orderID string, tr int64) error
 	return s.dispatch(ctx, cmds)
 }
 
-// result turns a waiter's answer into Checkout's, giving up an attempt
-// still running when the wait expired.
+// result turns a waiter's answer into Checkout's, giving up on timeout.
 func (s *Flow) result(ctx context.Context, r Result, err error) (Result, error) {
 	if err != nil {
 		return r, fmt.Errorf("%w: attempt %d of order %s: %w", ErrPending, r.TrNum, r.OrderID, err)
@@ -265,8 +254,7 @@ func (s *Flow) result(ctx context.Context, r Result, err error) (Result, error) 
 	return r, fmt.Errorf("%w: attempt %d of order %s", ErrPending, r.TrNum, r.OrderID)
 }
 
-// SagaStatus reads the status and failure reason of attempt tr of an order
-// ("" when there is no such attempt).
+// SagaStatus reads attempt tr's status and reason ("" if none).
 func (s *Flow) SagaStatus(ctx context.Context, orderID string, tr int64) (status, reason string, err error) {
 	return sagaStatus(ctx, s.rdb, s.keys, orderID, tr)
 }

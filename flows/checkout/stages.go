@@ -24,10 +24,8 @@ const (
 // instrumentationScope names the tracer of this package.
 const instrumentationScope = "github.com/dropstream/dropstream/flows/checkout"
 
-// Stages returns the stock and payment stages. Each batch's effect scripts,
-// outcome scripts and compensations go in one pipeline each; each command
-// gets a span ("checkout.stock", "checkout.payment") continuing its
-// producer's trace.
+// Stages returns the stock and payment stages: a batch's effects, outcomes
+// and compensations go in one pipeline each, each command in its own span.
 func (s *Flow) Stages() []stream.Stage {
 	return []stream.Stage{
 		{Name: StageStock, Topic: s.topics.Stock, BatchHandler: s.effectBatch("stock", s.stockCall), Config: s.cfg.SagaStage()},
@@ -73,10 +71,8 @@ func (s *Flow) paymentCall(m *stream.Message) (Command, call, error) {
 	return c, cl, err
 }
 
-// effectBatch applies a batch of commands with the effect script (per
-// partition), records every result in its saga with the outcome script,
-// also for effects applied by an earlier delivery, and sends the
-// compensations it starts. A Redis error fails its messages retryably.
+// effectBatch applies a batch's effects, records every result in its saga
+// and sends the compensations it starts; a Redis error is retryable.
 func (s *Flow) effectBatch(side string, build func(*stream.Message) (Command, call, error)) stream.BatchHandler {
 	spanName := "checkout." + side
 	header := s.effectHeader(side)
@@ -131,9 +127,8 @@ func (s *Flow) effectBatch(side string, build func(*stream.Message) (Command, ca
 			span.SetAttributes(attribute.String("checkout.saga_status", res[0]))
 			switch res[0] {
 			case StatusCompensating:
-				// The compensations go out once, when the attempt starts
-				// compensating — and again whenever the command comes
-				// again, since the first sending may have failed.
+				// Compensations go out when compensation starts, and again
+				// on every repeat (the first sending may have failed).
 				if res[1] != "new" && !again(msgs[i]) {
 					break
 				}
@@ -154,8 +149,7 @@ func (s *Flow) effectBatch(side string, build func(*stream.Message) (Command, ca
 		if err := s.send(ctx, sends); err != nil {
 			for _, sd := range sends {
 				errs[sd.msg] = err
-				// The runtime retries within this delivery: mark the message
-				// so that the retry sends what this call could not.
+				// Mark it so the retry sends what this call could not.
 				msgs[sd.msg].Metadata = withRetry(msgs[sd.msg].Metadata)
 			}
 		}
@@ -163,8 +157,7 @@ func (s *Flow) effectBatch(side string, build func(*stream.Message) (Command, ca
 	}
 }
 
-// compensations decodes the compensations listed by an outcome script
-// reply {'compensating', new|old, part, command JSON, ...}.
+// compensations decodes an outcome reply's compensations.
 func compensations(res []string) ([]Command, error) {
 	var out []Command
 	for k := 3; k < len(res); k += 2 {
@@ -177,17 +170,15 @@ func compensations(res []string) ([]Command, error) {
 	return out, nil
 }
 
-// send is a command to publish, the context its message continues, and
-// the index of the message that caused it.
+// send is a command to publish, its context and its cause's index.
 type send struct {
 	cmd Command
 	ctx context.Context
 	msg int
 }
 
-// send publishes commands in one pipelined round trip: a payment command
-// keyed by its user, a stock command by its first item, so each lands in
-// the partition of its keys.
+// send publishes commands in one round trip, each keyed into its keys'
+// partition (user, or first item).
 func (s *Flow) send(ctx context.Context, sends []send) error {
 	var stock, pay []*stream.Message
 	for _, sd := range sends {
@@ -211,9 +202,8 @@ func (s *Flow) send(ctx context.Context, sends []send) error {
 	return s.pub.PublishAll(ctx, stream.Batch{Topic: s.topics.Stock, Messages: stock}, stream.Batch{Topic: s.topics.Payment, Messages: pay})
 }
 
-// metaResend marks in a message's metadata that an earlier try may have
-// recorded it without sending what it causes. Retries within a delivery
-// share the *Message; a redelivery has Attempt > 1 instead.
+// metaResend marks a message whose earlier try may have recorded it
+// without sending what it causes.
 const metaResend = "checkout-resend"
 
 func withRetry(md map[string]string) map[string]string {
@@ -224,8 +214,7 @@ func withRetry(md map[string]string) map[string]string {
 	return md
 }
 
-// again reports whether a message was handled before: redelivered, or
-// retried after its outputs failed to go out.
+// again reports whether a message was handled before.
 func again(m *stream.Message) bool { return m.Attempt > 1 || m.Metadata[metaResend] == "1" }
 
 func flag(b bool) string {

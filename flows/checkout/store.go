@@ -16,8 +16,7 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Errors of the store and of checkouts. The HTTP API answers every one of
-// them with 400 and the error's message.
+// Errors of the store and checkouts; the HTTP API answers them with 400.
 var (
 	// ErrNotFound: no item, user or order with that id.
 	ErrNotFound = errors.New("not found")
@@ -27,15 +26,12 @@ var (
 	ErrInvalid = errors.New("invalid")
 	// ErrConflict: the order is paid, or a checkout of it is running.
 	ErrConflict = errors.New("conflict")
-	// ErrCheckoutFailed: the checkout's saga failed (short stock or
-	// credit, an unknown item) and was compensated.
+	// ErrCheckoutFailed: the saga failed and was compensated.
 	ErrCheckoutFailed = errors.New("checkout failed")
 )
 
-// Store keeps items, users and orders in Redis hashes, each in the
-// partition of its id. Calls retry an unreachable Redis for up to
-// Config.RetryFor, and with Config.Wait on return once the replicas hold
-// the write (else stream.ErrNotReplicated).
+// Store keeps items, users and orders as Redis hashes in their id's
+// partition, retrying an unreachable Redis for Config.RetryFor.
 type Store struct {
 	rdb      redis.UniversalClient
 	keys     Keys
@@ -43,8 +39,7 @@ type Store struct {
 	wait     stream.ReplicaWait
 }
 
-// NewStore returns a store over rdb with the given partition count and
-// the default Config.RetryFor.
+// NewStore returns a store over rdb with the default Config.RetryFor.
 func NewStore(rdb redis.UniversalClient, partitions int) *Store {
 	return &Store{rdb: rdb, keys: NewKeys(partitions), retryFor: Config{}.WithDefaults().RetryFor}
 }
@@ -54,24 +49,20 @@ func retry[T any](ctx context.Context, s *Store, op func() (T, error)) (T, error
 	return stream.RetryUnavailable(ctx, s.retryFor, op)
 }
 
-// write sends the commands queue adds in one pipeline, followed by the
-// replica wait (Config.Wait), and tries again like retry: queue's writes
-// must be idempotent.
+// write runs queue's idempotent writes in one pipeline with the replica
+// wait, retrying like retry.
 func (s *Store) write(ctx context.Context, queue func(redis.Pipeliner)) error {
 	_, err := retry(ctx, s, func() (struct{}, error) { return struct{}{}, s.wait.Exec(ctx, s.rdb, queue) })
 	return err
 }
 
-// confirm waits, like retry, until the replicas hold every write made so
-// far (stream.ReplicaWait.Confirm): for an answer that relies on writes
-// other connections made.
+// confirm waits until the replicas hold every write so far.
 func (s *Store) confirm(ctx context.Context) error {
 	_, err := retry(ctx, s, func() (struct{}, error) { return struct{}{}, s.wait.Confirm(ctx, s.rdb) })
 	return err
 }
 
-// callTTL is how long the outcome of a change is kept under its call's
-// key: past every try of the call.
+// callTTL keeps a call's outcome past every try of the call.
 func (s *Store) callTTL() string {
 	return strconv.FormatInt((s.retryFor + time.Minute).Milliseconds(), 10)
 }
@@ -86,8 +77,7 @@ type Order struct {
 	Paid      bool
 	Lines     []Line
 	TotalCost int64
-	// TrNum is the number of the last checkout attempt (0: none) and
-	// Status that attempt's status.
+	// TrNum is the last attempt (0: none); Status is its status.
 	TrNum  int64
 	Status string
 	// Ver counts the changes of the order's items.
@@ -204,8 +194,7 @@ func (s *Store) Pay(ctx context.Context, id string, amount int64) (int64, error)
 	return s.adjust(ctx, "user", id, "credit", amount, -1)
 }
 
-// adjust changes field of entity id of kind by sign × amount, an amount
-// in 0..MaxAmount.
+// adjust changes field of id by sign × amount (0..MaxAmount).
 func (s *Store) adjust(ctx context.Context, kind, id, field string, amount, sign int64) (int64, error) {
 	if err := checkRange("amount", amount, 0, MaxAmount); err != nil {
 		return 0, err
@@ -236,8 +225,7 @@ func (s *Store) adjust(ctx context.Context, kind, id, field string, amount, sign
 	return res[1], nil
 }
 
-// CreateOrder creates an empty order of an existing user; the order is
-// the user's tenant's.
+// CreateOrder creates an empty order of an existing user, in its tenant.
 func (s *Store) CreateOrder(ctx context.Context, userID string) (string, error) {
 	if _, err := s.FindUser(ctx, userID); err != nil {
 		return "", err
@@ -259,8 +247,7 @@ func (s *Store) FindOrder(ctx context.Context, id string) (Order, error) {
 	return retry(ctx, s, func() (Order, error) { return s.findOrder(ctx, id) })
 }
 
-// findOrder is FindOrder without its retries, for a caller that retries
-// a larger step (Flow.Checkout).
+// findOrder is FindOrder without retries.
 func (s *Store) findOrder(ctx context.Context, id string) (Order, error) {
 	if err := checkID("order", id); err != nil {
 		return Order{}, err
@@ -283,9 +270,8 @@ func (s *Store) findOrder(ctx context.Context, id string) (Order, error) {
 	return o, nil
 }
 
-// AddItem adds quantity of an existing item to an order, and quantity ×
-// price to its total cost. A paid order, or one being checked out, cannot
-// change (ErrConflict).
+// AddItem adds quantity of an item to an order and to its total cost;
+// ErrConflict for a paid order or one being checked out.
 func (s *Store) AddItem(ctx context.Context, orderID, itemID string, quantity int64) (int64, error) {
 	if err := checkID("order", orderID); err != nil {
 		return 0, err
@@ -340,8 +326,7 @@ func (s *Store) batch(ctx context.Context, what string, n int64, set func(redis.
 	return nil
 }
 
-// BatchInitItems creates (or resets) items "0".."n-1" with the given stock
-// and price.
+// BatchInitItems creates or resets items "0".."n-1".
 func (s *Store) BatchInitItems(ctx context.Context, n, stock, price int64) error {
 	if err := errors.Join(checkRange("starting stock", stock, 0, MaxAmount), checkRange("price", price, 0, MaxPrice)); err != nil {
 		return err
@@ -351,8 +336,7 @@ func (s *Store) BatchInitItems(ctx context.Context, n, stock, price int64) error
 	})
 }
 
-// BatchInitUsers creates (or resets) users "0".."n-1" with the given
-// credit.
+// BatchInitUsers creates or resets users "0".."n-1".
 func (s *Store) BatchInitUsers(ctx context.Context, n, money int64) error {
 	if err := checkRange("starting money", money, 0, MaxAmount); err != nil {
 		return err
@@ -362,11 +346,9 @@ func (s *Store) BatchInitUsers(ctx context.Context, n, money int64) error {
 	})
 }
 
-// BatchInitOrders creates or resets orders "0".."n-1" as the contract's
-// batch_init: each of a random user below nUsers with two random items
-// below nItems, quantity 1, total cost 2 × price, fixed by the order id. A
-// reset order is unpaid but keeps its attempt number; orders whose
-// checkout is running must not be reset.
+// BatchInitOrders creates or resets orders "0".."n-1" (batch_init): a
+// random user and two random items each, seeded by the id. A reset keeps
+// the attempt number; do not reset orders being checked out.
 func (s *Store) BatchInitOrders(ctx context.Context, n, nItems, nUsers, price int64) error {
 	if err := errors.Join(checkRange("n_items", nItems, 1, MaxBatch), checkRange("n_users", nUsers, 1, MaxBatch),
 		checkRange("item_price", price, 0, MaxPrice)); err != nil {
@@ -377,8 +359,7 @@ func (s *Store) BatchInitOrders(ctx context.Context, n, nItems, nUsers, price in
 		user := strconv.FormatInt(r.Int64N(nUsers), 10)
 		a, b := strconv.FormatInt(r.Int64N(nItems), 10), strconv.FormatInt(r.Int64N(nItems), 10)
 		key := s.keys.Order(strconv.FormatInt(i, 10))
-		// The attempt number is kept: ledger entries of earlier attempts
-		// must never match a new one.
+		// Keep tr: old ledger entries must never match a new attempt.
 		p.HDel(ctx, key, "status")
 		p.HSet(ctx, key, "user_id", user, "paid", 0, "total_cost", 2*price, "items", a+":1,"+b+":1")
 		p.HIncrBy(ctx, key, "ver", 1)

@@ -18,16 +18,13 @@ const sweepPage = 500
 
 // SweepStats counts what one sweep did.
 type SweepStats struct {
-	// Stale is the number of open attempts older than Config.SweepAge
-	// looked at.
+	// Stale counts open attempts older than Config.SweepAge.
 	Stale int
-	// Resent is the number of commands sent again (forward commands of
-	// parts that have not answered, compensations not yet confirmed).
+	// Resent counts commands and compensations sent again.
 	Resent int
 	// Abandoned is the number of parts given up after Config.AbandonAge.
 	Abandoned int
-	// Closed is the number of index entries dropped because their attempt
-	// had already finished or expired.
+	// Closed counts index entries of finished or expired attempts dropped.
 	Closed int
 }
 
@@ -120,8 +117,7 @@ func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 				sends = append(sends, send{c, sctx, 0})
 			}
 		}
-		// Not again before another SweepAge (XX: an attempt finished
-		// meanwhile stays out of the index).
+		// Not again before another SweepAge; XX keeps finished ones out.
 		pipe.ZAddXX(ctx, s.keys.Open(a.p), redis.Z{Score: float64(nowMs), Member: member})
 	}
 	if _, err := pipe.Exec(ctx); err != nil {
@@ -152,9 +148,8 @@ func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 	return st, nil
 }
 
-// RunSweeper runs Sweep every Config.SweepInterval and CheckConservation at
-// once and every Config.ConservationInterval until ctx ends, logging
-// failures. It returns nil when ctx ends. More than one copy is harmless.
+// RunSweeper runs Sweep every SweepInterval and CheckConservation every
+// ConservationInterval, logging failures, until ctx ends (then nil).
 func (s *Flow) RunSweeper(ctx context.Context) error {
 	t := time.NewTicker(s.cfg.SweepInterval)
 	defer t.Stop()
@@ -180,8 +175,7 @@ func (s *Flow) RunSweeper(ctx context.Context) error {
 	}
 }
 
-// remoteContext returns ctx carrying the span context of a W3C
-// traceparent, so that work resumed later joins the saga's trace.
+// remoteContext returns ctx in traceparent tp's trace.
 func remoteContext(ctx context.Context, tp string) context.Context {
 	if tp == "" {
 		return ctx

@@ -8,8 +8,7 @@ import (
 // created starts with the tenant's tenancy.Tag, then '_', so checking a
 // call costs no Redis read; only the server makes ids.
 
-// idTag returns the tenant tag an id starts with, "" for one without
-// (tenancy.Open's: the batch routes' ids, and ids made before tenants).
+// idTag returns the tenant tag an id starts with; "" is tenancy.Open's.
 func idTag(id string) string {
 	if len(id) <= tenancy.TagLen || id[tenancy.TagLen] != '_' || !tenancy.IsTag(id[:tenancy.TagLen]) {
 		return ""
@@ -25,9 +24,8 @@ func NewIDOf(tenant string) string {
 	return newID()
 }
 
-// Sees reports whether v may see and change the item, user or order id:
-// every id when v sees all, else the ids of v's tenant. Another tenant's
-// id then answers as an id that does not exist.
+// Sees reports whether v may see and change id; to others it does not
+// exist.
 func Sees(v tenancy.View, id string) bool {
 	return v.All || idTag(id) == tenancy.Tag(v.Tenant)
 }

@@ -18,11 +18,9 @@ const MaxTimelineAttempts = 20
 
 // Where an attempt of a timeline was read from.
 const (
-	// SourceRedis: the attempt's saga hash, kept Config.StateTTL after it
-	// began: every step, its request, outcome and compensation.
+	// SourceRedis: the saga hash (for Config.StateTTL), with every step.
 	SourceRedis = "redis"
-	// SourceClickHouse: the attempt's row of checkout_sagas, once its saga
-	// hash has expired: its answer and counts, not its steps.
+	// SourceClickHouse: the checkout_sagas row; no steps.
 	SourceClickHouse = "clickhouse"
 )
 
@@ -33,19 +31,16 @@ type Timeline struct {
 	Attempts []Attempt `json:"attempts"`
 }
 
-// Attempt is one checkout attempt of an order: when it began, each step,
-// and its answer.
+// Attempt is one checkout attempt: its start, steps and answer.
 type Attempt struct {
 	TrNum     int64  `json:"tr_num"`
 	Source    string `json:"source"`
 	UserID    string `json:"user_id"`
 	TotalCost int64  `json:"total_cost"`
-	// Status is pending, compensating, succeeded or failed; Reason says
-	// why it failed.
+	// Status is pending, compensating, succeeded or failed (see Reason).
 	Status string `json:"status"`
 	Reason string `json:"reason,omitempty"`
-	// TraceID is the attempt's trace: the checkout call, its commands,
-	// outcomes and compensations.
+	// TraceID is the attempt's trace.
 	TraceID    string     `json:"trace_id,omitempty"`
 	StartedAt  *time.Time `json:"started_at,omitempty"`
 	DecidedAt  *time.Time `json:"decided_at,omitempty"`
@@ -53,9 +48,8 @@ type Attempt struct {
 	// Parts and Compensated count the participants and the effects undone.
 	Parts       int `json:"parts"`
 	Compensated int `json:"compensated"`
-	// CancelRequestedAt and CancelRequestedBy are set when an operator
-	// asked to cancel the attempt (Flow.Cancel; Source redis only): its
-	// silent parts then show the result "cancelled".
+	// CancelRequestedAt and CancelRequestedBy are set by Flow.Cancel
+	// (SourceRedis only).
 	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 	CancelRequestedBy string     `json:"cancel_requested_by,omitempty"`
 	// Steps are the participants (Source redis only).
@@ -74,10 +68,8 @@ type Step struct {
 	CompensatedAt *time.Time `json:"compensated_at,omitempty"`
 }
 
-// Timeline returns an order's newest MaxTimelineAttempts attempts: from
-// their saga hashes while Redis keeps them, then from ClickHouse's
-// checkout_sagas (with WithHistory; otherwise they are left out).
-// ErrNotFound for an unknown order.
+// Timeline returns an order's newest MaxTimelineAttempts attempts, from
+// Redis then (WithHistory) ClickHouse. ErrNotFound for an unknown order.
 func (s *Flow) Timeline(ctx context.Context, orderID string) (Timeline, error) {
 	o, err := s.store.FindOrder(ctx, orderID)
 	if err != nil {
@@ -136,8 +128,7 @@ func attemptOf(tr int64, h map[string]string) Attempt {
 	return a
 }
 
-// coldAttempts reads attempts of an order from checkout_sagas, newest
-// first.
+// coldAttempts reads an order's attempts from checkout_sagas, newest first.
 func coldAttempts(ctx context.Context, ch *clickhouse.Client, orderID string, trs []int64) ([]Attempt, error) {
 	nums := make([]string, len(trs))
 	for i, tr := range trs {

@@ -12,11 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Waiter wakes checkout calls when an attempt's outcome is announced on
-// DoneChannel, over one Pub/Sub connection per process. Since Pub/Sub can
-// drop messages, a call reads the saga's status when it starts waiting and
-// a shared loop rereads, in one pipeline, the status of calls waiting
-// longer than their recheck interval.
+// Waiter wakes checkout calls on DoneChannel (one Pub/Sub connection per
+// process). Pub/Sub can drop messages, so a shared loop rereads the
+// status of calls waiting past their recheck interval.
 type Waiter struct {
 	rdb     redis.UniversalClient
 	log     *slog.Logger
@@ -48,9 +46,8 @@ func NewWaiter(rdb redis.UniversalClient, log *slog.Logger) *Waiter {
 // Ready is closed once Run has subscribed.
 func (w *Waiter) Ready() <-chan struct{} { return w.ready }
 
-// Run subscribes to DoneChannel and dispatches notifications until ctx
-// ends, and runs the shared status loop. It returns an error only if it
-// cannot subscribe at first.
+// Run subscribes to DoneChannel and runs the recheck loop until ctx ends;
+// it fails only if the first subscribe fails.
 func (w *Waiter) Run(ctx context.Context) error {
 	ps := w.rdb.Subscribe(ctx, DoneChannel)
 	defer ps.Close()
@@ -79,9 +76,7 @@ func (w *Waiter) Run(ctx context.Context) error {
 	}
 }
 
-// recheckDue reads, in one pipeline, the status of every attempt whose
-// calls have waited past their recheck interval, and wakes the calls of
-// those that have finished.
+// recheckDue rereads overdue attempts in one pipeline and wakes finished ones.
 func (w *Waiter) recheckDue(ctx context.Context, now time.Time) {
 	type due struct {
 		key string
@@ -148,19 +143,16 @@ func (w *Waiter) wake(key string, r Result) {
 	}
 }
 
-// Wait waits up to timeout for attempt tr of an order to reach a final
-// status and returns it; on timeout the Result has StatusPending. It reads
-// the saga's status first, and the shared loop reads it again once the call
-// has waited recheck.
+// Wait waits up to timeout for attempt tr's final status; on timeout the
+// Result has StatusPending.
 func (w *Waiter) Wait(ctx context.Context, keys Keys, orderID string, tr int64, timeout, recheck time.Duration) (Result, error) {
 	c, done := w.register(keys, orderID, tr, recheck)
 	defer done()
 	return w.await(ctx, keys, orderID, tr, c, true, timeout)
 }
 
-// register adds a waiter of attempt tr of an order; done removes it.
-// Registering before the attempt starts means its notification cannot be
-// missed, so the first status read can be skipped.
+// register adds a waiter of attempt tr; done removes it. Registered before
+// the attempt starts, it needs no first status read.
 func (w *Waiter) register(keys Keys, orderID string, tr int64, recheck time.Duration) (c chan Result, done func()) {
 	key := orderID + "|" + strconv.FormatInt(tr, 10)
 	c = make(chan Result, 1)
@@ -182,8 +174,7 @@ func (w *Waiter) register(keys Keys, orderID string, tr int64, recheck time.Dura
 	}
 }
 
-// await waits on a registered channel, reading the saga's status first
-// when checkFirst is set.
+// await waits on c, reading the status first when checkFirst is set.
 func (w *Waiter) await(ctx context.Context, keys Keys, orderID string, tr int64, c chan Result, checkFirst bool, timeout time.Duration) (Result, error) {
 	if checkFirst {
 		st, reason, err := sagaStatus(ctx, w.rdb, keys, orderID, tr)

@@ -19,12 +19,10 @@ const orderPrefix = rediskey.Prefix + "{comic-pay}:comic:pay:order:"
 // keyTTL bounds how long a transaction's order and refund marks are kept.
 const keyTTL = 30 * 24 * time.Hour
 
-// CheckoutPayments implements Payments over the checkout saga of a
-// checkout.Flow, whose stages and waiter must run. A charge is a one-line
-// checkout order of the buyer (a checkout user id) for an item made for the
-// transaction at the comic's price; a retried charge checks the same order
-// out again. A refund credits the buyer once per transaction, in one
-// script with the transaction's refund mark.
+// CheckoutPayments implements Payments over a running checkout.Flow: a
+// charge checks out a one-line order of the buyer for the transaction (a
+// retry checks it out again); a refund credits the buyer once per
+// transaction.
 type CheckoutPayments struct {
 	rdb redis.UniversalClient
 	co  *checkout.Flow
@@ -35,9 +33,8 @@ func NewCheckoutPayments(rdb redis.UniversalClient, co *checkout.Flow) *Checkout
 	return &CheckoutPayments{rdb: rdb, co: co}
 }
 
-// ErrCheckoutRefused wraps a charge the saga refused (not enough credit,
-// unknown user); it wraps ErrDeclined. Other errors of Charge leave the
-// outcome unknown.
+// ErrCheckoutRefused (wrapping ErrDeclined) is a charge the saga refused;
+// other Charge errors leave the outcome unknown.
 var ErrCheckoutRefused = fmt.Errorf("comic: checkout: charge refused: %w", ErrDeclined)
 
 // Charge checks out the transaction's order; see CheckoutPayments.
@@ -106,9 +103,8 @@ redis.call('HINCRBY', KEYS[1], 'credit', ARGV[1])
 redis.call('SET', KEYS[2], '1', 'EX', ARGV[3])
 return 1`)
 
-// Refund credits the buyer the price back, once per transaction. The
-// credit and the transaction's refund mark are written by one script, so
-// a crash can neither lose the refund nor let a retry pay it twice.
+// Refund credits the buyer back once per transaction: credit and refund
+// mark are written by one script.
 func (p *CheckoutPayments) Refund(ctx context.Context, txnID, payment string, cents int64) error {
 	if !checkout.ValidID(payment) || cents < 0 || cents > checkout.MaxAmount {
 		return fmt.Errorf("comic: checkout: refund %s: invalid user %q or amount %d", txnID, payment, cents)

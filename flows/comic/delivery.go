@@ -27,19 +27,14 @@ type Deliverer interface {
 
 // DeliveryConfig configures the delivery stage.
 type DeliveryConfig struct {
-	// NotifyURL is the flow's POST /notify destination, used for
-	// subscriptions without their own. Empty: such notifications go to the
-	// log channel.
+	// NotifyURL is the POST /notify destination of subscriptions without
+	// their own; empty: the log channel.
 	NotifyURL string
-	// NotifySecret signs requests to NotifyURL (Standard Webhooks, see
-	// notifier.SignStandard).
-	// Required with NotifyURL.
+	// NotifySecret signs requests to NotifyURL; required with it.
 	NotifySecret string
-	// Relay, when set, hands every notification with a destination to the
-	// notifier's request path as a notifier.Request to an inline KindNotify
-	// destination, window "<comic id>:<gen>:<email hash>". New sets it to
-	// the notifier flow's Notify. Notifications without a destination go
-	// to the log channel here.
+	// Relay hands notifications with a destination to the notifier as
+	// inline KindNotify requests, window "<comic id>:<gen>:<email hash>"
+	// (New sets it to the notifier's Notify).
 	Relay func(ctx context.Context, reqs ...notifier.Request) error
 	// Concurrency bounds the notifications of one message sent at once
 	// when they are sent here (not relayed). Default 8.
@@ -67,11 +62,9 @@ func (c DeliveryConfig) Validate() error {
 	return nil
 }
 
-// Delivery is the stage that delivers pending notifications. For each
-// Request it loads the subscriptions in one read, skips emails already in
-// the comic's notification history, delivers the rest once per (comic,
-// email) through the Deliverer's ledger or the Relay, and records the
-// history in one script. A message with failed deliveries is retried.
+// Delivery delivers pending notifications once per (comic, email),
+// skipping emails in the comic's history, and records the history in one
+// script. A message with failed deliveries is retried.
 //
 //	ds:{comic.p}:comic:pending:<id>    set: subscription ids handed off, not yet delivered
 //	ds:{comic.p}:comic:notified:<id>   hash: email → Notified, the history
@@ -109,9 +102,7 @@ func (d *Delivery) Stage() stream.Stage {
 	return stream.Stage{Name: StageDelivery, Topic: d.topics.Notify, Handler: d.handle}
 }
 
-// businessKey is the delivery's business key of email's notification of
-// comic id: one delivery per (comic, email), whatever the number of
-// matching subscriptions, jobs or redeliveries.
+// businessKey makes one delivery per (comic, email).
 func businessKey(id, email string) string {
 	return "comic:" + id + ":" + hashHex([]byte(email))
 }
@@ -139,9 +130,7 @@ func (d *Delivery) handle(ctx context.Context, m *stream.Message) error {
 		return err
 	}
 	d.send(ctx, m, tag, r, targets)
-	// Every subscription of the message but those whose delivery failed
-	// leaves the pending set: delivered now or before, deleted, or
-	// notified already by another subscription of the same email.
+	// Every subscription but the failed ones leaves the pending set.
 	failed := map[string]bool{}
 	for _, t := range targets {
 		if t.sentErr != nil && !stream.IsPermanent(t.sentErr) {
@@ -254,9 +243,8 @@ end
 for i = 3 + 3 * n, #ARGV do redis.call('SREM', KEYS[2], ARGV[i]) end
 return first`)
 
-// record writes the history of the targets delivered (sent now or before,
-// as a redelivery after the send finds them) and removes every
-// subscription of r but the failed ones from the pending set.
+// record writes the delivered targets' history and removes r's
+// subscriptions but the failed ones from the pending set.
 func (d *Delivery) record(ctx context.Context, tag string, r Request, targets []*target, failed map[string]bool) error {
 	now := d.now().UnixMilli()
 	args := []any{r.ComicID, 0}
@@ -285,10 +273,8 @@ func (d *Delivery) record(ctx context.Context, tag string, r Request, targets []
 	return nil
 }
 
-// DiscardStage returns a stage in consumer group group that acknowledges
-// notification requests and drops them from their comic's pending set
-// without delivering them or recording history: the null delivery of
-// benchmarks that measure matching alone.
+// DiscardStage acknowledges requests and drops them from the pending set
+// without delivering: the null delivery of matching benchmarks.
 func (d *Delivery) DiscardStage(group string) stream.Stage {
 	return stream.Stage{Name: group, Topic: d.topics.Notify, BatchHandler: func(ctx context.Context, msgs []*stream.Message) error {
 		pipe := d.rdb.Pipeline()

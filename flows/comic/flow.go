@@ -59,9 +59,7 @@ func (c Config) Validate() error {
 
 // The flow's loops beside its stages.
 const (
-	// ServiceRecovery settles purchases left in doubt (a crash between
-	// charge and sale): every RecoveryInterval, those older than
-	// RecoverAfter.
+	// ServiceRecovery settles purchases in doubt older than RecoverAfter.
 	ServiceRecovery = "comic-purchase-recovery"
 	// ServiceStatsSnapshot snapshots the subscription statistics into
 	// ClickHouse every minute; it exists only with ClickHouse.
@@ -85,9 +83,7 @@ const (
 	VarQuotaSubscriptions = "DROPSTREAM_QUOTA_COMIC_SUBSCRIPTIONS"
 )
 
-// Vars are the variables New reads from the settings: the flow's POST
-// /notify destination for subscriptions without their own (unset: such
-// notifications go to the log channel) and its signing secret.
+// Vars are the flow's default POST /notify destination and its secret.
 var Vars = []flow.Var{
 	{Name: VarNotifyURL, Kind: flow.URL, Usage: "comic flow: POST /notify URL for subscriptions without their own; empty: such notifications go to the log channel"},
 	{Name: VarNotifySecret, Secret: true, Usage: "comic flow: HMAC secret (at least 16 bytes) signing requests to DROPSTREAM_COMIC_NOTIFY_URL"},
@@ -116,10 +112,9 @@ type Flow struct {
 	subCap     *quota.Quota
 }
 
-// New builds the flow over the app's Redis; it implements flow.Flow.
-// Purchases are charged through the checkout flow and notifications are
-// relayed to the notifier flow, on which New registers KindNotify. Both
-// must be built first, or New fails with flow.ErrNotBuilt.
+// New builds the flow; it implements flow.Flow. It charges through the
+// checkout flow and relays to the notifier (registering KindNotify); both
+// must be built first, else flow.ErrNotBuilt.
 func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	co, err := flow.Find[*checkout.Flow](d.Flows, checkout.Name)
 	if err != nil {
@@ -151,9 +146,8 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	return f, nil
 }
 
-// NewWith builds the flow over rdb. The delivery goes through a
-// notifier.Dispatcher over the webhook and log channels with its own
-// DeliveryLedger; payments may be nil (no sales).
+// NewWith builds the flow over rdb, delivering through its own Dispatcher;
+// payments may be nil (no sales).
 func NewWith(rdb redis.UniversalClient, cfg Config, payments Payments, tel stream.Telemetry) (*Flow, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -233,9 +227,7 @@ func (s *Flow) Stages() []stream.Stage {
 // Ledger returns the delivery ledger.
 func (s *Flow) Ledger() *notifier.DeliveryLedger { return s.ledger }
 
-// Describe declares the matcher and delivery stages, the purchase recovery
-// service, the statistics snapshots, the ClickHouse history, the topics
-// and the demo subscriptions.
+// Describe declares the flow's stages, services, history, topics and demo.
 func (s *Flow) Describe() flow.Description {
 	t := s.topics
 	d := flow.Description{

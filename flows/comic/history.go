@@ -14,26 +14,21 @@ import (
 	"github.com/dropstream/dropstream/writer/sink"
 )
 
-// HistoryConfig configures the "comic-history" stage, which appends the
-// events topic to ClickHouse (sink.NewHistory): every event to
-// comic_events, each comic's time in inventory to comic_sessions. Rows
-// have deterministic ids, so a redelivered event collapses.
+// HistoryConfig configures the "comic-history" stage: events to
+// comic_events, listings and sales to comic_sessions, with deterministic
+// ids so redeliveries collapse.
 func (s *Flow) HistoryConfig() sink.HistoryConfig[historyRow] {
 	return sink.HistoryConfig[historyRow]{Stage: StageHistory, Topic: s.topics.Events,
 		Tables: []string{"comic_events", "comic_sessions"}, Rows: historyRows, Insert: insertHistory,
 		Runner: stream.RunnerConfig{BatchSize: 1000}}
 }
 
-// History is the flow's ClickHouse append declared in its Description,
-// logging to the flow's logger (metrics and traces go to the OpenTelemetry
-// globals, which the app sets).
+// History is the HistoryConfig stage as the Description declares it.
 func (s *Flow) History() flow.History {
 	return flowhistory.Of(s.HistoryConfig(), stream.Telemetry{Logger: s.log})
 }
 
-// History snapshots the subscription statistics into comic_pattern_stats
-// (SnapshotStats, RunSnapshots); the events are appended by the
-// "comic-history" stage (HistoryConfig).
+// History snapshots subscription statistics into comic_pattern_stats.
 type History struct {
 	ch    *clickhouse.Client
 	store *Store
@@ -53,9 +48,8 @@ const (
 	insertStats = `INSERT INTO comic_pattern_stats (at, kind, name, subscriptions, distinct_values, top_value, top_count, diversity)`
 )
 
-// historyRow is what an event appends: its comic_events row and, for a
-// listing or a sale, its comic_sessions row (nil otherwise), each the
-// values of the columns of insertEvents and insertSessions in order.
+// historyRow is an event's comic_events row and, for a listing or sale,
+// its comic_sessions row, in column order.
 type historyRow struct {
 	event, session []any
 }
@@ -150,10 +144,8 @@ func flag(b bool) uint8 {
 	return 0
 }
 
-// SnapshotStats writes the subscription statistics to comic_pattern_stats,
-// stamped with now truncated to the minute: a "pattern" row per pattern
-// (bloated value sets in distinct_values, extra shards in top_count) and a
-// "field" row per field.
+// SnapshotStats writes a "pattern" row per pattern and a "field" row per
+// field to comic_pattern_stats, stamped with now to the minute.
 func (h *History) SnapshotStats(ctx context.Context, now time.Time) error {
 	st, err := h.store.Stats(ctx)
 	if err != nil {

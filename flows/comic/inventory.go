@@ -97,9 +97,8 @@ func traceArgs(ctx context.Context, prop propagation.TextMapPropagator) []any {
 	return out
 }
 
-// Add lists c: created is true when it was recorded now with a new job,
-// false when it was already in inventory (nothing written). An error means
-// nothing was written.
+// Add lists c; created is false when it was already listed. An error
+// means nothing was written.
 func (inv *Inventory) Add(ctx context.Context, c Comic) (Listing, bool, error) {
 	if err := ValidateComic(c); err != nil {
 		return Listing{}, false, err
@@ -128,9 +127,8 @@ func (inv *Inventory) intakeArgs(ctx context.Context, c Comic, now time.Time) ([
 		eventsStream(inv.topics, id), inventoryIndex(tag)}, args
 }
 
-// AddMany lists comics in one pipeline of Add's intake script. created[i]
-// reports whether comics[i] was recorded now. An invalid comic fails the
-// call before any write; a Redis error may leave a prefix listed.
+// AddMany is Add for comics in one pipeline; an invalid comic fails before
+// any write, a Redis error may leave a prefix listed.
 func (inv *Inventory) AddMany(ctx context.Context, comics []Comic) ([]bool, error) {
 	for i, c := range comics {
 		if err := ValidateComic(c); err != nil {

@@ -6,8 +6,7 @@ import "encoding/json"
 const SchemaID = "/v1/schemas/comic.json"
 
 // JSONSchema returns the comic's JSON Schema (draft 2020-12), built from
-// the same field table as the validator, so the two cannot drift apart.
-// A subscription body is the same object with no required field.
+// the validator's field table; a subscription body requires no field.
 func JSONSchema() []byte {
 	props := map[string]any{}
 	var required []string

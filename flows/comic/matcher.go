@@ -20,9 +20,8 @@ import (
 // StageMatcher is the name of the matching stage.
 const StageMatcher = "comic-matcher"
 
-// Request is the payload of a TypeNotify message: pending notifications of
-// one listing of a comic, by subscription id. The delivery stage loads the
-// subscribers.
+// Request is a TypeNotify payload: a listing's pending notifications by
+// subscription id.
 type Request struct {
 	ComicID string `json:"comic_id"`
 	Gen     int64  `json:"gen"`
@@ -51,9 +50,8 @@ type NotifyBody struct {
 // EventComicListed is NotifyBody.Event.
 const EventComicListed = "comic.listed"
 
-// Handoff records a job's pending notifications, one per matching
-// subscription id, and hands them to the delivery. Handing off must be
-// idempotent per (job, subscription): a redelivered job hands off again.
+// Handoff records a job's pending notifications and hands them to the
+// delivery, idempotently per (job, subscription).
 type Handoff interface {
 	Handoff(ctx context.Context, job Job, ids []string) (int, error)
 }
@@ -134,9 +132,7 @@ func (h *streamHandoff) Handoff(ctx context.Context, job Job, ids []string) (int
 	return total, nil
 }
 
-// handoffChunk runs the handoff script on one chunk of a job's ids; the
-// last chunk marks the job matched. It returns -1 when the job was matched
-// before.
+// handoffChunk runs handoffScript on a chunk; -1: matched before.
 func (h *streamHandoff) handoffChunk(ctx context.Context, job Job, ids []string, last bool) (int, error) {
 	tag := h.topics.tag(job.ComicID)
 	keys := []string{jobDoneKey(tag, job.ComicID), pendingKey(tag, job.ComicID), h.topics.Notify.Stream(h.topics.Notify.Partition(job.ComicID)),
@@ -163,9 +159,8 @@ func (h *streamHandoff) handoffChunk(ctx context.Context, job Job, ids []string,
 	return n, nil
 }
 
-// Matcher matches a comic against the subscriptions by looking up the
-// index set of each active SearchPattern's values (and its shards) and
-// hands the matching ids to the Handoff, without loading subscriptions.
+// Matcher looks a comic up in each active SearchPattern's index sets and
+// hands the matching ids to the Handoff, loading no subscription.
 type Matcher struct {
 	rdb     redis.UniversalClient
 	topics  Topics
@@ -178,9 +173,8 @@ type Matcher struct {
 // waits on a few Redis round trips, so a batch is matched concurrently.
 const matchConcurrency = 32
 
-// matcherBatch is the matching stage's batch size: small enough that a
-// batch of jobs of popular comics (thousands of subscribers each) ends
-// well within the runner's handler timeout.
+// matcherBatch keeps a batch of popular comics' jobs within the handler
+// timeout.
 const matcherBatch = 64
 
 // NewMatcher returns a matcher handing off to h; nil h publishes on the
@@ -195,9 +189,8 @@ func NewMatcher(rdb redis.UniversalClient, topics Topics, h Handoff, prop propag
 	return &Matcher{rdb: rdb, topics: topics, handoff: h, prop: prop}
 }
 
-// Stage returns the matching stage over the jobs topic. The jobs of a
-// batch are matched concurrently (matchConcurrency at a time), each in its
-// producer's trace, and settled one by one: a failed job is retried alone.
+// Stage returns the matching stage: a batch's jobs run concurrently, each
+// in its trace, and a failed job is retried alone.
 func (m *Matcher) Stage() stream.Stage {
 	return stream.Stage{Name: StageMatcher, Topic: m.topics.Jobs, BatchHandler: m.handleBatch,
 		Config: stream.RunnerConfig{BatchSize: matcherBatch}}
@@ -232,9 +225,8 @@ func (m *Matcher) handle(ctx context.Context, msg *stream.Message) error {
 	return err
 }
 
-// Process matches a job's comic and hands off its pending notifications,
-// returning how many it handed off now (none for a redelivered job). An
-// invalid comic is a permanent error.
+// Process matches a job and returns how many notifications it handed off
+// now; an invalid comic is a permanent error.
 func (m *Matcher) Process(ctx context.Context, job Job) (int, error) {
 	c, err := ParseComic(job.Comic)
 	if err != nil || c.ID() != job.ComicID || job.Gen < 1 {
@@ -252,9 +244,7 @@ func (m *Matcher) Process(ctx context.Context, job Job) (int, error) {
 // and shards, in case a writer does not bump the version.
 const indexMaxAge = 10 * time.Second
 
-// activeIndex is the matcher's copy of the active patterns and of the
-// shards of bloated value sets, and the version counter (patVersionKey) it
-// was read at.
+// activeIndex caches the active patterns and shards at a version.
 type activeIndex struct {
 	version  string
 	patterns [][]string     // the field names of each active pattern
@@ -263,10 +253,8 @@ type activeIndex struct {
 	readAt   time.Time
 }
 
-// MatchIDs returns the ids of the subscriptions matching c, each once, in
-// no order. In the steady state it is one pipeline: the version, and one
-// lookup per active pattern and extra shard; a moved version rereads the
-// patterns and shards.
+// MatchIDs returns the ids of the subscriptions matching c, once each,
+// usually in one pipeline; a moved version rereads the index.
 func (m *Matcher) MatchIDs(ctx context.Context, c Comic) ([]string, error) {
 	b := c.Body()
 	if idx := m.index.Load(); idx != nil && time.Since(idx.readAt) <= indexMaxAge {
@@ -283,9 +271,8 @@ func (m *Matcher) MatchIDs(ctx context.Context, c Comic) ([]string, error) {
 	return ids, err
 }
 
-// readIndex reads the active patterns and bloated value sets, and caches
-// them. The version is read first, so a change made meanwhile shows as a
-// newer version at the next lookup.
+// readIndex reads and caches the index, the version first so a concurrent
+// change shows next time.
 func (m *Matcher) readIndex(ctx context.Context) (*activeIndex, error) {
 	pipe := m.rdb.Pipeline()
 	ver := pipe.Get(ctx, patVersionKey)

@@ -22,9 +22,8 @@ var ErrSoldOut = errors.New("comic: not in inventory")
 // ErrPayment: the charge was declined; nothing was sold.
 var ErrPayment = errors.New("comic: payment refused")
 
-// ErrDeclined is what Payments.Charge wraps when the charge certainly did
-// not happen. Any other error leaves the purchase in doubt for a retry or
-// Sales.Recover to settle.
+// ErrDeclined is wrapped by Payments.Charge when the charge surely did not
+// happen; other errors leave the purchase in doubt.
 var ErrDeclined = errors.New("comic: charge declined")
 
 // Payments charges and refunds buyers. Both calls are idempotent by txnID:
@@ -204,9 +203,8 @@ func (s *Sales) settle(ctx context.Context, p purchase, fresh bool) (Receipt, er
 	return Receipt{}, fmt.Errorf("comic: purchase %s in unknown state %q", p.txn, p.state)
 }
 
-// Recover settles every purchase in doubt for longer than olderThan: it
-// charges again (idempotently) and sells, or refunds. It returns how many
-// it settled.
+// Recover settles purchases in doubt longer than olderThan (sold or
+// refunded) and returns how many.
 func (s *Sales) Recover(ctx context.Context, olderThan time.Duration) (int, error) {
 	settled := 0
 	var errs []error
@@ -243,9 +241,8 @@ func (s *Sales) ledgerRecord(tag, id, email string) string {
 	return s.ledgerKey(tag, businessKey(id, email))
 }
 
-// Forget removes email's notification record of comic id (the history
-// entry and the delivery ledger's record), so the next listing of the
-// comic notifies them again.
+// Forget removes email's notification record of comic id, so its next
+// listing notifies them again.
 func (s *Sales) Forget(ctx context.Context, id, email string) error {
 	tag := s.topics.tag(id)
 	lk := s.ledgerRecord(tag, id, email)
@@ -285,9 +282,7 @@ func validTxn(s string) bool {
 	return true
 }
 
-// DefaultTxnID is the transaction id of a purchase that names none: one
-// per (email, comic, generation of its listing), so a retried request buys
-// once, and a buyer who lost a comic can buy it when it is listed again.
+// DefaultTxnID is one transaction per (email, comic, listing generation).
 func DefaultTxnID(email, comicID string, gen int64) string {
 	return "t" + hashHex([]byte(email+"\x00"+comicID+"\x00"+strconv.FormatInt(gen, 10)))
 }

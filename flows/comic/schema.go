@@ -123,14 +123,12 @@ func specOf(name string) (fieldSpec, bool) {
 	return fieldSpec{}, false
 }
 
-// Body is a validated partial comic: field name to value (string, int64,
-// float64 grade or bool). A subscription's body is one; a full comic is
-// one with every field.
+// Body is a validated partial comic: field name to string, int64, float64
+// (grade) or bool.
 type Body map[string]any
 
-// ParseComic decodes and validates a full comic strictly; every error
-// wraps ErrInvalid (a *FieldError naming the field). Optional fields take
-// their defaults.
+// ParseComic strictly decodes a full comic, defaulting optional fields;
+// errors wrap ErrInvalid (a *FieldError).
 func ParseComic(raw []byte) (Comic, error) {
 	b, err := ParseBody(raw)
 	if err != nil {
@@ -278,9 +276,8 @@ func (c Comic) Body() Body {
 		"variant": c.Variant, "year": c.Year}
 }
 
-// Canonical returns the alphabetized JSON form of the body: keys sorted,
-// no white space, grades as the shortest decimal. Two bodies with the same
-// fields and values have the same canonical form.
+// Canonical returns the body's JSON with sorted keys, no white space and
+// grades as the shortest decimal.
 func (b Body) Canonical() []byte {
 	out, _ := json.Marshal(map[string]any(b)) // map keys are sorted by encoding/json
 	return out

@@ -36,9 +36,8 @@ type Subscription struct {
 	// ID is derived from (email, canonical body), so it is the same for
 	// the same request.
 	ID string `json:"id"`
-	// Tenant is the caller's tenant, set by the API: only it and admin keys
-	// list and delete the subscription. Another tenant than tenancy.Open is
-	// hashed into the id.
+	// Tenant is the caller's, set by the API; only it and admin keys see
+	// the subscription. A non-Open tenant is hashed into the id.
 	Tenant string `json:"tenant,omitempty" openapi:"readonly"`
 	Email  string `json:"email"`
 	// Body is the canonical form of the partial comic.
@@ -63,9 +62,8 @@ type StoreConfig struct {
 	// MaxPerEmail bounds the subscriptions one tenant holds for one
 	// email (each tenant has its own cap). Default 1000.
 	MaxPerEmail int
-	// BloatThreshold is the size past which the subscriptions of one
-	// SearchPattern and values continue in a new shard, so no SMEMBERS
-	// blocks Redis for long. Default 10000.
+	// BloatThreshold is the index set size past which a new shard starts,
+	// so no SMEMBERS blocks Redis long. Default 10000.
 	BloatThreshold int
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -143,9 +141,8 @@ func ValidateNotifyURL(s string) error {
 	return nil
 }
 
-// Create validates and stores a subscription of email to body. It returns
-// the subscription with its secret (when NotifyURL is set); the error wraps
-// ErrInvalid (a *FieldError), ErrDuplicate or ErrTooMany.
+// Create stores a subscription of email to body, with its secret; errors
+// wrap ErrInvalid (a *FieldError), ErrDuplicate or ErrTooMany.
 func (s *Store) Create(ctx context.Context, email string, body json.RawMessage, notifyURL string) (Subscription, error) {
 	return s.CreateFor(ctx, tenancy.Open, email, body, notifyURL)
 }
@@ -184,9 +181,8 @@ type NewSubscription struct {
 	NotifyURL string
 }
 
-// newSubscription validates a subscription request and returns the
-// subscription (in shard 0) and its parsed body. A body error names the
-// field as "body.<field>".
+// newSubscription validates a request and returns the subscription and
+// its body; errors name fields "body.<field>".
 func (s *Store) newSubscription(in NewSubscription) (Subscription, Body, error) {
 	email, err := NormalizeEmail(in.Email)
 	if err != nil {
@@ -240,9 +236,7 @@ func (s *Store) ByEmail(ctx context.Context, email string) ([]Subscription, erro
 	return s.ByEmailIn(ctx, tenancy.View{All: true}, email)
 }
 
-// ByEmailIn is ByEmail of the subscriptions v sees: its tenant's own,
-// at most StoreConfig.MaxPerEmail read whole from the tenant's set, so
-// they are all there to page; every tenant's when v sees all.
+// ByEmailIn is ByEmail of the subscriptions v sees.
 func (s *Store) ByEmailIn(ctx context.Context, v tenancy.View, email string) ([]Subscription, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {

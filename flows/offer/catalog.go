@@ -100,10 +100,8 @@ func (c *Catalog) check(o Offer) error {
 	return nil
 }
 
-// Put creates or replaces offers and records their handlers in the index;
-// an offer moved to another handler leaves the old one. created says, per
-// offer, whether it was new. An invalid offer fails the call before any
-// write.
+// Put creates or replaces offers and indexes their handlers; created[i]
+// says whether offers[i] was new. An invalid offer fails before any write.
 func (c *Catalog) Put(ctx context.Context, offers ...Offer) (created []bool, err error) {
 	bodies := make([][]byte, len(offers))
 	ids := make([]string, len(offers))
@@ -211,10 +209,9 @@ func (c *Catalog) Delete(ctx context.Context, id string) error {
 	return fmt.Errorf("delete offer %s: %w", id, ErrConflict)
 }
 
-// List returns limit offers from cursor ("" to start) and the next cursor
-// ("" at the end). A cursor is "<scan cursor>.<entries to skip>" over the
-// index; as with HSCAN, an offer changed during the walk may be listed
-// twice or not at all. A malformed cursor wraps ErrInvalidOffer.
+// List returns limit offers from cursor ("" to start) and the next ("" at
+// the end), with HSCAN's guarantees. A malformed cursor wraps
+// ErrInvalidOffer.
 func (c *Catalog) List(ctx context.Context, cursor string, limit int) ([]Offer, string, error) {
 	cur, skip, err := parseListCursor(cursor)
 	if err != nil {

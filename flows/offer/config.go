@@ -52,29 +52,23 @@ type Config struct {
 	// ChangeLogLength caps each handler's change stream (approximately);
 	// a handler view that falls further behind reloads. Default 100000.
 	ChangeLogLength int64
-	// FreshBound is the freshness bound: a search never serves or joins a
-	// result that may miss an offer change older than FreshBound; while the
-	// keeper (Flow.RunFresh) lags that much, searches bypass the cache.
-	// Default 1s.
+	// FreshBound: no search serves a result that may miss a change older
+	// than it; while Flow.RunFresh lags that much, searches bypass the
+	// cache. Default 1s.
 	FreshBound time.Duration
-	// FreshBlock is how long the keeper's read of the change streams
-	// blocks when nothing changes (it returns as soon as a change comes).
-	// Default 500ms; at most FreshBound.
+	// FreshBlock bounds the keeper's blocking read. Default 500ms, at most
+	// FreshBound.
 	FreshBlock time.Duration
-	// Notify publishes the notification requests of standing searches
-	// whose result changed (the notifier flow's Notify). Nil: standing
-	// searches are kept current but tell no one.
+	// Notify publishes standing searches' notification requests; nil: none.
 	Notify func(ctx context.Context, reqs ...notifier.Request) error
-	// Subscriber reports whether v sees the notifier subscriber id (nil) or
-	// not (an error wrapping subscriber.ErrNotFound). Flow.CreateStandingIn
-	// checks with it; nil refuses every subscriber.
+	// Subscriber returns nil when v sees subscriber id, else an error
+	// wrapping subscriber.ErrNotFound; nil refuses every subscriber.
 	Subscriber func(ctx context.Context, v tenancy.View, id string) error
 	// MaxStandingPerCaller caps the standing searches each API caller
 	// holds (internal/quota). Default 100.
 	MaxStandingPerCaller int
-	// Runner tunes the handler stages. HandlerTimeout defaults to 15s (a
-	// copy's first message loads the handler's view); the other zero timing
-	// fields derive from ProcessingTimeout (stream.RunnerConfig.ForDeadline).
+	// Runner tunes the handler stages: HandlerTimeout defaults to 15s, other
+	// zero timings derive from ProcessingTimeout.
 	Runner stream.RunnerConfig
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -171,9 +165,7 @@ func (c Config) kindOf(tag string) (Kind, bool) {
 	return "", false
 }
 
-// EvalTopic is the fan-out topic of one handler: a search publishes one
-// message per handler, keyed by the result id, so the message's partition
-// (and hash tag) is the result's.
+// EvalTopic is a handler's fan-out topic, keyed by result id.
 func (c Config) EvalTopic(handler string) stream.Topic {
 	return stream.NewTopic(Name, "eval-"+handler, c.Partitions)
 }

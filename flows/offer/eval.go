@@ -25,9 +25,8 @@ type program struct {
 	products []string
 	price    *Element
 	combos   []Combination
-	// cached are prices of the TagCombinations offer read from the
-	// orderPrice cache by the handler that holds it (see cachedPrices):
-	// a combination's price, or false when it has none.
+	// cached marks combinations priced from the orderPrice cache (false:
+	// none).
 	cached map[Combination]bool
 	prices map[Combination]int64
 }
@@ -107,9 +106,8 @@ func (p *program) eval(o *Offer, kind Kind) (Match, float64, bool) {
 	return m, score, true
 }
 
-// stats aggregates the prices of q units of o over combos, taking a
-// combination's price from prices when cached[c] is true, or none when
-// false; false when no combination has a price.
+// stats aggregates q units of o over combos, using cached prices where
+// set; false when none has a price.
 func stats(o *Offer, kind Kind, q int64, combos []Combination, cached map[Combination]bool, prices map[Combination]int64) (Stats, bool) {
 	var st Stats
 	var sum int64

@@ -57,9 +57,8 @@ const (
 // complexFilterTypes are the filterType values a complexFilter may carry.
 var complexFilterTypes = []string{"sellOffer", "sellOfferPlan", "planDeliveryPaymentCombination", "orderPrice"}
 
-// Element is one node of a complex filter request: a group (all must hold),
-// a complexFilter of another filterType, or a logical element by
-// LogicalTag, whose fields depend on the tag.
+// Element is a filter node: a group (all must hold), a complexFilter of
+// another filterType, or a logical element by LogicalTag.
 type Element struct {
 	Type          string    `json:"type"`
 	FilterType    string    `json:"filterType,omitempty"`
@@ -79,9 +78,8 @@ type Element struct {
 	MaxPrice             *int64   `json:"maxPrice,omitempty"`
 }
 
-// Validate checks e as the root of a search: a group of filterType
-// "sellOffer" within every bound, with at most one price element
-// (TagCombinations or TagAggregated).
+// Validate checks e as a search root: a bounded "sellOffer" group with at
+// most one price element.
 func (e Element) Validate() error {
 	if e.Type != TypeGroup || e.FilterType != "sellOffer" {
 		return fmt.Errorf("%w: the root must be a group of filterType sellOffer", ErrInvalidFilter)
@@ -202,9 +200,8 @@ func (e Element) validateLogical(prices *int) error {
 	return fmt.Errorf("logicalTag %q: want %s, %s, %s or %s", clip.Marked(e.LogicalTag, maxQuoted), TagProduct, TagSeller, TagCombinations, TagAggregated)
 }
 
-// Canonical returns e with every id list sorted and deduplicated and every
-// group's elements sorted by their canonical encoding: two filters that
-// mean the same have the same canonical form (groups are conjunctions).
+// Canonical sorts and deduplicates e's id lists and sorts groups, so
+// equivalent filters encode the same.
 func (e Element) Canonical() Element {
 	c := e
 	for _, l := range []*[]string{&c.ProductIDs, &c.SellerIDs, &c.DeliverToLocationIDs, &c.PaymentMethodIDs, &c.DeliveryMethodIDs} {

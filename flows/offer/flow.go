@@ -20,9 +20,7 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Flow is the sell-offer manager: the catalog, cached or fanned-out
-// searches, the orderPrice cache and the search history. It is safe for
-// concurrent use; call Close when done.
+// Flow is the sell-offer manager; safe for concurrent use, Close when done.
 type Flow struct {
 	cfg     Config
 	rdb     redis.UniversalClient
@@ -40,9 +38,8 @@ type Flow struct {
 // DemoOffers is how many sample offers the demo creates.
 const DemoOffers = 60
 
-// New builds the flow over the app's Redis with the default handlers; it
-// implements flow.Flow. The notifier flow must be built first, or New
-// fails with flow.ErrNotBuilt.
+// New builds the flow with the default handlers; it implements flow.Flow.
+// The notifier must be built first, else flow.ErrNotBuilt.
 func New(ctx context.Context, d flow.Deps) (*Flow, error) {
 	nf, err := flow.Find[*notifier.Flow](d.Flows, notifier.Name)
 	if err != nil {
@@ -127,9 +124,7 @@ func (s *Flow) Close() error {
 // Topics returns the flow's topics.
 func (s *Flow) Topics() Topics { return s.cfg.Topics() }
 
-// Describe declares one stage per handler, the search history's ClickHouse
-// append, the topics searches publish to (every handler's fan-out topic
-// and the history), and the demo offers.
+// Describe declares the flow's stages, history, topics and demo offers.
 func (s *Flow) Describe() flow.Description {
 	t := s.Topics()
 	d := flow.Description{

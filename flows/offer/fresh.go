@@ -139,12 +139,9 @@ type keeper struct {
 // maxPrograms bounds the compiled filters the keeper keeps.
 const maxPrograms = 10000
 
-// RunFresh keeps cached results and standing searches in step with the
-// offers until ctx ends (service ServiceFresh): it follows every handler's
-// change stream, invalidates the affected results, re-evaluates and
-// notifies standing searches, then records its position, so a restart
-// applies a batch again (idempotently). More copies are harmless. It
-// returns nil when ctx ends.
+// RunFresh (ServiceFresh) follows the change streams, invalidating results
+// and notifying standing searches, then records its position, until ctx
+// ends (then nil). It is idempotent; more copies are harmless.
 func (s *Flow) RunFresh(ctx context.Context) error {
 	k := &keeper{pos: map[string]string{}, ver: map[string]int64{}, programs: map[string]*program{}, priceOffers: map[string][]string{}}
 	for ctx.Err() == nil {
@@ -399,10 +396,8 @@ func (s *Flow) CaughtUp(ctx context.Context) (bool, error) {
 	return true, nil
 }
 
-// readLive drops the expired ids of every partition's live index (liveKey)
-// and returns the rest by partition. For ids not in cache it reads field
-// of key(id) and caches what decode makes of it; the cache is cleared when
-// it would pass limit.
+// readLive drops expired ids from the live indexes and returns the rest by
+// partition, decoding uncached ones into cache (cleared past limit).
 func readLive[T any](ctx context.Context, s *Flow, liveKey func(int) string, cache map[string]T, limit int,
 	field string, key func(string) string, decode func(string) (T, bool)) ([][]string, error) {
 	now := strconv.FormatInt(s.cfg.Now().UnixMilli(), 10)

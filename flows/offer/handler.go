@@ -19,10 +19,8 @@ import (
 // arguments each, well under Lua's unpack limit).
 const appendChunk = 500
 
-// handler returns the stage handler of one handler service: it evaluates a
-// fan-out message's filter over its offers, writes its matches and leaves
-// the waiting set in scripts that check the generation, so a stale or
-// repeated message changes nothing.
+// handler evaluates a fan-out message over the handler's offers and writes
+// the matches in generation-checked scripts.
 func (s *Flow) handler(tag string, kind Kind) stream.Handler {
 	v := s.views[tag]
 	return func(ctx context.Context, m *stream.Message) error {

@@ -117,9 +117,8 @@ func (r *recorder) close() {
 	})
 }
 
-// HistoryConfig configures the "offer-history" stage, which appends the
-// search history to ClickHouse's offer_requests (sink.NewHistory), one row
-// per call id.
+// HistoryConfig configures the "offer-history" stage: one offer_requests
+// row per call id.
 func (s *Flow) HistoryConfig() sink.HistoryConfig[clickhouse.OfferRequestRow] {
 	return sink.HistoryConfig[clickhouse.OfferRequestRow]{Stage: StageHistory, Topic: s.cfg.HistoryTopic(),
 		Tables: []string{clickhouse.TableOfferRequests}, Rows: historyRows,

@@ -29,9 +29,7 @@ var ErrGone = errors.New("result of this request id is gone")
 
 // SearchRequest is a complex filter request.
 type SearchRequest struct {
-	// RequestID is the client's idempotency key (optional): a request id
-	// seen before never starts a second computation; it is answered from
-	// the result it started or joined.
+	// RequestID is an optional idempotency key: a repeat starts nothing.
 	RequestID string `json:"requestId,omitempty"`
 	// Filter is the group of elements (filterType sellOffer).
 	Filter Element `json:"filter"`
@@ -77,11 +75,9 @@ type evalPayload struct {
 	Filter          json.RawMessage `json:"filter"`
 }
 
-// Search answers a complex filter request from the cache, by joining the
-// computation in progress, or by fanning out to every handler, then waits
-// up to MaxWait on the result's completion stream. Status processing means
-// the wait ended first; fetch the result later with Result. callID names
-// the call in the history (random when empty).
+// Search answers from the cache, joins a running computation or fans out,
+// then waits up to MaxWait; status processing means fetch it later with
+// Result. callID names the call in the history (random when empty).
 func (s *Flow) Search(ctx context.Context, req SearchRequest, callID string) (SearchResponse, error) {
 	start := time.Now()
 	if err := req.Validate(); err != nil {
@@ -132,9 +128,7 @@ func (s *Flow) search(ctx context.Context, req SearchRequest, id string, canonic
 		return SearchResponse{}, err
 	}
 	allKeys := append(keys.all(), s.cfg.requestKey(id, req.RequestID), keys.live)
-	// The reply is judged with the same now the script was given: a result
-	// the freshness keeper invalidates in between is a hit to the script and
-	// must not come back expired.
+	// Judge the reply with the script's now: a hit must not come back expired.
 	now := s.cfg.Now()
 	args := []any{now.UnixMilli(), s.cfg.ProcessingTimeout.Milliseconds(), req.RequestID, uid, canonical, payload,
 		carrier.TraceParent, (s.cfg.ProcessingTimeout + s.cfg.ResultTTL + s.cfg.ResultGrace).Milliseconds(),
@@ -194,9 +188,8 @@ func (s *Flow) wait(ctx context.Context, doneKey string, d time.Duration) (bool,
 	}
 }
 
-// Result returns a page of a logical result: its status, and while it is
-// complete (or expired but still kept) its matches from offset. It returns
-// ErrNotFound when the result does not exist.
+// Result returns a result's status and, while kept, its matches from
+// offset; ErrNotFound when it does not exist.
 func (s *Flow) Result(ctx context.Context, id string, offset, limit int) (Result, error) {
 	if !validResultID(id) {
 		return Result{}, ErrNotFound

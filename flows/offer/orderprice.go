@@ -141,9 +141,8 @@ func (c Config) priceLiveKey(p int) string {
 // not exist.
 var ErrOfferNotFound = errors.New("offer_not_found")
 
-// OrderPrice returns an order's price from the orderPrice cache, or
-// computes and caches it (its price or error) for OrderPriceTTL. Status
-// processing means another call is computing it.
+// OrderPrice returns an order's price from the cache, or computes and
+// caches it for OrderPriceTTL; processing: another call computes it.
 func (s *Flow) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPrice, error) {
 	c, err := req.canonical()
 	if err != nil {

@@ -12,9 +12,8 @@ var (
 	SampleLocations = []string{"loc0", "loc1", "loc2", "loc3", "loc4", "loc5", "loc6", "loc7"}
 )
 
-// SampleOffers returns n deterministic offers round robin over handlers
-// (ids "o<i>", products "p0".."p<products-1>", sellers "s0".."s49") for
-// the demo, the tests and the benchmark.
+// SampleOffers returns n deterministic offers round robin over handlers,
+// for the demo, tests and benchmark.
 func SampleOffers(seed uint64, n, products int, handlers []HandlerSpec) []Offer {
 	rng := rand.New(rand.NewPCG(seed, 0x0ff3))
 	pick := func(from []string, k int) []string {

@@ -7,12 +7,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// usePriceCache lets a TagCombinations element take each combination's
-// price from the orderPrice record of the one-line order (offer, q,
-// combination) when the record is complete or error, unexpired, and
-// reflects at least the result's epoch. Other combinations are computed;
-// a Redis error only means computing. Records used count as lookups with
-// outcome "search_hit".
+// usePriceCache prices TagCombinations combinations from unexpired
+// orderPrice records at least as new as the result's epoch (counted as
+// "search_hit"); the rest, and any on a Redis error, are computed.
 func (s *Flow) usePriceCache(ctx context.Context, v *view, resultID string, prog *program) {
 	e := prog.price
 	if e == nil || e.LogicalTag != TagCombinations || len(prog.combos) == 0 || !v.holds(ctx, e.SellOfferID) {

@@ -1,8 +1,6 @@
-// Package channel holds what a notifier channel is: the Channel interface,
-// the Notification it sends and the DeliveryError of a failed send. It
-// imports nothing of the notifier, so a channel package (email) implements
-// it without importing the notifier, and the notifier can build it. The
-// notifier package names the same types (notifier.Channel and so on).
+// Package channel defines the notifier's Channel, Notification and
+// DeliveryError without importing the notifier, so a channel package
+// (email) can implement it. Package notifier aliases the same types.
 package channel
 
 import (
@@ -13,16 +11,12 @@ import (
 	"github.com/dropstream/dropstream/internal/egress"
 )
 
-// Channel delivers notifications over one medium (webhook, Slack-style
-// webhook, log, email). Implementations are safe for concurrent use.
+// Channel delivers notifications over one medium; safe for concurrent use.
 type Channel interface {
-	// Name is the channel's name, as destination kinds and watchers name
-	// it.
+	// Name is the channel's name, as destination kinds name it.
 	Name() string
-	// Send delivers n once. It returns nil when the recipient has the
-	// notification; an error marked stream.Permanent when no retry can
-	// succeed (the recipient refused it); any other error when a later try
-	// may succeed. Send honours ctx's deadline and cancellation.
+	// Send delivers n once: nil when delivered, a stream.Permanent error
+	// when no retry can succeed, any other error when one may.
 	Send(ctx context.Context, n Notification) error
 }
 
@@ -44,8 +38,7 @@ type Notification struct {
 	Event string
 	// Recipient is who receives it.
 	Recipient Recipient
-	// EventID identifies the event notified; receivers dedupe on
-	// (recipient, event id). Sent as X-Dropstream-Event-Id.
+	// EventID identifies the event; receivers dedupe on (recipient, id).
 	EventID string
 	// SessionID identifies the open window, when known.
 	SessionID string
@@ -53,44 +46,37 @@ type Notification struct {
 	Subject string
 	// TraceID is the trace that produced the event.
 	TraceID string
-	// ObservedAt is when the change was observed (the run's time); the
-	// end-to-end latency is measured from it.
+	// ObservedAt is when the change was observed; latency counts from it.
 	ObservedAt time.Time
 	// Body is the JSON document the channel sends (the webhook body).
 	Body []byte
-	// Title is a one-line human summary (the email subject, the Slack
-	// text); empty for availability notifications.
+	// Title is a one-line summary (email subject, Slack text).
 	Title string
 	// Text is a short human text (the email body's first paragraph).
 	Text string
-	// HTML is Text as an HTML fragment, when the request has one
-	// (Request.HTML): the email's HTML body shows it in place of Text.
+	// HTML is Text as an HTML fragment (Request.HTML), for the email body.
 	HTML string
 	// UnsubscribeURL is the recipient's unsubscribe link, when it has one.
 	UnsubscribeURL string
 }
 
-// DeliveryError is the error of a failed send, for errors.As. Channels wrap
-// it with stream.Permanent when Retryable is false.
+// DeliveryError is a failed send's error, wrapped in stream.Permanent when
+// Retryable is false.
 type DeliveryError struct {
 	// Channel is the channel's name.
 	Channel string
-	// StatusCode is the HTTP status (or SMTP reply code) of the answer; 0
-	// when there was none.
+	// StatusCode is the HTTP status or SMTP code of the answer; 0 if none.
 	StatusCode int
-	// Class is the kind of failure (egress.Classify): with StatusCode, all
-	// that is kept of the receiver's answer.
+	// Class is the kind of failure (egress.Classify).
 	Class egress.Class
 	// Retryable is true when a later try may succeed.
 	Retryable bool
 	// Detail is the sender's own reason (never the receiver's words).
 	Detail string
-	// RetryAfter is the receiver's Retry-After (on 429 or 503); 0 when it
-	// gave none.
+	// RetryAfter is the receiver's Retry-After (429, 503); 0 if none.
 	RetryAfter time.Duration
-	// Err is the underlying error, if any: for errors.Is and As, never
-	// in Error's text (a transport's error may quote the receiver or a
-	// redirect's target).
+	// Err is the underlying error, kept out of Error's text (it may quote
+	// the receiver).
 	Err error
 }
 

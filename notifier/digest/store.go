@@ -25,9 +25,8 @@ const DefaultTTL = 30 * 24 * time.Hour
 //	ds:<tag>:digest:seq:<batch>             counter of a ModeEvery batch's items
 //	ds:<tag>:digest:seen:<batch>            hash: item key → its ModeEvery window number
 //
-// A batch names a (subscriber, destination) pair; adding an item twice
-// (a redelivered request) files it once, in the same window. It is safe
-// for concurrent use.
+// A batch names a (subscriber, destination) pair; an item added twice is
+// filed once. It is safe for concurrent use.
 type Store struct {
 	rdb redis.UniversalClient
 	ttl time.Duration
@@ -44,8 +43,7 @@ func NewStore(rdb redis.UniversalClient, ttl time.Duration) *Store {
 func key(tag, kind, name string) string { return rediskey.Key(tag, "digest", kind, name) }
 func dueKey(tag string) string          { return rediskey.Key(tag, "digest", "due") }
 
-// AddTimed files an item of a time window (or a quiet-hours hold); the
-// window is due at w.End.
+// AddTimed files an item of a time window, due at w.End.
 func (s *Store) AddTimed(ctx context.Context, tag, batch, itemKey string, item []byte, w Window) error {
 	name := batch + "|" + w.ID
 	ik := key(tag, "items", name)
@@ -72,8 +70,7 @@ redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return n`)
 
-// AddCounted files an item of a ModeEvery policy; the window becomes due
-// (now) once it holds every items.
+// AddCounted files an item of a ModeEvery policy; a full window is due now.
 func (s *Store) AddCounted(ctx context.Context, tag, batch, itemKey string, item []byte, p Policy, now time.Time) (Window, error) {
 	seq, err := seqScript.Run(ctx, s.rdb, []string{key(tag, "seen", batch), key(tag, "seq", batch)}, itemKey, s.ttl.Milliseconds()).Int64()
 	if err != nil {
@@ -147,8 +144,7 @@ for i = 2, #ARGV do redis.call('HDEL', KEYS[1], ARGV[i]) end
 if redis.call('HLEN', KEYS[1]) == 0 then redis.call('ZREM', KEYS[2], ARGV[1]) end
 return 1`)
 
-// Done removes a flushed batch's items (items added since stay, and the
-// window stays due).
+// Done removes a flushed batch's items; items added since stay due.
 func (s *Store) Done(ctx context.Context, b Batch) error {
 	name := b.Batch + "|" + b.Window
 	args := make([]any, 0, len(b.Keys)+1)

@@ -1,16 +1,13 @@
 // Package digest batches notifications into windows per subscriber and
 // destination, and sends each window's batch once as one digest.
 //
-// A Policy names the window: each (no batching), every n notifications,
-// hourly, daily at a local time, or weekly on a weekday at a local time.
-// Time windows are computed in the subscriber's time zone with time.Date,
-// so a day is a local calendar day (23 or 25 hours across a DST change).
+// A Policy names the window: each, every n, hourly, daily or weekly at a
+// local time. Time windows are local calendar windows (a day may last 23
+// or 25 hours).
 //
-// The Store keeps the open batches in Redis; a due batch is flushed by
-// Store.Due and Store.Done, and the digest it becomes is delivered under the
-// business key (subscriber, destination, "digest", window id), so a window
-// processed twice (a flusher that crashed after publishing, two flushers at
-// once) is still sent once: the delivery ledger decides.
+// The Store keeps open batches in Redis. A digest is delivered under the
+// key (subscriber, destination, "digest", window id), so a window flushed
+// twice is still sent once.
 package digest
 
 import (
@@ -44,18 +41,15 @@ const MaxEvery = 1000
 // ErrInvalidPolicy is wrapped by Policy.Validate's errors.
 var ErrInvalidPolicy = errors.New("digest: invalid policy")
 
-// Policy is how a subscriber's notifications are batched. The zero Policy
-// is ModeEach.
+// Policy is how a subscriber's notifications are batched; zero is ModeEach.
 type Policy struct {
 	// Mode is one of the Mode constants; empty means ModeEach.
 	Mode string `json:"mode,omitempty"`
 	// Every is the batch size of ModeEvery, 2..MaxEvery.
 	Every int `json:"every,omitempty"`
-	// At is the local time "HH:MM" a daily or weekly window ends at.
-	// Default "08:00".
+	// At is the local "HH:MM" a daily or weekly window ends. Default "08:00".
 	At string `json:"at,omitempty"`
-	// Weekday is the day a weekly window ends on ("monday".."sunday").
-	// Default "monday".
+	// Weekday is the day a weekly window ends. Default "monday".
 	Weekday string `json:"weekday,omitempty"`
 }
 
@@ -94,16 +88,15 @@ func (p Policy) Validate() error {
 
 // Window is one batch window.
 type Window struct {
-	// ID names the window; it is stable for every instant of the window,
-	// e.g. "daily:2026-11-22T08:00+01:00" (its end), or "every:42" (the
-	// 43rd batch of n).
+	// ID names the window stably, e.g. "daily:2026-11-22T08:00+01:00" (its
+	// end) or "every:42" (the 43rd batch).
 	ID string
 	// End is when a time window is due; zero for ModeEvery (due when full).
 	End time.Time
 }
 
-// TimeWindow returns the time window of p holding instant t, in loc. It
-// fails for ModeEach and ModeEvery, which have no time windows.
+// TimeWindow returns p's window holding t in loc; it fails for ModeEach
+// and ModeEvery.
 func (p Policy) TimeWindow(t time.Time, loc *time.Location) (Window, error) {
 	loc = cmp.Or(loc, time.UTC)
 	lt := t.In(loc)

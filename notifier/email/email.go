@@ -1,15 +1,11 @@
 // Package email is the notifier's email channel: one message per
-// notification over SMTP with STARTTLS (required by default) and
-// authentication (PLAIN), with a text and an HTML body rendered from
-// templates, a List-Unsubscribe header (RFC 2369 and the one-click POST of
-// RFC 8058, which the unsubscribe endpoint accepts) and the notification's
-// id as Message-ID.
+// notification over SMTP (STARTTLS, AUTH PLAIN), text and HTML bodies from
+// templates, List-Unsubscribe (RFC 2369, RFC 8058 one-click) and the
+// notification's id as Message-ID.
 //
-// Errors: an SMTP 4xx answer, a network error or a timeout is retryable;
-// a 5xx answer (unknown mailbox, rejected) and a server on an address the
-// egress policy denies are permanent (stream.Permanent). Errors wrap a
-// *channel.DeliveryError, which keeps the reply code and the class of the
-// failure, never the server's text.
+// A 4xx answer, network error or timeout is retryable; a 5xx answer or a
+// denied address is permanent. Errors wrap a *channel.DeliveryError
+// keeping the reply code, never the server's text.
 package email
 
 import (
@@ -44,30 +40,24 @@ const (
 
 // Config configures the email channel. Zero fields take their defaults.
 type Config struct {
-	// Addr is the SMTP server, host:port (submission, usually :587).
-	// Required.
+	// Addr is the SMTP server, host:port (usually :587). Required.
 	Addr string
 	// From is the sender address. Required.
 	From string
-	// Username and Password authenticate with AUTH PLAIN; empty Username
-	// skips authentication.
+	// Username and Password authenticate (AUTH PLAIN) when Username is set.
 	Username string
 	Password string
-	// InsecureNoTLS sends without STARTTLS (local relays only). Default
-	// false: a server without STARTTLS fails every send (retryably: it is a
-	// misconfiguration or a downgrade in the path, the operator must act).
+	// InsecureNoTLS sends without STARTTLS (local relays only). By default
+	// a server without STARTTLS fails every send, retryably.
 	InsecureNoTLS bool
 	// TLS configures STARTTLS. Default: ServerName from Addr, system roots.
 	TLS *tls.Config
 	// Timeout bounds one send, connection included. Default 10s.
 	Timeout time.Duration
-	// Egress is the policy the connection to Addr goes through: a server
-	// on a denied address (loopback, private, …) must be allowed by it.
-	// Default: egress.Default().
+	// Egress is the policy of the connection to Addr. Default egress.Default().
 	Egress *egress.Policy
-	// TextTemplate and HTMLTemplate override the bodies' templates (see
-	// Data for what they get). Default: DefaultTextTemplate and
-	// DefaultHTMLTemplate.
+	// TextTemplate and HTMLTemplate override the bodies' templates (given
+	// Data). Default DefaultTextTemplate and DefaultHTMLTemplate.
 	TextTemplate string
 	HTMLTemplate string
 }
@@ -80,8 +70,7 @@ type Data struct {
 	Subject string
 	Title   string
 	Text    string
-	// HTML is the notification's HTML fragment (notifier.Request.HTML),
-	// empty when it has none: the HTML body shows it in place of Text.
+	// HTML is the notification's HTML fragment, shown in place of Text.
 	HTML           htmltemplate.HTML
 	ObservedAt     time.Time
 	UnsubscribeURL string
@@ -226,8 +215,7 @@ func (c *Channel) send(ctx context.Context, to string, msg []byte) error {
 	return cl.Quit()
 }
 
-// classify turns an SMTP session's error into a delivery error: of an SMTP
-// reply, only its code is kept.
+// classify turns an SMTP error into a delivery error keeping only the code.
 func classify(err error) error {
 	var se *smtp.SMTPError
 	if errors.As(err, &se) {

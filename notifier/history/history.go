@@ -1,8 +1,6 @@
 // Package history records what the notifier did with every notification:
-// recent history in Redis, and every record on notify.history, which the
-// "notifier-history" stage appends to ClickHouse. Record publishes few
-// TypeRecords messages (arrays of records), one entry per handled batch;
-// the stage still reads single TypeRecord messages of earlier releases.
+// recent history in Redis, and every record on notify.history (TypeRecords
+// arrays; the stage still reads old TypeRecord messages) for ClickHouse.
 //
 //	ds:{notifier}:history:sub:<subscriber id>  list: the newest records as JSON, newest first,
 //	    at most Config.Recent, expiring Config.TTL after the last one
@@ -29,15 +27,13 @@ const (
 	StatusSent = "sent"
 	// StatusFailed: a send failed and will be retried.
 	StatusFailed = "failed"
-	// StatusRejected: the channel refused it, or the retries ran out; it
-	// is dead-lettered.
+	// StatusRejected: refused or out of retries; dead-lettered.
 	StatusRejected = "rejected"
 	// StatusHeld: held during quiet hours; sent in the digest at their end.
 	StatusHeld = "held"
 	// StatusBatched: added to a digest window.
 	StatusBatched = "batched"
-	// StatusSuppressed: the subscriber's preferences drop it (channel off,
-	// subject excluded), or the destination is not active.
+	// StatusSuppressed: dropped by preferences or an inactive destination.
 	StatusSuppressed = "suppressed"
 )
 
@@ -45,8 +41,7 @@ const (
 const (
 	// TypeRecord is a message holding one record (JSON).
 	TypeRecord = "notifier.history"
-	// TypeRecords is a message holding a JSON array of 1..MaxRecordsPerMessage
-	// records, at most MaxMessageBytes.
+	// TypeRecords holds a JSON array of 1..MaxRecordsPerMessage records.
 	TypeRecords = "notifier.history.batch"
 )
 
@@ -62,9 +57,8 @@ const maxRecordBytes = 16 << 10
 // Topic returns the history topic, notify.history.
 func Topic(partitions int) stream.Topic { return stream.NewTopic("notify", "history", partitions) }
 
-// Record is one thing that happened to one notification for one
-// destination. ID is the notification's id: the same for every record of
-// that notification (its failures, then its send).
+// Record is one thing that happened to a notification for a destination;
+// ID is the notification's id, shared by all its records.
 type Record struct {
 	ID            string    `json:"id"`
 	Flow          string    `json:"flow"`
@@ -81,8 +75,7 @@ type Record struct {
 	At            time.Time `json:"at"`
 	// LatencyMs is from ObservedAt to At, for sends; 0 when unknown.
 	LatencyMs int64 `json:"latency_ms"`
-	// TraceID is the trace of the request's producer (for availability,
-	// the run that confirmed the opening).
+	// TraceID is the trace of the request's producer.
 	TraceID string `json:"trace_id,omitempty"`
 	// EventID and RunID name the cause: the transition and the run.
 	EventID string `json:"event_id,omitempty"`
@@ -104,8 +97,7 @@ type Config struct {
 	Recent int
 	// TTL is how long recent records are kept. Default 7 days.
 	TTL time.Duration
-	// Partitions of the history topic; 0 publishes nothing (no ClickHouse
-	// history).
+	// Partitions of the history topic; 0 publishes nothing.
 	Partitions int
 }
 
@@ -131,8 +123,7 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Recorder writes records to Redis and the history stream. It is safe for
-// concurrent use.
+// Recorder writes records to Redis and the history stream; concurrency-safe.
 type Recorder struct {
 	rdb   redis.UniversalClient
 	pub   *stream.Publisher
@@ -140,8 +131,7 @@ type Recorder struct {
 	cfg   Config
 }
 
-// NewRecorder returns a recorder; pub publishes to the history topic (nil
-// or cfg.Partitions 0: Redis only).
+// NewRecorder returns a recorder; nil pub or 0 partitions: Redis only.
 func NewRecorder(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config) (*Recorder, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -156,10 +146,8 @@ var tag = rediskey.Tag("notifier")
 func subscriberKey(id string) string   { return rediskey.Key(tag, "history", "sub", id) }
 func notificationKey(id string) string { return rediskey.Key(tag, "history", "n", id) }
 
-// Record writes recs: one pipeline to Redis, one publish to the stream
-// (as few TypeRecords messages as the bounds allow). A subscriber's records
-// of one call go in one LPUSH, in order, so they stand newest first as one
-// LPUSH each would leave them.
+// Record writes recs in one Redis pipeline and one publish; a subscriber's
+// records go in one LPUSH, so they stand newest first.
 func (r *Recorder) Record(ctx context.Context, recs ...Record) error {
 	if len(recs) == 0 {
 		return nil
@@ -178,10 +166,8 @@ func (r *Recorder) Record(ctx context.Context, recs ...Record) error {
 	return r.pub.Publish(ctx, r.topic, msgs...)
 }
 
-// Queue adds the writes of recs to pipe, the stream's appends included,
-// for a caller that records something else in the same step: a send and
-// its history are written together, so a crash cannot keep one without
-// the other (the caller queues its own writes after these).
+// Queue adds the writes of recs (stream appends included) to pipe, so a
+// caller writes a send and its history together.
 func (r *Recorder) Queue(ctx context.Context, pipe redis.Pipeliner, recs ...Record) error {
 	msgs, err := r.queue(ctx, pipe, recs)
 	if err == nil && len(msgs) > 0 {
@@ -190,8 +176,7 @@ func (r *Recorder) Queue(ctx context.Context, pipe redis.Pipeliner, recs ...Reco
 	return err
 }
 
-// queue adds the Redis writes of recs to pipe and returns the stream
-// messages that carry them (none without a stream).
+// queue adds recs' Redis writes to pipe and returns their stream messages.
 func (r *Recorder) queue(ctx context.Context, pipe redis.Pipeliner, recs []Record) ([]*stream.Message, error) {
 	bySub := make(map[string][]any, len(recs))
 	var subs []string
@@ -273,8 +258,7 @@ func (r *Recorder) Recent(ctx context.Context, subscriberID string, limit int) (
 	return out, nil
 }
 
-// Get returns the newest record of a notification. Errors wrap
-// ErrNotFound.
+// Get returns a notification's newest record; errors wrap ErrNotFound.
 func (r *Recorder) Get(ctx context.Context, id string) (Record, error) {
 	if id == "" || len(id) > 64 {
 		return Record{}, ErrNotFound

@@ -12,12 +12,9 @@ import (
 // StageName is the ClickHouse history writer's stage name and group.
 const StageName = "notifier-history"
 
-// AppendConfig is the "notifier-history" stage's append through the writer: its
-// own consumer group on the history topic, appending the records of every
-// message (TypeRecords or TypeRecord) to ClickHouse's notifications table
-// in batches shared by the stage's copies. A ClickHouse failure keeps the
-// batch pending (the backlog waits in the stream); a message that is not a
-// bounded, decodable record or array of records is dead-lettered whole.
+// AppendConfig is the "notifier-history" stage: it appends every message's
+// records to ClickHouse's notifications table in batches. A ClickHouse
+// failure keeps the batch pending; an undecodable message is dead-lettered.
 func AppendConfig(partitions int, runner stream.RunnerConfig) sink.HistoryConfig[clickhouse.NotificationRow] {
 	return sink.HistoryConfig[clickhouse.NotificationRow]{Stage: StageName, Topic: Topic(partitions),
 		Tables: []string{clickhouse.TableNotifications}, Rows: decode, Insert: clickhouse.InsertNotifications, Runner: runner}

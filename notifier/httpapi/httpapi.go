@@ -1,6 +1,5 @@
-// Package httpapi serves the notifier's routes: the subscribers (with the
-// public opt-in and unsubscribe links), the recent notifications and why
-// each was sent, and, with ClickHouse, the notification statistics.
+// Package httpapi serves the notifier's routes: subscribers with their
+// public links, recent notifications and why each was sent, statistics.
 package httpapi
 
 import (
@@ -8,9 +7,8 @@ import (
 	"github.com/dropstream/dropstream/notifier"
 )
 
-// Register adds the notifier's routes to srv: SubscriberRoutes and
-// NotificationRoutes over f (with ClickHouse, the causes of
-// notifications) and StatsRoutes (503 not_configured without ClickHouse).
+// Register adds SubscriberRoutes, NotificationRoutes and StatsRoutes over
+// f to srv; stats answer 503 not_configured without ClickHouse.
 func Register(srv *api.Server, f *notifier.Flow) {
 	channels := f.Channels()
 	SubscriberRoutes{Store: f.Subscribers(), Notify: f.Notify, PublicURL: f.PublicURL(), Egress: f.Egress(),

@@ -17,12 +17,10 @@ import (
 // NotificationRoutes serve the notifier's history and provenance.
 type NotificationRoutes struct {
 	History *history.Recorder
-	// Cause, when set (ClickHouse configured), finds a notification's
-	// transition and run.
+	// Cause finds a notification's transition and run; nil without ClickHouse.
 	Cause func(ctx context.Context, eventID, runID string) (clickhouse.Cause, error)
-	// Owner returns the tenant of a subscriber or watcher: its
-	// notifications are its tenant's (and admin keys'). Nil: every
-	// notification is tenancy.Open's.
+	// Owner returns a subscriber's tenant, who owns its notifications.
+	// Nil: every notification is tenancy.Open's.
 	Owner func(ctx context.Context, subscriberID string) (string, error)
 }
 
@@ -50,8 +48,7 @@ type whyChain struct {
 	Run          *whyRun        `json:"run,omitempty"`
 	// TraceID is the trace to open: the run's, else the notification's.
 	TraceID string `json:"trace_id,omitempty"`
-	// Complete is false when a link of the chain is not known (no
-	// ClickHouse, or the rows are not written yet).
+	// Complete is false when a link is not known (yet).
 	Complete bool `json:"complete"`
 }
 
@@ -98,9 +95,7 @@ func (r NotificationRoutes) list(c *fiber.Ctx) error {
 	} else if !ok {
 		return api.NotFound("subscriber_not_found", "no subscriber or watcher "+sub)
 	}
-	// The subscriber's recent notifications are a bounded list: read it
-	// whole and page it by time, so a page's cursor holds while new
-	// notifications arrive.
+	// Read the bounded list whole and page by time, so cursors hold.
 	items, err := r.History.Recent(c.UserContext(), sub, math.MaxInt32)
 	if err != nil {
 		return err

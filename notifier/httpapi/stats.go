@@ -9,17 +9,16 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 )
 
-// StatsRoutes serve GET /v1/stats/notifications over the hourly rollup of
-// the notifier's history in ClickHouse. They need a ClickHouse client.
+// StatsRoutes serve GET /v1/stats/notifications from ClickHouse's hourly
+// rollup of the history.
 type StatsRoutes struct {
 	ClickHouse *clickhouse.Client
 	// Now is the clock for the default range. Default time.Now.
 	Now func() time.Time
 }
 
-// notificationRow is one group of GET /v1/stats/notifications: distinct
-// notifications, and how many had a record of each status (one that failed,
-// then was sent, counts in both), with the latency of sent ones.
+// notificationRow is one group: distinct notifications, the count with a
+// record of each status, and the latency of sent ones.
 type notificationRow struct {
 	Key           api.StatsKey `json:"key"`
 	Notifications uint64       `json:"notifications"`

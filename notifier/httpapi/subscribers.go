@@ -16,25 +16,21 @@ import (
 	"github.com/dropstream/dropstream/notifier/subscriber"
 )
 
-// SubscriberRoutes manage the notifier's subscribers, and serve the
-// opt-in and unsubscribe links, which need no API key.
+// SubscriberRoutes manage subscribers and serve the keyless opt-in and
+// unsubscribe links.
 type SubscriberRoutes struct {
 	Store *subscriber.Store
-	// Notify publishes notification requests (confirmation requests,
-	// removal notices) to the notifier.
+	// Notify publishes confirmation requests and removal notices.
 	Notify func(ctx context.Context, reqs ...notifier.Request) error
 	// PublicURL is the base of the links sent to subscribers.
 	PublicURL string
-	// Egress refuses a destination URL whose host is a denied address
-	// (nil: the default policy).
+	// Egress refuses destination URLs on denied hosts; nil: the default.
 	Egress *egress.Policy
-	// HasChannel reports whether the notifier can send on a channel
-	// ("email" needs SMTP); a destination on any other is refused with
-	// 422. Nil: every channel is configured.
+	// HasChannel reports whether a channel is configured; other destinations
+	// get 422. Nil: all are.
 	HasChannel func(channel string) bool
-	// Quota caps the subscribers each caller creates; it must be the
-	// store's (subscriber.StoreConfig.Quota), which frees the slots of
-	// removed subscribers. Nil: no cap.
+	// Quota caps each caller's subscribers; it must be the store's, which
+	// frees removed ones' slots. Nil: no cap.
 	Quota *quota.Quota
 }
 
@@ -194,8 +190,8 @@ func (r SubscriberRoutes) delete(c *fiber.Ctx) error {
 	return c.SendStatus(http.StatusNoContent)
 }
 
-// page is the HTML of the link pages. A GET only shows a form; the POST
-// acts, so link prefetchers and scanners, which only GET, change nothing.
+// page is the links' HTML: a GET shows a form, only the POST acts, so
+// prefetchers change nothing.
 var page = template.Must(template.New("page").Parse(`<!doctype html>
 <html><head><meta charset="utf-8"><meta name="robots" content="noindex"><title>{{.Heading}}</title></head>
 <body><h1>{{.Heading}}</h1><p>{{.Text}}</p>
@@ -251,8 +247,8 @@ func (r SubscriberRoutes) unsubscribePage(c *fiber.Ctx) error {
 		Action: notifier.UnsubscribePath + c.Params("token"), Button: "Unsubscribe"})
 }
 
-// unsubscribe removes the destination and sends it a removal notice. It
-// also serves the one-click POST of RFC 8058 (List-Unsubscribe-Post).
+// unsubscribe removes the destination and sends a removal notice; it also
+// serves RFC 8058 one-click POSTs.
 func (r SubscriberRoutes) unsubscribe(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	s, d, err := r.Store.Unsubscribe(ctx, c.Params("token"))

@@ -1,7 +1,5 @@
-// Package notifierbench is the notifier's bench target, `dropstream bench
-// notifier`: the StageDeliver stage with its delivery ledger on, measured
-// against a local webhook sink, first for throughput (a backlog drained),
-// then for the latency it adds (publish → received) at a fixed rate.
+// Package notifierbench is `dropstream bench notifier`: StageDeliver with
+// its ledger against a local webhook sink, for throughput then latency.
 package notifierbench
 
 import (

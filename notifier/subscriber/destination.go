@@ -16,9 +16,8 @@ import (
 
 // Destination statuses.
 const (
-	// StatusPending: created, waiting for its opt-in confirmation; it
-	// receives nothing but its confirmation request and is removed once
-	// ExpiresAt passes.
+	// StatusPending: awaiting opt-in; it receives only its confirmation
+	// request and is removed after ExpiresAt.
 	StatusPending = "pending"
 	// StatusActive: confirmed; it receives notifications.
 	StatusActive = "active"
@@ -33,39 +32,32 @@ const (
 	maxEmailLocalPart = 64
 )
 
-// ErrInvalid is wrapped by every validation error of a subscriber, a
-// destination, preferences, an id or a token.
+// ErrInvalid is wrapped by every validation error.
 var ErrInvalid = errors.New("subscriber: invalid")
 
-// Destination is where a subscriber is reached: an email address, a
-// webhook, a Slack-style webhook, or a kind a flow registered (Kind).
+// Destination is where a subscriber is reached, of a registered Kind.
 type Destination struct {
 	// ID is set by the store: "d" + 16 hex digits.
 	ID string `json:"id" openapi:"readonly"`
-	// Kind names a registered Kind: KindEmail, KindWebhook, KindSlack or
-	// one a flow registered.
+	// Kind names a registered Kind (KindEmail, KindWebhook, KindSlack, …).
 	Kind string `json:"kind"`
 	// Address is the email address or the URL.
 	Address string `json:"address"`
-	// Secret signs the deliveries of kinds with a secret (Kind.Secret:
-	// webhooks, HMAC-SHA256); generated when empty and shown only when the
-	// subscriber is created.
+	// Secret signs deliveries of kinds with Kind.Secret; generated when
+	// empty, shown only at creation.
 	Secret string `json:"secret,omitempty" openapi:"readonly"`
-	// UnsubscribeToken is the destination's unsubscribe link token, set
-	// when it is confirmed; channels put the link in every message. Never
-	// shown by Get or List.
+	// UnsubscribeToken is the unsubscribe link's token, set on
+	// confirmation; never shown by Get or List.
 	UnsubscribeToken string `json:"unsubscribe_token,omitempty" openapi:"readonly"`
 	// Status is StatusPending or StatusActive.
 	Status string `json:"status" openapi:"readonly"`
-	// CreatedAt, ConfirmedAt and ExpiresAt (pending only) are set by the
-	// store.
+	// CreatedAt, ConfirmedAt and ExpiresAt (pending only) are set by the store.
 	CreatedAt   time.Time `json:"created_at" openapi:"readonly"`
 	ConfirmedAt time.Time `json:"confirmed_at,omitzero" openapi:"readonly"`
 	ExpiresAt   time.Time `json:"expires_at,omitzero" openapi:"readonly"`
 }
 
-// Channel returns the name of the channel that delivers to d: its kind's
-// (Kind.Channel), "webhook" for a kind not registered.
+// Channel returns d's kind's channel; "webhook" for an unregistered kind.
 func (d Destination) Channel() string {
 	if k, ok := LookupKind(d.Kind); ok {
 		return k.Channel
@@ -73,10 +65,8 @@ func (d Destination) Channel() string {
 	return "webhook"
 }
 
-// Core returns the destination's identity, which is unique across all
-// subscribers, as its kind's Core computes it: "email:" + the normalized
-// address for email, "url:" + the normalized URL for the URL kinds (see
-// EmailCore and URLCore). Its errors wrap ErrInvalid.
+// Core returns the destination's identity, unique across subscribers, from
+// its kind's Core. Errors wrap ErrInvalid.
 func (d Destination) Core() (string, error) {
 	k, ok := LookupKind(d.Kind)
 	if !ok {
@@ -91,8 +81,7 @@ func CoreHash(core string) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// Validate reports why d cannot be created (ID, Status and times are set by
-// the store and ignored).
+// Validate reports why d cannot be created; store-set fields are ignored.
 func (d Destination) Validate() error {
 	if _, err := d.Core(); err != nil {
 		return err

@@ -9,25 +9,18 @@ import (
 	"github.com/dropstream/dropstream/internal/clip"
 )
 
-// Kind is a kind of destination: how its address is checked and named,
-// whether it carries a signing secret, and which notifier channel sends to
-// it. The built-in kinds are email, webhook and slack; a flow adds its own
-// through the notifier (notifier.Flow.RegisterKind), which checks that the
-// channel exists, or with RegisterKind.
+// Kind is a kind of destination: how its address is checked, whether it
+// has a secret, which channel sends to it. Built in: email, webhook, slack;
+// flows add theirs with notifier.Flow.RegisterKind.
 type Kind struct {
-	// Name is the value of Destination.Kind, stored with every destination
-	// of the kind: it never changes.
+	// Name is the stored value of Destination.Kind; it never changes.
 	Name string
-	// Channel names the notifier channel that delivers to the kind's
-	// destinations ("email", "webhook", "slack").
+	// Channel names the notifier channel that delivers to the kind.
 	Channel string
-	// Core checks an address and returns the destination's core: its
-	// identity, unique across all subscribers (see Destination.Core). Its
-	// errors wrap ErrInvalid. EmailCore and URLCore are those of the
-	// built-in kinds.
+	// Core checks an address and returns its unique identity; errors wrap
+	// ErrInvalid. See EmailCore and URLCore.
 	Core func(address string) (string, error)
-	// Secret says the kind's destinations carry a signing secret, generated
-	// when the subscriber gives none; false: they take none.
+	// Secret says destinations carry a signing secret (generated if absent).
 	Secret bool
 }
 
@@ -41,8 +34,7 @@ const (
 	KindSlack = "slack"
 )
 
-// kinds is the registry of destination kinds, in registration order (the
-// order error messages list them in).
+// kinds is the registry of destination kinds, in registration order.
 var kinds = struct {
 	sync.RWMutex
 	list []Kind
@@ -52,10 +44,8 @@ var kinds = struct {
 	{Name: KindSlack, Channel: "slack", Core: URLCore, Secret: true},
 }}
 
-// RegisterKind adds a destination kind for every store and request of the
-// process. Registering a kind again with the same definition does nothing
-// (a flow built twice in one process registers twice); a different kind
-// under a registered name is an error.
+// RegisterKind adds a destination kind process-wide. Registering the same
+// definition again does nothing; another under a taken name is an error.
 func RegisterKind(k Kind) error {
 	if k.Name == "" || len(k.Name) > 64 || !printable(k.Name) || k.Channel == "" || k.Core == nil {
 		return fmt.Errorf("subscriber: kind %q needs a name of 1-64 bytes, a channel and a Core", clip.Marked(k.Name, maxQuoted))
@@ -94,8 +84,7 @@ func Kinds() []Kind {
 	return append([]Kind(nil), kinds.list...)
 }
 
-// errUnknownKind names the registered kinds: "want email, webhook or
-// slack", and the kinds flows registered after them.
+// errUnknownKind lists the registered kinds.
 func errUnknownKind(name string) error {
 	all := Kinds()
 	names := make([]string, len(all))
@@ -109,9 +98,7 @@ func errUnknownKind(name string) error {
 	return fmt.Errorf("%w: destination kind %q: want %s", ErrInvalid, clip.Marked(name, maxQuoted), want)
 }
 
-// EmailCore is the core of an email address: "email:" + the address with
-// its domain lower-cased, and its local part too (providers treat it
-// case-insensitively in practice).
+// EmailCore is "email:" + the address lower-cased.
 func EmailCore(address string) (string, error) {
 	addr, err := normalizeEmail(address)
 	if err != nil {
@@ -120,10 +107,9 @@ func EmailCore(address string) (string, error) {
 	return "email:" + addr, nil
 }
 
-// URLCore is the core of an http(s) URL: "url:" + the URL with scheme and
-// host lower-cased, default ports, fragment and a trailing slash dropped.
-// Every URL kind shares the "url:" prefix, so one endpoint is subscribed
-// once whatever its kind.
+// URLCore is "url:" + the http(s) URL normalized (scheme and host
+// lower-cased; default port, fragment, trailing slash dropped). Every URL
+// kind shares it, so an endpoint is subscribed once.
 func URLCore(address string) (string, error) {
 	u, err := normalizeURL(address)
 	if err != nil {

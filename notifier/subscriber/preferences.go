@@ -20,26 +20,20 @@ const (
 
 // Preferences are a subscriber's choices about what reaches them and when.
 type Preferences struct {
-	// Include, when not empty, lets through only subjects matching one of
-	// its patterns. A pattern is an exact subject, or a prefix ending in
-	// "*" ("avail:resy|*").
+	// Include, when set, passes only subjects matching a pattern: exact, or
+	// a prefix ending in "*" ("avail:resy|*").
 	Include []string `json:"include,omitempty"`
-	// Exclude drops subjects matching one of its patterns; it wins over
-	// Include.
+	// Exclude drops matching subjects; it wins over Include.
 	Exclude []string `json:"exclude,omitempty"`
-	// QuietHours, when set, holds non-critical notifications during the
-	// local time range and sends them as one digest when it ends.
+	// QuietHours holds non-critical notifications, sent as a digest after.
 	QuietHours *QuietHours `json:"quiet_hours,omitempty"`
-	// Channels switches channels ("email", "webhook", "slack") off with
-	// false; a channel not listed is on.
+	// Channels switches channels off with false; unlisted ones are on.
 	Channels map[string]bool `json:"channels,omitempty"`
-	// Digest batches non-critical notifications; the zero value sends each
-	// at once.
+	// Digest batches non-critical notifications; zero sends each at once.
 	Digest digest.Policy `json:"digest,omitzero"`
 }
 
-// QuietHours is a local time range, [Start, End), that may wrap midnight
-// ("22:00" to "07:00").
+// QuietHours is a local range [Start, End) that may wrap midnight.
 type QuietHours struct {
 	Start string `json:"start"`
 	End   string `json:"end"`
@@ -116,8 +110,7 @@ func matchPattern(pat, subject string) bool {
 	return pat == subject
 }
 
-// Quiet reports whether t falls in the quiet hours in loc, and if so when
-// they end (the next local End after t).
+// Quiet reports whether t is quiet in loc, and if so when it ends.
 func (q *QuietHours) Quiet(t time.Time, loc *time.Location) (bool, time.Time) {
 	if q == nil {
 		return false, time.Time{}
@@ -146,8 +139,7 @@ func (q *QuietHours) Quiet(t time.Time, loc *time.Location) (bool, time.Time) {
 	return true, end
 }
 
-// LoadLocation returns the time zone named tz (IANA, e.g. "Europe/Paris");
-// "" is UTC.
+// LoadLocation returns the IANA time zone tz; "" is UTC.
 func LoadLocation(tz string) (*time.Location, error) {
 	if tz == "" {
 		return time.UTC, nil

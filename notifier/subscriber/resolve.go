@@ -6,11 +6,8 @@ import (
 	"fmt"
 )
 
-// ResolveMany returns the subscribers with ids (secrets and unsubscribe
-// tokens included, for delivery) in one round trip (MGET: every key shares
-// the {notifier} slot), by id. Unknown and malformed ids are absent from the
-// map; an undecodable record is logged and absent too. The error is a Redis
-// error.
+// ResolveMany returns the subscribers of ids by id, secrets included, in
+// one MGET. Unknown ids and undecodable records (logged) are absent.
 func (st *Store) ResolveMany(ctx context.Context, ids []string) (map[string]Subscriber, error) {
 	want := make([]string, 0, len(ids))
 	seen := make(map[string]bool, len(ids))
@@ -31,9 +28,8 @@ func (st *Store) ResolveMany(ctx context.Context, ids []string) (map[string]Subs
 	return out, nil
 }
 
-// load reads the subscribers of ids in one MGET, in order, secrets
-// included; ids without a record are skipped, and so are undecodable
-// records (logged). op names the caller in errors.
+// load reads the subscribers of ids in order in one MGET, skipping missing
+// and undecodable ones. op names the caller in errors.
 func (st *Store) load(ctx context.Context, op string, ids []string) ([]Subscriber, error) {
 	if len(ids) == 0 {
 		return nil, nil

@@ -26,8 +26,7 @@ import (
 var (
 	// ErrNotFound: no subscriber (or destination) has the id.
 	ErrNotFound = errors.New("subscriber: not found")
-	// ErrDuplicate: a destination's core is already subscribed by a
-	// subscriber of the same tenant.
+	// ErrDuplicate: the tenant already subscribed a destination's core.
 	ErrDuplicate = errors.New("subscriber: destination already subscribed")
 	// ErrTooMany: the store holds StoreConfig.MaxSubscribers.
 	ErrTooMany = errors.New("subscriber: too many subscribers")
@@ -62,8 +61,7 @@ func subKey(id string) string           { return subPrefix + id }
 func tokenKey(tok string) string        { return tokenPrefix + hashToken(tok) }
 func pendingMember(id, d string) string { return id + "|" + d }
 
-// coreKey names a destination core taken within tenant: another tenant
-// neither collides with it nor learns of it.
+// coreKey names a destination core taken within tenant.
 func coreKey(tenant, core string) string {
 	if t := tenancy.Of(tenant); t != tenancy.Open {
 		return corePrefix + CoreHash(t+"|"+core)
@@ -78,13 +76,12 @@ func hashToken(tok string) string {
 
 // StoreConfig configures a Store. Zero fields take their defaults.
 type StoreConfig struct {
-	// ConfirmTTL is how long a destination may stay unconfirmed. Default
-	// 48h, range 1m..30 days.
+	// ConfirmTTL is how long a destination may stay unconfirmed (1m..30d).
+	// Default 48h.
 	ConfirmTTL time.Duration
 	// MaxSubscribers bounds the store. Default 1,000,000.
 	MaxSubscribers int
-	// Quota is the cap of subscribers per caller; a removed subscriber
-	// frees its slot. Nil: no cap.
+	// Quota caps subscribers per caller; removal frees a slot. Nil: no cap.
 	Quota *quota.Quota
 	// Logger reports undecodable records. Default slog.Default().
 	Logger *slog.Logger
@@ -115,8 +112,7 @@ func (c StoreConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Store keeps subscribers; see the package documentation. It is safe for
-// concurrent use.
+// Store keeps subscribers (see the package doc); safe for concurrent use.
 type Store struct {
 	rdb     redis.UniversalClient
 	cfg     StoreConfig
@@ -160,8 +156,8 @@ func notFound(id string, err error) error {
 	return err
 }
 
-// Created is what Create returns: the subscriber with its secrets (shown
-// only then) and each destination's opt-in token by destination id.
+// Created is the subscriber with its secrets and opt-in tokens by
+// destination id.
 type Created struct {
 	Subscriber    Subscriber
 	ConfirmTokens map[string]string
@@ -188,9 +184,9 @@ redis.call('HSET', KEYS[#KEYS - 1], ARGV[1], ARGV[#ARGV])
 redis.call('ZADD', KEYS[#KEYS], 0, ARGV[1])
 return 1`)
 
-// Create validates s, fills in ids, times, pending statuses and missing
-// webhook secrets, and stores it with an opt-in token per destination.
-// Errors wrap ErrInvalid, ErrDuplicate or ErrTooMany.
+// Create validates s, fills in store-set fields and stores it with an
+// opt-in token per destination. Errors wrap ErrInvalid, ErrDuplicate or
+// ErrTooMany.
 func (st *Store) Create(ctx context.Context, s Subscriber) (Created, error) {
 	if err := s.Validate(); err != nil {
 		return Created{}, err
@@ -257,8 +253,7 @@ func (st *Store) Create(ctx context.Context, s Subscriber) (Created, error) {
 	return out, nil
 }
 
-// Get returns the subscriber without secrets or tokens. Errors wrap
-// ErrNotFound (also for a malformed id) or are Redis errors.
+// Get returns the subscriber without secrets; errors wrap ErrNotFound.
 func (st *Store) Get(ctx context.Context, id string) (Subscriber, error) {
 	return st.GetIn(ctx, tenancy.View{All: true}, id)
 }
@@ -272,8 +267,7 @@ func (st *Store) GetIn(ctx context.Context, v tenancy.View, id string) (Subscrib
 	return s.public(), err
 }
 
-// Resolve returns the subscriber with its secrets and unsubscribe tokens,
-// for delivery. Errors wrap ErrNotFound or are Redis errors.
+// Resolve returns the subscriber with secrets; errors wrap ErrNotFound.
 func (st *Store) Resolve(ctx context.Context, id string) (Subscriber, error) {
 	if !ValidSubscriberID(id) {
 		return Subscriber{}, fmt.Errorf("%w: subscriber %q", ErrNotFound, clip.Marked(id, maxQuoted))
@@ -310,14 +304,12 @@ func (st *Store) ListIn(ctx context.Context, v tenancy.View, cursor string, limi
 	return out, page.NextCursor, nil
 }
 
-// Delete removes a subscriber and every destination core and token.
-// Errors wrap ErrNotFound.
+// Delete removes a subscriber, its cores and tokens; errors wrap ErrNotFound.
 func (st *Store) Delete(ctx context.Context, id string) error {
 	return st.DeleteIn(ctx, tenancy.View{All: true}, id)
 }
 
-// DeleteIn is Delete of a subscriber v sees: another tenant's is
-// ErrNotFound.
+// DeleteIn is Delete within v; another tenant's is ErrNotFound.
 func (st *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error {
 	for range maxTxTries {
 		err := st.rdb.Watch(ctx, func(tx *redis.Tx) error {
@@ -347,14 +339,13 @@ func (st *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error 
 	return fmt.Errorf("subscriber: delete %s: too much contention", id)
 }
 
-// SetPreferences replaces a subscriber's preferences and time zone.
-// Errors wrap ErrInvalid or ErrNotFound.
+// SetPreferences replaces preferences and time zone; errors wrap
+// ErrInvalid or ErrNotFound.
 func (st *Store) SetPreferences(ctx context.Context, id, timeZone string, p Preferences) (Subscriber, error) {
 	return st.SetPreferencesIn(ctx, tenancy.View{All: true}, id, timeZone, p)
 }
 
-// SetPreferencesIn is SetPreferences of a subscriber v sees: another
-// tenant's is ErrNotFound.
+// SetPreferencesIn is SetPreferences within v.
 func (st *Store) SetPreferencesIn(ctx context.Context, v tenancy.View, id, timeZone string, p Preferences) (Subscriber, error) {
 	if err := p.Validate(); err != nil {
 		return Subscriber{}, err
@@ -375,9 +366,8 @@ func (st *Store) SetPreferencesIn(ctx context.Context, v tenancy.View, id, timeZ
 	return s.public(), nil
 }
 
-// ExpireUnconfirmed removes up to limit never-confirmed destinations whose
-// opt-in expired before now (and subscribers left without any), and
-// returns how many.
+// ExpireUnconfirmed removes up to limit destinations whose opt-in expired
+// (and emptied subscribers) and returns how many.
 func (st *Store) ExpireUnconfirmed(ctx context.Context, now time.Time, limit int) (int, error) {
 	members, err := st.rdb.ZRangeByScore(ctx, pendingKey, &redis.ZRangeBy{Min: "-inf",
 		Max: strconv.FormatInt(now.UnixMilli(), 10), Count: int64(max(limit, 1))}).Result()
@@ -418,8 +408,7 @@ func (st *Store) ExpireUnconfirmed(ctx context.Context, now time.Time, limit int
 	return removed, nil
 }
 
-// release frees the quota slot of a removed subscriber; a failure is
-// logged, not returned: the removal stands.
+// release frees a removed subscriber's quota slot, logging a failure.
 func (st *Store) release(ctx context.Context, id string) {
 	if err := st.cfg.Quota.Release(ctx, id); err != nil {
 		st.cfg.Logger.WarnContext(ctx, "subscriber: quota slot not freed", "subscriber_id", id, "error", err)

@@ -25,20 +25,16 @@ import (
 // MaxNameLen bounds Subscriber.Name.
 const MaxNameLen = 128
 
-// Subscriber is someone who receives notifications at their destinations,
-// on their preferences.
+// Subscriber receives notifications at destinations, on preferences.
 type Subscriber struct {
-	// ID is set by the store: "s_" + 12 hex digits of creation time in
-	// Unix ms + 16 random hex digits, so ids sort by age.
+	// ID is "s_" + 12 hex of creation Unix ms + 16 random hex: sorts by age.
 	ID string `json:"id" openapi:"readonly"`
-	// Tenant is the tenant it belongs to, set by the API (the caller's):
-	// only that tenant, and admin keys, see and change it. A subscriber
-	// without one is tenancy.Open's.
+	// Tenant is the caller's, set by the API; only it and admin keys see
+	// the subscriber. Empty is tenancy.Open.
 	Tenant string `json:"tenant,omitempty" openapi:"readonly"`
 	// Name is a label: 1..MaxNameLen bytes of printable UTF-8.
 	Name string `json:"name"`
-	// TimeZone is the IANA zone quiet hours and digests are computed in;
-	// empty is UTC.
+	// TimeZone is the IANA zone of quiet hours and digests; empty is UTC.
 	TimeZone string `json:"time_zone,omitempty"`
 	// Preferences filter and batch what reaches the subscriber.
 	Preferences Preferences `json:"preferences" openapi:"optional"`
@@ -48,9 +44,8 @@ type Subscriber struct {
 	CreatedAt time.Time `json:"created_at" openapi:"readonly"`
 }
 
-// Validate reports every invalid field of a subscriber given for creation
-// (ids, statuses and times are set by the store and ignored). Errors wrap
-// ErrInvalid.
+// Validate reports every invalid field for creation, ignoring store-set
+// ones. Errors wrap ErrInvalid.
 func (s Subscriber) Validate() error {
 	var errs []error
 	if s.Name == "" || len(s.Name) > MaxNameLen || !printable(s.Name) {

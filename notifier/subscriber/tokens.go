@@ -18,9 +18,8 @@ type TokenInfo struct {
 	Destination Destination
 }
 
-// Peek returns what a token names without using it: the GET of a link
-// shows a page, and only a POST acts (link prefetchers issue GETs). The
-// subscriber comes without secrets. Errors wrap ErrTokenNotFound.
+// Peek returns what a token names without using it, without secrets.
+// Errors wrap ErrTokenNotFound.
 func (st *Store) Peek(ctx context.Context, token string) (TokenInfo, error) {
 	info, err := st.lookup(ctx, token)
 	info.Subscriber = info.Subscriber.public()
@@ -57,10 +56,9 @@ func (st *Store) lookup(ctx context.Context, token string) (TokenInfo, error) {
 	return TokenInfo{Purpose: parts[0], Subscriber: s, Destination: d}, nil
 }
 
-// Confirm uses an opt-in token: its destination becomes active, with an
-// unsubscribe token of its own. It returns the subscriber (with secrets,
-// to send the welcome notice) and the destination. Errors wrap
-// ErrTokenNotFound (unknown, used, expired or not an opt-in token).
+// Confirm uses an opt-in token, activating its destination with an
+// unsubscribe token; it returns the subscriber (secrets included) and the
+// destination. Errors wrap ErrTokenNotFound.
 func (st *Store) Confirm(ctx context.Context, token string) (Subscriber, Destination, error) {
 	unsub, err := randomHex(32)
 	if err != nil {
@@ -90,10 +88,9 @@ func (st *Store) Confirm(ctx context.Context, token string) (Subscriber, Destina
 	return s, d, err
 }
 
-// Unsubscribe uses an unsubscribe token: its destination is removed (its
-// core may be subscribed again), and the subscriber too when it was the
-// last one. It returns the removed destination with its secret, so the
-// caller can send the removal notice. Errors wrap ErrTokenNotFound.
+// Unsubscribe uses an unsubscribe token, removing its destination (and an
+// emptied subscriber); it returns both, secrets included. Errors wrap
+// ErrTokenNotFound.
 func (st *Store) Unsubscribe(ctx context.Context, token string) (Subscriber, Destination, error) {
 	var s Subscriber
 	var d Destination
@@ -108,8 +105,7 @@ func (st *Store) Unsubscribe(ctx context.Context, token string) (Subscriber, Des
 	return s, d, err
 }
 
-// removeDestination queues the removal of d from s (and of s when it was
-// its last destination); s is updated in place.
+// removeDestination queues removing d (and an emptied s); s is updated.
 func (st *Store) removeDestination(ctx context.Context, pipe redis.Pipeliner, s *Subscriber, d Destination) {
 	kept := s.Destinations[:0:0]
 	for _, x := range s.Destinations {
@@ -138,8 +134,8 @@ func (st *Store) removeDestination(ctx context.Context, pipe redis.Pipeliner, s 
 // maxTxTries bounds optimistic transaction retries.
 const maxTxTries = 8
 
-// update runs fn in a transaction over the subscriber a token of purpose
-// names, retried when the subscriber changed meanwhile.
+// update runs fn in a transaction over a token's subscriber, retrying on
+// a concurrent change.
 func (st *Store) update(ctx context.Context, token, purpose string, fn func(redis.Pipeliner, TokenInfo) error) error {
 	for range maxTxTries {
 		var id string

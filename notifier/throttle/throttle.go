@@ -108,8 +108,7 @@ func DestinationKey(dest string) string { return rediskey.Key(tag, "throttle", "
 // ChannelKey is the bucket key of a channel.
 func ChannelKey(channel string) string { return rediskey.Key(tag, "throttle", "channel", channel) }
 
-// BlockedKey is the sorted set of blocked destinations, scored by the Unix
-// ms their block ends.
+// BlockedKey is the sorted set of blocked destinations by end (Unix ms).
 const BlockedKey = rediskey.Prefix + "{notifier}" + rediskey.Sep + "throttle" + rediskey.Sep + "blocked"
 
 // takeScript takes a token from each bucket or none; it returns 0 or the
@@ -142,8 +141,7 @@ for i = 2, #KEYS do
 end
 return 0`)
 
-// Take takes one send permission for dest on channel: 0, or the wait
-// before asking again.
+// Take takes a send permission for dest on channel: 0, or the wait.
 func (t *Throttle) Take(ctx context.Context, dest, channel string) (time.Duration, error) {
 	waits, errs := t.TakeMany(ctx, []Ask{{Dest: dest, Channel: channel}})
 	return waits[0], errs[0]
@@ -174,8 +172,7 @@ type Ask struct {
 	Dest, Channel string
 }
 
-// TakeMany is Take for many sends, in order, in one round trip; it returns
-// each ask's wait or error.
+// TakeMany is Take for many asks in one round trip.
 func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, []error) {
 	waits := make([]time.Duration, len(asks))
 	errs := make([]error, len(asks))
@@ -247,8 +244,7 @@ if #last == 2 then
 end
 return 1`)
 
-// ParseRetryAfter reads a Retry-After header (seconds or an HTTP date)
-// relative to now, capped at one day; ok is false when absent or malformed.
+// ParseRetryAfter reads a Retry-After (seconds or date), capped at a day.
 func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
 	if v == "" || len(v) > 64 {
 		return 0, false
