@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"regexp"
+	"strings"
 	"testing"
 	"time"
 
@@ -33,6 +34,12 @@ func TestBenchNotifier_smallScaleReportsEveryFigure(t *testing.T) {
 	} {
 		if !want.MatchString(out) {
 			t.Errorf("stdout lacks %q:\n%s", want, out)
+		}
+	}
+	// Piped, each phase is one line at its start and one at its end.
+	for _, phase := range []string{"throughput: deliveries", "latency: publishing at 100/s", "latency: deliveries"} {
+		if strings.Count(stderr.String(), phase+": started") != 1 || strings.Count(stderr.String(), phase+": done") != 1 {
+			t.Errorf("stderr lacks one start and one end line of %q:\n%s", phase, stderr.String())
 		}
 	}
 }

@@ -142,7 +142,7 @@ func run(ctx context.Context, env flow.BenchEnv, c config) error {
 		}
 		wg.Go(func() { _ = r.Run(runCtx) })
 	}
-	if err := sink.waitFor(ctx, int64(c.messages), 10*time.Minute); err != nil {
+	if err := sink.waitFor(ctx, int64(c.messages), 10*time.Minute, env.Phases.Start("throughput: deliveries", int64(c.messages))); err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
@@ -168,6 +168,7 @@ func run(ctx context.Context, env flow.BenchEnv, c config) error {
 	perTick := max(1, c.rate/100)
 	t := time.NewTicker(tick)
 	sent := 0
+	sending := env.Phases.Start(fmt.Sprintf("latency: publishing at %d/s", c.rate), int64(total))
 	for sent < total {
 		<-t.C
 		batch := make([]notifier.Request, 0, perTick)
@@ -181,9 +182,11 @@ func run(ctx context.Context, env flow.BenchEnv, c config) error {
 			t.Stop()
 			return err
 		}
+		sending.Set(int64(sent))
 	}
 	t.Stop()
-	if err := sink.waitFor(ctx, int64(total), time.Minute); err != nil {
+	sending.Done("")
+	if err := sink.waitFor(ctx, int64(total), time.Minute, env.Phases.Start("latency: deliveries", int64(total))); err != nil {
 		return err
 	}
 	lat := sink.latencies()

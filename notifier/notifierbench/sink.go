@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"fmt"
+	"github.com/dropstream/dropstream/internal/progress"
 	"net"
 	"slices"
 	"sync"
@@ -106,14 +107,17 @@ func (s *benchSink) latencies() []time.Duration {
 	return out
 }
 
-func (s *benchSink) waitFor(ctx context.Context, n int64, timeout time.Duration) error {
+func (s *benchSink) waitFor(ctx context.Context, n int64, timeout time.Duration, ph *progress.Phase) error {
 	deadline := time.Now().Add(timeout)
 	for s.received.Load() < n {
+		ph.Set(s.received.Load())
 		if time.Now().After(deadline) || ctx.Err() != nil {
 			return fmt.Errorf("bench notifier: %d of %d deliveries received before the deadline", s.received.Load(), n)
 		}
 		time.Sleep(5 * time.Millisecond)
 	}
+	ph.Set(n)
+	ph.Done("")
 	return nil
 }
 
