@@ -214,20 +214,12 @@ func seedAPIBench(ctx context.Context, base string, phases *progress.Printer) ([
 	ph.Done("")
 	ph = phases.Start("a checkout through the contract", 0)
 	ids := map[string]string{}
-	for _, step := range []struct{ path, keep, field string }{
-		{"/payment/create_user", "user", "user_id"},
-		{"/payment/add_funds/{user}/100", "", ""},
-		{"/stock/item/create/5", "item", "item_id"},
-		{"/stock/add/{item}/1000", "", ""},
-		{"/orders/create/{user}", "order", "order_id"},
-		{"/orders/addItem/{order}/{item}", "", ""},
-		{"/orders/checkout/{order}", "", ""},
-	} {
+	for _, step := range checkoutSteps {
 		path := step.path
 		for k, v := range ids {
 			path = strings.ReplaceAll(path, "{"+k+"}", v)
 		}
-		v, err := c.call(ctx, http.MethodPost, path, step.field)
+		v, err := c.call(ctx, step.method, path, step.keep)
 		if err != nil {
 			return nil, err
 		}
@@ -240,8 +232,8 @@ func seedAPIBench(ctx context.Context, base string, phases *progress.Printer) ([
 		{http.MethodGet, "/v1/availability?state=open&limit=20&venue=" + open},
 		{http.MethodGet, "/v1/sources/" + availflow.DemoSource},
 		{http.MethodGet, "/v1/notifications/" + note + "/why"},
-		{http.MethodGet, "/v1/sagas/" + ids["order"]},
-		{http.MethodPost, "/stock/add/" + ids["item"] + "/1"},
+		{http.MethodGet, "/v1/sagas/" + ids["order_id"]},
+		{http.MethodPost, "/stock/add/" + ids["item_id"] + "/1"},
 	}, nil
 }
 

@@ -42,18 +42,21 @@ type soakStep struct {
 	keep               string
 }
 
+// checkoutSteps make one whole checkout through the contract; a path's
+// {field} is the id an earlier step kept from that field of its answer.
+var checkoutSteps = []soakStep{
+	{method: "POST", path: "/stock/item/create/3", keep: "item_id"},
+	{method: "POST", path: "/stock/add/{item_id}/2"},
+	{method: "POST", path: "/payment/create_user", keep: "user_id"},
+	{method: "POST", path: "/payment/add_funds/{user_id}/10"},
+	{method: "POST", path: "/orders/create/{user_id}", keep: "order_id"},
+	{method: "POST", path: "/orders/addItem/{order_id}/{item_id}"},
+	{method: "POST", path: "/orders/checkout/{order_id}"},
+}
+
 // cycle is the requests of round n, given the ids kept so far.
 func (l *soakLoad) cycle(n int, ids map[string]string, watchers []string) []soakStep {
-	steps := []soakStep{
-		{method: "GET", path: "/v1/availability?limit=20"},
-		{method: "POST", path: "/stock/item/create/3", keep: "item_id"},
-		{method: "POST", path: "/stock/add/{item_id}/2"},
-		{method: "POST", path: "/payment/create_user", keep: "user_id"},
-		{method: "POST", path: "/payment/add_funds/{user_id}/10"},
-		{method: "POST", path: "/orders/create/{user_id}", keep: "order_id"},
-		{method: "POST", path: "/orders/addItem/{order_id}/{item_id}"},
-		{method: "POST", path: "/orders/checkout/{order_id}"},
-	}
+	steps := append([]soakStep{{method: "GET", path: "/v1/availability?limit=20"}}, checkoutSteps...)
 	if n%10 == 9 {
 		if len(watchers) < soakWatchers {
 			steps = append(steps, soakStep{method: "POST", path: "/v1/watchers", keep: "id",
