@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -332,9 +333,16 @@ func TestCluster_masterKilledMidRun(t *testing.T) {
 	count := stream.NewEffect(`return redis.call('HINCRBY', KEYS[1], ARGV[1], 1)`)
 	countsKey := func(p int) string { return "ds:" + topic.HashTag(p) + ":counts" }
 	h := newHandled()
+	// Calls on the victim's partitions in flight: one that applied its
+	// effect just before the kill records it just after.
+	var victimCalls atomic.Int64
 	stage := stream.Stage{Name: "count", Topic: topic, Config: clusterRunnerConfig()}
 	runCopies(t, rdb, stage, 1, func(consumer string) stream.Handler {
 		return func(ctx context.Context, m *stream.Message) error {
+			if slices.Contains(onVictim, m.Partition) {
+				victimCalls.Add(1)
+				defer victimCalls.Add(-1)
+			}
 			tag := topic.HashTag(m.Partition)
 			if _, _, err := ledger.Apply(ctx, count, ledger.Key(tag, m.Key), []string{countsKey(m.Partition)}, string(m.Payload)); err != nil {
 				return err
@@ -360,6 +368,10 @@ func TestCluster_masterKilledMidRun(t *testing.T) {
 	cl.Node(victim).Kill()
 	began := time.Now()
 	t.Logf("node %d killed with %d of %d messages handled", victim, len(h.total()), len(want))
+	// A call begun after the kill cannot apply its effect; once none is in
+	// flight, every call begun before it has recorded what it handled.
+	testenv.WaitFor(t, 30*time.Second, func() bool { return victimCalls.Load() == 0 },
+		"calls on the killed node's partitions begun before the kill returned")
 	stalled := h.partitions(onVictim)
 
 	acked, _ = publish(t, rdb, topic, 3000, 600) // the victim's part fails

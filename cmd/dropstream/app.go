@@ -411,14 +411,37 @@ func (a *app) startDemo(ctx context.Context, wg *sync.WaitGroup) ([]*stream.Runn
 	}
 	for _, f := range a.flows {
 		if f.desc.Demo != nil {
-			wg.Go(func() {
-				if err := f.desc.Demo(ctx); err != nil && ctx.Err() == nil {
-					failed <- fmt.Errorf("demo of %s: %w", f.def.Name, err)
-				}
-			})
+			wg.Go(func() { keepDemo(ctx, a.log.With("flow", f.def.Name), f.desc.Demo, demoRetryFirst) })
 		}
 	}
 	return runners, failed, nil
+}
+
+// demoRetryFirst is keepDemo's first pause; later ones double up to 30 s.
+const demoRetryFirst = time.Second
+
+// keepDemo runs demo until it returns nil or ctx ends. A failed attempt
+// (a Redis timeout on a loaded machine, say) is logged, its context
+// cancelled, and the demo started again after a backoff: the demo's data
+// never stops the process.
+func keepDemo(ctx context.Context, log *slog.Logger, demo func(context.Context) error, first time.Duration) {
+	b := stream.NewBackoff(first, 30*time.Second, 0.2)
+	for ctx.Err() == nil {
+		attempt, cancel := context.WithCancel(ctx)
+		err := demo(attempt)
+		if err == nil {
+			// The attempt lives on: the demo's goroutines run under it.
+			context.AfterFunc(ctx, cancel)
+			return
+		}
+		cancel()
+		pause := b.NextBackOff()
+		log.Warn("demo data failed; starting it again", "error", err, "in", pause.Round(time.Millisecond))
+		select {
+		case <-ctx.Done():
+		case <-time.After(pause):
+		}
+	}
 }
 
 // serve runs srv and the console's sampler until ctx ends; a listen error

@@ -78,7 +78,7 @@ func runBenchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	fs.StringVar(&c.Dir, "dir", "", "directory for the processes' logs and heap profiles (default: a new temporary one)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: dropstream bench soak [flags]\n\nRuns `demo` and `run` (each on a private redis-server), idle and under a light HTTP load,\n"+
-			"side by side; samples RSS, live heap, goroutines and Redis keys; the verdict: no figure grows\nmore than 10% from the settle sample to the end.")
+			"side by side; samples RSS (the peak of each period), live heap, goroutines and Redis keys; the verdict: no figure grows\nmore than 10% from the settle sample to the end.")
 		fs.PrintDefaults()
 	}
 	if err := fs.Parse(args); err != nil {
@@ -120,12 +120,15 @@ type soakProc struct {
 	exited   chan error
 	samples  []soakSample
 	load     *soakLoad
+	rss      rssPeak
 }
 
 func soak(ctx context.Context, c soakConfig, out io.Writer) error {
 	settle := c.settle()
 	fmt.Fprintf(out, "soak: %s, a sample every %s, verdict from the %s sample; load %.1f req/s per loaded process; binary %s; logs and profiles in %s\n",
 		c.Duration, c.Every, settle, c.Load, c.Binary, c.Dir)
+	fmt.Fprintf(out, "soak: rss is the largest resident set since the sample before (read every %s); heap the median of %d reads, each after a forced GC\n",
+		soakRSSEvery, soakHeapReads)
 	fmt.Fprintln(out, "soak: settings changed from the defaults: DROPSTREAM_API_ADDR and DROPSTREAM_PPROF_ADDR (free loopback ports), "+
 		"DROPSTREAM_REDIS_URL of each run (its own redis-server: --save '' --appendonly no); everything else is the binary's default")
 	procs := []*soakProc{{name: "demo-idle", cmd: "demo"}, {name: "demo-loaded", cmd: "demo", loaded: true},
@@ -148,6 +151,7 @@ func soak(ctx context.Context, c soakConfig, out io.Writer) error {
 	ctx, cancel := context.WithCancel(ctx)
 	defer cancel()
 	for _, p := range procs {
+		wg.Go(func() { p.rss.watch(ctx, p.proc.Process.Pid) })
 		if p.loaded {
 			p.load = newSoakLoad("http://"+p.api, c.Load)
 			wg.Go(func() { p.load.run(ctx) })
@@ -171,6 +175,7 @@ func soak(ctx context.Context, c soakConfig, out io.Writer) error {
 			if err != nil {
 				return fmt.Errorf("%s at %s: %w", p.name, at, err)
 			}
+			s.RSS = p.rss.take(s.RSS)
 			p.samples = append(p.samples, s)
 			fmt.Fprintln(out, s.line(p.name, p.load))
 			p.saveFamilies(ctx, filepath.Join(c.Dir, fmt.Sprintf("%s-keys-%s.txt", p.name, at)))

@@ -22,8 +22,10 @@ const soakMaxGrowth = 0.10
 // soakSample is one process's figures at one time.
 type soakSample struct {
 	At time.Duration
-	// RSS is process_resident_memory_bytes; Heap go_gc_heap_live_bytes
-	// (the heap marked live by the last GC); Goroutines go_goroutines.
+	// RSS is the largest resident set since the sample before (read every
+	// soakRSSEvery, and process_resident_memory_bytes at the sample); Heap
+	// go_gc_heap_live_bytes (the heap marked live by the last GC);
+	// Goroutines go_goroutines.
 	RSS, Heap, Goroutines float64
 	// Keys is DBSIZE of the process's Redis.
 	Keys int64

@@ -228,3 +228,26 @@ func TestSoakFamilies_countsKeysElementsAndNoTTL(t *testing.T) {
 		t.Errorf("families %+v, want %+v", fams, want)
 	}
 }
+
+func TestRSSPeak_takesTheLargestReadOfThePeriod(t *testing.T) {
+	var w rssPeak
+	for _, tc := range []struct {
+		name  string
+		reads []float64
+		at    float64 // the sample's own read
+		want  float64
+	}{
+		{name: "a read between samples above the sample's", reads: []float64{100, 300, 200}, at: 150, want: 300},
+		{name: "the sample's read the largest", reads: []float64{100}, at: 250, want: 250},
+		{name: "a new period forgets the last one's peak", at: 120, want: 120},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			for _, r := range tc.reads {
+				w.observe(r)
+			}
+			if got := w.take(tc.at); got != tc.want {
+				t.Errorf("take(%v) = %v, want %v", tc.at, got, tc.want)
+			}
+		})
+	}
+}
