@@ -1,7 +1,5 @@
-// Package avail holds the message types and topics shared by the stages of
-// the availability pipeline (collector → normalizer → diff → writer →
-// notifier). Stages never import each other; they exchange these types as
-// JSON payloads on the topics named here.
+// Package avail holds the message types and topics the availability
+// stages exchange as JSON; stages never import each other.
 package avail
 
 import (
@@ -23,10 +21,8 @@ const (
 	TypeRawRun     = "avail.raw_run"
 	TypeSnapshot   = "avail.snapshot"
 	TypeTransition = "avail.transition"
-	// TypeTransitions is a RunTransitions: a run's record and up to
-	// MaxTransitionsPerMessage of its transitions, in the order the diff
-	// emits them; the diff writes these. Consumers of the transition topic
-	// take both types.
+	// TypeTransitions is a RunTransitions, written by the diff. Consumers of
+	// the transition topic take both types.
 	TypeTransitions = "avail.transitions"
 	TypeRun         = "avail.run"
 )
@@ -37,9 +33,8 @@ type Topics struct {
 	Raw stream.Topic
 	// Snapshots carries normalized observations (Snapshot), keyed by scope key.
 	Snapshots stream.Topic
-	// Transitions carries flips, keyed by scope key: the diff's runs that
-	// flipped something with their transitions (TypeTransitions) and the
-	// collector's source transitions (TypeTransition).
+	// Transitions carries the diff's RunTransitions and the collector's
+	// source transitions, keyed by scope key.
 	Transitions stream.Topic
 	// Runs carries the outcome (RunRecord) of every run that flipped
 	// nothing (the others come with their transitions), keyed by scope key.

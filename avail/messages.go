@@ -44,10 +44,8 @@ type Snapshot struct {
 	NotifyFirstSight bool      `json:"notify_first_sight,omitempty"`
 }
 
-// Transition is a flip of one entity seen by one run. Raw flips have Stable
-// false; a flip confirmed by Stabilization consecutive runs is emitted again
-// with Stable true. Baseline marks flips of a scope's first run, which
-// notify nobody unless the source asks for first sight.
+// Transition is a flip of one entity seen by one run, emitted again with
+// Stable once confirmed. Baseline flips notify only on first sight.
 type Transition struct {
 	EventID  string `json:"event_id"`
 	Entity   Entity `json:"entity"`
@@ -57,9 +55,8 @@ type Transition struct {
 	// Raw is set on the run where the raw state flipped; the projection
 	// and sessions follow raw flips.
 	Raw bool `json:"raw,omitempty"`
-	// Stable is set once the flip held for Stabilization consecutive runs
-	// (on the flip itself when Stabilization is 1); notifications follow
-	// stable transitions.
+	// Stable is set once the flip held for Stabilization runs; notifications
+	// follow stable transitions.
 	Stable   bool      `json:"stable"`
 	Baseline bool      `json:"baseline,omitempty"`
 	Notify   bool      `json:"notify"`
@@ -67,16 +64,14 @@ type Transition struct {
 	RunAt    time.Time `json:"run_at"`
 	LastSeen time.Time `json:"last_seen,omitempty"`
 	TraceID  string    `json:"trace_id,omitempty"`
-	// OpenRunID and OpenedAtMS, on a raw close whose open the diff knows,
-	// are the run that opened the session it ends (SessionID(Entity.Key,
-	// OpenRunID)) and its run_at in Unix ms.
+	// OpenRunID and OpenedAtMS, on a raw close, name the run that opened the
+	// session it ends and its run_at in Unix ms.
 	OpenRunID  string `json:"open_run_id,omitempty"`
 	OpenedAtMS int64  `json:"opened_at_ms,omitempty"`
 }
 
-// RunTransitions is the payload of a TypeTransitions message: a run's
-// record and up to MaxTransitionsPerMessage of its transitions, whose run
-// fields Expand fills in from Run.
+// RunTransitions is a run's record and up to MaxTransitionsPerMessage of
+// its transitions, whose run fields Expand fills in.
 type RunTransitions struct {
 	Run         RunRecord    `json:"run"`
 	Transitions []Transition `json:"transitions"`
@@ -117,9 +112,8 @@ type RunRecord struct {
 	TraceID string `json:"trace_id,omitempty"`
 }
 
-// EventID is the deterministic id of a transition: SHA-1 (hex) of
-// "run_id\nentity_key\nkind\nstable|raw", as the diff script computes it,
-// so a reprocessed run appends nothing new.
+// EventID is SHA-1 (hex) of "run_id\nentity_key\nkind\nstable|raw", as
+// the diff script computes it, so a reprocessed run appends nothing new.
 func EventID(runID, entityKey, kind string, stable bool) string {
 	phase := "raw"
 	if stable {

@@ -20,9 +20,9 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Collector polls sources and publishes every poll as an avail.RawRun to
-// the raw topic. Sources come from Upsert and Remove, or from a Store
-// through Sync. It is safe for concurrent use.
+// Collector polls sources and publishes every poll as an avail.RawRun.
+// Sources come from Upsert and Remove, or a Store through Sync. It is safe
+// for concurrent use.
 type Collector struct {
 	topics avail.Topics
 	pub    *stream.Publisher
@@ -103,9 +103,8 @@ func NewCollector(topics avail.Topics, pub *stream.Publisher, cfg CollectorConfi
 // Close releases the metric callback; the collector must not be used after.
 func (c *Collector) Close() error { return c.met.close() }
 
-// Upsert adds a source or replaces its configuration (ErrInvalidSource if
-// invalid). A changed configuration lifts an auth-expired pause and
-// reschedules every scope.
+// Upsert adds or replaces a source (ErrInvalidSource if invalid); a changed
+// configuration lifts an auth pause and reschedules every scope.
 func (c *Collector) Upsert(src Source) error {
 	if err := src.Validate(); err != nil {
 		return err
@@ -153,9 +152,8 @@ func (c *Collector) Remove(id string) error {
 	return nil
 }
 
-// Sync makes the collector's sources those of CollectorConfig.Store. With
-// unreadable entries it applies the readable ones, removes nothing and
-// returns the store's error.
+// Sync makes the sources those of CollectorConfig.Store. With unreadable
+// entries it applies the rest, removes nothing and returns the error.
 func (c *Collector) Sync(ctx context.Context) error {
 	if c.cfg.Store == nil {
 		return errors.New("collector: sync needs CollectorConfig.Store")
@@ -265,10 +263,9 @@ func (c *Collector) failureCounts(yield func(sourceID, provider string, failures
 	}
 }
 
-// PollOnce polls every scope of a source once, in order, within its rate
-// limit; failed fetches are failed runs, not errors. It returns
-// ErrSourceNotFound, ErrAuthExpired (the source is paused), the context's
-// error or a publish failure.
+// PollOnce polls every scope of a source once, within its rate limit;
+// failed fetches are failed runs. It returns ErrSourceNotFound,
+// ErrAuthExpired, the context's error or a publish failure.
 func (c *Collector) PollOnce(ctx context.Context, sourceID string) error {
 	c.mu.Lock()
 	st, ok := c.sources[sourceID]

@@ -38,9 +38,8 @@ type CollectorConfig struct {
 	RefreshInterval time.Duration
 	// Store, if set, is the source of truth Run reloads; nil: Upsert and Remove.
 	Store *Store
-	// Shared, when set, lets collector copies share the sources on this
-	// Redis: one copy polls a scope at a time (package pollgate) and health
-	// is counted over all. It needs the system clock. Default: alone.
+	// Shared, when set, lets copies share sources on this Redis: one copy
+	// polls a scope at a time and health counts all. Default: alone.
 	Shared redis.UniversalClient
 	// Owner names this copy in Shared gates. Default stream.DefaultConsumerName().
 	Owner string

@@ -14,9 +14,8 @@ var (
 	ErrSourceNotFound = errors.New("source not found")
 	// ErrSourceTaken reports a source id another tenant's source holds.
 	ErrSourceTaken = errors.New("source id taken")
-	// ErrAuthExpired reports a source paused because its provider refused
-	// its credentials (HTTP 401 or 403); it stays paused until its
-	// configuration changes.
+	// ErrAuthExpired reports a source paused because its provider refused its
+	// credentials (401, 403) until its configuration changes.
 	ErrAuthExpired = errors.New("source credentials expired")
 	// ErrMalformed is wrapped by errors reporting a provider response that
 	// does not describe availability (see provider.ErrMalformed).

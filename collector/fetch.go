@@ -69,9 +69,8 @@ func (c *Collector) fetch(ctx context.Context, src Source, ad provider.Adapter, 
 			res.err, res.outcome = fmt.Errorf("%w: response body exceeds %d bytes", egress.ErrTooLarge, avail.MaxRawBodySize), OutcomeFailed
 			return res
 		}
-		// An answer that does not describe availability is a failed poll,
-		// not an ok run: the source's health must show it. Only the class is
-		// kept, as the parser's message may quote the answer.
+		// An answer that does not describe availability is a failed poll; only
+		// the class is kept, as the parser's message may quote the answer.
 		if _, err := ad.Parse(body, scope, src.RestaurantLevel); err != nil {
 			res.err, res.outcome = fmt.Errorf("%w: the %s answer does not describe availability", egress.ErrMalformed, ad.Name()), OutcomeFailed
 			return res

@@ -14,9 +14,8 @@ const (
 	StatusUp = "up"
 	// StatusDown: the source has failed DownAfter or more times in a row.
 	StatusDown = "down"
-	// StatusAuthExpired: the provider refused the source's credentials;
-	// the source is paused until its configuration changes, and counts as
-	// down (blind) from the refusal on.
+	// StatusAuthExpired: the provider refused the credentials; the source is
+	// paused until its configuration changes, and counts as down.
 	StatusAuthExpired = "auth_expired"
 )
 
@@ -50,9 +49,8 @@ func (h *SourceHealth) status() string {
 	return StatusUp
 }
 
-// record folds one run's outcome into the health and returns the kind of
-// the source transition it causes: avail.KindClose when the source goes
-// down, avail.KindOpen when it comes back up, "" otherwise.
+// record folds one run's outcome into the health and returns the source
+// transition it causes: avail.KindClose (down), avail.KindOpen (up) or "".
 func (h *SourceHealth) record(ok bool, runID string, at time.Time, errText string, authExpired bool, downAfter int) string {
 	h.LastRunID = runID
 	kind := ""

@@ -10,23 +10,18 @@ import (
 	dsotel "github.com/dropstream/dropstream/otel"
 )
 
-// Metric (instrument) names of the collector. Their attributes come from
-// bounded sets the operator configures (provider, outcome), never from a
-// source's id, which a client chooses: a source's own figures are its
-// health in the API (GET /v1/sources/{id}).
+// Metric names of the collector. Attributes come from bounded sets
+// (provider, outcome), never a source id; a source's figures are its
+// health in the API.
 const (
 	// MetricPolls counts polls. Int64Counter, unit {poll}, attributes
-	// provider, outcome (see the Outcome* values). Prometheus:
-	// dropstream_collector_polls_total.
+	// provider, outcome.
 	MetricPolls = "dropstream.collector.polls"
-	// MetricFetchDuration is the wall time of one request, body included.
+	// MetricFetchDuration is one request's wall time, body included.
 	// Float64Histogram, unit s, attributes provider, outcome.
-	// Prometheus: dropstream_collector_fetch_duration_seconds.
 	MetricFetchDuration = "dropstream.collector.fetch.duration"
-	// MetricConsecutiveFailures is, per provider, the most failed runs any
-	// of its sources had since its last successful one.
-	// Int64ObservableGauge, unit {run}, attribute provider. Prometheus:
-	// dropstream_collector_consecutive_failures.
+	// MetricConsecutiveFailures is, per provider, the most failed runs in a
+	// row of any of its sources. Int64ObservableGauge, unit {run}.
 	MetricConsecutiveFailures = "dropstream.collector.consecutive_failures"
 )
 
@@ -40,9 +35,8 @@ type metrics struct {
 	reg      metric.Registration
 }
 
-// newMetrics creates the instruments; failures reports the consecutive
-// failures of every source when the gauge is observed, and the gauge keeps
-// the highest of each provider.
+// newMetrics creates the instruments; failures reports every source's
+// consecutive failures when the gauge is observed.
 func newMetrics(mp metric.MeterProvider, failures func(yield func(sourceID, provider string, n int))) (*metrics, error) {
 	meter := mp.Meter(dsotel.ScopeName, metric.WithSchemaURL(dsotel.SchemaURL))
 	polls, err1 := meter.Int64Counter(MetricPolls,

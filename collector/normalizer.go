@@ -23,10 +23,9 @@ const NormalizerStage = "avail-normalizer"
 // JSON, plus room for the other fields.
 const maxRawRunPayload = avail.MaxRawBodySize/3*4 + 8 + 64<<10
 
-// NewNormalizer returns the "avail-normalizer" stage: it publishes one
-// avail.Snapshot per raw run (see Normalize) to topics.Snapshots, keyed by
-// scope. An invalid run or malformed body is dead-lettered; a publish
-// failure is retried.
+// NewNormalizer returns the "avail-normalizer" stage: one avail.Snapshot
+// per raw run to topics.Snapshots. Invalid runs are dead-lettered; a
+// publish failure is retried.
 func NewNormalizer(topics avail.Topics, pub *stream.Publisher) stream.Stage {
 	return stream.Stage{
 		Name:  NormalizerStage,
@@ -70,9 +69,8 @@ func normalizeMessage(m *stream.Message) (avail.Snapshot, error) {
 	return Normalize(run)
 }
 
-// Normalize turns a raw run into its snapshot; an ok run's body goes
-// through the provider's adapter (ErrMalformed), a failed run gives OK
-// false. An invalid run is an error.
+// Normalize turns a raw run into its snapshot through the provider's
+// adapter (ErrMalformed); a failed run gives OK false.
 func Normalize(run avail.RawRun) (avail.Snapshot, error) {
 	if err := validateRun(run); err != nil {
 		return avail.Snapshot{}, err

@@ -35,9 +35,8 @@ type pollResult struct {
 	failures   int // consecutive failures of the source after this run
 }
 
-// poll polls scope i of src once: it fetches, publishes the run, updates
-// the source's health and pauses the host after a 429. Only a publish
-// failure is an error.
+// poll fetches scope i of src once, publishes the run, updates health and
+// pauses the host after a 429. Only a publish failure is an error.
 func (c *Collector) poll(ctx context.Context, src Source, gen uint64, i int) (pollResult, error) {
 	scope := src.Scopes[i]
 	scopeKey := scope.Key(src.ID)

@@ -34,8 +34,8 @@ type ReleaseLearner interface {
 }
 
 // ReleaseConfig learns each venue's release minutes from its first
-// openings and polls its scopes every Burst from Before to After around
-// them. Bursts keep to rate limits and Retry-After. The zero value is off.
+// openings and polls every Burst from Before to After around them, within
+// rate limits. The zero value is off.
 type ReleaseConfig struct {
 	// Learner reads the history. Default nil: learning off.
 	Learner ReleaseLearner
@@ -102,8 +102,7 @@ type ReleaseSchedule struct {
 }
 
 // LearnReleases builds the schedule of obs: per source and venue, runs of
-// neighbouring first-opening minutes (in loc) seen on at least minSupport
-// days, per weekday and overall, peak at their busiest minute.
+// neighbouring first-opening minutes seen on at least minSupport days.
 func LearnReleases(obs []ReleaseObservation, minSupport int, loc *time.Location) ReleaseSchedule {
 	type venueKey struct{ source, venue string }
 	// days[venue][(weekday or 7 for daily)*1440 + minute] = distinct days
@@ -265,9 +264,8 @@ func (c *Collector) learnLoop(ctx context.Context) {
 	}
 }
 
-// releaseDelay shortens the delay before polling a scope again around its
-// venue's releases: in a window to the burst interval, before one to its
-// start. A failed run's backoff and a 429's Retry-After stand.
+// releaseDelay shortens the delay near a venue's releases: to the burst
+// interval in a window, to its start before one. Backoff and 429s stand.
 func (c *Collector) releaseDelay(src Source, scope int, res pollResult, delay time.Duration) time.Duration {
 	rc := c.cfg.Releases
 	throttled := res.outcome == OutcomeThrottled

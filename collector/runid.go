@@ -8,9 +8,8 @@ import (
 // crockford is the Crockford base32 alphabet of ULIDs.
 const crockford = "0123456789ABCDEFGHJKMNPQRSTVWXYZ"
 
-// NewRunID returns a unique, time-ordered run id in the ULID format: 26
-// Crockford base32 characters, 48 bits of Unix milliseconds of at followed
-// by 80 random bits. Ids of different milliseconds sort by time.
+// NewRunID returns a unique, time-ordered ULID: 48 bits of Unix
+// milliseconds of at, then 80 random bits, in Crockford base32.
 func NewRunID(at time.Time) string {
 	var b [16]byte
 	ms := uint64(max(at.UnixMilli(), 0))

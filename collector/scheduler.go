@@ -42,10 +42,8 @@ func (h *jobHeap) Pop() any {
 func (h *jobHeap) push(j *job) { heap.Push(h, j) }
 
 // Run polls every scope every jittered Interval until ctx ends, then waits
-// for the polls in flight. Failures back off up to MaxBackoff, a 429 pauses
-// its host, a source with expired credentials waits for a change, and
-// hosts keep their rate limit. It syncs the Store every RefreshInterval.
-// Only one Run may be active.
+// for the polls in flight, and syncs the Store every RefreshInterval. Only
+// one Run may be active.
 func (c *Collector) Run(ctx context.Context) error {
 	c.mu.Lock()
 	if c.running {
@@ -118,8 +116,7 @@ func (c *Collector) sync(ctx context.Context) {
 }
 
 // due pops the jobs ready now and returns the next due time (zero: none),
-// dropping jobs of removed, changed or paused sources. A job first waits
-// for a rate-limit turn outside any 429 pause.
+// dropping jobs of removed, changed or paused sources.
 func (c *Collector) due() ([]*job, time.Time) {
 	c.mu.Lock()
 	defer c.mu.Unlock()

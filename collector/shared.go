@@ -14,14 +14,10 @@ import (
 	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
-// Copies of the collector (CollectorConfig.Shared) share two things in
-// Redis:
-//
-//	ds:{<raw partition tag>}:gate:<scope key>   the scope's poll gate (package pollgate)
-//	ds:{src.<source id>}:health                 hash: the source's health, see healthScript
-//
-// The gate keeps a scope to one poll per delay; the shared health counts
-// every copy's runs, so one copy publishes each transition.
+// Copies of the collector share in Redis each scope's poll gate
+// (ds:{<raw partition tag>}:gate:<scope key>, package pollgate) and each
+// source's health (ds:{src.<source id>}:health), so one copy publishes
+// each transition.
 
 // gateMargin is added to the request timeout for the time a copy holds a
 // scope's gate while it polls it.
@@ -41,8 +37,7 @@ var healthFields = []string{"failures", "down", "paused", "last_success", "last_
 
 // healthScript is SourceHealth.record on the shared health. KEYS health;
 // ARGV ok, run id, finished ms, error, auth expired, DownAfter,
-// fingerprint (a new one lifts the auth pause). It returns the transition
-// kind and the healthFields.
+// fingerprint. It returns the transition kind and the healthFields.
 var healthScript = redis.NewScript(`
 local h = KEYS[1]
 if redis.call('HGET', h, 'fp') ~= ARGV[7] then redis.call('HSET', h, 'fp', ARGV[7], 'paused', '0') end

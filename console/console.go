@@ -1,6 +1,5 @@
-// Package console is dropstream's live console: one embedded page served
-// at /console and the JSON routes under /v1/console/ it reads: the flows'
-// graph, the stages' cluster-wide figures, events and recent traces.
+// Package console is the live console: an embedded page at /console and
+// the JSON routes under /v1/console/ it reads.
 package console
 
 import (

@@ -66,8 +66,7 @@ type deadLetter struct {
 	Clipped bool `json:"clipped,omitempty"`
 }
 
-// deadLetterPage is GET /v1/console/deadletters: a topic's dead letters,
-// oldest first (partition by partition), up to limit from the cursor, and
+// deadLetterPage is a page of a topic's dead letters, oldest first, and
 // how many it holds.
 type deadLetterPage struct {
 	Topic string       `json:"topic"`

@@ -38,9 +38,8 @@ type seriesView struct {
 	Transitions []minuteCount `json:"transitions"`
 }
 
-// stageSeries is one stage's figures at each sample: throughput, lag and
-// pending are the cluster's (from Redis), P99Ms this process's own
-// (-1 where it ran no handler; lag -1 where unknown).
+// stageSeries is one stage's figures per sample: throughput, lag, pending
+// cluster-wide, P99Ms this process's (-1 where unknown).
 type stageSeries struct {
 	Flow       string    `json:"flow"`
 	Stage      string    `json:"stage"`
@@ -120,9 +119,8 @@ func (s *series) record(at time.Time, items []StageStats) {
 	s.samples.add(snap)
 }
 
-// countTransitions counts the openings and closings among evs, flow
-// name's newest events, that its previous read did not hold. Only raw
-// flips count: the board's projection follows them.
+// countTransitions counts the raw openings and closings among flow name's
+// newest events that its previous read did not hold.
 func (s *series) countTransitions(name string, evs []flow.Event) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -204,9 +202,8 @@ func (s *series) view(stages []stageRef) seriesView {
 	return v
 }
 
-// Run samples the stages and counts the transitions every
-// SampleInterval until ctx ends, for the charts. A failed sample leaves a
-// gap.
+// Run samples stages and transitions every SampleInterval until ctx ends;
+// a failed sample leaves a gap.
 func (c *Console) Run(ctx context.Context) error {
 	t := time.NewTicker(c.series.interval)
 	defer t.Stop()

@@ -13,12 +13,10 @@ type Keys struct {
 	// Partition is topics.Snapshots.Partition(scope key).
 	Partition int
 	// Open is the HASH of the scope's raw open entity keys, each with the
-	// run that opened it: "<run_at ms>\n<run_id>\n<venue name>", or "" if
-	// that is not known.
+	// run that opened it ("" if unknown).
 	Open string
-	// LegacyOpen is the SET of raw open entity keys that versions before
-	// Open kept. The script adopts its members into Open, as entities
-	// whose opening is unknown, and deletes it.
+	// LegacyOpen is the SET of raw open keys of earlier versions; the script
+	// adopts it into Open and deletes it.
 	LegacyOpen string
 	// Scope is the HASH of the scope's last applied run.
 	Scope string

@@ -19,10 +19,8 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// luaSource is the diff script. KEYS: see Keys.list. ARGV: see prepare.
-// It returns {applied (1; 0: late or replayed; 2: held), opened, closed,
-// stable opened, stable closed[, notices, released after ms[, venues by
-// k]]} (see parseReply).
+// luaSource is the diff script (KEYS: Keys.list, ARGV: prepare); see
+// parseReply for its reply.
 //
 //go:embed diff.lua
 var luaSource string
@@ -41,9 +39,8 @@ type Input struct {
 	PerVenueMaxK int
 }
 
-// applyBatch applies the inputs in one pipeline, results by index; on a
-// Redis error some may be applied, and a retry is safe. validated skips
-// Validate.
+// applyBatch applies the inputs in one pipeline, results by index; after a
+// Redis error a retry is safe. validated skips Validate.
 func applyBatch(ctx context.Context, rdb redis.UniversalClient, topics avail.Topics, inputs []Input, validated bool) ([]Result, error) {
 	calls := make([]script.Call, len(inputs))
 	for i, in := range inputs {
@@ -116,11 +113,9 @@ func prepare(topics avail.Topics, in Input, validated bool) ([]string, []any, er
 	return keys.list(), append(args, x.over...), nil
 }
 
-// entityArgs builds the script's entity arguments. An entity that
-// avail.ParseKey rebuilds from its key sends "" or "+" and the JSON of its
-// venue name and attributes; another sends its whole JSON. The first
-// rebuildable entity's argument is the default, sent once; the others go as
-// (key's ARGV index, argument) pairs, a repeated argument as "=<i>".
+// entityArgs builds the script's entity arguments: a key avail.ParseKey
+// rebuilds sends only its extras, others their whole JSON; the first
+// argument is the default and repeats are sent as "=<i>".
 type entityArgs struct {
 	buf     []byte
 	def     []byte // the default argument; nil until the first rebuildable entity

@@ -33,10 +33,8 @@ const (
 	// MetricObservations counts the entities observed by applied OK runs.
 	// Int64Counter, unit {observation}.
 	MetricObservations = "dropstream.diff.observations"
-	// MetricReleaseToNotice bounds the release → notice latency (the
-	// availability SLO): the time from the OK run before an open to the
-	// diff appending its notifying stable open. Histogram, s; provider;
-	// dropstream_availability_release_to_notice_seconds.
+	// MetricReleaseToNotice is the time from the OK run before an open to
+	// its notifying stable open (the availability SLO). Histogram, s.
 	MetricReleaseToNotice = "dropstream.availability.release_to_notice"
 	// MetricVenueK counts the venues of applied runs by the k per-venue
 	// stabilization chose ("1".."10"). Counter, {venue}.
@@ -47,11 +45,9 @@ const (
 // from bursts of a few seconds to an interval or two of a minute and more.
 var releaseBuckets = []float64{1, 2.5, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 300, 600}
 
-// NewStage returns the "avail-diff" batch stage over topics.Snapshots: it
-// applies each batch in one pipeline of scripts, each scope's snapshots in
-// order, with the producer's traceparent. An invalid message is
-// dead-lettered and the rest applied; a Redis error retries the batch,
-// which is idempotent. Options: WithGuard, WithPerVenueK.
+// NewStage returns the "avail-diff" batch stage over topics.Snapshots: a
+// batch is one pipeline of scripts, each scope in order. Invalid messages
+// are dead-lettered; a Redis error retries the batch, which is idempotent.
 func NewStage(rdb redis.UniversalClient, topics avail.Topics, tel stream.Telemetry, opts ...Option) stream.Stage {
 	mp := tel.MeterProvider
 	if mp == nil {

@@ -48,9 +48,8 @@ type Result struct {
 	VenueK [MaxStabilization]int
 }
 
-// Guard holds a run closing more than Min entities and more than Share of
-// its scope's open ones until the next OK run confirms it (see the package
-// documentation).
+// Guard holds a run closing more than Min entities and Share of the open
+// ones until the next OK run confirms it.
 type Guard struct {
 	// Min is the most closes a run may make without the guard looking at
 	// it; 0 turns the guard off.

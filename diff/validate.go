@@ -25,10 +25,8 @@ const maxPartySize = 50
 // maxListedEntityErrors caps the invalid entities named in one error.
 const maxListedEntityErrors = 3
 
-// DecodeSnapshot decodes the payload of a snapshot message whose key is
-// msgKey and validates it (see Validate); the snapshot's ScopeKey must equal
-// msgKey, the key that chose its partition. Every error wraps
-// ErrInvalidSnapshot.
+// DecodeSnapshot decodes and validates a snapshot whose ScopeKey must equal
+// msgKey. Errors wrap ErrInvalidSnapshot.
 func DecodeSnapshot(msgKey string, payload []byte) (avail.Snapshot, error) {
 	var snap avail.Snapshot
 	if err := availjson.UnmarshalSnapshot(payload, &snap); err != nil {
@@ -44,14 +42,10 @@ func DecodeSnapshot(msgKey string, payload []byte) (avail.Snapshot, error) {
 	return snap, nil
 }
 
-// Validate reports why a snapshot cannot be applied, or nil. It requires a
-// run id (1..avail.MaxIDLen bytes of UTF-8 without control characters), a
-// scope key (1..MaxScopeKeyLen bytes of UTF-8), a run_at between the years
-// 1 and 9999, a started_at in that range or zero, a source id and provider
-// within the avail limits, Stabilization in 0..MaxStabilization, at most
-// avail.MaxEntities entities, and a valid key for each (see
-// ValidateEntityKey). Duplicate entity keys are allowed: the first
-// occurrence counts. The error wraps ErrInvalidSnapshot.
+// Validate reports why a snapshot cannot be applied, or nil: ids, keys and
+// times within the avail limits, Stabilization in 0..MaxStabilization, at
+// most avail.MaxEntities entities, each key valid (ValidateEntityKey).
+// The first of duplicate keys counts. The error wraps ErrInvalidSnapshot.
 func Validate(snap avail.Snapshot) error {
 	var errs []error
 	switch {
@@ -112,10 +106,8 @@ func validateEntities(entities []avail.Entity) error {
 	return errors.Join(errs...)
 }
 
-// ValidateEntityKey reports whether key is a canonical entity key: valid
-// UTF-8 that avail.ParseKey accepts, every part passing avail.CleanPart, and
-// for slots and restaurants a party size written in canonical decimal in
-// 1..50. The diff script rebuilds closed entities from such keys.
+// ValidateEntityKey reports whether key is a canonical entity key that
+// avail.ParseKey accepts, with clean parts and a party size in 1..50.
 func ValidateEntityKey(key string) error {
 	if plainEntityKey(key) {
 		return nil
@@ -151,10 +143,8 @@ func checkEntityKey(key string) error {
 	return nil
 }
 
-// plainEntityKey reports, without allocating, that key is valid: a slot or
-// restaurant key whose parts pass avail.CleanPart with a party size of
-// 1..50 in canonical decimal, or a source key whose id passes it. False
-// means ValidateEntityKey must look closer (it may still be valid).
+// plainEntityKey reports without allocating that key is valid; false means
+// ValidateEntityKey must look closer.
 func plainEntityKey(key string) bool {
 	if !utf8.ValidString(key) {
 		return false

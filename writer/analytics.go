@@ -18,13 +18,10 @@ import (
 	"github.com/dropstream/dropstream/writer/sink"
 )
 
-// Analytics appends transitions, sessions and runs to ClickHouse: the batch
-// stages "avail-analytics-transitions" and "avail-analytics-runs". A
-// batch's messages are acknowledged once its rows are in ClickHouse (see
-// AnalyticsConfig). A raw open writes its session's open row, a raw close
-// the closed row, which outranks it, so rows may come in any order.
-// Call Close once the stages' runners have stopped. It is safe for
-// concurrent use.
+// Analytics appends transitions, sessions and runs to ClickHouse through
+// the batch stages "avail-analytics-transitions" and
+// "avail-analytics-runs", acknowledging a batch once its rows are written.
+// Session rows collapse in any order. Close it after the runners stop.
 type Analytics struct {
 	ch     *clickhouse.Client
 	cfg    AnalyticsConfig
@@ -78,9 +75,8 @@ func NewAnalytics(ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemet
 	return a, nil
 }
 
-// Stages returns AnalyticsConfig.ReadAhead copies of each of the two batch
-// stages: run them all. With Runner.Consumer set, copies after the first
-// append "-<copy>" to it.
+// Stages returns AnalyticsConfig.ReadAhead copies of each batch stage;
+// copies after the first append "-<copy>" to Runner.Consumer.
 func (a *Analytics) Stages() []stream.Stage {
 	var out []stream.Stage
 	for i := range a.cfg.ReadAhead {
@@ -113,9 +109,8 @@ func (a *Analytics) Close() error {
 	return nil
 }
 
-// HandleTransitions is the batch handler of "avail-analytics-transitions":
-// it returns nil once the rows are in ClickHouse. A message that does not
-// decode is dead-lettered; at its deadline the others stay pending.
+// HandleTransitions is the "avail-analytics-transitions" batch handler: it
+// returns nil once the rows are in ClickHouse.
 func (a *Analytics) HandleTransitions(ctx context.Context, msgs []*stream.Message) error {
 	b, errs := a.prepareTransitions(msgs)
 	var err error

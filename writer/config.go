@@ -26,9 +26,8 @@ const (
 	DefaultRetainAfterDate = 7 * 24 * time.Hour
 	// DefaultAnalyticsBatchSize is the analytics stages' read batch.
 	DefaultAnalyticsBatchSize = 5000
-	// DefaultTransitionsBatchSize is the transitions stage's read batch
-	// (entries of up to 64 transitions): 5,000 cost twice the CPU, 500 a
-	// quarter more merging (BENCHMARKS.md, "the long backlog").
+	// DefaultTransitionsBatchSize is the transitions stage's read batch: 5,000
+	// cost twice the CPU, 500 a quarter more (BENCHMARKS.md, "the long backlog").
 	DefaultTransitionsBatchSize = 1000
 	// DefaultReadAhead is the copies of each analytics stage.
 	DefaultReadAhead = 2
@@ -73,11 +72,9 @@ func (c ProjectionConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// AnalyticsConfig configures the ClickHouse appends. Zero fields take the
-// defaults. Each stage feeds one sink.Batcher, which merges every partition
-// and copy into one INSERT per table; up to ReadAhead × partitions ×
-// BatchSize messages wait in memory. Large inserts cost less per row
-// (BENCHMARKS.md).
+// AnalyticsConfig configures the ClickHouse appends; zero fields default.
+// Each stage feeds one sink.Batcher, one INSERT per table; large inserts
+// cost less per row (BENCHMARKS.md).
 type AnalyticsConfig struct {
 	// Partitions of the availability topics, as deployed. Default 8.
 	Partitions int

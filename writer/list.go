@@ -95,8 +95,7 @@ func (a position) compare(b position) int {
 }
 
 // List returns a page of entities matching f in key order and the next
-// cursor ("" after the last). limit < 1 means DefaultListLimit, at most
-// MaxListLimit. A page may be short while the cursor is not empty (see
+// cursor ("" after the last). A page may be short with a cursor (see
 // ProjectionConfig.MaxScan).
 func (p *Projection) List(ctx context.Context, f Filter, cursor string, limit int) ([]EntityState, string, error) {
 	if err := f.Validate(); err != nil {

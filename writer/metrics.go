@@ -8,9 +8,7 @@ import (
 )
 
 // MetricUnmatchedCloses counts raw closes whose opening the diff did not
-// know (entities opened under an earlier version), so no session row was
-// written. Int64Counter, unit {transition}. The batch metrics of the
-// analytics stages are the sink package's (sink.MetricRowsWritten...).
+// know, so no session row was written. Int64Counter, unit {transition}.
 const MetricUnmatchedCloses = "dropstream.writer.sessions.unmatched"
 
 // instrumentationScope names the writer's meter and tracer.

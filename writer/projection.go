@@ -49,12 +49,10 @@ const (
 // Int64Counter, unit {transition}, attribute result (an ApplyResult).
 const MetricProjectionApplied = "dropstream.writer.projection.applied"
 
-// Projection keeps the soft state of availability entities in Redis: the
-// "avail-projection" stage. It is safe for concurrent use.
-//
-// An entity's projection is the same in any order of its transitions, and
-// applying one again changes nothing, since copies and redeliveries may
-// reorder them: each hash field is newest-wins, a minimum or a maximum.
+// Projection keeps availability entities' state in Redis: the
+// "avail-projection" stage. The result is the same in any order of
+// transitions and on repeats: each field is newest-wins, min or max. It is
+// safe for concurrent use.
 type Projection struct {
 	rdb     redis.UniversalClient
 	cfg     ProjectionConfig
@@ -141,9 +139,8 @@ func checkTransition(t avail.Transition) error {
 	return nil
 }
 
-// Apply applies t atomically to the entity's projection in partition and
-// reports the (raw, if both) result. Raw transitions move state and
-// sessions; stable ones only stable_state.
+// Apply applies t atomically to the entity's projection: raw transitions
+// move state and sessions, stable ones only stable_state.
 func (p *Projection) Apply(ctx context.Context, partition int, t avail.Transition) (ApplyResult, error) {
 	if partition < 0 || partition >= p.cfg.Partitions {
 		return "", fmt.Errorf("writer: partition %d out of range 0..%d", partition, p.cfg.Partitions-1)
@@ -258,10 +255,8 @@ const (
 	StateClosed = "closed"
 )
 
-// luaClock holds the functions both scripts share. Transitions are ordered
-// by (run_at ms, run id byte by byte, kind). setAttrs merges a
-// transition's attribute pairs so that the newest transition's values win
-// in any order; venue_name has its own clock (name_at).
+// luaClock holds the scripts' shared functions. Transitions order by
+// (run_at ms, run id, kind); the newest transition's attributes win.
 const luaClock = `
 local function lt(a, b)
   if a == b then return false end
@@ -295,15 +290,9 @@ end
 
 // rawScript applies a raw transition. KEYS: entity hash, history, index all,
 // index open, index closed. ARGV: kind, run id, run_at ms, event id, session
-// id, last_seen ms (0: unknown), trace id, entity key, history size
-// (maxFlips), expiry (Unix ms, "0": none), then attribute field/value pairs.
-//
-// The history is a sorted set of the newest raw flips, scored by run_at
-// ms, members "<run id>\n<o|c>\n<trace id>"; a flip is added once by run id
-// and kind. Sessions derives the sessions from it: each open starts one,
-// closed by a close that follows it. The hash follows the newest flip and
-// the newest open. A list in place of the history (the older format) is
-// converted to flips.
+// id, last_seen ms, trace id, entity key, history size, expiry (ms, "0":
+// none), then attribute pairs. The history holds the newest flips,
+// "<run id>\n<o|c>\n<trace id>" by run_at; an older list is converted.
 var rawScript = redis.NewScript(luaClock + `
 local h, hist = KEYS[1], KEYS[2]
 local kind, run, atS, trace = ARGV[1], ARGV[2], ARGV[3], ARGV[7]
@@ -387,9 +376,8 @@ end
 return result
 `)
 
-// stableScript applies a stable transition: the newest sets stable_state.
-// KEYS: entity hash, index all. ARGV: kind, run id, run_at ms, event id,
-// entity key, expiry (Unix ms, "0": none), then attribute pairs.
+// stableScript applies a stable transition. KEYS: entity hash, index all.
+// ARGV: kind, run id, run_at ms, event id, entity key, expiry, attributes.
 var stableScript = redis.NewScript(luaClock + `
 local h = KEYS[1]
 local run, atS = ARGV[2], ARGV[3]

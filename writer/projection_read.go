@@ -99,9 +99,8 @@ func (p *Projection) Get(ctx context.Context, key string) (EntityState, error) {
 	return best, nil
 }
 
-// Sessions returns up to limit (1..MaxSessions, else MaxSessions) sessions
-// of the entity, newest first, paired from its raw flips as ClickHouse's
-// are; or ErrNotFound.
+// Sessions returns up to limit sessions of the entity, newest first,
+// paired from its raw flips as ClickHouse's are; or ErrNotFound.
 func (p *Projection) Sessions(ctx context.Context, key string, limit int) ([]Session, error) {
 	if limit < 1 || limit > p.cfg.MaxSessions {
 		limit = p.cfg.MaxSessions

@@ -1,10 +1,7 @@
-// Package availjson decodes and encodes the availability pipeline's hot
-// messages faster than encoding/json, with exactly its results. A
-// hand-written scanner reads the plain encoding that json.Marshal or the
-// diff script's cjson produces; anything else (escapes, unknown or
-// repeated fields, nulls, malformed input) falls back to encoding/json.
-// Entities of one message whose attrs are the same text share one map, so
-// decoded attributes are read-only.
+// Package availjson decodes and encodes the pipeline's hot messages faster
+// than encoding/json with the same results: a scanner reads the plain form
+// json.Marshal and cjson write, and anything else falls back to
+// encoding/json. Decoded attributes may be shared, so they are read-only.
 package availjson
 
 import (
@@ -39,9 +36,7 @@ func DecodeTransitions(typ string, payload []byte) ([]avail.Transition, error) {
 }
 
 // DecodeRunTransitions decodes a transition topic payload: one transition
-// for avail.TypeTransition (run nil), or the run record and its 1 to
-// avail.MaxTransitionsPerMessage transitions, expanded, for
-// avail.TypeTransitions. Anything else is an error.
+// (run nil) or a run record and its expanded transitions.
 func DecodeRunTransitions(typ string, payload []byte) (*avail.RunRecord, []avail.Transition, error) {
 	switch typ {
 	case avail.TypeTransition:
@@ -68,9 +63,8 @@ func UnmarshalRunRecord(data []byte, r *avail.RunRecord) error {
 	return unmarshal(data, r, (*scanner).runRecord)
 }
 
-// unmarshal decodes data into *out with read, the scanner's method for T,
-// or with encoding/json when read refuses it (read works on a copy, so a
-// refusal leaves *out to encoding/json alone).
+// unmarshal decodes data with read, or with encoding/json when read
+// refuses it.
 func unmarshal[T any](data []byte, out *T, read func(*scanner, *T) bool) error {
 	var v T
 	sc := scanner{b: data}
@@ -81,9 +75,8 @@ func unmarshal[T any](data []byte, out *T, read func(*scanner, *T) bool) error {
 	return json.Unmarshal(data, out)
 }
 
-// scanner reads b from i. Every method returns false when the input is not
-// in the plain form it handles; the caller then falls back to
-// encoding/json, so a false never needs a reason.
+// scanner reads b from i. A method returns false for input not in the
+// plain form, and the caller falls back to encoding/json.
 type scanner struct {
 	b []byte
 	i int
@@ -223,9 +216,8 @@ func (s *scanner) delimited() bool {
 	return false
 }
 
-// object reads an object, calling field for each member with the scanner
-// at its value; field returns false for an unknown or repeated name or a
-// value it cannot read.
+// object reads an object, calling field for each member; field returns
+// false for an unknown or repeated name or an unreadable value.
 func (s *scanner) object(field func(name []byte) bool) bool {
 	if !s.next('{') {
 		return false

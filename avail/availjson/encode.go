@@ -55,9 +55,7 @@ func appendString(dst []byte, s string) []byte {
 	return append(dst, '"')
 }
 
-// plain reports whether encoding/json writes s unchanged between quotes:
-// valid UTF-8 without control characters, quotes, backslashes, the HTML
-// characters <, > and &, or U+2028 and U+2029.
+// plain reports whether encoding/json writes s unchanged between quotes.
 func plain(s string) bool {
 	for i := 0; i < len(s); {
 		c := s[i]
@@ -77,9 +75,8 @@ func plain(s string) bool {
 	return true
 }
 
-// AppendEntityExtras appends, as one JSON object, the members of e's
-// encoding that avail.ParseKey cannot rebuild from its key: venue_name and
-// attrs, each when json.Marshal would write it.
+// AppendEntityExtras appends as one JSON object e's venue_name and attrs,
+// which avail.ParseKey cannot rebuild from the key.
 func AppendEntityExtras(dst []byte, e avail.Entity) []byte {
 	dst = append(dst, '{')
 	if e.VenueName != "" {

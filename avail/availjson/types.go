@@ -171,9 +171,7 @@ func (s *scanner) entity(v *avail.Entity) bool {
 // entities reads an array of entities; [] gives an empty, non-nil slice,
 // as encoding/json does.
 func (s *scanner) entities(v *[]avail.Entity) bool {
-	// Each entity is an object: counting the braces sizes the slice once,
-	// at most twice too large (an attrs object is one more; an entity
-	// takes at least 12 bytes).
+	// Counting braces sizes the slice once, at most twice too large.
 	rest := s.b[s.i:]
 	n := min(bytes.Count(rest, openBrace), len(rest)/12+1, avail.MaxEntities+1)
 	return array(s, v, max(n, 16), (*scanner).entity)

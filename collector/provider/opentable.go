@@ -31,20 +31,12 @@ const openTableSearchTime = "19:00"
 // openTableAdapter speaks the OpenTable-style GraphQL API:
 //
 //	POST {base}/dapi/fe/gql?optype=query&opname=RestaurantsAvailability
-//	{"operationName": "RestaurantsAvailability",
-//	 "variables": {"restaurantIds": [123], "date": "2026-11-22", "time": "19:00", "partySize": 2, "term": ""},
-//	 "query": "query RestaurantsAvailability(...) {...}"}
+//	{"variables": {"restaurantIds": [123], "date": "2026-11-22", "time": "19:00", "partySize": 2}, ...}
+//	→ {"data": {"restaurantSearchV2": {"searchResults": {"restaurants": [
+//	   {"restaurantId": 123, "name": "...", "availability": {"times": ["19:30"]}}]}}}}
 //
-// answered by
-//
-//	{"data": {"restaurantSearchV2": {"totalRestaurantCount": 1, "searchResults": {"restaurants": [
-//	   {"restaurantId": 123, "name": "...", "availability": {"times": ["19:30", "20:00"]}}]}}}}
-//
-// Required: data.restaurantSearchV2.searchResults.restaurants (possibly
-// empty), each restaurant's restaurantId, and times as "HH:MM" when
-// availability is present (null availability means no times). Slots take the
-// scope's date. A response carrying GraphQL "errors" is malformed: it
-// describes no availability.
+// Restaurants and their ids are required; times are "HH:MM" on the scope's
+// date. A response with GraphQL "errors" is malformed.
 type openTableAdapter struct{}
 
 func (openTableAdapter) Name() string { return OpenTable }

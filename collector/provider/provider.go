@@ -1,7 +1,6 @@
-// Package provider holds the adapters of the reservation providers: each
-// builds the request for one scope and parses the response into entities.
-// Decoders are strict and bounded (size, lists, strings, required fields)
-// and ignore unknown fields; violations wrap ErrMalformed.
+// Package provider holds the reservation providers' adapters: each builds
+// a scope's request and parses the response, strictly and bounded;
+// violations wrap ErrMalformed.
 package provider
 
 import (

@@ -15,20 +15,11 @@ import (
 // resyAdapter speaks the Resy-style find API:
 //
 //	GET {base}/4/find?lat=0&long=0&day=YYYY-MM-DD&party_size=N[&venue_id=ID][&query=Q]
+//	→ {"results": {"venues": [{"venue": {"id": {"resy": 123}, "name": "..."},
+//	   "slots": [{"config": {"type": "Dining Room"}, "date": {"start": "2026-11-22 19:30:00"}}]}]}}
 //
-// answered by
-//
-//	{"query": {...},
-//	 "results": {"venues": [
-//	   {"venue": {"id": {"resy": 123}, "name": "..."},
-//	    "slots": [{"config": {"id": 9, "type": "Dining Room", "token": "rgs://..."},
-//	               "date": {"start": "2026-11-22 19:30:00", "end": "2026-11-22 21:30:00"},
-//	               "size": {"min": 2, "max": 4}}]}]}}
-//
-// Required: results.venues (possibly empty), each venue's venue.id.resy and
-// slots (possibly empty or null), and each slot's date.start. A slot's date
-// and time come from date.start; its config.type is kept as the "type"
-// attribute.
+// Venues, their ids and slots' date.start are required; config.type is
+// kept as the "type" attribute.
 type resyAdapter struct{ name string }
 
 func (a resyAdapter) Name() string { return a.name }

@@ -24,9 +24,8 @@ const maxRequestBody = 64 << 10
 // maxRestaurantIDs bounds the restaurantIds of one GraphQL request.
 const maxRestaurantIDs = 100
 
-// ServeHTTP answers GET /4/find and POST /dapi/fe/gql from the model of the
-// current tick, after injected failures and the bearer-token check. Bad
-// parameters get 400, other paths 404, other methods 405.
+// ServeHTTP answers GET /4/find and POST /dapi/fe/gql from the current
+// model, after injected failures and the bearer-token check.
 func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case ResyPath:

@@ -1,8 +1,6 @@
-// Package simulator is a built-in reservation provider for tests and the
-// demo: one seeded model of venues and slots served over the Resy-style
-// find API and the OpenTable-style GraphQL API. The model changes only on
-// Tick or Advance (or every Config.AutoTick), so tests know what is open.
-// Failures can be injected and every request is recorded.
+// Package simulator is a reservation provider for tests and the demo: a
+// seeded model of venues and slots served over the Resy- and
+// OpenTable-style APIs, changed only on Tick or Advance (or AutoTick).
 package simulator
 
 import (

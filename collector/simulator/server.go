@@ -9,10 +9,8 @@ import (
 	"time"
 )
 
-// Start serves the simulator on addr (for example "127.0.0.1:0") until ctx
-// ends, and returns its base URL ("http://127.0.0.1:PORT"). With
-// Config.AutoTick set, it also ticks the model at that interval until ctx
-// ends. It returns once the listener is open.
+// Start serves the simulator on addr until ctx ends and returns its base
+// URL once listening; with Config.AutoTick it also ticks the model.
 func (s *Simulator) Start(ctx context.Context, addr string) (string, error) {
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", addr)
 	if err != nil {

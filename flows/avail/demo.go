@@ -16,9 +16,8 @@ import (
 // DemoSource is the id of the simulated source the demo polls.
 const DemoSource = "demo-sim"
 
-// demo starts a simulated reservation provider, registers a source polling
-// it (every venue, date and party size) and, when there is no watcher, one
-// that logs every stable opening.
+// demo starts a simulated provider, a source polling all of it and, when
+// there is no watcher, one logging every stable opening.
 func (f *Flow) demo(ctx context.Context) error {
 	s := f.settings
 	churn, err1 := strconv.ParseFloat(s.String(VarDemoChurn), 64)

@@ -1,9 +1,7 @@
-// Package avail is the availability flow: the collector polls
-// providers, the normalizer, diff and projection turn answers into
-// observations, transitions, runs and entity state, the watchers (package
-// watch) are told of stable openings, and ClickHouse gets the history.
-// Its message types and topics are in the top-level package avail, its
-// routes in httpapi, its bench in availbench.
+// Package avail is the availability flow: the collector polls providers;
+// normalizer, diff and projection turn answers into observations,
+// transitions and entity state; watchers (package watch) hear of stable
+// openings; ClickHouse gets the history. Routes are in httpapi.
 package avail
 
 import (

@@ -20,17 +20,15 @@ const StageHealthHistory = "avail-health-history"
 const maxHealthError = 512
 
 // HealthHistoryConfig configures the "avail-health-history" stage: each
-// source health transition becomes a row of source_health, collapsed by
-// event id; other transitions write nothing, and an undecodable message is
-// dead-lettered.
+// source health transition becomes a source_health row, collapsed by
+// event id.
 func HealthHistoryConfig(topics Topics) sink.HistoryConfig[clickhouse.SourceHealthRow] {
 	return sink.HistoryConfig[clickhouse.SourceHealthRow]{Stage: StageHealthHistory, Topic: topics.Transitions,
 		Tables: []string{clickhouse.TableSourceHealth}, Rows: HealthRows, Insert: clickhouse.InsertSourceHealth}
 }
 
-// HealthRows returns the source_health rows of a transitions message: one
-// per source health transition it holds. A message that does not decode is
-// a stream.Permanent error.
+// HealthRows returns a transitions message's source_health rows; an
+// undecodable message is a stream.Permanent error.
 func HealthRows(m *stream.Message) ([]clickhouse.SourceHealthRow, error) {
 	if m.Type != avail.TypeTransition && m.Type != avail.TypeTransitions {
 		return nil, nil

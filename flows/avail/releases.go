@@ -46,8 +46,7 @@ func releaseConfig(s flow.Settings, ch *clickhouse.Client) (collector.ReleaseCon
 }
 
 // ReleaseLearner is the collector.ReleaseLearner over ClickHouse: per
-// source, venue and date, the first raw open of the last ReleaseHistory
-// that was not a baseline and had no open of the date in the week before.
+// source, venue and date, the first raw open not of a baseline.
 type ReleaseLearner struct {
 	CH *clickhouse.Client
 }

@@ -23,9 +23,8 @@ const maxCollectionsListed = 1000
 // n), not by time.
 const noDue = 9000000000000000
 
-// CollectionView is a collection (what items are assigned to) as the API shows
-// it: open, or completed and waiting for its delivery. A delivered
-// collection is deleted; its items' history keeps the delivery.
+// CollectionView is a collection as the API shows it: open, or completed
+// and awaiting delivery. A delivered collection is deleted.
 type CollectionView struct {
 	Within string `json:"within"`
 	State  string `json:"state"`

@@ -17,8 +17,7 @@ import (
 )
 
 // handleCollection delivers a completed collection to every confirmed
-// subscription (a notifier.Request each, or a logged message through the
-// ledger), deletes the subscriptions whose notifier destination is gone,
+// subscription, deletes subscriptions whose notifier destination is gone,
 // then releases the items.
 func (f *Flow) handleCollection(ctx context.Context, m *stream.Message) error {
 	switch m.Type {
@@ -131,9 +130,8 @@ func (f *Flow) sendLog(ctx context.Context, m *stream.Message, sub Subscription,
 	return err
 }
 
-// settle turns per-recipient errors into the message's outcome: retry
-// while any is retryable (recipients already served are skipped next
-// time), dead-letter when all are permanent.
+// settle retries while any recipient error is retryable (served recipients
+// are skipped next time) and dead-letters when all are permanent.
 func settle(errs []error) error {
 	if len(errs) == 0 {
 		return nil

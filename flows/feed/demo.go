@@ -13,10 +13,8 @@ import (
 // of earlier runs (other ports) are recognized by it and removed.
 const DemoFeedPath = "/dropstream-demo-feed.xml"
 
-// Demo serves an in-process feed that gains an item every 10 seconds and,
-// like a real feed, shows its latest demoFeedItems. It subscribes a log
-// destination to each item and every 3 items. It removes earlier demo
-// feeds first, so it is idempotent.
+// Demo serves an in-process feed gaining an item every 10 seconds, with a
+// log subscription per item and per 3 items. It replaces earlier demo feeds.
 func (f *Flow) Demo(ctx context.Context) error {
 	st := f.store
 	feeds, err := st.Feeds(ctx)

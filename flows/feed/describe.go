@@ -13,9 +13,8 @@ import (
 // ServicePoller names the feed polling loop among the services.
 const ServicePoller = "feed-poller"
 
-// New builds the feed flow with its poller service; it implements
-// flow.Flow. Its collaborators (Deps) are the notifier flow's, built before
-// it; without it New fails with an error wrapping flow.ErrNotBuilt.
+// New builds the feed flow and its poller; it needs the notifier flow's
+// Deps, else it fails with an error wrapping flow.ErrNotBuilt.
 func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	nf, err := flow.Find[*notifier.Flow](d.Flows, notifier.Name)
 	if err != nil {
@@ -40,9 +39,8 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	return f, nil
 }
 
-// Describe declares the assignment and delivery stages, the poller service
-// (a flow built by New), the history appended to ClickHouse, the topics
-// each part publishes to, and the demo feed.
+// Describe declares the assignment and delivery stages, the poller, the
+// ClickHouse history, the topics and the demo feed.
 func (f *Flow) Describe() flow.Description {
 	requests := notifier.RequestTopic(f.cfg.Partitions)
 	d := flow.Description{

@@ -1,58 +1,27 @@
-// Package feed is the feed flow, a feed newsletter: RSS and Atom feeds are
-// polled politely, new items wait until they settle, and subscribables
-// gather them into collections (digests) sent once to confirmed
-// subscribers.
+// Package feed is the feed newsletter flow: RSS and Atom feeds are polled
+// politely, new items wait until they settle, and subscribables gather them
+// into collections (digests) sent once to confirmed subscribers.
 //
-// # Pipeline
+//	Poller ──► feed.polls ──► "feed-assign" ──► feed.collections ──► "feed-deliver" ──► notify.requests
+//	                 └──────── feed.history ──► "feed-history" ──► ClickHouse
 //
-//		Poller ──► feed.polls ──► "feed-assign" ──► feed.collections ──► "feed-deliver" ──► notify.requests
-//		                 └──────────────── feed.history ──► "feed-history" ──► ClickHouse
+// The Poller fetches each feed when due (package poll; one copy a feed
+// through package pollgate) and publishes every fetch, failed ones too, as
+// a Poll. EtiquetteConfig sets the next poll from cache headers, RSS hints
+// and arrival rate. A 301 or 308 moves a feed; a 410 or DeadAfter failures
+// halt it. A WebSub hub's pushes become polls. "feed-assign" runs two
+// idempotent Lua scripts at the Poll's time: observe new and edited items,
+// then assign settled items to collections and publish the due ones.
+// "feed-deliver" renders each collection once and sends it to every
+// confirmed subscription, then clears items no collection waits for (guid
+// and hash kept, so an item is never sent twice).
 //
-//	  - The Poller (a service; its copies share each feed through its poll
-//	    gate, package pollgate) fetches each feed with package poll
-//	    (conditional GET, bounded size and time, per-host pacing, backoff).
-//	    EtiquetteConfig sets when the next poll is due: cache headers, RSS
-//	    ttl and skip hints, and how often items arrive, capped at
-//	    MaxInterval. A 301 or 308 moves the feed; a 410, or DeadAfter
-//	    failures in a row, halts it and tells its subscribers once. A feed
-//	    with a WebSub hub is subscribed to it (WebSubConfig) and its pushes
-//	    become polls. Every fetch, failed ones included, is a Poll on
-//	    feed.polls: a failed fetch never takes items for gone.
-//	  - "feed-assign" applies a Poll in two idempotent Lua scripts: observe
-//	    records new and edited items, then assign and complete assigns every
-//	    settled item (stable for AwaitStabilization and MinDelay old, or
-//	    MaxDelay old) to the collections of the feed's subscribables and
-//	    publishes the collections that are due. The Poll's own time is used,
-//	    so a redelivery decides what the first delivery decided.
-//	  - "feed-deliver" renders each completed collection once and hands it
-//	    to every confirmed subscription: e-mail and webhook subscriptions
-//	    are notifier subscribers and get a notifier.Request; log
-//	    destinations go through a notifier.Dispatcher. A last script
-//	    releases the collection: an item no collection waits for is Cleared
-//	    (content deleted, guid and hash kept, so it is never sent again).
-//	  - "feed-history" appends the item history to ClickHouse
-//	    (feed_item_events, deterministic event ids).
+// Rules: feed ids derive from the URL; items present at the first poll are
+// Excluded unless IncludeExisting; assigned content is frozen; collections
+// are bounded (n, or Config.CollectionItems); validators are kept only once
+// the poll is published; an item whose Fingerprint matches another guid is
+// Held; deleting a subscribable releases its open collections' items.
 //
-// # Rules
-//
-//   - Feed ids derive from the URL, so adding a feed is idempotent.
-//   - Items present at a feed's first poll are Excluded unless the feed
-//     sets IncludeExisting.
-//   - What was assigned is sent: assigned content is frozen, and the
-//     delivery message carries the items.
-//   - A collection is bounded: every-n by n, daily and weekly by
-//     Config.CollectionItems.
-//   - The poller keeps a feed's validators (ETag, Last-Modified) only once
-//     its poll is published, so a lost poll is fetched again in full.
-//   - A new item whose Fingerprint matches an item seen under another guid
-//     is Held: never sent, counted in FeedStats.HeldDuplicates.
-//   - Confirmation and unsubscribe are the notifier's (see Flow.Subscribe).
-//   - Deleting a subscribable releases the items of its open collections
-//     undelivered.
-//   - A feed has at most MaxSubscribables subscribables.
-//
-// Known limits: each poll assigns at most Config.AssignLimit items; a
-// halted feed stays halted until Flow.Resume; the flow never unsubscribes
-// from a hub; a request's text is at most notifier.MaxTextLen bytes, so a
-// long collection's text lists its first items and counts the rest.
+// Known limits: a poll assigns at most Config.AssignLimit items; a halted
+// feed stays halted until Flow.Resume; hubs are never unsubscribed from.
 package feed

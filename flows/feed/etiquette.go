@@ -14,25 +14,20 @@ import (
 // EtiquetteConfig bounds how the poller honours what each feed asks for
 // and how it adapts to each feed. Zero fields take their defaults.
 type EtiquetteConfig struct {
-	// MinInterval is the shortest interval the adaptive schedule chooses
-	// (a feed whose PollEvery is shorter keeps its PollEvery as floor).
-	// Default 1m.
+	// MinInterval is the shortest adaptive interval (a shorter PollEvery
+	// stays the floor). Default 1m.
 	MinInterval time.Duration
-	// MaxInterval caps every delay the schedule takes from a feed: its
-	// Cache-Control max-age or Expires, its RSS <ttl>, its <skipHours> and
-	// <skipDays>, and the adaptive interval. Default 24h.
+	// MaxInterval caps every delay taken from a feed: cache headers, <ttl>,
+	// skip hours and days, and the adaptive interval. Default 24h.
 	MaxInterval time.Duration
-	// History is how many of a feed's latest arrivals (polls that found
-	// new items) the adaptive interval is computed from; it adapts from
-	// the third on. Default 16.
+	// History is how many latest arrivals the adaptive interval uses; it
+	// adapts from the third on. Default 16.
 	History int
-	// HostSpacing is the least time between two requests to one host
-	// across every copy of the poller (kept in Redis, package pollgate's
-	// Pacer). Default 200ms.
+	// HostSpacing is the least time between two requests to one host across
+	// every poller copy (pollgate.Pacer). Default 200ms.
 	HostSpacing time.Duration
-	// DeadAfter is the run of consecutive failed polls after which a feed
-	// is marked dead: it is no longer polled and its subscribers are told
-	// once. Default 10.
+	// DeadAfter is how many failed polls in a row halt a feed as dead; its
+	// subscribers are told once. Default 10.
 	DeadAfter int
 }
 
@@ -93,10 +88,9 @@ type schedule struct {
 	fallback time.Duration
 }
 
-// next returns the delay until a feed's next poll and its reason: backoff
-// or Retry-After after failures, else the adaptive interval lengthened to
-// the feed's freshness hints, moved out of skipped hours and days, capped
-// at MaxInterval.
+// next returns the delay to a feed's next poll and its reason: backoff or
+// Retry-After after failures, else the adaptive interval within the
+// feed's hints, capped at MaxInterval.
 func (c EtiquetteConfig) next(s schedule) (time.Duration, string) {
 	if s.failures > 0 {
 		d := stream.BackoffAfter(s.failures+1, s.every, s.maxBackoff)
@@ -124,9 +118,8 @@ func (c EtiquetteConfig) next(s schedule) (time.Duration, string) {
 	return d, reason
 }
 
-// adaptive is half the larger of the median gap between a feed's arrivals
-// and the time since the last one, within [min(MinInterval, every),
-// MaxInterval]; every until three arrivals are known.
+// adaptive is half the larger of the median gap between arrivals and the
+// time since the last, within [min(MinInterval, every), MaxInterval].
 func (c EtiquetteConfig) adaptive(every time.Duration, arrivals []time.Time, now time.Time) (time.Duration, string) {
 	if len(arrivals) < 3 {
 		return every, ReasonInterval

@@ -111,9 +111,8 @@ func renderHalt(fd Feed, h Halt) Message {
 	return Message{Kind: h.State, FeedID: fd.ID, FeedURL: fd.URL, Subject: clip(subject, notifier.MaxTextLen), Text: clip(text, notifier.MaxTextLen)}
 }
 
-// Resume polls a gone or dead feed again: its halt and its run of
-// failures are forgotten, and its next poll is due at once. A feed that
-// was not halted is left as it is. ErrNotFound when there is no such feed.
+// Resume polls a gone or dead feed again, at once, with its failures
+// forgotten. ErrNotFound when there is no such feed.
 func (f *Flow) Resume(ctx context.Context, id string) error {
 	if _, err := f.store.Feed(ctx, id); err != nil {
 		return err

@@ -10,9 +10,8 @@ import (
 	"github.com/dropstream/dropstream/writer/sink"
 )
 
-// HistoryConfig configures the "feed-history" stage: every event of
-// feed.history is a row of feed_item_events, collapsed by event id; a
-// malformed event is dead-lettered.
+// HistoryConfig configures the "feed-history" stage: feed.history events
+// become feed_item_events rows, collapsed by event id.
 func (f *Flow) HistoryConfig() sink.HistoryConfig[clickhouse.FeedItemEventRow] {
 	return sink.HistoryConfig[clickhouse.FeedItemEventRow]{Stage: StageHistory, Topic: f.topics.History,
 		Tables: []string{clickhouse.TableFeedItemEvents},

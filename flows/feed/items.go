@@ -19,9 +19,8 @@ type ItemView struct {
 	Hash      string    `json:"hash"`
 	State     string    `json:"state"`
 	FirstSeen time.Time `json:"first_seen"`
-	// LastChecked is the last poll that found the item in the feed: a
-	// document listing it, or a 304 answer after the last document
-	// applied when that document listed it.
+	// LastChecked is the last poll that found the item in the feed (a 304
+	// counts when the last document listed it).
 	LastChecked time.Time `json:"last_checked"`
 	// StableSince is when its content (hash) last changed, or first seen.
 	StableSince time.Time  `json:"stable_since"`

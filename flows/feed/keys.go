@@ -15,46 +15,28 @@ const Name = "feed"
 //	ds:{feeds}:feeds                         hash: feed id → Feed JSON
 //	ds:{feeds}:subscribables:<feed id>       hash: name → Subscribable JSON
 //	ds:{feeds}:subscription:<id>             string: Subscription JSON
-//	ds:{feeds}:subscriptions:<feed>/<name>   sorted set, score 0: subscription ids
+//	ds:{feeds}:subscriptions:<feed>/<name>   sorted set: subscription ids
 //	ds:{feeds}:unique:<feed>/<name>          hash: destination core → subscription id
-//	ds:{feeds}:notifier:<core hash>          string: "<subscriber id>|<destination id>", the notifier
-//	                                         destination the flow created for a destination core
-//	ds:{feeds}:validators                    hash: feed id → poll.Validators JSON
-//	ds:{feeds}:failures                      hash: feed id → consecutive failed polls (shared by the poller copies)
-//	ds:{feeds}:status                        hash: feed id → PollStatus JSON of the latest poll
-//	ds:{feeds}:stats:<id>                    hash: requests, not_modified, bytes, pushes, next_ms,
-//	                                         interval_ms, reason, hints (the latest document's poll.Hints)
-//	ds:{feeds}:halted                        hash: feed id → Halt JSON (gone or dead: not polled)
-//	ds:{feeds}:websub                        hash: feed id → its WebSub subscription JSON (hub, topic, secret)
-//	ds:{pace:feed:<host>}:next               string: the host's next request slot (pollgate.Pacer)
+//	ds:{feeds}:notifier:<core hash>          string: "<subscriber id>|<destination id>"
+//	ds:{feeds}:validators|failures|status    hash: feed id → Validators, failed polls, PollStatus
+//	ds:{feeds}:stats:<id>                    hash: the feed's poll figures and hints
+//	ds:{feeds}:halted|websub                 hash: feed id → Halt, WebSub subscription JSON
+//	ds:{pace:feed:<host>}:next               string: the host's next request slot
 //
-// Item state lives in the partition of the feed (tag {feed.p}, p the
-// partition of the feed id in every feed topic), with the streams the
-// scripts append to, so observing, assigning and completing each are one
-// atomic script:
+// Item state lives in the feed's partition (tag {feed.p}) with the streams
+// the scripts append to, so each script is atomic:
 //
-//	ds:{feed.p}:feed:<id>:item:<iid>         hash: hash, first, checked, stable (ms), state (u|a|c|x|h),
-//	                                         refs (collections still to deliver); small, so a listpack
-//	ds:{feed.p}:feed:<id>:guids              hash: iid → guid (kept forever, like the item)
-//	ds:{feed.p}:feed:<id>:content            hash: iid → item JSON (only while unassigned or assigned)
-//	ds:{feed.p}:feed:<id>:poll               string: the feed's poll gate (package pollgate): the copy of the
-//	                                         poller polling it, until the next poll is due
-//	ds:{feed.p}:feed:<id>:items              sorted set: every iid by first seen
-//	ds:{feed.p}:feed:<id>:unassigned         sorted set: iids in state u, by first seen
-//	ds:{feed.p}:feed:<id>:meta               hash: first and last (ms of the first and newest document applied),
-//	                                         seen (ms of the newest poll answered 200 or 304), held (duplicates), cur:<sub>
-//	                                         (within of the sub's open daily, weekly or every-n collection)
-//	ds:{feed.p}:feed:<id>:coll:<sub>:<w>     hash: opened, due, completed (ms)
-//	ds:{feed.p}:feed:<id>:coll:<sub>:<w>:i   list: the iids assigned to the collection
-//	ds:{feed.p}:feed:<id>:open               sorted set: "<sub>\x00<w>" of open collections by due (ms)
-//	ds:{feed.p}:feed:<id>:completed          sorted set: "<sub>\x00<w>" of completed collections waiting
-//	                                         for their delivery, by completion (ms)
+//	ds:{feed.p}:feed:<id>:item:<iid>         hash: hash, first, checked, stable, state (u|a|c|x|h), refs
+//	ds:{feed.p}:feed:<id>:guids|content      hash: iid → guid (forever), item JSON (until released)
+//	ds:{feed.p}:feed:<id>:poll               string: the feed's poll gate
+//	ds:{feed.p}:feed:<id>:items|unassigned   sorted set: iids by first seen (all, state u)
+//	ds:{feed.p}:feed:<id>:meta               hash: first, last, seen, held, cur:<sub>
+//	ds:{feed.p}:feed:<id>:coll:<sub>:<w>[:i] hash: opened, due, completed; list: its iids
+//	ds:{feed.p}:feed:<id>:open|completed     sorted set: "<sub>\x00<w>" by due, by completion
 //	ds:{feed.p}:feed:<id>:seq:<sub>          string: the open EveryN collection's number
-//	ds:{feed.p}:feed:<id>:dropped            hash: name → 1, subscribables deleted (assignment skips them)
-//	ds:{feed.p}:feed:<id>:prints             hash: Fingerprint → iid of the first item with it
-//	ds:{feed.p}:feed:<id>:arrivals           list: ms of the latest documents with new items, newest first
-//	ds:{feed.p}:collections                  stream: completed collections (Topics.Collections)
-//	ds:{feed.p}:history                      stream: item history (Topics.History)
+//	ds:{feed.p}:feed:<id>:dropped|prints     hash: deleted subscribables; Fingerprint → iid
+//	ds:{feed.p}:feed:<id>:arrivals           list: ms of documents with new items, newest first
+//	ds:{feed.p}:collections|history          streams (Topics.Collections, Topics.History)
 const defsTag = "{feeds}"
 
 func defsKey(suffix string) string { return rediskey.Key(defsTag, suffix) }

@@ -27,9 +27,8 @@ const (
 // MaxEveryN bounds EveryN's N.
 const MaxEveryN = 1000
 
-// Manager is a subscription manager: it
-// names the collection (within_type_id) an item assigned at a given time
-// goes to and says when that collection is complete.
+// Manager names the collection an item assigned at a given time goes to
+// and says when it is complete.
 type Manager struct {
 	Kind string `json:"kind"`
 	// Hour (0..23) starts a Daily or Weekly window, in TimeZone.
@@ -83,9 +82,8 @@ func (m Manager) location() (*time.Location, error) {
 	return time.LoadLocation(m.TimeZone)
 }
 
-// Window returns, for a Daily or Weekly manager, the collection an item
-// assigned at now joins (within: "2026-11-22", "w2026-11-16") and when it
-// is complete; ok is false for the other kinds.
+// Window returns, for Daily and Weekly, the collection an item assigned at
+// now joins ("2026-11-22", "w2026-11-16") and when it completes.
 func (m Manager) Window(now time.Time) (within string, due time.Time, ok bool) {
 	if m.Kind != Daily && m.Kind != Weekly {
 		return "", time.Time{}, false
@@ -109,8 +107,7 @@ func (m Manager) Window(now time.Time) (within string, due time.Time, ok bool) {
 }
 
 // Subscribable is a subscription definition over a feed: a name, unique
-// within its feed and tenant, and a manager. Each tenant holding a feed
-// has its own.
+// per feed and tenant, and a manager.
 type Subscribable struct {
 	FeedID string `json:"feed_id" openapi:"readonly"`
 	Name   string `json:"name"`
@@ -124,9 +121,8 @@ type Subscribable struct {
 // Key is the name the subscribable is stored under (SubscribableKey).
 func (s Subscribable) Key() string { return SubscribableKey(s.Tenant, s.Name) }
 
-// SubscribableKey is the key a tenant's subscribable name is stored under
-// within its feed: the name for tenancy.Open, else the tenant's
-// tenancy.Tag, '.' and the name ('.' is in no name).
+// SubscribableKey is the key of a tenant's subscribable within its feed:
+// the name for tenancy.Open, else the tenant's tag, '.' and the name.
 func SubscribableKey(tenant, name string) string {
 	if tag := tenancy.Tag(tenant); tag != "" {
 		return tag + "." + name

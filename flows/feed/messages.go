@@ -20,9 +20,8 @@ const (
 	typeConfirm = "feed.confirm"
 )
 
-// Poll is one poll of a feed, on Topics.Polls. A failed fetch is a Poll
-// with OK false: it observes nothing (items are never taken for gone) but
-// still lets time-based assignment and completion proceed.
+// Poll is one poll of a feed, on Topics.Polls. A failed fetch (OK false)
+// observes nothing but still lets time-based assignment proceed.
 type Poll struct {
 	FeedID     string `json:"feed_id"`
 	PolledAtMs int64  `json:"polled_at_ms"`
@@ -41,9 +40,8 @@ type Poll struct {
 // PolledAt returns the poll's time.
 func (p Poll) PolledAt() time.Time { return time.UnixMilli(p.PolledAtMs) }
 
-// Collection is a completed collection, on Topics.Collections, written by
-// the assignment script in the step that completes it. It carries the
-// items' content, so delivery needs nothing that may be cleared meanwhile.
+// Collection is a completed collection, on Topics.Collections. It carries
+// the items' content, so delivery never reads cleared items.
 type Collection struct {
 	FeedID       string      `json:"feed_id"`
 	Subscribable string      `json:"subscribable"`
@@ -101,10 +99,8 @@ const (
 
 var stateNames = map[string]string{"u": StateUnassigned, "a": StateAssigned, "c": StateCleared, "x": StateExcluded, "h": StateHeld}
 
-// Fingerprint identifies an item by what a reader sees: its canonical link
-// (NormalizeURL, trailing "/" and utm_* parameters dropped) and the hash of
-// its content, so an item republished under a new guid is known again. An
-// item without a link has none ("").
+// Fingerprint identifies an item by its canonical link and content hash,
+// so an item republished under a new guid is known again; "" without link.
 func Fingerprint(it poll.Item) string {
 	link := canonicalLink(it.Link)
 	if link == "" {

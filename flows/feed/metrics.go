@@ -8,9 +8,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// Metrics of polling etiquette, WebSub and duplicates. Their labels come
-// from bounded sets (an outcome, a reason, a state, an event); per-feed
-// figures live in the feed's record (Flow.Polling), never in labels.
+// Metrics of polling etiquette, WebSub and duplicates, with bounded labels;
+// per-feed figures live in the feed's record (Flow.Polling).
 const (
 	metricRequests   = "dropstream.feed.requests"
 	metricBytes      = "dropstream.feed.response.bytes"

@@ -30,9 +30,8 @@ const (
 	DefaultPollEvery = 15 * time.Minute
 )
 
-// Feed is a feed to poll and what it means for its items to be ready.
-// Its ID is derived from its URL, so adding the
-// same URL twice names the same feed.
+// Feed is a feed to poll and when its items are ready. Its ID derives from
+// its URL, so adding a URL twice names the same feed.
 type Feed struct {
 	ID  string `json:"id" openapi:"readonly"`
 	URL string `json:"url"`
@@ -46,9 +45,8 @@ type Feed struct {
 	MaxDelayMinutes int `json:"max_delay_minutes" openapi:"optional"`
 	// PollEvery is the polling period, a Go duration ("15m"). Default 15m.
 	PollEvery string `json:"poll_every,omitempty"`
-	// IncludeExisting makes the items present at the first successful poll
-	// eligible for notification. By default they are Excluded: adding a
-	// feed does not mail its whole archive.
+	// IncludeExisting makes items present at the first poll eligible; by
+	// default they are Excluded, so adding a feed does not mail its archive.
 	IncludeExisting bool      `json:"include_existing,omitempty"`
 	Added           time.Time `json:"added" openapi:"readonly"`
 }
@@ -69,8 +67,7 @@ func FeedID(rawURL string) string {
 }
 
 // NormalizeURL returns the form of a feed URL that names the feed: trimmed,
-// scheme and host lower-cased, default port and fragment dropped. A URL
-// that does not parse is returned trimmed, for Validate to refuse.
+// scheme and host lower-cased, default port and fragment dropped.
 func NormalizeURL(raw string) string {
 	raw = strings.TrimSpace(raw)
 	u, err := url.Parse(raw)
@@ -122,9 +119,7 @@ func (f Feed) sameSettings(g Feed) bool {
 }
 
 // Assignable reports whether an item first seen at first and unchanged
-// since stable may be assigned at now: stable for AwaitStabilization and at
-// least MinDelay old, or MaxDelay old. (The Lua script applies the same
-// rule; this is its reference.)
+// since stable may be assigned at now (the Lua script's reference rule).
 func (f Feed) Assignable(first, stable, now time.Time) bool {
 	age, calm := now.Sub(first), now.Sub(stable)
 	return (calm >= minutes(f.AwaitStabilizationMinutes) && age >= minutes(f.MinDelayMinutes)) || age >= minutes(f.MaxDelayMinutes)

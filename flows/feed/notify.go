@@ -15,16 +15,13 @@ import (
 // request stays within notifier.MaxRequestBytes.
 const requestItems = 100
 
-// Subscribe subscribes dest to the subscribable stored under key
-// (SubscribableKey) and returns the subscription with created true; when
-// dest's core is already subscribed it returns that subscription with
-// created false (its secret hidden). A log destination is confirmed at
-// once. An e-mail or webhook destination is a notifier subscriber's
-// destination, shared by the tenant's subscriptions with the same core:
-// the first creates it pending and sends the notifier's opt-in link; later
-// ones follow its confirmation. The notifier's unsubscribe link ends every
-// subscription to it. A core the notifier holds for a subscriber the flow
-// did not create, or one being subscribed concurrently, is ErrConflict.
+// Subscribe subscribes dest to the subscribable under key and returns it
+// with created true, or the existing subscription of dest's core with
+// created false (secret hidden). A log destination is confirmed at once;
+// e-mail and webhook destinations share a notifier destination per tenant
+// and core, created pending with the notifier's opt-in. A core held by a
+// subscriber the flow did not create, or subscribed concurrently, is
+// ErrConflict.
 func (f *Flow) Subscribe(ctx context.Context, feedID, key string, dest Destination) (Subscription, bool, error) {
 	core, err := dest.Unique()
 	if err != nil {
@@ -73,8 +70,7 @@ func (f *Flow) Subscribe(ctx context.Context, feedID, key string, dest Destinati
 }
 
 // notifierSubscriber returns the notifier subscriber and destination of
-// d's core for sb's tenant, creating them pending unless the flow created
-// them before. secret is a new webhook destination's secret.
+// d's core for sb's tenant, creating them pending when new.
 func (f *Flow) notifierSubscriber(ctx context.Context, fd Feed, sb Subscribable, d subscriber.Destination, who string) (sid, did, secret string, active bool, err error) {
 	core, err := d.Core()
 	if err != nil {
@@ -181,9 +177,8 @@ func (f *Flow) resolve(ctx context.Context, subs []Subscription) (live, gone []S
 // subscriber's include/exclude preferences match it.
 func subject(feedID, name string) string { return "feed:" + feedID + "/" + name }
 
-// payload is the flow's JSON document in a request: the message with at
-// most requestItems items, without descriptions, and its HTML when it fits
-// half of notifier.MaxRequestBytes.
+// payload is the request's JSON: the message with at most requestItems
+// items, and its HTML when it fits half of notifier.MaxRequestBytes.
 func payload(msg Message) json.RawMessage {
 	compact := msg
 	compact.Text = ""
@@ -205,9 +200,8 @@ func payload(msg Message) json.RawMessage {
 	return b
 }
 
-// collectionRequest is the request delivering a rendered collection to one
-// subscription's notifier destination. Its window names the collection
-// (within and opening time), so the notifier delivers it once.
+// collectionRequest delivers a rendered collection to one subscription;
+// its window names the collection, so the notifier delivers it once.
 func collectionRequest(sub Subscription, c Collection, msg Message, body json.RawMessage, traceID string) notifier.Request {
 	return notifier.Request{Flow: Name, Event: "feed.collection", Subject: clip(subject(c.FeedID, displayName(c.Subscribable)), notifier.MaxSubjectLen),
 		SubscriberID: sub.SubscriberID, DestinationID: sub.DestinationID,
@@ -217,8 +211,7 @@ func collectionRequest(sub Subscription, c Collection, msg Message, body json.Ra
 }
 
 // confirmRequest is the confirmation request of a new, pending notifier
-// destination, sent to it inline (the notifier sends nothing else to a
-// pending destination).
+// destination, sent to it inline.
 func (f *Flow) confirmRequest(fd Feed, name, subscriberID string, d subscriber.Destination, token string) (notifier.Request, error) {
 	msg, err := renderConfirm(fd, name, f.cfg.PublicURL+notifier.ConfirmPath+token)
 	if err != nil {

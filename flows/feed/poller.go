@@ -79,9 +79,8 @@ type PollStatus struct {
 	Duplicates   int       `json:"duplicate_guids,omitempty"`
 }
 
-// Poller fetches every feed when due and publishes each outcome as a Poll
-// on Topics.Polls. Copies take the feed's pollgate gate before polling, so
-// each feed is polled once per period; failure counts are shared in Redis.
+// Poller fetches every feed when due and publishes each outcome as a Poll.
+// Copies share feeds through pollgate and failure counts through Redis.
 type Poller struct {
 	flow    *Flow
 	fetcher *poll.Fetcher
@@ -237,10 +236,8 @@ func (p *Poller) PollOnce(ctx context.Context, fd Feed) (Poll, error) {
 	return out, err
 }
 
-// poll fetches fd once (not when halted: ErrHalted), publishes the outcome
-// and returns it with the delay to the next poll. It keeps the feed's
-// figures, follows permanent redirects, halts gone or dead feeds and
-// subscribes to the WebSub hub.
+// poll fetches fd once (ErrHalted when halted), publishes the outcome and
+// returns it with the delay to the next poll.
 func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error) {
 	f := p.flow
 	if halted, err := f.store.isHalted(ctx, fd.ID); err != nil || halted {

@@ -40,17 +40,15 @@ type Halt struct {
 // FeedStats are one feed's polling figures, kept by the poller copies
 // and the WebSub callback in Redis.
 type FeedStats struct {
-	// Requests are the fetches sent for the feed (every answer, failures
-	// included); NotModified those answered 304, NotModifiedShare their
-	// share (0..1).
+	// Requests counts fetches (failures included); NotModified those
+	// answered 304, NotModifiedShare their share.
 	Requests         int64   `json:"requests"`
 	NotModified      int64   `json:"not_modified"`
 	NotModifiedShare float64 `json:"not_modified_share"`
 	// Bytes is the body bytes received (decompressed).
 	Bytes int64 `json:"bytes"`
-	// NextPoll is when the feed is polled next; Interval the delay chosen
-	// at the latest poll (a Go duration) and IntervalReason why
-	// (interval, adaptive, fresh, ttl, skip, push, backoff, retry_after).
+	// NextPoll is the next poll; Interval the delay chosen last and
+	// IntervalReason why (interval, adaptive, fresh, ttl, skip, push, ...).
 	NextPoll       *time.Time `json:"next_poll,omitempty"`
 	Interval       string     `json:"interval,omitempty"`
 	IntervalReason string     `json:"interval_reason,omitempty"`

@@ -22,8 +22,7 @@ var Vars = []flow.Var{
 }
 
 // quotas builds the caps of Config.MaxFeedsPerCaller and
-// MaxSubscriptionsPerCaller. A caller at its cap first gets back the slots
-// of feeds and subscriptions removed without freeing them.
+// MaxSubscriptionsPerCaller.
 func (f *Flow) quotas() error {
 	var feeds, subs *quota.Quota
 	var err error

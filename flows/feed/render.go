@@ -21,9 +21,8 @@ var (
 	htmlTemplates = htmltemplate.Must(htmltemplate.ParseFS(templateFS, "templates/*.html.tmpl"))
 )
 
-// Message is a rendered message: subject, text and HTML bodies (templates/)
-// and the items. Log destinations get it as JSON, the notifier's channels
-// as a notifier.Request.
+// Message is a rendered message: subject, text and HTML bodies, and the
+// items.
 type Message struct {
 	Kind         string `json:"kind"` // "collection" or "confirm"
 	FeedID       string `json:"feed_id"`
@@ -50,9 +49,8 @@ type view struct {
 	More                                     int
 }
 
-// renderCollection renders a completed collection: the text lists the
-// items with their links, as many as fit notifier.MaxTextLen (then a line
-// counts the others and points to the feed); the HTML lists them all.
+// renderCollection renders a completed collection; the text lists as many
+// items as fit notifier.MaxTextLen and counts the rest.
 func renderCollection(f Feed, c Collection) (Message, error) {
 	name := displayName(c.Subscribable) // as its tenant named it
 	title := strconv.Itoa(len(c.Items)) + " new items: " + name

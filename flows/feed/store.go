@@ -23,9 +23,8 @@ const MaxListed = 10000
 // hands them all to the assignment script.
 const MaxSubscribables = 100
 
-// putSubscribable adds a subscribable (ARGV key, JSON) to the feed's hash
-// unless the key is taken (0) or the tenant whose tag is ARGV[4] ("" for
-// tenancy.Open) has ARGV[3] there already (-1).
+// putSubscribable adds a subscribable (ARGV key, JSON) unless the key is
+// taken (0) or tenant ARGV[4] has name ARGV[3] there already (-1).
 var putSubscribable = redis.NewScript(`
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
 local n = 0
@@ -55,9 +54,8 @@ func NewStore(rdb redis.UniversalClient, topics Topics) *Store {
 	return &Store{rdb: rdb, topics: topics, now: time.Now, feeds: feeds}
 }
 
-// PutFeed adds f (URL normalized, ID derived from it) and returns it with
-// created true; the feed already at that URL is returned when its settings
-// agree, ErrConflict when they do not.
+// PutFeed adds f and returns it with created true; an existing feed at the
+// URL is returned when its settings agree, else ErrConflict.
 func (s *Store) PutFeed(ctx context.Context, f Feed) (Feed, bool, error) {
 	f.URL = NormalizeURL(f.URL)
 	if err := f.Validate(); err != nil {
@@ -215,18 +213,23 @@ func (s *Store) Subscribable(ctx context.Context, feedID, key string) (Subscriba
 	if !validID(feedID) || !validKey(key) {
 		return Subscribable{}, ErrNotFound
 	}
-	raw, err := s.rdb.HGet(ctx, defsKey("subscribables:"+feedID), key).Bytes()
+	return getJSON[Subscribable](s.rdb.HGet(ctx, defsKey("subscribables:"+feedID), key), "subscribable")
+}
+
+// getJSON decodes the JSON value cmd read, or returns ErrNotFound.
+func getJSON[T any](cmd *redis.StringCmd, what string) (T, error) {
+	var v, zero T
+	raw, err := cmd.Bytes()
 	if errors.Is(err, redis.Nil) {
-		return Subscribable{}, ErrNotFound
+		return zero, ErrNotFound
 	}
 	if err != nil {
-		return Subscribable{}, fmt.Errorf("feed: get subscribable: %w", err)
+		return zero, fmt.Errorf("feed: get %s: %w", what, err)
 	}
-	var sb Subscribable
-	if err := json.Unmarshal(raw, &sb); err != nil {
-		return Subscribable{}, fmt.Errorf("feed: decode subscribable: %w", err)
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return zero, fmt.Errorf("feed: decode %s: %w", what, err)
 	}
-	return sb, nil
+	return v, nil
 }
 
 // Subscribables returns every tenant's subscribables of a feed, by key.
@@ -246,9 +249,8 @@ func (s *Store) Subscribables(ctx context.Context, feedID string) ([]Subscribabl
 	return out, nil
 }
 
-// DeleteSubscribable removes the subscribable under key and its
-// subscriptions, releasing its open collections' items undelivered
-// (dropScript). Deleting again after a failure finishes the job.
+// DeleteSubscribable removes a subscribable and its subscriptions,
+// releasing its open collections' items. Repeating it finishes the job.
 func (s *Store) DeleteSubscribable(ctx context.Context, feedID, key string) error {
 	if _, err := s.Subscribable(ctx, feedID, key); err != nil {
 		return err

@@ -14,9 +14,8 @@ import (
 
 // Destination kinds and the notifier channel each is delivered on.
 const (
-	// DestEmail: an e-mail address, personal part allowed
-	// ("Buffy <b@slayers.org>"); a notifier subscriber, delivered by the
-	// notifier's "email" channel.
+	// DestEmail: an e-mail address ("Buffy <b@slayers.org>"), delivered by
+	// the notifier's "email" channel.
 	DestEmail = "email"
 	// DestWebhook: an http(s) URL receiving the collection as the
 	// notifier's signed JSON message; a notifier subscriber.
@@ -73,9 +72,8 @@ func (d Destination) Unique() (string, error) {
 	return "", fmt.Errorf("%w destination: kind: want %s, %s or %s", ErrInvalid, DestEmail, DestWebhook, DestLog)
 }
 
-// notifierDestination is the destination as the notifier's subscriber
-// store takes it, and the subscriber's name; ok is false for a log
-// destination.
+// notifierDestination is the destination for the notifier's subscriber
+// store, and its name; ok is false for a log destination.
 func (d Destination) notifierDestination() (dest subscriber.Destination, name string, ok bool) {
 	switch d.Kind {
 	case DestEmail:
@@ -94,9 +92,8 @@ func (d Destination) notifierDestination() (dest subscriber.Destination, name st
 	return subscriber.Destination{}, "", false
 }
 
-// Subscription maps a destination to a subscribable. An e-mail or webhook subscription delivers to a
-// destination of a notifier subscriber, which holds its confirmation and
-// its unsubscribe link; a log subscription is confirmed when created.
+// Subscription maps a destination to a subscribable. E-mail and webhook
+// ones deliver through a notifier subscriber; log ones start confirmed.
 type Subscription struct {
 	ID           string `json:"id"`
 	FeedID       string `json:"feed_id"`
@@ -111,9 +108,8 @@ type Subscription struct {
 	// destination (e-mail, webhook), shared by the subscriptions of one core.
 	SubscriberID  string `json:"subscriber_id,omitempty"`
 	DestinationID string `json:"destination_id,omitempty"`
-	// Confirmed: the notifier destination is confirmed (active); always
-	// true for a log destination. Read from the notifier, never stored for
-	// e-mail and webhook destinations.
+	// Confirmed: the notifier destination is active (always for log). Read
+	// from the notifier, never stored for e-mail and webhook.
 	Confirmed bool      `json:"confirmed"`
 	Added     time.Time `json:"added"`
 	// Secret signs webhook deliveries (the notifier destination's); shown

@@ -18,8 +18,7 @@ import (
 const MaxSubscriptions = 100000
 
 // createSubscription adds the subscription unless its destination core is
-// taken for the subscribable, atomically; it returns the id that holds the
-// core (the new one, or the existing one).
+// taken, and returns the id holding the core.
 var createSubscription = redis.NewScript(`
 local existing = redis.call('HGET', KEYS[1], ARGV[1])
 if existing then return existing end
@@ -29,9 +28,8 @@ redis.call('SET', KEYS[2], ARGV[3])
 redis.call('ZADD', KEYS[3], 0, ARGV[2])
 return ARGV[2]`)
 
-// createSubscription stores sub unless its destination core is taken for
-// the subscribable; then the existing subscription is returned with created
-// false (its secret hidden).
+// createSubscription stores sub, or returns the subscription already
+// holding its core with created false (secret hidden).
 func (s *Store) createSubscription(ctx context.Context, sub Subscription) (Subscription, bool, error) {
 	stored := sub
 	stored.Secret = "" // the notifier keeps it
@@ -72,9 +70,8 @@ func (s *Store) existingSubscription(ctx context.Context, feedID, key, core stri
 	return sub, err == nil, err
 }
 
-// notifierKey is the key naming the notifier destination the flow created
-// for a notifier destination core of tenant: each tenant's subscriptions
-// deliver to a notifier subscriber of its own.
+// notifierKey names the notifier destination the flow created for a
+// tenant's destination core.
 func notifierKey(tenant, core string) string {
 	if tag := tenancy.Tag(tenant); tag != "" {
 		return defsKey("notifier:" + tag + ":" + subscriber.CoreHash(core))
@@ -109,23 +106,11 @@ func (s *Store) Subscription(ctx context.Context, id string) (Subscription, erro
 	if !validID(id) {
 		return Subscription{}, ErrNotFound
 	}
-	raw, err := s.rdb.Get(ctx, defsKey("subscription:"+id)).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return Subscription{}, ErrNotFound
-	}
-	if err != nil {
-		return Subscription{}, fmt.Errorf("feed: get subscription: %w", err)
-	}
-	var sub Subscription
-	if err := json.Unmarshal(raw, &sub); err != nil {
-		return Subscription{}, fmt.Errorf("feed: decode subscription: %w", err)
-	}
-	return sub, nil
+	return getJSON[Subscription](s.rdb.Get(ctx, defsKey("subscription:"+id)), "subscription")
 }
 
-// Subscriptions returns the subscriptions of the subscribable stored
-// under key as stored (see Subscription; Flow.Subscriptions adds the
-// notifier's status).
+// Subscriptions returns the stored subscriptions of the subscribable
+// under key (Flow.Subscriptions adds the notifier's status).
 func (s *Store) Subscriptions(ctx context.Context, feedID, key string) ([]Subscription, error) {
 	ids, err := s.rdb.ZRange(ctx, defsKey("subscriptions:"+subKey(feedID, key)), 0, MaxSubscriptions-1).Result()
 	if err != nil {
@@ -156,9 +141,8 @@ func (s *Store) Subscriptions(ctx context.Context, feedID, key string) ([]Subscr
 	return out, nil
 }
 
-// DeleteSubscription removes a subscription and its uniqueness entry. The
-// notifier subscriber it delivered to stays (other subscriptions of the
-// same destination may share it; DELETE /v1/subscribers/{id} removes it).
+// DeleteSubscription removes a subscription and its uniqueness entry; the
+// notifier subscriber stays.
 func (s *Store) DeleteSubscription(ctx context.Context, id string) error {
 	sub, err := s.Subscription(ctx, id)
 	if err != nil {

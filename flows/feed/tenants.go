@@ -7,8 +7,7 @@ import (
 	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
-// A feed is shared by URL, and each tenant that added it holds it: a feed's
-// tenants and a tenant's feeds say who sees it. A feed without tenants is
+// Each tenant that added a feed holds it; a feed without tenants is
 // tenancy.Open's.
 func feedTenantsKey(id string) string     { return defsKey("tenants:" + id) }
 func tenantFeedsKey(tenant string) string { return defsKey("tenant-feeds:" + tenancy.Of(tenant)) }

@@ -214,9 +214,8 @@ func (f *Flow) renewAt(w webSub) time.Time {
 	return w.ExpiresAt.Add(-min(f.cfg.WebSub.RenewBefore, lease/2))
 }
 
-// subscribeHub asks hub to push topic to the feed's callback, storing the
-// request as pending first (a hub may verify at once); a renewal keeps the
-// callback and secret.
+// subscribeHub asks hub to push topic to the feed's callback, stored as
+// pending first; a renewal keeps the callback and secret.
 func (f *Flow) subscribeHub(ctx context.Context, feedID, hub, topic string, now time.Time) error {
 	if err := f.cfg.Egress.CheckURL(hub); err != nil {
 		return fmt.Errorf("feed: websub hub: %w", err)
@@ -264,10 +263,9 @@ func (f *Flow) webSubCallback(feedID, token string) string {
 	return f.cfg.PublicURL + WebSubPath + feedID + "/" + token
 }
 
-// VerifyWebSub answers a hub's verification of intent on a feed's callback.
-// A "subscribe" matching the pending request activates the subscription
-// for leaseSeconds (capped at the lease asked); a "denied" ends what it
-// names. Anything else is ErrNotFound: the hub must not push.
+// VerifyWebSub answers a hub's verification of intent: a "subscribe"
+// matching the pending request activates it, a "denied" ends it, and
+// anything else is ErrNotFound.
 func (f *Flow) VerifyWebSub(ctx context.Context, feedID, token, mode, topic string, leaseSeconds int) error {
 	w, ok, err := f.webSub(ctx, feedID)
 	if err != nil {
@@ -305,9 +303,8 @@ func (f *Flow) VerifyWebSub(ctx context.Context, feedID, token, mode, topic stri
 	return f.putWebSub(ctx, feedID, w)
 }
 
-// Push checks a hub's pushed content against X-Hub-Signature (sha1, sha256
-// or sha512 HMAC), parses it and publishes it as a Poll with Push true.
-// Errors: ErrNotFound (no active subscription), ErrBadSignature, ErrInvalid.
+// Push checks a hub push's X-Hub-Signature and publishes it as a Poll.
+// Errors: ErrNotFound, ErrBadSignature, ErrInvalid.
 func (f *Flow) Push(ctx context.Context, feedID, token string, body []byte, signature string) error {
 	w, ok, err := f.webSub(ctx, feedID)
 	if err != nil {

@@ -13,10 +13,8 @@ import (
 	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
-// paceScript books the next slot of KEYS[1] (the ms of the next free
-// slot): the slot is max(now ARGV[1], the key's), the key moves one
-// spacing ARGV[2] past it, and it returns how many ms the slot is away.
-// The key expires once its slot has passed, so idle hosts cost nothing.
+// paceScript books KEYS[1]'s next slot, max(now, the key's), moves the key
+// ARGV[2] ms past it and returns the ms to wait. Idle keys expire.
 var paceScript = redis.NewScript(`
 local now, spacing = tonumber(ARGV[1]), tonumber(ARGV[2])
 local slot = tonumber(redis.call('GET', KEYS[1]) or '0')
@@ -68,10 +66,9 @@ func (c PacerConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// Pacer spaces the requests to each host across every copy of a service:
-// each request books the host's next slot in Redis (one key per host) and
-// waits for it, so a host sees at most one request per Spacing however
-// many copies poll it. It is safe for concurrent use.
+// Pacer spaces the requests to each host across every copy of a service
+// through a Redis slot per host, at most one per Spacing. It is safe for
+// concurrent use.
 type Pacer struct {
 	rdb redis.UniversalClient
 	cfg PacerConfig
@@ -94,9 +91,8 @@ func (p *Pacer) Key(host string) string {
 	return rediskey.Key("{pace:"+p.cfg.Name+":"+strings.ToLower(host)+"}", "next")
 }
 
-// Reserve books the host's next slot and returns how long until it. A
-// slot beyond MaxWait gives ErrBusy (the slot stays booked and passes
-// unused, so a crowded host's queue still drains at its pace).
+// Reserve books the host's next slot and returns how long until it; a slot
+// beyond MaxWait gives ErrBusy (and passes unused).
 func (p *Pacer) Reserve(ctx context.Context, host string) (time.Duration, error) {
 	ms, err := paceScript.Run(ctx, p.rdb, []string{p.Key(host)}, p.cfg.Now().UnixMilli(), p.cfg.Spacing.Milliseconds()).Int64()
 	if err != nil {

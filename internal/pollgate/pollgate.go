@@ -1,9 +1,7 @@
 // Package pollgate lets copies of a polling service share one schedule
-// through Redis, without a leader. Every copy schedules every item and
-// takes the item's gate, a key closed until its next poll is due, before
-// polling it; a copy finding it closed comes back when it opens, plus a
-// random spread. So an item is polled once per delay, and when a copy dies
-// the others take its items.
+// through Redis, without a leader: a copy polls an item only after taking
+// its gate, closed until the next poll is due, so each item is polled once
+// per delay and a dead copy's items pass to the others.
 package pollgate
 
 import (
@@ -92,9 +90,8 @@ func New(rdb redis.UniversalClient, cfg Config) (*Gate, error) {
 	return &Gate{rdb: rdb, cfg: cfg}, nil
 }
 
-// Take closes an open gate for hold, the longest a poll may take, and
-// returns true: this copy polls. Else it returns false and when to try
-// again.
+// Take closes an open gate for hold and returns true; else false and when
+// to try again.
 func (g *Gate) Take(ctx context.Context, key string, hold time.Duration) (bool, time.Duration, error) {
 	ms, err := takeScript.Run(ctx, g.rdb, []string{key}, g.cfg.Owner, millis(hold)).Int64()
 	if err != nil {
@@ -110,9 +107,8 @@ func (g *Gate) Take(ctx context.Context, key string, hold time.Duration) (bool, 
 	return false, left + g.jitter(left), nil
 }
 
-// Hold keeps the gate this copy took closed for d, until the next poll, and
-// returns when to try it again. A gate no longer this copy's is left as it
-// is.
+// Hold keeps this copy's gate closed for d and returns when to try again;
+// a gate no longer this copy's is left alone.
 func (g *Gate) Hold(ctx context.Context, key string, d time.Duration) (time.Duration, error) {
 	if err := holdScript.Run(ctx, g.rdb, []string{key}, g.cfg.Owner, millis(d)).Err(); err != nil {
 		return d + g.jitter(d), fmt.Errorf("pollgate: hold %s: %w", key, err)

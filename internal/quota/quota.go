@@ -1,6 +1,5 @@
-// Package quota bounds how many records of one kind each owner holds: a
-// record joins its owner's id set, checked against the cap, before it is
-// written, and leaves when deleted. Each step is one script on one slot.
+// Package quota caps how many records of a kind each owner holds, with
+// one script on one slot per step.
 package quota
 
 import (
@@ -47,9 +46,8 @@ func (q *Quota) ownerKey(owner string) string { return rediskey.Key(q.tag, "owne
 func (q *Quota) ownersKey() string            { return rediskey.Key(q.tag, "owners") }
 
 // claimScript files an id under its owner unless the owner holds max ids.
-// KEYS: the owner's set, the id → owner hash. ARGV: id, owner, max.
-// Returns 1 when filed (or filed already, under any owner), 0 when the
-// owner is at its cap.
+// KEYS: owner's set, id → owner hash. ARGV: id, owner, max. Returns 1 when
+// filed (or already), 0 at the cap.
 var claimScript = script.New(`
 if redis.call('HEXISTS', KEYS[2], ARGV[1]) == 1 then return 1 end
 if redis.call('SCARD', KEYS[1]) >= tonumber(ARGV[3]) then return 0 end
@@ -58,8 +56,7 @@ redis.call('HSET', KEYS[2], ARGV[1], ARGV[2])
 return 1`)
 
 // Claim files id under owner before the record is written, or returns
-// ErrExceeded at the cap; an id filed already stays its first owner's.
-// Release it when the write fails.
+// ErrExceeded; release it when the write fails.
 func (q *Quota) Claim(ctx context.Context, owner, id string) error {
 	if q == nil {
 		return nil
@@ -77,9 +74,8 @@ func (q *Quota) Claim(ctx context.Context, owner, id string) error {
 	return nil
 }
 
-// releaseScript takes an id out of its owner's set when it is still filed
-// under that owner. KEYS: the owner's set, the id → owner hash. ARGV: id,
-// owner.
+// releaseScript unfiles an id still filed under owner. KEYS: owner's set,
+// id → owner hash. ARGV: id, owner.
 var releaseScript = script.New(`
 if redis.call('HGET', KEYS[2], ARGV[1]) ~= ARGV[2] then return 0 end
 redis.call('SREM', KEYS[1], ARGV[1])

@@ -15,9 +15,8 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// Reservation holds a slot of an owner's cap for a record whose id is
-// known once written. Keep or Drop ends it; a nil *Reservation does
-// nothing.
+// Reservation holds a slot of an owner's cap until Keep or Drop; a nil
+// *Reservation does nothing.
 type Reservation struct {
 	q      *Quota
 	ticket string

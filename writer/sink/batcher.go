@@ -23,21 +23,12 @@ var ErrClosed = errors.New("writer: analytics closed")
 // maxLinks caps the span links of one flush span.
 const maxLinks = 128
 
-// Batcher collects the items of waiting handlers and writes them in one
-// flush. An item is the rows of one batch read from one partition; it is
-// never split. A flush starts:
-//
-//   - when the queue holds BatchRows rows;
-//   - Linger after the last new item, once no handler is still decoding,
-//     if an urgent item waits (a full batch, or a redelivery): the reads of
-//     every partition then share one flush;
-//   - when the oldest item has waited FlushInterval, or 20 × Linger just
-//     after an urgent flush (the tail of a backlog).
-//
-// A failed flush is retried with backoff, its episode logged at start and
-// end. A handler whose context ends waits for a running flush holding its
-// item, so a written item is never reported unwritten. Handlers call Begin
-// before decoding, End after, then Add. It is safe for concurrent use.
+// Batcher writes the items of waiting handlers in one flush; an item is
+// one partition's batch and is never split. A flush starts at BatchRows
+// rows, Linger after the last item when an urgent one waits, or when the
+// oldest has waited FlushInterval. Failed flushes retry with backoff. A
+// written item is never reported unwritten. Handlers call Begin before
+// decoding, End after, then Add. It is safe for concurrent use.
 type Batcher[E any] struct {
 	stage  string
 	cfg    Batching
@@ -134,10 +125,9 @@ func (b *Batcher[E]) signal() {
 	}
 }
 
-// Add queues item (rows rows of msgs messages) and waits until it is
-// flushed, ctx ends or the batcher closes; urgent asks for a flush after
-// Linger. An ended ctx returns an error, marked stream.Hold while the sink
-// does not answer (see sinkDown).
+// Add queues item and waits until it is flushed, ctx ends or the batcher
+// closes; urgent asks for a flush after Linger. An ended ctx is marked
+// stream.Hold while the sink does not answer.
 func (b *Batcher[E]) Add(ctx context.Context, item E, rows, msgs int, urgent bool) error {
 	w := &waiter[E]{item: item, rows: rows, msgs: msgs, urgent: urgent, at: time.Now(), ctx: ctx, res: make(chan error, 1)}
 	b.mu.Lock()

@@ -85,9 +85,8 @@ func (b Batching) Validate(readAhead int, runner stream.RunnerConfig, stages ...
 	return errors.Join(errs...)
 }
 
-// BatchRunner returns a batched stage's runner config: HandlerTimeout
-// DefaultHandlerTimeout, ClaimIdle twice that, DefaultMaxDeliveries,
-// batchSize, reads by count, and no retries (the batcher retries).
+// BatchRunner returns a batched stage's runner config: batchSize reads by
+// count, defaults for timeouts, and no retries (the batcher retries).
 func BatchRunner(r stream.RunnerConfig, batchSize int) stream.RunnerConfig {
 	r.HandlerTimeout = cmp.Or(r.HandlerTimeout, DefaultHandlerTimeout)
 	r.ClaimIdle = cmp.Or(r.ClaimIdle, 2*r.HandlerTimeout)

@@ -18,11 +18,9 @@ import (
 // COUNT) unless HistoryConfig.Runner sets one.
 const DefaultHistoryBatchSize = 1000
 
-// HistoryConfig configures a flow's ClickHouse append: a batch stage that
-// turns each message into rows and appends them through a Batcher,
-// acknowledging a batch once its rows are written. Zero batching fields
-// take Batching's defaults. Rows are written at least once, so the table
-// must collapse duplicates (a ReplacingMergeTree keyed by event).
+// HistoryConfig configures a flow's ClickHouse append. Zero batching
+// fields default. Rows are written at least once, so the table must
+// collapse duplicates.
 type HistoryConfig[R any] struct {
 	// Stage names the stage and its consumer group ("<flow>-history").
 	Stage string

@@ -14,9 +14,7 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Metric (instrument) names of the batched stages. Prometheus exposes them
-// with dots as underscores, plus _total for counters and _seconds for the
-// histogram.
+// Metric names of the batched stages (Prometheus: dots as underscores).
 const (
 	// MetricRowsWritten counts rows sent to ClickHouse in successful
 	// inserts. Int64Counter, unit {row}, attribute table.

@@ -39,9 +39,8 @@ const (
 // stageBlock is the stages' XREADGROUP BLOCK, bounding how long stopping takes.
 const stageBlock = 100 * time.Millisecond
 
-// Harness is one bench's state: the Redis database, the ClickHouse database
-// and the fleet's progress. Its phases run in order: Setup, Diff, Analytics,
-// Latency (Run runs them all). It is not safe for concurrent use.
+// Harness is one bench's state. Its phases run in order: Setup, Diff,
+// Analytics, Latency. It is not safe for concurrent use.
 type Harness struct {
 	cfg      Config
 	rdb      redis.UniversalClient
@@ -150,9 +149,8 @@ func (b *Harness) Database() string { return b.db }
 // Entities is the number of entities observed per run of every scope.
 func (b *Harness) Entities() int { return b.cfg.Scopes * b.cfg.PerScope }
 
-// Setup applies every scope's baseline and stabilization runs through the
-// diff, measuring Redis memory per entity, then creates the later stages'
-// groups so their backlog is only what later runs produce.
+// Setup applies the baseline and stabilization runs through the diff,
+// measuring Redis memory per entity, then creates the later stages' groups.
 func (b *Harness) Setup(ctx context.Context) (baseline, stabilization Rate, afterBaseline, steady Memory, err error) {
 	if b.setupRun {
 		return Rate{}, Rate{}, Memory{}, Memory{}, errors.New("availbench: Setup runs once")
@@ -215,11 +213,9 @@ func (b *Harness) DiffSnapshots(ctx context.Context, n int) (Rate, error) {
 	return b.diffRound(ctx, "snapshots", n)
 }
 
-// diffRound publishes the next snapshot of n scopes, then runs the diff
-// stage until its group has read and acknowledged every snapshot.
-//
-// Run records are not counted: a snapshot applied twice appends a second,
-// making the round look done with snapshots unread.
+// diffRound publishes the next snapshot of n scopes and runs the diff
+// until its group has acknowledged every snapshot (run records are not
+// counted: a repeat appends a second one).
 func (b *Harness) diffRound(ctx context.Context, name string, n int) (Rate, error) {
 	pubStart := time.Now()
 	msgs := make([]*stream.Message, 0, 500)
@@ -314,9 +310,8 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 		return Rate{}, err
 	}
 	defer stop()
-	// Exact counts cost ClickHouse CPU that grows with the table, taken
-	// from the inserts measured: poll the active parts' rows (metadata) and
-	// count exactly once they reach want, timing the count's start.
+	// Exact counts cost ClickHouse CPU: poll the parts' row counts, then
+	// count exactly once they reach want.
 	var countedAt time.Time
 	count := func(table string, want int64, f func(context.Context, *clickhouse.Client, clickhouse.Filter) (uint64, error)) func() (int64, error) {
 		return func() (int64, error) {
@@ -461,9 +456,8 @@ func (b *Harness) drain(ctx context.Context, what string, topic stream.Topic, gr
 	}
 }
 
-// unhandled is the number of entries of topic the groups have not read or
-// acknowledged (lag + pending); a group of unknown lag counts 1 until it
-// has read the last entry, a missing group the whole stream.
+// unhandled is how many entries of topic the groups have not acknowledged
+// (lag + pending); a missing group counts the whole stream.
 func (b *Harness) unhandled(ctx context.Context, topic stream.Topic, groups ...string) (int64, error) {
 	var n int64
 	for p := range topic.Partitions {

@@ -1,14 +1,7 @@
-// Package availbench measures the availability pipeline on a real Redis and
-// ClickHouse: observations per second through the diff stage, transitions
-// per second into ClickHouse, end-to-end latency from observation to
-// webhook, and Redis memory per entity. `dropstream bench availability` and
-// the package's Go benchmarks use it.
-//
-// It drives the real stages on the real topics, so it needs an empty Redis
-// database (emptied again on Close unless Config.Keep) and creates a
-// ClickHouse database of its own, dsbench_<hex>. The workload is Scopes
-// scopes of PerScope entities, each sliding its window by Churn×PerScope
-// entities per run after a baseline and a stabilization run.
+// Package availbench measures the availability pipeline on a real Redis
+// and ClickHouse: diff throughput, ClickHouse inserts, end-to-end latency
+// and Redis memory per entity. It needs an empty Redis database and
+// creates its own ClickHouse database, dsbench_<hex>.
 package availbench
 
 import (
@@ -38,9 +31,8 @@ const (
 
 // Config describes one bench. Zero fields take their defaults.
 type Config struct {
-	// ClickHouseDSN is the native-protocol DSN of the server to write to;
-	// the bench creates a database of its own there. Required by Run and
-	// Analytics; without it Open connects no ClickHouse.
+	// ClickHouseDSN is the server the bench creates its database on. Required
+	// by Run and Analytics.
 	ClickHouseDSN string
 	// Scopes is the number of scopes (venues, one watcher each). Default 10,000.
 	Scopes int
@@ -120,9 +112,8 @@ func (c Config) churned() int {
 	return min(c.PerScope, max(1, int(math.Round(c.Churn*float64(c.PerScope)))))
 }
 
-// Rate is a count over a duration, with the CPU time the bench process
-// (GoCPU) and Redis (RedisCPU, 0 when Redis cannot tell: a cluster) used
-// over that duration.
+// Rate is a count over a duration, with the CPU the bench (GoCPU) and
+// Redis (RedisCPU, 0 on a cluster) used.
 type Rate struct {
 	Count           int64
 	Elapsed         time.Duration

@@ -17,9 +17,8 @@ const (
 	benchParty    = 2
 )
 
-// fleet generates the scopes' snapshots: scope s observes PerScope
-// consecutive entities of a ring of 2×PerScope; runs 0 and 1 observe the
-// same window, and each later run slides it by churn entities.
+// fleet generates snapshots: scope s observes PerScope entities of a ring
+// of 2×PerScope, sliding by churn entities from run 2 on.
 type fleet struct {
 	perScope, churn int
 	runs            []int // next run of each scope
@@ -63,9 +62,7 @@ func (f *fleet) next(s int, runAt time.Time) avail.Snapshot {
 		Stabilization: 2}
 }
 
-// opensNext is how many stable opens scope s's next run confirms: the
-// opens of its previous run when that run slid the window (from run 2 on)
-// and the next run still observes them.
+// opensNext is how many stable opens scope s's next run confirms.
 func (f *fleet) opensNext(s int) int {
 	if f.runs[s] >= 3 && f.churn < f.perScope {
 		return f.churn

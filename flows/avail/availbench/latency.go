@@ -20,11 +20,10 @@ import (
 // latency run stops publishing.
 const drainTimeout = time.Minute
 
-// Latency measures end-to-end latency: it runs the stages after the
-// collector, lets them catch up, creates a webhook watcher per venue, then
-// publishes snapshots at cfg.Rate observations per second for
-// cfg.LatencyDuration and records each notification's receive time −
-// run_at. Setup and at least one Diff run must come first.
+// Latency runs the stages after the collector with a webhook watcher per
+// venue, publishes at cfg.Rate observations per second for
+// cfg.LatencyDuration and records receive time − run_at. Setup and a Diff
+// run must come first.
 func (b *Harness) Latency(ctx context.Context) (Latency, error) {
 	from := time.Now()
 	recv := newReceiver(time.Now, func(ev watch.OpenEvent, now time.Time) (string, time.Duration, bool) {
@@ -93,9 +92,8 @@ func (b *Harness) Latency(ctx context.Context) (Latency, error) {
 	return res, nil
 }
 
-// pipeline returns the watcher store and the stages of the pipeline after
-// the collector, whose webhooks may reach the receiver at receiver
-// (host:port) only, and a function releasing them.
+// pipeline returns the watcher store and the stages after the collector,
+// with webhooks allowed only to receiver, and a release function.
 func (b *Harness) pipeline(receiver string) (*watch.Store, []stream.Stage, func(), error) {
 	store, err := watch.NewStore(b.rdb, watch.StoreConfig{MaxWatchers: max(watch.DefaultMaxWatchers, b.cfg.Scopes), Logger: b.log})
 	if err != nil {

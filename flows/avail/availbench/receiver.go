@@ -11,9 +11,7 @@ import (
 )
 
 // receiver is the benches' webhook endpoint: it records each notice's
-// latency once per watcher and event, under a key (a date, or ""). latency
-// gives the key and the latency of a notice received at now, ok false for
-// a notice not to count.
+// latency once per watcher and event, under the key latency returns.
 type receiver struct {
 	now     func() time.Time
 	latency func(ev watch.OpenEvent, now time.Time) (key string, d time.Duration, ok bool)

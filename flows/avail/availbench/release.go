@@ -22,11 +22,9 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// ReleaseConfig describes the release bench: Venues venues release a new
-// date every day at ReleaseAt, polled at Interval, one webhook watcher
-// each. HistoryDays run at the fixed interval; then the release times are
-// learned and LearnedDays run with bursts around them. Zero fields take
-// their defaults.
+// ReleaseConfig describes the release bench: Venues release a date daily
+// at ReleaseAt, polled at Interval; HistoryDays run at the fixed interval,
+// then LearnedDays with bursts at the learned times. Zero fields default.
 type ReleaseConfig struct {
 	// Venues is the number of venues, 1..100. Default 20.
 	Venues int
@@ -111,9 +109,8 @@ type ReleaseResult struct {
 // benchDay0 is the first day of the release bench.
 var benchDay0 = time.Date(2026, 3, 2, 0, 0, 0, 0, time.UTC)
 
-// RunRelease runs the release bench on rdb (an empty database, emptied at
-// the end): the production collector on a virtual clock polling the
-// simulator, the stages after it and a webhook receiver.
+// RunRelease runs the release bench on rdb (an empty database): the
+// collector on a virtual clock, the simulator, the stages and a receiver.
 func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfig) (res ReleaseResult, err error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -250,9 +247,8 @@ func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfi
 	return res, nil
 }
 
-// streamLearner is the bench's collector.ReleaseLearner: the flow's rule
-// (first raw open of a venue and date, not of a baseline) on the
-// transitions stream in Redis.
+// streamLearner is the flow's release rule read from the transitions
+// stream in Redis.
 type streamLearner struct {
 	b   *Harness
 	off atomic.Bool

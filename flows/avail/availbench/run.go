@@ -25,9 +25,8 @@ type Result struct {
 	Database string
 	// Baseline and Stabilization are the setup runs through the diff stage.
 	Baseline, Stabilization Rate
-	// MemoryAfterBaseline is Redis memory after the baseline run (every
-	// entity open and pending stabilization), MemorySteady after the
-	// stabilization run (every entity open and stable).
+	// MemoryAfterBaseline is Redis memory after the baseline run,
+	// MemorySteady after the stabilization run.
 	MemoryAfterBaseline, MemorySteady Memory
 	// Diff is the observations of the churn runs and the time the diff
 	// stage took to apply them: (a).
@@ -39,9 +38,8 @@ type Result struct {
 	Latency Latency
 }
 
-// Run runs every phase on rdb (an empty database) and the ClickHouse server
-// of cfg.ClickHouseDSN: Setup, Diff of cfg.Runs churn runs, Analytics and
-// Latency, then cleans up (unless cfg.Keep).
+// Run runs Setup, Diff, Analytics and Latency on rdb (an empty database)
+// and cfg.ClickHouseDSN, then cleans up unless cfg.Keep.
 func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (res Result, err error) {
 	if cfg.ClickHouseDSN == "" {
 		return res, errors.New("availbench: Run needs a ClickHouse DSN")
@@ -52,9 +50,8 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (res Result
 	}
 	defer func() { err = errors.Join(err, b.Close()) }()
 	res.Entities, res.Database = b.Entities(), b.Database()
-	// Each phase runs with the pprof label phase=<name>, inherited by the
-	// goroutines it starts, so that a CPU profile of the bench can be read
-	// phase by phase (go tool pprof -tagfocus phase=analytics).
+	// Each phase runs with the pprof label phase=<name>
+	// (go tool pprof -tagfocus phase=analytics).
 	phases := []struct {
 		name string
 		run  func(context.Context) error

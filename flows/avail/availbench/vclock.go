@@ -5,10 +5,8 @@ import (
 	"time"
 )
 
-// vclock is a collector.Clock on virtual time, Scale times faster than the
-// wall clock, that can jump ahead: the collector, the simulator and the
-// receiver share it, so a day of polling runs in seconds. Real work takes
-// real time, multiplied by Scale: latencies come out longer, never shorter.
+// vclock is a collector.Clock on virtual time, Scale times faster, that
+// can jump ahead, so a day of polling runs in seconds.
 type vclock struct {
 	scale float64
 	done  <-chan struct{}

@@ -10,9 +10,8 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 )
 
-// StatsRoutes are the availability statistics over the ClickHouse rollups
-// (schema/0005_rollups.sql). Without a ClickHouse client they answer 503
-// not_configured.
+// StatsRoutes are the statistics over the ClickHouse rollups; without
+// ClickHouse they answer 503 not_configured.
 type StatsRoutes struct {
 	ClickHouse *clickhouse.Client
 	// Now is the clock for the default range. Default time.Now.

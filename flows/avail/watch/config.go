@@ -28,9 +28,8 @@ type Config struct {
 	// Ledger configures the delivery ledger (TTL of delivery records, send
 	// lease). Its Lease must stay below Runner.ClaimIdle.
 	Ledger notifier.DeliveryLedgerConfig
-	// WindowTTL is how long an entity's recent raw flips are remembered
-	// after its last one, to name the session of a stable open. Default 35
-	// days, the diff's state TTL.
+	// WindowTTL is how long an entity's raw flips are kept after the last
+	// one. Default 35 days, the diff's state TTL.
 	WindowTTL time.Duration
 	// MaxWindowFlips is how many raw flips are remembered per entity.
 	// Default 16, range 2..1000.
@@ -44,16 +43,14 @@ type Config struct {
 	// History, when set, records every watcher delivery with its ledger
 	// record, for GET /v1/notifications. Default none.
 	History *history.Recorder
-	// Throttle, when set, paces watcher sends (per destination and
-	// channel) and blocks a destination for its 429's Retry-After. Default
-	// none.
+	// Throttle, when set, paces sends per destination and channel and honours
+	// a 429's Retry-After. Default none.
 	Throttle *throttle.Throttle
 	// Sources, when set, looks up sources, so that a source's health changes
 	// are told to the watchers it serves. Default none.
 	Sources SourceLookup
-	// Runner tunes the stage's runner. Zero HandlerTimeout and ClaimIdle
-	// take DefaultHandlerTimeout and notifier.DefaultClaimIdle; other zero fields
-	// take the stream defaults.
+	// Runner tunes the stage's runner; zero HandlerTimeout and ClaimIdle take
+	// DefaultHandlerTimeout and notifier.DefaultClaimIdle.
 	Runner stream.RunnerConfig
 }
 

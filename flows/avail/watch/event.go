@@ -20,9 +20,8 @@ const (
 	// EventAvailabilityGone: a told opening closed for good
 	// (Watcher.NotifyGone).
 	EventAvailabilityGone = "availability.gone"
-	// EventSourceDown and EventSourceUp: a source serving the watcher's
-	// scopes went down (the watcher is blind to its openings) or came
-	// back; Source tells which and for how long.
+	// EventSourceDown and EventSourceUp: a source serving the watcher went
+	// down or came back; Source tells which and for how long.
 	EventSourceDown = "availability.source_down"
 	EventSourceUp   = "availability.source_up"
 )
@@ -40,9 +39,8 @@ type SourceStatus struct {
 	BlindForSeconds int64 `json:"blind_for_seconds,omitempty"`
 }
 
-// OpenEvent is the JSON body of every watcher notification (Event says
-// which). Receivers verify the Standard Webhooks headers and dedupe on
-// webhook-id: delivery is at least once.
+// OpenEvent is the JSON body of every watcher notification. Receivers
+// verify the Standard Webhooks headers and dedupe on webhook-id.
 type OpenEvent struct {
 	// Event is EventAvailabilityOpen.
 	Event string `json:"event"`
@@ -55,15 +53,13 @@ type OpenEvent struct {
 	// EventID is the id of the stable open transition:
 	// avail.EventID(run id, entity key, "open", true).
 	EventID string `json:"event_id"`
-	// SessionID is the open window's id, avail.SessionID(entity key, run id
-	// of the raw open that began it); empty when the notifier did not see
-	// that raw open.
+	// SessionID is the open window's avail.SessionID; empty when the raw open
+	// that began it was not seen.
 	SessionID string `json:"session_id"`
 	// TraceID is the trace of the run that confirmed the opening.
 	TraceID string `json:"trace_id,omitempty"`
-	// BlindForSeconds, on an opening first seen right after its source
-	// was blind (down), is how long it was: the opening may have begun
-	// any time in that period. Text says so in words.
+	// BlindForSeconds is how long the source was blind before this opening
+	// was first seen: it may have begun any time then.
 	BlindForSeconds int64 `json:"blind_for_seconds,omitempty"`
 	// RetractsEventID, on EventAvailabilityRetracted, is the event id of
 	// the provisional notice it retracts.

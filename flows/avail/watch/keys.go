@@ -6,9 +6,8 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// watcherTag is the hash tag of every watcher key: watchers, their list and
-// the match index live in one Redis Cluster slot, so one script creates a
-// watcher and indexes it atomically.
+// watcherTag is the hash tag of every watcher key, so one script creates
+// and indexes a watcher atomically.
 const watcherTag = "{notifier}"
 
 // Keys of the watcher store; see the package documentation.
@@ -33,9 +32,8 @@ func indexKey(w Watcher) string {
 	}
 }
 
-// indexKeys are the sets a watcher is filed under: its match-index set
-// and, for a slot watcher, the set of slot watchers of the slot's venue
-// (sourceKeys finds the watchers a source serves through it).
+// indexKeys are the sets a watcher is filed under: its match set and, for
+// a slot watcher, its venue's slot-watcher set.
 func indexKeys(w Watcher) []string {
 	keys := []string{indexKey(w)}
 	if w.Slot != "" {
@@ -52,9 +50,7 @@ func slotVenueKey(provider, venue string) string {
 }
 
 // sourceKeys are the index sets that may hold watchers of a source's
-// scopes: its provider's, and per venue its scopes name, the venue's and
-// its slot watchers'. (A scope without a venue, a search, reaches only the
-// provider's watchers; see Store.ServedBy.)
+// scopes: its provider's, and per venue the venue's and its slot watchers'.
 func sourceKeys(provider string, venues []string) []string {
 	keys := []string{matchPrefix + "provider:" + provider}
 	for _, v := range venues {

@@ -9,9 +9,8 @@ import (
 	"github.com/dropstream/dropstream/internal/clip"
 )
 
-// Match returns the watchers the entity satisfies, in id order, with
-// their Secrets: one SUNION of its index sets, one MGET per 500
-// candidates, then Watcher.Matches. Only slots and restaurants match.
+// Match returns the watchers the entity satisfies, in id order, with their
+// Secrets. Only slots and restaurants match.
 func (s *Store) Match(ctx context.Context, e avail.Entity) ([]Watcher, error) {
 	if e.Kind != "" && e.Kind != avail.EntitySlot && e.Kind != avail.EntityRestaurant {
 		return nil, nil
@@ -20,9 +19,15 @@ func (s *Store) Match(ctx context.Context, e avail.Entity) ([]Watcher, error) {
 	if e.Key == "" {
 		return nil, nil
 	}
-	ids, err := s.rdb.SUnion(ctx, matchKeys(e)...).Result()
+	return s.union(ctx, matchKeys(e), "match "+clip.Marked(e.Key, maxQuoted), func(w Watcher) bool { return w.Matches(e) })
+}
+
+// union loads the watchers of the sets keys in id order, keeping those
+// keep accepts; what names the read in errors.
+func (s *Store) union(ctx context.Context, keys []string, what string, keep func(Watcher) bool) ([]Watcher, error) {
+	ids, err := s.rdb.SUnion(ctx, keys...).Result()
 	if err != nil {
-		return nil, fmt.Errorf("notifier: match %s: %w", clip.Marked(e.Key, maxQuoted), err)
+		return nil, fmt.Errorf("notifier: %s: %w", what, err)
 	}
 	if len(ids) == 0 {
 		return nil, nil
@@ -32,13 +37,7 @@ func (s *Store) Match(ctx context.Context, e avail.Entity) ([]Watcher, error) {
 	if err != nil {
 		return nil, err
 	}
-	out := candidates[:0]
-	for _, w := range candidates {
-		if w.Matches(e) {
-			out = append(out, w)
-		}
-	}
-	return out, nil
+	return slices.DeleteFunc(candidates, func(w Watcher) bool { return !keep(w) }), nil
 }
 
 // withIdentity fills provider, venue, date and party size from the entity

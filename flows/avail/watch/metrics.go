@@ -9,8 +9,7 @@ import (
 )
 
 // MetricUnresolvedSessions counts stable opens notified without a session
-// id because the raw open of their window was not seen. Int64Counter, unit
-// {transition}.
+// id. Int64Counter, unit {transition}.
 const MetricUnresolvedSessions = "dropstream.notifier.sessions.unresolved"
 
 // instrumentationScope is the meter of the stage's own metric: the

@@ -128,8 +128,7 @@ func (h *handler) mark(ctx context.Context, key string, fields map[string]string
 }
 
 // notify tells a stable open to every matching, unpaused watcher its
-// re-arm rule lets through (with any source blind period), confirms the
-// provisional notices and records who wants a gone notice.
+// re-arm rule lets through, and confirms the provisional notices.
 func (h *handler) notify(ctx context.Context, m *stream.Message, t avail.Transition) error {
 	entity := withIdentity(t.Entity)
 	win, err := h.windows.window(ctx, m.Partition, entity.Key, t.RunID, t.RunAt)
@@ -261,8 +260,7 @@ func (h *handler) retract(ctx context.Context, m *stream.Message, t avail.Transi
 		return err
 	}
 	// The window is the one the diff names as raw open; a close naming none
-	// (opened under an older diff) ends the notices remembered, unless some
-	// window was confirmed.
+	// ends the notices remembered, unless some window was confirmed.
 	session, provID := "", ""
 	if t.OpenRunID != "" {
 		session, provID = avail.SessionID(entity.Key, t.OpenRunID), avail.EventID(t.OpenRunID, entity.Key, avail.KindOpen, false)

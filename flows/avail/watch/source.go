@@ -26,9 +26,8 @@ type SourceInfo struct {
 	Interval time.Duration
 }
 
-// DefaultBlindGrace is how long after a source's recovery a first-seen
-// opening carries the blind period when the source's interval is not
-// known.
+// DefaultBlindGrace is how long after a recovery an opening carries the
+// blind period when the source's interval is unknown.
 const DefaultBlindGrace = 10 * time.Minute
 
 // ErrSourceUnknown is returned (wrapped) by a SourceLookup for a source
@@ -39,16 +38,13 @@ var ErrSourceUnknown = errors.New("notifier: source unknown")
 // an error wrapping ErrSourceUnknown when it is gone.
 type SourceLookup func(ctx context.Context, sourceID string) (SourceInfo, error)
 
-// blindKey is the hash of what the stage knows of a source's last blind
-// period: since_ms (its last good answer before it went down), and once
-// it is back, up_ms, blind_s and grace_ms.
+// blindKey is the hash of a source's last blind period: since_ms, and once
+// back, up_ms, blind_s and grace_ms.
 func blindKey(sourceID string) string {
 	return rediskey.Key(rediskey.Tag("src."+sourceID), "notifier", "blind")
 }
 
-// blindSince is when a source last answered before the transition: the
-// collector's "blind_since" attribute (on an up), else the down's
-// LastSeen, else the transition's own run.
+// blindSince is when a source last answered before the transition.
 func blindSince(t avail.Transition) time.Time {
 	if s := t.Entity.Attrs["blind_since"]; s != "" {
 		if at, err := time.Parse(time.RFC3339Nano, s); err == nil {
@@ -67,9 +63,8 @@ func minutes(seconds int64) string {
 	return strconv.FormatInt(max((seconds+30)/60, 1), 10) + " min"
 }
 
-// sourceHealth records a source going down or up, and tells the watchers
-// its scopes serve (unpaused, not muted) once per transition, under the
-// business key "<watcher id>:source:<source id>:<run id>".
+// sourceHealth records a source going down or up and tells the watchers it
+// serves once, under "<watcher id>:source:<source id>:<run id>".
 func (h *handler) sourceHealth(ctx context.Context, m *stream.Message, t avail.Transition) error {
 	sourceID := t.SourceID
 	sourceID = cmp.Or(sourceID, t.Entity.Venue)
@@ -152,9 +147,8 @@ func (h *handler) sourceHealth(ctx context.Context, m *stream.Message, t avail.T
 	return notifier.Settle(errs)
 }
 
-// blindBefore returns the blind period, in seconds, of the source's last
-// recovery when an opening first seen at openedAt was seen after the
-// source went blind and within the grace after it came back; else 0.
+// blindBefore returns the source's last blind period in seconds when an
+// opening first seen at openedAt falls in it or its grace; else 0.
 func (h *handler) blindBefore(ctx context.Context, sourceID string, openedAt time.Time) (int64, error) {
 	if sourceID == "" {
 		return 0, nil

@@ -22,15 +22,11 @@ import (
 // StageNotifier is the watcher stage's name, and its consumer group.
 const StageNotifier = "avail-notifier"
 
-// NewStage returns the "avail-notifier" stage, its own consumer group on
-// topics.Transitions. For each transition in order it records raw flips
-// (to name sessions) and notifies the watchers matching a stable open
-// (Store.Match) once per open window, through a notifier.Dispatcher.
-// Messages of another type, too large, undecodable or missing a field are
-// dead-lettered. A retryable delivery failure fails the whole message, whose
-// redelivery skips the watchers already served; permanent failures alone
-// dead-letter it with their reasons. Nil fields of tel default to the
-// OpenTelemetry globals and slog.Default.
+// NewStage returns the "avail-notifier" stage on topics.Transitions: it
+// records raw flips and notifies the watchers matching a stable open once
+// per window. Bad messages are dead-lettered; a retryable failure retries
+// the message, skipping watchers already served. Nil fields of tel default
+// to the OpenTelemetry globals and slog.Default.
 func NewStage(rdb redis.UniversalClient, topics avail.Topics, store *Store, channels map[string]notifier.Channel, cfg Config, tel stream.Telemetry) (stream.Stage, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -181,9 +177,8 @@ func (h *handler) blockRetryAfter(ctx context.Context, del notifier.Delivery, er
 	}
 }
 
-// historyRecord is the history record of a watcher delivery's outcome,
-// with the run that caused it; ok is false when there is none to write
-// (see notifier.Delivery.HistoryRecord).
+// historyRecord is the history record of a watcher delivery's outcome;
+// ok is false when there is none to write.
 func historyRecord(del notifier.Delivery, runID, outcome string, err error) (history.Record, bool) {
 	rec, ok := del.HistoryRecord(outcome, err, time.Now().UTC())
 	rec.RunID = runID

@@ -105,10 +105,9 @@ func decodeWatcher(id string, raw []byte) (Watcher, error) {
 	return w, nil
 }
 
-// createScript stores a watcher, lists it (among all and among its
-// tenant's) and indexes it, unless the store is full. KEYS: watcher,
-// watchers, owners hash, the tenant's watchers, index sets; ARGV: id,
-// JSON, max, tenant.
+// createScript stores, lists and indexes a watcher unless the store is
+// full. KEYS: watcher, watchers, owners, tenant's watchers, index sets;
+// ARGV: id, JSON, max, tenant.
 var createScript = redis.NewScript(`
 if redis.call('ZCARD', KEYS[2]) >= tonumber(ARGV[3]) then return 0 end
 redis.call('SET', KEYS[1], ARGV[2])
@@ -118,9 +117,9 @@ redis.call('ZADD', KEYS[4], 0, ARGV[1])
 for i = 5, #KEYS do redis.call('SADD', KEYS[i], ARGV[1]) end
 return 1`)
 
-// Create validates w, sets ID, CreatedAt and (if empty) Secret, stores and
-// indexes it atomically, and returns it with its Secret, shown only here.
-// Errors wrap ErrInvalidWatcher, ErrTooManyWatchers or ErrQuotaExceeded.
+// Create validates and stores w with its index atomically and returns it
+// with its Secret, shown only here. Errors wrap ErrInvalidWatcher,
+// ErrTooManyWatchers or ErrQuotaExceeded.
 func (s *Store) Create(ctx context.Context, w Watcher) (Watcher, error) {
 	if err := w.Validate(); err != nil {
 		return Watcher{}, err
@@ -193,10 +192,8 @@ func (s *Store) get(ctx context.Context, v tenancy.View, id string) (Watcher, er
 	return w, nil
 }
 
-// List returns up to limit watchers (no Secrets) after cursor in id order,
-// skipping undecodable ones, and the next cursor ("" at the end). limit is
-// clamped to MaxPageSize, DefaultPageSize below 1; a bad cursor wraps
-// ErrInvalidWatcher.
+// List returns up to limit watchers (no Secrets) after cursor in id order
+// and the next cursor ("" at the end). A bad cursor wraps ErrInvalidWatcher.
 func (s *Store) List(ctx context.Context, cursor string, limit int) ([]Watcher, string, error) {
 	return s.ListIn(ctx, tenancy.View{All: true}, cursor, limit)
 }

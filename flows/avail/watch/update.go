@@ -66,10 +66,9 @@ func (p Patch) apply(w Watcher) Watcher {
 	return w
 }
 
-// updateScript replaces a watcher that still holds what was read and
-// moves its index entries. KEYS: watcher, old index sets (ARGV[4] of
-// them), new index sets; ARGV: JSON read, new JSON, id, old set count. It
-// returns 0 when the watcher is gone, -1 when it changed meanwhile.
+// updateScript replaces a watcher still holding what was read and moves
+// its index entries; 0 when it is gone, -1 when it changed.
+// KEYS: watcher, old sets, new sets; ARGV: JSON read, new JSON, id, count.
 var updateScript = redis.NewScript(`
 local cur = redis.call('GET', KEYS[1])
 if not cur then return 0 end
@@ -84,10 +83,9 @@ return 1`)
 // between its read and its write.
 const updateAttempts = 5
 
-// Update applies a patch to a watcher, validates the result as Create does
-// (keeping id, creation time, owner and secret) and stores it with its
-// index entries atomically. It returns the watcher without its Secret.
-// Errors wrap ErrInvalidWatcher or ErrNotFound, or are Redis errors.
+// Update patches a watcher, validates it as Create does and stores it with
+// its index atomically; the result has no Secret. Errors wrap
+// ErrInvalidWatcher or ErrNotFound.
 func (s *Store) Update(ctx context.Context, id string, p Patch) (Watcher, error) {
 	return s.UpdateIn(ctx, tenancy.View{All: true}, id, p)
 }
@@ -136,10 +134,8 @@ func (s *Store) UpdateIn(ctx context.Context, v tenancy.View, id string, p Patch
 	return Watcher{}, fmt.Errorf("notifier: update watcher %s: changed %d times while updating", id, updateAttempts)
 }
 
-// ServedBy returns the watchers that may match an entity of one of src's
-// scopes, with Secrets, in id order: the provider's provider-wide watchers
-// and the venue and slot watchers of its venues whose dates and party
-// sizes meet a scope's. Paused and muted watchers are included.
+// ServedBy returns the watchers that may match an entity of src's scopes,
+// with Secrets, in id order, paused and muted ones included.
 func (s *Store) ServedBy(ctx context.Context, provider string, scopes []avail.Scope) ([]Watcher, error) {
 	if provider == "" {
 		return nil, nil
@@ -150,22 +146,9 @@ func (s *Store) ServedBy(ctx context.Context, provider string, scopes []avail.Sc
 			venues = append(venues, sc.Venue)
 		}
 	}
-	ids, err := s.rdb.SUnion(ctx, sourceKeys(provider, venues)...).Result()
-	if err != nil {
-		return nil, fmt.Errorf("notifier: watchers of provider %s: %w", provider, err)
-	}
-	slices.Sort(ids)
-	candidates, err := s.load(ctx, ids)
-	if err != nil {
-		return nil, err
-	}
-	out := candidates[:0]
-	for _, w := range candidates {
-		if slices.ContainsFunc(scopes, func(sc avail.Scope) bool { return w.serves(provider, sc) }) {
-			out = append(out, w)
-		}
-	}
-	return out, nil
+	return s.union(ctx, sourceKeys(provider, venues), "watchers of provider "+provider, func(w Watcher) bool {
+		return slices.ContainsFunc(scopes, func(sc avail.Scope) bool { return w.serves(provider, sc) })
+	})
 }
 
 // serves reports whether a scope of a provider may yield entities the

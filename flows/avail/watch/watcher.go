@@ -35,9 +35,8 @@ const dateLayout = "2006-01-02"
 // ErrInvalidWatcher is wrapped by every watcher, id or cursor validation error.
 var ErrInvalidWatcher = errors.New("notifier: invalid watcher")
 
-// Watcher is a subscription to availability openings: it matches an entity
-// when every filter it sets holds (a missing date or party size fails its
-// filter) and is told on its Channel once per open window. It sets Slot,
+// Watcher is a subscription to openings: it matches an entity when every
+// filter it sets holds, and is told once per open window. It sets Slot,
 // Venue or Provider; Venue requires Provider.
 type Watcher struct {
 	// ID is set by Store.Create: "w_" + 28 hex digits that sort by age.

@@ -14,11 +14,8 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// windows keeps each entity's recent raw flips, so that a stable open,
-// which carries only its own run id, can be given its window's session id
-// (avail.SessionID of the raw open that began it). Each entity has a sorted
-// set scored by run_at ms, members "<run id>\x00open|close": equal scores
-// order by run id, the diff's order. Adding a flip again changes nothing.
+// windows keeps each entity's recent raw flips (sorted by run_at, then run
+// id), so a stable open can be given its window's session id.
 type windows struct {
 	rdb   redis.UniversalClient
 	topic stream.Topic
@@ -53,16 +50,14 @@ type window struct {
 	OK      bool
 	// OpenedAt is the raw open's run_at (zero when not OK).
 	OpenedAt time.Time
-	// ClosedFor is how long the entity was closed before that raw open:
-	// from the raw close before it; Reopened false when none is
-	// remembered (a first window, or one older than what is kept).
+	// ClosedFor is how long the entity was closed before that raw open;
+	// Reopened is false when no earlier close is remembered.
 	ClosedFor time.Duration
 	Reopened  bool
 }
 
 // window returns the open window a stable open of run (runAt, runID)
-// confirms: that of the newest raw flip at or before the run, if it is an
-// open, and the raw close before it.
+// confirms, and the raw close before it.
 func (w *windows) window(ctx context.Context, partition int, entityKey, runID string, runAt time.Time) (window, error) {
 	ms := runAt.UnixMilli()
 	zs, err := w.rdb.ZRevRangeByScoreWithScores(ctx, eventsKey(w.topic, partition, entityKey), &redis.ZRangeBy{

@@ -21,9 +21,8 @@ const (
 // weekdays are the names of Window.Days, Sunday first as time.Weekday.
 var weekdays = []string{"sun", "mon", "tue", "wed", "thu", "fri", "sat"}
 
-// Window is a time-of-day range on some weekdays: a slot is in it when its
-// start, read in the watcher's TimeZone, falls on one of Days (all days
-// when empty) at or after From and before To.
+// Window is a time-of-day range on some weekdays (all when Days is empty),
+// read in the watcher's TimeZone: From inclusive, To exclusive.
 type Window struct {
 	// Days are weekday names ("mon".."sun"), at most 7 distinct; empty
 	// means every day.
@@ -106,8 +105,7 @@ func location(name string) (*time.Location, error) {
 }
 
 // inWindows reports whether the entity's slot starts in one of the
-// watcher's windows. An entity without a date is in none; one without a
-// time (a whole day) is in a window whose days hold its weekday.
+// watcher's windows; a whole day is in a window holding its weekday.
 func (w Watcher) inWindows(e avail.Entity) bool {
 	zone, err := location(w.TimeZone)
 	if err != nil || e.Date == "" {

@@ -17,9 +17,8 @@ import (
 	"github.com/dropstream/dropstream/internal/quota"
 )
 
-// FeedView is a feed with its latest poll and how it is polled: its
-// state (active, gone, dead), its figures (requests, share of 304s,
-// bytes, next poll, duplicates held) and its WebSub subscription.
+// FeedView is a feed with its latest poll, state (active, gone, dead),
+// polling figures and WebSub subscription.
 type FeedView struct {
 	feed.Feed
 	LastPoll *feed.PollStatus `json:"last_poll,omitempty"`
@@ -52,9 +51,8 @@ type routes struct {
 	store *feed.Store
 }
 
-// Register adds the feed API to srv. The opt-in and unsubscribe links of
-// e-mail and webhook subscriptions are the notifier's (/v1/confirm/ and
-// /v1/unsubscribe/, api.SubscriberRoutes).
+// Register adds the feed API to srv. Opt-in and unsubscribe links are the
+// notifier's (api.SubscriberRoutes).
 func Register(srv *api.Server, fl *feed.Flow) {
 	f := routes{f: fl, store: fl.Store()}
 	tag := "feeds"
@@ -395,9 +393,8 @@ func (f routes) deleteSubscription(c *fiber.Ctx) error {
 	return c.SendStatus(http.StatusNoContent)
 }
 
-// keepIf ends a create's quota reservation: kept for the object id when
-// the create stored a new one, dropped otherwise. It returns only a
-// failure of the reservation itself.
+// keepIf keeps a create's quota reservation for id when it stored a new
+// object and drops it otherwise; it returns only a reservation failure.
 func keepIf(c *fiber.Ctx, slot *quota.Reservation, created bool, id string, createErr error) error {
 	if createErr == nil && created {
 		return slot.Keep(c.UserContext(), id)
@@ -420,9 +417,8 @@ func (f routes) held(h fiber.Handler) fiber.Handler {
 	}
 }
 
-// heldSubscription wraps the handler of a route naming a feed
-// subscription: another tenant's, or one of a feed the caller's tenant
-// does not hold, answers as one that does not exist.
+// heldSubscription answers not found for a subscription of a feed the
+// caller's tenant does not hold.
 func (f routes) heldSubscription(h fiber.Handler) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		sub, err := f.store.Subscription(c.UserContext(), c.Params("sid"))
@@ -440,9 +436,8 @@ func (f routes) heldSubscription(h fiber.Handler) fiber.Handler {
 	}
 }
 
-// feedPage is the page of feeds the caller sees: every feed for admin
-// keys and the open API, else its tenant's own (at most its feed quota),
-// read whole and paged by id.
+// feedPage is the page of feeds the caller sees: all for admin keys and
+// the open API, else its tenant's own.
 func (f routes) feedPage(c *fiber.Ctx, cursor string, limit int) ([]feed.Feed, string, error) {
 	if api.SeesAll(c) {
 		return f.store.FeedPage(c.UserContext(), cursor, limit)

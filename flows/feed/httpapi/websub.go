@@ -25,9 +25,8 @@ var webSubParams = []api.Param{
 	{Name: "hub.reason", Description: "why the hub denied the subscription (denied)"},
 }
 
-// registerWebSub adds the WebSub callback of every feed: public routes a
-// hub calls (no API key). The callback's last segment is a secret only the
-// hub was given; a push also proves itself by its HMAC signature.
+// registerWebSub adds each feed's public WebSub callback; its last segment
+// is a secret only the hub knows, and pushes carry an HMAC signature.
 func (f routes) registerWebSub(srv *api.Server) {
 	path := feed.WebSubPath + ":id/:token"
 	srv.Handle(api.Operation{Method: "GET", Path: path, Tag: "feeds", Public: true, Class: api.ClassPublic, ContentType: "text/plain", Query: webSubParams,

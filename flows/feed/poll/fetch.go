@@ -60,17 +60,14 @@ type Config struct {
 	DefaultRetryAfter time.Duration
 	// MaxRetryAfter caps the pause a server may ask for. Default 1h.
 	MaxRetryAfter time.Duration
-	// Egress is the policy of the feeds' addresses: a feed (or a redirect)
-	// on a denied address (loopback, private, …) is not fetched. Default:
-	// egress.Default().
+	// Egress is the policy of feed addresses; a denied one is not fetched.
+	// Default: egress.Default().
 	Egress *egress.Policy
-	// Transport sends the requests. Default: Egress's transport (gzip is
-	// negotiated and decoded by it). A transport set here must keep to an
-	// egress policy itself.
+	// Transport sends the requests; one set here must enforce an egress
+	// policy itself. Default: Egress's transport.
 	Transport http.RoundTripper
-	// HostGate, when set, spaces the requests to each host across every
-	// fetcher sharing it, beside this fetcher's own rate limit. Default
-	// none.
+	// HostGate, when set, spaces requests to each host across the fetchers
+	// sharing it. Default none.
 	HostGate HostGate
 	// Now is the clock the cache headers are read against. Default
 	// time.Now.
@@ -139,17 +136,15 @@ type Response struct {
 	Validators Validators
 	// FinalURL is the URL after redirects.
 	FinalURL string
-	// MovedTo is the URL the feed moved to for good: where the chain of
-	// redirects ends when every one of them was permanent (301, 308);
+	// MovedTo is where a chain of only permanent redirects (301, 308) ends;
 	// empty otherwise.
 	MovedTo string
 	// Status is the HTTP status of the answer (200, 304).
 	Status int
 	// Bytes is the size of the body read (decompressed).
 	Bytes int64
-	// Hints are the answer's: its freshness (Cache-Control, Expires) and
-	// the WebSub links of its Link header; Parse's document hints are
-	// merged in by the caller (Hints.Merge).
+	// Hints are the answer's freshness and WebSub links; the caller merges
+	// the document's (Hints.Merge).
 	Hints Hints
 }
 
@@ -210,9 +205,8 @@ func NewFetcher(cfg Config) (*Fetcher, error) {
 }
 
 // Fetch waits for the host's turn, then GETs rawURL conditionally on v.
-// It fails with ErrTimeout, ErrTooLarge, ErrTooManyRedirects, a *Throttled
-// (the host is then paused for every caller), ErrStatus or a transport
-// error; a failure never looks like an empty feed.
+// Errors: ErrTimeout, ErrTooLarge, ErrTooManyRedirects, *Throttled,
+// ErrStatus or a transport error; a failure never looks like an empty feed.
 func (f *Fetcher) Fetch(ctx context.Context, rawURL string, v Validators) (Response, error) {
 	u, err := url.Parse(rawURL)
 	if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {

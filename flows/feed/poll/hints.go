@@ -21,13 +21,11 @@ const (
 	maxHintTokens = 4096
 )
 
-// Hints are what a feed says about how often to poll it and where to
-// subscribe: its cache headers, RSS's <ttl>, <skipHours> and <skipDays>,
-// and its WebSub links. Zero means the feed did not say.
+// Hints are what a feed says about polling and subscribing: cache headers,
+// <ttl>, <skipHours>, <skipDays> and WebSub links. Zero means unsaid.
 type Hints struct {
-	// FreshFor is how long the answer stays fresh: Cache-Control's
-	// max-age (s-maxage ignored), else Expires minus Date (or now). Zero
-	// for no-cache, no-store, or no readable header.
+	// FreshFor is Cache-Control's max-age, else Expires minus Date; zero for
+	// no-cache, no-store or no readable header.
 	FreshFor time.Duration `json:"fresh_for,omitempty"`
 	// TTL is RSS's <ttl>, in minutes as the document gives it.
 	TTL time.Duration `json:"ttl,omitempty"`
@@ -120,9 +118,8 @@ func (h *Hints) addLink(rel, href string) {
 var weekdayNames = map[string]time.Weekday{"sunday": time.Sunday, "monday": time.Monday, "tuesday": time.Tuesday,
 	"wednesday": time.Wednesday, "thursday": time.Thursday, "friday": time.Friday, "saturday": time.Saturday}
 
-// DocumentHints reads the hints of a feed document's head: <ttl>,
-// <skipHours>, <skipDays> and rel="hub" and rel="self" links. A document it
-// cannot read gives none.
+// DocumentHints reads a feed document's <ttl>, <skipHours>, <skipDays>
+// and hub and self links; an unreadable document gives none.
 func DocumentHints(body []byte) Hints {
 	var h Hints
 	d := xml.NewDecoder(bytes.NewReader(body))
