@@ -157,8 +157,8 @@ func TestMatcher_RangeScriptMatchesModel(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
 			var covRange, covRejected, covSuffix, covBloated int
+			rdb := be.Client(t)
 			for seed := range uint64(4) {
-				rdb := be.Client(t)
 				if err := rdb.FlushDB(ctx).Err(); err != nil {
 					t.Fatal(err)
 				}
