@@ -95,7 +95,11 @@ func (f fieldSpec) parseRange(raw json.RawMessage) (Range, error) {
 			r.Suffix = s.(string)
 			continue
 		case op != opGte && op != opLte:
-			return Range{}, fmt.Errorf("unknown operator %q, want gte, lte%s", clipName(op), map[bool]string{true: " or suffix"}[f.name == "issue"])
+			want := "gte, lte"
+			if f.name == "issue" {
+				want += " or suffix"
+			}
+			return Range{}, fmt.Errorf("unknown operator %q, want %s", clipName(op), want)
 		}
 		v, err := f.parseBound(m[op], lo, hi)
 		if err != nil {
@@ -135,8 +139,7 @@ func (f fieldSpec) parseBound(raw json.RawMessage, lo, hi int64) (int64, error) 
 	}
 	n := int64(math.Round(x))
 	if x < float64(lo)-1e-6 || x > float64(hi)+1e-6 {
-		return 0, fmt.Errorf("%s out of range %s..%s", strconv.FormatFloat(x/map[bool]float64{true: 10, false: 1}[f.kind == kindGrade], 'g', -1, 64),
-			f.display(lo), f.display(hi))
+		return 0, fmt.Errorf("%s out of range %s..%s", bytes.TrimSpace(raw), f.display(lo), f.display(hi))
 	}
 	return n, nil
 }
@@ -227,8 +230,10 @@ func indexEntry(id string, b Body, toks []string) (member, score string) {
 		field, side := splitToken(t)
 		r, _ := b[field].(Range)
 		fmt.Fprintf(&sb, "|%d:%d", r.Lo, r.Hi)
-		if i == 0 {
-			score = strconv.FormatInt(map[bool]int64{true: r.Lo, false: r.Hi}[side == tokLo], 10)
+		if i == 0 && side == tokLo {
+			score = strconv.FormatInt(r.Lo, 10)
+		} else if i == 0 {
+			score = strconv.FormatInt(r.Hi, 10)
 		}
 	}
 	return sb.String(), score
