@@ -12,13 +12,26 @@
 //
 // # Matching
 //
-// A SearchPattern is the sorted, comma-joined field names of a subscription
-// body. Each subscription is in one index set keyed by its pattern and the
-// hash of its values (strings case-folded, white space collapsed); a set
-// past StoreConfig.BloatThreshold continues in shards "#k". Matching reads
-// only the patterns that have subscriptions, one SMEMBERS each, and never
-// loads a subscription. The matcher caches the active patterns and shards
-// under a version the subscription scripts bump.
+// A subscription body gives each field it constrains a value, matched
+// exactly (strings case-folded, white space collapsed), or, for grade,
+// issue, price_cents and year, a range {"gte": x, "lte": y} (either bound
+// or both, inclusive, within the field's limits; grades in tenths). An
+// issue range compares the issue's leading number ("12A" is 12) and
+// matches its "suffix" ("A"; "" by default) exactly. The canonical form
+// of a range holds both bounds.
+//
+// A SearchPattern is the sorted, comma-joined tokens of a body: a field's
+// name, or for a range "name>=" (indexed by its lower bound) or "name<="
+// (only an upper bound, indexed by it). Each subscription is in one index
+// keyed by its pattern and the hash of its exact values (and an issue
+// range's suffix): a set of ids for an exact pattern; for a ranged one a
+// sorted set of "id|lo:hi..." (the bounds of each ranged field) scored by
+// the first ranged field's indexed bound, so a comic reads only the
+// members its value reaches and filters them by their other bounds. An
+// index past StoreConfig.BloatThreshold continues in shards "#k".
+// Matching reads only the patterns that have subscriptions, one read each,
+// and never loads a subscription. The matcher caches the active patterns
+// and shards under a version the subscription scripts bump.
 //
 // # Guarantees
 //

@@ -167,6 +167,8 @@ type Matcher struct {
 	handoff Handoff
 	prop    propagation.TextMapPropagator
 	index   atomic.Pointer[activeIndex]
+	// examined counts the index entries lookups read (see Examined).
+	examined atomic.Int64
 }
 
 // matchConcurrency bounds the jobs of one batch matched at once: each job
@@ -294,20 +296,29 @@ func (m *Matcher) readIndex(ctx context.Context) (*activeIndex, error) {
 	return idx, nil
 }
 
-// lookup reads the version of the active patterns and the index sets of
-// b's values in each pattern of idx (with their shards), in one pipeline.
+// lookup reads the version of the active patterns and the index of b's
+// values in each pattern of idx (with their shards), in one pipeline: an
+// exact pattern's set, or the members of a ranged pattern's zset whose
+// score b's value of its first ranged field reaches, filtered by their
+// bounds.
 func (m *Matcher) lookup(ctx context.Context, b Body, idx *activeIndex) ([]string, string, error) {
 	pipe := m.rdb.Pipeline()
 	ver := pipe.Get(ctx, patVersionKey)
 	cmds := make([]*redis.StringSliceCmd, 0, len(idx.names))
+	queries := make([]*rangeQuery, 0, len(idx.names))
 	for i, p := range idx.names {
-		vh := valuesHash(b, idx.patterns[i])
-		cmds = append(cmds, pipe.SMembers(ctx, indexKey(p, vh, 0)))
-		if len(idx.bloat) == 0 {
+		q, ok := queryOf(b, idx.patterns[i])
+		if !ok {
 			continue
 		}
-		for k := 1; k <= idx.bloat[bloatField(p, vh)]; k++ {
-			cmds = append(cmds, pipe.SMembers(ctx, indexKey(p, vh, k)))
+		vh := valuesHash(b, idx.patterns[i])
+		for k := 0; k <= idx.bloat[bloatField(p, vh)]; k++ {
+			if q == nil {
+				cmds = append(cmds, pipe.SMembers(ctx, indexKey(p, vh, k)))
+			} else {
+				cmds = append(cmds, pipe.ZRangeByScore(ctx, indexKey(p, vh, k), &redis.ZRangeBy{Min: q.min, Max: q.max}))
+			}
+			queries = append(queries, q)
 		}
 	}
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
@@ -317,10 +328,23 @@ func (m *Matcher) lookup(ctx context.Context, b Body, idx *activeIndex) ([]strin
 	for _, cmd := range cmds {
 		n += len(cmd.Val())
 	}
-	// A subscription is in exactly one index set: the ids are distinct.
+	m.examined.Add(int64(n))
+	// A subscription is in exactly one index: the ids are distinct.
 	ids := make([]string, 0, n)
-	for _, cmd := range cmds {
-		ids = append(ids, cmd.Val()...)
+	for i, cmd := range cmds {
+		if queries[i] == nil {
+			ids = append(ids, cmd.Val()...)
+			continue
+		}
+		for _, member := range cmd.Val() {
+			if id, ok := queries[i].matches(member); ok {
+				ids = append(ids, id)
+			}
+		}
 	}
 	return ids, ver.Val(), nil
 }
+
+// Examined returns the index entries the matcher's lookups have read:
+// the ids of exact patterns and the candidates of ranged ones.
+func (m *Matcher) Examined() int64 { return m.examined.Load() }

@@ -96,6 +96,7 @@ type fieldSpec struct {
 	maxLen   int
 	min, max int64 // integers
 	required bool  // in a full comic; optional fields take def
+	ranged   bool  // a subscription body may give it a Range
 	def      any
 	doc      string
 }
@@ -103,16 +104,16 @@ type fieldSpec struct {
 // fields are the schema's fields in alphabetical order. Their count n
 // gives the 2^n SearchPatterns.
 var fields = []fieldSpec{
-	{name: "grade", kind: kindGrade, required: true, doc: "CGC grade, one of the CGC scale from 0.5 to 10.0"},
-	{name: "issue", kind: kindString, minLen: 1, maxLen: 16, required: true, doc: "issue number as printed"},
+	{name: "grade", kind: kindGrade, required: true, ranged: true, doc: "CGC grade, one of the CGC scale from 0.5 to 10.0"},
+	{name: "issue", kind: kindString, minLen: 1, maxLen: 16, required: true, ranged: true, doc: "issue number as printed"},
 	{name: "key_issue", kind: kindBool, def: false, doc: "a key issue (first appearance, origin, death, ...)"},
-	{name: "price_cents", kind: kindInt, min: 0, max: MaxPriceCents, required: true, doc: "asking price in cents"},
+	{name: "price_cents", kind: kindInt, min: 0, max: MaxPriceCents, required: true, ranged: true, doc: "asking price in cents"},
 	{name: "printing", kind: kindInt, min: 1, max: MaxPrintings, def: int64(1), doc: "printing, 1 for the first"},
 	{name: "publisher", kind: kindString, minLen: 1, maxLen: 100, required: true, doc: "publisher"},
 	{name: "series", kind: kindString, minLen: 1, maxLen: 200, required: true, doc: "series"},
 	{name: "title", kind: kindString, minLen: 1, maxLen: 200, required: true, doc: "story or cover title"},
 	{name: "variant", kind: kindString, minLen: 0, maxLen: 100, def: "", doc: "cover variant, empty for the regular cover"},
-	{name: "year", kind: kindInt, min: MinYear, max: MaxYear, required: true, doc: "cover year"},
+	{name: "year", kind: kindInt, min: MinYear, max: MaxYear, required: true, ranged: true, doc: "cover year"},
 }
 
 func specOf(name string) (fieldSpec, bool) {
@@ -124,13 +125,13 @@ func specOf(name string) (fieldSpec, bool) {
 }
 
 // Body is a validated partial comic: field name to string, int64, float64
-// (grade) or bool.
+// (grade) or bool; in a subscription body a ranged field may be a Range.
 type Body map[string]any
 
 // ParseComic strictly decodes a full comic, defaulting optional fields;
 // errors wrap ErrInvalid (a *FieldError).
 func ParseComic(raw []byte) (Comic, error) {
-	b, err := ParseBody(raw)
+	b, err := parseBody(raw, false)
 	if err != nil {
 		return Comic{}, err
 	}
@@ -146,8 +147,11 @@ func ParseComic(raw []byte) (Comic, error) {
 }
 
 // ParseBody decodes and validates a partial comic (a subscription body):
-// the same rules as ParseComic, but no field is required.
-func ParseBody(raw []byte) (Body, error) {
+// the same rules as ParseComic, but no field is required, and grade,
+// issue, price_cents and year may be a range {"gte": x, "lte": y}.
+func ParseBody(raw []byte) (Body, error) { return parseBody(raw, true) }
+
+func parseBody(raw []byte, ranges bool) (Body, error) {
 	if len(raw) > MaxBodyBytes {
 		return nil, &FieldError{Reason: fmt.Sprintf("document of %d bytes exceeds %d", len(raw), MaxBodyBytes)}
 	}
@@ -171,7 +175,16 @@ func ParseBody(raw []byte) (Body, error) {
 		if !ok {
 			return nil, &FieldError{Field: clipName(name), Reason: "unknown field"}
 		}
-		v, err := spec.parse(m[name])
+		var v any
+		var err error
+		switch {
+		case ranges && isRangeStart(m[name]) && spec.ranged:
+			v, err = spec.parseRange(m[name])
+		case ranges && isRangeStart(m[name]):
+			err = errors.New("not a ranged field: ranges apply to grade, issue, price_cents and year")
+		default:
+			v, err = spec.parse(m[name])
+		}
 		if err != nil {
 			return nil, &FieldError{Field: name, Reason: err.Error()}
 		}
@@ -295,11 +308,15 @@ func hashHex(b []byte) string {
 	return hex.EncodeToString(sum[:16])
 }
 
-// Pattern returns the body's SearchPattern: its field names, sorted and
-// joined with ",". The empty body has the empty pattern (every comic).
+// Pattern returns the body's SearchPattern: its field names (a ranged
+// one as its rangeToken), sorted and joined with ",". The empty body has
+// the empty pattern (every comic).
 func (b Body) Pattern() string {
 	names := make([]string, 0, len(b))
-	for k := range b {
+	for k, v := range b {
+		if r, ok := v.(Range); ok {
+			k = rangeToken(k, r)
+		}
 		names = append(names, k)
 	}
 	sort.Strings(names)
@@ -319,18 +336,34 @@ func indexValue(v any) string {
 		return strconv.FormatFloat(x, 'f', 1, 64)
 	case bool:
 		return strconv.FormatBool(x)
+	case Range:
+		return x.String()
 	}
 	return fmt.Sprint(v)
 }
 
-// valuesHash identifies the values of fields names (a pattern's) in b, as
-// the index compares them.
+// valuesHash identifies the exact values of a pattern's tokens in b, as
+// the index compares them; of a ranged field only the issue's suffix
+// counts (the index orders the rest by bounds).
 func valuesHash(b Body, names []string) string {
 	var sb strings.Builder
 	for _, n := range names {
+		field, side := splitToken(n)
+		v := indexValue(b[n])
+		switch x := b[field].(type) {
+		case Range:
+			v = indexValue(x.Suffix)
+		case string:
+			if side != "" {
+				_, v, _ = issueNumber(x)
+			}
+		}
+		if side != "" && field != "issue" {
+			continue
+		}
 		sb.WriteString(n)
 		sb.WriteByte(0)
-		sb.WriteString(indexValue(b[n]))
+		sb.WriteString(v)
 		sb.WriteByte(0)
 	}
 	return hashHex([]byte(sb.String()))

@@ -195,10 +195,40 @@ func TestJSONSchema_describesEveryField(t *testing.T) {
 	}
 }
 
+// TestJSONSchema_RangeInTheSubscriptionBody: the subscription body's
+// schema lets exactly the ranged fields be a range, with their limits.
+func TestJSONSchema_RangeInTheSubscriptionBody(t *testing.T) {
+	var doc struct {
+		Defs struct {
+			Body struct {
+				Properties map[string]struct {
+					AnyOf []struct {
+						Properties map[string]map[string]any `json:"properties"`
+					} `json:"anyOf"`
+				} `json:"properties"`
+			} `json:"subscriptionBody"`
+		} `json:"$defs"`
+	}
+	if err := json.Unmarshal(JSONSchema(), &doc); err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range fields {
+		p := doc.Defs.Body.Properties[f.name]
+		if ranged := len(p.AnyOf) == 2; ranged != f.ranged {
+			t.Errorf("body property %s: range allowed %v, want %v", f.name, ranged, f.ranged)
+		}
+	}
+	year := doc.Defs.Body.Properties["year"].AnyOf[1].Properties["gte"]
+	if year["minimum"] != float64(MinYear) || year["maximum"] != float64(MaxYear) {
+		t.Errorf("year range bound %v, want %d..%d", year, MinYear, MaxYear)
+	}
+}
+
 func FuzzParseBody(f *testing.F) {
 	f.Add([]byte(validComic))
 	f.Add([]byte(`{"grade":9.8}`))
 	f.Add([]byte(`{}`))
+	f.Add([]byte(`{"grade":{"gte":9},"issue":{"lte":12,"suffix":"A"},"price_cents":{"gte":0,"lte":40000},"year":{"gte":1960}}`))
 	f.Fuzz(func(t *testing.T, raw []byte) {
 		b, err := ParseBody(raw)
 		if err != nil {

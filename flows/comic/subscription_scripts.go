@@ -13,9 +13,10 @@ import (
 // subs, email set, patterns, index shard, field totals, version, bloat,
 // the tenant's email set, then one field-stats zset per field of the
 // pattern; ARGV id, record, pattern, bloat field, max per email, bloat
-// threshold, shard, then the index values and the field names. Returns 1,
-// 0 for a duplicate, -1 when the tenant has too many for the email. A full
-// shard starts the next one and moves the version.
+// threshold, shard, index member, its score ("": the index is a set, else
+// a zset of a ranged pattern), then the index values and the field names.
+// Returns 1, 0 for a duplicate, -1 when the tenant has too many for the
+// email. A full shard starts the next one and moves the version.
 var createScript = script.New(`
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
 if redis.call('SCARD', KEYS[8]) >= tonumber(ARGV[5]) then return -1 end
@@ -23,16 +24,23 @@ redis.call('HSET', KEYS[1], ARGV[1], ARGV[2])
 redis.call('SADD', KEYS[2], ARGV[1])
 redis.call('SADD', KEYS[8], ARGV[1])
 if tonumber(redis.call('ZINCRBY', KEYS[3], 1, ARGV[3])) == 1 then redis.call('INCR', KEYS[6]) end
-redis.call('SADD', KEYS[4], ARGV[1])
+local card
+if ARGV[9] == '' then
+  redis.call('SADD', KEYS[4], ARGV[8])
+  card = redis.call('SCARD', KEYS[4])
+else
+  redis.call('ZADD', KEYS[4], ARGV[9], ARGV[8])
+  card = redis.call('ZCARD', KEYS[4])
+end
 local k = tonumber(ARGV[7])
-if redis.call('SCARD', KEYS[4]) >= tonumber(ARGV[6]) and tonumber(redis.call('HGET', KEYS[7], ARGV[4]) or '0') == k then
+if card >= tonumber(ARGV[6]) and tonumber(redis.call('HGET', KEYS[7], ARGV[4]) or '0') == k then
   redis.call('HSET', KEYS[7], ARGV[4], k + 1)
   redis.call('INCR', KEYS[6])
 end
 local nf = #KEYS - 8
 for i = 1, nf do
-  redis.call('ZINCRBY', KEYS[8 + i], 1, ARGV[7 + i])
-  redis.call('HINCRBY', KEYS[5], ARGV[7 + nf + i], 1)
+  redis.call('ZINCRBY', KEYS[8 + i], 1, ARGV[9 + i])
+  redis.call('HINCRBY', KEYS[5], ARGV[9 + nf + i], 1)
 end
 return 1`)
 
@@ -46,11 +54,11 @@ if tonumber(redis.call('ZINCRBY', KEYS[3], -1, ARGV[3])) <= 0 then
   redis.call('ZREM', KEYS[3], ARGV[3])
   redis.call('INCR', KEYS[6])
 end
-redis.call('SREM', KEYS[4], ARGV[1])
+if ARGV[9] == '' then redis.call('SREM', KEYS[4], ARGV[8]) else redis.call('ZREM', KEYS[4], ARGV[8]) end
 local nf = #KEYS - 8
 for i = 1, nf do
-  if tonumber(redis.call('ZINCRBY', KEYS[8 + i], -1, ARGV[7 + i])) <= 0 then redis.call('ZREM', KEYS[8 + i], ARGV[7 + i]) end
-  if redis.call('HINCRBY', KEYS[5], ARGV[7 + nf + i], -1) <= 0 then redis.call('HDEL', KEYS[5], ARGV[7 + nf + i]) end
+  if tonumber(redis.call('ZINCRBY', KEYS[8 + i], -1, ARGV[9 + i])) <= 0 then redis.call('ZREM', KEYS[8 + i], ARGV[9 + i]) end
+  if redis.call('HINCRBY', KEYS[5], ARGV[9 + nf + i], -1) <= 0 then redis.call('HDEL', KEYS[5], ARGV[9 + nf + i]) end
 end
 return 1`)
 
@@ -61,12 +69,15 @@ func (s *Store) scriptArgs(sub Subscription, b Body, vh string) ([]string, []any
 	names := splitPattern(sub.Pattern)
 	keys := []string{subsKey, emailKey(sub.Email), patternsKey, indexKey(sub.Pattern, vh, sub.Shard), fieldTotalKey,
 		patVersionKey, bloatKey, tenantEmailKey(sub.Tenant, sub.Email)}
-	args := []any{sub.ID, rec, sub.Pattern, bloatField(sub.Pattern, vh), s.cfg.MaxPerEmail, s.cfg.BloatThreshold, sub.Shard}
-	for _, n := range names {
-		keys = append(keys, fieldStatsKey(n))
-		args = append(args, indexValue(b[n]))
+	member, score := indexEntry(sub.ID, b, names)
+	args := []any{sub.ID, rec, sub.Pattern, bloatField(sub.Pattern, vh), s.cfg.MaxPerEmail, s.cfg.BloatThreshold, sub.Shard, member, score}
+	fieldNames := make([]string, len(names))
+	for i, n := range names {
+		fieldNames[i], _ = splitToken(n)
+		keys = append(keys, fieldStatsKey(fieldNames[i]))
+		args = append(args, indexValue(b[fieldNames[i]]))
 	}
-	for _, n := range names {
+	for _, n := range fieldNames {
 		args = append(args, n)
 	}
 	return keys, args

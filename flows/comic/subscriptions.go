@@ -96,7 +96,8 @@ func (c StoreConfig) Validate() error {
 //	ds:{comic-subs}:comic:subs                     hash: id → Subscription JSON
 //	ds:{comic-subs}:comic:email:<email>            set: ids of one email
 //	ds:{comic-subs}:comic:temail:<tenant>:<email>  set: ids of one tenant's subscriptions of one email
-//	ds:{comic-subs}:comic:idx:<pattern>:<values>   set: ids of one pattern and values (shard 0)
+//	ds:{comic-subs}:comic:idx:<pattern>:<values>   set: ids of one pattern and values (shard 0); of a ranged
+//	                                               pattern a zset of "id|lo:hi..." scored by a bound (see indexEntry)
 //	ds:{comic-subs}:comic:idx:<pattern>:<values>#k set: shard k of a bloated value set
 //	ds:{comic-subs}:comic:bloat                    hash: <pattern>:<values> → shards past the first
 //	ds:{comic-subs}:comic:patterns                 zset: pattern → subscriptions

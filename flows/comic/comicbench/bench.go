@@ -108,6 +108,10 @@ type Result struct {
 	// Matched is the distribution of subscriptions matched per comic.
 	MeanMatched                                    float64
 	MatchedP50, MatchedP90, MatchedP99, MaxMatched int
+	// Examined is the distribution of index entries the lookups read per
+	// comic: the matched ones and the range candidates they filtered out.
+	MeanExamined             float64
+	ExaminedP99, MaxExamined int
 	// LookupCPU and JobCPU are the CPU time per comic of this process and
 	// of Redis (zero without Config.CPU), measured while nothing else of
 	// the bench ran.

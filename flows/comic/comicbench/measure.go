@@ -27,6 +27,7 @@ func measureMatch(ctx context.Context, svc *comic.Flow, w *world, cfg Config, re
 	lookups := make([]time.Duration, 0, cfg.Matches)
 	jobs := make([]time.Duration, 0, cfg.Matches)
 	matched := make([]int, 0, cfg.Matches)
+	examined := make([]int, 0, cfg.Matches)
 	var lookupCPU, jobCPU CPU
 	total := 0
 	// The title (no pattern of either world constrains it) makes each run's
@@ -44,13 +45,14 @@ func measureMatch(ctx context.Context, svc *comic.Flow, w *world, cfg Config, re
 		d.pause()
 		cpu := startCPU(cfg.CPU)
 		for _, c := range round {
-			t0 := time.Now()
+			t0, e0 := time.Now(), svc.Matcher.Examined()
 			ids, err := svc.Matcher.MatchIDs(ctx, c)
 			if err != nil {
 				d.resume()
 				return err
 			}
 			lookups = append(lookups, time.Since(t0))
+			examined = append(examined, int(svc.Matcher.Examined()-e0))
 			matched = append(matched, len(ids))
 			total += len(ids)
 		}
@@ -86,10 +88,16 @@ func measureMatch(ctx context.Context, svc *comic.Flow, w *world, cfg Config, re
 	res.JobP50, res.JobP99, res.JobMax = benchstat.Quantile(jobs, 0.50), benchstat.Quantile(jobs, 0.99), jobs[len(jobs)-1]
 	res.MatchedP50, res.MatchedP90, res.MatchedP99 = benchstat.Quantile(matched, 0.50), benchstat.Quantile(matched, 0.90), benchstat.Quantile(matched, 0.99)
 	res.MaxMatched = matched[len(matched)-1]
+	slices.Sort(examined)
+	for _, n := range examined {
+		res.MeanExamined += float64(n) / float64(len(examined))
+	}
+	res.ExaminedP99, res.MaxExamined = benchstat.Quantile(examined, 0.99), examined[len(examined)-1]
 	progress("lookups p50 %s p99 %s (cpu %s + redis %s per comic); job p50 %s p99 %s max %s (cpu %s + redis %s per comic); "+
-		"subscriptions per comic: mean %.1f, p50 %d, p90 %d, p99 %d, max %d",
+		"subscriptions per comic: mean %.1f, p50 %d, p90 %d, p99 %d, max %d; examined: mean %.1f, p99 %d, max %d",
 		res.LookupP50, res.LookupP99, res.LookupCPU.Process, res.LookupCPU.Redis, res.JobP50, res.JobP99, res.JobMax,
-		res.JobCPU.Process, res.JobCPU.Redis, res.MeanMatched, res.MatchedP50, res.MatchedP90, res.MatchedP99, res.MaxMatched)
+		res.JobCPU.Process, res.JobCPU.Redis, res.MeanMatched, res.MatchedP50, res.MatchedP90, res.MatchedP99, res.MaxMatched,
+		res.MeanExamined, res.ExaminedP99, res.MaxExamined)
 	return nil
 }
 

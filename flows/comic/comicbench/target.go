@@ -18,7 +18,7 @@ import (
 // figures and how they compare with the flow's targets.
 var Bench = flow.Bench{
 	Name: "comic",
-	Summary: "the comic flow: 1,000,000 subscriptions over SearchPatterns (--world wantlist or broad), match latency\n" +
+	Summary: "the comic flow: 1,000,000 subscriptions over SearchPatterns (--world wantlist, broad or ranges), match latency\n" +
 		"(delivery not included), intake comics/s, matcher stage comics/s, Redis memory",
 	Help: "Measures the comic flow against the configured Redis (a database without comic subscriptions).\n" +
 		"The notification requests the matcher hands off are acknowledged by a discarding group and trimmed;\n" +
@@ -37,8 +37,8 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 	fs.IntVar(&bc.Workers, "workers", 16, "concurrent intake callers")
 	fs.IntVar(&bc.IntakeBatch, "intake-batch", 1, "comics per intake call (1: one script per call as POST /v1/comics; more: one pipeline of scripts)")
 	fs.IntVar(&maxMemMB, "max-redis-memory-mb", 4096, "stop when Redis used_memory passes this many MB")
-	fs.StringVar(&bc.World, "world", WorldWantList, "data distribution: "+strings.Join(Worlds, " (default) or ")+
-		" (see flows/comic/comicbench/world.go)")
+	fs.StringVar(&bc.World, "world", WorldWantList, "data distribution: "+strings.Join(Worlds, ", ")+
+		" (the first by default; see flows/comic/comicbench/world.go)")
 	fs.BoolVar(&bc.Reuse, "reuse", false, "measure over the subscriptions an earlier run loaded with the same --world (no load)")
 	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
 		bc.MaxRedisMemory = int64(maxMemMB) << 20
@@ -48,7 +48,8 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 			return benchstat.ProcessCPU(), benchstat.RedisCPU(ctx, env.Redis)
 		}
 		out := env.Stdout
-		fmt.Fprintf(out, "bench comic: %s world, %s, %d partitions, GOMAXPROCS %d\n", bc.World, env.RedisName, bc.Partitions, runtime.GOMAXPROCS(0))
+		fmt.Fprintf(out, "bench comic: %s world (%s), %s, %d partitions, GOMAXPROCS %d\n", bc.World, WorldSummary[bc.World],
+			env.RedisName, bc.Partitions, runtime.GOMAXPROCS(0))
 		r, err := Run(ctx, env.Redis, bc)
 		if err != nil {
 			return err
@@ -66,8 +67,8 @@ func printResult(out io.Writer, bc Config, r Result) {
 		fmt.Fprintf(out, "load: %d subscriptions over %d active patterns in %s (%.0f/s)\n", r.Subscriptions, r.ActivePattern,
 			r.Load.Round(time.Millisecond), float64(r.Subscriptions)/max(r.Load.Seconds(), 1e-9))
 	}
-	fmt.Fprintf(out, "subscriptions matched per comic: mean %.1f, p50 %d, p90 %d, p99 %d, max %d\n",
-		r.MeanMatched, r.MatchedP50, r.MatchedP90, r.MatchedP99, r.MaxMatched)
+	fmt.Fprintf(out, "subscriptions matched per comic: mean %.1f, p50 %d, p90 %d, p99 %d, max %d; examined (index entries read): mean %.1f, p99 %d, max %d\n",
+		r.MeanMatched, r.MatchedP50, r.MatchedP90, r.MatchedP99, r.MaxMatched, r.MeanExamined, r.ExaminedP99, r.MaxExamined)
 	fmt.Fprintf(out, "match, index lookups (MatchIDs): p50 %s, p99 %s, max %s; cpu per comic %s + redis %s\n",
 		r.LookupP50.Round(time.Microsecond), r.LookupP99.Round(time.Microsecond), r.LookupMax.Round(time.Microsecond),
 		micros(r.LookupCPU.Process), micros(r.LookupCPU.Redis))
