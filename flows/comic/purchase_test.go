@@ -100,15 +100,17 @@ func TestSales_refundPathForgetsTheNotification(t *testing.T) {
 			if rcv.count() != 2 {
 				t.Fatalf("%d notifications, want 2", rcv.count())
 			}
-			// late is charged, but fast buys the comic meanwhile.
+			// late is charged, but fast buys the comic meanwhile; both hold
+			// it, by the tokens of their notifications.
+			toks := rcv.tokens(c.ID())
 			pay.onCharge = func(txn string) {
 				if txn == "txn-late" {
-					if _, err := svc.Sales.Purchase(ctx, "fast@example.com", c.ID(), "card", "txn-fast", ""); err != nil {
+					if _, err := svc.Sales.Purchase(ctx, "fast@example.com", c.ID(), "card", "txn-fast", toks["fast@example.com"]); err != nil {
 						t.Errorf("fast purchase: %v", err)
 					}
 				}
 			}
-			_, err := svc.Sales.Purchase(ctx, "late@example.com", c.ID(), "card", "txn-late", "")
+			_, err := svc.Sales.Purchase(ctx, "late@example.com", c.ID(), "card", "txn-late", toks["late@example.com"])
 			if !errors.Is(err, ErrSoldOut) {
 				t.Fatalf("late purchase = %v, want ErrSoldOut", err)
 			}

@@ -102,7 +102,7 @@ func Register(srv *api.Server, f *comic.Flow) {
 		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite, Class: api.ClassContract,
 			Summary: "Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; " +
 				"during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)",
-			Body:    transactionIn{}, Response: comic.Receipt{}, Handler: r.purchase})
+			Body: transactionIn{}, Response: comic.Receipt{}, Handler: r.purchase})
 	}
 }
 
