@@ -33,7 +33,7 @@ type DeliveryConfig struct {
 	// NotifySecret signs requests to NotifyURL; required with it.
 	NotifySecret string
 	// Relay hands notifications with a destination to the notifier as
-	// inline KindNotify requests, window "<comic id>:<gen>:<email hash>"
+	// inline KindNotify requests, window "<comic id>:<gen>:<wave>:<email hash>"
 	// (New sets it to the notifier's Notify).
 	Relay func(ctx context.Context, reqs ...notifier.Request) error
 	// Concurrency bounds the notifications of one message sent at once
@@ -213,7 +213,7 @@ func (d *Delivery) send(ctx context.Context, m *stream.Message, tag string, r Re
 		if t.channel == ChannelNotifier {
 			relayed = append(relayed, notifier.Request{Flow: Name, Event: EventComicListed, Subject: r.ComicID,
 				Destination: &subscriber.Destination{Kind: KindNotify, Address: t.to.Address, Secret: t.to.Secret, Status: subscriber.StatusActive},
-				Window:      r.ComicID + ":" + strconv.FormatInt(r.Gen, 10) + ":" + hashHex([]byte(t.sub.Email)),
+				Window:      r.ComicID + ":" + strconv.FormatInt(r.Gen, 10) + ":" + strconv.Itoa(r.Wave) + ":" + hashHex([]byte(t.sub.Email)),
 				Critical:    true, Title: "A comic you watch is for sale", Text: t.sub.Email + ": comic " + r.ComicID + " is listed",
 				Payload: t.payload, ObservedAt: time.UnixMilli(r.ListedAtMs), TraceID: traceIDOf(ctx), EventID: t.key})
 			relayTo = append(relayTo, t)

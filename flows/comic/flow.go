@@ -110,12 +110,13 @@ type Flow struct {
 	// checkout is the checkout flow purchases are charged through, nil
 	// when the flow was built by NewWith.
 	checkout *checkout.Flow
-	// relayTopic is where Delivery relays notifications, if it does.
-	relayTopic *stream.Topic
-	ch         *clickhouse.Client
-	log        *slog.Logger
-	egress     *egress.Policy
-	subCap     *quota.Quota
+	// relayTopic is where Delivery relays notifications, if it does, and
+	// sentTopic the notifier's history of their sends.
+	relayTopic, sentTopic *stream.Topic
+	ch                    *clickhouse.Client
+	log                   *slog.Logger
+	egress                *egress.Policy
+	subCap                *quota.Quota
 }
 
 // New builds the flow; it implements flow.Flow. It charges through the
@@ -147,8 +148,8 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if err != nil {
 		return nil, err
 	}
-	requests := nf.Topics().Requests
-	f.checkout, f.relayTopic, f.ch = co, &requests, d.ClickHouse
+	requests, sent := nf.Topics().Requests, nf.Topics().History
+	f.checkout, f.relayTopic, f.sentTopic, f.ch = co, &requests, &sent, d.ClickHouse
 	return f, nil
 }
 
@@ -226,9 +227,14 @@ func (s *Flow) Egress() *egress.Policy { return s.egress }
 // for a flow built by NewWith.
 func (s *Flow) Checkout() *checkout.Flow { return s.checkout }
 
-// Stages returns the matching and delivery stages.
+// Stages returns the matching and delivery stages, and StageHoldSent
+// when Delivery relays to the notifier.
 func (s *Flow) Stages() []stream.Stage {
-	return []stream.Stage{s.Matcher.Stage(), s.Delivery.Stage()}
+	out := []stream.Stage{s.Matcher.Stage(), s.Delivery.Stage()}
+	if s.sentTopic != nil {
+		out = append(out, s.Holds.sentStage(*s.sentTopic))
+	}
+	return out
 }
 
 // Ledger returns the delivery ledger.

@@ -8,6 +8,7 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -18,6 +19,8 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/notifier/history"
+	"github.com/dropstream/dropstream/stream"
 )
 
 // MaxHoldWindow bounds a hold window, the flow's and a listing's own.
@@ -232,6 +235,45 @@ func (h *Holds) run(ctx context.Context, onErr func(error)) error {
 			onErr(err)
 		}
 	}
+}
+
+// StageHoldSent is the consumer group of notify.history that starts the
+// holds of notifications relayed to the notifier at their sends.
+const StageHoldSent = "comic-hold-sent"
+
+// extendScript runs extend. KEYS hold, holds zset; ARGV comic id, gen,
+// wave, send time ms.
+var extendScript = redis.NewScript(extendLua + `extend(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])) return 0`)
+
+// sentStage reads the notifier's history: a relayed notification's hold
+// starts when the notifier sent it (quiet hours, digests and retries may
+// delay it), known by its window "<comic id>:<gen>:<wave>:<email hash>".
+func (h *Holds) sentStage(topic stream.Topic) stream.Stage {
+	return stream.Stage{Name: StageHoldSent, Topic: topic, Handler: func(ctx context.Context, m *stream.Message) error {
+		var recs []history.Record
+		var err error
+		switch m.Type {
+		case history.TypeRecords:
+			err = json.Unmarshal(m.Payload, &recs)
+		case history.TypeRecord:
+			recs = make([]history.Record, 1)
+			err = json.Unmarshal(m.Payload, &recs[0])
+		}
+		if err != nil {
+			return stream.Permanentf("comic: decode history %s: %w", m.ID, err)
+		}
+		for _, r := range recs {
+			f := strings.Split(r.Window, ":")
+			if r.Flow != Name || r.Status != history.StatusSent || len(f) != 4 || len(f[0]) != 32 {
+				continue
+			}
+			tag := h.topics.tag(f[0])
+			if err := extendScript.Run(ctx, h.rdb, []string{holdKey(tag, f[0]), holdsKey(tag)}, f[0], f[1], f[2], r.At.UnixMilli()).Err(); err != nil {
+				return fmt.Errorf("comic: start the hold of %s: %w", f[0], err)
+			}
+		}
+		return nil
+	}}
 }
 
 // state is a hold's record: its listing, salt and the end of its hold.

@@ -3,6 +3,7 @@ package comic
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"slices"
@@ -13,6 +14,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/notifier/history"
+	"github.com/dropstream/dropstream/stream"
 )
 
 // testClock is the injectable clock of the hold windows.
@@ -272,5 +275,40 @@ func TestHold_crashBetweenWavesTellsEachWaveOnce(t *testing.T) {
 				t.Errorf("received %v (%d), want 4 emails once each", r, rcv.count())
 			}
 		})
+	}
+}
+
+// TestHold_relayedHoldStartsAtTheNotifiersSend: a notification relayed to
+// the notifier holds from the send its history records (delayed here by
+// five minutes); a failed send or another wave's send moves nothing.
+func TestHold_relayedHoldStartsAtTheNotifiersSend(t *testing.T) {
+	ctx := context.Background()
+	rdb := backends()[0].Client(t)
+	clk := &testClock{t: time.Now()}
+	svc := heldService(t, rdb, nil, nil, 2, clk)
+	subscribeFans(t, svc, 1, `{"series":"Saga"}`)
+	c := comicN("Saga", 4, "Image", true)
+	l, _, err := svc.Inventory.Add(ctx, c)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := svc.Matcher.Process(ctx, Job{ComicID: c.ID(), Gen: l.Gen, AddedAtMs: clk.Now().UnixMilli(), Comic: c.Canonical()}); err != nil {
+		t.Fatal(err)
+	}
+	sent := clk.Now().Add(5 * time.Minute)
+	stage := svc.Holds.sentStage(stream.NewTopic("notify", "history", 1))
+	for _, r := range []history.Record{
+		{Flow: Name, Status: history.StatusSent, Window: c.ID() + ":1:1:ab", At: sent},
+		{Flow: Name, Status: history.StatusFailed, Window: c.ID() + ":1:1:cd", At: sent.Add(time.Minute)},
+		{Flow: Name, Status: history.StatusSent, Window: c.ID() + ":1:2:ef", At: sent.Add(time.Minute)},
+	} {
+		payload, _ := json.Marshal([]history.Record{r})
+		if err := stage.Handler(ctx, &stream.Message{Type: history.TypeRecords, Payload: payload}); err != nil {
+			t.Fatal(err)
+		}
+	}
+	st, err := svc.Holds.state(ctx, c.ID())
+	if want := sent.Add(svc.Holds.cfg.Window).UnixMilli(); err != nil || st.ends != want {
+		t.Errorf("hold ends at %d, %v; want %d, the send plus the window", st.ends, err, want)
 	}
 }
