@@ -252,6 +252,15 @@ type Hold struct {
 	WindowSeconds int       `json:"window_seconds"`
 }
 
+// HoldTimeline defines model for HoldTimeline.
+type HoldTimeline struct {
+	ComicId string  `json:"comic_id"`
+	Gen     int     `json:"gen"`
+	Hold    *Hold   `json:"hold,omitempty"`
+	Sales   *[]Sale `json:"sales"`
+	Waves   *[]Wave `json:"waves"`
+}
+
 // Item defines model for Item.
 type Item struct {
 	Author      *string    `json:"author,omitempty"`
@@ -721,6 +730,13 @@ type Summary struct {
 	TraceId    string    `json:"trace_id"`
 }
 
+// Timeline defines model for Timeline.
+type Timeline struct {
+	Attempts *[]Attempt `json:"attempts"`
+	OrderId  string     `json:"order_id"`
+	Paid     bool       `json:"paid"`
+}
+
 // Watcher defines model for Watcher.
 type Watcher struct {
 	Channel           string     `json:"channel"`
@@ -822,13 +838,6 @@ type CheckoutStep struct {
 	Result        *string    `json:"result,omitempty"`
 }
 
-// CheckoutTimeline defines model for checkout.Timeline.
-type CheckoutTimeline struct {
-	Attempts *[]Attempt `json:"attempts"`
-	OrderId  string     `json:"order_id"`
-	Paid     bool       `json:"paid"`
-}
-
 // CheckoutOut defines model for checkoutOut.
 type CheckoutOut struct {
 	AlreadyPaid bool   `json:"already_paid"`
@@ -856,15 +865,6 @@ type ComicSubscription struct {
 	Secret     *string     `json:"secret,omitempty"`
 	Tenant     *string     `json:"tenant,omitempty"`
 	ValueShard int         `json:"value_shard"`
-}
-
-// ComicTimeline defines model for comic.Timeline.
-type ComicTimeline struct {
-	ComicId string  `json:"comic_id"`
-	Gen     int     `json:"gen"`
-	Hold    *Hold   `json:"hold,omitempty"`
-	Sales   *[]Sale `json:"sales"`
-	Waves   *[]Wave `json:"waves"`
 }
 
 // ComicDetail defines model for comicDetail.
@@ -11982,7 +11982,7 @@ type GetV1ComicsIdTimelineResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *ComicTimeline
+	JSON200 *HoldTimeline
 	// JSON4XX the response for an HTTP 4XX `application/json` response
 	JSON4XX *Error
 	// JSON5XX the response for an HTTP 5XX `application/json` response
@@ -11990,7 +11990,7 @@ type GetV1ComicsIdTimelineResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetV1ComicsIdTimelineResponse) GetJSON200() *ComicTimeline {
+func (r GetV1ComicsIdTimelineResponse) GetJSON200() *HoldTimeline {
 	return r.JSON200
 }
 
@@ -14065,7 +14065,7 @@ type GetV1SagasOrderIdResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *CheckoutTimeline
+	JSON200 *Timeline
 	// JSON4XX the response for an HTTP 4XX `application/json` response
 	JSON4XX *Error
 	// JSON5XX the response for an HTTP 5XX `application/json` response
@@ -14073,7 +14073,7 @@ type GetV1SagasOrderIdResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetV1SagasOrderIdResponse) GetJSON200() *CheckoutTimeline {
+func (r GetV1SagasOrderIdResponse) GetJSON200() *Timeline {
 	return r.JSON200
 }
 
@@ -18802,7 +18802,7 @@ func ParseGetV1ComicsIdTimelineResponse(rsp *http.Response) (*GetV1ComicsIdTimel
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest ComicTimeline
+		var dest HoldTimeline
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -20339,7 +20339,7 @@ func ParseGetV1SagasOrderIdResponse(rsp *http.Response) (*GetV1SagasOrderIdRespo
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest CheckoutTimeline
+		var dest Timeline
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

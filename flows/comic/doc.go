@@ -36,10 +36,12 @@
 //   - Holds (see Holds): the matches are ordered by a per-listing lottery
 //     and told in waves of HoldConfig.WaveSize. The wave told last holds
 //     the comic for its window (the listing's, else HoldConfig.Window)
-//     from its last send; only its holders, by their notification's
-//     hold_token, may begin a purchase. When the hold ends unsold, the
-//     "comic-hold-waves" service tells the next wave, once (one script
-//     per wave, keyed by the hold's end); never once the comic is sold.
+//     from its last send (a relayed one's as "comic-hold-sent" reads it
+//     in the notifier's history); only its holders, by their
+//     notification's hold_token, may begin a purchase. When the hold
+//     ends unsold, the "comic-hold-waves" service tells the next wave,
+//     once (one script per wave, keyed by the hold's end); never once the
+//     comic is sold.
 //   - Purchase is a saga keyed by the transaction id: a purchase record,
 //     the charge (through the checkout saga), then one script that removes
 //     the comic from inventory and records the sale, or marks the purchase

@@ -292,19 +292,26 @@ func (s *Flow) runRecovery(ctx context.Context) error {
 	if s.checkout != nil {
 		after = max(after, s.checkout.Config().Timeout+time.Minute)
 	}
-	tick := time.NewTicker(RecoveryInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	return every(ctx, RecoveryInterval, func() {
 		if n, err := s.Sales.Recover(ctx, after); err != nil {
 			s.log.Warn("comic: settling purchases in doubt failed; retrying", "settled", n, "error", err)
 		} else if n > 0 {
 			s.log.Info("comic: purchases in doubt settled", "settled", n)
 		}
+	})
+}
+
+// every calls f every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func()) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		f()
 	}
 }
 

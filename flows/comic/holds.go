@@ -223,18 +223,11 @@ func (h *Holds) Advance(ctx context.Context) (int, error) {
 
 // run advances the waves every Poll until ctx ends (ServiceWaves).
 func (h *Holds) run(ctx context.Context, onErr func(error)) error {
-	t := time.NewTicker(h.cfg.Poll)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
+	return every(ctx, h.cfg.Poll, func() {
 		if _, err := h.Advance(ctx); err != nil && ctx.Err() == nil {
 			onErr(err)
 		}
-	}
+	})
 }
 
 // StageHoldSent is the consumer group of notify.history that starts the

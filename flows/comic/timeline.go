@@ -12,9 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 )
 
-// Timeline is a comic's latest listing: its waves in order, each with when
+// HoldTimeline is a comic's latest listing: its waves in order, each with when
 // it was told and its notifications, the hold in force, and the sales.
-type Timeline struct {
+type HoldTimeline struct {
 	ComicID string `json:"comic_id"`
 	Gen     int64  `json:"gen"`
 	// Hold is the hold in force; nil when anyone may buy.
@@ -48,19 +48,19 @@ type WaveNotice struct {
 
 // Timeline returns the timeline of comic id's latest listing; the error
 // wraps ErrNotFound for a comic never listed.
-func (s *Flow) Timeline(ctx context.Context, id string) (Timeline, error) {
+func (s *Flow) Timeline(ctx context.Context, id string) (HoldTimeline, error) {
 	tag := s.topics.tag(id)
 	pipe := s.Holds.rdb.Pipeline()
 	genCmd := pipe.Get(ctx, genKey(tag, id))
 	invGen := pipe.HGet(ctx, inventoryKey(tag, id), "gen")
 	holdCmd := pipe.HGetAll(ctx, holdKey(tag, id))
 	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
-		return Timeline{}, fmt.Errorf("comic: timeline of %s: %w", id, err)
+		return HoldTimeline{}, fmt.Errorf("comic: timeline of %s: %w", id, err)
 	}
-	tl := Timeline{ComicID: id, Waves: []Wave{}, Sales: []Sale{}}
+	tl := HoldTimeline{ComicID: id, Waves: []Wave{}, Sales: []Sale{}}
 	tl.Gen, _ = strconv.ParseInt(genCmd.Val(), 10, 64)
 	if tl.Gen == 0 {
-		return Timeline{}, fmt.Errorf("%w: comic %s never listed", ErrNotFound, clipName(id))
+		return HoldTimeline{}, fmt.Errorf("%w: comic %s never listed", ErrNotFound, clipName(id))
 	}
 	h := holdCmd.Val()
 	if h["gen"] == genCmd.Val() {
@@ -79,7 +79,7 @@ func (s *Flow) Timeline(ctx context.Context, id string) (Timeline, error) {
 	}
 	hist, err := s.Delivery.History(ctx, id)
 	if err != nil {
-		return Timeline{}, err
+		return HoldTimeline{}, err
 	}
 	for _, n := range hist {
 		if n.Gen == tl.Gen && n.Wave >= 1 && n.Wave <= len(tl.Waves) {
@@ -96,7 +96,7 @@ func (s *Flow) Timeline(ctx context.Context, id string) (Timeline, error) {
 	if s.Sales != nil {
 		sales, err := s.Sales.Sales(ctx, id)
 		if err != nil {
-			return Timeline{}, err
+			return HoldTimeline{}, err
 		}
 		tl.Sales = append(tl.Sales, sales...)
 	}

@@ -84,7 +84,7 @@ func Register(srv *api.Server, f *comic.Flow) {
 		Response: comic.Stats{}, Handler: r.stats})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/:id/timeline", Tag: "comics", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "A comic's latest listing: its waves of subscribers told, in lottery order, with their notifications, the hold in force and the sales",
-		Response: comic.Timeline{}, Handler: r.timeline})
+		Response: comic.HoldTimeline{}, Handler: r.timeline})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/:id", Tag: "comics", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "A comic's listing, notification job status and sales",
 		Response: comicDetail{}, Handler: r.getComic})

@@ -272,7 +272,7 @@ func TestRoutes_holdActiveIs409WithItsEnd(t *testing.T) {
 	if ra, _ := strconv.Atoi(res.Header.Get("Retry-After")); res.Status != 409 || eb.Error.Code != "hold_active" || ra < 1 || ra > 600 {
 		t.Fatalf("purchase without token: %d %+v Retry-After %d, want 409 hold_active within 600s", res.Status, eb, ra)
 	}
-	var tl comic.Timeline
+	var tl comic.HoldTimeline
 	if code := call(t, srv, "GET", "/v1/comics/"+l.ID+"/timeline", "", &tl); code != 200 || tl.Hold == nil || tl.Hold.Wave != 1 ||
 		tl.Hold.WindowSeconds != 600 || len(tl.Waves) != 1 || tl.Waves[0].Subscriptions != 1 {
 		t.Fatalf("timeline: %d %+v, want the first wave holding for 600s", code, tl)
