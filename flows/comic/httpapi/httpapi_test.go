@@ -285,7 +285,8 @@ func TestRoutes_holdActiveIs409WithItsEnd(t *testing.T) {
 	if res := buy(comic.HoldToken(salt, sub.ID)); res.Status != 200 {
 		t.Fatalf("holder's purchase: %d %s", res.Status, res.Body)
 	}
-	if code := call(t, srv, "GET", "/v1/comics/"+l.ID+"/timeline", "", &tl); code != 200 || tl.Hold != nil || len(tl.Sales) != 1 {
-		t.Fatalf("timeline after the sale: %d %+v, want no hold and the sale", code, tl)
+	var after comic.HoldTimeline
+	if code := call(t, srv, "GET", "/v1/comics/"+l.ID+"/timeline", "", &after); code != 200 || after.Hold != nil || len(after.Sales) != 1 {
+		t.Fatalf("timeline after the sale: %d %+v, want no hold and the sale", code, after)
 	}
 }
