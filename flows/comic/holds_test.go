@@ -225,7 +225,7 @@ func TestHold_expiresAndNextWaveIsTold(t *testing.T) {
 // old copy then race over the due holds: each wave is told once, none is
 // skipped, and peter, with two subscriptions, is notified once.
 func TestHold_crashBetweenWavesTellsEachWaveOnce(t *testing.T) {
-	for _, be := range backends() {
+	for _, be := range testenv.WithCluster() {
 		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
 			rdb := be.Client(t)
@@ -283,7 +283,7 @@ func TestHold_crashBetweenWavesTellsEachWaveOnce(t *testing.T) {
 // five minutes); a failed send or another wave's send moves nothing.
 func TestHold_relayedHoldStartsAtTheNotifiersSend(t *testing.T) {
 	ctx := context.Background()
-	rdb := backends()[0].Client(t)
+	rdb := testenv.WithCluster()[2].Client(t)
 	clk := &testClock{t: time.Now()}
 	svc := heldService(t, rdb, nil, nil, 2, clk)
 	subscribeFans(t, svc, 1, `{"series":"Saga"}`)
