@@ -245,6 +245,22 @@ type Halt struct {
 	Told   *bool     `json:"told,omitempty"`
 }
 
+// Hold defines model for Hold.
+type Hold struct {
+	EndsAt        time.Time `json:"ends_at"`
+	Wave          int       `json:"wave"`
+	WindowSeconds int       `json:"window_seconds"`
+}
+
+// HoldTimeline defines model for HoldTimeline.
+type HoldTimeline struct {
+	ComicId string  `json:"comic_id"`
+	Gen     int     `json:"gen"`
+	Hold    *Hold   `json:"hold,omitempty"`
+	Sales   *[]Sale `json:"sales"`
+	Waves   *[]Wave `json:"waves"`
+}
+
 // Item defines model for Item.
 type Item struct {
 	Author      *string    `json:"author,omitempty"`
@@ -745,6 +761,21 @@ type Watcher struct {
 	Windows           *[]Window  `json:"windows,omitempty"`
 }
 
+// Wave defines model for Wave.
+type Wave struct {
+	Notifications *[]WaveNotice `json:"notifications"`
+	Subscriptions int           `json:"subscriptions"`
+	ToldAt        time.Time     `json:"told_at"`
+	Wave          int           `json:"wave"`
+}
+
+// WaveNotice defines model for WaveNotice.
+type WaveNotice struct {
+	At             time.Time `json:"at"`
+	Channel        string    `json:"channel"`
+	SubscriptionId string    `json:"subscription_id"`
+}
+
 // WebSubView defines model for WebSubView.
 type WebSubView struct {
 	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
@@ -1153,10 +1184,11 @@ type TraceView struct {
 
 // TransactionIn defines model for transactionIn.
 type TransactionIn struct {
-	Comic   interface{} `json:"comic"`
-	Email   string      `json:"email"`
-	Payment string      `json:"payment"`
-	TxnId   *string     `json:"txn_id,omitempty"`
+	Comic     interface{} `json:"comic"`
+	Email     string      `json:"email"`
+	HoldToken *string     `json:"hold_token,omitempty"`
+	Payment   string      `json:"payment"`
+	TxnId     *string     `json:"txn_id,omitempty"`
 }
 
 // UserID defines model for userID.
@@ -1205,6 +1237,11 @@ type WhyTransition struct {
 	TraceId   *string    `json:"trace_id,omitempty"`
 }
 
+// PostComicsParams defines parameters for PostComics.
+type PostComicsParams struct {
+	HoldSeconds *int `form:"hold_seconds,omitempty" json:"hold_seconds,omitempty"`
+}
+
 // GetV1AdminStagesParams defines parameters for GetV1AdminStages.
 type GetV1AdminStagesParams struct {
 	// Cursor next_cursor of the previous page
@@ -1240,6 +1277,11 @@ type GetV1AvailabilityKeySessionsParams struct {
 
 	// Limit page size, 1..1000 (default 100)
 	Limit *int `form:"limit,omitempty" json:"limit,omitempty"`
+}
+
+// PostV1ComicsParams defines parameters for PostV1Comics.
+type PostV1ComicsParams struct {
+	HoldSeconds *int `form:"hold_seconds,omitempty" json:"hold_seconds,omitempty"`
 }
 
 // GetV1ConsoleDeadlettersParams defines parameters for GetV1ConsoleDeadletters.
@@ -1547,28 +1589,28 @@ func WithRequestEditorFn(fn RequestEditorFn) ClientOption {
 // The interface specification for the client above.
 type ClientInterface interface {
 
-	// PostComicsWithBody List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+	// PostComicsWithBody List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /comics (the `PostComics` operationId).
-	PostComicsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PostComicsWithBody(ctx context.Context, params *PostComicsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// PostComics List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+	// PostComics List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /comics (the `PostComics` operationId).
-	PostComics(ctx context.Context, body PostComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PostComics(ctx context.Context, params *PostComicsParams, body PostComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// PostCompletetransactionWithBody Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+	// PostCompletetransactionWithBody Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /completetransaction (the `PostCompletetransaction` operationId).
 	PostCompletetransactionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// PostCompletetransaction Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+	// PostCompletetransaction Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -1744,19 +1786,19 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/availability/{key}/sessions (the `GetV1AvailabilityKeySessions` operationId).
 	GetV1AvailabilityKeySessions(ctx context.Context, key string, params *GetV1AvailabilityKeySessionsParams, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// PostV1ComicsWithBody List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+	// PostV1ComicsWithBody List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/comics (the `PostV1Comics` operationId).
-	PostV1ComicsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PostV1ComicsWithBody(ctx context.Context, params *PostV1ComicsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// PostV1Comics List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+	// PostV1Comics List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 	//
 	// Takes a body of the `application/json` content type.
 	//
 	// Corresponds with POST /v1/comics (the `PostV1Comics` operationId).
-	PostV1Comics(ctx context.Context, body PostV1ComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
+	PostV1Comics(ctx context.Context, params *PostV1ComicsParams, body PostV1ComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error)
 
 	// GetV1ComicsPatternsStats Subscriptions per SearchPattern (with shards) and the diversity of each field
 	//
@@ -1768,14 +1810,19 @@ type ClientInterface interface {
 	// Corresponds with GET /v1/comics/{id} (the `GetV1ComicsId` operationId).
 	GetV1ComicsId(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// PostV1CompletetransactionWithBody Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+	// GetV1ComicsIdTimeline A comic's latest listing: its waves of subscribers told, in lottery order, with their notifications, the hold in force and the sales
+	//
+	// Corresponds with GET /v1/comics/{id}/timeline (the `GetV1ComicsIdTimeline` operationId).
+	GetV1ComicsIdTimeline(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error)
+
+	// PostV1CompletetransactionWithBody Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 	//
 	// Takes any type of body and a specified content type.
 	//
 	// Corresponds with POST /v1/completetransaction (the `PostV1Completetransaction` operationId).
 	PostV1CompletetransactionWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error)
 
-	// PostV1Completetransaction Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+	// PostV1Completetransaction Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 	//
 	// Takes a body of the `application/json` content type.
 	//
@@ -2253,13 +2300,13 @@ type ClientInterface interface {
 	PostV1WebsubIdToken(ctx context.Context, id string, token string, reqEditors ...RequestEditorFn) (*http.Response, error)
 }
 
-// PostComicsWithBody List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+// PostComicsWithBody List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /comics (the `PostComics` operationId).
-func (c *Client) PostComicsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPostComicsRequestWithBody(c.Server, contentType, body)
+func (c *Client) PostComicsWithBody(ctx context.Context, params *PostComicsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostComicsRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2270,13 +2317,13 @@ func (c *Client) PostComicsWithBody(ctx context.Context, contentType string, bod
 	return c.Client.Do(req)
 }
 
-// PostComics List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+// PostComics List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /comics (the `PostComics` operationId).
-func (c *Client) PostComics(ctx context.Context, body PostComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPostComicsRequest(c.Server, body)
+func (c *Client) PostComics(ctx context.Context, params *PostComicsParams, body PostComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostComicsRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2287,7 +2334,7 @@ func (c *Client) PostComics(ctx context.Context, body PostComicsJSONRequestBody,
 	return c.Client.Do(req)
 }
 
-// PostCompletetransactionWithBody Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+// PostCompletetransactionWithBody Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 //
 // Takes any type of body and a specified content type.
 //
@@ -2304,7 +2351,7 @@ func (c *Client) PostCompletetransactionWithBody(ctx context.Context, contentTyp
 	return c.Client.Do(req)
 }
 
-// PostCompletetransaction Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+// PostCompletetransaction Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 //
 // Takes a body of the `application/json` content type.
 //
@@ -2820,13 +2867,13 @@ func (c *Client) GetV1AvailabilityKeySessions(ctx context.Context, key string, p
 	return c.Client.Do(req)
 }
 
-// PostV1ComicsWithBody List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+// PostV1ComicsWithBody List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 //
 // Takes any type of body and a specified content type.
 //
 // Corresponds with POST /v1/comics (the `PostV1Comics` operationId).
-func (c *Client) PostV1ComicsWithBody(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPostV1ComicsRequestWithBody(c.Server, contentType, body)
+func (c *Client) PostV1ComicsWithBody(ctx context.Context, params *PostV1ComicsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostV1ComicsRequestWithBody(c.Server, params, contentType, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2837,13 +2884,13 @@ func (c *Client) PostV1ComicsWithBody(ctx context.Context, contentType string, b
 	return c.Client.Do(req)
 }
 
-// PostV1Comics List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+// PostV1Comics List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 //
 // Takes a body of the `application/json` content type.
 //
 // Corresponds with POST /v1/comics (the `PostV1Comics` operationId).
-func (c *Client) PostV1Comics(ctx context.Context, body PostV1ComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
-	req, err := NewPostV1ComicsRequest(c.Server, body)
+func (c *Client) PostV1Comics(ctx context.Context, params *PostV1ComicsParams, body PostV1ComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewPostV1ComicsRequest(c.Server, params, body)
 	if err != nil {
 		return nil, err
 	}
@@ -2884,7 +2931,22 @@ func (c *Client) GetV1ComicsId(ctx context.Context, id string, reqEditors ...Req
 	return c.Client.Do(req)
 }
 
-// PostV1CompletetransactionWithBody Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+// GetV1ComicsIdTimeline A comic's latest listing: its waves of subscribers told, in lottery order, with their notifications, the hold in force and the sales
+//
+// Corresponds with GET /v1/comics/{id}/timeline (the `GetV1ComicsIdTimeline` operationId).
+func (c *Client) GetV1ComicsIdTimeline(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*http.Response, error) {
+	req, err := NewGetV1ComicsIdTimelineRequest(c.Server, id)
+	if err != nil {
+		return nil, err
+	}
+	req = req.WithContext(ctx)
+	if err := c.applyEditors(ctx, req, reqEditors); err != nil {
+		return nil, err
+	}
+	return c.Client.Do(req)
+}
+
+// PostV1CompletetransactionWithBody Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 //
 // Takes any type of body and a specified content type.
 //
@@ -2901,7 +2963,7 @@ func (c *Client) PostV1CompletetransactionWithBody(ctx context.Context, contentT
 	return c.Client.Do(req)
 }
 
-// PostV1Completetransaction Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+// PostV1Completetransaction Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 //
 // Takes a body of the `application/json` content type.
 //
@@ -4209,18 +4271,18 @@ func (c *Client) PostV1WebsubIdToken(ctx context.Context, id string, token strin
 }
 
 // NewPostComicsRequest calls the generic PostComics builder with application/json body
-func NewPostComicsRequest(server string, body PostComicsJSONRequestBody) (*http.Request, error) {
+func NewPostComicsRequest(server string, params *PostComicsParams, body PostComicsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewPostComicsRequestWithBody(server, "application/json", bodyReader)
+	return NewPostComicsRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewPostComicsRequestWithBody constructs an http.Request for the PostComics method, with any body, and a specified content type
-func NewPostComicsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewPostComicsRequestWithBody(server string, params *PostComicsParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -4236,6 +4298,33 @@ func NewPostComicsRequestWithBody(server string, contentType string, body io.Rea
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.HoldSeconds != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "hold_seconds", *params.HoldSeconds, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
@@ -5581,18 +5670,18 @@ func NewGetV1AvailabilityKeySessionsRequest(server string, key string, params *G
 }
 
 // NewPostV1ComicsRequest calls the generic PostV1Comics builder with application/json body
-func NewPostV1ComicsRequest(server string, body PostV1ComicsJSONRequestBody) (*http.Request, error) {
+func NewPostV1ComicsRequest(server string, params *PostV1ComicsParams, body PostV1ComicsJSONRequestBody) (*http.Request, error) {
 	var bodyReader io.Reader
 	buf, err := json.Marshal(body)
 	if err != nil {
 		return nil, err
 	}
 	bodyReader = bytes.NewReader(buf)
-	return NewPostV1ComicsRequestWithBody(server, "application/json", bodyReader)
+	return NewPostV1ComicsRequestWithBody(server, params, "application/json", bodyReader)
 }
 
 // NewPostV1ComicsRequestWithBody constructs an http.Request for the PostV1Comics method, with any body, and a specified content type
-func NewPostV1ComicsRequestWithBody(server string, contentType string, body io.Reader) (*http.Request, error) {
+func NewPostV1ComicsRequestWithBody(server string, params *PostV1ComicsParams, contentType string, body io.Reader) (*http.Request, error) {
 	var err error
 
 	serverURL, err := url.Parse(server)
@@ -5608,6 +5697,33 @@ func NewPostV1ComicsRequestWithBody(server string, contentType string, body io.R
 	queryURL, err := serverURL.Parse(operationPath)
 	if err != nil {
 		return nil, err
+	}
+
+	if params != nil {
+		// queryValues collects non-styled parameters (passthrough, JSON)
+		// that are safe to round-trip through url.Values.Encode().
+		queryValues := queryURL.Query()
+		// rawQueryFragments collects pre-encoded query fragments from
+		// styled parameters, preserving literal commas as delimiters
+		// per the OpenAPI spec (e.g. "color=blue,black,brown").
+		var rawQueryFragments []string
+
+		if params.HoldSeconds != nil {
+
+			if queryFrag, err := runtime.StyleParamWithOptions("form", true, "hold_seconds", *params.HoldSeconds, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationQuery, Type: "integer", Format: ""}); err != nil {
+				return nil, err
+			} else {
+				for _, qp := range strings.Split(queryFrag, "&") {
+					rawQueryFragments = append(rawQueryFragments, qp)
+				}
+			}
+
+		}
+
+		if encoded := queryValues.Encode(); encoded != "" {
+			rawQueryFragments = append(rawQueryFragments, encoded)
+		}
+		queryURL.RawQuery = strings.Join(rawQueryFragments, "&")
 	}
 
 	req, err := http.NewRequest(http.MethodPost, queryURL.String(), body)
@@ -5664,6 +5780,40 @@ func NewGetV1ComicsIdRequest(server string, id string) (*http.Request, error) {
 	}
 
 	operationPath := fmt.Sprintf("/v1/comics/%s", pathParam0)
+	if operationPath[0] == '/' {
+		operationPath = "." + operationPath
+	}
+
+	queryURL, err := serverURL.Parse(operationPath)
+	if err != nil {
+		return nil, err
+	}
+
+	req, err := http.NewRequest(http.MethodGet, queryURL.String(), nil)
+	if err != nil {
+		return nil, err
+	}
+
+	return req, nil
+}
+
+// NewGetV1ComicsIdTimelineRequest constructs an http.Request for the GetV1ComicsIdTimeline method
+func NewGetV1ComicsIdTimelineRequest(server string, id string) (*http.Request, error) {
+	var err error
+
+	var pathParam0 string
+
+	pathParam0, err = runtime.StyleParamWithOptions("simple", false, "id", id, runtime.StyleParamOptions{ParamLocation: runtime.ParamLocationPath, Type: "string", Format: ""})
+	if err != nil {
+		return nil, err
+	}
+
+	serverURL, err := url.Parse(server)
+	if err != nil {
+		return nil, err
+	}
+
+	operationPath := fmt.Sprintf("/v1/comics/%s/timeline", pathParam0)
 	if operationPath[0] == '/' {
 		operationPath = "." + operationPath
 	}
@@ -8973,28 +9123,28 @@ func WithBaseURL(baseURL string) ClientOption {
 // ClientWithResponsesInterface is the interface specification for the client with responses above.
 type ClientWithResponsesInterface interface {
 
-	// PostComicsWithBodyWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+	// PostComicsWithBodyWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /comics (the `PostComics` operationId).
-	PostComicsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostComicsResponse, error)
+	PostComicsWithBodyWithResponse(ctx context.Context, params *PostComicsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostComicsResponse, error)
 
-	// PostComicsWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+	// PostComicsWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /comics (the `PostComics` operationId).
-	PostComicsWithResponse(ctx context.Context, body PostComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostComicsResponse, error)
+	PostComicsWithResponse(ctx context.Context, params *PostComicsParams, body PostComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostComicsResponse, error)
 
-	// PostCompletetransactionWithBodyWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+	// PostCompletetransactionWithBodyWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /completetransaction (the `PostCompletetransaction` operationId).
 	PostCompletetransactionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostCompletetransactionResponse, error)
 
-	// PostCompletetransactionWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+	// PostCompletetransactionWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -9232,19 +9382,19 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/availability/{key}/sessions (the `GetV1AvailabilityKeySessions` operationId).
 	GetV1AvailabilityKeySessionsWithResponse(ctx context.Context, key string, params *GetV1AvailabilityKeySessionsParams, reqEditors ...RequestEditorFn) (*GetV1AvailabilityKeySessionsResponse, error)
 
-	// PostV1ComicsWithBodyWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+	// PostV1ComicsWithBodyWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/comics (the `PostV1Comics` operationId).
-	PostV1ComicsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostV1ComicsResponse, error)
+	PostV1ComicsWithBodyWithResponse(ctx context.Context, params *PostV1ComicsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostV1ComicsResponse, error)
 
-	// PostV1ComicsWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+	// PostV1ComicsWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/comics (the `PostV1Comics` operationId).
-	PostV1ComicsWithResponse(ctx context.Context, body PostV1ComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostV1ComicsResponse, error)
+	PostV1ComicsWithResponse(ctx context.Context, params *PostV1ComicsParams, body PostV1ComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostV1ComicsResponse, error)
 
 	// GetV1ComicsPatternsStatsWithResponse Subscriptions per SearchPattern (with shards) and the diversity of each field
 	//
@@ -9260,14 +9410,21 @@ type ClientWithResponsesInterface interface {
 	// Corresponds with GET /v1/comics/{id} (the `GetV1ComicsId` operationId).
 	GetV1ComicsIdWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetV1ComicsIdResponse, error)
 
-	// PostV1CompletetransactionWithBodyWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+	// GetV1ComicsIdTimelineWithResponse A comic's latest listing: its waves of subscribers told, in lottery order, with their notifications, the hold in force and the sales
+	//
+	// Returns a wrapper object for the known response body format(s).
+	//
+	// Corresponds with GET /v1/comics/{id}/timeline (the `GetV1ComicsIdTimeline` operationId).
+	GetV1ComicsIdTimelineWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetV1ComicsIdTimelineResponse, error)
+
+	// PostV1CompletetransactionWithBodyWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 	//
 	// Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 	//
 	// Corresponds with POST /v1/completetransaction (the `PostV1Completetransaction` operationId).
 	PostV1CompletetransactionWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostV1CompletetransactionResponse, error)
 
-	// PostV1CompletetransactionWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+	// PostV1CompletetransactionWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 	//
 	// Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 	//
@@ -11815,6 +11972,61 @@ func (r GetV1ComicsIdResponse) StatusCode() int {
 
 // ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
 func (r GetV1ComicsIdResponse) ContentType() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Header.Get("Content-Type")
+	}
+	return ""
+}
+
+type GetV1ComicsIdTimelineResponse struct {
+	Body         []byte
+	HTTPResponse *http.Response
+	// JSON200 the response for an HTTP 200 `application/json` response
+	JSON200 *HoldTimeline
+	// JSON4XX the response for an HTTP 4XX `application/json` response
+	JSON4XX *Error
+	// JSON5XX the response for an HTTP 5XX `application/json` response
+	JSON5XX *Error
+}
+
+// GetJSON200 returns the response for an HTTP 200 `application/json` response
+func (r GetV1ComicsIdTimelineResponse) GetJSON200() *HoldTimeline {
+	return r.JSON200
+}
+
+// GetJSON4XX returns the response for an HTTP 4XX `application/json` response
+func (r GetV1ComicsIdTimelineResponse) GetJSON4XX() *Error {
+	return r.JSON4XX
+}
+
+// GetJSON5XX returns the response for an HTTP 5XX `application/json` response
+func (r GetV1ComicsIdTimelineResponse) GetJSON5XX() *Error {
+	return r.JSON5XX
+}
+
+// GetBody returns the raw response body bytes
+func (r GetV1ComicsIdTimelineResponse) GetBody() []byte {
+	return r.Body
+}
+
+// Status returns HTTPResponse.Status
+func (r GetV1ComicsIdTimelineResponse) Status() string {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.Status
+	}
+	return http.StatusText(0)
+}
+
+// StatusCode returns HTTPResponse.StatusCode
+func (r GetV1ComicsIdTimelineResponse) StatusCode() int {
+	if r.HTTPResponse != nil {
+		return r.HTTPResponse.StatusCode
+	}
+	return 0
+}
+
+// ContentType is a convenience method to retrieve the Content-Type value from the HTTP response headers
+func (r GetV1ComicsIdTimelineResponse) ContentType() string {
 	if r.HTTPResponse != nil {
 		return r.HTTPResponse.Header.Get("Content-Type")
 	}
@@ -15505,33 +15717,33 @@ func (r PostV1WebsubIdTokenResponse) ContentType() string {
 	return ""
 }
 
-// PostComicsWithBodyWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+// PostComicsWithBodyWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /comics (the `PostComics` operationId).
-func (c *ClientWithResponses) PostComicsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostComicsResponse, error) {
-	rsp, err := c.PostComicsWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PostComicsWithBodyWithResponse(ctx context.Context, params *PostComicsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostComicsResponse, error) {
+	rsp, err := c.PostComicsWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParsePostComicsResponse(rsp)
 }
 
-// PostComicsWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+// PostComicsWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /comics (the `PostComics` operationId).
-func (c *ClientWithResponses) PostComicsWithResponse(ctx context.Context, body PostComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostComicsResponse, error) {
-	rsp, err := c.PostComics(ctx, body, reqEditors...)
+func (c *ClientWithResponses) PostComicsWithResponse(ctx context.Context, params *PostComicsParams, body PostComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostComicsResponse, error) {
+	rsp, err := c.PostComics(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParsePostComicsResponse(rsp)
 }
 
-// PostCompletetransactionWithBodyWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+// PostCompletetransactionWithBodyWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15544,7 +15756,7 @@ func (c *ClientWithResponses) PostCompletetransactionWithBodyWithResponse(ctx co
 	return ParsePostCompletetransactionResponse(rsp)
 }
 
-// PostCompletetransactionWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+// PostCompletetransactionWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -15986,26 +16198,26 @@ func (c *ClientWithResponses) GetV1AvailabilityKeySessionsWithResponse(ctx conte
 	return ParseGetV1AvailabilityKeySessionsResponse(rsp)
 }
 
-// PostV1ComicsWithBodyWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+// PostV1ComicsWithBodyWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/comics (the `PostV1Comics` operationId).
-func (c *ClientWithResponses) PostV1ComicsWithBodyWithResponse(ctx context.Context, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostV1ComicsResponse, error) {
-	rsp, err := c.PostV1ComicsWithBody(ctx, contentType, body, reqEditors...)
+func (c *ClientWithResponses) PostV1ComicsWithBodyWithResponse(ctx context.Context, params *PostV1ComicsParams, contentType string, body io.Reader, reqEditors ...RequestEditorFn) (*PostV1ComicsResponse, error) {
+	rsp, err := c.PostV1ComicsWithBody(ctx, params, contentType, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
 	return ParsePostV1ComicsResponse(rsp)
 }
 
-// PostV1ComicsWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)
+// PostV1ComicsWithResponse List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); hold_seconds sets the hold of each wave of subscribers told (default: the flow's)
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
 // Corresponds with POST /v1/comics (the `PostV1Comics` operationId).
-func (c *ClientWithResponses) PostV1ComicsWithResponse(ctx context.Context, body PostV1ComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostV1ComicsResponse, error) {
-	rsp, err := c.PostV1Comics(ctx, body, reqEditors...)
+func (c *ClientWithResponses) PostV1ComicsWithResponse(ctx context.Context, params *PostV1ComicsParams, body PostV1ComicsJSONRequestBody, reqEditors ...RequestEditorFn) (*PostV1ComicsResponse, error) {
+	rsp, err := c.PostV1Comics(ctx, params, body, reqEditors...)
 	if err != nil {
 		return nil, err
 	}
@@ -16038,7 +16250,20 @@ func (c *ClientWithResponses) GetV1ComicsIdWithResponse(ctx context.Context, id 
 	return ParseGetV1ComicsIdResponse(rsp)
 }
 
-// PostV1CompletetransactionWithBodyWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+// GetV1ComicsIdTimelineWithResponse A comic's latest listing: its waves of subscribers told, in lottery order, with their notifications, the hold in force and the sales
+//
+// Returns a wrapper object for the known response body format(s).
+//
+// Corresponds with GET /v1/comics/{id}/timeline (the `GetV1ComicsIdTimeline` operationId).
+func (c *ClientWithResponses) GetV1ComicsIdTimelineWithResponse(ctx context.Context, id string, reqEditors ...RequestEditorFn) (*GetV1ComicsIdTimelineResponse, error) {
+	rsp, err := c.GetV1ComicsIdTimeline(ctx, id, reqEditors...)
+	if err != nil {
+		return nil, err
+	}
+	return ParseGetV1ComicsIdTimelineResponse(rsp)
+}
+
+// PostV1CompletetransactionWithBodyWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 //
 // Takes any type of body and a specified content type, and returns a wrapper object for the known response body format(s).
 //
@@ -16051,7 +16276,7 @@ func (c *ClientWithResponses) PostV1CompletetransactionWithBodyWithResponse(ctx 
 	return ParsePostV1CompletetransactionResponse(rsp)
 }
 
-// PostV1CompletetransactionWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out
+// PostV1CompletetransactionWithResponse Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)
 //
 // Takes a body of the `application/json` content type, and returns a wrapper object for the known response body format(s).
 //
@@ -18538,6 +18763,46 @@ func ParseGetV1ComicsIdResponse(rsp *http.Response) (*GetV1ComicsIdResponse, err
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
 		var dest ComicDetail
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON200 = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode/100 == 4:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON4XX = &dest
+
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode/100 == 5:
+		var dest Error
+		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
+			return nil, err
+		}
+		response.JSON5XX = &dest
+
+	}
+
+	return response, nil
+}
+
+// ParseGetV1ComicsIdTimelineResponse parses an HTTP response from a GetV1ComicsIdTimelineWithResponse call
+func ParseGetV1ComicsIdTimelineResponse(rsp *http.Response) (*GetV1ComicsIdTimelineResponse, error) {
+	bodyBytes, err := io.ReadAll(rsp.Body)
+	defer func() { _ = rsp.Body.Close() }()
+	if err != nil {
+		return nil, err
+	}
+
+	response := &GetV1ComicsIdTimelineResponse{
+		Body:         bodyBytes,
+		HTTPResponse: rsp,
+	}
+
+	switch {
+	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
+		var dest HoldTimeline
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

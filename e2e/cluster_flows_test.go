@@ -219,12 +219,12 @@ func comicFlow(t *testing.T, nodes string) {
 	c := listed[0]
 	pay.onCharge = func(txn string) {
 		if txn == "txn-late" {
-			if _, err := svc.Sales.Purchase(ctx, "fast@example.com", c.ID(), "card", "txn-fast"); err != nil {
+			if _, err := svc.Sales.Purchase(ctx, "fast@example.com", c.ID(), "card", "txn-fast", ""); err != nil {
 				t.Errorf("fast purchase: %v", err)
 			}
 		}
 	}
-	if _, err := svc.Sales.Purchase(ctx, "late@example.com", c.ID(), "card", "txn-late"); !errors.Is(err, comic.ErrSoldOut) {
+	if _, err := svc.Sales.Purchase(ctx, "late@example.com", c.ID(), "card", "txn-late", ""); !errors.Is(err, comic.ErrSoldOut) {
 		t.Fatalf("late purchase = %v, want ErrSoldOut", err)
 	}
 	if pay.refund("txn-late") != c.PriceCents || pay.refund("txn-fast") != 0 {
@@ -232,10 +232,10 @@ func comicFlow(t *testing.T, nodes string) {
 	}
 	// A buyer of the sold comic is charged nothing; a declined charge
 	// sells nothing.
-	if _, err := svc.Sales.Purchase(ctx, "other@example.com", c.ID(), "card", "txn-other"); !errors.Is(err, comic.ErrSoldOut) {
+	if _, err := svc.Sales.Purchase(ctx, "other@example.com", c.ID(), "card", "txn-other", ""); !errors.Is(err, comic.ErrSoldOut) {
 		t.Errorf("purchase of a sold comic = %v, want ErrSoldOut", err)
 	}
-	if _, err := svc.Sales.Purchase(ctx, "fast@example.com", listed[1].ID(), "bad", "txn-bad"); !errors.Is(err, comic.ErrPayment) {
+	if _, err := svc.Sales.Purchase(ctx, "fast@example.com", listed[1].ID(), "bad", "txn-bad", ""); !errors.Is(err, comic.ErrPayment) {
 		t.Errorf("purchase with a declined payment = %v, want ErrPayment", err)
 	}
 	if _, err := svc.Inventory.Get(ctx, listed[1].ID()); err != nil {

@@ -63,6 +63,8 @@ var scriptsRunElsewhere = map[string]string{
 	"collector/shared.go:healthScript":              "TestCollector_copiesShareTheSourceHealth/redis-cluster (collector)",
 	"collector/shared.go:unflipScript":              "TestCollector_copiesShareTheSourceHealth/redis-cluster (collector)",
 	"internal/quota/quota.go:claimScript":           "TestQuota_capsEachOwner/redis-cluster (internal/quota)",
+	"flows/comic/holds.go:nextWaveScript":           "TestHold_crashBetweenWavesTellsEachWaveOnce/redis-cluster (flows/comic)",
+	"flows/comic/holds.go:extendScript":             "TestHold_relayedHoldStartsAtTheNotifiersSend (flows/comic, on a Redis Cluster)",
 	"internal/quota/quota.go:releaseScript":         "TestQuota_capsEachOwner/redis-cluster (internal/quota)",
 	"internal/quota/reserve.go:keepScript":          "TestReservation_holdsASlotUntilKeptOrDropped/redis-cluster (internal/quota)",
 	"internal/recordstore/recordstore.go:putScript": "TestList_pagesExactly/redis-cluster/hash and /keys (internal/recordstore)",

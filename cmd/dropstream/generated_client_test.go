@@ -175,6 +175,7 @@ var clientSteps = []struct {
 	{"POST /v1/comics", clientStep{status: http.StatusCreated, body: func(params) string { return comicBody("121") }, saves: map[string]string{"/v1/comics/{id}": "id"}}},
 	{"POST /comics", clientStep{status: http.StatusCreated, body: func(params) string { return comicBody("122") }, saves: map[string]string{"comic": "id"}}},
 	{"GET /v1/comics/{id}", clientStep{}},
+	{"GET /v1/comics/{id}/timeline", clientStep{}},
 	{"GET /v1/schemas/comic.json", clientStep{}},
 	{"POST /v1/subscriptions", clientStep{body: ownedBody("/v1/subscriptions/{id}"), saves: map[string]string{"/v1/subscriptions/{id}": "id"}}},
 	{"POST /subscriptions", clientStep{body: func(params) string { return `{"email":"legacy@example.org","body":{"publisher":"Marvel"}}` }}},

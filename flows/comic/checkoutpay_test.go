@@ -71,7 +71,7 @@ func TestCheckoutPayments_purchasesThroughTheCheckoutSaga(t *testing.T) {
 	for i, u := range users {
 		buyers.Go(func() {
 			email := fmt.Sprintf("b%d@example.com", i)
-			_, errs[i] = svc.Sales.Purchase(ctx, email, c.ID(), u, "")
+			_, errs[i] = svc.Sales.Purchase(ctx, email, c.ID(), u, "", "")
 		})
 	}
 	buyers.Wait()
@@ -104,7 +104,7 @@ func TestCheckoutPayments_purchasesThroughTheCheckoutSaga(t *testing.T) {
 	if _, _, err := svc.Inventory.Add(ctx, c2); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Sales.Purchase(ctx, "poor@example.com", c2.ID(), users[0], "txn-poor"); !errors.Is(err, comic.ErrPayment) {
+	if _, err := svc.Sales.Purchase(ctx, "poor@example.com", c2.ID(), users[0], "txn-poor", ""); !errors.Is(err, comic.ErrPayment) {
 		t.Errorf("purchase over credit = %v, want ErrPayment", err)
 	}
 	if _, err := svc.Inventory.Get(ctx, c2.ID()); err != nil {
@@ -115,7 +115,7 @@ func TestCheckoutPayments_purchasesThroughTheCheckoutSaga(t *testing.T) {
 		t.Fatal(err)
 	}
 	before, _ := co.Store().FindUser(ctx, users[0])
-	if rec, err := svc.Sales.Purchase(ctx, "poor@example.com", c2.ID(), users[0], "txn-poor"); err != nil || rec.Repeated {
+	if rec, err := svc.Sales.Purchase(ctx, "poor@example.com", c2.ID(), users[0], "txn-poor", ""); err != nil || rec.Repeated {
 		t.Fatalf("purchase after adding credit = %+v, %v; want a fresh sale", rec, err)
 	}
 	if after, _ := co.Store().FindUser(ctx, users[0]); after != before-c2.PriceCents {

@@ -111,7 +111,7 @@ func TestNew_purchasesUseTheConfiguredCheckoutFlow(t *testing.T) {
 	pctx, pcancel := context.WithTimeout(ctx, 10*time.Second)
 	defer pcancel()
 	start := time.Now()
-	_, err = f.Sales.Purchase(pctx, "b@example.com", c.ID(), user, "txn-unanswered")
+	_, err = f.Sales.Purchase(pctx, "b@example.com", c.ID(), user, "txn-unanswered", "")
 	if !errors.Is(err, comic.ErrPayment) || time.Since(start) > 5*time.Second {
 		t.Fatalf("purchase without saga stages = %v after %s; want ErrPayment once the checkout's 300ms timeout gives the attempt up",
 			err, time.Since(start).Round(time.Millisecond))

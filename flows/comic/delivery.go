@@ -33,7 +33,7 @@ type DeliveryConfig struct {
 	// NotifySecret signs requests to NotifyURL; required with it.
 	NotifySecret string
 	// Relay hands notifications with a destination to the notifier as
-	// inline KindNotify requests, window "<comic id>:<gen>:<email hash>"
+	// inline KindNotify requests, window "<comic id>:<gen>:<wave>:<email hash>"
 	// (New sets it to the notifier's Notify).
 	Relay func(ctx context.Context, reqs ...notifier.Request) error
 	// Concurrency bounds the notifications of one message sent at once
@@ -81,6 +81,7 @@ type Delivery struct {
 type Notified struct {
 	SubscriptionID string `json:"subscription_id"`
 	Gen            int64  `json:"gen"`
+	Wave           int    `json:"wave,omitempty"`
 	AtMs           int64  `json:"at_ms"`
 	Channel        string `json:"channel"`
 }
@@ -165,6 +166,15 @@ func (d *Delivery) targets(ctx context.Context, tag string, r Request) ([]*targe
 			return nil, fmt.Errorf("comic: history: %w", err)
 		}
 	}
+	hold, err := d.rdb.HMGet(ctx, holdKey(tag, r.ComicID), "gen", "salt", "window").Result()
+	if err != nil {
+		return nil, fmt.Errorf("comic: hold: %w", err)
+	}
+	salt, window := "", int64(0)
+	if r.Wave > 0 && str(hold[0]) == strconv.FormatInt(r.Gen, 10) {
+		salt = str(hold[1])
+		window, _ = strconv.ParseInt(str(hold[2]), 10, 64)
+	}
 	out := make([]*target, 0, len(subs))
 	byEmail := map[string]bool{}
 	for i, s := range subs {
@@ -183,7 +193,11 @@ func (d *Delivery) targets(ctx context.Context, tag string, r Request) ([]*targe
 		if d.cfg.Relay != nil && t.channel == notifier.ChannelWebhook {
 			t.channel = ChannelNotifier
 		}
-		t.payload, _ = json.Marshal(NotifyBody{Event: EventComicListed, ComicID: r.ComicID, Comic: r.Comic, Email: s.Email, SubscriptionID: s.ID})
+		body := NotifyBody{Event: EventComicListed, ComicID: r.ComicID, Comic: r.Comic, Email: s.Email, SubscriptionID: s.ID}
+		if salt != "" {
+			body.HoldToken, body.HoldSeconds = HoldToken(salt, s.ID), window/1000
+		}
+		t.payload, _ = json.Marshal(body)
 		out = append(out, t)
 	}
 	return out, nil
@@ -199,7 +213,7 @@ func (d *Delivery) send(ctx context.Context, m *stream.Message, tag string, r Re
 		if t.channel == ChannelNotifier {
 			relayed = append(relayed, notifier.Request{Flow: Name, Event: EventComicListed, Subject: r.ComicID,
 				Destination: &subscriber.Destination{Kind: KindNotify, Address: t.to.Address, Secret: t.to.Secret, Status: subscriber.StatusActive},
-				Window:      r.ComicID + ":" + strconv.FormatInt(r.Gen, 10) + ":" + hashHex([]byte(t.sub.Email)),
+				Window:      r.ComicID + ":" + strconv.FormatInt(r.Gen, 10) + ":" + strconv.Itoa(r.Wave) + ":" + hashHex([]byte(t.sub.Email)),
 				Critical:    true, Title: "A comic you watch is for sale", Text: t.sub.Email + ": comic " + r.ComicID + " is listed",
 				Payload: t.payload, ObservedAt: time.UnixMilli(r.ListedAtMs), TraceID: traceIDOf(ctx), EventID: t.key})
 			relayTo = append(relayTo, t)
@@ -225,35 +239,39 @@ func (d *Delivery) send(ctx context.Context, m *stream.Message, tag string, r Re
 	}
 }
 
-// recordScript records the history of the notifications delivered and
-// drops the settled subscriptions from the pending set. KEYS notified,
-// pending, events stream; ARGV comic id, number of notifications n, then
-// n triples (email, history entry, event), then the subscription ids that
-// leave the pending set. Returns the entries recorded now.
-var recordScript = redis.NewScript(`
+// recordScript records the history of the notifications delivered, drops
+// the settled subscriptions from the pending set and, as a hold starts at
+// its notification's send, holds the comic for the request's wave until at
+// least the send time plus its window (extendLua). KEYS notified,
+// pending, events stream, hold, holds zset; ARGV comic id, number of
+// notifications n, gen, wave, send time ms, then n triples (email,
+// history entry, event), then the subscription ids that leave the pending
+// set. Returns the entries recorded now.
+var recordScript = redis.NewScript(extendLua + `
 local n = tonumber(ARGV[2])
 local first = 0
 for i = 0, n - 1 do
-  local b = 3 + 3 * i
+  local b = 6 + 3 * i
   if redis.call('HSETNX', KEYS[1], ARGV[b], ARGV[b + 1]) == 1 then
     redis.call('XADD', KEYS[3], '*', 'key', ARGV[1], 'type', 'comic.event', 'payload', ARGV[b + 2])
     first = first + 1
   end
 end
-for i = 3 + 3 * n, #ARGV do redis.call('SREM', KEYS[2], ARGV[i]) end
+for i = 6 + 3 * n, #ARGV do redis.call('SREM', KEYS[2], ARGV[i]) end
+if n > 0 then extend(KEYS[4], KEYS[5], ARGV[1], ARGV[3], ARGV[4], tonumber(ARGV[5])) end
 return first`)
 
 // record writes the delivered targets' history and removes r's
 // subscriptions but the failed ones from the pending set.
 func (d *Delivery) record(ctx context.Context, tag string, r Request, targets []*target, failed map[string]bool) error {
 	now := d.now().UnixMilli()
-	args := []any{r.ComicID, 0}
+	args := []any{r.ComicID, 0, r.Gen, r.Wave, now}
 	n := 0
 	for _, t := range targets {
 		if t.sentErr != nil {
 			continue
 		}
-		hist, _ := json.Marshal(Notified{SubscriptionID: t.sub.ID, Gen: r.Gen, AtMs: now, Channel: t.channel})
+		hist, _ := json.Marshal(Notified{SubscriptionID: t.sub.ID, Gen: r.Gen, Wave: r.Wave, AtMs: now, Channel: t.channel})
 		ev, _ := json.Marshal(Event{Kind: EventNotified, ComicID: r.ComicID, Gen: r.Gen, AtMs: now,
 			Email: t.sub.Email, SubscriptionID: t.sub.ID, TraceID: traceIDOf(ctx)})
 		args = append(args, t.sub.Email, hist, ev)
@@ -265,8 +283,8 @@ func (d *Delivery) record(ctx context.Context, tag string, r Request, targets []
 			args = append(args, id)
 		}
 	}
-	err := recordScript.Run(ctx, d.rdb, []string{notifiedKey(tag, r.ComicID), pendingKey(tag, r.ComicID), eventsStream(d.topics, r.ComicID)},
-		args...).Err()
+	err := recordScript.Run(ctx, d.rdb, []string{notifiedKey(tag, r.ComicID), pendingKey(tag, r.ComicID), eventsStream(d.topics, r.ComicID),
+		holdKey(tag, r.ComicID), holdsKey(tag)}, args...).Err()
 	if err != nil {
 		return fmt.Errorf("comic: record notifications: %w", err)
 	}

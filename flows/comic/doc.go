@@ -40,12 +40,21 @@
 //     created=false.
 //   - The "comic-matcher" group reads jobs; a dead copy's job is claimed
 //     after ClaimIdle. The matcher hands matched ids off in chunks, each
-//     recorded as pending once, so a copy killed between chunks leaves a
-//     prefix and the next copy hands off the rest.
+//     entered in the lottery once, so a copy killed between chunks leaves
+//     a prefix and the next copy enters the rest and tells the first wave.
 //   - Delivery ("comic-delivery") skips every email already in the comic's
 //     notification history, delivers the rest through notifier.Dispatcher
 //     (or the notifier's request path) and records the history, so nobody
 //     is notified twice for one comic.
+//   - Holds (see Holds): the matches are ordered by a per-listing lottery
+//     and told in waves of HoldConfig.WaveSize. The wave told last holds
+//     the comic for its window (the listing's, else HoldConfig.Window)
+//     from its last send (a relayed one's as "comic-hold-sent" reads it
+//     in the notifier's history); only its holders, by their
+//     notification's hold_token, may begin a purchase. When the hold
+//     ends unsold, the "comic-hold-waves" service tells the next wave,
+//     once (one script per wave, keyed by the hold's end); never once the
+//     comic is sold.
 //   - Purchase is a saga keyed by the transaction id: a purchase record,
 //     the charge (through the checkout saga), then one script that removes
 //     the comic from inventory and records the sale, or marks the purchase

@@ -28,6 +28,8 @@ type Config struct {
 	Store StoreConfig
 	// Delivery configures the default destination.
 	Delivery DeliveryConfig
+	// Holds configures the purchase holds and their waves.
+	Holds HoldConfig
 	// Webhook configures the webhook channel of the built-in dispatcher.
 	Webhook notifier.WebhookConfig
 	// Ledger configures the delivery ledger of the built-in dispatcher.
@@ -42,6 +44,7 @@ type Config struct {
 func (c Config) WithDefaults() Config {
 	c.Partitions = cmp.Or(c.Partitions, 8)
 	c.Store = c.Store.WithDefaults()
+	c.Holds = c.Holds.WithDefaults()
 	c.Ledger.Name = cmp.Or(c.Ledger.Name, "comic-notify")
 	c.Ledger = c.Ledger.WithDefaults()
 	return c
@@ -53,7 +56,7 @@ func (c Config) Validate() error {
 	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
 		errs = append(errs, fmt.Errorf("comic: partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
 	}
-	errs = append(errs, c.Store.Validate(), c.Delivery.Validate(), c.Ledger.Validate())
+	errs = append(errs, c.Store.Validate(), c.Delivery.Validate(), c.Ledger.Validate(), c.Holds.Validate())
 	return errors.Join(errs...)
 }
 
@@ -64,6 +67,8 @@ const (
 	// ServiceStatsSnapshot snapshots the subscription statistics into
 	// ClickHouse every minute; it exists only with ClickHouse.
 	ServiceStatsSnapshot = "comic-stats-snapshot"
+	// ServiceWaves tells the next wave of each comic whose hold ended.
+	ServiceWaves = "comic-hold-waves"
 )
 
 // RecoveryInterval and RecoverAfter time the recovery service. A purchase
@@ -97,6 +102,7 @@ type Flow struct {
 	Inventory     *Inventory
 	Matcher       *Matcher
 	Delivery      *Delivery
+	Holds         *Holds
 	// Sales is nil when no Payments were given.
 	Sales  *Sales
 	topics Topics
@@ -104,12 +110,13 @@ type Flow struct {
 	// checkout is the checkout flow purchases are charged through, nil
 	// when the flow was built by NewWith.
 	checkout *checkout.Flow
-	// relayTopic is where Delivery relays notifications, if it does.
-	relayTopic *stream.Topic
-	ch         *clickhouse.Client
-	log        *slog.Logger
-	egress     *egress.Policy
-	subCap     *quota.Quota
+	// relayTopic is where Delivery relays notifications, if it does, and
+	// sentTopic the notifier's history of their sends.
+	relayTopic, sentTopic *stream.Topic
+	ch                    *clickhouse.Client
+	log                   *slog.Logger
+	egress                *egress.Policy
+	subCap                *quota.Quota
 }
 
 // New builds the flow; it implements flow.Flow. It charges through the
@@ -141,8 +148,8 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if err != nil {
 		return nil, err
 	}
-	requests := nf.Topics().Requests
-	f.checkout, f.relayTopic, f.ch = co, &requests, d.ClickHouse
+	requests, sent := nf.Topics().Requests, nf.Topics().History
+	f.checkout, f.relayTopic, f.sentTopic, f.ch = co, &requests, &sent, d.ClickHouse
 	return f, nil
 }
 
@@ -182,10 +189,11 @@ func NewWith(rdb redis.UniversalClient, cfg Config, payments Payments, tel strea
 	if err != nil {
 		return nil, err
 	}
-	s := &Flow{topics: topics, Subscriptions: store, Inventory: inv, Matcher: NewMatcher(rdb, topics, nil, tel.Propagator),
-		Delivery: del, ledger: ledger, log: logger, egress: cfg.Webhook.Egress}
+	holds := newHolds(rdb, topics, cfg.Holds, tel.Propagator)
+	s := &Flow{topics: topics, Subscriptions: store, Inventory: inv, Holds: holds, Delivery: del, ledger: ledger, log: logger, egress: cfg.Webhook.Egress,
+		Matcher: NewMatcher(rdb, topics, &streamHandoff{rdb: rdb, topics: topics, prop: tel.Propagator, holds: holds}, tel.Propagator)}
 	if payments != nil {
-		s.Sales = NewSales(rdb, topics, inv, payments, ledger.Key)
+		s.Sales = NewSales(rdb, topics, inv, holds, payments, ledger.Key)
 	}
 	if n := cfg.MaxSubscriptionsPerCaller; n > 0 {
 		q, err := quota.New(rdb, "comic-subscriptions", n)
@@ -219,9 +227,14 @@ func (s *Flow) Egress() *egress.Policy { return s.egress }
 // for a flow built by NewWith.
 func (s *Flow) Checkout() *checkout.Flow { return s.checkout }
 
-// Stages returns the matching and delivery stages.
+// Stages returns the matching and delivery stages, and StageHoldSent
+// when Delivery relays to the notifier.
 func (s *Flow) Stages() []stream.Stage {
-	return []stream.Stage{s.Matcher.Stage(), s.Delivery.Stage()}
+	out := []stream.Stage{s.Matcher.Stage(), s.Delivery.Stage()}
+	if s.sentTopic != nil {
+		out = append(out, s.Holds.sentStage(*s.sentTopic))
+	}
+	return out
 }
 
 // Ledger returns the delivery ledger.
@@ -233,7 +246,7 @@ func (s *Flow) Describe() flow.Description {
 	d := flow.Description{
 		Stages: s.Stages(),
 		Edges: []flow.Edge{
-			{From: StageMatcher, Topic: t.Notify},
+			{From: StageMatcher, Topic: t.Notify}, {From: ServiceWaves, Topic: t.Notify},
 			{From: StageDelivery, Topic: t.Events},
 			// Intake lists a comic and its job; sales and forgotten
 			// notifications are events.
@@ -242,6 +255,9 @@ func (s *Flow) Describe() flow.Description {
 		History: []flow.History{
 			s.History(),
 		},
+		Services: []flow.Service{{Name: ServiceWaves, Run: func(ctx context.Context) error {
+			return s.Holds.run(ctx, func(err error) { s.log.Warn("comic: telling the next waves failed; retrying", "error", err) })
+		}}},
 		Demo: s.SeedDemo,
 	}
 	if s.relayTopic != nil {
@@ -276,19 +292,26 @@ func (s *Flow) runRecovery(ctx context.Context) error {
 	if s.checkout != nil {
 		after = max(after, s.checkout.Config().Timeout+time.Minute)
 	}
-	tick := time.NewTicker(RecoveryInterval)
-	defer tick.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-tick.C:
-		}
+	return every(ctx, RecoveryInterval, func() {
 		if n, err := s.Sales.Recover(ctx, after); err != nil {
 			s.log.Warn("comic: settling purchases in doubt failed; retrying", "settled", n, "error", err)
 		} else if n > 0 {
 			s.log.Info("comic: purchases in doubt settled", "settled", n)
 		}
+	})
+}
+
+// every calls f every interval until ctx ends.
+func every(ctx context.Context, interval time.Duration, f func()) error {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case <-t.C:
+		}
+		f()
 	}
 }
 

@@ -149,9 +149,10 @@ func (c *crashingHandoff) Handoff(ctx context.Context, job Job, ids []string) (i
 }
 
 // TestMatcher_killedMidJobIsFinishedByAnotherCopy kills a matcher copy
-// after it handed off the first 3 of 7 notifications of a job (in
-// messages of 2): another copy claims the job and hands off exactly the
-// other 4; every subscriber is notified exactly once.
+// after it entered the first 3 of 7 matches of a job in the lottery (no
+// wave is told before the last chunk): another copy claims the job and
+// tells the 7 once, in waves of 4; every subscriber is notified exactly
+// once.
 func TestMatcher_killedMidJobIsFinishedByAnotherCopy(t *testing.T) {
 	for _, be := range backends() {
 		t.Run(be.Name, func(t *testing.T) {
@@ -168,7 +169,8 @@ func TestMatcher_killedMidJobIsFinishedByAnotherCopy(t *testing.T) {
 			}
 			// Copy A dies mid-job.
 			actx, stopA := context.WithCancel(ctx)
-			crash := &crashingHandoff{real: &streamHandoff{rdb: rdb, topics: svc.Topics(), chunk: 3, batch: 2}, stop: stopA, died: make(chan struct{})}
+			svc.Holds.cfg.WaveSize = 4
+			crash := &crashingHandoff{real: &streamHandoff{rdb: rdb, topics: svc.Topics(), chunk: 3, holds: svc.Holds}, stop: stopA, died: make(chan struct{})}
 			a := NewMatcher(rdb, svc.Topics(), crash, nil).Stage()
 			a.Config = fastConfig("copy-a")
 			ra, err := stream.NewRunner(rdb, a, stream.Telemetry{Logger: quietLogger()})
@@ -179,13 +181,21 @@ func TestMatcher_killedMidJobIsFinishedByAnotherCopy(t *testing.T) {
 			go func() { _ = ra.Run(actx); close(doneA) }()
 			<-crash.died
 			<-doneA
-			if ids := handedOff(t, rdb, svc.Topics().Notify); len(ids) != 3 {
-				t.Fatalf("%d notifications handed off before the crash (%v), want 3", len(ids), ids)
+			if ids := handedOff(t, rdb, svc.Topics().Notify); len(ids) != 0 {
+				t.Fatalf("%d notifications handed off before the crash (%v), want none", len(ids), ids)
 			}
 			// Copy B (another consumer) and the delivery stage finish it.
-			b := NewMatcher(rdb, svc.Topics(), &streamHandoff{rdb: rdb, topics: svc.Topics(), chunk: 3, batch: 2}, nil).Stage()
+			b := NewMatcher(rdb, svc.Topics(), &streamHandoff{rdb: rdb, topics: svc.Topics(), chunk: 3, holds: svc.Holds}, nil).Stage()
 			b.Config = fastConfig("copy-b")
 			run(t, rdb, b, svc.Delivery.Stage())
+			waitDone(t, svc, c.ID())
+			if ids := handedOff(t, rdb, svc.Topics().Notify); len(ids) != 4 {
+				t.Fatalf("first wave %v, want 4 subscriptions", ids)
+			}
+			svc.Holds.now = func() time.Time { return time.Now().Add(time.Hour) }
+			if n, err := svc.Holds.Advance(ctx); err != nil || n != 1 {
+				t.Fatalf("Advance after the hold = %d, %v; want the second wave told", n, err)
+			}
 			waitDone(t, svc, c.ID())
 			if ids := handedOff(t, rdb, svc.Topics().Notify); len(ids) != 7 || len(slices.Compact(slices.Sorted(slices.Values(ids)))) != 7 {
 				t.Errorf("handed off %v in all, want the 7 subscriptions once each", ids)

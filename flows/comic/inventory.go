@@ -61,22 +61,23 @@ func NewInventory(rdb redis.UniversalClient, topics Topics, prop propagation.Tex
 }
 
 // intakeScript: KEYS inv, gen, jobs stream, events stream, inventory zset;
-// ARGV id, canonical comic, now ms, then metadata name/value pairs.
+// ARGV id, canonical comic, now ms, hold window ms (0: the flow's), then
+// metadata name/value pairs.
 var intakeScript = script.New(`
 local cur = redis.call('HGET', KEYS[1], 'gen')
 if cur then return {0, tonumber(cur), ''} end
 if redis.call('TYPE', KEYS[3]).ok ~= 'stream' and redis.call('EXISTS', KEYS[3]) == 1 then return redis.error_reply('jobs key is not a stream') end
 if redis.call('TYPE', KEYS[4]).ok ~= 'stream' and redis.call('EXISTS', KEYS[4]) == 1 then return redis.error_reply('events key is not a stream') end
 local gen = redis.call('INCR', KEYS[2])
-redis.call('HSET', KEYS[1], 'comic', ARGV[2], 'gen', gen, 'added_at_ms', ARGV[3])
+redis.call('HSET', KEYS[1], 'comic', ARGV[2], 'gen', gen, 'added_at_ms', ARGV[3], 'hold_ms', ARGV[4])
 redis.call('ZADD', KEYS[5], ARGV[3], ARGV[1])
 local job = '{"comic_id":"' .. ARGV[1] .. '","gen":' .. gen .. ',"added_at_ms":' .. ARGV[3] .. ',"comic":' .. ARGV[2] .. '}'
 local f = {'key', ARGV[1], 'type', 'comic.job', 'payload', job}
-for i = 4, #ARGV do f[#f + 1] = ARGV[i] end
+for i = 5, #ARGV do f[#f + 1] = ARGV[i] end
 local id = redis.call('XADD', KEYS[3], '*', unpack(f))
 local ev = '{"kind":"listed","comic_id":"' .. ARGV[1] .. '","gen":' .. gen .. ',"at_ms":' .. ARGV[3] .. ',"comic":' .. ARGV[2] .. '}'
 local e = {'key', ARGV[1], 'type', 'comic.event', 'payload', ev}
-for i = 4, #ARGV do e[#e + 1] = ARGV[i] end
+for i = 5, #ARGV do e[#e + 1] = ARGV[i] end
 redis.call('XADD', KEYS[4], '*', unpack(e))
 return {1, gen, id}`)
 
@@ -100,11 +101,20 @@ func traceArgs(ctx context.Context, prop propagation.TextMapPropagator) []any {
 // Add lists c; created is false when it was already listed. An error
 // means nothing was written.
 func (inv *Inventory) Add(ctx context.Context, c Comic) (Listing, bool, error) {
+	return inv.AddHeld(ctx, c, 0)
+}
+
+// AddHeld is Add with the listing's own hold window, 1s..MaxHoldWindow
+// (0: the flow's HoldConfig.Window).
+func (inv *Inventory) AddHeld(ctx context.Context, c Comic, hold time.Duration) (Listing, bool, error) {
 	if err := ValidateComic(c); err != nil {
 		return Listing{}, false, err
 	}
+	if hold != 0 && (hold < time.Second || hold > MaxHoldWindow) {
+		return Listing{}, false, &FieldError{Field: "hold_seconds", Reason: fmt.Sprintf("want 1..%d", int(MaxHoldWindow.Seconds()))}
+	}
 	now := inv.now()
-	keys, args := inv.intakeArgs(ctx, c, now)
+	keys, args := inv.intakeArgs(ctx, c, now, hold)
 	res, err := intakeScript.Run(ctx, inv.rdb, keys, args...).Slice()
 	if err != nil {
 		return Listing{}, false, fmt.Errorf("comic: intake %s: %w", c.ID(), err)
@@ -119,10 +129,10 @@ func (inv *Inventory) Add(ctx context.Context, c Comic) (Listing, bool, error) {
 }
 
 // intakeArgs returns the keys and arguments of the intake script for c.
-func (inv *Inventory) intakeArgs(ctx context.Context, c Comic, now time.Time) ([]string, []any) {
+func (inv *Inventory) intakeArgs(ctx context.Context, c Comic, now time.Time, hold time.Duration) ([]string, []any) {
 	id, canonical := c.ID(), c.Canonical()
 	tag := inv.topics.tag(id)
-	args := append([]any{id, canonical, now.UnixMilli()}, traceArgs(ctx, inv.prop)...)
+	args := append([]any{id, canonical, now.UnixMilli(), hold.Milliseconds()}, traceArgs(ctx, inv.prop)...)
 	return []string{inventoryKey(tag, id), genKey(tag, id), inv.topics.Jobs.Stream(inv.topics.Jobs.Partition(id)),
 		eventsStream(inv.topics, id), inventoryIndex(tag)}, args
 }
@@ -138,7 +148,7 @@ func (inv *Inventory) AddMany(ctx context.Context, comics []Comic) ([]bool, erro
 	now := inv.now()
 	calls := make([]script.Call, len(comics))
 	for i, c := range comics {
-		keys, args := inv.intakeArgs(ctx, c, now)
+		keys, args := inv.intakeArgs(ctx, c, now, 0)
 		calls[i] = script.Call{Keys: keys, Args: args}
 	}
 	pipe := inv.rdb.Pipeline()

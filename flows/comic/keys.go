@@ -53,9 +53,6 @@ func inventoryKey(tag, id string) string { return rediskey.Key(tag, "comic", "in
 func genKey(tag, id string) string       { return rediskey.Key(tag, "comic", "gen", id) }
 func jobDoneKey(tag, id string) string   { return rediskey.Key(tag, "comic", "jobdone", id) }
 func pendingKey(tag, id string) string   { return rediskey.Key(tag, "comic", "pending", id) }
-func handedKey(tag, id string, gen int64) string {
-	return rediskey.Key(tag, "comic", "handed", id, strconv.FormatInt(gen, 10))
-}
 func notifiedKey(tag, id string) string  { return rediskey.Key(tag, "comic", "notified", id) }
 func saleKey(tag, id string) string      { return rediskey.Key(tag, "comic", "sale", id) }
 func inventoryIndex(tag string) string   { return rediskey.Key(tag, "comic", "inventory") }

@@ -1,6 +1,7 @@
 package comic
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -21,10 +22,12 @@ import (
 const StageMatcher = "comic-matcher"
 
 // Request is a TypeNotify payload: a listing's pending notifications by
-// subscription id.
+// subscription id, one wave of its holds.
 type Request struct {
 	ComicID string `json:"comic_id"`
 	Gen     int64  `json:"gen"`
+	// Wave is the wave of the listing's holds these subscriptions are.
+	Wave int `json:"wave"`
 	// ListedAtMs is when the comic was listed (end-to-end latency).
 	ListedAtMs int64 `json:"listed_at_ms"`
 	// Comic is the comic's canonical form.
@@ -38,13 +41,17 @@ type Request struct {
 const MaxRequestBatch = 100
 
 // NotifyBody is what POST /notify receives: {comic, email},
-// with the comic's id and the subscription that matched.
+// with the comic's id, the subscription that matched and its hold.
 type NotifyBody struct {
 	Event          string          `json:"event"`
 	ComicID        string          `json:"comic_id"`
 	Comic          json.RawMessage `json:"comic"`
 	Email          string          `json:"email"`
 	SubscriptionID string          `json:"subscription_id"`
+	// HoldToken proves the hold at POST /v1/completetransaction (field
+	// hold_token); the hold lasts HoldSeconds from this notification.
+	HoldToken   string `json:"hold_token,omitempty"`
+	HoldSeconds int64  `json:"hold_seconds,omitempty"`
 }
 
 // EventComicListed is NotifyBody.Event.
@@ -60,64 +67,45 @@ type Handoff interface {
 // script holds Redis for a bounded time.
 const handoffChunk = 500
 
-// streamHandoff records pending notifications and publishes them,
-// MaxRequestBatch per message, in one script per chunk that skips ids the
-// job handed off already; the last chunk marks the job matched. A copy
-// killed between chunks leaves a prefix the next copy completes.
+// streamHandoff enters a job's matches in the listing's lottery, in one
+// script per chunk, and the last chunk marks the job matched and tells the
+// first wave (see Holds). A copy killed between chunks leaves a prefix the
+// next copy completes; a chunk entered twice changes nothing.
 //
 //	ds:{comic.p}:comic:jobdone:<id>       string: the latest gen matched
-//	ds:{comic.p}:comic:handed:<id>:<gen>  set: subscription ids handed off, while the job runs
-//	ds:{comic.p}:comic:pending:<id>       set: subscription ids handed off, until delivered
+//	ds:{comic.p}:comic:pending:<id>       set: subscription ids told, until delivered
 type streamHandoff struct {
 	rdb    redis.UniversalClient
 	topics Topics
 	prop   propagation.TextMapPropagator
+	holds  *Holds
 	chunk  int // subscriptions per script, handoffChunk by default
-	batch  int // subscriptions per message, MaxRequestBatch by default
 }
 
-// handoffScript: KEYS jobdone, pending, notify stream, handed; ARGV gen,
-// last chunk (0/1), comic id, listed at ms, canonical comic, subscriptions
-// per message, number of metadata pairs, metadata pairs, then subscription
-// ids. It builds each Request's JSON. Returns the subscriptions handed
-// off, or -1 when the job was matched before.
-var handoffScript = redis.NewScript(`
+// handoffScript: KEYS as tellLua's k, then jobdone; ARGV gen, last chunk
+// (0/1), comic id, salt, wave size, default window ms, now ms, number of
+// metadata pairs, metadata pairs, then (score, subscription id) pairs. A
+// new gen resets the hold. Returns the subscriptions told, or -1 when the
+// job was matched before.
+var handoffScript = redis.NewScript(tellLua + `
 local gen = tonumber(ARGV[1])
-if tonumber(redis.call('GET', KEYS[1]) or '0') >= gen then return -1 end
-local per = tonumber(ARGV[6])
-local nmeta = tonumber(ARGV[7])
-local f = {'key', ARGV[3], 'type', 'comic.notify', 'payload', ''}
-for i = 8, 7 + 2 * nmeta do f[#f + 1] = ARGV[i] end
-local head = '{"comic_id":"' .. ARGV[3] .. '","gen":' .. ARGV[1] .. ',"listed_at_ms":' .. ARGV[4] ..
-  ',"comic":' .. ARGV[5] .. ',"subscription_ids":["'
-local ids = {}
-local n = 0
-local function flush()
-  if #ids == 0 then return end
-  f[6] = head .. table.concat(ids, '","') .. '"]}'
-  redis.call('XADD', KEYS[3], '*', unpack(f))
-  n = n + #ids
-  ids = {}
+if tonumber(redis.call('GET', KEYS[7]) or '0') >= gen then return -1 end
+if redis.call('HGET', KEYS[1], 'gen') ~= ARGV[1] then
+  local w = tonumber(redis.call('HGET', KEYS[3], 'hold_ms') or '0')
+  if w <= 0 then w = ARGV[6] end
+  redis.call('DEL', KEYS[1], KEYS[2])
+  redis.call('HSET', KEYS[1], 'gen', gen, 'salt', ARGV[4], 'size', ARGV[5], 'window', w, 'wave', 0, 'ends', 0)
 end
-for i = 8 + 2 * nmeta, #ARGV do
-  if redis.call('SADD', KEYS[4], ARGV[i]) == 1 then
-    redis.call('SADD', KEYS[2], ARGV[i])
-    ids[#ids + 1] = ARGV[i]
-    if #ids >= per then flush() end
-  end
-end
-flush()
-if ARGV[2] == '1' then
-  redis.call('SET', KEYS[1], gen)
-  redis.call('DEL', KEYS[4])
-end
-return n`)
+local nmeta = tonumber(ARGV[8])
+for i = 9 + 2 * nmeta, #ARGV, 2 do redis.call('ZADD', KEYS[2], ARGV[i], ARGV[i + 1]) end
+if ARGV[2] ~= '1' then return 0 end
+redis.call('SET', KEYS[7], gen)
+local meta = {}
+for i = 9, 8 + 2 * nmeta do meta[#meta + 1] = ARGV[i] end
+return tell(KEYS, ARGV[3], 1, tonumber(ARGV[7]), meta)`)
 
 func (h *streamHandoff) Handoff(ctx context.Context, job Job, ids []string) (int, error) {
-	size := h.chunk
-	if size <= 0 {
-		size = handoffChunk
-	}
+	size := cmp.Or(h.chunk, handoffChunk)
 	total := 0
 	for start := 0; start == 0 || start < len(ids); start += size {
 		n, err := h.handoffChunk(ctx, job, ids[start:min(start+size, len(ids))], start+size >= len(ids))
@@ -134,23 +122,18 @@ func (h *streamHandoff) Handoff(ctx context.Context, job Job, ids []string) (int
 
 // handoffChunk runs handoffScript on a chunk; -1: matched before.
 func (h *streamHandoff) handoffChunk(ctx context.Context, job Job, ids []string, last bool) (int, error) {
-	tag := h.topics.tag(job.ComicID)
-	keys := []string{jobDoneKey(tag, job.ComicID), pendingKey(tag, job.ComicID), h.topics.Notify.Stream(h.topics.Notify.Partition(job.ComicID)),
-		handedKey(tag, job.ComicID, job.Gen)}
+	keys := append(h.holds.waveKeys(job.ComicID), jobDoneKey(h.topics.tag(job.ComicID), job.ComicID))
 	meta := traceArgs(ctx, h.prop)
 	flag := "0"
 	if last {
 		flag = "1"
 	}
-	per := h.batch
-	if per <= 0 || per > MaxRequestBatch {
-		per = MaxRequestBatch
-	}
-	args := make([]any, 0, 7+len(meta)+len(ids))
-	args = append(args, job.Gen, flag, job.ComicID, job.AddedAtMs, []byte(job.Comic), per, len(meta)/2)
+	cfg := h.holds.cfg
+	args := make([]any, 0, 8+len(meta)+2*len(ids))
+	args = append(args, job.Gen, flag, job.ComicID, newSalt(), cfg.WaveSize, cfg.Window.Milliseconds(), h.holds.now().UnixMilli(), len(meta)/2)
 	args = append(args, meta...)
 	for _, id := range ids {
-		args = append(args, id)
+		args = append(args, lotteryScore(job.ComicID, job.Gen, id), id)
 	}
 	n, err := handoffScript.Run(ctx, h.rdb, keys, args...).Int()
 	if err != nil {
@@ -179,11 +162,11 @@ const matchConcurrency = 32
 // timeout.
 const matcherBatch = 64
 
-// NewMatcher returns a matcher handing off to h; nil h publishes on the
-// flow's notify topic.
+// NewMatcher returns a matcher handing off to h; nil h tells waves on the
+// flow's notify topic with the default HoldConfig.
 func NewMatcher(rdb redis.UniversalClient, topics Topics, h Handoff, prop propagation.TextMapPropagator) *Matcher {
 	if h == nil {
-		h = &streamHandoff{rdb: rdb, topics: topics, prop: prop}
+		h = &streamHandoff{rdb: rdb, topics: topics, prop: prop, holds: newHolds(rdb, topics, HoldConfig{}, prop)}
 	}
 	if prop == nil {
 		prop = gotel.GetTextMapPropagator()

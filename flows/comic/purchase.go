@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -58,13 +59,14 @@ type Sales struct {
 	// ledgerKey returns the delivery ledger key of a business key in a
 	// hash tag (notifier.DeliveryLedger.Key); nil when there is none.
 	ledgerKey func(tag, businessKey string) string
+	holds     *Holds
 	now       func() time.Time
 }
 
-// NewSales returns the sales over inv; ledgerKey names the delivery ledger
-// record to forget on a refund.
-func NewSales(rdb redis.UniversalClient, topics Topics, inv *Inventory, p Payments, ledgerKey func(tag, businessKey string) string) *Sales {
-	return &Sales{rdb: rdb, topics: topics, inv: inv, payments: p, ledgerKey: ledgerKey, now: time.Now}
+// NewSales returns the sales over inv, refusing purchases outside holds;
+// ledgerKey names the delivery ledger record to forget on a refund.
+func NewSales(rdb redis.UniversalClient, topics Topics, inv *Inventory, holds *Holds, p Payments, ledgerKey func(tag, businessKey string) string) *Sales {
+	return &Sales{rdb: rdb, topics: topics, inv: inv, holds: holds, payments: p, ledgerKey: ledgerKey, now: time.Now}
 }
 
 // Receipt is the result of a purchase.
@@ -85,11 +87,13 @@ type purchase struct {
 }
 
 // Purchase buys comic id for email with payment, once per txnID (empty:
-// DefaultTxnID of the current listing). When the comic is gone the charge
-// is refunded and the error wraps ErrSoldOut. A declined charge wraps
-// ErrPayment and leaves nothing behind. Any other error leaves the
+// DefaultTxnID of the current listing). During a hold only a holder, by
+// the holdToken of their notification, may begin a purchase; anyone else
+// gets a *HoldError and nothing is charged. When the comic is gone the
+// charge is refunded and the error wraps ErrSoldOut. A declined charge
+// wraps ErrPayment and leaves nothing behind. Any other error leaves the
 // purchase in doubt; calling again (or Recover) settles it.
-func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID string) (Receipt, error) {
+func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID, holdToken string) (Receipt, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
 		return Receipt{}, err
@@ -121,11 +125,19 @@ func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID string) 
 	if err != nil {
 		return Receipt{}, err
 	}
+	hold, err := s.holds.state(ctx, id)
+	if err != nil {
+		return Receipt{}, err
+	}
 	p := purchase{txn: txnID, id: id, email: email, payment: payment, state: txnCharging, price: l.Comic.PriceCents}
-	st, err := beginPurchaseScript.Run(ctx, s.rdb, []string{purchaseKey(tag, txnID), purchasesKey(tag)},
-		txnID, id, email, payment, p.price, s.now().UnixMilli()).Text()
+	st, err := beginPurchaseScript.Run(ctx, s.rdb, []string{purchaseKey(tag, txnID), purchasesKey(tag), holdKey(tag, id), lotteryKey(tag, id)},
+		txnID, id, email, payment, p.price, s.now().UnixMilli(), l.Gen, holder(hold.salt, holdToken)).Text()
 	if err != nil {
 		return Receipt{}, fmt.Errorf("comic: begin purchase %s: %w", txnID, err)
+	}
+	if ends, held := strings.CutPrefix(st, "hold:"); held {
+		ms, _ := strconv.ParseInt(ends, 10, 64)
+		return Receipt{}, &HoldError{EndsAt: time.UnixMilli(ms).UTC()}
 	}
 	if st != "new" {
 		// A concurrent call of the same transaction began it: settle

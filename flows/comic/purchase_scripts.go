@@ -16,12 +16,19 @@ const (
 // retry of the same transaction within it gets the same answer.
 const purchaseTTL = "7776000" // 90 days
 
-// beginPurchaseScript records a purchase before its charge. KEYS txn,
-// purchases zset; ARGV txn id, comic id, email, payment, price, now ms.
-// Returns "new", or the state of the existing record of the transaction.
+// beginPurchaseScript records a purchase before its charge, unless the
+// listing is held for a wave the buyer's subscription (ARGV[8], "" for
+// none) is not in. KEYS txn, purchases zset, hold, lottery; ARGV txn id,
+// comic id, email, payment, price, now ms, gen, subscription. Returns
+// "new", "hold:<end ms>", or the state of the existing record.
 var beginPurchaseScript = redis.NewScript(`
 local st = redis.call('HGET', KEYS[1], 'state')
 if st then return st end
+local h = redis.call('HMGET', KEYS[3], 'gen', 'wave', 'ends', 'size')
+if h[1] == ARGV[7] and tonumber(h[3]) > tonumber(ARGV[6]) then
+  local r = ARGV[8] ~= '' and redis.call('ZRANK', KEYS[4], ARGV[8])
+  if not r or math.floor(r / tonumber(h[4])) + 1 ~= tonumber(h[2]) then return 'hold:' .. h[3] end
+end
 redis.call('HSET', KEYS[1], 'state', 'charging', 'comic', ARGV[2], 'email', ARGV[3], 'payment', ARGV[4], 'price', ARGV[5], 'at_ms', ARGV[6])
 redis.call('ZADD', KEYS[2], ARGV[6], ARGV[1])
 return 'new'`)

@@ -32,7 +32,7 @@ func TestSales_concurrentBuyersExactlyOneWins(t *testing.T) {
 				wg.Go(func() {
 					<-start
 					email := fmt.Sprintf("buyer%d@example.com", i)
-					receipts[i], errs[i] = svc.Sales.Purchase(ctx, email, c.ID(), "card", "")
+					receipts[i], errs[i] = svc.Sales.Purchase(ctx, email, c.ID(), "card", "", "")
 				})
 			}
 			close(start)
@@ -70,7 +70,7 @@ func TestSales_concurrentBuyersExactlyOneWins(t *testing.T) {
 				t.Errorf("sales = %+v, %v; want the winner's at the comic's price", sales, err)
 			}
 			// The winner retrying the same transaction buys nothing more.
-			again, err := svc.Sales.Purchase(ctx, winner.Email, c.ID(), "card", winner.TxnID)
+			again, err := svc.Sales.Purchase(ctx, winner.Email, c.ID(), "card", winner.TxnID, "")
 			if err != nil || !again.Repeated {
 				t.Errorf("retried purchase = %+v, %v; want the repeated receipt", again, err)
 			}
@@ -100,15 +100,17 @@ func TestSales_refundPathForgetsTheNotification(t *testing.T) {
 			if rcv.count() != 2 {
 				t.Fatalf("%d notifications, want 2", rcv.count())
 			}
-			// late is charged, but fast buys the comic meanwhile.
+			// late is charged, but fast buys the comic meanwhile; both hold
+			// it, by the tokens of their notifications.
+			toks := rcv.tokens(c.ID())
 			pay.onCharge = func(txn string) {
 				if txn == "txn-late" {
-					if _, err := svc.Sales.Purchase(ctx, "fast@example.com", c.ID(), "card", "txn-fast"); err != nil {
+					if _, err := svc.Sales.Purchase(ctx, "fast@example.com", c.ID(), "card", "txn-fast", toks["fast@example.com"]); err != nil {
 						t.Errorf("fast purchase: %v", err)
 					}
 				}
 			}
-			_, err := svc.Sales.Purchase(ctx, "late@example.com", c.ID(), "card", "txn-late")
+			_, err := svc.Sales.Purchase(ctx, "late@example.com", c.ID(), "card", "txn-late", toks["late@example.com"])
 			if !errors.Is(err, ErrSoldOut) {
 				t.Fatalf("late purchase = %v, want ErrSoldOut", err)
 			}
@@ -145,7 +147,7 @@ func TestSales_refusedPaymentSellsNothing(t *testing.T) {
 	if _, _, err := svc.Inventory.Add(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	if _, err := svc.Sales.Purchase(ctx, "a@example.com", c.ID(), "bad", "txn-1"); !errors.Is(err, ErrPayment) {
+	if _, err := svc.Sales.Purchase(ctx, "a@example.com", c.ID(), "bad", "txn-1", ""); !errors.Is(err, ErrPayment) {
 		t.Fatalf("Purchase = %v, want ErrPayment", err)
 	}
 	if _, err := svc.Inventory.Get(ctx, c.ID()); err != nil {
@@ -181,14 +183,14 @@ func TestSales_crashBetweenChargeAndSaleConverges(t *testing.T) {
 					t.Fatal(err)
 				}
 				pay.crashAfterCharge["txn-crash"] = true
-				if _, err := svc.Sales.Purchase(ctx, "crash@example.com", c.ID(), "card", "txn-crash"); !errors.Is(err, errCrash) {
+				if _, err := svc.Sales.Purchase(ctx, "crash@example.com", c.ID(), "card", "txn-crash", ""); !errors.Is(err, errCrash) {
 					t.Fatalf("crashed purchase = %v, want the charge's failure", err)
 				}
 				if _, err := svc.Inventory.Get(ctx, c.ID()); err != nil {
 					t.Fatalf("comic left inventory before the sale: %v", err)
 				}
 				if tt.takenBy != "" {
-					if _, err := svc.Sales.Purchase(ctx, tt.takenBy, c.ID(), "card", "txn-other"); err != nil {
+					if _, err := svc.Sales.Purchase(ctx, tt.takenBy, c.ID(), "card", "txn-other", ""); err != nil {
 						t.Fatalf("other purchase: %v", err)
 					}
 				}
@@ -200,7 +202,7 @@ func TestSales_crashBetweenChargeAndSaleConverges(t *testing.T) {
 						t.Fatalf("Recover = %d, %v; want 1 purchase settled", n, err)
 					}
 				} else {
-					_, err = svc.Sales.Purchase(ctx, "crash@example.com", c.ID(), "card", "txn-crash")
+					_, err = svc.Sales.Purchase(ctx, "crash@example.com", c.ID(), "card", "txn-crash", "")
 				}
 				wantBuyer := "crash@example.com"
 				if tt.takenBy != "" {
@@ -229,7 +231,7 @@ func TestSales_crashBetweenChargeAndSaleConverges(t *testing.T) {
 				if n, err := svc.Sales.Recover(ctx, 0); n != 0 || err != nil {
 					t.Errorf("second Recover = %d, %v; want nothing to settle", n, err)
 				}
-				again, err := svc.Sales.Purchase(ctx, "crash@example.com", c.ID(), "card", "txn-crash")
+				again, err := svc.Sales.Purchase(ctx, "crash@example.com", c.ID(), "card", "txn-crash", "")
 				if tt.takenBy == "" && (err != nil || !again.Repeated) {
 					t.Errorf("repeated purchase = %+v, %v; want the repeated receipt", again, err)
 				}

@@ -7,8 +7,11 @@ package httpapi
 import (
 	"encoding/json"
 	"errors"
+	"math"
 	"net/http"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/gofiber/fiber/v2"
 
@@ -59,6 +62,9 @@ type transactionIn struct {
 	// TxnID makes the purchase idempotent; default: derived from (email,
 	// comic id), so a retried request buys once.
 	TxnID string `json:"txn_id,omitempty"`
+	// HoldToken is the hold_token of the buyer's notification: during a
+	// hold only its wave's holders may buy.
+	HoldToken string `json:"hold_token,omitempty"`
 }
 
 // Register adds the comic flow f's routes to srv.
@@ -69,12 +75,16 @@ func Register(srv *api.Server, f *comic.Flow) {
 		ContentType: "application/schema+json", Response: map[string]any{}, Handler: r.schema})
 	for _, p := range []string{"/v1/comics", "/comics"} {
 		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite, Class: api.ClassContract,
-			Summary: "List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed)",
-			Body:    comic.Comic{}, Response: createdComic{}, Status: http.StatusCreated, OtherStatuses: []int{http.StatusOK}, Handler: r.createComic})
+			Summary: "List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); " +
+				"hold_seconds sets the hold of each wave of subscribers told (default: the flow's)",
+			Query: []api.Param{{Name: "hold_seconds", Type: "integer"}}, Body: comic.Comic{}, Response: createdComic{}, Status: http.StatusCreated, OtherStatuses: []int{http.StatusOK}, Handler: r.createComic})
 	}
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/patterns/stats", Tag: "comics", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "Subscriptions per SearchPattern (with shards) and the diversity of each field",
 		Response: comic.Stats{}, Handler: r.stats})
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/:id/timeline", Tag: "comics", Scope: api.ScopeRead, Class: api.ClassRead,
+		Summary:  "A comic's latest listing: its waves of subscribers told, in lottery order, with their notifications, the hold in force and the sales",
+		Response: comic.HoldTimeline{}, Handler: r.timeline})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/:id", Tag: "comics", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "A comic's listing, notification job status and sales",
 		Response: comicDetail{}, Handler: r.getComic})
@@ -90,8 +100,9 @@ func Register(srv *api.Server, f *comic.Flow) {
 		Summary: "Unsubscribe", Status: http.StatusNoContent, Handler: r.deleteSubscription})
 	for _, p := range []string{"/v1/completetransaction", "/completetransaction"} {
 		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite, Class: api.ClassContract,
-			Summary: "Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out",
-			Body:    transactionIn{}, Response: comic.Receipt{}, Handler: r.purchase})
+			Summary: "Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; " +
+				"during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)",
+			Body: transactionIn{}, Response: comic.Receipt{}, Handler: r.purchase})
 	}
 }
 
@@ -118,7 +129,11 @@ func (r routes) createComic(c *fiber.Ctx) error {
 	if err != nil {
 		return invalid("invalid_comic", err)
 	}
-	l, created, err := r.f.Inventory.Add(c.UserContext(), parsed)
+	hold := c.QueryInt("hold_seconds", 0)
+	if hold < 0 || hold > int(comic.MaxHoldWindow.Seconds()) || c.Query("hold_seconds") != "" && hold == 0 {
+		return api.UnprocessableEntity("invalid_comic", "query hold_seconds: want 1.."+strconv.Itoa(int(comic.MaxHoldWindow.Seconds())))
+	}
+	l, created, err := r.f.Inventory.AddHeld(c.UserContext(), parsed, time.Duration(hold)*time.Second)
 	if err != nil {
 		return err // the store failed; nothing was written
 	}
@@ -159,6 +174,21 @@ func (r routes) getComic(c *fiber.Ctx) error {
 		out.Sales = append(out.Sales, sales...)
 	}
 	return c.JSON(out)
+}
+
+func (r routes) timeline(c *fiber.Ctx) error {
+	id := c.Params("id")
+	if !validComicID(id) {
+		return api.NotFound("comic_not_found", "no comic "+clip.String(id, 64))
+	}
+	tl, err := r.f.Timeline(c.UserContext(), id)
+	if errors.Is(err, comic.ErrNotFound) {
+		return api.NotFound("comic_not_found", "no comic "+id)
+	}
+	if err != nil {
+		return err
+	}
+	return c.JSON(tl)
 }
 
 func (r routes) stats(c *fiber.Ctx) error {
@@ -257,8 +287,16 @@ func (r routes) purchase(c *fiber.Ctx) error {
 		return invalid("invalid_transaction", err)
 	}
 	// An empty txn_id is the default one of (email, comic, listing).
-	rec, err := r.f.Sales.Purchase(c.UserContext(), email, id, in.Payment, in.TxnID)
+	if len(in.HoldToken) > 128 {
+		return api.UnprocessableEntity("invalid_transaction", "field hold_token: want at most 128 characters")
+	}
+	rec, err := r.f.Sales.Purchase(c.UserContext(), email, id, in.Payment, in.TxnID, in.HoldToken)
+	var held *comic.HoldError
 	switch {
+	case errors.As(err, &held):
+		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(max(1, int(math.Ceil(time.Until(held.EndsAt).Seconds())))))
+		return api.Conflict("hold_active", "this comic is held for the subscribers told of it until "+
+			held.EndsAt.Format(time.RFC3339)+"; buy with the hold_token of your notification, or after the hold")
 	case errors.Is(err, comic.ErrInvalid):
 		return invalid("invalid_transaction", err)
 	case errors.Is(err, comic.ErrSoldOut):

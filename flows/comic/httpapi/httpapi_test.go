@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"net/http"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -237,4 +238,55 @@ func TestRoutes_subscriptionsCappedPerKey(t *testing.T) {
 		ID:     func(t testing.TB, r apitest.Response) string { var s comic.Subscription; r.JSON(t, &s); return s.ID },
 		Delete: func(id string) string { return "/v1/subscriptions/" + id },
 	})
+}
+
+// TestRoutes_holdActiveIs409WithItsEnd: a listing with its own hold of
+// 600s is told to its subscriber; a buyer without the token gets 409
+// hold_active with Retry-After, the timeline shows the hold and its wave,
+// and the holder's token buys.
+func TestRoutes_holdActiveIs409WithItsEnd(t *testing.T) {
+	srv, svc, rdb := newServer(t, true)
+	ctx := context.Background()
+	var eb errBody
+	if code := call(t, srv, "POST", "/v1/comics?hold_seconds=0", spidey, &eb); code != 422 || eb.Error.Code != "invalid_comic" {
+		t.Fatalf("hold_seconds=0: %d %+v, want 422 invalid_comic", code, eb)
+	}
+	var l comic.Listing
+	if code := call(t, srv, "POST", "/v1/comics?hold_seconds=600", spidey, &l); code != 201 {
+		t.Fatalf("list: %d", code)
+	}
+	sub, err := svc.Subscriptions.Create(ctx, "peter@example.com", []byte(`{"issue":"121"}`), "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	job := comic.Job{ComicID: l.ID, Gen: l.Gen, AddedAtMs: l.AddedAt.UnixMilli(), Comic: l.Comic.Canonical()}
+	if n, err := svc.Matcher.Process(ctx, job); err != nil || n != 1 {
+		t.Fatalf("Process = %d, %v; want the first wave of 1", n, err)
+	}
+	buy := func(token string) apitest.Response {
+		return apitest.Request(t, srv, "POST", "/v1/completetransaction", fmt.Sprintf(
+			`{"email":"peter@example.com","comic":%q,"payment":"card","hold_token":%q}`, l.ID, token), api.HeaderAPIKey, "w")
+	}
+	res := buy("")
+	res.JSON(t, &eb)
+	if ra, _ := strconv.Atoi(res.Header.Get("Retry-After")); res.Status != 409 || eb.Error.Code != "hold_active" || ra < 1 || ra > 600 {
+		t.Fatalf("purchase without token: %d %+v Retry-After %d, want 409 hold_active within 600s", res.Status, eb, ra)
+	}
+	var tl comic.HoldTimeline
+	if code := call(t, srv, "GET", "/v1/comics/"+l.ID+"/timeline", "", &tl); code != 200 || tl.Hold == nil || tl.Hold.Wave != 1 ||
+		tl.Hold.WindowSeconds != 600 || len(tl.Waves) != 1 || tl.Waves[0].Subscriptions != 1 {
+		t.Fatalf("timeline: %d %+v, want the first wave holding for 600s", code, tl)
+	}
+	tag := svc.Topics().Jobs.HashTag(svc.Topics().Jobs.Partition(l.ID))
+	salt, err := rdb.HGet(ctx, "ds:"+tag+":comic:hold:"+l.ID, "salt").Result()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res := buy(comic.HoldToken(salt, sub.ID)); res.Status != 200 {
+		t.Fatalf("holder's purchase: %d %s", res.Status, res.Body)
+	}
+	var after comic.HoldTimeline
+	if code := call(t, srv, "GET", "/v1/comics/"+l.ID+"/timeline", "", &after); code != 200 || after.Hold != nil || len(after.Sales) != 1 {
+		t.Fatalf("timeline after the sale: %d %+v, want no hold and the sale", code, after)
+	}
 }

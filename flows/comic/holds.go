@@ -1,0 +1,293 @@
+package comic
+
+import (
+	"cmp"
+	"context"
+	"crypto/hmac"
+	"crypto/rand"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/propagation"
+
+	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/notifier/history"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// MaxHoldWindow bounds a hold window, the flow's and a listing's own.
+const MaxHoldWindow = 24 * time.Hour
+
+// HoldConfig configures purchase holds. Zero fields take their defaults.
+type HoldConfig struct {
+	// Window is a wave's hold when its listing sets none. Default 10 minutes.
+	Window time.Duration
+	// WaveSize is the subscriptions told per wave, 1..MaxRequestBatch
+	// (a wave is one notify message). Default 20.
+	WaveSize int
+	// Poll is how often ServiceWaves looks for holds that ended. Default 1s.
+	Poll time.Duration
+}
+
+// WithDefaults returns c with every zero field set to its default.
+func (c HoldConfig) WithDefaults() HoldConfig {
+	c.Window = cmp.Or(c.Window, 10*time.Minute)
+	c.WaveSize = cmp.Or(c.WaveSize, 20)
+	c.Poll = cmp.Or(c.Poll, time.Second)
+	return c
+}
+
+// Validate reports every invalid field of a defaulted config.
+func (c HoldConfig) Validate() error {
+	var errs []error
+	if c.Window < time.Second || c.Window > MaxHoldWindow {
+		errs = append(errs, fmt.Errorf("comic: hold window %s out of range 1s..%s", c.Window, MaxHoldWindow))
+	}
+	if c.WaveSize < 1 || c.WaveSize > MaxRequestBatch {
+		errs = append(errs, fmt.Errorf("comic: wave size %d out of range 1..%d", c.WaveSize, MaxRequestBatch))
+	}
+	if c.Poll <= 0 {
+		errs = append(errs, fmt.Errorf("comic: hold poll %s is not positive", c.Poll))
+	}
+	return errors.Join(errs...)
+}
+
+// ErrHoldActive is wrapped by a *HoldError: the comic is held for the
+// wave of subscribers told last, and the buyer showed no token of it.
+var ErrHoldActive = errors.New("comic: held for the subscribers told of it")
+
+// HoldError is a purchase refused during a hold; it ends at EndsAt.
+type HoldError struct{ EndsAt time.Time }
+
+func (e *HoldError) Error() string {
+	return ErrHoldActive.Error() + " until " + e.EndsAt.UTC().Format(time.RFC3339)
+}
+
+// Unwrap makes every HoldError match ErrHoldActive.
+func (e *HoldError) Unwrap() error { return ErrHoldActive }
+
+// Holds tells a matched comic's subscribers in waves and holds the comic
+// for the wave told last. The order is a lottery: a subscription's place
+// is the hash of (comic, listing, subscription id), so each subscriber is
+// as likely to be early, and a restart recomputes the same waves. A wave's
+// hold ends Window after its last notification was sent (at the latest
+// Window after it was told); then the next wave is told, once, unless the
+// comic was sold. A holder proves the hold with the token of their
+// notification, an HMAC of the subscription id under the listing's salt.
+//
+//	ds:{comic.p}:comic:hold:<id>     hash: gen, salt, size, window (ms), wave, ends (ms, 0: none), w<n>: "<told ms>,<count>"
+//	ds:{comic.p}:comic:lottery:<id>  zset: matching subscription ids by lottery score, for the hold's gen
+//	ds:{comic.p}:comic:holds         zset: comic ids by the end of their hold (ms), read by ServiceWaves
+type Holds struct {
+	rdb    redis.UniversalClient
+	topics Topics
+	cfg    HoldConfig
+	prop   propagation.TextMapPropagator
+	now    func() time.Time
+}
+
+func newHolds(rdb redis.UniversalClient, topics Topics, cfg HoldConfig, prop propagation.TextMapPropagator) *Holds {
+	return &Holds{rdb: rdb, topics: topics, cfg: cfg.WithDefaults(), prop: prop, now: time.Now}
+}
+
+func holdKey(tag, id string) string    { return rediskey.Key(tag, "comic", "hold", id) }
+func lotteryKey(tag, id string) string { return rediskey.Key(tag, "comic", "lottery", id) }
+func holdsKey(tag string) string       { return rediskey.Key(tag, "comic", "holds") }
+
+// waveKeys are the keys of tellLua's k, in its order.
+func (h *Holds) waveKeys(id string) []string {
+	tag := h.topics.tag(id)
+	return []string{holdKey(tag, id), lotteryKey(tag, id), inventoryKey(tag, id), pendingKey(tag, id),
+		h.topics.Notify.Stream(h.topics.Notify.Partition(id)), holdsKey(tag)}
+}
+
+// lotteryScore places subscription sub in the waves of listing gen of a
+// comic: 48 bits of a hash, exact as a sorted set score.
+func lotteryScore(comicID string, gen int64, sub string) int64 {
+	sum := sha256.Sum256([]byte(comicID + ":" + strconv.FormatInt(gen, 10) + ":" + sub))
+	return int64(binary.BigEndian.Uint64(sum[:8]) >> 16)
+}
+
+// newSalt returns a listing's random token salt.
+func newSalt() string {
+	b := make([]byte, 16)
+	_, _ = rand.Read(b)
+	return hex.EncodeToString(b)
+}
+
+// HoldToken is the token a notification of subscription sub carries:
+// "<sub>.<HMAC-SHA256(salt, sub), 32 hex digits>".
+func HoldToken(salt, sub string) string {
+	m := hmac.New(sha256.New, []byte(salt))
+	m.Write([]byte(sub))
+	return sub + "." + hex.EncodeToString(m.Sum(nil)[:16])
+}
+
+// holder returns the subscription token proves under salt, or "".
+func holder(salt, token string) string {
+	sub, _, ok := strings.Cut(token, ".")
+	if !ok || salt == "" || !hmac.Equal([]byte(HoldToken(salt, sub)), []byte(token)) {
+		return ""
+	}
+	return sub
+}
+
+// tellLua defines tell(k, id, w, now, meta): it tells wave w of comic id
+// (one notify message, metadata pairs meta) and holds the comic until now
+// plus its window, or ends the hold when the comic left the listing or no
+// subscription is left. k: hold, lottery, inv, pending, notify stream,
+// holds zset. Returns the subscriptions told.
+const tellLua = `
+local function tell(k, id, w, now, meta)
+  local h = redis.call('HMGET', k[1], 'gen', 'size', 'window')
+  local inv = redis.call('HMGET', k[3], 'gen', 'comic', 'added_at_ms')
+  local size = tonumber(h[2])
+  local ids = {}
+  if h[1] and inv[1] == h[1] then ids = redis.call('ZRANGE', k[2], (w - 1) * size, w * size - 1) end
+  if #ids == 0 then
+    redis.call('HSET', k[1], 'ends', 0)
+    redis.call('DEL', k[2])
+    redis.call('ZREM', k[6], id)
+    return 0
+  end
+  local ends = now + tonumber(h[3])
+  redis.call('HSET', k[1], 'wave', w, 'ends', ends, 'w' .. w, now .. ',' .. #ids)
+  redis.call('ZADD', k[6], ends, id)
+  redis.call('SADD', k[4], unpack(ids))
+  local p = '{"comic_id":"' .. id .. '","gen":' .. h[1] .. ',"wave":' .. w .. ',"listed_at_ms":' .. inv[3] ..
+    ',"comic":' .. inv[2] .. ',"subscription_ids":["' .. table.concat(ids, '","') .. '"]}'
+  local f = {'key', id, 'type', 'comic.notify', 'payload', p}
+  for _, m in ipairs(meta) do f[#f + 1] = m end
+  redis.call('XADD', k[5], '*', unpack(f))
+  return #ids
+end
+`
+
+// extendLua defines extend(hold, holds zset, id, gen, wave, sent): the
+// hold of that wave of listing gen lasts until at least sent plus its
+// window, unless it is over.
+const extendLua = `
+local function extend(hk, zk, id, gen, wave, sent)
+  local h = redis.call('HMGET', hk, 'gen', 'wave', 'ends', 'window')
+  if h[1] ~= gen or h[2] ~= wave or tonumber(h[3] or '0') == 0 then return end
+  local e = sent + tonumber(h[4])
+  if e > tonumber(h[3]) then
+    redis.call('HSET', hk, 'ends', e)
+    redis.call('ZADD', zk, e, id)
+  end
+end
+`
+
+// nextWaveScript tells the next wave of comic ARGV[1] when its hold ended
+// by ARGV[2] (ms): idempotent per (comic, wave), as telling moves the end.
+// KEYS as tellLua's k. Returns the subscriptions told, -1 when not due.
+var nextWaveScript = redis.NewScript(tellLua + `
+local h = redis.call('HMGET', KEYS[1], 'wave', 'ends')
+local ends = tonumber(h[2] or '0')
+if ends == 0 then redis.call('ZREM', KEYS[6], ARGV[1]) return -1 end
+if ends > tonumber(ARGV[2]) then return -1 end
+return tell(KEYS, ARGV[1], tonumber(h[1]) + 1, tonumber(ARGV[2]), {})`)
+
+// Advance tells the next wave of every comic whose hold ended, at most 100
+// per partition, and returns how many waves it told.
+func (h *Holds) Advance(ctx context.Context) (int, error) {
+	now := h.now().UnixMilli()
+	told := 0
+	var errs []error
+	for p := 0; p < h.topics.Jobs.Partitions; p++ {
+		ids, err := h.rdb.ZRangeByScore(ctx, holdsKey(h.topics.Jobs.HashTag(p)),
+			&redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(now, 10), Count: 100}).Result()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("comic: holds due: %w", err))
+			continue
+		}
+		for _, id := range ids {
+			n, err := nextWaveScript.Run(ctx, h.rdb, h.waveKeys(id), id, now).Int()
+			if err != nil {
+				errs = append(errs, fmt.Errorf("comic: next wave of %s: %w", id, err))
+			} else if n > 0 {
+				told++
+			}
+		}
+	}
+	return told, errors.Join(errs...)
+}
+
+// run advances the waves every Poll until ctx ends (ServiceWaves).
+func (h *Holds) run(ctx context.Context, onErr func(error)) error {
+	return every(ctx, h.cfg.Poll, func() {
+		if _, err := h.Advance(ctx); err != nil && ctx.Err() == nil {
+			onErr(err)
+		}
+	})
+}
+
+// StageHoldSent is the consumer group of notify.history that starts the
+// holds of notifications relayed to the notifier at their sends.
+const StageHoldSent = "comic-hold-sent"
+
+// extendScript runs extend. KEYS hold, holds zset; ARGV comic id, gen,
+// wave, send time ms.
+var extendScript = redis.NewScript(extendLua + `extend(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])) return 0`)
+
+// sentStage reads the notifier's history: a relayed notification's hold
+// starts when the notifier sent it (quiet hours, digests and retries may
+// delay it), known by its window "<comic id>:<gen>:<wave>:<email hash>".
+func (h *Holds) sentStage(topic stream.Topic) stream.Stage {
+	return stream.Stage{Name: StageHoldSent, Topic: topic, Handler: func(ctx context.Context, m *stream.Message) error {
+		var recs []history.Record
+		var err error
+		switch m.Type {
+		case history.TypeRecords:
+			err = json.Unmarshal(m.Payload, &recs)
+		case history.TypeRecord:
+			recs = make([]history.Record, 1)
+			err = json.Unmarshal(m.Payload, &recs[0])
+		}
+		if err != nil {
+			return stream.Permanentf("comic: decode history %s: %w", m.ID, err)
+		}
+		for _, r := range recs {
+			f := strings.Split(r.Window, ":")
+			if r.Flow != Name || r.Status != history.StatusSent || len(f) != 4 || len(f[0]) != 32 {
+				continue
+			}
+			tag := h.topics.tag(f[0])
+			if err := extendScript.Run(ctx, h.rdb, []string{holdKey(tag, f[0]), holdsKey(tag)}, f[0], f[1], f[2], r.At.UnixMilli()).Err(); err != nil {
+				return fmt.Errorf("comic: start the hold of %s: %w", f[0], err)
+			}
+		}
+		return nil
+	}}
+}
+
+// state is a hold's record: its listing, salt and the end of its hold.
+type holdState struct {
+	gen, ends int64
+	salt      string
+}
+
+func (h *Holds) state(ctx context.Context, id string) (holdState, error) {
+	v, err := h.rdb.HMGet(ctx, holdKey(h.topics.tag(id), id), "gen", "ends", "salt").Result()
+	if err != nil {
+		return holdState{}, fmt.Errorf("comic: hold of %s: %w", id, err)
+	}
+	st := holdState{}
+	st.gen, _ = strconv.ParseInt(str(v[0]), 10, 64)
+	st.ends, _ = strconv.ParseInt(str(v[1]), 10, 64)
+	st.salt = str(v[2])
+	return st, nil
+}
+
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}
