@@ -126,8 +126,9 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 	h.SetContentType("application/json")
 	h.SetUserAgent(w.cfg.UserAgent)
 	h.Set(HeaderWebhookID, n.EventID)
-	h.SetBytesV(HeaderWebhookTimestamp, strconv.AppendInt(nil, now.Unix(), 10))
-	h.Set(HeaderWebhookSignature, SignStandard(n.Recipient.Secret, n.EventID, n.Body, now))
+	var buf [64]byte
+	h.SetBytesV(HeaderWebhookTimestamp, strconv.AppendInt(buf[:0], now.Unix(), 10))
+	h.SetBytesV(HeaderWebhookSignature, appendStandard(buf[:0], n.Recipient.Secret, n.EventID, n.Body, now))
 	if w.cfg.LegacySignature {
 		h.Set(HeaderEventID, n.EventID)
 		h.Set(HeaderSignature, Sign(n.Recipient.Secret, n.Body, now))
