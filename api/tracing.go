@@ -2,13 +2,13 @@ package api
 
 import (
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/propagation"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
 	"go.opentelemetry.io/otel/trace"
 
@@ -77,15 +77,14 @@ func (s *Server) tracingMiddleware() fiber.Handler {
 		s.log.Warn("api: HTTP server metrics disabled", "error", err)
 	}
 	prop := s.cfg.Propagator
+	var sets sync.Map // durationKey → attribute.Set, bounded by the routes
 	return func(c *fiber.Ctx) error {
 		if isOperational(c.Path()) {
 			return c.Next()
 		}
 		start := time.Now()
 		method := telemetryMethod(c.Method())
-		in := make(http.Header)
-		c.Request().Header.VisitAll(func(k, v []byte) { in.Add(string(k), string(v)) })
-		ctx := prop.Extract(c.UserContext(), propagation.HeaderCarrier(in))
+		ctx := prop.Extract(c.UserContext(), headerCarrier{c})
 		ctx, span := tracer.Start(ctx, method,
 			trace.WithSpanKind(trace.SpanKindServer),
 			trace.WithAttributes(
@@ -107,23 +106,43 @@ func (s *Server) tracingMiddleware() fiber.Handler {
 
 		status := c.Response().StatusCode()
 		route := telemetryRoute(c)
-		span.SetName(spanName(c))
-		span.SetAttributes(semconv.HTTPRoute(route), semconv.HTTPResponseStatusCode(status))
-		if status >= 500 {
-			span.SetStatus(codes.Error, http.StatusText(status))
+		if span.IsRecording() {
+			span.SetName(spanName(c))
+			span.SetAttributes(semconv.HTTPRoute(route), semconv.HTTPResponseStatusCode(status))
+			if status >= 500 {
+				span.SetStatus(codes.Error, http.StatusText(status))
+			}
 		}
-		out := make(propagation.HeaderCarrier)
-		prop.Inject(ctx, out)
-		for _, k := range out.Keys() {
-			c.Set(k, out.Get(k))
-		}
+		prop.Inject(ctx, headerCarrier{c})
 		if duration != nil {
-			duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributeSet(attribute.NewSet(
-				semconv.HTTPRequestMethodKey.String(method),
-				semconv.HTTPRoute(route),
-				semconv.HTTPResponseStatusCode(status),
-			)))
+			key := durationKey{method, route, status}
+			set, ok := sets.Load(key)
+			if !ok {
+				set, _ = sets.LoadOrStore(key, attribute.NewSet(semconv.HTTPRequestMethodKey.String(method),
+					semconv.HTTPRoute(route), semconv.HTTPResponseStatusCode(status)))
+			}
+			duration.Record(ctx, time.Since(start).Seconds(), metric.WithAttributeSet(set.(attribute.Set)))
 		}
 		return nil
 	}
+}
+
+// durationKey is what labels a request's duration.
+type durationKey struct {
+	method, route string
+	status        int
+}
+
+// headerCarrier lets the propagator read the request's headers and set the
+// response's, without copying them into an http.Header.
+type headerCarrier struct{ c *fiber.Ctx }
+
+func (h headerCarrier) Get(key string) string { return string(h.c.Request().Header.Peek(key)) }
+func (h headerCarrier) Set(key, value string) { h.c.Set(key, value) }
+
+// Keys lists the request's header names.
+func (h headerCarrier) Keys() []string {
+	var keys []string
+	h.c.Request().Header.VisitAll(func(k, _ []byte) { keys = append(keys, string(k)) })
+	return keys
 }

@@ -5,6 +5,7 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os/exec"
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/internal/progress"
@@ -91,6 +92,9 @@ type BenchEnv struct {
 	Stdout   io.Writer
 	Progress func(line string)
 	Phases   *progress.Printer
+	// Self runs the binary with args: a bench's helper process (its load,
+	// benchstat.LoadArgs), whose CPU stays out of the bench process's.
+	Self func(args ...string) *exec.Cmd
 }
 
 // Verdict is "met" or "NOT met", as bench reports print a target.

@@ -13,6 +13,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flows/feed/feedbench"
+	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/stream/streambench"
 )
@@ -69,7 +71,7 @@ func runFlowBench(ctx context.Context, b flow.Bench, args []string, stdout, stde
 	}
 	fmt.Fprint(stdout, fs.benchSettings())
 	env := flow.BenchEnv{RedisURL: cfg.RedisURL, ClickHouseDSN: cfg.ClickHouseDSN, RedisName: benchRedisName(cfg), Embedded: cfg.RedisURL == "",
-		RateLimit: cfg.rateLimits(), Stdout: stdout, Progress: func(line string) { fmt.Fprintln(stderr, "  ", line) }, Phases: progress.New(stderr)}
+		RateLimit: cfg.rateLimits(), Stdout: stdout, Progress: func(line string) { fmt.Fprintln(stderr, "  ", line) }, Phases: progress.New(stderr), Self: selfCommand}
 	env.Settings = flow.Settings{Partitions: cfg.Partitions}
 	if run.Check != nil {
 		if err := run.Check(env); err != nil {
@@ -130,8 +132,11 @@ func benchUsage() string {
 
 func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 	targets := allBenchTargets()
-	if len(args) > 0 && args[0] == "api-load" { // bench api's load process
-		return runAPILoad(ctx, args[1:], stdout, stderr)
+	switch {
+	case len(args) > 0 && args[0] == benchstat.LoadArgs[1]: // a bench's load process
+		return runLoadTarget(ctx, os.Stdin, stdout)
+	case len(args) > 0 && args[0] == feedbench.ServerArgs[1]: // the feed bench's feed server
+		return feedbench.Serve(ctx, args[1:], os.Stdin, stdout)
 	}
 	if len(args) > 0 {
 		for _, t := range targets {

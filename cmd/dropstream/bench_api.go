@@ -7,8 +7,6 @@ import (
 	"io"
 	"net"
 	"net/http"
-	"os"
-	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -43,19 +41,9 @@ func (c apiBenchConfig) Validate() error {
 // apiRouteResult is one route's figures.
 type apiRouteResult struct {
 	Route         string
-	Saturation    apiLoadResult
-	Fixed         apiLoadResult
+	Saturation    benchstat.LoadResult
+	Fixed         benchstat.LoadResult
 	CPUPerRequest benchstat.CPU
-}
-
-// selfCommand runs this binary with args: the load process. Tests point
-// it at the test binary.
-var selfCommand = func(args ...string) *exec.Cmd {
-	exe, err := os.Executable()
-	if err != nil {
-		exe = os.Args[0]
-	}
-	return exec.Command(exe, args...)
 }
 
 // runBenchAPI is `bench api`: the binary's defaults serving the read
@@ -120,13 +108,13 @@ func benchAPI(ctx context.Context, cfg Config, bc apiBenchConfig, gauge int, std
 		res := apiRouteResult{Route: r.method + " " + r.path}
 		before := benchstat.ReadCPU(ctx, a.rdb)
 		ph := phases.Start(res.Route+": saturation", 0)
-		if res.Saturation, err = loadPhase(ctx, apiLoad{Method: r.method, URL: base + r.path, Connections: bc.Connections, Duration: bc.Phase}); err != nil {
+		if res.Saturation, err = loadProcess(ctx, benchstat.Load{Method: r.method, URL: base + r.path, Connections: bc.Connections, Duration: bc.Phase}); err != nil {
 			return nil, err
 		}
 		res.CPUPerRequest = benchstat.ReadCPU(ctx, a.rdb).PerItem(before, res.Saturation.Requests)
 		ph.Done(fmt.Sprintf("%.0f/s", res.Saturation.PerSecond()))
 		ph = phases.Start(fmt.Sprintf("%s: %d/s", res.Route, bc.Rate), 0)
-		if res.Fixed, err = loadPhase(ctx, apiLoad{Method: r.method, URL: base + r.path, Connections: bc.Connections, Duration: bc.Phase, Rate: bc.Rate}); err != nil {
+		if res.Fixed, err = loadProcess(ctx, benchstat.Load{Method: r.method, URL: base + r.path, Connections: bc.Connections, Duration: bc.Phase, Rate: bc.Rate}); err != nil {
 			return nil, err
 		}
 		ph.Done("p99 " + res.Fixed.P99.Round(10*time.Microsecond).String())
@@ -155,33 +143,13 @@ func serveForBench(ctx context.Context, a *app, wg *sync.WaitGroup) (string, err
 	return "http://" + ln.Addr().String(), nil
 }
 
-// loadPhase runs one phase in the load process and reads its result.
-func loadPhase(ctx context.Context, l apiLoad) (apiLoadResult, error) {
-	spec, err := json.Marshal(l)
-	if err != nil {
-		return apiLoadResult{}, err
-	}
-	cmd := selfCommand("bench", "api-load", "--spec", string(spec))
-	var stderr strings.Builder
-	cmd.Stderr = &stderr
-	out, err := cmd.Output()
-	if err != nil {
-		return apiLoadResult{}, fmt.Errorf("bench api: load process: %w: %s", err, stderr.String())
-	}
-	var res apiLoadResult
-	if err := json.Unmarshal(out, &res); err != nil {
-		return apiLoadResult{}, fmt.Errorf("bench api: load process answered %q: %w", out, err)
-	}
-	return res, ctx.Err()
-}
-
 // printAPIBench prints the table of results.
 func printAPIBench(w io.Writer, bc apiBenchConfig, results []apiRouteResult) {
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintf(tw, "route\tsaturation req/s\tp50 at %d/s\tp99 at %d/s\tprocess µs/req\tRedis µs/req\tanswers at saturation\t\n", bc.Rate, bc.Rate)
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.2f ms\t%.2f ms\t%.1f\t%.1f\t%s\t\n", r.Route, r.Saturation.PerSecond(),
-			ms(r.Fixed.P50), ms(r.Fixed.P99), us(r.CPUPerRequest.Process), us(r.CPUPerRequest.Redis), r.Saturation.statusLine())
+			ms(r.Fixed.P50), ms(r.Fixed.P99), us(r.CPUPerRequest.Process), us(r.CPUPerRequest.Redis), r.Saturation.StatusLine())
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "process µs/req is the server process's CPU per request at saturation (its stages and the demo world's ticks included); the load runs in another process")

@@ -15,17 +15,24 @@ import (
 // two latencies, the two CPU figures and the answers.
 var benchRow = regexp.MustCompile(`^\s*((?:GET|POST) \S+)\s+(\d+)\s+([\d.]+) ms\s+([\d.]+) ms\s+([\d.]+)\s+([\d.]+)\s+(.+?)\s*$`)
 
+// selfIsTestBinary points selfCommand, the benches' helper processes, at
+// this test binary running main, until t ends.
+func selfIsTestBinary(t *testing.T) {
+	old := selfCommand
+	t.Cleanup(func() { selfCommand = old })
+	selfCommand = func(args ...string) *exec.Cmd {
+		cmd := exec.Command(os.Args[0], "-test.run=^$")
+		cmd.Env = append(os.Environ(), mainArgsVar+"="+strings.Join(args, " "))
+		return cmd
+	}
+}
+
 // TestBenchAPI_loadsEachRouteFromAnotherProcess runs `bench api` with the
 // binary's defaults on real Redis, with short phases: every route answers
 // 200 and only 200 at saturation (the default limits do not refuse a
 // benchmark's load), and each row has its figures.
 func TestBenchAPI_loadsEachRouteFromAnotherProcess(t *testing.T) {
-	defer func(old func(...string) *exec.Cmd) { selfCommand = old }(selfCommand)
-	selfCommand = func(args ...string) *exec.Cmd { // the load process: this test binary running main
-		cmd := exec.Command(os.Args[0], "-test.run=^$")
-		cmd.Env = append(os.Environ(), mainArgsVar+"="+strings.Join(args, " "))
-		return cmd
-	}
+	selfIsTestBinary(t)
 	var out, errOut strings.Builder
 	err := dispatch(t.Context(), []string{"bench", "api", "--redis-url", testenv.RedisURL(t),
 		"--phase", "300ms", "--connections", "4", "--rate", "100", "--gauge-messages", "1000"}, &out, &errOut)

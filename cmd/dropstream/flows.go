@@ -12,6 +12,7 @@ import (
 	"github.com/dropstream/dropstream/flows/comic/comicbench"
 	comichttp "github.com/dropstream/dropstream/flows/comic/httpapi"
 	"github.com/dropstream/dropstream/flows/feed"
+	"github.com/dropstream/dropstream/flows/feed/feedbench"
 	feedhttp "github.com/dropstream/dropstream/flows/feed/httpapi"
 	"github.com/dropstream/dropstream/flows/offer"
 	offerhttp "github.com/dropstream/dropstream/flows/offer/httpapi"
@@ -32,6 +33,6 @@ func definitions() []flow.Definition {
 		flow.Define(checkout.Name, checkout.New, checkouthttp.Register).WithVars(checkout.Vars...).WithBench(checkoutbench.Bench),
 		flow.Define(comic.Name, comic.New, comichttp.Register).WithVars(comic.Vars...).WithBench(comicbench.Bench),
 		flow.Define(offer.Name, offer.New, offerhttp.Register).WithVars(offer.Vars...).WithBench(offerbench.Bench),
-		flow.Define(feed.Name, feed.New, feedhttp.Register).WithVars(feed.Vars...),
+		flow.Define(feed.Name, feed.New, feedhttp.Register).WithVars(feed.Vars...).WithBench(feedbench.Bench),
 	}
 }

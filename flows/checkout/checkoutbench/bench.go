@@ -5,12 +5,8 @@ import (
 	"fmt"
 	"io"
 	"math/rand/v2"
-	"net"
 	"net/http"
-	"slices"
-	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -19,7 +15,6 @@ import (
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/checkout/httpapi"
 	"github.com/dropstream/dropstream/internal/benchstat"
-	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -29,9 +24,10 @@ type Phase struct {
 	// else (a transport error, 5xx).
 	Checkouts, OK, Failed, Errors int
 	Elapsed                       time.Duration
-	P50, P99, Max                 time.Duration
-	// CPU is the CPU per checkout of this process (the stages, the API
-	// and the bench's HTTP clients, which run in it) and of Redis.
+	// P50, P99 and Max are latencies from each checkout's due time.
+	P50, P99, Max time.Duration
+	// CPU is the CPU per checkout of this process (the stages and the
+	// API; the clients run apart unless Config.Load is nil) and of Redis.
 	CPU benchstat.CPU
 }
 
@@ -52,10 +48,6 @@ type Result struct {
 	// (empty when consistent); Checked is the number of orders checked.
 	Inconsistencies []string
 	Checked         int
-	// Exchange is the process CPU per request of the same clients posting
-	// to an empty handler on a loopback server in this process: the bare
-	// HTTP exchange, client and server, with no flow behind it.
-	Exchange time.Duration
 }
 
 // bench is one run's state.
@@ -66,8 +58,7 @@ type bench struct {
 	base   string
 	client *http.Client
 	perm   []int
-	next   atomic.Int64
-	mu     sync.Mutex
+	next   int         // the permutation's next order
 	answer map[int]int // order → HTTP status of its checkout
 }
 
@@ -133,17 +124,17 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 	res.Setup = time.Since(start)
 	phase.Done(fmt.Sprintf("%d items, %d users, %d orders", cfg.Items, cfg.Users, cfg.Orders))
 	// The throughput run ends at its duration or when the orders run out.
+	// The throughput run ends at its duration or when the orders run out.
 	phase = cfg.Progress.Start("throughput run", 0)
-	res.Throughput = b.run(ctx, phase, b.closedLoop)
-	phase.Done(fmt.Sprintf("%.0f checkouts/s", res.Throughput.PerSecond()))
-	phase = cfg.Progress.Start("latency run", int64(float64(cfg.Rate)*cfg.LatencyDuration.Seconds()))
-	res.Latency = b.run(ctx, phase, b.openLoop)
-	phase.Done(fmt.Sprintf("p99 %s", res.Latency.P99.Round(10*time.Microsecond)))
-	phase = cfg.Progress.Start("bare HTTP exchange", int64(res.Throughput.Checkouts))
-	if res.Exchange, err = b.exchange(ctx, phase, res.Throughput.Checkouts); err != nil {
+	if res.Throughput, err = b.run(ctx, 0, cfg.Duration); err != nil {
 		return res, err
 	}
-	phase.Done("")
+	phase.Done(fmt.Sprintf("%.0f checkouts/s", res.Throughput.PerSecond()))
+	phase = cfg.Progress.Start("latency run", 0)
+	if res.Latency, err = b.run(ctx, cfg.Rate, cfg.LatencyDuration); err != nil {
+		return res, err
+	}
+	phase.Done(fmt.Sprintf("p99 %s", res.Latency.P99.Round(10*time.Microsecond)))
 	phase = cfg.Progress.Start("consistency check", int64(cfg.Orders))
 	res.Inconsistencies, res.Checked, err = b.check(ctx)
 	phase.Set(int64(res.Checked))
@@ -166,135 +157,39 @@ func (b *bench) post(ctx context.Context, path string) (int, error) {
 	return resp.StatusCode, nil
 }
 
-// checkoutOne checks the next order of the permutation out; false when
-// every order has been used.
-func (b *bench) checkoutOne(ctx context.Context, rec *recorder) bool {
-	i := int(b.next.Add(1)) - 1
-	if i >= len(b.perm) {
-		return false
-	}
-	order := b.perm[i]
-	start := time.Now()
-	code, _ := b.post(ctx, "/orders/checkout/"+strconv.Itoa(order))
-	rec.add(code, time.Since(start))
-	b.mu.Lock()
-	b.answer[order] = code
-	b.mu.Unlock()
-	return true
-}
-
-// run runs one loop with its answers counted on phase, and measures the
-// CPU per checkout.
-func (b *bench) run(ctx context.Context, phase *progress.Phase, loop func(context.Context, *recorder) time.Duration) Phase {
-	rec := &recorder{progress: phase}
+// run checks out the next orders of the permutation from Clients
+// connections, at rate checkouts/s (0: back to back), for d or until the
+// orders run out, and measures the CPU per checkout.
+func (b *bench) run(ctx context.Context, rate int, d time.Duration) (Phase, error) {
+	first := b.next
+	l := benchstat.Load{Method: http.MethodPost, URL: b.base + "/orders/checkout/{id}", Connections: b.cfg.Clients,
+		Duration: d, Rate: rate, IDs: b.perm[first:]}
 	cpu := benchstat.ReadCPU(ctx, b.rdb)
-	p := rec.phase(loop(ctx, rec))
-	p.CPU = benchstat.ReadCPU(ctx, b.rdb).PerItem(cpu, p.Checkouts)
-	return p
-}
-
-// exchange is the process CPU per request of n POSTs by Clients clients to
-// an empty handler on a loopback server of this process.
-func (b *bench) exchange(ctx context.Context, phase *progress.Phase, n int) (time.Duration, error) {
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	var r benchstat.LoadResult
+	var err error
+	if b.cfg.Self != nil {
+		r, err = l.RunApart(ctx, b.cfg.Self(benchstat.LoadArgs...))
+	} else {
+		r = l.Run(ctx)
+	}
 	if err != nil {
-		return 0, fmt.Errorf("checkoutbench: exchange: %w", err)
+		return Phase{}, fmt.Errorf("checkoutbench: %w", err)
 	}
-	srv := &http.Server{Handler: http.HandlerFunc(func(http.ResponseWriter, *http.Request) {}), ReadHeaderTimeout: time.Minute}
-	go func() { _ = srv.Serve(ln) }()
-	defer srv.Close()
-	tr := &http.Transport{MaxIdleConns: 8192, MaxIdleConnsPerHost: 8192}
-	defer tr.CloseIdleConnections()
-	c := &bench{base: "http://" + ln.Addr().String(), client: &http.Client{Transport: tr, Timeout: time.Minute}}
-	var next, failed atomic.Int64
-	cpu := benchstat.ProcessCPU()
-	var wg sync.WaitGroup
-	for range b.cfg.Clients {
-		wg.Go(func() {
-			for next.Add(1) <= int64(n) && ctx.Err() == nil {
-				if code, _ := c.post(ctx, "/"); code != http.StatusOK {
-					failed.Add(1)
-				}
-				phase.Add(1)
-			}
-		})
-	}
-	wg.Wait()
-	if f := failed.Load(); f > 0 || n == 0 {
-		return 0, fmt.Errorf("checkoutbench: exchange: %d of %d requests failed", f, n)
-	}
-	return (benchstat.ProcessCPU() - cpu) / time.Duration(n), nil
-}
-
-// closedLoop runs Clients clients back to back for Duration.
-func (b *bench) closedLoop(ctx context.Context, rec *recorder) time.Duration {
-	start := time.Now()
-	end := start.Add(b.cfg.Duration)
-	var wg sync.WaitGroup
-	for range b.cfg.Clients {
-		wg.Go(func() {
-			for time.Now().Before(end) && ctx.Err() == nil && b.checkoutOne(ctx, rec) {
-			}
-		})
-	}
-	wg.Wait()
-	return time.Since(start)
-}
-
-// openLoop sends Rate checkouts/s for LatencyDuration, each in its own
-// goroutine, whatever the answers' latency.
-func (b *bench) openLoop(ctx context.Context, rec *recorder) time.Duration {
-	const tick = 10 * time.Millisecond
-	perTick := float64(b.cfg.Rate) * tick.Seconds()
-	t := time.NewTicker(tick)
-	defer t.Stop()
-	var wg sync.WaitGroup
-	start := time.Now()
-	due := 0.0
-	for time.Since(start) < b.cfg.LatencyDuration && ctx.Err() == nil {
-		due += perTick
-		for ; due >= 1; due-- {
-			wg.Go(func() { b.checkoutOne(ctx, rec) })
+	p := Phase{Checkouts: r.Requests, Elapsed: time.Duration(r.Seconds * float64(time.Second)), P50: r.P50, P99: r.P99, Max: r.Max}
+	p.CPU = benchstat.ReadCPU(ctx, b.rdb).PerItem(cpu, p.Checkouts)
+	for i, code := range r.Answers {
+		switch code {
+		case 0:
+			continue
+		case http.StatusOK:
+			p.OK++
+		case http.StatusBadRequest:
+			p.Failed++
+		default:
+			p.Errors++
 		}
-		<-t.C
+		b.answer[b.perm[first+i]] = code
+		b.next = first + i + 1 // the next phase starts after the last order sent
 	}
-	wg.Wait()
-	return time.Since(start)
-}
-
-// recorder collects answers and latencies, and counts them on its
-// progress phase.
-type recorder struct {
-	progress *progress.Phase
-	mu       sync.Mutex
-	lat      []time.Duration
-	ok, fail int
-	errs     int
-}
-
-func (r *recorder) add(code int, d time.Duration) {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	switch code {
-	case http.StatusOK:
-		r.ok++
-	case http.StatusBadRequest:
-		r.fail++
-	default:
-		r.errs++
-	}
-	r.lat = append(r.lat, d)
-	r.progress.Set(int64(len(r.lat)))
-}
-
-func (r *recorder) phase(elapsed time.Duration) Phase {
-	r.mu.Lock()
-	defer r.mu.Unlock()
-	p := Phase{Checkouts: len(r.lat), OK: r.ok, Failed: r.fail, Errors: r.errs, Elapsed: elapsed}
-	if len(r.lat) == 0 {
-		return p
-	}
-	slices.Sort(r.lat)
-	p.P50, p.P99, p.Max = benchstat.Quantile(r.lat, 0.50), benchstat.Quantile(r.lat, 0.99), r.lat[len(r.lat)-1]
-	return p
+	return p, nil
 }

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"os/exec"
 	"time"
 
 	"github.com/dropstream/dropstream/api"
@@ -54,6 +55,10 @@ type Config struct {
 	Wait stream.ReplicaWait
 	// Telemetry instruments the stages and the API.
 	Telemetry stream.Telemetry
+	// Self runs the binary with args (flow.BenchEnv.Self): the clients
+	// run apart in its load process. Nil runs them in this process, their
+	// CPU then in its figure.
+	Self func(args ...string) *exec.Cmd
 	// Progress, when set, shows each phase: the batch_init, both runs and
 	// the check.
 	Progress *progress.Printer

@@ -41,6 +41,8 @@ type Config struct {
 	Broad int
 	// Partitions of the flow. Default 8.
 	Partitions int
+	// Handlers are the flow's handlers. Default offer.DefaultHandlers.
+	Handlers []offer.HandlerSpec
 	// Telemetry of the service and stages.
 	Telemetry stream.Telemetry
 	// Progress, when set, shows each phase: seeding, loading, catching
@@ -105,7 +107,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	if n, err := rdb.DBSize(ctx).Result(); err != nil || n > 0 {
 		return Result{}, fmt.Errorf("offerbench: want an empty Redis database (%d keys, %v)", n, err)
 	}
-	svc, err := offer.NewWith(ctx, rdb, offer.Config{Partitions: cfg.Partitions, MaxWait: 10 * time.Second,
+	svc, err := offer.NewWith(ctx, rdb, offer.Config{Partitions: cfg.Partitions, Handlers: cfg.Handlers, MaxWait: 10 * time.Second,
 		Runner: stream.RunnerConfig{Block: 100 * time.Millisecond}}, cfg.Telemetry)
 	if err != nil {
 		return Result{}, err

@@ -7,7 +7,11 @@ import (
 	"runtime"
 	"time"
 
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flows/offer"
+	"github.com/dropstream/dropstream/internal/benchstat"
 )
 
 // Bench is `dropstream bench offers`: Run over the app's Redis, its
@@ -29,6 +33,8 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 	fs.IntVar(&bc.Misses, "misses", 200, "distinct searches (each a miss)")
 	fs.IntVar(&bc.Hits, "hits", 5000, "cached searches")
 	fs.IntVar(&bc.Broad, "broad", 20, "misses without a product element (every offer priced)")
+	perHandler := fs.Bool("per-handler", true, "then run the misses again with one handler holding its share of the offers, "+
+		"to print what each handler adds to a miss (empties the database between the runs)")
 	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
 		bc.Partitions, bc.Telemetry = env.Settings.Partitions, env.Telemetry
 		bc.Progress = env.Phases
@@ -51,6 +57,47 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 		}
 		fmt.Fprintf(out, "cached hit: %d searches, p50 %s, p99 %s, max %s; cpu per search %s [target p99 ≤ %s: %s]\n",
 			r.Hit.Count, us(r.Hit.P50), us(r.Hit.P99), us(r.Hit.Max), r.Hit.CPU, TargetHitP99, flow.Verdict(r.Hit.P99 <= TargetHitP99))
-		return nil
+		if !*perHandler {
+			return nil
+		}
+		return fanOut(ctx, env, bc, r.Miss)
 	}}
+}
+
+// fanOut empties the database, runs the misses with the first handler
+// alone holding its share of the offers, and prints what each further
+// handler adds to a miss: (CPU with all − CPU with one) / (handlers − 1).
+func fanOut(ctx context.Context, env flow.BenchEnv, bc Config, all Latencies) error {
+	bc = bc.WithDefaults()
+	handlers := offer.DefaultHandlers
+	if len(bc.Handlers) > 0 {
+		handlers = bc.Handlers
+	}
+	if len(handlers) < 2 {
+		return nil
+	}
+	if err := flushDB(ctx, env.Redis); err != nil {
+		return err
+	}
+	one := bc
+	one.Handlers, one.Offers, one.Hits, one.Broad = handlers[:1], max(1, bc.Offers/len(handlers)), 1, 0
+	one.Progress = bc.Progress.With("one handler: ")
+	r, err := Run(ctx, env.Redis, one)
+	if err != nil {
+		return err
+	}
+	n := time.Duration(len(handlers) - 1)
+	per := benchstat.CPU{Process: (all.CPU.Process - r.Miss.CPU.Process) / n, Redis: (all.CPU.Redis - r.Miss.CPU.Redis) / n}
+	fmt.Fprintf(env.Stdout, "fan-out per handler: a miss with the %s handler alone (%d offers, its share) costs %s; with all %d, %s: "+
+		"each handler beyond the first adds %s (its message, read, pricing of its share and reply)\n",
+		handlers[0].Tag, one.Offers, r.Miss.CPU, len(handlers), all.CPU, per)
+	return nil
+}
+
+// flushDB empties rdb's database (every master's, on a cluster).
+func flushDB(ctx context.Context, rdb redis.UniversalClient) error {
+	if c, ok := rdb.(*redis.ClusterClient); ok {
+		return c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.FlushDB(ctx).Err() })
+	}
+	return rdb.FlushDB(ctx).Err()
 }

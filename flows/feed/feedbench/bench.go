@@ -1,0 +1,300 @@
+// Package feedbench measures the feed flow end to end on Redis: feeds of
+// 50 items served by a feed server in a process of its own, each polled
+// once through the whole flow (poll, observe, assign, a digest every 10
+// items, delivery, clear). `dropstream bench feed` runs it.
+package feedbench
+
+import (
+	"bufio"
+	"cmp"
+	"context"
+	"fmt"
+	"net/http"
+	"net/http/httptest"
+	"os/exec"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/flows/feed"
+	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/progress"
+	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/subscriber"
+	"github.com/dropstream/dropstream/stream"
+)
+
+// Config sizes a run. Zero fields take the documented defaults.
+type Config struct {
+	// Feeds of 50 items each. Default 10,000.
+	Feeds int
+	// Pollers are the concurrent polls. Default 32.
+	Pollers int
+	// Copies of each stage. Default 2.
+	Copies int
+	// Partitions of the flow. Default 8.
+	Partitions int
+	// Self runs the binary with args (flow.BenchEnv.Self): the feed server
+	// runs apart (ServerArgs). Nil serves the feeds in this process, their
+	// CPU then in its figure.
+	Self func(args ...string) *exec.Cmd
+	// Telemetry of the stages.
+	Telemetry stream.Telemetry
+	// Progress, when set, shows each phase.
+	Progress *progress.Printer
+}
+
+// WithDefaults fills the zero fields.
+func (c Config) WithDefaults() Config {
+	c.Feeds = cmp.Or(c.Feeds, 10_000)
+	c.Pollers = cmp.Or(c.Pollers, 32)
+	c.Copies = cmp.Or(c.Copies, 2)
+	c.Partitions = cmp.Or(c.Partitions, 8)
+	return c
+}
+
+// Validate checks a defaulted config.
+func (c Config) Validate() error {
+	if c.Feeds < 1 || c.Feeds > 1_000_000 || c.Pollers < 1 || c.Pollers > 1024 || c.Copies < 1 || c.Copies > 64 {
+		return fmt.Errorf("feedbench: feeds %d (1..1000000), pollers %d (1..1024) or copies %d (1..64) out of range", c.Feeds, c.Pollers, c.Copies)
+	}
+	return nil
+}
+
+// Result is what a run measured.
+type Result struct {
+	Items int
+	// Elapsed runs from the first poll to the last item cleared; Polled
+	// to the last poll published.
+	Elapsed, Polled time.Duration
+	// CPU is per item: this process (polls, parse, stages) and Redis.
+	CPU benchstat.CPU
+	// Definitions, Streams and State are Redis bytes per feed: its feed,
+	// subscribable and subscription; everything after the run; what stays
+	// once the streams are trimmed.
+	Definitions, Streams, State int64
+}
+
+// countChannel counts the digests it is asked to send.
+type countChannel struct{ n atomic.Int64 }
+
+func (c *countChannel) Name() string { return notifier.ChannelLog }
+func (c *countChannel) Send(context.Context, notifier.Notification) error {
+	c.n.Add(1)
+	return nil
+}
+
+// Run polls every feed once through the flow on rdb's empty database.
+func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
+	cfg = cfg.WithDefaults()
+	if err := cfg.Validate(); err != nil {
+		return Result{}, err
+	}
+	if n, err := rdb.DBSize(ctx).Result(); err != nil || n > 0 {
+		return Result{}, fmt.Errorf("feedbench: want an empty Redis database (%d keys, %v)", n, err)
+	}
+	base, stop, err := feedServer(ctx, cfg.Self)
+	if err != nil {
+		return Result{}, err
+	}
+	defer stop()
+	ch := &countChannel{}
+	ledger, err := notifier.NewDeliveryLedger(rdb, notifier.DeliveryLedgerConfig{})
+	if err != nil {
+		return Result{}, err
+	}
+	disp, err := notifier.NewDispatcher(ledger, map[string]notifier.Channel{notifier.ChannelLog: ch}, cfg.Telemetry)
+	if err != nil {
+		return Result{}, err
+	}
+	subs, err := subscriber.NewStore(rdb, subscriber.StoreConfig{})
+	if err != nil {
+		return Result{}, err
+	}
+	pub := stream.NewPublisher(rdb, cfg.Telemetry)
+	notify := func(ctx context.Context, reqs ...notifier.Request) error {
+		return notifier.PublishRequests(ctx, pub, notifier.RequestTopic(cfg.Partitions), reqs...)
+	}
+	// The feeds share one loopback host: its spacing is the least the pacer
+	// allows (1ms), and the egress policy lets the fetches reach it.
+	fl, err := feed.NewWith(rdb, pub, feed.Deps{Subscribers: subs, Notify: notify, Sender: disp}, feed.Config{Partitions: cfg.Partitions,
+		Etiquette: feed.EtiquetteConfig{HostSpacing: time.Millisecond}, Logger: cfg.Telemetry.Logger})
+	if err != nil {
+		return Result{}, err
+	}
+	allow, err := egress.New(egress.Config{Allow: []string{strings.TrimPrefix(base, "http://")}})
+	if err != nil {
+		return Result{}, err
+	}
+	poller, err := fl.NewPoller(feed.PollerConfig{Fetch: poll.Config{RatePerHost: 1e6, Burst: 1000, Egress: allow}})
+	if err != nil {
+		return Result{}, err
+	}
+	var res Result
+	mem0 := usedMemory(ctx, rdb)
+	phase := cfg.Progress.Start("define feeds", int64(cfg.Feeds))
+	feeds := make([]feed.Feed, cfg.Feeds)
+	for i := range feeds {
+		if feeds[i], err = define(ctx, fl, base+"/f/"+strconv.Itoa(i)); err != nil {
+			return res, err
+		}
+		phase.Add(1)
+	}
+	phase.Done("")
+	res.Definitions = (usedMemory(ctx, rdb) - mem0) / int64(cfg.Feeds)
+	runCtx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	defer func() { cancel(); wg.Wait() }()
+	for _, s := range fl.Stages() {
+		for range cfg.Copies {
+			r, err := stream.NewRunner(rdb, s, cfg.Telemetry)
+			if err != nil {
+				return res, err
+			}
+			wg.Go(func() { _ = r.Run(runCtx) })
+		}
+	}
+	res.Items = cfg.Feeds * itemsPerFeed
+	phase = cfg.Progress.Start("poll and deliver", int64(cfg.Feeds*itemsPerFeed/10))
+	start, cpu := time.Now(), benchstat.ReadCPU(ctx, rdb)
+	if err := pollAll(ctx, poller, feeds, cfg.Pollers); err != nil {
+		return res, err
+	}
+	res.Polled = time.Since(start)
+	want := int64(cfg.Feeds * itemsPerFeed / 10)
+	topics := fl.Topics()
+	for ch.n.Load() < want || !drained(ctx, rdb, topics.Polls, feed.StageAssign) || !drained(ctx, rdb, topics.Collections, feed.StageDeliver) {
+		phase.Set(ch.n.Load())
+		select {
+		case <-ctx.Done():
+			return res, ctx.Err()
+		case <-time.After(20 * time.Millisecond):
+		}
+	}
+	res.Elapsed = time.Since(start)
+	res.CPU = benchstat.ReadCPU(ctx, rdb).PerItem(cpu, res.Items)
+	phase.Done(fmt.Sprintf("%d digests", ch.n.Load()))
+	if got := ch.n.Load(); got != want {
+		return res, fmt.Errorf("feedbench: %d digests delivered, want %d", got, want)
+	}
+	all := usedMemory(ctx, rdb)
+	res.Streams = (all - mem0) / int64(cfg.Feeds)
+	// Everything is acknowledged: drop the stream entries (the Trimmer's
+	// job once they are old enough) to see the state that stays.
+	for _, tp := range []stream.Topic{topics.Polls, topics.Collections, topics.History} {
+		for p := range tp.Partitions {
+			_ = rdb.XTrimMaxLen(ctx, tp.Stream(p), 0).Err()
+		}
+	}
+	res.State = (usedMemory(ctx, rdb) - mem0) / int64(cfg.Feeds)
+	return res, nil
+}
+
+// define stores a feed at url, its "tens" subscribable (a digest every 10
+// items) and a log subscription to it.
+func define(ctx context.Context, fl *feed.Flow, url string) (feed.Feed, error) {
+	f, _, err := fl.Store().PutFeed(ctx, feed.Feed{URL: url, IncludeExisting: true})
+	if err != nil {
+		return f, err
+	}
+	if _, _, err := fl.Store().PutSubscribable(ctx, feed.Subscribable{FeedID: f.ID, Name: "tens", Manager: feed.Manager{Kind: feed.EveryN, N: 10}}); err != nil {
+		return f, err
+	}
+	_, _, err = fl.Subscribe(ctx, f.ID, "tens", feed.Destination{Kind: feed.DestLog, Name: "bench"})
+	return f, err
+}
+
+// pollAll polls every feed once from n concurrent pollers.
+func pollAll(ctx context.Context, poller *feed.Poller, feeds []feed.Feed, n int) error {
+	var next atomic.Int64
+	errs := make(chan error, n)
+	var wg sync.WaitGroup
+	for range n {
+		wg.Go(func() {
+			for i := next.Add(1) - 1; i < int64(len(feeds)); i = next.Add(1) - 1 {
+				if _, err := poller.PollOnce(ctx, feeds[i]); err != nil {
+					errs <- fmt.Errorf("feedbench: poll %s: %w", feeds[i].URL, err)
+					return
+				}
+			}
+		})
+	}
+	wg.Wait()
+	close(errs)
+	return <-errs
+}
+
+// feedServer starts the feed server: a process of its own through self, in
+// this process when self is nil. stop ends it.
+func feedServer(ctx context.Context, self func(args ...string) *exec.Cmd) (base string, stop func(), err error) {
+	if self == nil {
+		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			_, _ = w.Write([]byte(feedDoc(strings.TrimPrefix(r.URL.Path, "/f/"))))
+		}))
+		return srv.URL, srv.Close, nil
+	}
+	cmd := self(ServerArgs...)
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return "", nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return "", nil, fmt.Errorf("feedbench: feed server: %w", err)
+	}
+	stop = func() { _ = in.Close(); _ = cmd.Wait() }
+	line, err := bufio.NewReader(out).ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "http://") {
+		stop()
+		return "", nil, fmt.Errorf("feedbench: feed server answered %q: %v", line, err)
+	}
+	return strings.TrimSpace(line), stop, ctx.Err()
+}
+
+// usedMemory is Redis's used_memory (INFO memory), 0 when it cannot tell.
+func usedMemory(ctx context.Context, rdb redis.UniversalClient) int64 {
+	info, _ := rdb.Info(ctx, "memory").Result()
+	for line := range strings.Lines(info) {
+		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
+			n, _ := strconv.ParseInt(v, 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// drained reports whether group has read and acknowledged every entry of
+// every partition of topic.
+func drained(ctx context.Context, rdb redis.UniversalClient, topic stream.Topic, group string) bool {
+	for p := range topic.Partitions {
+		key := topic.Stream(p)
+		last, err := rdb.XRevRangeN(ctx, key, "+", "-", 1).Result()
+		if err != nil {
+			return false
+		}
+		if len(last) == 0 {
+			continue
+		}
+		groups, err := rdb.XInfoGroups(ctx, key).Result()
+		if err != nil {
+			return false
+		}
+		ok := false
+		for _, g := range groups {
+			ok = ok || (g.Name == group && g.Pending == 0 && g.LastDeliveredID == last[0].ID)
+		}
+		if !ok {
+			return false
+		}
+	}
+	return true
+}
