@@ -97,7 +97,7 @@ func Setup(ctx context.Context, cfg Config) (*Providers, error) {
 
 	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
 	if spanExp != nil {
-		tpOpts = append(tpOpts, sdktrace.WithBatcher(spanExp))
+		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(NewSpanProcessor(spanExp)))
 	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)
 

@@ -36,6 +36,7 @@ func BenchmarkRunnerChain(b *testing.B) {
 		{"none-run", nil, true, true},
 		{"none-noparent", nil, false, false},
 		{"sampled", sdktrace.AlwaysSample(), true, false},
+		{"sampled-run", sdktrace.AlwaysSample(), true, true},
 		{"unsampled", sdktrace.NeverSample(), true, false},
 		{"unsampled-run", sdktrace.NeverSample(), true, true},
 		{"root-1%", sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01)), false, false},

@@ -2,7 +2,6 @@ package stream
 
 import (
 	"context"
-	"sync"
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
@@ -51,16 +50,12 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 			recording := span.IsRecording()
 			if recording {
 				// One call: the SDK grows the span's attributes once, and
-				// copies them, so the slice goes back to the pool.
-				buf := spanAttrs.Get().(*[]attribute.KeyValue)
-				all := append(append((*buf)[:0], attrs...), dsotel.MessagingMessageIDKey.String(msg.ID))
+				// copies them, so the partition's slice serves the next message.
+				all := append(msg.reuse.spanAttrs(attrs), dsotel.MessagingMessageIDKey.String(msg.ID))
 				if msg.Attempt > 1 {
 					all = append(all, dsotel.MessageAttemptKey.Int(msg.Attempt), dsotel.MessagingConsumerNameKey.String(info.Consumer))
 				}
 				span.SetAttributes(all...)
-				clear(all)
-				*buf = all[:0]
-				spanAttrs.Put(buf)
 			}
 			msg.ctx = ctx
 			err := next(ctx, msg)
@@ -74,9 +69,3 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 		}
 	}
 }
-
-// spanAttrs holds the slices a recording span's attributes are gathered in.
-var spanAttrs = sync.Pool{New: func() any {
-	s := make([]attribute.KeyValue, 0, 8)
-	return &s
-}}

@@ -3,6 +3,7 @@ package stream
 import (
 	"context"
 
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 )
 
@@ -16,6 +17,9 @@ type traceReuse struct {
 	parent      context.Context
 	traceParent string
 	ctx         context.Context
+	// attrs starts with the stage's span attributes; each recording span
+	// appends its message's after them (see spanAttrs).
+	attrs []attribute.KeyValue
 }
 
 // extract is ExtractTrace(ctx, p, m), reusing the last result when m
@@ -30,6 +34,19 @@ func (c *traceReuse) extract(ctx context.Context, p propagation.TextMapPropagato
 		return c.ctx
 	}
 	out := ExtractTrace(ctx, p, m)
-	*c = traceReuse{parent: ctx, traceParent: m.TraceParent, ctx: out}
+	c.parent, c.traceParent, c.ctx = ctx, m.TraceParent, out
 	return out
+}
+
+// spanAttrs returns stage, the stage's span attributes, with room to append
+// a message's: the partition's own slice, built once, or a new one when c
+// is nil. The stage's are never overwritten, so they are not copied again.
+func (c *traceReuse) spanAttrs(stage []attribute.KeyValue) []attribute.KeyValue {
+	if c == nil {
+		return append(make([]attribute.KeyValue, 0, len(stage)+3), stage...)
+	}
+	if c.attrs == nil {
+		c.attrs = append(make([]attribute.KeyValue, 0, len(stage)+3), stage...)
+	}
+	return c.attrs[:len(stage)]
 }

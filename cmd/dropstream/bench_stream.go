@@ -7,6 +7,7 @@ import (
 	"runtime"
 	"slices"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
@@ -119,13 +120,13 @@ func benchStreamRound(ctx context.Context, a *app, bc streambench.Config, runs [
 	if reverse {
 		slices.Reverse(order)
 	}
-	results := map[string]streambench.Result{}
+	results, spans := map[string]streambench.Result{}, map[string]spanCounts{}
 	for _, mode := range order {
-		r, err := benchStreamMode(ctx, a, bc, mode, prefix)
+		r, s, err := benchStreamMode(ctx, a, bc, mode, prefix)
 		if err != nil {
 			return round, fmt.Errorf("bench stream %s: %w", mode, err)
 		}
-		results[mode] = r
+		results[mode], spans[mode] = r, s
 		round.rate[mode] = r.PerSecond
 		round.cpu[mode] = r.CPUPerMessage
 		round.redisCPU[mode] = r.RedisCPUPerMessage
@@ -145,15 +146,18 @@ func benchStreamRound(ctx context.Context, a *app, bc streambench.Config, runs [
 				line += fmt.Sprintf(", %.2f× %s (CPU %.2f×)", round.ratio(mode, base), base, float64(r.CPUPerMessage)/float64(round.cpu[base]))
 			}
 		}
+		if s := spans[mode]; s.ended > 0 {
+			line += fmt.Sprintf("; spans: %d ended, %d exported, %d dropped", s.ended, s.exported, s.ended-s.exported)
+		}
 		fmt.Fprintln(stdout, line)
 	}
 	return round, nil
 }
 
-// benchStreamMode runs one mode's throughput with that mode's telemetry.
-func benchStreamMode(ctx context.Context, a *app, bc streambench.Config, mode, prefix string) (streambench.Result, error) {
+// benchStreamMode runs one mode's throughput with that mode's telemetry, and
+// counts the spans its stage and publisher ended and exported.
+func benchStreamMode(ctx context.Context, a *app, bc streambench.Config, mode, prefix string) (streambench.Result, spanCounts, error) {
 	tel, shutdown := benchTelemetry(a, mode)
-	defer shutdown()
 	c := bc
 	c.Telemetry = tel
 	c.Progress = bc.Progress.With(prefix + mode + " ")
@@ -162,10 +166,12 @@ func benchStreamMode(ctx context.Context, a *app, bc streambench.Config, mode, p
 		defer pubShutdown()
 		c.PublishTelemetry = &pubTel
 	}
+	run := streambench.Throughput
 	if mode == "plain" {
-		return streambench.Plain(ctx, a.rdb, c)
+		run = streambench.Plain
 	}
-	return streambench.Throughput(ctx, a.rdb, c)
+	r, err := run(ctx, a.rdb, c)
+	return r, shutdown(), err
 }
 
 // printStreamMedians prints per mode the median throughput and the median
@@ -208,23 +214,45 @@ func median(xs []float64) float64 {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
-// benchTelemetry is a mode's telemetry: noop for plain and none, else the
-// app's metrics and spans batched then discarded (1 % or all sampled).
-func benchTelemetry(a *app, mode string) (stream.Telemetry, func()) {
+// benchTelemetry is a mode's telemetry: noop for plain, none and carried,
+// else the app's metrics, and spans (1 % or all sampled) through the
+// processor the binary exports with, to an exporter that counts and drops
+// them: the bench pays for the spans but no network. shutdown flushes them
+// and returns the counts.
+func benchTelemetry(a *app, mode string) (tel stream.Telemetry, shutdown func() spanCounts) {
 	if mode == "plain" || mode == "none" || mode == "carried" {
-		return stream.Telemetry{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider(), Logger: a.log}, func() {}
+		return stream.Telemetry{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider(), Logger: a.log},
+			func() spanCounts { return spanCounts{} }
 	}
 	sampler := sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01))
 	if mode == "traced" {
 		sampler = sdktrace.AlwaysSample()
 	}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithBatcher(discardExporter{}))
+	counts := &spanCounts{}
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithSpanProcessor(counts),
+		sdktrace.WithSpanProcessor(dsotel.NewSpanProcessor(counts)))
 	return stream.Telemetry{TracerProvider: tp, MeterProvider: a.otel.MeterProvider, Propagator: dsotel.NewPropagator(), Logger: a.log},
-		func() { _ = tp.Shutdown(context.Background()) }
+		func() spanCounts {
+			_ = tp.Shutdown(context.Background())
+			return spanCounts{ended: atomic.LoadInt64(&counts.ended), exported: atomic.LoadInt64(&counts.exported)}
+		}
 }
 
-// discardExporter drops spans: the bench pays for them but no network.
-type discardExporter struct{}
+// spanCounts counts the sampled spans that ended (as a span processor) and
+// those exported (as the exporter, which then drops them).
+type spanCounts struct{ ended, exported int64 }
 
-func (discardExporter) ExportSpans(context.Context, []sdktrace.ReadOnlySpan) error { return nil }
-func (discardExporter) Shutdown(context.Context) error                             { return nil }
+func (c *spanCounts) OnEnd(s sdktrace.ReadOnlySpan) {
+	if s.SpanContext().IsSampled() {
+		atomic.AddInt64(&c.ended, 1)
+	}
+}
+
+func (c *spanCounts) ExportSpans(_ context.Context, spans []sdktrace.ReadOnlySpan) error {
+	atomic.AddInt64(&c.exported, int64(len(spans)))
+	return nil
+}
+
+func (*spanCounts) OnStart(context.Context, sdktrace.ReadWriteSpan) {}
+func (*spanCounts) ForceFlush(context.Context) error                { return nil }
+func (*spanCounts) Shutdown(context.Context) error                  { return nil }
