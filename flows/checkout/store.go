@@ -49,17 +49,21 @@ func retry[T any](ctx context.Context, s *Store, op func() (T, error)) (T, error
 	return stream.RetryUnavailable(ctx, s.retryFor, op)
 }
 
+// retryErr is retry of an op without a result.
+func (s *Store) retryErr(ctx context.Context, op func() error) error {
+	_, err := retry(ctx, s, func() (struct{}, error) { return struct{}{}, op() })
+	return err
+}
+
 // write runs queue's idempotent writes in one pipeline with the replica
 // wait, retrying like retry.
 func (s *Store) write(ctx context.Context, queue func(redis.Pipeliner)) error {
-	_, err := retry(ctx, s, func() (struct{}, error) { return struct{}{}, s.wait.Exec(ctx, s.rdb, queue) })
-	return err
+	return s.retryErr(ctx, func() error { return s.wait.Exec(ctx, s.rdb, queue) })
 }
 
 // confirm waits until the replicas hold every write so far.
 func (s *Store) confirm(ctx context.Context) error {
-	_, err := retry(ctx, s, func() (struct{}, error) { return struct{}{}, s.wait.Confirm(ctx, s.rdb) })
-	return err
+	return s.retryErr(ctx, func() error { return s.wait.Confirm(ctx, s.rdb) })
 }
 
 // callTTL keeps a call's outcome past every try of the call.
