@@ -42,14 +42,10 @@ var (
 	ErrTaken = errors.New("recordstore: id held by another tenant")
 )
 
-// Layout is where a store keeps its records; set Hash, or Prefix and Index.
+// Layout is where a store keeps its records: the one Hash (id → JSON), or
+// each at Prefix+id with the ids in the sorted set Index.
 type Layout struct {
-	// Hash is the one hash holding every record, id → JSON.
-	Hash string
-	// Prefix is prepended to an id to make its record's key.
-	Prefix string
-	// Index is the sorted set of the ids.
-	Index string
+	Hash, Prefix, Index string
 }
 
 // Config configures a Store. Zero fields take their defaults.
