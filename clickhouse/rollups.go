@@ -19,8 +19,7 @@ const (
 	// TableSessionsDaily holds, per day of opening, provider and venue:
 	// sessions, closed sessions, and duration sum and quantiles.
 	TableSessionsDaily = "rollup_sessions_daily"
-	// TableSourceHourly holds, per hour and source: runs and failed runs.
-	TableSourceHourly = "rollup_source_hourly"
+	TableSourceHourly  = "rollup_source_hourly" // holds, per hour and source: runs and failed runs.
 )
 
 // View is an embedded materialized view: Select reads the raw table

@@ -28,13 +28,10 @@ const (
 
 // Bounds of StatsQuery.
 const (
-	// MaxStatsRange is the longest time range of one query.
-	MaxStatsRange = 2 * 366 * 24 * time.Hour
-	// MaxStatsRows caps the rows of one query (DefaultStatsRows when 0).
-	MaxStatsRows     = 5000
+	MaxStatsRange    = 2 * 366 * 24 * time.Hour // the longest time range of one query.
+	MaxStatsRows     = 5000                     // caps the rows of one query (DefaultStatsRows when 0).
 	DefaultStatsRows = 1000
-	// maxFilterLen bounds filter values.
-	maxFilterLen = 256
+	maxFilterLen     = 256 // bounds filter values.
 )
 
 // StatsQuery selects rollup rows: [From, To), a grouping and optional

@@ -12,10 +12,8 @@ const Name = "checkout"
 
 // Message types of the flow's streams.
 const (
-	// TypeCommand is a stock or payment command (effect or compensation).
-	TypeCommand = "checkout.command"
-	// TypeSaga is the record of a finished attempt, for analytics.
-	TypeSaga = "checkout.saga"
+	TypeCommand = "checkout.command" // a stock or payment command (effect or compensation).
+	TypeSaga    = "checkout.saga"    // the record of a finished attempt, for analytics.
 )
 
 // Topics are the flow's streams; they share one partition count, so an

@@ -18,8 +18,7 @@ import (
 const (
 	StageStock   = "checkout-stock"
 	StagePayment = "checkout-payment"
-	// StageHistory appends the saga records to ClickHouse (HistoryConfig).
-	StageHistory = "checkout-analytics"
+	StageHistory = "checkout-analytics" // appends the saga records to ClickHouse (HistoryConfig).
 )
 
 // instrumentationScope names the tracer of this package.

@@ -18,16 +18,11 @@ import (
 
 // Errors of the store and checkouts; the HTTP API answers them with 400.
 var (
-	// ErrNotFound: no item, user or order with that id.
-	ErrNotFound = errors.New("not found")
-	// ErrInsufficient: stock or credit would go below zero.
-	ErrInsufficient = errors.New("insufficient")
-	// ErrInvalid: a malformed id or an amount out of range.
-	ErrInvalid = errors.New("invalid")
-	// ErrConflict: the order is paid, or a checkout of it is running.
-	ErrConflict = errors.New("conflict")
-	// ErrCheckoutFailed: the saga failed and was compensated.
-	ErrCheckoutFailed = errors.New("checkout failed")
+	ErrNotFound       = errors.New("not found")       // no item, user or order with that id.
+	ErrInsufficient   = errors.New("insufficient")    // stock or credit would go below zero.
+	ErrInvalid        = errors.New("invalid")         // a malformed id or an amount out of range.
+	ErrConflict       = errors.New("conflict")        // the order is paid, or a checkout of it is running.
+	ErrCheckoutFailed = errors.New("checkout failed") // the saga failed and was compensated.
 )
 
 // Store keeps items, users and orders as Redis hashes in their id's

@@ -29,8 +29,7 @@ func standingKey(parts ...string) string {
 }
 
 var (
-	// standingIndex: every standing search id, by creation time (ms).
-	standingIndex = standingKey("index")
+	standingIndex = standingKey("index") // every standing search id, by creation time (ms).
 	// standingEpoch is bumped by every create and delete, so the keeper
 	// reads the searches again.
 	standingEpoch = standingKey("epoch")

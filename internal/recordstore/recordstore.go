@@ -28,12 +28,9 @@ import (
 
 // Errors of a store, for errors.Is.
 var (
-	// ErrNotFound: no record has the id.
-	ErrNotFound = errors.New("recordstore: record not found")
-	// ErrFull: the store holds Config.Max records and the record is new.
-	ErrFull = errors.New("recordstore: store full")
-	// ErrTooLarge: a record's JSON exceeds Config.MaxSize.
-	ErrTooLarge = errors.New("recordstore: record too large")
+	ErrNotFound = errors.New("recordstore: record not found") // no record has the id.
+	ErrFull     = errors.New("recordstore: store full")       // the store holds Config.Max records and the record is new.
+	ErrTooLarge = errors.New("recordstore: record too large") // a record's JSON exceeds Config.MaxSize.
 	// ErrCorrupt: a stored record cannot be decoded (default Decode).
 	ErrCorrupt = errors.New("recordstore: stored record unreadable")
 	// ErrConflict: Update found the record changed by others too often.
