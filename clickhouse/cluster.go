@@ -348,7 +348,7 @@ func clusterDSNs(ctx context.Context, dsn, cluster string) ([]string, error) {
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: parse DSN: %w", err)
 	}
-	hosts, err := queryRows(ctx, c, "read system.clusters", "SELECT host_address, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num",
+	hosts, err := QueryRows(ctx, c, "read system.clusters", "SELECT host_address, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num",
 		[]any{cluster}, func(rows driver.Rows) (string, error) {
 			var host string
 			var port uint16

@@ -159,7 +159,7 @@ func migrate(ctx context.Context, c *Client, migrations []Migration, progress fu
 
 // appliedVersions returns the versions recorded in MigrationsTable.
 func appliedVersions(ctx context.Context, c *Client) (map[int]bool, error) {
-	vs, err := queryRows(ctx, c, "read "+MigrationsTable, "SELECT DISTINCT version FROM "+MigrationsTable, nil, scanOne[uint32])
+	vs, err := QueryRows(ctx, c, "read "+MigrationsTable, "SELECT DISTINCT version FROM "+MigrationsTable, nil, scanOne[uint32])
 	done := map[int]bool{}
 	for _, v := range vs {
 		done[int(v)] = true

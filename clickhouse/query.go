@@ -60,9 +60,9 @@ func CountRuns(ctx context.Context, c *Client, f Filter) (uint64, error) {
 	return count(ctx, c, TableRuns, "SELECT uniqExact(run_id) FROM "+TableRuns+where, args)
 }
 
-// queryRows runs q and returns its rows as scan reads them; what names the
+// QueryRows runs q and returns its rows as scan reads them; what names the
 // query in errors.
-func queryRows[T any](ctx context.Context, c *Client, what, q string, args []any, scan func(driver.Rows) (T, error)) ([]T, error) {
+func QueryRows[T any](ctx context.Context, c *Client, what, q string, args []any, scan func(driver.Rows) (T, error)) ([]T, error) {
 	rows, err := c.conn.Query(ctx, q, args...)
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: %s: %w", what, err)

@@ -312,7 +312,7 @@ func localName(ctx context.Context, c *Client, table string) (string, error) {
 
 // partitionIDs returns the distinct partition ids of table's active parts.
 func partitionIDs(ctx context.Context, c *Client, table string) ([]string, error) {
-	return queryRows(ctx, c, "partitions of "+table, `SELECT DISTINCT partition_id FROM system.parts
+	return QueryRows(ctx, c, "partitions of "+table, `SELECT DISTINCT partition_id FROM system.parts
 WHERE database = currentDatabase() AND table = ? AND active ORDER BY partition_id`, []any{table}, scanOne[string])
 }
 

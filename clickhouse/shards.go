@@ -12,7 +12,7 @@ var reDistributed = regexp.MustCompile(`^Distributed\(\s*'?([A-Za-z_][A-Za-z0-9_
 // SchemaCluster returns the cluster MigrateCluster created the schema for,
 // or "" for a single server's.
 func SchemaCluster(ctx context.Context, c *Client) (string, error) {
-	engines, err := queryRows(ctx, c, "engine of "+TableTransitions, `SELECT engine_full FROM system.tables
+	engines, err := QueryRows(ctx, c, "engine of "+TableTransitions, `SELECT engine_full FROM system.tables
 WHERE database = currentDatabase() AND name = ? AND engine = 'Distributed'`, []any{TableTransitions}, scanOne[string])
 	if err != nil || len(engines) == 0 || engines[len(engines)-1] == "" {
 		return "", err

@@ -154,7 +154,7 @@ func FlowStats(ctx context.Context, c *Client, q StatsQuery) ([]FlowStat, error)
 	sql := `SELECT ` + keyExpr(q.GroupBy, "hour") + ` AS k, uniqExactIfMerge(opens), uniqExactIfMerge(closes),
 	uniqExactIfMerge(stable_opens), uniqExactIfMerge(stable_closes), uniqExactIfMerge(notifications_sent)
 FROM ` + TableFlowHourly + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.Itoa(q.Limit)
-	return queryRows(ctx, c, "flow stats", sql, args, func(rows driver.Rows) (FlowStat, error) {
+	return QueryRows(ctx, c, "flow stats", sql, args, func(rows driver.Rows) (FlowStat, error) {
 		var s FlowStat
 		var k string
 		err := rows.Scan(&k, &s.Opens, &s.Closes, &s.StableOpens, &s.StableCloses, &s.NotificationsSent)
@@ -190,7 +190,7 @@ func SessionStats(ctx context.Context, c *Client, q StatsQuery) ([]SessionStat, 
 	sql := `SELECT ` + keyExpr(q.GroupBy, "day") + ` AS k, uniqExactMerge(sessions), uniqExactIfMerge(closed_sessions),
 	countIfMerge(closed_rows), sumIfMerge(duration_ms_sum), quantilesIfMerge(0.5, 0.9, 0.99)(duration_ms_q)
 FROM ` + TableSessionsDaily + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.Itoa(q.Limit)
-	return queryRows(ctx, c, "session stats", sql, args, func(rows driver.Rows) (SessionStat, error) {
+	return QueryRows(ctx, c, "session stats", sql, args, func(rows driver.Rows) (SessionStat, error) {
 		var s SessionStat
 		var k string
 		var closedRows, sumMs uint64

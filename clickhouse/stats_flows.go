@@ -46,7 +46,7 @@ func NotificationStats(ctx context.Context, c *Client, q StatsQuery) ([]Notifica
 	uniqExactIfMerge(failed), uniqExactIfMerge(rejected), uniqExactIfMerge(held), uniqExactIfMerge(batched),
 	uniqExactIfMerge(suppressed), quantilesIfMerge(0.5, 0.9, 0.99)(latency_ms_q)
 FROM ` + TableNotificationsHourly + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.Itoa(q.Limit)
-	return queryRows(ctx, c, "notification stats", sql, args, func(rows driver.Rows) (NotificationStat, error) {
+	return QueryRows(ctx, c, "notification stats", sql, args, func(rows driver.Rows) (NotificationStat, error) {
 		var s NotificationStat
 		var k string
 		var lat []float64
