@@ -41,46 +41,34 @@ type ReadinessCheck struct {
 }
 
 // Config configures a [Server]. The zero value is valid: every field has a
-// default, and an empty APIKeys leaves the API open (warned at start).
+// default (Default*, otel's globals, slog.Default), and an empty APIKeys
+// leaves the API open.
 type Config struct {
-	// Addr is the TCP listen address of [Server.Listen]. Default ":8080".
+	// Addr is the TCP listen address of [Server.Listen].
 	Addr string
-	// BodyLimit is the maximum request body size in bytes; larger bodies
-	// are rejected with 413. Default 1 MiB. Must not be negative.
+	// BodyLimit is the largest request body in bytes; larger ones get 413.
 	BodyLimit int
-	// ReadTimeout bounds reading a whole request. Default 10s.
-	ReadTimeout time.Duration
-	// WriteTimeout bounds writing a response. Default 10s.
-	WriteTimeout time.Duration
-	// IdleTimeout bounds a keep-alive connection's wait. Default 60s.
-	IdleTimeout time.Duration
-	// ReadyTimeout bounds GET /readyz: every check runs concurrently under
-	// this deadline. Default 2s.
-	ReadyTimeout time.Duration
-	// ShutdownTimeout bounds the graceful shutdown of [Server.Listen] and
-	// [Server.Serve]. Default 10s.
-	ShutdownTimeout time.Duration
+	// ReadTimeout bounds reading a request, WriteTimeout writing a
+	// response, IdleTimeout a keep-alive connection's wait, ReadyTimeout
+	// GET /readyz and ShutdownTimeout the graceful shutdown.
+	ReadTimeout, WriteTimeout, IdleTimeout time.Duration
+	ReadyTimeout, ShutdownTimeout          time.Duration
 
 	// APIKeys lists the API keys as ValidateAPIKeys reads them. Empty: the
 	// API is open.
 	APIKeys string
 
-	// Logger receives the access log, errors and panics. Default slog.Default().
-	Logger *slog.Logger
-	// TracerProvider creates the server spans. Default otel.GetTracerProvider().
+	// Logger receives the access log, errors and panics.
+	Logger         *slog.Logger
 	TracerProvider trace.TracerProvider
-	// MeterProvider records the server metrics. Default otel.GetMeterProvider().
-	MeterProvider metric.MeterProvider
+	MeterProvider  metric.MeterProvider
 	// Propagator carries the trace context. Default W3C Trace Context plus
-	// Baggage (the otel global propagates nothing until set).
+	// Baggage (otel's global propagates nothing until set).
 	Propagator propagation.TextMapPropagator
-
 	// MetricsHandler serves GET /metrics without a key. Nil: no route.
 	MetricsHandler http.Handler
-
-	// Checks are run by GET /readyz. None: /readyz always reports ready.
+	// Checks are run by GET /readyz. None: always ready.
 	Checks []ReadinessCheck
-
 	// RateLimit limits each caller's requests per route class.
 	RateLimit RateLimitConfig
 }
@@ -98,13 +86,8 @@ func (c Config) validate() (keyring, error) {
 	for _, d := range []struct {
 		name string
 		v    time.Duration
-	}{
-		{"ReadTimeout", c.ReadTimeout},
-		{"WriteTimeout", c.WriteTimeout},
-		{"IdleTimeout", c.IdleTimeout},
-		{"ReadyTimeout", c.ReadyTimeout},
-		{"ShutdownTimeout", c.ShutdownTimeout},
-	} {
+	}{{"ReadTimeout", c.ReadTimeout}, {"WriteTimeout", c.WriteTimeout}, {"IdleTimeout", c.IdleTimeout},
+		{"ReadyTimeout", c.ReadyTimeout}, {"ShutdownTimeout", c.ShutdownTimeout}} {
 		if d.v < 0 {
 			return keyring{}, fmt.Errorf("%w: %s %v is negative", ErrInvalidConfig, d.name, d.v)
 		}

@@ -1,18 +1,11 @@
-// Package api is dropstream's HTTP API, built on Fiber v2.
+// Package api is dropstream's HTTP API on Fiber v2.
 //
-// [New] builds a [Server] from a [Config]. It serves GET /healthz, GET
-// /readyz (every ReadinessCheck) and GET /metrics (Config.MetricsHandler)
-// without a key; feature routes are registered with [Server.Handle], which
-// also documents them in /openapi.json. Strings from a handler's context may
-// be kept after it returns (Fiber's Immutable).
-//
-// Every request passes, outermost first, through the request id
-// ([RequestID]), an OpenTelemetry server span and [MetricRequestDuration]
-// (labelled by method, route template and status only), the access log,
-// panic recovery, and per route the API-key scope check and rate limit.
-//
-// Every error response is the JSON envelope
-// {"error":{"code":"not_found","message":"..."}}. Handlers return an
-// [*Error] ([BadRequest], [NotFound], ...) to choose it; any other error is
-// a logged 500 "internal error".
+// [New] builds a [Server] serving /healthz, /readyz and /metrics without a
+// key; [Server.Handle] registers a feature route and documents it in
+// /openapi.json. Every request gets a request id, a server span, metrics,
+// an access log and panic recovery; each route its key scope and rate
+// limit. Strings from a handler's context may be kept after it returns
+// (Fiber's Immutable). Errors are the JSON envelope
+// {"error":{"code","message"}}: a handler returns an [*Error], any other
+// error is a logged 500.
 package api

@@ -9,12 +9,9 @@ import (
 
 // Defaults of list routes' paging.
 const (
-	// DefaultPageLimit is a page's size when the query gives no limit.
-	DefaultPageLimit = 100
-	// MaxPageLimit bounds the limit a query may ask for.
-	MaxPageLimit = 1000
-	// MaxCursorLen bounds a cursor a query may give.
-	MaxCursorLen = 512
+	DefaultPageLimit = 100  // a page's size when the query gives no limit.
+	MaxPageLimit     = 1000 // bounds the limit a query may ask for.
+	MaxCursorLen     = 512  // bounds a cursor a query may give.
 )
 
 // Page is the JSON body of a list route: exactly the limit asked for when

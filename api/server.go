@@ -15,17 +15,15 @@ import (
 // server has already been started: a Server serves at most once.
 var ErrServerStarted = errors.New("api: server already started")
 
-// Server is dropstream's HTTP API server. Create it with [New], add routes
-// with [Server.Group] (or [Server.App]) before serving, then run it with
-// [Server.Listen] or [Server.Serve]. Its methods are safe for concurrent use,
-// but routes must not be added once serving has begun.
+// Server is dropstream's HTTP API server: [New], add routes, then
+// [Server.Listen] or [Server.Serve]. Its methods are safe for concurrent
+// use; routes must not be added once serving has begun.
 type Server struct {
-	cfg  Config // with defaults applied
-	log  *slog.Logger
-	keys keyring
-	app  *fiber.App
-	// limiter limits each caller's requests per class; nil when disabled.
-	limiter *limiter
+	cfg     Config // with defaults applied
+	log     *slog.Logger
+	keys    keyring
+	app     *fiber.App
+	limiter *limiter // nil when disabled
 
 	listening chan struct{} // closed once bound to a listener
 	spec      openAPI       // operations registered with Handle
@@ -35,22 +33,16 @@ type Server struct {
 	ln      net.Listener // the listener being served, once started
 }
 
-// New validates cfg (see [Config.Validate]), applies its defaults and
-// returns a Server with the middleware chain and the operational routes
-// (/healthz, /readyz, /metrics) installed. With no API keys configured it
-// logs a warning that the API is open.
+// New validates cfg, applies its defaults and returns a Server with the
+// middleware chain and the operational routes installed. It warns when no
+// API keys leave the API open.
 func New(cfg Config) (*Server, error) {
 	keys, err := cfg.validate()
 	if err != nil {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Server{
-		cfg:       cfg,
-		log:       cfg.Logger,
-		keys:      keys,
-		listening: make(chan struct{}),
-	}
+	s := &Server{cfg: cfg, log: cfg.Logger, keys: keys, listening: make(chan struct{})}
 	if !cfg.RateLimit.Disabled {
 		s.limiter = newLimiter(cfg.RateLimit)
 	}
@@ -62,9 +54,8 @@ func New(cfg Config) (*Server, error) {
 		IdleTimeout:           cfg.IdleTimeout,
 		ErrorHandler:          s.handleError,
 		DisableStartupMessage: true,
-		// Handlers get strings (c.Params, c.Query, c.Get, ...) that stay
-		// valid after the request, so they can be kept in messages, maps or
-		// goroutines. Without it Fiber reuses their memory: a classic bug.
+		// Strings from c.Params, c.Query, c.Get... stay valid after the
+		// request; without it Fiber reuses their memory.
 		Immutable: true,
 	})
 	s.app.Use(requestIDMiddleware, s.tracingMiddleware(), s.accessLogMiddleware, s.recoverMiddleware, csrfMiddleware)
@@ -81,10 +72,8 @@ func New(cfg Config) (*Server, error) {
 // that need no API key. Prefer [Server.Group] for feature routes.
 func (s *Server) App() *fiber.App { return s.app }
 
-// Listen listens on Config.Addr and serves until ctx is cancelled, then shuts
-// down gracefully (see [Server.Serve]). Use [Server.Addr] after
-// [Server.Listening] is closed to learn the bound address, e.g. with
-// Addr "127.0.0.1:0".
+// Listen listens on Config.Addr and serves as [Server.Serve]. [Server.Addr]
+// gives the bound address once [Server.Listening] is closed.
 func (s *Server) Listen(ctx context.Context) error {
 	ln, err := (&net.ListenConfig{}).Listen(ctx, "tcp", s.cfg.Addr)
 	if err != nil {
@@ -93,11 +82,10 @@ func (s *Server) Listen(ctx context.Context) error {
 	return s.Serve(ctx, ln)
 }
 
-// Serve serves on ln until ctx is cancelled, and takes ownership of ln. On cancellation it stops accepting connections
-// and waits up to Config.ShutdownTimeout for in-flight requests to finish.
-// It returns nil after a clean shutdown, an error wrapping
-// context.DeadlineExceeded if requests outlived the shutdown timeout,
-// [ErrServerStarted] if the server was already started, or the serving error.
+// Serve serves on ln, which it owns, until ctx is cancelled, then waits up
+// to Config.ShutdownTimeout for in-flight requests. It returns nil after a
+// clean shutdown, an error wrapping context.DeadlineExceeded if requests
+// outlived it, [ErrServerStarted] on a second call, or the serving error.
 func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	s.mu.Lock()
 	if s.started {
@@ -139,9 +127,8 @@ func (s *Server) Serve(ctx context.Context, ln net.Listener) error {
 	return nil
 }
 
-// Listening returns a channel closed once the server is bound to its
-// listener; [Server.Addr] is meaningful from then on. It is never closed if
-// Listen fails to bind, so wait on it together with Listen's result.
+// Listening returns a channel closed once the server is bound. It is never
+// closed if Listen fails to bind: wait on it with Listen's result.
 func (s *Server) Listening() <-chan struct{} { return s.listening }
 
 // Addr returns the address the server listens on ("127.0.0.1:41234"), or ""

@@ -10,23 +10,17 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
-// Cluster mode.
-//
-// The same .sql files serve a cluster, each statement rewritten for every
-// server (ClusterStatements):
-//
-//   - CREATE TABLE t becomes the local table t_local plus a Distributed t
-//     over it, sharded by its sharding key; code keeps using t.
-//   - CREATE MATERIALIZED VIEW v TO t ... FROM s writes t_local from
-//     s_local, so each shard rolls up its own rows.
-//   - ALTER ... COLUMN runs on t_local and t; other ALTERs, OPTIMIZE and
-//     TRUNCATE on t_local; DROP TABLE drops both.
-//
-// The sharding key is ShardingKeys[t], else cityHash64 of the ORDER BY
-// columns, so rows that replace each other share a shard. No ON CLUSTER DDL
-// (it needs ZooKeeper): MigrateCluster runs the statements on every server.
+// Cluster mode rewrites each statement of the .sql files for every server
+// (ClusterStatements): CREATE TABLE t makes a local t_local and a
+// Distributed t over it; a materialized view writes t_local from s_local;
+// ALTER ... COLUMN runs on both tables, other ALTERs, OPTIMIZE and
+// TRUNCATE on t_local; DROP TABLE drops both. Tables are sharded by
+// ShardingKeys[t], else cityHash64 of the ORDER BY columns. MigrateCluster
+// runs the statements on every server: ON CLUSTER DDL needs ZooKeeper.
 
 // LocalSuffix names the local table t_local behind a Distributed t.
 const LocalSuffix = "_local"
@@ -350,30 +344,27 @@ func clusterDSNs(ctx context.Context, dsn, cluster string) ([]string, error) {
 		return nil, err
 	}
 	defer c.Close()
-	rows, err := c.conn.Query(ctx, "SELECT host_address, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num", cluster)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: read system.clusters: %w", err)
-	}
-	defer rows.Close()
 	u, err := url.Parse(dsn)
 	if err != nil {
 		return nil, fmt.Errorf("clickhouse: parse DSN: %w", err)
 	}
+	hosts, err := QueryRows(ctx, c, "read system.clusters", "SELECT host_address, port FROM system.clusters WHERE cluster = ? ORDER BY shard_num, replica_num",
+		[]any{cluster}, func(rows driver.Rows) (string, error) {
+			var host string
+			var port uint16
+			err := rows.Scan(&host, &port)
+			return net.JoinHostPort(host, strconv.Itoa(int(port))), err
+		})
+	if err != nil {
+		return nil, err
+	}
 	var out []string
-	for rows.Next() {
-		var host string
-		var port uint16
-		if err := rows.Scan(&host, &port); err != nil {
-			return nil, fmt.Errorf("clickhouse: read system.clusters: %w", err)
-		}
+	for _, h := range hosts {
 		shard := *u
-		shard.Host = net.JoinHostPort(host, strconv.Itoa(int(port)))
+		shard.Host = h
 		if s := shard.String(); !slices.Contains(out, s) {
 			out = append(out, s)
 		}
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("clickhouse: read system.clusters: %w", err)
 	}
 	if len(out) == 0 {
 		return nil, fmt.Errorf("clickhouse: cluster %s is not in system.clusters of the server of the DSN", cluster)

@@ -159,23 +159,12 @@ func migrate(ctx context.Context, c *Client, migrations []Migration, progress fu
 
 // appliedVersions returns the versions recorded in MigrationsTable.
 func appliedVersions(ctx context.Context, c *Client) (map[int]bool, error) {
-	rows, err := c.conn.Query(ctx, "SELECT DISTINCT version FROM "+MigrationsTable)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: read %s: %w", MigrationsTable, err)
-	}
-	defer rows.Close()
+	vs, err := QueryRows(ctx, c, "read "+MigrationsTable, "SELECT DISTINCT version FROM "+MigrationsTable, nil, scanOne[uint32])
 	done := map[int]bool{}
-	for rows.Next() {
-		var v uint32
-		if err := rows.Scan(&v); err != nil {
-			return nil, fmt.Errorf("clickhouse: read %s: %w", MigrationsTable, err)
-		}
+	for _, v := range vs {
 		done[int(v)] = true
 	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("clickhouse: read %s: %w", MigrationsTable, err)
-	}
-	return done, nil
+	return done, err
 }
 
 // recordMigration inserts m's row into MigrationsTable.

@@ -5,20 +5,17 @@ import (
 	"fmt"
 	"strings"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // Filter narrows the exact counts. The zero Filter counts everything.
 type Filter struct {
-	// From is the inclusive lower bound on the table's time column (runs and
-	// transitions: run_at; sessions: opened_at). Zero: no lower bound.
-	From time.Time
-	// To is the exclusive upper bound on the same column. Zero: no upper
-	// bound.
-	To time.Time
-	// Provider keeps rows of one provider. Empty: every provider.
-	Provider string
-	// SourceID keeps rows of one source. Empty: every source.
-	SourceID string
+	// From and To bound the table's time column (run_at; sessions:
+	// opened_at), From inclusive, To exclusive. Zero: no bound.
+	From, To time.Time
+	// Provider and SourceID keep rows of one provider or source. Empty: all.
+	Provider, SourceID string
 }
 
 // where returns the WHERE clause (possibly empty) for timeCol and its
@@ -61,6 +58,35 @@ func CountTransitions(ctx context.Context, c *Client, f Filter) (uint64, error) 
 func CountRuns(ctx context.Context, c *Client, f Filter) (uint64, error) {
 	where, args := f.where("run_at")
 	return count(ctx, c, TableRuns, "SELECT uniqExact(run_id) FROM "+TableRuns+where, args)
+}
+
+// QueryRows runs q and returns its rows as scan reads them; what names the
+// query in errors.
+func QueryRows[T any](ctx context.Context, c *Client, what, q string, args []any, scan func(driver.Rows) (T, error)) ([]T, error) {
+	rows, err := c.conn.Query(ctx, q, args...)
+	if err != nil {
+		return nil, fmt.Errorf("clickhouse: %s: %w", what, err)
+	}
+	defer rows.Close()
+	var out []T
+	for rows.Next() {
+		v, err := scan(rows)
+		if err != nil {
+			return nil, fmt.Errorf("clickhouse: %s: %w", what, err)
+		}
+		out = append(out, v)
+	}
+	if err := rows.Err(); err != nil {
+		return nil, fmt.Errorf("clickhouse: %s: %w", what, err)
+	}
+	return out, nil
+}
+
+// scanOne reads a row of one column.
+func scanOne[T any](rows driver.Rows) (T, error) {
+	var v T
+	err := rows.Scan(&v)
+	return v, err
 }
 
 func count(ctx context.Context, c *Client, table, q string, args []any) (uint64, error) {

@@ -19,25 +19,18 @@ const (
 	// TableSessionsDaily holds, per day of opening, provider and venue:
 	// sessions, closed sessions, and duration sum and quantiles.
 	TableSessionsDaily = "rollup_sessions_daily"
-	// TableSourceHourly holds, per hour and source: runs and failed runs.
-	TableSourceHourly = "rollup_source_hourly"
+	TableSourceHourly  = "rollup_source_hourly" // holds, per hour and source: runs and failed runs.
 )
 
-// View is an embedded materialized view filling a rollup from a raw table.
+// View is an embedded materialized view: Select reads the raw table
+// Source and inserts Columns, in order, into the rollup table Target.
 type View struct {
-	// Name is the view's name.
-	Name string
-	// Target is the rollup table it inserts into.
-	Target string
-	// Source is the raw table it reads.
-	Source string
+	Name, Target, Source string
 	// SourceTime is the source's time column, the argument of its
 	// PARTITION BY toYYYYMM(...) or toYYYYMMDD(...).
 	SourceTime string
-	// Columns are the target columns the view's SELECT produces, in order.
-	Columns []string
-	// Select is the view's SELECT statement.
-	Select string
+	Columns    []string
+	Select     string
 }
 
 var (
@@ -92,17 +85,12 @@ func Views() ([]View, error) {
 // RollupTables returns the target tables of Views, sorted.
 func RollupTables() ([]string, error) {
 	views, err := Views()
-	if err != nil {
-		return nil, err
-	}
 	var out []string
 	for _, v := range views {
-		if !slices.Contains(out, v.Target) {
-			out = append(out, v.Target)
-		}
+		out = append(out, v.Target)
 	}
 	slices.Sort(out)
-	return out, nil
+	return slices.Compact(out), err
 }
 
 // selectColumns returns a SELECT list's output names (alias or bare column).
@@ -238,27 +226,20 @@ func rebuild(ctx context.Context, c *Client, cfg RebuildConfig, shard string) er
 	}
 	var jobs []job
 	for _, t := range tables {
-		months := map[int]bool{}
+		var months []int
 		for _, v := range byTable[t] {
 			ms, err := partitionMonths(ctx, c, v.Source)
 			if err != nil {
 				return err
 			}
-			for _, m := range ms {
-				months[m] = true
-			}
+			months = append(months, ms...)
 		}
-		for m := range months {
+		slices.Sort(months)
+		for _, m := range slices.Compact(months) {
 			if (cfg.From.IsZero() || m >= yyyymm(cfg.From)) && (cfg.To.IsZero() || m <= yyyymm(cfg.To)) {
 				jobs = append(jobs, job{t, m})
 			}
 		}
-		slices.SortFunc(jobs, func(a, b job) int {
-			if a.table != b.table {
-				return strings.Compare(a.table, b.table)
-			}
-			return a.month - b.month
-		})
 	}
 	say := func(s RebuildStep) {
 		if cfg.Progress != nil {
@@ -303,20 +284,16 @@ func partitionMonths(ctx context.Context, c *Client, table string) ([]int, error
 	if err != nil {
 		return nil, err
 	}
-	seen := map[int]bool{}
 	var out []int
 	for _, id := range ids {
 		start, _, err := partitionSpan(id)
 		if err != nil {
 			return nil, fmt.Errorf("clickhouse: %s partition %q: %w", table, id, err)
 		}
-		if m := yyyymm(start); !seen[m] {
-			seen[m] = true
-			out = append(out, m)
-		}
+		out = append(out, yyyymm(start))
 	}
 	slices.Sort(out)
-	return out, nil
+	return slices.Compact(out), nil
 }
 
 // localName returns table+LocalSuffix if it exists (cluster mode), else table.
@@ -335,24 +312,8 @@ func localName(ctx context.Context, c *Client, table string) (string, error) {
 
 // partitionIDs returns the distinct partition ids of table's active parts.
 func partitionIDs(ctx context.Context, c *Client, table string) ([]string, error) {
-	rows, err := c.conn.Query(ctx, `SELECT DISTINCT partition_id FROM system.parts
-WHERE database = currentDatabase() AND table = ? AND active ORDER BY partition_id`, table)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: partitions of %s: %w", table, err)
-	}
-	defer rows.Close()
-	var out []string
-	for rows.Next() {
-		var id string
-		if err := rows.Scan(&id); err != nil {
-			return nil, fmt.Errorf("clickhouse: partitions of %s: %w", table, err)
-		}
-		out = append(out, id)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("clickhouse: partitions of %s: %w", table, err)
-	}
-	return out, nil
+	return QueryRows(ctx, c, "partitions of "+table, `SELECT DISTINCT partition_id FROM system.parts
+WHERE database = currentDatabase() AND table = ? AND active ORDER BY partition_id`, []any{table}, scanOne[string])
 }
 
 // partitionSpan returns the time span [start, end) of a partition id made

@@ -12,24 +12,12 @@ var reDistributed = regexp.MustCompile(`^Distributed\(\s*'?([A-Za-z_][A-Za-z0-9_
 // SchemaCluster returns the cluster MigrateCluster created the schema for,
 // or "" for a single server's.
 func SchemaCluster(ctx context.Context, c *Client) (string, error) {
-	rows, err := c.conn.Query(ctx, `SELECT engine_full FROM system.tables
-WHERE database = currentDatabase() AND name = ? AND engine = 'Distributed'`, TableTransitions)
-	if err != nil {
-		return "", fmt.Errorf("clickhouse: engine of %s: %w", TableTransitions, err)
+	engines, err := QueryRows(ctx, c, "engine of "+TableTransitions, `SELECT engine_full FROM system.tables
+WHERE database = currentDatabase() AND name = ? AND engine = 'Distributed'`, []any{TableTransitions}, scanOne[string])
+	if err != nil || len(engines) == 0 || engines[len(engines)-1] == "" {
+		return "", err
 	}
-	defer rows.Close()
-	var engine string
-	for rows.Next() {
-		if err := rows.Scan(&engine); err != nil {
-			return "", fmt.Errorf("clickhouse: engine of %s: %w", TableTransitions, err)
-		}
-	}
-	if err := rows.Err(); err != nil {
-		return "", fmt.Errorf("clickhouse: engine of %s: %w", TableTransitions, err)
-	}
-	if engine == "" {
-		return "", nil
-	}
+	engine := engines[len(engines)-1]
 	m := reDistributed.FindStringSubmatch(engine)
 	if m == nil {
 		return "", fmt.Errorf("clickhouse: %s is Distributed, but its cluster cannot be read from %q", TableTransitions, engine)

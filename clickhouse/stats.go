@@ -8,6 +8,8 @@ import (
 	"slices"
 	"strconv"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // Group-by keys of StatsQuery. Time groupings produce one row per hour or
@@ -26,13 +28,10 @@ const (
 
 // Bounds of StatsQuery.
 const (
-	// MaxStatsRange is the longest time range of one query.
-	MaxStatsRange = 2 * 366 * 24 * time.Hour
-	// MaxStatsRows caps the rows of one query (DefaultStatsRows when 0).
-	MaxStatsRows     = 5000
+	MaxStatsRange    = 2 * 366 * 24 * time.Hour // the longest time range of one query.
+	MaxStatsRows     = 5000                     // caps the rows of one query (DefaultStatsRows when 0).
 	DefaultStatsRows = 1000
-	// maxFilterLen bounds filter values.
-	maxFilterLen = 256
+	maxFilterLen     = 256 // bounds filter values.
 )
 
 // StatsQuery selects rollup rows: [From, To), a grouping and optional
@@ -155,25 +154,13 @@ func FlowStats(ctx context.Context, c *Client, q StatsQuery) ([]FlowStat, error)
 	sql := `SELECT ` + keyExpr(q.GroupBy, "hour") + ` AS k, uniqExactIfMerge(opens), uniqExactIfMerge(closes),
 	uniqExactIfMerge(stable_opens), uniqExactIfMerge(stable_closes), uniqExactIfMerge(notifications_sent)
 FROM ` + TableFlowHourly + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.Itoa(q.Limit)
-	rows, err := c.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: flow stats: %w", err)
-	}
-	defer rows.Close()
-	var out []FlowStat
-	for rows.Next() {
+	return QueryRows(ctx, c, "flow stats", sql, args, func(rows driver.Rows) (FlowStat, error) {
 		var s FlowStat
 		var k string
-		if err := rows.Scan(&k, &s.Opens, &s.Closes, &s.StableOpens, &s.StableCloses, &s.NotificationsSent); err != nil {
-			return nil, fmt.Errorf("clickhouse: flow stats: %w", err)
-		}
+		err := rows.Scan(&k, &s.Opens, &s.Closes, &s.StableOpens, &s.StableCloses, &s.NotificationsSent)
 		s.Key = parseKey(q.GroupBy, k)
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("clickhouse: flow stats: %w", err)
-	}
-	return out, nil
+		return s, err
+	})
 }
 
 // SessionStat is one row of SessionStats.
@@ -203,19 +190,13 @@ func SessionStats(ctx context.Context, c *Client, q StatsQuery) ([]SessionStat, 
 	sql := `SELECT ` + keyExpr(q.GroupBy, "day") + ` AS k, uniqExactMerge(sessions), uniqExactIfMerge(closed_sessions),
 	countIfMerge(closed_rows), sumIfMerge(duration_ms_sum), quantilesIfMerge(0.5, 0.9, 0.99)(duration_ms_q)
 FROM ` + TableSessionsDaily + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.Itoa(q.Limit)
-	rows, err := c.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: session stats: %w", err)
-	}
-	defer rows.Close()
-	var out []SessionStat
-	for rows.Next() {
+	return QueryRows(ctx, c, "session stats", sql, args, func(rows driver.Rows) (SessionStat, error) {
 		var s SessionStat
 		var k string
 		var closedRows, sumMs uint64
 		var q3 []float64
 		if err := rows.Scan(&k, &s.Sessions, &s.Closed, &closedRows, &sumMs, &q3); err != nil {
-			return nil, fmt.Errorf("clickhouse: session stats: %w", err)
+			return s, err
 		}
 		s.Key = parseKey(q.GroupBy, k)
 		s.TotalDuration = time.Duration(sumMs) * time.Millisecond
@@ -226,10 +207,6 @@ FROM ` + TableSessionsDaily + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.
 				s.P50, s.P90, s.P99 = ms(q3[0]), ms(q3[1]), ms(q3[2])
 			}
 		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("clickhouse: session stats: %w", err)
-	}
-	return out, nil
+		return s, nil
+	})
 }

@@ -2,9 +2,10 @@ package clickhouse
 
 import (
 	"context"
-	"fmt"
 	"strconv"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // Rollup tables of the notifier's and the checkout's history
@@ -45,29 +46,17 @@ func NotificationStats(ctx context.Context, c *Client, q StatsQuery) ([]Notifica
 	uniqExactIfMerge(failed), uniqExactIfMerge(rejected), uniqExactIfMerge(held), uniqExactIfMerge(batched),
 	uniqExactIfMerge(suppressed), quantilesIfMerge(0.5, 0.9, 0.99)(latency_ms_q)
 FROM ` + TableNotificationsHourly + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.Itoa(q.Limit)
-	rows, err := c.conn.Query(ctx, sql, args...)
-	if err != nil {
-		return nil, fmt.Errorf("clickhouse: notification stats: %w", err)
-	}
-	defer rows.Close()
-	var out []NotificationStat
-	for rows.Next() {
+	return QueryRows(ctx, c, "notification stats", sql, args, func(rows driver.Rows) (NotificationStat, error) {
 		var s NotificationStat
 		var k string
 		var lat []float64
-		if err := rows.Scan(&k, &s.Notifications, &s.Sent, &s.Failed, &s.Rejected, &s.Held, &s.Batched, &s.Suppressed, &lat); err != nil {
-			return nil, fmt.Errorf("clickhouse: notification stats: %w", err)
-		}
+		err := rows.Scan(&k, &s.Notifications, &s.Sent, &s.Failed, &s.Rejected, &s.Held, &s.Batched, &s.Suppressed, &lat)
 		s.Key = parseKey(q.GroupBy, k)
 		if s.Sent > 0 && len(lat) == 3 {
 			s.LatencyP50, s.LatencyP90, s.LatencyP99 = msDuration(lat[0]), msDuration(lat[1]), msDuration(lat[2])
 		}
-		out = append(out, s)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("clickhouse: notification stats: %w", err)
-	}
-	return out, nil
+		return s, err
+	})
 }
 
 func msDuration(ms float64) time.Duration { return time.Duration(ms * float64(time.Millisecond)) }

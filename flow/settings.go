@@ -22,16 +22,11 @@ type Kind int
 
 // The kinds of Var. The zero Kind is String.
 const (
-	// String is any text.
-	String Kind = iota
-	// Duration is a positive Go duration ("30s", "5m").
-	Duration
-	// Int is a positive whole number.
-	Int
-	// URL is an absolute http or https URL, kept without a trailing slash.
-	URL
-	// Bool is true or false (strconv.ParseBool: also 1/0, t/f).
-	Bool
+	String   Kind = iota // any text.
+	Duration             // a positive Go duration ("30s", "5m").
+	Int                  // a positive whole number.
+	URL                  // an absolute http or https URL, kept without a trailing slash.
+	Bool                 // true or false (strconv.ParseBool: also 1/0, t/f).
 )
 
 // Var is an environment variable a flow reads, checked against its Kind at
@@ -106,7 +101,7 @@ type Settings struct {
 }
 
 // EgressPolicy returns the egress policy, a new default one when Egress
-// is nil.
+// nil.
 func (s Settings) EgressPolicy() *egress.Policy { return egress.OrDefault(s.Egress) }
 
 // DefaultPublicURL is the public URL for an API listening on ":8080".

@@ -19,24 +19,6 @@ func joinTime(sec time.Time, ms uint16) time.Time {
 	return sec.UTC().Add(time.Duration(ms) * time.Millisecond)
 }
 
-// query runs q and returns its rows as scan reads them.
-func query[T any](ctx context.Context, c *clickhouse.Client, what, q string, args []any, scan func(driver.Rows) (T, error)) ([]T, error) {
-	rows, err := c.Conn().Query(ctx, q, args...)
-	if err != nil {
-		return nil, fmt.Errorf("clickhousetest: %s: %w", what, err)
-	}
-	defer rows.Close()
-	var out []T
-	for rows.Next() {
-		r, err := scan(rows)
-		if err != nil {
-			return nil, fmt.Errorf("clickhousetest: %s: %w", what, err)
-		}
-		out = append(out, r)
-	}
-	return out, rows.Err()
-}
-
 // countBy runs q, whose rows are (key, count), and returns the counts by key.
 func countBy(ctx context.Context, c *clickhouse.Client, what, q string, args ...any) (map[string]uint64, error) {
 	rows, err := c.Conn().Query(ctx, q, args...)
@@ -222,7 +204,7 @@ type SourceStat struct {
 // SourceStats reads rollup_source_hourly: distinct poll runs and failed
 // runs per source, over the hours in [from, to).
 func SourceStats(ctx context.Context, c *clickhouse.Client, from, to time.Time) ([]SourceStat, error) {
-	return query(ctx, c, "source stats", `SELECT source_id, uniqExactMerge(runs), uniqExactIfMerge(failures)
+	return clickhouse.QueryRows(ctx, c, "source stats", `SELECT source_id, uniqExactMerge(runs), uniqExactIfMerge(failures)
 FROM `+clickhouse.TableSourceHourly+` WHERE hour >= toDateTime(?) AND hour < toDateTime(?)
 GROUP BY source_id ORDER BY source_id`, []any{from.Unix(), to.Unix()}, func(rows driver.Rows) (SourceStat, error) {
 		var s SourceStat
@@ -246,7 +228,7 @@ type CheckoutHourStat struct {
 
 // CheckoutHourly reads rollup_checkout_hourly by hour over [from, to).
 func CheckoutHourly(ctx context.Context, c *clickhouse.Client, from, to time.Time) ([]CheckoutHourStat, error) {
-	return query(ctx, c, "checkout stats", `SELECT hour, uniqExactMerge(attempts), uniqExactMerge(orders),
+	return clickhouse.QueryRows(ctx, c, "checkout stats", `SELECT hour, uniqExactMerge(attempts), uniqExactMerge(orders),
 	uniqExactIfMerge(succeeded), uniqExactIfMerge(failed), uniqExactIfMerge(compensated), uniqExactIfMerge(retries),
 	sumIfMerge(revenue), quantilesMerge(0.5)(duration_ms_q)
 FROM `+clickhouse.TableCheckoutHourly+` WHERE hour >= toDateTime(?) AND hour < toDateTime(?)

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"os"
 	"slices"
-	"sort"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -62,7 +62,7 @@ func newApp(ctx context.Context, cfg Config, stderr io.Writer) (*app, error) {
 }
 
 // newAppWith is newApp with flow variables set by the command's flags.
-func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, stderr io.Writer) (*app, error) {
+func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, stderr io.Writer) (_ *app, err error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
@@ -79,6 +79,11 @@ func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, st
 	logger := dsotel.NewLogger(stderr, dsotel.LogConfig{Format: cfg.LogFormat, Level: level})
 	slog.SetDefault(logger)
 	a := &app{cfg: cfg, log: logger, settings: settings}
+	defer func() {
+		if err != nil {
+			a.close()
+		}
+	}()
 	if cfg.ClickHouseDSN != "" {
 		if err := a.readRetention(); err != nil {
 			return nil, err
@@ -101,7 +106,6 @@ func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, st
 	if url == "" {
 		emb, err := stream.StartEmbedded()
 		if err != nil {
-			a.close()
 			return nil, err
 		}
 		a.embedded = emb
@@ -112,7 +116,6 @@ func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, st
 	}
 	rdb, err := stream.Dial(ctx, url)
 	if err != nil {
-		a.close()
 		return nil, err
 	}
 	a.rdb = rdb
@@ -120,7 +123,6 @@ func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, st
 	if cfg.ClickHouseDSN != "" {
 		ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: cfg.ClickHouseDSN})
 		if err != nil {
-			a.close()
 			return nil, err
 		}
 		a.ch = ch
@@ -130,7 +132,6 @@ func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, st
 	if cfg.PprofAddr != "" {
 		stop, err := servePprof(cfg.PprofAddr, logger)
 		if err != nil {
-			a.close()
 			return nil, err
 		}
 		a.closers = append(a.closers, stop)
@@ -209,16 +210,9 @@ func (a *app) apiServer() (*api.Server, error) {
 	if a.ch != nil {
 		checks = append(checks, api.ReadinessCheck{Name: "clickhouse", Check: a.ch.Ping})
 	}
-	srv, err := api.New(api.Config{
-		Addr:           a.cfg.APIAddr,
-		APIKeys:        a.cfg.APIKeys,
-		Logger:         a.log,
-		TracerProvider: a.otel.TracerProvider,
-		MeterProvider:  a.otel.MeterProvider,
-		MetricsHandler: a.otel.MetricsHandler(),
-		Checks:         checks,
-		RateLimit:      a.cfg.rateLimits(),
-	})
+	srv, err := api.New(api.Config{Addr: a.cfg.APIAddr, APIKeys: a.cfg.APIKeys, Logger: a.log,
+		TracerProvider: a.otel.TracerProvider, MeterProvider: a.otel.MeterProvider,
+		MetricsHandler: a.otel.MetricsHandler(), Checks: checks, RateLimit: a.cfg.rateLimits()})
 	if err != nil {
 		return nil, err
 	}
@@ -274,23 +268,12 @@ func (a *app) topics() ([]stream.Topic, error) {
 	for _, s := range stages {
 		seen[s.Topic.String()] = s.Topic
 	}
-	out := make([]stream.Topic, 0, len(seen))
-	for _, t := range seen {
-		out = append(out, t)
-	}
-	sort.Slice(out, func(i, j int) bool { return out[i].String() < out[j].String() })
-	return out, nil
+	return slices.SortedFunc(maps.Values(seen), func(a, b stream.Topic) int { return strings.Compare(a.String(), b.String()) }), nil
 }
 
 // pick selects stages and services by a comma list of names ("all", "none").
 func pick(all map[string]stream.Stage, services map[string]func(context.Context) error, names string) ([]stream.Stage, []string, error) {
-	known := make([]string, 0, len(all)+len(services))
-	for n := range all {
-		known = append(known, n)
-	}
-	for n := range services {
-		known = append(known, n)
-	}
+	known := slices.AppendSeq(slices.Collect(maps.Keys(all)), maps.Keys(services))
 	slices.Sort(known)
 	var stages []stream.Stage
 	var svcs []string
@@ -476,7 +459,6 @@ func (a *app) stagesReady(context.Context) error {
 
 // keepBacklogs creates, without ClickHouse, the groups of the ClickHouse
 // appends so their backlog waits; on the embedded Redis it keeps none.
-
 func (a *app) keepBacklogs(ctx context.Context) error {
 	if a.ch != nil {
 		return nil

@@ -24,40 +24,31 @@ import (
 )
 
 // Config is the process configuration: each field comes from a DROPSTREAM_*
-// variable and is overridden by the flag of the same meaning.
+// variable, overridden by the flag of the same meaning (see flagSet).
 type Config struct {
-	// RedisURL is a redis://, rediss:// or redis-sentinel:// URL, or
-	// host:port,... for Redis Cluster. Empty: an embedded Redis.
+	// RedisURL: empty starts an embedded Redis.
 	RedisURL string
-	// RedisWait is the replica wait of a write ("1/500ms", see
-	// stream.ParseReplicaWait). Default "off".
+	// RedisWait is the replica wait of a write (stream.ParseReplicaWait).
 	RedisWait string
-	// ClickHouseDSN is clickhouse://user:pass@host:9000/db. Empty: no
-	// analytics.
+	// ClickHouseDSN: empty disables analytics.
 	ClickHouseDSN string
-	// APIAddr is the API's listen address; empty disables the API. Default ":8080".
+	// APIAddr: empty disables the API.
 	APIAddr string
 	// APIKeys is "key:scope,scope;key2:scope"; empty leaves the API open.
 	APIKeys string
-	// APILimits are the API's rate limits as api.ParseRateLimits reads
-	// them. Empty: the defaults.
+	// APILimits is read by api.ParseRateLimits; empty: the defaults.
 	APILimits string
-	// Partitions per flow, fixed for a deployment. Default 8.
+	// Partitions per flow, fixed for a deployment.
 	Partitions int
-	// LogFormat is json or text. Default json (text in demo).
-	LogFormat string
-	// LogLevel is debug, info, warn or error. Default info.
-	LogLevel string
-	// Role is what the process runs, set by its command: it names the
-	// traces' service ("dropstream-" + Role). See roleOf.
+	LogFormat  string
+	LogLevel   string
+	// Role is what the process runs, set by its command (see roleOf); the
+	// traces' service is "dropstream-" + Role.
 	Role string
-	// Instance is the process's identity across restarts, the prefix of
-	// its consumer names; "{hostname}" stands for the host's name. Empty:
-	// new consumer names every start.
-	Instance string
-	// PprofAddr is a loopback host:port serving /debug/pprof/; empty: none.
-	PprofAddr string
-	// JaegerUIURL is the trace UI the console links to; empty: no links.
+	// Instance prefixes the consumer names; "{hostname}" stands for the
+	// host's name. Empty: new consumer names every start.
+	Instance    string
+	PprofAddr   string
 	JaegerUIURL string
 }
 
@@ -408,7 +399,6 @@ func envInt(fs *flags, p *int, name, env string, def int, usage string) {
 }
 
 // rateLimits returns the parsed APILimits (checked by Validate).
-
 func (c Config) rateLimits() api.RateLimitConfig {
 	rl, _ := api.ParseRateLimits(c.APILimits)
 	return rl

@@ -30,10 +30,9 @@ type Cancellation struct {
 	RequestedBy string    `json:"requested_by"`
 }
 
-// cancelMarkScript records, once, that attempt tr was asked to be cancelled
-// — only while it runs.
-// KEYS: saga. ARGV: now ms, requester.
-// Returns {status, reason, cancel ms, cancel by}; {”} without a saga.
+// cancelMarkScript records, once, a cancel request of a running attempt.
+// KEYS: saga. ARGV: now ms, requester. Returns {status, reason, cancel ms,
+// cancel by}, an empty status without a saga.
 var cancelMarkScript = script.New(`
 local f = redis.call('HMGET', KEYS[1], 'status', 'reason')
 if not f[1] then return {''} end
@@ -46,11 +45,9 @@ local c = redis.call('HMGET', KEYS[1], 'cancel_ms', 'cancel_by')
 return {f[1], f[2] or '', c[1] or '', c[2] or ''}`)
 
 // Cancel ends an order's running attempt for operator by: like giveUp, it
-// records silent parts "cancelled" and compensates. It is idempotent; a
-// repeat answers the same Cancellation.
-//
-// ErrNotFound: no such order or attempt. ErrConflict: it ended without a
-// cancel. After an error, cancelling again resumes it.
+// records silent parts "cancelled" and compensates. A repeat answers the
+// same Cancellation; after an error, cancelling again resumes it.
+// ErrNotFound: no such attempt; ErrConflict: it ended without a cancel.
 func (s *Flow) Cancel(ctx context.Context, orderID, by string) (Cancellation, error) {
 	if len(by) > MaxCancelByLen {
 		by = by[:MaxCancelByLen]

@@ -13,32 +13,28 @@ import (
 type Config struct {
 	// Partitions of every topic and key, fixed per deployment. Default 8.
 	Partitions int
-	// Timeout bounds a checkout's wait; a running attempt is then given up
-	// (see Flow.Checkout). Default 30s.
+	// Timeout bounds a checkout's wait, then gives the attempt up. Default 30s.
 	Timeout time.Duration
 	// RetryFor is how long a store call retries an unreachable Redis
-	// (idempotently) before failing with 503. Default 5s.
+	// before failing with 503. Default 5s.
 	RetryFor time.Duration
 	// Recheck is how often a waiting checkout rereads its status. Default 1s.
 	Recheck time.Duration
-	// StateTTL keeps ledger entries and finished sagas, past every
-	// redelivery. Default 7 days.
+	// StateTTL keeps ledger entries and finished sagas. Default 7 days.
 	StateTTL time.Duration
 	// SweepInterval is how often Flow.RunSweeper sweeps. Default 10s.
 	SweepInterval time.Duration
 	// SweepAge is the age at which the sweeper resends commands. Default 30s.
 	SweepAge time.Duration
-	// AbandonAge is the age at which the sweeper abandons silent parts;
-	// above SweepAge. Default 5m.
+	// AbandonAge, above SweepAge, is when silent parts are abandoned. Default 5m.
 	AbandonAge time.Duration
-	// ConservationInterval is how often Flow.RunSweeper runs
+	// ConservationInterval is how often the sweeper runs
 	// Flow.CheckConservation. Default 1m.
 	ConservationInterval time.Duration
 	// Wait makes calls answer once replicas hold their writes, else fail
 	// as unavailable. Default off: a failover may lose the last changes.
 	Wait stream.ReplicaWait
-	// Stage tunes the stage runners (see SagaStage); Validate refuses
-	// timings too slow to take over a crashed copy's step.
+	// Stage tunes the stage runners (see SagaStage).
 	Stage stream.RunnerConfig
 }
 
@@ -52,9 +48,7 @@ func (c Config) WithDefaults() Config {
 	c.SweepAge = cmp.Or(c.SweepAge, 30*time.Second)
 	c.AbandonAge = cmp.Or(c.AbandonAge, 5*time.Minute)
 	c.ConservationInterval = cmp.Or(c.ConservationInterval, time.Minute)
-	if c.StateTTL == 0 {
-		c.StateTTL = 7 * 24 * time.Hour
-	}
+	c.StateTTL = cmp.Or(c.StateTTL, 7*24*time.Hour)
 	return c
 }
 

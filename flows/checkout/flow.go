@@ -19,18 +19,16 @@ const (
 	// ServiceSweeper drives attempts left open to a final status
 	// (Flow.RunSweeper); one copy is enough, more are harmless.
 	ServiceSweeper = "checkout-sweeper"
-	// WaiterName wakes a process's checkout calls (Flow.Run).
-	WaiterName = "checkout-waiter"
+	WaiterName     = "checkout-waiter" // wakes a process's checkout calls (Flow.Run).
 )
 
 // The flow's variables: durations setting Config fields.
 const (
-	VarTimeout       = "DROPSTREAM_CHECKOUT_TIMEOUT"
-	VarSweepInterval = "DROPSTREAM_CHECKOUT_SWEEP_INTERVAL"
-	VarSweepAge      = "DROPSTREAM_CHECKOUT_SWEEP_AGE"
-	VarAbandonAge    = "DROPSTREAM_CHECKOUT_ABANDON_AGE"
-	// VarConservationInterval sets Config.ConservationInterval.
-	VarConservationInterval = "DROPSTREAM_CHECKOUT_CONSERVATION_INTERVAL"
+	VarTimeout              = "DROPSTREAM_CHECKOUT_TIMEOUT"
+	VarSweepInterval        = "DROPSTREAM_CHECKOUT_SWEEP_INTERVAL"
+	VarSweepAge             = "DROPSTREAM_CHECKOUT_SWEEP_AGE"
+	VarAbandonAge           = "DROPSTREAM_CHECKOUT_ABANDON_AGE"
+	VarConservationInterval = "DROPSTREAM_CHECKOUT_CONSERVATION_INTERVAL" // sets Config.ConservationInterval.
 )
 
 // Vars are the variables New reads from the settings.

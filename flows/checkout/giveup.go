@@ -121,36 +121,27 @@ func (s *Flow) giveUpAttempt(ctx context.Context, orderID string, tr int64, sile
 
 // compensateNow applies parts' compensations and returns their outcomes.
 func (s *Flow) compensateNow(ctx context.Context, orderID string, tr int64, h map[string]string, parts []string) ([]outcomeRec, error) {
-	var stock, pay []call
-	var stockParts, payParts []string
+	calls, partsOf := map[string][]call{}, map[string][]string{}
 	for _, part := range parts {
 		c, err := sagaCommand(h, part)
 		if err != nil {
 			return nil, err
 		}
 		c = c.Compensation()
+		side, effect := "stock", s.stockEffect
 		if c.Type == CmdCancel {
-			cl, err := s.paymentEffect(c)
-			if err != nil {
-				return nil, err
-			}
-			pay, payParts = append(pay, cl), append(payParts, part)
-			continue
+			side, effect = "payment", s.paymentEffect
 		}
-		cl, err := s.stockEffect(c)
+		cl, err := effect(c)
 		if err != nil {
 			return nil, err
 		}
-		stock, stockParts = append(stock, cl), append(stockParts, part)
+		calls[side], partsOf[side] = append(calls[side], cl), append(partsOf[side], part)
 	}
 	var recs []outcomeRec
-	for _, side := range []struct {
-		name  string
-		calls []call
-		parts []string
-	}{{"stock", stock, stockParts}, {"payment", pay, payParts}} {
-		results, errs := s.applyEffects(ctx, s.effectHeader(side.name), side.calls)
-		for i, part := range side.parts {
+	for _, side := range []string{"stock", "payment"} {
+		results, errs := s.applyEffects(ctx, s.effectHeader(side), calls[side])
+		for i, part := range partsOf[side] {
 			if errs[i] != nil {
 				return nil, fmt.Errorf("checkout: compensate %s of order %s attempt %d: %w", part, orderID, tr, errs[i])
 			}

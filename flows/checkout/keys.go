@@ -12,21 +12,16 @@ const Name = "checkout"
 
 // Message types of the flow's streams.
 const (
-	// TypeCommand is a stock or payment command (effect or compensation).
-	TypeCommand = "checkout.command"
-	// TypeSaga is the record of a finished attempt, for analytics.
-	TypeSaga = "checkout.saga"
+	TypeCommand = "checkout.command" // a stock or payment command (effect or compensation).
+	TypeSaga    = "checkout.saga"    // the record of a finished attempt, for analytics.
 )
 
 // Topics are the flow's streams; they share one partition count, so an
-// id's partition and hash tag are the same in each.
+// id's partition and hash tag are the same in each. Stock commands go in
+// the partition of their items, payment ones in their user's, saga
+// records in their order's.
 type Topics struct {
-	// Stock carries stock commands, in the partition of their items.
-	Stock stream.Topic
-	// Payment carries payment commands, in the partition of their user.
-	Payment stream.Topic
-	// Sagas carries one record per finished attempt, by order.
-	Sagas stream.Topic
+	Stock, Payment, Sagas stream.Topic
 }
 
 // NewTopics returns the flow's topics with the given partition count.
@@ -52,31 +47,28 @@ func (k Keys) Partition(id string) int { return k.t.Partition(id) }
 // Tag returns the hash tag of partition p.
 func (k Keys) Tag(p int) string { return k.t.HashTag(p) }
 
-// Item is the hash {stock, price} of an item.
-func (k Keys) Item(id string) string {
-	return rediskey.Key(k.t.HashTag(k.Partition(id)), "co", "item", id)
+// in is the key of parts in the slot of id's partition.
+func (k Keys) in(id string, parts ...string) string {
+	return rediskey.Key(k.t.HashTag(k.Partition(id)), append([]string{"co"}, parts...)...)
 }
+
+// Item is the hash {stock, price} of an item.
+func (k Keys) Item(id string) string { return k.in(id, "item", id) }
 
 // User is the hash {credit} of a user.
-func (k Keys) User(id string) string {
-	return rediskey.Key(k.t.HashTag(k.Partition(id)), "co", "user", id)
-}
+func (k Keys) User(id string) string { return k.in(id, "user", id) }
 
 // Order is the hash of an order: user_id, items, total_cost, paid, tr
-// (the last attempt number), status (of the last attempt) and ver (bumped
-// by every change of its items).
-func (k Keys) Order(id string) string {
-	return rediskey.Key(k.t.HashTag(k.Partition(id)), "co", "order", id)
-}
+// (the last attempt), status (of the last attempt) and ver (bumped by
+// every change of its items).
+func (k Keys) Order(id string) string { return k.in(id, "order", id) }
 
 // Call records a store call's outcome under its token, against retries.
-func (k Keys) Call(id, token string) string {
-	return rediskey.Key(k.t.HashTag(k.Partition(id)), "co", "call", token)
-}
+func (k Keys) Call(id, token string) string { return k.in(id, "call", token) }
 
 // Saga is the hash of one checkout attempt of an order.
 func (k Keys) Saga(orderID string, tr int64) string {
-	return rediskey.Key(k.t.HashTag(k.Partition(orderID)), "co", "saga", orderID, strconv.FormatInt(tr, 10))
+	return k.in(orderID, "saga", orderID, strconv.FormatInt(tr, 10))
 }
 
 // Open is the sorted set of the attempts of partition p's orders that have
@@ -95,7 +87,6 @@ func (k Keys) Ledger(p int, side, orderID string, tr int64, rollback bool) strin
 	return rediskey.Key(k.t.HashTag(p), "ledger", "checkout-"+side, orderID, strconv.FormatInt(tr, 10), rb)
 }
 
-// DoneChannel is the Pub/Sub channel on which the script that finishes an
-// attempt announces it ("<order>|<tr>|<status>|<reason>"), so waiting HTTP
-// calls wake up.
+// DoneChannel is the Pub/Sub channel announcing finished attempts
+// ("<order>|<tr>|<status>|<reason>") to the waiting HTTP calls.
 const DoneChannel = rediskey.Prefix + "checkout:done"

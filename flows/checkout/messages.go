@@ -90,22 +90,17 @@ type SagaStep struct {
 	Undo   string `json:"undo,omitempty"`
 }
 
-// Limits on outside input.
+// Limits on outside input: an id's length (ids are [A-Za-z0-9_-]), an
+// order's item lines, a line's quantity, an item's price, a batch_init's
+// n, n_items and n_users. MaxAmount bounds stock, credit and one change of
+// either, so sums stay exact in Lua's doubles (below 2^53).
 const (
-	// MaxIDLen bounds ids; ids are [A-Za-z0-9_-].
-	MaxIDLen = 64
-	// MaxLines bounds the item lines of an order.
-	MaxLines = 100
-	// MaxQuantity bounds one line's quantity.
+	MaxIDLen    = 64
+	MaxLines    = 100
 	MaxQuantity = 10_000
-	// MaxPrice bounds an item's price.
-	MaxPrice = 1_000_000_000
-	// MaxAmount bounds stock and credit, and one change of either, so sums
-	// stay exact in Lua's doubles (below 2^53).
-	MaxAmount = 1_000_000_000_000_000
-	// MaxBatch bounds a batch_init's n, n_items and n_users (else 400);
-	// writes go in pipelines of batchChunk.
-	MaxBatch = 100_000
+	MaxPrice    = 1_000_000_000
+	MaxAmount   = 1_000_000_000_000_000
+	MaxBatch    = 100_000
 )
 
 // ValidID reports whether s is a well-formed id.

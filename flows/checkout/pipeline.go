@@ -55,19 +55,26 @@ func (s *Flow) effectHeader(side string) []any {
 	return []any{s.cfg.StateTTL.Milliseconds(), "stock", "item"}
 }
 
+// byPartition groups the indexes 0..n-1 by partition, partitions in the
+// order first seen.
+func byPartition(n int, partition func(int) int) (order []int, members map[int][]int) {
+	members = map[int][]int{}
+	for i := range n {
+		p := partition(i)
+		if _, ok := members[p]; !ok {
+			order = append(order, p)
+		}
+		members[p] = append(members[p], i)
+	}
+	return order, members
+}
+
 // applyEffects runs effectScript once per partition in one pipeline and
 // returns each command's result or error.
 func (s *Flow) applyEffects(ctx context.Context, header []any, parts []call) ([]string, []error) {
 	results := make([]string, len(parts))
 	errs := make([]error, len(parts))
-	byPart := map[int][]int{}
-	var order []int
-	for i, c := range parts {
-		if _, ok := byPart[c.p]; !ok {
-			order = append(order, c.p)
-		}
-		byPart[c.p] = append(byPart[c.p], i)
-	}
+	order, byPart := byPartition(len(parts), func(i int) int { return parts[i].p })
 	calls := make([]script.Call, len(order))
 	for j, p := range order {
 		cl := script.Call{Args: append([]any(nil), header...)}
@@ -110,15 +117,7 @@ type outcomeRec struct {
 func (s *Flow) recordOutcomes(ctx context.Context, recs []outcomeRec, nowMs int64) ([][]string, []error) {
 	out := make([][]string, len(recs))
 	errs := make([]error, len(recs))
-	byPart := map[int][]int{}
-	var order []int
-	for i, r := range recs {
-		p := s.keys.Partition(r.orderID)
-		if _, ok := byPart[p]; !ok {
-			order = append(order, p)
-		}
-		byPart[p] = append(byPart[p], i)
-	}
+	order, byPart := byPartition(len(recs), func(i int) int { return s.keys.Partition(recs[i].orderID) })
 	calls := make([]script.Call, len(order))
 	for j, p := range order {
 		cl := script.Call{Keys: []string{s.topics.Sagas.Stream(p), s.keys.Open(p)},

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -29,13 +30,11 @@ type Result struct {
 	OrderID string
 	// TrNum is the attempt number.
 	TrNum int64
-	// Status is StatusSucceeded or StatusFailed (StatusPending with
-	// ErrPending).
+	// Status is StatusSucceeded, StatusFailed, or StatusPending with
+	// ErrPending; Reason says why the attempt failed.
 	Status string
-	// Reason says why the attempt failed.
 	Reason string
-	// AlreadyPaid is set when the order was paid before this call: nothing
-	// was charged.
+	// AlreadyPaid: the order was paid before this call, nothing charged.
 	AlreadyPaid bool
 }
 
@@ -43,15 +42,11 @@ type Result struct {
 const beginRetries = 8
 
 // Checkout starts an attempt for the order (or joins the running one) and
-// waits up to Config.Timeout for its outcome. It returns the result of a
-// succeeded attempt or of an order already paid, ErrCheckoutFailed once a
-// failed attempt is compensated, ErrNotFound for an unknown order. An
-// attempt still running at the deadline is given up (see giveUp). It
-// returns ErrPending only when no outcome is known.
-//
-// An unreachable Redis is retried (idempotently) for the wait plus
-// Config.RetryFor; with Config.Wait, an unreplicated outcome is
-// stream.ErrNotReplicated.
+// waits up to Config.Timeout for its outcome: the result of a succeeded
+// attempt or a paid order, ErrCheckoutFailed once a failed attempt is
+// compensated, ErrNotFound, or ErrPending when no outcome is known. An
+// attempt running at the deadline is given up (see giveUp). An
+// unreachable Redis is retried for the wait plus Config.RetryFor.
 func (s *Flow) Checkout(ctx context.Context, orderID string) (Result, error) {
 	deadline := time.Now().Add(s.cfg.Timeout)
 	r, err := stream.RetryUnavailable(ctx, s.cfg.Timeout+s.cfg.RetryFor, func() (Result, error) {
@@ -110,21 +105,12 @@ func (s *Flow) Commands(o Order, tr int64) ([]Command, error) {
 	for _, l := range o.Lines {
 		perItem[l.ID] += l.Amount
 	}
-	ids := make([]string, 0, len(perItem))
-	for id := range perItem {
-		ids = append(ids, id)
-	}
-	slices.Sort(ids)
 	byPart := map[int][]Line{}
-	for _, id := range ids {
+	for _, id := range slices.Sorted(maps.Keys(perItem)) {
 		p := s.keys.Partition(id)
 		byPart[p] = append(byPart[p], Line{ID: id, Amount: perItem[id]})
 	}
-	parts := make([]int, 0, len(byPart))
-	for p := range byPart {
-		parts = append(parts, p)
-	}
-	slices.Sort(parts)
+	parts := slices.Sorted(maps.Keys(byPart))
 	cmds := make([]Command, 0, len(parts)+1)
 	for _, p := range parts {
 		cmds = append(cmds, Command{OrderID: o.ID, TrNum: tr, Type: CmdSubtract, Part: "stock." + strconv.Itoa(p), Items: byPart[p]})

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 	"time"
 
 	"go.opentelemetry.io/otel/attribute"
@@ -17,8 +18,7 @@ import (
 const (
 	StageStock   = "checkout-stock"
 	StagePayment = "checkout-payment"
-	// StageHistory appends the saga records to ClickHouse (HistoryConfig).
-	StageHistory = "checkout-analytics"
+	StageHistory = "checkout-analytics" // appends the saga records to ClickHouse (HistoryConfig).
 )
 
 // instrumentationScope names the tracer of this package.
@@ -41,11 +41,7 @@ func decodeCommand(m *stream.Message, types ...string) (Command, error) {
 	if err := json.Unmarshal(m.Payload, &c); err != nil {
 		return Command{}, stream.Permanentf("checkout: decode command: %w", err)
 	}
-	ok := false
-	for _, t := range types {
-		ok = ok || c.Type == t
-	}
-	if !ok || !ValidID(c.OrderID) || c.TrNum < 1 {
+	if !slices.Contains(types, c.Type) || !ValidID(c.OrderID) || c.TrNum < 1 {
 		return Command{}, stream.Permanentf("checkout: command %q of order %q attempt %d not for this stage", c.Type, c.OrderID, c.TrNum)
 	}
 	return c, nil

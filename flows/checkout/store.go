@@ -18,16 +18,11 @@ import (
 
 // Errors of the store and checkouts; the HTTP API answers them with 400.
 var (
-	// ErrNotFound: no item, user or order with that id.
-	ErrNotFound = errors.New("not found")
-	// ErrInsufficient: stock or credit would go below zero.
-	ErrInsufficient = errors.New("insufficient")
-	// ErrInvalid: a malformed id or an amount out of range.
-	ErrInvalid = errors.New("invalid")
-	// ErrConflict: the order is paid, or a checkout of it is running.
-	ErrConflict = errors.New("conflict")
-	// ErrCheckoutFailed: the saga failed and was compensated.
-	ErrCheckoutFailed = errors.New("checkout failed")
+	ErrNotFound       = errors.New("not found")       // no item, user or order with that id.
+	ErrInsufficient   = errors.New("insufficient")    // stock or credit would go below zero.
+	ErrInvalid        = errors.New("invalid")         // a malformed id or an amount out of range.
+	ErrConflict       = errors.New("conflict")        // the order is paid, or a checkout of it is running.
+	ErrCheckoutFailed = errors.New("checkout failed") // the saga failed and was compensated.
 )
 
 // Store keeps items, users and orders as Redis hashes in their id's
@@ -49,17 +44,21 @@ func retry[T any](ctx context.Context, s *Store, op func() (T, error)) (T, error
 	return stream.RetryUnavailable(ctx, s.retryFor, op)
 }
 
+// retryErr is retry of an op without a result.
+func (s *Store) retryErr(ctx context.Context, op func() error) error {
+	_, err := retry(ctx, s, func() (struct{}, error) { return struct{}{}, op() })
+	return err
+}
+
 // write runs queue's idempotent writes in one pipeline with the replica
 // wait, retrying like retry.
 func (s *Store) write(ctx context.Context, queue func(redis.Pipeliner)) error {
-	_, err := retry(ctx, s, func() (struct{}, error) { return struct{}{}, s.wait.Exec(ctx, s.rdb, queue) })
-	return err
+	return s.retryErr(ctx, func() error { return s.wait.Exec(ctx, s.rdb, queue) })
 }
 
 // confirm waits until the replicas hold every write so far.
 func (s *Store) confirm(ctx context.Context) error {
-	_, err := retry(ctx, s, func() (struct{}, error) { return struct{}{}, s.wait.Confirm(ctx, s.rdb) })
-	return err
+	return s.retryErr(ctx, func() error { return s.wait.Confirm(ctx, s.rdb) })
 }
 
 // callTTL keeps a call's outcome past every try of the call.

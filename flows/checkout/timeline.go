@@ -18,10 +18,8 @@ const MaxTimelineAttempts = 20
 
 // Where an attempt of a timeline was read from.
 const (
-	// SourceRedis: the saga hash (for Config.StateTTL), with every step.
-	SourceRedis = "redis"
-	// SourceClickHouse: the checkout_sagas row; no steps.
-	SourceClickHouse = "clickhouse"
+	SourceRedis      = "redis"      // the saga hash (for Config.StateTTL), with every step.
+	SourceClickHouse = "clickhouse" // the checkout_sagas row; no steps.
 )
 
 // Timeline is the checkout history of an order, newest attempt first.

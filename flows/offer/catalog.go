@@ -14,9 +14,8 @@ import (
 	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
-// catalogTag is the hash tag of every catalog key: the SellOffers index,
-// each handler's offers, change stream and version, and the TranslateIds
-// cache, so one script updates the index and a handler's offers together.
+// catalogTag is the hash tag of every catalog key, so one script updates
+// the index and a handler's offers together.
 const catalogTag = "{" + Name + ".catalog}"
 
 func catalogKey(parts ...string) string {
@@ -48,13 +47,10 @@ func offersKey(h string) string  { return catalogKey("offers", h) }
 func changesKey(h string) string { return catalogKey("changes", h) }
 func versionKey(h string) string { return catalogKey("version", h) }
 
-// Each change stream entry carries the offer id, the operation, the
-// handler's version v and the catalog's epoch e (bumped once per put or
-// delete); a result records the epoch it reflects.
-//
 // putScript moves or writes an offer if the index still holds the handler
-// the caller read (ARGV[3], "" for none): returns 1 created, 0 replaced,
-// -1 when the index changed in between.
+// the caller read (ARGV[3], "" for none): 1 created, 0 replaced, -1 when
+// the index changed. Change entries carry the handler's version v and the
+// catalog's epoch e, which a result records.
 var putScript = redis.NewScript(`
 local cur = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 if cur ~= ARGV[3] then return -1 end
@@ -152,12 +148,9 @@ func (c *Catalog) Put(ctx context.Context, offers ...Offer) (created []bool, err
 
 // Get returns an offer, or ErrNotFound.
 func (c *Catalog) Get(ctx context.Context, id string) (Offer, error) {
-	h, err := c.rdb.HGet(ctx, indexKey, id).Result()
-	if errors.Is(err, redis.Nil) {
-		return Offer{}, ErrNotFound
-	}
+	h, err := c.Handler(ctx, id)
 	if err != nil {
-		return Offer{}, fmt.Errorf("offer index: %w", err)
+		return Offer{}, err
 	}
 	body, err := c.rdb.HGet(ctx, offersKey(h), id).Result()
 	if errors.Is(err, redis.Nil) {
@@ -268,8 +261,8 @@ func (c *Catalog) List(ctx context.Context, cursor string, limit int) ([]Offer, 
 	}
 }
 
-// listScanCount is the COUNT of every HSCAN of List: fixed, so that a
-// cursor's scan step returns the same entries again whatever the limit.
+// listScanCount is the COUNT of every HSCAN of List: fixed, so a cursor
+// returns the same entries whatever the limit.
 const listScanCount = 200
 
 // parseListCursor reads a cursor of List: "", "<scan cursor>" or "<scan

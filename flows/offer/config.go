@@ -201,8 +201,7 @@ func (c Config) resultTag(resultID string) (int, string) {
 
 // Stage names.
 const (
-	// StageHistory writes the search history to ClickHouse.
-	StageHistory = "offer-history"
+	StageHistory = "offer-history" // writes the search history to ClickHouse.
 )
 
 // StageHandler is the name of a handler's stage.

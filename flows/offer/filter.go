@@ -33,10 +33,8 @@ const (
 
 // Logical tags: what a logical element tests.
 const (
-	// TagProduct keeps offers of one of ProductIDs.
-	TagProduct = "product"
-	// TagSeller keeps offers of one of SellerIDs.
-	TagSeller = "seller"
+	TagProduct = "product" // keeps offers of one of ProductIDs.
+	TagSeller  = "seller"  // keeps offers of one of SellerIDs.
 	// TagCombinations keeps the offer SellOfferID when at least one
 	// combination of the lists prices OrderQuantity units; its result
 	// carries the price aggregates.

@@ -92,12 +92,10 @@ type OrderPrice struct {
 	Cached bool `json:"cached"`
 }
 
-// beginPriceScript serves a complete or error record that has not expired,
-// reports a processing one younger than ProcessingTimeout (neither when
-// ARGV[6] says the keeper lags), or else makes the record processing with
-// a new uniqueRequestId and epoch and lists it as live. KEYS: the record,
-// the partition's live price records; ARGV: now, uid, processing timeout,
-// key lifetime, request, lags, epoch, record id.
+// beginPriceScript serves an unexpired record, reports a processing one
+// (neither when the keeper lags), or restarts the record as processing and
+// lists it as live. KEYS: record, live set; ARGV: now, uid, processing
+// timeout, key lifetime, request, lags, epoch, record id.
 var beginPriceScript = redis.NewScript(`
 local st = redis.call('HMGET', KEYS[1], 'status', 'expiry', 'startedAt', 'price', 'error')
 local now = tonumber(ARGV[1])
@@ -128,8 +126,8 @@ return 1`)
 // priceKeys returns the key of orderPrice record id and its partition's
 // live records (record id → key expiry in Unix ms), for the keeper.
 func (c Config) priceKeys(id string) (record, live string) {
-	_, tag := c.resultTag(id)
-	return rediskey.Key(tag, "offer", "price", id), rediskey.Key(tag, "offer", "prices")
+	p, tag := c.resultTag(id)
+	return rediskey.Key(tag, "offer", "price", id), c.priceLiveKey(p)
 }
 
 // priceLiveKey is priceKeys' live set of partition p.

@@ -29,8 +29,7 @@ func standingKey(parts ...string) string {
 }
 
 var (
-	// standingIndex: every standing search id, by creation time (ms).
-	standingIndex = standingKey("index")
+	standingIndex = standingKey("index") // every standing search id, by creation time (ms).
 	// standingEpoch is bumped by every create and delete, so the keeper
 	// reads the searches again.
 	standingEpoch = standingKey("epoch")
@@ -59,11 +58,9 @@ func validStandingID(id string) bool {
 	return true
 }
 
-// Bounds of standing searches.
+// Bounds of the standing searches of a deployment and of a name.
 const (
-	// MaxStandingSearches bounds the standing searches of a deployment.
-	MaxStandingSearches = 10000
-	// MaxStandingNameLength bounds a standing search's name.
+	MaxStandingSearches   = 10000
 	MaxStandingNameLength = 128
 )
 
@@ -80,8 +77,7 @@ var ErrTooManyStanding = errors.New("too many standing searches")
 type StandingRequest struct {
 	// Name is a label for the owner (optional, at most 128 characters).
 	Name string `json:"name,omitempty"`
-	// SubscriberID is the notifier subscriber told of each change (its
-	// active destinations, on its preferences).
+	// SubscriberID is the notifier subscriber told of each change.
 	SubscriberID string `json:"subscriberId"`
 	// Filter is the search's filter, as in a search request.
 	Filter Element `json:"filter"`
@@ -247,18 +243,16 @@ func (s *Flow) DeleteStanding(ctx context.Context, v tenancy.View, id string) er
 	return nil
 }
 
-// percolateScript applies a standing search's new match states: KEYS
-// main, matches, outbox; ARGV now ms, mode ("delta", "full": the pairs are
-// the whole result, "init": full and no notification), search id, then
-// pairs (offer id, encoded match or "" for none). A change bumps the
-// version and files (search, version) in the outbox in the same step.
-// Replies the new version, or 0 when nothing changed.
+// percolateScript applies a standing search's match states and, on a
+// change, bumps the version and files it in the outbox. KEYS main,
+// matches, outbox; ARGV now ms, mode ("delta"; "full": the whole result;
+// "init": full, no notification), search id, then (offer id, encoded match
+// or "") pairs. Replies the new version, or 0 when nothing changed.
 var percolateScript = script.New(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local mode = ARGV[2]
--- Evaluated first by another keeper meanwhile: that keeper's result
--- stands. This one may have read the offers before changes the other has
--- applied since; its own deltas bring it forward, as they do the other's.
+-- Evaluated first by another keeper meanwhile: its result stands, and
+-- later deltas bring it forward.
 if mode == 'init' and redis.call('HEXISTS', KEYS[1], 'init') == 0 then return 0 end
 local changed = false
 local seen = {}
@@ -344,8 +338,7 @@ func (s *Flow) percolate(ctx context.Context, k *keeper, changes []change, all b
 	if len(k.searches) == 0 {
 		return nil
 	}
-	// The state of each changed offer: its body under whichever handler
-	// holds it now.
+	// Each changed offer's body under whichever handler holds it now.
 	type state struct {
 		o    *Offer
 		kind Kind

@@ -9,10 +9,8 @@ import (
 
 // The flow's stages.
 const (
-	// StageEnrich turns each tick into a reading.
-	StageEnrich = "sample-enrich"
-	// StageSink counts readings per sensor, once per tick.
-	StageSink = "sample-sink"
+	StageEnrich = "sample-enrich" // turns each tick into a reading.
+	StageSink   = "sample-sink"   // counts readings per sensor, once per tick.
 )
 
 // Flow is the sample flow, built over the app's Redis.

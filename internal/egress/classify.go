@@ -17,37 +17,21 @@ type Class string
 
 // The classes of Classify.
 const (
-	// ClassNone: no error.
-	ClassNone Class = ""
-	// ClassDenied: the egress policy refused the address.
-	ClassDenied Class = "denied"
-	// ClassTimeout: no complete answer in time.
-	ClassTimeout Class = "timeout"
-	// ClassDNS: the host name did not resolve.
-	ClassDNS Class = "dns"
-	// ClassRefused: the connection was refused or reset.
-	ClassRefused Class = "refused"
-	// ClassTLS: the TLS handshake or the certificate failed.
-	ClassTLS Class = "tls"
-	// ClassHTTP4xx: the peer answered a 4xx status.
-	ClassHTTP4xx Class = "http_4xx"
-	// ClassHTTP5xx: the peer answered a 5xx status.
-	ClassHTTP5xx Class = "http_5xx"
-	// ClassSMTP4xx: the SMTP server answered a transient 4yz failure.
-	ClassSMTP4xx Class = "smtp_4xx"
-	// ClassSMTP5xx: the SMTP server answered a permanent 5yz failure.
-	ClassSMTP5xx Class = "smtp_5xx"
-	// ClassHTTPStatus: the peer answered another unexpected status (1xx,
-	// 3xx).
-	ClassHTTPStatus Class = "http_status"
-	// ClassTooLarge: the answer exceeded its bound.
-	ClassTooLarge Class = "too_large"
-	// ClassMalformed: the answer could not be read as what was expected.
-	ClassMalformed Class = "malformed"
-	// ClassNetwork: another network failure.
-	ClassNetwork Class = "network"
-	// ClassOther: anything else.
-	ClassOther Class = "other"
+	ClassNone       Class = ""            // no error.
+	ClassDenied     Class = "denied"      // the egress policy refused the address.
+	ClassTimeout    Class = "timeout"     // no complete answer in time.
+	ClassDNS        Class = "dns"         // the host name did not resolve.
+	ClassRefused    Class = "refused"     // the connection was refused or reset.
+	ClassTLS        Class = "tls"         // the TLS handshake or the certificate failed.
+	ClassHTTP4xx    Class = "http_4xx"    // the peer answered a 4xx status.
+	ClassHTTP5xx    Class = "http_5xx"    // the peer answered a 5xx status.
+	ClassSMTP4xx    Class = "smtp_4xx"    // the SMTP server answered a transient 4yz failure.
+	ClassSMTP5xx    Class = "smtp_5xx"    // the SMTP server answered a permanent 5yz failure.
+	ClassHTTPStatus Class = "http_status" // the peer answered another unexpected status (1xx, 3xx).
+	ClassTooLarge   Class = "too_large"   // the answer exceeded its bound.
+	ClassMalformed  Class = "malformed"   // the answer could not be read as what was expected.
+	ClassNetwork    Class = "network"     // another network failure.
+	ClassOther      Class = "other"       // anything else.
 )
 
 // ErrMalformed is wrapped by errors of answers that cannot be read as

@@ -28,12 +28,9 @@ import (
 
 // Errors of a store, for errors.Is.
 var (
-	// ErrNotFound: no record has the id.
-	ErrNotFound = errors.New("recordstore: record not found")
-	// ErrFull: the store holds Config.Max records and the record is new.
-	ErrFull = errors.New("recordstore: store full")
-	// ErrTooLarge: a record's JSON exceeds Config.MaxSize.
-	ErrTooLarge = errors.New("recordstore: record too large")
+	ErrNotFound = errors.New("recordstore: record not found") // no record has the id.
+	ErrFull     = errors.New("recordstore: store full")       // the store holds Config.Max records and the record is new.
+	ErrTooLarge = errors.New("recordstore: record too large") // a record's JSON exceeds Config.MaxSize.
 	// ErrCorrupt: a stored record cannot be decoded (default Decode).
 	ErrCorrupt = errors.New("recordstore: stored record unreadable")
 	// ErrConflict: Update found the record changed by others too often.
@@ -42,14 +39,10 @@ var (
 	ErrTaken = errors.New("recordstore: id held by another tenant")
 )
 
-// Layout is where a store keeps its records; set Hash, or Prefix and Index.
+// Layout is where a store keeps its records: the one Hash (id → JSON), or
+// each at Prefix+id with the ids in the sorted set Index.
 type Layout struct {
-	// Hash is the one hash holding every record, id → JSON.
-	Hash string
-	// Prefix is prepended to an id to make its record's key.
-	Prefix string
-	// Index is the sorted set of the ids.
-	Index string
+	Hash, Prefix, Index string
 }
 
 // Config configures a Store. Zero fields take their defaults.
