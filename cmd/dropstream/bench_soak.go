@@ -284,6 +284,9 @@ func (p *soakProc) start(ctx context.Context, c soakConfig) (stop func(), err er
 	if err != nil {
 		return stop, fmt.Errorf("redis url: %w", err)
 	}
+	// A loaded demo's embedded Redis may take seconds to answer: a sample
+	// waits up to its own minute, not go-redis's default 3 s.
+	opt.ReadTimeout, opt.WriteTimeout = 30*time.Second, 30*time.Second
 	p.rdb = redis.NewClient(opt)
 	stops = append(stops, func() { _ = p.rdb.Close() })
 	for {
