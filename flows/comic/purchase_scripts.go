@@ -37,7 +37,7 @@ return 'new'`)
 // inventory, the sale recorded, "sold" emitted and the record marked sold,
 // or the record becomes refunding when the comic is gone. KEYS inv, sale
 // list, inventory zset, events stream, txn, purchases zset; ARGV comic id,
-// sale JSON (without gen), email (JSON), txn id (JSON), price, now ms,
+// sale JSON (gen 0, set here), email (JSON), txn id (JSON), price, now ms,
 // trace id, txn id. Returns {state, gen}: the record's state after the call.
 var sellScript = redis.NewScript(`
 local st = redis.call('HGET', KEYS[5], 'state')
@@ -53,7 +53,7 @@ redis.call('ZREM', KEYS[3], ARGV[1])
 redis.call('HSET', KEYS[5], 'state', 'sold', 'gen', gen)
 redis.call('EXPIRE', KEYS[5], ` + purchaseTTL + `)
 redis.call('ZREM', KEYS[6], ARGV[8])
-redis.call('RPUSH', KEYS[2], '{"gen":' .. gen .. ',' .. string.sub(ARGV[2], 2))
+redis.call('RPUSH', KEYS[2], (string.gsub(ARGV[2], '"gen":0', '"gen":' .. gen, 1)))
 local ev = '{"kind":"sold","comic_id":"' .. ARGV[1] .. '","gen":' .. gen .. ',"at_ms":' .. ARGV[6] ..
   ',"email":' .. ARGV[3] .. ',"txn_id":' .. ARGV[4] .. ',"price_cents":' .. ARGV[5] .. ',"trace_id":"' .. ARGV[7] ..
   '","listed_at_ms":' .. cur[2] .. ',"comic":' .. cur[3] .. '}'

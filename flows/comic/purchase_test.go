@@ -66,8 +66,8 @@ func TestSales_concurrentBuyersExactlyOneWins(t *testing.T) {
 				t.Errorf("comic still in inventory: %v", err)
 			}
 			sales, err := svc.Sales.Sales(ctx, c.ID())
-			if err != nil || len(sales) != 1 || sales[0].Email != winner.Email || sales[0].PriceCents != c.PriceCents {
-				t.Errorf("sales = %+v, %v; want the winner's at the comic's price", sales, err)
+			if err != nil || len(sales) != 1 || sales[0].Email != winner.Email || sales[0].PriceCents != c.PriceCents || sales[0].Gen != winner.Gen || winner.Gen < 1 {
+				t.Errorf("sales = %+v, %v; want the winner's at the comic's price, of its listing %d", sales, err, winner.Gen)
 			}
 			// The winner retrying the same transaction buys nothing more.
 			again, err := svc.Sales.Purchase(ctx, winner.Email, c.ID(), "card", winner.TxnID, "")
