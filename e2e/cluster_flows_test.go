@@ -215,16 +215,17 @@ func comicFlow(t *testing.T, nodes string) {
 	if got := rcv.received(); !mapsEqual(got, want) {
 		t.Fatalf("received %v, want each of %d comics once to late and fast", got, comics)
 	}
-	// late is charged, but fast buys the comic meanwhile.
+	// late is charged, but fast buys the comic meanwhile: both hold it, by
+	// the tokens of their notifications.
 	c := listed[0]
 	pay.onCharge = func(txn string) {
 		if txn == "txn-late" {
-			if _, err := svc.Sales.Purchase(ctx, "fast@example.com", c.ID(), "card", "txn-fast", ""); err != nil {
+			if _, err := svc.Sales.Purchase(ctx, "fast@example.com", c.ID(), "card", "txn-fast", rcv.token(c.ID(), "fast@example.com")); err != nil {
 				t.Errorf("fast purchase: %v", err)
 			}
 		}
 	}
-	if _, err := svc.Sales.Purchase(ctx, "late@example.com", c.ID(), "card", "txn-late", ""); !errors.Is(err, comic.ErrSoldOut) {
+	if _, err := svc.Sales.Purchase(ctx, "late@example.com", c.ID(), "card", "txn-late", rcv.token(c.ID(), "late@example.com")); !errors.Is(err, comic.ErrSoldOut) {
 		t.Fatalf("late purchase = %v, want ErrSoldOut", err)
 	}
 	if pay.refund("txn-late") != c.PriceCents || pay.refund("txn-fast") != 0 {
@@ -235,7 +236,7 @@ func comicFlow(t *testing.T, nodes string) {
 	if _, err := svc.Sales.Purchase(ctx, "other@example.com", c.ID(), "card", "txn-other", ""); !errors.Is(err, comic.ErrSoldOut) {
 		t.Errorf("purchase of a sold comic = %v, want ErrSoldOut", err)
 	}
-	if _, err := svc.Sales.Purchase(ctx, "fast@example.com", listed[1].ID(), "bad", "txn-bad", ""); !errors.Is(err, comic.ErrPayment) {
+	if _, err := svc.Sales.Purchase(ctx, "fast@example.com", listed[1].ID(), "bad", "txn-bad", rcv.token(listed[1].ID(), "fast@example.com")); !errors.Is(err, comic.ErrPayment) {
 		t.Errorf("purchase with a declined payment = %v, want ErrPayment", err)
 	}
 	if _, err := svc.Inventory.Get(ctx, listed[1].ID()); err != nil {
@@ -325,6 +326,19 @@ func (r *comicReceiver) count() int {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	return len(r.got)
+}
+
+// token is the hold token of the last notification of comic id to email.
+func (r *comicReceiver) token(id, email string) string {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	tok := ""
+	for _, n := range r.got {
+		if n.ComicID == id && n.Email == email {
+			tok = n.HoldToken
+		}
+	}
+	return tok
 }
 
 // received returns (comic id, email) → deliveries.

@@ -61,7 +61,8 @@ func TestNotifier_KilledMidBatchResendsOnlyWhatWasInFlight(t *testing.T) {
 	apiAddr := fmt.Sprintf("127.0.0.1:%d", testenv.FreePort(t))
 	base := "http://" + apiAddr
 	web := &http.Client{Timeout: time.Minute}
-	flows := startProc(t, bin, "flows", "run", "--redis-url", srv.URL(), "--api-addr", apiAddr, "--instance", "flows",
+	// One wave tells every subscription: the workload is the notifier's.
+	flows := startProcEnv(t, bin, "flows", []string{fmt.Sprintf("%s=%d", comic.VarHoldWave, crashSubscriptions)}, "run", "--redis-url", srv.URL(), "--api-addr", apiAddr, "--instance", "flows",
 		"--stages", comic.StageMatcher+","+comic.StageDelivery, "--api-limits", "off", "--log-level", "info")
 	flows.waitStarted(t, comic.StageMatcher, comic.StageDelivery)
 	notifierArgs := []string{"run", "--redis-url", srv.URL(), "--api-addr", "", "--instance", "notifier",

@@ -52,6 +52,12 @@ type proc struct {
 // tests' providers and receivers listen there.
 func startProc(t *testing.T, bin, name string, args ...string) *proc {
 	t.Helper()
+	return startProcEnv(t, bin, name, nil, args...)
+}
+
+// startProcEnv is startProc with the variables env ("NAME=value") set too.
+func startProcEnv(t *testing.T, bin, name string, env []string, args ...string) *proc {
+	t.Helper()
 	cmd := exec.Command(bin, args...)
 	for _, kv := range os.Environ() {
 		if !strings.HasPrefix(kv, "DROPSTREAM_") || strings.HasPrefix(kv, "DROPSTREAM_TEST_") {
@@ -59,6 +65,7 @@ func startProc(t *testing.T, bin, name string, args ...string) *proc {
 		}
 	}
 	cmd.Env = append(cmd.Env, "DROPSTREAM_EGRESS_ALLOW=127.0.0.0/8,::1")
+	cmd.Env = append(cmd.Env, env...)
 	logs := &procLog{t: t, name: name, started: map[string]bool{}, paused: map[string]bool{}, warned: map[string][]map[string]any{}}
 	cmd.Stdout, cmd.Stderr = logs, logs
 	if err := cmd.Start(); err != nil {

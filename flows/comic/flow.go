@@ -86,6 +86,9 @@ const (
 	// VarQuotaSubscriptions bounds the subscriptions each caller may
 	// create.
 	VarQuotaSubscriptions = "DROPSTREAM_QUOTA_COMIC_SUBSCRIPTIONS"
+	// VarHoldWindow and VarHoldWave set HoldConfig's Window and WaveSize.
+	VarHoldWindow = "DROPSTREAM_COMIC_HOLD_WINDOW"
+	VarHoldWave   = "DROPSTREAM_COMIC_HOLD_WAVE"
 )
 
 // Vars are the flow's default POST /notify destination and its secret.
@@ -93,6 +96,8 @@ var Vars = []flow.Var{
 	{Name: VarNotifyURL, Kind: flow.URL, Usage: "comic flow: POST /notify URL for subscriptions without their own; empty: such notifications go to the log channel"},
 	{Name: VarNotifySecret, Secret: true, Usage: "comic flow: HMAC secret (at least 16 bytes) signing requests to DROPSTREAM_COMIC_NOTIFY_URL"},
 	{Name: VarQuotaSubscriptions, Kind: flow.Int, Default: "1000", Usage: "comic subscriptions each API key (each client address on an open API) may create; beyond it 409 quota_exceeded; 0: no cap"},
+	{Name: VarHoldWindow, Kind: flow.Duration, Default: "10m", Usage: "comic flow: how long a wave of subscribers told of a comic alone may buy it, when its listing sets no hold_seconds"},
+	{Name: VarHoldWave, Kind: flow.Int, Default: "20", Usage: "comic flow: subscribers told per wave, 1..100"},
 }
 
 // Flow is the comic flow: subscriptions, inventory, the matching and
@@ -143,7 +148,8 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	}
 	cfg := Config{Partitions: d.Settings.Partitions, Webhook: notifier.WebhookSettings(d.Settings, policy), Delivery: DeliveryConfig{
 		NotifyURL: notifyURL, NotifySecret: d.Settings.String(VarNotifySecret), Relay: nf.Notify},
-		MaxSubscriptionsPerCaller: d.Settings.Int(VarQuotaSubscriptions)}
+		MaxSubscriptionsPerCaller: d.Settings.Int(VarQuotaSubscriptions),
+		Holds:                     HoldConfig{Window: d.Settings.Duration(VarHoldWindow), WaveSize: d.Settings.Int(VarHoldWave)}}
 	f, err := NewWith(d.Redis, cfg, NewCheckoutPayments(d.Redis, co), d.Telemetry)
 	if err != nil {
 		return nil, err
