@@ -74,12 +74,16 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 }
 
 // hold keeps the requests to path unanswered until release is called.
+// The held requests are released when the test ends too, so a test that
+// fails while holding one does not hang in its server's Close.
 func (r *receiver) hold(path string) (release func()) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	c := make(chan struct{})
 	r.holds[path] = c
-	return func() { close(c) }
+	release = sync.OnceFunc(func() { close(c) })
+	r.t.Cleanup(release)
+	return release
 }
 
 // setStatus replaces the answer script.
