@@ -38,7 +38,7 @@ func TestHistory_inventorySalesAndNotificationsInClickHouse(t *testing.T) {
 		t.Fatal(err)
 	}
 	waitDone(t, svc, c.ID())
-	if _, err := svc.Sales.Purchase(ctx, "a@example.com", c.ID(), "card", "txn-1", ""); err != nil {
+	if _, err := svc.Sales.Purchase(ctx, "a@example.com", c.ID(), "card", "txn-1", rcv.tokens(c.ID())["a@example.com"]); err != nil {
 		t.Fatal(err)
 	}
 	if _, _, err := svc.Inventory.Add(ctx, c); err != nil {
