@@ -154,8 +154,12 @@ func (b *Batcher[E]) Add(ctx context.Context, item E, rows, msgs int, urgent boo
 		}
 		last, flushing := b.lastErr, w.flushing
 		b.mu.Unlock()
-		if flushing {
-			return <-w.res
+		if flushing { // its flush decides; a failure still names the deadline
+			err := <-w.res
+			if err != nil && !errors.Is(err, ctx.Err()) {
+				err = fmt.Errorf("%w: %w", ctx.Err(), err)
+			}
+			return err
 		}
 		if last == nil { // queued behind flushes slower than the deadline
 			return stream.Hold(fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w", b.stage, ctx.Err()))
