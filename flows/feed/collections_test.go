@@ -8,6 +8,7 @@ import (
 
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
 	"github.com/dropstream/dropstream/internal/testenv"
+	"github.com/dropstream/dropstream/stream"
 )
 
 // pollAssigned polls the feed at the given time and waits for the
@@ -18,7 +19,7 @@ func (h *harness) pollAssigned(at time.Time) {
 	if _, err := h.poller.PollOnce(h.ctx, h.feed); err != nil {
 		h.t.Fatal(err)
 	}
-	testenv.WaitFor(h.t, waitTimeout, func() bool { return drained(h.ctx, h.rdb, h.flow.topics.Polls, StageAssign) }, "assignment stage did not drain")
+	testenv.WaitFor(h.t, waitTimeout, func() bool { return stream.Drained(h.ctx, h.rdb, h.flow.topics.Polls, StageAssign) }, "assignment stage did not drain")
 }
 
 // collectionsOf returns a subscribable's collections as the API shows

@@ -29,24 +29,6 @@ const waitTimeout = 20 * time.Second
 // t0 is a Monday, 09:00 UTC.
 var t0 = time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)
 
-// clock is a settable clock.
-type clock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *clock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *clock) Set(t time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = t
-}
-
 // recorder is a notifier channel recording what it is asked to send; fail,
 // when set, makes sends to a recipient fail (retryably) n times.
 type recorder struct {
@@ -99,7 +81,7 @@ type harness struct {
 	// requests is the notifier's request topic.
 	requests stream.Topic
 	poller   *Poller
-	clock    *clock
+	clock    *testenv.Clock
 	sink     *recorder
 	sim      *feedsim.Feed
 	srv      *httptest.Server
@@ -172,7 +154,7 @@ func newHarnessWith(t *testing.T, b testenv.Backend, sim *feedsim.Feed, fd Feed,
 	t.Helper()
 	ctx, cancel := context.WithCancel(context.Background())
 	rdb := b.Client(t)
-	h := &harness{t: t, ctx: ctx, rdb: rdb, clock: &clock{now: t0}, sink: &recorder{name: notifier.ChannelLog, fail: map[string]int{}}, sim: sim,
+	h := &harness{t: t, ctx: ctx, rdb: rdb, clock: testenv.NewClock(t0), sink: &recorder{name: notifier.ChannelLog, fail: map[string]int{}}, sim: sim,
 		skip: map[string]bool{}, stop: cancel}
 	h.srv = httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		mode, _ := h.mode.Load().(string)
@@ -287,41 +269,9 @@ func (h *harness) pollAt(at time.Time) Poll {
 func (h *harness) settle() {
 	h.t.Helper()
 	testenv.WaitFor(h.t, waitTimeout, func() bool {
-		return drained(h.ctx, h.rdb, h.flow.topics.Polls, StageAssign) && drained(h.ctx, h.rdb, h.flow.topics.Collections, StageDeliver) &&
-			drained(h.ctx, h.rdb, h.requests, notifier.StageDeliver)
+		return stream.Drained(h.ctx, h.rdb, h.flow.topics.Polls, StageAssign) && stream.Drained(h.ctx, h.rdb, h.flow.topics.Collections, StageDeliver) &&
+			stream.Drained(h.ctx, h.rdb, h.requests, notifier.StageDeliver)
 	}, "feed and notifier stages did not drain")
-}
-
-// drained reports whether group has read and acknowledged every entry of
-// every partition of topic.
-func drained(ctx context.Context, rdb redis.UniversalClient, topic stream.Topic, group string) bool {
-	for p := 0; p < topic.Partitions; p++ {
-		key := topic.Stream(p)
-		last, err := rdb.XRevRangeN(ctx, key, "+", "-", 1).Result()
-		if err != nil {
-			return false
-		}
-		if len(last) == 0 {
-			continue
-		}
-		groups, err := rdb.XInfoGroups(ctx, key).Result()
-		if err != nil {
-			return false
-		}
-		found := false
-		for _, g := range groups {
-			if g.Name == group {
-				found = true
-				if g.Pending != 0 || g.LastDeliveredID != last[0].ID {
-					return false
-				}
-			}
-		}
-		if !found {
-			return false
-		}
-	}
-	return true
 }
 
 // subscribe adds a subscribable and a log subscription (confirmed at once)

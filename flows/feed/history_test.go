@@ -54,7 +54,7 @@ func TestHistory_writesItemHistoryToClickHouseOnce(t *testing.T) {
 		got, err = clickhousetest.FeedItemEventCounts(t.Context(), ch, h.feed.ID)
 		return err == nil && reflect.DeepEqual(got, want)
 	}, "feed_item_events never matched")
-	testenv.WaitFor(t, waitTimeout, func() bool { return drained(ctx, h.rdb, h.flow.topics.History, StageHistory) })
+	testenv.WaitFor(t, waitTimeout, func() bool { return stream.Drained(ctx, h.rdb, h.flow.topics.History, StageHistory) })
 	// A replay of the whole history stream collapses into the same events.
 	var rows []clickhouse.FeedItemEventRow
 	for p := 0; p < h.flow.topics.History.Partitions; p++ {

@@ -169,7 +169,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	res.Polled = time.Since(start)
 	want := int64(cfg.Feeds * itemsPerFeed / 10)
 	topics := fl.Topics()
-	for ch.n.Load() < want || !drained(ctx, rdb, topics.Polls, feed.StageAssign) || !drained(ctx, rdb, topics.Collections, feed.StageDeliver) {
+	for ch.n.Load() < want || !stream.Drained(ctx, rdb, topics.Polls, feed.StageAssign) || !stream.Drained(ctx, rdb, topics.Collections, feed.StageDeliver) {
 		phase.Set(ch.n.Load())
 		select {
 		case <-ctx.Done():
@@ -270,31 +270,4 @@ func usedMemory(ctx context.Context, rdb redis.UniversalClient) int64 {
 		}
 	}
 	return 0
-}
-
-// drained reports whether group has read and acknowledged every entry of
-// every partition of topic.
-func drained(ctx context.Context, rdb redis.UniversalClient, topic stream.Topic, group string) bool {
-	for p := range topic.Partitions {
-		key := topic.Stream(p)
-		last, err := rdb.XRevRangeN(ctx, key, "+", "-", 1).Result()
-		if err != nil {
-			return false
-		}
-		if len(last) == 0 {
-			continue
-		}
-		groups, err := rdb.XInfoGroups(ctx, key).Result()
-		if err != nil {
-			return false
-		}
-		ok := false
-		for _, g := range groups {
-			ok = ok || (g.Name == group && g.Pending == 0 && g.LastDeliveredID == last[0].ID)
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
 }

@@ -169,35 +169,9 @@ func (h *harness) settle() {
 	h.t.Helper()
 	topics := h.flow.Topics()
 	testenv.WaitFor(h.t, waitTimeout, func() bool {
-		return h.drained(topics.Polls, feed.StageAssign) && h.drained(topics.Collections, feed.StageDeliver) &&
-			h.drained(h.requests, notifier.StageDeliver)
+		return stream.Drained(h.ctx, h.rdb, topics.Polls, feed.StageAssign) && stream.Drained(h.ctx, h.rdb, topics.Collections, feed.StageDeliver) &&
+			stream.Drained(h.ctx, h.rdb, h.requests, notifier.StageDeliver)
 	}, "feed and notifier stages did not drain")
-}
-
-// drained reports whether group has read and acknowledged every entry of
-// every partition of topic.
-func (h *harness) drained(topic stream.Topic, group string) bool {
-	for p := range topic.Partitions {
-		last, err := h.rdb.XRevRangeN(h.ctx, topic.Stream(p), "+", "-", 1).Result()
-		if err != nil {
-			return false
-		}
-		if len(last) == 0 {
-			continue
-		}
-		groups, err := h.rdb.XInfoGroups(h.ctx, topic.Stream(p)).Result()
-		if err != nil {
-			return false
-		}
-		ok := false
-		for _, g := range groups {
-			ok = ok || g.Name == group && g.Pending == 0 && g.LastDeliveredID == last[0].ID
-		}
-		if !ok {
-			return false
-		}
-	}
-	return true
 }
 
 // subscribe adds a subscribable and a log subscription (confirmed at once)
