@@ -18,26 +18,8 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// testClock is the injectable clock of the hold windows.
-type testClock struct {
-	mu sync.Mutex
-	t  time.Time
-}
-
-func (c *testClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.t
-}
-
-func (c *testClock) Advance(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.t = c.t.Add(d)
-}
-
 // heldService is newService with waves of size and clock on every part.
-func heldService(t *testing.T, rdb redis.UniversalClient, rcv *receiver, p Payments, size int, clk *testClock) *Flow {
+func heldService(t *testing.T, rdb redis.UniversalClient, rcv *receiver, p Payments, size int, clk *testenv.Clock) *Flow {
 	t.Helper()
 	svc := newService(t, rdb, rcv, p, StoreConfig{})
 	svc.Holds.cfg.WaveSize = size
@@ -88,7 +70,7 @@ func TestHold_concurrentBuyersInsideAndOutside(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
 			rdb := be.Client(t)
-			rcv, pay, clk := newReceiver(t), newTestPayments(), &testClock{t: time.Now()}
+			rcv, pay, clk := newReceiver(t), newTestPayments(), testenv.NewClock(time.Now())
 			svc := heldService(t, rdb, rcv, pay, 3, clk)
 			subs := subscribeFans(t, svc, 5, `{"series":"Saga"}`)
 			run(t, rdb, svc.Stages()...)
@@ -170,7 +152,7 @@ func TestHold_expiresAndNextWaveIsTold(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
 			rdb := be.Client(t)
-			rcv, clk := newReceiver(t), &testClock{t: time.Now()}
+			rcv, clk := newReceiver(t), testenv.NewClock(time.Now())
 			svc := heldService(t, rdb, rcv, newTestPayments(), 2, clk)
 			subs := subscribeFans(t, svc, 5, `{"series":"Saga"}`)
 			run(t, rdb, svc.Stages()...)
@@ -180,11 +162,11 @@ func TestHold_expiresAndNextWaveIsTold(t *testing.T) {
 			}
 			waitDone(t, svc, c.ID())
 			order := lotteryOrder(c.ID(), 1, subs)
-			clk.Advance(svc.Holds.cfg.Window - time.Millisecond)
+			clk.Add(svc.Holds.cfg.Window - time.Millisecond)
 			if n, err := svc.Holds.Advance(ctx); err != nil || n != 0 {
 				t.Fatalf("Advance within the hold = %d, %v; want nothing told", n, err)
 			}
-			clk.Advance(time.Millisecond)
+			clk.Add(time.Millisecond)
 			if n, err := svc.Holds.Advance(ctx); err != nil || n != 1 {
 				t.Fatalf("Advance at the hold's end = %d, %v; want the next wave", n, err)
 			}
@@ -206,7 +188,7 @@ func TestHold_expiresAndNextWaveIsTold(t *testing.T) {
 			if _, err := svc.Sales.Purchase(ctx, order[3].Email, c.ID(), "card", "", toks[order[3].Email]); err != nil {
 				t.Fatalf("second-wave holder: %v", err)
 			}
-			clk.Advance(time.Hour)
+			clk.Add(time.Hour)
 			if n, err := svc.Holds.Advance(ctx); err != nil || n != 0 {
 				t.Errorf("Advance after the sale = %d, %v; want nothing told", n, err)
 			}
@@ -229,7 +211,7 @@ func TestHold_crashBetweenWavesTellsEachWaveOnce(t *testing.T) {
 		t.Run(be.Name, func(t *testing.T) {
 			ctx := context.Background()
 			rdb := be.Client(t)
-			rcv, clk := newReceiver(t), &testClock{t: time.Now()}
+			rcv, clk := newReceiver(t), testenv.NewClock(time.Now())
 			a := heldService(t, rdb, rcv, nil, 2, clk)
 			subs := subscribeFans(t, a, 4, `{"series":"Saga"}`)
 			subs = append(subs, mustSubscribe(t, a.Subscriptions, "fan0@example.com", `{"publisher":"Image"}`))
@@ -247,7 +229,7 @@ func TestHold_crashBetweenWavesTellsEachWaveOnce(t *testing.T) {
 			<-doneA
 			b := heldService(t, rdb, rcv, nil, 2, clk)
 			for wave := 2; wave <= 3; wave++ {
-				clk.Advance(a.Holds.cfg.Window)
+				clk.Add(a.Holds.cfg.Window)
 				told := make([]int, 8)
 				var wg sync.WaitGroup
 				for i := range told {
@@ -260,7 +242,7 @@ func TestHold_crashBetweenWavesTellsEachWaveOnce(t *testing.T) {
 				}
 				waitDone(t, a, c.ID())
 			}
-			clk.Advance(a.Holds.cfg.Window)
+			clk.Add(a.Holds.cfg.Window)
 			if n, err := b.Holds.Advance(ctx); err != nil || n != 0 {
 				t.Errorf("Advance past the last wave = %d, %v; want nothing", n, err)
 			}
@@ -284,7 +266,7 @@ func TestHold_crashBetweenWavesTellsEachWaveOnce(t *testing.T) {
 func TestHold_relayedHoldStartsAtTheNotifiersSend(t *testing.T) {
 	ctx := context.Background()
 	rdb := testenv.WithCluster()[2].Client(t)
-	clk := &testClock{t: time.Now()}
+	clk := testenv.NewClock(time.Now())
 	svc := heldService(t, rdb, nil, nil, 2, clk)
 	subscribeFans(t, svc, 1, `{"series":"Saga"}`)
 	c := comicN("Saga", 4, "Image", true)

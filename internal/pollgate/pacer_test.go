@@ -3,30 +3,11 @@ package pollgate
 import (
 	"context"
 	"errors"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/dropstream/dropstream/internal/testenv"
 )
-
-// fakeClock is a settable clock shared by the copies of a test.
-type fakeClock struct {
-	mu  sync.Mutex
-	now time.Time
-}
-
-func (c *fakeClock) Now() time.Time {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	return c.now
-}
-
-func (c *fakeClock) Add(d time.Duration) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.now = c.now.Add(d)
-}
 
 // Two copies (two pacers on one Redis) share each host's budget: the
 // requests of both to one host get slots a spacing apart, another host is
@@ -36,7 +17,7 @@ func TestEtiquette_pacerSpacesAHostsRequestsAcrossCopies(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			rdb := b.Client(t)
-			clock := &fakeClock{now: time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC)}
+			clock := testenv.NewClock(time.Date(2026, 3, 2, 9, 0, 0, 0, time.UTC))
 			var copies []*Pacer
 			for range 2 {
 				p, err := NewPacer(rdb, PacerConfig{Name: "feed", Spacing: 200 * time.Millisecond, MaxWait: time.Second, Now: clock.Now})
