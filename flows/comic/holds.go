@@ -269,21 +269,19 @@ func (h *Holds) sentStage(topic stream.Topic) stream.Stage {
 	}}
 }
 
-// state is a hold's record: its listing, salt and the end of its hold.
+// holdState is a hold's record: its salt and the end of its hold.
 type holdState struct {
-	gen, ends int64
-	salt      string
+	ends int64
+	salt string
 }
 
 func (h *Holds) state(ctx context.Context, id string) (holdState, error) {
-	v, err := h.rdb.HMGet(ctx, holdKey(h.topics.tag(id), id), "gen", "ends", "salt").Result()
+	v, err := h.rdb.HMGet(ctx, holdKey(h.topics.tag(id), id), "ends", "salt").Result()
 	if err != nil {
 		return holdState{}, fmt.Errorf("comic: hold of %s: %w", id, err)
 	}
-	st := holdState{}
-	st.gen, _ = strconv.ParseInt(str(v[0]), 10, 64)
-	st.ends, _ = strconv.ParseInt(str(v[1]), 10, 64)
-	st.salt = str(v[2])
+	st := holdState{salt: str(v[1])}
+	st.ends, _ = strconv.ParseInt(str(v[0]), 10, 64)
 	return st, nil
 }
 
