@@ -32,9 +32,10 @@ func startSentinelCheckoutCluster(t *testing.T, bin string, set *testenv.RedisSe
 // 200 is still paid on the new primary and every one answered 400 unpaid:
 // as many units sold and as much credit spent as 200 answers. With it off,
 // the test lists the checkouts answered 200 that the failover lost, and
-// fails only if the new primary's own counts disagree (units sold, credit
-// spent and orders paid must still be equal: the replica holds a prefix of
-// the primary's writes).
+// fails only if the new primary's own counts disagree once the sweeper
+// finished the attempts the failover left open (units sold, credit spent
+// and orders paid must be equal: the replica holds a prefix of the
+// primary's writes, and every step is idempotent).
 func TestCheckout_SentinelFailover_keepsEveryAnsweredCheckoutWithReplicaWait(t *testing.T) {
 	bin := buildBinary(t)
 	for _, mode := range []struct{ name, wait string }{{"wait-on", "1/1s"}, {"wait-off", "off"}} {
@@ -61,6 +62,11 @@ func TestCheckout_SentinelFailover_keepsEveryAnsweredCheckoutWithReplicaWait(t *
 			set.Node(0).Restart(t)
 			<-done
 			set.WaitReplicated(t)
+			// A failover without the replica wait can lose the end of an
+			// attempt (its commands or replies): the attempt stays open
+			// until the sweeper sends its commands again and finishes it.
+			testenv.WaitFor(t, 3*time.Minute, func() bool { return c.openAttempts() == 0 },
+				"the sweeper finished every attempt left open by the failover")
 			c.verifyFailover(w, final, &tally, mode.wait != "off")
 		})
 	}

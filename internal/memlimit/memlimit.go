@@ -1,0 +1,69 @@
+// Package memlimit keeps a soft memory limit on the process, so its
+// resident set stays flat under a steady load instead of creeping up to the
+// bound GOGC sets.
+//
+// At GOGC 400 the heap may grow to five times its live size before a
+// collection, and the peak resident set approaches that bound over an hour
+// (BENCHMARKS.md, "Memory over an hour"). A soft limit makes the collector
+// run when the process reaches it instead. A fixed limit would make the
+// collector run without pause once the live heap nears it, so the limit
+// grows with the live heap: the collector never runs more often than GOGC
+// 200 would make it.
+package memlimit
+
+import (
+	"context"
+	"os"
+	"runtime/debug"
+	"runtime/metrics"
+	"time"
+)
+
+// Default is the soft limit set when GOMEMLIMIT is unset: 96 MiB of Go
+// memory (heap, stacks and runtime), about five times the live heap of an
+// idle `run`.
+const Default = 96 << 20
+
+// headroom is how many times the live heap the limit stays above: a limit
+// of three times the live heap lets the heap double between collections,
+// as GOGC 200 does.
+const headroom = 3
+
+// For returns the limit for a live heap of live bytes: base, or headroom
+// times the live heap once that is larger.
+func For(base, live int64) int64 {
+	return max(base, headroom*live)
+}
+
+// Keep sets the limit from base and the live heap now and again every
+// interval until ctx ends. It does nothing when GOMEMLIMIT is set: the
+// operator's limit stands.
+func Keep(ctx context.Context, base int64, every time.Duration) {
+	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
+		return
+	}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		Adjust(base)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Adjust sets the limit For base and the live heap of the last collection,
+// and returns it.
+func Adjust(base int64) int64 {
+	s := []metrics.Sample{{Name: "/gc/heap/live:bytes"}}
+	metrics.Read(s)
+	var live int64
+	if s[0].Value.Kind() == metrics.KindUint64 {
+		live = int64(s[0].Value.Uint64())
+	}
+	limit := For(base, live)
+	debug.SetMemoryLimit(limit)
+	return limit
+}
