@@ -110,6 +110,7 @@ type Deliverer struct {
 	subs     *subscriber.Store
 	dispatch *Dispatcher
 	throttle *throttle.Throttle
+	tkeys    throttleKeys
 	digests  *digest.Store
 	history  *history.Recorder
 	pub      *stream.Publisher

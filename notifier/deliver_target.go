@@ -69,13 +69,19 @@ func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs
 	}
 	recs = d.holdAll(ctx, msgs, reqs, holds, &sends, recs)
 	recs = d.sendAll(ctx, msgs, reqs, sends, recs)
-	perMsg := make([][]error, len(msgs))
-	for _, j := range jobs {
-		perMsg[j.msg] = append(perMsg[j.msg], j.err)
+	// A message's jobs are contiguous in jobs: one slice holds all errors.
+	jerrs := make([]error, len(jobs))
+	for k, j := range jobs {
+		jerrs[k] = j.err
 	}
+	k := 0
 	for i := range msgs {
+		from := k
+		for k < len(jobs) && jobs[k].msg == i {
+			k++
+		}
 		if errs[i] == nil {
-			errs[i] = Settle(perMsg[i])
+			errs[i] = Settle(jerrs[from:k:k])
 		}
 	}
 	return recs
@@ -167,7 +173,7 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 		}
 		var de *DeliveryError
 		if errors.As(err, &de) && de.RetryAfter > 0 && d.throttle != nil {
-			if berr := d.throttle.Block(ctx, throttleKey(j.t.dest), d.cfg.Now().Add(de.RetryAfter)); berr != nil {
+			if berr := d.throttle.Block(ctx, d.tkeys.get(j.t.dest), d.cfg.Now().Add(de.RetryAfter)); berr != nil {
 				d.logger.WarnContext(ctx, "notifier: retry-after not recorded", "error", berr)
 			}
 		}
@@ -189,19 +195,11 @@ func (d *Deliverer) sendStatus(err error, attempt int) string {
 	return history.StatusFailed
 }
 
-// throttleKey is the throttle bucket of a destination: its core's hash.
-func throttleKey(dest subscriber.Destination) string {
-	if core, err := dest.Core(); err == nil {
-		return subscriber.CoreHash(core)
-	}
-	return dest.ID
-}
-
 // throttleAll takes the sends' permissions in one round trip.
 func (d *Deliverer) throttleAll(ctx context.Context, jobs []*job, idx []int) []func(context.Context) error {
 	asks := make([]throttle.Ask, len(idx))
 	for k, i := range idx {
-		asks[k] = throttle.Ask{Dest: throttleKey(jobs[i].t.dest), Channel: jobs[i].channel}
+		asks[k] = throttle.Ask{Dest: d.tkeys.get(jobs[i].t.dest), Channel: jobs[i].channel}
 	}
 	waits, errs := d.throttle.TakeMany(ctx, asks)
 	out := make([]func(context.Context) error, len(idx))

@@ -149,7 +149,10 @@ func PublishRequests(ctx context.Context, pub *stream.Publisher, topic stream.To
 // NotificationID is "n_" + 24 hex digits of the business key's SHA-256.
 func NotificationID(businessKey string) string {
 	sum := sha256.Sum256([]byte(businessKey))
-	return "n_" + hex.EncodeToString(sum[:12])
+	var id [2 + 24]byte
+	copy(id[:], "n_")
+	hex.Encode(id[2:], sum[:12])
+	return string(id[:])
 }
 
 // requestKey is a delivery's business key (flow, subscriber, destination,

@@ -62,6 +62,8 @@ func (c WebhookConfig) WithDefaults() WebhookConfig {
 		// fail a request the receiver did get, and its retry is a duplicate.
 		t.MaxIdleConns = maxIdleConns
 		t.MaxIdleConnsPerHost = maxIdleConns
+		// The answer is dropped: no Accept-Encoding, no gzip reader.
+		t.DisableCompression = true
 		c.Transport = t
 	}
 	c.Propagator = cmp.Or[propagation.TextMapPropagator](c.Propagator, propagation.TraceContext{})
@@ -114,14 +116,14 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 	if err != nil {
 		return stream.Permanent(&DeliveryError{Channel: ChannelWebhook, Detail: "bad request", Err: err})
 	}
-	// Canonical keys, set directly: Header.Set canonicalizes each, per send.
+	// Canonical keys, set directly: Header.Set canonicalizes each, per send;
+	// the values share one array.
 	now := w.cfg.Now()
-	req.Header = http.Header{
-		"Content-Type":         {"application/json"},
-		"User-Agent":           {w.cfg.UserAgent},
-		HeaderWebhookID:        {n.EventID},
-		HeaderWebhookTimestamp: {strconv.FormatInt(now.Unix(), 10)},
-		HeaderWebhookSignature: {SignStandard(n.Recipient.Secret, n.EventID, n.Body, now)},
+	vals := [...]string{"application/json", w.cfg.UserAgent, n.EventID, strconv.FormatInt(now.Unix(), 10),
+		string(appendStandard(make([]byte, 0, 48), n.Recipient.Secret, n.EventID, n.Body, now))}
+	req.Header = make(http.Header, 8)
+	for i, k := range [...]string{"Content-Type", "User-Agent", HeaderWebhookID, HeaderWebhookTimestamp, HeaderWebhookSignature} {
+		req.Header[k] = vals[i : i+1 : i+1]
 	}
 	if w.cfg.LegacySignature {
 		req.Header[HeaderEventID] = []string{n.EventID}
@@ -132,7 +134,7 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 		pass, _ := u.Password()
 		req.SetBasicAuth(u.Username(), pass)
 	}
-	w.cfg.Propagator.Inject(ctx, propagation.HeaderCarrier(req.Header))
+	w.cfg.Propagator.Inject(ctx, traceCarrier(req.Header))
 	// One round trip, following no redirect.
 	resp, err := w.cfg.Transport.RoundTrip(req)
 	if err != nil {
@@ -165,3 +167,22 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 	}
 	return stream.Permanent(&DeliveryError{Channel: ChannelWebhook, StatusCode: code, Class: class})
 }
+
+// traceCarrier is propagation.HeaderCarrier writing the trace context's
+// headers under their canonical keys without canonicalizing them per send.
+type traceCarrier http.Header
+
+func (c traceCarrier) Get(key string) string { return http.Header(c).Get(key) }
+
+func (c traceCarrier) Set(key, value string) {
+	switch key {
+	case "traceparent":
+		c["Traceparent"] = []string{value}
+	case "tracestate":
+		c["Tracestate"] = []string{value}
+	default:
+		http.Header(c).Set(key, value)
+	}
+}
+
+func (c traceCarrier) Keys() []string { return propagation.HeaderCarrier(c).Keys() }

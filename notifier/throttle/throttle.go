@@ -88,6 +88,25 @@ func (c Config) Validate() error {
 type Throttle struct {
 	rdb redis.UniversalClient
 	cfg Config
+	// Script arguments fixed by the config, boxed once: per send they
+	// were a tenth of a delivery's allocations (BENCHMARKS.md, "Notifier").
+	idleTTL  any
+	destArgs []any
+	channels map[string]channelArgs
+}
+
+// channelArgs are a limited channel's bucket key and script arguments.
+type channelArgs struct {
+	key  string
+	args []any
+}
+
+// limitArgs are takeScript's rate and burst arguments of l.
+func limitArgs(l Limit) []any {
+	if l.Unlimited() {
+		return []any{0, 0}
+	}
+	return []any{strconv.FormatFloat(l.Rate, 'f', -1, 64), l.burst()}
 }
 
 // New returns a throttle over rdb.
@@ -96,7 +115,14 @@ func New(rdb redis.UniversalClient, cfg Config) (*Throttle, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Throttle{rdb: rdb, cfg: cfg}, nil
+	t := &Throttle{rdb: rdb, cfg: cfg, idleTTL: cfg.IdleTTL.Milliseconds(), destArgs: limitArgs(cfg.Destination),
+		channels: make(map[string]channelArgs, len(cfg.Channels))}
+	for name, l := range cfg.Channels {
+		if !l.Unlimited() {
+			t.channels[name] = channelArgs{key: ChannelKey(name), args: limitArgs(l)}
+		}
+	}
+	return t, nil
 }
 
 // tag is the hash tag of every throttle key, the notifier's.
@@ -152,17 +178,22 @@ func (t *Throttle) hasBucket(channel string) bool {
 	return !t.cfg.Disabled && (!t.cfg.Destination.Unlimited() || !t.cfg.Channels[channel].Unlimited())
 }
 
-// takeArgs are takeScript's keys and arguments for one send.
+// takeArgs are takeScript's keys and arguments for one send; an unlimited
+// channel's bucket is left out (the script reads only the buckets given).
 func (t *Throttle) takeArgs(now int64, ask Ask) ([]string, []any) {
-	keys := []string{BlockedKey, DestinationKey(ask.Dest), ChannelKey(ask.Channel)}
-	args := make([]any, 0, 7)
-	args = append(args, now, t.cfg.IdleTTL.Milliseconds(), ask.Dest)
-	for _, l := range []Limit{t.cfg.Destination, t.cfg.Channels[ask.Channel]} {
-		if l.Unlimited() {
-			args = append(args, 0, 0)
-		} else {
-			args = append(args, strconv.FormatFloat(l.Rate, 'f', -1, 64), l.burst())
-		}
+	ch, limited := t.channels[ask.Channel]
+	n := 2
+	if limited {
+		n = 3
+	}
+	keys := make([]string, 0, n)
+	keys = append(keys, BlockedKey, DestinationKey(ask.Dest))
+	args := make([]any, 0, 1+2*n)
+	args = append(args, now, t.idleTTL, ask.Dest)
+	args = append(args, t.destArgs...)
+	if limited {
+		keys = append(keys, ch.key)
+		args = append(args, ch.args...)
 	}
 	return keys, args
 }
