@@ -160,6 +160,9 @@ func TestStage_recordsEachWatcherSendAsItCompletes(t *testing.T) {
 		recs, err := hist.Recent(ctx, id, 10)
 		return err == nil && len(recs) == 1 && recs[0].Status == history.StatusSent
 	}
+	// The two sends run concurrently: nothing orders the slow one's arrival
+	// before the fast one's history, so the test waits for it.
+	testenv.WaitFor(t, waitTimeout, func() bool { hits, _ := p.recv.counts("slow"); return hits == 1 }, "the slow watcher's request held by its receiver")
 	testenv.WaitFor(t, waitTimeout, func() bool { return sent(fast.ID) }, "the fast watcher's history while the slow one's send hangs")
 	if hits, accepted := p.recv.counts("slow"); hits != 1 || accepted != 0 || sent(slow.ID) {
 		t.Fatalf("slow watcher: %d requests, %d answered, history sent %v; want its one send still hanging", hits, accepted, sent(slow.ID))
