@@ -1,12 +1,14 @@
 package notifier
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"io"
 	"log/slog"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strconv"
@@ -247,6 +249,32 @@ func TestWebhookChannel_failures(t *testing.T) {
 		}
 		if n := <-written; n >= 64<<20 {
 			t.Errorf("server wrote its whole %d-byte body: the response was read to the end", n)
+		}
+	})
+	t.Run("malformed answer's error quotes none of it", func(t *testing.T) {
+		ln, err := net.Listen("tcp", "127.0.0.1:0")
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer ln.Close()
+		go func() {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close()
+			if req, err := http.ReadRequest(bufio.NewReader(c)); err == nil {
+				_, _ = io.Copy(io.Discard, req.Body)
+			}
+			_, _ = io.WriteString(c, "HTTP/1.1 2x0 peer-secret-7\r\npeer-secret-7\r\n\r\n")
+		}()
+		err = newWebhook(t, WebhookConfig{}).Send(context.Background(), testNotification("http://"+ln.Addr().String()+"/hook"))
+		var de *DeliveryError
+		if !errors.As(err, &de) || !de.Retryable || de.Err == nil {
+			t.Fatalf("Send = %v, want a retryable *DeliveryError with its cause", err)
+		}
+		if msg := err.Error() + " " + de.Err.Error(); strings.Contains(msg, "peer-secret-7") {
+			t.Errorf("error %q quotes the answer", msg)
 		}
 	})
 	t.Run("receiver on a denied address is permanent and unreached", func(t *testing.T) {
