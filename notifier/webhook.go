@@ -96,8 +96,8 @@ func NewWebhookChannel(cfg WebhookConfig) (*WebhookChannel, error) {
 		return nil, err
 	}
 	// fasthttp: net/http's client, its connection goroutines and their
-	// hand-offs were a fifth of a delivery's CPU and a quarter of its
-	// allocations (BENCHMARKS.md, "Notifier: webhooks over fasthttp").
+	// hand-offs were a tenth to a fifth of a delivery's CPU and a quarter
+	// of its allocations (BENCHMARKS.md, "Notifier: webhooks over fasthttp").
 	// Every connection dials through the egress policy; an answer's body
 	// is streamed past its first byte, so a 2xx whose body stalls still
 	// delivers, and the read stays bounded. Errors quote no answer.

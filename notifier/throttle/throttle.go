@@ -89,7 +89,8 @@ type Throttle struct {
 	rdb redis.UniversalClient
 	cfg Config
 	// Script arguments fixed by the config, boxed once: per send they
-	// were a tenth of a delivery's allocations (BENCHMARKS.md, "Notifier").
+	// were about 6 % of a delivery's allocations (BENCHMARKS.md,
+	// "Notifier: webhooks over fasthttp").
 	idleTTL  any
 	destArgs []any
 	channels map[string]channelArgs
