@@ -33,6 +33,30 @@ func (r *roundTrips) ProcessPipelineHook(next redis.ProcessPipelineHook) redis.P
 	}
 }
 
+// cost is what a benchmark's ops used since startCost: CPU of this
+// process and of Redis, and round trips.
+type cost struct {
+	rdb           redis.UniversalClient
+	rt            *roundTrips
+	cpu, redisCPU time.Duration
+	trips         int64
+}
+
+func startCost(ctx context.Context, rdb redis.UniversalClient, rt *roundTrips) cost {
+	c := cost{rdb: rdb, rt: rt, cpu: benchstat.ProcessCPU(), redisCPU: benchstat.RedisCPU(ctx, rdb)}
+	c.trips = rt.n.Load()
+	return c
+}
+
+// report reports the cost per op of b.N ops.
+func (c cost) report(ctx context.Context, b *testing.B) {
+	trips := c.rt.n.Load() - c.trips
+	perOp := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
+	b.ReportMetric(perOp(benchstat.ProcessCPU()-c.cpu), "client-cpu-µs/op")
+	b.ReportMetric(perOp(benchstat.RedisCPU(ctx, c.rdb)-c.redisCPU), "redis-cpu-µs/op")
+	b.ReportMetric(float64(trips)/float64(b.N), "round-trips/op")
+}
+
 // okPayments accepts every charge.
 type okPayments struct{}
 
@@ -65,8 +89,7 @@ func BenchmarkSales_Purchase(b *testing.B) {
 					b.Fatal(err)
 				}
 			}
-			redisCPU, cpu := benchstat.RedisCPU(ctx, rdb), benchstat.ProcessCPU()
-			start := rt.n.Load()
+			cost := startCost(ctx, rdb, rt)
 			b.ResetTimer()
 			for i := range b.N {
 				txn := ""
@@ -78,11 +101,7 @@ func BenchmarkSales_Purchase(b *testing.B) {
 				}
 			}
 			b.StopTimer()
-			trips := rt.n.Load() - start
-			perOp := func(d time.Duration) float64 { return float64(d.Microseconds()) / float64(b.N) }
-			b.ReportMetric(perOp(benchstat.ProcessCPU()-cpu), "client-cpu-µs/op")
-			b.ReportMetric(perOp(benchstat.RedisCPU(ctx, rdb)-redisCPU), "redis-cpu-µs/op")
-			b.ReportMetric(float64(trips)/float64(b.N), "round-trips/op")
+			cost.report(ctx, b)
 		})
 	}
 }
