@@ -166,7 +166,8 @@ type purchaseReads struct {
 
 // read reads the listing, its hold and either the transaction's record
 // (txn given) or the comic's generation (txn "") in one round trip: the
-// keys share the comic's hash tag.
+// keys share the comic's hash tag. A purchase thus takes 3 round trips,
+// not 7 (BENCHMARKS.md, comic flow, "Purchase").
 func (s *Sales) read(ctx context.Context, tag, id, txn string) (purchaseReads, error) {
 	pipe := s.rdb.Pipeline()
 	inv := pipe.HGetAll(ctx, inventoryKey(tag, id))
