@@ -22,6 +22,15 @@ type JSONShaper interface {
 	JSONShape() any
 }
 
+// Schemer is implemented by types whose JSON their Go shape does not
+// describe (raw JSON a handler validates itself): OpenAPISchema returns
+// the type's OpenAPI 3.0 schema, a fresh map each call (a value receiver's
+// method). A named type's schema is a component of its name; a field of
+// the type is nullable only as that schema says (or as a pointer).
+type Schemer interface {
+	OpenAPISchema() map[string]any
+}
+
 // schemaSet turns Go types into OpenAPI 3 schemas, named struct types as
 // components.
 type schemaSet struct {
@@ -34,6 +43,7 @@ var (
 	rawMessageType    = reflect.TypeOf(json.RawMessage{})
 	textMarshalerType = reflect.TypeOf((*encoding.TextMarshaler)(nil)).Elem()
 	jsonShaperType    = reflect.TypeOf((*JSONShaper)(nil)).Elem()
+	schemerType       = reflect.TypeOf((*Schemer)(nil)).Elem()
 )
 
 // newSchemaSet names the struct types reachable from values uniquely: by
@@ -75,15 +85,25 @@ func newSchemaSet(values ...any) *schemaSet {
 // typeKey identifies a type by package path and name.
 func typeKey(t reflect.Type) string { return t.PkgPath() + "." + t.Name() }
 
-// collectStructs appends to out every named struct type reachable from t.
+// collectStructs appends to out every named struct or Schemer type
+// reachable from t.
 func collectStructs(t reflect.Type, seen map[reflect.Type]bool, out *[]reflect.Type) {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if seen[t] || special(t) != nil {
+	if seen[t] {
 		return
 	}
 	seen[t] = true
+	if t.Implements(schemerType) {
+		if t.Name() != "" {
+			*out = append(*out, t)
+		}
+		return
+	}
+	if special(t) != nil {
+		return
+	}
 	switch t.Kind() {
 	case reflect.Struct:
 		if t.Name() != "" {
@@ -140,19 +160,14 @@ func (s *schemaSet) schema(t reflect.Type) map[string]any {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
+	if t.Implements(schemerType) {
+		return s.component(t, func() map[string]any { return reflect.Zero(t).Interface().(Schemer).OpenAPISchema() })
+	}
 	if sch := special(t); sch != nil {
 		return sch
 	}
 	if t.Kind() == reflect.Struct {
-		name, ok := s.names[t]
-		if !ok {
-			return s.object(shapeOf(t))
-		}
-		if _, ok := s.components[name]; !ok {
-			s.components[name] = map[string]any{} // breaks recursion
-			s.components[name] = s.object(shapeOf(t))
-		}
-		return map[string]any{"$ref": "#/components/schemas/" + name}
+		return s.component(t, func() map[string]any { return s.object(shapeOf(t)) })
 	}
 	switch t.Kind() {
 	case reflect.String:
@@ -174,6 +189,20 @@ func (s *schemaSet) schema(t reflect.Type) map[string]any {
 	default:
 		return map[string]any{}
 	}
+}
+
+// component returns a reference to t's component, built once, or the
+// schema itself when t has no component name.
+func (s *schemaSet) component(t reflect.Type, build func() map[string]any) map[string]any {
+	name, ok := s.names[t]
+	if !ok {
+		return build()
+	}
+	if _, ok := s.components[name]; !ok {
+		s.components[name] = map[string]any{} // breaks recursion
+		s.components[name] = build()
+	}
+	return map[string]any{"$ref": "#/components/schemas/" + name}
 }
 
 // object describes a struct by its JSON fields: required without
@@ -206,7 +235,8 @@ func (s *schemaSet) object(t reflect.Type) map[string]any {
 		openapiOpts := strings.Split(f.Tag.Get(TagOpenAPI), ",")
 		readOnly := slices.Contains(openapiOpts, "readonly")
 		required := !omitEmpty && !slices.Contains(openapiOpts, "optional")
-		nullable := (!omitEmpty && nilable(f.Type) || !required) && f.Type != rawMessageType
+		ownNull := f.Type == rawMessageType || f.Type.Kind() != reflect.Pointer && f.Type.Implements(schemerType)
+		nullable := (!omitEmpty && nilable(f.Type) || !required) && !ownNull
 		if readOnly || nullable {
 			if _, ref := sch["$ref"]; ref {
 				sch = map[string]any{"allOf": []any{sch}}

@@ -17,6 +17,93 @@ import (
 	"github.com/oapi-codegen/runtime"
 )
 
+// Defines values for BodyJSONGrade0.
+const (
+	N05 BodyJSONGrade0 = 0.5
+	N1  BodyJSONGrade0 = 1
+	N10 BodyJSONGrade0 = 10
+	N15 BodyJSONGrade0 = 1.5
+	N18 BodyJSONGrade0 = 1.8
+	N2  BodyJSONGrade0 = 2
+	N25 BodyJSONGrade0 = 2.5
+	N3  BodyJSONGrade0 = 3
+	N35 BodyJSONGrade0 = 3.5
+	N4  BodyJSONGrade0 = 4
+	N45 BodyJSONGrade0 = 4.5
+	N5  BodyJSONGrade0 = 5
+	N55 BodyJSONGrade0 = 5.5
+	N6  BodyJSONGrade0 = 6
+	N65 BodyJSONGrade0 = 6.5
+	N7  BodyJSONGrade0 = 7
+	N75 BodyJSONGrade0 = 7.5
+	N8  BodyJSONGrade0 = 8
+	N85 BodyJSONGrade0 = 8.5
+	N9  BodyJSONGrade0 = 9
+	N92 BodyJSONGrade0 = 9.2
+	N94 BodyJSONGrade0 = 9.4
+	N96 BodyJSONGrade0 = 9.6
+	N98 BodyJSONGrade0 = 9.8
+	N99 BodyJSONGrade0 = 9.9
+)
+
+// Valid indicates whether the value is a known member of the BodyJSONGrade0 enum.
+func (e BodyJSONGrade0) Valid() bool {
+	switch e {
+	case N05:
+		return true
+	case N1:
+		return true
+	case N10:
+		return true
+	case N15:
+		return true
+	case N18:
+		return true
+	case N2:
+		return true
+	case N25:
+		return true
+	case N3:
+		return true
+	case N35:
+		return true
+	case N4:
+		return true
+	case N45:
+		return true
+	case N5:
+		return true
+	case N55:
+		return true
+	case N6:
+		return true
+	case N65:
+		return true
+	case N7:
+		return true
+	case N75:
+		return true
+	case N8:
+		return true
+	case N85:
+		return true
+	case N9:
+		return true
+	case N92:
+		return true
+	case N94:
+		return true
+	case N96:
+		return true
+	case N98:
+		return true
+	case N99:
+		return true
+	default:
+		return false
+	}
+}
+
 // Attempt defines model for Attempt.
 type Attempt struct {
 	CancelRequestedAt *time.Time      `json:"cancel_requested_at,omitempty"`
@@ -34,6 +121,89 @@ type Attempt struct {
 	TrNum             int             `json:"tr_num"`
 	TraceId           *string         `json:"trace_id,omitempty"`
 	UserId            string          `json:"user_id"`
+}
+
+// BodyJSON A subscription body: any subset of the comic's properties, each matched by equality (strings case-insensitively) or, for grade, issue, price_cents and year, by a range.
+type BodyJSON struct {
+	Grade *BodyJSON_Grade `json:"grade,omitempty"`
+	Issue *BodyJSON_Issue `json:"issue,omitempty"`
+
+	// KeyIssue a key issue (first appearance, origin, death, ...)
+	KeyIssue   *bool                `json:"key_issue,omitempty"`
+	PriceCents *BodyJSON_PriceCents `json:"price_cents,omitempty"`
+
+	// Printing printing, 1 for the first
+	Printing *int `json:"printing,omitempty"`
+
+	// Publisher publisher
+	Publisher *string `json:"publisher,omitempty"`
+
+	// Series series
+	Series *string `json:"series,omitempty"`
+
+	// Title story or cover title
+	Title *string `json:"title,omitempty"`
+
+	// Variant cover variant, empty for the regular cover
+	Variant *string        `json:"variant,omitempty"`
+	Year    *BodyJSON_Year `json:"year,omitempty"`
+}
+
+// BodyJSONGrade0 CGC grade, one of the CGC scale from 0.5 to 10.0
+type BodyJSONGrade0 float32
+
+// BodyJSONGrade1 inclusive range: gte, lte or both (gte ≤ lte)
+type BodyJSONGrade1 struct {
+	Gte *float32 `json:"gte,omitempty"`
+	Lte *float32 `json:"lte,omitempty"`
+}
+
+// BodyJSON_Grade defines model for BodyJSON.Grade.
+type BodyJSON_Grade struct {
+	union json.RawMessage
+}
+
+// BodyJSONIssue0 issue number as printed
+type BodyJSONIssue0 = string
+
+// BodyJSONIssue1 inclusive range of the issue's leading number (12 of "12A"): gte, lte or both (gte ≤ lte); suffix, matched exactly, defaults to none
+type BodyJSONIssue1 struct {
+	Gte    *int    `json:"gte,omitempty"`
+	Lte    *int    `json:"lte,omitempty"`
+	Suffix *string `json:"suffix,omitempty"`
+}
+
+// BodyJSON_Issue defines model for BodyJSON.Issue.
+type BodyJSON_Issue struct {
+	union json.RawMessage
+}
+
+// BodyJSONPriceCents0 asking price in cents
+type BodyJSONPriceCents0 = int
+
+// BodyJSONPriceCents1 inclusive range: gte, lte or both (gte ≤ lte)
+type BodyJSONPriceCents1 struct {
+	Gte *int `json:"gte,omitempty"`
+	Lte *int `json:"lte,omitempty"`
+}
+
+// BodyJSON_PriceCents defines model for BodyJSON.PriceCents.
+type BodyJSON_PriceCents struct {
+	union json.RawMessage
+}
+
+// BodyJSONYear0 cover year
+type BodyJSONYear0 = int
+
+// BodyJSONYear1 inclusive range: gte, lte or both (gte ≤ lte)
+type BodyJSONYear1 struct {
+	Gte *int `json:"gte,omitempty"`
+	Lte *int `json:"lte,omitempty"`
+}
+
+// BodyJSON_Year defines model for BodyJSON.Year.
+type BodyJSON_Year struct {
+	union json.RawMessage
 }
 
 // Cancellation defines model for Cancellation.
@@ -856,15 +1026,16 @@ type ComicStats struct {
 
 // ComicSubscription defines model for comic.Subscription.
 type ComicSubscription struct {
-	Body       interface{} `json:"body"`
-	CreatedAt  time.Time   `json:"created_at"`
-	Email      string      `json:"email"`
-	Id         string      `json:"id"`
-	NotifyUrl  *string     `json:"notify_url,omitempty"`
-	Pattern    string      `json:"pattern"`
-	Secret     *string     `json:"secret,omitempty"`
-	Tenant     *string     `json:"tenant,omitempty"`
-	ValueShard int         `json:"value_shard"`
+	// Body A subscription body: any subset of the comic's properties, each matched by equality (strings case-insensitively) or, for grade, issue, price_cents and year, by a range.
+	Body       BodyJSON  `json:"body"`
+	CreatedAt  time.Time `json:"created_at"`
+	Email      string    `json:"email"`
+	Id         string    `json:"id"`
+	NotifyUrl  *string   `json:"notify_url,omitempty"`
+	Pattern    string    `json:"pattern"`
+	Secret     *string   `json:"secret,omitempty"`
+	Tenant     *string   `json:"tenant,omitempty"`
+	ValueShard int       `json:"value_shard"`
 }
 
 // ComicDetail defines model for comicDetail.
@@ -1166,9 +1337,10 @@ type SubscriberPage struct {
 
 // SubscriptionIn defines model for subscriptionIn.
 type SubscriptionIn struct {
-	Body      interface{} `json:"body"`
-	Email     string      `json:"email"`
-	NotifyUrl *string     `json:"notify_url,omitempty"`
+	// Body A subscription body: any subset of the comic's properties, each matched by equality (strings case-insensitively) or, for grade, issue, price_cents and year, by a range.
+	Body      BodyJSON `json:"body"`
+	Email     string   `json:"email"`
+	NotifyUrl *string  `json:"notify_url,omitempty"`
 }
 
 // TracePage defines model for tracePage.
@@ -1514,6 +1686,254 @@ type PostV1WatchersJSONRequestBody = Watcher
 
 // PatchV1WatchersIdJSONRequestBody defines body for PatchV1WatchersId for application/json ContentType.
 type PatchV1WatchersIdJSONRequestBody = Patch
+
+// AsBodyJSONGrade0 returns the union data inside the BodyJSON_Grade as a BodyJSONGrade0
+func (t BodyJSON_Grade) AsBodyJSONGrade0() (BodyJSONGrade0, error) {
+	var body BodyJSONGrade0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromBodyJSONGrade0 overwrites any union data inside the BodyJSON_Grade as the provided BodyJSONGrade0
+func (t *BodyJSON_Grade) FromBodyJSONGrade0(v BodyJSONGrade0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeBodyJSONGrade0 performs a merge with any union data inside the BodyJSON_Grade, using the provided BodyJSONGrade0
+func (t *BodyJSON_Grade) MergeBodyJSONGrade0(v BodyJSONGrade0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsBodyJSONGrade1 returns the union data inside the BodyJSON_Grade as a BodyJSONGrade1
+func (t BodyJSON_Grade) AsBodyJSONGrade1() (BodyJSONGrade1, error) {
+	var body BodyJSONGrade1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromBodyJSONGrade1 overwrites any union data inside the BodyJSON_Grade as the provided BodyJSONGrade1
+func (t *BodyJSON_Grade) FromBodyJSONGrade1(v BodyJSONGrade1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeBodyJSONGrade1 performs a merge with any union data inside the BodyJSON_Grade, using the provided BodyJSONGrade1
+func (t *BodyJSON_Grade) MergeBodyJSONGrade1(v BodyJSONGrade1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t BodyJSON_Grade) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *BodyJSON_Grade) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsBodyJSONIssue0 returns the union data inside the BodyJSON_Issue as a BodyJSONIssue0
+func (t BodyJSON_Issue) AsBodyJSONIssue0() (BodyJSONIssue0, error) {
+	var body BodyJSONIssue0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromBodyJSONIssue0 overwrites any union data inside the BodyJSON_Issue as the provided BodyJSONIssue0
+func (t *BodyJSON_Issue) FromBodyJSONIssue0(v BodyJSONIssue0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeBodyJSONIssue0 performs a merge with any union data inside the BodyJSON_Issue, using the provided BodyJSONIssue0
+func (t *BodyJSON_Issue) MergeBodyJSONIssue0(v BodyJSONIssue0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsBodyJSONIssue1 returns the union data inside the BodyJSON_Issue as a BodyJSONIssue1
+func (t BodyJSON_Issue) AsBodyJSONIssue1() (BodyJSONIssue1, error) {
+	var body BodyJSONIssue1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromBodyJSONIssue1 overwrites any union data inside the BodyJSON_Issue as the provided BodyJSONIssue1
+func (t *BodyJSON_Issue) FromBodyJSONIssue1(v BodyJSONIssue1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeBodyJSONIssue1 performs a merge with any union data inside the BodyJSON_Issue, using the provided BodyJSONIssue1
+func (t *BodyJSON_Issue) MergeBodyJSONIssue1(v BodyJSONIssue1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t BodyJSON_Issue) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *BodyJSON_Issue) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsBodyJSONPriceCents0 returns the union data inside the BodyJSON_PriceCents as a BodyJSONPriceCents0
+func (t BodyJSON_PriceCents) AsBodyJSONPriceCents0() (BodyJSONPriceCents0, error) {
+	var body BodyJSONPriceCents0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromBodyJSONPriceCents0 overwrites any union data inside the BodyJSON_PriceCents as the provided BodyJSONPriceCents0
+func (t *BodyJSON_PriceCents) FromBodyJSONPriceCents0(v BodyJSONPriceCents0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeBodyJSONPriceCents0 performs a merge with any union data inside the BodyJSON_PriceCents, using the provided BodyJSONPriceCents0
+func (t *BodyJSON_PriceCents) MergeBodyJSONPriceCents0(v BodyJSONPriceCents0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsBodyJSONPriceCents1 returns the union data inside the BodyJSON_PriceCents as a BodyJSONPriceCents1
+func (t BodyJSON_PriceCents) AsBodyJSONPriceCents1() (BodyJSONPriceCents1, error) {
+	var body BodyJSONPriceCents1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromBodyJSONPriceCents1 overwrites any union data inside the BodyJSON_PriceCents as the provided BodyJSONPriceCents1
+func (t *BodyJSON_PriceCents) FromBodyJSONPriceCents1(v BodyJSONPriceCents1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeBodyJSONPriceCents1 performs a merge with any union data inside the BodyJSON_PriceCents, using the provided BodyJSONPriceCents1
+func (t *BodyJSON_PriceCents) MergeBodyJSONPriceCents1(v BodyJSONPriceCents1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t BodyJSON_PriceCents) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *BodyJSON_PriceCents) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
+
+// AsBodyJSONYear0 returns the union data inside the BodyJSON_Year as a BodyJSONYear0
+func (t BodyJSON_Year) AsBodyJSONYear0() (BodyJSONYear0, error) {
+	var body BodyJSONYear0
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromBodyJSONYear0 overwrites any union data inside the BodyJSON_Year as the provided BodyJSONYear0
+func (t *BodyJSON_Year) FromBodyJSONYear0(v BodyJSONYear0) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeBodyJSONYear0 performs a merge with any union data inside the BodyJSON_Year, using the provided BodyJSONYear0
+func (t *BodyJSON_Year) MergeBodyJSONYear0(v BodyJSONYear0) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+// AsBodyJSONYear1 returns the union data inside the BodyJSON_Year as a BodyJSONYear1
+func (t BodyJSON_Year) AsBodyJSONYear1() (BodyJSONYear1, error) {
+	var body BodyJSONYear1
+	err := json.Unmarshal(t.union, &body)
+	return body, err
+}
+
+// FromBodyJSONYear1 overwrites any union data inside the BodyJSON_Year as the provided BodyJSONYear1
+func (t *BodyJSON_Year) FromBodyJSONYear1(v BodyJSONYear1) error {
+	b, err := json.Marshal(v)
+	t.union = b
+	return err
+}
+
+// MergeBodyJSONYear1 performs a merge with any union data inside the BodyJSON_Year, using the provided BodyJSONYear1
+func (t *BodyJSON_Year) MergeBodyJSONYear1(v BodyJSONYear1) error {
+	b, err := json.Marshal(v)
+	if err != nil {
+		return err
+	}
+
+	merged, err := runtime.JSONMerge(t.union, b)
+	t.union = merged
+	return err
+}
+
+func (t BodyJSON_Year) MarshalJSON() ([]byte, error) {
+	b, err := t.union.MarshalJSON()
+	return b, err
+}
+
+func (t *BodyJSON_Year) UnmarshalJSON(b []byte) error {
+	err := t.union.UnmarshalJSON(b)
+	return err
+}
 
 // RequestEditorFn is the function signature for the RequestEditor callback function
 type RequestEditorFn func(ctx context.Context, req *http.Request) error

@@ -275,14 +275,22 @@ type holdState struct {
 	salt string
 }
 
+// holdFields are the fields of a hold hash holdStateOf decodes.
+var holdFields = []string{"ends", "salt"}
+
 func (h *Holds) state(ctx context.Context, id string) (holdState, error) {
-	v, err := h.rdb.HMGet(ctx, holdKey(h.topics.tag(id), id), "ends", "salt").Result()
+	v, err := h.rdb.HMGet(ctx, holdKey(h.topics.tag(id), id), holdFields...).Result()
 	if err != nil {
 		return holdState{}, fmt.Errorf("comic: hold of %s: %w", id, err)
 	}
+	return holdStateOf(v), nil
+}
+
+// holdStateOf decodes the values of holdFields (nil: no hold).
+func holdStateOf(v []any) holdState {
 	st := holdState{salt: str(v[1])}
 	st.ends, _ = strconv.ParseInt(str(v[0]), 10, 64)
-	return st, nil
+	return st
 }
 
 func str(v any) string {

@@ -181,6 +181,11 @@ func (inv *Inventory) Get(ctx context.Context, id string) (Listing, error) {
 	if len(m) == 0 {
 		return Listing{}, fmt.Errorf("%w: comic %s not in inventory", ErrNotFound, clipName(id))
 	}
+	return listingOf(id, m)
+}
+
+// listingOf decodes the fields of a comic's inventory hash.
+func listingOf(id string, m map[string]string) (Listing, error) {
 	var c Comic
 	if err := json.Unmarshal([]byte(m["comic"]), &c); err != nil {
 		return Listing{}, fmt.Errorf("comic: decode inventory %s: %w", id, err)

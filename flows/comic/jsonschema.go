@@ -1,6 +1,9 @@
 package comic
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"maps"
+)
 
 // SchemaID is the $id of the published comic schema.
 const SchemaID = "/v1/schemas/comic.json"
@@ -13,38 +16,10 @@ func JSONSchema() []byte {
 	bodyProps := map[string]any{}
 	var required []string
 	for _, f := range fields {
-		p := map[string]any{"description": f.doc}
-		switch f.kind {
-		case kindString:
-			p["type"] = "string"
-			p["minLength"] = f.minLen
-			p["maxLength"] = f.maxLen
-			p["pattern"] = `^\S(.*\S)?$|^$`
-		case kindInt:
-			p["type"] = "integer"
-			p["minimum"] = f.min
-			p["maximum"] = f.max
-		case kindGrade:
-			p["type"] = "number"
-			p["enum"] = CGCGrades
-		case kindBool:
-			p["type"] = "boolean"
-		}
-		if f.def != nil {
-			p["default"] = f.def
-		}
-		props[f.name] = p
+		props[f.name] = f.valueSchema()
 		bodyProps[f.name] = map[string]any{"$ref": "#/properties/" + f.name}
 		if f.ranged {
-			lo, hi := f.unitLimits()
-			bound := map[string]any{"type": "number", "minimum": json.Number(f.display(lo)), "maximum": json.Number(f.display(hi))}
-			rng := map[string]any{"type": "object", "minProperties": 1, "additionalProperties": false,
-				"description": "inclusive range: gte, lte or both (gte ≤ lte)", "properties": map[string]any{"gte": bound, "lte": bound}}
-			if f.name == "issue" {
-				rng["description"] = "inclusive range of the issue's leading number (12 of \"12A\"); suffix, matched exactly, defaults to none"
-				rng["properties"].(map[string]any)["suffix"] = map[string]any{"type": "string", "maxLength": 15}
-			}
-			bodyProps[f.name] = map[string]any{"anyOf": []any{map[string]any{"$ref": "#/properties/" + f.name}, rng}}
+			bodyProps[f.name] = map[string]any{"anyOf": []any{map[string]any{"$ref": "#/properties/" + f.name}, f.rangeSchema()}}
 		}
 		if f.required {
 			required = append(required, f.name)
@@ -60,8 +35,91 @@ func JSONSchema() []byte {
 		"required":             required,
 		"additionalProperties": false,
 		"$defs": map[string]any{"subscriptionBody": map[string]any{"type": "object", "properties": bodyProps, "additionalProperties": false,
-			"description": "A subscription body: any subset of the comic's properties, each matched by equality (strings case-insensitively) or, for grade, issue, price_cents and year, by a range."}},
+			"description": bodyDescription}},
 	}
 	out, _ := json.MarshalIndent(doc, "", "  ")
 	return out
 }
+
+const bodyDescription = "A subscription body: any subset of the comic's properties, each matched by equality (strings case-insensitively) or, for grade, issue, price_cents and year, by a range."
+
+// BodySchema returns the subscription body's OpenAPI 3.0 schema: the
+// comic's properties, none required nor defaulted (an absent field
+// matches any value), each ranged one either a value or a range object
+// (oneOf two inline schemas).
+func BodySchema() map[string]any {
+	props := map[string]any{}
+	for _, f := range fields {
+		props[f.name] = f.valueSchema()
+		delete(props[f.name].(map[string]any), "default")
+		if f.ranged {
+			props[f.name] = map[string]any{"oneOf": []any{f.valueSchema(), f.rangeSchema()}}
+		}
+	}
+	return map[string]any{"type": "object", "properties": props, "additionalProperties": false, "description": bodyDescription}
+}
+
+// valueSchema is the schema of the field's value, in both JSON Schema and
+// OpenAPI 3.0.
+func (f fieldSpec) valueSchema() map[string]any {
+	p := map[string]any{"description": f.doc}
+	switch f.kind {
+	case kindString:
+		p = stringSchema(f.minLen, f.maxLen)
+		p["description"] = f.doc
+	case kindInt:
+		p["type"] = "integer"
+		p["minimum"] = f.min
+		p["maximum"] = f.max
+	case kindGrade:
+		p["type"] = "number"
+		p["enum"] = CGCGrades
+	case kindBool:
+		p["type"] = "boolean"
+	}
+	if f.def != nil {
+		p["default"] = f.def
+	}
+	return p
+}
+
+// stringSchema is a string of minLen to maxLen characters without
+// leading or trailing white space.
+func stringSchema(minLen, maxLen int) map[string]any {
+	return map[string]any{"type": "string", "minLength": minLen, "maxLength": maxLen, "pattern": `^\S(.*\S)?$|^$`}
+}
+
+// rangeSchema is the schema of a ranged field's range object: gte, lte
+// or both within the field's limits; suffix too for issue.
+func (f fieldSpec) rangeSchema() map[string]any {
+	lo, hi := f.unitLimits()
+	bound := map[string]any{"type": "integer", "minimum": json.Number(f.display(lo)), "maximum": json.Number(f.display(hi))}
+	if f.kind == kindGrade {
+		bound["type"] = "number"
+	}
+	props := map[string]any{opGte: bound, opLte: maps.Clone(bound)}
+	rng := map[string]any{"type": "object", "additionalProperties": false, "properties": props, "minProperties": 1,
+		"description": "inclusive range: gte, lte or both (gte ≤ lte)"}
+	if f.name == "issue" {
+		rng["description"] = "inclusive range of the issue's leading number (12 of \"12A\"): gte, lte or both (gte ≤ lte); suffix, matched exactly, defaults to none"
+		props[opSuffix] = stringSchema(0, 15)
+		// A suffix alone is no range.
+		rng["not"] = map[string]any{"required": []string{opSuffix}, "maxProperties": 1}
+	}
+	return rng
+}
+
+// BodyJSON is a subscription body as JSON, kept as sent (raw JSON, as
+// json.RawMessage); the API publishes its exact shape (BodySchema).
+type BodyJSON json.RawMessage
+
+// MarshalJSON writes the body as it is ("null" when empty).
+func (b BodyJSON) MarshalJSON() ([]byte, error) { return json.RawMessage(b).MarshalJSON() }
+
+// UnmarshalJSON keeps a copy of the body's JSON.
+func (b *BodyJSON) UnmarshalJSON(data []byte) error {
+	return (*json.RawMessage)(b).UnmarshalJSON(data)
+}
+
+// OpenAPISchema is the body's schema in the API's document.
+func (BodyJSON) OpenAPISchema() map[string]any { return BodySchema() }

@@ -84,6 +84,8 @@ type Receipt struct {
 type purchase struct {
 	txn, id, email, payment, state string
 	price                          int64
+	// gen is the sold listing's generation (0 until sold).
+	gen int64
 }
 
 // Purchase buys comic id for email with payment, once per txnID (empty:
@@ -99,36 +101,34 @@ func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID, holdTok
 		return Receipt{}, err
 	}
 	tag := s.topics.tag(id)
-	if txnID == "" {
-		gen, err := s.rdb.Get(ctx, genKey(tag, id)).Int64()
-		if err != nil && !errors.Is(err, redis.Nil) {
-			return Receipt{}, fmt.Errorf("comic: generation of %s: %w", id, err)
-		}
-		txnID = DefaultTxnID(email, id, gen)
-	}
-	if !validTxn(txnID) {
+	if txnID != "" && !validTxn(txnID) {
 		return Receipt{}, &FieldError{Field: "txn_id", Reason: "want 1-64 characters of [A-Za-z0-9_-]"}
 	}
-	if p, ok, err := s.record(ctx, tag, txnID); err != nil {
+	r, err := s.read(ctx, tag, id, txnID)
+	if err != nil {
 		return Receipt{}, err
-	} else if ok {
-		return s.settle(ctx, p, false)
 	}
-	l, err := s.inv.Get(ctx, id)
-	if errors.Is(err, ErrNotFound) {
+	if txnID == "" {
+		txnID = DefaultTxnID(email, id, r.gen)
+	}
+	if !r.known && r.listing == nil {
+		// Not in inventory: a retried transaction settles from its
+		// record; without one the comic is gone.
+		if r.record, r.known, err = s.record(ctx, tag, txnID); err != nil {
+			return Receipt{}, err
+		}
+	}
+	if r.known {
+		return s.settle(ctx, r.record, false)
+	}
+	if r.listing == nil {
 		// Nothing charged: only the notification is forgotten.
 		if ferr := s.Forget(ctx, id, email); ferr != nil {
 			return Receipt{}, ferr
 		}
 		return Receipt{}, fmt.Errorf("%w: %s", ErrSoldOut, id)
 	}
-	if err != nil {
-		return Receipt{}, err
-	}
-	hold, err := s.holds.state(ctx, id)
-	if err != nil {
-		return Receipt{}, err
-	}
+	l, hold := *r.listing, r.hold
 	p := purchase{txn: txnID, id: id, email: email, payment: payment, state: txnCharging, price: l.Comic.PriceCents}
 	st, err := beginPurchaseScript.Run(ctx, s.rdb, []string{purchaseKey(tag, txnID), purchasesKey(tag), holdKey(tag, id), lotteryKey(tag, id)},
 		txnID, id, email, payment, p.price, s.now().UnixMilli(), l.Gen, holder(hold.salt, holdToken)).Text()
@@ -150,24 +150,81 @@ func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID, holdTok
 	return s.settle(ctx, p, true)
 }
 
+// purchaseReads is what a purchase reads before it begins.
+type purchaseReads struct {
+	// gen is the comic's latest listing generation, read when the
+	// transaction id is to be derived from it.
+	gen int64
+	// listing is nil when the comic is not in inventory.
+	listing *Listing
+	hold    holdState
+	// record is the transaction's, known when the id was given and the
+	// record exists.
+	record purchase
+	known  bool
+}
+
+// read reads the listing, its hold and either the transaction's record
+// (txn given) or the comic's generation (txn "") in one round trip: the
+// keys share the comic's hash tag. A purchase thus takes 3 round trips,
+// not 7 (BENCHMARKS.md, comic flow, "Purchase").
+func (s *Sales) read(ctx context.Context, tag, id, txn string) (purchaseReads, error) {
+	pipe := s.rdb.Pipeline()
+	inv := pipe.HGetAll(ctx, inventoryKey(tag, id))
+	hold := pipe.HMGet(ctx, holdKey(tag, id), holdFields...)
+	var gen *redis.StringCmd
+	var rec *redis.MapStringStringCmd
+	if txn == "" {
+		gen = pipe.Get(ctx, genKey(tag, id))
+	} else {
+		rec = pipe.HGetAll(ctx, purchaseKey(tag, txn))
+	}
+	if _, err := pipe.Exec(ctx); err != nil && !errors.Is(err, redis.Nil) {
+		return purchaseReads{}, fmt.Errorf("comic: purchase reads of %s: %w", id, err)
+	}
+	var r purchaseReads
+	if m := inv.Val(); len(m) > 0 {
+		l, err := listingOf(id, m)
+		if err != nil {
+			return purchaseReads{}, err
+		}
+		r.listing = &l
+	}
+	r.hold = holdStateOf(hold.Val())
+	if gen != nil {
+		r.gen, _ = strconv.ParseInt(gen.Val(), 10, 64)
+	} else {
+		r.record, r.known = recordOf(txn, rec.Val())
+	}
+	return r, nil
+}
+
 // record reads a purchase record; ok is false when there is none.
 func (s *Sales) record(ctx context.Context, tag, txn string) (purchase, bool, error) {
 	m, err := s.rdb.HGetAll(ctx, purchaseKey(tag, txn)).Result()
 	if err != nil {
 		return purchase{}, false, fmt.Errorf("comic: purchase %s: %w", txn, err)
 	}
+	p, ok := recordOf(txn, m)
+	return p, ok, nil
+}
+
+// recordOf decodes a purchase record's fields; ok is false when there
+// are none.
+func recordOf(txn string, m map[string]string) (p purchase, ok bool) {
 	if len(m) == 0 {
-		return purchase{}, false, nil
+		return purchase{}, false
 	}
 	price, _ := strconv.ParseInt(m["price"], 10, 64)
-	return purchase{txn: txn, id: m["comic"], email: m["email"], payment: m["payment"], state: m["state"], price: price}, true, nil
+	gen, _ := strconv.ParseInt(m["gen"], 10, 64)
+	return purchase{txn: txn, id: m["comic"], email: m["email"], payment: m["payment"], state: m["state"], price: price, gen: gen}, true
 }
 
 // settle drives a purchase from its recorded state to the end. fresh is
 // true for the call that began it (its receipt is not Repeated).
 func (s *Sales) settle(ctx context.Context, p purchase, fresh bool) (Receipt, error) {
 	tag := s.topics.tag(p.id)
-	rec := Receipt{TxnID: p.txn, ComicID: p.id, Email: p.email, PriceCents: p.price}
+	rec := Receipt{TxnID: p.txn, ComicID: p.id, Email: p.email, PriceCents: p.price, Gen: p.gen}
 	switch p.state {
 	case txnCharging:
 		err := s.payments.Charge(ctx, p.txn, p.payment, p.price)
@@ -189,7 +246,7 @@ func (s *Sales) settle(ctx context.Context, p purchase, fresh bool) (Receipt, er
 			return Receipt{}, fmt.Errorf("comic: sell %s (in doubt; retry the transaction): %w", p.id, err)
 		}
 		state, _ := res[0].(string)
-		rec.Gen, _ = res[1].(int64)
+		p.gen, _ = res[1].(int64)
 		p.state = state
 		return s.settle(ctx, p, fresh && state == txnSold)
 	case txnSold:

@@ -245,3 +245,38 @@ func TestSales_crashBetweenChargeAndSaleConverges(t *testing.T) {
 		}
 	}
 }
+
+// TestSales_retryAfterTheSaleRepeatsItsReceipt: once a comic is sold and
+// out of inventory, the buyer retrying the transaction, by its id or by
+// the id derived from the listing, gets the same receipt marked Repeated
+// and is not charged again; another buyer finds it sold out.
+func TestSales_retryAfterTheSaleRepeatsItsReceipt(t *testing.T) {
+	for _, be := range backends() {
+		for _, txn := range []string{"", "txn-mine"} {
+			t.Run(fmt.Sprintf("%s/txn=%q", be.Name, txn), func(t *testing.T) {
+				ctx := context.Background()
+				pay := newTestPayments()
+				svc := newService(t, be.Client(t), nil, pay, StoreConfig{})
+				c := comicN("Watchmen", 1, "DC", true)
+				l, _, err := svc.Inventory.Add(ctx, c)
+				if err != nil {
+					t.Fatal(err)
+				}
+				first, err := svc.Sales.Purchase(ctx, "mine@example.com", c.ID(), "card", txn, "")
+				if err != nil || first.Repeated || first.Gen != l.Gen {
+					t.Fatalf("purchase = %+v, %v; want a fresh receipt of listing %d", first, err, l.Gen)
+				}
+				again, err := svc.Sales.Purchase(ctx, "mine@example.com", c.ID(), "card", txn, "")
+				if err != nil || !again.Repeated || again.TxnID != first.TxnID || again.Gen != first.Gen || again.PriceCents != c.PriceCents {
+					t.Errorf("retry = %+v, %v; want %+v repeated", again, err, first)
+				}
+				if pay.charges[first.TxnID] != 1 || len(pay.charges) != 1 {
+					t.Errorf("charges %v, want %s charged once", pay.charges, first.TxnID)
+				}
+				if _, err := svc.Sales.Purchase(ctx, "other@example.com", c.ID(), "card", "", ""); !errors.Is(err, ErrSoldOut) {
+					t.Errorf("another buyer = %v, want ErrSoldOut", err)
+				}
+			})
+		}
+	}
+}

@@ -41,7 +41,7 @@ type Subscription struct {
 	Tenant string `json:"tenant,omitempty" openapi:"readonly"`
 	Email  string `json:"email"`
 	// Body is the canonical form of the partial comic.
-	Body json.RawMessage `json:"body"`
+	Body BodyJSON `json:"body"`
 	// Pattern is the body's SearchPattern (its sorted field names).
 	Pattern string `json:"pattern"`
 	// Shard is the shard of its value set the subscription is indexed in:

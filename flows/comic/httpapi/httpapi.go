@@ -44,7 +44,7 @@ type comicDetail struct {
 type subscriptionIn struct {
 	Email string `json:"email"`
 	// Body is a partial comic (see /v1/schemas/comic.json; no field required).
-	Body json.RawMessage `json:"body"`
+	Body comic.BodyJSON `json:"body"`
 	// NotifyURL is the subscriber's own POST /notify destination.
 	NotifyURL string `json:"notify_url,omitempty"`
 }
@@ -215,7 +215,7 @@ func (r routes) subscribe(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	sub, err := r.f.Subscriptions.CreateFor(c.UserContext(), api.Tenant(c), in.Email, in.Body, in.NotifyURL)
+	sub, err := r.f.Subscriptions.CreateFor(c.UserContext(), api.Tenant(c), in.Email, json.RawMessage(in.Body), in.NotifyURL)
 	if err == nil {
 		err = slot.Keep(c.UserContext(), sub.ID)
 	} else if dropErr := slot.Drop(c.UserContext()); dropErr != nil {
