@@ -99,7 +99,7 @@ func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, 
 			return nil, fmt.Errorf("stage %s: partition %d not in topic %s", stage.Name, p, stage.Topic)
 		}
 	}
-	tel = tel.withDefaults()
+	tel = tel.WithDefaults()
 	info := StageInfo{Stage: stage.Name, Topic: stage.Topic, Group: cfg.Group, Consumer: cfg.Consumer}
 	runtime := []Middleware{
 		tracing(tel.TracerProvider, tel.Propagator, info, tel.RecordUnsampled, true),
