@@ -138,11 +138,7 @@ func enforceRetention(ctx context.Context, c *Client, cfg RetentionConfig, perio
 			continue
 		}
 		cutoff := now.Add(-periods[t])
-		local, err := localName(ctx, c, t)
-		if err != nil {
-			return dropped, err
-		}
-		ids, err := partitionIDs(ctx, c, local)
+		local, ids, err := partitionIDs(ctx, c, t)
 		if err != nil {
 			return dropped, err
 		}

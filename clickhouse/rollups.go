@@ -276,11 +276,7 @@ func yyyymm(t time.Time) int { return t.Year()*100 + int(t.Month()) }
 
 // partitionMonths returns the months (YYYYMM) of table's active parts.
 func partitionMonths(ctx context.Context, c *Client, table string) ([]int, error) {
-	local, err := localName(ctx, c, table)
-	if err != nil {
-		return nil, err
-	}
-	ids, err := partitionIDs(ctx, c, local)
+	_, ids, err := partitionIDs(ctx, c, table)
 	if err != nil {
 		return nil, err
 	}
@@ -310,10 +306,15 @@ func localName(ctx context.Context, c *Client, table string) (string, error) {
 	return table, nil
 }
 
-// partitionIDs returns the distinct partition ids of table's active parts.
-func partitionIDs(ctx context.Context, c *Client, table string) ([]string, error) {
-	return QueryRows(ctx, c, "partitions of "+table, `SELECT DISTINCT partition_id FROM system.parts
-WHERE database = currentDatabase() AND table = ? AND active ORDER BY partition_id`, []any{table}, scanOne[string])
+// partitionIDs returns the table that holds table's rows on this server
+// (localName) and the distinct partition ids of its active parts.
+func partitionIDs(ctx context.Context, c *Client, table string) (local string, ids []string, err error) {
+	if local, err = localName(ctx, c, table); err != nil {
+		return "", nil, err
+	}
+	ids, err = QueryRows(ctx, c, "partitions of "+local, `SELECT DISTINCT partition_id FROM system.parts
+WHERE database = currentDatabase() AND table = ? AND active ORDER BY partition_id`, []any{local}, scanOne[string])
+	return local, ids, err
 }
 
 // partitionSpan returns the time span [start, end) of a partition id made

@@ -12,6 +12,7 @@ import (
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/internal/tenancy"
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // Bounds of the charts' samples.
@@ -205,16 +206,8 @@ func (s *series) view(stages []stageRef) seriesView {
 // Run samples stages and transitions every SampleInterval until ctx ends;
 // a failed sample leaves a gap.
 func (c *Console) Run(ctx context.Context) error {
-	t := time.NewTicker(c.series.interval)
-	defer t.Stop()
-	for {
-		c.sampleSeries(ctx)
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	tick.Every(ctx, c.series.interval, func() { c.sampleSeries(ctx) })
+	return nil
 }
 
 // sampleSeries takes one sample: the stages' figures, and the newest

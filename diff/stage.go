@@ -6,7 +6,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
@@ -49,15 +48,11 @@ var releaseBuckets = []float64{1, 2.5, 5, 10, 15, 20, 30, 45, 60, 90, 120, 180, 
 // batch is one pipeline of scripts, each scope in order. Invalid messages
 // are dead-lettered; a Redis error retries the batch, which is idempotent.
 func NewStage(rdb redis.UniversalClient, topics avail.Topics, tel stream.Telemetry, opts ...Option) stream.Stage {
-	mp := tel.MeterProvider
-	if mp == nil {
-		mp = gotel.GetMeterProvider()
-	}
 	h := &handler{rdb: rdb, topics: topics}
 	for _, o := range opts {
 		o(h)
 	}
-	h.counters(mp.Meter(instrumentationScope))
+	h.counters(tel.WithDefaults().MeterProvider.Meter(instrumentationScope))
 	return stream.Stage{Name: StageName, Topic: topics.Snapshots, BatchHandler: h.handleBatch}
 }
 

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/internal/script"
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // Consumer names. A copy holds its consumer name by a lease, renewed every
@@ -176,15 +177,8 @@ func (l *consumerLease) standing(n int) bool {
 // again when it expired, and notes when another copy holds it. Renewal
 // errors are logged and retried; they leave the lease to lapse.
 func (l *consumerLease) hold(ctx context.Context) {
-	t := time.NewTicker(l.r.cfg.ConsumerLease / 3)
-	defer t.Stop()
 	log := l.r.tel.Logger
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
+	tick.EveryAfter(ctx, l.r.cfg.ConsumerLease/3, func() {
 		sent := time.Now()
 		n, err := renewLease.Run(ctx, l.r.rdb, []string{l.key}, l.token, l.r.cfg.ConsumerLease.Milliseconds()).Int()
 		attrs := []any{"stage", l.r.stage.Name, "consumer", l.r.cfg.Consumer}
@@ -208,7 +202,7 @@ func (l *consumerLease) hold(ctx context.Context) {
 				log.WarnContext(ctx, "consumer lease was unconfirmed for longer than the lease; reading resumes", attrs...)
 			}
 		}
-	}
+	})
 }
 
 // release gives the lease up, if still held.
@@ -262,18 +256,11 @@ func (c RunnerConfig) sweepEvery() time.Duration { return min(c.ConsumerIdle/2, 
 // runner's partitions that have nothing pending and were idle for
 // ConsumerIdle.
 func (r *Runner) sweepConsumers(ctx context.Context) {
-	t := time.NewTicker(r.cfg.sweepEvery())
-	defer t.Stop()
-	for {
+	tick.Every(ctx, r.cfg.sweepEvery(), func() {
 		for _, p := range r.cfg.Partitions {
 			r.sweepPartition(ctx, r.stage.Topic.Stream(p))
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 func (r *Runner) sweepPartition(ctx context.Context, stream string) {

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // Pausing a stage. Every copy looks at one field of a Redis hash every
@@ -176,16 +177,7 @@ func (r *Runner) checkPaused(ctx context.Context) {
 
 // watchPaused reads the paused state every ControlInterval until ctx ends.
 func (r *Runner) watchPaused(ctx context.Context) {
-	t := time.NewTicker(r.cfg.ControlInterval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			r.checkPaused(ctx)
-		}
-	}
+	tick.EveryAfter(ctx, r.cfg.ControlInterval, func() { r.checkPaused(ctx) })
 }
 
 // holdWhilePaused returns at once while the stage runs; while it is

@@ -3,6 +3,8 @@ package stream
 import (
 	"context"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // BoundTTLs cuts, every period until ctx ends, any TTL of the embedded
@@ -12,16 +14,7 @@ import (
 // redelivery the process can see. Each period also drops what the server
 // keeps of deleted keys (pruneKeyVersions).
 func (e *Embedded) BoundTTLs(ctx context.Context, maxTTL, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
-		e.boundTTLs(maxTTL)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	tick.Every(ctx, period, func() { e.boundTTLs(maxTTL) })
 }
 
 func (e *Embedded) boundTTLs(maxTTL time.Duration) {

@@ -31,7 +31,7 @@ type Publisher struct {
 
 // NewPublisher returns a publisher instrumented with tel.
 func NewPublisher(rdb redis.UniversalClient, tel Telemetry) *Publisher {
-	tel = tel.withDefaults()
+	tel = tel.WithDefaults()
 	meter := tel.MeterProvider.Meter(instrumentationScope)
 	count, _ := meter.Int64Counter(dsotel.MetricStreamPublished,
 		metric.WithDescription("Messages appended to streams."), metric.WithUnit(dsotel.UnitMessages))

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // Stage is a named handler over one topic.
@@ -65,10 +67,8 @@ func (r *Runner) initAccounting(ctx context.Context) error {
 			return err
 		}
 		r.tel.Logger.WarnContext(ctx, "stage accounting not read; retrying", "stage", r.stage.Name, "error", err, "retry_in", pause)
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(pause): // backoff before the next attempt
+		if err := tick.Sleep(ctx, pause); err != nil {
+			return err
 		}
 	}
 }
@@ -99,7 +99,7 @@ func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, 
 			return nil, fmt.Errorf("stage %s: partition %d not in topic %s", stage.Name, p, stage.Topic)
 		}
 	}
-	tel = tel.withDefaults()
+	tel = tel.WithDefaults()
 	info := StageInfo{Stage: stage.Name, Topic: stage.Topic, Group: cfg.Group, Consumer: cfg.Consumer}
 	runtime := []Middleware{
 		tracing(tel.TracerProvider, tel.Propagator, info, tel.RecordUnsampled, true),
@@ -236,10 +236,7 @@ func (r *Runner) consume(stop context.Context, p int) {
 			}
 			pause := bo.NextBackOff()
 			r.tel.Logger.WarnContext(io, "stream read failed", "stage", r.stage.Name, "stream", st.stream, "error", err, "retry_in", pause)
-			select {
-			case <-stop.Done():
-			case <-time.After(pause):
-			}
+			_ = tick.Sleep(stop, pause)
 			continue
 		}
 		bo.Reset()

@@ -10,6 +10,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/dropstream/dropstream/internal/tick"
 	dsotel "github.com/dropstream/dropstream/otel"
 )
 
@@ -93,16 +94,7 @@ func (r *Runner) Lag() int64 {
 }
 
 func (s *stageStats) run(ctx context.Context) {
-	t := time.NewTicker(s.r.cfg.StatsInterval)
-	defer t.Stop()
-	for {
-		s.sample(ctx)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	tick.Every(ctx, s.r.cfg.StatsInterval, func() { s.sample(ctx) })
 }
 
 // sample reads XINFO GROUPS and XLEN of every partition of this copy.

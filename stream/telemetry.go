@@ -28,7 +28,9 @@ type Telemetry struct {
 	RecordUnsampled bool
 }
 
-func (t Telemetry) withDefaults() Telemetry {
+// WithDefaults returns t with each nil field set to the OpenTelemetry
+// global (tracer and meter providers, propagator) or slog.Default.
+func (t Telemetry) WithDefaults() Telemetry {
 	t.TracerProvider = cmp.Or(t.TracerProvider, gotel.GetTracerProvider())
 	t.MeterProvider = cmp.Or(t.MeterProvider, gotel.GetMeterProvider())
 	t.Propagator = cmp.Or(t.Propagator, gotel.GetTextMapPropagator())

@@ -10,6 +10,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // TrimConfig configures a Trimmer.
@@ -52,9 +54,7 @@ func NewTrimmer(rdb redis.UniversalClient, cfg TrimConfig, logger *slog.Logger, 
 
 // Run trims every Interval until ctx ends.
 func (t *Trimmer) Run(ctx context.Context) {
-	tick := time.NewTicker(t.cfg.Interval)
-	defer tick.Stop()
-	for {
+	tick.Every(ctx, t.cfg.Interval, func() {
 		for _, topic := range t.topics {
 			for p := 0; p < topic.Partitions; p++ {
 				if n, err := t.TrimStream(ctx, topic.Stream(p)); err != nil {
@@ -64,12 +64,7 @@ func (t *Trimmer) Run(ctx context.Context) {
 				}
 			}
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-tick.C:
-		}
-	}
+	})
 }
 
 // TrimStream trims one stream now and returns the number of entries removed.

@@ -60,7 +60,7 @@ func NewAnalytics(ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemet
 	if err != nil {
 		return nil, err
 	}
-	unmatched, err := meter(tel.MeterProvider).Int64Counter(MetricUnmatchedCloses,
+	unmatched, err := tel.WithDefaults().MeterProvider.Meter(instrumentationScope).Int64Counter(MetricUnmatchedCloses,
 		metric.WithDescription("Raw closes with no known open: no session row."), metric.WithUnit("{transition}"))
 	if err != nil {
 		return nil, fmt.Errorf("writer: analytics metrics: %w", err)

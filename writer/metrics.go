@@ -1,9 +1,6 @@
 package writer
 
 import (
-	gotel "go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/metric"
-
 	"github.com/dropstream/dropstream/writer/sink"
 )
 
@@ -13,10 +10,3 @@ const MetricUnmatchedCloses = "dropstream.writer.sessions.unmatched"
 
 // instrumentationScope names the writer's meter and tracer.
 const instrumentationScope = sink.InstrumentationScope
-
-func meter(mp metric.MeterProvider) metric.Meter {
-	if mp == nil {
-		mp = gotel.GetMeterProvider()
-	}
-	return mp.Meter(instrumentationScope)
-}

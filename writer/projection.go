@@ -70,7 +70,7 @@ func NewProjection(rdb redis.UniversalClient, cfg ProjectionConfig, tel stream.T
 	if rdb == nil {
 		return nil, errors.New("writer: projection needs a Redis client")
 	}
-	applied, err := meter(tel.MeterProvider).Int64Counter(MetricProjectionApplied,
+	applied, err := tel.WithDefaults().MeterProvider.Meter(instrumentationScope).Int64Counter(MetricProjectionApplied,
 		metric.WithDescription("Transitions applied to the projection, by result."), metric.WithUnit("{transition}"))
 	if err != nil {
 		return nil, fmt.Errorf("writer: projection metric: %w", err)

@@ -20,6 +20,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/console"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/tick"
 	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/otel/spanbuffer"
 	"github.com/dropstream/dropstream/stream"
@@ -420,10 +421,7 @@ func keepDemo(ctx context.Context, log *slog.Logger, demo func(context.Context) 
 		cancel()
 		pause := b.NextBackOff()
 		log.Warn("demo data failed; starting it again", "error", err, "in", pause.Round(time.Millisecond))
-		select {
-		case <-ctx.Done():
-		case <-time.After(pause):
-		}
+		_ = tick.Sleep(ctx, pause)
 	}
 }
 

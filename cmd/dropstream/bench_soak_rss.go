@@ -6,6 +6,8 @@ import (
 	"time"
 
 	"github.com/prometheus/procfs"
+
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // soakRSSEvery is how often a process's resident set is read between
@@ -28,18 +30,11 @@ func (w *rssPeak) watch(ctx context.Context, pid int) {
 	if err != nil {
 		return
 	}
-	t := time.NewTicker(soakRSSEvery)
-	defer t.Stop()
-	for {
+	tick.Every(ctx, soakRSSEvery, func() {
 		if st, err := proc.Stat(); err == nil {
 			w.observe(float64(st.ResidentMemory()))
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }
 
 func (w *rssPeak) observe(rss float64) {

@@ -69,12 +69,7 @@ func instanceID(instance string, hostname func() (string, error)) (string, error
 // stage for one, their shared flow prefix ("avail"), "api" for "none",
 // else "".
 func roleOf(list string) string {
-	var names []string
-	for _, n := range strings.Split(list, ",") {
-		if n = strings.TrimSpace(n); n != "" {
-			names = append(names, n)
-		}
-	}
+	names := splitList(list)
 	switch {
 	case len(names) == 1 && names[0] == "none":
 		return "api"
@@ -90,6 +85,18 @@ func roleOf(list string) string {
 		}
 	}
 	return prefix
+}
+
+// splitList splits a comma-separated list, trimming each item and
+// dropping blank ones.
+func splitList(s string) []string {
+	var out []string
+	for item := range strings.SplitSeq(s, ",") {
+		if item = strings.TrimSpace(item); item != "" {
+			out = append(out, item)
+		}
+	}
+	return out
 }
 
 // serviceName is the service.name of the process's traces by default.
@@ -207,7 +214,7 @@ func readSettingsWith(cfg Config, overrides map[string]string, lookup func(strin
 	if public == "" {
 		public = flow.PublicURLFor(cfg.APIAddr)
 	}
-	policy, err := egress.New(egress.Config{Allow: egress.ParseAllow(values[egressAllowVar.Name])})
+	policy, err := egress.New(egress.Config{Allow: splitList(values[egressAllowVar.Name])})
 	if err != nil {
 		return flow.Settings{}, fmt.Errorf("%s: %w", egressAllowVar.Name, err)
 	}

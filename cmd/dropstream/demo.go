@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -114,21 +115,14 @@ func (a *app) status(ctx context.Context, w io.Writer, runners []*stream.Runner,
 	if !isTerminal(w) {
 		return
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			fmt.Fprintln(w)
-			return
-		case <-t.C:
-		}
+	tick.EveryAfter(ctx, every, func() {
 		var lag int64
 		for _, r := range runners {
 			lag += max(0, r.Lag())
 		}
 		fmt.Fprintf(w, "\r\033[K%s", statusLine(a.metricTotals(), lag))
-	}
+	})
+	fmt.Fprintln(w)
 }
 
 // statusLine is the demo's status line; the README explains each field.

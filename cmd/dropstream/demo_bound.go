@@ -7,6 +7,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // demoEntityPatterns match the checkout entities created through the API
@@ -63,16 +65,9 @@ func seededID(id string) bool {
 // boundDemoEntities runs expireDemoEntities every period until ctx ends;
 // a failed round is logged and retried at the next.
 func (a *app) boundDemoEntities(ctx context.Context, ttl, period time.Duration) {
-	t := time.NewTicker(period)
-	defer t.Stop()
-	for {
+	tick.Every(ctx, period, func() {
 		if err := expireDemoEntities(ctx, a.rdb, ttl); err != nil && ctx.Err() == nil {
 			a.log.Warn("demo: bounding checkout entities failed", "error", err)
 		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	})
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // retentionService names the loop that enforces ClickHouse retention
@@ -49,9 +50,7 @@ func (a *app) readRetention() error {
 // ctx ends. A failed round is logged and retried at the next tick: it never
 // stops the process.
 func retentionLoop(ctx context.Context, a *app, ch *clickhouse.Client, cfg clickhouse.RetentionConfig, interval time.Duration) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	tick.Every(ctx, interval, func() {
 		dropped, err := clickhouse.EnforceRetention(ctx, ch, cfg)
 		for _, d := range dropped {
 			a.log.Info("retention dropped a partition", "shard", d.Shard, "table", d.Table, "partition", d.PartitionID, "rows_before", d.End)
@@ -59,10 +58,6 @@ func retentionLoop(ctx context.Context, a *app, ch *clickhouse.Client, cfg click
 		if err != nil && ctx.Err() == nil {
 			a.log.Error("retention failed; retrying at the next interval", "err", err, "interval", interval)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	})
+	return nil
 }

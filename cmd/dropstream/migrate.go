@@ -73,19 +73,8 @@ func shardDSNsFlag(fs *flags, dst *string) {
 		"cluster mode: comma-separated DSNs of every server of the cluster; empty: the hosts system.clusters lists, with the DSN's credentials and database")
 }
 
-// splitDSNs splits a comma-separated list of DSNs.
-func splitDSNs(s string) []string {
-	var out []string
-	for d := range strings.SplitSeq(s, ",") {
-		if d = strings.TrimSpace(d); d != "" {
-			out = append(out, d)
-		}
-	}
-	return out
-}
-
 func migrateCluster(ctx context.Context, dsn, cluster, shards string, stdout io.Writer) error {
-	cfg := clickhouse.ClusterConfig{Name: cluster, Shards: splitDSNs(shards)}
+	cfg := clickhouse.ClusterConfig{Name: cluster, Shards: splitList(shards)}
 	res, err := clickhouse.MigrateCluster(ctx, dsn, cfg, func(line string) { fmt.Fprintln(stdout, line) })
 	if err != nil {
 		return err

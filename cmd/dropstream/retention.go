@@ -112,7 +112,7 @@ func runRetention(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return err
 	}
 	rc.DryRun = *dryRun
-	rc.Shards = splitDSNs(shards)
+	rc.Shards = splitList(shards)
 	ch, err := clickhouse.Open(ctx, clickhouse.Config{DSN: cfg.ClickHouseDSN})
 	if err != nil {
 		return err

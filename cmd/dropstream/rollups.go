@@ -37,7 +37,7 @@ func runRollups(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if cfg.ClickHouseDSN == "" {
 		return errors.New("rollups rebuild needs DROPSTREAM_CLICKHOUSE_DSN or --clickhouse-dsn")
 	}
-	rc := clickhouse.RebuildConfig{Shards: splitDSNs(shards)}
+	rc := clickhouse.RebuildConfig{Shards: splitList(shards)}
 	for _, m := range []struct {
 		s   string
 		dst *time.Time

@@ -61,17 +61,6 @@ type Config struct {
 	DialTimeout time.Duration
 }
 
-// ParseAllow splits a comma-separated DROPSTREAM_EGRESS_ALLOW, dropping blanks.
-func ParseAllow(list string) []string {
-	var out []string
-	for e := range strings.SplitSeq(list, ",") {
-		if e = strings.TrimSpace(e); e != "" {
-			out = append(out, e)
-		}
-	}
-	return out
-}
-
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	if c.Resolver == nil {

@@ -70,7 +70,7 @@ func TestPolicy_defaultDeniesInternalRanges(t *testing.T) {
 }
 
 func TestPolicy_allowEntries(t *testing.T) {
-	p, err := egress.New(egress.Config{Allow: egress.ParseAllow(" 10.1.0.0/16, 192.168.7.7 ,127.0.0.1:8081,[::1]:9000,feeds.internal, smtp.internal:25")})
+	p, err := egress.New(egress.Config{Allow: []string{"10.1.0.0/16", "192.168.7.7", "127.0.0.1:8081", "[::1]:9000", "feeds.internal", "smtp.internal:25"}})
 	if err != nil {
 		t.Fatal(err)
 	}

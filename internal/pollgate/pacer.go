@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // paceScript books KEYS[1]'s next slot, max(now, the key's), moves the key
@@ -111,12 +112,5 @@ func (p *Pacer) Wait(ctx context.Context, host string) error {
 	if err != nil || wait <= 0 {
 		return err
 	}
-	t := time.NewTimer(wait)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return tick.Sleep(ctx, wait)
 }

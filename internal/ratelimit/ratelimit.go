@@ -12,6 +12,8 @@ import (
 	"time"
 
 	"golang.org/x/time/rate"
+
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // Bucket is a token bucket (golang.org/x/time/rate) that spaces requests
@@ -47,18 +49,7 @@ func (b *Bucket) Reserve(now time.Time) time.Time {
 // Wait reserves a turn on the wall clock and blocks until it comes; it
 // returns ctx's error when ctx ends first (the turn is then lost).
 func (b *Bucket) Wait(ctx context.Context) error {
-	d := time.Until(b.Reserve(time.Now()))
-	if d <= 0 {
-		return ctx.Err()
-	}
-	t := time.NewTimer(d)
-	defer t.Stop()
-	select {
-	case <-ctx.Done():
-		return ctx.Err()
-	case <-t.C:
-		return nil
-	}
+	return tick.Sleep(ctx, time.Until(b.Reserve(time.Now())))
 }
 
 // Pause holds every turn until until; requests then resume one at a time.

@@ -124,16 +124,10 @@ func (m *Metrics) Observe(bs ...Source) (metric.Registration, error) {
 // Instruments returns a batched stage's metrics, tracer and logger from
 // tel (nil fields: the globals).
 func Instruments(tel stream.Telemetry) (*Metrics, trace.Tracer, *slog.Logger, error) {
+	tel = tel.WithDefaults()
 	met, err := NewMetrics(tel.MeterProvider)
 	if err != nil {
 		return nil, nil, nil, err
 	}
-	tp, log := tel.TracerProvider, tel.Logger
-	if tp == nil {
-		tp = gotel.GetTracerProvider()
-	}
-	if log == nil {
-		log = slog.Default()
-	}
-	return met, tp.Tracer(InstrumentationScope), log, nil
+	return met, tel.TracerProvider.Tracer(InstrumentationScope), tel.Logger, nil
 }
