@@ -196,16 +196,9 @@ func validateBaseURL(raw string) error {
 	return nil
 }
 
+// validID reports 1..avail.MaxIDLen characters of [a-z0-9_-].
 func validID(s string) bool {
-	if len(s) == 0 || len(s) > avail.MaxIDLen {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
+	return len(s) > 0 && len(s) <= avail.MaxIDLen && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") == ""
 }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
