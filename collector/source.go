@@ -14,6 +14,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector/provider"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/clip"
 )
 
@@ -133,12 +134,8 @@ func (s Source) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, validateScopes(s.Scopes, s.ID, adapter)...)
-	if s.Interval < MinInterval || s.Interval > MaxInterval {
-		errs = append(errs, fmt.Errorf("interval %s out of range %s..%s", s.Interval, MinInterval, MaxInterval))
-	}
-	if s.Stabilization < 1 || s.Stabilization > MaxStabilization {
-		errs = append(errs, fmt.Errorf("stabilization %d out of range 1..%d", s.Stabilization, MaxStabilization))
-	}
+	errs = bounds.Check(errs, "interval", s.Interval, MinInterval, MaxInterval)
+	errs = bounds.Check(errs, "stabilization", s.Stabilization, 1, MaxStabilization)
 	if !(s.RateLimit > 0 && s.RateLimit <= MaxRateLimit) {
 		errs = append(errs, fmt.Errorf("rate limit %v out of range (0, %v] requests/s", s.RateLimit, MaxRateLimit))
 	}

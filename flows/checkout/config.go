@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -59,9 +60,7 @@ func (c Config) SagaStage() stream.RunnerConfig { return c.Stage.ForDeadline(c.T
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
-		errs = append(errs, fmt.Errorf("checkout: partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
-	}
+	errs = bounds.Check(errs, "checkout: partitions", c.Partitions, 1, stream.MaxPartitions)
 	if c.Timeout < time.Millisecond || c.Timeout > 10*time.Minute {
 		errs = append(errs, fmt.Errorf("checkout: timeout %s out of range 1ms..10m", c.Timeout))
 	}

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
@@ -103,9 +104,7 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
-		errs = append(errs, fmt.Errorf("partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
-	}
+	errs = bounds.Check(errs, "partitions", c.Partitions, 1, stream.MaxPartitions)
 	seen := map[string]bool{}
 	for _, h := range c.Handlers {
 		if !validTag(h.Tag) || seen[h.Tag] || !h.Kind.Valid() {
@@ -131,9 +130,7 @@ func (c Config) Validate() error {
 	if c.FreshBlock < time.Millisecond || c.FreshBlock > c.FreshBound {
 		errs = append(errs, fmt.Errorf("fresh block %s out of range 1ms..fresh bound %s", c.FreshBlock, c.FreshBound))
 	}
-	if c.MaxStandingPerCaller < 1 || c.MaxStandingPerCaller > MaxStandingSearches {
-		errs = append(errs, fmt.Errorf("max standing searches per caller %d out of range 1..%d", c.MaxStandingPerCaller, MaxStandingSearches))
-	}
+	errs = bounds.Check(errs, "max standing searches per caller", c.MaxStandingPerCaller, 1, MaxStandingSearches)
 	if c.ChangeLogLength < 100 {
 		errs = append(errs, fmt.Errorf("change log length %d below 100", c.ChangeLogLength))
 	}

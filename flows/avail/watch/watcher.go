@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/notifier"
 )
@@ -122,9 +123,7 @@ func (w Watcher) Validate() error {
 		errs = append(errs, fmt.Errorf("channel %q: want %q or %q", clip.Marked(w.Channel, maxQuoted), notifier.ChannelWebhook, notifier.ChannelLog))
 	}
 	errs = append(errs, validWindows(w.Windows, w.TimeZone))
-	if w.RearmAfterMinutes < 0 || w.RearmAfterMinutes > MaxRearmMinutes {
-		errs = append(errs, fmt.Errorf("rearm_after_minutes %d out of range 0..%d", w.RearmAfterMinutes, MaxRearmMinutes))
-	}
+	errs = bounds.Check(errs, "rearm_after_minutes", w.RearmAfterMinutes, 0, MaxRearmMinutes)
 	if w.Secret != "" && !validSecret(w.Secret) {
 		errs = append(errs, fmt.Errorf("secret: want %d-%d printable ASCII characters without spaces", MinSecretLen, MaxSecretLen))
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/ratelimit"
 )
@@ -107,9 +108,7 @@ func (c Config) Validate() error {
 	if c.MaxBodyBytes < 1<<10 || c.MaxBodyBytes > 64<<20 {
 		errs = append(errs, fmt.Errorf("poll: max body %d out of range 1KiB..64MiB", c.MaxBodyBytes))
 	}
-	if c.MaxRedirects < 0 || c.MaxRedirects > 20 {
-		errs = append(errs, fmt.Errorf("poll: max redirects %d out of range 0..20", c.MaxRedirects))
-	}
+	errs = bounds.Check(errs, "poll: max redirects", c.MaxRedirects, 0, 20)
 	if c.RatePerHost <= 0 || c.Burst < 1 {
 		errs = append(errs, fmt.Errorf("poll: rate %g and burst %d must be positive", c.RatePerHost, c.Burst))
 	}
