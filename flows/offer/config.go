@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 
 	"github.com/dropstream/dropstream/internal/bounds"
@@ -140,16 +141,9 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
+// validTag reports 1..32 characters of [a-z0-9_-].
 func validTag(s string) bool {
-	if len(s) == 0 || len(s) > 32 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
+	return len(s) > 0 && len(s) <= 32 && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") == ""
 }
 
 // kindOf returns the kind of handler tag, or false when it is not configured.
