@@ -61,12 +61,8 @@ func (c Config) SagaStage() stream.RunnerConfig { return c.Stage.ForDeadline(c.T
 func (c Config) Validate() error {
 	var errs []error
 	errs = bounds.Check(errs, "checkout: partitions", c.Partitions, 1, stream.MaxPartitions)
-	if c.Timeout < time.Millisecond || c.Timeout > 10*time.Minute {
-		errs = append(errs, fmt.Errorf("checkout: timeout %s out of range 1ms..10m", c.Timeout))
-	}
-	if c.RetryFor < time.Millisecond || c.RetryFor > 10*time.Minute {
-		errs = append(errs, fmt.Errorf("checkout: retry for %s out of range 1ms..10m", c.RetryFor))
-	}
+	errs = bounds.CheckText(errs, "checkout: timeout", c.Timeout, time.Millisecond, 10*time.Minute, "1ms..10m")
+	errs = bounds.CheckText(errs, "checkout: retry for", c.RetryFor, time.Millisecond, 10*time.Minute, "1ms..10m")
 	if c.Recheck < time.Millisecond {
 		errs = append(errs, fmt.Errorf("checkout: recheck %s below 1ms", c.Recheck))
 	}

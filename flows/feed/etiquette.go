@@ -3,7 +3,6 @@ package feed
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
@@ -46,13 +45,9 @@ func (c EtiquetteConfig) WithDefaults() EtiquetteConfig {
 func (c EtiquetteConfig) Validate() error {
 	var errs []error
 	errs = bounds.Check(errs, "feed etiquette: min interval", c.MinInterval, MinPollEvery, MaxPollEvery)
-	if c.MaxInterval < c.MinInterval || c.MaxInterval > 30*24*time.Hour {
-		errs = append(errs, fmt.Errorf("feed etiquette: max interval %s out of range min interval..720h", c.MaxInterval))
-	}
+	errs = bounds.CheckText(errs, "feed etiquette: max interval", c.MaxInterval, c.MinInterval, 30*24*time.Hour, "min interval..720h")
 	errs = bounds.Check(errs, "feed etiquette: history", c.History, 3, 1000)
-	if c.HostSpacing < time.Millisecond || c.HostSpacing > time.Hour {
-		errs = append(errs, fmt.Errorf("feed etiquette: host spacing %s out of range 1ms..1h", c.HostSpacing))
-	}
+	errs = bounds.CheckText(errs, "feed etiquette: host spacing", c.HostSpacing, time.Millisecond, time.Hour, "1ms..1h")
 	errs = bounds.Check(errs, "feed etiquette: dead after", c.DeadAfter, 1, 10000)
 	return errors.Join(errs...)
 }

@@ -125,12 +125,8 @@ func (c Config) Validate() error {
 	if err := c.Runner.CheckDeadline("processing timeout", c.ProcessingTimeout); err != nil {
 		errs = append(errs, fmt.Errorf("handler stages: %w", err))
 	}
-	if c.FreshBound < 10*time.Millisecond || c.FreshBound > time.Hour {
-		errs = append(errs, fmt.Errorf("fresh bound %s out of range 10ms..1h", c.FreshBound))
-	}
-	if c.FreshBlock < time.Millisecond || c.FreshBlock > c.FreshBound {
-		errs = append(errs, fmt.Errorf("fresh block %s out of range 1ms..fresh bound %s", c.FreshBlock, c.FreshBound))
-	}
+	errs = bounds.CheckText(errs, "fresh bound", c.FreshBound, 10*time.Millisecond, time.Hour, "10ms..1h")
+	errs = bounds.CheckText(errs, "fresh block", c.FreshBlock, time.Millisecond, c.FreshBound, "1ms..fresh bound "+c.FreshBound.String())
 	errs = bounds.Check(errs, "max standing searches per caller", c.MaxStandingPerCaller, 1, MaxStandingSearches)
 	if c.ChangeLogLength < 100 {
 		errs = append(errs, fmt.Errorf("change log length %d below 100", c.ChangeLogLength))

@@ -15,3 +15,12 @@ func Check[T cmp.Ordered](errs []error, name string, v, lo, hi T) []error {
 	}
 	return errs
 }
+
+// CheckText is Check with the range written as text ("1KiB..64MiB"), for
+// bounds that read better in their own units.
+func CheckText[T cmp.Ordered](errs []error, name string, v, lo, hi T, text string) []error {
+	if v < lo || v > hi {
+		return append(errs, fmt.Errorf("%s %v out of range %s", name, v, text))
+	}
+	return errs
+}

@@ -79,9 +79,7 @@ func (c ReleaseConfig) Validate() error {
 	if !(c.Scale >= 1 && c.Scale <= 600) {
 		errs = append(errs, fmt.Errorf("availbench: scale %v out of range 1..600", c.Scale))
 	}
-	if c.ReleaseAt < 10*time.Minute || c.ReleaseAt > 23*time.Hour {
-		errs = append(errs, fmt.Errorf("availbench: release at %s out of range 10m..23h", c.ReleaseAt))
-	}
+	errs = bounds.CheckText(errs, "availbench: release at", c.ReleaseAt, 10*time.Minute, 23*time.Hour, "10m..23h")
 	return errors.Join(errs...)
 }
 

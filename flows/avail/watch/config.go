@@ -74,9 +74,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("notifier: window ttl %s below 1m", c.WindowTTL))
 	}
 	errs = bounds.Check(errs, "notifier: max window flips", c.MaxWindowFlips, 2, 1000)
-	if c.MaxPayloadBytes < 1<<10 || c.MaxPayloadBytes > 8<<20 {
-		errs = append(errs, fmt.Errorf("notifier: max payload bytes %d out of range 1KiB..8MiB", c.MaxPayloadBytes))
-	}
+	errs = bounds.CheckText(errs, "notifier: max payload bytes", c.MaxPayloadBytes, 1<<10, 8<<20, "1KiB..8MiB")
 	errs = bounds.Check(errs, "notifier: concurrency", c.Concurrency, 1, 256)
 	runner := c.Runner.WithDefaults(StageNotifier)
 	if err := runner.Validate(); err != nil {
