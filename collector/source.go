@@ -16,6 +16,7 @@ import (
 	"github.com/dropstream/dropstream/collector/provider"
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/slug"
 )
 
 // Source defaults and bounds.
@@ -193,10 +194,8 @@ func validateBaseURL(raw string) error {
 	return nil
 }
 
-// validID reports 1..avail.MaxIDLen characters of [a-z0-9_-].
-func validID(s string) bool {
-	return len(s) > 0 && len(s) <= avail.MaxIDLen && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") == ""
-}
+// validID reports a source id: 1..avail.MaxIDLen characters of [a-z0-9_-].
+func validID(s string) bool { return slug.Valid(s, avail.MaxIDLen) }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 

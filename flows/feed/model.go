@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/dropstream/dropstream/internal/slug"
 )
 
 // ErrInvalid wraps every validation error of outside input.
@@ -128,9 +130,7 @@ func (f Feed) Assignable(first, stable, now time.Time) bool {
 func minutes(n int) time.Duration { return time.Duration(n) * time.Minute }
 
 // validName reports 1..64 characters of [a-z0-9_-].
-func validName(s string) bool {
-	return len(s) > 0 && len(s) <= 64 && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") == ""
-}
+func validName(s string) bool { return slug.Valid(s, 64) }
 
 // validID reports 1..64 lowercase hex digits.
 func validID(s string) bool {

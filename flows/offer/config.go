@@ -5,10 +5,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/dropstream/dropstream/internal/bounds"
+	"github.com/dropstream/dropstream/internal/slug"
 	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
@@ -108,7 +108,7 @@ func (c Config) Validate() error {
 	errs = bounds.Check(errs, "partitions", c.Partitions, 1, stream.MaxPartitions)
 	seen := map[string]bool{}
 	for _, h := range c.Handlers {
-		if !validTag(h.Tag) || seen[h.Tag] || !h.Kind.Valid() {
+		if !slug.Valid(h.Tag, 32) || seen[h.Tag] || !h.Kind.Valid() {
 			errs = append(errs, fmt.Errorf("handler %q (kind %q): want a unique tag of 1-32 [a-z0-9_-] and kind standard or auction", h.Tag, h.Kind))
 		}
 		seen[h.Tag] = true
@@ -135,11 +135,6 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("clock is nil"))
 	}
 	return errors.Join(errs...)
-}
-
-// validTag reports 1..32 characters of [a-z0-9_-].
-func validTag(s string) bool {
-	return len(s) > 0 && len(s) <= 32 && strings.Trim(s, "abcdefghijklmnopqrstuvwxyz0123456789_-") == ""
 }
 
 // kindOf returns the kind of handler tag, or false when it is not configured.
