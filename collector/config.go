@@ -9,6 +9,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -102,15 +103,9 @@ func (c CollectorConfig) Validate() error {
 	if c.DefaultRetryAfter > c.MaxRetryAfter {
 		errs = append(errs, fmt.Errorf("default retry-after %s exceeds max retry-after %s", c.DefaultRetryAfter, c.MaxRetryAfter))
 	}
-	if c.DownAfter < 1 || c.DownAfter > 1000 {
-		errs = append(errs, fmt.Errorf("down after %d out of range 1..1000", c.DownAfter))
-	}
-	if c.Burst < 1 || c.Burst > 1000 {
-		errs = append(errs, fmt.Errorf("burst %d out of range 1..1000", c.Burst))
-	}
-	if c.Concurrency < 1 || c.Concurrency > 1024 {
-		errs = append(errs, fmt.Errorf("concurrency %d out of range 1..1024", c.Concurrency))
-	}
+	errs = bounds.Check(errs, "down after", c.DownAfter, 1, 1000)
+	errs = bounds.Check(errs, "burst", c.Burst, 1, 1000)
+	errs = bounds.Check(errs, "concurrency", c.Concurrency, 1, 1024)
 	if len(c.UserAgent) > 256 {
 		errs = append(errs, errors.New("user agent longer than 256 bytes"))
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector/provider"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -116,9 +117,7 @@ func validateRun(run avail.RawRun) error {
 	if len(run.Error) > 4096 {
 		errs = append(errs, errors.New("error longer than 4096 bytes"))
 	}
-	if run.Stabilization < 0 || run.Stabilization > MaxStabilization {
-		errs = append(errs, fmt.Errorf("stabilization %d out of range 0..%d", run.Stabilization, MaxStabilization))
-	}
+	errs = bounds.Check(errs, "stabilization", run.Stabilization, 0, MaxStabilization)
 	if run.FinishedAt.IsZero() {
 		errs = append(errs, errors.New("finished_at is missing"))
 	}

@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/bounds"
 )
 
 // Defaults of ReleaseConfig.
@@ -67,15 +69,11 @@ func (c ReleaseConfig) WithDefaults() ReleaseConfig {
 // Validate reports every invalid field of a defaulted config.
 func (c ReleaseConfig) Validate() error {
 	var errs []error
-	if c.Burst < MinInterval || c.Burst > c.Before {
-		errs = append(errs, fmt.Errorf("release burst %s out of range %s..%s", c.Burst, MinInterval, c.Before))
-	}
+	errs = bounds.Check(errs, "release burst", c.Burst, MinInterval, c.Before)
 	if c.Before <= 0 || c.After <= 0 || c.Before+c.After > time.Hour {
 		errs = append(errs, fmt.Errorf("release window -%s..+%s: want positive bounds within an hour", c.Before, c.After))
 	}
-	if c.MinSupport < 1 || c.MinSupport > 100 {
-		errs = append(errs, fmt.Errorf("release min support %d out of range 1..100", c.MinSupport))
-	}
+	errs = bounds.Check(errs, "release min support", c.MinSupport, 1, 100)
 	if c.Refresh < time.Second {
 		errs = append(errs, fmt.Errorf("release refresh %s below 1s", c.Refresh))
 	}

@@ -14,7 +14,9 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector/provider"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/slug"
 )
 
 // Source defaults and bounds.
@@ -133,12 +135,8 @@ func (s Source) Validate() error {
 		errs = append(errs, err)
 	}
 	errs = append(errs, validateScopes(s.Scopes, s.ID, adapter)...)
-	if s.Interval < MinInterval || s.Interval > MaxInterval {
-		errs = append(errs, fmt.Errorf("interval %s out of range %s..%s", s.Interval, MinInterval, MaxInterval))
-	}
-	if s.Stabilization < 1 || s.Stabilization > MaxStabilization {
-		errs = append(errs, fmt.Errorf("stabilization %d out of range 1..%d", s.Stabilization, MaxStabilization))
-	}
+	errs = bounds.Check(errs, "interval", s.Interval, MinInterval, MaxInterval)
+	errs = bounds.Check(errs, "stabilization", s.Stabilization, 1, MaxStabilization)
 	if !(s.RateLimit > 0 && s.RateLimit <= MaxRateLimit) {
 		errs = append(errs, fmt.Errorf("rate limit %v out of range (0, %v] requests/s", s.RateLimit, MaxRateLimit))
 	}
@@ -196,17 +194,8 @@ func validateBaseURL(raw string) error {
 	return nil
 }
 
-func validID(s string) bool {
-	if len(s) == 0 || len(s) > avail.MaxIDLen {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
+// validID reports a source id: 1..avail.MaxIDLen characters of [a-z0-9_-].
+func validID(s string) bool { return slug.Valid(s, avail.MaxIDLen) }
 
 func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 

@@ -7,6 +7,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"net/http"
 	"slices"
 
@@ -78,12 +79,7 @@ func For(name string) (Adapter, error) {
 
 // Names returns the provider names For serves, sorted.
 func Names() []string {
-	names := make([]string, 0, len(adapters))
-	for n := range adapters {
-		names = append(names, n)
-	}
-	slices.Sort(names)
-	return names
+	return slices.Sorted(maps.Keys(adapters))
 }
 
 // malformed returns an error wrapping ErrMalformed, prefixed with the

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"slices"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/bounds"
 )
 
 // Limits of a simulator's configuration.
@@ -92,9 +94,7 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	c = c.WithDefaults()
 	var errs []error
-	if c.Venues < 1 || c.Venues > MaxVenues {
-		errs = append(errs, fmt.Errorf("venues %d out of range 1..%d", c.Venues, MaxVenues))
-	}
+	errs = bounds.Check(errs, "venues", c.Venues, 1, MaxVenues)
 	for _, d := range c.Dates {
 		if _, err := time.Parse(time.DateOnly, d); err != nil || len(d) != 10 {
 			errs = append(errs, fmt.Errorf("date %q: want YYYY-MM-DD", d))
@@ -104,16 +104,12 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("dates contain duplicates"))
 	}
 	for _, p := range c.PartySizes {
-		if p < 1 || p > 50 {
-			errs = append(errs, fmt.Errorf("party size %d out of range 1..50", p))
-		}
+		errs = bounds.Check(errs, "party size", p, 1, 50)
 	}
 	if hasDuplicates(c.PartySizes) {
 		errs = append(errs, errors.New("party sizes contain duplicates"))
 	}
-	if c.SlotsPerVenue < 1 || c.SlotsPerVenue > MaxSlotsPerVenue {
-		errs = append(errs, fmt.Errorf("slots per venue %d out of range 1..%d", c.SlotsPerVenue, MaxSlotsPerVenue))
-	}
+	errs = bounds.Check(errs, "slots per venue", c.SlotsPerVenue, 1, MaxSlotsPerVenue)
 	if n := c.Venues * len(c.Dates) * len(c.PartySizes) * c.SlotsPerVenue; n > MaxSlots {
 		errs = append(errs, fmt.Errorf("%d slots exceed %d", n, MaxSlots))
 	}

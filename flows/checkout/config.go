@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -59,15 +60,9 @@ func (c Config) SagaStage() stream.RunnerConfig { return c.Stage.ForDeadline(c.T
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
-		errs = append(errs, fmt.Errorf("checkout: partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
-	}
-	if c.Timeout < time.Millisecond || c.Timeout > 10*time.Minute {
-		errs = append(errs, fmt.Errorf("checkout: timeout %s out of range 1ms..10m", c.Timeout))
-	}
-	if c.RetryFor < time.Millisecond || c.RetryFor > 10*time.Minute {
-		errs = append(errs, fmt.Errorf("checkout: retry for %s out of range 1ms..10m", c.RetryFor))
-	}
+	errs = bounds.Check(errs, "checkout: partitions", c.Partitions, 1, stream.MaxPartitions)
+	errs = bounds.CheckText(errs, "checkout: timeout", c.Timeout, time.Millisecond, 10*time.Minute, "1ms..10m")
+	errs = bounds.CheckText(errs, "checkout: retry for", c.RetryFor, time.Millisecond, 10*time.Minute, "1ms..10m")
 	if c.Recheck < time.Millisecond {
 		errs = append(errs, fmt.Errorf("checkout: recheck %s below 1ms", c.Recheck))
 	}

@@ -14,6 +14,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/notifier"
@@ -53,9 +54,7 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
-		errs = append(errs, fmt.Errorf("comic: partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
-	}
+	errs = bounds.Check(errs, "comic: partitions", c.Partitions, 1, stream.MaxPartitions)
 	errs = append(errs, c.Store.Validate(), c.Delivery.Validate(), c.Ledger.Validate(), c.Holds.Validate())
 	return errors.Join(errs...)
 }

@@ -16,6 +16,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
@@ -82,9 +83,7 @@ func (c StoreConfig) WithDefaults() StoreConfig {
 // Validate reports every invalid field of a defaulted config.
 func (c StoreConfig) Validate() error {
 	var errs []error
-	if c.MaxPerEmail < 1 || c.MaxPerEmail > 100000 {
-		errs = append(errs, fmt.Errorf("comic: max per email %d out of range 1..100000", c.MaxPerEmail))
-	}
+	errs = bounds.Check(errs, "comic: max per email", c.MaxPerEmail, 1, 100000)
 	if c.BloatThreshold < 1 {
 		errs = append(errs, fmt.Errorf("comic: bloat threshold %d must be positive", c.BloatThreshold))
 	}

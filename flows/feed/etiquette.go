@@ -3,11 +3,11 @@ package feed
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"slices"
 	"time"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -44,21 +44,11 @@ func (c EtiquetteConfig) WithDefaults() EtiquetteConfig {
 // Validate reports every invalid field of a defaulted config.
 func (c EtiquetteConfig) Validate() error {
 	var errs []error
-	if c.MinInterval < MinPollEvery || c.MinInterval > MaxPollEvery {
-		errs = append(errs, fmt.Errorf("feed etiquette: min interval %s out of range %s..%s", c.MinInterval, MinPollEvery, MaxPollEvery))
-	}
-	if c.MaxInterval < c.MinInterval || c.MaxInterval > 30*24*time.Hour {
-		errs = append(errs, fmt.Errorf("feed etiquette: max interval %s out of range min interval..720h", c.MaxInterval))
-	}
-	if c.History < 3 || c.History > 1000 {
-		errs = append(errs, fmt.Errorf("feed etiquette: history %d out of range 3..1000", c.History))
-	}
-	if c.HostSpacing < time.Millisecond || c.HostSpacing > time.Hour {
-		errs = append(errs, fmt.Errorf("feed etiquette: host spacing %s out of range 1ms..1h", c.HostSpacing))
-	}
-	if c.DeadAfter < 1 || c.DeadAfter > 10000 {
-		errs = append(errs, fmt.Errorf("feed etiquette: dead after %d out of range 1..10000", c.DeadAfter))
-	}
+	errs = bounds.Check(errs, "feed etiquette: min interval", c.MinInterval, MinPollEvery, MaxPollEvery)
+	errs = bounds.CheckText(errs, "feed etiquette: max interval", c.MaxInterval, c.MinInterval, 30*24*time.Hour, "min interval..720h")
+	errs = bounds.Check(errs, "feed etiquette: history", c.History, 3, 1000)
+	errs = bounds.CheckText(errs, "feed etiquette: host spacing", c.HostSpacing, time.Millisecond, time.Hour, "1ms..1h")
+	errs = bounds.Check(errs, "feed etiquette: dead after", c.DeadAfter, 1, 10000)
 	return errors.Join(errs...)
 }
 

@@ -16,6 +16,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/notifier"
@@ -105,12 +106,8 @@ func (c Config) Validate() error {
 	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
 		errs = append(errs, fmt.Errorf("feed: partitions %d out of range", c.Partitions))
 	}
-	if c.AssignLimit < 1 || c.AssignLimit > 100000 {
-		errs = append(errs, fmt.Errorf("feed: assign limit %d out of range 1..100000", c.AssignLimit))
-	}
-	if c.CollectionItems < 1 || c.CollectionItems > 10000 {
-		errs = append(errs, fmt.Errorf("feed: collection items %d out of range 1..10000", c.CollectionItems))
-	}
+	errs = bounds.Check(errs, "feed: assign limit", c.AssignLimit, 1, 100000)
+	errs = bounds.Check(errs, "feed: collection items", c.CollectionItems, 1, 10000)
 	if len(c.PublicURL) > 512 {
 		errs = append(errs, errors.New("feed: public URL too long"))
 	}

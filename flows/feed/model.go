@@ -9,6 +9,8 @@ import (
 	"strings"
 	"time"
 	"unicode/utf8"
+
+	"github.com/dropstream/dropstream/internal/slug"
 )
 
 // ErrInvalid wraps every validation error of outside input.
@@ -128,39 +130,14 @@ func (f Feed) Assignable(first, stable, now time.Time) bool {
 func minutes(n int) time.Duration { return time.Duration(n) * time.Minute }
 
 // validName reports 1..64 characters of [a-z0-9_-].
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
+func validName(s string) bool { return slug.Valid(s, 64) }
 
 // validID reports 1..64 lowercase hex digits.
 func validID(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
-			return false
-		}
-	}
-	return true
+	return len(s) > 0 && len(s) <= 64 && strings.Trim(s, "0123456789abcdef") == ""
 }
 
+// printable reports valid UTF-8 without ASCII control characters.
 func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f {
-			return false
-		}
-	}
-	return true
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f })
 }

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/pollgate"
 	"github.com/dropstream/dropstream/stream"
@@ -58,9 +59,7 @@ func (c PollerConfig) Validate() error {
 	if err := c.Fetch.Validate(); err != nil {
 		errs = append(errs, err)
 	}
-	if c.Concurrency < 1 || c.Concurrency > 1024 {
-		errs = append(errs, fmt.Errorf("feed poller: concurrency %d out of range 1..1024", c.Concurrency))
-	}
+	errs = bounds.Check(errs, "feed poller: concurrency", c.Concurrency, 1, 1024)
 	if c.Refresh < 10*time.Millisecond || c.MaxBackoff < time.Second {
 		errs = append(errs, fmt.Errorf("feed poller: refresh %s or max backoff %s too short", c.Refresh, c.MaxBackoff))
 	}

@@ -24,6 +24,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -86,18 +87,12 @@ func (c WebSubConfig) WithDefaults() WebSubConfig {
 // Validate reports every invalid field of a defaulted config.
 func (c WebSubConfig) Validate() error {
 	var errs []error
-	if c.Lease < time.Minute || c.Lease > 365*24*time.Hour {
-		errs = append(errs, fmt.Errorf("feed websub: lease %s out of range 1m..8760h", c.Lease))
-	}
+	errs = bounds.CheckText(errs, "feed websub: lease", c.Lease, time.Minute, 365*24*time.Hour, "1m..8760h")
 	if c.RenewBefore < time.Second || c.Fallback < time.Minute || c.Fallback > 30*24*time.Hour || c.Retry < time.Second {
 		errs = append(errs, fmt.Errorf("feed websub: renew before %s (min 1s), fallback %s (1m..720h), retry %s (min 1s)", c.RenewBefore, c.Fallback, c.Retry))
 	}
-	if c.MaxBodyBytes < 1<<10 || c.MaxBodyBytes > 16<<20 {
-		errs = append(errs, fmt.Errorf("feed websub: max body %d out of range 1KiB..16MiB", c.MaxBodyBytes))
-	}
-	if c.Timeout < 10*time.Millisecond || c.Timeout > time.Minute {
-		errs = append(errs, fmt.Errorf("feed websub: timeout %s out of range 10ms..1m", c.Timeout))
-	}
+	errs = bounds.CheckText(errs, "feed websub: max body", c.MaxBodyBytes, 1<<10, 16<<20, "1KiB..16MiB")
+	errs = bounds.CheckText(errs, "feed websub: timeout", c.Timeout, 10*time.Millisecond, time.Minute, "10ms..1m")
 	return errors.Join(errs...)
 }
 

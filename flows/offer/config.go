@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/bounds"
+	"github.com/dropstream/dropstream/internal/slug"
 	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
@@ -103,12 +105,10 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
-		errs = append(errs, fmt.Errorf("partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
-	}
+	errs = bounds.Check(errs, "partitions", c.Partitions, 1, stream.MaxPartitions)
 	seen := map[string]bool{}
 	for _, h := range c.Handlers {
-		if !validTag(h.Tag) || seen[h.Tag] || !h.Kind.Valid() {
+		if !slug.Valid(h.Tag, 32) || seen[h.Tag] || !h.Kind.Valid() {
 			errs = append(errs, fmt.Errorf("handler %q (kind %q): want a unique tag of 1-32 [a-z0-9_-] and kind standard or auction", h.Tag, h.Kind))
 		}
 		seen[h.Tag] = true
@@ -125,15 +125,9 @@ func (c Config) Validate() error {
 	if err := c.Runner.CheckDeadline("processing timeout", c.ProcessingTimeout); err != nil {
 		errs = append(errs, fmt.Errorf("handler stages: %w", err))
 	}
-	if c.FreshBound < 10*time.Millisecond || c.FreshBound > time.Hour {
-		errs = append(errs, fmt.Errorf("fresh bound %s out of range 10ms..1h", c.FreshBound))
-	}
-	if c.FreshBlock < time.Millisecond || c.FreshBlock > c.FreshBound {
-		errs = append(errs, fmt.Errorf("fresh block %s out of range 1ms..fresh bound %s", c.FreshBlock, c.FreshBound))
-	}
-	if c.MaxStandingPerCaller < 1 || c.MaxStandingPerCaller > MaxStandingSearches {
-		errs = append(errs, fmt.Errorf("max standing searches per caller %d out of range 1..%d", c.MaxStandingPerCaller, MaxStandingSearches))
-	}
+	errs = bounds.CheckText(errs, "fresh bound", c.FreshBound, 10*time.Millisecond, time.Hour, "10ms..1h")
+	errs = bounds.CheckText(errs, "fresh block", c.FreshBlock, time.Millisecond, c.FreshBound, "1ms..fresh bound "+c.FreshBound.String())
+	errs = bounds.Check(errs, "max standing searches per caller", c.MaxStandingPerCaller, 1, MaxStandingSearches)
 	if c.ChangeLogLength < 100 {
 		errs = append(errs, fmt.Errorf("change log length %d below 100", c.ChangeLogLength))
 	}
@@ -141,18 +135,6 @@ func (c Config) Validate() error {
 		errs = append(errs, errors.New("clock is nil"))
 	}
 	return errors.Join(errs...)
-}
-
-func validTag(s string) bool {
-	if len(s) == 0 || len(s) > 32 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
 }
 
 // kindOf returns the kind of handler tag, or false when it is not configured.

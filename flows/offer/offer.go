@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"slices"
+	"strings"
 
 	"github.com/dropstream/dropstream/internal/clip"
 )
@@ -107,16 +108,9 @@ func (o Offer) Validate() error {
 	return nil
 }
 
+// validID reports 1..MaxIDLength bytes without control characters or '|'.
 func validID(s string) bool {
-	if s == "" || len(s) > MaxIDLength {
-		return false
-	}
-	for _, r := range s {
-		if r < 0x20 || r == 0x7f || r == '|' {
-			return false
-		}
-	}
-	return true
+	return s != "" && len(s) <= MaxIDLength && !strings.ContainsFunc(s, func(r rune) bool { return r < 0x20 || r == 0x7f || r == '|' })
 }
 
 // maxQuoted bounds outside input quoted in an error (clip.Marked).

@@ -8,6 +8,7 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/progress"
 	"math"
 	"time"
@@ -80,27 +81,17 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Scopes < 1 || c.Scopes > 1_000_000 {
-		errs = append(errs, fmt.Errorf("availbench: scopes %d out of range 1..1000000", c.Scopes))
-	}
-	if c.PerScope < 1 || c.PerScope > MaxPerScope {
-		errs = append(errs, fmt.Errorf("availbench: per scope %d out of range 1..%d", c.PerScope, MaxPerScope))
-	}
+	errs = bounds.Check(errs, "availbench: scopes", c.Scopes, 1, 1_000_000)
+	errs = bounds.Check(errs, "availbench: per scope", c.PerScope, 1, MaxPerScope)
 	if c.Churn <= 0 || c.Churn > 1 || math.IsNaN(c.Churn) {
 		errs = append(errs, fmt.Errorf("availbench: churn %v out of range (0, 1]", c.Churn))
 	}
-	if c.Runs < 1 || c.Runs > 1000 {
-		errs = append(errs, fmt.Errorf("availbench: runs %d out of range 1..1000", c.Runs))
-	}
-	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
-		errs = append(errs, fmt.Errorf("availbench: partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
-	}
+	errs = bounds.Check(errs, "availbench: runs", c.Runs, 1, 1000)
+	errs = bounds.Check(errs, "availbench: partitions", c.Partitions, 1, stream.MaxPartitions)
 	if c.DiffCopies < 1 || c.DiffCopies > 64 || c.AnalyticsCopies < 1 || c.AnalyticsCopies > 64 {
 		errs = append(errs, fmt.Errorf("availbench: copies %d and %d out of range 1..64", c.DiffCopies, c.AnalyticsCopies))
 	}
-	if c.DiffBatch < 0 || c.DiffBatch > 10_000 {
-		errs = append(errs, fmt.Errorf("availbench: diff batch %d out of range 0..10000", c.DiffBatch))
-	}
+	errs = bounds.Check(errs, "availbench: diff batch", c.DiffBatch, 0, 10_000)
 	if c.Rate < 1 || c.LatencyDuration <= 0 {
 		errs = append(errs, fmt.Errorf("availbench: rate %d and latency duration %s must be positive", c.Rate, c.LatencyDuration))
 	}

@@ -17,6 +17,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/simulator"
 	"github.com/dropstream/dropstream/flows/avail/watch"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
@@ -67,24 +68,18 @@ func (c ReleaseConfig) WithDefaults() ReleaseConfig {
 // Validate reports every invalid field of a defaulted config.
 func (c ReleaseConfig) Validate() error {
 	var errs []error
-	if c.Venues < 1 || c.Venues > 100 {
-		errs = append(errs, fmt.Errorf("availbench: venues %d out of range 1..100", c.Venues))
-	}
+	errs = bounds.Check(errs, "availbench: venues", c.Venues, 1, 100)
 	if c.HistoryDays < 1 || c.HistoryDays > 30 || c.LearnedDays < 1 || c.LearnedDays > 30 {
 		errs = append(errs, fmt.Errorf("availbench: days %d and %d out of range 1..30", c.HistoryDays, c.LearnedDays))
 	}
 	if c.Interval < collector.MinInterval || c.Interval > time.Hour || c.Burst < collector.MinInterval || c.Burst > c.Interval {
 		errs = append(errs, fmt.Errorf("availbench: interval %s and burst %s: want 1s ≤ burst ≤ interval ≤ 1h", c.Interval, c.Burst))
 	}
-	if c.Stabilization < 1 || c.Stabilization > collector.MaxStabilization {
-		errs = append(errs, fmt.Errorf("availbench: stabilization %d out of range 1..%d", c.Stabilization, collector.MaxStabilization))
-	}
+	errs = bounds.Check(errs, "availbench: stabilization", c.Stabilization, 1, collector.MaxStabilization)
 	if !(c.Scale >= 1 && c.Scale <= 600) {
 		errs = append(errs, fmt.Errorf("availbench: scale %v out of range 1..600", c.Scale))
 	}
-	if c.ReleaseAt < 10*time.Minute || c.ReleaseAt > 23*time.Hour {
-		errs = append(errs, fmt.Errorf("availbench: release at %s out of range 10m..23h", c.ReleaseAt))
-	}
+	errs = bounds.CheckText(errs, "availbench: release at", c.ReleaseAt, 10*time.Minute, 23*time.Hour, "10m..23h")
 	return errors.Join(errs...)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/throttle"
@@ -72,15 +73,9 @@ func (c Config) Validate() error {
 	if c.WindowTTL < time.Minute {
 		errs = append(errs, fmt.Errorf("notifier: window ttl %s below 1m", c.WindowTTL))
 	}
-	if c.MaxWindowFlips < 2 || c.MaxWindowFlips > 1000 {
-		errs = append(errs, fmt.Errorf("notifier: max window flips %d out of range 2..1000", c.MaxWindowFlips))
-	}
-	if c.MaxPayloadBytes < 1<<10 || c.MaxPayloadBytes > 8<<20 {
-		errs = append(errs, fmt.Errorf("notifier: max payload bytes %d out of range 1KiB..8MiB", c.MaxPayloadBytes))
-	}
-	if c.Concurrency < 1 || c.Concurrency > 256 {
-		errs = append(errs, fmt.Errorf("notifier: concurrency %d out of range 1..256", c.Concurrency))
-	}
+	errs = bounds.Check(errs, "notifier: max window flips", c.MaxWindowFlips, 2, 1000)
+	errs = bounds.CheckText(errs, "notifier: max payload bytes", c.MaxPayloadBytes, 1<<10, 8<<20, "1KiB..8MiB")
+	errs = bounds.Check(errs, "notifier: concurrency", c.Concurrency, 1, 256)
 	runner := c.Runner.WithDefaults(StageNotifier)
 	if err := runner.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("notifier: runner: %w", err))

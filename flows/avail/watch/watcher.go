@@ -13,6 +13,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/notifier"
 )
@@ -122,9 +123,7 @@ func (w Watcher) Validate() error {
 		errs = append(errs, fmt.Errorf("channel %q: want %q or %q", clip.Marked(w.Channel, maxQuoted), notifier.ChannelWebhook, notifier.ChannelLog))
 	}
 	errs = append(errs, validWindows(w.Windows, w.TimeZone))
-	if w.RearmAfterMinutes < 0 || w.RearmAfterMinutes > MaxRearmMinutes {
-		errs = append(errs, fmt.Errorf("rearm_after_minutes %d out of range 0..%d", w.RearmAfterMinutes, MaxRearmMinutes))
-	}
+	errs = bounds.Check(errs, "rearm_after_minutes", w.RearmAfterMinutes, 0, MaxRearmMinutes)
 	if w.Secret != "" && !validSecret(w.Secret) {
 		errs = append(errs, fmt.Errorf("secret: want %d-%d printable ASCII characters without spaces", MinSecretLen, MaxSecretLen))
 	}
@@ -220,28 +219,13 @@ func validWebhookURL(s string) error {
 	return nil
 }
 
+// validSecret reports MinSecretLen..MaxSecretLen visible ASCII characters.
 func validSecret(s string) bool {
-	if len(s) < MinSecretLen || len(s) > MaxSecretLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
+	return len(s) >= MinSecretLen && len(s) <= MaxSecretLen && !strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r > '~' })
 }
 
 func printable(s string) bool {
-	if !utf8.ValidString(s) {
-		return false
-	}
-	for _, r := range s {
-		if !unicode.IsPrint(r) {
-			return false
-		}
-	}
-	return true
+	return utf8.ValidString(s) && !strings.ContainsFunc(s, func(r rune) bool { return !unicode.IsPrint(r) })
 }
 
 // maxQuoted bounds outside input quoted in an error (clip.Marked).
@@ -276,15 +260,7 @@ func newWatcherID(now time.Time) (string, error) {
 
 // validID reports whether s has the form of a generated watcher id.
 func validID(s string) bool {
-	if len(s) != 30 || !strings.HasPrefix(s, "w_") {
-		return false
-	}
-	for i := 2; i < len(s); i++ {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
+	return len(s) == 30 && strings.HasPrefix(s, "w_") && strings.Trim(s[2:], "0123456789abcdef") == ""
 }
 
 // newSecret returns "whsec_" + 64 random hex digits.

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -87,9 +88,7 @@ func (c Config) WithDefaults() Config {
 func (c Config) Validate() error {
 	var errs []error
 	for name, v := range map[string]int{"items": c.Items, "users": c.Users, "orders": c.Orders} {
-		if v < 1 || v > 1_000_000 {
-			errs = append(errs, fmt.Errorf("checkoutbench: %s %d out of range 1..1000000", name, v))
-		}
+		errs = bounds.Check(errs, "checkoutbench: "+name, v, 1, 1_000_000)
 	}
 	if c.Clients < 1 || c.Clients > 4096 || c.Rate < 1 || c.Rate > 100_000 || c.Copies < 1 || c.Copies > 64 {
 		errs = append(errs, fmt.Errorf("checkoutbench: clients %d (1..4096), rate %d (1..100000) or copies %d (1..64) out of range", c.Clients, c.Rate, c.Copies))

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/ratelimit"
 )
@@ -101,15 +102,9 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Timeout < 10*time.Millisecond || c.Timeout > 10*time.Minute {
-		errs = append(errs, fmt.Errorf("poll: timeout %s out of range 10ms..10m", c.Timeout))
-	}
-	if c.MaxBodyBytes < 1<<10 || c.MaxBodyBytes > 64<<20 {
-		errs = append(errs, fmt.Errorf("poll: max body %d out of range 1KiB..64MiB", c.MaxBodyBytes))
-	}
-	if c.MaxRedirects < 0 || c.MaxRedirects > 20 {
-		errs = append(errs, fmt.Errorf("poll: max redirects %d out of range 0..20", c.MaxRedirects))
-	}
+	errs = bounds.CheckText(errs, "poll: timeout", c.Timeout, 10*time.Millisecond, 10*time.Minute, "10ms..10m")
+	errs = bounds.CheckText(errs, "poll: max body", c.MaxBodyBytes, 1<<10, 64<<20, "1KiB..64MiB")
+	errs = bounds.Check(errs, "poll: max redirects", c.MaxRedirects, 0, 20)
 	if c.RatePerHost <= 0 || c.Burst < 1 {
 		errs = append(errs, fmt.Errorf("poll: rate %g and burst %d must be positive", c.RatePerHost, c.Burst))
 	}
