@@ -7,6 +7,8 @@ import (
 	"net"
 	"net/http"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // Start serves the simulator on addr until ctx ends and returns its base
@@ -37,14 +39,5 @@ func (s *Simulator) Start(ctx context.Context, addr string) (string, error) {
 
 // autoTick ticks the model every interval until ctx ends.
 func (s *Simulator) autoTick(ctx context.Context, interval time.Duration) {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-			s.Tick()
-		}
-	}
+	tick.EveryAfter(ctx, interval, s.Tick)
 }

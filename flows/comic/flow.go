@@ -17,6 +17,7 @@ import (
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/quota"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -306,18 +307,10 @@ func (s *Flow) runRecovery(ctx context.Context) error {
 	})
 }
 
-// every calls f every interval until ctx ends.
+// every calls f every interval until ctx ends, then returns nil.
 func every(ctx context.Context, interval time.Duration, f func()) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-		f()
-	}
+	tick.EveryAfter(ctx, interval, f)
+	return nil
 }
 
 // Close releases nothing: the flow holds only what the app gave it.

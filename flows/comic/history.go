@@ -9,6 +9,7 @@ import (
 
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer/flowhistory"
 	"github.com/dropstream/dropstream/writer/sink"
@@ -177,16 +178,10 @@ func (h *History) SnapshotStats(ctx context.Context, now time.Time) error {
 // RunSnapshots snapshots the statistics every interval until ctx ends;
 // failures are retried at the next tick.
 func (h *History) RunSnapshots(ctx context.Context, interval time.Duration, onErr func(error)) error {
-	t := time.NewTicker(interval)
-	defer t.Stop()
-	for {
+	tick.Every(ctx, interval, func() {
 		if err := h.SnapshotStats(ctx, time.Now()); err != nil && ctx.Err() == nil && onErr != nil {
 			onErr(err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	})
+	return nil
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flows/feed/feedsim"
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // DemoFeedPath is the path of the demo feed served in-process; demo feeds
@@ -49,19 +50,12 @@ func (f *Flow) Demo(ctx context.Context) error {
 	} else if err := f.cfg.Egress.Permit(u.Host); err != nil {
 		return err
 	}
-	go func() {
-		t := time.NewTicker(10 * time.Second)
-		defer t.Stop()
-		for n := 3; ; n++ {
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				items = appendDemoItem(items, demoItem(n))
-				sim.Set(items...)
-			}
-		}
-	}()
+	n := 2
+	go tick.EveryAfter(ctx, 10*time.Second, func() {
+		n++
+		items = appendDemoItem(items, demoItem(n))
+		sim.Set(items...)
+	})
 	fd, _, err := st.PutFeed(ctx, Feed{URL: base + DemoFeedPath, PollEvery: "5s", IncludeExisting: true})
 	if err != nil {
 		return err

@@ -17,6 +17,8 @@ import (
 	"runtime/debug"
 	"runtime/metrics"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // Default is the soft limit set when GOMEMLIMIT is unset: 96 MiB of Go
@@ -42,16 +44,7 @@ func Keep(ctx context.Context, base int64, every time.Duration) {
 	if _, set := os.LookupEnv("GOMEMLIMIT"); set {
 		return
 	}
-	t := time.NewTicker(every)
-	defer t.Stop()
-	for {
-		Adjust(base)
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	tick.Every(ctx, every, func() { Adjust(base) })
 }
 
 // Adjust sets the limit For base and the live heap of the last collection,
