@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/clip"
 )
 
@@ -131,12 +132,8 @@ func (c RunnerConfig) Validate() error {
 	if c.Group == "" || c.Consumer == "" {
 		errs = append(errs, errors.New("group and consumer must be set"))
 	}
-	if c.BatchSize < 1 || c.BatchSize > MaxBatchSize {
-		errs = append(errs, fmt.Errorf("batch size %d out of range 1..%d", c.BatchSize, MaxBatchSize))
-	}
-	if c.ReadBytes < MinReadBytes || c.ReadBytes > MaxReadBytes {
-		errs = append(errs, fmt.Errorf("read bytes %d out of range %d..%d", c.ReadBytes, MinReadBytes, MaxReadBytes))
-	}
+	errs = bounds.Check(errs, "batch size", c.BatchSize, 1, MaxBatchSize)
+	errs = bounds.Check(errs, "read bytes", c.ReadBytes, MinReadBytes, MaxReadBytes)
 	if c.Block < time.Millisecond {
 		errs = append(errs, fmt.Errorf("block %s below 1ms", c.Block))
 	}

@@ -7,7 +7,9 @@ import (
 	"strconv"
 	"strings"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/slug"
 )
 
 // MaxPartitions bounds the partitions of a topic.
@@ -39,23 +41,12 @@ func (t Topic) Validate() error {
 	if !validName(t.Name) {
 		errs = append(errs, fmt.Errorf("topic name %q: want 1-64 characters of [a-z0-9_-]", t.Name))
 	}
-	if t.Partitions < 1 || t.Partitions > MaxPartitions {
-		errs = append(errs, fmt.Errorf("topic %s: partitions %d out of range 1..%d", t, t.Partitions, MaxPartitions))
-	}
+	errs = bounds.Check(errs, "topic "+t.String()+": partitions", t.Partitions, 1, MaxPartitions)
 	return errors.Join(errs...)
 }
 
-func validName(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
+// validName reports whether s is 1-64 characters of [a-z0-9_-].
+func validName(s string) bool { return slug.Valid(s, 64) }
 
 // String returns "flow.name", the topic's name in telemetry.
 func (t Topic) String() string { return t.Flow + "." + t.Name }

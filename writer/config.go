@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer/sink"
 )
@@ -60,9 +61,7 @@ func (c ProjectionConfig) WithDefaults() ProjectionConfig {
 // Validate reports every invalid field of a defaulted config.
 func (c ProjectionConfig) Validate() error {
 	errs := []error{partitionsErr(c.Partitions)}
-	if c.MaxSessions < 1 || c.MaxSessions > 10_000 {
-		errs = append(errs, fmt.Errorf("writer: max sessions %d out of range 1..10000", c.MaxSessions))
-	}
+	errs = bounds.Check(errs, "writer: max sessions", c.MaxSessions, 1, 10_000)
 	if c.MaxScan < 1 {
 		errs = append(errs, fmt.Errorf("writer: max scan %d must be positive", c.MaxScan))
 	}
@@ -110,9 +109,7 @@ func (c AnalyticsConfig) WithDefaults() AnalyticsConfig {
 func (c AnalyticsConfig) Validate() error {
 	errs := []error{partitionsErr(c.Partitions)}
 	errs = append(errs, c.batching().Validate(c.ReadAhead, c.Runner, StageAnalyticsTransitions, StageAnalyticsRuns))
-	if c.TransitionsBatchSize < 1 || c.TransitionsBatchSize > stream.MaxBatchSize {
-		errs = append(errs, fmt.Errorf("writer: transitions batch size %d out of range 1..%d", c.TransitionsBatchSize, stream.MaxBatchSize))
-	}
+	errs = bounds.Check(errs, "writer: transitions batch size", c.TransitionsBatchSize, 1, stream.MaxBatchSize)
 	return errors.Join(errs...)
 }
 

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -59,12 +60,8 @@ func (b Batching) WithDefaults() Batching {
 // read-ahead and the stages' runner config.
 func (b Batching) Validate(readAhead int, runner stream.RunnerConfig, stages ...string) error {
 	var errs []error
-	if b.BatchRows < 1 || b.BatchRows > 1_000_000 {
-		errs = append(errs, fmt.Errorf("writer: batch rows %d out of range 1..1000000", b.BatchRows))
-	}
-	if readAhead < 1 || readAhead > MaxReadAhead {
-		errs = append(errs, fmt.Errorf("writer: read ahead %d out of range 1..%d", readAhead, MaxReadAhead))
-	}
+	errs = bounds.Check(errs, "writer: batch rows", b.BatchRows, 1, 1_000_000)
+	errs = bounds.Check(errs, "writer: read ahead", readAhead, 1, MaxReadAhead)
 	if b.FlushInterval <= 0 || b.FlushTimeout <= 0 || b.MaxBackoff <= 0 {
 		errs = append(errs, fmt.Errorf("writer: flush interval %s, flush timeout %s and max backoff %s must be positive",
 			b.FlushInterval, b.FlushTimeout, b.MaxBackoff))
