@@ -16,6 +16,7 @@ import (
 	"github.com/dropstream/dropstream/flows/feed/feedbench"
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/progress"
+	"github.com/dropstream/dropstream/notifier/notifierbench"
 	"github.com/dropstream/dropstream/stream/streambench"
 )
 
@@ -137,6 +138,8 @@ func runBench(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 		return runLoadTarget(ctx, os.Stdin, stdout)
 	case len(args) > 0 && args[0] == feedbench.ServerArgs[1]: // the feed bench's feed server
 		return feedbench.Serve(ctx, args[1:], os.Stdin, stdout)
+	case len(args) > 0 && args[0] == notifierbench.SinkArgs[1]: // the notifier bench's webhook sink
+		return notifierbench.ServeSink(ctx, args[1:], os.Stdin, stdout)
 	}
 	if len(args) > 0 {
 		for _, t := range targets {

@@ -1,5 +1,7 @@
 // Package notifierbench is `dropstream bench notifier`: StageDeliver with
 // its ledger against a local webhook sink, for throughput then latency.
+// The sink runs in a process of its own (ServeSink), so the process's CPU
+// figure is the notifier's alone.
 package notifierbench
 
 import (
@@ -36,7 +38,7 @@ var Bench = flow.Bench{
 	Summary: "the generic notifier with its ledger on: deliveries/s to a local webhook sink,\n" +
 		"then the latency it adds (publish → received) at a fixed rate",
 	Help: "Measures the notifier-deliver stage against the configured Redis (an empty database):\n" +
-		"deliveries/s to a local webhook sink with the delivery ledger on, and the latency it adds at a fixed rate.",
+		"deliveries/s to a local webhook sink (a process of its own) with the delivery ledger on, and the latency it adds at a fixed rate.",
 	Bind: bind,
 }
 
@@ -67,8 +69,11 @@ func run(ctx context.Context, env flow.BenchEnv, c config) error {
 	if c.subscribers < 1 || c.messages < 1 || c.rate < 1 || c.copies < 1 || c.duration <= 0 || c.concurrency < 0 {
 		return errors.New("bench notifier: subscribers, messages, rate, copies and duration must be positive, concurrency not negative")
 	}
+	if env.Self == nil {
+		return errors.New("bench notifier: the webhook sink runs in a process of its own, and this binary cannot start one")
+	}
 	partitions := env.Settings.Partitions
-	sink, err := newBenchSink()
+	sink, err := startSink(ctx, env.Self)
 	if err != nil {
 		return err
 	}
@@ -115,7 +120,7 @@ func run(ctx context.Context, env flow.BenchEnv, c config) error {
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(env.Stdout, "bench notifier: %s, %d partitions, %d subscribers, %d stage copies, history %v, throttle %v, GOMAXPROCS %d\n",
+	fmt.Fprintf(env.Stdout, "bench notifier: %s, %d partitions, %d subscribers, a webhook sink in another process, %d stage copies, history %v, throttle %v, GOMAXPROCS %d\n",
 		env.RedisName, partitions, c.subscribers, c.copies, c.history, c.throttle, runtime.GOMAXPROCS(0))
 
 	// Throughput: a backlog of requests, then the stage drains it.
@@ -142,7 +147,8 @@ func run(ctx context.Context, env flow.BenchEnv, c config) error {
 		}
 		wg.Go(func() { _ = r.Run(runCtx) })
 	}
-	if err := sink.waitFor(ctx, int64(c.messages), 10*time.Minute, env.Phases.Start("throughput: deliveries", int64(c.messages))); err != nil {
+	got, err := sink.waitFor(ctx, int64(c.messages), 10*time.Minute, env.Phases.Start("throughput: deliveries", int64(c.messages)))
+	if err != nil {
 		return err
 	}
 	elapsed := time.Since(start)
@@ -154,15 +160,17 @@ func run(ctx context.Context, env flow.BenchEnv, c config) error {
 	}
 	perSec := float64(c.messages) / elapsed.Seconds()
 	fmt.Fprintf(env.Stdout, "throughput: %d deliveries in %s = %.0f deliveries/s, %d duplicates, %d connections [target ≥ %d/s: %s]\n",
-		c.messages, elapsed.Round(time.Millisecond), perSec, sink.duplicates.Load(), sink.conns.Load(), targetDeliveriesPerSecond,
+		got.Received, elapsed.Round(time.Millisecond), perSec, got.Duplicates, got.Connections, targetDeliveriesPerSecond,
 		flow.Verdict(perSec >= targetDeliveriesPerSecond))
-	fmt.Fprintf(env.Stdout, "cpu per delivery: %.1f µs in this process (stage, webhook client and sink), %.1f µs in Redis\n",
+	fmt.Fprintf(env.Stdout, "cpu per delivery: %.1f µs in this process (stage and webhook client), %.1f µs in Redis\n",
 		float64(cpu.Microseconds())/float64(c.messages), float64(rcpu.Microseconds())/float64(c.messages))
 	fmt.Fprintf(env.Stdout, "allocations per delivery: %.0f (%.0f B) in this process\n",
 		float64(allocs.Objects)/float64(c.messages), float64(allocs.Bytes)/float64(c.messages))
 
 	// Latency at a fixed rate: publish → received by the sink.
-	sink.reset()
+	if _, err := sink.do("reset"); err != nil {
+		return err
+	}
 	total := int(float64(c.rate) * c.duration.Seconds())
 	tick := time.Millisecond * 10
 	perTick := max(1, c.rate/100)
@@ -186,11 +194,15 @@ func run(ctx context.Context, env flow.BenchEnv, c config) error {
 	}
 	t.Stop()
 	sending.Done("")
-	if err := sink.waitFor(ctx, int64(total), time.Minute, env.Phases.Start("latency: deliveries", int64(total))); err != nil {
+	if _, err := sink.waitFor(ctx, int64(total), time.Minute, env.Phases.Start("latency: deliveries", int64(total))); err != nil {
 		return err
 	}
-	lat := sink.latencies()
-	fmt.Fprintf(env.Stdout, "latency at %d requests/s for %s: %d delivered, p50 %s, p99 %s, max %s [target p99 ≤ %s: %s]\n",
-		c.rate, c.duration, len(lat), benchstat.Percentile(lat, 0.50), benchstat.Percentile(lat, 0.99), benchstat.Percentile(lat, 1), targetNotifierP99, flow.Verdict(benchstat.Percentile(lat, 0.99) <= targetNotifierP99))
+	got2, err := sink.do("latencies")
+	if err != nil {
+		return err
+	}
+	lat := got2.Latencies
+	fmt.Fprintf(env.Stdout, "latency at %d requests/s for %s: %d delivered, %d duplicates, p50 %s, p99 %s, max %s [target p99 ≤ %s: %s]\n",
+		c.rate, c.duration, len(lat), got2.Duplicates-got.Duplicates, benchstat.Percentile(lat, 0.50), benchstat.Percentile(lat, 0.99), benchstat.Percentile(lat, 1), targetNotifierP99, flow.Verdict(benchstat.Percentile(lat, 0.99) <= targetNotifierP99))
 	return nil
 }

@@ -1,10 +1,13 @@
 package notifierbench
 
 import (
+	"bufio"
 	"bytes"
 	"context"
+	"encoding/json"
+	"flag"
 	"fmt"
-	"github.com/dropstream/dropstream/internal/progress"
+	"io"
 	"net"
 	"slices"
 	"sync"
@@ -14,9 +17,14 @@ import (
 	"github.com/valyala/fasthttp"
 )
 
+// SinkArgs are the arguments of the binary that run ServeSink: the bench's
+// webhook sink, in a process of its own so its CPU stays out of the
+// notifier's figure.
+var SinkArgs = []string{"bench", "notifier-sink"}
+
 // benchSink counts deliveries, duplicates and latency from observed_at.
-// It is a fasthttp server to leave the CPU to the notifier: net/http's
-// cost 12–16 µs and 31 allocations more per delivery (BENCHMARKS.md).
+// It is a fasthttp server: net/http's cost 12–16 µs and 31 allocations
+// more per delivery (BENCHMARKS.md).
 type benchSink struct {
 	srv        *fasthttp.Server
 	ln         net.Listener
@@ -29,10 +37,80 @@ type benchSink struct {
 	lat        []time.Duration
 }
 
+// sinkStats are a sink's counts since its last reset (duplicates and
+// connections since its start).
+type sinkStats struct {
+	Received    int64 `json:"received"`
+	Duplicates  int64 `json:"duplicates"`
+	Connections int64 `json:"connections"`
+}
+
+// sinkAnswer is the sink process's answer to one command: its counts, and
+// the latencies for "latencies".
+type sinkAnswer struct {
+	sinkStats
+	Latencies []time.Duration `json:"latencies,omitempty"`
+}
+
+// ServeSink serves the webhook sink on a free loopback port, prints its
+// base URL as one line to stdout, then answers each command line of stdin
+// with one JSON line (sinkAnswer): "stats", "reset" (latencies and the
+// received count start over) or "latencies" (sorted). It ends with stdin
+// or ctx.
+func ServeSink(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench notifier-sink", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	s, err := newBenchSink()
+	if err != nil {
+		return err
+	}
+	defer s.close()
+	if _, err := fmt.Fprintln(stdout, s.url); err != nil {
+		return err
+	}
+	lines := make(chan string)
+	go func() {
+		defer close(lines)
+		sc := bufio.NewScanner(stdin)
+		for sc.Scan() {
+			lines <- sc.Text()
+		}
+	}()
+	enc := json.NewEncoder(stdout)
+	for {
+		var cmd string
+		var ok bool
+		select {
+		case <-ctx.Done():
+			return nil
+		case cmd, ok = <-lines:
+		}
+		if !ok {
+			return nil
+		}
+		var a sinkAnswer
+		switch cmd {
+		case "reset":
+			s.reset()
+		case "latencies":
+			a.Latencies = s.latencies()
+		case "stats":
+		default:
+			return fmt.Errorf("bench notifier-sink: unknown command %q", cmd)
+		}
+		a.sinkStats = sinkStats{Received: s.received.Load(), Duplicates: s.duplicates.Load(), Connections: s.conns.Load()}
+		if err := enc.Encode(a); err != nil {
+			return err
+		}
+	}
+}
+
 func newBenchSink() (*benchSink, error) {
 	ln, err := net.Listen("tcp", "127.0.0.1:0")
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("bench notifier-sink: %w", err)
 	}
 	s := &benchSink{url: "http://" + ln.Addr().String(), seen: map[string]bool{}}
 	s.ln = countingListener{Listener: ln, accepted: &s.conns}
@@ -105,20 +183,6 @@ func (s *benchSink) latencies() []time.Duration {
 	out := slices.Clone(s.lat)
 	slices.Sort(out)
 	return out
-}
-
-func (s *benchSink) waitFor(ctx context.Context, n int64, timeout time.Duration, ph *progress.Phase) error {
-	deadline := time.Now().Add(timeout)
-	for s.received.Load() < n {
-		ph.Set(s.received.Load())
-		if time.Now().After(deadline) || ctx.Err() != nil {
-			return fmt.Errorf("bench notifier: %d of %d deliveries received before the deadline", s.received.Load(), n)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
-	ph.Set(n)
-	ph.Done("")
-	return nil
 }
 
 func (s *benchSink) close() { _ = s.srv.Shutdown() }
