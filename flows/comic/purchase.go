@@ -110,12 +110,13 @@ func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID, holdTok
 	}
 	if txnID == "" {
 		txnID = DefaultTxnID(email, id, r.gen)
-	}
-	if !r.known && r.listing == nil {
-		// Not in inventory: a retried transaction settles from its
-		// record; without one the comic is gone.
-		if r.record, r.known, err = s.record(ctx, tag, txnID); err != nil {
-			return Receipt{}, err
+		if r.listing == nil {
+			// Not in inventory: a retried transaction settles from its
+			// record (the reads had only the generation to derive its
+			// id); without one the comic is gone.
+			if r.record, r.known, err = s.record(ctx, tag, txnID); err != nil {
+				return Receipt{}, err
+			}
 		}
 	}
 	if r.known {
