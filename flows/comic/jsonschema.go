@@ -50,10 +50,11 @@ const bodyDescription = "A subscription body: any subset of the comic's properti
 func BodySchema() map[string]any {
 	props := map[string]any{}
 	for _, f := range fields {
-		props[f.name] = f.valueSchema()
-		delete(props[f.name].(map[string]any), "default")
+		v := f.valueSchema()
+		delete(v, "default")
+		props[f.name] = v
 		if f.ranged {
-			props[f.name] = map[string]any{"oneOf": []any{f.valueSchema(), f.rangeSchema()}}
+			props[f.name] = map[string]any{"oneOf": []any{v, f.rangeSchema()}}
 		}
 	}
 	return map[string]any{"type": "object", "properties": props, "additionalProperties": false, "description": bodyDescription}
