@@ -86,7 +86,7 @@ func (d Destination) Validate() error {
 	if _, err := d.Core(); err != nil {
 		return err
 	}
-	if d.Secret != "" && !validSecret(d.Secret) {
+	if d.Secret != "" && !ValidSecret(d.Secret) {
 		return fmt.Errorf("%w: secret: want %d-%d printable ASCII characters without spaces", ErrInvalid, MinSecretLen, MaxSecretLen)
 	}
 	if k, _ := LookupKind(d.Kind); !k.Secret && d.Secret != "" {
@@ -141,16 +141,10 @@ func normalizeURL(s string) (string, error) {
 	return out, nil
 }
 
-func validSecret(s string) bool {
-	if len(s) < MinSecretLen || len(s) > MaxSecretLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		if s[i] <= ' ' || s[i] > '~' {
-			return false
-		}
-	}
-	return true
+// ValidSecret reports whether s is a signing secret: MinSecretLen to
+// MaxSecretLen visible ASCII characters.
+func ValidSecret(s string) bool {
+	return len(s) >= MinSecretLen && len(s) <= MaxSecretLen && !strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r > '~' })
 }
 
 // randomHex returns n random bytes as hex.

@@ -11,6 +11,7 @@ import (
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/subscriber"
 )
 
 func newStore(t *testing.T, b testenv.Backend, cfg StoreConfig) *Store {
@@ -37,7 +38,7 @@ func TestWatcherStore_crud(t *testing.T) {
 			if !validID(created.ID) || created.CreatedAt.IsZero() {
 				t.Errorf("Create gave id %q, created_at %v", created.ID, created.CreatedAt)
 			}
-			if !strings.HasPrefix(created.Secret, "whsec_") || !validSecret(created.Secret) {
+			if !strings.HasPrefix(created.Secret, "whsec_") || !subscriber.ValidSecret(created.Secret) {
 				t.Errorf("generated secret %q", created.Secret)
 			}
 			got, err := s.Get(ctx, created.ID)

@@ -16,6 +16,7 @@ import (
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/notifier"
+	"github.com/dropstream/dropstream/notifier/subscriber"
 )
 
 // Limits on watcher fields (outside input).
@@ -24,8 +25,8 @@ const (
 	MaxPartySizes    = 20
 	MaxPartySize     = 50
 	MaxWebhookURLLen = 2048
-	MinSecretLen     = 16
-	MaxSecretLen     = 256
+	MinSecretLen     = subscriber.MinSecretLen
+	MaxSecretLen     = subscriber.MaxSecretLen
 	// maxSlotLen bounds an entity key: five parts of avail.MaxFieldLen.
 	maxSlotLen = 5*avail.MaxFieldLen + 4
 )
@@ -124,7 +125,7 @@ func (w Watcher) Validate() error {
 	}
 	errs = append(errs, validWindows(w.Windows, w.TimeZone))
 	errs = bounds.Check(errs, "rearm_after_minutes", w.RearmAfterMinutes, 0, MaxRearmMinutes)
-	if w.Secret != "" && !validSecret(w.Secret) {
+	if w.Secret != "" && !subscriber.ValidSecret(w.Secret) {
 		errs = append(errs, fmt.Errorf("secret: want %d-%d printable ASCII characters without spaces", MinSecretLen, MaxSecretLen))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -217,11 +218,6 @@ func validWebhookURL(s string) error {
 		return errors.New("webhook_url must not have a fragment or white space")
 	}
 	return nil
-}
-
-// validSecret reports MinSecretLen..MaxSecretLen visible ASCII characters.
-func validSecret(s string) bool {
-	return len(s) >= MinSecretLen && len(s) <= MaxSecretLen && !strings.ContainsFunc(s, func(r rune) bool { return r <= ' ' || r > '~' })
 }
 
 func printable(s string) bool {
