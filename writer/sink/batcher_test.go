@@ -128,14 +128,41 @@ func TestBatcher_flushTriggers(t *testing.T) {
 func TestBatcher_waiterDeadlineDropsItsRow(t *testing.T) {
 	sink := &fakeSink{failures: -1} // always fails
 	b := testBatcher(t, Batching{BatchRows: 10, FlushInterval: time.Millisecond, Linger: -1}, sink)
-	ctx, cancel := context.WithTimeout(t.Context(), 50*time.Millisecond)
-	defer cancel()
-	err := b.Add(ctx, 1, 1, 1, true)
-	if !errors.Is(err, context.DeadlineExceeded) || err == nil || !strings.Contains(err.Error(), "clickhouse down") {
+	ctx := newDeadline(t.Context())
+	res := make(chan error, 1)
+	go func() { res <- b.Add(ctx, 1, 1, 1, true) }()
+	// The deadline passes once a flush has failed, however slow the machine.
+	testenv.WaitFor(t, 5*time.Second, func() bool { return b.Health().Failures > 0 }, "a failed flush")
+	ctx.expire()
+	err := <-res
+	if !errors.Is(err, context.DeadlineExceeded) || !strings.Contains(err.Error(), "clickhouse down") {
 		t.Fatalf("add = %v, want the deadline and the last flush error", err)
 	}
 	testenv.WaitFor(t, 5*time.Second, func() bool { return b.Health().Buffered == 0 },
 		"the abandoned row leaves the buffer")
+}
+
+// deadline is a context whose deadline passes when the test says so.
+type deadline struct {
+	context.Context
+	done chan struct{}
+	once sync.Once
+}
+
+func newDeadline(parent context.Context) *deadline {
+	return &deadline{Context: parent, done: make(chan struct{})}
+}
+
+func (d *deadline) expire()               { d.once.Do(func() { close(d.done) }) }
+func (d *deadline) Done() <-chan struct{} { return d.done }
+
+func (d *deadline) Err() error {
+	select {
+	case <-d.done:
+		return context.DeadlineExceeded
+	default:
+		return nil
+	}
 }
 
 func TestBatcher_closeFailsWaiters(t *testing.T) {
