@@ -108,8 +108,8 @@ func verify(t *testing.T, e *env, s scenario, successes int) {
 		}
 		standing := 0
 		for tr := int64(1); tr <= order.TrNum; tr++ {
-			pay := stands(t, e, keys.Ledger(keys.Partition(itoa(i)), "payment", id, tr, false), keys.Ledger(keys.Partition(itoa(i)), "payment", id, tr, true))
-			stock := stands(t, e, keys.Ledger(keys.Partition(s.item), "stock", id, tr, false), keys.Ledger(keys.Partition(s.item), "stock", id, tr, true))
+			pay := stands(t, e, keys.Partition(itoa(i)), "payment", id, tr)
+			stock := stands(t, e, keys.Partition(s.item), "stock", id, tr)
 			if pay != stock {
 				t.Errorf("order %s attempt %d: payment stands %v, stock stands %v", id, tr, pay, stock)
 			}
@@ -134,11 +134,12 @@ func verify(t *testing.T, e *env, s scenario, successes int) {
 
 // stands reports whether an effect was applied and not compensated,
 // reading its ledger entries.
-func stands(t *testing.T, e *env, fwd, rb string) bool {
+func stands(t *testing.T, e *env, p int, side, order string, tr int64) bool {
 	t.Helper()
 	ctx := context.Background()
-	f, _ := e.rdb.Get(ctx, fwd).Result()
-	r, _ := e.rdb.Get(ctx, rb).Result()
+	keys, nonce := e.svc.Store().Keys(), e.sagaField(order, tr, "nonce")
+	f, _ := e.rdb.Get(ctx, keys.Ledger(p, side, order, tr, nonce, false)).Result()
+	r, _ := e.rdb.Get(ctx, keys.Ledger(p, side, order, tr, nonce, true)).Result()
 	return f == "ok" && r != "ok"
 }
 

@@ -91,7 +91,7 @@ func (s *Flow) giveUpAttempt(ctx context.Context, orderID string, tr int64, sile
 		}
 		recs := make([]outcomeRec, len(silent))
 		for i, part := range silent {
-			recs[i] = outcomeRec{orderID, tr, part, false, silentAs}
+			recs[i] = outcomeRec{orderID, tr, h["nonce"], part, false, silentAs}
 		}
 		span.SetAttributes(attribute.StringSlice("checkout."+silentAs, silent))
 		if reply, err = s.recordLast(ctx, recs); err != nil {
@@ -145,7 +145,7 @@ func (s *Flow) compensateNow(ctx context.Context, orderID string, tr int64, h ma
 			if errs[i] != nil {
 				return nil, fmt.Errorf("checkout: compensate %s of order %s attempt %d: %w", part, orderID, tr, errs[i])
 			}
-			recs = append(recs, outcomeRec{orderID, tr, part, true, results[i]})
+			recs = append(recs, outcomeRec{orderID, tr, h["nonce"], part, true, results[i]})
 		}
 	}
 	if len(recs) == 0 {

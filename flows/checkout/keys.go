@@ -76,15 +76,19 @@ func (k Keys) Saga(orderID string, tr int64) string {
 // Unix ms): the Sweeper's work list.
 func (k Keys) Open(p int) string { return rediskey.Key(k.t.HashTag(p), "co", "open") }
 
-// Ledger is the ledger entry of (order, tr_num, is_rollback) of one side
-// ("stock" or "payment") in partition p. Its value is the effect's result
-// ("ok", "fail:<reason>", "noop" or "cancelled").
-func (k Keys) Ledger(p int, side, orderID string, tr int64, rollback bool) string {
-	rb := "0"
+// Ledger is the ledger entry of (order, attempt, is_rollback) of one side
+// ("stock" or "payment") in partition p. An attempt is its number and its
+// nonce. The value is the effect's result ("ok", "fail:<reason>", "noop"
+// or "cancelled").
+func (k Keys) Ledger(p int, side, orderID string, tr int64, nonce string, rollback bool) string {
+	rb, attempt := "0", strconv.FormatInt(tr, 10)
 	if rollback {
 		rb = "1"
 	}
-	return rediskey.Key(k.t.HashTag(p), "ledger", "checkout-"+side, orderID, strconv.FormatInt(tr, 10), rb)
+	if nonce != "" {
+		attempt += "-" + nonce
+	}
+	return rediskey.Key(k.t.HashTag(p), "ledger", "checkout-"+side, orderID, attempt, rb)
 }
 
 // DoneChannel is the Pub/Sub channel announcing finished attempts

@@ -37,10 +37,13 @@ type Line struct {
 }
 
 // Command is a stock or payment command of one attempt. Part is "pay", or
-// "stock.<p>" for the order's items in stock partition p.
+// "stock.<p>" for the order's items in stock partition p. Nonce is drawn
+// when the attempt begins: it tells the attempt from one of the same
+// number that a Redis failover lost, whose commands may still arrive.
 type Command struct {
 	OrderID string `json:"order_id"`
 	TrNum   int64  `json:"tr_num"`
+	Nonce   string `json:"nonce,omitempty"`
 	Type    string `json:"type"`
 	Part    string `json:"part"`
 	UserID  string `json:"user_id,omitempty"`

@@ -105,8 +105,8 @@ func verifyAnswers(t *testing.T, e *env, s scenario, answers []reply) {
 		standing := 0
 		for tr := int64(1); tr <= o.TrNum; tr++ {
 			up, ip := keys.Partition(itoa(i)), keys.Partition(s.item)
-			pay := stands(t, e, keys.Ledger(up, "payment", id, tr, false), keys.Ledger(up, "payment", id, tr, true))
-			stock := stands(t, e, keys.Ledger(ip, "stock", id, tr, false), keys.Ledger(ip, "stock", id, tr, true))
+			pay := stands(t, e, up, "payment", id, tr)
+			stock := stands(t, e, ip, "stock", id, tr)
 			if pay != stock {
 				t.Errorf("order %s attempt %d: payment stands %v, stock stands %v", id, tr, pay, stock)
 			}

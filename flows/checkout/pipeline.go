@@ -22,7 +22,7 @@ func (s *Flow) stockEffect(c Command) (call, error) {
 		return call{}, stream.Permanentf("checkout: stock command with %d items", len(c.Items))
 	}
 	p := s.keys.Partition(c.Items[0].ID)
-	keys := []string{s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, false), s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, true)}
+	keys := []string{s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, c.Nonce, false), s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, c.Nonce, true)}
 	args := []any{flag(c.Rollback()), len(c.Items)}
 	for _, l := range c.Items {
 		if !ValidID(l.ID) || s.keys.Partition(l.ID) != p || l.Amount < 1 || l.Amount > MaxAmount {
@@ -40,7 +40,7 @@ func (s *Flow) paymentEffect(c Command) (call, error) {
 		return call{}, stream.Permanentf("checkout: payment command user %q amount %d not valid", c.UserID, c.Amount)
 	}
 	p := s.keys.Partition(c.UserID)
-	keys := []string{s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, false), s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, true),
+	keys := []string{s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, c.Nonce, false), s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, c.Nonce, true),
 		s.keys.User(c.UserID)}
 	args := []any{flag(c.Rollback()), 1, c.UserID, strconv.FormatInt(c.Amount, 10)}
 	return call{keys, args, p}, nil
@@ -107,6 +107,7 @@ func (s *Flow) applyEffects(ctx context.Context, header []any, parts []call) ([]
 type outcomeRec struct {
 	orderID  string
 	tr       int64
+	nonce    string
 	part     string
 	rollback bool
 	result   string
@@ -125,7 +126,7 @@ func (s *Flow) recordOutcomes(ctx context.Context, recs []outcomeRec, nowMs int6
 		for _, i := range byPart[p] {
 			r := recs[i]
 			cl.Keys = append(cl.Keys, s.keys.Order(r.orderID), s.keys.Saga(r.orderID, r.tr))
-			cl.Args = append(cl.Args, r.orderID, strconv.FormatInt(r.tr, 10), r.part, flag(r.rollback), r.result)
+			cl.Args = append(cl.Args, r.orderID, strconv.FormatInt(r.tr, 10), r.nonce, r.part, flag(r.rollback), r.result)
 		}
 		calls[j] = cl
 	}

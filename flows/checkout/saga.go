@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"maps"
+	"math/rand/v2"
 	"slices"
 	"strconv"
 	"strings"
@@ -151,12 +152,15 @@ func (s *Flow) begin(ctx context.Context, o Order, tp string) (string, int64, []
 	if err != nil {
 		return "", 0, nil, err
 	}
+	nonce := newNonce()
 	parts := make([]string, len(cmds))
-	args := make([]any, 0, 10+2*len(cmds))
+	args := make([]any, 0, 11+2*len(cmds))
 	args = append(args, o.ID, strconv.FormatInt(o.TrNum, 10), strconv.FormatInt(o.Ver, 10), strconv.FormatInt(tr, 10),
 		tp, strconv.FormatInt(time.Now().UnixMilli(), 10), "", strconv.FormatInt(s.cfg.StateTTL.Milliseconds(), 10),
-		o.UserID, strconv.FormatInt(o.TotalCost, 10))
-	for i, c := range cmds {
+		o.UserID, strconv.FormatInt(o.TotalCost, 10), nonce)
+	for i := range cmds {
+		cmds[i].Nonce = nonce
+		c := cmds[i]
 		raw, err := json.Marshal(c)
 		if err != nil {
 			return "", 0, nil, err
@@ -176,6 +180,10 @@ func (s *Flow) begin(ctx context.Context, o Order, tp string) (string, int64, []
 	n, _ := strconv.ParseInt(res[1], 10, 64)
 	return res[0], n, cmds, nil
 }
+
+// newNonce returns an attempt's nonce: 64 random bits, so a failover that
+// loses an attempt cannot hand its number and nonce to the next one.
+func newNonce() string { return strconv.FormatUint(rand.Uint64(), 36) }
 
 // dispatch sends an attempt's forward commands in ctx's trace.
 func (s *Flow) dispatch(ctx context.Context, cmds []Command) error {

@@ -76,7 +76,8 @@ return {0, total}`)
 // and indexes it among its partition's open attempts, in one step.
 // KEYS: order, saga, open index. ARGV: 1 order id, 2 expected tr, 3
 // expected ver, 4 new tr, 5 traceparent, 6 now ms, 7 parts (comma list),
-// 8 saga ttl ms, 9 user id, 10 total cost, then pairs (part, command JSON).
+// 8 saga ttl ms, 9 user id, 10 total cost, 11 nonce, then pairs (part,
+// command JSON).
 // Returns {status, tr}: started, paid, inflight (an attempt is running),
 // missing, or retry (the order changed since it was read).
 var beginScript = script.New(`
@@ -89,8 +90,8 @@ if f[2] == 'pending' or f[2] == 'compensating' then return {'inflight', tr} end
 if tr ~= ARGV[2] or (f[4] or '0') ~= ARGV[3] then return {'retry', tr} end
 redis.call('HSET', o, 'tr', ARGV[4], 'status', 'pending')
 local h = {'status', 'pending', 'parts', ARGV[7], 'answered', '0', 'started_ms', ARGV[6],
-  'user', ARGV[9], 'total', ARGV[10], 'tp', ARGV[5]}
-for i = 11, #ARGV, 2 do
+  'user', ARGV[9], 'total', ARGV[10], 'tp', ARGV[5], 'nonce', ARGV[11]}
+for i = 12, #ARGV, 2 do
   h[#h + 1] = 'cmd:' .. ARGV[i]
   h[#h + 1] = ARGV[i + 1]
 end
@@ -100,7 +101,7 @@ redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1] .. '|' .. ARGV[4])
 return {'started', ARGV[4]}`)
 
 // effectScript applies a batch of one partition's stock or payment
-// commands, each once per ledger key (order, tr_num, is_rollback). A
+// commands, each once per ledger key (order, attempt, is_rollback). A
 // forward command changes all its hashes or none. A compensation undoes
 // only an applied ("ok") forward effect, else records "cancelled" so the
 // forward command never applies.
@@ -179,8 +180,12 @@ return out`)
 // "<order>|<tr>|<status>|<reason>" on the done channel.
 // KEYS: 1 sagas stream, 2 open index, then per outcome: order, saga.
 // ARGV: 1 now ms, 2 saga ttl ms, 3 done channel, then per outcome: order
-// id, tr, part, '0' forward / '1' rollback, result.
-// Returns, per outcome: {'pending'}, {'unknown'} (no such saga), {status,
+// id, tr, nonce, part, '0' forward / '1' rollback, result.
+// An outcome of an attempt this Redis never began (a failover lost it) is
+// not recorded: its saga has another nonce, or the order is missing or has
+// not reached its number. Orders are never deleted.
+// Returns, per outcome: {'pending'}, {'unknown'} (no such saga kept),
+// {'stale'} (an attempt this Redis never began), {status,
 // 'new'|'old', reason} for a final status (new when this call decided it),
 // or {'compensating', 'new'|'old', part, command JSON, ...} listing the
 // compensations still unconfirmed (new when this call decided to
@@ -188,10 +193,15 @@ return out`)
 var outcomeScript = script.New(`
 local now, ttl, channel = ARGV[1], ARGV[2], ARGV[3]
 local function comp(r) return r == 'ok' or r == 'abandoned' or r == 'cancelled' end
-local function record(okey, saga, id, tr, part, rb, result)
-  local h = redis.call('HMGET', saga, 'status', 'parts', 'answered')
+local function record(okey, saga, id, tr, nonce, part, rb, result)
+  local h = redis.call('HMGET', saga, 'status', 'parts', 'answered', 'nonce')
   local st = h[1]
-  if not st then return {'unknown'} end
+  if not st then
+    local otr = redis.call('HGET', okey, 'tr')
+    if not otr or tonumber(otr) < tonumber(tr) then return {'stale'} end
+    return {'unknown'}
+  end
+  if (h[4] or '') ~= nonce then return {'stale'} end
   local parts = {}
   for p in string.gmatch(h[2] or '', '[^,]+') do parts[#parts + 1] = p end
   if rb == '0' then
@@ -283,9 +293,9 @@ local function record(okey, saga, id, tr, part, rb, result)
 end
 local out = {}
 local k, a = 3, 4
-while a + 4 <= #ARGV do
-  out[#out + 1] = record(KEYS[k], KEYS[k + 1], ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4])
+while a + 5 <= #ARGV do
+  out[#out + 1] = record(KEYS[k], KEYS[k + 1], ARGV[a], ARGV[a + 1], ARGV[a + 2], ARGV[a + 3], ARGV[a + 4], ARGV[a + 5])
   k = k + 2
-  a = a + 5
+  a = a + 6
 end
 return out`)

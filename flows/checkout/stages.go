@@ -103,7 +103,7 @@ func (s *Flow) effectBatch(side string, build func(*stream.Message) (Command, ca
 				continue
 			}
 			spans[i].SetAttributes(attribute.String("checkout.result", results[j]))
-			recs = append(recs, outcomeRec{c.OrderID, c.TrNum, c.Part, c.Rollback(), results[j]})
+			recs = append(recs, outcomeRec{c.OrderID, c.TrNum, c.Nonce, c.Part, c.Rollback(), results[j]})
 			applied = append(applied, i)
 		}
 		replies, oerrs := s.recordOutcomes(ctx, recs, time.Now().UnixMilli())
@@ -139,6 +139,15 @@ func (s *Flow) effectBatch(side string, build func(*stream.Message) (Command, ca
 				}
 			case "unknown":
 				s.log.WarnContext(msgs[i].Context(), "checkout: answer to an unknown attempt", "order_id", c.OrderID, "tr_num", c.TrNum, "part", c.Part)
+			case "stale":
+				// A command of an attempt a failover lost: undo what it
+				// applied here (its own ledger keys make this idempotent).
+				if c.Rollback() || results[j] != "ok" {
+					break
+				}
+				s.log.WarnContext(msgs[i].Context(), "checkout: effect of an attempt a failover lost, undone",
+					"order_id", c.OrderID, "tr_num", c.TrNum, "part", c.Part)
+				sends = append(sends, send{c.Compensation(), trace.ContextWithSpan(msgs[i].Context(), span), i})
 			}
 			span.End()
 		}

@@ -95,7 +95,7 @@ func TestStages_effectsApplyOncePerLedgerKey(t *testing.T) {
 				if s.cmd.Type == checkout.CmdPay || s.cmd.Type == checkout.CmdCancel {
 					side = "payment"
 				}
-				ledger := keys.Ledger(keys.Partition(id), side, s.cmd.OrderID, s.cmd.TrNum, s.cmd.Rollback())
+				ledger := keys.Ledger(keys.Partition(id), side, s.cmd.OrderID, s.cmd.TrNum, s.cmd.Nonce, s.cmd.Rollback())
 				if got := rdb.Get(ctx, ledger).Val(); got != s.outcome {
 					t.Errorf("%s: ledger %q, want %q", s.name, got, s.outcome)
 				}

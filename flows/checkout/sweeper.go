@@ -96,7 +96,7 @@ func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 		silent, unconfirmed := openParts(h)
 		if abandon {
 			for _, part := range silent {
-				recs = append(recs, outcomeRec{a.order, a.tr, part, false, ResultAbandoned})
+				recs = append(recs, outcomeRec{a.order, a.tr, h["nonce"], part, false, ResultAbandoned})
 				callCtx = append(callCtx, sctx)
 				st.Abandoned++
 			}
