@@ -40,9 +40,12 @@ func TestBatcher_deadlineUntilTheSinkAnswersHoldsTheBatch(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			sink := &fakeSink{failures: -1, err: tt.err}
 			b := testBatcher(t, Batching{BatchRows: 10, FlushInterval: time.Millisecond, Linger: -1}, sink)
-			ctx, cancel := context.WithTimeout(t.Context(), 100*time.Millisecond)
-			defer cancel()
-			err := b.Add(ctx, 1, 1, 1, true)
+			ctx := newDeadline(t.Context())
+			res := make(chan error, 1)
+			go func() { res <- b.Add(ctx, 1, 1, 1, true) }()
+			testenv.WaitFor(t, 5*time.Second, func() bool { return b.Health().Failures > 0 }, "a failed flush")
+			ctx.expire()
+			err := <-res
 			if err == nil || stream.IsHold(err) != tt.wantHold || !errors.Is(err, tt.err) {
 				t.Fatalf("add = %v (held %t), want the flush error, held %t", err, stream.IsHold(err), tt.wantHold)
 			}
