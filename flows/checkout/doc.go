@@ -9,15 +9,18 @@
 // A checkout:
 //
 //  1. Runs the begin script on the order's slot: it numbers the attempt,
-//     marks the order pending, records the saga and indexes the open
-//     attempt. A paid order answers at once; a running attempt is joined.
+//     gives it a random nonce, marks the order pending, records the saga
+//     and indexes the open attempt. A paid order answers at once; a
+//     running attempt is joined.
 //  2. Sends one "pay" command and one "sub" stock command per partition of
 //     the order's items (one script cannot change several slots).
 //  3. The stages apply each command with the effect script, which checks
-//     and records a ledger key (order_id, tr_num, is_rollback) in the slot
-//     of the effect, and record the result with HSETNX. All ok pays the
-//     order; otherwise each succeeded part is compensated. The final step
-//     appends the saga to the sagas stream and publishes on DoneChannel.
+//     and records a ledger key (order_id, tr_num, nonce, is_rollback) in
+//     the slot of the effect, and record the result with HSETNX. All ok
+//     pays the order; otherwise each succeeded part is compensated. The
+//     final step appends the saga to the sagas stream and publishes on
+//     DoneChannel. A result whose nonce the saga does not know (an attempt
+//     a failover lost) is not recorded, and its effect is undone.
 //  4. The HTTP call answers 200, or 400 with the reason once every
 //     compensation is applied. After Config.Timeout it records silent parts
 //     "abandoned", compensates and answers 400; only a Redis failure leaves
