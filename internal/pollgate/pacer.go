@@ -77,11 +77,8 @@ type Pacer struct {
 
 // NewPacer returns a pacer over rdb.
 func NewPacer(rdb redis.UniversalClient, cfg PacerConfig) (*Pacer, error) {
-	if rdb == nil {
-		return nil, errors.New("pollgate: redis client is nil")
-	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg, err := checked(rdb, cfg)
+	if err != nil {
 		return nil, err
 	}
 	return &Pacer{rdb: rdb, cfg: cfg}, nil

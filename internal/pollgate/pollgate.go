@@ -80,14 +80,23 @@ type Gate struct {
 
 // New returns the gates of the copy named cfg.Owner on rdb.
 func New(rdb redis.UniversalClient, cfg Config) (*Gate, error) {
-	if rdb == nil {
-		return nil, errors.New("pollgate: redis client is nil")
-	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	cfg, err := checked(rdb, cfg)
+	if err != nil {
 		return nil, err
 	}
 	return &Gate{rdb: rdb, cfg: cfg}, nil
+}
+
+// checked returns cfg with its defaults, or why rdb or cfg cannot be used.
+func checked[C interface {
+	WithDefaults() C
+	Validate() error
+}](rdb redis.UniversalClient, cfg C) (C, error) {
+	if rdb == nil {
+		return cfg, errors.New("pollgate: redis client is nil")
+	}
+	cfg = cfg.WithDefaults()
+	return cfg, cfg.Validate()
 }
 
 // Take closes an open gate for hold and returns true; else false and when
