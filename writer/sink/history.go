@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"sync"
-	"time"
 
 	"go.opentelemetry.io/otel/metric"
 
@@ -36,10 +35,8 @@ type HistoryConfig[R any] struct {
 	// safe for concurrent use (flushes are one at a time per History).
 	Insert func(ctx context.Context, ch *clickhouse.Client, rows []R) error
 
-	// BatchRows, FlushInterval, Linger, FlushTimeout and MaxBackoff are
-	// Batching's fields.
-	BatchRows                                       int
-	FlushInterval, Linger, FlushTimeout, MaxBackoff time.Duration
+	// Batching says when the batcher flushes.
+	Batching
 	// ReadAhead is the copies of the stage sharing the batcher. Default 1,
 	// at most MaxReadAhead.
 	ReadAhead int
@@ -51,8 +48,7 @@ type HistoryConfig[R any] struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c HistoryConfig[R]) WithDefaults() HistoryConfig[R] {
 	c.ReadAhead = cmp.Or(c.ReadAhead, 1)
-	b := c.batching().WithDefaults()
-	c.BatchRows, c.FlushInterval, c.Linger, c.FlushTimeout, c.MaxBackoff = b.BatchRows, b.FlushInterval, b.Linger, b.FlushTimeout, b.MaxBackoff
+	c.Batching = c.Batching.WithDefaults()
 	c.Runner = BatchRunner(c.Runner, DefaultHistoryBatchSize)
 	return c
 }
@@ -66,13 +62,8 @@ func (c HistoryConfig[R]) Validate() error {
 	if err := c.Topic.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("writer: history %s: %w", c.Stage, err))
 	}
-	errs = append(errs, c.batching().Validate(c.ReadAhead, c.Runner, c.Stage))
+	errs = append(errs, c.Batching.Validate(c.ReadAhead, c.Runner, c.Stage))
 	return errors.Join(errs...)
-}
-
-func (c HistoryConfig[R]) batching() Batching {
-	return Batching{BatchRows: c.BatchRows, FlushInterval: c.FlushInterval, Linger: c.Linger,
-		FlushTimeout: c.FlushTimeout, MaxBackoff: c.MaxBackoff}
 }
 
 // History is a flow's ClickHouse append (see HistoryConfig). Call Close
@@ -102,7 +93,7 @@ func NewHistory[R any](ch *clickhouse.Client, cfg HistoryConfig[R], tel stream.T
 		return nil, err
 	}
 	h := &History[R]{ch: ch, cfg: cfg, met: met, rowsAttr: metric.WithAttributes(keyTable.String(cfg.Tables[0]))}
-	h.batcher = NewBatcher(cfg.Stage, cfg.batching(), met, log, tracer, h.flush)
+	h.batcher = NewBatcher(cfg.Stage, cfg.Batching, met, log, tracer, h.flush)
 	if h.reg, err = met.Observe(h.batcher); err != nil {
 		h.batcher.Close()
 		return nil, err
