@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -34,7 +35,7 @@ type Analytics struct {
 	// One batcher per stage, shared by its copies.
 	transitions *sink.Batcher[transitionBatch]
 	runs        *sink.Batcher[[]clickhouse.RunRow]
-	closeOnce   sync.Once
+	closed      atomic.Bool
 }
 
 // transitionBatch is what one batch of transition messages writes.
@@ -97,9 +98,7 @@ func (a *Analytics) Stages() []stream.Stage {
 // Close stops the flush loops after the flush in progress; waiting and
 // later handlers fail with sink.ErrClosed. It is idempotent.
 func (a *Analytics) Close() error {
-	first := false
-	a.closeOnce.Do(func() { first = true })
-	if !first {
+	if !a.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	a.closeBatchers()

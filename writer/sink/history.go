@@ -5,7 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
+	"slices"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/metric"
 
@@ -69,13 +70,13 @@ func (c HistoryConfig[R]) Validate() error {
 // History is a flow's ClickHouse append (see HistoryConfig). Call Close
 // once its stages' runners have stopped. It is safe for concurrent use.
 type History[R any] struct {
-	ch        *clickhouse.Client
-	cfg       HistoryConfig[R]
-	met       *Metrics
-	reg       metric.Registration
-	batcher   *Batcher[[]R]
-	rowsAttr  metric.MeasurementOption
-	closeOnce sync.Once
+	ch       *clickhouse.Client
+	cfg      HistoryConfig[R]
+	met      *Metrics
+	reg      metric.Registration
+	batcher  *Batcher[[]R]
+	rowsAttr metric.MeasurementOption
+	closed   atomic.Bool
 }
 
 // NewHistory validates cfg (after defaults) and starts the flush loop,
@@ -153,27 +154,18 @@ func (h *History[R]) rows(msgs []*stream.Message) ([]R, []error) {
 
 // flush inserts the batches' rows in one Insert.
 func (h *History[R]) flush(ctx context.Context, batches [][]R) error {
-	n := 0
-	for _, b := range batches {
-		n += len(b)
-	}
-	all := make([]R, 0, n)
-	for _, b := range batches {
-		all = append(all, b...)
-	}
+	all := slices.Concat(batches...)
 	if err := h.cfg.Insert(ctx, h.ch, all); err != nil {
 		return fmt.Errorf("writer: %s: %w", h.cfg.Stage, err)
 	}
-	h.met.rows.Add(context.Background(), int64(n), h.rowsAttr)
+	h.met.rows.Add(context.Background(), int64(len(all)), h.rowsAttr)
 	return nil
 }
 
 // Close stops the flush loop after the flush in progress; waiting and
 // later handlers fail with ErrClosed. It is idempotent.
 func (h *History[R]) Close() error {
-	first := false
-	h.closeOnce.Do(func() { first = true })
-	if !first {
+	if !h.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	h.batcher.Close()
