@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -257,15 +258,7 @@ func (b *Batcher[E]) due() (time.Time, bool) {
 // hurry reports whether the queue is to be flushed after Linger: it holds
 // an urgent item, or the previous flush held one. b.mu is held.
 func (b *Batcher[E]) hurry() bool {
-	if b.urgent {
-		return true
-	}
-	for _, w := range b.queue {
-		if w.urgent {
-			return true
-		}
-	}
-	return false
+	return b.urgent || slices.ContainsFunc(b.queue, func(w *waiter[E]) bool { return w.urgent })
 }
 
 // take removes up to BatchRows rows of live waiters from the queue head.
@@ -332,10 +325,7 @@ func (b *Batcher[E]) flushOnce(ctx context.Context) error {
 		b.recovered(batch, rows)
 		b.buffered -= rows
 		b.lastErr = nil
-		b.urgent = false
-		for _, w := range batch {
-			b.urgent = b.urgent || w.urgent
-		}
+		b.urgent = slices.ContainsFunc(batch, func(w *waiter[E]) bool { return w.urgent })
 		if b.urgent {
 			b.urgentAt = time.Now()
 		}
