@@ -76,23 +76,14 @@ func NewAnalytics(ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemet
 	return a, nil
 }
 
-// Stages returns AnalyticsConfig.ReadAhead copies of each batch stage;
-// copies after the first append "-<copy>" to Runner.Consumer.
+// Stages returns AnalyticsConfig.ReadAhead copies of each batch stage
+// (sink.Copies).
 func (a *Analytics) Stages() []stream.Stage {
-	var out []stream.Stage
-	for i := range a.cfg.ReadAhead {
-		cfg := a.cfg.Runner
-		if cfg.Consumer != "" && i > 0 {
-			cfg.Consumer = fmt.Sprintf("%s-%d", cfg.Consumer, i)
-		}
-		tcfg := cfg
-		tcfg.BatchSize = a.cfg.TransitionsBatchSize
-		out = append(out,
-			stream.Stage{Name: StageAnalyticsTransitions, Topic: a.topics.Transitions, Config: tcfg,
-				BatchHandler: a.HandleTransitions},
-			stream.Stage{Name: StageAnalyticsRuns, Topic: a.topics.Runs, Config: cfg, BatchHandler: a.HandleRuns})
-	}
-	return out
+	tcfg := a.cfg.Runner
+	tcfg.BatchSize = a.cfg.TransitionsBatchSize
+	return sink.Copies(a.cfg.ReadAhead,
+		stream.Stage{Name: StageAnalyticsTransitions, Topic: a.topics.Transitions, Config: tcfg, BatchHandler: a.HandleTransitions},
+		stream.Stage{Name: StageAnalyticsRuns, Topic: a.topics.Runs, Config: a.cfg.Runner, BatchHandler: a.HandleRuns})
 }
 
 // Close stops the flush loops after the flush in progress; waiting and

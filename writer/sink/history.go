@@ -108,14 +108,20 @@ func (h *History[R]) Stage() stream.Stage {
 	return stream.Stage{Name: h.cfg.Stage, Topic: h.cfg.Topic, Config: h.cfg.Runner, BatchHandler: h.Handle}
 }
 
-// Stages returns ReadAhead copies of the stage, sharing the batcher. When
+// Stages returns ReadAhead copies of the stage, sharing the batcher
+// (Copies).
+func (h *History[R]) Stages() []stream.Stage { return Copies(h.cfg.ReadAhead, h.Stage()) }
+
+// Copies returns n copies of each stage, copy by copy. When a stage's
 // Runner.Consumer is set, copies after the first append "-<copy>" to it.
-func (h *History[R]) Stages() []stream.Stage {
-	out := make([]stream.Stage, h.cfg.ReadAhead)
-	for i := range out {
-		out[i] = h.Stage()
-		if c := out[i].Config.Consumer; c != "" && i > 0 {
-			out[i].Config.Consumer = fmt.Sprintf("%s-%d", c, i)
+func Copies(n int, stages ...stream.Stage) []stream.Stage {
+	out := make([]stream.Stage, 0, n*len(stages))
+	for i := range n {
+		for _, s := range stages {
+			if c := s.Config.Consumer; c != "" && i > 0 {
+				s.Config.Consumer = fmt.Sprintf("%s-%d", c, i)
+			}
+			out = append(out, s)
 		}
 	}
 	return out
