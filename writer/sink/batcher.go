@@ -24,11 +24,11 @@ var ErrClosed = errors.New("writer: analytics closed")
 // maxLinks caps the span links of one flush span.
 const maxLinks = 128
 
-// Batcher writes the items of waiting handlers in one flush; an item is
-// one partition's batch and is never split. A flush starts at BatchRows
-// rows, Linger after the last item when an urgent one waits, or when the
-// oldest has waited FlushInterval. Failed flushes retry with backoff. A
-// written item is never reported unwritten. Handlers call Begin before
+// Batcher writes the items handlers Add in one flush call. An item (one
+// partition's batch) is never split. It flushes once BatchRows rows wait,
+// once the oldest item has waited FlushInterval, or Linger after the last
+// Add while an urgent item waits. A failed flush is retried with backoff;
+// a written item is never reported unwritten. Handlers call Begin before
 // decoding, End after, then Add. It is safe for concurrent use.
 type Batcher[E any] struct {
 	stage  string
