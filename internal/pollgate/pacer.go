@@ -77,11 +77,7 @@ type Pacer struct {
 
 // NewPacer returns a pacer over rdb.
 func NewPacer(rdb redis.UniversalClient, cfg PacerConfig) (*Pacer, error) {
-	cfg, err := checked(rdb, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &Pacer{rdb: rdb, cfg: cfg}, nil
+	return build(rdb, cfg, func(c PacerConfig) *Pacer { return &Pacer{rdb: rdb, cfg: c} })
 }
 
 // Key is the Redis key of a host's next slot.

@@ -80,23 +80,23 @@ type Gate struct {
 
 // New returns the gates of the copy named cfg.Owner on rdb.
 func New(rdb redis.UniversalClient, cfg Config) (*Gate, error) {
-	cfg, err := checked(rdb, cfg)
-	if err != nil {
-		return nil, err
-	}
-	return &Gate{rdb: rdb, cfg: cfg}, nil
+	return build(rdb, cfg, func(c Config) *Gate { return &Gate{rdb: rdb, cfg: c} })
 }
 
-// checked returns cfg with its defaults, or why rdb or cfg cannot be used.
-func checked[C interface {
+// build returns newT(cfg) with cfg defaulted, or why rdb or cfg cannot be
+// used.
+func build[C interface {
 	WithDefaults() C
 	Validate() error
-}](rdb redis.UniversalClient, cfg C) (C, error) {
+}, T any](rdb redis.UniversalClient, cfg C, newT func(C) *T) (*T, error) {
 	if rdb == nil {
-		return cfg, errors.New("pollgate: redis client is nil")
+		return nil, errors.New("pollgate: redis client is nil")
 	}
 	cfg = cfg.WithDefaults()
-	return cfg, cfg.Validate()
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	return newT(cfg), nil
 }
 
 // Take closes an open gate for hold and returns true; else false and when
