@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"time"
 )
@@ -126,14 +127,9 @@ func EnforceRetention(ctx context.Context, c *Client, cfg RetentionConfig) ([]Dr
 
 // enforceRetention is EnforceRetention on the server of c.
 func enforceRetention(ctx context.Context, c *Client, cfg RetentionConfig, periods map[string]time.Duration, shard string) ([]DroppedPartition, error) {
-	tables := make([]string, 0, len(periods))
-	for t := range periods {
-		tables = append(tables, t)
-	}
-	slices.Sort(tables)
 	now := cfg.Now().UTC()
 	var dropped []DroppedPartition
-	for _, t := range tables {
+	for _, t := range slices.Sorted(maps.Keys(periods)) {
 		if periods[t] < 0 {
 			continue
 		}

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"sync"
 
-	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/avail"
@@ -70,19 +69,7 @@ func NewCollector(topics avail.Topics, pub *stream.Publisher, cfg CollectorConfi
 	if err := cfg.Validate(); err != nil {
 		return nil, fmt.Errorf("collector: %w", err)
 	}
-	tel := cfg.Telemetry
-	if tel.TracerProvider == nil {
-		tel.TracerProvider = gotel.GetTracerProvider()
-	}
-	if tel.MeterProvider == nil {
-		tel.MeterProvider = gotel.GetMeterProvider()
-	}
-	if tel.Propagator == nil {
-		tel.Propagator = gotel.GetTextMapPropagator()
-	}
-	if tel.Logger == nil {
-		tel.Logger = slog.Default()
-	}
+	tel := cfg.Telemetry.WithDefaults()
 	cfg.Telemetry = tel
 	c := &Collector{topics: topics, pub: pub, cfg: cfg, log: tel.Logger,
 		tracer:  tel.TracerProvider.Tracer(dsotel.ScopeName, trace.WithSchemaURL(dsotel.SchemaURL)),

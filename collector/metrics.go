@@ -1,6 +1,7 @@
 package collector
 
 import (
+	"cmp"
 	"context"
 	"time"
 
@@ -47,7 +48,7 @@ func newMetrics(mp metric.MeterProvider, failures func(yield func(sourceID, prov
 	gauge, err3 := meter.Int64ObservableGauge(MetricConsecutiveFailures,
 		metric.WithDescription("Failed runs of a source since its last successful one."), metric.WithUnit("{run}"))
 	m := &metrics{polls: polls, duration: duration}
-	if err := firstErr(err1, err2, err3); err != nil {
+	if err := cmp.Or(err1, err2, err3); err != nil {
 		return nil, err
 	}
 	reg, err := meter.RegisterCallback(func(_ context.Context, o metric.Observer) error {
@@ -63,15 +64,6 @@ func newMetrics(mp metric.MeterProvider, failures func(yield func(sourceID, prov
 	}
 	m.reg = reg
 	return m, nil
-}
-
-func firstErr(errs ...error) error {
-	for _, err := range errs {
-		if err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 // recordPoll counts a poll and records its fetch latency.

@@ -37,7 +37,8 @@ var healthFields = []string{"failures", "down", "paused", "last_success", "last_
 
 // healthScript is SourceHealth.record on the shared health. KEYS health;
 // ARGV ok, run id, finished ms, error, auth expired, DownAfter,
-// fingerprint. It returns the transition kind and the healthFields.
+// fingerprint (go-redis sends a bool as 1 or 0). It returns the transition
+// kind and the healthFields.
 var healthScript = redis.NewScript(`
 local h = KEYS[1]
 if redis.call('HGET', h, 'fp') ~= ARGV[7] then redis.call('HSET', h, 'fp', ARGV[7], 'paused', '0') end
@@ -66,8 +67,8 @@ return 1`)
 // transition kind it causes and the health after it.
 func (c *Collector) recordShared(ctx context.Context, src Source, fp string, run avail.RawRun, authExpired bool) (string, SourceHealth, error) {
 	at := run.FinishedAt.UnixMilli()
-	res, err := healthScript.Run(ctx, c.cfg.Shared, []string{healthKey(src.ID)}, flag(run.Status == avail.StatusOK),
-		run.RunID, at, run.Error, flag(authExpired), c.cfg.DownAfter, fp).Slice()
+	res, err := healthScript.Run(ctx, c.cfg.Shared, []string{healthKey(src.ID)}, run.Status == avail.StatusOK,
+		run.RunID, at, run.Error, authExpired, c.cfg.DownAfter, fp).Slice()
 	if err != nil {
 		return "", SourceHealth{}, fmt.Errorf("record health of %s: %w", src.ID, err)
 	}
@@ -81,7 +82,7 @@ func (c *Collector) recordShared(ctx context.Context, src Source, fp string, run
 
 // unflip undoes the flip of runID in the source's shared health.
 func (c *Collector) unflip(ctx context.Context, sourceID, runID string, wasDown bool) error {
-	return unflipScript.Run(ctx, c.cfg.Shared, []string{healthKey(sourceID)}, runID, flag(wasDown)).Err()
+	return unflipScript.Run(ctx, c.cfg.Shared, []string{healthKey(sourceID)}, runID, wasDown).Err()
 }
 
 // Health returns a source's health as the copies of the collector share it
@@ -126,11 +127,4 @@ func (s *Store) deleteHealth(ctx context.Context, id string) error {
 		return fmt.Errorf("delete health of %s: %w", clip.Marked(id, maxQuoted), err)
 	}
 	return nil
-}
-
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }

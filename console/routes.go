@@ -10,6 +10,7 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/otel/spanbuffer"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -279,15 +280,8 @@ func (c *Console) trace(ctx *fiber.Ctx) error {
 		spans, ok = c.cfg.Traces.Trace(id)
 	}
 	if !ok {
-		return api.NotFound("trace_not_found", "this process keeps no trace "+clipID(id))
+		return api.NotFound("trace_not_found", "this process keeps no trace "+clip.String(id, 64))
 	}
 	slices.SortStableFunc(spans, func(a, b spanbuffer.Span) int { return a.Start.Compare(b.Start) })
 	return ctx.JSON(traceView{TraceID: id, Spans: spans})
-}
-
-func clipID(s string) string {
-	if len(s) > 64 {
-		return s[:64]
-	}
-	return s
 }

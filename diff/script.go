@@ -90,10 +90,10 @@ func prepare(topics avail.Topics, in Input, validated bool) ([]string, []any, er
 	if in.Guard != nil {
 		guard = *in.Guard
 	}
-	args := make([]any, 0, 17+2*len(obs))
+	args := make([]any, 0, 17+2*len(obs)) // go-redis sends a bool as 1 or 0
 	args = append(args, snap.RunID, strconv.FormatInt(snap.RunAt.UnixMilli(), 10),
 		timeText(snap.RunAt), timeText(snap.StartedAt), snap.ScopeKey, snap.SourceID, snap.Provider,
-		flag(snap.OK), runError(snap), strconv.Itoa(stabilization(snap)), flag(snap.NotifyFirstSight),
+		snap.OK, runError(snap), strconv.Itoa(stabilization(snap)), snap.NotifyFirstSight,
 		tp, traceID, strconv.FormatInt(StateTTL.Milliseconds(), 10), strconv.Itoa(guard.Min), strconv.Itoa(guard.permille()),
 		strconv.Itoa(in.PerVenueMaxK))
 	// The entities: their number, the default argument, their keys, then
@@ -205,11 +205,4 @@ func timeText(t time.Time) string {
 		return ""
 	}
 	return string(b[1 : len(b)-1])
-}
-
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
 }

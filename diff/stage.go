@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -176,10 +177,8 @@ func (h *handler) handleBatch(ctx context.Context, msgs []*stream.Message) error
 			attribute.Int("dropstream.diff.stable_opened", total.StableOpened),
 			attribute.Int("dropstream.diff.stable_closed", total.StableClosed))
 	}
-	for _, e := range errs {
-		if e != nil {
-			return &stream.BatchError{Errs: errs}
-		}
+	if cmp.Or(errs...) != nil {
+		return &stream.BatchError{Errs: errs}
 	}
 	return nil
 }

@@ -14,48 +14,43 @@ import (
 	"github.com/dropstream/dropstream/internal/clip"
 )
 
-// RunnerConfig tunes a stage runner. A zero field takes its default;
-// WithDefaults fills them and Validate checks the result.
+// RunnerConfig tunes a stage runner. Zero fields take the defaults
+// (WithDefaults); Validate checks the result.
 type RunnerConfig struct {
 	// Group is the consumer group. Default: the stage name.
 	Group string
 	// Consumer names this copy in the group. Default
-	// "<Instance>-<stage>-<Copy>" when Instance is set (a restarted process
-	// reads its own pending entries first), else "<hostname>-<pid>-<random>".
-	// A copy holds its name by a lease: a newer copy under a live name takes
-	// it over and the older one stops reading (see Runner.LeaseErr).
+	// "<Instance>-<stage>-<Copy>" when Instance is set, so a restarted
+	// process reads its own pending entries first; else
+	// "<hostname>-<pid>-<random>". A newer copy under a live name takes
+	// its lease and the older one stops reading (Runner.LeaseErr).
 	Consumer string
 	// Instance is the process's identity across restarts
-	// (DROPSTREAM_INSTANCE): at most maxInstanceLen bytes, no spaces or
-	// control characters. Default "".
+	// (DROPSTREAM_INSTANCE): at most 64 bytes, no spaces or control
+	// characters. Default "".
 	Instance string
 	// Copy is this copy's index in the process. Default 0.
 	Copy int
 	// ConsumerLease is how long the hold on the consumer name lasts
-	// unrenewed; renewed every ConsumerLease/3, the copy reads only while
-	// its last answered renewal is younger than it. Default 15s.
+	// unrenewed. It is renewed every ConsumerLease/3; the copy reads only
+	// while its last renewal is younger than that. Default 15s.
 	ConsumerLease time.Duration
-	// ConsumerIdle is how long a consumer with nothing pending may stay
-	// idle before it is deleted, swept every min(ConsumerIdle/2, 1m).
-	// Default 10m; at least 2 × Block.
+	// ConsumerIdle is how long a consumer with nothing pending may idle
+	// before it is deleted. Default 10m; at least 2 × Block.
 	ConsumerIdle time.Duration
-	// BatchSize is the XREADGROUP COUNT of a read. Default 256, at most
-	// MaxBatchSize.
+	// BatchSize is a read's COUNT. Default 256, at most MaxBatchSize.
 	BatchSize int
-	// ReadBytes is about the most reply bytes a read asks for, judged by
-	// the size of the partition's last entries (see readsize.go). Default
-	// 128 KiB, from MinReadBytes to MaxReadBytes.
+	// ReadBytes bounds a read's reply size, judged by the partition's last
+	// entries. Default 128 KiB, from MinReadBytes to MaxReadBytes.
 	ReadBytes int
 	// Block is how long a read waits for new entries, and so how long
 	// shutdown waits for an idle read. Default 1s.
 	Block time.Duration
 	// ClaimInterval is how often stale pending entries are claimed. Default 5s.
 	ClaimInterval time.Duration
-	// ClaimIdle is how long an entry stays pending before it is
-	// redelivered. It must exceed the longest delivery,
-	// (Retry.MaxRetries+1) × HandlerTimeout plus the retry pauses. A batch
-	// in hand keeps its unsettled messages fresh every
-	// min(ClaimIdle/4, 10s). Default 30s.
+	// ClaimIdle is how long an entry stays pending before redelivery; it
+	// must exceed the longest delivery (tries × HandlerTimeout plus retry
+	// pauses). Default 30s.
 	ClaimIdle time.Duration
 	// MaxDeliveries is how many deliveries a message gets before it is
 	// dead-lettered. Default 5.
@@ -66,14 +61,14 @@ type RunnerConfig struct {
 	Retry RetryConfig
 	// Partitions restricts this copy to some partitions. Default: all.
 	Partitions []int
-	// StatsInterval is how often lag, pending and dead-letter sizes are
+	// StatsInterval is how often lag, pending and dead letters are
 	// sampled. Default 2s.
 	StatsInterval time.Duration
 	// ControlInterval is how often the copy checks whether its stage is
-	// paused (see Control). Default 1s.
+	// paused (Control). Default 1s.
 	ControlInterval time.Duration
-	// ErrorBackoff is the longest pause after a Redis error; pauses grow
-	// from 50ms. Default 2s.
+	// ErrorBackoff caps the pause after a Redis error, which starts at
+	// 50ms. Default 2s.
 	ErrorBackoff time.Duration
 }
 

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"errors"
 	"fmt"
 	"time"
@@ -21,21 +22,11 @@ func (c RunnerConfig) ForDeadline(deadline time.Duration) RunnerConfig {
 	if deadline <= 0 {
 		return c
 	}
-	if c.ClaimIdle == 0 {
-		c.ClaimIdle = deadline / 3
-	}
-	if c.ClaimInterval == 0 {
-		c.ClaimInterval = min(5*time.Second, deadline/10)
-	}
-	if c.HandlerTimeout == 0 {
-		c.HandlerTimeout = min(5*time.Second, c.ClaimIdle/4)
-	}
-	if c.Retry.MaxInterval == 0 {
-		c.Retry.MaxInterval = min(time.Second, c.ClaimIdle/16)
-	}
-	if c.Retry.InitialInterval == 0 {
-		c.Retry.InitialInterval = min(50*time.Millisecond, c.Retry.MaxInterval/2)
-	}
+	c.ClaimIdle = cmp.Or(c.ClaimIdle, deadline/3)
+	c.ClaimInterval = cmp.Or(c.ClaimInterval, min(5*time.Second, deadline/10))
+	c.HandlerTimeout = cmp.Or(c.HandlerTimeout, min(5*time.Second, c.ClaimIdle/4))
+	c.Retry.MaxInterval = cmp.Or(c.Retry.MaxInterval, min(time.Second, c.ClaimIdle/16))
+	c.Retry.InitialInterval = cmp.Or(c.Retry.InitialInterval, min(50*time.Millisecond, c.Retry.MaxInterval/2))
 	return c
 }
 

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -23,11 +24,9 @@ func Drained(ctx context.Context, rdb redis.UniversalClient, topic Topic, group 
 		if err != nil {
 			return false
 		}
-		ok := false
-		for _, g := range groups {
-			ok = ok || g.Name == group && g.Pending == 0 && g.LastDeliveredID == last[0].ID
-		}
-		if !ok {
+		if !slices.ContainsFunc(groups, func(g redis.XInfoGroup) bool {
+			return g.Name == group && g.Pending == 0 && g.LastDeliveredID == last[0].ID
+		}) {
 			return false
 		}
 	}

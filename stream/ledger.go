@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -44,9 +45,7 @@ type Ledger struct {
 
 // NewLedger returns a ledger; TTL defaults to 7 days.
 func NewLedger(rdb redis.UniversalClient, cfg LedgerConfig) (*Ledger, error) {
-	if cfg.TTL == 0 {
-		cfg.TTL = 7 * 24 * time.Hour
-	}
+	cfg.TTL = cmp.Or(cfg.TTL, 7*24*time.Hour)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

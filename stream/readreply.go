@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 )
 
@@ -31,12 +32,8 @@ func redirected(err error) bool {
 	if !errors.As(err, &re) {
 		return false
 	}
-	for _, p := range []string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "READONLY "} {
-		if strings.HasPrefix(string(re), p) {
-			return true
-		}
-	}
-	return false
+	return slices.ContainsFunc([]string{"MOVED ", "ASK ", "TRYAGAIN", "CLUSTERDOWN", "READONLY "},
+		func(p string) bool { return strings.HasPrefix(string(re), p) })
 }
 
 // entryReuse holds the last type and trace context a partition's reads

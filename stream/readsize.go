@@ -1,9 +1,9 @@
 package stream
 
-// A read asks for at most BatchSize entries, and only as many as fit in
-// ReadBytes at the mean size of the partition's last entries: this bounds
-// a read's memory and keeps a reply within Redis's ~64 KB write turns (500
-// entries of 370 bytes read 10 % slower than 350; see BENCHMARKS.md).
+// Read sizing. A read asks for at most BatchSize entries, and at most as
+// many as fit in ReadBytes at the mean size of the partition's last
+// entries. This bounds a read's memory and keeps a reply within one of
+// Redis's ~64 KB writes (BENCHMARKS.md, "Reads sized by bytes").
 
 // firstEntryBytes is the entry size assumed before a partition's first read.
 const firstEntryBytes = 256

@@ -31,9 +31,7 @@ func Dial(ctx context.Context, url string) (redis.UniversalClient, error) {
 		if err != nil {
 			return nil, fmt.Errorf("redis url: %w", err)
 		}
-		if opt.PoolSize < 64 {
-			opt.PoolSize = 64
-		}
+		opt.PoolSize = max(opt.PoolSize, 64)
 		rdb = redis.NewClient(opt)
 	case url != "":
 		addrs := strings.Split(url, ",")

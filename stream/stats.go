@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"strings"
@@ -49,10 +50,8 @@ func newStageStats(r *Runner) (*stageStats, error) {
 	drift, err6 := meter.Int64ObservableGauge(dsotel.MetricStageConservationDrift,
 		metric.WithDescription("Entries published to the stage's streams less those accounted for (acknowledged, dead-lettered, dropped, skipped, delayed, requeued, pending, not yet delivered); 0 unless entries were lost or counted twice."),
 		metric.WithUnit(dsotel.UnitMessages))
-	for _, err := range []error{err1, err2, err3, err4, err5, err6} {
-		if err != nil {
-			return nil, err
-		}
+	if err := cmp.Or(err1, err2, err3, err4, err5, err6); err != nil {
+		return nil, err
 	}
 	attrs := metric.WithAttributeSet(attribute.NewSet(dsotel.StageKey.String(r.stage.Name),
 		dsotel.StreamKey.String(r.stage.Topic.String()), dsotel.MessagingConsumerGroupNameKey.String(r.cfg.Group)))

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"io"
 	"net"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -25,11 +26,8 @@ func IsUnavailable(err error) bool {
 		return true
 	}
 	msg := err.Error()
-	for _, prefix := range []string{"LOADING ", "READONLY ", "CLUSTERDOWN ", "MASTERDOWN ", "TRYAGAIN "} {
-		if strings.HasPrefix(msg, prefix) || strings.Contains(msg, ": "+prefix) {
-			return true
-		}
-	}
-	return strings.Contains(msg, "connection refused") || strings.Contains(msg, "i/o timeout") ||
+	return slices.ContainsFunc([]string{"LOADING ", "READONLY ", "CLUSTERDOWN ", "MASTERDOWN ", "TRYAGAIN "},
+		func(p string) bool { return strings.HasPrefix(msg, p) || strings.Contains(msg, ": "+p) }) ||
+		strings.Contains(msg, "connection refused") || strings.Contains(msg, "i/o timeout") ||
 		strings.Contains(msg, "unexpected read from socket") // go-redis: a pooled connection with stray data
 }

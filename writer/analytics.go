@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/metric"
@@ -34,7 +35,7 @@ type Analytics struct {
 	// One batcher per stage, shared by its copies.
 	transitions *sink.Batcher[transitionBatch]
 	runs        *sink.Batcher[[]clickhouse.RunRow]
-	closeOnce   sync.Once
+	closed      atomic.Bool
 }
 
 // transitionBatch is what one batch of transition messages writes.
@@ -75,31 +76,20 @@ func NewAnalytics(ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemet
 	return a, nil
 }
 
-// Stages returns AnalyticsConfig.ReadAhead copies of each batch stage;
-// copies after the first append "-<copy>" to Runner.Consumer.
+// Stages returns AnalyticsConfig.ReadAhead copies of each batch stage
+// (sink.Copies).
 func (a *Analytics) Stages() []stream.Stage {
-	var out []stream.Stage
-	for i := range a.cfg.ReadAhead {
-		cfg := a.cfg.Runner
-		if cfg.Consumer != "" && i > 0 {
-			cfg.Consumer = fmt.Sprintf("%s-%d", cfg.Consumer, i)
-		}
-		tcfg := cfg
-		tcfg.BatchSize = a.cfg.TransitionsBatchSize
-		out = append(out,
-			stream.Stage{Name: StageAnalyticsTransitions, Topic: a.topics.Transitions, Config: tcfg,
-				BatchHandler: a.HandleTransitions},
-			stream.Stage{Name: StageAnalyticsRuns, Topic: a.topics.Runs, Config: cfg, BatchHandler: a.HandleRuns})
-	}
-	return out
+	tcfg := a.cfg.Runner
+	tcfg.BatchSize = a.cfg.TransitionsBatchSize
+	return sink.Copies(a.cfg.ReadAhead,
+		stream.Stage{Name: StageAnalyticsTransitions, Topic: a.topics.Transitions, Config: tcfg, BatchHandler: a.HandleTransitions},
+		stream.Stage{Name: StageAnalyticsRuns, Topic: a.topics.Runs, Config: a.cfg.Runner, BatchHandler: a.HandleRuns})
 }
 
 // Close stops the flush loops after the flush in progress; waiting and
 // later handlers fail with sink.ErrClosed. It is idempotent.
 func (a *Analytics) Close() error {
-	first := false
-	a.closeOnce.Do(func() { first = true })
-	if !first {
+	if !a.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	a.closeBatchers()

@@ -173,28 +173,29 @@ func (p *Projection) Apply(ctx context.Context, partition int, t avail.Transitio
 		}
 	}
 	var result ApplyResult
-	if t.Stable {
-		args := append([]any{t.Kind, t.RunID, runAt, t.EventID, e.Key, exp}, attrs...)
-		res, err := stableScript.Run(ctx, p.rdb, []string{k.entity, k.all}, args...).Text()
+	run := func(sc *redis.Script, keys []string, args ...any) error {
+		res, err := sc.Run(ctx, p.rdb, keys, append(args, attrs...)...).Text()
 		if err != nil {
-			return "", fmt.Errorf("writer: apply %s to %s: %w", t.EventID, e.Key, err)
+			return fmt.Errorf("writer: apply %s to %s: %w", t.EventID, e.Key, err)
 		}
 		result = ApplyResult(res)
 		p.applied.Add(ctx, 1, metric.WithAttributes(attribute.String("result", res)))
+		return nil
+	}
+	if t.Stable {
+		if err := run(stableScript, []string{k.entity, k.all}, t.Kind, t.RunID, runAt, t.EventID, e.Key, exp); err != nil {
+			return "", err
+		}
 	}
 	if isRaw(t) {
 		lastSeen := int64(0)
 		if !t.LastSeen.IsZero() {
 			lastSeen = t.LastSeen.UnixMilli()
 		}
-		args := append([]any{t.Kind, t.RunID, runAt, t.EventID, avail.SessionID(e.Key, t.RunID),
-			strconv.FormatInt(lastSeen, 10), t.TraceID, e.Key, maxFlips(p.cfg.MaxSessions), exp}, attrs...)
-		res, err := rawScript.Run(ctx, p.rdb, []string{k.entity, k.sessions, k.all, k.open, k.closed}, args...).Text()
-		if err != nil {
-			return "", fmt.Errorf("writer: apply %s to %s: %w", t.EventID, e.Key, err)
+		if err := run(rawScript, []string{k.entity, k.sessions, k.all, k.open, k.closed}, t.Kind, t.RunID, runAt, t.EventID,
+			avail.SessionID(e.Key, t.RunID), strconv.FormatInt(lastSeen, 10), t.TraceID, e.Key, maxFlips(p.cfg.MaxSessions), exp); err != nil {
+			return "", err
 		}
-		result = ApplyResult(res)
-		p.applied.Add(ctx, 1, metric.WithAttributes(attribute.String("result", res)))
 	}
 	return result, nil
 }

@@ -241,11 +241,25 @@ func (s *scanner) object(field func(name []byte) bool) bool {
 	}
 }
 
-// seen records a field name in *mask (bit) and reports whether it was new.
-func seen(mask *uint32, bit uint32) bool {
-	if *mask&bit != 0 {
+// member is one member of an object: its name and how to read its value.
+type member[T any] struct {
+	name string
+	read func(*scanner, *T) bool
+}
+
+// members reads an object of the members ms into *v; an unknown or
+// repeated name fails.
+func members[T any](s *scanner, v *T, ms []member[T]) bool {
+	var seen uint32
+	return s.object(func(name []byte) bool {
+		for i, m := range ms {
+			if m.name == string(name) {
+				bit := uint32(1) << i
+				ok := seen&bit == 0 && m.read(s, v)
+				seen |= bit
+				return ok
+			}
+		}
 		return false
-	}
-	*mask |= bit
-	return true
+	})
 }

@@ -8,77 +8,41 @@ import (
 )
 
 // snapshot reads an avail.Snapshot object.
-func (s *scanner) snapshot(v *avail.Snapshot) bool {
-	var mask uint32
-	return s.object(func(name []byte) bool {
-		ok := false
-		switch string(name) {
-		case "run_id":
-			ok = seen(&mask, 1<<0) && s.into(&v.RunID)
-		case "source_id":
-			ok = seen(&mask, 1<<1) && s.into(&v.SourceID)
-		case "provider":
-			ok = seen(&mask, 1<<2) && s.into(&v.Provider)
-		case "scope_key":
-			ok = seen(&mask, 1<<3) && s.into(&v.ScopeKey)
-		case "run_at":
-			ok = seen(&mask, 1<<4) && s.time(&v.RunAt)
-		case "started_at":
-			ok = seen(&mask, 1<<5) && s.time(&v.StartedAt)
-		case "ok":
-			ok = seen(&mask, 1<<6) && s.boolInto(&v.OK)
-		case "error":
-			ok = seen(&mask, 1<<7) && s.into(&v.Error)
-		case "entities":
-			ok = seen(&mask, 1<<8) && s.entities(&v.Entities)
-		case "stabilization":
-			ok = seen(&mask, 1<<9) && s.intInto(&v.Stabilization)
-		case "notify_first_sight":
-			ok = seen(&mask, 1<<10) && s.boolInto(&v.NotifyFirstSight)
-		}
-		return ok
-	})
+func (s *scanner) snapshot(v *avail.Snapshot) bool { return members(s, v, snapshotMembers) }
+
+var snapshotMembers = []member[avail.Snapshot]{
+	{"run_id", func(s *scanner, v *avail.Snapshot) bool { return s.into(&v.RunID) }},
+	{"source_id", func(s *scanner, v *avail.Snapshot) bool { return s.into(&v.SourceID) }},
+	{"provider", func(s *scanner, v *avail.Snapshot) bool { return s.into(&v.Provider) }},
+	{"scope_key", func(s *scanner, v *avail.Snapshot) bool { return s.into(&v.ScopeKey) }},
+	{"run_at", func(s *scanner, v *avail.Snapshot) bool { return s.time(&v.RunAt) }},
+	{"started_at", func(s *scanner, v *avail.Snapshot) bool { return s.time(&v.StartedAt) }},
+	{"ok", func(s *scanner, v *avail.Snapshot) bool { return s.boolInto(&v.OK) }},
+	{"error", func(s *scanner, v *avail.Snapshot) bool { return s.into(&v.Error) }},
+	{"entities", func(s *scanner, v *avail.Snapshot) bool { return s.entities(&v.Entities) }},
+	{"stabilization", func(s *scanner, v *avail.Snapshot) bool { return s.intInto(&v.Stabilization) }},
+	{"notify_first_sight", func(s *scanner, v *avail.Snapshot) bool { return s.boolInto(&v.NotifyFirstSight) }},
 }
 
 // transition reads an avail.Transition object.
-func (s *scanner) transition(v *avail.Transition) bool {
-	var mask uint32
-	return s.object(func(name []byte) bool {
-		ok := false
-		switch string(name) {
-		case "event_id":
-			ok = seen(&mask, 1<<0) && s.into(&v.EventID)
-		case "entity":
-			ok = seen(&mask, 1<<1) && s.entity(&v.Entity)
-		case "scope_key":
-			ok = seen(&mask, 1<<2) && s.into(&v.ScopeKey)
-		case "source_id":
-			ok = seen(&mask, 1<<3) && s.into(&v.SourceID)
-		case "kind":
-			ok = seen(&mask, 1<<4) && s.into(&v.Kind)
-		case "raw":
-			ok = seen(&mask, 1<<5) && s.boolInto(&v.Raw)
-		case "stable":
-			ok = seen(&mask, 1<<6) && s.boolInto(&v.Stable)
-		case "baseline":
-			ok = seen(&mask, 1<<7) && s.boolInto(&v.Baseline)
-		case "notify":
-			ok = seen(&mask, 1<<8) && s.boolInto(&v.Notify)
-		case "run_id":
-			ok = seen(&mask, 1<<9) && s.into(&v.RunID)
-		case "run_at":
-			ok = seen(&mask, 1<<10) && s.time(&v.RunAt)
-		case "last_seen":
-			ok = seen(&mask, 1<<11) && s.time(&v.LastSeen)
-		case "trace_id":
-			ok = seen(&mask, 1<<12) && s.into(&v.TraceID)
-		case "open_run_id":
-			ok = seen(&mask, 1<<13) && s.into(&v.OpenRunID)
-		case "opened_at_ms":
-			ok = seen(&mask, 1<<14) && s.int64Into(&v.OpenedAtMS)
-		}
-		return ok
-	})
+func (s *scanner) transition(v *avail.Transition) bool { return members(s, v, transitionMembers) }
+
+var transitionMembers = []member[avail.Transition]{
+	{"event_id", func(s *scanner, v *avail.Transition) bool { return s.into(&v.EventID) }},
+	{"entity", func(s *scanner, v *avail.Transition) bool { return s.entity(&v.Entity) }},
+	{"scope_key", func(s *scanner, v *avail.Transition) bool { return s.into(&v.ScopeKey) }},
+	{"source_id", func(s *scanner, v *avail.Transition) bool { return s.into(&v.SourceID) }},
+	{"kind", func(s *scanner, v *avail.Transition) bool { return s.into(&v.Kind) }},
+	{"raw", func(s *scanner, v *avail.Transition) bool { return s.boolInto(&v.Raw) }},
+	{"stable", func(s *scanner, v *avail.Transition) bool { return s.boolInto(&v.Stable) }},
+	{"baseline", func(s *scanner, v *avail.Transition) bool { return s.boolInto(&v.Baseline) }},
+	{"notify", func(s *scanner, v *avail.Transition) bool { return s.boolInto(&v.Notify) }},
+	{"run_id", func(s *scanner, v *avail.Transition) bool { return s.into(&v.RunID) }},
+	{"run_at", func(s *scanner, v *avail.Transition) bool { return s.time(&v.RunAt) }},
+	{"last_seen", func(s *scanner, v *avail.Transition) bool { return s.time(&v.LastSeen) }},
+	{"trace_id", func(s *scanner, v *avail.Transition) bool { return s.into(&v.TraceID) }},
+	{"open_run_id", func(s *scanner, v *avail.Transition) bool { return s.into(&v.OpenRunID) }},
+	{"opened_at_ms", func(s *scanner, v *avail.Transition) bool { return s.int64Into(&v.OpenedAtMS) }},
 }
 
 // transitions reads an array of transitions; [] gives an empty, non-nil
@@ -89,83 +53,46 @@ func (s *scanner) transitions(v *[]avail.Transition) bool {
 
 // runTransitions reads an avail.RunTransitions object.
 func (s *scanner) runTransitions(v *avail.RunTransitions) bool {
-	var mask uint32
-	return s.object(func(name []byte) bool {
-		ok := false
-		switch string(name) {
-		case "run":
-			ok = seen(&mask, 1<<0) && s.runRecord(&v.Run)
-		case "transitions":
-			ok = seen(&mask, 1<<1) && s.transitions(&v.Transitions)
-		}
-		return ok
-	})
+	return members(s, v, runTransitionsMembers)
+}
+
+var runTransitionsMembers = []member[avail.RunTransitions]{
+	{"run", func(s *scanner, v *avail.RunTransitions) bool { return s.runRecord(&v.Run) }},
+	{"transitions", func(s *scanner, v *avail.RunTransitions) bool { return s.transitions(&v.Transitions) }},
 }
 
 // runRecord reads an avail.RunRecord object.
-func (s *scanner) runRecord(v *avail.RunRecord) bool {
-	var mask uint32
-	return s.object(func(name []byte) bool {
-		ok := false
-		switch string(name) {
-		case "run_id":
-			ok = seen(&mask, 1<<0) && s.into(&v.RunID)
-		case "source_id":
-			ok = seen(&mask, 1<<1) && s.into(&v.SourceID)
-		case "provider":
-			ok = seen(&mask, 1<<2) && s.into(&v.Provider)
-		case "scope_key":
-			ok = seen(&mask, 1<<3) && s.into(&v.ScopeKey)
-		case "started_at":
-			ok = seen(&mask, 1<<4) && s.time(&v.StartedAt)
-		case "run_at":
-			ok = seen(&mask, 1<<5) && s.time(&v.RunAt)
-		case "status":
-			ok = seen(&mask, 1<<6) && s.into(&v.Status)
-		case "error":
-			ok = seen(&mask, 1<<7) && s.into(&v.Error)
-		case "observed":
-			ok = seen(&mask, 1<<8) && s.intInto(&v.Observed)
-		case "opened":
-			ok = seen(&mask, 1<<9) && s.intInto(&v.Opened)
-		case "closed":
-			ok = seen(&mask, 1<<10) && s.intInto(&v.Closed)
-		case "applied":
-			ok = seen(&mask, 1<<11) && s.boolInto(&v.Applied)
-		case "trace_id":
-			ok = seen(&mask, 1<<12) && s.into(&v.TraceID)
-		}
-		return ok
-	})
+func (s *scanner) runRecord(v *avail.RunRecord) bool { return members(s, v, runRecordMembers) }
+
+var runRecordMembers = []member[avail.RunRecord]{
+	{"run_id", func(s *scanner, v *avail.RunRecord) bool { return s.into(&v.RunID) }},
+	{"source_id", func(s *scanner, v *avail.RunRecord) bool { return s.into(&v.SourceID) }},
+	{"provider", func(s *scanner, v *avail.RunRecord) bool { return s.into(&v.Provider) }},
+	{"scope_key", func(s *scanner, v *avail.RunRecord) bool { return s.into(&v.ScopeKey) }},
+	{"started_at", func(s *scanner, v *avail.RunRecord) bool { return s.time(&v.StartedAt) }},
+	{"run_at", func(s *scanner, v *avail.RunRecord) bool { return s.time(&v.RunAt) }},
+	{"status", func(s *scanner, v *avail.RunRecord) bool { return s.into(&v.Status) }},
+	{"error", func(s *scanner, v *avail.RunRecord) bool { return s.into(&v.Error) }},
+	{"observed", func(s *scanner, v *avail.RunRecord) bool { return s.intInto(&v.Observed) }},
+	{"opened", func(s *scanner, v *avail.RunRecord) bool { return s.intInto(&v.Opened) }},
+	{"closed", func(s *scanner, v *avail.RunRecord) bool { return s.intInto(&v.Closed) }},
+	{"applied", func(s *scanner, v *avail.RunRecord) bool { return s.boolInto(&v.Applied) }},
+	{"trace_id", func(s *scanner, v *avail.RunRecord) bool { return s.into(&v.TraceID) }},
 }
 
-// entity reads an avail.Entity object into a zero *v.
-func (s *scanner) entity(v *avail.Entity) bool {
-	var mask uint32
-	return s.object(func(name []byte) bool {
-		ok := false
-		switch string(name) {
-		case "key":
-			ok = seen(&mask, 1<<0) && s.into(&v.Key)
-		case "kind":
-			ok = seen(&mask, 1<<1) && s.into(&v.Kind)
-		case "provider":
-			ok = seen(&mask, 1<<2) && s.into(&v.Provider)
-		case "venue":
-			ok = seen(&mask, 1<<3) && s.into(&v.Venue)
-		case "venue_name":
-			ok = seen(&mask, 1<<4) && s.into(&v.VenueName)
-		case "date":
-			ok = seen(&mask, 1<<5) && s.into(&v.Date)
-		case "time":
-			ok = seen(&mask, 1<<6) && s.into(&v.Time)
-		case "party_size":
-			ok = seen(&mask, 1<<7) && s.intInto(&v.PartySize)
-		case "attrs":
-			ok = seen(&mask, 1<<8) && s.attrs(&v.Attrs)
-		}
-		return ok
-	})
+// entity reads an avail.Entity object.
+func (s *scanner) entity(v *avail.Entity) bool { return members(s, v, entityMembers) }
+
+var entityMembers = []member[avail.Entity]{
+	{"key", func(s *scanner, v *avail.Entity) bool { return s.into(&v.Key) }},
+	{"kind", func(s *scanner, v *avail.Entity) bool { return s.into(&v.Kind) }},
+	{"provider", func(s *scanner, v *avail.Entity) bool { return s.into(&v.Provider) }},
+	{"venue", func(s *scanner, v *avail.Entity) bool { return s.into(&v.Venue) }},
+	{"venue_name", func(s *scanner, v *avail.Entity) bool { return s.into(&v.VenueName) }},
+	{"date", func(s *scanner, v *avail.Entity) bool { return s.into(&v.Date) }},
+	{"time", func(s *scanner, v *avail.Entity) bool { return s.into(&v.Time) }},
+	{"party_size", func(s *scanner, v *avail.Entity) bool { return s.intInto(&v.PartySize) }},
+	{"attrs", func(s *scanner, v *avail.Entity) bool { return s.attrs(&v.Attrs) }},
 }
 
 // entities reads an array of entities; [] gives an empty, non-nil slice,

@@ -20,6 +20,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // ErrDenied is wrapped by the error of a refused connection or URL.
@@ -93,7 +95,7 @@ type entry struct {
 
 func parseEntry(s string) (entry, error) {
 	bad := func(why string) (entry, error) {
-		return entry{}, fmt.Errorf("egress: allow entry %q: %s", clipEntry(s), why)
+		return entry{}, fmt.Errorf("egress: allow entry %q: %s", clip.Marked(s, 64), why)
 	}
 	s = strings.TrimSpace(s)
 	if s == "" || len(s) > 255 {
@@ -136,23 +138,14 @@ func validName(s string) bool {
 		return false
 	}
 	for label := range strings.SplitSeq(s, ".") {
-		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' {
+		if label == "" || len(label) > 63 || label[0] == '-' || label[len(label)-1] == '-' ||
+			strings.ContainsFunc(label, func(r rune) bool {
+				return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_')
+			}) {
 			return false
-		}
-		for _, r := range label {
-			if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '-' || r == '_') {
-				return false
-			}
 		}
 	}
 	return true
-}
-
-func clipEntry(s string) string {
-	if len(s) > 64 {
-		return s[:64] + "…"
-	}
-	return s
 }
 
 // Policy decides which addresses outbound connections may reach. It is
@@ -196,7 +189,7 @@ func OrDefault(p *Policy) *Policy {
 // Permit allows one more host:port from now on (say the demo's). p must not be nil.
 func (p *Policy) Permit(hostport string) error {
 	if _, _, err := net.SplitHostPort(hostport); err != nil {
-		return fmt.Errorf("egress: permit %q: want host:port", clipEntry(hostport))
+		return fmt.Errorf("egress: permit %q: want host:port", clip.Marked(hostport, 64))
 	}
 	e, err := parseEntry(hostport)
 	if err != nil {

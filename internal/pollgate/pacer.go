@@ -77,14 +77,7 @@ type Pacer struct {
 
 // NewPacer returns a pacer over rdb.
 func NewPacer(rdb redis.UniversalClient, cfg PacerConfig) (*Pacer, error) {
-	if rdb == nil {
-		return nil, errors.New("pollgate: redis client is nil")
-	}
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return &Pacer{rdb: rdb, cfg: cfg}, nil
+	return build(rdb, cfg, func(c PacerConfig) *Pacer { return &Pacer{rdb: rdb, cfg: c} })
 }
 
 // Key is the Redis key of a host's next slot.

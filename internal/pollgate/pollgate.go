@@ -80,6 +80,15 @@ type Gate struct {
 
 // New returns the gates of the copy named cfg.Owner on rdb.
 func New(rdb redis.UniversalClient, cfg Config) (*Gate, error) {
+	return build(rdb, cfg, func(c Config) *Gate { return &Gate{rdb: rdb, cfg: c} })
+}
+
+// build returns newT(cfg) with cfg defaulted, or why rdb or cfg cannot be
+// used.
+func build[C interface {
+	WithDefaults() C
+	Validate() error
+}, T any](rdb redis.UniversalClient, cfg C, newT func(C) *T) (*T, error) {
 	if rdb == nil {
 		return nil, errors.New("pollgate: redis client is nil")
 	}
@@ -87,7 +96,7 @@ func New(rdb redis.UniversalClient, cfg Config) (*Gate, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Gate{rdb: rdb, cfg: cfg}, nil
+	return newT(cfg), nil
 }
 
 // Take closes an open gate for hold and returns true; else false and when

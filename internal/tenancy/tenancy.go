@@ -5,6 +5,7 @@ package tenancy
 import (
 	"crypto/sha256"
 	"encoding/hex"
+	"strings"
 )
 
 // Open is the one tenant of an open API (no keys configured). Objects
@@ -52,13 +53,5 @@ func Tag(tenant string) string {
 // IsTag reports whether s is a Tag of some tenant: TagLen lower-case hex
 // digits.
 func IsTag(s string) bool {
-	if len(s) != TagLen {
-		return false
-	}
-	for i := range len(s) {
-		if c := s[i]; !(c >= '0' && c <= '9' || c >= 'a' && c <= 'f') {
-			return false
-		}
-	}
-	return true
+	return len(s) == TagLen && strings.Trim(s, "0123456789abcdef") == ""
 }

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -23,11 +24,11 @@ var ErrClosed = errors.New("writer: analytics closed")
 // maxLinks caps the span links of one flush span.
 const maxLinks = 128
 
-// Batcher writes the items of waiting handlers in one flush; an item is
-// one partition's batch and is never split. A flush starts at BatchRows
-// rows, Linger after the last item when an urgent one waits, or when the
-// oldest has waited FlushInterval. Failed flushes retry with backoff. A
-// written item is never reported unwritten. Handlers call Begin before
+// Batcher writes the items handlers Add in one flush call. An item (one
+// partition's batch) is never split. It flushes once BatchRows rows wait,
+// once the oldest item has waited FlushInterval, or Linger after the last
+// Add while an urgent item waits. A failed flush is retried with backoff;
+// a written item is never reported unwritten. Handlers call Begin before
 // decoding, End after, then Add. It is safe for concurrent use.
 type Batcher[E any] struct {
 	stage  string
@@ -257,15 +258,7 @@ func (b *Batcher[E]) due() (time.Time, bool) {
 // hurry reports whether the queue is to be flushed after Linger: it holds
 // an urgent item, or the previous flush held one. b.mu is held.
 func (b *Batcher[E]) hurry() bool {
-	if b.urgent {
-		return true
-	}
-	for _, w := range b.queue {
-		if w.urgent {
-			return true
-		}
-	}
-	return false
+	return b.urgent || slices.ContainsFunc(b.queue, func(w *waiter[E]) bool { return w.urgent })
 }
 
 // take removes up to BatchRows rows of live waiters from the queue head.
@@ -332,10 +325,7 @@ func (b *Batcher[E]) flushOnce(ctx context.Context) error {
 		b.recovered(batch, rows)
 		b.buffered -= rows
 		b.lastErr = nil
-		b.urgent = false
-		for _, w := range batch {
-			b.urgent = b.urgent || w.urgent
-		}
+		b.urgent = slices.ContainsFunc(batch, func(w *waiter[E]) bool { return w.urgent })
 		if b.urgent {
 			b.urgentAt = time.Now()
 		}

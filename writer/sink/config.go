@@ -103,20 +103,12 @@ func Urgent(msgs []*stream.Message, batchSize int) bool {
 // Settle returns a batch's outcome: errs (permanent) for the messages that
 // did not decode, writeErr for the others; nil when every one is written.
 func Settle(errs []error, writeErr error) error {
-	failed := 0
-	for _, err := range errs {
-		if err != nil {
-			failed++
-		}
-	}
-	switch {
-	case failed == 0:
+	if cmp.Or(errs...) == nil {
 		return writeErr // nil, or the same for every message
-	case writeErr != nil:
-		for i, err := range errs {
-			if err == nil {
-				errs[i] = writeErr
-			}
+	}
+	for i, err := range errs {
+		if err == nil {
+			errs[i] = writeErr
 		}
 	}
 	return &stream.BatchError{Errs: errs}

@@ -5,8 +5,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"sync"
-	"time"
+	"slices"
+	"sync/atomic"
 
 	"go.opentelemetry.io/otel/metric"
 
@@ -36,10 +36,8 @@ type HistoryConfig[R any] struct {
 	// safe for concurrent use (flushes are one at a time per History).
 	Insert func(ctx context.Context, ch *clickhouse.Client, rows []R) error
 
-	// BatchRows, FlushInterval, Linger, FlushTimeout and MaxBackoff are
-	// Batching's fields.
-	BatchRows                                       int
-	FlushInterval, Linger, FlushTimeout, MaxBackoff time.Duration
+	// Batching says when the batcher flushes.
+	Batching
 	// ReadAhead is the copies of the stage sharing the batcher. Default 1,
 	// at most MaxReadAhead.
 	ReadAhead int
@@ -51,8 +49,7 @@ type HistoryConfig[R any] struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c HistoryConfig[R]) WithDefaults() HistoryConfig[R] {
 	c.ReadAhead = cmp.Or(c.ReadAhead, 1)
-	b := c.batching().WithDefaults()
-	c.BatchRows, c.FlushInterval, c.Linger, c.FlushTimeout, c.MaxBackoff = b.BatchRows, b.FlushInterval, b.Linger, b.FlushTimeout, b.MaxBackoff
+	c.Batching = c.Batching.WithDefaults()
 	c.Runner = BatchRunner(c.Runner, DefaultHistoryBatchSize)
 	return c
 }
@@ -66,25 +63,20 @@ func (c HistoryConfig[R]) Validate() error {
 	if err := c.Topic.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("writer: history %s: %w", c.Stage, err))
 	}
-	errs = append(errs, c.batching().Validate(c.ReadAhead, c.Runner, c.Stage))
+	errs = append(errs, c.Batching.Validate(c.ReadAhead, c.Runner, c.Stage))
 	return errors.Join(errs...)
-}
-
-func (c HistoryConfig[R]) batching() Batching {
-	return Batching{BatchRows: c.BatchRows, FlushInterval: c.FlushInterval, Linger: c.Linger,
-		FlushTimeout: c.FlushTimeout, MaxBackoff: c.MaxBackoff}
 }
 
 // History is a flow's ClickHouse append (see HistoryConfig). Call Close
 // once its stages' runners have stopped. It is safe for concurrent use.
 type History[R any] struct {
-	ch        *clickhouse.Client
-	cfg       HistoryConfig[R]
-	met       *Metrics
-	reg       metric.Registration
-	batcher   *Batcher[[]R]
-	rowsAttr  metric.MeasurementOption
-	closeOnce sync.Once
+	ch       *clickhouse.Client
+	cfg      HistoryConfig[R]
+	met      *Metrics
+	reg      metric.Registration
+	batcher  *Batcher[[]R]
+	rowsAttr metric.MeasurementOption
+	closed   atomic.Bool
 }
 
 // NewHistory validates cfg (after defaults) and starts the flush loop,
@@ -102,7 +94,7 @@ func NewHistory[R any](ch *clickhouse.Client, cfg HistoryConfig[R], tel stream.T
 		return nil, err
 	}
 	h := &History[R]{ch: ch, cfg: cfg, met: met, rowsAttr: metric.WithAttributes(keyTable.String(cfg.Tables[0]))}
-	h.batcher = NewBatcher(cfg.Stage, cfg.batching(), met, log, tracer, h.flush)
+	h.batcher = NewBatcher(cfg.Stage, cfg.Batching, met, log, tracer, h.flush)
 	if h.reg, err = met.Observe(h.batcher); err != nil {
 		h.batcher.Close()
 		return nil, err
@@ -116,14 +108,20 @@ func (h *History[R]) Stage() stream.Stage {
 	return stream.Stage{Name: h.cfg.Stage, Topic: h.cfg.Topic, Config: h.cfg.Runner, BatchHandler: h.Handle}
 }
 
-// Stages returns ReadAhead copies of the stage, sharing the batcher. When
+// Stages returns ReadAhead copies of the stage, sharing the batcher
+// (Copies).
+func (h *History[R]) Stages() []stream.Stage { return Copies(h.cfg.ReadAhead, h.Stage()) }
+
+// Copies returns n copies of each stage, copy by copy. When a stage's
 // Runner.Consumer is set, copies after the first append "-<copy>" to it.
-func (h *History[R]) Stages() []stream.Stage {
-	out := make([]stream.Stage, h.cfg.ReadAhead)
-	for i := range out {
-		out[i] = h.Stage()
-		if c := out[i].Config.Consumer; c != "" && i > 0 {
-			out[i].Config.Consumer = fmt.Sprintf("%s-%d", c, i)
+func Copies(n int, stages ...stream.Stage) []stream.Stage {
+	out := make([]stream.Stage, 0, n*len(stages))
+	for i := range n {
+		for _, s := range stages {
+			if c := s.Config.Consumer; c != "" && i > 0 {
+				s.Config.Consumer = fmt.Sprintf("%s-%d", c, i)
+			}
+			out = append(out, s)
 		}
 	}
 	return out
@@ -162,27 +160,18 @@ func (h *History[R]) rows(msgs []*stream.Message) ([]R, []error) {
 
 // flush inserts the batches' rows in one Insert.
 func (h *History[R]) flush(ctx context.Context, batches [][]R) error {
-	n := 0
-	for _, b := range batches {
-		n += len(b)
-	}
-	all := make([]R, 0, n)
-	for _, b := range batches {
-		all = append(all, b...)
-	}
+	all := slices.Concat(batches...)
 	if err := h.cfg.Insert(ctx, h.ch, all); err != nil {
 		return fmt.Errorf("writer: %s: %w", h.cfg.Stage, err)
 	}
-	h.met.rows.Add(context.Background(), int64(n), h.rowsAttr)
+	h.met.rows.Add(context.Background(), int64(len(all)), h.rowsAttr)
 	return nil
 }
 
 // Close stops the flush loop after the flush in progress; waiting and
 // later handlers fail with ErrClosed. It is idempotent.
 func (h *History[R]) Close() error {
-	first := false
-	h.closeOnce.Do(func() { first = true })
-	if !first {
+	if !h.closed.CompareAndSwap(false, true) {
 		return nil
 	}
 	h.batcher.Close()

@@ -1,6 +1,7 @@
 package sink
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -78,10 +79,8 @@ func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
 		metric.WithUnit(dsotel.UnitSeconds))
 	m.failures, errs[5] = m.meter.Int64ObservableGauge(MetricConsecutiveFailures,
 		metric.WithDescription("Failed flushes to ClickHouse since the last successful one."), metric.WithUnit("{flush}"))
-	for _, err := range errs {
-		if err != nil {
-			return nil, fmt.Errorf("writer: analytics metrics: %w", err)
-		}
+	if err := cmp.Or(errs[:]...); err != nil {
+		return nil, fmt.Errorf("writer: analytics metrics: %w", err)
 	}
 	return m, nil
 }
