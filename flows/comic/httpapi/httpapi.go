@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flow/flowhttp"
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/internal/clip"
 )
@@ -137,11 +138,7 @@ func (r routes) createComic(c *fiber.Ctx) error {
 	if err != nil {
 		return err // the store failed; nothing was written
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return c.Status(status).JSON(createdComic{Listing: l, Created: created})
+	return flowhttp.Created(c, created, createdComic{Listing: l, Created: created})
 }
 
 func (r routes) getComic(c *fiber.Ctx) error {
@@ -216,10 +213,8 @@ func (r routes) subscribe(c *fiber.Ctx) error {
 		return err
 	}
 	sub, err := r.f.Subscriptions.CreateFor(c.UserContext(), api.Tenant(c), in.Email, json.RawMessage(in.Body), in.NotifyURL)
-	if err == nil {
-		err = slot.Keep(c.UserContext(), sub.ID)
-	} else if dropErr := slot.Drop(c.UserContext()); dropErr != nil {
-		return errors.Join(err, dropErr)
+	if slotErr := flowhttp.Settle(c, slot, sub.ID, true, err); slotErr != nil {
+		return errors.Join(err, slotErr)
 	}
 	switch {
 	case errors.Is(err, comic.ErrInvalid):
@@ -261,10 +256,7 @@ func (r routes) deleteSubscription(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := r.f.SubscriptionQuota().Release(c.UserContext(), id); err != nil {
-		return err
-	}
-	return c.SendStatus(http.StatusNoContent)
+	return flowhttp.Deleted(c, r.f.SubscriptionQuota(), id)
 }
 
 func (r routes) purchase(c *fiber.Ctx) error {
