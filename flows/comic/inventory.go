@@ -1,6 +1,7 @@
 package comic
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -54,9 +55,7 @@ type Inventory struct {
 // NewInventory returns the inventory over rdb; prop defaults to the global
 // propagator.
 func NewInventory(rdb redis.UniversalClient, topics Topics, prop propagation.TextMapPropagator) *Inventory {
-	if prop == nil {
-		prop = gotel.GetTextMapPropagator()
-	}
+	prop = cmp.Or(prop, gotel.GetTextMapPropagator())
 	return &Inventory{rdb: rdb, topics: topics, prop: prop, now: time.Now}
 }
 
@@ -86,9 +85,7 @@ func traceArgs(ctx context.Context, prop propagation.TextMapPropagator) []any {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return nil
 	}
-	if prop == nil {
-		prop = gotel.GetTextMapPropagator()
-	}
+	prop = cmp.Or(prop, gotel.GetTextMapPropagator())
 	m := &stream.Message{}
 	stream.InjectTrace(ctx, prop, m)
 	out := m.TraceFields()

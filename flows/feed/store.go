@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -62,9 +63,7 @@ func (s *Store) PutFeed(ctx context.Context, f Feed) (Feed, bool, error) {
 		return Feed{}, false, err
 	}
 	f.ID, f.Added = FeedID(f.URL), s.now().UTC().Truncate(time.Millisecond)
-	if f.PollEvery == "" {
-		f.PollEvery = DefaultPollEvery.String()
-	}
+	f.PollEvery = cmp.Or(f.PollEvery, DefaultPollEvery.String())
 	body, _ := json.Marshal(f)
 	ok, err := s.rdb.HSetNX(ctx, defsKey("feeds"), f.ID, body).Result()
 	if err != nil {

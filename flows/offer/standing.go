@@ -47,15 +47,7 @@ func newStandingID() string             { return "ss_" + randomID() }
 // 16 lower-case hex digits.
 func validStandingID(id string) bool {
 	rest, ok := strings.CutPrefix(id, "ss_")
-	if !ok || len(rest) != 16 {
-		return false
-	}
-	for _, r := range rest {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
-			return false
-		}
-	}
-	return true
+	return ok && len(rest) == 16 && strings.Trim(rest, "0123456789abcdef") == ""
 }
 
 // Bounds of the standing searches of a deployment and of a name.

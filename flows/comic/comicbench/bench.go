@@ -74,9 +74,7 @@ func (c Config) WithDefaults() Config {
 	c.Partitions = cmp.Or(c.Partitions, 8)
 	c.World = cmp.Or(c.World, WorldWantList)
 	c.Seed = cmp.Or(c.Seed, 1)
-	if c.MaxRedisMemory == 0 {
-		c.MaxRedisMemory = 4 << 30
-	}
+	c.MaxRedisMemory = cmp.Or(c.MaxRedisMemory, 4<<30)
 	return c
 }
 

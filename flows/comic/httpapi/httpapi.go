@@ -144,11 +144,11 @@ func (r routes) createComic(c *fiber.Ctx) error {
 func (r routes) getComic(c *fiber.Ctx) error {
 	id := c.Params("id")
 	if !validComicID(id) {
-		return api.NotFound("comic_not_found", "no comic "+clip.String(id, 64))
+		return notFound("comic", id)
 	}
 	st, err := r.f.Inventory.Status(c.UserContext(), id)
 	if errors.Is(err, comic.ErrNotFound) {
-		return api.NotFound("comic_not_found", "no comic "+id)
+		return notFound("comic", id)
 	}
 	if err != nil {
 		return err
@@ -176,11 +176,11 @@ func (r routes) getComic(c *fiber.Ctx) error {
 func (r routes) timeline(c *fiber.Ctx) error {
 	id := c.Params("id")
 	if !validComicID(id) {
-		return api.NotFound("comic_not_found", "no comic "+clip.String(id, 64))
+		return notFound("comic", id)
 	}
 	tl, err := r.f.Timeline(c.UserContext(), id)
 	if errors.Is(err, comic.ErrNotFound) {
-		return api.NotFound("comic_not_found", "no comic "+id)
+		return notFound("comic", id)
 	}
 	if err != nil {
 		return err
@@ -247,11 +247,11 @@ func (r routes) listSubscriptions(c *fiber.Ctx) error {
 func (r routes) deleteSubscription(c *fiber.Ctx) error {
 	id := c.Params("id")
 	if !validComicID(id) {
-		return api.NotFound("subscription_not_found", "no subscription "+clip.String(id, 64))
+		return notFound("subscription", id)
 	}
 	err := r.f.Subscriptions.DeleteIn(c.UserContext(), api.View(c), id)
 	if errors.Is(err, comic.ErrNotFound) {
-		return api.NotFound("subscription_not_found", "no subscription "+id)
+		return notFound("subscription", id)
 	}
 	if err != nil {
 		return err
@@ -326,14 +326,12 @@ func comicRef(raw json.RawMessage) (string, error) {
 	return c.ID(), nil
 }
 
+// validComicID reports whether s is a comic id: 32 lower-case hex digits.
 func validComicID(s string) bool {
-	if len(s) != 32 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
-			return false
-		}
-	}
-	return true
+	return len(s) == 32 && strings.Trim(s, "0123456789abcdef") == ""
+}
+
+// notFound is the 404 "<what>_not_found" of the id a route names.
+func notFound(what, id string) error {
+	return api.NotFound(what+"_not_found", "no "+what+" "+clip.String(id, 64))
 }
