@@ -278,14 +278,6 @@ type holdState struct {
 // holdFields are the fields of a hold hash holdStateOf decodes.
 var holdFields = []string{"ends", "salt"}
 
-func (h *Holds) state(ctx context.Context, id string) (holdState, error) {
-	v, err := h.rdb.HMGet(ctx, holdKey(h.topics.tag(id), id), holdFields...).Result()
-	if err != nil {
-		return holdState{}, fmt.Errorf("comic: hold of %s: %w", id, err)
-	}
-	return holdStateOf(v), nil
-}
-
 // holdStateOf decodes the values of holdFields (nil: no hold).
 func holdStateOf(v []any) holdState {
 	st := holdState{salt: str(v[1])}

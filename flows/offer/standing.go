@@ -196,10 +196,8 @@ func (s *Flow) ListStanding(ctx context.Context, v tenancy.View) ([]StandingSear
 	for i, id := range ids {
 		cmds[i] = pipe.HGetAll(ctx, standingMain(id))
 	}
-	if len(ids) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("offer: standing searches: %w", err)
-		}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("offer: standing searches: %w", err)
 	}
 	out := make([]StandingSearch, 0, len(ids))
 	for i, id := range ids {
@@ -299,10 +297,8 @@ func (s *Flow) loadStanding(ctx context.Context, k *keeper) error {
 	for i, id := range ids {
 		cmds[i] = pipe.HMGet(ctx, standingMain(id), "filter", "init")
 	}
-	if len(ids) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return fmt.Errorf("standing searches: %w", err)
-		}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("standing searches: %w", err)
 	}
 	k.searches = k.searches[:0]
 	k.initPending = false
