@@ -1,7 +1,6 @@
 package comic
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -55,7 +54,9 @@ type Inventory struct {
 // NewInventory returns the inventory over rdb; prop defaults to the global
 // propagator.
 func NewInventory(rdb redis.UniversalClient, topics Topics, prop propagation.TextMapPropagator) *Inventory {
-	prop = cmp.Or(prop, gotel.GetTextMapPropagator())
+	if prop == nil {
+		prop = gotel.GetTextMapPropagator()
+	}
 	return &Inventory{rdb: rdb, topics: topics, prop: prop, now: time.Now}
 }
 
@@ -85,7 +86,9 @@ func traceArgs(ctx context.Context, prop propagation.TextMapPropagator) []any {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return nil
 	}
-	prop = cmp.Or(prop, gotel.GetTextMapPropagator())
+	if prop == nil {
+		prop = gotel.GetTextMapPropagator()
+	}
 	m := &stream.Message{}
 	stream.InjectTrace(ctx, prop, m)
 	out := m.TraceFields()
