@@ -97,9 +97,7 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
-		errs = append(errs, fmt.Errorf("feed: partitions %d out of range", c.Partitions))
-	}
+	errs = bounds.Check(errs, "feed: partitions", c.Partitions, 1, stream.MaxPartitions)
 	errs = bounds.Check(errs, "feed: assign limit", c.AssignLimit, 1, 100000)
 	errs = bounds.Check(errs, "feed: collection items", c.CollectionItems, 1, 10000)
 	if len(c.PublicURL) > 512 {

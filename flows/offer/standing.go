@@ -221,11 +221,10 @@ func (s *Flow) DeleteStanding(ctx context.Context, v tenancy.View, id string) er
 	if err != nil {
 		return err
 	}
-	owner := ss.owner
 	tx := s.rdb.TxPipeline()
 	tx.Del(ctx, standingMain(id), standingMatches(id))
 	tx.ZRem(ctx, standingIndex, id)
-	tx.SRem(ctx, standingOwner(owner), id)
+	tx.SRem(ctx, standingOwner(ss.owner), id)
 	tx.Incr(ctx, standingEpoch)
 	if _, err := tx.Exec(ctx); err != nil {
 		return fmt.Errorf("offer: delete standing search %s: %w", id, err)
