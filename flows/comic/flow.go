@@ -175,13 +175,8 @@ func NewWith(rdb redis.UniversalClient, cfg Config, payments Payments, tel strea
 	if err != nil {
 		return nil, err
 	}
-	logger := tel.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
-	if cfg.Webhook.Egress == nil {
-		cfg.Webhook.Egress = egress.Default()
-	}
+	logger := cmp.Or(tel.Logger, slog.Default())
+	cfg.Webhook.Egress = cmp.Or(cfg.Webhook.Egress, egress.Default())
 	channels, err := notifier.NewChannels(cfg.Webhook, logger)
 	if err != nil {
 		return nil, err

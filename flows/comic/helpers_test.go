@@ -209,3 +209,12 @@ func mustSubscribe(t *testing.T, s *Store, email, body string) Subscription {
 	}
 	return sub
 }
+
+// state reads a comic's hold record.
+func (h *Holds) state(ctx context.Context, id string) (holdState, error) {
+	v, err := h.rdb.HMGet(ctx, holdKey(h.topics.tag(id), id), holdFields...).Result()
+	if err != nil {
+		return holdState{}, fmt.Errorf("comic: hold of %s: %w", id, err)
+	}
+	return holdStateOf(v), nil
+}

@@ -18,6 +18,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
@@ -48,12 +49,8 @@ func (c HoldConfig) WithDefaults() HoldConfig {
 // Validate reports every invalid field of a defaulted config.
 func (c HoldConfig) Validate() error {
 	var errs []error
-	if c.Window < time.Second || c.Window > MaxHoldWindow {
-		errs = append(errs, fmt.Errorf("comic: hold window %s out of range 1s..%s", c.Window, MaxHoldWindow))
-	}
-	if c.WaveSize < 1 || c.WaveSize > MaxRequestBatch {
-		errs = append(errs, fmt.Errorf("comic: wave size %d out of range 1..%d", c.WaveSize, MaxRequestBatch))
-	}
+	errs = bounds.CheckText(errs, "comic: hold window", c.Window, time.Second, MaxHoldWindow, "1s.."+MaxHoldWindow.String())
+	errs = bounds.Check(errs, "comic: wave size", c.WaveSize, 1, MaxRequestBatch)
 	if c.Poll <= 0 {
 		errs = append(errs, fmt.Errorf("comic: hold poll %s is not positive", c.Poll))
 	}
@@ -277,14 +274,6 @@ type holdState struct {
 
 // holdFields are the fields of a hold hash holdStateOf decodes.
 var holdFields = []string{"ends", "salt"}
-
-func (h *Holds) state(ctx context.Context, id string) (holdState, error) {
-	v, err := h.rdb.HMGet(ctx, holdKey(h.topics.tag(id), id), holdFields...).Result()
-	if err != nil {
-		return holdState{}, fmt.Errorf("comic: hold of %s: %w", id, err)
-	}
-	return holdStateOf(v), nil
-}
 
 // holdStateOf decodes the values of holdFields (nil: no hold).
 func holdStateOf(v []any) holdState {

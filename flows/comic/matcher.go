@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 	"sync"
 	"sync/atomic"
@@ -168,9 +169,7 @@ func NewMatcher(rdb redis.UniversalClient, topics Topics, h Handoff, prop propag
 	if h == nil {
 		h = &streamHandoff{rdb: rdb, topics: topics, prop: prop, holds: newHolds(rdb, topics, HoldConfig{}, prop)}
 	}
-	if prop == nil {
-		prop = gotel.GetTextMapPropagator()
-	}
+	prop = cmp.Or(prop, gotel.GetTextMapPropagator())
 	return &Matcher{rdb: rdb, topics: topics, handoff: h, prop: prop}
 }
 
@@ -193,10 +192,8 @@ func (m *Matcher) handleBatch(ctx context.Context, msgs []*stream.Message) error
 		})
 	}
 	wg.Wait()
-	for _, err := range errs {
-		if err != nil {
-			return &stream.BatchError{Errs: errs}
-		}
+	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
+		return &stream.BatchError{Errs: errs}
 	}
 	return nil
 }

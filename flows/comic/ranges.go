@@ -5,8 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -79,13 +80,8 @@ func (f fieldSpec) parseRange(raw json.RawMessage) (Range, error) {
 	}
 	lo, hi := f.unitLimits()
 	r := Range{Lo: lo, Hi: hi, grade: f.kind == kindGrade}
-	ops := make([]string, 0, len(m))
-	for op := range m {
-		ops = append(ops, op)
-	}
-	sort.Strings(ops)
 	bounds := 0
-	for _, op := range ops {
+	for _, op := range slices.Sorted(maps.Keys(m)) {
 		switch {
 		case op == opSuffix && f.name == "issue":
 			s, err := fieldSpec{kind: kindString, maxLen: 15}.parse(m[op])

@@ -7,7 +7,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -164,13 +166,8 @@ func parseBody(raw []byte, ranges bool) (Body, error) {
 	if dec.More() {
 		return nil, &FieldError{Reason: "data after the JSON object"}
 	}
-	names := make([]string, 0, len(m))
-	for k := range m {
-		names = append(names, k)
-	}
-	sort.Strings(names)
 	b := make(Body, len(m))
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(m)) {
 		spec, ok := specOf(name)
 		if !ok {
 			return nil, &FieldError{Field: clipName(name), Reason: "unknown field"}

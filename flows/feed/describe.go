@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -20,10 +21,7 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("feed: %w", err)
 	}
-	log := d.Telemetry.Logger
-	if log == nil {
-		log = slog.Default()
-	}
+	log := cmp.Or(d.Telemetry.Logger, slog.Default())
 	f, err := NewWith(d.Redis, d.Publisher, Deps{Subscribers: nf.Subscribers(), Notify: nf.Notify, Sender: nf.Dispatcher()},
 		Config{Partitions: d.Settings.Partitions, PublicURL: d.Settings.PublicURL, Logger: log, MeterProvider: d.Telemetry.MeterProvider,
 			Egress: d.Settings.EgressPolicy(), MaxFeedsPerCaller: d.Settings.Int(VarQuotaFeeds),

@@ -83,15 +83,9 @@ func (c Config) WithDefaults() Config {
 	c.PublicURL = cmp.Or(c.PublicURL, "http://localhost:8080")
 	c.AssignLimit = cmp.Or(c.AssignLimit, 1000)
 	c.CollectionItems = cmp.Or(c.CollectionItems, 1000)
-	if c.Egress == nil {
-		c.Egress = egress.Default()
-	}
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
-	if c.MeterProvider == nil {
-		c.MeterProvider = gotel.GetMeterProvider()
-	}
+	c.Egress = cmp.Or(c.Egress, egress.Default())
+	c.Logger = cmp.Or(c.Logger, slog.Default())
+	c.MeterProvider = cmp.Or(c.MeterProvider, gotel.GetMeterProvider())
 	c.Etiquette = c.Etiquette.WithDefaults()
 	c.WebSub = c.WebSub.WithDefaults()
 	if c.Now == nil {
@@ -103,9 +97,7 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
-		errs = append(errs, fmt.Errorf("feed: partitions %d out of range", c.Partitions))
-	}
+	errs = bounds.Check(errs, "feed: partitions", c.Partitions, 1, stream.MaxPartitions)
 	errs = bounds.Check(errs, "feed: assign limit", c.AssignLimit, 1, 100000)
 	errs = bounds.Check(errs, "feed: collection items", c.CollectionItems, 1, 10000)
 	if len(c.PublicURL) > 512 {
@@ -134,10 +126,8 @@ type Flow struct {
 	cfg    Config
 	log    *slog.Logger
 
-	guidWarnings metric.Int64Counter
-	items        metric.Int64Counter
-	collections  metric.Int64Counter
-	// Etiquette, WebSub and duplicates (metrics.go).
+	// Instruments (metrics.go).
+	guidWarnings, items, collections                             metric.Int64Counter
 	requests, bytes, schedules, held, halts, websubEvents, moved metric.Int64Counter
 
 	// hubClient sends WebSub requests through the egress policy.
@@ -168,18 +158,7 @@ func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, deps Deps, cfg Co
 	topics := NewTopics(cfg.Partitions)
 	meter := cfg.MeterProvider.Meter("github.com/dropstream/dropstream/flows/feed")
 	f := &Flow{rdb: rdb, topics: topics, store: NewStore(rdb, topics), pub: pub, deps: deps, cfg: cfg, log: cfg.Logger}
-	var err1, err2, err3 error
-	f.guidWarnings, err1 = meter.Int64Counter("dropstream.feed.guid_warnings",
-		metric.WithDescription("Feed items with a missing guid (synthesized from link and title) or a duplicate guid (dropped)."),
-		metric.WithUnit("{item}"))
-	f.items, err2 = meter.Int64Counter("dropstream.feed.items",
-		metric.WithDescription("Feed item steps: new, edited, assigned."), metric.WithUnit("{item}"))
-	f.collections, err3 = meter.Int64Counter("dropstream.feed.collections",
-		metric.WithDescription("Collections completed and forwarded, and delivered."), metric.WithUnit("{collection}"))
-	if err := errors.Join(err1, err2, err3); err != nil {
-		return nil, err
-	}
-	if err := f.initEtiquetteMetrics(meter); err != nil {
+	if err := f.initMetrics(meter); err != nil {
 		return nil, err
 	}
 	f.hubClient = &http.Client{Transport: cfg.Egress.Transport(), Timeout: cfg.WebSub.Timeout,

@@ -39,14 +39,17 @@ func init() {
 func outcomeAttrs(o string) attribute.Set { return outcomeSets[o] }
 func reasonAttrs(r string) attribute.Set  { return reasonSets[r] }
 
-// initEtiquetteMetrics creates the instruments of polling etiquette.
-func (f *Flow) initEtiquetteMetrics(meter metric.Meter) error {
+// initMetrics creates the flow's instruments.
+func (f *Flow) initMetrics(meter metric.Meter) error {
 	var errs []error
 	counter := func(name, desc, unit string) metric.Int64Counter {
 		c, err := meter.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
 		errs = append(errs, err)
 		return c
 	}
+	f.guidWarnings = counter("dropstream.feed.guid_warnings", "Feed items with a missing guid (synthesized from link and title) or a duplicate guid (dropped).", "{item}")
+	f.items = counter("dropstream.feed.items", "Feed item steps: new, edited, assigned.", "{item}")
+	f.collections = counter("dropstream.feed.collections", "Collections completed and forwarded, and delivered.", "{collection}")
 	f.requests = counter(metricRequests, "Feed fetches by outcome (ok, not_modified, error, gone) and contents pushed by WebSub hubs (push).", "{request}")
 	f.bytes = counter(metricBytes, "Body bytes of feed answers and pushes (decompressed).", "By")
 	f.schedules = counter(metricSchedules, "Next polls scheduled, by what chose the delay (interval, adaptive, fresh, ttl, skip, push, backoff, retry_after).", "{poll}")

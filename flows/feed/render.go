@@ -2,6 +2,7 @@ package feed
 
 import (
 	"bytes"
+	"cmp"
 	"embed"
 	"encoding/json"
 	"fmt"
@@ -55,10 +56,7 @@ func renderCollection(f Feed, c Collection) (Message, error) {
 	name := displayName(c.Subscribable) // as its tenant named it
 	title := strconv.Itoa(len(c.Items)) + " new items: " + name
 	if len(c.Items) == 1 {
-		title = c.Items[0].Title
-		if title == "" {
-			title = "New item: " + name
-		}
+		title = cmp.Or(c.Items[0].Title, "New item: "+name)
 	}
 	title = clip(title, notifier.MaxTextLen)
 	m := Message{Kind: "collection", FeedID: f.ID, FeedURL: f.URL, Subscribable: name, Collection: c.Within,

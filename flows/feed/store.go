@@ -1,6 +1,7 @@
 package feed
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -61,10 +62,8 @@ func (s *Store) PutFeed(ctx context.Context, f Feed) (Feed, bool, error) {
 	if err := f.Validate(); err != nil {
 		return Feed{}, false, err
 	}
-	f.ID, f.Added = FeedID(f.URL), s.now().UTC().Truncate(time.Millisecond)
-	if f.PollEvery == "" {
-		f.PollEvery = DefaultPollEvery.String()
-	}
+	f.ID, f.Added = FeedID(f.URL), s.stamp()
+	f.PollEvery = cmp.Or(f.PollEvery, DefaultPollEvery.String())
 	body, _ := json.Marshal(f)
 	ok, err := s.rdb.HSetNX(ctx, defsKey("feeds"), f.ID, body).Result()
 	if err != nil {
@@ -176,7 +175,7 @@ func (s *Store) PutSubscribable(ctx context.Context, sb Subscribable) (Subscriba
 		return Subscribable{}, false, err
 	}
 	sb.Tenant = ownerOf(sb.Tenant)
-	sb.Added = s.now().UTC().Truncate(time.Millisecond)
+	sb.Added = s.stamp()
 	body, _ := json.Marshal(sb)
 	key := sb.Key()
 	if exists, err := s.rdb.HExists(ctx, defsKey("subscribables:"+sb.FeedID), key).Result(); err != nil {

@@ -159,5 +159,5 @@ func (s *Store) DeleteSubscription(ctx context.Context, id string) error {
 	return nil
 }
 
-// now returns the store's clock, truncated to ms in UTC.
+// stamp returns the store's clock in UTC, truncated to the millisecond.
 func (s *Store) stamp() time.Time { return s.now().UTC().Truncate(time.Millisecond) }

@@ -71,15 +71,11 @@ type WebSubConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c WebSubConfig) WithDefaults() WebSubConfig {
-	if c.Lease == 0 {
-		c.Lease = 10 * 24 * time.Hour
-	}
+	c.Lease = cmp.Or(c.Lease, 10*24*time.Hour)
 	c.RenewBefore = cmp.Or(c.RenewBefore, time.Hour)
 	c.Fallback = cmp.Or(c.Fallback, 6*time.Hour)
 	c.Retry = cmp.Or(c.Retry, 15*time.Minute)
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = 1 << 20
-	}
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 1<<20)
 	c.Timeout = cmp.Or(c.Timeout, 10*time.Second)
 	return c
 }

@@ -220,17 +220,13 @@ func (c *Catalog) List(ctx context.Context, cursor string, limit int) ([]Offer, 
 			return nil, "", fmt.Errorf("offer index: %w", err)
 		}
 		entries := len(kv) / 2
-		if skip > entries {
-			skip = entries
-		}
+		skip = min(skip, entries)
 		pipe := c.rdb.Pipeline()
 		cmds := make([]*redis.StringCmd, 0, entries-skip)
 		for i := skip; i < entries; i++ {
 			cmds = append(cmds, pipe.HGet(ctx, offersKey(kv[2*i+1]), kv[2*i]))
 		}
-		if len(cmds) > 0 {
-			_, _ = pipe.Exec(ctx)
-		}
+		_, _ = pipe.Exec(ctx) // each command's error is read below
 		for j, cmd := range cmds {
 			body, err := cmd.Result()
 			if errors.Is(err, redis.Nil) {

@@ -93,9 +93,7 @@ func (c Config) WithDefaults() Config {
 		c.Now = time.Now
 	}
 	c.FreshBound = cmp.Or(c.FreshBound, time.Second)
-	if c.FreshBlock == 0 {
-		c.FreshBlock = min(500*time.Millisecond, c.FreshBound)
-	}
+	c.FreshBlock = cmp.Or(c.FreshBlock, min(500*time.Millisecond, c.FreshBound))
 	c.MaxStandingPerCaller = cmp.Or(c.MaxStandingPerCaller, 100)
 	c.Runner.HandlerTimeout = cmp.Or(c.Runner.HandlerTimeout, 15*time.Second)
 	c.Runner = c.Runner.ForDeadline(c.ProcessingTimeout)

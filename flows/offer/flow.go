@@ -1,6 +1,7 @@
 package offer
 
 import (
+	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -78,19 +79,9 @@ func NewWith(ctx context.Context, rdb redis.UniversalClient, cfg Config, tel str
 	if err := loadScripts(ctx, rdb); err != nil {
 		return nil, err
 	}
-	s := &Flow{cfg: cfg, rdb: rdb, tel: tel, log: tel.Logger, catalog: catalog, met: newMetrics(tel.MeterProvider),
-		prop: tel.Propagator, views: map[string]*view{}}
-	if s.log == nil {
-		s.log = slog.Default()
-	}
-	if s.prop == nil {
-		s.prop = gotel.GetTextMapPropagator()
-	}
-	tp := tel.TracerProvider
-	if tp == nil {
-		tp = gotel.GetTracerProvider()
-	}
-	s.tracer = tp.Tracer(instrumentationScope)
+	s := &Flow{cfg: cfg, rdb: rdb, tel: tel, log: cmp.Or(tel.Logger, slog.Default()), catalog: catalog, met: newMetrics(tel.MeterProvider),
+		prop: cmp.Or(tel.Propagator, gotel.GetTextMapPropagator()), views: map[string]*view{}}
+	s.tracer = cmp.Or(tel.TracerProvider, gotel.GetTracerProvider()).Tracer(instrumentationScope)
 	for _, h := range cfg.Handlers {
 		s.views[h.Tag] = newView(rdb, h.Tag)
 	}

@@ -50,10 +50,7 @@ return {0, epoch}`)
 // guard reports whether a search must bypass the cache (the keeper lags
 // past Config.FreshBound) and the epoch a result computed now reflects.
 func (s *Flow) guard(ctx context.Context) (bool, int64, error) {
-	keys := make([]string, 0, 2+len(s.cfg.Handlers))
-	args := make([]any, 0, 1+len(s.cfg.Handlers))
-	keys = append(keys, freshKey, epochKey)
-	args = append(args, s.cfg.FreshBound.Milliseconds())
+	keys, args := []string{freshKey, epochKey}, []any{s.cfg.FreshBound.Milliseconds()}
 	for _, h := range s.cfg.Handlers {
 		keys = append(keys, changesKey(h.Tag))
 		args = append(args, h.Tag)

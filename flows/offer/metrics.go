@@ -1,6 +1,7 @@
 package offer
 
 import (
+	"cmp"
 	"context"
 
 	gotel "go.opentelemetry.io/otel"
@@ -74,9 +75,7 @@ type metrics struct {
 }
 
 func newMetrics(mp metric.MeterProvider) *metrics {
-	if mp == nil {
-		mp = gotel.GetMeterProvider()
-	}
+	mp = cmp.Or(mp, gotel.GetMeterProvider())
 	m := mp.Meter(instrumentationScope)
 	var met metrics
 	met.searches, _ = m.Int64Counter(MetricSearches, metric.WithDescription("Sell-offer searches by outcome (hit, join, miss, seen, gone)."), metric.WithUnit("{request}"))

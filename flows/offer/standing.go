@@ -47,15 +47,7 @@ func newStandingID() string             { return "ss_" + randomID() }
 // 16 lower-case hex digits.
 func validStandingID(id string) bool {
 	rest, ok := strings.CutPrefix(id, "ss_")
-	if !ok || len(rest) != 16 {
-		return false
-	}
-	for _, r := range rest {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
-			return false
-		}
-	}
-	return true
+	return ok && len(rest) == 16 && strings.Trim(rest, "0123456789abcdef") == ""
 }
 
 // Bounds of the standing searches of a deployment and of a name.
@@ -204,10 +196,8 @@ func (s *Flow) ListStanding(ctx context.Context, v tenancy.View) ([]StandingSear
 	for i, id := range ids {
 		cmds[i] = pipe.HGetAll(ctx, standingMain(id))
 	}
-	if len(ids) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return nil, fmt.Errorf("offer: standing searches: %w", err)
-		}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("offer: standing searches: %w", err)
 	}
 	out := make([]StandingSearch, 0, len(ids))
 	for i, id := range ids {
@@ -231,11 +221,10 @@ func (s *Flow) DeleteStanding(ctx context.Context, v tenancy.View, id string) er
 	if err != nil {
 		return err
 	}
-	owner := ss.owner
 	tx := s.rdb.TxPipeline()
 	tx.Del(ctx, standingMain(id), standingMatches(id))
 	tx.ZRem(ctx, standingIndex, id)
-	tx.SRem(ctx, standingOwner(owner), id)
+	tx.SRem(ctx, standingOwner(ss.owner), id)
 	tx.Incr(ctx, standingEpoch)
 	if _, err := tx.Exec(ctx); err != nil {
 		return fmt.Errorf("offer: delete standing search %s: %w", id, err)
@@ -307,10 +296,8 @@ func (s *Flow) loadStanding(ctx context.Context, k *keeper) error {
 	for i, id := range ids {
 		cmds[i] = pipe.HMGet(ctx, standingMain(id), "filter", "init")
 	}
-	if len(ids) > 0 {
-		if _, err := pipe.Exec(ctx); err != nil {
-			return fmt.Errorf("standing searches: %w", err)
-		}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("standing searches: %w", err)
 	}
 	k.searches = k.searches[:0]
 	k.initPending = false

@@ -19,6 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flows/comic"
+	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/stream"
@@ -60,9 +61,6 @@ type Config struct {
 	// shows the loading and the matching with their counts.
 	Progress func(string)
 	Phases   *progress.Printer
-	// CPU, when set, returns the CPU time used so far by this process and
-	// by Redis; the CPU figures of Result are zero without it.
-	CPU func() (process, redis time.Duration)
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -76,9 +74,7 @@ func (c Config) WithDefaults() Config {
 	c.Partitions = cmp.Or(c.Partitions, 8)
 	c.World = cmp.Or(c.World, WorldWantList)
 	c.Seed = cmp.Or(c.Seed, 1)
-	if c.MaxRedisMemory == 0 {
-		c.MaxRedisMemory = 4 << 30
-	}
+	c.MaxRedisMemory = cmp.Or(c.MaxRedisMemory, 4<<30)
 	return c
 }
 
@@ -113,49 +109,20 @@ type Result struct {
 	MeanExamined             float64
 	ExaminedP99, MaxExamined int
 	// LookupCPU and JobCPU are the CPU time per comic of this process and
-	// of Redis (zero without Config.CPU), measured while nothing else of
-	// the bench ran.
-	LookupCPU, JobCPU CPU
+	// of Redis, measured while nothing else of the bench ran.
+	LookupCPU, JobCPU benchstat.CPU
 	IntakePerSecond   float64
 	// MatcherPerSecond is the matcher stage's throughput (one copy) over the
 	// intake backlog; MatcherCPU its CPU per comic, the discarding group's
 	// included.
 	MatcherPerSecond float64
-	MatcherCPU       CPU
+	MatcherCPU       benchstat.CPU
 	// Handed is the notify messages the matcher stage handed off;
 	// NotifyPeak the notify streams' longest total length.
 	Handed, NotifyPeak int64
 	// RedisMemory is used_memory after loading and at the end; PeakMemory
 	// the highest seen by the watch.
 	RedisMemoryLoaded, RedisMemory, PeakMemory int64
-}
-
-// CPU is CPU time per comic: this process's and Redis's.
-type CPU struct {
-	Process, Redis time.Duration
-}
-
-// cpuMeter measures CPU over a phase with Config.CPU.
-type cpuMeter struct {
-	read           func() (process, redis time.Duration)
-	process, redis time.Duration
-}
-
-func startCPU(read func() (time.Duration, time.Duration)) *cpuMeter {
-	m := &cpuMeter{read: read}
-	if read != nil {
-		m.process, m.redis = read()
-	}
-	return m
-}
-
-// per returns the CPU since start divided by n.
-func (m *cpuMeter) per(n int) CPU {
-	if m.read == nil || n == 0 {
-		return CPU{}
-	}
-	p, r := m.read()
-	return CPU{Process: (p - m.process) / time.Duration(n), Redis: (r - m.redis) / time.Duration(n)}
 }
 
 // Run loads the subscriptions into rdb (which must hold no comic
@@ -228,7 +195,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, cfg Config, progress fu
 		return Result{}, err
 	}
 	defer d.stop()
-	if err := measureMatch(ctx, svc, w, cfg, &res, d, progress); err != nil {
+	if err := measureMatch(ctx, rdb, svc, w, cfg, &res, d, progress); err != nil {
 		return Result{}, err
 	}
 	if err := measureIntake(ctx, svc, w, cfg, &res, progress); err != nil {

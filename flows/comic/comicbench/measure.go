@@ -23,12 +23,12 @@ const matchRound = 100
 // rounds: lookups, then jobs of generation 1 with the discarding group
 // paused, so the CPU figures are the matching's alone; the group drains the
 // notify streams between rounds.
-func measureMatch(ctx context.Context, svc *comic.Flow, w *world, cfg Config, res *Result, d *drain, progress func(string, ...any)) error {
+func measureMatch(ctx context.Context, rdb redis.UniversalClient, svc *comic.Flow, w *world, cfg Config, res *Result, d *drain, progress func(string, ...any)) error {
 	lookups := make([]time.Duration, 0, cfg.Matches)
 	jobs := make([]time.Duration, 0, cfg.Matches)
 	matched := make([]int, 0, cfg.Matches)
 	examined := make([]int, 0, cfg.Matches)
-	var lookupCPU, jobCPU CPU
+	var lookupCPU, jobCPU benchstat.CPU // summed over the rounds
 	total := 0
 	// The title (no pattern of either world constrains it) makes each run's
 	// comics new, so a run over reused subscriptions finds no job of an
@@ -43,7 +43,7 @@ func measureMatch(ctx context.Context, svc *comic.Flow, w *world, cfg Config, re
 			round[i].Title += " " + stamp
 		}
 		d.pause()
-		cpu := startCPU(cfg.CPU)
+		before := benchstat.ReadCPU(ctx, rdb)
 		for _, c := range round {
 			t0, e0 := time.Now(), svc.Matcher.Examined()
 			ids, err := svc.Matcher.MatchIDs(ctx, c)
@@ -56,8 +56,7 @@ func measureMatch(ctx context.Context, svc *comic.Flow, w *world, cfg Config, re
 			matched = append(matched, len(ids))
 			total += len(ids)
 		}
-		lc := cpu.per(1)
-		cpu = startCPU(cfg.CPU)
+		mid := benchstat.ReadCPU(ctx, rdb)
 		for _, c := range round {
 			job := comic.Job{ComicID: c.ID(), Gen: 1, AddedAtMs: time.Now().UnixMilli(), Comic: c.Canonical()}
 			t0 := time.Now()
@@ -67,7 +66,7 @@ func measureMatch(ctx context.Context, svc *comic.Flow, w *world, cfg Config, re
 			}
 			jobs = append(jobs, time.Since(t0))
 		}
-		jc := cpu.per(1)
+		lc, jc := mid.PerItem(before, 1), benchstat.ReadCPU(ctx, rdb).PerItem(mid, 1)
 		d.resume()
 		lookupCPU.Process, lookupCPU.Redis = lookupCPU.Process+lc.Process, lookupCPU.Redis+lc.Redis
 		jobCPU.Process, jobCPU.Redis = jobCPU.Process+jc.Process, jobCPU.Redis+jc.Redis
@@ -78,8 +77,8 @@ func measureMatch(ctx context.Context, svc *comic.Flow, w *world, cfg Config, re
 	}
 	phase.Done("")
 	n := time.Duration(cfg.Matches)
-	res.LookupCPU = CPU{Process: lookupCPU.Process / n, Redis: lookupCPU.Redis / n}
-	res.JobCPU = CPU{Process: jobCPU.Process / n, Redis: jobCPU.Redis / n}
+	res.LookupCPU = benchstat.CPU{Process: lookupCPU.Process / n, Redis: lookupCPU.Redis / n}
+	res.JobCPU = benchstat.CPU{Process: jobCPU.Process / n, Redis: jobCPU.Redis / n}
 	res.MeanMatched = float64(total) / float64(cfg.Matches)
 	slices.Sort(lookups)
 	slices.Sort(jobs)
@@ -162,7 +161,7 @@ func measureMatcher(ctx context.Context, rdb redis.UniversalClient, svc *comic.F
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	handed0 := d.handed.Load()
-	cpu := startCPU(cfg.CPU)
+	cpu := benchstat.ReadCPU(ctx, rdb)
 	began, last := time.Now(), time.Now()
 	wg.Go(func() { _ = r.Run(mctx) })
 	var matched time.Duration
@@ -176,7 +175,7 @@ func measureMatcher(ctx context.Context, rdb redis.UniversalClient, svc *comic.F
 		}
 		if jobs == 0 && matched == 0 {
 			matched = time.Since(began)
-			res.MatcherCPU = cpu.per(cfg.Intake)
+			res.MatcherCPU = benchstat.ReadCPU(ctx, rdb).PerItem(cpu, cfg.Intake)
 		}
 		notify, err := backlog(ctx, rdb, svc.Topics().Notify, discardGroup)
 		if err != nil {

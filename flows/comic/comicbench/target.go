@@ -11,7 +11,6 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flow"
-	"github.com/dropstream/dropstream/internal/benchstat"
 )
 
 // Bench is `dropstream bench comic`: Run over the app's Redis, its
@@ -44,9 +43,6 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 		bc.MaxRedisMemory = int64(maxMemMB) << 20
 		bc.Partitions = env.Settings.Partitions
 		bc.Progress, bc.Phases = env.Progress, env.Phases
-		bc.CPU = func() (time.Duration, time.Duration) {
-			return benchstat.ProcessCPU(), benchstat.RedisCPU(ctx, env.Redis)
-		}
 		out := env.Stdout
 		fmt.Fprintf(out, "bench comic: %s world (%s), %s, %d partitions, GOMAXPROCS %d\n", bc.World, WorldSummary[bc.World],
 			env.RedisName, bc.Partitions, runtime.GOMAXPROCS(0))

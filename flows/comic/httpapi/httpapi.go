@@ -16,6 +16,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flow/flowhttp"
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/internal/clip"
 )
@@ -137,21 +138,17 @@ func (r routes) createComic(c *fiber.Ctx) error {
 	if err != nil {
 		return err // the store failed; nothing was written
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return c.Status(status).JSON(createdComic{Listing: l, Created: created})
+	return flowhttp.Created(c, created, createdComic{Listing: l, Created: created})
 }
 
 func (r routes) getComic(c *fiber.Ctx) error {
 	id := c.Params("id")
 	if !validComicID(id) {
-		return api.NotFound("comic_not_found", "no comic "+clip.String(id, 64))
+		return notFound("comic", id)
 	}
 	st, err := r.f.Inventory.Status(c.UserContext(), id)
 	if errors.Is(err, comic.ErrNotFound) {
-		return api.NotFound("comic_not_found", "no comic "+id)
+		return notFound("comic", id)
 	}
 	if err != nil {
 		return err
@@ -179,11 +176,11 @@ func (r routes) getComic(c *fiber.Ctx) error {
 func (r routes) timeline(c *fiber.Ctx) error {
 	id := c.Params("id")
 	if !validComicID(id) {
-		return api.NotFound("comic_not_found", "no comic "+clip.String(id, 64))
+		return notFound("comic", id)
 	}
 	tl, err := r.f.Timeline(c.UserContext(), id)
 	if errors.Is(err, comic.ErrNotFound) {
-		return api.NotFound("comic_not_found", "no comic "+id)
+		return notFound("comic", id)
 	}
 	if err != nil {
 		return err
@@ -216,10 +213,8 @@ func (r routes) subscribe(c *fiber.Ctx) error {
 		return err
 	}
 	sub, err := r.f.Subscriptions.CreateFor(c.UserContext(), api.Tenant(c), in.Email, json.RawMessage(in.Body), in.NotifyURL)
-	if err == nil {
-		err = slot.Keep(c.UserContext(), sub.ID)
-	} else if dropErr := slot.Drop(c.UserContext()); dropErr != nil {
-		return errors.Join(err, dropErr)
+	if slotErr := flowhttp.Settle(c, slot, sub.ID, true, err); slotErr != nil {
+		return errors.Join(err, slotErr)
 	}
 	switch {
 	case errors.Is(err, comic.ErrInvalid):
@@ -252,19 +247,16 @@ func (r routes) listSubscriptions(c *fiber.Ctx) error {
 func (r routes) deleteSubscription(c *fiber.Ctx) error {
 	id := c.Params("id")
 	if !validComicID(id) {
-		return api.NotFound("subscription_not_found", "no subscription "+clip.String(id, 64))
+		return notFound("subscription", id)
 	}
 	err := r.f.Subscriptions.DeleteIn(c.UserContext(), api.View(c), id)
 	if errors.Is(err, comic.ErrNotFound) {
-		return api.NotFound("subscription_not_found", "no subscription "+id)
+		return notFound("subscription", id)
 	}
 	if err != nil {
 		return err
 	}
-	if err := r.f.SubscriptionQuota().Release(c.UserContext(), id); err != nil {
-		return err
-	}
-	return c.SendStatus(http.StatusNoContent)
+	return flowhttp.Deleted(c, r.f.SubscriptionQuota(), id)
 }
 
 func (r routes) purchase(c *fiber.Ctx) error {
@@ -334,14 +326,12 @@ func comicRef(raw json.RawMessage) (string, error) {
 	return c.ID(), nil
 }
 
+// validComicID reports whether s is a comic id: 32 lower-case hex digits.
 func validComicID(s string) bool {
-	if len(s) != 32 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= '0' && r <= '9' || r >= 'a' && r <= 'f') {
-			return false
-		}
-	}
-	return true
+	return len(s) == 32 && strings.Trim(s, "0123456789abcdef") == ""
+}
+
+// notFound is the 404 "<what>_not_found" of the id a route names.
+func notFound(what, id string) error {
+	return api.NotFound(what+"_not_found", "no "+what+" "+clip.String(id, 64))
 }

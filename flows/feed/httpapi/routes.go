@@ -13,8 +13,8 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flow/flowhttp"
 	"github.com/dropstream/dropstream/flows/feed"
-	"github.com/dropstream/dropstream/internal/quota"
 )
 
 // FeedView is a feed with its latest poll, state (active, gone, dead),
@@ -132,7 +132,7 @@ func (f routes) postFeed(c *fiber.Ctx) error {
 		return err
 	}
 	out, created, err := f.store.PutFeed(c.UserContext(), in)
-	if err := keepIf(c, slot, created, out.ID, err); err != nil {
+	if err := flowhttp.Settle(c, slot, out.ID, created, err); err != nil {
 		return err
 	}
 	if err != nil {
@@ -141,10 +141,7 @@ func (f routes) postFeed(c *fiber.Ctx) error {
 	if err := f.store.AddTenant(c.UserContext(), out.ID, api.Tenant(c)); err != nil {
 		return err
 	}
-	if created {
-		c.Status(http.StatusCreated)
-	}
-	return c.JSON(out)
+	return flowhttp.Created(c, created, out)
 }
 
 func (f routes) view(c *fiber.Ctx, fd feed.Feed) (FeedView, error) {
@@ -213,10 +210,7 @@ func (f routes) deleteFeed(c *fiber.Ctx) error {
 		}
 		return apiError(err, "feed")
 	}
-	if err := f.f.FeedQuota().Release(c.UserContext(), c.Params("id")); err != nil {
-		return err
-	}
-	return c.SendStatus(http.StatusNoContent)
+	return flowhttp.Deleted(c, f.f.FeedQuota(), id)
 }
 
 func (f routes) listItems(c *fiber.Ctx) error {
@@ -281,10 +275,7 @@ func (f routes) postSubscribable(c *fiber.Ctx) error {
 	if err != nil {
 		return apiError(err, "subscribable")
 	}
-	if created {
-		c.Status(http.StatusCreated)
-	}
-	return c.JSON(out)
+	return flowhttp.Created(c, created, out)
 }
 
 func (f routes) listSubscribables(c *fiber.Ctx) error {
@@ -342,16 +333,13 @@ func (f routes) postSubscription(c *fiber.Ctx) error {
 		return err
 	}
 	sub, created, err := f.f.Subscribe(c.UserContext(), c.Params("id"), sb.Key(), in.Destination)
-	if err := keepIf(c, slot, created, sub.ID, err); err != nil {
+	if err := flowhttp.Settle(c, slot, sub.ID, created, err); err != nil {
 		return err
 	}
 	if err != nil {
 		return apiError(err, "subscription")
 	}
-	if created {
-		c.Status(http.StatusCreated)
-	}
-	return c.JSON(sub)
+	return flowhttp.Created(c, created, sub)
 }
 
 func (f routes) listSubscriptions(c *fiber.Ctx) error {
@@ -387,19 +375,7 @@ func (f routes) deleteSubscription(c *fiber.Ctx) error {
 	if err := f.store.DeleteSubscription(c.UserContext(), c.Params("sid")); err != nil {
 		return apiError(err, "subscription")
 	}
-	if err := f.f.SubscriptionQuota().Release(c.UserContext(), c.Params("sid")); err != nil {
-		return err
-	}
-	return c.SendStatus(http.StatusNoContent)
-}
-
-// keepIf keeps a create's quota reservation for id when it stored a new
-// object and drops it otherwise; it returns only a reservation failure.
-func keepIf(c *fiber.Ctx, slot *quota.Reservation, created bool, id string, createErr error) error {
-	if createErr == nil && created {
-		return slot.Keep(c.UserContext(), id)
-	}
-	return slot.Drop(c.UserContext())
+	return flowhttp.Deleted(c, f.f.SubscriptionQuota(), c.Params("sid"))
 }
 
 // held wraps the handler of a route under /v1/feeds/:id: a feed the

@@ -1,6 +1,7 @@
 package httpapi
 
 import (
+	"cmp"
 	"errors"
 	"net/http"
 	"strconv"
@@ -67,10 +68,7 @@ func (f routes) verifyWebSub(c *fiber.Ctx) error {
 }
 
 func (f routes) pushWebSub(c *fiber.Ctx) error {
-	sig := c.Get("X-Hub-Signature-256")
-	if sig == "" {
-		sig = c.Get("X-Hub-Signature")
-	}
+	sig := cmp.Or(c.Get("X-Hub-Signature-256"), c.Get("X-Hub-Signature"))
 	err := f.f.Push(c.UserContext(), c.Params("id"), c.Params("token"), c.Body(), sig)
 	switch {
 	case err == nil:

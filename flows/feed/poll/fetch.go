@@ -78,18 +78,14 @@ type Config struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	c.Timeout = cmp.Or(c.Timeout, 15*time.Second)
-	if c.MaxBodyBytes == 0 {
-		c.MaxBodyBytes = 4 << 20
-	}
+	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 4<<20)
 	c.MaxRedirects = cmp.Or(c.MaxRedirects, 5)
 	c.UserAgent = cmp.Or(c.UserAgent, "dropstream-feed/1")
 	c.RatePerHost = cmp.Or(c.RatePerHost, 5)
 	c.Burst = cmp.Or(c.Burst, 5)
 	c.DefaultRetryAfter = cmp.Or(c.DefaultRetryAfter, time.Minute)
 	c.MaxRetryAfter = cmp.Or(c.MaxRetryAfter, time.Hour)
-	if c.Egress == nil {
-		c.Egress = egress.Default()
-	}
+	c.Egress = cmp.Or(c.Egress, egress.Default())
 	if c.Transport == nil {
 		c.Transport = c.Egress.Transport()
 	}

@@ -4,9 +4,8 @@ import (
 	"bytes"
 	"cmp"
 	"encoding/xml"
-	"errors"
-	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -102,12 +101,7 @@ func (h *Hints) addLink(rel, href string) {
 	}
 	switch rel {
 	case "hub":
-		for _, x := range h.Hubs {
-			if x == href {
-				return
-			}
-		}
-		if len(h.Hubs) < MaxHintLinks {
+		if len(h.Hubs) < MaxHintLinks && !slices.Contains(h.Hubs, href) {
 			h.Hubs = append(h.Hubs, href)
 		}
 	case "self":
@@ -128,7 +122,7 @@ func DocumentHints(body []byte) Hints {
 	var text strings.Builder
 	for range maxHintTokens {
 		tok, err := d.Token()
-		if errors.Is(err, io.EOF) || err != nil {
+		if err != nil {
 			break
 		}
 		switch t := tok.(type) {

@@ -11,6 +11,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flow/flowhttp"
 	"github.com/dropstream/dropstream/flows/offer"
 )
 
@@ -81,11 +82,7 @@ func (r routes) put(c *fiber.Ctx) error {
 	case err != nil:
 		return err
 	}
-	status := http.StatusOK
-	if created {
-		status = http.StatusCreated
-	}
-	return c.Status(status).JSON(o)
+	return flowhttp.Created(c, created, o)
 }
 
 func (r routes) list(c *fiber.Ctx) error {

@@ -7,6 +7,7 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/flow/flowhttp"
 	"github.com/dropstream/dropstream/flows/offer"
 )
 
@@ -42,10 +43,8 @@ func (r routes) createStanding(c *fiber.Ctx) error {
 		return err
 	}
 	ss, err := r.f.CreateStandingIn(c.UserContext(), api.View(c), req)
-	if err == nil {
-		err = slot.Keep(c.UserContext(), ss.ID)
-	} else if dropErr := slot.Drop(c.UserContext()); dropErr != nil {
-		return errors.Join(err, dropErr)
+	if slotErr := flowhttp.Settle(c, slot, ss.ID, true, err); slotErr != nil {
+		return errors.Join(err, slotErr)
 	}
 	switch {
 	case errors.Is(err, offer.ErrInvalidFilter):
@@ -92,8 +91,5 @@ func (r routes) deleteStanding(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := r.f.StandingQuota().Release(c.UserContext(), c.Params("id")); err != nil {
-		return err
-	}
-	return c.SendStatus(http.StatusNoContent)
+	return flowhttp.Deleted(c, r.f.StandingQuota(), c.Params("id"))
 }
