@@ -12,6 +12,7 @@ import (
 
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
+	"go.opentelemetry.io/otel/trace"
 )
 
 // Defaults of Config.
@@ -69,17 +70,19 @@ type Summary struct {
 	Errors     int     `json:"errors"`
 }
 
+// kept is a trace's spans as the SDK ended them: they are converted to
+// Span only when read, so that keeping a span costs an append.
 type kept struct {
-	id    string
-	spans []Span
+	id    trace.TraceID
+	spans []sdktrace.ReadOnlySpan
 }
 
 // Buffer keeps the newest traces. Safe for concurrent use.
 type Buffer struct {
 	cfg   Config
 	mu    sync.Mutex
-	byID  map[string]*kept
-	order []string // trace ids, oldest first
+	byID  map[trace.TraceID]*kept
+	order []trace.TraceID // oldest first
 }
 
 var _ sdktrace.SpanProcessor = (*Buffer)(nil)
@@ -92,7 +95,7 @@ func New(cfg Config) *Buffer {
 	if cfg.SpansPerTrace <= 0 {
 		cfg.SpansPerTrace = DefaultSpansPerTrace
 	}
-	return &Buffer{cfg: cfg, byID: map[string]*kept{}}
+	return &Buffer{cfg: cfg, byID: map[trace.TraceID]*kept{}}
 }
 
 // OnStart does nothing: spans are kept when they end.
@@ -105,14 +108,31 @@ func (b *Buffer) OnEnd(s sdktrace.ReadOnlySpan) {
 	if !sc.IsSampled() || (b.cfg.Ignore != nil && b.cfg.Ignore(s.Name())) {
 		return
 	}
+	id := sc.TraceID()
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	t, ok := b.byID[id]
+	if !ok {
+		t = &kept{id: id}
+		b.byID[id] = t
+		b.order = append(b.order, id)
+		for len(b.order) > b.cfg.Traces {
+			delete(b.byID, b.order[0])
+			b.order = b.order[1:]
+		}
+	}
+	if len(t.spans) < b.cfg.SpansPerTrace {
+		t.spans = append(t.spans, s)
+	}
+}
+
+// toSpan converts an ended span to a Span.
+func toSpan(s sdktrace.ReadOnlySpan) Span {
+	sc := s.SpanContext()
 	sp := Span{TraceID: sc.TraceID().String(), SpanID: sc.SpanID().String(), Name: s.Name(), Kind: s.SpanKind().String(),
-		Start: s.StartTime(), End: s.EndTime()}
+		Start: s.StartTime(), End: s.EndTime(), Error: spanError(s)}
 	if p := s.Parent(); p.IsValid() {
 		sp.ParentID = p.SpanID().String()
-	}
-	if st := s.Status(); st.Code == codes.Error {
-		sp.Error = clip(st.Description)
-		sp.Error = cmp.Or(sp.Error, "error")
 	}
 	if r := s.Resource(); r != nil {
 		if v, ok := r.Set().Value("service.name"); ok {
@@ -131,21 +151,16 @@ func (b *Buffer) OnEnd(s sdktrace.ReadOnlySpan) {
 	for _, l := range s.Links() {
 		sp.Links = append(sp.Links, Link{TraceID: l.SpanContext.TraceID().String(), SpanID: l.SpanContext.SpanID().String()})
 	}
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	t, ok := b.byID[sp.TraceID]
-	if !ok {
-		t = &kept{id: sp.TraceID}
-		b.byID[sp.TraceID] = t
-		b.order = append(b.order, sp.TraceID)
-		for len(b.order) > b.cfg.Traces {
-			delete(b.byID, b.order[0])
-			b.order = b.order[1:]
-		}
+	return sp
+}
+
+// spanError is the span's error status description, "error" when it has
+// none, or empty when the span did not fail.
+func spanError(s sdktrace.ReadOnlySpan) string {
+	if st := s.Status(); st.Code == codes.Error {
+		return cmp.Or(clip(st.Description), "error")
 	}
-	if len(t.spans) < b.cfg.SpansPerTrace {
-		t.spans = append(t.spans, sp)
-	}
+	return ""
 }
 
 func clip(s string) string {
@@ -175,36 +190,44 @@ func (b *Buffer) Traces() []Summary {
 // Trace returns a kept trace's spans, by start time, and false when it is
 // not kept.
 func (b *Buffer) Trace(id string) ([]Span, bool) {
+	tid, err := trace.TraceIDFromHex(id)
+	if err != nil {
+		return nil, false
+	}
 	b.mu.Lock()
-	t, ok := b.byID[id]
-	var spans []Span
+	t, ok := b.byID[tid]
+	var ended []sdktrace.ReadOnlySpan
 	if ok {
-		spans = slices.Clone(t.spans)
+		ended = slices.Clone(t.spans)
 	}
 	b.mu.Unlock()
+	spans := make([]Span, 0, len(ended))
+	for _, s := range ended {
+		spans = append(spans, toSpan(s))
+	}
 	slices.SortStableFunc(spans, func(a, b Span) int { return a.Start.Compare(b.Start) })
 	return spans, ok
 }
 
 func summarize(t *kept) Summary {
-	s := Summary{TraceID: t.id, Spans: len(t.spans)}
+	s := Summary{TraceID: t.id.String(), Spans: len(t.spans)}
 	var end time.Time
-	ids := map[string]bool{}
+	ids := map[trace.SpanID]bool{}
 	for _, sp := range t.spans {
-		ids[sp.SpanID] = true
+		ids[sp.SpanContext().SpanID()] = true
 	}
 	for _, sp := range t.spans {
-		if s.Start.IsZero() || sp.Start.Before(s.Start) {
-			s.Start = sp.Start
+		if start := sp.StartTime(); s.Start.IsZero() || start.Before(s.Start) {
+			s.Start = start
 		}
-		if sp.End.After(end) {
-			end = sp.End
+		if e := sp.EndTime(); e.After(end) {
+			end = e
 		}
-		if sp.Error != "" {
+		if sp.Status().Code == codes.Error {
 			s.Errors++
 		}
-		if s.Root == "" && !ids[sp.ParentID] {
-			s.Root = sp.Name
+		if p := sp.Parent(); s.Root == "" && (!p.IsValid() || !ids[p.SpanID()]) {
+			s.Root = sp.Name()
 		}
 	}
 	s.DurationMs = float64(end.Sub(s.Start).Microseconds()) / 1000
