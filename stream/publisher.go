@@ -58,8 +58,8 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 	type part struct {
 		batch Batch
 		name  string
-		ctx   context.Context
 		span  trace.Span
+		trace sharedTrace
 	}
 	parts := make([]part, 0, len(batches))
 	total := 0
@@ -72,7 +72,7 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 			trace.WithSpanKind(trace.SpanKindProducer),
 			trace.WithAttributes(dsotel.MessagingSystem, dsotel.MessagingDestinationNameKey.String(name),
 				dsotel.MessagingOperationTypeKey.String("send"), dsotel.MessagingBatchMessageCountKey.Int(len(b.Messages))))
-		parts = append(parts, part{b, name, sctx, span})
+		parts = append(parts, part{b, name, span, sharedTrace{parent: sctx}})
 		total += len(b.Messages)
 	}
 	if total == 0 {
@@ -122,13 +122,14 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 		}
 		return nil
 	}
-	for i, pt := range parts {
+	for i := range parts {
+		pt := &parts[i]
 		topic := pt.batch.Topic
 		for _, m := range pt.batch.Messages {
 			if pipe == nil {
 				pipe = p.rdb.Pipeline()
 			}
-			sent = append(sent, pending{m, p.xadd(ctx, pt.ctx, pipe, topic, m)})
+			sent = append(sent, pending{m, p.xadd(ctx, &pt.trace, pipe, topic, m)})
 			counts[i]++
 			if len(sent) == publishChunk {
 				if err = flush(); err != nil {
@@ -149,22 +150,23 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 // returned commands hold the IDs. It starts no span and counts nothing.
 func (p *Publisher) Queue(ctx context.Context, pipe redis.Pipeliner, topic Topic, msgs ...*Message) []*redis.StringCmd {
 	cmds := make([]*redis.StringCmd, len(msgs))
+	shared := sharedTrace{parent: ctx}
 	for i, m := range msgs {
-		cmds[i] = p.xadd(ctx, ctx, pipe, topic, m)
+		cmds[i] = p.xadd(ctx, &shared, pipe, topic, m)
 	}
 	return cmds
 }
 
 // xadd queues the XADD of m to its partition of topic, carrying the trace
-// context of m's own Context, else of traceCtx.
-func (p *Publisher) xadd(ctx, traceCtx context.Context, pipe redis.Pipeliner, topic Topic, m *Message) *redis.StringCmd {
+// context of m's own Context, else shared's.
+func (p *Publisher) xadd(ctx context.Context, shared *sharedTrace, pipe redis.Pipeliner, topic Topic, m *Message) *redis.StringCmd {
 	m.Partition = topic.Partition(m.Key)
 	m.Stream = topic.Stream(m.Partition)
-	parent := traceCtx
 	if m.ctx != nil && trace.SpanContextFromContext(m.ctx).IsValid() {
-		parent = m.ctx
+		InjectTrace(m.ctx, p.tel.Propagator, m)
+	} else {
+		shared.inject(p.tel.Propagator, m)
 	}
-	InjectTrace(parent, p.tel.Propagator, m)
 	args := &redis.XAddArgs{Stream: m.Stream, Values: m.values()}
 	if p.MaxLen > 0 {
 		args.MaxLen, args.Approx = p.MaxLen, true

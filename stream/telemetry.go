@@ -88,6 +88,35 @@ func InjectTrace(ctx context.Context, p propagation.TextMapPropagator, m *Messag
 	p.Inject(ctx, metadataCarrier{m})
 }
 
+// sharedTrace injects the trace context of one parent (a publish span)
+// into the messages that carry none of their own: formatted for the first,
+// copied to the rest.
+type sharedTrace struct {
+	parent context.Context
+	// copied: traceParent and traceState are what injecting parent writes
+	// into a message with no trace context and no metadata.
+	copied                  bool
+	traceParent, traceState string
+}
+
+// inject is InjectTrace(c.parent, p, m), copying the first injection's
+// result once it is known to be all an injection writes: a traceparent,
+// maybe a trace state, into a message that had neither, and no metadata
+// (baggage, or another propagator's keys).
+func (c *sharedTrace) inject(p propagation.TextMapPropagator, m *Message) {
+	if c.copied {
+		m.TraceParent = c.traceParent
+		if c.traceState != "" {
+			m.TraceState = c.traceState
+		}
+		return
+	}
+	tp, ts, meta := m.TraceParent, m.TraceState, len(m.Metadata)
+	InjectTrace(c.parent, p, m)
+	c.copied = tp == "" && ts == "" && meta == 0 && m.TraceParent != "" && len(m.Metadata) == 0
+	c.traceParent, c.traceState = m.TraceParent, m.TraceState
+}
+
 // ExtractTrace returns ctx carrying the trace context found in the message
 // (and any baggage in its metadata), as a remote parent.
 func ExtractTrace(ctx context.Context, p propagation.TextMapPropagator, m *Message) context.Context {
