@@ -180,8 +180,14 @@ func TestHold_expiresAndNextWaveIsTold(t *testing.T) {
 			if _, err := svc.Sales.Purchase(ctx, order[0].Email, c.ID(), "card", "", toks[order[0].Email]); !errors.Is(err, ErrHoldActive) {
 				t.Errorf("first-wave holder during the second hold: %v, want hold active", err)
 			}
-			tl, err := svc.Timeline(ctx, c.ID())
-			if err != nil || len(tl.Waves) != 2 || tl.Hold == nil || tl.Hold.Wave != 2 || len(tl.Waves[0].Notifications) != 2 ||
+			// A delivery is recorded in the history after its webhook answers.
+			var tl HoldTimeline
+			var err error
+			testenv.WaitFor(t, waitTimeout, func() bool {
+				tl, err = svc.Timeline(ctx, c.ID())
+				return err == nil && len(tl.Waves) == 2 && len(tl.Waves[0].Notifications) == 2 && len(tl.Waves[1].Notifications) == 2
+			}, "both waves' notifications in the timeline")
+			if len(tl.Waves) != 2 || tl.Hold == nil || tl.Hold.Wave != 2 || len(tl.Waves[0].Notifications) != 2 ||
 				len(tl.Waves[1].Notifications) != 2 || tl.Waves[1].Notifications[0].At.Before(tl.Waves[1].ToldAt) {
 				t.Fatalf("timeline %+v, %v; want 2 waves of 2 notifications, the second holding", tl, err)
 			}

@@ -101,7 +101,7 @@ func TestSearch_aHitIsJudgedAtTheTimeTheCacheWasRead(t *testing.T) {
 			clk.advance(first.CompletedAt.Add(s.cfg.ResultTTL - time.Second).Sub(clk.Now()))
 			// The cache is read a second before expiry; the clock passes the
 			// expiry before the reply is judged.
-			clk.jumpAfterNextRead(2 * time.Second)
+			clk.jumpAfterNextRead("(*Flow).search", 2*time.Second)
 			second, err := s.Search(ctx, req, "")
 			if err != nil || second.Outcome != OutcomeHit || second.Status != StatusComplete {
 				t.Fatalf("second search = %s/%s, %v; want a complete hit", second.Outcome, second.Status, err)

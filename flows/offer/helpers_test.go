@@ -4,8 +4,10 @@ import (
 	"context"
 	"log/slog"
 	"math"
+	"runtime"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -21,9 +23,10 @@ const waitTimeout = 20 * time.Second
 
 // clock is a settable test clock.
 type clock struct {
-	mu   sync.Mutex
-	now  time.Time
-	jump time.Duration // added once, just after the next read
+	mu     sync.Mutex
+	now    time.Time
+	jump   time.Duration // added once, just after the next read by jumpBy
+	jumpBy string        // the function whose read moves the clock
 }
 
 func newClock() *clock { return &clock{now: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
@@ -32,16 +35,35 @@ func (c *clock) Now() time.Time {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	now := c.now
-	c.now, c.jump = c.now.Add(c.jump), 0
+	if c.jump != 0 && calledFrom(c.jumpBy) {
+		c.now, c.jump = c.now.Add(c.jump), 0
+	}
 	return now
 }
 
-// jumpAfterNextRead moves the clock by d just after its next read, as a
-// real clock does between two reads around a slow call.
-func (c *clock) jumpAfterNextRead(d time.Duration) {
+// jumpAfterNextRead moves the clock by d just after fn's next read of it,
+// as a real clock does between two reads around a slow call. Reads by
+// other goroutines (stages, keepers) do not move it.
+func (c *clock) jumpAfterNextRead(fn string, d time.Duration) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	c.jump = d
+	c.jump, c.jumpBy = d, fn
+}
+
+// calledFrom reports whether the function named fn (as runtime names it,
+// e.g. "(*Flow).search") is on the caller's stack.
+func calledFrom(fn string) bool {
+	pc := make([]uintptr, 32)
+	frames := runtime.CallersFrames(pc[:runtime.Callers(3, pc)])
+	for {
+		f, more := frames.Next()
+		if strings.HasSuffix(f.Function, "."+fn) {
+			return true
+		}
+		if !more {
+			return false
+		}
+	}
 }
 
 func (c *clock) advance(d time.Duration) {
