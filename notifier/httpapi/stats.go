@@ -1,9 +1,8 @@
 package httpapi
 
 import (
+	"context"
 	"time"
-
-	"github.com/gofiber/fiber/v2"
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/clickhouse"
@@ -35,10 +34,8 @@ type notificationRow struct {
 
 // notificationStats is GET /v1/stats/notifications.
 type notificationStats struct {
-	From    string            `json:"from"`
-	To      string            `json:"to"`
-	GroupBy string            `json:"group_by"`
-	Items   []notificationRow `json:"items"`
+	api.StatsHead
+	Items []notificationRow `json:"items"`
 }
 
 // Register adds the route to srv.
@@ -47,27 +44,19 @@ func (r StatsRoutes) Register(srv *api.Server) {
 		Summary: "Notifications by status and their latency per group from the hourly rollup of the notifier's history",
 		Query: append([]api.Param{{Name: "group_by", Description: "hour, day, flow, channel or event (default hour)"},
 			{Name: "channel"}}, api.StatsParams()...),
-		Response: notificationStats{}, Handler: r.notifications})
+		Response: notificationStats{}, Handler: api.StatsHandler(r.ClickHouse, clickhouse.NotificationGroups, r.Now, r.notifications)})
 }
 
-func (r StatsRoutes) notifications(c *fiber.Ctx) error {
-	if r.ClickHouse == nil {
-		return api.NotConfigured("ClickHouse", "DROPSTREAM_CLICKHOUSE_DSN")
-	}
-	q, err := api.ParseStatsQuery(c, clickhouse.NotificationGroups, r.Now)
+func (r StatsRoutes) notifications(ctx context.Context, q clickhouse.StatsQuery, head api.StatsHead) (any, error) {
+	rows, err := clickhouse.NotificationStats(ctx, r.ClickHouse, q)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rows, err := clickhouse.NotificationStats(c.UserContext(), r.ClickHouse, q)
-	if err != nil {
-		return api.StatsError(err)
-	}
-	out := notificationStats{From: q.From.Format(time.RFC3339), To: q.To.Format(time.RFC3339), GroupBy: q.GroupBy,
-		Items: make([]notificationRow, 0, len(rows))}
+	out := notificationStats{StatsHead: head, Items: make([]notificationRow, 0, len(rows))}
 	for _, s := range rows {
 		out.Items = append(out.Items, notificationRow{Key: api.StatsKeyOf(s.Key), Notifications: s.Notifications, Sent: s.Sent,
 			Failed: s.Failed, Rejected: s.Rejected, Held: s.Held, Batched: s.Batched, Suppressed: s.Suppressed,
 			LatencyP50Ms: s.LatencyP50.Milliseconds(), LatencyP90Ms: s.LatencyP90.Milliseconds(), LatencyP99Ms: s.LatencyP99.Milliseconds()})
 	}
-	return c.JSON(out)
+	return out, nil
 }

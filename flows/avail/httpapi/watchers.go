@@ -19,12 +19,6 @@ type WatcherRoutes struct {
 	Egress *egress.Policy
 }
 
-// watcherPage is GET /v1/watchers.
-type watcherPage struct {
-	Items      []watch.Watcher `json:"items"`
-	NextCursor string          `json:"next_cursor,omitempty"`
-}
-
 // Register adds the routes to srv.
 func (r WatcherRoutes) Register(srv *api.Server) {
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/watchers", Tag: "watchers", Scope: api.ScopeWrite, Class: api.ClassCreate,
@@ -32,7 +26,7 @@ func (r WatcherRoutes) Register(srv *api.Server) {
 		Body:    watch.Watcher{}, Response: watch.Watcher{}, Status: http.StatusCreated, Handler: r.create})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/watchers", Tag: "watchers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "List watchers", Query: []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
-		Response: watcherPage{}, Handler: r.list})
+		Response: api.Page[watch.Watcher]{}, Handler: r.list})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One watcher", Response: watch.Watcher{}, Handler: r.get})
 	srv.Handle(api.Operation{Method: "PATCH", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeWrite, Class: api.ClassChange,
@@ -88,7 +82,7 @@ func (r WatcherRoutes) list(c *fiber.Ctx) error {
 	if items == nil {
 		items = []watch.Watcher{}
 	}
-	return c.JSON(watcherPage{Items: items, NextCursor: next})
+	return c.JSON(api.Page[watch.Watcher]{Items: items, NextCursor: next})
 }
 
 func (r WatcherRoutes) get(c *fiber.Ctx) error {
