@@ -605,6 +605,12 @@ type PageSubscribable struct {
 	NextCursor *string         `json:"next_cursor,omitempty"`
 }
 
+// PageSubscriber defines model for PageSubscriber.
+type PageSubscriber struct {
+	Items      *[]Subscriber `json:"items"`
+	NextCursor *string       `json:"next_cursor,omitempty"`
+}
+
 // PageWatcher defines model for PageWatcher.
 type PageWatcher struct {
 	Items      *[]Watcher `json:"items"`
@@ -1333,12 +1339,6 @@ type SubscriberDestination struct {
 	Secret           *string    `json:"secret,omitempty"`
 	Status           *string    `json:"status,omitempty"`
 	UnsubscribeToken *string    `json:"unsubscribe_token,omitempty"`
-}
-
-// SubscriberPage defines model for subscriberPage.
-type SubscriberPage struct {
-	Items      *[]Subscriber `json:"items"`
-	NextCursor *string       `json:"next_cursor,omitempty"`
 }
 
 // SubscriptionIn defines model for subscriptionIn.
@@ -15145,7 +15145,7 @@ type GetV1SubscribersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *SubscriberPage
+	JSON200 *PageSubscriber
 	// JSON4XX the response for an HTTP 4XX `application/json` response
 	JSON4XX *Error
 	// JSON5XX the response for an HTTP 5XX `application/json` response
@@ -15153,7 +15153,7 @@ type GetV1SubscribersResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetV1SubscribersResponse) GetJSON200() *SubscriberPage {
+func (r GetV1SubscribersResponse) GetJSON200() *PageSubscriber {
 	return r.JSON200
 }
 
@@ -21245,7 +21245,7 @@ func ParseGetV1SubscribersResponse(rsp *http.Response) (*GetV1SubscribersRespons
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest SubscriberPage
+		var dest PageSubscriber
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -79,6 +81,24 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	usage(stderr)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// verbOf returns the verb args start with, one of verbs. Otherwise it
+// prints usage to stderr and returns ok false with nil after -h or --help,
+// else an error saying what cmd needs.
+func verbOf(cmd string, args []string, usage string, stderr io.Writer, verbs ...string) (verb string, ok bool, err error) {
+	if len(args) > 0 && slices.Contains(verbs, args[0]) {
+		return args[0], true, nil
+	}
+	fmt.Fprintln(stderr, usage)
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		return "", false, nil
+	}
+	need := verbs[len(verbs)-1]
+	if len(verbs) > 1 {
+		need = strings.Join(verbs[:len(verbs)-1], ", ") + " or " + need
+	}
+	return "", false, fmt.Errorf("%s needs %s", cmd, need)
 }
 
 func usage(w io.Writer) {

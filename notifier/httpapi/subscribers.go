@@ -34,12 +34,6 @@ type SubscriberRoutes struct {
 	Quota *quota.Quota
 }
 
-// subscriberPage is GET /v1/subscribers.
-type subscriberPage struct {
-	Items      []subscriber.Subscriber `json:"items"`
-	NextCursor string                  `json:"next_cursor,omitempty"`
-}
-
 // preferencesBody is PUT /v1/subscribers/{id}/preferences.
 type preferencesBody struct {
 	TimeZone    string                 `json:"time_zone"`
@@ -53,7 +47,7 @@ func (r SubscriberRoutes) Register(srv *api.Server) {
 		Body:    subscriber.Subscriber{}, Response: subscriber.Subscriber{}, Status: http.StatusCreated, Handler: r.create})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscribers", Tag: "subscribers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "List subscribers", Query: []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
-		Response: subscriberPage{}, Handler: r.list})
+		Response: api.Page[subscriber.Subscriber]{}, Handler: r.list})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscribers/:id", Tag: "subscribers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One subscriber", Response: subscriber.Subscriber{}, Handler: r.get})
 	srv.Handle(api.Operation{Method: "PUT", Path: "/v1/subscribers/:id/preferences", Tag: "subscribers", Scope: api.ScopeWrite, Class: api.ClassChange,
@@ -137,18 +131,7 @@ func (r SubscriberRoutes) create(c *fiber.Ctx) error {
 }
 
 func (r SubscriberRoutes) list(c *fiber.Ctx) error {
-	limit, err := api.IntQuery(c, "limit", 100, 1, 1000)
-	if err != nil {
-		return err
-	}
-	items, next, err := r.Store.ListIn(c.UserContext(), api.View(c), c.Query("cursor"), limit)
-	if errors.Is(err, subscriber.ErrInvalid) {
-		return api.BadRequest("invalid_cursor", err.Error())
-	}
-	if err != nil {
-		return err
-	}
-	return c.JSON(subscriberPage{Items: items, NextCursor: next})
+	return api.ListPage(c, subscriber.ErrInvalid, r.Store.ListIn)
 }
 
 func (r SubscriberRoutes) get(c *fiber.Ctx) error {

@@ -68,21 +68,7 @@ func (r WatcherRoutes) create(c *fiber.Ctx) error {
 }
 
 func (r WatcherRoutes) list(c *fiber.Ctx) error {
-	limit, err := api.IntQuery(c, "limit", 100, 1, 1000)
-	if err != nil {
-		return err
-	}
-	items, next, err := r.Store.ListIn(c.UserContext(), api.View(c), c.Query("cursor"), limit)
-	if errors.Is(err, watch.ErrInvalidWatcher) {
-		return api.BadRequest("invalid_cursor", err.Error())
-	}
-	if err != nil {
-		return err
-	}
-	if items == nil {
-		items = []watch.Watcher{}
-	}
-	return c.JSON(api.Page[watch.Watcher]{Items: items, NextCursor: next})
+	return api.ListPage(c, watch.ErrInvalidWatcher, r.Store.ListIn)
 }
 
 func (r WatcherRoutes) get(c *fiber.Ctx) error {
