@@ -24,7 +24,6 @@ import (
 	"github.com/dropstream/dropstream/diff"
 	"github.com/dropstream/dropstream/flows/avail/watch"
 	"github.com/dropstream/dropstream/internal/benchstat"
-	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
 )
@@ -244,7 +243,10 @@ func (b *Harness) diffRound(ctx context.Context, name string, n int) (Rate, erro
 	defer stop()
 	err = b.await(ctx, name+": handled", pollEvery, int64(n), func() (int64, error) {
 		left, err := b.unhandled(ctx, b.topics.Snapshots, diff.StageName)
-		return int64(n) - left, err
+		if err != nil {
+			return 0, err // not done: unhandled is 0 on an error
+		}
+		return int64(n) - left, nil
 	})
 	elapsed := time.Since(start)
 	if err != nil {
@@ -418,29 +420,17 @@ func (b *Harness) eachTransition(ctx context.Context, fn func(avail.Transition))
 
 // drain waits until groups have handled every entry of topic.
 func (b *Harness) drain(ctx context.Context, what string, topic stream.Topic, groups ...string) error {
-	t := time.NewTicker(pollEvery)
-	defer t.Stop()
-	var ph *progress.Phase
-	var first int64
-	for {
+	first, err := b.unhandled(ctx, topic, groups...)
+	if err != nil {
+		return err
+	}
+	return b.await(ctx, what, pollEvery, first, func() (int64, error) {
 		n, err := b.unhandled(ctx, topic, groups...)
 		if err != nil {
-			return err
+			return 0, err // not done: unhandled is 0 on an error
 		}
-		if ph == nil {
-			first, ph = n, b.cfg.Phases.Start(what, n)
-		}
-		ph.Set(first - n)
-		if n == 0 {
-			ph.Done("")
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("availbench: %s: %w", what, ctx.Err())
-		case <-t.C:
-		}
-	}
+		return first - n, nil
+	})
 }
 
 // unhandled is how many entries of topic the groups have not acknowledged

@@ -91,22 +91,30 @@ func Register(srv *api.Server, f *checkout.Flow) {
 	w, rd, adm := api.ScopeWrite, api.ScopeRead, api.ScopeAdmin
 	op("POST", "/stock/item/create/:price", "Create an item with stock 0", w, itemID{}, r.createItem)
 	op("GET", "/stock/find/:item_id", "An item's stock and price", rd, itemOut{}, r.findItem)
-	op("POST", "/stock/add/:item_id/:amount", "Add stock", w, stockOut{}, r.addStock)
-	op("POST", "/stock/subtract/:item_id/:amount", "Take stock; 400 if it would go below 0", w, stockOut{}, r.subtractStock)
-	op("POST", "/stock/batch_init/:n/:starting_stock/:item_price", "Create or reset items \"0\"..\"n-1\"", adm, message{}, r.batchItems)
+	op("POST", "/stock/add/:item_id/:amount", "Add stock", w, stockOut{}, change("item", f.Store().AddStock, stockOf))
+	op("POST", "/stock/subtract/:item_id/:amount", "Take stock; 400 if it would go below 0", w, stockOut{}, change("item", f.Store().SubtractStock, stockOf))
+	op("POST", "/stock/batch_init/:n/:starting_stock/:item_price", "Create or reset items \"0\"..\"n-1\"", adm, message{},
+		batch("Batch init for stock successful", func(ctx context.Context, v []int64) error {
+			return f.Store().BatchInitItems(ctx, v[0], v[1], v[2])
+		}, "n", "starting_stock", "item_price"))
 	op("POST", "/payment/create_user", "Create a user with credit 0", w, userID{}, r.createUser)
 	op("GET", "/payment/find_user/:user_id", "A user's credit", rd, userOut{}, r.findUser)
-	op("POST", "/payment/add_funds/:user_id/:amount", "Add credit", w, userOut{}, r.addFunds)
-	op("POST", "/payment/pay/:user_id/:amount", "Take credit; 400 if it would go below 0", w, userOut{}, r.pay)
-	op("POST", "/payment/batch_init/:n/:starting_money", "Create or reset users \"0\"..\"n-1\"", adm, message{}, r.batchUsers)
+	op("POST", "/payment/add_funds/:user_id/:amount", "Add credit", w, userOut{}, change("user", f.Store().AddFunds, creditOf))
+	op("POST", "/payment/pay/:user_id/:amount", "Take credit; 400 if it would go below 0", w, userOut{}, change("user", f.Store().Pay, creditOf))
+	op("POST", "/payment/batch_init/:n/:starting_money", "Create or reset users \"0\"..\"n-1\"", adm, message{},
+		batch("Batch init for users successful", func(ctx context.Context, v []int64) error {
+			return f.Store().BatchInitUsers(ctx, v[0], v[1])
+		}, "n", "starting_money"))
 	op("POST", "/orders/create/:user_id", "Create an empty order of a user", w, orderID{}, r.createOrder)
 	op("GET", "/orders/find/:order_id", "An order", rd, orderOut{}, r.findOrder)
 	op("POST", "/orders/addItem/:order_id/:item_id", "Add one of an item to an order", w, addItemOut{}, r.addItem)
 	op("POST", "/orders/addItem/:order_id/:item_id/:quantity", "Add quantity of an item to an order", w, addItemOut{}, r.addItem)
 	op("POST", "/orders/checkout/:order_id", "Check an order out: 200 when paid and the stock taken, 400 once a failed attempt is compensated (also one given up when its wait expires)",
 		w, checkoutOut{}, r.checkout)
-	op("POST", "/orders/batch_init/:n/:n_items/:n_users/:item_price", "Create or reset orders \"0\"..\"n-1\" of two random items each", adm,
-		message{}, r.batchOrders)
+	op("POST", "/orders/batch_init/:n/:n_items/:n_users/:item_price", "Create or reset orders \"0\"..\"n-1\" of two random items each", adm, message{},
+		batch("Batch init for orders successful", func(ctx context.Context, v []int64) error {
+			return f.Store().BatchInitOrders(ctx, v[0], v[1], v[2], v[3])
+		}, "n", "n_items", "n_users", "item_price"))
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sagas/:order_id", Tag: "checkout", Scope: rd, Class: api.ClassRead,
 		Summary: "The checkout timeline of an order, newest attempt first (at most 20): each attempt's steps (request, " +
 			"outcome, compensation) from Redis while its saga is kept, its answer and counts from ClickHouse afterwards, with trace ids",
@@ -199,13 +207,16 @@ func answer(c *fiber.Ctx, out any, err error) error {
 	return c.JSON(out)
 }
 
-// batch runs a batch_init over the integer path parameters names.
-func batch(c *fiber.Ctx, msg string, run func(ctx context.Context, v []int64) error, names ...string) error {
-	v, err := intParams(c, names...)
-	if err != nil {
-		return err
+// batch returns the handler of a batch_init: run over the integer path
+// parameters names, answered with msg.
+func batch(msg string, run func(ctx context.Context, v []int64) error, names ...string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		v, err := intParams(c, names...)
+		if err != nil {
+			return err
+		}
+		return answer(c, message{Msg: msg}, run(c.UserContext(), v))
 	}
-	return answer(c, message{Msg: msg}, run(c.UserContext(), v))
 }
 
 // intParam parses an integer path parameter; 400 if it is not one.
@@ -248,38 +259,24 @@ func (r routes) findItem(c *fiber.Ctx) error {
 	return answer(c, itemOut{Stock: stock, Price: price}, err)
 }
 
-func (r routes) addStock(c *fiber.Ctx) error {
-	return r.change(c, "item", r.f.Store().AddStock, stockOf)
-}
-func (r routes) subtractStock(c *fiber.Ctx) error {
-	return r.change(c, "item", r.f.Store().SubtractStock, stockOf)
-}
-func (r routes) addFunds(c *fiber.Ctx) error {
-	return r.change(c, "user", r.f.Store().AddFunds, creditOf)
-}
-func (r routes) pay(c *fiber.Ctx) error { return r.change(c, "user", r.f.Store().Pay, creditOf) }
-
 func stockOf(id string, n int64) any  { return stockOut{ItemID: id, Stock: n} }
 func creditOf(id string, n int64) any { return userOut{UserID: id, Credit: n} }
 
-// change applies change to the entity of kind named by the path and the amount parameter.
-func (r routes) change(c *fiber.Ctx, kind string, change func(ctx context.Context, id string, amount int64) (int64, error), out func(string, int64) any) error {
-	amount, err := intParam(c, "amount")
-	if err != nil {
-		return err
+// change returns the handler applying apply to the entity of kind named
+// by the path and the amount parameter; out is its answer.
+func change(kind string, apply func(ctx context.Context, id string, amount int64) (int64, error), out func(string, int64) any) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		amount, err := intParam(c, "amount")
+		if err != nil {
+			return err
+		}
+		id := c.Params(kind + "_id")
+		if err := seen(c, kind, id); err != nil {
+			return err
+		}
+		n, err := apply(c.UserContext(), id, amount)
+		return answer(c, out(id, n), err)
 	}
-	id := c.Params(kind + "_id")
-	if err := seen(c, kind, id); err != nil {
-		return err
-	}
-	n, err := change(c.UserContext(), id, amount)
-	return answer(c, out(id, n), err)
-}
-
-func (r routes) batchItems(c *fiber.Ctx) error {
-	return batch(c, "Batch init for stock successful", func(ctx context.Context, v []int64) error {
-		return r.f.Store().BatchInitItems(ctx, v[0], v[1], v[2])
-	}, "n", "starting_stock", "item_price")
 }
 
 func (r routes) createUser(c *fiber.Ctx) error {
@@ -294,12 +291,6 @@ func (r routes) findUser(c *fiber.Ctx) error {
 	}
 	credit, err := r.f.Store().FindUser(c.UserContext(), id)
 	return answer(c, userOut{UserID: id, Credit: credit}, err)
-}
-
-func (r routes) batchUsers(c *fiber.Ctx) error {
-	return batch(c, "Batch init for users successful", func(ctx context.Context, v []int64) error {
-		return r.f.Store().BatchInitUsers(ctx, v[0], v[1])
-	}, "n", "starting_money")
 }
 
 func (r routes) createOrder(c *fiber.Ctx) error {
@@ -351,10 +342,4 @@ func (r routes) checkout(c *fiber.Ctx) error {
 		return fail(err)
 	}
 	return c.JSON(checkoutOut{OrderID: res.OrderID, Paid: true, TrNum: res.TrNum, AlreadyPaid: res.AlreadyPaid})
-}
-
-func (r routes) batchOrders(c *fiber.Ctx) error {
-	return batch(c, "Batch init for orders successful", func(ctx context.Context, v []int64) error {
-		return r.f.Store().BatchInitOrders(ctx, v[0], v[1], v[2], v[3])
-	}, "n", "n_items", "n_users", "item_price")
 }
