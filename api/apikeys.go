@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"math"
-	"slices"
 	"strconv"
 	"strings"
 	"unicode"
@@ -45,8 +44,10 @@ func (s Scope) Allows(required Scope) bool { return s.Valid() && s >= required }
 // ParseScope parses "read", "write" or "admin" (case-insensitive), else
 // fails with [ErrUnknownScope].
 func ParseScope(name string) (Scope, error) {
-	if s := Scope(slices.Index(scopeNames[:], strings.ToLower(name))); s.Valid() {
-		return s, nil
+	for s := ScopeRead; s <= ScopeAdmin; s++ {
+		if strings.EqualFold(name, scopeNames[s]) {
+			return s, nil
+		}
 	}
 	return 0, fmt.Errorf("%w %q (want read, write or admin)", ErrUnknownScope, name)
 }

@@ -19,19 +19,16 @@ const dlqUsage = "Usage: dropstream dlq list|replay|purge --topic FLOW.NAME [fla
 	"A ref is partition/entry-id, as printed by list."
 
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	verb, ok, err := verbOf("dlq", args, dlqUsage, stderr, "list", "replay", "purge")
-	if !ok {
-		return err
-	}
 	var cfg Config
 	var topicName string
 	var limit int
 	var all bool
-	fs := flagSet("dlq "+verb, "Administers dead-letter streams.", stderr, &cfg, "json")
-	fs.StringVar(&topicName, "topic", "", "topic as flow.name (required)")
-	fs.IntVar(&limit, "limit", 100, "list: at most this many")
-	fs.BoolVar(&all, "all", false, "purge: every dead letter of the topic")
-	if err := fs.parse(args[1:]); err != nil {
+	verb, fs, err := verbFlags("dlq", args, dlqUsage, "Administers dead-letter streams.", stderr, &cfg, func(fs *flags) {
+		fs.StringVar(&topicName, "topic", "", "topic as flow.name (required)")
+		fs.IntVar(&limit, "limit", 100, "list: at most this many")
+		fs.BoolVar(&all, "all", false, "purge: every dead letter of the topic")
+	}, "list", "replay", "purge")
+	if verb == "" {
 		return err
 	}
 	cfg.APIAddr = ""

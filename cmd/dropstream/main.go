@@ -101,6 +101,22 @@ func verbOf(cmd string, args []string, usage string, stderr io.Writer, verbs ...
 	return "", false, fmt.Errorf("%s needs %s", cmd, need)
 }
 
+// verbFlags reads the verb of cmd (see verbOf), then parses the flags
+// after it: the common ones into cfg and those bind adds. verb "" is
+// nothing to run; err says why (nil after -h or --help).
+func verbFlags(cmd string, args []string, usage, summary string, stderr io.Writer, cfg *Config, bind func(*flags), verbs ...string) (verb string, fs *flags, err error) {
+	verb, ok, err := verbOf(cmd, args, usage, stderr, verbs...)
+	if !ok {
+		return "", nil, err
+	}
+	fs = flagSet(cmd+" "+verb, summary, stderr, cfg, "json")
+	bind(fs)
+	if err := fs.parse(args[1:]); err != nil {
+		return "", nil, err
+	}
+	return verb, fs, nil
+}
+
 func usage(w io.Writer) {
 	fmt.Fprintln(w, "Usage: dropstream <command> [flags]\n\nCommands:")
 	for _, c := range commands() {

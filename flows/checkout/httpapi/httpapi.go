@@ -93,28 +93,20 @@ func Register(srv *api.Server, f *checkout.Flow) {
 	op("GET", "/stock/find/:item_id", "An item's stock and price", rd, itemOut{}, r.findItem)
 	op("POST", "/stock/add/:item_id/:amount", "Add stock", w, stockOut{}, change("item", f.Store().AddStock, stockOf))
 	op("POST", "/stock/subtract/:item_id/:amount", "Take stock; 400 if it would go below 0", w, stockOut{}, change("item", f.Store().SubtractStock, stockOf))
-	op("POST", "/stock/batch_init/:n/:starting_stock/:item_price", "Create or reset items \"0\"..\"n-1\"", adm, message{},
-		batch("Batch init for stock successful", func(ctx context.Context, v []int64) error {
-			return f.Store().BatchInitItems(ctx, v[0], v[1], v[2])
-		}, "n", "starting_stock", "item_price"))
+	op("POST", "/stock/batch_init/:n/:starting_stock/:item_price", "Create or reset items \"0\"..\"n-1\"", adm, message{}, r.batchItems)
 	op("POST", "/payment/create_user", "Create a user with credit 0", w, userID{}, r.createUser)
 	op("GET", "/payment/find_user/:user_id", "A user's credit", rd, userOut{}, r.findUser)
 	op("POST", "/payment/add_funds/:user_id/:amount", "Add credit", w, userOut{}, change("user", f.Store().AddFunds, creditOf))
 	op("POST", "/payment/pay/:user_id/:amount", "Take credit; 400 if it would go below 0", w, userOut{}, change("user", f.Store().Pay, creditOf))
-	op("POST", "/payment/batch_init/:n/:starting_money", "Create or reset users \"0\"..\"n-1\"", adm, message{},
-		batch("Batch init for users successful", func(ctx context.Context, v []int64) error {
-			return f.Store().BatchInitUsers(ctx, v[0], v[1])
-		}, "n", "starting_money"))
+	op("POST", "/payment/batch_init/:n/:starting_money", "Create or reset users \"0\"..\"n-1\"", adm, message{}, r.batchUsers)
 	op("POST", "/orders/create/:user_id", "Create an empty order of a user", w, orderID{}, r.createOrder)
 	op("GET", "/orders/find/:order_id", "An order", rd, orderOut{}, r.findOrder)
 	op("POST", "/orders/addItem/:order_id/:item_id", "Add one of an item to an order", w, addItemOut{}, r.addItem)
 	op("POST", "/orders/addItem/:order_id/:item_id/:quantity", "Add quantity of an item to an order", w, addItemOut{}, r.addItem)
 	op("POST", "/orders/checkout/:order_id", "Check an order out: 200 when paid and the stock taken, 400 once a failed attempt is compensated (also one given up when its wait expires)",
 		w, checkoutOut{}, r.checkout)
-	op("POST", "/orders/batch_init/:n/:n_items/:n_users/:item_price", "Create or reset orders \"0\"..\"n-1\" of two random items each", adm, message{},
-		batch("Batch init for orders successful", func(ctx context.Context, v []int64) error {
-			return f.Store().BatchInitOrders(ctx, v[0], v[1], v[2], v[3])
-		}, "n", "n_items", "n_users", "item_price"))
+	op("POST", "/orders/batch_init/:n/:n_items/:n_users/:item_price", "Create or reset orders \"0\"..\"n-1\" of two random items each", adm,
+		message{}, r.batchOrders)
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sagas/:order_id", Tag: "checkout", Scope: rd, Class: api.ClassRead,
 		Summary: "The checkout timeline of an order, newest attempt first (at most 20): each attempt's steps (request, " +
 			"outcome, compensation) from Redis while its saga is kept, its answer and counts from ClickHouse afterwards, with trace ids",
@@ -207,16 +199,13 @@ func answer(c *fiber.Ctx, out any, err error) error {
 	return c.JSON(out)
 }
 
-// batch returns the handler of a batch_init: run over the integer path
-// parameters names, answered with msg.
-func batch(msg string, run func(ctx context.Context, v []int64) error, names ...string) fiber.Handler {
-	return func(c *fiber.Ctx) error {
-		v, err := intParams(c, names...)
-		if err != nil {
-			return err
-		}
-		return answer(c, message{Msg: msg}, run(c.UserContext(), v))
+// batch runs a batch_init over the integer path parameters names.
+func batch(c *fiber.Ctx, msg string, run func(ctx context.Context, v []int64) error, names ...string) error {
+	v, err := intParams(c, names...)
+	if err != nil {
+		return err
 	}
+	return answer(c, message{Msg: msg}, run(c.UserContext(), v))
 }
 
 // intParam parses an integer path parameter; 400 if it is not one.
@@ -279,6 +268,12 @@ func change(kind string, apply func(ctx context.Context, id string, amount int64
 	}
 }
 
+func (r routes) batchItems(c *fiber.Ctx) error {
+	return batch(c, "Batch init for stock successful", func(ctx context.Context, v []int64) error {
+		return r.f.Store().BatchInitItems(ctx, v[0], v[1], v[2])
+	}, "n", "starting_stock", "item_price")
+}
+
 func (r routes) createUser(c *fiber.Ctx) error {
 	id, err := r.f.Store().CreateUserOf(c.UserContext(), api.Tenant(c))
 	return answer(c, userID{UserID: id}, err)
@@ -291,6 +286,12 @@ func (r routes) findUser(c *fiber.Ctx) error {
 	}
 	credit, err := r.f.Store().FindUser(c.UserContext(), id)
 	return answer(c, userOut{UserID: id, Credit: credit}, err)
+}
+
+func (r routes) batchUsers(c *fiber.Ctx) error {
+	return batch(c, "Batch init for users successful", func(ctx context.Context, v []int64) error {
+		return r.f.Store().BatchInitUsers(ctx, v[0], v[1])
+	}, "n", "starting_money")
 }
 
 func (r routes) createOrder(c *fiber.Ctx) error {
@@ -342,4 +343,10 @@ func (r routes) checkout(c *fiber.Ctx) error {
 		return fail(err)
 	}
 	return c.JSON(checkoutOut{OrderID: res.OrderID, Paid: true, TrNum: res.TrNum, AlreadyPaid: res.AlreadyPaid})
+}
+
+func (r routes) batchOrders(c *fiber.Ctx) error {
+	return batch(c, "Batch init for orders successful", func(ctx context.Context, v []int64) error {
+		return r.f.Store().BatchInitOrders(ctx, v[0], v[1], v[2], v[3])
+	}, "n", "n_items", "n_users", "item_price")
 }
