@@ -124,16 +124,23 @@ type StatsHead struct {
 	GroupBy string `json:"group_by"`
 }
 
+// StatsSource is what a stats route reads: ClickHouse, and the clock of
+// the default range (nil: time.Now).
+type StatsSource struct {
+	ClickHouse *clickhouse.Client
+	Now        func() time.Time
+}
+
 // StatsHandler is the handler of a stats route: 503 not_configured
-// without ch, 400 on a bad query, else the JSON of what answer returns
-// for the query read with groups and now (see ParseStatsQuery).
-func StatsHandler(ch *clickhouse.Client, groups []string, now func() time.Time,
+// without src.ClickHouse, 400 on a bad query, else the JSON of what
+// answer returns for the query read with groups (see ParseStatsQuery).
+func StatsHandler(src StatsSource, groups []string,
 	answer func(ctx context.Context, q clickhouse.StatsQuery, head StatsHead) (any, error)) fiber.Handler {
 	return func(c *fiber.Ctx) error {
-		if ch == nil {
+		if src.ClickHouse == nil {
 			return NotConfigured("ClickHouse", "DROPSTREAM_CLICKHOUSE_DSN")
 		}
-		q, err := ParseStatsQuery(c, groups, now)
+		q, err := ParseStatsQuery(c, groups, src.Now)
 		if err != nil {
 			return err
 		}

@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"context"
-	"time"
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/clickhouse"
@@ -10,11 +9,7 @@ import (
 
 // StatsRoutes serve GET /v1/stats/notifications from ClickHouse's hourly
 // rollup of the history.
-type StatsRoutes struct {
-	ClickHouse *clickhouse.Client
-	// Now is the clock for the default range. Default time.Now.
-	Now func() time.Time
-}
+type StatsRoutes api.StatsSource
 
 // notificationRow is one group: distinct notifications, the count with a
 // record of each status, and the latency of sent ones.
@@ -44,7 +39,7 @@ func (r StatsRoutes) Register(srv *api.Server) {
 		Summary: "Notifications by status and their latency per group from the hourly rollup of the notifier's history",
 		Query: append([]api.Param{{Name: "group_by", Description: "hour, day, flow, channel or event (default hour)"},
 			{Name: "channel"}}, api.StatsParams()...),
-		Response: notificationStats{}, Handler: api.StatsHandler(r.ClickHouse, clickhouse.NotificationGroups, r.Now, r.notifications)})
+		Response: notificationStats{}, Handler: api.StatsHandler(api.StatsSource(r), clickhouse.NotificationGroups, r.notifications)})
 }
 
 func (r StatsRoutes) notifications(ctx context.Context, q clickhouse.StatsQuery, head api.StatsHead) (any, error) {

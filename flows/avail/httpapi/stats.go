@@ -3,7 +3,6 @@ package httpapi
 import (
 	"context"
 	"slices"
-	"time"
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/clickhouse"
@@ -11,11 +10,7 @@ import (
 
 // StatsRoutes are the statistics over the ClickHouse rollups; without
 // ClickHouse they answer 503 not_configured.
-type StatsRoutes struct {
-	ClickHouse *clickhouse.Client
-	// Now is the clock for the default range. Default time.Now.
-	Now func() time.Time
-}
+type StatsRoutes api.StatsSource
 
 // availabilityRow is one group of GET /v1/stats/availability.
 type availabilityRow struct {
@@ -54,7 +49,7 @@ func (r StatsRoutes) Register(srv *api.Server) {
 		Summary: "Opens, closes, stable transitions and notifications sent per group from the hourly rollup; sessions by day, provider or venue",
 		Query: append([]api.Param{{Name: "group_by", Description: "hour, day, flow, scope, provider or venue (default hour)"},
 			{Name: "provider"}, {Name: "venue"}}, api.StatsParams()...),
-		Response: availabilityStats{}, Handler: api.StatsHandler(r.ClickHouse, clickhouse.FlowGroups, r.Now, r.availability)})
+		Response: availabilityStats{}, Handler: api.StatsHandler(api.StatsSource(r), clickhouse.FlowGroups, r.availability)})
 }
 
 func (r StatsRoutes) availability(ctx context.Context, q clickhouse.StatsQuery, head api.StatsHead) (any, error) {
