@@ -24,15 +24,13 @@ const (
 // ErrUnknownScope is wrapped by [ParseScope] for a name that is not a scope.
 var ErrUnknownScope = errors.New("unknown scope")
 
+// scopeNames are the scopes' names, by value.
+var scopeNames = [...]string{ScopeRead: "read", ScopeWrite: "write", ScopeAdmin: "admin"}
+
 // String returns the scope's name, or "Scope(n)" for an invalid value.
 func (s Scope) String() string {
-	switch s {
-	case ScopeRead:
-		return "read"
-	case ScopeWrite:
-		return "write"
-	case ScopeAdmin:
-		return "admin"
+	if s.Valid() {
+		return scopeNames[s]
 	}
 	return fmt.Sprintf("Scope(%d)", int(s))
 }
@@ -46,13 +44,10 @@ func (s Scope) Allows(required Scope) bool { return s.Valid() && s >= required }
 // ParseScope parses "read", "write" or "admin" (case-insensitive), else
 // fails with [ErrUnknownScope].
 func ParseScope(name string) (Scope, error) {
-	switch strings.ToLower(name) {
-	case "read":
-		return ScopeRead, nil
-	case "write":
-		return ScopeWrite, nil
-	case "admin":
-		return ScopeAdmin, nil
+	for s := ScopeRead; s <= ScopeAdmin; s++ {
+		if strings.EqualFold(name, scopeNames[s]) {
+			return s, nil
+		}
 	}
 	return 0, fmt.Errorf("%w %q (want read, write or admin)", ErrUnknownScope, name)
 }
@@ -203,14 +198,7 @@ func (k *apiKey) parseFields(fields []string) error {
 // validTenant reports whether name is a tenant's name: 1 to MaxTenantLen
 // ASCII letters, digits, '.', '_' or '-'.
 func validTenant(name string) bool {
-	if name == "" || len(name) > MaxTenantLen {
-		return false
-	}
-	for _, r := range name {
-		ok := r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-'
-		if !ok {
-			return false
-		}
-	}
-	return true
+	return name != "" && len(name) <= MaxTenantLen && !strings.ContainsFunc(name, func(r rune) bool {
+		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
+	})
 }

@@ -66,8 +66,7 @@ func (s *Server) authorize(c *fiber.Ctx, required Scope) error {
 		return Forbidden("forbidden", "this API key has scope "+scope.String()+"; the route requires "+required.String())
 	}
 	caller := keyCaller(presented)
-	tenant := key.tenant
-	tenant = cmp.Or(tenant, caller)
+	tenant := cmp.Or(key.tenant, caller)
 	c.Locals(scopeKey{}, scope)
 	c.Locals(callerKey{}, caller)
 	c.Locals(tenantKey{}, tenant)

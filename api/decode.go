@@ -7,10 +7,11 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"mime"
 	"net/http"
 	"reflect"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 
@@ -121,12 +122,7 @@ func blameField(err error, body []byte, t reflect.Type) error {
 	if t == nil || t.Kind() != reflect.Struct || json.Unmarshal(body, &fields) != nil {
 		return &out
 	}
-	names := make([]string, 0, len(fields))
-	for name := range fields {
-		names = append(names, name)
-	}
-	sort.Strings(names)
-	for _, name := range names {
+	for _, name := range slices.Sorted(maps.Keys(fields)) {
 		f, ok := jsonField(t, name)
 		if !ok {
 			continue

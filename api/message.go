@@ -3,6 +3,7 @@ package api
 import (
 	"reflect"
 	"regexp"
+	"slices"
 	"strings"
 )
 
@@ -30,14 +31,7 @@ func clientMessage(msg string) string {
 	})
 	msg = strings.ReplaceAll(msg, "json: ", "")
 	msg = strings.Join(strings.FieldsFunc(msg, func(r rune) bool { return r == '\n' || r == '\r' }), "; ")
-	parts := strings.Split(msg, ": ")
-	out := parts[:1]
-	for _, p := range parts[1:] {
-		if !strings.EqualFold(p, out[len(out)-1]) {
-			out = append(out, p)
-		}
-	}
-	return strings.Join(out, ": ")
+	return strings.Join(slices.CompactFunc(strings.Split(msg, ": "), strings.EqualFold), ": ")
 }
 
 // goKindName names the JSON kind a Go type, written as in a Go error,

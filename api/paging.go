@@ -1,10 +1,14 @@
 package api
 
 import (
+	"context"
+	"errors"
 	"slices"
 	"strings"
 
 	"github.com/gofiber/fiber/v2"
+
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // Defaults of list routes' paging.
@@ -35,6 +39,28 @@ func PageQuery(c *fiber.Ctx) (cursor string, limit int, err error) {
 		return "", 0, BadRequest("invalid_cursor", "cursor must be a next_cursor of this list")
 	}
 	return cursor, limit, nil
+}
+
+// ListPage answers a list route with the page list returns for the
+// caller's View, ?cursor= and ?limit= (1..MaxPageLimit, default
+// DefaultPageLimit); no items is an empty list. A list error wrapping
+// badCursor is 400 "invalid_cursor".
+func ListPage[T any](c *fiber.Ctx, badCursor error, list func(context.Context, tenancy.View, string, int) ([]T, string, error)) error {
+	limit, err := IntQuery(c, "limit", DefaultPageLimit, 1, MaxPageLimit)
+	if err != nil {
+		return err
+	}
+	items, next, err := list(c.UserContext(), View(c), c.Query("cursor"), limit)
+	if errors.Is(err, badCursor) {
+		return BadRequest("invalid_cursor", err.Error())
+	}
+	if err != nil {
+		return err
+	}
+	if items == nil {
+		items = []T{}
+	}
+	return c.JSON(Page[T]{Items: items, NextCursor: next})
 }
 
 // PageOf returns the page of items after cursor ("" for the first) in the

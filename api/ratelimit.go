@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 )
@@ -178,14 +179,9 @@ func ParseRateLimits(s string) (RateLimitConfig, error) {
 			continue
 		}
 		name, value, ok := strings.Cut(part, "=")
-		class := ClassUnset
-		for _, cl := range Classes {
-			if strings.EqualFold(strings.TrimSpace(name), cl.String()) {
-				class = cl
-			}
-		}
-		if class == ClassUnset {
-			return RateLimitConfig{}, fmt.Errorf("%q: unknown class (want %s)", name, classList())
+		class := Class(slices.IndexFunc(classNames[:], func(n string) bool { return strings.EqualFold(strings.TrimSpace(name), n) }))
+		if class <= ClassUnset {
+			return RateLimitConfig{}, fmt.Errorf("%q: unknown class (want %s)", name, strings.Join(classNames[ClassCreate:], ", "))
 		}
 		if seen[class] {
 			return RateLimitConfig{}, fmt.Errorf("%s given twice", class)
@@ -204,15 +200,6 @@ func ParseRateLimits(s string) (RateLimitConfig, error) {
 		}
 	}
 	return c, nil
-}
-
-// classList is the classes' names for messages.
-func classList() string {
-	names := make([]string, len(Classes))
-	for i, c := range Classes {
-		names[i] = c.String()
-	}
-	return strings.Join(names, ", ")
 }
 
 // String returns c as [ParseRateLimits] reads it, default classes left out.

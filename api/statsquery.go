@@ -1,6 +1,7 @@
 package api
 
 import (
+	"context"
 	"errors"
 	"slices"
 	"strconv"
@@ -114,4 +115,39 @@ func StatsError(err error) error {
 		return BadRequest("invalid_query", err.Error())
 	}
 	return err
+}
+
+// StatsHead is the range and grouping at the head of every stats answer.
+type StatsHead struct {
+	From    string `json:"from"`
+	To      string `json:"to"`
+	GroupBy string `json:"group_by"`
+}
+
+// StatsSource is what a stats route reads: ClickHouse, and the clock of
+// the default range (nil: time.Now).
+type StatsSource struct {
+	ClickHouse *clickhouse.Client
+	Now        func() time.Time
+}
+
+// StatsHandler is the handler of a stats route: 503 not_configured
+// without src.ClickHouse, 400 on a bad query, else the JSON of what
+// answer returns for the query read with groups (see ParseStatsQuery).
+func StatsHandler(src StatsSource, groups []string,
+	answer func(ctx context.Context, q clickhouse.StatsQuery, head StatsHead) (any, error)) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		if src.ClickHouse == nil {
+			return NotConfigured("ClickHouse", "DROPSTREAM_CLICKHOUSE_DSN")
+		}
+		q, err := ParseStatsQuery(c, groups, src.Now)
+		if err != nil {
+			return err
+		}
+		out, err := answer(c.UserContext(), q, StatsHead{From: q.From.Format(time.RFC3339), To: q.To.Format(time.RFC3339), GroupBy: q.GroupBy})
+		if err != nil {
+			return StatsError(err)
+		}
+		return c.JSON(out)
+	}
 }

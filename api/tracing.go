@@ -1,6 +1,7 @@
 package api
 
 import (
+	"cmp"
 	"net/http"
 	"sync"
 	"time"
@@ -47,10 +48,7 @@ func telemetryMethod(m string) string {
 
 // telemetryRoute returns the matched route pattern, or [RouteUnmatched].
 func telemetryRoute(c *fiber.Ctx) string {
-	if p := matchedRoute(c); p != "" {
-		return p
-	}
-	return RouteUnmatched
+	return cmp.Or(matchedRoute(c), RouteUnmatched)
 }
 
 // spanName names a server span "<METHOD> <route pattern>", or "<METHOD>"

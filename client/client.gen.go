@@ -551,6 +551,12 @@ type PageCollectionView struct {
 	NextCursor *string           `json:"next_cursor,omitempty"`
 }
 
+// PageEntityState defines model for PageEntityState.
+type PageEntityState struct {
+	Items      *[]EntityState `json:"items"`
+	NextCursor *string        `json:"next_cursor,omitempty"`
+}
+
 // PageFeedView defines model for PageFeedView.
 type PageFeedView struct {
 	Items      *[]FeedView `json:"items"`
@@ -575,6 +581,12 @@ type PageSession struct {
 	NextCursor *string    `json:"next_cursor,omitempty"`
 }
 
+// PageSource defines model for PageSource.
+type PageSource struct {
+	Items      *[]Source `json:"items"`
+	NextCursor *string   `json:"next_cursor,omitempty"`
+}
+
 // PageStageOut defines model for PageStageOut.
 type PageStageOut struct {
 	Items      *[]StageOut `json:"items"`
@@ -591,6 +603,18 @@ type PageStandingSearch struct {
 type PageSubscribable struct {
 	Items      *[]Subscribable `json:"items"`
 	NextCursor *string         `json:"next_cursor,omitempty"`
+}
+
+// PageSubscriber defines model for PageSubscriber.
+type PageSubscriber struct {
+	Items      *[]Subscriber `json:"items"`
+	NextCursor *string       `json:"next_cursor,omitempty"`
+}
+
+// PageWatcher defines model for PageWatcher.
+type PageWatcher struct {
+	Items      *[]Watcher `json:"items"`
+	NextCursor *string    `json:"next_cursor,omitempty"`
 }
 
 // Patch defines model for Patch.
@@ -973,12 +997,6 @@ type AddItemOut struct {
 	TotalCost int    `json:"total_cost"`
 }
 
-// AvailabilityPage defines model for availabilityPage.
-type AvailabilityPage struct {
-	Items      *[]EntityState `json:"items"`
-	NextCursor *string        `json:"next_cursor,omitempty"`
-}
-
 // AvailabilityRow defines model for availabilityRow.
 type AvailabilityRow struct {
 	Closes            int      `json:"closes"`
@@ -1276,12 +1294,6 @@ type SourceDetail struct {
 	Source Source        `json:"source"`
 }
 
-// SourcePage defines model for sourcePage.
-type SourcePage struct {
-	Items      *[]Source `json:"items"`
-	NextCursor *string   `json:"next_cursor,omitempty"`
-}
-
 // StageSeries defines model for stageSeries.
 type StageSeries struct {
 	Flow       string     `json:"flow"`
@@ -1329,12 +1341,6 @@ type SubscriberDestination struct {
 	UnsubscribeToken *string    `json:"unsubscribe_token,omitempty"`
 }
 
-// SubscriberPage defines model for subscriberPage.
-type SubscriberPage struct {
-	Items      *[]Subscriber `json:"items"`
-	NextCursor *string       `json:"next_cursor,omitempty"`
-}
-
 // SubscriptionIn defines model for subscriptionIn.
 type SubscriptionIn struct {
 	// Body A subscription body: any subset of the comic's properties, each matched by equality (strings case-insensitively) or, for grade, issue, price_cents and year, by a range.
@@ -1372,12 +1378,6 @@ type UserID struct {
 type UserOut struct {
 	Credit int    `json:"credit"`
 	UserId string `json:"user_id"`
-}
-
-// WatcherPage defines model for watcherPage.
-type WatcherPage struct {
-	Items      *[]Watcher `json:"items"`
-	NextCursor *string    `json:"next_cursor,omitempty"`
 }
 
 // WhyChain defines model for whyChain.
@@ -12065,7 +12065,7 @@ type GetV1AvailabilityResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *AvailabilityPage
+	JSON200 *PageEntityState
 	// JSON4XX the response for an HTTP 4XX `application/json` response
 	JSON4XX *Error
 	// JSON5XX the response for an HTTP 5XX `application/json` response
@@ -12073,7 +12073,7 @@ type GetV1AvailabilityResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetV1AvailabilityResponse) GetJSON200() *AvailabilityPage {
+func (r GetV1AvailabilityResponse) GetJSON200() *PageEntityState {
 	return r.JSON200
 }
 
@@ -14609,7 +14609,7 @@ type GetV1SourcesResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *SourcePage
+	JSON200 *PageSource
 	// JSON4XX the response for an HTTP 4XX `application/json` response
 	JSON4XX *Error
 	// JSON5XX the response for an HTTP 5XX `application/json` response
@@ -14617,7 +14617,7 @@ type GetV1SourcesResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetV1SourcesResponse) GetJSON200() *SourcePage {
+func (r GetV1SourcesResponse) GetJSON200() *PageSource {
 	return r.JSON200
 }
 
@@ -15145,7 +15145,7 @@ type GetV1SubscribersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *SubscriberPage
+	JSON200 *PageSubscriber
 	// JSON4XX the response for an HTTP 4XX `application/json` response
 	JSON4XX *Error
 	// JSON5XX the response for an HTTP 5XX `application/json` response
@@ -15153,7 +15153,7 @@ type GetV1SubscribersResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetV1SubscribersResponse) GetJSON200() *SubscriberPage {
+func (r GetV1SubscribersResponse) GetJSON200() *PageSubscriber {
 	return r.JSON200
 }
 
@@ -15667,7 +15667,7 @@ type GetV1WatchersResponse struct {
 	Body         []byte
 	HTTPResponse *http.Response
 	// JSON200 the response for an HTTP 200 `application/json` response
-	JSON200 *WatcherPage
+	JSON200 *PageWatcher
 	// JSON4XX the response for an HTTP 4XX `application/json` response
 	JSON4XX *Error
 	// JSON5XX the response for an HTTP 5XX `application/json` response
@@ -15675,7 +15675,7 @@ type GetV1WatchersResponse struct {
 }
 
 // GetJSON200 returns the response for an HTTP 200 `application/json` response
-func (r GetV1WatchersResponse) GetJSON200() *WatcherPage {
+func (r GetV1WatchersResponse) GetJSON200() *PageWatcher {
 	return r.JSON200
 }
 
@@ -18975,7 +18975,7 @@ func ParseGetV1AvailabilityResponse(rsp *http.Response) (*GetV1AvailabilityRespo
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest AvailabilityPage
+		var dest PageEntityState
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -20853,7 +20853,7 @@ func ParseGetV1SourcesResponse(rsp *http.Response) (*GetV1SourcesResponse, error
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest SourcePage
+		var dest PageSource
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -21245,7 +21245,7 @@ func ParseGetV1SubscribersResponse(rsp *http.Response) (*GetV1SubscribersRespons
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest SubscriberPage
+		var dest PageSubscriber
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}
@@ -21635,7 +21635,7 @@ func ParseGetV1WatchersResponse(rsp *http.Response) (*GetV1WatchersResponse, err
 
 	switch {
 	case strings.Contains(rsp.Header.Get("Content-Type"), "json") && rsp.StatusCode == 200:
-		var dest WatcherPage
+		var dest PageWatcher
 		if err := json.Unmarshal(bodyBytes, &dest); err != nil {
 			return nil, err
 		}

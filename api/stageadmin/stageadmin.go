@@ -69,9 +69,9 @@ func Register(srv *api.Server, ctl *stream.Control, stages []Stage) {
 	op(http.MethodGet, "/v1/admin/stages", "The stages with whether each is paused, by name", api.Page[StageOut]{}, paging, r.list)
 	op(http.MethodPost, "/v1/admin/stages/:stage/pause",
 		"Pause a stage in every process: each copy finishes its batch in hand and stops reading; its lag keeps being reported",
-		StageOut{}, nil, r.pause)
+		StageOut{}, nil, r.set(ctl.Pause))
 	op(http.MethodPost, "/v1/admin/stages/:stage/resume", "Resume a paused stage: its copies read again within a second",
-		StageOut{}, nil, r.resume)
+		StageOut{}, nil, r.set(ctl.Resume))
 	op(http.MethodGet, "/v1/admin/stages/:stage/conservation",
 		"The accounting of a stage's messages: published = acked + dead_lettered + dropped + skipped + delayed + requeued + pending + lag; drift is the difference, 0 unless messages were lost",
 		ConservationOut{}, nil, r.conservation)
@@ -132,28 +132,21 @@ func (r *routes) list(c *fiber.Ctx) error {
 	return c.JSON(api.PageOf(all, func(o StageOut) string { return o.Stage }, cursor, limit))
 }
 
-func (r *routes) pause(c *fiber.Ctx) error {
-	return r.set(c, r.ctl.Pause)
-}
-
-func (r *routes) resume(c *fiber.Ctx) error {
-	return r.set(c, r.ctl.Resume)
-}
-
-// set applies pause or resume to the stage of the path and answers its
-// state afterwards.
-func (r *routes) set(c *fiber.Ctx, apply func(context.Context, string) error) error {
-	s, err := r.stage(c)
-	if err != nil {
-		return err
+// set returns the handler applying pause or resume to the stage of the
+// path; it answers the stage's state afterwards.
+func (r *routes) set(apply func(context.Context, string) error) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		s, err := r.stage(c)
+		if err != nil {
+			return err
+		}
+		if err := apply(c.UserContext(), s.Name); err != nil {
+			return err
+		}
+		paused, err := r.ctl.Paused(c.UserContext())
+		if err != nil {
+			return err
+		}
+		return c.JSON(StateOf(s, paused))
 	}
-	ctx := c.UserContext()
-	if err := apply(ctx, s.Name); err != nil {
-		return err
-	}
-	paused, err := r.ctl.Paused(ctx)
-	if err != nil {
-		return err
-	}
-	return c.JSON(StateOf(s, paused))
 }

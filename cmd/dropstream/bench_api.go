@@ -183,11 +183,7 @@ func seedAPIBench(ctx context.Context, base string, phases *progress.Printer) ([
 	ph = phases.Start("a checkout through the contract", 0)
 	ids := map[string]string{}
 	for _, step := range checkoutSteps {
-		path := step.path
-		for k, v := range ids {
-			path = strings.ReplaceAll(path, "{"+k+"}", v)
-		}
-		v, err := c.call(ctx, step.method, path, step.keep)
+		v, err := c.call(ctx, step.method, fillIDs(step.path, ids), step.keep)
 		if err != nil {
 			return nil, err
 		}
@@ -214,38 +210,67 @@ type benchClient struct {
 // call makes a request that must answer 2xx and returns the answer's
 // field (a dotted path such as "items.0.id"; "" for none).
 func (c benchClient) call(ctx context.Context, method, path, field string) (string, error) {
-	req, err := http.NewRequestWithContext(ctx, method, c.base+path, nil)
-	if err != nil {
-		return "", err
-	}
-	resp, err := c.client.Do(req)
+	status, body, err := callAPI(ctx, c.client, method, c.base+path, "")
 	if err != nil {
 		return "", fmt.Errorf("bench api: %s %s: %w", method, path, err)
 	}
-	defer resp.Body.Close()
-	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
-	if err != nil {
-		return "", err
-	}
-	if resp.StatusCode/100 != 2 {
-		return "", fmt.Errorf("bench api: %s %s answered %d: %.200s", method, path, resp.StatusCode, body)
+	if status/100 != 2 {
+		return "", fmt.Errorf("bench api: %s %s answered %d: %.200s", method, path, status, body)
 	}
 	if field == "" {
 		return "", nil
 	}
+	v, err := answerField(body, field)
+	if err != nil {
+		return "", fmt.Errorf("bench api: %s %s: %w", method, path, err)
+	}
+	return v, nil
+}
+
+// callAPI sends method url, with body as JSON unless it is "", and
+// returns the answer's status and its body (at most 1 MiB).
+func callAPI(ctx context.Context, client *http.Client, method, url, body string) (int, []byte, error) {
+	req, err := http.NewRequestWithContext(ctx, method, url, strings.NewReader(body))
+	if err != nil {
+		return 0, nil, err
+	}
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := client.Do(req)
+	if err != nil {
+		return 0, nil, err
+	}
+	defer resp.Body.Close()
+	out, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	return resp.StatusCode, out, err
+}
+
+// fillIDs replaces each {name} of path with ids[name].
+func fillIDs(path string, ids map[string]string) string {
+	for k, v := range ids {
+		path = strings.ReplaceAll(path, "{"+k+"}", v)
+	}
+	return path
+}
+
+// answerField returns the field of a JSON body at a dotted path such as
+// "items.0.id", a string or a number, as a string; "" when there is none.
+func answerField(body []byte, field string) (string, error) {
 	var v any
 	if err := json.Unmarshal(body, &v); err != nil {
-		return "", fmt.Errorf("bench api: %s %s: %w", method, path, err)
+		return "", err
 	}
 	for _, k := range strings.Split(field, ".") {
 		switch x := v.(type) {
 		case map[string]any:
 			v = x[k]
 		case []any:
-			if k != "0" || len(x) == 0 {
+			i, err := strconv.Atoi(k)
+			if err != nil || i < 0 || i >= len(x) {
 				return "", nil
 			}
-			v = x[0]
+			v = x[i]
 		default:
 			return "", nil
 		}

@@ -2,9 +2,7 @@ package main
 
 import (
 	"context"
-	"encoding/json"
 	"fmt"
-	"io"
 	"maps"
 	"net/http"
 	"slices"
@@ -66,9 +64,7 @@ func (l *soakLoad) cycle(n int, ids map[string]string, watchers []string) []soak
 		}
 	}
 	for i := range steps {
-		for k, v := range ids {
-			steps[i].path = strings.ReplaceAll(steps[i].path, "{"+k+"}", v)
-		}
+		steps[i].path = fillIDs(steps[i].path, ids)
 	}
 	return steps
 }
@@ -106,37 +102,19 @@ func (l *soakLoad) run(ctx context.Context) {
 
 // do sends one step and counts its answer; it returns the kept field.
 func (l *soakLoad) do(ctx context.Context, s soakStep) (string, bool) {
-	var body io.Reader
-	if s.body != "" {
-		body = strings.NewReader(s.body)
-	}
-	req, err := http.NewRequestWithContext(ctx, s.method, l.base+s.path, body)
-	if err != nil {
-		l.count("error")
-		return "", false
-	}
-	if s.body != "" {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := l.client.Do(req)
-	if err != nil {
+	status, body, err := callAPI(ctx, l.client, s.method, l.base+s.path, s.body)
+	if status == 0 {
 		if ctx.Err() == nil {
 			l.count("error")
 		}
 		return "", false
 	}
-	defer resp.Body.Close()
-	l.count(fmt.Sprint(resp.StatusCode))
-	if s.keep == "" || resp.StatusCode/100 != 2 {
-		_, _ = io.Copy(io.Discard, resp.Body)
+	l.count(fmt.Sprint(status))
+	if err != nil || s.keep == "" || status/100 != 2 {
 		return "", false
 	}
-	var out map[string]any
-	if err := json.NewDecoder(io.LimitReader(resp.Body, 1<<20)).Decode(&out); err != nil {
-		return "", false
-	}
-	v, ok := out[s.keep].(string)
-	return v, ok && v != ""
+	v, err := answerField(body, s.keep)
+	return v, err == nil && v != ""
 }
 
 func (l *soakLoad) count(status string) {

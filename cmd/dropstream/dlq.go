@@ -12,28 +12,23 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
+const dlqUsage = "Usage: dropstream dlq list|replay|purge --topic FLOW.NAME [flags] [refs...]\n\n" +
+	"  list    prints dead letters as JSON lines (reason, stage, attempts, original message)\n" +
+	"  replay  sends dead letters back to their stream as new messages (all, or the refs given)\n" +
+	"  purge   deletes dead letters (the refs given, or all with --all)\n\n" +
+	"A ref is partition/entry-id, as printed by list."
+
 func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "replay" && args[0] != "purge") {
-		fmt.Fprintln(stderr, "Usage: dropstream dlq list|replay|purge --topic FLOW.NAME [flags] [refs...]\n\n"+
-			"  list    prints dead letters as JSON lines (reason, stage, attempts, original message)\n"+
-			"  replay  sends dead letters back to their stream as new messages (all, or the refs given)\n"+
-			"  purge   deletes dead letters (the refs given, or all with --all)\n\n"+
-			"A ref is partition/entry-id, as printed by list.")
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return nil
-		}
-		return errors.New("dlq needs list, replay or purge")
-	}
-	verb := args[0]
 	var cfg Config
 	var topicName string
 	var limit int
 	var all bool
-	fs := flagSet("dlq "+verb, "Administers dead-letter streams.", stderr, &cfg, "json")
-	fs.StringVar(&topicName, "topic", "", "topic as flow.name (required)")
-	fs.IntVar(&limit, "limit", 100, "list: at most this many")
-	fs.BoolVar(&all, "all", false, "purge: every dead letter of the topic")
-	if err := fs.parse(args[1:]); err != nil {
+	verb, fs, err := verbFlags("dlq", args, dlqUsage, "Administers dead-letter streams.", stderr, &cfg, func(fs *flags) {
+		fs.StringVar(&topicName, "topic", "", "topic as flow.name (required)")
+		fs.IntVar(&limit, "limit", 100, "list: at most this many")
+		fs.BoolVar(&all, "all", false, "purge: every dead letter of the topic")
+	}, "list", "replay", "purge")
+	if verb == "" {
 		return err
 	}
 	cfg.APIAddr = ""

@@ -3,7 +3,6 @@ package main
 import (
 	"bytes"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -558,24 +557,11 @@ func documentedSuccess(doc map[string]any) int {
 // jsonField reads a dotted path ("items.0.stage") of a JSON answer as a string.
 func jsonField(t *testing.T, body []byte, path string) string {
 	t.Helper()
-	var v any
-	if err := json.Unmarshal(body, &v); err != nil {
+	v, err := answerField(body, path)
+	if err != nil {
 		t.Fatalf("%s: %v", body, err)
 	}
-	for _, k := range strings.Split(path, ".") {
-		switch x := v.(type) {
-		case map[string]any:
-			v = x[k]
-		case []any:
-			i, _ := strconv.Atoi(k)
-			if i >= len(x) {
-				return ""
-			}
-			v = x[i]
-		}
-	}
-	s, _ := v.(string)
-	return s
+	return v
 }
 
 // The committed client and the document it was generated from are those

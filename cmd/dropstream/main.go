@@ -11,6 +11,8 @@ import (
 	"os"
 	"os/signal"
 	"runtime/debug"
+	"slices"
+	"strings"
 	"syscall"
 	"time"
 
@@ -79,6 +81,40 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	}
 	usage(stderr)
 	return fmt.Errorf("unknown command %q", args[0])
+}
+
+// verbOf returns the verb args start with, one of verbs. Otherwise it
+// prints usage to stderr and returns ok false with nil after -h or --help,
+// else an error saying what cmd needs.
+func verbOf(cmd string, args []string, usage string, stderr io.Writer, verbs ...string) (verb string, ok bool, err error) {
+	if len(args) > 0 && slices.Contains(verbs, args[0]) {
+		return args[0], true, nil
+	}
+	fmt.Fprintln(stderr, usage)
+	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+		return "", false, nil
+	}
+	need := verbs[len(verbs)-1]
+	if len(verbs) > 1 {
+		need = strings.Join(verbs[:len(verbs)-1], ", ") + " or " + need
+	}
+	return "", false, fmt.Errorf("%s needs %s", cmd, need)
+}
+
+// verbFlags reads the verb of cmd (see verbOf), then parses the flags
+// after it: the common ones into cfg and those bind adds. verb "" is
+// nothing to run; err says why (nil after -h or --help).
+func verbFlags(cmd string, args []string, usage, summary string, stderr io.Writer, cfg *Config, bind func(*flags), verbs ...string) (verb string, fs *flags, err error) {
+	verb, ok, err := verbOf(cmd, args, usage, stderr, verbs...)
+	if !ok {
+		return "", nil, err
+	}
+	fs = flagSet(cmd+" "+verb, summary, stderr, cfg, "json")
+	bind(fs)
+	if err := fs.parse(args[1:]); err != nil {
+		return "", nil, err
+	}
+	return verb, fs, nil
 }
 
 func usage(w io.Writer) {

@@ -14,15 +14,11 @@ import (
 )
 
 func runRollups(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || args[0] != "rebuild" {
-		fmt.Fprintln(stderr, "Usage: dropstream rollups rebuild [--from YYYY-MM] [--to YYYY-MM] [--tables t1,t2] [flags]\n\n"+
-			"  rebuild  recomputes the rollup tables from the raw tables, a month at a time,\n"+
-			"           showing progress: a backfill after the rollups are first created,\n"+
-			"           or a repair after duplicate inserts.")
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return nil
-		}
-		return errors.New("rollups needs rebuild")
+	if _, ok, err := verbOf("rollups", args, "Usage: dropstream rollups rebuild [--from YYYY-MM] [--to YYYY-MM] [--tables t1,t2] [flags]\n\n"+
+		"  rebuild  recomputes the rollup tables from the raw tables, a month at a time,\n"+
+		"           showing progress: a backfill after the rollups are first created,\n"+
+		"           or a repair after duplicate inserts.", stderr, "rebuild"); !ok {
+		return err
 	}
 	var cfg Config
 	fs := flagSet("rollups rebuild", "Recomputes rollups from the raw tables, a month at a time, showing progress.", stderr, &cfg, "json")

@@ -114,10 +114,8 @@ func printStages(w io.Writer, stages map[string]stream.Stage, services map[strin
 	enc := json.NewEncoder(w)
 	for _, n := range slices.Sorted(maps.Keys(stages)) {
 		s := stages[n]
-		group := s.Config.Group
-		group = cmp.Or(group, s.Name)
 		if err := enc.Encode(listedStage{Name: n, Kind: "stage", Flow: s.Topic.Flow, Topic: s.Topic.Name,
-			Partitions: s.Topic.Partitions, Group: group}); err != nil {
+			Partitions: s.Topic.Partitions, Group: cmp.Or(s.Config.Group, s.Name)}); err != nil {
 			return err
 		}
 	}

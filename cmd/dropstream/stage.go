@@ -21,17 +21,10 @@ const stageUsage = "Usage: dropstream stage list|pause|resume [flags] [stage]\n\
 	"  resume  resumes a paused stage: its copies read again within a second"
 
 func runStage(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if len(args) == 0 || (args[0] != "list" && args[0] != "pause" && args[0] != "resume") {
-		fmt.Fprintln(stderr, stageUsage)
-		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-			return nil
-		}
-		return errors.New("stage needs list, pause or resume")
-	}
-	verb := args[0]
 	var cfg Config
-	fs := flagSet("stage "+verb, "Pauses, resumes and lists the stages.", stderr, &cfg, "json")
-	if err := fs.parse(args[1:]); err != nil {
+	verb, fs, err := verbFlags("stage", args, stageUsage, "Pauses, resumes and lists the stages.", stderr, &cfg, func(*flags) {},
+		"list", "pause", "resume")
+	if verb == "" {
 		return err
 	}
 	if cfg.RedisURL == "" {

@@ -155,8 +155,7 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 // guardOf reads the diff's false-close guard from the settings.
 func guardOf(s flow.Settings) (diff.Guard, error) {
 	g := diff.Guard{Min: s.Int(VarGuardMin)}
-	share := s.String(VarGuardShare)
-	share = cmp.Or(share, "0.5")
+	share := cmp.Or(s.String(VarGuardShare), "0.5")
 	var err error
 	if g.Share, err = strconv.ParseFloat(share, 64); err != nil {
 		return diff.Guard{}, fmt.Errorf("%s=%q: want a share in 0..1", VarGuardShare, share)

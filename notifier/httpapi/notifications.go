@@ -37,9 +37,6 @@ func (r NotificationRoutes) sees(c *fiber.Ctx, subscriberID string) (bool, error
 	return err == nil && v.Sees(owner), err
 }
 
-// notificationPage is GET /v1/notifications.
-type notificationPage = api.Page[history.Record]
-
 // whyChain is GET /v1/notifications/{id}/why: notification → transition →
 // run → trace id.
 type whyChain struct {
@@ -75,7 +72,7 @@ func (r NotificationRoutes) Register(srv *api.Server) {
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/notifications", Tag: "notifications", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "Recent notifications of a subscriber (or watcher), newest first. Each was decided once per (subscriber, subject, window); a receiver gets it at least once, every time with the same id (the webhook-id header), on which it deduplicates",
 		Query:    []api.Param{{Name: "subscriber", Required: true}, {Name: "cursor"}, {Name: "limit", Type: "integer"}},
-		Response: notificationPage{}, Handler: r.list})
+		Response: api.Page[history.Record]{}, Handler: r.list})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/notifications/:id/why", Tag: "notifications", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "Why a notification was sent: notification → transition → run → trace id",
 		Response: whyChain{}, Handler: r.why})

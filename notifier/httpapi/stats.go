@@ -1,9 +1,7 @@
 package httpapi
 
 import (
-	"time"
-
-	"github.com/gofiber/fiber/v2"
+	"context"
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/clickhouse"
@@ -11,11 +9,7 @@ import (
 
 // StatsRoutes serve GET /v1/stats/notifications from ClickHouse's hourly
 // rollup of the history.
-type StatsRoutes struct {
-	ClickHouse *clickhouse.Client
-	// Now is the clock for the default range. Default time.Now.
-	Now func() time.Time
-}
+type StatsRoutes api.StatsSource
 
 // notificationRow is one group: distinct notifications, the count with a
 // record of each status, and the latency of sent ones.
@@ -35,10 +29,8 @@ type notificationRow struct {
 
 // notificationStats is GET /v1/stats/notifications.
 type notificationStats struct {
-	From    string            `json:"from"`
-	To      string            `json:"to"`
-	GroupBy string            `json:"group_by"`
-	Items   []notificationRow `json:"items"`
+	api.StatsHead
+	Items []notificationRow `json:"items"`
 }
 
 // Register adds the route to srv.
@@ -47,27 +39,19 @@ func (r StatsRoutes) Register(srv *api.Server) {
 		Summary: "Notifications by status and their latency per group from the hourly rollup of the notifier's history",
 		Query: append([]api.Param{{Name: "group_by", Description: "hour, day, flow, channel or event (default hour)"},
 			{Name: "channel"}}, api.StatsParams()...),
-		Response: notificationStats{}, Handler: r.notifications})
+		Response: notificationStats{}, Handler: api.StatsHandler(api.StatsSource(r), clickhouse.NotificationGroups, r.notifications)})
 }
 
-func (r StatsRoutes) notifications(c *fiber.Ctx) error {
-	if r.ClickHouse == nil {
-		return api.NotConfigured("ClickHouse", "DROPSTREAM_CLICKHOUSE_DSN")
-	}
-	q, err := api.ParseStatsQuery(c, clickhouse.NotificationGroups, r.Now)
+func (r StatsRoutes) notifications(ctx context.Context, q clickhouse.StatsQuery, head api.StatsHead) (any, error) {
+	rows, err := clickhouse.NotificationStats(ctx, r.ClickHouse, q)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rows, err := clickhouse.NotificationStats(c.UserContext(), r.ClickHouse, q)
-	if err != nil {
-		return api.StatsError(err)
-	}
-	out := notificationStats{From: q.From.Format(time.RFC3339), To: q.To.Format(time.RFC3339), GroupBy: q.GroupBy,
-		Items: make([]notificationRow, 0, len(rows))}
+	out := notificationStats{StatsHead: head, Items: make([]notificationRow, 0, len(rows))}
 	for _, s := range rows {
 		out.Items = append(out.Items, notificationRow{Key: api.StatsKeyOf(s.Key), Notifications: s.Notifications, Sent: s.Sent,
 			Failed: s.Failed, Rejected: s.Rejected, Held: s.Held, Batched: s.Batched, Suppressed: s.Suppressed,
 			LatencyP50Ms: s.LatencyP50.Milliseconds(), LatencyP90Ms: s.LatencyP90.Milliseconds(), LatencyP99Ms: s.LatencyP99.Milliseconds()})
 	}
-	return c.JSON(out)
+	return out, nil
 }

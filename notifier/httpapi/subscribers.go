@@ -34,12 +34,6 @@ type SubscriberRoutes struct {
 	Quota *quota.Quota
 }
 
-// subscriberPage is GET /v1/subscribers.
-type subscriberPage struct {
-	Items      []subscriber.Subscriber `json:"items"`
-	NextCursor string                  `json:"next_cursor,omitempty"`
-}
-
 // preferencesBody is PUT /v1/subscribers/{id}/preferences.
 type preferencesBody struct {
 	TimeZone    string                 `json:"time_zone"`
@@ -53,7 +47,7 @@ func (r SubscriberRoutes) Register(srv *api.Server) {
 		Body:    subscriber.Subscriber{}, Response: subscriber.Subscriber{}, Status: http.StatusCreated, Handler: r.create})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscribers", Tag: "subscribers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "List subscribers", Query: []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
-		Response: subscriberPage{}, Handler: r.list})
+		Response: api.Page[subscriber.Subscriber]{}, Handler: r.list})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscribers/:id", Tag: "subscribers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One subscriber", Response: subscriber.Subscriber{}, Handler: r.get})
 	srv.Handle(api.Operation{Method: "PUT", Path: "/v1/subscribers/:id/preferences", Tag: "subscribers", Scope: api.ScopeWrite, Class: api.ClassChange,
@@ -62,11 +56,13 @@ func (r SubscriberRoutes) Register(srv *api.Server) {
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/subscribers/:id", Tag: "subscribers", Scope: api.ScopeWrite, Class: api.ClassChange,
 		Summary: "Remove a subscriber and every destination", Status: http.StatusNoContent, Handler: r.delete})
 	for _, op := range []api.Operation{
-		{Method: "GET", Path: notifier.ConfirmPath + ":token", Handler: r.confirmPage,
+		{Method: "GET", Path: notifier.ConfirmPath + ":token",
+			Handler: r.askPage(subscriber.PurposeConfirm, notifier.ConfirmPath, "Confirm your subscription", "Send notifications to ", "Confirm"),
 			Summary: "Opt-in link: a page asking to confirm the destination (a link prefetcher confirms nothing)"},
 		{Method: "POST", Path: notifier.ConfirmPath + ":token", Handler: r.confirm,
 			Summary: "Confirm the destination of the opt-in token; it receives notifications from then on"},
-		{Method: "GET", Path: notifier.UnsubscribePath + ":token", Handler: r.unsubscribePage,
+		{Method: "GET", Path: notifier.UnsubscribePath + ":token",
+			Handler: r.askPage(subscriber.PurposeUnsubscribe, notifier.UnsubscribePath, "Unsubscribe", "Stop sending notifications to ", "Unsubscribe"),
 			Summary: "Unsubscribe link: a page asking to confirm (a link prefetcher unsubscribes nothing)"},
 		{Method: "POST", Path: notifier.UnsubscribePath + ":token", Handler: r.unsubscribe,
 			Summary: "Unsubscribe the destination of the token and send it a removal notice (also RFC 8058 one-click)"},
@@ -137,18 +133,7 @@ func (r SubscriberRoutes) create(c *fiber.Ctx) error {
 }
 
 func (r SubscriberRoutes) list(c *fiber.Ctx) error {
-	limit, err := api.IntQuery(c, "limit", 100, 1, 1000)
-	if err != nil {
-		return err
-	}
-	items, next, err := r.Store.ListIn(c.UserContext(), api.View(c), c.Query("cursor"), limit)
-	if errors.Is(err, subscriber.ErrInvalid) {
-		return api.BadRequest("invalid_cursor", err.Error())
-	}
-	if err != nil {
-		return err
-	}
-	return c.JSON(subscriberPage{Items: items, NextCursor: next})
+	return api.ListPage(c, subscriber.ErrInvalid, r.Store.ListIn)
 }
 
 func (r SubscriberRoutes) get(c *fiber.Ctx) error {
@@ -210,17 +195,20 @@ func renderPage(c *fiber.Ctx, status int, d pageData) error {
 
 var goneLink = pageData{Heading: "Link expired", Text: "This link is unknown, already used or expired."}
 
-func (r SubscriberRoutes) confirmPage(c *fiber.Ctx) error {
-	info, err := r.Store.Peek(c.UserContext(), c.Params("token"))
-	if errors.Is(err, subscriber.ErrTokenNotFound) || err == nil && info.Purpose != subscriber.PurposeConfirm {
-		return renderPage(c, http.StatusNotFound, goneLink)
+// askPage returns the handler of a link's GET: a page asking ask and the
+// destination's address, whose button POSTs the token of purpose to path.
+func (r SubscriberRoutes) askPage(purpose, path, heading, ask, button string) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		info, err := r.Store.Peek(c.UserContext(), c.Params("token"))
+		if errors.Is(err, subscriber.ErrTokenNotFound) || err == nil && info.Purpose != purpose {
+			return renderPage(c, http.StatusNotFound, goneLink)
+		}
+		if err != nil {
+			return err
+		}
+		return renderPage(c, http.StatusOK, pageData{Heading: heading, Text: ask + info.Destination.Address + "?",
+			Action: path + c.Params("token"), Button: button})
 	}
-	if err != nil {
-		return err
-	}
-	return renderPage(c, http.StatusOK, pageData{Heading: "Confirm your subscription",
-		Text:   "Send notifications to " + info.Destination.Address + "?",
-		Action: notifier.ConfirmPath + c.Params("token"), Button: "Confirm"})
 }
 
 func (r SubscriberRoutes) confirm(c *fiber.Ctx) error {
@@ -232,19 +220,6 @@ func (r SubscriberRoutes) confirm(c *fiber.Ctx) error {
 		return err
 	}
 	return renderPage(c, http.StatusOK, pageData{Heading: "Subscribed", Text: d.Address + " will receive notifications."})
-}
-
-func (r SubscriberRoutes) unsubscribePage(c *fiber.Ctx) error {
-	info, err := r.Store.Peek(c.UserContext(), c.Params("token"))
-	if errors.Is(err, subscriber.ErrTokenNotFound) || err == nil && info.Purpose != subscriber.PurposeUnsubscribe {
-		return renderPage(c, http.StatusNotFound, goneLink)
-	}
-	if err != nil {
-		return err
-	}
-	return renderPage(c, http.StatusOK, pageData{Heading: "Unsubscribe",
-		Text:   "Stop sending notifications to " + info.Destination.Address + "?",
-		Action: notifier.UnsubscribePath + c.Params("token"), Button: "Unsubscribe"})
 }
 
 // unsubscribe removes the destination and sends a removal notice; it also

@@ -188,7 +188,7 @@ func TestNotificationRoutes_historyAndWhy(t *testing.T) {
 	}}.Register(srv)
 
 	r := apitest.Get(t, srv, "/v1/notifications?subscriber=w_1")
-	var page notificationPage
+	var page api.Page[history.Record]
 	if err := json.Unmarshal(r.Body, &page); err != nil || r.Status != http.StatusOK || len(page.Items) != 1 || page.Items[0].ID != "n_1" {
 		t.Fatalf("list: %d %s", r.Status, r.Body)
 	}
@@ -405,7 +405,7 @@ func TestNotificationRoutes_pagesHoldWhileNotificationsArrive(t *testing.T) {
 	cursor := ""
 	for pages := 0; pages < 10; pages++ {
 		r := apitest.Get(t, srv, "/v1/notifications?subscriber=w_1&limit=3&cursor="+cursor)
-		var page notificationPage
+		var page api.Page[history.Record]
 		r.JSON(t, &page)
 		if page.NextCursor != "" && len(page.Items) != 3 {
 			t.Fatalf("page %d: %d items with a next cursor, want exactly 3", pages, len(page.Items))

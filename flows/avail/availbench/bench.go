@@ -6,7 +6,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"github.com/dropstream/dropstream/internal/progress"
 	"log/slog"
 	"net/url"
 	"runtime"
@@ -236,7 +235,7 @@ func (b *Harness) diffRound(ctx context.Context, name string, n int) (Rate, erro
 	stage := diff.NewStage(b.rdb, b.topics, b.cfg.Telemetry)
 	stage.Config.Block = stageBlock
 	stage.Config.BatchSize = b.cfg.DiffBatch
-	start, cpu := time.Now(), b.cpu(ctx)
+	start, cpu := time.Now(), benchstat.ReadCPU(ctx, b.rdb)
 	stop, err := b.run(ctx, b.cfg.DiffCopies, stage)
 	if err != nil {
 		return Rate{}, err
@@ -244,37 +243,27 @@ func (b *Harness) diffRound(ctx context.Context, name string, n int) (Rate, erro
 	defer stop()
 	err = b.await(ctx, name+": handled", pollEvery, int64(n), func() (int64, error) {
 		left, err := b.unhandled(ctx, b.topics.Snapshots, diff.StageName)
-		return int64(n) - left, err
+		if err != nil {
+			return 0, err // not done: unhandled is 0 on an error
+		}
+		return int64(n) - left, nil
 	})
 	elapsed := time.Since(start)
 	if err != nil {
 		return Rate{}, err
 	}
 	r := Rate{Count: int64(n * b.cfg.PerScope), Elapsed: elapsed}
-	r.GoCPU, r.RedisCPU = cpu.since(ctx)
+	r.GoCPU, r.RedisCPU = b.cpuSince(ctx, cpu)
 	b.progress("%s: %d observations applied in %s = %.0f observations/s", name, r.Count,
 		elapsed.Round(time.Millisecond), r.PerSecond())
 	return r, nil
 }
 
-// cpuMark is the CPU time of the bench process and of Redis at a moment.
-type cpuMark struct {
-	b           *Harness
-	proc, redis time.Duration
-}
-
-// cpu marks the CPU time used so far.
-func (b *Harness) cpu(ctx context.Context) cpuMark {
-	return cpuMark{b: b, proc: benchstat.ProcessCPU(), redis: benchstat.RedisCPU(ctx, b.rdb)}
-}
-
-// since returns the bench's and Redis's CPU time since the mark (Redis 0 if unknown).
-func (m cpuMark) since(ctx context.Context) (goCPU, redisCPU time.Duration) {
-	goCPU = benchstat.ProcessCPU() - m.proc
-	if r := benchstat.RedisCPU(ctx, m.b.rdb); r > 0 && m.redis > 0 {
-		redisCPU = r - m.redis
-	}
-	return goCPU, redisCPU
+// cpuSince returns the bench's and Redis's CPU time since before (Redis 0
+// if unknown).
+func (b *Harness) cpuSince(ctx context.Context, before benchstat.CPU) (goCPU, redisCPU time.Duration) {
+	d := benchstat.ReadCPU(ctx, b.rdb).PerItem(before, 1)
+	return d.Process, d.Redis
 }
 
 // nextScope returns the scopes round robin.
@@ -304,7 +293,7 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 	defer func() { _ = a.Close() }()
 	b.progress("analytics: backlog of %d transitions and %d run records", want, wantRuns)
 	runtime.GC() // counting left garbage; the stages start on a clean heap
-	start, cpu := time.Now(), b.cpu(ctx)
+	start, cpu := time.Now(), benchstat.ReadCPU(ctx, b.rdb)
 	stop, err := b.run(ctx, b.cfg.AnalyticsCopies, a.Stages()...)
 	if err != nil {
 		return Rate{}, err
@@ -332,7 +321,7 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 		return Rate{}, err
 	}
 	r := Rate{Count: want, Elapsed: countedAt.Sub(start)}
-	r.GoCPU, r.RedisCPU = cpu.since(ctx)
+	r.GoCPU, r.RedisCPU = b.cpuSince(ctx, cpu)
 	b.progress("analytics: %d transitions in clickhouse in %s = %.0f transitions/s", want,
 		r.Elapsed.Round(time.Millisecond), r.PerSecond())
 	if err := b.await(ctx, "analytics: runs in clickhouse", pollClickHouse, wantRuns, count(clickhouse.TableRuns, wantRuns, clickhouse.CountRuns)); err != nil {
@@ -431,29 +420,17 @@ func (b *Harness) eachTransition(ctx context.Context, fn func(avail.Transition))
 
 // drain waits until groups have handled every entry of topic.
 func (b *Harness) drain(ctx context.Context, what string, topic stream.Topic, groups ...string) error {
-	t := time.NewTicker(pollEvery)
-	defer t.Stop()
-	var ph *progress.Phase
-	var first int64
-	for {
+	first, err := b.unhandled(ctx, topic, groups...)
+	if err != nil {
+		return err
+	}
+	return b.await(ctx, what, pollEvery, first, func() (int64, error) {
 		n, err := b.unhandled(ctx, topic, groups...)
 		if err != nil {
-			return err
+			return 0, err // not done: unhandled is 0 on an error
 		}
-		if ph == nil {
-			first, ph = n, b.cfg.Phases.Start(what, n)
-		}
-		ph.Set(first - n)
-		if n == 0 {
-			ph.Done("")
-			return nil
-		}
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("availbench: %s: %w", what, ctx.Err())
-		case <-t.C:
-		}
-	}
+		return first - n, nil
+	})
 }
 
 // unhandled is how many entries of topic the groups have not acknowledged

@@ -16,12 +16,6 @@ type AvailabilityRoutes struct {
 	Projection *writer.Projection
 }
 
-// availabilityPage is one page of GET /v1/availability.
-type availabilityPage struct {
-	Items      []writer.EntityState `json:"items"`
-	NextCursor string               `json:"next_cursor,omitempty"`
-}
-
 // entityTransition is one raw flip of an entity, derived from its sessions.
 type entityTransition struct {
 	Kind      string `json:"kind"`
@@ -36,9 +30,6 @@ type entityDetail struct {
 	Transitions []entityTransition `json:"recent_transitions"`
 }
 
-// sessionsPage is GET /v1/availability/{key}/sessions.
-type sessionsPage = api.Page[writer.Session]
-
 // recentTransitions bounds the transitions shown with an entity.
 const recentTransitions = 20
 
@@ -50,13 +41,13 @@ func (a AvailabilityRoutes) Register(srv *api.Server) {
 		Query: []api.Param{{Name: "provider"}, {Name: "venue"}, {Name: "date", Description: "YYYY-MM-DD"},
 			{Name: "party_size", Type: "integer"}, {Name: "state", Description: "open or closed"},
 			{Name: "cursor", Description: "next_cursor of the previous page"}, limitParam},
-		Response: availabilityPage{}, Handler: a.list})
+		Response: api.Page[writer.EntityState]{}, Handler: a.list})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/availability/:key", Tag: "availability", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "One entity's projection and its recent transitions (key URL-escaped)",
 		Response: entityDetail{}, Handler: a.get})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/availability/:key/sessions", Tag: "availability", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One entity's availability sessions, newest first", Query: []api.Param{{Name: "cursor", Description: "next_cursor of the previous page"}, limitParam},
-		Response: sessionsPage{}, Handler: a.sessions})
+		Response: api.Page[writer.Session]{}, Handler: a.sessions})
 }
 
 func (a AvailabilityRoutes) list(c *fiber.Ctx) error {
@@ -87,7 +78,7 @@ func (a AvailabilityRoutes) list(c *fiber.Ctx) error {
 	if items == nil {
 		items = []writer.EntityState{}
 	}
-	return c.JSON(availabilityPage{Items: items, NextCursor: next})
+	return c.JSON(api.Page[writer.EntityState]{Items: items, NextCursor: next})
 }
 
 func (a AvailabilityRoutes) get(c *fiber.Ctx) error {

@@ -26,12 +26,6 @@ type SourceRoutes struct {
 	Quota *quota.Quota
 }
 
-// sourcePage is GET /v1/sources.
-type sourcePage struct {
-	Items      []collector.Source `json:"items"`
-	NextCursor string             `json:"next_cursor,omitempty"`
-}
-
 // sourceDetail is a source with its health, when this process polls it.
 type sourceDetail struct {
 	Source collector.Source        `json:"source"`
@@ -45,7 +39,7 @@ func (r SourceRoutes) Register(srv *api.Server) {
 		Body:    collector.Source{}, Response: collector.Source{}, Status: http.StatusCreated, Handler: r.put})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sources", Tag: "sources", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "List sources (auth tokens redacted), by id", Query: []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
-		Response: sourcePage{}, Handler: r.list})
+		Response: api.Page[collector.Source]{}, Handler: r.list})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/sources/:id", Tag: "sources", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One source and its health", Response: sourceDetail{}, Handler: r.get})
 	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/sources/:id", Tag: "sources", Scope: api.ScopeWrite, Class: api.ClassChange,
@@ -102,7 +96,7 @@ func (r SourceRoutes) list(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	out := sourcePage{Items: make([]collector.Source, 0, len(srcs)), NextCursor: next}
+	out := api.Page[collector.Source]{Items: make([]collector.Source, 0, len(srcs)), NextCursor: next}
 	for _, s := range srcs {
 		out.Items = append(out.Items, s.Redacted())
 	}

@@ -1,10 +1,8 @@
 package httpapi
 
 import (
+	"context"
 	"slices"
-	"time"
-
-	"github.com/gofiber/fiber/v2"
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/clickhouse"
@@ -12,11 +10,7 @@ import (
 
 // StatsRoutes are the statistics over the ClickHouse rollups; without
 // ClickHouse they answer 503 not_configured.
-type StatsRoutes struct {
-	ClickHouse *clickhouse.Client
-	// Now is the clock for the default range. Default time.Now.
-	Now func() time.Time
-}
+type StatsRoutes api.StatsSource
 
 // availabilityRow is one group of GET /v1/stats/availability.
 type availabilityRow struct {
@@ -42,10 +36,8 @@ type sessionRow struct {
 
 // availabilityStats is GET /v1/stats/availability.
 type availabilityStats struct {
-	From    string            `json:"from"`
-	To      string            `json:"to"`
-	GroupBy string            `json:"group_by"`
-	Items   []availabilityRow `json:"items"`
+	api.StatsHead
+	Items []availabilityRow `json:"items"`
 	// Sessions are the availability sessions by day of opening, provider
 	// or venue, for those groupings only.
 	Sessions []sessionRow `json:"sessions,omitempty"`
@@ -57,31 +49,23 @@ func (r StatsRoutes) Register(srv *api.Server) {
 		Summary: "Opens, closes, stable transitions and notifications sent per group from the hourly rollup; sessions by day, provider or venue",
 		Query: append([]api.Param{{Name: "group_by", Description: "hour, day, flow, scope, provider or venue (default hour)"},
 			{Name: "provider"}, {Name: "venue"}}, api.StatsParams()...),
-		Response: availabilityStats{}, Handler: r.availability})
+		Response: availabilityStats{}, Handler: api.StatsHandler(api.StatsSource(r), clickhouse.FlowGroups, r.availability)})
 }
 
-func (r StatsRoutes) availability(c *fiber.Ctx) error {
-	if r.ClickHouse == nil {
-		return api.NotConfigured("ClickHouse", "DROPSTREAM_CLICKHOUSE_DSN")
-	}
-	q, err := api.ParseStatsQuery(c, clickhouse.FlowGroups, r.Now)
+func (r StatsRoutes) availability(ctx context.Context, q clickhouse.StatsQuery, head api.StatsHead) (any, error) {
+	rows, err := clickhouse.FlowStats(ctx, r.ClickHouse, q)
 	if err != nil {
-		return err
+		return nil, err
 	}
-	rows, err := clickhouse.FlowStats(c.UserContext(), r.ClickHouse, q)
-	if err != nil {
-		return api.StatsError(err)
-	}
-	out := availabilityStats{From: q.From.Format(time.RFC3339), To: q.To.Format(time.RFC3339), GroupBy: q.GroupBy,
-		Items: make([]availabilityRow, 0, len(rows))}
+	out := availabilityStats{StatsHead: head, Items: make([]availabilityRow, 0, len(rows))}
 	for _, s := range rows {
 		out.Items = append(out.Items, availabilityRow{Key: api.StatsKeyOf(s.Key), Opens: s.Opens, Closes: s.Closes,
 			StableOpens: s.StableOpens, StableCloses: s.StableCloses, NotificationsSent: s.NotificationsSent})
 	}
 	if slices.Contains(clickhouse.SessionGroups, q.GroupBy) && q.Flow == "" {
-		sess, err := clickhouse.SessionStats(c.UserContext(), r.ClickHouse, q)
+		sess, err := clickhouse.SessionStats(ctx, r.ClickHouse, q)
 		if err != nil {
-			return api.StatsError(err)
+			return nil, err
 		}
 		out.Sessions = make([]sessionRow, 0, len(sess))
 		for _, s := range sess {
@@ -90,5 +74,5 @@ func (r StatsRoutes) availability(c *fiber.Ctx) error {
 				P50Ms: s.P50.Milliseconds(), P90Ms: s.P90.Milliseconds(), P99Ms: s.P99.Milliseconds()})
 		}
 	}
-	return c.JSON(out)
+	return out, nil
 }

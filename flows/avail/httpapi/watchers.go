@@ -19,12 +19,6 @@ type WatcherRoutes struct {
 	Egress *egress.Policy
 }
 
-// watcherPage is GET /v1/watchers.
-type watcherPage struct {
-	Items      []watch.Watcher `json:"items"`
-	NextCursor string          `json:"next_cursor,omitempty"`
-}
-
 // Register adds the routes to srv.
 func (r WatcherRoutes) Register(srv *api.Server) {
 	srv.Handle(api.Operation{Method: "POST", Path: "/v1/watchers", Tag: "watchers", Scope: api.ScopeWrite, Class: api.ClassCreate,
@@ -32,7 +26,7 @@ func (r WatcherRoutes) Register(srv *api.Server) {
 		Body:    watch.Watcher{}, Response: watch.Watcher{}, Status: http.StatusCreated, Handler: r.create})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/watchers", Tag: "watchers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "List watchers", Query: []api.Param{{Name: "cursor"}, {Name: "limit", Type: "integer"}},
-		Response: watcherPage{}, Handler: r.list})
+		Response: api.Page[watch.Watcher]{}, Handler: r.list})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One watcher", Response: watch.Watcher{}, Handler: r.get})
 	srv.Handle(api.Operation{Method: "PATCH", Path: "/v1/watchers/:id", Tag: "watchers", Scope: api.ScopeWrite, Class: api.ClassChange,
@@ -74,21 +68,7 @@ func (r WatcherRoutes) create(c *fiber.Ctx) error {
 }
 
 func (r WatcherRoutes) list(c *fiber.Ctx) error {
-	limit, err := api.IntQuery(c, "limit", 100, 1, 1000)
-	if err != nil {
-		return err
-	}
-	items, next, err := r.Store.ListIn(c.UserContext(), api.View(c), c.Query("cursor"), limit)
-	if errors.Is(err, watch.ErrInvalidWatcher) {
-		return api.BadRequest("invalid_cursor", err.Error())
-	}
-	if err != nil {
-		return err
-	}
-	if items == nil {
-		items = []watch.Watcher{}
-	}
-	return c.JSON(watcherPage{Items: items, NextCursor: next})
+	return api.ListPage(c, watch.ErrInvalidWatcher, r.Store.ListIn)
 }
 
 func (r WatcherRoutes) get(c *fiber.Ctx) error {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"slices"
 
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
@@ -94,15 +95,9 @@ func traceOf(ctx context.Context, t avail.Transition) string {
 	return t.TraceID
 }
 
-// active drops paused watchers.
+// active drops paused watchers, in place.
 func active(ws []Watcher) []Watcher {
-	out := ws[:0]
-	for _, w := range ws {
-		if !w.Paused {
-			out = append(out, w)
-		}
-	}
-	return out
+	return slices.DeleteFunc(ws, func(w Watcher) bool { return w.Paused })
 }
 
 // markKey is a hash of an entity's watchers: "prov" (watcher id →

@@ -66,8 +66,7 @@ func minutes(seconds int64) string {
 // sourceHealth records a source going down or up and tells the watchers it
 // serves once, under "<watcher id>:source:<source id>:<run id>".
 func (h *handler) sourceHealth(ctx context.Context, m *stream.Message, t avail.Transition) error {
-	sourceID := t.SourceID
-	sourceID = cmp.Or(sourceID, t.Entity.Venue)
+	sourceID := cmp.Or(t.SourceID, t.Entity.Venue)
 	if sourceID == "" {
 		return nil
 	}

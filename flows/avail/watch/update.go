@@ -35,35 +35,23 @@ type Patch struct {
 	MuteSourceHealth  *bool     `json:"mute_source_health,omitempty"`
 }
 
-// apply returns w with the patch's fields set.
-func (p Patch) apply(w Watcher) Watcher {
-	for _, f := range []struct {
-		from *string
-		to   *string
-	}{{p.Name, &w.Name}, {p.Provider, &w.Provider}, {p.Venue, &w.Venue}, {p.DateFrom, &w.DateFrom}, {p.DateTo, &w.DateTo},
-		{p.Slot, &w.Slot}, {p.Channel, &w.Channel}, {p.WebhookURL, &w.WebhookURL}, {p.TimeZone, &w.TimeZone}} {
-		if f.from != nil {
-			*f.to = *f.from
-		}
-	}
-	for _, f := range []struct {
-		from *bool
-		to   *bool
-	}{{p.Paused, &w.Paused}, {p.NotifyGone, &w.NotifyGone}, {p.Provisional, &w.Provisional}, {p.MuteSourceHealth, &w.MuteSourceHealth}} {
-		if f.from != nil {
-			*f.to = *f.from
-		}
-	}
+// apply returns w with the patch's fields set: the patch's JSON, which
+// has only the fields given, decoded over w (its fields share the names).
+func (p Patch) apply(w Watcher) (Watcher, error) {
 	if p.PartySizes != nil {
-		w.PartySizes = slices.Clone(*p.PartySizes)
+		w.PartySizes = nil // decoded afresh, not into the old array
 	}
 	if p.Windows != nil {
-		w.Windows = slices.Clone(*p.Windows)
+		w.Windows = nil
 	}
-	if p.RearmAfterMinutes != nil {
-		w.RearmAfterMinutes = *p.RearmAfterMinutes
+	body, err := json.Marshal(p)
+	if err == nil {
+		err = json.Unmarshal(body, &w)
 	}
-	return w
+	if err != nil {
+		return Watcher{}, fmt.Errorf("notifier: patch watcher: %w", err)
+	}
+	return w, nil
 }
 
 // updateScript replaces a watcher still holding what was read and moves
@@ -110,7 +98,10 @@ func (s *Store) UpdateIn(ctx context.Context, v tenancy.View, id string, p Patch
 		if !v.Sees(old.Owner) {
 			return Watcher{}, fmt.Errorf("%w: %s", ErrNotFound, id)
 		}
-		w := p.apply(old)
+		w, err := p.apply(old)
+		if err != nil {
+			return Watcher{}, err
+		}
 		if err := w.Validate(); err != nil {
 			return Watcher{}, err
 		}

@@ -58,9 +58,7 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 		for _, mode := range modes {
 			bc.RateLimit = env.RateLimit
 			bc.RateLimit.Disabled = env.RateLimit.Disabled || mode == "off"
-			limits := bc.RateLimit.String()
-			limits = cmp.Or(limits, "the defaults")
-			fmt.Fprintf(out, "[limiter %s: %s]\n", mode, limits)
+			fmt.Fprintf(out, "[limiter %s: %s]\n", mode, cmp.Or(bc.RateLimit.String(), "the defaults"))
 			res, err := Run(ctx, env.Redis, env.Publisher, bc)
 			if err != nil {
 				return err

@@ -91,13 +91,13 @@ func Register(srv *api.Server, f *checkout.Flow) {
 	w, rd, adm := api.ScopeWrite, api.ScopeRead, api.ScopeAdmin
 	op("POST", "/stock/item/create/:price", "Create an item with stock 0", w, itemID{}, r.createItem)
 	op("GET", "/stock/find/:item_id", "An item's stock and price", rd, itemOut{}, r.findItem)
-	op("POST", "/stock/add/:item_id/:amount", "Add stock", w, stockOut{}, r.addStock)
-	op("POST", "/stock/subtract/:item_id/:amount", "Take stock; 400 if it would go below 0", w, stockOut{}, r.subtractStock)
+	op("POST", "/stock/add/:item_id/:amount", "Add stock", w, stockOut{}, change("item", f.Store().AddStock, stockOf))
+	op("POST", "/stock/subtract/:item_id/:amount", "Take stock; 400 if it would go below 0", w, stockOut{}, change("item", f.Store().SubtractStock, stockOf))
 	op("POST", "/stock/batch_init/:n/:starting_stock/:item_price", "Create or reset items \"0\"..\"n-1\"", adm, message{}, r.batchItems)
 	op("POST", "/payment/create_user", "Create a user with credit 0", w, userID{}, r.createUser)
 	op("GET", "/payment/find_user/:user_id", "A user's credit", rd, userOut{}, r.findUser)
-	op("POST", "/payment/add_funds/:user_id/:amount", "Add credit", w, userOut{}, r.addFunds)
-	op("POST", "/payment/pay/:user_id/:amount", "Take credit; 400 if it would go below 0", w, userOut{}, r.pay)
+	op("POST", "/payment/add_funds/:user_id/:amount", "Add credit", w, userOut{}, change("user", f.Store().AddFunds, creditOf))
+	op("POST", "/payment/pay/:user_id/:amount", "Take credit; 400 if it would go below 0", w, userOut{}, change("user", f.Store().Pay, creditOf))
 	op("POST", "/payment/batch_init/:n/:starting_money", "Create or reset users \"0\"..\"n-1\"", adm, message{}, r.batchUsers)
 	op("POST", "/orders/create/:user_id", "Create an empty order of a user", w, orderID{}, r.createOrder)
 	op("GET", "/orders/find/:order_id", "An order", rd, orderOut{}, r.findOrder)
@@ -248,32 +248,24 @@ func (r routes) findItem(c *fiber.Ctx) error {
 	return answer(c, itemOut{Stock: stock, Price: price}, err)
 }
 
-func (r routes) addStock(c *fiber.Ctx) error {
-	return r.change(c, "item", r.f.Store().AddStock, stockOf)
-}
-func (r routes) subtractStock(c *fiber.Ctx) error {
-	return r.change(c, "item", r.f.Store().SubtractStock, stockOf)
-}
-func (r routes) addFunds(c *fiber.Ctx) error {
-	return r.change(c, "user", r.f.Store().AddFunds, creditOf)
-}
-func (r routes) pay(c *fiber.Ctx) error { return r.change(c, "user", r.f.Store().Pay, creditOf) }
-
 func stockOf(id string, n int64) any  { return stockOut{ItemID: id, Stock: n} }
 func creditOf(id string, n int64) any { return userOut{UserID: id, Credit: n} }
 
-// change applies change to the entity of kind named by the path and the amount parameter.
-func (r routes) change(c *fiber.Ctx, kind string, change func(ctx context.Context, id string, amount int64) (int64, error), out func(string, int64) any) error {
-	amount, err := intParam(c, "amount")
-	if err != nil {
-		return err
+// change returns the handler applying apply to the entity of kind named
+// by the path and the amount parameter; out is its answer.
+func change(kind string, apply func(ctx context.Context, id string, amount int64) (int64, error), out func(string, int64) any) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		amount, err := intParam(c, "amount")
+		if err != nil {
+			return err
+		}
+		id := c.Params(kind + "_id")
+		if err := seen(c, kind, id); err != nil {
+			return err
+		}
+		n, err := apply(c.UserContext(), id, amount)
+		return answer(c, out(id, n), err)
 	}
-	id := c.Params(kind + "_id")
-	if err := seen(c, kind, id); err != nil {
-		return err
-	}
-	n, err := change(c.UserContext(), id, amount)
-	return answer(c, out(id, n), err)
 }
 
 func (r routes) batchItems(c *fiber.Ctx) error {
