@@ -122,10 +122,17 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 	}
 	dels := make([]Delivery, 0, len(sends))
 	live := make([]*job, 0, len(sends))
+	// One buffer holds every body: appending never moves the bytes of those before.
+	buf := make([]byte, 0, 512*len(sends))
 	for _, j := range sends {
-		m, r := msgs[j.msg], reqs[j.msg]
-		body, err := d.render(r, j.t, j.rec.ID)
+		m, r := msgs[j.msg], &reqs[j.msg]
+		unsub := d.unsubscribeURL(j.t.dest)
+		start := len(buf)
+		var err error
+		buf, err = render(buf, r, j.t, j.rec.ID, unsub)
+		body := buf[start:len(buf):len(buf)]
 		if err != nil {
+			buf = buf[:start]
 			j.err = stream.Permanent(err)
 			recs = append(recs, d.finish(j.rec, history.StatusRejected, j.err))
 			continue
@@ -136,7 +143,7 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 			Notification: Notification{Flow: r.Flow, Event: r.Event,
 				Recipient: Recipient{ID: j.t.subscriberID, Address: j.t.dest.Address, Secret: j.t.dest.Secret},
 				EventID:   j.rec.ID, Subject: r.Subject, TraceID: r.TraceID, ObservedAt: r.ObservedAt, Body: body,
-				Title: r.Title, Text: r.Text, HTML: r.HTML, UnsubscribeURL: d.unsubscribeURL(j.t.dest)}})
+				Title: r.Title, Text: r.Text, HTML: r.HTML, UnsubscribeURL: unsub}})
 	}
 	opts := BatchOptions{Concurrency: d.cfg.Concurrency, Slots: d.slots}
 	// Claimed sends write their history with their ledger record; the others here.
@@ -309,14 +316,12 @@ type Message struct {
 	UnsubscribeURL string          `json:"unsubscribe_url,omitempty"`
 }
 
-func (d *Deliverer) render(r Request, t target, id string) ([]byte, error) {
-	body, err := json.Marshal(Message{ID: id, Flow: r.Flow, Event: r.Event, Subject: r.Subject, SubscriberID: t.subscriberID,
+// render appends the webhook body of r to t, with unsubscribe link unsub.
+func render(b []byte, r *Request, t target, id, unsub string) ([]byte, error) {
+	m := Message{ID: id, Flow: r.Flow, Event: r.Event, Subject: r.Subject, SubscriberID: t.subscriberID,
 		DestinationID: t.dest.ID, Window: r.Window, Critical: r.Critical, Digest: r.Digest, Title: r.Title, Text: r.Text,
-		Payload: r.Payload, ObservedAt: r.ObservedAt, TraceID: r.TraceID, UnsubscribeURL: d.unsubscribeURL(t.dest)})
-	if err != nil {
-		return nil, fmt.Errorf("notifier: encode message: %w", err)
-	}
-	return body, nil
+		Payload: r.Payload, ObservedAt: r.ObservedAt, TraceID: r.TraceID, UnsubscribeURL: unsub}
+	return m.appendJSON(b)
 }
 
 // UnsubscribePath is the API path of an unsubscribe link, before the token.

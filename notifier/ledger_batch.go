@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
@@ -35,6 +34,8 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 	bodies := make([][]byte, len(keys))
 	sets := make([]*redis.BoolCmd, len(keys))
 	pipe := l.rdb.Pipeline()
+	// One buffer holds every body: appending never moves the bytes of those before.
+	buf := make([]byte, 0, 320*len(keys))
 	for i, key := range keys {
 		if len(key) > maxDeliveryKeyBytes {
 			errs[i] = fmt.Errorf("notifier: delivery key longer than %d bytes", maxDeliveryKeyBytes)
@@ -42,12 +43,14 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 		}
 		rec := recs[i]
 		rec.Token, rec.State, rec.StartedAt = hex.EncodeToString(toks[12*i:12*i+12]), DeliverySending, now
-		body, err := json.Marshal(rec)
-		if err != nil {
-			errs[i] = fmt.Errorf("notifier: encode delivery record: %w", err)
+		start := len(buf)
+		var err error
+		if buf, err = rec.appendJSON(buf); err != nil {
+			buf, errs[i] = buf[:start], err
 			continue
 		}
-		bodies[i], sets[i] = body, pipe.SetNX(ctx, key, body, l.cfg.Lease)
+		bodies[i] = buf[start:len(buf):len(buf)]
+		sets[i] = pipe.SetNX(ctx, key, bodies[i], l.cfg.Lease)
 	}
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx)
@@ -116,6 +119,8 @@ func (l *DeliveryLedger) queueSettles(ctx context.Context, pipe redis.Pipeliner,
 	q := &queuedSettles{ops: ops, errs: make([]error, len(ops)), sets: make([]*redis.StatusCmd, len(ops))}
 	ttl := strconv.FormatInt(l.cfg.TTL.Milliseconds(), 10)
 	now := time.Now().UTC()
+	// One buffer holds every body: appending never moves the bytes of those before.
+	buf := make([]byte, 0, 320*len(ops))
 	for i, op := range ops {
 		rec := op.rec
 		switch op.kind {
@@ -126,11 +131,13 @@ func (l *DeliveryLedger) queueSettles(ctx context.Context, pipe redis.Pipeliner,
 		}
 		var body []byte
 		if op.kind != settleRelease {
+			start := len(buf)
 			var err error
-			if body, err = json.Marshal(rec); err != nil {
-				q.errs[i] = fmt.Errorf("notifier: encode delivery record: %w", err)
+			if buf, err = rec.appendJSON(buf); err != nil {
+				buf, q.errs[i] = buf[:start], err
 				continue
 			}
+			body = buf[start:len(buf):len(buf)]
 		}
 		if op.kind == settleSent {
 			q.sets[i] = pipe.Set(ctx, op.key, body, l.cfg.TTL)

@@ -129,6 +129,7 @@ type Recorder struct {
 	pub   *stream.Publisher
 	topic stream.Topic
 	cfg   Config
+	ttlMs any // cfg.TTL in milliseconds, boxed once
 }
 
 // NewRecorder returns a recorder; nil pub or 0 partitions: Redis only.
@@ -137,7 +138,7 @@ func NewRecorder(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Recorder{rdb: rdb, pub: pub, topic: Topic(max(cfg.Partitions, 1)), cfg: cfg}, nil
+	return &Recorder{rdb: rdb, pub: pub, topic: Topic(max(cfg.Partitions, 1)), cfg: cfg, ttlMs: cfg.TTL.Milliseconds()}, nil
 }
 
 // tag is the hash tag of the history's keys, the notifier's.
@@ -181,23 +182,28 @@ func (r *Recorder) queue(ctx context.Context, pipe redis.Pipeliner, recs []Recor
 	bySub := make(map[string][]any, len(recs))
 	var subs []string
 	var batch batcher
-	for _, rec := range recs {
-		body, err := json.Marshal(rec)
-		if err != nil {
+	// One buffer holds every body: appending never moves the bytes of those before.
+	buf := make([]byte, 0, 512*len(recs))
+	for i := range recs {
+		rec := &recs[i]
+		start := len(buf)
+		var err error
+		if buf, err = rec.appendJSON(buf); err != nil {
 			return nil, fmt.Errorf("history: encode: %w", err)
 		}
+		body := buf[start:len(buf):len(buf)]
 		sk := subscriberKey(rec.SubscriberID)
 		if _, ok := bySub[sk]; !ok {
 			subs = append(subs, sk)
 		}
 		bySub[sk] = append(bySub[sk], body)
-		pipe.Set(ctx, notificationKey(rec.ID), body, r.cfg.TTL)
+		pipe.Process(ctx, redis.NewStatusCmd(ctx, "set", notificationKey(rec.ID), body, "px", r.ttlMs))
 		batch.add(rec.ID, body)
 	}
 	for _, sk := range subs {
 		pipe.LPush(ctx, sk, bySub[sk]...)
 		pipe.LTrim(ctx, sk, 0, int64(r.cfg.Recent-1))
-		pipe.PExpire(ctx, sk, r.cfg.TTL)
+		pipe.Process(ctx, redis.NewBoolCmd(ctx, "pexpire", sk, r.ttlMs))
 	}
 	if r.pub == nil || r.cfg.Partitions == 0 {
 		return nil, nil
