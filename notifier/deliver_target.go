@@ -43,20 +43,27 @@ func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs
 	recs := make([]history.Record, 0, len(msgs))
 	var holds, sends []*job
 	jobs := make([]*job, 0, len(msgs))
+	slab := make([]job, 0, len(msgs)) // the jobs, but past it
+	var ts []target
 	for i, m := range msgs {
 		if errs[i] != nil {
 			continue
 		}
 		r := &reqs[i]
-		for _, t := range d.targets(ctx, *r, subs) {
+		ts = d.targets(ctx, r, subs, ts[:0])
+		for _, t := range ts {
 			key := requestKey(*r, t.subscriberID, t.dest.ID)
-			j := &job{msg: i, t: t, key: key, channel: t.dest.Channel(),
+			if len(slab) == cap(slab) {
+				slab = make([]job, 0, len(msgs))
+			}
+			slab = append(slab, job{msg: i, t: t, key: key, channel: t.dest.Channel(),
 				rec: history.Record{ID: NotificationID(key), Flow: r.Flow, Event: r.Event, SubscriberID: t.subscriberID,
 					DestinationID: t.dest.ID, Channel: t.dest.Channel(), Subject: r.Subject, Window: r.Window, Attempts: attemptOf(m),
-					Critical: r.Critical, ObservedAt: r.ObservedAt, TraceID: r.TraceID, EventID: r.EventID, RunID: r.RunID, MessageID: m.ID}}
+					Critical: r.Critical, ObservedAt: r.ObservedAt, TraceID: r.TraceID, EventID: r.EventID, RunID: r.RunID, MessageID: m.ID}})
+			j := &slab[len(slab)-1]
 			jobs = append(jobs, j)
 			switch {
-			case t.prefs == nil:
+			case t.inline:
 				sends = append(sends, j)
 			case t.dest.Status != subscriber.StatusActive || !t.prefs.ChannelOn(j.channel) || (!r.Digest && !t.prefs.Wants(r.Subject)):
 				recs = append(recs, d.finish(j.rec, history.StatusSuppressed, nil))

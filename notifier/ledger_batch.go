@@ -30,6 +30,7 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 			return res, errs
 		}
 	}
+	hexToks := hex.EncodeToString(toks) // one string for every token
 	now := time.Now().UTC()
 	bodies := make([][]byte, len(keys))
 	sets := make([]*redis.BoolCmd, len(keys))
@@ -42,7 +43,7 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 			continue
 		}
 		rec := recs[i]
-		rec.Token, rec.State, rec.StartedAt = hex.EncodeToString(toks[12*i:12*i+12]), DeliverySending, now
+		rec.Token, rec.State, rec.StartedAt = hexToks[24*i:24*i+24], DeliverySending, now
 		start := len(buf)
 		var err error
 		if buf, err = rec.appendJSON(buf); err != nil {
@@ -140,7 +141,8 @@ func (l *DeliveryLedger) queueSettles(ctx context.Context, pipe redis.Pipeliner,
 			body = buf[start:len(buf):len(buf)]
 		}
 		if op.kind == settleSent {
-			q.sets[i] = pipe.Set(ctx, op.key, body, l.cfg.TTL)
+			q.sets[i] = redis.NewStatusCmd(ctx, "set", op.key, body, "px", l.ttlMs)
+			_ = pipe.Process(ctx, q.sets[i])
 			continue
 		}
 		q.calls = append(q.calls, script.Call{Keys: []string{op.key}, Args: []any{rec.Token, body, ttl}})
