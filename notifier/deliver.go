@@ -3,7 +3,6 @@ package notifier
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -213,7 +212,7 @@ func decodeRequest(m *stream.Message, r *Request) error {
 	if len(m.Payload) > MaxRequestBytes {
 		return stream.Permanentf("notifier: request %s of %d bytes exceeds %d", m.ID, len(m.Payload), MaxRequestBytes)
 	}
-	if err := json.Unmarshal(m.Payload, r); err != nil {
+	if err := unmarshalRequest(m.Payload, r); err != nil {
 		return stream.Permanentf("notifier: decode request %s: %w", m.ID, err)
 	}
 	if err := r.Validate(); err != nil {
