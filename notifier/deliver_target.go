@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/internal/clip"
@@ -129,17 +130,11 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 	}
 	dels := make([]Delivery, 0, len(sends))
 	live := make([]*job, 0, len(sends))
-	// One buffer holds every body: appending never moves the bytes of those before.
-	buf := make([]byte, 0, 512*len(sends))
 	for _, j := range sends {
 		m, r := msgs[j.msg], &reqs[j.msg]
 		unsub := d.unsubscribeURL(j.t.dest)
-		start := len(buf)
-		var err error
-		buf, err = render(buf, r, j.t, j.rec.ID, unsub)
-		body := buf[start:len(buf):len(buf)]
+		body, err := render(r, j.t, j.rec.ID, unsub)
 		if err != nil {
-			buf = buf[:start]
 			j.err = stream.Permanent(err)
 			recs = append(recs, d.finish(j.rec, history.StatusRejected, j.err))
 			continue
@@ -323,12 +318,16 @@ type Message struct {
 	UnsubscribeURL string          `json:"unsubscribe_url,omitempty"`
 }
 
-// render appends the webhook body of r to t, with unsubscribe link unsub.
-func render(b []byte, r *Request, t target, id, unsub string) ([]byte, error) {
+// render returns the webhook body of r to t, with unsubscribe link unsub.
+func render(r *Request, t target, id, unsub string) ([]byte, error) {
 	m := Message{ID: id, Flow: r.Flow, Event: r.Event, Subject: r.Subject, SubscriberID: t.subscriberID,
 		DestinationID: t.dest.ID, Window: r.Window, Critical: r.Critical, Digest: r.Digest, Title: r.Title, Text: r.Text,
 		Payload: r.Payload, ObservedAt: r.ObservedAt, TraceID: r.TraceID, UnsubscribeURL: unsub}
-	return m.appendJSON(b)
+	body, err := gojson.Marshal(&m)
+	if err != nil {
+		return nil, fmt.Errorf("notifier: encode message: %w", err)
+	}
+	return body, nil
 }
 
 // UnsubscribePath is the API path of an unsubscribe link, before the token.

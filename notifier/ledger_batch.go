@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/clip"
@@ -35,8 +36,6 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 	bodies := make([][]byte, len(keys))
 	sets := make([]*redis.BoolCmd, len(keys))
 	pipe := l.rdb.Pipeline()
-	// One buffer holds every body: appending never moves the bytes of those before.
-	buf := make([]byte, 0, 320*len(keys))
 	for i, key := range keys {
 		if len(key) > maxDeliveryKeyBytes {
 			errs[i] = fmt.Errorf("notifier: delivery key longer than %d bytes", maxDeliveryKeyBytes)
@@ -44,13 +43,12 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 		}
 		rec := recs[i]
 		rec.Token, rec.State, rec.StartedAt = hexToks[24*i:24*i+24], DeliverySending, now
-		start := len(buf)
-		var err error
-		if buf, err = rec.appendJSON(buf); err != nil {
-			buf, errs[i] = buf[:start], err
+		body, err := gojson.Marshal(rec)
+		if err != nil {
+			errs[i] = fmt.Errorf("notifier: encode delivery record: %w", err)
 			continue
 		}
-		bodies[i] = buf[start:len(buf):len(buf)]
+		bodies[i] = body
 		sets[i] = pipe.SetNX(ctx, key, bodies[i], l.cfg.Lease)
 	}
 	if pipe.Len() > 0 {
@@ -120,8 +118,6 @@ func (l *DeliveryLedger) queueSettles(ctx context.Context, pipe redis.Pipeliner,
 	q := &queuedSettles{ops: ops, errs: make([]error, len(ops)), sets: make([]*redis.StatusCmd, len(ops))}
 	ttl := strconv.FormatInt(l.cfg.TTL.Milliseconds(), 10)
 	now := time.Now().UTC()
-	// One buffer holds every body: appending never moves the bytes of those before.
-	buf := make([]byte, 0, 320*len(ops))
 	for i, op := range ops {
 		rec := op.rec
 		switch op.kind {
@@ -132,13 +128,11 @@ func (l *DeliveryLedger) queueSettles(ctx context.Context, pipe redis.Pipeliner,
 		}
 		var body []byte
 		if op.kind != settleRelease {
-			start := len(buf)
 			var err error
-			if buf, err = rec.appendJSON(buf); err != nil {
-				buf, q.errs[i] = buf[:start], err
+			if body, err = gojson.Marshal(rec); err != nil {
+				q.errs[i] = fmt.Errorf("notifier: encode delivery record: %w", err)
 				continue
 			}
-			body = buf[start:len(buf):len(buf)]
 		}
 		if op.kind == settleSent {
 			q.sets[i] = redis.NewStatusCmd(ctx, "set", op.key, body, "px", l.ttlMs)

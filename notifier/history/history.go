@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/rediskey"
@@ -183,16 +184,12 @@ func (r *Recorder) queue(ctx context.Context, pipe redis.Pipeliner, recs []Recor
 	bySub := make(map[string][]any, len(recs))
 	var subs []string
 	var batch batcher
-	// One buffer holds every body: appending never moves the bytes of those before.
-	buf := make([]byte, 0, 512*len(recs))
 	for i := range recs {
 		rec := &recs[i]
-		start := len(buf)
-		var err error
-		if buf, err = rec.appendJSON(buf); err != nil {
+		body, err := gojson.Marshal(rec) // encoding/json's bytes, faster
+		if err != nil {
 			return nil, fmt.Errorf("history: encode: %w", err)
 		}
-		body := buf[start:len(buf):len(buf)]
 		boxed := any(body) // once for both commands
 		sk := subscriberKey(rec.SubscriberID)
 		if _, ok := bySub[sk]; !ok {
