@@ -3,12 +3,12 @@ package notifier
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
@@ -213,7 +213,7 @@ func decodeRequest(m *stream.Message, r *Request) error {
 	if len(m.Payload) > MaxRequestBytes {
 		return stream.Permanentf("notifier: request %s of %d bytes exceeds %d", m.ID, len(m.Payload), MaxRequestBytes)
 	}
-	if err := json.Unmarshal(m.Payload, r); err != nil {
+	if err := gojson.Unmarshal(m.Payload, r); err != nil { // encoding/json's result, faster
 		return stream.Permanentf("notifier: decode request %s: %w", m.ID, err)
 	}
 	if err := r.Validate(); err != nil {
@@ -231,7 +231,8 @@ func decodeRequest(m *stream.Message, r *Request) error {
 type target struct {
 	subscriberID string
 	dest         subscriber.Destination
-	prefs        *subscriber.Preferences // nil for inline destinations
+	prefs        subscriber.Preferences // a copy: a pointer into the subscriber moved it to the heap
+	inline       bool                   // a request's own destination: no preferences apply
 	loc          *time.Location
 }
 
@@ -256,8 +257,8 @@ func (d *Deliverer) resolveAll(ctx context.Context, reqs []Request, errs []error
 	return d.subs.ResolveMany(ctx, ids)
 }
 
-// targets resolves the request's destinations among subs.
-func (d *Deliverer) targets(ctx context.Context, r Request, subs map[string]subscriber.Subscriber) []target {
+// targets appends the request's destinations among subs to out.
+func (d *Deliverer) targets(ctx context.Context, r *Request, subs map[string]subscriber.Subscriber, out []target) []target {
 	if r.Destination != nil {
 		dest := *r.Destination
 		if dest.ID == "" {
@@ -266,20 +267,19 @@ func (d *Deliverer) targets(ctx context.Context, r Request, subs map[string]subs
 		}
 		sid := r.SubscriberID
 		sid = cmp.Or(sid, dest.ID)
-		return []target{{subscriberID: sid, dest: dest}}
+		return append(out, target{subscriberID: sid, dest: dest, inline: true})
 	}
 	s, ok := subs[r.SubscriberID]
 	if !ok {
 		d.logger.InfoContext(ctx, "notifier: request for an unknown subscriber dropped", "subscriber_id", r.SubscriberID)
-		return nil
+		return out
 	}
 	loc := s.Location()
-	var out []target
 	for _, dest := range s.Destinations {
 		if r.DestinationID != "" && dest.ID != r.DestinationID {
 			continue
 		}
-		out = append(out, target{subscriberID: s.ID, dest: dest, prefs: &s.Preferences, loc: loc})
+		out = append(out, target{subscriberID: s.ID, dest: dest, prefs: s.Preferences, loc: loc})
 	}
 	return out
 }

@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/internal/clip"
@@ -43,20 +44,27 @@ func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs
 	recs := make([]history.Record, 0, len(msgs))
 	var holds, sends []*job
 	jobs := make([]*job, 0, len(msgs))
+	slab := make([]job, 0, len(msgs)) // the jobs, but past it
+	var ts []target
 	for i, m := range msgs {
 		if errs[i] != nil {
 			continue
 		}
 		r := &reqs[i]
-		for _, t := range d.targets(ctx, *r, subs) {
+		ts = d.targets(ctx, r, subs, ts[:0])
+		for _, t := range ts {
 			key := requestKey(*r, t.subscriberID, t.dest.ID)
-			j := &job{msg: i, t: t, key: key, channel: t.dest.Channel(),
+			if len(slab) == cap(slab) {
+				slab = make([]job, 0, len(msgs))
+			}
+			slab = append(slab, job{msg: i, t: t, key: key, channel: t.dest.Channel(),
 				rec: history.Record{ID: NotificationID(key), Flow: r.Flow, Event: r.Event, SubscriberID: t.subscriberID,
 					DestinationID: t.dest.ID, Channel: t.dest.Channel(), Subject: r.Subject, Window: r.Window, Attempts: attemptOf(m),
-					Critical: r.Critical, ObservedAt: r.ObservedAt, TraceID: r.TraceID, EventID: r.EventID, RunID: r.RunID, MessageID: m.ID}}
+					Critical: r.Critical, ObservedAt: r.ObservedAt, TraceID: r.TraceID, EventID: r.EventID, RunID: r.RunID, MessageID: m.ID}})
+			j := &slab[len(slab)-1]
 			jobs = append(jobs, j)
 			switch {
-			case t.prefs == nil:
+			case t.inline:
 				sends = append(sends, j)
 			case t.dest.Status != subscriber.StatusActive || !t.prefs.ChannelOn(j.channel) || (!r.Digest && !t.prefs.Wants(r.Subject)):
 				recs = append(recs, d.finish(j.rec, history.StatusSuppressed, nil))
@@ -123,8 +131,9 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 	dels := make([]Delivery, 0, len(sends))
 	live := make([]*job, 0, len(sends))
 	for _, j := range sends {
-		m, r := msgs[j.msg], reqs[j.msg]
-		body, err := d.render(r, j.t, j.rec.ID)
+		m, r := msgs[j.msg], &reqs[j.msg]
+		unsub := d.unsubscribeURL(j.t.dest)
+		body, err := render(r, j.t, j.rec.ID, unsub)
 		if err != nil {
 			j.err = stream.Permanent(err)
 			recs = append(recs, d.finish(j.rec, history.StatusRejected, j.err))
@@ -136,7 +145,7 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 			Notification: Notification{Flow: r.Flow, Event: r.Event,
 				Recipient: Recipient{ID: j.t.subscriberID, Address: j.t.dest.Address, Secret: j.t.dest.Secret},
 				EventID:   j.rec.ID, Subject: r.Subject, TraceID: r.TraceID, ObservedAt: r.ObservedAt, Body: body,
-				Title: r.Title, Text: r.Text, HTML: r.HTML, UnsubscribeURL: d.unsubscribeURL(j.t.dest)}})
+				Title: r.Title, Text: r.Text, HTML: r.HTML, UnsubscribeURL: unsub}})
 	}
 	opts := BatchOptions{Concurrency: d.cfg.Concurrency, Slots: d.slots}
 	// Claimed sends write their history with their ledger record; the others here.
@@ -309,10 +318,12 @@ type Message struct {
 	UnsubscribeURL string          `json:"unsubscribe_url,omitempty"`
 }
 
-func (d *Deliverer) render(r Request, t target, id string) ([]byte, error) {
-	body, err := json.Marshal(Message{ID: id, Flow: r.Flow, Event: r.Event, Subject: r.Subject, SubscriberID: t.subscriberID,
+// render returns the webhook body of r to t, with unsubscribe link unsub.
+func render(r *Request, t target, id, unsub string) ([]byte, error) {
+	m := Message{ID: id, Flow: r.Flow, Event: r.Event, Subject: r.Subject, SubscriberID: t.subscriberID,
 		DestinationID: t.dest.ID, Window: r.Window, Critical: r.Critical, Digest: r.Digest, Title: r.Title, Text: r.Text,
-		Payload: r.Payload, ObservedAt: r.ObservedAt, TraceID: r.TraceID, UnsubscribeURL: d.unsubscribeURL(t.dest)})
+		Payload: r.Payload, ObservedAt: r.ObservedAt, TraceID: r.TraceID, UnsubscribeURL: unsub}
+	body, err := gojson.Marshal(&m)
 	if err != nil {
 		return nil, fmt.Errorf("notifier: encode message: %w", err)
 	}

@@ -102,6 +102,7 @@ type DeliveryLedger struct {
 	rdb    redis.UniversalClient
 	ledger *stream.Ledger
 	cfg    DeliveryLedgerConfig
+	ttlMs  any // cfg.TTL in milliseconds, boxed once
 }
 
 // NewDeliveryLedger returns a delivery ledger over rdb.
@@ -114,7 +115,7 @@ func NewDeliveryLedger(rdb redis.UniversalClient, cfg DeliveryLedgerConfig) (*De
 	if err != nil {
 		return nil, fmt.Errorf("notifier: delivery ledger: %w", err)
 	}
-	return &DeliveryLedger{rdb: rdb, ledger: l, cfg: cfg}, nil
+	return &DeliveryLedger{rdb: rdb, ledger: l, cfg: cfg, ttlMs: cfg.TTL.Milliseconds()}, nil
 }
 
 // Key returns the Redis key of a business key in the slot of hashTag.

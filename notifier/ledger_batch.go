@@ -4,11 +4,11 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	"strconv"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/clip"
@@ -31,6 +31,7 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 			return res, errs
 		}
 	}
+	hexToks := hex.EncodeToString(toks) // one string for every token
 	now := time.Now().UTC()
 	bodies := make([][]byte, len(keys))
 	sets := make([]*redis.BoolCmd, len(keys))
@@ -41,13 +42,14 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 			continue
 		}
 		rec := recs[i]
-		rec.Token, rec.State, rec.StartedAt = hex.EncodeToString(toks[12*i:12*i+12]), DeliverySending, now
-		body, err := json.Marshal(rec)
+		rec.Token, rec.State, rec.StartedAt = hexToks[24*i:24*i+24], DeliverySending, now
+		body, err := gojson.Marshal(rec)
 		if err != nil {
 			errs[i] = fmt.Errorf("notifier: encode delivery record: %w", err)
 			continue
 		}
-		bodies[i], sets[i] = body, pipe.SetNX(ctx, key, body, l.cfg.Lease)
+		bodies[i] = body
+		sets[i] = pipe.SetNX(ctx, key, bodies[i], l.cfg.Lease)
 	}
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx)
@@ -127,13 +129,14 @@ func (l *DeliveryLedger) queueSettles(ctx context.Context, pipe redis.Pipeliner,
 		var body []byte
 		if op.kind != settleRelease {
 			var err error
-			if body, err = json.Marshal(rec); err != nil {
+			if body, err = gojson.Marshal(rec); err != nil {
 				q.errs[i] = fmt.Errorf("notifier: encode delivery record: %w", err)
 				continue
 			}
 		}
 		if op.kind == settleSent {
-			q.sets[i] = pipe.Set(ctx, op.key, body, l.cfg.TTL)
+			q.sets[i] = redis.NewStatusCmd(ctx, "set", op.key, body, "px", l.ttlMs)
+			_ = pipe.Process(ctx, q.sets[i])
 			continue
 		}
 		q.calls = append(q.calls, script.Call{Keys: []string{op.key}, Args: []any{rec.Token, body, ttl}})

@@ -15,6 +15,7 @@ import (
 	"fmt"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/rediskey"
@@ -129,6 +130,8 @@ type Recorder struct {
 	pub   *stream.Publisher
 	topic stream.Topic
 	cfg   Config
+	ttlMs any // cfg.TTL in milliseconds, boxed once
+	last  any // cfg.Recent-1, boxed once
 }
 
 // NewRecorder returns a recorder; nil pub or 0 partitions: Redis only.
@@ -137,7 +140,7 @@ func NewRecorder(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config) (
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Recorder{rdb: rdb, pub: pub, topic: Topic(max(cfg.Partitions, 1)), cfg: cfg}, nil
+	return &Recorder{rdb: rdb, pub: pub, topic: Topic(max(cfg.Partitions, 1)), cfg: cfg, ttlMs: cfg.TTL.Milliseconds(), last: cfg.Recent - 1}, nil
 }
 
 // tag is the hash tag of the history's keys, the notifier's.
@@ -181,23 +184,28 @@ func (r *Recorder) queue(ctx context.Context, pipe redis.Pipeliner, recs []Recor
 	bySub := make(map[string][]any, len(recs))
 	var subs []string
 	var batch batcher
-	for _, rec := range recs {
-		body, err := json.Marshal(rec)
+	for i := range recs {
+		rec := &recs[i]
+		body, err := gojson.Marshal(rec) // encoding/json's bytes, faster
 		if err != nil {
 			return nil, fmt.Errorf("history: encode: %w", err)
 		}
+		boxed := any(body) // once for both commands
 		sk := subscriberKey(rec.SubscriberID)
 		if _, ok := bySub[sk]; !ok {
 			subs = append(subs, sk)
+			bySub[sk] = []any{"lpush", sk} // the key boxed once for the three commands
 		}
-		bySub[sk] = append(bySub[sk], body)
-		pipe.Set(ctx, notificationKey(rec.ID), body, r.cfg.TTL)
+		bySub[sk] = append(bySub[sk], boxed)
+		pipe.Process(ctx, redis.NewStatusCmd(ctx, "set", notificationKey(rec.ID), boxed, "px", r.ttlMs))
 		batch.add(rec.ID, body)
 	}
 	for _, sk := range subs {
-		pipe.LPush(ctx, sk, bySub[sk]...)
-		pipe.LTrim(ctx, sk, 0, int64(r.cfg.Recent-1))
-		pipe.PExpire(ctx, sk, r.cfg.TTL)
+		push := bySub[sk]
+		key := push[1]
+		pipe.Process(ctx, redis.NewIntCmd(ctx, push...))
+		pipe.Process(ctx, redis.NewStatusCmd(ctx, "ltrim", key, 0, r.last))
+		pipe.Process(ctx, redis.NewBoolCmd(ctx, "pexpire", key, r.ttlMs))
 	}
 	if r.pub == nil || r.cfg.Partitions == 0 {
 		return nil, nil

@@ -117,6 +117,7 @@ type Store struct {
 	rdb     redis.UniversalClient
 	cfg     StoreConfig
 	records *recordstore.Store[Subscriber] // the subscribers by id, as Create writes them
+	decoded decodeCache                    // of ResolveMany
 }
 
 // NewStore returns a store over rdb.

@@ -14,6 +14,7 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -94,6 +95,7 @@ type Throttle struct {
 	idleTTL  any
 	destArgs []any
 	channels map[string]channelArgs
+	dests    destCache
 }
 
 // channelArgs are a limited channel's bucket key and script arguments.
@@ -179,24 +181,50 @@ func (t *Throttle) hasBucket(channel string) bool {
 	return !t.cfg.Disabled && (!t.cfg.Destination.Unlimited() || !t.cfg.Channels[channel].Unlimited())
 }
 
-// takeArgs are takeScript's keys and arguments for one send; an unlimited
-// channel's bucket is left out (the script reads only the buckets given).
-func (t *Throttle) takeArgs(now int64, ask Ask) ([]string, []any) {
+// takeArgs appends takeScript's keys and arguments for one send to keys
+// and args and returns them; an unlimited channel's bucket is left out (the
+// script reads only the buckets given).
+func (t *Throttle) takeArgs(now any, ask Ask, keys []string, args []any) ([]string, []any) {
 	ch, limited := t.channels[ask.Channel]
-	n := 2
-	if limited {
-		n = 3
-	}
-	keys := make([]string, 0, n)
-	keys = append(keys, BlockedKey, DestinationKey(ask.Dest))
-	args := make([]any, 0, 1+2*n)
-	args = append(args, now, t.idleTTL, ask.Dest)
+	dest := t.dests.get(ask.Dest)
+	keys = append(keys, BlockedKey, dest.key)
+	args = append(args, now, t.idleTTL, dest.dest)
 	args = append(args, t.destArgs...)
 	if limited {
 		keys = append(keys, ch.key)
 		args = append(args, ch.args...)
 	}
 	return keys, args
+}
+
+// maxDestArgs bounds the remembered destination arguments; past it they
+// are all forgotten at once.
+const maxDestArgs = 4096
+
+// destArgs are a destination's bucket key and its name, boxed once.
+type destArgs struct {
+	key  string
+	dest any
+}
+
+// destCache remembers destArgs by destination. Safe for concurrent use.
+type destCache struct {
+	mu    sync.Mutex
+	dests map[string]destArgs
+}
+
+func (c *destCache) get(dest string) destArgs {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if a, ok := c.dests[dest]; ok {
+		return a
+	}
+	if c.dests == nil || len(c.dests) >= maxDestArgs {
+		c.dests = make(map[string]destArgs)
+	}
+	a := destArgs{key: DestinationKey(dest), dest: dest}
+	c.dests[dest] = a
+	return a
 }
 
 // Ask is one send permission asked of TakeMany.
@@ -212,13 +240,19 @@ func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, [
 		return waits, errs
 	}
 	now := t.cfg.Now().UnixMilli()
+	nowArg := any(now)
 	var scripted, free []int
 	var calls []script.Call
 	var members []string
+	// The calls' keys and arguments share two arrays, sized for the most.
+	keys := make([]string, 0, 3*len(asks))
+	args := make([]any, 0, (3+2*len(t.destArgs))*len(asks))
 	for i, a := range asks {
 		if t.hasBucket(a.Channel) {
-			keys, args := t.takeArgs(now, a)
-			scripted, calls = append(scripted, i), append(calls, script.Call{Keys: keys, Args: args})
+			k, n := len(keys), len(args)
+			keys, args = t.takeArgs(nowArg, a, keys, args)
+			call := script.Call{Keys: keys[k:len(keys):len(keys)], Args: args[n:len(args):len(args)]}
+			scripted, calls = append(scripted, i), append(calls, call)
 		} else {
 			free, members = append(free, i), append(members, a.Dest)
 		}
