@@ -244,6 +244,7 @@ type Comic struct {
 type Command struct {
 	Amnt    *int    `json:"amnt,omitempty"`
 	Items   *[]Line `json:"items,omitempty"`
+	Nonce   *string `json:"nonce,omitempty"`
 	OrderId string  `json:"order_id"`
 	Part    string  `json:"part"`
 	TrNum   int     `json:"tr_num"`

@@ -158,7 +158,8 @@ func (c *checkoutCluster) verifyFailover(w checkoutWorkload, final []int, tally 
 // promise with the replica wait on: the checker finds the history
 // linearizable, so no answered change was lost by the failover.
 func TestCheckout_LinearizableSentinelFailover(t *testing.T) {
-	set := testenv.StartRedisSentinel(t, testenv.RedisSentinelConfig{})
+	// down-after 3 s: see TestCheckout_SentinelFailover_keepsEveryAnsweredCheckoutWithReplicaWait.
+	set := testenv.StartRedisSentinel(t, testenv.RedisSentinelConfig{DownAfter: 3 * time.Second})
 	c := startSentinelCheckoutCluster(t, buildBinary(t), set, "1/1s")
 	failover := fault{"kill -9 of the primary, Sentinel failover", func(t *testing.T, _ *checkoutCluster, _ *toxicRedis) {
 		set.Node(0).Kill()
@@ -170,6 +171,9 @@ func TestCheckout_LinearizableSentinelFailover(t *testing.T) {
 		// 503 (no replica to wait for): the run goes on once it is back.
 		set.WaitReplicasOnline(t, 5*time.Minute)
 		t.Logf("node 0 rejoined as a replica after %s", time.Since(start).Round(time.Millisecond))
+		if now := set.Primary(); now != p {
+			t.Fatalf("the Sentinels failed over again, to node %d: the run is not of one failover", now)
+		}
 	}}
 	if res := linearRun(t, c, nil, 300, []fault{failover}); !res.Linearizable() {
 		t.Errorf("not linearizable across the failover: %s", res)
