@@ -129,7 +129,7 @@ func (s *Flow) compensateNow(ctx context.Context, orderID string, tr int64, h ma
 		}
 		c = c.Compensation()
 		side, effect := "stock", s.stockEffect
-		if c.Type == CmdCancel {
+		if c.Payment() {
 			side, effect = "payment", s.paymentEffect
 		}
 		cl, err := effect(c)

@@ -35,7 +35,7 @@ func deliver(t *testing.T, e *env, cmds ...checkout.Command) {
 	t.Helper()
 	for _, c := range cmds {
 		name := checkout.StageStock
-		if c.Type == checkout.CmdPay || c.Type == checkout.CmdCancel {
+		if c.Payment() {
 			name = checkout.StagePayment
 		}
 		var be *stream.BatchError
@@ -50,7 +50,7 @@ func deliver(t *testing.T, e *env, cmds ...checkout.Command) {
 func (e *env) settled(s shop, c checkout.Command) bool {
 	keys := e.svc.Store().Keys()
 	p, side := keys.Partition(s.item), "stock"
-	if c.Type == checkout.CmdPay {
+	if c.Payment() {
 		p, side = keys.Partition(s.user), "payment"
 	}
 	ctx := context.Background()

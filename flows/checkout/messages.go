@@ -54,6 +54,9 @@ type Command struct {
 // Rollback reports whether the command is a compensation.
 func (c Command) Rollback() bool { return c.Type == CmdAdd || c.Type == CmdCancel }
 
+// Payment reports whether the command is the payment stage's.
+func (c Command) Payment() bool { return c.Type == CmdPay || c.Type == CmdCancel }
+
 // Compensation returns the command that undoes c.
 func (c Command) Compensation() Command {
 	out := c

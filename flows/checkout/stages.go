@@ -189,7 +189,7 @@ func (s *Flow) send(ctx context.Context, sends []send) error {
 	for _, sd := range sends {
 		c := sd.cmd
 		body, _ := json.Marshal(c)
-		key, pay1 := c.UserID, c.Type == CmdPay || c.Type == CmdCancel
+		key, pay1 := c.UserID, c.Payment()
 		if !pay1 {
 			if len(c.Items) == 0 {
 				continue // a begin without items cannot be built by Commands

@@ -92,7 +92,7 @@ func TestStages_effectsApplyOncePerLedgerKey(t *testing.T) {
 					t.Errorf("%s: stock %d credit %d, want %d %d", s.name, gotStock, gotCredit, s.stock, s.credit)
 				}
 				side, id := "stock", "0"
-				if s.cmd.Type == checkout.CmdPay || s.cmd.Type == checkout.CmdCancel {
+				if s.cmd.Payment() {
 					side = "payment"
 				}
 				ledger := keys.Ledger(keys.Partition(id), side, s.cmd.OrderID, s.cmd.TrNum, s.cmd.Nonce, s.cmd.Rollback())
