@@ -104,11 +104,8 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if err != nil {
 		return nil, fmt.Errorf("availability: %w", err)
 	}
-	f := &Flow{topics: NewTopics(d.Settings.Partitions), settings: d.Settings, tel: d.Telemetry, log: d.Telemetry.Logger,
+	f := &Flow{topics: NewTopics(d.Settings.Partitions), settings: d.Settings, tel: d.Telemetry, log: cmp.Or(d.Telemetry.Logger, slog.Default()),
 		ch: d.ClickHouse, sources: collector.NewStore(d.Redis), egress: d.Settings.EgressPolicy(), rdb: d.Redis}
-	if f.log == nil {
-		f.log = slog.Default()
-	}
 	releases, err := releaseConfig(d.Settings, d.ClickHouse)
 	if err != nil {
 		return nil, err

@@ -9,7 +9,6 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
-	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -136,9 +135,6 @@ type conservationGauge struct {
 }
 
 func newConservationGauge(mp metric.MeterProvider) (*conservationGauge, error) {
-	if mp == nil {
-		mp = gotel.GetMeterProvider()
-	}
 	g := &conservationGauge{}
 	m := mp.Meter(instrumentationScope)
 	drift, err1 := m.Int64ObservableGauge(MetricConservationDrift, metric.WithUnit("{unit}"),

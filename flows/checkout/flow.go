@@ -6,7 +6,6 @@ import (
 	"log/slog"
 
 	"github.com/redis/go-redis/v9"
-	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/clickhouse"
@@ -70,12 +69,6 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	return f, nil
 }
 
-// WithHistory has Timeline read expired attempts from ch; it returns s.
-func (s *Flow) WithHistory(ch *clickhouse.Client) *Flow {
-	s.ch = ch
-	return s
-}
-
 // NewWith returns the flow over rdb and pub with cfg (defaulted); nil
 // fields of tel take the OpenTelemetry globals and slog.Default.
 func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel stream.Telemetry) (*Flow, error) {
@@ -83,14 +76,8 @@ func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel s
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	tel = tel.WithDefaults()
 	log := tel.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	tp := tel.TracerProvider
-	if tp == nil {
-		tp = gotel.GetTracerProvider()
-	}
 	cons, err := newConservationGauge(tel.MeterProvider)
 	if err != nil {
 		return nil, err
@@ -102,7 +89,7 @@ func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel s
 	store.wait = cfg.Wait
 	return &Flow{rdb: rdb, cfg: cfg, store: store, keys: NewKeys(cfg.Partitions),
 		topics: NewTopics(cfg.Partitions), pub: pub, waiter: w, log: log, cons: cons,
-		tracer: tp.Tracer(instrumentationScope)}, nil
+		tracer: tel.TracerProvider.Tracer(instrumentationScope)}, nil
 }
 
 // Store returns the items, users and orders.

@@ -248,11 +248,6 @@ func (s *Flow) result(ctx context.Context, r Result, err error) (Result, error) 
 	return r, fmt.Errorf("%w: attempt %d of order %s", ErrPending, r.TrNum, r.OrderID)
 }
 
-// SagaStatus reads attempt tr's status and reason ("" if none).
-func (s *Flow) SagaStatus(ctx context.Context, orderID string, tr int64) (status, reason string, err error) {
-	return sagaStatus(ctx, s.rdb, s.keys, orderID, tr)
-}
-
 func sagaStatus(ctx context.Context, rdb redis.UniversalClient, keys Keys, orderID string, tr int64) (string, string, error) {
 	v, err := rdb.HMGet(ctx, keys.Saga(orderID, tr), "status", "reason").Result()
 	if err != nil {

@@ -28,8 +28,8 @@ const instrumentationScope = "github.com/dropstream/dropstream/flows/checkout"
 // and compensations go in one pipeline each, each command in its own span.
 func (s *Flow) Stages() []stream.Stage {
 	return []stream.Stage{
-		{Name: StageStock, Topic: s.topics.Stock, BatchHandler: s.effectBatch("stock", s.stockCall), Config: s.cfg.SagaStage()},
-		{Name: StagePayment, Topic: s.topics.Payment, BatchHandler: s.effectBatch("payment", s.paymentCall), Config: s.cfg.SagaStage()},
+		{Name: StageStock, Topic: s.topics.Stock, BatchHandler: s.effectBatch("stock", s.stockEffect, CmdSubtract, CmdAdd), Config: s.cfg.SagaStage()},
+		{Name: StagePayment, Topic: s.topics.Payment, BatchHandler: s.effectBatch("payment", s.paymentEffect, CmdPay, CmdCancel), Config: s.cfg.SagaStage()},
 	}
 }
 
@@ -47,29 +47,10 @@ func decodeCommand(m *stream.Message, types ...string) (Command, error) {
 	return c, nil
 }
 
-// stockCall decodes a stock command and builds its effect call.
-func (s *Flow) stockCall(m *stream.Message) (Command, call, error) {
-	c, err := decodeCommand(m, CmdSubtract, CmdAdd)
-	if err != nil {
-		return c, call{}, err
-	}
-	cl, err := s.stockEffect(c)
-	return c, cl, err
-}
-
-// paymentCall decodes a payment command and builds its effect call.
-func (s *Flow) paymentCall(m *stream.Message) (Command, call, error) {
-	c, err := decodeCommand(m, CmdPay, CmdCancel)
-	if err != nil {
-		return c, call{}, err
-	}
-	cl, err := s.paymentEffect(c)
-	return c, cl, err
-}
-
-// effectBatch applies a batch's effects, records every result in its saga
-// and sends the compensations it starts; a Redis error is retryable.
-func (s *Flow) effectBatch(side string, build func(*stream.Message) (Command, call, error)) stream.BatchHandler {
+// effectBatch applies a batch's effects (commands of types, built into
+// calls by effect), records every result in its saga and sends the
+// compensations it starts; a Redis error is retryable.
+func (s *Flow) effectBatch(side string, effect func(Command) (call, error), types ...string) stream.BatchHandler {
 	spanName := "checkout." + side
 	header := s.effectHeader(side)
 	return func(ctx context.Context, msgs []*stream.Message) error {
@@ -79,7 +60,11 @@ func (s *Flow) effectBatch(side string, build func(*stream.Message) (Command, ca
 		parts := make([]call, 0, len(msgs))
 		idx := make([]int, 0, len(msgs))
 		for i, m := range msgs {
-			c, cl, err := build(m)
+			c, err := decodeCommand(m, types...)
+			var cl call
+			if err == nil {
+				cl, err = effect(c)
+			}
 			if err != nil {
 				errs[i] = err
 				continue

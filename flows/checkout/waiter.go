@@ -1,6 +1,7 @@
 package checkout
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -37,10 +38,7 @@ type waitSet struct {
 
 // NewWaiter returns a waiter; Run must run for notifications to arrive.
 func NewWaiter(rdb redis.UniversalClient, log *slog.Logger) *Waiter {
-	if log == nil {
-		log = slog.Default()
-	}
-	return &Waiter{rdb: rdb, log: log, ready: make(chan struct{}), recheck: time.Second, waits: map[string]*waitSet{}}
+	return &Waiter{rdb: rdb, log: cmp.Or(log, slog.Default()), ready: make(chan struct{}), recheck: time.Second, waits: map[string]*waitSet{}}
 }
 
 // Ready is closed once Run has subscribed.

@@ -120,13 +120,6 @@ func (f Feed) sameSettings(g Feed) bool {
 		f.MaxDelayMinutes == g.MaxDelayMinutes && f.Poll() == g.Poll() && f.IncludeExisting == g.IncludeExisting
 }
 
-// Assignable reports whether an item first seen at first and unchanged
-// since stable may be assigned at now (the Lua script's reference rule).
-func (f Feed) Assignable(first, stable, now time.Time) bool {
-	age, calm := now.Sub(first), now.Sub(stable)
-	return (calm >= minutes(f.AwaitStabilizationMinutes) && age >= minutes(f.MinDelayMinutes)) || age >= minutes(f.MaxDelayMinutes)
-}
-
 func minutes(n int) time.Duration { return time.Duration(n) * time.Minute }
 
 // validName reports 1..64 characters of [a-z0-9_-].

@@ -99,7 +99,7 @@ func TestFeed_Assignable(t *testing.T) {
 		{59 * time.Minute, 60 * time.Minute, true}, // max delay
 	}
 	for _, tt := range tests {
-		if got := f.Assignable(first, first.Add(tt.stable), first.Add(tt.now)); got != tt.want {
+		if got := assignable(f, first, first.Add(tt.stable), first.Add(tt.now)); got != tt.want {
 			t.Errorf("stable +%s, now +%s: %v, want %v", tt.stable, tt.now, got, tt.want)
 		}
 	}

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"fmt"
 	htmltemplate "html/template"
+	"io"
 	"strconv"
 	texttemplate "text/template"
 
@@ -62,15 +63,7 @@ func renderCollection(f Feed, c Collection) (Message, error) {
 	m := Message{Kind: "collection", FeedID: f.ID, FeedURL: f.URL, Subscribable: name, Collection: c.Within,
 		Subject: title, Items: c.Items}
 	v := view{Title: title, Subscribable: name, FeedURL: f.URL, Items: c.Items}
-	var err error
-	if m.HTML, err = renderHTML("collection", v); err != nil {
-		return Message{}, err
-	}
-	if m.HTMLBody, err = fit(v, notifier.MaxHTMLLen, htmlRenderer("collection-body")); err != nil {
-		return Message{}, err
-	}
-	m.Text, err = fit(v, notifier.MaxTextLen, textRenderer("collection"))
-	return m, err
+	return m.render(v)
 }
 
 // renderConfirm renders the confirmation request of a subscription to a
@@ -79,41 +72,30 @@ func renderConfirm(f Feed, subscribable, confirmURL string) (Message, error) {
 	m := Message{Kind: "confirm", FeedID: f.ID, FeedURL: f.URL, Subscribable: subscribable,
 		Subject: "Confirm your subscription to " + subscribable, ConfirmURL: confirmURL}
 	v := view{Subscribable: subscribable, FeedURL: f.URL, ConfirmURL: confirmURL}
+	return m.render(v)
+}
+
+// render sets m's HTML page, HTML body and text from the templates of
+// m.Kind: "<kind>.html.tmpl", the fragment "<kind>-body" and "<kind>.txt.tmpl".
+func (m Message) render(v view) (Message, error) {
 	var err error
-	if m.HTML, err = renderHTML("confirm", v); err != nil {
+	if m.HTML, err = renderer(htmlTemplates, m.Kind+".html.tmpl")(v); err != nil {
 		return Message{}, err
 	}
-	if m.HTMLBody, err = fit(v, notifier.MaxHTMLLen, htmlRenderer("confirm-body")); err != nil {
+	if m.HTMLBody, err = fit(v, notifier.MaxHTMLLen, renderer(htmlTemplates, m.Kind+"-body")); err != nil {
 		return Message{}, err
 	}
-	m.Text, err = fit(v, notifier.MaxTextLen, textRenderer("confirm"))
+	m.Text, err = fit(v, notifier.MaxTextLen, renderer(textTemplates, m.Kind+".txt.tmpl"))
 	return m, err
 }
 
-func renderHTML(name string, v view) (string, error) {
-	var b bytes.Buffer
-	if err := htmlTemplates.ExecuteTemplate(&b, name+".html.tmpl", v); err != nil {
-		return "", fmt.Errorf("feed: render %s html: %w", name, err)
-	}
-	return b.String(), nil
-}
-
-// textRenderer renders the text template name.
-func textRenderer(name string) func(view) (string, error) {
+// renderer renders the template (or defined fragment) name of ts.
+func renderer(ts interface {
+	ExecuteTemplate(w io.Writer, name string, data any) error
+}, name string) func(view) (string, error) {
 	return func(v view) (string, error) {
 		var b bytes.Buffer
-		if err := textTemplates.ExecuteTemplate(&b, name+".txt.tmpl", v); err != nil {
-			return "", fmt.Errorf("feed: render %s text: %w", name, err)
-		}
-		return b.String(), nil
-	}
-}
-
-// htmlRenderer renders the HTML template (or defined fragment) name.
-func htmlRenderer(name string) func(view) (string, error) {
-	return func(v view) (string, error) {
-		var b bytes.Buffer
-		if err := htmlTemplates.ExecuteTemplate(&b, name, v); err != nil {
+		if err := ts.ExecuteTemplate(&b, name, v); err != nil {
 			return "", fmt.Errorf("feed: render %s: %w", name, err)
 		}
 		return b.String(), nil

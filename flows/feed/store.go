@@ -17,9 +17,6 @@ import (
 	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
-// MaxListed bounds the definitions one list call returns.
-const MaxListed = 10000
-
 // MaxSubscribables bounds one tenant's subscribables on a feed; every poll
 // hands them all to the assignment script.
 const MaxSubscribables = 100

@@ -330,21 +330,14 @@ func (f *Flow) Push(ctx context.Context, feedID, token string, body []byte, sign
 	return nil
 }
 
+// signatureHashes are the X-Hub-Signature algorithms taken, by name.
+var signatureHashes = map[string]func() hash.Hash{"sha1": sha1.New, "sha256": sha256.New, "sha512": sha512.New}
+
 // validSignature checks an X-Hub-Signature header against body.
 func validSignature(secret string, body []byte, header string) bool {
 	algo, sig, ok := strings.Cut(strings.TrimSpace(header), "=")
-	if !ok || secret == "" {
-		return false
-	}
-	var mk func() hash.Hash
-	switch strings.ToLower(algo) {
-	case "sha1":
-		mk = sha1.New
-	case "sha256":
-		mk = sha256.New
-	case "sha512":
-		mk = sha512.New
-	default:
+	mk, known := signatureHashes[strings.ToLower(algo)]
+	if !ok || !known || secret == "" {
 		return false
 	}
 	want, err := hex.DecodeString(sig)

@@ -4,7 +4,6 @@ import (
 	"fmt"
 	"time"
 
-	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 )
 
@@ -21,9 +20,6 @@ const instrumentationScope = "github.com/dropstream/dropstream/notifier"
 const recordTimeout = 5 * time.Second
 
 func newUnresolved(mp metric.MeterProvider) (metric.Int64Counter, error) {
-	if mp == nil {
-		mp = gotel.GetMeterProvider()
-	}
 	c, err := mp.Meter(instrumentationScope).Int64Counter(MetricUnresolvedSessions,
 		metric.WithDescription("Stable opens notified without a session id: the raw open of their window was not seen."),
 		metric.WithUnit("{transition}"))

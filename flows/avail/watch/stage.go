@@ -46,15 +46,12 @@ func NewStage(rdb redis.UniversalClient, topics avail.Topics, store *Store, chan
 	if err != nil {
 		return stream.Stage{}, err
 	}
-	logger := tel.Logger
-	if logger == nil {
-		logger = slog.Default()
-	}
+	tel = tel.WithDefaults()
 	unresolved, err := newUnresolved(tel.MeterProvider)
 	if err != nil {
 		return stream.Stage{}, err
 	}
-	h := &handler{cfg: cfg, topic: topics.Transitions, store: store, dispatch: dispatch, logger: logger, unresolved: unresolved,
+	h := &handler{cfg: cfg, topic: topics.Transitions, store: store, dispatch: dispatch, logger: tel.Logger, unresolved: unresolved,
 		windows: &windows{rdb: rdb, topic: topics.Transitions, ttl: cfg.WindowTTL, max: cfg.MaxWindowFlips}}
 	return stream.Stage{Name: StageNotifier, Topic: topics.Transitions, Handler: h.handle, Config: cfg.Runner}, nil
 }

@@ -47,9 +47,7 @@ type StoreConfig struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c StoreConfig) WithDefaults() StoreConfig {
 	c.MaxWatchers = cmp.Or(c.MaxWatchers, DefaultMaxWatchers)
-	if c.Logger == nil {
-		c.Logger = slog.Default()
-	}
+	c.Logger = cmp.Or(c.Logger, slog.Default())
 	return c
 }
 

@@ -214,10 +214,7 @@ func (f routes) deleteFeed(c *fiber.Ctx) error {
 }
 
 func (f routes) listItems(c *fiber.Ctx) error {
-	if _, err := f.store.Feed(c.UserContext(), c.Params("id")); err != nil {
-		return apiError(err, "feed")
-	}
-	cursor, limit, err := api.PageQuery(c)
+	cursor, limit, err := f.feedPageQuery(c)
 	if err != nil {
 		return err
 	}
@@ -279,10 +276,7 @@ func (f routes) postSubscribable(c *fiber.Ctx) error {
 }
 
 func (f routes) listSubscribables(c *fiber.Ctx) error {
-	if _, err := f.store.Feed(c.UserContext(), c.Params("id")); err != nil {
-		return apiError(err, "feed")
-	}
-	cursor, limit, err := api.PageQuery(c)
+	cursor, limit, err := f.feedPageQuery(c)
 	if err != nil {
 		return err
 	}
@@ -351,6 +345,15 @@ func (f routes) listSubscriptions(c *fiber.Ctx) error {
 		return subs, err
 	}
 	return pageOfSubscribable(f, c, list, func(s feed.Subscription) string { return s.ID })
+}
+
+// feedPageQuery reads the page query of a list under the route's feed,
+// which must exist.
+func (f routes) feedPageQuery(c *fiber.Ctx) (cursor string, limit int, err error) {
+	if _, err := f.store.Feed(c.UserContext(), c.Params("id")); err != nil {
+		return "", 0, apiError(err, "feed")
+	}
+	return api.PageQuery(c)
 }
 
 // pageOfSubscribable answers a page, by key, of what list returns for the
