@@ -189,10 +189,10 @@ func (p *Projection) load(ctx context.Context, picked []position, state string) 
 	if len(picked) == 0 {
 		return nil, nil
 	}
-	cmds := make([]*redis.SliceCmd, len(picked))
+	cmds := make([]*redis.MapStringStringCmd, len(picked))
 	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for i, c := range picked {
-			cmds[i] = readEntity(ctx, pipe, p.topic.HashTag(c.part), c.key)
+			cmds[i] = pipe.HGetAll(ctx, keysOf(p.topic.HashTag(c.part), c.key).entity)
 		}
 		return nil
 	})
@@ -202,11 +202,11 @@ func (p *Projection) load(ctx context.Context, picked []position, state string) 
 	items := make([]EntityState, 0, len(picked))
 	var gone []position
 	for i, c := range cmds {
-		e, ok := entityFromHash(picked[i].key, picked[i].part, c.Val())
-		if !ok {
+		if len(c.Val()) == 0 {
 			gone = append(gone, picked[i])
 			continue
 		}
+		e := entityFromHash(picked[i].key, picked[i].part, c.Val())
 		if state != "" && e.State != state {
 			continue
 		}

@@ -70,10 +70,10 @@ type Session struct {
 // Get returns the projection of the entity key, reading every partition in
 // one round trip (the newest copy wins), or ErrNotFound.
 func (p *Projection) Get(ctx context.Context, key string) (EntityState, error) {
-	cmds := make([]*redis.SliceCmd, p.cfg.Partitions)
+	cmds := make([]*redis.MapStringStringCmd, p.cfg.Partitions)
 	_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 		for part := range cmds {
-			cmds[part] = readEntity(ctx, pipe, p.topic.HashTag(part), key)
+			cmds[part] = pipe.HGetAll(ctx, keysOf(p.topic.HashTag(part), key).entity)
 		}
 		return nil
 	})
@@ -83,10 +83,10 @@ func (p *Projection) Get(ctx context.Context, key string) (EntityState, error) {
 	found := false
 	var best EntityState
 	for part, c := range cmds {
-		e, ok := entityFromHash(key, part, c.Val())
-		if !ok {
+		if len(c.Val()) == 0 {
 			continue
 		}
+		e := entityFromHash(key, part, c.Val())
 		newer := e.LastRunAt.After(best.LastRunAt) ||
 			e.LastRunAt.Equal(best.LastRunAt) && e.StableAt.After(best.StableAt)
 		if !found || newer {
@@ -205,32 +205,17 @@ func decodeSession(raw string) (Session, error) {
 		Duration: time.Duration(msInt(r.DurationMs)) * time.Millisecond, TraceID: r.TraceID}, nil
 }
 
-// entityFields are the entity hash's fields an EntityState shows, in the
-// order entityFromHash reads them.
-var entityFields = [...]string{"state", "stable_state", "stable_at", "kind", "provider", "venue", "venue_name", "date",
-	"time", "party_size", "scope_key", "source_id", "first_seen_at", "opened_at", "closed_at", "last_seen_at",
-	"last_run", "last_run_at", "last_event", "session_id", "trace_id"}
-
-// readEntity queues the HMGET of entityFields of an entity hash.
-func readEntity(ctx context.Context, pipe redis.Pipeliner, tag, key string) *redis.SliceCmd {
-	return pipe.HMGet(ctx, keysOf(tag, key).entity, entityFields[:]...)
-}
-
-// entityFromHash builds an EntityState from the values of entityFields;
-// false when the hash has none (it does not exist).
-func entityFromHash(key string, partition int, vals []any) (EntityState, bool) {
-	var h [len(entityFields)]string
-	found := false
-	for i, v := range vals {
-		h[i], _ = v.(string)
-		found = found || v != nil
-	}
+// entityFromHash builds an EntityState from the entity hash's fields.
+func entityFromHash(key string, partition int, h map[string]string) EntityState {
 	return EntityState{
-		Key: key, Partition: partition, State: h[0], StableState: h[1], StableAt: msTime(h[2]), Kind: h[3],
-		Provider: h[4], Venue: h[5], VenueName: h[6], Date: h[7], Time: h[8], PartySize: int(msInt(h[9])),
-		ScopeKey: h[10], SourceID: h[11], FirstSeenAt: msTime(h[12]), OpenedAt: msTime(h[13]), ClosedAt: msTime(h[14]),
-		LastSeenAt: msTime(h[15]), LastRun: h[16], LastRunAt: msTime(h[17]), LastEvent: h[18], SessionID: h[19], TraceID: h[20],
-	}, found
+		Key: key, Partition: partition, State: h["state"], StableState: h["stable_state"],
+		StableAt: msTime(h["stable_at"]), Kind: h["kind"], Provider: h["provider"], Venue: h["venue"],
+		VenueName: h["venue_name"], Date: h["date"], Time: h["time"], PartySize: int(msInt(h["party_size"])),
+		ScopeKey: h["scope_key"], SourceID: h["source_id"], FirstSeenAt: msTime(h["first_seen_at"]),
+		OpenedAt: msTime(h["opened_at"]), ClosedAt: msTime(h["closed_at"]),
+		LastSeenAt: msTime(h["last_seen_at"]), LastRun: h["last_run"], LastRunAt: msTime(h["last_run_at"]),
+		LastEvent: h["last_event"], SessionID: h["session_id"], TraceID: h["trace_id"],
+	}
 }
 
 // msTime parses Unix milliseconds; empty or invalid gives the zero time.
