@@ -88,7 +88,12 @@ func (c *Collector) unflip(ctx context.Context, sourceID, runID string, wasDown 
 // Health returns a source's health as the copies of the collector share it
 // (CollectorConfig.Shared), and false when no copy has polled it yet.
 func (s *Store) Health(ctx context.Context, id string) (SourceHealth, bool, error) {
-	vals, err := s.rdb.HMGet(ctx, healthKey(id), healthFields...).Result()
+	return healthReply(id, s.rdb.HMGet(ctx, healthKey(id), healthFields...))
+}
+
+// healthReply is Health from the reply of its HMGET.
+func healthReply(id string, cmd *redis.SliceCmd) (SourceHealth, bool, error) {
+	vals, err := cmd.Result()
 	if err != nil {
 		return SourceHealth{}, false, fmt.Errorf("health of %s: %w", clip.Marked(id, maxQuoted), err)
 	}

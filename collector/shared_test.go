@@ -17,6 +17,7 @@ import (
 	"github.com/dropstream/dropstream/collector/provider"
 	"github.com/dropstream/dropstream/collector/simulator"
 	"github.com/dropstream/dropstream/internal/egress/egresstest"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -169,12 +170,18 @@ func TestCollector_copiesShareTheSourceHealth(t *testing.T) {
 				}
 			}
 			store := collector.NewStore(k.rdb)
+			if err := store.Put(ctx, k.src); err != nil {
+				t.Fatal(err)
+			}
 			poll := func(i int) error { return k.cs[i%2].PollOnce(ctx, k.src.ID) }
 			health := func() collector.SourceHealth {
 				t.Helper()
 				h, ok, err := store.Health(ctx, k.src.ID)
 				if err != nil || !ok {
 					t.Fatalf("Store.Health = %+v, %v, %v", h, ok, err)
+				}
+				if _, got, ok, err := store.GetWithHealth(ctx, tenancy.View{All: true}, k.src.ID); err != nil || !ok || got != h {
+					t.Fatalf("Store.GetWithHealth health = %+v, %v, %v; want %+v as Health", got, ok, err, h)
 				}
 				return h
 			}
@@ -227,9 +234,6 @@ func TestCollector_copiesShareTheSourceHealth(t *testing.T) {
 			}
 			if got := k.sourceTransitions(t); !slices.Equal(got, []string{avail.KindClose, avail.KindOpen}) {
 				t.Errorf("source transitions %v, want one close then one open", got)
-			}
-			if err := store.Put(ctx, k.src); err != nil {
-				t.Fatal(err)
 			}
 			if err := store.Delete(ctx, k.src.ID); err != nil {
 				t.Fatal(err)

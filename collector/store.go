@@ -8,6 +8,8 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"slices"
+	"sync"
 
 	"github.com/redis/go-redis/v9"
 
@@ -35,16 +37,48 @@ const (
 type Store struct {
 	rdb     redis.UniversalClient
 	records *recordstore.Store[Source]
+	mu      sync.Mutex
+	decoded map[string]storedSource // by id: the last source decoded
+}
+
+// storedSource is a source decoded from its stored JSON.
+type storedSource struct {
+	raw string
+	src Source
 }
 
 // NewStore returns a store over rdb.
 func NewStore(rdb redis.UniversalClient) *Store {
+	s := &Store{rdb: rdb, decoded: map[string]storedSource{}}
 	records, err := recordstore.New(rdb, recordstore.Config[Source]{Layout: recordstore.Layout{Hash: SourcesKey},
-		Max: MaxSources, MaxSize: MaxSourceSize, Decode: decodeStored, Tenant: func(s Source) string { return s.Tenant }})
+		Max: MaxSources, MaxSize: MaxSourceSize, Decode: s.decode, Tenant: func(s Source) string { return s.Tenant }})
 	if err != nil {
 		panic(err) // the configuration above is valid
 	}
-	return &Store{rdb: rdb, records: records}
+	s.records = records
+	return s
+}
+
+// decode is decodeStored, once for the same stored bytes of an id.
+func (s *Store) decode(id string, raw []byte) (Source, error) {
+	s.mu.Lock()
+	c, ok := s.decoded[id]
+	s.mu.Unlock()
+	if !ok || c.raw != string(raw) {
+		src, err := decodeStored(id, raw)
+		if err != nil {
+			return Source{}, err
+		}
+		c = storedSource{string(raw), src}
+		s.mu.Lock()
+		if len(s.decoded) >= MaxSources {
+			clear(s.decoded) // ids deleted elsewhere
+		}
+		s.decoded[id] = c
+		s.mu.Unlock()
+	}
+	c.src.Scopes = slices.Clone(c.src.Scopes)
+	return c.src, nil
 }
 
 // Put validates and stores src (ErrInvalidSource, ErrSourceTaken; at most
@@ -79,6 +113,30 @@ func (s *Store) GetIn(ctx context.Context, v tenancy.View, id string) (Source, e
 		return Source{}, fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(id, maxQuoted))
 	}
 	return src, err
+}
+
+// GetWithHealth is GetIn and Health in one round trip.
+func (s *Store) GetWithHealth(ctx context.Context, v tenancy.View, id string) (Source, SourceHealth, bool, error) {
+	var raw *redis.StringCmd
+	var health *redis.SliceCmd
+	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // each reply's error is read below
+		raw = p.HGet(ctx, SourcesKey, id)
+		health = p.HMGet(ctx, healthKey(id), healthFields...)
+		return nil
+	})
+	b, err := raw.Bytes()
+	var src Source
+	if err == nil {
+		src, err = s.decode(id, b)
+	}
+	if errors.Is(err, redis.Nil) || err == nil && !v.Sees(tenancy.Of(src.Tenant)) {
+		return Source{}, SourceHealth{}, false, fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(id, maxQuoted))
+	}
+	if err != nil {
+		return Source{}, SourceHealth{}, false, fmt.Errorf("get source %s: %w", clip.Marked(id, maxQuoted), err)
+	}
+	h, polled, err := healthReply(id, health)
+	return src, h, polled, err
 }
 
 // List returns every readable source by id, and ErrInvalidSource for the

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 func TestStore_putGetListDelete(t *testing.T) {
@@ -164,5 +165,45 @@ func TestCollector_syncFollowsTheStore(t *testing.T) {
 	}
 	if s := e.c.Sources(); len(s) != 1 || s[0].ID != "s0" {
 		t.Errorf("sources %+v after a clean Sync, want s0", s)
+	}
+}
+
+func TestStore_getWithHealthReadsTheStoredSourceEachTime(t *testing.T) {
+	ctx := context.Background()
+	rdb := newRedis(t)
+	store := collector.NewStore(rdb)
+	src := validSource()
+	src.Tenant = "t1"
+	if err := store.Put(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	own := tenancy.View{Tenant: "t1"}
+	got, _, polled, err := store.GetWithHealth(ctx, own, src.ID)
+	if err != nil || got.Fingerprint() != src.Fingerprint() || polled {
+		t.Fatalf("GetWithHealth = %+v, %v, %v; want the source, not polled", got, polled, err)
+	}
+	got.Scopes[0].Venue = "changed by the caller"
+	if again, _, _, err := store.GetWithHealth(ctx, own, src.ID); err != nil || again.Fingerprint() != src.Fingerprint() {
+		t.Errorf("GetWithHealth after the caller changed a copy = %+v, %v; want the stored source", again, err)
+	}
+	src.Scopes = append(src.Scopes, src.Scopes[0])
+	src.Scopes[1].PartySize = 4
+	if err := store.Put(ctx, src); err != nil {
+		t.Fatal(err)
+	}
+	if got, _, _, err := store.GetWithHealth(ctx, own, src.ID); err != nil || got.Fingerprint() != src.Fingerprint() {
+		t.Errorf("GetWithHealth after a Put = %+v, %v; want the new source", got, err)
+	}
+	for _, v := range []tenancy.View{{Tenant: "t2"}, {}} {
+		if _, _, _, err := store.GetWithHealth(ctx, v, src.ID); !errors.Is(err, collector.ErrSourceNotFound) {
+			t.Errorf("GetWithHealth of another tenant's source (view %+v) = %v, want ErrSourceNotFound", v, err)
+		}
+	}
+	if _, _, _, err := store.GetWithHealth(ctx, own, "missing"); !errors.Is(err, collector.ErrSourceNotFound) {
+		t.Errorf("GetWithHealth of a missing source = %v, want ErrSourceNotFound", err)
+	}
+	rdb.HSet(ctx, collector.SourcesKey, src.ID, "{not json")
+	if _, _, _, err := store.GetWithHealth(ctx, tenancy.View{All: true}, src.ID); !errors.Is(err, collector.ErrInvalidSource) {
+		t.Errorf("GetWithHealth of a corrupt source = %v, want ErrInvalidSource", err)
 	}
 }

@@ -5,6 +5,7 @@ import (
 	"net/url"
 	"strconv"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/dropstream/dropstream/api"
@@ -78,7 +79,12 @@ func (a AvailabilityRoutes) list(c *fiber.Ctx) error {
 	if items == nil {
 		items = []writer.EntityState{}
 	}
-	return c.JSON(api.Page[writer.EntityState]{Items: items, NextCursor: next})
+	b, err := gojson.Marshal(api.Page[writer.EntityState]{Items: items, NextCursor: next}) // encoding/json's bytes, faster
+	if err != nil {
+		return err
+	}
+	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+	return c.Send(b)
 }
 
 func (a AvailabilityRoutes) get(c *fiber.Ctx) error {

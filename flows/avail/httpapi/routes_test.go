@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	gojson "github.com/goccy/go-json"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/api"
@@ -336,5 +337,22 @@ func TestWatcherRoutes_patchPauseResume(t *testing.T) {
 	var resumed watch.Watcher
 	if code := call(t, srv, "POST", path+"/resume", "w", "", &resumed); code != 200 || resumed.Paused || resumed.ID != w.ID {
 		t.Errorf("resume = %d %+v", code, resumed)
+	}
+}
+
+// TestAvailabilityRoutes_listAnswersEncodingJSONBytes: the list's answer,
+// written with goccy/go-json, is what encoding/json writes.
+func TestAvailabilityRoutes_listAnswersEncodingJSONBytes(t *testing.T) {
+	at := time.UnixMilli(1764390000123).UTC()
+	all := writer.EntityState{Key: "resy|1|2026-01-01|19:00|2", Partition: 3, State: "open", StableState: "closed", StableAt: at,
+		Kind: "slot", Provider: "resy", Venue: "1", VenueName: "Café <\"&\u2028>", Date: "2026-01-01", Time: "19:00", PartySize: 2,
+		ScopeKey: "s", SourceID: "src", FirstSeenAt: at, OpenedAt: at, ClosedAt: at, LastSeenAt: at, LastRun: "r",
+		LastRunAt: at, LastEvent: "e", SessionID: "sess", TraceID: "t"}
+	for _, page := range []api.Page[writer.EntityState]{{Items: []writer.EntityState{}}, {Items: []writer.EntityState{all, {Key: "k"}}, NextCursor: "c"}} {
+		want, _ := json.Marshal(page)
+		got, err := gojson.Marshal(page)
+		if err != nil || string(got) != string(want) {
+			t.Errorf("gojson.Marshal = %s, %v\nwant %s", got, err, want)
+		}
 	}
 }

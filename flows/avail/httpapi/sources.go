@@ -104,7 +104,7 @@ func (r SourceRoutes) list(c *fiber.Ctx) error {
 }
 
 func (r SourceRoutes) get(c *fiber.Ctx) error {
-	src, err := r.Store.GetIn(c.UserContext(), api.View(c), c.Params("id"))
+	src, h, polled, err := r.Store.GetWithHealth(c.UserContext(), api.View(c), c.Params("id"))
 	if errors.Is(err, collector.ErrSourceNotFound) {
 		return api.NotFound("source_not_found", err.Error())
 	}
@@ -114,9 +114,7 @@ func (r SourceRoutes) get(c *fiber.Ctx) error {
 	out := sourceDetail{Source: src.Redacted()}
 	// The health every collector copy shares, once one has polled the
 	// source; else what this process's collector knows.
-	if h, polled, err := r.Store.Health(c.UserContext(), src.ID); err != nil {
-		return err
-	} else if polled {
+	if polled {
 		out.Health = &h
 	} else if r.Collector != nil {
 		if h, err := r.Collector.Health(src.ID); err == nil {
