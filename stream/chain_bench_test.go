@@ -39,6 +39,7 @@ func BenchmarkRunnerChain(b *testing.B) {
 		{"sampled-run", sdktrace.AlwaysSample(), true, true},
 		{"unsampled", sdktrace.NeverSample(), true, false},
 		{"unsampled-run", sdktrace.NeverSample(), true, true},
+		{"unsampled-run-nometrics", sdktrace.NeverSample(), true, true},
 		{"root-1%", sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01)), false, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
@@ -49,7 +50,9 @@ func BenchmarkRunnerChain(b *testing.B) {
 				defer tp.Shutdown(context.Background())
 				tel.TracerProvider = tp
 				// The binary's provider: the SDK's.
-				tel.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				if !strings.HasSuffix(tc.name, "nometrics") {
+					tel.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				}
 			}
 			r, err := NewRunner(nil, Stage{Name: "b", Topic: NewTopic("b", "c", 1),
 				Handler: func(context.Context, *Message) error { return nil }}, tel)
