@@ -24,7 +24,8 @@ import (
 // telemetry. The difference to "none" is what telemetry costs per message,
 // and "none" less "none-noparent" what carrying a trace context costs.
 // The "-run" cases are messages of a run with one trace context, as the
-// runner reads them from one publish (see traceReuse).
+// runner reads them from one publish (see traceReuse). "-nometrics" has the
+// SDK's tracer but no meter: what it saves is the SDK histograms' cost.
 func BenchmarkRunnerChain(b *testing.B) {
 	for _, tc := range []struct {
 		name    string
