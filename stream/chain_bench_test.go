@@ -24,7 +24,8 @@ import (
 // telemetry. The difference to "none" is what telemetry costs per message,
 // and "none" less "none-noparent" what carrying a trace context costs.
 // The "-run" cases are messages of a run with one trace context, as the
-// runner reads them from one publish (see traceReuse).
+// runner reads them from one publish (see traceReuse). "-nometrics" has the
+// SDK's tracer but no meter: what it saves is the SDK histograms' cost.
 func BenchmarkRunnerChain(b *testing.B) {
 	for _, tc := range []struct {
 		name    string
@@ -39,6 +40,7 @@ func BenchmarkRunnerChain(b *testing.B) {
 		{"sampled-run", sdktrace.AlwaysSample(), true, true},
 		{"unsampled", sdktrace.NeverSample(), true, false},
 		{"unsampled-run", sdktrace.NeverSample(), true, true},
+		{"unsampled-run-nometrics", sdktrace.NeverSample(), true, true},
 		{"root-1%", sdktrace.ParentBased(sdktrace.TraceIDRatioBased(0.01)), false, false},
 	} {
 		b.Run(tc.name, func(b *testing.B) {
@@ -49,7 +51,9 @@ func BenchmarkRunnerChain(b *testing.B) {
 				defer tp.Shutdown(context.Background())
 				tel.TracerProvider = tp
 				// The binary's provider: the SDK's.
-				tel.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				if !strings.HasSuffix(tc.name, "nometrics") {
+					tel.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+				}
 			}
 			r, err := NewRunner(nil, Stage{Name: "b", Topic: NewTopic("b", "c", 1),
 				Handler: func(context.Context, *Message) error { return nil }}, tel)

@@ -23,9 +23,9 @@ type StageInfo struct {
 // the trace context it carries (OTel messaging conventions); the handler's
 // context and msg.Context() carry it. A message of an unsampled parent gets
 // no span unless recordUnsampled: its parent passes through unchanged, as a
-// parent-based sampler would decide, without starting a span. reuse, for the
-// runner's own copy, extracts a run of one trace context once (traceReuse).
-func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info StageInfo, recordUnsampled, reuse bool) Middleware {
+// parent-based sampler would decide, without starting a span. A message the
+// runner read extracts a run of one trace context once (traceReuse).
+func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info StageInfo, recordUnsampled bool) Middleware {
 	tracer := tp.Tracer(instrumentationScope)
 	name := "process " + info.Topic.String()
 	// Only the kind is passed at start: the attributes are set when the
@@ -35,11 +35,7 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 		dsotel.MessagingDestinationNameKey.String(info.Topic.String()), dsotel.MessagingConsumerGroupNameKey.String(info.Group)}
 	return func(next Handler) Handler {
 		return func(ctx context.Context, msg *Message) error {
-			if reuse {
-				ctx = msg.reuse.extract(ctx, prop, msg)
-			} else {
-				ctx = ExtractTrace(ctx, prop, msg)
-			}
+			ctx = msg.reuse.extract(ctx, prop, msg)
 			if !recordUnsampled {
 				if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsSampled() {
 					msg.ctx = ctx

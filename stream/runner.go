@@ -102,7 +102,7 @@ func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, 
 	tel = tel.WithDefaults()
 	info := StageInfo{Stage: stage.Name, Topic: stage.Topic, Group: cfg.Group, Consumer: cfg.Consumer}
 	runtime := []Middleware{
-		tracing(tel.TracerProvider, tel.Propagator, info, tel.RecordUnsampled, true),
+		tracing(tel.TracerProvider, tel.Propagator, info, tel.RecordUnsampled),
 		Metrics(tel.MeterProvider, info),
 		Logging(tel.Logger, info),
 		GiveUp(cfg.MaxDeliveries),

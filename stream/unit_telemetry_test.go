@@ -141,7 +141,7 @@ func TestTracing_consumerSpanContinuesRemoteParent(t *testing.T) {
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	mw := tracing(tp, propagation.TraceContext{}, unitInfo, false, false)
+	mw := tracing(tp, propagation.TraceContext{}, unitInfo, false)
 
 	tests := []struct {
 		name       string
@@ -219,7 +219,7 @@ func TestTracing_noTraceContextStartsRoot(t *testing.T) {
 	for _, parent := range []string{"", "garbage"} {
 		sr.Reset()
 		m := &Message{Key: "k", Payload: []byte("ok"), Attempt: 1, TraceParent: parent}
-		if err := Chain(unitOutcomeHandler, tracing(tp, propagation.TraceContext{}, unitInfo, false, false))(context.Background(), m); err != nil {
+		if err := Chain(unitOutcomeHandler, tracing(tp, propagation.TraceContext{}, unitInfo, false))(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
 		ended := sr.Ended()
@@ -248,7 +248,7 @@ func TestTracing_unsampledParentPassesThroughUnlessAsked(t *testing.T) {
 			err := Chain(func(ctx context.Context, m *Message) error {
 				InjectTrace(m.Context(), propagation.TraceContext{}, &out)
 				return nil
-			}, tracing(tp, propagation.TraceContext{}, unitInfo, tc.recordUnsampled, false))(context.Background(), m)
+			}, tracing(tp, propagation.TraceContext{}, unitInfo, tc.recordUnsampled))(context.Background(), m)
 			if err != nil {
 				t.Fatal(err)
 			}
