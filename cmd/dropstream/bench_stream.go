@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/progress"
 	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
@@ -134,9 +135,9 @@ func benchStreamRound(ctx context.Context, a *app, bc streambench.Config, runs [
 	for _, mode := range runs {
 		r := results[mode]
 		line := fmt.Sprintf("%sthroughput %-8s %d messages in %s = %.0f msg/s, %.2f µs CPU/msg", prefix, mode+":", r.Messages,
-			r.Elapsed.Round(time.Millisecond), r.PerSecond, micros(r.CPUPerMessage))
+			r.Elapsed.Round(time.Millisecond), r.PerSecond, benchstat.Micros(r.CPUPerMessage))
 		if r.RedisCPUPerMessage > 0 {
-			line += fmt.Sprintf(" + %.2f µs Redis", micros(r.RedisCPUPerMessage))
+			line += fmt.Sprintf(" + %.2f µs Redis", benchstat.Micros(r.RedisCPUPerMessage))
 		}
 		if mode != "plain" && round.rate["plain"] > 0 {
 			line += fmt.Sprintf(", %.2f× plain", round.ratio(mode, "plain"))
@@ -197,9 +198,6 @@ func printStreamMedians(stdout io.Writer, rounds []streamRound, runs []string) {
 		fmt.Fprintln(stdout, line)
 	}
 }
-
-// micros is d in microseconds.
-func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
 
 // median is the median of xs, which it sorts.
 func median(xs []float64) float64 {

@@ -186,7 +186,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, cfg Config, progress fu
 		return Result{}, err
 	}
 	res.ActivePattern = len(st.Patterns)
-	res.RedisMemoryLoaded = usedMemory(ctx, rdb)
+	res.RedisMemoryLoaded = benchstat.UsedMemory(ctx, rdb)
 	progress("%s world: %d subscriptions over %d patterns (loaded in %s); redis used_memory %d MB",
 		cfg.World, res.Subscriptions, res.ActivePattern, res.Load.Round(time.Millisecond), res.RedisMemoryLoaded>>20)
 
@@ -204,7 +204,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, cfg Config, progress fu
 	if err := measureMatcher(ctx, rdb, svc, cfg, &res, d, progress); err != nil {
 		return Result{}, err
 	}
-	res.RedisMemory = usedMemory(ctx, rdb)
+	res.RedisMemory = benchstat.UsedMemory(ctx, rdb)
 	return res, nil
 }
 
