@@ -190,13 +190,6 @@ func (b *Harness) Diff(ctx context.Context, runs int) (Rate, error) {
 	return total, nil
 }
 
-// DiffSnapshots publishes the next snapshot of n scopes (round robin over
-// the baselined fleet) and measures the diff applying them.
-func (b *Harness) DiffSnapshots(ctx context.Context, n int) (Rate, error) {
-	b.runs += int64(n)
-	return b.diffRound(ctx, "snapshots", n)
-}
-
 // diffRound publishes the next snapshot of n scopes and runs the diff
 // until its group has acknowledged every snapshot (run records are not
 // counted: a repeat appends a second one).
