@@ -14,11 +14,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/dropstream/dropstream/flows/feed"
 	"github.com/dropstream/dropstream/flows/feed/poll"
@@ -205,22 +205,17 @@ func define(ctx context.Context, fl *feed.Flow, url string) (feed.Feed, error) {
 
 // pollAll polls every feed once from n concurrent pollers.
 func pollAll(ctx context.Context, poller *feed.Poller, feeds []feed.Feed, n int) error {
-	var next atomic.Int64
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(len(feeds)); i = next.Add(1) - 1 {
-				if _, err := poller.PollOnce(ctx, feeds[i]); err != nil {
-					errs <- fmt.Errorf("feedbench: poll %s: %w", feeds[i].URL, err)
-					return
-				}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(n)
+	for _, f := range feeds {
+		g.Go(func() error {
+			if _, err := poller.PollOnce(ctx, f); err != nil {
+				return fmt.Errorf("feedbench: poll %s: %w", f.URL, err)
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return g.Wait()
 }
 
 // feedServer starts the feed server: a process of its own through self, in
