@@ -5,10 +5,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/internal/benchstat"
@@ -105,33 +105,20 @@ func measureIntake(ctx context.Context, svc *comic.Flow, w *world, cfg Config, r
 		comics[i] = w.comic()
 		comics[i].Title = "Intake " + stamp + " " + strconv.Itoa(i) // distinct identities
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, cfg.Workers)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cfg.Workers)
 	began := time.Now()
-	for range cfg.Workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(int64(cfg.IntakeBatch))) - cfg.IntakeBatch
-				if i >= len(comics) {
-					return
-				}
-				var err error
-				if cfg.IntakeBatch == 1 {
-					_, _, err = svc.Inventory.Add(ctx, comics[i])
-				} else {
-					_, err = svc.Inventory.AddMany(ctx, comics[i:min(i+cfg.IntakeBatch, len(comics))])
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
+	for i := 0; i < len(comics); i += cfg.IntakeBatch {
+		g.Go(func() error {
+			if cfg.IntakeBatch == 1 {
+				_, _, err := svc.Inventory.Add(gctx, comics[i])
+				return err
 			}
+			_, err := svc.Inventory.AddMany(gctx, comics[i:min(i+cfg.IntakeBatch, len(comics))])
+			return err
 		})
 	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := g.Wait(); err != nil {
 		return err
 	}
 	res.IntakePerSecond = float64(cfg.Intake) / time.Since(began).Seconds()
