@@ -212,11 +212,11 @@ func median(xs []float64) float64 {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
-// benchTelemetry is a mode's telemetry: noop for plain, none and carried,
-// else the app's metrics, and spans (1 % or all sampled) through the
-// processor the binary exports with, to an exporter that counts and drops
-// them: the bench pays for the spans but no network. shutdown flushes them
-// and returns the counts.
+// benchTelemetry is a mode's telemetry. Plain, none and carried get no-op
+// providers; sampled and traced get the app's metrics and spans (1% or all)
+// through the binary's span processor to an exporter that counts and drops
+// them, so the bench pays for spans but not for a network. shutdown
+// flushes the spans and returns the counts.
 func benchTelemetry(a *app, mode string) (tel stream.Telemetry, shutdown func() spanCounts) {
 	if mode == "plain" || mode == "none" || mode == "carried" {
 		return stream.Telemetry{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider(), Logger: a.log},

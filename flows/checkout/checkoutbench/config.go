@@ -67,9 +67,11 @@ type Config struct {
 
 // WithDefaults returns c with zero fields set.
 func (c Config) WithDefaults() Config {
-	c.Items = cmp.Or(c.Items, 100_000)
-	c.Users = cmp.Or(c.Users, 100_000)
-	c.Orders = cmp.Or(c.Orders, 100_000)
+	for _, f := range []*int{&c.Items, &c.Users, &c.Orders} {
+		if *f == 0 {
+			*f = 100_000
+		}
+	}
 	c.Stock = cmp.Or(c.Stock, 1_000_000)
 	c.Credit = cmp.Or(c.Credit, 1_000_000)
 	c.Price = cmp.Or(c.Price, 1)
