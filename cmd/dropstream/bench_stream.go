@@ -14,6 +14,7 @@ import (
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
+	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/progress"
 	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
@@ -134,9 +135,9 @@ func benchStreamRound(ctx context.Context, a *app, bc streambench.Config, runs [
 	for _, mode := range runs {
 		r := results[mode]
 		line := fmt.Sprintf("%sthroughput %-8s %d messages in %s = %.0f msg/s, %.2f µs CPU/msg", prefix, mode+":", r.Messages,
-			r.Elapsed.Round(time.Millisecond), r.PerSecond, micros(r.CPUPerMessage))
+			r.Elapsed.Round(time.Millisecond), r.PerSecond, benchstat.Micros(r.CPUPerMessage))
 		if r.RedisCPUPerMessage > 0 {
-			line += fmt.Sprintf(" + %.2f µs Redis", micros(r.RedisCPUPerMessage))
+			line += fmt.Sprintf(" + %.2f µs Redis", benchstat.Micros(r.RedisCPUPerMessage))
 		}
 		if mode != "plain" && round.rate["plain"] > 0 {
 			line += fmt.Sprintf(", %.2f× plain", round.ratio(mode, "plain"))
@@ -198,9 +199,6 @@ func printStreamMedians(stdout io.Writer, rounds []streamRound, runs []string) {
 	}
 }
 
-// micros is d in microseconds.
-func micros(d time.Duration) float64 { return float64(d.Nanoseconds()) / 1e3 }
-
 // median is the median of xs, which it sorts.
 func median(xs []float64) float64 {
 	slices.Sort(xs)
@@ -214,11 +212,11 @@ func median(xs []float64) float64 {
 	return (xs[n/2-1] + xs[n/2]) / 2
 }
 
-// benchTelemetry is a mode's telemetry: noop for plain, none and carried,
-// else the app's metrics, and spans (1 % or all sampled) through the
-// processor the binary exports with, to an exporter that counts and drops
-// them: the bench pays for the spans but no network. shutdown flushes them
-// and returns the counts.
+// benchTelemetry is a mode's telemetry. Plain, none and carried get no-op
+// providers; sampled and traced get the app's metrics and spans (1% or all)
+// through the binary's span processor to an exporter that counts and drops
+// them, so the bench pays for spans but not for a network. shutdown
+// flushes the spans and returns the counts.
 func benchTelemetry(a *app, mode string) (tel stream.Telemetry, shutdown func() spanCounts) {
 	if mode == "plain" || mode == "none" || mode == "carried" {
 		return stream.Telemetry{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider(), Logger: a.log},

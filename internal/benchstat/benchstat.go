@@ -5,6 +5,7 @@ package benchstat
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"runtime"
 	"runtime/pprof"
@@ -99,20 +100,28 @@ func ReadCPU(ctx context.Context, rdb redis.UniversalClient) CPU {
 // PerItem is the CPU used since before, divided by n items; zero for no
 // items. The Redis figure is 0 when either reading is.
 func (c CPU) PerItem(before CPU, n int) CPU {
+	used := CPU{Process: c.Process - before.Process}
+	if c.Redis > 0 && before.Redis > 0 {
+		used.Redis = c.Redis - before.Redis
+	}
+	return used.Per(n)
+}
+
+// Per is c divided among n items; zero for no items.
+func (c CPU) Per(n int) CPU {
 	if n <= 0 {
 		return CPU{}
 	}
-	per := CPU{Process: (c.Process - before.Process) / time.Duration(n)}
-	if c.Redis > 0 && before.Redis > 0 {
-		per.Redis = (c.Redis - before.Redis) / time.Duration(n)
-	}
-	return per
+	return CPU{c.Process / time.Duration(n), c.Redis / time.Duration(n)}
 }
+
+// Plus is c and d added up.
+func (c CPU) Plus(d CPU) CPU { return CPU{c.Process + d.Process, c.Redis + d.Redis} }
 
 // String is "P µs in this process, R µs in Redis" with one decimal.
 func (c CPU) String() string {
-	us := func(d time.Duration) string {
-		return strconv.FormatFloat(float64(d)/float64(time.Microsecond), 'f', 1, 64)
-	}
-	return us(c.Process) + " µs in this process, " + us(c.Redis) + " µs in Redis"
+	return fmt.Sprintf("%.1f µs in this process, %.1f µs in Redis", Micros(c.Process), Micros(c.Redis))
 }
+
+// Micros is d in microseconds.
+func Micros(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }

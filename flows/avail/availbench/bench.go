@@ -9,11 +9,6 @@ import (
 	"log/slog"
 	"net/url"
 	"runtime"
-	"slices"
-	"strconv"
-	"strings"
-	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -64,12 +59,8 @@ func Open(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Harness,
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	n, err := rdb.DBSize(ctx).Result()
-	if err != nil {
-		return nil, fmt.Errorf("availbench: redis: %w", err)
-	}
-	if n != 0 {
-		return nil, fmt.Errorf("availbench: the Redis database holds %d keys; the bench needs an empty one (pick another database number in the URL)", n)
+	if err := benchstat.CheckEmpty(ctx, rdb, "availbench"); err != nil {
+		return nil, err
 	}
 	log := cfg.Telemetry.Logger
 	if log == nil {
@@ -77,8 +68,8 @@ func Open(ctx context.Context, rdb redis.UniversalClient, cfg Config) (*Harness,
 	}
 	b := &Harness{cfg: cfg, rdb: rdb, topics: avail.NewTopics(cfg.Partitions),
 		fleet: newFleet(cfg.Scopes, cfg.PerScope, cfg.churned()), pub: stream.NewPublisher(rdb, cfg.Telemetry), log: log}
-	if b.baseMem, err = usedMemory(ctx, rdb); err != nil {
-		return nil, err
+	if b.baseMem = benchstat.UsedMemory(ctx, rdb); b.baseMem == 0 {
+		return nil, errors.New("availbench: no used_memory in INFO memory")
 	}
 	if cfg.ClickHouseDSN != "" {
 		if err := b.openClickHouse(ctx); err != nil {
@@ -125,7 +116,7 @@ func (b *Harness) Close() error {
 	defer cancel()
 	var errs []error
 	if !b.cfg.Keep {
-		errs = append(errs, b.rdb.FlushDB(ctx).Err())
+		errs = append(errs, benchstat.FlushDB(ctx, b.rdb))
 	}
 	if b.ch != nil {
 		errs = append(errs, b.ch.Close())
@@ -167,12 +158,7 @@ func (b *Harness) Setup(ctx context.Context) (baseline, stabilization Rate, afte
 		if err = b.trim(ctx); err != nil {
 			return
 		}
-		used, merr := usedMemory(ctx, b.rdb)
-		if merr != nil {
-			err = merr
-			return
-		}
-		*s.mem = Memory{Bytes: used - b.baseMem, Entities: b.Entities()}
+		*s.mem = Memory{Bytes: benchstat.UsedMemory(ctx, b.rdb) - b.baseMem, Entities: b.Entities()}
 		b.progress("%s: redis used_memory +%d bytes = %.1f bytes per entity", s.name, s.mem.Bytes, s.mem.PerEntity())
 	}
 	for _, g := range []struct {
@@ -199,17 +185,9 @@ func (b *Harness) Diff(ctx context.Context, runs int) (Rate, error) {
 		}
 		total.Count += rate.Count
 		total.Elapsed += rate.Elapsed
-		total.GoCPU += rate.GoCPU
-		total.RedisCPU += rate.RedisCPU
+		total.CPU = total.CPU.Plus(rate.CPU)
 	}
 	return total, nil
-}
-
-// DiffSnapshots publishes the next snapshot of n scopes (round robin over
-// the baselined fleet) and measures the diff applying them.
-func (b *Harness) DiffSnapshots(ctx context.Context, n int) (Rate, error) {
-	b.runs += int64(n)
-	return b.diffRound(ctx, "snapshots", n)
 }
 
 // diffRound publishes the next snapshot of n scopes and runs the diff
@@ -242,7 +220,7 @@ func (b *Harness) diffRound(ctx context.Context, name string, n int) (Rate, erro
 	}
 	defer stop()
 	err = b.await(ctx, name+": handled", pollEvery, int64(n), func() (int64, error) {
-		left, err := b.unhandled(ctx, b.topics.Snapshots, diff.StageName)
+		left, err := benchstat.Unhandled(ctx, b.rdb, b.topics.Snapshots, diff.StageName)
 		if err != nil {
 			return 0, err // not done: unhandled is 0 on an error
 		}
@@ -253,17 +231,10 @@ func (b *Harness) diffRound(ctx context.Context, name string, n int) (Rate, erro
 		return Rate{}, err
 	}
 	r := Rate{Count: int64(n * b.cfg.PerScope), Elapsed: elapsed}
-	r.GoCPU, r.RedisCPU = b.cpuSince(ctx, cpu)
+	r.CPU = benchstat.ReadCPU(ctx, b.rdb).PerItem(cpu, 1)
 	b.progress("%s: %d observations applied in %s = %.0f observations/s", name, r.Count,
 		elapsed.Round(time.Millisecond), r.PerSecond())
 	return r, nil
-}
-
-// cpuSince returns the bench's and Redis's CPU time since before (Redis 0
-// if unknown).
-func (b *Harness) cpuSince(ctx context.Context, before benchstat.CPU) (goCPU, redisCPU time.Duration) {
-	d := benchstat.ReadCPU(ctx, b.rdb).PerItem(before, 1)
-	return d.Process, d.Redis
 }
 
 // nextScope returns the scopes round robin.
@@ -321,7 +292,7 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 		return Rate{}, err
 	}
 	r := Rate{Count: want, Elapsed: countedAt.Sub(start)}
-	r.GoCPU, r.RedisCPU = b.cpuSince(ctx, cpu)
+	r.CPU = benchstat.ReadCPU(ctx, b.rdb).PerItem(cpu, 1)
 	b.progress("analytics: %d transitions in clickhouse in %s = %.0f transitions/s", want,
 		r.Elapsed.Round(time.Millisecond), r.PerSecond())
 	if err := b.await(ctx, "analytics: runs in clickhouse", pollClickHouse, wantRuns, count(clickhouse.TableRuns, wantRuns, clickhouse.CountRuns)); err != nil {
@@ -361,25 +332,9 @@ func (b *Harness) await(ctx context.Context, what string, every time.Duration, w
 
 // run starts copies of each stage; stop cancels them and waits.
 func (b *Harness) run(ctx context.Context, copies int, stages ...stream.Stage) (stop func(), err error) {
-	ctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	for _, s := range stages {
-		for range copies {
-			r, err := stream.NewRunner(b.rdb, s, b.cfg.Telemetry)
-			if err != nil {
-				cancel()
-				wg.Wait()
-				return nil, err
-			}
-			wg.Go(func() {
-				if err := r.Run(ctx); err != nil {
-					b.log.Error("availbench: stage failed", "stage", s.Name, "error", err)
-				}
-			})
-		}
-	}
-	var once sync.Once
-	return func() { once.Do(func() { cancel(); wg.Wait() }) }, nil
+	tel := b.cfg.Telemetry
+	tel.Logger = b.log
+	return benchstat.RunStages(ctx, b.rdb, tel, copies, stages...)
 }
 
 // countTransitions counts the transitions in the transition topic's entries.
@@ -420,59 +375,17 @@ func (b *Harness) eachTransition(ctx context.Context, fn func(avail.Transition))
 
 // drain waits until groups have handled every entry of topic.
 func (b *Harness) drain(ctx context.Context, what string, topic stream.Topic, groups ...string) error {
-	first, err := b.unhandled(ctx, topic, groups...)
+	first, err := benchstat.Unhandled(ctx, b.rdb, topic, groups...)
 	if err != nil {
 		return err
 	}
 	return b.await(ctx, what, pollEvery, first, func() (int64, error) {
-		n, err := b.unhandled(ctx, topic, groups...)
+		n, err := benchstat.Unhandled(ctx, b.rdb, topic, groups...)
 		if err != nil {
 			return 0, err // not done: unhandled is 0 on an error
 		}
 		return first - n, nil
 	})
-}
-
-// unhandled is how many entries of topic the groups have not acknowledged
-// (lag + pending); a missing group counts the whole stream.
-func (b *Harness) unhandled(ctx context.Context, topic stream.Topic, groups ...string) (int64, error) {
-	var n int64
-	for p := range topic.Partitions {
-		s := topic.Stream(p)
-		infos, err := b.rdb.XInfoGroups(ctx, s).Result()
-		if err != nil {
-			if strings.HasPrefix(err.Error(), "ERR no such key") {
-				continue // nothing published to this partition yet
-			}
-			return 0, fmt.Errorf("availbench: xinfo groups: %w", err)
-		}
-		for _, name := range groups {
-			i := slices.IndexFunc(infos, func(g redis.XInfoGroup) bool { return g.Name == name })
-			if i < 0 {
-				l, err := b.rdb.XLen(ctx, s).Result()
-				if err != nil {
-					return 0, fmt.Errorf("availbench: xlen: %w", err)
-				}
-				n += l
-				continue
-			}
-			g := infos[i]
-			n += g.Pending
-			switch {
-			case g.Lag >= 0:
-				n += g.Lag
-			default:
-				last, err := b.rdb.XRevRangeN(ctx, s, "+", "-", 1).Result()
-				if err != nil {
-					return 0, fmt.Errorf("availbench: xrevrange: %w", err)
-				}
-				if len(last) > 0 && last[0].ID != g.LastDeliveredID {
-					n++
-				}
-			}
-		}
-	}
-	return n, nil
 }
 
 // trim empties the snapshot, transition and run streams (all acknowledged).
@@ -493,28 +406,4 @@ func (b *Harness) progress(format string, args ...any) {
 	if b.cfg.Progress != nil {
 		b.cfg.Progress(fmt.Sprintf(format, args...))
 	}
-}
-
-// usedMemory returns INFO memory's used_memory.
-func usedMemory(ctx context.Context, rdb redis.UniversalClient) (int64, error) {
-	if cc, ok := rdb.(*redis.ClusterClient); ok {
-		// INFO goes to one node: add up the masters, which hold the data.
-		var total atomic.Int64
-		err := cc.ForEachMaster(ctx, func(ctx context.Context, c *redis.Client) error {
-			n, err := usedMemory(ctx, c)
-			total.Add(n)
-			return err
-		})
-		return total.Load(), err
-	}
-	info, err := rdb.Info(ctx, "memory").Result()
-	if err != nil {
-		return 0, fmt.Errorf("availbench: info memory: %w", err)
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			return strconv.ParseInt(v, 10, 64)
-		}
-	}
-	return 0, errors.New("availbench: no used_memory in INFO memory")
 }

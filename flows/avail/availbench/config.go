@@ -8,10 +8,12 @@ import (
 	"cmp"
 	"errors"
 	"fmt"
-	"github.com/dropstream/dropstream/internal/bounds"
-	"github.com/dropstream/dropstream/internal/progress"
 	"math"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/bounds"
+	"github.com/dropstream/dropstream/internal/progress"
 
 	"github.com/dropstream/dropstream/stream"
 )
@@ -103,20 +105,12 @@ func (c Config) churned() int {
 	return min(c.PerScope, max(1, int(math.Round(c.Churn*float64(c.PerScope)))))
 }
 
-// Rate is a count over a duration, with the CPU the bench (GoCPU) and
-// Redis (RedisCPU, 0 on a cluster) used.
+// Rate is a count over a duration, with the CPU the bench process and
+// Redis (0 on a cluster) used in all.
 type Rate struct {
-	Count           int64
-	Elapsed         time.Duration
-	GoCPU, RedisCPU time.Duration
-}
-
-// cpuPer returns the microseconds of CPU per counted item of d, or 0.
-func (r Rate) cpuPer(d time.Duration) float64 {
-	if r.Count <= 0 {
-		return 0
-	}
-	return float64(d.Nanoseconds()) / 1e3 / float64(r.Count)
+	Count   int64
+	Elapsed time.Duration
+	CPU     benchstat.CPU
 }
 
 // PerSecond is Count / Elapsed in seconds (0 for no time).

@@ -5,8 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"net/http/httptest"
-	"sync"
 	"time"
+
+	"golang.org/x/sync/errgroup"
 
 	"github.com/dropstream/dropstream/diff"
 	"github.com/dropstream/dropstream/flows/avail/watch"
@@ -136,36 +137,16 @@ func (b *Harness) pipeline(receiver string) (*watch.Store, []stream.Stage, func(
 // createWatchers creates a venue watcher for every scope, 16 at a time.
 func (b *Harness) createWatchers(ctx context.Context, store *watch.Store, hook string) error {
 	start := time.Now()
-	errs := make(chan error, 16)
-	next := make(chan int)
-	var wg sync.WaitGroup
-	for range 16 {
-		wg.Go(func() {
-			for s := range next {
-				_, err := store.Create(ctx, watch.Watcher{Name: "bench " + venue(s), Provider: benchProvider,
-					Venue: venue(s), Channel: notifier.ChannelWebhook, WebhookURL: hook})
-				if err != nil {
-					errs <- err
-					return
-				}
-			}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(16)
+	for s := range b.cfg.Scopes {
+		g.Go(func() error {
+			_, err := store.Create(ctx, watch.Watcher{Name: "bench " + venue(s), Provider: benchProvider,
+				Venue: venue(s), Channel: notifier.ChannelWebhook, WebhookURL: hook})
+			return err
 		})
 	}
-	var err error
-feed:
-	for s := range b.cfg.Scopes {
-		select {
-		case next <- s:
-		case err = <-errs:
-			break feed
-		}
-	}
-	close(next)
-	wg.Wait()
-	if err == nil && len(errs) > 0 {
-		err = <-errs
-	}
-	if err != nil {
+	if err := g.Wait(); err != nil {
 		return fmt.Errorf("availbench: create watchers: %w", err)
 	}
 	b.progress("latency: %d webhook watchers created in %s", b.cfg.Scopes, time.Since(start).Round(time.Millisecond))

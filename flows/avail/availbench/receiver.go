@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flows/avail/watch"
+	"github.com/dropstream/dropstream/internal/benchstat"
 )
 
 // receiver is the benches' webhook endpoint: it records each notice's
@@ -70,6 +71,5 @@ func (r *receiver) summary(keys ...string) (n, dups int, p50, p99, maxLat time.D
 		return 0, dups, 0, 0, 0
 	}
 	slices.Sort(lat)
-	q := func(f float64) time.Duration { return lat[min(len(lat)-1, int(f*float64(len(lat))))] }
-	return len(lat), dups, q(0.50), q(0.99), lat[len(lat)-1]
+	return len(lat), dups, benchstat.Quantile(lat, 0.50), benchstat.Quantile(lat, 0.99), lat[len(lat)-1]
 }

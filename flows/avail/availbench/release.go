@@ -49,15 +49,10 @@ type ReleaseConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c ReleaseConfig) WithDefaults() ReleaseConfig {
-	set := func(v *int, d int) {
-		if *v == 0 {
-			*v = d
-		}
-	}
-	set(&c.Venues, 20)
-	set(&c.HistoryDays, 3)
-	set(&c.LearnedDays, 3)
-	set(&c.Stabilization, 2)
+	c.Venues = cmp.Or(c.Venues, 20)
+	c.HistoryDays = cmp.Or(c.HistoryDays, 3)
+	c.LearnedDays = cmp.Or(c.LearnedDays, 3)
+	c.Stabilization = cmp.Or(c.Stabilization, 2)
 	c.Interval = cmp.Or(c.Interval, 60*time.Second)
 	c.Burst = cmp.Or(c.Burst, 5*time.Second)
 	c.Scale = cmp.Or(c.Scale, 60)

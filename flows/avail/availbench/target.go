@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/benchstat"
 )
 
 // Bench is the `dropstream bench availability` target.
@@ -92,7 +93,8 @@ func Print(w io.Writer, bc Config, r Result) {
 	}
 	fmt.Fprintf(w, "setup: baseline run %s observations, stabilization run %s observations\n", rate(r.Baseline), rate(r.Stabilization))
 	cpu := func(x Rate, item string) string {
-		return fmt.Sprintf("CPU per %s: bench process %.2f µs, Redis %.2f µs", item, x.cpuPer(x.GoCPU), x.cpuPer(x.RedisCPU))
+		per := x.CPU.Per(int(x.Count))
+		return fmt.Sprintf("CPU per %s: bench process %.2f µs, Redis %.2f µs", item, benchstat.Micros(per.Process), benchstat.Micros(per.Redis))
 	}
 	fmt.Fprintf(w, "(a) diff: %s observations (%d churn runs); %s [target ≥ %d/s: %s]\n", rate(r.Diff), bc.Runs,
 		cpu(r.Diff, "observation"), TargetObservationsPerSecond, flow.Verdict(r.Diff.PerSecond() >= TargetObservationsPerSecond))

@@ -77,15 +77,11 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	wg.Go(func() { _ = svc.Run(ctx) })
-	for _, s := range svc.Stages() {
-		for range cfg.Copies {
-			r, err := stream.NewRunner(rdb, s, cfg.Telemetry)
-			if err != nil {
-				return Result{}, err
-			}
-			wg.Go(func() { _ = r.Run(ctx) })
-		}
+	stop, err := benchstat.RunStages(ctx, rdb, cfg.Telemetry, cfg.Copies, svc.Stages()...)
+	if err != nil {
+		return Result{}, err
 	}
+	defer stop()
 	srv, err := api.New(api.Config{Addr: "127.0.0.1:0", Logger: cfg.Telemetry.Logger, TracerProvider: cfg.Telemetry.TracerProvider,
 		MeterProvider: cfg.Telemetry.MeterProvider, RateLimit: cfg.RateLimit})
 	if err != nil {
@@ -123,7 +119,6 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 	}
 	res.Setup = time.Since(start)
 	phase.Done(fmt.Sprintf("%d items, %d users, %d orders", cfg.Items, cfg.Users, cfg.Orders))
-	// The throughput run ends at its duration or when the orders run out.
 	// The throughput run ends at its duration or when the orders run out.
 	phase = cfg.Progress.Start("throughput run", 0)
 	if res.Throughput, err = b.run(ctx, 0, cfg.Duration); err != nil {

@@ -12,11 +12,11 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/internal/benchstat"
@@ -186,7 +186,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, cfg Config, progress fu
 		return Result{}, err
 	}
 	res.ActivePattern = len(st.Patterns)
-	res.RedisMemoryLoaded = usedMemory(ctx, rdb)
+	res.RedisMemoryLoaded = benchstat.UsedMemory(ctx, rdb)
 	progress("%s world: %d subscriptions over %d patterns (loaded in %s); redis used_memory %d MB",
 		cfg.World, res.Subscriptions, res.ActivePattern, res.Load.Round(time.Millisecond), res.RedisMemoryLoaded>>20)
 
@@ -204,7 +204,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, cfg Config, progress fu
 	if err := measureMatcher(ctx, rdb, svc, cfg, &res, d, progress); err != nil {
 		return Result{}, err
 	}
-	res.RedisMemory = usedMemory(ctx, rdb)
+	res.RedisMemory = benchstat.UsedMemory(ctx, rdb)
 	return res, nil
 }
 
@@ -228,45 +228,31 @@ func checkLoadedWorld(ctx context.Context, rdb redis.UniversalClient, cfg Config
 // load creates cfg.Subscriptions subscriptions with LoadWorkers pipelines.
 func load(ctx context.Context, store *comic.Store, w *world, cfg Config) (int, error) {
 	const batch = 5000
-	batches := make(chan []comic.NewSubscription, cfg.LoadWorkers)
 	var created, done atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, cfg.LoadWorkers)
-	lctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	for range cfg.LoadWorkers {
-		wg.Go(func() {
-			for subs := range batches {
-				n, err := store.CreateMany(lctx, subs)
-				if err != nil {
-					errs <- err
-					cancel()
-					return
-				}
-				created.Add(int64(n))
-				done.Add(int64(len(subs)))
-			}
-		})
-	}
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cfg.LoadWorkers)
 	phase := cfg.Phases.Start("load subscriptions", int64(cfg.Subscriptions))
 	defer phase.Done("")
-	for start := 0; start < cfg.Subscriptions && lctx.Err() == nil; start += batch {
+	for start := 0; start < cfg.Subscriptions && gctx.Err() == nil; start += batch {
 		subs := make([]comic.NewSubscription, 0, batch)
 		for i := start; i < min(start+batch, cfg.Subscriptions); i++ {
 			subs = append(subs, w.subscription(i))
 		}
-		select {
-		case batches <- subs:
-		case <-lctx.Done():
-		}
+		g.Go(func() error {
+			n, err := store.CreateMany(gctx, subs)
+			if err != nil {
+				return err
+			}
+			created.Add(int64(n))
+			done.Add(int64(len(subs)))
+			return nil
+		})
 		phase.Set(done.Load())
 	}
-	close(batches)
-	wg.Wait()
+	err := g.Wait()
 	phase.Set(done.Load())
 	phase.Done("")
-	close(errs)
-	if err := <-errs; err != nil {
+	if err != nil {
 		return 0, err
 	}
 	if err := ctx.Err(); err != nil {

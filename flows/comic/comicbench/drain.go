@@ -3,8 +3,6 @@ package comicbench
 import (
 	"context"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -12,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flows/comic"
+	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -72,7 +71,7 @@ func (d *drain) resume() { d.gate.Unlock() }
 // notification request.
 func (d *drain) waitDrained(ctx context.Context) error {
 	for {
-		n, err := backlog(ctx, d.rdb, d.topic, discardGroup)
+		n, err := benchstat.Unhandled(ctx, d.rdb, d.topic, discardGroup)
 		if err != nil || n == 0 {
 			return err
 		}
@@ -87,40 +86,6 @@ func (d *drain) waitDrained(ctx context.Context) error {
 func (d *drain) stop() {
 	d.cancel()
 	d.wg.Wait()
-}
-
-// backlog is what group has not yet acknowledged on topic: its pending
-// entries, plus one when entries after its last delivered one remain.
-func backlog(ctx context.Context, rdb redis.UniversalClient, topic stream.Topic, group string) (int64, error) {
-	var n int64
-	for p := 0; p < topic.Partitions; p++ {
-		groups, err := rdb.XInfoGroups(ctx, topic.Stream(p)).Result()
-		if err != nil {
-			return 0, err
-		}
-		for _, g := range groups {
-			if g.Name != group {
-				continue
-			}
-			n += g.Pending
-			after, err := rdb.XRangeN(ctx, topic.Stream(p), afterID(g.LastDeliveredID), "+", 1).Result()
-			if err != nil {
-				return 0, err
-			}
-			n += int64(len(after))
-		}
-	}
-	return n, nil
-}
-
-// afterID returns the smallest stream id after id.
-func afterID(id string) string {
-	ms, seq, ok := strings.Cut(id, "-")
-	s, err := strconv.ParseUint(seq, 10, 64)
-	if !ok || err != nil {
-		return "0-1"
-	}
-	return ms + "-" + strconv.FormatUint(s+1, 10)
 }
 
 func streamLen(ctx context.Context, rdb redis.UniversalClient, topic stream.Topic) (int64, error) {
@@ -150,7 +115,7 @@ func (m *memWatch) start(ctx context.Context, cancel context.CancelCauseFunc) (s
 		tick := time.NewTicker(250 * time.Millisecond)
 		defer tick.Stop()
 		for {
-			used := usedMemory(wctx, m.rdb)
+			used := benchstat.UsedMemory(wctx, m.rdb)
 			if used > m.peak.Load() {
 				m.peak.Store(used)
 			}
@@ -166,19 +131,4 @@ func (m *memWatch) start(ctx context.Context, cancel context.CancelCauseFunc) (s
 		}
 	}()
 	return func() { stopWatch(); <-done }
-}
-
-// usedMemory returns Redis used_memory, or 0 when INFO fails (miniredis).
-func usedMemory(ctx context.Context, rdb redis.UniversalClient) int64 {
-	info, err := rdb.Info(ctx, "memory").Result()
-	if err != nil {
-		return 0
-	}
-	for _, line := range strings.Split(info, "\n") {
-		if v, ok := strings.CutPrefix(line, "used_memory:"); ok {
-			n, _ := strconv.ParseInt(strings.TrimSpace(v), 10, 64)
-			return n
-		}
-	}
-	return 0
 }

@@ -5,10 +5,10 @@ import (
 	"slices"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/internal/benchstat"
@@ -68,17 +68,14 @@ func measureMatch(ctx context.Context, rdb redis.UniversalClient, svc *comic.Flo
 		}
 		lc, jc := mid.PerItem(before, 1), benchstat.ReadCPU(ctx, rdb).PerItem(mid, 1)
 		d.resume()
-		lookupCPU.Process, lookupCPU.Redis = lookupCPU.Process+lc.Process, lookupCPU.Redis+lc.Redis
-		jobCPU.Process, jobCPU.Redis = jobCPU.Process+jc.Process, jobCPU.Redis+jc.Redis
+		lookupCPU, jobCPU = lookupCPU.Plus(lc), jobCPU.Plus(jc)
 		if err := d.waitDrained(ctx); err != nil {
 			return err
 		}
 		phase.Set(int64(start + len(round)))
 	}
 	phase.Done("")
-	n := time.Duration(cfg.Matches)
-	res.LookupCPU = benchstat.CPU{Process: lookupCPU.Process / n, Redis: lookupCPU.Redis / n}
-	res.JobCPU = benchstat.CPU{Process: jobCPU.Process / n, Redis: jobCPU.Redis / n}
+	res.LookupCPU, res.JobCPU = lookupCPU.Per(cfg.Matches), jobCPU.Per(cfg.Matches)
 	res.MeanMatched = float64(total) / float64(cfg.Matches)
 	slices.Sort(lookups)
 	slices.Sort(jobs)
@@ -108,33 +105,20 @@ func measureIntake(ctx context.Context, svc *comic.Flow, w *world, cfg Config, r
 		comics[i] = w.comic()
 		comics[i].Title = "Intake " + stamp + " " + strconv.Itoa(i) // distinct identities
 	}
-	var next atomic.Int64
-	var wg sync.WaitGroup
-	errs := make(chan error, cfg.Workers)
+	g, gctx := errgroup.WithContext(ctx)
+	g.SetLimit(cfg.Workers)
 	began := time.Now()
-	for range cfg.Workers {
-		wg.Go(func() {
-			for {
-				i := int(next.Add(int64(cfg.IntakeBatch))) - cfg.IntakeBatch
-				if i >= len(comics) {
-					return
-				}
-				var err error
-				if cfg.IntakeBatch == 1 {
-					_, _, err = svc.Inventory.Add(ctx, comics[i])
-				} else {
-					_, err = svc.Inventory.AddMany(ctx, comics[i:min(i+cfg.IntakeBatch, len(comics))])
-				}
-				if err != nil {
-					errs <- err
-					return
-				}
+	for i := 0; i < len(comics); i += cfg.IntakeBatch {
+		g.Go(func() error {
+			if cfg.IntakeBatch == 1 {
+				_, _, err := svc.Inventory.Add(gctx, comics[i])
+				return err
 			}
+			_, err := svc.Inventory.AddMany(gctx, comics[i:min(i+cfg.IntakeBatch, len(comics))])
+			return err
 		})
 	}
-	wg.Wait()
-	close(errs)
-	if err := <-errs; err != nil {
+	if err := g.Wait(); err != nil {
 		return err
 	}
 	res.IntakePerSecond = float64(cfg.Intake) / time.Since(began).Seconds()
@@ -148,8 +132,7 @@ func measureIntake(ctx context.Context, svc *comic.Flow, w *world, cfg Config, r
 func measureMatcher(ctx context.Context, rdb redis.UniversalClient, svc *comic.Flow, cfg Config, res *Result, d *drain, progress func(string, ...any)) error {
 	matcher := svc.Matcher.Stage()
 	matcher.Config.Block = 50 * time.Millisecond
-	// The group exists before the backlog is first read: a missing group
-	// would read as an empty backlog.
+	// The group exists before its backlog is first read.
 	if err := stream.EnsureGroups(ctx, rdb, svc.Topics().Jobs, matcher.Name); err != nil {
 		return err
 	}
@@ -169,7 +152,7 @@ func measureMatcher(ctx context.Context, rdb redis.UniversalClient, svc *comic.F
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		jobs, err := backlog(ctx, rdb, svc.Topics().Jobs, matcher.Name)
+		jobs, err := benchstat.Unhandled(ctx, rdb, svc.Topics().Jobs, matcher.Name)
 		if err != nil {
 			return err
 		}
@@ -177,7 +160,7 @@ func measureMatcher(ctx context.Context, rdb redis.UniversalClient, svc *comic.F
 			matched = time.Since(began)
 			res.MatcherCPU = benchstat.ReadCPU(ctx, rdb).PerItem(cpu, cfg.Intake)
 		}
-		notify, err := backlog(ctx, rdb, svc.Topics().Notify, discardGroup)
+		notify, err := benchstat.Unhandled(ctx, rdb, svc.Topics().Notify, discardGroup)
 		if err != nil {
 			return err
 		}
@@ -192,7 +175,7 @@ func measureMatcher(ctx context.Context, rdb redis.UniversalClient, svc *comic.F
 		if time.Since(last) >= 5*time.Second {
 			last = time.Now()
 			progress("matcher: %d jobs and %d notifications to go, notify streams %d entries, redis used_memory %d MB",
-				jobs, notify, n, usedMemory(ctx, rdb)>>20)
+				jobs, notify, n, benchstat.UsedMemory(ctx, rdb)>>20)
 		}
 		time.Sleep(20 * time.Millisecond)
 	}

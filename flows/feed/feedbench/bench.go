@@ -14,11 +14,11 @@ import (
 	"os/exec"
 	"strconv"
 	"strings"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/dropstream/dropstream/flows/feed"
 	"github.com/dropstream/dropstream/flows/feed/poll"
@@ -96,8 +96,8 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	if n, err := rdb.DBSize(ctx).Result(); err != nil || n > 0 {
-		return Result{}, fmt.Errorf("feedbench: want an empty Redis database (%d keys, %v)", n, err)
+	if err := benchstat.CheckEmpty(ctx, rdb, "feedbench"); err != nil {
+		return Result{}, err
 	}
 	base, stop, err := feedServer(ctx, cfg.Self)
 	if err != nil {
@@ -137,7 +137,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 		return Result{}, err
 	}
 	var res Result
-	mem0 := usedMemory(ctx, rdb)
+	mem0 := benchstat.UsedMemory(ctx, rdb)
 	phase := cfg.Progress.Start("define feeds", int64(cfg.Feeds))
 	feeds := make([]feed.Feed, cfg.Feeds)
 	for i := range feeds {
@@ -147,19 +147,12 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 		phase.Add(1)
 	}
 	phase.Done("")
-	res.Definitions = (usedMemory(ctx, rdb) - mem0) / int64(cfg.Feeds)
-	runCtx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
-	for _, s := range fl.Stages() {
-		for range cfg.Copies {
-			r, err := stream.NewRunner(rdb, s, cfg.Telemetry)
-			if err != nil {
-				return res, err
-			}
-			wg.Go(func() { _ = r.Run(runCtx) })
-		}
+	res.Definitions = (benchstat.UsedMemory(ctx, rdb) - mem0) / int64(cfg.Feeds)
+	stopStages, err := benchstat.RunStages(ctx, rdb, cfg.Telemetry, cfg.Copies, fl.Stages()...)
+	if err != nil {
+		return res, err
 	}
+	defer stopStages()
 	res.Items = cfg.Feeds * itemsPerFeed
 	phase = cfg.Progress.Start("poll and deliver", int64(cfg.Feeds*itemsPerFeed/10))
 	start, cpu := time.Now(), benchstat.ReadCPU(ctx, rdb)
@@ -183,7 +176,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	if got := ch.n.Load(); got != want {
 		return res, fmt.Errorf("feedbench: %d digests delivered, want %d", got, want)
 	}
-	all := usedMemory(ctx, rdb)
+	all := benchstat.UsedMemory(ctx, rdb)
 	res.Streams = (all - mem0) / int64(cfg.Feeds)
 	// Everything is acknowledged: drop the stream entries (the Trimmer's
 	// job once they are old enough) to see the state that stays.
@@ -192,7 +185,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 			_ = rdb.XTrimMaxLen(ctx, tp.Stream(p), 0).Err()
 		}
 	}
-	res.State = (usedMemory(ctx, rdb) - mem0) / int64(cfg.Feeds)
+	res.State = (benchstat.UsedMemory(ctx, rdb) - mem0) / int64(cfg.Feeds)
 	return res, nil
 }
 
@@ -212,22 +205,17 @@ func define(ctx context.Context, fl *feed.Flow, url string) (feed.Feed, error) {
 
 // pollAll polls every feed once from n concurrent pollers.
 func pollAll(ctx context.Context, poller *feed.Poller, feeds []feed.Feed, n int) error {
-	var next atomic.Int64
-	errs := make(chan error, n)
-	var wg sync.WaitGroup
-	for range n {
-		wg.Go(func() {
-			for i := next.Add(1) - 1; i < int64(len(feeds)); i = next.Add(1) - 1 {
-				if _, err := poller.PollOnce(ctx, feeds[i]); err != nil {
-					errs <- fmt.Errorf("feedbench: poll %s: %w", feeds[i].URL, err)
-					return
-				}
+	g, ctx := errgroup.WithContext(ctx)
+	g.SetLimit(n)
+	for _, f := range feeds {
+		g.Go(func() error {
+			if _, err := poller.PollOnce(ctx, f); err != nil {
+				return fmt.Errorf("feedbench: poll %s: %w", f.URL, err)
 			}
+			return nil
 		})
 	}
-	wg.Wait()
-	close(errs)
-	return <-errs
+	return g.Wait()
 }
 
 // feedServer starts the feed server: a process of its own through self, in
@@ -258,16 +246,4 @@ func feedServer(ctx context.Context, self func(args ...string) *exec.Cmd) (base 
 		return "", nil, fmt.Errorf("feedbench: feed server answered %q: %v", line, err)
 	}
 	return strings.TrimSpace(line), stop, ctx.Err()
-}
-
-// usedMemory is Redis's used_memory (INFO memory), 0 when it cannot tell.
-func usedMemory(ctx context.Context, rdb redis.UniversalClient) int64 {
-	info, _ := rdb.Info(ctx, "memory").Result()
-	for line := range strings.Lines(info) {
-		if v, ok := strings.CutPrefix(strings.TrimSpace(line), "used_memory:"); ok {
-			n, _ := strconv.ParseInt(v, 10, 64)
-			return n
-		}
-	}
-	return 0
 }

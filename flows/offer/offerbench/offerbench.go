@@ -104,8 +104,8 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	if err := cfg.Validate(); err != nil {
 		return Result{}, err
 	}
-	if n, err := rdb.DBSize(ctx).Result(); err != nil || n > 0 {
-		return Result{}, fmt.Errorf("offerbench: want an empty Redis database (%d keys, %v)", n, err)
+	if err := benchstat.CheckEmpty(ctx, rdb, "offerbench"); err != nil {
+		return Result{}, err
 	}
 	svc, err := offer.NewWith(ctx, rdb, offer.Config{Partitions: cfg.Partitions, Handlers: cfg.Handlers, MaxWait: 10 * time.Second,
 		Runner: stream.RunnerConfig{Block: 100 * time.Millisecond}}, cfg.Telemetry)
@@ -133,16 +133,14 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	}
 	res.Warm = time.Since(start)
 	phase.Done("")
+	stop, err := benchstat.RunStages(ctx, rdb, cfg.Telemetry, 1, svc.Stages()...)
+	if err != nil {
+		return Result{}, err
+	}
+	defer stop()
 	runCtx, cancel := context.WithCancel(ctx)
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
-	for _, st := range svc.Stages() {
-		r, err := stream.NewRunner(rdb, st, cfg.Telemetry)
-		if err != nil {
-			return Result{}, err
-		}
-		wg.Go(func() { _ = r.Run(runCtx) })
-	}
 	wg.Go(func() { _ = svc.RunFresh(runCtx) })
 	phase = cfg.Progress.Start("freshness keeper catching up", 0)
 	for {

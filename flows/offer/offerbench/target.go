@@ -7,8 +7,6 @@ import (
 	"runtime"
 	"time"
 
-	"github.com/redis/go-redis/v9"
-
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/internal/benchstat"
@@ -76,7 +74,7 @@ func fanOut(ctx context.Context, env flow.BenchEnv, bc Config, all Latencies) er
 	if len(handlers) < 2 {
 		return nil
 	}
-	if err := flushDB(ctx, env.Redis); err != nil {
+	if err := benchstat.FlushDB(ctx, env.Redis); err != nil {
 		return err
 	}
 	one := bc
@@ -86,18 +84,9 @@ func fanOut(ctx context.Context, env flow.BenchEnv, bc Config, all Latencies) er
 	if err != nil {
 		return err
 	}
-	n := time.Duration(len(handlers) - 1)
-	per := benchstat.CPU{Process: (all.CPU.Process - r.Miss.CPU.Process) / n, Redis: (all.CPU.Redis - r.Miss.CPU.Redis) / n}
+	per := all.CPU.PerItem(r.Miss.CPU, len(handlers)-1)
 	fmt.Fprintf(env.Stdout, "fan-out per handler: a miss with the %s handler alone (%d offers, its share) costs %s; with all %d, %s: "+
 		"each handler beyond the first adds %s (its message, read, pricing of its share and reply)\n",
 		handlers[0].Tag, one.Offers, r.Miss.CPU, len(handlers), all.CPU, per)
 	return nil
-}
-
-// flushDB empties rdb's database (every master's, on a cluster).
-func flushDB(ctx context.Context, rdb redis.UniversalClient) error {
-	if c, ok := rdb.(*redis.ClusterClient); ok {
-		return c.ForEachMaster(ctx, func(ctx context.Context, m *redis.Client) error { return m.FlushDB(ctx).Err() })
-	}
-	return rdb.FlushDB(ctx).Err()
 }
