@@ -157,7 +157,7 @@ func (s *Flow) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPric
 	keep := (s.cfg.ProcessingTimeout + s.cfg.OrderPriceTTL).Milliseconds()
 	body, _ := json.Marshal(c)
 	raw, err := beginPriceScript.Run(ctx, s.rdb, []string{key, live}, now.UnixMilli(), uid,
-		s.cfg.ProcessingTimeout.Milliseconds(), keep, body, flag(lags), epoch, id).StringSlice()
+		s.cfg.ProcessingTimeout.Milliseconds(), keep, body, lags, epoch, id).StringSlice()
 	if err != nil || len(raw) != 5 {
 		return OrderPrice{}, fmt.Errorf("offer: order price %s: %v %w", id, raw, err)
 	}
