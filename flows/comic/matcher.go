@@ -135,10 +135,10 @@ func (h *streamHandoff) handoffChunk(ctx context.Context, job Job, ids []string,
 // Matcher looks a comic up in each active SearchPattern's index sets and
 // hands the matching ids to the Handoff, loading no subscription.
 type Matcher struct {
-	rdb     redis.UniversalClient
-	topics  Topics
-	handoff Handoff
-	prop    propagation.TextMapPropagator
+	rdb      redis.UniversalClient
+	topics   Topics
+	handoff  Handoff
+	prop     propagation.TextMapPropagator
 	index    atomic.Pointer[activeIndex]
 	examined atomic.Int64 // see Examined
 }

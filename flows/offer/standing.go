@@ -83,7 +83,7 @@ type StandingSearch struct {
 	// Version counts the result's changes; the first evaluation notifies no one.
 	Version int64 `json:"version"`
 	Total   int   `json:"total"` // matching offers at Version
-	owner string
+	owner   string
 }
 
 // CreateStanding stores a standing search of owner for RunFresh to keep.
