@@ -25,6 +25,14 @@ fi
 
 log() { printf 'jaeger.sh: %s\n' "$*" >&2; }
 mkdir -p "$CACHE"
+# One build at a time: concurrent test runs wait for the first build instead
+# of each compiling Jaeger again.
+exec 9>"$CACHE/jaeger-$VERSION.lock"
+flock 9
+if [ -x "$BIN" ]; then
+	echo "$BIN"
+	exit 0
+fi
 WORK="$(mktemp -d "${TMPDIR:-/tmp}/dropstream-jaeger.XXXXXX")"
 trap 'chmod -R u+w "$WORK" 2>/dev/null; rm -rf "$WORK"' EXIT
 

@@ -48,9 +48,8 @@ func changesKey(h string) string { return catalogKey("changes", h) }
 func versionKey(h string) string { return catalogKey("version", h) }
 
 // putScript moves or writes an offer if the index still holds the handler
-// the caller read (ARGV[3], "" for none): 1 created, 0 replaced, -1 when
-// the index changed. Change entries carry the handler's version v and the
-// catalog's epoch e, which a result records.
+// the caller read (ARGV[3]): 1 created, 0 replaced, -1 index changed.
+// Change entries carry the handler's version v and the catalog epoch e.
 var putScript = redis.NewScript(`
 local cur = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 if cur ~= ARGV[3] then return -1 end
@@ -203,8 +202,7 @@ func (c *Catalog) Delete(ctx context.Context, id string) error {
 }
 
 // List returns limit offers from cursor ("" to start) and the next ("" at
-// the end), with HSCAN's guarantees. A malformed cursor wraps
-// ErrInvalidOffer.
+// the end), with HSCAN's guarantees; a bad cursor wraps ErrInvalidOffer.
 func (c *Catalog) List(ctx context.Context, cursor string, limit int) ([]Offer, string, error) {
 	cur, skip, err := parseListCursor(cursor)
 	if err != nil {

@@ -13,8 +13,7 @@ import (
 )
 
 // view is a handler's in-memory copy of its offers, synced through its
-// version counter (one GET when unchanged) and change stream (a reload
-// when the stream was trimmed past its position).
+// version counter and change stream (reloaded when trimmed past it).
 type view struct {
 	rdb     redis.UniversalClient
 	handler string
@@ -155,9 +154,8 @@ func (v *view) remove(id string) {
 	delete(v.pos, id)
 }
 
-// reload reads every offer of the handler. The version and the last change
-// are read first, atomically, so changes made during the scan are applied
-// again by the next sync.
+// reload reads every offer of the handler, after the version and the last
+// change, so the next sync applies again what changed during the scan.
 func (v *view) reload(ctx context.Context) error {
 	tx := v.rdb.TxPipeline()
 	ver := tx.Get(ctx, versionKey(v.handler))
