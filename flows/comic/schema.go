@@ -10,7 +10,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode"
@@ -116,11 +115,11 @@ var fields = []fieldSpec{
 }
 
 func specOf(name string) (fieldSpec, bool) {
-	i := sort.Search(len(fields), func(i int) bool { return fields[i].name >= name })
-	if i < len(fields) && fields[i].name == name {
-		return fields[i], true
+	i, ok := slices.BinarySearchFunc(fields, name, func(f fieldSpec, n string) int { return strings.Compare(f.name, n) })
+	if !ok {
+		return fieldSpec{}, false
 	}
-	return fieldSpec{}, false
+	return fields[i], true
 }
 
 // Body is a validated partial comic: field name to string, int64, float64
@@ -312,7 +311,7 @@ func (b Body) Pattern() string {
 		}
 		names = append(names, k)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	return strings.Join(names, ",")
 }
 
