@@ -1,6 +1,7 @@
 package offer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -122,11 +123,8 @@ func (c *Catalog) Put(ctx context.Context, offers ...Offer) (created []bool, err
 		cmds := make([]*redis.Cmd, end-start)
 		for i := start; i < end; i++ {
 			old, _ := cur[i-start].(string)
-			oldH := old
-			if oldH == "" {
-				oldH = offers[i].Handler
-			}
 			h := offers[i].Handler
+			oldH := cmp.Or(old, h)
 			cmds[i-start] = putScript.EvalSha(ctx, pipe, []string{indexKey, offersKey(h), changesKey(h), versionKey(h), epochKey,
 				offersKey(oldH), changesKey(oldH), versionKey(oldH)}, ids[i], h, old, bodies[i], c.cfg.ChangeLogLength)
 		}
