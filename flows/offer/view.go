@@ -18,14 +18,13 @@ type view struct {
 	rdb     redis.UniversalClient
 	handler string
 
-	mu      sync.Mutex
-	loaded  bool
-	version int64
-	lastID  string
-	offers  []*Offer
-	pos     map[string]int
-	// byProduct indexes the offers by product id.
-	byProduct map[string]map[string]*Offer
+	mu        sync.Mutex
+	loaded    bool
+	version   int64
+	lastID    string
+	offers    []*Offer
+	pos       map[string]int
+	byProduct map[string]map[string]*Offer // product id → offer id → offer
 }
 
 func newView(rdb redis.UniversalClient, handler string) *view {
@@ -51,9 +50,7 @@ func (v *view) sync(ctx context.Context) error {
 		if cur == v.version {
 			return nil
 		}
-		start := v.lastID
-		start = cmp.Or(start, "-")
-		xs, err := v.rdb.XRangeN(ctx, changesKey(v.handler), start, "+", maxChangesPerRead+1).Result()
+		xs, err := v.rdb.XRangeN(ctx, changesKey(v.handler), cmp.Or(v.lastID, "-"), "+", maxChangesPerRead+1).Result()
 		if err != nil {
 			return fmt.Errorf("offer view %s: changes: %w", v.handler, err)
 		}
