@@ -20,8 +20,7 @@ const orderPrefix = rediskey.Prefix + "{comic-pay}:comic:pay:order:"
 const keyTTL = 30 * 24 * time.Hour
 
 // CheckoutPayments implements Payments over a running checkout.Flow: a
-// charge checks out a one-line order of the buyer for the transaction (a
-// retry checks it out again); a refund credits the buyer once per
+// charge checks out a one-line order; a refund credits the buyer once per
 // transaction.
 type CheckoutPayments struct {
 	rdb redis.UniversalClient
@@ -89,11 +88,9 @@ func (p *CheckoutPayments) order(ctx context.Context, txnID, user string, cents 
 	return order, nil
 }
 
-// refundScript credits a user once per transaction. KEYS user hash
-// (checkout.Keys.User), refund mark in the user's slot; ARGV amount, max
-// credit, mark expiry in seconds. Returns 1 when credited now, 0 when
-// credited before, -1 for an unknown user, -2 when the credit would pass
-// the maximum.
+// refundScript credits a user once per transaction. KEYS user hash,
+// refund mark; ARGV amount, max credit, mark expiry s. Returns 1 credited,
+// 0 credited before, -1 unknown user, -2 past the maximum.
 var refundScript = redis.NewScript(`
 if redis.call('EXISTS', KEYS[2]) == 1 then return 0 end
 local v = redis.call('HGET', KEYS[1], 'credit')

@@ -19,30 +19,26 @@ import (
 // StageDelivery is the name of the delivery stage.
 const StageDelivery = "comic-delivery"
 
-// Deliverer sends notifications once per business key, a batch at a time;
-// *notifier.Dispatcher is one.
+// Deliverer sends notifications once per business key (*notifier.Dispatcher).
 type Deliverer interface {
 	DeliverBatch(ctx context.Context, dels []notifier.Delivery, opts notifier.BatchOptions) ([]string, []error)
 }
 
 // DeliveryConfig configures the delivery stage.
 type DeliveryConfig struct {
-	// NotifyURL is the POST /notify destination of subscriptions without
-	// their own; empty: the log channel.
-	NotifyURL string
-	// NotifySecret signs requests to NotifyURL; required with it.
-	NotifySecret string
-	// Relay hands notifications with a destination to the notifier as
-	// inline KindNotify requests, window "<comic id>:<gen>:<wave>:<email hash>"
-	// (New sets it to the notifier's Notify).
+	// NotifyURL is the destination of subscriptions without their own;
+	// "": the log channel.
+	NotifyURL    string
+	NotifySecret string // signs requests to NotifyURL; required with it
+	// Relay, when set, hands webhook notifications to the notifier as
+	// KindNotify requests (New sets the notifier's Notify).
 	Relay func(ctx context.Context, reqs ...notifier.Request) error
-	// Concurrency bounds the notifications of one message sent at once
-	// when they are sent here (not relayed). Default 8.
+	// Concurrency bounds one message's notifications sent at once when
+	// not relayed. Default 8.
 	Concurrency int
 }
 
-// ChannelNotifier is the history's channel of a notification handed to the
-// notifier's request path.
+// ChannelNotifier is the history's channel of a relayed notification.
 const ChannelNotifier = "notifier"
 
 // Validate checks the config.
@@ -62,9 +58,9 @@ func (c DeliveryConfig) Validate() error {
 	return nil
 }
 
-// Delivery delivers pending notifications once per (comic, email),
-// skipping emails in the comic's history, and records the history in one
-// script. A message with failed deliveries is retried.
+// Delivery delivers pending notifications once per (comic, email) and
+// records the history in one script. A message with failed deliveries is
+// retried.
 //
 //	ds:{comic.p}:comic:pending:<id>    set: subscription ids handed off, not yet delivered
 //	ds:{comic.p}:comic:notified:<id>   hash: email → Notified, the history
@@ -108,8 +104,7 @@ func businessKey(id, email string) string {
 	return "comic:" + id + ":" + hashHex([]byte(email))
 }
 
-// target is one notification to deliver: a subscriber not yet notified of
-// the comic.
+// target is one notification to deliver.
 type target struct {
 	sub     Subscription
 	channel string
@@ -149,8 +144,7 @@ func (d *Delivery) handle(ctx context.Context, m *stream.Message) error {
 	return nil
 }
 
-// targets loads the request's subscriptions and returns one target per
-// email not yet in the comic's history.
+// targets returns one target per email of r not yet in the history.
 func (d *Delivery) targets(ctx context.Context, tag string, r Request) ([]*target, error) {
 	subs, err := d.store.load(ctx, r.SubscriptionIDs)
 	if err != nil {
@@ -239,14 +233,12 @@ func (d *Delivery) send(ctx context.Context, m *stream.Message, tag string, r Re
 	}
 }
 
-// recordScript records the history of the notifications delivered, drops
-// the settled subscriptions from the pending set and, as a hold starts at
-// its notification's send, holds the comic for the request's wave until at
-// least the send time plus its window (extendLua). KEYS notified,
-// pending, events stream, hold, holds zset; ARGV comic id, number of
-// notifications n, gen, wave, send time ms, then n triples (email,
-// history entry, event), then the subscription ids that leave the pending
-// set. Returns the entries recorded now.
+// recordScript records the delivered notifications' history, drops the
+// settled subscriptions from the pending set and extends the wave's hold
+// from the send time (extendLua). KEYS notified, pending, events stream,
+// hold, holds zset; ARGV comic id, n, gen, wave, send ms, n triples
+// (email, history entry, event), then the settled subscription ids.
+// Returns the entries recorded now.
 var recordScript = redis.NewScript(extendLua + `
 local n = tonumber(ARGV[2])
 local first = 0
@@ -261,8 +253,8 @@ for i = 6 + 3 * n, #ARGV do redis.call('SREM', KEYS[2], ARGV[i]) end
 if n > 0 then extend(KEYS[4], KEYS[5], ARGV[1], ARGV[3], ARGV[4], tonumber(ARGV[5])) end
 return first`)
 
-// record writes the delivered targets' history and removes r's
-// subscriptions but the failed ones from the pending set.
+// record writes the delivered targets' history and settles r's
+// subscriptions but the failed ones.
 func (d *Delivery) record(ctx context.Context, tag string, r Request, targets []*target, failed map[string]bool) error {
 	now := d.now().UnixMilli()
 	args := []any{r.ComicID, 0, r.Gen, r.Wave, now}
@@ -291,8 +283,8 @@ func (d *Delivery) record(ctx context.Context, tag string, r Request, targets []
 	return nil
 }
 
-// DiscardStage acknowledges requests and drops them from the pending set
-// without delivering: the null delivery of matching benchmarks.
+// DiscardStage drops requests from the pending set without delivering:
+// the null delivery of matching benchmarks.
 func (d *Delivery) DiscardStage(group string) stream.Stage {
 	return stream.Stage{Name: group, Topic: d.topics.Notify, BatchHandler: func(ctx context.Context, msgs []*stream.Message) error {
 		pipe := d.rdb.Pipeline()

@@ -10,20 +10,15 @@ import (
 
 // Event kinds on the events topic.
 const (
-	// EventListed: a comic entered inventory (an availability session
-	// opens).
-	EventListed = "listed"
-	// EventNotified: a subscriber was notified of a comic.
-	EventNotified = "notified"
-	// EventSold: a comic was sold and left inventory (the session closes).
-	EventSold = "sold"
-	// EventForgotten: a notification was removed from the history after a
-	// refund, so the subscriber is notified again if the comic comes back.
+	EventListed   = "listed"   // a comic entered inventory
+	EventNotified = "notified" // a subscriber was notified of a comic
+	EventSold     = "sold"     // a comic was sold and left inventory
+	// EventForgotten: a notification was removed after a refund, so the
+	// subscriber is notified again if the comic comes back.
 	EventForgotten = "forgotten"
 )
 
-// Event is the payload of a TypeEvent message: the history of inventory,
-// notifications and sales, in the order of the comic's partition.
+// Event is a TypeEvent payload, in the order of the comic's partition.
 type Event struct {
 	Kind    string          `json:"kind"`
 	ComicID string          `json:"comic_id"`
@@ -37,8 +32,7 @@ type Event struct {
 	TxnID      string `json:"txn_id,omitempty"`
 	PriceCents int64  `json:"price_cents,omitempty"`
 	TraceID    string `json:"trace_id,omitempty"`
-	// ListedAtMs is set for sold: when the session began.
-	ListedAtMs int64 `json:"listed_at_ms,omitempty"`
+	ListedAtMs int64  `json:"listed_at_ms,omitempty"` // for sold
 }
 
 // traceIDOf returns the trace id of ctx's span, or "".
@@ -73,6 +67,5 @@ func jsonString(s string) string {
 	return string(b)
 }
 
-// StageHistory is the consumer group (and stage name) that writes the
-// events topic to ClickHouse.
+// StageHistory is the stage that writes the events topic to ClickHouse.
 const StageHistory = "comic-history"

@@ -34,11 +34,10 @@ type Config struct {
 	Holds HoldConfig
 	// Webhook configures the webhook channel of the built-in dispatcher.
 	Webhook notifier.WebhookConfig
-	// Ledger configures the delivery ledger of the built-in dispatcher.
+	// Ledger configures the built-in dispatcher's delivery ledger.
 	// Default name "comic-notify".
 	Ledger notifier.DeliveryLedgerConfig
-	// MaxSubscriptionsPerCaller caps the subscriptions each API caller
-	// creates through the routes (SubscriptionQuota). 0: no cap.
+	// MaxSubscriptionsPerCaller caps each API caller's subscriptions. 0: no cap.
 	MaxSubscriptionsPerCaller int
 }
 
@@ -62,18 +61,16 @@ func (c Config) Validate() error {
 
 // The flow's loops beside its stages.
 const (
-	// ServiceRecovery settles purchases in doubt older than RecoverAfter.
-	ServiceRecovery = "comic-purchase-recovery"
+	ServiceRecovery = "comic-purchase-recovery" // settles purchases in doubt
 	// ServiceStatsSnapshot snapshots the subscription statistics into
-	// ClickHouse every minute; it exists only with ClickHouse.
+	// ClickHouse every minute (only with ClickHouse).
 	ServiceStatsSnapshot = "comic-stats-snapshot"
-	// ServiceWaves tells the next wave of each comic whose hold ended.
-	ServiceWaves = "comic-hold-waves"
+	ServiceWaves         = "comic-hold-waves" // tells the next waves
 )
 
 // RecoveryInterval and RecoverAfter time the recovery service. A purchase
-// is settled only once older than RecoverAfter, or than the checkout
-// Timeout plus a minute if longer, so a running charge is not raced.
+// is settled only once older than RecoverAfter (or the checkout Timeout
+// plus a minute), so a running charge is not raced.
 const (
 	RecoveryInterval = 30 * time.Second
 	RecoverAfter     = 2 * time.Minute
@@ -81,17 +78,14 @@ const (
 
 // The variables of the flow.
 const (
-	VarNotifyURL    = "DROPSTREAM_COMIC_NOTIFY_URL"
-	VarNotifySecret = "DROPSTREAM_COMIC_NOTIFY_SECRET"
-	// VarQuotaSubscriptions bounds the subscriptions each caller may
-	// create.
+	VarNotifyURL          = "DROPSTREAM_COMIC_NOTIFY_URL"
+	VarNotifySecret       = "DROPSTREAM_COMIC_NOTIFY_SECRET"
 	VarQuotaSubscriptions = "DROPSTREAM_QUOTA_COMIC_SUBSCRIPTIONS"
-	// VarHoldWindow and VarHoldWave set HoldConfig's Window and WaveSize.
-	VarHoldWindow = "DROPSTREAM_COMIC_HOLD_WINDOW"
-	VarHoldWave   = "DROPSTREAM_COMIC_HOLD_WAVE"
+	VarHoldWindow         = "DROPSTREAM_COMIC_HOLD_WINDOW"
+	VarHoldWave           = "DROPSTREAM_COMIC_HOLD_WAVE"
 )
 
-// Vars are the flow's default POST /notify destination and its secret.
+// Vars are the flow's settings (see their Usage).
 var Vars = []flow.Var{
 	{Name: VarNotifyURL, Kind: flow.URL, Usage: "comic flow: POST /notify URL for subscriptions without their own; empty: such notifications go to the log channel"},
 	{Name: VarNotifySecret, Secret: true, Usage: "comic flow: HMAC secret (at least 16 bytes) signing requests to DROPSTREAM_COMIC_NOTIFY_URL"},
@@ -108,15 +102,12 @@ type Flow struct {
 	Matcher       *Matcher
 	Delivery      *Delivery
 	Holds         *Holds
-	// Sales is nil when no Payments were given.
-	Sales  *Sales
-	topics Topics
-	ledger *notifier.DeliveryLedger
-	// checkout is the checkout flow purchases are charged through, nil
-	// when the flow was built by NewWith.
-	checkout *checkout.Flow
-	// relayTopic is where Delivery relays notifications, if it does, and
-	// sentTopic the notifier's history of their sends.
+	Sales         *Sales // nil without Payments
+	topics        Topics
+	ledger        *notifier.DeliveryLedger
+	checkout      *checkout.Flow // nil when built by NewWith
+	// relayTopic is where Delivery relays, sentTopic the notifier's
+	// history of the sends; nil when built by NewWith.
 	relayTopic, sentTopic *stream.Topic
 	ch                    *clickhouse.Client
 	log                   *slog.Logger
@@ -124,9 +115,8 @@ type Flow struct {
 	subCap                *quota.Quota
 }
 
-// New builds the flow; it implements flow.Flow. It charges through the
-// checkout flow and relays to the notifier (registering KindNotify); both
-// must be built first, else flow.ErrNotBuilt.
+// New builds the flow (flow.Flow): it charges through the checkout flow
+// and relays to the notifier, both built first, else flow.ErrNotBuilt.
 func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	co, err := flow.Find[*checkout.Flow](d.Flows, checkout.Name)
 	if err != nil {
@@ -139,8 +129,6 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if err := nf.RegisterKind(NotifyKind()); err != nil {
 		return nil, fmt.Errorf("comic: %w", err)
 	}
-	// The notify URL is stored as the egress policy normalized and checked
-	// it: trimmed, parsed, without credentials, no denied literal address.
 	policy := d.Settings.EgressPolicy()
 	notifyURL, err := policy.NormalizeURL(d.Settings.String(VarNotifyURL))
 	if err != nil {
@@ -201,8 +189,7 @@ func NewWith(rdb redis.UniversalClient, cfg Config, payments Payments, tel strea
 		if err != nil {
 			return nil, err
 		}
-		// A subscription removed by its unsubscribe link frees its slot
-		// once its caller reaches the cap.
+		// A subscription removed by its unsubscribe link frees its slot.
 		s.subCap = q.WithExists(func(ctx context.Context, id string) (bool, error) {
 			_, err := store.Get(ctx, id)
 			if errors.Is(err, ErrNotFound) {
@@ -220,8 +207,8 @@ func (s *Flow) SubscriptionQuota() *quota.Quota { return s.subCap }
 // Topics returns the flow's topics.
 func (s *Flow) Topics() Topics { return s.topics }
 
-// Egress is the policy of the flow's outbound connections (its webhook
-// channel's): the routes refuse a notify_url whose host it denies.
+// Egress is the webhook channel's outbound policy; the routes refuse a
+// notify_url it denies.
 func (s *Flow) Egress() *egress.Policy { return s.egress }
 
 // Checkout returns the checkout flow purchases are charged through; nil
@@ -229,7 +216,7 @@ func (s *Flow) Egress() *egress.Policy { return s.egress }
 func (s *Flow) Checkout() *checkout.Flow { return s.checkout }
 
 // Stages returns the matching and delivery stages, and StageHoldSent
-// when Delivery relays to the notifier.
+// when Delivery relays.
 func (s *Flow) Stages() []stream.Stage {
 	out := []stream.Stage{s.Matcher.Stage(), s.Delivery.Stage()}
 	if s.sentTopic != nil {
@@ -249,13 +236,9 @@ func (s *Flow) Describe() flow.Description {
 		Edges: []flow.Edge{
 			{From: StageMatcher, Topic: t.Notify}, {From: ServiceWaves, Topic: t.Notify},
 			{From: StageDelivery, Topic: t.Events},
-			// Intake lists a comic and its job; sales and forgotten
-			// notifications are events.
 			{From: flow.FromAPI, Topic: t.Jobs}, {From: flow.FromAPI, Topic: t.Events},
 		},
-		History: []flow.History{
-			s.History(),
-		},
+		History: []flow.History{s.History()},
 		Services: []flow.Service{{Name: ServiceWaves, Run: func(ctx context.Context) error {
 			return s.Holds.run(ctx, func(err error) { s.log.Warn("comic: telling the next waves failed; retrying", "error", err) })
 		}}},
@@ -265,8 +248,7 @@ func (s *Flow) Describe() flow.Description {
 		d.Edges = append(d.Edges, flow.Edge{From: StageDelivery, Topic: *s.relayTopic})
 	}
 	if s.checkout != nil {
-		// A purchase begins a checkout attempt, and gives it up at the end
-		// of the checkout's wait.
+		// A purchase begins a checkout attempt, or gives it up.
 		co := s.checkout.Topics()
 		d.Edges = append(d.Edges, flow.Edge{From: flow.FromAPI, Topic: co.Stock},
 			flow.Edge{From: flow.FromAPI, Topic: co.Payment}, flow.Edge{From: flow.FromAPI, Topic: co.Sagas})
@@ -286,8 +268,7 @@ func (s *Flow) Describe() flow.Description {
 	return d
 }
 
-// runRecovery settles purchases in doubt every RecoveryInterval until ctx
-// ends.
+// runRecovery settles purchases in doubt every RecoveryInterval.
 func (s *Flow) runRecovery(ctx context.Context) error {
 	after := RecoverAfter
 	if s.checkout != nil {

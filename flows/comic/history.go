@@ -81,17 +81,17 @@ func historyRows(m *stream.Message) ([]historyRow, error) {
 		id += ":" + strconv.FormatInt(e.AtMs, 10)
 	}
 	r := historyRow{event: []any{id, e.Kind, e.ComicID, uint32(e.Gen), at, atMs, e.Email, e.SubscriptionID, e.TxnID,
-		e.PriceCents, c.Publisher, c.Series, c.Title, c.Issue, uint16(c.Year), float32(c.Grade), flag(c.KeyIssue), e.TraceID}}
+		e.PriceCents, c.Publisher, c.Series, c.Title, c.Issue, uint16(c.Year), float32(c.Grade), c.KeyIssue, e.TraceID}}
 	sid := e.ComicID + ":" + strconv.FormatInt(e.Gen, 10)
 	switch e.Kind {
 	case EventListed:
 		zero, zeroMs := splitMs(0)
 		r.session = []any{sid, e.ComicID, uint32(e.Gen), at, atMs, zero, zeroMs, uint8(0), c.Publisher, c.Series, c.Title,
-			c.Issue, uint16(c.Year), float32(c.Grade), flag(c.KeyIssue), c.PriceCents, "", "", e.TraceID}
+			c.Issue, uint16(c.Year), float32(c.Grade), c.KeyIssue, c.PriceCents, "", "", e.TraceID}
 	case EventSold:
 		open, openMs := splitMs(e.ListedAtMs)
 		r.session = []any{sid, e.ComicID, uint32(e.Gen), open, openMs, at, atMs, uint8(1), c.Publisher, c.Series, c.Title,
-			c.Issue, uint16(c.Year), float32(c.Grade), flag(c.KeyIssue), e.PriceCents, e.Email, e.TxnID, e.TraceID}
+			c.Issue, uint16(c.Year), float32(c.Grade), c.KeyIssue, e.PriceCents, e.Email, e.TxnID, e.TraceID}
 	}
 	return []historyRow{r}, nil
 }
@@ -136,13 +136,6 @@ func insertHistory(ctx context.Context, ch *clickhouse.Client, rows []historyRow
 		return fmt.Errorf("comic: insert sessions: %w", err)
 	}
 	return nil
-}
-
-func flag(b bool) uint8 {
-	if b {
-		return 1
-	}
-	return 0
 }
 
 // SnapshotStats writes a "pattern" row per pattern and a "field" row per

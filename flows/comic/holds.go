@@ -31,8 +31,7 @@ const MaxHoldWindow = 24 * time.Hour
 type HoldConfig struct {
 	// Window is a wave's hold when its listing sets none. Default 10 minutes.
 	Window time.Duration
-	// WaveSize is the subscriptions told per wave, 1..MaxRequestBatch
-	// (a wave is one notify message). Default 20.
+	// WaveSize is the subscriptions told per wave, 1..MaxRequestBatch. Default 20.
 	WaveSize int
 	// Poll is how often ServiceWaves looks for holds that ended. Default 1s.
 	Poll time.Duration
@@ -58,7 +57,7 @@ func (c HoldConfig) Validate() error {
 }
 
 // ErrHoldActive is wrapped by a *HoldError: the comic is held for the
-// wave of subscribers told last, and the buyer showed no token of it.
+// wave told last, and the buyer showed no token of it.
 var ErrHoldActive = errors.New("comic: held for the subscribers told of it")
 
 // HoldError is a purchase refused during a hold; it ends at EndsAt.
@@ -71,14 +70,11 @@ func (e *HoldError) Error() string {
 // Unwrap makes every HoldError match ErrHoldActive.
 func (e *HoldError) Unwrap() error { return ErrHoldActive }
 
-// Holds tells a matched comic's subscribers in waves and holds the comic
-// for the wave told last. The order is a lottery: a subscription's place
-// is the hash of (comic, listing, subscription id), so each subscriber is
-// as likely to be early, and a restart recomputes the same waves. A wave's
-// hold ends Window after its last notification was sent (at the latest
-// Window after it was told); then the next wave is told, once, unless the
-// comic was sold. A holder proves the hold with the token of their
-// notification, an HMAC of the subscription id under the listing's salt.
+// Holds tells a matched comic's subscribers in waves, ordered by a lottery
+// (a hash of comic, listing and subscription), and holds the comic for the
+// wave told last until Window after its last send. When a hold ends unsold
+// the next wave is told, once. A holder proves the hold with their
+// notification's token (HoldToken).
 //
 //	ds:{comic.p}:comic:hold:<id>     hash: gen, salt, size, window (ms), wave, ends (ms, 0: none), w<n>: "<told ms>,<count>"
 //	ds:{comic.p}:comic:lottery:<id>  zset: matching subscription ids by lottery score, for the hold's gen
@@ -106,8 +102,8 @@ func (h *Holds) waveKeys(id string) []string {
 		h.topics.Notify.Stream(h.topics.Notify.Partition(id)), holdsKey(tag)}
 }
 
-// lotteryScore places subscription sub in the waves of listing gen of a
-// comic: 48 bits of a hash, exact as a sorted set score.
+// lotteryScore places sub in the waves of a listing: 48 bits of a hash,
+// exact as a sorted set score.
 func lotteryScore(comicID string, gen int64, sub string) int64 {
 	sum := sha256.Sum256([]byte(comicID + ":" + strconv.FormatInt(gen, 10) + ":" + sub))
 	return int64(binary.BigEndian.Uint64(sum[:8]) >> 16)
@@ -138,10 +134,10 @@ func holder(salt, token string) string {
 }
 
 // tellLua defines tell(k, id, w, now, meta): it tells wave w of comic id
-// (one notify message, metadata pairs meta) and holds the comic until now
-// plus its window, or ends the hold when the comic left the listing or no
-// subscription is left. k: hold, lottery, inv, pending, notify stream,
-// holds zset. Returns the subscriptions told.
+// in one notify message and holds the comic until now plus its window, or
+// ends the hold when the listing or the subscriptions are gone. k: hold,
+// lottery, inv, pending, notify stream, holds zset. Returns the
+// subscriptions told.
 const tellLua = `
 local function tell(k, id, w, now, meta)
   local h = redis.call('HMGET', k[1], 'gen', 'size', 'window')
@@ -168,9 +164,8 @@ local function tell(k, id, w, now, meta)
 end
 `
 
-// extendLua defines extend(hold, holds zset, id, gen, wave, sent): the
-// hold of that wave of listing gen lasts until at least sent plus its
-// window, unless it is over.
+// extendLua defines extend(hold, holds zset, id, gen, wave, sent): that
+// wave's hold lasts at least until sent plus its window, unless it is over.
 const extendLua = `
 local function extend(hk, zk, id, gen, wave, sent)
   local h = redis.call('HMGET', hk, 'gen', 'wave', 'ends', 'window')
@@ -184,8 +179,8 @@ end
 `
 
 // nextWaveScript tells the next wave of comic ARGV[1] when its hold ended
-// by ARGV[2] (ms): idempotent per (comic, wave), as telling moves the end.
-// KEYS as tellLua's k. Returns the subscriptions told, -1 when not due.
+// by ARGV[2] (ms), once per wave. KEYS tellLua's k. Returns the
+// subscriptions told; -1: not due.
 var nextWaveScript = redis.NewScript(tellLua + `
 local h = redis.call('HMGET', KEYS[1], 'wave', 'ends')
 local ends = tonumber(h[2] or '0')
@@ -235,9 +230,8 @@ const StageHoldSent = "comic-hold-sent"
 // wave, send time ms.
 var extendScript = redis.NewScript(extendLua + `extend(KEYS[1], KEYS[2], ARGV[1], ARGV[2], ARGV[3], tonumber(ARGV[4])) return 0`)
 
-// sentStage reads the notifier's history: a relayed notification's hold
-// starts when the notifier sent it (quiet hours, digests and retries may
-// delay it), known by its window "<comic id>:<gen>:<wave>:<email hash>".
+// sentStage starts a relayed notification's hold when the notifier's
+// history says it was sent, by its window "<comic id>:<gen>:<wave>:<hash>".
 func (h *Holds) sentStage(topic stream.Topic) stream.Stage {
 	return stream.Stage{Name: StageHoldSent, Topic: topic, Handler: func(ctx context.Context, m *stream.Message) error {
 		var recs []history.Record
@@ -266,16 +260,16 @@ func (h *Holds) sentStage(topic stream.Topic) stream.Stage {
 	}}
 }
 
-// holdState is a hold's record: its salt and the end of its hold.
+// holdState is a hold's salt and end.
 type holdState struct {
 	ends int64
 	salt string
 }
 
-// holdFields are the fields of a hold hash holdStateOf decodes.
+// holdFields are the hold hash fields holdStateOf decodes.
 var holdFields = []string{"ends", "salt"}
 
-// holdStateOf decodes the values of holdFields (nil: no hold).
+// holdStateOf decodes the values of holdFields.
 func holdStateOf(v []any) holdState {
 	st := holdState{salt: str(v[1])}
 	st.ends, _ = strconv.ParseInt(str(v[0]), 10, 64)

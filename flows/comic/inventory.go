@@ -1,6 +1,7 @@
 package comic
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -18,13 +19,10 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Job is a notification job: the payload of a TypeJob message, one per
-// intake of a comic into inventory.
+// Job is a TypeJob payload, one per intake of a comic into inventory.
 type Job struct {
-	ComicID string `json:"comic_id"`
-	// Gen counts the intakes of this comic (1 for the first); a comic sold
-	// and listed again gets a new job.
-	Gen       int64           `json:"gen"`
+	ComicID   string          `json:"comic_id"`
+	Gen       int64           `json:"gen"` // the comic's intakes, from 1
 	AddedAtMs int64           `json:"added_at_ms"`
 	Comic     json.RawMessage `json:"comic"`
 }
@@ -37,9 +35,8 @@ type Listing struct {
 	AddedAt time.Time `json:"added_at"`
 }
 
-// Inventory records comics for sale. Intake is one script per comic that
-// writes the inventory hash, its generation, the job and the "listed"
-// event together, or nothing.
+// Inventory records comics for sale. Intake is one script that writes the
+// listing, its generation, the job and the "listed" event, or nothing.
 //
 //	ds:{comic.p}:comic:inv:<id>        hash: comic (canonical), gen, added_at_ms
 //	ds:{comic.p}:comic:gen:<id>        counter: intakes of the comic
@@ -54,10 +51,7 @@ type Inventory struct {
 // NewInventory returns the inventory over rdb; prop defaults to the global
 // propagator.
 func NewInventory(rdb redis.UniversalClient, topics Topics, prop propagation.TextMapPropagator) *Inventory {
-	if prop == nil {
-		prop = gotel.GetTextMapPropagator()
-	}
-	return &Inventory{rdb: rdb, topics: topics, prop: prop, now: time.Now}
+	return &Inventory{rdb: rdb, topics: topics, prop: cmp.Or(prop, gotel.GetTextMapPropagator()), now: time.Now}
 }
 
 // intakeScript: KEYS inv, gen, jobs stream, events stream, inventory zset;
@@ -86,11 +80,8 @@ func traceArgs(ctx context.Context, prop propagation.TextMapPropagator) []any {
 	if !trace.SpanContextFromContext(ctx).IsValid() {
 		return nil
 	}
-	if prop == nil {
-		prop = gotel.GetTextMapPropagator()
-	}
 	m := &stream.Message{}
-	stream.InjectTrace(ctx, prop, m)
+	stream.InjectTrace(ctx, cmp.Or(prop, gotel.GetTextMapPropagator()), m)
 	out := m.TraceFields()
 	for k, v := range m.Metadata {
 		out = append(out, k, v)
@@ -98,7 +89,7 @@ func traceArgs(ctx context.Context, prop propagation.TextMapPropagator) []any {
 	return out
 }
 
-// Add lists c; created is false when it was already listed. An error
+// Add lists c; created is false when it was listed already. An error
 // means nothing was written.
 func (inv *Inventory) Add(ctx context.Context, c Comic) (Listing, bool, error) {
 	return inv.AddHeld(ctx, c, 0)
@@ -137,8 +128,8 @@ func (inv *Inventory) intakeArgs(ctx context.Context, c Comic, now time.Time, ho
 		eventsStream(inv.topics, id), inventoryIndex(tag)}, args
 }
 
-// AddMany is Add for comics in one pipeline; an invalid comic fails before
-// any write, a Redis error may leave a prefix listed.
+// AddMany is Add for comics in one pipeline; an invalid comic fails
+// before any write, a Redis error may leave a prefix listed.
 func (inv *Inventory) AddMany(ctx context.Context, comics []Comic) ([]bool, error) {
 	for i, c := range comics {
 		if err := ValidateComic(c); err != nil {
@@ -156,8 +147,7 @@ func (inv *Inventory) AddMany(ctx context.Context, comics []Comic) ([]bool, erro
 	if _, err := pipe.Exec(ctx); err != nil && !script.IsNoScript(err) {
 		return nil, fmt.Errorf("comic: intake: %w", err)
 	}
-	// The script was not loaded yet: Retry loads it and re-sends those
-	// calls; a failed load is each of their errors.
+	// Retry loads the script if needed and re-sends those calls.
 	_ = intakeScript.Retry(ctx, inv.rdb, calls, cmds)
 	created := make([]bool, len(comics))
 	for i, cmd := range cmds {
@@ -199,14 +189,10 @@ func listingOf(id string, m map[string]string) (Listing, error) {
 type Status struct {
 	ID          string `json:"id"`
 	InInventory bool   `json:"in_inventory"`
-	// Gen is the comic's latest intake; MatchedGen the latest whose job
-	// has been matched.
-	Gen        int64 `json:"gen"`
-	MatchedGen int64 `json:"matched_gen"`
-	// Pending counts the matching subscriptions handed off and not yet
-	// delivered; Notified the emails notified (the history).
-	Pending  int64 `json:"pending"`
-	Notified int64 `json:"notified"`
+	Gen         int64  `json:"gen"`         // the latest intake
+	MatchedGen  int64  `json:"matched_gen"` // the latest matched
+	Pending     int64  `json:"pending"`     // handed off, not yet delivered
+	Notified    int64  `json:"notified"`    // emails notified
 	// Done is true when the latest job is matched and nothing is pending.
 	Done bool `json:"done"`
 }

@@ -8,9 +8,8 @@ import (
 // SchemaID is the $id of the published comic schema.
 const SchemaID = "/v1/schemas/comic.json"
 
-// JSONSchema returns the comic's JSON Schema (draft 2020-12), built from
-// the validator's field table, with the subscription body's in $defs: no
-// field required, ranged fields a value or a range.
+// JSONSchema returns the comic's JSON Schema (draft 2020-12), with the
+// subscription body's in $defs.
 func JSONSchema() []byte {
 	props := map[string]any{}
 	bodyProps := map[string]any{}
@@ -44,9 +43,8 @@ func JSONSchema() []byte {
 const bodyDescription = "A subscription body: any subset of the comic's properties, each matched by equality (strings case-insensitively) or, for grade, issue, price_cents and year, by a range."
 
 // BodySchema returns the subscription body's OpenAPI 3.0 schema: the
-// comic's properties, none required nor defaulted (an absent field
-// matches any value), each ranged one either a value or a range object
-// (oneOf two inline schemas).
+// comic's properties, none required nor defaulted, ranged ones oneOf a
+// value or a range.
 func BodySchema() map[string]any {
 	props := map[string]any{}
 	for _, f := range fields {

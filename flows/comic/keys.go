@@ -63,8 +63,7 @@ func eventsStream(t Topics, id string) string {
 }
 
 // Subscription keys share the hash tag {comic-subs}, so one script creates
-// a subscription with all its index entries atomically. (On Redis Cluster
-// they live in one slot; see the package doc.)
+// a subscription with all its index entries.
 const subsTag = "{comic-subs}"
 
 const (

@@ -22,35 +22,30 @@ import (
 // StageMatcher is the name of the matching stage.
 const StageMatcher = "comic-matcher"
 
-// Request is a TypeNotify payload: a listing's pending notifications by
-// subscription id, one wave of its holds.
+// Request is a TypeNotify payload: one wave of a listing's notifications.
 type Request struct {
-	ComicID string `json:"comic_id"`
-	Gen     int64  `json:"gen"`
-	// Wave is the wave of the listing's holds these subscriptions are.
-	Wave int `json:"wave"`
-	// ListedAtMs is when the comic was listed (end-to-end latency).
-	ListedAtMs int64 `json:"listed_at_ms"`
-	// Comic is the comic's canonical form.
-	Comic json.RawMessage `json:"comic"`
+	ComicID    string          `json:"comic_id"`
+	Gen        int64           `json:"gen"`
+	Wave       int             `json:"wave"`
+	ListedAtMs int64           `json:"listed_at_ms"`
+	Comic      json.RawMessage `json:"comic"` // canonical
 	// SubscriptionIDs are 1..MaxRequestBatch matching subscriptions.
 	SubscriptionIDs []string `json:"subscription_ids"`
 }
 
-// MaxRequestBatch bounds the subscriptions of one Request: a notify
-// message is delivered (and retried) as a whole.
+// MaxRequestBatch bounds the subscriptions of one Request, which is
+// delivered and retried as a whole.
 const MaxRequestBatch = 100
 
-// NotifyBody is what POST /notify receives: {comic, email},
-// with the comic's id, the subscription that matched and its hold.
+// NotifyBody is what POST /notify receives.
 type NotifyBody struct {
 	Event          string          `json:"event"`
 	ComicID        string          `json:"comic_id"`
 	Comic          json.RawMessage `json:"comic"`
 	Email          string          `json:"email"`
 	SubscriptionID string          `json:"subscription_id"`
-	// HoldToken proves the hold at POST /v1/completetransaction (field
-	// hold_token); the hold lasts HoldSeconds from this notification.
+	// HoldToken proves the hold at POST /v1/completetransaction, for
+	// HoldSeconds from this notification.
 	HoldToken   string `json:"hold_token,omitempty"`
 	HoldSeconds int64  `json:"hold_seconds,omitempty"`
 }
@@ -64,14 +59,13 @@ type Handoff interface {
 	Handoff(ctx context.Context, job Job, ids []string) (int, error)
 }
 
-// handoffChunk bounds the subscriptions of one handoff script, so one
-// script holds Redis for a bounded time.
+// handoffChunk bounds the subscriptions of one handoff script, so no
+// script holds Redis long.
 const handoffChunk = 500
 
-// streamHandoff enters a job's matches in the listing's lottery, in one
-// script per chunk, and the last chunk marks the job matched and tells the
-// first wave (see Holds). A copy killed between chunks leaves a prefix the
-// next copy completes; a chunk entered twice changes nothing.
+// streamHandoff enters a job's matches in the listing's lottery, one
+// script per chunk; the last chunk marks the job matched and tells the
+// first wave. Chunks are idempotent, so a killed copy's prefix is safe.
 //
 //	ds:{comic.p}:comic:jobdone:<id>       string: the latest gen matched
 //	ds:{comic.p}:comic:pending:<id>       set: subscription ids told, until delivered
@@ -83,11 +77,10 @@ type streamHandoff struct {
 	chunk  int // subscriptions per script, handoffChunk by default
 }
 
-// handoffScript: KEYS as tellLua's k, then jobdone; ARGV gen, last chunk
-// (0/1), comic id, salt, wave size, default window ms, now ms, number of
-// metadata pairs, metadata pairs, then (score, subscription id) pairs. A
-// new gen resets the hold. Returns the subscriptions told, or -1 when the
-// job was matched before.
+// handoffScript: KEYS tellLua's k, then jobdone; ARGV gen, last chunk
+// (0/1), comic id, salt, wave size, default window ms, now ms, metadata
+// pair count, the pairs, then (score, subscription id) pairs. A new gen
+// resets the hold. Returns the subscriptions told; -1: matched before.
 var handoffScript = redis.NewScript(tellLua + `
 local gen = tonumber(ARGV[1])
 if tonumber(redis.call('GET', KEYS[7]) or '0') >= gen then return -1 end
@@ -125,13 +118,9 @@ func (h *streamHandoff) Handoff(ctx context.Context, job Job, ids []string) (int
 func (h *streamHandoff) handoffChunk(ctx context.Context, job Job, ids []string, last bool) (int, error) {
 	keys := append(h.holds.waveKeys(job.ComicID), jobDoneKey(h.topics.tag(job.ComicID), job.ComicID))
 	meta := traceArgs(ctx, h.prop)
-	flag := "0"
-	if last {
-		flag = "1"
-	}
 	cfg := h.holds.cfg
 	args := make([]any, 0, 8+len(meta)+2*len(ids))
-	args = append(args, job.Gen, flag, job.ComicID, newSalt(), cfg.WaveSize, cfg.Window.Milliseconds(), h.holds.now().UnixMilli(), len(meta)/2)
+	args = append(args, job.Gen, last, job.ComicID, newSalt(), cfg.WaveSize, cfg.Window.Milliseconds(), h.holds.now().UnixMilli(), len(meta)/2)
 	args = append(args, meta...)
 	for _, id := range ids {
 		args = append(args, lotteryScore(job.ComicID, job.Gen, id), id)
@@ -146,17 +135,15 @@ func (h *streamHandoff) handoffChunk(ctx context.Context, job Job, ids []string,
 // Matcher looks a comic up in each active SearchPattern's index sets and
 // hands the matching ids to the Handoff, loading no subscription.
 type Matcher struct {
-	rdb     redis.UniversalClient
-	topics  Topics
-	handoff Handoff
-	prop    propagation.TextMapPropagator
-	index   atomic.Pointer[activeIndex]
-	// examined counts the index entries lookups read (see Examined).
-	examined atomic.Int64
+	rdb      redis.UniversalClient
+	topics   Topics
+	handoff  Handoff
+	prop     propagation.TextMapPropagator
+	index    atomic.Pointer[activeIndex]
+	examined atomic.Int64 // see Examined
 }
 
-// matchConcurrency bounds the jobs of one batch matched at once: each job
-// waits on a few Redis round trips, so a batch is matched concurrently.
+// matchConcurrency bounds the jobs of one batch matched at once.
 const matchConcurrency = 32
 
 // matcherBatch keeps a batch of popular comics' jobs within the handler
@@ -173,8 +160,8 @@ func NewMatcher(rdb redis.UniversalClient, topics Topics, h Handoff, prop propag
 	return &Matcher{rdb: rdb, topics: topics, handoff: h, prop: prop}
 }
 
-// Stage returns the matching stage: a batch's jobs run concurrently, each
-// in its trace, and a failed job is retried alone.
+// Stage returns the matching stage: a batch's jobs run concurrently, and
+// a failed job is retried alone.
 func (m *Matcher) Stage() stream.Stage {
 	return stream.Stage{Name: StageMatcher, Topic: m.topics.Jobs, BatchHandler: m.handleBatch,
 		Config: stream.RunnerConfig{BatchSize: matcherBatch}}
@@ -222,8 +209,8 @@ func (m *Matcher) Process(ctx context.Context, job Job) (int, error) {
 	return m.handoff.Handoff(ctx, job, ids)
 }
 
-// indexMaxAge bounds how long the matcher trusts its cached active patterns
-// and shards, in case a writer does not bump the version.
+// indexMaxAge bounds how long the matcher trusts its cached index, in
+// case a writer does not bump the version.
 const indexMaxAge = 10 * time.Second
 
 // activeIndex caches the active patterns and shards at a version.
@@ -253,8 +240,8 @@ func (m *Matcher) MatchIDs(ctx context.Context, c Comic) ([]string, error) {
 	return ids, err
 }
 
-// readIndex reads and caches the index, the version first so a concurrent
-// change shows next time.
+// readIndex reads and caches the index, the version first, so a
+// concurrent change shows next time.
 func (m *Matcher) readIndex(ctx context.Context) (*activeIndex, error) {
 	pipe := m.rdb.Pipeline()
 	ver := pipe.Get(ctx, patVersionKey)
@@ -276,11 +263,9 @@ func (m *Matcher) readIndex(ctx context.Context) (*activeIndex, error) {
 	return idx, nil
 }
 
-// lookup reads the version of the active patterns and the index of b's
-// values in each pattern of idx (with their shards), in one pipeline: an
-// exact pattern's set, or the members of a ranged pattern's zset whose
-// score b's value of its first ranged field reaches, filtered by their
-// bounds.
+// lookup reads, in one pipeline, the index version and b's entries in each
+// pattern of idx: an exact pattern's set, or the ranged members whose
+// score b's value reaches, filtered by their bounds.
 func (m *Matcher) lookup(ctx context.Context, b Body, idx *activeIndex) ([]string, string, error) {
 	pipe := m.rdb.Pipeline()
 	ver := pipe.Get(ctx, patVersionKey)
@@ -325,6 +310,5 @@ func (m *Matcher) lookup(ctx context.Context, b Body, idx *activeIndex) ([]strin
 	return ids, ver.Val(), nil
 }
 
-// Examined returns the index entries the matcher's lookups have read:
-// the ids of exact patterns and the candidates of ranged ones.
+// Examined returns how many index entries the matcher's lookups have read.
 func (m *Matcher) Examined() int64 { return m.examined.Load() }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -36,18 +37,11 @@ type Payments interface {
 	Refund(ctx context.Context, txnID, payment string, cents int64) error
 }
 
-// Sales sells comics out of inventory as a saga, idempotent by the
-// transaction id:
-//
-//  1. a purchase record (charging) is written before the charge;
-//  2. the charge goes through Payments;
-//  3. one script removes the comic from inventory, records the sale and
-//     emits "sold", or marks the record refunding when the comic is gone;
-//  4. a refunding purchase is refunded, then marked refunded and the
-//     buyer's notification record removed.
-//
-// An interrupted purchase stays in the purchases zset until Purchase with
-// the same id or Recover resumes it: it ends sold, or charged and refunded.
+// Sales sells comics out of inventory as a saga keyed by the transaction
+// id: record (charging), charge, then one script that sells the comic or
+// marks the record refunding; a refunding purchase is refunded and the
+// buyer's notification record removed. Purchase with the same id, or
+// Recover, resumes an interrupted purchase.
 //
 //	ds:{comic.p}:comic:txn:<txn>   hash: state, comic, email, payment, price, gen, at_ms
 //	ds:{comic.p}:comic:purchases   zset: txn ids in doubt by start ms
@@ -56,8 +50,7 @@ type Sales struct {
 	topics   Topics
 	inv      *Inventory
 	payments Payments
-	// ledgerKey returns the delivery ledger key of a business key in a
-	// hash tag (notifier.DeliveryLedger.Key); nil when there is none.
+	// ledgerKey is notifier.DeliveryLedger.Key; nil: no ledger.
 	ledgerKey func(tag, businessKey string) string
 	holds     *Holds
 	now       func() time.Time
@@ -88,13 +81,11 @@ type purchase struct {
 	gen int64
 }
 
-// Purchase buys comic id for email with payment, once per txnID (empty:
-// DefaultTxnID of the current listing). During a hold only a holder, by
-// the holdToken of their notification, may begin a purchase; anyone else
-// gets a *HoldError and nothing is charged. When the comic is gone the
-// charge is refunded and the error wraps ErrSoldOut. A declined charge
-// wraps ErrPayment and leaves nothing behind. Any other error leaves the
-// purchase in doubt; calling again (or Recover) settles it.
+// Purchase buys comic id for email, once per txnID (empty: DefaultTxnID).
+// During a hold only a holder (by holdToken) may buy; others get a
+// *HoldError. Errors: ErrSoldOut (refunded), ErrPayment (declined,
+// nothing left behind); any other leaves the purchase in doubt, and
+// calling again or Recover settles it.
 func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID, holdToken string) (Receipt, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
@@ -111,9 +102,7 @@ func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID, holdTok
 	if txnID == "" {
 		txnID = DefaultTxnID(email, id, r.gen)
 		if r.listing == nil {
-			// Not in inventory: a retried transaction settles from its
-			// record (the reads had only the generation to derive its
-			// id); without one the comic is gone.
+			// Not in inventory: settle a retried transaction from its record.
 			if r.record, r.known, err = s.record(ctx, tag, txnID); err != nil {
 				return Receipt{}, err
 			}
@@ -141,8 +130,7 @@ func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID, holdTok
 		return Receipt{}, &HoldError{EndsAt: time.UnixMilli(ms).UTC()}
 	}
 	if st != "new" {
-		// A concurrent call of the same transaction began it: settle
-		// what it recorded.
+		// A concurrent call of the same transaction began it.
 		if p, _, err = s.record(ctx, tag, txnID); err != nil {
 			return Receipt{}, err
 		}
@@ -153,22 +141,16 @@ func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID, holdTok
 
 // purchaseReads is what a purchase reads before it begins.
 type purchaseReads struct {
-	// gen is the comic's latest listing generation, read when the
-	// transaction id is to be derived from it.
-	gen int64
-	// listing is nil when the comic is not in inventory.
-	listing *Listing
+	gen     int64    // the latest listing generation, read when txn is ""
+	listing *Listing // nil: not in inventory
 	hold    holdState
-	// record is the transaction's, known when the id was given and the
-	// record exists.
-	record purchase
-	known  bool
+	record  purchase // the transaction's record, when known
+	known   bool
 }
 
-// read reads the listing, its hold and either the transaction's record
-// (txn given) or the comic's generation (txn "") in one round trip: the
-// keys share the comic's hash tag. A purchase thus takes 3 round trips,
-// not 7 (BENCHMARKS.md, comic flow, "Purchase").
+// read reads the listing, its hold and the transaction's record (or, for
+// txn "", the generation) in one round trip (BENCHMARKS.md, comic flow,
+// "Purchase").
 func (s *Sales) read(ctx context.Context, tag, id, txn string) (purchaseReads, error) {
 	pipe := s.rdb.Pipeline()
 	inv := pipe.HGetAll(ctx, inventoryKey(tag, id))
@@ -210,8 +192,7 @@ func (s *Sales) record(ctx context.Context, tag, txn string) (purchase, bool, er
 	return p, ok, nil
 }
 
-// recordOf decodes a purchase record's fields; ok is false when there
-// are none.
+// recordOf decodes a purchase record; ok is false when it is empty.
 func recordOf(txn string, m map[string]string) (p purchase, ok bool) {
 	if len(m) == 0 {
 		return purchase{}, false
@@ -221,8 +202,7 @@ func recordOf(txn string, m map[string]string) (p purchase, ok bool) {
 	return purchase{txn: txn, id: m["comic"], email: m["email"], payment: m["payment"], state: m["state"], price: price, gen: gen}, true
 }
 
-// settle drives a purchase from its recorded state to the end. fresh is
-// true for the call that began it (its receipt is not Repeated).
+// settle drives a purchase to its end; fresh marks the call that began it.
 func (s *Sales) settle(ctx context.Context, p purchase, fresh bool) (Receipt, error) {
 	tag := s.topics.tag(p.id)
 	rec := Receipt{TxnID: p.txn, ComicID: p.id, Email: p.email, PriceCents: p.price, Gen: p.gen}
@@ -273,8 +253,7 @@ func (s *Sales) settle(ctx context.Context, p purchase, fresh bool) (Receipt, er
 	return Receipt{}, fmt.Errorf("comic: purchase %s in unknown state %q", p.txn, p.state)
 }
 
-// Recover settles purchases in doubt longer than olderThan (sold or
-// refunded) and returns how many.
+// Recover settles purchases in doubt longer than olderThan; it returns how many.
 func (s *Sales) Recover(ctx context.Context, olderThan time.Duration) (int, error) {
 	settled := 0
 	var errs []error
@@ -311,7 +290,7 @@ func (s *Sales) ledgerRecord(tag, id, email string) string {
 	return s.ledgerKey(tag, businessKey(id, email))
 }
 
-// Forget removes email's notification record of comic id, so its next
+// Forget removes email's notification record of comic id, so the next
 // listing notifies them again.
 func (s *Sales) Forget(ctx context.Context, id, email string) error {
 	tag := s.topics.tag(id)
@@ -340,17 +319,7 @@ func (s *Sales) Sales(ctx context.Context, id string) ([]Sale, error) {
 	return out, nil
 }
 
-func validTxn(s string) bool {
-	if len(s) == 0 || len(s) > 64 {
-		return false
-	}
-	for _, r := range s {
-		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '_' || r == '-') {
-			return false
-		}
-	}
-	return true
-}
+var validTxn = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`).MatchString
 
 // DefaultTxnID is one transaction per (email, comic, listing generation).
 func DefaultTxnID(email, comicID string, gen int64) string {

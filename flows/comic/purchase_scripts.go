@@ -2,9 +2,8 @@ package comic
 
 import "github.com/redis/go-redis/v9"
 
-// States of a purchase record (ds:{comic.p}:comic:txn:<txn>). charging and
-// refunding are in doubt and listed in the purchases zset. A declined
-// purchase leaves no record.
+// States of a purchase record; charging and refunding are in doubt (in
+// the purchases zset).
 const (
 	txnCharging  = "charging"
 	txnSold      = "sold"
@@ -17,10 +16,10 @@ const (
 const purchaseTTL = "7776000" // 90 days
 
 // beginPurchaseScript records a purchase before its charge, unless the
-// listing is held for a wave the buyer's subscription (ARGV[8], "" for
-// none) is not in. KEYS txn, purchases zset, hold, lottery; ARGV txn id,
-// comic id, email, payment, price, now ms, gen, subscription. Returns
-// "new", "hold:<end ms>", or the state of the existing record.
+// listing is held for a wave without the buyer's subscription. KEYS txn,
+// purchases zset, hold, lottery; ARGV txn id, comic id, email, payment,
+// price, now ms, gen, subscription ("": none). Returns "new",
+// "hold:<end ms>", or the existing record's state.
 var beginPurchaseScript = redis.NewScript(`
 local st = redis.call('HGET', KEYS[1], 'state')
 if st then return st end
@@ -33,12 +32,10 @@ redis.call('HSET', KEYS[1], 'state', 'charging', 'comic', ARGV[2], 'email', ARGV
 redis.call('ZADD', KEYS[2], ARGV[6], ARGV[1])
 return 'new'`)
 
-// sellScript settles a charged purchase: the comic is removed from
-// inventory, the sale recorded, "sold" emitted and the record marked sold,
-// or the record becomes refunding when the comic is gone. KEYS inv, sale
-// list, inventory zset, events stream, txn, purchases zset; ARGV comic id,
-// sale JSON (gen 0, set here), email (JSON), txn id (JSON), price, now ms,
-// trace id, txn id. Returns {state, gen}: the record's state after the call.
+// sellScript sells a charged purchase (or marks it refunding when the
+// comic is gone). KEYS inv, sale list, inventory zset, events stream, txn,
+// purchases zset; ARGV comic id, sale JSON, email (JSON), txn id (JSON),
+// price, now ms, trace id, txn id. Returns {state, gen}.
 var sellScript = redis.NewScript(`
 local st = redis.call('HGET', KEYS[5], 'state')
 if st ~= 'charging' then return {st or 'missing', tonumber(redis.call('HGET', KEYS[5], 'gen') or '0')} end
@@ -60,10 +57,10 @@ local ev = '{"kind":"sold","comic_id":"' .. ARGV[1] .. '","gen":' .. gen .. ',"a
 redis.call('XADD', KEYS[4], '*', 'key', ARGV[1], 'type', 'comic.event', 'payload', ev)
 return {'sold', tonumber(gen)}`)
 
-// refundedScript marks a refunded purchase refunded and removes the
-// buyer's history entry and ledger record of the comic. KEYS txn,
-// purchases zset, notified, ledger key, events stream; ARGV txn id, email,
-// forgotten event JSON, comic id. Returns 1 when this call closed it.
+// refundedScript marks a purchase refunded and forgets the buyer's
+// notification. KEYS txn, purchases zset, notified, ledger key, events
+// stream; ARGV txn id, email, event JSON, comic id. Returns 1 when this
+// call closed it.
 var refundedScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'state') ~= 'refunding' then return 0 end
 redis.call('HSET', KEYS[1], 'state', 'refunded')
@@ -75,9 +72,8 @@ end
 redis.call('DEL', KEYS[4])
 return 1`)
 
-// declinedScript drops a purchase whose charge was declined: nothing was
-// charged, and a later try of the same transaction starts afresh. KEYS
-// txn, purchases zset; ARGV txn id.
+// declinedScript drops a declined purchase, so a retry starts afresh.
+// KEYS txn, purchases zset; ARGV txn id.
 var declinedScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'state') ~= 'charging' then return 0 end
 redis.call('DEL', KEYS[1])

@@ -13,28 +13,27 @@ import (
 	"unicode"
 )
 
-// MaxIssueNumber bounds the issue numbers of a range filter; a comic's
-// larger number compares as MaxIssueNumber+1.
+// MaxIssueNumber bounds an issue range; a larger issue compares as
+// MaxIssueNumber+1.
 const MaxIssueNumber = 100_000
 
-// Range is a range filter of a subscription body: the comic's value v of a
-// ranged field (grade, issue, price_cents, year) matches when Lo ≤ v ≤ Hi.
-// Bounds are in index units: grades in tenths, the issue's leading number,
-// the others as they are. An open bound is the field's limit.
+// Range is a range filter of a subscription body: a comic's value v of a
+// ranged field (grade, issue, price_cents, year) matches when Lo ≤ v ≤ Hi,
+// in index units (grades in tenths, the issue's leading number). An open
+// bound is the field's limit.
 type Range struct {
 	Lo, Hi int64
 	// Suffix is, for issue, what follows the number ("A" of "12A"),
-	// matched exactly (case-insensitively); "" for plain numbers.
+	// matched case-insensitively.
 	Suffix string
 	grade  bool
 }
 
-// Range operators: "gte" (≥) and "lte" (≤), both for between; "suffix"
-// for issue.
 const (
+	// Range operators.
 	opGte, opLte, opSuffix = "gte", "lte", "suffix"
-	// Pattern tokens of a ranged field: the range is indexed by its lower
-	// bound (name>=), or by its upper one when it has only that (name<=).
+	// Pattern tokens of a range indexed by its lower bound (>=) or, when
+	// it has only that, its upper one (<=).
 	tokLo, tokHi = ">=", "<="
 )
 
@@ -69,8 +68,8 @@ func (f fieldSpec) unitLimits() (int64, int64) {
 	return f.min, f.max
 }
 
-// parseRange decodes {"gte": x, "lte": y} (either or both; "suffix" too
-// for issue) with bounds within the field's limits.
+// parseRange decodes {"gte": x, "lte": y} (either or both; "suffix" for
+// issue) within the field's limits.
 func (f fieldSpec) parseRange(raw json.RawMessage) (Range, error) {
 	dec := json.NewDecoder(bytes.NewReader(raw))
 	dec.UseNumber()
@@ -149,8 +148,7 @@ func (f fieldSpec) display(n int64) string {
 }
 
 // issueNumber splits an issue into its leading number (at most
-// MaxIssueNumber+1) and its suffix as the index compares it; ok is false
-// when the issue does not start with a digit.
+// MaxIssueNumber+1) and its index suffix; ok is false without a number.
 func issueNumber(issue string) (n int64, suffix string, ok bool) {
 	i := strings.IndexFunc(issue, func(r rune) bool { return r < '0' || r > '9' })
 	if i < 0 {
@@ -167,7 +165,7 @@ func issueNumber(issue string) (n int64, suffix string, ok bool) {
 }
 
 // unitValue is a comic's value of a ranged field in index units; ok is
-// false when it has none (an issue without a leading number).
+// false when it has none.
 func unitValue(b Body, field string) (int64, bool) {
 	switch v := b[field].(type) {
 	case float64:
@@ -181,8 +179,8 @@ func unitValue(b Body, field string) (int64, bool) {
 	return 0, false
 }
 
-// rangeToken is a ranged field's pattern token: name>= when the range has
-// a lower bound past the field's limit, name<= otherwise.
+// rangeToken is a ranged field's pattern token: name>= with a lower
+// bound, name<= otherwise.
 func rangeToken(name string, r Range) string {
 	spec, _ := specOf(name)
 	if lo, _ := spec.unitLimits(); r.Lo > lo {
@@ -191,8 +189,7 @@ func rangeToken(name string, r Range) string {
 	return name + tokHi
 }
 
-// splitToken returns a pattern token's field and its range side ("" for
-// an exact field).
+// splitToken returns a pattern token's field and range side ("": exact).
 func splitToken(tok string) (field, side string) {
 	if strings.HasSuffix(tok, tokLo) || strings.HasSuffix(tok, tokHi) {
 		return tok[:len(tok)-2], tok[len(tok)-2:]
@@ -200,7 +197,7 @@ func splitToken(tok string) (field, side string) {
 	return tok, ""
 }
 
-// rangeTokens returns the ranged tokens of a pattern's, in order.
+// rangeTokens returns a pattern's ranged tokens, in order.
 func rangeTokens(toks []string) []string {
 	var out []string
 	for _, t := range toks {
@@ -211,10 +208,9 @@ func rangeTokens(toks []string) []string {
 	return out
 }
 
-// indexEntry returns the index member and score of a subscription of
-// pattern toks: its id and score "" for an exact pattern; else the id
-// followed by "|lo:hi" per ranged field, scored by the first ranged field's
-// indexed bound.
+// indexEntry returns a subscription's index member and score: its id and
+// "" for an exact pattern, else the id and "|lo:hi" per ranged field,
+// scored by the first one's indexed bound.
 func indexEntry(id string, b Body, toks []string) (member, score string) {
 	rt := rangeTokens(toks)
 	if len(rt) == 0 {
@@ -235,15 +231,15 @@ func indexEntry(id string, b Body, toks []string) (member, score string) {
 	return sb.String(), score
 }
 
-// rangeQuery is a comic's lookup of a ranged pattern: the score bounds of
-// the index read, and the comic's value of each ranged field.
+// rangeQuery is a comic's lookup of a ranged pattern: the score bounds to
+// read and the comic's value of each ranged field.
 type rangeQuery struct {
 	min, max string
 	values   []int64
 }
 
-// queryOf returns the range lookup of comic b in pattern toks (nil for an
-// exact pattern); ok is false when the comic cannot match the pattern.
+// queryOf returns comic b's lookup in pattern toks (nil: exact); ok is
+// false when b cannot match it.
 func queryOf(b Body, toks []string) (q *rangeQuery, ok bool) {
 	rt := rangeTokens(toks)
 	if len(rt) == 0 {
@@ -266,8 +262,7 @@ func queryOf(b Body, toks []string) (q *rangeQuery, ok bool) {
 	return q, true
 }
 
-// matches reports whether an index member read by q holds every value of
-// q, and returns its subscription id.
+// matches returns a member's id and whether its ranges hold q's values.
 func (q *rangeQuery) matches(member string) (string, bool) {
 	id, rest, _ := strings.Cut(member, "|")
 	for _, x := range q.values {

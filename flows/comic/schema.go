@@ -10,7 +10,6 @@ import (
 	"maps"
 	"math"
 	"slices"
-	"sort"
 	"strconv"
 	"strings"
 	"unicode"
@@ -31,8 +30,7 @@ const (
 	MaxPriceCents = 1_000_000_000
 )
 
-// ErrInvalid is wrapped by every validation error; use errors.As with
-// *FieldError to learn the field at fault.
+// ErrInvalid is wrapped by every validation error, a *FieldError.
 var ErrInvalid = errors.New("comic: invalid")
 
 // FieldError names the field at fault and why.
@@ -52,9 +50,8 @@ func (e *FieldError) Error() string {
 // Unwrap makes every FieldError match ErrInvalid.
 func (e *FieldError) Unwrap() error { return ErrInvalid }
 
-// Comic is a comic book for sale. Its fields are in alphabetical order of
-// their JSON names, so its JSON encoding is the canonical ("alphabetized")
-// form that gives the comic its identity (see ID).
+// Comic is a comic book for sale. Its fields are in the order of their
+// JSON names, so its JSON is the canonical form (see ID).
 type Comic struct {
 	// Grade is the CGC grade, one of CGCGrades (0.5 to 10.0).
 	Grade float64 `json:"grade"`
@@ -89,8 +86,8 @@ const (
 	kindBool
 )
 
-// fieldSpec is one field of the schema: the single source of the
-// validator, the published JSON Schema and the index.
+// fieldSpec is one field of the schema, for the validator, the JSON
+// Schema and the index.
 type fieldSpec struct {
 	name     string
 	kind     fieldKind
@@ -103,8 +100,7 @@ type fieldSpec struct {
 	doc      string
 }
 
-// fields are the schema's fields in alphabetical order. Their count n
-// gives the 2^n SearchPatterns.
+// fields are the schema's fields in alphabetical order.
 var fields = []fieldSpec{
 	{name: "grade", kind: kindGrade, required: true, ranged: true, doc: "CGC grade, one of the CGC scale from 0.5 to 10.0"},
 	{name: "issue", kind: kindString, minLen: 1, maxLen: 16, required: true, ranged: true, doc: "issue number as printed"},
@@ -119,11 +115,11 @@ var fields = []fieldSpec{
 }
 
 func specOf(name string) (fieldSpec, bool) {
-	i := sort.Search(len(fields), func(i int) bool { return fields[i].name >= name })
-	if i < len(fields) && fields[i].name == name {
-		return fields[i], true
+	i, ok := slices.BinarySearchFunc(fields, name, func(f fieldSpec, n string) int { return strings.Compare(f.name, n) })
+	if !ok {
+		return fieldSpec{}, false
 	}
-	return fieldSpec{}, false
+	return fields[i], true
 }
 
 // Body is a validated partial comic: field name to string, int64, float64
@@ -148,9 +144,8 @@ func ParseComic(raw []byte) (Comic, error) {
 	return b.comic(), nil
 }
 
-// ParseBody decodes and validates a partial comic (a subscription body):
-// the same rules as ParseComic, but no field is required, and grade,
-// issue, price_cents and year may be a range {"gte": x, "lte": y}.
+// ParseBody decodes and validates a subscription body: ParseComic's rules,
+// but no field required, and ranged fields may be a Range.
 func ParseBody(raw []byte) (Body, error) { return parseBody(raw, true) }
 
 func parseBody(raw []byte, ranges bool) (Body, error) {
@@ -253,8 +248,8 @@ func (f fieldSpec) parse(raw json.RawMessage) (any, error) {
 	return nil, errors.New("unknown kind")
 }
 
-// clipName makes outside input quoted in an error printable: at most 64
-// bytes cut at a rune boundary, control characters as '?'.
+// clipName makes input quoted in an error printable: at most 64 bytes,
+// control characters and invalid UTF-8 as '?'.
 func clipName(s string) string {
 	return strings.ToValidUTF8(strings.Map(func(r rune) rune {
 		if unicode.IsControl(r) {
@@ -316,13 +311,12 @@ func (b Body) Pattern() string {
 		}
 		names = append(names, k)
 	}
-	sort.Strings(names)
+	slices.Sort(names)
 	return strings.Join(names, ",")
 }
 
-// indexValue is the value of one field as the index compares it: strings
-// case-folded with inner white space collapsed (so "Amazing  Spider-Man"
-// and "amazing spider-man" match), numbers in decimal.
+// indexValue is a field's value as the index compares it: strings
+// case-folded with white space collapsed, numbers in decimal.
 func indexValue(v any) string {
 	switch x := v.(type) {
 	case string:
@@ -339,9 +333,8 @@ func indexValue(v any) string {
 	return fmt.Sprint(v)
 }
 
-// valuesHash identifies the exact values of a pattern's tokens in b, as
-// the index compares them; of a ranged field only the issue's suffix
-// counts (the index orders the rest by bounds).
+// valuesHash identifies b's exact values of a pattern's tokens; of a
+// ranged field only the issue's suffix counts.
 func valuesHash(b Body, names []string) string {
 	var sb strings.Builder
 	for _, n := range names {

@@ -1,9 +1,10 @@
 package comic
 
 import (
+	"cmp"
 	"context"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 
@@ -70,12 +71,8 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 			out.Patterns[i].ExtraShards += n
 		}
 	}
-	sort.Slice(out.Patterns, func(i, j int) bool {
-		a, b := out.Patterns[i], out.Patterns[j]
-		if a.Subscriptions != b.Subscriptions {
-			return a.Subscriptions > b.Subscriptions
-		}
-		return a.Pattern < b.Pattern
+	slices.SortFunc(out.Patterns, func(a, b PatternStat) int {
+		return cmp.Or(cmp.Compare(b.Subscriptions, a.Subscriptions), strings.Compare(a.Pattern, b.Pattern))
 	})
 	for i, f := range fields {
 		fs := FieldStat{Field: f.name, Distinct: cards[i].Val()}

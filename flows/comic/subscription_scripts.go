@@ -9,14 +9,12 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// createScript stores a subscription with all its index entries. KEYS
-// subs, email set, patterns, index shard, field totals, version, bloat,
-// the tenant's email set, then one field-stats zset per field of the
-// pattern; ARGV id, record, pattern, bloat field, max per email, bloat
-// threshold, shard, index member, its score ("": the index is a set, else
-// a zset of a ranged pattern), then the index values and the field names.
-// Returns 1, 0 for a duplicate, -1 when the tenant has too many for the
-// email. A full shard starts the next one and moves the version.
+// createScript stores a subscription with all its index entries; a full
+// shard starts the next one. KEYS subs, email set, patterns, index shard,
+// field totals, version, bloat, tenant email set, then a field-stats zset
+// per field; ARGV id, record, pattern, bloat field, max per email, bloat
+// threshold, shard, index member, its score ("": a set index), then the
+// index values and field names. Returns 1, 0 duplicate, -1 too many.
 var createScript = script.New(`
 if redis.call('HEXISTS', KEYS[1], ARGV[1]) == 1 then return 0 end
 if redis.call('SCARD', KEYS[8]) >= tonumber(ARGV[5]) then return -1 end
@@ -83,9 +81,9 @@ func (s *Store) scriptArgs(sub Subscription, b Body, vh string) ([]string, []any
 	return keys, args
 }
 
-// CreateMany creates subscriptions in pipelined batches of Create's script
-// and returns how many were created. Duplicates and subscriptions over
-// MaxPerEmail are skipped; the first invalid one stops the import.
+// CreateMany creates subscriptions in pipelined batches and returns how
+// many were created, skipping duplicates and those over MaxPerEmail; the
+// first invalid one stops it.
 func (s *Store) CreateMany(ctx context.Context, subs []NewSubscription) (int, error) {
 	if err := createScript.Load(ctx, s.rdb); err != nil {
 		return 0, fmt.Errorf("comic: load script: %w", err)

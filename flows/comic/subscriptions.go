@@ -9,7 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"sort"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
@@ -26,42 +26,33 @@ var (
 	ErrDuplicate = errors.New("comic: duplicate subscription")
 	// ErrNotFound: no such subscription (or comic).
 	ErrNotFound = errors.New("comic: not found")
-	// ErrTooMany: the tenant has MaxPerEmail subscriptions of the email
-	// already.
+	// ErrTooMany: the tenant has MaxPerEmail subscriptions of the email.
 	ErrTooMany = errors.New("comic: too many subscriptions for this email")
 )
 
-// Subscription asks that Email be told about every comic matching Body
-// (a partial comic: every field of Body equal, strings case-insensitively).
+// Subscription asks that Email be told about every comic matching Body.
 type Subscription struct {
-	// ID is derived from (email, canonical body), so it is the same for
-	// the same request.
+	// ID derives from (tenant, email, canonical body).
 	ID string `json:"id"`
-	// Tenant is the caller's, set by the API; only it and admin keys see
-	// the subscription. A non-Open tenant is hashed into the id.
+	// Tenant is the caller's; only it and admin keys see the subscription.
 	Tenant string `json:"tenant,omitempty" openapi:"readonly"`
 	Email  string `json:"email"`
-	// Body is the canonical form of the partial comic.
+	// Body is the canonical partial comic.
 	Body BodyJSON `json:"body"`
-	// Pattern is the body's SearchPattern (its sorted field names).
+	// Pattern is the body's SearchPattern.
 	Pattern string `json:"pattern"`
-	// Shard is the shard of its value set the subscription is indexed in:
-	// 0, or k once the set is bloated (see StoreConfig.BloatThreshold).
-	// Records of the earlier layout read as 0.
+	// Shard is the index shard it is in (see StoreConfig.BloatThreshold).
 	Shard int `json:"value_shard"`
-	// NotifyURL, when set, is the subscriber's own destination (a POST
-	// /notify webhook); otherwise the flow's destination is used.
+	// NotifyURL is the subscriber's own POST /notify destination; "": the flow's.
 	NotifyURL string `json:"notify_url,omitempty"`
-	// Secret signs notifications to NotifyURL; it is shown only in the
-	// answer that creates the subscription.
+	// Secret signs notifications to NotifyURL; shown only on creation.
 	Secret    string    `json:"secret,omitempty"`
 	CreatedAt time.Time `json:"created_at"`
 }
 
 // StoreConfig configures a Store.
 type StoreConfig struct {
-	// MaxPerEmail bounds the subscriptions one tenant holds for one
-	// email (each tenant has its own cap). Default 1000.
+	// MaxPerEmail bounds one tenant's subscriptions of one email. Default 1000.
 	MaxPerEmail int
 	// BloatThreshold is the index set size past which a new shard starts,
 	// so no SMEMBERS blocks Redis long. Default 10000.
@@ -104,8 +95,7 @@ func (c StoreConfig) Validate() error {
 //	ds:{comic-subs}:comic:fieldtotal               hash: field → subscriptions constraining it
 //	ds:{comic-subs}:comic:patver                   counter: changes of the active patterns and shards
 //
-// Create and Delete each update all of them in one script
-// (subscription_scripts.go).
+// Create and Delete each update all of them in one script.
 type Store struct {
 	rdb redis.UniversalClient
 	cfg StoreConfig
@@ -141,8 +131,8 @@ func ValidateNotifyURL(s string) error {
 	return nil
 }
 
-// Create stores a subscription of email to body, with its secret; errors
-// wrap ErrInvalid (a *FieldError), ErrDuplicate or ErrTooMany.
+// Create stores a subscription of email to body; errors wrap ErrInvalid
+// (a *FieldError), ErrDuplicate or ErrTooMany.
 func (s *Store) Create(ctx context.Context, email string, body json.RawMessage, notifyURL string) (Subscription, error) {
 	return s.CreateFor(ctx, tenancy.Open, email, body, notifyURL)
 }
@@ -181,8 +171,7 @@ type NewSubscription struct {
 	NotifyURL string
 }
 
-// newSubscription validates a request and returns the subscription and
-// its body; errors name fields "body.<field>".
+// newSubscription validates a request; errors name fields "body.<field>".
 func (s *Store) newSubscription(in NewSubscription) (Subscription, Body, error) {
 	email, err := NormalizeEmail(in.Email)
 	if err != nil {
@@ -262,11 +251,8 @@ func (s *Store) ByEmailIn(ctx context.Context, v tenancy.View, email string) ([]
 		sub.Secret = ""
 		out = append(out, sub)
 	}
-	sort.Slice(out, func(i, j int) bool {
-		if !out[i].CreatedAt.Equal(out[j].CreatedAt) {
-			return out[i].CreatedAt.Before(out[j].CreatedAt)
-		}
-		return out[i].ID < out[j].ID
+	slices.SortFunc(out, func(a, b Subscription) int {
+		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 	})
 	return out, nil
 }
@@ -295,14 +281,13 @@ func (s *Store) load(ctx context.Context, ids []string) ([]Subscription, error) 
 	return out, nil
 }
 
-// Delete removes a subscription and its index entries. The error wraps
+// Delete removes a subscription and its index entries; the error wraps
 // ErrNotFound when there is none.
 func (s *Store) Delete(ctx context.Context, id string) error {
 	return s.DeleteIn(ctx, tenancy.View{All: true}, id)
 }
 
-// DeleteIn is Delete of a subscription v sees: another tenant's is
-// ErrNotFound.
+// DeleteIn is Delete of a subscription v sees; another tenant's is ErrNotFound.
 func (s *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error {
 	sub, err := s.Get(ctx, id)
 	if err == nil && !v.Sees(sub.Tenant) {

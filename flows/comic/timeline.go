@@ -1,10 +1,11 @@
 package comic
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
-	"sort"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -88,9 +89,8 @@ func (s *Flow) Timeline(ctx context.Context, id string) (HoldTimeline, error) {
 		}
 	}
 	for _, w := range tl.Waves {
-		sort.Slice(w.Notifications, func(i, j int) bool {
-			a, b := w.Notifications[i], w.Notifications[j]
-			return a.At.Before(b.At) || a.At.Equal(b.At) && a.SubscriptionID < b.SubscriptionID
+		slices.SortFunc(w.Notifications, func(a, b WaveNotice) int {
+			return cmp.Or(a.At.Compare(b.At), strings.Compare(a.SubscriptionID, b.SubscriptionID))
 		})
 	}
 	if s.Sales != nil {

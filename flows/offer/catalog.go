@@ -1,6 +1,7 @@
 package offer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -48,9 +49,8 @@ func changesKey(h string) string { return catalogKey("changes", h) }
 func versionKey(h string) string { return catalogKey("version", h) }
 
 // putScript moves or writes an offer if the index still holds the handler
-// the caller read (ARGV[3], "" for none): 1 created, 0 replaced, -1 when
-// the index changed. Change entries carry the handler's version v and the
-// catalog's epoch e, which a result records.
+// the caller read (ARGV[3]): 1 created, 0 replaced, -1 index changed.
+// Change entries carry the handler's version v and the catalog epoch e.
 var putScript = redis.NewScript(`
 local cur = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 if cur ~= ARGV[3] then return -1 end
@@ -123,11 +123,8 @@ func (c *Catalog) Put(ctx context.Context, offers ...Offer) (created []bool, err
 		cmds := make([]*redis.Cmd, end-start)
 		for i := start; i < end; i++ {
 			old, _ := cur[i-start].(string)
-			oldH := old
-			if oldH == "" {
-				oldH = offers[i].Handler
-			}
 			h := offers[i].Handler
+			oldH := cmp.Or(old, h)
 			cmds[i-start] = putScript.EvalSha(ctx, pipe, []string{indexKey, offersKey(h), changesKey(h), versionKey(h), epochKey,
 				offersKey(oldH), changesKey(oldH), versionKey(oldH)}, ids[i], h, old, bodies[i], c.cfg.ChangeLogLength)
 		}
@@ -203,8 +200,7 @@ func (c *Catalog) Delete(ctx context.Context, id string) error {
 }
 
 // List returns limit offers from cursor ("" to start) and the next ("" at
-// the end), with HSCAN's guarantees. A malformed cursor wraps
-// ErrInvalidOffer.
+// the end), with HSCAN's guarantees; a bad cursor wraps ErrInvalidOffer.
 func (c *Catalog) List(ctx context.Context, cursor string, limit int) ([]Offer, string, error) {
 	cur, skip, err := parseListCursor(cursor)
 	if err != nil {

@@ -17,10 +17,9 @@ import (
 // Name is the flow name: the prefix of its stages, topics and keys.
 const Name = "offer"
 
-// HandlerSpec is one handler service: its tag (what each offer records in
-// the SellOffers index) and its pricing kind.
+// HandlerSpec is one handler service: its tag (1-32 characters of
+// [a-z0-9_-]) and its pricing kind.
 type HandlerSpec struct {
-	// Tag names the handler: 1-32 characters of [a-z0-9_-].
 	Tag  string
 	Kind Kind
 }
@@ -28,49 +27,43 @@ type HandlerSpec struct {
 // DefaultHandlers are three handlers of the two kinds.
 var DefaultHandlers = []HandlerSpec{{"standard", KindStandard}, {"auction", KindAuction}, {"wholesale", KindStandard}}
 
-// Config configures the offer flow. The zero value of every field means its
-// documented default; WithDefaults fills them and Validate checks them.
+// Config configures the offer flow. Zero fields take their defaults.
 type Config struct {
-	// Partitions of the fan-out topics and of the result keys. Default 8.
+	// Partitions of the fan-out topics and result keys. Default 8.
 	Partitions int
 	// Handlers are the handler services. Default DefaultHandlers.
 	Handlers []HandlerSpec
-	// ResultTTL is how long a complete logical result is served from the
-	// cache. Default 5m.
+	// ResultTTL is how long a complete result is served. Default 5m.
 	ResultTTL time.Duration
-	// ResultGrace is how long an expired result's keys are kept, so
-	// GET /v1/offers/results/{id} can still show it. Default 1m.
+	// ResultGrace is how long an expired result stays readable. Default 1m.
 	ResultGrace time.Duration
 	// ProcessingTimeout is how long a result may stay processing before a
-	// new request computes it again. Default 3m.
+	// new search computes it again. Default 3m.
 	ProcessingTimeout time.Duration
-	// MaxWait is how long a search waits for its result before answering
-	// 202 with the result id. Default 2s.
+	// MaxWait is how long a search waits before answering 202. Default 2s.
 	MaxWait time.Duration
 	// TranslateTTL is how long a TranslateIds cache record lives. Default 1h.
 	TranslateTTL time.Duration
 	// OrderPriceTTL is how long an orderPrice record is served. Default 10m.
 	OrderPriceTTL time.Duration
-	// ChangeLogLength caps each handler's change stream (approximately);
-	// a handler view that falls further behind reloads. Default 100000.
+	// ChangeLogLength caps each handler's change stream (approximately).
+	// Default 100000.
 	ChangeLogLength int64
-	// FreshBound: no search serves a result that may miss a change older
-	// than it; while Flow.RunFresh lags that much, searches bypass the
-	// cache. Default 1s.
+	// FreshBound is the oldest change a served result may miss; while
+	// Flow.RunFresh lags more, searches bypass the cache. Default 1s.
 	FreshBound time.Duration
-	// FreshBlock bounds the keeper's blocking read. Default 500ms, at most
-	// FreshBound.
+	// FreshBlock bounds the keeper's blocking read, at most FreshBound.
+	// Default 500ms.
 	FreshBlock time.Duration
-	// Notify publishes standing searches' notification requests; nil: none.
+	// Notify publishes standing searches' notifications; nil: none.
 	Notify func(ctx context.Context, reqs ...notifier.Request) error
 	// Subscriber returns nil when v sees subscriber id, else an error
 	// wrapping subscriber.ErrNotFound; nil refuses every subscriber.
 	Subscriber func(ctx context.Context, v tenancy.View, id string) error
-	// MaxStandingPerCaller caps the standing searches each API caller
-	// holds (internal/quota). Default 100.
+	// MaxStandingPerCaller caps each API caller's standing searches. Default 100.
 	MaxStandingPerCaller int
-	// Runner tunes the handler stages: HandlerTimeout defaults to 15s, other
-	// zero timings derive from ProcessingTimeout.
+	// Runner tunes the handler stages: HandlerTimeout defaults to 15s,
+	// other zero timings derive from ProcessingTimeout.
 	Runner stream.RunnerConfig
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -179,10 +172,8 @@ func (c Config) resultTag(resultID string) (int, string) {
 	return p, t.HashTag(p)
 }
 
-// Stage names.
-const (
-	StageHistory = "offer-history" // writes the search history to ClickHouse.
-)
+// StageHistory writes the search history to ClickHouse.
+const StageHistory = "offer-history"
 
 // StageHandler is the name of a handler's stage.
 func StageHandler(tag string) string { return "offer-handler-" + tag }

@@ -1,11 +1,10 @@
 // Package offer is the sell-offer flow: offers held by several handler
 // services, and filter searches answered from a cache of logical results.
 //
-// A Catalog holds the offers by handler, with a version counter and a
-// change stream per handler. Flow.Search hashes the canonical filter into
-// a result id; one script serves the cached result, joins one being
-// computed, or sends one message per handler stage ("offer-handler-<tag>"),
-// whose matches complete the result and wake the waiting searches.
+// A Catalog holds the offers by handler, each with a change stream.
+// Flow.Search hashes the canonical filter into a result id; one script
+// serves the cached result, joins one being computed, or sends one message
+// per handler stage, whose matches complete the result.
 //
 // Keys of result R in partition p:
 //

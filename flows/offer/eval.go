@@ -11,24 +11,18 @@ import (
 type Match struct {
 	OfferID string `json:"offerId"`
 	Handler string `json:"handler"`
-	// Prices are the aggregates over the filter's combinations; nil when
-	// the filter has no price element.
-	Prices *Stats `json:"prices,omitempty"`
+	Prices  *Stats `json:"prices,omitempty"` // nil without a price element
 }
 
-// program is a compiled filter: a conjunction of predicates and at most one
-// price element.
+// program is a compiled filter: a conjunction of predicates and at most
+// one price element.
 type program struct {
-	preds []func(*Offer) bool
-	// products, when set, are the product ids of the first product
-	// element: only their offers can match.
-	products []string
+	preds    []func(*Offer) bool
+	products []string // the first product element's ids: only their offers match
 	price    *Element
 	combos   []Combination
-	// cached marks combinations priced from the orderPrice cache (false:
-	// none).
-	cached map[Combination]bool
-	prices map[Combination]int64
+	cached   map[Combination]bool // priced from the orderPrice cache
+	prices   map[Combination]int64
 }
 
 // compile turns a validated filter into a program.

@@ -141,8 +141,7 @@ func (s *Flow) seedDemo(ctx context.Context) error {
 	return err
 }
 
-// Warm loads every handler's view of its offers, which the first message
-// of a handler copy does otherwise.
+// Warm loads every handler's view, as a handler's first message would.
 func (s *Flow) Warm(ctx context.Context) error {
 	for _, h := range s.cfg.Handlers {
 		v := s.views[h.Tag]
@@ -156,8 +155,7 @@ func (s *Flow) Warm(ctx context.Context) error {
 	return nil
 }
 
-// Stages returns one stage per handler, "offer-handler-<tag>", each over
-// its own fan-out topic.
+// Stages returns one stage per handler over its own fan-out topic.
 func (s *Flow) Stages() []stream.Stage {
 	out := make([]stream.Stage, 0, len(s.cfg.Handlers))
 	for _, h := range s.cfg.Handlers {

@@ -17,20 +17,17 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// ServiceFresh is the freshness keeper among the flow's services
-// (Flow.RunFresh).
+// ServiceFresh is the freshness keeper service (Flow.RunFresh).
 const ServiceFresh = "offer-fresh"
 
-// freshKey is the hash of the keeper's position in each handler's change
-// stream: handler tag → the last change applied (entry id), and
-// "v:"+tag → its version.
+// freshKey is the keeper's position: handler tag → the last change
+// applied, "v:"+tag → its version.
 var freshKey = catalogKey("fresh")
 
-// guardScript tells whether the keeper lags (a change after its position is
-// older than the bound, by the server's clock) and returns the catalog
-// epoch a result computed now reflects. KEYS: the keeper's position, the
-// epoch, then each handler's change stream. ARGV: bound ms, then the
-// handler tags. Returns {1 when the keeper lags else 0, epoch}.
+// guardScript returns {1 when the keeper lags past the bound (by the
+// server's clock) else 0, the catalog epoch}. KEYS: the keeper's
+// position, the epoch, each handler's change stream. ARGV: bound ms, the
+// handler tags.
 var guardScript = script.New(`
 local t = redis.call('TIME')
 local cutoff = tonumber(t[1]) * 1000 + math.floor(tonumber(t[2]) / 1000) - tonumber(ARGV[1])
@@ -65,13 +62,12 @@ func (s *Flow) guard(ctx context.Context) (bool, int64, error) {
 	return r[0] == 1, r[1], nil
 }
 
-// invalidateScript invalidates one partition's results that a change after
-// their epoch affects: their data holds the offer, the offer now matches
-// (the forced epoch), or its handler has not answered yet. A complete
-// result expires now; a processing one is marked invalidated and completes
-// already expired. KEYS: per result main, data, waiting. ARGV: now ms,
-// change count n, n triples (offer id, handler, epoch), then per result
-// its forced epoch (0: none). Returns how many results it invalidated.
+// invalidateScript invalidates the results a change after their epoch
+// affects (their data holds the offer, it now matches, or its handler is
+// still waited for): a complete one expires now, a processing one
+// completes expired. KEYS: per result main, data, waiting. ARGV: now ms,
+// n, n triples (offer id, handler, epoch), then per result its forced
+// epoch (0: none). Returns how many it invalidated.
 var invalidateScript = script.New(`
 local now = ARGV[1]
 local n = tonumber(ARGV[2])
@@ -105,30 +101,24 @@ for r = 0, #KEYS / 3 - 1 do
 end
 return count`)
 
-// change is one entry of a handler's change stream, with the offer's body
-// under that handler now (nil when the handler no longer holds it).
+// change is one entry of a handler's change stream, with the offer as the
+// handler holds it now (nil: no more).
 type change struct {
-	handler string
-	id      string
-	entry   string
-	version int64
-	epoch   int64
-	at      time.Time
-	offer   *Offer
+	handler, id, entry string
+	version, epoch     int64
+	at                 time.Time
+	offer              *Offer
 }
 
-// keeper is the freshness keeper's state: its position in the change
-// streams and the compiled filters of the results it has seen.
+// keeper is the freshness keeper's state.
 type keeper struct {
-	mu       sync.Mutex
-	pos      map[string]string
-	ver      map[string]int64
-	programs map[string]*program
-	// priceOffers are the offer ids of the orderPrice records it has seen.
-	priceOffers map[string][]string
-	// searches are the standing searches and the catalog epoch of
-	// standing searches they were read at.
-	searches      []standing
+	mu          sync.Mutex
+	pos         map[string]string   // change stream positions by handler
+	ver         map[string]int64    // versions by handler
+	programs    map[string]*program // compiled filters by result id
+	priceOffers map[string][]string // offer ids by orderPrice id
+	searches    []standing
+	// searchesEpoch is standingEpoch when searches were read.
 	searchesEpoch string
 	initPending   bool
 }
@@ -137,8 +127,8 @@ type keeper struct {
 const maxPrograms = 10000
 
 // RunFresh (ServiceFresh) follows the change streams, invalidating results
-// and notifying standing searches, then records its position, until ctx
-// ends (then nil). It is idempotent; more copies are harmless.
+// and notifying standing searches, until ctx ends (then nil). More copies
+// are harmless.
 func (s *Flow) RunFresh(ctx context.Context) error {
 	k := &keeper{pos: map[string]string{}, ver: map[string]int64{}, programs: map[string]*program{}, priceOffers: map[string][]string{}}
 	for ctx.Err() == nil {
@@ -153,8 +143,7 @@ func (s *Flow) RunFresh(ctx context.Context) error {
 	return nil
 }
 
-// freshStep reads one batch of changes (waiting up to FreshBlock), applies
-// it, and flushes the standing searches' notifications.
+// freshStep reads and applies one batch of changes, then flushes the outbox.
 func (s *Flow) freshStep(ctx context.Context, k *keeper) error {
 	k.mu.Lock()
 	defer k.mu.Unlock()
@@ -194,8 +183,7 @@ func (s *Flow) freshStep(ctx context.Context, k *keeper) error {
 	}
 	gap := false
 	for _, c := range changes {
-		// Versions of a handler's changes run from 1 without holes: a
-		// hole is changes trimmed before the keeper applied them.
+		// A hole in a handler's versions is changes trimmed unapplied.
 		if v := k.ver[c.handler]; c.version != v+1 {
 			gap = true
 		}
@@ -233,8 +221,7 @@ func (s *Flow) freshStep(ctx context.Context, k *keeper) error {
 // freshBatch bounds the changes one step reads per handler.
 const freshBatch = 1000
 
-// readChanges decodes a read of the change streams, with each changed
-// offer's current body under its handler.
+// readChanges decodes a read of the change streams, with each offer now.
 func (s *Flow) readChanges(ctx context.Context, xs []redis.XStream) ([]change, error) {
 	var out []change
 	pipe := s.rdb.Pipeline()
@@ -284,8 +271,7 @@ func (s *Flow) readChanges(ctx context.Context, xs []redis.XStream) ([]change, e
 // invalidateChunk is how many results one invalidate script checks.
 const invalidateChunk = 200
 
-// invalidate invalidates the live results the changes affect, or all of
-// them when all is set (changes were trimmed before the keeper got them).
+// invalidate invalidates the live results the changes affect, or all.
 func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all bool) error {
 	nowMs := s.cfg.Now().UnixMilli()
 	lives, err := readLive(ctx, s, s.cfg.liveKey, k.programs, maxPrograms, "logicalElement",
@@ -347,8 +333,8 @@ func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all 
 	return nil
 }
 
-// forcedEpoch returns the epoch of the latest change whose offer, as it
-// is now, matches prog, or 0.
+// forcedEpoch returns the epoch of the latest change whose offer now
+// matches prog, or 0.
 func (s *Flow) forcedEpoch(prog *program, changes []change) int64 {
 	var e int64
 	for _, c := range changes {
@@ -366,15 +352,7 @@ func (s *Flow) forcedEpoch(prog *program, changes []change) int64 {
 	return e
 }
 
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
-// CaughtUp reports whether the freshness keeper has applied every change
-// the change streams hold now.
+// CaughtUp reports whether the keeper has applied every change there is.
 func (s *Flow) CaughtUp(ctx context.Context) (bool, error) {
 	pipe := s.rdb.Pipeline()
 	pos := pipe.HGetAll(ctx, freshKey)
@@ -394,7 +372,7 @@ func (s *Flow) CaughtUp(ctx context.Context) (bool, error) {
 }
 
 // readLive drops expired ids from the live indexes and returns the rest by
-// partition, decoding uncached ones into cache (cleared past limit).
+// partition, decoding new ones into cache (cleared past limit).
 func readLive[T any](ctx context.Context, s *Flow, liveKey func(int) string, cache map[string]T, limit int,
 	field string, key func(string) string, decode func(string) (T, bool)) ([][]string, error) {
 	now := strconv.FormatInt(s.cfg.Now().UnixMilli(), 10)

@@ -9,10 +9,9 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// priceInvalidateScript deletes one partition's orderPrice records that a
-// change after their epoch affects; a deleted processing record is not
-// written by its computation. KEYS: the records. ARGV: per record the
-// epoch of its offers' latest change. Returns how many it deleted.
+// priceInvalidateScript deletes the orderPrice records a change after
+// their epoch affects. KEYS the records; ARGV per record its offers'
+// latest change epoch. Returns how many it deleted.
 var priceInvalidateScript = script.New(`
 local count = 0
 for i = 1, #KEYS do

@@ -132,7 +132,7 @@ func (s *Flow) search(ctx context.Context, req SearchRequest, id string, canonic
 	now := s.cfg.Now()
 	args := []any{now.UnixMilli(), s.cfg.ProcessingTimeout.Milliseconds(), req.RequestID, uid, canonical, payload,
 		carrier.TraceParent, (s.cfg.ProcessingTimeout + s.cfg.ResultTTL + s.cfg.ResultGrace).Milliseconds(),
-		req.Offset, req.Limit, (s.cfg.ProcessingTimeout + s.cfg.ResultTTL + s.cfg.ResultGrace).Milliseconds(), id, flag(bypass), epoch}
+		req.Offset, req.Limit, (s.cfg.ProcessingTimeout + s.cfg.ResultTTL + s.cfg.ResultGrace).Milliseconds(), id, bypass, epoch}
 	for _, h := range s.cfg.Handlers {
 		allKeys = append(allKeys, s.cfg.EvalTopic(h.Tag).Stream(keys.partition))
 		args = append(args, h.Tag)

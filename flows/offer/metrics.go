@@ -14,12 +14,10 @@ const instrumentationScope = "github.com/dropstream/dropstream/flows/offer"
 
 // Metric names of the flow (Prometheus names in parentheses).
 const (
-	// MetricSearches counts searches by outcome: hit, join, miss, seen,
-	// gone. The cache hit rate is hit / all.
-	// (dropstream_offer_search_requests_total)
+	// MetricSearches counts searches by outcome (hit, join, miss, seen,
+	// gone). (dropstream_offer_search_requests_total)
 	MetricSearches = "dropstream.offer.search.requests"
-	// MetricSearchDuration is a search's time in the manager, by outcome
-	// and status (complete, processing: answered 202).
+	// MetricSearchDuration is a search's time, by outcome and status.
 	// (dropstream_offer_search_duration_seconds)
 	MetricSearchDuration = "dropstream.offer.search.duration"
 	// MetricResultAge is the age of a result served from the cache.
@@ -28,13 +26,11 @@ const (
 	// MetricFanoutLatency is the time from a miss's fan-out to the last
 	// handler's answer. (dropstream_offer_fanout_latency_seconds)
 	MetricFanoutLatency = "dropstream.offer.fanout.latency"
-	// MetricHandlerAnswers counts handler answers by handler and outcome:
-	// partial, complete, duplicate, stale.
+	// MetricHandlerAnswers counts handler answers by handler and outcome.
 	// (dropstream_offer_handler_answers_total)
 	MetricHandlerAnswers = "dropstream.offer.handler.answers"
-	// MetricOrderPrices counts orderPrice lookups by outcome: hit, miss,
-	// processing, and search_hit (a search's combination priced from the
-	// cache). (dropstream_offer_order_price_requests_total)
+	// MetricOrderPrices counts orderPrice lookups by outcome (hit, miss,
+	// processing, search_hit). (dropstream_offer_order_price_requests_total)
 	MetricOrderPrices = "dropstream.offer.order_price.requests"
 	// MetricHistoryDropped counts history events dropped because the
 	// recorder's buffer was full. (dropstream_offer_history_dropped_total)
@@ -46,8 +42,7 @@ const (
 	// changes. (dropstream_offer_results_invalidated_total)
 	MetricInvalidated = "dropstream.offer.results.invalidated"
 	// MetricCacheBypass counts searches that bypassed the cache because
-	// the keeper had not applied a change older than the freshness bound.
-	// (dropstream_offer_cache_bypass_total)
+	// the keeper lagged. (dropstream_offer_cache_bypass_total)
 	MetricCacheBypass = "dropstream.offer.cache.bypass"
 	// MetricStandingNotified counts standing-search change notifications
 	// published. (dropstream_offer_standing_notifications_total)

@@ -169,9 +169,8 @@ type Combination struct {
 	Payment  string `json:"paymentMethodId"`
 }
 
-// Price returns the price of q units of o under kind k for combination c:
-// q × unit price + the delivery method's cost + the payment method's cost,
-// or one of the Err* reasons above.
+// Price returns q units of o under kind k for combination c: q × unit
+// price plus both methods' costs, or one of the Err* reasons above.
 func (k Kind) Price(o *Offer, q int64, c Combination) (int64, error) {
 	if q < 1 || q > o.Quantity {
 		return 0, ErrQuantityUnavailable

@@ -80,22 +80,18 @@ const (
 
 // OrderPrice is an orderPrice record.
 type OrderPrice struct {
-	OrderPriceID string `json:"orderPriceId"`
-	Status       string `json:"status"`
-	// Price is the total in minor units when Status is complete.
-	Price int64 `json:"price"`
-	// Error is the reason when Status is error (for example
-	// payment_method_not_offered).
-	Error     string     `json:"error,omitempty"`
-	ExpiresAt *time.Time `json:"expiresAt,omitempty"`
-	// Cached says the record was served from the cache.
-	Cached bool `json:"cached"`
+	OrderPriceID string     `json:"orderPriceId"`
+	Status       string     `json:"status"`
+	Price        int64      `json:"price"`           // total in minor units, when complete
+	Error        string     `json:"error,omitempty"` // the reason, when error
+	ExpiresAt    *time.Time `json:"expiresAt,omitempty"`
+	Cached       bool       `json:"cached"` // served from the cache
 }
 
-// beginPriceScript serves an unexpired record, reports a processing one
-// (neither when the keeper lags), or restarts the record as processing and
-// lists it as live. KEYS: record, live set; ARGV: now, uid, processing
-// timeout, key lifetime, request, lags, epoch, record id.
+// beginPriceScript serves an unexpired record or reports a processing one
+// (unless the keeper lags), else restarts it as processing and lists it
+// live. KEYS record, live set; ARGV now, uid, processing timeout, key
+// lifetime, request, lags, epoch, record id.
 var beginPriceScript = redis.NewScript(`
 local st = redis.call('HMGET', KEYS[1], 'status', 'expiry', 'startedAt', 'price', 'error')
 local now = tonumber(ARGV[1])
@@ -114,8 +110,8 @@ redis.call('ZADD', KEYS[2], now + tonumber(ARGV[4]), ARGV[8])
 return {'miss', 'processing', '0', '', '0'}`)
 
 // finishPriceScript records the outcome if the record is still this
-// computation's. KEYS: the record; ARGV: uid, status, price, error,
-// expiry, key lifetime.
+// computation's. KEYS record; ARGV uid, status, price, error, expiry,
+// key lifetime.
 var finishPriceScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'uniqueRequestId') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'status', ARGV[2], 'price', ARGV[3], 'error', ARGV[4], 'expiry', ARGV[5])
@@ -157,7 +153,7 @@ func (s *Flow) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPric
 	keep := (s.cfg.ProcessingTimeout + s.cfg.OrderPriceTTL).Milliseconds()
 	body, _ := json.Marshal(c)
 	raw, err := beginPriceScript.Run(ctx, s.rdb, []string{key, live}, now.UnixMilli(), uid,
-		s.cfg.ProcessingTimeout.Milliseconds(), keep, body, flag(lags), epoch, id).StringSlice()
+		s.cfg.ProcessingTimeout.Milliseconds(), keep, body, lags, epoch, id).StringSlice()
 	if err != nil || len(raw) != 5 {
 		return OrderPrice{}, fmt.Errorf("offer: order price %s: %v %w", id, raw, err)
 	}

@@ -10,8 +10,7 @@ import (
 	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
-// ownersKey is the hash of each offer's tenant (offer id → tenant): the
-// catalogue is shared by every tenant, but only an offer's tenant (and
+// ownersKey is the hash offer id → tenant: only an offer's tenant (and
 // admin keys) may replace, read alone or delete it.
 var ownersKey = catalogKey("owner")
 

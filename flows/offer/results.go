@@ -11,16 +11,15 @@ import (
 	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
-// resultKeys are the keys of one logical result; they share the hash tag of
-// the result's partition.
+// resultKeys are the keys of one logical result, in its partition's tag.
 type resultKeys struct {
 	partition int
-	main      string // LogicalResultsMain: a hash
-	data      string // LogicalResultsData: offer ids by score (a sorted set)
-	values    string // LogicalResultsData: offer id → encoded match (a hash)
-	waiting   string // the waiting handlers (a set)
-	done      string // completion notice for waiters (a stream)
-	live      string // the partition's live results (liveKey)
+	main      string // hash
+	data      string // zset: offer ids by score
+	values    string // hash: offer id → encoded match
+	waiting   string // set: handlers not answered yet
+	done      string // stream: completion notices
+	live      string // liveKey
 }
 
 func (c Config) resultKeys(id string) resultKeys {
@@ -30,9 +29,8 @@ func (c Config) resultKeys(id string) resultKeys {
 		waiting: base + ":waiting", done: base + ":done", live: c.liveKey(p)}
 }
 
-// liveKey is the sorted set of partition p's results that may still be
-// served or joined (result id → the time its keys expire, Unix ms): what
-// the freshness keeper checks an offer change against.
+// liveKey is the zset of partition p's results that may still be served
+// or joined, by expiry ms: what the freshness keeper checks changes against.
 func (c Config) liveKey(p int) string {
 	return rediskey.Key(c.EvalTopic(c.Handlers[0].Tag).HashTag(p), "offer", "live")
 }
@@ -64,22 +62,16 @@ local function reply(outcome, withPage, off, lim)
 end
 `
 
-// beginScript decides how a search is served, atomically:
-//
-//   - a request id seen before: "seen", or "gone" if its result expired;
-//   - complete and unexpired: "hit", with a page of the data;
-//   - processing, younger than ProcessingTimeout, not invalidated: "join";
-//   - no hit or join when ARGV[13] says the keeper lags;
-//   - otherwise "miss": the result is reset to processing with a new
-//     uniqueRequestId, the handlers put in the waiting set, one fan-out
-//     message sent per handler and the result filed in the live index.
+// beginScript decides how a search is served: "seen" (or "gone") for a
+// request id seen before; "hit" with a page for a complete result; "join"
+// for a fresh processing one; unless bypassing, else "miss": the result
+// restarts processing and one message goes to each handler.
 //
 // KEYS: main, data, values, waiting, done, request, live index, then one
 // stream per handler. ARGV: now, processing timeout, request id, unique
 // request id, element, payload, traceparent, key lifetime while
-// processing, offset, limit, request key lifetime, result id, bypass the
-// cache ("1"/"0"), the catalog epoch the computation reflects (see
-// guardScript), then the handler tags.
+// processing, offset, limit, request key lifetime, result id, bypass
+// (1/0), catalog epoch, then the handler tags.
 var beginScript = redis.NewScript(pageLua + `
 local now = tonumber(ARGV[1])
 local st = redis.call('HMGET', KEYS[1], 'status', 'expiry', 'startedAt')
@@ -126,9 +118,8 @@ if redis.call('EXISTS', KEYS[1]) == 0 then return {'none', {}, 0, {}, {}} end
 return reply('page', true, tonumber(ARGV[1]), tonumber(ARGV[2]))`)
 
 // appendScript writes part of a handler's matches while the result's
-// generation is ARGV[1] and handler ARGV[2] still waits. The data expires
-// with the main key. KEYS main, data, values, waiting; ARGV uid, handler,
-// then (offer id, score, value) triples.
+// generation is ARGV[1] and handler ARGV[2] still waits. KEYS main, data,
+// values, waiting; ARGV uid, handler, then (offer id, score, value) triples.
 var appendScript = redis.NewScript(`
 if redis.call('HGET', KEYS[1], 'uniqueRequestId') ~= ARGV[1] then return 0 end
 if redis.call('SISMEMBER', KEYS[4], ARGV[2]) == 0 then return 0 end
@@ -143,12 +134,11 @@ if ttl > 0 then
 end
 return 1`)
 
-// finishScript removes handler ARGV[2] from the waiting set; whoever empties
-// it completes the result, sets its expiry and notifies the waiters (an
-// invalidated result completes already expired). Replies {outcome,
-// startedAt}: "stale", "duplicate", "partial" or "complete". KEYS main,
-// data, values, waiting, done, live index; ARGV uid, handler, now, ttl,
-// grace, result id.
+// finishScript removes handler ARGV[2] from the waiting set; whoever
+// empties it completes the result and notifies the waiters. Replies
+// {"stale"|"duplicate"|"partial"|"complete", startedAt}. KEYS main, data,
+// values, waiting, done, live index; ARGV uid, handler, now, ttl, grace,
+// result id.
 var finishScript = redis.NewScript(`
 local m = redis.call('HMGET', KEYS[1], 'uniqueRequestId', 'startedAt')
 if m[1] ~= ARGV[1] then return {'stale', '0'} end
@@ -170,9 +160,7 @@ return {'complete', m[2]}`)
 const (
 	StatusProcessing = "processing"
 	StatusComplete   = "complete"
-	// StatusExpired is a complete result past its expiry: shown by
-	// GET /v1/offers/results/{id}, recomputed by the next search.
-	StatusExpired = "expired"
+	StatusExpired    = "expired" // complete, past its expiry
 )
 
 // Result is a logical result, or a page of it.
@@ -182,11 +170,9 @@ type Result struct {
 	StartedAt   *time.Time `json:"startedAt,omitempty"`
 	CompletedAt *time.Time `json:"completedAt,omitempty"`
 	ExpiresAt   *time.Time `json:"expiresAt,omitempty"`
-	// Waiting is how many handlers have not answered yet.
-	Waiting int `json:"waitingHandlers"`
+	Waiting     int        `json:"waitingHandlers"` // handlers not answered yet
 	// Total is the number of matching offers; Matches is the page from
-	// Offset, ordered by score (the aggregate price, cheapest first) then
-	// offer id.
+	// Offset, cheapest first, then by offer id.
 	Total      int     `json:"total"`
 	Offset     int     `json:"offset"`
 	NextOffset int     `json:"nextOffset,omitempty"`

@@ -7,9 +7,8 @@ import (
 	"go.opentelemetry.io/otel/metric"
 )
 
-// usePriceCache prices TagCombinations combinations from unexpired
-// orderPrice records at least as new as the result's epoch (counted as
-// "search_hit"); the rest, and any on a Redis error, are computed.
+// usePriceCache prices TagCombinations combinations from fresh orderPrice
+// records ("search_hit"); the rest are computed.
 func (s *Flow) usePriceCache(ctx context.Context, v *view, resultID string, prog *program) {
 	e := prog.price
 	if e == nil || e.LogicalTag != TagCombinations || len(prog.combos) == 0 || !v.holds(ctx, e.SellOfferID) {

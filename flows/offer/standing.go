@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"regexp"
 	"strconv"
 	"strings"
 	"time"
@@ -14,14 +15,13 @@ import (
 
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/internal/script"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
-
-	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // standingTag is the hash tag of every standing-search key, so one script
-// updates a search's matches, its version and the notification outbox.
+// updates a search's matches, version and outbox.
 const standingTag = "{" + Name + ".standing}"
 
 func standingKey(parts ...string) string {
@@ -29,13 +29,9 @@ func standingKey(parts ...string) string {
 }
 
 var (
-	standingIndex = standingKey("index") // every standing search id, by creation time (ms).
-	// standingEpoch is bumped by every create and delete, so the keeper
-	// reads the searches again.
-	standingEpoch = standingKey("epoch")
-	// standingOutbox: "<id>|<version>" of result changes whose
-	// notification is not published yet, by time (ms).
-	standingOutbox = standingKey("outbox")
+	standingIndex  = standingKey("index")  // zset: search ids by creation ms
+	standingEpoch  = standingKey("epoch")  // counter: creates and deletes
+	standingOutbox = standingKey("outbox") // zset: "<id>|<version>" to notify, by ms
 )
 
 func standingMain(id string) string     { return standingKey("s", id) }
@@ -43,12 +39,8 @@ func standingMatches(id string) string  { return standingKey("s", id, "matches")
 func standingOwner(owner string) string { return standingKey("owner", owner) }
 func newStandingID() string             { return "ss_" + randomID() }
 
-// validStandingID reports whether id is a standing search id: "ss_" and
-// 16 lower-case hex digits.
-func validStandingID(id string) bool {
-	rest, ok := strings.CutPrefix(id, "ss_")
-	return ok && len(rest) == 16 && strings.Trim(rest, "0123456789abcdef") == ""
-}
+// validStandingID reports whether id is "ss_" and 16 lower-case hex digits.
+var validStandingID = regexp.MustCompile(`^ss_[0-9a-f]{16}$`).MatchString
 
 // Bounds of the standing searches of a deployment and of a name.
 const (
@@ -56,23 +48,18 @@ const (
 	MaxStandingNameLength = 128
 )
 
-// EventSearchChanged is the notifier event of a standing search whose
-// result changed.
+// EventSearchChanged is the notifier event of a changed standing search.
 const EventSearchChanged = "offer.search.changed"
 
-// ErrTooManyStanding is returned when the deployment holds
-// MaxStandingSearches standing searches.
+// ErrTooManyStanding: the deployment holds MaxStandingSearches.
 var ErrTooManyStanding = errors.New("too many standing searches")
 
 // StandingRequest creates a standing search: a filter whose result is kept
-// current, with the notifier subscriber told of each change.
+// current, with the notifier subscriber SubscriberID told of each change.
 type StandingRequest struct {
-	// Name is a label for the owner (optional, at most 128 characters).
-	Name string `json:"name,omitempty"`
-	// SubscriberID is the notifier subscriber told of each change.
-	SubscriberID string `json:"subscriberId"`
-	// Filter is the search's filter, as in a search request.
-	Filter Element `json:"filter"`
+	Name         string  `json:"name,omitempty"` // optional label, at most 128 characters
+	SubscriberID string  `json:"subscriberId"`
+	Filter       Element `json:"filter"`
 }
 
 // Validate checks the request's bounds and filter.
@@ -93,16 +80,14 @@ type StandingSearch struct {
 	SubscriberID string    `json:"subscriberId"`
 	Filter       Element   `json:"filter"`
 	CreatedAt    time.Time `json:"createdAt"`
-	// Version counts the result's changes; 0 until the keeper's first
-	// evaluation, which notifies no one.
+	// Version counts the result's changes; the first evaluation notifies no one.
 	Version int64 `json:"version"`
-	// Total is the number of matching offers at Version.
-	Total int `json:"total"`
-	owner string
+	Total   int   `json:"total"` // matching offers at Version
+	owner   string
 }
 
-// CreateStanding stores a standing search of owner, which RunFresh
-// evaluates first and then on each change. Callers bound it (StandingQuota).
+// CreateStanding stores a standing search of owner for RunFresh to keep.
+// Callers bound it (StandingQuota).
 func (s *Flow) CreateStanding(ctx context.Context, owner string, req StandingRequest) (StandingSearch, error) {
 	if err := req.Validate(); err != nil {
 		return StandingSearch{}, err
@@ -130,8 +115,8 @@ func (s *Flow) CreateStanding(ctx context.Context, owner string, req StandingReq
 	return ss, nil
 }
 
-// CreateStandingIn is CreateStanding for v's tenant. v must see the
-// subscriber (Config.Subscriber); another tenant's is ErrNotFound.
+// CreateStandingIn is CreateStanding for v's tenant, whose subscriber
+// must be one v sees (Config.Subscriber), else ErrNotFound.
 func (s *Flow) CreateStandingIn(ctx context.Context, v tenancy.View, req StandingRequest) (StandingSearch, error) {
 	if err := req.Validate(); err != nil {
 		return StandingSearch{}, err
@@ -149,8 +134,7 @@ func (s *Flow) CreateStandingIn(ctx context.Context, v tenancy.View, req Standin
 	return s.CreateStanding(ctx, v.Owner(), req)
 }
 
-// GetStanding returns the standing search id when v sees its owner (a
-// tenant), or ErrNotFound (also for another tenant's).
+// GetStanding returns the standing search id when v sees it, else ErrNotFound.
 func (s *Flow) GetStanding(ctx context.Context, v tenancy.View, id string) (StandingSearch, error) {
 	if !validStandingID(id) {
 		return StandingSearch{}, ErrNotFound
@@ -177,8 +161,7 @@ func decodeStanding(id string, m map[string]string) (StandingSearch, error) {
 	return ss, nil
 }
 
-// ListStanding returns every standing search v sees: its tenant's own, or
-// every one (at most MaxStandingSearches) when v sees all.
+// ListStanding returns every standing search v sees.
 func (s *Flow) ListStanding(ctx context.Context, v tenancy.View) ([]StandingSearch, error) {
 	owner := v.Owner()
 	var ids []string
@@ -232,11 +215,11 @@ func (s *Flow) DeleteStanding(ctx context.Context, v tenancy.View, id string) er
 	return nil
 }
 
-// percolateScript applies a standing search's match states and, on a
-// change, bumps the version and files it in the outbox. KEYS main,
-// matches, outbox; ARGV now ms, mode ("delta"; "full": the whole result;
-// "init": full, no notification), search id, then (offer id, encoded match
-// or "") pairs. Replies the new version, or 0 when nothing changed.
+// percolateScript applies a standing search's matches and, on a change,
+// bumps the version and files it in the outbox. KEYS main, matches,
+// outbox; ARGV now ms, mode ("delta", "full", or "init": full without a
+// notification), search id, then (offer id, encoded match or "") pairs.
+// Replies the new version, or 0 when nothing changed.
 var percolateScript = script.New(`
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 local mode = ARGV[2]
@@ -274,8 +257,7 @@ type standing struct {
 	init bool
 }
 
-// loadStanding reads the standing searches again when one was created or
-// deleted since the keeper last read them.
+// loadStanding rereads the standing searches when the epoch moved.
 func (s *Flow) loadStanding(ctx context.Context, k *keeper) error {
 	epoch, err := s.rdb.Get(ctx, standingEpoch).Result()
 	if errors.Is(err, redis.Nil) {
@@ -316,8 +298,8 @@ func (s *Flow) loadStanding(ctx context.Context, k *keeper) error {
 	return nil
 }
 
-// percolate re-evaluates the standing searches: new ones, or all when
-// changes were lost, over every offer; the others on the changed offers.
+// percolate re-evaluates the standing searches: new ones (or all, when
+// changes were lost) over every offer, the others over the changed ones.
 func (s *Flow) percolate(ctx context.Context, k *keeper, changes []change, all bool) error {
 	if err := s.loadStanding(ctx, k); err != nil {
 		return err
@@ -384,8 +366,7 @@ func (s *Flow) percolate(ctx context.Context, k *keeper, changes []change, all b
 	return nil
 }
 
-// fullResult evaluates prog over every handler's offers: (offer id,
-// encoded match) pairs.
+// fullResult evaluates prog over every offer: (offer id, match) pairs.
 func (s *Flow) fullResult(ctx context.Context, prog *program) ([]any, error) {
 	var out []any
 	for _, h := range s.cfg.Handlers {
@@ -403,9 +384,9 @@ func (s *Flow) fullResult(ctx context.Context, prog *program) ([]any, error) {
 // outboxBatch bounds the notifications one flush publishes.
 const outboxBatch = 100
 
-// flushOutbox publishes the outbox's notifications through Config.Notify,
-// one request per (search, version), and removes them. The notifier
-// delivers a window once, so republishing after a crash is harmless.
+// flushOutbox publishes the outbox through Config.Notify, one request per
+// (search, version), and empties it. The notifier delivers a window once,
+// so republishing after a crash is harmless.
 func (s *Flow) flushOutbox(ctx context.Context) error {
 	members, err := s.rdb.ZRange(ctx, standingOutbox, 0, outboxBatch-1).Result()
 	if err != nil || len(members) == 0 {

@@ -27,9 +27,8 @@ func TranslateCacheID(fromType, fromID, toType string) string {
 }
 
 // Translate returns the sorted ids of toType that fromID of fromType
-// translates to, and whether they came from the TranslateIds cache. A
-// record is served while the catalog epoch is unchanged, for at most
-// TranslateTTL.
+// translates to, and whether they came from the cache (served while the
+// catalog epoch is unchanged, at most TranslateTTL).
 func (c *Catalog) Translate(ctx context.Context, fromType, fromID, toType string) (ids []string, cached bool, err error) {
 	if fromType != FromProduct && fromType != FromSeller || toType != ToSellOffer || !validID(fromID) {
 		return nil, false, fmt.Errorf("%w: translate %q %q to %q: want product or seller ids to sellOffer", ErrInvalidOffer, fromType, clip.Marked(fromID, maxQuoted), toType)

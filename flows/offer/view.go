@@ -13,20 +13,18 @@ import (
 )
 
 // view is a handler's in-memory copy of its offers, synced through its
-// version counter (one GET when unchanged) and change stream (a reload
-// when the stream was trimmed past its position).
+// version counter and change stream (reloaded when trimmed past it).
 type view struct {
 	rdb     redis.UniversalClient
 	handler string
 
-	mu      sync.Mutex
-	loaded  bool
-	version int64
-	lastID  string
-	offers  []*Offer
-	pos     map[string]int
-	// byProduct indexes the offers by product id.
-	byProduct map[string]map[string]*Offer
+	mu        sync.Mutex
+	loaded    bool
+	version   int64
+	lastID    string
+	offers    []*Offer
+	pos       map[string]int
+	byProduct map[string]map[string]*Offer // product id → offer id → offer
 }
 
 func newView(rdb redis.UniversalClient, handler string) *view {
@@ -52,9 +50,7 @@ func (v *view) sync(ctx context.Context) error {
 		if cur == v.version {
 			return nil
 		}
-		start := v.lastID
-		start = cmp.Or(start, "-")
-		xs, err := v.rdb.XRangeN(ctx, changesKey(v.handler), start, "+", maxChangesPerRead+1).Result()
+		xs, err := v.rdb.XRangeN(ctx, changesKey(v.handler), cmp.Or(v.lastID, "-"), "+", maxChangesPerRead+1).Result()
 		if err != nil {
 			return fmt.Errorf("offer view %s: changes: %w", v.handler, err)
 		}
@@ -155,9 +151,8 @@ func (v *view) remove(id string) {
 	delete(v.pos, id)
 }
 
-// reload reads every offer of the handler. The version and the last change
-// are read first, atomically, so changes made during the scan are applied
-// again by the next sync.
+// reload reads every offer of the handler, after the version and the last
+// change, so the next sync applies again what changed during the scan.
 func (v *view) reload(ctx context.Context) error {
 	tx := v.rdb.TxPipeline()
 	ver := tx.Get(ctx, versionKey(v.handler))

@@ -54,17 +54,14 @@ type subscriptionPage = api.Page[comic.Subscription]
 
 // transactionIn is the body of POST /v1/completetransaction.
 type transactionIn struct {
-	Email string `json:"email"`
-	// Comic is the comic's id, or the comic itself (its canonical form
-	// gives the id).
-	Comic json.RawMessage `json:"comic"`
-	// Payment is the buyer's payment reference, passed to the payments.
+	Email string          `json:"email"`
+	Comic json.RawMessage `json:"comic"` // the comic's id, or the comic
+	// Payment is the buyer's payment reference.
 	Payment string `json:"payment"`
 	// TxnID makes the purchase idempotent; default: derived from (email,
-	// comic id), so a retried request buys once.
+	// comic id, listing).
 	TxnID string `json:"txn_id,omitempty"`
-	// HoldToken is the hold_token of the buyer's notification: during a
-	// hold only its wave's holders may buy.
+	// HoldToken is the buyer's notification's hold_token.
 	HoldToken string `json:"hold_token,omitempty"`
 }
 
