@@ -54,8 +54,6 @@ type Simulator struct {
 	flapping []int // indices of slots that toggle every tick
 	ticks    int
 	token    string
-	failures []*Failure
-	requests []Request
 	// releases holds, by venue index and date index, when the date comes
 	// out for the venue; absent: out from the start.
 	releases map[[2]int]time.Time

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/collector/simulator/simtest"
 )
 
 func newSim(t *testing.T, cfg simulator.Config) *simulator.Simulator {
@@ -114,7 +115,10 @@ func TestSimulator_flappingSlotsComeBackEveryOtherTick(t *testing.T) {
 }
 
 func TestSimulator_injectedFailuresAnswerMatchingRequests(t *testing.T) {
-	sim := newSim(t, simulator.Config{})
+	sim, err := simtest.New(simulator.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
 	resy := func(venue string) *http.Response {
@@ -124,9 +128,9 @@ func TestSimulator_injectedFailuresAnswerMatchingRequests(t *testing.T) {
 		}
 		return resp
 	}
-	sim.Fail(simulator.Failure{Mode: simulator.FailThrottle, Venue: "1001", Times: 2, RetryAfter: "7"})
-	sim.Fail(simulator.Failure{Mode: simulator.FailMalformed, Endpoint: simulator.EndpointResy, Venue: "1002", Times: 1})
-	sim.Fail(simulator.Failure{Mode: simulator.FailServerError, Endpoint: simulator.EndpointOpenTable})
+	sim.Fail(simtest.Failure{Mode: simtest.FailThrottle, Venue: "1001", Times: 2, RetryAfter: "7"})
+	sim.Fail(simtest.Failure{Mode: simtest.FailMalformed, Endpoint: simtest.EndpointResy, Venue: "1002", Times: 1})
+	sim.Fail(simtest.Failure{Mode: simtest.FailServerError, Endpoint: simtest.EndpointOpenTable})
 	tests := []struct {
 		venue      string
 		status     int
@@ -134,7 +138,7 @@ func TestSimulator_injectedFailuresAnswerMatchingRequests(t *testing.T) {
 		body       string
 	}{
 		{"1001", 429, "7", ""},
-		{"1002", 200, "", simulator.DefaultMalformedBody},
+		{"1002", 200, "", simtest.DefaultMalformedBody},
 		{"1001", 429, "7", ""},
 		{"1001", 200, "", ""},
 		{"1002", 200, "", ""},
@@ -164,7 +168,7 @@ func TestSimulator_injectedFailuresAnswerMatchingRequests(t *testing.T) {
 	}
 	sim.ClearFailures()
 	reqs := sim.Requests()
-	if len(reqs) != 6 || !reqs[0].Injected || reqs[0].Status != 429 || reqs[3].Injected || reqs[5].Endpoint != simulator.EndpointOpenTable {
+	if len(reqs) != 6 || !reqs[0].Injected || reqs[0].Status != 429 || reqs[3].Injected || reqs[5].Endpoint != simtest.EndpointOpenTable {
 		t.Errorf("request log %+v does not match the requests", reqs)
 	}
 }
