@@ -83,7 +83,7 @@ func TestNormalizer_snapshotsHoldExactlyTheSimulatorsOpenSlots(t *testing.T) {
 			truth[sc.Key("slots")] = e.sim.Open(provider.Resy, sc)
 		}
 		for _, sc := range venues.Scopes {
-			truth[sc.Key("venues")] = e.sim.OpenRestaurants(provider.OpenTable, sc)
+			truth[sc.Key("venues")] = simtest.OpenRestaurants(e.sim.Simulator, provider.OpenTable, sc)
 		}
 	}
 	for round := 1; round <= 3; round++ {
@@ -126,7 +126,7 @@ func TestNormalizer_snapshotsHoldExactlyTheSimulatorsOpenSlots(t *testing.T) {
 				t.Errorf("snapshot trace %q, want the run's trace %q", tid, traceID(raws[ri]))
 			}
 		}
-		e.sim.Tick()
+		e.sim.Advance(1)
 		e.clock.Advance(time.Minute)
 	}
 	if seen < 30 {

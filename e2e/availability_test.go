@@ -65,7 +65,7 @@ func simulatorToWebhook(t *testing.T, redisURL string) {
 	groups := pipelineGroups(topics)
 	for round := 0; round <= rounds; round++ {
 		if round > 0 {
-			w.sim.Tick()
+			w.sim.Advance(1)
 		}
 		if err := col.PollOnce(ctx, sourceID); err != nil {
 			t.Fatalf("round %d: poll: %v", round, err)

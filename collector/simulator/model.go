@@ -52,7 +52,6 @@ type Simulator struct {
 	open     []bool
 	stable   []int // indices of slots that are not flapping, shuffled by churn
 	flapping []int // indices of slots that toggle every tick
-	ticks    int
 	token    string
 	// releases holds, by venue index and date index, when the date comes
 	// out for the venue; absent: out from the start.
@@ -110,15 +109,8 @@ func (s *Simulator) Config() Config { return s.cfg }
 // Venues returns the simulated venues.
 func (s *Simulator) Venues() []Venue { return slices.Clone(s.venues) }
 
-// Tick advances the model: flapping slots toggle and round(Churn × stable
-// slots) random others flip.
-func (s *Simulator) Tick() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tickLocked()
-}
-
-// Advance ticks the model n times.
+// Advance ticks the model n times. A tick toggles the flapping slots and
+// flips round(Churn × stable slots) random others.
 func (s *Simulator) Advance(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -128,7 +120,6 @@ func (s *Simulator) Advance(n int) {
 }
 
 func (s *Simulator) tickLocked() {
-	s.ticks++
 	for _, i := range s.flapping {
 		s.open[i] = !s.open[i]
 	}
@@ -139,13 +130,6 @@ func (s *Simulator) tickLocked() {
 		s.stable[j], s.stable[r] = s.stable[r], s.stable[j]
 		s.open[s.stable[j]] = !s.open[s.stable[j]]
 	}
-}
-
-// Ticks returns the number of ticks so far.
-func (s *Simulator) Ticks() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ticks
 }
 
 // index returns the position of a slot in the model.
@@ -223,19 +207,6 @@ func (s *Simulator) Open(provider string, scope avail.Scope) []string {
 	keys := []string{}
 	for _, sl := range s.OpenSlots(scope) {
 		keys = append(keys, avail.SlotKey(provider, strconv.FormatInt(sl.Venue.ID, 10), sl.Date, sl.Time, sl.PartySize))
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// OpenRestaurants returns the restaurant-level keys (avail.RestaurantKey) of
-// the venues with at least one slot open now in scope, sorted.
-func (s *Simulator) OpenRestaurants(provider string, scope avail.Scope) []string {
-	keys := []string{}
-	for _, vs := range s.lookup(scope.Venue, scope.Query, scope.Date, scope.PartySize) {
-		if len(vs.slots) > 0 {
-			keys = append(keys, avail.RestaurantKey(provider, strconv.FormatInt(vs.venue.ID, 10), scope.Date, scope.PartySize))
-		}
 	}
 	slices.Sort(keys)
 	return keys

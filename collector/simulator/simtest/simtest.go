@@ -12,6 +12,7 @@ import (
 	"strconv"
 	"sync"
 
+	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector/simulator"
 )
 
@@ -257,4 +258,15 @@ type statusWriter struct {
 func (w *statusWriter) WriteHeader(status int) {
 	w.status = status
 	w.ResponseWriter.WriteHeader(status)
+}
+
+// OpenRestaurants returns the restaurant-level keys (avail.RestaurantKey)
+// of the venues with at least one slot open now in scope, sorted.
+func OpenRestaurants(s *simulator.Simulator, provider string, scope avail.Scope) []string {
+	keys := []string{}
+	for _, sl := range s.OpenSlots(scope) {
+		keys = append(keys, avail.RestaurantKey(provider, strconv.FormatInt(sl.Venue.ID, 10), scope.Date, scope.PartySize))
+	}
+	slices.Sort(keys)
+	return slices.Compact(keys)
 }
