@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -188,14 +187,4 @@ func (s Settings) Int(name string) int {
 func (s Settings) Bool(name string) bool {
 	b, _ := strconv.ParseBool(s.vars[name])
 	return b
-}
-
-// Names returns the names of the variables held, sorted.
-func (s Settings) Names() []string {
-	out := make([]string, 0, len(s.vars))
-	for n := range s.vars {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }
