@@ -101,7 +101,7 @@ type Settings struct {
 
 // EgressPolicy returns the egress policy, a new default one when Egress
 // nil.
-func (s Settings) EgressPolicy() *egress.Policy { return egress.OrDefault(s.Egress) }
+func (s Settings) EgressPolicy() *egress.Policy { return cmp.Or(s.Egress, egress.Default()) }
 
 // DefaultPublicURL is the public URL for an API listening on ":8080".
 const DefaultPublicURL = "http://localhost:8080"
