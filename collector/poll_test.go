@@ -25,7 +25,8 @@ var (
 func TestCollector_pollOncePublishesOneOkRunPerScope(t *testing.T) {
 	for _, prov := range provider.Names() {
 		t.Run(prov, func(t *testing.T) {
-			e := newEnv(t, simulator.Config{Token: "tok"}, collector.CollectorConfig{})
+			e := newEnv(t, simulator.Config{}, collector.CollectorConfig{})
+			e.sim.SetToken("tok")
 			src := e.source("src-1", prov, scopeA, scopeB, scopeC)
 			src.AuthToken, src.RestaurantLevel, src.NotifyFirstSight = "tok", true, true
 			e.upsert(src)
@@ -142,7 +143,8 @@ func TestCollector_expiredAuthPausesTheSourceUntilItsConfigChanges(t *testing.T)
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, simulator.Config{Token: "tok"}, collector.CollectorConfig{})
+			e := newEnv(t, simulator.Config{}, collector.CollectorConfig{})
+			e.sim.SetToken("tok")
 			src := e.source("auth", provider.OpenTable, scopeA, scopeB)
 			src.AuthToken = "tok"
 			e.upsert(src)

@@ -145,7 +145,8 @@ func TestRun_sharesTheRateLimitOfAHostBetweenSources(t *testing.T) {
 }
 
 func TestRun_dropsPausedSourcesFromTheSchedule(t *testing.T) {
-	e := newEnv(t, simulator.Config{Token: "tok"}, collector.CollectorConfig{NoJitter: true})
+	e := newEnv(t, simulator.Config{}, collector.CollectorConfig{NoJitter: true})
+	e.sim.SetToken("tok")
 	src := e.source("s", provider.Resy, scopeA)
 	src.AuthToken = "expired"
 	e.upsert(src)

@@ -24,7 +24,7 @@ const maxRequestBody = 64 << 10
 const maxRestaurantIDs = 100
 
 // ServeHTTP answers GET /4/find and POST /dapi/fe/gql from the current
-// model, after the bearer-token check.
+// model.
 func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case ResyPath:
@@ -52,12 +52,8 @@ type query struct {
 	term  string
 }
 
-// answer writes a 401, a 400 for badParams, or the body built by build.
-func (s *Simulator) answer(w http.ResponseWriter, r *http.Request, badParams error, build func() any) {
-	if !s.authorized(r.Header.Get("Authorization")) {
-		writeStatus(w, http.StatusUnauthorized)
-		return
-	}
+// answer writes a 400 for badParams, or the body built by build.
+func (s *Simulator) answer(w http.ResponseWriter, badParams error, build func() any) {
 	if badParams != nil {
 		writeJSON(w, http.StatusBadRequest, map[string]any{"status": http.StatusBadRequest, "message": badParams.Error()})
 		return
@@ -93,7 +89,7 @@ func (s *Simulator) serveResy(w http.ResponseWriter, r *http.Request) {
 	if _, err := strconv.ParseInt(req.venue, 10, 64); bad == nil && req.venue != "" && err != nil {
 		bad = fmt.Errorf("venue_id %q is not numeric", req.venue)
 	}
-	s.answer(w, r, bad, func() any { return s.resyBody(req) })
+	s.answer(w, bad, func() any { return s.resyBody(req) })
 }
 
 func (s *Simulator) resyBody(req query) resyFind {
@@ -193,7 +189,7 @@ func (s *Simulator) serveOpenTable(w http.ResponseWriter, r *http.Request) {
 	if bad == nil && len(v.RestaurantIDs) > maxRestaurantIDs {
 		bad = fmt.Errorf("more than %d restaurantIds", maxRestaurantIDs)
 	}
-	s.answer(w, r, bad, func() any { return s.openTableBody(v.RestaurantIDs, v.Term, v.Date, v.PartySize) })
+	s.answer(w, bad, func() any { return s.openTableBody(v.RestaurantIDs, v.Term, v.Date, v.PartySize) })
 }
 
 func (s *Simulator) openTableBody(ids []int64, term, date string, party int) any {
@@ -234,11 +230,4 @@ func (s *Simulator) openTableBody(ids []int64, term, date string, party int) any
 		Search search `json:"restaurantSearchV2"`
 	}
 	return map[string]any{"data": data{Search: search{Total: len(restaurants), Results: results{restaurants}}}}
-}
-
-// authorized reports whether an Authorization header carries the token.
-func (s *Simulator) authorized(header string) bool {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.token == "" || header == "Bearer "+s.token
 }

@@ -52,7 +52,6 @@ type Simulator struct {
 	open     []bool
 	stable   []int // indices of slots that are not flapping, shuffled by churn
 	flapping []int // indices of slots that toggle every tick
-	token    string
 	// releases holds, by venue index and date index, when the date comes
 	// out for the venue; absent: out from the start.
 	releases map[[2]int]time.Time
@@ -64,7 +63,7 @@ func New(cfg Config) (*Simulator, error) {
 		return nil, fmt.Errorf("simulator: %w", err)
 	}
 	cfg = cfg.WithDefaults()
-	s := &Simulator{cfg: cfg, dates: map[string]int{}, sizes: map[int]int{}, token: cfg.Token,
+	s := &Simulator{cfg: cfg, dates: map[string]int{}, sizes: map[int]int{},
 		rng: rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))}
 	for i := range cfg.Venues {
 		name := venueNames[i%len(venueNames)]
@@ -210,12 +209,4 @@ func (s *Simulator) Open(provider string, scope avail.Scope) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// SetToken changes the bearer token requests must carry ("": none); the old
-// one gets 401.
-func (s *Simulator) SetToken(token string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.token = token
 }

@@ -171,7 +171,11 @@ func TestSimulator_injectedFailuresAnswerMatchingRequests(t *testing.T) {
 }
 
 func TestSimulator_tokenAndParameters(t *testing.T) {
-	sim := newSim(t, simulator.Config{Token: "s3cret"})
+	sim, err := simtest.New(simulator.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.SetToken("s3cret")
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
 	tests := []struct {

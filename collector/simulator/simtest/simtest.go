@@ -97,6 +97,7 @@ type Sim struct {
 	mu       sync.Mutex
 	failures []*Failure
 	requests []Request
+	token    string
 }
 
 // New returns simulator.New(cfg), wrapped.
@@ -131,6 +132,14 @@ func (s *Sim) Requests() []Request {
 	return slices.Clone(s.requests)
 }
 
+// SetToken sets the bearer token requests must carry ("": none, the
+// default); others get 401.
+func (s *Sim) SetToken(token string) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.token = token
+}
+
 // ResetRequests empties the request log.
 func (s *Sim) ResetRequests() {
 	s.mu.Lock()
@@ -138,8 +147,8 @@ func (s *Sim) ResetRequests() {
 	s.requests = nil
 }
 
-// ServeHTTP answers as the simulator does, after injected failures, and
-// logs the requests to its two endpoints.
+// ServeHTTP answers as the simulator does, after injected failures and
+// the token check, and logs the requests to its two endpoints.
 func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	req, ok := parse(r)
 	if !ok {
@@ -151,6 +160,8 @@ func (s *Sim) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	if f := s.failure(req.Endpoint, req.Venue); f != nil {
 		req.Injected = true
 		req.Status = writeFailure(w, f)
+	} else if !s.authorized(req.Authorization) {
+		req.Status = writeStatus(w, http.StatusUnauthorized)
 	} else {
 		sw := &statusWriter{ResponseWriter: w}
 		s.Simulator.ServeHTTP(sw, r)
@@ -221,6 +232,13 @@ func (s *Sim) record(r Request) {
 	s.requests = append(s.requests, r)
 }
 
+// authorized reports whether an Authorization header carries the token.
+func (s *Sim) authorized(header string) bool {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.token == "" || header == "Bearer "+s.token
+}
+
 // writeFailure answers as f says and returns the status written.
 func writeFailure(w http.ResponseWriter, f *Failure) int {
 	w.Header().Set("Content-Type", "application/json")
@@ -244,6 +262,12 @@ func writeFailure(w http.ResponseWriter, f *Failure) int {
 		_, _ = io.WriteString(w, cmp.Or(f.Body, DefaultMalformedBody))
 		return http.StatusOK
 	}
+	return writeStatus(w, status)
+}
+
+// writeStatus answers status as the simulator does.
+func writeStatus(w http.ResponseWriter, status int) int {
+	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_ = json.NewEncoder(w).Encode(map[string]any{"status": status, "message": http.StatusText(status)})
 	return status
