@@ -143,15 +143,6 @@ func (c *Client) Ping(ctx context.Context) error {
 // batches. It is owned by the Client: do not close it, call Client.Close.
 func (c *Client) Conn() driver.Conn { return c.conn }
 
-// ServerVersion returns the server's version string, e.g. "18.16.1".
-func (c *Client) ServerVersion(ctx context.Context) (string, error) {
-	var v string
-	if err := c.conn.QueryRow(ctx, "SELECT version()").Scan(&v); err != nil {
-		return "", fmt.Errorf("clickhouse: server version: %w", err)
-	}
-	return v, nil
-}
-
 // Close closes every connection. The Client must not be used afterwards.
 func (c *Client) Close() error {
 	if err := c.conn.Close(); err != nil {

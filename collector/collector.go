@@ -224,11 +224,6 @@ func (c *Collector) Health(id string) (SourceHealth, error) {
 	return st.health, nil
 }
 
-// Healths returns the health of every source, sorted by source id.
-func (c *Collector) Healths() []SourceHealth {
-	return sortedByID(c, func(st *sourceState) SourceHealth { return st.health })
-}
-
 // sortedByID returns get of every source, sorted by source id.
 func sortedByID[T any](c *Collector, get func(*sourceState) T) []T {
 	c.mu.Lock()

@@ -11,6 +11,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/provider"
 	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/collector/simulator/simtest"
 )
 
 func TestCollector_sourceGoesDownAfterNFailuresAndComesBackUp(t *testing.T) {
@@ -21,11 +22,11 @@ func TestCollector_sourceGoesDownAfterNFailuresAndComesBackUp(t *testing.T) {
 		outcome   string
 	}{
 		{"server errors, default threshold", 0, func(e *env) func() {
-			e.sim.Fail(simulator.Failure{Mode: simulator.FailServerError})
+			e.sim.Fail(simtest.Failure{Mode: simtest.FailServerError})
 			return e.sim.ClearFailures
 		}, "HTTP 500"},
 		{"throttling, threshold 2", 2, func(e *env) func() {
-			e.sim.Fail(simulator.Failure{Mode: simulator.FailThrottle, RetryAfter: "0"})
+			e.sim.Fail(simtest.Failure{Mode: simtest.FailThrottle, RetryAfter: "0"})
 			return e.sim.ClearFailures
 		}, "HTTP 429"},
 		{"connection refused, threshold 1", 1, func(e *env) func() {
@@ -136,7 +137,7 @@ func TestCollector_sourceUpCarriesBlindSince(t *testing.T) {
 	poll()
 	h, _ := e.c.Health("s")
 	lastGood := h.LastSuccess
-	e.sim.Fail(simulator.Failure{Mode: simulator.FailServerError})
+	e.sim.Fail(simtest.Failure{Mode: simtest.FailServerError})
 	poll()
 	poll()
 	e.sim.ClearFailures()

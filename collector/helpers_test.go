@@ -20,6 +20,7 @@ import (
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/collector/simulator/simtest"
 	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
@@ -92,7 +93,7 @@ func (c *fakeClock) Alarms() []time.Time {
 type env struct {
 	t       *testing.T
 	rdb     *redis.Client
-	sim     *simulator.Simulator
+	sim     *simtest.Sim
 	base    string
 	clock   *fakeClock
 	topics  avail.Topics
@@ -116,7 +117,7 @@ func newRedis(t *testing.T) *redis.Client {
 // for rate-limit waits (with Burst 1) see them.
 func newEnv(t *testing.T, simCfg simulator.Config, cfg collector.CollectorConfig) *env {
 	t.Helper()
-	sim, err := simulator.New(simCfg)
+	sim, err := simtest.New(simCfg)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/provider"
 	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/collector/simulator/simtest"
 )
 
 func (e *env) collect() map[string]metricdata.Metrics {
@@ -37,7 +38,7 @@ func TestCollector_metricsCountPollsLatencyAndFailures(t *testing.T) {
 	e := newEnv(t, simulator.Config{}, collector.CollectorConfig{})
 	e.upsert(e.source("m", provider.Resy, scopeA, scopeB))
 	e.upsert(e.source("ok", provider.OpenTable, scopeA))
-	e.sim.Fail(simulator.Failure{Mode: simulator.FailServerError, Endpoint: simulator.EndpointResy, Venue: "1002"})
+	e.sim.Fail(simtest.Failure{Mode: simtest.FailServerError, Endpoint: simtest.EndpointResy, Venue: "1002"})
 	for range 2 {
 		for _, id := range []string{"m", "ok"} {
 			if err := e.c.PollOnce(context.Background(), id); err != nil {

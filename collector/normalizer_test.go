@@ -12,6 +12,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/provider"
 	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/collector/simulator/simtest"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -82,7 +83,7 @@ func TestNormalizer_snapshotsHoldExactlyTheSimulatorsOpenSlots(t *testing.T) {
 			truth[sc.Key("slots")] = e.sim.Open(provider.Resy, sc)
 		}
 		for _, sc := range venues.Scopes {
-			truth[sc.Key("venues")] = e.sim.OpenRestaurants(provider.OpenTable, sc)
+			truth[sc.Key("venues")] = simtest.OpenRestaurants(e.sim.Simulator, provider.OpenTable, sc)
 		}
 	}
 	for round := 1; round <= 3; round++ {
@@ -125,7 +126,7 @@ func TestNormalizer_snapshotsHoldExactlyTheSimulatorsOpenSlots(t *testing.T) {
 				t.Errorf("snapshot trace %q, want the run's trace %q", tid, traceID(raws[ri]))
 			}
 		}
-		e.sim.Tick()
+		e.sim.Advance(1)
 		e.clock.Advance(time.Minute)
 	}
 	if seen < 30 {
@@ -136,7 +137,7 @@ func TestNormalizer_snapshotsHoldExactlyTheSimulatorsOpenSlots(t *testing.T) {
 func TestNormalizer_failedRunBecomesAFailedSnapshot(t *testing.T) {
 	e := newEnv(t, simulator.Config{}, collector.CollectorConfig{})
 	e.upsert(e.source("s", provider.Resy, scopeA))
-	e.sim.Fail(simulator.Failure{Mode: simulator.FailServerError})
+	e.sim.Fail(simtest.Failure{Mode: simtest.FailServerError})
 	if err := e.c.PollOnce(context.Background(), "s"); err != nil {
 		t.Fatal(err)
 	}
@@ -150,7 +151,7 @@ func TestNormalizer_failedRunBecomesAFailedSnapshot(t *testing.T) {
 func TestNormalizer_malformedAnswerIsAFailedSnapshotNotADeadLetter(t *testing.T) {
 	e := newEnv(t, simulator.Config{}, collector.CollectorConfig{})
 	e.upsert(e.source("s", provider.Resy, scopeA, scopeB))
-	e.sim.Fail(simulator.Failure{Mode: simulator.FailMalformed, Venue: "1002", Times: 1})
+	e.sim.Fail(simtest.Failure{Mode: simtest.FailMalformed, Venue: "1002", Times: 1})
 	if err := e.c.PollOnce(context.Background(), "s"); err != nil {
 		t.Fatal(err)
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/provider"
 	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/collector/simulator/simtest"
 )
 
 var (
@@ -24,7 +25,8 @@ var (
 func TestCollector_pollOncePublishesOneOkRunPerScope(t *testing.T) {
 	for _, prov := range provider.Names() {
 		t.Run(prov, func(t *testing.T) {
-			e := newEnv(t, simulator.Config{Token: "tok"}, collector.CollectorConfig{})
+			e := newEnv(t, simulator.Config{}, collector.CollectorConfig{})
+			e.sim.SetToken("tok")
 			src := e.source("src-1", prov, scopeA, scopeB, scopeC)
 			src.AuthToken, src.RestaurantLevel, src.NotifyFirstSight = "tok", true, true
 			e.upsert(src)
@@ -107,7 +109,7 @@ func TestCollector_throttledRunHoldsTheProviderForRetryAfter(t *testing.T) {
 		t.Run(tt.name, func(t *testing.T) {
 			e := newEnv(t, simulator.Config{}, collector.CollectorConfig{DefaultRetryAfter: 45 * time.Second, MaxRetryAfter: 2 * time.Minute})
 			e.upsert(e.source("busy", provider.Resy, scopeA, scopeB))
-			e.sim.Fail(simulator.Failure{Mode: simulator.FailThrottle, Venue: "1001", Times: 1, RetryAfter: tt.header})
+			e.sim.Fail(simtest.Failure{Mode: simtest.FailThrottle, Venue: "1001", Times: 1, RetryAfter: tt.header})
 			done := e.pollAsync("busy")
 			if at := e.waitAlarm(); !at.Equal(t0.Add(tt.wait)) {
 				t.Fatalf("next request held until %v, want t0+%v", at, tt.wait)
@@ -133,15 +135,16 @@ func TestCollector_throttledRunHoldsTheProviderForRetryAfter(t *testing.T) {
 func TestCollector_expiredAuthPausesTheSourceUntilItsConfigChanges(t *testing.T) {
 	tests := []struct {
 		name   string
-		expire func(*simulator.Simulator)
+		expire func(*simtest.Sim)
 		status int
 	}{
-		{"401 after a token rotation", func(s *simulator.Simulator) { s.SetToken("rotated") }, 401},
-		{"403", func(s *simulator.Simulator) { s.Fail(simulator.Failure{Mode: simulator.FailForbidden, Times: 1}) }, 403},
+		{"401 after a token rotation", func(s *simtest.Sim) { s.SetToken("rotated") }, 401},
+		{"403", func(s *simtest.Sim) { s.Fail(simtest.Failure{Mode: simtest.FailForbidden, Times: 1}) }, 403},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
-			e := newEnv(t, simulator.Config{Token: "tok"}, collector.CollectorConfig{})
+			e := newEnv(t, simulator.Config{}, collector.CollectorConfig{})
+			e.sim.SetToken("tok")
 			src := e.source("auth", provider.OpenTable, scopeA, scopeB)
 			src.AuthToken = "tok"
 			e.upsert(src)
@@ -195,7 +198,7 @@ func TestCollector_expiredAuthPausesTheSourceUntilItsConfigChanges(t *testing.T)
 func TestCollector_malformedAnswerIsAFailedPoll(t *testing.T) {
 	e := newEnv(t, simulator.Config{}, collector.CollectorConfig{})
 	e.upsert(e.source("m", provider.Resy, scopeA))
-	e.sim.Fail(simulator.Failure{Mode: simulator.FailMalformed})
+	e.sim.Fail(simtest.Failure{Mode: simtest.FailMalformed})
 	if err := e.c.PollOnce(context.Background(), "m"); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +206,7 @@ func TestCollector_malformedAnswerIsAFailedPoll(t *testing.T) {
 	if r.Status != avail.StatusFailed || r.Body != nil || r.Error != "malformed" {
 		t.Errorf("run %s, error %q, body %q; want a failed run of class malformed without the body", r.Status, r.Error, r.Body)
 	}
-	if strings.Contains(r.Error, "invalid JSON") || strings.Contains(r.Error, simulator.DefaultMalformedBody) {
+	if strings.Contains(r.Error, "invalid JSON") || strings.Contains(r.Error, simtest.DefaultMalformedBody) {
 		t.Errorf("run error %q repeats the parser's account of the answer", r.Error)
 	}
 	h, err := e.c.Health("m")

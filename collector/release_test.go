@@ -12,6 +12,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/provider"
 	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/collector/simulator/simtest"
 )
 
 // day returns t0's day shifted by n days at hh:mm:ss UTC.
@@ -131,7 +132,7 @@ func TestRelease_throttledBurstWaitsOutRetryAfter(t *testing.T) {
 	e.startRun()
 	e.waitRuns(1)
 	e.waitSchedule(8*time.Minute + 5*time.Second)
-	e.sim.Fail(simulator.Failure{Mode: simulator.FailThrottle, RetryAfter: "30", Times: 1})
+	e.sim.Fail(simtest.Failure{Mode: simtest.FailThrottle, RetryAfter: "30", Times: 1})
 	e.clock.Advance(5 * time.Second)
 	e.waitRuns(2)
 	// The 429's Retry-After (30s) and not the burst interval.

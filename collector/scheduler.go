@@ -1,13 +1,10 @@
 package collector
 
 import (
-	"cmp"
 	"container/heap"
 	"context"
 	"errors"
 	"math/rand/v2"
-	"slices"
-	"strings"
 	"sync"
 	"time"
 
@@ -233,31 +230,4 @@ func (c *Collector) firstDelay(interval time.Duration) time.Duration {
 		return 0
 	}
 	return time.Duration(float64(interval) * c.cfg.Jitter * rand.Float64())
-}
-
-// ScheduledPoll is a poll waiting in the schedule.
-type ScheduledPoll struct {
-	SourceID string
-	ScopeKey string
-	// Due is when the poll runs (a rate-limit turn may push it later).
-	Due time.Time
-}
-
-// Schedule returns the scheduled polls by due time, source and scope; polls
-// in flight are not in it.
-func (c *Collector) Schedule() []ScheduledPoll {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	var out []ScheduledPoll
-	for _, j := range c.jobs {
-		st, ok := c.sources[j.source]
-		if !ok || st.gen != j.gen || st.health.Paused || j.scope >= len(st.src.Scopes) {
-			continue
-		}
-		out = append(out, ScheduledPoll{SourceID: j.source, ScopeKey: st.src.Scopes[j.scope].Key(j.source), Due: j.due})
-	}
-	slices.SortFunc(out, func(a, b ScheduledPoll) int {
-		return cmp.Or(a.Due.Compare(b.Due), strings.Compare(a.SourceID, b.SourceID), strings.Compare(a.ScopeKey, b.ScopeKey))
-	})
-	return out
 }

@@ -9,6 +9,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/provider"
 	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/collector/simulator/simtest"
 )
 
 // startRun runs the collector until the test ends.
@@ -79,7 +80,7 @@ func TestRun_backsOffWhileTheSourceFails(t *testing.T) {
 	src := e.source("s", provider.Resy, scopeA)
 	src.Interval = 10 * time.Second
 	e.upsert(src)
-	e.sim.Fail(simulator.Failure{Mode: simulator.FailServerError})
+	e.sim.Fail(simtest.Failure{Mode: simtest.FailServerError})
 	e.startRun()
 	// Failures 1, 2, 3, 4 wait 10s, 20s, 40s capped to 30s, 30s.
 	delays := []time.Duration{10 * time.Second, 20 * time.Second, 30 * time.Second, 30 * time.Second}
@@ -103,7 +104,7 @@ func TestRun_throttlingDelaysTheNextPollAndTheWholeProvider(t *testing.T) {
 	a := e.source("a", provider.Resy, scopeA)
 	a.Interval = 10 * time.Second
 	e.upsert(a)
-	e.sim.Fail(simulator.Failure{Mode: simulator.FailThrottle, Times: 1, RetryAfter: "120"})
+	e.sim.Fail(simtest.Failure{Mode: simtest.FailThrottle, Times: 1, RetryAfter: "120"})
 	e.startRun()
 	e.waitRuns(1)
 	e.waitSchedule(120 * time.Second) // Retry-After beats the interval
@@ -144,7 +145,8 @@ func TestRun_sharesTheRateLimitOfAHostBetweenSources(t *testing.T) {
 }
 
 func TestRun_dropsPausedSourcesFromTheSchedule(t *testing.T) {
-	e := newEnv(t, simulator.Config{Token: "tok"}, collector.CollectorConfig{NoJitter: true})
+	e := newEnv(t, simulator.Config{}, collector.CollectorConfig{NoJitter: true})
+	e.sim.SetToken("tok")
 	src := e.source("s", provider.Resy, scopeA)
 	src.AuthToken = "expired"
 	e.upsert(src)

@@ -16,6 +16,7 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/provider"
 	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/collector/simulator/simtest"
 	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/testenv"
@@ -34,7 +35,7 @@ func sharedBackends() []testenv.Backend {
 // copies is a simulator and n collectors sharing one Redis.
 type copies struct {
 	rdb    redis.UniversalClient
-	sim    *simulator.Simulator
+	sim    *simtest.Sim
 	topics avail.Topics
 	src    collector.Source
 	cs     []*collector.Collector
@@ -46,7 +47,7 @@ type copies struct {
 // simulator's source.
 func newCopies(t *testing.T, rdb redis.UniversalClient, venues, n int, cfg collector.CollectorConfig) *copies {
 	t.Helper()
-	sim, err := simulator.New(simulator.Config{Seed: 7, Venues: venues, Dates: []string{"2031-05-16"}, PartySizes: []int{2, 4}})
+	sim, err := simtest.New(simulator.Config{Seed: 7, Venues: venues, Dates: []string{"2031-05-16"}, PartySizes: []int{2, 4}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +187,7 @@ func TestCollector_copiesShareTheSourceHealth(t *testing.T) {
 				return h
 			}
 
-			k.sim.Fail(simulator.Failure{Mode: simulator.FailServerError})
+			k.sim.Fail(simtest.Failure{Mode: simtest.FailServerError})
 			for i := range 2 {
 				if err := poll(i); err != nil {
 					t.Fatal(err)

@@ -22,6 +22,7 @@ import (
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // idleTimeout bounds the wait for the in-process pipeline to settle.
@@ -64,7 +65,7 @@ func simulatorToWebhook(t *testing.T, redisURL string) {
 	groups := pipelineGroups(topics)
 	for round := 0; round <= rounds; round++ {
 		if round > 0 {
-			w.sim.Tick()
+			w.sim.Advance(1)
 		}
 		if err := col.PollOnce(ctx, sourceID); err != nil {
 			t.Fatalf("round %d: poll: %v", round, err)
@@ -111,7 +112,7 @@ func startStages(t *testing.T, rdb redis.UniversalClient, ch *clickhouse.Client,
 	if err != nil {
 		t.Fatal(err)
 	}
-	analytics, err := writer.NewAnalytics(ch, writer.AnalyticsConfig{Partitions: partitions, FlushInterval: 100 * time.Millisecond, Runner: fast}, tel)
+	analytics, err := writer.NewAnalytics(ch, writer.AnalyticsConfig{Partitions: partitions, Batching: sink.Batching{FlushInterval: 100 * time.Millisecond}, Runner: fast}, tel)
 	if err != nil {
 		t.Fatal(err)
 	}

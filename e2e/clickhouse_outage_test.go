@@ -51,9 +51,9 @@ func TestE2E_clickHouseKilledUnderLoadLosesAndDuplicatesNothing(t *testing.T) {
 	tel := stream.Telemetry{MeterProvider: mp, Logger: slog.New(logs)}
 
 	const handlerTimeout, claimIdle = 6 * time.Second, 10 * time.Minute
-	an, err := writer.NewAnalytics(ch, writer.AnalyticsConfig{Partitions: partitions, FlushInterval: 50 * time.Millisecond,
-		FlushTimeout: 5 * time.Second, Runner: stream.RunnerConfig{HandlerTimeout: handlerTimeout, ClaimIdle: claimIdle,
-			Block: 100 * time.Millisecond}}, tel)
+	an, err := writer.NewAnalytics(ch, writer.AnalyticsConfig{Partitions: partitions,
+		Batching: sink.Batching{FlushInterval: 50 * time.Millisecond, FlushTimeout: 5 * time.Second},
+		Runner:   stream.RunnerConfig{HandlerTimeout: handlerTimeout, ClaimIdle: claimIdle, Block: 100 * time.Millisecond}}, tel)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -69,7 +69,7 @@ func (a *availCopies) setup(t *testing.T, e *copiesEnv) {
 // records go to the run topic alone, work for avail-analytics-runs.
 func (a *availCopies) wave(t *testing.T, e *copiesEnv, n int) {
 	if n > 0 && n%3 == 0 {
-		a.w.sim.Tick()
+		a.w.sim.Advance(1)
 	}
 	if err := a.col.PollOnce(context.Background(), sourceID); err != nil {
 		t.Fatalf("wave %d: poll: %v", n, err)

@@ -99,7 +99,7 @@ func TestAvailability_killStagesAndRestartRedis(t *testing.T) {
 	feed := func() {
 		t.Helper()
 		if round > 0 {
-			w.sim.Tick()
+			w.sim.Advance(1)
 		}
 		round++
 		if err := col.PollOnce(ctx, sourceID); err != nil {

@@ -177,7 +177,7 @@ func TestJaeger_pollToWebhookAcrossTwoProcesses(t *testing.T) {
 	testenv.WaitFor(t, 90*time.Second, func() bool {
 		got, _ = hook.deliveries()
 		if len(got) == 0 {
-			w.sim.Tick()
+			w.sim.Advance(1)
 		}
 		return len(got) > 0
 	}, "a webhook delivered")

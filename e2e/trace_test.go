@@ -165,7 +165,7 @@ func TestTrace_pollToDeliveredNotification(t *testing.T) {
 	var got []delivery
 	for round := 0; round < 12 && len(got) == 0; round++ {
 		if round > 0 {
-			w.sim.Tick()
+			w.sim.Advance(1)
 		}
 		if err := col.PollOnce(ctx, sourceID); err != nil {
 			t.Fatalf("poll: %v", err)

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"sort"
 	"strconv"
 	"strings"
 	"time"
@@ -102,7 +101,7 @@ type Settings struct {
 
 // EgressPolicy returns the egress policy, a new default one when Egress
 // nil.
-func (s Settings) EgressPolicy() *egress.Policy { return egress.OrDefault(s.Egress) }
+func (s Settings) EgressPolicy() *egress.Policy { return cmp.Or(s.Egress, egress.Default()) }
 
 // DefaultPublicURL is the public URL for an API listening on ":8080".
 const DefaultPublicURL = "http://localhost:8080"
@@ -188,14 +187,4 @@ func (s Settings) Int(name string) int {
 func (s Settings) Bool(name string) bool {
 	b, _ := strconv.ParseBool(s.vars[name])
 	return b
-}
-
-// Names returns the names of the variables held, sorted.
-func (s Settings) Names() []string {
-	out := make([]string, 0, len(s.vars))
-	for n := range s.vars {
-		out = append(out, n)
-	}
-	sort.Strings(out)
-	return out
 }

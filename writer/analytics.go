@@ -67,8 +67,8 @@ func NewAnalytics(ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemet
 		return nil, fmt.Errorf("writer: analytics metrics: %w", err)
 	}
 	a := &Analytics{ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, unmatched: unmatched, log: log}
-	a.transitions = sink.NewBatcher(StageAnalyticsTransitions, cfg.batching(), met, log, tracer, a.flushTransitions)
-	a.runs = sink.NewBatcher(StageAnalyticsRuns, cfg.batching(), met, log, tracer, a.flushRuns)
+	a.transitions = sink.NewBatcher(StageAnalyticsTransitions, cfg.Batching, met, log, tracer, a.flushTransitions)
+	a.runs = sink.NewBatcher(StageAnalyticsRuns, cfg.Batching, met, log, tracer, a.flushRuns)
 	if a.reg, err = met.Observe(a.transitions, a.runs); err != nil {
 		a.closeBatchers()
 		return nil, err

@@ -63,7 +63,7 @@ func migrated(t *testing.T) *clickhouse.Client {
 
 func TestAnalytics_undecodableMessageIsDeadLetteredAndTheRestWritten(t *testing.T) {
 	ch := migrated(t)
-	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, FlushInterval: 10 * time.Millisecond}, nil)
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, Batching: sink.Batching{FlushInterval: 10 * time.Millisecond}}, nil)
 	e := slot("bad-batch")
 	msgs := delivered(1, scoped(e, "open", 1, false), scoped(e, "open", 2, true),
 		closing(scoped(e, "close", 3, false), 1))
@@ -96,8 +96,7 @@ func TestAnalytics_clickHouseDownHoldsTheBatch(t *testing.T) {
 	proxy := testenv.StartProxy(t, u.Host)
 	ch := testenv.DialClickHouse(t, dsn, proxy.Addr())
 	proxy.Stop()
-	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, FlushInterval: 10 * time.Millisecond,
-		FlushTimeout: 100 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}, nil)
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, Batching: sink.Batching{FlushInterval: 10 * time.Millisecond, FlushTimeout: 100 * time.Millisecond, MaxBackoff: 20 * time.Millisecond}}, nil)
 	ctx, cancel := context.WithTimeout(t.Context(), 300*time.Millisecond)
 	defer cancel()
 	msgs := delivered(1, scoped(slot("down"), "open", 1, false))
@@ -122,8 +121,7 @@ func TestAnalytics_clickHouseDownHoldsTheBatch(t *testing.T) {
 func TestAnalytics_batchesShareAFlush(t *testing.T) {
 	ch := migrated(t)
 	mp, collect := telemetrytest.Metrics(t)
-	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, BatchRows: 8, Linger: -1,
-		FlushInterval: time.Hour, Runner: stream.RunnerConfig{HandlerTimeout: 2 * time.Hour}}, mp)
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, Batching: sink.Batching{BatchRows: 8, Linger: -1, FlushInterval: time.Hour}, Runner: stream.RunnerConfig{HandlerTimeout: 2 * time.Hour}}, mp)
 	errs := make(chan error, 4)
 	for i := range 4 {
 		e := slot(fmt.Sprintf("shared-%d", i))
@@ -151,9 +149,8 @@ func TestAnalytics_batchesShareAFlush(t *testing.T) {
 func TestAnalytics_readAheadCopiesShareOneFlush(t *testing.T) {
 	ch := migrated(t)
 	mp, collect := telemetrytest.Metrics(t)
-	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, ReadAhead: 2, BatchRows: 1000,
-		Linger: time.Millisecond, FlushInterval: time.Hour, Runner: stream.RunnerConfig{Consumer: "c",
-			HandlerTimeout: 2 * time.Hour}}, mp)
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, ReadAhead: 2, Batching: sink.Batching{BatchRows: 1000, Linger: time.Millisecond, FlushInterval: time.Hour}, Runner: stream.RunnerConfig{Consumer: "c",
+		HandlerTimeout: 2 * time.Hour}}, mp)
 	stages := a.Stages()
 	var names []string
 	for _, s := range stages {
@@ -205,8 +202,7 @@ func TestAnalytics_readAheadCopiesShareOneFlush(t *testing.T) {
 // not after FlushInterval.
 func TestAnalytics_fullTransitionsBatchFlushesWithoutWaiting(t *testing.T) {
 	ch := migrated(t)
-	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, TransitionsBatchSize: 2,
-		FlushInterval: time.Hour, Runner: stream.RunnerConfig{HandlerTimeout: 2 * time.Hour}}, nil)
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, TransitionsBatchSize: 2, Batching: sink.Batching{FlushInterval: time.Hour}, Runner: stream.RunnerConfig{HandlerTimeout: 2 * time.Hour}}, nil)
 	e := slot("full-batch")
 	ctx, cancel := context.WithTimeout(t.Context(), 30*time.Second)
 	defer cancel()

@@ -14,6 +14,7 @@ import (
 	"github.com/dropstream/dropstream/internal/telemetrytest"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // TestAnalytics_sessionsFromRawTransitions checks the session rows each raw
@@ -52,7 +53,7 @@ func TestAnalytics_sessionsFromRawTransitions(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			ch := migrated(t)
 			mp, collect := telemetrytest.Metrics(t)
-			a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, FlushInterval: 10 * time.Millisecond}, mp)
+			a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, Batching: sink.Batching{FlushInterval: 10 * time.Millisecond}}, mp)
 			for _, b := range tc.batches {
 				if err := a.HandleTransitions(t.Context(), delivered(1, b...)); err != nil {
 					t.Fatalf("HandleTransitions: %v", err)
@@ -92,7 +93,7 @@ func TestAnalytics_sessionsFromRawTransitions(t *testing.T) {
 // however many of the run's messages and redeliveries carry it.
 func TestAnalytics_runTransitionsWriteTheirRun(t *testing.T) {
 	ch := migrated(t)
-	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, FlushInterval: 10 * time.Millisecond}, nil)
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: 1, Batching: sink.Batching{FlushInterval: 10 * time.Millisecond}}, nil)
 	e1, e2 := slot("rt-1"), slot("rt-2")
 	run := avail.RunRecord{RunID: "rt-run-1", SourceID: "src", Provider: "resy", ScopeKey: scopeKey("rt"),
 		StartedAt: runAt(1).Add(-time.Second), RunAt: runAt(1), Status: avail.StatusOK, Observed: 2, Opened: 2,

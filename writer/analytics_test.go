@@ -131,8 +131,7 @@ func TestAnalytics_writesExactlyOnceToClickHouse(t *testing.T) {
 	}
 	rdb := testenv.Dial(t, testenv.RedisURL(t))
 	mp, collect := telemetrytest.Metrics(t)
-	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: analyticsPartitions,
-		FlushInterval: 200 * time.Millisecond, Runner: stream.RunnerConfig{Block: 50 * time.Millisecond}}, mp)
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: analyticsPartitions, Batching: sink.Batching{FlushInterval: 200 * time.Millisecond}, Runner: stream.RunnerConfig{Block: 50 * time.Millisecond}}, mp)
 	runStages(t, rdb, append(a.Stages(), a.Stages()...)...) // two copies of each stage
 	const n = 30
 	want := publishHistory(t, rdb, n)
@@ -231,8 +230,7 @@ func TestAnalytics_clickHouseOutageBecomesABacklog(t *testing.T) {
 	ch := testenv.DialClickHouse(t, dsn, proxy.Addr())
 	rdb := testenv.Dial(t, testenv.RedisURL(t))
 	mp, collect := telemetrytest.Metrics(t)
-	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: analyticsPartitions,
-		FlushInterval: 50 * time.Millisecond, FlushTimeout: 500 * time.Millisecond, MaxBackoff: 100 * time.Millisecond,
+	a := newAnalytics(t, ch, writer.AnalyticsConfig{Partitions: analyticsPartitions, Batching: sink.Batching{FlushInterval: 50 * time.Millisecond, FlushTimeout: 500 * time.Millisecond, MaxBackoff: 100 * time.Millisecond},
 		Runner: stream.RunnerConfig{Block: 50 * time.Millisecond, BatchSize: 2, HandlerTimeout: 700 * time.Millisecond,
 			ClaimIdle: time.Second, ClaimInterval: 100 * time.Millisecond, MaxDeliveries: 1000}}, mp)
 	proxy.Stop() // ClickHouse refuses connections from now on

@@ -77,13 +77,8 @@ func (c ProjectionConfig) Validate() error {
 type AnalyticsConfig struct {
 	// Partitions of the availability topics, as deployed. Default 8.
 	Partitions int
-	// BatchRows, FlushInterval, Linger, FlushTimeout and MaxBackoff are
-	// the batchers' sink.Batching, with its defaults.
-	BatchRows     int
-	FlushInterval time.Duration
-	Linger        time.Duration
-	FlushTimeout  time.Duration
-	MaxBackoff    time.Duration
+	// Batching says when the batchers flush.
+	sink.Batching
 	// ReadAhead is the copies of each stage sharing its batcher. Default 2,
 	// at most sink.MaxReadAhead.
 	ReadAhead int
@@ -98,8 +93,7 @@ type AnalyticsConfig struct {
 func (c AnalyticsConfig) WithDefaults() AnalyticsConfig {
 	c.Partitions = cmp.Or(c.Partitions, DefaultPartitions)
 	c.ReadAhead = cmp.Or(c.ReadAhead, DefaultReadAhead)
-	b := c.batching().WithDefaults()
-	c.BatchRows, c.FlushInterval, c.Linger, c.FlushTimeout, c.MaxBackoff = b.BatchRows, b.FlushInterval, b.Linger, b.FlushTimeout, b.MaxBackoff
+	c.Batching = c.Batching.WithDefaults()
 	c.Runner = sink.BatchRunner(c.Runner, DefaultAnalyticsBatchSize)
 	c.TransitionsBatchSize = cmp.Or(c.TransitionsBatchSize, DefaultTransitionsBatchSize)
 	return c
@@ -108,7 +102,7 @@ func (c AnalyticsConfig) WithDefaults() AnalyticsConfig {
 // Validate reports every invalid field of a defaulted config.
 func (c AnalyticsConfig) Validate() error {
 	errs := []error{partitionsErr(c.Partitions)}
-	errs = append(errs, c.batching().Validate(c.ReadAhead, c.Runner, StageAnalyticsTransitions, StageAnalyticsRuns))
+	errs = append(errs, c.Batching.Validate(c.ReadAhead, c.Runner, StageAnalyticsTransitions, StageAnalyticsRuns))
 	errs = bounds.Check(errs, "writer: transitions batch size", c.TransitionsBatchSize, 1, stream.MaxBatchSize)
 	return errors.Join(errs...)
 }
@@ -119,10 +113,4 @@ func partitionsErr(n int) error {
 		return fmt.Errorf("writer: partitions %d out of range 1..%d", n, stream.MaxPartitions)
 	}
 	return nil
-}
-
-// batching returns when the analytics batchers flush.
-func (c AnalyticsConfig) batching() sink.Batching {
-	return sink.Batching{BatchRows: c.BatchRows, FlushInterval: c.FlushInterval, Linger: c.Linger,
-		FlushTimeout: c.FlushTimeout, MaxBackoff: c.MaxBackoff}
 }

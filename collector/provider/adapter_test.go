@@ -13,6 +13,7 @@ import (
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector/provider"
 	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/collector/simulator/simtest"
 )
 
 // fetch asks the server at base for scope through adapter a and returns the
@@ -83,14 +84,14 @@ func TestAdapters_parseExactlyTheSimulatorsOpenSlots(t *testing.T) {
 						}
 						want := sim.Open(name, sc.scope)
 						if restaurantLevel {
-							want = sim.OpenRestaurants(name, sc.scope)
+							want = simtest.OpenRestaurants(sim, name, sc.scope)
 						}
 						if got := keys(ents); !slices.Equal(got, want) {
 							t.Fatalf("tick %d: keys\n got  %v\n want %v", tick, got, want)
 						}
 						checkEntities(t, name, sc.scope, restaurantLevel, ents)
 						seen += len(ents)
-						sim.Tick()
+						sim.Advance(1)
 					}
 				})
 			}

@@ -68,9 +68,6 @@ type Config struct {
 	// Now is the simulator's clock, read to tell whether a release is out.
 	// Default time.Now.
 	Now func() time.Time
-	// Token, when set, is the bearer token every request must carry;
-	// others get 401. Default: none.
-	Token string
 }
 
 // WithDefaults returns c with every zero field set to its default.
@@ -135,9 +132,6 @@ func (c Config) Validate() error {
 		if r.At.IsZero() {
 			errs = append(errs, fmt.Errorf("release %d: no time", i))
 		}
-	}
-	if len(c.Token) > 4096 {
-		errs = append(errs, errors.New("token longer than 4096 bytes"))
 	}
 	return errors.Join(errs...)
 }

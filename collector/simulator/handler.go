@@ -1,7 +1,6 @@
 package simulator
 
 import (
-	"cmp"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -25,7 +24,7 @@ const maxRequestBody = 64 << 10
 const maxRestaurantIDs = 100
 
 // ServeHTTP answers GET /4/find and POST /dapi/fe/gql from the current
-// model, after injected failures and the bearer-token check.
+// model.
 func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	switch r.URL.Path {
 	case ResyPath:
@@ -45,60 +44,25 @@ func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// answer writes an injected failure, a 401, a 400 for badParams, or the body
-// built by build, and records the request.
-func (s *Simulator) answer(w http.ResponseWriter, r *http.Request, req Request, badParams error, build func() any) {
-	req.Authorization = r.Header.Get("Authorization")
-	req.UserAgent = r.Header.Get("User-Agent")
-	defer func() { s.record(req) }()
-	if f := s.failure(req.Endpoint, req.Venue); f != nil {
-		req.Injected = true
-		req.Status = writeFailure(w, f)
-		return
-	}
-	if !s.authorized(req.Authorization) {
-		req.Status = writeStatus(w, http.StatusUnauthorized)
-		return
-	}
+// query is what a request asks for.
+type query struct {
+	venue string // "" for all
+	date  string
+	party int
+	term  string
+}
+
+// answer writes a 400 for badParams, or the body built by build.
+func (s *Simulator) answer(w http.ResponseWriter, badParams error, build func() any) {
 	if badParams != nil {
-		req.Status = http.StatusBadRequest
-		writeJSON(w, req.Status, map[string]any{"status": req.Status, "message": badParams.Error()})
+		writeJSON(w, http.StatusBadRequest, map[string]any{"status": http.StatusBadRequest, "message": badParams.Error()})
 		return
 	}
-	req.Status = http.StatusOK
-	writeJSON(w, req.Status, build())
+	writeJSON(w, http.StatusOK, build())
 }
 
-func writeFailure(w http.ResponseWriter, f *Failure) int {
-	switch f.Mode {
-	case FailThrottle:
-		switch f.RetryAfter {
-		case "":
-			w.Header().Set("Retry-After", "1")
-		case "-":
-		default:
-			w.Header().Set("Retry-After", f.RetryAfter)
-		}
-		return writeStatus(w, http.StatusTooManyRequests)
-	case FailUnauthorized:
-		return writeStatus(w, http.StatusUnauthorized)
-	case FailForbidden:
-		return writeStatus(w, http.StatusForbidden)
-	case FailMalformed:
-		body := f.Body
-		body = cmp.Or(body, DefaultMalformedBody)
-		w.Header().Set("Content-Type", "application/json")
-		w.WriteHeader(http.StatusOK)
-		_, _ = io.WriteString(w, body)
-		return http.StatusOK
-	default:
-		return writeStatus(w, http.StatusInternalServerError)
-	}
-}
-
-func writeStatus(w http.ResponseWriter, status int) int {
+func writeStatus(w http.ResponseWriter, status int) {
 	writeJSON(w, status, map[string]any{"status": status, "message": http.StatusText(status)})
-	return status
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {
@@ -119,24 +83,20 @@ func checkDateParty(date string, party int) error {
 
 func (s *Simulator) serveResy(w http.ResponseWriter, r *http.Request) {
 	q := r.URL.Query()
-	req := Request{Endpoint: EndpointResy, Venue: q.Get("venue_id"), Date: q.Get("day"), Query: q.Get("query")}
-	party, err := strconv.Atoi(q.Get("party_size"))
-	if err != nil {
-		party = 0
+	req := query{venue: q.Get("venue_id"), date: q.Get("day"), term: q.Get("query")}
+	req.party, _ = strconv.Atoi(q.Get("party_size"))
+	bad := checkDateParty(req.date, req.party)
+	if _, err := strconv.ParseInt(req.venue, 10, 64); bad == nil && req.venue != "" && err != nil {
+		bad = fmt.Errorf("venue_id %q is not numeric", req.venue)
 	}
-	req.PartySize = party
-	bad := checkDateParty(req.Date, party)
-	if _, err := strconv.ParseInt(req.Venue, 10, 64); bad == nil && req.Venue != "" && err != nil {
-		bad = fmt.Errorf("venue_id %q is not numeric", req.Venue)
-	}
-	s.answer(w, r, req, bad, func() any { return s.resyBody(req) })
+	s.answer(w, bad, func() any { return s.resyBody(req) })
 }
 
-func (s *Simulator) resyBody(req Request) resyFind {
+func (s *Simulator) resyBody(req query) resyFind {
 	var out resyFind
 	out.Results.Venues = []resyVenue{}
-	out.Query.Day, out.Query.PartySize = req.Date, req.PartySize
-	for _, vs := range s.lookup(req.Venue, req.Query, req.Date, req.PartySize) {
+	out.Query.Day, out.Query.PartySize = req.date, req.party
+	for _, vs := range s.lookup(req.venue, req.term, req.date, req.party) {
 		v := resyVenue{Slots: []resySlot{}}
 		v.Venue.ID.Resy, v.Venue.Name = vs.venue.ID, vs.venue.Name
 		v.Venue.Location.TimeZone = "America/New_York"
@@ -212,7 +172,6 @@ type gqlRequest struct {
 }
 
 func (s *Simulator) serveOpenTable(w http.ResponseWriter, r *http.Request) {
-	req := Request{Endpoint: EndpointOpenTable}
 	var in gqlRequest
 	bad := json.NewDecoder(io.LimitReader(r.Body, maxRequestBody)).Decode(&in)
 	if bad != nil {
@@ -224,17 +183,13 @@ func (s *Simulator) serveOpenTable(w http.ResponseWriter, r *http.Request) {
 		bad = fmt.Errorf("unknown operation %q", in.OperationName)
 	}
 	v := in.Variables
-	req.Date, req.PartySize, req.Query = v.Date, v.PartySize, v.Term
-	if len(v.RestaurantIDs) == 1 {
-		req.Venue = strconv.FormatInt(v.RestaurantIDs[0], 10)
-	}
 	if bad == nil {
 		bad = checkDateParty(v.Date, v.PartySize)
 	}
 	if bad == nil && len(v.RestaurantIDs) > maxRestaurantIDs {
 		bad = fmt.Errorf("more than %d restaurantIds", maxRestaurantIDs)
 	}
-	s.answer(w, r, req, bad, func() any { return s.openTableBody(v.RestaurantIDs, v.Term, v.Date, v.PartySize) })
+	s.answer(w, bad, func() any { return s.openTableBody(v.RestaurantIDs, v.Term, v.Date, v.PartySize) })
 }
 
 func (s *Simulator) openTableBody(ids []int64, term, date string, party int) any {

@@ -52,10 +52,6 @@ type Simulator struct {
 	open     []bool
 	stable   []int // indices of slots that are not flapping, shuffled by churn
 	flapping []int // indices of slots that toggle every tick
-	ticks    int
-	token    string
-	failures []*Failure
-	requests []Request
 	// releases holds, by venue index and date index, when the date comes
 	// out for the venue; absent: out from the start.
 	releases map[[2]int]time.Time
@@ -67,7 +63,7 @@ func New(cfg Config) (*Simulator, error) {
 		return nil, fmt.Errorf("simulator: %w", err)
 	}
 	cfg = cfg.WithDefaults()
-	s := &Simulator{cfg: cfg, dates: map[string]int{}, sizes: map[int]int{}, token: cfg.Token,
+	s := &Simulator{cfg: cfg, dates: map[string]int{}, sizes: map[int]int{},
 		rng: rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))}
 	for i := range cfg.Venues {
 		name := venueNames[i%len(venueNames)]
@@ -112,15 +108,8 @@ func (s *Simulator) Config() Config { return s.cfg }
 // Venues returns the simulated venues.
 func (s *Simulator) Venues() []Venue { return slices.Clone(s.venues) }
 
-// Tick advances the model: flapping slots toggle and round(Churn × stable
-// slots) random others flip.
-func (s *Simulator) Tick() {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.tickLocked()
-}
-
-// Advance ticks the model n times.
+// Advance ticks the model n times. A tick toggles the flapping slots and
+// flips round(Churn × stable slots) random others.
 func (s *Simulator) Advance(n int) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
@@ -130,7 +119,6 @@ func (s *Simulator) Advance(n int) {
 }
 
 func (s *Simulator) tickLocked() {
-	s.ticks++
 	for _, i := range s.flapping {
 		s.open[i] = !s.open[i]
 	}
@@ -141,13 +129,6 @@ func (s *Simulator) tickLocked() {
 		s.stable[j], s.stable[r] = s.stable[r], s.stable[j]
 		s.open[s.stable[j]] = !s.open[s.stable[j]]
 	}
-}
-
-// Ticks returns the number of ticks so far.
-func (s *Simulator) Ticks() int {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.ticks
 }
 
 // index returns the position of a slot in the model.
@@ -228,25 +209,4 @@ func (s *Simulator) Open(provider string, scope avail.Scope) []string {
 	}
 	slices.Sort(keys)
 	return keys
-}
-
-// OpenRestaurants returns the restaurant-level keys (avail.RestaurantKey) of
-// the venues with at least one slot open now in scope, sorted.
-func (s *Simulator) OpenRestaurants(provider string, scope avail.Scope) []string {
-	keys := []string{}
-	for _, vs := range s.lookup(scope.Venue, scope.Query, scope.Date, scope.PartySize) {
-		if len(vs.slots) > 0 {
-			keys = append(keys, avail.RestaurantKey(provider, strconv.FormatInt(vs.venue.ID, 10), scope.Date, scope.PartySize))
-		}
-	}
-	slices.Sort(keys)
-	return keys
-}
-
-// SetToken changes the bearer token requests must carry ("": none); the old
-// one gets 401.
-func (s *Simulator) SetToken(token string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	s.token = token
 }

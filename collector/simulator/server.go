@@ -39,5 +39,5 @@ func (s *Simulator) Start(ctx context.Context, addr string) (string, error) {
 
 // autoTick ticks the model every interval until ctx ends.
 func (s *Simulator) autoTick(ctx context.Context, interval time.Duration) {
-	tick.EveryAfter(ctx, interval, s.Tick)
+	tick.EveryAfter(ctx, interval, func() { s.Advance(1) })
 }

@@ -12,6 +12,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/collector/simulator"
+	"github.com/dropstream/dropstream/collector/simulator/simtest"
 )
 
 func newSim(t *testing.T, cfg simulator.Config) *simulator.Simulator {
@@ -62,8 +63,8 @@ func TestSimulator_sameSeedSameWorld(t *testing.T) {
 		if !slices.Equal(allOpen(a), allOpen(b)) {
 			t.Fatalf("tick %d: two simulators with one seed differ", tick)
 		}
-		a.Tick()
-		b.Tick()
+		a.Advance(1)
+		b.Advance(1)
 	}
 	if slices.Equal(allOpen(a), allOpen(other)) {
 		t.Error("seeds 11 and 12 give the same world")
@@ -89,16 +90,13 @@ func TestSimulator_tickFlipsExactlyChurnPlusFlapping(t *testing.T) {
 			churned := int(tt.churn*float64(total-flapping) + 0.5)
 			before := allOpen(sim)
 			for range 4 {
-				sim.Tick()
+				sim.Advance(1)
 				after := allOpen(sim)
 				// Churned and flapping slots are disjoint: flips add up.
 				if got := flips(before, after); got != churned+flapping {
 					t.Fatalf("%d slots flipped, want %d churned + %d flapping", got, churned, flapping)
 				}
 				before = after
-			}
-			if sim.Ticks() != 4 {
-				t.Errorf("Ticks = %d, want 4", sim.Ticks())
 			}
 		})
 	}
@@ -114,7 +112,10 @@ func TestSimulator_flappingSlotsComeBackEveryOtherTick(t *testing.T) {
 }
 
 func TestSimulator_injectedFailuresAnswerMatchingRequests(t *testing.T) {
-	sim := newSim(t, simulator.Config{})
+	sim, err := simtest.New(simulator.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
 	resy := func(venue string) *http.Response {
@@ -124,9 +125,9 @@ func TestSimulator_injectedFailuresAnswerMatchingRequests(t *testing.T) {
 		}
 		return resp
 	}
-	sim.Fail(simulator.Failure{Mode: simulator.FailThrottle, Venue: "1001", Times: 2, RetryAfter: "7"})
-	sim.Fail(simulator.Failure{Mode: simulator.FailMalformed, Endpoint: simulator.EndpointResy, Venue: "1002", Times: 1})
-	sim.Fail(simulator.Failure{Mode: simulator.FailServerError, Endpoint: simulator.EndpointOpenTable})
+	sim.Fail(simtest.Failure{Mode: simtest.FailThrottle, Venue: "1001", Times: 2, RetryAfter: "7"})
+	sim.Fail(simtest.Failure{Mode: simtest.FailMalformed, Endpoint: simtest.EndpointResy, Venue: "1002", Times: 1})
+	sim.Fail(simtest.Failure{Mode: simtest.FailServerError, Endpoint: simtest.EndpointOpenTable})
 	tests := []struct {
 		venue      string
 		status     int
@@ -134,7 +135,7 @@ func TestSimulator_injectedFailuresAnswerMatchingRequests(t *testing.T) {
 		body       string
 	}{
 		{"1001", 429, "7", ""},
-		{"1002", 200, "", simulator.DefaultMalformedBody},
+		{"1002", 200, "", simtest.DefaultMalformedBody},
 		{"1001", 429, "7", ""},
 		{"1001", 200, "", ""},
 		{"1002", 200, "", ""},
@@ -164,13 +165,17 @@ func TestSimulator_injectedFailuresAnswerMatchingRequests(t *testing.T) {
 	}
 	sim.ClearFailures()
 	reqs := sim.Requests()
-	if len(reqs) != 6 || !reqs[0].Injected || reqs[0].Status != 429 || reqs[3].Injected || reqs[5].Endpoint != simulator.EndpointOpenTable {
+	if len(reqs) != 6 || !reqs[0].Injected || reqs[0].Status != 429 || reqs[3].Injected || reqs[5].Endpoint != simtest.EndpointOpenTable {
 		t.Errorf("request log %+v does not match the requests", reqs)
 	}
 }
 
 func TestSimulator_tokenAndParameters(t *testing.T) {
-	sim := newSim(t, simulator.Config{Token: "s3cret"})
+	sim, err := simtest.New(simulator.Config{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	sim.SetToken("s3cret")
 	srv := httptest.NewServer(sim)
 	defer srv.Close()
 	tests := []struct {

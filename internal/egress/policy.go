@@ -178,14 +178,6 @@ func Default() *Policy {
 	return p
 }
 
-// OrDefault returns p, or a new default policy when p is nil.
-func OrDefault(p *Policy) *Policy {
-	if p == nil {
-		return Default()
-	}
-	return p
-}
-
 // Permit allows one more host:port from now on (say the demo's). p must not be nil.
 func (p *Policy) Permit(hostport string) error {
 	if _, _, err := net.SplitHostPort(hostport); err != nil {
@@ -339,7 +331,7 @@ func (p *Policy) DialContext(ctx context.Context, network, addr string) (net.Con
 var defaultShared = sync.OnceValue(Default)
 
 // OrDefaultShared returns p, or a shared default policy when p is nil;
-// unlike OrDefault, the result must not be given to Permit.
+// the result must not be given to Permit.
 func OrDefaultShared(p *Policy) *Policy {
 	if p == nil {
 		return defaultShared()
