@@ -268,9 +268,14 @@ func (c *committer) write(ks []int) {
 func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Context) error, slots chan struct{}, op *settleOp,
 	outcomes, errTypes []string, errs []error, i int) {
 	n := del.Notification
-	if err := runHooks(ctx, pre, del.Before); err != nil {
-		outcomes[i], errTypes[i], errs[i] = OutcomeFailed, errorRetryable, err
-		return
+	for _, hook := range [...]func(context.Context) error{pre, del.Before} { // an array: no allocation
+		if hook == nil {
+			continue
+		}
+		if err := hook(ctx); err != nil {
+			outcomes[i], errTypes[i], errs[i] = OutcomeFailed, errorRetryable, err
+			return
+		}
 	}
 	if slots != nil {
 		select {
@@ -300,17 +305,4 @@ func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Co
 		return
 	}
 	errTypes[i], errs[i] = errorRetryable, fmt.Errorf("notifier: %s to %s: %w", del.Channel, n.Recipient.ID, sendErr)
-}
-
-// runHooks runs the hooks that are not nil, up to the first error.
-func runHooks(ctx context.Context, hooks ...func(context.Context) error) error {
-	for _, hook := range hooks {
-		if hook == nil {
-			continue
-		}
-		if err := hook(ctx); err != nil {
-			return err
-		}
-	}
-	return nil
 }

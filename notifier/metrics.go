@@ -86,18 +86,8 @@ type outcomeAttrs struct {
 	m sync.Map // outcomeKey → attrOpts
 }
 
-// outcomeKey names a set: attrs says which attributes it has.
-type outcomeKey struct {
-	attrs                           uint8
-	flow, channel, outcome, errType string
-}
-
-// Which attributes a set has.
-const (
-	attrsOutcome uint8 = iota // flow, channel, outcome, error.type when set
-	attrsFlow
-	attrsFlowChannel
-)
+// outcomeKey names a set; an empty field is an attribute it lacks.
+type outcomeKey struct{ flow, channel, outcome, errType string }
 
 // attrOpts are one attribute set as options of Add and of Record.
 type attrOpts struct {
@@ -108,17 +98,15 @@ type attrOpts struct {
 // get returns the attributes flow, channel, outcome and error.type when
 // errType is not empty.
 func (a *outcomeAttrs) get(flow, channel, outcome, errType string) attrOpts {
-	return a.load(outcomeKey{attrsOutcome, flow, channel, outcome, errType})
+	return a.load(outcomeKey{flow, channel, outcome, errType})
 }
 
 // flow returns the attribute flow alone (of the end-to-end latency).
-func (a *outcomeAttrs) flow(flow string) attrOpts {
-	return a.load(outcomeKey{attrs: attrsFlow, flow: flow})
-}
+func (a *outcomeAttrs) flow(flow string) attrOpts { return a.load(outcomeKey{flow: flow}) }
 
 // flowChannel returns the attributes flow and channel.
 func (a *outcomeAttrs) flowChannel(flow, channel string) attrOpts {
-	return a.load(outcomeKey{attrs: attrsFlowChannel, flow: flow, channel: channel})
+	return a.load(outcomeKey{flow: flow, channel: channel})
 }
 
 func (a *outcomeAttrs) load(k outcomeKey) attrOpts {
@@ -126,13 +114,9 @@ func (a *outcomeAttrs) load(k outcomeKey) attrOpts {
 		return v.(attrOpts)
 	}
 	kvs := []attribute.KeyValue{dsotel.FlowKey.String(k.flow)}
-	if k.attrs != attrsFlow {
-		kvs = append(kvs, keyChannel.String(k.channel))
-	}
-	if k.attrs == attrsOutcome {
-		kvs = append(kvs, dsotel.OutcomeKey.String(k.outcome))
-		if k.errType != "" {
-			kvs = append(kvs, keyErrorType.String(k.errType))
+	for _, kv := range []attribute.KeyValue{keyChannel.String(k.channel), dsotel.OutcomeKey.String(k.outcome), keyErrorType.String(k.errType)} {
+		if kv.Value.AsString() != "" {
+			kvs = append(kvs, kv)
 		}
 	}
 	opt := metric.WithAttributeSet(attribute.NewSet(kvs...))
