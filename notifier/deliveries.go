@@ -102,7 +102,8 @@ type DeliveryLedger struct {
 	rdb    redis.UniversalClient
 	ledger *stream.Ledger
 	cfg    DeliveryLedgerConfig
-	ttlMs  any // cfg.TTL in milliseconds, boxed once
+	// cfg.TTL and cfg.Lease in milliseconds, boxed once
+	ttlMs, leaseMs any
 }
 
 // NewDeliveryLedger returns a delivery ledger over rdb.
@@ -115,7 +116,7 @@ func NewDeliveryLedger(rdb redis.UniversalClient, cfg DeliveryLedgerConfig) (*De
 	if err != nil {
 		return nil, fmt.Errorf("notifier: delivery ledger: %w", err)
 	}
-	return &DeliveryLedger{rdb: rdb, ledger: l, cfg: cfg, ttlMs: cfg.TTL.Milliseconds()}, nil
+	return &DeliveryLedger{rdb: rdb, ledger: l, cfg: cfg, ttlMs: cfg.TTL.Milliseconds(), leaseMs: cfg.Lease.Milliseconds()}, nil
 }
 
 // Key returns the Redis key of a business key in the slot of hashTag.

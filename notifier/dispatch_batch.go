@@ -65,7 +65,7 @@ func (d *Dispatcher) DeliverBatch(ctx context.Context, dels []Delivery, opts Bat
 			errType = errTypes[i]
 		}
 		if errTypes[i] != "" || outcomes[i] != OutcomeFailed {
-			d.in.notifications.Add(context.Background(), 1, d.attrs.get(del.Notification.Flow, del.Channel, outcomes[i], errType))
+			d.in.notifications.Add(context.Background(), 1, d.attrs.get(del.Notification.Flow, del.Channel, outcomes[i], errType).add...)
 		}
 		span.End()
 	}
@@ -77,7 +77,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 	outcomes, errTypes []string, errs []error) {
 	fail := func(i int, typ string, err error) { outcomes[i], errTypes[i], errs[i] = OutcomeFailed, typ, err }
 	keys := make([]string, 0, len(dels))
-	recs := make([]*DeliveryRecord, 0, len(dels))
+	recs := make([]DeliveryRecord, 0, len(dels))
 	var idx []int
 	var resume []bool
 	seen := make(map[string]bool, len(dels))
@@ -98,7 +98,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 		}
 		seen[key] = true
 		keys = append(keys, key)
-		recs = append(recs, &DeliveryRecord{Flow: n.Flow, Channel: del.Channel, RecipientID: n.Recipient.ID, EventID: n.EventID,
+		recs = append(recs, DeliveryRecord{Flow: n.Flow, Channel: del.Channel, RecipientID: n.Recipient.ID, EventID: n.EventID,
 			SessionID: n.SessionID, Subject: n.Subject, TraceID: n.TraceID, MessageID: del.MessageID, Attempt: del.Attempt})
 		idx = append(idx, i)
 		resume = append(resume, del.Redelivered)
@@ -123,7 +123,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 				resumed = map[string]int{}
 			}
 			resumed[del.Notification.Flow]++
-			d.in.resumed.Add(context.Background(), 1, d.attrs.flowChannel(del.Notification.Flow, del.Channel))
+			d.in.resumed.Add(context.Background(), 1, d.attrs.flowChannel(del.Notification.Flow, del.Channel).add...)
 			held = append(held, j)
 		case res != claimed:
 			fail(i, errorRetryable, fmt.Errorf("notifier: claim %s: unexpected answer %q", keys[j], res))
@@ -147,7 +147,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 	}
 	ops := make([]settleOp, len(held))
 	for k, j := range held {
-		ops[k] = settleOp{key: keys[j], rec: *recs[j], kind: settleRelease}
+		ops[k] = settleOp{key: keys[j], rec: recs[j], kind: settleRelease}
 	}
 	c := &committer{d: d, ctx: ctx, opts: opts, ops: ops, batch: make([]int, len(held)), outcomes: outcomes, errs: errs}
 	for k, j := range held {
@@ -268,7 +268,7 @@ func (c *committer) write(ks []int) {
 func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Context) error, slots chan struct{}, op *settleOp,
 	outcomes, errTypes []string, errs []error, i int) {
 	n := del.Notification
-	for _, hook := range []func(context.Context) error{pre, del.Before} {
+	for _, hook := range [...]func(context.Context) error{pre, del.Before} { // an array: no allocation
 		if hook == nil {
 			continue
 		}
@@ -290,14 +290,14 @@ func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Co
 	sendErr := d.channels[del.Channel].Send(ctx, n)
 	took := time.Since(start).Seconds()
 	if sendErr == nil {
-		d.in.duration.Record(context.Background(), took, d.attrs.get(n.Flow, del.Channel, OutcomeSent, ""))
+		d.in.duration.Record(context.Background(), took, d.attrs.get(n.Flow, del.Channel, OutcomeSent, "").rec...)
 		if !n.ObservedAt.IsZero() {
-			d.in.e2e.Record(context.Background(), max(0, time.Since(n.ObservedAt).Seconds()), d.attrs.flow(n.Flow))
+			d.in.e2e.Record(context.Background(), max(0, time.Since(n.ObservedAt).Seconds()), d.attrs.flow(n.Flow).rec...)
 		}
 		op.kind, outcomes[i] = settleSent, OutcomeSent
 		return
 	}
-	d.in.duration.Record(context.Background(), took, d.attrs.get(n.Flow, del.Channel, OutcomeFailed, ""))
+	d.in.duration.Record(context.Background(), took, d.attrs.get(n.Flow, del.Channel, OutcomeFailed, "").rec...)
 	outcomes[i] = OutcomeFailed
 	if stream.IsPermanent(sendErr) {
 		op.kind, op.reason = settleReject, sendErr

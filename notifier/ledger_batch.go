@@ -18,7 +18,7 @@ import (
 // claimAll claims many keys in two pipelines: SET NX for keys without a
 // record, then claimScript for the rest. resume[i] may take back a lease
 // its message left. It returns each key's result or error.
-func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*DeliveryRecord, resume []bool) ([]claimResult, []error) {
+func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []DeliveryRecord, resume []bool) ([]claimResult, []error) {
 	res := make([]claimResult, len(keys))
 	errs := make([]error, len(keys))
 	var toks []byte
@@ -35,13 +35,14 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 	now := time.Now().UTC()
 	bodies := make([][]byte, len(keys))
 	sets := make([]*redis.BoolCmd, len(keys))
+	args := make([]any, 0, 6*len(keys)) // the SETs' arguments
 	pipe := l.rdb.Pipeline()
 	for i, key := range keys {
 		if len(key) > maxDeliveryKeyBytes {
 			errs[i] = fmt.Errorf("notifier: delivery key longer than %d bytes", maxDeliveryKeyBytes)
 			continue
 		}
-		rec := recs[i]
+		rec := &recs[i]
 		rec.Token, rec.State, rec.StartedAt = hexToks[24*i:24*i+24], DeliverySending, now
 		body, err := gojson.Marshal(rec)
 		if err != nil {
@@ -49,7 +50,10 @@ func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []*De
 			continue
 		}
 		bodies[i] = body
-		sets[i] = pipe.SetNX(ctx, key, bodies[i], l.cfg.Lease)
+		n := len(args)
+		args = append(args, "set", key, body, "px", l.leaseMs, "nx")
+		sets[i] = redis.NewBoolCmd(ctx, args[n:len(args):len(args)]...)
+		_ = pipe.Process(ctx, sets[i])
 	}
 	if pipe.Len() > 0 {
 		_, _ = pipe.Exec(ctx)
@@ -118,6 +122,7 @@ func (l *DeliveryLedger) queueSettles(ctx context.Context, pipe redis.Pipeliner,
 	q := &queuedSettles{ops: ops, errs: make([]error, len(ops)), sets: make([]*redis.StatusCmd, len(ops))}
 	ttl := strconv.FormatInt(l.cfg.TTL.Milliseconds(), 10)
 	now := time.Now().UTC()
+	args := make([]any, 0, 5*len(ops)) // the SETs' arguments
 	for i, op := range ops {
 		rec := op.rec
 		switch op.kind {
@@ -135,7 +140,9 @@ func (l *DeliveryLedger) queueSettles(ctx context.Context, pipe redis.Pipeliner,
 			}
 		}
 		if op.kind == settleSent {
-			q.sets[i] = redis.NewStatusCmd(ctx, "set", op.key, body, "px", l.ttlMs)
+			n := len(args)
+			args = append(args, "set", op.key, body, "px", l.ttlMs)
+			q.sets[i] = redis.NewStatusCmd(ctx, args[n:len(args):len(args)]...)
 			_ = pipe.Process(ctx, q.sets[i])
 			continue
 		}

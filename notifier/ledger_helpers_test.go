@@ -16,7 +16,9 @@ func (d *Deliverer) handle(ctx context.Context, m *stream.Message) error {
 
 // claim fills rec's token, state and start and tries to take the lease.
 func (l *DeliveryLedger) claim(ctx context.Context, key string, rec *DeliveryRecord) (claimResult, error) {
-	res, errs := l.claimAll(ctx, []string{key}, []*DeliveryRecord{rec}, nil)
+	recs := []DeliveryRecord{*rec}
+	res, errs := l.claimAll(ctx, []string{key}, recs, nil)
+	*rec = recs[0]
 	return res[0], errs[0]
 }
 

@@ -80,48 +80,47 @@ func newInstruments(mp metric.MeterProvider) (*instruments, error) {
 }
 
 // outcomeAttrs caches the metrics' attribute sets, which cost a sort and a
-// hash to build.
+// hash to build, as the option slices Add and Record take (a slice built
+// per call was an allocation per measurement).
 type outcomeAttrs struct {
-	m     sync.Map // outcomeKey → metric.MeasurementOption
-	flows sync.Map // flow → metric.MeasurementOption
-	pairs sync.Map // outcomeKey{flow, channel} → metric.MeasurementOption
+	m sync.Map // outcomeKey → attrOpts
 }
 
+// outcomeKey names a set; an empty field is an attribute it lacks.
 type outcomeKey struct{ flow, channel, outcome, errType string }
+
+// attrOpts are one attribute set as options of Add and of Record.
+type attrOpts struct {
+	add []metric.AddOption
+	rec []metric.RecordOption
+}
 
 // get returns the attributes flow, channel, outcome and error.type when
 // errType is not empty.
-func (a *outcomeAttrs) get(flow, channel, outcome, errType string) metric.MeasurementOption {
-	k := outcomeKey{flow, channel, outcome, errType}
-	if v, ok := a.m.Load(k); ok {
-		return v.(metric.MeasurementOption)
-	}
-	extra := []attribute.KeyValue{dsotel.OutcomeKey.String(outcome)}
-	if errType != "" {
-		extra = append(extra, keyErrorType.String(errType))
-	}
-	opt := metric.WithAttributeSet(attribute.NewSet(append([]attribute.KeyValue{dsotel.FlowKey.String(flow), keyChannel.String(channel)}, extra...)...))
-	a.m.Store(k, opt)
-	return opt
+func (a *outcomeAttrs) get(flow, channel, outcome, errType string) attrOpts {
+	return a.load(outcomeKey{flow, channel, outcome, errType})
 }
 
 // flow returns the attribute flow alone (of the end-to-end latency).
-func (a *outcomeAttrs) flow(flow string) metric.MeasurementOption {
-	if v, ok := a.flows.Load(flow); ok {
-		return v.(metric.MeasurementOption)
-	}
-	opt := metric.WithAttributeSet(attribute.NewSet(dsotel.FlowKey.String(flow)))
-	a.flows.Store(flow, opt)
-	return opt
-}
+func (a *outcomeAttrs) flow(flow string) attrOpts { return a.load(outcomeKey{flow: flow}) }
 
 // flowChannel returns the attributes flow and channel.
-func (a *outcomeAttrs) flowChannel(flow, channel string) metric.MeasurementOption {
-	k := outcomeKey{flow: flow, channel: channel}
-	if v, ok := a.pairs.Load(k); ok {
-		return v.(metric.MeasurementOption)
+func (a *outcomeAttrs) flowChannel(flow, channel string) attrOpts {
+	return a.load(outcomeKey{flow: flow, channel: channel})
+}
+
+func (a *outcomeAttrs) load(k outcomeKey) attrOpts {
+	if v, ok := a.m.Load(k); ok {
+		return v.(attrOpts)
 	}
-	opt := metric.WithAttributeSet(attribute.NewSet(dsotel.FlowKey.String(flow), keyChannel.String(channel)))
-	a.pairs.Store(k, opt)
-	return opt
+	kvs := []attribute.KeyValue{dsotel.FlowKey.String(k.flow)}
+	for _, kv := range []attribute.KeyValue{keyChannel.String(k.channel), dsotel.OutcomeKey.String(k.outcome), keyErrorType.String(k.errType)} {
+		if kv.Value.AsString() != "" {
+			kvs = append(kvs, kv)
+		}
+	}
+	opt := metric.WithAttributeSet(attribute.NewSet(kvs...))
+	o := attrOpts{add: []metric.AddOption{opt}, rec: []metric.RecordOption{opt}}
+	a.m.Store(k, o)
+	return o
 }

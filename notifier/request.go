@@ -148,7 +148,8 @@ func PublishRequests(ctx context.Context, pub *stream.Publisher, topic stream.To
 
 // NotificationID is "n_" + 24 hex digits of the business key's SHA-256.
 func NotificationID(businessKey string) string {
-	sum := sha256.Sum256([]byte(businessKey))
+	var buf [256]byte // on the stack: a request's key fits (requestKey)
+	sum := sha256.Sum256(append(buf[:0], businessKey...))
 	var id [2 + 24]byte
 	copy(id[:], "n_")
 	hex.Encode(id[2:], sum[:12])

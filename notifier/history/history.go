@@ -180,9 +180,13 @@ func (r *Recorder) Queue(ctx context.Context, pipe redis.Pipeliner, recs ...Reco
 }
 
 // queue adds recs' Redis writes to pipe and returns their stream messages.
+// The commands' arguments share one array.
 func (r *Recorder) queue(ctx context.Context, pipe redis.Pipeliner, recs []Record) ([]*stream.Message, error) {
-	bySub := make(map[string][]any, len(recs))
-	var subs []string
+	bodies := make([]any, len(recs))
+	sub := make([]int, len(recs)) // index in subs of each record's subscriber
+	var subs []any                // their keys, boxed once for the three commands
+	at := make(map[string]int, len(recs))
+	args := make([]any, 0, 15*len(recs))
 	var batch batcher
 	for i := range recs {
 		rec := &recs[i]
@@ -190,22 +194,32 @@ func (r *Recorder) queue(ctx context.Context, pipe redis.Pipeliner, recs []Recor
 		if err != nil {
 			return nil, fmt.Errorf("history: encode: %w", err)
 		}
-		boxed := any(body) // once for both commands
-		sk := subscriberKey(rec.SubscriberID)
-		if _, ok := bySub[sk]; !ok {
-			subs = append(subs, sk)
-			bySub[sk] = []any{"lpush", sk} // the key boxed once for the three commands
+		bodies[i] = body // boxed once for both commands
+		k, ok := at[rec.SubscriberID]
+		if !ok {
+			k = len(subs)
+			at[rec.SubscriberID] = k
+			subs = append(subs, subscriberKey(rec.SubscriberID))
 		}
-		bySub[sk] = append(bySub[sk], boxed)
-		pipe.Process(ctx, redis.NewStatusCmd(ctx, "set", notificationKey(rec.ID), boxed, "px", r.ttlMs))
+		sub[i] = k
+		n := len(args)
+		args = append(args, "set", notificationKey(rec.ID), bodies[i], "px", r.ttlMs)
+		pipe.Process(ctx, redis.NewStatusCmd(ctx, args[n:len(args):len(args)]...))
 		batch.add(rec.ID, body)
 	}
-	for _, sk := range subs {
-		push := bySub[sk]
-		key := push[1]
-		pipe.Process(ctx, redis.NewIntCmd(ctx, push...))
-		pipe.Process(ctx, redis.NewStatusCmd(ctx, "ltrim", key, 0, r.last))
-		pipe.Process(ctx, redis.NewBoolCmd(ctx, "pexpire", key, r.ttlMs))
+	for k, key := range subs {
+		n := len(args)
+		args = append(args, "lpush", key)
+		for i := range recs {
+			if sub[i] == k {
+				args = append(args, bodies[i])
+			}
+		}
+		pipe.Process(ctx, redis.NewIntCmd(ctx, args[n:len(args):len(args)]...))
+		n = len(args)
+		args = append(args, "ltrim", key, 0, r.last, "pexpire", key, r.ttlMs)
+		pipe.Process(ctx, redis.NewStatusCmd(ctx, args[n:n+4:n+4]...))
+		pipe.Process(ctx, redis.NewBoolCmd(ctx, args[n+4:len(args):len(args)]...))
 	}
 	if r.pub == nil || r.cfg.Partitions == 0 {
 		return nil, nil

@@ -140,14 +140,16 @@ func ChannelKey(channel string) string { return rediskey.Key(tag, "throttle", "c
 // BlockedKey is the sorted set of blocked destinations by end (Unix ms).
 const BlockedKey = rediskey.Prefix + "{notifier}" + rediskey.Sep + "throttle" + rediskey.Sep + "blocked"
 
-// takeScript takes a token from each bucket or none; it returns 0 or the
-// wait in ms. KEYS: blocked set, buckets. ARGV: now, idle ttl, destination,
-// then rate and burst per bucket.
+// takeScript takes a token from each bucket or none. It returns 0 when
+// taken; -wait (ms) when taken ahead, the tokens owed until then (the
+// wait is at most the reserve); else the wait, taking nothing. A blocked
+// destination takes nothing. KEYS: blocked set, buckets. ARGV: now, idle
+// ttl, destination, rate and burst per bucket, reserve (ms).
 var takeScript = script.New(`
 local now = tonumber(ARGV[1])
-local wait = 0
 local blocked = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[3])) or 0
-if blocked > now then wait = blocked - now end
+if blocked > now then return blocked - now end
+local wait = 0
 local state = {}
 for i = 2, #KEYS do
   local rate, burst = tonumber(ARGV[2 * i]), tonumber(ARGV[1 + 2 * i])
@@ -161,14 +163,17 @@ for i = 2, #KEYS do
   end
   state[i] = {rate, tokens}
 end
-if wait > 0 then return wait end
+if wait > tonumber(ARGV[#ARGV]) then return wait end
 for i = 2, #KEYS do
   if state[i][1] > 0 then
     redis.call('HSET', KEYS[i], 'tokens', tostring(state[i][2] - 1), 'ts', ARGV[1])
     redis.call('PEXPIRE', KEYS[i], ARGV[2])
   end
 end
-return 0`)
+return -wait`)
+
+// takeHash is takeScript's EVALSHA name, boxed once.
+var takeHash any = takeScript.Hash()
 
 // Take takes a send permission for dest on channel: 0, or the wait.
 func (t *Throttle) Take(ctx context.Context, dest, channel string) (time.Duration, error) {
@@ -181,30 +186,30 @@ func (t *Throttle) hasBucket(channel string) bool {
 	return !t.cfg.Disabled && (!t.cfg.Destination.Unlimited() || !t.cfg.Channels[channel].Unlimited())
 }
 
-// takeArgs appends takeScript's keys and arguments for one send to keys
-// and args and returns them; an unlimited channel's bucket is left out (the
-// script reads only the buckets given).
-func (t *Throttle) takeArgs(now any, ask Ask, keys []string, args []any) ([]string, []any) {
+// takeArgs appends takeScript's keys for one send to keys, and its
+// EVALSHA command to cmd (the keys boxed once); an unlimited channel's
+// bucket is left out (the script reads only the buckets given).
+func (t *Throttle) takeArgs(now, reserve any, ask Ask, keys []string, cmd []any) ([]string, []any) {
 	ch, limited := t.channels[ask.Channel]
 	dest := t.dests.get(ask.Dest)
 	keys = append(keys, BlockedKey, dest.key)
-	args = append(args, now, t.idleTTL, dest.dest)
-	args = append(args, t.destArgs...)
-	if limited {
-		keys = append(keys, ch.key)
-		args = append(args, ch.args...)
+	if !limited {
+		cmd = append(cmd, "evalsha", takeHash, 2, BlockedKey, dest.boxedKey, now, t.idleTTL, dest.dest)
+		return keys, append(append(cmd, t.destArgs...), reserve)
 	}
-	return keys, args
+	keys = append(keys, ch.key)
+	cmd = append(cmd, "evalsha", takeHash, 3, BlockedKey, dest.boxedKey, ch.key, now, t.idleTTL, dest.dest)
+	return keys, append(append(append(cmd, t.destArgs...), ch.args...), reserve)
 }
 
 // maxDestArgs bounds the remembered destination arguments; past it they
 // are all forgotten at once.
 const maxDestArgs = 4096
 
-// destArgs are a destination's bucket key and its name, boxed once.
+// destArgs are a destination's bucket key, and it and its name boxed once.
 type destArgs struct {
-	key  string
-	dest any
+	key            string
+	boxedKey, dest any
 }
 
 // destCache remembers destArgs by destination. Safe for concurrent use.
@@ -222,7 +227,8 @@ func (c *destCache) get(dest string) destArgs {
 	if c.dests == nil || len(c.dests) >= maxDestArgs {
 		c.dests = make(map[string]destArgs)
 	}
-	a := destArgs{key: DestinationKey(dest), dest: dest}
+	key := DestinationKey(dest)
+	a := destArgs{key: key, boxedKey: key, dest: dest}
 	c.dests[dest] = a
 	return a
 }
@@ -230,9 +236,13 @@ func (c *destCache) get(dest string) destArgs {
 // Ask is one send permission asked of TakeMany.
 type Ask struct {
 	Dest, Channel string
+	// Reserve takes the tokens ahead when they come within it: the wait
+	// comes back negative, and the send goes after it without asking again.
+	Reserve time.Duration
 }
 
-// TakeMany is Take for many asks in one round trip.
+// TakeMany is Take for many asks in one round trip. A positive wait took
+// nothing (ask again after it); a negative one took ahead (Ask.Reserve).
 func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, []error) {
 	waits := make([]time.Duration, len(asks))
 	errs := make([]error, len(asks))
@@ -243,26 +253,35 @@ func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, [
 	nowArg := any(now)
 	var scripted, free []int
 	var calls []script.Call
+	var cmds []*redis.Cmd
 	var members []string
-	// The calls' keys and arguments share two arrays, sized for the most.
+	// The calls' keys and commands share two arrays, sized for the most.
 	keys := make([]string, 0, 3*len(asks))
-	args := make([]any, 0, (3+2*len(t.destArgs))*len(asks))
+	args := make([]any, 0, (10+len(t.destArgs)+2)*len(asks))
+	var reserve any
 	for i, a := range asks {
-		if t.hasBucket(a.Channel) {
-			k, n := len(keys), len(args)
-			keys, args = t.takeArgs(nowArg, a, keys, args)
-			call := script.Call{Keys: keys[k:len(keys):len(keys)], Args: args[n:len(args):len(args)]}
-			scripted, calls = append(scripted, i), append(calls, call)
-		} else {
+		if !t.hasBucket(a.Channel) {
 			free, members = append(free, i), append(members, a.Dest)
+			continue
 		}
+		if ms := max(a.Reserve.Milliseconds(), 0); reserve != ms {
+			reserve = ms
+		}
+		k, n := len(keys), len(args)
+		keys, args = t.takeArgs(nowArg, reserve, a, keys, args)
+		cmd := args[n:len(args):len(args)]
+		scripted = append(scripted, i)
+		calls = append(calls, script.Call{Keys: keys[k:len(keys):len(keys)], Args: cmd[3+len(keys)-k:]})
+		cmds = append(cmds, redis.NewCmd(ctx, cmd...))
 	}
 	pipe := t.rdb.Pipeline()
 	var blocks *redis.FloatSliceCmd
 	if len(free) > 0 {
 		blocks = pipe.ZMScore(ctx, BlockedKey, members...)
 	}
-	cmds := takeScript.Queue(ctx, pipe, calls)
+	for _, c := range cmds {
+		_ = pipe.Process(ctx, c)
+	}
 	_, _ = pipe.Exec(ctx)
 	// Takes that found no script (a flushed Redis) did nothing: send them again.
 	_ = takeScript.Retry(ctx, t.rdb, calls, cmds)

@@ -88,7 +88,7 @@ func TestThrottle_disabledOnlyBlocks(t *testing.T) {
 		t.Run(b.Name, func(t *testing.T) {
 			ctx := context.Background()
 			th, rdb, now := start(t, b, Config{Disabled: true, IdleTTL: time.Minute})
-			asks := []Ask{{"a", "webhook"}, {"b", "webhook"}, {"a", "email"}}
+			asks := []Ask{{Dest: "a", Channel: "webhook"}, {Dest: "b", Channel: "webhook"}, {Dest: "a", Channel: "email"}}
 			for range 50 {
 				waits, errs := th.TakeMany(ctx, asks)
 				for i := range asks {
@@ -152,13 +152,57 @@ func TestTakeMany_takesOnceAfterAScriptFlush(t *testing.T) {
 			if err := rdb.ScriptFlush(ctx).Err(); err != nil {
 				t.Fatal(err)
 			}
-			asks := []Ask{{"a", "webhook"}, {"a", "webhook"}, {"b", "webhook"}, {"a", "webhook"}, {"a", "webhook"}, {"blocked", "webhook"}}
+			a, b := Ask{Dest: "a", Channel: "webhook"}, Ask{Dest: "b", Channel: "webhook"}
+			asks := []Ask{a, a, b, a, a, {Dest: "blocked", Channel: "webhook"}}
 			waits, errs := th.TakeMany(ctx, asks)
 			want := []time.Duration{0, 0, 0, 0, time.Second, time.Minute}
 			for i := range asks {
 				if errs[i] != nil || waits[i] != want[i] {
 					t.Errorf("ask %d (%s): wait %s, %v; want %s", i, asks[i].Dest, waits[i], errs[i], want[i])
 				}
+			}
+		})
+	}
+}
+
+// TestTakeMany_reserve: a wait within Ask.Reserve takes the tokens ahead
+// (a negative wait, later takes queue behind it); one beyond takes nothing,
+// and a blocked destination takes nothing.
+func TestTakeMany_reserve(t *testing.T) {
+	for _, b := range testenv.Backends() {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			th, _, now := start(t, b, Config{Destination: Limit{Rate: 2, Burst: 1}})
+			ask := Ask{Dest: "a", Channel: "webhook", Reserve: time.Second}
+			take := func() time.Duration {
+				t.Helper()
+				waits, errs := th.TakeMany(ctx, []Ask{ask})
+				if errs[0] != nil {
+					t.Fatal(errs[0])
+				}
+				return waits[0]
+			}
+			for i, want := range []time.Duration{0, -500 * time.Millisecond, -time.Second, 1500 * time.Millisecond, 1500 * time.Millisecond} {
+				if got := take(); got != want {
+					t.Fatalf("take %d: wait %s, want %s", i, got, want)
+				}
+			}
+			if w, _ := th.Take(ctx, "a", "webhook"); w != 1500*time.Millisecond {
+				t.Fatalf("Take reserves nothing: wait %s, want 1.5s", w)
+			}
+			*now = now.Add(time.Second) // the two taken ahead are due
+			if got := take(); got != -500*time.Millisecond {
+				t.Fatalf("after the reserved ones: wait %s, want -500ms", got)
+			}
+			if err := th.Block(ctx, "a", now.Add(300*time.Millisecond)); err != nil {
+				t.Fatal(err)
+			}
+			if got := take(); got != 300*time.Millisecond {
+				t.Fatalf("blocked: wait %s, want 300ms taking nothing", got)
+			}
+			*now = now.Add(300 * time.Millisecond)
+			if got := take(); got != -700*time.Millisecond {
+				t.Fatalf("after the block: wait %s, want -700ms (the block took nothing)", got)
 			}
 		})
 	}
