@@ -204,12 +204,11 @@ func (d *Deliverer) sendStatus(err error, attempt int) string {
 	return history.StatusFailed
 }
 
-// throttleAll takes the sends' permissions in one round trip, a wait up
-// to MaxThrottleWait taken ahead.
+// throttleAll takes the sends' permissions in one round trip.
 func (d *Deliverer) throttleAll(ctx context.Context, jobs []*job, idx []int) []func(context.Context) error {
 	asks := make([]throttle.Ask, len(idx))
 	for k, i := range idx {
-		asks[k] = throttle.Ask{Dest: d.tkeys.get(jobs[i].t.dest), Channel: jobs[i].channel, Reserve: d.cfg.MaxThrottleWait}
+		asks[k] = throttle.Ask{Dest: d.tkeys.get(jobs[i].t.dest), Channel: jobs[i].channel}
 	}
 	waits, errs := d.throttle.TakeMany(ctx, asks)
 	out := make([]func(context.Context) error, len(idx))
@@ -217,7 +216,7 @@ func (d *Deliverer) throttleAll(ctx context.Context, jobs []*job, idx []int) []f
 		switch {
 		case errs[k] != nil:
 			out[k] = func(context.Context) error { return errs[k] }
-		case waits[k] != 0:
+		case waits[k] > 0:
 			out[k] = func(ctx context.Context) error { return d.waitThrottle(ctx, asks[k].Dest, asks[k].Channel, waits[k]) }
 		}
 	}
@@ -254,29 +253,24 @@ func (d *Deliverer) hold(ctx context.Context, m *stream.Message, r Request, t ta
 	return history.StatusBatched, d.digests.AddTimed(ctx, tag, batch, key, item, w)
 }
 
-// waitThrottle waits as the throttle answered, up to MaxThrottleWait: a
-// negative wait took the tokens ahead, a positive one asks again after it.
+// waitThrottle waits and asks again until permitted, up to MaxThrottleWait.
 func (d *Deliverer) waitThrottle(ctx context.Context, dest, channel string, wait time.Duration) error {
 	deadline := time.Now().Add(d.cfg.MaxThrottleWait)
-	for wait != 0 {
-		if wait > 0 && time.Now().Add(wait).After(deadline) {
+	for wait > 0 {
+		if time.Now().Add(wait).After(deadline) {
 			return &throttledError{dest: dest, channel: channel, wait: wait}
 		}
-		t := time.NewTimer(wait.Abs())
+		t := time.NewTimer(wait)
 		select {
 		case <-ctx.Done():
 			t.Stop()
 			return ctx.Err()
 		case <-t.C:
 		}
-		if wait < 0 {
-			return nil
+		var err error
+		if wait, err = d.throttle.Take(ctx, dest, channel); err != nil {
+			return err
 		}
-		waits, errs := d.throttle.TakeMany(ctx, []throttle.Ask{{Dest: dest, Channel: channel, Reserve: time.Until(deadline)}})
-		if errs[0] != nil {
-			return errs[0]
-		}
-		wait = waits[0]
 	}
 	return nil
 }

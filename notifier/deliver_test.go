@@ -279,26 +279,3 @@ func TestDeliver_throttleBuckets(t *testing.T) {
 		})
 	}
 }
-
-// A send whose token comes within MaxThrottleWait takes it ahead and goes
-// after the wait without asking again: the throttle's clock stands still
-// here, so a send that asked again would wait until it is refused.
-func TestDeliver_throttleTakesAhead(t *testing.T) {
-	ctx := context.Background()
-	w := newWorld(t, mini(t), throttle.Config{Destination: throttle.Limit{Rate: 20, Burst: 1}})
-	sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
-	for i := range 3 { // the second waits 50ms, the third 100ms: the most allowed
-		m := &stream.Message{ID: "1-1", Partition: w.topic.Partition(sub), Type: TypeRequest, Attempt: 1}
-		if err := w.d.Deliver(ctx, m, req(sub, "x"+strconv.Itoa(i), "w")); err != nil {
-			t.Fatalf("send %d: %v", i, err)
-		}
-	}
-	if n := len(w.hook.messages()); n != 3 {
-		t.Fatalf("received %d, want 3", n)
-	}
-	// A fourth would wait 150ms: refused.
-	m := &stream.Message{ID: "1-1", Partition: w.topic.Partition(sub), Type: TypeRequest, Attempt: 1}
-	if err := w.d.Deliver(ctx, m, req(sub, "x3", "w")); !errors.Is(err, ErrThrottled) {
-		t.Fatalf("fourth send: %v, want ErrThrottled", err)
-	}
-}

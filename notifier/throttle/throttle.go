@@ -140,11 +140,9 @@ func ChannelKey(channel string) string { return rediskey.Key(tag, "throttle", "c
 // BlockedKey is the sorted set of blocked destinations by end (Unix ms).
 const BlockedKey = rediskey.Prefix + "{notifier}" + rediskey.Sep + "throttle" + rediskey.Sep + "blocked"
 
-// takeScript takes a token from each bucket or none. It returns 0 when
-// taken; -wait (ms) when taken ahead, the tokens owed until then (the
-// wait is at most the reserve); else the wait, taking nothing. A blocked
-// destination takes nothing. KEYS: blocked set, buckets. ARGV: now, idle
-// ttl, destination, rate and burst per bucket, reserve (ms).
+// takeScript takes a token from each bucket or none; it returns 0 or the
+// wait in ms. KEYS: blocked set, buckets. ARGV: now, idle ttl, destination,
+// then rate and burst per bucket.
 var takeScript = script.New(`
 local now = tonumber(ARGV[1])
 local blocked = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[3])) or 0
@@ -163,14 +161,14 @@ for i = 2, #KEYS do
   end
   state[i] = {rate, tokens}
 end
-if wait > tonumber(ARGV[#ARGV]) then return wait end
+if wait > 0 then return wait end
 for i = 2, #KEYS do
   if state[i][1] > 0 then
     redis.call('HSET', KEYS[i], 'tokens', tostring(state[i][2] - 1), 'ts', ARGV[1])
     redis.call('PEXPIRE', KEYS[i], ARGV[2])
   end
 end
-return -wait`)
+return 0`)
 
 // takeHash is takeScript's EVALSHA name, boxed once.
 var takeHash any = takeScript.Hash()
@@ -189,17 +187,17 @@ func (t *Throttle) hasBucket(channel string) bool {
 // takeArgs appends takeScript's keys for one send to keys, and its
 // EVALSHA command to cmd (the keys boxed once); an unlimited channel's
 // bucket is left out (the script reads only the buckets given).
-func (t *Throttle) takeArgs(now, reserve any, ask Ask, keys []string, cmd []any) ([]string, []any) {
+func (t *Throttle) takeArgs(now any, ask Ask, keys []string, cmd []any) ([]string, []any) {
 	ch, limited := t.channels[ask.Channel]
 	dest := t.dests.get(ask.Dest)
 	keys = append(keys, BlockedKey, dest.key)
 	if !limited {
 		cmd = append(cmd, "evalsha", takeHash, 2, BlockedKey, dest.boxedKey, now, t.idleTTL, dest.dest)
-		return keys, append(append(cmd, t.destArgs...), reserve)
+		return keys, append(cmd, t.destArgs...)
 	}
 	keys = append(keys, ch.key)
 	cmd = append(cmd, "evalsha", takeHash, 3, BlockedKey, dest.boxedKey, ch.key, now, t.idleTTL, dest.dest)
-	return keys, append(append(append(cmd, t.destArgs...), ch.args...), reserve)
+	return keys, append(append(cmd, t.destArgs...), ch.args...)
 }
 
 // maxDestArgs bounds the remembered destination arguments; past it they
@@ -236,13 +234,9 @@ func (c *destCache) get(dest string) destArgs {
 // Ask is one send permission asked of TakeMany.
 type Ask struct {
 	Dest, Channel string
-	// Reserve takes the tokens ahead when they come within it: the wait
-	// comes back negative, and the send goes after it without asking again.
-	Reserve time.Duration
 }
 
-// TakeMany is Take for many asks in one round trip. A positive wait took
-// nothing (ask again after it); a negative one took ahead (Ask.Reserve).
+// TakeMany is Take for many asks in one round trip.
 func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, []error) {
 	waits := make([]time.Duration, len(asks))
 	errs := make([]error, len(asks))
@@ -257,18 +251,14 @@ func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, [
 	var members []string
 	// The calls' keys and commands share two arrays, sized for the most.
 	keys := make([]string, 0, 3*len(asks))
-	args := make([]any, 0, (10+len(t.destArgs)+2)*len(asks))
-	var reserve any
+	args := make([]any, 0, (10+len(t.destArgs))*len(asks))
 	for i, a := range asks {
 		if !t.hasBucket(a.Channel) {
 			free, members = append(free, i), append(members, a.Dest)
 			continue
 		}
-		if ms := max(a.Reserve.Milliseconds(), 0); reserve != ms {
-			reserve = ms
-		}
 		k, n := len(keys), len(args)
-		keys, args = t.takeArgs(nowArg, reserve, a, keys, args)
+		keys, args = t.takeArgs(nowArg, a, keys, args)
 		cmd := args[n:len(args):len(args)]
 		scripted = append(scripted, i)
 		calls = append(calls, script.Call{Keys: keys[k:len(keys):len(keys)], Args: cmd[3+len(keys)-k:]})
