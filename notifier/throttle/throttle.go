@@ -145,9 +145,9 @@ const BlockedKey = rediskey.Prefix + "{notifier}" + rediskey.Sep + "throttle" + 
 // then rate and burst per bucket.
 var takeScript = script.New(`
 local now = tonumber(ARGV[1])
-local blocked = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[3])) or 0
-if blocked > now then return blocked - now end
 local wait = 0
+local blocked = tonumber(redis.call('ZSCORE', KEYS[1], ARGV[3])) or 0
+if blocked > now then wait = blocked - now end
 local state = {}
 for i = 2, #KEYS do
   local rate, burst = tonumber(ARGV[2 * i]), tonumber(ARGV[1 + 2 * i])
