@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	gojson "github.com/goccy/go-json"
+
 	"github.com/dropstream/dropstream/avail"
 )
 
@@ -262,7 +264,11 @@ func BenchmarkUnmarshalSnapshot(b *testing.B) {
 	for _, bc := range []struct {
 		name string
 		f    func([]byte, *avail.Snapshot) error
-	}{{"encoding-json", func(d []byte, v *avail.Snapshot) error { return json.Unmarshal(d, v) }}, {"availjson", UnmarshalSnapshot}} {
+	}{
+		{"encoding-json", func(d []byte, v *avail.Snapshot) error { return json.Unmarshal(d, v) }},
+		{"goccy-go-json", func(d []byte, v *avail.Snapshot) error { return gojson.Unmarshal(d, v) }},
+		{"availjson", UnmarshalSnapshot},
+	} {
 		b.Run(bc.name, func(b *testing.B) {
 			b.ReportAllocs()
 			for b.Loop() {
@@ -283,6 +289,14 @@ func BenchmarkAppendEntity(b *testing.B) {
 		b.ReportAllocs()
 		for b.Loop() {
 			if _, err := json.Marshal(e); err != nil {
+				b.Fatal(err)
+			}
+		}
+	})
+	b.Run("goccy-go-json", func(b *testing.B) {
+		b.ReportAllocs()
+		for b.Loop() {
+			if _, err := gojson.Marshal(e); err != nil {
 				b.Fatal(err)
 			}
 		}
