@@ -50,6 +50,13 @@ func DecodeJSON(c *fiber.Ctx, v any) error {
 	return nil
 }
 
+// Body decodes the request body of c into a T as [DecodeJSON] does.
+func Body[T any](c *fiber.Ctx) (T, error) {
+	var v T
+	err := DecodeJSON(c, &v)
+	return v, err
+}
+
 // isJSONMediaType reports whether ct is application/json or
 // application/<something>+json.
 func isJSONMediaType(ct string) bool {

@@ -6,6 +6,7 @@
 // an access log and panic recovery; each route its key scope and rate
 // limit. Strings from a handler's context may be kept after it returns
 // (Fiber's Immutable). Errors are the JSON envelope
-// {"error":{"code","message"}}: a handler returns an [*Error], any other
+// {"error":{"code","message"}}: a handler returns an [*Error] (a flow's
+// errors mapped to them by [MapError], [Reply] or [NoContent]), any other
 // error is a logged 500.
 package api

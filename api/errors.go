@@ -192,3 +192,55 @@ func codeForStatus(status int) string {
 	}
 	return strings.NewReplacer(" ", "_", "-", "_", "'", "").Replace(strings.ToLower(text))
 }
+
+// Case maps the errors wrapping one target to an *Error; see [MapError].
+type Case struct {
+	target error
+	as     *Error
+}
+
+// When returns the Case answering e for an error wrapping target; when e
+// has no message, the error's own text is sent.
+func When(target error, e *Error) Case { return Case{target: target, as: e} }
+
+// MapError returns the *Error of the first case whose target err wraps,
+// or err itself (nil for nil): the mapping of a flow's errors to a route's
+// answers.
+func MapError(err error, cases ...Case) error {
+	for _, k := range cases {
+		if errors.Is(err, k.target) {
+			out := *k.as
+			if out.Message == "" {
+				out.Message = err.Error()
+			}
+			return &out
+		}
+	}
+	return err
+}
+
+// Reply answers v as JSON when err is nil; else it returns err mapped by
+// cases (see [MapError]).
+func Reply(c *fiber.Ctx, v any, err error, cases ...Case) error {
+	if err != nil {
+		return MapError(err, cases...)
+	}
+	return c.JSON(v)
+}
+
+// Created answers v as JSON: 201 when created, else 200.
+func Created(c *fiber.Ctx, created bool, v any) error {
+	if created {
+		c.Status(http.StatusCreated)
+	}
+	return c.JSON(v)
+}
+
+// NoContent answers 204 when err is nil; else it returns err mapped by
+// cases (see [MapError]).
+func NoContent(c *fiber.Ctx, err error, cases ...Case) error {
+	if err != nil {
+		return MapError(err, cases...)
+	}
+	return c.SendStatus(http.StatusNoContent)
+}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strings"
 
@@ -41,6 +40,21 @@ func PageQuery(c *fiber.Ctx) (cursor string, limit int, err error) {
 	return cursor, limit, nil
 }
 
+// ListAll answers a list route with the page, by key, of the whole list
+// all returns: ?cursor= and ?limit= as [PageQuery] reads them, checked
+// before all is called; see [PageOf].
+func ListAll[T any](c *fiber.Ctx, key func(T) string, all func() ([]T, error)) error {
+	cursor, limit, err := PageQuery(c)
+	if err != nil {
+		return err
+	}
+	items, err := all()
+	if err != nil {
+		return err
+	}
+	return c.JSON(PageOf(items, key, cursor, limit))
+}
+
 // ListPage answers a list route with the page list returns for the
 // caller's View, ?cursor= and ?limit= (1..MaxPageLimit, default
 // DefaultPageLimit); no items is an empty list. A list error wrapping
@@ -51,11 +65,8 @@ func ListPage[T any](c *fiber.Ctx, badCursor error, list func(context.Context, t
 		return err
 	}
 	items, next, err := list(c.UserContext(), View(c), c.Query("cursor"), limit)
-	if errors.Is(err, badCursor) {
-		return BadRequest("invalid_cursor", err.Error())
-	}
 	if err != nil {
-		return err
+		return MapError(err, When(badCursor, BadRequest("invalid_cursor", "")))
 	}
 	if items == nil {
 		items = []T{}

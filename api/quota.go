@@ -41,3 +41,18 @@ func exceeded(q *quota.Quota, kind string, err error) error {
 	}
 	return err
 }
+
+// Settle ends a create's reservation: it keeps the slot for id when the
+// create succeeded and stored a new object, and drops it otherwise. It
+// returns only the reservation's failure.
+func Settle(c *fiber.Ctx, slot *quota.Reservation, id string, created bool, createErr error) error {
+	if createErr == nil && created {
+		return slot.Keep(c.UserContext(), id)
+	}
+	return slot.Drop(c.UserContext())
+}
+
+// Deleted frees the quota slot of the deleted object id and answers 204.
+func Deleted(c *fiber.Ctx, q *quota.Quota, id string) error {
+	return NoContent(c, q.Release(c.UserContext(), id))
+}

@@ -2,7 +2,6 @@ package api
 
 import (
 	"context"
-	"errors"
 	"slices"
 	"strconv"
 	"strings"
@@ -108,15 +107,6 @@ func StatsKeyOf(k clickhouse.StatKey) StatsKey {
 	return statsKey{Value: k.Value}
 }
 
-// StatsError turns a query ClickHouse rejects into a 400 answer, and
-// returns other errors as they are.
-func StatsError(err error) error {
-	if errors.Is(err, clickhouse.ErrBadStatsQuery) {
-		return BadRequest("invalid_query", err.Error())
-	}
-	return err
-}
-
 // StatsHead is the range and grouping at the head of every stats answer.
 type StatsHead struct {
 	From    string `json:"from"`
@@ -132,7 +122,8 @@ type StatsSource struct {
 }
 
 // StatsHandler is the handler of a stats route: 503 not_configured
-// without src.ClickHouse, 400 on a bad query, else the JSON of what
+// without src.ClickHouse, 400 on a bad query (also one ClickHouse
+// rejects), else the JSON of what
 // answer returns for the query read with groups (see ParseStatsQuery).
 func StatsHandler(src StatsSource, groups []string,
 	answer func(ctx context.Context, q clickhouse.StatsQuery, head StatsHead) (any, error)) fiber.Handler {
@@ -145,9 +136,6 @@ func StatsHandler(src StatsSource, groups []string,
 			return err
 		}
 		out, err := answer(c.UserContext(), q, StatsHead{From: q.From.Format(time.RFC3339), To: q.To.Format(time.RFC3339), GroupBy: q.GroupBy})
-		if err != nil {
-			return StatsError(err)
-		}
-		return c.JSON(out)
+		return Reply(c, out, err, When(clickhouse.ErrBadStatsQuery, BadRequest("invalid_query", "")))
 	}
 }

@@ -159,10 +159,7 @@ func (c *Console) graphRoute(ctx *fiber.Ctx) error {
 
 func (c *Console) stagesRoute(ctx *fiber.Ctx) error {
 	items, err := c.sampler.stats(ctx.UserContext())
-	if err != nil {
-		return err
-	}
-	return ctx.JSON(stagesView{Items: items, At: time.Now().UTC()})
+	return api.Reply(ctx, stagesView{Items: items, At: time.Now().UTC()}, err)
 }
 
 // topic returns the known topic named by s: 400 unknown_topic otherwise.
@@ -194,10 +191,7 @@ func (c *Console) deadLetters(ctx *fiber.Ctx) error {
 	// One more than the page tells whether another follows.
 	dls, err := c.dead.ListAfter(ctx.UserContext(), t, cursor, limit+1)
 	if err != nil {
-		if errors.Is(err, stream.ErrBadRef) {
-			return api.BadRequest("invalid_cursor", "cursor: want the next_cursor of a page (partition/entry-id)")
-		}
-		return err
+		return api.MapError(err, api.When(stream.ErrBadRef, api.BadRequest("invalid_cursor", "cursor: want the next_cursor of a page (partition/entry-id)")))
 	}
 	page := deadLetterPage{Topic: t.String(), Count: n, Items: make([]deadLetter, 0, len(dls))}
 	if len(dls) > limit {
@@ -220,8 +214,8 @@ func (c *Console) deadLetters(ctx *fiber.Ctx) error {
 // act handles a dead-letter action over the refs of the body.
 func (c *Console) act(do func(ctx context.Context, t stream.Topic, refs ...string) (int, error)) fiber.Handler {
 	return func(ctx *fiber.Ctx) error {
-		var body deadLetterAction
-		if err := api.DecodeJSON(ctx, &body); err != nil {
+		body, err := api.Body[deadLetterAction](ctx)
+		if err != nil {
 			return err
 		}
 		t, err := c.topic(body.Topic)

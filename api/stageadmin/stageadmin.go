@@ -90,10 +90,7 @@ func (r *routes) conservation(c *fiber.Ctx) error {
 		return err
 	}
 	cons, err := r.ctl.Conservation(c.UserContext(), s.Topic, s.Group)
-	if err != nil {
-		return err
-	}
-	return c.JSON(ConservationOut{Stage: s.Name, Conservation: cons})
+	return api.Reply(c, ConservationOut{Stage: s.Name, Conservation: cons}, err)
 }
 
 // stage returns the stage named by the path, or 404.
@@ -117,19 +114,14 @@ func StateOf(s Stage, paused map[string]time.Time) StageOut {
 }
 
 func (r *routes) list(c *fiber.Ctx) error {
-	cursor, limit, err := api.PageQuery(c)
-	if err != nil {
-		return err
-	}
-	paused, err := r.ctl.Paused(c.UserContext())
-	if err != nil {
-		return err
-	}
-	all := make([]StageOut, 0, len(r.all))
-	for _, s := range r.all {
-		all = append(all, StateOf(s, paused))
-	}
-	return c.JSON(api.PageOf(all, func(o StageOut) string { return o.Stage }, cursor, limit))
+	return api.ListAll(c, func(o StageOut) string { return o.Stage }, func() ([]StageOut, error) {
+		paused, err := r.ctl.Paused(c.UserContext())
+		all := make([]StageOut, 0, len(r.all))
+		for _, s := range r.all {
+			all = append(all, StateOf(s, paused))
+		}
+		return all, err
+	})
 }
 
 // set returns the handler applying pause or resume to the stage of the
@@ -144,9 +136,6 @@ func (r *routes) set(apply func(context.Context, string) error) fiber.Handler {
 			return err
 		}
 		paused, err := r.ctl.Paused(c.UserContext())
-		if err != nil {
-			return err
-		}
-		return c.JSON(StateOf(s, paused))
+		return api.Reply(c, StateOf(s, paused), err)
 	}
 }

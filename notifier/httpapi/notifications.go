@@ -1,8 +1,8 @@
 package httpapi
 
 import (
+	"cmp"
 	"context"
-	"errors"
 	"math"
 	"strconv"
 	"time"
@@ -83,38 +83,30 @@ func (r NotificationRoutes) list(c *fiber.Ctx) error {
 	if sub == "" || len(sub) > 64 {
 		return api.BadRequest("invalid_subscriber", "subscriber: want a subscriber or watcher id")
 	}
-	cursor, limit, err := api.PageQuery(c)
-	if err != nil {
-		return err
-	}
-	if ok, err := r.sees(c, sub); err != nil {
-		return err
-	} else if !ok {
-		return api.NotFound("subscriber_not_found", "no subscriber or watcher "+sub)
-	}
 	// Read the bounded list whole and page by time, so cursors hold.
-	items, err := r.History.Recent(c.UserContext(), sub, math.MaxInt32)
-	if err != nil {
-		return err
-	}
-	return c.JSON(api.PageOf(items, func(rec history.Record) string {
+	return api.ListAll(c, func(rec history.Record) string {
 		return api.NewestFirst(rec.At, rec.ID+"/"+rec.Status+"/"+strconv.Itoa(rec.Attempts))
-	}, cursor, limit))
+	}, func() ([]history.Record, error) {
+		if ok, err := r.sees(c, sub); err != nil {
+			return nil, err
+		} else if !ok {
+			return nil, api.NotFound("subscriber_not_found", "no subscriber or watcher "+sub)
+		}
+		return r.History.Recent(c.UserContext(), sub, math.MaxInt32)
+	})
 }
 
 func (r NotificationRoutes) why(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	rec, err := r.History.Get(ctx, c.Params("id"))
-	if errors.Is(err, history.ErrNotFound) {
-		return api.NotFound("notification_not_found", "no recent notification "+c.Params("id"))
+	if err == nil {
+		// Another tenant's notification answers as one that does not exist.
+		if ok, seeErr := r.sees(c, rec.SubscriberID); seeErr != nil || !ok {
+			err = cmp.Or(seeErr, history.ErrNotFound)
+		}
 	}
 	if err != nil {
-		return err
-	}
-	if ok, err := r.sees(c, rec.SubscriberID); err != nil {
-		return err
-	} else if !ok {
-		return api.NotFound("notification_not_found", "no recent notification "+c.Params("id"))
+		return api.MapError(err, api.When(history.ErrNotFound, api.NotFound("notification_not_found", "no recent notification "+c.Params("id"))))
 	}
 	out := whyChain{Notification: rec, TraceID: rec.TraceID}
 	if rec.EventID != "" {

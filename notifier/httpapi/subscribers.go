@@ -73,8 +73,8 @@ func (r SubscriberRoutes) Register(srv *api.Server) {
 }
 
 func (r SubscriberRoutes) create(c *fiber.Ctx) error {
-	var in subscriber.Subscriber
-	if err := api.DecodeJSON(c, &in); err != nil {
+	in, err := api.Body[subscriber.Subscriber](c)
+	if err != nil {
 		return err
 	}
 	texts := []api.TextField{api.Text("name", in.Name), api.Text("time_zone", in.TimeZone)}
@@ -89,7 +89,6 @@ func (r SubscriberRoutes) create(c *fiber.Ctx) error {
 			return api.UnprocessableEntity("channel_not_configured",
 				fmt.Sprintf("field destinations[%d].kind: this server has no %s channel configured", i, ch))
 		}
-		var err error
 		if in.Destinations[i].Address, err = r.Egress.NormalizeURL(d.Address); err != nil {
 			return api.UnprocessableEntity("invalid_subscriber", fmt.Sprintf("field destinations[%d].address: %v", i, err))
 		}
@@ -101,20 +100,13 @@ func (r SubscriberRoutes) create(c *fiber.Ctx) error {
 	}
 	in.Tenant = api.Tenant(c)
 	created, err := r.Store.Create(ctx, in)
-	if err == nil {
-		err = slot.Keep(ctx, created.Subscriber.ID)
-	} else if dropErr := slot.Drop(ctx); dropErr != nil {
-		return errors.Join(err, dropErr)
+	if slotErr := api.Settle(c, slot, created.Subscriber.ID, true, err); slotErr != nil {
+		return errors.Join(err, slotErr)
 	}
-	switch {
-	case errors.Is(err, subscriber.ErrInvalid):
-		return api.UnprocessableEntity("invalid_subscriber", err.Error())
-	case errors.Is(err, subscriber.ErrDuplicate):
-		return api.Conflict("already_subscribed", err.Error())
-	case errors.Is(err, subscriber.ErrTooMany):
-		return api.Conflict("too_many_subscribers", err.Error())
-	case err != nil:
-		return err
+	if err != nil {
+		return api.MapError(err, api.When(subscriber.ErrInvalid, api.UnprocessableEntity("invalid_subscriber", "")),
+			api.When(subscriber.ErrDuplicate, api.Conflict("already_subscribed", "")),
+			api.When(subscriber.ErrTooMany, api.Conflict("too_many_subscribers", "")))
 	}
 	s := created.Subscriber
 	reqs := make([]notifier.Request, 0, len(s.Destinations))
@@ -138,41 +130,26 @@ func (r SubscriberRoutes) list(c *fiber.Ctx) error {
 
 func (r SubscriberRoutes) get(c *fiber.Ctx) error {
 	s, err := r.Store.GetIn(c.UserContext(), api.View(c), c.Params("id"))
-	if errors.Is(err, subscriber.ErrNotFound) {
-		return api.NotFound("subscriber_not_found", "no subscriber "+c.Params("id"))
-	}
-	if err != nil {
-		return err
-	}
-	return c.JSON(s)
+	return api.Reply(c, s, err, subscriberNotFound(c))
 }
 
 func (r SubscriberRoutes) preferences(c *fiber.Ctx) error {
-	var in preferencesBody
-	if err := api.DecodeJSON(c, &in); err != nil {
-		return err
-	}
-	s, err := r.Store.SetPreferencesIn(c.UserContext(), api.View(c), c.Params("id"), in.TimeZone, in.Preferences)
-	switch {
-	case errors.Is(err, subscriber.ErrInvalid):
-		return api.UnprocessableEntity("invalid_preferences", err.Error())
-	case errors.Is(err, subscriber.ErrNotFound):
-		return api.NotFound("subscriber_not_found", "no subscriber "+c.Params("id"))
-	case err != nil:
-		return err
-	}
-	return c.JSON(s)
-}
-
-func (r SubscriberRoutes) delete(c *fiber.Ctx) error {
-	err := r.Store.DeleteIn(c.UserContext(), api.View(c), c.Params("id"))
-	if errors.Is(err, subscriber.ErrNotFound) {
-		return api.NotFound("subscriber_not_found", "no subscriber "+c.Params("id"))
-	}
+	in, err := api.Body[preferencesBody](c)
 	if err != nil {
 		return err
 	}
-	return c.SendStatus(http.StatusNoContent)
+	s, err := r.Store.SetPreferencesIn(c.UserContext(), api.View(c), c.Params("id"), in.TimeZone, in.Preferences)
+	return api.Reply(c, s, err, api.When(subscriber.ErrInvalid, api.UnprocessableEntity("invalid_preferences", "")), subscriberNotFound(c))
+}
+
+func (r SubscriberRoutes) delete(c *fiber.Ctx) error {
+	return api.NoContent(c, r.Store.DeleteIn(c.UserContext(), api.View(c), c.Params("id")), subscriberNotFound(c))
+}
+
+// subscriberNotFound answers ErrNotFound for the subscriber the route
+// names.
+func subscriberNotFound(c *fiber.Ctx) api.Case {
+	return api.When(subscriber.ErrNotFound, api.NotFound("subscriber_not_found", "no subscriber "+c.Params("id")))
 }
 
 // page is the links' HTML: a GET shows a form, only the POST acts, so
@@ -185,7 +162,16 @@ var page = template.Must(template.New("page").Parse(`<!doctype html>
 
 type pageData struct{ Heading, Text, Action, Button string }
 
-func renderPage(c *fiber.Ctx, status int, d pageData) error {
+// renderPage answers the page of d, or the 404 page of an expired link
+// for an error wrapping subscriber.ErrTokenNotFound; it returns other
+// errors.
+func renderPage(c *fiber.Ctx, err error, d pageData) error {
+	status := http.StatusOK
+	if errors.Is(err, subscriber.ErrTokenNotFound) {
+		status, d = http.StatusNotFound, goneLink
+	} else if err != nil {
+		return err
+	}
 	c.Set(fiber.HeaderContentType, fiber.MIMETextHTMLCharsetUTF8)
 	c.Set("Cache-Control", "no-store")
 	c.Set("Referrer-Policy", "no-referrer")
@@ -200,26 +186,17 @@ var goneLink = pageData{Heading: "Link expired", Text: "This link is unknown, al
 func (r SubscriberRoutes) askPage(purpose, path, heading, ask, button string) fiber.Handler {
 	return func(c *fiber.Ctx) error {
 		info, err := r.Store.Peek(c.UserContext(), c.Params("token"))
-		if errors.Is(err, subscriber.ErrTokenNotFound) || err == nil && info.Purpose != purpose {
-			return renderPage(c, http.StatusNotFound, goneLink)
+		if err == nil && info.Purpose != purpose {
+			err = subscriber.ErrTokenNotFound
 		}
-		if err != nil {
-			return err
-		}
-		return renderPage(c, http.StatusOK, pageData{Heading: heading, Text: ask + info.Destination.Address + "?",
+		return renderPage(c, err, pageData{Heading: heading, Text: ask + info.Destination.Address + "?",
 			Action: path + c.Params("token"), Button: button})
 	}
 }
 
 func (r SubscriberRoutes) confirm(c *fiber.Ctx) error {
 	_, d, err := r.Store.Confirm(c.UserContext(), c.Params("token"))
-	if errors.Is(err, subscriber.ErrTokenNotFound) {
-		return renderPage(c, http.StatusNotFound, goneLink)
-	}
-	if err != nil {
-		return err
-	}
-	return renderPage(c, http.StatusOK, pageData{Heading: "Subscribed", Text: d.Address + " will receive notifications."})
+	return renderPage(c, err, pageData{Heading: "Subscribed", Text: d.Address + " will receive notifications."})
 }
 
 // unsubscribe removes the destination and sends a removal notice; it also
@@ -227,18 +204,11 @@ func (r SubscriberRoutes) confirm(c *fiber.Ctx) error {
 func (r SubscriberRoutes) unsubscribe(c *fiber.Ctx) error {
 	ctx := c.UserContext()
 	s, d, err := r.Store.Unsubscribe(ctx, c.Params("token"))
-	if errors.Is(err, subscriber.ErrTokenNotFound) {
-		return renderPage(c, http.StatusNotFound, goneLink)
+	if err == nil {
+		d.UnsubscribeToken = ""
+		err = r.Notify(ctx, notifier.Request{Flow: "notifier", Event: "subscription.removed", Subject: "subscription", SubscriberID: s.ID,
+			Destination: &d, Window: "removed:" + d.ID, Critical: true,
+			Title: "You are unsubscribed", Text: d.Address + " will receive no more notifications."})
 	}
-	if err != nil {
-		return err
-	}
-	d.UnsubscribeToken = ""
-	notice := notifier.Request{Flow: "notifier", Event: "subscription.removed", Subject: "subscription", SubscriberID: s.ID,
-		Destination: &d, Window: "removed:" + d.ID, Critical: true,
-		Title: "You are unsubscribed", Text: d.Address + " will receive no more notifications."}
-	if err := r.Notify(ctx, notice); err != nil {
-		return err
-	}
-	return renderPage(c, http.StatusOK, pageData{Heading: "Unsubscribed", Text: d.Address + " will receive no more notifications."})
+	return renderPage(c, err, pageData{Heading: "Unsubscribed", Text: d.Address + " will receive no more notifications."})
 }

@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"net/url"
 	"strconv"
 
@@ -70,11 +69,8 @@ func (a AvailabilityRoutes) list(c *fiber.Ctx) error {
 		return api.BadRequest("invalid_filter", err.Error())
 	}
 	items, next, err := a.Projection.List(c.UserContext(), f, c.Query("cursor"), limit)
-	if errors.Is(err, writer.ErrBadCursor) {
-		return api.BadRequest("invalid_cursor", err.Error())
-	}
 	if err != nil {
-		return err
+		return api.MapError(err, api.When(writer.ErrBadCursor, api.BadRequest("invalid_cursor", "")))
 	}
 	if items == nil {
 		items = []writer.EntityState{}
@@ -93,11 +89,8 @@ func (a AvailabilityRoutes) get(c *fiber.Ctx) error {
 		return err
 	}
 	e, err := a.Projection.Get(c.UserContext(), key)
-	if errors.Is(err, writer.ErrNotFound) {
-		return api.NotFound("entity_not_found", "no entity with key "+strconv.Quote(key))
-	}
 	if err != nil {
-		return err
+		return api.MapError(err, entityNotFound(key))
 	}
 	sessions, err := a.Projection.Sessions(c.UserContext(), key, recentTransitions/2)
 	if err != nil {
@@ -118,22 +111,19 @@ func (a AvailabilityRoutes) sessions(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	cursor, limit, err := api.PageQuery(c)
-	if err != nil {
-		return err
-	}
-	if _, err := a.Projection.Get(c.UserContext(), key); errors.Is(err, writer.ErrNotFound) {
-		return api.NotFound("entity_not_found", "no entity with key "+strconv.Quote(key))
-	} else if err != nil {
-		return err
-	}
 	// An entity keeps a bounded number of sessions: read them whole and
 	// page them by their opening, newest first.
-	items, err := a.Projection.Sessions(c.UserContext(), key, 0)
-	if err != nil {
-		return err
-	}
-	return c.JSON(api.PageOf(items, func(s writer.Session) string { return api.NewestFirst(s.OpenedAt, s.ID) }, cursor, limit))
+	return api.ListAll(c, func(s writer.Session) string { return api.NewestFirst(s.OpenedAt, s.ID) }, func() ([]writer.Session, error) {
+		if _, err := a.Projection.Get(c.UserContext(), key); err != nil {
+			return nil, api.MapError(err, entityNotFound(key))
+		}
+		return a.Projection.Sessions(c.UserContext(), key, 0)
+	})
+}
+
+// entityNotFound answers ErrNotFound for the entity of key.
+func entityNotFound(key string) api.Case {
+	return api.When(writer.ErrNotFound, api.NotFound("entity_not_found", "no entity with key "+strconv.Quote(key)))
 }
 
 const timeFormat = "2006-01-02T15:04:05.000Z07:00"

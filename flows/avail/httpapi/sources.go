@@ -46,9 +46,12 @@ func (r SourceRoutes) Register(srv *api.Server) {
 		Summary: "Delete a source; its history stays", Status: http.StatusNoContent, Handler: r.delete})
 }
 
+// sourceNotFound answers ErrSourceNotFound.
+var sourceNotFound = api.When(collector.ErrSourceNotFound, api.NotFound("source_not_found", ""))
+
 func (r SourceRoutes) put(c *fiber.Ctx) error {
-	var src collector.Source
-	if err := api.DecodeJSON(c, &src); err != nil {
+	src, err := api.Body[collector.Source](c)
+	if err != nil {
 		return err
 	}
 	texts := []api.TextField{api.Text("id", src.ID), api.Text("provider", src.Provider)}
@@ -61,7 +64,6 @@ func (r SourceRoutes) put(c *fiber.Ctx) error {
 	if err := src.Validate(); err != nil {
 		return api.UnprocessableEntity("invalid_source", err.Error())
 	}
-	var err error
 	if src.BaseURL, err = r.Egress.NormalizeURL(src.BaseURL); err != nil {
 		return api.UnprocessableEntity("invalid_source", "field base_url: "+err.Error())
 	}
@@ -71,9 +73,7 @@ func (r SourceRoutes) put(c *fiber.Ctx) error {
 		return err
 	}
 	if err := r.Store.Put(c.UserContext(), src); err != nil {
-		if errors.Is(err, collector.ErrSourceTaken) {
-			err = api.Conflict("source_id_taken", "another source holds id "+src.ID+"; choose another id")
-		}
+		err = api.MapError(err, api.When(collector.ErrSourceTaken, api.Conflict("source_id_taken", "another source holds id "+src.ID+"; choose another id")))
 		return errors.Join(err, slot.Drop(c.UserContext()))
 	}
 	if err := slot.Keep(c.UserContext(), src.ID); err != nil {
@@ -105,11 +105,8 @@ func (r SourceRoutes) list(c *fiber.Ctx) error {
 
 func (r SourceRoutes) get(c *fiber.Ctx) error {
 	src, h, polled, err := r.Store.GetWithHealth(c.UserContext(), api.View(c), c.Params("id"))
-	if errors.Is(err, collector.ErrSourceNotFound) {
-		return api.NotFound("source_not_found", err.Error())
-	}
 	if err != nil {
-		return err
+		return api.MapError(err, sourceNotFound)
 	}
 	out := sourceDetail{Source: src.Redacted()}
 	// The health every collector copy shares, once one has polled the
@@ -126,10 +123,8 @@ func (r SourceRoutes) get(c *fiber.Ctx) error {
 
 func (r SourceRoutes) delete(c *fiber.Ctx) error {
 	id := c.Params("id")
-	if err := r.Store.DeleteIn(c.UserContext(), api.View(c), id); errors.Is(err, collector.ErrSourceNotFound) {
-		return api.NotFound("source_not_found", err.Error())
-	} else if err != nil {
-		return err
+	if err := r.Store.DeleteIn(c.UserContext(), api.View(c), id); err != nil {
+		return api.MapError(err, sourceNotFound)
 	}
 	if err := r.Quota.Release(c.UserContext(), id); err != nil {
 		return err

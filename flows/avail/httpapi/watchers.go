@@ -1,7 +1,6 @@
 package httpapi
 
 import (
-	"errors"
 	"net/http"
 
 	"github.com/gofiber/fiber/v2"
@@ -41,28 +40,21 @@ func (r WatcherRoutes) Register(srv *api.Server) {
 }
 
 func (r WatcherRoutes) create(c *fiber.Ctx) error {
-	var w watch.Watcher
-	if err := api.DecodeJSON(c, &w); err != nil {
+	w, err := api.Body[watch.Watcher](c)
+	if err != nil {
 		return err
 	}
 	if err := api.CheckText(api.Text("name", w.Name), api.Text("provider", w.Provider), api.Text("venue", w.Venue),
 		api.Text("slot", w.Slot)); err != nil {
 		return err
 	}
-	var err error
 	if w.WebhookURL, err = r.Egress.NormalizeURL(w.WebhookURL); err != nil {
 		return api.UnprocessableEntity("invalid_watcher", "field webhook_url: "+err.Error())
 	}
 	w.Owner = api.Tenant(c)
 	created, err := r.Store.Create(c.UserContext(), w)
-	switch {
-	case errors.Is(err, watch.ErrInvalidWatcher):
-		return api.UnprocessableEntity("invalid_watcher", err.Error())
-	case errors.Is(err, watch.ErrQuotaExceeded):
-		return api.QuotaExceeded(err.Error())
-	}
 	if err != nil {
-		return err
+		return api.MapError(err, invalidWatcher, api.When(watch.ErrQuotaExceeded, api.QuotaExceeded("")))
 	}
 	return c.Status(http.StatusCreated).JSON(created)
 }
@@ -73,29 +65,17 @@ func (r WatcherRoutes) list(c *fiber.Ctx) error {
 
 func (r WatcherRoutes) get(c *fiber.Ctx) error {
 	w, err := r.Store.GetIn(c.UserContext(), api.View(c), c.Params("id"))
-	switch {
-	case errors.Is(err, watch.ErrNotFound), errors.Is(err, watch.ErrInvalidWatcher):
-		return api.NotFound("watcher_not_found", "no watcher "+c.Params("id"))
-	case err != nil:
-		return err
-	}
-	return c.JSON(w)
+	return api.Reply(c, w, err, watcherNotFound(c, watch.ErrNotFound), watcherNotFound(c, watch.ErrInvalidWatcher))
 }
 
 func (r WatcherRoutes) delete(c *fiber.Ctx) error {
 	err := r.Store.DeleteIn(c.UserContext(), api.View(c), c.Params("id"))
-	switch {
-	case errors.Is(err, watch.ErrNotFound), errors.Is(err, watch.ErrInvalidWatcher):
-		return api.NotFound("watcher_not_found", "no watcher "+c.Params("id"))
-	case err != nil:
-		return err
-	}
-	return c.SendStatus(http.StatusNoContent)
+	return api.NoContent(c, err, watcherNotFound(c, watch.ErrNotFound), watcherNotFound(c, watch.ErrInvalidWatcher))
 }
 
 func (r WatcherRoutes) patch(c *fiber.Ctx) error {
-	var p watch.Patch
-	if err := api.DecodeJSON(c, &p); err != nil {
+	p, err := api.Body[watch.Patch](c)
+	if err != nil {
 		return err
 	}
 	var texts []api.TextField
@@ -127,13 +107,14 @@ func (r WatcherRoutes) pause(paused bool) fiber.Handler {
 
 func (r WatcherRoutes) update(c *fiber.Ctx, p watch.Patch) error {
 	w, err := r.Store.UpdateIn(c.UserContext(), api.View(c), c.Params("id"), p)
-	switch {
-	case errors.Is(err, watch.ErrNotFound):
-		return api.NotFound("watcher_not_found", "no watcher "+c.Params("id"))
-	case errors.Is(err, watch.ErrInvalidWatcher):
-		return api.UnprocessableEntity("invalid_watcher", err.Error())
-	case err != nil:
-		return err
-	}
-	return c.JSON(w)
+	return api.Reply(c, w, err, watcherNotFound(c, watch.ErrNotFound), invalidWatcher)
+}
+
+// invalidWatcher answers ErrInvalidWatcher as 422.
+var invalidWatcher = api.When(watch.ErrInvalidWatcher, api.UnprocessableEntity("invalid_watcher", ""))
+
+// watcherNotFound answers target as the 404 of the watcher the route
+// names.
+func watcherNotFound(c *fiber.Ctx, target error) api.Case {
+	return api.When(target, api.NotFound("watcher_not_found", "no watcher "+c.Params("id")))
 }

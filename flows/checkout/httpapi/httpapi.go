@@ -14,7 +14,6 @@ package httpapi
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net/http"
 	"strconv"
@@ -121,17 +120,8 @@ func Register(srv *api.Server, f *checkout.Flow) {
 func (r routes) cancel(c *fiber.Ctx) error {
 	id := c.Params("order_id")
 	out, err := r.f.Cancel(c.UserContext(), id, api.Caller(c))
-	switch {
-	case errors.Is(err, checkout.ErrNotFound):
-		return api.NotFound("order_not_found", err.Error())
-	case errors.Is(err, checkout.ErrInvalid):
-		return api.BadRequest("invalid", err.Error())
-	case errors.Is(err, checkout.ErrConflict):
-		return api.Conflict("not_running", err.Error())
-	case err != nil:
-		return err
-	}
-	return c.JSON(out)
+	return api.Reply(c, out, err, api.When(checkout.ErrNotFound, api.NotFound("order_not_found", "")), invalid,
+		api.When(checkout.ErrConflict, api.Conflict("not_running", "")))
 }
 
 func (r routes) timeline(c *fiber.Ctx) error {
@@ -139,41 +129,31 @@ func (r routes) timeline(c *fiber.Ctx) error {
 		return api.NotFound("order_not_found", "no order "+c.Params("order_id"))
 	}
 	tl, err := r.f.Timeline(c.UserContext(), c.Params("order_id"))
-	switch {
-	case errors.Is(err, checkout.ErrNotFound):
-		return api.NotFound("order_not_found", "no order "+c.Params("order_id"))
-	case errors.Is(err, checkout.ErrInvalid):
-		return api.BadRequest("invalid", err.Error())
-	case err != nil:
-		return err
-	}
-	return c.JSON(tl)
+	return api.Reply(c, tl, err, api.When(checkout.ErrNotFound, api.NotFound("order_not_found", "no order "+c.Params("order_id"))), invalid)
 }
 
-// fail maps the flow's errors to the contract's 400, ErrPending to 500
-// "checkout_pending"; other errors go to the API as they are.
+// invalid answers ErrInvalid as the contract's 400 "invalid".
+var invalid = api.When(checkout.ErrInvalid, api.BadRequest("invalid", ""))
+
+// contract answers the flow's errors as the contract's 400s, ErrPending as
+// 500 "checkout_pending".
+var contract = []api.Case{
+	api.When(checkout.ErrPending, api.NewError(http.StatusInternalServerError, "checkout_pending",
+		"the checkout's outcome is not known yet; it will complete or be compensated: check the order out again for its outcome")),
+	api.When(checkout.ErrNotFound, api.BadRequest("not_found", "")),
+	api.When(checkout.ErrInsufficient, api.BadRequest("insufficient", "")),
+	invalid,
+	api.When(checkout.ErrConflict, api.BadRequest("conflict", "")),
+	api.When(checkout.ErrCheckoutFailed, api.BadRequest("checkout_failed", "")),
+}
+
+// fail maps the flow's errors by contract; an unavailable store's and
+// other errors go to the API as they are.
 func fail(err error) error {
-	code := ""
-	switch {
-	case stream.IsUnavailable(err):
-		return err
-	case errors.Is(err, checkout.ErrPending):
-		return api.NewError(http.StatusInternalServerError, "checkout_pending",
-			"the checkout's outcome is not known yet; it will complete or be compensated: check the order out again for its outcome")
-	case errors.Is(err, checkout.ErrNotFound):
-		code = "not_found"
-	case errors.Is(err, checkout.ErrInsufficient):
-		code = "insufficient"
-	case errors.Is(err, checkout.ErrInvalid):
-		code = "invalid"
-	case errors.Is(err, checkout.ErrConflict):
-		code = "conflict"
-	case errors.Is(err, checkout.ErrCheckoutFailed):
-		code = "checkout_failed"
-	default:
+	if stream.IsUnavailable(err) {
 		return err
 	}
-	return api.BadRequest(code, err.Error())
+	return api.MapError(err, contract...)
 }
 
 // seen returns the contract's not-found failure unless the caller sees
@@ -191,21 +171,13 @@ func seen(c *fiber.Ctx, named ...string) error {
 	return nil
 }
 
-// answer is the JSON of out, or the contract's failure for err.
-func answer(c *fiber.Ctx, out any, err error) error {
-	if err != nil {
-		return fail(err)
-	}
-	return c.JSON(out)
-}
-
 // batch runs a batch_init over the integer path parameters names.
 func batch(c *fiber.Ctx, msg string, run func(ctx context.Context, v []int64) error, names ...string) error {
 	v, err := intParams(c, names...)
 	if err != nil {
 		return err
 	}
-	return answer(c, message{Msg: msg}, run(c.UserContext(), v))
+	return api.Reply(c, message{Msg: msg}, fail(run(c.UserContext(), v)))
 }
 
 // intParam parses an integer path parameter; 400 if it is not one.
@@ -237,7 +209,7 @@ func (r routes) createItem(c *fiber.Ctx) error {
 		return err
 	}
 	id, err := r.f.Store().CreateItemOf(c.UserContext(), api.Tenant(c), price)
-	return answer(c, itemID{ItemID: id}, err)
+	return api.Reply(c, itemID{ItemID: id}, fail(err))
 }
 
 func (r routes) findItem(c *fiber.Ctx) error {
@@ -245,7 +217,7 @@ func (r routes) findItem(c *fiber.Ctx) error {
 		return err
 	}
 	stock, price, err := r.f.Store().FindItem(c.UserContext(), c.Params("item_id"))
-	return answer(c, itemOut{Stock: stock, Price: price}, err)
+	return api.Reply(c, itemOut{Stock: stock, Price: price}, fail(err))
 }
 
 func stockOf(id string, n int64) any  { return stockOut{ItemID: id, Stock: n} }
@@ -264,7 +236,7 @@ func change(kind string, apply func(ctx context.Context, id string, amount int64
 			return err
 		}
 		n, err := apply(c.UserContext(), id, amount)
-		return answer(c, out(id, n), err)
+		return api.Reply(c, out(id, n), fail(err))
 	}
 }
 
@@ -276,7 +248,7 @@ func (r routes) batchItems(c *fiber.Ctx) error {
 
 func (r routes) createUser(c *fiber.Ctx) error {
 	id, err := r.f.Store().CreateUserOf(c.UserContext(), api.Tenant(c))
-	return answer(c, userID{UserID: id}, err)
+	return api.Reply(c, userID{UserID: id}, fail(err))
 }
 
 func (r routes) findUser(c *fiber.Ctx) error {
@@ -285,7 +257,7 @@ func (r routes) findUser(c *fiber.Ctx) error {
 		return err
 	}
 	credit, err := r.f.Store().FindUser(c.UserContext(), id)
-	return answer(c, userOut{UserID: id, Credit: credit}, err)
+	return api.Reply(c, userOut{UserID: id, Credit: credit}, fail(err))
 }
 
 func (r routes) batchUsers(c *fiber.Ctx) error {
@@ -299,7 +271,7 @@ func (r routes) createOrder(c *fiber.Ctx) error {
 		return err
 	}
 	id, err := r.f.Store().CreateOrder(c.UserContext(), c.Params("user_id"))
-	return answer(c, orderID{OrderID: id}, err)
+	return api.Reply(c, orderID{OrderID: id}, fail(err))
 }
 
 func (r routes) findOrder(c *fiber.Ctx) error {
@@ -331,7 +303,7 @@ func (r routes) addItem(c *fiber.Ctx) error {
 		return err
 	}
 	total, err := r.f.Store().AddItem(c.UserContext(), id, c.Params("item_id"), qty)
-	return answer(c, addItemOut{OrderID: id, TotalCost: total}, err)
+	return api.Reply(c, addItemOut{OrderID: id, TotalCost: total}, fail(err))
 }
 
 func (r routes) checkout(c *fiber.Ctx) error {

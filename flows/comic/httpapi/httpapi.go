@@ -16,7 +16,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/dropstream/dropstream/api"
-	"github.com/dropstream/dropstream/flow/flowhttp"
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/internal/clip"
 )
@@ -135,20 +134,17 @@ func (r routes) createComic(c *fiber.Ctx) error {
 	if err != nil {
 		return err // the store failed; nothing was written
 	}
-	return flowhttp.Created(c, created, createdComic{Listing: l, Created: created})
+	return api.Created(c, created, createdComic{Listing: l, Created: created})
 }
 
 func (r routes) getComic(c *fiber.Ctx) error {
 	id := c.Params("id")
-	if !validComicID(id) {
-		return notFound("comic", id)
-	}
-	st, err := r.f.Inventory.Status(c.UserContext(), id)
-	if errors.Is(err, comic.ErrNotFound) {
-		return notFound("comic", id)
+	st, err := comic.Status{}, comic.ErrNotFound
+	if validComicID(id) {
+		st, err = r.f.Inventory.Status(c.UserContext(), id)
 	}
 	if err != nil {
-		return err
+		return api.MapError(err, notFound("comic", id))
 	}
 	out := comicDetail{Status: st, Sales: []comic.Sale{}}
 	if st.InInventory {
@@ -172,36 +168,26 @@ func (r routes) getComic(c *fiber.Ctx) error {
 
 func (r routes) timeline(c *fiber.Ctx) error {
 	id := c.Params("id")
-	if !validComicID(id) {
-		return notFound("comic", id)
+	tl, err := comic.HoldTimeline{}, comic.ErrNotFound
+	if validComicID(id) {
+		tl, err = r.f.Timeline(c.UserContext(), id)
 	}
-	tl, err := r.f.Timeline(c.UserContext(), id)
-	if errors.Is(err, comic.ErrNotFound) {
-		return notFound("comic", id)
-	}
-	if err != nil {
-		return err
-	}
-	return c.JSON(tl)
+	return api.Reply(c, tl, err, notFound("comic", id))
 }
 
 func (r routes) stats(c *fiber.Ctx) error {
 	st, err := r.f.Subscriptions.Stats(c.UserContext())
-	if err != nil {
-		return err
-	}
-	return c.JSON(st)
+	return api.Reply(c, st, err)
 }
 
 func (r routes) subscribe(c *fiber.Ctx) error {
-	var in subscriptionIn
-	if err := api.DecodeJSON(c, &in); err != nil {
+	in, err := api.Body[subscriptionIn](c)
+	if err != nil {
 		return err
 	}
 	if len(in.Body) == 0 {
 		return api.UnprocessableEntity("invalid_subscription", "field body: required (use {} for every comic)")
 	}
-	var err error
 	if in.NotifyURL, err = r.f.Egress().NormalizeURL(in.NotifyURL); err != nil {
 		return api.UnprocessableEntity("invalid_subscription", "field notify_url: "+err.Error())
 	}
@@ -210,58 +196,44 @@ func (r routes) subscribe(c *fiber.Ctx) error {
 		return err
 	}
 	sub, err := r.f.Subscriptions.CreateFor(c.UserContext(), api.Tenant(c), in.Email, json.RawMessage(in.Body), in.NotifyURL)
-	if slotErr := flowhttp.Settle(c, slot, sub.ID, true, err); slotErr != nil {
+	if slotErr := api.Settle(c, slot, sub.ID, true, err); slotErr != nil {
 		return errors.Join(err, slotErr)
 	}
-	switch {
-	case errors.Is(err, comic.ErrInvalid):
+	if errors.Is(err, comic.ErrInvalid) {
 		return invalid("invalid_subscription", err)
-	case errors.Is(err, comic.ErrDuplicate):
-		return api.Conflict("duplicate_subscription", "this email is already subscribed to this body")
-	case errors.Is(err, comic.ErrTooMany):
-		return api.Conflict("too_many_subscriptions", err.Error())
-	case err != nil:
-		return err
+	}
+	if err != nil {
+		return api.MapError(err, api.When(comic.ErrDuplicate, api.Conflict("duplicate_subscription", "this email is already subscribed to this body")),
+			api.When(comic.ErrTooMany, api.Conflict("too_many_subscriptions", "")))
 	}
 	return c.Status(http.StatusCreated).JSON(sub)
 }
 
 func (r routes) listSubscriptions(c *fiber.Ctx) error {
-	cursor, limit, err := api.PageQuery(c)
-	if err != nil {
-		return err
-	}
-	subs, err := r.f.Subscriptions.ByEmailIn(c.UserContext(), api.View(c), c.Query("email"))
-	if errors.Is(err, comic.ErrInvalid) {
-		return api.BadRequest("invalid_email", err.Error())
-	}
-	if err != nil {
-		return err
-	}
-	return c.JSON(api.PageOf(subs, func(s comic.Subscription) string { return s.ID }, cursor, limit))
+	return api.ListAll(c, func(s comic.Subscription) string { return s.ID }, func() ([]comic.Subscription, error) {
+		subs, err := r.f.Subscriptions.ByEmailIn(c.UserContext(), api.View(c), c.Query("email"))
+		return subs, api.MapError(err, api.When(comic.ErrInvalid, api.BadRequest("invalid_email", "")))
+	})
 }
 
 func (r routes) deleteSubscription(c *fiber.Ctx) error {
 	id := c.Params("id")
-	if !validComicID(id) {
-		return notFound("subscription", id)
-	}
-	err := r.f.Subscriptions.DeleteIn(c.UserContext(), api.View(c), id)
-	if errors.Is(err, comic.ErrNotFound) {
-		return notFound("subscription", id)
+	err := comic.ErrNotFound
+	if validComicID(id) {
+		err = r.f.Subscriptions.DeleteIn(c.UserContext(), api.View(c), id)
 	}
 	if err != nil {
-		return err
+		return api.MapError(err, notFound("subscription", id))
 	}
-	return flowhttp.Deleted(c, r.f.SubscriptionQuota(), id)
+	return api.Deleted(c, r.f.SubscriptionQuota(), id)
 }
 
 func (r routes) purchase(c *fiber.Ctx) error {
 	if r.f.Sales == nil {
 		return api.NewError(http.StatusNotImplemented, "purchase_unavailable", "purchases need the checkout saga, which is not configured")
 	}
-	var in transactionIn
-	if err := api.DecodeJSON(c, &in); err != nil {
+	in, err := api.Body[transactionIn](c)
+	if err != nil {
 		return err
 	}
 	id, err := comicRef(in.Comic)
@@ -280,22 +252,16 @@ func (r routes) purchase(c *fiber.Ctx) error {
 		return api.UnprocessableEntity("invalid_transaction", "field hold_token: want at most 128 characters")
 	}
 	rec, err := r.f.Sales.Purchase(c.UserContext(), email, id, in.Payment, in.TxnID, in.HoldToken)
-	var held *comic.HoldError
-	switch {
-	case errors.As(err, &held):
+	if held := (*comic.HoldError)(nil); errors.As(err, &held) {
 		c.Set(fiber.HeaderRetryAfter, strconv.Itoa(max(1, int(math.Ceil(time.Until(held.EndsAt).Seconds())))))
 		return api.Conflict("hold_active", "this comic is held for the subscribers told of it until "+
 			held.EndsAt.Format(time.RFC3339)+"; buy with the hold_token of your notification, or after the hold")
-	case errors.Is(err, comic.ErrInvalid):
-		return invalid("invalid_transaction", err)
-	case errors.Is(err, comic.ErrSoldOut):
-		return api.Conflict("sold_out", comic.SorryMessage)
-	case errors.Is(err, comic.ErrPayment):
-		return api.NewError(http.StatusPaymentRequired, "payment_refused", "the payment was refused")
-	case err != nil:
-		return err
 	}
-	return c.JSON(rec)
+	if errors.Is(err, comic.ErrInvalid) {
+		return invalid("invalid_transaction", err)
+	}
+	return api.Reply(c, rec, err, api.When(comic.ErrSoldOut, api.Conflict("sold_out", comic.SorryMessage)),
+		api.When(comic.ErrPayment, api.NewError(http.StatusPaymentRequired, "payment_refused", "the payment was refused")))
 }
 
 // comicRef returns the id a transaction names: a string id, or the id of
@@ -328,7 +294,8 @@ func validComicID(s string) bool {
 	return len(s) == 32 && strings.Trim(s, "0123456789abcdef") == ""
 }
 
-// notFound is the 404 "<what>_not_found" of the id a route names.
-func notFound(what, id string) error {
-	return api.NotFound(what+"_not_found", "no "+what+" "+clip.String(id, 64))
+// notFound answers ErrNotFound as the 404 "<what>_not_found" of the id a
+// route names.
+func notFound(what, id string) api.Case {
+	return api.When(comic.ErrNotFound, api.NotFound(what+"_not_found", "no "+what+" "+clip.String(id, 64)))
 }

@@ -13,7 +13,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/dropstream/dropstream/api"
-	"github.com/dropstream/dropstream/flow/flowhttp"
 	"github.com/dropstream/dropstream/flows/feed"
 )
 
@@ -102,28 +101,22 @@ func (f routes) resumeFeed(c *fiber.Ctx) error {
 	return f.getFeed(c)
 }
 
-// apiError maps the package's errors to API errors.
+// apiError maps the package's errors about what (a feed, an item...) to
+// API errors.
 func apiError(err error, what string) error {
-	switch {
-	case errors.Is(err, feed.ErrInvalid):
-		return api.UnprocessableEntity("invalid_"+what, err.Error())
-	case errors.Is(err, feed.ErrNotFound):
-		return api.NotFound(what+"_not_found", "no such "+what)
-	case errors.Is(err, feed.ErrConflict):
-		return api.Conflict(what+"_conflict", err.Error())
-	}
-	return err
+	return api.MapError(err, api.When(feed.ErrInvalid, api.UnprocessableEntity("invalid_"+what, "")),
+		api.When(feed.ErrNotFound, api.NotFound(what+"_not_found", "no such "+what)),
+		api.When(feed.ErrConflict, api.Conflict(what+"_conflict", "")))
 }
 
 func (f routes) postFeed(c *fiber.Ctx) error {
-	var in feed.Feed
-	if err := api.DecodeJSON(c, &in); err != nil {
+	in, err := api.Body[feed.Feed](c)
+	if err != nil {
 		return err
 	}
 	if err := api.CheckText(api.Text("id", in.ID), api.Text("url", in.URL)); err != nil {
 		return err
 	}
-	var err error
 	if in.URL, err = f.f.Egress().NormalizeURL(in.URL); err != nil {
 		return api.UnprocessableEntity("invalid_feed", "field url: "+err.Error())
 	}
@@ -132,7 +125,7 @@ func (f routes) postFeed(c *fiber.Ctx) error {
 		return err
 	}
 	out, created, err := f.store.PutFeed(c.UserContext(), in)
-	if err := flowhttp.Settle(c, slot, out.ID, created, err); err != nil {
+	if err := api.Settle(c, slot, out.ID, created, err); err != nil {
 		return err
 	}
 	if err != nil {
@@ -141,7 +134,7 @@ func (f routes) postFeed(c *fiber.Ctx) error {
 	if err := f.store.AddTenant(c.UserContext(), out.ID, api.Tenant(c)); err != nil {
 		return err
 	}
-	return flowhttp.Created(c, created, out)
+	return api.Created(c, created, out)
 }
 
 func (f routes) view(c *fiber.Ctx, fd feed.Feed) (FeedView, error) {
@@ -180,10 +173,7 @@ func (f routes) getFeed(c *fiber.Ctx) error {
 		return apiError(err, "feed")
 	}
 	v, err := f.view(c, fd)
-	if err != nil {
-		return err
-	}
-	return c.JSON(v)
+	return api.Reply(c, v, err)
 }
 
 func (f routes) deleteFeed(c *fiber.Ctx) error {
@@ -210,11 +200,14 @@ func (f routes) deleteFeed(c *fiber.Ctx) error {
 		}
 		return apiError(err, "feed")
 	}
-	return flowhttp.Deleted(c, f.f.FeedQuota(), id)
+	return api.Deleted(c, f.f.FeedQuota(), id)
 }
 
 func (f routes) listItems(c *fiber.Ctx) error {
-	cursor, limit, err := f.feedPageQuery(c)
+	if _, err := f.store.Feed(c.UserContext(), c.Params("id")); err != nil {
+		return apiError(err, "feed")
+	}
+	cursor, limit, err := api.PageQuery(c)
 	if err != nil {
 		return err
 	}
@@ -260,8 +253,8 @@ func (f routes) excludeItem(c *fiber.Ctx) error {
 }
 
 func (f routes) postSubscribable(c *fiber.Ctx) error {
-	var in feed.Subscribable
-	if err := api.DecodeJSON(c, &in); err != nil {
+	in, err := api.Body[feed.Subscribable](c)
+	if err != nil {
 		return err
 	}
 	if err := api.CheckText(api.Text("name", in.Name)); err != nil {
@@ -272,27 +265,19 @@ func (f routes) postSubscribable(c *fiber.Ctx) error {
 	if err != nil {
 		return apiError(err, "subscribable")
 	}
-	return flowhttp.Created(c, created, out)
+	return api.Created(c, created, out)
 }
 
 func (f routes) listSubscribables(c *fiber.Ctx) error {
-	cursor, limit, err := f.feedPageQuery(c)
-	if err != nil {
-		return err
+	if _, err := f.store.Feed(c.UserContext(), c.Params("id")); err != nil {
+		return apiError(err, "feed")
 	}
-	subs, err := f.ownSubscribables(c)
-	if err != nil {
-		return err
-	}
-	return c.JSON(api.PageOf(subs, func(s feed.Subscribable) string { return s.Key() }, cursor, limit))
+	return api.ListAll(c, feed.Subscribable.Key, func() ([]feed.Subscribable, error) { return f.ownSubscribables(c) })
 }
 
 func (f routes) getSubscribable(c *fiber.Ctx) error {
 	sb, err := f.subscribable(c)
-	if err != nil {
-		return err
-	}
-	return c.JSON(sb)
+	return api.Reply(c, sb, err)
 }
 
 func (f routes) listCollections(c *fiber.Ctx) error {
@@ -304,15 +289,12 @@ func (f routes) deleteSubscribable(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := f.store.DeleteSubscribable(c.UserContext(), c.Params("id"), sb.Key()); err != nil {
-		return apiError(err, "subscribable")
-	}
-	return c.SendStatus(http.StatusNoContent)
+	return api.NoContent(c, apiError(f.store.DeleteSubscribable(c.UserContext(), c.Params("id"), sb.Key()), "subscribable"))
 }
 
 func (f routes) postSubscription(c *fiber.Ctx) error {
-	var in subscribeBody
-	if err := api.DecodeJSON(c, &in); err != nil {
+	in, err := api.Body[subscribeBody](c)
+	if err != nil {
 		return err
 	}
 	sb, err := f.subscribable(c)
@@ -327,13 +309,13 @@ func (f routes) postSubscription(c *fiber.Ctx) error {
 		return err
 	}
 	sub, created, err := f.f.Subscribe(c.UserContext(), c.Params("id"), sb.Key(), in.Destination)
-	if err := flowhttp.Settle(c, slot, sub.ID, created, err); err != nil {
+	if err := api.Settle(c, slot, sub.ID, created, err); err != nil {
 		return err
 	}
 	if err != nil {
 		return apiError(err, "subscription")
 	}
-	return flowhttp.Created(c, created, sub)
+	return api.Created(c, created, sub)
 }
 
 func (f routes) listSubscriptions(c *fiber.Ctx) error {
@@ -347,15 +329,6 @@ func (f routes) listSubscriptions(c *fiber.Ctx) error {
 	return pageOfSubscribable(f, c, list, func(s feed.Subscription) string { return s.ID })
 }
 
-// feedPageQuery reads the page query of a list under the route's feed,
-// which must exist.
-func (f routes) feedPageQuery(c *fiber.Ctx) (cursor string, limit int, err error) {
-	if _, err := f.store.Feed(c.UserContext(), c.Params("id")); err != nil {
-		return "", 0, apiError(err, "feed")
-	}
-	return api.PageQuery(c)
-}
-
 // pageOfSubscribable answers a page, by key, of what list returns for the
 // subscribable the route names.
 func pageOfSubscribable[T any](f routes, c *fiber.Ctx, list func(ctx context.Context, feedID, key string) ([]T, error), key func(T) string) error {
@@ -363,22 +336,14 @@ func pageOfSubscribable[T any](f routes, c *fiber.Ctx, list func(ctx context.Con
 	if err != nil {
 		return err
 	}
-	cursor, limit, err := api.PageQuery(c)
-	if err != nil {
-		return err
-	}
-	all, err := list(c.UserContext(), c.Params("id"), sb.Key())
-	if err != nil {
-		return err
-	}
-	return c.JSON(api.PageOf(all, key, cursor, limit))
+	return api.ListAll(c, key, func() ([]T, error) { return list(c.UserContext(), c.Params("id"), sb.Key()) })
 }
 
 func (f routes) deleteSubscription(c *fiber.Ctx) error {
 	if err := f.store.DeleteSubscription(c.UserContext(), c.Params("sid")); err != nil {
 		return apiError(err, "subscription")
 	}
-	return flowhttp.Deleted(c, f.f.SubscriptionQuota(), c.Params("sid"))
+	return api.Deleted(c, f.f.SubscriptionQuota(), c.Params("sid"))
 }
 
 // held wraps the handler of a route under /v1/feeds/:id: a feed the

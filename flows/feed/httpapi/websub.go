@@ -2,7 +2,6 @@ package httpapi
 
 import (
 	"cmp"
-	"errors"
 	"net/http"
 	"strconv"
 
@@ -58,10 +57,7 @@ func (f routes) verifyWebSub(c *fiber.Ctx) error {
 		lease = n
 	}
 	if err := f.f.VerifyWebSub(c.UserContext(), c.Params("id"), c.Params("token"), mode, topic, lease); err != nil {
-		if errors.Is(err, feed.ErrNotFound) {
-			return api.NotFound("websub_not_found", "no such subscription asked for")
-		}
-		return err
+		return api.MapError(err, api.When(feed.ErrNotFound, api.NotFound("websub_not_found", "no such subscription asked for")))
 	}
 	c.Set(fiber.HeaderContentType, "text/plain")
 	return c.Status(http.StatusOK).SendString(challenge)
@@ -69,19 +65,12 @@ func (f routes) verifyWebSub(c *fiber.Ctx) error {
 
 func (f routes) pushWebSub(c *fiber.Ctx) error {
 	sig := cmp.Or(c.Get("X-Hub-Signature-256"), c.Get("X-Hub-Signature"))
-	err := f.f.Push(c.UserContext(), c.Params("id"), c.Params("token"), c.Body(), sig)
-	switch {
-	case err == nil:
-		c.Status(http.StatusAccepted) // no body: SendStatus would add "Accepted"
-		return nil
-	case errors.Is(err, feed.ErrNotFound):
-		return api.NotFound("websub_not_found", "no active subscription for this feed")
-	case errors.Is(err, feed.ErrBadSignature):
-		return api.Forbidden("invalid_signature", "X-Hub-Signature does not match the content")
-	case errors.Is(err, feed.ErrTooLarge):
-		return api.NewError(http.StatusRequestEntityTooLarge, "too_large", err.Error())
-	case errors.Is(err, feed.ErrInvalid):
-		return api.UnprocessableEntity("invalid_feed", "the pushed content is not an RSS or Atom feed")
+	if err := f.f.Push(c.UserContext(), c.Params("id"), c.Params("token"), c.Body(), sig); err != nil {
+		return api.MapError(err, api.When(feed.ErrNotFound, api.NotFound("websub_not_found", "no active subscription for this feed")),
+			api.When(feed.ErrBadSignature, api.Forbidden("invalid_signature", "X-Hub-Signature does not match the content")),
+			api.When(feed.ErrTooLarge, api.NewError(http.StatusRequestEntityTooLarge, "too_large", "")),
+			api.When(feed.ErrInvalid, api.UnprocessableEntity("invalid_feed", "the pushed content is not an RSS or Atom feed")))
 	}
-	return err
+	c.Status(http.StatusAccepted) // no body: SendStatus would add "Accepted"
+	return nil
 }

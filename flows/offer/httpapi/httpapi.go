@@ -11,7 +11,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/dropstream/dropstream/api"
-	"github.com/dropstream/dropstream/flow/flowhttp"
 	"github.com/dropstream/dropstream/flows/offer"
 )
 
@@ -58,9 +57,22 @@ func Register(srv *api.Server, f *offer.Flow) {
 	registerStanding(srv, r)
 }
 
+// offerConflict answers ErrConflict.
+var offerConflict = api.When(offer.ErrConflict, api.Conflict("offer_conflict", ""))
+
+// invalidFilter answers ErrInvalidFilter as a 422 with code.
+func invalidFilter(code string) api.Case {
+	return api.When(offer.ErrInvalidFilter, api.UnprocessableEntity(code, ""))
+}
+
+// offerNotFound answers ErrNotFound for the offer the route names.
+func offerNotFound(c *fiber.Ctx) api.Case {
+	return api.When(offer.ErrNotFound, api.NotFound("offer_not_found", "no offer "+c.Params("id")))
+}
+
 func (r routes) put(c *fiber.Ctx) error {
-	var o offer.Offer
-	if err := api.DecodeJSON(c, &o); err != nil {
+	o, err := api.Body[offer.Offer](c)
+	if err != nil {
 		return err
 	}
 	texts := []api.TextField{api.Text("offerId", o.ID), api.Text("handler", o.Handler), api.Text("productId", o.ProductID),
@@ -72,17 +84,11 @@ func (r routes) put(c *fiber.Ctx) error {
 		return err
 	}
 	created, err := r.f.Catalog().PutFor(c.UserContext(), api.View(c), o)
-	switch {
-	case errors.Is(err, offer.ErrTaken):
-		return api.Conflict("offer_id_taken", "another offer holds id "+o.ID+"; choose another id")
-	case errors.Is(err, offer.ErrInvalidOffer):
-		return api.UnprocessableEntity("invalid_offer", err.Error())
-	case errors.Is(err, offer.ErrConflict):
-		return api.Conflict("offer_conflict", err.Error())
-	case err != nil:
-		return err
+	if err != nil {
+		return api.MapError(err, api.When(offer.ErrTaken, api.Conflict("offer_id_taken", "another offer holds id "+o.ID+"; choose another id")),
+			api.When(offer.ErrInvalidOffer, api.UnprocessableEntity("invalid_offer", "")), offerConflict)
 	}
-	return flowhttp.Created(c, created, o)
+	return api.Created(c, created, o)
 }
 
 func (r routes) list(c *fiber.Ctx) error {
@@ -93,13 +99,7 @@ func (r routes) list(c *fiber.Ctx) error {
 	product, seller := c.Query("productId"), c.Query("sellerId")
 	if product == "" && seller == "" {
 		items, next, err := r.f.Catalog().List(c.UserContext(), c.Query("cursor"), limit)
-		if errors.Is(err, offer.ErrInvalidOffer) {
-			return api.BadRequest("invalid_cursor", err.Error())
-		}
-		if err != nil {
-			return err
-		}
-		return c.JSON(offerPage{Items: items, NextCursor: next})
+		return api.Reply(c, offerPage{Items: items, NextCursor: next}, err, api.When(offer.ErrInvalidOffer, api.BadRequest("invalid_cursor", "")))
 	}
 	if product != "" && seller != "" {
 		return api.BadRequest("invalid_query", "give productId or sellerId, not both")
@@ -113,11 +113,8 @@ func (r routes) list(c *fiber.Ctx) error {
 		return err
 	}
 	ids, cached, err := r.f.Catalog().Translate(c.UserContext(), from, id, offer.ToSellOffer)
-	if errors.Is(err, offer.ErrInvalidOffer) {
-		return api.BadRequest("invalid_query", err.Error())
-	}
 	if err != nil {
-		return err
+		return api.MapError(err, api.When(offer.ErrInvalidOffer, api.BadRequest("invalid_query", "")))
 	}
 	page := offerPage{Items: []offer.Offer{}, Cached: cached}
 	for i := start; i < len(ids) && len(page.Items) < limit; i++ {
@@ -142,41 +139,23 @@ func (r routes) get(c *fiber.Ctx) error {
 	if err == nil {
 		o, err = r.f.Catalog().Get(c.UserContext(), c.Params("id"))
 	}
-	if errors.Is(err, offer.ErrNotFound) {
-		return api.NotFound("offer_not_found", "no offer "+c.Params("id"))
-	}
-	if err != nil {
-		return err
-	}
-	return c.JSON(o)
+	return api.Reply(c, o, err, offerNotFound(c))
 }
 
 func (r routes) delete(c *fiber.Ctx) error {
 	err := r.f.Catalog().DeleteIn(c.UserContext(), api.View(c), c.Params("id"))
-	switch {
-	case errors.Is(err, offer.ErrNotFound):
-		return api.NotFound("offer_not_found", "no offer "+c.Params("id"))
-	case errors.Is(err, offer.ErrConflict):
-		return api.Conflict("offer_conflict", err.Error())
-	case err != nil:
-		return err
-	}
-	return c.SendStatus(http.StatusNoContent)
+	return api.NoContent(c, err, offerNotFound(c), offerConflict)
 }
 
 func (r routes) search(c *fiber.Ctx) error {
-	var req offer.SearchRequest
-	if err := api.DecodeJSON(c, &req); err != nil {
+	req, err := api.Body[offer.SearchRequest](c)
+	if err != nil {
 		return err
 	}
 	resp, err := r.f.Search(c.UserContext(), req, api.RequestID(c))
-	switch {
-	case errors.Is(err, offer.ErrInvalidFilter):
-		return api.UnprocessableEntity("invalid_filter", err.Error())
-	case errors.Is(err, offer.ErrGone):
-		return api.NewError(http.StatusGone, "result_gone", "the result of request id "+req.RequestID+" has expired; send a new request id to compute it again")
-	case err != nil:
-		return err
+	if err != nil {
+		return api.MapError(err, invalidFilter("invalid_filter"), api.When(offer.ErrGone, api.NewError(http.StatusGone, "result_gone",
+			"the result of request id "+req.RequestID+" has expired; send a new request id to compute it again")))
 	}
 	if resp.Status == offer.StatusProcessing {
 		c.Set(fiber.HeaderLocation, "/v1/offers/results/"+resp.ResultID)
@@ -195,26 +174,14 @@ func (r routes) result(c *fiber.Ctx) error {
 		return err
 	}
 	res, err := r.f.Result(c.UserContext(), c.Params("id"), offset, limit)
-	if errors.Is(err, offer.ErrNotFound) {
-		return api.NotFound("result_not_found", "no result "+c.Params("id"))
-	}
-	if err != nil {
-		return err
-	}
-	return c.JSON(res)
+	return api.Reply(c, res, err, api.When(offer.ErrNotFound, api.NotFound("result_not_found", "no result "+c.Params("id"))))
 }
 
 func (r routes) orderPrice(c *fiber.Ctx) error {
-	var req offer.OrderPriceRequest
-	if err := api.DecodeJSON(c, &req); err != nil {
-		return err
-	}
-	op, err := r.f.OrderPrice(c.UserContext(), req)
-	if errors.Is(err, offer.ErrInvalidFilter) {
-		return api.UnprocessableEntity("invalid_order", err.Error())
-	}
+	req, err := api.Body[offer.OrderPriceRequest](c)
 	if err != nil {
 		return err
 	}
-	return c.JSON(op)
+	op, err := r.f.OrderPrice(c.UserContext(), req)
+	return api.Reply(c, op, err, invalidFilter("invalid_order"))
 }

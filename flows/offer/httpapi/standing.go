@@ -7,7 +7,6 @@ import (
 	"github.com/gofiber/fiber/v2"
 
 	"github.com/dropstream/dropstream/api"
-	"github.com/dropstream/dropstream/flow/flowhttp"
 	"github.com/dropstream/dropstream/flows/offer"
 )
 
@@ -31,8 +30,8 @@ func registerStanding(srv *api.Server, r routes) {
 }
 
 func (r routes) createStanding(c *fiber.Ctx) error {
-	var req offer.StandingRequest
-	if err := api.DecodeJSON(c, &req); err != nil {
+	req, err := api.Body[offer.StandingRequest](c)
+	if err != nil {
 		return err
 	}
 	if err := req.Validate(); err != nil {
@@ -43,53 +42,37 @@ func (r routes) createStanding(c *fiber.Ctx) error {
 		return err
 	}
 	ss, err := r.f.CreateStandingIn(c.UserContext(), api.View(c), req)
-	if slotErr := flowhttp.Settle(c, slot, ss.ID, true, err); slotErr != nil {
+	if slotErr := api.Settle(c, slot, ss.ID, true, err); slotErr != nil {
 		return errors.Join(err, slotErr)
 	}
-	switch {
-	case errors.Is(err, offer.ErrInvalidFilter):
-		return api.UnprocessableEntity("invalid_standing_search", err.Error())
-	case errors.Is(err, offer.ErrNotFound):
+	if err != nil {
 		// Another tenant's subscriber answers as one that does not exist.
-		return api.NotFound("subscriber_not_found", "no subscriber "+req.SubscriberID)
-	case errors.Is(err, offer.ErrTooManyStanding):
-		return api.Conflict("too_many_standing_searches", err.Error())
-	case err != nil:
-		return err
+		return api.MapError(err, invalidFilter("invalid_standing_search"),
+			api.When(offer.ErrNotFound, api.NotFound("subscriber_not_found", "no subscriber "+req.SubscriberID)),
+			api.When(offer.ErrTooManyStanding, api.Conflict("too_many_standing_searches", "")))
 	}
 	return c.Status(http.StatusCreated).JSON(ss)
 }
 
 func (r routes) listStanding(c *fiber.Ctx) error {
-	cursor, limit, err := api.PageQuery(c)
-	if err != nil {
-		return err
-	}
-	all, err := r.f.ListStanding(c.UserContext(), api.View(c))
-	if err != nil {
-		return err
-	}
-	return c.JSON(api.PageOf(all, func(s offer.StandingSearch) string { return s.ID }, cursor, limit))
+	return api.ListAll(c, func(s offer.StandingSearch) string { return s.ID },
+		func() ([]offer.StandingSearch, error) { return r.f.ListStanding(c.UserContext(), api.View(c)) })
 }
 
 func (r routes) getStanding(c *fiber.Ctx) error {
 	ss, err := r.f.GetStanding(c.UserContext(), api.View(c), c.Params("id"))
-	if errors.Is(err, offer.ErrNotFound) {
-		return api.NotFound("standing_search_not_found", "no standing search "+c.Params("id")+"")
-	}
-	if err != nil {
-		return err
-	}
-	return c.JSON(ss)
+	return api.Reply(c, ss, err, standingNotFound(c))
 }
 
 func (r routes) deleteStanding(c *fiber.Ctx) error {
-	err := r.f.DeleteStanding(c.UserContext(), api.View(c), c.Params("id"))
-	if errors.Is(err, offer.ErrNotFound) {
-		return api.NotFound("standing_search_not_found", "no standing search "+c.Params("id")+"")
+	if err := r.f.DeleteStanding(c.UserContext(), api.View(c), c.Params("id")); err != nil {
+		return api.MapError(err, standingNotFound(c))
 	}
-	if err != nil {
-		return err
-	}
-	return flowhttp.Deleted(c, r.f.StandingQuota(), c.Params("id"))
+	return api.Deleted(c, r.f.StandingQuota(), c.Params("id"))
+}
+
+// standingNotFound answers ErrNotFound for the standing search the route
+// names.
+func standingNotFound(c *fiber.Ctx) api.Case {
+	return api.When(offer.ErrNotFound, api.NotFound("standing_search_not_found", "no standing search "+c.Params("id")))
 }
