@@ -34,8 +34,7 @@ const (
 	countTrimmed = "trimmed"
 )
 
-// countsKeyOf is the counters hash of a stream: "<stream>:counts", which
-// is rediskey.Partition(flow, p, name, "counts").
+// countsKeyOf is the counters hash of a stream: "<stream>:counts".
 func countsKeyOf(stream string) string { return stream + rediskey.Sep + "counts" }
 
 // countsKey is the counters hash of partition p of the topic.
@@ -166,11 +165,12 @@ func createGroup(ctx context.Context, rdb redis.UniversalClient, topic Topic, p 
 }
 
 // snapshotScript reads group ARGV[1]'s accounting terms on stream KEYS[1]
-// (topic counters KEYS[2], group counters KEYS[3], delay set KEYS[4]) at one
-// instant: {found, added, base, acked, dead_lettered, dropped, skipped,
-// requeued, delayed, pending, lag, lag known}, lag counted up to ARGV[2]
-// where XINFO cannot tell. ARGV[3] = 1 sets a missing base so the group's
-// entries so far are accounted for.
+// (topic counters KEYS[2], group counters KEYS[3], delay set KEYS[4],
+// dead letters KEYS[5]) at one instant: {found, added, base, acked,
+// dead_lettered, dropped, skipped, requeued, delayed, pending, lag, lag
+// known, dead letters now, oldest pending entry's Unix ms or 0}, lag counted
+// up to ARGV[2] where XINFO cannot tell. ARGV[3] = 1 sets a missing base so
+// the group's entries so far are accounted for.
 var snapshotScript = script.New(publishedLua + `
 local function num(v) return tonumber(v or '0') or 0 end
 if redis.call('EXISTS', KEYS[1]) == 0 then return {0} end
@@ -195,8 +195,14 @@ end
 if ARGV[3] == '1' and known == 1 and redis.call('EXISTS', KEYS[3]) == 0 then
   redis.call('HSET', KEYS[3], '` + countBase + `', published - g['pending'] - lag - delayed)
 end
+local oldest = 0
+if g['pending'] > 0 then
+  local p = redis.call('XPENDING', KEYS[1], ARGV[1])
+  if p[2] then oldest = tonumber(string.match(p[2], '^%d+')) end
+end
 local c = redis.call('HMGET', KEYS[3], '` + countBase + `', '` + countAcked + `', '` + countDead + `', '` + countDropped + `', '` + countSkipped + `', '` + countRequeued + `')
-return {1, published, num(c[1]), num(c[2]), num(c[3]), num(c[4]), num(c[5]), num(c[6]), delayed, g['pending'], lag, known}`)
+return {1, published, num(c[1]), num(c[2]), num(c[3]), num(c[4]), num(c[5]), num(c[6]), delayed, g['pending'], lag, known,
+  redis.call('XLEN', KEYS[5]), oldest}`)
 
 // Conservation is the accounting of a stage's consumer group over every
 // partition of its topic. Published equals the sum of the other terms
@@ -234,9 +240,17 @@ type Conservation struct {
 	Drift int64 `json:"drift"`
 }
 
+// snapshot is the accounting with what the stage's stats read beside it:
+// the dead letters now, and the publish time (Unix ms) of the oldest
+// pending entry, 0 when none.
+type snapshot struct {
+	Conservation
+	deadLetters, oldestMs int64
+}
+
 // add adds one partition's snapshot reply.
-func (c *Conservation) add(v []int64) {
-	if len(v) < 12 || v[0] == 0 {
+func (c *snapshot) add(v []int64) {
+	if len(v) < 14 || v[0] == 0 {
 		return
 	}
 	c.Published += v[1] - v[2]
@@ -249,6 +263,10 @@ func (c *Conservation) add(v []int64) {
 	c.Pending += v[9]
 	c.Lag += v[10]
 	c.LagKnown = c.LagKnown && v[11] == 1
+	c.deadLetters += v[12]
+	if v[13] > 0 && (c.oldestMs == 0 || v[13] < c.oldestMs) {
+		c.oldestMs = v[13]
+	}
 }
 
 func (c *Conservation) settle() {
@@ -258,10 +276,14 @@ func (c *Conservation) settle() {
 	}
 }
 
+// lagCountCap bounds the count of undelivered entries where Redis cannot
+// tell the lag.
+const lagCountCap = 10000
+
 // conserve reads the accounting of group over the given partitions of
 // topic; init sets the base of groups older than the counting.
-func conserve(ctx context.Context, rdb redis.UniversalClient, topic Topic, group string, partitions []int, init bool) (Conservation, error) {
-	out := Conservation{Topic: topic.String(), Group: group, LagKnown: true}
+func conserve(ctx context.Context, rdb redis.UniversalClient, topic Topic, group string, partitions []int, init bool) (snapshot, error) {
+	out := snapshot{Conservation: Conservation{Topic: topic.String(), Group: group, LagKnown: true}}
 	calls := make([]script.Call, 0, len(partitions))
 	flag := "0"
 	if init {
@@ -269,7 +291,7 @@ func conserve(ctx context.Context, rdb redis.UniversalClient, topic Topic, group
 	}
 	for _, p := range partitions {
 		calls = append(calls, script.Call{
-			Keys: []string{topic.Stream(p), topic.countsKey(p), topic.groupCountsKey(p, group), topic.delayedKey(p, group)},
+			Keys: []string{topic.Stream(p), topic.countsKey(p), topic.groupCountsKey(p, group), topic.delayedKey(p, group), topic.DeadLetterStream(p)},
 			Args: []any{group, lagCountCap, flag},
 		})
 	}
@@ -288,15 +310,15 @@ func conserve(ctx context.Context, rdb redis.UniversalClient, topic Topic, group
 	return out, nil
 }
 
-// Conservation reads the accounting of a stage's consumer group over
-// every partition of its topic (for a stage, StageInfo's Topic and
-// Group).
+// Conservation reads the accounting of a consumer group over every
+// partition of its topic (for a stage, StageInfo's Topic and Group).
 func (c *Control) Conservation(ctx context.Context, topic Topic, group string) (Conservation, error) {
 	all := make([]int, topic.Partitions)
 	for p := range all {
 		all[p] = p
 	}
-	return conserve(ctx, c.rdb, topic, group, all, false)
+	s, err := conserve(ctx, c.rdb, topic, group, all, false)
+	return s.Conservation, err
 }
 
 // trimScript trims stream KEYS[1] to MINID ARGV[1] and counts what it

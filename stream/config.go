@@ -3,7 +3,6 @@ package stream
 import (
 	"cmp"
 	"errors"
-	"fmt"
 	"os"
 	"strconv"
 	"strings"
@@ -19,11 +18,10 @@ import (
 type RunnerConfig struct {
 	// Group is the consumer group. Default: the stage name.
 	Group string
-	// Consumer names this copy in the group. Default
-	// "<Instance>-<stage>-<Copy>" when Instance is set, so a restarted
-	// process reads its own pending entries first; else
-	// "<hostname>-<pid>-<random>". A newer copy under a live name takes
-	// its lease and the older one stops reading (Runner.LeaseErr).
+	// Consumer names this copy in the group. Default "<Instance>-<stage>-<Copy>"
+	// when Instance is set, so a restarted process reads its own pending
+	// entries first; else "<hostname>-<pid>-<random>". A newer copy under a
+	// live name takes it over and the older one stops reading (LeaseErr).
 	Consumer string
 	// Instance is the process's identity across restarts
 	// (DROPSTREAM_INSTANCE): at most 64 bytes, no spaces or control
@@ -123,46 +121,24 @@ func (c RetryConfig) withDefaults() RetryConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c RunnerConfig) Validate() error {
-	var errs []error
-	if c.Group == "" || c.Consumer == "" {
-		errs = append(errs, errors.New("group and consumer must be set"))
-	}
+	errs := bounds.Require(nil, c.Group != "" && c.Consumer != "", "group and consumer must be set")
 	errs = bounds.Check(errs, "batch size", c.BatchSize, 1, MaxBatchSize)
 	errs = bounds.Check(errs, "read bytes", c.ReadBytes, MinReadBytes, MaxReadBytes)
-	if c.Block < time.Millisecond {
-		errs = append(errs, fmt.Errorf("block %s below 1ms", c.Block))
-	}
-	if c.ClaimInterval <= 0 {
-		errs = append(errs, fmt.Errorf("claim interval %s must be positive", c.ClaimInterval))
-	}
-	if worst := c.worstDelivery(); c.ClaimIdle <= worst {
-		errs = append(errs, fmt.Errorf("claim idle %s must exceed the longest delivery %s (handler timeout %s × %d tries, plus retry pauses)",
-			c.ClaimIdle, worst, c.HandlerTimeout, c.tries()))
-	}
-	if c.MaxDeliveries < 1 {
-		errs = append(errs, fmt.Errorf("max deliveries %d must be at least 1", c.MaxDeliveries))
-	}
-	if c.HandlerTimeout <= 0 {
-		errs = append(errs, fmt.Errorf("handler timeout %s must be positive", c.HandlerTimeout))
-	}
-	if len(c.Instance) > maxInstanceLen || strings.IndexFunc(c.Instance, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }) >= 0 {
-		errs = append(errs, fmt.Errorf("instance %q: want at most %d bytes without spaces or control characters", clip.String(c.Instance, maxInstanceLen), maxInstanceLen))
-	}
-	if c.Copy < 0 {
-		errs = append(errs, fmt.Errorf("copy %d must not be negative", c.Copy))
-	}
-	if c.ConsumerLease < 3*time.Millisecond {
-		errs = append(errs, fmt.Errorf("consumer lease %s below 3ms", c.ConsumerLease))
-	}
-	if c.ConsumerIdle < 2*c.Block {
-		errs = append(errs, fmt.Errorf("consumer idle %s below twice the block %s", c.ConsumerIdle, c.Block))
-	}
-	if c.StatsInterval <= 0 || c.ErrorBackoff <= 0 || c.ControlInterval <= 0 {
-		errs = append(errs, errors.New("stats interval, control interval and error backoff must be positive"))
-	}
-	if !c.Retry.Disabled && (c.Retry.MaxRetries < 0 || c.Retry.InitialInterval <= 0 || c.Retry.MaxInterval < c.Retry.InitialInterval) {
-		errs = append(errs, fmt.Errorf("retry config %+v is inconsistent", c.Retry))
-	}
+	errs = bounds.Require(errs, c.Block >= time.Millisecond, "block %s below 1ms", c.Block)
+	errs = bounds.Require(errs, c.ClaimInterval > 0, "claim interval %s must be positive", c.ClaimInterval)
+	errs = bounds.Require(errs, c.ClaimIdle > c.worstDelivery(), "claim idle %s must exceed the longest delivery %s (handler timeout %s × %d tries, plus retry pauses)",
+		c.ClaimIdle, c.worstDelivery(), c.HandlerTimeout, c.tries())
+	errs = bounds.Require(errs, c.MaxDeliveries >= 1, "max deliveries %d must be at least 1", c.MaxDeliveries)
+	errs = bounds.Require(errs, c.HandlerTimeout > 0, "handler timeout %s must be positive", c.HandlerTimeout)
+	errs = bounds.Require(errs, len(c.Instance) <= maxInstanceLen && !strings.ContainsFunc(c.Instance, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }),
+		"instance %q: want at most %d bytes without spaces or control characters", clip.String(c.Instance, maxInstanceLen), maxInstanceLen)
+	errs = bounds.Require(errs, c.Copy >= 0, "copy %d must not be negative", c.Copy)
+	errs = bounds.Require(errs, c.ConsumerLease >= 3*time.Millisecond, "consumer lease %s below 3ms", c.ConsumerLease)
+	errs = bounds.Require(errs, c.ConsumerIdle >= 2*c.Block, "consumer idle %s below twice the block %s", c.ConsumerIdle, c.Block)
+	errs = bounds.Require(errs, c.StatsInterval > 0 && c.ErrorBackoff > 0 && c.ControlInterval > 0,
+		"stats interval, control interval and error backoff must be positive")
+	errs = bounds.Require(errs, c.Retry.Disabled || (c.Retry.MaxRetries >= 0 && c.Retry.InitialInterval > 0 && c.Retry.MaxInterval >= c.Retry.InitialInterval),
+		"retry config %+v is inconsistent", c.Retry)
 	return errors.Join(errs...)
 }
 

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -15,13 +16,10 @@ import (
 )
 
 // Consumer names. A copy holds its consumer name by a lease, renewed every
-// ConsumerLease/3, so two live copies never read under one name; a starting
-// copy takes the lease over. A copy reads only while its lease is confirmed
-// (a renewal sent less than ConsumerLease ago answered). A renewal that finds
-// the lease gone takes it again; one that finds another's token stops this
-// copy's reading, batch in hand finished, until the name is free again.
-// Consumers idle for ConsumerIdle with nothing pending are deleted in one
-// script; a graceful stop deletes the copy's own when nothing is pending.
+// ConsumerLease/3; a starting copy takes it over. A copy reads only while a
+// renewal sent less than ConsumerLease ago answered, and stops, batch in
+// hand finished, while another copy holds the name. Consumers idle for
+// ConsumerIdle with nothing pending are deleted, and a stopping copy's own.
 
 // ErrConsumerTaken is wrapped by LeaseErr while another live copy holds
 // the runner's consumer name.
@@ -151,13 +149,6 @@ func (l *consumerLease) readable() (ok bool, gen int, wake <-chan struct{}) {
 	return false, l.gen, l.renewed
 }
 
-// heldByOther reports whether the last renewal found another copy's token.
-func (l *consumerLease) heldByOther() bool {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.other
-}
-
 // wait notes a partition loop waiting for a confirmation, out of n; it
 // reports whether another copy holds the name and every loop now waits.
 // The returned func notes it leaving.
@@ -232,31 +223,17 @@ func (r *Runner) holdWhileUnleased(stop, io context.Context, st *partitionState)
 	if gen != st.leaseGen {
 		st.leaseGen, st.ownFrom, st.redeliver = gen, "-", nil
 	}
-	if ok {
-		return false
+	if !ok {
+		r.idle(stop, io, st, wake, l.wait, slog.LevelWarn, "every partition stopped reading: the consumer name is held by another copy")
 	}
-	r.flushAcks(io, st)
-	standing, leave := l.wait(len(r.cfg.Partitions))
-	defer leave()
-	if standing {
-		r.tel.Logger.WarnContext(io, "every partition stopped reading: the consumer name is held by another copy",
-			"stage", r.stage.Name, "consumer", r.cfg.Consumer)
-	}
-	select {
-	case <-wake:
-	case <-stop.Done():
-	}
-	return true
+	return !ok
 }
 
-// sweepEvery is how often idle consumers are looked for.
-func (c RunnerConfig) sweepEvery() time.Duration { return min(c.ConsumerIdle/2, time.Minute) }
-
-// sweepConsumers deletes, until ctx ends, the group's consumers on the
-// runner's partitions that have nothing pending and were idle for
-// ConsumerIdle.
+// sweepConsumers deletes, every ConsumerIdle/2 (at most a minute) until ctx
+// ends, the group's consumers on the runner's partitions that have nothing
+// pending and were idle for ConsumerIdle.
 func (r *Runner) sweepConsumers(ctx context.Context) {
-	tick.Every(ctx, r.cfg.sweepEvery(), func() {
+	tick.Every(ctx, min(r.cfg.ConsumerIdle/2, time.Minute), func() {
 		for _, p := range r.cfg.Partitions {
 			r.sweepPartition(ctx, r.stage.Topic.Stream(p))
 		}

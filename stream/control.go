@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -70,15 +71,6 @@ func (c *Control) Resume(ctx context.Context, stage string) error {
 	return nil
 }
 
-// IsPaused reports whether the stage named stage is paused.
-func (c *Control) IsPaused(ctx context.Context, stage string) (bool, error) {
-	ok, err := c.rdb.HExists(ctx, pausedKey, stage).Result()
-	if err != nil {
-		return false, fmt.Errorf("paused state of stage %s: %w", stage, err)
-	}
-	return ok, nil
-}
-
 // Paused returns every paused stage with the time it was paused (zero
 // when unreadable).
 func (c *Control) Paused(ctx context.Context) (map[string]time.Time, error) {
@@ -98,8 +90,7 @@ func (c *Control) Paused(ctx context.Context) (map[string]time.Time, error) {
 // watcher, looked at by each partition's loop between batches.
 type pauseGate struct {
 	mu      sync.Mutex
-	paused  bool
-	resumed chan struct{} // closed when the stage is resumed; nil while running
+	resumed chan struct{} // while paused, closed at the resume; nil while running
 	parked  int           // partition loops waiting for the resume
 }
 
@@ -108,10 +99,9 @@ func (g *pauseGate) set(paused bool) {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	switch {
-	case paused && !g.paused:
-		g.paused, g.resumed = true, make(chan struct{})
-	case !paused && g.paused:
-		g.paused = false
+	case paused && g.resumed == nil:
+		g.resumed = make(chan struct{})
+	case !paused && g.resumed != nil:
 		close(g.resumed)
 		g.resumed = nil
 	}
@@ -123,13 +113,6 @@ func (g *pauseGate) wait() <-chan struct{} {
 	g.mu.Lock()
 	defer g.mu.Unlock()
 	return g.resumed
-}
-
-// isPaused reports the last known paused state.
-func (g *pauseGate) isPaused() bool {
-	g.mu.Lock()
-	defer g.mu.Unlock()
-	return g.paused
 }
 
 // park notes a partition loop waiting while paused, out of n; it reports
@@ -156,7 +139,7 @@ func enter(mu *sync.Mutex, waiting *int, cond func() bool) (bool, func()) {
 func (r *Runner) Paused() bool {
 	r.gate.mu.Lock()
 	defer r.gate.mu.Unlock()
-	return r.gate.paused && r.gate.parked == len(r.cfg.Partitions)
+	return r.gate.resumed != nil && r.gate.parked == len(r.cfg.Partitions)
 }
 
 // checkPaused reads the stage's paused state into the gate. On a Redis
@@ -169,7 +152,7 @@ func (r *Runner) checkPaused(ctx context.Context) {
 		}
 		return
 	}
-	if !paused && r.gate.isPaused() {
+	if !paused && r.gate.wait() != nil {
 		r.tel.Logger.InfoContext(ctx, "stage resumed", "stage", r.stage.Name, "consumer", r.cfg.Consumer)
 	}
 	r.gate.set(paused)
@@ -184,19 +167,22 @@ func (r *Runner) watchPaused(ctx context.Context) {
 // paused, it acknowledges what the partition handled and waits for the
 // resume or stop.
 func (r *Runner) holdWhilePaused(stop, io context.Context, st *partitionState) {
-	resumed := r.gate.wait()
-	if resumed == nil {
-		return
+	if resumed := r.gate.wait(); resumed != nil {
+		r.idle(stop, io, st, resumed, r.gate.park, slog.LevelInfo, "stage paused: every partition stopped reading")
 	}
+}
+
+// idle acknowledges what the partition handled and waits for wake or stop,
+// counted in by enter; msg is logged at level once every loop waits.
+func (r *Runner) idle(stop, io context.Context, st *partitionState, wake <-chan struct{}, enter func(n int) (bool, func()), level slog.Level, msg string) {
 	r.flushAcks(io, st)
-	all, leave := r.gate.park(len(r.cfg.Partitions))
+	all, leave := enter(len(r.cfg.Partitions))
 	defer leave()
 	if all {
-		r.tel.Logger.InfoContext(io, "stage paused: every partition stopped reading", "stage", r.stage.Name,
-			"consumer", r.cfg.Consumer)
+		r.tel.Logger.Log(io, level, msg, "stage", r.stage.Name, "consumer", r.cfg.Consumer)
 	}
 	select {
-	case <-resumed:
+	case <-wake:
 	case <-stop.Done():
 	}
 }

@@ -76,14 +76,23 @@ func (d DeadLetter) Ref() string { return strconv.Itoa(d.Partition) + "/" + d.ID
 // ErrBadRef is wrapped by the errors of a malformed dead-letter ref.
 var ErrBadRef = errors.New("dead letter ref")
 
+// parseRef splits a ref into its partition and entry ID.
+func parseRef(topic Topic, ref string) (int, string, error) {
+	ps, id, ok := strings.Cut(ref, "/")
+	p, err := strconv.Atoi(ps)
+	if _, _, idOK := parseID(id); !ok || err != nil || p < 0 || p >= topic.Partitions || !idOK {
+		return 0, "", fmt.Errorf("%w %q: want partition/entry-id, partition in 0..%d", ErrBadRef, ref, topic.Partitions-1)
+	}
+	return p, id, nil
+}
+
 // parseRefs turns refs into a set per partition.
 func parseRefs(topic Topic, refs []string) (map[int]map[string]bool, error) {
 	out := map[int]map[string]bool{}
 	for _, ref := range refs {
-		ps, id, ok := strings.Cut(ref, "/")
-		p, err := strconv.Atoi(ps)
-		if _, _, idOK := parseID(id); !ok || err != nil || p < 0 || p >= topic.Partitions || !idOK {
-			return nil, fmt.Errorf("%w %q: want partition/entry-id, partition in 0..%d", ErrBadRef, ref, topic.Partitions-1)
+		p, id, err := parseRef(topic, ref)
+		if err != nil {
+			return nil, err
 		}
 		if out[p] == nil {
 			out[p] = map[string]bool{}
@@ -128,15 +137,11 @@ func (d *DeadLetters) List(ctx context.Context, topic Topic, limit int) ([]DeadL
 func (d *DeadLetters) ListAfter(ctx context.Context, topic Topic, after string, limit int) ([]DeadLetter, error) {
 	first, start := 0, "-"
 	if after != "" {
-		refs, err := parseRefs(topic, []string{after})
+		p, id, err := parseRef(topic, after)
 		if err != nil {
 			return nil, err
 		}
-		for p, ids := range refs {
-			for id := range ids {
-				first, start = p, "("+id
-			}
-		}
+		first, start = p, "("+id
 	}
 	var out []DeadLetter
 	for p := first; p < topic.Partitions && len(out) < limit; p++ {
@@ -197,18 +202,11 @@ func (d *DeadLetters) Replay(ctx context.Context, topic Topic, refs ...string) (
 // the topic's when refs is empty) and returns how many were deleted.
 func (d *DeadLetters) Purge(ctx context.Context, topic Topic, refs ...string) (int, error) {
 	if len(refs) == 0 {
-		total := 0
-		for p := 0; p < topic.Partitions; p++ {
-			n, err := d.rdb.XLen(ctx, topic.DeadLetterStream(p)).Result()
-			if err != nil {
-				return total, err
-			}
-			if err := d.rdb.Del(ctx, topic.DeadLetterStream(p)).Err(); err != nil {
-				return total, err
-			}
-			total += int(n)
+		n, err := d.Count(ctx, topic)
+		for p := 0; p < topic.Partitions && err == nil; p++ {
+			err = d.rdb.Del(ctx, topic.DeadLetterStream(p)).Err()
 		}
-		return total, nil
+		return int(n), err
 	}
 	return d.each(ctx, topic, refs, func(pipe redis.Pipeliner, dl DeadLetter) {
 		pipe.XDel(ctx, topic.DeadLetterStream(dl.Partition), dl.ID)

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"maps"
 	"strconv"
 	"strings"
 	"time"
@@ -83,9 +84,7 @@ func encodeParked(values []any) string {
 // stays pending and is redelivered after ClaimIdle.
 func (r *Runner) park(ctx context.Context, st *partitionState, m *Message, delay time.Duration) {
 	md := make(map[string]string, len(m.Metadata)+3)
-	for k, v := range m.Metadata {
-		md[k] = v
-	}
+	maps.Copy(md, m.Metadata)
 	md[MetaRetryGroup] = r.cfg.Group
 	md[MetaRetryAttempts] = strconv.Itoa(m.Attempt)
 	md[MetaRetryOrigin] = m.ID

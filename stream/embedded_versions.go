@@ -7,13 +7,10 @@ import (
 	"github.com/alicebob/miniredis/v2"
 )
 
-// pruneKeyVersions drops the WATCH versions the embedded server keeps of
-// keys that no longer exist, and returns how many went. miniredis (v2.40.0)
-// keeps one for every key name ever written, so without this the demo's
-// heap grows with every record it ever expired (BENCHMARKS.md, "Memory over
-// an hour"). Only WATCH reads a version, and dropstream never WATCHes. If a
-// miniredis release changes the fields it reads, it prunes nothing, and
-// TestEmbedded_prunesTheVersionsOfDeletedKeys fails.
+// pruneKeyVersions drops the WATCH versions miniredis keeps of keys that no
+// longer exist, else the heap grows with every key ever written, and returns
+// how many went; dropstream never WATCHes. If a miniredis release changes
+// the fields it reads, it prunes nothing and its test fails.
 func pruneKeyVersions(srv *miniredis.Miniredis) int {
 	db := srv.DB(0) // takes and releases the server's lock
 	srv.Lock()

@@ -13,13 +13,10 @@ import (
 // every keepEvery, so no live copy claims them even past ClaimIdle. A batch
 // whose handler call outlasts the longest delivery is let go stale.
 
-// maxKeepEvery bounds the interval between two keeps of a batch.
-const maxKeepEvery = 10 * time.Second
-
 // keepEvery returns how often a batch in hand is kept fresh: well within
-// ClaimIdle, and at most maxKeepEvery (a keep costs Redis ~1 µs a message).
+// ClaimIdle, and at most 10s apart (a keep costs Redis ~1 µs a message).
 func (c RunnerConfig) keepEvery() time.Duration {
-	return min(c.ClaimIdle/4, maxKeepEvery)
+	return min(c.ClaimIdle/4, 10*time.Second)
 }
 
 // refreshSource resets the idle time of the entries ARGV[5..] (between
@@ -75,6 +72,12 @@ type inflight struct {
 	acks ackSet          // settled, not acknowledged yet
 	busy time.Time       // when the handler call in progress started; zero between calls
 
+	// Of the partition's goroutine only: when the batch of n was read, and
+	// the messages whose handling started more than ClaimIdle/2 later.
+	began               time.Time
+	n, late             int
+	firstLate, lastLate string
+
 	stop chan struct{}
 	done chan struct{}
 }
@@ -82,7 +85,7 @@ type inflight struct {
 // keep starts keeping the batch msgs of st fresh until end is called.
 func (r *Runner) keep(ctx context.Context, st *partitionState, msgs []*Message) *inflight {
 	f := &inflight{r: r, stream: st.stream, p: st.p, open: make(map[string]bool, len(msgs)), lost: map[string]bool{},
-		stop: make(chan struct{}), done: make(chan struct{})}
+		began: time.Now(), n: len(msgs), stop: make(chan struct{}), done: make(chan struct{})}
 	for _, m := range msgs {
 		f.open[m.ID] = true
 	}
@@ -127,10 +130,7 @@ func (f *inflight) refresh(ctx context.Context) {
 	open[2], open[3] = first, last
 	f.mu.Unlock()
 	if acks.len() > 0 {
-		if err := f.r.ack(ctx, f.p, &acks); err != nil {
-			f.r.tel.Logger.WarnContext(ctx, "ack failed; messages will be redelivered", "stage", f.r.stage.Name,
-				"stream", f.stream, "count", acks.len(), "error", err)
-		}
+		f.r.ackFailed(ctx, f.stream, &acks, f.r.ack(ctx, f.p, &acks))
 	}
 	if len(open) == 4 {
 		return
@@ -184,9 +184,27 @@ func (f *inflight) settled(id string, kind ackKind) {
 	}
 }
 
-// end stops keeping the batch and returns the acks still to send.
-func (f *inflight) end() *ackSet {
+// started notes that the handling of message id starts now.
+func (f *inflight) started(id string) {
+	if time.Since(f.began) <= f.r.cfg.ClaimIdle/2 {
+		return
+	}
+	if f.late == 0 {
+		f.firstLate = id
+	}
+	f.late++
+	f.lastLate = id
+}
+
+// end stops keeping the batch, warns of the messages that started late (a
+// stalled keeper would let them go) and returns the acks still to send.
+func (f *inflight) end(ctx context.Context) *ackSet {
 	close(f.stop)
 	<-f.done
+	if f.late > 0 {
+		f.r.tel.Logger.WarnContext(ctx, "slow batch: messages started more than claim_idle/2 after the read; only keeping them fresh stops another copy from claiming them",
+			"stage", f.r.stage.Name, "stream", f.stream, "messages", f.n, "late", f.late, "first_late_id", f.firstLate,
+			"last_late_id", f.lastLate, "took", time.Since(f.began), "claim_idle", f.r.cfg.ClaimIdle)
+	}
 	return &f.acks
 }

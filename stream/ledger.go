@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
@@ -25,13 +26,8 @@ type LedgerConfig struct {
 
 // Validate checks the config after defaults.
 func (c LedgerConfig) Validate() error {
-	if !validName(c.Name) {
-		return fmt.Errorf("ledger name %q: want 1-64 characters of [a-z0-9_-]", c.Name)
-	}
-	if c.TTL < time.Second {
-		return fmt.Errorf("ledger ttl %s below 1s", c.TTL)
-	}
-	return nil
+	errs := bounds.Require(nil, validName(c.Name), "ledger name %q: want 1-64 characters of [a-z0-9_-]", c.Name)
+	return errors.Join(bounds.Require(errs, c.TTL >= time.Second, "ledger ttl %s below 1s", c.TTL)...)
 }
 
 // Ledger remembers which effects were applied, by business key, so a
@@ -56,33 +52,6 @@ func NewLedger(rdb redis.UniversalClient, cfg LedgerConfig) (*Ledger, error) {
 // (see Topic.HashTag), the tag of the keys the effect touches.
 func (l *Ledger) Key(hashTag, businessKey string) string {
 	return rediskey.Key(hashTag, "ledger", l.cfg.Name, businessKey)
-}
-
-// Mark records key with SET NX PX and reports whether this call recorded it
-// first: for an effect outside Redis, mark, apply, and Forget on failure.
-func (l *Ledger) Mark(ctx context.Context, key string) (bool, error) {
-	ok, err := l.rdb.SetNX(ctx, key, "1", l.cfg.TTL).Result()
-	if err != nil {
-		return false, fmt.Errorf("ledger mark %s: %w", key, err)
-	}
-	return ok, nil
-}
-
-// Seen reports whether key is recorded.
-func (l *Ledger) Seen(ctx context.Context, key string) (bool, error) {
-	n, err := l.rdb.Exists(ctx, key).Result()
-	if err != nil {
-		return false, fmt.Errorf("ledger seen %s: %w", key, err)
-	}
-	return n == 1, nil
-}
-
-// Forget removes key, so the effect may be applied again.
-func (l *Ledger) Forget(ctx context.Context, key string) error {
-	if err := l.rdb.Del(ctx, key).Err(); err != nil {
-		return fmt.Errorf("ledger forget %s: %w", key, err)
-	}
-	return nil
 }
 
 // Effect is a Lua script applied at most once per ledger key: a function

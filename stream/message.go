@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"strconv"
 	"strings"
@@ -53,12 +54,7 @@ func NewMessage(key, typ string, payload []byte) *Message {
 
 // Context returns the context the message was delivered with (carrying its
 // processing span), or context.Background when none was set.
-func (m *Message) Context() context.Context {
-	if m.ctx == nil {
-		return context.Background()
-	}
-	return m.ctx
-}
+func (m *Message) Context() context.Context { return cmp.Or(m.ctx, context.Background()) }
 
 // SetContext sets the context whose trace a published message continues:
 // a handler deriving a message from another sets it to the input's context.
@@ -121,27 +117,13 @@ func reservedField(k string) bool {
 // decodeMessage builds a message from a stream entry's fields.
 func decodeMessage(stream string, partition int, id string, fields map[string]any) *Message {
 	m := &Message{ID: id, Stream: stream, Partition: partition, Attempt: 1, deleted: len(fields) == 0}
-	defer func() { _, before := retryFor(m); m.Attempt += before }()
+	var reuse entryReuse
 	for k, raw := range fields {
 		s, _ := raw.(string)
-		switch k {
-		case fieldKey:
-			m.Key = s
-		case fieldType:
-			m.Type = s
-		case fieldPayload:
-			m.Payload = []byte(s)
-		case MetaTraceParent:
-			m.TraceParent = s
-		case MetaTraceState:
-			m.TraceState = s
-		default:
-			if m.Metadata == nil {
-				m.Metadata = make(map[string]string, 1)
-			}
-			m.Metadata[k] = s
-		}
+		setField(m, k, s, &reuse)
 	}
+	_, before := retryFor(m)
+	m.Attempt += before
 	return m
 }
 
@@ -177,14 +159,6 @@ func compareIDs(a, b string) int {
 		return -1
 	case !bok:
 		return 1
-	case am < bm:
-		return -1
-	case am > bm:
-		return 1
-	case as < bs:
-		return -1
-	case as > bs:
-		return 1
 	}
-	return 0
+	return cmp.Or(cmp.Compare(am, bm), cmp.Compare(as, bs))
 }

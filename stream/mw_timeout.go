@@ -13,6 +13,8 @@ import (
 // for the earliest deadline in progress, ends the calls (see tryContext).
 func Timeout(d time.Duration) Middleware {
 	w := &watchdog{d: d}
+	w.timer = time.AfterFunc(d, w.fire)
+	w.timer.Stop()
 	return func(next Handler) Handler {
 		return func(ctx context.Context, msg *Message) error {
 			c := w.start(ctx)
@@ -48,11 +50,7 @@ func (w *watchdog) start(parent context.Context) *tryContext {
 	c.listed = true
 	if !w.armed {
 		w.armed = true
-		if w.timer == nil {
-			w.timer = time.AfterFunc(w.d, w.fire)
-		} else {
-			w.timer.Reset(w.d)
-		}
+		w.timer.Reset(w.d)
 	}
 	w.mu.Unlock()
 	c.deadline = c.expires

@@ -22,10 +22,10 @@ type StageInfo struct {
 // tracing starts a consumer span "process <topic>" per message, a child of
 // the trace context it carries (OTel messaging conventions); the handler's
 // context and msg.Context() carry it. A message of an unsampled parent gets
-// no span unless recordUnsampled: its parent passes through unchanged, as a
-// parent-based sampler would decide, without starting a span. A message the
-// runner read extracts a run of one trace context once (traceReuse).
-func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info StageInfo, recordUnsampled bool) Middleware {
+// no span: its parent passes through unchanged, as a parent-based sampler
+// would decide. A message the runner read extracts a run of one trace
+// context once (traceReuse).
+func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info StageInfo) Middleware {
 	tracer := tp.Tracer(instrumentationScope)
 	name := "process " + info.Topic.String()
 	// Only the kind is passed at start: the attributes are set when the
@@ -36,11 +36,9 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 	return func(next Handler) Handler {
 		return func(ctx context.Context, msg *Message) error {
 			ctx = msg.reuse.extract(ctx, prop, msg)
-			if !recordUnsampled {
-				if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsSampled() {
-					msg.ctx = ctx
-					return next(ctx, msg)
-				}
+			if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsSampled() {
+				msg.ctx = ctx
+				return next(ctx, msg)
 			}
 			ctx, span := tracer.Start(ctx, name, start...)
 			recording := span.IsRecording()

@@ -23,10 +23,6 @@ type Publisher struct {
 	tel    Telemetry
 	tracer trace.Tracer
 	count  metric.Int64Counter
-	// MaxLen, when positive, caps each stream approximately (XADD MAXLEN ~).
-	// Leave it 0 for streams read by consumer groups: a cap can drop
-	// unacknowledged entries; use a Trimmer instead.
-	MaxLen int64
 }
 
 // NewPublisher returns a publisher instrumented with tel.
@@ -91,22 +87,18 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 			pt.span.End()
 		}
 	}()
-	type pending struct {
-		m   *Message
-		cmd *redis.StringCmd
-	}
-	sent := make([]pending, 0, min(total, publishChunk))
+	sent := make([]*Message, 0, min(total, publishChunk))
 	// counts are the messages of each part in the round trip being built.
 	counts := make([]int64, len(parts))
-	var pipe redis.Pipeliner
+	pipe := p.rdb.Pipeline()
 	flush := func() error {
-		_, err := pipe.Exec(ctx)
-		for _, x := range sent {
-			if x.cmd.Err() == nil {
-				x.m.ID = x.cmd.Val()
+		cmds, err := pipe.Exec(ctx)
+		for i, c := range cmds {
+			if c.Err() == nil {
+				sent[i].ID = c.(*redis.StringCmd).Val()
 			}
 		}
-		sent, pipe = sent[:0], nil
+		sent = sent[:0]
 		if err != nil {
 			names := make([]string, len(parts))
 			for i, pt := range parts {
@@ -124,12 +116,9 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 	}
 	for i := range parts {
 		pt := &parts[i]
-		topic := pt.batch.Topic
 		for _, m := range pt.batch.Messages {
-			if pipe == nil {
-				pipe = p.rdb.Pipeline()
-			}
-			sent = append(sent, pending{m, p.xadd(ctx, &pt.trace, pipe, topic, m)})
+			p.xadd(ctx, &pt.trace, pipe, pt.batch.Topic, m)
+			sent = append(sent, m)
 			counts[i]++
 			if len(sent) == publishChunk {
 				if err = flush(); err != nil {
@@ -167,9 +156,5 @@ func (p *Publisher) xadd(ctx context.Context, shared *sharedTrace, pipe redis.Pi
 	} else {
 		shared.inject(p.tel.Propagator, m)
 	}
-	args := &redis.XAddArgs{Stream: m.Stream, Values: m.values()}
-	if p.MaxLen > 0 {
-		args.MaxLen, args.Approx = p.MaxLen, true
-	}
-	return pipe.XAdd(ctx, args)
+	return pipe.XAdd(ctx, &redis.XAddArgs{Stream: m.Stream, Values: m.values()})
 }

@@ -1,6 +1,7 @@
 package stream
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"sync"
@@ -11,13 +12,10 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// Redelivery. A message delivered before (this copy's own pending entries
-// after a restart, or any copy's left idle for ClaimIdle) is handled alone:
-// candidates are listed with XPENDING and each claimed with XCLAIM just
-// before it is handled, so a message that crashes the process raises only
-// its own delivery count (XAUTOCLAIM would count one for each entry it
-// moves). A group's redeliveries are serialized across its copies in the
-// process, so a crash catches at most one in flight.
+// Redelivery. A message delivered before (own pending entries after a
+// restart, or any copy's idle for ClaimIdle) is handled alone, claimed with
+// XCLAIM just before, so one that crashes the process raises only its own
+// delivery count. A group's redeliveries in a process go one at a time.
 var redeliveryLocks sync.Map // topic "/" group -> chan struct{} (capacity 1)
 
 // redeliveryLock returns the lock of the runner's group.
@@ -34,14 +32,12 @@ type pendingEntry struct {
 	minIdle time.Duration
 }
 
-// read acknowledges the queued acks and runs XREADGROUP for new entries,
-// waiting up to block, in one round trip, on one server or a cluster (the
-// command goes to the node owning the stream's slot). Two paths, one
-// reason each: the reply is decoded raw (parseReadReply), four allocations
-// per entry instead of go-redis's dozen (BENCHMARKS.md, "The read path");
-// go-redis's typed XReadGroup runs a read blocking too long for the
-// client's read deadline, which only it extends, and one whose reply is a
-// redirect or READONLY, which only it follows.
+// read acknowledges the queued acks and reads new entries, waiting up to
+// block, in one round trip. Two paths: the reply is decoded raw
+// (parseReadReply), four allocations per entry instead of go-redis's dozen;
+// go-redis's typed XReadGroup takes a read blocking too long for the
+// client's read deadline, which only it extends, and a redirect or READONLY
+// reply, which only it follows.
 func (r *Runner) read(ctx context.Context, st *partitionState, block time.Duration) ([]*Message, error) {
 	if !rawReadFits(r.reads, block) {
 		r.flushAcks(ctx, st)
@@ -61,7 +57,7 @@ func (r *Runner) read(ctx context.Context, st *partitionState, block time.Durati
 		if err == nil {
 			err = acks[0].Err()
 		}
-		r.ackFailed(ctx, st, err)
+		r.ackFailed(ctx, st.stream, &st.acks, err)
 	} else {
 		_ = r.reads.Process(ctx, cmd)
 	}
@@ -118,8 +114,9 @@ func replyBytes(x redis.XMessage) int {
 }
 
 // queuePending queues for redelivery a page from from of the group's
-// pending entries idle for idle, of consumer ("" for any), and returns it.
-func (r *Runner) queuePending(ctx context.Context, st *partitionState, consumer string, idle time.Duration, from string) ([]redis.XPendingExt, error) {
+// pending entries idle for idle, of consumer ("" for any). It returns where
+// the next page starts, "" after the last, and the page's length.
+func (r *Runner) queuePending(ctx context.Context, st *partitionState, consumer string, idle time.Duration, from string) (string, int, error) {
 	pend, err := r.rdb.XPendingExt(ctx, &redis.XPendingExtArgs{
 		Stream: st.stream, Group: r.cfg.Group, Consumer: consumer, Idle: idle,
 		Start: from, End: "+", Count: int64(r.cfg.BatchSize),
@@ -127,38 +124,35 @@ func (r *Runner) queuePending(ctx context.Context, st *partitionState, consumer 
 	for _, p := range pend {
 		st.redeliver = append(st.redeliver, pendingEntry{id: p.ID, count: p.RetryCount, minIdle: idle})
 	}
-	return pend, err
+	if err != nil || len(pend) < r.cfg.BatchSize {
+		return "", len(pend), err
+	}
+	return nextID(pend[len(pend)-1].ID), len(pend), nil
 }
 
 // ownPending queues the next page of this consumer's own pending entries
-// for redelivery; it clears st.ownFrom when there are no more.
+// for redelivery; it clears st.ownFrom after the last.
 func (r *Runner) ownPending(ctx context.Context, st *partitionState) error {
-	pend, err := r.queuePending(ctx, st, r.cfg.Consumer, 0, st.ownFrom)
-	if err != nil {
-		return err
+	next, _, err := r.queuePending(ctx, st, r.cfg.Consumer, 0, st.ownFrom)
+	if err == nil {
+		st.ownFrom = next
 	}
-	st.ownFrom = ""
-	if len(pend) > 0 {
-		st.ownFrom = nextID(pend[len(pend)-1].ID)
-	}
-	return nil
+	return err
 }
 
 // claim queues one page of entries idle for ClaimIdle, of any consumer of
 // the group including this one.
 func (r *Runner) claim(ctx context.Context, st *partitionState) error {
-	pend, err := r.queuePending(ctx, st, "", r.cfg.ClaimIdle, st.claimFrom)
+	next, n, err := r.queuePending(ctx, st, "", r.cfg.ClaimIdle, st.claimFrom)
 	if err != nil {
 		return err
 	}
-	if len(pend) < r.cfg.BatchSize {
-		st.claimFrom = "-"
+	st.claimFrom = cmp.Or(next, "-")
+	if next == "" {
 		st.nextClaim = time.Now().Add(r.cfg.ClaimInterval)
-	} else {
-		st.claimFrom = nextID(pend[len(pend)-1].ID)
 	}
-	if len(pend) > 0 {
-		r.tel.Logger.InfoContext(ctx, "claiming stale messages", "stage", r.stage.Name, "stream", st.stream, "count", len(pend))
+	if n > 0 {
+		r.tel.Logger.InfoContext(ctx, "claiming stale messages", "stage", r.stage.Name, "stream", st.stream, "count", n)
 	}
 	return nil
 }
@@ -174,34 +168,23 @@ func (r *Runner) redeliverOne(stop, work, io context.Context, st *partitionState
 		return nil
 	}
 	defer func() { <-lock }()
-	msgs, err := r.redeliverNext(io, st)
-	if err == nil {
-		r.process(work, io, st, msgs)
-		r.flushAcks(io, st)
-	}
-	return err
-}
-
-// redeliverNext claims the first queued entry with its delivery counted and
-// returns it as a batch of one (none when the entry is gone).
-func (r *Runner) redeliverNext(ctx context.Context, st *partitionState) ([]*Message, error) {
 	e := st.redeliver[0]
-	xs, err := r.rdb.XClaim(ctx, &redis.XClaimArgs{
+	xs, err := r.rdb.XClaim(io, &redis.XClaimArgs{
 		Stream: st.stream, Group: r.cfg.Group, Consumer: r.cfg.Consumer, Messages: []string{e.id}, MinIdle: e.minIdle,
 	}).Result()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	st.redeliver = st.redeliver[1:]
-	if len(xs) == 0 {
-		return nil, nil // acknowledged or claimed by another copy meanwhile
-	}
-	if len(xs[0].Values) == 0 {
-		// Deleted from the stream while pending: nothing left to handle.
+	switch {
+	case len(xs) == 0: // acknowledged or claimed by another copy meanwhile
+	case len(xs[0].Values) == 0: // deleted from the stream while pending: nothing left to handle
 		st.acks.add(ackDeleted, e.id)
-		return nil, nil
+	default:
+		m := decodeMessage(st.stream, st.p, xs[0].ID, xs[0].Values)
+		m.Attempt += int(e.count) // deliveries of this entry so far, after those before it was parked
+		r.process(work, io, st, []*Message{m})
 	}
-	m := decodeMessage(st.stream, st.p, xs[0].ID, xs[0].Values)
-	m.Attempt += int(e.count) // deliveries of this entry so far, after those before it was parked
-	return []*Message{m}, nil
+	r.flushAcks(io, st)
+	return nil
 }

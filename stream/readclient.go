@@ -8,11 +8,9 @@ import (
 )
 
 // readClient returns the client a runner's blocking reads go through, and
-// its closer: a copy of rdb with one connection per partition, so that
-// reads blocked for Block never take the shared pool's connections (24
-// stages × 8 partitions would starve every handler and ack). A Sentinel
-// failover client's copy keeps its dialer, so reads follow a failover; a
-// client of another kind is used as it is.
+// its closer: a copy of rdb with a connection per partition, so blocked
+// reads never take the shared pool's connections. A Sentinel client's copy
+// keeps its dialer, so reads follow a failover; other kinds are used as is.
 func readClient(rdb redis.UniversalClient, partitions int) (redis.UniversalClient, func()) {
 	n := partitions + 1 // one spare for a read that outlives its timeout
 	switch c := rdb.(type) {

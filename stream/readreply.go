@@ -43,7 +43,7 @@ type entryReuse struct {
 }
 
 // str returns b as a string, last itself when the bytes are equal.
-func str(b []byte, last *string) string {
+func str[T string | []byte](b T, last *string) string {
 	if string(b) == *last {
 		return *last
 	}
@@ -190,7 +190,7 @@ func (r *resp) entry(stream string, partition int, reuse *entryReuse) (*Message,
 		if err != nil {
 			return nil, err
 		}
-		m.setField(k, v, reuse)
+		setField(m, k, v, reuse)
 	}
 	for ; parts > 2; parts-- {
 		if _, _, err := r.header(); err != nil {
@@ -202,15 +202,16 @@ func (r *resp) entry(stream string, partition int, reuse *entryReuse) (*Message,
 	return m, nil
 }
 
-// setField sets the message's field k to v, as decodeMessage does.
-func (m *Message) setField(k, v []byte, reuse *entryReuse) {
+// setField sets the message's entry field k to v: Metadata unless it is
+// one of the message's own.
+func setField[T string | []byte](m *Message, k, v T, reuse *entryReuse) {
 	switch {
 	case string(k) == fieldKey:
 		m.Key = string(v)
 	case string(k) == fieldType:
 		m.Type = str(v, &reuse.typ)
 	case string(k) == fieldPayload:
-		m.Payload = bytes.Clone(v)
+		m.Payload = append([]byte{}, v...)
 	case string(k) == MetaTraceParent:
 		m.TraceParent = str(v, &reuse.traceParent)
 	case string(k) == MetaTraceState:

@@ -1,5 +1,7 @@
 package stream
 
+import "cmp"
+
 // Read sizing. A read asks for at most BatchSize entries, and at most as
 // many as fit in ReadBytes at the mean size of the partition's last
 // entries. This bounds a read's memory and keeps a reply within one of
@@ -15,11 +17,7 @@ type readSize struct {
 
 // count is how many entries the next read asks for.
 func (s *readSize) count(cfg RunnerConfig) int {
-	per := s.entryBytes
-	if per <= 0 {
-		per = firstEntryBytes
-	}
-	return max(1, min(cfg.BatchSize, cfg.ReadBytes/per))
+	return max(1, min(cfg.BatchSize, cfg.ReadBytes/cmp.Or(s.entryBytes, firstEntryBytes)))
 }
 
 // took records a read of asked entries that returned msgs in size bytes,

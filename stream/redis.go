@@ -72,19 +72,17 @@ type Embedded struct {
 	done     chan struct{}
 }
 
-// expiryTick is the step TTLs count down in on a server with few keys.
-const expiryTick = 50 * time.Millisecond
-
-// agingShare bounds the time aging holds the server: a step walks every key
-// under its lock, so the next waits agingShare times as long as it took.
-const agingShare = 50
-
-// maxAgingWait bounds the time between two steps: a key renewed in between
-// (a lease, every third of its 15s) expires if the step outlasts its TTL.
-const maxAgingWait = 2 * time.Second
+// Aging. TTLs count down in steps at least expiryTick apart. A step walks
+// every key under the server's lock, so the next waits agingShare times as
+// long as it took, at most maxAgingWait, well within a lease's renewal.
+const (
+	expiryTick   = 50 * time.Millisecond
+	agingShare   = 50
+	maxAgingWait = 2 * time.Second
+)
 
 // agingWait is the wait before the next step of aging after one that took
-// took: agingShare times it, at least expiryTick and at most maxAgingWait.
+// took.
 func agingWait(took time.Duration) time.Duration {
 	return min(maxAgingWait, max(expiryTick, agingShare*took))
 }

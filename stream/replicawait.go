@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/script"
 )
 
@@ -69,20 +70,11 @@ func ParseReplicaWait(s string) (ReplicaWait, error) {
 	return w, w.Validate()
 }
 
-// Validate checks the bounds of a wait that is on.
+// Validate checks the replicas, and the timeout of a wait that is on.
 func (w ReplicaWait) Validate() error {
-	if !w.On() {
-		if w.Replicas < 0 {
-			return fmt.Errorf("redis wait: replicas %d must not be negative", w.Replicas)
-		}
-		return nil
-	}
-	var errs []error
-	if w.Replicas > MaxWaitReplicas {
-		errs = append(errs, fmt.Errorf("redis wait: replicas %d out of range 0..%d", w.Replicas, MaxWaitReplicas))
-	}
-	if w.Timeout < time.Millisecond || w.Timeout > MaxWaitTimeout {
-		errs = append(errs, fmt.Errorf("redis wait: timeout %s out of range 1ms..%s", w.Timeout, MaxWaitTimeout))
+	errs := bounds.Check(nil, "redis wait: replicas", w.Replicas, 0, MaxWaitReplicas)
+	if w.On() {
+		errs = bounds.Check(errs, "redis wait: timeout", w.Timeout, time.Millisecond, MaxWaitTimeout)
 	}
 	return errors.Join(errs...)
 }

@@ -9,6 +9,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/tick"
@@ -26,9 +27,6 @@ type Stage struct {
 	// BatchHandler processes each batch read from a partition, with one
 	// span per batch linked to every message's producer.
 	BatchHandler BatchHandler
-	// Middleware wraps Handler inside the runtime's own: tracing, metrics,
-	// logging, dead-letter, retry, timeout, recovery (outermost first).
-	Middleware []Middleware
 	// Config tunes the runner; zero fields take their defaults.
 	Config RunnerConfig
 }
@@ -52,25 +50,17 @@ type Runner struct {
 	once    sync.Once
 }
 
-// startTries bounds the attempts at a copy's start-up steps that a
-// passing Redis error (a reply lost, a failover) may fail.
-const startTries = 5
-
-// initAccounting records the group's accounting base, retrying a failed
-// attempt with backoff: a lost reply at start must not stop the stage.
+// initAccounting records the group's accounting base, in up to 5 tries
+// with backoff: a passing Redis error at start (a reply lost, a failover)
+// must not stop the stage.
 func (r *Runner) initAccounting(ctx context.Context) error {
-	bo := NewBackoff(50*time.Millisecond, r.cfg.ErrorBackoff, 0)
-	for try := 1; ; try++ {
-		pause := bo.NextBackOff()
-		_, err := conserve(ctx, r.rdb, r.stage.Topic, r.cfg.Group, r.cfg.Partitions, true)
-		if err == nil || try == startTries || ctx.Err() != nil {
-			return err
-		}
-		r.tel.Logger.WarnContext(ctx, "stage accounting not read; retrying", "stage", r.stage.Name, "error", err, "retry_in", pause)
-		if err := tick.Sleep(ctx, pause); err != nil {
-			return err
-		}
-	}
+	_, err := backoff.Retry(ctx, func() (snapshot, error) {
+		return conserve(ctx, r.rdb, r.stage.Topic, r.cfg.Group, r.cfg.Partitions, true)
+	}, backoff.WithBackOff(NewBackoff(50*time.Millisecond, r.cfg.ErrorBackoff, 0)), backoff.WithMaxTries(5), backoff.WithMaxElapsedTime(0),
+		backoff.WithNotify(func(err error, pause time.Duration) {
+			r.tel.Logger.WarnContext(ctx, "stage accounting not read; retrying", "stage", r.stage.Name, "error", err, "retry_in", pause)
+		}))
+	return err
 }
 
 // Started is closed once Run has created the groups, read the accounting and
@@ -102,7 +92,7 @@ func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, 
 	tel = tel.WithDefaults()
 	info := StageInfo{Stage: stage.Name, Topic: stage.Topic, Group: cfg.Group, Consumer: cfg.Consumer}
 	runtime := []Middleware{
-		tracing(tel.TracerProvider, tel.Propagator, info, tel.RecordUnsampled),
+		tracing(tel.TracerProvider, tel.Propagator, info),
 		Metrics(tel.MeterProvider, info),
 		Logging(tel.Logger, info),
 		GiveUp(cfg.MaxDeliveries),
@@ -115,7 +105,7 @@ func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, 
 	if stage.BatchHandler != nil {
 		r.batch = newBatchRunner(stage.BatchHandler, cfg, tel, info)
 	} else {
-		r.handler = Chain(stage.Handler, append(runtime, stage.Middleware...)...)
+		r.handler = Chain(stage.Handler, runtime...)
 	}
 	return r, nil
 }
@@ -129,7 +119,7 @@ func (r *Runner) Info() StageInfo { return r.info }
 // with backoff; Run returns an error only if it cannot start.
 func (r *Runner) Run(ctx context.Context) error {
 	for _, p := range r.cfg.Partitions {
-		if err := r.ensureGroup(ctx, p); err != nil {
+		if err := createGroup(ctx, r.rdb, r.stage.Topic, p, r.cfg.Group); err != nil {
 			return err
 		}
 	}
@@ -170,7 +160,7 @@ func (r *Runner) Run(ctx context.Context) error {
 	wg.Wait()
 	stopBackground()
 	bg.Wait()
-	if lease.heldByOther() {
+	if lease.standing(0) { // every loop has left: whether another copy holds the name
 		// The name, and the consumer under it, are the other copy's.
 		r.tel.Logger.Info("stage stopped; its consumer name is held by another copy", "stage", r.stage.Name, "consumer", r.cfg.Consumer)
 		return nil
@@ -180,10 +170,6 @@ func (r *Runner) Run(ctx context.Context) error {
 	lease.release(done)
 	r.tel.Logger.Info("stage stopped", "stage", r.stage.Name, "consumer", r.cfg.Consumer)
 	return nil
-}
-
-func (r *Runner) ensureGroup(ctx context.Context, p int) error {
-	return createGroup(ctx, r.rdb, r.stage.Topic, p, r.cfg.Group)
 }
 
 // partitionState is one partition's reading position.
@@ -232,7 +218,7 @@ func (r *Runner) consume(stop context.Context, p int) {
 		}
 		if err != nil {
 			if isNoGroup(err) {
-				err = errors.Join(err, r.ensureGroup(io, st.p))
+				err = errors.Join(err, createGroup(io, r.rdb, r.stage.Topic, st.p, r.cfg.Group))
 			}
 			pause := bo.NextBackOff()
 			r.tel.Logger.WarnContext(io, "stream read failed", "stage", r.stage.Name, "stream", st.stream, "error", err, "retry_in", pause)
@@ -274,9 +260,7 @@ func (r *Runner) process(work, ctx context.Context, st *partitionState, msgs []*
 	var counts outcomeCounts
 	defer r.settled.add(&counts)
 	f := r.keep(ctx, st, msgs)
-	defer func() { st.acks.addAll(f.end()) }()
-	slow := newSlowBatch(r, st, len(msgs))
-	defer slow.report(ctx)
+	defer func() { st.acks.addAll(f.end(ctx)) }()
 	live := make([]*Message, 0, len(msgs))
 	for _, m := range msgs {
 		m.reuse = &st.traces
@@ -299,7 +283,7 @@ func (r *Runner) process(work, ctx context.Context, st *partitionState, msgs []*
 		if len(mine) == 0 || work.Err() != nil { // an empty read is no batch: no span, no handler call
 			return
 		}
-		slow.starting(mine[0].ID)
+		f.started(mine[0].ID)
 		for i, err := range r.batch.handle(work, mine, f.take) {
 			r.settle(ctx, st, f, &counts, mine[i], err)
 		}
@@ -312,7 +296,7 @@ func (r *Runner) process(work, ctx context.Context, st *partitionState, msgs []*
 		if !f.take(m.ID) {
 			continue // another copy took it over and handles it
 		}
-		slow.starting(m.ID)
+		f.started(m.ID)
 		r.settle(ctx, st, f, &counts, m, r.handler(work, m))
 	}
 }
@@ -341,59 +325,22 @@ func (r *Runner) settle(ctx context.Context, st *partitionState, f *inflight, co
 	}
 }
 
-// slowBatch notes the messages of a batch whose handling started more than
-// ClaimIdle/2 after the read, which a stalled keeper would let go.
-type slowBatch struct {
-	r           *Runner
-	st          *partitionState
-	n           int
-	began       time.Time
-	late        int
-	first, last string
-}
-
-func newSlowBatch(r *Runner, st *partitionState, n int) *slowBatch {
-	return &slowBatch{r: r, st: st, n: n, began: time.Now()}
-}
-
-// starting notes that the handling of message id starts now.
-func (s *slowBatch) starting(id string) {
-	if time.Since(s.began) <= s.r.cfg.ClaimIdle/2 {
-		return
-	}
-	if s.late == 0 {
-		s.first = id
-	}
-	s.late++
-	s.last = id
-}
-
-// report logs a warning naming the late messages, if any.
-func (s *slowBatch) report(ctx context.Context) {
-	if s.late == 0 {
-		return
-	}
-	s.r.tel.Logger.WarnContext(ctx, "slow batch: messages started more than claim_idle/2 after the read; only keeping them fresh stops another copy from claiming them",
-		"stage", s.r.stage.Name, "stream", s.st.stream, "messages", s.n, "late", s.late, "first_late_id", s.first,
-		"last_late_id", s.last, "took", time.Since(s.began), "claim_idle", s.r.cfg.ClaimIdle)
-}
-
 // flushAcks acknowledges the queued acks now.
 func (r *Runner) flushAcks(ctx context.Context, st *partitionState) {
 	if st.acks.len() == 0 {
 		return
 	}
-	r.ackFailed(ctx, st, r.ack(ctx, st.p, &st.acks))
+	r.ackFailed(ctx, st.stream, &st.acks, r.ack(ctx, st.p, &st.acks))
 }
 
-// ackFailed logs a failed XACK and forgets the acks: the messages stay
-// pending and are delivered again, which is what at-least-once allows.
-func (r *Runner) ackFailed(ctx context.Context, st *partitionState, err error) {
+// ackFailed logs a failed XACK and forgets a: the messages stay pending and
+// are delivered again, which is what at-least-once allows.
+func (r *Runner) ackFailed(ctx context.Context, stream string, a *ackSet, err error) {
 	if err != nil {
 		r.tel.Logger.WarnContext(ctx, "ack failed; messages will be redelivered", "stage", r.stage.Name,
-			"stream", st.stream, "count", st.acks.len(), "error", err)
+			"stream", stream, "count", a.len(), "error", err)
 	}
-	st.acks.clear()
+	a.clear()
 }
 
 func isNoGroup(err error) bool {

@@ -54,11 +54,7 @@ func ParseSentinelURL(s string) (*redis.FailoverOptions, error) {
 	// The addresses are checked: parse the rest with a plain host.
 	u, err := url.Parse(SentinelScheme + "://" + userinfo + "sentinels" + rest[end:])
 	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err // url.Error quotes the URL, password included
-		}
-		return nil, fmt.Errorf("sentinel url: %w", err)
+		return nil, urlError(err)
 	}
 	master := strings.Trim(u.Path, "/")
 	if master == "" || strings.Contains(master, "/") {
@@ -93,11 +89,17 @@ func ParseSentinelURL(s string) (*redis.FailoverOptions, error) {
 	}
 	opt, err := redis.ParseFailoverURL(fu.String())
 	if err != nil {
-		var uerr *url.Error
-		if errors.As(err, &uerr) {
-			err = uerr.Err
-		}
-		return nil, fmt.Errorf("sentinel url: %w", err)
+		return nil, urlError(err)
 	}
 	return opt, nil
+}
+
+// urlError is a parse error of a sentinel URL, without the URL that
+// url.Error quotes, password included.
+func urlError(err error) error {
+	var uerr *url.Error
+	if errors.As(err, &uerr) {
+		err = uerr.Err
+	}
+	return fmt.Errorf("sentinel url: %w", err)
 }

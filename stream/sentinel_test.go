@@ -94,7 +94,7 @@ func TestParseReplicaWait_forms(t *testing.T) {
 		{in: "1/0s", wantErr: "out of range 1ms..2s"},
 		{in: "1/3s", wantErr: "out of range 1ms..2s"},
 		{in: "17/1s", wantErr: "out of range 0..16"},
-		{in: "-1/1s", wantErr: "must not be negative"},
+		{in: "-1/1s", wantErr: "replicas -1 out of range 0..16"},
 	} {
 		t.Run(tc.in, func(t *testing.T) {
 			got, err := stream.ParseReplicaWait(tc.in)

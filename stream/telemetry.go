@@ -21,11 +21,6 @@ type Telemetry struct {
 	MeterProvider  metric.MeterProvider
 	Propagator     propagation.TextMapPropagator
 	Logger         *slog.Logger
-	// RecordUnsampled makes the runtime start a span for a message whose
-	// parent trace context is not sampled, for a sampler that may record
-	// such children. By default (false) such a message is handled in its
-	// parent's context with no span of its own; see tracing.
-	RecordUnsampled bool
 }
 
 // WithDefaults returns t with each nil field set to the OpenTelemetry
@@ -100,9 +95,8 @@ type sharedTrace struct {
 }
 
 // inject is InjectTrace(c.parent, p, m), copying the first injection's
-// result once it is known to be all an injection writes: a traceparent,
-// maybe a trace state, into a message that had neither, and no metadata
-// (baggage, or another propagator's keys).
+// result when that wrote only a traceparent (and trace state) into a message
+// that had none and no metadata.
 func (c *sharedTrace) inject(p propagation.TextMapPropagator, m *Message) {
 	if c.copied {
 		m.TraceParent = c.traceParent

@@ -2,10 +2,7 @@ package stream
 
 import (
 	"errors"
-	"fmt"
 	"hash/fnv"
-	"strconv"
-	"strings"
 
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/rediskey"
@@ -34,13 +31,8 @@ func NewTopic(flow, name string, partitions int) Topic {
 
 // Validate reports whether the topic can name streams.
 func (t Topic) Validate() error {
-	var errs []error
-	if !validName(t.Flow) {
-		errs = append(errs, fmt.Errorf("topic flow %q: want 1-64 characters of [a-z0-9_-]", t.Flow))
-	}
-	if !validName(t.Name) {
-		errs = append(errs, fmt.Errorf("topic name %q: want 1-64 characters of [a-z0-9_-]", t.Name))
-	}
+	errs := bounds.Require(nil, validName(t.Flow), "topic flow %q: want 1-64 characters of [a-z0-9_-]", t.Flow)
+	errs = bounds.Require(errs, validName(t.Name), "topic name %q: want 1-64 characters of [a-z0-9_-]", t.Name)
 	errs = bounds.Check(errs, "topic "+t.String()+": partitions", t.Partitions, 1, MaxPartitions)
 	return errors.Join(errs...)
 }
@@ -52,10 +44,7 @@ func validName(s string) bool { return slug.Valid(s, 64) }
 func (t Topic) String() string { return t.Flow + "." + t.Name }
 
 // HashTag returns the hash tag shared by every key of partition p.
-func (t Topic) HashTag(p int) string { return HashTag(t.Flow, p) }
-
-// HashTag returns the hash tag of partition p of a flow: "{flow.p}".
-func HashTag(flow string, p int) string { return rediskey.PartitionTag(flow, p) }
+func (t Topic) HashTag(p int) string { return rediskey.PartitionTag(t.Flow, p) }
 
 // Stream returns the Redis key of partition p.
 func (t Topic) Stream(p int) string {
@@ -74,22 +63,4 @@ func (t Topic) Partition(key string) int {
 	h := fnv.New32a()
 	_, _ = h.Write([]byte(key))
 	return int(h.Sum32() % uint32(t.Partitions))
-}
-
-// PartitionOfStream returns the partition a stream key of this topic names,
-// or -1 when the key is not one of the topic's streams.
-func (t Topic) PartitionOfStream(stream string) int {
-	// The inverse of Stream: rediskey.Partition(t.Flow, p, t.Name) is
-	// prefix + p + suffix.
-	prefix := rediskey.Prefix + "{" + t.Flow + "."
-	suffix := "}" + rediskey.Sep + t.Name
-	if !strings.HasPrefix(stream, prefix) || !strings.HasSuffix(stream, suffix) {
-		return -1
-	}
-	digits := stream[len(prefix) : len(stream)-len(suffix)]
-	p, err := strconv.Atoi(digits)
-	if err != nil || p < 0 || p >= t.Partitions || strconv.Itoa(p) != digits {
-		return -1
-	}
-	return p
 }

@@ -8,11 +8,9 @@ import (
 )
 
 // traceReuse remembers the trace context a partition extracted last, so a
-// run of entries with one traceparent (one publish, or an unsampled trace
-// passed on hop to hop) is extracted once: a string comparison instead of a
-// parse and two allocations. The cached context is reused only under the
-// very parent it was derived from (the partition's *cancelCtx, compared
-// safely), and only the partition's goroutine touches it.
+// run of entries with one traceparent is extracted once. The cached context
+// is reused only under the parent it was derived from, and only the
+// partition's goroutine touches it.
 type traceReuse struct {
 	parent      context.Context
 	traceParent string

@@ -46,10 +46,7 @@ func NewTrimmer(rdb redis.UniversalClient, cfg TrimConfig, logger *slog.Logger, 
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	if logger == nil {
-		logger = slog.Default()
-	}
-	return &Trimmer{rdb: rdb, cfg: cfg, topics: topics, log: logger}
+	return &Trimmer{rdb: rdb, cfg: cfg, topics: topics, log: cmp.Or(logger, slog.Default())}
 }
 
 // Run trims every Interval until ctx ends.
@@ -67,7 +64,7 @@ func (t *Trimmer) Run(ctx context.Context) {
 	})
 }
 
-// TrimStream trims one stream now and returns the number of entries removed.
+// TrimStream trims one stream now and returns how many entries went.
 func (t *Trimmer) TrimStream(ctx context.Context, stream string) (int64, error) {
 	boundary, ok, err := SafeTrimID(ctx, t.rdb, stream)
 	if err != nil || (!ok && !t.cfg.Ungrouped) {

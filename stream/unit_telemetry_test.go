@@ -141,7 +141,7 @@ func TestTracing_consumerSpanContinuesRemoteParent(t *testing.T) {
 	sr := tracetest.NewSpanRecorder()
 	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
 	defer func() { _ = tp.Shutdown(context.Background()) }()
-	mw := tracing(tp, propagation.TraceContext{}, unitInfo, false)
+	mw := tracing(tp, propagation.TraceContext{}, unitInfo)
 
 	tests := []struct {
 		name       string
@@ -219,7 +219,7 @@ func TestTracing_noTraceContextStartsRoot(t *testing.T) {
 	for _, parent := range []string{"", "garbage"} {
 		sr.Reset()
 		m := &Message{Key: "k", Payload: []byte("ok"), Attempt: 1, TraceParent: parent}
-		if err := Chain(unitOutcomeHandler, tracing(tp, propagation.TraceContext{}, unitInfo, false))(context.Background(), m); err != nil {
+		if err := Chain(unitOutcomeHandler, tracing(tp, propagation.TraceContext{}, unitInfo))(context.Background(), m); err != nil {
 			t.Fatal(err)
 		}
 		ended := sr.Ended()
@@ -229,40 +229,27 @@ func TestTracing_noTraceContextStartsRoot(t *testing.T) {
 	}
 }
 
-func TestTracing_unsampledParentPassesThroughUnlessAsked(t *testing.T) {
+func TestTracing_unsampledParentPassesThrough(t *testing.T) {
 	const parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-00"
-	for _, tc := range []struct {
-		name            string
-		recordUnsampled bool
-		wantSpans       int
-	}{{"by default", false, 0}, {"when asked", true, 1}} {
-		t.Run(tc.name, func(t *testing.T) {
-			sr := tracetest.NewSpanRecorder()
-			// AlwaysSample would record a child of anything: only the
-			// runtime's own choice keeps the unsampled parent unrecorded.
-			tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-			defer func() { _ = tp.Shutdown(context.Background()) }()
-			m := &Message{ID: "1700000000000-1", Key: "k", Payload: []byte("ok"), Attempt: 1,
-				TraceParent: parent}
-			var out Message
-			err := Chain(func(ctx context.Context, m *Message) error {
-				InjectTrace(m.Context(), propagation.TraceContext{}, &out)
-				return nil
-			}, tracing(tp, propagation.TraceContext{}, unitInfo, tc.recordUnsampled))(context.Background(), m)
-			if err != nil {
-				t.Fatal(err)
-			}
-			if got := len(sr.Ended()); got != tc.wantSpans {
-				t.Fatalf("%d spans, want %d", got, tc.wantSpans)
-			}
-			got := out.TraceParent
-			if tc.wantSpans == 0 && got != parent {
-				t.Errorf("published traceparent %q, want the parent's %q passed on", got, parent)
-			}
-			if !strings.Contains(got, "0af7651916cd43dd8448eb211c80319c") {
-				t.Errorf("published traceparent %q left the parent's trace", got)
-			}
-		})
+	sr := tracetest.NewSpanRecorder()
+	// AlwaysSample would record a child of anything: only the runtime's own
+	// choice keeps the unsampled parent unrecorded.
+	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSampler(sdktrace.AlwaysSample()))
+	defer func() { _ = tp.Shutdown(context.Background()) }()
+	m := &Message{ID: "1700000000000-1", Key: "k", Payload: []byte("ok"), Attempt: 1, TraceParent: parent}
+	var out Message
+	err := Chain(func(ctx context.Context, m *Message) error {
+		InjectTrace(m.Context(), propagation.TraceContext{}, &out)
+		return nil
+	}, tracing(tp, propagation.TraceContext{}, unitInfo))(context.Background(), m)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got := len(sr.Ended()); got != 0 {
+		t.Fatalf("%d spans, want 0", got)
+	}
+	if out.TraceParent != parent {
+		t.Errorf("published traceparent %q, want the parent's %q passed on", out.TraceParent, parent)
 	}
 }
 

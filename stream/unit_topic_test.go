@@ -73,9 +73,6 @@ func TestTopic_keyShapes(t *testing.T) {
 			if got := tc.topic.HashTag(tc.p); got != tc.tag {
 				t.Errorf("HashTag(%d) = %q, want %q", tc.p, got, tc.tag)
 			}
-			if got := HashTag(tc.topic.Flow, tc.p); got != tc.tag {
-				t.Errorf("package HashTag(%q, %d) = %q, want %q", tc.topic.Flow, tc.p, got, tc.tag)
-			}
 			if got := tc.topic.Stream(tc.p); got != tc.stream {
 				t.Errorf("Stream(%d) = %q, want %q", tc.p, got, tc.stream)
 			}
@@ -160,49 +157,6 @@ func TestTopic_partitionSpreadsKeys(t *testing.T) {
 				if float64(c) < 0.8*fair || float64(c) > 1.2*fair {
 					t.Errorf("partition %d got %d of %d keys, want %.0f ± 20%% (all: %v)", p, c, n, fair, counts)
 				}
-			}
-		})
-	}
-}
-
-func TestTopic_partitionOfStreamRoundTrip(t *testing.T) {
-	for _, parts := range []int{1, 2, 10, MaxPartitions} {
-		topic := NewTopic("avail", "raw", parts)
-		for p := range parts {
-			if got := topic.PartitionOfStream(topic.Stream(p)); got != p {
-				t.Fatalf("partitions=%d: PartitionOfStream(Stream(%d)) = %d", parts, p, got)
-			}
-		}
-	}
-}
-
-func TestTopic_partitionOfStreamRejectsForeignKeys(t *testing.T) {
-	topic := NewTopic("avail", "raw", 8)
-	tests := []struct{ name, key string }{
-		{"empty", ""},
-		{"dead-letter stream", topic.DeadLetterStream(1)},
-		{"other name", NewTopic("avail", "clean", 8).Stream(1)},
-		{"name with shared suffix", NewTopic("avail", "xraw", 8).Stream(1)},
-		{"other flow", NewTopic("other", "raw", 8).Stream(1)},
-		{"flow with shared prefix", NewTopic("avail2", "raw", 8).Stream(1)},
-		{"partition out of range", topic.Stream(8)},
-		{"far out of range", "ds:{avail.99999999999999999999}:raw"},
-		{"negative partition", "ds:{avail.-1}:raw"},
-		{"missing partition", "ds:{avail.}:raw"},
-		{"not a number", "ds:{avail.x}:raw"},
-		{"no prefix", "{avail.1}:raw"},
-		{"ledger key", "ds:{avail.1}:ledger:x:raw"},
-		{"trailing text", topic.Stream(1) + "x"},
-		// Non-canonical numbers name keys that are not the topic's streams:
-		// Stream(1) is "ds:{avail.1}:raw", and Redis treats these as other keys.
-		{"leading zero", "ds:{avail.01}:raw"},
-		{"plus sign", "ds:{avail.+1}:raw"},
-		{"negative zero", "ds:{avail.-0}:raw"},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			if got := topic.PartitionOfStream(tc.key); got != -1 {
-				t.Errorf("PartitionOfStream(%q) = %d, want -1 (Stream(%d) is %q)", tc.key, got, got, topic.Stream(max(got, 0)))
 			}
 		})
 	}

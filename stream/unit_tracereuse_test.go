@@ -30,7 +30,7 @@ func TestTracing_runOfOneTraceContextIsExtractedOnce(t *testing.T) {
 	h := Chain(func(ctx context.Context, m *Message) error {
 		seen = ctx
 		return nil
-	}, tracing(tp, prop, unitInfo, false))
+	}, tracing(tp, prop, unitInfo))
 
 	partition, other := context.WithCancel(context.Background())
 	defer other()

@@ -24,3 +24,12 @@ func CheckText[T cmp.Ordered](errs []error, name string, v, lo, hi T, text strin
 	}
 	return errs
 }
+
+// Require returns errs with fmt.Errorf(format, args...) appended unless ok,
+// for a rule that is not a range.
+func Require(errs []error, ok bool, format string, args ...any) []error {
+	if !ok {
+		return append(errs, fmt.Errorf(format, args...))
+	}
+	return errs
+}

@@ -33,3 +33,11 @@ func TestCheck_reportsOnlyValuesOutsideTheRange(t *testing.T) {
 		})
 	}
 }
+
+func TestRequire_reportsOnlyBrokenRules(t *testing.T) {
+	errs := bounds.Require(nil, true, "never %d", 1)
+	errs = bounds.Require(errs, false, "block %s below %s", time.Duration(0), time.Millisecond)
+	if err := errors.Join(errs...); err == nil || err.Error() != "block 0s below 1ms" {
+		t.Fatalf("got %v, want only the broken rule", err)
+	}
+}
