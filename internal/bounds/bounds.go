@@ -24,3 +24,12 @@ func CheckText[T cmp.Ordered](errs []error, name string, v, lo, hi T, text strin
 	}
 	return errs
 }
+
+// AtLeast returns errs with "name v below lo" appended when v < lo, and
+// errs unchanged otherwise.
+func AtLeast[T cmp.Ordered](errs []error, name string, v, lo T) []error {
+	if v < lo {
+		return append(errs, fmt.Errorf("%s %v below %v", name, v, lo))
+	}
+	return errs
+}
