@@ -211,6 +211,12 @@ func strs(n int) []string     { return make([]string, n) }
 func times(n int) []time.Time { return make([]time.Time, n) }
 func u16s(n int) []uint16     { return make([]uint16, n) }
 
+// InsertRows appends rows, each in query's column order, to table in one
+// batch; no rows send nothing.
+func InsertRows(ctx context.Context, c *Client, table, query string, rows [][]any) error {
+	return insert(ctx, c, table, query, len(rows), func(b driver.Batch, i int) error { return b.Append(rows[i]...) })
+}
+
 // insert prepares one batch for query, appends n rows with appendRow and
 // sends it.
 func insert(ctx context.Context, c *Client, table, query string, n int, appendRow func(driver.Batch, int) error) error {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/stream"
@@ -109,6 +110,14 @@ func Recent(ctx context.Context, rdb redis.UniversalClient, topic stream.Topic, 
 	}
 	slices.SortFunc(out, func(a, b Entry) int { return b.Time().Compare(a.Time()) })
 	return out[:min(len(out), limit)], nil
+}
+
+// TraceIDFrom returns the trace id of ctx's span, or "".
+func TraceIDFrom(ctx context.Context) string {
+	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
+		return sc.TraceID().String()
+	}
+	return ""
 }
 
 // TraceIDOf returns the trace id of a W3C traceparent, or "".

@@ -166,11 +166,7 @@ func (s Settings) Duration(name string) time.Duration {
 // Quota returns the per-caller cap of records of kind set by the Int
 // variable name, or nil when it is 0 or unset.
 func (s Settings) Quota(rdb redis.UniversalClient, name, kind string) (*quota.Quota, error) {
-	n := s.Int(name)
-	if n <= 0 {
-		return nil, nil
-	}
-	q, err := quota.New(rdb, kind, n)
+	q, err := quota.Optional(rdb, kind, s.Int(name))
 	if err != nil {
 		return nil, fmt.Errorf("%s: %w", name, err)
 	}

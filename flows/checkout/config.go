@@ -63,21 +63,14 @@ func (c Config) Validate() error {
 	errs = bounds.Check(errs, "checkout: partitions", c.Partitions, 1, stream.MaxPartitions)
 	errs = bounds.CheckText(errs, "checkout: timeout", c.Timeout, time.Millisecond, 10*time.Minute, "1ms..10m")
 	errs = bounds.CheckText(errs, "checkout: retry for", c.RetryFor, time.Millisecond, 10*time.Minute, "1ms..10m")
-	if c.Recheck < time.Millisecond {
-		errs = append(errs, fmt.Errorf("checkout: recheck %s below 1ms", c.Recheck))
-	}
-	if c.SweepInterval < time.Millisecond || c.SweepAge < time.Millisecond {
-		errs = append(errs, fmt.Errorf("checkout: sweep interval %s and sweep age %s must be at least 1ms", c.SweepInterval, c.SweepAge))
-	}
-	if c.ConservationInterval < time.Second {
-		errs = append(errs, fmt.Errorf("checkout: conservation interval %s below 1s", c.ConservationInterval))
-	}
+	errs = bounds.AtLeast(errs, "checkout: recheck", c.Recheck, time.Millisecond)
+	errs = bounds.AtLeast(errs, "checkout: sweep interval", c.SweepInterval, time.Millisecond)
+	errs = bounds.AtLeast(errs, "checkout: sweep age", c.SweepAge, time.Millisecond)
+	errs = bounds.AtLeast(errs, "checkout: conservation interval", c.ConservationInterval, time.Second)
 	if c.AbandonAge <= c.SweepAge || c.AbandonAge >= c.StateTTL {
 		errs = append(errs, fmt.Errorf("checkout: abandon age %s must exceed sweep age %s and stay below state ttl %s", c.AbandonAge, c.SweepAge, c.StateTTL))
 	}
-	if c.StateTTL < time.Minute {
-		errs = append(errs, fmt.Errorf("checkout: state ttl %s below 1m", c.StateTTL))
-	}
+	errs = bounds.AtLeast(errs, "checkout: state ttl", c.StateTTL, time.Minute)
 	if err := c.Wait.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("checkout: %w", err))
 	}

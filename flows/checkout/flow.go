@@ -11,6 +11,7 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer/flowhistory"
 )
 
 // The flow's loops beside its stages.
@@ -123,7 +124,7 @@ func (s *Flow) Describe() flow.Description {
 			// A checkout sends commands; one given up records its saga.
 			{From: flow.FromAPI, Topic: t.Stock}, {From: flow.FromAPI, Topic: t.Payment}, {From: flow.FromAPI, Topic: t.Sagas},
 		},
-		History: []flow.History{s.History()},
+		History: []flow.History{flowhistory.Of(s.HistoryConfig(), stream.Telemetry{Logger: s.log})},
 		Demo:    s.seedDemo,
 		Events:  s.events,
 	}

@@ -111,16 +111,7 @@ const (
 
 // ValidID reports whether s is a well-formed id.
 func ValidID(s string) bool {
-	if len(s) == 0 || len(s) > MaxIDLen {
-		return false
-	}
-	for i := 0; i < len(s); i++ {
-		c := s[i]
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '-') {
-			return false
-		}
-	}
-	return true
+	return len(s) > 0 && len(s) <= MaxIDLen && strings.Trim(s, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_-") == ""
 }
 
 // ParseLines parses the order hash's items field, "id:qty,id:qty".

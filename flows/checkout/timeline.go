@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/flow"
 )
 
 // MaxTimelineAttempts bounds the attempts a timeline lists: the newest.
@@ -107,7 +108,7 @@ func (s *Flow) Timeline(ctx context.Context, orderID string) (Timeline, error) {
 // attemptOf reads a saga hash.
 func attemptOf(tr int64, h map[string]string) Attempt {
 	a := Attempt{TrNum: tr, Source: SourceRedis, UserID: h["user"], Status: h["status"], Reason: h["reason"],
-		TraceID: traceIDOf(h["tp"]), StartedAt: msTime(h["started_ms"]), DecidedAt: msTime(h["decided_ms"]),
+		TraceID: flow.TraceIDOf(h["tp"]), StartedAt: msTime(h["started_ms"]), DecidedAt: msTime(h["decided_ms"]),
 		FinishedAt: msTime(h["finished_ms"]), CancelRequestedAt: msTime(h["cancel_ms"]), CancelRequestedBy: h["cancel_by"]}
 	a.TotalCost, _ = strconv.ParseInt(h["total"], 10, 64)
 	for _, part := range strings.Split(h["parts"], ",") {
@@ -169,12 +170,4 @@ func msTime(v string) *time.Time {
 	}
 	t := time.UnixMilli(n).UTC()
 	return &t
-}
-
-// traceIDOf returns the trace id of a W3C traceparent, or "".
-func traceIDOf(tp string) string {
-	if p := strings.Split(tp, "-"); len(p) == 4 && len(p[1]) == 32 {
-		return p[1]
-	}
-	return ""
 }

@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
@@ -209,13 +210,13 @@ func (d *Delivery) send(ctx context.Context, m *stream.Message, tag string, r Re
 				Destination: &subscriber.Destination{Kind: KindNotify, Address: t.to.Address, Secret: t.to.Secret, Status: subscriber.StatusActive},
 				Window:      r.ComicID + ":" + strconv.FormatInt(r.Gen, 10) + ":" + strconv.Itoa(r.Wave) + ":" + hashHex([]byte(t.sub.Email)),
 				Critical:    true, Title: "A comic you watch is for sale", Text: t.sub.Email + ": comic " + r.ComicID + " is listed",
-				Payload: t.payload, ObservedAt: time.UnixMilli(r.ListedAtMs), TraceID: traceIDOf(ctx), EventID: t.key})
+				Payload: t.payload, ObservedAt: time.UnixMilli(r.ListedAtMs), TraceID: flow.TraceIDFrom(ctx), EventID: t.key})
 			relayTo = append(relayTo, t)
 			continue
 		}
 		dels = append(dels, notifier.Delivery{HashTag: tag, Key: t.key, Channel: t.channel, MessageID: m.ID, Attempt: m.Attempt,
 			Notification: notifier.Notification{Flow: Name, Event: EventComicListed, Recipient: t.to, EventID: t.key,
-				Subject: r.ComicID, TraceID: traceIDOf(ctx), ObservedAt: time.UnixMilli(r.ListedAtMs), Body: t.payload}})
+				Subject: r.ComicID, TraceID: flow.TraceIDFrom(ctx), ObservedAt: time.UnixMilli(r.ListedAtMs), Body: t.payload}})
 		delTo = append(delTo, t)
 	}
 	if len(relayed) > 0 {
@@ -265,7 +266,7 @@ func (d *Delivery) record(ctx context.Context, tag string, r Request, targets []
 		}
 		hist, _ := json.Marshal(Notified{SubscriptionID: t.sub.ID, Gen: r.Gen, Wave: r.Wave, AtMs: now, Channel: t.channel})
 		ev, _ := json.Marshal(Event{Kind: EventNotified, ComicID: r.ComicID, Gen: r.Gen, AtMs: now,
-			Email: t.sub.Email, SubscriptionID: t.sub.ID, TraceID: traceIDOf(ctx)})
+			Email: t.sub.Email, SubscriptionID: t.sub.ID, TraceID: flow.TraceIDFrom(ctx)})
 		args = append(args, t.sub.Email, hist, ev)
 		n++
 	}
@@ -291,11 +292,7 @@ func (d *Delivery) DiscardStage(group string) stream.Stage {
 		for _, m := range msgs {
 			var r Request
 			if json.Unmarshal(m.Payload, &r) == nil && r.ComicID != "" && len(r.SubscriptionIDs) > 0 {
-				ids := make([]any, len(r.SubscriptionIDs))
-				for i, id := range r.SubscriptionIDs {
-					ids[i] = id
-				}
-				pipe.SRem(ctx, pendingKey(d.topics.tag(r.ComicID), r.ComicID), ids...)
+				pipe.SRem(ctx, pendingKey(d.topics.tag(r.ComicID), r.ComicID), r.SubscriptionIDs) // go-redis spreads a []string
 			}
 		}
 		if pipe.Len() == 0 {

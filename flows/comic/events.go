@@ -1,11 +1,9 @@
 package comic
 
 import (
-	"context"
 	"encoding/json"
 
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/trace"
 )
 
 // Event kinds on the events topic.
@@ -33,14 +31,6 @@ type Event struct {
 	PriceCents int64  `json:"price_cents,omitempty"`
 	TraceID    string `json:"trace_id,omitempty"`
 	ListedAtMs int64  `json:"listed_at_ms,omitempty"` // for sold
-}
-
-// traceIDOf returns the trace id of ctx's span, or "".
-func traceIDOf(ctx context.Context) string {
-	if sc := trace.SpanContextFromContext(ctx); sc.IsValid() {
-		return sc.TraceID().String()
-	}
-	return ""
 }
 
 // Sale is the record of a sold comic.

@@ -20,6 +20,7 @@ import (
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer/flowhistory"
 )
 
 // Config configures the comic flow. Zero fields take their defaults.
@@ -104,7 +105,6 @@ type Flow struct {
 	Holds         *Holds
 	Sales         *Sales // nil without Payments
 	topics        Topics
-	ledger        *notifier.DeliveryLedger
 	checkout      *checkout.Flow // nil when built by NewWith
 	// relayTopic is where Delivery relays, sentTopic the notifier's
 	// history of the sends; nil when built by NewWith.
@@ -179,25 +179,23 @@ func NewWith(rdb redis.UniversalClient, cfg Config, payments Payments, tel strea
 		return nil, err
 	}
 	holds := newHolds(rdb, topics, cfg.Holds, tel.Propagator)
-	s := &Flow{topics: topics, Subscriptions: store, Inventory: inv, Holds: holds, Delivery: del, ledger: ledger, log: logger, egress: cfg.Webhook.Egress,
+	s := &Flow{topics: topics, Subscriptions: store, Inventory: inv, Holds: holds, Delivery: del, log: logger, egress: cfg.Webhook.Egress,
 		Matcher: NewMatcher(rdb, topics, &streamHandoff{rdb: rdb, topics: topics, prop: tel.Propagator, holds: holds}, tel.Propagator)}
 	if payments != nil {
 		s.Sales = NewSales(rdb, topics, inv, holds, payments, ledger.Key)
 	}
-	if n := cfg.MaxSubscriptionsPerCaller; n > 0 {
-		q, err := quota.New(rdb, "comic-subscriptions", n)
-		if err != nil {
-			return nil, err
-		}
-		// A subscription removed by its unsubscribe link frees its slot.
-		s.subCap = q.WithExists(func(ctx context.Context, id string) (bool, error) {
-			_, err := store.Get(ctx, id)
-			if errors.Is(err, ErrNotFound) {
-				return false, nil
-			}
-			return err == nil, err
-		})
+	q, err := quota.Optional(rdb, "comic-subscriptions", cfg.MaxSubscriptionsPerCaller)
+	if err != nil {
+		return nil, err
 	}
+	// A subscription removed by its unsubscribe link frees its slot.
+	s.subCap = q.WithExists(func(ctx context.Context, id string) (bool, error) {
+		_, err := store.Get(ctx, id)
+		if errors.Is(err, ErrNotFound) {
+			return false, nil
+		}
+		return err == nil, err
+	})
 	return s, nil
 }
 
@@ -211,10 +209,6 @@ func (s *Flow) Topics() Topics { return s.topics }
 // notify_url it denies.
 func (s *Flow) Egress() *egress.Policy { return s.egress }
 
-// Checkout returns the checkout flow purchases are charged through; nil
-// for a flow built by NewWith.
-func (s *Flow) Checkout() *checkout.Flow { return s.checkout }
-
 // Stages returns the matching and delivery stages, and StageHoldSent
 // when Delivery relays.
 func (s *Flow) Stages() []stream.Stage {
@@ -224,9 +218,6 @@ func (s *Flow) Stages() []stream.Stage {
 	}
 	return out
 }
-
-// Ledger returns the delivery ledger.
-func (s *Flow) Ledger() *notifier.DeliveryLedger { return s.ledger }
 
 // Describe declares the flow's stages, services, history, topics and demo.
 func (s *Flow) Describe() flow.Description {
@@ -238,7 +229,7 @@ func (s *Flow) Describe() flow.Description {
 			{From: StageDelivery, Topic: t.Events},
 			{From: flow.FromAPI, Topic: t.Jobs}, {From: flow.FromAPI, Topic: t.Events},
 		},
-		History: []flow.History{s.History()},
+		History: []flow.History{flowhistory.Of(s.HistoryConfig(), stream.Telemetry{Logger: s.log})},
 		Services: []flow.Service{{Name: ServiceWaves, Run: func(ctx context.Context) error {
 			return s.Holds.run(ctx, func(err error) { s.log.Warn("comic: telling the next waves failed; retrying", "error", err) })
 		}}},

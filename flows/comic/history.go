@@ -3,15 +3,12 @@ package comic
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"strconv"
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
-	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer/flowhistory"
 	"github.com/dropstream/dropstream/writer/sink"
 )
 
@@ -22,11 +19,6 @@ func (s *Flow) HistoryConfig() sink.HistoryConfig[historyRow] {
 	return sink.HistoryConfig[historyRow]{Stage: StageHistory, Topic: s.topics.Events,
 		Tables: []string{"comic_events", "comic_sessions"}, Rows: historyRows, Insert: insertHistory,
 		Runner: stream.RunnerConfig{BatchSize: 1000}}
-}
-
-// History is the HistoryConfig stage as the Description declares it.
-func (s *Flow) History() flow.History {
-	return flowhistory.Of(s.HistoryConfig(), stream.Telemetry{Logger: s.log})
 }
 
 // History snapshots subscription statistics into comic_pattern_stats.
@@ -99,43 +91,17 @@ func historyRows(m *stream.Message) ([]historyRow, error) {
 // insertHistory appends rows in one insert per table (none into
 // comic_sessions without a session row).
 func insertHistory(ctx context.Context, ch *clickhouse.Client, rows []historyRow) error {
-	evBatch, err := ch.Conn().PrepareBatch(ctx, insertEvents)
-	if err != nil {
-		return fmt.Errorf("comic: history: %w", err)
+	var events, sessions [][]any
+	for _, r := range rows {
+		events = append(events, r.event)
+		if r.session != nil {
+			sessions = append(sessions, r.session)
+		}
 	}
-	sessBatch, err := ch.Conn().PrepareBatch(ctx, insertSessions)
-	if err != nil {
-		_ = evBatch.Abort()
-		return fmt.Errorf("comic: history: %w", err)
-	}
-	abort := func(err error) error {
-		_, _ = evBatch.Abort(), sessBatch.Abort()
+	if err := clickhouse.InsertRows(ctx, ch, "comic_events", insertEvents, events); err != nil {
 		return err
 	}
-	sessions := 0
-	for _, r := range rows {
-		if err := evBatch.Append(r.event...); err != nil {
-			return abort(fmt.Errorf("comic: event row: %w", err))
-		}
-		if r.session != nil {
-			if err := sessBatch.Append(r.session...); err != nil {
-				return abort(fmt.Errorf("comic: session row: %w", err))
-			}
-			sessions++
-		}
-	}
-	if err := evBatch.Send(); err != nil {
-		_ = sessBatch.Abort()
-		return fmt.Errorf("comic: insert events: %w", err)
-	}
-	if sessions == 0 {
-		_ = sessBatch.Abort()
-		return nil
-	}
-	if err := sessBatch.Send(); err != nil {
-		return fmt.Errorf("comic: insert sessions: %w", err)
-	}
-	return nil
+	return clickhouse.InsertRows(ctx, ch, "comic_sessions", insertSessions, sessions)
 }
 
 // SnapshotStats writes a "pattern" row per pattern and a "field" row per
@@ -145,27 +111,15 @@ func (h *History) SnapshotStats(ctx context.Context, now time.Time) error {
 	if err != nil {
 		return err
 	}
-	b, err := h.ch.Conn().PrepareBatch(ctx, insertStats)
-	if err != nil {
-		return fmt.Errorf("comic: stats snapshot: %w", err)
-	}
 	at := now.UTC().Truncate(time.Minute)
+	var rows [][]any
 	for _, p := range st.Patterns {
-		if err := b.Append(at, "pattern", p.Pattern, p.Subscriptions, int64(p.BloatedValueSets), "", int64(p.ExtraShards), 0.0); err != nil {
-			_ = b.Abort()
-			return fmt.Errorf("comic: stats snapshot: %w", err)
-		}
+		rows = append(rows, []any{at, "pattern", p.Pattern, p.Subscriptions, int64(p.BloatedValueSets), "", int64(p.ExtraShards), 0.0})
 	}
 	for _, f := range st.Fields {
-		if err := b.Append(at, "field", f.Field, f.Subscriptions, f.Distinct, f.TopValue, f.TopCount, f.Diversity); err != nil {
-			_ = b.Abort()
-			return fmt.Errorf("comic: stats snapshot: %w", err)
-		}
+		rows = append(rows, []any{at, "field", f.Field, f.Subscriptions, f.Distinct, f.TopValue, f.TopCount, f.Diversity})
 	}
-	if err := b.Send(); err != nil {
-		return fmt.Errorf("comic: stats snapshot: %w", err)
-	}
-	return nil
+	return clickhouse.InsertRows(ctx, h.ch, "comic_pattern_stats", insertStats, rows)
 }
 
 // RunSnapshots snapshots the statistics every interval until ctx ends;

@@ -50,9 +50,7 @@ func (c HoldConfig) Validate() error {
 	var errs []error
 	errs = bounds.CheckText(errs, "comic: hold window", c.Window, time.Second, MaxHoldWindow, "1s.."+MaxHoldWindow.String())
 	errs = bounds.Check(errs, "comic: wave size", c.WaveSize, 1, MaxRequestBatch)
-	if c.Poll <= 0 {
-		errs = append(errs, fmt.Errorf("comic: hold poll %s is not positive", c.Poll))
-	}
+	errs = bounds.AtLeast(errs, "comic: hold poll", c.Poll, time.Nanosecond)
 	return errors.Join(errs...)
 }
 

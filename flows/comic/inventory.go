@@ -142,13 +142,7 @@ func (inv *Inventory) AddMany(ctx context.Context, comics []Comic) ([]bool, erro
 		keys, args := inv.intakeArgs(ctx, c, now, 0)
 		calls[i] = script.Call{Keys: keys, Args: args}
 	}
-	pipe := inv.rdb.Pipeline()
-	cmds := intakeScript.Queue(ctx, pipe, calls)
-	if _, err := pipe.Exec(ctx); err != nil && !script.IsNoScript(err) {
-		return nil, fmt.Errorf("comic: intake: %w", err)
-	}
-	// Retry loads the script if needed and re-sends those calls.
-	_ = intakeScript.Retry(ctx, inv.rdb, calls, cmds)
+	cmds, _ := intakeScript.RunAll(ctx, inv.rdb, calls) // errors are read per command
 	created := make([]bool, len(comics))
 	for i, cmd := range cmds {
 		res, err := cmd.Slice()

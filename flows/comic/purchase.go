@@ -5,13 +5,14 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"regexp"
 	"strconv"
 	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/internal/rediskey"
 )
 
@@ -92,7 +93,7 @@ func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID, holdTok
 		return Receipt{}, err
 	}
 	tag := s.topics.tag(id)
-	if txnID != "" && !validTxn(txnID) {
+	if txnID != "" && !checkout.ValidID(txnID) {
 		return Receipt{}, &FieldError{Field: "txn_id", Reason: "want 1-64 characters of [A-Za-z0-9_-]"}
 	}
 	r, err := s.read(ctx, tag, id, txnID)
@@ -222,7 +223,7 @@ func (s *Sales) settle(ctx context.Context, p purchase, fresh bool) (Receipt, er
 		sale, _ := json.Marshal(Sale{ComicID: p.id, Email: p.email, TxnID: p.txn, PriceCents: p.price, AtMs: now})
 		res, err := sellScript.Run(ctx, s.rdb, []string{inventoryKey(tag, p.id), saleKey(tag, p.id), inventoryIndex(tag),
 			eventsStream(s.topics, p.id), purchaseKey(tag, p.txn), purchasesKey(tag)},
-			p.id, sale, jsonString(p.email), jsonString(p.txn), p.price, now, traceIDOf(ctx), p.txn).Slice()
+			p.id, sale, jsonString(p.email), jsonString(p.txn), p.price, now, flow.TraceIDFrom(ctx), p.txn).Slice()
 		if err != nil {
 			return Receipt{}, fmt.Errorf("comic: sell %s (in doubt; retry the transaction): %w", p.id, err)
 		}
@@ -240,7 +241,7 @@ func (s *Sales) settle(ctx context.Context, p purchase, fresh bool) (Receipt, er
 		if err := s.payments.Refund(ctx, p.txn, p.payment, p.price); err != nil {
 			return Receipt{}, fmt.Errorf("comic: refund %s (in doubt; retry the transaction): %w", p.txn, err)
 		}
-		ev, _ := json.Marshal(Event{Kind: EventForgotten, ComicID: p.id, AtMs: s.now().UnixMilli(), Email: p.email, TraceID: traceIDOf(ctx)})
+		ev, _ := json.Marshal(Event{Kind: EventForgotten, ComicID: p.id, AtMs: s.now().UnixMilli(), Email: p.email, TraceID: flow.TraceIDFrom(ctx)})
 		err := refundedScript.Run(ctx, s.rdb, []string{purchaseKey(tag, p.txn), purchasesKey(tag), notifiedKey(tag, p.id),
 			s.ledgerRecord(tag, p.id, p.email), eventsStream(s.topics, p.id)}, p.txn, p.email, ev, p.id).Err()
 		if err != nil {
@@ -295,7 +296,7 @@ func (s *Sales) ledgerRecord(tag, id, email string) string {
 func (s *Sales) Forget(ctx context.Context, id, email string) error {
 	tag := s.topics.tag(id)
 	lk := s.ledgerRecord(tag, id, email)
-	ev, _ := json.Marshal(Event{Kind: EventForgotten, ComicID: id, AtMs: s.now().UnixMilli(), Email: email, TraceID: traceIDOf(ctx)})
+	ev, _ := json.Marshal(Event{Kind: EventForgotten, ComicID: id, AtMs: s.now().UnixMilli(), Email: email, TraceID: flow.TraceIDFrom(ctx)})
 	if err := forgetScript.Run(ctx, s.rdb, []string{notifiedKey(tag, id), lk, eventsStream(s.topics, id)}, email, ev, id).Err(); err != nil {
 		return fmt.Errorf("comic: forget notification of %s: %w", id, err)
 	}
@@ -318,8 +319,6 @@ func (s *Sales) Sales(ctx context.Context, id string) ([]Sale, error) {
 	}
 	return out, nil
 }
-
-var validTxn = regexp.MustCompile(`^[A-Za-z0-9_-]{1,64}$`).MatchString
 
 // DefaultTxnID is one transaction per (email, comic, listing generation).
 func DefaultTxnID(email, comicID string, gen int64) string {

@@ -85,9 +85,6 @@ func (s *Store) scriptArgs(sub Subscription, b Body, vh string) ([]string, []any
 // many were created, skipping duplicates and those over MaxPerEmail; the
 // first invalid one stops it.
 func (s *Store) CreateMany(ctx context.Context, subs []NewSubscription) (int, error) {
-	if err := createScript.Load(ctx, s.rdb); err != nil {
-		return 0, fmt.Errorf("comic: load script: %w", err)
-	}
 	created := 0
 	const chunk = 100 // scripts per pipeline: bounds one round trip
 	for start := 0; start < len(subs); start += chunk {
@@ -117,14 +114,7 @@ func (s *Store) CreateMany(ctx context.Context, subs []NewSubscription) (int, er
 			keys, args := s.scriptArgs(parsed[i], bodies[i], hashes[i])
 			calls[i] = script.Call{Keys: keys, Args: args}
 		}
-		pipe := s.rdb.Pipeline()
-		cmds := createScript.Queue(ctx, pipe, calls)
-		if _, err := pipe.Exec(ctx); err != nil && !script.IsNoScript(err) {
-			return created, fmt.Errorf("comic: create subscriptions: %w", err)
-		}
-		// A script flushed meanwhile is loaded again and its calls re-sent;
-		// a failed load is each of their errors.
-		_ = createScript.Retry(ctx, s.rdb, calls, cmds)
+		cmds, _ := createScript.RunAll(ctx, s.rdb, calls) // errors are read per command
 		for _, c := range cmds {
 			n, err := c.Int64()
 			if err != nil {

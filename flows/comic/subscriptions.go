@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/bounds"
+	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
@@ -75,9 +76,7 @@ func (c StoreConfig) WithDefaults() StoreConfig {
 func (c StoreConfig) Validate() error {
 	var errs []error
 	errs = bounds.Check(errs, "comic: max per email", c.MaxPerEmail, 1, 100000)
-	if c.BloatThreshold < 1 {
-		errs = append(errs, fmt.Errorf("comic: bloat threshold %d must be positive", c.BloatThreshold))
-	}
+	errs = bounds.AtLeast(errs, "comic: bloat threshold", c.BloatThreshold, 1)
 	return errors.Join(errs...)
 }
 
@@ -97,8 +96,9 @@ func (c StoreConfig) Validate() error {
 //
 // Create and Delete each update all of them in one script.
 type Store struct {
-	rdb redis.UniversalClient
-	cfg StoreConfig
+	rdb  redis.UniversalClient
+	cfg  StoreConfig
+	subs *recordstore.Store[Subscription] // the hash subsKey
 }
 
 // NewStore returns a subscription store.
@@ -107,7 +107,7 @@ func NewStore(rdb redis.UniversalClient, cfg StoreConfig) (*Store, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	return &Store{rdb: rdb, cfg: cfg}, nil
+	return &Store{rdb: rdb, cfg: cfg, subs: recordstore.InHash[Subscription](rdb, subsKey)}, nil
 }
 
 // NormalizeEmail checks an email address and returns it lower-cased.
@@ -205,16 +205,12 @@ func (s *Store) newSubscription(in NewSubscription) (Subscription, Body, error) 
 
 // Get returns one subscription, with its secret.
 func (s *Store) Get(ctx context.Context, id string) (Subscription, error) {
-	raw, err := s.rdb.HGet(ctx, subsKey, id).Bytes()
-	if errors.Is(err, redis.Nil) {
+	sub, err := s.subs.Get(ctx, id)
+	if errors.Is(err, recordstore.ErrNotFound) {
 		return Subscription{}, fmt.Errorf("%w: subscription %s", ErrNotFound, clipName(id))
 	}
 	if err != nil {
 		return Subscription{}, fmt.Errorf("comic: get subscription: %w", err)
-	}
-	var sub Subscription
-	if err := json.Unmarshal(raw, &sub); err != nil {
-		return Subscription{}, fmt.Errorf("comic: decode subscription %s: %w", id, err)
 	}
 	return sub, nil
 }
@@ -259,26 +255,11 @@ func (s *Store) ByEmailIn(ctx context.Context, v tenancy.View, email string) ([]
 
 // load returns the subscriptions of ids that still exist, in ids' order.
 func (s *Store) load(ctx context.Context, ids []string) ([]Subscription, error) {
-	if len(ids) == 0 {
-		return nil, nil
-	}
-	vals, err := s.rdb.HMGet(ctx, subsKey, ids...).Result()
+	subs, err := s.subs.GetMany(ctx, ids)
 	if err != nil {
 		return nil, fmt.Errorf("comic: load subscriptions: %w", err)
 	}
-	out := make([]Subscription, 0, len(vals))
-	for i, v := range vals {
-		str, ok := v.(string)
-		if !ok {
-			continue // deleted meanwhile
-		}
-		var sub Subscription
-		if err := json.Unmarshal([]byte(str), &sub); err != nil {
-			return nil, fmt.Errorf("comic: decode subscription %s: %w", ids[i], err)
-		}
-		out = append(out, sub)
-	}
-	return out, nil
+	return subs, nil
 }
 
 // Delete removes a subscription and its index entries; the error wraps

@@ -10,8 +10,8 @@ import (
 
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
-	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -84,10 +84,7 @@ func (f *Flow) deliver(ctx context.Context, m *stream.Message, fd Feed, c Collec
 	if err != nil {
 		return stream.Permanent(err)
 	}
-	traceID := ""
-	if sc := trace.SpanContextFromContext(ctx); sc.HasTraceID() {
-		traceID = sc.TraceID().String()
-	}
+	traceID := flow.TraceIDFrom(ctx)
 	var body json.RawMessage
 	var reqs []notifier.Request
 	var errs []error
@@ -154,9 +151,4 @@ func decode[T any](m *stream.Message, typ string) (T, error) {
 		return v, stream.Permanentf("feed: decode %s: %w", typ, err)
 	}
 	return v, nil
-}
-
-func jsonMarshal(v any) (string, error) {
-	b, err := json.Marshal(v)
-	return string(b), err
 }

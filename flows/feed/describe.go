@@ -55,7 +55,7 @@ func (f *Flow) Describe() flow.Description {
 			// Content a WebSub hub pushes to its callback is a Poll.
 			{From: flow.FromAPI, Topic: f.topics.Polls},
 		},
-		History: []flow.History{f.History()},
+		History: []flow.History{flowhistory.Of(f.HistoryConfig(), f.tel)},
 		Demo:    f.Demo,
 	}
 	if f.poller != nil {
@@ -64,10 +64,6 @@ func (f *Flow) Describe() flow.Description {
 	}
 	return d
 }
-
-// History is the flow's ClickHouse append: the "feed-history" stage over
-// feed.history into feed_item_events, through the writer (HistoryConfig).
-func (f *Flow) History() flow.History { return flowhistory.Of(f.HistoryConfig(), f.tel) }
 
 // Close releases nothing: the flow holds only what the app gave it, and
 // the demo feed's server stops with the demo's context.

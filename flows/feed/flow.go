@@ -3,6 +3,7 @@ package feed
 import (
 	"cmp"
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -107,12 +108,7 @@ func (c Config) Validate() error {
 		errs = append(errs, fmt.Errorf("feed: caps per caller %d feeds, %d subscriptions: want 0 (none) or more",
 			c.MaxFeedsPerCaller, c.MaxSubscriptionsPerCaller))
 	}
-	if err := c.Etiquette.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	if err := c.WebSub.Validate(); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.Etiquette.Validate(), c.WebSub.Validate())
 	return errors.Join(errs...)
 }
 
@@ -230,7 +226,7 @@ func (f *Flow) handlePoll(ctx context.Context, m *stream.Message) error {
 		args := make([]any, 0, 7+6*len(p.Items))
 		args = append(args, prefix, now, flag(fd.IncludeExisting), f.topics.History.Stream(part), tp, p.FeedID, f.cfg.Etiquette.History)
 		for i, it := range p.Items {
-			content, _ := jsonMarshal(it)
+			content, _ := json.Marshal(it)
 			args = append(args, IID(it.GUID), it.GUID, it.Hash, content, strconv.FormatInt(p.PolledAtMs*1000+int64(i), 10), Fingerprint(it))
 		}
 		res, err := observeScript.Run(ctx, f.rdb, []string{prefix + "meta"}, args...).Int64Slice()

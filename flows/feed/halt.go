@@ -10,6 +10,7 @@ import (
 
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/notifier"
 )
 
@@ -31,12 +32,8 @@ func (f *Flow) halt(ctx context.Context, fd Feed, state, reason string, now time
 // tellHalted tells every confirmed subscription of a halted feed that it is
 // no longer polled, once per destination and halt, and marks the halt told.
 func (f *Flow) tellHalted(ctx context.Context, fd Feed) error {
-	raw, err := f.rdb.HGet(ctx, defsKey("halted"), fd.ID).Bytes()
+	h, err := recordstore.InHash[Halt](f.rdb, defsKey("halted")).Get(ctx, fd.ID)
 	if err != nil {
-		return fmt.Errorf("feed: halted %s: %w", fd.ID, err)
-	}
-	var h Halt
-	if err := json.Unmarshal(raw, &h); err != nil {
 		return fmt.Errorf("feed: halted %s: %w", fd.ID, err)
 	}
 	if h.Told {

@@ -2,10 +2,10 @@ package feed
 
 import (
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer/sink"
 )
@@ -15,30 +15,19 @@ import (
 func (f *Flow) HistoryConfig() sink.HistoryConfig[clickhouse.FeedItemEventRow] {
 	return sink.HistoryConfig[clickhouse.FeedItemEventRow]{Stage: StageHistory, Topic: f.topics.History,
 		Tables: []string{clickhouse.TableFeedItemEvents},
-		Rows: func(m *stream.Message) ([]clickhouse.FeedItemEventRow, error) {
-			row, err := historyRow(m)
-			if err != nil {
-				return nil, err
-			}
-			return []clickhouse.FeedItemEventRow{row}, nil
-		},
-		Insert: clickhouse.InsertFeedItemEvents}
+		Rows:   historyRows, Insert: clickhouse.InsertFeedItemEvents}
 }
 
-// historyRow decodes a history event into its row.
-func historyRow(m *stream.Message) (clickhouse.FeedItemEventRow, error) {
+// historyRows decodes a history event into its row.
+func historyRows(m *stream.Message) ([]clickhouse.FeedItemEventRow, error) {
 	e, err := decode[ItemEvent](m, TypeItemEvent)
 	if err != nil {
-		return clickhouse.FeedItemEventRow{}, err
+		return nil, err
 	}
 	at, err := strconv.ParseInt(e.AtMs, 10, 64)
 	if err != nil || e.EventID == "" || len(e.EventID) > 512 || len(e.GUID) > 2048 {
-		return clickhouse.FeedItemEventRow{}, stream.Permanentf("feed: history event %q malformed", clip(e.EventID, 64))
+		return nil, stream.Permanentf("feed: history event %q malformed", clip(e.EventID, 64))
 	}
-	traceID := ""
-	if tp := m.TraceParent; len(tp) == 55 {
-		traceID = strings.Split(tp, "-")[1]
-	}
-	return clickhouse.FeedItemEventRow{EventID: e.EventID, FeedID: e.FeedID, IID: e.IID, GUID: e.GUID, Kind: e.Kind,
-		At: time.UnixMilli(at), ContentHash: e.Hash, Subscribable: e.Subscribable, Within: e.Within, TraceID: traceID}, nil
+	return []clickhouse.FeedItemEventRow{{EventID: e.EventID, FeedID: e.FeedID, IID: e.IID, GUID: e.GUID, Kind: e.Kind,
+		At: time.UnixMilli(at), ContentHash: e.Hash, Subscribable: e.Subscribable, Within: e.Within, TraceID: flow.TraceIDOf(m.TraceParent)}}, nil
 }

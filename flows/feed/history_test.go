@@ -64,11 +64,11 @@ func TestHistory_writesItemHistoryToClickHouseOnce(t *testing.T) {
 		}
 		for _, e := range entries {
 			payload, _ := e.Values["payload"].(string)
-			row, err := historyRow(&stream.Message{Type: TypeItemEvent, Payload: []byte(payload)})
+			row, err := historyRows(&stream.Message{Type: TypeItemEvent, Payload: []byte(payload)})
 			if err != nil {
 				t.Fatal(err)
 			}
-			rows = append(rows, row)
+			rows = append(rows, row...)
 		}
 	}
 	if err := clickhouse.InsertFeedItemEvents(t.Context(), ch, rows); err != nil {

@@ -15,6 +15,7 @@ import (
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/pollgate"
+	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -55,14 +56,9 @@ func (c PollerConfig) WithDefaults() PollerConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c PollerConfig) Validate() error {
-	var errs []error
-	if err := c.Fetch.Validate(); err != nil {
-		errs = append(errs, err)
-	}
-	errs = bounds.Check(errs, "feed poller: concurrency", c.Concurrency, 1, 1024)
-	if c.Refresh < 10*time.Millisecond || c.MaxBackoff < time.Second {
-		errs = append(errs, fmt.Errorf("feed poller: refresh %s or max backoff %s too short", c.Refresh, c.MaxBackoff))
-	}
+	errs := bounds.Check([]error{c.Fetch.Validate()}, "feed poller: concurrency", c.Concurrency, 1, 1024)
+	errs = bounds.AtLeast(errs, "feed poller: refresh", c.Refresh, 10*time.Millisecond)
+	errs = bounds.AtLeast(errs, "feed poller: max backoff", c.MaxBackoff, time.Second)
 	return errors.Join(errs...)
 }
 
@@ -243,10 +239,7 @@ func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error)
 		err = cmp.Or(err, ErrHalted)
 		return Poll{}, p.cfg.MaxBackoff, err
 	}
-	var v poll.Validators
-	if raw, err := f.rdb.HGet(ctx, defsKey("validators"), fd.ID).Bytes(); err == nil {
-		_ = json.Unmarshal(raw, &v)
-	}
+	v, _ := recordstore.InHash[poll.Validators](f.rdb, defsKey("validators")).Get(ctx, fd.ID)
 	resp, err := p.fetcher.Fetch(ctx, fd.URL, v)
 	now := p.cfg.Now()
 	p.recordFetch(ctx, fd.ID, resp, err)
@@ -350,10 +343,6 @@ func (p *Poller) countFailures(ctx context.Context, id string, ok bool) int {
 
 // Status returns the latest poll status of a feed, if any.
 func (s *Store) Status(ctx context.Context, id string) (PollStatus, bool) {
-	raw, err := s.rdb.HGet(ctx, defsKey("status"), id).Bytes()
-	if err != nil {
-		return PollStatus{}, false
-	}
-	var st PollStatus
-	return st, json.Unmarshal(raw, &st) == nil
+	st, err := recordstore.InHash[PollStatus](s.rdb, defsKey("status")).Get(ctx, id)
+	return st, err == nil
 }

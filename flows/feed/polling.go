@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
+	"github.com/dropstream/dropstream/internal/recordstore"
 )
 
 // Feed states, as FeedPolling.State shows them.
@@ -180,10 +181,7 @@ func (p *Poller) docHints(ctx context.Context, id string, fresh *poll.Hints) pol
 		_ = p.flow.rdb.HSet(ctx, statsKey(id), "hints", b).Err()
 		return *fresh
 	}
-	var h poll.Hints
-	if raw, err := p.flow.rdb.HGet(ctx, statsKey(id), "hints").Bytes(); err == nil {
-		_ = json.Unmarshal(raw, &h)
-	}
+	h, _ := recordstore.InHash[poll.Hints](p.flow.rdb, statsKey(id)).Get(ctx, "hints")
 	return h
 }
 

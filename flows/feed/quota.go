@@ -24,17 +24,13 @@ var Vars = []flow.Var{
 // quotas builds the caps of Config.MaxFeedsPerCaller and
 // MaxSubscriptionsPerCaller.
 func (f *Flow) quotas() error {
-	var feeds, subs *quota.Quota
-	var err error
-	if n := f.cfg.MaxFeedsPerCaller; n > 0 {
-		if feeds, err = quota.New(f.rdb, "feeds", n); err != nil {
-			return err
-		}
+	feeds, err := quota.Optional(f.rdb, "feeds", f.cfg.MaxFeedsPerCaller)
+	if err != nil {
+		return err
 	}
-	if n := f.cfg.MaxSubscriptionsPerCaller; n > 0 {
-		if subs, err = quota.New(f.rdb, "feed-subscriptions", n); err != nil {
-			return err
-		}
+	subs, err := quota.Optional(f.rdb, "feed-subscriptions", f.cfg.MaxSubscriptionsPerCaller)
+	if err != nil {
+		return err
 	}
 	f.feedCap = feeds.WithExists(func(ctx context.Context, id string) (bool, error) {
 		_, err := f.store.Feed(ctx, id)

@@ -6,9 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"slices"
 	"strconv"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -45,11 +43,7 @@ type Store struct {
 
 // NewStore returns a store over rdb for the flow's topics.
 func NewStore(rdb redis.UniversalClient, topics Topics) *Store {
-	feeds, err := recordstore.New(rdb, recordstore.Config[Feed]{Layout: recordstore.Layout{Hash: defsKey("feeds")}})
-	if err != nil {
-		panic(err) // the layout above is valid
-	}
-	return &Store{rdb: rdb, topics: topics, now: time.Now, feeds: feeds}
+	return &Store{rdb: rdb, topics: topics, now: time.Now, feeds: recordstore.InHash[Feed](rdb, defsKey("feeds"))}
 }
 
 // PutFeed adds f and returns it with created true; an existing feed at the
@@ -85,13 +79,7 @@ func (s *Store) Feed(ctx context.Context, id string) (Feed, error) {
 		return Feed{}, ErrNotFound
 	}
 	f, err := s.feeds.Get(ctx, id)
-	if errors.Is(err, recordstore.ErrNotFound) {
-		return Feed{}, ErrNotFound
-	}
-	if err != nil {
-		return Feed{}, fmt.Errorf("feed: get %s: %w", id, err)
-	}
-	return f, nil
+	return f, found(err, id)
 }
 
 // Feeds returns every readable feed, by id.
@@ -145,13 +133,12 @@ func (s *Store) DeleteFeed(ctx context.Context, id string) error {
 			break
 		}
 		keys := make([]string, len(iids))
-		members := make([]any, len(iids))
 		for i, iid := range iids {
-			keys[i], members[i] = prefix+"item:"+iid, iid
+			keys[i] = prefix + "item:" + iid
 		}
 		pipe := s.rdb.Pipeline()
 		pipe.Del(ctx, keys...)
-		pipe.ZRem(ctx, prefix+"items", members...)
+		pipe.ZRem(ctx, prefix+"items", iids) // go-redis spreads a []string
 		if _, err := pipe.Exec(ctx); err != nil {
 			return fmt.Errorf("feed: delete items of %s: %w", id, err)
 		}
@@ -209,40 +196,28 @@ func (s *Store) Subscribable(ctx context.Context, feedID, key string) (Subscriba
 	if !validID(feedID) || !validKey(key) {
 		return Subscribable{}, ErrNotFound
 	}
-	return getJSON[Subscribable](s.rdb.HGet(ctx, defsKey("subscribables:"+feedID), key), "subscribable")
+	sb, err := recordstore.InHash[Subscribable](s.rdb, defsKey("subscribables:"+feedID)).Get(ctx, key)
+	return sb, found(err, "subscribable "+key)
 }
 
-// getJSON decodes the JSON value cmd read, or returns ErrNotFound.
-func getJSON[T any](cmd *redis.StringCmd, what string) (T, error) {
-	var v, zero T
-	raw, err := cmd.Bytes()
-	if errors.Is(err, redis.Nil) {
-		return zero, ErrNotFound
+// found maps the error of a store's Get: ErrNotFound, or err wrapped.
+func found(err error, what string) error {
+	switch {
+	case errors.Is(err, recordstore.ErrNotFound):
+		return ErrNotFound
+	case err != nil:
+		return fmt.Errorf("feed: get %s: %w", what, err)
 	}
-	if err != nil {
-		return zero, fmt.Errorf("feed: get %s: %w", what, err)
-	}
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return zero, fmt.Errorf("feed: decode %s: %w", what, err)
-	}
-	return v, nil
+	return nil
 }
 
 // Subscribables returns every tenant's subscribables of a feed, by key.
 func (s *Store) Subscribables(ctx context.Context, feedID string) ([]Subscribable, error) {
-	all, err := s.rdb.HGetAll(ctx, defsKey("subscribables:"+feedID)).Result()
-	if err != nil {
+	all, err := recordstore.InHash[Subscribable](s.rdb, defsKey("subscribables:"+feedID)).All(ctx)
+	if all == nil {
 		return nil, fmt.Errorf("feed: list subscribables: %w", err)
 	}
-	out := make([]Subscribable, 0, len(all))
-	for _, raw := range all {
-		var sb Subscribable
-		if json.Unmarshal([]byte(raw), &sb) == nil {
-			out = append(out, sb)
-		}
-	}
-	slices.SortFunc(out, func(a, b Subscribable) int { return strings.Compare(a.Key(), b.Key()) })
-	return out, nil
+	return all, nil // by key; unreadable ones left out
 }
 
 // DeleteSubscribable removes a subscribable and its subscriptions,
@@ -269,32 +244,16 @@ func (s *Store) DeleteSubscribable(ctx context.Context, feedID, key string) erro
 	return s.rdb.HDel(ctx, defsKey("subscribables:"+feedID), key).Err()
 }
 
-// moveFeedScript replaces the feed record KEYS[1][ARGV[1]] by ARGV[3]
-// when it is still ARGV[2]; returns 1 when replaced.
-var moveFeedScript = redis.NewScript(`
-if redis.call('HGET', KEYS[1], ARGV[1]) ~= ARGV[2] then return 0 end
-redis.call('HSET', KEYS[1], ARGV[1], ARGV[3])
-return 1`)
-
 // moveFeed sets feed id's URL from old to moved unless it changed meanwhile.
 func (s *Store) moveFeed(ctx context.Context, id, old, moved string) (Feed, error) {
-	raw, err := s.rdb.HGet(ctx, defsKey("feeds"), id).Result()
+	fd, err := s.feeds.Update(ctx, id, func(fd *Feed) error {
+		if fd.URL != old {
+			return nil
+		}
+		fd.URL = moved
+		return fd.Validate()
+	})
 	if err != nil {
-		return Feed{}, fmt.Errorf("feed: move %s: %w", id, err)
-	}
-	var fd Feed
-	if err := json.Unmarshal([]byte(raw), &fd); err != nil {
-		return Feed{}, fmt.Errorf("feed: move %s: %w", id, err)
-	}
-	if fd.URL != old {
-		return fd, nil
-	}
-	fd.URL = moved
-	if err := fd.Validate(); err != nil {
-		return Feed{}, err
-	}
-	body, _ := json.Marshal(fd)
-	if err := moveFeedScript.Run(ctx, s.rdb, []string{defsKey("feeds")}, id, raw, body).Err(); err != nil {
 		return Feed{}, fmt.Errorf("feed: move %s: %w", id, err)
 	}
 	return fd, nil

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 )
@@ -106,39 +107,26 @@ func (s *Store) Subscription(ctx context.Context, id string) (Subscription, erro
 	if !validID(id) {
 		return Subscription{}, ErrNotFound
 	}
-	return getJSON[Subscription](s.rdb.Get(ctx, defsKey("subscription:"+id)), "subscription")
+	sub, err := s.subscriptions("").Get(ctx, id)
+	return sub, found(err, "subscription "+id)
 }
 
 // Subscriptions returns the stored subscriptions of the subscribable
 // under key (Flow.Subscriptions adds the notifier's status).
 func (s *Store) Subscriptions(ctx context.Context, feedID, key string) ([]Subscription, error) {
-	ids, err := s.rdb.ZRange(ctx, defsKey("subscriptions:"+subKey(feedID, key)), 0, MaxSubscriptions-1).Result()
-	if err != nil {
+	out, err := s.subscriptions(subKey(feedID, key)).All(ctx)
+	if out == nil {
 		return nil, fmt.Errorf("feed: list subscriptions: %w", err)
 	}
-	var out []Subscription
-	for start := 0; start < len(ids); start += 500 {
-		chunk := ids[start:min(start+500, len(ids))]
-		keys := make([]string, len(chunk))
-		for i, id := range chunk {
-			keys[i] = defsKey("subscription:" + id)
-		}
-		vals, err := s.rdb.MGet(ctx, keys...).Result()
-		if err != nil {
-			return nil, fmt.Errorf("feed: load subscriptions: %w", err)
-		}
-		for _, v := range vals {
-			raw, ok := v.(string)
-			if !ok {
-				continue
-			}
-			var sub Subscription
-			if json.Unmarshal([]byte(raw), &sub) == nil {
-				out = append(out, sub)
-			}
-		}
-	}
 	return out, nil
+}
+
+// subscriptions is the store of the subscriptions of the subscribable sk
+// ("" for Get alone); createSubscription writes them, it only reads.
+func (s *Store) subscriptions(sk string) *recordstore.Store[Subscription] {
+	st, _ := recordstore.New(s.rdb, recordstore.Config[Subscription]{Layout: recordstore.Layout{Prefix: defsKey("subscription:"),
+		Index: defsKey("subscriptions:" + sk)}})
+	return st
 }
 
 // DeleteSubscription removes a subscription and its uniqueness entry; the

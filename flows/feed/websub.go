@@ -20,12 +20,12 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -84,9 +84,9 @@ func (c WebSubConfig) WithDefaults() WebSubConfig {
 func (c WebSubConfig) Validate() error {
 	var errs []error
 	errs = bounds.CheckText(errs, "feed websub: lease", c.Lease, time.Minute, 365*24*time.Hour, "1m..8760h")
-	if c.RenewBefore < time.Second || c.Fallback < time.Minute || c.Fallback > 30*24*time.Hour || c.Retry < time.Second {
-		errs = append(errs, fmt.Errorf("feed websub: renew before %s (min 1s), fallback %s (1m..720h), retry %s (min 1s)", c.RenewBefore, c.Fallback, c.Retry))
-	}
+	errs = bounds.AtLeast(errs, "feed websub: renew before", c.RenewBefore, time.Second)
+	errs = bounds.CheckText(errs, "feed websub: fallback", c.Fallback, time.Minute, 30*24*time.Hour, "1m..720h")
+	errs = bounds.AtLeast(errs, "feed websub: retry", c.Retry, time.Second)
 	errs = bounds.CheckText(errs, "feed websub: max body", c.MaxBodyBytes, 1<<10, 16<<20, "1KiB..16MiB")
 	errs = bounds.CheckText(errs, "feed websub: timeout", c.Timeout, 10*time.Millisecond, time.Minute, "10ms..1m")
 	return errors.Join(errs...)
@@ -154,16 +154,12 @@ func (w webSub) pushed(now time.Time) bool {
 }
 
 func (f *Flow) webSub(ctx context.Context, id string) (webSub, bool, error) {
-	raw, err := f.rdb.HGet(ctx, defsKey("websub"), id).Bytes()
-	if err != nil {
-		if errors.Is(err, redis.Nil) {
-			return webSub{}, false, nil
-		}
-		return webSub{}, false, fmt.Errorf("feed: websub of %s: %w", id, err)
-	}
-	var w webSub
-	if err := json.Unmarshal(raw, &w); err != nil {
+	w, err := recordstore.InHash[webSub](f.rdb, defsKey("websub")).Get(ctx, id)
+	switch {
+	case errors.Is(err, recordstore.ErrNotFound) || errors.Is(err, recordstore.ErrCorrupt):
 		return webSub{}, false, nil
+	case err != nil:
+		return webSub{}, false, fmt.Errorf("feed: websub of %s: %w", id, err)
 	}
 	return w, true, nil
 }

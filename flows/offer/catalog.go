@@ -12,7 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/script"
 )
 
 // catalogTag is the hash tag of every catalog key, so one script updates
@@ -51,7 +53,7 @@ func versionKey(h string) string { return catalogKey("version", h) }
 // putScript moves or writes an offer if the index still holds the handler
 // the caller read (ARGV[3]): 1 created, 0 replaced, -1 index changed.
 // Change entries carry the handler's version v and the catalog epoch e.
-var putScript = redis.NewScript(`
+var putScript = script.New(`
 local cur = redis.call('HGET', KEYS[1], ARGV[1]) or ''
 if cur ~= ARGV[3] then return -1 end
 local e = redis.call('INCR', KEYS[5])
@@ -69,7 +71,7 @@ return 0`)
 
 // deleteScript removes an offer held by handler ARGV[2]: 1 removed, 0 not
 // there, -1 when the index changed.
-var deleteScript = redis.NewScript(`
+var deleteScript = script.New(`
 local cur = redis.call('HGET', KEYS[1], ARGV[1])
 if not cur then return 0 end
 if cur ~= ARGV[2] then return -1 end
@@ -109,9 +111,6 @@ func (c *Catalog) Put(ctx context.Context, offers ...Offer) (created []bool, err
 		ids[i] = o.ID
 	}
 	created = make([]bool, len(offers))
-	if err := putScript.Load(ctx, c.rdb).Err(); err != nil {
-		return nil, fmt.Errorf("offer: load script: %w", err)
-	}
 	const chunk = 500
 	for start := 0; start < len(offers); start += chunk {
 		end := min(start+chunk, len(offers))
@@ -119,16 +118,15 @@ func (c *Catalog) Put(ctx context.Context, offers ...Offer) (created []bool, err
 		if err != nil {
 			return nil, fmt.Errorf("offer index: %w", err)
 		}
-		pipe := c.rdb.Pipeline()
-		cmds := make([]*redis.Cmd, end-start)
+		calls := make([]script.Call, end-start)
 		for i := start; i < end; i++ {
 			old, _ := cur[i-start].(string)
 			h := offers[i].Handler
 			oldH := cmp.Or(old, h)
-			cmds[i-start] = putScript.EvalSha(ctx, pipe, []string{indexKey, offersKey(h), changesKey(h), versionKey(h), epochKey,
-				offersKey(oldH), changesKey(oldH), versionKey(oldH)}, ids[i], h, old, bodies[i], c.cfg.ChangeLogLength)
+			calls[i-start] = script.Call{Keys: []string{indexKey, offersKey(h), changesKey(h), versionKey(h), epochKey,
+				offersKey(oldH), changesKey(oldH), versionKey(oldH)}, Args: []any{ids[i], h, old, bodies[i], c.cfg.ChangeLogLength}}
 		}
-		_, _ = pipe.Exec(ctx)
+		cmds, _ := putScript.RunAll(ctx, c.rdb, calls) // errors are read per command
 		for i, cmd := range cmds {
 			n, err := cmd.Int64()
 			switch {
@@ -149,16 +147,12 @@ func (c *Catalog) Get(ctx context.Context, id string) (Offer, error) {
 	if err != nil {
 		return Offer{}, err
 	}
-	body, err := c.rdb.HGet(ctx, offersKey(h), id).Result()
-	if errors.Is(err, redis.Nil) {
+	o, err := recordstore.InHash[Offer](c.rdb, offersKey(h)).Get(ctx, id)
+	if errors.Is(err, recordstore.ErrNotFound) {
 		return Offer{}, ErrNotFound
 	}
 	if err != nil {
 		return Offer{}, fmt.Errorf("get offer %s: %w", id, err)
-	}
-	var o Offer
-	if err := json.Unmarshal([]byte(body), &o); err != nil {
-		return Offer{}, fmt.Errorf("decode offer %s: %w", id, err)
 	}
 	return o, nil
 }

@@ -119,12 +119,7 @@ func (c Config) Validate() error {
 	errs = bounds.CheckText(errs, "fresh bound", c.FreshBound, 10*time.Millisecond, time.Hour, "10ms..1h")
 	errs = bounds.CheckText(errs, "fresh block", c.FreshBlock, time.Millisecond, c.FreshBound, "1ms..fresh bound "+c.FreshBound.String())
 	errs = bounds.Check(errs, "max standing searches per caller", c.MaxStandingPerCaller, 1, MaxStandingSearches)
-	if c.ChangeLogLength < 100 {
-		errs = append(errs, fmt.Errorf("change log length %d below 100", c.ChangeLogLength))
-	}
-	if c.Now == nil {
-		errs = append(errs, errors.New("clock is nil"))
-	}
+	errs = bounds.AtLeast(errs, "change log length", c.ChangeLogLength, 100)
 	return errors.Join(errs...)
 }
 
@@ -146,23 +141,6 @@ func (c Config) EvalTopic(handler string) stream.Topic {
 // HistoryTopic carries one entry per search, for ClickHouse.
 func (c Config) HistoryTopic() stream.Topic {
 	return stream.NewTopic(Name, "history", c.Partitions)
-}
-
-// Topics are the flow's topics.
-type Topics struct {
-	// Eval are the handlers' fan-out topics, by handler tag (EvalTopic).
-	Eval map[string]stream.Topic
-	// History carries one entry per search (HistoryTopic).
-	History stream.Topic
-}
-
-// Topics returns the topics of the configured handlers.
-func (c Config) Topics() Topics {
-	t := Topics{Eval: make(map[string]stream.Topic, len(c.Handlers)), History: c.HistoryTopic()}
-	for _, h := range c.Handlers {
-		t.Eval[h.Tag] = c.EvalTopic(h.Tag)
-	}
-	return t
 }
 
 // resultTag returns the hash tag of a result's keys: that of its partition.

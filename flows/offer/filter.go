@@ -18,7 +18,6 @@ const (
 	MaxElements     = 32 // per group
 	MaxListLength   = 64 // ids in one list
 	MaxCombinations = 1024
-	MaxFilterBytes  = 64 << 10
 )
 
 // ErrInvalidFilter is wrapped by every validation error of a filter.

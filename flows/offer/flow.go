@@ -19,6 +19,7 @@ import (
 	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer/flowhistory"
 )
 
 // Flow is the sell-offer manager; safe for concurrent use, Close when done.
@@ -112,22 +113,18 @@ func (s *Flow) Close() error {
 	return nil
 }
 
-// Topics returns the flow's topics.
-func (s *Flow) Topics() Topics { return s.cfg.Topics() }
-
 // Describe declares the flow's stages, history, topics and demo offers.
 func (s *Flow) Describe() flow.Description {
-	t := s.Topics()
 	d := flow.Description{
 		Stages:   s.Stages(),
 		Services: []flow.Service{{Name: ServiceFresh, Run: s.RunFresh}},
-		Edges: []flow.Edge{{From: flow.FromAPI, Topic: t.History},
+		Edges: []flow.Edge{{From: flow.FromAPI, Topic: s.cfg.HistoryTopic()},
 			{From: ServiceFresh, Topic: notifier.RequestTopic(s.cfg.Partitions)}},
-		History: []flow.History{s.History()},
+		History: []flow.History{flowhistory.Of(s.HistoryConfig(), s.tel)},
 		Demo:    s.seedDemo,
 	}
 	for _, h := range s.cfg.Handlers {
-		d.Edges = append(d.Edges, flow.Edge{From: flow.FromAPI, Topic: t.Eval[h.Tag]})
+		d.Edges = append(d.Edges, flow.Edge{From: flow.FromAPI, Topic: s.cfg.EvalTopic(h.Tag)})
 	}
 	return d
 }

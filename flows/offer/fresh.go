@@ -319,10 +319,7 @@ func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all 
 		}
 		flush()
 	}
-	cmds, err := invalidateScript.RunAll(ctx, s.rdb, calls)
-	if err != nil {
-		return fmt.Errorf("invalidate: %w", err)
-	}
+	cmds, _ := invalidateScript.RunAll(ctx, s.rdb, calls) // a failed load is each retried command's error
 	for _, c := range cmds {
 		n, err := c.Int64()
 		if err != nil {

@@ -75,10 +75,7 @@ func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change
 			calls = append(calls, call)
 		}
 	}
-	cmds, err := priceInvalidateScript.RunAll(ctx, s.rdb, calls)
-	if err != nil {
-		return fmt.Errorf("invalidate order prices: %w", err)
-	}
+	cmds, _ := priceInvalidateScript.RunAll(ctx, s.rdb, calls) // a failed load is each retried command's error
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
 			return fmt.Errorf("invalidate order prices: %w", err)

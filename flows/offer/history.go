@@ -8,9 +8,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
-	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/stream"
-	"github.com/dropstream/dropstream/writer/flowhistory"
 	"github.com/dropstream/dropstream/writer/sink"
 )
 
@@ -124,9 +122,6 @@ func (s *Flow) HistoryConfig() sink.HistoryConfig[clickhouse.OfferRequestRow] {
 		Tables: []string{clickhouse.TableOfferRequests}, Rows: historyRows,
 		Insert: clickhouse.InsertOfferRequests, Runner: s.cfg.Runner}
 }
-
-// History is the flow's ClickHouse append declared in its Description.
-func (s *Flow) History() flow.History { return flowhistory.Of(s.HistoryConfig(), s.tel) }
 
 // historyRows decodes a history event into its row.
 func historyRows(m *stream.Message) ([]clickhouse.OfferRequestRow, error) {

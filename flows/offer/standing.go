@@ -354,10 +354,7 @@ func (s *Flow) percolate(ctx context.Context, k *keeper, changes []change, all b
 		}
 		calls = append(calls, script.Call{Keys: keys, Args: args})
 	}
-	cmds, err := percolateScript.RunAll(ctx, s.rdb, calls)
-	if err != nil {
-		return fmt.Errorf("percolate: %w", err)
-	}
+	cmds, _ := percolateScript.RunAll(ctx, s.rdb, calls) // a failed load is each retried command's error
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
 			return fmt.Errorf("percolate: %w", err)
@@ -424,9 +421,5 @@ func (s *Flow) flushOutbox(ctx context.Context) error {
 		}
 		s.met.percolated.Add(ctx, int64(len(reqs)))
 	}
-	args := make([]any, len(members))
-	for i, m := range members {
-		args[i] = m
-	}
-	return s.rdb.ZRem(ctx, standingOutbox, args...).Err()
+	return s.rdb.ZRem(ctx, standingOutbox, members).Err() // go-redis spreads a []string
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/redis/go-redis/v9"
@@ -49,13 +50,8 @@ func (c *Catalog) Translate(ctx context.Context, fromType, fromID, toType string
 		return nil, false, fmt.Errorf("catalog epoch: %w", err)
 	}
 	if m := rec.Val(); len(m) > 0 && m[epochField] == cur {
-		for id := range m {
-			if id != epochField {
-				ids = append(ids, id)
-			}
-		}
-		slices.Sort(ids)
-		return ids, true, nil
+		delete(m, epochField)
+		return slices.Sorted(maps.Keys(m)), true, nil
 	}
 	if ids, err = c.scan(ctx, fromType, fromID); err != nil {
 		return nil, false, err

@@ -39,6 +39,14 @@ func New(rdb redis.UniversalClient, kind string, max int) (*Quota, error) {
 	return &Quota{rdb: rdb, kind: kind, max: max, tag: rediskey.Tag("quota." + kind)}, nil
 }
 
+// Optional is New, or nil (no cap) when max is below 1.
+func Optional(rdb redis.UniversalClient, kind string, max int) (*Quota, error) {
+	if max < 1 {
+		return nil, nil
+	}
+	return New(rdb, kind, max)
+}
+
 // Max returns the cap per owner.
 func (q *Quota) Max() int { return q.max }
 

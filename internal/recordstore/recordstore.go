@@ -79,15 +79,24 @@ func New[T any](rdb redis.UniversalClient, cfg Config[T]) (*Store[T], error) {
 		return nil, fmt.Errorf("recordstore: max %d, max size %d: want 0 or more", cfg.Max, cfg.MaxSize)
 	}
 	if cfg.Decode == nil {
-		cfg.Decode = func(id string, raw []byte) (T, error) {
-			var rec T
-			if err := json.Unmarshal(raw, &rec); err != nil {
-				return rec, fmt.Errorf("%w: %q: %w", ErrCorrupt, clip.Marked(id, maxIDBytes), err)
-			}
-			return rec, nil
-		}
+		cfg.Decode = decode[T]
 	}
 	return &Store[T]{rdb: rdb, cfg: cfg}, nil
+}
+
+// InHash returns a store of the records in the hash key (id → JSON), with
+// no bounds, no tenants and the default Decode.
+func InHash[T any](rdb redis.UniversalClient, key string) *Store[T] {
+	return &Store[T]{rdb: rdb, cfg: Config[T]{Layout: Layout{Hash: key}, Decode: decode[T]}}
+}
+
+// decode is the default Config.Decode.
+func decode[T any](id string, raw []byte) (T, error) {
+	var rec T
+	if err := json.Unmarshal(raw, &rec); err != nil {
+		return rec, fmt.Errorf("%w: %q: %w", ErrCorrupt, clip.Marked(id, maxIDBytes), err)
+	}
+	return rec, nil
 }
 
 // Key returns id's Redis key (the hash in the Hash layout), for scripts.
@@ -212,6 +221,12 @@ const maxTries = 16
 // a few times (then ErrConflict); fn may rerun and its error aborts. It
 // returns the record written, or ErrNotFound.
 func (s *Store[T]) Update(ctx context.Context, id string, fn func(*T) error) (T, error) {
+	return s.update(ctx, id, fn, nil)
+}
+
+// update is Update whose transaction also queues also(pipe, old, new)
+// when also is not nil.
+func (s *Store[T]) update(ctx context.Context, id string, fn func(*T) error, also func(pipe redis.Pipeliner, old, rec T)) (T, error) {
 	var out T
 	for range maxTries {
 		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
@@ -223,6 +238,7 @@ func (s *Store[T]) Update(ctx context.Context, id string, fn func(*T) error) (T,
 			if err != nil {
 				return err
 			}
+			old, _ := s.cfg.Decode(id, raw) // a copy fn cannot change
 			if err := fn(&rec); err != nil {
 				return err
 			}
@@ -235,6 +251,9 @@ func (s *Store[T]) Update(ctx context.Context, id string, fn func(*T) error) (T,
 					pipe.HSet(ctx, s.cfg.Layout.Hash, id, b)
 				} else {
 					pipe.Set(ctx, s.Key(id), b, 0)
+				}
+				if also != nil {
+					also(pipe, old, rec)
 				}
 				return nil
 			})
@@ -294,23 +313,8 @@ func (s *Store[T]) list(ctx context.Context, index string, keep func(T) bool, cu
 			}
 		}
 		n := min(limit-len(page.Items), len(ids), loadChunk)
-		raws, err := s.load(ctx, ids[:n])
-		if err != nil {
+		if page.Items, errs, err = s.decodeAll(ctx, ids[:n], keep, page.Items, errs); err != nil {
 			return Page[T]{}, nil, err
-		}
-		for i, raw := range raws {
-			if raw == nil {
-				continue // deleted meanwhile
-			}
-			rec, err := s.cfg.Decode(ids[i], raw)
-			if err != nil {
-				errs = append(errs, err)
-				continue
-			}
-			if keep != nil && !keep(rec) {
-				continue // deleted and stored again by another tenant meanwhile
-			}
-			page.Items = append(page.Items, rec)
 		}
 		cursor, ids = ids[n-1], ids[n:]
 	}
@@ -355,6 +359,45 @@ func (s *Store[T]) ids(ctx context.Context, index, cursor string) ([]string, fun
 		}
 		return ids, nil
 	}, nil
+}
+
+// GetMany returns the records of ids in their order, leaving out those
+// with none; unreadable records are left out, their errors returned with
+// the rest.
+func (s *Store[T]) GetMany(ctx context.Context, ids []string) ([]T, error) {
+	out := make([]T, 0, len(ids))
+	var bad []error
+	for start := 0; start < len(ids); start += loadChunk {
+		var err error
+		if out, bad, err = s.decodeAll(ctx, ids[start:min(start+loadChunk, len(ids))], nil, out, bad); err != nil {
+			return nil, err
+		}
+	}
+	return out, errors.Join(bad...)
+}
+
+// decodeAll appends to out the records of ids that exist and keep accepts
+// (nil: every one), and to bad the errors of unreadable ones.
+func (s *Store[T]) decodeAll(ctx context.Context, ids []string, keep func(T) bool, out []T, bad []error) ([]T, []error, error) {
+	raws, err := s.load(ctx, ids)
+	if err != nil {
+		return nil, nil, err
+	}
+	for i, raw := range raws {
+		if raw == nil {
+			continue // deleted meanwhile
+		}
+		rec, err := s.cfg.Decode(ids[i], raw)
+		if err != nil {
+			bad = append(bad, err)
+			continue
+		}
+		if keep != nil && !keep(rec) {
+			continue // deleted and stored again by another tenant meanwhile
+		}
+		out = append(out, rec)
+	}
+	return out, bad, nil
 }
 
 // load returns the stored JSON of ids, nil for those with none.

@@ -151,7 +151,14 @@ func (s *Store[T]) deleteUntenanted(ctx context.Context, id string) error {
 // UpdateIn is Update of a record v sees; another tenant's record is
 // ErrNotFound. fn must not change the record's tenant.
 func (s *Store[T]) UpdateIn(ctx context.Context, v tenancy.View, id string, fn func(*T) error) (T, error) {
-	return s.Update(ctx, id, func(rec *T) error {
+	return s.UpdateAlso(ctx, v, id, fn, nil)
+}
+
+// UpdateAlso is UpdateIn whose transaction also queues also(pipe, old,
+// new): writes of keys in the record's slot that follow it, such as
+// indexes.
+func (s *Store[T]) UpdateAlso(ctx context.Context, v tenancy.View, id string, fn func(*T) error, also func(pipe redis.Pipeliner, old, rec T)) (T, error) {
+	return s.update(ctx, id, func(rec *T) error {
 		before := s.tenantOf(*rec)
 		if !v.Sees(before) {
 			return fmt.Errorf("%w: %q", ErrNotFound, clip.Marked(id, maxIDBytes))
@@ -163,5 +170,5 @@ func (s *Store[T]) UpdateIn(ctx context.Context, v tenancy.View, id string, fn f
 			return fmt.Errorf("recordstore: update %q changes its tenant", clip.Marked(id, maxIDBytes))
 		}
 		return nil
-	})
+	}, also)
 }

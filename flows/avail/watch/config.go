@@ -70,9 +70,7 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
 	errs := []error{c.Ledger.Validate()}
-	if c.WindowTTL < time.Minute {
-		errs = append(errs, fmt.Errorf("notifier: window ttl %s below 1m", c.WindowTTL))
-	}
+	errs = bounds.AtLeast(errs, "notifier: window ttl", c.WindowTTL, time.Minute)
 	errs = bounds.Check(errs, "notifier: max window flips", c.MaxWindowFlips, 2, 1000)
 	errs = bounds.CheckText(errs, "notifier: max payload bytes", c.MaxPayloadBytes, 1<<10, 8<<20, "1KiB..8MiB")
 	errs = bounds.Check(errs, "notifier: concurrency", c.Concurrency, 1, 256)

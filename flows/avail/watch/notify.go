@@ -1,15 +1,17 @@
 package watch
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"fmt"
+	"maps"
 	"slices"
 
 	"github.com/redis/go-redis/v9"
-	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/history"
@@ -89,10 +91,7 @@ func told(outcome string, err error) bool {
 
 // traceOf is the transition's trace id, else the handler's.
 func traceOf(ctx context.Context, t avail.Transition) string {
-	if sc := trace.SpanContextFromContext(ctx); t.TraceID == "" && sc.IsValid() {
-		return sc.TraceID().String()
-	}
-	return t.TraceID
+	return cmp.Or(t.TraceID, flow.TraceIDFrom(ctx))
 }
 
 // active drops paused watchers, in place.
@@ -286,11 +285,7 @@ func (h *handler) marked(ctx context.Context, key string) (map[string]string, []
 	if err != nil || len(marks) == 0 {
 		return nil, nil, err
 	}
-	ids := make([]string, 0, len(marks))
-	for id := range marks {
-		ids = append(ids, id)
-	}
-	watchers, err := h.store.load(ctx, ids)
+	watchers, err := h.store.load(ctx, slices.Collect(maps.Keys(marks)))
 	if err != nil {
 		return nil, nil, err
 	}

@@ -83,10 +83,8 @@ func NewStore(rdb redis.UniversalClient, cfg StoreConfig) (*Store, error) {
 		return nil, err
 	}
 	s := &Store{rdb: rdb, cfg: cfg, records: records}
-	if cfg.MaxPerOwner > 0 {
-		if s.owners, err = quota.New(rdb, "watchers", cfg.MaxPerOwner); err != nil {
-			return nil, err
-		}
+	if s.owners, err = quota.Optional(rdb, "watchers", cfg.MaxPerOwner); err != nil {
+		return nil, err
 	}
 	return s, nil
 }
@@ -253,36 +251,15 @@ func (s *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error {
 	return nil
 }
 
-// loadChunk is how many watchers one MGET reads.
-const loadChunk = 500
-
 // load reads the watchers of ids in order, with secrets, skipping gone or
 // undecodable ones.
 func (s *Store) load(ctx context.Context, ids []string) ([]Watcher, error) {
-	out := make([]Watcher, 0, len(ids))
-	keys := make([]string, 0, min(len(ids), loadChunk))
-	for start := 0; start < len(ids); start += loadChunk {
-		chunk := ids[start:min(start+loadChunk, len(ids))]
-		keys = keys[:0]
-		for _, id := range chunk {
-			keys = append(keys, watcherKey(id))
-		}
-		vals, err := s.rdb.MGet(ctx, keys...).Result()
-		if err != nil {
-			return nil, fmt.Errorf("notifier: load watchers: %w", err)
-		}
-		for i, v := range vals {
-			raw, ok := v.(string)
-			if !ok {
-				continue
-			}
-			var w Watcher
-			if err := json.Unmarshal([]byte(raw), &w); err != nil || w.ID != chunk[i] {
-				s.cfg.Logger.WarnContext(ctx, "notifier: skipping undecodable watcher", "watcher_id", chunk[i], "error", err)
-				continue
-			}
-			out = append(out, w)
-		}
+	out, err := s.records.GetMany(ctx, ids)
+	if out == nil {
+		return nil, fmt.Errorf("notifier: load watchers: %w", err)
+	}
+	if err != nil {
+		s.cfg.Logger.WarnContext(ctx, "notifier: skipping undecodable watchers", "error", err)
 	}
 	return out, nil
 }

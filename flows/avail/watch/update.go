@@ -10,7 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/avail"
-
+	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
@@ -54,23 +54,6 @@ func (p Patch) apply(w Watcher) (Watcher, error) {
 	return w, nil
 }
 
-// updateScript replaces a watcher still holding what was read and moves
-// its index entries; 0 when it is gone, -1 when it changed.
-// KEYS: watcher, old sets, new sets; ARGV: JSON read, new JSON, id, count.
-var updateScript = redis.NewScript(`
-local cur = redis.call('GET', KEYS[1])
-if not cur then return 0 end
-if cur ~= ARGV[1] then return -1 end
-redis.call('SET', KEYS[1], ARGV[2])
-local n = tonumber(ARGV[4])
-for i = 2, 1 + n do redis.call('SREM', KEYS[i], ARGV[3]) end
-for i = 2 + n, #KEYS do redis.call('SADD', KEYS[i], ARGV[3]) end
-return 1`)
-
-// updateAttempts bounds the retries of Update when the watcher changes
-// between its read and its write.
-const updateAttempts = 5
-
 // Update patches a watcher, validates it as Create does and stores it with
 // its index atomically; the result has no Secret. Errors wrap
 // ErrInvalidWatcher or ErrNotFound.
@@ -83,46 +66,32 @@ func (s *Store) UpdateIn(ctx context.Context, v tenancy.View, id string, p Patch
 	if !validID(id) {
 		return Watcher{}, fmt.Errorf("%w: malformed id", ErrNotFound)
 	}
-	for range updateAttempts {
-		raw, err := s.rdb.Get(ctx, watcherKey(id)).Result()
-		if errors.Is(err, redis.Nil) {
-			return Watcher{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	var invalid error
+	w, err := s.records.UpdateAlso(ctx, v, id, func(w *Watcher) error {
+		next, err := p.apply(*w)
+		if err == nil {
+			err = next.Validate()
 		}
-		if err != nil {
-			return Watcher{}, fmt.Errorf("notifier: update watcher %s: %w", id, err)
+		*w, invalid = next, err
+		return err
+	}, func(pipe redis.Pipeliner, old, w Watcher) {
+		for _, k := range indexKeys(old) {
+			pipe.SRem(ctx, k, id)
 		}
-		old, err := decodeWatcher(id, []byte(raw))
-		if err != nil {
-			return Watcher{}, err
+		for _, k := range indexKeys(w) {
+			pipe.SAdd(ctx, k, id)
 		}
-		if !v.Sees(old.Owner) {
-			return Watcher{}, fmt.Errorf("%w: %s", ErrNotFound, id)
-		}
-		w, err := p.apply(old)
-		if err != nil {
-			return Watcher{}, err
-		}
-		if err := w.Validate(); err != nil {
-			return Watcher{}, err
-		}
-		body, err := json.Marshal(w)
-		if err != nil {
-			return Watcher{}, fmt.Errorf("notifier: encode watcher: %w", err)
-		}
-		oldKeys := indexKeys(old)
-		keys := append(append([]string{watcherKey(id)}, oldKeys...), indexKeys(w)...)
-		n, err := updateScript.Run(ctx, s.rdb, keys, raw, body, id, len(oldKeys)).Int()
-		switch {
-		case err != nil:
-			return Watcher{}, fmt.Errorf("notifier: update watcher %s: %w", id, err)
-		case n == 0:
-			return Watcher{}, fmt.Errorf("%w: %s", ErrNotFound, id)
-		case n == 1:
-			w.Secret = ""
-			return w, nil
-		}
+	})
+	switch {
+	case errors.Is(err, recordstore.ErrNotFound):
+		return Watcher{}, fmt.Errorf("%w: %s", ErrNotFound, id)
+	case err != nil && err == invalid:
+		return Watcher{}, err
+	case err != nil:
+		return Watcher{}, fmt.Errorf("notifier: update watcher %s: %w", id, err)
 	}
-	return Watcher{}, fmt.Errorf("notifier: update watcher %s: changed %d times while updating", id, updateAttempts)
+	w.Secret = ""
+	return w, nil
 }
 
 // ServedBy returns the watchers that may match an entity of src's scopes,
