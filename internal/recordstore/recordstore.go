@@ -15,6 +15,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"math"
 	"slices"
 	"sort"
@@ -451,6 +452,22 @@ func (s *Store[T]) All(ctx context.Context) ([]T, error) {
 		if n > int64(s.cfg.Max) {
 			return nil, fmt.Errorf("%w: %d records exceed %d", ErrFull, n, s.cfg.Max)
 		}
+	}
+	if s.cfg.Layout.Hash != "" { // one round trip: a feed's subscribables are read on every poll
+		m, err := s.rdb.HGetAll(ctx, s.cfg.Layout.Hash).Result()
+		if err != nil {
+			return nil, fmt.Errorf("recordstore: list: %w", err)
+		}
+		out := make([]T, 0, len(m))
+		var bad []error
+		for _, id := range slices.Sorted(maps.Keys(m)) {
+			if rec, err := s.cfg.Decode(id, []byte(m[id])); err != nil {
+				bad = append(bad, err)
+			} else {
+				out = append(out, rec)
+			}
+		}
+		return out, errors.Join(bad...)
 	}
 	page, bad, err := s.list(ctx, "", nil, "", math.MaxInt)
 	if err != nil {
