@@ -88,10 +88,9 @@ type BenchEnv struct {
 	Embedded bool
 	// RateLimit is the API's configured rate limit.
 	RateLimit api.RateLimitConfig
-	// Stdout takes the figures; Progress and Phases report on stderr.
-	Stdout   io.Writer
-	Progress func(line string)
-	Phases   *progress.Printer
+	// Stdout takes the figures; Phases reports on stderr.
+	Stdout io.Writer
+	Phases *progress.Printer
 	// Self runs the binary with args: a bench's helper process (its load,
 	// benchstat.LoadArgs), whose CPU stays out of the bench process's.
 	Self func(args ...string) *exec.Cmd

@@ -6,15 +6,15 @@ import (
 	"io"
 	"log/slog"
 	"strings"
-	"syscall"
 	"testing"
-	"time"
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
+
+	"github.com/dropstream/dropstream/internal/benchstat"
 )
 
 // BenchmarkRunnerChain measures the runtime's per-message middleware cost,
@@ -79,7 +79,7 @@ func BenchmarkRunnerChain(b *testing.B) {
 			ctx := context.Background()
 			b.ReportAllocs()
 			b.ResetTimer()
-			cpu := processCPU()
+			cpu := benchstat.ProcessCPU()
 			for i := 0; i < b.N; i++ {
 				m := decodeMessage("s", 0, "1700000000000-1", fields)
 				m.reuse = reuse
@@ -88,7 +88,7 @@ func BenchmarkRunnerChain(b *testing.B) {
 				}
 			}
 			// CPU time rather than wall time: steadier on a shared machine.
-			b.ReportMetric(float64((processCPU()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
+			b.ReportMetric(float64((benchstat.ProcessCPU()-cpu).Nanoseconds())/float64(b.N), "cpu-ns/op")
 		})
 	}
 }
@@ -125,14 +125,4 @@ func BenchmarkReadReply(b *testing.B) {
 			b.ReportMetric(float64(b.Elapsed().Nanoseconds())/float64(b.N*len(entries)), "ns/msg")
 		})
 	}
-}
-
-// processCPU is the CPU time this process used. The package cannot import
-// internal/benchstat, which imports stream.
-func processCPU() time.Duration {
-	var ru syscall.Rusage
-	if err := syscall.Getrusage(syscall.RUSAGE_SELF, &ru); err != nil {
-		return 0
-	}
-	return time.Duration(ru.Utime.Nano() + ru.Stime.Nano())
 }

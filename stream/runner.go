@@ -358,3 +358,26 @@ func EnsureGroups(ctx context.Context, rdb redis.UniversalClient, topic Topic, g
 	}
 	return nil
 }
+
+// RunStages runs copies of each stage with tel until stop, which cancels
+// them and waits; a stage that fails is logged on tel.Logger if set.
+func RunStages(ctx context.Context, rdb redis.UniversalClient, tel Telemetry, copies int, stages ...Stage) (stop func(), err error) {
+	ctx, cancel := context.WithCancel(ctx)
+	var wg sync.WaitGroup
+	stop = sync.OnceFunc(func() { cancel(); wg.Wait() })
+	for _, s := range stages {
+		for range copies {
+			r, err := NewRunner(rdb, s, tel)
+			if err != nil {
+				stop()
+				return nil, err
+			}
+			wg.Go(func() {
+				if err := r.Run(ctx); err != nil && tel.Logger != nil {
+					tel.Logger.Error("bench: stage failed", "stage", s.Name, "error", err)
+				}
+			})
+		}
+	}
+	return stop, nil
+}

@@ -72,7 +72,7 @@ func runFlowBench(ctx context.Context, b flow.Bench, args []string, stdout, stde
 	}
 	fmt.Fprint(stdout, fs.benchSettings())
 	env := flow.BenchEnv{RedisURL: cfg.RedisURL, ClickHouseDSN: cfg.ClickHouseDSN, RedisName: benchRedisName(cfg), Embedded: cfg.RedisURL == "",
-		RateLimit: cfg.rateLimits(), Stdout: stdout, Progress: func(line string) { fmt.Fprintln(stderr, "  ", line) }, Phases: progress.New(stderr), Self: selfCommand}
+		RateLimit: cfg.rateLimits(), Stdout: stdout, Phases: progress.New(stderr), Self: selfCommand}
 	env.Settings = flow.Settings{Partitions: cfg.Partitions}
 	if run.Check != nil {
 		if err := run.Check(env); err != nil {
@@ -92,21 +92,16 @@ func runFlowBench(ctx context.Context, b flow.Bench, args []string, stdout, stde
 	return run.Run(ctx, env)
 }
 
-// isCluster says rdb is a Redis Cluster client.
-func isCluster(rdb redis.UniversalClient) bool {
-	_, ok := rdb.(*redis.ClusterClient)
-	return ok
-}
-
 // benchGauge prints the gauge of the bench's Redis: the rate at which
 // plain go-redis consumes messages from it (streambench.Plain), so figures
 // of different machines compare. The embedded Redis gets a note instead.
 func benchGauge(ctx context.Context, env flow.BenchEnv, messages int) error {
+	_, cluster := env.Redis.(*redis.ClusterClient)
 	switch {
 	case env.Embedded:
 		fmt.Fprintln(env.Stdout, "gauge: none, the embedded miniredis is not a Redis to gauge")
 		return nil
-	case isCluster(env.Redis):
+	case cluster:
 		fmt.Fprintln(env.Stdout, "gauge: none, the plain go-redis gauge reads every partition in one call, which a Redis Cluster refuses")
 		return nil
 	case messages == 0:

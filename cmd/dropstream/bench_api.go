@@ -22,20 +22,11 @@ import (
 // apiBenchConfig is what `bench api` measures.
 type apiBenchConfig struct {
 	// Connections are the load process's keep-alive connections. Default 64.
-	Connections int
+	Connections int `flag:"connections" default:"64" range:"1..4096" help:"keep-alive connections of the load process"`
 	// Phase is the length of each route's two phases. Default 10s.
-	Phase time.Duration
+	Phase time.Duration `flag:"phase" default:"10s" range:"100ms..1h" help:"length of each route's saturation and fixed-rate phases"`
 	// Rate is the fixed rate of the latency phase, requests/s. Default 2,000.
-	Rate int
-}
-
-// Validate reports a setting out of range.
-func (c apiBenchConfig) Validate() error {
-	if c.Connections < 1 || c.Connections > 4096 || c.Phase < 100*time.Millisecond || c.Phase > time.Hour || c.Rate < 1 || c.Rate > 1_000_000 {
-		return fmt.Errorf("bench api: connections %d (1..4096), phase %s (100ms..1h) or rate %d (1..1000000) out of range",
-			c.Connections, c.Phase, c.Rate)
-	}
-	return nil
+	Rate int `flag:"rate" default:"2000" range:"1..1000000" help:"requests/s of the fixed-rate phase"`
 }
 
 // apiRouteResult is one route's figures.
@@ -54,15 +45,13 @@ func runBenchAPI(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flagSet("bench api", "Serves the API as `demo` does (every stage and the demo data) and loads its most called read routes\n"+
 		"and one write route from a separate process: requests/s at saturation, p50/p99 at a fixed rate, CPU per request.", stderr, &cfg, "json")
 	var bc apiBenchConfig
-	fs.IntVar(&bc.Connections, "connections", 64, "keep-alive connections of the load process")
-	fs.DurationVar(&bc.Phase, "phase", 10*time.Second, "length of each route's saturation and fixed-rate phases")
-	fs.IntVar(&bc.Rate, "rate", 2000, "requests/s of the fixed-rate phase")
+	benchstat.BindFlags(fs.FlagSet, &bc)
 	gauge := fs.Int("gauge-messages", 100_000, "messages of the plain go-redis gauge run before the bench (0: no gauge)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server process to this file")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if err := bc.Validate(); err != nil {
+	if err := benchstat.Check("bench api", &bc); err != nil {
 		return err
 	}
 	fmt.Fprint(stdout, fs.benchSettings())

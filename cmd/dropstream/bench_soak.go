@@ -19,6 +19,8 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/benchstat"
 )
 
 // The soak bench runs `demo` and `run`, idle and lightly loaded, side by
@@ -27,21 +29,21 @@ import (
 // soakConfig is the bench's flags.
 type soakConfig struct {
 	// Duration is the whole run. Default 60m.
-	Duration time.Duration
+	Duration time.Duration `flag:"duration" default:"1h" help:"how long the four processes run"`
 	// Every is the sampling period. Default 5m.
-	Every time.Duration
+	Every time.Duration `flag:"every" default:"5m" help:"sampling period"`
 	// Settle is when the verdict's reference figures are taken. Default
 	// half the duration, when the demo's 30-minute records start to expire.
-	Settle time.Duration
+	Settle time.Duration `flag:"settle" help:"the sample the verdict compares the end against (0: half the duration)"`
 	// Load is the loaded processes' requests per second each. Default 4.
-	Load float64
+	Load float64 `flag:"load" default:"4" help:"requests per second to each loaded process"`
 	// Binary is the dropstream binary run; default this one.
-	Binary string
+	Binary string `flag:"binary" help:"dropstream binary to run (default: this one)"`
 	// RedisServer is the redis-server of each `run`. Default the one on PATH.
 	RedisServer string
 	// Dir keeps logs, heap profiles and key families. Default a new
 	// temporary directory.
-	Dir string
+	Dir string `flag:"dir" help:"directory for the processes' logs and heap profiles (default: a new temporary one)"`
 }
 
 // Validate checks the ranges; Settle must leave at least one sample after it.
@@ -69,13 +71,8 @@ func runBenchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var c soakConfig
 	fs := flag.NewFlagSet("bench soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	fs.DurationVar(&c.Duration, "duration", time.Hour, "how long the four processes run")
-	fs.DurationVar(&c.Every, "every", 5*time.Minute, "sampling period")
-	fs.DurationVar(&c.Settle, "settle", 0, "the sample the verdict compares the end against (0: half the duration)")
-	fs.Float64Var(&c.Load, "load", 4, "requests per second to each loaded process")
-	fs.StringVar(&c.Binary, "binary", "", "dropstream binary to run (default: this one)")
+	benchstat.BindFlags(fs, &c)
 	fs.StringVar(&c.RedisServer, "redis-server", "redis-server", "redis-server to start for each `run`")
-	fs.StringVar(&c.Dir, "dir", "", "directory for the processes' logs and heap profiles (default: a new temporary one)")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: dropstream bench soak [flags]\n\nRuns `demo` and `run` (each on a private redis-server), idle and under a light HTTP load,\n"+
 			"side by side; samples RSS (the peak of each period), live heap, goroutines and Redis keys; the verdict: no figure grows\nmore than 10% from the settle sample to the end.")

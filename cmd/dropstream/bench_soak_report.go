@@ -151,8 +151,8 @@ func (s soakSample) line(name string, l *soakLoad) string {
 type soakRow struct {
 	Name string
 	// Base is the last sample at or before the settle time; End the last
-	// sample; Peak the largest of each figure after Base.
-	Base, End, Peak soakSample
+	// sample.
+	Base, End soakSample
 	// Growth of each figure from Base to End (0.05 is 5%).
 	RSS, Heap, Goroutines, Keys float64
 	// KeysBounded says the keys count in the verdict: the demo's embedded
@@ -183,13 +183,6 @@ func soakRowOf(name string, keysBounded bool, samples []soakSample, settle time.
 	for _, s := range samples {
 		if s.At <= settle {
 			r.Base = s
-		}
-	}
-	for _, s := range samples {
-		if s.At > r.Base.At {
-			r.Peak.At = max(r.Peak.At, s.At)
-			r.Peak.RSS, r.Peak.Heap = max(r.Peak.RSS, s.RSS), max(r.Peak.Heap, s.Heap)
-			r.Peak.Goroutines, r.Peak.Keys = max(r.Peak.Goroutines, s.Goroutines), max(r.Peak.Keys, s.Keys)
 		}
 	}
 	r.RSS, r.Heap = growth(r.Base.RSS, r.End.RSS), growth(r.Base.Heap, r.End.Heap)

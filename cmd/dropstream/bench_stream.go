@@ -28,9 +28,8 @@ var benchStreamModes = []string{"plain", "none", "carried", "sampled", "traced"}
 
 // streamRound is what one round of `bench stream` measured, by mode.
 type streamRound struct {
-	rate     map[string]float64
-	cpu      map[string]time.Duration
-	redisCPU map[string]time.Duration
+	rate map[string]float64
+	cpu  map[string]time.Duration
 }
 
 // ratio is mode's throughput over base's (0 when either is missing).
@@ -49,11 +48,8 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	var rounds int
 	fs := flagSet("bench stream", "Measures the stream runtime against the configured Redis, beside plain go-redis on the same Redis in the same run.", stderr, &cfg, "json")
 	fs.IntVar(&bc.Messages, "messages", 500000, "messages of each throughput run")
-	fs.IntVar(&bc.BatchSize, "batch", 500, "XREADGROUP COUNT of plain go-redis, and the most the stage's reads ask for")
 	fs.IntVar(&bc.ReadBytes, "read-bytes", stream.DefaultReadBytes, "the stage's ReadBytes: its reads ask for about this many bytes of entries")
-	fs.IntVar(&bc.PayloadSize, "payload", 200, "payload bytes")
-	fs.IntVar(&bc.Rate, "rate", 10000, "publish rate of the latency run, messages/s")
-	fs.DurationVar(&bc.Duration, "duration", 10*time.Second, "length of the latency run (0: none)")
+	benchstat.BindFlags(fs.FlagSet, &bc)
 	fs.StringVar(&modes, "modes", strings.Join(benchStreamModes, ","), "throughput runs: plain (go-redis alone), none (runtime, no telemetry), carried (no telemetry, messages carrying a trace context), sampled (1% of traces, all metrics), traced (every message traced, all metrics)")
 	fs.IntVar(&rounds, "rounds", 1, "times to run the modes, every other time in reverse order; with more than one, the medians of the rounds' ratios follow")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file")
@@ -108,15 +104,15 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	if err != nil {
 		return err
 	}
-	fmt.Fprintf(stdout, "latency at %d msg/s for %s (1%% sampled, all metrics): p50 %s, p99 %s, max %s, %d duplicates\n",
-		bc.Rate, bc.Duration, lr.P50.Round(time.Microsecond), lr.P99.Round(time.Microsecond), lr.Max.Round(time.Microsecond), lr.Duplicates)
+	fmt.Fprintf(stdout, "latency at %d msg/s for %s (1%% sampled, all metrics): %s, %d duplicates\n",
+		bc.Rate, bc.Duration, lr.Latencies.Round(time.Microsecond), lr.Duplicates)
 	return nil
 }
 
 // benchStreamRound runs each mode once (reversed when reverse is set) and
 // prints a line per mode with its ratios to plain, none and carried.
 func benchStreamRound(ctx context.Context, a *app, bc streambench.Config, runs []string, reverse bool, prefix string, stdout io.Writer) (streamRound, error) {
-	round := streamRound{rate: map[string]float64{}, cpu: map[string]time.Duration{}, redisCPU: map[string]time.Duration{}}
+	round := streamRound{rate: map[string]float64{}, cpu: map[string]time.Duration{}}
 	order := slices.Clone(runs)
 	if reverse {
 		slices.Reverse(order)
@@ -129,22 +125,21 @@ func benchStreamRound(ctx context.Context, a *app, bc streambench.Config, runs [
 		}
 		results[mode], spans[mode] = r, s
 		round.rate[mode] = r.PerSecond
-		round.cpu[mode] = r.CPUPerMessage
-		round.redisCPU[mode] = r.RedisCPUPerMessage
+		round.cpu[mode] = r.CPU.Process
 	}
 	for _, mode := range runs {
 		r := results[mode]
 		line := fmt.Sprintf("%sthroughput %-8s %d messages in %s = %.0f msg/s, %.2f µs CPU/msg", prefix, mode+":", r.Messages,
-			r.Elapsed.Round(time.Millisecond), r.PerSecond, benchstat.Micros(r.CPUPerMessage))
-		if r.RedisCPUPerMessage > 0 {
-			line += fmt.Sprintf(" + %.2f µs Redis", benchstat.Micros(r.RedisCPUPerMessage))
+			r.Elapsed.Round(time.Millisecond), r.PerSecond, benchstat.Micros(r.CPU.Process))
+		if r.CPU.Redis > 0 {
+			line += fmt.Sprintf(" + %.2f µs Redis", benchstat.Micros(r.CPU.Redis))
 		}
 		if mode != "plain" && round.rate["plain"] > 0 {
 			line += fmt.Sprintf(", %.2f× plain", round.ratio(mode, "plain"))
 		}
 		for _, base := range []string{"none", "carried"} {
 			if round.rate[base] > 0 && mode != "plain" && mode != "none" && mode != base {
-				line += fmt.Sprintf(", %.2f× %s (CPU %.2f×)", round.ratio(mode, base), base, float64(r.CPUPerMessage)/float64(round.cpu[base]))
+				line += fmt.Sprintf(", %.2f× %s (CPU %.2f×)", round.ratio(mode, base), base, float64(r.CPU.Process)/float64(round.cpu[base]))
 			}
 		}
 		if s := spans[mode]; s.ended > 0 {

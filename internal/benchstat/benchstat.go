@@ -9,12 +9,15 @@ import (
 	"os"
 	"runtime"
 	"runtime/pprof"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
 	"time"
 
 	"github.com/redis/go-redis/v9"
+
+	"github.com/dropstream/dropstream/internal/progress"
 )
 
 // ProcessCPU is the CPU time (user and system) this process used so far.
@@ -73,13 +76,30 @@ func WriteHeapProfile(path string) error {
 	return f.Close()
 }
 
-// Percentile is the p-quantile (0..1) of sorted durations, rounded to 10
-// µs; 0 for none.
-func Percentile(sorted []time.Duration, p float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
+// Latencies are the median, 99th percentile and largest of durations.
+type Latencies struct {
+	P50 time.Duration `json:"p50"`
+	P99 time.Duration `json:"p99"`
+	Max time.Duration `json:"max"`
+}
+
+// Summarize is the Latencies of ds, which it sorts; zero for none.
+func Summarize(ds []time.Duration) Latencies {
+	if len(ds) == 0 {
+		return Latencies{}
 	}
-	return Quantile(sorted, p).Round(10 * time.Microsecond)
+	slices.Sort(ds)
+	return Latencies{Quantile(ds, 0.50), Quantile(ds, 0.99), ds[len(ds)-1]}
+}
+
+// Round is l with each figure rounded to a multiple of m.
+func (l Latencies) Round(m time.Duration) Latencies {
+	return Latencies{l.P50.Round(m), l.P99.Round(m), l.Max.Round(m)}
+}
+
+// String is "p50 …, p99 …, max …".
+func (l Latencies) String() string {
+	return fmt.Sprintf("p50 %s, p99 %s, max %s", l.P50, l.P99, l.Max)
 }
 
 // Quantile is the q-quantile (0..1) of sorted, a non-empty slice: the
@@ -121,6 +141,47 @@ func (c CPU) Plus(d CPU) CPU { return CPU{c.Process + d.Process, c.Redis + d.Red
 // String is "P µs in this process, R µs in Redis" with one decimal.
 func (c CPU) String() string {
 	return fmt.Sprintf("%.1f µs in this process, %.1f µs in Redis", Micros(c.Process), Micros(c.Redis))
+}
+
+// Until calls done every interval until it answers true or an error, or
+// ctx ends.
+func Until(ctx context.Context, every time.Duration, done func() (bool, error)) error {
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if ok, err := done(); ok || err != nil {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+	}
+}
+
+// Pace calls send every tick with the next n of total items, as many as
+// are due at perSecond, until all went, send fails or ctx ends; ph shows
+// the items sent, and ends with them.
+func Pace(ctx context.Context, tick time.Duration, perSecond float64, total int, ph *progress.Phase, send func(from, n int) error) error {
+	t := time.NewTicker(tick)
+	defer t.Stop()
+	start := time.Now()
+	for sent := 0; sent < total; {
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-t.C:
+		}
+		n := min(total, int(time.Since(start).Seconds()*perSecond)+1) - sent
+		if err := send(sent, n); err != nil {
+			return err
+		}
+		sent += n
+		ph.Set(int64(sent))
+	}
+	ph.Done("")
+	return nil
 }
 
 // Micros is d in microseconds.

@@ -1,6 +1,7 @@
 package benchstat
 
 import (
+	"bufio"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -42,11 +43,9 @@ type LoadResult struct {
 	Requests int            `json:"requests"`
 	Seconds  float64        `json:"seconds"`
 	Status   map[string]int `json:"status"` // by HTTP status, "error" for no answer
-	// P50, P99 and Max are latencies from each request's due time, so a
-	// server that falls behind a fixed rate shows it.
-	P50 time.Duration `json:"p50"`
-	P99 time.Duration `json:"p99"`
-	Max time.Duration `json:"max"`
+	// Latencies are from each request's due time, so a server that falls
+	// behind a fixed rate shows it.
+	Latencies
 	// Answers are the HTTP status of each of IDs (0: not sent, -1: no
 	// answer).
 	Answers []int `json:"answers,omitempty"`
@@ -133,7 +132,7 @@ func (l Load) Run(ctx context.Context) LoadResult {
 				if l.IDs != nil {
 					url = strings.ReplaceAll(url, "{id}", strconv.Itoa(l.IDs[i]))
 				}
-				code := l.send(ctx, client, url)
+				code := Send(ctx, client, l.Method, url)
 				if l.IDs != nil {
 					res.Answers[i] = code // each worker writes its own indexes
 				}
@@ -155,16 +154,49 @@ func (l Load) Run(ctx context.Context) LoadResult {
 	}
 	wg.Wait()
 	res.Seconds = time.Since(start).Seconds()
-	slices.Sort(latencies)
-	if len(latencies) > 0 {
-		res.P50, res.P99, res.Max = Quantile(latencies, 0.50), Quantile(latencies, 0.99), latencies[len(latencies)-1]
-	}
+	res.Latencies = Summarize(latencies)
 	return res
 }
 
-// send makes one request and returns its status, -1 without one.
-func (l Load) send(ctx context.Context, client *http.Client, url string) int {
-	req, err := http.NewRequestWithContext(ctx, l.Method, url, nil)
+// Helper is a bench's helper process (a feed server, a webhook sink): it
+// prints its base URL as the first line of its stdout, and ends when its
+// stdin does.
+type Helper struct {
+	URL string
+	In  io.WriteCloser
+	Out *bufio.Reader
+	cmd *exec.Cmd
+}
+
+// StartHelper starts cmd and reads its URL; who prefixes the errors.
+func StartHelper(cmd *exec.Cmd, who string) (*Helper, error) {
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("%s: %w", who, err)
+	}
+	h := &Helper{In: in, Out: bufio.NewReader(out), cmd: cmd}
+	line, err := h.Out.ReadString('\n')
+	if err != nil || !strings.HasPrefix(line, "http://") {
+		h.Close()
+		return nil, fmt.Errorf("%s answered %q: %v", who, line, err)
+	}
+	h.URL = strings.TrimSpace(line)
+	return h, nil
+}
+
+// Close ends the process: its stdin ends.
+func (h *Helper) Close() { _ = h.In.Close(); _ = h.cmd.Wait() }
+
+// Send makes one request and returns its status, -1 without one.
+func Send(ctx context.Context, client *http.Client, method, url string) int {
+	req, err := http.NewRequestWithContext(ctx, method, url, nil)
 	if err != nil {
 		return -1
 	}

@@ -40,6 +40,14 @@ func (p *Printer) With(prefix string) *Printer {
 	return &Printer{w: p.w, terminal: p.terminal, prefix: p.prefix + prefix}
 }
 
+// Printf writes a line of its own, indented; a nil *Printer prints
+// nothing.
+func (p *Printer) Printf(format string, args ...any) {
+	if p != nil {
+		fmt.Fprintln(p.w, "  ", p.prefix+fmt.Sprintf(format, args...))
+	}
+}
+
 // Phase is one stretch of work of a known total (0: unknown). Its methods
 // are safe for concurrent use and do nothing on a nil *Phase.
 type Phase struct {

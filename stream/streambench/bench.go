@@ -9,7 +9,6 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
-	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -24,20 +23,20 @@ import (
 // Config describes one run. Zero fields take their defaults.
 type Config struct {
 	// Messages is the number of messages of a throughput run. Default 200000.
-	Messages int
+	Messages int `default:"200000" range:"1.."`
 	// Partitions of the benchmark topic. Default 4.
-	Partitions int
+	Partitions int `default:"4" range:"1.."`
 	// BatchSize is plain go-redis's XREADGROUP COUNT and the stage's most.
 	// Default 500.
-	BatchSize int
+	BatchSize int `flag:"batch" default:"500" range:"1.." help:"XREADGROUP COUNT of plain go-redis, and the most the stage's reads ask for"`
 	// ReadBytes is the stage's ReadBytes. Default stream.DefaultReadBytes.
 	ReadBytes int
 	// PayloadSize is the payload length in bytes. Default 200.
-	PayloadSize int
+	PayloadSize int `flag:"payload" default:"200" range:"8.." help:"payload bytes"`
 	// Rate is the publish rate of a latency run, in messages/s. Default 10000.
-	Rate int
+	Rate int `flag:"rate" default:"10000" range:"1.." help:"publish rate of the latency run, messages/s"`
 	// Duration of a latency run. Default 10s.
-	Duration time.Duration
+	Duration time.Duration `flag:"duration" default:"10s" range:"1ns.." help:"length of the latency run (0: none)"`
 	// Telemetry instruments the stage.
 	Telemetry stream.Telemetry
 	// PublishTelemetry, when set, instruments the publisher instead: a traced
@@ -48,12 +47,7 @@ type Config struct {
 }
 
 // Validate checks a defaulted config.
-func (c Config) Validate() error {
-	if c.Messages < 1 || c.Partitions < 1 || c.BatchSize < 1 || c.PayloadSize < 8 || c.Rate < 1 || c.Duration <= 0 {
-		return fmt.Errorf("streambench: invalid config %+v", c)
-	}
-	return nil
-}
+func (c Config) Validate() error { return benchstat.Check("streambench", &c) }
 
 func (c Config) publishTelemetry() stream.Telemetry {
 	if c.PublishTelemetry != nil {
@@ -64,30 +58,23 @@ func (c Config) publishTelemetry() stream.Telemetry {
 
 // WithDefaults fills zero fields.
 func (c Config) WithDefaults() Config {
-	c.Messages = cmp.Or(c.Messages, 200000)
-	c.Partitions = cmp.Or(c.Partitions, 4)
-	c.BatchSize = cmp.Or(c.BatchSize, 500)
+	benchstat.Defaults(&c)
 	c.ReadBytes = cmp.Or(c.ReadBytes, stream.DefaultReadBytes)
-	c.PayloadSize = cmp.Or(c.PayloadSize, 200)
-	c.Rate = cmp.Or(c.Rate, 10000)
-	c.Duration = cmp.Or(c.Duration, 10*time.Second)
 	return c
 }
 
 // Result is what a run measured.
 type Result struct {
-	Messages   int
-	Elapsed    time.Duration
-	PerSecond  float64
-	P50, P99   time.Duration
-	Max        time.Duration
+	Messages  int
+	Elapsed   time.Duration
+	PerSecond float64
+	benchstat.Latencies
 	Duplicates int
-	// CPUPerMessage is this process's CPU per message consumed, publishing
-	// excluded: steadier than PerSecond on a loaded machine.
-	CPUPerMessage time.Duration
-	// RedisCPUPerMessage is Redis's CPU per message over the same window; 0
-	// where Redis does not report it (a cluster, the embedded Redis).
-	RedisCPUPerMessage time.Duration
+	// CPU is this process's and Redis's CPU per message consumed,
+	// publishing excluded: steadier than PerSecond on a loaded machine.
+	// Redis's is 0 where it does not report it (a cluster, the embedded
+	// Redis).
+	CPU benchstat.CPU
 }
 
 // published defaults and checks cfg and publishes its messages on a new
@@ -110,43 +97,36 @@ func Throughput(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Res
 		return Result{}, err
 	}
 	var handled atomic.Int64
-	done := make(chan struct{})
+	finished := make(chan struct{})
 	total := int64(cfg.Messages)
 	stage := stream.Stage{Name: "bench", Topic: topic,
 		Config: stream.RunnerConfig{BatchSize: cfg.BatchSize, ReadBytes: cfg.ReadBytes, Block: 100 * time.Millisecond},
 		Handler: func(context.Context, *stream.Message) error {
 			if handled.Add(1) == total {
-				close(done)
+				close(finished)
 			}
 			return nil
 		}}
-	begin, cpu, redisCPU := time.Now(), benchstat.ProcessCPU(), benchstat.RedisCPU(ctx, rdb)
-	stop, err := runStage(ctx, rdb, stage, cfg.Telemetry)
+	begin, cpu := time.Now(), benchstat.ReadCPU(ctx, rdb)
+	stop, err := stream.RunStages(ctx, rdb, cfg.Telemetry, 1, stage)
 	if err != nil {
 		return Result{}, err
 	}
+	defer stop()
 	phase := cfg.Progress.Start("consume", total)
 	ticker := time.NewTicker(time.Second)
 	defer ticker.Stop()
-wait:
-	for {
+	for done := false; !done; {
 		select {
-		case <-done:
-			break wait
 		case <-ctx.Done():
-			stop()
 			return Result{}, ctx.Err()
 		case <-ticker.C:
 			phase.Set(handled.Load())
+		case <-finished:
+			done = true
 		}
 	}
-	elapsed, used := time.Since(begin), benchstat.ProcessCPU()-cpu
-	phase.Set(handled.Load())
-	phase.Done(fmt.Sprintf("%.0f msg/s", float64(cfg.Messages)/elapsed.Seconds()))
-	redisUsed := redisPerMessage(ctx, rdb, redisCPU, cfg.Messages)
-	stop()
-	return Result{Messages: cfg.Messages, Elapsed: elapsed, PerSecond: float64(cfg.Messages) / elapsed.Seconds(),
-		CPUPerMessage: used / time.Duration(cfg.Messages), RedisCPUPerMessage: redisUsed}, nil
+	return consumed(ctx, rdb, cfg, phase, begin, cpu), nil
 }
 
 // Latency publishes at cfg.Rate for cfg.Duration while one stage consumes,
@@ -177,96 +157,50 @@ func Latency(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result
 			mu.Unlock()
 			return nil
 		}}
-	stop, err := runStage(ctx, rdb, stage, cfg.Telemetry)
+	stop, err := stream.RunStages(ctx, rdb, cfg.Telemetry, 1, stage)
 	if err != nil {
 		return Result{}, err
 	}
 	defer stop()
 	pub := stream.NewPublisher(rdb, cfg.publishTelemetry())
-	// Publish in ticks of 1ms: Rate/1000 messages per tick, one pipeline.
-	perTick := max(1, cfg.Rate/1000)
-	interval := time.Duration(float64(time.Second) * float64(perTick) / float64(cfg.Rate))
 	total := int(float64(cfg.Rate) * cfg.Duration.Seconds())
-	next := time.Now()
-	lastReport := time.Now()
 	phase := cfg.Progress.Start(fmt.Sprintf("publish at %d msg/s", cfg.Rate), int64(total))
-	for sent := 0; sent < total; {
-		if d := time.Until(next); d > 0 {
-			time.Sleep(d) // pacing the load generator, not synchronizing
-		}
-		next = next.Add(interval)
-		n := min(perTick, total-sent)
+	// Each tick of 1ms publishes the messages due in one pipeline.
+	if err := benchstat.Pace(ctx, time.Millisecond, float64(cfg.Rate), total, phase, func(from, n int) error {
 		msgs := make([]*stream.Message, n)
 		for i := range msgs {
 			p := make([]byte, max(16, cfg.PayloadSize))
 			binary.LittleEndian.PutUint64(p, uint64(time.Now().UnixNano()))
-			binary.LittleEndian.PutUint64(p[8:], uint64(sent+i))
-			msgs[i] = stream.NewMessage(fmt.Sprint((sent+i)%1024), "bench", p)
+			binary.LittleEndian.PutUint64(p[8:], uint64(from+i))
+			msgs[i] = stream.NewMessage(fmt.Sprint((from+i)%1024), "bench", p)
 		}
-		if err := pub.Publish(ctx, topic, msgs...); err != nil {
-			return Result{}, err
-		}
-		sent += n
-		if time.Since(lastReport) > 100*time.Millisecond {
-			lastReport = time.Now()
-			phase.Set(int64(sent))
-		}
+		return pub.Publish(ctx, topic, msgs...)
+	}); err != nil {
+		return Result{}, err
 	}
-	phase.Set(int64(total))
-	phase.Done("")
-	deadline := time.Now().Add(30 * time.Second)
-	for {
+	wait, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	err = benchstat.Until(wait, 10*time.Millisecond, func() (bool, error) {
 		mu.Lock()
-		got := len(seen)
-		mu.Unlock()
-		if got >= total {
-			break
-		}
-		if time.Now().After(deadline) {
-			return Result{}, fmt.Errorf("streambench: only %d of %d messages arrived", got, total)
-		}
-		time.Sleep(10 * time.Millisecond) // polling the count
-	}
+		defer mu.Unlock()
+		return len(seen) >= total, nil
+	})
 	mu.Lock()
 	defer mu.Unlock()
-	slices.Sort(lat)
-	return Result{Messages: total, Elapsed: cfg.Duration, PerSecond: float64(cfg.Rate),
-		P50: quantile(lat, 0.50), P99: quantile(lat, 0.99), Max: lat[len(lat)-1], Duplicates: dups}, nil
-}
-
-// redisPerMessage is Redis's CPU since before (a RedisCPU reading) per
-// message; 0 when Redis does not report its CPU.
-func redisPerMessage(ctx context.Context, rdb redis.UniversalClient, before time.Duration, messages int) time.Duration {
-	after := benchstat.RedisCPU(ctx, rdb)
-	if before == 0 || after < before {
-		return 0
-	}
-	return (after - before) / time.Duration(messages)
-}
-
-func quantile(sorted []time.Duration, q float64) time.Duration {
-	if len(sorted) == 0 {
-		return 0
-	}
-	return sorted[min(len(sorted)-1, int(q*float64(len(sorted))))]
-}
-
-func runStage(ctx context.Context, rdb redis.UniversalClient, stage stream.Stage, tel stream.Telemetry) (stop func(), err error) {
-	r, err := stream.NewRunner(rdb, stage, tel)
 	if err != nil {
-		return nil, err
+		return Result{}, fmt.Errorf("streambench: only %d of %d messages arrived: %w", len(seen), total, err)
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	done := make(chan error, 1)
-	go func() { done <- r.Run(ctx) }()
-	var once sync.Once
-	return func() {
-		once.Do(func() {
-			cancel()
-			// The stage's own errors surface as missing messages.
-			<-done
-		})
-	}, nil
+	return Result{Messages: total, Elapsed: cfg.Duration, PerSecond: float64(cfg.Rate), Latencies: benchstat.Summarize(lat), Duplicates: dups}, nil
+}
+
+// consumed ends the consume phase of cfg.Messages begun at begin with cpu
+// read, and is its Result.
+func consumed(ctx context.Context, rdb redis.UniversalClient, cfg Config, phase *progress.Phase, begin time.Time, cpu benchstat.CPU) Result {
+	elapsed := time.Since(begin)
+	used := benchstat.ReadCPU(ctx, rdb).PerItem(cpu, cfg.Messages)
+	phase.Set(int64(cfg.Messages))
+	phase.Done(fmt.Sprintf("%.0f msg/s", float64(cfg.Messages)/elapsed.Seconds()))
+	return Result{Messages: cfg.Messages, Elapsed: elapsed, PerSecond: float64(cfg.Messages) / elapsed.Seconds(), CPU: used}
 }
 
 func benchTopic(partitions int) stream.Topic {

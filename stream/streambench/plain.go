@@ -32,7 +32,7 @@ func Plain(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, 
 	for range cfg.Partitions {
 		streams = append(streams, ">")
 	}
-	begin, lastReport, cpu, redisCPU := time.Now(), time.Now(), benchstat.ProcessCPU(), benchstat.RedisCPU(ctx, rdb)
+	begin, lastReport, cpu := time.Now(), time.Now(), benchstat.ReadCPU(ctx, rdb)
 	phase := cfg.Progress.Start("consume", int64(cfg.Messages))
 	handled := 0
 	for handled < cfg.Messages {
@@ -63,11 +63,7 @@ func Plain(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, 
 			phase.Set(int64(handled))
 		}
 	}
-	elapsed, used := time.Since(begin), benchstat.ProcessCPU()-cpu
-	phase.Set(int64(handled))
-	phase.Done(fmt.Sprintf("%.0f msg/s", float64(cfg.Messages)/elapsed.Seconds()))
-	return Result{Messages: cfg.Messages, Elapsed: elapsed, PerSecond: float64(cfg.Messages) / elapsed.Seconds(),
-		CPUPerMessage: used / time.Duration(cfg.Messages), RedisCPUPerMessage: redisPerMessage(ctx, rdb, redisCPU, cfg.Messages)}, nil
+	return consumed(ctx, rdb, cfg, phase, begin, cpu), nil
 }
 
 // publishAll publishes cfg.Messages of cfg.PayloadSize bytes to topic, in

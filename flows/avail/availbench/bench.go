@@ -105,7 +105,7 @@ func (b *Harness) openClickHouse(ctx context.Context) error {
 	if _, err := clickhouse.Migrate(ctx, b.ch, nil); err != nil {
 		return fmt.Errorf("availbench: migrate %s: %w", name, err)
 	}
-	b.progress("clickhouse database %s created and migrated", name)
+	b.cfg.Phases.Printf("clickhouse database %s created and migrated", name)
 	return nil
 }
 
@@ -159,7 +159,7 @@ func (b *Harness) Setup(ctx context.Context) (baseline, stabilization Rate, afte
 			return
 		}
 		*s.mem = Memory{Bytes: benchstat.UsedMemory(ctx, b.rdb) - b.baseMem, Entities: b.Entities()}
-		b.progress("%s: redis used_memory +%d bytes = %.1f bytes per entity", s.name, s.mem.Bytes, s.mem.PerEntity())
+		b.cfg.Phases.Printf("%s: redis used_memory +%d bytes = %.1f bytes per entity", s.name, s.mem.Bytes, s.mem.PerEntity())
 	}
 	for _, g := range []struct {
 		topic stream.Topic
@@ -209,7 +209,7 @@ func (b *Harness) diffRound(ctx context.Context, name string, n int) (Rate, erro
 			msgs = msgs[:0]
 		}
 	}
-	b.progress("%s: %d snapshots published in %s", name, n, time.Since(pubStart).Round(time.Millisecond))
+	b.cfg.Phases.Printf("%s: %d snapshots published in %s", name, n, time.Since(pubStart).Round(time.Millisecond))
 	stage := diff.NewStage(b.rdb, b.topics, b.cfg.Telemetry)
 	stage.Config.Block = stageBlock
 	stage.Config.BatchSize = b.cfg.DiffBatch
@@ -219,20 +219,14 @@ func (b *Harness) diffRound(ctx context.Context, name string, n int) (Rate, erro
 		return Rate{}, err
 	}
 	defer stop()
-	err = b.await(ctx, name+": handled", pollEvery, int64(n), func() (int64, error) {
-		left, err := benchstat.Unhandled(ctx, b.rdb, b.topics.Snapshots, diff.StageName)
-		if err != nil {
-			return 0, err // not done: unhandled is 0 on an error
-		}
-		return int64(n) - left, nil
-	})
+	err = b.drain(ctx, name+": handled", b.topics.Snapshots, diff.StageName)
 	elapsed := time.Since(start)
 	if err != nil {
 		return Rate{}, err
 	}
 	r := Rate{Count: int64(n * b.cfg.PerScope), Elapsed: elapsed}
 	r.CPU = benchstat.ReadCPU(ctx, b.rdb).PerItem(cpu, 1)
-	b.progress("%s: %d observations applied in %s = %.0f observations/s", name, r.Count,
+	b.cfg.Phases.Printf("%s: %d observations applied in %s = %.0f observations/s", name, r.Count,
 		elapsed.Round(time.Millisecond), r.PerSecond())
 	return r, nil
 }
@@ -262,7 +256,7 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 		return Rate{}, err
 	}
 	defer func() { _ = a.Close() }()
-	b.progress("analytics: backlog of %d transitions and %d run records", want, wantRuns)
+	b.cfg.Phases.Printf("analytics: backlog of %d transitions and %d run records", want, wantRuns)
 	runtime.GC() // counting left garbage; the stages start on a clean heap
 	start, cpu := time.Now(), benchstat.ReadCPU(ctx, b.rdb)
 	stop, err := b.run(ctx, b.cfg.AnalyticsCopies, a.Stages()...)
@@ -293,7 +287,7 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 	}
 	r := Rate{Count: want, Elapsed: countedAt.Sub(start)}
 	r.CPU = benchstat.ReadCPU(ctx, b.rdb).PerItem(cpu, 1)
-	b.progress("analytics: %d transitions in clickhouse in %s = %.0f transitions/s", want,
+	b.cfg.Phases.Printf("analytics: %d transitions in clickhouse in %s = %.0f transitions/s", want,
 		r.Elapsed.Round(time.Millisecond), r.PerSecond())
 	if err := b.await(ctx, "analytics: runs in clickhouse", pollClickHouse, wantRuns, count(clickhouse.TableRuns, wantRuns, clickhouse.CountRuns)); err != nil {
 		return r, err
@@ -301,40 +295,36 @@ func (b *Harness) Analytics(ctx context.Context) (Rate, error) {
 	return r, nil
 }
 
-// await polls count until it reaches want, reporting progress each second,
-// every pollEvery from nine tenths of want on.
+// await polls count until it reaches want, every interval, every pollEvery
+// from nine tenths of want on; a count that fails is logged and retried.
 func (b *Harness) await(ctx context.Context, what string, every time.Duration, want int64, count func() (int64, error)) error {
-	t := time.NewTimer(every)
-	defer t.Stop()
 	ph := b.cfg.Phases.Start(what, want)
-	for {
-		n, err := count()
-		if err != nil {
+	var n int64
+	var last time.Time
+	err := benchstat.Until(ctx, pollEvery, func() (bool, error) {
+		if n < want-want/10 && time.Since(last) < every {
+			return false, nil
+		}
+		last = time.Now()
+		var err error
+		if n, err = count(); err != nil {
 			b.log.Warn("availbench: count failed; retrying", "what", what, "error", err)
 		}
 		ph.Set(n)
-		if n >= want {
-			ph.Done("")
-			return nil
-		}
-		wait := every
-		if n >= want-want/10 {
-			wait = min(every, pollEvery)
-		}
-		t.Reset(wait)
-		select {
-		case <-ctx.Done():
-			return fmt.Errorf("availbench: %s: %d of %d: %w", what, n, want, ctx.Err())
-		case <-t.C:
-		}
+		return n >= want, nil
+	})
+	if err != nil {
+		return fmt.Errorf("availbench: %s: %d of %d: %w", what, n, want, err)
 	}
+	ph.Done("")
+	return nil
 }
 
 // run starts copies of each stage; stop cancels them and waits.
 func (b *Harness) run(ctx context.Context, copies int, stages ...stream.Stage) (stop func(), err error) {
 	tel := b.cfg.Telemetry
 	tel.Logger = b.log
-	return benchstat.RunStages(ctx, b.rdb, tel, copies, stages...)
+	return stream.RunStages(ctx, b.rdb, tel, copies, stages...)
 }
 
 // countTransitions counts the transitions in the transition topic's entries.
@@ -375,12 +365,12 @@ func (b *Harness) eachTransition(ctx context.Context, fn func(avail.Transition))
 
 // drain waits until groups have handled every entry of topic.
 func (b *Harness) drain(ctx context.Context, what string, topic stream.Topic, groups ...string) error {
-	first, err := benchstat.Unhandled(ctx, b.rdb, topic, groups...)
+	first, err := stream.Unhandled(ctx, b.rdb, topic, groups...)
 	if err != nil {
 		return err
 	}
 	return b.await(ctx, what, pollEvery, first, func() (int64, error) {
-		n, err := benchstat.Unhandled(ctx, b.rdb, topic, groups...)
+		n, err := stream.Unhandled(ctx, b.rdb, topic, groups...)
 		if err != nil {
 			return 0, err // not done: unhandled is 0 on an error
 		}
@@ -400,10 +390,4 @@ func (b *Harness) trim(ctx context.Context) error {
 		return fmt.Errorf("availbench: trim: %w", err)
 	}
 	return nil
-}
-
-func (b *Harness) progress(format string, args ...any) {
-	if b.cfg.Progress != nil {
-		b.cfg.Progress(fmt.Sprintf(format, args...))
-	}
 }

@@ -5,7 +5,6 @@
 package availbench
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"math"
@@ -18,19 +17,9 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Defaults of Config.
-const (
-	DefaultScopes          = 10_000
-	DefaultPerScope        = 100
-	DefaultChurn           = 0.01
-	DefaultRuns            = 5
-	DefaultPartitions      = 8
-	DefaultRate            = 10_000
-	DefaultLatencyDuration = 15 * time.Second
-	// MaxPerScope bounds PerScope: ring entities need distinct keys with
-	// party sizes of at most 50.
-	MaxPerScope = 3000
-)
+// MaxPerScope bounds PerScope: ring entities need distinct keys with party
+// sizes of at most 50.
+const MaxPerScope = 3000
 
 // Config describes one bench. Zero fields take their defaults.
 type Config struct {
@@ -38,64 +27,47 @@ type Config struct {
 	// by Run and Analytics.
 	ClickHouseDSN string
 	// Scopes is the number of scopes (venues, one watcher each). Default 10,000.
-	Scopes int
+	Scopes int `flag:"scopes" default:"10000" range:"1..1000000" help:"scopes (venues), one webhook watcher each"`
 	// PerScope is the entities a scope's run observes. Default 100, ≤ MaxPerScope.
-	PerScope int
+	PerScope int `flag:"per-scope" default:"100" help:"entities observed per run of a scope"`
 	// Churn is the share of a scope's entities replaced per run (≥ 1). Default 0.01.
-	Churn float64
+	Churn float64 `flag:"churn" default:"0.01" help:"fraction of a scope's entities replaced per run"`
 	// Runs is the number of churn runs of every scope whose diff is
 	// measured; their transitions are the analytics backlog. Default 5.
-	Runs int
+	Runs int `flag:"runs" default:"5" range:"1..1000" help:"measured churn runs of every scope"`
 	// Partitions of the availability topics. Default 8.
-	Partitions int
+	Partitions int `default:"8"`
 	// DiffCopies and AnalyticsCopies are the copies of those stages. Default 1.
-	DiffCopies, AnalyticsCopies int
+	DiffCopies      int `flag:"diff-copies" default:"1" range:"1..64" help:"copies of the diff stage"`
+	AnalyticsCopies int `flag:"analytics-copies" default:"1" range:"1..64" help:"copies of each analytics stage"`
 	// DiffBatch is the diff stage's XREADGROUP COUNT; 0: the stage's default.
-	DiffBatch int
+	DiffBatch int `flag:"diff-batch" range:"0..10000" help:"XREADGROUP COUNT of the diff stage (0: the stage's default)"`
 	// Rate is the latency run's observations per second. Default 10,000.
-	Rate int
+	Rate int `flag:"rate" default:"10000" range:"1.." help:"observations/s of the latency run"`
 	// LatencyDuration is how long the latency run publishes. Default 15s.
-	LatencyDuration time.Duration
+	LatencyDuration time.Duration `flag:"latency-duration" default:"15s" range:"1ns.." help:"length of the latency run"`
 	// Keep leaves the Redis keys and the ClickHouse database in place.
-	Keep bool
+	Keep bool `flag:"keep" help:"keep the Redis keys and the ClickHouse database"`
 	// Telemetry instruments the stages and publishers.
 	Telemetry stream.Telemetry
-	// Progress, when set, receives a line at each step.
-	Progress func(line string)
-	// Phases shows the long waits (a bar, or start/end lines when piped); nil: none.
+	// Phases, when set, receives a line at each step and shows the long
+	// waits (a bar, or start/end lines when piped).
 	Phases *progress.Printer
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	c.Scopes = cmp.Or(c.Scopes, DefaultScopes)
-	c.PerScope = cmp.Or(c.PerScope, DefaultPerScope)
-	c.Churn = cmp.Or(c.Churn, DefaultChurn)
-	c.Runs = cmp.Or(c.Runs, DefaultRuns)
-	c.Partitions = cmp.Or(c.Partitions, DefaultPartitions)
-	c.DiffCopies = cmp.Or(c.DiffCopies, 1)
-	c.AnalyticsCopies = cmp.Or(c.AnalyticsCopies, 1)
-	c.Rate = cmp.Or(c.Rate, DefaultRate)
-	c.LatencyDuration = cmp.Or(c.LatencyDuration, DefaultLatencyDuration)
+	benchstat.Defaults(&c)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
-	var errs []error
-	errs = bounds.Check(errs, "availbench: scopes", c.Scopes, 1, 1_000_000)
+	errs := []error{benchstat.Check("availbench", &c)}
 	errs = bounds.Check(errs, "availbench: per scope", c.PerScope, 1, MaxPerScope)
-	if c.Churn <= 0 || c.Churn > 1 || math.IsNaN(c.Churn) {
-		errs = append(errs, fmt.Errorf("availbench: churn %v out of range (0, 1]", c.Churn))
-	}
-	errs = bounds.Check(errs, "availbench: runs", c.Runs, 1, 1000)
 	errs = bounds.Check(errs, "availbench: partitions", c.Partitions, 1, stream.MaxPartitions)
-	if c.DiffCopies < 1 || c.DiffCopies > 64 || c.AnalyticsCopies < 1 || c.AnalyticsCopies > 64 {
-		errs = append(errs, fmt.Errorf("availbench: copies %d and %d out of range 1..64", c.DiffCopies, c.AnalyticsCopies))
-	}
-	errs = bounds.Check(errs, "availbench: diff batch", c.DiffBatch, 0, 10_000)
-	if c.Rate < 1 || c.LatencyDuration <= 0 {
-		errs = append(errs, fmt.Errorf("availbench: rate %d and latency duration %s must be positive", c.Rate, c.LatencyDuration))
+	if !(c.Churn > 0 && c.Churn <= 1) {
+		errs = append(errs, fmt.Errorf("availbench: churn %v out of range (0, 1]", c.Churn))
 	}
 	return errors.Join(errs...)
 }
@@ -145,6 +117,6 @@ type Latency struct {
 	// Expected notifications must be delivered; Received distinct ones came,
 	// Duplicates came again.
 	Expected, Received, Duplicates int
-	// P50, P99 and Max are quantiles of receive time − transition run_at.
-	P50, P99, Max time.Duration
+	// Latencies are of receive time − transition run_at.
+	benchstat.Latencies
 }

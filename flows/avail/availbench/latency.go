@@ -11,6 +11,7 @@ import (
 
 	"github.com/dropstream/dropstream/diff"
 	"github.com/dropstream/dropstream/flows/avail/watch"
+	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
@@ -53,34 +54,25 @@ func (b *Harness) Latency(ctx context.Context) (Latency, error) {
 	res := Latency{Rate: b.cfg.Rate}
 	perSecond := float64(b.cfg.Rate) / float64(b.cfg.PerScope)
 	total := max(1, int(perSecond*b.cfg.LatencyDuration.Seconds()))
-	b.progress("latency: publishing %d snapshots at %.0f/s (%d observations/s) for %s", total, perSecond,
+	b.cfg.Phases.Printf("latency: publishing %d snapshots at %.0f/s (%d observations/s) for %s", total, perSecond,
 		b.cfg.Rate, b.cfg.LatencyDuration)
-	tick := time.NewTicker(time.Millisecond)
-	defer tick.Stop()
 	start := time.Now()
-	ph := b.cfg.Phases.Start("latency: publishing", int64(total))
-	for sent := 0; sent < total; {
-		select {
-		case <-ctx.Done():
-			return res, ctx.Err()
-		case <-tick.C:
-		}
-		due := min(total, int(time.Since(start).Seconds()*perSecond)+1) - sent
-		for range due {
+	if err := benchstat.Pace(ctx, time.Millisecond, perSecond, total, b.cfg.Phases.Start("latency: publishing", int64(total)), func(_, n int) error {
+		for range n {
 			s := b.nextScope()
 			res.Expected += b.fleet.opensNext(s)
 			m, err := message(b.fleet.next(s, time.Now()))
 			if err != nil {
-				return res, err
+				return err
 			}
 			if err := b.pub.Publish(ctx, b.topics.Snapshots, m); err != nil {
-				return res, err
+				return err
 			}
-			sent++
 		}
-		ph.Set(int64(sent))
+		return nil
+	}); err != nil {
+		return res, err
 	}
-	ph.Done("")
 	res.Elapsed = time.Since(start)
 	wait, cancel := context.WithTimeout(ctx, drainTimeout)
 	defer cancel()
@@ -89,7 +81,7 @@ func (b *Harness) Latency(ctx context.Context) (Latency, error) {
 	}); err != nil && !errors.Is(err, context.DeadlineExceeded) {
 		return res, err
 	}
-	res.Received, res.Duplicates, res.P50, res.P99, res.Max = recv.summary("")
+	res.Received, res.Duplicates, res.Latencies = recv.summary("")
 	return res, nil
 }
 
@@ -149,6 +141,6 @@ func (b *Harness) createWatchers(ctx context.Context, store *watch.Store, hook s
 	if err := g.Wait(); err != nil {
 		return fmt.Errorf("availbench: create watchers: %w", err)
 	}
-	b.progress("latency: %d webhook watchers created in %s", b.cfg.Scopes, time.Since(start).Round(time.Millisecond))
+	b.cfg.Phases.Printf("latency: %d webhook watchers created in %s", b.cfg.Scopes, time.Since(start).Round(time.Millisecond))
 	return nil
 }

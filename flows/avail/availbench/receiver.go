@@ -3,7 +3,6 @@ package availbench
 import (
 	"encoding/json"
 	"net/http"
-	"slices"
 	"sync"
 	"time"
 
@@ -58,18 +57,14 @@ func (r *receiver) count(key string) int {
 }
 
 // summary returns the notices under keys, the duplicates of all keys and
-// the latency quantiles.
-func (r *receiver) summary(keys ...string) (n, dups int, p50, p99, maxLat time.Duration) {
+// the latencies.
+func (r *receiver) summary(keys ...string) (n, dups int, lat benchstat.Latencies) {
 	r.mu.Lock()
-	var lat []time.Duration
+	var ds []time.Duration
 	for _, k := range keys {
-		lat = append(lat, r.lat[k]...)
+		ds = append(ds, r.lat[k]...)
 	}
 	dups = r.dups
 	r.mu.Unlock()
-	if len(lat) == 0 {
-		return 0, dups, 0, 0, 0
-	}
-	slices.Sort(lat)
-	return len(lat), dups, benchstat.Quantile(lat, 0.50), benchstat.Quantile(lat, 0.99), lat[len(lat)-1]
+	return len(ds), dups, benchstat.Summarize(ds)
 }

@@ -1,7 +1,6 @@
 package availbench
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -17,8 +16,10 @@ import (
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/collector/simulator"
 	"github.com/dropstream/dropstream/flows/avail/watch"
+	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -28,52 +29,39 @@ import (
 // then LearnedDays with bursts at the learned times. Zero fields default.
 type ReleaseConfig struct {
 	// Venues is the number of venues, 1..100. Default 20.
-	Venues int
+	Venues int `flag:"release-venues" default:"20" range:"1..100" help:"--release: simulated venues, one watcher each"`
 	// HistoryDays and LearnedDays, each 1..30. Default 3 and 3.
-	HistoryDays, LearnedDays int
+	HistoryDays int `flag:"release-history-days" default:"3" range:"1..30" help:"--release: days at the fixed interval, learned from"`
+	LearnedDays int `flag:"release-learned-days" default:"3" range:"1..30" help:"--release: days with bursts around the learned times"`
 	// Interval is the sources' poll interval. Default 60s.
-	Interval time.Duration
+	Interval time.Duration `flag:"release-interval" default:"1m" help:"--release: the sources' poll interval"`
 	// Burst is the poll interval around a learned release. Default 5s.
-	Burst time.Duration
+	Burst time.Duration `flag:"release-burst" default:"5s" help:"--release: the poll interval around a learned release"`
 	// Stabilization is the sources' k. Default 2.
-	Stabilization int
+	Stabilization int `default:"2"`
 	// Scale is how much faster than the wall clock the virtual clock runs,
 	// 1..600. Default 60.
-	Scale float64
+	Scale float64 `flag:"release-scale" default:"60" range:"1..600" help:"--release: virtual time runs this many times faster than the wall clock (processing time is multiplied by it too)"`
 	// ReleaseAt is the release's time of day (UTC). Default 10:00.
-	ReleaseAt time.Duration
-	// Telemetry instruments the stages; Progress receives progress lines.
+	ReleaseAt time.Duration `default:"10h"`
+	// Telemetry instruments the stages; Phases receives progress lines.
 	Telemetry stream.Telemetry
-	Progress  func(line string)
+	Phases    *progress.Printer
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c ReleaseConfig) WithDefaults() ReleaseConfig {
-	c.Venues = cmp.Or(c.Venues, 20)
-	c.HistoryDays = cmp.Or(c.HistoryDays, 3)
-	c.LearnedDays = cmp.Or(c.LearnedDays, 3)
-	c.Stabilization = cmp.Or(c.Stabilization, 2)
-	c.Interval = cmp.Or(c.Interval, 60*time.Second)
-	c.Burst = cmp.Or(c.Burst, 5*time.Second)
-	c.Scale = cmp.Or(c.Scale, 60)
-	c.ReleaseAt = cmp.Or(c.ReleaseAt, 10*time.Hour)
+	benchstat.Defaults(&c)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c ReleaseConfig) Validate() error {
-	var errs []error
-	errs = bounds.Check(errs, "availbench: venues", c.Venues, 1, 100)
-	if c.HistoryDays < 1 || c.HistoryDays > 30 || c.LearnedDays < 1 || c.LearnedDays > 30 {
-		errs = append(errs, fmt.Errorf("availbench: days %d and %d out of range 1..30", c.HistoryDays, c.LearnedDays))
-	}
+	errs := []error{benchstat.Check("availbench", &c)}
 	if c.Interval < collector.MinInterval || c.Interval > time.Hour || c.Burst < collector.MinInterval || c.Burst > c.Interval {
 		errs = append(errs, fmt.Errorf("availbench: interval %s and burst %s: want 1s ≤ burst ≤ interval ≤ 1h", c.Interval, c.Burst))
 	}
 	errs = bounds.Check(errs, "availbench: stabilization", c.Stabilization, 1, collector.MaxStabilization)
-	if !(c.Scale >= 1 && c.Scale <= 600) {
-		errs = append(errs, fmt.Errorf("availbench: scale %v out of range 1..600", c.Scale))
-	}
 	errs = bounds.CheckText(errs, "availbench: release at", c.ReleaseAt, 10*time.Minute, 23*time.Hour, "10m..23h")
 	return errors.Join(errs...)
 }
@@ -84,7 +72,7 @@ type ReleaseLatency struct {
 	// Expected and Received count the notices (one per open slot of a
 	// released date and watcher).
 	Expected, Received int
-	P50, P99, Max      time.Duration
+	benchstat.Latencies
 	// Polls is the number of requests the simulator answered in the phase.
 	Polls int64
 }
@@ -107,7 +95,7 @@ func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfi
 		return res, err
 	}
 	days := cfg.HistoryDays + cfg.LearnedDays
-	b, err := Open(ctx, rdb, Config{Scopes: cfg.Venues, PerScope: 1, Partitions: 1, Telemetry: cfg.Telemetry, Progress: cfg.Progress})
+	b, err := Open(ctx, rdb, Config{Scopes: cfg.Venues, PerScope: 1, Partitions: 1, Telemetry: cfg.Telemetry, Phases: cfg.Phases})
 	if err != nil {
 		return res, err
 	}
@@ -208,7 +196,7 @@ func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfi
 				return res, err
 			}
 			res.Peaks = c.Releases().Peaks("sim", strconv.FormatInt(sim.Venues()[0].ID, 10))
-			b.progress("release: learned %d venues' release times, first venue %+v", c.Releases().Len(), res.Peaks)
+			b.cfg.Phases.Printf("release: learned %d venues' release times, first venue %+v", c.Releases().Len(), res.Peaks)
 		}
 		if d >= cfg.HistoryDays {
 			phase = &res.Learned
@@ -222,18 +210,16 @@ func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfi
 		}
 		phase.Expected += want
 		deadline := day.Add(cfg.ReleaseAt + 30*time.Minute)
-		for recv.count(dates[d]) < want && clock.Now().Before(deadline) {
-			select {
-			case <-ctx.Done():
-				return res, ctx.Err()
-			case <-time.After(5 * time.Millisecond):
-			}
+		if err := benchstat.Until(ctx, 5*time.Millisecond, func() (bool, error) {
+			return recv.count(dates[d]) >= want || !clock.Now().Before(deadline), nil
+		}); err != nil {
+			return res, err
 		}
 		phase.Polls += polls.Load() - p0
-		b.progress("release: day %d (%s): %d/%d notices", d+1, dates[d], recv.count(dates[d]), want)
+		b.cfg.Phases.Printf("release: day %d (%s): %d/%d notices", d+1, dates[d], recv.count(dates[d]), want)
 	}
-	res.Fixed.Received, _, res.Fixed.P50, res.Fixed.P99, res.Fixed.Max = recv.summary(dates[:cfg.HistoryDays]...)
-	res.Learned.Received, _, res.Learned.P50, res.Learned.P99, res.Learned.Max = recv.summary(dates[cfg.HistoryDays:]...)
+	res.Fixed.Received, _, res.Fixed.Latencies = recv.summary(dates[:cfg.HistoryDays]...)
+	res.Learned.Received, _, res.Learned.Latencies = recv.summary(dates[cfg.HistoryDays:]...)
 	return res, nil
 }
 

@@ -14,7 +14,7 @@ import (
 // with bursts.
 func TestRelease_benchLearnsTheReleaseMinuteAndDeliversEveryNotice(t *testing.T) {
 	res, err := availbench.RunRelease(context.Background(), dial(t, testenv.RedisURL(t)), availbench.ReleaseConfig{
-		Venues: 4, HistoryDays: 3, LearnedDays: 1, Scale: 120, Telemetry: quietTelemetry(), Progress: func(l string) { t.Log(l) }})
+		Venues: 4, HistoryDays: 3, LearnedDays: 1, Scale: 120, Telemetry: quietTelemetry()})
 	if err != nil {
 		t.Fatal(err)
 	}

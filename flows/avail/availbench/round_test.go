@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/avail/availjson"
-	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -134,7 +133,7 @@ func TestBench_exactTransitionsWhenSnapshotsAreAppliedTwice(t *testing.T) {
 			t.Errorf("%s: %d transitions, want %d", k, counts[k], n)
 		}
 	}
-	if left, err := benchstat.Unhandled(ctx, b.rdb, b.topics.Snapshots, "avail-diff"); err != nil || left != 0 {
+	if left, err := stream.Unhandled(ctx, b.rdb, b.topics.Snapshots, "avail-diff"); err != nil || left != 0 {
 		t.Errorf("%d snapshots unhandled (%v), want 0", left, err)
 	}
 	// The runs table holds each run once, though its stream holds the

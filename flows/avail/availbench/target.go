@@ -26,25 +26,11 @@ var Bench = flow.Bench{
 
 func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
-	fs.IntVar(&bc.Scopes, "scopes", DefaultScopes, "scopes (venues), one webhook watcher each")
-	fs.IntVar(&bc.PerScope, "per-scope", DefaultPerScope, "entities observed per run of a scope")
-	fs.Float64Var(&bc.Churn, "churn", DefaultChurn, "fraction of a scope's entities replaced per run")
-	fs.IntVar(&bc.Runs, "runs", DefaultRuns, "measured churn runs of every scope")
-	fs.IntVar(&bc.Rate, "rate", DefaultRate, "observations/s of the latency run")
-	fs.DurationVar(&bc.LatencyDuration, "latency-duration", DefaultLatencyDuration, "length of the latency run")
-	fs.IntVar(&bc.DiffCopies, "diff-copies", 1, "copies of the diff stage")
-	fs.IntVar(&bc.AnalyticsCopies, "analytics-copies", 1, "copies of each analytics stage")
-	fs.IntVar(&bc.DiffBatch, "diff-batch", 0, "XREADGROUP COUNT of the diff stage (0: the stage's default)")
-	fs.BoolVar(&bc.Keep, "keep", false, "keep the Redis keys and the ClickHouse database")
+	benchstat.BindFlags(fs, &bc)
 	var release bool
 	var rc ReleaseConfig
 	fs.BoolVar(&release, "release", false, "instead: release → webhook latency on the simulator with daily releases, at the fixed interval, then with learned release times (Redis only)")
-	fs.IntVar(&rc.Venues, "release-venues", 20, "--release: simulated venues, one watcher each")
-	fs.IntVar(&rc.HistoryDays, "release-history-days", 3, "--release: days at the fixed interval, learned from")
-	fs.IntVar(&rc.LearnedDays, "release-learned-days", 3, "--release: days with bursts around the learned times")
-	fs.DurationVar(&rc.Interval, "release-interval", time.Minute, "--release: the sources' poll interval")
-	fs.DurationVar(&rc.Burst, "release-burst", 5*time.Second, "--release: the poll interval around a learned release")
-	fs.Float64Var(&rc.Scale, "release-scale", 60, "--release: virtual time runs this many times faster than the wall clock (processing time is multiplied by it too)")
+	benchstat.BindFlags(fs, &rc)
 	return flow.BenchRun{
 		Check: func(env flow.BenchEnv) error {
 			if release {
@@ -63,7 +49,7 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 		},
 		Run: func(ctx context.Context, env flow.BenchEnv) error {
 			if release {
-				rc.Telemetry, rc.Progress = env.Telemetry, env.Progress
+				rc.Telemetry, rc.Phases = env.Telemetry, env.Phases
 				fmt.Fprintf(env.Stdout, "bench availability --release: %s, %d venues, interval %s, burst %s, k %d, virtual clock ×%g, GOMAXPROCS %d\n",
 					env.RedisName, rc.Venues, rc.Interval, rc.Burst, rc.Stabilization, rc.Scale, runtime.GOMAXPROCS(0))
 				res, err := RunRelease(ctx, env.Redis, rc)
@@ -73,7 +59,7 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 				PrintRelease(env.Stdout, rc, res)
 				return nil
 			}
-			bc.Telemetry, bc.Progress, bc.Phases = env.Telemetry, env.Progress, env.Phases
+			bc.Telemetry, bc.Phases = env.Telemetry, env.Phases
 			fmt.Fprintf(env.Stdout, "bench availability: %s, %d scopes × %d entities = %d, churn %g, %d runs, %d partitions, GOMAXPROCS %d\n",
 				env.RedisName, bc.Scopes, bc.PerScope, bc.Scopes*bc.PerScope, bc.Churn, bc.Runs, bc.Partitions, runtime.GOMAXPROCS(0))
 			res, err := Run(ctx, env.Redis, bc)
@@ -101,9 +87,8 @@ func Print(w io.Writer, bc Config, r Result) {
 	fmt.Fprintf(w, "(b) clickhouse: %s transitions; %s [target ≥ %d/s: %s]\n", rate(r.Analytics),
 		cpu(r.Analytics, "transition"), TargetTransitionsPerSecond, flow.Verdict(r.Analytics.PerSecond() >= TargetTransitionsPerSecond))
 	l := r.Latency
-	fmt.Fprintf(w, "(c) end to end at %d observations/s for %s: %d of %d notifications, %d duplicates, p50 %s, p99 %s, max %s [target p99 ≤ %dms: %s]\n",
-		l.Rate, l.Elapsed.Round(time.Millisecond), l.Received, l.Expected, l.Duplicates, l.P50.Round(10*time.Microsecond),
-		l.P99.Round(10*time.Microsecond), l.Max.Round(10*time.Microsecond), TargetP99Millis,
+	fmt.Fprintf(w, "(c) end to end at %d observations/s for %s: %d of %d notifications, %d duplicates, %s [target p99 ≤ %dms: %s]\n",
+		l.Rate, l.Elapsed.Round(time.Millisecond), l.Received, l.Expected, l.Duplicates, l.Latencies.Round(10*time.Microsecond), TargetP99Millis,
 		flow.Verdict(l.Received == l.Expected && l.P99 <= TargetP99Millis*time.Millisecond))
 	fmt.Fprintf(w, "(d) redis memory: %.1f bytes/entity after the baseline run (%d bytes for %d entities), %.1f after stabilization [target ≤ %d: %s]\n",
 		r.MemoryAfterBaseline.PerEntity(), r.MemoryAfterBaseline.Bytes, r.MemoryAfterBaseline.Entities, r.MemorySteady.PerEntity(),
@@ -113,8 +98,8 @@ func Print(w io.Writer, bc Config, r Result) {
 // PrintRelease writes the release bench's figures.
 func PrintRelease(w io.Writer, rc ReleaseConfig, r ReleaseResult) {
 	line := func(name string, l ReleaseLatency) {
-		fmt.Fprintf(w, "%s: %d of %d notices, release → webhook p50 %s, p99 %s, max %s, %d polls\n", name, l.Received, l.Expected,
-			l.P50.Round(100*time.Millisecond), l.P99.Round(100*time.Millisecond), l.Max.Round(100*time.Millisecond), l.Polls)
+		fmt.Fprintf(w, "%s: %d of %d notices, release → webhook %s, %d polls\n", name, l.Received, l.Expected,
+			l.Latencies.Round(100*time.Millisecond), l.Polls)
 	}
 	line(fmt.Sprintf("fixed interval %s (%d days)", rc.Interval, rc.HistoryDays), r.Fixed)
 	line(fmt.Sprintf("learned, bursts every %s (%d days)", rc.Burst, rc.LearnedDays), r.Learned)

@@ -3,7 +3,6 @@ package checkoutbench
 import (
 	"context"
 	"fmt"
-	"io"
 	"math/rand/v2"
 	"net/http"
 	"sync"
@@ -24,8 +23,8 @@ type Phase struct {
 	// else (a transport error, 5xx).
 	Checkouts, OK, Failed, Errors int
 	Elapsed                       time.Duration
-	// P50, P99 and Max are latencies from each checkout's due time.
-	P50, P99, Max time.Duration
+	// Latencies are from each checkout's due time.
+	benchstat.Latencies
 	// CPU is the CPU per checkout of this process (the stages and the
 	// API; the clients run apart unless Config.Load is nil) and of Redis.
 	CPU benchstat.CPU
@@ -65,8 +64,7 @@ type bench struct {
 // Run runs the bench against rdb, whose database should hold no other
 // checkout data.
 func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, cfg Config) (Result, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := benchstat.Prepare("checkoutbench", &cfg); err != nil {
 		return Result{}, err
 	}
 	svc, err := checkout.NewWith(rdb, pub, checkout.Config{Partitions: cfg.Partitions, Wait: cfg.Wait}, cfg.Telemetry)
@@ -77,7 +75,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 	var wg sync.WaitGroup
 	defer func() { cancel(); wg.Wait() }()
 	wg.Go(func() { _ = svc.Run(ctx) })
-	stop, err := benchstat.RunStages(ctx, rdb, cfg.Telemetry, cfg.Copies, svc.Stages()...)
+	stop, err := stream.RunStages(ctx, rdb, cfg.Telemetry, cfg.Copies, svc.Stages()...)
 	if err != nil {
 		return Result{}, err
 	}
@@ -112,7 +110,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 		fmt.Sprintf("/payment/batch_init/%d/%d", cfg.Users, cfg.Credit),
 		fmt.Sprintf("/orders/batch_init/%d/%d/%d/%d", cfg.Orders, cfg.Items, cfg.Users, cfg.Price),
 	} {
-		if code, _ := b.post(ctx, path); code != http.StatusOK {
+		if code := benchstat.Send(ctx, b.client, http.MethodPost, b.base+path); code != http.StatusOK {
 			return res, fmt.Errorf("checkoutbench: POST %s answered %d", path, code)
 		}
 		phase.Add(1)
@@ -137,21 +135,6 @@ func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, 
 	return res, err
 }
 
-// post sends a POST and returns its status (0 on a transport error).
-func (b *bench) post(ctx context.Context, path string) (int, error) {
-	req, err := http.NewRequestWithContext(ctx, http.MethodPost, b.base+path, nil)
-	if err != nil {
-		return 0, err
-	}
-	resp, err := b.client.Do(req)
-	if err != nil {
-		return 0, err
-	}
-	_, _ = io.Copy(io.Discard, resp.Body)
-	resp.Body.Close()
-	return resp.StatusCode, nil
-}
-
 // run checks out the next orders of the permutation from Clients
 // connections, at rate checkouts/s (0: back to back), for d or until the
 // orders run out, and measures the CPU per checkout.
@@ -170,7 +153,7 @@ func (b *bench) run(ctx context.Context, rate int, d time.Duration) (Phase, erro
 	if err != nil {
 		return Phase{}, fmt.Errorf("checkoutbench: %w", err)
 	}
-	p := Phase{Checkouts: r.Requests, Elapsed: time.Duration(r.Seconds * float64(time.Second)), P50: r.P50, P99: r.P99, Max: r.Max}
+	p := Phase{Checkouts: r.Requests, Elapsed: time.Duration(r.Seconds * float64(time.Second)), Latencies: r.Latencies}
 	p.CPU = benchstat.ReadCPU(ctx, b.rdb).PerItem(cpu, p.Checkouts)
 	for i, code := range r.Answers {
 		switch code {

@@ -5,14 +5,10 @@
 package checkoutbench
 
 import (
-	"cmp"
-	"errors"
-	"fmt"
 	"os/exec"
 	"time"
 
 	"github.com/dropstream/dropstream/api"
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -21,32 +17,34 @@ import (
 const (
 	TargetCheckoutsPerSecond = 3000
 	TargetP99Millis          = 50
-	TargetRate               = 1000
 )
 
 // Config configures a run; zero fields take the documented defaults.
 type Config struct {
 	// Items, Users and Orders are the batch_init sizes. Default 100,000
 	// each.
-	Items, Users, Orders int
+	Items  int `flag:"items" default:"100000" range:"1..1000000" help:"items of the batch_init"`
+	Users  int `flag:"users" default:"100000" range:"1..1000000" help:"users of the batch_init"`
+	Orders int `flag:"orders" default:"100000" range:"1..1000000" help:"orders of the batch_init (two random items each)"`
 	// Stock and Credit are every item's and user's starting amounts.
 	// Default 1,000,000 each, so checkouts do not run short unless told.
-	Stock, Credit int64
+	Stock  int64 `flag:"stock" default:"1000000" range:"0.." help:"starting stock of every item"`
+	Credit int64 `flag:"credit" default:"1000000" range:"0.." help:"starting credit of every user"`
 	// Price is every item's price. Default 1.
-	Price int64
+	Price int64 `default:"1" range:"0.."`
 	// Clients is the number of concurrent clients of the throughput run.
 	// Default 64.
-	Clients int
+	Clients int `flag:"clients" default:"64" range:"1..4096" help:"concurrent clients of the throughput run"`
 	// Duration is the length of the throughput run. Default 10s.
-	Duration time.Duration
+	Duration time.Duration `flag:"duration" default:"10s" range:"1ns.." help:"length of the throughput run"`
 	// Rate is the checkouts/s of the latency run. Default 1000.
-	Rate int
+	Rate int `flag:"rate" default:"1000" range:"1..100000" help:"checkouts/s of the latency run"`
 	// LatencyDuration is the length of the latency run. Default 10s.
-	LatencyDuration time.Duration
+	LatencyDuration time.Duration `flag:"latency-duration" default:"10s" range:"1ns.." help:"length of the latency run"`
 	// Copies is the number of copies of each stage. Default 1.
-	Copies int
+	Copies int `flag:"copies" default:"1" range:"1..64" help:"copies of each stage"`
 	// Partitions of the flow. Default 8.
-	Partitions int
+	Partitions int `default:"8"`
 	// RateLimit is the API's rate limit: the binary's as configured
 	// (flow.BenchEnv.RateLimit), so the bench measures the defaults. Its
 	// zero value is the API's defaults.
@@ -63,38 +61,4 @@ type Config struct {
 	// Progress, when set, shows each phase: the batch_init, both runs and
 	// the check.
 	Progress *progress.Printer
-}
-
-// WithDefaults returns c with zero fields set.
-func (c Config) WithDefaults() Config {
-	for _, f := range []*int{&c.Items, &c.Users, &c.Orders} {
-		if *f == 0 {
-			*f = 100_000
-		}
-	}
-	c.Stock = cmp.Or(c.Stock, 1_000_000)
-	c.Credit = cmp.Or(c.Credit, 1_000_000)
-	c.Price = cmp.Or(c.Price, 1)
-	c.Clients = cmp.Or(c.Clients, 64)
-	c.Duration = cmp.Or(c.Duration, 10*time.Second)
-	c.Rate = cmp.Or(c.Rate, TargetRate)
-	c.LatencyDuration = cmp.Or(c.LatencyDuration, 10*time.Second)
-	c.Copies = cmp.Or(c.Copies, 1)
-	c.Partitions = cmp.Or(c.Partitions, 8)
-	return c
-}
-
-// Validate checks a defaulted config.
-func (c Config) Validate() error {
-	var errs []error
-	for name, v := range map[string]int{"items": c.Items, "users": c.Users, "orders": c.Orders} {
-		errs = bounds.Check(errs, "checkoutbench: "+name, v, 1, 1_000_000)
-	}
-	if c.Clients < 1 || c.Clients > 4096 || c.Rate < 1 || c.Rate > 100_000 || c.Copies < 1 || c.Copies > 64 {
-		errs = append(errs, fmt.Errorf("checkoutbench: clients %d (1..4096), rate %d (1..100000) or copies %d (1..64) out of range", c.Clients, c.Rate, c.Copies))
-	}
-	if c.Duration <= 0 || c.LatencyDuration <= 0 || c.Stock < 0 || c.Credit < 0 || c.Price < 0 {
-		errs = append(errs, errors.New("checkoutbench: durations must be positive, amounts not negative"))
-	}
-	return errors.Join(errs...)
 }

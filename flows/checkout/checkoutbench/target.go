@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/benchstat"
 )
 
 // Bench is `dropstream bench checkout`: Run over the app's Redis, with the
@@ -27,16 +28,7 @@ var Bench = flow.Bench{
 // bind binds the target's flags and returns its run.
 func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
-	fs.IntVar(&bc.Items, "items", 100_000, "items of the batch_init")
-	fs.IntVar(&bc.Users, "users", 100_000, "users of the batch_init")
-	fs.IntVar(&bc.Orders, "orders", 100_000, "orders of the batch_init (two random items each)")
-	fs.Int64Var(&bc.Stock, "stock", 1_000_000, "starting stock of every item")
-	fs.Int64Var(&bc.Credit, "credit", 1_000_000, "starting credit of every user")
-	fs.IntVar(&bc.Clients, "clients", 64, "concurrent clients of the throughput run")
-	fs.DurationVar(&bc.Duration, "duration", 10*time.Second, "length of the throughput run")
-	fs.IntVar(&bc.Rate, "rate", TargetRate, "checkouts/s of the latency run")
-	fs.DurationVar(&bc.LatencyDuration, "latency-duration", 10*time.Second, "length of the latency run")
-	fs.IntVar(&bc.Copies, "copies", 1, "copies of each stage")
+	benchstat.BindFlags(fs, &bc)
 	limiter := fs.String("limiter", "on", "the API's rate limiter in each run, in order: on (the binary's, as --api-limits sets it), "+
 		"off, or a list (on,off runs both in one invocation and prints the throughput ratio on/off)")
 	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
@@ -46,8 +38,7 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 		}
 		bc.Partitions = env.Settings.Partitions
 		bc.Wait = env.Settings.RedisWait
-		bc = bc.WithDefaults()
-		if err := bc.Validate(); err != nil {
+		if err := benchstat.Prepare("checkoutbench", &bc); err != nil {
 			return err
 		}
 		bc.Telemetry, bc.Progress, bc.Self = env.Telemetry, env.Phases, env.Self
@@ -116,9 +107,8 @@ func report(out io.Writer, bc Config, res Result) {
 		clients = "the bench's HTTP clients run in this process: their CPU is in its figure"
 	}
 	fmt.Fprintf(out, "    cpu per checkout: %s (this process runs the stages and the API; %s)\n", t.CPU, clients)
-	fmt.Fprintf(out, "(b) latency at %d/s: %d checkouts (%d ok, %d failed, %d errors), p50 %s, p99 %s, max %s [target p99 ≤ %dms: %s]\n",
-		bc.Rate, l.Checkouts, l.OK, l.Failed, l.Errors, l.P50.Round(10*time.Microsecond), l.P99.Round(10*time.Microsecond),
-		l.Max.Round(10*time.Microsecond), TargetP99Millis, flow.Verdict(l.P99 <= TargetP99Millis*time.Millisecond))
+	fmt.Fprintf(out, "(b) latency at %d/s: %d checkouts (%d ok, %d failed, %d errors), %s [target p99 ≤ %dms: %s]\n",
+		bc.Rate, l.Checkouts, l.OK, l.Failed, l.Errors, l.Latencies.Round(10*time.Microsecond), TargetP99Millis, flow.Verdict(l.P99 <= TargetP99Millis*time.Millisecond))
 	fmt.Fprintf(out, "    cpu per checkout: %s\n", l.CPU)
 	fmt.Fprintf(out, "(c) consistency: %d orders checked, %d inconsistencies [target 0: %s]\n",
 		res.Checked, len(res.Inconsistencies), flow.Verdict(len(res.Inconsistencies) == 0))

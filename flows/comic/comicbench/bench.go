@@ -7,7 +7,6 @@
 package comicbench
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -28,63 +27,38 @@ import (
 // Config configures a bench run. Zero fields take their defaults.
 type Config struct {
 	// Subscriptions to load. Default 1,000,000.
-	Subscriptions int
+	Subscriptions int `flag:"subscriptions" default:"1000000" range:"1.." help:"subscriptions to load"`
 	// LoadWorkers load subscriptions concurrently, each a pipeline of
 	// scripts. Default 4.
-	LoadWorkers int
+	LoadWorkers int `flag:"load-workers" default:"4" range:"1.." help:"concurrent pipelines loading the subscriptions"`
 	// Matches is the number of comics matched for the latency figures.
 	// Default 5,000.
-	Matches int
+	Matches int `flag:"matches" default:"5000" range:"1.." help:"comics matched for the latency figures"`
 	// Intake is the number of comics listed for the throughput figure.
 	// Default 50,000.
-	Intake int
+	Intake int `flag:"intake" default:"50000" range:"1.." help:"comics listed for the intake figure"`
 	// Workers are the concurrent intake callers. Default 16.
-	Workers int
+	Workers int `flag:"workers" default:"16" range:"1.." help:"concurrent intake callers"`
 	// IntakeBatch is the number of comics one intake call lists in one
 	// pipeline (Inventory.AddMany); 1 calls Inventory.Add per comic, as
 	// POST /v1/comics does. Default 1.
-	IntakeBatch int
+	IntakeBatch int `flag:"intake-batch" default:"1" range:"1.." help:"comics per intake call (1: one script per call as POST /v1/comics; more: one pipeline of scripts)"`
 	// Partitions of the flow. Default 8.
-	Partitions int
+	Partitions int `default:"8" range:"1.."`
 	// World is the data distribution, one of Worlds. Default
 	// WorldWantList.
-	World string
+	World string `default:"wantlist"`
 	// Seed makes the data reproducible. Default 1.
-	Seed uint64
+	Seed uint64 `default:"1"`
 	// Reuse measures over the subscriptions already loaded (by an earlier
 	// run) instead of loading new ones.
-	Reuse bool
+	Reuse bool `flag:"reuse" help:"measure over the subscriptions an earlier run loaded with the same --world (no load)"`
 	// MaxRedisMemory stops the run (with an error) when Redis used_memory
 	// passes it. Default 4 GiB.
-	MaxRedisMemory int64
-	// Progress, when set, receives progress lines; Phases, when set,
-	// shows the loading and the matching with their counts.
-	Progress func(string)
-	Phases   *progress.Printer
-}
-
-// WithDefaults returns c with every zero field set to its default.
-func (c Config) WithDefaults() Config {
-	c.Subscriptions = cmp.Or(c.Subscriptions, 1_000_000)
-	c.LoadWorkers = cmp.Or(c.LoadWorkers, 4)
-	c.Matches = cmp.Or(c.Matches, 5000)
-	c.Intake = cmp.Or(c.Intake, 50_000)
-	c.Workers = cmp.Or(c.Workers, 16)
-	c.IntakeBatch = cmp.Or(c.IntakeBatch, 1)
-	c.Partitions = cmp.Or(c.Partitions, 8)
-	c.World = cmp.Or(c.World, WorldWantList)
-	c.Seed = cmp.Or(c.Seed, 1)
-	c.MaxRedisMemory = cmp.Or(c.MaxRedisMemory, 4<<30)
-	return c
-}
-
-// Validate reports every invalid field of a defaulted config.
-func (c Config) Validate() error {
-	if c.Subscriptions < 1 || c.LoadWorkers < 1 || c.Matches < 1 || c.Intake < 1 || c.Workers < 1 || c.IntakeBatch < 1 ||
-		c.Partitions < 1 || c.MaxRedisMemory < 1 {
-		return errors.New("comicbench: subscriptions, load workers, matches, intake, workers, intake batch, partitions and max redis memory must be positive")
-	}
-	return checkWorld(c.World)
+	MaxRedisMemory int64 `default:"4294967296" range:"1.."`
+	// Phases, when set, receives progress lines and shows the loading and
+	// the matching with their counts.
+	Phases *progress.Printer
 }
 
 // ErrMemory: Redis used_memory passed Config.MaxRedisMemory; the run was
@@ -99,8 +73,7 @@ type Result struct {
 	// Lookup is Matcher.MatchIDs (the index lookups); Job is
 	// Matcher.Process (lookups plus the hand-off to the notify stream).
 	// Each is timed one comic at a time.
-	LookupP50, LookupP99, LookupMax time.Duration
-	JobP50, JobP99, JobMax          time.Duration
+	Lookup, Job benchstat.Latencies
 	// Matched is the distribution of subscriptions matched per comic.
 	MeanMatched                                    float64
 	MatchedP50, MatchedP90, MatchedP99, MaxMatched int
@@ -128,21 +101,15 @@ type Result struct {
 // Run loads the subscriptions into rdb (which must hold no comic
 // subscriptions unless Reuse) and measures.
 func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := errors.Join(benchstat.Prepare("comicbench", &cfg), checkWorld(cfg.World)); err != nil {
 		return Result{}, err
-	}
-	progress := func(f string, a ...any) {
-		if cfg.Progress != nil {
-			cfg.Progress(fmt.Sprintf(f, a...))
-		}
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
 	defer cancel(nil)
 	watch := &memWatch{rdb: rdb, limit: cfg.MaxRedisMemory}
 	stopWatch := watch.start(ctx, cancel)
 	defer stopWatch()
-	res, err := run(ctx, rdb, cfg, progress)
+	res, err := run(ctx, rdb, cfg)
 	if cause := context.Cause(ctx); errors.Is(cause, ErrMemory) {
 		err = cause
 	}
@@ -150,7 +117,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	return res, err
 }
 
-func run(ctx context.Context, rdb redis.UniversalClient, cfg Config, progress func(string, ...any)) (Result, error) {
+func run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
 	svc, err := comic.NewWith(rdb, comic.Config{Partitions: cfg.Partitions}, nil, stream.Telemetry{})
 	if err != nil {
 		return Result{}, err
@@ -187,7 +154,7 @@ func run(ctx context.Context, rdb redis.UniversalClient, cfg Config, progress fu
 	}
 	res.ActivePattern = len(st.Patterns)
 	res.RedisMemoryLoaded = benchstat.UsedMemory(ctx, rdb)
-	progress("%s world: %d subscriptions over %d patterns (loaded in %s); redis used_memory %d MB",
+	cfg.Phases.Printf("%s world: %d subscriptions over %d patterns (loaded in %s); redis used_memory %d MB",
 		cfg.World, res.Subscriptions, res.ActivePattern, res.Load.Round(time.Millisecond), res.RedisMemoryLoaded>>20)
 
 	d, err := startDrain(ctx, rdb, svc)
@@ -195,13 +162,13 @@ func run(ctx context.Context, rdb redis.UniversalClient, cfg Config, progress fu
 		return Result{}, err
 	}
 	defer d.stop()
-	if err := measureMatch(ctx, rdb, svc, w, cfg, &res, d, progress); err != nil {
+	if err := measureMatch(ctx, rdb, svc, w, cfg, &res, d); err != nil {
 		return Result{}, err
 	}
-	if err := measureIntake(ctx, svc, w, cfg, &res, progress); err != nil {
+	if err := measureIntake(ctx, svc, w, cfg, &res); err != nil {
 		return Result{}, err
 	}
-	if err := measureMatcher(ctx, rdb, svc, cfg, &res, d, progress); err != nil {
+	if err := measureMatcher(ctx, rdb, svc, cfg, &res, d); err != nil {
 		return Result{}, err
 	}
 	res.RedisMemory = benchstat.UsedMemory(ctx, rdb)

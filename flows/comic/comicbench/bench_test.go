@@ -24,7 +24,7 @@ func TestRun_smallBenchOfEachWorld(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if r.Subscriptions < 1900 || r.ActivePattern < 5 || r.LookupP99 <= 0 || r.JobP99 <= 0 || r.IntakePerSecond <= 0 ||
+			if r.Subscriptions < 1900 || r.ActivePattern < 5 || r.Lookup.P99 <= 0 || r.Job.P99 <= 0 || r.IntakePerSecond <= 0 ||
 				r.MatcherPerSecond <= 0 || r.MeanMatched <= 0 {
 				t.Errorf("result %+v: want every figure measured", r)
 			}

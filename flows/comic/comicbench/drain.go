@@ -11,6 +11,7 @@ import (
 
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -70,17 +71,10 @@ func (d *drain) resume() { d.gate.Unlock() }
 // waitDrained waits until the discarding group has acknowledged every
 // notification request.
 func (d *drain) waitDrained(ctx context.Context) error {
-	for {
-		n, err := benchstat.Unhandled(ctx, d.rdb, d.topic, discardGroup)
-		if err != nil || n == 0 {
-			return err
-		}
-		select {
-		case <-ctx.Done():
-			return ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
-	}
+	return benchstat.Until(ctx, 20*time.Millisecond, func() (bool, error) {
+		n, err := stream.Unhandled(ctx, d.rdb, d.topic, discardGroup)
+		return n == 0, err
+	})
 }
 
 func (d *drain) stop() {
@@ -112,23 +106,13 @@ func (m *memWatch) start(ctx context.Context, cancel context.CancelCauseFunc) (s
 	done := make(chan struct{})
 	go func() {
 		defer close(done)
-		tick := time.NewTicker(250 * time.Millisecond)
-		defer tick.Stop()
-		for {
+		tick.Every(wctx, 250*time.Millisecond, func() {
 			used := benchstat.UsedMemory(wctx, m.rdb)
-			if used > m.peak.Load() {
-				m.peak.Store(used)
-			}
+			m.peak.Store(max(m.peak.Load(), used))
 			if used > m.limit {
 				cancel(fmt.Errorf("%w: used_memory %d MB over %d MB", ErrMemory, used>>20, m.limit>>20))
-				return
 			}
-			select {
-			case <-wctx.Done():
-				return
-			case <-tick.C:
-			}
-		}
+		})
 	}()
 	return func() { stopWatch(); <-done }
 }

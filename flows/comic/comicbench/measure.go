@@ -4,7 +4,6 @@ import (
 	"context"
 	"slices"
 	"strconv"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -23,7 +22,7 @@ const matchRound = 100
 // rounds: lookups, then jobs of generation 1 with the discarding group
 // paused, so the CPU figures are the matching's alone; the group drains the
 // notify streams between rounds.
-func measureMatch(ctx context.Context, rdb redis.UniversalClient, svc *comic.Flow, w *world, cfg Config, res *Result, d *drain, progress func(string, ...any)) error {
+func measureMatch(ctx context.Context, rdb redis.UniversalClient, svc *comic.Flow, w *world, cfg Config, res *Result, d *drain) error {
 	lookups := make([]time.Duration, 0, cfg.Matches)
 	jobs := make([]time.Duration, 0, cfg.Matches)
 	matched := make([]int, 0, cfg.Matches)
@@ -77,11 +76,8 @@ func measureMatch(ctx context.Context, rdb redis.UniversalClient, svc *comic.Flo
 	phase.Done("")
 	res.LookupCPU, res.JobCPU = lookupCPU.Per(cfg.Matches), jobCPU.Per(cfg.Matches)
 	res.MeanMatched = float64(total) / float64(cfg.Matches)
-	slices.Sort(lookups)
-	slices.Sort(jobs)
+	res.Lookup, res.Job = benchstat.Summarize(lookups), benchstat.Summarize(jobs)
 	slices.Sort(matched)
-	res.LookupP50, res.LookupP99, res.LookupMax = benchstat.Quantile(lookups, 0.50), benchstat.Quantile(lookups, 0.99), lookups[len(lookups)-1]
-	res.JobP50, res.JobP99, res.JobMax = benchstat.Quantile(jobs, 0.50), benchstat.Quantile(jobs, 0.99), jobs[len(jobs)-1]
 	res.MatchedP50, res.MatchedP90, res.MatchedP99 = benchstat.Quantile(matched, 0.50), benchstat.Quantile(matched, 0.90), benchstat.Quantile(matched, 0.99)
 	res.MaxMatched = matched[len(matched)-1]
 	slices.Sort(examined)
@@ -89,16 +85,16 @@ func measureMatch(ctx context.Context, rdb redis.UniversalClient, svc *comic.Flo
 		res.MeanExamined += float64(n) / float64(len(examined))
 	}
 	res.ExaminedP99, res.MaxExamined = benchstat.Quantile(examined, 0.99), examined[len(examined)-1]
-	progress("lookups p50 %s p99 %s (cpu %s + redis %s per comic); job p50 %s p99 %s max %s (cpu %s + redis %s per comic); "+
+	cfg.Phases.Printf("lookups p50 %s p99 %s (cpu %s + redis %s per comic); job p50 %s p99 %s max %s (cpu %s + redis %s per comic); "+
 		"subscriptions per comic: mean %.1f, p50 %d, p90 %d, p99 %d, max %d; examined: mean %.1f, p99 %d, max %d",
-		res.LookupP50, res.LookupP99, res.LookupCPU.Process, res.LookupCPU.Redis, res.JobP50, res.JobP99, res.JobMax,
+		res.Lookup.P50, res.Lookup.P99, res.LookupCPU.Process, res.LookupCPU.Redis, res.Job.P50, res.Job.P99, res.Job.Max,
 		res.JobCPU.Process, res.JobCPU.Redis, res.MeanMatched, res.MatchedP50, res.MatchedP90, res.MatchedP99, res.MaxMatched,
 		res.MeanExamined, res.ExaminedP99, res.MaxExamined)
 	return nil
 }
 
 // measureIntake lists cfg.Intake new comics with cfg.Workers callers.
-func measureIntake(ctx context.Context, svc *comic.Flow, w *world, cfg Config, res *Result, progress func(string, ...any)) error {
+func measureIntake(ctx context.Context, svc *comic.Flow, w *world, cfg Config, res *Result) error {
 	comics := make([]comic.Comic, cfg.Intake)
 	stamp := strconv.FormatInt(time.Now().UnixNano(), 36)
 	for i := range comics {
@@ -122,66 +118,59 @@ func measureIntake(ctx context.Context, svc *comic.Flow, w *world, cfg Config, r
 		return err
 	}
 	res.IntakePerSecond = float64(cfg.Intake) / time.Since(began).Seconds()
-	progress("listed %d comics at %.0f/s", cfg.Intake, res.IntakePerSecond)
+	cfg.Phases.Printf("listed %d comics at %.0f/s", cfg.Intake, res.IntakePerSecond)
 	return nil
 }
 
 // measureMatcher runs the matching stage (one copy, its own batch size)
 // over the intake backlog, with the discarding group consuming the notify
 // streams, until both backlogs are empty.
-func measureMatcher(ctx context.Context, rdb redis.UniversalClient, svc *comic.Flow, cfg Config, res *Result, d *drain, progress func(string, ...any)) error {
+func measureMatcher(ctx context.Context, rdb redis.UniversalClient, svc *comic.Flow, cfg Config, res *Result, d *drain) error {
 	matcher := svc.Matcher.Stage()
 	matcher.Config.Block = 50 * time.Millisecond
 	// The group exists before its backlog is first read.
 	if err := stream.EnsureGroups(ctx, rdb, svc.Topics().Jobs, matcher.Name); err != nil {
 		return err
 	}
-	r, err := stream.NewRunner(rdb, matcher, stream.Telemetry{})
-	if err != nil {
-		return err
-	}
-	mctx, cancel := context.WithCancel(ctx)
-	var wg sync.WaitGroup
-	defer func() { cancel(); wg.Wait() }()
 	handed0 := d.handed.Load()
 	cpu := benchstat.ReadCPU(ctx, rdb)
 	began, last := time.Now(), time.Now()
-	wg.Go(func() { _ = r.Run(mctx) })
+	stop, err := stream.RunStages(ctx, rdb, stream.Telemetry{}, 1, matcher)
+	if err != nil {
+		return err
+	}
+	defer stop()
 	var matched time.Duration
-	for {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		jobs, err := benchstat.Unhandled(ctx, rdb, svc.Topics().Jobs, matcher.Name)
+	if err := benchstat.Until(ctx, 20*time.Millisecond, func() (bool, error) {
+		jobs, err := stream.Unhandled(ctx, rdb, svc.Topics().Jobs, matcher.Name)
 		if err != nil {
-			return err
+			return false, err
 		}
 		if jobs == 0 && matched == 0 {
 			matched = time.Since(began)
 			res.MatcherCPU = benchstat.ReadCPU(ctx, rdb).PerItem(cpu, cfg.Intake)
 		}
-		notify, err := benchstat.Unhandled(ctx, rdb, svc.Topics().Notify, discardGroup)
+		notify, err := stream.Unhandled(ctx, rdb, svc.Topics().Notify, discardGroup)
 		if err != nil {
-			return err
+			return false, err
 		}
 		n, err := streamLen(ctx, rdb, svc.Topics().Notify)
 		if err != nil {
-			return err
+			return false, err
 		}
 		res.NotifyPeak = max(res.NotifyPeak, n)
-		if jobs == 0 && notify == 0 {
-			break
-		}
-		if time.Since(last) >= 5*time.Second {
+		if time.Since(last) >= 5*time.Second && (jobs > 0 || notify > 0) {
 			last = time.Now()
-			progress("matcher: %d jobs and %d notifications to go, notify streams %d entries, redis used_memory %d MB",
+			cfg.Phases.Printf("matcher: %d jobs and %d notifications to go, notify streams %d entries, redis used_memory %d MB",
 				jobs, notify, n, benchstat.UsedMemory(ctx, rdb)>>20)
 		}
-		time.Sleep(20 * time.Millisecond)
+		return jobs == 0 && notify == 0, nil
+	}); err != nil {
+		return err
 	}
 	res.MatcherPerSecond = float64(cfg.Intake) / matched.Seconds()
 	res.Handed = d.handed.Load() - handed0
-	progress("matcher stage: %d comics at %.0f/s (cpu %s + redis %s per comic), %d notify messages handed off (notify streams peaked at %d entries)",
+	cfg.Phases.Printf("matcher stage: %d comics at %.0f/s (cpu %s + redis %s per comic), %d notify messages handed off (notify streams peaked at %d entries)",
 		cfg.Intake, res.MatcherPerSecond, res.MatcherCPU.Process, res.MatcherCPU.Redis, res.Handed, res.NotifyPeak)
 	return nil
 }

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/benchstat"
 )
 
 // Bench is `dropstream bench comic`: Run over the app's Redis, its
@@ -29,20 +30,14 @@ var Bench = flow.Bench{
 func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
 	var maxMemMB int
-	fs.IntVar(&bc.Subscriptions, "subscriptions", 1_000_000, "subscriptions to load")
-	fs.IntVar(&bc.LoadWorkers, "load-workers", 4, "concurrent pipelines loading the subscriptions")
-	fs.IntVar(&bc.Matches, "matches", 5000, "comics matched for the latency figures")
-	fs.IntVar(&bc.Intake, "intake", 50_000, "comics listed for the intake figure")
-	fs.IntVar(&bc.Workers, "workers", 16, "concurrent intake callers")
-	fs.IntVar(&bc.IntakeBatch, "intake-batch", 1, "comics per intake call (1: one script per call as POST /v1/comics; more: one pipeline of scripts)")
+	benchstat.BindFlags(fs, &bc)
 	fs.IntVar(&maxMemMB, "max-redis-memory-mb", 4096, "stop when Redis used_memory passes this many MB")
 	fs.StringVar(&bc.World, "world", WorldWantList, "data distribution: "+strings.Join(Worlds, ", ")+
 		" (the first by default; see flows/comic/comicbench/world.go)")
-	fs.BoolVar(&bc.Reuse, "reuse", false, "measure over the subscriptions an earlier run loaded with the same --world (no load)")
 	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
 		bc.MaxRedisMemory = int64(maxMemMB) << 20
 		bc.Partitions = env.Settings.Partitions
-		bc.Progress, bc.Phases = env.Progress, env.Phases
+		bc.Phases = env.Phases
 		out := env.Stdout
 		fmt.Fprintf(out, "bench comic: %s world (%s), %s, %d partitions, GOMAXPROCS %d\n", bc.World, WorldSummary[bc.World],
 			env.RedisName, bc.Partitions, runtime.GOMAXPROCS(0))
@@ -65,13 +60,11 @@ func printResult(out io.Writer, bc Config, r Result) {
 	}
 	fmt.Fprintf(out, "subscriptions matched per comic: mean %.1f, p50 %d, p90 %d, p99 %d, max %d; examined (index entries read): mean %.1f, p99 %d, max %d\n",
 		r.MeanMatched, r.MatchedP50, r.MatchedP90, r.MatchedP99, r.MaxMatched, r.MeanExamined, r.ExaminedP99, r.MaxExamined)
-	fmt.Fprintf(out, "match, index lookups (MatchIDs): p50 %s, p99 %s, max %s; cpu per comic %s + redis %s\n",
-		r.LookupP50.Round(time.Microsecond), r.LookupP99.Round(time.Microsecond), r.LookupMax.Round(time.Microsecond),
-		micros(r.LookupCPU.Process), micros(r.LookupCPU.Redis))
-	fmt.Fprintf(out, "match, whole job (lookups + pending notifications handed off, no delivery): p50 %s, p99 %s, max %s; "+
+	fmt.Fprintf(out, "match, index lookups (MatchIDs): %s; cpu per comic %s + redis %s\n",
+		r.Lookup.Round(time.Microsecond), micros(r.LookupCPU.Process), micros(r.LookupCPU.Redis))
+	fmt.Fprintf(out, "match, whole job (lookups + pending notifications handed off, no delivery): %s; "+
 		"cpu per comic %s + redis %s [target p99 ≤ 5ms: %s]\n",
-		r.JobP50.Round(time.Microsecond), r.JobP99.Round(time.Microsecond), r.JobMax.Round(time.Microsecond),
-		micros(r.JobCPU.Process), micros(r.JobCPU.Redis), flow.Verdict(r.JobP99 <= 5*time.Millisecond))
+		r.Job.Round(time.Microsecond), micros(r.JobCPU.Process), micros(r.JobCPU.Redis), flow.Verdict(r.Job.P99 <= 5*time.Millisecond))
 	fmt.Fprintf(out, "intake: %.0f comics/s (%d workers, %d per call) [target ≥ 5000/s: %s]\n", r.IntakePerSecond, bc.Workers,
 		bc.IntakeBatch, flow.Verdict(r.IntakePerSecond >= 5000))
 	fmt.Fprintf(out, "matcher stage: %.0f comics/s (one copy; cpu per comic %s + redis %s, discarding group included), "+

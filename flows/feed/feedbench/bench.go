@@ -5,8 +5,6 @@
 package feedbench
 
 import (
-	"bufio"
-	"cmp"
 	"context"
 	"fmt"
 	"net/http"
@@ -33,13 +31,13 @@ import (
 // Config sizes a run. Zero fields take the documented defaults.
 type Config struct {
 	// Feeds of 50 items each. Default 10,000.
-	Feeds int
+	Feeds int `flag:"feeds" default:"10000" range:"1..1000000" help:"feeds of 50 items"`
 	// Pollers are the concurrent polls. Default 32.
-	Pollers int
+	Pollers int `flag:"pollers" default:"32" range:"1..1024" help:"concurrent polls"`
 	// Copies of each stage. Default 2.
-	Copies int
+	Copies int `flag:"copies" default:"2" range:"1..64" help:"copies of each stage"`
 	// Partitions of the flow. Default 8.
-	Partitions int
+	Partitions int `default:"8"`
 	// Self runs the binary with args (flow.BenchEnv.Self): the feed server
 	// runs apart (ServerArgs). Nil serves the feeds in this process, their
 	// CPU then in its figure.
@@ -48,23 +46,6 @@ type Config struct {
 	Telemetry stream.Telemetry
 	// Progress, when set, shows each phase.
 	Progress *progress.Printer
-}
-
-// WithDefaults fills the zero fields.
-func (c Config) WithDefaults() Config {
-	c.Feeds = cmp.Or(c.Feeds, 10_000)
-	c.Pollers = cmp.Or(c.Pollers, 32)
-	c.Copies = cmp.Or(c.Copies, 2)
-	c.Partitions = cmp.Or(c.Partitions, 8)
-	return c
-}
-
-// Validate checks a defaulted config.
-func (c Config) Validate() error {
-	if c.Feeds < 1 || c.Feeds > 1_000_000 || c.Pollers < 1 || c.Pollers > 1024 || c.Copies < 1 || c.Copies > 64 {
-		return fmt.Errorf("feedbench: feeds %d (1..1000000), pollers %d (1..1024) or copies %d (1..64) out of range", c.Feeds, c.Pollers, c.Copies)
-	}
-	return nil
 }
 
 // Result is what a run measured.
@@ -92,14 +73,13 @@ func (c *countChannel) Send(context.Context, notifier.Notification) error {
 
 // Run polls every feed once through the flow on rdb's empty database.
 func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := benchstat.Prepare("feedbench", &cfg); err != nil {
 		return Result{}, err
 	}
 	if err := benchstat.CheckEmpty(ctx, rdb, "feedbench"); err != nil {
 		return Result{}, err
 	}
-	base, stop, err := feedServer(ctx, cfg.Self)
+	base, stop, err := feedServer(cfg.Self)
 	if err != nil {
 		return Result{}, err
 	}
@@ -148,7 +128,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	}
 	phase.Done("")
 	res.Definitions = (benchstat.UsedMemory(ctx, rdb) - mem0) / int64(cfg.Feeds)
-	stopStages, err := benchstat.RunStages(ctx, rdb, cfg.Telemetry, cfg.Copies, fl.Stages()...)
+	stopStages, err := stream.RunStages(ctx, rdb, cfg.Telemetry, cfg.Copies, fl.Stages()...)
 	if err != nil {
 		return res, err
 	}
@@ -162,13 +142,12 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	res.Polled = time.Since(start)
 	want := int64(cfg.Feeds * itemsPerFeed / 10)
 	topics := fl.Topics()
-	for ch.n.Load() < want || !stream.Drained(ctx, rdb, topics.Polls, feed.StageAssign) || !stream.Drained(ctx, rdb, topics.Collections, feed.StageDeliver) {
+	if err := benchstat.Until(ctx, 20*time.Millisecond, func() (bool, error) {
 		phase.Set(ch.n.Load())
-		select {
-		case <-ctx.Done():
-			return res, ctx.Err()
-		case <-time.After(20 * time.Millisecond):
-		}
+		return ch.n.Load() >= want && stream.Drained(ctx, rdb, topics.Polls, feed.StageAssign) &&
+			stream.Drained(ctx, rdb, topics.Collections, feed.StageDeliver), nil
+	}); err != nil {
+		return res, err
 	}
 	res.Elapsed = time.Since(start)
 	res.CPU = benchstat.ReadCPU(ctx, rdb).PerItem(cpu, res.Items)
@@ -220,30 +199,16 @@ func pollAll(ctx context.Context, poller *feed.Poller, feeds []feed.Feed, n int)
 
 // feedServer starts the feed server: a process of its own through self, in
 // this process when self is nil. stop ends it.
-func feedServer(ctx context.Context, self func(args ...string) *exec.Cmd) (base string, stop func(), err error) {
+func feedServer(self func(args ...string) *exec.Cmd) (base string, stop func(), err error) {
 	if self == nil {
 		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			_, _ = w.Write([]byte(feedDoc(strings.TrimPrefix(r.URL.Path, "/f/"))))
 		}))
 		return srv.URL, srv.Close, nil
 	}
-	cmd := self(ServerArgs...)
-	in, err := cmd.StdinPipe()
+	h, err := benchstat.StartHelper(self(ServerArgs...), "feedbench: feed server")
 	if err != nil {
 		return "", nil, err
 	}
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		return "", nil, err
-	}
-	if err := cmd.Start(); err != nil {
-		return "", nil, fmt.Errorf("feedbench: feed server: %w", err)
-	}
-	stop = func() { _ = in.Close(); _ = cmd.Wait() }
-	line, err := bufio.NewReader(out).ReadString('\n')
-	if err != nil || !strings.HasPrefix(line, "http://") {
-		stop()
-		return "", nil, fmt.Errorf("feedbench: feed server answered %q: %v", line, err)
-	}
-	return strings.TrimSpace(line), stop, ctx.Err()
+	return h.URL, h.Close, nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/benchstat"
 )
 
 // Bench is `dropstream bench feed`: Run over the app's Redis.
@@ -23,12 +24,10 @@ var Bench = flow.Bench{
 // bind binds the target's flags and returns its run.
 func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
-	fs.IntVar(&bc.Feeds, "feeds", 10_000, "feeds of 50 items")
-	fs.IntVar(&bc.Pollers, "pollers", 32, "concurrent polls")
-	fs.IntVar(&bc.Copies, "copies", 2, "copies of each stage")
+	benchstat.BindFlags(fs, &bc)
 	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
 		bc.Partitions, bc.Self, bc.Telemetry, bc.Progress = env.Settings.Partitions, env.Self, env.Telemetry, env.Phases
-		bc = bc.WithDefaults()
+		benchstat.Defaults(&bc)
 		server := "a feed server in another process"
 		if bc.Self == nil {
 			server = "a feed server in this process: its CPU is in the process's figure"

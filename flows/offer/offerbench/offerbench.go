@@ -4,10 +4,8 @@
 package offerbench
 
 import (
-	"cmp"
 	"context"
 	"fmt"
-	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -29,18 +27,18 @@ const (
 // Config sizes a bench. Zero fields take the documented defaults.
 type Config struct {
 	// Offers spread round robin over the handlers. Default 100,000.
-	Offers int
+	Offers int `flag:"offers" default:"100000" range:"1..10000000" help:"offers, round robin over the 3 handlers"`
 	// Products the offers are spread over. Default 2,000.
-	Products int
+	Products int `flag:"products" default:"2000" range:"1.." help:"products the offers are spread over"`
 	// Misses is the number of distinct searches, each a miss. Default 200.
-	Misses int
+	Misses int `flag:"misses" default:"200" range:"1.." help:"distinct searches (each a miss)"`
 	// Hits is the number of cached searches. Default 5,000.
-	Hits int
+	Hits int `flag:"hits" default:"5000" range:"1.." help:"cached searches"`
 	// Broad adds that many misses without a product element: every
 	// handler prices all its offers. Default 0.
-	Broad int
+	Broad int `range:"0.."`
 	// Partitions of the flow. Default 8.
-	Partitions int
+	Partitions int `default:"8"`
 	// Handlers are the flow's handlers. Default offer.DefaultHandlers.
 	Handlers []offer.HandlerSpec
 	// Telemetry of the service and stages.
@@ -50,39 +48,15 @@ type Config struct {
 	Progress *progress.Printer
 }
 
-// WithDefaults fills the zero fields.
-func (c Config) WithDefaults() Config {
-	c.Offers = cmp.Or(c.Offers, 100_000)
-	c.Products = cmp.Or(c.Products, 2000)
-	c.Misses = cmp.Or(c.Misses, 200)
-	c.Hits = cmp.Or(c.Hits, 5000)
-	c.Partitions = cmp.Or(c.Partitions, 8)
-	return c
-}
-
-// Validate checks a defaulted config.
-func (c Config) Validate() error {
-	if c.Offers < 1 || c.Offers > 10_000_000 || c.Products < 1 || c.Misses < 1 || c.Hits < 1 || c.Broad < 0 {
-		return fmt.Errorf("offerbench: offers %d (1..10M), products %d, misses %d, hits %d must be positive, broad %d not negative",
-			c.Offers, c.Products, c.Misses, c.Hits, c.Broad)
-	}
-	return nil
-}
-
 // Latencies summarizes one kind of search.
 type Latencies struct {
-	Count         int
-	P50, P99, Max time.Duration
+	Count int
+	benchstat.Latencies
 	// Matches is the mean number of matching offers per search.
 	Matches float64
 	// CPU is the CPU per search of this process (the searches run in it)
 	// and of Redis.
 	CPU benchstat.CPU
-}
-
-func summarize(ds []time.Duration, matches int, cpu benchstat.CPU) Latencies {
-	slices.Sort(ds)
-	return Latencies{Count: len(ds), P50: benchstat.Quantile(ds, 0.50), P99: benchstat.Quantile(ds, 0.99), Max: ds[len(ds)-1], Matches: float64(matches) / float64(len(ds)), CPU: cpu}
 }
 
 // Result are the bench's figures.
@@ -100,8 +74,7 @@ type Result struct {
 // Run seeds the offers in rdb's (empty) database, runs the handler stages
 // and measures the searches.
 func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := benchstat.Prepare("offerbench", &cfg); err != nil {
 		return Result{}, err
 	}
 	if err := benchstat.CheckEmpty(ctx, rdb, "offerbench"); err != nil {
@@ -133,7 +106,7 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	}
 	res.Warm = time.Since(start)
 	phase.Done("")
-	stop, err := benchstat.RunStages(ctx, rdb, cfg.Telemetry, 1, svc.Stages()...)
+	stop, err := stream.RunStages(ctx, rdb, cfg.Telemetry, 1, svc.Stages()...)
 	if err != nil {
 		return Result{}, err
 	}
@@ -143,15 +116,8 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	defer func() { cancel(); wg.Wait() }()
 	wg.Go(func() { _ = svc.RunFresh(runCtx) })
 	phase = cfg.Progress.Start("freshness keeper catching up", 0)
-	for {
-		ok, err := svc.CaughtUp(ctx)
-		if err != nil {
-			return Result{}, err
-		}
-		if ok {
-			break
-		}
-		time.Sleep(5 * time.Millisecond)
+	if err := benchstat.Until(ctx, 5*time.Millisecond, func() (bool, error) { return svc.CaughtUp(ctx) }); err != nil {
+		return Result{}, err
 	}
 	phase.Done("")
 
@@ -185,7 +151,8 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 			times, matches = append(times, took), matches+resp.Total
 			phase.Add(1)
 		}
-		l := summarize(times, matches, benchstat.ReadCPU(ctx, rdb).PerItem(cpu, n))
+		l := Latencies{Count: n, Latencies: benchstat.Summarize(times), Matches: float64(matches) / float64(n),
+			CPU: benchstat.ReadCPU(ctx, rdb).PerItem(cpu, n)}
 		phase.Done(fmt.Sprintf("p50 %s, p99 %s", l.P50, l.P99))
 		return l, nil
 	}

@@ -26,10 +26,7 @@ var Bench = flow.Bench{
 // bind binds the target's flags and returns its run.
 func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
-	fs.IntVar(&bc.Offers, "offers", 100000, "offers, round robin over the 3 handlers")
-	fs.IntVar(&bc.Products, "products", 2000, "products the offers are spread over")
-	fs.IntVar(&bc.Misses, "misses", 200, "distinct searches (each a miss)")
-	fs.IntVar(&bc.Hits, "hits", 5000, "cached searches")
+	benchstat.BindFlags(fs, &bc)
 	fs.IntVar(&bc.Broad, "broad", 20, "misses without a product element (every offer priced)")
 	perHandler := fs.Bool("per-handler", true, "then run the misses again with one handler holding its share of the offers, "+
 		"to print what each handler adds to a miss (empties the database between the runs)")
@@ -44,17 +41,16 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 		if err != nil {
 			return err
 		}
-		us := func(d time.Duration) string { return d.Round(10 * time.Microsecond).String() }
 		fmt.Fprintf(out, "seed: %s; handler views loaded in %s; first search: %s\n", r.Seed.Round(time.Millisecond),
 			r.Warm.Round(time.Millisecond), r.First.Round(time.Millisecond))
-		fmt.Fprintf(out, "miss with fan-out: %d searches, %.1f matches each, p50 %s, p99 %s, max %s; cpu per search %s [target p99 ≤ %s: %s]\n",
-			r.Miss.Count, r.Miss.Matches, us(r.Miss.P50), us(r.Miss.P99), us(r.Miss.Max), r.Miss.CPU, TargetMissP99, flow.Verdict(r.Miss.P99 <= TargetMissP99))
+		fmt.Fprintf(out, "miss with fan-out: %d searches, %.1f matches each, %s; cpu per search %s [target p99 ≤ %s: %s]\n",
+			r.Miss.Count, r.Miss.Matches, r.Miss.Latencies.Round(10*time.Microsecond), r.Miss.CPU, TargetMissP99, flow.Verdict(r.Miss.P99 <= TargetMissP99))
 		if r.Broad.Count > 0 {
-			fmt.Fprintf(out, "broad miss (every offer priced): %d searches, %.1f matches each, p50 %s, p99 %s, max %s; cpu per search %s\n",
-				r.Broad.Count, r.Broad.Matches, us(r.Broad.P50), us(r.Broad.P99), us(r.Broad.Max), r.Broad.CPU)
+			fmt.Fprintf(out, "broad miss (every offer priced): %d searches, %.1f matches each, %s; cpu per search %s\n",
+				r.Broad.Count, r.Broad.Matches, r.Broad.Latencies.Round(10*time.Microsecond), r.Broad.CPU)
 		}
-		fmt.Fprintf(out, "cached hit: %d searches, p50 %s, p99 %s, max %s; cpu per search %s [target p99 ≤ %s: %s]\n",
-			r.Hit.Count, us(r.Hit.P50), us(r.Hit.P99), us(r.Hit.Max), r.Hit.CPU, TargetHitP99, flow.Verdict(r.Hit.P99 <= TargetHitP99))
+		fmt.Fprintf(out, "cached hit: %d searches, %s; cpu per search %s [target p99 ≤ %s: %s]\n",
+			r.Hit.Count, r.Hit.Latencies.Round(10*time.Microsecond), r.Hit.CPU, TargetHitP99, flow.Verdict(r.Hit.P99 <= TargetHitP99))
 		if !*perHandler {
 			return nil
 		}
@@ -66,7 +62,7 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 // alone holding its share of the offers, and prints what each further
 // handler adds to a miss: (CPU with all − CPU with one) / (handlers − 1).
 func fanOut(ctx context.Context, env flow.BenchEnv, bc Config, all Latencies) error {
-	bc = bc.WithDefaults()
+	benchstat.Defaults(&bc)
 	handlers := offer.DefaultHandlers
 	if len(bc.Handlers) > 0 {
 		handlers = bc.Handlers
