@@ -113,11 +113,15 @@ func SourceKey(sourceID string) string { return "source" + keySep + sourceID }
 
 // ParseKey rebuilds an entity's identity from its key.
 func ParseKey(key string) (Entity, error) {
-	parts := strings.Split(key, keySep)
-	if len(parts) == 2 && parts[0] == "source" {
+	var parts [5]string // not strings.Split: List parses every key it scans
+	n, rest, more := 0, key, true
+	for ; more && n < len(parts); n++ {
+		parts[n], rest, more = strings.Cut(rest, keySep)
+	}
+	if n == 2 && !more && parts[0] == "source" {
 		return Entity{Key: key, Kind: EntitySource, Venue: parts[1]}, nil
 	}
-	if len(parts) != 5 {
+	if n != 5 || more {
 		return Entity{}, fmt.Errorf("entity key %q: want provider|venue|date|time|party", key)
 	}
 	party, err := strconv.Atoi(parts[4])

@@ -28,7 +28,8 @@ const (
 type Filter struct {
 	Provider string
 	// Venue is a venue id of the provider. With Provider (and Date with
-	// both) it narrows the index range read; alone it is checked per entry.
+	// both) it narrows the index range read; alone, List reads its range
+	// under each provider present.
 	Venue string
 	// Date is "YYYY-MM-DD".
 	Date string
@@ -104,31 +105,67 @@ func (p *Projection) List(ctx context.Context, f Filter, cursor string, limit in
 	if limit < 1 {
 		limit = DefaultListLimit
 	}
-	limit = min(limit, MaxListLimit)
 	pos, started, err := p.decodeCursor(cursor)
 	if err != nil {
 		return nil, "", err
 	}
-	prefix := f.prefix()
+	s := &listScan{p: p, f: f, limit: min(limit, MaxListLimit), pos: pos, started: started}
+	if f.Provider == "" && f.Venue != "" {
+		err = s.byProvider(ctx)
+	} else {
+		prefix := f.prefix()
+		err = s.scan(ctx, prefix, prefix, false)
+	}
+	if err != nil {
+		return nil, "", fmt.Errorf("writer: list: %w", err)
+	}
+	items, err := p.load(ctx, s.picked, f.State)
+	if err != nil {
+		return nil, "", err
+	}
+	if s.exhausted {
+		return items, "", nil
+	}
+	return items, encodeCursor(s.pos), nil
+}
+
+// listScan walks the partitions' indexes of a state in the merged order
+// for List: pos is the last entry scanned, picked those matching.
+type listScan struct {
+	p         *Projection
+	f         Filter
+	limit     int
+	pos       position
+	started   bool
+	scanned   int
+	picked    []position
+	exhausted bool
+}
+
+// full reports whether the page is full or the scan budget spent.
+func (s *listScan) full() bool { return len(s.picked) >= s.limit || s.scanned >= s.p.cfg.MaxScan }
+
+// scan reads the index entries from lo to those starting with prefix ("":
+// all), after pos, in chunks, until the page is full or the range ends
+// (exhausted), or after one chunk when once.
+func (s *listScan) scan(ctx context.Context, lo, prefix string, once bool) error {
 	hi := "+"
 	if prefix != "" {
 		hi = "[" + prefix + "\xff" // UTF-8 text never holds the byte 0xff
 	}
-	chunk := int64(min(max(limit, 64), MaxListLimit))
-	var picked []position
-	scanned, exhausted := 0, false
-	for len(picked) < limit && scanned < p.cfg.MaxScan && !exhausted {
-		cmds := make([]*redis.StringSliceCmd, p.cfg.Partitions)
-		_, err := p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+	chunk := int64(min(max(s.limit, 64), MaxListLimit))
+	s.exhausted = false
+	for !s.full() && !s.exhausted {
+		cmds := make([]*redis.StringSliceCmd, s.p.cfg.Partitions)
+		_, err := s.p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
 			for q := range cmds {
-				lo := lowBound(prefix, pos, started, q)
-				cmds[q] = pipe.ZRangeByLex(ctx, indexKey(p.topic.HashTag(q), f.State),
-					&redis.ZRangeBy{Min: lo, Max: hi, Count: chunk})
+				cmds[q] = pipe.ZRangeByLex(ctx, indexKey(s.p.topic.HashTag(q), s.f.State),
+					&redis.ZRangeBy{Min: lowBound(lo, s.pos, s.started, q), Max: hi, Count: chunk})
 			}
 			return nil
 		})
 		if err != nil {
-			return nil, "", fmt.Errorf("writer: list: %w", err)
+			return err
 		}
 		var cands []position
 		var bound *position // entries after it may be missing from this round
@@ -146,36 +183,97 @@ func (p *Projection) List(ctx context.Context, f Filter, cursor string, limit in
 		}
 		slices.SortFunc(cands, position.compare)
 		i := 0
-		for ; i < len(cands) && len(picked) < limit && scanned < p.cfg.MaxScan; i++ {
+		for ; i < len(cands) && !s.full(); i++ {
 			if bound != nil && cands[i].compare(*bound) > 0 {
 				break
 			}
-			pos, started = cands[i], true
-			scanned++
-			if f.match(cands[i].key) {
-				picked = append(picked, cands[i])
+			s.pos, s.started = cands[i], true
+			s.scanned++
+			if s.f.match(cands[i].key) {
+				s.picked = append(s.picked, cands[i])
 			}
 		}
-		exhausted = bound == nil && i == len(cands)
+		s.exhausted = bound == nil && i == len(cands)
+		if once {
+			break
+		}
 	}
-	items, err := p.load(ctx, picked, f.State)
+	return nil
+}
+
+// byProvider scans a filter with a venue but no provider: the first page
+// reads one chunk of the whole index (all of a small one); then it goes on
+// as a loose index scan: it finds the providers present in key order by
+// jumping past each one's keys, and scans only the range of the venue
+// within each. The order and the cursor are those of a whole scan.
+func (s *listScan) byProvider(ctx context.Context) error {
+	if !s.started {
+		if err := s.scan(ctx, "", "", true); err != nil || s.exhausted {
+			return err
+		}
+	}
+	from := "[" + s.pos.key
+	for !s.full() {
+		first, err := s.first(ctx, from)
+		if err != nil {
+			return err
+		}
+		if first == "" {
+			s.exhausted = true
+			return nil
+		}
+		provider, _, ok := strings.Cut(first, "|")
+		if !ok { // not an entity key of a provider: it cannot match
+			from = "(" + first
+			continue
+		}
+		f := s.f
+		f.Provider = provider
+		prefix := f.prefix()
+		lo := prefix
+		if provider == "source" && f.Date == "" {
+			lo = avail.SourceKey(f.Venue) // a source's health entity: source|<id>
+		}
+		if err := s.scan(ctx, lo, prefix, false); err != nil || !s.exhausted {
+			return err
+		}
+		from = "(" + provider + "|\xff"
+	}
+	s.exhausted = false // later providers may match
+	return nil
+}
+
+// first returns the smallest index entry from the lex bound from over all
+// partitions, "" if none.
+func (s *listScan) first(ctx context.Context, from string) (string, error) {
+	cmds := make([]*redis.StringSliceCmd, s.p.cfg.Partitions)
+	_, err := s.p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for q := range cmds {
+			cmds[q] = pipe.ZRangeByLex(ctx, indexKey(s.p.topic.HashTag(q), s.f.State),
+				&redis.ZRangeBy{Min: from, Max: "+", Count: 1})
+		}
+		return nil
+	})
 	if err != nil {
-		return nil, "", err
+		return "", err
 	}
-	if exhausted {
-		return items, "", nil
+	first := ""
+	for _, c := range cmds {
+		if v := c.Val(); len(v) > 0 && (first == "" || v[0] < first) {
+			first = v[0]
+		}
 	}
-	return items, encodeCursor(pos), nil
+	return first, nil
 }
 
 // lowBound is partition q's ZRANGEBYLEX start: after pos in the merged order,
-// and not before prefix.
-func lowBound(prefix string, pos position, started bool, q int) string {
-	if !started || pos.key < prefix {
-		if prefix == "" {
+// and not before lo.
+func lowBound(lo string, pos position, started bool, q int) string {
+	if !started || pos.key < lo {
+		if lo == "" {
 			return "-"
 		}
-		return "[" + prefix
+		return "[" + lo
 	}
 	if q <= pos.part {
 		return "(" + pos.key

@@ -228,6 +228,9 @@ func msTime(s string) time.Time {
 }
 
 func msInt(s string) int64 {
+	if s == "" { // most fields of an entity are unset; ParseInt's error allocates
+		return 0
+	}
 	n, _ := strconv.ParseInt(s, 10, 64)
 	return n
 }
