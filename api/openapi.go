@@ -2,15 +2,11 @@ package api
 
 import (
 	"cmp"
-	"maps"
 	"net/http"
-	"reflect"
 	"regexp"
-	"sort"
-	"strconv"
-	"strings"
 	"sync"
 
+	"github.com/getkin/kin-openapi/openapi3"
 	"github.com/gofiber/fiber/v2"
 )
 
@@ -69,6 +65,8 @@ type Operation struct {
 type openAPI struct {
 	mu  sync.Mutex
 	ops []Operation
+	// doc is the document of ops, made on demand; Handle clears it.
+	doc *openapi3.T
 }
 
 // Handle registers op's route under its scope and documents it. A GET
@@ -88,6 +86,7 @@ func (s *Server) Handle(op Operation) {
 	}
 	s.spec.mu.Lock()
 	s.spec.ops = append(s.spec.ops, op)
+	s.spec.doc = nil
 	s.spec.mu.Unlock()
 }
 
@@ -101,115 +100,85 @@ func (s *Server) Operations() []Operation {
 var pathParam = regexp.MustCompile(`:([A-Za-z0-9_]+)`)
 
 // OpenAPI returns the OpenAPI 3.0 document of the operational routes and
-// every route registered with Handle.
-func (s *Server) OpenAPI() map[string]any {
-	ops := s.Operations()
+// every route registered with Handle. It is made once for a set of routes
+// and shared: callers must not change it.
+func (s *Server) OpenAPI() *openapi3.T {
+	s.spec.mu.Lock()
+	defer s.spec.mu.Unlock()
+	if s.spec.doc == nil {
+		s.spec.doc = s.document(s.spec.ops)
+	}
+	return s.spec.doc
+}
+
+// document makes the OpenAPI document of ops.
+func (s *Server) document(ops []Operation) *openapi3.T {
 	values := []any{envelope{}, healthBody{}, readyBody{}}
 	for _, op := range ops {
 		values = append(values, op.Body, op.Response)
 	}
 	schemas := newSchemaSet(values...)
-	schemas.names[reflect.TypeOf(envelope{})] = "Error"
-	errRef := schemas.of(envelope{})
-	errResponse := map[string]any{"description": "Error: the JSON error envelope", "content": map[string]any{"application/json": map[string]any{"schema": errRef}}}
-	paths := map[string]any{}
-	add := func(path, method string, op map[string]any) {
-		item, _ := paths[path].(map[string]any)
-		if item == nil {
-			item = map[string]any{}
-			paths[path] = item
-		}
-		item[method] = op
+	errJSON := openapi3.NewContentWithJSONSchemaRef(schemas.of(envelope{}))
+	doc := &openapi3.T{OpenAPI: "3.0.3", Info: &openapi3.Info{Title: "dropstream API", Version: "1"}, Paths: openapi3.NewPaths(),
+		Components: &openapi3.Components{Schemas: schemas.components, SecuritySchemes: openapi3.SecuritySchemes{
+			"bearer": {Value: openapi3.NewSecurityScheme().WithType("http").WithScheme("bearer")},
+			"apiKey": {Value: openapi3.NewSecurityScheme().WithType("apiKey").WithIn("header").WithName(HeaderAPIKey)},
+		}}}
+	response := func(description string, content openapi3.Content) *openapi3.ResponseRef {
+		return &openapi3.ResponseRef{Value: openapi3.NewResponse().WithDescription(description).WithContent(content)}
 	}
-	operational := func(summary string, responses map[string]any) map[string]any {
-		return map[string]any{"summary": summary, "tags": []string{"operations"}, "security": []any{}, "responses": responses}
+	operational := func(path, summary string, responses ...openapi3.NewResponsesOption) {
+		doc.AddOperation(path, http.MethodGet, &openapi3.Operation{Summary: summary, Tags: []string{"operations"},
+			Security: &openapi3.SecurityRequirements{}, Responses: openapi3.NewResponses(responses...)})
 	}
-	content := func(media string, schema map[string]any) map[string]any {
-		return map[string]any{media: map[string]any{"schema": schema}}
-	}
-	ready := schemas.of(readyBody{})
-	add(PathHealthz, "get", operational("Liveness", map[string]any{
-		"200": map[string]any{"description": "Alive", "content": content("application/json", schemas.of(healthBody{}))}}))
-	add(PathReadyz, "get", operational("Readiness of Redis (and ClickHouse when configured)", map[string]any{
-		"200": map[string]any{"description": "Ready", "content": content("application/json", ready)},
-		"503": map[string]any{"description": "A check failed", "content": content("application/json", ready)}}))
+	ready := openapi3.NewContentWithJSONSchemaRef(schemas.of(readyBody{}))
+	operational(PathHealthz, "Liveness", openapi3.WithStatus(200, response("Alive", openapi3.NewContentWithJSONSchemaRef(schemas.of(healthBody{})))))
+	operational(PathReadyz, "Readiness of Redis (and ClickHouse when configured)",
+		openapi3.WithStatus(200, response("Ready", ready)), openapi3.WithStatus(503, response("A check failed", ready)))
 	if s.cfg.MetricsHandler != nil {
-		add(PathMetrics, "get", operational("Prometheus metrics", map[string]any{
-			"200": map[string]any{"description": "Metrics in the Prometheus text format", "content": content("text/plain", map[string]any{"type": "string"})}}))
+		operational(PathMetrics, "Prometheus metrics", openapi3.WithStatus(200, response("Metrics in the Prometheus text format",
+			openapi3.NewContentWithSchema(openapi3.NewStringSchema(), []string{"text/plain"}))))
 	}
-	add(PathOpenAPI, "get", operational("This document", map[string]any{
-		"200": map[string]any{"description": "The OpenAPI 3 document", "content": content("application/json", map[string]any{"type": "object"})}}))
-	sort.SliceStable(ops, func(i, j int) bool { return ops[i].Path < ops[j].Path })
+	operational(PathOpenAPI, "This document", openapi3.WithStatus(200, response("The OpenAPI 3 document",
+		openapi3.NewContentWithJSONSchema(openapi3.NewObjectSchema()))))
 	for _, op := range ops {
-		path := pathParam.ReplaceAllString(op.Path, "{$1}")
-		var params []any
+		o := &openapi3.Operation{Summary: op.Summary, Responses: openapi3.NewResponses(),
+			Security:   &openapi3.SecurityRequirements{{"bearer": {op.Scope.String()}}, {"apiKey": {op.Scope.String()}}},
+			Extensions: map[string]any{"x-rate-class": op.Class.effective().String()}}
+		if op.Public {
+			o.Security = &openapi3.SecurityRequirements{}
+		}
+		if op.Tag != "" {
+			o.Tags = []string{op.Tag}
+		}
 		for _, m := range pathParam.FindAllStringSubmatch(op.Path, -1) {
-			params = append(params, map[string]any{"name": m[1], "in": "path", "required": true, "schema": map[string]any{"type": "string"}})
+			o.AddParameter(openapi3.NewPathParameter(m[1]).WithSchema(openapi3.NewStringSchema()))
 		}
 		for _, q := range op.Query {
-			param := map[string]any{"name": q.Name, "in": "query", "required": q.Required,
-				"description": q.Description, "schema": map[string]any{"type": cmp.Or(q.Type, "string")}}
-			if !q.Required {
-				// An empty optional parameter ("?limit=") is as if absent.
-				param["allowEmptyValue"] = true
-			}
-			params = append(params, param)
+			// An empty optional parameter ("?limit=") is as if absent.
+			o.AddParameter(&openapi3.Parameter{Name: q.Name, In: openapi3.ParameterInQuery, Description: q.Description, Required: q.Required,
+				AllowEmptyValue: !q.Required, Schema: openapi3.NewSchemaRef("", &openapi3.Schema{Type: &openapi3.Types{cmp.Or(q.Type, "string")}})})
 		}
-		success := map[string]any{"description": http.StatusText(op.Status)}
-		if sch := schemas.of(op.Response); sch != nil {
-			success["content"] = map[string]any{"application/json": map[string]any{"schema": sch}}
+		var content openapi3.Content
+		if sch := schemas.of(op.Response); sch != nil || op.ContentType != "" {
+			content = openapi3.NewContentWithSchemaRef(cmp.Or(sch, openapi3.NewStringSchema().NewRef()), []string{cmp.Or(op.ContentType, "application/json")})
 		}
-		if op.ContentType != "" {
-			sch := schemas.of(op.Response)
-			if sch == nil {
-				sch = map[string]any{"type": "string"}
-			}
-			success["content"] = map[string]any{op.ContentType: map[string]any{"schema": sch}}
+		for _, st := range append([]int{op.Status}, op.OtherStatuses...) {
+			o.AddResponse(st, openapi3.NewResponse().WithDescription(http.StatusText(st)).WithContent(content))
 		}
-		opErr := errResponse
+		errContent := errJSON
 		if op.ContentType != "" && op.ContentType != "application/json" {
 			// A page people open answers its errors as a page too.
-			opErr = map[string]any{"description": errResponse["description"], "content": map[string]any{
-				"application/json": map[string]any{"schema": errRef},
-				op.ContentType:     map[string]any{"schema": map[string]any{"type": "string"}},
-			}}
+			errContent = openapi3.Content{"application/json": errJSON.Get("application/json"),
+				op.ContentType: openapi3.NewMediaType().WithSchema(openapi3.NewStringSchema())}
 		}
-		responses := map[string]any{strconv.Itoa(op.Status): success, "4XX": opErr, "5XX": opErr}
-		for _, st := range op.OtherStatuses {
-			other := maps.Clone(success)
-			other["description"] = http.StatusText(st)
-			responses[strconv.Itoa(st)] = other
-		}
-		o := map[string]any{
-			"summary":   op.Summary,
-			"responses": responses,
-			"security":  []any{map[string]any{"bearer": []string{op.Scope.String()}}, map[string]any{"apiKey": []string{op.Scope.String()}}},
-		}
-		if op.Public {
-			o["security"] = []any{}
-		}
-		o["x-rate-class"] = op.Class.effective().String()
-		if op.Tag != "" {
-			o["tags"] = []string{op.Tag}
-		}
-		if len(params) > 0 {
-			o["parameters"] = params
-		}
+		errResponse := response("Error: the JSON error envelope", errContent)
+		o.Responses.Set("4XX", errResponse)
+		o.Responses.Set("5XX", errResponse)
 		if sch := schemas.of(op.Body); sch != nil {
-			o["requestBody"] = map[string]any{"required": true, "content": map[string]any{"application/json": map[string]any{"schema": sch}}}
+			o.RequestBody = &openapi3.RequestBodyRef{Value: openapi3.NewRequestBody().WithRequired(true).WithJSONSchemaRef(sch)}
 		}
-		add(path, strings.ToLower(op.Method), o)
+		doc.AddOperation(pathParam.ReplaceAllString(op.Path, "{$1}"), op.Method, o)
 	}
-	return map[string]any{
-		"openapi": "3.0.3",
-		"info":    map[string]any{"title": "dropstream API", "version": "1"},
-		"paths":   paths,
-		"components": map[string]any{
-			"schemas": schemas.components,
-			"securitySchemes": map[string]any{
-				"bearer": map[string]any{"type": "http", "scheme": "bearer"},
-				"apiKey": map[string]any{"type": "apiKey", "in": "header", "name": HeaderAPIKey},
-			},
-		},
-	}
+	return doc
 }

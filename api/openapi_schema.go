@@ -6,9 +6,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"reflect"
+	"regexp"
 	"slices"
 	"strings"
 	"time"
+
+	"github.com/getkin/kin-openapi/openapi3"
+	"github.com/getkin/kin-openapi/openapi3gen"
 )
 
 // TagOpenAPI is the struct tag that refines a field's schema. Options:
@@ -31,11 +35,19 @@ type Schemer interface {
 	OpenAPISchema() map[string]any
 }
 
-// schemaSet turns Go types into OpenAPI 3 schemas, named struct types as
-// components.
+// schemaSet holds the OpenAPI 3 schemas of Go types, made with openapi3gen:
+// named struct and Schemer types as components.
 type schemaSet struct {
-	components map[string]any
-	names      map[reflect.Type]string
+	gen        *openapi3gen.Generator
+	components openapi3.Schemas
+	// refs are the schemas of the values' types.
+	refs map[reflect.Type]*openapi3.SchemaRef
+	// names are the component names of the named struct and Schemer types.
+	names map[reflect.Type]string
+	// shapes are JSONShape types, described in place of their type.
+	shapes map[reflect.Type]bool
+	// found collects the types to name, on a first pass (names is empty).
+	found map[reflect.Type]bool
 }
 
 var (
@@ -46,218 +58,159 @@ var (
 	schemerType       = reflect.TypeOf((*Schemer)(nil)).Elem()
 )
 
-// newSchemaSet names the struct types reachable from values uniquely: by
-// their own name, else qualified by package ("feed.Subscription"), else by
-// package path.
+// newSchemaSet makes the schemas of values' types, naming the types
+// reachable from them uniquely: by their own name, else qualified by
+// package ("feed.Subscription"), else by package path. The error
+// envelope's component is Error.
 func newSchemaSet(values ...any) *schemaSet {
-	s := &schemaSet{components: map[string]any{}, names: map[reflect.Type]string{}}
-	seen := map[reflect.Type]bool{}
-	var types []reflect.Type
-	for _, v := range values {
-		if v != nil {
-			collectStructs(reflect.TypeOf(v), seen, &types)
+	first := newSchemas(nil, values)
+	names := map[reflect.Type]string{}
+	for level := 0; len(first.found) > 0; level++ {
+		count := map[string]int{}
+		for t := range first.found {
+			count[qualifiedName(t, level)]++
 		}
-	}
-	slices.SortFunc(types, func(a, b reflect.Type) int { return strings.Compare(typeKey(a), typeKey(b)) })
-	for level := 0; len(types) > 0; level++ {
-		byName := map[string][]reflect.Type{}
-		for _, t := range types {
-			n := qualifiedName(t, level)
-			byName[n] = append(byName[n], t)
-		}
-		var left []reflect.Type
-		for _, t := range types {
-			n := qualifiedName(t, level)
-			switch {
-			case len(byName[n]) == 1:
-				s.names[t] = n
-			case level == 2: // generic instances alike but for arguments' paths
-				s.names[t] = fmt.Sprintf("%s_%d", n, slices.Index(byName[n], t)+1)
-			default:
-				left = append(left, t)
+		for t := range first.found {
+			if n := qualifiedName(t, level); count[n] == 1 || level == 2 {
+				names[t] = n
+				delete(first.found, t)
 			}
 		}
-		types = left
+	}
+	names[reflect.TypeOf(envelope{})] = "Error"
+	return newSchemas(names, values)
+}
+
+// newSchemas makes the schemas of values' types, naming components by
+// names; with no names, it collects the types to name instead.
+func newSchemas(names map[reflect.Type]string, values []any) *schemaSet {
+	s := &schemaSet{components: openapi3.Schemas{}, refs: map[reflect.Type]*openapi3.SchemaRef{}, names: names, shapes: map[reflect.Type]bool{}}
+	if names == nil {
+		s.names, s.found = map[reflect.Type]string{}, map[reflect.Type]bool{}
+	}
+	s.gen = openapi3gen.NewGenerator(openapi3gen.UseAllExportedFields(), openapi3gen.SchemaCustomizer(s.customize),
+		openapi3gen.CreateComponentSchemas(openapi3gen.ExportComponentSchemasOptions{
+			ExportComponentSchemas: true, ExportTopLevelSchema: true, ExportGenerics: true}),
+		openapi3gen.CreateTypeNameGenerator(func(t reflect.Type) string {
+			if s.found == nil || s.shapes[t] || special(t) || t.Name() == "" {
+				return s.names[t] // none: described in place
+			}
+			s.found[t] = true
+			return sanitize(t.PkgPath() + "." + t.Name()) // unique, on the first pass
+		}))
+	for _, v := range values {
+		if t := reflect.TypeOf(v); t != nil && s.refs[t] == nil {
+			ref, err := s.gen.GenerateSchemaRef(t)
+			if err != nil {
+				panic(fmt.Sprintf("api: the schema of %v: %v", t, err))
+			}
+			s.refs[t] = cmp.Or(s.ref(t), ref)
+		}
+	}
+	// This moves every component generated so far into s.components and
+	// turns the references into either a $ref or a schema.
+	if _, err := s.gen.NewSchemaRefForValue(struct{}{}, s.components); err != nil {
+		panic(fmt.Sprintf("api: the components: %v", err))
 	}
 	return s
 }
 
-// typeKey identifies a type by package path and name.
-func typeKey(t reflect.Type) string { return t.PkgPath() + "." + t.Name() }
+// special reports whether t's JSON is a string other than its Go shape
+// says (a TextMarshaler).
+func special(t reflect.Type) bool {
+	return t != timeType && t.Implements(textMarshalerType) && (t.Kind() != reflect.Struct || !t.Implements(jsonShaperType))
+}
 
-// collectStructs appends to out every named struct or Schemer type
-// reachable from t.
-func collectStructs(t reflect.Type, seen map[reflect.Type]bool, out *[]reflect.Type) {
+// of returns the schema of v's type (nil v: no schema).
+func (s *schemaSet) of(v any) *openapi3.SchemaRef {
+	return s.refs[reflect.TypeOf(v)]
+}
+
+// ref returns a reference to t's component, or nil when t has none.
+func (s *schemaSet) ref(t reflect.Type) *openapi3.SchemaRef {
 	for t.Kind() == reflect.Pointer {
 		t = t.Elem()
 	}
-	if seen[t] {
-		return
-	}
-	seen[t] = true
-	if t.Implements(schemerType) {
-		if t.Name() != "" {
-			*out = append(*out, t)
-		}
-		return
-	}
-	if special(t) != nil {
-		return
-	}
-	switch t.Kind() {
-	case reflect.Struct:
-		if t.Name() != "" {
-			*out = append(*out, t)
-		}
-		shape := shapeOf(t)
-		for i := 0; i < shape.NumField(); i++ {
-			if f := shape.Field(i); f.IsExported() || f.Anonymous {
-				collectStructs(f.Type, seen, out)
-			}
-		}
-	case reflect.Slice, reflect.Array, reflect.Map:
-		collectStructs(t.Elem(), seen, out)
-	}
-}
-
-// shapeOf is the struct type whose fields describe t's JSON.
-func shapeOf(t reflect.Type) reflect.Type {
-	if t.Implements(jsonShaperType) {
-		if v, ok := reflect.Zero(t).Interface().(JSONShaper); ok {
-			st := reflect.TypeOf(v.JSONShape())
-			for st.Kind() == reflect.Pointer {
-				st = st.Elem()
-			}
-			return st
-		}
-	}
-	return t
-}
-
-// special returns the schema of types whose JSON is not their Go shape.
-func special(t reflect.Type) map[string]any {
-	switch {
-	case t == timeType:
-		return map[string]any{"type": "string", "format": "date-time"}
-	case t == rawMessageType:
-		return map[string]any{} // any JSON value
-	case t.Kind() != reflect.Struct && t.Implements(textMarshalerType),
-		t.Kind() == reflect.Struct && !t.Implements(jsonShaperType) && t.Implements(textMarshalerType):
-		return map[string]any{"type": "string"}
+	if n := s.names[t]; n != "" {
+		return openapi3.NewSchemaRef("#/components/schemas/"+n, nil)
 	}
 	return nil
 }
 
-// of returns the schema of v's type (nil v: no schema).
-func (s *schemaSet) of(v any) map[string]any {
-	if v == nil {
-		return nil
-	}
-	return s.schema(reflect.TypeOf(v))
-}
-
-func (s *schemaSet) schema(t reflect.Type) map[string]any {
-	for t.Kind() == reflect.Pointer {
-		t = t.Elem()
-	}
-	if t.Implements(schemerType) {
-		return s.component(t, func() map[string]any { return reflect.Zero(t).Interface().(Schemer).OpenAPISchema() })
-	}
-	if sch := special(t); sch != nil {
-		return sch
-	}
-	if t.Kind() == reflect.Struct {
-		return s.component(t, func() map[string]any { return s.object(shapeOf(t)) })
-	}
-	switch t.Kind() {
-	case reflect.String:
-		return map[string]any{"type": "string"}
-	case reflect.Bool:
-		return map[string]any{"type": "boolean"}
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64:
-		return map[string]any{"type": "integer"}
-	case reflect.Float32, reflect.Float64:
-		return map[string]any{"type": "number"}
-	case reflect.Slice, reflect.Array:
-		if t.Elem().Kind() == reflect.Uint8 {
-			return map[string]any{"type": "string", "format": "byte"}
+// customize adapts the schema openapi3gen made of t to the JSON of t.
+func (s *schemaSet) customize(_ string, t reflect.Type, _ reflect.StructTag, sch *openapi3.Schema) error {
+	switch {
+	case t.Implements(schemerType):
+		if s.found != nil {
+			s.found[t] = true
 		}
-		return map[string]any{"type": "array", "items": s.schema(t.Elem())}
-	case reflect.Map:
-		return map[string]any{"type": "object", "additionalProperties": s.schema(t.Elem())}
-	default:
-		return map[string]any{}
+		data, err := json.Marshal(reflect.Zero(t).Interface().(Schemer).OpenAPISchema())
+		if err != nil {
+			return err
+		}
+		*sch = openapi3.Schema{}
+		if n := s.names[t]; n != "" {
+			s.components[n] = openapi3.NewSchemaRef("", sch)
+		}
+		return sch.UnmarshalJSON(data)
+	case t.Kind() == reflect.Struct && t.Implements(jsonShaperType):
+		shape := reflect.TypeOf(reflect.Zero(t).Interface().(JSONShaper).JSONShape())
+		s.shapes[shape] = true
+		ref, err := s.gen.GenerateSchemaRef(shape)
+		if err == nil {
+			*sch = *ref.Value
+		}
+		return err
+	case special(t):
+		*sch = *openapi3.NewStringSchema()
+	case t.Kind() >= reflect.Int && t.Kind() <= reflect.Float64:
+		// Any integer or number, as clients take it.
+		sch.Format, sch.Min, sch.Max = "", nil, nil
+	case t.Kind() == reflect.Slice && sch.Items != nil:
+		sch.Items = cmp.Or(s.ref(t.Elem()), sch.Items)
+	case t.Kind() == reflect.Map && sch.AdditionalProperties.Schema != nil:
+		sch.AdditionalProperties.Schema = cmp.Or(s.ref(t.Elem()), sch.AdditionalProperties.Schema)
+	case t.Kind() == reflect.Struct && t != timeType:
+		s.object(t, sch)
 	}
+	return nil
 }
 
-// component returns a reference to t's component, built once, or the
-// schema itself when t has no component name.
-func (s *schemaSet) component(t reflect.Type, build func() map[string]any) map[string]any {
-	name, ok := s.names[t]
-	if !ok {
-		return build()
+// object refines a struct's properties: required without omitempty
+// (unless optional), nullable when null may be sent or received, readOnly
+// as tagged; a component so refined is referenced through allOf.
+func (s *schemaSet) object(t reflect.Type, sch *openapi3.Schema) {
+	sch.Type = &openapi3.Types{openapi3.TypeObject}
+	if sch.Properties == nil {
+		sch.Properties = openapi3.Schemas{}
 	}
-	if _, ok := s.components[name]; !ok {
-		s.components[name] = map[string]any{} // breaks recursion
-		s.components[name] = build()
-	}
-	return map[string]any{"$ref": "#/components/schemas/" + name}
-}
-
-// object describes a struct by its JSON fields: required without
-// omitempty (unless optional), nullable when null may be sent or received.
-func (s *schemaSet) object(t reflect.Type) map[string]any {
-	props := map[string]any{}
-	var requiredNames []string
-	for i := 0; i < t.NumField(); i++ {
-		f := t.Field(i)
+	for _, f := range reflect.VisibleFields(t) {
 		name, opts, _ := strings.Cut(f.Tag.Get("json"), ",")
-		if name == "-" || !f.IsExported() && !f.Anonymous {
-			continue
-		}
-		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
-			embedded := s.object(shapeOf(f.Type))
-			for k, v := range embedded["properties"].(map[string]any) {
-				props[k] = v
-			}
-			if req, ok := embedded["required"].([]string); ok {
-				requiredNames = append(requiredNames, req...)
-			}
-			continue
-		}
-		if !f.IsExported() {
-			continue
-		}
 		name = cmp.Or(name, f.Name)
+		prop := sch.Properties[name]
+		if !f.IsExported() || prop == nil {
+			continue // an embedded struct's fields are its own, or none
+		}
 		omitEmpty := strings.Contains(opts, "omitempty") || strings.Contains(opts, "omitzero")
-		sch := s.schema(f.Type)
 		openapiOpts := strings.Split(f.Tag.Get(TagOpenAPI), ",")
 		readOnly := slices.Contains(openapiOpts, "readonly")
 		required := !omitEmpty && !slices.Contains(openapiOpts, "optional")
 		ownNull := f.Type == rawMessageType || f.Type.Kind() != reflect.Pointer && f.Type.Implements(schemerType)
 		nullable := (!omitEmpty && nilable(f.Type) || !required) && !ownNull
-		if readOnly || nullable {
-			if _, ref := sch["$ref"]; ref {
-				sch = map[string]any{"allOf": []any{sch}}
-			}
-			if readOnly {
-				sch["readOnly"] = true
-			}
-			if nullable {
-				sch["nullable"] = true
+		if ref := s.ref(f.Type); ref != nil {
+			prop = ref
+			if readOnly || nullable {
+				prop = openapi3.NewSchemaRef("", &openapi3.Schema{AllOf: openapi3.SchemaRefs{ref}})
 			}
 		}
-		props[name] = sch
+		if prop.Value != nil {
+			prop.Value.ReadOnly, prop.Value.Nullable = readOnly, nullable
+		}
+		sch.Properties[name] = prop
 		if required {
-			requiredNames = append(requiredNames, name)
+			sch.Required = append(sch.Required, name)
 		}
 	}
-	out := map[string]any{"type": "object", "properties": props}
-	if len(requiredNames) > 0 {
-		out["required"] = requiredNames
-	}
-	return out
 }
 
 // nilable reports whether a value of t can encode as JSON null.
@@ -269,62 +222,34 @@ func nilable(t reflect.Type) bool {
 	return false
 }
 
+// typeArgPackage matches the package path qualifying a type argument
+// ("github.com/x/feed." of "Page[github.com/x/feed.Item]").
+var typeArgPackage = regexp.MustCompile(`[\w./-]+\.`)
+
 // qualifiedName is t's component name at a level: 0 its own, 1 with its
 // package's short name, 2 with its path. A generic type's is followed by
 // its arguments' ("Page[x/feed.Item]" is "PageItem", "Page.feed.Item").
 func qualifiedName(t reflect.Type, level int) string {
-	base, args, generic := strings.Cut(t.Name(), "[")
-	var b strings.Builder
-	if level > 0 && !generic {
-		b.WriteString(packageName(t.PkgPath(), level))
-		b.WriteString(".")
-	}
-	b.WriteString(base)
-	if !generic {
-		return sanitize(b.String())
-	}
-	for _, arg := range splitTypeArgs(strings.TrimSuffix(args, "]")) {
-		arg = strings.TrimLeft(arg, "*[]")
-		pkg, name := "", arg
-		if i := strings.LastIndex(arg, "."); i >= 0 {
-			pkg, name = arg[:i], arg[i+1:]
-		}
-		if level > 0 && pkg != "" {
-			b.WriteString(".")
-			b.WriteString(packageName(pkg, level))
-			b.WriteString(".")
-		}
-		b.WriteString(name)
-	}
-	return sanitize(b.String())
-}
-
-// splitTypeArgs splits a type argument list at its top-level commas.
-func splitTypeArgs(args string) []string {
-	var out []string
-	depth, start := 0, 0
-	for i, r := range args {
-		switch r {
-		case '[':
-			depth++
-		case ']':
-			depth--
-		case ',':
-			if depth == 0 {
-				out = append(out, args[start:i])
-				start = i + 1
+	name := t.Name()
+	switch {
+	case level >= 2:
+		name = t.PkgPath() + "." + name
+	case level == 1 && !strings.Contains(name, "["):
+		name = packageName(t.PkgPath()) + "." + name
+	default:
+		name = typeArgPackage.ReplaceAllStringFunc(name, func(pkg string) string {
+			if level == 0 {
+				return ""
 			}
-		}
+			return "." + packageName(strings.TrimSuffix(pkg, ".")) + "."
+		})
 	}
-	return append(out, args[start:])
+	return sanitize(name)
 }
 
-// packageName is a package's name at a level: at 1 its path's last
-// element (a flow's for …/httpapi), at 2 its path.
-func packageName(path string, level int) string {
-	if level >= 2 {
-		return path
-	}
+// packageName is a package's short name: its path's last element (a
+// flow's for …/httpapi).
+func packageName(path string) string {
 	parts := strings.Split(path, "/")
 	last := parts[len(parts)-1]
 	if last == "httpapi" && len(parts) > 1 {

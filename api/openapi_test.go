@@ -135,23 +135,22 @@ type written struct {
 // component names qualified by their packages.
 func TestSchemaSet_fieldsAndNames(t *testing.T) {
 	s := newSchemaSet(written{}, Page[Error]{}, Page[url.Error]{}, url.Error{}, Error{})
-	s.of(written{})
-	w := s.components["written"].(map[string]any)
-	props := w["properties"].(map[string]any)
-	if props["id"].(map[string]any)["readOnly"] != true || props["created_at"].(map[string]any)["readOnly"] != true {
+	w := s.components["written"].Value
+	props := w.Properties
+	if !props["id"].Value.ReadOnly || !props["created_at"].Value.ReadOnly {
 		t.Errorf("server-set fields not readOnly: %v", props)
 	}
-	if child := props["child"].(map[string]any); child["readOnly"] != true || child["nullable"] != true || child["allOf"] == nil {
-		t.Errorf("child = %v, want a readOnly nullable allOf of the reference", child)
+	if child := props["child"].Value; !child.ReadOnly || !child.Nullable || len(child.AllOf) != 1 {
+		t.Errorf("child = %+v, want a readOnly nullable allOf of the reference", child)
 	}
-	if body := props["body"].(map[string]any); len(body) != 0 {
-		t.Errorf("raw JSON body schema = %v, want any value", body)
+	if body := props["body"].Value; !body.IsEmpty() {
+		t.Errorf("raw JSON body schema = %+v, want any value", body)
 	}
-	if props["tags"].(map[string]any)["nullable"] != true {
-		t.Errorf("tags = %v, want nullable (a nil slice encodes as null)", props["tags"])
+	if !props["tags"].Value.Nullable {
+		t.Errorf("tags = %+v, want nullable (a nil slice encodes as null)", props["tags"].Value)
 	}
-	if req := w["required"].([]string); !slices.Equal(req, []string{"id", "name", "body", "tags", "created_at", "child"}) {
-		t.Errorf("required = %v", req)
+	if !slices.Equal(w.Required, []string{"id", "name", "body", "tags", "created_at", "child"}) {
+		t.Errorf("required = %v", w.Required)
 	}
 	for _, tc := range []struct {
 		v    any
@@ -161,7 +160,7 @@ func TestSchemaSet_fieldsAndNames(t *testing.T) {
 		{Page[Error]{}, "Page.api.Error"}, {Page[url.Error]{}, "Page.url.Error"}, {written{}, "written"},
 	} {
 		v, want := tc.v, tc.want
-		if ref := s.of(v)["$ref"]; ref != "#/components/schemas/"+want {
+		if ref := s.of(v).Ref; ref != "#/components/schemas/"+want {
 			t.Errorf("%T: $ref %v, want %s", v, ref, want)
 		}
 	}

@@ -152,9 +152,9 @@ func TestRateLimit_fullTableRefusesNewBucketsUntilOneIsIdle(t *testing.T) {
 // The class of every operation is in the document.
 func TestRateLimit_classIsDocumented(t *testing.T) {
 	s := limitedServer(t, "", RateLimitConfig{})
-	paths := s.OpenAPI()["paths"].(map[string]any)
+	paths := s.OpenAPI().Paths
 	for path, want := range map[string]string{"/v1/contract": "contract", "/v1/unset": "create", "/v1/public": "public"} {
-		if got := paths[path].(map[string]any)["post"].(map[string]any)["x-rate-class"]; got != want {
+		if got := paths.Value(path).Post.Extensions["x-rate-class"]; got != want {
 			t.Errorf("%s: x-rate-class %v, want %s", path, got, want)
 		}
 	}

@@ -108,9 +108,9 @@ func TestStageRoutes_refusals(t *testing.T) {
 
 func TestStageRoutes_inOpenAPI(t *testing.T) {
 	h := newHarness(t)
-	paths, _ := h.srv.OpenAPI()["paths"].(map[string]any)
+	paths := h.srv.OpenAPI().Paths
 	for _, p := range []string{"/v1/admin/stages", "/v1/admin/stages/{stage}/pause", "/v1/admin/stages/{stage}/resume", "/v1/admin/stages/{stage}/conservation"} {
-		if _, ok := paths[p]; !ok {
+		if paths.Value(p) == nil {
 			t.Errorf("/openapi.json lacks %s", p)
 		}
 	}

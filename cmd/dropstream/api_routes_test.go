@@ -7,7 +7,6 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"regexp"
-	"slices"
 	"strings"
 	"testing"
 
@@ -162,9 +161,9 @@ func TestAPI_headOnEveryGetRoute(t *testing.T) {
 // 503 not_configured, not 404.
 func TestAPI_statsWithoutClickHouseAre503NotConfigured(t *testing.T) {
 	srv := binaryAPI(t)
-	paths := srv.OpenAPI()["paths"].(map[string]any)
+	paths := srv.OpenAPI().Paths
 	for _, path := range []string{"/v1/stats/availability", "/v1/stats/notifications"} {
-		if _, ok := paths[path]; !ok {
+		if paths.Value(path) == nil {
 			t.Errorf("%s missing from /openapi.json", path)
 		}
 		status, body := call(t, srv, http.MethodGet, path, "")
@@ -211,19 +210,17 @@ func checkMessage(t *testing.T, what string, status int, body []byte) string {
 func TestAPI_badBodiesOfEveryCreateRouteGetClientMessages(t *testing.T) {
 	srv := binaryAPI(t)
 	doc := srv.OpenAPI()
-	schemas := doc["components"].(map[string]any)["schemas"].(map[string]any)
 	var routes int
-	for path, item := range doc["paths"].(map[string]any) {
-		for method, op := range item.(map[string]any) {
-			rb, ok := op.(map[string]any)["requestBody"].(map[string]any)
-			if !ok {
+	for path, item := range doc.Paths.Map() {
+		for method, op := range item.Operations() {
+			if op.RequestBody == nil {
 				continue
 			}
 			routes++
 			fiberPath := concrete(regexp.MustCompile(`\{[^}]+\}`).ReplaceAllString(path, ":p"))
 			bodies := []string{`[]`, `"text"`, `{"no_such_field_x":1}`, `{"a":`, `{}{}`}
 			// Each property given a value of the wrong kind.
-			for prop, kind := range bodyProperties(rb, schemas) {
+			for prop, kind := range bodyProperties(doc, op.RequestBody.Value) {
 				wrong := `"text"`
 				if kind == "string" {
 					wrong = `123`
@@ -248,19 +245,18 @@ func TestAPI_badBodiesOfEveryCreateRouteGetClientMessages(t *testing.T) {
 
 // bodyProperties returns the top-level properties of a request body's
 // schema and their JSON types.
-func bodyProperties(requestBody map[string]any, schemas map[string]any) map[string]string {
-	content, _ := requestBody["content"].(map[string]any)
-	media, _ := content["application/json"].(map[string]any)
-	schema, _ := media["schema"].(map[string]any)
-	if ref, ok := schema["$ref"].(string); ok {
-		schema, _ = schemas[strings.TrimPrefix(ref, "#/components/schemas/")].(map[string]any)
+func bodyProperties(doc *openapi3.T, requestBody *openapi3.RequestBody) map[string]string {
+	schema := requestBody.Content.Get("application/json").Schema
+	if schema.Ref != "" {
+		schema = doc.Components.Schemas[strings.TrimPrefix(schema.Ref, "#/components/schemas/")]
 	}
-	props, _ := schema["properties"].(map[string]any)
 	out := map[string]string{}
-	for name, p := range props {
-		typ, _ := p.(map[string]any)["type"].(string)
-		if typ != "" && !slices.Contains([]string{"object"}, typ) {
-			out[name] = typ
+	for name, p := range schema.Value.Properties {
+		if p.Value == nil {
+			continue // a component's reference
+		}
+		if typ := p.Value.Type.Slice(); len(typ) == 1 && typ[0] != "object" {
+			out[name] = typ[0]
 		}
 	}
 	return out

@@ -154,11 +154,10 @@ func TestRoutes_comicsAndSubscriptionsOnBothPaths(t *testing.T) {
 
 func TestRoutes_everyRouteIsInTheOpenAPIDocument(t *testing.T) {
 	srv, _, _ := newServer(t, false)
-	doc := srv.OpenAPI()
-	paths, _ := doc["paths"].(map[string]any)
+	paths := srv.OpenAPI().Paths
 	for _, p := range []string{"/v1/schemas/comic.json", "/v1/comics", "/comics", "/v1/comics/{id}", "/v1/comics/patterns/stats",
 		"/v1/subscriptions", "/subscriptions", "/v1/subscriptions/{id}", "/v1/completetransaction", "/completetransaction"} {
-		if paths[p] == nil {
+		if paths.Value(p) == nil {
 			t.Errorf("%s missing from /openapi.json", p)
 		}
 	}
