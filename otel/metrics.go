@@ -8,6 +8,7 @@ import (
 	"os"
 	"regexp"
 	"strings"
+	"sync"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -64,9 +65,18 @@ func latencyView(inst sdkmetric.Instrument) (sdkmetric.Stream, bool) {
 	return sdkmetric.Stream{}, false
 }
 
+// MeterProvider is the SDK meter provider [Setup] builds, with the
+// Histograms each of its readers reads as a producer. Code that records a
+// histogram for every message binds a series of Histograms when its
+// provider is one of these, and uses the metric API otherwise.
+type MeterProvider struct {
+	*sdkmetric.MeterProvider
+	Histograms *Histograms
+}
+
 // meterSetup is what newMeterProvider builds.
 type meterSetup struct {
-	provider *sdkmetric.MeterProvider
+	provider *MeterProvider
 	registry *prometheus.Registry
 	handler  http.Handler
 	extra    sdkmetric.Reader // from OTEL_METRICS_EXPORTER; nil if none
@@ -88,8 +98,10 @@ func newMeterProvider(ctx context.Context, res *resource.Resource) (meterSetup, 
 		}
 	}
 
+	hist := NewHistograms()
 	promReader, err := promexporter.New(
 		promexporter.WithRegisterer(reg),
+		promexporter.WithProducer(hist),
 		// Explicit, so a future change of the exporter's default cannot
 		// rename every series: dots become underscores, units and _total
 		// suffixes are added.
@@ -99,7 +111,7 @@ func newMeterProvider(ctx context.Context, res *resource.Resource) (meterSetup, 
 		return meterSetup{}, fmt.Errorf("otel: prometheus exporter: %w", err)
 	}
 
-	extra, err := newMetricReader(ctx)
+	extra, err := newMetricReader(ctx, hist)
 	if err != nil {
 		return meterSetup{}, errors.Join(err, promReader.Shutdown(ctx))
 	}
@@ -112,21 +124,29 @@ func newMeterProvider(ctx context.Context, res *resource.Resource) (meterSetup, 
 	if extra != nil {
 		opts = append(opts, sdkmetric.WithReader(extra))
 	}
-	mp := sdkmetric.NewMeterProvider(opts...)
+	mp := &MeterProvider{MeterProvider: sdkmetric.NewMeterProvider(opts...), Histograms: hist}
 
 	handler := promhttp.InstrumentMetricHandler(reg,
 		promhttp.HandlerFor(reg, promhttp.HandlerOpts{Registry: reg}))
 	return meterSetup{provider: mp, registry: reg, handler: handler, extra: extra}, nil
 }
 
+// readerMu serializes newMetricReader: autoexport takes its fallback
+// producer from a package variable.
+var readerMu sync.Mutex
+
 // newMetricReader returns the autoexport reader selected by
-// OTEL_METRICS_EXPORTER, or nil when only Prometheus is wanted.
-func newMetricReader(ctx context.Context) (sdkmetric.Reader, error) {
+// OTEL_METRICS_EXPORTER, or nil when only Prometheus is wanted. The reader
+// also reads hist, unless OTEL_METRICS_PRODUCERS names its producers.
+func newMetricReader(ctx context.Context, hist *Histograms) (sdkmetric.Reader, error) {
 	v := os.Getenv(envMetricsExporter)
 	switch v {
 	case "", "none", "prometheus":
 		return nil, nil
 	}
+	readerMu.Lock()
+	defer readerMu.Unlock()
+	autoexport.WithFallbackMetricProducer(func(context.Context) (sdkmetric.Producer, error) { return hist, nil })
 	r, err := autoexport.NewMetricReader(ctx)
 	if err != nil {
 		return nil, fmt.Errorf("otel: %s=%q: %w", envMetricsExporter, v, err)

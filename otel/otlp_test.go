@@ -2,13 +2,14 @@ package otel
 
 import (
 	"context"
-	"go.opentelemetry.io/otel/metric"
 	"io"
 	"net/http"
 	"net/http/httptest"
 	"sync"
 	"testing"
 
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 	"go.opentelemetry.io/otel/trace"
 	colmetricpb "go.opentelemetry.io/proto/otlp/collector/metrics/v1"
 	coltracepb "go.opentelemetry.io/proto/otlp/collector/trace/v1"
@@ -84,11 +85,8 @@ func TestSetup_otlpHTTPExportsOnShutdown(t *testing.T) {
 		t.Fatal(err)
 	}
 	c.Add(ctx, 1)
-	h, err := p.MeterProvider.Meter(ScopeName).Float64Histogram(MetricStageHandlerDuration, metric.WithUnit(UnitSeconds))
-	if err != nil {
-		t.Fatal(err)
-	}
-	h.Record(ctx, 0.01, metric.WithAttributes(StageKey.String("s")))
+	p.MeterProvider.(*MeterProvider).Histograms.Series(instrumentation.Scope{Name: ScopeName},
+		MetricStageHandlerDuration, "d", UnitSeconds, LatencyBuckets(), attribute.NewSet(StageKey.String("s"))).Record(0.01)
 
 	// Shutdown flushes the batch span processor and the periodic reader.
 	if err := p.Shutdown(ctx); err != nil {

@@ -33,8 +33,8 @@ type Providers struct {
 	// TracerProvider records spans (subject to OTEL_TRACES_SAMPLER) even
 	// when nothing is exported, so logs get trace ids.
 	TracerProvider trace.TracerProvider
-	// MeterProvider is read by the Prometheus exporter and any reader
-	// OTEL_METRICS_EXPORTER asks for.
+	// MeterProvider is a *[MeterProvider], read by the Prometheus
+	// exporter and any reader OTEL_METRICS_EXPORTER asks for.
 	MeterProvider metric.MeterProvider
 
 	tp       *sdktrace.TracerProvider

@@ -15,10 +15,12 @@ import (
 	"github.com/prometheus/common/expfmt"
 	"github.com/prometheus/common/model"
 	gotel "go.opentelemetry.io/otel"
+	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/exporters/otlp/otlptrace"
 	"go.opentelemetry.io/otel/exporters/stdout/stdouttrace"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
+	"go.opentelemetry.io/otel/sdk/instrumentation"
 )
 
 // clearOTelEnv blanks every OTEL_* variable of the environment for the test,
@@ -186,23 +188,30 @@ func TestSetup_latencyHistogramBuckets(t *testing.T) {
 		unit       string
 		exposed    string
 		want       []float64
+		bound      bool // recorded into a series of the provider's Histograms
 	}{
-		{"duration in seconds", "x.duration", UnitSeconds, "x_duration_seconds", latencyBuckets},
-		{"latency without unit", "x.latency", "", "x_latency", latencyBuckets},
-		{"age in seconds", "x.age", UnitSeconds, "x_age_seconds", latencyBuckets},
-		{"project histogram", MetricStageHandlerDuration, UnitSeconds, "dropstream_stage_handler_duration_seconds", latencyBuckets},
-		{"milliseconds keep defaults", "x.duration", "ms", "x_duration_milliseconds", defaultBounds},
-		{"other name keeps defaults", "x.size", "By", "x_size_bytes", defaultBounds},
+		{"duration in seconds", "x.duration", UnitSeconds, "x_duration_seconds", latencyBuckets, false},
+		{"latency without unit", "x.latency", "", "x_latency", latencyBuckets, false},
+		{"age in seconds", "x.age", UnitSeconds, "x_age_seconds", latencyBuckets, false},
+		{"project histogram", MetricStageHandlerDuration, UnitSeconds, "dropstream_stage_handler_duration_seconds", latencyBuckets, false},
+		{"bound histogram", MetricStageMessageAge, UnitSeconds, "dropstream_stage_message_age_seconds", latencyBuckets, true},
+		{"milliseconds keep defaults", "x.duration", "ms", "x_duration_milliseconds", defaultBounds, false},
+		{"other name keeps defaults", "x.size", "By", "x_size_bytes", defaultBounds, false},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
 			clearOTelEnv(t)
 			p := setupForTest(t, Config{})
-			h, err := p.MeterProvider.Meter(ScopeName).Float64Histogram(tt.instrument, metric.WithUnit(tt.unit))
-			if err != nil {
-				t.Fatal(err)
+			if tt.bound {
+				p.MeterProvider.(*MeterProvider).Histograms.Series(instrumentation.Scope{Name: ScopeName}, tt.instrument, "",
+					tt.unit, LatencyBuckets(), attribute.NewSet()).Record(0.0003)
+			} else {
+				h, err := p.MeterProvider.Meter(ScopeName).Float64Histogram(tt.instrument, metric.WithUnit(tt.unit))
+				if err != nil {
+					t.Fatal(err)
+				}
+				h.Record(context.Background(), 0.0003)
 			}
-			h.Record(context.Background(), 0.0003)
 
 			fam := scrape(t, p)[tt.exposed]
 			if fam == nil || fam.GetType() != dto.MetricType_HISTOGRAM {

@@ -10,11 +10,11 @@ import (
 
 	metricnoop "go.opentelemetry.io/otel/metric/noop"
 	"go.opentelemetry.io/otel/propagation"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/telemetrytest"
 )
 
 // BenchmarkRunnerChain measures the runtime's per-message middleware cost,
@@ -25,7 +25,7 @@ import (
 // and "none" less "none-noparent" what carrying a trace context costs.
 // The "-run" cases are messages of a run with one trace context, as the
 // runner reads them from one publish (see traceReuse). "-nometrics" has the
-// SDK's tracer but no meter: what it saves is the SDK histograms' cost.
+// SDK's tracer but no meter: what it saves is the histograms' cost.
 func BenchmarkRunnerChain(b *testing.B) {
 	for _, tc := range []struct {
 		name    string
@@ -50,9 +50,9 @@ func BenchmarkRunnerChain(b *testing.B) {
 				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(tc.sampler), sdktrace.WithBatcher(discardExporter{}))
 				defer tp.Shutdown(context.Background())
 				tel.TracerProvider = tp
-				// The binary's provider: the SDK's.
+				// The binary's provider: the SDK's, with bound histograms.
 				if !strings.HasSuffix(tc.name, "nometrics") {
-					tel.MeterProvider = sdkmetric.NewMeterProvider(sdkmetric.WithReader(sdkmetric.NewManualReader()))
+					tel.MeterProvider, _ = telemetrytest.Metrics(b)
 				}
 			}
 			r, err := NewRunner(nil, Stage{Name: "b", Topic: NewTopic("b", "c", 1),

@@ -21,10 +21,19 @@ import (
 // TestRunner_metrics checks that a stage is visible in metrics from the
 // runtime alone: throughput by outcome, handler latency, lag, pending, the
 // oldest pending entry's age and dead-letter length, with no
-// instrumentation in the handler.
+// instrumentation in the handler; with the binary's bound histograms and
+// through the metric API alone.
 func TestRunner_metrics(t *testing.T) {
-	mp, collect := telemetrytest.Metrics(t)
-	testRunnerMetrics(t, mp, collect)
+	for _, bound := range []bool{true, false} {
+		t.Run("bound="+strconv.FormatBool(bound), func(t *testing.T) {
+			mp, collect := telemetrytest.Metrics(t)
+			if !bound {
+				testRunnerMetrics(t, mp.MeterProvider, collect)
+				return
+			}
+			testRunnerMetrics(t, mp, collect)
+		})
+	}
 }
 
 func testRunnerMetrics(t *testing.T, mp metric.MeterProvider, collectMetrics func() metricdata.ResourceMetrics) {

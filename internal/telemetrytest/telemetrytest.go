@@ -9,15 +9,20 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
+
+	dsotel "github.com/dropstream/dropstream/otel"
 )
 
-// Metrics returns the SDK's MeterProvider, as the binary runs with, read by
-// a manual reader and shut down when the test ends, and a function that
-// collects what it recorded so far; a failed collection fails the test.
-func Metrics(t testing.TB) (*sdkmetric.MeterProvider, func() metricdata.ResourceMetrics) {
+// Metrics returns a MeterProvider like the one the binary runs with (the
+// SDK's, with the otel package's bound histograms) read by a manual reader
+// and shut down when the test ends, and a function that collects what it
+// recorded so far; a failed collection fails the test. Its embedded SDK
+// provider alone records through the metric API.
+func Metrics(t testing.TB) (*dsotel.MeterProvider, func() metricdata.ResourceMetrics) {
 	t.Helper()
-	reader := sdkmetric.NewManualReader()
-	mp := sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader))
+	hist := dsotel.NewHistograms()
+	reader := sdkmetric.NewManualReader(sdkmetric.WithProducer(hist))
+	mp := &dsotel.MeterProvider{MeterProvider: sdkmetric.NewMeterProvider(sdkmetric.WithReader(reader)), Histograms: hist}
 	t.Cleanup(func() { _ = mp.Shutdown(context.Background()) })
 	return mp, func() metricdata.ResourceMetrics {
 		t.Helper()
