@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"net/http"
-	"slices"
 	"testing"
 	"time"
 
@@ -101,7 +100,7 @@ func BenchmarkSaga_conservationCheck(b *testing.B) {
 
 // reportLatency reports the p50 and p99 of lat in milliseconds.
 func reportLatency(b *testing.B, lat []time.Duration) {
-	slices.Sort(lat)
-	b.ReportMetric(float64(benchstat.Percentile(lat, 0.5).Microseconds())/1000, "p50-ms")
-	b.ReportMetric(float64(benchstat.Percentile(lat, 0.99).Microseconds())/1000, "p99-ms")
+	l := benchstat.Summarize(lat)
+	b.ReportMetric(float64(l.P50.Microseconds())/1000, "p50-ms")
+	b.ReportMetric(float64(l.P99.Microseconds())/1000, "p99-ms")
 }
