@@ -15,6 +15,7 @@ require (
 	github.com/getkin/kin-openapi v0.153.0
 	github.com/goccy/go-json v0.12.0
 	github.com/gofiber/fiber/v2 v2.52.15
+	github.com/hashicorp/golang-lru/v2 v2.0.7
 	github.com/mmcdole/gofeed v1.4.2
 	github.com/oapi-codegen/runtime v1.9.0
 	github.com/prometheus/client_golang v1.25.0

@@ -10,6 +10,8 @@ import (
 	"strconv"
 	"strings"
 	"time"
+
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 )
 
 // schemaFS holds the versioned schema, one file per migration.
@@ -169,16 +171,8 @@ func appliedVersions(ctx context.Context, c *Client) (map[int]bool, error) {
 
 // recordMigration inserts m's row into MigrationsTable.
 func recordMigration(ctx context.Context, c *Client, m Migration) error {
-	batch, err := c.conn.PrepareBatch(ctx, "INSERT INTO "+MigrationsTable+" (version, name, applied_at)")
-	if err != nil {
-		return fmt.Errorf("clickhouse: record migration %s: %w", m.Name, err)
-	}
-	if err := batch.Append(uint32(m.Version), m.Name, time.Now().UTC().Truncate(time.Second)); err != nil {
-		_ = batch.Abort()
-		return fmt.Errorf("clickhouse: record migration %s: %w", m.Name, err)
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("clickhouse: record migration %s: %w", m.Name, err)
-	}
-	return nil
+	return insert(ctx, c, MigrationsTable, "INSERT INTO "+MigrationsTable+" (version, name, applied_at)", 1,
+		func(b driver.Batch, _ int) error {
+			return b.Append(uint32(m.Version), m.Name, time.Now().UTC().Truncate(time.Second))
+		})
 }

@@ -1,12 +1,15 @@
 package clickhouse
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
 	"maps"
 	"slices"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // Default retention periods of RetentionConfig.
@@ -47,18 +50,11 @@ type RetentionConfig struct {
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c RetentionConfig) WithDefaults() RetentionConfig {
-	def := func(d *time.Duration, v time.Duration) {
-		if *d == 0 {
-			*d = v
-		}
-	}
-	def(&c.Runs, DefaultRetainRuns)
-	def(&c.Transitions, DefaultRetainTransitions)
-	def(&c.Sessions, DefaultRetainSessions)
-	def(&c.Rollups, DefaultRetainRollups)
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Runs = cmp.Or(c.Runs, DefaultRetainRuns)
+	c.Transitions = cmp.Or(c.Transitions, DefaultRetainTransitions)
+	c.Sessions = cmp.Or(c.Sessions, DefaultRetainSessions)
+	c.Rollups = cmp.Or(c.Rollups, DefaultRetainRollups)
+	c.Now = tick.Or(c.Now)
 	return c
 }
 
@@ -86,9 +82,7 @@ func (c RetentionConfig) periods() (map[string]time.Duration, error) {
 	for _, t := range rollups {
 		p[t] = c.Rollups
 	}
-	for t, d := range c.Tables {
-		p[t] = d
-	}
+	maps.Copy(p, c.Tables)
 	return p, nil
 }
 

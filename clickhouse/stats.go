@@ -93,9 +93,13 @@ func keyExpr(group, timeCol string) string {
 	return group
 }
 
-// where builds the WHERE clause of q over timeCol with the filters that are
-// set; cols says which filter columns the rollup has.
-func (q StatsQuery) where(timeCol string, cols map[string]string) (string, []any, error) {
+// where validates q against groups and builds its WHERE clause over
+// timeCol with the filters that are set; cols says which filter columns
+// the rollup has.
+func (q *StatsQuery) where(groups []string, timeCol string, cols map[string]string) (string, []any, error) {
+	if err := q.validate(groups); err != nil {
+		return "", nil, err
+	}
 	s := " WHERE " + timeCol + " >= toDateTime(?) AND " + timeCol + " < toDateTime(?)"
 	args := []any{q.From.Unix(), q.To.Unix()}
 	for name, v := range map[string]string{"flow": q.Flow, "provider": q.Provider, "venue": q.Venue, "source_id": q.SourceID, "channel": q.Channel} {
@@ -144,10 +148,7 @@ var FlowGroups = []string{GroupHour, GroupDay, GroupFlow, GroupScope, GroupProvi
 // closes and notifications sent (distinct ids, exact) per group. Filters:
 // Flow, Provider, Venue. The time range applies to whole hours.
 func FlowStats(ctx context.Context, c *Client, q StatsQuery) ([]FlowStat, error) {
-	if err := q.validate(FlowGroups); err != nil {
-		return nil, err
-	}
-	where, args, err := q.where("hour", map[string]string{"flow": "flow", "provider": "provider", "venue": "venue"})
+	where, args, err := q.where(FlowGroups, "hour", map[string]string{"flow": "flow", "provider": "provider", "venue": "venue"})
 	if err != nil {
 		return nil, err
 	}
@@ -180,10 +181,7 @@ var SessionGroups = []string{GroupDay, GroupProvider, GroupVenue}
 // SessionStats reads rollup_sessions_daily: sessions by day of opening.
 // Filters: Provider, Venue. The time range applies to whole days.
 func SessionStats(ctx context.Context, c *Client, q StatsQuery) ([]SessionStat, error) {
-	if err := q.validate(SessionGroups); err != nil {
-		return nil, err
-	}
-	where, args, err := q.where("toDateTime(day)", map[string]string{"provider": "provider", "venue": "venue"})
+	where, args, err := q.where(SessionGroups, "toDateTime(day)", map[string]string{"provider": "provider", "venue": "venue"})
 	if err != nil {
 		return nil, err
 	}

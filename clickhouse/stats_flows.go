@@ -35,10 +35,7 @@ var NotificationGroups = []string{GroupHour, GroupDay, GroupFlow, GroupChannel, 
 // NotificationStats reads rollup_notifications_hourly. Filters: Flow,
 // Channel.
 func NotificationStats(ctx context.Context, c *Client, q StatsQuery) ([]NotificationStat, error) {
-	if err := q.validate(NotificationGroups); err != nil {
-		return nil, err
-	}
-	where, args, err := q.where("hour", map[string]string{"flow": "flow", "channel": "channel"})
+	where, args, err := q.where(NotificationGroups, "hour", map[string]string{"flow": "flow", "channel": "channel"})
 	if err != nil {
 		return nil, err
 	}

@@ -75,15 +75,11 @@ func (c CollectorConfig) WithDefaults() CollectorConfig {
 	c.Concurrency = cmp.Or(c.Concurrency, 4)
 	c.RefreshInterval = cmp.Or(c.RefreshInterval, 15*time.Second)
 	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
-	if c.Egress == nil {
-		c.Egress = egress.Default()
-	}
+	c.Egress = cmp.Or(c.Egress, egress.Default())
 	if c.HTTPClient == nil {
 		c.HTTPClient = defaultHTTPClient(c.Egress)
 	}
-	if c.Clock == nil {
-		c.Clock = SystemClock{}
-	}
+	c.Clock = cmp.Or[Clock](c.Clock, SystemClock{})
 	c.Releases = c.Releases.WithDefaults()
 	if c.Shared != nil && c.Owner == "" {
 		c.Owner = stream.DefaultConsumerName()
@@ -109,9 +105,7 @@ func (c CollectorConfig) Validate() error {
 	if len(c.UserAgent) > 256 {
 		errs = append(errs, errors.New("user agent longer than 256 bytes"))
 	}
-	if err := c.Releases.Validate(); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, c.Releases.Validate())
 	if c.HTTPClient == nil || c.Clock == nil {
 		errs = append(errs, errors.New("HTTP client and clock must be set"))
 	}

@@ -128,12 +128,7 @@ func (s Source) Validate() error {
 		errs = append(errs, fmt.Errorf("id %q: want 1-64 characters of [a-z0-9_-]", clip.Marked(s.ID, maxQuoted)))
 	}
 	adapter, err := provider.For(s.Provider)
-	if err != nil {
-		errs = append(errs, err)
-	}
-	if err := validateBaseURL(s.BaseURL); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, err, validateBaseURL(s.BaseURL)) // errors.Join drops the nils
 	errs = append(errs, validateScopes(s.Scopes, s.ID, adapter)...)
 	errs = bounds.Check(errs, "interval", s.Interval, MinInterval, MaxInterval)
 	errs = bounds.Check(errs, "stabilization", s.Stabilization, 1, MaxStabilization)
@@ -143,8 +138,8 @@ func (s Source) Validate() error {
 	if len(s.AuthToken) > MaxAuthTokenLen || strings.ContainsFunc(s.AuthToken, isControl) {
 		errs = append(errs, fmt.Errorf("auth token longer than %d bytes or with control characters", MaxAuthTokenLen))
 	}
-	if len(errs) > 0 {
-		return fmt.Errorf("%w %q: %w", ErrInvalidSource, clip.Marked(s.ID, maxQuoted), errors.Join(errs...))
+	if err := errors.Join(errs...); err != nil {
+		return fmt.Errorf("%w %q: %w", ErrInvalidSource, clip.Marked(s.ID, maxQuoted), err)
 	}
 	return nil
 }

@@ -9,8 +9,8 @@ import (
 	"io"
 	"os"
 	"slices"
-	"sync"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/clip"
@@ -37,8 +37,7 @@ const (
 type Store struct {
 	rdb     redis.UniversalClient
 	records *recordstore.Store[Source]
-	mu      sync.Mutex
-	decoded map[string]storedSource // by id: the last source decoded
+	decoded *lru.Cache[string, storedSource] // by id: the last source decoded
 }
 
 // storedSource is a source decoded from its stored JSON.
@@ -49,7 +48,8 @@ type storedSource struct {
 
 // NewStore returns a store over rdb.
 func NewStore(rdb redis.UniversalClient) *Store {
-	s := &Store{rdb: rdb, decoded: map[string]storedSource{}}
+	decoded, _ := lru.New[string, storedSource](MaxSources) // fails only for a size below 1
+	s := &Store{rdb: rdb, decoded: decoded}
 	records, err := recordstore.New(rdb, recordstore.Config[Source]{Layout: recordstore.Layout{Hash: SourcesKey},
 		Max: MaxSources, MaxSize: MaxSourceSize, Decode: s.decode, Tenant: func(s Source) string { return s.Tenant }})
 	if err != nil {
@@ -61,21 +61,14 @@ func NewStore(rdb redis.UniversalClient) *Store {
 
 // decode is decodeStored, once for the same stored bytes of an id.
 func (s *Store) decode(id string, raw []byte) (Source, error) {
-	s.mu.Lock()
-	c, ok := s.decoded[id]
-	s.mu.Unlock()
+	c, ok := s.decoded.Get(id)
 	if !ok || c.raw != string(raw) {
 		src, err := decodeStored(id, raw)
 		if err != nil {
 			return Source{}, err
 		}
 		c = storedSource{string(raw), src}
-		s.mu.Lock()
-		if len(s.decoded) >= MaxSources {
-			clear(s.decoded) // ids deleted elsewhere
-		}
-		s.decoded[id] = c
-		s.mu.Unlock()
+		s.decoded.Add(id, c)
 	}
 	c.src.Scopes = slices.Clone(c.src.Scopes)
 	return c.src, nil
@@ -108,35 +101,27 @@ func (s *Store) Get(ctx context.Context, id string) (Source, error) {
 
 // GetIn is Get of a source v sees: another tenant's is ErrSourceNotFound.
 func (s *Store) GetIn(ctx context.Context, v tenancy.View, id string) (Source, error) {
-	src, err := s.records.GetIn(ctx, v, id)
-	if errors.Is(err, recordstore.ErrNotFound) {
-		return Source{}, fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(id, maxQuoted))
-	}
-	return src, err
+	return s.getIn(ctx, v, id, nil)
 }
 
 // GetWithHealth is GetIn and Health in one round trip.
 func (s *Store) GetWithHealth(ctx context.Context, v tenancy.View, id string) (Source, SourceHealth, bool, error) {
-	var raw *redis.StringCmd
 	var health *redis.SliceCmd
-	_, _ = s.rdb.Pipelined(ctx, func(p redis.Pipeliner) error { // each reply's error is read below
-		raw = p.HGet(ctx, SourcesKey, id)
-		health = p.HMGet(ctx, healthKey(id), healthFields...)
-		return nil
-	})
-	b, err := raw.Bytes()
-	var src Source
-	if err == nil {
-		src, err = s.decode(id, b)
-	}
-	if errors.Is(err, redis.Nil) || err == nil && !v.Sees(tenancy.Of(src.Tenant)) {
-		return Source{}, SourceHealth{}, false, fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(id, maxQuoted))
-	}
+	src, err := s.getIn(ctx, v, id, func(p redis.Pipeliner) { health = p.HMGet(ctx, healthKey(id), healthFields...) })
 	if err != nil {
-		return Source{}, SourceHealth{}, false, fmt.Errorf("get source %s: %w", clip.Marked(id, maxQuoted), err)
+		return Source{}, SourceHealth{}, false, err
 	}
 	h, polled, err := healthReply(id, health)
 	return src, h, polled, err
+}
+
+// getIn is GetIn with the commands queue adds in the same pipeline.
+func (s *Store) getIn(ctx context.Context, v tenancy.View, id string, queue func(redis.Pipeliner)) (Source, error) {
+	src, err := s.records.GetInWith(ctx, v, id, queue)
+	if errors.Is(err, recordstore.ErrNotFound) {
+		return Source{}, fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(id, maxQuoted))
+	}
+	return src, err
 }
 
 // List returns every readable source by id, and ErrInvalidSource for the

@@ -199,10 +199,4 @@ func traceParent(tp string) (string, string) {
 
 // timeText is t's JSON encoding without the quotes (RFC 3339 with
 // nanoseconds); Validate has checked that it encodes.
-func timeText(t time.Time) string {
-	b, _ := t.MarshalJSON()
-	if len(b) < 2 {
-		return ""
-	}
-	return string(b[1 : len(b)-1])
-}
+func timeText(t time.Time) string { return t.Format(time.RFC3339Nano) }

@@ -1,6 +1,7 @@
 package diff
 
 import (
+	"cmp"
 	"fmt"
 	"strings"
 	"time"
@@ -75,12 +76,7 @@ func (g Guard) Validate() error {
 }
 
 // stabilization returns the effective k of a snapshot.
-func stabilization(snap avail.Snapshot) int {
-	if snap.Stabilization == 0 {
-		return DefaultStabilization
-	}
-	return snap.Stabilization
-}
+func stabilization(snap avail.Snapshot) int { return cmp.Or(snap.Stabilization, DefaultStabilization) }
 
 // observed returns the snapshot's entities without duplicate keys (the
 // first wins), or nil for a failed run.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/avail/availjson"
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // ErrInvalidSnapshot is wrapped by every error about a snapshot that no
@@ -51,7 +52,7 @@ func Validate(snap avail.Snapshot) error {
 	switch {
 	case snap.RunID == "":
 		errs = append(errs, errors.New("run_id is empty"))
-	case len(snap.RunID) > avail.MaxIDLen || !utf8.ValidString(snap.RunID) || hasControl(snap.RunID):
+	case len(snap.RunID) > avail.MaxIDLen || !utf8.ValidString(snap.RunID) || clip.HasControl(snap.RunID):
 		errs = append(errs, fmt.Errorf("run_id %.100q: want at most %d bytes of UTF-8 without control characters",
 			snap.RunID, avail.MaxIDLen))
 	}
@@ -189,14 +190,4 @@ func cleanPart(v string) bool {
 func encodableTime(t time.Time) bool {
 	_, err := t.MarshalJSON()
 	return err == nil
-}
-
-// hasControl reports whether s holds an ASCII control character.
-func hasControl(s string) bool {
-	for i := 0; i < len(s); i++ {
-		if s[i] < 0x20 || s[i] == 0x7f {
-			return true
-		}
-	}
-	return false
 }

@@ -12,7 +12,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier/digest"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -73,21 +75,15 @@ func (c DeliverConfig) WithDefaults() DeliverConfig {
 		c.Runner.Retry = stream.RetryConfig{Disabled: true}
 	}
 	c.Retry = c.Retry.WithDefaults()
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = tick.Or(c.Now)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c DeliverConfig) Validate() error {
 	errs := []error{c.Ledger.Validate(), c.Retry.Validate()}
-	if c.Concurrency < 1 || c.Concurrency > 1024 {
-		errs = append(errs, fmt.Errorf("notifier: deliver concurrency %d out of range 1..1024", c.Concurrency))
-	}
-	if c.MaxInFlight < 1 || c.MaxInFlight > 4096 {
-		errs = append(errs, fmt.Errorf("notifier: max in flight %d out of range 1..4096", c.MaxInFlight))
-	}
+	errs = bounds.Check(errs, "notifier: deliver concurrency", c.Concurrency, 1, 1024)
+	errs = bounds.Check(errs, "notifier: max in flight", c.MaxInFlight, 1, 4096)
 	if c.MaxThrottleWait < 0 || c.DigestInterval < 10*time.Millisecond {
 		errs = append(errs, errors.New("notifier: max throttle wait must not be negative, digest interval at least 10ms"))
 	}
@@ -155,7 +151,7 @@ func NewDeliverer(rdb redis.UniversalClient, topic stream.Topic, deps DeliverDep
 	}
 	return &Deliverer{rdb: rdb, topic: topic, tags: tags, slots: make(chan struct{}, cfg.MaxInFlight), subs: deps.Subscribers,
 		dispatch: dispatch, throttle: deps.Throttle, digests: digest.NewStore(rdb, 0), history: deps.History, pub: deps.Publisher,
-		cfg: cfg, logger: logger}, nil
+		tkeys: newThrottleKeys(), cfg: cfg, logger: logger}, nil
 }
 
 // tag is the hash tag of partition p of the request topic.
@@ -265,9 +261,7 @@ func (d *Deliverer) targets(ctx context.Context, r *Request, subs map[string]sub
 			core, _ := dest.Core()
 			dest.ID = "x" + subscriber.CoreHash(core)[:16]
 		}
-		sid := r.SubscriberID
-		sid = cmp.Or(sid, dest.ID)
-		return append(out, target{subscriberID: sid, dest: dest, inline: true})
+		return append(out, target{subscriberID: cmp.Or(r.SubscriberID, dest.ID), dest: dest, inline: true})
 	}
 	s, ok := subs[r.SubscriberID]
 	if !ok {

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier/digest"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -260,15 +261,11 @@ func (d *Deliverer) waitThrottle(ctx context.Context, dest, channel string, wait
 		if time.Now().Add(wait).After(deadline) {
 			return &throttledError{dest: dest, channel: channel, wait: wait}
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		err := tick.Sleep(ctx, wait)
+		if err == nil {
+			wait, err = d.throttle.Take(ctx, dest, channel)
 		}
-		var err error
-		if wait, err = d.throttle.Take(ctx, dest, channel); err != nil {
+		if err != nil {
 			return err
 		}
 	}

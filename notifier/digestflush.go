@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier/digest"
 )
 
@@ -82,8 +83,7 @@ func digestRequest(b digest.Batch) (Request, bool) {
 		if !r.ObservedAt.IsZero() && (first.IsZero() || r.ObservedAt.Before(first)) {
 			first = r.ObservedAt
 		}
-		t := r.Title
-		t = cmp.Or(t, r.Subject)
+		t := cmp.Or(r.Title, r.Subject)
 		if len(titles) < 20 {
 			titles = append(titles, "- "+t)
 		}
@@ -105,18 +105,12 @@ func digestRequest(b digest.Batch) (Request, bool) {
 
 // RunDigests flushes due digests every DigestInterval until ctx ends.
 func (d *Deliverer) RunDigests(ctx context.Context) error {
-	t := time.NewTicker(d.cfg.DigestInterval)
-	defer t.Stop()
-	for {
+	tick.Every(ctx, d.cfg.DigestInterval, func() {
 		if n, err := d.FlushDigests(ctx); err != nil && ctx.Err() == nil {
 			d.logger.WarnContext(ctx, "notifier: digest flush failed", "error", err)
 		} else if n > 0 {
 			d.logger.InfoContext(ctx, "notifier: digests published", "count", n)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	})
+	return nil
 }

@@ -77,8 +77,7 @@ func NewDispatcher(ledger *DeliveryLedger, channels map[string]Channel, tel stre
 	if err != nil {
 		return nil, err
 	}
-	tp := tel.TracerProvider
-	tp = cmp.Or(tp, gotel.GetTracerProvider())
+	tp := cmp.Or(tel.TracerProvider, gotel.GetTracerProvider())
 	logger := cmp.Or(tel.Logger, slog.Default())
 	return &Dispatcher{ledger: ledger, channels: chans, spans: spans, in: in, tracer: tp.Tracer(instrumentationScope), logger: logger}, nil
 }

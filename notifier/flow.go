@@ -15,6 +15,7 @@ import (
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/quota"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier/email"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -235,21 +236,15 @@ func (f *Flow) Close() error { return nil }
 
 // runExpiry removes expired unconfirmed destinations every minute.
 func (f *Flow) runExpiry(ctx context.Context) error {
-	t := time.NewTicker(time.Minute)
-	defer t.Stop()
-	for {
+	tick.Every(ctx, time.Minute, func() {
 		n, err := f.subs.ExpireUnconfirmed(ctx, time.Now(), 1000)
 		if err != nil && ctx.Err() == nil {
 			f.logger.Warn("notifier: expiring unconfirmed destinations failed", "error", err)
 		} else if n > 0 {
 			f.logger.Info("notifier: unconfirmed destinations expired", "count", n)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	})
+	return nil
 }
 
 // errNoClickHouse is returned by Cause without ClickHouse.

@@ -21,16 +21,8 @@ import (
 func (l *DeliveryLedger) claimAll(ctx context.Context, keys []string, recs []DeliveryRecord, resume []bool) ([]claimResult, []error) {
 	res := make([]claimResult, len(keys))
 	errs := make([]error, len(keys))
-	var toks []byte
-	if n := 12 * len(keys); n > 0 {
-		toks = make([]byte, n)
-		if _, err := rand.Read(toks); err != nil {
-			for i := range errs {
-				errs[i] = fmt.Errorf("notifier: delivery token: %w", err)
-			}
-			return res, errs
-		}
-	}
+	toks := make([]byte, 12*len(keys))
+	_, _ = rand.Read(toks)              // never fails (crypto/rand)
 	hexToks := hex.EncodeToString(toks) // one string for every token
 	now := time.Now().UTC()
 	bodies := make([][]byte, len(keys))
@@ -155,7 +147,7 @@ func (l *DeliveryLedger) queueSettles(ctx context.Context, pipe redis.Pipeliner,
 
 // settled retries settles that found the script missing.
 func (l *DeliveryLedger) settled(ctx context.Context, q *queuedSettles) []error {
-	_ = settleScript.Retry(ctx, l.rdb, q.calls, q.evals) // a failed load is each retried command's error
+	_ = settleScript.Retry(ctx, l.rdb, q.evals) // a failed load is each retried command's error
 	for i, c := range q.sets {
 		if c != nil && c.Err() != nil {
 			q.errs[i] = fmt.Errorf("notifier: record delivery %s: %w", q.ops[i].key, c.Err())

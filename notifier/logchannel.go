@@ -14,8 +14,7 @@ type LogChannel struct {
 
 // NewLogChannel returns the "log" channel; logger defaults to slog.Default.
 func NewLogChannel(logger *slog.Logger) *LogChannel {
-	logger = cmp.Or(logger, slog.Default())
-	return &LogChannel{logger: logger}
+	return &LogChannel{logger: cmp.Or(logger, slog.Default())}
 }
 
 // Name returns ChannelLog.

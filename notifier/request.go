@@ -10,9 +10,13 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
 )
+
+// maxQuoted bounds outside input quoted in an error (clip.Marked).
+const maxQuoted = 64
 
 // TypeRequest is the stream message type of a notification request.
 const TypeRequest = "notifier.request"
@@ -84,7 +88,7 @@ func (r Request) Validate() error {
 		name, v string
 		max     int
 	}{{"flow", r.Flow, 64}, {"event", r.Event, 128}, {"subject", r.Subject, MaxSubjectLen}, {"window", r.Window, MaxWindowLen}} {
-		if f.v == "" || len(f.v) > f.max || hasControl(f.v) {
+		if f.v == "" || len(f.v) > f.max || clip.HasControl(f.v) {
 			errs = append(errs, fmt.Errorf("%s: want 1-%d bytes without control characters", f.name, f.max))
 		}
 	}

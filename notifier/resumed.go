@@ -1,6 +1,7 @@
 package notifier
 
 import (
+	"cmp"
 	"maps"
 	"slices"
 	"strings"
@@ -40,15 +41,8 @@ func (d *Dispatcher) logResumed(flow string, n int) {
 	e.flows[flow] = true
 	if !e.open {
 		e.open, e.first = true, now
-		time.AfterFunc(e.gapOrDefault(), d.endResumed)
+		time.AfterFunc(cmp.Or(e.gap, DefaultResumeEpisodeGap), d.endResumed)
 	}
-}
-
-func (e *resumeEpisode) gapOrDefault() time.Duration {
-	if e.gap > 0 {
-		return e.gap
-	}
-	return DefaultResumeEpisodeGap
 }
 
 // endResumed logs the episode once the gap has passed.
@@ -56,7 +50,7 @@ func (d *Dispatcher) endResumed() {
 	e := &d.resumed
 	e.mu.Lock()
 	defer e.mu.Unlock()
-	if wait := e.gapOrDefault() - time.Since(e.last); wait > 0 {
+	if wait := cmp.Or(e.gap, DefaultResumeEpisodeGap) - time.Since(e.last); wait > 0 {
 		time.AfterFunc(wait, d.endResumed)
 		return
 	}

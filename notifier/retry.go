@@ -9,8 +9,10 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/internal/script"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -56,15 +58,11 @@ func (c RetryConfig) WithDefaults() RetryConfig {
 // Validate reports every invalid field of a defaulted config.
 func (c RetryConfig) Validate() error {
 	var errs []error
-	if c.MaxAttempts < 1 || c.MaxAttempts > 100 {
-		errs = append(errs, fmt.Errorf("notifier: retry max attempts %d out of range 1..100", c.MaxAttempts))
-	}
+	errs = bounds.Check(errs, "notifier: retry max attempts", c.MaxAttempts, 1, 100)
 	if c.Initial < time.Millisecond || c.Max < c.Initial || c.Max > 24*time.Hour {
 		errs = append(errs, fmt.Errorf("notifier: retry pauses %s..%s: want 1ms <= initial <= max <= 24h", c.Initial, c.Max))
 	}
-	if c.PollInterval < time.Millisecond || c.PollInterval > time.Minute {
-		errs = append(errs, fmt.Errorf("notifier: retry poll interval %s out of range 1ms..1m", c.PollInterval))
-	}
+	errs = bounds.CheckText(errs, "notifier: retry poll interval", c.PollInterval, time.Millisecond, time.Minute, "1ms..1m")
 	return errors.Join(errs...)
 }
 
@@ -247,16 +245,10 @@ func (d *Deliverer) MoveDueRetries(ctx context.Context) (int, error) {
 
 // RunRetries runs MoveDueRetries every PollInterval until ctx ends.
 func (d *Deliverer) RunRetries(ctx context.Context) error {
-	t := time.NewTicker(d.cfg.Retry.PollInterval)
-	defer t.Stop()
-	for {
+	tick.Every(ctx, d.cfg.Retry.PollInterval, func() {
 		if _, err := d.MoveDueRetries(ctx); err != nil && ctx.Err() == nil {
 			d.logger.WarnContext(ctx, "notifier: moving due retries failed", "error", err)
 		}
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-t.C:
-		}
-	}
+	})
+	return nil
 }

@@ -37,10 +37,10 @@ const (
 // DefaultSignatureTolerance is the clock skew a zero tolerance accepts.
 const DefaultSignatureTolerance = 5 * time.Minute
 
-// maxSignatureHeader bounds the header VerifySignature parses.
+// maxSignatureHeader bounds the signature header a verifier parses.
 const maxSignatureHeader = 1024
 
-// Errors of VerifySignature, for errors.Is.
+// Errors of VerifyWebhook, for errors.Is.
 var (
 	ErrSignatureMalformed = errors.New("notifier: malformed signature header")
 	ErrSignatureStale     = errors.New("notifier: signature timestamp outside tolerance")
@@ -119,50 +119,6 @@ func mac(secret string, ts, body []byte) []byte {
 	h.Write([]byte{'.'})
 	h.Write(body)
 	return h.Sum(nil)
-}
-
-// VerifySignature checks an X-Dropstream-Signature header: one t within
-// tolerance of now, and one of its v1 values equal to the HMAC of
-// "<t>.<body>". Errors wrap ErrSignatureMalformed, ErrSignatureStale or
-// ErrSignatureMismatch.
-func VerifySignature(secret, header string, body []byte, now time.Time, tolerance time.Duration) error {
-	if len(header) > maxSignatureHeader {
-		return fmt.Errorf("%w: longer than %d bytes", ErrSignatureMalformed, maxSignatureHeader)
-	}
-	var ts string
-	var sigs [][]byte
-	for part := range strings.SplitSeq(header, ",") {
-		k, v, ok := strings.Cut(strings.TrimSpace(part), "=")
-		if !ok {
-			return fmt.Errorf("%w: element %q is not key=value", ErrSignatureMalformed, clip.Marked(part, maxQuoted))
-		}
-		switch k {
-		case "t":
-			if ts != "" {
-				return fmt.Errorf("%w: t given twice", ErrSignatureMalformed)
-			}
-			ts = v
-		case "v1":
-			sig, err := hex.DecodeString(v)
-			if err != nil || len(sig) != sha256.Size {
-				return fmt.Errorf("%w: v1 is not %d hex bytes", ErrSignatureMalformed, sha256.Size)
-			}
-			sigs = append(sigs, sig)
-		}
-	}
-	if len(sigs) == 0 && ts != "" {
-		return fmt.Errorf("%w: no v1 signature", ErrSignatureMalformed)
-	}
-	if _, err := checkTimestamp("t", ts, now, tolerance); err != nil {
-		return err
-	}
-	want := mac(secret, []byte(ts), body)
-	for _, sig := range sigs {
-		if hmac.Equal(sig, want) {
-			return nil
-		}
-	}
-	return ErrSignatureMismatch
 }
 
 // VerifyWebhook checks Standard Webhooks headers: id present, timestamp

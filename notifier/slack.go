@@ -33,10 +33,6 @@ func (s *SlackChannel) Send(ctx context.Context, n Notification) error {
 	if n.UnsubscribeURL != "" {
 		lines = append(lines, "<"+n.UnsubscribeURL+"|Unsubscribe>")
 	}
-	body, err := json.Marshal(map[string]string{"text": strings.Join(lines, "\n")})
-	if err != nil {
-		return err
-	}
-	n.Body = body
+	n.Body, _ = json.Marshal(map[string]string{"text": strings.Join(lines, "\n")}) // a map of strings always encodes
 	return s.wh.Send(ctx, n)
 }

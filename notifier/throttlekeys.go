@@ -1,13 +1,12 @@
 package notifier
 
 import (
-	"sync"
+	lru "github.com/hashicorp/golang-lru/v2"
 
 	"github.com/dropstream/dropstream/notifier/subscriber"
 )
 
-// maxThrottleKeys bounds the remembered throttle keys; past it they are
-// all forgotten at once.
+// maxThrottleKeys bounds the remembered throttle keys.
 const maxThrottleKeys = 4096
 
 // throttleKeys remembers destinations' throttle keys by kind and address:
@@ -15,32 +14,28 @@ const maxThrottleKeys = 4096
 // delivery's allocations (BENCHMARKS.md, "Notifier: webhooks over
 // fasthttp"). Safe for concurrent use.
 type throttleKeys struct {
-	mu   sync.Mutex
-	keys map[destAddress]string
+	*lru.Cache[destAddress, string]
 }
 
 type destAddress struct{ kind, address string }
 
+func newThrottleKeys() throttleKeys {
+	c, _ := lru.New[destAddress, string](maxThrottleKeys) // fails only for a size below 1
+	return throttleKeys{c}
+}
+
 // get returns a destination's throttle bucket, its core's hash (its id when
 // it has no valid core); valid ones are remembered.
-func (c *throttleKeys) get(dest subscriber.Destination) string {
+func (c throttleKeys) get(dest subscriber.Destination) string {
 	a := destAddress{dest.Kind, dest.Address}
-	c.mu.Lock()
-	key, ok := c.keys[a]
-	c.mu.Unlock()
-	if ok {
+	if key, ok := c.Get(a); ok {
 		return key
 	}
 	core, err := dest.Core()
 	if err != nil {
 		return dest.ID
 	}
-	key = subscriber.CoreHash(core)
-	c.mu.Lock()
-	if c.keys == nil || len(c.keys) >= maxThrottleKeys {
-		c.keys = make(map[destAddress]string)
-	}
-	c.keys[a] = key
-	c.mu.Unlock()
+	key := subscriber.CoreHash(core)
+	c.Add(a, key)
 	return key
 }

@@ -12,7 +12,7 @@ func TestThrottleKeys_keyOfDestinationCore(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	var keys throttleKeys
+	keys := newThrottleKeys()
 	for _, tt := range []struct {
 		name string
 		dest subscriber.Destination

@@ -5,7 +5,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"io"
 	"net"
 	"net/http"
@@ -16,8 +15,10 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/propagation"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
-	"github.com/dropstream/dropstream/notifier/throttle"
+	"github.com/dropstream/dropstream/internal/ratelimit"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -62,21 +63,15 @@ func (c WebhookConfig) WithDefaults() WebhookConfig {
 	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
 	c.Egress = cmp.Or(c.Egress, egress.Default())
 	c.Propagator = cmp.Or[propagation.TextMapPropagator](c.Propagator, propagation.TraceContext{})
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = tick.Or(c.Now)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c WebhookConfig) Validate() error {
 	var errs []error
-	if c.Timeout < time.Millisecond || c.Timeout > 5*time.Minute {
-		errs = append(errs, fmt.Errorf("notifier: webhook timeout %s out of range 1ms..5m", c.Timeout))
-	}
-	if c.MaxResponseBytes < 1 || c.MaxResponseBytes > 16<<20 {
-		errs = append(errs, fmt.Errorf("notifier: webhook max response bytes %d out of range 1..16MiB", c.MaxResponseBytes))
-	}
+	errs = bounds.CheckText(errs, "notifier: webhook timeout", c.Timeout, time.Millisecond, 5*time.Minute, "1ms..5m")
+	errs = bounds.CheckText(errs, "notifier: webhook max response bytes", c.MaxResponseBytes, 1, 16<<20, "1..16MiB")
 	return errors.Join(errs...)
 }
 
@@ -180,7 +175,7 @@ func (w *WebhookChannel) Send(ctx context.Context, n Notification) error {
 		var after time.Duration
 		detail := ""
 		if ra := resp.Header.Peek("Retry-After"); len(ra) > 0 {
-			if after, _ = throttle.ParseRetryAfter(string(ra), w.cfg.Now()); after > 0 {
+			if after, _ = ratelimit.ParseRetryAfter(string(ra), w.cfg.Now(), 24*time.Hour); after > 0 {
 				detail = "retry after " + after.String()
 			}
 		}

@@ -13,7 +13,6 @@ import (
 	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/propagation"
-	sdkmetric "go.opentelemetry.io/otel/sdk/metric"
 	"go.opentelemetry.io/otel/sdk/resource"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	semconv "go.opentelemetry.io/otel/semconv/v1.43.0"
@@ -37,25 +36,14 @@ type Providers struct {
 	// exporter and any reader OTEL_METRICS_EXPORTER asks for.
 	MeterProvider metric.MeterProvider
 
-	tp       *sdktrace.TracerProvider
-	mp       sdkMeterProvider
-	registry *prometheus.Registry
-	handler  http.Handler
-
-	// spanExporter and metricReader are what OTEL_TRACES_EXPORTER and
-	// OTEL_METRICS_EXPORTER selected; nil when nothing is exported.
+	tp *sdktrace.TracerProvider
+	meterSetup
+	// spanExporter is what OTEL_TRACES_EXPORTER selected; nil when nothing
+	// is exported.
 	spanExporter sdktrace.SpanExporter
-	metricReader sdkmetric.Reader
 
 	shutdownOnce sync.Once
 	shutdownErr  error
-}
-
-// sdkMeterProvider is the part of *sdkmetric.MeterProvider that Providers
-// needs to flush and stop it.
-type sdkMeterProvider interface {
-	metric.MeterProvider
-	Shutdown(context.Context) error
 }
 
 // Setup builds tracer and meter providers from cfg and the standard OTEL_*
@@ -101,16 +89,7 @@ func Setup(ctx context.Context, cfg Config) (*Providers, error) {
 	}
 	tp := sdktrace.NewTracerProvider(tpOpts...)
 
-	return &Providers{
-		TracerProvider: tp,
-		MeterProvider:  m.provider,
-		tp:             tp,
-		mp:             m.provider,
-		registry:       m.registry,
-		handler:        m.handler,
-		spanExporter:   spanExp,
-		metricReader:   m.extra,
-	}, nil
+	return &Providers{TracerProvider: tp, MeterProvider: m.provider, tp: tp, meterSetup: m, spanExporter: spanExp}, nil
 }
 
 func newResource(ctx context.Context, cfg Config) (*resource.Resource, error) {
@@ -180,7 +159,7 @@ func (p *Providers) Shutdown(ctx context.Context) error {
 		if err := p.tp.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("otel: shutdown tracer provider: %w", err))
 		}
-		if err := p.mp.Shutdown(ctx); err != nil {
+		if err := p.provider.Shutdown(ctx); err != nil {
 			errs = append(errs, fmt.Errorf("otel: shutdown meter provider: %w", err))
 		}
 		p.shutdownErr = errors.Join(errs...)

@@ -121,8 +121,8 @@ func TestSetup_exportersFromEnv(t *testing.T) {
 			if gotTraces != tt.wantTraces {
 				t.Errorf("span exporter = %T, want %q", p.spanExporter, tt.wantTraces)
 			}
-			if got := p.metricReader != nil; got != tt.wantReader {
-				t.Errorf("extra metric reader = %T, want present=%v", p.metricReader, tt.wantReader)
+			if got := p.extra != nil; got != tt.wantReader {
+				t.Errorf("extra metric reader = %T, want present=%v", p.extra, tt.wantReader)
 			}
 		})
 	}

@@ -53,7 +53,7 @@ func (r *Runner) read(ctx context.Context, st *partitionState, block time.Durati
 		acks := ackScript.Queue(ctx, pipe, calls)
 		_ = pipe.Process(ctx, cmd)
 		_, _ = pipe.Exec(ctx)
-		err := ackScript.Retry(ctx, r.rdb, calls, acks)
+		err := ackScript.Retry(ctx, r.rdb, acks)
 		if err == nil {
 			err = acks[0].Err()
 		}

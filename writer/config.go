@@ -60,7 +60,7 @@ func (c ProjectionConfig) WithDefaults() ProjectionConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c ProjectionConfig) Validate() error {
-	errs := []error{partitionsErr(c.Partitions)}
+	errs := bounds.Check(nil, "writer: partitions", c.Partitions, 1, stream.MaxPartitions)
 	errs = bounds.Check(errs, "writer: max sessions", c.MaxSessions, 1, 10_000)
 	if c.MaxScan < 1 {
 		errs = append(errs, fmt.Errorf("writer: max scan %d must be positive", c.MaxScan))
@@ -101,16 +101,8 @@ func (c AnalyticsConfig) WithDefaults() AnalyticsConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c AnalyticsConfig) Validate() error {
-	errs := []error{partitionsErr(c.Partitions)}
+	errs := bounds.Check(nil, "writer: partitions", c.Partitions, 1, stream.MaxPartitions)
 	errs = append(errs, c.Batching.Validate(c.ReadAhead, c.Runner, StageAnalyticsTransitions, StageAnalyticsRuns))
 	errs = bounds.Check(errs, "writer: transitions batch size", c.TransitionsBatchSize, 1, stream.MaxBatchSize)
 	return errors.Join(errs...)
-}
-
-// partitionsErr reports a partition count outside 1..stream.MaxPartitions.
-func partitionsErr(n int) error {
-	if n < 1 || n > stream.MaxPartitions {
-		return fmt.Errorf("writer: partitions %d out of range 1..%d", n, stream.MaxPartitions)
-	}
-	return nil
 }

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/internal/bounds"
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // Limits of a simulator's configuration.
@@ -81,9 +82,7 @@ func (c Config) WithDefaults() Config {
 	}
 	c.SlotsPerVenue = cmp.Or(c.SlotsPerVenue, 8)
 	c.OpenFraction = cmp.Or(c.OpenFraction, 0.5)
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = tick.Or(c.Now)
 	return c
 }
 
@@ -136,13 +135,7 @@ func (c Config) Validate() error {
 	return errors.Join(errs...)
 }
 
-func hasDuplicates[T comparable](xs []T) bool {
-	seen := make(map[T]bool, len(xs))
-	for _, x := range xs {
-		if seen[x] {
-			return true
-		}
-		seen[x] = true
-	}
-	return false
+// hasDuplicates reports whether a value stands twice in xs.
+func hasDuplicates[T cmp.Ordered](xs []T) bool {
+	return len(slices.Compact(slices.Sorted(slices.Values(xs)))) < len(xs)
 }

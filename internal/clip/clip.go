@@ -38,3 +38,8 @@ func Marked(s string, max int) string {
 	}
 	return String(s, max) + Ellipsis
 }
+
+// HasControl reports whether s holds an ASCII control character.
+func HasControl(s string) bool {
+	return strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f })
+}

@@ -21,6 +21,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/clip"
 )
 
@@ -65,9 +66,7 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	if c.Resolver == nil {
-		c.Resolver = net.DefaultResolver
-	}
+	c.Resolver = cmp.Or[Resolver](c.Resolver, net.DefaultResolver)
 	c.DialTimeout = cmp.Or(c.DialTimeout, 10*time.Second)
 	return c
 }
@@ -80,9 +79,7 @@ func (c Config) Validate() error {
 			errs = append(errs, err)
 		}
 	}
-	if c.DialTimeout < time.Millisecond || c.DialTimeout > 5*time.Minute {
-		errs = append(errs, fmt.Errorf("egress: dial timeout %s out of range 1ms..5m", c.DialTimeout))
-	}
+	errs = bounds.CheckText(errs, "egress: dial timeout", c.DialTimeout, time.Millisecond, 5*time.Minute, "1ms..5m")
 	return errors.Join(errs...)
 }
 

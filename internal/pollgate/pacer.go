@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/internal/tick"
 )
@@ -46,9 +47,7 @@ var ErrBusy = errors.New("pollgate: host busy")
 func (c PacerConfig) WithDefaults() PacerConfig {
 	c.Spacing = cmp.Or(c.Spacing, 200*time.Millisecond)
 	c.MaxWait = cmp.Or(c.MaxWait, time.Minute)
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = tick.Or(c.Now)
 	return c
 }
 
@@ -58,9 +57,7 @@ func (c PacerConfig) Validate() error {
 	if c.Name == "" || len(c.Name) > 32 || strings.Trim(c.Name, "abcdefghijklmnopqrstuvwxyz0123456789-") != "" {
 		errs = append(errs, fmt.Errorf("pollgate: pacer name %q: want 1..32 of [a-z0-9-]", c.Name))
 	}
-	if c.Spacing < time.Millisecond || c.Spacing > time.Hour {
-		errs = append(errs, fmt.Errorf("pollgate: spacing %s out of range 1ms..1h", c.Spacing))
-	}
+	errs = bounds.CheckText(errs, "pollgate: spacing", c.Spacing, time.Millisecond, time.Hour, "1ms..1h")
 	if c.MaxWait < c.Spacing {
 		errs = append(errs, fmt.Errorf("pollgate: max wait %s below the spacing %s", c.MaxWait, c.Spacing))
 	}

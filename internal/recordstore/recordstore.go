@@ -184,30 +184,28 @@ func (s *Store[T]) Put(ctx context.Context, id string, rec T) error {
 
 // Get returns the record of id, or an error wrapping ErrNotFound.
 func (s *Store[T]) Get(ctx context.Context, id string) (T, error) {
-	var zero T
-	raw, err := s.read(ctx, s.rdb, id)
-	if err != nil {
-		return zero, err
-	}
-	return s.cfg.Decode(id, raw)
+	return s.decode(id, s.get(ctx, s.rdb, id))
 }
 
-// read returns id's JSON through c (client or transaction), or ErrNotFound.
-func (s *Store[T]) read(ctx context.Context, c redis.Cmdable, id string) ([]byte, error) {
-	var cmd *redis.StringCmd
+// get reads id's JSON through c (client, transaction or pipeline).
+func (s *Store[T]) get(ctx context.Context, c redis.Cmdable, id string) *redis.StringCmd {
 	if s.cfg.Layout.Hash != "" {
-		cmd = c.HGet(ctx, s.cfg.Layout.Hash, id)
-	} else {
-		cmd = c.Get(ctx, s.Key(id))
+		return c.HGet(ctx, s.cfg.Layout.Hash, id)
 	}
+	return c.Get(ctx, s.Key(id))
+}
+
+// decode returns the record of id that cmd read, or ErrNotFound.
+func (s *Store[T]) decode(id string, cmd *redis.StringCmd) (T, error) {
+	var zero T
 	raw, err := cmd.Bytes()
 	if errors.Is(err, redis.Nil) {
-		return nil, fmt.Errorf("%w: %q", ErrNotFound, clip.Marked(id, maxIDBytes))
+		return zero, fmt.Errorf("%w: %q", ErrNotFound, clip.Marked(id, maxIDBytes))
 	}
 	if err != nil {
-		return nil, fmt.Errorf("recordstore: get %q: %w", clip.Marked(id, maxIDBytes), err)
+		return zero, fmt.Errorf("recordstore: get %q: %w", clip.Marked(id, maxIDBytes), err)
 	}
-	return raw, nil
+	return s.cfg.Decode(id, raw)
 }
 
 // Delete removes id's record, or returns an error wrapping ErrNotFound.
@@ -231,15 +229,12 @@ func (s *Store[T]) update(ctx context.Context, id string, fn func(*T) error, als
 	var out T
 	for range maxTries {
 		err := s.rdb.Watch(ctx, func(tx *redis.Tx) error {
-			raw, err := s.read(ctx, tx, id)
+			cmd := s.get(ctx, tx, id)
+			rec, err := s.decode(id, cmd)
 			if err != nil {
 				return err
 			}
-			rec, err := s.cfg.Decode(id, raw)
-			if err != nil {
-				return err
-			}
-			old, _ := s.cfg.Decode(id, raw) // a copy fn cannot change
+			old, _ := s.decode(id, cmd) // a copy fn cannot change
 			if err := fn(&rec); err != nil {
 				return err
 			}

@@ -48,7 +48,19 @@ func (s *Store[T]) tenantOf(rec T) string {
 // GetIn returns the record of id when v sees its tenant, or an error
 // wrapping ErrNotFound: another tenant's record is not there for v.
 func (s *Store[T]) GetIn(ctx context.Context, v tenancy.View, id string) (T, error) {
-	rec, err := s.Get(ctx, id)
+	return s.GetInWith(ctx, v, id, nil)
+}
+
+// GetInWith is GetIn with the commands queue adds (when not nil) sent in
+// the same pipeline; their replies are the caller's to read.
+func (s *Store[T]) GetInWith(ctx context.Context, v tenancy.View, id string, queue func(redis.Pipeliner)) (T, error) {
+	pipe := s.rdb.Pipeline()
+	cmd := s.get(ctx, pipe, id)
+	if queue != nil {
+		queue(pipe)
+	}
+	_, _ = pipe.Exec(ctx) // each reply's error is read on its own
+	rec, err := s.decode(id, cmd)
 	if err == nil && !v.Sees(s.tenantOf(rec)) {
 		var zero T
 		return zero, fmt.Errorf("%w: %q", ErrNotFound, clip.Marked(id, maxIDBytes))

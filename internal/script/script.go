@@ -12,31 +12,28 @@ import (
 
 // Script is a Lua script. It is safe for concurrent use.
 type Script struct {
-	s *redis.Script
+	s    *redis.Script
+	hash any // s.Hash(), boxed once
 }
 
 // New returns the script of the Lua source src.
-func New(src string) *Script { return &Script{s: redis.NewScript(src)} }
+func New(src string) *Script {
+	s := redis.NewScript(src)
+	return &Script{s: s, hash: s.Hash()}
+}
 
 // Call is one call of a script: its KEYS and ARGV.
 type Call struct {
 	Keys []string
-	Args []any
+	// Boxed are further keys, sent before Keys, that the caller boxed
+	// once and keeps for other calls (a string boxed costs an
+	// allocation). Args of such a call are sent as they are.
+	Boxed []any
+	Args  []any
 }
 
 // Hash returns the script's SHA1 digest, the name EVALSHA runs it by.
 func (s *Script) Hash() string { return s.s.Hash() }
-
-// EvalSha returns the arguments of the EVALSHA command that runs c; the
-// caller handles NOSCRIPT.
-func (s *Script) EvalSha(c Call) []any {
-	cmd := make([]any, 0, 3+len(c.Keys)+len(c.Args))
-	cmd = append(cmd, "evalsha", s.Hash(), len(c.Keys))
-	for _, k := range c.Keys {
-		cmd = append(cmd, k)
-	}
-	return append(cmd, c.Args...)
-}
 
 // Load caches the script on the server (on every master of a cluster).
 func (s *Script) Load(ctx context.Context, rdb redis.Scripter) error {
@@ -63,23 +60,42 @@ func (s *Script) RunAll(ctx context.Context, rdb redis.UniversalClient, calls []
 	pipe := rdb.Pipeline()
 	cmds := s.Queue(ctx, pipe, calls)
 	_, _ = pipe.Exec(ctx) // errors are read per command
-	return cmds, s.Retry(ctx, rdb, calls, cmds)
+	return cmds, s.Retry(ctx, rdb, cmds)
 }
 
 // Queue adds an EVALSHA of each call to pipe; after executing it, pass the
-// commands to Retry.
+// commands to Retry. The commands of calls with Boxed keys share one
+// array of arguments.
 func (s *Script) Queue(ctx context.Context, pipe redis.Pipeliner, calls []Call) []*redis.Cmd {
+	size := 0
+	for _, c := range calls {
+		if c.Boxed != nil {
+			size += 3 + len(c.Boxed) + len(c.Keys) + len(c.Args)
+		}
+	}
+	buf := make([]any, 0, size)
 	cmds := make([]*redis.Cmd, len(calls))
 	for i, c := range calls {
-		cmds[i] = s.s.EvalSha(ctx, pipe, c.Keys, c.Args...)
+		if c.Boxed == nil {
+			cmds[i] = s.s.EvalSha(ctx, pipe, c.Keys, c.Args...)
+			continue
+		}
+		n := len(buf)
+		buf = append(append(buf, "evalsha", s.hash, len(c.Boxed)+len(c.Keys)), c.Boxed...)
+		for _, k := range c.Keys {
+			buf = append(buf, k)
+		}
+		buf = append(buf, c.Args...)
+		cmds[i] = redis.NewCmd(ctx, buf[n:len(buf):len(buf)]...)
+		_ = pipe.Process(ctx, cmds[i])
 	}
 	return cmds
 }
 
-// Retry loads the script and sends again the calls whose command in cmds
-// failed with NOSCRIPT, replacing those commands. A failed load is
-// returned and set on them.
-func (s *Script) Retry(ctx context.Context, rdb redis.UniversalClient, calls []Call, cmds []*redis.Cmd) error {
+// Retry loads the script and sends again the commands of cmds that failed
+// with NOSCRIPT, replacing them. A failed load is returned and set on
+// them.
+func (s *Script) Retry(ctx context.Context, rdb redis.UniversalClient, cmds []*redis.Cmd) error {
 	var missing []int
 	for i, c := range cmds {
 		if IsNoScript(c.Err()) {
@@ -97,7 +113,8 @@ func (s *Script) Retry(ctx context.Context, rdb redis.UniversalClient, calls []C
 	}
 	pipe := rdb.Pipeline()
 	for _, i := range missing {
-		cmds[i] = s.s.EvalSha(ctx, pipe, calls[i].Keys, calls[i].Args...)
+		cmds[i] = redis.NewCmd(ctx, cmds[i].Args()...)
+		_ = pipe.Process(ctx, cmds[i])
 	}
 	_, _ = pipe.Exec(ctx)
 	return nil

@@ -251,7 +251,7 @@ func TestQueue_sharesAPipelineWithOtherCommands(t *testing.T) {
 					t.Fatalf("call %d before Retry: %v, want NOSCRIPT", i, c.Err())
 				}
 			}
-			if err := add.Retry(ctx, rdb, cs, cmds); err != nil {
+			if err := add.Retry(ctx, rdb, cmds); err != nil {
 				t.Fatal(err)
 			}
 			if got := replies(t, cmds); got[0] != 1 || got[1] != 1 {
@@ -285,16 +285,35 @@ func TestIsNoScript_recognisesTheServersError(t *testing.T) {
 	}
 }
 
-// TestEvalSha_isTheCommandQueueSends holds the arguments EvalSha gives a
-// caller with its own connection to the command Queue puts in a pipeline.
-func TestEvalSha_isTheCommandQueueSends(t *testing.T) {
-	s := script.New("return redis.call('GET', KEYS[1])")
-	call := script.Call{Keys: []string{"{a}k1", "{a}k2"}, Args: []any{"x", 7}}
-	rdb := redis.NewClient(&redis.Options{Addr: "127.0.0.1:1"})
-	defer rdb.Close()
-	queued := s.Queue(context.Background(), rdb.Pipeline(), []script.Call{call})[0].Args()
-	got := s.EvalSha(call)
-	if fmt.Sprint(got) != fmt.Sprint(queued) {
-		t.Fatalf("EvalSha = %v, want %v as Queue sends", got, queued)
+// TestQueue_boxedKeysGoFirst: a call's Boxed keys are its first KEYS, then
+// its Keys, after a flush as before it.
+func TestQueue_boxedKeysGoFirst(t *testing.T) {
+	keys := script.New("return table.concat(KEYS, ',') .. '|' .. table.concat(ARGV, ',')")
+	for _, b := range testenv.PrivateBackends() {
+		t.Run(b.Name, func(t *testing.T) {
+			ctx := context.Background()
+			rdb := b.Client(t)
+			call := script.Call{Boxed: []any{"{a}1", "{a}2"}, Keys: []string{"{a}3"}, Args: []any{"x", 7}}
+			for _, flush := range []bool{false, true} {
+				if flush {
+					if err := rdb.ScriptFlush(ctx).Err(); err != nil {
+						t.Fatal(err)
+					}
+				}
+				pipe := rdb.Pipeline()
+				cmds := keys.Queue(ctx, pipe, []script.Call{call, {Keys: []string{"{a}4"}}})
+				_, _ = pipe.Exec(ctx)
+				if err := keys.Retry(ctx, rdb, cmds); err != nil {
+					t.Fatal(err)
+				}
+				got, err := cmds[0].Text()
+				if want := "{a}1,{a}2,{a}3|x,7"; err != nil || got != want {
+					t.Errorf("flush %t: %q (%v), want %q", flush, got, err, want)
+				}
+				if got, err := cmds[1].Text(); err != nil || got != "{a}4|" {
+					t.Errorf("flush %t: a call without Boxed keys: %q (%v)", flush, got, err)
+				}
+			}
+		})
 	}
 }

@@ -3,6 +3,7 @@
 package tenancy
 
 import (
+	"cmp"
 	"crypto/sha256"
 	"encoding/hex"
 	"strings"
@@ -14,12 +15,7 @@ const Open = "open"
 
 // Of returns the tenant of an object that records owner: owner itself, or
 // Open for an object that records none.
-func Of(owner string) string {
-	if owner == "" {
-		return Open
-	}
-	return owner
-}
+func Of(owner string) string { return cmp.Or(owner, Open) }
 
 // View is whose objects a call may see and change: its Tenant's, or every
 // tenant's when All.

@@ -53,3 +53,12 @@ func Sleep(ctx context.Context, d time.Duration) error {
 		return nil
 	}
 }
+
+// Or returns the clock now, or time.Now when now is nil: a config's
+// default clock.
+func Or(now func() time.Time) func() time.Time {
+	if now == nil {
+		return time.Now
+	}
+	return now
+}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -124,11 +125,7 @@ func (s *Store) Due(ctx context.Context, tag string, now time.Time, limit int) (
 		if err != nil {
 			return nil, fmt.Errorf("digest: items of %s: %w", name, err)
 		}
-		b := Batch{Tag: tag, Batch: name[:i], Window: name[i+1:]}
-		for k := range items {
-			b.Keys = append(b.Keys, k)
-		}
-		slices.Sort(b.Keys)
+		b := Batch{Tag: tag, Batch: name[:i], Window: name[i+1:], Keys: slices.Sorted(maps.Keys(items))}
 		for _, k := range b.Keys {
 			b.Items = append(b.Items, []byte(items[k]))
 		}

@@ -106,14 +106,14 @@ func (p Policy) TimeWindow(t time.Time, loc *time.Location) (Window, error) {
 		end := start.Add(time.Hour)
 		return Window{ID: "hourly:" + end.UTC().Format("2006-01-02T15:04Z"), End: end}, nil
 	case ModeDaily:
-		c, _ := ParseClock(defaultString(p.At, "08:00"))
+		c, _ := ParseClock(cmp.Or(p.At, "08:00"))
 		end := time.Date(lt.Year(), lt.Month(), lt.Day(), c.Hour, c.Minute, 0, 0, loc)
 		if !end.After(lt) {
 			end = time.Date(lt.Year(), lt.Month(), lt.Day()+1, c.Hour, c.Minute, 0, 0, loc)
 		}
 		return Window{ID: "daily:" + end.Format("2006-01-02T15:04Z07:00"), End: end}, nil
 	case ModeWeekly:
-		c, _ := ParseClock(defaultString(p.At, "08:00"))
+		c, _ := ParseClock(cmp.Or(p.At, "08:00"))
 		wd, _ := parseWeekday(p.Weekday)
 		days := (int(wd) - int(lt.Weekday()) + 7) % 7
 		end := time.Date(lt.Year(), lt.Month(), lt.Day()+days, c.Hour, c.Minute, 0, 0, loc)
@@ -158,13 +158,6 @@ func parseWeekday(s string) (time.Weekday, error) {
 		}
 	}
 	return 0, fmt.Errorf("weekday %q: want monday..sunday", clip.Marked(s, maxQuoted))
-}
-
-func defaultString(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
 }
 
 // maxQuoted bounds outside input quoted in an error (see clip.Marked).

@@ -25,6 +25,7 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/notifier/channel"
 	"github.com/dropstream/dropstream/stream"
@@ -121,9 +122,7 @@ func (c Config) Validate() error {
 	if !strings.Contains(c.From, "@") || strings.ContainsAny(c.From, "\r\n<> ") || len(c.From) > 254 {
 		errs = append(errs, fmt.Errorf("email: from %q: want an address", c.From))
 	}
-	if c.Timeout < time.Millisecond || c.Timeout > 5*time.Minute {
-		errs = append(errs, fmt.Errorf("email: timeout %s out of range 1ms..5m", c.Timeout))
-	}
+	errs = bounds.CheckText(errs, "email: timeout", c.Timeout, time.Millisecond, 5*time.Minute, "1ms..5m")
 	return errors.Join(errs...)
 }
 
@@ -196,20 +195,7 @@ func (c *Channel) send(ctx context.Context, to string, msg []byte) error {
 			return err
 		}
 	}
-	if err := cl.Mail(c.cfg.From, nil); err != nil {
-		return err
-	}
-	if err := cl.Rcpt(to, nil); err != nil {
-		return err
-	}
-	w, err := cl.Data()
-	if err != nil {
-		return err
-	}
-	if _, err := w.Write(msg); err != nil {
-		return err
-	}
-	if err := w.Close(); err != nil {
+	if err := cl.SendMail(c.cfg.From, []string{to}, bytes.NewReader(msg)); err != nil {
 		return err
 	}
 	return cl.Quit()
@@ -236,10 +222,7 @@ func classify(err error) error {
 
 // compose builds the MIME message.
 func (c *Channel) compose(n channel.Notification) ([]byte, error) {
-	title := n.Title
-	if title == "" {
-		title = n.Event + ": " + n.Subject
-	}
+	title := cmp.Or(n.Title, n.Event+": "+n.Subject)
 	data := Data{ID: n.EventID, Flow: n.Flow, Event: n.Event, Subject: n.Subject, Title: title, Text: n.Text,
 		HTML: htmltemplate.HTML(n.HTML), ObservedAt: n.ObservedAt, UnsubscribeURL: n.UnsubscribeURL}
 	var text, html bytes.Buffer
@@ -249,5 +232,5 @@ func (c *Channel) compose(n channel.Notification) ([]byte, error) {
 	if err := c.html.Execute(&html, data); err != nil {
 		return nil, err
 	}
-	return buildMIME(c.cfg.From, n.Recipient.Address, title, n.EventID, n.UnsubscribeURL, text.Bytes(), html.Bytes())
+	return buildMIME(c.cfg.From, n.Recipient.Address, title, n.EventID, n.UnsubscribeURL, text.Bytes(), html.Bytes()), nil
 }

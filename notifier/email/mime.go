@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"crypto/rand"
 	"encoding/hex"
-	"fmt"
 	"mime"
 	"mime/quotedprintable"
 	"strings"
@@ -13,11 +12,9 @@ import (
 
 // buildMIME returns a multipart/alternative message (text, then HTML, both
 // quoted-printable UTF-8) with CRLF line ends.
-func buildMIME(from, to, subject, id, unsubscribeURL string, text, html []byte) ([]byte, error) {
+func buildMIME(from, to, subject, id, unsubscribeURL string, text, html []byte) []byte {
 	var rnd [12]byte
-	if _, err := rand.Read(rnd[:]); err != nil {
-		return nil, err
-	}
+	_, _ = rand.Read(rnd[:]) // never fails (crypto/rand)
 	boundary := "ds-" + hex.EncodeToString(rnd[:])
 	var b bytes.Buffer
 	h := func(k, v string) { b.WriteString(k + ": " + v + "\r\n") }
@@ -45,16 +42,12 @@ func buildMIME(from, to, subject, id, unsubscribeURL string, text, html []byte) 
 		h("Content-Transfer-Encoding", "quoted-printable")
 		b.WriteString("\r\n")
 		qp := quotedprintable.NewWriter(&b)
-		if _, err := qp.Write(part.body); err != nil {
-			return nil, fmt.Errorf("email: encode body: %w", err)
-		}
-		if err := qp.Close(); err != nil {
-			return nil, fmt.Errorf("email: encode body: %w", err)
-		}
+		_, _ = qp.Write(part.body) // writes to a bytes.Buffer never fail
+		_ = qp.Close()
 		b.WriteString("\r\n")
 	}
 	b.WriteString("--" + boundary + "--\r\n")
-	return b.Bytes(), nil
+	return b.Bytes()
 }
 
 // oneLine removes line breaks from a header value.

@@ -18,6 +18,7 @@ import (
 	gojson "github.com/goccy/go-json"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -112,15 +113,11 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
 	var errs []error
-	if c.Recent < 1 || c.Recent > 10000 {
-		errs = append(errs, fmt.Errorf("history: recent %d out of range 1..10000", c.Recent))
-	}
+	errs = bounds.Check(errs, "history: recent", c.Recent, 1, 10000)
 	if c.TTL < time.Minute {
 		errs = append(errs, fmt.Errorf("history: ttl %s below 1m", c.TTL))
 	}
-	if c.Partitions < 0 || c.Partitions > stream.MaxPartitions {
-		errs = append(errs, fmt.Errorf("history: partitions %d out of range", c.Partitions))
-	}
+	errs = bounds.Check(errs, "history: partitions", c.Partitions, 0, stream.MaxPartitions)
 	return errors.Join(errs...)
 }
 

@@ -4,7 +4,6 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"sync"
 
 	"github.com/redis/go-redis/v9"
 )
@@ -43,7 +42,13 @@ func (st *Store) load(ctx context.Context, op string, ids []string) ([]Subscribe
 	args := make([]any, 1+len(ids))
 	args[0] = "mget"
 	keys := args[1:]
-	st.decoded.keys(ids, keys)
+	for i, id := range ids {
+		if d, ok := st.decoded.Peek(id); ok {
+			keys[i] = d.key
+		} else {
+			keys[i] = subKey(id)
+		}
+	}
 	cmd := redis.NewSliceCmd(ctx, args...)
 	_ = st.rdb.Process(ctx, cmd)
 	vals, err := cmd.Result()
@@ -56,8 +61,8 @@ func (st *Store) load(ctx context.Context, op string, ids []string) ([]Subscribe
 		if !ok {
 			continue
 		}
-		if s, ok := st.decoded.get(ids[i], raw); ok {
-			out = append(out, s)
+		if d, ok := st.decoded.Get(ids[i]); ok && d.raw == raw {
+			out = append(out, d.sub)
 			continue
 		}
 		var s Subscriber
@@ -65,58 +70,19 @@ func (st *Store) load(ctx context.Context, op string, ids []string) ([]Subscribe
 			st.cfg.Logger.WarnContext(ctx, "subscriber: skipping undecodable record", "subscriber_id", ids[i], "error", err)
 			continue
 		}
-		st.decoded.put(ids[i], keys[i], raw, s)
+		st.decoded.Add(ids[i], decoded{key: keys[i], raw: raw, sub: s})
 		out = append(out, s)
 	}
 	return out, nil
 }
 
-// maxDecoded bounds a decodeCache; a full one starts afresh.
+// maxDecoded bounds the decoded records a store keeps.
 const maxDecoded = 8192
 
-// decodeCache keeps the latest decoded record of each subscriber with its
-// JSON, so an unchanged record is not decoded again, and its key, boxed.
-type decodeCache struct {
-	mu   sync.Mutex
-	subs map[string]decoded
-}
-
+// decoded is a subscriber's latest decoded record with its JSON, so an
+// unchanged record is not decoded again, and its key, boxed.
 type decoded struct {
 	key any // subKey(id)
 	raw string
 	sub Subscriber
-}
-
-// keys sets keys[i] to the key of ids[i].
-func (c *decodeCache) keys(ids []string, keys []any) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	for i, id := range ids {
-		if d, ok := c.subs[id]; ok {
-			keys[i] = d.key
-		} else {
-			keys[i] = subKey(id)
-		}
-	}
-}
-
-// get returns the subscriber decoded from raw, when cached.
-func (c *decodeCache) get(id, raw string) (Subscriber, bool) {
-	c.mu.Lock()
-	d, ok := c.subs[id]
-	c.mu.Unlock()
-	if !ok || d.raw != raw {
-		return Subscriber{}, false
-	}
-	return d.sub, true
-}
-
-// put caches s, decoded from raw, and its key.
-func (c *decodeCache) put(id string, key any, raw string, s Subscriber) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if c.subs == nil || len(c.subs) >= maxDecoded {
-		c.subs = make(map[string]decoded)
-	}
-	c.subs[id] = decoded{key: key, raw: raw, sub: s}
 }

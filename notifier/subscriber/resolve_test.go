@@ -2,10 +2,13 @@ package subscriber
 
 import (
 	"context"
+	"fmt"
 	"testing"
 	"time"
 
 	"github.com/alicebob/miniredis/v2"
+
+	"github.com/dropstream/dropstream/internal/testenv"
 )
 
 func TestStore_ResolveManySeesEveryChange(t *testing.T) {
@@ -44,6 +47,31 @@ func TestStore_ResolveManySeesEveryChange(t *testing.T) {
 		s, ok := got[id]
 		if step.want == nil && ok || step.want != nil && (!ok || !step.want(s)) {
 			t.Errorf("%s: resolved %+v (found %v)", step.name, s, ok)
+		}
+	}
+}
+
+// BenchmarkResolveMany resolves the 64 subscribers of a delivery batch,
+// each read before (the decoded records are reused): allocations per batch.
+func BenchmarkResolveMany(b *testing.B) {
+	ctx := context.Background()
+	now := time.Date(2026, 11, 22, 10, 0, 0, 0, time.UTC)
+	st := newStore(b, dial(b, testenv.RedisURL(b)), &now) // redis-server: its allocations stay out
+	ids := make([]string, 64)
+	for i := range ids {
+		s := alice()
+		s.Destinations[0].Address = fmt.Sprintf("alice+%d@example.com", i)
+		s.Destinations[1].Address = fmt.Sprintf("https://example.com/hook/%d", i)
+		c, err := st.Create(ctx, s)
+		if err != nil {
+			b.Fatal(err)
+		}
+		ids[i] = c.Subscriber.ID
+	}
+	b.ReportAllocs()
+	for b.Loop() {
+		if got, err := st.ResolveMany(ctx, ids); err != nil || len(got) != len(ids) {
+			b.Fatalf("resolved %d of %d: %v", len(got), len(ids), err)
 		}
 	}
 }

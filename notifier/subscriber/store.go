@@ -13,13 +13,16 @@ import (
 	"strings"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/internal/tenancy"
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // Errors of the store, for errors.Is.
@@ -94,21 +97,15 @@ func (c StoreConfig) WithDefaults() StoreConfig {
 	c.ConfirmTTL = cmp.Or(c.ConfirmTTL, DefaultConfirmTTL)
 	c.MaxSubscribers = cmp.Or(c.MaxSubscribers, DefaultMaxSubscribers)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = tick.Or(c.Now)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c StoreConfig) Validate() error {
 	var errs []error
-	if c.ConfirmTTL < time.Minute || c.ConfirmTTL > 30*24*time.Hour {
-		errs = append(errs, fmt.Errorf("subscriber: confirm ttl %s out of range 1m..720h", c.ConfirmTTL))
-	}
-	if c.MaxSubscribers < 1 || c.MaxSubscribers > 100_000_000 {
-		errs = append(errs, fmt.Errorf("subscriber: max subscribers %d out of range 1..100000000", c.MaxSubscribers))
-	}
+	errs = bounds.CheckText(errs, "subscriber: confirm ttl", c.ConfirmTTL, time.Minute, 30*24*time.Hour, "1m..720h")
+	errs = bounds.CheckText(errs, "subscriber: max subscribers", c.MaxSubscribers, 1, 100_000_000, "1..100000000")
 	return errors.Join(errs...)
 }
 
@@ -117,7 +114,7 @@ type Store struct {
 	rdb     redis.UniversalClient
 	cfg     StoreConfig
 	records *recordstore.Store[Subscriber] // the subscribers by id, as Create writes them
-	decoded decodeCache                    // of ResolveMany
+	decoded *lru.Cache[string, decoded]    // of ResolveMany, by id
 }
 
 // NewStore returns a store over rdb.
@@ -134,7 +131,8 @@ func NewStore(rdb redis.UniversalClient, cfg StoreConfig) (*Store, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Store{rdb: rdb, cfg: cfg, records: records}, nil
+	cache, _ := lru.New[string, decoded](maxDecoded) // fails only for a size below 1
+	return &Store{rdb: rdb, cfg: cfg, records: records, decoded: cache}, nil
 }
 
 // decodeSubscriber reads a stored subscriber, which must carry its id.
@@ -193,11 +191,7 @@ func (st *Store) Create(ctx context.Context, s Subscriber) (Created, error) {
 		return Created{}, err
 	}
 	now := st.cfg.Now().UTC()
-	r, err := randomHex(8)
-	if err != nil {
-		return Created{}, err
-	}
-	s.ID, s.CreatedAt = fmt.Sprintf("s_%012x%s", now.UnixMilli(), r), now
+	s.ID, s.CreatedAt = fmt.Sprintf("s_%012x%s", now.UnixMilli(), randomHex(8)), now
 	s.Destinations = append([]Destination(nil), s.Destinations...)
 	expires := now.Add(st.cfg.ConfirmTTL)
 	n := len(s.Destinations)
@@ -206,22 +200,13 @@ func (st *Store) Create(ctx context.Context, s Subscriber) (Created, error) {
 	out := Created{ConfirmTokens: map[string]string{}}
 	for i := range s.Destinations {
 		d := &s.Destinations[i]
-		if d.ID, err = randomHex(8); err != nil {
-			return Created{}, err
-		}
-		d.ID = "d" + d.ID
+		d.ID = "d" + randomHex(8)
 		if k, _ := LookupKind(d.Kind); k.Secret && d.Secret == "" {
-			if d.Secret, err = randomHex(32); err != nil {
-				return Created{}, err
-			}
-			d.Secret = "whsec_" + d.Secret
+			d.Secret = "whsec_" + randomHex(32)
 		}
 		d.Status, d.CreatedAt, d.ExpiresAt, d.ConfirmedAt, d.UnsubscribeToken = StatusPending, now, expires, time.Time{}, ""
 		core, _ := d.Core()
-		tok, err := randomHex(32)
-		if err != nil {
-			return Created{}, err
-		}
+		tok := randomHex(32)
 		out.ConfirmTokens[d.ID] = tok
 		cores, coreVals = append(cores, coreKey(s.Tenant, core)), append(coreVals, s.ID+"|"+d.ID)
 		tokKeys, tokVals = append(tokKeys, tokenKey(tok)), append(tokVals, PurposeConfirm+"|"+s.ID+"|"+d.ID)
@@ -340,13 +325,8 @@ func (st *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error 
 	return fmt.Errorf("subscriber: delete %s: too much contention", id)
 }
 
-// SetPreferences replaces preferences and time zone; errors wrap
-// ErrInvalid or ErrNotFound.
-func (st *Store) SetPreferences(ctx context.Context, id, timeZone string, p Preferences) (Subscriber, error) {
-	return st.SetPreferencesIn(ctx, tenancy.View{All: true}, id, timeZone, p)
-}
-
-// SetPreferencesIn is SetPreferences within v.
+// SetPreferencesIn replaces the preferences and time zone of a subscriber
+// v sees; errors wrap ErrInvalid or ErrNotFound.
 func (st *Store) SetPreferencesIn(ctx context.Context, v tenancy.View, id, timeZone string, p Preferences) (Subscriber, error) {
 	if err := p.Validate(); err != nil {
 		return Subscriber{}, err

@@ -23,7 +23,7 @@ func backends() map[string]func(t *testing.T) redis.UniversalClient {
 	}
 }
 
-func dial(t *testing.T, url string) redis.UniversalClient {
+func dial(t testing.TB, url string) redis.UniversalClient {
 	t.Helper()
 	rdb, err := stream.Dial(context.Background(), url)
 	if err != nil {
@@ -33,7 +33,7 @@ func dial(t *testing.T, url string) redis.UniversalClient {
 	return rdb
 }
 
-func newStore(t *testing.T, rdb redis.UniversalClient, now *time.Time) *Store {
+func newStore(t testing.TB, rdb redis.UniversalClient, now *time.Time) *Store {
 	t.Helper()
 	st, err := NewStore(rdb, StoreConfig{ConfirmTTL: time.Hour, Now: func() time.Time { return *now }})
 	if err != nil {
@@ -244,4 +244,9 @@ func TestStore_listPagesExactlyAndSkipsUnreadableRecords(t *testing.T) {
 			}
 		})
 	}
+}
+
+// SetPreferences is SetPreferencesIn of any tenant's subscriber.
+func (st *Store) SetPreferences(ctx context.Context, id, timeZone string, p Preferences) (Subscriber, error) {
+	return st.SetPreferencesIn(ctx, tenancy.View{All: true}, id, timeZone, p)
 }

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 
@@ -60,13 +61,10 @@ func (st *Store) lookup(ctx context.Context, token string) (TokenInfo, error) {
 // unsubscribe token; it returns the subscriber (secrets included) and the
 // destination. Errors wrap ErrTokenNotFound.
 func (st *Store) Confirm(ctx context.Context, token string) (Subscriber, Destination, error) {
-	unsub, err := randomHex(32)
-	if err != nil {
-		return Subscriber{}, Destination{}, err
-	}
+	unsub := randomHex(32)
 	var s Subscriber
 	var d Destination
-	err = st.update(ctx, token, PurposeConfirm, func(pipe redis.Pipeliner, info TokenInfo) error {
+	err := st.update(ctx, token, PurposeConfirm, func(pipe redis.Pipeliner, info TokenInfo) error {
 		s = info.Subscriber
 		for i := range s.Destinations {
 			if s.Destinations[i].ID == info.Destination.ID {
@@ -107,12 +105,7 @@ func (st *Store) Unsubscribe(ctx context.Context, token string) (Subscriber, Des
 
 // removeDestination queues removing d (and an emptied s); s is updated.
 func (st *Store) removeDestination(ctx context.Context, pipe redis.Pipeliner, s *Subscriber, d Destination) {
-	kept := s.Destinations[:0:0]
-	for _, x := range s.Destinations {
-		if x.ID != d.ID {
-			kept = append(kept, x)
-		}
-	}
+	kept := slices.DeleteFunc(slices.Clone(s.Destinations), func(x Destination) bool { return x.ID == d.ID })
 	s.Destinations = kept
 	core, _ := d.Core()
 	pipe.Del(ctx, coreKey(s.Tenant, core))

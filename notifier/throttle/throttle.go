@@ -14,13 +14,14 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/internal/script"
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // Limit is a token bucket's rate and burst. The zero Limit is unlimited.
@@ -61,9 +62,7 @@ func (c Config) WithDefaults() Config {
 		c.Destination = Limit{Rate: 10, Burst: 20}
 	}
 	c.IdleTTL = cmp.Or(c.IdleTTL, time.Hour)
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = tick.Or(c.Now)
 	return c
 }
 
@@ -95,14 +94,23 @@ type Throttle struct {
 	idleTTL  any
 	destArgs []any
 	channels map[string]channelArgs
-	dests    destCache
+	dests    *lru.Cache[string, destArgs]
 }
 
 // channelArgs are a limited channel's bucket key and script arguments.
 type channelArgs struct {
-	key  string
+	keys []string
 	args []any
 }
+
+// destArgs are a destination's keys (blocked set, bucket) and name, boxed.
+type destArgs struct {
+	keys []any
+	dest any
+}
+
+// maxDestArgs bounds the remembered destination arguments.
+const maxDestArgs = 4096
 
 // limitArgs are takeScript's rate and burst arguments of l.
 func limitArgs(l Limit) []any {
@@ -118,11 +126,12 @@ func New(rdb redis.UniversalClient, cfg Config) (*Throttle, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
+	dests, _ := lru.New[string, destArgs](maxDestArgs) // fails only for a size below 1
 	t := &Throttle{rdb: rdb, cfg: cfg, idleTTL: cfg.IdleTTL.Milliseconds(), destArgs: limitArgs(cfg.Destination),
-		channels: make(map[string]channelArgs, len(cfg.Channels))}
+		channels: make(map[string]channelArgs, len(cfg.Channels)), dests: dests}
 	for name, l := range cfg.Channels {
 		if !l.Unlimited() {
-			t.channels[name] = channelArgs{key: ChannelKey(name), args: limitArgs(l)}
+			t.channels[name] = channelArgs{keys: []string{ChannelKey(name)}, args: limitArgs(l)}
 		}
 	}
 	return t, nil
@@ -170,9 +179,6 @@ for i = 2, #KEYS do
 end
 return 0`)
 
-// takeHash is takeScript's EVALSHA name, boxed once.
-var takeHash any = takeScript.Hash()
-
 // Take takes a send permission for dest on channel: 0, or the wait.
 func (t *Throttle) Take(ctx context.Context, dest, channel string) (time.Duration, error) {
 	waits, errs := t.TakeMany(ctx, []Ask{{Dest: dest, Channel: channel}})
@@ -184,50 +190,13 @@ func (t *Throttle) hasBucket(channel string) bool {
 	return !t.cfg.Disabled && (!t.cfg.Destination.Unlimited() || !t.cfg.Channels[channel].Unlimited())
 }
 
-// takeArgs appends takeScript's keys for one send to keys, and its
-// EVALSHA command to cmd (the keys boxed once); an unlimited channel's
-// bucket is left out (the script reads only the buckets given).
-func (t *Throttle) takeArgs(now any, ask Ask, keys []string, cmd []any) ([]string, []any) {
-	ch, limited := t.channels[ask.Channel]
-	dest := t.dests.get(ask.Dest)
-	keys = append(keys, BlockedKey, dest.key)
-	if !limited {
-		cmd = append(cmd, "evalsha", takeHash, 2, BlockedKey, dest.boxedKey, now, t.idleTTL, dest.dest)
-		return keys, append(cmd, t.destArgs...)
-	}
-	keys = append(keys, ch.key)
-	cmd = append(cmd, "evalsha", takeHash, 3, BlockedKey, dest.boxedKey, ch.key, now, t.idleTTL, dest.dest)
-	return keys, append(append(cmd, t.destArgs...), ch.args...)
-}
-
-// maxDestArgs bounds the remembered destination arguments; past it they
-// are all forgotten at once.
-const maxDestArgs = 4096
-
-// destArgs are a destination's bucket key, and it and its name boxed once.
-type destArgs struct {
-	key            string
-	boxedKey, dest any
-}
-
-// destCache remembers destArgs by destination. Safe for concurrent use.
-type destCache struct {
-	mu    sync.Mutex
-	dests map[string]destArgs
-}
-
-func (c *destCache) get(dest string) destArgs {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if a, ok := c.dests[dest]; ok {
+// dest returns dest's arguments, boxed once.
+func (t *Throttle) dest(dest string) destArgs {
+	if a, ok := t.dests.Get(dest); ok {
 		return a
 	}
-	if c.dests == nil || len(c.dests) >= maxDestArgs {
-		c.dests = make(map[string]destArgs)
-	}
-	key := DestinationKey(dest)
-	a := destArgs{key: key, boxedKey: key, dest: dest}
-	c.dests[dest] = a
+	a := destArgs{keys: []any{BlockedKey, DestinationKey(dest)}, dest: dest}
+	t.dests.Add(dest, a)
 	return a
 }
 
@@ -246,35 +215,33 @@ func (t *Throttle) TakeMany(ctx context.Context, asks []Ask) ([]time.Duration, [
 	now := t.cfg.Now().UnixMilli()
 	nowArg := any(now)
 	var scripted, free []int
-	var calls []script.Call
-	var cmds []*redis.Cmd
+	calls := make([]script.Call, 0, len(asks))
 	var members []string
-	// The calls' keys and commands share two arrays, sized for the most.
-	keys := make([]string, 0, 3*len(asks))
-	args := make([]any, 0, (10+len(t.destArgs))*len(asks))
+	// The calls' arguments share one array, sized for the most.
+	args := make([]any, 0, (3+len(t.destArgs)+2)*len(asks))
 	for i, a := range asks {
 		if !t.hasBucket(a.Channel) {
 			free, members = append(free, i), append(members, a.Dest)
 			continue
 		}
-		k, n := len(keys), len(args)
-		keys, args = t.takeArgs(nowArg, a, keys, args)
-		cmd := args[n:len(args):len(args)]
+		// An unlimited channel's bucket is left out: the script reads
+		// only the buckets given.
+		ch := t.channels[a.Channel]
+		dest := t.dest(a.Dest)
+		n := len(args)
+		args = append(append(append(args, nowArg, t.idleTTL, dest.dest), t.destArgs...), ch.args...)
 		scripted = append(scripted, i)
-		calls = append(calls, script.Call{Keys: keys[k:len(keys):len(keys)], Args: cmd[3+len(keys)-k:]})
-		cmds = append(cmds, redis.NewCmd(ctx, cmd...))
+		calls = append(calls, script.Call{Boxed: dest.keys, Keys: ch.keys, Args: args[n:len(args):len(args)]})
 	}
 	pipe := t.rdb.Pipeline()
 	var blocks *redis.FloatSliceCmd
 	if len(free) > 0 {
 		blocks = pipe.ZMScore(ctx, BlockedKey, members...)
 	}
-	for _, c := range cmds {
-		_ = pipe.Process(ctx, c)
-	}
+	cmds := takeScript.Queue(ctx, pipe, calls)
 	_, _ = pipe.Exec(ctx)
 	// Takes that found no script (a flushed Redis) did nothing: send them again.
-	_ = takeScript.Retry(ctx, t.rdb, calls, cmds)
+	_ = takeScript.Retry(ctx, t.rdb, cmds)
 	for j, i := range scripted {
 		ms, err := cmds[j].Int64()
 		if err != nil {
@@ -318,22 +285,3 @@ if #last == 2 then
   redis.call('PEXPIRE', KEYS[1], string.format('%.0f', tonumber(last[2]) - tonumber(ARGV[3]) + tonumber(ARGV[4])))
 end
 return 1`)
-
-// ParseRetryAfter reads a Retry-After (seconds or date), capped at a day.
-func ParseRetryAfter(v string, now time.Time) (time.Duration, bool) {
-	if v == "" || len(v) > 64 {
-		return 0, false
-	}
-	var d time.Duration
-	if s, err := strconv.Atoi(v); err == nil {
-		if s < 0 {
-			return 0, false
-		}
-		d = time.Duration(s) * time.Second
-	} else if at, err := time.Parse(time.RFC1123, v); err == nil {
-		d = max(at.Sub(now), 0)
-	} else {
-		return 0, false
-	}
-	return min(d, 24*time.Hour), true
-}

@@ -10,9 +10,12 @@ import (
 	"sync"
 	"time"
 
+	lru "github.com/hashicorp/golang-lru/v2"
 	"go.opentelemetry.io/otel/codes"
 	sdktrace "go.opentelemetry.io/otel/sdk/trace"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/internal/clip"
 )
 
 // Defaults of Config.
@@ -79,10 +82,9 @@ type kept struct {
 
 // Buffer keeps the newest traces. Safe for concurrent use.
 type Buffer struct {
-	cfg   Config
-	mu    sync.Mutex
-	byID  map[trace.TraceID]*kept
-	order []trace.TraceID // oldest first
+	cfg    Config
+	mu     sync.Mutex                       // of the kept spans
+	traces *lru.Cache[trace.TraceID, *kept] // oldest first
 }
 
 var _ sdktrace.SpanProcessor = (*Buffer)(nil)
@@ -95,7 +97,8 @@ func New(cfg Config) *Buffer {
 	if cfg.SpansPerTrace <= 0 {
 		cfg.SpansPerTrace = DefaultSpansPerTrace
 	}
-	return &Buffer{cfg: cfg, byID: map[trace.TraceID]*kept{}}
+	traces, _ := lru.New[trace.TraceID, *kept](cfg.Traces) // fails only for a size below 1
+	return &Buffer{cfg: cfg, traces: traces}
 }
 
 // OnStart does nothing: spans are kept when they end.
@@ -111,15 +114,10 @@ func (b *Buffer) OnEnd(s sdktrace.ReadOnlySpan) {
 	id := sc.TraceID()
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	t, ok := b.byID[id]
+	t, ok := b.traces.Peek(id)
 	if !ok {
 		t = &kept{id: id}
-		b.byID[id] = t
-		b.order = append(b.order, id)
-		for len(b.order) > b.cfg.Traces {
-			delete(b.byID, b.order[0])
-			b.order = b.order[1:]
-		}
+		b.traces.Add(id, t) // evicts the oldest trace of a full buffer
 	}
 	if len(t.spans) < b.cfg.SpansPerTrace {
 		t.spans = append(t.spans, s)
@@ -146,7 +144,7 @@ func toSpan(s sdktrace.ReadOnlySpan) Span {
 		if sp.Attrs == nil {
 			sp.Attrs = map[string]string{}
 		}
-		sp.Attrs[string(kv.Key)] = clip(kv.Value.String())
+		sp.Attrs[string(kv.Key)] = clip.String(kv.Value.String(), maxValueLen)
 	}
 	for _, l := range s.Links() {
 		sp.Links = append(sp.Links, Link{TraceID: l.SpanContext.TraceID().String(), SpanID: l.SpanContext.SpanID().String()})
@@ -158,16 +156,9 @@ func toSpan(s sdktrace.ReadOnlySpan) Span {
 // none, or empty when the span did not fail.
 func spanError(s sdktrace.ReadOnlySpan) string {
 	if st := s.Status(); st.Code == codes.Error {
-		return cmp.Or(clip(st.Description), "error")
+		return cmp.Or(clip.String(st.Description, maxValueLen), "error")
 	}
 	return ""
-}
-
-func clip(s string) string {
-	if len(s) > maxValueLen {
-		return s[:maxValueLen]
-	}
-	return s
 }
 
 // Shutdown does nothing.
@@ -180,9 +171,10 @@ func (b *Buffer) ForceFlush(context.Context) error { return nil }
 func (b *Buffer) Traces() []Summary {
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	out := make([]Summary, 0, len(b.order))
-	for i := len(b.order) - 1; i >= 0; i-- {
-		out = append(out, summarize(b.byID[b.order[i]]))
+	traces := b.traces.Values()
+	out := make([]Summary, 0, len(traces))
+	for i := len(traces) - 1; i >= 0; i-- {
+		out = append(out, summarize(traces[i]))
 	}
 	return out
 }
@@ -195,7 +187,7 @@ func (b *Buffer) Trace(id string) ([]Span, bool) {
 		return nil, false
 	}
 	b.mu.Lock()
-	t, ok := b.byID[tid]
+	t, ok := b.traces.Peek(tid)
 	var ended []sdktrace.ReadOnlySpan
 	if ok {
 		ended = slices.Clone(t.spans)
