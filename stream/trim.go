@@ -43,9 +43,7 @@ type Trimmer struct {
 func NewTrimmer(rdb redis.UniversalClient, cfg TrimConfig, logger *slog.Logger, topics ...Topic) *Trimmer {
 	cfg.MinAge = cmp.Or(cfg.MinAge, time.Hour)
 	cfg.Interval = cmp.Or(cfg.Interval, time.Minute)
-	if cfg.Now == nil {
-		cfg.Now = time.Now
-	}
+	cfg.Now = tick.Or(cfg.Now)
 	return &Trimmer{rdb: rdb, cfg: cfg, topics: topics, log: cmp.Or(logger, slog.Default())}
 }
 

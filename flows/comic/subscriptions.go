@@ -19,6 +19,7 @@ import (
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/internal/tenancy"
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // Errors of the subscription store, for errors.Is.
@@ -66,9 +67,7 @@ type StoreConfig struct {
 func (c StoreConfig) WithDefaults() StoreConfig {
 	c.MaxPerEmail = cmp.Or(c.MaxPerEmail, 1000)
 	c.BloatThreshold = cmp.Or(c.BloatThreshold, 10000)
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = tick.Or(c.Now)
 	return c
 }
 

@@ -20,6 +20,7 @@ import (
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/quota"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
@@ -89,9 +90,7 @@ func (c Config) WithDefaults() Config {
 	c.MeterProvider = cmp.Or(c.MeterProvider, gotel.GetMeterProvider())
 	c.Etiquette = c.Etiquette.WithDefaults()
 	c.WebSub = c.WebSub.WithDefaults()
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = tick.Or(c.Now)
 	return c
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/pollgate"
 	"github.com/dropstream/dropstream/internal/recordstore"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -45,9 +46,7 @@ func (c PollerConfig) WithDefaults() PollerConfig {
 	c.Concurrency = cmp.Or(c.Concurrency, 16)
 	c.Refresh = cmp.Or(c.Refresh, 10*time.Second)
 	c.MaxBackoff = cmp.Or(c.MaxBackoff, 6*time.Hour)
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = tick.Or(c.Now)
 	if c.Owner == "" {
 		c.Owner = stream.DefaultConsumerName()
 	}

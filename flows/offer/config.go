@@ -10,6 +10,7 @@ import (
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/slug"
 	"github.com/dropstream/dropstream/internal/tenancy"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -82,9 +83,7 @@ func (c Config) WithDefaults() Config {
 	c.TranslateTTL = cmp.Or(c.TranslateTTL, time.Hour)
 	c.OrderPriceTTL = cmp.Or(c.OrderPriceTTL, 10*time.Minute)
 	c.ChangeLogLength = cmp.Or(c.ChangeLogLength, 100000)
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = tick.Or(c.Now)
 	c.FreshBound = cmp.Or(c.FreshBound, time.Second)
 	c.FreshBlock = cmp.Or(c.FreshBlock, min(500*time.Millisecond, c.FreshBound))
 	c.MaxStandingPerCaller = cmp.Or(c.MaxStandingPerCaller, 100)

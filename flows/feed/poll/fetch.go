@@ -15,6 +15,7 @@ import (
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/ratelimit"
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // Errors of Fetch, for errors.Is.
@@ -89,9 +90,7 @@ func (c Config) WithDefaults() Config {
 	if c.Transport == nil {
 		c.Transport = c.Egress.Transport()
 	}
-	if c.Now == nil {
-		c.Now = time.Now
-	}
+	c.Now = tick.Or(c.Now)
 	return c
 }
 
