@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -14,6 +13,7 @@ import (
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
@@ -124,9 +124,9 @@ func (h *handler) handleOne(ctx context.Context, m *stream.Message, t avail.Tran
 // checkTransition reports why a transition cannot be handled.
 func checkTransition(t avail.Transition) error {
 	switch {
-	case t.Entity.Key == "" || len(t.Entity.Key) > maxSlotLen || hasControl(t.Entity.Key):
+	case t.Entity.Key == "" || len(t.Entity.Key) > maxSlotLen || clip.HasControl(t.Entity.Key):
 		return fmt.Errorf("entity key: want 1-%d bytes without control characters", maxSlotLen)
-	case t.RunID == "" || len(t.RunID) > avail.MaxIDLen || hasControl(t.RunID):
+	case t.RunID == "" || len(t.RunID) > avail.MaxIDLen || clip.HasControl(t.RunID):
 		return fmt.Errorf("run id: want 1-%d bytes without control characters", avail.MaxIDLen)
 	case t.Kind != avail.KindOpen && t.Kind != avail.KindClose:
 		return fmt.Errorf("kind %q: want open or close", clip.Marked(t.Kind, maxQuoted))
@@ -136,10 +136,6 @@ func checkTransition(t avail.Transition) error {
 		return errors.New("trace id or event id longer than 64 bytes")
 	}
 	return nil
-}
-
-func hasControl(s string) bool {
-	return strings.ContainsFunc(s, func(r rune) bool { return r < ' ' || r == 0x7f })
 }
 
 // waitThrottle waits for the watcher's throttle, up to notifier.DefaultMaxThrottleWait.
@@ -153,12 +149,8 @@ func (h *handler) waitThrottle(ctx context.Context, dest, channel string) error 
 		if time.Now().Add(wait).After(deadline) {
 			return fmt.Errorf("%w: watcher %s for %s", notifier.ErrThrottled, dest, wait)
 		}
-		t := time.NewTimer(wait)
-		select {
-		case <-ctx.Done():
-			t.Stop()
-			return ctx.Err()
-		case <-t.C:
+		if err := tick.Sleep(ctx, wait); err != nil {
+			return err
 		}
 	}
 }
