@@ -156,14 +156,7 @@ func (s *listScan) scan(ctx context.Context, lo, prefix string, once bool) error
 	chunk := int64(min(max(s.limit, 64), MaxListLimit))
 	s.exhausted = false
 	for !s.full() && !s.exhausted {
-		cmds := make([]*redis.StringSliceCmd, s.p.cfg.Partitions)
-		_, err := s.p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-			for q := range cmds {
-				cmds[q] = pipe.ZRangeByLex(ctx, indexKey(s.p.topic.HashTag(q), s.f.State),
-					&redis.ZRangeBy{Min: lowBound(lo, s.pos, s.started, q), Max: hi, Count: chunk})
-			}
-			return nil
-		})
+		cmds, err := s.ranges(ctx, func(q int) string { return lowBound(lo, s.pos, s.started, q) }, hi, chunk)
 		if err != nil {
 			return err
 		}
@@ -246,14 +239,7 @@ func (s *listScan) byProvider(ctx context.Context) error {
 // first returns the smallest index entry from the lex bound from over all
 // partitions, "" if none.
 func (s *listScan) first(ctx context.Context, from string) (string, error) {
-	cmds := make([]*redis.StringSliceCmd, s.p.cfg.Partitions)
-	_, err := s.p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
-		for q := range cmds {
-			cmds[q] = pipe.ZRangeByLex(ctx, indexKey(s.p.topic.HashTag(q), s.f.State),
-				&redis.ZRangeBy{Min: from, Max: "+", Count: 1})
-		}
-		return nil
-	})
+	cmds, err := s.ranges(ctx, func(int) string { return from }, "+", 1)
 	if err != nil {
 		return "", err
 	}
@@ -264,6 +250,20 @@ func (s *listScan) first(ctx context.Context, from string) (string, error) {
 		}
 	}
 	return first, nil
+}
+
+// ranges reads up to count entries of each partition's index of the
+// state, from lo(q) to hi, in one pipeline.
+func (s *listScan) ranges(ctx context.Context, lo func(q int) string, hi string, count int64) ([]*redis.StringSliceCmd, error) {
+	cmds := make([]*redis.StringSliceCmd, s.p.cfg.Partitions)
+	_, err := s.p.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+		for q := range cmds {
+			cmds[q] = pipe.ZRangeByLex(ctx, indexKey(s.p.topic.HashTag(q), s.f.State),
+				&redis.ZRangeBy{Min: lo(q), Max: hi, Count: count})
+		}
+		return nil
+	})
+	return cmds, err
 }
 
 // lowBound is partition q's ZRANGEBYLEX start: after pos in the merged order,
