@@ -379,6 +379,14 @@ func (s *Store[T]) decodeAll(ctx context.Context, ids []string, keep func(T) boo
 	if err != nil {
 		return nil, nil, err
 	}
+	out, bad = s.decodeRaws(ids, raws, keep, out, bad)
+	return out, bad, nil
+}
+
+// decodeRaws appends to out the records of raws (ids' stored JSON, nil for
+// none) that keep accepts (nil: every one), and to bad the errors of
+// unreadable ones.
+func (s *Store[T]) decodeRaws(ids []string, raws [][]byte, keep func(T) bool, out []T, bad []error) ([]T, []error) {
 	for i, raw := range raws {
 		if raw == nil {
 			continue // deleted meanwhile
@@ -393,7 +401,7 @@ func (s *Store[T]) decodeAll(ctx context.Context, ids []string, keep func(T) boo
 		}
 		out = append(out, rec)
 	}
-	return out, bad, nil
+	return out, bad
 }
 
 // load returns the stored JSON of ids, nil for those with none.
@@ -453,15 +461,12 @@ func (s *Store[T]) All(ctx context.Context) ([]T, error) {
 		if err != nil {
 			return nil, fmt.Errorf("recordstore: list: %w", err)
 		}
-		out := make([]T, 0, len(m))
-		var bad []error
-		for _, id := range slices.Sorted(maps.Keys(m)) {
-			if rec, err := s.cfg.Decode(id, []byte(m[id])); err != nil {
-				bad = append(bad, err)
-			} else {
-				out = append(out, rec)
-			}
+		ids := slices.Sorted(maps.Keys(m))
+		raws := make([][]byte, len(ids))
+		for i, id := range ids {
+			raws[i] = []byte(m[id])
 		}
+		out, bad := s.decodeRaws(ids, raws, nil, make([]T, 0, len(ids)), nil)
 		return out, errors.Join(bad...)
 	}
 	page, bad, err := s.list(ctx, "", nil, "", math.MaxInt)
