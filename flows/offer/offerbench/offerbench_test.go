@@ -5,7 +5,9 @@ import (
 	"log/slog"
 	"os"
 	"strconv"
+	"sync/atomic"
 	"testing"
+	"time"
 
 	"github.com/alicebob/miniredis/v2"
 
@@ -30,6 +32,30 @@ func TestRun_smallBenchCompletesEverySearch(t *testing.T) {
 	}
 	if _, err := Run(context.Background(), rdb, Config{Offers: 10}); err == nil {
 		t.Error("Run accepted a non-empty database")
+	}
+}
+
+// TestRun_hitsOutliveASlowRun runs the bench on a clock that moves 30s at
+// each reading: a run far longer than the flow's default result TTL (5m),
+// as a full-size run on a slow machine. Every hit must still be a hit.
+func TestRun_hitsOutliveASlowRun(t *testing.T) {
+	rdb, err := stream.Dial(context.Background(), "redis://"+miniredis.RunT(t).Addr())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { _ = rdb.Close() })
+	var ticks atomic.Int64
+	start := time.Now()
+	now := func() time.Time { return start.Add(time.Duration(ticks.Add(1)) * 30 * time.Second) }
+	r, err := Run(context.Background(), rdb, Config{Offers: 300, Products: 30, Misses: 5, Hits: 20, Partitions: 2, Telemetry: quiet, Now: now})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Hit.Count != 20 || r.Hit.Matches != r.Miss.Matches {
+		t.Errorf("result %+v: want 20 hits matching as many offers as the misses", r)
+	}
+	if elapsed := time.Duration(ticks.Load()) * 30 * time.Second; elapsed < 10*time.Minute {
+		t.Errorf("the clock moved %s: want a run longer than the default result TTL", elapsed)
 	}
 }
 
