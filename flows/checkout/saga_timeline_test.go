@@ -83,6 +83,29 @@ func TestSaga_timelineShowsEveryStepWithItsTrace(t *testing.T) {
 	}
 }
 
+func TestSaga_timelineListsEveryAttemptNewestFirst(t *testing.T) {
+	for _, b := range backends() {
+		t.Run(b.name, func(t *testing.T) {
+			e := newEnv(t, b.url(t), envOptions{timeout: 20 * time.Second})
+			_, item, _, failed := sagaOrdersTB(t, e)
+			e.must(t, 200, "POST", "/stock/add/"+item+"/1")
+			e.must(t, 200, "POST", "/orders/checkout/"+failed)
+			tl := e.timeline(t, failed)
+			if !tl.Paid || len(tl.Attempts) != 2 {
+				t.Fatalf("timeline of %s = %+v, want paid with two attempts", failed, tl)
+			}
+			for i, want := range []struct {
+				tr     int64
+				status string
+			}{{2, checkout.StatusSucceeded}, {1, checkout.StatusFailed}} {
+				if a := tl.Attempts[i]; a.TrNum != want.tr || a.Status != want.status || a.Source != checkout.SourceRedis || a.Parts != 2 {
+					t.Errorf("attempt %d = %+v, want attempt %d %s from Redis with two parts", i, a, want.tr, want.status)
+				}
+			}
+		})
+	}
+}
+
 func TestSaga_timelineComesFromClickHouseOnceRedisForgetsTheAttempt(t *testing.T) {
 	e := newEnv(t, testenv.RedisURL(t), envOptions{timeout: 20 * time.Second, tracer: sdktrace.NewTracerProvider()})
 	ch := e.runHistory(t)

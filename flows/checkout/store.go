@@ -255,6 +255,11 @@ func (s *Store) findOrder(ctx context.Context, id string) (Order, error) {
 	if err != nil {
 		return Order{}, fmt.Errorf("checkout: find order: %w", err)
 	}
+	return orderOf(id, m)
+}
+
+// orderOf reads an order hash; ErrNotFound when it is empty.
+func orderOf(id string, m map[string]string) (Order, error) {
 	if m["user_id"] == "" {
 		return Order{}, fmt.Errorf("%w: order %s", ErrNotFound, id)
 	}

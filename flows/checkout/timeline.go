@@ -70,7 +70,7 @@ type Step struct {
 // Timeline returns an order's newest MaxTimelineAttempts attempts, from
 // Redis then (WithHistory) ClickHouse. ErrNotFound for an unknown order.
 func (s *Flow) Timeline(ctx context.Context, orderID string) (Timeline, error) {
-	o, err := s.store.FindOrder(ctx, orderID)
+	o, saga1, err := s.orderAndFirstSaga(ctx, orderID)
 	if err != nil {
 		return Timeline{}, err
 	}
@@ -79,7 +79,9 @@ func (s *Flow) Timeline(ctx context.Context, orderID string) (Timeline, error) {
 	pipe := s.rdb.Pipeline()
 	cmds := map[int64]*redis.MapStringStringCmd{}
 	for tr := o.TrNum; tr >= first; tr-- {
-		cmds[tr] = pipe.HGetAll(ctx, s.keys.Saga(orderID, tr))
+		if tr > 1 {
+			cmds[tr] = pipe.HGetAll(ctx, s.keys.Saga(orderID, tr))
+		}
 	}
 	if len(cmds) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {
@@ -88,7 +90,10 @@ func (s *Flow) Timeline(ctx context.Context, orderID string) (Timeline, error) {
 	}
 	var cold []int64
 	for tr := o.TrNum; tr >= first; tr-- {
-		h := cmds[tr].Val()
+		h := saga1
+		if tr > 1 {
+			h = cmds[tr].Val()
+		}
 		if len(h) == 0 {
 			cold = append(cold, tr)
 			continue
@@ -103,6 +108,28 @@ func (s *Flow) Timeline(ctx context.Context, orderID string) (Timeline, error) {
 		tl.Attempts = append(tl.Attempts, old...)
 	}
 	return tl, nil
+}
+
+// orderAndFirstSaga is FindOrder that also reads the order's first
+// attempt's saga hash in the same round trip: the whole timeline of an
+// order checked out once, as most are.
+func (s *Flow) orderAndFirstSaga(ctx context.Context, orderID string) (Order, map[string]string, error) {
+	if err := checkID("order", orderID); err != nil {
+		return Order{}, nil, err
+	}
+	var order, saga *redis.MapStringStringCmd
+	err := s.store.retryErr(ctx, func() error {
+		_, err := s.rdb.Pipelined(ctx, func(pipe redis.Pipeliner) error {
+			order, saga = pipe.HGetAll(ctx, s.keys.Order(orderID)), pipe.HGetAll(ctx, s.keys.Saga(orderID, 1))
+			return nil
+		})
+		return err
+	})
+	if err != nil {
+		return Order{}, nil, fmt.Errorf("checkout: find order: %w", err)
+	}
+	o, err := orderOf(orderID, order.Val())
+	return o, saga.Val(), err
 }
 
 // attemptOf reads a saga hash.
