@@ -321,3 +321,10 @@ func (d *Delivery) History(ctx context.Context, comicID string) (map[string]Noti
 	}
 	return out, nil
 }
+
+// KindNotify is the stored kind of comic POST /notify destinations.
+const KindNotify = "comic_notify"
+
+// NotifyKind is the comic_notify kind: signed JSON (NotifyBody) to an
+// http(s) endpoint over the webhook channel.
+func NotifyKind() subscriber.Kind { return notifier.SignedJSONKind(KindNotify) }
