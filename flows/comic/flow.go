@@ -265,18 +265,13 @@ func (s *Flow) runRecovery(ctx context.Context) error {
 	if s.checkout != nil {
 		after = max(after, s.checkout.Config().Timeout+time.Minute)
 	}
-	return every(ctx, RecoveryInterval, func() {
+	tick.EveryAfter(ctx, RecoveryInterval, func() {
 		if n, err := s.Sales.Recover(ctx, after); err != nil {
 			s.log.Warn("comic: settling purchases in doubt failed; retrying", "settled", n, "error", err)
 		} else if n > 0 {
 			s.log.Info("comic: purchases in doubt settled", "settled", n)
 		}
 	})
-}
-
-// every calls f every interval until ctx ends, then returns nil.
-func every(ctx context.Context, interval time.Duration, f func()) error {
-	tick.EveryAfter(ctx, interval, f)
 	return nil
 }
 

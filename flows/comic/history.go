@@ -246,3 +246,29 @@ func (s *Store) Stats(ctx context.Context) (Stats, error) {
 	}
 	return out, nil
 }
+
+// Notified is one entry of a comic's notification history.
+type Notified struct {
+	SubscriptionID string `json:"subscription_id"`
+	Gen            int64  `json:"gen"`
+	Wave           int    `json:"wave,omitempty"`
+	AtMs           int64  `json:"at_ms"`
+	Channel        string `json:"channel"`
+}
+
+// History returns a comic's notification history, email → entry.
+func (d *Delivery) History(ctx context.Context, comicID string) (map[string]Notified, error) {
+	raw, err := d.rdb.HGetAll(ctx, notifiedKey(d.topics.tag(comicID), comicID)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("comic: history %s: %w", comicID, err)
+	}
+	out := make(map[string]Notified, len(raw))
+	for email, v := range raw {
+		var n Notified
+		if err := json.Unmarshal([]byte(v), &n); err != nil {
+			return nil, fmt.Errorf("comic: decode history of %s: %w", comicID, err)
+		}
+		out[email] = n
+	}
+	return out, nil
+}

@@ -21,6 +21,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -214,11 +215,12 @@ func (h *Holds) Advance(ctx context.Context) (int, error) {
 
 // run advances the waves every Poll until ctx ends (ServiceWaves).
 func (h *Holds) run(ctx context.Context, onErr func(error)) error {
-	return every(ctx, h.cfg.Poll, func() {
+	tick.EveryAfter(ctx, h.cfg.Poll, func() {
 		if _, err := h.Advance(ctx); err != nil && ctx.Err() == nil {
 			onErr(err)
 		}
 	})
+	return nil
 }
 
 // StageHoldSent is the consumer group of notify.history that starts the
