@@ -336,9 +336,9 @@ func (d *Delivery) handle(ctx context.Context, m *stream.Message) error {
 
 // targets returns one target per email of r not yet in the history.
 func (d *Delivery) targets(ctx context.Context, tag string, r Request) ([]*target, error) {
-	subs, err := d.store.load(ctx, r.SubscriptionIDs)
+	subs, err := d.store.subs.GetMany(ctx, r.SubscriptionIDs)
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("comic: load subscriptions: %w", err)
 	}
 	emails := make([]string, len(subs))
 	for i, s := range subs {

@@ -236,9 +236,9 @@ func (s *Store) ByEmailIn(ctx context.Context, v tenancy.View, email string) ([]
 	if err != nil {
 		return nil, fmt.Errorf("comic: subscriptions of %s: %w", email, err)
 	}
-	subs, err := s.load(ctx, ids)
+	subs, err := s.subs.GetMany(ctx, ids) // those that still exist, in ids' order
 	if err != nil {
-		return nil, err
+		return nil, fmt.Errorf("comic: load subscriptions: %w", err)
 	}
 	out := make([]Subscription, 0, len(subs))
 	for _, sub := range subs {
@@ -252,15 +252,6 @@ func (s *Store) ByEmailIn(ctx context.Context, v tenancy.View, email string) ([]
 		return cmp.Or(a.CreatedAt.Compare(b.CreatedAt), strings.Compare(a.ID, b.ID))
 	})
 	return out, nil
-}
-
-// load returns the subscriptions of ids that still exist, in ids' order.
-func (s *Store) load(ctx context.Context, ids []string) ([]Subscription, error) {
-	subs, err := s.subs.GetMany(ctx, ids)
-	if err != nil {
-		return nil, fmt.Errorf("comic: load subscriptions: %w", err)
-	}
-	return subs, nil
 }
 
 // Delete removes a subscription and its index entries; the error wraps

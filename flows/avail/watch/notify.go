@@ -252,11 +252,16 @@ func (h *handler) gone(ctx context.Context, m *stream.Message, t avail.Transitio
 				Entity: entity, RunAt: t.RunAt, EventID: eventID, TraceID: traceOf(ctx, t), Text: "the opening you were told of is gone"}})
 		}
 	}
-	_, errs := h.send(ctx, m, t.RunID, outs)
+	return h.sendThenForget(ctx, m, t.RunID, outs, key)
+}
+
+// sendThenForget sends outs and, once every one is settled, deletes the
+// marks hash key: the next window starts afresh.
+func (h *handler) sendThenForget(ctx context.Context, m *stream.Message, runID string, outs []outgoing, key string) error {
+	_, errs := h.send(ctx, m, runID, outs)
 	if err := notifier.Settle(errs); err != nil {
 		return err
 	}
-	// Every told watcher is settled: the next window starts afresh.
 	return h.windows.rdb.Del(ctx, key).Err()
 }
 
@@ -336,11 +341,7 @@ func (h *handler) retract(ctx context.Context, m *stream.Message, t avail.Transi
 			TraceID: traceOf(ctx, t), RetractsEventID: prov, Text: "the provisional opening closed before it was confirmed"}})
 		outs[len(outs)-1].ev.SessionID = session
 	}
-	_, errs := h.send(ctx, m, t.RunID, outs)
-	if err := notifier.Settle(errs); err != nil {
-		return err
-	}
-	return h.windows.rdb.Del(ctx, key).Err()
+	return h.sendThenForget(ctx, m, t.RunID, outs, key)
 }
 
 // marked returns hash key's marks (watcher id → event told) and those

@@ -319,10 +319,7 @@ func (s *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error {
 	if del.Val() == 0 {
 		return fmt.Errorf("%w: %s", ErrNotFound, id) // deleted concurrently
 	}
-	if s.owners != nil {
-		return s.owners.Release(ctx, id)
-	}
-	return nil
+	return s.owners.Release(ctx, id) // nil owners: no bound per owner
 }
 
 // load reads the watchers of ids in order, with secrets, skipping gone or
