@@ -238,31 +238,17 @@ func (h *handler) notify(ctx context.Context, m *stream.Message, t avail.Transit
 
 // gone tells a stable close to the watchers told the opening that want it.
 func (h *handler) gone(ctx context.Context, m *stream.Message, t avail.Transition) error {
-	entity := withIdentity(t.Entity)
-	key := h.markKey(m.Partition, "told", entity.Key)
-	marks, watchers, err := h.marked(ctx, key)
-	if err != nil || len(marks) == 0 {
-		return err
-	}
-	eventID := avail.EventID(t.RunID, entity.Key, avail.KindClose, true)
-	var outs []outgoing
-	for _, w := range active(watchers) {
-		if w.NotifyGone {
-			outs = append(outs, outgoing{w: w, key: w.ID + ":gone:" + eventID, ev: OpenEvent{Event: EventAvailabilityGone, WatcherID: w.ID,
-				Entity: entity, RunAt: t.RunAt, EventID: eventID, TraceID: traceOf(ctx, t), Text: "the opening you were told of is gone"}})
+	return h.settleMarks(ctx, m, t, "told", func(entity avail.Entity, _ map[string]string, watchers []Watcher) []outgoing {
+		eventID := avail.EventID(t.RunID, entity.Key, avail.KindClose, true)
+		var outs []outgoing
+		for _, w := range active(watchers) {
+			if w.NotifyGone {
+				outs = append(outs, outgoing{w: w, key: w.ID + ":gone:" + eventID, ev: OpenEvent{Event: EventAvailabilityGone, WatcherID: w.ID,
+					Entity: entity, RunAt: t.RunAt, EventID: eventID, TraceID: traceOf(ctx, t), Text: "the opening you were told of is gone"}})
+			}
 		}
-	}
-	return h.sendThenForget(ctx, m, t.RunID, outs, key)
-}
-
-// sendThenForget sends outs and, once every one is settled, deletes the
-// marks hash key: the next window starts afresh.
-func (h *handler) sendThenForget(ctx context.Context, m *stream.Message, runID string, outs []outgoing, key string) error {
-	_, errs := h.send(ctx, m, runID, outs)
-	if err := notifier.Settle(errs); err != nil {
-		return err
-	}
-	return h.windows.rdb.Del(ctx, key).Err()
+		return outs
+	})
 }
 
 // provisional tells a raw open to the matching watchers that asked, and
@@ -317,43 +303,48 @@ func (h *handler) confirm(ctx context.Context, partition int, entityKey string, 
 // retract sends, on a raw close of an unconfirmed window, a retraction to
 // each watcher told a provisional notice, paused or not.
 func (h *handler) retract(ctx context.Context, m *stream.Message, t avail.Transition) error {
+	return h.settleMarks(ctx, m, t, "prov", func(entity avail.Entity, marks map[string]string, watchers []Watcher) []outgoing {
+		// The window is the one the diff names as raw open; a close naming none
+		// ends the notices remembered, unless some window was confirmed.
+		session, provID := "", ""
+		if t.OpenRunID != "" {
+			session, provID = avail.SessionID(entity.Key, t.OpenRunID), avail.EventID(t.OpenRunID, entity.Key, avail.KindOpen, false)
+		}
+		eventID := avail.EventID(t.RunID, entity.Key, avail.KindClose, false)
+		outs := make([]outgoing, 0, len(watchers))
+		for _, w := range watchers {
+			prov := marks[w.ID]
+			if session != "" && (marks[confirmedField] == session || prov != provID) || session == "" && marks[confirmedField] != "" {
+				continue
+			}
+			outs = append(outs, outgoing{w: w, key: w.ID + ":retract:" + prov, ev: OpenEvent{Event: EventAvailabilityRetracted, WatcherID: w.ID,
+				Entity: entity, RunAt: t.RunAt, EventID: eventID,
+				TraceID: traceOf(ctx, t), RetractsEventID: prov, Text: "the provisional opening closed before it was confirmed"}})
+			outs[len(outs)-1].ev.SessionID = session
+		}
+		return outs
+	})
+}
+
+// settleMarks reads the kind marks of t's entity (watcher id → event
+// told) and, when there are some, sends what outs makes of them and of the
+// marked watchers that still exist; once every send is settled it deletes
+// the marks, so the next window starts afresh.
+func (h *handler) settleMarks(ctx context.Context, m *stream.Message, t avail.Transition, kind string,
+	outs func(entity avail.Entity, marks map[string]string, watchers []Watcher) []outgoing) error {
 	entity := withIdentity(t.Entity)
-	key := h.markKey(m.Partition, "prov", entity.Key)
-	marks, watchers, err := h.marked(ctx, key)
+	key := h.markKey(m.Partition, kind, entity.Key)
+	marks, err := h.windows.rdb.HGetAll(ctx, key).Result()
 	if err != nil || len(marks) == 0 {
 		return err
 	}
-	// The window is the one the diff names as raw open; a close naming none
-	// ends the notices remembered, unless some window was confirmed.
-	session, provID := "", ""
-	if t.OpenRunID != "" {
-		session, provID = avail.SessionID(entity.Key, t.OpenRunID), avail.EventID(t.OpenRunID, entity.Key, avail.KindOpen, false)
-	}
-	eventID := avail.EventID(t.RunID, entity.Key, avail.KindClose, false)
-	outs := make([]outgoing, 0, len(watchers))
-	for _, w := range watchers {
-		prov := marks[w.ID]
-		if session != "" && (marks[confirmedField] == session || prov != provID) || session == "" && marks[confirmedField] != "" {
-			continue
-		}
-		outs = append(outs, outgoing{w: w, key: w.ID + ":retract:" + prov, ev: OpenEvent{Event: EventAvailabilityRetracted, WatcherID: w.ID,
-			Entity: entity, RunAt: t.RunAt, EventID: eventID,
-			TraceID: traceOf(ctx, t), RetractsEventID: prov, Text: "the provisional opening closed before it was confirmed"}})
-		outs[len(outs)-1].ev.SessionID = session
-	}
-	return h.sendThenForget(ctx, m, t.RunID, outs, key)
-}
-
-// marked returns hash key's marks (watcher id → event told) and those
-// watchers that still exist.
-func (h *handler) marked(ctx context.Context, key string) (map[string]string, []Watcher, error) {
-	marks, err := h.windows.rdb.HGetAll(ctx, key).Result()
-	if err != nil || len(marks) == 0 {
-		return nil, nil, err
-	}
 	watchers, err := h.store.load(ctx, slices.Collect(maps.Keys(marks)))
 	if err != nil {
-		return nil, nil, err
+		return err
 	}
-	return marks, watchers, nil
+	_, errs := h.send(ctx, m, t.RunID, outs(entity, marks, watchers))
+	if err := notifier.Settle(errs); err != nil {
+		return err
+	}
+	return h.windows.rdb.Del(ctx, key).Err()
 }
