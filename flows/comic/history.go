@@ -1,16 +1,52 @@
 package comic
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
+	"fmt"
+	"slices"
 	"strconv"
+	"strings"
 	"time"
+
+	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer/sink"
 )
+
+// Event kinds on the events topic.
+const (
+	EventListed   = "listed"   // a comic entered inventory
+	EventNotified = "notified" // a subscriber was notified of a comic
+	EventSold     = "sold"     // a comic was sold and left inventory
+	// EventForgotten: a notification was removed after a refund, so the
+	// subscriber is notified again if the comic comes back.
+	EventForgotten = "forgotten"
+)
+
+// Event is a TypeEvent payload, in the order of the comic's partition.
+type Event struct {
+	Kind    string          `json:"kind"`
+	ComicID string          `json:"comic_id"`
+	Gen     int64           `json:"gen"`
+	AtMs    int64           `json:"at_ms"`
+	Comic   json.RawMessage `json:"comic,omitempty"`
+	// Email and SubscriptionID are set for notified, sold and forgotten.
+	Email          string `json:"email,omitempty"`
+	SubscriptionID string `json:"subscription_id,omitempty"`
+	// TxnID and PriceCents are set for sold.
+	TxnID      string `json:"txn_id,omitempty"`
+	PriceCents int64  `json:"price_cents,omitempty"`
+	TraceID    string `json:"trace_id,omitempty"`
+	ListedAtMs int64  `json:"listed_at_ms,omitempty"` // for sold
+}
+
+// StageHistory is the stage that writes the events topic to ClickHouse.
+const StageHistory = "comic-history"
 
 // HistoryConfig configures the "comic-history" stage: events to
 // comic_events, listings and sales to comic_sessions, with deterministic
@@ -131,4 +167,108 @@ func (h *History) RunSnapshots(ctx context.Context, interval time.Duration, onEr
 		}
 	})
 	return nil
+}
+
+// PatternStat is a SearchPattern's subscription count and its value sets
+// past StoreConfig.BloatThreshold, with their extra shards.
+type PatternStat struct {
+	Pattern          string `json:"pattern"`
+	Subscriptions    int64  `json:"subscriptions"`
+	BloatedValueSets int    `json:"bloated_value_sets"`
+	ExtraShards      int    `json:"extra_shards"`
+}
+
+// FieldStat is a field's diversity: the frequency of its most frequent
+// value over the subscriptions that constrain it (1: all ask the same).
+type FieldStat struct {
+	Field         string  `json:"field"`
+	Subscriptions int64   `json:"subscriptions"`
+	Distinct      int64   `json:"distinct_values"`
+	TopValue      string  `json:"top_value"`
+	TopCount      int64   `json:"top_count"`
+	Diversity     float64 `json:"diversity"`
+}
+
+// Stats is GET /v1/comics/patterns/stats.
+type Stats struct {
+	Subscriptions  int64         `json:"subscriptions"`
+	Patterns       []PatternStat `json:"patterns"`
+	Fields         []FieldStat   `json:"fields"`
+	BloatThreshold int           `json:"bloat_threshold"`
+}
+
+// Stats returns subscriptions per pattern, with their bloated value sets,
+// and every field's diversity, in reads bounded by the patterns and fields.
+func (s *Store) Stats(ctx context.Context) (Stats, error) {
+	pipe := s.rdb.Pipeline()
+	patterns := pipe.ZRangeWithScores(ctx, patternsKey, 0, -1)
+	bloated := pipe.HGetAll(ctx, bloatKey)
+	totals := pipe.HGetAll(ctx, fieldTotalKey)
+	total := pipe.HLen(ctx, subsKey)
+	tops := make([]*redis.ZSliceCmd, len(fields))
+	cards := make([]*redis.IntCmd, len(fields))
+	for i, f := range fields {
+		tops[i] = pipe.ZRevRangeWithScores(ctx, fieldStatsKey(f.name), 0, 0)
+		cards[i] = pipe.ZCard(ctx, fieldStatsKey(f.name))
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return Stats{}, fmt.Errorf("comic: stats: %w", err)
+	}
+	out := Stats{Subscriptions: total.Val(), BloatThreshold: s.cfg.BloatThreshold, Patterns: []PatternStat{}}
+	byPattern := map[string]int{}
+	for _, z := range patterns.Val() {
+		name, _ := z.Member.(string)
+		byPattern[name] = len(out.Patterns)
+		out.Patterns = append(out.Patterns, PatternStat{Pattern: name, Subscriptions: int64(z.Score)})
+	}
+	for field, k := range bloated.Val() {
+		i, ok := byPattern[field[:max(0, strings.LastIndexByte(field, ':'))]]
+		n, _ := strconv.Atoi(k)
+		if ok && n > 0 {
+			out.Patterns[i].BloatedValueSets++
+			out.Patterns[i].ExtraShards += n
+		}
+	}
+	slices.SortFunc(out.Patterns, func(a, b PatternStat) int {
+		return cmp.Or(cmp.Compare(b.Subscriptions, a.Subscriptions), strings.Compare(a.Pattern, b.Pattern))
+	})
+	for i, f := range fields {
+		fs := FieldStat{Field: f.name, Distinct: cards[i].Val()}
+		fs.Subscriptions, _ = strconv.ParseInt(totals.Val()[f.name], 10, 64)
+		if top := tops[i].Val(); len(top) == 1 {
+			fs.TopValue, _ = top[0].Member.(string)
+			fs.TopCount = int64(top[0].Score)
+		}
+		if fs.Subscriptions > 0 {
+			fs.Diversity = float64(fs.TopCount) / float64(fs.Subscriptions)
+		}
+		out.Fields = append(out.Fields, fs)
+	}
+	return out, nil
+}
+
+// Notified is one entry of a comic's notification history.
+type Notified struct {
+	SubscriptionID string `json:"subscription_id"`
+	Gen            int64  `json:"gen"`
+	Wave           int    `json:"wave,omitempty"`
+	AtMs           int64  `json:"at_ms"`
+	Channel        string `json:"channel"`
+}
+
+// History returns a comic's notification history, email → entry.
+func (d *Delivery) History(ctx context.Context, comicID string) (map[string]Notified, error) {
+	raw, err := d.rdb.HGetAll(ctx, notifiedKey(d.topics.tag(comicID), comicID)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("comic: history %s: %w", comicID, err)
+	}
+	out := make(map[string]Notified, len(raw))
+	for email, v := range raw {
+		var n Notified
+		if err := json.Unmarshal([]byte(v), &n); err != nil {
+			return nil, fmt.Errorf("comic: decode history of %s: %w", comicID, err)
+		}
+		out[email] = n
+	}
+	return out, nil
 }

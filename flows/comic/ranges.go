@@ -283,3 +283,70 @@ func isRangeStart(raw json.RawMessage) bool {
 	raw = bytes.TrimLeftFunc(raw, unicode.IsSpace)
 	return len(raw) > 0 && raw[0] == '{'
 }
+
+// Pattern returns the body's SearchPattern: its field names (a ranged
+// one as its rangeToken), sorted and joined with ",". The empty body has
+// the empty pattern (every comic).
+func (b Body) Pattern() string {
+	names := make([]string, 0, len(b))
+	for k, v := range b {
+		if r, ok := v.(Range); ok {
+			k = rangeToken(k, r)
+		}
+		names = append(names, k)
+	}
+	slices.Sort(names)
+	return strings.Join(names, ",")
+}
+
+// indexValue is a field's value as the index compares it: strings
+// case-folded with white space collapsed, numbers in decimal.
+func indexValue(v any) string {
+	switch x := v.(type) {
+	case string:
+		return strings.Join(strings.Fields(strings.ToLower(x)), " ")
+	case int64:
+		return strconv.FormatInt(x, 10)
+	case float64:
+		return strconv.FormatFloat(x, 'f', 1, 64)
+	case bool:
+		return strconv.FormatBool(x)
+	case Range:
+		return x.String()
+	}
+	return fmt.Sprint(v)
+}
+
+// valuesHash identifies b's exact values of a pattern's tokens; of a
+// ranged field only the issue's suffix counts.
+func valuesHash(b Body, names []string) string {
+	var sb strings.Builder
+	for _, n := range names {
+		field, side := splitToken(n)
+		v := indexValue(b[n])
+		switch x := b[field].(type) {
+		case Range:
+			v = indexValue(x.Suffix)
+		case string:
+			if side != "" {
+				_, v, _ = issueNumber(x)
+			}
+		}
+		if side != "" && field != "issue" {
+			continue
+		}
+		sb.WriteString(n)
+		sb.WriteByte(0)
+		sb.WriteString(v)
+		sb.WriteByte(0)
+	}
+	return hashHex([]byte(sb.String()))
+}
+
+// splitPattern returns a pattern's field names.
+func splitPattern(p string) []string {
+	if p == "" {
+		return nil
+	}
+	return strings.Split(p, ",")
+}

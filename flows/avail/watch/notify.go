@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"maps"
 	"slices"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
@@ -17,6 +18,70 @@ import (
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
+
+// The events of watcher notifications (OpenEvent.Event).
+const (
+	// EventAvailabilityOpen: a stable opening (once per open window, or
+	// per Watcher.RearmAfterMinutes).
+	EventAvailabilityOpen = "availability.open"
+	// EventAvailabilityProvisional: an opening on first sight, before it is
+	// confirmed (Watcher.Provisional).
+	EventAvailabilityProvisional = "availability.provisional"
+	// EventAvailabilityRetracted: a provisional opening closed before it
+	// was confirmed; RetractsEventID names the provisional notice.
+	EventAvailabilityRetracted = "availability.retracted"
+	// EventAvailabilityGone: a told opening closed for good
+	// (Watcher.NotifyGone).
+	EventAvailabilityGone = "availability.gone"
+	// EventSourceDown and EventSourceUp: a source serving the watcher went
+	// down or came back; Source tells which and for how long.
+	EventSourceDown = "availability.source_down"
+	EventSourceUp   = "availability.source_up"
+)
+
+// SourceStatus is the source part of a source health notice.
+type SourceStatus struct {
+	SourceID string `json:"source_id"`
+	// Status is "down" or "up".
+	Status              string `json:"status"`
+	ConsecutiveFailures int    `json:"consecutive_failures,omitempty"`
+	// BlindSince is when the source last answered before it went down.
+	BlindSince time.Time `json:"blind_since,omitzero"`
+	// BlindForSeconds, on "up", is how long it was blind: from
+	// BlindSince to the run that brought it back.
+	BlindForSeconds int64 `json:"blind_for_seconds,omitempty"`
+}
+
+// OpenEvent is the JSON body of every watcher notification. Receivers
+// verify the Standard Webhooks headers and dedupe on webhook-id.
+type OpenEvent struct {
+	// Event is EventAvailabilityOpen.
+	Event string `json:"event"`
+	// WatcherID is the watcher notified.
+	WatcherID string `json:"watcher_id"`
+	// Entity is what opened.
+	Entity avail.Entity `json:"entity"`
+	// RunAt is when the opening was confirmed (the observing run's time).
+	RunAt time.Time `json:"run_at"`
+	// EventID is the id of the stable open transition:
+	// avail.EventID(run id, entity key, "open", true).
+	EventID string `json:"event_id"`
+	// SessionID is the open window's avail.SessionID; empty when the raw open
+	// that began it was not seen.
+	SessionID string `json:"session_id"`
+	// TraceID is the trace of the run that confirmed the opening.
+	TraceID string `json:"trace_id,omitempty"`
+	// BlindForSeconds is how long the source was blind before this opening
+	// was first seen: it may have begun any time then.
+	BlindForSeconds int64 `json:"blind_for_seconds,omitempty"`
+	// RetractsEventID, on EventAvailabilityRetracted, is the event id of
+	// the provisional notice it retracts.
+	RetractsEventID string `json:"retracts_event_id,omitempty"`
+	// Source is set on EventSourceDown and EventSourceUp.
+	Source *SourceStatus `json:"source,omitempty"`
+	// Text is a short human summary ("source was blind for 12 min").
+	Text string `json:"text,omitempty"`
+}
 
 // outgoing is one notification to one watcher.
 type outgoing struct {
@@ -173,26 +238,17 @@ func (h *handler) notify(ctx context.Context, m *stream.Message, t avail.Transit
 
 // gone tells a stable close to the watchers told the opening that want it.
 func (h *handler) gone(ctx context.Context, m *stream.Message, t avail.Transition) error {
-	entity := withIdentity(t.Entity)
-	key := h.markKey(m.Partition, "told", entity.Key)
-	marks, watchers, err := h.marked(ctx, key)
-	if err != nil || len(marks) == 0 {
-		return err
-	}
-	eventID := avail.EventID(t.RunID, entity.Key, avail.KindClose, true)
-	var outs []outgoing
-	for _, w := range active(watchers) {
-		if w.NotifyGone {
-			outs = append(outs, outgoing{w: w, key: w.ID + ":gone:" + eventID, ev: OpenEvent{Event: EventAvailabilityGone, WatcherID: w.ID,
-				Entity: entity, RunAt: t.RunAt, EventID: eventID, TraceID: traceOf(ctx, t), Text: "the opening you were told of is gone"}})
+	return h.settleMarks(ctx, m, t, "told", func(entity avail.Entity, _ map[string]string, watchers []Watcher) []outgoing {
+		eventID := avail.EventID(t.RunID, entity.Key, avail.KindClose, true)
+		var outs []outgoing
+		for _, w := range active(watchers) {
+			if w.NotifyGone {
+				outs = append(outs, outgoing{w: w, key: w.ID + ":gone:" + eventID, ev: OpenEvent{Event: EventAvailabilityGone, WatcherID: w.ID,
+					Entity: entity, RunAt: t.RunAt, EventID: eventID, TraceID: traceOf(ctx, t), Text: "the opening you were told of is gone"}})
+			}
 		}
-	}
-	_, errs := h.send(ctx, m, t.RunID, outs)
-	if err := notifier.Settle(errs); err != nil {
-		return err
-	}
-	// Every told watcher is settled: the next window starts afresh.
-	return h.windows.rdb.Del(ctx, key).Err()
+		return outs
+	})
 }
 
 // provisional tells a raw open to the matching watchers that asked, and
@@ -247,47 +303,48 @@ func (h *handler) confirm(ctx context.Context, partition int, entityKey string, 
 // retract sends, on a raw close of an unconfirmed window, a retraction to
 // each watcher told a provisional notice, paused or not.
 func (h *handler) retract(ctx context.Context, m *stream.Message, t avail.Transition) error {
+	return h.settleMarks(ctx, m, t, "prov", func(entity avail.Entity, marks map[string]string, watchers []Watcher) []outgoing {
+		// The window is the one the diff names as raw open; a close naming none
+		// ends the notices remembered, unless some window was confirmed.
+		session, provID := "", ""
+		if t.OpenRunID != "" {
+			session, provID = avail.SessionID(entity.Key, t.OpenRunID), avail.EventID(t.OpenRunID, entity.Key, avail.KindOpen, false)
+		}
+		eventID := avail.EventID(t.RunID, entity.Key, avail.KindClose, false)
+		outs := make([]outgoing, 0, len(watchers))
+		for _, w := range watchers {
+			prov := marks[w.ID]
+			if session != "" && (marks[confirmedField] == session || prov != provID) || session == "" && marks[confirmedField] != "" {
+				continue
+			}
+			outs = append(outs, outgoing{w: w, key: w.ID + ":retract:" + prov, ev: OpenEvent{Event: EventAvailabilityRetracted, WatcherID: w.ID,
+				Entity: entity, RunAt: t.RunAt, EventID: eventID,
+				TraceID: traceOf(ctx, t), RetractsEventID: prov, Text: "the provisional opening closed before it was confirmed"}})
+			outs[len(outs)-1].ev.SessionID = session
+		}
+		return outs
+	})
+}
+
+// settleMarks reads the kind marks of t's entity (watcher id → event
+// told) and, when there are some, sends what outs makes of them and of the
+// marked watchers that still exist; once every send is settled it deletes
+// the marks, so the next window starts afresh.
+func (h *handler) settleMarks(ctx context.Context, m *stream.Message, t avail.Transition, kind string,
+	outs func(entity avail.Entity, marks map[string]string, watchers []Watcher) []outgoing) error {
 	entity := withIdentity(t.Entity)
-	key := h.markKey(m.Partition, "prov", entity.Key)
-	marks, watchers, err := h.marked(ctx, key)
+	key := h.markKey(m.Partition, kind, entity.Key)
+	marks, err := h.windows.rdb.HGetAll(ctx, key).Result()
 	if err != nil || len(marks) == 0 {
 		return err
 	}
-	// The window is the one the diff names as raw open; a close naming none
-	// ends the notices remembered, unless some window was confirmed.
-	session, provID := "", ""
-	if t.OpenRunID != "" {
-		session, provID = avail.SessionID(entity.Key, t.OpenRunID), avail.EventID(t.OpenRunID, entity.Key, avail.KindOpen, false)
+	watchers, err := h.store.load(ctx, slices.Collect(maps.Keys(marks)))
+	if err != nil {
+		return err
 	}
-	eventID := avail.EventID(t.RunID, entity.Key, avail.KindClose, false)
-	outs := make([]outgoing, 0, len(watchers))
-	for _, w := range watchers {
-		prov := marks[w.ID]
-		if session != "" && (marks[confirmedField] == session || prov != provID) || session == "" && marks[confirmedField] != "" {
-			continue
-		}
-		outs = append(outs, outgoing{w: w, key: w.ID + ":retract:" + prov, ev: OpenEvent{Event: EventAvailabilityRetracted, WatcherID: w.ID,
-			Entity: entity, RunAt: t.RunAt, EventID: eventID,
-			TraceID: traceOf(ctx, t), RetractsEventID: prov, Text: "the provisional opening closed before it was confirmed"}})
-		outs[len(outs)-1].ev.SessionID = session
-	}
-	_, errs := h.send(ctx, m, t.RunID, outs)
+	_, errs := h.send(ctx, m, t.RunID, outs(entity, marks, watchers))
 	if err := notifier.Settle(errs); err != nil {
 		return err
 	}
 	return h.windows.rdb.Del(ctx, key).Err()
-}
-
-// marked returns hash key's marks (watcher id → event told) and those
-// watchers that still exist.
-func (h *handler) marked(ctx context.Context, key string) (map[string]string, []Watcher, error) {
-	marks, err := h.windows.rdb.HGetAll(ctx, key).Result()
-	if err != nil || len(marks) == 0 {
-		return nil, nil, err
-	}
-	watchers, err := h.store.load(ctx, slices.Collect(maps.Keys(marks)))
-	if err != nil {
-		return nil, nil, err
-	}
-	return marks, watchers, nil
 }

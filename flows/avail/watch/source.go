@@ -77,21 +77,16 @@ func (h *handler) sourceHealth(ctx context.Context, m *stream.Message, t avail.T
 			return fmt.Errorf("notifier: source %s: %w", sourceID, err)
 		}
 	}
-	var err error
 	st := SourceStatus{SourceID: sourceID, Status: "down"}
 	st.ConsecutiveFailures, _ = strconv.Atoi(t.Entity.Attrs["consecutive_failures"])
 	key := blindKey(sourceID)
+	var fields []any // of the blind hash; a close drops the others
 	if t.Kind == avail.KindClose {
 		st.BlindSince = blindSince(t)
 		if st.BlindSince.IsZero() {
 			st.BlindSince = t.RunAt
 		}
-		_, err = h.windows.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			pipe.HSet(ctx, key, "since_ms", st.BlindSince.UnixMilli())
-			pipe.HDel(ctx, key, "up_ms", "blind_s", "grace_ms")
-			pipe.PExpire(ctx, key, h.cfg.WindowTTL)
-			return nil
-		})
+		fields = []any{"since_ms", st.BlindSince.UnixMilli()}
 	} else {
 		st.Status = "up"
 		if st.BlindSince = blindSince(t); st.BlindSince.IsZero() {
@@ -107,13 +102,17 @@ func (h *handler) sourceHealth(ctx context.Context, m *stream.Message, t avail.T
 		if info.Interval > 0 {
 			grace = max(2*info.Interval, time.Minute)
 		}
-		_, err = h.windows.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
-			pipe.HSet(ctx, key, "since_ms", st.BlindSince.UnixMilli(), "up_ms", t.RunAt.UnixMilli(),
-				"blind_s", st.BlindForSeconds, "grace_ms", grace.Milliseconds())
-			pipe.PExpire(ctx, key, h.cfg.WindowTTL)
-			return nil
-		})
+		fields = []any{"since_ms", st.BlindSince.UnixMilli(), "up_ms", t.RunAt.UnixMilli(),
+			"blind_s", st.BlindForSeconds, "grace_ms", grace.Milliseconds()}
 	}
+	_, err := h.windows.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.HSet(ctx, key, fields...)
+		if t.Kind == avail.KindClose {
+			pipe.HDel(ctx, key, "up_ms", "blind_s", "grace_ms")
+		}
+		pipe.PExpire(ctx, key, h.cfg.WindowTTL)
+		return nil
+	})
 	if err != nil {
 		return fmt.Errorf("notifier: record blind period of %s: %w", sourceID, err)
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -172,4 +173,100 @@ func historyRecord(del notifier.Delivery, runID, outcome string, err error) (his
 	rec, ok := del.HistoryRecord(outcome, err, time.Now().UTC())
 	rec.RunID = runID
 	return rec, ok
+}
+
+// MetricUnresolvedSessions counts stable opens notified without a session
+// id. Int64Counter, unit {transition}.
+const MetricUnresolvedSessions = "dropstream.notifier.sessions.unresolved"
+
+// instrumentationScope is the meter of the stage's own metric: the
+// notifier's, where the metric has always been reported.
+const instrumentationScope = "github.com/dropstream/dropstream/notifier"
+
+// recordTimeout bounds the history write of the outcomes decided without
+// a send, which runs even when the handler's context has ended.
+const recordTimeout = 5 * time.Second
+
+func newUnresolved(mp metric.MeterProvider) (metric.Int64Counter, error) {
+	c, err := mp.Meter(instrumentationScope).Int64Counter(MetricUnresolvedSessions,
+		metric.WithDescription("Stable opens notified without a session id: the raw open of their window was not seen."),
+		metric.WithUnit("{transition}"))
+	if err != nil {
+		return nil, fmt.Errorf("notifier: metrics: %w", err)
+	}
+	return c, nil
+}
+
+// windows keeps each entity's recent raw flips (sorted by run_at, then run
+// id), so a stable open can be given its window's session id.
+type windows struct {
+	rdb   redis.UniversalClient
+	topic stream.Topic
+	ttl   time.Duration
+	max   int
+}
+
+const memberSep = "\x00"
+
+// record adds a raw flip of an entity, keeps the newest w.max flips and
+// renews the set's expiry.
+func (w *windows) record(ctx context.Context, partition int, entityKey, kind, runID string, runAt time.Time) error {
+	key := eventsKey(w.topic, partition, entityKey)
+	_, err := w.rdb.TxPipelined(ctx, func(pipe redis.Pipeliner) error {
+		pipe.ZAdd(ctx, key, redis.Z{Score: float64(runAt.UnixMilli()), Member: runID + memberSep + kind})
+		pipe.ZRemRangeByRank(ctx, key, 0, int64(-w.max-1))
+		pipe.PExpire(ctx, key, w.ttl)
+		return nil
+	})
+	if err != nil {
+		return fmt.Errorf("notifier: record %s of %s: %w", kind, clip.Marked(entityKey, maxQuoted), err)
+	}
+	return nil
+}
+
+// window is what the remembered flips tell of the open window a stable
+// open confirms.
+type window struct {
+	// Session is avail.SessionID(entity key, run id of the raw open that
+	// began the window); OK false when that open is not remembered.
+	Session string
+	OK      bool
+	// OpenedAt is the raw open's run_at (zero when not OK).
+	OpenedAt time.Time
+	// ClosedFor is how long the entity was closed before that raw open;
+	// Reopened is false when no earlier close is remembered.
+	ClosedFor time.Duration
+	Reopened  bool
+}
+
+// window returns the open window a stable open of run (runAt, runID)
+// confirms, and the raw close before it.
+func (w *windows) window(ctx context.Context, partition int, entityKey, runID string, runAt time.Time) (window, error) {
+	ms := runAt.UnixMilli()
+	zs, err := w.rdb.ZRevRangeByScoreWithScores(ctx, eventsKey(w.topic, partition, entityKey), &redis.ZRangeBy{
+		Max: fmt.Sprint(ms), Min: "-inf", Count: int64(w.max)}).Result()
+	if err != nil && !errors.Is(err, redis.Nil) {
+		return window{}, fmt.Errorf("notifier: session of %s: %w", clip.Marked(entityKey, maxQuoted), err)
+	}
+	var out window
+	for _, z := range zs {
+		member, _ := z.Member.(string)
+		run, kind, found := strings.Cut(member, memberSep)
+		if !found || int64(z.Score) == ms && run > runID {
+			continue // a later run of the same millisecond
+		}
+		at := time.UnixMilli(int64(z.Score)).UTC()
+		if !out.OK {
+			if kind != avail.KindOpen {
+				return window{}, nil
+			}
+			out.Session, out.OK, out.OpenedAt = avail.SessionID(entityKey, run), true, at
+			continue
+		}
+		if kind == avail.KindClose {
+			out.ClosedFor, out.Reopened = out.OpenedAt.Sub(at), true
+		}
+		break
+	}
+	return out, nil
 }

@@ -50,10 +50,7 @@ var WorldSummary = map[string]string{
 // rangeMix is the share of each kind of range subscription of WorldRanges:
 // an issue wanted at a minimum grade (and a maximum price), an issue run,
 // a decade of a series, and a series at a minimum grade under a price.
-var rangeMix = []struct {
-	fields []string
-	share  float64
-}{
+var rangeMix = []patternShare{
 	{[]string{"grade", "issue", "series"}, 0.35},
 	{[]string{"grade", "issue", "price_cents", "series"}, 0.25},
 	{[]string{"issue~", "series"}, 0.15},

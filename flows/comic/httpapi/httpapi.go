@@ -67,39 +67,44 @@ type transactionIn struct {
 // Register adds the comic flow f's routes to srv.
 func Register(srv *api.Server, f *comic.Flow) {
 	r := routes{f: f}
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/schemas/comic.json", Tag: "comics", Scope: api.ScopeRead, Class: api.ClassRead,
-		Summary:     "The comic JSON Schema (a subscription body is a partial comic)",
-		ContentType: "application/schema+json", Response: map[string]any{}, Handler: r.schema})
-	for _, p := range []string{"/v1/comics", "/comics"} {
-		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite, Class: api.ClassContract,
-			Summary: "List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); " +
-				"hold_seconds sets the hold of each wave of subscribers told (default: the flow's)",
-			Query: []api.Param{{Name: "hold_seconds", Type: "integer"}}, Body: comic.Comic{}, Response: createdComic{}, Status: http.StatusCreated, OtherStatuses: []int{http.StatusOK}, Handler: r.createComic})
-	}
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/patterns/stats", Tag: "comics", Scope: api.ScopeRead, Class: api.ClassRead,
-		Summary:  "Subscriptions per SearchPattern (with shards) and the diversity of each field",
-		Response: comic.Stats{}, Handler: r.stats})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/:id/timeline", Tag: "comics", Scope: api.ScopeRead, Class: api.ClassRead,
+	handle(srv, api.ClassRead, api.Operation{Method: "GET", Summary: "The comic JSON Schema (a subscription body is a partial comic)",
+		ContentType: "application/schema+json", Response: map[string]any{}, Handler: r.schema}, "/v1/schemas/comic.json")
+	handle(srv, api.ClassContract, api.Operation{Method: "POST",
+		Summary: "List a comic for sale: inventory and its notification job in one atomic step (201; 200 when already listed); " +
+			"hold_seconds sets the hold of each wave of subscribers told (default: the flow's)",
+		Query: []api.Param{{Name: "hold_seconds", Type: "integer"}}, Body: comic.Comic{}, Response: createdComic{}, Status: http.StatusCreated, OtherStatuses: []int{http.StatusOK}, Handler: r.createComic},
+		"/v1/comics", "/comics")
+	handle(srv, api.ClassRead, api.Operation{Method: "GET", Summary: "Subscriptions per SearchPattern (with shards) and the diversity of each field",
+		Response: comic.Stats{}, Handler: r.stats}, "/v1/comics/patterns/stats")
+	handle(srv, api.ClassRead, api.Operation{Method: "GET",
 		Summary:  "A comic's latest listing: its waves of subscribers told, in lottery order, with their notifications, the hold in force and the sales",
-		Response: comic.HoldTimeline{}, Handler: r.timeline})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/comics/:id", Tag: "comics", Scope: api.ScopeRead, Class: api.ClassRead,
-		Summary:  "A comic's listing, notification job status and sales",
-		Response: comicDetail{}, Handler: r.getComic})
-	for _, p := range []string{"/v1/subscriptions", "/subscriptions"} {
-		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite, Class: api.ClassCreate,
-			Summary: "Subscribe an email to comics matching a partial comic; 409 for a duplicate (email, body)",
-			Body:    subscriptionIn{}, Response: comic.Subscription{}, Status: http.StatusCreated, Handler: r.subscribe})
+		Response: comic.HoldTimeline{}, Handler: r.timeline}, "/v1/comics/:id/timeline")
+	handle(srv, api.ClassRead, api.Operation{Method: "GET", Summary: "A comic's listing, notification job status and sales",
+		Response: comicDetail{}, Handler: r.getComic}, "/v1/comics/:id")
+	handle(srv, api.ClassCreate, api.Operation{Method: "POST", Summary: "Subscribe an email to comics matching a partial comic; 409 for a duplicate (email, body)",
+		Body: subscriptionIn{}, Response: comic.Subscription{}, Status: http.StatusCreated, Handler: r.subscribe}, "/v1/subscriptions", "/subscriptions")
+	handle(srv, api.ClassRead, api.Operation{Method: "GET", Summary: "The subscriptions of an email, by id",
+		Query:    []api.Param{{Name: "email", Required: true}, {Name: "cursor"}, {Name: "limit", Type: "integer"}},
+		Response: subscriptionPage{}, Handler: r.listSubscriptions}, "/v1/subscriptions")
+	handle(srv, api.ClassChange, api.Operation{Method: "DELETE", Summary: "Unsubscribe", Status: http.StatusNoContent, Handler: r.deleteSubscription},
+		"/v1/subscriptions/:id")
+	handle(srv, api.ClassContract, api.Operation{Method: "POST",
+		Summary: "Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; " +
+			"during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)",
+		Body: transactionIn{}, Response: comic.Receipt{}, Handler: r.purchase}, "/v1/completetransaction", "/completetransaction")
+}
+
+// handle registers op on each of paths under the tag "comics", limited
+// as class: a read (api.ClassRead) needs the read scope, any other class
+// the write scope.
+func handle(srv *api.Server, class api.Class, op api.Operation, paths ...string) {
+	op.Tag, op.Class, op.Scope = "comics", class, api.ScopeWrite
+	if class == api.ClassRead {
+		op.Scope = api.ScopeRead
 	}
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/subscriptions", Tag: "comics", Scope: api.ScopeRead, Class: api.ClassRead,
-		Summary: "The subscriptions of an email, by id", Query: []api.Param{{Name: "email", Required: true}, {Name: "cursor"}, {Name: "limit", Type: "integer"}},
-		Response: subscriptionPage{}, Handler: r.listSubscriptions})
-	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/subscriptions/:id", Tag: "comics", Scope: api.ScopeWrite, Class: api.ClassChange,
-		Summary: "Unsubscribe", Status: http.StatusNoContent, Handler: r.deleteSubscription})
-	for _, p := range []string{"/v1/completetransaction", "/completetransaction"} {
-		srv.Handle(api.Operation{Method: "POST", Path: p, Tag: "comics", Scope: api.ScopeWrite, Class: api.ClassContract,
-			Summary: "Buy a comic: charge, sell and remove from inventory; when it is gone, refund and answer 409 sold_out; " +
-				"during a hold without its wave's hold_token, 409 hold_active with Retry-After (nothing charged)",
-			Body: transactionIn{}, Response: comic.Receipt{}, Handler: r.purchase})
+	for _, p := range paths {
+		op.Path = p
+		srv.Handle(op)
 	}
 }
 
