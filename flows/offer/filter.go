@@ -236,10 +236,14 @@ func (e Element) Canonical() Element {
 
 // ResultID returns the logical result id of a filter: the first 128 bits,
 // in hex, of the SHA-256 of its canonical JSON, and that JSON.
-func ResultID(e Element) (id string, canonical []byte) {
-	canonical, _ = json.Marshal(e.Canonical())
-	sum := sha256.Sum256(canonical)
-	return hex.EncodeToString(sum[:16]), canonical
+func ResultID(e Element) (id string, canonical []byte) { return hashID(e.Canonical()) }
+
+// hashID returns the first 128 bits, in hex, of the SHA-256 of v's JSON,
+// and that JSON.
+func hashID(v any) (string, []byte) {
+	b, _ := json.Marshal(v)
+	sum := sha256.Sum256(b)
+	return hex.EncodeToString(sum[:16]), b
 }
 
 // validResultID reports whether s looks like a ResultID.

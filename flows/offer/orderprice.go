@@ -2,12 +2,9 @@ package offer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"math"
 	"slices"
 	"strconv"
 	"strings"
@@ -68,9 +65,8 @@ func OrderPriceID(r OrderPriceRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b, _ := json.Marshal(c)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16]), nil
+	id, _ := hashID(c)
+	return id, nil
 }
 
 // Order price statuses.
@@ -321,7 +317,7 @@ func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change
 				e = max(e, latest[o])
 			}
 			if all {
-				e = math.MaxInt64
+				e = allEpochs
 			}
 			if e == 0 {
 				continue

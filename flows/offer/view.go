@@ -2,7 +2,6 @@ package offer
 
 import (
 	"bytes"
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -56,7 +55,7 @@ func (v *view) sync(ctx context.Context) error {
 		if cur == v.version {
 			return nil
 		}
-		xs, err := v.rdb.XRangeN(ctx, changesKey(v.handler), cmp.Or(v.lastID, "-"), "+", maxChangesPerRead+1).Result()
+		xs, err := v.rdb.XRangeN(ctx, changesKey(v.handler), v.lastID, "+", maxChangesPerRead+1).Result()
 		if err != nil {
 			return fmt.Errorf("offer view %s: changes: %w", v.handler, err)
 		}
