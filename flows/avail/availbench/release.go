@@ -108,11 +108,12 @@ func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfi
 	// The simulator: a new date per day, released at ReleaseAt.
 	var dates []string
 	var releases []simulator.Release
+	releasedAt := map[string]time.Time{}
 	for d := range days {
 		day := benchDay0.AddDate(0, 0, d)
 		date := day.AddDate(0, 0, 30).Format(time.DateOnly)
-		dates = append(dates, date)
-		releases = append(releases, simulator.Release{Date: date, At: day.Add(cfg.ReleaseAt)})
+		dates, releasedAt[date] = append(dates, date), day.Add(cfg.ReleaseAt)
+		releases = append(releases, simulator.Release{Date: date, At: releasedAt[date]})
 	}
 	simCfg := simulator.Config{Venues: cfg.Venues, Dates: dates, PartySizes: []int{2}, Now: clock.Now}
 	// full is the same static world with every date out: the slots each
@@ -132,10 +133,6 @@ func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfi
 		sim.ServeHTTP(w, r)
 	}))
 	defer simSrv.Close()
-	releasedAt := map[string]time.Time{}
-	for _, r := range releases {
-		releasedAt[r.Date] = r.At
-	}
 	recv := newReceiver(clock.Now, func(ev watch.OpenEvent, now time.Time) (string, time.Duration, bool) {
 		at, ok := releasedAt[ev.Entity.Date]
 		return ev.Entity.Date, now.Sub(at), ok && ev.Event == watch.EventAvailabilityOpen
