@@ -231,8 +231,7 @@ func (s *Flow) readChanges(ctx context.Context, xs []redis.XStream) ([]change, e
 			id, _ := m.Values["id"].(string)
 			ms, _, _ := strings.Cut(m.ID, "-")
 			at, _ := strconv.ParseInt(ms, 10, 64)
-			e, _ := m.Values["e"].(string)
-			epoch, _ := strconv.ParseInt(e, 10, 64)
+			epoch, _ := strconv.ParseInt(str(m.Values["e"]), 10, 64)
 			out = append(out, change{handler: h, id: id, entry: m.ID, version: changeVersion(m), epoch: epoch, at: time.UnixMilli(at)})
 			ids = append(ids, id)
 		}

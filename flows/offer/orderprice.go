@@ -157,10 +157,7 @@ func (s *Flow) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPric
 	}
 	op := OrderPrice{OrderPriceID: id, Status: raw[1], Error: raw[3]}
 	op.Price, _ = strconv.ParseInt(raw[2], 10, 64)
-	if exp, _ := strconv.ParseInt(raw[4], 10, 64); exp > 0 {
-		t := time.UnixMilli(exp).UTC()
-		op.ExpiresAt = &t
-	}
+	op.ExpiresAt = unixMilli(raw[4])
 	s.met.orderPrices.Add(ctx, 1, metric.WithAttributes(keyOutcome.String(raw[0])))
 	if raw[0] != "miss" {
 		op.Cached = raw[0] == "hit"
@@ -259,11 +256,6 @@ func (s *Flow) usePriceCache(ctx context.Context, v *view, resultID string, prog
 		prog.cached, prog.prices = cached, prices
 		s.met.orderPrices.Add(ctx, int64(len(cached)), metric.WithAttributes(keyOutcome.String("search_hit")))
 	}
-}
-
-func str(v any) string {
-	s, _ := v.(string)
-	return s
 }
 
 // priceInvalidateScript deletes the orderPrice records a change after

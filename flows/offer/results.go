@@ -189,20 +189,10 @@ func parseReply(id string, now time.Time, raw any, offset int) (string, Result, 
 	fields, _ := arr[1].([]any)
 	m := make(map[string]string, len(fields)/2)
 	for i := 0; i+1 < len(fields); i += 2 {
-		k, _ := fields[i].(string)
-		v, _ := fields[i+1].(string)
-		m[k] = v
+		m[str(fields[i])] = str(fields[i+1])
 	}
 	r := Result{ResultID: id, Status: m["status"], Offset: offset, Matches: []Match{}}
-	ms := func(k string) *time.Time {
-		n, err := strconv.ParseInt(m[k], 10, 64)
-		if err != nil || n <= 0 {
-			return nil
-		}
-		t := time.UnixMilli(n).UTC()
-		return &t
-	}
-	r.StartedAt, r.CompletedAt, r.ExpiresAt = ms("startedAt"), ms("completedAt"), ms("expiry")
+	r.StartedAt, r.CompletedAt, r.ExpiresAt = unixMilli(m["startedAt"]), unixMilli(m["completedAt"]), unixMilli(m["expiry"])
 	if r.Status == StatusComplete && r.ExpiresAt != nil && !r.ExpiresAt.After(now) {
 		r.Status = StatusExpired
 	}
@@ -216,12 +206,11 @@ func parseReply(id string, now time.Time, raw any, offset int) (string, Result, 
 	ids, _ := arr[3].([]any)
 	vals, _ := arr[4].([]any)
 	for i, x := range ids {
-		oid, _ := x.(string)
 		v := ""
 		if i < len(vals) {
-			v, _ = vals[i].(string)
+			v = str(vals[i])
 		}
-		match, err := decodeMatch(oid, v)
+		match, err := decodeMatch(str(x), v)
 		if err != nil {
 			return "", Result{}, err
 		}
@@ -231,6 +220,16 @@ func parseReply(id string, now time.Time, raw any, offset int) (string, Result, 
 		r.NextOffset = offset + len(r.Matches)
 	}
 	return outcome, r, nil
+}
+
+// unixMilli is the time of s, Unix milliseconds; nil unless above 0.
+func unixMilli(s string) *time.Time {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil || n <= 0 {
+		return nil
+	}
+	t := time.UnixMilli(n).UTC()
+	return &t
 }
 
 // loadScripts loads the scripts run by EVALSHA in pipelines.

@@ -73,8 +73,7 @@ func (v *view) sync(ctx context.Context) error {
 }
 
 func changeVersion(x redis.XMessage) int64 {
-	s, _ := x.Values["v"].(string)
-	n, _ := strconv.ParseInt(s, 10, 64)
+	n, _ := strconv.ParseInt(str(x.Values["v"]), 10, 64)
 	return n
 }
 
