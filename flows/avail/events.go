@@ -3,7 +3,6 @@ package avail
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"strconv"
 	"strings"
 	"time"
@@ -26,20 +25,9 @@ func (f *Flow) events(ctx context.Context, _ tenancy.View, limit int) ([]flow.Ev
 	}
 	var out []flow.Event
 	for _, e := range entries {
-		var ts []avail.Transition
-		switch e.Type {
-		case avail.TypeTransitions:
-			var rt avail.RunTransitions
-			if json.Unmarshal(e.Payload, &rt) != nil {
-				continue
-			}
-			ts = rt.Expand()
-		case avail.TypeTransition:
-			var t avail.Transition
-			if json.Unmarshal(e.Payload, &t) != nil {
-				continue
-			}
-			ts = []avail.Transition{t}
+		ts, err := availjson.DecodeTransitions(e.Type, e.Payload)
+		if err != nil {
+			continue // another type, or undecodable
 		}
 		for _, t := range ts {
 			out = append(out, transitionEvent(t, e))
