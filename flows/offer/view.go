@@ -13,6 +13,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/internal/script"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -86,25 +87,17 @@ func (v *view) apply(ctx context.Context, xs []redis.XMessage) error {
 			ids = append(ids, id)
 		}
 	}
-	bodies, err := v.rdb.HMGet(ctx, offersKey(v.handler), ids...).Result()
+	offers, err := recordstore.InHash[Offer](v.rdb, offersKey(v.handler)).GetMany(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("offer view %s: read changed offers: %w", v.handler, err)
 	}
-	current := make(map[string]string, len(ids))
-	for i, id := range ids {
-		if s, ok := bodies[i].(string); ok {
-			current[id] = s
-		}
-	}
-	for id := range current {
-		var o Offer
-		if err := json.Unmarshal([]byte(current[id]), &o); err != nil {
-			return fmt.Errorf("offer view %s: decode %s: %w", v.handler, id, err)
-		}
-		v.put(&o)
+	current := make(map[string]bool, len(offers))
+	for i := range offers {
+		current[offers[i].ID] = true
+		v.put(&offers[i])
 	}
 	for _, id := range ids {
-		if _, ok := current[id]; !ok {
+		if !current[id] {
 			v.remove(id)
 		}
 	}
