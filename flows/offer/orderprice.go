@@ -157,7 +157,10 @@ func (s *Flow) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPric
 	}
 	op := OrderPrice{OrderPriceID: id, Status: raw[1], Error: raw[3]}
 	op.Price, _ = strconv.ParseInt(raw[2], 10, 64)
-	op.ExpiresAt = unixMilli(raw[4])
+	if exp, _ := strconv.ParseInt(raw[4], 10, 64); exp > 0 {
+		t := time.UnixMilli(exp).UTC()
+		op.ExpiresAt = &t
+	}
 	s.met.orderPrices.Add(ctx, 1, metric.WithAttributes(keyOutcome.String(raw[0])))
 	if raw[0] != "miss" {
 		op.Cached = raw[0] == "hit"

@@ -192,7 +192,15 @@ func parseReply(id string, now time.Time, raw any, offset int) (string, Result, 
 		m[str(fields[i])] = str(fields[i+1])
 	}
 	r := Result{ResultID: id, Status: m["status"], Offset: offset, Matches: []Match{}}
-	r.StartedAt, r.CompletedAt, r.ExpiresAt = unixMilli(m["startedAt"]), unixMilli(m["completedAt"]), unixMilli(m["expiry"])
+	ms := func(k string) *time.Time {
+		n, err := strconv.ParseInt(m[k], 10, 64)
+		if err != nil || n <= 0 {
+			return nil
+		}
+		t := time.UnixMilli(n).UTC()
+		return &t
+	}
+	r.StartedAt, r.CompletedAt, r.ExpiresAt = ms("startedAt"), ms("completedAt"), ms("expiry")
 	if r.Status == StatusComplete && r.ExpiresAt != nil && !r.ExpiresAt.After(now) {
 		r.Status = StatusExpired
 	}
@@ -220,16 +228,6 @@ func parseReply(id string, now time.Time, raw any, offset int) (string, Result, 
 		r.NextOffset = offset + len(r.Matches)
 	}
 	return outcome, r, nil
-}
-
-// unixMilli is the time of s, Unix milliseconds; nil unless above 0.
-func unixMilli(s string) *time.Time {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil || n <= 0 {
-		return nil
-	}
-	t := time.UnixMilli(n).UTC()
-	return &t
 }
 
 // loadScripts loads the scripts run by EVALSHA in pipelines.
