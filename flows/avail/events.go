@@ -1,13 +1,19 @@
 package avail
 
 import (
+	"cmp"
 	"context"
-	"encoding/json"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/dropstream/dropstream/avail"
+	"github.com/dropstream/dropstream/avail/availjson"
+	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/internal/tenancy"
+	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // events lists the newest transitions still in the transitions stream,
@@ -19,20 +25,9 @@ func (f *Flow) events(ctx context.Context, _ tenancy.View, limit int) ([]flow.Ev
 	}
 	var out []flow.Event
 	for _, e := range entries {
-		var ts []avail.Transition
-		switch e.Type {
-		case avail.TypeTransitions:
-			var rt avail.RunTransitions
-			if json.Unmarshal(e.Payload, &rt) != nil {
-				continue
-			}
-			ts = rt.Expand()
-		case avail.TypeTransition:
-			var t avail.Transition
-			if json.Unmarshal(e.Payload, &t) != nil {
-				continue
-			}
-			ts = []avail.Transition{t}
+		ts, err := availjson.DecodeTransitions(e.Type, e.Payload)
+		if err != nil {
+			continue // another type, or undecodable
 		}
 		for _, t := range ts {
 			out = append(out, transitionEvent(t, e))
@@ -71,4 +66,56 @@ func transitionEvent(t avail.Transition, e flow.Entry) flow.Event {
 		ev.Cause = []flow.Ref{{Kind: "run", ID: t.RunID}}
 	}
 	return ev
+}
+
+// StageHealthHistory appends the sources' health transitions to
+// ClickHouse's source_health table.
+const StageHealthHistory = "avail-health-history"
+
+// maxHealthError bounds the error text kept in a health row.
+const maxHealthError = 512
+
+// HealthHistoryConfig configures the "avail-health-history" stage: each
+// source health transition becomes a source_health row, collapsed by
+// event id.
+func HealthHistoryConfig(topics Topics) sink.HistoryConfig[clickhouse.SourceHealthRow] {
+	return sink.HistoryConfig[clickhouse.SourceHealthRow]{Stage: StageHealthHistory, Topic: topics.Transitions,
+		Tables: []string{clickhouse.TableSourceHealth}, Rows: HealthRows, Insert: clickhouse.InsertSourceHealth}
+}
+
+// HealthRows returns a transitions message's source_health rows; an
+// undecodable message is a stream.Permanent error.
+func HealthRows(m *stream.Message) ([]clickhouse.SourceHealthRow, error) {
+	if m.Type != avail.TypeTransition && m.Type != avail.TypeTransitions {
+		return nil, nil
+	}
+	ts, err := availjson.DecodeTransitions(m.Type, m.Payload)
+	if err != nil {
+		return nil, stream.Permanentf("avail: decode transitions %s: %w", m.ID, err)
+	}
+	var rows []clickhouse.SourceHealthRow
+	for _, t := range ts {
+		if t.Entity.Kind != avail.EntitySource || !t.Stable {
+			continue
+		}
+		r := clickhouse.SourceHealthRow{EventID: t.EventID, SourceID: t.SourceID, Provider: t.Entity.Provider, Status: "down",
+			RunID: t.RunID, At: t.RunAt, Error: t.Entity.Attrs["error"], TraceID: t.TraceID}
+		r.SourceID = cmp.Or(r.SourceID, t.Entity.Venue)
+		if len(r.Error) > maxHealthError {
+			r.Error = r.Error[:maxHealthError]
+		}
+		n, _ := strconv.ParseUint(t.Entity.Attrs["consecutive_failures"], 10, 32)
+		r.ConsecutiveFailures = uint32(n)
+		if t.Kind == avail.KindClose {
+			r.BlindSince = t.LastSeen
+		} else {
+			r.Status = "up"
+			if since, err := time.Parse(time.RFC3339Nano, t.Entity.Attrs["blind_since"]); err == nil {
+				r.BlindSince = since
+				r.BlindForSeconds = uint32(min(max(t.RunAt.Sub(since).Seconds(), 0), 1<<32-1))
+			}
+		}
+		rows = append(rows, r)
+	}
+	return rows, nil
 }

@@ -167,3 +167,9 @@ func randomID() string {
 	_, _ = rand.Read(b[:])
 	return hex.EncodeToString(b[:])
 }
+
+// str is v when it is a string, else "".
+func str(v any) string {
+	s, _ := v.(string)
+	return s
+}

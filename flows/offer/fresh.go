@@ -15,6 +15,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/dropstream/dropstream/internal/script"
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // ServiceFresh is the freshness keeper service (Flow.RunFresh).
@@ -134,10 +135,7 @@ func (s *Flow) RunFresh(ctx context.Context) error {
 	for ctx.Err() == nil {
 		if err := s.freshStep(ctx, k); err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "offer: freshness keeper step failed", "error", err)
-			select {
-			case <-ctx.Done():
-			case <-time.After(s.cfg.FreshBlock):
-			}
+			_ = tick.Sleep(ctx, s.cfg.FreshBlock)
 		}
 	}
 	return nil
@@ -233,8 +231,7 @@ func (s *Flow) readChanges(ctx context.Context, xs []redis.XStream) ([]change, e
 			id, _ := m.Values["id"].(string)
 			ms, _, _ := strings.Cut(m.ID, "-")
 			at, _ := strconv.ParseInt(ms, 10, 64)
-			e, _ := m.Values["e"].(string)
-			epoch, _ := strconv.ParseInt(e, 10, 64)
+			epoch, _ := strconv.ParseInt(str(m.Values["e"]), 10, 64)
 			out = append(out, change{handler: h, id: id, entry: m.ID, version: changeVersion(m), epoch: epoch, at: time.UnixMilli(at)})
 			ids = append(ids, id)
 		}
@@ -270,6 +267,9 @@ func (s *Flow) readChanges(ctx context.Context, xs []redis.XStream) ([]change, e
 
 // invalidateChunk is how many results one invalidate script checks.
 const invalidateChunk = 200
+
+// allEpochs is the epoch that invalidates every record: changes were lost.
+const allEpochs = math.MaxInt64
 
 // invalidate invalidates the live results the changes affect, or all.
 func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all bool) error {
@@ -310,7 +310,7 @@ func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all 
 			keys = append(keys, rk.main, rk.data, rk.waiting)
 			forced := s.forcedEpoch(prog, changes)
 			if all {
-				forced = math.MaxInt64
+				forced = allEpochs
 			}
 			flags = append(flags, forced)
 			if len(keys) >= 3*invalidateChunk {

@@ -2,8 +2,6 @@ package offer
 
 import (
 	"context"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -17,6 +15,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/script"
 )
 
 // MaxOrderOffers bounds the offers of one order price.
@@ -66,9 +65,8 @@ func OrderPriceID(r OrderPriceRequest) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	b, _ := json.Marshal(c)
-	sum := sha256.Sum256(b)
-	return hex.EncodeToString(sum[:16]), nil
+	id, _ := hashID(c)
+	return id, nil
 }
 
 // Order price statuses.
@@ -207,4 +205,133 @@ func (s *Flow) computePrice(ctx context.Context, r OrderPriceRequest) (price int
 		price += p
 	}
 	return price, nil, nil
+}
+
+// usePriceCache prices TagCombinations combinations from fresh orderPrice
+// records ("search_hit"); the rest are computed.
+func (s *Flow) usePriceCache(ctx context.Context, v *view, resultID string, prog *program) {
+	e := prog.price
+	if e == nil || e.LogicalTag != TagCombinations || len(prog.combos) == 0 || !v.holds(ctx, e.SellOfferID) {
+		return
+	}
+	pipe := s.rdb.Pipeline()
+	epochCmd := pipe.HGet(ctx, s.cfg.resultKeys(resultID).main, "epoch")
+	keys := make([]string, len(prog.combos))
+	for i, c := range prog.combos {
+		id, err := OrderPriceID(OrderPriceRequest{Quantities: []OfferQuantity{{OfferID: e.SellOfferID, Quantity: e.OrderQuantity}},
+			Location: c.Location, Delivery: c.Delivery, Payment: c.Payment})
+		if err != nil {
+			return
+		}
+		keys[i], _ = s.cfg.priceKeys(id)
+	}
+	cmds := make([]interface{ Val() []any }, len(keys))
+	for i, k := range keys {
+		cmds[i] = pipe.HMGet(ctx, k, "status", "price", "expiry", "epoch")
+	}
+	_, _ = pipe.Exec(ctx)
+	resultEpoch, err := strconv.ParseInt(epochCmd.Val(), 10, 64)
+	if err != nil {
+		return
+	}
+	now := s.cfg.Now().UnixMilli()
+	cached, prices := map[Combination]bool{}, map[Combination]int64{}
+	for i, c := range prog.combos {
+		f := cmds[i].Val()
+		if len(f) != 4 {
+			continue
+		}
+		status, _ := f[0].(string)
+		price, perr := strconv.ParseInt(str(f[1]), 10, 64)
+		expiry, _ := strconv.ParseInt(str(f[2]), 10, 64)
+		epoch, eerr := strconv.ParseInt(str(f[3]), 10, 64)
+		if eerr != nil || epoch < resultEpoch || expiry <= now {
+			continue
+		}
+		switch {
+		case status == PriceComplete && perr == nil:
+			cached[c], prices[c] = true, price
+		case status == PriceError:
+			cached[c] = false
+		}
+	}
+	if len(cached) > 0 {
+		prog.cached, prog.prices = cached, prices
+		s.met.orderPrices.Add(ctx, int64(len(cached)), metric.WithAttributes(keyOutcome.String("search_hit")))
+	}
+}
+
+// priceInvalidateScript deletes the orderPrice records a change after
+// their epoch affects. KEYS the records; ARGV per record its offers'
+// latest change epoch. Returns how many it deleted.
+var priceInvalidateScript = script.New(`
+local count = 0
+for i = 1, #KEYS do
+  local e = tonumber(redis.call('HGET', KEYS[i], 'epoch') or '0')
+  if tonumber(ARGV[i]) > e then count = count + redis.call('DEL', KEYS[i]) end
+end
+return count`)
+
+// maxPriceOrders bounds the offer lists of orderPrice records the keeper
+// keeps.
+const maxPriceOrders = 10000
+
+// invalidatePrices deletes the live orderPrice records holding a changed
+// offer, or all of them when all is set.
+func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change, all bool) error {
+	lives, err := readLive(ctx, s, s.cfg.priceLiveKey, k.priceOffers, maxPriceOrders, "request",
+		func(id string) string { key, _ := s.cfg.priceKeys(id); return key },
+		func(v string) ([]string, bool) {
+			var r OrderPriceRequest
+			if err := json.Unmarshal([]byte(v), &r); err != nil {
+				return nil, false // gone meanwhile: nothing to invalidate
+			}
+			ids := make([]string, len(r.Quantities))
+			for i, q := range r.Quantities {
+				ids[i] = q.OfferID
+			}
+			return ids, true
+		})
+	if err != nil {
+		return fmt.Errorf("list live order prices: %w", err)
+	}
+	latest := map[string]int64{}
+	for _, c := range changes {
+		latest[c.id] = max(latest[c.id], c.epoch)
+	}
+	var calls []script.Call
+	for _, l := range lives {
+		var call script.Call
+		for _, id := range l {
+			offers, ok := k.priceOffers[id]
+			if !ok {
+				continue
+			}
+			var e int64
+			for _, o := range offers {
+				e = max(e, latest[o])
+			}
+			if all {
+				e = allEpochs
+			}
+			if e == 0 {
+				continue
+			}
+			key, _ := s.cfg.priceKeys(id)
+			call.Keys, call.Args = append(call.Keys, key), append(call.Args, e)
+			if len(call.Keys) >= invalidateChunk {
+				calls, call = append(calls, call), script.Call{}
+			}
+		}
+		if len(call.Keys) > 0 {
+			calls = append(calls, call)
+		}
+	}
+	cmds, _ := priceInvalidateScript.RunAll(ctx, s.rdb, calls) // a failed load is each retried command's error
+	for _, c := range cmds {
+		if err := c.Err(); err != nil {
+			return fmt.Errorf("invalidate order prices: %w", err)
+		}
+	}
+	return nil
 }

@@ -189,9 +189,7 @@ func parseReply(id string, now time.Time, raw any, offset int) (string, Result, 
 	fields, _ := arr[1].([]any)
 	m := make(map[string]string, len(fields)/2)
 	for i := 0; i+1 < len(fields); i += 2 {
-		k, _ := fields[i].(string)
-		v, _ := fields[i+1].(string)
-		m[k] = v
+		m[str(fields[i])] = str(fields[i+1])
 	}
 	r := Result{ResultID: id, Status: m["status"], Offset: offset, Matches: []Match{}}
 	ms := func(k string) *time.Time {
@@ -216,12 +214,11 @@ func parseReply(id string, now time.Time, raw any, offset int) (string, Result, 
 	ids, _ := arr[3].([]any)
 	vals, _ := arr[4].([]any)
 	for i, x := range ids {
-		oid, _ := x.(string)
 		v := ""
 		if i < len(vals) {
-			v, _ = vals[i].(string)
+			v = str(vals[i])
 		}
-		match, err := decodeMatch(oid, v)
+		match, err := decodeMatch(str(x), v)
 		if err != nil {
 			return "", Result{}, err
 		}

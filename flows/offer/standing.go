@@ -285,14 +285,13 @@ func (s *Flow) loadStanding(ctx context.Context, k *keeper) error {
 	k.initPending = false
 	for i, id := range ids {
 		v := cmds[i].Val()
-		f, _ := v[0].(string)
 		var e Element
-		if json.Unmarshal([]byte(f), &e) != nil || e.Validate() != nil {
+		if json.Unmarshal([]byte(str(v[0])), &e) != nil || e.Validate() != nil {
 			continue // deleted meanwhile
 		}
-		init, _ := v[1].(string)
-		k.searches = append(k.searches, standing{id: id, prog: compile(e), init: init == "1"})
-		k.initPending = k.initPending || init == "1"
+		init := str(v[1]) == "1"
+		k.searches = append(k.searches, standing{id: id, prog: compile(e), init: init})
+		k.initPending = k.initPending || init
 	}
 	k.searchesEpoch = epoch
 	return nil
@@ -402,13 +401,11 @@ func (s *Flow) flushOutbox(ctx context.Context) error {
 	for i, m := range members {
 		id, vs, _ := strings.Cut(m, "|")
 		v := cmds[i].Val()
-		sub, _ := v[0].(string)
+		sub := str(v[0])
 		if sub == "" || s.cfg.Notify == nil {
 			continue // deleted meanwhile, or no notifier: nothing to tell
 		}
-		name, _ := v[1].(string)
-		total, _ := v[2].(string)
-		name = cmp.Or(name, id)
+		name, total := cmp.Or(str(v[1]), id), str(v[2])
 		body, _ := json.Marshal(map[string]any{"searchId": id, "version": vs, "total": total})
 		reqs = append(reqs, notifier.Request{Flow: Name, Event: EventSearchChanged, Subject: "offer search " + id,
 			SubscriberID: sub, Window: "v" + vs, Title: "Offer search " + name + " changed",

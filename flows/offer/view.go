@@ -1,15 +1,21 @@
 package offer
 
 import (
-	"cmp"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
 	"sync"
+	"time"
 
 	"github.com/redis/go-redis/v9"
+	"go.opentelemetry.io/otel/metric"
+
+	"github.com/dropstream/dropstream/internal/recordstore"
+	"github.com/dropstream/dropstream/internal/script"
+	"github.com/dropstream/dropstream/stream"
 )
 
 // view is a handler's in-memory copy of its offers, synced through its
@@ -50,7 +56,7 @@ func (v *view) sync(ctx context.Context) error {
 		if cur == v.version {
 			return nil
 		}
-		xs, err := v.rdb.XRangeN(ctx, changesKey(v.handler), cmp.Or(v.lastID, "-"), "+", maxChangesPerRead+1).Result()
+		xs, err := v.rdb.XRangeN(ctx, changesKey(v.handler), v.lastID, "+", maxChangesPerRead+1).Result()
 		if err != nil {
 			return fmt.Errorf("offer view %s: changes: %w", v.handler, err)
 		}
@@ -68,8 +74,7 @@ func (v *view) sync(ctx context.Context) error {
 }
 
 func changeVersion(x redis.XMessage) int64 {
-	s, _ := x.Values["v"].(string)
-	n, _ := strconv.ParseInt(s, 10, 64)
+	n, _ := strconv.ParseInt(str(x.Values["v"]), 10, 64)
 	return n
 }
 
@@ -82,25 +87,17 @@ func (v *view) apply(ctx context.Context, xs []redis.XMessage) error {
 			ids = append(ids, id)
 		}
 	}
-	bodies, err := v.rdb.HMGet(ctx, offersKey(v.handler), ids...).Result()
+	offers, err := recordstore.InHash[Offer](v.rdb, offersKey(v.handler)).GetMany(ctx, ids)
 	if err != nil {
 		return fmt.Errorf("offer view %s: read changed offers: %w", v.handler, err)
 	}
-	current := make(map[string]string, len(ids))
-	for i, id := range ids {
-		if s, ok := bodies[i].(string); ok {
-			current[id] = s
-		}
-	}
-	for id := range current {
-		var o Offer
-		if err := json.Unmarshal([]byte(current[id]), &o); err != nil {
-			return fmt.Errorf("offer view %s: decode %s: %w", v.handler, id, err)
-		}
-		v.put(&o)
+	current := make(map[string]bool, len(offers))
+	for i := range offers {
+		current[offers[i].ID] = true
+		v.put(&offers[i])
 	}
 	for _, id := range ids {
-		if _, ok := current[id]; !ok {
+		if !current[id] {
 			v.remove(id)
 		}
 	}
@@ -245,4 +242,78 @@ func (v *view) evaluate(ctx context.Context, p *program, kind Kind) ([]scored, i
 		}
 	}
 	return out, len(v.offers), nil
+}
+
+// appendChunk is how many matches one append script writes (three
+// arguments each, well under Lua's unpack limit).
+const appendChunk = 500
+
+// handler evaluates a fan-out message over the handler's offers and writes
+// the matches in generation-checked scripts.
+func (s *Flow) handler(tag string, kind Kind) stream.Handler {
+	v := s.views[tag]
+	return func(ctx context.Context, m *stream.Message) error {
+		var p evalPayload
+		dec := json.NewDecoder(bytes.NewReader(m.Payload))
+		dec.DisallowUnknownFields()
+		if err := dec.Decode(&p); err != nil {
+			return stream.Permanentf("decode fan-out message: %w", err)
+		}
+		if !validResultID(p.ResultID) || p.UniqueRequestID == "" {
+			return stream.Permanentf("fan-out message without a result id or unique request id")
+		}
+		var filter Element
+		fd := json.NewDecoder(bytes.NewReader(p.Filter))
+		fd.DisallowUnknownFields()
+		if err := fd.Decode(&filter); err != nil {
+			return stream.Permanentf("decode filter of %s: %w", p.ResultID, err)
+		}
+		if err := filter.Validate(); err != nil {
+			return stream.Permanent(err)
+		}
+		prog := compile(filter)
+		s.usePriceCache(ctx, v, p.ResultID, &prog)
+		matches, _, err := v.evaluate(ctx, &prog, kind)
+		if err != nil {
+			return err
+		}
+		return s.answer(ctx, tag, p, matches)
+	}
+}
+
+// answer writes one handler's matches and removes it from the waiting set.
+func (s *Flow) answer(ctx context.Context, tag string, p evalPayload, matches []scored) error {
+	keys := s.cfg.resultKeys(p.ResultID)
+	pipe := s.rdb.Pipeline()
+	for start := 0; start < len(matches); start += appendChunk {
+		part := matches[start:min(start+appendChunk, len(matches))]
+		args := make([]any, 0, 2+3*len(part))
+		args = append(args, p.UniqueRequestID, tag)
+		for _, sm := range part {
+			args = append(args, sm.match.OfferID, strconv.FormatFloat(sm.score, 'g', -1, 64), encodeMatch(sm.match))
+		}
+		appendScript.EvalSha(ctx, pipe, []string{keys.main, keys.data, keys.values, keys.waiting}, args...)
+	}
+	now := s.cfg.Now()
+	fin := finishScript.EvalSha(ctx, pipe, append(keys.all(), keys.live), p.UniqueRequestID, tag, now.UnixMilli(),
+		s.cfg.ResultTTL.Milliseconds(), s.cfg.ResultGrace.Milliseconds(), p.ResultID)
+	if _, err := pipe.Exec(ctx); err != nil {
+		if script.IsNoScript(err) {
+			return fmt.Errorf("offer: answer %s: %w", p.ResultID, errors.Join(err, loadScripts(ctx, s.rdb)))
+		}
+		return fmt.Errorf("offer: answer %s: %w", p.ResultID, err)
+	}
+	reply, _ := fin.Val().([]any)
+	if len(reply) != 2 {
+		return fmt.Errorf("offer: answer %s: unexpected reply %v", p.ResultID, fin.Val())
+	}
+	outcome, _ := reply[0].(string)
+	s.met.answers.Add(ctx, 1, metric.WithAttributes(keyHandler.String(tag), keyOutcome.String(outcome)))
+	if outcome == "complete" {
+		started, _ := strconv.ParseInt(fmt.Sprint(reply[1]), 10, 64)
+		if started > 0 {
+			s.met.fanout.Record(ctx, max(0, now.Sub(time.UnixMilli(started)).Seconds()))
+		}
+	}
+	return nil
 }

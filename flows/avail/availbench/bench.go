@@ -2,11 +2,10 @@ package availbench
 
 import (
 	"context"
-	"crypto/rand"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	"log/slog"
+	"math/rand/v2"
 	"net/url"
 	"runtime"
 	"time"
@@ -89,9 +88,7 @@ func (b *Harness) openClickHouse(ctx context.Context) error {
 	if b.admin, err = clickhouse.Open(ctx, clickhouse.Config{DSN: b.cfg.ClickHouseDSN}); err != nil {
 		return err
 	}
-	var r [6]byte
-	_, _ = rand.Read(r[:])
-	name := "dsbench_" + hex.EncodeToString(r[:])
+	name := fmt.Sprintf("dsbench_%012x", rand.Uint64()>>16)
 	if err := b.admin.Conn().Exec(ctx, "CREATE DATABASE "+name); err != nil {
 		return fmt.Errorf("availbench: create database %s: %w", name, err)
 	}

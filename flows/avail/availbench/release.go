@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"strconv"
+	"sync"
 	"sync/atomic"
 	"time"
 
@@ -107,11 +108,12 @@ func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfi
 	// The simulator: a new date per day, released at ReleaseAt.
 	var dates []string
 	var releases []simulator.Release
+	releasedAt := map[string]time.Time{}
 	for d := range days {
 		day := benchDay0.AddDate(0, 0, d)
 		date := day.AddDate(0, 0, 30).Format(time.DateOnly)
-		dates = append(dates, date)
-		releases = append(releases, simulator.Release{Date: date, At: day.Add(cfg.ReleaseAt)})
+		dates, releasedAt[date] = append(dates, date), day.Add(cfg.ReleaseAt)
+		releases = append(releases, simulator.Release{Date: date, At: releasedAt[date]})
 	}
 	simCfg := simulator.Config{Venues: cfg.Venues, Dates: dates, PartySizes: []int{2}, Now: clock.Now}
 	// full is the same static world with every date out: the slots each
@@ -131,10 +133,6 @@ func RunRelease(ctx context.Context, rdb redis.UniversalClient, cfg ReleaseConfi
 		sim.ServeHTTP(w, r)
 	}))
 	defer simSrv.Close()
-	releasedAt := map[string]time.Time{}
-	for _, r := range releases {
-		releasedAt[r.Date] = r.At
-	}
 	recv := newReceiver(clock.Now, func(ev watch.OpenEvent, now time.Time) (string, time.Duration, bool) {
 		at, ok := releasedAt[ev.Entity.Date]
 		return ev.Entity.Date, now.Sub(at), ok && ev.Event == watch.EventAvailabilityOpen
@@ -255,4 +253,70 @@ func (l *streamLearner) ReleaseObservations(ctx context.Context) ([]collector.Re
 		}
 	}
 	return out, nil
+}
+
+// vclock is a collector.Clock on virtual time, Scale times faster, that
+// can jump ahead, so a day of polling runs in seconds.
+type vclock struct {
+	scale float64
+	done  <-chan struct{}
+
+	mu     sync.Mutex
+	real0  time.Time
+	virt0  time.Time
+	jumped chan struct{} // closed and replaced at each jump
+}
+
+func newVClock(start time.Time, scale float64, done <-chan struct{}) *vclock {
+	return &vclock{scale: scale, done: done, real0: time.Now(), virt0: start, jumped: make(chan struct{})}
+}
+
+// Now returns the virtual time.
+func (c *vclock) Now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.nowLocked()
+}
+
+func (c *vclock) nowLocked() time.Time {
+	return c.virt0.Add(time.Duration(float64(time.Since(c.real0)) * c.scale))
+}
+
+// JumpTo moves the virtual time to t, if later, and fires the alarms it
+// reaches.
+func (c *vclock) JumpTo(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	if !t.After(c.nowLocked()) {
+		return
+	}
+	c.real0, c.virt0 = time.Now(), t
+	close(c.jumped)
+	c.jumped = make(chan struct{})
+}
+
+// Alarm returns a channel that receives once the virtual time reaches t.
+func (c *vclock) Alarm(t time.Time) <-chan time.Time {
+	ch := make(chan time.Time, 1)
+	go func() {
+		for {
+			c.mu.Lock()
+			now, jumped := c.nowLocked(), c.jumped
+			c.mu.Unlock()
+			if !t.After(now) {
+				ch <- now
+				return
+			}
+			timer := time.NewTimer(time.Duration(float64(t.Sub(now)) / c.scale))
+			select {
+			case <-timer.C:
+			case <-jumped:
+				timer.Stop()
+			case <-c.done:
+				timer.Stop()
+				return
+			}
+		}
+	}()
+	return ch
 }

@@ -72,11 +72,9 @@ func (r SourceRoutes) put(c *fiber.Ctx) error {
 	if err != nil {
 		return err
 	}
-	if err := r.Store.Put(c.UserContext(), src); err != nil {
-		err = api.MapError(err, api.When(collector.ErrSourceTaken, api.Conflict("source_id_taken", "another source holds id "+src.ID+"; choose another id")))
-		return errors.Join(err, slot.Drop(c.UserContext()))
-	}
-	if err := slot.Keep(c.UserContext(), src.ID); err != nil {
+	err = api.MapError(r.Store.Put(c.UserContext(), src),
+		api.When(collector.ErrSourceTaken, api.Conflict("source_id_taken", "another source holds id "+src.ID+"; choose another id")))
+	if err := errors.Join(err, api.Settle(c, slot, src.ID, true, err)); err != nil {
 		return err
 	}
 	if r.Collector != nil {
