@@ -1,13 +1,16 @@
 package stream
 
 import (
+	"context"
 	"errors"
 	"io"
 	"net"
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
+	"github.com/cenkalti/backoff/v5"
 	"github.com/redis/go-redis/v9"
 )
 
@@ -30,4 +33,51 @@ func IsUnavailable(err error) bool {
 		func(p string) bool { return strings.HasPrefix(msg, p) || strings.Contains(msg, ": "+p) }) ||
 		strings.Contains(msg, "connection refused") || strings.Contains(msg, "i/o timeout") ||
 		strings.Contains(msg, "unexpected read from socket") // go-redis: a pooled connection with stray data
+}
+
+// Pauses between calls of RetryUnavailable: doubling, each within ±50 %.
+const (
+	unavailableFirstPause = 50 * time.Millisecond
+	unavailableMaxPause   = time.Second
+)
+
+// RetryUnavailable calls op again after a pause while it fails with an
+// IsUnavailable error and budget has not passed since the first call. It
+// returns op's first other outcome, or its last when the budget is spent or
+// ctx ends (with ctx's error). A budget of 0 or less calls op once. Only an
+// idempotent op may be retried so: a call whose reply was lost may have
+// been applied.
+func RetryUnavailable[T any](ctx context.Context, budget time.Duration, op func() (T, error)) (T, error) {
+	if budget <= 0 {
+		return op()
+	}
+	b := NewBackoff(unavailableFirstPause, unavailableMaxPause, 0.5)
+	return backoff.Retry(ctx, func() (T, error) {
+		v, err := op()
+		if err != nil && !IsUnavailable(err) {
+			return v, backoff.Permanent(err)
+		}
+		return v, err
+	}, backoff.WithBackOff(b), backoff.WithMaxElapsedTime(budget))
+}
+
+// NewBackoff returns the repository's one backoff policy, cenkalti/backoff's
+// exponential one: pauses start at first and double up to max, each drawn
+// within ±randomization of its value (0: exact). Reset starts it again.
+func NewBackoff(first, max time.Duration, randomization float64) *backoff.ExponentialBackOff {
+	b := backoff.NewExponentialBackOff()
+	b.InitialInterval, b.MaxInterval, b.Multiplier, b.RandomizationFactor = first, max, 2, randomization
+	b.Reset()
+	return b
+}
+
+// BackoffAfter is NewBackoff's exact pause after n failures (n ≥ 1), first
+// doubled n-1 times up to max, for code that stores an attempt count.
+func BackoffAfter(n int, first, max time.Duration) time.Duration {
+	b := NewBackoff(first, max, 0)
+	d := b.NextBackOff()
+	for i := 1; i < n && d < max; i++ {
+		d = b.NextBackOff()
+	}
+	return min(d, max)
 }

@@ -301,3 +301,10 @@ func (a *Analytics) closeBatchers() {
 	wg.Go(a.runs.Close)
 	wg.Wait()
 }
+
+// MetricUnmatchedCloses counts raw closes whose opening the diff did not
+// know, so no session row was written. Int64Counter, unit {transition}.
+const MetricUnmatchedCloses = "dropstream.writer.sessions.unmatched"
+
+// instrumentationScope names the writer's meter and tracer.
+const instrumentationScope = sink.InstrumentationScope

@@ -7,6 +7,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"os"
+	"os/exec"
 	"strconv"
 	"strings"
 	"sync"
@@ -138,14 +140,11 @@ func printAPIBench(w io.Writer, bc apiBenchConfig, results []apiRouteResult) {
 	fmt.Fprintf(tw, "route\tsaturation req/s\tp50 at %d/s\tp99 at %d/s\tprocess µs/req\tRedis µs/req\tanswers at saturation\t\n", bc.Rate, bc.Rate)
 	for _, r := range results {
 		fmt.Fprintf(tw, "%s\t%.0f\t%.2f ms\t%.2f ms\t%.1f\t%.1f\t%s\t\n", r.Route, r.Saturation.PerSecond(),
-			ms(r.Fixed.P50), ms(r.Fixed.P99), us(r.CPUPerRequest.Process), us(r.CPUPerRequest.Redis), r.Saturation.StatusLine())
+			float64(r.Fixed.P50)/1e6, float64(r.Fixed.P99)/1e6, benchstat.Micros(r.CPUPerRequest.Process), benchstat.Micros(r.CPUPerRequest.Redis), r.Saturation.StatusLine())
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "process µs/req is the server process's CPU per request at saturation (its stages and the demo world's ticks included); the load runs in another process")
 }
-
-func ms(d time.Duration) float64 { return float64(d) / float64(time.Millisecond) }
-func us(d time.Duration) float64 { return float64(d) / float64(time.Microsecond) }
 
 // apiRoute is one route the bench loads.
 type apiRoute struct{ method, path string }
@@ -275,20 +274,42 @@ func answerField(body []byte, field string) (string, error) {
 
 // waitFor polls GET path until the answer has field, for two minutes at
 // most (the demo's world changes every few seconds).
-func (c benchClient) waitFor(ctx context.Context, path, field string) (string, error) {
+func (c benchClient) waitFor(ctx context.Context, path, field string) (v string, err error) {
 	ctx, cancel := context.WithTimeout(ctx, 2*time.Minute)
 	defer cancel()
-	t := time.NewTicker(200 * time.Millisecond)
-	defer t.Stop()
-	for {
-		v, err := c.call(ctx, http.MethodGet, path, field)
-		if err != nil || v != "" {
-			return v, err
-		}
-		select {
-		case <-ctx.Done():
-			return "", fmt.Errorf("bench api: no %s in GET %s after two minutes", field, path)
-		case <-t.C:
-		}
+	if benchstat.Until(ctx, 200*time.Millisecond, func() (bool, error) {
+		v, err = c.call(ctx, http.MethodGet, path, field)
+		return err != nil || v != "", nil
+	}) != nil {
+		return "", fmt.Errorf("bench api: no %s in GET %s after two minutes", field, path)
 	}
+	return v, err
+}
+
+// runLoadTarget is the hidden `bench load` (benchstat.LoadArgs): the load
+// process of the benches.
+func runLoadTarget(ctx context.Context, stdin io.Reader, stdout io.Writer) error {
+	var l benchstat.Load
+	if err := json.NewDecoder(io.LimitReader(stdin, 64<<20)).Decode(&l); err != nil {
+		return fmt.Errorf("bench load: stdin: %w", err)
+	}
+	if err := l.Validate(); err != nil {
+		return err
+	}
+	return json.NewEncoder(stdout).Encode(l.Run(ctx))
+}
+
+// loadProcess runs l in a load process.
+func loadProcess(ctx context.Context, l benchstat.Load) (benchstat.LoadResult, error) {
+	return l.RunApart(ctx, selfCommand(benchstat.LoadArgs...))
+}
+
+// selfCommand runs this binary with args: a bench's helper process. Tests
+// point it at the test binary.
+var selfCommand = func(args ...string) *exec.Cmd {
+	exe, err := os.Executable()
+	if err != nil {
+		exe = os.Args[0]
+	}
+	return exec.Command(exe, args...)
 }

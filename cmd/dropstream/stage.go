@@ -11,6 +11,7 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/api/stageadmin"
+	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -98,4 +99,112 @@ func (a *app) registerStageAdmin(srv *api.Server) error {
 	}
 	stageadmin.Register(srv, stream.NewControl(a.rdb), stages)
 	return nil
+}
+
+const dlqUsage = "Usage: dropstream dlq list|replay|purge --topic FLOW.NAME [flags] [refs...]\n\n" +
+	"  list    prints dead letters as JSON lines (reason, stage, attempts, original message)\n" +
+	"  replay  sends dead letters back to their stream as new messages (all, or the refs given)\n" +
+	"  purge   deletes dead letters (the refs given, or all with --all)\n\n" +
+	"A ref is partition/entry-id, as printed by list."
+
+func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error {
+	var cfg Config
+	var topicName string
+	var limit int
+	var all bool
+	verb, fs, err := verbFlags("dlq", args, dlqUsage, "Administers dead-letter streams.", stderr, &cfg, func(fs *flags) {
+		fs.StringVar(&topicName, "topic", "", "topic as flow.name (required)")
+		fs.IntVar(&limit, "limit", 100, "list: at most this many")
+		fs.BoolVar(&all, "all", false, "purge: every dead letter of the topic")
+	}, "list", "replay", "purge")
+	if verb == "" {
+		return err
+	}
+	cfg.APIAddr = ""
+	a, err := newApp(ctx, cfg, stderr)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	topics, err := a.topics()
+	if err != nil {
+		return err
+	}
+	var topic stream.Topic
+	var names []string
+	for _, t := range topics {
+		names = append(names, t.String())
+		if t.String() == topicName {
+			topic = t
+		}
+	}
+	if topic.Partitions == 0 {
+		return fmt.Errorf("--topic %q: want one of %s", topicName, strings.Join(names, ", "))
+	}
+	dlq := stream.NewDeadLetters(a.rdb)
+	ids := fs.Args()
+	switch verb {
+	case "list":
+		if limit < 1 || limit > 100000 {
+			return fmt.Errorf("--limit %d out of range 1..100000", limit)
+		}
+		list, err := dlq.List(ctx, topic, limit)
+		if err != nil {
+			return err
+		}
+		enc := json.NewEncoder(stdout)
+		for _, dl := range list {
+			_ = enc.Encode(deadLetterJSON(dl))
+		}
+		return nil
+	case "replay":
+		total := int64(len(ids))
+		if total == 0 {
+			if total, err = dlq.Count(ctx, topic); err != nil {
+				return err
+			}
+		}
+		// A bar on a terminal, the start and end lines otherwise (stderr).
+		phase := progress.New(stderr).Start("replay "+topic.String(), total)
+		dlq.Progress = func(done int) { phase.Set(int64(done)) }
+		n, err := dlq.Replay(ctx, topic, ids...)
+		if err == nil {
+			phase.Done("")
+		}
+		fmt.Fprintf(stdout, "replayed %d\n", n)
+		return err
+	default:
+		if len(ids) == 0 && !all {
+			return errors.New("purge needs refs or --all")
+		}
+		n, err := dlq.Purge(ctx, topic, ids...)
+		fmt.Fprintf(stdout, "purged %d\n", n)
+		return err
+	}
+}
+
+type deadLetterOut struct {
+	Ref       string `json:"ref"`
+	ID        string `json:"id"`
+	Partition int    `json:"partition"`
+	OriginID  string `json:"origin_id"`
+	Stage     string `json:"stage"`
+	Group     string `json:"group"`
+	Attempts  int    `json:"attempts"`
+	Reason    string `json:"reason"`
+	At        string `json:"at"`
+	Key       string `json:"key"`
+	Type      string `json:"type"`
+	Payload   string `json:"payload"`
+	// TraceParent is the W3C trace context the message carried: the trace
+	// to open.
+	TraceParent string            `json:"traceparent,omitempty"`
+	Metadata    map[string]string `json:"metadata,omitempty"`
+}
+
+func deadLetterJSON(dl stream.DeadLetter) deadLetterOut {
+	return deadLetterOut{Ref: dl.Ref(), ID: dl.ID, Partition: dl.Partition, OriginID: dl.OriginID, Stage: dl.Stage, Group: dl.Group,
+		Attempts: dl.Attempts, Reason: dl.Reason, At: dl.At.Format("2006-01-02T15:04:05.000Z07:00"),
+		Key: dl.Message.Key, Type: dl.Message.Type, Payload: string(dl.Message.Payload),
+		TraceParent: dl.Message.TraceParent, Metadata: dl.Message.Metadata}
 }
