@@ -5,16 +5,122 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flows/feed/poll"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
+
+// handlePoll applies a poll: observe its items, then assign and complete.
+func (f *Flow) handlePoll(ctx context.Context, m *stream.Message) error {
+	p, err := decode[Poll](m, TypePoll)
+	if err != nil {
+		return err
+	}
+	if !validID(p.FeedID) || p.PolledAtMs <= 0 {
+		return stream.Permanentf("feed: poll with feed id %q and time %d", clip(p.FeedID, 64), p.PolledAtMs)
+	}
+	if len(p.Items) > poll.MaxItems {
+		return stream.Permanentf("feed: poll of %s with %d items, above %d", p.FeedID, len(p.Items), poll.MaxItems)
+	}
+	for _, it := range p.Items {
+		if it.GUID == "" || len(it.GUID) > poll.MaxGUIDBytes+80 || it.Hash == "" || len(it.Hash) > 64 {
+			return stream.Permanentf("feed: poll of %s has an item without a bounded guid and hash", p.FeedID)
+		}
+	}
+	fd, err := f.store.Feed(ctx, p.FeedID)
+	if errors.Is(err, ErrNotFound) {
+		return fmt.Errorf("feed %s was deleted: %w", p.FeedID, stream.ErrDrop)
+	}
+	if err != nil {
+		return err
+	}
+	if p.MissingGUIDs > 0 {
+		f.guidWarnings.Add(ctx, int64(p.MissingGUIDs), metric.WithAttributeSet(attrSet("reason", "missing")))
+	}
+	if p.DuplicateGUIDs > 0 {
+		f.guidWarnings.Add(ctx, int64(p.DuplicateGUIDs), metric.WithAttributeSet(attrSet("reason", "duplicate")))
+	}
+	prefix := f.topics.feedPrefix(p.FeedID)
+	part := f.topics.Polls.Partition(p.FeedID)
+	tp := m.TraceParent
+	now := p.PolledAtMs
+	if p.OK && !p.NotModified {
+		args := make([]any, 0, 7+6*len(p.Items))
+		args = append(args, prefix, now, flag(fd.IncludeExisting), f.topics.History.Stream(part), tp, p.FeedID, f.cfg.Etiquette.History)
+		for i, it := range p.Items {
+			content, _ := json.Marshal(it)
+			args = append(args, IID(it.GUID), it.GUID, it.Hash, content, p.PolledAtMs*1000+int64(i), Fingerprint(it))
+		}
+		res, err := observeScript.Run(ctx, f.rdb, []string{prefix + "meta"}, args...).Int64Slice()
+		if err != nil {
+			return fmt.Errorf("feed: observe %s: %w", p.FeedID, err)
+		}
+		if res[0] < 0 {
+			return fmt.Errorf("feed: poll of %s at %d is older than the newest applied: %w", p.FeedID, p.PolledAtMs, stream.ErrDrop)
+		}
+		f.items.Add(ctx, res[1], metric.WithAttributeSet(attrSet("step", "new")))
+		f.items.Add(ctx, res[2], metric.WithAttributeSet(attrSet("step", "edited")))
+		if res[3] > 0 {
+			f.held.Add(ctx, res[3])
+		}
+	}
+	if f.crashPoint != nil {
+		if err := f.crashPoint("observed", m); err != nil {
+			return err
+		}
+	}
+	subs, err := f.store.Subscribables(ctx, p.FeedID)
+	if err != nil {
+		return err
+	}
+	args := []any{prefix, now, minutes(fd.MinDelayMinutes).Milliseconds(), minutes(fd.AwaitStabilizationMinutes).Milliseconds(),
+		minutes(fd.MaxDelayMinutes).Milliseconds(), f.topics.Collections.Stream(part), f.topics.History.Stream(part), tp, p.FeedID, f.cfg.AssignLimit, f.cfg.CollectionItems, flag(p.OK)}
+	for _, sb := range subs {
+		within, due := "", int64(noDue)
+		if w, d, ok := sb.Manager.Window(p.PolledAt()); ok {
+			within, due = w, d.UnixMilli()
+		}
+		args = append(args, sb.Key(), sb.Manager.Kind, within, due, max(sb.Manager.N, 1))
+	}
+	res, err := assignScript.Run(ctx, f.rdb, []string{prefix + "meta"}, args...).Int64Slice()
+	if err != nil {
+		return fmt.Errorf("feed: assign %s: %w", p.FeedID, err)
+	}
+	f.items.Add(ctx, res[0], metric.WithAttributeSet(attrSet("step", "assigned")))
+	f.collections.Add(ctx, res[1], metric.WithAttributeSet(attrSet("step", "completed")))
+	if f.crashPoint != nil {
+		return f.crashPoint("assigned", m)
+	}
+	return nil
+}
+
+func flag(b bool) string {
+	if b {
+		return "1"
+	}
+	return "0"
+}
+
+// Exclude marks an Unassigned item Excluded and returns its state before
+// ("" when there is no such item).
+func (f *Flow) Exclude(ctx context.Context, feedID, iid string) (string, error) {
+	if !validID(feedID) || !validID(iid) {
+		return "", ErrNotFound
+	}
+	prefix := f.topics.feedPrefix(feedID)
+	part := f.topics.Polls.Partition(feedID)
+	st, err := excludeScript.Run(ctx, f.rdb, []string{prefix + "meta"}, prefix, time.Now().UnixMilli(),
+		f.topics.History.Stream(part), "", feedID, iid).Text()
+	if err != nil {
+		return "", fmt.Errorf("feed: exclude: %w", err)
+	}
+	return stateNames[st], nil
+}
 
 // handleCollection delivers a completed collection to every confirmed
 // subscription, deletes subscriptions whose notifier destination is gone,
@@ -56,7 +162,7 @@ func (f *Flow) handleCollection(ctx context.Context, m *stream.Message) error {
 	if err := f.deliver(ctx, m, fd, c, live); err != nil {
 		return err
 	}
-	f.collections.Add(ctx, 1, metric.WithAttributes(attribute.String("step", "delivered")))
+	f.collections.Add(ctx, 1, metric.WithAttributeSet(attrSet("step", "delivered")))
 	if f.crashPoint != nil {
 		if err := f.crashPoint("delivered", m); err != nil {
 			return err
@@ -64,7 +170,7 @@ func (f *Flow) handleCollection(ctx context.Context, m *stream.Message) error {
 	}
 	prefix := f.topics.feedPrefix(c.FeedID)
 	part := f.topics.Polls.Partition(c.FeedID)
-	if err := cleanupScript.Run(ctx, f.rdb, []string{prefix + "meta"}, prefix, strconv.FormatInt(time.Now().UnixMilli(), 10),
+	if err := cleanupScript.Run(ctx, f.rdb, []string{prefix + "meta"}, prefix, time.Now().UnixMilli(),
 		f.topics.History.Stream(part), m.TraceParent, c.FeedID, c.Subscribable, c.Within).Err(); err != nil {
 		return fmt.Errorf("feed: release collection %s/%s: %w", c.Subscribable, c.Within, err)
 	}
@@ -119,7 +225,7 @@ func (f *Flow) sendLog(ctx context.Context, m *stream.Message, sub Subscription,
 	eventID := c.FeedID + ":" + c.Subscribable + ":" + c.Within
 	msg.SubscriptionID = sub.ID
 	_, err := f.deps.Sender.Deliver(ctx, notifier.Delivery{
-		HashTag: f.topics.Collections.HashTag(m.Partition), Key: "feed:" + eventID + ":" + strconv.FormatInt(c.OpenedMs, 10) + ":" + sub.ID,
+		HashTag: f.topics.Collections.HashTag(m.Partition), Key: "feed:" + eventID + ":" + fmt.Sprint(c.OpenedMs) + ":" + sub.ID,
 		Channel: notifier.ChannelLog, MessageID: m.ID, Attempt: m.Attempt,
 		Notification: notifier.Notification{Flow: Name, Event: "feed." + msg.Kind, EventID: eventID, Subject: msg.Subject,
 			Recipient: notifier.Recipient{ID: sub.ID}, TraceID: traceID, ObservedAt: time.UnixMilli(c.CompletedMs), Body: msg.body()},
