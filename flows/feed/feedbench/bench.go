@@ -9,7 +9,6 @@ import (
 	"flag"
 	"fmt"
 	"io"
-	"net"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
@@ -24,6 +23,7 @@ import (
 
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/feed"
+	"github.com/dropstream/dropstream/flows/feed/feedsim"
 	"github.com/dropstream/dropstream/flows/feed/poll"
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/egress"
@@ -206,9 +206,7 @@ func pollAll(ctx context.Context, poller *feed.Poller, feeds []feed.Feed, n int)
 // this process when self is nil. stop ends it.
 func feedServer(self func(args ...string) *exec.Cmd) (base string, stop func(), err error) {
 	if self == nil {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = w.Write([]byte(feedDoc(strings.TrimPrefix(r.URL.Path, "/f/"))))
-		}))
+		srv := httptest.NewServer(http.HandlerFunc(serveFeed))
 		return srv.URL, srv.Close, nil
 	}
 	h, err := benchstat.StartHelper(self(ServerArgs...), "feedbench: feed server")
@@ -234,29 +232,28 @@ func Serve(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer
 	if err := fs.Parse(args); err != nil {
 		return err
 	}
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	base, err := feedsim.Serve(ctx, "127.0.0.1:0", http.HandlerFunc(serveFeed))
 	if err != nil {
 		return fmt.Errorf("feedbench: serve: %w", err)
 	}
-	srv := &http.Server{ReadHeaderTimeout: time.Minute, Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		n, ok := strings.CutPrefix(r.URL.Path, "/f/")
-		if _, err := strconv.Atoi(n); !ok || err != nil {
-			http.NotFound(w, r)
-			return
-		}
-		_, _ = io.WriteString(w, feedDoc(n))
-	})}
-	if _, err := fmt.Fprintln(stdout, "http://"+ln.Addr().String()); err != nil {
+	if _, err := fmt.Fprintln(stdout, base); err != nil {
 		return err
 	}
-	ctx, cancel := context.WithCancel(ctx)
-	defer cancel()
 	go func() { _, _ = io.Copy(io.Discard, stdin); cancel() }()
-	go func() { <-ctx.Done(); _ = srv.Close() }()
-	if err := srv.Serve(ln); err != http.ErrServerClosed {
-		return err
-	}
+	<-ctx.Done()
 	return nil
+}
+
+// serveFeed answers /f/<n> with feed n's document.
+func serveFeed(w http.ResponseWriter, r *http.Request) {
+	n, ok := strings.CutPrefix(r.URL.Path, "/f/")
+	if _, err := strconv.Atoi(n); !ok || err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	_, _ = io.WriteString(w, feedDoc(n))
 }
 
 // feedDoc is an RSS document of itemsPerFeed items unique to feed n.
