@@ -221,17 +221,17 @@ const (
 func attrSet(k, v string) attribute.Set { return attribute.NewSet(attribute.String(k, v)) }
 
 var (
-	outcomeSets = map[string]attribute.Set{}
-	reasonSets  = map[string]attribute.Set{}
+	outcomeSets = attrSets("outcome", "ok", "not_modified", "error", "gone", "push")
+	reasonSets  = attrSets("reason", ReasonInterval, ReasonAdaptive, ReasonFresh, ReasonTTL, ReasonSkip, ReasonPush, ReasonBackoff, ReasonRetryAfter)
 )
 
-func init() {
-	for _, o := range []string{"ok", "not_modified", "error", "gone", "push"} {
-		outcomeSets[o] = attrSet("outcome", o)
+// attrSets are the sets of attribute k for each of vs, by value.
+func attrSets(k string, vs ...string) map[string]attribute.Set {
+	out := make(map[string]attribute.Set, len(vs))
+	for _, v := range vs {
+		out[v] = attrSet(k, v)
 	}
-	for _, r := range []string{ReasonInterval, ReasonAdaptive, ReasonFresh, ReasonTTL, ReasonSkip, ReasonPush, ReasonBackoff, ReasonRetryAfter} {
-		reasonSets[r] = attrSet("reason", r)
-	}
+	return out
 }
 
 func outcomeAttrs(o string) attribute.Set { return outcomeSets[o] }

@@ -269,13 +269,7 @@ func (f *Flow) tellHalted(ctx context.Context, fd Feed) error {
 				Text: msg.Text, Payload: body, ObservedAt: h.Since, EventID: clip(fd.ID+":"+window, 128)})
 		}
 	}
-	for start := 0; start < len(reqs); start += publishChunk {
-		if err := f.deps.Notify(ctx, reqs[start:min(start+publishChunk, len(reqs))]...); err != nil {
-			errs = append(errs, err)
-			break
-		}
-	}
-	if err := errors.Join(errs...); err != nil {
+	if err := errors.Join(append(errs, f.notify(ctx, reqs))...); err != nil {
 		return fmt.Errorf("feed: tell the subscribers of %s: %w", fd.ID, err)
 	}
 	h.Told = true

@@ -206,17 +206,25 @@ func (f *Flow) deliver(ctx context.Context, m *stream.Message, fd Feed, c Collec
 			reqs = append(reqs, collectionRequest(sub, c, msg, body, traceID))
 		}
 	}
+	if err := f.notify(ctx, reqs); err != nil {
+		errs = append(errs, err)
+	}
+	return settle(errs)
+}
+
+// notify hands reqs to the notifier publishChunk at a time, up to the first
+// error; a request it refuses as invalid is stream.Permanent.
+func (f *Flow) notify(ctx context.Context, reqs []notifier.Request) error {
 	for start := 0; start < len(reqs); start += publishChunk {
 		err := f.deps.Notify(ctx, reqs[start:min(start+publishChunk, len(reqs))]...)
 		if errors.Is(err, notifier.ErrInvalidRequest) {
-			err = stream.Permanent(err)
+			return stream.Permanent(err)
 		}
 		if err != nil {
-			errs = append(errs, err)
-			break
+			return err
 		}
 	}
-	return settle(errs)
+	return nil
 }
 
 // sendLog delivers msg to a log subscription through the Sender, once per

@@ -116,10 +116,9 @@ func (s *Store) DeleteFeed(ctx context.Context, id string) error {
 	if err := s.rdb.HDel(ctx, defsKey("feeds"), id).Err(); err != nil {
 		return fmt.Errorf("feed: delete %s: %w", id, err)
 	}
-	_ = s.rdb.HDel(ctx, defsKey("validators"), id).Err()
-	_ = s.rdb.HDel(ctx, defsKey("failures"), id).Err()
-	_ = s.rdb.HDel(ctx, defsKey("halted"), id).Err()
-	_ = s.rdb.HDel(ctx, defsKey("websub"), id).Err()
+	for _, h := range []string{"validators", "failures", "halted", "websub"} {
+		_ = s.rdb.HDel(ctx, defsKey(h), id).Err()
+	}
 	_ = s.rdb.Del(ctx, statsKey(id)).Err()
 	prefix := s.topics.feedPrefix(id)
 	_ = s.rdb.Del(ctx, prefix+"poll").Err()
