@@ -7,10 +7,12 @@ import (
 	"slices"
 	"time"
 
+	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dropstream/dropstream/internal/script"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -212,4 +214,150 @@ func flag(b bool) string {
 		return "1"
 	}
 	return "0"
+}
+
+// call is one command's part of a batched effect call in partition p.
+type call struct {
+	keys []string
+	args []any
+	p    int
+}
+
+// stockEffect builds a stock command's effect call (one partition).
+func (s *Flow) stockEffect(c Command) (call, error) {
+	if len(c.Items) == 0 || len(c.Items) > MaxLines {
+		return call{}, stream.Permanentf("checkout: stock command with %d items", len(c.Items))
+	}
+	p := s.keys.Partition(c.Items[0].ID)
+	keys := []string{s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, c.Nonce, false), s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, c.Nonce, true)}
+	args := []any{flag(c.Rollback()), len(c.Items)}
+	for _, l := range c.Items {
+		if !ValidID(l.ID) || s.keys.Partition(l.ID) != p || l.Amount < 1 || l.Amount > MaxAmount {
+			return call{}, stream.Permanentf("checkout: stock command item %q amount %d not valid in partition %d", l.ID, l.Amount, p)
+		}
+		keys = append(keys, s.keys.Item(l.ID))
+		args = append(args, l.ID, l.Amount)
+	}
+	return call{keys, args, p}, nil
+}
+
+// paymentEffect builds the effect script part of a payment command.
+func (s *Flow) paymentEffect(c Command) (call, error) {
+	if !ValidID(c.UserID) || c.Amount < 0 || c.Amount > MaxAmount {
+		return call{}, stream.Permanentf("checkout: payment command user %q amount %d not valid", c.UserID, c.Amount)
+	}
+	p := s.keys.Partition(c.UserID)
+	keys := []string{s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, c.Nonce, false), s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, c.Nonce, true),
+		s.keys.User(c.UserID)}
+	args := []any{flag(c.Rollback()), 1, c.UserID, c.Amount}
+	return call{keys, args, p}, nil
+}
+
+// effectHeader is the effect script's leading ARGV for a side ("stock" or
+// "payment"): ledger ttl, the field changed and the noun of its hashes.
+func (s *Flow) effectHeader(side string) []any {
+	if side == "payment" {
+		return []any{s.cfg.StateTTL.Milliseconds(), "credit", "user"}
+	}
+	return []any{s.cfg.StateTTL.Milliseconds(), "stock", "item"}
+}
+
+// byPartition groups the indexes 0..n-1 by partition, partitions in the
+// order first seen.
+func byPartition(n int, partition func(int) int) (order []int, members map[int][]int) {
+	members = map[int][]int{}
+	for i := range n {
+		p := partition(i)
+		if _, ok := members[p]; !ok {
+			order = append(order, p)
+		}
+		members[p] = append(members[p], i)
+	}
+	return order, members
+}
+
+// applyEffects runs effectScript once per partition in one pipeline and
+// returns each command's result or error.
+func (s *Flow) applyEffects(ctx context.Context, header []any, parts []call) ([]string, []error) {
+	return runByPartition(ctx, s, effectScript, "effect", "commands", len(parts), func(i int) int { return parts[i].p },
+		func(_ int, members []int) script.Call {
+			cl := script.Call{Args: append([]any(nil), header...)}
+			for _, i := range members {
+				cl.Keys = append(cl.Keys, parts[i].keys...)
+				cl.Args = append(cl.Args, parts[i].args...)
+			}
+			return cl
+		}, (*redis.Cmd).StringSlice)
+}
+
+// runByPartition runs sc once per partition of the members 0..n-1 in one
+// pipeline: call builds a partition's call, reply splits its reply into
+// one result per member (name and what name the script and the members
+// in the error of a short reply).
+// Distinct partitions: a NOSCRIPT retry's reordering is harmless.
+func runByPartition[T any](ctx context.Context, s *Flow, sc *script.Script, name, what string, n int, partition func(int) int,
+	call func(p int, members []int) script.Call, reply func(*redis.Cmd) ([]T, error)) ([]T, []error) {
+	results := make([]T, n)
+	errs := make([]error, n)
+	order, byPart := byPartition(n, partition)
+	calls := make([]script.Call, len(order))
+	for j, p := range order {
+		calls[j] = call(p, byPart[p])
+	}
+	replies, _ := sc.RunAll(ctx, s.rdb, calls)
+	for j, r := range replies {
+		members := byPart[order[j]]
+		res, err := reply(r)
+		if err == nil && len(res) != len(members) {
+			err = fmt.Errorf("%s script replied %d results for %d %s", name, len(res), len(members), what)
+		}
+		for k, i := range members {
+			if err != nil {
+				errs[i] = err
+				continue
+			}
+			results[i] = res[k]
+		}
+	}
+	return results, errs
+}
+
+// outcomeRec is one outcome to record in its attempt's saga.
+type outcomeRec struct {
+	orderID  string
+	tr       int64
+	nonce    string
+	part     string
+	rollback bool
+	result   string
+}
+
+// recordOutcomes runs outcomeScript per partition in one pipeline and
+// returns each reply or error.
+func (s *Flow) recordOutcomes(ctx context.Context, recs []outcomeRec, nowMs int64) ([][]string, []error) {
+	out, errs := runByPartition(ctx, s, outcomeScript, "outcome", "outcomes", len(recs), func(i int) int { return s.keys.Partition(recs[i].orderID) },
+		func(p int, members []int) script.Call {
+			cl := script.Call{Keys: []string{s.topics.Sagas.Stream(p), s.keys.Open(p)}, Args: []any{nowMs, s.cfg.StateTTL.Milliseconds(), DoneChannel}}
+			for _, i := range members {
+				r := recs[i]
+				cl.Keys = append(cl.Keys, s.keys.Order(r.orderID), s.keys.Saga(r.orderID, r.tr))
+				cl.Args = append(cl.Args, r.orderID, r.tr, r.nonce, r.part, flag(r.rollback), r.result)
+			}
+			return cl
+		}, (*redis.Cmd).Slice)
+	strs := make([][]string, len(recs))
+	for i, x := range out {
+		if errs[i] != nil {
+			continue
+		}
+		items, _ := x.([]any)
+		strs[i] = make([]string, len(items))
+		for n, it := range items {
+			strs[i][n], _ = it.(string)
+		}
+		if len(items) == 0 {
+			errs[i] = fmt.Errorf("outcome script replied %v", x)
+		}
+	}
+	return strs, errs
 }

@@ -1,10 +1,13 @@
 package checkout
 
 import (
+	"cmp"
 	"context"
 	"fmt"
+	"log/slog"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -181,4 +184,186 @@ func remoteContext(ctx context.Context, tp string) context.Context {
 		return ctx
 	}
 	return propagation.TraceContext{}.Extract(ctx, propagation.MapCarrier{"traceparent": tp})
+}
+
+// Waiter wakes checkout calls on DoneChannel (one Pub/Sub connection per
+// process). Pub/Sub can drop messages, so a shared loop rereads the
+// status of calls waiting past their recheck interval.
+type Waiter struct {
+	rdb     redis.UniversalClient
+	log     *slog.Logger
+	ready   chan struct{}
+	once    sync.Once
+	recheck time.Duration // period of the shared status loop
+
+	mu    sync.Mutex
+	waits map[string]*waitSet
+}
+
+// waitSet is the calls waiting for one attempt.
+type waitSet struct {
+	order string
+	tr    int64
+	saga  string
+	due   time.Time // when the shared loop first reads the saga's status
+	chans map[chan Result]struct{}
+}
+
+// NewWaiter returns a waiter; Run must run for notifications to arrive.
+func NewWaiter(rdb redis.UniversalClient, log *slog.Logger) *Waiter {
+	return &Waiter{rdb: rdb, log: cmp.Or(log, slog.Default()), ready: make(chan struct{}), recheck: time.Second, waits: map[string]*waitSet{}}
+}
+
+// Ready is closed once Run has subscribed.
+func (w *Waiter) Ready() <-chan struct{} { return w.ready }
+
+// Run subscribes to DoneChannel and runs the recheck loop until ctx ends;
+// it fails only if the first subscribe fails.
+func (w *Waiter) Run(ctx context.Context) error {
+	ps := w.rdb.Subscribe(ctx, DoneChannel)
+	defer ps.Close()
+	if _, err := ps.Receive(ctx); err != nil {
+		if ctx.Err() != nil {
+			return nil
+		}
+		return fmt.Errorf("checkout: subscribe %s: %w", DoneChannel, err)
+	}
+	w.once.Do(func() { close(w.ready) })
+	ch := ps.Channel()
+	tick := time.NewTicker(w.recheck)
+	defer tick.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return nil
+		case m, ok := <-ch:
+			if !ok {
+				return nil
+			}
+			w.dispatch(m.Payload)
+		case now := <-tick.C:
+			w.recheckDue(ctx, now)
+		}
+	}
+}
+
+// recheckDue rereads overdue attempts in one pipeline and wakes finished ones.
+func (w *Waiter) recheckDue(ctx context.Context, now time.Time) {
+	type due struct {
+		key string
+		ws  *waitSet
+		cmd *redis.SliceCmd
+	}
+	var list []due
+	w.mu.Lock()
+	for key, ws := range w.waits {
+		if !now.Before(ws.due) {
+			list = append(list, due{key: key, ws: ws})
+		}
+	}
+	w.mu.Unlock()
+	if len(list) == 0 {
+		return
+	}
+	pipe := w.rdb.Pipeline()
+	for i := range list {
+		list[i].cmd = pipe.HMGet(ctx, list[i].ws.saga, "status", "reason")
+	}
+	if _, err := pipe.Exec(ctx); err != nil && ctx.Err() == nil {
+		// Not final: the next tick reads again.
+		w.log.WarnContext(ctx, "checkout: recheck waiting checkouts", "error", err, "count", len(list))
+	}
+	for _, d := range list {
+		v := d.cmd.Val()
+		if len(v) != 2 {
+			continue
+		}
+		st, _ := v[0].(string)
+		reason, _ := v[1].(string)
+		if st == StatusSucceeded || st == StatusFailed {
+			w.wake(d.key, Result{OrderID: d.ws.order, TrNum: d.ws.tr, Status: st, Reason: reason})
+		}
+	}
+}
+
+// dispatch wakes the calls of a DoneChannel payload,
+// "<order>|<tr>|<status>|<reason>".
+func (w *Waiter) dispatch(payload string) {
+	parts := strings.SplitN(payload, "|", 4)
+	if len(parts) != 4 {
+		w.log.Warn("checkout: malformed notification", "payload", payload)
+		return
+	}
+	tr, _ := strconv.ParseInt(parts[1], 10, 64)
+	w.wake(parts[0]+"|"+parts[1], Result{OrderID: parts[0], TrNum: tr, Status: parts[2], Reason: parts[3]})
+}
+
+// wake hands r to every call waiting on key.
+func (w *Waiter) wake(key string, r Result) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	ws := w.waits[key]
+	if ws == nil {
+		return
+	}
+	for c := range ws.chans {
+		select {
+		case c <- r:
+		default:
+		}
+	}
+}
+
+// Wait waits up to timeout for attempt tr's final status; on timeout the
+// Result has StatusPending.
+func (w *Waiter) Wait(ctx context.Context, keys Keys, orderID string, tr int64, timeout, recheck time.Duration) (Result, error) {
+	c, done := w.register(keys, orderID, tr, recheck)
+	defer done()
+	return w.await(ctx, keys, orderID, tr, c, true, timeout)
+}
+
+// register adds a waiter of attempt tr; done removes it. Registered before
+// the attempt starts, it needs no first status read.
+func (w *Waiter) register(keys Keys, orderID string, tr int64, recheck time.Duration) (c chan Result, done func()) {
+	key := orderID + "|" + strconv.FormatInt(tr, 10)
+	c = make(chan Result, 1)
+	w.mu.Lock()
+	ws := w.waits[key]
+	if ws == nil {
+		ws = &waitSet{order: orderID, tr: tr, saga: keys.Saga(orderID, tr), due: time.Now().Add(recheck), chans: map[chan Result]struct{}{}}
+		w.waits[key] = ws
+	}
+	ws.chans[c] = struct{}{}
+	w.mu.Unlock()
+	return c, func() {
+		w.mu.Lock()
+		delete(ws.chans, c)
+		if len(ws.chans) == 0 && w.waits[key] == ws {
+			delete(w.waits, key)
+		}
+		w.mu.Unlock()
+	}
+}
+
+// await waits on c, reading the status first when checkFirst is set.
+func (w *Waiter) await(ctx context.Context, keys Keys, orderID string, tr int64, c chan Result, checkFirst bool, timeout time.Duration) (Result, error) {
+	if checkFirst {
+		st, reason, err := sagaStatus(ctx, w.rdb, keys, orderID, tr)
+		if err != nil {
+			return Result{}, err
+		}
+		if st == StatusSucceeded || st == StatusFailed {
+			return Result{OrderID: orderID, TrNum: tr, Status: st, Reason: reason}, nil
+		}
+	}
+	deadline := time.NewTimer(timeout)
+	defer deadline.Stop()
+	select {
+	case r := <-c:
+		return r, nil
+	case <-deadline.C:
+		return Result{OrderID: orderID, TrNum: tr, Status: StatusPending}, nil
+	case <-ctx.Done():
+		return Result{OrderID: orderID, TrNum: tr, Status: StatusPending}, ctx.Err()
+	}
 }

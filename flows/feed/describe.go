@@ -3,10 +3,20 @@ package feed
 import (
 	"cmp"
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
+	"net/url"
+	"strconv"
+	"time"
+
+	"go.opentelemetry.io/otel/attribute"
+	"go.opentelemetry.io/otel/metric"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flows/feed/feedsim"
+	"github.com/dropstream/dropstream/internal/quota"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/writer/flowhistory"
 )
@@ -68,3 +78,203 @@ func (f *Flow) Describe() flow.Description {
 // Close releases nothing: the flow holds only what the app gave it, and
 // the demo feed's server stops with the demo's context.
 func (f *Flow) Close() error { return nil }
+
+// The flow's variables: caps of what each caller (API key, or client
+// address on an open API) may create.
+const (
+	VarQuotaFeeds         = "DROPSTREAM_QUOTA_FEEDS"
+	VarQuotaSubscriptions = "DROPSTREAM_QUOTA_FEED_SUBSCRIPTIONS"
+)
+
+// Vars are the variables the flow reads.
+var Vars = []flow.Var{
+	{Name: VarQuotaFeeds, Kind: flow.Int, Default: "100", Usage: "feeds each API key (each client address on an open API) may add; beyond it 409 quota_exceeded; 0: no cap"},
+	{Name: VarQuotaSubscriptions, Kind: flow.Int, Default: "1000", Usage: "feed subscriptions each API key (each client address on an open API) may create; beyond it 409 quota_exceeded; 0: no cap"},
+}
+
+// quotas builds the caps of Config.MaxFeedsPerCaller and
+// MaxSubscriptionsPerCaller.
+func (f *Flow) quotas() error {
+	feeds, err := quota.Optional(f.rdb, "feeds", f.cfg.MaxFeedsPerCaller)
+	if err != nil {
+		return err
+	}
+	subs, err := quota.Optional(f.rdb, "feed-subscriptions", f.cfg.MaxSubscriptionsPerCaller)
+	if err != nil {
+		return err
+	}
+	f.feedCap = feeds.WithExists(func(ctx context.Context, id string) (bool, error) {
+		_, err := f.store.Feed(ctx, id)
+		return present(err)
+	})
+	f.subCap = subs.WithExists(func(ctx context.Context, id string) (bool, error) {
+		_, err := f.store.Subscription(ctx, id)
+		return present(err)
+	})
+	return nil
+}
+
+// present maps a lookup's error to whether the record exists.
+func present(err error) (bool, error) {
+	if errors.Is(err, ErrNotFound) {
+		return false, nil
+	}
+	return err == nil, err
+}
+
+// FeedQuota is the cap of feeds per caller; nil: none.
+func (f *Flow) FeedQuota() *quota.Quota { return f.feedCap }
+
+// SubscriptionQuota is the cap of subscriptions per caller; nil: none.
+func (f *Flow) SubscriptionQuota() *quota.Quota { return f.subCap }
+
+// DemoFeedPath is the path of the demo feed served in-process; demo feeds
+// of earlier runs (other ports) are recognized by it and removed.
+const DemoFeedPath = "/dropstream-demo-feed.xml"
+
+// Demo serves an in-process feed gaining an item every 10 seconds, with a
+// log subscription per item and per 3 items. It replaces earlier demo feeds.
+func (f *Flow) Demo(ctx context.Context) error {
+	st := f.store
+	feeds, err := st.Feeds(ctx)
+	if err != nil {
+		return err
+	}
+	for _, fd := range feeds {
+		if u, err := url.Parse(fd.URL); err == nil && u.Path == DemoFeedPath && u.Hostname() == "127.0.0.1" {
+			subs, err := st.Subscribables(ctx, fd.ID)
+			if err != nil {
+				return err
+			}
+			for _, sb := range subs {
+				if err := st.DeleteSubscribable(ctx, fd.ID, sb.Key()); err != nil {
+					return err
+				}
+			}
+			if err := st.DeleteFeed(ctx, fd.ID); err != nil {
+				return err
+			}
+		}
+	}
+	items := []feedsim.Item{demoItem(1), demoItem(2)}
+	sim := feedsim.New(feedsim.RSS, items...)
+	base, err := feedsim.Serve(ctx, "127.0.0.1:0", sim)
+	if err != nil {
+		return err
+	}
+	// The poller may fetch this server, and no other loopback port.
+	if u, err := url.Parse(base); err != nil {
+		return err
+	} else if err := f.cfg.Egress.Permit(u.Host); err != nil {
+		return err
+	}
+	n := 2
+	go tick.EveryAfter(ctx, 10*time.Second, func() {
+		n++
+		items = appendDemoItem(items, demoItem(n))
+		sim.Set(items...)
+	})
+	fd, _, err := st.PutFeed(ctx, Feed{URL: base + DemoFeedPath, PollEvery: "5s", IncludeExisting: true})
+	if err != nil {
+		return err
+	}
+	managers := map[string]Manager{"demo-each": {Kind: EachItem}, "demo-every-3": {Kind: EveryN, N: 3}}
+	for name, m := range managers {
+		if _, _, err := st.PutSubscribable(ctx, Subscribable{FeedID: fd.ID, Name: name, Manager: m}); err != nil {
+			return err
+		}
+		if _, _, err := f.Subscribe(ctx, fd.ID, name, Destination{Kind: DestLog, Name: "demo"}); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// demoFeedItems is how many items the demo feed shows: a document that
+// grew for ever would be fetched and parsed whole at every poll.
+const demoFeedItems = 20
+
+// appendDemoItem appends it and keeps the latest demoFeedItems.
+func appendDemoItem(items []feedsim.Item, it feedsim.Item) []feedsim.Item {
+	items = append(items, it)
+	return items[max(0, len(items)-demoFeedItems):]
+}
+
+func demoItem(n int) feedsim.Item {
+	s := strconv.Itoa(n)
+	return feedsim.Item{GUID: "demo-" + s, Title: "Demo item " + s, Link: "https://example.org/items/" + s,
+		Description: "The demo feed's item number " + s + ".", Published: time.Now().UTC()}
+}
+
+// Metrics of polling etiquette, WebSub and duplicates, with bounded labels;
+// per-feed figures live in the feed's record (Flow.Polling).
+const (
+	metricRequests   = "dropstream.feed.requests"
+	metricBytes      = "dropstream.feed.response.bytes"
+	metricSchedules  = "dropstream.feed.schedules"
+	metricDuplicates = "dropstream.feed.duplicates.held"
+	metricHalts      = "dropstream.feed.halts"
+	metricWebSub     = "dropstream.feed.websub"
+	metricMoved      = "dropstream.feed.moved"
+)
+
+func attrSet(k, v string) attribute.Set { return attribute.NewSet(attribute.String(k, v)) }
+
+var (
+	outcomeSets = attrSets("outcome", "ok", "not_modified", "error", "gone", "push")
+	reasonSets  = attrSets("reason", ReasonInterval, ReasonAdaptive, ReasonFresh, ReasonTTL, ReasonSkip, ReasonPush, ReasonBackoff, ReasonRetryAfter)
+)
+
+// attrSets are the sets of attribute k for each of vs, by value.
+func attrSets(k string, vs ...string) map[string]attribute.Set {
+	out := make(map[string]attribute.Set, len(vs))
+	for _, v := range vs {
+		out[v] = attrSet(k, v)
+	}
+	return out
+}
+
+func outcomeAttrs(o string) attribute.Set { return outcomeSets[o] }
+func reasonAttrs(r string) attribute.Set  { return reasonSets[r] }
+
+// initMetrics creates the flow's instruments.
+func (f *Flow) initMetrics(meter metric.Meter) error {
+	var errs []error
+	counter := func(name, desc, unit string) metric.Int64Counter {
+		c, err := meter.Int64Counter(name, metric.WithDescription(desc), metric.WithUnit(unit))
+		errs = append(errs, err)
+		return c
+	}
+	f.guidWarnings = counter("dropstream.feed.guid_warnings", "Feed items with a missing guid (synthesized from link and title) or a duplicate guid (dropped).", "{item}")
+	f.items = counter("dropstream.feed.items", "Feed item steps: new, edited, assigned.", "{item}")
+	f.collections = counter("dropstream.feed.collections", "Collections completed and forwarded, and delivered.", "{collection}")
+	f.requests = counter(metricRequests, "Feed fetches by outcome (ok, not_modified, error, gone) and contents pushed by WebSub hubs (push).", "{request}")
+	f.bytes = counter(metricBytes, "Body bytes of feed answers and pushes (decompressed).", "By")
+	f.schedules = counter(metricSchedules, "Next polls scheduled, by what chose the delay (interval, adaptive, fresh, ttl, skip, push, backoff, retry_after).", "{poll}")
+	f.held = counter(metricDuplicates, "New feed items held back as duplicates: the canonical link and content of an item already seen under another guid.", "{item}")
+	f.halts = counter(metricHalts, "Feeds no longer polled, by state: gone (410) or dead (consecutive failures).", "{feed}")
+	f.websubEvents = counter(metricWebSub, "WebSub steps: subscribe (requested of a hub), verified, denied, pushed, rejected (bad signature or body).", "{event}")
+	f.moved = counter(metricMoved, "Feeds whose URL was updated after a permanent redirect (301, 308).", "{feed}")
+	if err := errors.Join(errs...); err != nil {
+		return err
+	}
+	// Every series of a bounded set starts at 0, so dashboards and alerts
+	// see the rare ones (a halt, a push) as 0 before the first happens.
+	ctx := context.Background()
+	for _, o := range outcomeSets {
+		f.requests.Add(ctx, 0, metric.WithAttributeSet(o))
+	}
+	for _, r := range reasonSets {
+		f.schedules.Add(ctx, 0, metric.WithAttributeSet(r))
+	}
+	for _, st := range []string{FeedGone, FeedDead} {
+		f.halts.Add(ctx, 0, metric.WithAttributeSet(attrSet("state", st)))
+	}
+	for _, e := range []string{"subscribe", "verified", "denied", "pushed", "rejected"} {
+		f.websubEvents.Add(ctx, 0, metric.WithAttributeSet(attrSet("event", e)))
+	}
+	f.bytes.Add(ctx, 0)
+	f.held.Add(ctx, 0)
+	f.moved.Add(ctx, 0)
+	return nil
+}

@@ -3,20 +3,16 @@ package feed
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net/http"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	gotel "go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/dropstream/dropstream/flows/feed/poll"
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/quota"
@@ -185,111 +181,4 @@ func (f *Flow) Stages() []stream.Stage {
 		{Name: StageAssign, Topic: f.topics.Polls, Handler: f.handlePoll},
 		{Name: StageDeliver, Topic: f.topics.Collections, Handler: f.handleCollection},
 	}
-}
-
-// handlePoll applies a poll: observe its items, then assign and complete.
-func (f *Flow) handlePoll(ctx context.Context, m *stream.Message) error {
-	p, err := decode[Poll](m, TypePoll)
-	if err != nil {
-		return err
-	}
-	if !validID(p.FeedID) || p.PolledAtMs <= 0 {
-		return stream.Permanentf("feed: poll with feed id %q and time %d", clip(p.FeedID, 64), p.PolledAtMs)
-	}
-	if len(p.Items) > poll.MaxItems {
-		return stream.Permanentf("feed: poll of %s with %d items, above %d", p.FeedID, len(p.Items), poll.MaxItems)
-	}
-	for _, it := range p.Items {
-		if it.GUID == "" || len(it.GUID) > poll.MaxGUIDBytes+80 || it.Hash == "" || len(it.Hash) > 64 {
-			return stream.Permanentf("feed: poll of %s has an item without a bounded guid and hash", p.FeedID)
-		}
-	}
-	fd, err := f.store.Feed(ctx, p.FeedID)
-	if errors.Is(err, ErrNotFound) {
-		return fmt.Errorf("feed %s was deleted: %w", p.FeedID, stream.ErrDrop)
-	}
-	if err != nil {
-		return err
-	}
-	if p.MissingGUIDs > 0 {
-		f.guidWarnings.Add(ctx, int64(p.MissingGUIDs), metric.WithAttributes(attribute.String("reason", "missing")))
-	}
-	if p.DuplicateGUIDs > 0 {
-		f.guidWarnings.Add(ctx, int64(p.DuplicateGUIDs), metric.WithAttributes(attribute.String("reason", "duplicate")))
-	}
-	prefix := f.topics.feedPrefix(p.FeedID)
-	part := f.topics.Polls.Partition(p.FeedID)
-	tp := m.TraceParent
-	now := strconv.FormatInt(p.PolledAtMs, 10)
-	if p.OK && !p.NotModified {
-		args := make([]any, 0, 7+6*len(p.Items))
-		args = append(args, prefix, now, flag(fd.IncludeExisting), f.topics.History.Stream(part), tp, p.FeedID, f.cfg.Etiquette.History)
-		for i, it := range p.Items {
-			content, _ := json.Marshal(it)
-			args = append(args, IID(it.GUID), it.GUID, it.Hash, content, strconv.FormatInt(p.PolledAtMs*1000+int64(i), 10), Fingerprint(it))
-		}
-		res, err := observeScript.Run(ctx, f.rdb, []string{prefix + "meta"}, args...).Int64Slice()
-		if err != nil {
-			return fmt.Errorf("feed: observe %s: %w", p.FeedID, err)
-		}
-		if res[0] < 0 {
-			return fmt.Errorf("feed: poll of %s at %d is older than the newest applied: %w", p.FeedID, p.PolledAtMs, stream.ErrDrop)
-		}
-		f.items.Add(ctx, res[1], metric.WithAttributes(attribute.String("step", "new")))
-		f.items.Add(ctx, res[2], metric.WithAttributes(attribute.String("step", "edited")))
-		if res[3] > 0 {
-			f.held.Add(ctx, res[3])
-		}
-	}
-	if f.crashPoint != nil {
-		if err := f.crashPoint("observed", m); err != nil {
-			return err
-		}
-	}
-	subs, err := f.store.Subscribables(ctx, p.FeedID)
-	if err != nil {
-		return err
-	}
-	args := []any{prefix, now, minutes(fd.MinDelayMinutes).Milliseconds(), minutes(fd.AwaitStabilizationMinutes).Milliseconds(),
-		minutes(fd.MaxDelayMinutes).Milliseconds(), f.topics.Collections.Stream(part), f.topics.History.Stream(part), tp, p.FeedID, f.cfg.AssignLimit, f.cfg.CollectionItems, flag(p.OK)}
-	for _, sb := range subs {
-		within, due := "", strconv.FormatInt(noDue, 10)
-		if w, d, ok := sb.Manager.Window(p.PolledAt()); ok {
-			within, due = w, strconv.FormatInt(d.UnixMilli(), 10)
-		}
-		args = append(args, sb.Key(), sb.Manager.Kind, within, due, max(sb.Manager.N, 1))
-	}
-	res, err := assignScript.Run(ctx, f.rdb, []string{prefix + "meta"}, args...).Int64Slice()
-	if err != nil {
-		return fmt.Errorf("feed: assign %s: %w", p.FeedID, err)
-	}
-	f.items.Add(ctx, res[0], metric.WithAttributes(attribute.String("step", "assigned")))
-	f.collections.Add(ctx, res[1], metric.WithAttributes(attribute.String("step", "completed")))
-	if f.crashPoint != nil {
-		return f.crashPoint("assigned", m)
-	}
-	return nil
-}
-
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
-// Exclude marks an Unassigned item Excluded and returns its state before
-// ("" when there is no such item).
-func (f *Flow) Exclude(ctx context.Context, feedID, iid string) (string, error) {
-	if !validID(feedID) || !validID(iid) {
-		return "", ErrNotFound
-	}
-	prefix := f.topics.feedPrefix(feedID)
-	part := f.topics.Polls.Partition(feedID)
-	st, err := excludeScript.Run(ctx, f.rdb, []string{prefix + "meta"}, prefix, time.Now().UnixMilli(),
-		f.topics.History.Stream(part), "", feedID, iid).Text()
-	if err != nil {
-		return "", fmt.Errorf("feed: exclude: %w", err)
-	}
-	return stateNames[st], nil
 }

@@ -4,7 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
-	"strconv"
+	"strings"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -76,10 +76,85 @@ func (f *Flow) Items(ctx context.Context, feedID string, offset, limit int) ([]I
 	return out, nil
 }
 
-func ms(s string) time.Time {
-	n, err := strconv.ParseInt(s, 10, 64)
-	if err != nil {
-		return time.Time{}
+// Collection states, as the API shows them.
+const (
+	CollectionOpen      = "open"
+	CollectionCompleted = "completed"
+)
+
+// maxCollectionsListed bounds the collections one call returns.
+const maxCollectionsListed = 1000
+
+// noDue is the due time of a collection that completes by its size (every
+// n), not by time.
+const noDue = 9000000000000000
+
+// CollectionView is a collection as the API shows it: open, or completed
+// and awaiting delivery. A delivered collection is deleted.
+type CollectionView struct {
+	Within string `json:"within"`
+	State  string `json:"state"`
+	// Opened is when its first item was assigned to it.
+	Opened time.Time `json:"opened"`
+	// Due is when the collection completes by time: the end of a daily or
+	// weekly window (an each-item collection completes when opened).
+	Due *time.Time `json:"due,omitempty"`
+	// Completed is when it was completed and forwarded to its delivery.
+	Completed *time.Time `json:"completed,omitempty"`
+	Items     int64      `json:"items"`
+}
+
+// Collections returns the open collections of a subscribable by due time,
+// then the completed undelivered ones, at most maxCollectionsListed.
+func (f *Flow) Collections(ctx context.Context, feedID, name string) ([]CollectionView, error) {
+	if !validID(feedID) || !validKey(name) {
+		return nil, ErrNotFound
 	}
-	return time.UnixMilli(n).UTC()
+	prefix := f.topics.feedPrefix(feedID)
+	pipe := f.rdb.Pipeline()
+	open := pipe.ZRange(ctx, prefix+"open", 0, -1)
+	done := pipe.ZRange(ctx, prefix+"completed", 0, -1)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("feed: collections: %w", err)
+	}
+	var withins []string
+	for _, m := range append(open.Val(), done.Val()...) {
+		if w, ok := strings.CutPrefix(m, name+"\x00"); ok && len(withins) < maxCollectionsListed {
+			withins = append(withins, w)
+		}
+	}
+	out := make([]CollectionView, 0, len(withins))
+	if len(withins) == 0 {
+		return out, nil
+	}
+	pipe = f.rdb.Pipeline()
+	hashes := make([]*redis.SliceCmd, len(withins))
+	lens := make([]*redis.IntCmd, len(withins))
+	for i, w := range withins {
+		ck := prefix + "coll:" + name + ":" + w
+		hashes[i] = pipe.HMGet(ctx, ck, "opened", "due", "completed")
+		lens[i] = pipe.LLen(ctx, ck+":i")
+	}
+	if _, err := pipe.Exec(ctx); err != nil {
+		return nil, fmt.Errorf("feed: collections: %w", err)
+	}
+	for i, w := range withins {
+		v := hashes[i].Val()
+		opened, _ := v[0].(string)
+		if opened == "" {
+			continue // delivered meanwhile
+		}
+		c := CollectionView{Within: w, State: CollectionOpen, Opened: ms(opened), Items: lens[i].Val()}
+		if due, _ := v[1].(string); due != "" {
+			if t := ms(due); !t.IsZero() && t.UnixMilli() < noDue {
+				c.Due = &t
+			}
+		}
+		if done, _ := v[2].(string); done != "" {
+			t := ms(done)
+			c.State, c.Completed = CollectionCompleted, &t
+		}
+		out = append(out, c)
+	}
+	return out, nil
 }

@@ -1,6 +1,12 @@
 package feed
 
 import (
+	_ "embed"
+	"strconv"
+	"time"
+
+	"github.com/redis/go-redis/v9"
+
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -65,4 +71,67 @@ func NewTopics(partitions int) Topics {
 func (t Topics) feedPrefix(feedID string) string {
 	p := t.Polls.Partition(feedID)
 	return rediskey.Key(t.Polls.HashTag(p), "feed", feedID, "")
+}
+
+// The item scripts, in lua/: history.lua appends an item event; release.lua
+// releases an item from a collection and clears it when none waits for it.
+var (
+	//go:embed lua/history.lua
+	luaHistory string
+	//go:embed lua/release.lua
+	luaRelease string
+	//go:embed lua/observe.lua
+	luaObserve string
+	//go:embed lua/assign.lua
+	luaAssign string
+	//go:embed lua/cleanup.lua
+	luaCleanup string
+	//go:embed lua/drop.lua
+	luaDrop string
+	//go:embed lua/exclude.lua
+	luaExclude string
+)
+
+// observeScript applies a successful poll or push to a feed's items and
+// returns {-1,0,0,0} for a stale poll, else {0, new, edited, held}.
+// KEYS[1] meta. ARGV: prefix, now ms, include_existing, hist, tp, feed,
+// keep, then (iid, guid, hash, content, order, fingerprint) per item.
+var observeScript = redis.NewScript(luaHistory + luaObserve)
+
+// assignScript assigns assignable items to the subscribables' collections,
+// then completes and publishes the due ones, atomically.
+// KEYS[1] meta. ARGV: prefix, now, min ms, await ms, max ms, colls, hist,
+// tp, feed, limit, collcap, seen, then (name, kind, within, due, n) per
+// subscribable. Returns {assigned, completed}.
+var assignScript = redis.NewScript(luaHistory + luaAssign)
+
+// cleanupScript records a delivered collection's items, releases them and
+// deletes the collection; idempotent.
+// KEYS[1] meta. ARGV: prefix, now, hist, tp, feed, name, within.
+var cleanupScript = redis.NewScript(luaHistory + luaRelease + luaCleanup)
+
+// dropScript drops a deleted subscribable: it releases its open
+// collections' items undelivered and deletes them; idempotent.
+// KEYS[1] meta. ARGV: prefix, now, hist, tp, feed, name. Returns the
+// items released.
+var dropScript = redis.NewScript(luaHistory + luaRelease + luaDrop)
+
+// excludeScript marks an Unassigned item Excluded. KEYS[1] meta. ARGV:
+// prefix, now, hist, tp, feed, iid. Returns the state before.
+var excludeScript = redis.NewScript(luaHistory + luaExclude)
+
+// ms reads a time the scripts keep as decimal milliseconds; the zero time
+// when s is not one.
+func ms(s string) time.Time {
+	n, err := strconv.ParseInt(s, 10, 64)
+	if err != nil {
+		return time.Time{}
+	}
+	return time.UnixMilli(n).UTC()
+}
+
+// num reads a count the scripts keep as a decimal; 0 when s is not one.
+func num(s string) int64 {
+	n, _ := strconv.ParseInt(s, 10, 64)
+	return n
 }

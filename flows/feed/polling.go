@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -13,6 +12,7 @@ import (
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
 	"github.com/dropstream/dropstream/internal/recordstore"
+	"github.com/dropstream/dropstream/notifier"
 )
 
 // Feed states, as FeedPolling.State shows them.
@@ -86,20 +86,19 @@ func (f *Flow) Polling(ctx context.Context, id string) (FeedPolling, error) {
 	}
 	out := FeedPolling{State: FeedActive}
 	h := stats.Val()
-	num := func(k string) int64 { n, _ := strconv.ParseInt(h[k], 10, 64); return n }
-	out.Requests, out.NotModified, out.Bytes, out.Pushes = num("requests"), num("not_modified"), num("bytes"), num("pushes")
+	out.Requests, out.NotModified, out.Bytes, out.Pushes = num(h["requests"]), num(h["not_modified"]), num(h["bytes"]), num(h["pushes"])
 	if out.Requests > 0 {
 		out.NotModifiedShare = float64(out.NotModified) / float64(out.Requests)
 	}
-	if ms := num("next_ms"); ms > 0 {
+	if ms := num(h["next_ms"]); ms > 0 {
 		t := time.UnixMilli(ms).UTC()
 		out.NextPoll = &t
 	}
-	if ms := num("interval_ms"); ms > 0 {
+	if ms := num(h["interval_ms"]); ms > 0 {
 		out.Interval = (time.Duration(ms) * time.Millisecond).String()
 	}
 	out.IntervalReason = h["reason"]
-	out.HeldDuplicates, _ = strconv.ParseInt(held.Val(), 10, 64)
+	out.HeldDuplicates = num(held.Val())
 	var hl Halt
 	if raw := halted.Val(); raw != "" && json.Unmarshal([]byte(raw), &hl) == nil {
 		out.State, out.Halted, out.NextPoll = hl.State, &hl, nil
@@ -194,9 +193,112 @@ func (p *Poller) arrivals(ctx context.Context, id string) []time.Time {
 	}
 	out := make([]time.Time, 0, len(raw))
 	for _, s := range raw {
-		if ms, err := strconv.ParseInt(s, 10, 64); err == nil {
-			out = append(out, time.UnixMilli(ms))
+		if t := ms(s); !t.IsZero() {
+			out = append(out, t)
 		}
 	}
 	return out
+}
+
+// halt stops polling a feed (FeedGone or FeedDead; the first halt stays)
+// and tells its subscribers, once.
+func (f *Flow) halt(ctx context.Context, fd Feed, state, reason string, now time.Time) error {
+	b, _ := json.Marshal(Halt{State: state, Reason: clip(reason, 256), Since: now.UTC().Truncate(time.Millisecond)})
+	set, err := f.rdb.HSetNX(ctx, defsKey("halted"), fd.ID, b).Result()
+	if err != nil {
+		return fmt.Errorf("feed: halt %s: %w", fd.ID, err)
+	}
+	if set {
+		f.halts.Add(ctx, 1, metric.WithAttributeSet(attrSet("state", state)))
+		f.log.WarnContext(ctx, "feed: no longer polled", "feed_id", fd.ID, "state", state, "reason", reason)
+	}
+	return f.tellHalted(ctx, fd)
+}
+
+// tellHalted tells every confirmed subscription of a halted feed that it is
+// no longer polled, once per destination and halt, and marks the halt told.
+func (f *Flow) tellHalted(ctx context.Context, fd Feed) error {
+	h, err := recordstore.InHash[Halt](f.rdb, defsKey("halted")).Get(ctx, fd.ID)
+	if err != nil {
+		return fmt.Errorf("feed: halted %s: %w", fd.ID, err)
+	}
+	if h.Told {
+		return nil
+	}
+	subs, err := f.store.Subscribables(ctx, fd.ID)
+	if err != nil {
+		return err
+	}
+	msg := renderHalt(fd, h)
+	window := fmt.Sprintf("halt:%s:%d", h.State, h.Since.UnixMilli())
+	var reqs []notifier.Request
+	var errs []error
+	told := map[string]bool{}
+	for _, sb := range subs {
+		all, err := f.store.Subscriptions(ctx, fd.ID, sb.Key())
+		if err != nil {
+			return err
+		}
+		live, _, err := f.resolve(ctx, all)
+		if err != nil {
+			return err
+		}
+		for _, sub := range live {
+			// Once per destination of each tenant (each has its own
+			// notifier subscriber).
+			if once := sub.Tenant + "|" + sub.Unique; !sub.Confirmed || told[once] {
+				continue
+			} else {
+				told[once] = true
+			}
+			if sub.Destination.Kind == DestLog {
+				m := msg
+				m.Subscribable, m.SubscriptionID = sb.Name, sub.ID
+				_, err := f.deps.Sender.Deliver(ctx, notifier.Delivery{
+					HashTag: f.topics.Collections.HashTag(f.topics.Collections.Partition(fd.ID)),
+					Key:     "feed:" + fd.ID + ":" + window + ":" + sub.ID, Channel: notifier.ChannelLog, MessageID: window, Attempt: 1,
+					Notification: notifier.Notification{Flow: Name, Event: "feed." + h.State, EventID: fd.ID + ":" + window, Subject: m.Subject,
+						Recipient: notifier.Recipient{ID: sub.ID}, ObservedAt: h.Since, Body: m.body()},
+				})
+				errs = append(errs, err)
+				continue
+			}
+			body, _ := json.Marshal(Message{Kind: msg.Kind, FeedID: fd.ID, FeedURL: fd.URL, Subscribable: sb.Name, Subject: msg.Subject})
+			reqs = append(reqs, notifier.Request{Flow: Name, Event: "feed." + h.State, Subject: clip("feed:"+fd.ID, notifier.MaxSubjectLen),
+				SubscriberID: sub.SubscriberID, DestinationID: sub.DestinationID, Window: window, Title: clip(msg.Subject, notifier.MaxTextLen),
+				Text: msg.Text, Payload: body, ObservedAt: h.Since, EventID: clip(fd.ID+":"+window, 128)})
+		}
+	}
+	if err := errors.Join(append(errs, f.notify(ctx, reqs))...); err != nil {
+		return fmt.Errorf("feed: tell the subscribers of %s: %w", fd.ID, err)
+	}
+	h.Told = true
+	b, _ := json.Marshal(h)
+	return f.rdb.HSet(ctx, defsKey("halted"), fd.ID, b).Err()
+}
+
+// renderHalt is the message telling that a feed is no longer polled.
+func renderHalt(fd Feed, h Halt) Message {
+	subject, why := "Feed gone: "+fd.URL, "The server says the feed is gone for good (HTTP 410)."
+	if h.State == FeedDead {
+		subject, why = "Feed unreachable: "+fd.URL, "Its polls failed too many times in a row ("+h.Reason+")."
+	}
+	text := "The feed " + fd.URL + " is no longer polled since " + h.Since.Format(time.RFC3339) + ". " + why +
+		" No new items will be sent from it until it is resumed."
+	return Message{Kind: h.State, FeedID: fd.ID, FeedURL: fd.URL, Subject: clip(subject, notifier.MaxTextLen), Text: clip(text, notifier.MaxTextLen)}
+}
+
+// Resume polls a gone or dead feed again, at once, with its failures
+// forgotten. ErrNotFound when there is no such feed.
+func (f *Flow) Resume(ctx context.Context, id string) error {
+	if _, err := f.store.Feed(ctx, id); err != nil {
+		return err
+	}
+	pipe := f.rdb.TxPipeline()
+	pipe.HDel(ctx, defsKey("halted"), id)
+	pipe.HDel(ctx, defsKey("failures"), id)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("feed: resume %s: %w", id, err)
+	}
+	return nil
 }

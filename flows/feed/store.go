@@ -6,7 +6,6 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"strconv"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -117,10 +116,9 @@ func (s *Store) DeleteFeed(ctx context.Context, id string) error {
 	if err := s.rdb.HDel(ctx, defsKey("feeds"), id).Err(); err != nil {
 		return fmt.Errorf("feed: delete %s: %w", id, err)
 	}
-	_ = s.rdb.HDel(ctx, defsKey("validators"), id).Err()
-	_ = s.rdb.HDel(ctx, defsKey("failures"), id).Err()
-	_ = s.rdb.HDel(ctx, defsKey("halted"), id).Err()
-	_ = s.rdb.HDel(ctx, defsKey("websub"), id).Err()
+	for _, h := range []string{"validators", "failures", "halted", "websub"} {
+		_ = s.rdb.HDel(ctx, defsKey(h), id).Err()
+	}
 	_ = s.rdb.Del(ctx, statsKey(id)).Err()
 	prefix := s.topics.feedPrefix(id)
 	_ = s.rdb.Del(ctx, prefix+"poll").Err()
@@ -237,7 +235,7 @@ func (s *Store) DeleteSubscribable(ctx context.Context, feedID, key string) erro
 	}
 	prefix := s.topics.feedPrefix(feedID)
 	part := s.topics.Polls.Partition(feedID)
-	if err := dropScript.Run(ctx, s.rdb, []string{prefix + "meta"}, prefix, strconv.FormatInt(s.now().UnixMilli(), 10),
+	if err := dropScript.Run(ctx, s.rdb, []string{prefix + "meta"}, prefix, s.now().UnixMilli(),
 		s.topics.History.Stream(part), "", feedID, key).Err(); err != nil {
 		return fmt.Errorf("feed: close the collections of %s: %w", key, err)
 	}
@@ -257,4 +255,62 @@ func (s *Store) moveFeed(ctx context.Context, id, old, moved string) (Feed, erro
 		return Feed{}, fmt.Errorf("feed: move %s: %w", id, err)
 	}
 	return fd, nil
+}
+
+// Each tenant that added a feed holds it; a feed without tenants is
+// tenancy.Open's.
+func feedTenantsKey(id string) string     { return defsKey("tenants:" + id) }
+func tenantFeedsKey(tenant string) string { return defsKey("tenant-feeds:" + tenancy.Of(tenant)) }
+
+// AddTenant records that tenant holds feed id.
+func (s *Store) AddTenant(ctx context.Context, id, tenant string) error {
+	tenant = tenancy.Of(tenant)
+	pipe := s.rdb.TxPipeline()
+	pipe.SAdd(ctx, feedTenantsKey(id), tenant)
+	pipe.SAdd(ctx, tenantFeedsKey(tenant), id)
+	if _, err := pipe.Exec(ctx); err != nil {
+		return fmt.Errorf("feed: tenant of %s: %w", id, err)
+	}
+	return nil
+}
+
+// Holds reports whether v sees feed id: v sees all, or v's tenant added
+// it (tenancy.Open for a feed no tenant added).
+func (s *Store) Holds(ctx context.Context, v tenancy.View, id string) (bool, error) {
+	if v.All {
+		return true, nil
+	}
+	pipe := s.rdb.Pipeline()
+	n := pipe.SCard(ctx, feedTenantsKey(id))
+	is := pipe.SIsMember(ctx, feedTenantsKey(id), v.Owner())
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, fmt.Errorf("feed: tenants of %s: %w", id, err)
+	}
+	if n.Val() == 0 {
+		return v.Sees(tenancy.Open), nil
+	}
+	return is.Val(), nil
+}
+
+// DropTenant records that tenant no longer holds feed id, and reports
+// whether other tenants still do (the feed then stays).
+func (s *Store) DropTenant(ctx context.Context, id, tenant string) (othersHold bool, err error) {
+	tenant = tenancy.Of(tenant)
+	pipe := s.rdb.TxPipeline()
+	pipe.SRem(ctx, feedTenantsKey(id), tenant)
+	pipe.SRem(ctx, tenantFeedsKey(tenant), id)
+	left := pipe.SCard(ctx, feedTenantsKey(id))
+	if _, err := pipe.Exec(ctx); err != nil {
+		return false, fmt.Errorf("feed: tenant of %s: %w", id, err)
+	}
+	return left.Val() > 0, nil
+}
+
+// TenantFeeds returns the ids of the feeds tenant holds.
+func (s *Store) TenantFeeds(ctx context.Context, tenant string) ([]string, error) {
+	ids, err := s.rdb.SMembers(ctx, tenantFeedsKey(tenant)).Result()
+	if err != nil {
+		return nil, fmt.Errorf("feed: feeds of a tenant: %w", err)
+	}
+	return ids, nil
 }

@@ -1,8 +1,6 @@
 package feed
 
 import (
-	"crypto/rand"
-	"encoding/hex"
 	"fmt"
 	"net/mail"
 	"net/url"
@@ -124,10 +122,4 @@ func (s Subscription) key() string { return SubscribableKey(s.Tenant, s.Subscrib
 func (s Subscription) Public() Subscription {
 	s.Secret = ""
 	return s
-}
-
-func randomHex(n int) string {
-	b := make([]byte, n)
-	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
-	return hex.EncodeToString(b)
 }

@@ -4,6 +4,7 @@ import (
 	"cmp"
 	"context"
 	"crypto/hmac"
+	"crypto/rand"
 	"crypto/sha1" //nolint:gosec // WebSub hubs may sign with sha1; sha256 and sha512 too
 	"crypto/sha256"
 	"crypto/sha512"
@@ -375,4 +376,10 @@ func (p *Poller) RenewWebSub(ctx context.Context) (int, error) {
 		n++
 	}
 	return n, errors.Join(errs...)
+}
+
+func randomHex(n int) string {
+	b := make([]byte, n)
+	_, _ = rand.Read(b) // crypto/rand.Read never fails (Go 1.24+)
+	return hex.EncodeToString(b)
 }

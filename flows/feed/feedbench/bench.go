@@ -6,10 +6,13 @@ package feedbench
 
 import (
 	"context"
+	"flag"
 	"fmt"
+	"io"
 	"net/http"
 	"net/http/httptest"
 	"os/exec"
+	"runtime"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -18,7 +21,9 @@ import (
 	"github.com/redis/go-redis/v9"
 	"golang.org/x/sync/errgroup"
 
+	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/feed"
+	"github.com/dropstream/dropstream/flows/feed/feedsim"
 	"github.com/dropstream/dropstream/flows/feed/poll"
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/egress"
@@ -201,9 +206,7 @@ func pollAll(ctx context.Context, poller *feed.Poller, feeds []feed.Feed, n int)
 // this process when self is nil. stop ends it.
 func feedServer(self func(args ...string) *exec.Cmd) (base string, stop func(), err error) {
 	if self == nil {
-		srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-			_, _ = w.Write([]byte(feedDoc(strings.TrimPrefix(r.URL.Path, "/f/"))))
-		}))
+		srv := httptest.NewServer(http.HandlerFunc(serveFeed))
 		return srv.URL, srv.Close, nil
 	}
 	h, err := benchstat.StartHelper(self(ServerArgs...), "feedbench: feed server")
@@ -211,4 +214,93 @@ func feedServer(self func(args ...string) *exec.Cmd) (base string, stop func(), 
 		return "", nil, err
 	}
 	return h.URL, h.Close, nil
+}
+
+// ServerArgs are the arguments of the binary that run Serve: the feed
+// server of the bench, in a process of its own so its CPU stays out of the
+// flow's figure.
+var ServerArgs = []string{"bench", "feed-server"}
+
+// itemsPerFeed is the items of every feed's document.
+const itemsPerFeed = 50
+
+// Serve serves every feed's document (feedDoc) on a free loopback port,
+// prints the server's base URL as one line to stdout, and serves until
+// stdin ends or ctx is done. args are its flags (none today).
+func Serve(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
+	fs := flag.NewFlagSet("bench feed-server", flag.ContinueOnError)
+	if err := fs.Parse(args); err != nil {
+		return err
+	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
+	base, err := feedsim.Serve(ctx, "127.0.0.1:0", http.HandlerFunc(serveFeed))
+	if err != nil {
+		return fmt.Errorf("feedbench: serve: %w", err)
+	}
+	if _, err := fmt.Fprintln(stdout, base); err != nil {
+		return err
+	}
+	go func() { _, _ = io.Copy(io.Discard, stdin); cancel() }()
+	<-ctx.Done()
+	return nil
+}
+
+// serveFeed answers /f/<n> with feed n's document.
+func serveFeed(w http.ResponseWriter, r *http.Request) {
+	n, ok := strings.CutPrefix(r.URL.Path, "/f/")
+	if _, err := strconv.Atoi(n); !ok || err != nil {
+		http.NotFound(w, r)
+		return
+	}
+	_, _ = io.WriteString(w, feedDoc(n))
+}
+
+// feedDoc is an RSS document of itemsPerFeed items unique to feed n.
+func feedDoc(n string) string {
+	var b strings.Builder
+	b.WriteString(`<?xml version="1.0"?><rss version="2.0"><channel><title>bench ` + n + `</title>`)
+	for i := range itemsPerFeed {
+		id := n + "-" + strconv.Itoa(i)
+		fmt.Fprintf(&b, `<item><guid>urn:bench:%s</guid><title>Item %s</title><link>https://example.org/%s</link><description>Body of item %s, a few words long.</description><pubDate>Mon, 02 Mar 2026 09:00:00 +0000</pubDate></item>`, id, id, id, id)
+	}
+	b.WriteString(`</channel></rss>`)
+	return b.String()
+}
+
+// Bench is `dropstream bench feed`: Run over the app's Redis.
+var Bench = flow.Bench{
+	Name: "feed",
+	Summary: "the feed flow end to end: 10k feeds of 50 items from a feed server in another process, each\n" +
+		"polled once through poll, assign, digests and delivery: items/s, CPU per item, Redis bytes per feed",
+	Help: "Measures the feed flow against the configured Redis (an empty database): every feed polled once\n" +
+		"through the whole flow, its feeds served by a process of its own so its CPU is not in the figure.",
+	Bind: bind,
+}
+
+// bind binds the target's flags and returns its run.
+func bind(fs *flag.FlagSet) flow.BenchRun {
+	var bc Config
+	benchstat.BindFlags(fs, &bc)
+	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
+		bc.Partitions, bc.Self, bc.Telemetry, bc.Progress = env.Settings.Partitions, env.Self, env.Telemetry, env.Phases
+		benchstat.Defaults(&bc)
+		server := "a feed server in another process"
+		if bc.Self == nil {
+			server = "a feed server in this process: its CPU is in the process's figure"
+		}
+		out := env.Stdout
+		fmt.Fprintf(out, "bench feed: %s, %d feeds of %d items from %s, %d pollers, %d copies per stage, %d partitions, GOMAXPROCS %d\n",
+			env.RedisName, bc.Feeds, itemsPerFeed, server, bc.Pollers, bc.Copies, bc.Partitions, runtime.GOMAXPROCS(0))
+		r, err := Run(ctx, env.Redis, bc)
+		if err != nil {
+			return err
+		}
+		fmt.Fprintf(out, "items: %d through the flow in %s = %.0f items/s; polls published %.0f/s\n", r.Items,
+			r.Elapsed.Round(time.Millisecond), float64(r.Items)/r.Elapsed.Seconds(), float64(bc.Feeds)/r.Polled.Seconds())
+		fmt.Fprintf(out, "cpu per item: %s (polls, parse and stages)\n", r.CPU)
+		fmt.Fprintf(out, "Redis bytes per feed: %d definitions, %d with the run's stream entries, %d once they are trimmed\n",
+			r.Definitions, r.Streams, r.State)
+		return nil
+	}}
 }
