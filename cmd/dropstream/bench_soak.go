@@ -20,7 +20,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/settings"
 )
 
 // The soak bench runs `demo` and `run`, idle and lightly loaded, side by
@@ -71,7 +71,7 @@ func runBenchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var c soakConfig
 	fs := flag.NewFlagSet("bench soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	benchstat.BindFlags(fs, &c)
+	settings.BindFlags(fs, &c)
 	fs.StringVar(&c.RedisServer, "redis-server", "redis-server", "redis-server to start for each `run`")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: dropstream bench soak [flags]\n\nRuns `demo` and `run` (each on a private redis-server), idle and under a light HTTP load,\n"+

@@ -21,6 +21,7 @@ import (
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -101,7 +102,7 @@ type Result struct {
 // Run loads the subscriptions into rdb (which must hold no comic
 // subscriptions unless Reuse) and measures.
 func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
-	if err := errors.Join(benchstat.Prepare("comicbench", &cfg), checkWorld(cfg.World)); err != nil {
+	if err := errors.Join(settings.Prepare("comicbench", &cfg), checkWorld(cfg.World)); err != nil {
 		return Result{}, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)

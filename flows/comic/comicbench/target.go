@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flow"
-	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/settings"
 )
 
 // Bench is `dropstream bench comic`: Run over the app's Redis, its
@@ -30,7 +30,7 @@ var Bench = flow.Bench{
 func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
 	var maxMemMB int
-	benchstat.BindFlags(fs, &bc)
+	settings.BindFlags(fs, &bc)
 	fs.IntVar(&maxMemMB, "max-redis-memory-mb", 4096, "stop when Redis used_memory passes this many MB")
 	fs.StringVar(&bc.World, "world", WorldWantList, "data distribution: "+strings.Join(Worlds, ", ")+
 		" (the first by default; see flows/comic/comicbench/world.go)")

@@ -23,6 +23,7 @@ import (
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/progress"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
@@ -73,7 +74,7 @@ func (c *countChannel) Send(context.Context, notifier.Notification) error {
 
 // Run polls every feed once through the flow on rdb's empty database.
 func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
-	if err := benchstat.Prepare("feedbench", &cfg); err != nil {
+	if err := settings.Prepare("feedbench", &cfg); err != nil {
 		return Result{}, err
 	}
 	if err := benchstat.CheckEmpty(ctx, rdb, "feedbench"); err != nil {

@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flow"
-	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/settings"
 )
 
 // Bench is `dropstream bench feed`: Run over the app's Redis.
@@ -24,10 +24,10 @@ var Bench = flow.Bench{
 // bind binds the target's flags and returns its run.
 func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
-	benchstat.BindFlags(fs, &bc)
+	settings.BindFlags(fs, &bc)
 	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
 		bc.Partitions, bc.Self, bc.Telemetry, bc.Progress = env.Settings.Partitions, env.Self, env.Telemetry, env.Phases
-		benchstat.Defaults(&bc)
+		settings.Defaults(&bc)
 		server := "a feed server in another process"
 		if bc.Self == nil {
 			server = "a feed server in this process: its CPU is in the process's figure"
