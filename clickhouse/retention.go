@@ -1,7 +1,6 @@
 package clickhouse
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,15 +8,8 @@ import (
 	"slices"
 	"time"
 
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tick"
-)
-
-// Default retention periods of RetentionConfig.
-const (
-	DefaultRetainRuns        = 7 * 24 * time.Hour
-	DefaultRetainTransitions = 30 * 24 * time.Hour
-	DefaultRetainSessions    = 2 * 365 * 24 * time.Hour
-	DefaultRetainRollups     = 2 * 365 * 24 * time.Hour
 )
 
 // RetentionConfig says how long each table keeps its rows: a partition goes
@@ -25,15 +17,15 @@ const (
 // negative period keeps the table forever.
 type RetentionConfig struct {
 	// Runs is the period of the raw runs table. Default 7 days.
-	Runs time.Duration
+	Runs time.Duration `default:"168h"`
 	// Transitions is the period of the raw transitions table. Default 30
 	// days.
-	Transitions time.Duration
+	Transitions time.Duration `default:"720h"`
 	// Sessions is the period of the sessions table. Default 2 years.
-	Sessions time.Duration
+	Sessions time.Duration `default:"17520h"`
 	// Rollups is the period of every rollup table (RollupTables). Default 2
 	// years.
-	Rollups time.Duration
+	Rollups time.Duration `default:"17520h"`
 	// Tables sets the period of other tables partitioned by toYYYYMM or
 	// toYYYYMMDD, by name.
 	Tables map[string]time.Duration
@@ -50,10 +42,7 @@ type RetentionConfig struct {
 
 // WithDefaults returns c with zero fields set to their defaults.
 func (c RetentionConfig) WithDefaults() RetentionConfig {
-	c.Runs = cmp.Or(c.Runs, DefaultRetainRuns)
-	c.Transitions = cmp.Or(c.Transitions, DefaultRetainTransitions)
-	c.Sessions = cmp.Or(c.Sessions, DefaultRetainSessions)
-	c.Rollups = cmp.Or(c.Rollups, DefaultRetainRollups)
+	settings.Defaults(&c)
 	c.Now = tick.Or(c.Now)
 	return c
 }

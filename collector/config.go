@@ -9,8 +9,8 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -18,25 +18,25 @@ import (
 type CollectorConfig struct {
 	// Jitter scales each interval by a random factor in [1-Jitter,
 	// 1+Jitter], up to 0.5. Default 0.1; NoJitter for exact intervals.
-	Jitter float64
+	Jitter float64 `default:"0.1"`
 	// NoJitter turns jitter off.
 	NoJitter bool
 	// Timeout bounds one request, response body included. Default 10s.
-	Timeout time.Duration
+	Timeout time.Duration `default:"10s"`
 	// DownAfter is the consecutive failed runs that make a source down. Default 3.
-	DownAfter int
+	DownAfter int `default:"3" range:"1..1000"`
 	// MaxBackoff caps a failing scope's delay, doubled per failure. Default 10m.
-	MaxBackoff time.Duration
+	MaxBackoff time.Duration `default:"10m"`
 	// MaxRetryAfter caps the pause a Retry-After can impose. Default 1h.
-	MaxRetryAfter time.Duration
+	MaxRetryAfter time.Duration `default:"1h"`
 	// DefaultRetryAfter is the pause after a 429 without Retry-After. Default 30s.
-	DefaultRetryAfter time.Duration
+	DefaultRetryAfter time.Duration `default:"30s"`
 	// Burst is the token-bucket size per provider host. Default 1 (even spacing).
-	Burst int
+	Burst int `default:"1" range:"1..1000"`
 	// Concurrency is the number of polls in flight in Run. Default 4.
-	Concurrency int
+	Concurrency int `default:"4" range:"1..1024"`
 	// RefreshInterval is how often Run reloads sources from Store. Default 15s.
-	RefreshInterval time.Duration
+	RefreshInterval time.Duration `default:"15s"`
 	// Store, if set, is the source of truth Run reloads; nil: Upsert and Remove.
 	Store *Store
 	// Shared, when set, lets copies share sources on this Redis: one copy
@@ -65,15 +65,7 @@ const DefaultUserAgent = "dropstream-collector/1 (+https://github.com/dropstream
 
 // WithDefaults returns c with every zero field set to its default.
 func (c CollectorConfig) WithDefaults() CollectorConfig {
-	c.Jitter = cmp.Or(c.Jitter, 0.1)
-	c.Timeout = cmp.Or(c.Timeout, 10*time.Second)
-	c.DownAfter = cmp.Or(c.DownAfter, 3)
-	c.MaxBackoff = cmp.Or(c.MaxBackoff, 10*time.Minute)
-	c.MaxRetryAfter = cmp.Or(c.MaxRetryAfter, time.Hour)
-	c.DefaultRetryAfter = cmp.Or(c.DefaultRetryAfter, 30*time.Second)
-	c.Burst = cmp.Or(c.Burst, 1)
-	c.Concurrency = cmp.Or(c.Concurrency, 4)
-	c.RefreshInterval = cmp.Or(c.RefreshInterval, 15*time.Second)
+	settings.Defaults(&c)
 	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
 	c.Egress = cmp.Or(c.Egress, egress.Default())
 	if c.HTTPClient == nil {
@@ -89,7 +81,7 @@ func (c CollectorConfig) WithDefaults() CollectorConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c CollectorConfig) Validate() error {
-	var errs []error
+	errs := []error{settings.Check("", &c)}
 	if !(c.Jitter > 0 && c.Jitter <= 0.5) {
 		errs = append(errs, fmt.Errorf("jitter %v out of range (0, 0.5]", c.Jitter))
 	}
@@ -99,9 +91,6 @@ func (c CollectorConfig) Validate() error {
 	if c.DefaultRetryAfter > c.MaxRetryAfter {
 		errs = append(errs, fmt.Errorf("default retry-after %s exceeds max retry-after %s", c.DefaultRetryAfter, c.MaxRetryAfter))
 	}
-	errs = bounds.Check(errs, "down after", c.DownAfter, 1, 1000)
-	errs = bounds.Check(errs, "burst", c.Burst, 1, 1000)
-	errs = bounds.Check(errs, "concurrency", c.Concurrency, 1, 1024)
 	if len(c.UserAgent) > 256 {
 		errs = append(errs, errors.New("user agent longer than 256 bytes"))
 	}

@@ -9,18 +9,11 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/internal/bounds"
+	"github.com/dropstream/dropstream/internal/settings"
 )
 
-// Defaults of ReleaseConfig.
-const (
-	DefaultReleaseBurst      = 5 * time.Second
-	DefaultReleaseBefore     = 2 * time.Minute
-	DefaultReleaseAfter      = 3 * time.Minute
-	DefaultReleaseMinSupport = 3
-	DefaultReleaseRefresh    = 10 * time.Minute
-	// MaxReleaseObservations bounds what one learning reads.
-	MaxReleaseObservations = 100_000
-)
+// MaxReleaseObservations bounds what one learning reads.
+const MaxReleaseObservations = 100_000
 
 // ReleaseObservation is a venue's new date's first raw open outside a baseline.
 type ReleaseObservation struct {
@@ -43,39 +36,32 @@ type ReleaseConfig struct {
 	Learner ReleaseLearner
 	// Burst is the poll interval around a learned release, MinInterval..
 	// Before. Default 5s, scaled by the jitter.
-	Burst time.Duration
+	Burst time.Duration `default:"5s"`
 	// Before and After bound the burst around a release. Default 2m and 3m.
-	Before, After time.Duration
+	Before time.Duration `default:"2m"`
+	After  time.Duration `default:"3m"`
 	// MinSupport is the number of distinct days a release minute must be
 	// seen on (within a minute) to be kept, 1..100. Default 3.
-	MinSupport int
+	MinSupport int `default:"3" range:"1..100"`
 	// Refresh is how often Run learns again. Default 10m.
-	Refresh time.Duration
+	Refresh time.Duration `default:"10m" range:"1s.."`
 	// Location is the time zone of the minutes and weekdays. Default UTC.
 	Location *time.Location
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c ReleaseConfig) WithDefaults() ReleaseConfig {
-	c.Burst = cmp.Or(c.Burst, DefaultReleaseBurst)
-	c.Before = cmp.Or(c.Before, DefaultReleaseBefore)
-	c.After = cmp.Or(c.After, DefaultReleaseAfter)
-	c.MinSupport = cmp.Or(c.MinSupport, DefaultReleaseMinSupport)
-	c.Refresh = cmp.Or(c.Refresh, DefaultReleaseRefresh)
+	settings.Defaults(&c)
 	c.Location = cmp.Or(c.Location, time.UTC)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c ReleaseConfig) Validate() error {
-	var errs []error
+	errs := []error{settings.Check("release", &c)}
 	errs = bounds.Check(errs, "release burst", c.Burst, MinInterval, c.Before)
 	if c.Before <= 0 || c.After <= 0 || c.Before+c.After > time.Hour {
 		errs = append(errs, fmt.Errorf("release window -%s..+%s: want positive bounds within an hour", c.Before, c.After))
-	}
-	errs = bounds.Check(errs, "release min support", c.MinSupport, 1, 100)
-	if c.Refresh < time.Second {
-		errs = append(errs, fmt.Errorf("release refresh %s below 1s", c.Refresh))
 	}
 	return errors.Join(errs...)
 }

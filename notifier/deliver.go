@@ -12,8 +12,8 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/trace"
 
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier/digest"
 	"github.com/dropstream/dropstream/notifier/history"
@@ -31,7 +31,6 @@ const (
 	DefaultMaxInFlight        = 64
 	DefaultMaxThrottleWait    = 2 * time.Second
 	DefaultPublicURL          = "http://localhost:8080"
-	DefaultDigestInterval     = 5 * time.Second
 	// DefaultDeliverHandlerTimeout bounds one batch call; four tries and
 	// their pauses (95s) stay below DefaultClaimIdle.
 	DefaultDeliverHandlerTimeout = 20 * time.Second
@@ -42,16 +41,16 @@ type DeliverConfig struct {
 	// Ledger configures the delivery ledger shared with every flow.
 	Ledger DeliveryLedgerConfig
 	// Concurrency bounds a batch's sends in flight. Default 64, 1..1024.
-	Concurrency int
+	Concurrency int `default:"64" range:"1..1024"`
 	// MaxInFlight bounds sends in flight across the stage's batches: a copy
 	// sends at most MaxInFlight / (answer time) per second. Default 64, 1..4096.
-	MaxInFlight int
+	MaxInFlight int `default:"64" range:"1..4096"`
 	// MaxThrottleWait bounds a throttle wait; longer fails retryably. Default 2s.
-	MaxThrottleWait time.Duration
+	MaxThrottleWait time.Duration `range:"0.."`
 	// PublicURL is the links' base. Default "http://localhost:8080".
 	PublicURL string
 	// DigestInterval is how often RunDigests looks for due windows. Default 5s.
-	DigestInterval time.Duration
+	DigestInterval time.Duration `default:"5s" range:"10ms.."`
 	// Retry configures the retries of failed sends.
 	Retry RetryConfig
 	// Runner tunes the stage. Defaults: HandlerTimeout 20s, ClaimIdle 2m,
@@ -63,12 +62,10 @@ type DeliverConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c DeliverConfig) WithDefaults() DeliverConfig {
+	settings.Defaults(&c)
 	c.Ledger = c.Ledger.WithDefaults()
-	c.Concurrency = cmp.Or(c.Concurrency, DefaultDeliverConcurrency)
-	c.MaxInFlight = cmp.Or(c.MaxInFlight, DefaultMaxInFlight)
 	c.MaxThrottleWait = cmp.Or(c.MaxThrottleWait, DefaultMaxThrottleWait)
 	c.PublicURL = cmp.Or(c.PublicURL, DefaultPublicURL)
-	c.DigestInterval = cmp.Or(c.DigestInterval, DefaultDigestInterval)
 	c.Runner.HandlerTimeout = cmp.Or(c.Runner.HandlerTimeout, DefaultDeliverHandlerTimeout)
 	c.Runner.ClaimIdle = cmp.Or(c.Runner.ClaimIdle, DefaultClaimIdle)
 	if c.Runner.Retry == (stream.RetryConfig{}) {
@@ -81,12 +78,7 @@ func (c DeliverConfig) WithDefaults() DeliverConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c DeliverConfig) Validate() error {
-	errs := []error{c.Ledger.Validate(), c.Retry.Validate()}
-	errs = bounds.Check(errs, "notifier: deliver concurrency", c.Concurrency, 1, 1024)
-	errs = bounds.Check(errs, "notifier: max in flight", c.MaxInFlight, 1, 4096)
-	if c.MaxThrottleWait < 0 || c.DigestInterval < 10*time.Millisecond {
-		errs = append(errs, errors.New("notifier: max throttle wait must not be negative, digest interval at least 10ms"))
-	}
+	errs := []error{settings.Check("notifier: deliver", &c), c.Ledger.Validate(), c.Retry.Validate()}
 	runner := c.Runner.WithDefaults(StageDeliver)
 	if err := runner.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("notifier: deliver runner: %w", err))

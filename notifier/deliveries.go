@@ -1,7 +1,6 @@
 package notifier
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -11,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/internal/script"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -65,20 +65,18 @@ const maxDeliveryKeyBytes = 512
 // DeliveryLedgerConfig configures a DeliveryLedger; zero fields take defaults.
 type DeliveryLedgerConfig struct {
 	// Name scopes the ledger keys (stream.LedgerConfig.Name). Default "notifier".
-	Name string
+	Name string `default:"notifier"`
 	// TTL keeps sent and rejected records; it must outlive every redelivery
 	// and replay, or the replay sends again. Default 30 days.
-	TTL time.Duration
+	TTL time.Duration `default:"720h"`
 	// Lease is how long a "sending" claim lasts: above the longest send and
 	// below the runner's ClaimIdle. Default 1 minute.
-	Lease time.Duration
+	Lease time.Duration `default:"1m"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c DeliveryLedgerConfig) WithDefaults() DeliveryLedgerConfig {
-	c.Name = cmp.Or(c.Name, DefaultLedgerName)
-	c.TTL = cmp.Or(c.TTL, DefaultDeliveryTTL)
-	c.Lease = cmp.Or(c.Lease, DefaultSendLease)
+	settings.Defaults(&c)
 	return c
 }
 

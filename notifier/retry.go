@@ -1,7 +1,6 @@
 package notifier
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -9,9 +8,9 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/internal/script"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
@@ -23,47 +22,31 @@ const RetryService = "notifier-retries"
 // MetaAttempt is the metadata field of a request's attempt (absent: 1).
 const MetaAttempt = "notify.attempt"
 
-// Defaults of RetryConfig.
-const (
-	DefaultRetryMaxAttempts  = 8
-	DefaultRetryInitial      = time.Second
-	DefaultRetryMax          = 5 * time.Minute
-	DefaultRetryPollInterval = 250 * time.Millisecond
-)
-
 // RetryConfig configures retries: a jittered pause doubling from Initial
 // to Max, honouring Retry-After, then the dead letter. Zero takes defaults.
 type RetryConfig struct {
 	// MaxAttempts is the tries before the dead letter. Default 8, range 1..100.
-	MaxAttempts int
+	MaxAttempts int `default:"8" range:"1..100"`
 	// Initial is the pause after the first failed attempt. Default 1s.
-	Initial time.Duration
+	Initial time.Duration `default:"1s" range:"1ms.."`
 	// Max caps the doubling pause. Default 5m.
-	Max time.Duration
+	Max time.Duration `range:"Initial..24h"`
 	// PollInterval is how often RunRetries looks for due retries. Default 250ms.
-	PollInterval time.Duration
+	PollInterval time.Duration `default:"250ms" range:"1ms..1m"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c RetryConfig) WithDefaults() RetryConfig {
-	c.MaxAttempts = cmp.Or(c.MaxAttempts, DefaultRetryMaxAttempts)
-	c.Initial = cmp.Or(c.Initial, DefaultRetryInitial)
+	settings.Defaults(&c)
 	if c.Max == 0 {
-		c.Max = max(DefaultRetryMax, c.Initial)
+		c.Max = max(5*time.Minute, c.Initial)
 	}
-	c.PollInterval = cmp.Or(c.PollInterval, DefaultRetryPollInterval)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c RetryConfig) Validate() error {
-	var errs []error
-	errs = bounds.Check(errs, "notifier: retry max attempts", c.MaxAttempts, 1, 100)
-	if c.Initial < time.Millisecond || c.Max < c.Initial || c.Max > 24*time.Hour {
-		errs = append(errs, fmt.Errorf("notifier: retry pauses %s..%s: want 1ms <= initial <= max <= 24h", c.Initial, c.Max))
-	}
-	errs = bounds.CheckText(errs, "notifier: retry poll interval", c.PollInterval, time.Millisecond, time.Minute, "1ms..1m")
-	return errors.Join(errs...)
+	return settings.Check("notifier: retry", &c)
 }
 
 // Delay is the pause after failed attempt (1-based): min(Initial ×

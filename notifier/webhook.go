@@ -15,19 +15,15 @@ import (
 	"github.com/valyala/fasthttp"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/ratelimit"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Defaults of WebhookConfig.
-const (
-	DefaultWebhookTimeout   = 5 * time.Second
-	DefaultMaxResponseBytes = 64 << 10
-	DefaultUserAgent        = "dropstream-webhook/1"
-)
+// DefaultUserAgent is WebhookConfig.UserAgent's default.
+const DefaultUserAgent = "dropstream-webhook/1"
 
 // maxConns bounds the connections to one receiver: above every send in
 // flight (DeliverConfig.MaxInFlight), so none waits for another's.
@@ -41,9 +37,9 @@ const maxIdle = 4 * time.Second
 // WebhookConfig configures the webhook channel. Zero fields take defaults.
 type WebhookConfig struct {
 	// Timeout bounds one request and its answer. Default 5s.
-	Timeout time.Duration
+	Timeout time.Duration `default:"5s" range:"1ms..5m"`
 	// MaxResponseBytes bounds the answer read (and dropped). Default 64 KiB.
-	MaxResponseBytes int64
+	MaxResponseBytes int64 `default:"64KiB" range:"1..16MiB"`
 	// UserAgent is the User-Agent header. Default "dropstream-webhook/1".
 	UserAgent string
 	// Egress is the policy of receivers' addresses. Default egress.Default().
@@ -58,8 +54,7 @@ type WebhookConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c WebhookConfig) WithDefaults() WebhookConfig {
-	c.Timeout = cmp.Or(c.Timeout, DefaultWebhookTimeout)
-	c.MaxResponseBytes = cmp.Or(c.MaxResponseBytes, DefaultMaxResponseBytes)
+	settings.Defaults(&c)
 	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
 	c.Egress = cmp.Or(c.Egress, egress.Default())
 	c.Propagator = cmp.Or[propagation.TextMapPropagator](c.Propagator, propagation.TraceContext{})
@@ -69,10 +64,7 @@ func (c WebhookConfig) WithDefaults() WebhookConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c WebhookConfig) Validate() error {
-	var errs []error
-	errs = bounds.CheckText(errs, "notifier: webhook timeout", c.Timeout, time.Millisecond, 5*time.Minute, "1ms..5m")
-	errs = bounds.CheckText(errs, "notifier: webhook max response bytes", c.MaxResponseBytes, 1, 16<<20, "1..16MiB")
-	return errors.Join(errs...)
+	return settings.Check("notifier: webhook", &c)
 }
 
 // WebhookChannel posts notifications as signed JSON to the recipient's URL.

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/internal/settings"
 )
 
 // RunnerConfig tunes a stage runner. Zero fields take the defaults
@@ -28,46 +29,46 @@ type RunnerConfig struct {
 	// characters. Default "".
 	Instance string
 	// Copy is this copy's index in the process. Default 0.
-	Copy int
+	Copy int `range:"0.."`
 	// ConsumerLease is how long the hold on the consumer name lasts
 	// unrenewed. It is renewed every ConsumerLease/3; the copy reads only
 	// while its last renewal is younger than that. Default 15s.
-	ConsumerLease time.Duration
+	ConsumerLease time.Duration `default:"15s" range:"3ms.."`
 	// ConsumerIdle is how long a consumer with nothing pending may idle
 	// before it is deleted. Default 10m; at least 2 × Block.
-	ConsumerIdle time.Duration
+	ConsumerIdle time.Duration `default:"10m"`
 	// BatchSize is a read's COUNT. Default 256, at most MaxBatchSize.
-	BatchSize int
+	BatchSize int `default:"256"`
 	// ReadBytes bounds a read's reply size, judged by the partition's last
 	// entries. Default 128 KiB, from MinReadBytes to MaxReadBytes.
 	ReadBytes int
 	// Block is how long a read waits for new entries, and so how long
 	// shutdown waits for an idle read. Default 1s.
-	Block time.Duration
+	Block time.Duration `default:"1s" range:"1ms.."`
 	// ClaimInterval is how often stale pending entries are claimed. Default 5s.
-	ClaimInterval time.Duration
+	ClaimInterval time.Duration `default:"5s"`
 	// ClaimIdle is how long an entry stays pending before redelivery; it
 	// must exceed the longest delivery (tries × HandlerTimeout plus retry
 	// pauses). Default 30s.
-	ClaimIdle time.Duration
+	ClaimIdle time.Duration `default:"30s"`
 	// MaxDeliveries is how many deliveries a message gets before it is
 	// dead-lettered. Default 5.
-	MaxDeliveries int
+	MaxDeliveries int `default:"5" range:"1.."`
 	// HandlerTimeout bounds one handler call. Default 5s.
-	HandlerTimeout time.Duration
+	HandlerTimeout time.Duration `default:"5s"`
 	// Retry configures in-process retries before a message is left pending.
 	Retry RetryConfig
 	// Partitions restricts this copy to some partitions. Default: all.
 	Partitions []int
 	// StatsInterval is how often lag, pending and dead letters are
 	// sampled. Default 2s.
-	StatsInterval time.Duration
+	StatsInterval time.Duration `default:"2s"`
 	// ControlInterval is how often the copy checks whether its stage is
 	// paused (Control). Default 1s.
-	ControlInterval time.Duration
+	ControlInterval time.Duration `default:"1s"`
 	// ErrorBackoff caps the pause after a Redis error, which starts at
 	// 50ms. Default 2s.
-	ErrorBackoff time.Duration
+	ErrorBackoff time.Duration `default:"2s"`
 }
 
 // RetryConfig configures in-process retries of a failing handler, within
@@ -92,18 +93,8 @@ func (c RunnerConfig) WithDefaults(stage string) RunnerConfig {
 	if c.Consumer == "" {
 		c.Consumer = DefaultConsumerName()
 	}
-	c.ConsumerLease = cmp.Or(c.ConsumerLease, 15*time.Second)
-	c.ConsumerIdle = cmp.Or(c.ConsumerIdle, 10*time.Minute)
-	c.BatchSize = cmp.Or(c.BatchSize, 256)
+	settings.Defaults(&c)
 	c.ReadBytes = cmp.Or(c.ReadBytes, DefaultReadBytes)
-	c.Block = cmp.Or(c.Block, time.Second)
-	c.ClaimInterval = cmp.Or(c.ClaimInterval, 5*time.Second)
-	c.ClaimIdle = cmp.Or(c.ClaimIdle, 30*time.Second)
-	c.MaxDeliveries = cmp.Or(c.MaxDeliveries, 5)
-	c.HandlerTimeout = cmp.Or(c.HandlerTimeout, 5*time.Second)
-	c.StatsInterval = cmp.Or(c.StatsInterval, 2*time.Second)
-	c.ErrorBackoff = cmp.Or(c.ErrorBackoff, 2*time.Second)
-	c.ControlInterval = cmp.Or(c.ControlInterval, time.Second)
 	c.Retry = c.Retry.withDefaults()
 	return c
 }
@@ -121,19 +112,15 @@ func (c RetryConfig) withDefaults() RetryConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c RunnerConfig) Validate() error {
-	errs := bounds.Require(nil, c.Group != "" && c.Consumer != "", "group and consumer must be set")
+	errs := bounds.Require([]error{settings.Check("", &c)}, c.Group != "" && c.Consumer != "", "group and consumer must be set")
 	errs = bounds.Check(errs, "batch size", c.BatchSize, 1, MaxBatchSize)
 	errs = bounds.Check(errs, "read bytes", c.ReadBytes, MinReadBytes, MaxReadBytes)
-	errs = bounds.Require(errs, c.Block >= time.Millisecond, "block %s below 1ms", c.Block)
 	errs = bounds.Require(errs, c.ClaimInterval > 0, "claim interval %s must be positive", c.ClaimInterval)
 	errs = bounds.Require(errs, c.ClaimIdle > c.worstDelivery(), "claim idle %s must exceed the longest delivery %s (handler timeout %s × %d tries, plus retry pauses)",
 		c.ClaimIdle, c.worstDelivery(), c.HandlerTimeout, c.tries())
-	errs = bounds.Require(errs, c.MaxDeliveries >= 1, "max deliveries %d must be at least 1", c.MaxDeliveries)
 	errs = bounds.Require(errs, c.HandlerTimeout > 0, "handler timeout %s must be positive", c.HandlerTimeout)
 	errs = bounds.Require(errs, len(c.Instance) <= maxInstanceLen && !strings.ContainsFunc(c.Instance, func(r rune) bool { return unicode.IsSpace(r) || unicode.IsControl(r) }),
 		"instance %q: want at most %d bytes without spaces or control characters", clip.String(c.Instance, maxInstanceLen), maxInstanceLen)
-	errs = bounds.Require(errs, c.Copy >= 0, "copy %d must not be negative", c.Copy)
-	errs = bounds.Require(errs, c.ConsumerLease >= 3*time.Millisecond, "consumer lease %s below 3ms", c.ConsumerLease)
 	errs = bounds.Require(errs, c.ConsumerIdle >= 2*c.Block, "consumer idle %s below twice the block %s", c.ConsumerIdle, c.Block)
 	errs = bounds.Require(errs, c.StatsInterval > 0 && c.ErrorBackoff > 0 && c.ControlInterval > 0,
 		"stats interval, control interval and error backoff must be positive")

@@ -1,12 +1,12 @@
 package writer
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"time"
 
 	"github.com/dropstream/dropstream/internal/bounds"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer/sink"
 )
@@ -23,48 +23,37 @@ const (
 	DefaultPartitions  = 8
 	DefaultMaxSessions = 100
 	DefaultMaxScan     = 10_000
-	// DefaultRetainAfterDate is how long entities are kept after their date.
-	DefaultRetainAfterDate = 7 * 24 * time.Hour
 	// DefaultAnalyticsBatchSize is the analytics stages' read batch.
 	DefaultAnalyticsBatchSize = 5000
 	// DefaultTransitionsBatchSize is the transitions stage's read batch: 5,000
 	// cost twice the CPU, 500 a quarter more (BENCHMARKS.md, "the long backlog").
 	DefaultTransitionsBatchSize = 1000
-	// DefaultReadAhead is the copies of each analytics stage.
-	DefaultReadAhead = 2
 )
 
 // ProjectionConfig configures the projection. Zero fields take the defaults.
 type ProjectionConfig struct {
 	// Partitions of the availability topics, as deployed. Default 8.
-	Partitions int
+	Partitions int `default:"8"`
 	// MaxSessions is how many sessions are kept per entity. Default 100.
-	MaxSessions int
+	MaxSessions int `default:"100" range:"1..10000"`
 	// MaxScan bounds the index entries one unprefixed List scans. Default 10,000.
-	MaxScan int
+	MaxScan int `default:"10000" range:"1.."`
 	// RetainAfterDate keeps a dated entity this long after its date ends.
 	// Default 7 days; negative keeps it forever.
-	RetainAfterDate time.Duration
+	RetainAfterDate time.Duration `default:"168h"`
 	// Runner tunes the stage's runner (stream defaults).
 	Runner stream.RunnerConfig
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c ProjectionConfig) WithDefaults() ProjectionConfig {
-	c.Partitions = cmp.Or(c.Partitions, DefaultPartitions)
-	c.MaxSessions = cmp.Or(c.MaxSessions, DefaultMaxSessions)
-	c.MaxScan = cmp.Or(c.MaxScan, DefaultMaxScan)
-	c.RetainAfterDate = cmp.Or(c.RetainAfterDate, DefaultRetainAfterDate)
+	settings.Defaults(&c)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c ProjectionConfig) Validate() error {
-	errs := bounds.Check(nil, "writer: partitions", c.Partitions, 1, stream.MaxPartitions)
-	errs = bounds.Check(errs, "writer: max sessions", c.MaxSessions, 1, 10_000)
-	if c.MaxScan < 1 {
-		errs = append(errs, fmt.Errorf("writer: max scan %d must be positive", c.MaxScan))
-	}
+	errs := bounds.Check([]error{settings.Check("writer", &c)}, "writer: partitions", c.Partitions, 1, stream.MaxPartitions)
 	if err := c.Runner.WithDefaults(StageProjection).Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("writer: runner: %w", err))
 	}
@@ -76,26 +65,24 @@ func (c ProjectionConfig) Validate() error {
 // cost less per row (BENCHMARKS.md).
 type AnalyticsConfig struct {
 	// Partitions of the availability topics, as deployed. Default 8.
-	Partitions int
+	Partitions int `default:"8"`
 	// Batching says when the batchers flush.
 	sink.Batching
 	// ReadAhead is the copies of each stage sharing its batcher. Default 2,
 	// at most sink.MaxReadAhead.
-	ReadAhead int
+	ReadAhead int `default:"2"`
 	// Runner tunes both stages' runners, defaulted by sink.BatchRunner.
 	Runner stream.RunnerConfig
 	// TransitionsBatchSize replaces Runner.BatchSize for the transitions
 	// stage. Default 1,000, at most stream.MaxBatchSize.
-	TransitionsBatchSize int
+	TransitionsBatchSize int `default:"1000"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c AnalyticsConfig) WithDefaults() AnalyticsConfig {
-	c.Partitions = cmp.Or(c.Partitions, DefaultPartitions)
-	c.ReadAhead = cmp.Or(c.ReadAhead, DefaultReadAhead)
+	settings.Defaults(&c)
 	c.Batching = c.Batching.WithDefaults()
 	c.Runner = sink.BatchRunner(c.Runner, DefaultAnalyticsBatchSize)
-	c.TransitionsBatchSize = cmp.Or(c.TransitionsBatchSize, DefaultTransitionsBatchSize)
 	return c
 }
 

@@ -19,6 +19,7 @@ import (
 	availflow "github.com/dropstream/dropstream/flows/avail"
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/progress"
+	"github.com/dropstream/dropstream/internal/settings"
 )
 
 // apiBenchConfig is what `bench api` measures.
@@ -47,13 +48,13 @@ func runBenchAPI(ctx context.Context, args []string, stdout, stderr io.Writer) e
 	fs := flagSet("bench api", "Serves the API as `demo` does (every stage and the demo data) and loads its most called read routes\n"+
 		"and one write route from a separate process: requests/s at saturation, p50/p99 at a fixed rate, CPU per request.", stderr, &cfg, "json")
 	var bc apiBenchConfig
-	benchstat.BindFlags(fs.FlagSet, &bc)
+	settings.BindFlags(fs.FlagSet, &bc)
 	gauge := fs.Int("gauge-messages", 100_000, "messages of the plain go-redis gauge run before the bench (0: no gauge)")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the server process to this file")
 	if err := fs.parse(args); err != nil {
 		return err
 	}
-	if err := benchstat.Check("bench api", &bc); err != nil {
+	if err := settings.Check("bench api", &bc); err != nil {
 		return err
 	}
 	fmt.Fprint(stdout, fs.benchSettings())

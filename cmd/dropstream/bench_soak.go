@@ -21,7 +21,7 @@ import (
 	"github.com/prometheus/procfs"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tick"
 )
 
@@ -73,7 +73,7 @@ func runBenchSoak(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var c soakConfig
 	fs := flag.NewFlagSet("bench soak", flag.ContinueOnError)
 	fs.SetOutput(stderr)
-	benchstat.BindFlags(fs, &c)
+	settings.BindFlags(fs, &c)
 	fs.StringVar(&c.RedisServer, "redis-server", "redis-server", "redis-server to start for each `run`")
 	fs.Usage = func() {
 		fmt.Fprintln(stderr, "Usage: dropstream bench soak [flags]\n\nRuns `demo` and `run` (each on a private redis-server), idle and under a light HTTP load,\n"+

@@ -16,6 +16,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/progress"
+	"github.com/dropstream/dropstream/internal/settings"
 	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/stream/streambench"
@@ -49,7 +50,7 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 	fs := flagSet("bench stream", "Measures the stream runtime against the configured Redis, beside plain go-redis on the same Redis in the same run.", stderr, &cfg, "json")
 	fs.IntVar(&bc.Messages, "messages", 500000, "messages of each throughput run")
 	fs.IntVar(&bc.ReadBytes, "read-bytes", stream.DefaultReadBytes, "the stage's ReadBytes: its reads ask for about this many bytes of entries")
-	benchstat.BindFlags(fs.FlagSet, &bc)
+	settings.BindFlags(fs.FlagSet, &bc)
 	fs.StringVar(&modes, "modes", strings.Join(benchStreamModes, ","), "throughput runs: plain (go-redis alone), none (runtime, no telemetry), carried (no telemetry, messages carrying a trace context), sampled (1% of traces, all metrics), traced (every message traced, all metrics)")
 	fs.IntVar(&rounds, "rounds", 1, "times to run the modes, every other time in reverse order; with more than one, the medians of the rounds' ratios follow")
 	cpuProfile := fs.String("cpuprofile", "", "write a CPU profile of the runs to this file")

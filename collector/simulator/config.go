@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/internal/bounds"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tick"
 )
 
@@ -42,7 +43,7 @@ type Config struct {
 	Seed uint64
 	// Venues is the number of venues, 1..MaxVenues, with ids 1001+i.
 	// Default 4.
-	Venues int
+	Venues int `default:"4"`
 	// Dates are the days with availability, as YYYY-MM-DD. Default
 	// 2026-11-20, 2026-11-21 and 2026-11-22. Other days have no slots.
 	Dates []string
@@ -51,19 +52,19 @@ type Config struct {
 	PartySizes []int
 	// SlotsPerVenue is the number of times per venue, date and party size,
 	// 1..MaxSlotsPerVenue: 17:00, 17:15, and so on. Default 8.
-	SlotsPerVenue int
+	SlotsPerVenue int `default:"8"`
 	// OpenFraction is the fraction of slots open at tick 0, in (0, 1].
 	// Default 0.5.
-	OpenFraction float64
+	OpenFraction float64 `default:"0.5"`
 	// Churn is the fraction of the slots that are not flapping which flip
 	// (open ↔ closed) at each tick, chosen at random, 0..1. Default 0.
-	Churn float64
+	Churn float64 `range:"0..1"`
 	// Flap is the fraction of all slots, chosen once at the start, that
 	// toggle at every tick, 0..1. Default 0.
-	Flap float64
+	Flap float64 `range:"0..1"`
 	// AutoTick, when positive, makes Start tick the model at that interval
 	// (for the demo). Default 0: the model changes only on Tick or Advance.
-	AutoTick time.Duration
+	AutoTick time.Duration `range:"0.."`
 	// Releases hold back a venue's date until Release.At. Default none.
 	Releases []Release
 	// Now is the simulator's clock, read to tell whether a release is out.
@@ -73,15 +74,13 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	c.Venues = cmp.Or(c.Venues, 4)
+	settings.Defaults(&c)
 	if len(c.Dates) == 0 {
 		c.Dates = []string{"2026-11-20", "2026-11-21", "2026-11-22"}
 	}
 	if len(c.PartySizes) == 0 {
 		c.PartySizes = []int{2, 4}
 	}
-	c.SlotsPerVenue = cmp.Or(c.SlotsPerVenue, 8)
-	c.OpenFraction = cmp.Or(c.OpenFraction, 0.5)
 	c.Now = tick.Or(c.Now)
 	return c
 }
@@ -89,7 +88,7 @@ func (c Config) WithDefaults() Config {
 // Validate reports every invalid field of c once defaults are applied.
 func (c Config) Validate() error {
 	c = c.WithDefaults()
-	var errs []error
+	errs := []error{settings.Check("", &c)}
 	errs = bounds.Check(errs, "venues", c.Venues, 1, MaxVenues)
 	for _, d := range c.Dates {
 		if _, err := time.Parse(time.DateOnly, d); err != nil || len(d) != 10 {
@@ -111,12 +110,6 @@ func (c Config) Validate() error {
 	}
 	if !(c.OpenFraction > 0 && c.OpenFraction <= 1) {
 		errs = append(errs, fmt.Errorf("open fraction %v out of range (0, 1]", c.OpenFraction))
-	}
-	if !(c.Churn >= 0 && c.Churn <= 1) || !(c.Flap >= 0 && c.Flap <= 1) {
-		errs = append(errs, fmt.Errorf("churn %v and flap %v must be within 0..1", c.Churn, c.Flap))
-	}
-	if c.AutoTick < 0 {
-		errs = append(errs, fmt.Errorf("auto tick %s is negative", c.AutoTick))
 	}
 	if len(c.Releases) > MaxReleases {
 		errs = append(errs, fmt.Errorf("%d releases exceed %d", len(c.Releases), MaxReleases))

@@ -19,6 +19,7 @@ import (
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier"
@@ -121,7 +122,7 @@ func fieldStatsKey(field string) string { return fieldStatsPfx + field }
 // Config configures the comic flow. Zero fields take their defaults.
 type Config struct {
 	// Partitions of the flow's topics, fixed for a deployment. Default 8.
-	Partitions int
+	Partitions int `default:"8"`
 	// Store configures the subscriptions.
 	Store StoreConfig
 	// Delivery configures the default destination.
@@ -139,7 +140,7 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	c.Partitions = cmp.Or(c.Partitions, 8)
+	settings.Defaults(&c)
 	c.Store = c.Store.WithDefaults()
 	c.Holds = c.Holds.WithDefaults()
 	c.Ledger.Name = cmp.Or(c.Ledger.Name, "comic-notify")

@@ -21,6 +21,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
@@ -32,27 +33,24 @@ const MaxHoldWindow = 24 * time.Hour
 // HoldConfig configures purchase holds. Zero fields take their defaults.
 type HoldConfig struct {
 	// Window is a wave's hold when its listing sets none. Default 10 minutes.
-	Window time.Duration
+	Window time.Duration `default:"10m"`
 	// WaveSize is the subscriptions told per wave, 1..MaxRequestBatch. Default 20.
-	WaveSize int
+	WaveSize int `default:"20"`
 	// Poll is how often ServiceWaves looks for holds that ended. Default 1s.
-	Poll time.Duration
+	Poll time.Duration `default:"1s" range:"1ns.."`
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c HoldConfig) WithDefaults() HoldConfig {
-	c.Window = cmp.Or(c.Window, 10*time.Minute)
-	c.WaveSize = cmp.Or(c.WaveSize, 20)
-	c.Poll = cmp.Or(c.Poll, time.Second)
+	settings.Defaults(&c)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c HoldConfig) Validate() error {
-	var errs []error
+	errs := []error{settings.Check("comic: hold", &c)}
 	errs = bounds.CheckText(errs, "comic: hold window", c.Window, time.Second, MaxHoldWindow, "1s.."+MaxHoldWindow.String())
 	errs = bounds.Check(errs, "comic: wave size", c.WaveSize, 1, MaxRequestBatch)
-	errs = bounds.AtLeast(errs, "comic: hold poll", c.Poll, time.Nanosecond)
 	return errors.Join(errs...)
 }
 

@@ -17,9 +17,9 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/internal/script"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/tick"
 )
@@ -57,28 +57,24 @@ type Subscription struct {
 // StoreConfig configures a Store.
 type StoreConfig struct {
 	// MaxPerEmail bounds one tenant's subscriptions of one email. Default 1000.
-	MaxPerEmail int
+	MaxPerEmail int `default:"1000" range:"1..100000"`
 	// BloatThreshold is the index set size past which a new shard starts,
 	// so no SMEMBERS blocks Redis long. Default 10000.
-	BloatThreshold int
+	BloatThreshold int `default:"10000" range:"1.."`
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c StoreConfig) WithDefaults() StoreConfig {
-	c.MaxPerEmail = cmp.Or(c.MaxPerEmail, 1000)
-	c.BloatThreshold = cmp.Or(c.BloatThreshold, 10000)
+	settings.Defaults(&c)
 	c.Now = tick.Or(c.Now)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c StoreConfig) Validate() error {
-	var errs []error
-	errs = bounds.Check(errs, "comic: max per email", c.MaxPerEmail, 1, 100000)
-	errs = bounds.AtLeast(errs, "comic: bloat threshold", c.BloatThreshold, 1)
-	return errors.Join(errs...)
+	return settings.Check("comic", &c)
 }
 
 // Store keeps subscriptions and their indexes in Redis:

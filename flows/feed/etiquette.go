@@ -1,13 +1,13 @@
 package feed
 
 import (
-	"cmp"
 	"errors"
 	"slices"
 	"time"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
 	"github.com/dropstream/dropstream/internal/bounds"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -16,39 +16,30 @@ import (
 type EtiquetteConfig struct {
 	// MinInterval is the shortest adaptive interval (a shorter PollEvery
 	// stays the floor). Default 1m.
-	MinInterval time.Duration
+	MinInterval time.Duration `default:"1m"`
 	// MaxInterval caps every delay taken from a feed: cache headers, <ttl>,
 	// skip hours and days, and the adaptive interval. Default 24h.
-	MaxInterval time.Duration
+	MaxInterval time.Duration `default:"24h" range:"MinInterval..720h"`
 	// History is how many latest arrivals the adaptive interval uses; it
 	// adapts from the third on. Default 16.
-	History int
+	History int `default:"16" range:"3..1000"`
 	// HostSpacing is the least time between two requests to one host across
 	// every poller copy (pollgate.Pacer). Default 200ms.
-	HostSpacing time.Duration
+	HostSpacing time.Duration `default:"200ms" range:"1ms..1h"`
 	// DeadAfter is how many failed polls in a row halt a feed as dead; its
 	// subscribers are told once. Default 10.
-	DeadAfter int
+	DeadAfter int `default:"10" range:"1..10000"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c EtiquetteConfig) WithDefaults() EtiquetteConfig {
-	c.MinInterval = cmp.Or(c.MinInterval, time.Minute)
-	c.MaxInterval = cmp.Or(c.MaxInterval, 24*time.Hour)
-	c.History = cmp.Or(c.History, 16)
-	c.HostSpacing = cmp.Or(c.HostSpacing, 200*time.Millisecond)
-	c.DeadAfter = cmp.Or(c.DeadAfter, 10)
+	settings.Defaults(&c)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c EtiquetteConfig) Validate() error {
-	var errs []error
-	errs = bounds.Check(errs, "feed etiquette: min interval", c.MinInterval, MinPollEvery, MaxPollEvery)
-	errs = bounds.CheckText(errs, "feed etiquette: max interval", c.MaxInterval, c.MinInterval, 30*24*time.Hour, "min interval..720h")
-	errs = bounds.Check(errs, "feed etiquette: history", c.History, 3, 1000)
-	errs = bounds.CheckText(errs, "feed etiquette: host spacing", c.HostSpacing, time.Millisecond, time.Hour, "1ms..1h")
-	errs = bounds.Check(errs, "feed etiquette: dead after", c.DeadAfter, 1, 10000)
+	errs := bounds.Check([]error{settings.Check("feed etiquette", &c)}, "feed etiquette: min interval", c.MinInterval, MinPollEvery, MaxPollEvery)
 	return errors.Join(errs...)
 }
 

@@ -4,7 +4,6 @@ import (
 	"cmp"
 	"context"
 	"errors"
-	"fmt"
 	"log/slog"
 	"net/http"
 	"time"
@@ -16,6 +15,7 @@ import (
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/quota"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -48,14 +48,14 @@ type Deps struct {
 // Config configures the flow. Zero fields take their defaults.
 type Config struct {
 	// Partitions of the feed topics. Default 8.
-	Partitions int
+	Partitions int `default:"8"`
 	// PublicURL is the API's base URL for opt-in links (/v1/confirm/<token>).
 	// Default "http://localhost:8080".
-	PublicURL string
+	PublicURL string `default:"http://localhost:8080"`
 	// AssignLimit bounds the items one poll message assigns. Default 1000.
-	AssignLimit int
+	AssignLimit int `default:"1000" range:"1..100000"`
 	// CollectionItems completes a daily or weekly collection early. Default 1000.
-	CollectionItems int
+	CollectionItems int `default:"1000" range:"1..10000"`
 	// Egress is the fetches' policy (unless PollerConfig.Fetch sets one); the
 	// routes refuse URLs whose host it denies. Default: egress.Default().
 	Egress *egress.Policy
@@ -65,7 +65,7 @@ type Config struct {
 	MeterProvider metric.MeterProvider
 	// MaxFeedsPerCaller and MaxSubscriptionsPerCaller cap what each API caller
 	// creates (FeedQuota, SubscriptionQuota). 0: no cap.
-	MaxFeedsPerCaller, MaxSubscriptionsPerCaller int
+	MaxFeedsPerCaller, MaxSubscriptionsPerCaller int `range:"0.."`
 	// Etiquette bounds polling: cache headers and hints, the adaptive
 	// interval, per-host spacing, dead feeds.
 	Etiquette EtiquetteConfig
@@ -77,10 +77,7 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	c.Partitions = cmp.Or(c.Partitions, 8)
-	c.PublicURL = cmp.Or(c.PublicURL, "http://localhost:8080")
-	c.AssignLimit = cmp.Or(c.AssignLimit, 1000)
-	c.CollectionItems = cmp.Or(c.CollectionItems, 1000)
+	settings.Defaults(&c)
 	c.Egress = cmp.Or(c.Egress, egress.Default())
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.MeterProvider = cmp.Or(c.MeterProvider, gotel.GetMeterProvider())
@@ -92,16 +89,9 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
-	var errs []error
-	errs = bounds.Check(errs, "feed: partitions", c.Partitions, 1, stream.MaxPartitions)
-	errs = bounds.Check(errs, "feed: assign limit", c.AssignLimit, 1, 100000)
-	errs = bounds.Check(errs, "feed: collection items", c.CollectionItems, 1, 10000)
+	errs := bounds.Check([]error{settings.Check("feed", &c)}, "feed: partitions", c.Partitions, 1, stream.MaxPartitions)
 	if len(c.PublicURL) > 512 {
 		errs = append(errs, errors.New("feed: public URL too long"))
-	}
-	if c.MaxFeedsPerCaller < 0 || c.MaxSubscriptionsPerCaller < 0 {
-		errs = append(errs, fmt.Errorf("feed: caps per caller %d feeds, %d subscriptions: want 0 (none) or more",
-			c.MaxFeedsPerCaller, c.MaxSubscriptionsPerCaller))
 	}
 	errs = append(errs, c.Etiquette.Validate(), c.WebSub.Validate())
 	return errors.Join(errs...)

@@ -12,10 +12,10 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/pollgate"
 	"github.com/dropstream/dropstream/internal/recordstore"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -29,11 +29,11 @@ type PollerConfig struct {
 	// Fetch configures the fetcher (timeouts, size, redirects, politeness).
 	Fetch poll.Config
 	// Concurrency is how many feeds are fetched at once. Default 16.
-	Concurrency int
+	Concurrency int `default:"16" range:"1..1024"`
 	// Refresh is how often the feed list is reloaded. Default 10s.
-	Refresh time.Duration
+	Refresh time.Duration `default:"10s" range:"10ms.."`
 	// MaxBackoff caps the pause after consecutive failures. Default 6h.
-	MaxBackoff time.Duration
+	MaxBackoff time.Duration `default:"6h" range:"1s.."`
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 	// Owner names this copy in the poll gates. Default stream.DefaultConsumerName().
@@ -43,9 +43,7 @@ type PollerConfig struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c PollerConfig) WithDefaults() PollerConfig {
 	c.Fetch = c.Fetch.WithDefaults()
-	c.Concurrency = cmp.Or(c.Concurrency, 16)
-	c.Refresh = cmp.Or(c.Refresh, 10*time.Second)
-	c.MaxBackoff = cmp.Or(c.MaxBackoff, 6*time.Hour)
+	settings.Defaults(&c)
 	c.Now = tick.Or(c.Now)
 	if c.Owner == "" {
 		c.Owner = stream.DefaultConsumerName()
@@ -55,10 +53,7 @@ func (c PollerConfig) WithDefaults() PollerConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c PollerConfig) Validate() error {
-	errs := bounds.Check([]error{c.Fetch.Validate()}, "feed poller: concurrency", c.Concurrency, 1, 1024)
-	errs = bounds.AtLeast(errs, "feed poller: refresh", c.Refresh, 10*time.Millisecond)
-	errs = bounds.AtLeast(errs, "feed poller: max backoff", c.MaxBackoff, time.Second)
-	return errors.Join(errs...)
+	return errors.Join(c.Fetch.Validate(), settings.Check("feed poller", &c))
 }
 
 // PollStatus is the outcome of a feed's latest poll.

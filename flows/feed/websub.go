@@ -24,9 +24,9 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/recordstore"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -55,42 +55,30 @@ type WebSubConfig struct {
 	// must be reachable by hubs at Config.PublicURL + WebSubPath.
 	Disabled bool
 	// Lease is the lease asked of hubs. Default 10 days.
-	Lease time.Duration
+	Lease time.Duration `default:"240h" range:"1m..8760h"`
 	// RenewBefore renews a lease this long before expiry (at most half of
 	// it). Default 1h.
-	RenewBefore time.Duration
+	RenewBefore time.Duration `default:"1h" range:"1s.."`
 	// Fallback is how often a pushed feed is still polled. Default 6h.
-	Fallback time.Duration
+	Fallback time.Duration `default:"6h" range:"1m..720h"`
 	// Retry is the wait before re-asking after an unverified or denied
 	// request. Default 15m.
-	Retry time.Duration
+	Retry time.Duration `default:"15m" range:"1s.."`
 	// MaxBodyBytes bounds a pushed body. Default 1 MiB.
-	MaxBodyBytes int
+	MaxBodyBytes int `default:"1MiB" range:"1KiB..16MiB"`
 	// Timeout bounds a subscription request to a hub. Default 10s.
-	Timeout time.Duration
+	Timeout time.Duration `default:"10s" range:"10ms..1m"`
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c WebSubConfig) WithDefaults() WebSubConfig {
-	c.Lease = cmp.Or(c.Lease, 10*24*time.Hour)
-	c.RenewBefore = cmp.Or(c.RenewBefore, time.Hour)
-	c.Fallback = cmp.Or(c.Fallback, 6*time.Hour)
-	c.Retry = cmp.Or(c.Retry, 15*time.Minute)
-	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 1<<20)
-	c.Timeout = cmp.Or(c.Timeout, 10*time.Second)
+	settings.Defaults(&c)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c WebSubConfig) Validate() error {
-	var errs []error
-	errs = bounds.CheckText(errs, "feed websub: lease", c.Lease, time.Minute, 365*24*time.Hour, "1m..8760h")
-	errs = bounds.AtLeast(errs, "feed websub: renew before", c.RenewBefore, time.Second)
-	errs = bounds.CheckText(errs, "feed websub: fallback", c.Fallback, time.Minute, 30*24*time.Hour, "1m..720h")
-	errs = bounds.AtLeast(errs, "feed websub: retry", c.Retry, time.Second)
-	errs = bounds.CheckText(errs, "feed websub: max body", c.MaxBodyBytes, 1<<10, 16<<20, "1KiB..16MiB")
-	errs = bounds.CheckText(errs, "feed websub: timeout", c.Timeout, 10*time.Millisecond, time.Minute, "10ms..1m")
-	return errors.Join(errs...)
+	return settings.Check("feed websub", &c)
 }
 
 // webSub is a feed's subscription at a hub, in ds:{feeds}:websub.

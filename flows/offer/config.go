@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/internal/bounds"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/slug"
 	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/tick"
@@ -31,38 +32,38 @@ var DefaultHandlers = []HandlerSpec{{"standard", KindStandard}, {"auction", Kind
 // Config configures the offer flow. Zero fields take their defaults.
 type Config struct {
 	// Partitions of the fan-out topics and result keys. Default 8.
-	Partitions int
+	Partitions int `default:"8"`
 	// Handlers are the handler services. Default DefaultHandlers.
 	Handlers []HandlerSpec
 	// ResultTTL is how long a complete result is served. Default 5m.
-	ResultTTL time.Duration
+	ResultTTL time.Duration `default:"5m" range:"1ms.."`
 	// ResultGrace is how long an expired result stays readable. Default 1m.
-	ResultGrace time.Duration
+	ResultGrace time.Duration `default:"1m" range:"1ms.."`
 	// ProcessingTimeout is how long a result may stay processing before a
 	// new search computes it again. Default 3m.
-	ProcessingTimeout time.Duration
+	ProcessingTimeout time.Duration `default:"3m" range:"1ms.."`
 	// MaxWait is how long a search waits before answering 202. Default 2s.
-	MaxWait time.Duration
+	MaxWait time.Duration `default:"2s" range:"1ms.."`
 	// TranslateTTL is how long a TranslateIds cache record lives. Default 1h.
-	TranslateTTL time.Duration
+	TranslateTTL time.Duration `default:"1h" range:"1ms.."`
 	// OrderPriceTTL is how long an orderPrice record is served. Default 10m.
-	OrderPriceTTL time.Duration
+	OrderPriceTTL time.Duration `default:"10m" range:"1ms.."`
 	// ChangeLogLength caps each handler's change stream (approximately).
 	// Default 100000.
-	ChangeLogLength int64
+	ChangeLogLength int64 `default:"100000" range:"100.."`
 	// FreshBound is the oldest change a served result may miss; while
 	// Flow.RunFresh lags more, searches bypass the cache. Default 1s.
-	FreshBound time.Duration
+	FreshBound time.Duration `default:"1s" range:"10ms..1h"`
 	// FreshBlock bounds the keeper's blocking read, at most FreshBound.
 	// Default 500ms.
-	FreshBlock time.Duration
+	FreshBlock time.Duration `range:"1ms..FreshBound"`
 	// Notify publishes standing searches' notifications; nil: none.
 	Notify func(ctx context.Context, reqs ...notifier.Request) error
 	// Subscriber returns nil when v sees subscriber id, else an error
 	// wrapping subscriber.ErrNotFound; nil refuses every subscriber.
 	Subscriber func(ctx context.Context, v tenancy.View, id string) error
 	// MaxStandingPerCaller caps each API caller's standing searches. Default 100.
-	MaxStandingPerCaller int
+	MaxStandingPerCaller int `default:"100"`
 	// Runner tunes the handler stages: HandlerTimeout defaults to 15s,
 	// other zero timings derive from ProcessingTimeout.
 	Runner stream.RunnerConfig
@@ -72,21 +73,12 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	c.Partitions = cmp.Or(c.Partitions, 8)
+	settings.Defaults(&c)
 	if len(c.Handlers) == 0 {
 		c.Handlers = DefaultHandlers
 	}
-	c.ResultTTL = cmp.Or(c.ResultTTL, 5*time.Minute)
-	c.ResultGrace = cmp.Or(c.ResultGrace, time.Minute)
-	c.ProcessingTimeout = cmp.Or(c.ProcessingTimeout, 3*time.Minute)
-	c.MaxWait = cmp.Or(c.MaxWait, 2*time.Second)
-	c.TranslateTTL = cmp.Or(c.TranslateTTL, time.Hour)
-	c.OrderPriceTTL = cmp.Or(c.OrderPriceTTL, 10*time.Minute)
-	c.ChangeLogLength = cmp.Or(c.ChangeLogLength, 100000)
 	c.Now = tick.Or(c.Now)
-	c.FreshBound = cmp.Or(c.FreshBound, time.Second)
 	c.FreshBlock = cmp.Or(c.FreshBlock, min(500*time.Millisecond, c.FreshBound))
-	c.MaxStandingPerCaller = cmp.Or(c.MaxStandingPerCaller, 100)
 	c.Runner.HandlerTimeout = cmp.Or(c.Runner.HandlerTimeout, 15*time.Second)
 	c.Runner = c.Runner.ForDeadline(c.ProcessingTimeout)
 	return c
@@ -94,8 +86,7 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
-	var errs []error
-	errs = bounds.Check(errs, "partitions", c.Partitions, 1, stream.MaxPartitions)
+	errs := bounds.Check([]error{settings.Check("", &c)}, "partitions", c.Partitions, 1, stream.MaxPartitions)
 	seen := map[string]bool{}
 	for _, h := range c.Handlers {
 		if !slug.Valid(h.Tag, 32) || seen[h.Tag] || !h.Kind.Valid() {
@@ -106,19 +97,10 @@ func (c Config) Validate() error {
 	if len(c.Handlers) > 16 {
 		errs = append(errs, fmt.Errorf("%d handlers, at most 16", len(c.Handlers)))
 	}
-	for name, d := range map[string]time.Duration{"result ttl": c.ResultTTL, "result grace": c.ResultGrace,
-		"processing timeout": c.ProcessingTimeout, "max wait": c.MaxWait, "translate ttl": c.TranslateTTL, "order price ttl": c.OrderPriceTTL} {
-		if d < time.Millisecond {
-			errs = append(errs, fmt.Errorf("%s %s below 1ms", name, d))
-		}
-	}
 	if err := c.Runner.CheckDeadline("processing timeout", c.ProcessingTimeout); err != nil {
 		errs = append(errs, fmt.Errorf("handler stages: %w", err))
 	}
-	errs = bounds.CheckText(errs, "fresh bound", c.FreshBound, 10*time.Millisecond, time.Hour, "10ms..1h")
-	errs = bounds.CheckText(errs, "fresh block", c.FreshBlock, time.Millisecond, c.FreshBound, "1ms..fresh bound "+c.FreshBound.String())
 	errs = bounds.Check(errs, "max standing searches per caller", c.MaxStandingPerCaller, 1, MaxStandingSearches)
-	errs = bounds.AtLeast(errs, "change log length", c.ChangeLogLength, 100)
 	return errors.Join(errs...)
 }
 

@@ -1,9 +1,6 @@
 package benchstat
 
 import (
-	"flag"
-	"math"
-	"strings"
 	"testing"
 	"time"
 )
@@ -57,44 +54,5 @@ func TestSummarize_roundsAndAnswersZeroForNone(t *testing.T) {
 	want := Latencies{5680 * time.Microsecond, 5680 * time.Microsecond, 5680 * time.Microsecond}
 	if got := Summarize(ds).Round(10 * time.Microsecond); got != want {
 		t.Errorf("Summarize = %s, want %s", got, want)
-	}
-}
-
-type tagged struct {
-	N     int           `flag:"n" default:"5" range:"1..10" help:"a count"`
-	Every time.Duration `flag:"every-time" default:"2s" range:"1s.."`
-	Share float64       `range:"0..1"`
-	Plain string        `default:"x"`
-}
-
-func TestDefaults_fillOnlyZeroFields(t *testing.T) {
-	c := tagged{N: 7}
-	Defaults(&c)
-	if c != (tagged{N: 7, Every: 2 * time.Second, Plain: "x"}) {
-		t.Errorf("Defaults = %+v", c)
-	}
-}
-
-func TestBindFlags_startAtTheDefaultsAndParse(t *testing.T) {
-	var c tagged
-	fs := flag.NewFlagSet("t", flag.ContinueOnError)
-	BindFlags(fs, &c)
-	if c.N != 5 || c.Every != 2*time.Second || fs.Lookup("n").DefValue != "5" || fs.Lookup("plain") != nil {
-		t.Fatalf("bound %+v, n's default %q", c, fs.Lookup("n").DefValue)
-	}
-	if err := fs.Parse([]string{"--n", "3", "--every-time", "5s"}); err != nil || c.N != 3 || c.Every != 5*time.Second {
-		t.Errorf("parsed %+v, %v", c, err)
-	}
-}
-
-func TestCheck_namesEachFieldOutOfRange(t *testing.T) {
-	if err := Check("t", &tagged{N: 10, Every: time.Second, Share: 1}); err != nil {
-		t.Errorf("bounds rejected: %v", err)
-	}
-	err := Check("t", &tagged{N: 11, Every: time.Millisecond, Share: math.NaN()})
-	for _, want := range []string{"t: n 11 out of range 1..10", "t: every time 1ms out of range 1s..", "t: share NaN out of range 0..1"} {
-		if err == nil || !strings.Contains(err.Error(), want) {
-			t.Errorf("Check = %v, want %q", err, want)
-		}
 	}
 }

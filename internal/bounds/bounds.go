@@ -33,12 +33,3 @@ func Require(errs []error, ok bool, format string, args ...any) []error {
 	}
 	return errs
 }
-
-// AtLeast returns errs with "name v below lo" appended when v < lo, and
-// errs unchanged otherwise.
-func AtLeast[T cmp.Ordered](errs []error, name string, v, lo T) []error {
-	if v < lo {
-		return append(errs, fmt.Errorf("%s %v below %v", name, v, lo))
-	}
-	return errs
-}

@@ -25,19 +25,14 @@ import (
 	"github.com/emersion/go-sasl"
 	"github.com/emersion/go-smtp"
 
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/notifier/channel"
 	"github.com/dropstream/dropstream/stream"
 )
 
 // ChannelName is the email channel's name.
 const ChannelName = "email"
-
-// Defaults of Config.
-const (
-	DefaultTimeout = 10 * time.Second
-)
 
 // Config configures the email channel. Zero fields take their defaults.
 type Config struct {
@@ -54,7 +49,7 @@ type Config struct {
 	// TLS configures STARTTLS. Default: ServerName from Addr, system roots.
 	TLS *tls.Config
 	// Timeout bounds one send, connection included. Default 10s.
-	Timeout time.Duration
+	Timeout time.Duration `default:"10s" range:"1ms..5m"`
 	// Egress is the policy of the connection to Addr. Default egress.Default().
 	Egress *egress.Policy
 	// TextTemplate and HTMLTemplate override the bodies' templates (given
@@ -98,7 +93,7 @@ const DefaultHTMLTemplate = `<!doctype html>
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	c.Timeout = cmp.Or(c.Timeout, DefaultTimeout)
+	settings.Defaults(&c)
 	c.TextTemplate = cmp.Or(c.TextTemplate, DefaultTextTemplate)
 	c.HTMLTemplate = cmp.Or(c.HTMLTemplate, DefaultHTMLTemplate)
 	c.Egress = cmp.Or(c.Egress, egress.Default())
@@ -111,7 +106,7 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
-	var errs []error
+	errs := []error{settings.Check("email", &c)}
 	if host, port, err := net.SplitHostPort(c.Addr); err != nil {
 		errs = append(errs, fmt.Errorf("email: addr %q: want host:port", c.Addr))
 	} else if a, err := netip.ParseAddr(host); err == nil {
@@ -122,7 +117,6 @@ func (c Config) Validate() error {
 	if !strings.Contains(c.From, "@") || strings.ContainsAny(c.From, "\r\n<> ") || len(c.From) > 254 {
 		errs = append(errs, fmt.Errorf("email: from %q: want an address", c.From))
 	}
-	errs = bounds.CheckText(errs, "email: timeout", c.Timeout, time.Millisecond, 5*time.Minute, "1ms..5m")
 	return errors.Join(errs...)
 }
 

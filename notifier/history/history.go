@@ -8,7 +8,6 @@
 package history
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -87,36 +87,25 @@ type Record struct {
 	Error     string `json:"error,omitempty"`
 }
 
-// Defaults of Config.
-const (
-	DefaultRecent = 200
-	DefaultTTL    = 7 * 24 * time.Hour
-)
-
 // Config configures a Recorder. Zero fields take their defaults.
 type Config struct {
 	// Recent is how many records are kept per subscriber. Default 200.
-	Recent int
+	Recent int `default:"200" range:"1..10000"`
 	// TTL is how long recent records are kept. Default 7 days.
-	TTL time.Duration
+	TTL time.Duration `default:"168h" range:"1m.."`
 	// Partitions of the history topic; 0 publishes nothing.
 	Partitions int
 }
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	c.Recent = cmp.Or(c.Recent, DefaultRecent)
-	c.TTL = cmp.Or(c.TTL, DefaultTTL)
+	settings.Defaults(&c)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
-	var errs []error
-	errs = bounds.Check(errs, "history: recent", c.Recent, 1, 10000)
-	if c.TTL < time.Minute {
-		errs = append(errs, fmt.Errorf("history: ttl %s below 1m", c.TTL))
-	}
+	errs := []error{settings.Check("history", &c)}
 	errs = bounds.Check(errs, "history: partitions", c.Partitions, 0, stream.MaxPartitions)
 	return errors.Join(errs...)
 }

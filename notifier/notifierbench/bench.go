@@ -18,6 +18,7 @@ import (
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/egress"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -56,13 +57,13 @@ type config struct {
 
 func bind(fs *flag.FlagSet) flow.BenchRun {
 	var c config
-	benchstat.BindFlags(fs, &c)
+	settings.BindFlags(fs, &c)
 	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error { return run(ctx, env, c) }}
 }
 
 // run measures the throughput, then the latency.
 func run(ctx context.Context, env flow.BenchEnv, c config) error {
-	if err := benchstat.Check("bench notifier", &c); err != nil {
+	if err := settings.Check("bench notifier", &c); err != nil {
 		return err
 	}
 	if env.Self == nil {

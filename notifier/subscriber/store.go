@@ -16,11 +16,11 @@ import (
 	lru "github.com/hashicorp/golang-lru/v2"
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/tick"
 )
@@ -45,10 +45,9 @@ const (
 
 // Defaults of StoreConfig.
 const (
-	DefaultConfirmTTL     = 48 * time.Hour
-	DefaultMaxSubscribers = 1_000_000
-	DefaultPageSize       = 100
-	MaxPageSize           = 1000
+	DefaultConfirmTTL = 48 * time.Hour
+	DefaultPageSize   = 100
+	MaxPageSize       = 1000
 )
 
 const (
@@ -81,9 +80,9 @@ func hashToken(tok string) string {
 type StoreConfig struct {
 	// ConfirmTTL is how long a destination may stay unconfirmed (1m..30d).
 	// Default 48h.
-	ConfirmTTL time.Duration
+	ConfirmTTL time.Duration `range:"1m..720h"`
 	// MaxSubscribers bounds the store. Default 1,000,000.
-	MaxSubscribers int
+	MaxSubscribers int `default:"1000000" range:"1..100000000"`
 	// Quota caps subscribers per caller; removal frees a slot. Nil: no cap.
 	Quota *quota.Quota
 	// Logger reports undecodable records. Default slog.Default().
@@ -94,8 +93,8 @@ type StoreConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c StoreConfig) WithDefaults() StoreConfig {
+	settings.Defaults(&c)
 	c.ConfirmTTL = cmp.Or(c.ConfirmTTL, DefaultConfirmTTL)
-	c.MaxSubscribers = cmp.Or(c.MaxSubscribers, DefaultMaxSubscribers)
 	c.Logger = cmp.Or(c.Logger, slog.Default())
 	c.Now = tick.Or(c.Now)
 	return c
@@ -103,10 +102,7 @@ func (c StoreConfig) WithDefaults() StoreConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c StoreConfig) Validate() error {
-	var errs []error
-	errs = bounds.CheckText(errs, "subscriber: confirm ttl", c.ConfirmTTL, time.Minute, 30*24*time.Hour, "1m..720h")
-	errs = bounds.CheckText(errs, "subscriber: max subscribers", c.MaxSubscribers, 1, 100_000_000, "1..100000000")
-	return errors.Join(errs...)
+	return settings.Check("subscriber", &c)
 }
 
 // Store keeps subscribers (see the package doc); safe for concurrent use.

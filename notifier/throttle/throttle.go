@@ -9,7 +9,6 @@
 package throttle
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -21,6 +20,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/internal/script"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tick"
 )
 
@@ -51,7 +51,7 @@ type Config struct {
 	// Disabled turns every bucket off (Retry-After blocks still apply).
 	Disabled bool
 	// IdleTTL is how long an untouched bucket is kept. Default 1h.
-	IdleTTL time.Duration
+	IdleTTL time.Duration `default:"1h" range:"1s.."`
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
 }
@@ -61,14 +61,14 @@ func (c Config) WithDefaults() Config {
 	if c.Destination == (Limit{}) {
 		c.Destination = Limit{Rate: 10, Burst: 20}
 	}
-	c.IdleTTL = cmp.Or(c.IdleTTL, time.Hour)
+	settings.Defaults(&c)
 	c.Now = tick.Or(c.Now)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
-	var errs []error
+	errs := []error{settings.Check("throttle", &c)}
 	check := func(name string, l Limit) {
 		if l.Rate < 0 || l.Rate > 1e6 || l.Burst < 0 || l.Burst > 1e6 {
 			errs = append(errs, fmt.Errorf("throttle: %s limit %+v: want rate 0..1e6 and burst 0..1e6", name, l))
@@ -77,9 +77,6 @@ func (c Config) Validate() error {
 	check("destination", c.Destination)
 	for name, l := range c.Channels {
 		check("channel "+name, l)
-	}
-	if c.IdleTTL < time.Second {
-		errs = append(errs, fmt.Errorf("throttle: idle ttl %s below 1s", c.IdleTTL))
 	}
 	return errors.Join(errs...)
 }

@@ -17,6 +17,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/progress"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -47,7 +48,7 @@ type Config struct {
 }
 
 // Validate checks a defaulted config.
-func (c Config) Validate() error { return benchstat.Check("streambench", &c) }
+func (c Config) Validate() error { return settings.Check("streambench", &c) }
 
 func (c Config) publishTelemetry() stream.Telemetry {
 	if c.PublishTelemetry != nil {
@@ -58,7 +59,7 @@ func (c Config) publishTelemetry() stream.Telemetry {
 
 // WithDefaults fills zero fields.
 func (c Config) WithDefaults() Config {
-	benchstat.Defaults(&c)
+	settings.Defaults(&c)
 	c.ReadBytes = cmp.Or(c.ReadBytes, stream.DefaultReadBytes)
 	return c
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/internal/bounds"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -15,8 +16,6 @@ const (
 	DefaultBatchRows     = 100_000
 	DefaultFlushInterval = time.Second
 	DefaultLinger        = 5 * time.Millisecond
-	DefaultFlushTimeout  = 10 * time.Second
-	DefaultMaxBackoff    = 5 * time.Second
 	// DefaultHandlerTimeout is how long a batched stage's handler waits
 	// for its rows to reach ClickHouse.
 	DefaultHandlerTimeout = 30 * time.Second
@@ -32,36 +31,30 @@ const (
 type Batching struct {
 	// BatchRows flushes once the queued items hold this many rows.
 	// Default 100,000.
-	BatchRows int
+	BatchRows int `default:"100000" range:"1..1000000"`
 	// FlushInterval flushes once the oldest queued item has waited this
 	// long. Default 1s.
-	FlushInterval time.Duration
+	FlushInterval time.Duration `default:"1s"`
 	// Linger flushes urgent items once no item has arrived for this long
 	// (see Batcher). Default 5ms.
-	Linger time.Duration
+	Linger time.Duration `default:"5ms"`
 	// FlushTimeout bounds one flush attempt. Default 10s.
-	FlushTimeout time.Duration
+	FlushTimeout time.Duration `default:"10s"`
 	// MaxBackoff caps the pause between failed flush attempts, which
 	// starts at 50ms and doubles. Default 5s.
-	MaxBackoff time.Duration
+	MaxBackoff time.Duration `default:"5s"`
 }
 
 // WithDefaults returns b with every zero field set to its default.
 func (b Batching) WithDefaults() Batching {
-	b.BatchRows = cmp.Or(b.BatchRows, DefaultBatchRows)
-	b.FlushInterval = cmp.Or(b.FlushInterval, DefaultFlushInterval)
-	b.Linger = cmp.Or(b.Linger, DefaultLinger)
-	b.FlushTimeout = cmp.Or(b.FlushTimeout, DefaultFlushTimeout)
-	b.MaxBackoff = cmp.Or(b.MaxBackoff, DefaultMaxBackoff)
+	settings.Defaults(&b)
 	return b
 }
 
 // Validate reports every invalid setting of a defaulted Batching, the
 // read-ahead and the stages' runner config.
 func (b Batching) Validate(readAhead int, runner stream.RunnerConfig, stages ...string) error {
-	var errs []error
-	errs = bounds.Check(errs, "writer: batch rows", b.BatchRows, 1, 1_000_000)
-	errs = bounds.Check(errs, "writer: read ahead", readAhead, 1, MaxReadAhead)
+	errs := bounds.Check([]error{settings.Check("writer", &b)}, "writer: read ahead", readAhead, 1, MaxReadAhead)
 	if b.FlushInterval <= 0 || b.FlushTimeout <= 0 || b.MaxBackoff <= 0 {
 		errs = append(errs, fmt.Errorf("writer: flush interval %s, flush timeout %s and max backoff %s must be positive",
 			b.FlushInterval, b.FlushTimeout, b.MaxBackoff))

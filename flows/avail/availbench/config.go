@@ -13,6 +13,7 @@ import (
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/progress"
+	"github.com/dropstream/dropstream/internal/settings"
 
 	"github.com/dropstream/dropstream/stream"
 )
@@ -57,13 +58,13 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	benchstat.Defaults(&c)
+	settings.Defaults(&c)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
-	errs := []error{benchstat.Check("availbench", &c)}
+	errs := []error{settings.Check("availbench", &c)}
 	errs = bounds.Check(errs, "availbench: per scope", c.PerScope, 1, MaxPerScope)
 	errs = bounds.Check(errs, "availbench: partitions", c.Partitions, 1, stream.MaxPartitions)
 	if !(c.Churn > 0 && c.Churn <= 1) {

@@ -21,6 +21,7 @@ import (
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/progress"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -52,13 +53,13 @@ type ReleaseConfig struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c ReleaseConfig) WithDefaults() ReleaseConfig {
-	benchstat.Defaults(&c)
+	settings.Defaults(&c)
 	return c
 }
 
 // Validate reports every invalid field of a defaulted config.
 func (c ReleaseConfig) Validate() error {
-	errs := []error{benchstat.Check("availbench", &c)}
+	errs := []error{settings.Check("availbench", &c)}
 	if c.Interval < collector.MinInterval || c.Interval > time.Hour || c.Burst < collector.MinInterval || c.Burst > c.Interval {
 		errs = append(errs, fmt.Errorf("availbench: interval %s and burst %s: want 1s ≤ burst ≤ interval ≤ 1h", c.Interval, c.Burst))
 	}

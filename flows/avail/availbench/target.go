@@ -14,6 +14,7 @@ import (
 
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/settings"
 )
 
 // Bench is the `dropstream bench availability` target.
@@ -29,11 +30,11 @@ var Bench = flow.Bench{
 
 func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
-	benchstat.BindFlags(fs, &bc)
+	settings.BindFlags(fs, &bc)
 	var release bool
 	var rc ReleaseConfig
 	fs.BoolVar(&release, "release", false, "instead: release → webhook latency on the simulator with daily releases, at the fixed interval, then with learned release times (Redis only)")
-	benchstat.BindFlags(fs, &rc)
+	settings.BindFlags(fs, &rc)
 	return flow.BenchRun{
 		Check: func(env flow.BenchEnv) error {
 			if release {

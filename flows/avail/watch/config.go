@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/dropstream/dropstream/internal/bounds"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/throttle"
@@ -31,16 +31,16 @@ type Config struct {
 	Ledger notifier.DeliveryLedgerConfig
 	// WindowTTL is how long an entity's raw flips are kept after the last
 	// one. Default 35 days, the diff's state TTL.
-	WindowTTL time.Duration
+	WindowTTL time.Duration `default:"840h" range:"1m.."`
 	// MaxWindowFlips is how many raw flips are remembered per entity.
 	// Default 16, range 2..1000.
-	MaxWindowFlips int
+	MaxWindowFlips int `default:"16" range:"2..1000"`
 	// MaxPayloadBytes bounds a transition message; larger ones are
 	// dead-lettered. Default 64 KiB.
-	MaxPayloadBytes int
+	MaxPayloadBytes int `default:"64KiB" range:"1KiB..8MiB"`
 	// Concurrency bounds the sends in flight for one message. Default 8,
 	// range 1..256.
-	Concurrency int
+	Concurrency int `default:"8" range:"1..256"`
 	// History, when set, records every watcher delivery with its ledger
 	// record, for GET /v1/notifications. Default none.
 	History *history.Recorder
@@ -57,11 +57,8 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
+	settings.Defaults(&c)
 	c.Ledger = c.Ledger.WithDefaults()
-	c.WindowTTL = cmp.Or(c.WindowTTL, DefaultWindowTTL)
-	c.MaxWindowFlips = cmp.Or(c.MaxWindowFlips, DefaultMaxWindowFlips)
-	c.MaxPayloadBytes = cmp.Or(c.MaxPayloadBytes, DefaultMaxPayloadBytes)
-	c.Concurrency = cmp.Or(c.Concurrency, DefaultConcurrency)
 	c.Runner.HandlerTimeout = cmp.Or(c.Runner.HandlerTimeout, DefaultHandlerTimeout)
 	c.Runner.ClaimIdle = cmp.Or(c.Runner.ClaimIdle, notifier.DefaultClaimIdle)
 	return c
@@ -69,11 +66,7 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
-	errs := []error{c.Ledger.Validate()}
-	errs = bounds.AtLeast(errs, "notifier: window ttl", c.WindowTTL, time.Minute)
-	errs = bounds.Check(errs, "notifier: max window flips", c.MaxWindowFlips, 2, 1000)
-	errs = bounds.CheckText(errs, "notifier: max payload bytes", c.MaxPayloadBytes, 1<<10, 8<<20, "1KiB..8MiB")
-	errs = bounds.Check(errs, "notifier: concurrency", c.Concurrency, 1, 256)
+	errs := []error{c.Ledger.Validate(), settings.Check("notifier", &c)}
 	runner := c.Runner.WithDefaults(StageNotifier)
 	if err := runner.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("notifier: runner: %w", err))

@@ -16,6 +16,7 @@ import (
 	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/recordstore"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -111,9 +112,9 @@ var (
 // StoreConfig configures a Store. Zero fields take their defaults.
 type StoreConfig struct {
 	// MaxWatchers bounds the watchers (ErrTooManyWatchers). Default 100,000.
-	MaxWatchers int
+	MaxWatchers int `range:"1..100000000"`
 	// MaxPerOwner bounds one Owner's watchers; 0: no bound.
-	MaxPerOwner int
+	MaxPerOwner int `range:"0..MaxWatchers"`
 	// Logger reports skipped undecodable watchers. Default slog.Default().
 	Logger *slog.Logger
 }
@@ -127,13 +128,7 @@ func (c StoreConfig) WithDefaults() StoreConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c StoreConfig) Validate() error {
-	if c.MaxWatchers < 1 || c.MaxWatchers > 100_000_000 {
-		return fmt.Errorf("notifier: max watchers %d out of range 1..100000000", c.MaxWatchers)
-	}
-	if c.MaxPerOwner < 0 || c.MaxPerOwner > c.MaxWatchers {
-		return fmt.Errorf("notifier: max watchers per owner %d out of range 0..%d", c.MaxPerOwner, c.MaxWatchers)
-	}
-	return nil
+	return settings.Check("notifier", &c)
 }
 
 // Store keeps watchers in Redis with a match index (package doc). It is

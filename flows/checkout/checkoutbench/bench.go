@@ -15,6 +15,7 @@ import (
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/checkout/httpapi"
 	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -65,7 +66,7 @@ type bench struct {
 // Run runs the bench against rdb, whose database should hold no other
 // checkout data.
 func Run(ctx context.Context, rdb redis.UniversalClient, pub *stream.Publisher, cfg Config) (Result, error) {
-	if err := benchstat.Prepare("checkoutbench", &cfg); err != nil {
+	if err := settings.Prepare("checkoutbench", &cfg); err != nil {
 		return Result{}, err
 	}
 	svc, err := checkout.NewWith(rdb, pub, checkout.Config{Partitions: cfg.Partitions, Wait: cfg.Wait}, cfg.Telemetry)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/flow"
-	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/settings"
 )
 
 // Bench is `dropstream bench checkout`: Run over the app's Redis, with the
@@ -28,7 +28,7 @@ var Bench = flow.Bench{
 // bind binds the target's flags and returns its run.
 func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
-	benchstat.BindFlags(fs, &bc)
+	settings.BindFlags(fs, &bc)
 	limiter := fs.String("limiter", "on", "the API's rate limiter in each run, in order: on (the binary's, as --api-limits sets it), "+
 		"off, or a list (on,off runs both in one invocation and prints the throughput ratio on/off)")
 	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
@@ -38,7 +38,7 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 		}
 		bc.Partitions = env.Settings.Partitions
 		bc.Wait = env.Settings.RedisWait
-		if err := benchstat.Prepare("checkoutbench", &bc); err != nil {
+		if err := settings.Prepare("checkoutbench", &bc); err != nil {
 			return err
 		}
 		bc.Telemetry, bc.Progress, bc.Self = env.Telemetry, env.Phases, env.Self

@@ -26,6 +26,7 @@ import (
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -106,7 +107,7 @@ type Result struct {
 // Run loads the subscriptions into rdb (which must hold no comic
 // subscriptions unless Reuse) and measures.
 func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
-	if err := errors.Join(benchstat.Prepare("comicbench", &cfg), checkWorld(cfg.World)); err != nil {
+	if err := errors.Join(settings.Prepare("comicbench", &cfg), checkWorld(cfg.World)); err != nil {
 		return Result{}, err
 	}
 	ctx, cancel := context.WithCancelCause(ctx)
@@ -249,7 +250,7 @@ var Bench = flow.Bench{
 func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
 	var maxMemMB int
-	benchstat.BindFlags(fs, &bc)
+	settings.BindFlags(fs, &bc)
 	fs.IntVar(&maxMemMB, "max-redis-memory-mb", 4096, "stop when Redis used_memory passes this many MB")
 	fs.StringVar(&bc.World, "world", WorldWantList, "data distribution: "+strings.Join(Worlds, ", ")+
 		" (the first by default; see flows/comic/comicbench/world.go)")

@@ -28,6 +28,7 @@ import (
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/progress"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
@@ -78,7 +79,7 @@ func (c *countChannel) Send(context.Context, notifier.Notification) error {
 
 // Run polls every feed once through the flow on rdb's empty database.
 func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
-	if err := benchstat.Prepare("feedbench", &cfg); err != nil {
+	if err := settings.Prepare("feedbench", &cfg); err != nil {
 		return Result{}, err
 	}
 	if err := benchstat.CheckEmpty(ctx, rdb, "feedbench"); err != nil {
@@ -281,10 +282,10 @@ var Bench = flow.Bench{
 // bind binds the target's flags and returns its run.
 func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
-	benchstat.BindFlags(fs, &bc)
+	settings.BindFlags(fs, &bc)
 	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
 		bc.Partitions, bc.Self, bc.Telemetry, bc.Progress = env.Settings.Partitions, env.Self, env.Telemetry, env.Phases
-		benchstat.Defaults(&bc)
+		settings.Defaults(&bc)
 		server := "a feed server in another process"
 		if bc.Self == nil {
 			server = "a feed server in this process: its CPU is in the process's figure"

@@ -12,9 +12,9 @@ import (
 	"sync"
 	"time"
 
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/ratelimit"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tick"
 )
 
@@ -46,22 +46,22 @@ type HostGate interface {
 // Config configures a Fetcher. Zero fields take their defaults.
 type Config struct {
 	// Timeout bounds one fetch, redirects and body included. Default 15s.
-	Timeout time.Duration
+	Timeout time.Duration `default:"15s" range:"10ms..10m"`
 	// MaxBodyBytes bounds the decompressed body. Default 4 MiB.
-	MaxBodyBytes int64
+	MaxBodyBytes int64 `default:"4MiB" range:"1KiB..64MiB"`
 	// MaxRedirects bounds the redirects followed. Default 5.
-	MaxRedirects int
+	MaxRedirects int `default:"5" range:"0..20"`
 	// UserAgent is sent with every request. Default "dropstream-feed/1".
-	UserAgent string
+	UserAgent string `default:"dropstream-feed/1"`
 	// RatePerHost is the requests per second allowed to one host. Default 5.
-	RatePerHost float64
+	RatePerHost float64 `default:"5"`
 	// Burst is how many requests to one host may go at once. Default 5.
-	Burst int
+	Burst int `default:"5"`
 	// DefaultRetryAfter is the pause after a 429/503 without a readable
 	// Retry-After. Default 60s.
-	DefaultRetryAfter time.Duration
+	DefaultRetryAfter time.Duration `default:"1m"`
 	// MaxRetryAfter caps the pause a server may ask for. Default 1h.
-	MaxRetryAfter time.Duration
+	MaxRetryAfter time.Duration `default:"1h"`
 	// Egress is the policy of feed addresses; a denied one is not fetched.
 	// Default: egress.Default().
 	Egress *egress.Policy
@@ -78,14 +78,7 @@ type Config struct {
 
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
-	c.Timeout = cmp.Or(c.Timeout, 15*time.Second)
-	c.MaxBodyBytes = cmp.Or(c.MaxBodyBytes, 4<<20)
-	c.MaxRedirects = cmp.Or(c.MaxRedirects, 5)
-	c.UserAgent = cmp.Or(c.UserAgent, "dropstream-feed/1")
-	c.RatePerHost = cmp.Or(c.RatePerHost, 5)
-	c.Burst = cmp.Or(c.Burst, 5)
-	c.DefaultRetryAfter = cmp.Or(c.DefaultRetryAfter, time.Minute)
-	c.MaxRetryAfter = cmp.Or(c.MaxRetryAfter, time.Hour)
+	settings.Defaults(&c)
 	c.Egress = cmp.Or(c.Egress, egress.Default())
 	if c.Transport == nil {
 		c.Transport = c.Egress.Transport()
@@ -96,10 +89,7 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
-	var errs []error
-	errs = bounds.CheckText(errs, "poll: timeout", c.Timeout, 10*time.Millisecond, 10*time.Minute, "10ms..10m")
-	errs = bounds.CheckText(errs, "poll: max body", c.MaxBodyBytes, 1<<10, 64<<20, "1KiB..64MiB")
-	errs = bounds.Check(errs, "poll: max redirects", c.MaxRedirects, 0, 20)
+	errs := []error{settings.Check("poll", &c)}
 	if c.RatePerHost <= 0 || c.Burst < 1 {
 		errs = append(errs, fmt.Errorf("poll: rate %g and burst %d must be positive", c.RatePerHost, c.Burst))
 	}

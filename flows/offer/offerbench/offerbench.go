@@ -15,6 +15,7 @@ import (
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/progress"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -80,7 +81,7 @@ type Result struct {
 // Run seeds the offers in rdb's (empty) database, runs the handler stages
 // and measures the searches.
 func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
-	if err := benchstat.Prepare("offerbench", &cfg); err != nil {
+	if err := settings.Prepare("offerbench", &cfg); err != nil {
 		return Result{}, err
 	}
 	if err := benchstat.CheckEmpty(ctx, rdb, "offerbench"); err != nil {

@@ -10,6 +10,7 @@ import (
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/settings"
 )
 
 // Bench is `dropstream bench offers`: Run over the app's Redis, its
@@ -26,7 +27,7 @@ var Bench = flow.Bench{
 // bind binds the target's flags and returns its run.
 func bind(fs *flag.FlagSet) flow.BenchRun {
 	var bc Config
-	benchstat.BindFlags(fs, &bc)
+	settings.BindFlags(fs, &bc)
 	fs.IntVar(&bc.Broad, "broad", 20, "misses without a product element (every offer priced)")
 	perHandler := fs.Bool("per-handler", true, "then run the misses again with one handler holding its share of the offers, "+
 		"to print what each handler adds to a miss (empties the database between the runs)")
@@ -62,7 +63,7 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 // alone holding its share of the offers, and prints what each further
 // handler adds to a miss: (CPU with all − CPU with one) / (handlers − 1).
 func fanOut(ctx context.Context, env flow.BenchEnv, bc Config, all Latencies) error {
-	benchstat.Defaults(&bc)
+	settings.Defaults(&bc)
 	handlers := offer.DefaultHandlers
 	if len(bc.Handlers) > 0 {
 		handlers = bc.Handlers
