@@ -6,11 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
+	"slices"
+	"strings"
+	"sync"
 	"time"
 
 	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dropstream/dropstream/internal/clip"
+	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -104,4 +110,107 @@ func (d *Dispatcher) Ledger() *DeliveryLedger { return d.ledger }
 func (d *Dispatcher) Deliver(ctx context.Context, del Delivery) (string, error) {
 	outcomes, errs := d.DeliverBatch(ctx, []Delivery{del}, BatchOptions{})
 	return outcomes[0], errs[0]
+}
+
+// DefaultClaimIdle is the ClaimIdle of stages delivering via a Dispatcher;
+// above three handler calls, retry pauses and the send lease.
+const DefaultClaimIdle = 2 * time.Minute
+
+// Settle turns a message's delivery errors into its error: retryable if
+// any is, permanent if all failures are, nil if none failed.
+func Settle(errs []error) error {
+	var retry, perm []error
+	for _, err := range errs {
+		switch {
+		case err == nil:
+		case stream.IsPermanent(err):
+			perm = append(perm, err)
+		default:
+			retry = append(retry, err)
+		}
+	}
+	switch {
+	case len(retry) > 0 && len(perm) > 0:
+		return fmt.Errorf("notifier: %d of %d deliveries failed: %w (and %d refused: %s)",
+			len(retry), len(errs), errors.Join(retry...), len(perm), errors.Join(perm...).Error())
+	case len(retry) > 0:
+		return fmt.Errorf("notifier: %d of %d deliveries failed: %w", len(retry), len(errs), errors.Join(retry...))
+	case len(perm) > 0:
+		return stream.Permanent(fmt.Errorf("notifier: %d of %d deliveries refused: %w", len(perm), len(errs), errors.Join(perm...)))
+	}
+	return nil
+}
+
+// HistoryRecord returns the history record of Deliver(del)'s outcome at
+// at: sent, rejected (permanent) or failed. ok is false for a duplicate or
+// a delivery in flight elsewhere.
+func (del Delivery) HistoryRecord(outcome string, err error, at time.Time) (rec history.Record, ok bool) {
+	if outcome == OutcomeDuplicate || errors.Is(err, ErrInFlight) {
+		return history.Record{}, false
+	}
+	n := del.Notification
+	rec = history.Record{ID: NotificationID(del.Key), Flow: n.Flow, Event: n.Event, SubscriberID: n.Recipient.ID, Channel: del.Channel,
+		Subject: n.Subject, Window: n.EventID, Status: history.StatusSent, Attempts: del.Attempt, ObservedAt: n.ObservedAt,
+		At: at, TraceID: n.TraceID, EventID: n.EventID, MessageID: del.MessageID}
+	switch {
+	case err == nil:
+		if !n.ObservedAt.IsZero() {
+			rec.LatencyMs = max(at.Sub(n.ObservedAt).Milliseconds(), 0)
+		}
+	case stream.IsPermanent(err):
+		rec.Status, rec.Error = history.StatusRejected, clip.String(err.Error(), maxReason)
+	default:
+		rec.Status, rec.Error = history.StatusFailed, clip.String(err.Error(), maxReason)
+	}
+	return rec, true
+}
+
+// DefaultResumeEpisodeGap ends an episode of resumed sends, logged in one
+// line once this long passes without another.
+const DefaultResumeEpisodeGap = 5 * time.Second
+
+// MsgResumed is the warning logged once per episode of resumed sends, with
+// fields deliveries, flows and seconds (first to last).
+const MsgResumed = "notifier: resent deliveries a stopped copy left in flight; their receivers may have got them twice, " +
+	"with the same webhook-id (counted in " + MetricResumed + ")"
+
+// resumeEpisode gathers the resumed sends of one episode.
+type resumeEpisode struct {
+	mu          sync.Mutex
+	gap         time.Duration // DefaultResumeEpisodeGap unless a test sets it
+	open        bool
+	n           int
+	flows       map[string]bool
+	first, last time.Time
+}
+
+// logResumed adds n resumed sends of flow to the episode, opening one.
+func (d *Dispatcher) logResumed(flow string, n int) {
+	e := &d.resumed
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	now := time.Now()
+	e.n, e.last = e.n+n, now
+	if e.flows == nil {
+		e.flows = map[string]bool{}
+	}
+	e.flows[flow] = true
+	if !e.open {
+		e.open, e.first = true, now
+		time.AfterFunc(cmp.Or(e.gap, DefaultResumeEpisodeGap), d.endResumed)
+	}
+}
+
+// endResumed logs the episode once the gap has passed.
+func (d *Dispatcher) endResumed() {
+	e := &d.resumed
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	if wait := cmp.Or(e.gap, DefaultResumeEpisodeGap) - time.Since(e.last); wait > 0 {
+		time.AfterFunc(wait, d.endResumed)
+		return
+	}
+	flows := slices.Sorted(maps.Keys(e.flows))
+	d.logger.Warn(MsgResumed, "deliveries", e.n, "flows", strings.Join(flows, ","), "seconds", e.last.Sub(e.first).Seconds())
+	e.open, e.n, e.flows = false, 0, nil
 }
