@@ -3,7 +3,6 @@ package notifier
 import (
 	"cmp"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -317,18 +316,9 @@ func (f *Flow) events(ctx context.Context, v tenancy.View, limit int) ([]flow.Ev
 	var out []flow.Event
 	owners := map[string]string{} // recipient id → tenant, read once per call
 	for _, e := range entries {
-		var recs []history.Record
-		switch e.Type {
-		case history.TypeRecords:
-			if json.Unmarshal(e.Payload, &recs) != nil {
-				continue
-			}
-		case history.TypeRecord:
-			var r history.Record
-			if json.Unmarshal(e.Payload, &r) != nil {
-				continue
-			}
-			recs = []history.Record{r}
+		recs, err := history.Records(e.ID, e.Type, e.Payload)
+		if err != nil {
+			continue
 		}
 		// A message's records are in the order they happened: newest last.
 		for i := len(recs) - 1; i >= 0; i-- {

@@ -309,24 +309,33 @@ func AppendConfig(partitions int, runner stream.RunnerConfig) sink.HistoryConfig
 		Tables: []string{clickhouse.TableNotifications}, Rows: decode, Insert: clickhouse.InsertNotifications, Runner: runner}
 }
 
-// decode returns the rows of a history message.
-func decode(m *stream.Message) ([]clickhouse.NotificationRow, error) {
+// Records returns the records of history message id of type typ.
+func Records(id, typ string, payload []byte) ([]Record, error) {
 	var recs []Record
 	switch {
-	case m.Type == TypeRecord && len(m.Payload) <= maxRecordBytes:
+	case typ == TypeRecord && len(payload) <= maxRecordBytes:
 		recs = make([]Record, 1)
-		if err := json.Unmarshal(m.Payload, &recs[0]); err != nil {
-			return nil, fmt.Errorf("history: decode %s: %w", m.ID, err)
+		if err := json.Unmarshal(payload, &recs[0]); err != nil {
+			return nil, fmt.Errorf("history: decode %s: %w", id, err)
 		}
-	case m.Type == TypeRecords && len(m.Payload) <= MaxMessageBytes:
-		if err := json.Unmarshal(m.Payload, &recs); err != nil {
-			return nil, fmt.Errorf("history: decode %s: %w", m.ID, err)
+	case typ == TypeRecords && len(payload) <= MaxMessageBytes:
+		if err := json.Unmarshal(payload, &recs); err != nil {
+			return nil, fmt.Errorf("history: decode %s: %w", id, err)
 		}
 		if len(recs) == 0 || len(recs) > MaxRecordsPerMessage {
-			return nil, fmt.Errorf("history: message %s holds %d records, want 1..%d", m.ID, len(recs), MaxRecordsPerMessage)
+			return nil, fmt.Errorf("history: message %s holds %d records, want 1..%d", id, len(recs), MaxRecordsPerMessage)
 		}
 	default:
-		return nil, fmt.Errorf("history: message %s: type %q or %d bytes", m.ID, m.Type, len(m.Payload))
+		return nil, fmt.Errorf("history: message %s: type %q or %d bytes", id, typ, len(payload))
+	}
+	return recs, nil
+}
+
+// decode returns the rows of a history message.
+func decode(m *stream.Message) ([]clickhouse.NotificationRow, error) {
+	recs, err := Records(m.ID, m.Type, m.Payload)
+	if err != nil {
+		return nil, err
 	}
 	rows := make([]clickhouse.NotificationRow, len(recs))
 	for i, r := range recs {
