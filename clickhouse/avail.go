@@ -220,28 +220,35 @@ func InsertRows(ctx context.Context, c *Client, table, query string, rows [][]an
 // insert prepares one batch for query, appends n rows with appendRow and
 // sends it.
 func insert(ctx context.Context, c *Client, table, query string, n int, appendRow func(driver.Batch, int) error) error {
-	if n == 0 {
-		return nil
-	}
-	batch, err := c.conn.PrepareBatch(ctx, query)
-	if err != nil {
-		return fmt.Errorf("clickhouse: insert into %s: prepare: %w", table, err)
-	}
-	for i := range n {
-		if err := appendRow(batch, i); err != nil {
-			_ = batch.Abort()
-			return fmt.Errorf("clickhouse: insert into %s: row %d: %w", table, i, err)
+	return send(ctx, c, table, query, n, func(batch driver.Batch) error {
+		for i := range n {
+			if err := appendRow(batch, i); err != nil {
+				return fmt.Errorf("row %d: %w", i, err)
+			}
 		}
-	}
-	if err := batch.Send(); err != nil {
-		return fmt.Errorf("clickhouse: insert %d rows into %s: %w", n, table, err)
-	}
-	return nil
+		return nil
+	})
 }
 
 // insertColumns is insert with n rows given column by column (cols[i] is a
 // slice of column i's values), far cheaper than row by row.
 func insertColumns(ctx context.Context, c *Client, table, query string, n int, cols []any) error {
+	return send(ctx, c, table, query, n, func(batch driver.Batch) error {
+		for i, col := range cols {
+			if s, ok := col.([]string); ok && i < len(batch.Columns()) {
+				reserveStrings(batch.Columns()[i], s)
+			}
+			if err := batch.Column(i).Append(col); err != nil {
+				return fmt.Errorf("column %d: %w", i, err)
+			}
+		}
+		return nil
+	})
+}
+
+// send prepares one batch for query, fills it with n rows and sends it; no
+// rows send nothing.
+func send(ctx context.Context, c *Client, table, query string, n int, fill func(driver.Batch) error) error {
 	if n == 0 {
 		return nil
 	}
@@ -249,14 +256,9 @@ func insertColumns(ctx context.Context, c *Client, table, query string, n int, c
 	if err != nil {
 		return fmt.Errorf("clickhouse: insert into %s: prepare: %w", table, err)
 	}
-	for i, col := range cols {
-		if s, ok := col.([]string); ok && i < len(batch.Columns()) {
-			reserveStrings(batch.Columns()[i], s)
-		}
-		if err := batch.Column(i).Append(col); err != nil {
-			_ = batch.Abort()
-			return fmt.Errorf("clickhouse: insert into %s: column %d: %w", table, i, err)
-		}
+	if err := fill(batch); err != nil {
+		_ = batch.Abort()
+		return fmt.Errorf("clickhouse: insert into %s: %w", table, err)
 	}
 	if err := batch.Send(); err != nil {
 		return fmt.Errorf("clickhouse: insert %d rows into %s: %w", n, table, err)

@@ -6,8 +6,10 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"net/url"
 	"slices"
 	"sync"
+	"time"
 
 	"go.opentelemetry.io/otel/trace"
 
@@ -288,4 +290,33 @@ func (c *Collector) waitTurn(ctx context.Context, b *ratelimit.Bucket) error {
 	case <-c.cfg.Clock.Alarm(at):
 		return nil
 	}
+}
+
+// Clock is the collector's source of time: run timestamps, schedules, rate
+// limits and backoff all read it. Tests inject a fake one to control time.
+type Clock interface {
+	// Now returns the current time.
+	Now() time.Time
+	// Alarm returns a channel that receives once the clock reaches t, at
+	// once when t is not after Now.
+	Alarm(t time.Time) <-chan time.Time
+}
+
+// SystemClock is the wall clock.
+type SystemClock struct{}
+
+// Now returns time.Now().
+func (SystemClock) Now() time.Time { return time.Now() }
+
+// Alarm returns time.After(time.Until(t)).
+func (SystemClock) Alarm(t time.Time) <-chan time.Time { return time.After(time.Until(t)) }
+
+// bucketKey is the politeness domain of a source: its provider and its
+// base URL's host. Sources of one domain share one ratelimit.Bucket.
+func bucketKey(src Source) string {
+	host := src.BaseURL
+	if u, err := url.Parse(src.BaseURL); err == nil {
+		host = u.Host
+	}
+	return src.Provider + " " + host
 }

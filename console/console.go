@@ -7,9 +7,11 @@ import (
 	"context"
 	"embed"
 	"errors"
+	"fmt"
 	"path"
 	"slices"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -19,6 +21,7 @@ import (
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/internal/tenancy"
+	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/otel/spanbuffer"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -147,4 +150,232 @@ func (c *Console) asset(name string) fiber.Handler {
 		ctx.Set("Content-Security-Policy", "default-src 'self'; img-src 'self' data:; style-src 'self'; script-src 'self'; connect-src 'self'")
 		return ctx.Send(body)
 	}
+}
+
+// Bounds of the charts' samples.
+const (
+	// DefaultSampleInterval is Config.SampleInterval when unset.
+	DefaultSampleInterval = 10 * time.Second
+	// MinSampleInterval is the shortest Config.SampleInterval: the stage
+	// sampler reads Redis at most once a second.
+	MinSampleInterval = minSampleGap
+	// SeriesWindow is how far back the charts reach.
+	SeriesWindow = 15 * time.Minute
+)
+
+// seriesView is GET /v1/console/series: the samples of the last 15
+// minutes, oldest first (a bounded list: one per sample interval).
+type seriesView struct {
+	IntervalS float64 `json:"interval_s"`
+	WindowS   float64 `json:"window_s"`
+	// At are the samples' times; every stage's lists follow them.
+	At     []time.Time   `json:"at"`
+	Stages []stageSeries `json:"stages"`
+	// Transitions are the availability board's openings and closings per
+	// minute (raw flips), the last 15 minutes, oldest first.
+	Transitions []minuteCount `json:"transitions"`
+}
+
+// stageSeries is one stage's figures per sample: throughput, lag, pending
+// cluster-wide, P99Ms this process's (-1 where unknown).
+type stageSeries struct {
+	Flow       string    `json:"flow"`
+	Stage      string    `json:"stage"`
+	History    bool      `json:"history,omitempty"`
+	Throughput []float64 `json:"throughput"`
+	Lag        []int64   `json:"lag"`
+	Pending    []int64   `json:"pending"`
+	P99Ms      []float64 `json:"p99_ms"`
+}
+
+// minuteCount is the transitions of one minute, starting At.
+type minuteCount struct {
+	At     time.Time `json:"at"`
+	Opened int       `json:"opened"`
+	Closed int       `json:"closed"`
+}
+
+// point is one stage's figures in a sample.
+type point struct {
+	throughput, p99 float64
+	lag, pending    int64
+}
+
+// snapshot is one sample of every stage, in the console's stage order.
+type snapshot struct {
+	at     time.Time
+	points []point
+}
+
+// ring keeps the last cap(items) values added.
+type ring[T any] struct {
+	items []T
+	next  int
+}
+
+func newRing[T any](n int) *ring[T] { return &ring[T]{items: make([]T, 0, n)} }
+
+func (r *ring[T]) add(v T) {
+	if len(r.items) < cap(r.items) {
+		r.items = append(r.items, v)
+		return
+	}
+	r.items[r.next] = v
+	r.next = (r.next + 1) % len(r.items)
+}
+
+// all returns the values, oldest first.
+func (r *ring[T]) all() []T {
+	return append(slices.Clone(r.items[r.next:]), r.items[:r.next]...)
+}
+
+// series keeps the samples of the last SeriesWindow (a ring of
+// window/interval of them) and the transitions per minute.
+type series struct {
+	interval time.Duration
+	now      func() time.Time
+
+	mu      sync.Mutex
+	samples *ring[snapshot]
+	minutes map[int64]*minuteCount     // unix minute
+	seen    map[string]map[string]bool // flow: transition ids of its previous read
+}
+
+func newSeries(interval time.Duration, now func() time.Time) *series {
+	n := int(SeriesWindow/interval) + 1
+	return &series{interval: interval, now: now, samples: newRing[snapshot](n), minutes: map[int64]*minuteCount{}, seen: map[string]map[string]bool{}}
+}
+
+// record keeps a sample of the stages taken at at.
+func (s *series) record(at time.Time, items []StageStats) {
+	snap := snapshot{at: at, points: make([]point, len(items))}
+	for i, st := range items {
+		snap.points[i] = point{throughput: st.Throughput, p99: st.P99Ms, lag: st.Lag, pending: st.Pending}
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.samples.add(snap)
+}
+
+// countTransitions counts the raw openings and closings among flow name's
+// newest events that its previous read did not hold.
+func (s *series) countTransitions(name string, evs []flow.Event) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	seen := make(map[string]bool, len(evs))
+	from := s.now().Add(-SeriesWindow).Truncate(time.Minute)
+	for _, e := range evs {
+		open, ok := rawFlip(e)
+		if !ok || e.ID == "" {
+			continue
+		}
+		seen[e.ID] = true
+		if s.seen[name][e.ID] || e.Time.Before(from) {
+			continue
+		}
+		m := e.Time.Truncate(time.Minute)
+		c := s.minutes[m.Unix()/60]
+		if c == nil {
+			c = &minuteCount{At: m.UTC()}
+			s.minutes[m.Unix()/60] = c
+		}
+		if open {
+			c.Opened++
+		} else {
+			c.Closed++
+		}
+	}
+	s.seen[name] = seen
+	for k, c := range s.minutes {
+		if c.At.Before(from) {
+			delete(s.minutes, k)
+		}
+	}
+}
+
+// rawFlip reports whether e is a flip of state (its Change), and whether
+// it opens.
+func rawFlip(e flow.Event) (open, ok bool) {
+	switch e.Change {
+	case "open":
+		return true, true
+	case "close":
+		return false, true
+	}
+	return false, false
+}
+
+// view returns the samples of the last SeriesWindow for stages, the
+// console's stage list, and the 15 minutes of transitions up to now.
+func (s *series) view(stages []stageRef) seriesView {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	now := s.now()
+	from := now.Add(-SeriesWindow)
+	v := seriesView{IntervalS: s.interval.Seconds(), WindowS: SeriesWindow.Seconds(), At: []time.Time{},
+		Stages: make([]stageSeries, len(stages)), Transitions: make([]minuteCount, 0, 15)}
+	for i, st := range stages {
+		v.Stages[i] = stageSeries{Flow: st.Flow, Stage: st.Name, History: st.History,
+			Throughput: []float64{}, Lag: []int64{}, Pending: []int64{}, P99Ms: []float64{}}
+	}
+	for _, snap := range s.samples.all() {
+		if snap.at.Before(from) || len(snap.points) != len(stages) {
+			continue
+		}
+		v.At = append(v.At, snap.at.UTC())
+		for i, p := range snap.points {
+			st := &v.Stages[i]
+			st.Throughput, st.Lag = append(st.Throughput, p.throughput), append(st.Lag, p.lag)
+			st.Pending, st.P99Ms = append(st.Pending, p.pending), append(st.P99Ms, p.p99)
+		}
+	}
+	last := now.Truncate(time.Minute)
+	for m := last.Add(-14 * time.Minute); !m.After(last); m = m.Add(time.Minute) {
+		c := minuteCount{At: m.UTC()}
+		if got := s.minutes[m.Unix()/60]; got != nil {
+			c = *got
+		}
+		v.Transitions = append(v.Transitions, c)
+	}
+	return v
+}
+
+// Run samples stages and transitions every SampleInterval until ctx ends;
+// a failed sample leaves a gap.
+func (c *Console) Run(ctx context.Context) error {
+	tick.Every(ctx, c.series.interval, func() { c.sampleSeries(ctx) })
+	return nil
+}
+
+// sampleSeries takes one sample: the stages' figures, and the newest
+// events of the flows that list them (as an admin sees them).
+func (c *Console) sampleSeries(ctx context.Context) {
+	if items, err := c.sampler.stats(ctx); err == nil {
+		c.series.record(c.series.now(), items)
+	}
+	for _, f := range c.cfg.Flows {
+		if fn := c.events[f.Name]; fn != nil {
+			if evs, err := fn(ctx, tenancy.View{All: true}, flow.MaxEvents); err == nil {
+				c.series.countTransitions(f.Name, evs)
+			}
+		}
+	}
+}
+
+// validInterval checks a Config.SampleInterval (0 is the default).
+func validInterval(d time.Duration) error {
+	if d != 0 && d < MinSampleInterval {
+		return fmt.Errorf("console: SampleInterval %s: want at least %s", d, MinSampleInterval)
+	}
+	return nil
+}
+
+func (c *Console) registerSeries(srv *api.Server) {
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/series", Tag: "console", Scope: api.ScopeRead, Class: api.ClassRead,
+		Summary:  "The charts' samples of the last 15 minutes: every stage's cluster-wide throughput, lag and pending (from Redis) and this process's p99, and the availability board's openings and closings per minute",
+		Response: seriesView{}, Handler: c.seriesRoute})
+}
+
+func (c *Console) seriesRoute(ctx *fiber.Ctx) error {
+	return ctx.JSON(c.series.view(c.stages))
 }

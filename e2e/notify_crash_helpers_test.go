@@ -63,7 +63,7 @@ func (r *crashReceiver) ServeHTTP(w http.ResponseWriter, req *http.Request) {
 	id := req.Header.Get(notifier.HeaderWebhookID)
 	problem := ""
 	switch {
-	case notifier.VerifyWebhook(r.secrets[path], req.Header, body, time.Now(), time.Minute) != nil:
+	case verifyWebhook(r.secrets[path], req.Header, body) != nil:
 		problem = "signature does not verify"
 	case json.Unmarshal(body, &m) != nil || json.Unmarshal(m.Payload, &nb) != nil || m.ID != id:
 		problem = "body is not a comic notification of the webhook-id"

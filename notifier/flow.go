@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"maps"
+	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -15,6 +16,7 @@ import (
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/quota"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier/email"
 	"github.com/dropstream/dropstream/notifier/history"
@@ -257,4 +259,102 @@ func (f *Flow) Cause(ctx context.Context, eventID, runID string) (clickhouse.Cau
 		return clickhouse.Cause{}, errNoClickHouse
 	}
 	return clickhouse.NotificationCause(ctx, f.ch, eventID, runID)
+}
+
+// OwnerLookup returns the tenant of a flow's own recipient and whether the
+// id is known.
+type OwnerLookup func(ctx context.Context, id string) (tenant string, found bool, err error)
+
+// owners are the lookups flows registered, beside the subscribers'.
+type owners struct {
+	mu      sync.RWMutex
+	lookups []OwnerLookup
+}
+
+// RegisterOwners adds a lookup of a flow's own recipients' tenants, so a
+// notification shows only to its tenant. Call it from a flow's New.
+func (f *Flow) RegisterOwners(l OwnerLookup) {
+	f.owners.mu.Lock()
+	defer f.owners.mu.Unlock()
+	f.owners.lookups = append(f.owners.lookups, l)
+}
+
+// OwnerOf returns the tenant of recipient id; tenancy.Open if unknown.
+func (f *Flow) OwnerOf(ctx context.Context, id string) (string, error) {
+	if subscriber.ValidSubscriberID(id) {
+		s, err := f.Subscribers().Resolve(ctx, id)
+		switch {
+		case errors.Is(err, subscriber.ErrNotFound):
+			return tenancy.Open, nil
+		case err != nil:
+			return "", fmt.Errorf("notifier: owner of %s: %w", id, err)
+		}
+		return tenancy.Of(s.Tenant), nil
+	}
+	f.owners.mu.RLock()
+	lookups := f.owners.lookups
+	f.owners.mu.RUnlock()
+	for _, l := range lookups {
+		tenant, found, err := l(ctx, id)
+		if err != nil {
+			return "", fmt.Errorf("notifier: owner of %s: %w", id, err)
+		}
+		if found {
+			return tenancy.Of(tenant), nil
+		}
+	}
+	return tenancy.Open, nil
+}
+
+// events lists the newest notification records in the history stream,
+// with their cause (Description.Events).
+func (f *Flow) events(ctx context.Context, v tenancy.View, limit int) ([]flow.Event, error) {
+	entries, err := flow.Recent(ctx, f.rdb, f.topics.History, flow.ScanFor(v, limit))
+	if err != nil {
+		return nil, err
+	}
+	var out []flow.Event
+	owners := map[string]string{} // recipient id → tenant, read once per call
+	for _, e := range entries {
+		recs, err := history.Records(e.ID, e.Type, e.Payload)
+		if err != nil {
+			continue
+		}
+		// A message's records are in the order they happened: newest last.
+		for i := len(recs) - 1; i >= 0; i-- {
+			if !v.All {
+				owner, ok := owners[recs[i].SubscriberID]
+				if !ok {
+					if owner, err = f.OwnerOf(ctx, recs[i].SubscriberID); err != nil {
+						return nil, err
+					}
+					owners[recs[i].SubscriberID] = owner
+				}
+				if !v.Sees(owner) {
+					continue
+				}
+			}
+			out = append(out, notificationEvent(recs[i]))
+			if len(out) == limit {
+				return out, nil
+			}
+		}
+	}
+	return out, nil
+}
+
+// notificationEvent describes one history record as an event.
+func notificationEvent(r history.Record) flow.Event {
+	ev := flow.Event{Kind: "notification", ID: r.ID, Time: r.At, Subject: r.SubscriberID + " via " + r.Channel,
+		Summary: r.Status + ": " + r.Subject, TraceID: r.TraceID}
+	if r.Error != "" {
+		ev.Summary += " (" + r.Error + ")"
+	}
+	if r.EventID != "" {
+		ev.Cause = append(ev.Cause, flow.Ref{Kind: r.Flow + " event", ID: r.EventID})
+	}
+	if r.RunID != "" {
+		ev.Cause = append(ev.Cause, flow.Ref{Kind: "run", ID: r.RunID})
+	}
+	return ev
 }

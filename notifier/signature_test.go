@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
+	"net/http"
 	"strconv"
 	"strings"
 	"testing"
@@ -129,4 +130,54 @@ func VerifySignature(secret, header string, body []byte, now time.Time, toleranc
 		}
 	}
 	return ErrSignatureMismatch
+}
+
+// DefaultSignatureTolerance is the clock skew a zero tolerance accepts.
+const DefaultSignatureTolerance = 5 * time.Minute
+
+// maxSignatureHeader bounds the signature header a verifier parses.
+const maxSignatureHeader = 1024
+
+// Errors of VerifyWebhook, for errors.Is.
+var (
+	ErrSignatureMalformed = errors.New("notifier: malformed signature header")
+	ErrSignatureStale     = errors.New("notifier: signature timestamp outside tolerance")
+	ErrSignatureMismatch  = errors.New("notifier: signature mismatch")
+)
+
+// VerifyWebhook checks Standard Webhooks headers: id present, timestamp
+// within tolerance of now, one "v1,<base64>" equal to SignStandard's.
+// Errors wrap ErrSignatureMalformed, ErrSignatureStale or
+// ErrSignatureMismatch.
+func VerifyWebhook(secret string, h http.Header, body []byte, now time.Time, tolerance time.Duration) error {
+	id, ts, sigs := h.Get(HeaderWebhookID), h.Get(HeaderWebhookTimestamp), h.Get(HeaderWebhookSignature)
+	if id == "" || ts == "" || sigs == "" || len(sigs) > maxSignatureHeader {
+		return fmt.Errorf("%w: want webhook-id, webhook-timestamp and webhook-signature (at most %d bytes)", ErrSignatureMalformed, maxSignatureHeader)
+	}
+	sec, err := checkTimestamp("webhook-timestamp", ts, now, tolerance)
+	if err != nil {
+		return err
+	}
+	want := []byte(SignStandard(secret, id, body, time.Unix(sec, 0)))
+	for sig := range strings.SplitSeq(sigs, " ") {
+		if hmac.Equal([]byte(sig), want) {
+			return nil
+		}
+	}
+	return ErrSignatureMismatch
+}
+
+// checkTimestamp parses Unix time ts and checks it is within tolerance.
+func checkTimestamp(name, ts string, now time.Time, tolerance time.Duration) (int64, error) {
+	sec, err := strconv.ParseInt(ts, 10, 64)
+	if err != nil || sec <= 0 {
+		return 0, fmt.Errorf("%w: %s %q is not a Unix time", ErrSignatureMalformed, name, clip.Marked(ts, maxQuoted))
+	}
+	if tolerance <= 0 {
+		tolerance = DefaultSignatureTolerance
+	}
+	if skew := now.Sub(time.Unix(sec, 0)).Abs(); skew > tolerance {
+		return 0, fmt.Errorf("%w: %s off, tolerance %s", ErrSignatureStale, skew.Truncate(time.Second), tolerance)
+	}
+	return sec, nil
 }

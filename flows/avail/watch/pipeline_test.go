@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	standardwebhooks "github.com/standard-webhooks/standard-webhooks/libraries/go"
 	"go.opentelemetry.io/otel/sdk/metric/metricdata"
 
 	"github.com/dropstream/dropstream/avail"
@@ -58,7 +59,9 @@ func (r *receiver) serve(w http.ResponseWriter, req *http.Request) {
 	}
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	if err := notifier.VerifyWebhook(r.secrets[path], req.Header, body, time.Now(), time.Minute); err != nil {
+	if wh, err := standardwebhooks.NewWebhook(r.secrets[path]); err != nil {
+		r.bad = append(r.bad, fmt.Sprintf("%s: %v", path, err))
+	} else if err := wh.Verify(body, req.Header); err != nil {
 		r.bad = append(r.bad, fmt.Sprintf("%s: %v", path, err))
 	}
 	var ev OpenEvent
