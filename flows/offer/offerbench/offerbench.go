@@ -25,9 +25,14 @@ const (
 	TargetMissP99 = 50 * time.Millisecond
 )
 
-// resultTTL keeps the misses' results for the hits however long the run
-// takes: the flow's default (5m) expired them during a slow full-size run.
-const resultTTL = 24 * time.Hour
+// The settings the bench changes from the flow's defaults; its header
+// prints them. resultTTL keeps the misses' results for the hits however
+// long the run takes: the default (5m) expired them in a slow full-size run.
+const (
+	maxWait   = 10 * time.Second
+	resultTTL = 24 * time.Hour
+	readBlock = 100 * time.Millisecond
+)
 
 // Config sizes a bench. Zero fields take the documented defaults.
 type Config struct {
@@ -87,8 +92,8 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	if err := benchstat.CheckEmpty(ctx, rdb, "offerbench"); err != nil {
 		return Result{}, err
 	}
-	svc, err := offer.NewWith(ctx, rdb, offer.Config{Partitions: cfg.Partitions, Handlers: cfg.Handlers, MaxWait: 10 * time.Second,
-		ResultTTL: resultTTL, Now: cfg.Now, Runner: stream.RunnerConfig{Block: 100 * time.Millisecond}}, cfg.Telemetry)
+	svc, err := offer.NewWith(ctx, rdb, offer.Config{Partitions: cfg.Partitions, Handlers: cfg.Handlers, MaxWait: maxWait,
+		ResultTTL: resultTTL, Now: cfg.Now, Runner: stream.RunnerConfig{Block: readBlock}}, cfg.Telemetry)
 	if err != nil {
 		return Result{}, err
 	}

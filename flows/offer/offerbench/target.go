@@ -36,8 +36,9 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 		bc.Progress = env.Phases
 		out := env.Stdout
 		fmt.Fprintf(out, "bench offers: %s, %d offers over 3 handlers, %d partitions, GOMAXPROCS %d; "+
-			"searches are called in this process with no client apart, so its CPU is the flow's\n",
-			env.RedisName, bc.Offers, bc.Partitions, runtime.GOMAXPROCS(0))
+			"searches are called in this process with no client apart, so its CPU is the flow's; "+
+			"changed from the flow's defaults: max wait %s (2s), result ttl %s (5m), handler read block %s (1s)\n",
+			env.RedisName, bc.Offers, bc.Partitions, runtime.GOMAXPROCS(0), maxWait, resultTTL, readBlock)
 		r, err := Run(ctx, env.Redis, bc)
 		if err != nil {
 			return err
