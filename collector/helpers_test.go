@@ -247,7 +247,7 @@ func startServer(t *testing.T, h http.Handler) string {
 // waitFor polls cond until it holds, failing the test after 10s.
 func waitFor(t *testing.T, cond func() bool, what string) {
 	t.Helper()
-	testenv.WaitFor(t, 10*time.Second, cond, what)
+	testenv.WaitFor(t, 30*time.Second, cond, what)
 }
 
 func wait(t *testing.T, done <-chan error) error {

@@ -31,7 +31,7 @@ func (e *env) startRun() {
 func (e *env) waitSchedule(want ...time.Duration) {
 	e.t.Helper()
 	var got []time.Duration
-	deadline := time.Now().Add(10 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	poll := time.NewTicker(2 * time.Millisecond)
 	defer poll.Stop()
 	for ; ; <-poll.C {
