@@ -266,14 +266,10 @@ func (st *Store) Confirm(ctx context.Context, token string) (Subscriber, Destina
 	var s Subscriber
 	var d Destination
 	err := st.update(ctx, token, PurposeConfirm, func(pipe redis.Pipeliner, info TokenInfo) error {
-		s = info.Subscriber
-		for i := range s.Destinations {
-			if s.Destinations[i].ID == info.Destination.ID {
-				x := &s.Destinations[i]
-				x.Status, x.ConfirmedAt, x.ExpiresAt, x.UnsubscribeToken = StatusActive, st.cfg.Now().UTC(), time.Time{}, unsub
-				d = *x
-			}
-		}
+		s = info.Subscriber // lookup found info.Destination in it
+		x := &s.Destinations[slices.IndexFunc(s.Destinations, func(x Destination) bool { return x.ID == info.Destination.ID })]
+		x.Status, x.ConfirmedAt, x.ExpiresAt, x.UnsubscribeToken = StatusActive, st.cfg.Now().UTC(), time.Time{}, unsub
+		d = *x
 		body, err := json.Marshal(s)
 		if err != nil {
 			return err
