@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"slices"
 	"strconv"
 	"time"
 )
@@ -193,10 +194,6 @@ func (s *Simulator) serveOpenTable(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Simulator) openTableBody(ids []int64, term, date string, party int) any {
-	want := make(map[int64]bool, len(ids))
-	for _, id := range ids {
-		want[id] = true
-	}
 	type availability struct {
 		Times []string `json:"times"`
 	}
@@ -207,7 +204,7 @@ func (s *Simulator) openTableBody(ids []int64, term, date string, party int) any
 	}
 	restaurants := []restaurant{}
 	for _, vs := range s.lookup("", term, date, party) {
-		if len(ids) > 0 && !want[vs.venue.ID] {
+		if len(ids) > 0 && !slices.Contains(ids, vs.venue.ID) {
 			continue
 		}
 		rest := restaurant{RestaurantID: vs.venue.ID, Name: vs.venue.Name}

@@ -2,7 +2,6 @@ package simulator
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -20,11 +19,7 @@ func (s *Simulator) Start(ctx context.Context, addr string) (string, error) {
 	}
 	srv := &http.Server{Handler: s, ReadHeaderTimeout: 5 * time.Second, ReadTimeout: 10 * time.Second,
 		WriteTimeout: 30 * time.Second, MaxHeaderBytes: 64 << 10}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			_ = ln.Close()
-		}
-	}()
+	go func() { _ = srv.Serve(ln) }() // Serve closes ln when it returns
 	go func() {
 		<-ctx.Done()
 		shutdown, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)

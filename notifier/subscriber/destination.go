@@ -10,6 +10,7 @@ import (
 	"net/mail"
 	"net/url"
 	"reflect"
+	"slices"
 	"strings"
 	"sync"
 	"time"
@@ -349,20 +350,8 @@ func (p Preferences) Validate() error {
 
 // Wants reports whether subject passes the include and exclude lists.
 func (p Preferences) Wants(subject string) bool {
-	for _, pat := range p.Exclude {
-		if matchPattern(pat, subject) {
-			return false
-		}
-	}
-	if len(p.Include) == 0 {
-		return true
-	}
-	for _, pat := range p.Include {
-		if matchPattern(pat, subject) {
-			return true
-		}
-	}
-	return false
+	match := func(pat string) bool { return matchPattern(pat, subject) }
+	return !slices.ContainsFunc(p.Exclude, match) && (len(p.Include) == 0 || slices.ContainsFunc(p.Include, match))
 }
 
 // ChannelOn reports whether the channel is switched on.

@@ -9,6 +9,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -215,10 +216,8 @@ func (st *Store) Create(ctx context.Context, s Subscriber) (Created, error) {
 	tenant := tenancy.Of(s.Tenant)
 	keys = append(append(append(keys, cores...), tokKeys...), st.records.OwnersKey(), st.records.TenantIndex(tenant))
 	args := []any{s.ID, body, st.cfg.MaxSubscribers, n, st.cfg.ConfirmTTL.Milliseconds(), expires.UnixMilli()}
-	for _, l := range [][]string{coreVals, tokVals, members} {
-		for _, v := range l {
-			args = append(args, v)
-		}
+	for _, v := range slices.Concat(coreVals, tokVals, members) {
+		args = append(args, v)
 	}
 	args = append(args, tenant)
 	res, err := createScript.Run(ctx, st.rdb, keys, args...).Int()

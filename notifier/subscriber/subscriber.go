@@ -116,10 +116,7 @@ func printable(s string) bool {
 
 // validID reports whether s has the form of a generated id with the prefix.
 func validID(prefix, s string, hexLen int) bool {
-	if len(s) != len(prefix)+hexLen || !strings.HasPrefix(s, prefix) {
-		return false
-	}
-	return isHex(s[len(prefix):])
+	return len(s) == len(prefix)+hexLen && strings.HasPrefix(s, prefix) && isHex(s[len(prefix):])
 }
 
 func isHex(s string) bool { return strings.Trim(s, "0123456789abcdef") == "" }
@@ -222,20 +219,30 @@ func (st *Store) Peek(ctx context.Context, token string) (TokenInfo, error) {
 	return info, err
 }
 
-func (st *Store) lookup(ctx context.Context, token string) (TokenInfo, error) {
+// tokenParts returns the purpose, subscriber id and destination id a
+// token names; errors wrap ErrTokenNotFound.
+func (st *Store) tokenParts(ctx context.Context, token string) ([]string, error) {
 	if len(token) != 64 || !isHex(token) {
-		return TokenInfo{}, ErrTokenNotFound
+		return nil, ErrTokenNotFound
 	}
 	v, err := st.rdb.Get(ctx, tokenKey(token)).Result()
 	if errors.Is(err, redis.Nil) {
-		return TokenInfo{}, ErrTokenNotFound
+		return nil, ErrTokenNotFound
 	}
 	if err != nil {
-		return TokenInfo{}, fmt.Errorf("subscriber: token: %w", err)
+		return nil, fmt.Errorf("subscriber: token: %w", err)
 	}
 	parts := strings.Split(v, "|")
 	if len(parts) != 3 {
-		return TokenInfo{}, ErrTokenNotFound
+		return nil, ErrTokenNotFound
+	}
+	return parts, nil
+}
+
+func (st *Store) lookup(ctx context.Context, token string) (TokenInfo, error) {
+	parts, err := st.tokenParts(ctx, token)
+	if err != nil {
+		return TokenInfo{}, err
 	}
 	s, err := st.Resolve(ctx, parts[1])
 	if errors.Is(err, ErrNotFound) {
@@ -259,14 +266,10 @@ func (st *Store) Confirm(ctx context.Context, token string) (Subscriber, Destina
 	var s Subscriber
 	var d Destination
 	err := st.update(ctx, token, PurposeConfirm, func(pipe redis.Pipeliner, info TokenInfo) error {
-		s = info.Subscriber
-		for i := range s.Destinations {
-			if s.Destinations[i].ID == info.Destination.ID {
-				x := &s.Destinations[i]
-				x.Status, x.ConfirmedAt, x.ExpiresAt, x.UnsubscribeToken = StatusActive, st.cfg.Now().UTC(), time.Time{}, unsub
-				d = *x
-			}
-		}
+		s = info.Subscriber // lookup found info.Destination in it
+		x := &s.Destinations[slices.IndexFunc(s.Destinations, func(x Destination) bool { return x.ID == info.Destination.ID })]
+		x.Status, x.ConfirmedAt, x.ExpiresAt, x.UnsubscribeToken = StatusActive, st.cfg.Now().UTC(), time.Time{}, unsub
+		d = *x
 		body, err := json.Marshal(s)
 		if err != nil {
 			return err
@@ -325,20 +328,12 @@ const maxTxTries = 8
 // a concurrent change.
 func (st *Store) update(ctx context.Context, token, purpose string, fn func(redis.Pipeliner, TokenInfo) error) error {
 	for range maxTxTries {
-		var id string
-		if len(token) == 64 && isHex(token) {
-			v, err := st.rdb.Get(ctx, tokenKey(token)).Result()
-			if err != nil && !errors.Is(err, redis.Nil) {
-				return fmt.Errorf("subscriber: token: %w", err)
-			}
-			if p := strings.Split(v, "|"); len(p) == 3 {
-				id = p[1]
-			}
+		parts, err := st.tokenParts(ctx, token)
+		if err != nil {
+			return err
 		}
-		if id == "" {
-			return ErrTokenNotFound
-		}
-		err := st.rdb.Watch(ctx, func(tx *redis.Tx) error {
+		id := parts[1]
+		err = st.rdb.Watch(ctx, func(tx *redis.Tx) error {
 			info, err := st.lookup(ctx, token)
 			if err != nil {
 				return err

@@ -8,7 +8,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/xml"
-	"errors"
 	"fmt"
 	"net"
 	"net/http"
@@ -225,11 +224,7 @@ func Serve(ctx context.Context, addr string, h http.Handler) (string, error) {
 		return "", fmt.Errorf("feedsim: listen: %w", err)
 	}
 	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
-		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
-			return
-		}
-	}()
+	go func() { _ = srv.Serve(ln) }() // Serve closes ln when it returns
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), time.Second)
