@@ -9,6 +9,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // soakLoad drives a light, steady load over a process's API: one request
@@ -71,33 +73,24 @@ func (l *soakLoad) cycle(n int, ids map[string]string, watchers []string) []soak
 
 // run sends the load until ctx ends.
 func (l *soakLoad) run(ctx context.Context) {
-	t := time.NewTicker(l.every)
-	defer t.Stop()
 	var watchers []string
-	for n := 0; ; n++ {
-		ids := map[string]string{}
-		for i := 0; ; i++ {
-			steps := l.cycle(n, ids, watchers)
-			if i >= len(steps) {
-				break
-			}
-			select {
-			case <-ctx.Done():
-				return
-			case <-t.C:
-			}
-			s := steps[i]
-			got, ok := l.do(ctx, s)
-			switch {
-			case s.keep == "id" && ok:
-				watchers = append(watchers, got)
-			case s.method == "DELETE":
-				watchers = watchers[1:] // deleted, or gone: either way not kept
-			case s.keep != "" && ok:
-				ids[s.keep] = got
-			}
+	n, i, ids := 0, 0, map[string]string{}
+	tick.EveryAfter(ctx, l.every, func() {
+		steps := l.cycle(n, ids, watchers)
+		s := steps[i]
+		got, ok := l.do(ctx, s)
+		switch {
+		case s.keep == "id" && ok:
+			watchers = append(watchers, got)
+		case s.method == "DELETE":
+			watchers = watchers[1:] // deleted, or gone: either way not kept
+		case s.keep != "" && ok:
+			ids[s.keep] = got
 		}
-	}
+		if i++; i == len(steps) { // the round's length does not change within it
+			n, i, ids = n+1, 0, map[string]string{}
+		}
+	})
 }
 
 // do sends one step and counts its answer; it returns the kept field.

@@ -205,7 +205,6 @@ func load(ctx context.Context, store *comic.Store, w *world, cfg Config) (int, e
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(cfg.LoadWorkers)
 	phase := cfg.Phases.Start("load subscriptions", int64(cfg.Subscriptions))
-	defer phase.Done("")
 	for start := 0; start < cfg.Subscriptions && gctx.Err() == nil; start += batch {
 		subs := make([]comic.NewSubscription, 0, batch)
 		for i := start; i < min(start+batch, cfg.Subscriptions); i++ {
