@@ -60,9 +60,6 @@ func Body[T any](c *fiber.Ctx) (T, error) {
 // isJSONMediaType reports whether ct is application/json or
 // application/<something>+json.
 func isJSONMediaType(ct string) bool {
-	if ct == "" {
-		return false
-	}
 	mt, _, err := mime.ParseMediaType(ct)
 	if err != nil {
 		return false
@@ -159,11 +156,11 @@ func jsonKind(t reflect.Type) string {
 		return "string"
 	case reflect.Bool:
 		return "boolean"
-	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
-		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Uintptr:
-		return "integer"
 	case reflect.Float32, reflect.Float64:
 		return "number"
+	}
+	if t.Kind() >= reflect.Int && t.Kind() <= reflect.Uintptr {
+		return "integer"
 	}
 	return "value"
 }

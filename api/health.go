@@ -75,9 +75,6 @@ var errCheckPanicked = errors.New("check panicked")
 // a check is reported with the context's error and its late result dropped.
 func (s *Server) runChecks(parent context.Context) map[string]string {
 	results := make(map[string]string, len(s.cfg.Checks))
-	if len(s.cfg.Checks) == 0 {
-		return results
-	}
 	ctx, cancel := context.WithTimeout(parent, s.cfg.ReadyTimeout)
 	defer cancel()
 

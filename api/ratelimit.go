@@ -111,19 +111,8 @@ type RateLimitConfig struct {
 
 // limit returns a pointer to the limit of class (see effective).
 func (c *RateLimitConfig) limit(class Class) *Limit {
-	switch class.effective() {
-	case ClassContract:
-		return &c.Contract
-	case ClassChange:
-		return &c.Change
-	case ClassRead:
-		return &c.Read
-	case ClassAdmin:
-		return &c.Admin
-	case ClassPublic:
-		return &c.Public
-	}
-	return &c.Create
+	return [numClasses]*Limit{ClassCreate: &c.Create, ClassContract: &c.Contract, ClassChange: &c.Change,
+		ClassRead: &c.Read, ClassAdmin: &c.Admin, ClassPublic: &c.Public}[class.effective()]
 }
 
 // Of returns the limit of class, ClassCreate's for an unset class.

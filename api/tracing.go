@@ -46,21 +46,6 @@ func telemetryMethod(m string) string {
 	return "_OTHER"
 }
 
-// telemetryRoute returns the matched route pattern, or [RouteUnmatched].
-func telemetryRoute(c *fiber.Ctx) string {
-	return cmp.Or(matchedRoute(c), RouteUnmatched)
-}
-
-// spanName names a server span "<METHOD> <route pattern>", or "<METHOD>"
-// when no route matched, as the HTTP semantic conventions ask.
-func spanName(c *fiber.Ctx) string {
-	m := telemetryMethod(c.Method())
-	if p := matchedRoute(c); p != "" {
-		return m + " " + p
-	}
-	return m
-}
-
 // tracingMiddleware starts a server span per request, continuing an
 // incoming traceparent, and records [MetricRequestDuration]. The span is in
 // c.UserContext() and its context in the response headers. Operational
@@ -103,9 +88,14 @@ func (s *Server) tracingMiddleware() fiber.Handler {
 		}
 
 		status := c.Response().StatusCode()
-		route := telemetryRoute(c)
+		matched := matchedRoute(c)
+		route := cmp.Or(matched, RouteUnmatched)
 		if span.IsRecording() {
-			span.SetName(spanName(c))
+			// The span is named "<METHOD> <route pattern>", or "<METHOD>"
+			// when no route matched, as the HTTP semantic conventions ask.
+			if matched != "" {
+				span.SetName(method + " " + matched)
+			}
 			span.SetAttributes(semconv.HTTPRoute(route), semconv.HTTPResponseStatusCode(status))
 			if status >= 500 {
 				span.SetStatus(codes.Error, http.StatusText(status))

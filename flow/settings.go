@@ -44,30 +44,26 @@ type Var struct {
 	Secret bool
 }
 
+// kindChecks are the checks of the kinds other than String, and what each
+// wants.
+var kindChecks = map[Kind]struct {
+	ok   func(string) bool
+	want string
+}{
+	Duration: {func(s string) bool { d, err := time.ParseDuration(s); return err == nil && d > 0 }, "a positive duration such as 30s"},
+	Int:      {func(s string) bool { n, err := strconv.Atoi(s); return err == nil && n >= 1 }, "a positive whole number"},
+	URL: {func(s string) bool {
+		u, err := url.Parse(s)
+		return err == nil && (u.Scheme == "http" || u.Scheme == "https") && u.Host != ""
+	}, "an absolute http or https URL"},
+	Bool: {func(s string) bool { _, err := strconv.ParseBool(s); return err == nil }, "true or false"},
+}
+
 // Check reports whether value is valid for the variable's kind; "" is
 // always valid (unset).
 func (v Var) Check(value string) error {
-	if value == "" {
-		return nil
-	}
-	switch v.Kind {
-	case Duration:
-		if d, err := time.ParseDuration(value); err != nil || d <= 0 {
-			return fmt.Errorf("%s=%q: want a positive duration such as 30s", v.Name, shown(v, value))
-		}
-	case Int:
-		if n, err := strconv.Atoi(value); err != nil || n < 1 {
-			return fmt.Errorf("%s=%q: want a positive whole number", v.Name, shown(v, value))
-		}
-	case URL:
-		u, err := url.Parse(value)
-		if err != nil || (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
-			return fmt.Errorf("%s=%q: want an absolute http or https URL", v.Name, shown(v, value))
-		}
-	case Bool:
-		if _, err := strconv.ParseBool(value); err != nil {
-			return fmt.Errorf("%s=%q: want true or false", v.Name, shown(v, value))
-		}
+	if k, ok := kindChecks[v.Kind]; ok && value != "" && !k.ok(value) {
+		return fmt.Errorf("%s=%q: want %s", v.Name, shown(v, value), k.want)
 	}
 	return nil
 }
