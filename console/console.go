@@ -93,9 +93,7 @@ func New(cfg Config) (*Console, error) {
 		names = append(names, f.Name)
 		descs = append(descs, f.Desc)
 		for _, s := range f.Desc.Stages {
-			group := s.Config.Group
-			group = cmp.Or(group, s.Name)
-			c.stages = append(c.stages, stageRef{Flow: f.Name, Name: s.Name, Group: group, Topic: s.Topic})
+			c.stages = append(c.stages, stageRef{Flow: f.Name, Name: s.Name, Group: cmp.Or(s.Config.Group, s.Name), Topic: s.Topic})
 			c.topics[s.Topic.String()] = s.Topic
 		}
 		for _, h := range f.Desc.History {

@@ -3,7 +3,6 @@ package console
 import (
 	"context"
 	"errors"
-	"slices"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -276,6 +275,5 @@ func (c *Console) trace(ctx *fiber.Ctx) error {
 	if !ok {
 		return api.NotFound("trace_not_found", "this process keeps no trace "+clip.String(id, 64))
 	}
-	slices.SortStableFunc(spans, func(a, b spanbuffer.Span) int { return a.Start.Compare(b.Start) })
 	return ctx.JSON(traceView{TraceID: id, Spans: spans})
 }

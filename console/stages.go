@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"math"
+	"slices"
 	"sort"
 	"strconv"
 	"strings"
@@ -72,11 +73,6 @@ type StageStats struct {
 	Known bool `json:"known"`
 }
 
-// partMark is where a partition's group stood at the previous sample.
-type partMark struct {
-	lastDelivered string
-}
-
 // sampler reads the stages' figures, at most once per minSampleGap.
 type sampler struct {
 	rdb     redis.UniversalClient
@@ -86,13 +82,13 @@ type sampler struct {
 	mu        sync.Mutex
 	at        time.Time
 	last      []StageStats
-	marks     map[string]partMark  // stage/partition
+	marks     map[string]string    // stage/partition: last-delivered id at the previous sample
 	delivered map[string]int64     // stage/partition: counted deliveries
 	buckets   map[string][]float64 // stage: cumulative histogram counts
 }
 
 func newSampler(rdb redis.UniversalClient, metrics prometheus.Gatherer, stages []stageRef) *sampler {
-	return &sampler{rdb: rdb, metrics: metrics, stages: stages, marks: map[string]partMark{},
+	return &sampler{rdb: rdb, metrics: metrics, stages: stages, marks: map[string]string{},
 		delivered: map[string]int64{}, buckets: map[string][]float64{}}
 }
 
@@ -153,15 +149,11 @@ func (s *sampler) sample(ctx context.Context, st stageRef, now time.Time) (Stage
 			}
 			return v, err
 		}
-		var g *redis.XInfoGroup
-		for i := range groups {
-			if groups[i].Name == st.Group {
-				g = &groups[i]
-			}
-		}
-		if g == nil {
+		i := slices.IndexFunc(groups, func(g redis.XInfoGroup) bool { return g.Name == st.Group })
+		if i < 0 {
 			continue
 		}
+		g := &groups[i]
 		v.Known = true
 		v.Pending += g.Pending
 		lag := g.Lag
@@ -180,16 +172,16 @@ func (s *sampler) sample(ctx context.Context, st stageRef, now time.Time) (Stage
 		} else {
 			// Redis keeps no entries-read count here (an embedded Redis):
 			// count what the group read since the previous sample.
-			if seen && prev.lastDelivered != g.LastDeliveredID {
+			if seen && prev != g.LastDeliveredID {
 				from := "-"
-				if prev.lastDelivered != "0-0" {
-					from = "(" + prev.lastDelivered
+				if prev != "0-0" {
+					from = "(" + prev
 				}
 				s.delivered[mk] += max(0, s.count(ctx, key, from, g.LastDeliveredID))
 			}
 			v.Delivered += s.delivered[mk]
 		}
-		s.marks[mk] = partMark{lastDelivered: g.LastDeliveredID}
+		s.marks[mk] = g.LastDeliveredID
 		if g.Pending > 0 {
 			sum, err := s.rdb.XPending(ctx, key, st.Group).Result()
 			if err == nil && sum.Count > 0 {

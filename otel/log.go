@@ -103,9 +103,7 @@ func (h *logHandler) Handle(ctx context.Context, r slog.Record) error {
 	})
 	for i := len(h.groups) - 1; i >= 0; i-- {
 		g := h.groups[i]
-		as := make([]slog.Attr, 0, len(g.attrs)+len(nested))
-		as = append(append(as, g.attrs...), nested...)
-		nested = []slog.Attr{{Key: g.name, Value: slog.GroupValue(as...)}}
+		nested = []slog.Attr{{Key: g.name, Value: slog.GroupValue(slices.Concat(g.attrs, nested)...)}}
 	}
 	nr := slog.NewRecord(r.Time, r.Level, r.Message, r.PC)
 	nr.AddAttrs(ids...)

@@ -7,6 +7,7 @@ import (
 	"net/http"
 	"os"
 	"regexp"
+	"slices"
 	"strings"
 	"sync"
 
@@ -34,7 +35,7 @@ var latencyBuckets = []float64{
 // LatencyBuckets returns a copy of the bucket boundaries, in seconds, that
 // [Setup] gives latency histograms.
 func LatencyBuckets() []float64 {
-	return append([]float64(nil), latencyBuckets...)
+	return slices.Clone(latencyBuckets)
 }
 
 // latencySuffixes are the instrument name endings that select LatencyBuckets.
@@ -50,19 +51,17 @@ func latencyView(inst sdkmetric.Instrument) (sdkmetric.Stream, bool) {
 		return sdkmetric.Stream{}, false
 	}
 	name := strings.ToLower(inst.Name)
-	for _, suffix := range latencySuffixes {
-		if strings.HasSuffix(name, suffix) {
-			return sdkmetric.Stream{
-				Name:        inst.Name,
-				Description: inst.Description,
-				Unit:        inst.Unit,
-				Aggregation: sdkmetric.AggregationExplicitBucketHistogram{
-					Boundaries: LatencyBuckets(),
-				},
-			}, true
-		}
+	if !slices.ContainsFunc(latencySuffixes, func(suffix string) bool { return strings.HasSuffix(name, suffix) }) {
+		return sdkmetric.Stream{}, false
 	}
-	return sdkmetric.Stream{}, false
+	return sdkmetric.Stream{
+		Name:        inst.Name,
+		Description: inst.Description,
+		Unit:        inst.Unit,
+		Aggregation: sdkmetric.AggregationExplicitBucketHistogram{
+			Boundaries: LatencyBuckets(),
+		},
+	}, true
 }
 
 // MeterProvider is the SDK meter provider [Setup] builds, with the

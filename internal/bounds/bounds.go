@@ -10,19 +10,13 @@ import (
 // Check returns errs with "name v out of range lo..hi" appended when v is
 // outside [lo, hi], and errs unchanged otherwise.
 func Check[T cmp.Ordered](errs []error, name string, v, lo, hi T) []error {
-	if v < lo || v > hi {
-		return append(errs, fmt.Errorf("%s %v out of range %v..%v", name, v, lo, hi))
-	}
-	return errs
+	return CheckText(errs, name, v, lo, hi, fmt.Sprintf("%v..%v", lo, hi))
 }
 
 // CheckText is Check with the range written as text ("1KiB..64MiB"), for
 // bounds that read better in their own units.
 func CheckText[T cmp.Ordered](errs []error, name string, v, lo, hi T, text string) []error {
-	if v < lo || v > hi {
-		return append(errs, fmt.Errorf("%s %v out of range %s", name, v, text))
-	}
-	return errs
+	return Require(errs, !(v < lo || v > hi), "%s %v out of range %s", name, v, text)
 }
 
 // Require returns errs with fmt.Errorf(format, args...) appended unless ok,

@@ -279,50 +279,45 @@ const loadChunk = 500
 // List returns up to limit records after cursor ("" first) in id order;
 // unreadable records are left out, their errors returned with the page.
 func (s *Store[T]) List(ctx context.Context, cursor string, limit int) (Page[T], error) {
-	if limit < 1 {
-		return Page[T]{}, fmt.Errorf("recordstore: list limit %d: want 1 or more", limit)
-	}
-	page, bad, err := s.list(ctx, "", nil, cursor, limit)
-	if err != nil {
-		return Page[T]{}, err
-	}
-	return page, errors.Join(bad...)
+	return s.list(ctx, "", nil, cursor, limit)
 }
 
 // list is List over index ("" for the store's own), keeping the records
-// keep accepts (nil: every one); it returns the errors of unreadable
-// records apart from a Redis failure.
-func (s *Store[T]) list(ctx context.Context, index string, keep func(T) bool, cursor string, limit int) (Page[T], []error, error) {
+// keep accepts (nil: every one); a Redis failure returns a zero page.
+func (s *Store[T]) list(ctx context.Context, index string, keep func(T) bool, cursor string, limit int) (Page[T], error) {
+	if limit < 1 {
+		return Page[T]{}, fmt.Errorf("recordstore: list limit %d: want 1 or more", limit)
+	}
 	ids, more, err := s.ids(ctx, index, cursor)
 	if err != nil {
-		return Page[T]{}, nil, err
+		return Page[T]{}, err
 	}
 	page := Page[T]{Items: []T{}}
 	var errs []error
 	for len(page.Items) < limit {
 		if len(ids) == 0 {
 			if ids, err = more(limit - len(page.Items)); err != nil {
-				return Page[T]{}, nil, err
+				return Page[T]{}, err
 			}
 			if len(ids) == 0 {
-				return page, errs, nil
+				return page, errors.Join(errs...)
 			}
 		}
 		n := min(limit-len(page.Items), len(ids), loadChunk)
 		if page.Items, errs, err = s.decodeAll(ctx, ids[:n], keep, page.Items, errs); err != nil {
-			return Page[T]{}, nil, err
+			return Page[T]{}, err
 		}
 		cursor, ids = ids[n-1], ids[n:]
 	}
 	if len(ids) == 0 {
 		if ids, err = more(1); err != nil {
-			return Page[T]{}, nil, err
+			return Page[T]{}, err
 		}
 	}
 	if len(ids) > 0 {
 		page.NextCursor = cursor
 	}
-	return page, errs, nil
+	return page, errors.Join(errs...)
 }
 
 // ids returns index's ids after cursor known at once, and a func for n more.
@@ -469,9 +464,6 @@ func (s *Store[T]) All(ctx context.Context) ([]T, error) {
 		out, bad := s.decodeRaws(ids, raws, nil, make([]T, 0, len(ids)), nil)
 		return out, errors.Join(bad...)
 	}
-	page, bad, err := s.list(ctx, "", nil, "", math.MaxInt)
-	if err != nil {
-		return nil, err
-	}
-	return page.Items, errors.Join(bad...)
+	page, err := s.list(ctx, "", nil, "", math.MaxInt)
+	return page.Items, err
 }

@@ -1,6 +1,7 @@
 package recordstore
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -15,10 +16,7 @@ import (
 
 // base is the key the tenant keys derive from, sharing its hash tag.
 func (s *Store[T]) base() string {
-	b := s.cfg.Layout.Index
-	if s.cfg.Layout.Hash != "" {
-		b = s.cfg.Layout.Hash
-	}
+	b := cmp.Or(s.cfg.Layout.Hash, s.cfg.Layout.Index)
 	if open := strings.IndexByte(b, '{'); open < 0 || !strings.Contains(b[open:], "}") {
 		// A key without a hash tag: tagged with itself, the derived keys
 		// share its slot.
@@ -74,15 +72,8 @@ func (s *Store[T]) ListIn(ctx context.Context, v tenancy.View, cursor string, li
 	if v.All || s.cfg.Tenant == nil {
 		return s.List(ctx, cursor, limit)
 	}
-	if limit < 1 {
-		return Page[T]{}, fmt.Errorf("recordstore: list limit %d: want 1 or more", limit)
-	}
 	tenant := v.Owner()
-	page, bad, err := s.list(ctx, s.TenantIndex(tenant), func(rec T) bool { return s.tenantOf(rec) == tenant }, cursor, limit)
-	if err != nil {
-		return Page[T]{}, err
-	}
-	return page, errors.Join(bad...)
+	return s.list(ctx, s.TenantIndex(tenant), func(rec T) bool { return s.tenantOf(rec) == tenant }, cursor, limit)
 }
 
 // deleteScript removes a record of the expected tenant. KEYS: record key

@@ -137,10 +137,8 @@ func toSpan(s sdktrace.ReadOnlySpan) Span {
 			sp.Service = v.String()
 		}
 	}
-	for i, kv := range s.Attributes() {
-		if i == maxAttrs {
-			break
-		}
+	attrs := s.Attributes()
+	for _, kv := range attrs[:min(len(attrs), maxAttrs)] {
 		if sp.Attrs == nil {
 			sp.Attrs = map[string]string{}
 		}
