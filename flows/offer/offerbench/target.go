@@ -11,6 +11,7 @@ import (
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/settings"
+	"github.com/dropstream/dropstream/stream"
 )
 
 // Bench is `dropstream bench offers`: Run over the app's Redis, its
@@ -34,11 +35,12 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
 		bc.Partitions, bc.Telemetry = env.Settings.Partitions, env.Telemetry
 		bc.Progress = env.Phases
-		out := env.Stdout
+		out, def := env.Stdout, offer.Config{}.WithDefaults()
 		fmt.Fprintf(out, "bench offers: %s, %d offers over 3 handlers, %d partitions, GOMAXPROCS %d; "+
 			"searches are called in this process with no client apart, so its CPU is the flow's; "+
-			"changed from the flow's defaults: max wait %s (2s), result ttl %s (5m), handler read block %s (1s)\n",
-			env.RedisName, bc.Offers, bc.Partitions, runtime.GOMAXPROCS(0), maxWait, resultTTL, readBlock)
+			"changed from the flow's defaults: max wait %s (%s), result ttl %s (%s), handler read block %s (%s)\n",
+			env.RedisName, bc.Offers, bc.Partitions, runtime.GOMAXPROCS(0), maxWait, def.MaxWait, resultTTL, def.ResultTTL,
+			readBlock, stream.RunnerConfig{}.WithDefaults("").Block)
 		r, err := Run(ctx, env.Redis, bc)
 		if err != nil {
 			return err
