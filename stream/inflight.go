@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/internal/script"
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // In-flight batches. While a partition works on a batch, a keeper
@@ -78,33 +79,23 @@ type inflight struct {
 	n, late             int
 	firstLate, lastLate string
 
-	stop chan struct{}
-	done chan struct{}
+	stop context.CancelFunc // ends the keeper
+	done chan struct{}      // closed once the keeper has returned
 }
 
 // keep starts keeping the batch msgs of st fresh until end is called.
 func (r *Runner) keep(ctx context.Context, st *partitionState, msgs []*Message) *inflight {
+	keeping, stop := context.WithCancel(ctx)
 	f := &inflight{r: r, stream: st.stream, p: st.p, open: make(map[string]bool, len(msgs)), lost: map[string]bool{},
-		began: time.Now(), n: len(msgs), stop: make(chan struct{}), done: make(chan struct{})}
+		began: time.Now(), n: len(msgs), stop: stop, done: make(chan struct{})}
 	for _, m := range msgs {
 		f.open[m.ID] = true
 	}
-	go f.run(ctx)
+	go func() {
+		defer close(f.done)
+		tick.EveryAfter(keeping, r.cfg.keepEvery(), func() { f.refresh(ctx) })
+	}()
 	return f
-}
-
-func (f *inflight) run(ctx context.Context) {
-	defer close(f.done)
-	t := time.NewTicker(f.r.cfg.keepEvery())
-	defer t.Stop()
-	for {
-		select {
-		case <-f.stop:
-			return
-		case <-t.C:
-			f.refresh(ctx)
-		}
-	}
 }
 
 // refresh acknowledges the handled messages and keeps the open ones fresh.
@@ -199,7 +190,7 @@ func (f *inflight) started(id string) {
 // end stops keeping the batch, warns of the messages that started late (a
 // stalled keeper would let them go) and returns the acks still to send.
 func (f *inflight) end(ctx context.Context) *ackSet {
-	close(f.stop)
+	f.stop()
 	<-f.done
 	if f.late > 0 {
 		f.r.tel.Logger.WarnContext(ctx, "slow batch: messages started more than claim_idle/2 after the read; only keeping them fresh stops another copy from claiming them",

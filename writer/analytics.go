@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"log/slog"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -31,10 +30,9 @@ type Analytics struct {
 	// unmatched counts MetricUnmatchedCloses.
 	unmatched metric.Int64Counter
 	reg       metric.Registration
-	log       *slog.Logger
-	// One batcher per stage, shared by its copies.
+	// Each stage's copies share its batcher.
 	transitions *sink.Batcher[transitionBatch]
-	runs        *sink.Batcher[[]clickhouse.RunRow]
+	runs        *sink.History[clickhouse.RunRow]
 	closed      atomic.Bool
 }
 
@@ -66,11 +64,16 @@ func NewAnalytics(ch *clickhouse.Client, cfg AnalyticsConfig, tel stream.Telemet
 	if err != nil {
 		return nil, fmt.Errorf("writer: analytics metrics: %w", err)
 	}
-	a := &Analytics{ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, unmatched: unmatched, log: log}
+	a := &Analytics{ch: ch, cfg: cfg, topics: avail.NewTopics(cfg.Partitions), met: met, unmatched: unmatched}
+	a.runs, err = sink.NewHistory(ch, sink.HistoryConfig[clickhouse.RunRow]{Stage: StageAnalyticsRuns, Topic: a.topics.Runs,
+		Tables: []string{clickhouse.TableRuns}, Rows: runRows, Insert: insertRuns,
+		Batching: cfg.Batching, ReadAhead: cfg.ReadAhead, Runner: cfg.Runner}, tel)
+	if err != nil {
+		return nil, err
+	}
 	a.transitions = sink.NewBatcher(StageAnalyticsTransitions, cfg.Batching, met, log, tracer, a.flushTransitions)
-	a.runs = sink.NewBatcher(StageAnalyticsRuns, cfg.Batching, met, log, tracer, a.flushRuns)
-	if a.reg, err = met.Observe(a.transitions, a.runs); err != nil {
-		a.closeBatchers()
+	if a.reg, err = met.Observe(a.transitions); err != nil {
+		_ = a.closeBatchers()
 		return nil, err
 	}
 	return a, nil
@@ -83,7 +86,7 @@ func (a *Analytics) Stages() []stream.Stage {
 	tcfg.BatchSize = a.cfg.TransitionsBatchSize
 	return sink.Copies(a.cfg.ReadAhead,
 		stream.Stage{Name: StageAnalyticsTransitions, Topic: a.topics.Transitions, Config: tcfg, BatchHandler: a.HandleTransitions},
-		stream.Stage{Name: StageAnalyticsRuns, Topic: a.topics.Runs, Config: a.cfg.Runner, BatchHandler: a.HandleRuns})
+		a.runs.Stage())
 }
 
 // Close stops the flush loops after the flush in progress; waiting and
@@ -92,8 +95,7 @@ func (a *Analytics) Close() error {
 	if !a.closed.CompareAndSwap(false, true) {
 		return nil
 	}
-	a.closeBatchers()
-	if err := a.reg.Unregister(); err != nil {
+	if err := errors.Join(a.closeBatchers(), a.reg.Unregister()); err != nil {
 		return fmt.Errorf("writer: analytics close: %w", err)
 	}
 	return nil
@@ -147,34 +149,6 @@ func (a *Analytics) prepareTransitions(msgs []*stream.Message) (transitionBatch,
 	return b, errs
 }
 
-// HandleRuns is the batch handler of "avail-analytics-runs", like
-// HandleTransitions.
-func (a *Analytics) HandleRuns(ctx context.Context, msgs []*stream.Message) error {
-	rows, errs := a.decodeRuns(msgs)
-	var err error
-	if len(rows) > 0 {
-		err = a.runs.Add(ctx, rows, len(rows), len(msgs), sink.Urgent(msgs, a.cfg.Runner.BatchSize))
-	}
-	return sink.Settle(errs, err)
-}
-
-// decodeRuns decodes msgs into rows, like prepareTransitions.
-func (a *Analytics) decodeRuns(msgs []*stream.Message) ([]clickhouse.RunRow, []error) {
-	a.runs.Begin()
-	defer a.runs.End()
-	errs := make([]error, len(msgs))
-	rows := make([]clickhouse.RunRow, 0, len(msgs))
-	for i, m := range msgs {
-		row, err := runRow(m)
-		if err != nil {
-			errs[i] = err
-			continue
-		}
-		rows = append(rows, row)
-	}
-	return rows, errs
-}
-
 // flushTransitions inserts the batches' rows, one INSERT per table, all at
 // once.
 func (a *Analytics) flushTransitions(ctx context.Context, batches []transitionBatch) error {
@@ -204,13 +178,9 @@ func (a *Analytics) flushTransitions(ctx context.Context, batches []transitionBa
 	return errors.Join(trErr, sessErr, runErr)
 }
 
-// flushRuns inserts the batches' runs in one INSERT.
-func (a *Analytics) flushRuns(ctx context.Context, batches [][]clickhouse.RunRow) error {
-	if err := clickhouse.InsertRuns(ctx, a.ch, batches...); err != nil {
-		return err
-	}
-	a.met.CountRows(clickhouse.TableRuns, clickhouse.RowCount(batches))
-	return nil
+// insertRuns inserts the runs in one INSERT.
+func insertRuns(ctx context.Context, ch *clickhouse.Client, rows []clickhouse.RunRow) error {
+	return clickhouse.InsertRuns(ctx, ch, rows)
 }
 
 // transitionRow returns the row of transition t, decoded from m.
@@ -250,16 +220,16 @@ func sessionRow(r *clickhouse.TransitionRow, t avail.Transition) (clickhouse.Ses
 	return s, true
 }
 
-// runRow decodes a run message into its row.
-func runRow(m *stream.Message) (clickhouse.RunRow, error) {
+// runRows decodes a run message into its one row.
+func runRows(m *stream.Message) ([]clickhouse.RunRow, error) {
 	var r avail.RunRecord
 	if err := availjson.UnmarshalRunRecord(m.Payload, &r); err != nil {
-		return clickhouse.RunRow{}, stream.Permanentf("writer: decode run %s: %w", m.ID, err)
+		return nil, stream.Permanentf("writer: decode run %s: %w", m.ID, err)
 	}
 	if err := checkRun(m, r); err != nil {
-		return clickhouse.RunRow{}, err
+		return nil, err
 	}
-	return runRowOf(m, r), nil
+	return []clickhouse.RunRow{runRowOf(m, r)}, nil
 }
 
 // checkRun returns the permanent error of a run record, decoded from m,
@@ -294,12 +264,14 @@ func traceIDOf(m *stream.Message, id string) string {
 func clampU16(n int) uint16 { return uint16(min(max(n, 0), 1<<16-1)) }
 func clampU32(n int) uint32 { return uint32(min(max(n, 0), 1<<32-1)) }
 
-// closeBatchers closes both batchers, at once.
-func (a *Analytics) closeBatchers() {
+// closeBatchers closes both stages' batchers, at once.
+func (a *Analytics) closeBatchers() error {
+	var runsErr error
 	var wg sync.WaitGroup
 	wg.Go(a.transitions.Close)
-	wg.Go(a.runs.Close)
+	wg.Go(func() { runsErr = a.runs.Close() })
 	wg.Wait()
+	return runsErr
 }
 
 // MetricUnmatchedCloses counts raw closes whose opening the diff did not

@@ -18,17 +18,8 @@ const (
 	StageAnalyticsRuns        = "avail-analytics-runs"
 )
 
-// Defaults of the writer configs.
-const (
-	DefaultPartitions  = 8
-	DefaultMaxSessions = 100
-	DefaultMaxScan     = 10_000
-	// DefaultAnalyticsBatchSize is the analytics stages' read batch.
-	DefaultAnalyticsBatchSize = 5000
-	// DefaultTransitionsBatchSize is the transitions stage's read batch: 5,000
-	// cost twice the CPU, 500 a quarter more (BENCHMARKS.md, "the long backlog").
-	DefaultTransitionsBatchSize = 1000
-)
+// DefaultAnalyticsBatchSize is the analytics stages' read batch.
+const DefaultAnalyticsBatchSize = 5000
 
 // ProjectionConfig configures the projection. Zero fields take the defaults.
 type ProjectionConfig struct {
@@ -74,7 +65,8 @@ type AnalyticsConfig struct {
 	// Runner tunes both stages' runners, defaulted by sink.BatchRunner.
 	Runner stream.RunnerConfig
 	// TransitionsBatchSize replaces Runner.BatchSize for the transitions
-	// stage. Default 1,000, at most stream.MaxBatchSize.
+	// stage. Default 1,000, at most stream.MaxBatchSize: 5,000 cost twice the
+	// CPU, 500 a quarter more (BENCHMARKS.md, "the long backlog").
 	TransitionsBatchSize int `default:"1000"`
 }
 

@@ -30,7 +30,7 @@ func TestProjectionConfig_validate(t *testing.T) {
 		})
 	}
 	d := writer.ProjectionConfig{}.WithDefaults()
-	if d.Partitions != writer.DefaultPartitions || d.MaxSessions != writer.DefaultMaxSessions || d.MaxScan != writer.DefaultMaxScan {
+	if d.Partitions != 8 || d.MaxSessions != 100 || d.MaxScan != 10_000 {
 		t.Fatalf("defaults = %+v", d)
 	}
 }
@@ -62,11 +62,11 @@ func TestAnalyticsConfig_validate(t *testing.T) {
 		})
 	}
 	d := writer.AnalyticsConfig{Runner: stream.RunnerConfig{Retry: stream.RetryConfig{MaxRetries: 3}}}.WithDefaults()
-	if d.BatchRows != sink.DefaultBatchRows || d.FlushInterval != sink.DefaultFlushInterval ||
-		d.Linger != sink.DefaultLinger || d.Runner.HandlerTimeout != sink.DefaultHandlerTimeout ||
+	if d.BatchRows != 100_000 || d.FlushInterval != time.Second ||
+		d.Linger != 5*time.Millisecond || d.Runner.HandlerTimeout != sink.DefaultHandlerTimeout ||
 		d.Runner.ClaimIdle != 2*sink.DefaultHandlerTimeout ||
 		d.Runner.MaxDeliveries != sink.DefaultMaxDeliveries || !d.Runner.Retry.Disabled ||
-		d.Runner.BatchSize != writer.DefaultAnalyticsBatchSize || d.TransitionsBatchSize != writer.DefaultTransitionsBatchSize {
+		d.Runner.BatchSize != writer.DefaultAnalyticsBatchSize || d.TransitionsBatchSize != 1000 {
 		t.Fatalf("defaults = %+v", d)
 	}
 }

@@ -17,6 +17,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
+	"github.com/dropstream/dropstream/internal/tick"
 	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -197,36 +198,25 @@ func (b *Batcher[E]) run(ctx context.Context) {
 	bo := stream.NewBackoff(50*time.Millisecond, b.cfg.MaxBackoff, 0)
 	for {
 		due, ok := b.due()
-		if !ok {
-			select {
-			case <-ctx.Done():
-				return
-			case <-b.wake:
+		if wait := time.Until(due); !ok || wait > 0 {
+			if ok {
+				timer.Reset(wait)
 			}
-			continue
-		}
-		if wait := time.Until(due); wait > 0 {
-			timer.Reset(wait)
-			select {
+			select { // the stopped timer of an empty queue never fires
 			case <-ctx.Done():
-				timer.Stop()
 				return
 			case <-b.wake:
-				timer.Stop()
 			case <-timer.C:
 			}
+			timer.Stop()
 			continue
 		}
 		if err := b.flushOnce(ctx); err == nil {
 			bo.Reset()
 			continue
 		}
-		timer.Reset(bo.NextBackOff())
-		select {
-		case <-ctx.Done():
-			timer.Stop()
+		if tick.Sleep(ctx, bo.NextBackOff()) != nil {
 			return
-		case <-timer.C:
 		}
 	}
 }

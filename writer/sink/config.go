@@ -11,11 +11,8 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Defaults of Batching and of the runners of the batched stages.
+// Defaults of the batched stages' runners, and the bound of their read-ahead.
 const (
-	DefaultBatchRows     = 100_000
-	DefaultFlushInterval = time.Second
-	DefaultLinger        = 5 * time.Millisecond
 	// DefaultHandlerTimeout is how long a batched stage's handler waits
 	// for its rows to reach ClickHouse.
 	DefaultHandlerTimeout = 30 * time.Second
@@ -55,17 +52,11 @@ func (b Batching) WithDefaults() Batching {
 // read-ahead and the stages' runner config.
 func (b Batching) Validate(readAhead int, runner stream.RunnerConfig, stages ...string) error {
 	errs := bounds.Check([]error{settings.Check("writer", &b)}, "writer: read ahead", readAhead, 1, MaxReadAhead)
-	if b.FlushInterval <= 0 || b.FlushTimeout <= 0 || b.MaxBackoff <= 0 {
-		errs = append(errs, fmt.Errorf("writer: flush interval %s, flush timeout %s and max backoff %s must be positive",
-			b.FlushInterval, b.FlushTimeout, b.MaxBackoff))
-	}
-	if b.Linger > b.FlushInterval {
-		errs = append(errs, fmt.Errorf("writer: linger %s exceeds flush interval %s", b.Linger, b.FlushInterval))
-	}
-	if runner.HandlerTimeout < b.FlushInterval+b.FlushTimeout {
-		errs = append(errs, fmt.Errorf("writer: handler timeout %s below flush interval + flush timeout %s",
-			runner.HandlerTimeout, b.FlushInterval+b.FlushTimeout))
-	}
+	errs = bounds.Require(errs, b.FlushInterval > 0 && b.FlushTimeout > 0 && b.MaxBackoff > 0,
+		"writer: flush interval %s, flush timeout %s and max backoff %s must be positive", b.FlushInterval, b.FlushTimeout, b.MaxBackoff)
+	errs = bounds.Require(errs, b.Linger <= b.FlushInterval, "writer: linger %s exceeds flush interval %s", b.Linger, b.FlushInterval)
+	errs = bounds.Require(errs, runner.HandlerTimeout >= b.FlushInterval+b.FlushTimeout,
+		"writer: handler timeout %s below flush interval + flush timeout %s", runner.HandlerTimeout, b.FlushInterval+b.FlushTimeout)
 	for _, stage := range stages {
 		if err := runner.WithDefaults(stage).Validate(); err != nil {
 			errs = append(errs, fmt.Errorf("writer: runner of %s: %w", stage, err))

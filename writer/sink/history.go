@@ -11,6 +11,7 @@ import (
 	"go.opentelemetry.io/otel/metric"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -56,10 +57,8 @@ func (c HistoryConfig[R]) WithDefaults() HistoryConfig[R] {
 
 // Validate reports every invalid field of a defaulted config.
 func (c HistoryConfig[R]) Validate() error {
-	var errs []error
-	if c.Stage == "" || len(c.Tables) == 0 || c.Rows == nil || c.Insert == nil {
-		errs = append(errs, fmt.Errorf("writer: history %q needs a stage name, tables, Rows and Insert", c.Stage))
-	}
+	errs := bounds.Require(nil, c.Stage != "" && len(c.Tables) > 0 && c.Rows != nil && c.Insert != nil,
+		"writer: history %q needs a stage name, tables, Rows and Insert", c.Stage)
 	if err := c.Topic.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("writer: history %s: %w", c.Stage, err))
 	}

@@ -233,7 +233,7 @@ func TestHistoryConfig_validate(t *testing.T) {
 		t.Fatalf("a complete config: %v", err)
 	}
 	d := good.WithDefaults()
-	if d.BatchRows != sink.DefaultBatchRows || d.FlushInterval != sink.DefaultFlushInterval || d.ReadAhead != 1 ||
+	if d.BatchRows != 100_000 || d.FlushInterval != time.Second || d.ReadAhead != 1 ||
 		d.Runner.BatchSize != sink.DefaultHistoryBatchSize || !d.Runner.Retry.Disabled {
 		t.Errorf("defaults %+v", d)
 	}

@@ -6,7 +6,6 @@ import (
 	"fmt"
 	"log/slog"
 
-	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
@@ -59,11 +58,8 @@ type Metrics struct {
 	meter    metric.Meter
 }
 
-// NewMetrics creates the instruments on mp (nil: the global provider).
+// NewMetrics creates the instruments on mp.
 func NewMetrics(mp metric.MeterProvider) (*Metrics, error) {
-	if mp == nil {
-		mp = gotel.GetMeterProvider()
-	}
 	m := &Metrics{meter: mp.Meter(InstrumentationScope)}
 	var errs [6]error
 	m.rows, errs[0] = m.meter.Int64Counter(MetricRowsWritten,
