@@ -91,13 +91,9 @@ func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel s
 	if err != nil {
 		return nil, err
 	}
-	w := NewWaiter(rdb, log)
-	w.recheck = cfg.Recheck
-	store := NewStore(rdb, cfg.Partitions)
-	store.retryFor = cfg.RetryFor
-	store.wait = cfg.Wait
-	return &Flow{rdb: rdb, cfg: cfg, store: store, keys: NewKeys(cfg.Partitions),
-		topics: NewTopics(cfg.Partitions), pub: pub, waiter: w, log: log, cons: cons,
+	keys := NewKeys(cfg.Partitions)
+	return &Flow{rdb: rdb, cfg: cfg, store: &Store{rdb: rdb, keys: keys, retryFor: cfg.RetryFor, wait: cfg.Wait}, keys: keys,
+		topics: NewTopics(cfg.Partitions), pub: pub, waiter: newWaiter(rdb, log, cfg.Recheck), log: log, cons: cons,
 		tracer: tel.TracerProvider.Tracer(instrumentationScope)}, nil
 }
 

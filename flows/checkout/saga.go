@@ -155,21 +155,15 @@ func (s *Flow) begin(ctx context.Context, o Order, tp string) (string, int64, []
 	}
 	nonce := newNonce()
 	parts := make([]string, len(cmds))
-	args := make([]any, 0, 11+2*len(cmds))
-	args = append(args, o.ID, strconv.FormatInt(o.TrNum, 10), strconv.FormatInt(o.Ver, 10), strconv.FormatInt(tr, 10),
-		tp, strconv.FormatInt(time.Now().UnixMilli(), 10), "", strconv.FormatInt(s.cfg.StateTTL.Milliseconds(), 10),
-		o.UserID, strconv.FormatInt(o.TotalCost, 10), nonce)
+	var pairs []any
 	for i := range cmds {
 		cmds[i].Nonce = nonce
-		c := cmds[i]
-		raw, err := json.Marshal(c)
-		if err != nil {
-			return "", 0, nil, err
-		}
-		parts[i] = c.Part
-		args = append(args, c.Part, raw)
+		raw, _ := json.Marshal(cmds[i]) // a Command always encodes
+		parts[i] = cmds[i].Part
+		pairs = append(pairs, parts[i], raw)
 	}
-	args[6] = strings.Join(parts, ",")
+	args := append([]any{o.ID, o.TrNum, o.Ver, tr, tp, time.Now().UnixMilli(), strings.Join(parts, ","),
+		s.cfg.StateTTL.Milliseconds(), o.UserID, o.TotalCost, nonce}, pairs...)
 	keys := []string{s.keys.Order(o.ID), s.keys.Saga(o.ID, tr), s.keys.Open(s.keys.Partition(o.ID))}
 	res, err := beginScript.Run(ctx, s.rdb, keys, args...).StringSlice()
 	if err != nil {

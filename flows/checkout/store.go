@@ -34,11 +34,6 @@ type Store struct {
 	wait     stream.ReplicaWait
 }
 
-// NewStore returns a store over rdb with the default Config.RetryFor.
-func NewStore(rdb redis.UniversalClient, partitions int) *Store {
-	return &Store{rdb: rdb, keys: NewKeys(partitions), retryFor: Config{}.WithDefaults().RetryFor}
-}
-
 // retry runs op again while Redis is unavailable, for up to s.retryFor.
 func retry[T any](ctx context.Context, s *Store, op func() (T, error)) (T, error) {
 	return stream.RetryUnavailable(ctx, s.retryFor, op)
@@ -202,11 +197,7 @@ func (s *Store) adjust(ctx context.Context, kind, id, field string, amount, sign
 		return 0, err
 	}
 	delta := sign * amount
-	key := s.keys.Item(id)
-	if kind == "user" {
-		key = s.keys.User(id)
-	}
-	keys := []string{key, s.keys.Call(id, newID())}
+	keys := []string{s.keys.in(id, kind, id), s.keys.Call(id, newID())} // Item or User
 	res, err := retry(ctx, s, func() ([]int64, error) {
 		return s.wait.RunScript(ctx, s.rdb, adjustScript, keys, field, strconv.FormatInt(delta, 10), strconv.FormatInt(MaxAmount, 10), s.callTTL()).Int64Slice()
 	})

@@ -1,7 +1,6 @@
 package checkout
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // sweepPage bounds the stale attempts one sweep takes per partition.
@@ -151,31 +152,25 @@ func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 	return st, nil
 }
 
-// RunSweeper runs Sweep every SweepInterval and CheckConservation every
-// ConservationInterval, logging failures, until ctx ends (then nil).
+// RunSweeper runs Sweep every SweepInterval and, beside it,
+// CheckConservation every ConservationInterval, logging failures, until
+// ctx ends (then nil).
 func (s *Flow) RunSweeper(ctx context.Context) error {
-	t := time.NewTicker(s.cfg.SweepInterval)
-	defer t.Stop()
-	c := time.NewTicker(s.cfg.ConservationInterval)
-	defer c.Stop()
-	check := func() {
-		if _, err := s.CheckConservation(ctx); err != nil && ctx.Err() == nil {
-			s.log.WarnContext(ctx, "checkout: conservation check failed", "error", err)
-		}
-	}
-	check()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-c.C:
-			check()
-		case now := <-t.C:
-			if _, err := s.Sweep(ctx, now); err != nil && ctx.Err() == nil {
-				s.log.WarnContext(ctx, "checkout: sweep failed", "error", err)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick.Every(ctx, s.cfg.ConservationInterval, func() {
+			if _, err := s.CheckConservation(ctx); err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "checkout: conservation check failed", "error", err)
 			}
+		})
+	})
+	tick.EveryAfter(ctx, s.cfg.SweepInterval, func() {
+		if _, err := s.Sweep(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "checkout: sweep failed", "error", err)
 		}
-	}
+	})
+	wg.Wait()
+	return nil
 }
 
 // remoteContext returns ctx in traceparent tp's trace.
@@ -209,9 +204,9 @@ type waitSet struct {
 	chans map[chan Result]struct{}
 }
 
-// NewWaiter returns a waiter; Run must run for notifications to arrive.
-func NewWaiter(rdb redis.UniversalClient, log *slog.Logger) *Waiter {
-	return &Waiter{rdb: rdb, log: cmp.Or(log, slog.Default()), ready: make(chan struct{}), recheck: time.Second, waits: map[string]*waitSet{}}
+// newWaiter returns a waiter; Run must run for notifications to arrive.
+func newWaiter(rdb redis.UniversalClient, log *slog.Logger, recheck time.Duration) *Waiter {
+	return &Waiter{rdb: rdb, log: log, ready: make(chan struct{}), recheck: recheck, waits: map[string]*waitSet{}}
 }
 
 // Ready is closed once Run has subscribed.

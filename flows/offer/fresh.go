@@ -1,6 +1,7 @@
 package offer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -151,21 +152,16 @@ func (s *Flow) freshStep(ctx context.Context, k *keeper) error {
 			return fmt.Errorf("read position: %w", err)
 		}
 		for _, h := range s.cfg.Handlers {
-			k.pos[h.Tag] = "0-0"
-			if p := pos[h.Tag]; p != "" {
-				k.pos[h.Tag] = p
-			}
+			k.pos[h.Tag] = cmp.Or(pos[h.Tag], "0-0")
 			if v, err := strconv.ParseInt(pos["v:"+h.Tag], 10, 64); err == nil {
 				k.ver[h.Tag] = v
 			}
 		}
 	}
-	streams := make([]string, 0, 2*len(s.cfg.Handlers))
-	for _, h := range s.cfg.Handlers {
-		streams = append(streams, changesKey(h.Tag))
-	}
-	for _, h := range s.cfg.Handlers {
-		streams = append(streams, k.pos[h.Tag])
+	n := len(s.cfg.Handlers)
+	streams := make([]string, 2*n) // the keys, then their positions
+	for i, h := range s.cfg.Handlers {
+		streams[i], streams[n+i] = changesKey(h.Tag), k.pos[h.Tag]
 	}
 	xs, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: freshBatch, Block: s.cfg.FreshBlock}).Result()
 	if errors.Is(err, redis.Nil) {

@@ -155,12 +155,8 @@ func (s *Flow) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPric
 	if err != nil || len(raw) != 5 {
 		return OrderPrice{}, fmt.Errorf("offer: order price %s: %v %w", id, raw, err)
 	}
-	op := OrderPrice{OrderPriceID: id, Status: raw[1], Error: raw[3]}
+	op := OrderPrice{OrderPriceID: id, Status: raw[1], Error: raw[3], ExpiresAt: msTime(raw[4])}
 	op.Price, _ = strconv.ParseInt(raw[2], 10, 64)
-	if exp, _ := strconv.ParseInt(raw[4], 10, 64); exp > 0 {
-		t := time.UnixMilli(exp).UTC()
-		op.ExpiresAt = &t
-	}
 	s.met.orderPrices.Add(ctx, 1, metric.WithAttributes(keyOutcome.String(raw[0])))
 	if raw[0] != "miss" {
 		op.Cached = raw[0] == "hit"
@@ -216,18 +212,15 @@ func (s *Flow) usePriceCache(ctx context.Context, v *view, resultID string, prog
 	}
 	pipe := s.rdb.Pipeline()
 	epochCmd := pipe.HGet(ctx, s.cfg.resultKeys(resultID).main, "epoch")
-	keys := make([]string, len(prog.combos))
+	cmds := make([]*redis.SliceCmd, len(prog.combos))
 	for i, c := range prog.combos {
 		id, err := OrderPriceID(OrderPriceRequest{Quantities: []OfferQuantity{{OfferID: e.SellOfferID, Quantity: e.OrderQuantity}},
 			Location: c.Location, Delivery: c.Delivery, Payment: c.Payment})
 		if err != nil {
 			return
 		}
-		keys[i], _ = s.cfg.priceKeys(id)
-	}
-	cmds := make([]interface{ Val() []any }, len(keys))
-	for i, k := range keys {
-		cmds[i] = pipe.HMGet(ctx, k, "status", "price", "expiry", "epoch")
+		key, _ := s.cfg.priceKeys(id)
+		cmds[i] = pipe.HMGet(ctx, key, "status", "price", "expiry", "epoch")
 	}
 	_, _ = pipe.Exec(ctx)
 	resultEpoch, err := strconv.ParseInt(epochCmd.Val(), 10, 64)
