@@ -255,20 +255,6 @@ func (s *Flow) effectHeader(side string) []any {
 	return []any{s.cfg.StateTTL.Milliseconds(), "stock", "item"}
 }
 
-// byPartition groups the indexes 0..n-1 by partition, partitions in the
-// order first seen.
-func byPartition(n int, partition func(int) int) (order []int, members map[int][]int) {
-	members = map[int][]int{}
-	for i := range n {
-		p := partition(i)
-		if _, ok := members[p]; !ok {
-			order = append(order, p)
-		}
-		members[p] = append(members[p], i)
-	}
-	return order, members
-}
-
 // applyEffects runs effectScript once per partition in one pipeline and
 // returns each command's result or error.
 func (s *Flow) applyEffects(ctx context.Context, header []any, parts []call) ([]string, []error) {
@@ -292,7 +278,15 @@ func runByPartition[T any](ctx context.Context, s *Flow, sc *script.Script, name
 	call func(p int, members []int) script.Call, reply func(*redis.Cmd) ([]T, error)) ([]T, []error) {
 	results := make([]T, n)
 	errs := make([]error, n)
-	order, byPart := byPartition(n, partition)
+	var order []int // partitions, as first seen
+	byPart := map[int][]int{}
+	for i := range n {
+		p := partition(i)
+		if _, ok := byPart[p]; !ok {
+			order = append(order, p)
+		}
+		byPart[p] = append(byPart[p], i)
+	}
 	calls := make([]script.Call, len(order))
 	for j, p := range order {
 		calls[j] = call(p, byPart[p])

@@ -22,26 +22,18 @@ const sweepPage = 500
 
 // SweepStats counts what one sweep did.
 type SweepStats struct {
-	// Stale counts open attempts older than Config.SweepAge.
-	Stale int
-	// Resent counts commands and compensations sent again.
-	Resent int
-	// Abandoned is the number of parts given up after Config.AbandonAge.
-	Abandoned int
-	// Closed counts index entries of finished or expired attempts dropped.
-	Closed int
+	Stale     int // open attempts older than Config.SweepAge
+	Resent    int // commands and compensations sent again
+	Abandoned int // parts given up after Config.AbandonAge
+	Closed    int // index entries of finished or expired attempts dropped
 }
 
 // Sweep drives every attempt open longer than Config.SweepAge towards a
-// final status, for messages lost on the way:
-//
-//   - a pending attempt younger than Config.AbandonAge gets the commands of
-//     its silent parts again (idempotent by the ledger);
-//   - an older one has its silent parts recorded "abandoned", so it
-//     compensates them and fails;
-//   - a compensating attempt gets its unconfirmed compensations again.
-//
-// A resent attempt waits another SweepAge. Concurrent sweeps are harmless.
+// final status, for messages lost on the way: a pending attempt gets its
+// silent parts' commands again (idempotent by the ledger), or past
+// Config.AbandonAge has them recorded "abandoned" and compensates; a
+// compensating attempt gets its unconfirmed compensations again. A resent
+// attempt waits another SweepAge. Concurrent sweeps are harmless.
 func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 	var st SweepStats
 	cutoff := strconv.FormatInt(now.Add(-s.cfg.SweepAge).UnixMilli(), 10)
@@ -343,11 +335,12 @@ func (w *Waiter) register(keys Keys, orderID string, tr int64, recheck time.Dura
 // await waits on c, reading the status first when checkFirst is set.
 func (w *Waiter) await(ctx context.Context, keys Keys, orderID string, tr int64, c chan Result, checkFirst bool, timeout time.Duration) (Result, error) {
 	if checkFirst {
-		st, reason, err := sagaStatus(ctx, w.rdb, keys, orderID, tr)
+		v, err := w.rdb.HMGet(ctx, keys.Saga(orderID, tr), "status", "reason").Result()
 		if err != nil {
-			return Result{}, err
+			return Result{}, fmt.Errorf("checkout: saga %s/%d: %w", orderID, tr, err)
 		}
-		if st == StatusSucceeded || st == StatusFailed {
+		if st, _ := v[0].(string); st == StatusSucceeded || st == StatusFailed {
+			reason, _ := v[1].(string)
 			return Result{OrderID: orderID, TrNum: tr, Status: st, Reason: reason}, nil
 		}
 	}

@@ -274,12 +274,6 @@ const (
 	maxTranslated = 100000
 )
 
-// TranslateCacheID is the TranslateIds cache id of a translation:
-// fromType + "_" + fromId + "_" + toType.
-func TranslateCacheID(fromType, fromID, toType string) string {
-	return fromType + "_" + fromID + "_" + toType
-}
-
 // Translate returns the sorted ids of toType that fromID of fromType
 // translates to, and whether they came from the cache (served while the
 // catalog epoch is unchanged, at most TranslateTTL).

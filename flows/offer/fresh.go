@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -287,34 +288,18 @@ func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all 
 	for _, c := range changes {
 		head = append(head, c.id, c.handler, c.epoch)
 	}
-	var calls []script.Call
-	for _, l := range lives {
-		var keys []string
-		var flags []any
-		flush := func() {
-			if len(keys) > 0 {
-				calls = append(calls, script.Call{Keys: keys, Args: append(append([]any{}, head...), flags...)})
-			}
-			keys, flags = nil, nil
+	calls := chunkCalls(lives, head, func(id string) ([]string, any, bool) {
+		prog, ok := k.programs[id]
+		if !ok {
+			return nil, nil, false
 		}
-		for _, id := range l {
-			prog, ok := k.programs[id]
-			if !ok {
-				continue
-			}
-			rk := s.cfg.resultKeys(id)
-			keys = append(keys, rk.main, rk.data, rk.waiting)
-			forced := s.forcedEpoch(prog, changes)
-			if all {
-				forced = allEpochs
-			}
-			flags = append(flags, forced)
-			if len(keys) >= 3*invalidateChunk {
-				flush()
-			}
+		forced := int64(allEpochs)
+		if !all {
+			forced = s.forcedEpoch(prog, changes)
 		}
-		flush()
-	}
+		rk := s.cfg.resultKeys(id)
+		return []string{rk.main, rk.data, rk.waiting}, forced, true
+	})
 	cmds, _ := invalidateScript.RunAll(ctx, s.rdb, calls) // a failed load is each retried command's error
 	for _, c := range cmds {
 		n, err := c.Int64()
@@ -324,6 +309,29 @@ func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all 
 		s.met.invalidated.Add(ctx, n)
 	}
 	return nil
+}
+
+// chunkCalls builds the calls of a script over each partition's live ids,
+// at most invalidateChunk ids a call, whose Args start with head: add
+// returns an id's keys and argument, or false to leave it out.
+func chunkCalls(lives [][]string, head []any, add func(id string) ([]string, any, bool)) []script.Call {
+	var calls []script.Call
+	for _, l := range lives {
+		n := 0
+		for _, id := range l {
+			keys, arg, ok := add(id)
+			if !ok {
+				continue
+			}
+			if n%invalidateChunk == 0 {
+				calls = append(calls, script.Call{Args: slices.Clone(head)})
+			}
+			c := &calls[len(calls)-1]
+			c.Keys, c.Args = append(c.Keys, keys...), append(c.Args, arg)
+			n++
+		}
+	}
+	return calls
 }
 
 // forcedEpoch returns the epoch of the latest change whose offer now

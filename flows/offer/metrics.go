@@ -111,8 +111,7 @@ type recorder struct {
 	log   *slog.Logger
 	ch    chan HistoryEvent
 	done  chan struct{}
-	once  sync.Once
-	mu    sync.RWMutex // guards closed against record
+	mu    sync.RWMutex // guards shut against record
 	shut  bool
 }
 
@@ -174,13 +173,13 @@ func (r *recorder) run() {
 
 // close publishes what is queued and stops.
 func (r *recorder) close() {
-	r.once.Do(func() {
-		r.mu.Lock()
+	r.mu.Lock()
+	if !r.shut {
 		r.shut = true
 		close(r.ch)
-		r.mu.Unlock()
-		<-r.done
-	})
+	}
+	r.mu.Unlock()
+	<-r.done
 }
 
 // HistoryConfig configures the "offer-history" stage: one offer_requests

@@ -292,34 +292,21 @@ func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change
 	for _, c := range changes {
 		latest[c.id] = max(latest[c.id], c.epoch)
 	}
-	var calls []script.Call
-	for _, l := range lives {
-		var call script.Call
-		for _, id := range l {
-			offers, ok := k.priceOffers[id]
-			if !ok {
-				continue
-			}
-			var e int64
-			for _, o := range offers {
-				e = max(e, latest[o])
-			}
-			if all {
-				e = allEpochs
-			}
-			if e == 0 {
-				continue
-			}
-			key, _ := s.cfg.priceKeys(id)
-			call.Keys, call.Args = append(call.Keys, key), append(call.Args, e)
-			if len(call.Keys) >= invalidateChunk {
-				calls, call = append(calls, call), script.Call{}
-			}
+	calls := chunkCalls(lives, nil, func(id string) ([]string, any, bool) {
+		offers, ok := k.priceOffers[id]
+		if !ok {
+			return nil, nil, false
 		}
-		if len(call.Keys) > 0 {
-			calls = append(calls, call)
+		var e int64
+		for _, o := range offers {
+			e = max(e, latest[o])
 		}
-	}
+		if all {
+			e = allEpochs
+		}
+		key, _ := s.cfg.priceKeys(id)
+		return []string{key}, e, e > 0
+	})
 	cmds, _ := priceInvalidateScript.RunAll(ctx, s.rdb, calls) // a failed load is each retried command's error
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {
