@@ -19,6 +19,7 @@ import (
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/internal/egress/egresstest"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
@@ -87,7 +88,7 @@ func checkoutSaga(t *testing.T, nodes string) {
 	var ids []string
 	parts := map[int]bool{}
 	for range items {
-		id, err := st.CreateItem(ctx, 10)
+		id, err := st.CreateItemOf(ctx, tenancy.Open, 10)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,7 +136,7 @@ func checkoutSaga(t *testing.T, nodes string) {
 func mustUser(t *testing.T, st *checkout.Store, credit int64) string {
 	t.Helper()
 	ctx := context.Background()
-	id, err := st.CreateUser(ctx)
+	id, err := st.CreateUserOf(ctx, tenancy.Open)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -277,7 +278,7 @@ func comicRefunds(t *testing.T, rdb redis.UniversalClient) {
 	pay := comic.NewCheckoutPayments(rdb, co)
 	parts := map[int]bool{}
 	for i := range 6 {
-		user, err := co.Store().CreateUser(ctx)
+		user, err := co.Store().CreateUserOf(ctx, tenancy.Open)
 		if err != nil {
 			t.Fatal(err)
 		}

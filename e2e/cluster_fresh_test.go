@@ -135,7 +135,7 @@ func checkoutCancel(t *testing.T, nodes string) {
 		t.Fatal("checkout waiter not ready")
 	}
 	st := svc.Store()
-	item, err := st.CreateItem(ctx, 10)
+	item, err := st.CreateItemOf(ctx, tenancy.Open, 10)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,8 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/internal/tenancy"
+	"github.com/dropstream/dropstream/stream"
 )
 
 // TestExpireDemoEntities_createdExpireSeededAndRunKept creates checkout
@@ -28,16 +30,21 @@ func TestExpireDemoEntities_createdExpireSeededAndRunKept(t *testing.T) {
 			mr := miniredis.RunT(t)
 			rdb := redis.NewClient(&redis.Options{Addr: mr.Addr()})
 			t.Cleanup(func() { _ = rdb.Close() })
-			st := checkout.NewStore(rdb, 8)
+			co, err := checkout.NewWith(rdb, nil, checkout.Config{}, stream.Telemetry{})
+			if err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() { _ = co.Close() })
+			st := co.Store()
 			keys := checkout.NewKeys(8)
 			if err := st.BatchInitItems(ctx, 2, 5, 1); err != nil {
 				t.Fatal(err)
 			}
-			item, err := st.CreateItem(ctx, 3)
+			item, err := st.CreateItemOf(ctx, tenancy.Open, 3)
 			if err != nil {
 				t.Fatal(err)
 			}
-			user, err := st.CreateUser(ctx)
+			user, err := st.CreateUserOf(ctx, tenancy.Open)
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -16,8 +16,7 @@ type Config struct {
 	Partitions int `default:"8"`
 	// Timeout bounds a checkout's wait, then gives the attempt up. Default 30s.
 	Timeout time.Duration `default:"30s" range:"1ms..10m"`
-	// RetryFor is how long a store call retries an unreachable Redis
-	// before failing with 503. Default 5s.
+	// RetryFor is how long a store call retries an unreachable Redis (then 503).
 	RetryFor time.Duration `default:"5s" range:"1ms..10m"`
 	// Recheck is how often a waiting checkout rereads its status. Default 1s.
 	Recheck time.Duration `default:"1s" range:"1ms.."`
@@ -29,8 +28,7 @@ type Config struct {
 	SweepAge time.Duration `default:"30s" range:"1ms.."`
 	// AbandonAge, above SweepAge, is when silent parts are abandoned. Default 5m.
 	AbandonAge time.Duration `default:"5m"`
-	// ConservationInterval is how often the sweeper runs
-	// Flow.CheckConservation. Default 1m.
+	// ConservationInterval is how often the sweeper checks conservation.
 	ConservationInterval time.Duration `default:"1m" range:"1s.."`
 	// Wait makes calls answer once replicas hold their writes, else fail
 	// as unavailable. Default off: a failover may lose the last changes.
@@ -52,9 +50,8 @@ func (c Config) SagaStage() stream.RunnerConfig { return c.Stage.ForDeadline(c.T
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
 	errs := bounds.Check([]error{settings.Check("checkout", &c)}, "checkout: partitions", c.Partitions, 1, stream.MaxPartitions)
-	if c.AbandonAge <= c.SweepAge || c.AbandonAge >= c.StateTTL {
-		errs = append(errs, fmt.Errorf("checkout: abandon age %s must exceed sweep age %s and stay below state ttl %s", c.AbandonAge, c.SweepAge, c.StateTTL))
-	}
+	errs = bounds.Require(errs, c.AbandonAge > c.SweepAge && c.AbandonAge < c.StateTTL,
+		"checkout: abandon age %s must exceed sweep age %s and stay below state ttl %s", c.AbandonAge, c.SweepAge, c.StateTTL)
 	if err := c.Wait.Validate(); err != nil {
 		errs = append(errs, fmt.Errorf("checkout: %w", err))
 	}

@@ -8,7 +8,13 @@ import (
 
 // SagaStatus reads attempt tr's status and reason ("" if none).
 func (s *Flow) SagaStatus(ctx context.Context, orderID string, tr int64) (status, reason string, err error) {
-	return sagaStatus(ctx, s.rdb, s.keys, orderID, tr)
+	v, err := s.rdb.HMGet(ctx, s.keys.Saga(orderID, tr), "status", "reason").Result()
+	if err != nil {
+		return "", "", err
+	}
+	status, _ = v[0].(string)
+	reason, _ = v[1].(string)
+	return status, reason, nil
 }
 
 // WithHistory has Timeline read expired attempts from ch.

@@ -91,13 +91,9 @@ func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel s
 	if err != nil {
 		return nil, err
 	}
-	w := NewWaiter(rdb, log)
-	w.recheck = cfg.Recheck
-	store := NewStore(rdb, cfg.Partitions)
-	store.retryFor = cfg.RetryFor
-	store.wait = cfg.Wait
-	return &Flow{rdb: rdb, cfg: cfg, store: store, keys: NewKeys(cfg.Partitions),
-		topics: NewTopics(cfg.Partitions), pub: pub, waiter: w, log: log, cons: cons,
+	keys := NewKeys(cfg.Partitions)
+	return &Flow{rdb: rdb, cfg: cfg, store: &Store{rdb: rdb, keys: keys, retryFor: cfg.RetryFor, wait: cfg.Wait}, keys: keys,
+		topics: NewTopics(cfg.Partitions), pub: pub, waiter: newWaiter(rdb, log, cfg.Recheck), log: log, cons: cons,
 		tracer: tel.TracerProvider.Tracer(instrumentationScope)}, nil
 }
 
@@ -169,13 +165,10 @@ var keyKind = attribute.Key("kind")
 
 // Drift is what a conservation check found.
 type Drift struct {
-	// Stock is the sum over items of stocked − stock − sold.
-	Stock int64 `json:"stock"`
-	// Credit is the sum over users of funded − credit − charged.
-	Credit int64 `json:"credit"`
-	// Items and Users count those off balance.
-	Items int `json:"items"`
-	Users int `json:"users"`
+	Stock  int64 `json:"stock"`  // the sum over items of stocked − stock − sold
+	Credit int64 `json:"credit"` // the sum over users of funded − credit − charged
+	Items  int   `json:"items"`  // items off balance
+	Users  int   `json:"users"`  // users off balance
 }
 
 // scanCount is the check's SCAN COUNT and pipeline size.
@@ -201,23 +194,18 @@ func (s *Flow) Conservation(ctx context.Context) (Drift, error) {
 			if _, err := pipe.Exec(ctx); err != nil {
 				return err
 			}
-			var sum int64
-			var n int
+			mu.Lock() // masters are scanned concurrently
+			defer mu.Unlock()
 			for _, c := range cmds {
 				v := c.Val()
 				if len(v) != 3 || v[0] == nil || v[1] == nil {
 					continue // gone, or not counted yet
 				}
-				amt, prov, sales := intOf(v[0]), intOf(v[1]), intOf(v[2])
-				if diff := prov - amt - sales; diff != 0 {
-					sum += diff
-					n++
+				if diff := intOf(v[1]) - intOf(v[0]) - intOf(v[2]); diff != 0 { // provided − amount − sales
+					*kind.sum += diff
+					*kind.n++
 				}
 			}
-			mu.Lock()
-			*kind.sum += sum
-			*kind.n += n
-			mu.Unlock()
 			return nil
 		})
 		if err != nil {

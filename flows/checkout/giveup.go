@@ -60,15 +60,12 @@ func (s *Flow) giveUp(ctx context.Context, orderID string, tr int64) (Result, er
 // errRaced: an attempt was read between its last answer and its decision.
 var errRaced = errors.New("attempt read while it was being decided")
 
-// settle is giveUpAttempt, retried a few times on errRaced.
-func (s *Flow) settle(ctx context.Context, orderID string, tr int64, silentAs string) (Result, error) {
-	for range 3 {
-		r, err := s.giveUpAttempt(ctx, orderID, tr, silentAs)
-		if !errors.Is(err, errRaced) {
-			return r, err
-		}
+// settle is giveUpAttempt, tried up to four times on errRaced.
+func (s *Flow) settle(ctx context.Context, orderID string, tr int64, silentAs string) (r Result, err error) {
+	for try := 0; try < 4 && (try == 0 || errors.Is(err, errRaced)); try++ {
+		r, err = s.giveUpAttempt(ctx, orderID, tr, silentAs)
 	}
-	return s.giveUpAttempt(ctx, orderID, tr, silentAs)
+	return r, err
 }
 
 // giveUpAttempt records attempt tr's silent parts as silentAs and applies

@@ -19,10 +19,9 @@ const (
 	TypeSaga    = "checkout.saga"    // the record of a finished attempt, for analytics.
 )
 
-// Topics are the flow's streams; they share one partition count, so an
-// id's partition and hash tag are the same in each. Stock commands go in
-// the partition of their items, payment ones in their user's, saga
-// records in their order's.
+// Topics are the flow's streams, with one partition count: stock commands
+// go in their items' partition, payment ones in their user's, sagas in
+// their order's.
 type Topics struct {
 	Stock, Payment, Sagas stream.Topic
 }
@@ -36,9 +35,8 @@ func NewTopics(partitions int) Topics {
 	}
 }
 
-// Keys names the flow's Redis keys. An entity shares its partition's slot
-// with its ledger entries and the stream that changes it; an order with its
-// sagas and its partition's outcomes and sagas streams.
+// Keys names the flow's Redis keys; each is in the slot of its id's
+// partition, with the ledger and streams that change it.
 type Keys struct{ t stream.Topic }
 
 // NewKeys returns the key names for a partition count.
@@ -62,8 +60,7 @@ func (k Keys) Item(id string) string { return k.in(id, "item", id) }
 func (k Keys) User(id string) string { return k.in(id, "user", id) }
 
 // Order is the hash of an order: user_id, items, total_cost, paid, tr
-// (the last attempt), status (of the last attempt) and ver (bumped by
-// every change of its items).
+// (the last attempt), status (its status) and ver (bumped by item changes).
 func (k Keys) Order(id string) string { return k.in(id, "order", id) }
 
 // Call records a store call's outcome under its token, against retries.
@@ -74,15 +71,12 @@ func (k Keys) Saga(orderID string, tr int64) string {
 	return k.in(orderID, "saga", orderID, strconv.FormatInt(tr, 10))
 }
 
-// Open is the sorted set of the attempts of partition p's orders that have
-// not reached a final status ("<order>|<tr>", scored by their start in
-// Unix ms): the Sweeper's work list.
+// Open is the sorted set of partition p's unfinished attempts
+// ("<order>|<tr>" by start ms): the sweeper's work list.
 func (k Keys) Open(p int) string { return rediskey.Key(k.t.HashTag(p), "co", "open") }
 
-// Ledger is the ledger entry of (order, attempt, is_rollback) of one side
-// ("stock" or "payment") in partition p. An attempt is its number and its
-// nonce. The value is the effect's result ("ok", "fail:<reason>", "noop"
-// or "cancelled").
+// Ledger is the entry of (order, attempt number and nonce, is_rollback) of
+// side "stock" or "payment" in partition p; it holds the effect's result.
 func (k Keys) Ledger(p int, side, orderID string, tr int64, nonce string, rollback bool) string {
 	rb, attempt := "0", strconv.FormatInt(tr, 10)
 	if rollback {
@@ -98,11 +92,8 @@ func (k Keys) Ledger(p int, side, orderID string, tr int64, nonce string, rollba
 // ("<order>|<tr>|<status>|<reason>") to the waiting HTTP calls.
 const DoneChannel = rediskey.Prefix + "checkout:done"
 
-// The id of an item, user or order a tenant other than tenancy.Open
-// created starts with the tenant's tenancy.Tag, then '_', so checking a
-// call costs no Redis read; only the server makes ids.
-
-// idTag returns the tenant tag an id starts with; "" is tenancy.Open's.
+// idTag returns the tenant tag an id starts with ("<tag>_"); "" is
+// tenancy.Open's. Only the server makes ids, so a check reads no Redis.
 func idTag(id string) string {
 	if len(id) <= tenancy.TagLen || id[tenancy.TagLen] != '_' || !tenancy.IsTag(id[:tenancy.TagLen]) {
 		return ""
@@ -124,8 +115,8 @@ func Sees(v tenancy.View, id string) bool {
 	return v.All || idTag(id) == tenancy.Tag(v.Tenant)
 }
 
-// Command types: "sub"/"add" on the stock topic,
-// "pay"/"can" on the payment topic. "add" and "can" are compensations.
+// Command types: "sub"/"add" on the stock topic, "pay"/"can" on the
+// payment topic; "add" and "can" compensate.
 const (
 	CmdSubtract = "sub"
 	CmdAdd      = "add"
@@ -141,8 +132,8 @@ const (
 	StatusFailed       = "failed"
 )
 
-// Results of a part that never answered: given up (ResultAbandoned) or
-// cancelled by an operator; both compensate it.
+// Results of a part that never answered (given up, or cancelled by an
+// operator); both compensate it.
 const (
 	ResultAbandoned = "abandoned"
 	ResultCancelled = "cancelled"
@@ -154,10 +145,9 @@ type Line struct {
 	Amount int64  `json:"amnt"`
 }
 
-// Command is a stock or payment command of one attempt. Part is "pay", or
-// "stock.<p>" for the order's items in stock partition p. Nonce is drawn
-// when the attempt begins: it tells the attempt from one of the same
-// number that a Redis failover lost, whose commands may still arrive.
+// Command is a stock or payment command of one attempt. Part is "pay" or
+// "stock.<p>" (the items in partition p). Nonce, drawn at the begin, tells
+// the attempt from one of the same number a Redis failover lost.
 type Command struct {
 	OrderID string `json:"order_id"`
 	TrNum   int64  `json:"tr_num"`
@@ -205,18 +195,16 @@ type Saga struct {
 	Steps []SagaStep `json:"steps,omitempty"`
 }
 
-// SagaStep is one part's answer in a finished attempt: the result of its
-// command ("ok", "fail:<reason>", "abandoned", "cancelled") and, when it
-// was compensated, the result of its compensation ("ok", "noop").
+// SagaStep is one part's answer ("ok", "fail:<reason>", "abandoned",
+// "cancelled") and its compensation's ("ok", "noop"), if any.
 type SagaStep struct {
 	Part   string `json:"part"`
 	Result string `json:"result"`
 	Undo   string `json:"undo,omitempty"`
 }
 
-// Limits on outside input: an id's length (ids are [A-Za-z0-9_-]), an
-// order's item lines, a line's quantity, an item's price, a batch_init's
-// n, n_items and n_users. MaxAmount bounds stock, credit and one change of
+// Limits on outside input (ids are [A-Za-z0-9_-]; MaxBatch bounds a
+// batch_init's counts). MaxAmount bounds stock, credit and a change of
 // either, so sums stay exact in Lua's doubles (below 2^53).
 const (
 	MaxIDLen    = 64

@@ -10,6 +10,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -119,11 +120,11 @@ func TestStore_changeWhoseReplyIsLostIsAppliedOnce(t *testing.T) {
 		t.Fatal(err)
 	}
 	st, ctx := f.Store(), context.Background()
-	item, err := st.CreateItem(ctx, 7)
+	item, err := st.CreateItemOf(ctx, tenancy.Open, 7)
 	if err != nil {
 		t.Fatal(err)
 	}
-	user, err := st.CreateUser(ctx)
+	user, err := st.CreateUserOf(ctx, tenancy.Open)
 	if err != nil {
 		t.Fatal(err)
 	}

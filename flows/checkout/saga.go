@@ -12,7 +12,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/propagation"
@@ -29,15 +28,11 @@ var ErrPending = errors.New("checkout outcome not known yet")
 
 // Result is the outcome of one checkout attempt.
 type Result struct {
-	OrderID string
-	// TrNum is the attempt number.
-	TrNum int64
-	// Status is StatusSucceeded, StatusFailed, or StatusPending with
-	// ErrPending; Reason says why the attempt failed.
-	Status string
-	Reason string
-	// AlreadyPaid: the order was paid before this call, nothing charged.
-	AlreadyPaid bool
+	OrderID     string
+	TrNum       int64  // the attempt number
+	Status      string // StatusSucceeded, StatusFailed, or StatusPending with ErrPending
+	Reason      string // why the attempt failed
+	AlreadyPaid bool   // the order was paid before this call, nothing charged
 }
 
 // beginRetries bounds retries when the order changes before begin.
@@ -155,21 +150,15 @@ func (s *Flow) begin(ctx context.Context, o Order, tp string) (string, int64, []
 	}
 	nonce := newNonce()
 	parts := make([]string, len(cmds))
-	args := make([]any, 0, 11+2*len(cmds))
-	args = append(args, o.ID, strconv.FormatInt(o.TrNum, 10), strconv.FormatInt(o.Ver, 10), strconv.FormatInt(tr, 10),
-		tp, strconv.FormatInt(time.Now().UnixMilli(), 10), "", strconv.FormatInt(s.cfg.StateTTL.Milliseconds(), 10),
-		o.UserID, strconv.FormatInt(o.TotalCost, 10), nonce)
+	var pairs []any
 	for i := range cmds {
 		cmds[i].Nonce = nonce
-		c := cmds[i]
-		raw, err := json.Marshal(c)
-		if err != nil {
-			return "", 0, nil, err
-		}
-		parts[i] = c.Part
-		args = append(args, c.Part, raw)
+		raw, _ := json.Marshal(cmds[i]) // a Command always encodes
+		parts[i] = cmds[i].Part
+		pairs = append(pairs, parts[i], raw)
 	}
-	args[6] = strings.Join(parts, ",")
+	args := append([]any{o.ID, o.TrNum, o.Ver, tr, tp, time.Now().UnixMilli(), strings.Join(parts, ","),
+		s.cfg.StateTTL.Milliseconds(), o.UserID, o.TotalCost, nonce}, pairs...)
 	keys := []string{s.keys.Order(o.ID), s.keys.Saga(o.ID, tr), s.keys.Open(s.keys.Partition(o.ID))}
 	res, err := beginScript.Run(ctx, s.rdb, keys, args...).StringSlice()
 	if err != nil {
@@ -249,16 +238,6 @@ func (s *Flow) result(ctx context.Context, r Result, err error) (Result, error) 
 	return r, fmt.Errorf("%w: attempt %d of order %s", ErrPending, r.TrNum, r.OrderID)
 }
 
-func sagaStatus(ctx context.Context, rdb redis.UniversalClient, keys Keys, orderID string, tr int64) (string, string, error) {
-	v, err := rdb.HMGet(ctx, keys.Saga(orderID, tr), "status", "reason").Result()
-	if err != nil {
-		return "", "", fmt.Errorf("checkout: saga %s/%d: %w", orderID, tr, err)
-	}
-	st, _ := v[0].(string)
-	reason, _ := v[1].(string)
-	return st, reason, nil
-}
-
 // traceparent is the W3C traceparent of ctx's span, or "".
 func traceparent(ctx context.Context) string {
 	c := propagation.MapCarrier{}
@@ -273,8 +252,7 @@ const MaxCancelByLen = 100
 type Cancellation struct {
 	OrderID string `json:"order_id"`
 	TrNum   int64  `json:"tr_num"`
-	// Status is StatusFailed: every effect applied was undone.
-	Status string `json:"status"`
+	Status  string `json:"status"` // StatusFailed: every effect applied was undone
 	// Reason is "cancelled by an operator", or the first failure's when the
 	// attempt was already compensating.
 	Reason string `json:"reason"`

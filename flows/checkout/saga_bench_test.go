@@ -9,6 +9,7 @@ import (
 
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/internal/benchstat"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/testenv"
 )
 
@@ -49,9 +50,9 @@ func BenchmarkSaga_cancelRoute(b *testing.B) {
 	b.ResetTimer()
 	for i := 0; i < b.N; i++ {
 		b.StopTimer()
-		item, _ := st.CreateItem(ctx, 3)
+		item, _ := st.CreateItemOf(ctx, tenancy.Open, 3)
 		_, _ = st.AddStock(ctx, item, 10)
-		user, _ := st.CreateUser(ctx)
+		user, _ := st.CreateUserOf(ctx, tenancy.Open)
 		_, _ = st.AddFunds(ctx, user, 10)
 		order, _ := st.CreateOrder(ctx, user)
 		if _, err := st.AddItem(ctx, order, item, 2); err != nil {

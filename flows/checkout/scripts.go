@@ -5,6 +5,7 @@ import "github.com/dropstream/dropstream/internal/script"
 // Every script touches the keys of one partition (one slot) only. Amounts
 // travel as decimal strings and are never turned into Lua numbers before
 // HINCRBY (Lua formats large numbers as 1e+15, which HINCRBY rejects).
+// Flags are Go bools, which go-redis sends as 1 or 0.
 
 // countersLua starts the conservation counters of an item ("stocked",
 // "sold") and a user ("funded", "charged"). Scripts change them with the
@@ -25,12 +26,10 @@ local function counters(key, field)
 end
 `
 
-// adjustScript changes one integer field of an existing hash, and its
-// counter ("stocked", "funded"), once per call key: a retried call answers
-// the recorded value.
-// KEYS[1] hash, KEYS[2] call key (same slot). ARGV: field, delta (signed
-// decimal), max, call key ttl ms.
-// Returns {0, new value}, {1} missing, {2} would go below 0, {3} above max.
+// adjustScript changes a hash's integer field and its counter ("stocked",
+// "funded"), once per call key: a retry answers the recorded value. KEYS:
+// hash, call key. ARGV: field, signed decimal delta, max, call key ttl ms.
+// Returns {0, new value}, {1} missing, {2} below 0, {3} above max.
 var adjustScript = script.New(countersLua + `
 local done = redis.call('GET', KEYS[2])
 if done then return {0, done} end
@@ -46,12 +45,10 @@ local now = redis.call('HGET', KEYS[1], ARGV[1])
 redis.call('SET', KEYS[2], now, 'PX', ARGV[4])
 return {0, now}`)
 
-// addLineScript appends an item line to an order, once per call (see
-// adjustScript: the new total is recorded under the call's key).
-// KEYS[1] order, KEYS[2] call key (same slot). ARGV: item id, quantity,
-// line cost, max lines, call key ttl ms.
-// Returns {0, total} or {1} missing, {2} paid, {3} checkout in progress,
-// {4} too many lines.
+// addLineScript appends an item line to an order, once per call key (like
+// adjustScript). KEYS: order, call key. ARGV: item id, quantity, line cost,
+// max lines, call key ttl ms. Returns {0, total}, {1} missing, {2} paid,
+// {3} checkout running, {4} too many lines.
 var addLineScript = script.New(`
 local done = redis.call('GET', KEYS[2])
 if done then return {0, done} end
@@ -72,14 +69,12 @@ local total = redis.call('HGET', KEYS[1], 'total_cost')
 redis.call('SET', KEYS[2], total, 'PX', ARGV[5])
 return {0, total}`)
 
-// beginScript numbers an attempt, records its saga with each part's command
-// and indexes it among its partition's open attempts, in one step.
-// KEYS: order, saga, open index. ARGV: 1 order id, 2 expected tr, 3
-// expected ver, 4 new tr, 5 traceparent, 6 now ms, 7 parts (comma list),
-// 8 saga ttl ms, 9 user id, 10 total cost, 11 nonce, then pairs (part,
-// command JSON).
-// Returns {status, tr}: started, paid, inflight (an attempt is running),
-// missing, or retry (the order changed since it was read).
+// beginScript numbers an attempt, records its saga with each part's
+// command and indexes it as open. KEYS: order, saga, open index. ARGV: 1
+// order id, 2 expected tr, 3 expected ver, 4 new tr, 5 traceparent, 6 now
+// ms, 7 parts (comma list), 8 saga ttl ms, 9 user id, 10 total cost, 11
+// nonce, then (part, command JSON) pairs. Returns {status, tr}: started,
+// paid, inflight, missing, or retry (the order changed since it was read).
 var beginScript = script.New(`
 local o = KEYS[1]
 local f = redis.call('HMGET', o, 'paid', 'status', 'tr', 'ver', 'user_id')
@@ -101,16 +96,14 @@ redis.call('ZADD', KEYS[3], ARGV[6], ARGV[1] .. '|' .. ARGV[4])
 return {'started', ARGV[4]}`)
 
 // effectScript applies a batch of one partition's stock or payment
-// commands, each once per ledger key (order, attempt, is_rollback). A
-// forward command changes all its hashes or none. A compensation undoes
-// only an applied ("ok") forward effect, else records "cancelled" so the
-// forward command never applies.
-// KEYS: per command, its forward ledger key, its rollback ledger key and
-// its hashes. ARGV: 1 ledger ttl ms, 2 field ('stock' or 'credit'), 3 noun
-// ('item' or 'user'), then per command: '0' forward / '1' rollback, the
-// number of hashes n, and n pairs id, amount.
-// Returns the recorded result of each command, in order: "ok",
-// "fail:<reason>", "noop" or "cancelled" (for a late forward command).
+// commands, each once per ledger key. A forward command changes all its
+// hashes or none; a compensation undoes only an "ok" forward effect, else
+// records "cancelled" so the forward command never applies. KEYS: per
+// command its forward and rollback ledger keys, then its hashes. ARGV:
+// ledger ttl ms, field ('stock'/'credit'), noun ('item'/'user'), then per
+// command '0' forward / '1' rollback, the hash count n and n (id, amount)
+// pairs. Returns each command's result: "ok", "fail:<reason>", "noop" or
+// "cancelled".
 var effectScript = script.New(countersLua + `
 local ttl, field, noun = ARGV[1], ARGV[2], ARGV[3]
 local function forward(k, a, n)
@@ -172,24 +165,20 @@ end
 return out`)
 
 // outcomeScript records a batch of one partition's outcomes in their sagas
-// (HSETNX per part, with its time "rt:<part>" or "ct:<part>") and decides.
-// When every part has answered: all ok pays the order; otherwise the
-// attempt compensates each part that succeeded, was abandoned or was
-// cancelled, and fails once all are confirmed. The final transition
-// appends the saga record, leaves the open index and publishes
-// "<order>|<tr>|<status>|<reason>" on the done channel.
-// KEYS: 1 sagas stream, 2 open index, then per outcome: order, saga.
-// ARGV: 1 now ms, 2 saga ttl ms, 3 done channel, then per outcome: order
-// id, tr, nonce, part, '0' forward / '1' rollback, result.
-// An outcome of an attempt this Redis never began (a failover lost it) is
-// not recorded: its saga has another nonce, or the order is missing or has
-// not reached its number. Orders are never deleted.
-// Returns, per outcome: {'pending'}, {'unknown'} (no such saga kept),
-// {'stale'} (an attempt this Redis never began), {status,
-// 'new'|'old', reason} for a final status (new when this call decided it),
-// or {'compensating', 'new'|'old', part, command JSON, ...} listing the
-// compensations still unconfirmed (new when this call decided to
-// compensate).
+// (HSETNX per part, timed in "rt:<part>" or "ct:<part>") and decides: once
+// every part answered, all ok pays the order; otherwise the attempt
+// compensates each part that succeeded, was abandoned or was cancelled,
+// and fails once all are confirmed. The final step appends the saga
+// record, leaves the open index and publishes
+// "<order>|<tr>|<status>|<reason>" on the done channel. An outcome of an
+// attempt this Redis never began (a failover lost it) is not recorded.
+// KEYS: sagas stream, open index, then per outcome order and saga. ARGV:
+// now ms, saga ttl ms, done channel, then per outcome order id, tr, nonce,
+// part, '0' forward / '1' rollback, result. Returns per outcome {'pending'},
+// {'unknown'} (no saga kept), {'stale'} (never begun here), {status,
+// 'new'|'old', reason} once final, or {'compensating', 'new'|'old', then
+// (part, command JSON) of each unconfirmed compensation}; 'new' when this
+// call decided.
 var outcomeScript = script.New(`
 local now, ttl, channel = ARGV[1], ARGV[2], ARGV[3]
 local function comp(r) return r == 'ok' or r == 'abandoned' or r == 'cancelled' end

@@ -209,13 +209,6 @@ func withRetry(md map[string]string) map[string]string {
 // again reports whether a message was handled before.
 func again(m *stream.Message) bool { return m.Attempt > 1 || m.Metadata[metaResend] == "1" }
 
-func flag(b bool) string {
-	if b {
-		return "1"
-	}
-	return "0"
-}
-
 // call is one command's part of a batched effect call in partition p.
 type call struct {
 	keys []string
@@ -230,7 +223,7 @@ func (s *Flow) stockEffect(c Command) (call, error) {
 	}
 	p := s.keys.Partition(c.Items[0].ID)
 	keys := []string{s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, c.Nonce, false), s.keys.Ledger(p, "stock", c.OrderID, c.TrNum, c.Nonce, true)}
-	args := []any{flag(c.Rollback()), len(c.Items)}
+	args := []any{c.Rollback(), len(c.Items)}
 	for _, l := range c.Items {
 		if !ValidID(l.ID) || s.keys.Partition(l.ID) != p || l.Amount < 1 || l.Amount > MaxAmount {
 			return call{}, stream.Permanentf("checkout: stock command item %q amount %d not valid in partition %d", l.ID, l.Amount, p)
@@ -249,7 +242,7 @@ func (s *Flow) paymentEffect(c Command) (call, error) {
 	p := s.keys.Partition(c.UserID)
 	keys := []string{s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, c.Nonce, false), s.keys.Ledger(p, "payment", c.OrderID, c.TrNum, c.Nonce, true),
 		s.keys.User(c.UserID)}
-	args := []any{flag(c.Rollback()), 1, c.UserID, c.Amount}
+	args := []any{c.Rollback(), 1, c.UserID, c.Amount}
 	return call{keys, args, p}, nil
 }
 
@@ -260,20 +253,6 @@ func (s *Flow) effectHeader(side string) []any {
 		return []any{s.cfg.StateTTL.Milliseconds(), "credit", "user"}
 	}
 	return []any{s.cfg.StateTTL.Milliseconds(), "stock", "item"}
-}
-
-// byPartition groups the indexes 0..n-1 by partition, partitions in the
-// order first seen.
-func byPartition(n int, partition func(int) int) (order []int, members map[int][]int) {
-	members = map[int][]int{}
-	for i := range n {
-		p := partition(i)
-		if _, ok := members[p]; !ok {
-			order = append(order, p)
-		}
-		members[p] = append(members[p], i)
-	}
-	return order, members
 }
 
 // applyEffects runs effectScript once per partition in one pipeline and
@@ -299,7 +278,15 @@ func runByPartition[T any](ctx context.Context, s *Flow, sc *script.Script, name
 	call func(p int, members []int) script.Call, reply func(*redis.Cmd) ([]T, error)) ([]T, []error) {
 	results := make([]T, n)
 	errs := make([]error, n)
-	order, byPart := byPartition(n, partition)
+	var order []int // partitions, as first seen
+	byPart := map[int][]int{}
+	for i := range n {
+		p := partition(i)
+		if _, ok := byPart[p]; !ok {
+			order = append(order, p)
+		}
+		byPart[p] = append(byPart[p], i)
+	}
 	calls := make([]script.Call, len(order))
 	for j, p := range order {
 		calls[j] = call(p, byPart[p])
@@ -341,7 +328,7 @@ func (s *Flow) recordOutcomes(ctx context.Context, recs []outcomeRec, nowMs int6
 			for _, i := range members {
 				r := recs[i]
 				cl.Keys = append(cl.Keys, s.keys.Order(r.orderID), s.keys.Saga(r.orderID, r.tr))
-				cl.Args = append(cl.Args, r.orderID, r.tr, r.nonce, r.part, flag(r.rollback), r.result)
+				cl.Args = append(cl.Args, r.orderID, r.tr, r.nonce, r.part, r.rollback, r.result)
 			}
 			return cl
 		}, (*redis.Cmd).Slice)

@@ -12,7 +12,6 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -32,11 +31,6 @@ type Store struct {
 	keys     Keys
 	retryFor time.Duration
 	wait     stream.ReplicaWait
-}
-
-// NewStore returns a store over rdb with the default Config.RetryFor.
-func NewStore(rdb redis.UniversalClient, partitions int) *Store {
-	return &Store{rdb: rdb, keys: NewKeys(partitions), retryFor: Config{}.WithDefaults().RetryFor}
 }
 
 // retry runs op again while Redis is unavailable, for up to s.retryFor.
@@ -76,11 +70,9 @@ type Order struct {
 	Paid      bool
 	Lines     []Line
 	TotalCost int64
-	// TrNum is the last attempt (0: none); Status is its status.
-	TrNum  int64
-	Status string
-	// Ver counts the changes of the order's items.
-	Ver int64
+	TrNum     int64  // the last attempt (0: none)
+	Status    string // the last attempt's
+	Ver       int64  // counts the changes of the order's items
 }
 
 func newID() string {
@@ -103,12 +95,8 @@ func checkRange(what string, v, lo, hi int64) error {
 	return nil
 }
 
-// CreateItem creates an item with stock 0 and returns its id.
-func (s *Store) CreateItem(ctx context.Context, price int64) (string, error) {
-	return s.CreateItemOf(ctx, tenancy.Open, price)
-}
-
-// CreateItemOf is CreateItem of an item of tenant (see Sees).
+// CreateItemOf creates an item of tenant (see Sees) with stock 0 and
+// returns its id.
 func (s *Store) CreateItemOf(ctx context.Context, tenant string, price int64) (string, error) {
 	if err := checkRange("price", price, 0, MaxPrice); err != nil {
 		return "", err
@@ -150,12 +138,8 @@ func (s *Store) SubtractStock(ctx context.Context, id string, amount int64) (int
 	return s.adjust(ctx, "item", id, "stock", amount, -1)
 }
 
-// CreateUser creates a user with credit 0 and returns its id.
-func (s *Store) CreateUser(ctx context.Context) (string, error) {
-	return s.CreateUserOf(ctx, tenancy.Open)
-}
-
-// CreateUserOf is CreateUser of a user of tenant (see Sees).
+// CreateUserOf creates a user of tenant (see Sees) with credit 0 and
+// returns its id.
 func (s *Store) CreateUserOf(ctx context.Context, tenant string) (string, error) {
 	id := NewIDOf(tenant)
 	if err := s.write(ctx, func(p redis.Pipeliner) {
@@ -202,11 +186,7 @@ func (s *Store) adjust(ctx context.Context, kind, id, field string, amount, sign
 		return 0, err
 	}
 	delta := sign * amount
-	key := s.keys.Item(id)
-	if kind == "user" {
-		key = s.keys.User(id)
-	}
-	keys := []string{key, s.keys.Call(id, newID())}
+	keys := []string{s.keys.in(id, kind, id), s.keys.Call(id, newID())} // Item or User
 	res, err := retry(ctx, s, func() ([]int64, error) {
 		return s.wait.RunScript(ctx, s.rdb, adjustScript, keys, field, strconv.FormatInt(delta, 10), strconv.FormatInt(MaxAmount, 10), s.callTTL()).Int64Slice()
 	})

@@ -1,7 +1,6 @@
 package checkout
 
 import (
-	"cmp"
 	"context"
 	"fmt"
 	"log/slog"
@@ -14,6 +13,8 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
+
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // sweepPage bounds the stale attempts one sweep takes per partition.
@@ -21,26 +22,18 @@ const sweepPage = 500
 
 // SweepStats counts what one sweep did.
 type SweepStats struct {
-	// Stale counts open attempts older than Config.SweepAge.
-	Stale int
-	// Resent counts commands and compensations sent again.
-	Resent int
-	// Abandoned is the number of parts given up after Config.AbandonAge.
-	Abandoned int
-	// Closed counts index entries of finished or expired attempts dropped.
-	Closed int
+	Stale     int // open attempts older than Config.SweepAge
+	Resent    int // commands and compensations sent again
+	Abandoned int // parts given up after Config.AbandonAge
+	Closed    int // index entries of finished or expired attempts dropped
 }
 
 // Sweep drives every attempt open longer than Config.SweepAge towards a
-// final status, for messages lost on the way:
-//
-//   - a pending attempt younger than Config.AbandonAge gets the commands of
-//     its silent parts again (idempotent by the ledger);
-//   - an older one has its silent parts recorded "abandoned", so it
-//     compensates them and fails;
-//   - a compensating attempt gets its unconfirmed compensations again.
-//
-// A resent attempt waits another SweepAge. Concurrent sweeps are harmless.
+// final status, for messages lost on the way: a pending attempt gets its
+// silent parts' commands again (idempotent by the ledger), or past
+// Config.AbandonAge has them recorded "abandoned" and compensates; a
+// compensating attempt gets its unconfirmed compensations again. A resent
+// attempt waits another SweepAge. Concurrent sweeps are harmless.
 func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 	var st SweepStats
 	cutoff := strconv.FormatInt(now.Add(-s.cfg.SweepAge).UnixMilli(), 10)
@@ -151,31 +144,25 @@ func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 	return st, nil
 }
 
-// RunSweeper runs Sweep every SweepInterval and CheckConservation every
-// ConservationInterval, logging failures, until ctx ends (then nil).
+// RunSweeper runs Sweep every SweepInterval and, beside it,
+// CheckConservation every ConservationInterval, logging failures, until
+// ctx ends (then nil).
 func (s *Flow) RunSweeper(ctx context.Context) error {
-	t := time.NewTicker(s.cfg.SweepInterval)
-	defer t.Stop()
-	c := time.NewTicker(s.cfg.ConservationInterval)
-	defer c.Stop()
-	check := func() {
-		if _, err := s.CheckConservation(ctx); err != nil && ctx.Err() == nil {
-			s.log.WarnContext(ctx, "checkout: conservation check failed", "error", err)
-		}
-	}
-	check()
-	for {
-		select {
-		case <-ctx.Done():
-			return nil
-		case <-c.C:
-			check()
-		case now := <-t.C:
-			if _, err := s.Sweep(ctx, now); err != nil && ctx.Err() == nil {
-				s.log.WarnContext(ctx, "checkout: sweep failed", "error", err)
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		tick.Every(ctx, s.cfg.ConservationInterval, func() {
+			if _, err := s.CheckConservation(ctx); err != nil && ctx.Err() == nil {
+				s.log.WarnContext(ctx, "checkout: conservation check failed", "error", err)
 			}
+		})
+	})
+	tick.EveryAfter(ctx, s.cfg.SweepInterval, func() {
+		if _, err := s.Sweep(ctx, time.Now()); err != nil && ctx.Err() == nil {
+			s.log.WarnContext(ctx, "checkout: sweep failed", "error", err)
 		}
-	}
+	})
+	wg.Wait()
+	return nil
 }
 
 // remoteContext returns ctx in traceparent tp's trace.
@@ -209,9 +196,9 @@ type waitSet struct {
 	chans map[chan Result]struct{}
 }
 
-// NewWaiter returns a waiter; Run must run for notifications to arrive.
-func NewWaiter(rdb redis.UniversalClient, log *slog.Logger) *Waiter {
-	return &Waiter{rdb: rdb, log: cmp.Or(log, slog.Default()), ready: make(chan struct{}), recheck: time.Second, waits: map[string]*waitSet{}}
+// newWaiter returns a waiter; Run must run for notifications to arrive.
+func newWaiter(rdb redis.UniversalClient, log *slog.Logger, recheck time.Duration) *Waiter {
+	return &Waiter{rdb: rdb, log: log, ready: make(chan struct{}), recheck: recheck, waits: map[string]*waitSet{}}
 }
 
 // Ready is closed once Run has subscribed.
@@ -348,11 +335,12 @@ func (w *Waiter) register(keys Keys, orderID string, tr int64, recheck time.Dura
 // await waits on c, reading the status first when checkFirst is set.
 func (w *Waiter) await(ctx context.Context, keys Keys, orderID string, tr int64, c chan Result, checkFirst bool, timeout time.Duration) (Result, error) {
 	if checkFirst {
-		st, reason, err := sagaStatus(ctx, w.rdb, keys, orderID, tr)
+		v, err := w.rdb.HMGet(ctx, keys.Saga(orderID, tr), "status", "reason").Result()
 		if err != nil {
-			return Result{}, err
+			return Result{}, fmt.Errorf("checkout: saga %s/%d: %w", orderID, tr, err)
 		}
-		if st == StatusSucceeded || st == StatusFailed {
+		if st, _ := v[0].(string); st == StatusSucceeded || st == StatusFailed {
+			reason, _ := v[1].(string)
 			return Result{OrderID: orderID, TrNum: tr, Status: st, Reason: reason}, nil
 		}
 	}

@@ -81,10 +81,8 @@ func (s *Flow) Timeline(ctx context.Context, orderID string) (Timeline, error) {
 	first := max(1, o.TrNum-MaxTimelineAttempts+1)
 	pipe := s.rdb.Pipeline()
 	cmds := map[int64]*redis.MapStringStringCmd{}
-	for tr := o.TrNum; tr >= first; tr-- {
-		if tr > 1 {
-			cmds[tr] = pipe.HGetAll(ctx, s.keys.Saga(orderID, tr))
-		}
+	for tr := o.TrNum; tr >= max(first, 2); tr-- { // the first is read with the order
+		cmds[tr] = pipe.HGetAll(ctx, s.keys.Saga(orderID, tr))
 	}
 	if len(cmds) > 0 {
 		if _, err := pipe.Exec(ctx); err != nil {

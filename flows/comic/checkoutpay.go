@@ -10,6 +10,7 @@ import (
 
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/internal/rediskey"
+	"github.com/dropstream/dropstream/internal/tenancy"
 )
 
 // orderPrefix names a transaction's checkout order, in the adapter's own
@@ -64,7 +65,7 @@ func (p *CheckoutPayments) order(ctx context.Context, txnID, user string, cents 
 	if _, err := st.FindUser(ctx, user); err != nil {
 		return "", fmt.Errorf("%w: payment %q: %w", ErrCheckoutRefused, user, err)
 	}
-	item, err := st.CreateItem(ctx, cents)
+	item, err := st.CreateItemOf(ctx, tenancy.Open, cents)
 	if err != nil {
 		return "", fmt.Errorf("comic: checkout: item: %w", err)
 	}

@@ -11,6 +11,7 @@ import (
 
 	"github.com/dropstream/dropstream/flows/checkout"
 	"github.com/dropstream/dropstream/flows/comic"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -59,7 +60,7 @@ func TestCheckoutPayments_purchasesThroughTheCheckoutSaga(t *testing.T) {
 	const credit = 20000
 	users := make([]string, 3)
 	for i := range users {
-		if users[i], err = co.Store().CreateUser(ctx); err != nil {
+		if users[i], err = co.Store().CreateUserOf(ctx, tenancy.Open); err != nil {
 			t.Fatal(err)
 		}
 		if _, err := co.Store().AddFunds(ctx, users[i], credit); err != nil {

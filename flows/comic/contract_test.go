@@ -15,6 +15,7 @@ import (
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/egress/egresstest"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
@@ -101,7 +102,7 @@ func TestNew_purchasesUseTheConfiguredCheckoutFlow(t *testing.T) {
 	if _, _, err := f.Inventory.Add(ctx, c); err != nil {
 		t.Fatal(err)
 	}
-	user, err := co.Store().CreateUser(ctx)
+	user, err := co.Store().CreateUserOf(ctx, tenancy.Open)
 	if err != nil {
 		t.Fatal(err)
 	}

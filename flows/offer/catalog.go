@@ -34,15 +34,6 @@ type Catalog struct {
 	cfg Config
 }
 
-// NewCatalog returns the catalog of cfg's handlers.
-func NewCatalog(rdb redis.UniversalClient, cfg Config) (*Catalog, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	return &Catalog{rdb: rdb, cfg: cfg}, nil
-}
-
 var (
 	indexKey = catalogKey("index")
 	epochKey = catalogKey("epoch")
@@ -283,12 +274,6 @@ const (
 	maxTranslated = 100000
 )
 
-// TranslateCacheID is the TranslateIds cache id of a translation:
-// fromType + "_" + fromId + "_" + toType.
-func TranslateCacheID(fromType, fromID, toType string) string {
-	return fromType + "_" + fromID + "_" + toType
-}
-
 // Translate returns the sorted ids of toType that fromID of fromType
 // translates to, and whether they came from the cache (served while the
 // catalog epoch is unchanged, at most TranslateTTL).
@@ -296,7 +281,7 @@ func (c *Catalog) Translate(ctx context.Context, fromType, fromID, toType string
 	if fromType != FromProduct && fromType != FromSeller || toType != ToSellOffer || !validID(fromID) {
 		return nil, false, fmt.Errorf("%w: translate %q %q to %q: want product or seller ids to sellOffer", ErrInvalidOffer, fromType, clip.Marked(fromID, maxQuoted), toType)
 	}
-	key := catalogKey("translate", TranslateCacheID(fromType, fromID, toType))
+	key := catalogKey("translate", fromType+"_"+fromID+"_"+toType) // the TranslateIds cache id
 	pipe := c.rdb.Pipeline()
 	rec := pipe.HGetAll(ctx, key)
 	epoch := pipe.Get(ctx, epochKey)
@@ -338,30 +323,26 @@ func (c *Catalog) Translate(ctx context.Context, fromType, fromID, toType string
 func (c *Catalog) scan(ctx context.Context, fromType, fromID string) ([]string, error) {
 	var ids []string
 	for _, h := range c.cfg.Handlers {
-		cursor := uint64(0)
-		for {
-			kv, next, err := c.rdb.HScan(ctx, offersKey(h.Tag), cursor, "", 1000).Result()
-			if err != nil {
-				return nil, fmt.Errorf("translate scan: %w", err)
+		it := c.rdb.HScan(ctx, offersKey(h.Tag), 0, "", 1000).Iterator()
+		for it.Next(ctx) && len(ids) <= maxTranslated {
+			id := it.Val()
+			it.Next(ctx) // its value
+			var o struct {
+				ProductID string `json:"productId"`
+				SellerID  string `json:"sellerId"`
 			}
-			for i := 0; i+1 < len(kv); i += 2 {
-				var o struct {
-					ProductID string `json:"productId"`
-					SellerID  string `json:"sellerId"`
-				}
-				if err := json.Unmarshal([]byte(kv[i+1]), &o); err != nil {
-					return nil, fmt.Errorf("translate scan: offer %s: %w", kv[i], err)
-				}
-				if fromType == FromProduct && o.ProductID == fromID || fromType == FromSeller && o.SellerID == fromID {
-					ids = append(ids, kv[i])
-				}
+			if err := json.Unmarshal([]byte(it.Val()), &o); err != nil {
+				return nil, fmt.Errorf("translate scan: offer %s: %w", id, err)
 			}
-			if len(ids) > maxTranslated {
-				return nil, fmt.Errorf("translate %s %s: more than %d ids", fromType, clip.Marked(fromID, maxQuoted), maxTranslated)
+			if fromType == FromProduct && o.ProductID == fromID || fromType == FromSeller && o.SellerID == fromID {
+				ids = append(ids, id)
 			}
-			if cursor = next; cursor == 0 {
-				break
-			}
+		}
+		if err := it.Err(); err != nil {
+			return nil, fmt.Errorf("translate scan: %w", err)
+		}
+		if len(ids) > maxTranslated {
+			return nil, fmt.Errorf("translate %s %s: more than %d ids", fromType, clip.Marked(fromID, maxQuoted), maxTranslated)
 		}
 	}
 	slices.Sort(ids)

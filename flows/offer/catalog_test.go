@@ -179,7 +179,7 @@ func TestCatalog_translateIdsCacheHitMissAndInvalidation(t *testing.T) {
 					t.Fatalf("Translate #%d = %v cached %v, %v; want %v cached %v", i+1, ids, cached, err, want, wantCached)
 				}
 			}
-			ttl, err := rdb.PTTL(ctx, catalogKey("translate", TranslateCacheID(FromProduct, "p3", ToSellOffer))).Result()
+			ttl, err := rdb.PTTL(ctx, catalogKey("translate", FromProduct+"_p3_"+ToSellOffer)).Result()
 			if err != nil || ttl <= 0 || ttl > s.cfg.TranslateTTL {
 				t.Errorf("translate record TTL %s, %v; want (0, %s]", ttl, err, s.cfg.TranslateTTL)
 			}

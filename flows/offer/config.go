@@ -39,8 +39,7 @@ type Config struct {
 	ResultTTL time.Duration `default:"5m" range:"1ms.."`
 	// ResultGrace is how long an expired result stays readable. Default 1m.
 	ResultGrace time.Duration `default:"1m" range:"1ms.."`
-	// ProcessingTimeout is how long a result may stay processing before a
-	// new search computes it again. Default 3m.
+	// ProcessingTimeout is when a search computes a processing result again.
 	ProcessingTimeout time.Duration `default:"3m" range:"1ms.."`
 	// MaxWait is how long a search waits before answering 202. Default 2s.
 	MaxWait time.Duration `default:"2s" range:"1ms.."`
@@ -49,13 +48,11 @@ type Config struct {
 	// OrderPriceTTL is how long an orderPrice record is served. Default 10m.
 	OrderPriceTTL time.Duration `default:"10m" range:"1ms.."`
 	// ChangeLogLength caps each handler's change stream (approximately).
-	// Default 100000.
 	ChangeLogLength int64 `default:"100000" range:"100.."`
 	// FreshBound is the oldest change a served result may miss; while
 	// Flow.RunFresh lags more, searches bypass the cache. Default 1s.
 	FreshBound time.Duration `default:"1s" range:"10ms..1h"`
-	// FreshBlock bounds the keeper's blocking read, at most FreshBound.
-	// Default 500ms.
+	// FreshBlock bounds the keeper's blocking read. Default 500ms.
 	FreshBlock time.Duration `range:"1ms..FreshBound"`
 	// Notify publishes standing searches' notifications; nil: none.
 	Notify func(ctx context.Context, reqs ...notifier.Request) error
@@ -64,8 +61,8 @@ type Config struct {
 	Subscriber func(ctx context.Context, v tenancy.View, id string) error
 	// MaxStandingPerCaller caps each API caller's standing searches. Default 100.
 	MaxStandingPerCaller int `default:"100"`
-	// Runner tunes the handler stages: HandlerTimeout defaults to 15s,
-	// other zero timings derive from ProcessingTimeout.
+	// Runner tunes the handler stages (HandlerTimeout 15s; other zero
+	// timings derive from ProcessingTimeout).
 	Runner stream.RunnerConfig
 	// Now is the clock. Default time.Now.
 	Now func() time.Time
@@ -89,14 +86,11 @@ func (c Config) Validate() error {
 	errs := bounds.Check([]error{settings.Check("", &c)}, "partitions", c.Partitions, 1, stream.MaxPartitions)
 	seen := map[string]bool{}
 	for _, h := range c.Handlers {
-		if !slug.Valid(h.Tag, 32) || seen[h.Tag] || !h.Kind.Valid() {
-			errs = append(errs, fmt.Errorf("handler %q (kind %q): want a unique tag of 1-32 [a-z0-9_-] and kind standard or auction", h.Tag, h.Kind))
-		}
+		errs = bounds.Require(errs, slug.Valid(h.Tag, 32) && !seen[h.Tag] && h.Kind.Valid(),
+			"handler %q (kind %q): want a unique tag of 1-32 [a-z0-9_-] and kind standard or auction", h.Tag, h.Kind)
 		seen[h.Tag] = true
 	}
-	if len(c.Handlers) > 16 {
-		errs = append(errs, fmt.Errorf("%d handlers, at most 16", len(c.Handlers)))
-	}
+	errs = bounds.Require(errs, len(c.Handlers) <= 16, "%d handlers, at most 16", len(c.Handlers))
 	if err := c.Runner.CheckDeadline("processing timeout", c.ProcessingTimeout); err != nil {
 		errs = append(errs, fmt.Errorf("handler stages: %w", err))
 	}

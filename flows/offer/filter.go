@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -214,21 +215,15 @@ func (e Element) Canonical() Element {
 		c.ComplexFilter = &inner
 	}
 	if len(e.Elements) > 0 {
-		type keyed struct {
-			el  Element
-			key string
-		}
-		ks := make([]keyed, len(e.Elements))
-		for i, el := range e.Elements {
+		byJSON := map[string]Element{} // equal elements encode the same
+		for _, el := range e.Elements {
 			ce := el.Canonical()
 			b, _ := json.Marshal(ce)
-			ks[i] = keyed{ce, string(b)}
+			byJSON[string(b)] = ce
 		}
-		slices.SortFunc(ks, func(a, b keyed) int { return strings.Compare(a.key, b.key) })
-		ks = slices.CompactFunc(ks, func(a, b keyed) bool { return a.key == b.key })
-		c.Elements = make([]Element, len(ks))
-		for i, k := range ks {
-			c.Elements[i] = k.el
+		c.Elements = make([]Element, 0, len(byJSON))
+		for _, k := range slices.Sorted(maps.Keys(byJSON)) {
+			c.Elements = append(c.Elements, byJSON[k])
 		}
 	}
 	return c

@@ -73,14 +73,10 @@ func NewWith(ctx context.Context, rdb redis.UniversalClient, cfg Config, tel str
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	catalog, err := NewCatalog(rdb, cfg)
-	if err != nil {
-		return nil, err
-	}
 	if err := loadScripts(ctx, rdb); err != nil {
 		return nil, err
 	}
-	s := &Flow{cfg: cfg, rdb: rdb, tel: tel, log: cmp.Or(tel.Logger, slog.Default()), catalog: catalog, met: newMetrics(tel.MeterProvider),
+	s := &Flow{cfg: cfg, rdb: rdb, tel: tel, log: cmp.Or(tel.Logger, slog.Default()), catalog: &Catalog{rdb: rdb, cfg: cfg}, met: newMetrics(tel.MeterProvider),
 		prop: cmp.Or(tel.Propagator, gotel.GetTextMapPropagator()), views: map[string]*view{}}
 	s.tracer = cmp.Or(tel.TracerProvider, gotel.GetTracerProvider()).Tracer(instrumentationScope)
 	for _, h := range cfg.Handlers {

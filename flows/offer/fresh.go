@@ -1,11 +1,13 @@
 package offer
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"math"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -151,21 +153,16 @@ func (s *Flow) freshStep(ctx context.Context, k *keeper) error {
 			return fmt.Errorf("read position: %w", err)
 		}
 		for _, h := range s.cfg.Handlers {
-			k.pos[h.Tag] = "0-0"
-			if p := pos[h.Tag]; p != "" {
-				k.pos[h.Tag] = p
-			}
+			k.pos[h.Tag] = cmp.Or(pos[h.Tag], "0-0")
 			if v, err := strconv.ParseInt(pos["v:"+h.Tag], 10, 64); err == nil {
 				k.ver[h.Tag] = v
 			}
 		}
 	}
-	streams := make([]string, 0, 2*len(s.cfg.Handlers))
-	for _, h := range s.cfg.Handlers {
-		streams = append(streams, changesKey(h.Tag))
-	}
-	for _, h := range s.cfg.Handlers {
-		streams = append(streams, k.pos[h.Tag])
+	n := len(s.cfg.Handlers)
+	streams := make([]string, 2*n) // the keys, then their positions
+	for i, h := range s.cfg.Handlers {
+		streams[i], streams[n+i] = changesKey(h.Tag), k.pos[h.Tag]
 	}
 	xs, err := s.rdb.XRead(ctx, &redis.XReadArgs{Streams: streams, Count: freshBatch, Block: s.cfg.FreshBlock}).Result()
 	if errors.Is(err, redis.Nil) {
@@ -291,34 +288,18 @@ func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all 
 	for _, c := range changes {
 		head = append(head, c.id, c.handler, c.epoch)
 	}
-	var calls []script.Call
-	for _, l := range lives {
-		var keys []string
-		var flags []any
-		flush := func() {
-			if len(keys) > 0 {
-				calls = append(calls, script.Call{Keys: keys, Args: append(append([]any{}, head...), flags...)})
-			}
-			keys, flags = nil, nil
+	calls := chunkCalls(lives, head, func(id string) ([]string, any, bool) {
+		prog, ok := k.programs[id]
+		if !ok {
+			return nil, nil, false
 		}
-		for _, id := range l {
-			prog, ok := k.programs[id]
-			if !ok {
-				continue
-			}
-			rk := s.cfg.resultKeys(id)
-			keys = append(keys, rk.main, rk.data, rk.waiting)
-			forced := s.forcedEpoch(prog, changes)
-			if all {
-				forced = allEpochs
-			}
-			flags = append(flags, forced)
-			if len(keys) >= 3*invalidateChunk {
-				flush()
-			}
+		forced := int64(allEpochs)
+		if !all {
+			forced = s.forcedEpoch(prog, changes)
 		}
-		flush()
-	}
+		rk := s.cfg.resultKeys(id)
+		return []string{rk.main, rk.data, rk.waiting}, forced, true
+	})
 	cmds, _ := invalidateScript.RunAll(ctx, s.rdb, calls) // a failed load is each retried command's error
 	for _, c := range cmds {
 		n, err := c.Int64()
@@ -328,6 +309,29 @@ func (s *Flow) invalidate(ctx context.Context, k *keeper, changes []change, all 
 		s.met.invalidated.Add(ctx, n)
 	}
 	return nil
+}
+
+// chunkCalls builds the calls of a script over each partition's live ids,
+// at most invalidateChunk ids a call, whose Args start with head: add
+// returns an id's keys and argument, or false to leave it out.
+func chunkCalls(lives [][]string, head []any, add func(id string) ([]string, any, bool)) []script.Call {
+	var calls []script.Call
+	for _, l := range lives {
+		n := 0
+		for _, id := range l {
+			keys, arg, ok := add(id)
+			if !ok {
+				continue
+			}
+			if n%invalidateChunk == 0 {
+				calls = append(calls, script.Call{Args: slices.Clone(head)})
+			}
+			c := &calls[len(calls)-1]
+			c.Keys, c.Args = append(c.Keys, keys...), append(c.Args, arg)
+			n++
+		}
+	}
+	return calls
 }
 
 // forcedEpoch returns the epoch of the latest change whose offer now

@@ -20,41 +20,20 @@ import (
 // instrumentationScope names the flow's tracer and meter.
 const instrumentationScope = "github.com/dropstream/dropstream/flows/offer"
 
-// Metric names of the flow (Prometheus names in parentheses).
+// Metric names of the flow. Prometheus writes dots as underscores and adds
+// _total to counters and _seconds to durations.
 const (
-	// MetricSearches counts searches by outcome (hit, join, miss, seen,
-	// gone). (dropstream_offer_search_requests_total)
-	MetricSearches = "dropstream.offer.search.requests"
-	// MetricSearchDuration is a search's time, by outcome and status.
-	// (dropstream_offer_search_duration_seconds)
-	MetricSearchDuration = "dropstream.offer.search.duration"
-	// MetricResultAge is the age of a result served from the cache.
-	// (dropstream_offer_result_age_seconds)
-	MetricResultAge = "dropstream.offer.result.age"
-	// MetricFanoutLatency is the time from a miss's fan-out to the last
-	// handler's answer. (dropstream_offer_fanout_latency_seconds)
-	MetricFanoutLatency = "dropstream.offer.fanout.latency"
-	// MetricHandlerAnswers counts handler answers by handler and outcome.
-	// (dropstream_offer_handler_answers_total)
-	MetricHandlerAnswers = "dropstream.offer.handler.answers"
-	// MetricOrderPrices counts orderPrice lookups by outcome (hit, miss,
-	// processing, search_hit). (dropstream_offer_order_price_requests_total)
-	MetricOrderPrices = "dropstream.offer.order_price.requests"
-	// MetricHistoryDropped counts history events dropped because the
-	// recorder's buffer was full. (dropstream_offer_history_dropped_total)
-	MetricHistoryDropped = "dropstream.offer.history.dropped"
-	// MetricFreshDelay is the time from an offer change to the keeper having
-	// applied it, by handler. (dropstream_offer_fresh_delay_seconds)
-	MetricFreshDelay = "dropstream.offer.fresh.delay"
-	// MetricInvalidated counts cached results invalidated by offer
-	// changes. (dropstream_offer_results_invalidated_total)
-	MetricInvalidated = "dropstream.offer.results.invalidated"
-	// MetricCacheBypass counts searches that bypassed the cache because
-	// the keeper lagged. (dropstream_offer_cache_bypass_total)
-	MetricCacheBypass = "dropstream.offer.cache.bypass"
-	// MetricStandingNotified counts standing-search change notifications
-	// published. (dropstream_offer_standing_notifications_total)
-	MetricStandingNotified = "dropstream.offer.standing.notifications"
+	MetricSearches         = "dropstream.offer.search.requests"        // searches by outcome
+	MetricSearchDuration   = "dropstream.offer.search.duration"        // a search's time, by outcome and status
+	MetricResultAge        = "dropstream.offer.result.age"             // age of a result served from the cache
+	MetricFanoutLatency    = "dropstream.offer.fanout.latency"         // from a miss's fan-out to the last answer
+	MetricHandlerAnswers   = "dropstream.offer.handler.answers"        // handler answers by handler and outcome
+	MetricOrderPrices      = "dropstream.offer.order_price.requests"   // orderPrice lookups by outcome
+	MetricHistoryDropped   = "dropstream.offer.history.dropped"        // history events dropped: buffer full
+	MetricFreshDelay       = "dropstream.offer.fresh.delay"            // from an offer change to the keeper applying it
+	MetricInvalidated      = "dropstream.offer.results.invalidated"    // cached results invalidated by offer changes
+	MetricCacheBypass      = "dropstream.offer.cache.bypass"           // searches that bypassed the cache: the keeper lagged
+	MetricStandingNotified = "dropstream.offer.standing.notifications" // standing-search notifications published
 )
 
 var (
@@ -132,8 +111,7 @@ type recorder struct {
 	log   *slog.Logger
 	ch    chan HistoryEvent
 	done  chan struct{}
-	once  sync.Once
-	mu    sync.RWMutex // guards closed against record
+	mu    sync.RWMutex // guards shut against record
 	shut  bool
 }
 
@@ -195,13 +173,13 @@ func (r *recorder) run() {
 
 // close publishes what is queued and stops.
 func (r *recorder) close() {
-	r.once.Do(func() {
-		r.mu.Lock()
+	r.mu.Lock()
+	if !r.shut {
 		r.shut = true
 		close(r.ch)
-		r.mu.Unlock()
-		<-r.done
-	})
+	}
+	r.mu.Unlock()
+	<-r.done
 }
 
 // HistoryConfig configures the "offer-history" stage: one offer_requests

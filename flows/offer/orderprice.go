@@ -155,12 +155,8 @@ func (s *Flow) OrderPrice(ctx context.Context, req OrderPriceRequest) (OrderPric
 	if err != nil || len(raw) != 5 {
 		return OrderPrice{}, fmt.Errorf("offer: order price %s: %v %w", id, raw, err)
 	}
-	op := OrderPrice{OrderPriceID: id, Status: raw[1], Error: raw[3]}
+	op := OrderPrice{OrderPriceID: id, Status: raw[1], Error: raw[3], ExpiresAt: msTime(raw[4])}
 	op.Price, _ = strconv.ParseInt(raw[2], 10, 64)
-	if exp, _ := strconv.ParseInt(raw[4], 10, 64); exp > 0 {
-		t := time.UnixMilli(exp).UTC()
-		op.ExpiresAt = &t
-	}
 	s.met.orderPrices.Add(ctx, 1, metric.WithAttributes(keyOutcome.String(raw[0])))
 	if raw[0] != "miss" {
 		op.Cached = raw[0] == "hit"
@@ -216,18 +212,15 @@ func (s *Flow) usePriceCache(ctx context.Context, v *view, resultID string, prog
 	}
 	pipe := s.rdb.Pipeline()
 	epochCmd := pipe.HGet(ctx, s.cfg.resultKeys(resultID).main, "epoch")
-	keys := make([]string, len(prog.combos))
+	cmds := make([]*redis.SliceCmd, len(prog.combos))
 	for i, c := range prog.combos {
 		id, err := OrderPriceID(OrderPriceRequest{Quantities: []OfferQuantity{{OfferID: e.SellOfferID, Quantity: e.OrderQuantity}},
 			Location: c.Location, Delivery: c.Delivery, Payment: c.Payment})
 		if err != nil {
 			return
 		}
-		keys[i], _ = s.cfg.priceKeys(id)
-	}
-	cmds := make([]interface{ Val() []any }, len(keys))
-	for i, k := range keys {
-		cmds[i] = pipe.HMGet(ctx, k, "status", "price", "expiry", "epoch")
+		key, _ := s.cfg.priceKeys(id)
+		cmds[i] = pipe.HMGet(ctx, key, "status", "price", "expiry", "epoch")
 	}
 	_, _ = pipe.Exec(ctx)
 	resultEpoch, err := strconv.ParseInt(epochCmd.Val(), 10, 64)
@@ -299,34 +292,21 @@ func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change
 	for _, c := range changes {
 		latest[c.id] = max(latest[c.id], c.epoch)
 	}
-	var calls []script.Call
-	for _, l := range lives {
-		var call script.Call
-		for _, id := range l {
-			offers, ok := k.priceOffers[id]
-			if !ok {
-				continue
-			}
-			var e int64
-			for _, o := range offers {
-				e = max(e, latest[o])
-			}
-			if all {
-				e = allEpochs
-			}
-			if e == 0 {
-				continue
-			}
-			key, _ := s.cfg.priceKeys(id)
-			call.Keys, call.Args = append(call.Keys, key), append(call.Args, e)
-			if len(call.Keys) >= invalidateChunk {
-				calls, call = append(calls, call), script.Call{}
-			}
+	calls := chunkCalls(lives, nil, func(id string) ([]string, any, bool) {
+		offers, ok := k.priceOffers[id]
+		if !ok {
+			return nil, nil, false
 		}
-		if len(call.Keys) > 0 {
-			calls = append(calls, call)
+		var e int64
+		for _, o := range offers {
+			e = max(e, latest[o])
 		}
-	}
+		if all {
+			e = allEpochs
+		}
+		key, _ := s.cfg.priceKeys(id)
+		return []string{key}, e, e > 0
+	})
 	cmds, _ := priceInvalidateScript.RunAll(ctx, s.rdb, calls) // a failed load is each retried command's error
 	for _, c := range cmds {
 		if err := c.Err(); err != nil {

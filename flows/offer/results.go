@@ -2,6 +2,7 @@ package offer
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"strconv"
 	"time"
@@ -192,15 +193,7 @@ func parseReply(id string, now time.Time, raw any, offset int) (string, Result, 
 		m[str(fields[i])] = str(fields[i+1])
 	}
 	r := Result{ResultID: id, Status: m["status"], Offset: offset, Matches: []Match{}}
-	ms := func(k string) *time.Time {
-		n, err := strconv.ParseInt(m[k], 10, 64)
-		if err != nil || n <= 0 {
-			return nil
-		}
-		t := time.UnixMilli(n).UTC()
-		return &t
-	}
-	r.StartedAt, r.CompletedAt, r.ExpiresAt = ms("startedAt"), ms("completedAt"), ms("expiry")
+	r.StartedAt, r.CompletedAt, r.ExpiresAt = msTime(m["startedAt"]), msTime(m["completedAt"]), msTime(m["expiry"])
 	if r.Status == StatusComplete && r.ExpiresAt != nil && !r.ExpiresAt.After(now) {
 		r.Status = StatusExpired
 	}
@@ -230,12 +223,19 @@ func parseReply(id string, now time.Time, raw any, offset int) (string, Result, 
 	return outcome, r, nil
 }
 
+// msTime reads Unix ms; nil when v is not a positive number.
+func msTime(v string) *time.Time {
+	if n, err := strconv.ParseInt(v, 10, 64); err == nil && n > 0 {
+		t := time.UnixMilli(n).UTC()
+		return &t
+	}
+	return nil
+}
+
 // loadScripts loads the scripts run by EVALSHA in pipelines.
 func loadScripts(ctx context.Context, rdb redis.UniversalClient) error {
-	for _, s := range []*redis.Script{appendScript, finishScript} {
-		if err := s.Load(ctx, rdb).Err(); err != nil {
-			return fmt.Errorf("offer: load script: %w", err)
-		}
+	if err := errors.Join(appendScript.Load(ctx, rdb).Err(), finishScript.Load(ctx, rdb).Err()); err != nil {
+		return fmt.Errorf("offer: load script: %w", err)
 	}
 	return nil
 }

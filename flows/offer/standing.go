@@ -121,10 +121,10 @@ func (s *Flow) CreateStandingIn(ctx context.Context, v tenancy.View, req Standin
 	if err := req.Validate(); err != nil {
 		return StandingSearch{}, err
 	}
-	if s.cfg.Subscriber == nil {
-		return StandingSearch{}, fmt.Errorf("%w: subscriber %s", ErrNotFound, req.SubscriberID)
+	err := subscriber.ErrNotFound // without Config.Subscriber, no subscriber is seen
+	if s.cfg.Subscriber != nil {
+		err = s.cfg.Subscriber(ctx, v, req.SubscriberID)
 	}
-	err := s.cfg.Subscriber(ctx, v, req.SubscriberID)
 	if errors.Is(err, subscriber.ErrNotFound) {
 		return StandingSearch{}, fmt.Errorf("%w: subscriber %s", ErrNotFound, req.SubscriberID)
 	}
@@ -163,13 +163,12 @@ func decodeStanding(id string, m map[string]string) (StandingSearch, error) {
 
 // ListStanding returns every standing search v sees.
 func (s *Flow) ListStanding(ctx context.Context, v tenancy.View) ([]StandingSearch, error) {
-	owner := v.Owner()
 	var ids []string
 	var err error
 	if v.All {
 		ids, err = s.rdb.ZRange(ctx, standingIndex, 0, -1).Result()
 	} else {
-		ids, err = s.rdb.SMembers(ctx, standingOwner(owner)).Result()
+		ids, err = s.rdb.SMembers(ctx, standingOwner(v.Owner())).Result()
 	}
 	if err != nil {
 		return nil, fmt.Errorf("offer: standing searches: %w", err)

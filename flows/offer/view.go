@@ -171,26 +171,22 @@ func (v *view) reload(ctx context.Context) error {
 	}
 	offers := make([]*Offer, 0, len(v.offers))
 	pos := make(map[string]int, len(v.offers))
-	cursor := uint64(0)
-	for {
-		kv, next, err := v.rdb.HScan(ctx, offersKey(v.handler), cursor, "", 1000).Result()
-		if err != nil {
-			return fmt.Errorf("offer view %s: scan: %w", v.handler, err)
+	it := v.rdb.HScan(ctx, offersKey(v.handler), 0, "", 1000).Iterator()
+	for it.Next(ctx) {
+		id := it.Val()
+		it.Next(ctx) // its value
+		if _, dup := pos[id]; dup {
+			continue // HSCAN may return an entry twice
 		}
-		for i := 0; i+1 < len(kv); i += 2 {
-			if _, dup := pos[kv[i]]; dup {
-				continue // HSCAN may return an entry twice
-			}
-			o := new(Offer)
-			if err := json.Unmarshal([]byte(kv[i+1]), o); err != nil {
-				return fmt.Errorf("offer view %s: decode %s: %w", v.handler, kv[i], err)
-			}
-			pos[o.ID] = len(offers)
-			offers = append(offers, o)
+		o := new(Offer)
+		if err := json.Unmarshal([]byte(it.Val()), o); err != nil {
+			return fmt.Errorf("offer view %s: decode %s: %w", v.handler, id, err)
 		}
-		if cursor = next; cursor == 0 {
-			break
-		}
+		pos[o.ID] = len(offers)
+		offers = append(offers, o)
+	}
+	if err := it.Err(); err != nil {
+		return fmt.Errorf("offer view %s: scan: %w", v.handler, err)
 	}
 	v.offers, v.pos, v.version, v.lastID, v.loaded = offers, pos, version, lastID, true
 	v.byProduct = make(map[string]map[string]*Offer, len(v.byProduct))

@@ -3,13 +3,10 @@
 // amounts as integers, JSON bodies. Success is 200; every failure the
 // contract names (unknown id, short stock or credit, failed checkout,
 // malformed input) is 400 with the error envelope {"error":{"code","message"}}.
-//
-// A checkout answers 200 once the order is paid and 400 once its attempt has
-// failed and been compensated, also when its wait (Config.Timeout) expires.
-// A call retries a brief Redis outage within its deadline (its wait, or
-// Config.RetryFor); a longer one, or a change the replicas did not confirm
-// (Config.Wait), answers 503 "unavailable" with Retry-After. Another Redis
-// failure is 500 ("checkout_pending" for a checkout whose outcome is unknown).
+// A Redis outage longer than a call's deadline (its wait, or
+// Config.RetryFor), or a change the replicas did not confirm (Config.Wait),
+// answers 503 "unavailable" with Retry-After; another Redis failure is 500
+// ("checkout_pending" for a checkout whose outcome is unknown).
 package httpapi
 
 import (
@@ -173,9 +170,12 @@ func seen(c *fiber.Ctx, named ...string) error {
 
 // batch runs a batch_init over the integer path parameters names.
 func batch(c *fiber.Ctx, msg string, run func(ctx context.Context, v []int64) error, names ...string) error {
-	v, err := intParams(c, names...)
-	if err != nil {
-		return err
+	v := make([]int64, len(names))
+	for i, name := range names {
+		var err error
+		if v[i], err = intParam(c, name); err != nil {
+			return err
+		}
 	}
 	return api.Reply(c, message{Msg: msg}, fail(run(c.UserContext(), v)))
 }
@@ -188,19 +188,6 @@ func intParam(c *fiber.Ctx, name string) (int64, error) {
 		return 0, api.BadRequest("invalid", name+" must be an integer, got "+strconv.Quote(s))
 	}
 	return n, nil
-}
-
-// intParams parses several integer path parameters.
-func intParams(c *fiber.Ctx, names ...string) ([]int64, error) {
-	out := make([]int64, len(names))
-	for i, n := range names {
-		v, err := intParam(c, n)
-		if err != nil {
-			return nil, err
-		}
-		out[i] = v
-	}
-	return out, nil
 }
 
 func (r routes) createItem(c *fiber.Ctx) error {
@@ -290,13 +277,11 @@ func (r routes) findOrder(c *fiber.Ctx) error {
 }
 
 func (r routes) addItem(c *fiber.Ctx) error {
-	qty := int64(1)
+	qty, err := int64(1), error(nil)
 	if c.Params("quantity") != "" {
-		q, err := intParam(c, "quantity")
-		if err != nil {
+		if qty, err = intParam(c, "quantity"); err != nil {
 			return err
 		}
-		qty = q
 	}
 	id := c.Params("order_id")
 	if err := seen(c, "order", id, "item", c.Params("item_id")); err != nil {
