@@ -78,12 +78,9 @@ func (r LoadResult) StatusLine() string {
 	return strings.Join(parts, ", ")
 }
 
-// RunBy runs l in a process of its own through self (the binary, started
-// with LoadArgs), or in this process when self is nil, and reads its result.
+// RunBy runs l in a process of its own, the binary self starts with
+// LoadArgs, and reads its result.
 func (l Load) RunBy(ctx context.Context, self func(args ...string) *exec.Cmd) (LoadResult, error) {
-	if self == nil {
-		return l.Run(ctx), nil
-	}
 	spec, err := json.Marshal(l)
 	if err != nil {
 		return LoadResult{}, err
