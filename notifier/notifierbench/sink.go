@@ -131,16 +131,12 @@ func (s *benchSink) serve(ctx *fasthttp.RequestCtx) {
 
 // jsonString returns the string after prefix up to its quote; "" if absent.
 func jsonString(body []byte, prefix string) string {
-	i := bytes.Index(body, []byte(prefix))
-	if i < 0 {
+	_, rest, found := bytes.Cut(body, []byte(prefix))
+	v, _, closed := bytes.Cut(rest, []byte{'"'})
+	if !found || !closed {
 		return ""
 	}
-	rest := body[i+len(prefix):]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 {
-		return ""
-	}
-	return string(rest[:j])
+	return string(v)
 }
 
 func (s *benchSink) reset() {
