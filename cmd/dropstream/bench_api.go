@@ -98,15 +98,17 @@ func benchAPI(ctx context.Context, cfg Config, bc apiBenchConfig, gauge int, std
 	var out []apiRouteResult
 	for _, r := range routes {
 		res := apiRouteResult{Route: r.method + " " + r.path}
+		l := benchstat.Load{Method: r.method, URL: base + r.path, Connections: bc.Connections, Duration: bc.Phase}
 		before := benchstat.ReadCPU(ctx, a.rdb)
 		ph := phases.Start(res.Route+": saturation", 0)
-		if res.Saturation, err = loadProcess(ctx, benchstat.Load{Method: r.method, URL: base + r.path, Connections: bc.Connections, Duration: bc.Phase}); err != nil {
+		if res.Saturation, err = l.RunBy(ctx, selfCommand); err != nil {
 			return nil, err
 		}
 		res.CPUPerRequest = benchstat.ReadCPU(ctx, a.rdb).PerItem(before, res.Saturation.Requests)
 		ph.Done(fmt.Sprintf("%.0f/s", res.Saturation.PerSecond()))
 		ph = phases.Start(fmt.Sprintf("%s: %d/s", res.Route, bc.Rate), 0)
-		if res.Fixed, err = loadProcess(ctx, benchstat.Load{Method: r.method, URL: base + r.path, Connections: bc.Connections, Duration: bc.Phase, Rate: bc.Rate}); err != nil {
+		l.Rate = bc.Rate
+		if res.Fixed, err = l.RunBy(ctx, selfCommand); err != nil {
 			return nil, err
 		}
 		ph.Done("p99 " + res.Fixed.P99.Round(10*time.Microsecond).String())
@@ -298,11 +300,6 @@ func runLoadTarget(ctx context.Context, stdin io.Reader, stdout io.Writer) error
 		return err
 	}
 	return json.NewEncoder(stdout).Encode(l.Run(ctx))
-}
-
-// loadProcess runs l in a load process.
-func loadProcess(ctx context.Context, l benchstat.Load) (benchstat.LoadResult, error) {
-	return l.RunApart(ctx, selfCommand(benchstat.LoadArgs...))
 }
 
 // selfCommand runs this binary with args: a bench's helper process. Tests

@@ -220,12 +220,12 @@ func (p *soakProc) start(ctx context.Context, c soakConfig) (stop func(), err er
 		if err != nil {
 			return stop, err
 		}
-		rs := exec.Command(c.RedisServer, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
+		rs, end := terminable(ctx, c.RedisServer, "--port", strconv.Itoa(port), "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
 			"--dir", c.Dir, "--logfile", filepath.Join(c.Dir, p.name+"-redis.log"))
+		stops = append(stops, func() { end(); _ = rs.Wait() })
 		if err := rs.Start(); err != nil {
 			return stop, fmt.Errorf("redis-server: %w", err)
 		}
-		stops = append(stops, func() { terminate(rs, nil) })
 		p.redisURL = fmt.Sprintf("redis://127.0.0.1:%d/0", port)
 		env = append(env, "DROPSTREAM_REDIS_URL="+p.redisURL)
 	}
@@ -242,7 +242,8 @@ func (p *soakProc) start(ctx context.Context, c soakConfig) (stop func(), err er
 		return stop, err
 	}
 	stops = append(stops, func() { logf.Close() })
-	p.proc = exec.Command(c.Binary, p.cmd)
+	proc, end := terminable(ctx, c.Binary, p.cmd)
+	p.proc = proc
 	p.proc.Env = env
 	p.proc.Stderr = logf
 	stdout, err := p.proc.StdoutPipe()
@@ -250,12 +251,13 @@ func (p *soakProc) start(ctx context.Context, c soakConfig) (stop func(), err er
 		return stop, err
 	}
 	if err := p.proc.Start(); err != nil {
+		end()
 		return stop, err
 	}
 	p.exited = make(chan error, 1)
 	waited := make(chan struct{})
 	go func() { p.exited <- p.proc.Wait(); close(waited) }()
-	stops = append(stops, func() { terminate(p.proc, waited) })
+	stops = append(stops, func() { end(); <-waited })
 	urls := make(chan string, 1)
 	go func() { // the demo's output names its embedded Redis; the rest goes to the log
 		sc := bufio.NewScanner(stdout)
@@ -317,24 +319,14 @@ func embeddedRedisURL(line string) (string, bool) {
 	return u, ok && u != ""
 }
 
-// terminate sends SIGTERM, waits 20 seconds for the exit (waited, or Wait
-// when nil), then kills.
-func terminate(cmd *exec.Cmd, waited <-chan struct{}) {
-	if cmd.Process == nil {
-		return
-	}
-	_ = cmd.Process.Signal(syscall.SIGTERM)
-	if waited == nil {
-		ch := make(chan struct{})
-		go func() { _ = cmd.Wait(); close(ch) }()
-		waited = ch
-	}
-	select {
-	case <-waited:
-	case <-time.After(20 * time.Second):
-		_ = cmd.Process.Kill()
-		<-waited
-	}
+// terminable is the command name args, which end stops: SIGTERM, and a
+// kill 20 seconds on.
+func terminable(ctx context.Context, name string, args ...string) (cmd *exec.Cmd, end func()) {
+	ctx, end = context.WithCancel(ctx)
+	cmd = exec.CommandContext(ctx, name, args...)
+	cmd.Cancel = func() error { return cmd.Process.Signal(syscall.SIGTERM) }
+	cmd.WaitDelay = 20 * time.Second
+	return cmd, end
 }
 
 // freeLoopbackPort is a TCP port free on 127.0.0.1 a moment ago.

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -304,13 +305,12 @@ func soakFamilies(ctx context.Context, rdb *redis.Client) ([]soakFamily, error) 
 			return nil, fmt.Errorf("lengths: %w", err)
 		}
 	}
-	fams := map[string]*soakFamily{}
+	fams := map[string]soakFamily{}
 	for i, k := range keys {
 		name := soakFamilyOf(k)
-		f := fams[name]
-		if f == nil {
-			f = &soakFamily{Name: name, Type: types[i].Val()}
-			fams[name] = f
+		f, ok := fams[name]
+		if !ok {
+			f = soakFamily{Name: name, Type: types[i].Val()}
 		}
 		f.Keys++
 		if lens[i] != nil {
@@ -319,19 +319,11 @@ func soakFamilies(ctx context.Context, rdb *redis.Client) ([]soakFamily, error) 
 		if ttls[i].Val() < 0 { // -1: no TTL (-2, gone since KEYS, counts too: rare)
 			f.NoTTL++
 		}
+		fams[name] = f
 	}
-	out := slices.Collect(maps.Values(fams))
-	slices.SortFunc(out, func(a, b *soakFamily) int {
-		if a.Elements != b.Elements {
-			return int(b.Elements - a.Elements)
-		}
-		return strings.Compare(a.Name, b.Name)
-	})
-	res := make([]soakFamily, len(out))
-	for i, f := range out {
-		res[i] = *f
-	}
-	return res, nil
+	return slices.SortedFunc(maps.Values(fams), func(a, b soakFamily) int {
+		return cmp.Or(cmp.Compare(b.Elements, a.Elements), strings.Compare(a.Name, b.Name))
+	}), nil
 }
 
 // writeSoakFamilies writes the families as a table, one a line.

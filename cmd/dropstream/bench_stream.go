@@ -28,17 +28,14 @@ import (
 var benchStreamModes = []string{"plain", "none", "carried", "sampled", "traced"}
 
 // streamRound is what one round of `bench stream` measured, by mode.
-type streamRound struct {
-	rate map[string]float64
-	cpu  map[string]time.Duration
-}
+type streamRound map[string]streambench.Result
 
 // ratio is mode's throughput over base's (0 when either is missing).
 func (r streamRound) ratio(mode, base string) float64 {
-	if r.rate[mode] == 0 || r.rate[base] == 0 {
+	if r[mode].PerSecond == 0 || r[base].PerSecond == 0 {
 		return 0
 	}
-	return r.rate[mode] / r.rate[base]
+	return r[mode].PerSecond / r[base].PerSecond
 }
 
 // runBenchStream is `dropstream bench stream`.
@@ -113,34 +110,31 @@ func runBenchStream(ctx context.Context, args []string, stdout, stderr io.Writer
 // benchStreamRound runs each mode once (reversed when reverse is set) and
 // prints a line per mode with its ratios to plain, none and carried.
 func benchStreamRound(ctx context.Context, a *app, bc streambench.Config, runs []string, reverse bool, prefix string, stdout io.Writer) (streamRound, error) {
-	round := streamRound{rate: map[string]float64{}, cpu: map[string]time.Duration{}}
+	round, spans := streamRound{}, map[string]spanCounts{}
 	order := slices.Clone(runs)
 	if reverse {
 		slices.Reverse(order)
 	}
-	results, spans := map[string]streambench.Result{}, map[string]spanCounts{}
 	for _, mode := range order {
 		r, s, err := benchStreamMode(ctx, a, bc, mode, prefix)
 		if err != nil {
 			return round, fmt.Errorf("bench stream %s: %w", mode, err)
 		}
-		results[mode], spans[mode] = r, s
-		round.rate[mode] = r.PerSecond
-		round.cpu[mode] = r.CPU.Process
+		round[mode], spans[mode] = r, s
 	}
 	for _, mode := range runs {
-		r := results[mode]
+		r := round[mode]
 		line := fmt.Sprintf("%sthroughput %-8s %d messages in %s = %.0f msg/s, %.2f µs CPU/msg", prefix, mode+":", r.Messages,
 			r.Elapsed.Round(time.Millisecond), r.PerSecond, benchstat.Micros(r.CPU.Process))
 		if r.CPU.Redis > 0 {
 			line += fmt.Sprintf(" + %.2f µs Redis", benchstat.Micros(r.CPU.Redis))
 		}
-		if mode != "plain" && round.rate["plain"] > 0 {
+		if mode != "plain" && round["plain"].PerSecond > 0 {
 			line += fmt.Sprintf(", %.2f× plain", round.ratio(mode, "plain"))
 		}
 		for _, base := range []string{"none", "carried"} {
-			if round.rate[base] > 0 && mode != "plain" && mode != "none" && mode != base {
-				line += fmt.Sprintf(", %.2f× %s (CPU %.2f×)", round.ratio(mode, base), base, float64(r.CPU.Process)/float64(round.cpu[base]))
+			if round[base].PerSecond > 0 && mode != "plain" && mode != "none" && mode != base {
+				line += fmt.Sprintf(", %.2f× %s (CPU %.2f×)", round.ratio(mode, base), base, float64(r.CPU.Process)/float64(round[base].CPU.Process))
 			}
 		}
 		if s := spans[mode]; s.ended > 0 {
@@ -177,11 +171,11 @@ func printStreamMedians(stdout io.Writer, rounds []streamRound, runs []string) {
 	for _, mode := range runs {
 		rates := make([]float64, len(rounds))
 		for i, r := range rounds {
-			rates[i] = r.rate[mode]
+			rates[i] = r[mode].PerSecond
 		}
 		line := fmt.Sprintf("median of %d rounds %-8s %.0f msg/s", len(rounds), mode+":", median(rates))
 		for _, base := range []string{"plain", "none"} {
-			if mode == base || rounds[0].rate[base] == 0 {
+			if mode == base || rounds[0][base].PerSecond == 0 {
 				continue
 			}
 			ratios := make([]float64, len(rounds))

@@ -19,11 +19,11 @@ import (
 )
 
 // LoadArgs are the arguments of the binary that run a Load read as JSON on
-// stdin and print its LoadResult as JSON: the load process of RunApart.
+// stdin and print its LoadResult as JSON: the load process of RunBy.
 var LoadArgs = []string{"bench", "load"}
 
 // Load is one phase of HTTP load. Benches run it in a process of their own
-// (RunApart), so the clients' CPU stays out of the figure of the process
+// (RunBy), so the clients' CPU stays out of the figure of the process
 // under test.
 type Load struct {
 	Method      string        `json:"method"`
@@ -78,13 +78,14 @@ func (r LoadResult) StatusLine() string {
 	return strings.Join(parts, ", ")
 }
 
-// RunApart runs l in cmd, the binary started with LoadArgs, and reads its
-// result.
-func (l Load) RunApart(ctx context.Context, cmd *exec.Cmd) (LoadResult, error) {
+// RunBy runs l in a process of its own, the binary self starts with
+// LoadArgs, and reads its result.
+func (l Load) RunBy(ctx context.Context, self func(args ...string) *exec.Cmd) (LoadResult, error) {
 	spec, err := json.Marshal(l)
 	if err != nil {
 		return LoadResult{}, err
 	}
+	cmd := self(LoadArgs...)
 	cmd.Stdin = bytes.NewReader(spec)
 	var stderr strings.Builder
 	cmd.Stderr = &stderr

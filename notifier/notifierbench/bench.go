@@ -88,8 +88,7 @@ func run(ctx context.Context, env flow.BenchEnv, c config) error {
 		if err != nil {
 			return fmt.Errorf("bench notifier: subscribe: %w", err)
 		}
-		d := c.Subscriber.Destinations[0]
-		if _, _, err := store.Confirm(ctx, c.ConfirmTokens[d.ID]); err != nil {
+		if _, _, err := store.Confirm(ctx, c.ConfirmTokens[c.Subscriber.Destinations[0].ID]); err != nil {
 			return err
 		}
 		ids[i] = c.Subscriber.ID

@@ -27,7 +27,6 @@ var SinkArgs = []string{"bench", "notifier-sink"}
 // more per delivery (BENCHMARKS.md).
 type benchSink struct {
 	srv        *fasthttp.Server
-	ln         net.Listener
 	url        string
 	received   atomic.Int64
 	duplicates atomic.Int64
@@ -55,8 +54,8 @@ type sinkAnswer struct {
 // ServeSink serves the webhook sink on a free loopback port, prints its
 // base URL as one line to stdout, then answers each command line of stdin
 // with one JSON line (sinkAnswer): "stats", "reset" (latencies and the
-// received count start over) or "latencies" (sorted). It ends with stdin
-// or ctx.
+// received count start over) or "latencies" (sorted). It ends with stdin,
+// or at the next command once ctx is done.
 func ServeSink(ctx context.Context, args []string, stdin io.Reader, stdout io.Writer) error {
 	fs := flag.NewFlagSet("bench notifier-sink", flag.ContinueOnError)
 	if err := fs.Parse(args); err != nil {
@@ -70,28 +69,11 @@ func ServeSink(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 	if _, err := fmt.Fprintln(stdout, s.url); err != nil {
 		return err
 	}
-	lines := make(chan string)
-	go func() {
-		defer close(lines)
-		sc := bufio.NewScanner(stdin)
-		for sc.Scan() {
-			lines <- sc.Text()
-		}
-	}()
+	sc := bufio.NewScanner(stdin)
 	enc := json.NewEncoder(stdout)
-	for {
-		var cmd string
-		var ok bool
-		select {
-		case <-ctx.Done():
-			return nil
-		case cmd, ok = <-lines:
-		}
-		if !ok {
-			return nil
-		}
+	for ctx.Err() == nil && sc.Scan() {
 		var a sinkAnswer
-		switch cmd {
+		switch cmd := sc.Text(); cmd {
 		case "reset":
 			s.reset()
 		case "latencies":
@@ -105,6 +87,7 @@ func ServeSink(ctx context.Context, args []string, stdin io.Reader, stdout io.Wr
 			return err
 		}
 	}
+	return nil
 }
 
 func newBenchSink() (*benchSink, error) {
@@ -113,25 +96,15 @@ func newBenchSink() (*benchSink, error) {
 		return nil, fmt.Errorf("bench notifier-sink: %w", err)
 	}
 	s := &benchSink{url: "http://" + ln.Addr().String(), seen: map[string]bool{}}
-	s.ln = countingListener{Listener: ln, accepted: &s.conns}
 	s.srv = &fasthttp.Server{Handler: s.serve, ReadTimeout: 5 * time.Second, MaxRequestBodySize: 1 << 20,
-		NoDefaultServerHeader: true, NoDefaultDate: true, NoDefaultContentType: true}
-	go func() { _ = s.srv.Serve(s.ln) }()
+		NoDefaultServerHeader: true, NoDefaultDate: true, NoDefaultContentType: true,
+		ConnState: func(_ net.Conn, st fasthttp.ConnState) {
+			if st == fasthttp.StateNew {
+				s.conns.Add(1)
+			}
+		}}
+	go func() { _ = s.srv.Serve(ln) }()
 	return s, nil
-}
-
-// countingListener counts the connections it accepts.
-type countingListener struct {
-	net.Listener
-	accepted *atomic.Int64
-}
-
-func (l countingListener) Accept() (net.Conn, error) {
-	c, err := l.Listener.Accept()
-	if err == nil {
-		l.accepted.Add(1)
-	}
-	return c, err
 }
 
 // serve reads "id" and "observed_at" without decoding the body.
@@ -158,16 +131,12 @@ func (s *benchSink) serve(ctx *fasthttp.RequestCtx) {
 
 // jsonString returns the string after prefix up to its quote; "" if absent.
 func jsonString(body []byte, prefix string) string {
-	i := bytes.Index(body, []byte(prefix))
-	if i < 0 {
+	_, rest, found := bytes.Cut(body, []byte(prefix))
+	v, _, closed := bytes.Cut(rest, []byte{'"'})
+	if !found || !closed {
 		return ""
 	}
-	rest := body[i+len(prefix):]
-	j := bytes.IndexByte(rest, '"')
-	if j < 0 {
-		return ""
-	}
-	return string(rest[:j])
+	return string(v)
 }
 
 func (s *benchSink) reset() {

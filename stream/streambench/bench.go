@@ -9,6 +9,7 @@ import (
 	"encoding/binary"
 	"encoding/hex"
 	"fmt"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -47,9 +48,6 @@ type Config struct {
 	Progress *progress.Printer
 }
 
-// Validate checks a defaulted config.
-func (c Config) Validate() error { return settings.Check("streambench", &c) }
-
 func (c Config) publishTelemetry() stream.Telemetry {
 	if c.PublishTelemetry != nil {
 		return *c.PublishTelemetry
@@ -57,11 +55,10 @@ func (c Config) publishTelemetry() stream.Telemetry {
 	return c.Telemetry
 }
 
-// WithDefaults fills zero fields.
-func (c Config) WithDefaults() Config {
-	settings.Defaults(&c)
+// prepare fills c's zero fields and checks it.
+func (c *Config) prepare() error {
 	c.ReadBytes = cmp.Or(c.ReadBytes, stream.DefaultReadBytes)
-	return c
+	return settings.Prepare("streambench", c)
 }
 
 // Result is what a run measured.
@@ -81,9 +78,9 @@ type Result struct {
 // published defaults and checks cfg and publishes its messages on a new
 // benchmark topic, which the caller cleans up.
 func published(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Config, stream.Topic, error) {
-	cfg = cfg.WithDefaults()
+	err := cfg.prepare()
 	topic := benchTopic(cfg.Partitions)
-	if err := cfg.Validate(); err != nil {
+	if err != nil {
 		return cfg, topic, err
 	}
 	return cfg, topic, publishAll(ctx, rdb, topic, cfg)
@@ -133,8 +130,7 @@ func Throughput(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Res
 // Latency publishes at cfg.Rate for cfg.Duration while one stage consumes,
 // and measures each message's time from just before XADD to its handler.
 func Latency(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, error) {
-	cfg = cfg.WithDefaults()
-	if err := cfg.Validate(); err != nil {
+	if err := cfg.prepare(); err != nil {
 		return Result{}, err
 	}
 	topic := benchTopic(cfg.Partitions)
@@ -235,9 +231,7 @@ func Plain(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, 
 		}
 		streams = append(streams, topic.Stream(p))
 	}
-	for range cfg.Partitions {
-		streams = append(streams, ">")
-	}
+	streams = append(streams, slices.Repeat([]string{">"}, cfg.Partitions)...)
 	begin, lastReport, cpu := time.Now(), time.Now(), benchstat.ReadCPU(ctx, rdb)
 	phase := cfg.Progress.Start("consume", int64(cfg.Messages))
 	handled := 0

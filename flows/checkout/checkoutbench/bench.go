@@ -145,13 +145,7 @@ func (b *bench) run(ctx context.Context, rate int, d time.Duration) (Phase, erro
 	l := benchstat.Load{Method: http.MethodPost, URL: b.base + "/orders/checkout/{id}", Connections: b.cfg.Clients,
 		Duration: d, Rate: rate, IDs: b.perm[first:]}
 	cpu := benchstat.ReadCPU(ctx, b.rdb)
-	var r benchstat.LoadResult
-	var err error
-	if b.cfg.Self != nil {
-		r, err = l.RunApart(ctx, b.cfg.Self(benchstat.LoadArgs...))
-	} else {
-		r = l.Run(ctx)
-	}
+	r, err := l.RunBy(ctx, b.cfg.Self)
 	if err != nil {
 		return Phase{}, fmt.Errorf("checkoutbench: %w", err)
 	}

@@ -55,8 +55,7 @@ type Config struct {
 	// Telemetry instruments the stages and the API.
 	Telemetry stream.Telemetry
 	// Self runs the binary with args (flow.BenchEnv.Self): the clients
-	// run apart in its load process. Nil runs them in this process, their
-	// CPU then in its figure.
+	// run apart in its load process. Required.
 	Self func(args ...string) *exec.Cmd
 	// Progress, when set, shows each phase: the batch_init, both runs and
 	// the check.

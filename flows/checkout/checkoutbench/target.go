@@ -102,11 +102,7 @@ func report(out io.Writer, bc Config, res Result) {
 		bc.Clients, t.Checkouts, t.OK, t.Failed, t.Errors, t.Elapsed.Round(time.Millisecond), t.PerSecond(),
 		t.P50.Round(10*time.Microsecond), t.P99.Round(10*time.Microsecond), TargetCheckoutsPerSecond,
 		flow.Verdict(t.PerSecond() >= TargetCheckoutsPerSecond))
-	clients := "the bench's HTTP clients run in another process"
-	if bc.Self == nil {
-		clients = "the bench's HTTP clients run in this process: their CPU is in its figure"
-	}
-	fmt.Fprintf(out, "    cpu per checkout: %s (this process runs the stages and the API; %s)\n", t.CPU, clients)
+	fmt.Fprintf(out, "    cpu per checkout: %s (this process runs the stages and the API; the bench's HTTP clients run in another process)\n", t.CPU)
 	fmt.Fprintf(out, "(b) latency at %d/s: %d checkouts (%d ok, %d failed, %d errors), %s [target p99 ≤ %dms: %s]\n",
 		bc.Rate, l.Checkouts, l.OK, l.Failed, l.Errors, l.Latencies.Round(10*time.Microsecond), TargetP99Millis, flow.Verdict(l.P99 <= TargetP99Millis*time.Millisecond))
 	fmt.Fprintf(out, "    cpu per checkout: %s\n", l.CPU)

@@ -7,6 +7,7 @@
 package comicbench
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"flag"
@@ -221,16 +222,10 @@ func load(ctx context.Context, store *comic.Store, w *world, cfg Config) (int, e
 		})
 		phase.Set(done.Load())
 	}
-	err := g.Wait()
+	err := cmp.Or(g.Wait(), ctx.Err())
 	phase.Set(done.Load())
 	phase.Done("")
-	if err != nil {
-		return 0, err
-	}
-	if err := ctx.Err(); err != nil {
-		return 0, err
-	}
-	return int(created.Load()), nil
+	return int(created.Load()), err
 }
 
 // Bench is `dropstream bench comic`: Run over the app's Redis, its

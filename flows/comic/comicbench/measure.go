@@ -267,9 +267,8 @@ type memWatch struct {
 
 func (m *memWatch) start(ctx context.Context, cancel context.CancelCauseFunc) (stop func()) {
 	wctx, stopWatch := context.WithCancel(ctx)
-	done := make(chan struct{})
-	go func() {
-		defer close(done)
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		tick.Every(wctx, 250*time.Millisecond, func() {
 			used := benchstat.UsedMemory(wctx, m.rdb)
 			m.peak.Store(max(m.peak.Load(), used))
@@ -277,6 +276,6 @@ func (m *memWatch) start(ctx context.Context, cancel context.CancelCauseFunc) (s
 				cancel(fmt.Errorf("%w: used_memory %d MB over %d MB", ErrMemory, used>>20, m.limit>>20))
 			}
 		})
-	}()
-	return func() { stopWatch(); <-done }
+	})
+	return func() { stopWatch(); wg.Wait() }
 }

@@ -10,7 +10,6 @@ import (
 	"fmt"
 	"io"
 	"net/http"
-	"net/http/httptest"
 	"os/exec"
 	"runtime"
 	"strconv"
@@ -45,8 +44,7 @@ type Config struct {
 	// Partitions of the flow. Default 8.
 	Partitions int `default:"8"`
 	// Self runs the binary with args (flow.BenchEnv.Self): the feed server
-	// runs apart (ServerArgs). Nil serves the feeds in this process, their
-	// CPU then in its figure.
+	// runs apart (ServerArgs). Required.
 	Self func(args ...string) *exec.Cmd
 	// Telemetry of the stages.
 	Telemetry stream.Telemetry
@@ -85,11 +83,12 @@ func Run(ctx context.Context, rdb redis.UniversalClient, cfg Config) (Result, er
 	if err := benchstat.CheckEmpty(ctx, rdb, "feedbench"); err != nil {
 		return Result{}, err
 	}
-	base, stop, err := feedServer(cfg.Self)
+	server, err := benchstat.StartHelper(cfg.Self(ServerArgs...), "feedbench: feed server")
 	if err != nil {
 		return Result{}, err
 	}
-	defer stop()
+	defer server.Close()
+	base := server.URL
 	ch := &countChannel{}
 	ledger, err := notifier.NewDeliveryLedger(rdb, notifier.DeliveryLedgerConfig{})
 	if err != nil {
@@ -203,20 +202,6 @@ func pollAll(ctx context.Context, poller *feed.Poller, feeds []feed.Feed, n int)
 	return g.Wait()
 }
 
-// feedServer starts the feed server: a process of its own through self, in
-// this process when self is nil. stop ends it.
-func feedServer(self func(args ...string) *exec.Cmd) (base string, stop func(), err error) {
-	if self == nil {
-		srv := httptest.NewServer(http.HandlerFunc(serveFeed))
-		return srv.URL, srv.Close, nil
-	}
-	h, err := benchstat.StartHelper(self(ServerArgs...), "feedbench: feed server")
-	if err != nil {
-		return "", nil, err
-	}
-	return h.URL, h.Close, nil
-}
-
 // ServerArgs are the arguments of the binary that run Serve: the feed
 // server of the bench, in a process of its own so its CPU stays out of the
 // flow's figure.
@@ -286,13 +271,9 @@ func bind(fs *flag.FlagSet) flow.BenchRun {
 	return flow.BenchRun{Run: func(ctx context.Context, env flow.BenchEnv) error {
 		bc.Partitions, bc.Self, bc.Telemetry, bc.Progress = env.Settings.Partitions, env.Self, env.Telemetry, env.Phases
 		settings.Defaults(&bc)
-		server := "a feed server in another process"
-		if bc.Self == nil {
-			server = "a feed server in this process: its CPU is in the process's figure"
-		}
 		out := env.Stdout
-		fmt.Fprintf(out, "bench feed: %s, %d feeds of %d items from %s, %d pollers, %d copies per stage, %d partitions, GOMAXPROCS %d\n",
-			env.RedisName, bc.Feeds, itemsPerFeed, server, bc.Pollers, bc.Copies, bc.Partitions, runtime.GOMAXPROCS(0))
+		fmt.Fprintf(out, "bench feed: %s, %d feeds of %d items from a feed server in another process, %d pollers, %d copies per stage, %d partitions, GOMAXPROCS %d\n",
+			env.RedisName, bc.Feeds, itemsPerFeed, bc.Pollers, bc.Copies, bc.Partitions, runtime.GOMAXPROCS(0))
 		r, err := Run(ctx, env.Redis, bc)
 		if err != nil {
 			return err
