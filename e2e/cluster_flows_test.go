@@ -19,6 +19,7 @@ import (
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/flows/offer"
 	"github.com/dropstream/dropstream/internal/egress/egresstest"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
@@ -188,7 +189,7 @@ func comicFlow(t *testing.T, nodes string) {
 	subscribe("late@example.com", `{"series":"Watchmen"}`)
 	subscribe("fast@example.com", `{"publisher":"DC"}`)
 	gone := subscribe("gone@example.com", `{"publisher":"DC","key_issue":true}`)
-	if err := svc.Subscriptions.Delete(ctx, gone.ID); err != nil {
+	if err := svc.Subscriptions.DeleteIn(ctx, tenancy.View{All: true}, gone.ID); err != nil {
 		t.Fatal(err)
 	}
 	runStages(t, rdb, svc.Stages()...)

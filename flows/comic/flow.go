@@ -345,11 +345,13 @@ func (s *Flow) Describe() flow.Description {
 		d.Edges = append(d.Edges, flow.Edge{From: ServiceRecovery, Topic: t.Events})
 	}
 	if s.ch != nil {
-		hist := NewHistory(s.ch, t, s.Subscriptions)
 		d.Services = append(d.Services, flow.Service{Name: ServiceStatsSnapshot, Run: func(ctx context.Context) error {
-			return hist.RunSnapshots(ctx, time.Minute, func(err error) {
-				s.log.Warn("comic: statistics snapshot failed; retrying in a minute", "error", err)
+			tick.Every(ctx, time.Minute, func() {
+				if err := SnapshotStats(ctx, s.ch, s.Subscriptions, time.Now()); err != nil && ctx.Err() == nil {
+					s.log.Warn("comic: statistics snapshot failed; retrying in a minute", "error", err)
+				}
 			})
+			return nil
 		}})
 	}
 	return d

@@ -212,13 +212,8 @@ func (s *Store) Get(ctx context.Context, id string) (Subscription, error) {
 	return sub, nil
 }
 
-// ByEmail returns the subscriptions of an email, oldest first, without
-// their secrets.
-func (s *Store) ByEmail(ctx context.Context, email string) ([]Subscription, error) {
-	return s.ByEmailIn(ctx, tenancy.View{All: true}, email)
-}
-
-// ByEmailIn is ByEmail of the subscriptions v sees.
+// ByEmailIn returns the subscriptions of an email that v sees, oldest
+// first, without their secrets.
 func (s *Store) ByEmailIn(ctx context.Context, v tenancy.View, email string) ([]Subscription, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
@@ -250,13 +245,8 @@ func (s *Store) ByEmailIn(ctx context.Context, v tenancy.View, email string) ([]
 	return out, nil
 }
 
-// Delete removes a subscription and its index entries; the error wraps
-// ErrNotFound when there is none.
-func (s *Store) Delete(ctx context.Context, id string) error {
-	return s.DeleteIn(ctx, tenancy.View{All: true}, id)
-}
-
-// DeleteIn is Delete of a subscription v sees; another tenant's is ErrNotFound.
+// DeleteIn removes a subscription v sees and its index entries; the error
+// wraps ErrNotFound when there is none (or it is another tenant's).
 func (s *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error {
 	sub, err := s.Get(ctx, id)
 	if err == nil && !v.Sees(sub.Tenant) {
