@@ -93,7 +93,7 @@ const (
 	fieldTotalKey = rediskey.Prefix + subsTag + ":comic:fieldtotal" // hash: field → subscriptions constraining it
 	emailPrefix   = rediskey.Prefix + subsTag + ":comic:email:"     // set per email: subscription ids
 	tenantEmailPx = rediskey.Prefix + subsTag + ":comic:temail:"    // set per tenant and email: its subscription ids
-	indexPrefix   = rediskey.Prefix + subsTag + ":comic:idx:"       // set per (pattern, values, shard): ids; a zset of a ranged pattern
+	indexPrefix   = rediskey.Prefix + subsTag + ":comic:idx:"       // set per (pattern, values, shard): ids; of a ranged pattern a zset of indexEntry members
 	fieldStatsPfx = rediskey.Prefix + subsTag + ":comic:field:"     // zset per field: index value → subscriptions
 )
 

@@ -267,30 +267,20 @@ func (s *Sales) settle(ctx context.Context, p purchase, fresh bool) (Receipt, er
 // Recover settles purchases in doubt longer than olderThan; it returns how many.
 func (s *Sales) Recover(ctx context.Context, olderThan time.Duration) (int, error) {
 	settled := 0
-	var errs []error
-	maxScore := strconv.FormatInt(s.now().Add(-olderThan).UnixMilli(), 10)
-	for p := 0; p < s.topics.Jobs.Partitions; p++ {
-		tag := s.topics.Jobs.HashTag(p)
-		txns, err := s.rdb.ZRangeByScore(ctx, purchasesKey(tag), &redis.ZRangeBy{Min: "-inf", Max: maxScore, Count: 100}).Result()
-		if err != nil {
-			errs = append(errs, fmt.Errorf("comic: purchases in doubt: %w", err))
-			continue
+	err := eachDue(ctx, s.rdb, s.topics, purchasesKey, s.now().Add(-olderThan).UnixMilli(), func(tag, txn string) error {
+		rec, ok, err := s.record(ctx, tag, txn)
+		if err == nil && !ok {
+			err = s.rdb.ZRem(ctx, purchasesKey(tag), txn).Err() // expired record
+		} else if err == nil {
+			_, err = s.settle(ctx, rec, false)
 		}
-		for _, txn := range txns {
-			rec, ok, err := s.record(ctx, tag, txn)
-			if err == nil && !ok {
-				err = s.rdb.ZRem(ctx, purchasesKey(tag), txn).Err() // expired record
-			} else if err == nil {
-				_, err = s.settle(ctx, rec, false)
-			}
-			if err != nil && !errors.Is(err, ErrSoldOut) && !errors.Is(err, ErrPayment) {
-				errs = append(errs, err)
-				continue
-			}
-			settled++
+		if err != nil && !errors.Is(err, ErrSoldOut) && !errors.Is(err, ErrPayment) {
+			return err
 		}
-	}
-	return settled, errors.Join(errs...)
+		settled++
+		return nil
+	})
+	return settled, err
 }
 
 // ledgerRecord is the delivery ledger key of email's notification of id.

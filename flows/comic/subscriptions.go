@@ -77,21 +77,9 @@ func (c StoreConfig) Validate() error {
 	return settings.Check("comic", &c)
 }
 
-// Store keeps subscriptions and their indexes in Redis:
-//
-//	ds:{comic-subs}:comic:subs                     hash: id → Subscription JSON
-//	ds:{comic-subs}:comic:email:<email>            set: ids of one email
-//	ds:{comic-subs}:comic:temail:<tenant>:<email>  set: ids of one tenant's subscriptions of one email
-//	ds:{comic-subs}:comic:idx:<pattern>:<values>   set: ids of one pattern and values (shard 0); of a ranged
-//	                                               pattern a zset of "id|lo:hi..." scored by a bound (see indexEntry)
-//	ds:{comic-subs}:comic:idx:<pattern>:<values>#k set: shard k of a bloated value set
-//	ds:{comic-subs}:comic:bloat                    hash: <pattern>:<values> → shards past the first
-//	ds:{comic-subs}:comic:patterns                 zset: pattern → subscriptions
-//	ds:{comic-subs}:comic:field:<field>            zset: value → subscriptions constraining it
-//	ds:{comic-subs}:comic:fieldtotal               hash: field → subscriptions constraining it
-//	ds:{comic-subs}:comic:patver                   counter: changes of the active patterns and shards
-//
-// Create and Delete each update all of them in one script.
+// Store keeps subscriptions and their indexes in Redis, under the hash tag
+// {comic-subs} (the keys are listed in flow.go). Create and Delete each
+// update all of them in one script.
 type Store struct {
 	rdb  redis.UniversalClient
 	cfg  StoreConfig
