@@ -1,6 +1,11 @@
 package comic
 
-import "github.com/dropstream/dropstream/flows/checkout"
+import (
+	"context"
+
+	"github.com/dropstream/dropstream/flows/checkout"
+	"github.com/dropstream/dropstream/internal/tenancy"
+)
 
 // Checkout returns the checkout flow purchases are charged through; nil
 // for a flow built by NewWith.
@@ -17,4 +22,14 @@ func FieldNames() []string {
 		out[i] = f.name
 	}
 	return out
+}
+
+// ByEmail is ByEmailIn of every tenant's subscriptions.
+func (s *Store) ByEmail(ctx context.Context, email string) ([]Subscription, error) {
+	return s.ByEmailIn(ctx, tenancy.View{All: true}, email)
+}
+
+// Delete is DeleteIn of any tenant's subscription.
+func (s *Store) Delete(ctx context.Context, id string) error {
+	return s.DeleteIn(ctx, tenancy.View{All: true}, id)
 }

@@ -93,7 +93,7 @@ const (
 	fieldTotalKey = rediskey.Prefix + subsTag + ":comic:fieldtotal" // hash: field → subscriptions constraining it
 	emailPrefix   = rediskey.Prefix + subsTag + ":comic:email:"     // set per email: subscription ids
 	tenantEmailPx = rediskey.Prefix + subsTag + ":comic:temail:"    // set per tenant and email: its subscription ids
-	indexPrefix   = rediskey.Prefix + subsTag + ":comic:idx:"       // set per (pattern, values, shard): ids; a zset of a ranged pattern
+	indexPrefix   = rediskey.Prefix + subsTag + ":comic:idx:"       // set per (pattern, values, shard): ids; of a ranged pattern a zset of indexEntry members
 	fieldStatsPfx = rediskey.Prefix + subsTag + ":comic:field:"     // zset per field: index value → subscriptions
 )
 
@@ -345,11 +345,13 @@ func (s *Flow) Describe() flow.Description {
 		d.Edges = append(d.Edges, flow.Edge{From: ServiceRecovery, Topic: t.Events})
 	}
 	if s.ch != nil {
-		hist := NewHistory(s.ch, t, s.Subscriptions)
 		d.Services = append(d.Services, flow.Service{Name: ServiceStatsSnapshot, Run: func(ctx context.Context) error {
-			return hist.RunSnapshots(ctx, time.Minute, func(err error) {
-				s.log.Warn("comic: statistics snapshot failed; retrying in a minute", "error", err)
+			tick.Every(ctx, time.Minute, func() {
+				if err := SnapshotStats(ctx, s.ch, s.Subscriptions, time.Now()); err != nil && ctx.Err() == nil {
+					s.log.Warn("comic: statistics snapshot failed; retrying in a minute", "error", err)
+				}
 			})
+			return nil
 		}})
 	}
 	return d

@@ -13,7 +13,6 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/clickhouse"
-	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/stream"
 	"github.com/dropstream/dropstream/writer/sink"
 )
@@ -55,18 +54,6 @@ func (s *Flow) HistoryConfig() sink.HistoryConfig[historyRow] {
 	return sink.HistoryConfig[historyRow]{Stage: StageHistory, Topic: s.topics.Events,
 		Tables: []string{"comic_events", "comic_sessions"}, Rows: historyRows, Insert: insertHistory,
 		Runner: stream.RunnerConfig{BatchSize: 1000}}
-}
-
-// History snapshots subscription statistics into comic_pattern_stats.
-type History struct {
-	ch    *clickhouse.Client
-	store *Store
-}
-
-// NewHistory returns the statistics snapshotter over ch and store. The
-// topics are not used: the events' append is Flow.HistoryConfig.
-func NewHistory(ch *clickhouse.Client, _ Topics, store *Store) *History {
-	return &History{ch: ch, store: store}
 }
 
 const (
@@ -141,9 +128,10 @@ func insertHistory(ctx context.Context, ch *clickhouse.Client, rows []historyRow
 }
 
 // SnapshotStats writes a "pattern" row per pattern and a "field" row per
-// field to comic_pattern_stats, stamped with now to the minute.
-func (h *History) SnapshotStats(ctx context.Context, now time.Time) error {
-	st, err := h.store.Stats(ctx)
+// field of store's statistics to comic_pattern_stats, stamped with now to
+// the minute.
+func SnapshotStats(ctx context.Context, ch *clickhouse.Client, store *Store, now time.Time) error {
+	st, err := store.Stats(ctx)
 	if err != nil {
 		return err
 	}
@@ -155,18 +143,7 @@ func (h *History) SnapshotStats(ctx context.Context, now time.Time) error {
 	for _, f := range st.Fields {
 		rows = append(rows, []any{at, "field", f.Field, f.Subscriptions, f.Distinct, f.TopValue, f.TopCount, f.Diversity})
 	}
-	return clickhouse.InsertRows(ctx, h.ch, "comic_pattern_stats", insertStats, rows)
-}
-
-// RunSnapshots snapshots the statistics every interval until ctx ends;
-// failures are retried at the next tick.
-func (h *History) RunSnapshots(ctx context.Context, interval time.Duration, onErr func(error)) error {
-	tick.Every(ctx, interval, func() {
-		if err := h.SnapshotStats(ctx, time.Now()); err != nil && ctx.Err() == nil && onErr != nil {
-			onErr(err)
-		}
-	})
-	return nil
+	return clickhouse.InsertRows(ctx, ch, "comic_pattern_stats", insertStats, rows)
 }
 
 // PatternStat is a SearchPattern's subscription count and its value sets

@@ -31,7 +31,6 @@ func TestHistory_inventorySalesAndNotificationsInClickHouse(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { _ = appender.Close() })
-	hist := NewHistory(ch, svc.Topics(), svc.Subscriptions)
 	run(t, rdb, append(svc.Stages(), appender.Stage())...)
 	c := comicN("Hulk", 181, "Marvel", true)
 	if _, _, err := svc.Inventory.Add(ctx, c); err != nil {
@@ -80,7 +79,7 @@ func TestHistory_inventorySalesAndNotificationsInClickHouse(t *testing.T) {
 	if n := count("SELECT count() FROM comic_sessions FINAL WHERE closed = 0 AND gen = 2"); n != 1 {
 		t.Errorf("%d open sessions of gen 2, want 1", n)
 	}
-	if err := hist.SnapshotStats(ctx, time.Now()); err != nil {
+	if err := SnapshotStats(ctx, ch, svc.Subscriptions, time.Now()); err != nil {
 		t.Fatal(err)
 	}
 	if n := count("SELECT count() FROM comic_pattern_stats FINAL WHERE kind = 'pattern'"); n != 2 {

@@ -191,24 +191,35 @@ return tell(KEYS, ARGV[1], tonumber(h[1]) + 1, tonumber(ARGV[2]), {})`)
 func (h *Holds) Advance(ctx context.Context) (int, error) {
 	now := h.now().UnixMilli()
 	told := 0
-	var errs []error
-	for p := 0; p < h.topics.Jobs.Partitions; p++ {
-		ids, err := h.rdb.ZRangeByScore(ctx, holdsKey(h.topics.Jobs.HashTag(p)),
-			&redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(now, 10), Count: 100}).Result()
+	err := eachDue(ctx, h.rdb, h.topics, holdsKey, now, func(_, id string) error {
+		n, err := nextWaveScript.Run(ctx, h.rdb, h.waveKeys(id), id, now).Int()
 		if err != nil {
-			errs = append(errs, fmt.Errorf("comic: holds due: %w", err))
-			continue
+			return fmt.Errorf("comic: next wave of %s: %w", id, err)
+		}
+		if n > 0 {
+			told++
+		}
+		return nil
+	})
+	return told, err
+}
+
+// eachDue calls fn with the tag and member of every partition's sorted set
+// key(tag) scored at most maxScore, at most 100 per partition, and joins
+// the errors.
+func eachDue(ctx context.Context, rdb redis.UniversalClient, t Topics, key func(tag string) string, maxScore int64, fn func(tag, id string) error) error {
+	var errs []error
+	for p := 0; p < t.Jobs.Partitions; p++ {
+		tag := t.Jobs.HashTag(p)
+		ids, err := rdb.ZRangeByScore(ctx, key(tag), &redis.ZRangeBy{Min: "-inf", Max: strconv.FormatInt(maxScore, 10), Count: 100}).Result()
+		if err != nil {
+			errs = append(errs, fmt.Errorf("comic: due in %s: %w", key(tag), err))
 		}
 		for _, id := range ids {
-			n, err := nextWaveScript.Run(ctx, h.rdb, h.waveKeys(id), id, now).Int()
-			if err != nil {
-				errs = append(errs, fmt.Errorf("comic: next wave of %s: %w", id, err))
-			} else if n > 0 {
-				told++
-			}
+			errs = append(errs, fn(tag, id))
 		}
 	}
-	return told, errors.Join(errs...)
+	return errors.Join(errs...)
 }
 
 // run advances the waves every Poll until ctx ends (ServiceWaves).

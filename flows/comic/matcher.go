@@ -8,13 +8,13 @@ import (
 	"fmt"
 	"slices"
 	"strconv"
-	"sync"
 	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/propagation"
+	"golang.org/x/sync/errgroup"
 
 	"github.com/dropstream/dropstream/stream"
 )
@@ -169,16 +169,15 @@ func (m *Matcher) Stage() stream.Stage {
 
 func (m *Matcher) handleBatch(ctx context.Context, msgs []*stream.Message) error {
 	errs := make([]error, len(msgs))
-	sem := make(chan struct{}, matchConcurrency)
-	var wg sync.WaitGroup
+	var g errgroup.Group
+	g.SetLimit(matchConcurrency)
 	for i, msg := range msgs {
-		sem <- struct{}{}
-		wg.Go(func() {
-			defer func() { <-sem }()
+		g.Go(func() error {
 			errs[i] = m.handle(stream.ExtractTrace(ctx, m.prop, msg), msg)
+			return nil
 		})
 	}
-	wg.Wait()
+	_ = g.Wait() // each job's error is in errs
 	if slices.ContainsFunc(errs, func(err error) bool { return err != nil }) {
 		return &stream.BatchError{Errs: errs}
 	}

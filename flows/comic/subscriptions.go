@@ -77,21 +77,9 @@ func (c StoreConfig) Validate() error {
 	return settings.Check("comic", &c)
 }
 
-// Store keeps subscriptions and their indexes in Redis:
-//
-//	ds:{comic-subs}:comic:subs                     hash: id → Subscription JSON
-//	ds:{comic-subs}:comic:email:<email>            set: ids of one email
-//	ds:{comic-subs}:comic:temail:<tenant>:<email>  set: ids of one tenant's subscriptions of one email
-//	ds:{comic-subs}:comic:idx:<pattern>:<values>   set: ids of one pattern and values (shard 0); of a ranged
-//	                                               pattern a zset of "id|lo:hi..." scored by a bound (see indexEntry)
-//	ds:{comic-subs}:comic:idx:<pattern>:<values>#k set: shard k of a bloated value set
-//	ds:{comic-subs}:comic:bloat                    hash: <pattern>:<values> → shards past the first
-//	ds:{comic-subs}:comic:patterns                 zset: pattern → subscriptions
-//	ds:{comic-subs}:comic:field:<field>            zset: value → subscriptions constraining it
-//	ds:{comic-subs}:comic:fieldtotal               hash: field → subscriptions constraining it
-//	ds:{comic-subs}:comic:patver                   counter: changes of the active patterns and shards
-//
-// Create and Delete each update all of them in one script.
+// Store keeps subscriptions and their indexes in Redis, under the hash tag
+// {comic-subs} (the keys are listed in flow.go). Create and Delete each
+// update all of them in one script.
 type Store struct {
 	rdb  redis.UniversalClient
 	cfg  StoreConfig
@@ -212,13 +200,8 @@ func (s *Store) Get(ctx context.Context, id string) (Subscription, error) {
 	return sub, nil
 }
 
-// ByEmail returns the subscriptions of an email, oldest first, without
-// their secrets.
-func (s *Store) ByEmail(ctx context.Context, email string) ([]Subscription, error) {
-	return s.ByEmailIn(ctx, tenancy.View{All: true}, email)
-}
-
-// ByEmailIn is ByEmail of the subscriptions v sees.
+// ByEmailIn returns the subscriptions of an email that v sees, oldest
+// first, without their secrets.
 func (s *Store) ByEmailIn(ctx context.Context, v tenancy.View, email string) ([]Subscription, error) {
 	email, err := NormalizeEmail(email)
 	if err != nil {
@@ -250,13 +233,8 @@ func (s *Store) ByEmailIn(ctx context.Context, v tenancy.View, email string) ([]
 	return out, nil
 }
 
-// Delete removes a subscription and its index entries; the error wraps
-// ErrNotFound when there is none.
-func (s *Store) Delete(ctx context.Context, id string) error {
-	return s.DeleteIn(ctx, tenancy.View{All: true}, id)
-}
-
-// DeleteIn is Delete of a subscription v sees; another tenant's is ErrNotFound.
+// DeleteIn removes a subscription v sees and its index entries; the error
+// wraps ErrNotFound when there is none (or it is another tenant's).
 func (s *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error {
 	sub, err := s.Get(ctx, id)
 	if err == nil && !v.Sees(sub.Tenant) {

@@ -11,6 +11,7 @@ import (
 	htmltemplate "html/template"
 	"io"
 	"net/url"
+	"sort"
 	"strconv"
 	"strings"
 	texttemplate "text/template"
@@ -270,20 +271,14 @@ func fit(v view, limit int, render func(view) (string, error)) (string, error) {
 	if err != nil || len(s) <= limit {
 		return s, err
 	}
-	lo, hi := 0, len(all) // the longest prefix that fits is in [lo, hi)
-	for hi-lo > 1 {
-		mid := (lo + hi) / 2
-		if s, err = first(mid); err != nil {
-			return "", err
-		}
-		if len(s) <= limit {
-			lo = mid
-		} else {
-			hi = mid
-		}
-	}
-	if s, err = first(lo); err != nil {
-		return "", err
+	var ferr error
+	n := sort.Search(len(all), func(n int) bool { // the longest prefix that fits has n items
+		s, err := first(n + 1)
+		ferr = cmp.Or(ferr, err)
+		return err != nil || len(s) > limit
+	})
+	if s, err = first(n); ferr != nil || err != nil {
+		return "", cmp.Or(ferr, err)
 	}
 	return clip(s, limit), nil
 }

@@ -10,6 +10,7 @@ import (
 	"time"
 	"unicode/utf8"
 
+	"github.com/dropstream/dropstream/flows/feed/poll"
 	textclip "github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/internal/slug"
 	"github.com/dropstream/dropstream/internal/tenancy"
@@ -168,9 +169,6 @@ type Manager struct {
 	N int `json:"n,omitempty"`
 }
 
-var weekdays = map[string]time.Weekday{"sunday": time.Sunday, "monday": time.Monday, "tuesday": time.Tuesday,
-	"wednesday": time.Wednesday, "thursday": time.Thursday, "friday": time.Friday, "saturday": time.Saturday}
-
 // Validate checks the manager's fields for its kind.
 func (m Manager) Validate() error {
 	var errs []error
@@ -187,7 +185,7 @@ func (m Manager) Validate() error {
 		if _, err := m.location(); err != nil {
 			errs = append(errs, fmt.Errorf("time_zone: unknown %q", clip(m.TimeZone, 64)))
 		}
-		if _, ok := weekdays[strings.ToLower(m.Weekday)]; m.Kind == Weekly && !ok {
+		if _, ok := poll.Weekdays[strings.ToLower(m.Weekday)]; m.Kind == Weekly && !ok {
 			errs = append(errs, errors.New("weekday: want monday..sunday"))
 		}
 	default:
@@ -227,7 +225,7 @@ func (m Manager) Window(now time.Time) (within string, due time.Time, ok bool) {
 	if m.Kind == Daily {
 		return start.Format("2006-01-02"), start.AddDate(0, 0, 1), true
 	}
-	wd := weekdays[strings.ToLower(m.Weekday)]
+	wd := poll.Weekdays[strings.ToLower(m.Weekday)]
 	back := (int(start.Weekday()) - int(wd) + 7) % 7
 	start = start.AddDate(0, 0, -back)
 	return "w" + start.Format("2006-01-02"), start.AddDate(0, 0, 7), true

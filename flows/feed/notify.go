@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"maps"
 	"strings"
 	"time"
 
@@ -156,9 +157,7 @@ func (f *Flow) resolve(ctx context.Context, subs []Subscription) (live, gone []S
 		if err != nil {
 			return nil, nil, fmt.Errorf("feed: notifier subscribers: %w", err)
 		}
-		for id, s := range m {
-			found[id] = s
-		}
+		maps.Copy(found, m)
 	}
 	for _, s := range subs {
 		if s.Destination.Kind == DestLog {

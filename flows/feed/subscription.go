@@ -35,12 +35,6 @@ type Destination struct {
 	Name string `json:"name,omitempty"`
 }
 
-// Validate checks the destination for its kind.
-func (d Destination) Validate() error {
-	_, err := d.Unique()
-	return err
-}
-
 // Unique returns the destination's unique core: the lower-cased address of
 // an e-mail (no personal part), the URL of a webhook, the name of a log.
 func (d Destination) Unique() (string, error) {

@@ -15,6 +15,7 @@ import (
 	"github.com/dropstream/dropstream/api/apitest"
 	"github.com/dropstream/dropstream/flows/comic"
 	"github.com/dropstream/dropstream/flows/comic/httpapi"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/testenv"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -212,7 +213,7 @@ func TestRoutes_notifyURLOnADeniedAddressRefused(t *testing.T) {
 			t.Errorf("POST a subscription notifying %s: %d %+v, want 422 naming notify_url", u, code, e)
 		}
 	}
-	if subs, err := svc.Subscriptions.ByEmail(context.Background(), "mj@example.com"); err != nil || len(subs) != 0 {
+	if subs, err := svc.Subscriptions.ByEmailIn(context.Background(), tenancy.View{All: true}, "mj@example.com"); err != nil || len(subs) != 0 {
 		t.Errorf("stored %d subscriptions (%v), want none", len(subs), err)
 	}
 	var s comic.Subscription

@@ -1,13 +1,12 @@
 // Package httpapi serves the feed flow's API: feeds, their items,
+
 // subscribables, their collections and subscriptions.
 package httpapi
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"net/http"
-	"slices"
 	"strconv"
 
 	"github.com/gofiber/fiber/v2"
@@ -39,11 +38,6 @@ const maxItemOffset = 1_000_000
 var pageParams = []api.Param{{Name: "cursor", Description: "next_cursor of the previous page"},
 	{Name: "limit", Type: "integer", Description: "page size, 1..1000 (default 100)"}}
 
-// subscribeBody is the body of POST .../subscriptions.
-type subscribeBody struct {
-	Destination feed.Destination `json:"destination"`
-}
-
 // routes are the handlers of the feed API over one flow.
 type routes struct {
 	f     *feed.Flow
@@ -54,44 +48,49 @@ type routes struct {
 // notifier's (api.SubscriberRoutes).
 func Register(srv *api.Server, fl *feed.Flow) {
 	f := routes{f: fl, store: fl.Store()}
-	tag := "feeds"
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassCreate, Status: http.StatusCreated,
-		Summary: "Add a feed (its id derives from its URL; adding it again returns it with 200)", Body: feed.Feed{}, Response: feed.Feed{},
-		OtherStatuses: []int{http.StatusOK}, Handler: f.postFeed})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
+	handle(srv, api.Operation{Method: "POST", Path: "/v1/feeds", Class: api.ClassCreate, Status: http.StatusCreated, OtherStatuses: []int{http.StatusOK},
+		Summary: "Add a feed (its id derives from its URL; adding it again returns it with 200)", Body: feed.Feed{}, Response: feed.Feed{}, Handler: f.postFeed})
+	handle(srv, api.Operation{Method: "GET", Path: "/v1/feeds", Class: api.ClassRead,
 		Summary: "List feeds with their latest poll, by id", Query: pageParams, Response: feedPage{}, Handler: f.listFeeds})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
+	handle(srv, api.Operation{Method: "GET", Path: "/v1/feeds/:id", Class: api.ClassRead,
 		Summary: "One feed with its latest poll", Response: FeedView{}, Handler: f.held(f.getFeed)})
-	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange, Status: http.StatusNoContent,
+	handle(srv, api.Operation{Method: "DELETE", Path: "/v1/feeds/:id", Class: api.ClassChange, Status: http.StatusNoContent,
 		Summary: "Remove a feed and its items (409 while it has subscribables)", Handler: f.held(f.deleteFeed)})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/items", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
-		Summary: "A feed's items by first seen, with state and timestamps", Response: itemPage{},
-		Query: pageParams, Handler: f.held(f.listItems)})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/items/:iid/exclude", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange,
+	handle(srv, api.Operation{Method: "GET", Path: "/v1/feeds/:id/items", Class: api.ClassRead, Query: pageParams,
+		Summary: "A feed's items by first seen, with state and timestamps", Response: itemPage{}, Handler: f.held(f.listItems)})
+	handle(srv, api.Operation{Method: "POST", Path: "/v1/feeds/:id/items/:iid/exclude", Class: api.ClassChange,
 		Summary: "Exclude an unassigned item: it is never sent", Response: excludedItem{}, Handler: f.held(f.excludeItem)})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassCreate, Status: http.StatusCreated,
-		Summary: "Define a subscription (each item, daily, weekly, every n)", Body: feed.Subscribable{}, Response: feed.Subscribable{},
-		OtherStatuses: []int{http.StatusOK}, Handler: f.held(f.postSubscribable)})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
+	handle(srv, api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables", Class: api.ClassCreate, Status: http.StatusCreated, OtherStatuses: []int{http.StatusOK},
+		Summary: "Define a subscription (each item, daily, weekly, every n)", Body: feed.Subscribable{}, Response: feed.Subscribable{}, Handler: f.held(f.postSubscribable)})
+	handle(srv, api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables", Class: api.ClassRead,
 		Summary: "A feed's subscribables, by name", Query: pageParams, Response: subscribablePage{}, Handler: f.held(f.listSubscribables)})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
+	handle(srv, api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name", Class: api.ClassRead,
 		Summary: "One subscribable", Response: feed.Subscribable{}, Handler: f.held(f.getSubscribable)})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/collections", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
+	handle(srv, api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/collections", Class: api.ClassRead,
 		Summary: "A subscribable's collections: the open ones (opened, due) and the completed ones waiting for their delivery (delivered ones are deleted)",
 		Query:   pageParams, Response: collectionPage{}, Handler: f.held(f.listCollections)})
-	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feeds/:id/subscribables/:name", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange, Status: http.StatusNoContent,
+	handle(srv, api.Operation{Method: "DELETE", Path: "/v1/feeds/:id/subscribables/:name", Class: api.ClassChange, Status: http.StatusNoContent,
 		Summary: "Remove a subscribable and its subscriptions", Handler: f.held(f.deleteSubscribable)})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassCreate,
+	handle(srv, api.Operation{Method: "POST", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Class: api.ClassCreate,
 		Status: http.StatusCreated, OtherStatuses: []int{http.StatusOK}, Body: subscribeBody{}, Response: feed.Subscription{},
 		Summary: "Subscribe a destination: e-mail and webhook destinations are notifier subscribers, unconfirmed until the notifier's opt-in link sent to them is followed (an address already confirmed there is confirmed at once); a webhook secret is shown only when its notifier destination is created", Handler: f.held(f.postSubscription)})
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
+	handle(srv, api.Operation{Method: "GET", Path: "/v1/feeds/:id/subscribables/:name/subscriptions", Class: api.ClassRead,
 		Summary: "A subscribable's subscriptions, confirmed as the notifier says (unsubscribed ones are left out), by id", Query: pageParams, Response: subscriptionPage{}, Handler: f.held(f.listSubscriptions)})
-	srv.Handle(api.Operation{Method: "DELETE", Path: "/v1/feed-subscriptions/:sid", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange, Status: http.StatusNoContent,
+	handle(srv, api.Operation{Method: "DELETE", Path: "/v1/feed-subscriptions/:sid", Class: api.ClassChange, Status: http.StatusNoContent,
 		Summary: "Remove a subscription", Handler: f.heldSubscription(f.deleteSubscription)})
-	srv.Handle(api.Operation{Method: "POST", Path: "/v1/feeds/:id/resume", Tag: tag, Scope: api.ScopeWrite, Class: api.ClassChange,
-		Summary: "Poll a gone or dead feed again (its halt and its run of failures forgotten); a polled feed is left as it is", Response: FeedView{},
-		Handler: f.held(f.resumeFeed)})
+	handle(srv, api.Operation{Method: "POST", Path: "/v1/feeds/:id/resume", Class: api.ClassChange, Response: FeedView{}, Handler: f.held(f.resumeFeed),
+		Summary: "Poll a gone or dead feed again (its halt and its run of failures forgotten); a polled feed is left as it is"})
 	f.registerWebSub(srv)
+}
+
+// handle registers op under the tag "feeds": a read (api.ClassRead) needs
+// the read scope, any other class the write scope.
+func handle(srv *api.Server, op api.Operation) {
+	op.Tag, op.Scope = "feeds", api.ScopeWrite
+	if op.Class == api.ClassRead {
+		op.Scope = api.ScopeRead
+	}
+	srv.Handle(op)
 }
 
 func (f routes) resumeFeed(c *fiber.Ctx) error {
@@ -252,100 +251,6 @@ func (f routes) excludeItem(c *fiber.Ctx) error {
 	return api.Conflict("item_not_unassigned", "the item is "+before+"; only unassigned items can be excluded")
 }
 
-func (f routes) postSubscribable(c *fiber.Ctx) error {
-	in, err := api.Body[feed.Subscribable](c)
-	if err != nil {
-		return err
-	}
-	if err := api.CheckText(api.Text("name", in.Name)); err != nil {
-		return err
-	}
-	in.FeedID, in.Tenant = c.Params("id"), api.Tenant(c)
-	out, created, err := f.store.PutSubscribable(c.UserContext(), in)
-	if err != nil {
-		return apiError(err, "subscribable")
-	}
-	return api.Created(c, created, out)
-}
-
-func (f routes) listSubscribables(c *fiber.Ctx) error {
-	if _, err := f.store.Feed(c.UserContext(), c.Params("id")); err != nil {
-		return apiError(err, "feed")
-	}
-	return api.ListAll(c, feed.Subscribable.Key, func() ([]feed.Subscribable, error) { return f.ownSubscribables(c) })
-}
-
-func (f routes) getSubscribable(c *fiber.Ctx) error {
-	sb, err := f.subscribable(c)
-	return api.Reply(c, sb, err)
-}
-
-func (f routes) listCollections(c *fiber.Ctx) error {
-	return pageOfSubscribable(f, c, f.f.Collections, func(v feed.CollectionView) string { return v.Within + "/" + v.State })
-}
-
-func (f routes) deleteSubscribable(c *fiber.Ctx) error {
-	sb, err := f.subscribable(c)
-	if err != nil {
-		return err
-	}
-	return api.NoContent(c, apiError(f.store.DeleteSubscribable(c.UserContext(), c.Params("id"), sb.Key()), "subscribable"))
-}
-
-func (f routes) postSubscription(c *fiber.Ctx) error {
-	in, err := api.Body[subscribeBody](c)
-	if err != nil {
-		return err
-	}
-	sb, err := f.subscribable(c)
-	if err != nil {
-		return err
-	}
-	if in.Destination.URL, err = f.f.Egress().NormalizeURL(in.Destination.URL); err != nil {
-		return api.UnprocessableEntity("invalid_subscription", "field destination.url: "+err.Error())
-	}
-	slot, err := api.Reserve(c, f.f.SubscriptionQuota(), "feed subscriptions")
-	if err != nil {
-		return err
-	}
-	sub, created, err := f.f.Subscribe(c.UserContext(), c.Params("id"), sb.Key(), in.Destination)
-	if err := api.Settle(c, slot, sub.ID, created, err); err != nil {
-		return err
-	}
-	if err != nil {
-		return apiError(err, "subscription")
-	}
-	return api.Created(c, created, sub)
-}
-
-func (f routes) listSubscriptions(c *fiber.Ctx) error {
-	list := func(ctx context.Context, feedID, key string) ([]feed.Subscription, error) {
-		subs, err := f.f.Subscriptions(ctx, feedID, key)
-		for i := range subs {
-			subs[i] = subs[i].Public()
-		}
-		return subs, err
-	}
-	return pageOfSubscribable(f, c, list, func(s feed.Subscription) string { return s.ID })
-}
-
-// pageOfSubscribable answers a page, by key, of what list returns for the
-// subscribable the route names.
-func pageOfSubscribable[T any](f routes, c *fiber.Ctx, list func(ctx context.Context, feedID, key string) ([]T, error), key func(T) string) error {
-	sb, err := f.subscribable(c)
-	if err != nil {
-		return err
-	}
-	return api.ListAll(c, key, func() ([]T, error) { return list(c.UserContext(), c.Params("id"), sb.Key()) })
-}
-
-func (f routes) deleteSubscription(c *fiber.Ctx) error {
-	if err := f.store.DeleteSubscription(c.UserContext(), c.Params("sid")); err != nil {
-		return apiError(err, "subscription")
-	}
-	return api.Deleted(c, f.f.SubscriptionQuota(), c.Params("sid"))
-}
-
 // held wraps the handler of a route under /v1/feeds/:id: a feed the
 // caller's tenant does not hold answers as one that does not exist.
 func (f routes) held(h fiber.Handler) fiber.Handler {
@@ -403,37 +308,4 @@ func (f routes) feedPage(c *fiber.Ctx, cursor string, limit int) ([]feed.Feed, s
 	}
 	page := api.PageOf(feeds, func(fd feed.Feed) string { return fd.ID }, cursor, limit)
 	return page.Items, page.NextCursor, nil
-}
-
-// subscribable returns the caller's tenant's subscribable the route names;
-// a caller that sees all falls back to any tenant's of that name.
-func (f routes) subscribable(c *fiber.Ctx) (feed.Subscribable, error) {
-	ctx, feedID, name := c.UserContext(), c.Params("id"), c.Params("name")
-	sb, err := f.store.Subscribable(ctx, feedID, feed.SubscribableKey(api.Tenant(c), name))
-	if errors.Is(err, feed.ErrNotFound) && api.SeesAll(c) {
-		all, lerr := f.store.Subscribables(ctx, feedID)
-		if lerr != nil {
-			return feed.Subscribable{}, lerr
-		}
-		for _, other := range all {
-			if other.Name == name {
-				return other, nil
-			}
-		}
-	}
-	if err != nil {
-		return feed.Subscribable{}, apiError(err, "subscribable")
-	}
-	return sb, nil
-}
-
-// ownSubscribables returns the subscribables of the route's feed the
-// caller sees, by key: its tenant's own, or every tenant's.
-func (f routes) ownSubscribables(c *fiber.Ctx) ([]feed.Subscribable, error) {
-	all, err := f.store.Subscribables(c.UserContext(), c.Params("id"))
-	if err != nil {
-		return nil, err
-	}
-	v := api.View(c)
-	return slices.DeleteFunc(all, func(sb feed.Subscribable) bool { return !v.Sees(sb.Tenant) }), nil
 }

@@ -109,7 +109,8 @@ func (h *Hints) addLink(rel, href string) {
 	}
 }
 
-var weekdayNames = map[string]time.Weekday{"sunday": time.Sunday, "monday": time.Monday, "tuesday": time.Tuesday,
+// Weekdays are the weekdays by their lower-case English names.
+var Weekdays = map[string]time.Weekday{"sunday": time.Sunday, "monday": time.Monday, "tuesday": time.Tuesday,
 	"wednesday": time.Wednesday, "thursday": time.Thursday, "friday": time.Friday, "saturday": time.Saturday}
 
 // DocumentHints reads a feed document's <ttl>, <skipHours>, <skipDays>
@@ -168,7 +169,7 @@ func DocumentHints(body []byte) Hints {
 					h.SkipHours = append(h.SkipHours, n%24) // RSS allows 24 for midnight
 				}
 			case name == "day" && parent == "skipdays":
-				if wd, ok := weekdayNames[strings.ToLower(v)]; ok && len(h.SkipDays) < 7 {
+				if wd, ok := Weekdays[strings.ToLower(v)]; ok && len(h.SkipDays) < 7 {
 					h.SkipDays = append(h.SkipDays, wd)
 				}
 			}
