@@ -518,8 +518,10 @@ func (s *Span) InstrumentationScope() instrumentation.Scope { return s.spans.sco
 
 // InstrumentationLibrary returns the scope of the span's family.
 //
-//lint:ignore SA1019 the interface has it.
-func (s *Span) InstrumentationLibrary() instrumentation.Library { return instrumentation.Library(s.spans.scope) }
+// Deprecated: use InstrumentationScope.
+func (s *Span) InstrumentationLibrary() instrumentation.Library {
+	return instrumentation.Library(s.spans.scope)
+}
 
 // Resource returns the resource of the span's log.
 func (s *Span) Resource() *resource.Resource { return s.spans.log.res }

@@ -14,8 +14,8 @@ import (
 	tracenoop "go.opentelemetry.io/otel/trace/noop"
 
 	"github.com/dropstream/dropstream/internal/benchstat"
-	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/internal/telemetrytest"
+	dsotel "github.com/dropstream/dropstream/otel"
 )
 
 // BenchmarkRunnerChain measures the runtime's per-message middleware cost,
