@@ -36,10 +36,14 @@ type TracerProvider struct {
 // through exp (nil: nothing) and describes its spans with res (nil: the
 // SDK's default resource).
 func NewTracerProvider(sampler sdktrace.Sampler, res *resource.Resource, exp sdktrace.SpanExporter) *TracerProvider {
+	opts := []sdktrace.TracerProviderOption{sdktrace.WithSampler(sampler)}
 	if res == nil {
 		res = resource.Default()
+	} else {
+		opts = append(opts, sdktrace.WithResource(res))
+		// What WithResource makes of res.
+		res, _ = resource.Merge(resource.Environment(), res)
 	}
-	opts := []sdktrace.TracerProviderOption{sdktrace.WithSampler(sampler), sdktrace.WithResource(res)}
 	if exp != nil {
 		exp = &lockedExporter{exp: exp}
 		opts = append(opts, sdktrace.WithSpanProcessor(NewSpanProcessor(exp)))

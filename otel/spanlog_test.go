@@ -16,7 +16,7 @@ import (
 // TestSpanLogExportsAsSDK checks that a span log's span reaches the exporter
 // and the processors as the SDK's span of the same calls does.
 func TestSpanLogExportsAsSDK(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
+	exp := keptSpans{tracetest.NewInMemoryExporter()}
 	res := resource.NewSchemaless(attribute.String("service.name", "t"))
 	tp := NewTracerProvider(sdktrace.ParentBased(sdktrace.AlwaysSample()), res, exp)
 	rec := tracetest.NewSpanRecorder()
@@ -61,7 +61,7 @@ func TestSpanLogExportsAsSDK(t *testing.T) {
 		t.Errorf("parent = %v, want %v", logged.Parent, want.Parent)
 	}
 	if logged.Name != want.Name || logged.SpanKind != want.SpanKind || logged.Status != want.Status ||
-		logged.InstrumentationScope != want.InstrumentationScope || logged.Resource != want.Resource {
+		logged.InstrumentationScope != want.InstrumentationScope || !logged.Resource.Equal(want.Resource) {
 		t.Errorf("logged %+v\nwant %+v", logged, want)
 	}
 	if !sameAttrs(logged.Attributes, want.Attributes) {
@@ -76,6 +76,11 @@ func TestSpanLogExportsAsSDK(t *testing.T) {
 	}
 }
 
+// keptSpans is an in-memory exporter whose spans outlive its shutdown.
+type keptSpans struct{ *tracetest.InMemoryExporter }
+
+func (keptSpans) Shutdown(context.Context) error { return nil }
+
 func sameAttrs(a, b []attribute.KeyValue) bool {
 	sa, sb := attribute.NewSet(a...), attribute.NewSet(b...)
 	return sa.Equals(&sb)
@@ -84,7 +89,7 @@ func sameAttrs(a, b []attribute.KeyValue) bool {
 // TestSpanLogSamples checks that an unsampled root gets a span context in
 // its context but no recorded span.
 func TestSpanLogSamples(t *testing.T) {
-	exp := tracetest.NewInMemoryExporter()
+	exp := keptSpans{tracetest.NewInMemoryExporter()}
 	tp := NewTracerProvider(sdktrace.ParentBased(sdktrace.NeverSample()), nil, exp)
 	ctx, span := tp.SpanLog().Spans("scope", "process t", trace.SpanKindConsumer).Start(context.Background())
 	if sc := trace.SpanContextFromContext(ctx); span != nil || !sc.IsValid() || sc.IsSampled() {
@@ -103,7 +108,7 @@ func TestSpanLogSamples(t *testing.T) {
 func TestSpanLogQueueBound(t *testing.T) {
 	t.Setenv("OTEL_BSP_MAX_QUEUE_SIZE", "2")
 	t.Setenv("OTEL_BSP_SCHEDULE_DELAY", "3600000")
-	exp := tracetest.NewInMemoryExporter()
+	exp := keptSpans{tracetest.NewInMemoryExporter()}
 	tp := NewTracerProvider(sdktrace.AlwaysSample(), nil, exp)
 	spans := tp.SpanLog().Spans("scope", "process t", trace.SpanKindConsumer)
 	for range 3 {
