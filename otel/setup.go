@@ -36,7 +36,7 @@ type Providers struct {
 	// exporter and any reader OTEL_METRICS_EXPORTER asks for.
 	MeterProvider metric.MeterProvider
 
-	tp *sdktrace.TracerProvider
+	tp *TracerProvider
 	meterSetup
 	// spanExporter is what OTEL_TRACES_EXPORTER selected; nil when nothing
 	// is exported.
@@ -70,6 +70,10 @@ func Setup(ctx context.Context, cfg Config) (*Providers, error) {
 		return nil, err
 	}
 
+	sampler, err := samplerFromEnv()
+	if err != nil {
+		return nil, err
+	}
 	spanExp, err := newSpanExporter(ctx)
 	if err != nil {
 		return nil, err
@@ -83,11 +87,7 @@ func Setup(ctx context.Context, cfg Config) (*Providers, error) {
 		return nil, err
 	}
 
-	tpOpts := []sdktrace.TracerProviderOption{sdktrace.WithResource(res)}
-	if spanExp != nil {
-		tpOpts = append(tpOpts, sdktrace.WithSpanProcessor(NewSpanProcessor(spanExp)))
-	}
-	tp := sdktrace.NewTracerProvider(tpOpts...)
+	tp := NewTracerProvider(sampler, res, spanExp)
 
 	return &Providers{TracerProvider: tp, MeterProvider: m.provider, tp: tp, meterSetup: m, spanExporter: spanExp}, nil
 }

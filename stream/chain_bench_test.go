@@ -15,6 +15,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/benchstat"
 	"github.com/dropstream/dropstream/internal/telemetrytest"
+	dsotel "github.com/dropstream/dropstream/otel"
 )
 
 // BenchmarkRunnerChain measures the runtime's per-message middleware cost,
@@ -47,7 +48,7 @@ func BenchmarkRunnerChain(b *testing.B) {
 			tel := Telemetry{TracerProvider: tracenoop.NewTracerProvider(), MeterProvider: metricnoop.NewMeterProvider(),
 				Propagator: propagation.TraceContext{}, Logger: slog.New(slog.NewTextHandler(io.Discard, nil))}
 			if tc.sampler != nil {
-				tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(tc.sampler), sdktrace.WithBatcher(discardExporter{}))
+				tp := dsotel.NewTracerProvider(tc.sampler, nil, discardExporter{})
 				defer tp.Shutdown(context.Background())
 				tel.TracerProvider = tp
 				// The binary's provider: the SDK's, with bound histograms.

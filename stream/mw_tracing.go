@@ -33,6 +33,9 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 	start := []trace.SpanStartOption{trace.WithSpanKind(trace.SpanKindConsumer)}
 	attrs := []attribute.KeyValue{dsotel.MessagingSystem, dsotel.MessagingOperationTypeKey.String("process"),
 		dsotel.MessagingDestinationNameKey.String(info.Topic.String()), dsotel.MessagingConsumerGroupNameKey.String(info.Group)}
+	if tp, ok := tp.(interface{ SpanLog() *dsotel.SpanLog }); ok {
+		return loggedTracing(tp.SpanLog().Spans(instrumentationScope, name, trace.SpanKindConsumer, attrs...), prop, info)
+	}
 	return func(next Handler) Handler {
 		return func(ctx context.Context, msg *Message) error {
 			ctx = msg.reuse.extract(ctx, prop, msg)
@@ -59,6 +62,38 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 				span.SetAttributes(dsotel.OutcomeKey.String(string(Classify(err))))
 			}
 			span.End()
+			return err
+		}
+	}
+}
+
+// loggedTracing is tracing with a span log's spans, which the SDK's
+// exporters and processors receive alike.
+func loggedTracing(spans *dsotel.Spans, prop propagation.TextMapPropagator, info StageInfo) Middleware {
+	return func(next Handler) Handler {
+		return func(ctx context.Context, msg *Message) error {
+			ctx = msg.reuse.extract(ctx, prop, msg)
+			if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsSampled() {
+				msg.ctx = ctx
+				return next(ctx, msg)
+			}
+			ctx, span := spans.Start(ctx)
+			msg.ctx = ctx
+			err := next(ctx, msg)
+			if span == nil {
+				return err
+			}
+			attrs := [4]attribute.KeyValue{dsotel.MessagingMessageIDKey.String(msg.ID)}
+			n := 1
+			if msg.Attempt > 1 {
+				attrs[1], attrs[2] = dsotel.MessageAttemptKey.Int(msg.Attempt), dsotel.MessagingConsumerNameKey.String(info.Consumer)
+				n = 3
+			}
+			if err != nil {
+				attrs[n] = dsotel.OutcomeKey.String(string(Classify(err)))
+				n++
+			}
+			span.Finish(err, attrs[:n]...)
 			return err
 		}
 	}

@@ -19,6 +19,7 @@ import (
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/internal/telemetrytest"
+	dsotel "github.com/dropstream/dropstream/otel"
 )
 
 var unitInfo = StageInfo{Stage: "enrich", Topic: NewTopic("avail", "raw", 4), Group: "enrich-group", Consumer: "copy-1"}
@@ -139,92 +140,102 @@ func TestTracing_consumerSpanContinuesRemoteParent(t *testing.T) {
 		parentID = "b7ad6b7169203331"
 	)
 	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	defer func() { _ = tp.Shutdown(context.Background()) }()
-	mw := tracing(tp, propagation.TraceContext{}, unitInfo)
+	for pname, tp := range unitTracerProviders(t, sr, sdktrace.ParentBased(sdktrace.AlwaysSample())) {
+		mw := tracing(tp, propagation.TraceContext{}, unitInfo)
 
-	tests := []struct {
-		name       string
-		payload    string
-		attempt    int
-		wantStatus codes.Code
-	}{
-		{"success", "ok", 1, codes.Unset},
-		{"failure", "fail", 1, codes.Error},
-		{"dead-lettered redelivery", "permanent", 3, codes.Error},
-	}
-	for _, tc := range tests {
-		t.Run(tc.name, func(t *testing.T) {
-			sr.Reset()
-			m := &Message{ID: "1700000000000-1", Key: "k", Type: "t", Payload: []byte(tc.payload), Attempt: tc.attempt,
-				TraceParent: "00-" + traceID + "-" + parentID + "-01"}
-			var handlerSpan trace.SpanContext
-			err := Chain(func(ctx context.Context, m *Message) error {
-				handlerSpan = trace.SpanContextFromContext(ctx)
-				return unitOutcomeHandler(ctx, m)
-			}, mw)(context.Background(), m)
+		tests := []struct {
+			name       string
+			payload    string
+			attempt    int
+			wantStatus codes.Code
+		}{
+			{"success", "ok", 1, codes.Unset},
+			{"failure", "fail", 1, codes.Error},
+			{"dead-lettered redelivery", "permanent", 3, codes.Error},
+		}
+		for _, tc := range tests {
+			t.Run(pname+"/"+tc.name, func(t *testing.T) {
+				sr.Reset()
+				m := &Message{ID: "1700000000000-1", Key: "k", Type: "t", Payload: []byte(tc.payload), Attempt: tc.attempt,
+					TraceParent: "00-" + traceID + "-" + parentID + "-01"}
+				var handlerSpan trace.SpanContext
+				err := Chain(func(ctx context.Context, m *Message) error {
+					handlerSpan = trace.SpanContextFromContext(ctx)
+					return unitOutcomeHandler(ctx, m)
+				}, mw)(context.Background(), m)
 
-			ended := sr.Ended()
-			if len(ended) != 1 {
-				t.Fatalf("%d spans ended, want 1", len(ended))
-			}
-			s := ended[0]
-			if s.Name() != "process avail.raw" || s.SpanKind() != trace.SpanKindConsumer {
-				t.Errorf("span %q kind %v, want \"process avail.raw\" consumer", s.Name(), s.SpanKind())
-			}
-			if got := s.SpanContext().TraceID().String(); got != traceID {
-				t.Errorf("trace id %s, want the parent's %s", got, traceID)
-			}
-			if got := s.Parent(); got.SpanID().String() != parentID || !got.IsRemote() {
-				t.Errorf("parent %s (remote %v), want remote %s", got.SpanID(), got.IsRemote(), parentID)
-			}
-			attrs := attribute.NewSet(s.Attributes()...)
-			unitWantAttrs(t, attrs, "messaging.system", "redis", "messaging.consumer.group.name", "enrich-group",
-				"messaging.destination.name", "avail.raw", "messaging.operation.type", "process",
-				"messaging.message.id", "1700000000000-1")
-			if got := s.Status().Code; got != tc.wantStatus {
-				t.Errorf("status %v, want %v", got, tc.wantStatus)
-			}
-			if tc.wantStatus == codes.Error {
-				if s.Status().Description != err.Error() {
-					t.Errorf("status description %q, want %q", s.Status().Description, err)
+				ended := sr.Ended()
+				if len(ended) != 1 {
+					t.Fatalf("%d spans ended, want 1", len(ended))
 				}
-				unitWantAttrs(t, attrs, "outcome", string(Classify(err)))
-				if len(s.Events()) == 0 || s.Events()[0].Name != "exception" {
-					t.Errorf("error not recorded as an exception event: %v", s.Events())
+				s := ended[0]
+				if s.Name() != "process avail.raw" || s.SpanKind() != trace.SpanKindConsumer {
+					t.Errorf("span %q kind %v, want \"process avail.raw\" consumer", s.Name(), s.SpanKind())
 				}
-			}
-			if tc.attempt > 1 {
-				if v, ok := attrs.Value("dropstream.message.attempt"); !ok || v.AsInt64() != int64(tc.attempt) {
-					t.Errorf("attempt attribute %v, want %d", v.String(), tc.attempt)
+				if got := s.SpanContext().TraceID().String(); got != traceID {
+					t.Errorf("trace id %s, want the parent's %s", got, traceID)
 				}
-				unitWantAttrs(t, attrs, "messaging.consumer.name", "copy-1")
-			} else if _, ok := attrs.Value("dropstream.message.attempt"); ok {
-				t.Error("first delivery carries an attempt attribute")
-			}
-			if !handlerSpan.Equal(s.SpanContext()) {
-				t.Errorf("handler context span %v, want the consumer span %v", handlerSpan, s.SpanContext())
-			}
-			if got := trace.SpanContextFromContext(m.Context()); !got.Equal(s.SpanContext()) {
-				t.Errorf("msg.Context() span %v, want the consumer span %v", got, s.SpanContext())
-			}
-		})
+				if got := s.Parent(); got.SpanID().String() != parentID || !got.IsRemote() {
+					t.Errorf("parent %s (remote %v), want remote %s", got.SpanID(), got.IsRemote(), parentID)
+				}
+				attrs := attribute.NewSet(s.Attributes()...)
+				unitWantAttrs(t, attrs, "messaging.system", "redis", "messaging.consumer.group.name", "enrich-group",
+					"messaging.destination.name", "avail.raw", "messaging.operation.type", "process",
+					"messaging.message.id", "1700000000000-1")
+				if got := s.Status().Code; got != tc.wantStatus {
+					t.Errorf("status %v, want %v", got, tc.wantStatus)
+				}
+				if tc.wantStatus == codes.Error {
+					if s.Status().Description != err.Error() {
+						t.Errorf("status description %q, want %q", s.Status().Description, err)
+					}
+					unitWantAttrs(t, attrs, "outcome", string(Classify(err)))
+					if len(s.Events()) == 0 || s.Events()[0].Name != "exception" {
+						t.Errorf("error not recorded as an exception event: %v", s.Events())
+					}
+				}
+				if tc.attempt > 1 {
+					if v, ok := attrs.Value("dropstream.message.attempt"); !ok || v.AsInt64() != int64(tc.attempt) {
+						t.Errorf("attempt attribute %v, want %d", v.String(), tc.attempt)
+					}
+					unitWantAttrs(t, attrs, "messaging.consumer.name", "copy-1")
+				} else if _, ok := attrs.Value("dropstream.message.attempt"); ok {
+					t.Error("first delivery carries an attempt attribute")
+				}
+				if !handlerSpan.Equal(s.SpanContext()) {
+					t.Errorf("handler context span %v, want the consumer span %v", handlerSpan, s.SpanContext())
+				}
+				if got := trace.SpanContextFromContext(m.Context()); !got.Equal(s.SpanContext()) {
+					t.Errorf("msg.Context() span %v, want the consumer span %v", got, s.SpanContext())
+				}
+			})
+		}
 	}
+}
+
+// unitTracerProviders are the SDK's tracer provider and dsotel's, whose span
+// log records the consumer spans, both sampling with sampler into sr.
+func unitTracerProviders(t *testing.T, sr *tracetest.SpanRecorder, sampler sdktrace.Sampler) map[string]trace.TracerProvider {
+	sdk := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSampler(sampler))
+	logged := dsotel.NewTracerProvider(sampler, nil, nil)
+	logged.RegisterSpanProcessor(sr)
+	t.Cleanup(func() { _, _ = sdk.Shutdown(context.Background()), logged.Shutdown(context.Background()) })
+	return map[string]trace.TracerProvider{"sdk": sdk, "spanlog": logged}
 }
 
 func TestTracing_noTraceContextStartsRoot(t *testing.T) {
 	sr := tracetest.NewSpanRecorder()
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr))
-	defer func() { _ = tp.Shutdown(context.Background()) }()
-	for _, parent := range []string{"", "garbage"} {
-		sr.Reset()
-		m := &Message{Key: "k", Payload: []byte("ok"), Attempt: 1, TraceParent: parent}
-		if err := Chain(unitOutcomeHandler, tracing(tp, propagation.TraceContext{}, unitInfo))(context.Background(), m); err != nil {
-			t.Fatal(err)
-		}
-		ended := sr.Ended()
-		if len(ended) != 1 || ended[0].Parent().IsValid() || !ended[0].SpanContext().IsValid() {
-			t.Fatalf("traceparent %q: want one valid root span, got %v", parent, ended)
+	for pname, tp := range unitTracerProviders(t, sr, sdktrace.ParentBased(sdktrace.AlwaysSample())) {
+		for _, parent := range []string{"", "garbage"} {
+			sr.Reset()
+			m := &Message{Key: "k", Payload: []byte("ok"), Attempt: 1, TraceParent: parent}
+			if err := Chain(unitOutcomeHandler, tracing(tp, propagation.TraceContext{}, unitInfo))(context.Background(), m); err != nil {
+				t.Fatal(err)
+			}
+			ended := sr.Ended()
+			if len(ended) != 1 || ended[0].Parent().IsValid() || !ended[0].SpanContext().IsValid() {
+				t.Fatalf("%s: traceparent %q: want one valid root span, got %v", pname, parent, ended)
+			}
 		}
 	}
 }
@@ -234,22 +245,22 @@ func TestTracing_unsampledParentPassesThrough(t *testing.T) {
 	sr := tracetest.NewSpanRecorder()
 	// AlwaysSample would record a child of anything: only the runtime's own
 	// choice keeps the unsampled parent unrecorded.
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSpanProcessor(sr), sdktrace.WithSampler(sdktrace.AlwaysSample()))
-	defer func() { _ = tp.Shutdown(context.Background()) }()
-	m := &Message{ID: "1700000000000-1", Key: "k", Payload: []byte("ok"), Attempt: 1, TraceParent: parent}
-	var out Message
-	err := Chain(func(ctx context.Context, m *Message) error {
-		InjectTrace(m.Context(), propagation.TraceContext{}, &out)
-		return nil
-	}, tracing(tp, propagation.TraceContext{}, unitInfo))(context.Background(), m)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if got := len(sr.Ended()); got != 0 {
-		t.Fatalf("%d spans, want 0", got)
-	}
-	if out.TraceParent != parent {
-		t.Errorf("published traceparent %q, want the parent's %q passed on", out.TraceParent, parent)
+	for pname, tp := range unitTracerProviders(t, sr, sdktrace.AlwaysSample()) {
+		m := &Message{ID: "1700000000000-1", Key: "k", Payload: []byte("ok"), Attempt: 1, TraceParent: parent}
+		var out Message
+		err := Chain(func(ctx context.Context, m *Message) error {
+			InjectTrace(m.Context(), propagation.TraceContext{}, &out)
+			return nil
+		}, tracing(tp, propagation.TraceContext{}, unitInfo))(context.Background(), m)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if got := len(sr.Ended()); got != 0 {
+			t.Fatalf("%s: %d spans, want 0", pname, got)
+		}
+		if out.TraceParent != parent {
+			t.Errorf("%s: published traceparent %q, want the parent's %q passed on", pname, out.TraceParent, parent)
+		}
 	}
 }
 

@@ -204,7 +204,7 @@ func median(xs []float64) float64 {
 
 // benchTelemetry is a mode's telemetry. Plain, none and carried get no-op
 // providers; sampled and traced get the app's metrics and spans (1% or all)
-// through the binary's span processor to an exporter that counts and drops
+// through the binary's tracer provider to an exporter that counts and drops
 // them, so the bench pays for spans but not for a network. shutdown
 // flushes the spans and returns the counts.
 func benchTelemetry(a *app, mode string) (tel stream.Telemetry, shutdown func() spanCounts) {
@@ -217,8 +217,8 @@ func benchTelemetry(a *app, mode string) (tel stream.Telemetry, shutdown func() 
 		sampler = sdktrace.AlwaysSample()
 	}
 	counts := &spanCounts{}
-	tp := sdktrace.NewTracerProvider(sdktrace.WithSampler(sampler), sdktrace.WithSpanProcessor(counts),
-		sdktrace.WithSpanProcessor(dsotel.NewSpanProcessor(counts)))
+	tp := dsotel.NewTracerProvider(sampler, nil, counts)
+	tp.RegisterSpanProcessor(counts)
 	return stream.Telemetry{TracerProvider: tp, MeterProvider: a.otel.MeterProvider, Propagator: dsotel.NewPropagator(), Logger: a.log},
 		func() spanCounts {
 			_ = tp.Shutdown(context.Background())
