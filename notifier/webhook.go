@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -269,12 +270,7 @@ func (s *SlackChannel) Name() string { return ChannelSlack }
 
 // Send posts n's text; see SlackChannel.
 func (s *SlackChannel) Send(ctx context.Context, n Notification) error {
-	lines := []string{}
-	for _, l := range []string{n.Title, n.Text} {
-		if l != "" {
-			lines = append(lines, l)
-		}
-	}
+	lines := slices.DeleteFunc([]string{n.Title, n.Text}, func(l string) bool { return l == "" })
 	if len(lines) == 0 {
 		lines = append(lines, n.Event+": "+n.Subject)
 	}
