@@ -197,8 +197,12 @@ func (k *apiKey) parseFields(fields []string) error {
 
 // validTenant reports whether name is a tenant's name: 1 to MaxTenantLen
 // ASCII letters, digits, '.', '_' or '-'.
-func validTenant(name string) bool {
-	return name != "" && len(name) <= MaxTenantLen && !strings.ContainsFunc(name, func(r rune) bool {
+func validTenant(name string) bool { return len(name) <= MaxTenantLen && plainName(name) }
+
+// plainName reports whether s is one or more ASCII letters, digits, '.',
+// '_' or '-'.
+func plainName(s string) bool {
+	return s != "" && !strings.ContainsFunc(s, func(r rune) bool {
 		return !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || r == '.' || r == '_' || r == '-')
 	})
 }

@@ -3,17 +3,12 @@ package api
 import (
 	"fmt"
 	"log/slog"
-	"net/http"
 	"runtime/debug"
 
 	"github.com/gofiber/fiber/v2"
 	"go.opentelemetry.io/otel/codes"
 	"go.opentelemetry.io/otel/trace"
 )
-
-// errPanicked is the response to a handler panic: the panic value is logged
-// and recorded on the span, never sent to the client.
-var errPanicked = &Error{Status: http.StatusInternalServerError, Code: "internal", Message: "internal error"}
 
 // recoverMiddleware turns a panic downstream into a 500 envelope. It logs
 // the panic value and stack at Error and records it on the request's span.
@@ -36,7 +31,7 @@ func (s *Server) recoverMiddleware(c *fiber.Ctx) (err error) {
 		span := trace.SpanFromContext(ctx)
 		span.RecordError(fmt.Errorf("panic: %v", r), trace.WithStackTrace(true))
 		span.SetStatus(codes.Error, "panic")
-		err = errPanicked
+		err = errInternal // the panic value is logged and on the span, never sent
 	}()
 	return c.Next()
 }

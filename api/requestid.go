@@ -52,19 +52,7 @@ func ensureRequestID(c *fiber.Ctx) string {
 }
 
 // saneRequestID reports whether id is 1 to 128 characters of [A-Za-z0-9._-].
-func saneRequestID(id string) bool {
-	if id == "" || len(id) > maxRequestIDLen {
-		return false
-	}
-	for i := 0; i < len(id); i++ {
-		switch b := id[i]; {
-		case 'a' <= b && b <= 'z', 'A' <= b && b <= 'Z', '0' <= b && b <= '9', b == '.', b == '_', b == '-':
-		default:
-			return false
-		}
-	}
-	return true
-}
+func saneRequestID(id string) bool { return len(id) <= maxRequestIDLen && plainName(id) }
 
 // newRequestID returns 32 random hex characters.
 func newRequestID() string {

@@ -205,43 +205,21 @@ type snapshot struct {
 	points []point
 }
 
-// ring keeps the last cap(items) values added.
-type ring[T any] struct {
-	items []T
-	next  int
-}
-
-func newRing[T any](n int) *ring[T] { return &ring[T]{items: make([]T, 0, n)} }
-
-func (r *ring[T]) add(v T) {
-	if len(r.items) < cap(r.items) {
-		r.items = append(r.items, v)
-		return
-	}
-	r.items[r.next] = v
-	r.next = (r.next + 1) % len(r.items)
-}
-
-// all returns the values, oldest first.
-func (r *ring[T]) all() []T {
-	return append(slices.Clone(r.items[r.next:]), r.items[:r.next]...)
-}
-
-// series keeps the samples of the last SeriesWindow (a ring of
-// window/interval of them) and the transitions per minute.
+// series keeps the samples of the last SeriesWindow (keep of them) and
+// the transitions per minute.
 type series struct {
 	interval time.Duration
 	now      func() time.Time
+	keep     int
 
 	mu      sync.Mutex
-	samples *ring[snapshot]
+	samples []snapshot                 // oldest first
 	minutes map[int64]*minuteCount     // unix minute
 	seen    map[string]map[string]bool // flow: transition ids of its previous read
 }
 
 func newSeries(interval time.Duration, now func() time.Time) *series {
-	n := int(SeriesWindow/interval) + 1
-	return &series{interval: interval, now: now, samples: newRing[snapshot](n), minutes: map[int64]*minuteCount{}, seen: map[string]map[string]bool{}}
+	return &series{interval: interval, now: now, keep: int(SeriesWindow/interval) + 1, minutes: map[int64]*minuteCount{}, seen: map[string]map[string]bool{}}
 }
 
 // record keeps a sample of the stages taken at at.
@@ -252,7 +230,8 @@ func (s *series) record(at time.Time, items []StageStats) {
 	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.samples.add(snap)
+	s.samples = append(s.samples, snap)
+	s.samples = slices.Delete(s.samples, 0, max(0, len(s.samples)-s.keep))
 }
 
 // countTransitions counts the raw openings and closings among flow name's
@@ -316,7 +295,7 @@ func (s *series) view(stages []stageRef) seriesView {
 		v.Stages[i] = stageSeries{Flow: st.Flow, Stage: st.Name, History: st.History,
 			Throughput: []float64{}, Lag: []int64{}, Pending: []int64{}, P99Ms: []float64{}}
 	}
-	for _, snap := range s.samples.all() {
+	for _, snap := range s.samples {
 		if snap.at.Before(from) || len(snap.points) != len(stages) {
 			continue
 		}

@@ -45,7 +45,7 @@ func TestSeries_keepsTheLast15MinutesInOrder(t *testing.T) {
 				s.record(clk.t, []StageStats{{Throughput: float64(i), Lag: int64(i), Pending: 1, P99Ms: -1}, {Throughput: -float64(i)}})
 			}
 			last := clk.t
-			if n := len(s.samples.items); n > 91 {
+			if n := len(s.samples); n > 91 {
 				t.Errorf("the series holds %d samples, want at most 91 (15 minutes of 10s)", n)
 			}
 			clk.t = clk.t.Add(tc.advance)

@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strings"
 	"time"
 	"unicode/utf8"
 
@@ -176,13 +177,7 @@ func requestKey(r Request, subscriberID, destID string) string {
 
 // hasControlHTML reports invalid UTF-8 or a control character but \t\n\r.
 func hasControlHTML(s string) bool {
-	if !utf8.ValidString(s) {
-		return true
-	}
-	for _, c := range s {
-		if c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f {
-			return true
-		}
-	}
-	return false
+	return !utf8.ValidString(s) || strings.ContainsFunc(s, func(c rune) bool {
+		return c < 0x20 && c != '\t' && c != '\n' && c != '\r' || c == 0x7f
+	})
 }

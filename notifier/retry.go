@@ -105,18 +105,25 @@ func attemptOf(m *stream.Message) int {
 
 // onlyInFlight reports whether every failure in err is ErrInFlight.
 func onlyInFlight(err error) bool {
+	only := true
+	walkErrors(err, func(e error, leaf bool) { only = only && (!leaf || e == ErrInFlight) })
+	return only
+}
+
+// walkErrors calls f with err and every error it wraps, depth first; leaf
+// says an error wraps none.
+func walkErrors(err error, f func(e error, leaf bool)) {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		f(err, false)
 		for _, e := range j.Unwrap() {
-			if !onlyInFlight(e) {
-				return false
-			}
+			walkErrors(e, f)
 		}
-		return true
+	} else if u := errors.Unwrap(err); u != nil {
+		f(err, false)
+		walkErrors(u, f)
+	} else {
+		f(err, true)
 	}
-	if u := errors.Unwrap(err); u != nil {
-		return onlyInFlight(u)
-	}
-	return err == ErrInFlight
 }
 
 // scheduleRetries files retryable failures, or makes them permanent once
@@ -153,15 +160,12 @@ func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message,
 	cmds, _ := scheduleScript.RunAll(ctx, d.rdb, calls) // a failed load is each retried command's error
 	for k, c := range cmds {
 		i := idx[k]
-		n, err := c.Int()
-		switch {
+		switch _, err := c.Int(); {
 		case err != nil:
 			d.logger.WarnContext(ctx, "notifier: retry not scheduled; the message waits for its redelivery",
 				"message_id", msgs[i].ID, "error", err)
-		case n == 0:
-			errs[i] = nil // the entry is gone from the stream: nothing left to retry
 		default:
-			errs[i] = nil
+			errs[i] = nil // filed, or (n == 0) gone from the stream: nothing left to retry
 		}
 	}
 	for k := range recs {
@@ -174,27 +178,14 @@ func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message,
 // notBefore is the longest pause err's Retry-After or throttle asks for.
 func notBefore(err error) time.Duration {
 	var longest time.Duration
-	var walk func(error)
-	walk = func(err error) {
-		var de *DeliveryError
-		var te *throttledError
-		switch {
-		case err == nil:
-			return
-		case errors.As(err, &de):
-			longest = max(longest, de.RetryAfter)
-		case errors.As(err, &te):
-			longest = max(longest, te.wait)
+	walkErrors(err, func(e error, _ bool) {
+		switch e := e.(type) {
+		case *DeliveryError:
+			longest = max(longest, e.RetryAfter)
+		case *throttledError:
+			longest = max(longest, e.wait)
 		}
-		if j, ok := err.(interface{ Unwrap() []error }); ok {
-			for _, e := range j.Unwrap() {
-				walk(e)
-			}
-		} else if u := errors.Unwrap(err); u != nil {
-			walk(u)
-		}
-	}
-	walk(err)
+	})
 	return longest
 }
 

@@ -181,3 +181,17 @@ func checkTimestamp(name, ts string, now time.Time, tolerance time.Duration) (in
 	}
 	return sec, nil
 }
+
+// mac is the X-Dropstream-Signature HMAC of ts and body.
+func mac(secret string, ts, body []byte) []byte {
+	h := hmac.New(sha256.New, []byte(secret))
+	h.Write(ts)
+	h.Write([]byte{'.'})
+	h.Write(body)
+	return h.Sum(nil)
+}
+
+// SignStandard is the Webhook-Signature value of body sent as id at t.
+func SignStandard(secret, id string, body []byte, t time.Time) string {
+	return string(appendStandard(nil, secret, id, body, t))
+}

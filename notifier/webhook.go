@@ -16,6 +16,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -269,12 +270,7 @@ func (s *SlackChannel) Name() string { return ChannelSlack }
 
 // Send posts n's text; see SlackChannel.
 func (s *SlackChannel) Send(ctx context.Context, n Notification) error {
-	lines := []string{}
-	for _, l := range []string{n.Title, n.Text} {
-		if l != "" {
-			lines = append(lines, l)
-		}
-	}
+	lines := slices.DeleteFunc([]string{n.Title, n.Text}, func(l string) bool { return l == "" })
 	if len(lines) == 0 {
 		lines = append(lines, n.Event+": "+n.Subject)
 	}
@@ -293,7 +289,7 @@ const (
 	// HeaderWebhookTimestamp carries the send's Unix time in seconds.
 	HeaderWebhookTimestamp = "Webhook-Timestamp"
 	// HeaderWebhookSignature carries "v1,<base64 HMAC-SHA256 of
-	// "<id>.<timestamp>.<body>">" (see SignStandard).
+	// "<id>.<timestamp>.<body>">" (see appendStandard).
 	HeaderWebhookSignature = "Webhook-Signature"
 	// HeaderSignature carries "t=<unix seconds>,v1=<hex HMAC-SHA256 of
 	// "<t>.<body>" keyed with the watcher's secret>".
@@ -301,13 +297,6 @@ const (
 	// HeaderEventID carries the notification's event id.
 	HeaderEventID = "X-Dropstream-Event-Id"
 )
-
-// SignStandard returns "v1,<base64 HMAC-SHA256 of "<id>.<unix>.<body>">".
-// The key is the base64 after "whsec_" for such secrets (as the spec's
-// libraries), else the secret's bytes.
-func SignStandard(secret, id string, body []byte, t time.Time) string {
-	return string(appendStandard(nil, secret, id, body, t))
-}
 
 // signer is a hasher and buffers, pooled: crypto/hmac's two hashers and
 // pads per key were a tenth of a send's allocations.
@@ -318,8 +307,10 @@ type signer struct {
 
 var signers = sync.Pool{New: func() any { return &signer{h: sha256.New()} }}
 
-// appendStandard appends SignStandard's value to dst; the HMAC is RFC
-// 2104's H(key^opad || H(key^ipad || message)).
+// appendStandard appends "v1,<base64 HMAC-SHA256 of "<id>.<unix>.<body>">"
+// to dst; the HMAC is RFC 2104's H(key^opad || H(key^ipad || message)). The
+// key is the base64 after "whsec_" for such secrets (as the spec's
+// libraries), else the secret's bytes.
 func appendStandard(dst []byte, secret, id string, body []byte, t time.Time) []byte {
 	s := signers.Get().(*signer)
 	defer signers.Put(s)
@@ -364,14 +355,8 @@ func pad(dst, key []byte, x byte) []byte {
 func Sign(secret string, body []byte, t time.Time) string {
 	b := make([]byte, 0, len("t=,v1=")+20+hex.EncodedLen(sha256.Size))
 	b = strconv.AppendInt(append(b, "t="...), t.Unix(), 10)
-	sum := mac(secret, b[len("t="):], body)
-	return string(hex.AppendEncode(append(b, ",v1="...), sum))
-}
-
-func mac(secret string, ts, body []byte) []byte {
 	h := hmac.New(sha256.New, []byte(secret))
-	h.Write(ts)
-	h.Write([]byte{'.'})
+	h.Write(append(b[len("t="):], '.'))
 	h.Write(body)
-	return h.Sum(nil)
+	return string(hex.AppendEncode(append(b, ",v1="...), h.Sum(nil)))
 }

@@ -112,7 +112,7 @@ func runRollups(ctx context.Context, args []string, stdout, stderr io.Writer) er
 	if cfg.ClickHouseDSN == "" {
 		return errors.New("rollups rebuild needs DROPSTREAM_CLICKHOUSE_DSN or --clickhouse-dsn")
 	}
-	rc := clickhouse.RebuildConfig{Shards: splitList(shards)}
+	rc := clickhouse.RebuildConfig{Shards: splitList(shards), Tables: splitList(*tables)}
 	for _, m := range []struct {
 		s   string
 		dst *time.Time
@@ -126,11 +126,6 @@ func runRollups(ctx context.Context, args []string, stdout, stderr io.Writer) er
 			return fmt.Errorf("--%s %q: want YYYY-MM", m.n, m.s)
 		}
 		*m.dst = t
-	}
-	if *tables != "" {
-		for t := range strings.SplitSeq(*tables, ",") {
-			rc.Tables = append(rc.Tables, strings.TrimSpace(t))
-		}
 	}
 	// One phase per server: a bar of the months on a terminal, its start
 	// and end lines on stderr otherwise; the total goes to stdout.

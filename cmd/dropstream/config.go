@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"maps"
 	"net"
 	"net/url"
 	"os"
@@ -151,11 +152,7 @@ func (f *flags) parse(args []string) error {
 		return err
 	}
 	f.Visit(func(fl *flag.Flag) { delete(f.envErrs, fl.Name) })
-	var errs []error
-	for _, err := range f.envErrs {
-		errs = append(errs, err)
-	}
-	return errors.Join(errs...)
+	return errors.Join(slices.Collect(maps.Values(f.envErrs))...)
 }
 
 // flagSet binds the common configuration to a new flag set.

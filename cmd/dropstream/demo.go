@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/redis/go-redis/v9"
+	"golang.org/x/term"
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/internal/tick"
@@ -169,11 +170,7 @@ func (a *app) metricTotals() map[string]float64 {
 
 func isTerminal(w io.Writer) bool {
 	f, ok := w.(*os.File)
-	if !ok {
-		return false
-	}
-	st, err := f.Stat()
-	return err == nil && st.Mode()&os.ModeCharDevice != 0
+	return ok && term.IsTerminal(int(f.Fd()))
 }
 
 // demoEntityPatterns match the checkout entities created through the API
@@ -215,17 +212,7 @@ func expireDemoEntities(ctx context.Context, rdb redis.UniversalClient, ttl time
 }
 
 // seededID reports whether id is made of digits only.
-func seededID(id string) bool {
-	if id == "" {
-		return false
-	}
-	for _, c := range id {
-		if c < '0' || c > '9' {
-			return false
-		}
-	}
-	return true
-}
+func seededID(id string) bool { return id != "" && strings.Trim(id, "0123456789") == "" }
 
 // boundDemoEntities runs expireDemoEntities every period until ctx ends;
 // a failed round is logged and retried at the next.

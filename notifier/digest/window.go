@@ -111,22 +111,18 @@ func (p Policy) TimeWindow(t time.Time, loc *time.Location) (Window, error) {
 		start := time.Date(lt.Year(), lt.Month(), lt.Day(), lt.Hour(), 0, 0, 0, loc)
 		end := start.Add(time.Hour)
 		return Window{ID: "hourly:" + end.UTC().Format("2006-01-02T15:04Z"), End: end}, nil
-	case ModeDaily:
+	case ModeDaily, ModeWeekly:
 		c, _ := ParseClock(cmp.Or(p.At, "08:00"))
-		end := time.Date(lt.Year(), lt.Month(), lt.Day(), c.Hour, c.Minute, 0, 0, loc)
-		if !end.After(lt) {
-			end = time.Date(lt.Year(), lt.Month(), lt.Day()+1, c.Hour, c.Minute, 0, 0, loc)
+		days, period := 0, 1 // to the window's end, and between two ends
+		if p.Mode == ModeWeekly {
+			wd, _ := parseWeekday(p.Weekday)
+			days, period = (int(wd)-int(lt.Weekday())+7)%7, 7
 		}
-		return Window{ID: "daily:" + end.Format("2006-01-02T15:04Z07:00"), End: end}, nil
-	case ModeWeekly:
-		c, _ := ParseClock(cmp.Or(p.At, "08:00"))
-		wd, _ := parseWeekday(p.Weekday)
-		days := (int(wd) - int(lt.Weekday()) + 7) % 7
 		end := time.Date(lt.Year(), lt.Month(), lt.Day()+days, c.Hour, c.Minute, 0, 0, loc)
 		if !end.After(lt) {
-			end = time.Date(lt.Year(), lt.Month(), lt.Day()+days+7, c.Hour, c.Minute, 0, 0, loc)
+			end = time.Date(lt.Year(), lt.Month(), lt.Day()+days+period, c.Hour, c.Minute, 0, 0, loc)
 		}
-		return Window{ID: "weekly:" + end.Format("2006-01-02T15:04Z07:00"), End: end}, nil
+		return Window{ID: p.Mode + ":" + end.Format("2006-01-02T15:04Z07:00"), End: end}, nil
 	}
 	return Window{}, fmt.Errorf("digest: mode %q has no time windows", p.Mode)
 }

@@ -92,12 +92,11 @@ func (s Subscriber) Location() *time.Location {
 
 // Destination returns the destination with the id.
 func (s Subscriber) Destination(id string) (Destination, bool) {
-	for _, d := range s.Destinations {
-		if d.ID == id {
-			return d, true
-		}
+	i := slices.IndexFunc(s.Destinations, func(d Destination) bool { return d.ID == id })
+	if i < 0 {
+		return Destination{}, false
 	}
-	return Destination{}, false
+	return s.Destinations[i], true
 }
 
 // public returns s without secrets.
