@@ -2,8 +2,17 @@ package watch
 
 import (
 	"context"
+	"time"
 
 	"github.com/dropstream/dropstream/internal/tenancy"
+)
+
+// The defaults of Config's tags.
+const (
+	DefaultWindowTTL       = 35 * 24 * time.Hour
+	DefaultMaxWindowFlips  = 16
+	DefaultMaxPayloadBytes = 64 << 10
+	DefaultConcurrency     = 8
 )
 
 // Update is UpdateIn for every tenant.
