@@ -97,10 +97,8 @@ func (c Config) options() (*ch.Options, error) {
 	if _, ok := opts.Settings[SettingInsertDistributedSync]; !ok {
 		opts.Settings[SettingInsertDistributedSync] = 1 // settings must be int or bool on 18.16
 	}
-	opts.DialTimeout = c.DialTimeout
-	opts.DialTimeout = cmp.Or(opts.DialTimeout, DefaultDialTimeout)
-	opts.MaxOpenConns = c.MaxOpenConns
-	opts.MaxOpenConns = cmp.Or(opts.MaxOpenConns, DefaultMaxOpenConns)
+	opts.DialTimeout = cmp.Or(c.DialTimeout, DefaultDialTimeout)
+	opts.MaxOpenConns = cmp.Or(c.MaxOpenConns, DefaultMaxOpenConns)
 	if opts.MaxIdleConns <= 0 || opts.MaxIdleConns > opts.MaxOpenConns {
 		opts.MaxIdleConns = min(5, opts.MaxOpenConns)
 	}

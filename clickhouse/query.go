@@ -1,6 +1,7 @@
 package clickhouse
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"strings"
@@ -165,44 +166,39 @@ func NotificationCause(ctx context.Context, c *Client, eventID, runID string) (C
 	if eventID != "" {
 		q := `SELECT event_id, run_id, run_at, run_at_ms, kind, raw, stable, entity_key, provider, venue, trace_id
 FROM ` + TableTransitions + ` WHERE event_id = ? LIMIT 1`
-		rows, err := c.conn.Query(ctx, q, eventID)
-		if err != nil {
-			return out, fmt.Errorf("clickhouse: transition %q: %w", eventID, err)
-		}
-		for rows.Next() {
+		ts, err := QueryRows(ctx, c, fmt.Sprintf("transition %q", eventID), q, []any{eventID}, func(rows driver.Rows) (TransitionRow, error) {
 			var t TransitionRow
 			var at time.Time
 			var ms uint16
 			var raw, stable uint8
-			if err := rows.Scan(&t.EventID, &t.RunID, &at, &ms, &t.Kind, &raw, &stable, &t.EntityKey, &t.Provider, &t.Venue, &t.TraceID); err != nil {
-				rows.Close()
-				return out, fmt.Errorf("clickhouse: transition %q: %w", eventID, err)
-			}
+			err := rows.Scan(&t.EventID, &t.RunID, &at, &ms, &t.Kind, &raw, &stable, &t.EntityKey, &t.Provider, &t.Venue, &t.TraceID)
 			t.RunAt, t.Raw, t.Stable = joinTime(at, ms), raw == 1, stable == 1
-			out.Transition = &t
+			return t, err
+		})
+		if err != nil {
+			return out, err
 		}
-		rows.Close()
-		if out.Transition != nil && runID == "" {
-			runID = out.Transition.RunID
+		if len(ts) > 0 {
+			out.Transition = &ts[0]
+			runID = cmp.Or(runID, ts[0].RunID)
 		}
 	}
 	if runID != "" {
 		q := `SELECT run_id, source_id, provider, scope_key, run_at, run_at_ms, status, trace_id
 FROM ` + TableRuns + ` WHERE run_id = ? ORDER BY applied DESC LIMIT 1`
-		rows, err := c.conn.Query(ctx, q, runID)
-		if err != nil {
-			return out, fmt.Errorf("clickhouse: run %q: %w", runID, err)
-		}
-		defer rows.Close()
-		for rows.Next() {
+		runs, err := QueryRows(ctx, c, fmt.Sprintf("run %q", runID), q, []any{runID}, func(rows driver.Rows) (RunRow, error) {
 			var r RunRow
 			var at time.Time
 			var ms uint16
-			if err := rows.Scan(&r.RunID, &r.SourceID, &r.Provider, &r.ScopeKey, &at, &ms, &r.Status, &r.TraceID); err != nil {
-				return out, fmt.Errorf("clickhouse: run %q: %w", runID, err)
-			}
+			err := rows.Scan(&r.RunID, &r.SourceID, &r.Provider, &r.ScopeKey, &at, &ms, &r.Status, &r.TraceID)
 			r.RunAt = joinTime(at, ms)
-			out.Run = &r
+			return r, err
+		})
+		if err != nil {
+			return out, err
+		}
+		if len(runs) > 0 {
+			out.Run = &runs[0]
 		}
 	}
 	return out, nil

@@ -5,10 +5,9 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"maps"
 	"net/url"
-	"slices"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"go.opentelemetry.io/otel/trace"
@@ -44,7 +43,7 @@ type Collector struct {
 	wake    chan struct{}
 	// releases is the learned release schedule (CollectorConfig.Releases).
 	releases ReleaseSchedule
-	running  bool
+	running  atomic.Bool
 }
 
 // sourceState is the collector's view of one source.
@@ -209,12 +208,6 @@ func (c *Collector) signal() {
 	}
 }
 
-// Sources returns the collector's sources, with defaults applied, sorted by
-// id. They include auth tokens: use Source.Redacted before showing them.
-func (c *Collector) Sources() []Source {
-	return sortedByID(c, func(st *sourceState) Source { return st.src })
-}
-
 // Health returns a source's health, or an error wrapping ErrSourceNotFound.
 func (c *Collector) Health(id string) (SourceHealth, error) {
 	c.mu.Lock()
@@ -224,18 +217,6 @@ func (c *Collector) Health(id string) (SourceHealth, error) {
 		return SourceHealth{}, fmt.Errorf("%w: %q", ErrSourceNotFound, clip.Marked(id, maxQuoted))
 	}
 	return st.health, nil
-}
-
-// sortedByID returns get of every source, sorted by source id.
-func sortedByID[T any](c *Collector, get func(*sourceState) T) []T {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	ids := slices.Sorted(maps.Keys(c.sources))
-	out := make([]T, len(ids))
-	for i, id := range ids {
-		out[i] = get(c.sources[id])
-	}
-	return out
 }
 
 // failureCounts yields every source's consecutive failures, for metrics.

@@ -349,8 +349,7 @@ func Normalize(run avail.RawRun) (avail.Snapshot, error) {
 		RunAt: run.FinishedAt, StartedAt: run.StartedAt, Stabilization: run.Stabilization,
 		NotifyFirstSight: run.NotifyFirstSight}
 	if run.Status == avail.StatusFailed {
-		snap.Error = run.Error
-		snap.Error = cmp.Or(snap.Error, "failed run without an error")
+		snap.Error = cmp.Or(run.Error, "failed run without an error")
 		return snap, nil
 	}
 	adapter, _ := provider.For(run.Provider) // checked by validateRun

@@ -47,18 +47,10 @@ func (h *jobHeap) push(j *job) { heap.Push(h, j) }
 // for the polls in flight, and syncs the Store every RefreshInterval. Only
 // one Run may be active.
 func (c *Collector) Run(ctx context.Context) error {
-	c.mu.Lock()
-	if c.running {
-		c.mu.Unlock()
+	if !c.running.CompareAndSwap(false, true) {
 		return errors.New("collector: already running")
 	}
-	c.running = true
-	c.mu.Unlock()
-	defer func() {
-		c.mu.Lock()
-		c.running = false
-		c.mu.Unlock()
-	}()
+	defer c.running.Store(false)
 
 	work := make(chan *job)
 	var wg sync.WaitGroup

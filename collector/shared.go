@@ -85,13 +85,8 @@ func (c *Collector) unflip(ctx context.Context, sourceID, runID string, wasDown 
 	return unflipScript.Run(ctx, c.cfg.Shared, []string{healthKey(sourceID)}, runID, wasDown).Err()
 }
 
-// Health returns a source's health as the copies of the collector share it
-// (CollectorConfig.Shared), and false when no copy has polled it yet.
-func (s *Store) Health(ctx context.Context, id string) (SourceHealth, bool, error) {
-	return healthReply(id, s.rdb.HMGet(ctx, healthKey(id), healthFields...))
-}
-
-// healthReply is Health from the reply of its HMGET.
+// healthReply is a source's shared health from the reply of its HMGET,
+// and false when no copy has polled it yet.
 func healthReply(id string, cmd *redis.SliceCmd) (SourceHealth, bool, error) {
 	vals, err := cmd.Result()
 	if err != nil {

@@ -134,13 +134,9 @@ func (s *Store) List(ctx context.Context) ([]Source, error) {
 	return srcs, err
 }
 
-// Page returns up to limit sources after cursor ("": first) in id order,
-// and the next cursor ("" on the last page).
-func (s *Store) Page(ctx context.Context, cursor string, limit int) ([]Source, string, error) {
-	return s.PageIn(ctx, tenancy.View{All: true}, cursor, limit)
-}
-
-// PageIn is Page of the sources v sees, paged over its tenant's own.
+// PageIn returns up to limit sources v sees after cursor ("": first) in id
+// order, paged over its tenant's own, and the next cursor ("" on the last
+// page).
 func (s *Store) PageIn(ctx context.Context, v tenancy.View, cursor string, limit int) ([]Source, string, error) {
 	page, err := s.records.ListIn(ctx, v, cursor, limit)
 	if page.Items == nil {
@@ -149,13 +145,8 @@ func (s *Store) PageIn(ctx context.Context, v tenancy.View, cursor string, limit
 	return page.Items, page.NextCursor, err
 }
 
-// Delete removes a source, or returns an error wrapping ErrSourceNotFound.
-func (s *Store) Delete(ctx context.Context, id string) error {
-	return s.DeleteIn(ctx, tenancy.View{All: true}, id)
-}
-
-// DeleteIn is Delete of a source v sees: another tenant's is
-// ErrSourceNotFound.
+// DeleteIn removes a source v sees and its shared health; a missing or
+// another tenant's source is ErrSourceNotFound.
 func (s *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error {
 	err := s.records.DeleteIn(ctx, v, id)
 	if errors.Is(err, recordstore.ErrNotFound) {

@@ -1,27 +1,21 @@
 // Package diff is the availability pipeline's diff stage: it turns
 // snapshots (avail.Topics.Snapshots) into transitions with their run's
 // record (avail.Topics.Transitions), and records runs that flipped nothing
-// (avail.Topics.Runs). One Lua script applies each snapshot atomically:
+// (avail.Topics.Runs). One Lua script applies each snapshot atomically and
+// appends the output, so a replay after a crash is a no-op:
 //
 //   - A snapshot not newer than the scope's last run (run_at ms, then
-//     run_id) changes nothing (Applied false). Failed runs only advance the
-//     last run.
-//   - An OK run opens observed − open and closes open − observed, as raw
-//     transitions.
-//   - A raw flip away from the stable state becomes stable after k OK runs
-//     still differing (Snapshot.Stabilization, default 2); a flip back drops
-//     the count, so flapping notifies nobody. Input.PerVenueMaxK picks k per
-//     venue from its flap rate.
-//   - The opens of a scope's first OK run carry Baseline; Notify = Stable &&
+//     run_id) changes nothing; failed runs only advance the last run.
+//   - An OK run opens observed − open and closes open − observed (raw).
+//   - A raw flip becomes stable after k OK runs still differing
+//     (Snapshot.Stabilization, default 2, or per venue with
+//     Input.PerVenueMaxK); a flip back drops the count.
+//   - A scope's first OK run's opens carry Baseline; Notify = Stable &&
 //     (!Baseline || Snapshot.NotifyFirstSight).
 //   - A close carries LastSeen and the session (OpenRunID) it ends; event
 //     ids are avail.EventID, computed in Lua.
 //   - With a Guard, a run closing more than Guard.Min entities and
-//     Guard.Share of the open ones is held until the next OK run closes as
-//     much (a blocked page may look like nothing open).
-//
-// The script that changes the state appends the output, so a crash before
-// the acknowledgement only replays the snapshot, a no-op.
+//     Guard.Share of the open ones waits for the next OK run to agree.
 //
 // Redis layout, for scope key s with its partition's tag {avail.p}:
 //

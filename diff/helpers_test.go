@@ -17,6 +17,13 @@ import (
 	"github.com/dropstream/dropstream/internal/testenv"
 )
 
+// Transition is what the diff stage appends to the transitions stream.
+type Transition = avail.Transition
+
+// DefaultGuard is the availability flow's guard: more than 10 closes and
+// more than half of the open entities.
+var DefaultGuard = Guard{Min: 10, Share: 0.5}
+
 // backend is a Redis the script suite runs against; client returns a
 // client on an empty database of the test's own.
 type backend struct {

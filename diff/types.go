@@ -29,10 +29,6 @@ const StateTTL = 35 * 24 * time.Hour
 // are cut at a UTF-8 boundary.
 const MaxErrorLen = 1024
 
-// Transition is what the diff stage appends to the transitions stream: a
-// raw flip (Raw), a stable confirmation (Stable), or both at k = 1.
-type Transition = avail.Transition
-
 // Result is the outcome of applying one snapshot.
 type Result struct {
 	// Applied is false for a replay, a late run or a held run: nothing
@@ -65,10 +61,6 @@ type Guard struct {
 	// close at once.
 	Share float64
 }
-
-// DefaultGuard is the availability flow's guard: more than 10 closes and
-// more than half of the open entities.
-var DefaultGuard = Guard{Min: 10, Share: 0.5}
 
 // permille is Share in thousandths, as the script takes it.
 func (g Guard) permille() int { return int(g.Share*1000 + 0.5) }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/flows/avail/watch"
+	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/digest"
 	"github.com/dropstream/dropstream/notifier/subscriber"
@@ -200,7 +201,7 @@ func watcherUpdate(t *testing.T, nodes string) {
 		t.Fatalf("before the update, a slot of the old venue matches %v, want %s", got, w.ID)
 	}
 	name, venue := "after", "new"
-	up, err := store.Update(ctx, w.ID, watch.Patch{Name: &name, Venue: &venue})
+	up, err := store.UpdateIn(ctx, tenancy.View{All: true}, w.ID, watch.Patch{Name: &name, Venue: &venue})
 	if err != nil || up.Name != "after" || up.Venue != "new" || up.ID != w.ID {
 		t.Fatalf("Update = %+v, %v; want watcher %s renamed after, on venue new", up, err, w.ID)
 	}
@@ -214,7 +215,7 @@ func watcherUpdate(t *testing.T, nodes string) {
 		t.Errorf("a slot of the old venue still matches %v after the watcher moved", got)
 	}
 	missing := "gone"
-	if _, err := store.Update(ctx, "w_0123456789abcdef0123456789ab", watch.Patch{Name: &missing}); !errors.Is(err, watch.ErrNotFound) {
+	if _, err := store.UpdateIn(ctx, tenancy.View{All: true}, "w_0123456789abcdef0123456789ab", watch.Patch{Name: &missing}); !errors.Is(err, watch.ErrNotFound) {
 		t.Errorf("update of an unknown watcher: %v, want ErrNotFound", err)
 	}
 }

@@ -12,7 +12,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"slices"
 	"strings"
 
 	"github.com/redis/go-redis/v9"
@@ -184,19 +183,4 @@ func (d Description) Validate(name string) error {
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// StageNames returns the names of the stages and history stages, sorted.
-func (d Description) StageNames() []string {
-	var out []string
-	for _, s := range d.Stages {
-		out = append(out, s.Name)
-	}
-	for _, h := range d.History {
-		for _, g := range h.Groups {
-			out = append(out, g.Name)
-		}
-	}
-	slices.Sort(out)
-	return out
 }

@@ -10,6 +10,7 @@ import (
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flow/flowtest"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -32,7 +33,7 @@ func TestDescription_validateNamesEdgesAndHistory(t *testing.T) {
 	if err := good.Validate("x"); err != nil {
 		t.Fatalf("Validate(good) = %v", err)
 	}
-	if got := good.StageNames(); strings.Join(got, ",") != "x-a,x-history" {
+	if got := flowtest.StageNames(good); strings.Join(got, ",") != "x-a,x-history" {
 		t.Errorf("StageNames = %v", got)
 	}
 	tests := []struct {

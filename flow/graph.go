@@ -2,6 +2,7 @@ package flow
 
 import (
 	"fmt"
+	"maps"
 	"slices"
 	"strings"
 )
@@ -112,13 +113,7 @@ func (g Graph) Mermaid() string {
 		}
 		b.WriteString("  end\n")
 	}
-	for _, t := range slices.Sorted(func(yield func(string) bool) {
-		for t := range topics {
-			if !yield(t) {
-				return
-			}
-		}
-	}) {
+	for _, t := range slices.Sorted(maps.Keys(topics)) {
 		fmt.Fprintf(&b, "  %s([%s])\n", id("topic", t), t)
 	}
 	if history {

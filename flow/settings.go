@@ -130,8 +130,7 @@ func ReadVars(vars []Var, lookup func(string) (string, bool)) (map[string]string
 		}
 		declared[v.Name] = v
 		value, _ := lookup(v.Name)
-		value = strings.TrimSpace(value)
-		value = cmp.Or(value, v.Default)
+		value = cmp.Or(strings.TrimSpace(value), v.Default)
 		if err := v.Check(value); err != nil {
 			errs = append(errs, err)
 			continue

@@ -12,6 +12,7 @@ import (
 	"github.com/alicebob/miniredis/v2"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/flow/flowtest"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/egress/egresstest"
 	"github.com/dropstream/dropstream/notifier"
@@ -69,7 +70,7 @@ func TestFlow_describeAndNotify(t *testing.T) {
 	if err := d.Validate(notifier.Name); err != nil {
 		t.Fatal(err)
 	}
-	if got := d.StageNames(); !slices.Equal(got, []string{notifier.StageDeliver, notifier.StageHistory}) {
+	if got := flowtest.StageNames(d); !slices.Equal(got, []string{notifier.StageDeliver, notifier.StageHistory}) {
 		t.Errorf("stages %v", got)
 	}
 	if len(d.Services) != 3 || d.Services[2].Name != notifier.ExpiryService {

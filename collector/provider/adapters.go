@@ -34,11 +34,7 @@ func (a resyAdapter) NewRequest(ctx context.Context, base string, scope avail.Sc
 		return nil, fmt.Errorf("%s: base URL: %w", a.name, err)
 	}
 	u = u.JoinPath("4", "find")
-	q := url.Values{}
-	q.Set("lat", "0")
-	q.Set("long", "0")
-	q.Set("day", scope.Date)
-	q.Set("party_size", strconv.Itoa(scope.PartySize))
+	q := url.Values{"lat": {"0"}, "long": {"0"}, "day": {scope.Date}, "party_size": {strconv.Itoa(scope.PartySize)}}
 	if scope.Venue != "" {
 		q.Set("venue_id", scope.Venue)
 	}

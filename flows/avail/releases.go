@@ -7,6 +7,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
+
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/collector"
 	"github.com/dropstream/dropstream/flow"
@@ -63,24 +65,13 @@ LIMIT ?`
 // ReleaseObservations reads the first opens of new dates.
 func (l ReleaseLearner) ReleaseObservations(ctx context.Context) ([]collector.ReleaseObservation, error) {
 	window := int64(ReleaseHistory / time.Second)
-	rows, err := l.CH.Conn().Query(ctx, releaseQuery, window+7*24*3600, window, collector.MaxReleaseObservations)
-	if err != nil {
-		return nil, fmt.Errorf("release times: %w", err)
-	}
-	defer rows.Close()
-	var out []collector.ReleaseObservation
-	for rows.Next() {
+	args := []any{window + 7*24*3600, window, collector.MaxReleaseObservations}
+	return clickhouse.QueryRows(ctx, l.CH, "release times", releaseQuery, args, func(rows driver.Rows) (collector.ReleaseObservation, error) {
 		var o collector.ReleaseObservation
 		var first uint32
 		var base uint8
-		if err := rows.Scan(&o.SourceID, &o.Venue, &o.Date, &first, &base); err != nil {
-			return nil, fmt.Errorf("release times: %w", err)
-		}
+		err := rows.Scan(&o.SourceID, &o.Venue, &o.Date, &first, &base)
 		o.At = time.Unix(int64(first), 0).UTC()
-		out = append(out, o)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("release times: %w", err)
-	}
-	return out, nil
+		return o, err
+	})
 }

@@ -1,14 +1,8 @@
-// Package memlimit keeps a soft memory limit on the process, so its
-// resident set stays flat under a steady load instead of creeping up to the
-// bound GOGC sets.
-//
-// At GOGC 400 the heap may grow to five times its live size before a
-// collection, and the peak resident set approaches that bound over an hour
-// (BENCHMARKS.md, "Memory over an hour"). A soft limit makes the collector
-// run when the process reaches it instead. A fixed limit would make the
-// collector run without pause once the live heap nears it, so the limit
-// grows with the live heap: the collector never runs more often than GOGC
-// 200 would make it.
+// Package memlimit keeps a soft memory limit that grows with the live heap,
+// so the resident set stays flat under a steady load instead of creeping
+// up to the bound GOGC 400 sets (BENCHMARKS.md, "Memory over an hour").
+// Growing with the live heap, it never makes the collector run more often
+// than GOGC 200 would.
 package memlimit
 
 import (
@@ -26,9 +20,8 @@ import (
 // idle `run`.
 const Default = 96 << 20
 
-// headroom is how many times the live heap the limit stays above: a limit
-// of three times the live heap lets the heap double between collections,
-// as GOGC 200 does.
+// headroom is the limit over the live heap: three times lets the heap
+// double between collections, as GOGC 200 does.
 const headroom = 3
 
 // For returns the limit for a live heap of live bytes: base, or headroom

@@ -208,11 +208,6 @@ func (s *Store[T]) decode(id string, cmd *redis.StringCmd) (T, error) {
 	return s.cfg.Decode(id, raw)
 }
 
-// Delete removes id's record, or returns an error wrapping ErrNotFound.
-func (s *Store[T]) Delete(ctx context.Context, id string) error {
-	return s.DeleteIn(ctx, tenancy.View{All: true}, id)
-}
-
 // maxTries bounds the attempts of Update when others change the record.
 const maxTries = 16
 

@@ -128,7 +128,7 @@ func (s *Store[T]) DeleteIn(ctx context.Context, v tenancy.View, id string) erro
 	return fmt.Errorf("%w: delete %q", ErrConflict, clip.Marked(id, maxIDBytes))
 }
 
-// deleteUntenanted is Delete of a store without tenants.
+// deleteUntenanted is DeleteIn of a store without tenants.
 func (s *Store[T]) deleteUntenanted(ctx context.Context, id string) error {
 	var del *redis.IntCmd
 	var err error

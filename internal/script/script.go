@@ -32,9 +32,6 @@ type Call struct {
 	Args  []any
 }
 
-// Hash returns the script's SHA1 digest, the name EVALSHA runs it by.
-func (s *Script) Hash() string { return s.s.Hash() }
-
 // Load caches the script on the server (on every master of a cluster).
 func (s *Script) Load(ctx context.Context, rdb redis.Scripter) error {
 	if err := s.s.Load(ctx, rdb).Err(); err != nil {

@@ -13,16 +13,9 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// Defaults of Config.
-const (
-	DefaultWindowTTL       = 35 * 24 * time.Hour
-	DefaultMaxWindowFlips  = 16
-	DefaultMaxPayloadBytes = 64 << 10
-	DefaultConcurrency     = 8
-	// DefaultHandlerTimeout is the stage's handler timeout: one message
-	// may fan out to many watchers.
-	DefaultHandlerTimeout = 30 * time.Second
-)
+// DefaultHandlerTimeout is the stage's handler timeout: one message may
+// fan out to many watchers.
+const DefaultHandlerTimeout = 30 * time.Second
 
 // Config configures the "avail-notifier" stage. Zero fields take their defaults.
 type Config struct {

@@ -5,13 +5,10 @@
 // notifier's Dispatcher and delivery ledger (one hop fewer, low latency).
 //
 // A delivery's business key is "avail:<watcher id>:<event id of the stable
-// open>": the diff emits one stable open per window, so redeliveries share
-// the key and a later window gets a new one. Other notices use the same
-// ledger: "availability.provisional" and "availability.retracted"
-// (Watcher.Provisional), "availability.gone" (Watcher.NotifyGone), and
-// "availability.source_down" and "availability.source_up" unless
-// Watcher.MuteSourceHealth. Paused watchers hear only retractions.
-// Delivery is at least once, so receivers dedupe on (watcher_id, event_id).
+// open>": redeliveries share it and a later window gets a new one. The other
+// notices (the Event* constants) use the same ledger. Paused watchers hear
+// only retractions. Delivery is at least once: receivers dedupe on
+// (watcher_id, event_id).
 //
 // Redis layout; watchers share the tag {notifier}, so one script creates a
 // watcher and its index entry atomically:

@@ -285,13 +285,8 @@ func (s *Store) ListIn(ctx context.Context, v tenancy.View, cursor string, limit
 	return page.Items, page.NextCursor, nil
 }
 
-// Delete removes a watcher and its index entry atomically. Errors wrap
-// ErrInvalidWatcher or ErrNotFound.
-func (s *Store) Delete(ctx context.Context, id string) error {
-	return s.DeleteIn(ctx, tenancy.View{All: true}, id)
-}
-
-// DeleteIn is Delete of a watcher v sees: another tenant's is ErrNotFound.
+// DeleteIn removes a watcher v sees and its index entry atomically. Errors
+// wrap ErrInvalidWatcher or ErrNotFound (also for another tenant's watcher).
 func (s *Store) DeleteIn(ctx context.Context, v tenancy.View, id string) error {
 	w, err := s.get(ctx, v, id)
 	if err != nil {

@@ -55,14 +55,9 @@ func (p Patch) apply(w Watcher) (Watcher, error) {
 	return w, nil
 }
 
-// Update patches a watcher, validates it as Create does and stores it with
-// its index atomically; the result has no Secret. Errors wrap
-// ErrInvalidWatcher or ErrNotFound.
-func (s *Store) Update(ctx context.Context, id string, p Patch) (Watcher, error) {
-	return s.UpdateIn(ctx, tenancy.View{All: true}, id, p)
-}
-
-// UpdateIn is Update of a watcher v sees: another tenant's is ErrNotFound.
+// UpdateIn patches a watcher v sees, validates it as Create does and stores
+// it with its index atomically; the result has no Secret. Errors wrap
+// ErrInvalidWatcher or ErrNotFound (also for another tenant's watcher).
 func (s *Store) UpdateIn(ctx context.Context, v tenancy.View, id string, p Patch) (Watcher, error) {
 	if !validID(id) {
 		return Watcher{}, fmt.Errorf("%w: malformed id", ErrNotFound)
