@@ -38,8 +38,8 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 	}
 	return func(next Handler) Handler {
 		return func(ctx context.Context, msg *Message) error {
-			ctx = msg.reuse.extract(ctx, prop, msg)
-			if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsSampled() {
+			ctx, unsampled := carried(ctx, prop, msg)
+			if unsampled {
 				msg.ctx = ctx
 				return next(ctx, msg)
 			}
@@ -67,13 +67,21 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 	}
 }
 
+// carried returns ctx with msg's trace context; unsampled is true when that
+// context's parent was not sampled, so the message gets no span.
+func carried(ctx context.Context, prop propagation.TextMapPropagator, msg *Message) (_ context.Context, unsampled bool) {
+	ctx = msg.reuse.extract(ctx, prop, msg)
+	sc := trace.SpanContextFromContext(ctx)
+	return ctx, sc.IsValid() && !sc.IsSampled()
+}
+
 // loggedTracing is tracing with a span log's spans, which the SDK's
 // exporters and processors receive alike.
 func loggedTracing(spans *dsotel.Spans, prop propagation.TextMapPropagator, info StageInfo) Middleware {
 	return func(next Handler) Handler {
 		return func(ctx context.Context, msg *Message) error {
-			ctx = msg.reuse.extract(ctx, prop, msg)
-			if sc := trace.SpanContextFromContext(ctx); sc.IsValid() && !sc.IsSampled() {
+			ctx, unsampled := carried(ctx, prop, msg)
+			if unsampled {
 				msg.ctx = ctx
 				return next(ctx, msg)
 			}
