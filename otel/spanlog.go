@@ -92,6 +92,9 @@ func (e *lockedExporter) Shutdown(ctx context.Context) error {
 // to OTEL_BSP_MAX_QUEUE_SIZE spans (default DefaultSpanQueue); beyond, a
 // span is dropped and counted. Batches follow OTEL_BSP_MAX_EXPORT_BATCH_SIZE,
 // OTEL_BSP_SCHEDULE_DELAY and OTEL_BSP_EXPORT_TIMEOUT.
+//
+// It stays beside the SDK's span because a traced message costs half the CPU
+// with it (BENCHMARKS.md, "The span log beside the SDK's span").
 type SpanLog struct {
 	tp      trace.TracerProvider
 	sampler sdktrace.Sampler
