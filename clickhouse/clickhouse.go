@@ -348,17 +348,11 @@ FROM ` + TableSessionsDaily + where + ` GROUP BY k ORDER BY k LIMIT ` + strconv.
 	})
 }
 
-// Rollup tables of the notifier's and the checkout's history
-// (schema/0005_rollups.sql over 0002_notifications.sql and
-// 0003_checkout.sql).
-const (
-	// TableNotificationsHourly holds, per hour, flow, channel and event:
-	// distinct notifications by status and sent latency quantiles.
-	TableNotificationsHourly = "rollup_notifications_hourly"
-	// TableCheckoutHourly holds, per hour of start: checkout attempts,
-	// orders, outcomes, revenue and time quantiles.
-	TableCheckoutHourly = "rollup_checkout_hourly"
-)
+// TableNotificationsHourly is the rollup of the notifier's history
+// (schema/0005_rollups.sql over 0002_notifications.sql): per hour, flow,
+// channel and event, distinct notifications by status and sent latency
+// quantiles.
+const TableNotificationsHourly = "rollup_notifications_hourly"
 
 // NotificationStat is one row of NotificationStats. A notification counts
 // once in Notifications, and once in each status it had a record of.

@@ -69,20 +69,6 @@ func (c RetentionConfig) Validate() error {
 	return errors.Join(errs...)
 }
 
-// periods returns the period of every table retention covers.
-func (c RetentionConfig) periods() (map[string]time.Duration, error) {
-	p := map[string]time.Duration{TableRuns: c.Runs, TableTransitions: c.Transitions, TableSessions: c.Sessions}
-	rollups, err := RollupTables()
-	if err != nil {
-		return nil, err
-	}
-	for _, t := range rollups {
-		p[t] = c.Rollups
-	}
-	maps.Copy(p, c.Tables)
-	return p, nil
-}
-
 // DroppedPartition is one partition removed (or, in a dry run, that would
 // be removed) by EnforceRetention.
 type DroppedPartition struct {
@@ -103,49 +89,46 @@ func EnforceRetention(ctx context.Context, c *Client, cfg RetentionConfig) ([]Dr
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	periods, err := cfg.periods()
+	rollups, err := RollupTables()
 	if err != nil {
 		return nil, err
 	}
-	var dropped []DroppedPartition
-	err = onEveryShard(ctx, c, cfg.Shards, func(shard string, sc *Client) error {
-		d, err := enforceRetention(ctx, sc, cfg, periods, shard)
-		dropped = append(dropped, d...)
-		return err
-	})
-	return dropped, err
-}
-
-// enforceRetention is EnforceRetention on the server of c.
-func enforceRetention(ctx context.Context, c *Client, cfg RetentionConfig, periods map[string]time.Duration, shard string) ([]DroppedPartition, error) {
+	periods := map[string]time.Duration{TableRuns: cfg.Runs, TableTransitions: cfg.Transitions, TableSessions: cfg.Sessions}
+	for _, t := range rollups {
+		periods[t] = cfg.Rollups
+	}
+	maps.Copy(periods, cfg.Tables)
 	now := cfg.Now().UTC()
 	var dropped []DroppedPartition
-	for _, t := range slices.Sorted(maps.Keys(periods)) {
-		if periods[t] < 0 {
-			continue
-		}
-		cutoff := now.Add(-periods[t])
-		local, ids, err := partitionIDs(ctx, c, t)
-		if err != nil {
-			return dropped, err
-		}
-		for _, id := range ids {
-			_, end, err := partitionSpan(id)
-			if err != nil || end.After(cutoff) {
+	err = onEveryShard(ctx, c, cfg.Shards, func(shard string, sc *Client) error {
+		for _, t := range slices.Sorted(maps.Keys(periods)) {
+			if periods[t] < 0 {
 				continue
 			}
-			if !cfg.DryRun {
-				if err := c.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", local, id)); err != nil {
-					return dropped, fmt.Errorf("clickhouse: retention: drop %s partition %s: %w", local, id, err)
-				}
+			cutoff := now.Add(-periods[t])
+			local, ids, err := partitionIDs(ctx, sc, t)
+			if err != nil {
+				return err
 			}
-			dropped = append(dropped, DroppedPartition{Shard: shard, Table: local, PartitionID: id, End: end})
+			for _, id := range ids {
+				_, end, err := partitionSpan(id)
+				if err != nil || end.After(cutoff) {
+					continue
+				}
+				if !cfg.DryRun {
+					if err := sc.conn.Exec(ctx, fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%s'", local, id)); err != nil {
+						return fmt.Errorf("clickhouse: retention: drop %s partition %s: %w", local, id, err)
+					}
+				}
+				dropped = append(dropped, DroppedPartition{Shard: shard, Table: local, PartitionID: id, End: end})
+			}
+			if cfg.Progress != nil {
+				cfg.Progress(local)
+			}
 		}
-		if cfg.Progress != nil {
-			cfg.Progress(local)
-		}
-	}
-	return dropped, nil
+		return nil
+	})
+	return dropped, err
 }
 
 // schemaFS holds the versioned schema, one file per migration.
@@ -261,9 +244,13 @@ func migrate(ctx context.Context, c *Client, migrations []Migration, progress fu
 	if err := c.conn.Exec(ctx, createMigrationsTable); err != nil {
 		return nil, fmt.Errorf("clickhouse: create %s: %w", MigrationsTable, err)
 	}
-	done, err := appliedVersions(ctx, c)
+	vs, err := QueryRows(ctx, c, "read "+MigrationsTable, "SELECT DISTINCT version FROM "+MigrationsTable, nil, scanOne[uint32])
 	if err != nil {
 		return nil, err
+	}
+	done := map[int]bool{}
+	for _, v := range vs {
+		done[int(v)] = true
 	}
 	for _, m := range migrations {
 		if done[m.Version] {
@@ -276,7 +263,11 @@ func migrate(ctx context.Context, c *Client, migrations []Migration, progress fu
 				return applied, fmt.Errorf("clickhouse: migration %s, statement %d: %w", m.Name, i+1, err)
 			}
 		}
-		if err := recordMigration(ctx, c, m); err != nil {
+		err := insert(ctx, c, MigrationsTable, "INSERT INTO "+MigrationsTable+" (version, name, applied_at)", 1,
+			func(b driver.Batch, _ int) error {
+				return b.Append(uint32(m.Version), m.Name, time.Now().UTC().Truncate(time.Second))
+			})
+		if err != nil {
 			return applied, err
 		}
 		applied = append(applied, m.Name)
@@ -291,24 +282,6 @@ func migrate(ctx context.Context, c *Client, migrations []Migration, progress fu
 	}
 	say("schema at version %04d (%d migrations applied now)", latest, len(applied))
 	return applied, nil
-}
-
-// appliedVersions returns the versions recorded in MigrationsTable.
-func appliedVersions(ctx context.Context, c *Client) (map[int]bool, error) {
-	vs, err := QueryRows(ctx, c, "read "+MigrationsTable, "SELECT DISTINCT version FROM "+MigrationsTable, nil, scanOne[uint32])
-	done := map[int]bool{}
-	for _, v := range vs {
-		done[int(v)] = true
-	}
-	return done, err
-}
-
-// recordMigration inserts m's row into MigrationsTable.
-func recordMigration(ctx context.Context, c *Client, m Migration) error {
-	return insert(ctx, c, MigrationsTable, "INSERT INTO "+MigrationsTable+" (version, name, applied_at)", 1,
-		func(b driver.Batch, _ int) error {
-			return b.Append(uint32(m.Version), m.Name, time.Now().UTC().Truncate(time.Second))
-		})
 }
 
 // reDistributed reads the cluster name of a Distributed engine clause.

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/dropstream/dropstream/clickhouse"
+	"github.com/dropstream/dropstream/clickhouse/clickhousetest"
 )
 
 func TestEnforceRetention_dropsOnlyWholePartitionsPastTheirPeriod(t *testing.T) {
@@ -115,7 +116,7 @@ func TestEnforceRetention_clusterModeDropsLocalPartitions(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	if err := clickhouse.Rebuild(ctx, c, clickhouse.RebuildConfig{Tables: []string{clickhouse.TableSourceHourly}}); err != nil {
+	if err := clickhouse.Rebuild(ctx, c, clickhouse.RebuildConfig{Tables: []string{clickhousetest.TableSourceHourly}}); err != nil {
 		t.Fatalf("Rebuild: %v", err)
 	}
 	var runs, failures uint64

@@ -4,9 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"maps"
 	"regexp"
 	"slices"
-	"strconv"
 	"strings"
 	"time"
 )
@@ -19,7 +19,6 @@ const (
 	// TableSessionsDaily holds, per day of opening, provider and venue:
 	// sessions, closed sessions, and duration sum and quantiles.
 	TableSessionsDaily = "rollup_sessions_daily"
-	TableSourceHourly  = "rollup_source_hourly" // holds, per hour and source: runs and failed runs.
 )
 
 // View is an embedded materialized view: Select reads the raw table
@@ -192,84 +191,73 @@ type RebuildStep struct {
 // stay exact).
 func Rebuild(ctx context.Context, c *Client, cfg RebuildConfig) error {
 	return onEveryShard(ctx, c, cfg.Shards, func(shard string, sc *Client) error {
-		return rebuild(ctx, sc, cfg, shard)
-	})
-}
-
-// rebuild is Rebuild on the server of c.
-func rebuild(ctx context.Context, c *Client, cfg RebuildConfig, shard string) error {
-	start := time.Now()
-	views, err := Views()
-	if err != nil {
-		return err
-	}
-	byTable := map[string][]View{}
-	var tables []string
-	for _, v := range views {
-		if len(cfg.Tables) > 0 && !slices.Contains(cfg.Tables, v.Target) {
-			continue
-		}
-		if _, ok := byTable[v.Target]; !ok {
-			tables = append(tables, v.Target)
-		}
-		byTable[v.Target] = append(byTable[v.Target], v)
-	}
-	for _, t := range cfg.Tables {
-		if _, ok := byTable[t]; !ok {
-			return fmt.Errorf("clickhouse: rebuild: %q is not a rollup table", t)
-		}
-	}
-	slices.Sort(tables)
-	type job struct {
-		table string
-		month int
-	}
-	var jobs []job
-	for _, t := range tables {
-		var months []int
-		for _, v := range byTable[t] {
-			ms, err := partitionMonths(ctx, c, v.Source)
-			if err != nil {
-				return err
-			}
-			months = append(months, ms...)
-		}
-		slices.Sort(months)
-		for _, m := range slices.Compact(months) {
-			if (cfg.From.IsZero() || m >= yyyymm(cfg.From)) && (cfg.To.IsZero() || m <= yyyymm(cfg.To)) {
-				jobs = append(jobs, job{t, m})
-			}
-		}
-	}
-	say := func(s RebuildStep) {
-		if cfg.Progress != nil {
-			s.Shard, s.Total, s.Elapsed = shard, len(jobs), time.Since(start)
-			cfg.Progress(s)
-		}
-	}
-	for i, j := range jobs {
-		say(RebuildStep{Table: j.table, Month: j.month, Done: i})
-		target, err := localName(ctx, c, j.table)
+		start := time.Now()
+		views, err := Views()
 		if err != nil {
 			return err
 		}
-		drop := fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%d'", target, j.month)
-		if err := c.conn.Exec(ctx, drop); err != nil {
-			return fmt.Errorf("clickhouse: rebuild %s %d: %w", j.table, j.month, err)
+		byTable := map[string][]View{}
+		for _, v := range views {
+			if len(cfg.Tables) == 0 || slices.Contains(cfg.Tables, v.Target) {
+				byTable[v.Target] = append(byTable[v.Target], v)
+			}
 		}
-		for _, v := range byTable[j.table] {
-			source, err := localName(ctx, c, v.Source)
+		for _, t := range cfg.Tables {
+			if _, ok := byTable[t]; !ok {
+				return fmt.Errorf("clickhouse: rebuild: %q is not a rollup table", t)
+			}
+		}
+		type job struct {
+			table string
+			month int
+		}
+		var jobs []job
+		for _, t := range slices.Sorted(maps.Keys(byTable)) {
+			var months []int
+			for _, v := range byTable[t] {
+				ms, err := partitionMonths(ctx, sc, v.Source)
+				if err != nil {
+					return err
+				}
+				months = append(months, ms...)
+			}
+			slices.Sort(months)
+			for _, m := range slices.Compact(months) {
+				if (cfg.From.IsZero() || m >= yyyymm(cfg.From)) && (cfg.To.IsZero() || m <= yyyymm(cfg.To)) {
+					jobs = append(jobs, job{t, m})
+				}
+			}
+		}
+		say := func(s RebuildStep) {
+			if cfg.Progress != nil {
+				s.Shard, s.Total, s.Elapsed = shard, len(jobs), time.Since(start)
+				cfg.Progress(s)
+			}
+		}
+		for i, j := range jobs {
+			say(RebuildStep{Table: j.table, Month: j.month, Done: i})
+			target, err := localName(ctx, sc, j.table)
 			if err != nil {
 				return err
 			}
-			q := "INSERT INTO " + target + " (" + strings.Join(v.Columns, ", ") + ") " + v.monthSelect(j.month, source)
-			if err := c.conn.Exec(ctx, q); err != nil {
-				return fmt.Errorf("clickhouse: rebuild %s %d from %s: %w", j.table, j.month, v.Source, err)
+			drop := fmt.Sprintf("ALTER TABLE %s DROP PARTITION ID '%d'", target, j.month)
+			if err := sc.conn.Exec(ctx, drop); err != nil {
+				return fmt.Errorf("clickhouse: rebuild %s %d: %w", j.table, j.month, err)
+			}
+			for _, v := range byTable[j.table] {
+				source, err := localName(ctx, sc, v.Source)
+				if err != nil {
+					return err
+				}
+				q := "INSERT INTO " + target + " (" + strings.Join(v.Columns, ", ") + ") " + v.monthSelect(j.month, source)
+				if err := sc.conn.Exec(ctx, q); err != nil {
+					return fmt.Errorf("clickhouse: rebuild %s %d from %s: %w", j.table, j.month, v.Source, err)
+				}
 			}
 		}
-	}
-	say(RebuildStep{Done: len(jobs)})
-	return nil
+		say(RebuildStep{Done: len(jobs)})
+		return nil
+	})
 }
 
 func yyyymm(t time.Time) int { return t.Year()*100 + int(t.Month()) }
@@ -320,22 +308,15 @@ WHERE database = currentDatabase() AND table = ? AND active ORDER BY partition_i
 // partitionSpan returns the time span [start, end) of a partition id made
 // by toYYYYMM (YYYYMM) or toYYYYMMDD (YYYYMMDD), read as UTC.
 func partitionSpan(id string) (start, end time.Time, err error) {
-	n, perr := strconv.Atoi(id)
-	if perr != nil || (len(id) != 6 && len(id) != 8) {
-		return time.Time{}, time.Time{}, errNotMonth
-	}
-	if len(id) == 6 {
-		y, m := n/100, time.Month(n%100)
-		if m < 1 || m > 12 {
-			return time.Time{}, time.Time{}, errNotMonth
+	switch len(id) {
+	case 6:
+		if start, err = time.Parse("200601", id); err == nil {
+			return start, start.AddDate(0, 1, 0), nil
 		}
-		start = time.Date(y, m, 1, 0, 0, 0, 0, time.UTC)
-		return start, start.AddDate(0, 1, 0), nil
+	case 8:
+		if start, err = time.Parse("20060102", id); err == nil {
+			return start, start.AddDate(0, 0, 1), nil
+		}
 	}
-	y, m, d := n/10000, time.Month(n/100%100), n%100
-	start = time.Date(y, m, d, 0, 0, 0, 0, time.UTC)
-	if start.Month() != m || start.Day() != d {
-		return time.Time{}, time.Time{}, errNotMonth
-	}
-	return start, start.AddDate(0, 0, 1), nil
+	return time.Time{}, time.Time{}, errNotMonth
 }

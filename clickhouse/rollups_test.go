@@ -19,7 +19,7 @@ func TestViews_parseTheEmbeddedSchema(t *testing.T) {
 	want := map[string]struct{ target, source, time string }{
 		"rollup_flow_hourly_transitions_mv": {clickhouse.TableFlowHourly, clickhouse.TableTransitions, "run_at"},
 		"rollup_sessions_daily_mv":          {clickhouse.TableSessionsDaily, clickhouse.TableSessions, "opened_at"},
-		"rollup_source_hourly_mv":           {clickhouse.TableSourceHourly, clickhouse.TableRuns, "run_at"},
+		"rollup_source_hourly_mv":           {clickhousetest.TableSourceHourly, clickhouse.TableRuns, "run_at"},
 	}
 	got := map[string]clickhouse.View{}
 	for _, v := range views {
@@ -177,7 +177,7 @@ func TestRebuild_backfillsEveryRollupAndRepairsSums(t *testing.T) {
 		t.Fatalf("Rebuild: %v", err)
 	}
 	// The fixture has rows in March 2024 for these three only.
-	withRows := []string{clickhouse.TableFlowHourly, clickhouse.TableSessionsDaily, clickhouse.TableSourceHourly}
+	withRows := []string{clickhouse.TableFlowHourly, clickhouse.TableSessionsDaily, clickhousetest.TableSourceHourly}
 	if len(steps) != len(withRows)+1 {
 		t.Fatalf("progress steps = %+v, want one per table with rows (one month each) and a last one", steps)
 	}

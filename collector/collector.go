@@ -89,7 +89,7 @@ func NewCollector(topics avail.Topics, pub *stream.Publisher, cfg CollectorConfi
 }
 
 // Close releases the metric callback; the collector must not be used after.
-func (c *Collector) Close() error { return c.met.close() }
+func (c *Collector) Close() error { return c.met.reg.Unregister() }
 
 // Upsert adds or replaces a source (ErrInvalidSource if invalid); a changed
 // configuration lifts an auth pause and reschedules every scope.

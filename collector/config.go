@@ -68,9 +68,7 @@ func (c CollectorConfig) WithDefaults() CollectorConfig {
 	settings.Defaults(&c)
 	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
 	c.Egress = cmp.Or(c.Egress, egress.Default())
-	if c.HTTPClient == nil {
-		c.HTTPClient = defaultHTTPClient(c.Egress)
-	}
+	c.HTTPClient = cmp.Or(c.HTTPClient, defaultHTTPClient(c.Egress))
 	c.Clock = cmp.Or[Clock](c.Clock, SystemClock{})
 	c.Releases = c.Releases.WithDefaults()
 	if c.Shared != nil && c.Owner == "" {

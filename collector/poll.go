@@ -84,8 +84,12 @@ func (c *Collector) poll(ctx context.Context, src Source, gen uint64, i int) (po
 		span.SetAttributes(keyHTTPStatus.Int(res.status))
 	}
 	c.met.recordPoll(ctx, src, res.outcome, latency)
-	if res.outcome == OutcomeThrottled {
-		c.holdBucket(src.ID, finished.Add(res.retryAfter))
+	if res.outcome == OutcomeThrottled { // pause the source's bucket until the Retry-After ends
+		c.mu.Lock()
+		if st, ok := c.sources[src.ID]; ok && st.bucket != nil {
+			st.bucket.Pause(finished.Add(res.retryAfter))
+		}
+		c.mu.Unlock()
 	}
 
 	payload, err := json.Marshal(run)
@@ -111,15 +115,6 @@ func (c *Collector) poll(ctx context.Context, src Source, gen uint64, i int) (po
 
 // maxRunError bounds the error text of a failed run.
 const maxRunError = 1024
-
-// holdBucket pauses the bucket of a source until a Retry-After ends.
-func (c *Collector) holdBucket(sourceID string, until time.Time) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	if st, ok := c.sources[sourceID]; ok && st.bucket != nil {
-		st.bucket.Pause(until)
-	}
-}
 
 // recordHealth folds a run into its unchanged source's health, publishes
 // any transition and returns the consecutive failures.
@@ -178,7 +173,7 @@ func (c *Collector) recordHealth(ctx context.Context, src Source, gen uint64, ru
 		}
 		c.mu.Unlock()
 		if c.cfg.Shared != nil {
-			err = errors.Join(err, c.unflip(ctx, src.ID, run.RunID, kind == avail.KindOpen))
+			err = errors.Join(err, unflipScript.Run(ctx, c.cfg.Shared, []string{healthKey(src.ID)}, run.RunID, kind == avail.KindOpen).Err())
 		}
 		return 0, fmt.Errorf("publish source transition of %s: %w", src.ID, err)
 	}

@@ -12,6 +12,7 @@ import (
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
+	"github.com/dropstream/dropstream/internal/rediskey"
 	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -150,7 +151,8 @@ func (c *Collector) runJob(ctx context.Context, j *job) {
 	c.mu.Unlock()
 	gate := ""
 	if c.gate != nil {
-		gate = c.gateKey(src.Scopes[j.scope].Key(src.ID))
+		scopeKey := src.Scopes[j.scope].Key(src.ID) // the gate is in the scope's raw partition
+		gate = rediskey.Key(c.topics.Raw.HashTag(c.topics.Raw.Partition(scopeKey)), "gate", scopeKey)
 		ok, wait, err := c.gate.Take(ctx, gate, c.cfg.Timeout+gateMargin)
 		switch {
 		case err != nil:
@@ -289,11 +291,4 @@ func (m *metrics) recordPoll(ctx context.Context, src Source, outcome string, la
 	attrs := metric.WithAttributes(attrProvider.String(src.Provider), dsotel.OutcomeKey.String(outcome))
 	m.polls.Add(ctx, 1, attrs)
 	m.duration.Record(ctx, latency.Seconds(), attrs)
-}
-
-func (m *metrics) close() error {
-	if m.reg == nil {
-		return nil
-	}
-	return m.reg.Unregister()
 }

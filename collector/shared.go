@@ -26,12 +26,6 @@ const gateMargin = 10 * time.Second
 // healthKey is the Redis hash of a source's shared health.
 func healthKey(sourceID string) string { return rediskey.Key(rediskey.Tag("src."+sourceID), "health") }
 
-// gateKey is the poll gate of a scope, in the raw topic partition of its
-// scope key.
-func (c *Collector) gateKey(scopeKey string) string {
-	return rediskey.Key(c.topics.Raw.HashTag(c.topics.Raw.Partition(scopeKey)), "gate", scopeKey)
-}
-
 // healthFields are the fields healthScript returns, in order.
 var healthFields = []string{"failures", "down", "paused", "last_success", "last_failure", "last_error", "last_run"}
 
@@ -78,11 +72,6 @@ func (c *Collector) recordShared(ctx context.Context, src Source, fp string, run
 	kind, _ := res[0].(string)
 	vals, _ := res[1].([]any)
 	return kind, healthOf(src.ID, vals), nil
-}
-
-// unflip undoes the flip of runID in the source's shared health.
-func (c *Collector) unflip(ctx context.Context, sourceID, runID string, wasDown bool) error {
-	return unflipScript.Run(ctx, c.cfg.Shared, []string{healthKey(sourceID)}, runID, wasDown).Err()
 }
 
 // healthReply is a source's shared health from the reply of its HMGET,

@@ -9,7 +9,6 @@ import (
 	"errors"
 	"fmt"
 	"net/url"
-	"strings"
 	"time"
 
 	"github.com/dropstream/dropstream/avail"
@@ -135,7 +134,7 @@ func (s Source) Validate() error {
 	if !(s.RateLimit > 0 && s.RateLimit <= MaxRateLimit) {
 		errs = append(errs, fmt.Errorf("rate limit %v out of range (0, %v] requests/s", s.RateLimit, MaxRateLimit))
 	}
-	if len(s.AuthToken) > MaxAuthTokenLen || strings.ContainsFunc(s.AuthToken, isControl) {
+	if len(s.AuthToken) > MaxAuthTokenLen || clip.HasControl(s.AuthToken) {
 		errs = append(errs, fmt.Errorf("auth token longer than %d bytes or with control characters", MaxAuthTokenLen))
 	}
 	if err := errors.Join(errs...); err != nil {
@@ -191,8 +190,6 @@ func validateBaseURL(raw string) error {
 
 // validID reports a source id: 1..avail.MaxIDLen characters of [a-z0-9_-].
 func validID(s string) bool { return slug.Valid(s, avail.MaxIDLen) }
-
-func isControl(r rune) bool { return r < 0x20 || r == 0x7f }
 
 // maxQuoted bounds outside input quoted in an error (clip.Marked).
 const maxQuoted = 80

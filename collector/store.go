@@ -194,38 +194,29 @@ func LoadFile(path string) ([]Source, error) {
 	if len(b) > MaxSourcesFileSize {
 		return nil, fmt.Errorf("load sources from %s: file exceeds %d bytes", path, MaxSourcesFileSize)
 	}
-	srcs, err := ParseSources(b)
-	if err != nil {
-		return nil, fmt.Errorf("load sources from %s: %w", path, err)
-	}
-	return srcs, nil
-}
-
-// ParseSources decodes a JSON array of sources as LoadFile does.
-func ParseSources(b []byte) ([]Source, error) {
 	dec := json.NewDecoder(bytes.NewReader(b))
 	var raw []json.RawMessage
 	if err := dec.Decode(&raw); err != nil {
-		return nil, fmt.Errorf("%w: want a JSON array of sources: %w", ErrInvalidSource, err)
+		return nil, fmt.Errorf("load sources from %s: %w: want a JSON array of sources: %w", path, ErrInvalidSource, err)
 	}
 	if _, err := dec.Token(); !errors.Is(err, io.EOF) {
-		return nil, fmt.Errorf("%w: data after the array of sources", ErrInvalidSource)
+		return nil, fmt.Errorf("load sources from %s: %w: data after the array of sources", path, ErrInvalidSource)
 	}
 	if len(raw) > MaxSources {
-		return nil, fmt.Errorf("%w: %d sources exceed %d", ErrInvalidSource, len(raw), MaxSources)
+		return nil, fmt.Errorf("load sources from %s: %w: %d sources exceed %d", path, ErrInvalidSource, len(raw), MaxSources)
 	}
 	out := make([]Source, 0, len(raw))
 	seen := make(map[string]bool, len(raw))
 	for i, r := range raw {
 		var src Source
 		if err := json.Unmarshal(r, &src); err != nil {
-			return nil, fmt.Errorf("source %d: %w", i, err)
+			return nil, fmt.Errorf("load sources from %s: source %d: %w", path, i, err)
 		}
 		if err := src.Validate(); err != nil {
-			return nil, fmt.Errorf("source %d: %w", i, err)
+			return nil, fmt.Errorf("load sources from %s: source %d: %w", path, i, err)
 		}
 		if seen[src.ID] {
-			return nil, fmt.Errorf("%w: source %d: id %q is used twice", ErrInvalidSource, i, src.ID)
+			return nil, fmt.Errorf("load sources from %s: %w: source %d: id %q is used twice", path, ErrInvalidSource, i, src.ID)
 		}
 		seen[src.ID] = true
 		out = append(out, src.WithDefaults())

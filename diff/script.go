@@ -19,7 +19,7 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 )
 
-// luaSource is the diff script (KEYS: Keys.list, ARGV: prepare); see
+// luaSource is the diff script (KEYS and ARGV: prepare); see
 // parseReply for its reply.
 //
 //go:embed diff.lua
@@ -34,8 +34,12 @@ type Input struct {
 	TraceParent string
 	// Guard is the false-close guard; nil: none.
 	Guard *Guard
-	// PerVenueMaxK, 1..MaxStabilization, turns per-venue stabilization on
-	// (see FlapWindow); 0, the default, leaves it off.
+	// PerVenueMaxK, 1..MaxStabilization, turns per-venue stabilization on;
+	// 0, the default, leaves it off. Each venue's k then comes from its
+	// flap rate: a flap is a raw close of an opening still pending or made
+	// by the previous OK run; opens and flaps halve once the opens exceed
+	// 32. k is the snapshot's below 4 opens, 1 when at most 5% flapped,
+	// else min(maxK, 2 + ⌊flaps·(maxK−1)/opens⌋).
 	PerVenueMaxK int
 }
 
@@ -110,7 +114,8 @@ func prepare(topics avail.Topics, in Input, validated bool) ([]string, []any, er
 	for _, e := range obs {
 		args = append(args, e.Key)
 	}
-	return keys.list(), append(args, x.over...), nil
+	keyList := []string{keys.Open, keys.Scope, keys.Pending, keys.Transitions, keys.Runs, keys.LegacyOpen, keys.Flaps} // KEYS order
+	return keyList, append(args, x.over...), nil
 }
 
 // entityArgs builds the script's entity arguments: a key avail.ParseKey

@@ -1,7 +1,6 @@
 package diff
 
 import (
-	"cmp"
 	"context"
 	"errors"
 	"time"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/stream"
+	"github.com/dropstream/dropstream/writer/sink"
 )
 
 // StageName is the diff stage's name, and its default consumer group.
@@ -153,7 +153,7 @@ func (h *handler) handleBatch(ctx context.Context, msgs []*stream.Message) error
 		results, err = h.applyEach(ctx, inputs, idx, errs)
 	}
 	if err != nil {
-		return failed(errs, err)
+		return sink.Settle(errs, err) // the invalid messages keep their permanent errors
 	}
 	var total Result
 	observed := 0
@@ -177,10 +177,7 @@ func (h *handler) handleBatch(ctx context.Context, msgs []*stream.Message) error
 			attribute.Int("dropstream.diff.stable_opened", total.StableOpened),
 			attribute.Int("dropstream.diff.stable_closed", total.StableClosed))
 	}
-	if cmp.Or(errs...) != nil {
-		return &stream.BatchError{Errs: errs}
-	}
-	return nil
+	return sink.Settle(errs, nil)
 }
 
 // apply applies the inputs in rounds of at most one snapshot per scope: a
@@ -214,23 +211,6 @@ func (h *handler) apply(ctx context.Context, inputs []Input) ([]Result, error) {
 		}
 	}
 	return results, nil
-}
-
-// failed settles a batch that Redis failed: err (retryable) for every
-// message but the invalid ones, which keep their permanent errors.
-func failed(errs []error, err error) error {
-	invalid := false
-	for i, e := range errs {
-		if e != nil {
-			invalid = true
-			continue
-		}
-		errs[i] = err
-	}
-	if !invalid {
-		return err
-	}
-	return &stream.BatchError{Errs: errs}
 }
 
 // applyEach applies the inputs one by one, giving the invalid ones a

@@ -94,6 +94,14 @@ type State struct {
 	Flaps map[string]VenueFlaps
 }
 
+// The bounds of a venue's flap record, as diff.lua has them: past
+// FlapWindow raw opens both counts halve; below MinFlapOpens opens the
+// snapshot's k stands.
+const (
+	FlapWindow   = 32
+	MinFlapOpens = 4
+)
+
 // runIsNewer reports whether (at, id) orders after (lastAt, lastID): run_at
 // first, then run_id byte-wise.
 func runIsNewer(at int64, id string, lastAt int64, lastID string) bool {

@@ -63,16 +63,12 @@ var kindChecks = map[Kind]struct {
 // always valid (unset).
 func (v Var) Check(value string) error {
 	if k, ok := kindChecks[v.Kind]; ok && value != "" && !k.ok(value) {
-		return fmt.Errorf("%s=%q: want %s", v.Name, shown(v, value), k.want)
+		if v.Secret {
+			value = "(secret)"
+		}
+		return fmt.Errorf("%s=%q: want %s", v.Name, value, k.want)
 	}
 	return nil
-}
-
-func shown(v Var, value string) string {
-	if v.Secret {
-		return "(secret)"
-	}
-	return value
 }
 
 // Settings are the configuration the app gives every flow: shared settings

@@ -10,6 +10,15 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 )
 
+// Rollup tables (schema/0005_rollups.sql) only tests read.
+const (
+	// TableSourceHourly holds, per hour and source: runs and failed runs.
+	TableSourceHourly = "rollup_source_hourly"
+	// TableCheckoutHourly holds, per hour of start: checkout attempts,
+	// orders, outcomes, revenue and time quantiles.
+	TableCheckoutHourly = "rollup_checkout_hourly"
+)
+
 // joinTime is the inverse of the writer's split of a time into a DateTime
 // column and its milliseconds; 1970-01-01 gives the zero time.
 func joinTime(sec time.Time, ms uint16) time.Time {
@@ -205,7 +214,7 @@ type SourceStat struct {
 // runs per source, over the hours in [from, to).
 func SourceStats(ctx context.Context, c *clickhouse.Client, from, to time.Time) ([]SourceStat, error) {
 	return clickhouse.QueryRows(ctx, c, "source stats", `SELECT source_id, uniqExactMerge(runs), uniqExactIfMerge(failures)
-FROM `+clickhouse.TableSourceHourly+` WHERE hour >= toDateTime(?) AND hour < toDateTime(?)
+FROM `+TableSourceHourly+` WHERE hour >= toDateTime(?) AND hour < toDateTime(?)
 GROUP BY source_id ORDER BY source_id`, []any{from.Unix(), to.Unix()}, func(rows driver.Rows) (SourceStat, error) {
 		var s SourceStat
 		return s, rows.Scan(&s.SourceID, &s.Runs, &s.Failures)
@@ -231,7 +240,7 @@ func CheckoutHourly(ctx context.Context, c *clickhouse.Client, from, to time.Tim
 	return clickhouse.QueryRows(ctx, c, "checkout stats", `SELECT hour, uniqExactMerge(attempts), uniqExactMerge(orders),
 	uniqExactIfMerge(succeeded), uniqExactIfMerge(failed), uniqExactIfMerge(compensated), uniqExactIfMerge(retries),
 	sumIfMerge(revenue), quantilesMerge(0.5)(duration_ms_q)
-FROM `+clickhouse.TableCheckoutHourly+` WHERE hour >= toDateTime(?) AND hour < toDateTime(?)
+FROM `+TableCheckoutHourly+` WHERE hour >= toDateTime(?) AND hour < toDateTime(?)
 GROUP BY hour ORDER BY hour`, []any{from.Unix(), to.Unix()}, func(rows driver.Rows) (CheckoutHourStat, error) {
 		var s CheckoutHourStat
 		var dur []float64

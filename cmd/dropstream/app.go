@@ -17,6 +17,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/api"
+	"github.com/dropstream/dropstream/api/stageadmin"
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/console"
 	"github.com/dropstream/dropstream/flow"
@@ -96,7 +97,10 @@ func newAppWith(ctx context.Context, cfg Config, overrides map[string]string, st
 	}
 	prov.SetGlobal()
 	a.otel = prov
-	a.keepTraces()
+	a.traces = spanbuffer.New(spanbuffer.Config{Traces: keptTraces, Ignore: func(name string) bool {
+		return strings.Contains(name, " "+console.Path) // the console's polling would push the pipeline's traces out
+	}})
+	prov.AddSpanProcessor(a.traces)
 	a.closers = append(a.closers, func() {
 		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
@@ -222,9 +226,11 @@ func (a *app) apiServer() (*api.Server, error) {
 			f.def.Routes(srv, f.flow)
 		}
 	}
-	if err := a.registerStageAdmin(srv); err != nil {
+	stages, err := a.adminStages()
+	if err != nil {
 		return nil, err
 	}
+	stageadmin.Register(srv, stream.NewControl(a.rdb), stages)
 	if err := a.registerConsole(srv); err != nil {
 		return nil, err
 	}
@@ -283,12 +289,10 @@ func pick(all map[string]stream.Stage, services map[string]func(context.Context)
 	}
 	want := known
 	if names != "" && names != "all" {
-		want = nil
-		for _, n := range strings.Split(names, ",") {
-			want = append(want, strings.TrimSpace(n))
-		}
+		want = strings.Split(names, ",")
 	}
 	for _, n := range want {
+		n = strings.TrimSpace(n)
 		if s, ok := all[n]; ok {
 			stages = append(stages, s)
 		} else if _, ok := services[n]; ok {

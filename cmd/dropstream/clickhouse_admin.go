@@ -35,7 +35,17 @@ func runMigrate(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	if cluster != "" {
-		return migrateCluster(ctx, cfg.ClickHouseDSN, cluster, shards, stdout)
+		cc := clickhouse.ClusterConfig{Name: cluster, Shards: splitList(shards)}
+		res, err := clickhouse.MigrateCluster(ctx, cfg.ClickHouseDSN, cc, func(line string) { fmt.Fprintln(stdout, line) })
+		if err != nil {
+			return err
+		}
+		n := 0
+		for _, r := range res {
+			n += len(r.Applied)
+		}
+		fmt.Fprintf(stdout, "schema up to date on %d server(s) of cluster %s: %d migration(s) applied\n", len(res), cluster, n)
+		return nil
 	}
 	if shards != "" {
 		return errors.New("migrate: --shard-dsns needs --cluster")
@@ -78,46 +88,31 @@ func shardDSNsFlag(fs *flags, dst *string) {
 		"cluster mode: comma-separated DSNs of every server of the cluster; empty: the hosts system.clusters lists, with the DSN's credentials and database")
 }
 
-func migrateCluster(ctx context.Context, dsn, cluster, shards string, stdout io.Writer) error {
-	cfg := clickhouse.ClusterConfig{Name: cluster, Shards: splitList(shards)}
-	res, err := clickhouse.MigrateCluster(ctx, dsn, cfg, func(line string) { fmt.Fprintln(stdout, line) })
-	if err != nil {
-		return err
-	}
-	n := 0
-	for _, r := range res {
-		n += len(r.Applied)
-	}
-	fmt.Fprintf(stdout, "schema up to date on %d server(s) of cluster %s: %d migration(s) applied\n", len(res), cluster, n)
-	return nil
-}
-
 func runRollups(ctx context.Context, args []string, stdout, stderr io.Writer) error {
-	if _, ok, err := verbOf("rollups", args, "Usage: dropstream rollups rebuild [--from YYYY-MM] [--to YYYY-MM] [--tables t1,t2] [flags]\n\n"+
+	var cfg Config
+	var from, to, tables, shards string
+	verb, _, err := verbFlags("rollups", args, "Usage: dropstream rollups rebuild [--from YYYY-MM] [--to YYYY-MM] [--tables t1,t2] [flags]\n\n"+
 		"  rebuild  recomputes the rollup tables from the raw tables, a month at a time,\n"+
 		"           showing progress: a backfill after the rollups are first created,\n"+
-		"           or a repair after duplicate inserts.", stderr, "rebuild"); !ok {
-		return err
-	}
-	var cfg Config
-	fs := flagSet("rollups rebuild", "Recomputes rollups from the raw tables, a month at a time, showing progress.", stderr, &cfg, "json")
-	from := fs.String("from", "", "first month to rebuild, YYYY-MM (default: the oldest)")
-	to := fs.String("to", "", "last month to rebuild, YYYY-MM (default: the newest)")
-	tables := fs.String("tables", "", "comma list of rollup tables (default: all)")
-	var shards string
-	shardDSNsFlag(fs, &shards)
-	if err := fs.parse(args[1:]); err != nil {
+		"           or a repair after duplicate inserts.",
+		"Recomputes rollups from the raw tables, a month at a time, showing progress.", stderr, &cfg, func(fs *flags) {
+			fs.StringVar(&from, "from", "", "first month to rebuild, YYYY-MM (default: the oldest)")
+			fs.StringVar(&to, "to", "", "last month to rebuild, YYYY-MM (default: the newest)")
+			fs.StringVar(&tables, "tables", "", "comma list of rollup tables (default: all)")
+			shardDSNsFlag(fs, &shards)
+		}, "rebuild")
+	if verb == "" {
 		return err
 	}
 	if cfg.ClickHouseDSN == "" {
 		return errors.New("rollups rebuild needs DROPSTREAM_CLICKHOUSE_DSN or --clickhouse-dsn")
 	}
-	rc := clickhouse.RebuildConfig{Shards: splitList(shards), Tables: splitList(*tables)}
+	rc := clickhouse.RebuildConfig{Shards: splitList(shards), Tables: splitList(tables)}
 	for _, m := range []struct {
 		s   string
 		dst *time.Time
 		n   string
-	}{{*from, &rc.From, "from"}, {*to, &rc.To, "to"}} {
+	}{{from, &rc.From, "from"}, {to, &rc.To, "to"}} {
 		if m.s == "" {
 			continue
 		}
@@ -235,10 +230,8 @@ func runRetention(ctx context.Context, args []string, stdout, stderr io.Writer) 
 	var cfg Config
 	fs := flagSet("retention", "Drops the ClickHouse partitions older than their table's retention period (whole partitions, never rows).\n"+
 		"Periods are days (30d), durations (36h) or forever. `run` applies the same periods every DROPSTREAM_RETENTION_INTERVAL.", stderr, &cfg, "json")
-	vals := map[string]*string{}
 	for _, r := range retentionVars {
-		vals[r.flag] = new(string)
-		envString(fs, vals[r.flag], r.flag, r.env, r.def, r.usage)
+		envString(fs, new(string), r.flag, r.env, r.def, r.usage)
 	}
 	dryRun := fs.Bool("dry-run", false, "list the partitions that would be dropped, drop nothing")
 	var shards string
@@ -250,8 +243,8 @@ func runRetention(ctx context.Context, args []string, stdout, stderr io.Writer) 
 		return errors.New("retention needs DROPSTREAM_CLICKHOUSE_DSN or --clickhouse-dsn")
 	}
 	v := map[string]string{}
-	for k, p := range vals {
-		v[k] = *p
+	for _, r := range retentionVars {
+		v[r.flag] = fs.Lookup(r.flag).Value.String()
 	}
 	rc, err := retentionConfig(v)
 	if err != nil {

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"errors"
 	"flag"
 	"fmt"
@@ -19,6 +20,7 @@ import (
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	dsotel "github.com/dropstream/dropstream/otel"
 	"github.com/dropstream/dropstream/stream"
@@ -208,9 +210,7 @@ func readSettingsWith(cfg Config, overrides map[string]string, lookup func(strin
 		return flow.Settings{}, err
 	}
 	public := values[publicURLVar.Name]
-	if public == "" {
-		public = flow.PublicURLFor(cfg.APIAddr)
-	}
+	public = cmp.Or(public, flow.PublicURLFor(cfg.APIAddr))
 	policy, err := egress.New(egress.Config{Allow: splitList(values[egressAllowVar.Name])})
 	if err != nil {
 		return flow.Settings{}, fmt.Errorf("%s: %w", egressAllowVar.Name, err)
@@ -239,35 +239,21 @@ func printFlowVariables(w io.Writer) {
 // Validate reports every problem of the configuration without connecting
 // to anything. Messages never contain a password or a key.
 func (c Config) Validate() error {
-	var errs []error
-	if err := validateRedisURL(c.RedisURL); err != nil {
-		errs = append(errs, err)
-	}
-	if err := validateRedisWait(c.RedisWait, c.RedisURL); err != nil {
-		errs = append(errs, err)
-	}
+	errs := []error{validateRedisURL(c.RedisURL), validateRedisWait(c.RedisWait, c.RedisURL)}
 	if c.ClickHouseDSN != "" {
-		if err := (clickhouse.Config{DSN: c.ClickHouseDSN}).Validate(); err != nil {
-			errs = append(errs, err)
-		}
+		errs = append(errs, clickhouse.Config{DSN: c.ClickHouseDSN}.Validate())
 	}
-	if c.APIAddr != "" {
-		if _, _, err := net.SplitHostPort(c.APIAddr); err != nil {
-			errs = append(errs, fmt.Errorf("api address %q: want host:port or :port", c.APIAddr))
-		}
+	if _, _, err := net.SplitHostPort(c.APIAddr); c.APIAddr != "" && err != nil {
+		errs = append(errs, fmt.Errorf("api address %q: want host:port or :port", c.APIAddr))
 	}
-	if err := validatePprofAddr(c.PprofAddr); err != nil {
-		errs = append(errs, err)
-	}
+	errs = append(errs, validatePprofAddr(c.PprofAddr))
 	if err := api.ValidateAPIKeys(c.APIKeys); err != nil {
 		errs = append(errs, fmt.Errorf("api keys (DROPSTREAM_API_KEYS): %w", err))
 	}
 	if _, err := api.ParseRateLimits(c.APILimits); err != nil {
 		errs = append(errs, fmt.Errorf("api limits (DROPSTREAM_API_LIMITS): %w", err))
 	}
-	if c.Partitions < 1 || c.Partitions > stream.MaxPartitions {
-		errs = append(errs, fmt.Errorf("partitions %d out of range 1..%d", c.Partitions, stream.MaxPartitions))
-	}
+	errs = bounds.Check(errs, "partitions", c.Partitions, 1, stream.MaxPartitions)
 	if c.LogFormat != "json" && c.LogFormat != "text" {
 		errs = append(errs, fmt.Errorf("log format %q: want json or text", c.LogFormat))
 	}

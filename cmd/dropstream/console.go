@@ -8,7 +8,6 @@ import (
 	"net/http"
 	_ "net/http/pprof" // registers /debug/pprof/ on http.DefaultServeMux
 	"os"
-	"strings"
 	"time"
 
 	"github.com/gofiber/fiber/v2"
@@ -16,20 +15,10 @@ import (
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/console"
 	"github.com/dropstream/dropstream/flow"
-	"github.com/dropstream/dropstream/otel/spanbuffer"
 )
 
 // keptTraces is how many recent traces the process keeps for the console.
 const keptTraces = 200
-
-// keepTraces registers the buffer of recent traces the console shows.
-func (a *app) keepTraces() {
-	a.traces = spanbuffer.New(spanbuffer.Config{Traces: keptTraces, Ignore: func(name string) bool {
-		// The console's own polling would push the pipeline's traces out.
-		return strings.Contains(name, " "+console.Path)
-	}})
-	a.otel.AddSpanProcessor(a.traces)
-}
 
 // registerConsole serves the console at /console, over every built flow.
 func (a *app) registerConsole(srv *api.Server) error {
@@ -37,9 +26,12 @@ func (a *app) registerConsole(srv *api.Server) error {
 	for _, f := range a.flows {
 		flows = append(flows, console.Flow{Name: f.def.Name, Desc: f.desc})
 	}
-	interval, err := consoleSampleInterval()
-	if err != nil {
-		return err
+	// DROPSTREAM_CONSOLE_SAMPLE_INTERVAL is how often the console samples
+	// the stages for its charts (unset: 10s).
+	s, set := os.LookupEnv("DROPSTREAM_CONSOLE_SAMPLE_INTERVAL")
+	interval, err := time.ParseDuration(s)
+	if set && (err != nil || interval < console.MinSampleInterval) {
+		return fmt.Errorf("console: DROPSTREAM_CONSOLE_SAMPLE_INTERVAL=%q: want a duration of at least %s", s, console.MinSampleInterval)
 	}
 	c, err := console.New(console.Config{Redis: a.rdb, Flows: flows, Metrics: a.otel.Registry(), Traces: a.traces,
 		JaegerUIURL: a.cfg.JaegerUIURL, SampleInterval: interval})
@@ -49,20 +41,6 @@ func (a *app) registerConsole(srv *api.Server) error {
 	c.Register(srv)
 	a.console = c
 	return nil
-}
-
-// consoleSampleInterval reads DROPSTREAM_CONSOLE_SAMPLE_INTERVAL, how
-// often the console samples the stages for its charts (unset: 10s).
-func consoleSampleInterval() (time.Duration, error) {
-	s, ok := os.LookupEnv("DROPSTREAM_CONSOLE_SAMPLE_INTERVAL")
-	if !ok {
-		return 0, nil
-	}
-	d, err := time.ParseDuration(s)
-	if err != nil || d < console.MinSampleInterval {
-		return 0, fmt.Errorf("console: DROPSTREAM_CONSOLE_SAMPLE_INTERVAL=%q: want a duration of at least %s", s, console.MinSampleInterval)
-	}
-	return d, nil
 }
 
 // consoleURL is the console's address for an API listening on addr.

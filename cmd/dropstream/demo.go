@@ -1,6 +1,7 @@
 package main
 
 import (
+	"cmp"
 	"context"
 	"fmt"
 	"io"
@@ -39,7 +40,12 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 	fs.DurationVar(&every, "status-every", time.Second, "how often the status line is refreshed (on a terminal)")
 	var verbose bool
 	fs.BoolVar(&verbose, "verbose", false, "show the logs from level info (same as --log-level info); by default the demo logs warnings and errors only, so the status line stays readable")
-	demoLogLevel(fs, &cfg)
+	// Warn unless DROPSTREAM_LOG_LEVEL sets a level: info logs, several a
+	// second, would scroll the status line away.
+	if _, set := os.LookupEnv("DROPSTREAM_LOG_LEVEL"); !set {
+		cfg.LogLevel = "warn"
+		fs.Lookup("log-level").DefValue = "warn"
+	}
 	if err := fs.parse(args); err != nil {
 		return err
 	}
@@ -53,9 +59,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 		"DROPSTREAM_DEMO_INTERVAL": interval.String(), "DROPSTREAM_DEMO_CHURN": strconv.FormatFloat(churn, 'g', -1, 64),
 		"DROPSTREAM_DEMO_FLAP": strconv.FormatFloat(flap, 'g', -1, 64)}
 	cfg.Role = "demo"
-	if cfg.Instance == "" {
-		cfg.Instance = "demo" // a restarted demo resumes its own pending messages
-	}
+	cfg.Instance = cmp.Or(cfg.Instance, "demo") // a restarted demo resumes its own pending messages
 	a, err := newAppWith(ctx, cfg, overrides, stderr)
 	if err != nil {
 		return err
@@ -116,7 +120,7 @@ func runDemo(ctx context.Context, args []string, stdout, stderr io.Writer) error
 // status keeps a live status line of the process's metrics on a terminal;
 // on anything else it prints nothing.
 func (a *app) status(ctx context.Context, w io.Writer, runners []*stream.Runner, every time.Duration) {
-	if !isTerminal(w) {
+	if f, ok := w.(*os.File); !ok || !term.IsTerminal(int(f.Fd())) {
 		return
 	}
 	tick.EveryAfter(ctx, every, func() {
@@ -135,16 +139,6 @@ func statusLine(m map[string]float64, lag int64) string {
 		int64(m["dropstream_diff_runs_total"]), int64(m["dropstream_diff_observations_total"]),
 		int64(m["dropstream_diff_transitions_total"]), int64(m[`dropstream_notifier_notifications_total{outcome="sent"}`]),
 		lag, int64(m["dropstream_dlq_length"]))
-}
-
-// demoLogLevel makes warn the demo's log level unless DROPSTREAM_LOG_LEVEL
-// sets one: info logs, several a second, would scroll the status line away.
-func demoLogLevel(fs *flags, cfg *Config) {
-	if _, set := os.LookupEnv("DROPSTREAM_LOG_LEVEL"); set {
-		return
-	}
-	cfg.LogLevel = "warn"
-	fs.Lookup("log-level").DefValue = "warn"
 }
 
 // metricTotals sums the process's metrics by name, and by name and outcome.
@@ -168,11 +162,6 @@ func (a *app) metricTotals() map[string]float64 {
 	return out
 }
 
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
-
 // demoEntityPatterns match the checkout entities created through the API
 // (items, users, orders). A store keeps them with no TTL; in the demo they
 // would pile up with every checkout a user tries.
@@ -190,7 +179,7 @@ func expireDemoEntities(ctx context.Context, rdb redis.UniversalClient, ttl time
 			return fmt.Errorf("demo entities %s: %w", pat, err)
 		}
 		for _, k := range ks {
-			if !seededID(k[strings.LastIndexByte(k, ':')+1:]) {
+			if id := k[strings.LastIndexByte(k, ':')+1:]; id == "" || strings.Trim(id, "0123456789") != "" {
 				keys = append(keys, k)
 			}
 		}
@@ -210,9 +199,6 @@ func expireDemoEntities(ctx context.Context, rdb redis.UniversalClient, ttl time
 	}
 	return nil
 }
-
-// seededID reports whether id is made of digits only.
-func seededID(id string) bool { return id != "" && strings.Trim(id, "0123456789") == "" }
 
 // boundDemoEntities runs expireDemoEntities every period until ctx ends;
 // a failed round is logged and retried at the next.

@@ -69,35 +69,26 @@ func runOpenAPI(ctx context.Context, args []string, stdout, stderr io.Writer) er
 		return err
 	}
 	cfg.LogLevel = "error"
-	doc, err := openAPIDocument(ctx, cfg, stderr)
+	a, err := newApp(ctx, cfg, stderr)
 	if err != nil {
 		return err
 	}
+	defer a.close()
+	if _, err := a.stages(); err != nil {
+		return err
+	}
+	srv, err := a.apiServer()
+	if err != nil {
+		return err
+	}
+	doc, err := json.MarshalIndent(srv.OpenAPI(), "", "  ")
+	if err != nil {
+		return err
+	}
+	doc = append(doc, '\n')
 	if out != "" {
 		return os.WriteFile(out, doc, 0o644)
 	}
 	_, err = stdout.Write(doc)
 	return err
-}
-
-// openAPIDocument is the indented JSON of the document of the API that
-// cfg configures, every flow's routes registered.
-func openAPIDocument(ctx context.Context, cfg Config, stderr io.Writer) ([]byte, error) {
-	a, err := newApp(ctx, cfg, stderr)
-	if err != nil {
-		return nil, err
-	}
-	defer a.close()
-	if _, err := a.stages(); err != nil {
-		return nil, err
-	}
-	srv, err := a.apiServer()
-	if err != nil {
-		return nil, err
-	}
-	doc, err := json.MarshalIndent(srv.OpenAPI(), "", "  ")
-	if err != nil {
-		return nil, err
-	}
-	return append(doc, '\n'), nil
 }

@@ -83,38 +83,28 @@ func dispatch(ctx context.Context, args []string, stdout, stderr io.Writer) erro
 	return fmt.Errorf("unknown command %q", args[0])
 }
 
-// verbOf returns the verb args start with, one of verbs. Otherwise it
-// prints usage to stderr and returns ok false with nil after -h or --help,
-// else an error saying what cmd needs.
-func verbOf(cmd string, args []string, usage string, stderr io.Writer, verbs ...string) (verb string, ok bool, err error) {
-	if len(args) > 0 && slices.Contains(verbs, args[0]) {
-		return args[0], true, nil
-	}
-	fmt.Fprintln(stderr, usage)
-	if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
-		return "", false, nil
-	}
-	need := verbs[len(verbs)-1]
-	if len(verbs) > 1 {
-		need = strings.Join(verbs[:len(verbs)-1], ", ") + " or " + need
-	}
-	return "", false, fmt.Errorf("%s needs %s", cmd, need)
-}
-
-// verbFlags reads the verb of cmd (see verbOf), then parses the flags
-// after it: the common ones into cfg and those bind adds. verb "" is
-// nothing to run; err says why (nil after -h or --help).
+// verbFlags reads the verb of cmd, one of verbs, that args start with,
+// then parses the flags after it: the common ones into cfg and those bind
+// adds. verb "" is nothing to run: usage went to stderr, and err says what
+// cmd needs (nil after -h or --help).
 func verbFlags(cmd string, args []string, usage, summary string, stderr io.Writer, cfg *Config, bind func(*flags), verbs ...string) (verb string, fs *flags, err error) {
-	verb, ok, err := verbOf(cmd, args, usage, stderr, verbs...)
-	if !ok {
-		return "", nil, err
+	if len(args) == 0 || !slices.Contains(verbs, args[0]) {
+		fmt.Fprintln(stderr, usage)
+		if len(args) > 0 && (args[0] == "-h" || args[0] == "--help") {
+			return "", nil, nil
+		}
+		need := verbs[len(verbs)-1]
+		if len(verbs) > 1 {
+			need = strings.Join(verbs[:len(verbs)-1], ", ") + " or " + need
+		}
+		return "", nil, fmt.Errorf("%s needs %s", cmd, need)
 	}
-	fs = flagSet(cmd+" "+verb, summary, stderr, cfg, "json")
+	fs = flagSet(cmd+" "+args[0], summary, stderr, cfg, "json")
 	bind(fs)
 	if err := fs.parse(args[1:]); err != nil {
 		return "", nil, err
 	}
-	return verb, fs, nil
+	return args[0], fs, nil
 }
 
 func usage(w io.Writer) {

@@ -9,7 +9,6 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/api/stageadmin"
 	"github.com/dropstream/dropstream/internal/progress"
 	"github.com/dropstream/dropstream/stream"
@@ -91,16 +90,6 @@ func (a *app) adminStages() ([]stageadmin.Stage, error) {
 	return out, nil
 }
 
-// registerStageAdmin adds the stage administration routes to srv.
-func (a *app) registerStageAdmin(srv *api.Server) error {
-	stages, err := a.adminStages()
-	if err != nil {
-		return err
-	}
-	stageadmin.Register(srv, stream.NewControl(a.rdb), stages)
-	return nil
-}
-
 const dlqUsage = "Usage: dropstream dlq list|replay|purge --topic FLOW.NAME [flags] [refs...]\n\n" +
 	"  list    prints dead letters as JSON lines (reason, stage, attempts, original message)\n" +
 	"  replay  sends dead letters back to their stream as new messages (all, or the refs given)\n" +
@@ -154,7 +143,10 @@ func runDLQ(ctx context.Context, args []string, stdout, stderr io.Writer) error 
 		}
 		enc := json.NewEncoder(stdout)
 		for _, dl := range list {
-			_ = enc.Encode(deadLetterJSON(dl))
+			_ = enc.Encode(deadLetterOut{Ref: dl.Ref(), ID: dl.ID, Partition: dl.Partition, OriginID: dl.OriginID, Stage: dl.Stage,
+				Group: dl.Group, Attempts: dl.Attempts, Reason: dl.Reason, At: dl.At.Format("2006-01-02T15:04:05.000Z07:00"),
+				Key: dl.Message.Key, Type: dl.Message.Type, Payload: string(dl.Message.Payload),
+				TraceParent: dl.Message.TraceParent, Metadata: dl.Message.Metadata})
 		}
 		return nil
 	case "replay":
@@ -200,11 +192,4 @@ type deadLetterOut struct {
 	// to open.
 	TraceParent string            `json:"traceparent,omitempty"`
 	Metadata    map[string]string `json:"metadata,omitempty"`
-}
-
-func deadLetterJSON(dl stream.DeadLetter) deadLetterOut {
-	return deadLetterOut{Ref: dl.Ref(), ID: dl.ID, Partition: dl.Partition, OriginID: dl.OriginID, Stage: dl.Stage, Group: dl.Group,
-		Attempts: dl.Attempts, Reason: dl.Reason, At: dl.At.Format("2006-01-02T15:04:05.000Z07:00"),
-		Key: dl.Message.Key, Type: dl.Message.Type, Payload: string(dl.Message.Payload),
-		TraceParent: dl.Message.TraceParent, Metadata: dl.Message.Metadata}
 }

@@ -53,11 +53,8 @@ func checkText(provider, field, s string, limit int) error {
 
 // parseHHMM checks a "15:04" time of day.
 func parseHHMM(s string) bool {
-	if len(s) != 5 {
-		return false
-	}
 	_, err := time.Parse("15:04", s)
-	return err == nil
+	return len(s) == 5 && err == nil
 }
 
 // venueID formats a provider's numeric venue id as the venue part of a key.
@@ -73,10 +70,7 @@ func venueID(provider, field string, id *int64) (string, error) {
 
 // numericVenue checks that a scope's venue, when set, is a provider id.
 func numericVenue(provider string, scope avail.Scope) error {
-	if scope.Venue == "" {
-		return nil
-	}
-	if id, err := strconv.ParseInt(scope.Venue, 10, 64); err != nil || id <= 0 {
+	if id, err := strconv.ParseInt(scope.Venue, 10, 64); scope.Venue != "" && (err != nil || id <= 0) {
 		return errors.New(provider + ": venue " + strconv.Quote(scope.Venue) + " must be a positive numeric id")
 	}
 	return nil
@@ -93,7 +87,7 @@ type entities struct {
 }
 
 func newEntities(provider string, scope avail.Scope, restaurantLevel bool) *entities {
-	return &entities{provider: provider, party: scope.PartySize, restaurantLevel: restaurantLevel, index: map[string]int{}}
+	return &entities{provider: provider, party: scope.PartySize, restaurantLevel: restaurantLevel, index: map[string]int{}, out: []avail.Entity{}}
 }
 
 // add records one open slot. kind is the slot's seating type ("" if none);
@@ -151,10 +145,6 @@ func mergeType(attrs map[string]string, kind string) map[string]string {
 
 // result returns the entities sorted by key, never nil.
 func (e *entities) result() []avail.Entity {
-	out := e.out
-	if out == nil {
-		out = []avail.Entity{}
-	}
-	slices.SortFunc(out, func(a, b avail.Entity) int { return strings.Compare(a.Key, b.Key) })
-	return out
+	slices.SortFunc(e.out, func(a, b avail.Entity) int { return strings.Compare(a.Key, b.Key) })
+	return e.out
 }

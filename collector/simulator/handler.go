@@ -27,21 +27,16 @@ const maxRestaurantIDs = 100
 // ServeHTTP answers GET /4/find and POST /dapi/fe/gql from the current
 // model.
 func (s *Simulator) ServeHTTP(w http.ResponseWriter, r *http.Request) {
-	switch r.URL.Path {
-	case ResyPath:
-		if r.Method != http.MethodGet {
-			writeStatus(w, http.StatusMethodNotAllowed)
-			return
-		}
-		s.serveResy(w, r)
-	case OpenTablePath:
-		if r.Method != http.MethodPost {
-			writeStatus(w, http.StatusMethodNotAllowed)
-			return
-		}
-		s.serveOpenTable(w, r)
-	default:
+	method, ok := map[string]string{ResyPath: http.MethodGet, OpenTablePath: http.MethodPost}[r.URL.Path]
+	switch {
+	case !ok:
 		writeStatus(w, http.StatusNotFound)
+	case r.Method != method:
+		writeStatus(w, http.StatusMethodNotAllowed)
+	case r.URL.Path == ResyPath:
+		s.serveResy(w, r)
+	default:
+		s.serveOpenTable(w, r)
 	}
 }
 
@@ -165,11 +160,9 @@ type gqlRequest struct {
 	Variables     struct {
 		RestaurantIDs []int64 `json:"restaurantIds"`
 		Date          string  `json:"date"`
-		Time          string  `json:"time"`
 		PartySize     int     `json:"partySize"`
 		Term          string  `json:"term"`
 	} `json:"variables"`
-	Query string `json:"query"`
 }
 
 func (s *Simulator) serveOpenTable(w http.ResponseWriter, r *http.Request) {

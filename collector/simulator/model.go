@@ -63,7 +63,7 @@ func New(cfg Config) (*Simulator, error) {
 		return nil, fmt.Errorf("simulator: %w", err)
 	}
 	cfg = cfg.WithDefaults()
-	s := &Simulator{cfg: cfg, dates: map[string]int{}, sizes: map[int]int{},
+	s := &Simulator{cfg: cfg, dates: map[string]int{}, sizes: map[int]int{}, releases: map[[2]int]time.Time{},
 		rng: rand.New(rand.NewPCG(cfg.Seed, 0x9e3779b97f4a7c15))}
 	for i := range cfg.Venues {
 		name := venueNames[i%len(venueNames)]
@@ -81,9 +81,6 @@ func New(cfg Config) (*Simulator, error) {
 	for _, r := range cfg.Releases {
 		for vi, v := range s.venues {
 			if r.Venue == 0 || r.Venue == v.ID {
-				if s.releases == nil {
-					s.releases = map[[2]int]time.Time{}
-				}
 				s.releases[[2]int{vi, s.dates[r.Date]}] = r.At
 			}
 		}
@@ -171,7 +168,8 @@ func (s *Simulator) lookup(venueID, query, date string, party int) []venueSlots 
 			continue
 		}
 		vs := venueSlots{venue: v}
-		out := okDate && s.releasedLocked(vi, di, now)
+		at, held := s.releases[[2]int{vi, di}] // see Config.Releases
+		out := okDate && (!held || !now.Before(at))
 		for t := 0; out && okSize && t < s.cfg.SlotsPerVenue; t++ {
 			if s.open[s.index(vi, di, pi, t)] {
 				vs.slots = append(vs.slots, Slot{Venue: v, Date: date, Time: slotTime(t), PartySize: party,
@@ -181,13 +179,6 @@ func (s *Simulator) lookup(venueID, query, date string, party int) []venueSlots 
 		res = append(res, vs)
 	}
 	return res
-}
-
-// releasedLocked reports whether date number di is out for venue number vi
-// at now (see Config.Releases).
-func (s *Simulator) releasedLocked(vi, di int, now time.Time) bool {
-	at, held := s.releases[[2]int{vi, di}]
-	return !held || !now.Before(at)
 }
 
 // OpenSlots returns the slots open now in scope (venue, date, party size and

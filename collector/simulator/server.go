@@ -27,12 +27,7 @@ func (s *Simulator) Start(ctx context.Context, addr string) (string, error) {
 		_ = srv.Shutdown(shutdown)
 	}()
 	if s.cfg.AutoTick > 0 {
-		go s.autoTick(ctx, s.cfg.AutoTick)
+		go tick.EveryAfter(ctx, s.cfg.AutoTick, func() { s.Advance(1) })
 	}
 	return "http://" + ln.Addr().String(), nil
-}
-
-// autoTick ticks the model every interval until ctx ends.
-func (s *Simulator) autoTick(ctx context.Context, interval time.Duration) {
-	tick.EveryAfter(ctx, interval, func() { s.Advance(1) })
 }

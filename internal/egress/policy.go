@@ -257,10 +257,7 @@ func (p *Policy) checkURL(u *url.URL) error {
 	if err != nil {
 		return nil
 	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)]
-	}
+	port := cmp.Or(u.Port(), map[string]string{"http": "80", "https": "443"}[strings.ToLower(u.Scheme)])
 	return p.CheckAddr(host, addr, port)
 }
 
@@ -329,12 +326,7 @@ var defaultShared = sync.OnceValue(Default)
 
 // OrDefaultShared returns p, or a shared default policy when p is nil;
 // the result must not be given to Permit.
-func OrDefaultShared(p *Policy) *Policy {
-	if p == nil {
-		return defaultShared()
-	}
-	return p
-}
+func OrDefaultShared(p *Policy) *Policy { return cmp.Or(p, defaultShared()) }
 
 // Transport returns a transport like http.DefaultTransport that dials
 // through DialContext and uses no proxy.

@@ -125,31 +125,25 @@ func (ph *Phase) open(fn func()) {
 func (ph *Phase) Done(figure string) {
 	ph.open(func() {
 		ph.done = true
-		ph.finish(figure)
-	})
-}
-
-// finish writes the end of the phase.
-func (ph *Phase) finish(figure string) {
-	took := time.Since(ph.begin).Round(time.Millisecond)
-	if ph.bar != nil {
+		if ph.bar != nil {
+			if ph.total > 0 {
+				_ = ph.bar.Set64(ph.n)
+			}
+			_ = ph.bar.Finish()
+			fmt.Fprintln(ph.p.w)
+			if figure != "" {
+				fmt.Fprintf(ph.p.w, "%s: %s\n", ph.name, figure)
+			}
+			return
+		}
+		line := fmt.Sprintf("%s: done, %d", ph.name, ph.n)
 		if ph.total > 0 {
-			_ = ph.bar.Set64(ph.n)
+			line += fmt.Sprintf("/%d", ph.total)
 		}
-		_ = ph.bar.Finish()
-		fmt.Fprintln(ph.p.w)
+		line += " in " + time.Since(ph.begin).Round(time.Millisecond).String()
 		if figure != "" {
-			fmt.Fprintf(ph.p.w, "%s: %s\n", ph.name, figure)
+			line += ", " + figure
 		}
-		return
-	}
-	line := fmt.Sprintf("%s: done, %d", ph.name, ph.n)
-	if ph.total > 0 {
-		line += fmt.Sprintf("/%d", ph.total)
-	}
-	line += " in " + took.String()
-	if figure != "" {
-		line += ", " + figure
-	}
-	fmt.Fprintln(ph.p.w, line)
+		fmt.Fprintln(ph.p.w, line)
+	})
 }

@@ -235,7 +235,10 @@ func (b *Batcher[E]) due() (time.Time, bool) {
 		return time.Now(), true
 	}
 	due := b.queue[0].at.Add(b.cfg.FlushInterval)
-	if l := b.last.Add(b.cfg.Linger); b.cfg.Linger > 0 && b.active == 0 && l.Before(due) && b.hurry() {
+	// Linger applies when the queue holds an urgent item, or the previous
+	// flush held one.
+	if l := b.last.Add(b.cfg.Linger); b.cfg.Linger > 0 && b.active == 0 && l.Before(due) &&
+		(b.urgent || slices.ContainsFunc(b.queue, func(w *waiter[E]) bool { return w.urgent })) {
 		due = l
 	}
 	// A drained backlog's last partial reads go together tailLingers ×
@@ -246,12 +249,6 @@ func (b *Batcher[E]) due() (time.Time, bool) {
 		}
 	}
 	return due, true
-}
-
-// hurry reports whether the queue is to be flushed after Linger: it holds
-// an urgent item, or the previous flush held one. b.mu is held.
-func (b *Batcher[E]) hurry() bool {
-	return b.urgent || slices.ContainsFunc(b.queue, func(w *waiter[E]) bool { return w.urgent })
 }
 
 // take removes up to BatchRows rows of live waiters from the queue head.
@@ -329,12 +326,17 @@ func (b *Batcher[E]) flushOnce(ctx context.Context) error {
 		return nil
 	}
 	b.lastErr = err
+	// A waiter whose ctx ended gets this flush's outcome: held if the sink is down.
+	late := fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w", b.stage, err)
+	if sinkDown(late) {
+		late = stream.Hold(late)
+	}
 	live := batch[:0]
 	liveRows, gone := 0, 0
 	for _, w := range batch {
 		if w.ctx.Err() != nil {
 			b.buffered -= w.rows
-			w.res <- b.failed(err) // its handler waited for this flush
+			w.res <- late // its handler waited for this flush
 			gone++
 			continue
 		}
@@ -355,15 +357,6 @@ func (b *Batcher[E]) flushOnce(ctx context.Context) error {
 			"stage", b.stage, "rows", rows, "batches", len(batch), "error", err)
 	} else {
 		b.log.Debug("clickhouse flush failed again", "stage", b.stage, "attempt", b.failures, "error", err)
-	}
-	return err
-}
-
-// failed is a waiter's outcome when its ctx ended in a failed flush: held if the sink is down.
-func (b *Batcher[E]) failed(err error) error {
-	err = fmt.Errorf("writer: %s: rows not written before the handler's deadline: %w", b.stage, err)
-	if sinkDown(err) {
-		return stream.Hold(err)
 	}
 	return err
 }
