@@ -64,7 +64,9 @@ func (c Config) Validate() error {
 	if len(c.Flows) == 0 {
 		errs = append(errs, errors.New("console: Flows are required"))
 	}
-	errs = append(errs, validInterval(c.SampleInterval))
+	if c.SampleInterval != 0 && c.SampleInterval < MinSampleInterval {
+		errs = append(errs, fmt.Errorf("console: SampleInterval %s: want at least %s", c.SampleInterval, MinSampleInterval))
+	}
 	return errors.Join(errs...)
 }
 
@@ -129,19 +131,17 @@ func (c *Console) Register(srv *api.Server) {
 		{Path + "/app.css", "app.css", "text/css", "The console's style sheet"},
 	} {
 		srv.Handle(api.Operation{Method: "GET", Path: a.path, Tag: "console", Public: true, Class: api.ClassPublic, ContentType: a.ctype,
-			Summary: a.summary, Handler: c.asset(a.name)})
+			Summary: a.summary, Handler: c.asset(a.name, a.ctype+"; charset=utf-8")})
 	}
 	c.registerRoutes(srv)
 }
 
-// asset serves an embedded file; the page revalidates it on every load.
-func (c *Console) asset(name string) fiber.Handler {
+// asset serves an embedded file as ctype; the page revalidates it on every load.
+func (c *Console) asset(name, ctype string) fiber.Handler {
 	body, err := assets.ReadFile(path.Join("assets", name))
 	if err != nil {
 		panic("console: missing asset " + name)
 	}
-	types := map[string]string{".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
-	ctype := types[path.Ext(name)]
 	return func(ctx *fiber.Ctx) error {
 		ctx.Set(fiber.HeaderContentType, ctype)
 		ctx.Set(fiber.HeaderCacheControl, "no-cache")
@@ -242,9 +242,8 @@ func (s *series) countTransitions(name string, evs []flow.Event) {
 	seen := make(map[string]bool, len(evs))
 	from := s.now().Add(-SeriesWindow).Truncate(time.Minute)
 	for _, e := range evs {
-		open, ok := rawFlip(e)
-		if !ok || e.ID == "" {
-			continue
+		if (e.Change != "open" && e.Change != "close") || e.ID == "" {
+			continue // not a raw flip of state
 		}
 		seen[e.ID] = true
 		if s.seen[name][e.ID] || e.Time.Before(from) {
@@ -256,7 +255,7 @@ func (s *series) countTransitions(name string, evs []flow.Event) {
 			c = &minuteCount{At: m.UTC()}
 			s.minutes[m.Unix()/60] = c
 		}
-		if open {
+		if e.Change == "open" {
 			c.Opened++
 		} else {
 			c.Closed++
@@ -268,18 +267,6 @@ func (s *series) countTransitions(name string, evs []flow.Event) {
 			delete(s.minutes, k)
 		}
 	}
-}
-
-// rawFlip reports whether e is a flip of state (its Change), and whether
-// it opens.
-func rawFlip(e flow.Event) (open, ok bool) {
-	switch e.Change {
-	case "open":
-		return true, true
-	case "close":
-		return false, true
-	}
-	return false, false
 }
 
 // view returns the samples of the last SeriesWindow for stages, the
@@ -337,22 +324,4 @@ func (c *Console) sampleSeries(ctx context.Context) {
 			}
 		}
 	}
-}
-
-// validInterval checks a Config.SampleInterval (0 is the default).
-func validInterval(d time.Duration) error {
-	if d != 0 && d < MinSampleInterval {
-		return fmt.Errorf("console: SampleInterval %s: want at least %s", d, MinSampleInterval)
-	}
-	return nil
-}
-
-func (c *Console) registerSeries(srv *api.Server) {
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/series", Tag: "console", Scope: api.ScopeRead, Class: api.ClassRead,
-		Summary:  "The charts' samples of the last 15 minutes: every stage's cluster-wide throughput, lag and pending (from Redis) and this process's p99, and the availability board's openings and closings per minute",
-		Response: seriesView{}, Handler: c.seriesRoute})
-}
-
-func (c *Console) seriesRoute(ctx *fiber.Ctx) error {
-	return ctx.JSON(c.series.view(c.stages))
 }

@@ -51,20 +51,22 @@ var (
 // it as an exception event and sets the Error status to its message.
 func (s *Span) Finish(err error, attrs ...attribute.KeyValue) {
 	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
-		return
-	}
-	s.setAttributes(attrs)
-	if err != nil {
-		s.recordError(err, time.Now())
-		s.setStatus(codes.Error, err.Error())
+	if !s.ended {
+		s.setAttributes(attrs)
+		if err != nil {
+			s.addEvent(semconv.ExceptionEventName, time.Now(), exceptionAttrs(err))
+			s.setStatus(codes.Error, err.Error())
+		}
 	}
 	s.endLocked(time.Now())
 }
 
-// endLocked ends the span at t and unlocks it.
+// endLocked ends the span at t, unless it has ended, and unlocks it.
 func (s *Span) endLocked(t time.Time) {
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
 	s.end, s.ended = t, true
 	s.mu.Unlock()
 	s.spans.log.end(s)
@@ -78,10 +80,6 @@ func (s *Span) End(opts ...trace.SpanEndOption) {
 		t = time.Now()
 	}
 	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
-		return
-	}
 	s.endLocked(t)
 }
 
@@ -160,10 +158,6 @@ func (s *Span) RecordError(err error, opts ...trace.EventOption) {
 	if !s.ended {
 		s.addEvent(semconv.ExceptionEventName, c.Timestamp(), append(c.Attributes(), exceptionAttrs(err)...))
 	}
-}
-
-func (s *Span) recordError(err error, t time.Time) {
-	s.addEvent(semconv.ExceptionEventName, t, exceptionAttrs(err))
 }
 
 // exceptionAttrs are the SDK's attributes of an exception event.

@@ -2,6 +2,7 @@ package otel
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
@@ -267,20 +268,15 @@ func (f *Spans) Start(ctx context.Context) (context.Context, *Span) {
 
 func newTraceID() (id trace.TraceID) {
 	for !id.IsValid() {
-		a, b := rand.Uint64(), rand.Uint64()
-		for i := range 8 {
-			id[i], id[8+i] = byte(a>>(8*i)), byte(b>>(8*i))
-		}
+		binary.LittleEndian.PutUint64(id[:8], rand.Uint64())
+		binary.LittleEndian.PutUint64(id[8:], rand.Uint64())
 	}
 	return id
 }
 
 func newSpanID() (id trace.SpanID) {
 	for !id.IsValid() {
-		a := rand.Uint64()
-		for i := range 8 {
-			id[i] = byte(a >> (8 * i))
-		}
+		binary.LittleEndian.PutUint64(id[:], rand.Uint64())
 	}
 	return id
 }

@@ -217,7 +217,7 @@ func (r *Runner) consume(stop context.Context, p int) {
 			}
 		}
 		if err != nil {
-			if isNoGroup(err) {
+			if strings.HasPrefix(err.Error(), "NOGROUP") {
 				err = errors.Join(err, createGroup(io, r.rdb, r.stage.Topic, st.p, r.cfg.Group))
 			}
 			pause := bo.NextBackOff()
@@ -341,10 +341,6 @@ func (r *Runner) ackFailed(ctx context.Context, stream string, a *ackSet, err er
 			"stream", stream, "count", a.len(), "error", err)
 	}
 	a.clear()
-}
-
-func isNoGroup(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOGROUP")
 }
 
 // EnsureGroups creates group on every partition of topic if it is missing,
