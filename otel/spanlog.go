@@ -138,13 +138,6 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// Dropped is how many ended spans a full queue dropped.
-func (l *SpanLog) Dropped() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.dropped
-}
-
 // run exports the queue whenever it holds a batch, every delay, on a
 // flush, and at the end.
 func (l *SpanLog) run() {

@@ -86,22 +86,6 @@ func parseRef(topic Topic, ref string) (int, string, error) {
 	return p, id, nil
 }
 
-// parseRefs turns refs into a set per partition.
-func parseRefs(topic Topic, refs []string) (map[int]map[string]bool, error) {
-	out := map[int]map[string]bool{}
-	for _, ref := range refs {
-		p, id, err := parseRef(topic, ref)
-		if err != nil {
-			return nil, err
-		}
-		if out[p] == nil {
-			out[p] = map[string]bool{}
-		}
-		out[p][id] = true
-	}
-	return out, nil
-}
-
 // DeadLetters administers the dead-letter streams of topics.
 type DeadLetters struct {
 	rdb redis.UniversalClient
@@ -216,9 +200,16 @@ func (d *DeadLetters) Purge(ctx context.Context, topic Topic, refs ...string) (i
 // each applies fn in one MULTI per dead letter named by refs (all when
 // empty).
 func (d *DeadLetters) each(ctx context.Context, topic Topic, refs []string, fn func(redis.Pipeliner, DeadLetter)) (int, error) {
-	want, err := parseRefs(topic, refs)
-	if err != nil {
-		return 0, err
+	want := map[int]map[string]bool{} // partition: entry IDs
+	for _, ref := range refs {
+		p, id, err := parseRef(topic, ref)
+		if err != nil {
+			return 0, err
+		}
+		if want[p] == nil {
+			want[p] = map[string]bool{}
+		}
+		want[p][id] = true
 	}
 	done := 0
 	for p := 0; p < topic.Partitions; p++ {

@@ -50,19 +50,6 @@ type Runner struct {
 	once    sync.Once
 }
 
-// initAccounting records the group's accounting base, in up to 5 tries
-// with backoff: a passing Redis error at start (a reply lost, a failover)
-// must not stop the stage.
-func (r *Runner) initAccounting(ctx context.Context) error {
-	_, err := backoff.Retry(ctx, func() (snapshot, error) {
-		return conserve(ctx, r.rdb, r.stage.Topic, r.cfg.Group, r.cfg.Partitions, true)
-	}, backoff.WithBackOff(NewBackoff(50*time.Millisecond, r.cfg.ErrorBackoff, 0)), backoff.WithMaxTries(5), backoff.WithMaxElapsedTime(0),
-		backoff.WithNotify(func(err error, pause time.Duration) {
-			r.tel.Logger.WarnContext(ctx, "stage accounting not read; retrying", "stage", r.stage.Name, "error", err, "retry_in", pause)
-		}))
-	return err
-}
-
 // Started is closed once Run has created the groups, read the accounting and
 // taken its consumer name: from then on a published message is handled.
 func (r *Runner) Started() <-chan struct{} { return r.started }
@@ -91,21 +78,19 @@ func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, 
 	}
 	tel = tel.WithDefaults()
 	info := StageInfo{Stage: stage.Name, Topic: stage.Topic, Group: cfg.Group, Consumer: cfg.Consumer}
-	runtime := []Middleware{
-		tracing(tel.TracerProvider, tel.Propagator, info),
-		Metrics(tel.MeterProvider, info),
-		Logging(tel.Logger, info),
-		GiveUp(cfg.MaxDeliveries),
-		Retry(cfg.Retry),
-		Timeout(cfg.HandlerTimeout),
-		Recovery(),
-	}
 	r := &Runner{rdb: rdb, stage: stage, cfg: cfg, tel: tel, info: info, settled: newOutcomeCounter(tel.MeterProvider, info),
 		started: make(chan struct{})}
 	if stage.BatchHandler != nil {
 		r.batch = newBatchRunner(stage.BatchHandler, cfg, tel, info)
 	} else {
-		r.handler = Chain(stage.Handler, runtime...)
+		r.handler = Chain(stage.Handler,
+			tracing(tel.TracerProvider, tel.Propagator, info),
+			Metrics(tel.MeterProvider, info),
+			Logging(tel.Logger, info),
+			GiveUp(cfg.MaxDeliveries),
+			Retry(cfg.Retry),
+			Timeout(cfg.HandlerTimeout),
+			Recovery())
 	}
 	return r, nil
 }
@@ -123,21 +108,27 @@ func (r *Runner) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.initAccounting(ctx); err != nil {
+	// The group's accounting base, in up to 5 tries: a passing Redis error
+	// at start (a reply lost, a failover) must not stop the stage.
+	if _, err := backoff.Retry(ctx, func() (snapshot, error) {
+		return conserve(ctx, r.rdb, r.stage.Topic, r.cfg.Group, r.cfg.Partitions, true)
+	}, backoff.WithBackOff(NewBackoff(50*time.Millisecond, r.cfg.ErrorBackoff, 0)), backoff.WithMaxTries(5), backoff.WithMaxElapsedTime(0),
+		backoff.WithNotify(func(err error, pause time.Duration) {
+			r.tel.Logger.WarnContext(ctx, "stage accounting not read; retrying", "stage", r.stage.Name, "error", err, "retry_in", pause)
+		})); err != nil {
 		return err
 	}
 	stats, err := newStageStats(r)
 	if err != nil {
 		return err
 	}
+	defer stats.close()
 	lease, err := r.acquireLease(ctx)
 	if err != nil {
-		stats.close()
 		return err
 	}
 	r.stats.Store(stats)
 	r.lease.Store(lease)
-	defer stats.close()
 	r.checkPaused(ctx)
 	reads, closeReads := readClient(r.rdb, len(r.cfg.Partitions))
 	defer closeReads()
