@@ -7,7 +7,6 @@ import (
 	"context"
 	"embed"
 	"errors"
-	"fmt"
 	"path"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/otel/spanbuffer"
@@ -57,16 +57,10 @@ type Config struct {
 
 // Validate reports every missing field.
 func (c Config) Validate() error {
-	var errs []error
-	if c.Redis == nil {
-		errs = append(errs, errors.New("console: Redis is required"))
-	}
-	if len(c.Flows) == 0 {
-		errs = append(errs, errors.New("console: Flows are required"))
-	}
-	if c.SampleInterval != 0 && c.SampleInterval < MinSampleInterval {
-		errs = append(errs, fmt.Errorf("console: SampleInterval %s: want at least %s", c.SampleInterval, MinSampleInterval))
-	}
+	errs := bounds.Require(nil, c.Redis != nil, "console: Redis is required")
+	errs = bounds.Require(errs, len(c.Flows) > 0, "console: Flows are required")
+	errs = bounds.Require(errs, c.SampleInterval == 0 || c.SampleInterval >= MinSampleInterval,
+		"console: SampleInterval %s: want at least %s", c.SampleInterval, MinSampleInterval)
 	return errors.Join(errs...)
 }
 
@@ -109,10 +103,7 @@ func New(cfg Config) (*Console, error) {
 		}
 	}
 	slices.SortFunc(c.stages, func(a, b stageRef) int {
-		if a.Flow != b.Flow {
-			return slices.Index(names, a.Flow) - slices.Index(names, b.Flow)
-		}
-		return strings.Compare(a.Name, b.Name)
+		return cmp.Or(slices.Index(names, a.Flow)-slices.Index(names, b.Flow), strings.Compare(a.Name, b.Name))
 	})
 	c.graph = flow.NewGraph(names, descs)
 	c.sampler = newSampler(cfg.Redis, cfg.Metrics, c.stages)

@@ -200,12 +200,11 @@ func (c *Console) deadLetters(ctx *fiber.Ctx) error {
 		page.NextCursor = dls[limit-1].Ref()
 	}
 	for _, d := range dls {
-		v := deadLetter{Ref: d.Ref(), Stage: d.Stage, Reason: d.Reason, Attempts: d.Attempts, At: d.At, OriginID: d.OriginID}
-		if m := d.Message; m != nil {
-			v.Type, v.Key, v.Payload = m.Type, m.Key, string(m.Payload)
-			if len(m.Payload) > maxPayload {
-				v.Payload, v.Clipped = string(m.Payload[:maxPayload]), true
-			}
+		m := d.Message
+		v := deadLetter{Ref: d.Ref(), Stage: d.Stage, Reason: d.Reason, Attempts: d.Attempts, At: d.At, OriginID: d.OriginID,
+			Type: m.Type, Key: m.Key, Payload: string(m.Payload)}
+		if len(m.Payload) > maxPayload {
+			v.Payload, v.Clipped = string(m.Payload[:maxPayload]), true
 		}
 		page.Items = append(page.Items, v)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/internal/script"
 )
 
@@ -37,13 +38,9 @@ return 1`)
 // moveToDeadLetter appends the message with its reason to the partition's
 // dead-letter stream and acknowledges it atomically, unless already settled.
 func (r *Runner) moveToDeadLetter(ctx context.Context, p int, m *Message, reason error) error {
-	why := reason.Error()
-	if len(why) > maxReasonLen {
-		why = why[:maxReasonLen]
-	}
 	args := append([]any{r.cfg.Group, m.ID}, m.values()...)
 	args = append(args,
-		dlqReason, why,
+		dlqReason, clip.String(reason.Error(), maxReasonLen),
 		dlqStage, r.stage.Name,
 		dlqGroup, r.cfg.Group,
 		dlqAttempts, strconv.Itoa(m.Attempt),

@@ -231,8 +231,12 @@ func (r *Runner) next(ctx context.Context, st *partitionState) ([]*Message, erro
 		return nil, err
 	}
 	switch {
-	case st.ownFrom != "":
-		return nil, r.ownPending(ctx, st)
+	case st.ownFrom != "": // this consumer's own pending entries, a page at a time
+		next, _, err := r.queuePending(ctx, st, r.cfg.Consumer, 0, st.ownFrom)
+		if err == nil {
+			st.ownFrom = next
+		}
+		return nil, err
 	case !time.Now().Before(st.nextClaim):
 		if err := r.claim(ctx, st); err != nil || len(st.redeliver) > 0 {
 			return nil, err
