@@ -308,11 +308,9 @@ func (c *Console) sampleSeries(ctx context.Context) {
 	if items, err := c.sampler.stats(ctx); err == nil {
 		c.series.record(c.series.now(), items)
 	}
-	for _, f := range c.cfg.Flows {
-		if fn := c.events[f.Name]; fn != nil {
-			if evs, err := fn(ctx, tenancy.View{All: true}, flow.MaxEvents); err == nil {
-				c.series.countTransitions(f.Name, evs)
-			}
+	for name, fn := range c.events {
+		if evs, err := fn(ctx, tenancy.View{All: true}, flow.MaxEvents); err == nil {
+			c.series.countTransitions(name, evs)
 		}
 	}
 }
