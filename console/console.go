@@ -184,16 +184,10 @@ type minuteCount struct {
 	Closed int       `json:"closed"`
 }
 
-// point is one stage's figures in a sample.
-type point struct {
-	throughput, p99 float64
-	lag, pending    int64
-}
-
 // snapshot is one sample of every stage, in the console's stage order.
 type snapshot struct {
 	at     time.Time
-	points []point
+	points []StageStats // the sampler's, never changed
 }
 
 // series keeps the samples of the last SeriesWindow (keep of them) and
@@ -215,13 +209,9 @@ func newSeries(interval time.Duration, now func() time.Time) *series {
 
 // record keeps a sample of the stages taken at at.
 func (s *series) record(at time.Time, items []StageStats) {
-	snap := snapshot{at: at, points: make([]point, len(items))}
-	for i, st := range items {
-		snap.points[i] = point{throughput: st.Throughput, p99: st.P99Ms, lag: st.Lag, pending: st.Pending}
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.samples = append(s.samples, snap)
+	s.samples = append(s.samples, snapshot{at: at, points: items})
 	s.samples = slices.Delete(s.samples, 0, max(0, len(s.samples)-s.keep))
 }
 
@@ -280,8 +270,8 @@ func (s *series) view(stages []stageRef) seriesView {
 		v.At = append(v.At, snap.at.UTC())
 		for i, p := range snap.points {
 			st := &v.Stages[i]
-			st.Throughput, st.Lag = append(st.Throughput, p.throughput), append(st.Lag, p.lag)
-			st.Pending, st.P99Ms = append(st.Pending, p.pending), append(st.P99Ms, p.p99)
+			st.Throughput, st.Lag = append(st.Throughput, p.Throughput), append(st.Lag, p.Lag)
+			st.Pending, st.P99Ms = append(st.Pending, p.Pending), append(st.P99Ms, p.P99Ms)
 		}
 	}
 	last := now.Truncate(time.Minute)

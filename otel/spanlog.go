@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -156,17 +157,15 @@ func (l *SpanLog) run() {
 		spans, closed := l.queue, l.closed
 		l.queue = spare[:0]
 		l.mu.Unlock()
-		for len(spans) > 0 {
-			n := min(len(spans), l.batch)
+		for batch := range slices.Chunk(spans, l.batch) {
 			ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
-			if err := l.exp.ExportSpans(ctx, spans[:n]); err != nil {
-				gotel.Handle(fmt.Errorf("otel: export %d spans: %w", n, err))
+			if err := l.exp.ExportSpans(ctx, batch); err != nil {
+				gotel.Handle(fmt.Errorf("otel: export %d spans: %w", len(batch), err))
 			}
 			cancel()
-			clear(spans[:n])
-			spans = spans[n:]
 		}
-		spare = spans[:0:cap(spans)]
+		clear(spans)
+		spare = spans[:0]
 		if flushed != nil {
 			close(flushed)
 		}

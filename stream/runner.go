@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -269,12 +270,7 @@ func (r *Runner) process(work, ctx context.Context, st *partitionState, msgs []*
 		}
 	}
 	if r.batch != nil {
-		mine := live[:0]
-		for _, m := range live {
-			if f.take(m.ID) {
-				mine = append(mine, m)
-			}
-		}
+		mine := slices.DeleteFunc(live, func(m *Message) bool { return !f.take(m.ID) })
 		if len(mine) == 0 || work.Err() != nil { // an empty read is no batch: no span, no handler call
 			return
 		}
