@@ -7,7 +7,6 @@ import (
 	"context"
 	"embed"
 	"errors"
-	"fmt"
 	"path"
 	"slices"
 	"strings"
@@ -20,6 +19,7 @@ import (
 
 	"github.com/dropstream/dropstream/api"
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/tenancy"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/otel/spanbuffer"
@@ -57,14 +57,10 @@ type Config struct {
 
 // Validate reports every missing field.
 func (c Config) Validate() error {
-	var errs []error
-	if c.Redis == nil {
-		errs = append(errs, errors.New("console: Redis is required"))
-	}
-	if len(c.Flows) == 0 {
-		errs = append(errs, errors.New("console: Flows are required"))
-	}
-	errs = append(errs, validInterval(c.SampleInterval))
+	errs := bounds.Require(nil, c.Redis != nil, "console: Redis is required")
+	errs = bounds.Require(errs, len(c.Flows) > 0, "console: Flows are required")
+	errs = bounds.Require(errs, c.SampleInterval == 0 || c.SampleInterval >= MinSampleInterval,
+		"console: SampleInterval %s: want at least %s", c.SampleInterval, MinSampleInterval)
 	return errors.Join(errs...)
 }
 
@@ -107,10 +103,7 @@ func New(cfg Config) (*Console, error) {
 		}
 	}
 	slices.SortFunc(c.stages, func(a, b stageRef) int {
-		if a.Flow != b.Flow {
-			return slices.Index(names, a.Flow) - slices.Index(names, b.Flow)
-		}
-		return strings.Compare(a.Name, b.Name)
+		return cmp.Or(slices.Index(names, a.Flow)-slices.Index(names, b.Flow), strings.Compare(a.Name, b.Name))
 	})
 	c.graph = flow.NewGraph(names, descs)
 	c.sampler = newSampler(cfg.Redis, cfg.Metrics, c.stages)
@@ -129,19 +122,17 @@ func (c *Console) Register(srv *api.Server) {
 		{Path + "/app.css", "app.css", "text/css", "The console's style sheet"},
 	} {
 		srv.Handle(api.Operation{Method: "GET", Path: a.path, Tag: "console", Public: true, Class: api.ClassPublic, ContentType: a.ctype,
-			Summary: a.summary, Handler: c.asset(a.name)})
+			Summary: a.summary, Handler: c.asset(a.name, a.ctype+"; charset=utf-8")})
 	}
 	c.registerRoutes(srv)
 }
 
-// asset serves an embedded file; the page revalidates it on every load.
-func (c *Console) asset(name string) fiber.Handler {
+// asset serves an embedded file as ctype; the page revalidates it on every load.
+func (c *Console) asset(name, ctype string) fiber.Handler {
 	body, err := assets.ReadFile(path.Join("assets", name))
 	if err != nil {
 		panic("console: missing asset " + name)
 	}
-	types := map[string]string{".html": "text/html; charset=utf-8", ".js": "text/javascript; charset=utf-8", ".css": "text/css; charset=utf-8"}
-	ctype := types[path.Ext(name)]
 	return func(ctx *fiber.Ctx) error {
 		ctx.Set(fiber.HeaderContentType, ctype)
 		ctx.Set(fiber.HeaderCacheControl, "no-cache")
@@ -193,16 +184,10 @@ type minuteCount struct {
 	Closed int       `json:"closed"`
 }
 
-// point is one stage's figures in a sample.
-type point struct {
-	throughput, p99 float64
-	lag, pending    int64
-}
-
 // snapshot is one sample of every stage, in the console's stage order.
 type snapshot struct {
 	at     time.Time
-	points []point
+	points []StageStats // the sampler's, never changed
 }
 
 // series keeps the samples of the last SeriesWindow (keep of them) and
@@ -224,13 +209,9 @@ func newSeries(interval time.Duration, now func() time.Time) *series {
 
 // record keeps a sample of the stages taken at at.
 func (s *series) record(at time.Time, items []StageStats) {
-	snap := snapshot{at: at, points: make([]point, len(items))}
-	for i, st := range items {
-		snap.points[i] = point{throughput: st.Throughput, p99: st.P99Ms, lag: st.Lag, pending: st.Pending}
-	}
 	s.mu.Lock()
 	defer s.mu.Unlock()
-	s.samples = append(s.samples, snap)
+	s.samples = append(s.samples, snapshot{at: at, points: items})
 	s.samples = slices.Delete(s.samples, 0, max(0, len(s.samples)-s.keep))
 }
 
@@ -242,9 +223,8 @@ func (s *series) countTransitions(name string, evs []flow.Event) {
 	seen := make(map[string]bool, len(evs))
 	from := s.now().Add(-SeriesWindow).Truncate(time.Minute)
 	for _, e := range evs {
-		open, ok := rawFlip(e)
-		if !ok || e.ID == "" {
-			continue
+		if (e.Change != "open" && e.Change != "close") || e.ID == "" {
+			continue // not a raw flip of state
 		}
 		seen[e.ID] = true
 		if s.seen[name][e.ID] || e.Time.Before(from) {
@@ -256,7 +236,7 @@ func (s *series) countTransitions(name string, evs []flow.Event) {
 			c = &minuteCount{At: m.UTC()}
 			s.minutes[m.Unix()/60] = c
 		}
-		if open {
+		if e.Change == "open" {
 			c.Opened++
 		} else {
 			c.Closed++
@@ -268,18 +248,6 @@ func (s *series) countTransitions(name string, evs []flow.Event) {
 			delete(s.minutes, k)
 		}
 	}
-}
-
-// rawFlip reports whether e is a flip of state (its Change), and whether
-// it opens.
-func rawFlip(e flow.Event) (open, ok bool) {
-	switch e.Change {
-	case "open":
-		return true, true
-	case "close":
-		return false, true
-	}
-	return false, false
 }
 
 // view returns the samples of the last SeriesWindow for stages, the
@@ -302,8 +270,8 @@ func (s *series) view(stages []stageRef) seriesView {
 		v.At = append(v.At, snap.at.UTC())
 		for i, p := range snap.points {
 			st := &v.Stages[i]
-			st.Throughput, st.Lag = append(st.Throughput, p.throughput), append(st.Lag, p.lag)
-			st.Pending, st.P99Ms = append(st.Pending, p.pending), append(st.P99Ms, p.p99)
+			st.Throughput, st.Lag = append(st.Throughput, p.Throughput), append(st.Lag, p.Lag)
+			st.Pending, st.P99Ms = append(st.Pending, p.Pending), append(st.P99Ms, p.P99Ms)
 		}
 	}
 	last := now.Truncate(time.Minute)
@@ -330,29 +298,9 @@ func (c *Console) sampleSeries(ctx context.Context) {
 	if items, err := c.sampler.stats(ctx); err == nil {
 		c.series.record(c.series.now(), items)
 	}
-	for _, f := range c.cfg.Flows {
-		if fn := c.events[f.Name]; fn != nil {
-			if evs, err := fn(ctx, tenancy.View{All: true}, flow.MaxEvents); err == nil {
-				c.series.countTransitions(f.Name, evs)
-			}
+	for name, fn := range c.events {
+		if evs, err := fn(ctx, tenancy.View{All: true}, flow.MaxEvents); err == nil {
+			c.series.countTransitions(name, evs)
 		}
 	}
-}
-
-// validInterval checks a Config.SampleInterval (0 is the default).
-func validInterval(d time.Duration) error {
-	if d != 0 && d < MinSampleInterval {
-		return fmt.Errorf("console: SampleInterval %s: want at least %s", d, MinSampleInterval)
-	}
-	return nil
-}
-
-func (c *Console) registerSeries(srv *api.Server) {
-	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/series", Tag: "console", Scope: api.ScopeRead, Class: api.ClassRead,
-		Summary:  "The charts' samples of the last 15 minutes: every stage's cluster-wide throughput, lag and pending (from Redis) and this process's p99, and the availability board's openings and closings per minute",
-		Response: seriesView{}, Handler: c.seriesRoute})
-}
-
-func (c *Console) seriesRoute(ctx *fiber.Ctx) error {
-	return ctx.JSON(c.series.view(c.stages))
 }

@@ -135,7 +135,9 @@ func (c *Console) registerRoutes(srv *api.Server) {
 		Summary: "The last traces this process recorded, newest first", Response: tracePage{}, Handler: c.traces})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/traces/:id", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary: "One kept trace's spans, by start time, with their links", Response: traceView{}, Handler: c.trace})
-	c.registerSeries(srv)
+	srv.Handle(api.Operation{Method: "GET", Path: "/v1/console/series", Tag: tag, Scope: api.ScopeRead, Class: api.ClassRead,
+		Summary:  "The charts' samples of the last 15 minutes: every stage's cluster-wide throughput, lag and pending (from Redis) and this process's p99, and the availability board's openings and closings per minute",
+		Response: seriesView{}, Handler: func(ctx *fiber.Ctx) error { return ctx.JSON(c.series.view(c.stages)) }})
 }
 
 func (c *Console) session(ctx *fiber.Ctx) error {
@@ -198,12 +200,11 @@ func (c *Console) deadLetters(ctx *fiber.Ctx) error {
 		page.NextCursor = dls[limit-1].Ref()
 	}
 	for _, d := range dls {
-		v := deadLetter{Ref: d.Ref(), Stage: d.Stage, Reason: d.Reason, Attempts: d.Attempts, At: d.At, OriginID: d.OriginID}
-		if m := d.Message; m != nil {
-			v.Type, v.Key, v.Payload = m.Type, m.Key, string(m.Payload)
-			if len(m.Payload) > maxPayload {
-				v.Payload, v.Clipped = string(m.Payload[:maxPayload]), true
-			}
+		m := d.Message
+		v := deadLetter{Ref: d.Ref(), Stage: d.Stage, Reason: d.Reason, Attempts: d.Attempts, At: d.At, OriginID: d.OriginID,
+			Type: m.Type, Key: m.Key, Payload: string(m.Payload)}
+		if len(m.Payload) > maxPayload {
+			v.Payload, v.Clipped = string(m.Payload[:maxPayload]), true
 		}
 		page.Items = append(page.Items, v)
 	}

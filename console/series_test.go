@@ -2,8 +2,10 @@ package console
 
 import (
 	"context"
+	"fmt"
 	"net/http"
 	"slices"
+	"strings"
 	"testing"
 	"time"
 
@@ -151,8 +153,8 @@ func TestConfig_Validate_sampleInterval(t *testing.T) {
 		d  time.Duration
 		ok bool
 	}{{0, true}, {time.Second, true}, {time.Minute, true}, {500 * time.Millisecond, false}, {-time.Second, false}} {
-		err := validInterval(tc.d)
-		if (err == nil) != tc.ok {
+		err := Config{SampleInterval: tc.d}.Validate()
+		if !strings.Contains(fmt.Sprint(err), "SampleInterval") != tc.ok {
 			t.Errorf("SampleInterval %s: error %v, want ok %v", tc.d, err, tc.ok)
 		}
 	}

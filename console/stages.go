@@ -183,10 +183,9 @@ func (s *sampler) sample(ctx context.Context, st stageRef, now time.Time) (Stage
 		}
 		s.marks[mk] = g.LastDeliveredID
 		if g.Pending > 0 {
-			sum, err := s.rdb.XPending(ctx, key, st.Group).Result()
-			if err == nil && sum.Count > 0 {
-				if age := now.Sub(idTime(sum.Lower)).Seconds(); age > v.OldestPendingS {
-					v.OldestPendingS = math.Round(age*10) / 10
+			if sum, err := s.rdb.XPending(ctx, key, st.Group).Result(); err == nil && sum.Count > 0 {
+				if at := (&stream.Message{ID: sum.Lower}).PublishedAt(); !at.IsZero() {
+					v.OldestPendingS = max(v.OldestPendingS, math.Round(now.Sub(at).Seconds()*10)/10)
 				}
 			}
 		}
@@ -225,15 +224,13 @@ func (s *sampler) latencies() map[string]float64 {
 	if err != nil {
 		return out
 	}
+	// Per stage: the upper bounds, +Inf last, and the cumulative counts
+	// summed over its series.
+	bounds, counts := map[string][]float64{}, map[string][]float64{}
 	for _, f := range fams {
 		if f.GetName() != handlerDurationMetric {
 			continue
 		}
-		type acc struct {
-			bounds []float64
-			counts []float64
-		}
-		per := map[string]*acc{}
 		for _, m := range f.GetMetric() {
 			stage := ""
 			for _, l := range m.GetLabel() {
@@ -245,38 +242,32 @@ func (s *sampler) latencies() map[string]float64 {
 			if stage == "" || h == nil {
 				continue
 			}
-			a := per[stage]
-			if a == nil {
-				a = &acc{}
-				per[stage] = a
+			if bounds[stage] == nil {
 				for _, b := range h.GetBucket() {
-					a.bounds = append(a.bounds, b.GetUpperBound())
+					bounds[stage] = append(bounds[stage], b.GetUpperBound())
 				}
-				a.bounds = append(a.bounds, math.Inf(1))
-				a.counts = make([]float64, len(a.bounds))
+				bounds[stage] = append(bounds[stage], math.Inf(1))
+				counts[stage] = make([]float64, len(bounds[stage]))
 			}
-			for i, b := range h.GetBucket() {
-				if i < len(a.counts)-1 {
-					a.counts[i] += float64(b.GetCumulativeCount())
-				}
+			c := counts[stage]
+			for i, b := range h.GetBucket()[:min(len(h.GetBucket()), len(c)-1)] {
+				c[i] += float64(b.GetCumulativeCount())
 			}
-			a.counts[len(a.counts)-1] += float64(h.GetSampleCount())
+			c[len(c)-1] += float64(h.GetSampleCount())
 		}
-		for stage, a := range per {
-			delta := make([]float64, len(a.counts))
-			prev := s.buckets[stage]
-			for i := range a.counts {
-				delta[i] = a.counts[i]
-				if len(prev) == len(a.counts) {
-					delta[i] -= prev[i]
-				}
+	}
+	for stage, c := range counts {
+		delta := slices.Clone(c)
+		if prev := s.buckets[stage]; len(prev) == len(c) {
+			for i := range delta {
+				delta[i] -= prev[i]
 			}
-			if delta[len(delta)-1] <= 0 {
-				delta = a.counts // nothing new: the p99 since start
-			}
-			s.buckets[stage] = a.counts
-			out[stage] = quantile(0.99, a.bounds, delta)
 		}
+		if delta[len(delta)-1] <= 0 {
+			delta = c // nothing new: the p99 since start
+		}
+		s.buckets[stage] = c
+		out[stage] = quantile(0.99, bounds[stage], delta)
 	}
 	return out
 }
@@ -306,16 +297,6 @@ func quantile(q float64, bounds, cum []float64) float64 {
 		v = lo + (bounds[i]-lo)*(rank-below)/in
 	}
 	return math.Round(v*1000*100) / 100
-}
-
-// idTime is the time part of a stream entry id.
-func idTime(id string) time.Time {
-	ms, _, _ := strings.Cut(id, "-")
-	v, err := strconv.ParseInt(ms, 10, 64)
-	if err != nil {
-		return time.Now()
-	}
-	return time.UnixMilli(v)
 }
 
 // isNoStream reports Redis' answer for a stream that does not exist yet.

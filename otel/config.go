@@ -5,7 +5,6 @@
 package otel
 
 import (
-	"cmp"
 	"errors"
 	"fmt"
 	"strings"
@@ -30,31 +29,18 @@ type Config struct {
 	Embedded bool
 }
 
-// withDefaults returns c with empty fields replaced by their defaults.
-func (c Config) withDefaults() Config {
-	c.ServiceName = cmp.Or(c.ServiceName, DefaultServiceName)
-	return c
-}
-
 // Validate reports control characters or surrounding white space in
 // ServiceName or ServiceVersion.
 func (c Config) Validate() error {
-	var errs []error
-	if err := checkName(c.ServiceName); err != nil {
-		errs = append(errs, fmt.Errorf("otel: ServiceName: %w", err))
-	}
-	if err := checkName(c.ServiceVersion); err != nil {
-		errs = append(errs, fmt.Errorf("otel: ServiceVersion: %w", err))
-	}
-	return errors.Join(errs...)
+	return errors.Join(checkName("ServiceName", c.ServiceName), checkName("ServiceVersion", c.ServiceVersion))
 }
 
-func checkName(s string) error {
+func checkName(field, s string) error {
 	if strings.TrimSpace(s) != s {
-		return fmt.Errorf("%q has leading or trailing white space", s)
+		return fmt.Errorf("otel: %s: %q has leading or trailing white space", field, s)
 	}
 	if strings.IndexFunc(s, unicode.IsControl) >= 0 {
-		return fmt.Errorf("%q contains a control character", s)
+		return fmt.Errorf("otel: %s: %q contains a control character", field, s)
 	}
 	return nil
 }

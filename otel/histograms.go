@@ -85,12 +85,10 @@ func (s *Series) Record(v float64) {
 	// SDK's explicit-bucket histograms do.
 	i := sort.SearchFloat64s(s.bounds, v)
 	s.mu.Lock()
-	if s.count == 0 || v < s.minimum {
-		s.minimum = v
+	if s.count == 0 {
+		s.minimum, s.maximum = v, v
 	}
-	if s.count == 0 || v > s.maximum {
-		s.maximum = v
-	}
+	s.minimum, s.maximum = min(s.minimum, v), max(s.maximum, v)
 	s.counts[i]++
 	s.count++
 	s.sum += v

@@ -35,13 +35,10 @@ type LogConfig struct {
 // trace_id and span_id added as by [NewLogHandler].
 func NewLogger(w io.Writer, cfg LogConfig) *slog.Logger {
 	opts := &slog.HandlerOptions{Level: cfg.Level}
-	var h slog.Handler
 	if cfg.Format == LogFormatText {
-		h = slog.NewTextHandler(w, opts)
-	} else {
-		h = slog.NewJSONHandler(w, opts)
+		return slog.New(NewLogHandler(slog.NewTextHandler(w, opts)))
 	}
-	return slog.New(NewLogHandler(h))
+	return slog.New(NewLogHandler(slog.NewJSONHandler(w, opts)))
 }
 
 // NewLogHandler wraps inner: a record whose context holds a valid span gets

@@ -44,14 +44,9 @@ var latencySuffixes = []string{".duration", ".latency", ".age"}
 // latencyView gives LatencyBuckets to histograms named with a
 // latencySuffixes suffix whose unit is seconds or unset.
 func latencyView(inst sdkmetric.Instrument) (sdkmetric.Stream, bool) {
-	if inst.Kind != sdkmetric.InstrumentKindHistogram {
-		return sdkmetric.Stream{}, false
-	}
-	if inst.Unit != "" && inst.Unit != UnitSeconds {
-		return sdkmetric.Stream{}, false
-	}
 	name := strings.ToLower(inst.Name)
-	if !slices.ContainsFunc(latencySuffixes, func(suffix string) bool { return strings.HasSuffix(name, suffix) }) {
+	if inst.Kind != sdkmetric.InstrumentKindHistogram || (inst.Unit != "" && inst.Unit != UnitSeconds) ||
+		!slices.ContainsFunc(latencySuffixes, func(suffix string) bool { return strings.HasSuffix(name, suffix) }) {
 		return sdkmetric.Stream{}, false
 	}
 	return sdkmetric.Stream{

@@ -1,6 +1,7 @@
 package otel
 
 import (
+	"cmp"
 	"context"
 	"errors"
 	"fmt"
@@ -63,7 +64,7 @@ func Setup(ctx context.Context, cfg Config) (*Providers, error) {
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}
-	cfg = cfg.withDefaults()
+	cfg.ServiceName = cmp.Or(cfg.ServiceName, DefaultServiceName)
 
 	res, err := newResource(ctx, cfg)
 	if err != nil {

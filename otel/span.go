@@ -51,20 +51,22 @@ var (
 // it as an exception event and sets the Error status to its message.
 func (s *Span) Finish(err error, attrs ...attribute.KeyValue) {
 	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
-		return
-	}
-	s.setAttributes(attrs)
-	if err != nil {
-		s.recordError(err, time.Now())
-		s.setStatus(codes.Error, err.Error())
+	if !s.ended {
+		s.setAttributes(attrs)
+		if err != nil {
+			s.addEvent(semconv.ExceptionEventName, time.Now(), exceptionAttrs(err))
+			s.setStatus(codes.Error, err.Error())
+		}
 	}
 	s.endLocked(time.Now())
 }
 
-// endLocked ends the span at t and unlocks it.
+// endLocked ends the span at t, unless it has ended, and unlocks it.
 func (s *Span) endLocked(t time.Time) {
+	if s.ended {
+		s.mu.Unlock()
+		return
+	}
 	s.end, s.ended = t, true
 	s.mu.Unlock()
 	s.spans.log.end(s)
@@ -78,10 +80,6 @@ func (s *Span) End(opts ...trace.SpanEndOption) {
 		t = time.Now()
 	}
 	s.mu.Lock()
-	if s.ended {
-		s.mu.Unlock()
-		return
-	}
 	s.endLocked(t)
 }
 
@@ -95,13 +93,18 @@ func (s *Span) IsRecording() bool {
 	return !s.ended
 }
 
-// SetAttributes adds attributes, up to the SDK's default limit of 128.
-func (s *Span) SetAttributes(kv ...attribute.KeyValue) {
+// live runs f under the span's lock unless the span has ended.
+func (s *Span) live(f func()) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !s.ended {
-		s.setAttributes(kv)
+		f()
 	}
+}
+
+// SetAttributes adds attributes, up to the SDK's default limit of 128.
+func (s *Span) SetAttributes(kv ...attribute.KeyValue) {
+	s.live(func() { s.setAttributes(kv) })
 }
 
 func (s *Span) setAttributes(kv []attribute.KeyValue) {
@@ -122,11 +125,7 @@ func (s *Span) setAttributes(kv []attribute.KeyValue) {
 // AddEvent adds an event, up to the SDK's default limit of 128.
 func (s *Span) AddEvent(name string, opts ...trace.EventOption) {
 	c := trace.NewEventConfig(opts...)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.ended {
-		s.addEvent(name, c.Timestamp(), c.Attributes())
-	}
+	s.live(func() { s.addEvent(name, c.Timestamp(), c.Attributes()) })
 }
 
 func (s *Span) addEvent(name string, t time.Time, attrs []attribute.KeyValue) {
@@ -142,10 +141,10 @@ func (s *Span) addEvent(name string, t time.Time, attrs []attribute.KeyValue) {
 
 // AddLink adds a link to a valid span context.
 func (s *Span) AddLink(link trace.Link) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.ended && link.SpanContext.IsValid() {
-		s.links = append(s.links, sdktrace.Link{SpanContext: link.SpanContext, Attributes: link.Attributes})
+	if link.SpanContext.IsValid() {
+		s.live(func() {
+			s.links = append(s.links, sdktrace.Link{SpanContext: link.SpanContext, Attributes: link.Attributes})
+		})
 	}
 }
 
@@ -155,15 +154,9 @@ func (s *Span) RecordError(err error, opts ...trace.EventOption) {
 		return
 	}
 	c := trace.NewEventConfig(opts...)
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.ended {
+	s.live(func() {
 		s.addEvent(semconv.ExceptionEventName, c.Timestamp(), append(c.Attributes(), exceptionAttrs(err)...))
-	}
-}
-
-func (s *Span) recordError(err error, t time.Time) {
-	s.addEvent(semconv.ExceptionEventName, t, exceptionAttrs(err))
+	})
 }
 
 // exceptionAttrs are the SDK's attributes of an exception event.
@@ -179,11 +172,7 @@ func exceptionAttrs(err error) []attribute.KeyValue {
 // SetStatus sets the status as the SDK does: Ok is final, and only Error
 // keeps a description.
 func (s *Span) SetStatus(code codes.Code, description string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.ended {
-		s.setStatus(code, description)
-	}
+	s.live(func() { s.setStatus(code, description) })
 }
 
 func (s *Span) setStatus(code codes.Code, description string) {
@@ -198,11 +187,7 @@ func (s *Span) setStatus(code codes.Code, description string) {
 
 // SetName renames the span.
 func (s *Span) SetName(name string) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	if !s.ended {
-		s.name = name
-	}
+	s.live(func() { s.name = name })
 }
 
 // TracerProvider returns the provider of the span's log.

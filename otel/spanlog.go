@@ -2,10 +2,12 @@ package otel
 
 import (
 	"context"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/rand/v2"
 	"os"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -137,13 +139,6 @@ func envInt(name string, def int) int {
 	return def
 }
 
-// Dropped is how many ended spans a full queue dropped.
-func (l *SpanLog) Dropped() int64 {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.dropped
-}
-
 // run exports the queue whenever it holds a batch, every delay, on a
 // flush, and at the end.
 func (l *SpanLog) run() {
@@ -162,17 +157,15 @@ func (l *SpanLog) run() {
 		spans, closed := l.queue, l.closed
 		l.queue = spare[:0]
 		l.mu.Unlock()
-		for len(spans) > 0 {
-			n := min(len(spans), l.batch)
+		for batch := range slices.Chunk(spans, l.batch) {
 			ctx, cancel := context.WithTimeout(context.Background(), l.timeout)
-			if err := l.exp.ExportSpans(ctx, spans[:n]); err != nil {
-				gotel.Handle(fmt.Errorf("otel: export %d spans: %w", n, err))
+			if err := l.exp.ExportSpans(ctx, batch); err != nil {
+				gotel.Handle(fmt.Errorf("otel: export %d spans: %w", len(batch), err))
 			}
 			cancel()
-			clear(spans[:n])
-			spans = spans[n:]
 		}
-		spare = spans[:0:cap(spans)]
+		clear(spans)
+		spare = spans[:0]
 		if flushed != nil {
 			close(flushed)
 		}
@@ -267,20 +260,15 @@ func (f *Spans) Start(ctx context.Context) (context.Context, *Span) {
 
 func newTraceID() (id trace.TraceID) {
 	for !id.IsValid() {
-		a, b := rand.Uint64(), rand.Uint64()
-		for i := range 8 {
-			id[i], id[8+i] = byte(a>>(8*i)), byte(b>>(8*i))
-		}
+		binary.LittleEndian.PutUint64(id[:8], rand.Uint64())
+		binary.LittleEndian.PutUint64(id[8:], rand.Uint64())
 	}
 	return id
 }
 
 func newSpanID() (id trace.SpanID) {
 	for !id.IsValid() {
-		a := rand.Uint64()
-		for i := range 8 {
-			id[i] = byte(a >> (8 * i))
-		}
+		binary.LittleEndian.PutUint64(id[:], rand.Uint64())
 	}
 	return id
 }

@@ -125,3 +125,10 @@ func TestSpanLogQueueBound(t *testing.T) {
 		t.Errorf("exported %d spans, want 2", n)
 	}
 }
+
+// Dropped is how many ended spans a full queue dropped.
+func (l *SpanLog) Dropped() int64 {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.dropped
+}

@@ -269,13 +269,6 @@ func (c *snapshot) add(v []int64) {
 	}
 }
 
-func (c *Conservation) settle() {
-	c.Drift = 0
-	if c.LagKnown {
-		c.Drift = c.Published - (c.Acked + c.DeadLettered + c.Dropped + c.Skipped + c.Delayed + c.Requeued + c.Pending + c.Lag)
-	}
-}
-
 // lagCountCap bounds the count of undelivered entries where Redis cannot
 // tell the lag.
 const lagCountCap = 10000
@@ -306,7 +299,9 @@ func conserve(ctx context.Context, rdb redis.UniversalClient, topic Topic, group
 		}
 		out.add(v)
 	}
-	out.settle()
+	if out.LagKnown {
+		out.Drift = out.Published - (out.Acked + out.DeadLettered + out.Dropped + out.Skipped + out.Delayed + out.Requeued + out.Pending + out.Lag)
+	}
 	return out, nil
 }
 

@@ -37,8 +37,7 @@ func (e *BatchError) Error() string {
 	return fmt.Sprintf("%d of %d messages failed, first: %v", n, len(e.Errs), first)
 }
 
-// maxBatchLinks caps the span links of a batch span (the SDK's default
-// link limit is 128).
+// maxBatchLinks caps a batch span's links at the SDK's default limit.
 const maxBatchLinks = 128
 
 // batchRunner runs a BatchHandler with the runtime's concerns: a "process"

@@ -38,7 +38,7 @@ type RunnerConfig struct {
 	// before it is deleted. Default 10m; at least 2 × Block.
 	ConsumerIdle time.Duration `default:"10m"`
 	// BatchSize is a read's COUNT. Default 256, at most MaxBatchSize.
-	BatchSize int `default:"256"`
+	BatchSize int `default:"256" range:"1..10000"`
 	// ReadBytes bounds a read's reply size, judged by the partition's last
 	// entries. Default 128 KiB, from MinReadBytes to MaxReadBytes.
 	ReadBytes int
@@ -113,7 +113,6 @@ func (c RetryConfig) withDefaults() RetryConfig {
 // Validate reports every invalid field of a defaulted config.
 func (c RunnerConfig) Validate() error {
 	errs := bounds.Require([]error{settings.Check("", &c)}, c.Group != "" && c.Consumer != "", "group and consumer must be set")
-	errs = bounds.Check(errs, "batch size", c.BatchSize, 1, MaxBatchSize)
 	errs = bounds.Check(errs, "read bytes", c.ReadBytes, MinReadBytes, MaxReadBytes)
 	errs = bounds.Require(errs, c.ClaimInterval > 0, "claim interval %s must be positive", c.ClaimInterval)
 	errs = bounds.Require(errs, c.ClaimIdle > c.worstDelivery(), "claim idle %s must exceed the longest delivery %s (handler timeout %s × %d tries, plus retry pauses)",

@@ -89,14 +89,10 @@ type consumerLease struct {
 	renewed chan struct{} // closed at the next confirmation
 }
 
-// leaseKey is the key of the lease on the runner's consumer name.
-func (r *Runner) leaseKey() string {
-	return rediskey.Key(r.stage.Topic.HashTag(0), "consumer", r.stage.Topic.Name, r.cfg.Group, r.cfg.Consumer)
-}
-
 // acquireLease takes the lease on the consumer name, from whoever holds it.
 func (r *Runner) acquireLease(ctx context.Context) (*consumerLease, error) {
-	l := &consumerLease{r: r, key: r.leaseKey(), token: DefaultConsumerName(), renewed: make(chan struct{})}
+	key := rediskey.Key(r.stage.Topic.HashTag(0), "consumer", r.stage.Topic.Name, r.cfg.Group, r.cfg.Consumer)
+	l := &consumerLease{r: r, key: key, token: DefaultConsumerName(), renewed: make(chan struct{})}
 	sent := time.Now()
 	prev, err := r.rdb.SetArgs(ctx, l.key, l.token, redis.SetArgs{TTL: r.cfg.ConsumerLease, Get: true}).Result()
 	if err != nil && !errors.Is(err, redis.Nil) {

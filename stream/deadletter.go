@@ -10,6 +10,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/internal/script"
 )
 
@@ -37,13 +38,9 @@ return 1`)
 // moveToDeadLetter appends the message with its reason to the partition's
 // dead-letter stream and acknowledges it atomically, unless already settled.
 func (r *Runner) moveToDeadLetter(ctx context.Context, p int, m *Message, reason error) error {
-	why := reason.Error()
-	if len(why) > maxReasonLen {
-		why = why[:maxReasonLen]
-	}
 	args := append([]any{r.cfg.Group, m.ID}, m.values()...)
 	args = append(args,
-		dlqReason, why,
+		dlqReason, clip.String(reason.Error(), maxReasonLen),
 		dlqStage, r.stage.Name,
 		dlqGroup, r.cfg.Group,
 		dlqAttempts, strconv.Itoa(m.Attempt),
@@ -84,22 +81,6 @@ func parseRef(topic Topic, ref string) (int, string, error) {
 		return 0, "", fmt.Errorf("%w %q: want partition/entry-id, partition in 0..%d", ErrBadRef, ref, topic.Partitions-1)
 	}
 	return p, id, nil
-}
-
-// parseRefs turns refs into a set per partition.
-func parseRefs(topic Topic, refs []string) (map[int]map[string]bool, error) {
-	out := map[int]map[string]bool{}
-	for _, ref := range refs {
-		p, id, err := parseRef(topic, ref)
-		if err != nil {
-			return nil, err
-		}
-		if out[p] == nil {
-			out[p] = map[string]bool{}
-		}
-		out[p][id] = true
-	}
-	return out, nil
 }
 
 // DeadLetters administers the dead-letter streams of topics.
@@ -216,9 +197,16 @@ func (d *DeadLetters) Purge(ctx context.Context, topic Topic, refs ...string) (i
 // each applies fn in one MULTI per dead letter named by refs (all when
 // empty).
 func (d *DeadLetters) each(ctx context.Context, topic Topic, refs []string, fn func(redis.Pipeliner, DeadLetter)) (int, error) {
-	want, err := parseRefs(topic, refs)
-	if err != nil {
-		return 0, err
+	want := map[int]map[string]bool{} // partition: entry IDs
+	for _, ref := range refs {
+		p, id, err := parseRef(topic, ref)
+		if err != nil {
+			return 0, err
+		}
+		if want[p] == nil {
+			want[p] = map[string]bool{}
+		}
+		want[p][id] = true
 	}
 	done := 0
 	for p := 0; p < topic.Partitions; p++ {

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"fmt"
 	"maps"
 	"strconv"
 	"strings"
@@ -66,16 +67,8 @@ return {moved, tonumber(nxt[2])}`)
 func encodeParked(values []any) string {
 	var b strings.Builder
 	for _, v := range values {
-		var s string
-		switch x := v.(type) {
-		case string:
-			s = x
-		case []byte:
-			s = string(x)
-		}
-		b.WriteString(strconv.Itoa(len(s)))
-		b.WriteByte(':')
-		b.WriteString(s)
+		s := fmt.Sprintf("%s", v) // a string or a []byte
+		fmt.Fprintf(&b, "%d:%s", len(s), s)
 	}
 	return b.String()
 }

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"maps"
 	"reflect"
 	"time"
 	"unsafe"
@@ -46,12 +47,10 @@ func pruneKeyVersions(srv *miniredis.Miniredis) int {
 	}
 	keys := *(*map[string]string)(unsafe.Pointer(keysField.UnsafeAddr()))
 	versions := *(*map[string]uint)(unsafe.Pointer(versionsField.UnsafeAddr()))
-	n := 0
-	for k := range versions {
-		if _, ok := keys[k]; !ok {
-			delete(versions, k)
-			n++
-		}
-	}
-	return n
+	before := len(versions)
+	maps.DeleteFunc(versions, func(k string, _ uint) bool {
+		_, ok := keys[k]
+		return !ok
+	})
+	return before - len(versions)
 }

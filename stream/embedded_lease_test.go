@@ -63,7 +63,7 @@ func TestLease_embeddedClockPastTheLeaseStopsNoRunner(t *testing.T) {
 	testenv.WaitFor(t, 30*time.Second, func() bool {
 		all := true
 		for i, r := range runners {
-			retaken[i] = retaken[i] || rdb.Get(ctx, r.leaseKey()).Val() == r.lease.Load().token
+			retaken[i] = retaken[i] || rdb.Get(ctx, r.lease.Load().key).Val() == r.lease.Load().token
 			all = all && retaken[i]
 		}
 		return all

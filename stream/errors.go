@@ -31,10 +31,7 @@ func Permanentf(format string, args ...any) error {
 }
 
 // IsPermanent reports whether err, or an error it wraps, was marked Permanent.
-func IsPermanent(err error) bool {
-	var p *permanentError
-	return errors.As(err, &p)
-}
+func IsPermanent(err error) bool { return errors.As(err, new(*permanentError)) }
 
 // MaxRetryDelay bounds the delay of RetryAfter.
 const MaxRetryDelay = 24 * time.Hour
@@ -121,10 +118,7 @@ func Hold(err error) error {
 }
 
 // IsHold reports whether err, or an error it wraps, was marked Hold.
-func IsHold(err error) bool {
-	var h *holdError
-	return errors.As(err, &h)
-}
+func IsHold(err error) bool { return errors.As(err, new(*holdError)) }
 
 // minHoldPause is the first pause between two calls of a held batch.
 const minHoldPause = 50 * time.Millisecond

@@ -2,6 +2,8 @@ package stream
 
 import (
 	"context"
+	"maps"
+	"slices"
 	"sync"
 	"time"
 
@@ -20,11 +22,11 @@ func (c RunnerConfig) keepEvery() time.Duration {
 	return min(c.ClaimIdle/4, 10*time.Second)
 }
 
-// refreshSource resets the idle time of the entries ARGV[5..] (between
+// refreshScript resets the idle time of the entries ARGV[5..] (between
 // ARGV[3] and ARGV[4]) still pending to consumer ARGV[2] of group ARGV[1] on
 // stream KEYS[1], keeping their delivery count, with one XCLAIM per count;
 // it returns the ids that are not.
-const refreshSource = `
+var refreshScript = script.New(`
 local want = {}
 for i = 5, #ARGV do want[ARGV[i]] = true end
 local by_count = {} -- delivery count -> ids of ours to claim back
@@ -57,9 +59,7 @@ for count, ids in pairs(by_count) do
 end
 local lost = {}
 for id in pairs(want) do lost[#lost + 1] = id end
-return lost`
-
-var refreshScript = script.New(refreshSource)
+return lost`)
 
 // inflight is a batch in hand on one partition.
 type inflight struct {
@@ -103,30 +103,22 @@ func (f *inflight) refresh(ctx context.Context) {
 	f.mu.Lock()
 	acks := f.acks
 	f.acks = ackSet{}
-	stuck := !f.busy.IsZero() && time.Since(f.busy) > f.r.cfg.worstDelivery()
-	open := make([]any, 4, 4+len(f.open))
-	open[0], open[1] = f.r.cfg.Group, f.r.cfg.Consumer
-	first, last := "", ""
-	if !stuck {
-		for id := range f.open {
-			open = append(open, id)
-			if first == "" || compareIDs(id, first) < 0 {
-				first = id
-			}
-			if last == "" || compareIDs(id, last) > 0 {
-				last = id
-			}
-		}
+	var ids []string
+	if stuck := !f.busy.IsZero() && time.Since(f.busy) > f.r.cfg.worstDelivery(); !stuck {
+		ids = slices.Collect(maps.Keys(f.open))
 	}
-	open[2], open[3] = first, last
 	f.mu.Unlock()
 	if acks.len() > 0 {
 		f.r.ackFailed(ctx, f.stream, &acks, f.r.ack(ctx, f.p, &acks))
 	}
-	if len(open) == 4 {
+	if len(ids) == 0 {
 		return
 	}
-	lost, err := refreshScript.Run(ctx, f.r.rdb, []string{f.stream}, open...).StringSlice()
+	args := append(make([]any, 0, 4+len(ids)), f.r.cfg.Group, f.r.cfg.Consumer, slices.MinFunc(ids, compareIDs), slices.MaxFunc(ids, compareIDs))
+	for _, id := range ids {
+		args = append(args, id)
+	}
+	lost, err := refreshScript.Run(ctx, f.r.rdb, []string{f.stream}, args...).StringSlice()
 	if err != nil {
 		f.r.tel.Logger.WarnContext(ctx, "keeping a slow batch failed; its messages may be claimed by another copy",
 			"stage", f.r.stage.Name, "stream", f.stream, "error", err)

@@ -87,10 +87,9 @@ func (m *Message) values() []any {
 	v = append(v, fieldKey, m.Key, fieldType, m.Type, fieldPayload, m.Payload)
 	v = m.appendTrace(v)
 	for k, val := range m.Metadata {
-		if reservedField(k) {
-			continue
+		if !reservedField(k) {
+			v = append(v, k, val)
 		}
-		v = append(v, k, val)
 	}
 	return v
 }

@@ -2,6 +2,7 @@ package stream
 
 import (
 	"context"
+	"slices"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -172,13 +173,11 @@ func (c *tryContext) AfterFunc(f func()) (stop func() bool) {
 	return func() bool {
 		c.mu.Lock()
 		defer c.mu.Unlock()
-		for i, q := range c.funcs {
-			if q == p {
-				c.funcs = append(c.funcs[:i], c.funcs[i+1:]...)
-				return true
-			}
+		i := slices.Index(c.funcs, p)
+		if i >= 0 {
+			c.funcs = slices.Delete(c.funcs, i, i+1)
 		}
-		return false
+		return i >= 0
 	}
 }
 

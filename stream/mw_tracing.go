@@ -40,7 +40,6 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 		return func(ctx context.Context, msg *Message) error {
 			ctx, unsampled := carried(ctx, prop, msg)
 			if unsampled {
-				msg.ctx = ctx
 				return next(ctx, msg)
 			}
 			ctx, span := tracer.Start(ctx, name, start...)
@@ -67,10 +66,12 @@ func tracing(tp trace.TracerProvider, prop propagation.TextMapPropagator, info S
 	}
 }
 
-// carried returns ctx with msg's trace context; unsampled is true when that
-// context's parent was not sampled, so the message gets no span.
+// carried returns ctx with msg's trace context, and sets it as msg's;
+// unsampled is true when that context's parent was not sampled, so the
+// message gets no span.
 func carried(ctx context.Context, prop propagation.TextMapPropagator, msg *Message) (_ context.Context, unsampled bool) {
 	ctx = msg.reuse.extract(ctx, prop, msg)
+	msg.ctx = ctx
 	sc := trace.SpanContextFromContext(ctx)
 	return ctx, sc.IsValid() && !sc.IsSampled()
 }
@@ -82,7 +83,6 @@ func loggedTracing(spans *dsotel.Spans, prop propagation.TextMapPropagator, info
 		return func(ctx context.Context, msg *Message) error {
 			ctx, unsampled := carried(ctx, prop, msg)
 			if unsampled {
-				msg.ctx = ctx
 				return next(ctx, msg)
 			}
 			ctx, span := spans.Start(ctx)

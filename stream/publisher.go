@@ -53,11 +53,11 @@ type Batch struct {
 func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 	type part struct {
 		batch Batch
-		name  string
 		span  trace.Span
 		trace sharedTrace
 	}
 	parts := make([]part, 0, len(batches))
+	var names []string // of the parts' topics
 	total := 0
 	for _, b := range batches {
 		if len(b.Messages) == 0 {
@@ -68,7 +68,8 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 			trace.WithSpanKind(trace.SpanKindProducer),
 			trace.WithAttributes(dsotel.MessagingSystem, dsotel.MessagingDestinationNameKey.String(name),
 				dsotel.MessagingOperationTypeKey.String("send"), dsotel.MessagingBatchMessageCountKey.Int(len(b.Messages))))
-		parts = append(parts, part{b, name, span, sharedTrace{parent: sctx}})
+		parts = append(parts, part{b, span, sharedTrace{parent: sctx}})
+		names = append(names, name)
 		total += len(b.Messages)
 	}
 	if total == 0 {
@@ -100,15 +101,11 @@ func (p *Publisher) PublishAll(ctx context.Context, batches ...Batch) error {
 		}
 		sent = sent[:0]
 		if err != nil {
-			names := make([]string, len(parts))
-			for i, pt := range parts {
-				names[i] = pt.name
-			}
 			return fmt.Errorf("publish to %s: %w", strings.Join(names, ", "), err)
 		}
 		for i, n := range counts {
 			if n > 0 {
-				p.count.Add(ctx, n, metric.WithAttributes(dsotel.StreamKey.String(parts[i].name)))
+				p.count.Add(ctx, n, metric.WithAttributes(dsotel.StreamKey.String(names[i])))
 				counts[i] = 0
 			}
 		}

@@ -130,16 +130,6 @@ func (r *Runner) queuePending(ctx context.Context, st *partitionState, consumer 
 	return nextID(pend[len(pend)-1].ID), len(pend), nil
 }
 
-// ownPending queues the next page of this consumer's own pending entries
-// for redelivery; it clears st.ownFrom after the last.
-func (r *Runner) ownPending(ctx context.Context, st *partitionState) error {
-	next, _, err := r.queuePending(ctx, st, r.cfg.Consumer, 0, st.ownFrom)
-	if err == nil {
-		st.ownFrom = next
-	}
-	return err
-}
-
 // claim queues one page of entries idle for ClaimIdle, of any consumer of
 // the group including this one.
 func (r *Runner) claim(ctx context.Context, st *partitionState) error {

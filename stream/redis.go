@@ -17,6 +17,7 @@ import (
 
 	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/script"
+	"github.com/dropstream/dropstream/internal/tick"
 )
 
 // Dial connects to Redis: a redis:// or rediss:// URL for one server, a
@@ -75,7 +76,7 @@ func redactURL(u string) string {
 type Embedded struct {
 	srv      *miniredis.Miniredis
 	password string
-	stop     chan struct{}
+	stop     context.CancelFunc
 	done     chan struct{}
 }
 
@@ -108,32 +109,25 @@ func StartEmbedded() (*Embedded, error) {
 	if err := srv.StartAddr("127.0.0.1:0"); err != nil {
 		return nil, fmt.Errorf("start embedded redis: %w", err)
 	}
-	e := &Embedded{srv: srv, password: password, stop: make(chan struct{}), done: make(chan struct{})}
-	go e.age()
+	ctx, stop := context.WithCancel(context.Background())
+	e := &Embedded{srv: srv, password: password, stop: stop, done: make(chan struct{})}
+	go e.age(ctx)
 	return e, nil
 }
 
 // age moves the server's clock with the wall clock until Close, one step
 // every agingWait.
-func (e *Embedded) age() {
+func (e *Embedded) age(ctx context.Context) {
 	defer close(e.done)
 	last := time.Now()
-	wait := expiryTick
-	for {
-		t := time.NewTimer(wait)
-		select {
-		case <-e.stop:
-			t.Stop()
-			return
-		case <-t.C:
-			// The step is timed from its own start, not from the timer's
-			// firing: on a busy machine the goroutine runs late, and that
-			// delay, multiplied, would freeze the clock for seconds.
-			now := time.Now()
-			e.srv.FastForward(now.Sub(last))
-			last = now
-			wait = agingWait(time.Since(now))
-		}
+	for wait := expiryTick; tick.Sleep(ctx, wait) == nil; {
+		// The step is timed from its own start, not from the timer's
+		// firing: on a busy machine the goroutine runs late, and that
+		// delay, multiplied, would freeze the clock for seconds.
+		now := time.Now()
+		e.srv.FastForward(now.Sub(last))
+		last = now
+		wait = agingWait(time.Since(now))
 	}
 }
 
@@ -146,7 +140,7 @@ func (e *Embedded) Addr() string { return e.srv.Addr() }
 
 // Close stops the embedded server; its data is gone.
 func (e *Embedded) Close() {
-	close(e.stop)
+	e.stop()
 	<-e.done
 	e.srv.Close()
 }

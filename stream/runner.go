@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -50,19 +51,6 @@ type Runner struct {
 	once    sync.Once
 }
 
-// initAccounting records the group's accounting base, in up to 5 tries
-// with backoff: a passing Redis error at start (a reply lost, a failover)
-// must not stop the stage.
-func (r *Runner) initAccounting(ctx context.Context) error {
-	_, err := backoff.Retry(ctx, func() (snapshot, error) {
-		return conserve(ctx, r.rdb, r.stage.Topic, r.cfg.Group, r.cfg.Partitions, true)
-	}, backoff.WithBackOff(NewBackoff(50*time.Millisecond, r.cfg.ErrorBackoff, 0)), backoff.WithMaxTries(5), backoff.WithMaxElapsedTime(0),
-		backoff.WithNotify(func(err error, pause time.Duration) {
-			r.tel.Logger.WarnContext(ctx, "stage accounting not read; retrying", "stage", r.stage.Name, "error", err, "retry_in", pause)
-		}))
-	return err
-}
-
 // Started is closed once Run has created the groups, read the accounting and
 // taken its consumer name: from then on a published message is handled.
 func (r *Runner) Started() <-chan struct{} { return r.started }
@@ -91,21 +79,19 @@ func NewRunner(rdb redis.UniversalClient, stage Stage, tel Telemetry) (*Runner, 
 	}
 	tel = tel.WithDefaults()
 	info := StageInfo{Stage: stage.Name, Topic: stage.Topic, Group: cfg.Group, Consumer: cfg.Consumer}
-	runtime := []Middleware{
-		tracing(tel.TracerProvider, tel.Propagator, info),
-		Metrics(tel.MeterProvider, info),
-		Logging(tel.Logger, info),
-		GiveUp(cfg.MaxDeliveries),
-		Retry(cfg.Retry),
-		Timeout(cfg.HandlerTimeout),
-		Recovery(),
-	}
 	r := &Runner{rdb: rdb, stage: stage, cfg: cfg, tel: tel, info: info, settled: newOutcomeCounter(tel.MeterProvider, info),
 		started: make(chan struct{})}
 	if stage.BatchHandler != nil {
 		r.batch = newBatchRunner(stage.BatchHandler, cfg, tel, info)
 	} else {
-		r.handler = Chain(stage.Handler, runtime...)
+		r.handler = Chain(stage.Handler,
+			tracing(tel.TracerProvider, tel.Propagator, info),
+			Metrics(tel.MeterProvider, info),
+			Logging(tel.Logger, info),
+			GiveUp(cfg.MaxDeliveries),
+			Retry(cfg.Retry),
+			Timeout(cfg.HandlerTimeout),
+			Recovery())
 	}
 	return r, nil
 }
@@ -123,21 +109,27 @@ func (r *Runner) Run(ctx context.Context) error {
 			return err
 		}
 	}
-	if err := r.initAccounting(ctx); err != nil {
+	// The group's accounting base, in up to 5 tries: a passing Redis error
+	// at start (a reply lost, a failover) must not stop the stage.
+	if _, err := backoff.Retry(ctx, func() (snapshot, error) {
+		return conserve(ctx, r.rdb, r.stage.Topic, r.cfg.Group, r.cfg.Partitions, true)
+	}, backoff.WithBackOff(NewBackoff(50*time.Millisecond, r.cfg.ErrorBackoff, 0)), backoff.WithMaxTries(5), backoff.WithMaxElapsedTime(0),
+		backoff.WithNotify(func(err error, pause time.Duration) {
+			r.tel.Logger.WarnContext(ctx, "stage accounting not read; retrying", "stage", r.stage.Name, "error", err, "retry_in", pause)
+		})); err != nil {
 		return err
 	}
 	stats, err := newStageStats(r)
 	if err != nil {
 		return err
 	}
+	defer stats.close()
 	lease, err := r.acquireLease(ctx)
 	if err != nil {
-		stats.close()
 		return err
 	}
 	r.stats.Store(stats)
 	r.lease.Store(lease)
-	defer stats.close()
 	r.checkPaused(ctx)
 	reads, closeReads := readClient(r.rdb, len(r.cfg.Partitions))
 	defer closeReads()
@@ -217,7 +209,7 @@ func (r *Runner) consume(stop context.Context, p int) {
 			}
 		}
 		if err != nil {
-			if isNoGroup(err) {
+			if strings.HasPrefix(err.Error(), "NOGROUP") {
 				err = errors.Join(err, createGroup(io, r.rdb, r.stage.Topic, st.p, r.cfg.Group))
 			}
 			pause := bo.NextBackOff()
@@ -240,8 +232,12 @@ func (r *Runner) next(ctx context.Context, st *partitionState) ([]*Message, erro
 		return nil, err
 	}
 	switch {
-	case st.ownFrom != "":
-		return nil, r.ownPending(ctx, st)
+	case st.ownFrom != "": // this consumer's own pending entries, a page at a time
+		next, _, err := r.queuePending(ctx, st, r.cfg.Consumer, 0, st.ownFrom)
+		if err == nil {
+			st.ownFrom = next
+		}
+		return nil, err
 	case !time.Now().Before(st.nextClaim):
 		if err := r.claim(ctx, st); err != nil || len(st.redeliver) > 0 {
 			return nil, err
@@ -274,12 +270,7 @@ func (r *Runner) process(work, ctx context.Context, st *partitionState, msgs []*
 		}
 	}
 	if r.batch != nil {
-		mine := live[:0]
-		for _, m := range live {
-			if f.take(m.ID) {
-				mine = append(mine, m)
-			}
-		}
+		mine := slices.DeleteFunc(live, func(m *Message) bool { return !f.take(m.ID) })
 		if len(mine) == 0 || work.Err() != nil { // an empty read is no batch: no span, no handler call
 			return
 		}
@@ -341,10 +332,6 @@ func (r *Runner) ackFailed(ctx context.Context, stream string, a *ackSet, err er
 			"stream", stream, "count", a.len(), "error", err)
 	}
 	a.clear()
-}
-
-func isNoGroup(err error) bool {
-	return err != nil && strings.HasPrefix(err.Error(), "NOGROUP")
 }
 
 // EnsureGroups creates group on every partition of topic if it is missing,

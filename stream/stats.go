@@ -88,15 +88,14 @@ func (r *Runner) Lag() int64 {
 	return -1
 }
 
+// run samples the group's accounting over the copy's partitions every
+// StatsInterval until ctx ends.
 func (s *stageStats) run(ctx context.Context) {
-	tick.Every(ctx, s.r.cfg.StatsInterval, func() { s.sample(ctx) })
-}
-
-// sample reads the group's accounting over the partitions of this copy.
-func (s *stageStats) sample(ctx context.Context) {
-	if c, err := conserve(ctx, s.r.rdb, s.r.stage.Topic, s.r.cfg.Group, s.r.cfg.Partitions, false); err == nil {
-		s.last.Store(&c)
-	}
+	tick.Every(ctx, s.r.cfg.StatsInterval, func() {
+		if c, err := conserve(ctx, s.r.rdb, s.r.stage.Topic, s.r.cfg.Group, s.r.cfg.Partitions, false); err == nil {
+			s.last.Store(&c)
+		}
+	})
 }
 
 func (s *stageStats) close() { _ = s.reg.Unregister() }

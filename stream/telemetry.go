@@ -52,15 +52,14 @@ func (c metadataCarrier) Set(key, value string) {
 	switch key {
 	case MetaTraceParent:
 		c.m.TraceParent = value
-		return
 	case MetaTraceState:
 		c.m.TraceState = value
-		return
+	default:
+		if c.m.Metadata == nil {
+			c.m.Metadata = make(map[string]string, 2)
+		}
+		c.m.Metadata[key] = value
 	}
-	if c.m.Metadata == nil {
-		c.m.Metadata = make(map[string]string, 2)
-	}
-	c.m.Metadata[key] = value
 }
 
 func (c metadataCarrier) Keys() []string {

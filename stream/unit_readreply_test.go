@@ -197,3 +197,8 @@ func FuzzParseReadReply(f *testing.F) {
 		}
 	})
 }
+
+// isNoGroup is the runner's test for a missing group.
+func isNoGroup(err error) bool {
+	return err != nil && strings.HasPrefix(err.Error(), "NOGROUP")
+}

@@ -91,12 +91,8 @@ var _ sdktrace.SpanProcessor = (*Buffer)(nil)
 
 // New returns an empty buffer.
 func New(cfg Config) *Buffer {
-	if cfg.Traces <= 0 {
-		cfg.Traces = DefaultTraces
-	}
-	if cfg.SpansPerTrace <= 0 {
-		cfg.SpansPerTrace = DefaultSpansPerTrace
-	}
+	cfg.Traces = cmp.Or(max(cfg.Traces, 0), DefaultTraces)
+	cfg.SpansPerTrace = cmp.Or(max(cfg.SpansPerTrace, 0), DefaultSpansPerTrace)
 	traces, _ := lru.New[trace.TraceID, *kept](cfg.Traces) // fails only for a size below 1
 	return &Buffer{cfg: cfg, traces: traces}
 }
