@@ -62,9 +62,6 @@ func (c DeliveryConfig) Validate() error {
 // Delivery delivers pending notifications once per (comic, email) and
 // records the history in one script. A message with failed deliveries is
 // retried.
-//
-//	ds:{comic.p}:comic:pending:<id>    set: subscription ids handed off, not yet delivered
-//	ds:{comic.p}:comic:notified:<id>   hash: email → Notified, the history
 type Delivery struct {
 	rdb    redis.UniversalClient
 	topics Topics

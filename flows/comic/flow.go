@@ -67,7 +67,20 @@ func (t Topics) tag(comicID string) string {
 	return t.Jobs.HashTag(t.Jobs.Partition(comicID))
 }
 
-// Per-comic keys, in the comic's partition slot.
+// Per-comic keys, in the comic's partition slot:
+//
+//	ds:{comic.p}:comic:inv:<id>       hash: comic (canonical), gen, added_at_ms, hold_ms
+//	ds:{comic.p}:comic:gen:<id>       counter: intakes of the comic
+//	ds:{comic.p}:comic:inventory      zset: ids in inventory by added_at_ms
+//	ds:{comic.p}:comic:jobdone:<id>   string: the latest gen matched
+//	ds:{comic.p}:comic:pending:<id>   set: subscription ids told, until delivered
+//	ds:{comic.p}:comic:notified:<id>  hash: email → Notified, the history
+//	ds:{comic.p}:comic:hold:<id>      hash: gen, salt, size, window (ms), wave, ends (ms, 0: none), w<n>: "<told ms>,<count>"
+//	ds:{comic.p}:comic:lottery:<id>   zset: matching subscription ids by lottery score, for the hold's gen
+//	ds:{comic.p}:comic:holds          zset: comic ids by the end of their hold (ms), read by ServiceWaves
+//	ds:{comic.p}:comic:sale:<id>      list: Sale JSON, oldest first
+//	ds:{comic.p}:comic:txn:<txn>      hash: state, comic, email, payment, price, gen, at_ms
+//	ds:{comic.p}:comic:purchases      zset: txn ids in doubt by start ms
 func inventoryKey(tag, id string) string { return rediskey.Key(tag, "comic", "inv", id) }
 func genKey(tag, id string) string       { return rediskey.Key(tag, "comic", "gen", id) }
 func jobDoneKey(tag, id string) string   { return rediskey.Key(tag, "comic", "jobdone", id) }
@@ -77,6 +90,9 @@ func saleKey(tag, id string) string      { return rediskey.Key(tag, "comic", "sa
 func inventoryIndex(tag string) string   { return rediskey.Key(tag, "comic", "inventory") }
 func purchaseKey(tag, txn string) string { return rediskey.Key(tag, "comic", "txn", txn) }
 func purchasesKey(tag string) string     { return rediskey.Key(tag, "comic", "purchases") }
+func holdKey(tag, id string) string      { return rediskey.Key(tag, "comic", "hold", id) }
+func lotteryKey(tag, id string) string   { return rediskey.Key(tag, "comic", "lottery", id) }
+func holdsKey(tag string) string         { return rediskey.Key(tag, "comic", "holds") }
 func eventsStream(t Topics, id string) string {
 	return t.Events.Stream(t.Events.Partition(id))
 }

@@ -20,7 +20,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/dropstream/dropstream/internal/bounds"
-	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier/history"
@@ -72,11 +71,7 @@ func (e *HoldError) Unwrap() error { return ErrHoldActive }
 // (a hash of comic, listing and subscription), and holds the comic for the
 // wave told last until Window after its last send. When a hold ends unsold
 // the next wave is told, once. A holder proves the hold with their
-// notification's token (HoldToken).
-//
-//	ds:{comic.p}:comic:hold:<id>     hash: gen, salt, size, window (ms), wave, ends (ms, 0: none), w<n>: "<told ms>,<count>"
-//	ds:{comic.p}:comic:lottery:<id>  zset: matching subscription ids by lottery score, for the hold's gen
-//	ds:{comic.p}:comic:holds         zset: comic ids by the end of their hold (ms), read by ServiceWaves
+// notification's token (HoldToken). Its keys are listed in flow.go.
 type Holds struct {
 	rdb    redis.UniversalClient
 	topics Topics
@@ -88,10 +83,6 @@ type Holds struct {
 func newHolds(rdb redis.UniversalClient, topics Topics, cfg HoldConfig, prop propagation.TextMapPropagator) *Holds {
 	return &Holds{rdb: rdb, topics: topics, cfg: cfg.WithDefaults(), prop: prop, now: time.Now}
 }
-
-func holdKey(tag, id string) string    { return rediskey.Key(tag, "comic", "hold", id) }
-func lotteryKey(tag, id string) string { return rediskey.Key(tag, "comic", "lottery", id) }
-func holdsKey(tag string) string       { return rediskey.Key(tag, "comic", "holds") }
 
 // waveKeys are the keys of tellLua's k, in its order.
 func (h *Holds) waveKeys(id string) []string {
@@ -268,22 +259,6 @@ func (h *Holds) sentStage(topic stream.Topic) stream.Stage {
 		}
 		return nil
 	}}
-}
-
-// holdState is a hold's salt and end.
-type holdState struct {
-	ends int64
-	salt string
-}
-
-// holdFields are the hold hash fields holdStateOf decodes.
-var holdFields = []string{"ends", "salt"}
-
-// holdStateOf decodes the values of holdFields.
-func holdStateOf(v []any) holdState {
-	st := holdState{salt: str(v[1])}
-	st.ends, _ = strconv.ParseInt(str(v[0]), 10, 64)
-	return st
 }
 
 func str(v any) string {

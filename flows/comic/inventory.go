@@ -36,10 +36,6 @@ type Listing struct {
 
 // Inventory records comics for sale. Intake is one script that writes the
 // listing, its generation, the job and the "listed" event, or nothing.
-//
-//	ds:{comic.p}:comic:inv:<id>        hash: comic (canonical), gen, added_at_ms
-//	ds:{comic.p}:comic:gen:<id>        counter: intakes of the comic
-//	ds:{comic.p}:comic:inventory       zset: ids in inventory by added_at_ms
 type Inventory struct {
 	rdb    redis.UniversalClient
 	topics Topics

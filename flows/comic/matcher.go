@@ -66,9 +66,6 @@ const handoffChunk = 500
 // streamHandoff enters a job's matches in the listing's lottery, one
 // script per chunk; the last chunk marks the job matched and tells the
 // first wave. Chunks are idempotent, so a killed copy's prefix is safe.
-//
-//	ds:{comic.p}:comic:jobdone:<id>       string: the latest gen matched
-//	ds:{comic.p}:comic:pending:<id>       set: subscription ids told, until delivered
 type streamHandoff struct {
 	rdb    redis.UniversalClient
 	topics Topics
