@@ -1,7 +1,6 @@
 package comic
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
@@ -36,7 +36,7 @@ type DeliveryConfig struct {
 	Relay func(ctx context.Context, reqs ...notifier.Request) error
 	// Concurrency bounds one message's notifications sent at once when
 	// not relayed. Default 8.
-	Concurrency int
+	Concurrency int `default:"8" range:"0.."`
 }
 
 // ChannelNotifier is the history's channel of a relayed notification.
@@ -44,11 +44,8 @@ const ChannelNotifier = "notifier"
 
 // Validate checks the config.
 func (c DeliveryConfig) Validate() error {
-	if c.Concurrency < 0 {
-		return fmt.Errorf("comic: delivery concurrency %d is negative", c.Concurrency)
-	}
-	if c.NotifyURL == "" {
-		return nil
+	if err := settings.Check("comic: delivery", &c); err != nil || c.NotifyURL == "" {
+		return err
 	}
 	if err := ValidateNotifyURL(c.NotifyURL); err != nil {
 		return err
@@ -73,7 +70,7 @@ type Delivery struct {
 
 // NewDelivery returns the delivery stage's handler.
 func NewDelivery(rdb redis.UniversalClient, topics Topics, store *Store, d Deliverer, cfg DeliveryConfig) (*Delivery, error) {
-	cfg.Concurrency = cmp.Or(cfg.Concurrency, 8)
+	settings.Defaults(&cfg)
 	if err := cfg.Validate(); err != nil {
 		return nil, err
 	}

@@ -19,7 +19,6 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier/history"
@@ -31,10 +30,11 @@ const MaxHoldWindow = 24 * time.Hour
 
 // HoldConfig configures purchase holds. Zero fields take their defaults.
 type HoldConfig struct {
-	// Window is a wave's hold when its listing sets none. Default 10 minutes.
-	Window time.Duration `default:"10m"`
+	// Window is a wave's hold when its listing sets none, 1s..MaxHoldWindow.
+	// Default 10 minutes.
+	Window time.Duration `default:"10m" range:"1s..24h"`
 	// WaveSize is the subscriptions told per wave, 1..MaxRequestBatch. Default 20.
-	WaveSize int `default:"20"`
+	WaveSize int `default:"20" range:"1..100"`
 	// Poll is how often ServiceWaves looks for holds that ended. Default 1s.
 	Poll time.Duration `default:"1s" range:"1ns.."`
 }
@@ -47,10 +47,7 @@ func (c HoldConfig) WithDefaults() HoldConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c HoldConfig) Validate() error {
-	errs := []error{settings.Check("comic: hold", &c)}
-	errs = bounds.CheckText(errs, "comic: hold window", c.Window, time.Second, MaxHoldWindow, "1s.."+MaxHoldWindow.String())
-	errs = bounds.Check(errs, "comic: wave size", c.WaveSize, 1, MaxRequestBatch)
-	return errors.Join(errs...)
+	return settings.Check("comic: hold", &c)
 }
 
 // ErrHoldActive is wrapped by a *HoldError: the comic is held for the

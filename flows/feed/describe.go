@@ -234,9 +234,6 @@ func attrSets(k string, vs ...string) map[string]attribute.Set {
 	return out
 }
 
-func outcomeAttrs(o string) attribute.Set { return outcomeSets[o] }
-func reasonAttrs(r string) attribute.Set  { return reasonSets[r] }
-
 // initMetrics creates the flow's instruments.
 func (f *Flow) initMetrics(meter metric.Meter) error {
 	var errs []error

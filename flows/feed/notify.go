@@ -114,7 +114,7 @@ func (f *Flow) notifierSubscriber(ctx context.Context, fd Feed, sb Subscribable,
 		err = f.deps.Notify(ctx, req)
 	}
 	if err == nil {
-		err = f.store.setNotifierDestination(ctx, sb.Tenant, core, s.ID, x.ID)
+		err = f.rdb.Set(ctx, notifierKey(sb.Tenant, core), s.ID+"|"+x.ID, 0).Err()
 	}
 	if err != nil {
 		// Nobody could confirm it: remove it, so subscribing again starts
@@ -304,13 +304,6 @@ func (s *Store) notifierDestination(ctx context.Context, tenant, core string) (s
 	}
 	subscriberID, destID, _ = strings.Cut(v, "|")
 	return subscriberID, destID, nil
-}
-
-func (s *Store) setNotifierDestination(ctx context.Context, tenant, core, subscriberID, destID string) error {
-	if err := s.rdb.Set(ctx, notifierKey(tenant, core), subscriberID+"|"+destID, 0).Err(); err != nil {
-		return fmt.Errorf("feed: notifier destination: %w", err)
-	}
-	return nil
 }
 
 // Subscription returns one subscription as stored (Confirmed is the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -45,9 +46,7 @@ func (c PollerConfig) WithDefaults() PollerConfig {
 	c.Fetch = c.Fetch.WithDefaults()
 	settings.Defaults(&c)
 	c.Now = tick.Or(c.Now)
-	if c.Owner == "" {
-		c.Owner = stream.DefaultConsumerName()
-	}
+	c.Owner = cmp.Or(c.Owner, stream.DefaultConsumerName())
 	return c
 }
 
@@ -117,7 +116,7 @@ func (p *Poller) Run(ctx context.Context) error {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	var feeds []Feed
-	var halted map[string]bool
+	var halted []string
 	var loaded time.Time
 	for {
 		now := p.cfg.Now()
@@ -136,7 +135,7 @@ func (p *Poller) Run(ctx context.Context) error {
 			}
 		}
 		for _, fd := range feeds {
-			if halted[fd.ID] || !p.due(fd, now) {
+			if slices.Contains(halted, fd.ID) || !p.due(fd, now) {
 				continue
 			}
 			select {

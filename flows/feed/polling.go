@@ -111,17 +111,13 @@ func (f *Flow) Polling(ctx context.Context, id string) (FeedPolling, error) {
 	return out, nil
 }
 
-// halted returns the feeds that are no longer polled.
-func (s *Store) halted(ctx context.Context) (map[string]bool, error) {
+// halted returns the ids of the feeds that are no longer polled.
+func (s *Store) halted(ctx context.Context) ([]string, error) {
 	ids, err := s.rdb.HKeys(ctx, defsKey("halted")).Result()
 	if err != nil {
 		return nil, fmt.Errorf("feed: halted feeds: %w", err)
 	}
-	out := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		out[id] = true
-	}
-	return out, nil
+	return ids, nil
 }
 
 // isHalted reports whether a feed is no longer polled.
@@ -145,7 +141,7 @@ func (p *Poller) recordFetch(ctx context.Context, id string, resp poll.Response,
 	case resp.NotModified:
 		outcome = "not_modified"
 	}
-	f.requests.Add(ctx, 1, metric.WithAttributeSet(outcomeAttrs(outcome)))
+	f.requests.Add(ctx, 1, metric.WithAttributeSet(outcomeSets[outcome]))
 	if resp.Bytes > 0 {
 		f.bytes.Add(ctx, resp.Bytes)
 	}
@@ -166,7 +162,7 @@ func (p *Poller) recordFetch(ctx context.Context, id string, resp poll.Response,
 // chosen.
 func (p *Poller) recordSchedule(ctx context.Context, id string, now time.Time, d time.Duration, reason string) {
 	f := p.flow
-	f.schedules.Add(ctx, 1, metric.WithAttributeSet(reasonAttrs(reason)))
+	f.schedules.Add(ctx, 1, metric.WithAttributeSet(reasonSets[reason]))
 	if err := f.rdb.HSet(ctx, statsKey(id), "next_ms", now.Add(d).UnixMilli(), "interval_ms", d.Milliseconds(), "reason", reason).Err(); err != nil {
 		f.log.WarnContext(ctx, "feed poller: schedule not kept", "feed_id", id, "error", err)
 	}
@@ -253,14 +249,8 @@ func (f *Flow) tellHalted(ctx context.Context, fd Feed) error {
 			}
 			if sub.Destination.Kind == DestLog {
 				m := msg
-				m.Subscribable, m.SubscriptionID = sb.Name, sub.ID
-				_, err := f.deps.Sender.Deliver(ctx, notifier.Delivery{
-					HashTag: f.topics.Collections.HashTag(f.topics.Collections.Partition(fd.ID)),
-					Key:     "feed:" + fd.ID + ":" + window + ":" + sub.ID, Channel: notifier.ChannelLog, MessageID: window, Attempt: 1,
-					Notification: notifier.Notification{Flow: Name, Event: "feed." + h.State, EventID: fd.ID + ":" + window, Subject: m.Subject,
-						Recipient: notifier.Recipient{ID: sub.ID}, ObservedAt: h.Since, Body: m.body()},
-				})
-				errs = append(errs, err)
+				m.Subscribable = sb.Name
+				errs = append(errs, f.sendLog(ctx, sub, m, fd.ID+":"+window, fd.ID+":"+window, window, 1, h.Since, ""))
 				continue
 			}
 			body, _ := json.Marshal(Message{Kind: msg.Kind, FeedID: fd.ID, FeedURL: fd.URL, Subscribable: sb.Name, Subject: msg.Subject})

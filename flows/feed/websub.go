@@ -153,14 +153,6 @@ func (f *Flow) webSub(ctx context.Context, id string) (webSub, bool, error) {
 	return w, true, nil
 }
 
-func (f *Flow) putWebSub(ctx context.Context, id string, w webSub) error {
-	b, _ := json.Marshal(w)
-	if err := f.rdb.HSet(ctx, defsKey("websub"), id, b).Err(); err != nil {
-		return fmt.Errorf("feed: keep websub of %s: %w", id, err)
-	}
-	return nil
-}
-
 // ensureWebSub subscribes a feed at its first hub unless it is active and
 // not due, or was asked less than Retry ago.
 func (f *Flow) ensureWebSub(ctx context.Context, fd Feed, hints poll.Hints, now time.Time) error {
@@ -209,7 +201,7 @@ func (f *Flow) subscribeHub(ctx context.Context, feedID, hub, topic string, now 
 		w.RequestedAt = now
 	}
 	w.Pending = &req
-	if err := f.putWebSub(ctx, feedID, w); err != nil {
+	if err := recordstore.InHash[webSub](f.rdb, defsKey("websub")).Put(ctx, feedID, w); err != nil {
 		return err
 	}
 	form := url.Values{"hub.mode": {req.Mode}, "hub.topic": {topic}, "hub.callback": {f.webSubCallback(feedID, req.Token)},
@@ -276,7 +268,7 @@ func (f *Flow) VerifyWebSub(ctx context.Context, feedID, token, mode, topic stri
 	default:
 		return ErrNotFound
 	}
-	return f.putWebSub(ctx, feedID, w)
+	return recordstore.InHash[webSub](f.rdb, defsKey("websub")).Put(ctx, feedID, w)
 }
 
 // Push checks a hub push's X-Hub-Signature and publishes it as a Poll.
@@ -309,7 +301,7 @@ func (f *Flow) Push(ctx context.Context, feedID, token string, body []byte, sign
 		return fmt.Errorf("feed: publish push of %s: %w", feedID, err)
 	}
 	f.websubEvents.Add(ctx, 1, metric.WithAttributeSet(attrSet("event", "pushed")))
-	f.requests.Add(ctx, 1, metric.WithAttributeSet(outcomeAttrs("push")))
+	f.requests.Add(ctx, 1, metric.WithAttributeSet(outcomeSets["push"]))
 	f.bytes.Add(ctx, int64(len(body)))
 	_ = f.rdb.HIncrBy(ctx, statsKey(feedID), "pushes", 1).Err()
 	return nil
