@@ -235,3 +235,9 @@ func (h *Holds) state(ctx context.Context, id string) (holdState, error) {
 	st.ends, _ = strconv.ParseInt(str(v[0]), 10, 64)
 	return st, nil
 }
+
+// newMatcher returns a matcher telling waves on the notify topic of topics
+// with the default HoldConfig.
+func newMatcher(rdb redis.UniversalClient, topics Topics) *Matcher {
+	return NewMatcher(rdb, topics, &streamHandoff{rdb: rdb, topics: topics, holds: newHolds(rdb, topics, HoldConfig{}, nil)}, nil)
+}
