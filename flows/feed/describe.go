@@ -257,21 +257,12 @@ func (f *Flow) initMetrics(meter metric.Meter) error {
 	}
 	// Every series of a bounded set starts at 0, so dashboards and alerts
 	// see the rare ones (a halt, a push) as 0 before the first happens.
-	ctx := context.Background()
-	for _, o := range outcomeSets {
-		f.requests.Add(ctx, 0, metric.WithAttributeSet(o))
+	for c, sets := range map[*metric.Int64Counter]map[string]attribute.Set{&f.requests: outcomeSets, &f.schedules: reasonSets,
+		&f.halts: attrSets("state", FeedGone, FeedDead), &f.websubEvents: attrSets("event", "subscribe", "verified", "denied", "pushed", "rejected"),
+		&f.bytes: {"": {}}, &f.held: {"": {}}, &f.moved: {"": {}}} {
+		for _, set := range sets {
+			(*c).Add(context.Background(), 0, metric.WithAttributeSet(set))
+		}
 	}
-	for _, r := range reasonSets {
-		f.schedules.Add(ctx, 0, metric.WithAttributeSet(r))
-	}
-	for _, st := range []string{FeedGone, FeedDead} {
-		f.halts.Add(ctx, 0, metric.WithAttributeSet(attrSet("state", st)))
-	}
-	for _, e := range []string{"subscribe", "verified", "denied", "pushed", "rejected"} {
-		f.websubEvents.Add(ctx, 0, metric.WithAttributeSet(attrSet("event", e)))
-	}
-	f.bytes.Add(ctx, 0)
-	f.held.Add(ctx, 0)
-	f.moved.Add(ctx, 0)
 	return nil
 }

@@ -306,11 +306,12 @@ func (s *Store) DropTenant(ctx context.Context, id, tenant string) (othersHold b
 	return left.Val() > 0, nil
 }
 
-// TenantFeeds returns the ids of the feeds tenant holds.
-func (s *Store) TenantFeeds(ctx context.Context, tenant string) ([]string, error) {
+// TenantFeeds returns the feeds tenant holds that exist; an unreadable
+// one is an error.
+func (s *Store) TenantFeeds(ctx context.Context, tenant string) ([]Feed, error) {
 	ids, err := s.rdb.SMembers(ctx, tenantFeedsKey(tenant)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("feed: feeds of a tenant: %w", err)
 	}
-	return ids, nil
+	return s.feeds.GetMany(ctx, ids)
 }
