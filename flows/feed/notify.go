@@ -204,16 +204,6 @@ func payload(msg Message) json.RawMessage {
 	return b
 }
 
-// collectionRequest delivers a rendered collection to one subscription;
-// its window names the collection, so the notifier delivers it once.
-func collectionRequest(sub Subscription, c Collection, msg Message, body json.RawMessage, traceID string) notifier.Request {
-	return notifier.Request{Flow: Name, Event: "feed.collection", Subject: clip(subject(c.FeedID, displayName(c.Subscribable)), notifier.MaxSubjectLen),
-		SubscriberID: sub.SubscriberID, DestinationID: sub.DestinationID,
-		Window: clip(c.Within+"@"+fmt.Sprint(c.OpenedMs), notifier.MaxWindowLen), Title: clip(msg.Subject, notifier.MaxTextLen),
-		Text: msg.Text, HTML: msg.HTMLBody, Payload: body, ObservedAt: time.UnixMilli(c.CompletedMs), TraceID: traceID,
-		EventID: clip(c.FeedID+":"+c.Subscribable+":"+c.Within, 128)}
-}
-
 // confirmRequest is the confirmation request of a new, pending notifier
 // destination, sent to it inline.
 func (f *Flow) confirmRequest(fd Feed, name, subscriberID string, d subscriber.Destination, token string) (notifier.Request, error) {

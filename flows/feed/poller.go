@@ -228,9 +228,8 @@ func (p *Poller) PollOnce(ctx context.Context, fd Feed) (Poll, error) {
 // returns it with the delay to the next poll.
 func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error) {
 	f := p.flow
-	if halted, err := f.store.isHalted(ctx, fd.ID); err != nil || halted {
-		err = cmp.Or(err, ErrHalted)
-		return Poll{}, p.cfg.MaxBackoff, err
+	if halted, err := f.rdb.HExists(ctx, defsKey("halted"), fd.ID).Result(); err != nil || halted {
+		return Poll{}, p.cfg.MaxBackoff, cmp.Or(err, ErrHalted)
 	}
 	v, _ := recordstore.InHash[poll.Validators](f.rdb, defsKey("validators")).Get(ctx, fd.ID)
 	resp, err := p.fetcher.Fetch(ctx, fd.URL, v)

@@ -120,15 +120,6 @@ func (s *Store) halted(ctx context.Context) ([]string, error) {
 	return ids, nil
 }
 
-// isHalted reports whether a feed is no longer polled.
-func (s *Store) isHalted(ctx context.Context, id string) (bool, error) {
-	ok, err := s.rdb.HExists(ctx, defsKey("halted"), id).Result()
-	if err != nil {
-		return false, fmt.Errorf("feed: halted %s: %w", id, err)
-	}
-	return ok, nil
-}
-
 // recordFetch adds one fetch to a feed's figures.
 func (p *Poller) recordFetch(ctx context.Context, id string, resp poll.Response, err error) {
 	f := p.flow

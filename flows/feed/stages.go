@@ -200,7 +200,12 @@ func (f *Flow) deliver(ctx context.Context, m *stream.Message, fd Feed, c Collec
 			if body == nil {
 				body = payload(msg)
 			}
-			reqs = append(reqs, collectionRequest(sub, c, msg, body, traceID))
+			// The window names the collection: the notifier delivers it once.
+			reqs = append(reqs, notifier.Request{Flow: Name, Event: "feed.collection", Subject: clip(subject(c.FeedID, displayName(c.Subscribable)), notifier.MaxSubjectLen),
+				SubscriberID: sub.SubscriberID, DestinationID: sub.DestinationID,
+				Window: clip(c.Within+"@"+fmt.Sprint(c.OpenedMs), notifier.MaxWindowLen), Title: clip(msg.Subject, notifier.MaxTextLen),
+				Text: msg.Text, HTML: msg.HTMLBody, Payload: body, ObservedAt: time.UnixMilli(c.CompletedMs), TraceID: traceID,
+				EventID: clip(c.FeedID+":"+c.Subscribable+":"+c.Within, 128)})
 		}
 	}
 	if err := f.notify(ctx, reqs); err != nil {
@@ -228,11 +233,12 @@ func (f *Flow) notify(ctx context.Context, reqs []notifier.Request) error {
 // through the Sender, once per (key, subscription).
 func (f *Flow) sendLog(ctx context.Context, sub Subscription, msg Message, eventID, key, messageID string, attempt int, at time.Time, traceID string) error {
 	msg.SubscriptionID = sub.ID
+	body, _ := json.Marshal(msg) // the JSON document a log destination receives
 	_, err := f.deps.Sender.Deliver(ctx, notifier.Delivery{
 		HashTag: f.topics.Collections.HashTag(f.topics.Collections.Partition(msg.FeedID)), Key: "feed:" + key + ":" + sub.ID,
 		Channel: notifier.ChannelLog, MessageID: messageID, Attempt: attempt,
 		Notification: notifier.Notification{Flow: Name, Event: "feed." + msg.Kind, EventID: eventID, Subject: msg.Subject,
-			Recipient: notifier.Recipient{ID: sub.ID}, TraceID: traceID, ObservedAt: at, Body: msg.body()},
+			Recipient: notifier.Recipient{ID: sub.ID}, TraceID: traceID, ObservedAt: at, Body: body},
 	})
 	return err
 }

@@ -156,7 +156,9 @@ func (s *Store) PutSubscribable(ctx context.Context, sb Subscribable) (Subscriba
 	if _, err := s.Feed(ctx, sb.FeedID); err != nil {
 		return Subscribable{}, false, err
 	}
-	sb.Tenant = ownerOf(sb.Tenant)
+	if sb.Tenant == tenancy.Open {
+		sb.Tenant = "" // tenancy.Open's are stored without a tenant
+	}
 	sb.Added = s.stamp()
 	body, _ := json.Marshal(sb)
 	key := sb.Key()

@@ -204,7 +204,7 @@ func (f *Flow) subscribeHub(ctx context.Context, feedID, hub, topic string, now 
 	if err := recordstore.InHash[webSub](f.rdb, defsKey("websub")).Put(ctx, feedID, w); err != nil {
 		return err
 	}
-	form := url.Values{"hub.mode": {req.Mode}, "hub.topic": {topic}, "hub.callback": {f.webSubCallback(feedID, req.Token)},
+	form := url.Values{"hub.mode": {req.Mode}, "hub.topic": {topic}, "hub.callback": {f.cfg.PublicURL + WebSubPath + feedID + "/" + req.Token},
 		"hub.secret": {req.Secret}, "hub.lease_seconds": {strconv.Itoa(int(f.cfg.WebSub.Lease.Seconds()))}}
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.WebSub.Timeout)
 	defer cancel()
@@ -224,11 +224,6 @@ func (f *Flow) subscribeHub(ctx context.Context, feedID, hub, topic string, now 
 	}
 	f.websubEvents.Add(ctx, 1, metric.WithAttributeSet(attrSet("event", "subscribe")))
 	return nil
-}
-
-// webSubCallback is the callback URL of a feed's subscription.
-func (f *Flow) webSubCallback(feedID, token string) string {
-	return f.cfg.PublicURL + WebSubPath + feedID + "/" + token
 }
 
 // VerifyWebSub answers a hub's verification of intent: a "subscribe"
