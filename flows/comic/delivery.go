@@ -68,18 +68,6 @@ type Delivery struct {
 	now    func() time.Time
 }
 
-// NewDelivery returns the delivery stage's handler.
-func NewDelivery(rdb redis.UniversalClient, topics Topics, store *Store, d Deliverer, cfg DeliveryConfig) (*Delivery, error) {
-	settings.Defaults(&cfg)
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if d == nil || store == nil {
-		return nil, errors.New("comic: delivery needs a deliverer and a store")
-	}
-	return &Delivery{rdb: rdb, topics: topics, store: store, d: d, cfg: cfg, now: time.Now}, nil
-}
-
 // Stage returns the delivery stage over the notify topic.
 func (d *Delivery) Stage() stream.Stage {
 	return stream.Stage{Name: StageDelivery, Topic: d.topics.Notify, Handler: d.handle}

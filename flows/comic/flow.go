@@ -157,6 +157,7 @@ type Config struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	settings.Defaults(&c)
+	settings.Defaults(&c.Delivery)
 	c.Store = c.Store.WithDefaults()
 	c.Holds = c.Holds.WithDefaults()
 	c.Ledger.Name = cmp.Or(c.Ledger.Name, "comic-notify")
@@ -285,16 +286,13 @@ func NewWith(rdb redis.UniversalClient, cfg Config, payments Payments, tel strea
 	if err != nil {
 		return nil, err
 	}
-	inv := NewInventory(rdb, topics, tel.Propagator)
-	del, err := NewDelivery(rdb, topics, store, disp, cfg.Delivery)
-	if err != nil {
-		return nil, err
-	}
 	holds := newHolds(rdb, topics, cfg.Holds, tel.Propagator)
-	s := &Flow{topics: topics, Subscriptions: store, Inventory: inv, Holds: holds, Delivery: del, log: logger, egress: cfg.Webhook.Egress,
-		Matcher: NewMatcher(rdb, topics, &streamHandoff{rdb: rdb, topics: topics, prop: tel.Propagator, holds: holds}, tel.Propagator)}
+	s := &Flow{topics: topics, Subscriptions: store, Holds: holds, log: logger, egress: cfg.Webhook.Egress,
+		Inventory: &Inventory{rdb: rdb, topics: topics, prop: tel.Propagator, now: time.Now},
+		Delivery:  &Delivery{rdb: rdb, topics: topics, store: store, d: disp, cfg: cfg.Delivery, now: time.Now},
+		Matcher:   NewMatcher(rdb, topics, &streamHandoff{rdb: rdb, topics: topics, prop: tel.Propagator, holds: holds}, tel.Propagator)}
 	if payments != nil {
-		s.Sales = NewSales(rdb, topics, inv, holds, payments, ledger.Key)
+		s.Sales = &Sales{rdb: rdb, topics: topics, payments: payments, ledgerKey: ledger.Key, now: time.Now}
 	}
 	q, err := quota.Optional(rdb, "comic-subscriptions", cfg.MaxSubscriptionsPerCaller)
 	if err != nil {

@@ -43,12 +43,6 @@ type Inventory struct {
 	now    func() time.Time
 }
 
-// NewInventory returns the inventory over rdb; prop defaults to the global
-// propagator.
-func NewInventory(rdb redis.UniversalClient, topics Topics, prop propagation.TextMapPropagator) *Inventory {
-	return &Inventory{rdb: rdb, topics: topics, prop: cmp.Or(prop, gotel.GetTextMapPropagator()), now: time.Now}
-}
-
 // intakeScript: KEYS inv, gen, jobs stream, events stream, inventory zset;
 // ARGV id, canonical comic, now ms, hold window ms (0: the flow's), then
 // metadata name/value pairs.

@@ -46,18 +46,10 @@ type Payments interface {
 type Sales struct {
 	rdb      redis.UniversalClient
 	topics   Topics
-	inv      *Inventory
 	payments Payments
 	// ledgerKey is notifier.DeliveryLedger.Key; nil: no ledger.
 	ledgerKey func(tag, businessKey string) string
-	holds     *Holds
 	now       func() time.Time
-}
-
-// NewSales returns the sales over inv, refusing purchases outside holds;
-// ledgerKey names the delivery ledger record to forget on a refund.
-func NewSales(rdb redis.UniversalClient, topics Topics, inv *Inventory, holds *Holds, p Payments, ledgerKey func(tag, businessKey string) string) *Sales {
-	return &Sales{rdb: rdb, topics: topics, inv: inv, holds: holds, payments: p, ledgerKey: ledgerKey, now: time.Now}
 }
 
 // Receipt is the result of a purchase.

@@ -92,28 +92,6 @@ var Vars = []flow.Var{
 	{Name: VarQuotaSubscriptions, Kind: flow.Int, Default: "1000", Usage: "feed subscriptions each API key (each client address on an open API) may create; beyond it 409 quota_exceeded; 0: no cap"},
 }
 
-// quotas builds the caps of Config.MaxFeedsPerCaller and
-// MaxSubscriptionsPerCaller.
-func (f *Flow) quotas() error {
-	feeds, err := quota.Optional(f.rdb, "feeds", f.cfg.MaxFeedsPerCaller)
-	if err != nil {
-		return err
-	}
-	subs, err := quota.Optional(f.rdb, "feed-subscriptions", f.cfg.MaxSubscriptionsPerCaller)
-	if err != nil {
-		return err
-	}
-	f.feedCap = feeds.WithExists(func(ctx context.Context, id string) (bool, error) {
-		_, err := f.store.Feed(ctx, id)
-		return present(err)
-	})
-	f.subCap = subs.WithExists(func(ctx context.Context, id string) (bool, error) {
-		_, err := f.store.Subscription(ctx, id)
-		return present(err)
-	})
-	return nil
-}
-
 // present maps a lookup's error to whether the record exists.
 func present(err error) (bool, error) {
 	if errors.Is(err, ErrNotFound) {

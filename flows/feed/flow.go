@@ -149,9 +149,22 @@ func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, deps Deps, cfg Co
 			}
 			return cfg.Egress.CheckRedirect(req)
 		}}
-	if err := f.quotas(); err != nil {
+	feeds, err := quota.Optional(rdb, "feeds", cfg.MaxFeedsPerCaller)
+	if err != nil {
 		return nil, err
 	}
+	subs, err := quota.Optional(rdb, "feed-subscriptions", cfg.MaxSubscriptionsPerCaller)
+	if err != nil {
+		return nil, err
+	}
+	f.feedCap = feeds.WithExists(func(ctx context.Context, id string) (bool, error) {
+		_, err := f.store.Feed(ctx, id)
+		return present(err)
+	})
+	f.subCap = subs.WithExists(func(ctx context.Context, id string) (bool, error) {
+		_, err := f.store.Subscription(ctx, id)
+		return present(err)
+	})
 	return f, nil
 }
 
