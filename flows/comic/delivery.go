@@ -268,10 +268,7 @@ func (d *Delivery) DiscardStage(group string) stream.Stage {
 				pipe.SRem(ctx, pendingKey(d.topics.tag(r.ComicID), r.ComicID), r.SubscriptionIDs) // go-redis spreads a []string
 			}
 		}
-		if pipe.Len() == 0 {
-			return nil
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		if _, err := pipe.Exec(ctx); err != nil { // none queued: nil
 			return fmt.Errorf("comic: discard pending: %w", err)
 		}
 		return nil

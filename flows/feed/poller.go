@@ -310,7 +310,13 @@ func (p *Poller) follow(ctx context.Context, fd *Feed, moved string) {
 	if moved == fd.URL || p.flow.cfg.Egress.CheckURL(moved) != nil {
 		return
 	}
-	next, err := p.flow.store.moveFeed(ctx, fd.ID, fd.URL, moved)
+	next, err := p.flow.store.feeds.Update(ctx, fd.ID, func(x *Feed) error {
+		if x.URL != fd.URL {
+			return nil // moved meanwhile
+		}
+		x.URL = moved
+		return x.Validate()
+	})
 	if err != nil {
 		p.flow.log.WarnContext(ctx, "feed poller: moved feed's URL not updated", "feed_id", fd.ID, "error", err)
 		return

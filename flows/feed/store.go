@@ -244,21 +244,6 @@ func (s *Store) DeleteSubscribable(ctx context.Context, feedID, key string) erro
 	return s.rdb.HDel(ctx, defsKey("subscribables:"+feedID), key).Err()
 }
 
-// moveFeed sets feed id's URL from old to moved unless it changed meanwhile.
-func (s *Store) moveFeed(ctx context.Context, id, old, moved string) (Feed, error) {
-	fd, err := s.feeds.Update(ctx, id, func(fd *Feed) error {
-		if fd.URL != old {
-			return nil
-		}
-		fd.URL = moved
-		return fd.Validate()
-	})
-	if err != nil {
-		return Feed{}, fmt.Errorf("feed: move %s: %w", id, err)
-	}
-	return fd, nil
-}
-
 // Each tenant that added a feed holds it; a feed without tenants is
 // tenancy.Open's.
 func feedTenantsKey(id string) string     { return defsKey("tenants:" + id) }
