@@ -15,7 +15,6 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/checkout"
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/rediskey"
@@ -138,7 +137,7 @@ func fieldStatsKey(field string) string { return fieldStatsPfx + field }
 // Config configures the comic flow. Zero fields take their defaults.
 type Config struct {
 	// Partitions of the flow's topics, fixed for a deployment. Default 8.
-	Partitions int `default:"8"`
+	Partitions int `default:"8" range:"1..1024"` // 1..stream.MaxPartitions
 	// Store configures the subscriptions.
 	Store StoreConfig
 	// Delivery configures the default destination.
@@ -167,10 +166,7 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
-	var errs []error
-	errs = bounds.Check(errs, "comic: partitions", c.Partitions, 1, stream.MaxPartitions)
-	errs = append(errs, c.Store.Validate(), c.Delivery.Validate(), c.Ledger.Validate(), c.Holds.Validate())
-	return errors.Join(errs...)
+	return errors.Join(settings.Check("comic", &c), c.Store.Validate(), c.Delivery.Validate(), c.Ledger.Validate(), c.Holds.Validate())
 }
 
 // The flow's loops beside its stages.

@@ -123,7 +123,7 @@ func (p *Poller) Run(ctx context.Context) error {
 		if now.Sub(loaded) >= p.cfg.Refresh {
 			fs, err := p.flow.store.Feeds(ctx)
 			if err == nil {
-				halted, err = p.flow.store.halted(ctx)
+				halted, err = p.flow.rdb.HKeys(ctx, defsKey("halted")).Result()
 			}
 			if err != nil {
 				p.flow.log.WarnContext(ctx, "feed poller: cannot load feeds", "error", err)
@@ -280,15 +280,13 @@ func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error)
 	// Only now: validators kept before a lost poll would make the next
 	// fetch a 304 and lose its items.
 	if v := resp.Validators; out.OK && v != (poll.Validators{}) {
-		vb, _ := json.Marshal(v)
-		if err := f.rdb.HSet(ctx, defsKey("validators"), fd.ID, vb).Err(); err != nil {
+		if err := recordstore.InHash[poll.Validators](f.rdb, defsKey("validators")).Put(ctx, fd.ID, v); err != nil {
 			f.log.WarnContext(ctx, "feed poller: validators not kept; the next fetch is unconditional", "feed_id", fd.ID, "error", err)
 		}
 	}
 	st := PollStatus{PolledAt: out.PolledAt().UTC(), OK: out.OK, NotModified: out.NotModified, Error: out.Error,
 		Items: len(out.Items), MissingGUIDs: out.MissingGUIDs, Duplicates: out.DuplicateGUIDs, Failures: failures}
-	sb, _ := json.Marshal(st)
-	_ = f.rdb.HSet(ctx, defsKey("status"), fd.ID, sb).Err()
+	_ = recordstore.InHash[PollStatus](f.rdb, defsKey("status")).Put(ctx, fd.ID, st)
 	var halt error
 	switch {
 	case errors.Is(err, poll.ErrGone):

@@ -111,15 +111,6 @@ func (f *Flow) Polling(ctx context.Context, id string) (FeedPolling, error) {
 	return out, nil
 }
 
-// halted returns the ids of the feeds that are no longer polled.
-func (s *Store) halted(ctx context.Context) ([]string, error) {
-	ids, err := s.rdb.HKeys(ctx, defsKey("halted")).Result()
-	if err != nil {
-		return nil, fmt.Errorf("feed: halted feeds: %w", err)
-	}
-	return ids, nil
-}
-
 // recordFetch adds one fetch to a feed's figures.
 func (p *Poller) recordFetch(ctx context.Context, id string, resp poll.Response, err error) {
 	f := p.flow
@@ -163,8 +154,7 @@ func (p *Poller) recordSchedule(ctx context.Context, id string, now time.Time, d
 // (a 304 answer has none of its own), and keeps new ones.
 func (p *Poller) docHints(ctx context.Context, id string, fresh *poll.Hints) poll.Hints {
 	if fresh != nil {
-		b, _ := json.Marshal(fresh)
-		_ = p.flow.rdb.HSet(ctx, statsKey(id), "hints", b).Err()
+		_ = recordstore.InHash[poll.Hints](p.flow.rdb, statsKey(id)).Put(ctx, "hints", *fresh)
 		return *fresh
 	}
 	h, _ := recordstore.InHash[poll.Hints](p.flow.rdb, statsKey(id)).Get(ctx, "hints")
@@ -254,8 +244,7 @@ func (f *Flow) tellHalted(ctx context.Context, fd Feed) error {
 		return fmt.Errorf("feed: tell the subscribers of %s: %w", fd.ID, err)
 	}
 	h.Told = true
-	b, _ := json.Marshal(h)
-	return f.rdb.HSet(ctx, defsKey("halted"), fd.ID, b).Err()
+	return recordstore.InHash[Halt](f.rdb, defsKey("halted")).Put(ctx, fd.ID, h)
 }
 
 // renderHalt is the message telling that a feed is no longer polled.
