@@ -337,7 +337,12 @@ func (s *Flow) Describe() flow.Description {
 		},
 		History: []flow.History{flowhistory.Of(s.HistoryConfig(), stream.Telemetry{Logger: s.log})},
 		Services: []flow.Service{{Name: ServiceWaves, Run: func(ctx context.Context) error {
-			return s.Holds.run(ctx, func(err error) { s.log.Warn("comic: telling the next waves failed; retrying", "error", err) })
+			tick.EveryAfter(ctx, s.Holds.cfg.Poll, func() {
+				if _, err := s.Holds.Advance(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn("comic: telling the next waves failed; retrying", "error", err)
+				}
+			})
+			return nil
 		}}},
 		Demo: s.SeedDemo,
 	}

@@ -20,7 +20,6 @@ import (
 	"go.opentelemetry.io/otel/propagation"
 
 	"github.com/dropstream/dropstream/internal/settings"
-	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -208,16 +207,6 @@ func eachDue(ctx context.Context, rdb redis.UniversalClient, t Topics, key func(
 		}
 	}
 	return errors.Join(errs...)
-}
-
-// run advances the waves every Poll until ctx ends (ServiceWaves).
-func (h *Holds) run(ctx context.Context, onErr func(error)) error {
-	tick.EveryAfter(ctx, h.cfg.Poll, func() {
-		if _, err := h.Advance(ctx); err != nil && ctx.Err() == nil {
-			onErr(err)
-		}
-	})
-	return nil
 }
 
 // StageHoldSent is the consumer group of notify.history that starts the
