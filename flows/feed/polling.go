@@ -105,8 +105,10 @@ func (f *Flow) Polling(ctx context.Context, id string) (FeedPolling, error) {
 	}
 	var sub webSub
 	if raw := ws.Val(); raw != "" && json.Unmarshal([]byte(raw), &sub) == nil {
-		v := sub.view()
-		out.WebSub = &v
+		out.WebSub = &WebSubView{Hub: sub.Hub, Topic: sub.Topic, State: sub.State, RequestedAt: sub.RequestedAt}
+		if !sub.ExpiresAt.IsZero() {
+			out.WebSub.ExpiresAt = &sub.ExpiresAt
+		}
 	}
 	return out, nil
 }

@@ -128,15 +128,6 @@ type WebSubView struct {
 	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
 }
 
-func (w webSub) view() WebSubView {
-	v := WebSubView{Hub: w.Hub, Topic: w.Topic, State: w.State, RequestedAt: w.RequestedAt}
-	if !w.ExpiresAt.IsZero() {
-		t := w.ExpiresAt
-		v.ExpiresAt = &t
-	}
-	return v
-}
-
 // pushed reports whether the feed is pushed at now (a token is required).
 func (w webSub) pushed(now time.Time) bool {
 	return w.State == WebSubActive && w.Token != "" && now.Before(w.ExpiresAt)
