@@ -82,8 +82,10 @@ func (f *Flow) notifierSubscriber(ctx context.Context, fd Feed, sb Subscribable,
 	if err != nil {
 		return "", "", "", false, fmt.Errorf("%w destination: %w", ErrInvalid, err)
 	}
-	if sid, did, err = f.store.notifierDestination(ctx, sb.Tenant, core); err != nil {
-		return "", "", "", false, err
+	if v, err := f.rdb.Get(ctx, notifierKey(sb.Tenant, core)).Result(); err == nil {
+		sid, did, _ = strings.Cut(v, "|") // the one the flow created for this tenant's core
+	} else if !errors.Is(err, redis.Nil) {
+		return "", "", "", false, fmt.Errorf("feed: notifier destination: %w", err)
 	}
 	if sid != "" {
 		s, err := f.deps.Subscribers.Resolve(ctx, sid)
@@ -280,20 +282,6 @@ func notifierKey(tenant, core string) string {
 		return defsKey("notifier:" + tag + ":" + subscriber.CoreHash(core))
 	}
 	return defsKey("notifier:" + subscriber.CoreHash(core))
-}
-
-// notifierDestination returns the notifier subscriber and destination ids
-// the flow created for a core of tenant ("" when none).
-func (s *Store) notifierDestination(ctx context.Context, tenant, core string) (subscriberID, destID string, err error) {
-	v, err := s.rdb.Get(ctx, notifierKey(tenant, core)).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", "", nil
-	}
-	if err != nil {
-		return "", "", fmt.Errorf("feed: notifier destination: %w", err)
-	}
-	subscriberID, destID, _ = strings.Cut(v, "|")
-	return subscriberID, destID, nil
 }
 
 // Subscription returns one subscription as stored (Confirmed is the
