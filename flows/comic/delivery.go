@@ -1,7 +1,6 @@
 package comic
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -12,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/flow"
+	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/stream"
@@ -36,7 +36,7 @@ type DeliveryConfig struct {
 	Relay func(ctx context.Context, reqs ...notifier.Request) error
 	// Concurrency bounds one message's notifications sent at once when
 	// not relayed. Default 8.
-	Concurrency int
+	Concurrency int `default:"8" range:"0.."`
 }
 
 // ChannelNotifier is the history's channel of a relayed notification.
@@ -44,11 +44,8 @@ const ChannelNotifier = "notifier"
 
 // Validate checks the config.
 func (c DeliveryConfig) Validate() error {
-	if c.Concurrency < 0 {
-		return fmt.Errorf("comic: delivery concurrency %d is negative", c.Concurrency)
-	}
-	if c.NotifyURL == "" {
-		return nil
+	if err := settings.Check("comic: delivery", &c); err != nil || c.NotifyURL == "" {
+		return err
 	}
 	if err := ValidateNotifyURL(c.NotifyURL); err != nil {
 		return err
@@ -62,9 +59,6 @@ func (c DeliveryConfig) Validate() error {
 // Delivery delivers pending notifications once per (comic, email) and
 // records the history in one script. A message with failed deliveries is
 // retried.
-//
-//	ds:{comic.p}:comic:pending:<id>    set: subscription ids handed off, not yet delivered
-//	ds:{comic.p}:comic:notified:<id>   hash: email → Notified, the history
 type Delivery struct {
 	rdb    redis.UniversalClient
 	topics Topics
@@ -72,18 +66,6 @@ type Delivery struct {
 	d      Deliverer
 	cfg    DeliveryConfig
 	now    func() time.Time
-}
-
-// NewDelivery returns the delivery stage's handler.
-func NewDelivery(rdb redis.UniversalClient, topics Topics, store *Store, d Deliverer, cfg DeliveryConfig) (*Delivery, error) {
-	cfg.Concurrency = cmp.Or(cfg.Concurrency, 8)
-	if err := cfg.Validate(); err != nil {
-		return nil, err
-	}
-	if d == nil || store == nil {
-		return nil, errors.New("comic: delivery needs a deliverer and a store")
-	}
-	return &Delivery{rdb: rdb, topics: topics, store: store, d: d, cfg: cfg, now: time.Now}, nil
 }
 
 // Stage returns the delivery stage over the notify topic.
@@ -286,10 +268,7 @@ func (d *Delivery) DiscardStage(group string) stream.Stage {
 				pipe.SRem(ctx, pendingKey(d.topics.tag(r.ComicID), r.ComicID), r.SubscriptionIDs) // go-redis spreads a []string
 			}
 		}
-		if pipe.Len() == 0 {
-			return nil
-		}
-		if _, err := pipe.Exec(ctx); err != nil {
+		if _, err := pipe.Exec(ctx); err != nil { // none queued: nil
 			return fmt.Errorf("comic: discard pending: %w", err)
 		}
 		return nil

@@ -15,7 +15,6 @@ import (
 	"github.com/dropstream/dropstream/clickhouse"
 	"github.com/dropstream/dropstream/flow"
 	"github.com/dropstream/dropstream/flows/checkout"
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/rediskey"
@@ -67,7 +66,20 @@ func (t Topics) tag(comicID string) string {
 	return t.Jobs.HashTag(t.Jobs.Partition(comicID))
 }
 
-// Per-comic keys, in the comic's partition slot.
+// Per-comic keys, in the comic's partition slot:
+//
+//	ds:{comic.p}:comic:inv:<id>       hash: comic (canonical), gen, added_at_ms, hold_ms
+//	ds:{comic.p}:comic:gen:<id>       counter: intakes of the comic
+//	ds:{comic.p}:comic:inventory      zset: ids in inventory by added_at_ms
+//	ds:{comic.p}:comic:jobdone:<id>   string: the latest gen matched
+//	ds:{comic.p}:comic:pending:<id>   set: subscription ids told, until delivered
+//	ds:{comic.p}:comic:notified:<id>  hash: email → Notified, the history
+//	ds:{comic.p}:comic:hold:<id>      hash: gen, salt, size, window (ms), wave, ends (ms, 0: none), w<n>: "<told ms>,<count>"
+//	ds:{comic.p}:comic:lottery:<id>   zset: matching subscription ids by lottery score, for the hold's gen
+//	ds:{comic.p}:comic:holds          zset: comic ids by the end of their hold (ms), read by ServiceWaves
+//	ds:{comic.p}:comic:sale:<id>      list: Sale JSON, oldest first
+//	ds:{comic.p}:comic:txn:<txn>      hash: state, comic, email, payment, price, gen, at_ms
+//	ds:{comic.p}:comic:purchases      zset: txn ids in doubt by start ms
 func inventoryKey(tag, id string) string { return rediskey.Key(tag, "comic", "inv", id) }
 func genKey(tag, id string) string       { return rediskey.Key(tag, "comic", "gen", id) }
 func jobDoneKey(tag, id string) string   { return rediskey.Key(tag, "comic", "jobdone", id) }
@@ -77,6 +89,9 @@ func saleKey(tag, id string) string      { return rediskey.Key(tag, "comic", "sa
 func inventoryIndex(tag string) string   { return rediskey.Key(tag, "comic", "inventory") }
 func purchaseKey(tag, txn string) string { return rediskey.Key(tag, "comic", "txn", txn) }
 func purchasesKey(tag string) string     { return rediskey.Key(tag, "comic", "purchases") }
+func holdKey(tag, id string) string      { return rediskey.Key(tag, "comic", "hold", id) }
+func lotteryKey(tag, id string) string   { return rediskey.Key(tag, "comic", "lottery", id) }
+func holdsKey(tag string) string         { return rediskey.Key(tag, "comic", "holds") }
 func eventsStream(t Topics, id string) string {
 	return t.Events.Stream(t.Events.Partition(id))
 }
@@ -122,7 +137,7 @@ func fieldStatsKey(field string) string { return fieldStatsPfx + field }
 // Config configures the comic flow. Zero fields take their defaults.
 type Config struct {
 	// Partitions of the flow's topics, fixed for a deployment. Default 8.
-	Partitions int `default:"8"`
+	Partitions int `default:"8" range:"1..1024"` // 1..stream.MaxPartitions
 	// Store configures the subscriptions.
 	Store StoreConfig
 	// Delivery configures the default destination.
@@ -141,6 +156,7 @@ type Config struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c Config) WithDefaults() Config {
 	settings.Defaults(&c)
+	settings.Defaults(&c.Delivery)
 	c.Store = c.Store.WithDefaults()
 	c.Holds = c.Holds.WithDefaults()
 	c.Ledger.Name = cmp.Or(c.Ledger.Name, "comic-notify")
@@ -150,10 +166,7 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
-	var errs []error
-	errs = bounds.Check(errs, "comic: partitions", c.Partitions, 1, stream.MaxPartitions)
-	errs = append(errs, c.Store.Validate(), c.Delivery.Validate(), c.Ledger.Validate(), c.Holds.Validate())
-	return errors.Join(errs...)
+	return errors.Join(settings.Check("comic", &c), c.Store.Validate(), c.Delivery.Validate(), c.Ledger.Validate(), c.Holds.Validate())
 }
 
 // The flow's loops beside its stages.
@@ -269,16 +282,13 @@ func NewWith(rdb redis.UniversalClient, cfg Config, payments Payments, tel strea
 	if err != nil {
 		return nil, err
 	}
-	inv := NewInventory(rdb, topics, tel.Propagator)
-	del, err := NewDelivery(rdb, topics, store, disp, cfg.Delivery)
-	if err != nil {
-		return nil, err
-	}
 	holds := newHolds(rdb, topics, cfg.Holds, tel.Propagator)
-	s := &Flow{topics: topics, Subscriptions: store, Inventory: inv, Holds: holds, Delivery: del, log: logger, egress: cfg.Webhook.Egress,
-		Matcher: NewMatcher(rdb, topics, &streamHandoff{rdb: rdb, topics: topics, prop: tel.Propagator, holds: holds}, tel.Propagator)}
+	s := &Flow{topics: topics, Subscriptions: store, Holds: holds, log: logger, egress: cfg.Webhook.Egress,
+		Inventory: &Inventory{rdb: rdb, topics: topics, prop: tel.Propagator, now: time.Now},
+		Delivery:  &Delivery{rdb: rdb, topics: topics, store: store, d: disp, cfg: cfg.Delivery, now: time.Now},
+		Matcher:   NewMatcher(rdb, topics, &streamHandoff{rdb: rdb, topics: topics, prop: tel.Propagator, holds: holds}, tel.Propagator)}
 	if payments != nil {
-		s.Sales = NewSales(rdb, topics, inv, holds, payments, ledger.Key)
+		s.Sales = &Sales{rdb: rdb, topics: topics, payments: payments, ledgerKey: ledger.Key, now: time.Now}
 	}
 	q, err := quota.Optional(rdb, "comic-subscriptions", cfg.MaxSubscriptionsPerCaller)
 	if err != nil {
@@ -327,7 +337,12 @@ func (s *Flow) Describe() flow.Description {
 		},
 		History: []flow.History{flowhistory.Of(s.HistoryConfig(), stream.Telemetry{Logger: s.log})},
 		Services: []flow.Service{{Name: ServiceWaves, Run: func(ctx context.Context) error {
-			return s.Holds.run(ctx, func(err error) { s.log.Warn("comic: telling the next waves failed; retrying", "error", err) })
+			tick.EveryAfter(ctx, s.Holds.cfg.Poll, func() {
+				if _, err := s.Holds.Advance(ctx); err != nil && ctx.Err() == nil {
+					s.log.Warn("comic: telling the next waves failed; retrying", "error", err)
+				}
+			})
+			return nil
 		}}},
 		Demo: s.SeedDemo,
 	}

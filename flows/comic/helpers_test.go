@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -218,11 +219,25 @@ func mustSubscribe(t *testing.T, s *Store, email, body string) Subscription {
 	return sub
 }
 
+// holdState is a hold's salt and end.
+type holdState struct {
+	ends int64
+	salt string
+}
+
 // state reads a comic's hold record.
 func (h *Holds) state(ctx context.Context, id string) (holdState, error) {
-	v, err := h.rdb.HMGet(ctx, holdKey(h.topics.tag(id), id), holdFields...).Result()
+	v, err := h.rdb.HMGet(ctx, holdKey(h.topics.tag(id), id), "ends", "salt").Result()
 	if err != nil {
 		return holdState{}, fmt.Errorf("comic: hold of %s: %w", id, err)
 	}
-	return holdStateOf(v), nil
+	st := holdState{salt: str(v[1])}
+	st.ends, _ = strconv.ParseInt(str(v[0]), 10, 64)
+	return st, nil
+}
+
+// newMatcher returns a matcher telling waves on the notify topic of topics
+// with the default HoldConfig.
+func newMatcher(rdb redis.UniversalClient, topics Topics) *Matcher {
+	return NewMatcher(rdb, topics, &streamHandoff{rdb: rdb, topics: topics, holds: newHolds(rdb, topics, HoldConfig{}, nil)}, nil)
 }

@@ -19,10 +19,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/propagation"
 
-	"github.com/dropstream/dropstream/internal/bounds"
-	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/internal/settings"
-	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -32,10 +29,11 @@ const MaxHoldWindow = 24 * time.Hour
 
 // HoldConfig configures purchase holds. Zero fields take their defaults.
 type HoldConfig struct {
-	// Window is a wave's hold when its listing sets none. Default 10 minutes.
-	Window time.Duration `default:"10m"`
+	// Window is a wave's hold when its listing sets none, 1s..MaxHoldWindow.
+	// Default 10 minutes.
+	Window time.Duration `default:"10m" range:"1s..24h"`
 	// WaveSize is the subscriptions told per wave, 1..MaxRequestBatch. Default 20.
-	WaveSize int `default:"20"`
+	WaveSize int `default:"20" range:"1..100"`
 	// Poll is how often ServiceWaves looks for holds that ended. Default 1s.
 	Poll time.Duration `default:"1s" range:"1ns.."`
 }
@@ -48,10 +46,7 @@ func (c HoldConfig) WithDefaults() HoldConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c HoldConfig) Validate() error {
-	errs := []error{settings.Check("comic: hold", &c)}
-	errs = bounds.CheckText(errs, "comic: hold window", c.Window, time.Second, MaxHoldWindow, "1s.."+MaxHoldWindow.String())
-	errs = bounds.Check(errs, "comic: wave size", c.WaveSize, 1, MaxRequestBatch)
-	return errors.Join(errs...)
+	return settings.Check("comic: hold", &c)
 }
 
 // ErrHoldActive is wrapped by a *HoldError: the comic is held for the
@@ -72,11 +67,7 @@ func (e *HoldError) Unwrap() error { return ErrHoldActive }
 // (a hash of comic, listing and subscription), and holds the comic for the
 // wave told last until Window after its last send. When a hold ends unsold
 // the next wave is told, once. A holder proves the hold with their
-// notification's token (HoldToken).
-//
-//	ds:{comic.p}:comic:hold:<id>     hash: gen, salt, size, window (ms), wave, ends (ms, 0: none), w<n>: "<told ms>,<count>"
-//	ds:{comic.p}:comic:lottery:<id>  zset: matching subscription ids by lottery score, for the hold's gen
-//	ds:{comic.p}:comic:holds         zset: comic ids by the end of their hold (ms), read by ServiceWaves
+// notification's token (HoldToken). Its keys are listed in flow.go.
 type Holds struct {
 	rdb    redis.UniversalClient
 	topics Topics
@@ -88,10 +79,6 @@ type Holds struct {
 func newHolds(rdb redis.UniversalClient, topics Topics, cfg HoldConfig, prop propagation.TextMapPropagator) *Holds {
 	return &Holds{rdb: rdb, topics: topics, cfg: cfg.WithDefaults(), prop: prop, now: time.Now}
 }
-
-func holdKey(tag, id string) string    { return rediskey.Key(tag, "comic", "hold", id) }
-func lotteryKey(tag, id string) string { return rediskey.Key(tag, "comic", "lottery", id) }
-func holdsKey(tag string) string       { return rediskey.Key(tag, "comic", "holds") }
 
 // waveKeys are the keys of tellLua's k, in its order.
 func (h *Holds) waveKeys(id string) []string {
@@ -222,16 +209,6 @@ func eachDue(ctx context.Context, rdb redis.UniversalClient, t Topics, key func(
 	return errors.Join(errs...)
 }
 
-// run advances the waves every Poll until ctx ends (ServiceWaves).
-func (h *Holds) run(ctx context.Context, onErr func(error)) error {
-	tick.EveryAfter(ctx, h.cfg.Poll, func() {
-		if _, err := h.Advance(ctx); err != nil && ctx.Err() == nil {
-			onErr(err)
-		}
-	})
-	return nil
-}
-
 // StageHoldSent is the consumer group of notify.history that starts the
 // holds of notifications relayed to the notifier at their sends.
 const StageHoldSent = "comic-hold-sent"
@@ -268,22 +245,6 @@ func (h *Holds) sentStage(topic stream.Topic) stream.Stage {
 		}
 		return nil
 	}}
-}
-
-// holdState is a hold's salt and end.
-type holdState struct {
-	ends int64
-	salt string
-}
-
-// holdFields are the hold hash fields holdStateOf decodes.
-var holdFields = []string{"ends", "salt"}
-
-// holdStateOf decodes the values of holdFields.
-func holdStateOf(v []any) holdState {
-	st := holdState{salt: str(v[1])}
-	st.ends, _ = strconv.ParseInt(str(v[0]), 10, 64)
-	return st
 }
 
 func str(v any) string {

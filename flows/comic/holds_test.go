@@ -225,7 +225,8 @@ func TestHold_crashBetweenWavesTellsEachWaveOnce(t *testing.T) {
 			actx, stopA := context.WithCancel(ctx)
 			doneA := make(chan struct{})
 			a.Holds.cfg.Poll = time.Millisecond
-			go func() { _ = a.Holds.run(actx, func(error) {}); close(doneA) }()
+			waves := a.Describe().Services[0] // ServiceWaves
+			go func() { _ = waves.Run(actx); close(doneA) }()
 			c := comicN("Saga", 3, "Image", true)
 			if _, _, err := a.Inventory.Add(ctx, c); err != nil {
 				t.Fatal(err)

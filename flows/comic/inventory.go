@@ -36,21 +36,11 @@ type Listing struct {
 
 // Inventory records comics for sale. Intake is one script that writes the
 // listing, its generation, the job and the "listed" event, or nothing.
-//
-//	ds:{comic.p}:comic:inv:<id>        hash: comic (canonical), gen, added_at_ms
-//	ds:{comic.p}:comic:gen:<id>        counter: intakes of the comic
-//	ds:{comic.p}:comic:inventory       zset: ids in inventory by added_at_ms
 type Inventory struct {
 	rdb    redis.UniversalClient
 	topics Topics
 	prop   propagation.TextMapPropagator
 	now    func() time.Time
-}
-
-// NewInventory returns the inventory over rdb; prop defaults to the global
-// propagator.
-func NewInventory(rdb redis.UniversalClient, topics Topics, prop propagation.TextMapPropagator) *Inventory {
-	return &Inventory{rdb: rdb, topics: topics, prop: cmp.Or(prop, gotel.GetTextMapPropagator()), now: time.Now}
 }
 
 // intakeScript: KEYS inv, gen, jobs stream, events stream, inventory zset;

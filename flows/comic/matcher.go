@@ -66,9 +66,6 @@ const handoffChunk = 500
 // streamHandoff enters a job's matches in the listing's lottery, one
 // script per chunk; the last chunk marks the job matched and tells the
 // first wave. Chunks are idempotent, so a killed copy's prefix is safe.
-//
-//	ds:{comic.p}:comic:jobdone:<id>       string: the latest gen matched
-//	ds:{comic.p}:comic:pending:<id>       set: subscription ids told, until delivered
 type streamHandoff struct {
 	rdb    redis.UniversalClient
 	topics Topics
@@ -150,12 +147,8 @@ const matchConcurrency = 32
 // timeout.
 const matcherBatch = 64
 
-// NewMatcher returns a matcher handing off to h; nil h tells waves on the
-// flow's notify topic with the default HoldConfig.
+// NewMatcher returns a matcher handing off to h.
 func NewMatcher(rdb redis.UniversalClient, topics Topics, h Handoff, prop propagation.TextMapPropagator) *Matcher {
-	if h == nil {
-		h = &streamHandoff{rdb: rdb, topics: topics, prop: prop, holds: newHolds(rdb, topics, HoldConfig{}, prop)}
-	}
 	prop = cmp.Or(prop, gotel.GetTextMapPropagator())
 	return &Matcher{rdb: rdb, topics: topics, handoff: h, prop: prop}
 }
@@ -173,7 +166,12 @@ func (m *Matcher) handleBatch(ctx context.Context, msgs []*stream.Message) error
 	g.SetLimit(matchConcurrency)
 	for i, msg := range msgs {
 		g.Go(func() error {
-			errs[i] = m.handle(stream.ExtractTrace(ctx, m.prop, msg), msg)
+			var job Job
+			if errs[i] = json.Unmarshal(msg.Payload, &job); errs[i] != nil {
+				errs[i] = stream.Permanentf("comic: decode job: %w", errs[i])
+			} else {
+				_, errs[i] = m.Process(stream.ExtractTrace(ctx, m.prop, msg), job)
+			}
 			return nil
 		})
 	}
@@ -182,15 +180,6 @@ func (m *Matcher) handleBatch(ctx context.Context, msgs []*stream.Message) error
 		return &stream.BatchError{Errs: errs}
 	}
 	return nil
-}
-
-func (m *Matcher) handle(ctx context.Context, msg *stream.Message) error {
-	var job Job
-	if err := json.Unmarshal(msg.Payload, &job); err != nil {
-		return stream.Permanentf("comic: decode job: %w", err)
-	}
-	_, err := m.Process(ctx, job)
-	return err
 }
 
 // Process matches a job and returns how many notifications it handed off

@@ -43,24 +43,13 @@ type Payments interface {
 // marks the record refunding; a refunding purchase is refunded and the
 // buyer's notification record removed. Purchase with the same id, or
 // Recover, resumes an interrupted purchase.
-//
-//	ds:{comic.p}:comic:txn:<txn>   hash: state, comic, email, payment, price, gen, at_ms
-//	ds:{comic.p}:comic:purchases   zset: txn ids in doubt by start ms
 type Sales struct {
 	rdb      redis.UniversalClient
 	topics   Topics
-	inv      *Inventory
 	payments Payments
 	// ledgerKey is notifier.DeliveryLedger.Key; nil: no ledger.
 	ledgerKey func(tag, businessKey string) string
-	holds     *Holds
 	now       func() time.Time
-}
-
-// NewSales returns the sales over inv, refusing purchases outside holds;
-// ledgerKey names the delivery ledger record to forget on a refund.
-func NewSales(rdb redis.UniversalClient, topics Topics, inv *Inventory, holds *Holds, p Payments, ledgerKey func(tag, businessKey string) string) *Sales {
-	return &Sales{rdb: rdb, topics: topics, inv: inv, holds: holds, payments: p, ledgerKey: ledgerKey, now: time.Now}
 }
 
 // Receipt is the result of a purchase.
@@ -129,10 +118,10 @@ func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID, holdTok
 		}
 		return Receipt{}, fmt.Errorf("%w: %s", ErrSoldOut, id)
 	}
-	l, hold := *r.listing, r.hold
+	l := *r.listing
 	p := purchase{txn: txnID, id: id, email: email, payment: payment, state: txnCharging, price: l.Comic.PriceCents}
 	st, err := beginPurchaseScript.Run(ctx, s.rdb, []string{purchaseKey(tag, txnID), purchasesKey(tag), holdKey(tag, id), lotteryKey(tag, id)},
-		txnID, id, email, payment, p.price, s.now().UnixMilli(), l.Gen, holder(hold.salt, holdToken)).Text()
+		txnID, id, email, payment, p.price, s.now().UnixMilli(), l.Gen, holder(r.salt, holdToken)).Text()
 	if err != nil {
 		return Receipt{}, fmt.Errorf("comic: begin purchase %s: %w", txnID, err)
 	}
@@ -154,7 +143,7 @@ func (s *Sales) Purchase(ctx context.Context, email, id, payment, txnID, holdTok
 type purchaseReads struct {
 	gen     int64    // the latest listing generation, read when txn is ""
 	listing *Listing // nil: not in inventory
-	hold    holdState
+	salt    string   // the hold's token salt
 	record  purchase // the transaction's record, when known
 	known   bool
 }
@@ -165,7 +154,7 @@ type purchaseReads struct {
 func (s *Sales) read(ctx context.Context, tag, id, txn string) (purchaseReads, error) {
 	pipe := s.rdb.Pipeline()
 	inv := pipe.HGetAll(ctx, inventoryKey(tag, id))
-	hold := pipe.HMGet(ctx, holdKey(tag, id), holdFields...)
+	salt := pipe.HMGet(ctx, holdKey(tag, id), "salt")
 	var gen *redis.StringCmd
 	var rec *redis.MapStringStringCmd
 	if txn == "" {
@@ -184,7 +173,7 @@ func (s *Sales) read(ctx context.Context, tag, id, txn string) (purchaseReads, e
 		}
 		r.listing = &l
 	}
-	r.hold = holdStateOf(hold.Val())
+	r.salt = str(salt.Val()[0])
 	if gen != nil {
 		r.gen, _ = strconv.ParseInt(gen.Val(), 10, 64)
 	} else {

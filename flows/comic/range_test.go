@@ -205,7 +205,7 @@ func TestMatcher_RangeScriptMatchesModel(t *testing.T) {
 				if bl, _ := rdb.HLen(ctx, bloatKey).Result(); bl > 0 {
 					covBloated++
 				}
-				m := NewMatcher(rdb, NewTopics(2), nil, nil)
+				m := newMatcher(rdb, NewTopics(2))
 				for i := range 300 {
 					c := w.comic()
 					before := m.Examined()

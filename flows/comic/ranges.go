@@ -179,16 +179,6 @@ func unitValue(b Body, field string) (int64, bool) {
 	return 0, false
 }
 
-// rangeToken is a ranged field's pattern token: name>= with a lower
-// bound, name<= otherwise.
-func rangeToken(name string, r Range) string {
-	spec, _ := specOf(name)
-	if lo, _ := spec.unitLimits(); r.Lo > lo {
-		return name + tokLo
-	}
-	return name + tokHi
-}
-
 // splitToken returns a pattern token's field and range side ("": exact).
 func splitToken(tok string) (field, side string) {
 	if strings.HasSuffix(tok, tokLo) || strings.HasSuffix(tok, tokHi) {
@@ -285,13 +275,18 @@ func isRangeStart(raw json.RawMessage) bool {
 }
 
 // Pattern returns the body's SearchPattern: its field names (a ranged
-// one as its rangeToken), sorted and joined with ",". The empty body has
-// the empty pattern (every comic).
+// one as name>= with a lower bound, name<= otherwise), sorted and joined
+// with ",". The empty body has the empty pattern (every comic).
 func (b Body) Pattern() string {
 	names := make([]string, 0, len(b))
 	for k, v := range b {
 		if r, ok := v.(Range); ok {
-			k = rangeToken(k, r)
+			spec, _ := specOf(k)
+			side := tokHi
+			if lo, _ := spec.unitLimits(); r.Lo > lo {
+				side = tokLo
+			}
+			k += side
 		}
 		names = append(names, k)
 	}

@@ -141,7 +141,9 @@ func ParseComic(raw []byte) (Comic, error) {
 			b[f.name] = f.def
 		}
 	}
-	return b.comic(), nil
+	var c Comic
+	err = json.Unmarshal(b.Canonical(), &c) // the validated values, with their JSON names
+	return c, err
 }
 
 // ParseBody decodes and validates a subscription body: ParseComic's rules,
@@ -257,21 +259,6 @@ func clipName(s string) string {
 		}
 		return r
 	}, clip.String(s, 64)), "?")
-}
-
-func (b Body) comic() Comic {
-	var c Comic
-	c.Grade, _ = b["grade"].(float64)
-	c.Issue, _ = b["issue"].(string)
-	c.KeyIssue, _ = b["key_issue"].(bool)
-	c.PriceCents, _ = b["price_cents"].(int64)
-	c.Printing, _ = b["printing"].(int64)
-	c.Publisher, _ = b["publisher"].(string)
-	c.Series, _ = b["series"].(string)
-	c.Title, _ = b["title"].(string)
-	c.Variant, _ = b["variant"].(string)
-	c.Year, _ = b["year"].(int64)
-	return c
 }
 
 // Body returns the comic as a full Body.

@@ -222,7 +222,7 @@ func TestMatcher_everyPatternMatches(t *testing.T) {
 				t.Fatalf("CreateMany = %d, %v; want %d", n, err, len(subs))
 			}
 			slices.Sort(want)
-			m := NewMatcher(rdb, NewTopics(2), nil, nil)
+			m := newMatcher(rdb, NewTopics(2))
 			got, err := m.MatchIDs(ctx, c)
 			if err != nil {
 				t.Fatal(err)
@@ -307,7 +307,7 @@ func TestStore_bloatedPatternIsSharded(t *testing.T) {
 					t.Errorf("publisher diversity %+v, want top marvel 11 of 12", f)
 				}
 			}
-			m := NewMatcher(rdb, NewTopics(2), nil, nil)
+			m := newMatcher(rdb, NewTopics(2))
 			got, err := m.MatchIDs(ctx, comicN("X-Men", 1, "Marvel", false))
 			slices.Sort(got)
 			slices.Sort(marvel)
@@ -380,7 +380,7 @@ func TestMatcher_expandsOnlyActivePatterns(t *testing.T) {
 			}
 			counter := &lookupCounter{}
 			rdb.AddHook(counter)
-			m := NewMatcher(rdb, NewTopics(2), nil, nil)
+			m := newMatcher(rdb, NewTopics(2))
 			lookups := func(c Comic) (int64, []string) {
 				t.Helper()
 				before := counter.n.Load()

@@ -92,28 +92,6 @@ var Vars = []flow.Var{
 	{Name: VarQuotaSubscriptions, Kind: flow.Int, Default: "1000", Usage: "feed subscriptions each API key (each client address on an open API) may create; beyond it 409 quota_exceeded; 0: no cap"},
 }
 
-// quotas builds the caps of Config.MaxFeedsPerCaller and
-// MaxSubscriptionsPerCaller.
-func (f *Flow) quotas() error {
-	feeds, err := quota.Optional(f.rdb, "feeds", f.cfg.MaxFeedsPerCaller)
-	if err != nil {
-		return err
-	}
-	subs, err := quota.Optional(f.rdb, "feed-subscriptions", f.cfg.MaxSubscriptionsPerCaller)
-	if err != nil {
-		return err
-	}
-	f.feedCap = feeds.WithExists(func(ctx context.Context, id string) (bool, error) {
-		_, err := f.store.Feed(ctx, id)
-		return present(err)
-	})
-	f.subCap = subs.WithExists(func(ctx context.Context, id string) (bool, error) {
-		_, err := f.store.Subscription(ctx, id)
-		return present(err)
-	})
-	return nil
-}
-
 // present maps a lookup's error to whether the record exists.
 func present(err error) (bool, error) {
 	if errors.Is(err, ErrNotFound) {
@@ -234,9 +212,6 @@ func attrSets(k string, vs ...string) map[string]attribute.Set {
 	return out
 }
 
-func outcomeAttrs(o string) attribute.Set { return outcomeSets[o] }
-func reasonAttrs(r string) attribute.Set  { return reasonSets[r] }
-
 // initMetrics creates the flow's instruments.
 func (f *Flow) initMetrics(meter metric.Meter) error {
 	var errs []error
@@ -260,21 +235,12 @@ func (f *Flow) initMetrics(meter metric.Meter) error {
 	}
 	// Every series of a bounded set starts at 0, so dashboards and alerts
 	// see the rare ones (a halt, a push) as 0 before the first happens.
-	ctx := context.Background()
-	for _, o := range outcomeSets {
-		f.requests.Add(ctx, 0, metric.WithAttributeSet(o))
+	for c, sets := range map[*metric.Int64Counter]map[string]attribute.Set{&f.requests: outcomeSets, &f.schedules: reasonSets,
+		&f.halts: attrSets("state", FeedGone, FeedDead), &f.websubEvents: attrSets("event", "subscribe", "verified", "denied", "pushed", "rejected"),
+		&f.bytes: {"": {}}, &f.held: {"": {}}, &f.moved: {"": {}}} {
+		for _, set := range sets {
+			(*c).Add(context.Background(), 0, metric.WithAttributeSet(set))
+		}
 	}
-	for _, r := range reasonSets {
-		f.schedules.Add(ctx, 0, metric.WithAttributeSet(r))
-	}
-	for _, st := range []string{FeedGone, FeedDead} {
-		f.halts.Add(ctx, 0, metric.WithAttributeSet(attrSet("state", st)))
-	}
-	for _, e := range []string{"subscribe", "verified", "denied", "pushed", "rejected"} {
-		f.websubEvents.Add(ctx, 0, metric.WithAttributeSet(attrSet("event", e)))
-	}
-	f.bytes.Add(ctx, 0)
-	f.held.Add(ctx, 0)
-	f.moved.Add(ctx, 0)
 	return nil
 }

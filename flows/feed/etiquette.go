@@ -1,12 +1,10 @@
 package feed
 
 import (
-	"errors"
 	"slices"
 	"time"
 
 	"github.com/dropstream/dropstream/flows/feed/poll"
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -16,7 +14,7 @@ import (
 type EtiquetteConfig struct {
 	// MinInterval is the shortest adaptive interval (a shorter PollEvery
 	// stays the floor). Default 1m.
-	MinInterval time.Duration `default:"1m"`
+	MinInterval time.Duration `default:"1m" range:"1s..168h"`
 	// MaxInterval caps every delay taken from a feed: cache headers, <ttl>,
 	// skip hours and days, and the adaptive interval. Default 24h.
 	MaxInterval time.Duration `default:"24h" range:"MinInterval..720h"`
@@ -39,8 +37,7 @@ func (c EtiquetteConfig) WithDefaults() EtiquetteConfig {
 
 // Validate reports every invalid field of a defaulted config.
 func (c EtiquetteConfig) Validate() error {
-	errs := bounds.Check([]error{settings.Check("feed etiquette", &c)}, "feed etiquette: min interval", c.MinInterval, MinPollEvery, MaxPollEvery)
-	return errors.Join(errs...)
+	return settings.Check("feed etiquette", &c)
 }
 
 // Reasons of a scheduled delay, as FeedStats.IntervalReason shows them.

@@ -12,7 +12,6 @@ import (
 	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/metric"
 
-	"github.com/dropstream/dropstream/internal/bounds"
 	"github.com/dropstream/dropstream/internal/egress"
 	"github.com/dropstream/dropstream/internal/quota"
 	"github.com/dropstream/dropstream/internal/settings"
@@ -48,7 +47,7 @@ type Deps struct {
 // Config configures the flow. Zero fields take their defaults.
 type Config struct {
 	// Partitions of the feed topics. Default 8.
-	Partitions int `default:"8"`
+	Partitions int `default:"8" range:"1..1024"` // 1..stream.MaxPartitions
 	// PublicURL is the API's base URL for opt-in links (/v1/confirm/<token>).
 	// Default "http://localhost:8080".
 	PublicURL string `default:"http://localhost:8080"`
@@ -89,7 +88,7 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
-	errs := bounds.Check([]error{settings.Check("feed", &c)}, "feed: partitions", c.Partitions, 1, stream.MaxPartitions)
+	errs := []error{settings.Check("feed", &c)}
 	if len(c.PublicURL) > 512 {
 		errs = append(errs, errors.New("feed: public URL too long"))
 	}
@@ -149,9 +148,22 @@ func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, deps Deps, cfg Co
 			}
 			return cfg.Egress.CheckRedirect(req)
 		}}
-	if err := f.quotas(); err != nil {
+	feeds, err := quota.Optional(rdb, "feeds", cfg.MaxFeedsPerCaller)
+	if err != nil {
 		return nil, err
 	}
+	subs, err := quota.Optional(rdb, "feed-subscriptions", cfg.MaxSubscriptionsPerCaller)
+	if err != nil {
+		return nil, err
+	}
+	f.feedCap = feeds.WithExists(func(ctx context.Context, id string) (bool, error) {
+		_, err := f.store.Feed(ctx, id)
+		return present(err)
+	})
+	f.subCap = subs.WithExists(func(ctx context.Context, id string) (bool, error) {
+		_, err := f.store.Subscription(ctx, id)
+		return present(err)
+	})
 	return f, nil
 }
 

@@ -123,10 +123,6 @@ func (f *Flow) Collections(ctx context.Context, feedID, name string) ([]Collecti
 			withins = append(withins, w)
 		}
 	}
-	out := make([]CollectionView, 0, len(withins))
-	if len(withins) == 0 {
-		return out, nil
-	}
 	pipe = f.rdb.Pipeline()
 	hashes := make([]*redis.SliceCmd, len(withins))
 	lens := make([]*redis.IntCmd, len(withins))
@@ -135,9 +131,10 @@ func (f *Flow) Collections(ctx context.Context, feedID, name string) ([]Collecti
 		hashes[i] = pipe.HMGet(ctx, ck, "opened", "due", "completed")
 		lens[i] = pipe.LLen(ctx, ck+":i")
 	}
-	if _, err := pipe.Exec(ctx); err != nil {
+	if _, err := pipe.Exec(ctx); err != nil { // none queued: nil
 		return nil, fmt.Errorf("feed: collections: %w", err)
 	}
+	out := make([]CollectionView, 0, len(withins))
 	for i, w := range withins {
 		v := hashes[i].Val()
 		opened, _ := v[0].(string)

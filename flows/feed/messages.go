@@ -6,7 +6,6 @@ import (
 	"crypto/sha256"
 	"embed"
 	"encoding/hex"
-	"encoding/json"
 	"fmt"
 	htmltemplate "html/template"
 	"io"
@@ -281,10 +280,4 @@ func fit(v view, limit int, render func(view) (string, error)) (string, error) {
 		return "", cmp.Or(ferr, err)
 	}
 	return clip(s, limit), nil
-}
-
-// body is the JSON document a log destination receives.
-func (m Message) body() []byte {
-	b, _ := json.Marshal(m)
-	return b
 }

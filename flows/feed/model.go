@@ -272,14 +272,6 @@ func validKey(key string) bool {
 	return validName(key)
 }
 
-// ownerOf returns the stored form of tenant: "" for tenancy.Open.
-func ownerOf(tenant string) string {
-	if t := tenancy.Of(tenant); t != tenancy.Open {
-		return t
-	}
-	return ""
-}
-
 // Validate checks a subscribable as given by a client.
 func (s Subscribable) Validate() error {
 	if !validName(s.Name) {

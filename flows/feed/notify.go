@@ -82,8 +82,10 @@ func (f *Flow) notifierSubscriber(ctx context.Context, fd Feed, sb Subscribable,
 	if err != nil {
 		return "", "", "", false, fmt.Errorf("%w destination: %w", ErrInvalid, err)
 	}
-	if sid, did, err = f.store.notifierDestination(ctx, sb.Tenant, core); err != nil {
-		return "", "", "", false, err
+	if v, err := f.rdb.Get(ctx, notifierKey(sb.Tenant, core)).Result(); err == nil {
+		sid, did, _ = strings.Cut(v, "|") // the one the flow created for this tenant's core
+	} else if !errors.Is(err, redis.Nil) {
+		return "", "", "", false, fmt.Errorf("feed: notifier destination: %w", err)
 	}
 	if sid != "" {
 		s, err := f.deps.Subscribers.Resolve(ctx, sid)
@@ -114,7 +116,7 @@ func (f *Flow) notifierSubscriber(ctx context.Context, fd Feed, sb Subscribable,
 		err = f.deps.Notify(ctx, req)
 	}
 	if err == nil {
-		err = f.store.setNotifierDestination(ctx, sb.Tenant, core, s.ID, x.ID)
+		err = f.rdb.Set(ctx, notifierKey(sb.Tenant, core), s.ID+"|"+x.ID, 0).Err()
 	}
 	if err != nil {
 		// Nobody could confirm it: remove it, so subscribing again starts
@@ -204,16 +206,6 @@ func payload(msg Message) json.RawMessage {
 	return b
 }
 
-// collectionRequest delivers a rendered collection to one subscription;
-// its window names the collection, so the notifier delivers it once.
-func collectionRequest(sub Subscription, c Collection, msg Message, body json.RawMessage, traceID string) notifier.Request {
-	return notifier.Request{Flow: Name, Event: "feed.collection", Subject: clip(subject(c.FeedID, displayName(c.Subscribable)), notifier.MaxSubjectLen),
-		SubscriberID: sub.SubscriberID, DestinationID: sub.DestinationID,
-		Window: clip(c.Within+"@"+fmt.Sprint(c.OpenedMs), notifier.MaxWindowLen), Title: clip(msg.Subject, notifier.MaxTextLen),
-		Text: msg.Text, HTML: msg.HTMLBody, Payload: body, ObservedAt: time.UnixMilli(c.CompletedMs), TraceID: traceID,
-		EventID: clip(c.FeedID+":"+c.Subscribable+":"+c.Within, 128)}
-}
-
 // confirmRequest is the confirmation request of a new, pending notifier
 // destination, sent to it inline.
 func (f *Flow) confirmRequest(fd Feed, name, subscriberID string, d subscriber.Destination, token string) (notifier.Request, error) {
@@ -290,27 +282,6 @@ func notifierKey(tenant, core string) string {
 		return defsKey("notifier:" + tag + ":" + subscriber.CoreHash(core))
 	}
 	return defsKey("notifier:" + subscriber.CoreHash(core))
-}
-
-// notifierDestination returns the notifier subscriber and destination ids
-// the flow created for a core of tenant ("" when none).
-func (s *Store) notifierDestination(ctx context.Context, tenant, core string) (subscriberID, destID string, err error) {
-	v, err := s.rdb.Get(ctx, notifierKey(tenant, core)).Result()
-	if errors.Is(err, redis.Nil) {
-		return "", "", nil
-	}
-	if err != nil {
-		return "", "", fmt.Errorf("feed: notifier destination: %w", err)
-	}
-	subscriberID, destID, _ = strings.Cut(v, "|")
-	return subscriberID, destID, nil
-}
-
-func (s *Store) setNotifierDestination(ctx context.Context, tenant, core, subscriberID, destID string) error {
-	if err := s.rdb.Set(ctx, notifierKey(tenant, core), subscriberID+"|"+destID, 0).Err(); err != nil {
-		return fmt.Errorf("feed: notifier destination: %w", err)
-	}
-	return nil
 }
 
 // Subscription returns one subscription as stored (Confirmed is the

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"math/rand/v2"
+	"slices"
 	"strconv"
 	"sync"
 	"time"
@@ -45,9 +46,7 @@ func (c PollerConfig) WithDefaults() PollerConfig {
 	c.Fetch = c.Fetch.WithDefaults()
 	settings.Defaults(&c)
 	c.Now = tick.Or(c.Now)
-	if c.Owner == "" {
-		c.Owner = stream.DefaultConsumerName()
-	}
+	c.Owner = cmp.Or(c.Owner, stream.DefaultConsumerName())
 	return c
 }
 
@@ -117,14 +116,14 @@ func (p *Poller) Run(ctx context.Context) error {
 	tick := time.NewTicker(200 * time.Millisecond)
 	defer tick.Stop()
 	var feeds []Feed
-	var halted map[string]bool
+	var halted []string
 	var loaded time.Time
 	for {
 		now := p.cfg.Now()
 		if now.Sub(loaded) >= p.cfg.Refresh {
 			fs, err := p.flow.store.Feeds(ctx)
 			if err == nil {
-				halted, err = p.flow.store.halted(ctx)
+				halted, err = p.flow.rdb.HKeys(ctx, defsKey("halted")).Result()
 			}
 			if err != nil {
 				p.flow.log.WarnContext(ctx, "feed poller: cannot load feeds", "error", err)
@@ -136,7 +135,7 @@ func (p *Poller) Run(ctx context.Context) error {
 			}
 		}
 		for _, fd := range feeds {
-			if halted[fd.ID] || !p.due(fd, now) {
+			if slices.Contains(halted, fd.ID) || !p.due(fd, now) {
 				continue
 			}
 			select {
@@ -229,9 +228,8 @@ func (p *Poller) PollOnce(ctx context.Context, fd Feed) (Poll, error) {
 // returns it with the delay to the next poll.
 func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error) {
 	f := p.flow
-	if halted, err := f.store.isHalted(ctx, fd.ID); err != nil || halted {
-		err = cmp.Or(err, ErrHalted)
-		return Poll{}, p.cfg.MaxBackoff, err
+	if halted, err := f.rdb.HExists(ctx, defsKey("halted"), fd.ID).Result(); err != nil || halted {
+		return Poll{}, p.cfg.MaxBackoff, cmp.Or(err, ErrHalted)
 	}
 	v, _ := recordstore.InHash[poll.Validators](f.rdb, defsKey("validators")).Get(ctx, fd.ID)
 	resp, err := p.fetcher.Fetch(ctx, fd.URL, v)
@@ -282,15 +280,13 @@ func (p *Poller) poll(ctx context.Context, fd Feed) (Poll, time.Duration, error)
 	// Only now: validators kept before a lost poll would make the next
 	// fetch a 304 and lose its items.
 	if v := resp.Validators; out.OK && v != (poll.Validators{}) {
-		vb, _ := json.Marshal(v)
-		if err := f.rdb.HSet(ctx, defsKey("validators"), fd.ID, vb).Err(); err != nil {
+		if err := recordstore.InHash[poll.Validators](f.rdb, defsKey("validators")).Put(ctx, fd.ID, v); err != nil {
 			f.log.WarnContext(ctx, "feed poller: validators not kept; the next fetch is unconditional", "feed_id", fd.ID, "error", err)
 		}
 	}
 	st := PollStatus{PolledAt: out.PolledAt().UTC(), OK: out.OK, NotModified: out.NotModified, Error: out.Error,
 		Items: len(out.Items), MissingGUIDs: out.MissingGUIDs, Duplicates: out.DuplicateGUIDs, Failures: failures}
-	sb, _ := json.Marshal(st)
-	_ = f.rdb.HSet(ctx, defsKey("status"), fd.ID, sb).Err()
+	_ = recordstore.InHash[PollStatus](f.rdb, defsKey("status")).Put(ctx, fd.ID, st)
 	var halt error
 	switch {
 	case errors.Is(err, poll.ErrGone):
@@ -312,7 +308,13 @@ func (p *Poller) follow(ctx context.Context, fd *Feed, moved string) {
 	if moved == fd.URL || p.flow.cfg.Egress.CheckURL(moved) != nil {
 		return
 	}
-	next, err := p.flow.store.moveFeed(ctx, fd.ID, fd.URL, moved)
+	next, err := p.flow.store.feeds.Update(ctx, fd.ID, func(x *Feed) error {
+		if x.URL != fd.URL {
+			return nil // moved meanwhile
+		}
+		x.URL = moved
+		return x.Validate()
+	})
 	if err != nil {
 		p.flow.log.WarnContext(ctx, "feed poller: moved feed's URL not updated", "feed_id", fd.ID, "error", err)
 		return

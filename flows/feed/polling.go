@@ -105,32 +105,12 @@ func (f *Flow) Polling(ctx context.Context, id string) (FeedPolling, error) {
 	}
 	var sub webSub
 	if raw := ws.Val(); raw != "" && json.Unmarshal([]byte(raw), &sub) == nil {
-		v := sub.view()
-		out.WebSub = &v
+		out.WebSub = &WebSubView{Hub: sub.Hub, Topic: sub.Topic, State: sub.State, RequestedAt: sub.RequestedAt}
+		if !sub.ExpiresAt.IsZero() {
+			out.WebSub.ExpiresAt = &sub.ExpiresAt
+		}
 	}
 	return out, nil
-}
-
-// halted returns the feeds that are no longer polled.
-func (s *Store) halted(ctx context.Context) (map[string]bool, error) {
-	ids, err := s.rdb.HKeys(ctx, defsKey("halted")).Result()
-	if err != nil {
-		return nil, fmt.Errorf("feed: halted feeds: %w", err)
-	}
-	out := make(map[string]bool, len(ids))
-	for _, id := range ids {
-		out[id] = true
-	}
-	return out, nil
-}
-
-// isHalted reports whether a feed is no longer polled.
-func (s *Store) isHalted(ctx context.Context, id string) (bool, error) {
-	ok, err := s.rdb.HExists(ctx, defsKey("halted"), id).Result()
-	if err != nil {
-		return false, fmt.Errorf("feed: halted %s: %w", id, err)
-	}
-	return ok, nil
 }
 
 // recordFetch adds one fetch to a feed's figures.
@@ -145,7 +125,7 @@ func (p *Poller) recordFetch(ctx context.Context, id string, resp poll.Response,
 	case resp.NotModified:
 		outcome = "not_modified"
 	}
-	f.requests.Add(ctx, 1, metric.WithAttributeSet(outcomeAttrs(outcome)))
+	f.requests.Add(ctx, 1, metric.WithAttributeSet(outcomeSets[outcome]))
 	if resp.Bytes > 0 {
 		f.bytes.Add(ctx, resp.Bytes)
 	}
@@ -166,7 +146,7 @@ func (p *Poller) recordFetch(ctx context.Context, id string, resp poll.Response,
 // chosen.
 func (p *Poller) recordSchedule(ctx context.Context, id string, now time.Time, d time.Duration, reason string) {
 	f := p.flow
-	f.schedules.Add(ctx, 1, metric.WithAttributeSet(reasonAttrs(reason)))
+	f.schedules.Add(ctx, 1, metric.WithAttributeSet(reasonSets[reason]))
 	if err := f.rdb.HSet(ctx, statsKey(id), "next_ms", now.Add(d).UnixMilli(), "interval_ms", d.Milliseconds(), "reason", reason).Err(); err != nil {
 		f.log.WarnContext(ctx, "feed poller: schedule not kept", "feed_id", id, "error", err)
 	}
@@ -176,8 +156,7 @@ func (p *Poller) recordSchedule(ctx context.Context, id string, now time.Time, d
 // (a 304 answer has none of its own), and keeps new ones.
 func (p *Poller) docHints(ctx context.Context, id string, fresh *poll.Hints) poll.Hints {
 	if fresh != nil {
-		b, _ := json.Marshal(fresh)
-		_ = p.flow.rdb.HSet(ctx, statsKey(id), "hints", b).Err()
+		_ = recordstore.InHash[poll.Hints](p.flow.rdb, statsKey(id)).Put(ctx, "hints", *fresh)
 		return *fresh
 	}
 	h, _ := recordstore.InHash[poll.Hints](p.flow.rdb, statsKey(id)).Get(ctx, "hints")
@@ -253,14 +232,8 @@ func (f *Flow) tellHalted(ctx context.Context, fd Feed) error {
 			}
 			if sub.Destination.Kind == DestLog {
 				m := msg
-				m.Subscribable, m.SubscriptionID = sb.Name, sub.ID
-				_, err := f.deps.Sender.Deliver(ctx, notifier.Delivery{
-					HashTag: f.topics.Collections.HashTag(f.topics.Collections.Partition(fd.ID)),
-					Key:     "feed:" + fd.ID + ":" + window + ":" + sub.ID, Channel: notifier.ChannelLog, MessageID: window, Attempt: 1,
-					Notification: notifier.Notification{Flow: Name, Event: "feed." + h.State, EventID: fd.ID + ":" + window, Subject: m.Subject,
-						Recipient: notifier.Recipient{ID: sub.ID}, ObservedAt: h.Since, Body: m.body()},
-				})
-				errs = append(errs, err)
+				m.Subscribable = sb.Name
+				errs = append(errs, f.sendLog(ctx, sub, m, fd.ID+":"+window, fd.ID+":"+window, window, 1, h.Since, ""))
 				continue
 			}
 			body, _ := json.Marshal(Message{Kind: msg.Kind, FeedID: fd.ID, FeedURL: fd.URL, Subscribable: sb.Name, Subject: msg.Subject})
@@ -273,8 +246,7 @@ func (f *Flow) tellHalted(ctx context.Context, fd Feed) error {
 		return fmt.Errorf("feed: tell the subscribers of %s: %w", fd.ID, err)
 	}
 	h.Told = true
-	b, _ := json.Marshal(h)
-	return f.rdb.HSet(ctx, defsKey("halted"), fd.ID, b).Err()
+	return recordstore.InHash[Halt](f.rdb, defsKey("halted")).Put(ctx, fd.ID, h)
 }
 
 // renderHalt is the message telling that a feed is no longer polled.

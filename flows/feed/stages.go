@@ -126,12 +126,8 @@ func (f *Flow) Exclude(ctx context.Context, feedID, iid string) (string, error) 
 // subscription, deletes subscriptions whose notifier destination is gone,
 // then releases the items.
 func (f *Flow) handleCollection(ctx context.Context, m *stream.Message) error {
-	switch m.Type {
-	case TypeCollection:
-	case typeConfirm:
+	if m.Type == typeConfirm {
 		return fmt.Errorf("feed: confirmation requests go through the notifier now: %w", stream.ErrDrop)
-	default:
-		return stream.Permanentf("feed: unexpected message type %q", clip(m.Type, 64))
 	}
 	c, err := decode[Collection](m, TypeCollection)
 	if err != nil {
@@ -198,12 +194,18 @@ func (f *Flow) deliver(ctx context.Context, m *stream.Message, fd Feed, c Collec
 		switch {
 		case !sub.Confirmed:
 		case sub.Destination.Kind == DestLog:
-			errs = append(errs, f.sendLog(ctx, m, sub, c, msg, traceID))
+			eventID := c.FeedID + ":" + c.Subscribable + ":" + c.Within
+			errs = append(errs, f.sendLog(ctx, sub, msg, eventID, eventID+":"+fmt.Sprint(c.OpenedMs), m.ID, m.Attempt, time.UnixMilli(c.CompletedMs), traceID))
 		default:
 			if body == nil {
 				body = payload(msg)
 			}
-			reqs = append(reqs, collectionRequest(sub, c, msg, body, traceID))
+			// The window names the collection: the notifier delivers it once.
+			reqs = append(reqs, notifier.Request{Flow: Name, Event: "feed.collection", Subject: clip(subject(c.FeedID, displayName(c.Subscribable)), notifier.MaxSubjectLen),
+				SubscriberID: sub.SubscriberID, DestinationID: sub.DestinationID,
+				Window: clip(c.Within+"@"+fmt.Sprint(c.OpenedMs), notifier.MaxWindowLen), Title: clip(msg.Subject, notifier.MaxTextLen),
+				Text: msg.Text, HTML: msg.HTMLBody, Payload: body, ObservedAt: time.UnixMilli(c.CompletedMs), TraceID: traceID,
+				EventID: clip(c.FeedID+":"+c.Subscribable+":"+c.Within, 128)})
 		}
 	}
 	if err := f.notify(ctx, reqs); err != nil {
@@ -227,16 +229,16 @@ func (f *Flow) notify(ctx context.Context, reqs []notifier.Request) error {
 	return nil
 }
 
-// sendLog delivers msg to a log subscription through the Sender, once per
-// (collection, subscription).
-func (f *Flow) sendLog(ctx context.Context, m *stream.Message, sub Subscription, c Collection, msg Message, traceID string) error {
-	eventID := c.FeedID + ":" + c.Subscribable + ":" + c.Within
+// sendLog delivers msg, of the feed msg.FeedID, to a log subscription
+// through the Sender, once per (key, subscription).
+func (f *Flow) sendLog(ctx context.Context, sub Subscription, msg Message, eventID, key, messageID string, attempt int, at time.Time, traceID string) error {
 	msg.SubscriptionID = sub.ID
+	body, _ := json.Marshal(msg) // the JSON document a log destination receives
 	_, err := f.deps.Sender.Deliver(ctx, notifier.Delivery{
-		HashTag: f.topics.Collections.HashTag(m.Partition), Key: "feed:" + eventID + ":" + fmt.Sprint(c.OpenedMs) + ":" + sub.ID,
-		Channel: notifier.ChannelLog, MessageID: m.ID, Attempt: m.Attempt,
+		HashTag: f.topics.Collections.HashTag(f.topics.Collections.Partition(msg.FeedID)), Key: "feed:" + key + ":" + sub.ID,
+		Channel: notifier.ChannelLog, MessageID: messageID, Attempt: attempt,
 		Notification: notifier.Notification{Flow: Name, Event: "feed." + msg.Kind, EventID: eventID, Subject: msg.Subject,
-			Recipient: notifier.Recipient{ID: sub.ID}, TraceID: traceID, ObservedAt: time.UnixMilli(c.CompletedMs), Body: msg.body()},
+			Recipient: notifier.Recipient{ID: sub.ID}, TraceID: traceID, ObservedAt: at, Body: body},
 	})
 	return err
 }

@@ -156,7 +156,9 @@ func (s *Store) PutSubscribable(ctx context.Context, sb Subscribable) (Subscriba
 	if _, err := s.Feed(ctx, sb.FeedID); err != nil {
 		return Subscribable{}, false, err
 	}
-	sb.Tenant = ownerOf(sb.Tenant)
+	if sb.Tenant == tenancy.Open {
+		sb.Tenant = "" // tenancy.Open's are stored without a tenant
+	}
 	sb.Added = s.stamp()
 	body, _ := json.Marshal(sb)
 	key := sb.Key()
@@ -242,21 +244,6 @@ func (s *Store) DeleteSubscribable(ctx context.Context, feedID, key string) erro
 	return s.rdb.HDel(ctx, defsKey("subscribables:"+feedID), key).Err()
 }
 
-// moveFeed sets feed id's URL from old to moved unless it changed meanwhile.
-func (s *Store) moveFeed(ctx context.Context, id, old, moved string) (Feed, error) {
-	fd, err := s.feeds.Update(ctx, id, func(fd *Feed) error {
-		if fd.URL != old {
-			return nil
-		}
-		fd.URL = moved
-		return fd.Validate()
-	})
-	if err != nil {
-		return Feed{}, fmt.Errorf("feed: move %s: %w", id, err)
-	}
-	return fd, nil
-}
-
 // Each tenant that added a feed holds it; a feed without tenants is
 // tenancy.Open's.
 func feedTenantsKey(id string) string     { return defsKey("tenants:" + id) }
@@ -306,11 +293,12 @@ func (s *Store) DropTenant(ctx context.Context, id, tenant string) (othersHold b
 	return left.Val() > 0, nil
 }
 
-// TenantFeeds returns the ids of the feeds tenant holds.
-func (s *Store) TenantFeeds(ctx context.Context, tenant string) ([]string, error) {
+// TenantFeeds returns the feeds tenant holds that exist; an unreadable
+// one is an error.
+func (s *Store) TenantFeeds(ctx context.Context, tenant string) ([]Feed, error) {
 	ids, err := s.rdb.SMembers(ctx, tenantFeedsKey(tenant)).Result()
 	if err != nil {
 		return nil, fmt.Errorf("feed: feeds of a tenant: %w", err)
 	}
-	return ids, nil
+	return s.feeds.GetMany(ctx, ids)
 }

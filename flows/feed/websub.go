@@ -128,15 +128,6 @@ type WebSubView struct {
 	ExpiresAt   *time.Time `json:"expires_at,omitempty"`
 }
 
-func (w webSub) view() WebSubView {
-	v := WebSubView{Hub: w.Hub, Topic: w.Topic, State: w.State, RequestedAt: w.RequestedAt}
-	if !w.ExpiresAt.IsZero() {
-		t := w.ExpiresAt
-		v.ExpiresAt = &t
-	}
-	return v
-}
-
 // pushed reports whether the feed is pushed at now (a token is required).
 func (w webSub) pushed(now time.Time) bool {
 	return w.State == WebSubActive && w.Token != "" && now.Before(w.ExpiresAt)
@@ -151,14 +142,6 @@ func (f *Flow) webSub(ctx context.Context, id string) (webSub, bool, error) {
 		return webSub{}, false, fmt.Errorf("feed: websub of %s: %w", id, err)
 	}
 	return w, true, nil
-}
-
-func (f *Flow) putWebSub(ctx context.Context, id string, w webSub) error {
-	b, _ := json.Marshal(w)
-	if err := f.rdb.HSet(ctx, defsKey("websub"), id, b).Err(); err != nil {
-		return fmt.Errorf("feed: keep websub of %s: %w", id, err)
-	}
-	return nil
 }
 
 // ensureWebSub subscribes a feed at its first hub unless it is active and
@@ -209,10 +192,10 @@ func (f *Flow) subscribeHub(ctx context.Context, feedID, hub, topic string, now 
 		w.RequestedAt = now
 	}
 	w.Pending = &req
-	if err := f.putWebSub(ctx, feedID, w); err != nil {
+	if err := recordstore.InHash[webSub](f.rdb, defsKey("websub")).Put(ctx, feedID, w); err != nil {
 		return err
 	}
-	form := url.Values{"hub.mode": {req.Mode}, "hub.topic": {topic}, "hub.callback": {f.webSubCallback(feedID, req.Token)},
+	form := url.Values{"hub.mode": {req.Mode}, "hub.topic": {topic}, "hub.callback": {f.cfg.PublicURL + WebSubPath + feedID + "/" + req.Token},
 		"hub.secret": {req.Secret}, "hub.lease_seconds": {strconv.Itoa(int(f.cfg.WebSub.Lease.Seconds()))}}
 	ctx, cancel := context.WithTimeout(ctx, f.cfg.WebSub.Timeout)
 	defer cancel()
@@ -232,11 +215,6 @@ func (f *Flow) subscribeHub(ctx context.Context, feedID, hub, topic string, now 
 	}
 	f.websubEvents.Add(ctx, 1, metric.WithAttributeSet(attrSet("event", "subscribe")))
 	return nil
-}
-
-// webSubCallback is the callback URL of a feed's subscription.
-func (f *Flow) webSubCallback(feedID, token string) string {
-	return f.cfg.PublicURL + WebSubPath + feedID + "/" + token
 }
 
 // VerifyWebSub answers a hub's verification of intent: a "subscribe"
@@ -276,7 +254,7 @@ func (f *Flow) VerifyWebSub(ctx context.Context, feedID, token, mode, topic stri
 	default:
 		return ErrNotFound
 	}
-	return f.putWebSub(ctx, feedID, w)
+	return recordstore.InHash[webSub](f.rdb, defsKey("websub")).Put(ctx, feedID, w)
 }
 
 // Push checks a hub push's X-Hub-Signature and publishes it as a Poll.
@@ -309,7 +287,7 @@ func (f *Flow) Push(ctx context.Context, feedID, token string, body []byte, sign
 		return fmt.Errorf("feed: publish push of %s: %w", feedID, err)
 	}
 	f.websubEvents.Add(ctx, 1, metric.WithAttributeSet(attrSet("event", "pushed")))
-	f.requests.Add(ctx, 1, metric.WithAttributeSet(outcomeAttrs("push")))
+	f.requests.Add(ctx, 1, metric.WithAttributeSet(outcomeSets["push"]))
 	f.bytes.Add(ctx, int64(len(body)))
 	_ = f.rdb.HIncrBy(ctx, statsKey(feedID), "pushes", 1).Err()
 	return nil

@@ -113,14 +113,9 @@ func (r routes) schema(c *fiber.Ctx) error {
 	return c.Send(comic.JSONSchema())
 }
 
-// invalid maps a validation error to 422 naming the field.
-func invalid(code string, err error) error {
-	var fe *comic.FieldError
-	if errors.As(err, &fe) {
-		return api.UnprocessableEntity(code, fe.Error())
-	}
-	return api.UnprocessableEntity(code, err.Error())
-}
+// invalid maps a validation error (a *comic.FieldError, naming the field)
+// to 422.
+func invalid(code string, err error) error { return api.UnprocessableEntity(code, err.Error()) }
 
 func (r routes) createComic(c *fiber.Ctx) error {
 	var raw json.RawMessage

@@ -291,20 +291,9 @@ func (f routes) feedPage(c *fiber.Ctx, cursor string, limit int) ([]feed.Feed, s
 	if api.SeesAll(c) {
 		return f.store.FeedPage(c.UserContext(), cursor, limit)
 	}
-	ids, err := f.store.TenantFeeds(c.UserContext(), api.Tenant(c))
+	feeds, err := f.store.TenantFeeds(c.UserContext(), api.Tenant(c))
 	if err != nil {
 		return nil, "", err
-	}
-	feeds := make([]feed.Feed, 0, len(ids))
-	for _, id := range ids {
-		fd, err := f.store.Feed(c.UserContext(), id)
-		if errors.Is(err, feed.ErrNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, "", err
-		}
-		feeds = append(feeds, fd)
 	}
 	page := api.PageOf(feeds, func(fd feed.Feed) string { return fd.ID }, cursor, limit)
 	return page.Items, page.NextCursor, nil

@@ -53,15 +53,16 @@ type Config struct {
 	MaxRedirects int `default:"5" range:"0..20"`
 	// UserAgent is sent with every request. Default "dropstream-feed/1".
 	UserAgent string `default:"dropstream-feed/1"`
-	// RatePerHost is the requests per second allowed to one host. Default 5.
-	RatePerHost float64 `default:"5"`
+	// RatePerHost is the requests per second allowed to one host, at
+	// least 0.001. Default 5.
+	RatePerHost float64 `default:"5" range:"0.001.."`
 	// Burst is how many requests to one host may go at once. Default 5.
-	Burst int `default:"5"`
+	Burst int `default:"5" range:"1.."`
 	// DefaultRetryAfter is the pause after a 429/503 without a readable
 	// Retry-After. Default 60s.
-	DefaultRetryAfter time.Duration `default:"1m"`
+	DefaultRetryAfter time.Duration `default:"1m" range:"1ns.."`
 	// MaxRetryAfter caps the pause a server may ask for. Default 1h.
-	MaxRetryAfter time.Duration `default:"1h"`
+	MaxRetryAfter time.Duration `default:"1h" range:"DefaultRetryAfter.."`
 	// Egress is the policy of feed addresses; a denied one is not fetched.
 	// Default: egress.Default().
 	Egress *egress.Policy
@@ -89,14 +90,7 @@ func (c Config) WithDefaults() Config {
 
 // Validate reports every invalid field of a defaulted config.
 func (c Config) Validate() error {
-	errs := []error{settings.Check("poll", &c)}
-	if c.RatePerHost <= 0 || c.Burst < 1 {
-		errs = append(errs, fmt.Errorf("poll: rate %g and burst %d must be positive", c.RatePerHost, c.Burst))
-	}
-	if c.DefaultRetryAfter <= 0 || c.MaxRetryAfter < c.DefaultRetryAfter {
-		errs = append(errs, fmt.Errorf("poll: retry-after default %s and cap %s", c.DefaultRetryAfter, c.MaxRetryAfter))
-	}
-	return errors.Join(errs...)
+	return settings.Check("poll", &c)
 }
 
 // Validators are the cache validators of a previous answer, sent back as

@@ -57,8 +57,6 @@ type Parsed struct {
 	// DuplicateGUIDs counts items dropped because an earlier item had the
 	// same guid.
 	DuplicateGUIDs int
-	// Truncated counts items beyond MaxItems, dropped.
-	Truncated int
 }
 
 // Parse reads an RSS (0.9x, 1.0, 2.0) or Atom document. A body gofeed
@@ -81,8 +79,7 @@ func Parse(body []byte) (Parsed, error) {
 			continue
 		}
 		if len(out.Items) >= MaxItems {
-			out.Truncated++
-			continue
+			continue // dropped
 		}
 		seen[it.GUID] = true
 		if synthesized {
