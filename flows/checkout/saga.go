@@ -73,22 +73,20 @@ func (s *Flow) checkout(ctx context.Context, orderID string, deadline time.Time)
 		}
 		c, done := s.waiter.register(s.keys, orderID, o.TrNum+1, s.cfg.Recheck)
 		status, tr, err := s.beginAndSend(ctx, o, tp)
-		if err != nil {
-			done()
-			return Result{}, err
-		}
-		if status == "started" {
+		if err == nil && status == "started" {
 			r, err := s.waiter.await(ctx, s.keys, orderID, tr, c, false, time.Until(deadline))
 			done()
 			return s.result(ctx, r, err)
 		}
 		done()
-		switch status {
-		case "inflight":
+		switch {
+		case err != nil:
+			return Result{}, err
+		case status == "inflight":
 			return s.join(ctx, orderID, tr, deadline)
-		case "paid":
+		case status == "paid":
 			return Result{OrderID: orderID, TrNum: tr, Status: StatusSucceeded, AlreadyPaid: true}, nil
-		case "missing":
+		case status == "missing":
 			return Result{}, fmt.Errorf("%w: order %s", ErrNotFound, orderID)
 		}
 	}

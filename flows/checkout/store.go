@@ -122,9 +122,7 @@ func (s *Store) FindItem(ctx context.Context, id string) (stock, price int64, er
 	if v[0] == nil || v[1] == nil {
 		return 0, 0, fmt.Errorf("%w: item %s", ErrNotFound, id)
 	}
-	stock, _ = strconv.ParseInt(v[0].(string), 10, 64)
-	price, _ = strconv.ParseInt(v[1].(string), 10, 64)
-	return stock, price, nil
+	return intOf(v[0]), intOf(v[1]), nil
 }
 
 // AddStock adds amount to an item's stock and returns the new stock.

@@ -289,11 +289,8 @@ func (c *Catalog) Translate(ctx context.Context, fromType, fromID, toType string
 	if err := rec.Err(); err != nil {
 		return nil, false, fmt.Errorf("translate cache: %w", err)
 	}
-	cur, err := epoch.Result()
-	if err == redis.Nil {
-		cur, err = "0", nil
-	}
-	if err != nil {
+	cur, err := epoch.Result() // "" before the first change
+	if err != nil && err != redis.Nil {
 		return nil, false, fmt.Errorf("catalog epoch: %w", err)
 	}
 	if m := rec.Val(); len(m) > 0 && m[epochField] == cur {

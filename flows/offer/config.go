@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dropstream/dropstream/internal/bounds"
@@ -100,12 +101,11 @@ func (c Config) Validate() error {
 
 // kindOf returns the kind of handler tag, or false when it is not configured.
 func (c Config) kindOf(tag string) (Kind, bool) {
-	for _, h := range c.Handlers {
-		if h.Tag == tag {
-			return h.Kind, true
-		}
+	i := slices.IndexFunc(c.Handlers, func(h HandlerSpec) bool { return h.Tag == tag })
+	if i < 0 {
+		return "", false
 	}
-	return "", false
+	return c.Handlers[i].Kind, true
 }
 
 // EvalTopic is a handler's fan-out topic, keyed by result id.
@@ -118,12 +118,9 @@ func (c Config) HistoryTopic() stream.Topic {
 	return stream.NewTopic(Name, "history", c.Partitions)
 }
 
-// resultTag returns the hash tag of a result's keys: that of its partition.
-func (c Config) resultTag(resultID string) (int, string) {
-	t := c.EvalTopic(c.Handlers[0].Tag)
-	p := t.Partition(resultID)
-	return p, t.HashTag(p)
-}
+// partition is the partition of a result or orderPrice id, whose keys
+// are in its slot ("{offer.p}").
+func (c Config) partition(id string) int { return c.EvalTopic(c.Handlers[0].Tag).Partition(id) }
 
 // StageHistory writes the search history to ClickHouse.
 const StageHistory = "offer-history"

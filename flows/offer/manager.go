@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/stream"
@@ -101,7 +102,8 @@ func (s *Flow) Search(ctx context.Context, req SearchRequest, callID string) (Se
 		resp.Outcome, status = OutcomeGone, "gone"
 	}
 	took := time.Since(start)
-	s.met.search(resp.Outcome, status, took.Seconds())
+	s.met.searches.Add(context.Background(), 1, metric.WithAttributes(keyOutcome.String(resp.Outcome)))
+	s.met.duration.Record(context.Background(), took.Seconds(), metric.WithAttributes(keyOutcome.String(resp.Outcome), keyStatus.String(status)))
 	span.SetAttributes(attribute.String("offer.outcome", resp.Outcome), attribute.String("offer.status", status))
 	ev := HistoryEvent{CallID: callID, RequestID: req.RequestID, ResultID: id, At: s.cfg.Now().UTC(), Outcome: resp.Outcome,
 		Status: status, WaitMs: took.Milliseconds(), Matches: resp.Total, Filter: string(canonical)}
@@ -122,7 +124,7 @@ func (s *Flow) search(ctx context.Context, req SearchRequest, id string, canonic
 	uid := randomID()
 	payload, _ := json.Marshal(evalPayload{ResultID: id, UniqueRequestID: uid, Filter: canonical})
 	carrier := stream.NewMessage(id, "", nil)
-	stream.InjectTrace(ctx, s.prop, carrier)
+	stream.InjectTrace(ctx, s.tel.Propagator, carrier)
 	bypass, epoch, err := s.guard(ctx)
 	if err != nil {
 		return SearchResponse{}, err

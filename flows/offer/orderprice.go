@@ -120,13 +120,13 @@ return 1`)
 // priceKeys returns the key of orderPrice record id and its partition's
 // live records (record id → key expiry in Unix ms), for the keeper.
 func (c Config) priceKeys(id string) (record, live string) {
-	p, tag := c.resultTag(id)
-	return rediskey.Key(tag, "offer", "price", id), c.priceLiveKey(p)
+	p := c.partition(id)
+	return rediskey.Partition(Name, p, "offer", "price", id), c.priceLiveKey(p)
 }
 
 // priceLiveKey is priceKeys' live set of partition p.
 func (c Config) priceLiveKey(p int) string {
-	return rediskey.Key(c.EvalTopic(c.Handlers[0].Tag).HashTag(p), "offer", "prices")
+	return rediskey.Partition(Name, p, "offer", "prices")
 }
 
 // ErrOfferNotFound is the error reason of an order line whose offer does
