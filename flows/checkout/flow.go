@@ -77,8 +77,7 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	return f, nil
 }
 
-// NewWith returns the flow over rdb and pub with cfg (defaulted); nil
-// fields of tel take the OpenTelemetry globals and slog.Default.
+// NewWith returns the flow over rdb and pub with cfg (defaulted) and tel.WithDefaults().
 func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel stream.Telemetry) (*Flow, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -114,23 +113,22 @@ func (s *Flow) Ready() <-chan struct{} { return s.waiter.Ready() }
 
 // Describe declares the flow's stages, services, history, topics and demo.
 func (s *Flow) Describe() flow.Description {
-	t := s.topics
-	return flow.Description{
+	d := flow.Description{
 		Stages:   s.Stages(),
 		Services: []flow.Service{{Name: ServiceSweeper, Run: s.RunSweeper}},
 		Waiters:  []flow.Service{{Name: WaiterName, Run: s.Run}},
-		Edges: []flow.Edge{
-			// Stages append saga records and send compensations.
-			{From: StageStock, Topic: t.Stock}, {From: StageStock, Topic: t.Payment}, {From: StageStock, Topic: t.Sagas},
-			{From: StagePayment, Topic: t.Stock}, {From: StagePayment, Topic: t.Payment}, {From: StagePayment, Topic: t.Sagas},
-			{From: ServiceSweeper, Topic: t.Stock}, {From: ServiceSweeper, Topic: t.Payment}, {From: ServiceSweeper, Topic: t.Sagas},
-			// A checkout sends commands; one given up records its saga.
-			{From: flow.FromAPI, Topic: t.Stock}, {From: flow.FromAPI, Topic: t.Payment}, {From: flow.FromAPI, Topic: t.Sagas},
-		},
-		History: []flow.History{flowhistory.Of(s.HistoryConfig(), stream.Telemetry{Logger: s.log})},
-		Demo:    s.seedDemo,
-		Events:  s.events,
+		History:  []flow.History{flowhistory.Of(s.HistoryConfig(), stream.Telemetry{Logger: s.log})},
+		Demo:     s.seedDemo,
+		Events:   s.events,
 	}
+	// The stages, the sweeper and a checkout send commands (and
+	// compensations) and record sagas.
+	for _, from := range []string{StageStock, StagePayment, ServiceSweeper, flow.FromAPI} {
+		for _, t := range []stream.Topic{s.topics.Stock, s.topics.Payment, s.topics.Sagas} {
+			d.Edges = append(d.Edges, flow.Edge{From: from, Topic: t})
+		}
+	}
+	return d
 }
 
 // seedDemo creates ten items, users and orders for the demo, once.
@@ -147,8 +145,7 @@ func (s *Flow) Close() error { return nil }
 
 // Metric names of the flow (Prometheus names in parentheses).
 const (
-	// MetricConservationDrift is the last check's Drift by kind ("stock",
-	// "credit"). Int64Gauge.
+	// MetricConservationDrift is the last check's Drift by kind ("stock", "credit").
 	MetricConservationDrift = "dropstream.checkout.conservation.drift"
 	// MetricConservationDrifting counts items or users off balance, by kind.
 	MetricConservationDrifting = "dropstream.checkout.conservation.drifting"

@@ -109,8 +109,7 @@ func NewIDOf(tenant string) string {
 	return newID()
 }
 
-// Sees reports whether v may see and change id; to others it does not
-// exist.
+// Sees reports whether v may see and change id; to others it does not exist.
 func Sees(v tenancy.View, id string) bool {
 	return v.All || idTag(id) == tenancy.Tag(v.Tenant)
 }

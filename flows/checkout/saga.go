@@ -138,8 +138,7 @@ func (s *Flow) beginAndSend(ctx context.Context, o Order, tp string) (string, in
 	return status, tr, nil
 }
 
-// begin runs the begin script for o's next attempt and returns its
-// commands when it started.
+// begin runs the begin script for o's next attempt, with its commands.
 func (s *Flow) begin(ctx context.Context, o Order, tp string) (string, int64, []Command, error) {
 	tr := o.TrNum + 1
 	cmds, err := s.Commands(o, tr)

@@ -44,8 +44,7 @@ func (s *Store) retryErr(ctx context.Context, op func() error) error {
 	return err
 }
 
-// write runs queue's idempotent writes in one pipeline with the replica
-// wait, retrying like retry.
+// write runs queue's idempotent writes in one pipeline with the replica wait, retried.
 func (s *Store) write(ctx context.Context, queue func(redis.Pipeliner)) error {
 	return s.retryErr(ctx, func() error { return s.wait.Exec(ctx, s.rdb, queue) })
 }
@@ -95,8 +94,7 @@ func checkRange(what string, v, lo, hi int64) error {
 	return nil
 }
 
-// CreateItemOf creates an item of tenant (see Sees) with stock 0 and
-// returns its id.
+// CreateItemOf creates an item of tenant (see Sees) with stock 0: its id.
 func (s *Store) CreateItemOf(ctx context.Context, tenant string, price int64) (string, error) {
 	if err := checkRange("price", price, 0, MaxPrice); err != nil {
 		return "", err
@@ -130,14 +128,12 @@ func (s *Store) AddStock(ctx context.Context, id string, amount int64) (int64, e
 	return s.adjust(ctx, "item", id, "stock", amount, 1)
 }
 
-// SubtractStock takes amount from an item's stock; ErrInsufficient if the
-// stock would go below zero.
+// SubtractStock takes amount from an item's stock; ErrInsufficient below zero.
 func (s *Store) SubtractStock(ctx context.Context, id string, amount int64) (int64, error) {
 	return s.adjust(ctx, "item", id, "stock", amount, -1)
 }
 
-// CreateUserOf creates a user of tenant (see Sees) with credit 0 and
-// returns its id.
+// CreateUserOf creates a user of tenant (see Sees) with credit 0: its id.
 func (s *Store) CreateUserOf(ctx context.Context, tenant string) (string, error) {
 	id := NewIDOf(tenant)
 	if err := s.write(ctx, func(p redis.Pipeliner) {
@@ -169,8 +165,7 @@ func (s *Store) AddFunds(ctx context.Context, id string, amount int64) (int64, e
 	return s.adjust(ctx, "user", id, "credit", amount, 1)
 }
 
-// Pay takes amount from a user's credit; ErrInsufficient if the credit
-// would go below zero.
+// Pay takes amount from a user's credit; ErrInsufficient below zero.
 func (s *Store) Pay(ctx context.Context, id string, amount int64) (int64, error) {
 	return s.adjust(ctx, "user", id, "credit", amount, -1)
 }

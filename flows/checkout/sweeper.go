@@ -144,9 +144,8 @@ func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 	return st, nil
 }
 
-// RunSweeper runs Sweep every SweepInterval and, beside it,
-// CheckConservation every ConservationInterval, logging failures, until
-// ctx ends (then nil).
+// RunSweeper runs Sweep every SweepInterval and CheckConservation every
+// ConservationInterval, logging failures, until ctx ends (then nil).
 func (s *Flow) RunSweeper(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -273,8 +272,7 @@ func (w *Waiter) recheckDue(ctx context.Context, now time.Time) {
 	}
 }
 
-// dispatch wakes the calls of a DoneChannel payload,
-// "<order>|<tr>|<status>|<reason>".
+// dispatch wakes the calls of a DoneChannel payload "<order>|<tr>|<status>|<reason>".
 func (w *Waiter) dispatch(payload string) {
 	parts := strings.SplitN(payload, "|", 4)
 	if len(parts) != 4 {
@@ -301,8 +299,7 @@ func (w *Waiter) wake(key string, r Result) {
 	}
 }
 
-// Wait waits up to timeout for attempt tr's final status; on timeout the
-// Result has StatusPending.
+// Wait waits up to timeout for attempt tr's final status, else StatusPending.
 func (w *Waiter) Wait(ctx context.Context, keys Keys, orderID string, tr int64, timeout, recheck time.Duration) (Result, error) {
 	c, done := w.register(keys, orderID, tr, recheck)
 	defer done()

@@ -51,8 +51,7 @@ type Attempt struct {
 	// Parts and Compensated count the participants and the effects undone.
 	Parts       int `json:"parts"`
 	Compensated int `json:"compensated"`
-	// CancelRequestedAt and CancelRequestedBy are set by Flow.Cancel
-	// (SourceRedis only).
+	// CancelRequestedAt and CancelRequestedBy are Flow.Cancel's (SourceRedis only).
 	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 	CancelRequestedBy string     `json:"cancel_requested_by,omitempty"`
 	// Steps are the participants (Source redis only).
@@ -193,8 +192,7 @@ func msTime(v string) *time.Time {
 	return &t
 }
 
-// events lists the newest finished attempts in the sagas stream
-// (Description.Events).
+// events lists the newest finished attempts in the sagas stream (Description.Events).
 func (s *Flow) events(ctx context.Context, v tenancy.View, limit int) ([]flow.Event, error) {
 	sagas, err := flow.Recent(ctx, s.rdb, s.topics.Sagas, flow.ScanFor(v, limit))
 	if err != nil {

@@ -118,8 +118,7 @@ func (c Config) HistoryTopic() stream.Topic {
 	return stream.NewTopic(Name, "history", c.Partitions)
 }
 
-// partition is the partition of a result or orderPrice id, whose keys
-// are in its slot ("{offer.p}").
+// partition is the partition (key slot "{offer.p}") of a result or price id.
 func (c Config) partition(id string) int { return c.EvalTopic(c.Handlers[0].Tag).Partition(id) }
 
 // StageHistory writes the search history to ClickHouse.

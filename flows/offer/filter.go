@@ -229,8 +229,7 @@ func (e Element) Canonical() Element {
 // ResultID returns hashID of e.Canonical(): the logical result id and its JSON.
 func ResultID(e Element) (id string, canonical []byte) { return hashID(e.Canonical()) }
 
-// hashID returns the first 128 bits, in hex, of the SHA-256 of v's JSON,
-// and that JSON.
+// hashID returns the first 128 bits of the SHA-256 of v's JSON, in hex, and that JSON.
 func hashID(v any) (string, []byte) {
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)
@@ -300,8 +299,7 @@ func (p *program) add(e Element) {
 	}
 }
 
-// eval returns the offer's match and its ordering score, or false when the
-// offer does not match.
+// eval returns the offer's match and its ordering score; false: no match.
 func (p *program) eval(o *Offer, kind Kind) (Match, float64, bool) {
 	for _, pred := range p.preds {
 		if !pred(o) {

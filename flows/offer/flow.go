@@ -62,8 +62,7 @@ var Vars = []flow.Var{
 	{Name: VarQuotaStanding, Kind: flow.Int, Usage: "offer flow: standing searches each API caller may hold (default 100)"},
 }
 
-// NewWith validates cfg (after defaults) and starts the history recorder.
-// tel's nil fields take the OpenTelemetry globals and slog.Default.
+// NewWith validates cfg (after defaults) and starts the flow on tel.WithDefaults().
 func NewWith(ctx context.Context, rdb redis.UniversalClient, cfg Config, tel stream.Telemetry) (*Flow, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {

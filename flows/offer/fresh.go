@@ -128,8 +128,7 @@ type keeper struct {
 const maxPrograms = 10000
 
 // RunFresh (ServiceFresh) follows the change streams, invalidating results
-// and notifying standing searches, until ctx ends (then nil). More copies
-// are harmless.
+// and notifying standing searches, until ctx ends (then nil). Copies are harmless.
 func (s *Flow) RunFresh(ctx context.Context) error {
 	k := &keeper{pos: map[string]string{}, ver: map[string]int64{}, programs: map[string]*program{}, priceOffers: map[string][]string{}}
 	for ctx.Err() == nil {
@@ -321,8 +320,7 @@ func chunkCalls(lives [][]string, head []any, add func(id string) ([]string, any
 	return calls
 }
 
-// forcedEpoch returns the epoch of the latest change whose offer now
-// matches prog, or 0.
+// forcedEpoch is the epoch of the latest change whose offer matches prog, or 0.
 func (s *Flow) forcedEpoch(prog *program, changes []change) int64 {
 	var e int64
 	for _, c := range changes {

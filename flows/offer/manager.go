@@ -34,8 +34,7 @@ type SearchRequest struct {
 	RequestID string `json:"requestId,omitempty"`
 	// Filter is the group of elements (filterType sellOffer).
 	Filter Element `json:"filter"`
-	// Offset and Limit select the page of matches. Limit default 100, at
-	// most 1000.
+	// Offset and Limit select the page of matches (Limit 1..1000, default 100).
 	Offset int `json:"offset,omitempty"`
 	Limit  int `json:"limit,omitempty"`
 }
@@ -166,8 +165,7 @@ func (s *Flow) search(ctx context.Context, req SearchRequest, id string, canonic
 	return resp, err
 }
 
-// wait blocks until the result's completion stream has an entry or d has
-// passed, and reports which.
+// wait reports whether the completion stream doneKey gets an entry within d.
 func (s *Flow) wait(ctx context.Context, doneKey string, d time.Duration) (bool, error) {
 	deadline := time.Now().Add(d)
 	for {

@@ -112,8 +112,7 @@ func newRecorder(pub *stream.Publisher, topic stream.Topic, met *metrics, log *s
 	return r
 }
 
-// record queues an event; when the buffer is full the event is dropped
-// and counted.
+// record queues an event, or drops and counts it when the buffer is full.
 func (r *recorder) record(ev HistoryEvent) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()

@@ -58,8 +58,7 @@ func (r OrderPriceRequest) canonical() (OrderPriceRequest, error) {
 	return c, nil
 }
 
-// OrderPriceID is the orderPrice id of a request: a hash of its offer
-// quantities, location, delivery method and payment method.
+// OrderPriceID is the orderPrice id of a request: hashID of its canonical form.
 func OrderPriceID(r OrderPriceRequest) (string, error) {
 	c, err := r.canonical()
 	if err != nil {
@@ -129,8 +128,7 @@ func (c Config) priceLiveKey(p int) string {
 	return rediskey.Partition(Name, p, "offer", "prices")
 }
 
-// ErrOfferNotFound is the error reason of an order line whose offer does
-// not exist.
+// ErrOfferNotFound is the reason of an order line whose offer does not exist.
 var ErrOfferNotFound = errors.New("offer_not_found")
 
 // OrderPrice returns an order's price from the cache, or computes and
@@ -265,12 +263,10 @@ for i = 1, #KEYS do
 end
 return count`)
 
-// maxPriceOrders bounds the offer lists of orderPrice records the keeper
-// keeps.
+// maxPriceOrders bounds the orderPrice offer lists the keeper keeps.
 const maxPriceOrders = 10000
 
-// invalidatePrices deletes the live orderPrice records holding a changed
-// offer, or all of them when all is set.
+// invalidatePrices deletes the live orderPrice records a change affects, or all.
 func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change, all bool) error {
 	lives, err := readLive(ctx, s, s.cfg.priceLiveKey, k.priceOffers, maxPriceOrders, "request",
 		func(id string) string { key, _ := s.cfg.priceKeys(id); return key },

@@ -195,8 +195,7 @@ func (s *Flow) ListStanding(ctx context.Context, v tenancy.View) ([]StandingSear
 	return out, nil
 }
 
-// DeleteStanding removes the standing search id when v sees it, or
-// returns ErrNotFound.
+// DeleteStanding removes the standing search id when v sees it, else ErrNotFound.
 func (s *Flow) DeleteStanding(ctx context.Context, v tenancy.View, id string) error {
 	ss, err := s.GetStanding(ctx, v, id)
 	if err != nil {

@@ -74,8 +74,7 @@ func changeVersion(x redis.XMessage) int64 {
 	return n
 }
 
-// apply applies changes in order, reading the current body of every offer
-// they put.
+// apply applies changes in order, reading the current body of each offer.
 func (v *view) apply(ctx context.Context, xs []redis.XMessage) error {
 	ids := make([]string, 0, len(xs))
 	for _, x := range xs {
@@ -192,8 +191,7 @@ func (v *view) reload(ctx context.Context) error {
 	return nil
 }
 
-// holds syncs the view and reports whether it holds offer id; false when
-// the sync fails.
+// holds syncs the view and reports whether it holds offer id (false: sync failed).
 func (v *view) holds(ctx context.Context, id string) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
