@@ -267,11 +267,10 @@ func (s *Flow) applyEffects(ctx context.Context, header []any, parts []call) ([]
 		}, (*redis.Cmd).StringSlice)
 }
 
-// runByPartition runs sc once per partition of the members 0..n-1 in one
-// pipeline: call builds a partition's call, reply splits its reply into
-// one result per member (name and what name the script and the members
-// in the error of a short reply).
-// Distinct partitions: a NOSCRIPT retry's reordering is harmless.
+// runByPartition runs sc once per partition of members 0..n-1 in one
+// pipeline: call builds a partition's call, reply splits its reply per
+// member (a short reply's error names name and what). Partitions are
+// distinct, so a NOSCRIPT retry's reordering is harmless.
 func runByPartition[T any](ctx context.Context, s *Flow, sc *script.Script, name, what string, n int, partition func(int) int,
 	call func(p int, members []int) script.Call, reply func(*redis.Cmd) ([]T, error)) ([]T, []error) {
 	results := make([]T, n)

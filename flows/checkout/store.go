@@ -149,15 +149,14 @@ func (s *Store) FindUser(ctx context.Context, id string) (int64, error) {
 	if err := checkID("user", id); err != nil {
 		return 0, err
 	}
-	v, err := retry(ctx, s, func() (string, error) { return s.rdb.HGet(ctx, s.keys.User(id), "credit").Result() })
+	credit, err := retry(ctx, s, func() (int64, error) { return s.rdb.HGet(ctx, s.keys.User(id), "credit").Int64() })
 	if errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("%w: user %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("checkout: find user: %w", err)
 	}
-	n, _ := strconv.ParseInt(v, 10, 64)
-	return n, nil
+	return credit, nil
 }
 
 // AddFunds adds amount to a user's credit and returns the new credit.

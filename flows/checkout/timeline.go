@@ -111,9 +111,8 @@ func (s *Flow) Timeline(ctx context.Context, orderID string) (Timeline, error) {
 	return tl, nil
 }
 
-// orderAndFirstSaga is FindOrder that also reads the order's first
-// attempt's saga hash in the same round trip: the whole timeline of an
-// order checked out once, as most are.
+// orderAndFirstSaga is FindOrder that also reads attempt 1's saga hash in
+// one round trip: the whole timeline of most orders.
 func (s *Flow) orderAndFirstSaga(ctx context.Context, orderID string) (Order, map[string]string, error) {
 	if err := checkID("order", orderID); err != nil {
 		return Order{}, nil, err

@@ -295,8 +295,7 @@ func (c *Catalog) Translate(ctx context.Context, fromType, fromID, toType string
 	if ids, err = c.scan(ctx, fromType, fromID); err != nil {
 		return nil, false, err
 	}
-	fields := make([]any, 0, 2+2*len(ids))
-	fields = append(fields, epochField, cur)
+	fields := []any{epochField, cur}
 	for _, id := range ids {
 		fields = append(fields, id, "1")
 	}

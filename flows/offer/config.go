@@ -20,8 +20,7 @@ import (
 // Name is the flow name: the prefix of its stages, topics and keys.
 const Name = "offer"
 
-// HandlerSpec is one handler service: its tag (1-32 characters of
-// [a-z0-9_-]) and its pricing kind.
+// HandlerSpec is a handler service: tag (1-32 of [a-z0-9_-]) and pricing kind.
 type HandlerSpec struct {
 	Tag  string
 	Kind Kind

@@ -246,8 +246,7 @@ type Match struct {
 	Prices  *Stats `json:"prices,omitempty"` // nil without a price element
 }
 
-// program is a compiled filter: a conjunction of predicates and at most
-// one price element.
+// program is a compiled filter: predicates (all must hold) and a price element.
 type program struct {
 	preds    []func(*Offer) bool
 	products []string // the first product element's ids: only their offers match

@@ -114,10 +114,10 @@ type change struct {
 
 // keeper is the freshness keeper's state.
 type keeper struct {
-	pos         map[string]string   // change stream positions by handler
-	ver         map[string]int64    // versions by handler
-	programs    map[string]*program // compiled filters by result id
-	priceOffers map[string][]string // offer ids by orderPrice id
+	pos         map[string]string          // change stream positions by handler
+	ver         map[string]int64           // versions by handler
+	programs    map[string]*program        // compiled filters by result id
+	priceOffers map[string][]OfferQuantity // order lines by orderPrice id
 	searches    []standing
 	// searchesEpoch is standingEpoch when searches were read.
 	searchesEpoch string
@@ -130,7 +130,7 @@ const maxPrograms = 10000
 // RunFresh (ServiceFresh) follows the change streams, invalidating results
 // and notifying standing searches, until ctx ends (then nil). Copies are harmless.
 func (s *Flow) RunFresh(ctx context.Context) error {
-	k := &keeper{pos: map[string]string{}, ver: map[string]int64{}, programs: map[string]*program{}, priceOffers: map[string][]string{}}
+	k := &keeper{pos: map[string]string{}, ver: map[string]int64{}, programs: map[string]*program{}, priceOffers: map[string][]OfferQuantity{}}
 	for ctx.Err() == nil {
 		if err := s.freshStep(ctx, k); err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "offer: freshness keeper step failed", "error", err)

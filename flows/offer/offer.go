@@ -201,8 +201,7 @@ func methodCost(ms []Method, id string) (int64, bool) {
 	return 0, false
 }
 
-// Stats are the aggregates of an offer's prices over every combination of
-// a filter that has a price.
+// Stats aggregate an offer's prices over a filter's priced combinations.
 type Stats struct {
 	Min     int64   `json:"minPrice"`
 	Max     int64   `json:"maxPrice"`

@@ -27,8 +27,7 @@ type OfferQuantity struct {
 	Quantity int64  `json:"quantity"`
 }
 
-// OrderPriceRequest asks for the total of an order of several offers for
-// one combination of location, delivery and payment method.
+// OrderPriceRequest asks for the total of an order for one Combination.
 type OrderPriceRequest struct {
 	Quantities []OfferQuantity `json:"sellOfferQuantities"`
 	Location   string          `json:"deliverToLocationId"`
@@ -270,16 +269,12 @@ const maxPriceOrders = 10000
 func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change, all bool) error {
 	lives, err := readLive(ctx, s, s.cfg.priceLiveKey, k.priceOffers, maxPriceOrders, "request",
 		func(id string) string { key, _ := s.cfg.priceKeys(id); return key },
-		func(v string) ([]string, bool) {
+		func(v string) ([]OfferQuantity, bool) {
 			var r OrderPriceRequest
 			if err := json.Unmarshal([]byte(v), &r); err != nil {
 				return nil, false // gone meanwhile: nothing to invalidate
 			}
-			ids := make([]string, len(r.Quantities))
-			for i, q := range r.Quantities {
-				ids[i] = q.OfferID
-			}
-			return ids, true
+			return r.Quantities, true
 		})
 	if err != nil {
 		return fmt.Errorf("list live order prices: %w", err)
@@ -289,13 +284,13 @@ func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change
 		latest[c.id] = max(latest[c.id], c.epoch)
 	}
 	calls := chunkCalls(lives, nil, func(id string) ([]string, any, bool) {
-		offers, ok := k.priceOffers[id]
+		lines, ok := k.priceOffers[id]
 		if !ok {
 			return nil, nil, false
 		}
 		var e int64
-		for _, o := range offers {
-			e = max(e, latest[o])
+		for _, l := range lines {
+			e = max(e, latest[l.OfferID])
 		}
 		if all {
 			e = allEpochs
