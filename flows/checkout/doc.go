@@ -15,10 +15,9 @@
 //     order; otherwise each succeeded part is compensated. The final step
 //     appends the saga to the sagas stream and publishes on DoneChannel. A
 //     result of an attempt a failover lost (an unknown nonce) is undone.
-//  4. The call answers 200, or 400 with the reason once every compensation
-//     is applied. After Config.Timeout it records silent parts "abandoned",
-//     compensates and answers 400; only a Redis failure leaves the outcome
-//     unknown (ErrPending, HTTP 500).
+//  4. The call answers 200, or 400 once every compensation is applied;
+//     after Config.Timeout it records silent parts "abandoned", compensates
+//     and answers 400. Only a Redis failure leaves it unknown (HTTP 500).
 //
 // Delivery is at least once and every step is idempotent. The sweeper
 // (Flow.RunSweeper) resends the commands of attempts open past

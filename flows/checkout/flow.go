@@ -7,7 +7,6 @@ import (
 	"log/slog"
 	"strconv"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -78,8 +77,7 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	return f, nil
 }
 
-// NewWith returns the flow over rdb and pub with cfg (defaulted); nil
-// fields of tel take the OpenTelemetry globals and slog.Default.
+// NewWith returns the flow over rdb and pub with cfg (defaulted) and tel.WithDefaults().
 func NewWith(rdb redis.UniversalClient, pub *stream.Publisher, cfg Config, tel stream.Telemetry) (*Flow, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -115,23 +113,22 @@ func (s *Flow) Ready() <-chan struct{} { return s.waiter.Ready() }
 
 // Describe declares the flow's stages, services, history, topics and demo.
 func (s *Flow) Describe() flow.Description {
-	t := s.topics
-	return flow.Description{
+	d := flow.Description{
 		Stages:   s.Stages(),
 		Services: []flow.Service{{Name: ServiceSweeper, Run: s.RunSweeper}},
 		Waiters:  []flow.Service{{Name: WaiterName, Run: s.Run}},
-		Edges: []flow.Edge{
-			// Stages append saga records and send compensations.
-			{From: StageStock, Topic: t.Stock}, {From: StageStock, Topic: t.Payment}, {From: StageStock, Topic: t.Sagas},
-			{From: StagePayment, Topic: t.Stock}, {From: StagePayment, Topic: t.Payment}, {From: StagePayment, Topic: t.Sagas},
-			{From: ServiceSweeper, Topic: t.Stock}, {From: ServiceSweeper, Topic: t.Payment}, {From: ServiceSweeper, Topic: t.Sagas},
-			// A checkout sends commands; one given up records its saga.
-			{From: flow.FromAPI, Topic: t.Stock}, {From: flow.FromAPI, Topic: t.Payment}, {From: flow.FromAPI, Topic: t.Sagas},
-		},
-		History: []flow.History{flowhistory.Of(s.HistoryConfig(), stream.Telemetry{Logger: s.log})},
-		Demo:    s.seedDemo,
-		Events:  s.events,
+		History:  []flow.History{flowhistory.Of(s.HistoryConfig(), stream.Telemetry{Logger: s.log})},
+		Demo:     s.seedDemo,
+		Events:   s.events,
 	}
+	// The stages, the sweeper and a checkout send commands (and
+	// compensations) and record sagas.
+	for _, from := range []string{StageStock, StagePayment, ServiceSweeper, flow.FromAPI} {
+		for _, t := range []stream.Topic{s.topics.Stock, s.topics.Payment, s.topics.Sagas} {
+			d.Edges = append(d.Edges, flow.Edge{From: from, Topic: t})
+		}
+	}
+	return d
 }
 
 // seedDemo creates ten items, users and orders for the demo, once.
@@ -143,13 +140,12 @@ func (s *Flow) seedDemo(ctx context.Context) error {
 	return errors.Join(st.BatchInitItems(ctx, 10, 100, 10), st.BatchInitUsers(ctx, 10, 1000), st.BatchInitOrders(ctx, 10, 10, 10, 10))
 }
 
-// Close unregisters the flow's gauges; it holds nothing else of its own.
-func (s *Flow) Close() error { return s.cons.reg.Unregister() }
+// Close returns nil: the flow holds nothing of its own to release.
+func (s *Flow) Close() error { return nil }
 
 // Metric names of the flow (Prometheus names in parentheses).
 const (
-	// MetricConservationDrift is the last check's Drift by kind ("stock",
-	// "credit"). Int64ObservableGauge.
+	// MetricConservationDrift is the last check's Drift by kind ("stock", "credit").
 	MetricConservationDrift = "dropstream.checkout.conservation.drift"
 	// MetricConservationDrifting counts items or users off balance, by kind.
 	MetricConservationDrifting = "dropstream.checkout.conservation.drifting"
@@ -252,38 +248,20 @@ func scanEach(ctx context.Context, rdb redis.UniversalClient, pat string, fn fun
 }
 
 // conservationGauge exports the last check's drift.
-type conservationGauge struct {
-	last atomic.Pointer[Drift]
-	reg  metric.Registration
-}
+type conservationGauge struct{ drift, drifting metric.Int64Gauge }
 
 func newConservationGauge(mp metric.MeterProvider) (*conservationGauge, error) {
-	g := &conservationGauge{}
 	m := mp.Meter(instrumentationScope)
-	drift, err1 := m.Int64ObservableGauge(MetricConservationDrift, metric.WithUnit("{unit}"),
+	var g conservationGauge
+	var err1, err2 error
+	g.drift, err1 = m.Int64Gauge(MetricConservationDrift, metric.WithUnit("{unit}"),
 		metric.WithDescription("Checkout conservation drift by kind (stock: stocked − stock − sold over items; credit: funded − credit − charged over users); 0 unless an amount changed outside the flow."))
-	drifting, err2 := m.Int64ObservableGauge(MetricConservationDrifting, metric.WithUnit("{entity}"),
+	g.drifting, err2 = m.Int64Gauge(MetricConservationDrifting, metric.WithUnit("{entity}"),
 		metric.WithDescription("Items (stock) or users (credit) whose conservation equation does not hold."))
-	if err1 != nil || err2 != nil {
-		return nil, fmt.Errorf("checkout: conservation gauges: %v %v", err1, err2)
-	}
-	stock, credit := metric.WithAttributes(keyKind.String(KindStock)), metric.WithAttributes(keyKind.String(KindCredit))
-	reg, err := m.RegisterCallback(func(_ context.Context, o metric.Observer) error {
-		d := g.last.Load()
-		if d == nil {
-			return nil
-		}
-		o.ObserveInt64(drift, d.Stock, stock)
-		o.ObserveInt64(drift, d.Credit, credit)
-		o.ObserveInt64(drifting, int64(d.Items), stock)
-		o.ObserveInt64(drifting, int64(d.Users), credit)
-		return nil
-	}, drift, drifting)
-	if err != nil {
+	if err := errors.Join(err1, err2); err != nil {
 		return nil, fmt.Errorf("checkout: conservation gauges: %w", err)
 	}
-	g.reg = reg
-	return g, nil
+	return &g, nil
 }
 
 // CheckConservation runs Conservation and exports it as gauges; a failed
@@ -294,7 +272,11 @@ func (s *Flow) CheckConservation(ctx context.Context) (Drift, error) {
 	if err != nil {
 		return d, err
 	}
-	s.cons.last.Store(&d)
+	stock, credit := metric.WithAttributes(keyKind.String(KindStock)), metric.WithAttributes(keyKind.String(KindCredit))
+	s.cons.drift.Record(ctx, d.Stock, stock)
+	s.cons.drift.Record(ctx, d.Credit, credit)
+	s.cons.drifting.Record(ctx, int64(d.Items), stock)
+	s.cons.drifting.Record(ctx, int64(d.Users), credit)
 	if d != (Drift{}) {
 		s.log.ErrorContext(ctx, "checkout: stock or credit not conserved", "stock_drift", d.Stock, "items", d.Items,
 			"credit_drift", d.Credit, "users", d.Users, "took", time.Since(start))

@@ -151,11 +151,8 @@ func (s *Flow) compensateNow(ctx context.Context, orderID string, tr int64, h ma
 	return recs, nil
 }
 
-// recordLast records an attempt's outcomes and returns the last reply.
+// recordLast records an attempt's outcomes (at least one) and returns the last reply.
 func (s *Flow) recordLast(ctx context.Context, recs []outcomeRec) ([]string, error) {
-	if len(recs) == 0 {
-		return nil, fmt.Errorf("checkout: no outcome to record")
-	}
 	replies, errs := s.recordOutcomes(ctx, recs, time.Now().UnixMilli())
 	for _, err := range errs {
 		if err != nil {

@@ -19,9 +19,8 @@ const (
 	TypeSaga    = "checkout.saga"    // the record of a finished attempt, for analytics.
 )
 
-// Topics are the flow's streams, with one partition count: stock commands
-// go in their items' partition, payment ones in their user's, sagas in
-// their order's.
+// Topics are the flow's streams: stock commands in their items' partition,
+// payment ones in their user's, sagas in their order's.
 type Topics struct {
 	Stock, Payment, Sagas stream.Topic
 }
@@ -109,8 +108,7 @@ func NewIDOf(tenant string) string {
 	return newID()
 }
 
-// Sees reports whether v may see and change id; to others it does not
-// exist.
+// Sees reports whether v may see and change id; to others it does not exist.
 func Sees(v tenancy.View, id string) bool {
 	return v.All || idTag(id) == tenancy.Tag(v.Tenant)
 }
@@ -167,14 +165,13 @@ func (c Command) Payment() bool { return c.Type == CmdPay || c.Type == CmdCancel
 
 // Compensation returns the command that undoes c.
 func (c Command) Compensation() Command {
-	out := c
 	switch c.Type {
 	case CmdSubtract:
-		out.Type = CmdAdd
+		c.Type = CmdAdd
 	case CmdPay:
-		out.Type = CmdCancel
+		c.Type = CmdCancel
 	}
-	return out
+	return c
 }
 
 // Saga is a finished attempt's record (sagas topic, checkout_sagas).

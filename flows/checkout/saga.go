@@ -41,9 +41,8 @@ const beginRetries = 8
 // Checkout starts an attempt for the order (or joins the running one) and
 // waits up to Config.Timeout for its outcome: the result of a succeeded
 // attempt or a paid order, ErrCheckoutFailed once a failed attempt is
-// compensated, ErrNotFound, or ErrPending when no outcome is known. An
-// attempt running at the deadline is given up (see giveUp). An
-// unreachable Redis is retried for the wait plus Config.RetryFor.
+// compensated, ErrNotFound, or ErrPending. An attempt running at the
+// deadline is given up; an unreachable Redis is retried for Config.RetryFor more.
 func (s *Flow) Checkout(ctx context.Context, orderID string) (Result, error) {
 	deadline := time.Now().Add(s.cfg.Timeout)
 	r, err := stream.RetryUnavailable(ctx, s.cfg.Timeout+s.cfg.RetryFor, func() (Result, error) {
@@ -73,22 +72,20 @@ func (s *Flow) checkout(ctx context.Context, orderID string, deadline time.Time)
 		}
 		c, done := s.waiter.register(s.keys, orderID, o.TrNum+1, s.cfg.Recheck)
 		status, tr, err := s.beginAndSend(ctx, o, tp)
-		if err != nil {
-			done()
-			return Result{}, err
-		}
-		if status == "started" {
+		if err == nil && status == "started" {
 			r, err := s.waiter.await(ctx, s.keys, orderID, tr, c, false, time.Until(deadline))
 			done()
 			return s.result(ctx, r, err)
 		}
 		done()
-		switch status {
-		case "inflight":
+		switch {
+		case err != nil:
+			return Result{}, err
+		case status == "inflight":
 			return s.join(ctx, orderID, tr, deadline)
-		case "paid":
+		case status == "paid":
 			return Result{OrderID: orderID, TrNum: tr, Status: StatusSucceeded, AlreadyPaid: true}, nil
-		case "missing":
+		case status == "missing":
 			return Result{}, fmt.Errorf("%w: order %s", ErrNotFound, orderID)
 		}
 	}
@@ -140,8 +137,7 @@ func (s *Flow) beginAndSend(ctx context.Context, o Order, tp string) (string, in
 	return status, tr, nil
 }
 
-// begin runs the begin script for o's next attempt and returns its
-// commands when it started.
+// begin runs the begin script for o's next attempt, with its commands.
 func (s *Flow) begin(ctx context.Context, o Order, tp string) (string, int64, []Command, error) {
 	tr := o.TrNum + 1
 	cmds, err := s.Commands(o, tr)
@@ -171,8 +167,8 @@ func (s *Flow) begin(ctx context.Context, o Order, tp string) (string, int64, []
 	return res[0], n, cmds, nil
 }
 
-// newNonce returns an attempt's nonce: 64 random bits, so a failover that
-// loses an attempt cannot hand its number and nonce to the next one.
+// newNonce returns 64 random bits: a failover that loses an attempt cannot
+// hand its number and nonce to the next one.
 func newNonce() string { return strconv.FormatUint(rand.Uint64(), 36) }
 
 // dispatch sends an attempt's forward commands in ctx's trace.
@@ -194,7 +190,9 @@ func (s *Flow) join(ctx context.Context, orderID string, tr int64, deadline time
 		}
 		s.log.WarnContext(ctx, "checkout: commands of a joined attempt not sent again", "order_id", orderID, "tr_num", tr, "error", err)
 	}
-	r, err := s.waiter.Wait(ctx, s.keys, orderID, tr, time.Until(deadline), s.cfg.Recheck)
+	c, done := s.waiter.register(s.keys, orderID, tr, s.cfg.Recheck)
+	defer done()
+	r, err := s.waiter.await(ctx, s.keys, orderID, tr, c, true, time.Until(deadline))
 	return s.result(ctx, r, err)
 }
 
@@ -280,9 +278,7 @@ return {f[1], f[2] or '', c[1] or '', c[2] or ''}`)
 // same Cancellation; after an error, cancelling again resumes it.
 // ErrNotFound: no such attempt; ErrConflict: it ended without a cancel.
 func (s *Flow) Cancel(ctx context.Context, orderID, by string) (Cancellation, error) {
-	if len(by) > MaxCancelByLen {
-		by = by[:MaxCancelByLen]
-	}
+	by = by[:min(len(by), MaxCancelByLen)]
 	o, err := s.store.FindOrder(ctx, orderID)
 	if err != nil {
 		return Cancellation{}, err

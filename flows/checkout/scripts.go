@@ -101,9 +101,8 @@ return {'started', ARGV[4]}`)
 // records "cancelled" so the forward command never applies. KEYS: per
 // command its forward and rollback ledger keys, then its hashes. ARGV:
 // ledger ttl ms, field ('stock'/'credit'), noun ('item'/'user'), then per
-// command '0' forward / '1' rollback, the hash count n and n (id, amount)
-// pairs. Returns each command's result: "ok", "fail:<reason>", "noop" or
-// "cancelled".
+// command '0' forward / '1' rollback, n and n (id, amount) pairs. Returns
+// each result: "ok", "fail:<reason>", "noop" or "cancelled".
 var effectScript = script.New(countersLua + `
 local ttl, field, noun = ARGV[1], ARGV[2], ARGV[3]
 local function forward(k, a, n)
@@ -165,20 +164,17 @@ end
 return out`)
 
 // outcomeScript records a batch of one partition's outcomes in their sagas
-// (HSETNX per part, timed in "rt:<part>" or "ct:<part>") and decides: once
-// every part answered, all ok pays the order; otherwise the attempt
-// compensates each part that succeeded, was abandoned or was cancelled,
-// and fails once all are confirmed. The final step appends the saga
-// record, leaves the open index and publishes
-// "<order>|<tr>|<status>|<reason>" on the done channel. An outcome of an
-// attempt this Redis never began (a failover lost it) is not recorded.
+// (HSETNX per part, timed in "rt:<part>" or "ct:<part>") and decides: all
+// parts ok pays the order, else the attempt compensates each part that
+// succeeded, was abandoned or cancelled, and fails once all are confirmed.
+// The final step appends the saga record, leaves the open index and
+// publishes "<order>|<tr>|<status>|<reason>" on the done channel.
 // KEYS: sagas stream, open index, then per outcome order and saga. ARGV:
 // now ms, saga ttl ms, done channel, then per outcome order id, tr, nonce,
 // part, '0' forward / '1' rollback, result. Returns per outcome {'pending'},
-// {'unknown'} (no saga kept), {'stale'} (never begun here), {status,
-// 'new'|'old', reason} once final, or {'compensating', 'new'|'old', then
-// (part, command JSON) of each unconfirmed compensation}; 'new' when this
-// call decided.
+// {'unknown'} (no saga kept), {'stale'} (never begun here: not recorded),
+// {status, 'new'|'old', reason} once final, or {'compensating', 'new'|'old',
+// then (part, command JSON) per unconfirmed compensation}; 'new': decided now.
 var outcomeScript = script.New(`
 local now, ttl, channel = ARGV[1], ARGV[2], ARGV[3]
 local function comp(r) return r == 'ok' or r == 'abandoned' or r == 'cancelled' end

@@ -169,8 +169,7 @@ type send struct {
 	msg int
 }
 
-// send publishes commands in one round trip, each keyed into its keys'
-// partition (user, or first item).
+// send publishes commands in one round trip, keyed by user or first item.
 func (s *Flow) send(ctx context.Context, sends []send) error {
 	var stock, pay []*stream.Message
 	for _, sd := range sends {
@@ -255,8 +254,7 @@ func (s *Flow) effectHeader(side string) []any {
 	return []any{s.cfg.StateTTL.Milliseconds(), "stock", "item"}
 }
 
-// applyEffects runs effectScript once per partition in one pipeline and
-// returns each command's result or error.
+// applyEffects runs effectScript per partition in one pipeline: each command's result or error.
 func (s *Flow) applyEffects(ctx context.Context, header []any, parts []call) ([]string, []error) {
 	return runByPartition(ctx, s, effectScript, "effect", "commands", len(parts), func(i int) int { return parts[i].p },
 		func(_ int, members []int) script.Call {
@@ -269,11 +267,10 @@ func (s *Flow) applyEffects(ctx context.Context, header []any, parts []call) ([]
 		}, (*redis.Cmd).StringSlice)
 }
 
-// runByPartition runs sc once per partition of the members 0..n-1 in one
-// pipeline: call builds a partition's call, reply splits its reply into
-// one result per member (name and what name the script and the members
-// in the error of a short reply).
-// Distinct partitions: a NOSCRIPT retry's reordering is harmless.
+// runByPartition runs sc once per partition of members 0..n-1 in one
+// pipeline: call builds a partition's call, reply splits its reply per
+// member (a short reply's error names name and what). Partitions are
+// distinct, so a NOSCRIPT retry's reordering is harmless.
 func runByPartition[T any](ctx context.Context, s *Flow, sc *script.Script, name, what string, n int, partition func(int) int,
 	call func(p int, members []int) script.Call, reply func(*redis.Cmd) ([]T, error)) ([]T, []error) {
 	results := make([]T, n)
@@ -319,8 +316,7 @@ type outcomeRec struct {
 	result   string
 }
 
-// recordOutcomes runs outcomeScript per partition in one pipeline and
-// returns each reply or error.
+// recordOutcomes runs outcomeScript per partition in one pipeline: each reply or error.
 func (s *Flow) recordOutcomes(ctx context.Context, recs []outcomeRec, nowMs int64) ([][]string, []error) {
 	out, errs := runByPartition(ctx, s, outcomeScript, "outcome", "outcomes", len(recs), func(i int) int { return s.keys.Partition(recs[i].orderID) },
 		func(p int, members []int) script.Call {

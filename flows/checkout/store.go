@@ -44,8 +44,7 @@ func (s *Store) retryErr(ctx context.Context, op func() error) error {
 	return err
 }
 
-// write runs queue's idempotent writes in one pipeline with the replica
-// wait, retrying like retry.
+// write runs queue's idempotent writes in one pipeline with the replica wait, retried.
 func (s *Store) write(ctx context.Context, queue func(redis.Pipeliner)) error {
 	return s.retryErr(ctx, func() error { return s.wait.Exec(ctx, s.rdb, queue) })
 }
@@ -95,8 +94,7 @@ func checkRange(what string, v, lo, hi int64) error {
 	return nil
 }
 
-// CreateItemOf creates an item of tenant (see Sees) with stock 0 and
-// returns its id.
+// CreateItemOf creates an item of tenant (see Sees) with stock 0: its id.
 func (s *Store) CreateItemOf(ctx context.Context, tenant string, price int64) (string, error) {
 	if err := checkRange("price", price, 0, MaxPrice); err != nil {
 		return "", err
@@ -122,9 +120,7 @@ func (s *Store) FindItem(ctx context.Context, id string) (stock, price int64, er
 	if v[0] == nil || v[1] == nil {
 		return 0, 0, fmt.Errorf("%w: item %s", ErrNotFound, id)
 	}
-	stock, _ = strconv.ParseInt(v[0].(string), 10, 64)
-	price, _ = strconv.ParseInt(v[1].(string), 10, 64)
-	return stock, price, nil
+	return intOf(v[0]), intOf(v[1]), nil
 }
 
 // AddStock adds amount to an item's stock and returns the new stock.
@@ -132,14 +128,12 @@ func (s *Store) AddStock(ctx context.Context, id string, amount int64) (int64, e
 	return s.adjust(ctx, "item", id, "stock", amount, 1)
 }
 
-// SubtractStock takes amount from an item's stock; ErrInsufficient if the
-// stock would go below zero.
+// SubtractStock takes amount from an item's stock; ErrInsufficient below zero.
 func (s *Store) SubtractStock(ctx context.Context, id string, amount int64) (int64, error) {
 	return s.adjust(ctx, "item", id, "stock", amount, -1)
 }
 
-// CreateUserOf creates a user of tenant (see Sees) with credit 0 and
-// returns its id.
+// CreateUserOf creates a user of tenant (see Sees) with credit 0: its id.
 func (s *Store) CreateUserOf(ctx context.Context, tenant string) (string, error) {
 	id := NewIDOf(tenant)
 	if err := s.write(ctx, func(p redis.Pipeliner) {
@@ -155,15 +149,14 @@ func (s *Store) FindUser(ctx context.Context, id string) (int64, error) {
 	if err := checkID("user", id); err != nil {
 		return 0, err
 	}
-	v, err := retry(ctx, s, func() (string, error) { return s.rdb.HGet(ctx, s.keys.User(id), "credit").Result() })
+	credit, err := retry(ctx, s, func() (int64, error) { return s.rdb.HGet(ctx, s.keys.User(id), "credit").Int64() })
 	if errors.Is(err, redis.Nil) {
 		return 0, fmt.Errorf("%w: user %s", ErrNotFound, id)
 	}
 	if err != nil {
 		return 0, fmt.Errorf("checkout: find user: %w", err)
 	}
-	n, _ := strconv.ParseInt(v, 10, 64)
-	return n, nil
+	return credit, nil
 }
 
 // AddFunds adds amount to a user's credit and returns the new credit.
@@ -171,8 +164,7 @@ func (s *Store) AddFunds(ctx context.Context, id string, amount int64) (int64, e
 	return s.adjust(ctx, "user", id, "credit", amount, 1)
 }
 
-// Pay takes amount from a user's credit; ErrInsufficient if the credit
-// would go below zero.
+// Pay takes amount from a user's credit; ErrInsufficient below zero.
 func (s *Store) Pay(ctx context.Context, id string, amount int64) (int64, error) {
 	return s.adjust(ctx, "user", id, "credit", amount, -1)
 }

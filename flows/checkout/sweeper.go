@@ -29,10 +29,9 @@ type SweepStats struct {
 }
 
 // Sweep drives every attempt open longer than Config.SweepAge towards a
-// final status, for messages lost on the way: a pending attempt gets its
-// silent parts' commands again (idempotent by the ledger), or past
-// Config.AbandonAge has them recorded "abandoned" and compensates; a
-// compensating attempt gets its unconfirmed compensations again. A resent
+// final status: a pending attempt gets its silent parts' commands again, or
+// past Config.AbandonAge has them recorded "abandoned" and compensates; a
+// compensating one gets its unconfirmed compensations again. A resent
 // attempt waits another SweepAge. Concurrent sweeps are harmless.
 func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 	var st SweepStats
@@ -144,9 +143,8 @@ func (s *Flow) Sweep(ctx context.Context, now time.Time) (SweepStats, error) {
 	return st, nil
 }
 
-// RunSweeper runs Sweep every SweepInterval and, beside it,
-// CheckConservation every ConservationInterval, logging failures, until
-// ctx ends (then nil).
+// RunSweeper runs Sweep every SweepInterval and CheckConservation every
+// ConservationInterval, logging failures, until ctx ends (then nil).
 func (s *Flow) RunSweeper(ctx context.Context) error {
 	var wg sync.WaitGroup
 	wg.Go(func() {
@@ -174,8 +172,7 @@ func remoteContext(ctx context.Context, tp string) context.Context {
 }
 
 // Waiter wakes checkout calls on DoneChannel (one Pub/Sub connection per
-// process). Pub/Sub can drop messages, so a shared loop rereads the
-// status of calls waiting past their recheck interval.
+// process); a shared loop rereads the status of calls waiting past recheck.
 type Waiter struct {
 	rdb     redis.UniversalClient
 	log     *slog.Logger
@@ -273,8 +270,7 @@ func (w *Waiter) recheckDue(ctx context.Context, now time.Time) {
 	}
 }
 
-// dispatch wakes the calls of a DoneChannel payload,
-// "<order>|<tr>|<status>|<reason>".
+// dispatch wakes the calls of a DoneChannel payload "<order>|<tr>|<status>|<reason>".
 func (w *Waiter) dispatch(payload string) {
 	parts := strings.SplitN(payload, "|", 4)
 	if len(parts) != 4 {
@@ -301,14 +297,6 @@ func (w *Waiter) wake(key string, r Result) {
 	}
 }
 
-// Wait waits up to timeout for attempt tr's final status; on timeout the
-// Result has StatusPending.
-func (w *Waiter) Wait(ctx context.Context, keys Keys, orderID string, tr int64, timeout, recheck time.Duration) (Result, error) {
-	c, done := w.register(keys, orderID, tr, recheck)
-	defer done()
-	return w.await(ctx, keys, orderID, tr, c, true, timeout)
-}
-
 // register adds a waiter of attempt tr; done removes it. Registered before
 // the attempt starts, it needs no first status read.
 func (w *Waiter) register(keys Keys, orderID string, tr int64, recheck time.Duration) (c chan Result, done func()) {
@@ -332,7 +320,8 @@ func (w *Waiter) register(keys Keys, orderID string, tr int64, recheck time.Dura
 	}
 }
 
-// await waits on c, reading the status first when checkFirst is set.
+// await waits up to timeout on c for attempt tr's final status, else
+// StatusPending, reading the status first when checkFirst is set.
 func (w *Waiter) await(ctx context.Context, keys Keys, orderID string, tr int64, c chan Result, checkFirst bool, timeout time.Duration) (Result, error) {
 	if checkFirst {
 		v, err := w.rdb.HMGet(ctx, keys.Saga(orderID, tr), "status", "reason").Result()

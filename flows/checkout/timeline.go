@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/ClickHouse/clickhouse-go/v2/lib/driver"
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/clickhouse"
@@ -50,8 +51,7 @@ type Attempt struct {
 	// Parts and Compensated count the participants and the effects undone.
 	Parts       int `json:"parts"`
 	Compensated int `json:"compensated"`
-	// CancelRequestedAt and CancelRequestedBy are set by Flow.Cancel
-	// (SourceRedis only).
+	// CancelRequestedAt and CancelRequestedBy are Flow.Cancel's (SourceRedis only).
 	CancelRequestedAt *time.Time `json:"cancel_requested_at,omitempty"`
 	CancelRequestedBy string     `json:"cancel_requested_by,omitempty"`
 	// Steps are the participants (Source redis only).
@@ -111,9 +111,8 @@ func (s *Flow) Timeline(ctx context.Context, orderID string) (Timeline, error) {
 	return tl, nil
 }
 
-// orderAndFirstSaga is FindOrder that also reads the order's first
-// attempt's saga hash in the same round trip: the whole timeline of an
-// order checked out once, as most are.
+// orderAndFirstSaga is FindOrder that also reads attempt 1's saga hash in
+// one round trip: the whole timeline of most orders.
 func (s *Flow) orderAndFirstSaga(ctx context.Context, orderID string) (Order, map[string]string, error) {
 	if err := checkID("order", orderID); err != nil {
 		return Order{}, nil, err
@@ -162,31 +161,23 @@ func coldAttempts(ctx context.Context, ch *clickhouse.Client, orderID string, tr
 		nums[i] = strconv.FormatInt(tr, 10)
 	}
 	// The tr_num list is built from integers; the order id is bound.
-	rows, err := ch.Conn().Query(ctx, `SELECT tr_num, user_id, status, reason, total_cost, parts, compensated,
+	out, err := clickhouse.QueryRows(ctx, ch, "timeline of "+orderID, `SELECT tr_num, user_id, status, reason, total_cost, parts, compensated,
 		toUInt64(started_at) * 1000 + started_at_ms, toUInt64(finished_at) * 1000 + finished_at_ms, decide_ms, trace_id
 		FROM `+clickhouse.TableCheckoutSagas+` FINAL WHERE order_id = ? AND tr_num IN (`+strings.Join(nums, ",")+`)
-		ORDER BY tr_num DESC`, orderID)
-	if err != nil {
-		return nil, fmt.Errorf("checkout: timeline of %s from ClickHouse: %w", orderID, err)
-	}
-	defer rows.Close()
-	var out []Attempt
-	for rows.Next() {
+		ORDER BY tr_num DESC`, []any{orderID}, func(rows driver.Rows) (Attempt, error) {
 		var tr uint32
 		var parts, comp uint16
 		var started, finished uint64
 		var decide uint32
 		a := Attempt{Source: SourceClickHouse}
-		if err := rows.Scan(&tr, &a.UserID, &a.Status, &a.Reason, &a.TotalCost, &parts, &comp, &started, &finished, &decide, &a.TraceID); err != nil {
-			return nil, fmt.Errorf("checkout: timeline of %s from ClickHouse: %w", orderID, err)
-		}
+		err := rows.Scan(&tr, &a.UserID, &a.Status, &a.Reason, &a.TotalCost, &parts, &comp, &started, &finished, &decide, &a.TraceID)
 		a.TrNum, a.Parts, a.Compensated = int64(tr), int(parts), int(comp)
 		st, fin, dec := time.UnixMilli(int64(started)).UTC(), time.UnixMilli(int64(finished)).UTC(), time.UnixMilli(int64(started)+int64(decide)).UTC()
 		a.StartedAt, a.FinishedAt, a.DecidedAt = &st, &fin, &dec
-		out = append(out, a)
-	}
-	if err := rows.Err(); err != nil {
-		return nil, fmt.Errorf("checkout: timeline of %s from ClickHouse: %w", orderID, err)
+		return a, err
+	})
+	if err != nil {
+		return nil, fmt.Errorf("checkout: %w", err)
 	}
 	return out, nil
 }
@@ -200,8 +191,7 @@ func msTime(v string) *time.Time {
 	return &t
 }
 
-// events lists the newest finished attempts in the sagas stream
-// (Description.Events).
+// events lists the newest finished attempts in the sagas stream (Description.Events).
 func (s *Flow) events(ctx context.Context, v tenancy.View, limit int) ([]flow.Event, error) {
 	sagas, err := flow.Recent(ctx, s.rdb, s.topics.Sagas, flow.ScanFor(v, limit))
 	if err != nil {

@@ -75,12 +75,10 @@ local e = redis.call('INCR', KEYS[5])
 redis.call('XADD', KEYS[3], 'MAXLEN', '~', ARGV[3], '*', 'id', ARGV[1], 'op', 'del', 'v', v, 'e', e)
 return 1`)
 
-// ErrConflict is returned when an offer changed handler while it was
-// written; retrying is safe.
+// ErrConflict: an offer changed handler while written; retrying is safe.
 var ErrConflict = errors.New("offer changed concurrently")
 
-// check reports why o cannot be stored: its bounds, or a handler that is
-// not configured (both wrap ErrInvalidOffer).
+// check wraps ErrInvalidOffer when o is out of bounds or its handler unknown.
 func (c *Catalog) check(o Offer) error {
 	if err := o.Validate(); err != nil {
 		return err
@@ -150,8 +148,7 @@ func (c *Catalog) Get(ctx context.Context, id string) (Offer, error) {
 	return o, nil
 }
 
-// Handler returns the handler tag the SellOffers index records for an
-// offer, or ErrNotFound.
+// Handler returns offer id's handler in the SellOffers index, or ErrNotFound.
 func (c *Catalog) Handler(ctx context.Context, id string) (string, error) {
 	h, err := c.rdb.HGet(ctx, indexKey, id).Result()
 	if errors.Is(err, redis.Nil) {
@@ -163,8 +160,7 @@ func (c *Catalog) Handler(ctx context.Context, id string) (string, error) {
 	return h, nil
 }
 
-// Delete removes an offer from its handler and the index, or returns
-// ErrNotFound.
+// Delete removes an offer from its handler and the index, or ErrNotFound.
 func (c *Catalog) Delete(ctx context.Context, id string) error {
 	for try := 0; try < 3; try++ {
 		h, err := c.Handler(ctx, id)
@@ -244,8 +240,7 @@ func (c *Catalog) List(ctx context.Context, cursor string, limit int) ([]Offer, 
 // returns the same entries whatever the limit.
 const listScanCount = 200
 
-// parseListCursor reads a cursor of List: "", "<scan cursor>" or "<scan
-// cursor>.<skip>".
+// parseListCursor reads a List cursor: "", "<scan>" or "<scan>.<skip>".
 func parseListCursor(cursor string) (uint64, int, error) {
 	if cursor == "" {
 		return 0, 0, nil
@@ -289,11 +284,8 @@ func (c *Catalog) Translate(ctx context.Context, fromType, fromID, toType string
 	if err := rec.Err(); err != nil {
 		return nil, false, fmt.Errorf("translate cache: %w", err)
 	}
-	cur, err := epoch.Result()
-	if err == redis.Nil {
-		cur, err = "0", nil
-	}
-	if err != nil {
+	cur, err := epoch.Result() // "" before the first change
+	if err != nil && err != redis.Nil {
 		return nil, false, fmt.Errorf("catalog epoch: %w", err)
 	}
 	if m := rec.Val(); len(m) > 0 && m[epochField] == cur {
@@ -303,8 +295,7 @@ func (c *Catalog) Translate(ctx context.Context, fromType, fromID, toType string
 	if ids, err = c.scan(ctx, fromType, fromID); err != nil {
 		return nil, false, err
 	}
-	fields := make([]any, 0, 2+2*len(ids))
-	fields = append(fields, epochField, cur)
+	fields := []any{epochField, cur}
 	for _, id := range ids {
 		fields = append(fields, id, "1")
 	}
@@ -318,8 +309,7 @@ func (c *Catalog) Translate(ctx context.Context, fromType, fromID, toType string
 	return ids, false, nil
 }
 
-// scan reads every handler's offers and keeps the ids whose product or
-// seller is fromID.
+// scan returns the sorted ids of the offers whose product or seller is fromID.
 func (c *Catalog) scan(ctx context.Context, fromType, fromID string) ([]string, error) {
 	var ids []string
 	for _, h := range c.cfg.Handlers {

@@ -66,7 +66,7 @@ func TestCatalog_putMoveDeleteKeepIndexAndViewsInStep(t *testing.T) {
 				want    bool
 			}{{"p-new", true}, {offers[3].ProductID, false}} {
 				prog := compile(Element{Type: TypeGroup, FilterType: "sellOffer", Elements: []Element{{Type: TypeLogical, LogicalTag: TagProduct, ProductIDs: []string{tc.product}}}})
-				found, _, err := std.evaluate(ctx, &prog, KindStandard)
+				found, err := std.evaluate(ctx, &prog, KindStandard)
 				if err != nil {
 					t.Fatal(err)
 				}

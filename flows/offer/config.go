@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/dropstream/dropstream/internal/bounds"
@@ -19,8 +20,7 @@ import (
 // Name is the flow name: the prefix of its stages, topics and keys.
 const Name = "offer"
 
-// HandlerSpec is one handler service: its tag (1-32 characters of
-// [a-z0-9_-]) and its pricing kind.
+// HandlerSpec is a handler service: tag (1-32 of [a-z0-9_-]) and pricing kind.
 type HandlerSpec struct {
 	Tag  string
 	Kind Kind
@@ -100,12 +100,11 @@ func (c Config) Validate() error {
 
 // kindOf returns the kind of handler tag, or false when it is not configured.
 func (c Config) kindOf(tag string) (Kind, bool) {
-	for _, h := range c.Handlers {
-		if h.Tag == tag {
-			return h.Kind, true
-		}
+	i := slices.IndexFunc(c.Handlers, func(h HandlerSpec) bool { return h.Tag == tag })
+	if i < 0 {
+		return "", false
 	}
-	return "", false
+	return c.Handlers[i].Kind, true
 }
 
 // EvalTopic is a handler's fan-out topic, keyed by result id.
@@ -118,12 +117,8 @@ func (c Config) HistoryTopic() stream.Topic {
 	return stream.NewTopic(Name, "history", c.Partitions)
 }
 
-// resultTag returns the hash tag of a result's keys: that of its partition.
-func (c Config) resultTag(resultID string) (int, string) {
-	t := c.EvalTopic(c.Handlers[0].Tag)
-	p := t.Partition(resultID)
-	return p, t.HashTag(p)
-}
+// partition is the partition (key slot "{offer.p}") of a result or price id.
+func (c Config) partition(id string) int { return c.EvalTopic(c.Handlers[0].Tag).Partition(id) }
 
 // StageHistory writes the search history to ClickHouse.
 const StageHistory = "offer-history"

@@ -125,7 +125,7 @@ func TestHandler_repeatedAndStaleMessagesChangeNothing(t *testing.T) {
 	if err != nil || resp.Status != StatusProcessing {
 		t.Fatalf("search = %s, %v", resp.Status, err)
 	}
-	p, _ := s.cfg.resultTag(resp.ResultID)
+	p := s.cfg.partition(resp.ResultID)
 	stale := &stream.Message{Key: resp.ResultID, Payload: []byte(`{"resultId":"` + resp.ResultID +
 		`","uniqueRequestId":"an-older-generation","filter":{"type":"group","filterType":"sellOffer","elements":[{"type":"logical","logicalTag":"product","productIds":["p1"]}]}}`)}
 	for _, st := range s.Stages() {

@@ -102,7 +102,7 @@ func (e Element) validate(depth int, prices *int) error {
 		if len(e.Elements) == 0 || len(e.Elements) > MaxElements {
 			return fmt.Errorf("group of %d elements, want 1..%d", len(e.Elements), MaxElements)
 		}
-		if e.ComplexFilter != nil || e.LogicalTag != "" || e.hasLogicalFields() {
+		if e.ComplexFilter != nil || e.LogicalTag != "" || e.priceFields() || len(e.ProductIDs)+len(e.SellerIDs) > 0 {
 			return errors.New("a group holds only filterType and elements")
 		}
 		for i, c := range e.Elements {
@@ -116,7 +116,7 @@ func (e Element) validate(depth int, prices *int) error {
 		if c == nil || c.Type != TypeGroup || !slices.Contains(complexFilterTypes, c.FilterType) {
 			return fmt.Errorf("a complexFilter holds a group of filterType %s", strings.Join(complexFilterTypes, ", "))
 		}
-		if len(e.Elements) > 0 || e.LogicalTag != "" || e.FilterType != "" || e.hasLogicalFields() {
+		if len(e.Elements) > 0 || e.LogicalTag != "" || e.FilterType != "" || e.priceFields() || len(e.ProductIDs)+len(e.SellerIDs) > 0 {
 			return errors.New("a complexFilter element holds only complexFilter")
 		}
 		if err := c.validate(depth+1, prices); err != nil {
@@ -132,9 +132,10 @@ func (e Element) validate(depth int, prices *int) error {
 	return fmt.Errorf("type %q: want group, complexFilter or logical", clip.Marked(e.Type, maxQuoted))
 }
 
-func (e Element) hasLogicalFields() bool {
-	return e.SellOfferID != "" || len(e.ProductIDs)+len(e.SellerIDs)+len(e.DeliverToLocationIDs)+len(e.PaymentMethodIDs)+len(e.DeliveryMethodIDs) > 0 ||
-		e.OrderQuantity != 0 || e.Aggregate != "" || e.MinPrice != nil || e.MaxPrice != nil
+// priceFields reports whether e sets a field of a price element.
+func (e Element) priceFields() bool {
+	return e.SellOfferID != "" || e.OrderQuantity != 0 || len(e.DeliverToLocationIDs)+len(e.PaymentMethodIDs)+len(e.DeliveryMethodIDs) > 0 ||
+		e.Aggregate != "" || e.MinPrice != nil || e.MaxPrice != nil
 }
 
 func (e Element) validateLogical(prices *int) error {
@@ -143,24 +144,20 @@ func (e Element) validateLogical(prices *int) error {
 			if len(l) == 0 || len(l) > MaxListLength {
 				return fmt.Errorf("%s: %d ids, want 1..%d", names[i], len(l), MaxListLength)
 			}
-			for _, id := range l {
-				if !validID(id) {
-					return fmt.Errorf("%s: id %q empty, too long or with control characters", names[i], clip.Marked(id, maxQuoted))
-				}
+			if j := slices.IndexFunc(l, func(id string) bool { return !validID(id) }); j >= 0 {
+				return fmt.Errorf("%s: id %q empty, too long or with control characters", names[i], clip.Marked(l[j], maxQuoted))
 			}
 		}
 		return nil
 	}
-	price := e.SellOfferID != "" || e.OrderQuantity != 0 || len(e.DeliverToLocationIDs)+len(e.PaymentMethodIDs)+len(e.DeliveryMethodIDs) > 0 ||
-		e.Aggregate != "" || e.MinPrice != nil || e.MaxPrice != nil
 	switch e.LogicalTag {
 	case TagProduct:
-		if price || len(e.SellerIDs) > 0 {
+		if e.priceFields() || len(e.SellerIDs) > 0 {
 			return errors.New("a product element holds only productIds")
 		}
 		return lists([]string{"productIds"}, e.ProductIDs)
 	case TagSeller:
-		if price || len(e.ProductIDs) > 0 {
+		if e.priceFields() || len(e.ProductIDs) > 0 {
 			return errors.New("a seller element holds only sellerIds")
 		}
 		return lists([]string{"sellerIds"}, e.SellerIDs)
@@ -229,12 +226,10 @@ func (e Element) Canonical() Element {
 	return c
 }
 
-// ResultID returns the logical result id of a filter: the first 128 bits,
-// in hex, of the SHA-256 of its canonical JSON, and that JSON.
+// ResultID returns hashID of e.Canonical(): the logical result id and its JSON.
 func ResultID(e Element) (id string, canonical []byte) { return hashID(e.Canonical()) }
 
-// hashID returns the first 128 bits, in hex, of the SHA-256 of v's JSON,
-// and that JSON.
+// hashID returns the first 128 bits of the SHA-256 of v's JSON, in hex, and that JSON.
 func hashID(v any) (string, []byte) {
 	b, _ := json.Marshal(v)
 	sum := sha256.Sum256(b)
@@ -242,13 +237,7 @@ func hashID(v any) (string, []byte) {
 }
 
 // validResultID reports whether s looks like a ResultID.
-func validResultID(s string) bool {
-	if len(s) != 32 {
-		return false
-	}
-	_, err := hex.DecodeString(s)
-	return err == nil && strings.ToLower(s) == s
-}
+func validResultID(s string) bool { return len(s) == 32 && strings.Trim(s, "0123456789abcdef") == "" }
 
 // Match is one offer of a result.
 type Match struct {
@@ -257,8 +246,7 @@ type Match struct {
 	Prices  *Stats `json:"prices,omitempty"` // nil without a price element
 }
 
-// program is a compiled filter: a conjunction of predicates and at most
-// one price element.
+// program is a compiled filter: predicates (all must hold) and a price element.
 type program struct {
 	preds    []func(*Offer) bool
 	products []string // the first product element's ids: only their offers match
@@ -310,8 +298,7 @@ func (p *program) add(e Element) {
 	}
 }
 
-// eval returns the offer's match and its ordering score, or false when the
-// offer does not match.
+// eval returns the offer's match and its ordering score; false: no match.
 func (p *program) eval(o *Offer, kind Kind) (Match, float64, bool) {
 	for _, pred := range p.preds {
 		if !pred(o) {

@@ -1,7 +1,6 @@
 package offer
 
 import (
-	"cmp"
 	"context"
 	"crypto/rand"
 	"encoding/hex"
@@ -10,8 +9,6 @@ import (
 	"log/slog"
 
 	"github.com/redis/go-redis/v9"
-	gotel "go.opentelemetry.io/otel"
-	"go.opentelemetry.io/otel/propagation"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/flow"
@@ -31,7 +28,6 @@ type Flow struct {
 	catalog *Catalog
 	met     *metrics
 	tracer  trace.Tracer
-	prop    propagation.TextMapPropagator
 	views   map[string]*view
 	history *recorder
 	quota   *quota.Quota
@@ -66,8 +62,7 @@ var Vars = []flow.Var{
 	{Name: VarQuotaStanding, Kind: flow.Int, Usage: "offer flow: standing searches each API caller may hold (default 100)"},
 }
 
-// NewWith validates cfg (after defaults) and starts the history recorder.
-// tel's nil fields take the OpenTelemetry globals and slog.Default.
+// NewWith validates cfg (after defaults) and starts the flow on tel.WithDefaults().
 func NewWith(ctx context.Context, rdb redis.UniversalClient, cfg Config, tel stream.Telemetry) (*Flow, error) {
 	cfg = cfg.WithDefaults()
 	if err := cfg.Validate(); err != nil {
@@ -76,11 +71,11 @@ func NewWith(ctx context.Context, rdb redis.UniversalClient, cfg Config, tel str
 	if err := loadScripts(ctx, rdb); err != nil {
 		return nil, err
 	}
-	s := &Flow{cfg: cfg, rdb: rdb, tel: tel, log: cmp.Or(tel.Logger, slog.Default()), catalog: &Catalog{rdb: rdb, cfg: cfg}, met: newMetrics(tel.MeterProvider),
-		prop: cmp.Or(tel.Propagator, gotel.GetTextMapPropagator()), views: map[string]*view{}}
-	s.tracer = cmp.Or(tel.TracerProvider, gotel.GetTracerProvider()).Tracer(instrumentationScope)
+	tel = tel.WithDefaults()
+	s := &Flow{cfg: cfg, rdb: rdb, tel: tel, log: tel.Logger, catalog: &Catalog{rdb: rdb, cfg: cfg}, met: newMetrics(tel.MeterProvider),
+		tracer: tel.TracerProvider.Tracer(instrumentationScope), views: map[string]*view{}}
 	for _, h := range cfg.Handlers {
-		s.views[h.Tag] = newView(rdb, h.Tag)
+		s.views[h.Tag] = &view{rdb: rdb, handler: h.Tag}
 	}
 	s.history = newRecorder(stream.NewPublisher(rdb, tel), cfg.HistoryTopic(), s.met, s.log)
 	q, err := quota.New(rdb, "offer-standing-searches", cfg.MaxStandingPerCaller)

@@ -10,7 +10,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
 
 	"github.com/redis/go-redis/v9"
@@ -115,11 +114,10 @@ type change struct {
 
 // keeper is the freshness keeper's state.
 type keeper struct {
-	mu          sync.Mutex
-	pos         map[string]string   // change stream positions by handler
-	ver         map[string]int64    // versions by handler
-	programs    map[string]*program // compiled filters by result id
-	priceOffers map[string][]string // offer ids by orderPrice id
+	pos         map[string]string          // change stream positions by handler
+	ver         map[string]int64           // versions by handler
+	programs    map[string]*program        // compiled filters by result id
+	priceOffers map[string][]OfferQuantity // order lines by orderPrice id
 	searches    []standing
 	// searchesEpoch is standingEpoch when searches were read.
 	searchesEpoch string
@@ -130,10 +128,9 @@ type keeper struct {
 const maxPrograms = 10000
 
 // RunFresh (ServiceFresh) follows the change streams, invalidating results
-// and notifying standing searches, until ctx ends (then nil). More copies
-// are harmless.
+// and notifying standing searches, until ctx ends (then nil). Copies are harmless.
 func (s *Flow) RunFresh(ctx context.Context) error {
-	k := &keeper{pos: map[string]string{}, ver: map[string]int64{}, programs: map[string]*program{}, priceOffers: map[string][]string{}}
+	k := &keeper{pos: map[string]string{}, ver: map[string]int64{}, programs: map[string]*program{}, priceOffers: map[string][]OfferQuantity{}}
 	for ctx.Err() == nil {
 		if err := s.freshStep(ctx, k); err != nil && ctx.Err() == nil {
 			s.log.WarnContext(ctx, "offer: freshness keeper step failed", "error", err)
@@ -145,8 +142,6 @@ func (s *Flow) RunFresh(ctx context.Context) error {
 
 // freshStep reads and applies one batch of changes, then flushes the outbox.
 func (s *Flow) freshStep(ctx context.Context, k *keeper) error {
-	k.mu.Lock()
-	defer k.mu.Unlock()
 	if len(k.pos) == 0 {
 		pos, err := s.rdb.HGetAll(ctx, freshKey).Result()
 		if err != nil {
@@ -193,15 +188,12 @@ func (s *Flow) freshStep(ctx context.Context, k *keeper) error {
 	if err := s.percolate(ctx, k, changes, gap); err != nil {
 		return err
 	}
-	fields := []any{}
 	for _, c := range changes {
 		k.pos[c.handler] = c.entry
 	}
+	var fields []any
 	for _, h := range s.cfg.Handlers {
-		fields = append(fields, h.Tag, k.pos[h.Tag])
-		if v, ok := k.ver[h.Tag]; ok {
-			fields = append(fields, "v:"+h.Tag, v)
-		}
+		fields = append(fields, h.Tag, k.pos[h.Tag], "v:"+h.Tag, k.ver[h.Tag])
 	}
 	if err := s.rdb.HSet(ctx, freshKey, fields...).Err(); err != nil {
 		return fmt.Errorf("record position: %w", err)
@@ -220,20 +212,19 @@ const freshBatch = 1000
 func (s *Flow) readChanges(ctx context.Context, xs []redis.XStream) ([]change, error) {
 	var out []change
 	pipe := s.rdb.Pipeline()
-	bodies := map[string]*redis.SliceCmd{}
+	var bodies []*redis.SliceCmd // one per stream with entries, in order
 	for _, x := range xs {
 		h := strings.TrimPrefix(x.Stream, catalogKey("changes")+":")
-		var ids []string
-		for _, m := range x.Messages {
-			id, _ := m.Values["id"].(string)
+		ids := make([]string, len(x.Messages))
+		for i, m := range x.Messages {
+			ids[i], _ = m.Values["id"].(string)
 			ms, _, _ := strings.Cut(m.ID, "-")
 			at, _ := strconv.ParseInt(ms, 10, 64)
 			epoch, _ := strconv.ParseInt(str(m.Values["e"]), 10, 64)
-			out = append(out, change{handler: h, id: id, entry: m.ID, version: changeVersion(m), epoch: epoch, at: time.UnixMilli(at)})
-			ids = append(ids, id)
+			out = append(out, change{handler: h, id: ids[i], entry: m.ID, version: changeVersion(m), epoch: epoch, at: time.UnixMilli(at)})
 		}
 		if len(ids) > 0 {
-			bodies[h] = pipe.HMGet(ctx, offersKey(h), ids...)
+			bodies = append(bodies, pipe.HMGet(ctx, offersKey(h), ids...))
 		}
 	}
 	if len(bodies) == 0 {
@@ -242,21 +233,16 @@ func (s *Flow) readChanges(ctx context.Context, xs []redis.XStream) ([]change, e
 	if _, err := pipe.Exec(ctx); err != nil {
 		return nil, fmt.Errorf("read changed offers: %w", err)
 	}
-	pos := map[string]int{}
-	for i := range out {
-		c := &out[i]
-		vals := bodies[c.handler].Val()
-		j := pos[c.handler]
-		pos[c.handler]++
-		if j >= len(vals) {
-			continue
-		}
-		if b, ok := vals[j].(string); ok {
-			o := new(Offer)
-			if err := json.Unmarshal([]byte(b), o); err != nil {
-				return nil, fmt.Errorf("decode offer %s: %w", c.id, err)
+	i := 0
+	for _, b := range bodies {
+		for _, v := range b.Val() {
+			if body, ok := v.(string); ok {
+				out[i].offer = new(Offer)
+				if err := json.Unmarshal([]byte(body), out[i].offer); err != nil {
+					return nil, fmt.Errorf("decode offer %s: %w", out[i].id, err)
+				}
 			}
-			c.offer = o
+			i++
 		}
 	}
 	return out, nil
@@ -334,8 +320,7 @@ func chunkCalls(lives [][]string, head []any, add func(id string) ([]string, any
 	return calls
 }
 
-// forcedEpoch returns the epoch of the latest change whose offer now
-// matches prog, or 0.
+// forcedEpoch is the epoch of the latest change whose offer matches prog, or 0.
 func (s *Flow) forcedEpoch(prog *program, changes []change) int64 {
 	var e int64
 	for _, c := range changes {

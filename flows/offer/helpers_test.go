@@ -217,7 +217,7 @@ func aggFilter(products []string, agg Element) Element {
 // fanouts counts the fan-out messages of every handler for a result.
 func fanouts(t *testing.T, rdb redis.UniversalClient, cfg Config, id string) []int64 {
 	t.Helper()
-	p, _ := cfg.resultTag(id)
+	p := cfg.partition(id)
 	var out []int64
 	for _, h := range cfg.Handlers {
 		xs, err := rdb.XRange(context.Background(), cfg.EvalTopic(h.Tag).Stream(p), "-", "+").Result()

@@ -11,6 +11,7 @@ import (
 	"github.com/redis/go-redis/v9"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/codes"
+	"go.opentelemetry.io/otel/metric"
 	"go.opentelemetry.io/otel/trace"
 
 	"github.com/dropstream/dropstream/stream"
@@ -33,8 +34,7 @@ type SearchRequest struct {
 	RequestID string `json:"requestId,omitempty"`
 	// Filter is the group of elements (filterType sellOffer).
 	Filter Element `json:"filter"`
-	// Offset and Limit select the page of matches. Limit default 100, at
-	// most 1000.
+	// Offset and Limit select the page of matches (Limit 1..1000, default 100).
 	Offset int `json:"offset,omitempty"`
 	Limit  int `json:"limit,omitempty"`
 }
@@ -101,7 +101,8 @@ func (s *Flow) Search(ctx context.Context, req SearchRequest, callID string) (Se
 		resp.Outcome, status = OutcomeGone, "gone"
 	}
 	took := time.Since(start)
-	s.met.search(resp.Outcome, status, took.Seconds())
+	s.met.searches.Add(context.Background(), 1, metric.WithAttributes(keyOutcome.String(resp.Outcome)))
+	s.met.duration.Record(context.Background(), took.Seconds(), metric.WithAttributes(keyOutcome.String(resp.Outcome), keyStatus.String(status)))
 	span.SetAttributes(attribute.String("offer.outcome", resp.Outcome), attribute.String("offer.status", status))
 	ev := HistoryEvent{CallID: callID, RequestID: req.RequestID, ResultID: id, At: s.cfg.Now().UTC(), Outcome: resp.Outcome,
 		Status: status, WaitMs: took.Milliseconds(), Matches: resp.Total, Filter: string(canonical)}
@@ -122,7 +123,7 @@ func (s *Flow) search(ctx context.Context, req SearchRequest, id string, canonic
 	uid := randomID()
 	payload, _ := json.Marshal(evalPayload{ResultID: id, UniqueRequestID: uid, Filter: canonical})
 	carrier := stream.NewMessage(id, "", nil)
-	stream.InjectTrace(ctx, s.prop, carrier)
+	stream.InjectTrace(ctx, s.tel.Propagator, carrier)
 	bypass, epoch, err := s.guard(ctx)
 	if err != nil {
 		return SearchResponse{}, err
@@ -164,8 +165,7 @@ func (s *Flow) search(ctx context.Context, req SearchRequest, id string, canonic
 	return resp, err
 }
 
-// wait blocks until the result's completion stream has an entry or d has
-// passed, and reports which.
+// wait reports whether the completion stream doneKey gets an entry within d.
 func (s *Flow) wait(ctx context.Context, doneKey string, d time.Duration) (bool, error) {
 	deadline := time.Now().Add(d)
 	for {

@@ -1,14 +1,12 @@
 package offer
 
 import (
-	"cmp"
 	"context"
 	"encoding/json"
 	"log/slog"
 	"sync"
 	"time"
 
-	gotel "go.opentelemetry.io/otel"
 	"go.opentelemetry.io/otel/attribute"
 	"go.opentelemetry.io/otel/metric"
 
@@ -57,7 +55,6 @@ type metrics struct {
 }
 
 func newMetrics(mp metric.MeterProvider) *metrics {
-	mp = cmp.Or(mp, gotel.GetMeterProvider())
 	m := mp.Meter(instrumentationScope)
 	var met metrics
 	met.searches, _ = m.Int64Counter(MetricSearches, metric.WithDescription("Sell-offer searches by outcome (hit, join, miss, seen, gone)."), metric.WithUnit("{request}"))
@@ -72,12 +69,6 @@ func newMetrics(mp metric.MeterProvider) *metrics {
 	met.bypass, _ = m.Int64Counter(MetricCacheBypass, metric.WithDescription("Searches that bypassed the cache: the freshness keeper lagged past the bound."), metric.WithUnit("{request}"))
 	met.percolated, _ = m.Int64Counter(MetricStandingNotified, metric.WithDescription("Standing-search change notifications published."), metric.WithUnit("{notification}"))
 	return &met
-}
-
-func (m *metrics) search(outcome, status string, seconds float64) {
-	ctx := context.Background()
-	m.searches.Add(ctx, 1, metric.WithAttributes(keyOutcome.String(outcome)))
-	m.duration.Record(ctx, seconds, metric.WithAttributes(keyOutcome.String(outcome), keyStatus.String(status)))
 }
 
 // HistoryEvent is one search call, published to the history topic and
@@ -121,8 +112,7 @@ func newRecorder(pub *stream.Publisher, topic stream.Topic, met *metrics, log *s
 	return r
 }
 
-// record queues an event; when the buffer is full the event is dropped
-// and counted.
+// record queues an event, or drops and counts it when the buffer is full.
 func (r *recorder) record(ev HistoryEvent) {
 	r.mu.RLock()
 	defer r.mu.RUnlock()

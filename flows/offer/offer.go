@@ -49,8 +49,7 @@ type PricePlan struct {
 	UnitPrice   int64  `json:"unitPrice" openapi:"optional"`
 }
 
-// Method is a delivery or payment method with the cost it adds to an order
-// of the offer.
+// Method is a delivery or payment method and the cost it adds to an order.
 type Method struct {
 	ID   string `json:"id"`
 	Cost int64  `json:"cost" openapi:"optional"`
@@ -134,8 +133,7 @@ const (
 // Valid reports whether k is a known kind.
 func (k Kind) Valid() bool { return k == KindStandard || k == KindAuction }
 
-// unitPrice returns the unit price of q units of o under kind k, or false
-// when no plan applies.
+// unitPrice is k's unit price of q units under plans; false if no plan applies.
 func (k Kind) unitPrice(plans []PricePlan, q int64) (int64, bool) {
 	best, bestMin, ok := int64(0), int64(0), false
 	for _, p := range plans {
@@ -163,8 +161,7 @@ var (
 	ErrNoPricePlan         = errors.New("no_price_plan")
 )
 
-// Combination is one way of ordering: a location to deliver to, a delivery
-// method and a payment method.
+// Combination is one way of ordering: a location, delivery and payment method.
 type Combination struct {
 	Location string `json:"deliverToLocationId"`
 	Delivery string `json:"deliveryMethodId"`
@@ -204,8 +201,7 @@ func methodCost(ms []Method, id string) (int64, bool) {
 	return 0, false
 }
 
-// Stats are the aggregates of an offer's prices over every combination of
-// a filter that has a price.
+// Stats aggregate an offer's prices over a filter's priced combinations.
 type Stats struct {
 	Min     int64   `json:"minPrice"`
 	Max     int64   `json:"maxPrice"`
@@ -221,8 +217,7 @@ var (
 	SampleLocations = []string{"loc0", "loc1", "loc2", "loc3", "loc4", "loc5", "loc6", "loc7"}
 )
 
-// SampleOffers returns n deterministic offers round robin over handlers,
-// for the demo, tests and benchmark.
+// SampleOffers returns n deterministic offers round robin over handlers.
 func SampleOffers(seed uint64, n, products int, handlers []HandlerSpec) []Offer {
 	rng := rand.New(rand.NewPCG(seed, 0x0ff3))
 	pick := func(from []string, k int) []string {

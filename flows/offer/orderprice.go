@@ -27,8 +27,7 @@ type OfferQuantity struct {
 	Quantity int64  `json:"quantity"`
 }
 
-// OrderPriceRequest asks for the total of an order of several offers for
-// one combination of location, delivery and payment method.
+// OrderPriceRequest asks for the total of an order for one Combination.
 type OrderPriceRequest struct {
 	Quantities []OfferQuantity `json:"sellOfferQuantities"`
 	Location   string          `json:"deliverToLocationId"`
@@ -58,8 +57,7 @@ func (r OrderPriceRequest) canonical() (OrderPriceRequest, error) {
 	return c, nil
 }
 
-// OrderPriceID is the orderPrice id of a request: a hash of its offer
-// quantities, location, delivery method and payment method.
+// OrderPriceID is the orderPrice id of a request: hashID of its canonical form.
 func OrderPriceID(r OrderPriceRequest) (string, error) {
 	c, err := r.canonical()
 	if err != nil {
@@ -120,17 +118,16 @@ return 1`)
 // priceKeys returns the key of orderPrice record id and its partition's
 // live records (record id → key expiry in Unix ms), for the keeper.
 func (c Config) priceKeys(id string) (record, live string) {
-	p, tag := c.resultTag(id)
-	return rediskey.Key(tag, "offer", "price", id), c.priceLiveKey(p)
+	p := c.partition(id)
+	return rediskey.Partition(Name, p, "offer", "price", id), c.priceLiveKey(p)
 }
 
 // priceLiveKey is priceKeys' live set of partition p.
 func (c Config) priceLiveKey(p int) string {
-	return rediskey.Key(c.EvalTopic(c.Handlers[0].Tag).HashTag(p), "offer", "prices")
+	return rediskey.Partition(Name, p, "offer", "prices")
 }
 
-// ErrOfferNotFound is the error reason of an order line whose offer does
-// not exist.
+// ErrOfferNotFound is the reason of an order line whose offer does not exist.
 var ErrOfferNotFound = errors.New("offer_not_found")
 
 // OrderPrice returns an order's price from the cache, or computes and
@@ -265,25 +262,19 @@ for i = 1, #KEYS do
 end
 return count`)
 
-// maxPriceOrders bounds the offer lists of orderPrice records the keeper
-// keeps.
+// maxPriceOrders bounds the orderPrice offer lists the keeper keeps.
 const maxPriceOrders = 10000
 
-// invalidatePrices deletes the live orderPrice records holding a changed
-// offer, or all of them when all is set.
+// invalidatePrices deletes the live orderPrice records a change affects, or all.
 func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change, all bool) error {
 	lives, err := readLive(ctx, s, s.cfg.priceLiveKey, k.priceOffers, maxPriceOrders, "request",
 		func(id string) string { key, _ := s.cfg.priceKeys(id); return key },
-		func(v string) ([]string, bool) {
+		func(v string) ([]OfferQuantity, bool) {
 			var r OrderPriceRequest
 			if err := json.Unmarshal([]byte(v), &r); err != nil {
 				return nil, false // gone meanwhile: nothing to invalidate
 			}
-			ids := make([]string, len(r.Quantities))
-			for i, q := range r.Quantities {
-				ids[i] = q.OfferID
-			}
-			return ids, true
+			return r.Quantities, true
 		})
 	if err != nil {
 		return fmt.Errorf("list live order prices: %w", err)
@@ -293,13 +284,13 @@ func (s *Flow) invalidatePrices(ctx context.Context, k *keeper, changes []change
 		latest[c.id] = max(latest[c.id], c.epoch)
 	}
 	calls := chunkCalls(lives, nil, func(id string) ([]string, any, bool) {
-		offers, ok := k.priceOffers[id]
+		lines, ok := k.priceOffers[id]
 		if !ok {
 			return nil, nil, false
 		}
 		var e int64
-		for _, o := range offers {
-			e = max(e, latest[o])
+		for _, l := range lines {
+			e = max(e, latest[l.OfferID])
 		}
 		if all {
 			e = allEpochs

@@ -24,8 +24,8 @@ type resultKeys struct {
 }
 
 func (c Config) resultKeys(id string) resultKeys {
-	p, tag := c.resultTag(id)
-	base := rediskey.Key(tag, "offer", "result", id)
+	p := c.partition(id)
+	base := rediskey.Partition(Name, p, "offer", "result", id)
 	return resultKeys{partition: p, main: base, data: base + ":data", values: base + ":values",
 		waiting: base + ":waiting", done: base + ":done", live: c.liveKey(p)}
 }
@@ -33,15 +33,14 @@ func (c Config) resultKeys(id string) resultKeys {
 // liveKey is the zset of partition p's results that may still be served
 // or joined, by expiry ms: what the freshness keeper checks changes against.
 func (c Config) liveKey(p int) string {
-	return rediskey.Key(c.EvalTopic(c.Handlers[0].Tag).HashTag(p), "offer", "live")
+	return rediskey.Partition(Name, p, "offer", "live")
 }
 
 func (k resultKeys) all() []string { return []string{k.main, k.data, k.values, k.waiting, k.done} }
 
 // requestKey records a client's request id against the result it asked for.
 func (c Config) requestKey(resultID, requestID string) string {
-	_, tag := c.resultTag(resultID)
-	return rediskey.Key(tag, "offer", "request", resultID, requestID)
+	return rediskey.Partition(Name, c.partition(resultID), "offer", "request", resultID, requestID)
 }
 
 // pageLua replies {outcome, main fields (without the element), total, ids,

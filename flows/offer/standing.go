@@ -37,7 +37,6 @@ var (
 func standingMain(id string) string     { return standingKey("s", id) }
 func standingMatches(id string) string  { return standingKey("s", id, "matches") }
 func standingOwner(owner string) string { return standingKey("owner", owner) }
-func newStandingID() string             { return "ss_" + randomID() }
 
 // validStandingID reports whether id is "ss_" and 16 lower-case hex digits.
 var validStandingID = regexp.MustCompile(`^ss_[0-9a-f]{16}$`).MatchString
@@ -100,7 +99,7 @@ func (s *Flow) CreateStanding(ctx context.Context, owner string, req StandingReq
 		return StandingSearch{}, fmt.Errorf("%w: %d", ErrTooManyStanding, MaxStandingSearches)
 	}
 	_, canonical := ResultID(req.Filter)
-	ss := StandingSearch{ID: newStandingID(), Name: req.Name, SubscriberID: req.SubscriberID, Filter: req.Filter,
+	ss := StandingSearch{ID: "ss_" + randomID(), Name: req.Name, SubscriberID: req.SubscriberID, Filter: req.Filter,
 		CreatedAt: s.cfg.Now().UTC().Truncate(time.Millisecond), owner: owner}
 	ms := ss.CreatedAt.UnixMilli()
 	tx := s.rdb.TxPipeline()
@@ -196,8 +195,7 @@ func (s *Flow) ListStanding(ctx context.Context, v tenancy.View) ([]StandingSear
 	return out, nil
 }
 
-// DeleteStanding removes the standing search id when v sees it, or
-// returns ErrNotFound.
+// DeleteStanding removes the standing search id when v sees it, else ErrNotFound.
 func (s *Flow) DeleteStanding(ctx context.Context, v tenancy.View, id string) error {
 	ss, err := s.GetStanding(ctx, v, id)
 	if err != nil {
@@ -258,11 +256,8 @@ type standing struct {
 
 // loadStanding rereads the standing searches when the epoch moved.
 func (s *Flow) loadStanding(ctx context.Context, k *keeper) error {
-	epoch, err := s.rdb.Get(ctx, standingEpoch).Result()
-	if errors.Is(err, redis.Nil) {
-		epoch, err = "0", nil
-	}
-	if err != nil {
+	epoch, err := s.rdb.Get(ctx, standingEpoch).Result() // "" before the first create
+	if err != nil && !errors.Is(err, redis.Nil) {
 		return fmt.Errorf("standing searches: %w", err)
 	}
 	if epoch == k.searchesEpoch && !k.initPending {
@@ -365,7 +360,7 @@ func (s *Flow) percolate(ctx context.Context, k *keeper, changes []change, all b
 func (s *Flow) fullResult(ctx context.Context, prog *program) ([]any, error) {
 	var out []any
 	for _, h := range s.cfg.Handlers {
-		ms, _, err := s.views[h.Tag].evaluate(ctx, prog, h.Kind)
+		ms, err := s.views[h.Tag].evaluate(ctx, prog, h.Kind)
 		if err != nil {
 			return nil, err
 		}

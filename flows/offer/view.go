@@ -33,10 +33,6 @@ type view struct {
 	byProduct map[string]map[string]*Offer // product id → offer id → offer
 }
 
-func newView(rdb redis.UniversalClient, handler string) *view {
-	return &view{rdb: rdb, handler: handler, pos: map[string]int{}, byProduct: map[string]map[string]*Offer{}}
-}
-
 // maxChangesPerRead bounds one XRANGE of the change stream.
 const maxChangesPerRead = 10000
 
@@ -78,8 +74,7 @@ func changeVersion(x redis.XMessage) int64 {
 	return n
 }
 
-// apply applies changes in order, reading the current body of every offer
-// they put.
+// apply applies changes in order, reading the current body of each offer.
 func (v *view) apply(ctx context.Context, xs []redis.XMessage) error {
 	ids := make([]string, 0, len(xs))
 	for _, x := range xs {
@@ -196,8 +191,7 @@ func (v *view) reload(ctx context.Context) error {
 	return nil
 }
 
-// holds syncs the view and reports whether it holds offer id; false when
-// the sync fails.
+// holds syncs the view and reports whether it holds offer id (false: sync failed).
 func (v *view) holds(ctx context.Context, id string) bool {
 	v.mu.Lock()
 	defer v.mu.Unlock()
@@ -215,11 +209,11 @@ type scored struct {
 }
 
 // evaluate syncs the view and runs the program over every offer.
-func (v *view) evaluate(ctx context.Context, p *program, kind Kind) ([]scored, int, error) {
+func (v *view) evaluate(ctx context.Context, p *program, kind Kind) ([]scored, error) {
 	v.mu.Lock()
 	defer v.mu.Unlock()
 	if err := v.sync(ctx); err != nil {
-		return nil, 0, err
+		return nil, err
 	}
 	var out []scored
 	if p.products != nil {
@@ -230,14 +224,14 @@ func (v *view) evaluate(ctx context.Context, p *program, kind Kind) ([]scored, i
 				}
 			}
 		}
-		return out, len(v.offers), nil
+		return out, nil
 	}
 	for _, o := range v.offers {
 		if m, s, ok := p.eval(o, kind); ok {
 			out = append(out, scored{m, s})
 		}
 	}
-	return out, len(v.offers), nil
+	return out, nil
 }
 
 // appendChunk is how many matches one append script writes (three
@@ -249,7 +243,10 @@ const appendChunk = 500
 func (s *Flow) handler(tag string, kind Kind) stream.Handler {
 	v := s.views[tag]
 	return func(ctx context.Context, m *stream.Message) error {
-		var p evalPayload
+		var p struct {
+			evalPayload
+			Filter Element `json:"filter"` // decoded, unlike evalPayload's
+		}
 		dec := json.NewDecoder(bytes.NewReader(m.Payload))
 		dec.DisallowUnknownFields()
 		if err := dec.Decode(&p); err != nil {
@@ -258,22 +255,16 @@ func (s *Flow) handler(tag string, kind Kind) stream.Handler {
 		if !validResultID(p.ResultID) || p.UniqueRequestID == "" {
 			return stream.Permanentf("fan-out message without a result id or unique request id")
 		}
-		var filter Element
-		fd := json.NewDecoder(bytes.NewReader(p.Filter))
-		fd.DisallowUnknownFields()
-		if err := fd.Decode(&filter); err != nil {
-			return stream.Permanentf("decode filter of %s: %w", p.ResultID, err)
-		}
-		if err := filter.Validate(); err != nil {
+		if err := p.Filter.Validate(); err != nil {
 			return stream.Permanent(err)
 		}
-		prog := compile(filter)
+		prog := compile(p.Filter)
 		s.usePriceCache(ctx, v, p.ResultID, &prog)
-		matches, _, err := v.evaluate(ctx, &prog, kind)
+		matches, err := v.evaluate(ctx, &prog, kind)
 		if err != nil {
 			return err
 		}
-		return s.answer(ctx, tag, p, matches)
+		return s.answer(ctx, tag, p.evalPayload, matches)
 	}
 }
 

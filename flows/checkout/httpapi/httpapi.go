@@ -132,8 +132,7 @@ func (r routes) timeline(c *fiber.Ctx) error {
 // invalid answers ErrInvalid as the contract's 400 "invalid".
 var invalid = api.When(checkout.ErrInvalid, api.BadRequest("invalid", ""))
 
-// contract answers the flow's errors as the contract's 400s, ErrPending as
-// 500 "checkout_pending".
+// contract answers the flow's errors as its 400s, ErrPending as 500 "checkout_pending".
 var contract = []api.Case{
 	api.When(checkout.ErrPending, api.NewError(http.StatusInternalServerError, "checkout_pending",
 		"the checkout's outcome is not known yet; it will complete or be compensated: check the order out again for its outcome")),
@@ -144,8 +143,7 @@ var contract = []api.Case{
 	api.When(checkout.ErrCheckoutFailed, api.BadRequest("checkout_failed", "")),
 }
 
-// fail maps the flow's errors by contract; an unavailable store's and
-// other errors go to the API as they are.
+// fail maps the flow's errors by contract; others go to the API as they are.
 func fail(err error) error {
 	if stream.IsUnavailable(err) {
 		return err

@@ -23,8 +23,7 @@ type routes struct {
 type offerPage struct {
 	Items      []offer.Offer `json:"items"`
 	NextCursor string        `json:"next_cursor,omitempty"`
-	// Cached says a productId or sellerId listing came from the
-	// TranslateIds cache.
+	// Cached: a productId or sellerId listing from the TranslateIds cache.
 	Cached bool `json:"cached,omitempty"`
 }
 

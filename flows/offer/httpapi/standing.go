@@ -71,8 +71,7 @@ func (r routes) deleteStanding(c *fiber.Ctx) error {
 	return api.Deleted(c, r.f.StandingQuota(), c.Params("id"))
 }
 
-// standingNotFound answers ErrNotFound for the standing search the route
-// names.
+// standingNotFound answers ErrNotFound for the route's standing search.
 func standingNotFound(c *fiber.Ctx) api.Case {
 	return api.When(offer.ErrNotFound, api.NotFound("standing_search_not_found", "no standing search "+c.Params("id")))
 }
