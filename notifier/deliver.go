@@ -162,22 +162,15 @@ func (d *Deliverer) Stage() stream.Stage {
 }
 
 func (d *Deliverer) handleBatch(ctx context.Context, msgs []*stream.Message) error {
-	errs, recs := d.process(ctx, msgs)
-	d.scheduleRetries(ctx, msgs, errs, recs)
-	d.recordAll(ctx, recs)
-	return &stream.BatchError{Errs: errs}
-}
-
-// process delivers the batch and returns each message's error and the
-// history records to write.
-func (d *Deliverer) process(ctx context.Context, msgs []*stream.Message) ([]error, []history.Record) {
 	errs := make([]error, len(msgs))
 	reqs := make([]Request, len(msgs))
 	for i, m := range msgs {
 		errs[i] = decodeRequest(m, &reqs[i])
 	}
 	recs := d.deliverAll(ctx, msgs, reqs, errs)
-	return errs, recs
+	d.scheduleRetries(ctx, msgs, errs, recs)
+	d.recordAll(ctx, recs)
+	return &stream.BatchError{Errs: errs}
 }
 
 // recordAll writes the history records even past the batch's deadline,
@@ -222,13 +215,6 @@ type target struct {
 	prefs        subscriber.Preferences // a copy: a pointer into the subscriber moved it to the heap
 	inline       bool                   // a request's own destination: no preferences apply
 	loc          *time.Location
-}
-
-// Deliver delivers m's request to each target; it returns m's error.
-func (d *Deliverer) Deliver(ctx context.Context, m *stream.Message, r Request) error {
-	errs := []error{nil}
-	d.recordAll(ctx, d.deliverAll(ctx, []*stream.Message{m}, []Request{r}, errs))
-	return errs[0]
 }
 
 // resolveAll returns the requests' subscribers by id in one round trip.

@@ -99,9 +99,6 @@ func (d *Dispatcher) spanName(channel string) string {
 	return "notify " + channel
 }
 
-// Ledger returns the dispatcher's delivery ledger.
-func (d *Dispatcher) Ledger() *DeliveryLedger { return d.ledger }
-
 // Deliver sends the notification unless its business key is recorded, and
 // returns the outcome:
 //
@@ -250,21 +247,10 @@ type attrOpts struct {
 	rec []metric.RecordOption
 }
 
-// get returns the attributes flow, channel, outcome and error.type when
-// errType is not empty.
+// get returns the attributes flow and those of channel, outcome and
+// error.type not empty.
 func (a *outcomeAttrs) get(flow, channel, outcome, errType string) attrOpts {
-	return a.load(outcomeKey{flow, channel, outcome, errType})
-}
-
-// flow returns the attribute flow alone (of the end-to-end latency).
-func (a *outcomeAttrs) flow(flow string) attrOpts { return a.load(outcomeKey{flow: flow}) }
-
-// flowChannel returns the attributes flow and channel.
-func (a *outcomeAttrs) flowChannel(flow, channel string) attrOpts {
-	return a.load(outcomeKey{flow: flow, channel: channel})
-}
-
-func (a *outcomeAttrs) load(k outcomeKey) attrOpts {
+	k := outcomeKey{flow, channel, outcome, errType}
 	if v, ok := a.m.Load(k); ok {
 		return v.(attrOpts)
 	}

@@ -129,7 +129,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 				resumed = map[string]int{}
 			}
 			resumed[del.Notification.Flow]++
-			d.in.resumed.Add(context.Background(), 1, d.attrs.flowChannel(del.Notification.Flow, del.Channel).add...)
+			d.in.resumed.Add(context.Background(), 1, d.attrs.get(del.Notification.Flow, del.Channel, "", "").add...)
 			held = append(held, j)
 		case res != claimed:
 			fail(i, errorRetryable, fmt.Errorf("notifier: claim %s: unexpected answer %q", keys[j], res))
@@ -298,7 +298,7 @@ func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Co
 	if sendErr == nil {
 		d.in.duration.Record(context.Background(), took, d.attrs.get(n.Flow, del.Channel, OutcomeSent, "").rec...)
 		if !n.ObservedAt.IsZero() {
-			d.in.e2e.Record(context.Background(), max(0, time.Since(n.ObservedAt).Seconds()), d.attrs.flow(n.Flow).rec...)
+			d.in.e2e.Record(context.Background(), max(0, time.Since(n.ObservedAt).Seconds()), d.attrs.get(n.Flow, "", "", "").rec...)
 		}
 		op.kind, outcomes[i] = settleSent, OutcomeSent
 		return
