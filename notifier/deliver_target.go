@@ -125,7 +125,8 @@ func (d *Deliverer) holdAll(ctx context.Context, msgs []*stream.Message, reqs []
 	return recs
 }
 
-// sendAll sends the jobs in one batch and returns recs with their records.
+// sendAll sends the jobs in one batch, which records their history, and
+// returns recs with the records of those not rendered.
 func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []Request, sends []*job, recs []history.Record) []history.Record {
 	if len(sends) == 0 {
 		return recs
@@ -149,47 +150,26 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 				EventID:   j.rec.ID, Subject: r.Subject, TraceID: r.TraceID, ObservedAt: r.ObservedAt, Body: body,
 				Title: r.Title, Text: r.Text, HTML: r.HTML, UnsubscribeURL: unsub}})
 	}
-	opts := BatchOptions{Concurrency: d.cfg.Concurrency, Slots: d.slots}
-	// Claimed sends write their history with their ledger record; the others here.
-	recorded := make([]bool, len(live))
-	if d.history != nil {
-		opts.History = d.history
-		opts.Record = func(k int, outcome string, err error) []history.Record {
-			recorded[k] = true
-			if errors.Is(err, ErrInFlight) {
-				return nil
-			}
-			return []history.Record{d.finish(live[k].rec, d.sendStatus(err, live[k].rec.Attempts), err)}
+	opts := BatchOptions{Concurrency: d.cfg.Concurrency, Slots: d.slots, History: d.history}
+	opts.Record = func(k int, outcome string, err error) []history.Record {
+		if outcome == OutcomeDuplicate || errors.Is(err, ErrInFlight) {
+			return nil // recorded when it was sent, or by the copy sending it
 		}
+		return []history.Record{d.finish(live[k].rec, d.sendStatus(err, live[k].rec.Attempts), err)}
 	}
 	if d.throttle != nil {
 		opts.Before = func(ctx context.Context, idx []int) []func(context.Context) error {
 			return d.throttleAll(ctx, live, idx)
 		}
 	}
-	outcomes, errs := d.dispatch.DeliverBatch(ctx, dels, opts)
+	_, errs := d.dispatch.DeliverBatch(ctx, dels, opts)
 	for k, j := range live {
-		outcome, err := outcomes[k], errs[k]
-		j.err = err
-		switch {
-		case err == nil && outcome == OutcomeDuplicate:
-			continue // recorded when it was sent
-		case err == nil:
-			if !recorded[k] {
-				recs = append(recs, d.finish(j.rec, history.StatusSent, nil))
-			}
-			continue
-		case errors.Is(err, ErrInFlight):
-			continue // another copy is sending it; it records the outcome
-		}
+		j.err = errs[k]
 		var de *DeliveryError
-		if errors.As(err, &de) && de.RetryAfter > 0 && d.throttle != nil {
+		if errors.As(j.err, &de) && de.RetryAfter > 0 && d.throttle != nil {
 			if berr := d.throttle.Block(ctx, d.tkeys.get(j.t.dest), d.cfg.Now().Add(de.RetryAfter)); berr != nil {
 				d.logger.WarnContext(ctx, "notifier: retry-after not recorded", "error", berr)
 			}
-		}
-		if !recorded[k] {
-			recs = append(recs, d.finish(j.rec, d.sendStatus(err, j.rec.Attempts), err))
 		}
 	}
 	return recs

@@ -53,12 +53,8 @@ type DeliveryRecord struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Defaults of DeliveryLedgerConfig.
-const (
-	DefaultDeliveryTTL = 30 * 24 * time.Hour
-	DefaultSendLease   = time.Minute
-	DefaultLedgerName  = "notifier"
-)
+// DefaultLedgerName is DeliveryLedgerConfig.Name's default.
+const DefaultLedgerName = "notifier"
 
 // maxDeliveryKeyBytes bounds a ledger key.
 const maxDeliveryKeyBytes = 512

@@ -141,6 +141,19 @@ func Settle(errs []error) error {
 	return nil
 }
 
+// record writes recs to h (if any) even past ctx's deadline, logging a
+// failure: history never fails a delivery.
+func (d *Dispatcher) record(ctx context.Context, h *history.Recorder, recs []history.Record) {
+	if h == nil || len(recs) == 0 {
+		return
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if err := h.Record(hctx, recs...); err != nil {
+		d.logger.WarnContext(ctx, "notifier: history not recorded", "records", len(recs), "error", err)
+	}
+}
+
 // HistoryRecord returns the history record of Deliver(del)'s outcome at
 // at: sent, rejected (permanent) or failed. ok is false for a duplicate or
 // a delivery in flight elsewhere.

@@ -33,8 +33,9 @@ type BatchOptions struct {
 	Concurrency int
 	// Slots bounds the sends in flight across the batches sharing it.
 	Slots chan struct{}
-	// History receives each delivery's records, written with its ledger
-	// record: a crash keeps both or neither.
+	// History receives each delivery's records: a sent one's with its
+	// ledger record (a crash keeps both or neither), one decided without a
+	// send before the sends.
 	History *history.Recorder
 	Record  func(i int, outcome string, err error) []history.Record
 }
@@ -139,6 +140,19 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 	}
 	for flow, n := range resumed {
 		d.logResumed(flow, n)
+	}
+	if opts.History != nil && opts.Record != nil {
+		claimed := make([]bool, len(dels))
+		for _, j := range held {
+			claimed[idx[j]] = true
+		}
+		var recs []history.Record
+		for i := range dels {
+			if !claimed[i] {
+				recs = append(recs, opts.Record(i, outcomes[i], errs[i])...)
+			}
+		}
+		d.record(ctx, opts.History, recs)
 	}
 	if len(held) == 0 {
 		return

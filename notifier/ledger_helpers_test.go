@@ -5,16 +5,25 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"time"
 
 	"github.com/redis/go-redis/v9"
 
 	"github.com/dropstream/dropstream/stream"
 )
 
+// The defaults of the configs' tags.
+const (
+	DefaultDeliverConcurrency = 64
+	DefaultMaxInFlight        = 64
+	DefaultUserAgent          = "dropstream-webhook/1"
+	DefaultDeliveryTTL        = 30 * 24 * time.Hour
+)
+
 // Deliver delivers m's request to each target; it returns m's error.
 func (d *Deliverer) Deliver(ctx context.Context, m *stream.Message, r Request) error {
 	errs := []error{nil}
-	d.recordAll(ctx, d.deliverAll(ctx, []*stream.Message{m}, []Request{r}, errs))
+	d.dispatch.record(ctx, d.history, d.deliverAll(ctx, []*stream.Message{m}, []Request{r}, errs))
 	return errs[0]
 }
 
@@ -45,7 +54,7 @@ func (l *DeliveryLedger) Get(ctx context.Context, key string) (DeliveryRecord, e
 func (d *Deliverer) handle(ctx context.Context, m *stream.Message) error {
 	var r Request
 	errs := []error{decodeRequest(m, &r)}
-	d.recordAll(ctx, d.deliverAll(ctx, []*stream.Message{m}, []Request{r}, errs))
+	d.dispatch.record(ctx, d.history, d.deliverAll(ctx, []*stream.Message{m}, []Request{r}, errs))
 	return errs[0]
 }
 

@@ -90,8 +90,8 @@ type outgoing struct {
 	ev  OpenEvent
 }
 
-// send delivers outs as one dispatcher batch, records each in the history
-// with its ledger record, and returns each one's outcome and error.
+// send delivers outs as one dispatcher batch, which records each in the
+// history, and returns each one's outcome and error.
 func (h *handler) send(ctx context.Context, m *stream.Message, runID string, outs []outgoing) ([]string, []error) {
 	outcomes, errs := make([]string, len(outs)), make([]error, len(outs))
 	dels := make([]notifier.Delivery, 0, len(outs))
@@ -117,34 +117,19 @@ func (h *handler) send(ctx context.Context, m *stream.Message, runID string, out
 	if len(dels) == 0 {
 		return outcomes, errs
 	}
-	opts := notifier.BatchOptions{Concurrency: h.cfg.Concurrency}
-	recorded := make([]bool, len(dels)) // written with the ledger record
-	if h.cfg.History != nil {
-		opts.History = h.cfg.History
-		opts.Record = func(k int, outcome string, err error) []history.Record {
-			recorded[k] = true
-			if rec, ok := historyRecord(dels[k], runID, outcome, err); ok {
-				return []history.Record{rec}
-			}
+	opts := notifier.BatchOptions{Concurrency: h.cfg.Concurrency, History: h.cfg.History}
+	opts.Record = func(k int, outcome string, err error) []history.Record {
+		rec, ok := dels[k].HistoryRecord(outcome, err, time.Now().UTC())
+		if !ok {
 			return nil
 		}
+		rec.RunID = runID
+		return []history.Record{rec}
 	}
 	got, gotErrs := h.dispatch.DeliverBatch(ctx, dels, opts)
-	// Outcomes decided without a send (refused, unclaimed) are recorded now.
-	var rest []history.Record
 	for k, i := range at {
 		outcomes[i], errs[i] = got[k], gotErrs[k]
 		h.blockRetryAfter(ctx, dels[k], errs[i])
-		if rec, ok := historyRecord(dels[k], runID, got[k], gotErrs[k]); ok && h.cfg.History != nil && !recorded[k] {
-			rest = append(rest, rec)
-		}
-	}
-	if len(rest) > 0 {
-		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		defer cancel()
-		if err := h.cfg.History.Record(hctx, rest...); err != nil {
-			h.logger.WarnContext(ctx, "notifier: history not recorded", "records", len(rest), "error", err)
-		}
 	}
 	return outcomes, errs
 }

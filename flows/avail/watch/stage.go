@@ -16,7 +16,6 @@ import (
 	"github.com/dropstream/dropstream/internal/clip"
 	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier"
-	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -167,14 +166,6 @@ func (h *handler) blockRetryAfter(ctx context.Context, del notifier.Delivery, er
 	}
 }
 
-// historyRecord is the history record of a watcher delivery's outcome;
-// ok is false when there is none to write.
-func historyRecord(del notifier.Delivery, runID, outcome string, err error) (history.Record, bool) {
-	rec, ok := del.HistoryRecord(outcome, err, time.Now().UTC())
-	rec.RunID = runID
-	return rec, ok
-}
-
 // MetricUnresolvedSessions counts stable opens notified without a session
 // id. Int64Counter, unit {transition}.
 const MetricUnresolvedSessions = "dropstream.notifier.sessions.unresolved"
@@ -182,10 +173,6 @@ const MetricUnresolvedSessions = "dropstream.notifier.sessions.unresolved"
 // instrumentationScope is the meter of the stage's own metric: the
 // notifier's, where the metric has always been reported.
 const instrumentationScope = "github.com/dropstream/dropstream/notifier"
-
-// recordTimeout bounds the history write of the outcomes decided without
-// a send, which runs even when the handler's context has ended.
-const recordTimeout = 5 * time.Second
 
 func newUnresolved(mp metric.MeterProvider) (metric.Int64Counter, error) {
 	c, err := mp.Meter(instrumentationScope).Int64Counter(MetricUnresolvedSessions,
