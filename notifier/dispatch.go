@@ -49,8 +49,6 @@ type Delivery struct {
 	Notification Notification
 	// Redelivered takes back at once a lease the message left.
 	Redelivered bool
-	// Before runs between claim and send; its error fails it retryably.
-	Before func(ctx context.Context) error
 	// parent is the trace the send continues; the context's when invalid.
 	parent trace.SpanContext
 }

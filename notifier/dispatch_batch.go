@@ -27,7 +27,7 @@ import (
 // BatchOptions tune DeliverBatch.
 type BatchOptions struct {
 	// Before runs once for the claimed deliveries idx and returns per index
-	// nil or a hook their send runs first (as Delivery.Before).
+	// nil or a hook their send runs first; its error fails it retryably.
 	Before func(ctx context.Context, idx []int) []func(context.Context) error
 	// Concurrency bounds the sends of this batch in flight. Default 1.
 	Concurrency int
@@ -283,16 +283,13 @@ func (c *committer) write(ks []int) {
 	}
 }
 
-// send runs a claimed delivery's hooks and send (holding a slot) and sets
+// send runs a claimed delivery's hook and send (holding a slot) and sets
 // how its record is settled.
 func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Context) error, slots chan struct{}, op *settleOp,
 	outcomes, errTypes []string, errs []error, i int) {
 	n := del.Notification
-	for _, hook := range [...]func(context.Context) error{pre, del.Before} { // an array: no allocation
-		if hook == nil {
-			continue
-		}
-		if err := hook(ctx); err != nil {
+	if pre != nil {
+		if err := pre(ctx); err != nil {
 			outcomes[i], errTypes[i], errs[i] = OutcomeFailed, errorRetryable, err
 			return
 		}

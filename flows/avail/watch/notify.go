@@ -16,6 +16,7 @@ import (
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/history"
+	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -108,10 +109,6 @@ func (h *handler) send(ctx context.Context, m *stream.Message, runID string, out
 				Recipient: notifier.Recipient{ID: o.w.ID, Address: o.w.WebhookURL, Secret: o.w.Secret},
 				EventID:   o.ev.EventID, SessionID: o.ev.SessionID, Subject: o.ev.Entity.Key, TraceID: o.ev.TraceID,
 				ObservedAt: o.ev.RunAt, Body: body, Text: o.ev.Text}}
-		if h.cfg.Throttle != nil {
-			dest, channel := o.w.ID, o.w.Channel
-			del.Before = func(ctx context.Context) error { return h.waitThrottle(ctx, dest, channel) }
-		}
 		dels, at = append(dels, del), append(at, i)
 	}
 	if len(dels) == 0 {
@@ -125,6 +122,15 @@ func (h *handler) send(ctx context.Context, m *stream.Message, runID string, out
 		}
 		rec.RunID = runID
 		return []history.Record{rec}
+	}
+	if h.cfg.Throttle != nil {
+		opts.Before = func(ctx context.Context, idx []int) []func(context.Context) error {
+			asks := make([]throttle.Ask, len(idx))
+			for k, i := range idx {
+				asks[k] = throttle.Ask{Dest: dels[i].Notification.Recipient.ID, Channel: dels[i].Channel}
+			}
+			return notifier.ThrottleHooks(ctx, h.cfg.Throttle, asks, notifier.DefaultMaxThrottleWait)
+		}
 	}
 	got, gotErrs := h.dispatch.DeliverBatch(ctx, dels, opts)
 	for k, i := range at {

@@ -14,7 +14,6 @@ import (
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/internal/clip"
-	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/stream"
 )
@@ -136,23 +135,6 @@ func checkTransition(t avail.Transition) error {
 		return errors.New("trace id or event id longer than 64 bytes")
 	}
 	return nil
-}
-
-// waitThrottle waits for the watcher's throttle, up to notifier.DefaultMaxThrottleWait.
-func (h *handler) waitThrottle(ctx context.Context, dest, channel string) error {
-	deadline := time.Now().Add(notifier.DefaultMaxThrottleWait)
-	for {
-		wait, err := h.cfg.Throttle.Take(ctx, dest, channel)
-		if err != nil || wait == 0 {
-			return err
-		}
-		if time.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("%w: watcher %s for %s", notifier.ErrThrottled, dest, wait)
-		}
-		if err := tick.Sleep(ctx, wait); err != nil {
-			return err
-		}
-	}
 }
 
 // blockRetryAfter blocks a watcher's destination for the Retry-After its
