@@ -27,10 +27,7 @@ var ErrThrottled = errors.New("notifier: throttled")
 
 // Defaults of DeliverConfig.
 const (
-	DefaultDeliverConcurrency = 64
-	DefaultMaxInFlight        = 64
-	DefaultMaxThrottleWait    = 2 * time.Second
-	DefaultPublicURL          = "http://localhost:8080"
+	DefaultMaxThrottleWait = 2 * time.Second
 	// DefaultDeliverHandlerTimeout bounds one batch call; four tries and
 	// their pauses (95s) stay below DefaultClaimIdle.
 	DefaultDeliverHandlerTimeout = 20 * time.Second
@@ -48,7 +45,7 @@ type DeliverConfig struct {
 	// MaxThrottleWait bounds a throttle wait; longer fails retryably. Default 2s.
 	MaxThrottleWait time.Duration `range:"0.."`
 	// PublicURL is the links' base. Default "http://localhost:8080".
-	PublicURL string
+	PublicURL string `default:"http://localhost:8080"`
 	// DigestInterval is how often RunDigests looks for due windows. Default 5s.
 	DigestInterval time.Duration `default:"5s" range:"10ms.."`
 	// Retry configures the retries of failed sends.
@@ -65,7 +62,6 @@ func (c DeliverConfig) WithDefaults() DeliverConfig {
 	settings.Defaults(&c)
 	c.Ledger = c.Ledger.WithDefaults()
 	c.MaxThrottleWait = cmp.Or(c.MaxThrottleWait, DefaultMaxThrottleWait)
-	c.PublicURL = cmp.Or(c.PublicURL, DefaultPublicURL)
 	c.Runner.HandlerTimeout = cmp.Or(c.Runner.HandlerTimeout, DefaultDeliverHandlerTimeout)
 	c.Runner.ClaimIdle = cmp.Or(c.Runner.ClaimIdle, DefaultClaimIdle)
 	if c.Runner.Retry == (stream.RetryConfig{}) {
@@ -162,35 +158,15 @@ func (d *Deliverer) Stage() stream.Stage {
 }
 
 func (d *Deliverer) handleBatch(ctx context.Context, msgs []*stream.Message) error {
-	errs, recs := d.process(ctx, msgs)
-	d.scheduleRetries(ctx, msgs, errs, recs)
-	d.recordAll(ctx, recs)
-	return &stream.BatchError{Errs: errs}
-}
-
-// process delivers the batch and returns each message's error and the
-// history records to write.
-func (d *Deliverer) process(ctx context.Context, msgs []*stream.Message) ([]error, []history.Record) {
 	errs := make([]error, len(msgs))
 	reqs := make([]Request, len(msgs))
 	for i, m := range msgs {
 		errs[i] = decodeRequest(m, &reqs[i])
 	}
 	recs := d.deliverAll(ctx, msgs, reqs, errs)
-	return errs, recs
-}
-
-// recordAll writes the history records even past the batch's deadline,
-// logging a failure: history never fails a delivery.
-func (d *Deliverer) recordAll(ctx context.Context, recs []history.Record) {
-	if d.history == nil || len(recs) == 0 {
-		return
-	}
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
-	defer cancel()
-	if err := d.history.Record(hctx, recs...); err != nil {
-		d.logger.WarnContext(ctx, "notifier: history not recorded", "records", len(recs), "error", err)
-	}
+	d.scheduleRetries(ctx, msgs, errs)
+	d.dispatch.record(ctx, d.history, recs)
+	return &stream.BatchError{Errs: errs}
 }
 
 // decodeRequest decodes and checks m's request; errors are permanent.
@@ -222,13 +198,6 @@ type target struct {
 	prefs        subscriber.Preferences // a copy: a pointer into the subscriber moved it to the heap
 	inline       bool                   // a request's own destination: no preferences apply
 	loc          *time.Location
-}
-
-// Deliver delivers m's request to each target; it returns m's error.
-func (d *Deliverer) Deliver(ctx context.Context, m *stream.Message, r Request) error {
-	errs := []error{nil}
-	d.recordAll(ctx, d.deliverAll(ctx, []*stream.Message{m}, []Request{r}, errs))
-	return errs[0]
 }
 
 // resolveAll returns the requests' subscribers by id in one round trip.

@@ -125,7 +125,8 @@ func (d *Deliverer) holdAll(ctx context.Context, msgs []*stream.Message, reqs []
 	return recs
 }
 
-// sendAll sends the jobs in one batch and returns recs with their records.
+// sendAll sends the jobs in one batch, which records their history, and
+// returns recs with the records of those not rendered.
 func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []Request, sends []*job, recs []history.Record) []history.Record {
 	if len(sends) == 0 {
 		return recs
@@ -149,47 +150,30 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 				EventID:   j.rec.ID, Subject: r.Subject, TraceID: r.TraceID, ObservedAt: r.ObservedAt, Body: body,
 				Title: r.Title, Text: r.Text, HTML: r.HTML, UnsubscribeURL: unsub}})
 	}
-	opts := BatchOptions{Concurrency: d.cfg.Concurrency, Slots: d.slots}
-	// Claimed sends write their history with their ledger record; the others here.
-	recorded := make([]bool, len(live))
-	if d.history != nil {
-		opts.History = d.history
-		opts.Record = func(k int, outcome string, err error) []history.Record {
-			recorded[k] = true
-			if errors.Is(err, ErrInFlight) {
-				return nil
-			}
-			return []history.Record{d.finish(live[k].rec, d.sendStatus(err, live[k].rec.Attempts), err)}
+	opts := BatchOptions{Concurrency: d.cfg.Concurrency, Slots: d.slots, History: d.history}
+	opts.Record = func(k int, outcome string, err error) []history.Record {
+		if outcome == OutcomeDuplicate || errors.Is(err, ErrInFlight) {
+			return nil // recorded when it was sent, or by the copy sending it
 		}
+		return []history.Record{d.finish(live[k].rec, d.sendStatus(err, live[k].rec.Attempts), err)}
 	}
 	if d.throttle != nil {
 		opts.Before = func(ctx context.Context, idx []int) []func(context.Context) error {
-			return d.throttleAll(ctx, live, idx)
+			asks := make([]throttle.Ask, len(idx))
+			for k, i := range idx {
+				asks[k] = throttle.Ask{Dest: d.tkeys.get(live[i].t.dest), Channel: live[i].channel}
+			}
+			return ThrottleHooks(ctx, d.throttle, asks, d.cfg.MaxThrottleWait)
 		}
 	}
-	outcomes, errs := d.dispatch.DeliverBatch(ctx, dels, opts)
+	_, errs := d.dispatch.DeliverBatch(ctx, dels, opts)
 	for k, j := range live {
-		outcome, err := outcomes[k], errs[k]
-		j.err = err
-		switch {
-		case err == nil && outcome == OutcomeDuplicate:
-			continue // recorded when it was sent
-		case err == nil:
-			if !recorded[k] {
-				recs = append(recs, d.finish(j.rec, history.StatusSent, nil))
-			}
-			continue
-		case errors.Is(err, ErrInFlight):
-			continue // another copy is sending it; it records the outcome
-		}
+		j.err = errs[k]
 		var de *DeliveryError
-		if errors.As(err, &de) && de.RetryAfter > 0 && d.throttle != nil {
+		if errors.As(j.err, &de) && de.RetryAfter > 0 && d.throttle != nil {
 			if berr := d.throttle.Block(ctx, d.tkeys.get(j.t.dest), d.cfg.Now().Add(de.RetryAfter)); berr != nil {
 				d.logger.WarnContext(ctx, "notifier: retry-after not recorded", "error", berr)
 			}
-		}
-		if !recorded[k] {
-			recs = append(recs, d.finish(j.rec, d.sendStatus(err, j.rec.Attempts), err))
 		}
 	}
 	return recs
@@ -206,20 +190,18 @@ func (d *Deliverer) sendStatus(err error, attempt int) string {
 	return history.StatusFailed
 }
 
-// throttleAll takes the sends' permissions in one round trip.
-func (d *Deliverer) throttleAll(ctx context.Context, jobs []*job, idx []int) []func(context.Context) error {
-	asks := make([]throttle.Ask, len(idx))
-	for k, i := range idx {
-		asks[k] = throttle.Ask{Dest: d.tkeys.get(jobs[i].t.dest), Channel: jobs[i].channel}
-	}
-	waits, errs := d.throttle.TakeMany(ctx, asks)
-	out := make([]func(context.Context) error, len(idx))
-	for k := range idx {
+// ThrottleHooks takes the permissions of asks from th in one round trip
+// and returns, per ask, nil or a hook (for BatchOptions.Before) waiting
+// for it; a wait past maxWait fails with ErrThrottled.
+func ThrottleHooks(ctx context.Context, th *throttle.Throttle, asks []throttle.Ask, maxWait time.Duration) []func(context.Context) error {
+	waits, errs := th.TakeMany(ctx, asks)
+	out := make([]func(context.Context) error, len(asks))
+	for k, a := range asks {
 		switch {
 		case errs[k] != nil:
 			out[k] = func(context.Context) error { return errs[k] }
 		case waits[k] > 0:
-			out[k] = func(ctx context.Context) error { return d.waitThrottle(ctx, asks[k].Dest, asks[k].Channel, waits[k]) }
+			out[k] = func(ctx context.Context) error { return waitThrottle(ctx, th, a.Dest, a.Channel, waits[k], maxWait) }
 		}
 	}
 	return out
@@ -255,16 +237,16 @@ func (d *Deliverer) hold(ctx context.Context, m *stream.Message, r Request, t ta
 	return history.StatusBatched, d.digests.AddTimed(ctx, tag, batch, key, item, w)
 }
 
-// waitThrottle waits and asks again until permitted, up to MaxThrottleWait.
-func (d *Deliverer) waitThrottle(ctx context.Context, dest, channel string, wait time.Duration) error {
-	deadline := time.Now().Add(d.cfg.MaxThrottleWait)
+// waitThrottle waits and asks th again until permitted, up to maxWait.
+func waitThrottle(ctx context.Context, th *throttle.Throttle, dest, channel string, wait, maxWait time.Duration) error {
+	deadline := time.Now().Add(maxWait)
 	for wait > 0 {
 		if time.Now().Add(wait).After(deadline) {
 			return &throttledError{dest: dest, channel: channel, wait: wait}
 		}
 		err := tick.Sleep(ctx, wait)
 		if err == nil {
-			wait, err = d.throttle.Take(ctx, dest, channel)
+			wait, err = th.Take(ctx, dest, channel)
 		}
 		if err != nil {
 			return err

@@ -4,7 +4,6 @@ import (
 	"context"
 	"crypto/rand"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -33,9 +32,6 @@ const (
 	DeliveryRejected DeliveryState = "rejected"
 )
 
-// ErrNoDelivery: the ledger holds no record under the key.
-var ErrNoDelivery = errors.New("notifier: no delivery record")
-
 // DeliveryRecord is the ledger's record of one notification's delivery.
 type DeliveryRecord struct {
 	State       DeliveryState `json:"state"`
@@ -57,12 +53,8 @@ type DeliveryRecord struct {
 	Error string `json:"error,omitempty"`
 }
 
-// Defaults of DeliveryLedgerConfig.
-const (
-	DefaultDeliveryTTL = 30 * 24 * time.Hour
-	DefaultSendLease   = time.Minute
-	DefaultLedgerName  = "notifier"
-)
+// DefaultLedgerName is DeliveryLedgerConfig.Name's default.
+const DefaultLedgerName = "notifier"
 
 // maxDeliveryKeyBytes bounds a ledger key.
 const maxDeliveryKeyBytes = 512
@@ -125,22 +117,6 @@ func NewDeliveryLedger(rdb redis.UniversalClient, cfg DeliveryLedgerConfig) (*De
 // Key returns the Redis key of a business key in the slot of hashTag.
 func (l *DeliveryLedger) Key(hashTag, businessKey string) string {
 	return l.ledger.Key(hashTag, businessKey)
-}
-
-// Get returns the record under key; errors wrap ErrNoDelivery.
-func (l *DeliveryLedger) Get(ctx context.Context, key string) (DeliveryRecord, error) {
-	raw, err := l.rdb.Get(ctx, key).Bytes()
-	if errors.Is(err, redis.Nil) {
-		return DeliveryRecord{}, fmt.Errorf("%w: %s", ErrNoDelivery, key)
-	}
-	if err != nil {
-		return DeliveryRecord{}, fmt.Errorf("notifier: delivery record %s: %w", key, err)
-	}
-	var r DeliveryRecord
-	if err := json.Unmarshal(raw, &r); err != nil {
-		return DeliveryRecord{}, fmt.Errorf("notifier: decode delivery record %s: %w", key, err)
-	}
-	return r, nil
 }
 
 // claimResult says what a claim found.

@@ -49,8 +49,6 @@ type Delivery struct {
 	Notification Notification
 	// Redelivered takes back at once a lease the message left.
 	Redelivered bool
-	// Before runs between claim and send; its error fails it retryably.
-	Before func(ctx context.Context) error
 	// parent is the trace the send continues; the context's when invalid.
 	parent trace.SpanContext
 }
@@ -99,9 +97,6 @@ func (d *Dispatcher) spanName(channel string) string {
 	return "notify " + channel
 }
 
-// Ledger returns the dispatcher's delivery ledger.
-func (d *Dispatcher) Ledger() *DeliveryLedger { return d.ledger }
-
 // Deliver sends the notification unless its business key is recorded, and
 // returns the outcome:
 //
@@ -142,6 +137,19 @@ func Settle(errs []error) error {
 		return stream.Permanent(fmt.Errorf("notifier: %d of %d deliveries refused: %w", len(perm), len(errs), errors.Join(perm...)))
 	}
 	return nil
+}
+
+// record writes recs to h (if any) even past ctx's deadline, logging a
+// failure: history never fails a delivery.
+func (d *Dispatcher) record(ctx context.Context, h *history.Recorder, recs []history.Record) {
+	if h == nil || len(recs) == 0 {
+		return
+	}
+	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	defer cancel()
+	if err := h.Record(hctx, recs...); err != nil {
+		d.logger.WarnContext(ctx, "notifier: history not recorded", "records", len(recs), "error", err)
+	}
 }
 
 // HistoryRecord returns the history record of Deliver(del)'s outcome at
@@ -250,21 +258,10 @@ type attrOpts struct {
 	rec []metric.RecordOption
 }
 
-// get returns the attributes flow, channel, outcome and error.type when
-// errType is not empty.
+// get returns the attributes flow and those of channel, outcome and
+// error.type not empty.
 func (a *outcomeAttrs) get(flow, channel, outcome, errType string) attrOpts {
-	return a.load(outcomeKey{flow, channel, outcome, errType})
-}
-
-// flow returns the attribute flow alone (of the end-to-end latency).
-func (a *outcomeAttrs) flow(flow string) attrOpts { return a.load(outcomeKey{flow: flow}) }
-
-// flowChannel returns the attributes flow and channel.
-func (a *outcomeAttrs) flowChannel(flow, channel string) attrOpts {
-	return a.load(outcomeKey{flow: flow, channel: channel})
-}
-
-func (a *outcomeAttrs) load(k outcomeKey) attrOpts {
+	k := outcomeKey{flow, channel, outcome, errType}
 	if v, ok := a.m.Load(k); ok {
 		return v.(attrOpts)
 	}

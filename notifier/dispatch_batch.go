@@ -27,14 +27,15 @@ import (
 // BatchOptions tune DeliverBatch.
 type BatchOptions struct {
 	// Before runs once for the claimed deliveries idx and returns per index
-	// nil or a hook their send runs first (as Delivery.Before).
+	// nil or a hook their send runs first; its error fails it retryably.
 	Before func(ctx context.Context, idx []int) []func(context.Context) error
 	// Concurrency bounds the sends of this batch in flight. Default 1.
 	Concurrency int
 	// Slots bounds the sends in flight across the batches sharing it.
 	Slots chan struct{}
-	// History receives each delivery's records, written with its ledger
-	// record: a crash keeps both or neither.
+	// History receives each delivery's records: a sent one's with its
+	// ledger record (a crash keeps both or neither), one decided without a
+	// send before the sends.
 	History *history.Recorder
 	Record  func(i int, outcome string, err error) []history.Record
 }
@@ -129,7 +130,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 				resumed = map[string]int{}
 			}
 			resumed[del.Notification.Flow]++
-			d.in.resumed.Add(context.Background(), 1, d.attrs.flowChannel(del.Notification.Flow, del.Channel).add...)
+			d.in.resumed.Add(context.Background(), 1, d.attrs.get(del.Notification.Flow, del.Channel, "", "").add...)
 			held = append(held, j)
 		case res != claimed:
 			fail(i, errorRetryable, fmt.Errorf("notifier: claim %s: unexpected answer %q", keys[j], res))
@@ -139,6 +140,19 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 	}
 	for flow, n := range resumed {
 		d.logResumed(flow, n)
+	}
+	if opts.History != nil && opts.Record != nil {
+		claimed := make([]bool, len(dels))
+		for _, j := range held {
+			claimed[idx[j]] = true
+		}
+		var recs []history.Record
+		for i := range dels {
+			if !claimed[i] {
+				recs = append(recs, opts.Record(i, outcomes[i], errs[i])...)
+			}
+		}
+		d.record(ctx, opts.History, recs)
 	}
 	if len(held) == 0 {
 		return
@@ -269,16 +283,13 @@ func (c *committer) write(ks []int) {
 	}
 }
 
-// send runs a claimed delivery's hooks and send (holding a slot) and sets
+// send runs a claimed delivery's hook and send (holding a slot) and sets
 // how its record is settled.
 func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Context) error, slots chan struct{}, op *settleOp,
 	outcomes, errTypes []string, errs []error, i int) {
 	n := del.Notification
-	for _, hook := range [...]func(context.Context) error{pre, del.Before} { // an array: no allocation
-		if hook == nil {
-			continue
-		}
-		if err := hook(ctx); err != nil {
+	if pre != nil {
+		if err := pre(ctx); err != nil {
 			outcomes[i], errTypes[i], errs[i] = OutcomeFailed, errorRetryable, err
 			return
 		}
@@ -298,7 +309,7 @@ func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Co
 	if sendErr == nil {
 		d.in.duration.Record(context.Background(), took, d.attrs.get(n.Flow, del.Channel, OutcomeSent, "").rec...)
 		if !n.ObservedAt.IsZero() {
-			d.in.e2e.Record(context.Background(), max(0, time.Since(n.ObservedAt).Seconds()), d.attrs.flow(n.Flow).rec...)
+			d.in.e2e.Record(context.Background(), max(0, time.Since(n.ObservedAt).Seconds()), d.attrs.get(n.Flow, "", "", "").rec...)
 		}
 		op.kind, outcomes[i] = settleSent, OutcomeSent
 		return

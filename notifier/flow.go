@@ -114,10 +114,7 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 	if f.channels, err = newChannels(d.Settings, f.egress, logger); err != nil {
 		return nil, err
 	}
-	cfg, err := deliverConfig(d.Settings)
-	if err != nil {
-		return nil, err
-	}
+	cfg := DeliverConfig{PublicURL: d.Settings.PublicURL, MaxInFlight: d.Settings.Int("DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT")}
 	f.publicURL = cfg.WithDefaults().PublicURL
 	f.deliverer, err = NewDeliverer(d.Redis, f.topics.Requests, DeliverDeps{Subscribers: f.subs, Channels: f.channels, Throttle: th,
 		History: f.hist, Publisher: d.Publisher}, cfg, d.Telemetry)
@@ -125,12 +122,6 @@ func New(_ context.Context, d flow.Deps) (*Flow, error) {
 		return nil, err
 	}
 	return f, nil
-}
-
-// deliverConfig is StageDeliver's configuration from the settings.
-func deliverConfig(s flow.Settings) (DeliverConfig, error) {
-	cfg := DeliverConfig{PublicURL: s.PublicURL, MaxInFlight: s.Int("DROPSTREAM_NOTIFIER_MAX_IN_FLIGHT")}
-	return cfg, cfg.WithDefaults().Validate()
 }
 
 // WebhookSettings is the webhook channel's configuration from the settings,
@@ -249,14 +240,11 @@ func (f *Flow) runExpiry(ctx context.Context) error {
 	return nil
 }
 
-// errNoClickHouse is returned by Cause without ClickHouse.
-var errNoClickHouse = errors.New("notifier: no ClickHouse")
-
 // Cause finds the transition and run that caused a notification, from
 // ClickHouse; without ClickHouse it fails.
 func (f *Flow) Cause(ctx context.Context, eventID, runID string) (clickhouse.Cause, error) {
 	if f.ch == nil {
-		return clickhouse.Cause{}, errNoClickHouse
+		return clickhouse.Cause{}, errors.New("notifier: no ClickHouse")
 	}
 	return clickhouse.NotificationCause(ctx, f.ch, eventID, runID)
 }

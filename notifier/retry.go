@@ -12,7 +12,6 @@ import (
 	"github.com/dropstream/dropstream/internal/script"
 	"github.com/dropstream/dropstream/internal/settings"
 	"github.com/dropstream/dropstream/internal/tick"
-	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -128,10 +127,9 @@ func walkErrors(err error, f func(e error, leaf bool)) {
 
 // scheduleRetries files retryable failures, or makes them permanent once
 // attempts ran out; one that cannot be filed keeps its error.
-func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message, errs []error, recs []history.Record) {
+func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message, errs []error) {
 	var calls []script.Call
 	var idx []int
-	gaveUp := map[string]bool{}
 	now := time.Now() // wall-clock, as the mover's: DeliverConfig.Now is the subscribers' clock
 	for i, m := range msgs {
 		if stream.Classify(errs[i]) != stream.OutcomeFailed {
@@ -145,7 +143,6 @@ func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message,
 			// The dead letter starts again at attempt 1 when replayed.
 			delete(m.Metadata, MetaAttempt)
 			errs[i] = stream.Permanent(fmt.Errorf("notifier: gave up after %d attempts: %w", attempt, errs[i]))
-			gaveUp[m.ID] = true
 			continue
 		}
 		due := now.Add(max(d.cfg.Retry.Delay(attempt, rand.Float64()), notBefore(errs[i])))
@@ -166,11 +163,6 @@ func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message,
 				"message_id", msgs[i].ID, "error", err)
 		default:
 			errs[i] = nil // filed, or (n == 0) gone from the stream: nothing left to retry
-		}
-	}
-	for k := range recs {
-		if gaveUp[recs[k].MessageID] && recs[k].Status == history.StatusFailed {
-			recs[k].Status = history.StatusRejected
 		}
 	}
 }

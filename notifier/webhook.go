@@ -33,9 +33,6 @@ import (
 	"github.com/dropstream/dropstream/stream"
 )
 
-// DefaultUserAgent is WebhookConfig.UserAgent's default.
-const DefaultUserAgent = "dropstream-webhook/1"
-
 // maxConns bounds the connections to one receiver: above every send in
 // flight (DeliverConfig.MaxInFlight), so none waits for another's.
 const maxConns = 4096
@@ -52,7 +49,7 @@ type WebhookConfig struct {
 	// MaxResponseBytes bounds the answer read (and dropped). Default 64 KiB.
 	MaxResponseBytes int64 `default:"64KiB" range:"1..16MiB"`
 	// UserAgent is the User-Agent header. Default "dropstream-webhook/1".
-	UserAgent string
+	UserAgent string `default:"dropstream-webhook/1"`
 	// Egress is the policy of receivers' addresses. Default egress.Default().
 	Egress *egress.Policy
 	// Propagator writes the trace context. Default propagation.TraceContext{}.
@@ -66,7 +63,6 @@ type WebhookConfig struct {
 // WithDefaults returns c with every zero field set to its default.
 func (c WebhookConfig) WithDefaults() WebhookConfig {
 	settings.Defaults(&c)
-	c.UserAgent = cmp.Or(c.UserAgent, DefaultUserAgent)
 	c.Egress = cmp.Or(c.Egress, egress.Default())
 	c.Propagator = cmp.Or[propagation.TextMapPropagator](c.Propagator, propagation.TraceContext{})
 	c.Now = tick.Or(c.Now)

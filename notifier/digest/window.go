@@ -294,8 +294,7 @@ return 1`)
 // Done removes a flushed batch's items; items added since stay due.
 func (s *Store) Done(ctx context.Context, b Batch) error {
 	name := b.Batch + "|" + b.Window
-	args := make([]any, 0, len(b.Keys)+1)
-	args = append(args, name)
+	args := []any{name}
 	for _, k := range b.Keys {
 		args = append(args, k)
 	}

@@ -12,16 +12,16 @@ import (
 	"bytes"
 	"cmp"
 	"context"
-	"crypto/rand"
 	"crypto/tls"
-	"encoding/hex"
 	"errors"
 	"fmt"
 	htmltemplate "html/template"
 	"mime"
+	"mime/multipart"
 	"mime/quotedprintable"
 	"net"
 	"net/netip"
+	"net/textproto"
 	"strings"
 	texttemplate "text/template"
 	"time"
@@ -236,9 +236,6 @@ func (c *Channel) compose(n channel.Notification) ([]byte, error) {
 // buildMIME returns a multipart/alternative message (text, then HTML, both
 // quoted-printable UTF-8) with CRLF line ends.
 func buildMIME(from, to, subject, id, unsubscribeURL string, text, html []byte) []byte {
-	var rnd [12]byte
-	_, _ = rand.Read(rnd[:]) // never fails (crypto/rand)
-	boundary := "ds-" + hex.EncodeToString(rnd[:])
 	var b bytes.Buffer
 	h := func(k, v string) { b.WriteString(k + ": " + v + "\r\n") }
 	h("From", from)
@@ -253,23 +250,22 @@ func buildMIME(from, to, subject, id, unsubscribeURL string, text, html []byte) 
 		h("List-Unsubscribe", "<"+oneLine(unsubscribeURL)+">")
 		h("List-Unsubscribe-Post", "List-Unsubscribe=One-Click")
 	}
+	mw := multipart.NewWriter(&b)
 	h("MIME-Version", "1.0")
-	h("Content-Type", `multipart/alternative; boundary="`+boundary+`"`)
+	h("Content-Type", `multipart/alternative; boundary="`+mw.Boundary()+`"`)
 	b.WriteString("\r\n")
 	for _, part := range []struct {
 		typ  string
 		body []byte
 	}{{"text/plain", text}, {"text/html", html}} {
-		b.WriteString("--" + boundary + "\r\n")
-		h("Content-Type", part.typ+"; charset=utf-8")
-		h("Content-Transfer-Encoding", "quoted-printable")
-		b.WriteString("\r\n")
-		qp := quotedprintable.NewWriter(&b)
-		_, _ = qp.Write(part.body) // writes to a bytes.Buffer never fail
+		// Writes to a bytes.Buffer never fail.
+		w, _ := mw.CreatePart(textproto.MIMEHeader{"Content-Type": {part.typ + "; charset=utf-8"},
+			"Content-Transfer-Encoding": {"quoted-printable"}})
+		qp := quotedprintable.NewWriter(w)
+		_, _ = qp.Write(part.body)
 		_ = qp.Close()
-		b.WriteString("\r\n")
 	}
-	b.WriteString("--" + boundary + "--\r\n")
+	_ = mw.Close()
 	return b.Bytes()
 }
 

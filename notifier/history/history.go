@@ -212,7 +212,8 @@ func (r *Recorder) queue(ctx context.Context, pipe redis.Pipeliner, recs []Recor
 	if r.pub == nil || r.cfg.Partitions == 0 {
 		return nil, nil
 	}
-	return batch.messages(), nil
+	batch.flush()
+	return batch.msgs, nil
 }
 
 // batcher packs encoded records into TypeRecords messages.
@@ -241,11 +242,6 @@ func (b *batcher) flush() {
 		b.msgs = append(b.msgs, stream.NewMessage(b.key, TypeRecords, append(b.buf, ']')))
 	}
 	b.n = 0
-}
-
-func (b *batcher) messages() []*stream.Message {
-	b.flush()
-	return b.msgs
 }
 
 // ErrNotFound: no recent record has the id.

@@ -46,7 +46,7 @@ func TestConfig_validate(t *testing.T) {
 func TestConfig_defaults(t *testing.T) {
 	c := Config{}.WithDefaults()
 	if c.Runner.HandlerTimeout != DefaultHandlerTimeout || c.Runner.ClaimIdle != notifier.DefaultClaimIdle ||
-		c.Ledger.Lease != notifier.DefaultSendLease || c.Ledger.TTL != notifier.DefaultDeliveryTTL || c.Concurrency != DefaultConcurrency ||
+		c.Ledger != (notifier.DeliveryLedgerConfig{}).WithDefaults() || c.Concurrency != DefaultConcurrency ||
 		c.WindowTTL != DefaultWindowTTL || c.MaxWindowFlips != DefaultMaxWindowFlips || c.MaxPayloadBytes != DefaultMaxPayloadBytes {
 		t.Errorf("defaults: %+v", c)
 	}

@@ -16,6 +16,7 @@ import (
 	"github.com/dropstream/dropstream/internal/rediskey"
 	"github.com/dropstream/dropstream/notifier"
 	"github.com/dropstream/dropstream/notifier/history"
+	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -90,8 +91,8 @@ type outgoing struct {
 	ev  OpenEvent
 }
 
-// send delivers outs as one dispatcher batch, records each in the history
-// with its ledger record, and returns each one's outcome and error.
+// send delivers outs as one dispatcher batch, which records each in the
+// history, and returns each one's outcome and error.
 func (h *handler) send(ctx context.Context, m *stream.Message, runID string, outs []outgoing) ([]string, []error) {
 	outcomes, errs := make([]string, len(outs)), make([]error, len(outs))
 	dels := make([]notifier.Delivery, 0, len(outs))
@@ -108,43 +109,33 @@ func (h *handler) send(ctx context.Context, m *stream.Message, runID string, out
 				Recipient: notifier.Recipient{ID: o.w.ID, Address: o.w.WebhookURL, Secret: o.w.Secret},
 				EventID:   o.ev.EventID, SessionID: o.ev.SessionID, Subject: o.ev.Entity.Key, TraceID: o.ev.TraceID,
 				ObservedAt: o.ev.RunAt, Body: body, Text: o.ev.Text}}
-		if h.cfg.Throttle != nil {
-			dest, channel := o.w.ID, o.w.Channel
-			del.Before = func(ctx context.Context) error { return h.waitThrottle(ctx, dest, channel) }
-		}
 		dels, at = append(dels, del), append(at, i)
 	}
 	if len(dels) == 0 {
 		return outcomes, errs
 	}
-	opts := notifier.BatchOptions{Concurrency: h.cfg.Concurrency}
-	recorded := make([]bool, len(dels)) // written with the ledger record
-	if h.cfg.History != nil {
-		opts.History = h.cfg.History
-		opts.Record = func(k int, outcome string, err error) []history.Record {
-			recorded[k] = true
-			if rec, ok := historyRecord(dels[k], runID, outcome, err); ok {
-				return []history.Record{rec}
-			}
+	opts := notifier.BatchOptions{Concurrency: h.cfg.Concurrency, History: h.cfg.History}
+	opts.Record = func(k int, outcome string, err error) []history.Record {
+		rec, ok := dels[k].HistoryRecord(outcome, err, time.Now().UTC())
+		if !ok {
 			return nil
+		}
+		rec.RunID = runID
+		return []history.Record{rec}
+	}
+	if h.cfg.Throttle != nil {
+		opts.Before = func(ctx context.Context, idx []int) []func(context.Context) error {
+			asks := make([]throttle.Ask, len(idx))
+			for k, i := range idx {
+				asks[k] = throttle.Ask{Dest: dels[i].Notification.Recipient.ID, Channel: dels[i].Channel}
+			}
+			return notifier.ThrottleHooks(ctx, h.cfg.Throttle, asks, notifier.DefaultMaxThrottleWait)
 		}
 	}
 	got, gotErrs := h.dispatch.DeliverBatch(ctx, dels, opts)
-	// Outcomes decided without a send (refused, unclaimed) are recorded now.
-	var rest []history.Record
 	for k, i := range at {
 		outcomes[i], errs[i] = got[k], gotErrs[k]
 		h.blockRetryAfter(ctx, dels[k], errs[i])
-		if rec, ok := historyRecord(dels[k], runID, got[k], gotErrs[k]); ok && h.cfg.History != nil && !recorded[k] {
-			rest = append(rest, rec)
-		}
-	}
-	if len(rest) > 0 {
-		hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), recordTimeout)
-		defer cancel()
-		if err := h.cfg.History.Record(hctx, rest...); err != nil {
-			h.logger.WarnContext(ctx, "notifier: history not recorded", "records", len(rest), "error", err)
-		}
 	}
 	return outcomes, errs
 }

@@ -14,9 +14,7 @@ import (
 	"github.com/dropstream/dropstream/avail"
 	"github.com/dropstream/dropstream/avail/availjson"
 	"github.com/dropstream/dropstream/internal/clip"
-	"github.com/dropstream/dropstream/internal/tick"
 	"github.com/dropstream/dropstream/notifier"
-	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/stream"
 )
 
@@ -139,23 +137,6 @@ func checkTransition(t avail.Transition) error {
 	return nil
 }
 
-// waitThrottle waits for the watcher's throttle, up to notifier.DefaultMaxThrottleWait.
-func (h *handler) waitThrottle(ctx context.Context, dest, channel string) error {
-	deadline := time.Now().Add(notifier.DefaultMaxThrottleWait)
-	for {
-		wait, err := h.cfg.Throttle.Take(ctx, dest, channel)
-		if err != nil || wait == 0 {
-			return err
-		}
-		if time.Now().Add(wait).After(deadline) {
-			return fmt.Errorf("%w: watcher %s for %s", notifier.ErrThrottled, dest, wait)
-		}
-		if err := tick.Sleep(ctx, wait); err != nil {
-			return err
-		}
-	}
-}
-
 // blockRetryAfter blocks a watcher's destination for the Retry-After its
 // receiver answered with err, if any.
 func (h *handler) blockRetryAfter(ctx context.Context, del notifier.Delivery, err error) {
@@ -167,14 +148,6 @@ func (h *handler) blockRetryAfter(ctx context.Context, del notifier.Delivery, er
 	}
 }
 
-// historyRecord is the history record of a watcher delivery's outcome;
-// ok is false when there is none to write.
-func historyRecord(del notifier.Delivery, runID, outcome string, err error) (history.Record, bool) {
-	rec, ok := del.HistoryRecord(outcome, err, time.Now().UTC())
-	rec.RunID = runID
-	return rec, ok
-}
-
 // MetricUnresolvedSessions counts stable opens notified without a session
 // id. Int64Counter, unit {transition}.
 const MetricUnresolvedSessions = "dropstream.notifier.sessions.unresolved"
@@ -182,10 +155,6 @@ const MetricUnresolvedSessions = "dropstream.notifier.sessions.unresolved"
 // instrumentationScope is the meter of the stage's own metric: the
 // notifier's, where the metric has always been reported.
 const instrumentationScope = "github.com/dropstream/dropstream/notifier"
-
-// recordTimeout bounds the history write of the outcomes decided without
-// a send, which runs even when the handler's context has ended.
-const recordTimeout = 5 * time.Second
 
 func newUnresolved(mp metric.MeterProvider) (metric.Int64Counter, error) {
 	c, err := mp.Meter(instrumentationScope).Int64Counter(MetricUnresolvedSessions,

@@ -190,15 +190,10 @@ func (s *Store) Create(ctx context.Context, w Watcher) (Watcher, error) {
 		return Watcher{}, err
 	}
 	now := time.Now().UTC()
-	id, err := newWatcherID(now)
-	if err != nil {
-		return Watcher{}, err
-	}
+	id := newWatcherID(now)
 	w.ID, w.CreatedAt = id, now
 	if w.Secret == "" {
-		if w.Secret, err = newSecret(); err != nil {
-			return Watcher{}, err
-		}
+		w.Secret = newSecret()
 	}
 	w.PartySizes = append([]int(nil), w.PartySizes...)
 	body, err := json.Marshal(w)

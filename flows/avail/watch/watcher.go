@@ -247,12 +247,10 @@ func (w Watcher) Matches(e avail.Entity) bool {
 }
 
 // newWatcherID returns "w_" + 12 hex digits of Unix ms + 16 random ones.
-func newWatcherID(now time.Time) (string, error) {
+func newWatcherID(now time.Time) string {
 	var b [8]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("notifier: watcher id: %w", err)
-	}
-	return fmt.Sprintf("w_%012x%s", now.UnixMilli(), hex.EncodeToString(b[:])), nil
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return fmt.Sprintf("w_%012x%s", now.UnixMilli(), hex.EncodeToString(b[:]))
 }
 
 // validID reports whether s has the form of a generated watcher id.
@@ -261,12 +259,10 @@ func validID(s string) bool {
 }
 
 // newSecret returns "whsec_" + 64 random hex digits.
-func newSecret() (string, error) {
+func newSecret() string {
 	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", fmt.Errorf("notifier: watcher secret: %w", err)
-	}
-	return "whsec_" + hex.EncodeToString(b[:]), nil
+	_, _ = rand.Read(b[:]) // never fails (crypto/rand)
+	return "whsec_" + hex.EncodeToString(b[:])
 }
 
 // Limits of a watcher's preferences.

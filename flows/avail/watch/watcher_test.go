@@ -134,10 +134,7 @@ func TestWatcher_matches(t *testing.T) {
 }
 
 func TestWatcherID_format(t *testing.T) {
-	id, err := newWatcherID(time.Now())
-	if err != nil {
-		t.Fatal(err)
-	}
+	id := newWatcherID(time.Now())
 	for _, tt := range []struct {
 		id   string
 		want bool
