@@ -117,7 +117,8 @@ func Run(t testing.TB, srv *api.Server, cfg Config) Report {
 		cfg.Seed, cfg.Budget, len(ops), EnvSeed, cfg.Seed, EnvBudget, cfg.Budget)
 	deadline := time.Now().Add(cfg.Budget)
 	// Every operation's systematic cases, interleaved so that a short
-	// budget still reaches every operation; then random ones.
+	// budget still reaches every operation (its first case runs whatever
+	// the budget); then random ones.
 	if cfg.Redis != nil && !cfg.DigestKeys {
 		r.writes = watchWrites(t, cfg.Redis)
 		if r.digests, err = r.keys(); err != nil {
@@ -130,10 +131,10 @@ func Run(t testing.TB, srv *api.Server, cfg Config) Report {
 	for i, op := range ops {
 		queues[i] = r.gen.systematic(op)
 	}
-	for step := 0; time.Now().Before(deadline); step++ {
+	for step := 0; step == 0 || time.Now().Before(deadline); step++ {
 		sent := false
 		for i := range ops {
-			if !time.Now().Before(deadline) {
+			if step > 0 && !time.Now().Before(deadline) {
 				break
 			}
 			var c fuzzCase
