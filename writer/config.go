@@ -32,6 +32,9 @@ type ProjectionConfig struct {
 	// RetainAfterDate keeps a dated entity this long after its date ends.
 	// Default 7 days; negative keeps it forever.
 	RetainAfterDate time.Duration `default:"168h"`
+	// ListCacheBytes bounds the pages a ListCache keeps; a page over 1/64
+	// of it is not kept. Default 16 MiB; negative keeps none.
+	ListCacheBytes int `default:"16777216"`
 	// Runner tunes the stage's runner (stream defaults).
 	Runner stream.RunnerConfig
 }

@@ -11,6 +11,8 @@
 //	                                    open_run, attributes, trace_id, stable_*
 //	ds:{avail.p}:sessions:<entity key>  sorted set: the newest raw flips by run time
 //	ds:{avail.p}:entities:all|open|closed  sorted sets, score 0, read by ZRANGEBYLEX
+//	ds:{avail.p}:entities:version       string: a µs clock moved by every change the
+//	                                    scripts apply; ListCache compares it
 //
 // Dated entities expire RetainAfterDate after their date. List merges the
 // partitions' ranges in key order. ClickHouse rows carry deterministic ids

@@ -54,10 +54,12 @@ const MetricProjectionApplied = "dropstream.writer.projection.applied"
 // transitions and on repeats: each field is newest-wins, min or max. It is
 // safe for concurrent use.
 type Projection struct {
-	rdb     redis.UniversalClient
-	cfg     ProjectionConfig
-	topic   stream.Topic
-	applied metric.Int64Counter
+	rdb         redis.UniversalClient
+	cfg         ProjectionConfig
+	topic       stream.Topic
+	versionKeys []string // by partition
+	applied     metric.Int64Counter
+	listPages   metric.Int64Counter
 }
 
 // NewProjection returns a projection reporting to tel.MeterProvider (nil:
@@ -70,12 +72,22 @@ func NewProjection(rdb redis.UniversalClient, cfg ProjectionConfig, tel stream.T
 	if rdb == nil {
 		return nil, errors.New("writer: projection needs a Redis client")
 	}
-	applied, err := tel.WithDefaults().MeterProvider.Meter(instrumentationScope).Int64Counter(MetricProjectionApplied,
+	meter := tel.WithDefaults().MeterProvider.Meter(instrumentationScope)
+	applied, err := meter.Int64Counter(MetricProjectionApplied,
 		metric.WithDescription("Transitions applied to the projection, by result."), metric.WithUnit("{transition}"))
 	if err != nil {
 		return nil, fmt.Errorf("writer: projection metric: %w", err)
 	}
-	return &Projection{rdb: rdb, cfg: cfg, topic: avail.NewTopics(cfg.Partitions).Transitions, applied: applied}, nil
+	listPages, err := meter.Int64Counter(MetricProjectionListPages,
+		metric.WithDescription("List pages served by a ListCache, by cache hit or miss."), metric.WithUnit("{page}"))
+	if err != nil {
+		return nil, fmt.Errorf("writer: projection metric: %w", err)
+	}
+	p := &Projection{rdb: rdb, cfg: cfg, topic: avail.NewTopics(cfg.Partitions).Transitions, applied: applied, listPages: listPages}
+	for q := range cfg.Partitions {
+		p.versionKeys = append(p.versionKeys, versionKey(p.topic.HashTag(q)))
+	}
+	return p, nil
 }
 
 // Stage returns the "avail-projection" stage over the transition topic.
@@ -183,7 +195,7 @@ func (p *Projection) Apply(ctx context.Context, partition int, t avail.Transitio
 		return nil
 	}
 	if t.Stable {
-		if err := run(stableScript, []string{k.entity, k.all}, t.Kind, t.RunID, runAt, t.EventID, e.Key, exp); err != nil {
+		if err := run(stableScript, []string{k.entity, k.all, k.version}, t.Kind, t.RunID, runAt, t.EventID, e.Key, exp); err != nil {
 			return "", err
 		}
 	}
@@ -192,7 +204,7 @@ func (p *Projection) Apply(ctx context.Context, partition int, t avail.Transitio
 		if !t.LastSeen.IsZero() {
 			lastSeen = t.LastSeen.UnixMilli()
 		}
-		if err := run(rawScript, []string{k.entity, k.sessions, k.all, k.open, k.closed}, t.Kind, t.RunID, runAt, t.EventID,
+		if err := run(rawScript, []string{k.entity, k.sessions, k.all, k.open, k.closed, k.version}, t.Kind, t.RunID, runAt, t.EventID,
 			avail.SessionID(e.Key, t.RunID), strconv.FormatInt(lastSeen, 10), t.TraceID, e.Key, maxFlips(p.cfg.MaxSessions), exp); err != nil {
 			return "", err
 		}
@@ -231,8 +243,9 @@ func entityOf(e avail.Entity) avail.Entity {
 func maxFlips(maxSessions int) int { return 2 * maxSessions }
 
 // keys are the Redis keys of one entity in one partition; sessions holds
-// its history of raw flips (see rawScript).
-type keys struct{ entity, sessions, all, open, closed string }
+// its history of raw flips (see rawScript), version the partition's
+// version (see bump).
+type keys struct{ entity, sessions, all, open, closed, version string }
 
 func keysOf(tag, entityKey string) keys {
 	return keys{
@@ -241,8 +254,13 @@ func keysOf(tag, entityKey string) keys {
 		all:      indexKey(tag, ""),
 		open:     indexKey(tag, StateOpen),
 		closed:   indexKey(tag, StateClosed),
+		version:  versionKey(tag),
 	}
 }
+
+// versionKey is a partition's version: it changes with every change a
+// script applies to the partition's entities (see ListCache).
+func versionKey(tag string) string { return rediskey.Key(tag, "entities", "version") }
 
 // indexKey is a partition's sorted set of entity keys in state ("": all).
 func indexKey(tag, state string) string {
@@ -271,6 +289,15 @@ local function after(ms, run, ms2, run2)
   if ms ~= ms2 then return ms > ms2 end
   return lt(run2, run)
 end
+-- bump moves a partition's version past its value and the server's clock
+-- (µs), so a version never repeats, even after a failover lost writes.
+local function bump(k)
+  local t = redis.call('TIME')
+  local v = tonumber(t[1]) * 1000000 + tonumber(t[2])
+  local cur = tonumber(redis.call('GET', k))
+  if cur and cur >= v then v = cur + 1 end
+  redis.call('SET', k, string.format('%d', v))
+end
 local function setAttrs(h, f, first, newest, ms, msS, run)
   for i = first, #ARGV, 2 do
     local name, v = ARGV[i], ARGV[i + 1]
@@ -290,7 +317,7 @@ end
 `
 
 // rawScript applies a raw transition. KEYS: entity hash, history, index all,
-// index open, index closed. ARGV: kind, run id, run_at ms, event id, session
+// index open, index closed, version. ARGV: kind, run id, run_at ms, event id, session
 // id, last_seen ms, trace id, entity key, history size, expiry (ms, "0":
 // none), then attribute pairs. The history holds the newest flips,
 // "<run id>\n<o|c>\n<trace id>" by run_at; an older list is converted.
@@ -313,7 +340,7 @@ local typ = redis.call('TYPE', hist).ok
 if typ ~= 'zset' then
   local recs = {}
   if typ == 'list' then recs = redis.call('LRANGE', hist, 0, -1) end
-  if typ ~= 'none' then redis.call('DEL', hist) end
+  if typ ~= 'none' then redis.call('DEL', hist); bump(KEYS[6]) end
   for _, r in ipairs(recs) do
     local s = cjson.decode(r)
     if s.opened_at and s.open_run then add(s.opened_at, s.open_run, 'o', s.trace_id or '') end
@@ -328,6 +355,7 @@ if typ ~= 'zset' then
   end
 end
 if not add(atS, run, k, trace) then return 'duplicate' end
+bump(KEYS[6])
 redis.call('ZREMRANGEBYRANK', hist, 0, -(tonumber(ARGV[9]) + 1))
 local lastAt, lastRun = tonumber(cur[1]), cur[2] or ''
 local stAt = tonumber(cur[9])
@@ -377,7 +405,8 @@ end
 return result
 `)
 
-// stableScript applies a stable transition. KEYS: entity hash, index all.
+// stableScript applies a stable transition. KEYS: entity hash, index all,
+// version.
 // ARGV: kind, run id, run_at ms, event id, entity key, expiry, attributes.
 var stableScript = redis.NewScript(luaClock + `
 local h = KEYS[1]
@@ -388,6 +417,7 @@ if ARGV[1] == 'open' then st = 'open' end
 local cur = redis.call('HMGET', h, 'stable_at', 'stable_run', 'stable_state', 'last_run_at', 'last_run')
 local lastAt, lastRun, lastSt = tonumber(cur[1]), cur[2] or '', cur[3] or ''
 if lastAt and at == lastAt and run == lastRun and st == lastSt then return 'duplicate' end
+bump(KEYS[3])
 local newerRun = not lastAt or after(at, run, lastAt, lastRun)
 local f = {}
 local result = 'stale'

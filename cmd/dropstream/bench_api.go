@@ -38,6 +38,9 @@ type apiRouteResult struct {
 	Saturation    benchstat.LoadResult
 	Fixed         benchstat.LoadResult
 	CPUPerRequest benchstat.CPU
+	// Hits and Listed are the list pages served again and listed at
+	// saturation (writer.ListCache).
+	Hits, Listed int64
 }
 
 // runBenchAPI is `bench api`: the binary's defaults serving the read
@@ -99,12 +102,15 @@ func benchAPI(ctx context.Context, cfg Config, bc apiBenchConfig, gauge int, std
 	for _, r := range routes {
 		res := apiRouteResult{Route: r.method + " " + r.path}
 		l := benchstat.Load{Method: r.method, URL: base + r.path, Connections: bc.Connections, Duration: bc.Phase}
-		before := benchstat.ReadCPU(ctx, a.rdb)
+		before, pages := benchstat.ReadCPU(ctx, a.rdb), a.metricTotals()
 		ph := phases.Start(res.Route+": saturation", 0)
 		if res.Saturation, err = l.RunBy(ctx, selfCommand); err != nil {
 			return nil, err
 		}
 		res.CPUPerRequest = benchstat.ReadCPU(ctx, a.rdb).PerItem(before, res.Saturation.Requests)
+		after := a.metricTotals()
+		res.Hits = int64(after[listPagesHit] - pages[listPagesHit])
+		res.Listed = int64(after[listPagesMiss] - pages[listPagesMiss])
 		ph.Done(fmt.Sprintf("%.0f/s", res.Saturation.PerSecond()))
 		ph = phases.Start(fmt.Sprintf("%s: %d/s", res.Route, bc.Rate), 0)
 		l.Rate = bc.Rate
@@ -147,7 +153,19 @@ func printAPIBench(w io.Writer, bc apiBenchConfig, results []apiRouteResult) {
 	}
 	_ = tw.Flush()
 	fmt.Fprintln(w, "process µs/req is the server process's CPU per request at saturation (its stages and the demo world's ticks included); the load runs in another process")
+	for _, r := range results {
+		if r.Hits+r.Listed > 0 {
+			fmt.Fprintf(w, "%s: %d pages served again while unchanged, %d listed (%.1f %%) at saturation\n",
+				r.Route, r.Hits, r.Listed, 100*float64(r.Listed)/float64(r.Hits+r.Listed))
+		}
+	}
 }
+
+// The list pages' counters in metricTotals.
+const (
+	listPagesHit  = `dropstream_writer_projection_list_pages_total{cache="hit"}`
+	listPagesMiss = `dropstream_writer_projection_list_pages_total{cache="miss"}`
+)
 
 // apiRoute is one route the bench loads.
 type apiRoute struct{ method, path string }

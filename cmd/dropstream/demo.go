@@ -141,7 +141,8 @@ func statusLine(m map[string]float64, lag int64) string {
 		lag, int64(m["dropstream_dlq_length"]))
 }
 
-// metricTotals sums the process's metrics by name, and by name and outcome.
+// metricTotals sums the process's metrics by name, and by name and outcome
+// or cache.
 func (a *app) metricTotals() map[string]float64 {
 	out := map[string]float64{}
 	fams, err := a.otel.Registry().Gather()
@@ -153,8 +154,8 @@ func (a *app) metricTotals() map[string]float64 {
 			v := m.GetCounter().GetValue() + m.GetGauge().GetValue()
 			out[f.GetName()] += v
 			for _, l := range m.GetLabel() {
-				if l.GetName() == "outcome" {
-					out[f.GetName()+"{outcome="+strconv.Quote(l.GetValue())+"}"] += v
+				if l.GetName() == "outcome" || l.GetName() == "cache" {
+					out[f.GetName()+"{"+l.GetName()+"="+strconv.Quote(l.GetValue())+"}"] += v
 				}
 			}
 		}

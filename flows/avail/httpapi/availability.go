@@ -41,7 +41,7 @@ func (a AvailabilityRoutes) Register(srv *api.Server) {
 		Query: []api.Param{{Name: "provider"}, {Name: "venue"}, {Name: "date", Description: "YYYY-MM-DD"},
 			{Name: "party_size", Type: "integer"}, {Name: "state", Description: "open or closed"},
 			{Name: "cursor", Description: "next_cursor of the previous page"}, limitParam},
-		Response: api.Page[writer.EntityState]{}, Handler: a.list})
+		Response: api.Page[writer.EntityState]{}, Handler: listHandler(a.Projection.NewListCache(renderPage))})
 	srv.Handle(api.Operation{Method: "GET", Path: "/v1/availability/:key", Tag: "availability", Scope: api.ScopeRead, Class: api.ClassRead,
 		Summary:  "One entity's projection and its recent transitions (key URL-escaped)",
 		Response: entityDetail{}, Handler: a.get})
@@ -50,37 +50,41 @@ func (a AvailabilityRoutes) Register(srv *api.Server) {
 		Response: api.Page[writer.Session]{}, Handler: a.sessions})
 }
 
-func (a AvailabilityRoutes) list(c *fiber.Ctx) error {
-	party, err := api.IntQuery(c, "party_size", 0, 0, 50)
-	if err != nil {
-		return err
+// listHandler answers GET /v1/availability from pages.
+func listHandler(pages *writer.ListCache) fiber.Handler {
+	return func(c *fiber.Ctx) error {
+		party, err := api.IntQuery(c, "party_size", 0, 0, 50)
+		if err != nil {
+			return err
+		}
+		limit, err := api.IntQuery(c, "limit", writer.DefaultListLimit, 1, writer.MaxListLimit)
+		if err != nil {
+			return err
+		}
+		date, err := api.DateQuery(c, "date")
+		if err != nil {
+			return err
+		}
+		f := writer.Filter{Provider: c.Query("provider"), Venue: c.Query("venue"), Date: date,
+			PartySize: party, State: c.Query("state")}
+		if err := f.Validate(); err != nil {
+			return api.BadRequest("invalid_filter", err.Error())
+		}
+		b, err := pages.Page(c.UserContext(), f, c.Query("cursor"), limit)
+		if err != nil {
+			return api.MapError(err, api.When(writer.ErrBadCursor, api.BadRequest("invalid_cursor", "")))
+		}
+		c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
+		return c.Send(b)
 	}
-	limit, err := api.IntQuery(c, "limit", writer.DefaultListLimit, 1, writer.MaxListLimit)
-	if err != nil {
-		return err
-	}
-	date, err := api.DateQuery(c, "date")
-	if err != nil {
-		return err
-	}
-	f := writer.Filter{Provider: c.Query("provider"), Venue: c.Query("venue"), Date: date,
-		PartySize: party, State: c.Query("state")}
-	if err := f.Validate(); err != nil {
-		return api.BadRequest("invalid_filter", err.Error())
-	}
-	items, next, err := a.Projection.List(c.UserContext(), f, c.Query("cursor"), limit)
-	if err != nil {
-		return api.MapError(err, api.When(writer.ErrBadCursor, api.BadRequest("invalid_cursor", "")))
-	}
+}
+
+// renderPage writes a page of entities as JSON.
+func renderPage(items []writer.EntityState, next string) ([]byte, error) {
 	if items == nil {
 		items = []writer.EntityState{}
 	}
-	b, err := gojson.Marshal(api.Page[writer.EntityState]{Items: items, NextCursor: next}) // encoding/json's bytes, faster
-	if err != nil {
-		return err
-	}
-	c.Set(fiber.HeaderContentType, fiber.MIMEApplicationJSON)
-	return c.Send(b)
+	return gojson.Marshal(api.Page[writer.EntityState]{Items: items, NextCursor: next}) // encoding/json's bytes, faster
 }
 
 func (a AvailabilityRoutes) get(c *fiber.Ctx) error {

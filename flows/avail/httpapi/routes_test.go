@@ -196,6 +196,10 @@ func TestAvailabilityRoutes_listGetSessions(t *testing.T) {
 	if code := call(t, srv, "GET", "/v1/availability?state=closed", "r", "", &page); code != 200 || len(page.Items) != 1 || page.Items[0].State != "closed" {
 		t.Errorf("closed = %d %+v", code, page)
 	}
+	apply("run-3", 2*time.Minute, avail.KindClose, "18:00") // the same page read again shows it
+	if code := call(t, srv, "GET", "/v1/availability?state=closed", "r", "", &page); code != 200 || len(page.Items) != 2 {
+		t.Errorf("closed after another close = %d %+v, want 2 items", code, page)
+	}
 	var e envelopeOut
 	for path, wantCode := range map[string]string{
 		"/v1/availability?state=maybe":      "invalid_filter",
