@@ -171,12 +171,20 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 		j.err = errs[k]
 		var de *DeliveryError
 		if errors.As(j.err, &de) && de.RetryAfter > 0 && d.throttle != nil {
-			if berr := d.throttle.Block(ctx, d.tkeys.get(j.t.dest), d.cfg.Now().Add(de.RetryAfter)); berr != nil {
-				d.logger.WarnContext(ctx, "notifier: retry-after not recorded", "error", berr)
-			}
+			d.keepRetryAfter(ctx, j.t.dest, de.RetryAfter)
 		}
 	}
 	return recs
+}
+
+// keepRetryAfter blocks dest for a receiver's Retry-After, even if ctx
+// ended while the receiver answered.
+func (d *Deliverer) keepRetryAfter(ctx context.Context, dest subscriber.Destination, after time.Duration) {
+	sctx, cancel := settleContext(ctx)
+	defer cancel()
+	if err := d.throttle.Block(sctx, d.tkeys.get(dest), d.cfg.Now().Add(after)); err != nil {
+		d.logger.WarnContext(ctx, "notifier: retry-after not recorded", "error", err)
+	}
 }
 
 // sendStatus is a send's history status: sent, rejected or failed.

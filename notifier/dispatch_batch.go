@@ -236,7 +236,7 @@ func (c *committer) done(k int) {
 // batch's context ended.
 func (c *committer) write(ks []int) {
 	d, opts := c.d, c.opts
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), settleTimeout)
+	sctx, cancel := settleContext(c.ctx)
 	defer cancel()
 	var recs []history.Record
 	ops := make([]settleOp, len(ks))

@@ -126,7 +126,9 @@ func walkErrors(err error, f func(e error, leaf bool)) {
 }
 
 // scheduleRetries files retryable failures, or makes them permanent once
-// attempts ran out; one that cannot be filed keeps its error.
+// attempts ran out; one that cannot be filed keeps its error. It files
+// even after ctx ended: the attempt was made and recorded, so it must not
+// come back at the same attempt by a late redelivery.
 func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message, errs []error) {
 	var calls []script.Call
 	var idx []int
@@ -154,7 +156,12 @@ func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message,
 			Args: []any{m.ID, due.UnixMilli(), next}})
 		idx = append(idx, i)
 	}
-	cmds, _ := scheduleScript.RunAll(ctx, d.rdb, calls) // a failed load is each retried command's error
+	if len(calls) == 0 {
+		return
+	}
+	sctx, cancel := settleContext(ctx)
+	defer cancel()
+	cmds, _ := scheduleScript.RunAll(sctx, d.rdb, calls) // a failed load is each retried command's error
 	for k, c := range cmds {
 		i := idx[k]
 		switch _, err := c.Int(); {

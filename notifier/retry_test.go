@@ -3,6 +3,8 @@ package notifier
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
@@ -176,15 +178,7 @@ func TestDeliver_retryWaitsOutRetryAfter(t *testing.T) {
 	w := newWorld(t, mini(t), throttle.Config{Destination: throttle.Limit{Rate: 1000, Burst: 1000}})
 	sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
 	w.hook.answer("120", 429)
-	body, err := json.Marshal(req(sub, "comic:1", "w"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := stream.NewMessage(sub, TypeRequest, body)
-	if err := w.pub.Publish(ctx, w.topic, m); err != nil {
-		t.Fatal(err)
-	}
-	m.Attempt = 1
+	m := w.published(t, req(sub, "comic:1", "w"))
 	before := time.Now()
 	if errs := w.d.handleBatch(ctx, []*stream.Message{m}).(*stream.BatchError).Errs; errs[0] != nil {
 		t.Fatalf("429: %v, want acknowledged (scheduled)", errs[0])
@@ -194,4 +188,58 @@ func TestDeliver_retryWaitsOutRetryAfter(t *testing.T) {
 	if due := time.UnixMilli(int64(score)); err != nil || due.Before(before.Add(120*time.Second)) {
 		t.Fatalf("retry due at %s, %v; want after the 120s Retry-After", due, err)
 	}
+}
+
+// The handler's context may end while a receiver answers (its deadline
+// passed on a loaded machine): the answer decides all the same. The retry
+// is filed and the message acknowledged, not left pending for a
+// redelivery at the same attempt, and the Retry-After is kept.
+func TestDeliver_answerAsTheHandlerEndsStillFilesItsRetry(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, mini(t), throttle.Config{Destination: throttle.Limit{Rate: 1000, Burst: 1000}})
+	sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
+	hctx, end := context.WithCancel(ctx)
+	defer end()
+	w.d.dispatch.channels[ChannelWebhook] = endingChannel{end: end}
+	m := w.published(t, req(sub, "comic:1", "w"))
+	if errs := w.d.handleBatch(hctx, []*stream.Message{m}).(*stream.BatchError).Errs; errs[0] != nil {
+		t.Fatalf("503 as the handler ended: %v, want acknowledged (scheduled)", errs[0])
+	}
+	schedule, _ := w.d.retryKeys(m.Partition)
+	if _, err := w.rdb.ZScore(ctx, schedule, m.ID).Result(); err != nil {
+		t.Fatalf("retry not filed: %v", err)
+	}
+	if st := w.statuses(t, sub); !slices.Equal(st, []string{"failed"}) {
+		t.Fatalf("history %v, want one failed attempt", st)
+	}
+	next := &stream.Message{ID: "1-1", Partition: m.Partition, Type: TypeRequest, Attempt: 1}
+	if err := w.d.Deliver(ctx, next, req(sub, "comic:2", "w")); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("within Retry-After: %v, want ErrThrottled", err)
+	}
+}
+
+// endingChannel answers every send with a 503 and a Retry-After, ending
+// the handler's context as it answers.
+type endingChannel struct{ end context.CancelFunc }
+
+func (endingChannel) Name() string { return ChannelWebhook }
+
+func (c endingChannel) Send(context.Context, Notification) error {
+	c.end()
+	return &DeliveryError{Channel: ChannelWebhook, StatusCode: 503, Retryable: true, RetryAfter: 2 * time.Minute}
+}
+
+// published publishes r and returns its message as the stage reads it.
+func (w *world) published(t *testing.T, r Request) *stream.Message {
+	t.Helper()
+	body, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := stream.NewMessage(r.SubscriberID, TypeRequest, body)
+	if err := w.pub.Publish(context.Background(), w.topic, m); err != nil {
+		t.Fatal(err)
+	}
+	m.Attempt = 1
+	return m
 }
