@@ -37,6 +37,7 @@ type job struct {
 func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs []Request, errs []error) []history.Record {
 	subs, err := d.resolveAll(ctx, reqs, errs)
 	if err != nil {
+		err = unsent(ctx, err)
 		for i := range errs {
 			if errs[i] == nil && reqs[i].Destination == nil {
 				errs[i] = err
@@ -110,6 +111,7 @@ func (d *Deliverer) holdAll(ctx context.Context, msgs []*stream.Message, reqs []
 			defer func() { <-sem }()
 			m := msgs[j.msg]
 			status[k], j.err = d.hold(ctx, m, reqs[j.msg], j.t, j.key, d.tag(m.Partition))
+			j.err = unsent(ctx, j.err)
 		})
 	}
 	wg.Wait()
@@ -152,8 +154,8 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 	}
 	opts := BatchOptions{Concurrency: d.cfg.Concurrency, Slots: d.slots, History: d.history}
 	opts.Record = func(k int, outcome string, err error) []history.Record {
-		if outcome == OutcomeDuplicate || errors.Is(err, ErrInFlight) {
-			return nil // recorded when it was sent, or by the copy sending it
+		if outcome == OutcomeDuplicate || untried(err) {
+			return nil // recorded when it was sent, or by the copy sending it, or when tried
 		}
 		return []history.Record{d.finish(live[k].rec, d.sendStatus(err, live[k].rec.Attempts), err)}
 	}

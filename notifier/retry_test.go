@@ -11,6 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
@@ -242,4 +243,47 @@ func (w *world) published(t *testing.T, r Request) *stream.Message {
 	}
 	m.Attempt = 1
 	return m
+}
+
+// A request whose handler's time ran out before its send (a loaded
+// machine) was not tried: even on its last attempt it is retried on that
+// attempt, not dead-lettered, and no failure is recorded. Handled again in
+// time, as its retry is, it is sent at that attempt.
+func TestDeliver_timeRunningOutBeforeTheSendUsesNoAttempt(t *testing.T) {
+	for _, inline := range []bool{false, true} {
+		t.Run("inline "+strconv.FormatBool(inline), func(t *testing.T) {
+			ctx := context.Background()
+			w := newWorld(t, mini(t), throttle.Config{Disabled: true})
+			sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
+			r := req(sub, "comic:1", "w")
+			if inline { // no subscriber to resolve: the time runs out at the claim
+				r.Destination = &subscriber.Destination{Kind: subscriber.KindWebhook, Address: w.hook.srv.URL + "/b", Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+			}
+			m := w.published(t, r)
+			last := strconv.Itoa(fastRetry.MaxAttempts)
+			m.Metadata = map[string]string{MetaAttempt: last}
+			ended, end := context.WithCancel(ctx)
+			end()
+			if errs := w.d.handleBatch(ended, []*stream.Message{m}).(*stream.BatchError).Errs; errs[0] != nil {
+				t.Fatalf("last attempt out of time: %v, want acknowledged and retried", errs[0])
+			}
+			_, entries := w.d.retryKeys(m.Partition)
+			var fields []string
+			raw, err := w.rdb.HGet(ctx, entries, m.ID).Result()
+			if err != nil || json.Unmarshal([]byte(raw), &fields) != nil || !slices.Contains(fields, MetaAttempt) ||
+				fields[slices.Index(fields, MetaAttempt)+1] != last {
+				t.Fatalf("retry %q, %v: want one filed at attempt %s", raw, err, last)
+			}
+			if n, st := w.hook.callCount(), w.statuses(t, sub); n != 0 || len(st) != 0 {
+				t.Fatalf("%d calls, history %v: want none", n, st)
+			}
+			if errs := w.d.handleBatch(ctx, []*stream.Message{m}).(*stream.BatchError).Errs; errs[0] != nil {
+				t.Fatalf("in time: %v", errs[0])
+			}
+			recs, err := w.hist.Recent(ctx, sub, 10)
+			if err != nil || len(recs) != 1 || recs[0].Status != history.StatusSent || recs[0].Attempts != fastRetry.MaxAttempts {
+				t.Fatalf("history %+v, %v: want sent at attempt %s", recs, err, last)
+			}
+		})
+	}
 }
