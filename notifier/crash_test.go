@@ -148,22 +148,29 @@ func TestDispatcher_recordsEachSendAsItCompletes(t *testing.T) {
 
 // A crash is not a failed attempt: the runtime's redeliveries of one entry
 // leave its attempt number alone, and a request that only found its sends
-// in flight elsewhere is retried on the same attempt.
+// in flight elsewhere, or whose time ran out before them, is retried on the
+// same attempt.
 func TestAttempts_countOnlyFailedSends(t *testing.T) {
 	inFlight := fmt.Errorf("%w: k", ErrInFlight)
+	ended, cancel := context.WithCancel(context.Background())
+	cancel()
+	late := unsent(ended, fmt.Errorf("notifier: claim delivery k: %w", context.DeadlineExceeded))
 	for _, tc := range []struct {
-		name     string
-		meta     string // MetaAttempt, "" for none
-		runtime  int    // stream.Message.Attempt
-		err      error
-		attempt  int
-		inFlight bool
+		name    string
+		meta    string // MetaAttempt, "" for none
+		runtime int    // stream.Message.Attempt
+		err     error
+		attempt int
+		untried bool
 	}{
 		{"first delivery", "", 1, errors.New("boom"), 1, false},
 		{"redelivered after a crash", "", 3, errors.New("boom"), 1, false},
 		{"a retry redelivered after a crash", "4", 2, errors.New("boom"), 4, false},
 		{"only in flight elsewhere", "2", 1, Settle([]error{inFlight, inFlight}), 2, true},
 		{"in flight and failed", "2", 1, Settle([]error{inFlight, errors.New("boom")}), 2, false},
+		{"time ran out before the sends", "3", 1, Settle([]error{late, inFlight}), 3, true},
+		{"time ran out before one send, another failed", "3", 1, Settle([]error{late, errors.New("boom")}), 3, false},
+		{"a send that timed out", "3", 1, Settle([]error{&DeliveryError{Channel: ChannelWebhook, Retryable: true, Err: context.DeadlineExceeded}}), 3, false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			m := &stream.Message{ID: "1-0", Attempt: tc.runtime, Metadata: map[string]string{}}
@@ -173,8 +180,8 @@ func TestAttempts_countOnlyFailedSends(t *testing.T) {
 			if got := attemptOf(m); got != tc.attempt {
 				t.Errorf("attempt %d, want %d", got, tc.attempt)
 			}
-			if got := onlyInFlight(tc.err); got != tc.inFlight {
-				t.Errorf("only in flight: %v, want %v", got, tc.inFlight)
+			if got := untried(tc.err); got != tc.untried {
+				t.Errorf("untried: %v, want %v", got, tc.untried)
 			}
 		})
 	}

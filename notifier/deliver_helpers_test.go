@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -245,8 +246,14 @@ func (w *world) statuses(t *testing.T, sub string) []string {
 // waitSettled waits until the stage settled n messages in all.
 func (w *world) waitSettled(t *testing.T, n int64) {
 	t.Helper()
-	testenv.WaitFor(t, waitTimeout, func() bool { return w.settled.Load() >= n }, "%d messages settled (have %d)", n, w.settled.Load())
+	testenv.WaitFor(t, waitTimeout, func() bool { return w.settled.Load() >= n }, "%d messages settled (have %v)", n, atEnd[int64](w.settled.Load))
 }
+
+// atEnd formats as f's result when formatted: a wait's failure message
+// then tells the state at the end of the wait, not at its start.
+type atEnd[T any] func() T
+
+func (f atEnd[T]) String() string { return fmt.Sprint(f()) }
 
 // waitDeadLetters waits until the topic holds n dead letters.
 func (w *world) waitDeadLetters(t *testing.T, n int64) {

@@ -37,6 +37,7 @@ type job struct {
 func (d *Deliverer) deliverAll(ctx context.Context, msgs []*stream.Message, reqs []Request, errs []error) []history.Record {
 	subs, err := d.resolveAll(ctx, reqs, errs)
 	if err != nil {
+		err = unsent(ctx, err)
 		for i := range errs {
 			if errs[i] == nil && reqs[i].Destination == nil {
 				errs[i] = err
@@ -110,6 +111,7 @@ func (d *Deliverer) holdAll(ctx context.Context, msgs []*stream.Message, reqs []
 			defer func() { <-sem }()
 			m := msgs[j.msg]
 			status[k], j.err = d.hold(ctx, m, reqs[j.msg], j.t, j.key, d.tag(m.Partition))
+			j.err = unsent(ctx, j.err)
 		})
 	}
 	wg.Wait()
@@ -152,8 +154,8 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 	}
 	opts := BatchOptions{Concurrency: d.cfg.Concurrency, Slots: d.slots, History: d.history}
 	opts.Record = func(k int, outcome string, err error) []history.Record {
-		if outcome == OutcomeDuplicate || errors.Is(err, ErrInFlight) {
-			return nil // recorded when it was sent, or by the copy sending it
+		if outcome == OutcomeDuplicate || untried(err) {
+			return nil // recorded when it was sent, or by the copy sending it, or when tried
 		}
 		return []history.Record{d.finish(live[k].rec, d.sendStatus(err, live[k].rec.Attempts), err)}
 	}
@@ -171,12 +173,20 @@ func (d *Deliverer) sendAll(ctx context.Context, msgs []*stream.Message, reqs []
 		j.err = errs[k]
 		var de *DeliveryError
 		if errors.As(j.err, &de) && de.RetryAfter > 0 && d.throttle != nil {
-			if berr := d.throttle.Block(ctx, d.tkeys.get(j.t.dest), d.cfg.Now().Add(de.RetryAfter)); berr != nil {
-				d.logger.WarnContext(ctx, "notifier: retry-after not recorded", "error", berr)
-			}
+			d.keepRetryAfter(ctx, j.t.dest, de.RetryAfter)
 		}
 	}
 	return recs
+}
+
+// keepRetryAfter blocks dest for a receiver's Retry-After, even if ctx
+// ended while the receiver answered.
+func (d *Deliverer) keepRetryAfter(ctx context.Context, dest subscriber.Destination, after time.Duration) {
+	sctx, cancel := settleContext(ctx)
+	defer cancel()
+	if err := d.throttle.Block(sctx, d.tkeys.get(dest), d.cfg.Now().Add(after)); err != nil {
+		d.logger.WarnContext(ctx, "notifier: retry-after not recorded", "error", err)
+	}
 }
 
 // sendStatus is a send's history status: sent, rejected or failed.

@@ -230,3 +230,19 @@ func TestDeliveryLedger_leaseExpires(t *testing.T) {
 		t.Errorf("sent record expires in %v, want the ledger ttl", ttl)
 	}
 }
+
+// A send whose context ended after its claim is not begun, and its
+// failure is no attempt; the lease is released for the retry to send.
+func TestDispatcher_beginsNoSendOnceTheTimeRanOut(t *testing.T) {
+	ch := &fakeChannel{name: "fake"}
+	d, _ := newDispatcher(t, ch, DeliveryLedgerConfig{})
+	ctx, end := context.WithCancel(context.Background())
+	opts := BatchOptions{Before: func(context.Context, []int) []func(context.Context) error { end(); return nil }}
+	_, errs := d.DeliverBatch(ctx, []Delivery{delivery("1-0")}, opts)
+	if errs[0] == nil || !untried(errs[0]) || ch.sends() != 0 {
+		t.Fatalf("out of time: %v (untried %v), %d sends; want an untried failure, nothing sent", errs[0], untried(errs[0]), ch.sends())
+	}
+	if got, err := d.Deliver(context.Background(), delivery("1-1")); got != OutcomeSent || err != nil || ch.sends() != 1 {
+		t.Fatalf("retry = %s, %v, %d sends; want sent once", got, err, ch.sends())
+	}
+}

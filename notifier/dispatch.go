@@ -34,6 +34,12 @@ var (
 // settleTimeout bounds the ledger write after a send, even past the handler's context.
 const settleTimeout = 5 * time.Second
 
+// settleContext is ctx without its end, bounded by settleTimeout: an
+// outcome once decided is written even if the handler's time ran out.
+func settleContext(ctx context.Context) (context.Context, context.CancelFunc) {
+	return context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+}
+
 // Delivery asks a Dispatcher to deliver one notification once.
 type Delivery struct {
 	// HashTag places the ledger record in the message's partition's slot.
@@ -145,7 +151,7 @@ func (d *Dispatcher) record(ctx context.Context, h *history.Recorder, recs []his
 	if h == nil || len(recs) == 0 {
 		return
 	}
-	hctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), settleTimeout)
+	hctx, cancel := settleContext(ctx)
 	defer cancel()
 	if err := h.Record(hctx, recs...); err != nil {
 		d.logger.WarnContext(ctx, "notifier: history not recorded", "records", len(recs), "error", err)

@@ -117,7 +117,7 @@ func (d *Dispatcher) deliverBatch(ctx context.Context, dels []Delivery, ctxs []c
 		del := dels[i]
 		switch res := results[j]; {
 		case cerrs[j] != nil:
-			fail(i, errorRetryable, cerrs[j])
+			fail(i, errorRetryable, unsent(ctx, cerrs[j]))
 		case res == claimSent:
 			outcomes[i] = OutcomeDuplicate
 		case res == claimBusy:
@@ -236,7 +236,7 @@ func (c *committer) done(k int) {
 // batch's context ended.
 func (c *committer) write(ks []int) {
 	d, opts := c.d, c.opts
-	sctx, cancel := context.WithTimeout(context.WithoutCancel(c.ctx), settleTimeout)
+	sctx, cancel := settleContext(c.ctx)
 	defer cancel()
 	var recs []history.Record
 	ops := make([]settleOp, len(ks))
@@ -290,7 +290,7 @@ func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Co
 	n := del.Notification
 	if pre != nil {
 		if err := pre(ctx); err != nil {
-			outcomes[i], errTypes[i], errs[i] = OutcomeFailed, errorRetryable, err
+			outcomes[i], errTypes[i], errs[i] = OutcomeFailed, errorRetryable, unsent(ctx, err)
 			return
 		}
 	}
@@ -299,9 +299,13 @@ func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Co
 		case slots <- struct{}{}:
 			defer func() { <-slots }()
 		case <-ctx.Done():
-			outcomes[i], errTypes[i], errs[i] = OutcomeFailed, errorRetryable, fmt.Errorf("notifier: waiting to send: %w", ctx.Err())
+			outcomes[i], errTypes[i], errs[i] = OutcomeFailed, errorRetryable, unsent(ctx, fmt.Errorf("notifier: waiting to send: %w", ctx.Err()))
 			return
 		}
+	}
+	if err := ctx.Err(); err != nil { // a send begun now could only time out
+		outcomes[i], errTypes[i], errs[i] = OutcomeFailed, errorRetryable, unsent(ctx, fmt.Errorf("notifier: %s to %s: %w", del.Channel, n.Recipient.ID, err))
+		return
 	}
 	start := time.Now()
 	sendErr := d.channels[del.Channel].Send(ctx, n)
@@ -322,6 +326,21 @@ func (d *Dispatcher) send(ctx context.Context, del Delivery, pre func(context.Co
 		return
 	}
 	errTypes[i], errs[i] = errorRetryable, fmt.Errorf("notifier: %s to %s: %w", del.Channel, n.Recipient.ID, sendErr)
+}
+
+// unsentError is a delivery's failure before its send, its context ended:
+// no receiver was tried, so it uses up no attempt.
+type unsentError struct{ err error }
+
+func (e *unsentError) Error() string { return "notifier: not sent in time: " + e.err.Error() }
+func (e *unsentError) Unwrap() error { return e.err }
+
+// unsent marks a retryable err as unsent once ctx has ended.
+func unsent(ctx context.Context, err error) error {
+	if err == nil || ctx.Err() == nil || stream.IsPermanent(err) || untried(err) {
+		return err
+	}
+	return &unsentError{err: err}
 }
 
 // DigestService names the digest flusher among the binary's services.

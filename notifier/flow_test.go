@@ -6,6 +6,8 @@ import (
 	"net/http"
 	"net/http/httptest"
 	"slices"
+	"strconv"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -95,6 +97,10 @@ func TestFlow_describeAndNotify(t *testing.T) {
 	}
 }
 
+// kindRuns numbers the runs of TestFlow_registerKind: kinds are registered
+// process-wide for good, so each run registers a kind of its own.
+var kindRuns atomic.Int64
+
 // A flow registers its destination kind on one of the notifier's channels;
 // subscribers and requests may use it from then on.
 func TestFlow_registerKind(t *testing.T) {
@@ -103,7 +109,8 @@ func TestFlow_registerKind(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	dest := subscriber.Destination{Kind: "test_notify", Address: "https://test.example/notify"}
+	kind := "test_notify_" + strconv.FormatInt(kindRuns.Add(1), 10)
+	dest := subscriber.Destination{Kind: kind, Address: "https://test.example/notify"}
 	if err := dest.Validate(); !errors.Is(err, subscriber.ErrInvalid) {
 		t.Fatalf("unregistered kind: %v, want ErrInvalid", err)
 	}
@@ -111,11 +118,11 @@ func TestFlow_registerKind(t *testing.T) {
 		t.Error("a kind on a channel the notifier lacks was registered")
 	}
 	for range 2 {
-		if err := f.RegisterKind(notifier.SignedJSONKind("test_notify")); err != nil {
+		if err := f.RegisterKind(notifier.SignedJSONKind(kind)); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if err := f.RegisterKind(subscriber.Kind{Name: "test_notify", Channel: "log", Core: subscriber.URLCore}); err == nil {
+	if err := f.RegisterKind(subscriber.Kind{Name: kind, Channel: "log", Core: subscriber.URLCore}); err == nil {
 		t.Error("a different kind registered under the same name")
 	}
 	if err := dest.Validate(); err != nil || dest.Channel() != "webhook" {

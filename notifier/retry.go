@@ -24,7 +24,8 @@ const MetaAttempt = "notify.attempt"
 // RetryConfig configures retries: a jittered pause doubling from Initial
 // to Max, honouring Retry-After, then the dead letter. Zero takes defaults.
 type RetryConfig struct {
-	// MaxAttempts is the tries before the dead letter. Default 8, range 1..100.
+	// MaxAttempts is the tries before the dead letter; a delivery whose time
+	// ran out before its send tried nothing. Default 8, range 1..100.
 	MaxAttempts int `default:"8" range:"1..100"`
 	// Initial is the pause after the first failed attempt. Default 1s.
 	Initial time.Duration `default:"1s" range:"1ms.."`
@@ -102,11 +103,24 @@ func attemptOf(m *stream.Message) int {
 	return 1
 }
 
-// onlyInFlight reports whether every failure in err is ErrInFlight.
-func onlyInFlight(err error) bool {
-	only := true
-	walkErrors(err, func(e error, leaf bool) { only = only && (!leaf || e == ErrInFlight) })
-	return only
+// untried reports whether no failure in err tried a receiver: each is
+// ErrInFlight, or unsent (its context ended before its send).
+func untried(err error) bool {
+	if _, ok := err.(*unsentError); ok || err == ErrInFlight {
+		return true
+	}
+	if j, ok := err.(interface{ Unwrap() []error }); ok {
+		for _, e := range j.Unwrap() {
+			if !untried(e) {
+				return false
+			}
+		}
+		return true
+	}
+	if u := errors.Unwrap(err); u != nil {
+		return untried(u)
+	}
+	return false
 }
 
 // walkErrors calls f with err and every error it wraps, depth first; leaf
@@ -126,7 +140,9 @@ func walkErrors(err error, f func(e error, leaf bool)) {
 }
 
 // scheduleRetries files retryable failures, or makes them permanent once
-// attempts ran out; one that cannot be filed keeps its error.
+// attempts ran out; one that cannot be filed keeps its error. It files
+// even after ctx ended: the attempt was made and recorded, so it must not
+// come back at the same attempt by a late redelivery.
 func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message, errs []error) {
 	var calls []script.Call
 	var idx []int
@@ -136,25 +152,33 @@ func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message,
 			continue
 		}
 		attempt, next := attemptOf(m), attemptOf(m)+1
-		if onlyInFlight(errs[i]) {
-			// Another delivery is sending: retry soon on the same attempt.
+		due := now.Add(max(d.cfg.Retry.Delay(attempt, rand.Float64()), notBefore(errs[i])))
+		switch {
+		case untried(errs[i]):
+			// No receiver was tried: retry on the same attempt, soon when
+			// another delivery is sending, else (the handler's time ran out
+			// before the send) after this attempt's pause.
 			next = attempt
-		} else if attempt >= d.cfg.Retry.MaxAttempts {
+			if !errors.As(errs[i], new(*unsentError)) {
+				due = now.Add(d.cfg.Retry.Delay(1, rand.Float64()))
+			}
+		case attempt >= d.cfg.Retry.MaxAttempts:
 			// The dead letter starts again at attempt 1 when replayed.
 			delete(m.Metadata, MetaAttempt)
 			errs[i] = stream.Permanent(fmt.Errorf("notifier: gave up after %d attempts: %w", attempt, errs[i]))
 			continue
-		}
-		due := now.Add(max(d.cfg.Retry.Delay(attempt, rand.Float64()), notBefore(errs[i])))
-		if next == attempt {
-			due = now.Add(d.cfg.Retry.Delay(1, rand.Float64()))
 		}
 		schedule, entries := d.retryKeys(m.Partition)
 		calls = append(calls, script.Call{Keys: []string{m.Stream, schedule, entries},
 			Args: []any{m.ID, due.UnixMilli(), next}})
 		idx = append(idx, i)
 	}
-	cmds, _ := scheduleScript.RunAll(ctx, d.rdb, calls) // a failed load is each retried command's error
+	if len(calls) == 0 {
+		return
+	}
+	sctx, cancel := settleContext(ctx)
+	defer cancel()
+	cmds, _ := scheduleScript.RunAll(sctx, d.rdb, calls) // a failed load is each retried command's error
 	for k, c := range cmds {
 		i := idx[k]
 		switch _, err := c.Int(); {

@@ -3,12 +3,15 @@ package notifier
 import (
 	"context"
 	"encoding/json"
+	"errors"
+	"slices"
 	"strconv"
 	"testing"
 	"time"
 
 	"github.com/redis/go-redis/v9"
 
+	"github.com/dropstream/dropstream/notifier/history"
 	"github.com/dropstream/dropstream/notifier/subscriber"
 	"github.com/dropstream/dropstream/notifier/throttle"
 	"github.com/dropstream/dropstream/stream"
@@ -176,15 +179,7 @@ func TestDeliver_retryWaitsOutRetryAfter(t *testing.T) {
 	w := newWorld(t, mini(t), throttle.Config{Destination: throttle.Limit{Rate: 1000, Burst: 1000}})
 	sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
 	w.hook.answer("120", 429)
-	body, err := json.Marshal(req(sub, "comic:1", "w"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	m := stream.NewMessage(sub, TypeRequest, body)
-	if err := w.pub.Publish(ctx, w.topic, m); err != nil {
-		t.Fatal(err)
-	}
-	m.Attempt = 1
+	m := w.published(t, req(sub, "comic:1", "w"))
 	before := time.Now()
 	if errs := w.d.handleBatch(ctx, []*stream.Message{m}).(*stream.BatchError).Errs; errs[0] != nil {
 		t.Fatalf("429: %v, want acknowledged (scheduled)", errs[0])
@@ -193,5 +188,102 @@ func TestDeliver_retryWaitsOutRetryAfter(t *testing.T) {
 	score, err := w.rdb.ZScore(ctx, schedule, m.ID).Result()
 	if due := time.UnixMilli(int64(score)); err != nil || due.Before(before.Add(120*time.Second)) {
 		t.Fatalf("retry due at %s, %v; want after the 120s Retry-After", due, err)
+	}
+}
+
+// The handler's context may end while a receiver answers (its deadline
+// passed on a loaded machine): the answer decides all the same. The retry
+// is filed and the message acknowledged, not left pending for a
+// redelivery at the same attempt, and the Retry-After is kept.
+func TestDeliver_answerAsTheHandlerEndsStillFilesItsRetry(t *testing.T) {
+	ctx := context.Background()
+	w := newWorld(t, mini(t), throttle.Config{Destination: throttle.Limit{Rate: 1000, Burst: 1000}})
+	sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
+	hctx, end := context.WithCancel(ctx)
+	defer end()
+	w.d.dispatch.channels[ChannelWebhook] = endingChannel{end: end}
+	m := w.published(t, req(sub, "comic:1", "w"))
+	if errs := w.d.handleBatch(hctx, []*stream.Message{m}).(*stream.BatchError).Errs; errs[0] != nil {
+		t.Fatalf("503 as the handler ended: %v, want acknowledged (scheduled)", errs[0])
+	}
+	schedule, _ := w.d.retryKeys(m.Partition)
+	if _, err := w.rdb.ZScore(ctx, schedule, m.ID).Result(); err != nil {
+		t.Fatalf("retry not filed: %v", err)
+	}
+	if st := w.statuses(t, sub); !slices.Equal(st, []string{"failed"}) {
+		t.Fatalf("history %v, want one failed attempt", st)
+	}
+	next := &stream.Message{ID: "1-1", Partition: m.Partition, Type: TypeRequest, Attempt: 1}
+	if err := w.d.Deliver(ctx, next, req(sub, "comic:2", "w")); !errors.Is(err, ErrThrottled) {
+		t.Fatalf("within Retry-After: %v, want ErrThrottled", err)
+	}
+}
+
+// endingChannel answers every send with a 503 and a Retry-After, ending
+// the handler's context as it answers.
+type endingChannel struct{ end context.CancelFunc }
+
+func (endingChannel) Name() string { return ChannelWebhook }
+
+func (c endingChannel) Send(context.Context, Notification) error {
+	c.end()
+	return &DeliveryError{Channel: ChannelWebhook, StatusCode: 503, Retryable: true, RetryAfter: 2 * time.Minute}
+}
+
+// published publishes r and returns its message as the stage reads it.
+func (w *world) published(t *testing.T, r Request) *stream.Message {
+	t.Helper()
+	body, err := json.Marshal(r)
+	if err != nil {
+		t.Fatal(err)
+	}
+	m := stream.NewMessage(r.SubscriberID, TypeRequest, body)
+	if err := w.pub.Publish(context.Background(), w.topic, m); err != nil {
+		t.Fatal(err)
+	}
+	m.Attempt = 1
+	return m
+}
+
+// A request whose handler's time ran out before its send (a loaded
+// machine) was not tried: even on its last attempt it is retried on that
+// attempt, not dead-lettered, and no failure is recorded. Handled again in
+// time, as its retry is, it is sent at that attempt.
+func TestDeliver_timeRunningOutBeforeTheSendUsesNoAttempt(t *testing.T) {
+	for _, inline := range []bool{false, true} {
+		t.Run("inline "+strconv.FormatBool(inline), func(t *testing.T) {
+			ctx := context.Background()
+			w := newWorld(t, mini(t), throttle.Config{Disabled: true})
+			sub := w.subscribe(t, "/a", "", subscriber.Preferences{})
+			r := req(sub, "comic:1", "w")
+			if inline { // no subscriber to resolve: the time runs out at the claim
+				r.Destination = &subscriber.Destination{Kind: subscriber.KindWebhook, Address: w.hook.srv.URL + "/b", Secret: "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw"}
+			}
+			m := w.published(t, r)
+			last := strconv.Itoa(fastRetry.MaxAttempts)
+			m.Metadata = map[string]string{MetaAttempt: last}
+			ended, end := context.WithCancel(ctx)
+			end()
+			if errs := w.d.handleBatch(ended, []*stream.Message{m}).(*stream.BatchError).Errs; errs[0] != nil {
+				t.Fatalf("last attempt out of time: %v, want acknowledged and retried", errs[0])
+			}
+			_, entries := w.d.retryKeys(m.Partition)
+			var fields []string
+			raw, err := w.rdb.HGet(ctx, entries, m.ID).Result()
+			if err != nil || json.Unmarshal([]byte(raw), &fields) != nil || !slices.Contains(fields, MetaAttempt) ||
+				fields[slices.Index(fields, MetaAttempt)+1] != last {
+				t.Fatalf("retry %q, %v: want one filed at attempt %s", raw, err, last)
+			}
+			if n, st := w.hook.callCount(), w.statuses(t, sub); n != 0 || len(st) != 0 {
+				t.Fatalf("%d calls, history %v: want none", n, st)
+			}
+			if errs := w.d.handleBatch(ctx, []*stream.Message{m}).(*stream.BatchError).Errs; errs[0] != nil {
+				t.Fatalf("in time: %v", errs[0])
+			}
+			recs, err := w.hist.Recent(ctx, sub, 10)
+			if err != nil || len(recs) != 1 || recs[0].Status != history.StatusSent || recs[0].Attempts != fastRetry.MaxAttempts {
+				t.Fatalf("history %+v, %v: want sent at attempt %s", recs, err, last)
+			}
+		})
 	}
 }
