@@ -12,8 +12,9 @@ import (
 )
 
 // benchRow is a row of bench api's table: route, saturation req/s, the
-// two latencies, the two CPU figures and the answers.
-var benchRow = regexp.MustCompile(`^\s*((?:GET|POST) \S+)\s+(\d+)\s+([\d.]+) ms\s+([\d.]+) ms\s+([\d.]+)\s+([\d.]+)\s+(.+?)\s*$`)
+// two latencies, the CPU per request of the server, Redis and the load
+// process, and the answers.
+var benchRow = regexp.MustCompile(`^\s*((?:GET|POST) \S+)\s+(\d+)\s+([\d.]+) ms\s+([\d.]+) ms\s+([\d.]+)\s+([\d.]+)\s+([\d.]+)\s+(.+?)\s*$`)
 
 // selfIsTestBinary points selfCommand, the benches' helper processes, at
 // this test binary running main, until t ends.
@@ -53,12 +54,16 @@ func TestBenchAPI_loadsEachRouteFromAnotherProcess(t *testing.T) {
 		routes = append(routes, route)
 		perSecond, _ := strconv.Atoi(m[2])
 		processUS, _ := strconv.ParseFloat(m[5], 64)
-		if perSecond <= 0 || processUS <= 0 {
-			t.Errorf("%s: %d req/s, %.1f µs of process CPU per request: want both above 0", route, perSecond, processUS)
+		loadUS, _ := strconv.ParseFloat(m[7], 64)
+		if perSecond <= 0 || processUS <= 0 || loadUS <= 0 {
+			t.Errorf("%s: %d req/s, %.1f µs of process CPU and %.1f of the load's per request: want all above 0", route, perSecond, processUS, loadUS)
 		}
-		if !regexp.MustCompile(`^200 × \d+$`).MatchString(m[7]) {
-			t.Errorf("%s answered %s at saturation: want 200 only", route, m[7])
+		if !regexp.MustCompile(`^200 × \d+$`).MatchString(m[8]) {
+			t.Errorf("%s answered %s at saturation: want 200 only", route, m[8])
 		}
+	}
+	if !regexp.MustCompile(`(?m)^GET /v1/availability\S+: \d+ pages served again while unchanged, [1-9]\d* listed`).MatchString(out.String()) {
+		t.Errorf("no line of the list's pages served again and listed:\n%s", out.String())
 	}
 	want := []string{"GET /v1/availability?state=open", "GET /v1/sources/", "GET /v1/notifications/", "GET /v1/sagas/", "POST /stock/add/"}
 	if len(routes) != len(want) {

@@ -16,6 +16,8 @@ import (
 	"sync"
 	"sync/atomic"
 	"time"
+
+	"github.com/valyala/fasthttp"
 )
 
 // LoadArgs are the arguments of the binary that run a Load read as JSON on
@@ -49,6 +51,8 @@ type LoadResult struct {
 	// Answers are the HTTP status of each of IDs (0: not sent, -1: no
 	// answer).
 	Answers []int `json:"answers,omitempty"`
+	// CPU is the load process's own CPU over the phase.
+	CPU time.Duration `json:"cpu"`
 }
 
 // Validate reports a phase out of range.
@@ -102,9 +106,13 @@ func (l Load) RunBy(ctx context.Context, self func(args ...string) *exec.Cmd) (L
 
 // Run sends the phase's requests over keep-alive connections.
 func (l Load) Run(ctx context.Context) LoadResult {
-	client := &http.Client{Timeout: time.Minute, Transport: &http.Transport{
-		MaxIdleConns: l.Connections, MaxIdleConnsPerHost: l.Connections, MaxConnsPerHost: l.Connections}}
+	// fasthttp's client: it costs the load process a fraction of what
+	// net/http's does, so the two cores go to the server as with wrk
+	// (BENCHMARKS.md, "The availability list served again while unchanged").
+	client := &fasthttp.Client{MaxConnsPerHost: l.Connections, ReadTimeout: time.Minute, WriteTimeout: time.Minute,
+		MaxIdemponentCallAttempts: 1}
 	defer client.CloseIdleConnections()
+	cpu := ProcessCPU()
 	start := time.Now()
 	deadline := start.Add(l.Duration)
 	var next atomic.Int64
@@ -133,7 +141,7 @@ func (l Load) Run(ctx context.Context) LoadResult {
 				if l.IDs != nil {
 					url = strings.ReplaceAll(url, "{id}", strconv.Itoa(l.IDs[i]))
 				}
-				code := Send(ctx, client, l.Method, url)
+				code := sendFast(client, l.Method, url)
 				if l.IDs != nil {
 					res.Answers[i] = code // each worker writes its own indexes
 				}
@@ -155,6 +163,7 @@ func (l Load) Run(ctx context.Context) LoadResult {
 	}
 	wg.Wait()
 	res.Seconds = time.Since(start).Seconds()
+	res.CPU = ProcessCPU() - cpu
 	res.Latencies = Summarize(latencies)
 	return res
 }
@@ -194,6 +203,19 @@ func StartHelper(cmd *exec.Cmd, who string) (*Helper, error) {
 
 // Close ends the process: its stdin ends.
 func (h *Helper) Close() { _ = h.In.Close(); _ = h.cmd.Wait() }
+
+// sendFast makes one request and returns its status, -1 without one.
+func sendFast(client *fasthttp.Client, method, url string) int {
+	req, resp := fasthttp.AcquireRequest(), fasthttp.AcquireResponse()
+	defer fasthttp.ReleaseRequest(req)
+	defer fasthttp.ReleaseResponse(resp)
+	req.Header.SetMethod(method)
+	req.SetRequestURI(url)
+	if err := client.Do(req, resp); err != nil {
+		return -1
+	}
+	return resp.StatusCode()
+}
 
 // Send makes one request and returns its status, -1 without one.
 func Send(ctx context.Context, client *http.Client, method, url string) int {
