@@ -106,34 +106,31 @@ func attemptOf(m *stream.Message) int {
 // untried reports whether no failure in err tried a receiver: each is
 // ErrInFlight, or unsent (its context ended before its send).
 func untried(err error) bool {
-	if _, ok := err.(*unsentError); ok || err == ErrInFlight {
-		return true
-	}
-	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		for _, e := range j.Unwrap() {
-			if !untried(e) {
-				return false
-			}
+	only := true
+	walkErrors(err, func(e error, leaf bool) bool {
+		if _, ok := e.(*unsentError); ok {
+			return false
 		}
+		only = only && (!leaf || e == ErrInFlight)
 		return true
-	}
-	if u := errors.Unwrap(err); u != nil {
-		return untried(u)
-	}
-	return false
+	})
+	return only
 }
 
-// walkErrors calls f with err and every error it wraps, depth first; leaf
-// says an error wraps none.
-func walkErrors(err error, f func(e error, leaf bool)) {
+// walkErrors calls f with err and every error it wraps, depth first, but
+// not those under an error for which f returns false; leaf says an error
+// wraps none.
+func walkErrors(err error, f func(e error, leaf bool) bool) {
 	if j, ok := err.(interface{ Unwrap() []error }); ok {
-		f(err, false)
-		for _, e := range j.Unwrap() {
-			walkErrors(e, f)
+		if f(err, false) {
+			for _, e := range j.Unwrap() {
+				walkErrors(e, f)
+			}
 		}
 	} else if u := errors.Unwrap(err); u != nil {
-		f(err, false)
-		walkErrors(u, f)
+		if f(err, false) {
+			walkErrors(u, f)
+		}
 	} else {
 		f(err, true)
 	}
@@ -194,13 +191,14 @@ func (d *Deliverer) scheduleRetries(ctx context.Context, msgs []*stream.Message,
 // notBefore is the longest pause err's Retry-After or throttle asks for.
 func notBefore(err error) time.Duration {
 	var longest time.Duration
-	walkErrors(err, func(e error, _ bool) {
+	walkErrors(err, func(e error, _ bool) bool {
 		switch e := e.(type) {
 		case *DeliveryError:
 			longest = max(longest, e.RetryAfter)
 		case *throttledError:
 			longest = max(longest, e.wait)
 		}
+		return true
 	})
 	return longest
 }
